@@ -1,0 +1,52 @@
+/* base/error — see error.h. */
+#include "base/error.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+const char *kr_strerror(kr_status status) {
+    switch (status) {
+    case KR_OK: return "ok";
+    case KR_ERR_INVALID_ARG: return "invalid argument";
+    case KR_ERR_IO: return "i/o error";
+    case KR_ERR_FORMAT: return "malformed input";
+    case KR_ERR_MODEL: return "invalid model";
+    case KR_ERR_NOMEM: return "out of memory";
+    case KR_ERR_UNSUPPORTED: return "unsupported";
+    case KR_ERR_INTERNAL: return "internal error";
+    case KR_ERR_CANCELLED: return "cancelled";
+    }
+    return "unknown error";
+}
+
+const char *kr_version(void) { return "0.1.0"; }
+
+kr_status kr_error_set(kr_error *err, kr_status status, const char *fmt, ...) {
+    if (err) {
+        err->status = status;
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->message, sizeof err->message, fmt, ap);
+        va_end(ap);
+    }
+    return status;
+}
+
+void kr_error_prefix(kr_error *err, const char *fmt, ...) {
+    if (!err) return;
+    char prefix[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(prefix, sizeof prefix, fmt, ap);
+    va_end(ap);
+    char old[sizeof err->message];
+    memcpy(old, err->message, sizeof old);
+    snprintf(err->message, sizeof err->message, "%s: %s", prefix, old);
+}
+
+void kr_error_clear(kr_error *err) {
+    if (!err) return;
+    err->status = KR_OK;
+    err->message[0] = '\0';
+}

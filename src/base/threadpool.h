@@ -1,0 +1,28 @@
+/*
+ * base/threadpool — a fixed set of worker threads that run one parallel region at a time.
+ *
+ * kr_pool_run(pool, fn, ctx) calls fn(ctx, ith, nth) for every ith in [0, nth) — the caller
+ * is thread 0 — and returns when all have finished. Workers spin briefly before sleeping, so
+ * the many small regions of a decode step cost microseconds, not a futex round-trip each.
+ * One owner drives a pool (not re-entrant, not for concurrent callers).
+ */
+#ifndef KR_BASE_THREADPOOL_H
+#define KR_BASE_THREADPOOL_H
+
+#include "kronos.h"
+
+typedef struct kr_pool kr_pool;
+typedef void (*kr_pool_fn)(void *ctx, int ith, int nth);
+
+/* n_threads total including the caller; <= 0 means the number of online CPUs.
+ * Caller owns *out; free with kr_pool_free. */
+kr_status kr_pool_create(int n_threads, kr_pool **out, kr_error *err);
+void kr_pool_free(kr_pool *pool);
+/* Threads a region runs on (1 for a NULL pool). */
+int kr_pool_size(const kr_pool *pool);
+/* Runs fn on every thread; a NULL pool runs fn(ctx, 0, 1) on the caller. */
+void kr_pool_run(kr_pool *pool, kr_pool_fn fn, void *ctx);
+/* Number of online CPUs (>= 1). */
+int kr_cpu_count(void);
+
+#endif

@@ -1,0 +1,104 @@
+/*
+ * base/timeutil — calendar arithmetic on naive timestamps (see timeutil.h).
+ *
+ * The predictor's temporal embedding is indexed by pandas' dt.minute / dt.hour / dt.weekday /
+ * dt.day / dt.month of naive timestamps, so every conversion here is pure proleptic-Gregorian
+ * arithmetic on "seconds since 1970-01-01 taken as UTC": no time zones, no DST, no leap
+ * seconds, and no libc gmtime (whose range and thread-safety vary by platform).
+ *
+ * The day <-> civil-date conversions follow the era-based method described by Howard Hinnant
+ * ("chrono-compatible low-level date algorithms"): shift the year to start on March 1 so the
+ * leap day is the last day of the year, then split into 400-year eras of 146097 days.
+ */
+#include "base/timeutil.h"
+
+#include <stdio.h>
+#include <time.h>
+
+enum { SECONDS_PER_DAY = 86400 };
+
+/* Floor division and the matching non-negative remainder: C's '/' truncates toward zero,
+ * which would put times before 1970 on the wrong day. */
+static int64_t floor_div(int64_t a, int64_t b) {
+    int64_t q = a / b;
+    if ((a % b != 0) && ((a < 0) != (b < 0))) q--;
+    return q;
+}
+
+static int64_t floor_mod(int64_t a, int64_t b) { return a - floor_div(a, b) * b; }
+
+/* Days since 1970-01-01 of a proleptic Gregorian date. Linear in `day`, so an out-of-range
+ * day simply rolls over (day 0 = last day of the previous month). */
+static int64_t days_from_civil(int64_t y, int64_t m, int64_t d) {
+    /* Normalise the month first so callers may pass e.g. month 13 = January next year. */
+    y += floor_div(m - 1, 12);
+    m = floor_mod(m - 1, 12) + 1;
+    y -= m <= 2;                                  /* years start on March 1 */
+    const int64_t era = floor_div(y, 400);
+    const int64_t yoe = y - era * 400;            /* [0, 399] */
+    const int64_t mp = (m + 9) % 12;              /* March = 0 ... February = 11 */
+    const int64_t doy = (153 * mp + 2) / 5 + d - 1; /* [0, 365] for valid d */
+    const int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy; /* [0, 146096] */
+    return era * 146097 + doe - 719468;           /* 719468 = days from 0000-03-01 to 1970-01-01 */
+}
+
+static void civil_from_days(int64_t z, int64_t *y, int *m, int *d) {
+    z += 719468;
+    const int64_t era = floor_div(z, 146097);
+    const int64_t doe = z - era * 146097;                               /* [0, 146096] */
+    const int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365; /* [0, 399] */
+    const int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);        /* [0, 365] */
+    const int64_t mp = (5 * doy + 2) / 153;                             /* [0, 11] */
+    *d = (int)(doy - (153 * mp + 2) / 5 + 1);
+    *m = (int)(mp < 10 ? mp + 3 : mp - 9);
+    *y = yoe + era * 400 + (*m <= 2);
+}
+
+kr_civil kr_civil_from_unix(int64_t t) {
+    kr_civil c;
+    const int64_t days = floor_div(t, SECONDS_PER_DAY);
+    const int64_t sod = t - days * SECONDS_PER_DAY; /* [0, 86399] */
+    int64_t year;
+    civil_from_days(days, &year, &c.month, &c.day);
+    /* Years beyond int range (|t| > ~6.7e16 s) cannot be represented in kr_civil; the
+     * conversion is implementation-defined there, never undefined. */
+    c.year = (int)year;
+    c.hour = (int)(sod / 3600);
+    c.minute = (int)(sod / 60 % 60);
+    c.second = (int)(sod % 60);
+    /* 1970-01-01 was a Thursday: weekday 3 with Monday = 0. */
+    c.weekday = (int)floor_mod(days + 3, 7);
+    return c;
+}
+
+int64_t kr_unix_from_civil(int year, int month, int day, int hour, int minute, int second) {
+    /* int inputs keep every product below 2^63: |days| < 2^31 * 366, times 86400. */
+    return days_from_civil(year, month, day) * SECONDS_PER_DAY + (int64_t)hour * 3600 +
+           (int64_t)minute * 60 + second;
+}
+
+void kr_time_features(int64_t t, float out[5]) {
+    const kr_civil c = kr_civil_from_unix(t);
+    out[0] = (float)c.minute;
+    out[1] = (float)c.hour;
+    out[2] = (float)c.weekday;
+    out[3] = (float)c.day;
+    out[4] = (float)c.month;
+}
+
+char *kr_format_timestamp(int64_t t, int date_only, char *buf, int buflen) {
+    if (!buf || buflen <= 0) return buf;
+    const kr_civil c = kr_civil_from_unix(t);
+    if (date_only && c.hour == 0 && c.minute == 0 && c.second == 0)
+        snprintf(buf, (size_t)buflen, "%04d-%02d-%02d", c.year, c.month, c.day);
+    else
+        snprintf(buf, (size_t)buflen, "%04d-%02d-%02d %02d:%02d:%02d", c.year, c.month, c.day,
+                 c.hour, c.minute, c.second);
+    return buf;
+}
+
+double kr_now_seconds(void) {
+    struct timespec ts;
+    if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0) return 0.0;
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}

@@ -1,0 +1,95 @@
+/* cli/args — see args.h. */
+#include "cli/args.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#ifndef KR_DEFAULT_MODEL_DIR
+#define KR_DEFAULT_MODEL_DIR "models/kronos-demo"
+#endif
+
+int kr_arg_int(const char *s, long min, long max, int *out) {
+    if (!s || !*s) return 0;
+    errno = 0;
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (errno || *end || v < min || v > max) return 0;
+    *out = (int)v;
+    return 1;
+}
+
+int kr_arg_u64(const char *s, uint64_t *out) {
+    if (!s || !*s || *s == '-' || *s == '+' || *s == ' ') return 0;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 0);
+    if (errno || *end) return 0;
+    *out = (uint64_t)v;
+    return 1;
+}
+
+int kr_arg_float(const char *s, double min, double max, float *out) {
+    if (!s || !*s) return 0;
+    errno = 0;
+    char *end;
+    double v = strtod(s, &end);
+    if (errno || *end || !isfinite(v) || v < min || v > max) return 0;
+    *out = (float)v;
+    return 1;
+}
+
+static int is_file(const char *dir, const char *sub, const char *name) {
+    char p[PATH_MAX];
+    snprintf(p, sizeof p, "%s%s%s/%s", dir, sub ? "/" : "", sub ? sub : "", name);
+    struct stat sb;
+    return stat(p, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+int kr_resolve_model_dirs(const char *model, const char *tokenizer, char *pred_dir,
+                          char *tok_dir, char *msg, size_t msglen) {
+    const char *env_home = getenv("KRONOS_HOME");
+    char fallback[PATH_MAX];
+    if (!model && !tokenizer) {
+        if (env_home && *env_home)
+            snprintf(fallback, sizeof fallback, "%s/models/kronos-demo", env_home);
+        else
+            snprintf(fallback, sizeof fallback, "%s", KR_DEFAULT_MODEL_DIR);
+        model = fallback;
+    }
+    if (model && !is_file(model, NULL, "config.json") && is_file(model, "predictor", "config.json")) {
+        snprintf(pred_dir, PATH_MAX, "%s/predictor", model);
+        if (tokenizer)
+            snprintf(tok_dir, PATH_MAX, "%s", tokenizer);
+        else if (is_file(model, "tokenizer", "config.json"))
+            snprintf(tok_dir, PATH_MAX, "%s/tokenizer", model);
+        else {
+            snprintf(msg, msglen, "%s has no tokenizer/ directory; pass --tokenizer DIR", model);
+            return -1;
+        }
+        return 0;
+    }
+    if (!model || !tokenizer) {
+        snprintf(msg, msglen, "give both --model DIR and --tokenizer DIR (or --model DIR holding "
+                              "predictor/ and tokenizer/)");
+        return -1;
+    }
+    snprintf(pred_dir, PATH_MAX, "%s", model);
+    snprintf(tok_dir, PATH_MAX, "%s", tokenizer);
+    return 0;
+}
+
+int kr_cli_fail(const char *cmd, const char *msg) {
+    fprintf(stderr, "kronos %s: error: %s\n", cmd, msg);
+    return 1;
+}
+
+int kr_cli_usage_error(const char *cmd, const char *fmt, const char *arg) {
+    fprintf(stderr, "kronos %s: ", cmd);
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\n(try 'kronos %s --help')\n", cmd);
+    return 2;
+}

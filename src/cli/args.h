@@ -1,0 +1,26 @@
+/*
+ * cli/args — strict parsing of flag values (whole string, range-checked) and the model
+ * directory conventions shared by the commands.
+ */
+#ifndef KR_CLI_ARGS_H
+#define KR_CLI_ARGS_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+int kr_arg_int(const char *s, long min, long max, int *out);
+int kr_arg_u64(const char *s, uint64_t *out);
+int kr_arg_float(const char *s, double min, double max, float *out);
+
+/* Resolves --model / --tokenizer: a DIR with predictor/ and tokenizer/ subdirectories stands
+ * for both; with neither given, the bundled demo model is used. Writes into the buffers
+ * (PATH_MAX). Returns 0, or -1 with a message in msg. */
+int kr_resolve_model_dirs(const char *model, const char *tokenizer, char *pred_dir,
+                          char *tok_dir, char *msg, size_t msglen);
+
+/* Prints "kronos <cmd>: error: <msg>" to stderr and returns exit code 1. */
+int kr_cli_fail(const char *cmd, const char *msg);
+/* Usage error: prints the message and a --help hint, returns 2. */
+int kr_cli_usage_error(const char *cmd, const char *fmt, const char *arg);
+
+#endif

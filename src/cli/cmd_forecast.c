@@ -1,0 +1,407 @@
+/*
+ * cli/cmd_forecast — `kronos forecast`: reads candle CSVs, runs the forecast (one series or a
+ * batch of any lengths in one engine call) and writes the mean path as CSV or everything
+ * (paths, tokens, quantiles, timing) as JSON.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <cjson/cJSON.h>
+
+#include "base/timeutil.h"
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "kronos.h"
+#include "market/candles.h"
+
+#define CMD "forecast"
+#define MAX_INPUTS 4096
+
+static void usage(FILE *f) {
+    fputs("usage: kronos forecast --input CANDLES.csv --pred-len N [flags]\n"
+          "\n"
+          "Forecasts the next N candles of each input series with a Kronos model.\n"
+          "\n"
+          "  --model DIR              predictor directory (config.json + model.safetensors), or a\n"
+          "                           directory holding predictor/ and tokenizer/ (default: the\n"
+          "                           bundled demo model)\n"
+          "  --tokenizer DIR          tokenizer directory\n"
+          "  --input FILE|DIR         candle CSV (timestamps,open,high,low,close[,volume,amount]);\n"
+          "                           repeat it, or give a directory, to forecast a batch\n"
+          "  --pred-len N             candles to forecast (required)\n"
+          "  --lookback N             history rows used (default: all, up to max-context)\n"
+          "  --max-context N          predictor window (default 512)\n"
+          "  --paths N                sample paths (default 1); the mean path is the forecast\n"
+          "  --temperature T          sampling temperature (default 1.0)\n"
+          "  --top-k K                keep the K most likely tokens (default 0 = off; 1 = greedy)\n"
+          "  --top-p P                nucleus sampling threshold (default 0.9)\n"
+          "  --seed S                 random seed (default 0); each path has its own stream\n"
+          "  --window exact|rolling   past max-context: re-run the window like the reference\n"
+          "                           (exact, default) or slide the KV cache (rolling, faster,\n"
+          "                           approximate)\n"
+          "  --future-timestamps FILE CSV with a timestamps column (pred-len rows); default:\n"
+          "                           inferred from the history (interval, weekdays, sessions)\n"
+          "  --quantiles LIST         quantiles for --format json (default 0.1,0.5,0.9)\n"
+          "  --format csv|json        csv: the mean path; json: mean, quantiles, every path with\n"
+          "                           its tokens, timing (default csv)\n"
+          "  --output FILE|DIR        write there instead of stdout (a directory for a batch)\n"
+          "  --threads N              compute threads (default: all CPUs)\n"
+          "  -h, --help               this text\n",
+          f);
+}
+
+typedef struct opts {
+    const char *model, *tokenizer, *future_file, *output, *format;
+    const char *inputs[MAX_INPUTS];
+    int n_inputs, threads;
+    double quantiles[16];
+    int n_quantiles;
+    kr_forecast_params p;
+} opts;
+
+static const char *k_cols[6] = {"open", "high", "low", "close", "volume", "amount"};
+
+static int parse_quantiles(const char *s, opts *o) {
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", s);
+    o->n_quantiles = 0;
+    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+        float q;
+        if (o->n_quantiles >= 16 || !kr_arg_float(tok, 0.0, 1.0, &q)) return 0;
+        o->quantiles[o->n_quantiles++] = q;
+    }
+    return o->n_quantiles > 0;
+}
+
+static int add_input(opts *o, const char *path, char ***owned, int *n_owned) {
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        struct dirent **list;
+        int n = scandir(path, &list, NULL, alphasort);
+        if (n < 0) return -1;
+        for (int i = 0; i < n; i++) {
+            size_t len = strlen(list[i]->d_name);
+            if (len > 4 && !strcmp(list[i]->d_name + len - 4, ".csv") && o->n_inputs < MAX_INPUTS) {
+                char *full = malloc(strlen(path) + len + 2);
+                if (full) {
+                    sprintf(full, "%s/%s", path, list[i]->d_name);
+                    *owned = realloc(*owned, (size_t)(*n_owned + 1) * sizeof(char *));
+                    (*owned)[(*n_owned)++] = full;
+                    o->inputs[o->n_inputs++] = full;
+                }
+            }
+            free(list[i]);
+        }
+        free(list);
+        return 0;
+    }
+    if (o->n_inputs >= MAX_INPUTS) return -1;
+    o->inputs[o->n_inputs++] = path;
+    return 0;
+}
+
+static void fmt_ts(int64_t t, int date_only, char *buf) { kr_format_timestamp(t, date_only, buf, 32); }
+
+static int write_csv(FILE *f, const kr_forecast *fc, int date_only) {
+    int P = kr_forecast_pred_len(fc);
+    const double *mean = kr_forecast_mean(fc);
+    const int64_t *ts = kr_forecast_timestamps(fc);
+    fprintf(f, "timestamps,open,high,low,close,volume,amount\n");
+    for (int i = 0; i < P; i++) {
+        char b[32];
+        fmt_ts(ts[i], date_only, b);
+        fprintf(f, "%s", b);
+        for (int c = 0; c < 6; c++) fprintf(f, ",%.9g", mean[i * 6 + c]);
+        fprintf(f, "\n");
+    }
+    return ferror(f) ? -1 : 0;
+}
+
+static cJSON *candle_rows(const double *v, const int64_t *ts, int P, int date_only) {
+    cJSON *arr = cJSON_CreateArray();
+    for (int i = 0; i < P; i++) {
+        cJSON *row = cJSON_CreateObject();
+        char b[32];
+        fmt_ts(ts[i], date_only, b);
+        cJSON_AddStringToObject(row, "timestamps", b);
+        for (int c = 0; c < 6; c++) cJSON_AddNumberToObject(row, k_cols[c], v[i * 6 + c]);
+        cJSON_AddItemToArray(arr, row);
+    }
+    return arr;
+}
+
+static int write_json(FILE *f, const kr_forecast *fc, const opts *o, const char *input,
+                      int date_only, const kr_model_info *mi) {
+    int P = kr_forecast_pred_len(fc), paths = kr_forecast_paths(fc);
+    const int64_t *ts = kr_forecast_timestamps(fc);
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "input", input);
+    cJSON *model = cJSON_AddObjectToObject(root, "model");
+    cJSON_AddNumberToObject(model, "d_model", mi->d_model);
+    cJSON_AddNumberToObject(model, "n_layers", mi->n_layers);
+    cJSON_AddNumberToObject(model, "n_heads", mi->n_heads);
+    cJSON_AddNumberToObject(model, "n_params", (double)mi->n_params);
+    cJSON *params = cJSON_AddObjectToObject(root, "params");
+    cJSON_AddNumberToObject(params, "pred_len", o->p.pred_len);
+    cJSON_AddNumberToObject(params, "lookback", o->p.lookback);
+    cJSON_AddNumberToObject(params, "max_context", o->p.max_context);
+    cJSON_AddNumberToObject(params, "paths", o->p.paths);
+    cJSON_AddNumberToObject(params, "temperature", o->p.temperature);
+    cJSON_AddNumberToObject(params, "top_k", o->p.top_k);
+    cJSON_AddNumberToObject(params, "top_p", o->p.top_p);
+    cJSON_AddNumberToObject(params, "seed", (double)o->p.seed);
+    cJSON_AddStringToObject(params, "window", o->p.window == KR_WINDOW_EXACT ? "exact" : "rolling");
+    cJSON_AddItemToObject(root, "mean", candle_rows(kr_forecast_mean(fc), ts, P, date_only));
+    cJSON *qs = cJSON_AddObjectToObject(root, "quantiles");
+    double *qv = malloc((size_t)P * 6 * sizeof(double));
+    for (int k = 0; k < o->n_quantiles && qv; k++) {
+        kr_error e;
+        if (kr_forecast_quantile(fc, o->quantiles[k], qv, &e) != KR_OK) continue;
+        char key[32];
+        snprintf(key, sizeof key, "%g", o->quantiles[k]);
+        cJSON_AddItemToObject(qs, key, candle_rows(qv, ts, P, date_only));
+    }
+    free(qv);
+    cJSON *parr = cJSON_AddArrayToObject(root, "paths");
+    for (int p = 0; p < paths; p++) {
+        cJSON *po = cJSON_CreateObject();
+        cJSON_AddItemToObject(po, "candles", candle_rows(kr_forecast_path(fc, p), ts, P, date_only));
+        cJSON *s1 = cJSON_AddArrayToObject(po, "s1"), *s2 = cJSON_AddArrayToObject(po, "s2");
+        const int32_t *a = kr_forecast_path_s1(fc, p), *b = kr_forecast_path_s2(fc, p);
+        for (int i = 0; i < P; i++) {
+            cJSON_AddItemToArray(s1, cJSON_CreateNumber(a[i]));
+            cJSON_AddItemToArray(s2, cJSON_CreateNumber(b[i]));
+        }
+        cJSON_AddItemToArray(parr, po);
+    }
+    kr_forecast_stats st;
+    kr_forecast_get_stats(fc, &st);
+    cJSON *stats = cJSON_AddObjectToObject(root, "stats");
+    cJSON_AddNumberToObject(stats, "prefill_tokens", (double)st.prefill_tokens);
+    cJSON_AddNumberToObject(stats, "decode_tokens", (double)st.decode_tokens);
+    cJSON_AddNumberToObject(stats, "window_recomputes", (double)st.window_recomputes);
+    cJSON_AddNumberToObject(stats, "seconds_total", st.seconds_total);
+    cJSON_AddNumberToObject(stats, "seconds_prefill", st.seconds_prefill);
+    cJSON_AddNumberToObject(stats, "seconds_decode", st.seconds_decode);
+    cJSON_AddNumberToObject(stats, "seconds_tokenizer", st.seconds_tokenizer);
+    char *text = cJSON_Print(root);
+    cJSON_Delete(root);
+    if (!text) return -1;
+    fprintf(f, "%s\n", text);
+    free(text);
+    return ferror(f) ? -1 : 0;
+}
+
+static int parse_opts(int argc, char **argv, opts *o, char ***owned, int *n_owned) {
+    static const struct option longopts[] = {
+        {"model", required_argument, NULL, 'm'},       {"tokenizer", required_argument, NULL, 't'},
+        {"input", required_argument, NULL, 'i'},       {"pred-len", required_argument, NULL, 'n'},
+        {"lookback", required_argument, NULL, 'l'},    {"max-context", required_argument, NULL, 'c'},
+        {"paths", required_argument, NULL, 'p'},       {"temperature", required_argument, NULL, 'T'},
+        {"top-k", required_argument, NULL, 'k'},       {"top-p", required_argument, NULL, 'P'},
+        {"seed", required_argument, NULL, 's'},        {"window", required_argument, NULL, 'w'},
+        {"future-timestamps", required_argument, NULL, 'f'},
+        {"format", required_argument, NULL, 'F'},      {"output", required_argument, NULL, 'o'},
+        {"threads", required_argument, NULL, 'j'},     {"quantiles", required_argument, NULL, 'q'},
+        {"help", no_argument, NULL, 'h'},              {NULL, 0, NULL, 0},
+    };
+    o->p = kr_forecast_default_params();
+    o->format = "csv";
+    o->quantiles[0] = 0.1;
+    o->quantiles[1] = 0.5;
+    o->quantiles[2] = 0.9;
+    o->n_quantiles = 3;
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'm': o->model = optarg; break;
+        case 't': o->tokenizer = optarg; break;
+        case 'i':
+            if (add_input(o, optarg, owned, n_owned) != 0)
+                return kr_cli_usage_error(CMD, "cannot read input directory '%s'", optarg);
+            break;
+        case 'n':
+            if (!kr_arg_int(optarg, 1, 65536, &o->p.pred_len))
+                return kr_cli_usage_error(CMD, "--pred-len must be an integer in 1..65536, got '%s'", optarg);
+            break;
+        case 'l':
+            if (!kr_arg_int(optarg, 1, 1 << 20, &o->p.lookback))
+                return kr_cli_usage_error(CMD, "--lookback must be a positive integer, got '%s'", optarg);
+            break;
+        case 'c':
+            if (!kr_arg_int(optarg, 1, 65536, &o->p.max_context))
+                return kr_cli_usage_error(CMD, "--max-context must be an integer in 1..65536, got '%s'", optarg);
+            break;
+        case 'p':
+            if (!kr_arg_int(optarg, 1, 4096, &o->p.paths))
+                return kr_cli_usage_error(CMD, "--paths must be an integer in 1..4096, got '%s'", optarg);
+            break;
+        case 'T':
+            if (!kr_arg_float(optarg, 1e-6, 1e6, &o->p.temperature))
+                return kr_cli_usage_error(CMD, "--temperature must be a positive number, got '%s'", optarg);
+            break;
+        case 'k':
+            if (!kr_arg_int(optarg, 0, 1 << 20, &o->p.top_k))
+                return kr_cli_usage_error(CMD, "--top-k must be a non-negative integer, got '%s'", optarg);
+            break;
+        case 'P':
+            if (!kr_arg_float(optarg, 1e-9, 1.0, &o->p.top_p))
+                return kr_cli_usage_error(CMD, "--top-p must be in (0, 1], got '%s'", optarg);
+            break;
+        case 's':
+            if (!kr_arg_u64(optarg, &o->p.seed))
+                return kr_cli_usage_error(CMD, "--seed must be an unsigned integer, got '%s'", optarg);
+            break;
+        case 'w':
+            if (!strcmp(optarg, "exact")) o->p.window = KR_WINDOW_EXACT;
+            else if (!strcmp(optarg, "rolling")) o->p.window = KR_WINDOW_ROLLING;
+            else return kr_cli_usage_error(CMD, "--window must be exact or rolling, got '%s'", optarg);
+            break;
+        case 'f': o->future_file = optarg; break;
+        case 'F':
+            if (strcmp(optarg, "csv") && strcmp(optarg, "json"))
+                return kr_cli_usage_error(CMD, "--format must be csv or json, got '%s'", optarg);
+            o->format = optarg;
+            break;
+        case 'o': o->output = optarg; break;
+        case 'j':
+            if (!kr_arg_int(optarg, 1, 1024, &o->threads))
+                return kr_cli_usage_error(CMD, "--threads must be an integer in 1..1024, got '%s'", optarg);
+            break;
+        case 'q':
+            if (!parse_quantiles(optarg, o))
+                return kr_cli_usage_error(CMD, "--quantiles must be a comma list of numbers in [0, 1], got '%s'", optarg);
+            break;
+        case 'h': usage(stdout); return -1;
+        default: return kr_cli_usage_error(CMD, "%s", "unknown flag");
+        }
+    }
+    if (optind < argc) return kr_cli_usage_error(CMD, "unexpected argument '%s'", argv[optind]);
+    if (o->n_inputs == 0) return kr_cli_usage_error(CMD, "%s", "--input is required");
+    if (o->p.pred_len == 0) return kr_cli_usage_error(CMD, "%s", "--pred-len is required");
+    if (o->future_file && o->n_inputs > 1)
+        return kr_cli_usage_error(CMD, "%s", "--future-timestamps applies to a single --input");
+    return 0;
+}
+
+/* Output path for input i of a batch: DIR/<stem>.forecast.<ext>. */
+static void batch_output_path(const char *dir, const char *input, const char *ext, char *out) {
+    const char *base = strrchr(input, '/');
+    base = base ? base + 1 : input;
+    size_t len = strlen(base);
+    if (len > 4 && !strcmp(base + len - 4, ".csv")) len -= 4;
+    snprintf(out, PATH_MAX, "%s/%.*s.forecast.%s", dir, (int)len, base, ext);
+}
+
+int kr_cmd_forecast(int argc, char **argv) {
+    opts o;
+    memset(&o, 0, sizeof o);
+    char **owned = NULL;
+    int n_owned = 0, rc = parse_opts(argc, argv, &o, &owned, &n_owned);
+    kr_candles **cs = NULL;
+    kr_series *series = NULL;
+    kr_forecast **res = NULL;
+    kr_model *model = NULL;
+    int64_t *future = NULL;
+    char msg[1024];
+    kr_error err = {0};
+    if (rc != 0) {
+        rc = rc < 0 ? 0 : rc;
+        goto done;
+    }
+    char pred_dir[PATH_MAX], tok_dir[PATH_MAX];
+    if (kr_resolve_model_dirs(o.model, o.tokenizer, pred_dir, tok_dir, msg, sizeof msg) != 0) {
+        rc = kr_cli_usage_error(CMD, "%s", msg);
+        goto done;
+    }
+    cs = calloc((size_t)o.n_inputs, sizeof *cs);
+    series = calloc((size_t)o.n_inputs, sizeof *series);
+    res = calloc((size_t)o.n_inputs, sizeof *res);
+    if (!cs || !series || !res) {
+        rc = kr_cli_fail(CMD, "out of memory");
+        goto done;
+    }
+    for (int i = 0; i < o.n_inputs; i++) {
+        if (kr_candles_read_csv(o.inputs[i], &cs[i], &err) != KR_OK) {
+            rc = kr_cli_fail(CMD, err.message);
+            goto done;
+        }
+        series[i] = kr_candles_series(cs[i]);
+    }
+    if (o.future_file) {
+        int64_t n = 0;
+        if (kr_timestamps_read_csv(o.future_file, &future, &n, &err) != KR_OK) {
+            rc = kr_cli_fail(CMD, err.message);
+            goto done;
+        }
+        if (n != o.p.pred_len) {
+            snprintf(msg, sizeof msg, "%s: has %lld timestamps, --pred-len is %d", o.future_file,
+                     (long long)n, o.p.pred_len);
+            rc = kr_cli_fail(CMD, msg);
+            goto done;
+        }
+        series[0].future_timestamps = future;
+    }
+    kr_model_params mp = kr_model_default_params();
+    mp.n_threads = o.threads;
+    if (kr_model_load(pred_dir, tok_dir, &mp, &model, &err) != KR_OK) {
+        rc = kr_cli_fail(CMD, err.message);
+        goto done;
+    }
+    o.p.keep_paths = 1;
+    if (kr_forecast_run_batch(model, series, o.n_inputs, &o.p, res, &err) != KR_OK) {
+        if (o.n_inputs == 1) snprintf(msg, sizeof msg, "%s: %s", o.inputs[0], err.message);
+        else snprintf(msg, sizeof msg, "%s", err.message);
+        rc = kr_cli_fail(CMD, msg);
+        goto done;
+    }
+    kr_model_info mi;
+    kr_model_get_info(model, &mi);
+    int json = !strcmp(o.format, "json");
+    if (o.n_inputs > 1 && o.output) mkdir(o.output, 0777);
+    for (int i = 0; i < o.n_inputs; i++) {
+        FILE *f = stdout;
+        char path[PATH_MAX];
+        if (o.output) {
+            if (o.n_inputs > 1) batch_output_path(o.output, o.inputs[i], o.format, path);
+            else snprintf(path, sizeof path, "%s", o.output);
+            f = fopen(path, "w");
+            if (!f) {
+                snprintf(msg, sizeof msg, "%s: cannot write: %s", path, strerror(errno));
+                rc = kr_cli_fail(CMD, msg);
+                goto done;
+            }
+        } else if (o.n_inputs > 1) {
+            fprintf(f, "%s# %s\n", i ? "\n" : "", o.inputs[i]);
+        }
+        int wr = json ? write_json(f, res[i], &o, o.inputs[i], cs[i]->date_only, &mi)
+                      : write_csv(f, res[i], cs[i]->date_only);
+        if (f != stdout && fclose(f) != 0) wr = -1;
+        if (wr != 0) {
+            snprintf(msg, sizeof msg, "%s: write failed", o.output ? path : "stdout");
+            rc = kr_cli_fail(CMD, msg);
+            goto done;
+        }
+    }
+    rc = 0;
+done:
+    if (res)
+        for (int i = 0; i < o.n_inputs; i++) kr_forecast_free(res[i]);
+    if (cs)
+        for (int i = 0; i < o.n_inputs; i++) kr_candles_free(cs[i]);
+    free(res);
+    free(cs);
+    free(series);
+    free(future);
+    kr_model_free(model);
+    for (int i = 0; i < n_owned; i++) free(owned[i]);
+    free(owned);
+    return rc;
+}

@@ -1,0 +1,95 @@
+/*
+ * cli/cmd_gen_random — `kronos gen-random`: writes a tokenizer + predictor checkpoint pair
+ * with random weights at a named public shape (tiny, mini, small, base), for tests and
+ * benchmarks that need real-sized models without downloading them. Flag parsing only; the
+ * work is kr_model_write_random (model/weights.h).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/commands.h"
+#include "model/weights.h"
+
+static void usage(FILE *f) {
+    fputs("usage: kronos gen-random --shape tiny|mini|small|base --out DIR [--seed S]\n"
+          "\n"
+          "Writes DIR/tokenizer and DIR/predictor (config.json + model.safetensors) with\n"
+          "deterministic random weights and the tensor names, shapes and dtypes of a real\n"
+          "Kronos checkpoint. The same shape and seed always give identical files.\n"
+          "\n"
+          "  --shape NAME   tiny  (tokenizer 32/2 heads, predictor 32 x 2 layers, learn_te false)\n"
+          "                 mini  (Kronos-Tokenizer-base + Kronos-mini: 256 x 4 layers)\n"
+          "                 small (Kronos-Tokenizer-base + Kronos-small: 512 x 8 layers)\n"
+          "                 base  (Kronos-Tokenizer-base + Kronos-base: 832 x 12 layers)\n"
+          "  --seed S       unsigned 64-bit seed (default 0)\n"
+          "  --out DIR      output directory, created if missing\n"
+          "  -h, --help     this text\n",
+          f);
+}
+
+static int usage_error(const char *fmt, const char *arg) {
+    fputs("kronos gen-random: ", stderr);
+    fprintf(stderr, fmt, arg);
+    fputs("\n(try 'kronos gen-random --help')\n", stderr);
+    return 2;
+}
+
+/* Whole-string unsigned decimal (or 0x hex) 64-bit integer. */
+static int parse_u64(const char *s, uint64_t *out) {
+    if (!s || !*s || *s == '-' || *s == '+' || *s == ' ') return 0;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 0);
+    if (errno || *end) return 0;
+    *out = (uint64_t)v;
+    return 1;
+}
+
+int kr_cmd_gen_random(int argc, char **argv) {
+    static const struct option opts[] = {
+        {"shape", required_argument, NULL, 's'},
+        {"seed", required_argument, NULL, 'S'},
+        {"out", required_argument, NULL, 'o'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *shape_name = NULL, *out = NULL;
+    uint64_t seed = 0;
+    /* The dispatcher may already have run getopt; 0 makes glibc reinitialise its state. */
+    optind = 0;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+        switch (c) {
+        case 's': shape_name = optarg; break;
+        case 'o': out = optarg; break;
+        case 'S':
+            if (!parse_u64(optarg, &seed))
+                return usage_error("--seed: '%s' is not an unsigned 64-bit integer", optarg);
+            break;
+        case 'h': usage(stdout); return 0;
+        case ':': return usage_error("option '%s' needs a value", argv[optind - 1]);
+        default: return usage_error("unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind < argc) return usage_error("unexpected argument '%s'", argv[optind]);
+    if (!shape_name) return usage_error("%s", "--shape is required");
+    if (!out || !*out) return usage_error("%s", "--out is required");
+    const kr_random_shape *shape = kr_random_shape_find(shape_name);
+    if (!shape)
+        return usage_error("--shape: unknown shape '%s' (expected tiny, mini, small or base)",
+                           shape_name);
+
+    kr_error err = {0};
+    if (kr_model_write_random(shape, seed, out, &err) != KR_OK) {
+        fprintf(stderr, "kronos gen-random: %s\n", err.message);
+        return 1;
+    }
+    printf("wrote %s/tokenizer and %s/predictor (shape %s, seed %" PRIu64 ")\n", out, out,
+           shape->name, seed);
+    return 0;
+}

@@ -1,0 +1,12 @@
+/*
+ * cli/commands — one function per `kronos <command>`. Each parses its own flags, prints
+ * errors to stderr and returns the process exit code (0 ok, 1 runtime error, 2 usage error).
+ */
+#ifndef KR_CLI_COMMANDS_H
+#define KR_CLI_COMMANDS_H
+
+int kr_cmd_forecast(int argc, char **argv);
+int kr_cmd_gen_random(int argc, char **argv);
+int kr_cmd_bench(int argc, char **argv);
+
+#endif

@@ -1,0 +1,49 @@
+/*
+ * cli/main — the `kronos` executable: dispatches to one function per command. Each command
+ * parses only its own flags; the work happens in the library.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/commands.h"
+#include "kronos.h"
+
+typedef struct command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+} command;
+
+static const command k_commands[] = {
+    {"forecast", kr_cmd_forecast, "forecast candles from CSV files (mean path, paths, quantiles)"},
+    {"gen-random", kr_cmd_gen_random, "write a random-weight checkpoint of a real Kronos shape"},
+    {"bench", kr_cmd_bench, "time forecasts: KV cache vs full recomputation, paths, shapes"},
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "kronos %s — Kronos K-line foundation models on the CPU\n\nusage: kronos <command> [flags]\n\ncommands:\n",
+            kr_version());
+    for (size_t i = 0; i < sizeof k_commands / sizeof k_commands[0]; i++)
+        fprintf(f, "  %-12s %s\n", k_commands[i].name, k_commands[i].summary);
+    fprintf(f, "\n'kronos <command> --help' describes a command's flags.\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("kronos %s\n", kr_version());
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof k_commands / sizeof k_commands[0]; i++)
+        if (!strcmp(argv[1], k_commands[i].name)) return k_commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "kronos: unknown command '%s'\n\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

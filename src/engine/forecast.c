@@ -1,0 +1,324 @@
+/*
+ * engine/forecast — the public forecasting API: validates a request, turns candles into the
+ * reference's float32 inputs (amount fill, statistics, clip, time stamps, future timestamps),
+ * runs kr_generate and turns decoded paths back into candles, mean and quantiles.
+ */
+#include "engine/forecast_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "base/timeutil.h"
+#include "market/calendar.h"
+#include "model/model.h"
+#include "model/normalize.h"
+
+#define KR_MAX_PATHS 4096
+#define KR_MAX_CONTEXT_LIMIT 65536
+
+kr_forecast_params kr_forecast_default_params(void) {
+    kr_forecast_params p;
+    memset(&p, 0, sizeof p);
+    p.pred_len = 0;
+    p.lookback = 0;
+    p.max_context = 512;
+    p.paths = 1;
+    p.temperature = 1.0f;
+    p.top_k = 0;
+    p.top_p = 0.9f;
+    p.seed = 0;
+    p.window = KR_WINDOW_EXACT;
+    p.clip = 5.0f;
+    p.keep_paths = 1;
+    return p;
+}
+
+static kr_status check_params(const kr_forecast_params *p, kr_error *err) {
+    if (p->max_context < 1 || p->max_context > KR_MAX_CONTEXT_LIMIT)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "max_context must be in 1..%d, got %d",
+                            KR_MAX_CONTEXT_LIMIT, p->max_context);
+    if (p->pred_len < 1 || p->pred_len > p->max_context)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "pred_len must be in 1..max_context (%d), got %d",
+                            p->max_context, p->pred_len);
+    if (p->paths < 1 || p->paths > KR_MAX_PATHS)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "paths must be in 1..%d, got %d", KR_MAX_PATHS, p->paths);
+    if (!(p->temperature > 0.0f) || !isfinite(p->temperature))
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "temperature must be a positive number");
+    if (p->top_k < 0) return kr_error_set(err, KR_ERR_INVALID_ARG, "top_k must be >= 0, got %d", p->top_k);
+    if (!(p->top_p > 0.0f) || isnan(p->top_p))
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "top_p must be in (0, 1]");
+    if (!(p->clip > 0.0f)) return kr_error_set(err, KR_ERR_INVALID_ARG, "clip must be positive");
+    if (p->window != KR_WINDOW_EXACT && p->window != KR_WINDOW_ROLLING)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "window must be exact or rolling");
+    if (p->lookback < 0) return kr_error_set(err, KR_ERR_INVALID_ARG, "lookback must be >= 0");
+    return KR_OK;
+}
+
+/* Per-series inputs in the reference's float32 form. */
+typedef struct prepared {
+    int L;
+    float *x;        /* [L][6] raw */
+    float *x_norm;   /* [L][6] */
+    float *stamps;   /* [L + P][5] */
+    int64_t *future; /* [P] */
+    float mean[6], std[6];
+} prepared;
+
+static void prepared_free(prepared *pr) {
+    free(pr->x);
+    free(pr->x_norm);
+    free(pr->stamps);
+    free(pr->future);
+    memset(pr, 0, sizeof *pr);
+}
+
+static kr_status prepare(const kr_series *s, int index, int n_series, const kr_forecast_params *p,
+                         prepared *pr, kr_error *err) {
+    char where[32] = "";
+    if (n_series > 1) snprintf(where, sizeof where, "series %d: ", index);
+    if (!s || !s->timestamps || !s->values)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "%sno candles given", where);
+    if (s->n < 2)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "%stoo few rows: %lld (need at least 2)", where,
+                            (long long)s->n);
+    int64_t L = p->lookback > 0 ? p->lookback : (s->n < p->max_context ? s->n : p->max_context);
+    if (L > s->n)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "%slookback %lld exceeds the %lld rows given", where,
+                            (long long)L, (long long)s->n);
+    if (L < 1 || L > (1 << 20)) return kr_error_set(err, KR_ERR_INVALID_ARG, "%sbad lookback %lld", where, (long long)L);
+    int64_t first = s->n - L;
+    int P = p->pred_len;
+    pr->L = (int)L;
+    pr->x = malloc((size_t)L * 6 * sizeof(float));
+    pr->x_norm = malloc((size_t)L * 6 * sizeof(float));
+    pr->stamps = malloc((size_t)(L + P) * 5 * sizeof(float));
+    pr->future = malloc((size_t)P * sizeof(int64_t));
+    if (!pr->x || !pr->x_norm || !pr->stamps || !pr->future)
+        return kr_error_set(err, KR_ERR_NOMEM, "%sout of memory for %lld rows", where, (long long)L);
+    static const char *names[6] = {"open", "high", "low", "close", "volume", "amount"};
+    for (int64_t i = 0; i < L; i++) {
+        const double *v = s->values + (size_t)(first + i) * 6;
+        int64_t row = first + i;
+        if (i > 0 && s->timestamps[row] <= s->timestamps[row - 1])
+            return kr_error_set(err, KR_ERR_INVALID_ARG, "%srow %lld: timestamps not strictly increasing",
+                                where, (long long)row);
+        double vol = s->has_volume ? v[KR_VOLUME] : 0.0;
+        /* pandas: amount = volume × row mean of the four prices, in float64, then float32. */
+        double amt = s->has_amount ? v[KR_AMOUNT]
+                     : s->has_volume ? vol * ((((v[0] + v[1]) + v[2]) + v[3]) / 4.0) : 0.0;
+        double vals[6] = {v[0], v[1], v[2], v[3], vol, amt};
+        for (int c = 0; c < 6; c++) {
+            if (!isfinite(vals[c]))
+                return kr_error_set(err, KR_ERR_INVALID_ARG, "%srow %lld, field '%s': not a finite number",
+                                    where, (long long)row, names[c]);
+            pr->x[i * 6 + c] = (float)vals[c];
+        }
+    }
+    kr_status st = kr_norm_stats(pr->x, L, pr->mean, pr->std, err);
+    if (st != KR_OK) return st;
+    kr_normalize(pr->x, L, pr->mean, pr->std, p->clip, pr->x_norm);
+
+    if (s->future_timestamps) {
+        memcpy(pr->future, s->future_timestamps, (size_t)P * sizeof(int64_t));
+    } else {
+        st = kr_calendar_future(s->timestamps, s->n, P, pr->future, NULL, err);
+        if (st != KR_OK) {
+            kr_error_prefix(err, "%sinferring future timestamps", where);
+            return st;
+        }
+    }
+    for (int64_t i = 0; i < L; i++) kr_time_features(s->timestamps[first + i], pr->stamps + i * 5);
+    for (int i = 0; i < P; i++) kr_time_features(pr->future[i], pr->stamps + (L + i) * 5);
+    return KR_OK;
+}
+
+static kr_forecast *result_alloc(int P, int paths, int L, int keep) {
+    kr_forecast *f = calloc(1, sizeof *f);
+    if (!f) return NULL;
+    f->pred_len = P;
+    f->paths = paths;
+    f->lookback = L;
+    f->timestamps = malloc((size_t)P * sizeof(int64_t));
+    f->mean = malloc((size_t)P * 6 * sizeof(double));
+    f->gen_s1 = malloc((size_t)paths * P * sizeof(int32_t));
+    f->gen_s2 = malloc((size_t)paths * P * sizeof(int32_t));
+    f->hist_s1 = malloc((size_t)L * sizeof(int32_t));
+    f->hist_s2 = malloc((size_t)L * sizeof(int32_t));
+    f->pred_norm = malloc((size_t)paths * P * 6 * sizeof(float));
+    if (keep) f->path_values = malloc((size_t)paths * P * 6 * sizeof(double));
+    if (!f->timestamps || !f->mean || !f->gen_s1 || !f->gen_s2 || !f->hist_s1 || !f->hist_s2 ||
+        !f->pred_norm || (keep && !f->path_values)) {
+        kr_forecast_free(f);
+        return NULL;
+    }
+    return f;
+}
+
+void kr_forecast_free(kr_forecast *f) {
+    if (!f) return;
+    free(f->timestamps);
+    free(f->mean);
+    free(f->path_values);
+    free(f->gen_s1);
+    free(f->gen_s2);
+    free(f->hist_s1);
+    free(f->hist_s2);
+    free(f->pred_norm);
+    free(f);
+}
+
+/* Mean over paths in normalised space (float32, path order), then denormalised — what the
+ * reference returns; and each path denormalised on its own. */
+static kr_status finish(kr_forecast *f, const prepared *pr, kr_error *err) {
+    int P = f->pred_len, paths = f->paths;
+    float *acc = calloc((size_t)P * 6, sizeof(float));
+    float *den = malloc((size_t)P * 6 * sizeof(float));
+    if (!acc || !den) {
+        free(acc);
+        free(den);
+        return kr_error_set(err, KR_ERR_NOMEM, "forecast: out of memory for results");
+    }
+    for (int p = 0; p < paths; p++)
+        for (int k = 0; k < P * 6; k++) acc[k] += f->pred_norm[(size_t)p * P * 6 + k];
+    for (int k = 0; k < P * 6; k++) acc[k] /= (float)paths;
+    kr_denormalize(acc, P, pr->mean, pr->std, den);
+    for (int k = 0; k < P * 6; k++) f->mean[k] = den[k];
+    if (f->path_values)
+        for (int p = 0; p < paths; p++) {
+            kr_denormalize(f->pred_norm + (size_t)p * P * 6, P, pr->mean, pr->std, den);
+            for (int k = 0; k < P * 6; k++) f->path_values[(size_t)p * P * 6 + k] = den[k];
+        }
+    free(acc);
+    free(den);
+    return KR_OK;
+}
+
+kr_status kr_forecast_run_ex(kr_model *model, const kr_series *series, int n_series,
+                             const kr_forecast_params *params, const kr_gen_options *opt,
+                             kr_forecast **out, kr_error *err) {
+    if (!model || !series || !params || !out || n_series < 1)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_forecast_run: NULL argument or no series");
+    for (int i = 0; i < n_series; i++) out[i] = NULL;
+    kr_status st = check_params(params, err);
+    if (st != KR_OK) return st;
+    kr_forecast_params p = *params;
+    if (p.top_p > 1.0f) p.top_p = 1.0f;
+    prepared *pr = calloc((size_t)n_series, sizeof *pr);
+    kr_gen_input *in = calloc((size_t)n_series, sizeof *in);
+    kr_gen_output *go = calloc((size_t)n_series, sizeof *go);
+    if (!pr || !in || !go) {
+        st = kr_error_set(err, KR_ERR_NOMEM, "kr_forecast_run: out of memory");
+        goto done;
+    }
+    double t0 = kr_now_seconds();
+    for (int i = 0; i < n_series; i++) {
+        if ((st = prepare(&series[i], i, n_series, &p, &pr[i], err)) != KR_OK) goto done;
+        out[i] = result_alloc(p.pred_len, p.paths, pr[i].L, p.keep_paths);
+        if (!out[i]) {
+            st = kr_error_set(err, KR_ERR_NOMEM, "kr_forecast_run: out of memory for results");
+            goto done;
+        }
+        in[i].L = pr[i].L;
+        in[i].x_norm = pr[i].x_norm;
+        in[i].stamps = pr[i].stamps;
+        in[i].seed = p.seed;
+        go[i].hist_s1 = out[i]->hist_s1;
+        go[i].hist_s2 = out[i]->hist_s2;
+        go[i].gen_s1 = out[i]->gen_s1;
+        go[i].gen_s2 = out[i]->gen_s2;
+        go[i].pred_norm = out[i]->pred_norm;
+    }
+    pthread_mutex_lock(&model->lock);
+    st = kr_generate(model, in, go, n_series, &p, opt, err);
+    pthread_mutex_unlock(&model->lock);
+    if (st != KR_OK) goto done;
+    double t1 = kr_now_seconds();
+    for (int i = 0; i < n_series; i++) {
+        kr_forecast *f = out[i];
+        memcpy(f->timestamps, pr[i].future, (size_t)p.pred_len * sizeof(int64_t));
+        memcpy(f->x_mean, pr[i].mean, sizeof f->x_mean);
+        memcpy(f->x_std, pr[i].std, sizeof f->x_std);
+        if ((st = finish(f, &pr[i], err)) != KR_OK) goto done;
+        f->stats.prefill_tokens = go[i].prefill_tokens;
+        f->stats.decode_tokens = go[i].decode_tokens;
+        f->stats.window_recomputes = go[i].window_recomputes;
+        f->stats.seconds_prefill = go[i].seconds_prefill;
+        f->stats.seconds_decode = go[i].seconds_decode;
+        f->stats.seconds_tokenizer = go[i].seconds_tokenizer;
+        f->stats.seconds_total = t1 - t0;
+    }
+done:
+    if (st != KR_OK)
+        for (int i = 0; i < n_series; i++) {
+            kr_forecast_free(out[i]);
+            out[i] = NULL;
+        }
+    if (pr)
+        for (int i = 0; i < n_series; i++) prepared_free(&pr[i]);
+    free(pr);
+    free(in);
+    free(go);
+    return st;
+}
+
+kr_status kr_forecast_run(kr_model *model, const kr_series *series,
+                          const kr_forecast_params *params, kr_forecast **out, kr_error *err) {
+    return kr_forecast_run_ex(model, series, 1, params, NULL, out, err);
+}
+
+kr_status kr_forecast_run_batch(kr_model *model, const kr_series *series, int n_series,
+                                const kr_forecast_params *params, kr_forecast **out,
+                                kr_error *err) {
+    return kr_forecast_run_ex(model, series, n_series, params, NULL, out, err);
+}
+
+int kr_forecast_pred_len(const kr_forecast *f) { return f ? f->pred_len : 0; }
+int kr_forecast_paths(const kr_forecast *f) { return f ? f->paths : 0; }
+const int64_t *kr_forecast_timestamps(const kr_forecast *f) { return f ? f->timestamps : NULL; }
+const double *kr_forecast_mean(const kr_forecast *f) { return f ? f->mean : NULL; }
+
+const double *kr_forecast_path(const kr_forecast *f, int path) {
+    if (!f || !f->path_values || path < 0 || path >= f->paths) return NULL;
+    return f->path_values + (size_t)path * f->pred_len * 6;
+}
+const int32_t *kr_forecast_path_s1(const kr_forecast *f, int path) {
+    if (!f || path < 0 || path >= f->paths) return NULL;
+    return f->gen_s1 + (size_t)path * f->pred_len;
+}
+const int32_t *kr_forecast_path_s2(const kr_forecast *f, int path) {
+    if (!f || path < 0 || path >= f->paths) return NULL;
+    return f->gen_s2 + (size_t)path * f->pred_len;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+kr_status kr_forecast_quantile(const kr_forecast *f, double q, double *out, kr_error *err) {
+    if (!f || !out) return kr_error_set(err, KR_ERR_INVALID_ARG, "quantile: NULL argument");
+    if (!(q >= 0.0 && q <= 1.0)) return kr_error_set(err, KR_ERR_INVALID_ARG, "quantile %g not in [0, 1]", q);
+    if (!f->path_values) return kr_error_set(err, KR_ERR_INVALID_ARG, "quantile: paths were not kept");
+    double *col = malloc((size_t)f->paths * sizeof(double));
+    if (!col) return kr_error_set(err, KR_ERR_NOMEM, "quantile: out of memory");
+    int P = f->pred_len;
+    for (int i = 0; i < P; i++)
+        for (int c = 0; c < 6; c++) {
+            for (int p = 0; p < f->paths; p++) col[p] = f->path_values[((size_t)p * P + i) * 6 + c];
+            qsort(col, (size_t)f->paths, sizeof(double), cmp_double);
+            /* numpy's default 'linear' method: position q·(n−1) between order statistics. */
+            double pos = q * (f->paths - 1);
+            int lo = (int)floor(pos), hi = lo + 1 < f->paths ? lo + 1 : lo;
+            double frac = pos - lo;
+            out[i * 6 + c] = col[lo] + (col[hi] - col[lo]) * frac;
+        }
+    free(col);
+    return KR_OK;
+}
+
+void kr_forecast_get_stats(const kr_forecast *f, kr_forecast_stats *stats) {
+    if (f && stats) *stats = f->stats;
+}

@@ -1,0 +1,107 @@
+/*
+ * kernels — the numeric inner loops of the engine: GEMM, attention, norms, RoPE, activations.
+ *
+ * Every kernel has a scalar reference (always built, any CPU) and AVX2 / AVX-512 variants in
+ * files compiled with their own ISA flags. The variant is chosen once from CPUID (+ XGETBV)
+ * at first use; KRONOS_ISA=scalar|avx2|avx512 forces one (never above what the CPU has).
+ * No ISA #ifdef leaves this folder.
+ *
+ * Determinism contract (the engine's exactness rests on it): for a given active ISA, every
+ * output element is computed with a reduction order that depends only on the reduction length
+ * (K, head_dim, number of keys) — never on M, on the row's position in the batch, on N tiling
+ * or on the thread split. So a row gives bit-identical results alone or in a batch of 64, and
+ * a KV-cached decode equals a full recomputation bit for bit.
+ *
+ * Threading: kernels that take (ith, nth) compute only their slice; the caller runs them on a
+ * kr_pool. ith in [0, nth).
+ */
+#ifndef KR_KERNELS_H
+#define KR_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum kr_isa { KR_ISA_SCALAR = 0, KR_ISA_AVX2 = 1, KR_ISA_AVX512 = 2, KR_ISA_COUNT } kr_isa;
+
+/* Best variant this CPU runs, honouring KRONOS_ISA. */
+kr_isa kr_isa_best(void);
+/* Variant the dispatched kr_* entry points use now (kr_isa_best() until kr_isa_set). */
+kr_isa kr_isa_active(void);
+/* 1 if the CPU (and OS) support the variant. */
+int kr_isa_supported(kr_isa isa);
+/* Switches the dispatched variant (tests, bench). Ignored if unsupported; returns the
+ * variant now active. Not thread-safe against running kernels. */
+kr_isa kr_isa_set(kr_isa isa);
+const char *kr_isa_name(kr_isa isa);
+
+/* ---- GEMM: C[M×N] = A[M×K] · Wᵀ + bias, W stored [N×K] row-major (a Linear weight).
+ * lda/ldc are row strides in floats; bias may be NULL. Threads split the N dimension. */
+typedef void (*kr_gemm_f32_fn)(int M, int N, int K, const float *A, int lda, const float *W,
+                               const float *bias, float *C, int ldc, int ith, int nth);
+void kr_gemm_f32(int M, int N, int K, const float *A, int lda, const float *W,
+                 const float *bias, float *C, int ldc, int ith, int nth);
+void kr_gemm_f32_scalar(int M, int N, int K, const float *A, int lda, const float *W,
+                        const float *bias, float *C, int ldc, int ith, int nth);
+void kr_gemm_f32_avx2(int M, int N, int K, const float *A, int lda, const float *W,
+                      const float *bias, float *C, int ldc, int ith, int nth);
+void kr_gemm_f32_avx512(int M, int N, int K, const float *A, int lda, const float *W,
+                        const float *bias, float *C, int ldc, int ith, int nth);
+
+/* ---- Attention for one query and one head over keys given as spans (KV blocks).
+ * out[head_dim] = Σ_j softmax_j(scale · q·k_j) · v_j over every key of every span, in span
+ * order. k/v rows are head_dim floats at `stride` floats apart. scratch: >= total keys floats.
+ * Keys are visited strictly in order, so splitting the same keys into different spans gives
+ * bit-identical output. total keys must be >= 1. */
+typedef struct kr_kv_span {
+    const float *k;
+    const float *v;
+    int n;       /* keys in this span */
+    int stride;  /* floats between consecutive keys (and values) */
+} kr_kv_span;
+typedef void (*kr_attend_f32_fn)(const float *q, int head_dim, float scale,
+                                 const kr_kv_span *spans, int n_spans, float *scratch,
+                                 float *out);
+void kr_attend_f32(const float *q, int head_dim, float scale, const kr_kv_span *spans,
+                   int n_spans, float *scratch, float *out);
+void kr_attend_f32_scalar(const float *q, int head_dim, float scale, const kr_kv_span *spans,
+                          int n_spans, float *scratch, float *out);
+void kr_attend_f32_avx2(const float *q, int head_dim, float scale, const kr_kv_span *spans,
+                        int n_spans, float *scratch, float *out);
+void kr_attend_f32_avx512(const float *q, int head_dim, float scale, const kr_kv_span *spans,
+                          int n_spans, float *scratch, float *out);
+
+/* ---- Row-wise ops (dispatched; _scalar/_avx2/_avx512 variants exist with the same
+ * signatures). */
+/* y[i] = x[i] · rsqrt(mean(x²) + eps) · w[i] for each of n_rows rows of length d. */
+void kr_rmsnorm_f32(int n_rows, int d, const float *x, int ldx, const float *w, float eps,
+                    float *y, int ldy);
+/* In-place half-split RoPE on n_rows rows, each n_heads × head_dim: for position
+ * p = pos0 + row and i < head_dim/2, with θ = (float)p · inv_freq[i]:
+ *   x[i] ← x[i]·cos θ − x[i+h/2]·sin θ;  x[i+h/2] ← x[i+h/2]·cos θ + x[i]·sin θ. */
+void kr_rope_f32(int n_rows, int n_heads, int head_dim, float *x, int ldx, int pos0,
+                 const float *inv_freq);
+/* out[i] = silu(a[i]) · b[i], silu(x) = x / (1 + exp(−x)). out may alias a or b. */
+void kr_silu_mul_f32(int n, const float *a, const float *b, float *out);
+/* y[i] += x[i]. */
+void kr_add_f32(int n, const float *x, float *y);
+/* y = softmax(x) over n (max-subtracted). y may alias x. */
+void kr_softmax_f32(int n, const float *x, float *y);
+
+/* Per-ISA variants of the row-wise ops, for tests. */
+void kr_rmsnorm_f32_scalar(int, int, const float *, int, const float *, float, float *, int);
+void kr_rmsnorm_f32_avx2(int, int, const float *, int, const float *, float, float *, int);
+void kr_rmsnorm_f32_avx512(int, int, const float *, int, const float *, float, float *, int);
+void kr_rope_f32_scalar(int, int, int, float *, int, int, const float *);
+void kr_rope_f32_avx2(int, int, int, float *, int, int, const float *);
+void kr_rope_f32_avx512(int, int, int, float *, int, int, const float *);
+void kr_silu_mul_f32_scalar(int, const float *, const float *, float *);
+void kr_silu_mul_f32_avx2(int, const float *, const float *, float *);
+void kr_silu_mul_f32_avx512(int, const float *, const float *, float *);
+void kr_add_f32_scalar(int, const float *, float *);
+void kr_add_f32_avx2(int, const float *, float *);
+void kr_add_f32_avx512(int, const float *, float *);
+void kr_softmax_f32_scalar(int, const float *, float *);
+void kr_softmax_f32_avx2(int, const float *, float *);
+void kr_softmax_f32_avx512(int, const float *, float *);
+
+#endif

@@ -1,0 +1,67 @@
+/*
+ * kernels/simd_avx512.h — inline helpers shared by the *_avx512.c files (only they include
+ * it, so it is always compiled with AVX-512 flags).
+ *
+ * The horizontal sums here define the one reduction tree every AVX-512 kernel uses for a
+ * 16-lane partial sum: lane i + lane i+8, then i + i+4, then i + i+2, then 0 + 1. hsum16
+ * applies it to one vector; reduce16 applies it to 16 vectors at once (a transpose woven into
+ * the adds) and gives bit-identical sums, so a dot computed in a 4×4 GEMM tile equals the
+ * same dot computed alone.
+ */
+#ifndef KR_SIMD_AVX512_H
+#define KR_SIMD_AVX512_H
+
+#include <immintrin.h>
+
+#define KR_INLINE static inline __attribute__((always_inline))
+
+KR_INLINE float kr_hsum16(__m512 v) {
+    __m256 a = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+    __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    __m128 c = _mm_add_ps(b, _mm_movehl_ps(b, b));
+    __m128 d = _mm_add_ss(c, _mm_shuffle_ps(c, c, 1));
+    return _mm_cvtss_f32(d);
+}
+
+/* Lane-sums of x[0..15] into one vector: lane L holds the sum of x[4·(L%4) + L/4]. Callers
+ * place the accumulator of output o at x[KR_R16(o)] to get output o in lane o. */
+#define KR_R16(o) (4 * ((o) % 4) + (o) / 4)
+KR_INLINE __m512 kr_reduce16(const __m512 x[16]) {
+    __m512 y[8], z[4];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++)
+        y[i] = _mm512_add_ps(_mm512_shuffle_f32x4(x[2 * i], x[2 * i + 1], 0x44),
+                             _mm512_shuffle_f32x4(x[2 * i], x[2 * i + 1], 0xEE));
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++)
+        z[i] = _mm512_add_ps(_mm512_shuffle_f32x4(y[2 * i], y[2 * i + 1], 0x88),
+                             _mm512_shuffle_f32x4(y[2 * i], y[2 * i + 1], 0xDD));
+    __m512 w0 = _mm512_add_ps(_mm512_shuffle_ps(z[0], z[1], 0x44), _mm512_shuffle_ps(z[0], z[1], 0xEE));
+    __m512 w1 = _mm512_add_ps(_mm512_shuffle_ps(z[2], z[3], 0x44), _mm512_shuffle_ps(z[2], z[3], 0xEE));
+    return _mm512_add_ps(_mm512_shuffle_ps(w0, w1, 0x88), _mm512_shuffle_ps(w0, w1, 0xDD));
+}
+
+KR_INLINE __mmask16 kr_mask16(int n) {
+    return n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1u);
+}
+
+/* expf to ~1 ulp (Cephes polynomial); 2^n applied with scalef so the subnormal range and
+ * overflow to +inf come out right. */
+KR_INLINE __m512 kr_exp16(__m512 x) {
+    x = _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(104.0f)), _mm512_set1_ps(-104.0f));
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500E-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507E-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073E-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894E-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459E-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201E-1f));
+    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r);
+    p = _mm512_add_ps(p, _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(p, n);
+}
+
+#endif

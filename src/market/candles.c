@@ -1,0 +1,768 @@
+/*
+ * market/candles — reading and validating candle CSV files (see candles.h).
+ *
+ * Everything a user feeds the forecaster passes through here, so the job is to accept what
+ * pandas' read_csv accepts for the reference's files and to reject, with the file, line and
+ * column named, anything that would silently produce a wrong forecast (NaN, a swapped
+ * high/low, unsorted rows, a shifted column).
+ *
+ * Layout: a small RFC 4180 tokenizer (csv_reader) produces one record at a time with its
+ * fields unescaped into a scratch buffer; the table layer maps the header to the roles it
+ * needs and validates each row as it is read. Nothing is kept per file but the output arrays,
+ * and there is no global state, so parsing is thread-safe.
+ */
+#include "market/candles.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "base/error.h"
+#include "base/timeutil.h"
+
+/* Larger inputs are refused before reading: a candle file of that size is a mistake (or an
+ * attack on a server), and the parsed table would need several times that much memory. */
+#define KR_CSV_MAX_BYTES ((size_t)1 << 30)
+/* Bounds the per-record field table; real candle files have a handful of columns. */
+#define KR_CSV_MAX_FIELDS 4096
+
+/* ------------------------------------------------------------------ tokenizer */
+
+typedef struct csv_field {
+    size_t off, len;   /* unescaped text at buf + off, NUL-terminated at buf[off + len] */
+    int quoted;
+} csv_field;
+
+typedef struct csv_reader {
+    const char *p, *end;
+    int64_t line;        /* 1-based physical line of *p */
+    int64_t rec_line;    /* line on which the current record starts */
+    char *buf;           /* unescaped text of the current record's fields */
+    size_t buf_len, buf_cap;
+    csv_field *fields;
+    int n_fields, fields_cap;
+} csv_reader;
+
+static void csv_init(csv_reader *r, const char *data, size_t len) {
+    memset(r, 0, sizeof *r);
+    r->p = data;
+    r->end = data + len;
+    r->line = 1;
+    /* A UTF-8 BOM (Excel's "CSV UTF-8") would otherwise glue itself to the first name. */
+    if (len >= 3 && (unsigned char)data[0] == 0xEF && (unsigned char)data[1] == 0xBB &&
+        (unsigned char)data[2] == 0xBF)
+        r->p += 3;
+}
+
+static void csv_free(csv_reader *r) {
+    free(r->buf);
+    free(r->fields);
+}
+
+static int csv_append(csv_reader *r, const char *s, size_t n) {
+    if (r->buf_cap - r->buf_len < n + 1) {
+        size_t cap = r->buf_cap ? r->buf_cap : 256;
+        while (cap - r->buf_len < n + 1) {
+            if (cap > SIZE_MAX / 2) return -1;
+            cap *= 2;
+        }
+        char *nb = realloc(r->buf, cap);
+        if (!nb) return -1;
+        r->buf = nb;
+        r->buf_cap = cap;
+    }
+    memcpy(r->buf + r->buf_len, s, n);
+    r->buf_len += n;
+    return 0;
+}
+
+static const char *csv_text(const csv_reader *r, int i) { return r->buf + r->fields[i].off; }
+
+static int is_blank_char(char c) { return c == ' ' || c == '\t'; }
+
+/* Reads one physical record (which may span lines inside quotes). Returns 0 or a status. */
+static kr_status csv_read_record(csv_reader *r, const char *label, kr_error *err) {
+    r->rec_line = r->line;
+    r->n_fields = 0;
+    r->buf_len = 0;
+    for (;;) {
+        if (r->n_fields == r->fields_cap) {
+            if (r->fields_cap >= KR_CSV_MAX_FIELDS)
+                return kr_error_set(err, KR_ERR_FORMAT, "%s: line %lld: more than %d fields",
+                                    label, (long long)r->rec_line, KR_CSV_MAX_FIELDS);
+            int cap = r->fields_cap ? r->fields_cap * 2 : 16;
+            csv_field *nf = realloc(r->fields, (size_t)cap * sizeof *nf);
+            if (!nf) return kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory", label);
+            r->fields = nf;
+            r->fields_cap = cap;
+        }
+        csv_field *f = &r->fields[r->n_fields++];
+        f->off = r->buf_len;
+        f->quoted = 0;
+
+        /* Spaces before an opening quote are tolerated (hand-edited files do that). */
+        const char *q = r->p;
+        while (q < r->end && is_blank_char(*q)) q++;
+        if (q < r->end && *q == '"') {
+            f->quoted = 1;
+            r->p = q + 1;
+            for (;;) {
+                const char *s = r->p;
+                while (r->p < r->end && *r->p != '"') {
+                    /* Count line breaks inside the quotes so later errors point at the
+                     * right line: LF, CRLF (counted once) and a lone CR. */
+                    if (*r->p == '\n' ||
+                        (*r->p == '\r' && (r->p + 1 == r->end || r->p[1] != '\n')))
+                        r->line++;
+                    r->p++;
+                }
+                if (csv_append(r, s, (size_t)(r->p - s)) != 0)
+                    return kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory", label);
+                if (r->p >= r->end)
+                    return kr_error_set(err, KR_ERR_FORMAT,
+                                        "%s: line %lld, field %d: unterminated quoted field",
+                                        label, (long long)r->rec_line, r->n_fields);
+                r->p++; /* the quote */
+                if (r->p < r->end && *r->p == '"') { /* "" is an escaped quote */
+                    if (csv_append(r, "\"", 1) != 0)
+                        return kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory", label);
+                    r->p++;
+                    continue;
+                }
+                break;
+            }
+            while (r->p < r->end && is_blank_char(*r->p)) r->p++;
+            if (r->p < r->end && *r->p != ',' && *r->p != '\n' && *r->p != '\r')
+                return kr_error_set(err, KR_ERR_FORMAT,
+                                    "%s: line %lld, field %d: unexpected character after a "
+                                    "closing quote",
+                                    label, (long long)r->line, r->n_fields);
+        } else {
+            const char *s = r->p;
+            while (r->p < r->end && *r->p != ',' && *r->p != '\n' && *r->p != '\r') r->p++;
+            if (csv_append(r, s, (size_t)(r->p - s)) != 0)
+                return kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory", label);
+        }
+        f->len = r->buf_len - f->off;
+        if (csv_append(r, "", 1) != 0) /* NUL terminator: strtod needs one */
+            return kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory", label);
+
+        if (r->p >= r->end) return KR_OK;
+        const char c = *r->p++;
+        if (c == ',') continue;
+        if (c == '\r' && r->p < r->end && *r->p == '\n') r->p++;
+        r->line++;
+        return KR_OK;
+    }
+}
+
+/* Next non-blank record: 1 when one was read, 0 at the end of input, or a negative status.
+ * Blank lines (pandas' skip_blank_lines) are skipped anywhere, including trailing ones. */
+static int csv_next(csv_reader *r, const char *label, kr_error *err) {
+    while (r->p < r->end) {
+        kr_status st = csv_read_record(r, label, err);
+        if (st != KR_OK) return st;
+        if (r->n_fields == 1 && !r->fields[0].quoted) {
+            const char *s = csv_text(r, 0);
+            size_t n = r->fields[0].len, i = 0;
+            while (i < n && is_blank_char(s[i])) i++;
+            if (i == n) continue;
+        }
+        return 1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ field helpers */
+
+static void trim_span(const char **s, size_t *len) {
+    while (*len > 0 && is_blank_char(**s)) { (*s)++; (*len)--; }
+    while (*len > 0 && is_blank_char((*s)[*len - 1])) (*len)--;
+}
+
+/* A printable excerpt of a field for error messages (fuzzed input may hold any byte). */
+static const char *excerpt(const char *s, size_t len, char *out, size_t cap) {
+    size_t j = 0, i = 0;
+    for (; i < len && j + 4 < cap; i++)
+        out[j++] = (isprint((unsigned char)s[i])) ? s[i] : '?';
+    if (i < len && cap >= 4) {
+        j = j > cap - 4 ? cap - 4 : j;
+        memcpy(out + j, "...", 3);
+        j += 3;
+    }
+    out[j] = '\0';
+    return out;
+}
+
+static int name_equals(const char *s, size_t len, const char *name) {
+    size_t n = strlen(name);
+    if (n != len) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (tolower((unsigned char)s[i]) != name[i]) return 0;
+    return 1;
+}
+
+enum number_result { NUM_OK, NUM_EMPTY, NUM_BAD, NUM_NAN, NUM_INF };
+
+/* strtod over the whole (trimmed) field. Hex floats are strtod-only syntax that no candle
+ * source writes, so they count as garbage rather than being read as numbers. */
+static enum number_result parse_number(const char *s, size_t len, double *out) {
+    trim_span(&s, &len);
+    if (len == 0) return NUM_EMPTY;
+    if (isspace((unsigned char)s[0])) return NUM_BAD;
+    for (size_t i = 0; i < len; i++)
+        if (s[i] == 'x' || s[i] == 'X') return NUM_BAD;
+    /* The field is NUL-terminated after its (untrimmed) end, so strtod cannot run off it;
+     * the end check catches trailing garbage and embedded NULs. */
+    char *endp = NULL;
+    errno = 0;
+    double v = strtod(s, &endp);
+    if (endp != s + len) return NUM_BAD;
+    if (isnan(v)) return NUM_NAN;
+    if (isinf(v)) return NUM_INF;
+    *out = v;
+    return NUM_OK;
+}
+
+/* ------------------------------------------------------------------ timestamps */
+
+static int days_in_month(int y, int m) {
+    static const int k_days[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    if (m == 2 && ((y % 4 == 0 && y % 100 != 0) || y % 400 == 0)) return 29;
+    return k_days[m - 1];
+}
+
+/* Reads between min_d and max_d decimal digits at *i; returns -1 when fewer than min_d. */
+static int read_digits(const char *s, size_t len, size_t *i, int min_d, int max_d) {
+    int v = 0, n = 0;
+    while (*i < len && n < max_d && s[*i] >= '0' && s[*i] <= '9') {
+        v = v * 10 + (s[*i] - '0');
+        (*i)++;
+        n++;
+    }
+    return n < min_d ? -1 : v;
+}
+
+int kr_parse_timestamp(const char *s, size_t len, int64_t *out, int *has_time) {
+    if (!s || !out) return -1;
+    trim_span(&s, &len);
+    if (len == 0) return -1;
+
+    size_t nd = 0;
+    while (nd < len && s[nd] >= '0' && s[nd] <= '9') nd++;
+    if (nd == len) {
+        /* A bare integer: epoch seconds (10 digits) or milliseconds (13 digits), as exported
+         * by most exchange APIs; 8 digits is the compact YYYYMMDD of Chinese data vendors,
+         * which pandas also reads as a date. Other lengths are ambiguous and refused. */
+        int64_t v = 0;
+        for (size_t k = 0; k < len && k < 13; k++) v = v * 10 + (s[k] - '0');
+        if (len == 10) {
+            *out = v;
+            if (has_time) *has_time = 1;
+            return 0;
+        }
+        if (len == 13) {
+            *out = v / 1000; /* sub-second precision is not a model input */
+            if (has_time) *has_time = 1;
+            return 0;
+        }
+        if (len == 8) {
+            int y = (int)(v / 10000), m = (int)(v / 100 % 100), d = (int)(v % 100);
+            if (y < 1 || m < 1 || m > 12 || d < 1 || d > days_in_month(y, m)) return -1;
+            *out = kr_unix_from_civil(y, m, d, 0, 0, 0);
+            if (has_time) *has_time = 0;
+            return 0;
+        }
+        return -1;
+    }
+
+    size_t i = 0;
+    int y = read_digits(s, len, &i, 4, 4);
+    if (y < 0 || i >= len || (s[i] != '-' && s[i] != '/')) return -1;
+    const char sep = s[i++];
+    int mo = read_digits(s, len, &i, 1, 2);
+    if (mo < 0 || i >= len || s[i] != sep) return -1;
+    i++;
+    int d = read_digits(s, len, &i, 1, 2);
+    if (d < 0) return -1;
+    if (y < 1 || mo < 1 || mo > 12 || d < 1 || d > days_in_month(y, mo)) return -1;
+
+    int hh = 0, mi = 0, ss = 0, timed = 0;
+    if (i < len) {
+        if (s[i] != ' ' && s[i] != 'T' && s[i] != 't') return -1;
+        i++;
+        timed = 1;
+        hh = read_digits(s, len, &i, 1, 2);
+        if (hh < 0 || i >= len || s[i] != ':') return -1;
+        i++;
+        mi = read_digits(s, len, &i, 2, 2);
+        if (mi < 0) return -1;
+        if (i < len && s[i] == ':') {
+            i++;
+            ss = read_digits(s, len, &i, 2, 2);
+            if (ss < 0) return -1;
+            if (i < len && (s[i] == '.' || s[i] == ',')) {
+                /* Fractional seconds are truncated: the model sees whole minutes anyway. */
+                i++;
+                size_t f0 = i;
+                while (i < len && s[i] >= '0' && s[i] <= '9') i++;
+                if (i == f0) return -1;
+            }
+        }
+        if (hh > 23 || mi > 59 || ss > 59) return -1;
+        /* Zone suffix: validated, then ignored. pandas' dt accessors on a zone-aware stamp
+         * give the local wall-clock fields, which is what the model was trained on. */
+        if (i < len && s[i] == ' ') i++;
+        if (i < len && (s[i] == 'Z' || s[i] == 'z')) {
+            i++;
+        } else if (i < len && (s[i] == '+' || s[i] == '-')) {
+            i++;
+            int oh = read_digits(s, len, &i, 2, 2), om = 0;
+            if (oh < 0) return -1;
+            if (i < len && s[i] == ':') {
+                i++;
+                om = read_digits(s, len, &i, 2, 2);
+                if (om < 0) return -1;
+            } else if (i < len) {
+                om = read_digits(s, len, &i, 2, 2);
+                if (om < 0) return -1;
+            }
+            if (oh > 23 || om > 59) return -1;
+        }
+        if (i != len) return -1;
+    }
+    *out = kr_unix_from_civil(y, mo, d, hh, mi, ss);
+    if (has_time) *has_time = timed;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ table */
+
+/* Column roles in kr_candles.values order, then the timestamp. */
+enum { ROLE_TS = KR_N_FEATURES, N_ROLES };
+
+static const char *const k_role_names[KR_N_FEATURES] = {"open",   "high",   "low",
+                                                        "close",  "volume", "amount"};
+/* Accepted when no `timestamps` column exists, in this order of preference. */
+static const char *const k_ts_aliases[] = {"timestamp", "datetime", "date", "time"};
+enum { N_TS_ALIASES = (int)(sizeof k_ts_aliases / sizeof k_ts_aliases[0]) };
+
+typedef struct table_cols {
+    int col[N_ROLES];          /* field index per role, -1 when absent */
+    char name[N_ROLES][64];    /* header text of that column, for messages */
+    int n_header;              /* fields in the header */
+} table_cols;
+
+/* Maps header fields to roles; rejects duplicates of any name we give a meaning to, since
+ * which copy wins would be a guess. */
+static kr_status map_header(csv_reader *r, const char *label, int want_values, table_cols *tc,
+                            kr_error *err) {
+    int ts_primary = -1, alias_col[N_TS_ALIASES];
+    for (int k = 0; k < N_TS_ALIASES; k++) alias_col[k] = -1;
+    for (int k = 0; k < N_ROLES; k++) {
+        tc->col[k] = -1;
+        tc->name[k][0] = '\0';
+    }
+    tc->n_header = r->n_fields;
+
+    for (int i = 0; i < r->n_fields; i++) {
+        const char *s = csv_text(r, i);
+        size_t n = r->fields[i].len;
+        trim_span(&s, &n);
+        int *slot = NULL;
+        if (name_equals(s, n, "timestamps")) slot = &ts_primary;
+        for (int k = 0; !slot && k < N_TS_ALIASES; k++)
+            if (name_equals(s, n, k_ts_aliases[k])) slot = &alias_col[k];
+        for (int k = 0; !slot && k < KR_N_FEATURES; k++)
+            if (name_equals(s, n, k_role_names[k])) slot = &tc->col[k];
+        if (!slot) continue;
+        if (*slot >= 0) {
+            char ex[64];
+            return kr_error_set(err, KR_ERR_FORMAT,
+                                "%s: line %lld, column '%s': duplicate column name (fields %d "
+                                "and %d)",
+                                label, (long long)r->rec_line, excerpt(s, n, ex, sizeof ex),
+                                *slot + 1, i + 1);
+        }
+        *slot = i;
+    }
+
+    tc->col[ROLE_TS] = ts_primary;
+    for (int k = 0; tc->col[ROLE_TS] < 0 && k < N_TS_ALIASES; k++)
+        tc->col[ROLE_TS] = alias_col[k];
+
+    const int required[] = {ROLE_TS, KR_OPEN, KR_HIGH, KR_LOW, KR_CLOSE};
+    const int n_required = want_values ? 5 : 1;
+    for (int k = 0; k < n_required; k++) {
+        if (tc->col[required[k]] >= 0) continue;
+        const char *what = required[k] == ROLE_TS ? "timestamps" : k_role_names[required[k]];
+        return kr_error_set(err, KR_ERR_FORMAT,
+                            "%s: line %lld, column '%s': missing required column%s", label,
+                            (long long)r->rec_line, what,
+                            required[k] == ROLE_TS
+                                ? " (also accepted: timestamp, datetime, date, time)"
+                                : "");
+    }
+    if (!want_values)
+        for (int k = 0; k < KR_N_FEATURES; k++) tc->col[k] = -1;
+
+    for (int k = 0; k < N_ROLES; k++) {
+        if (tc->col[k] < 0) continue;
+        const char *s = csv_text(r, tc->col[k]);
+        size_t n = r->fields[tc->col[k]].len;
+        trim_span(&s, &n);
+        excerpt(s, n, tc->name[k], sizeof tc->name[k]);
+    }
+    return KR_OK;
+}
+
+/* Growable output columns. */
+typedef struct table_out {
+    int64_t n, cap;
+    int64_t *ts;
+    double *values; /* [cap][6] or NULL for timestamps-only */
+} table_out;
+
+static int table_grow(table_out *t, int want_values) {
+    if (t->n < t->cap) return 0;
+    int64_t cap = t->cap ? t->cap * 2 : 1024;
+    if ((uint64_t)cap > SIZE_MAX / (sizeof(double) * KR_N_FEATURES)) return -1;
+    int64_t *nts = realloc(t->ts, (size_t)cap * sizeof *nts);
+    if (!nts) return -1;
+    t->ts = nts;
+    if (want_values) {
+        double *nv = realloc(t->values, (size_t)cap * KR_N_FEATURES * sizeof *nv);
+        if (!nv) return -1;
+        t->values = nv;
+    }
+    t->cap = cap;
+    return 0;
+}
+
+/* The shared reader behind kr_candles_parse_csv and kr_timestamps_read_csv. On success the
+ * caller owns *out (values NULL when want_values is 0). */
+static kr_status parse_table(const char *data, size_t len, const char *label, int want_values,
+                             kr_candles **out, kr_error *err) {
+    if (!label) label = "input";
+    if (!out || (!data && len > 0))
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "%s: no input", label);
+    *out = NULL;
+    if (len > KR_CSV_MAX_BYTES)
+        return kr_error_set(err, KR_ERR_FORMAT, "%s: input of %zu bytes is larger than 1 GiB",
+                            label, len);
+
+    csv_reader r;
+    csv_init(&r, data ? data : "", len);
+    table_out t = {0};
+    table_cols tc;
+    kr_status st = KR_OK;
+    int any_time = 0;
+    int64_t prev_line = 0;
+    char ex[64], ex2[64];
+
+    int got = csv_next(&r, label, err);
+    if (got < 0) { st = got; goto fail; }
+    if (got == 0) {
+        st = kr_error_set(err, KR_ERR_FORMAT, "%s: line 1: empty file (no header row)", label);
+        goto fail;
+    }
+    if ((st = map_header(&r, label, want_values, &tc, err)) != KR_OK) goto fail;
+
+    while ((got = csv_next(&r, label, err)) == 1) {
+        const long long line = (long long)r.rec_line;
+        if (r.n_fields < tc.n_header) {
+            /* Name the first missing column: that is usually where the row got cut. */
+            int k0 = r.n_fields;
+            st = kr_error_set(err, KR_ERR_FORMAT,
+                              "%s: line %lld, column %d: too few fields (%d, the header has %d)",
+                              label, line, k0 + 1, r.n_fields, tc.n_header);
+            for (int k = 0; k < N_ROLES; k++)
+                if (tc.col[k] == k0)
+                    st = kr_error_set(err, KR_ERR_FORMAT,
+                                      "%s: line %lld, column '%s': too few fields (%d, the "
+                                      "header has %d)",
+                                      label, line, tc.name[k], r.n_fields, tc.n_header);
+            goto fail;
+        }
+        if (r.n_fields > tc.n_header) {
+            st = kr_error_set(err, KR_ERR_FORMAT,
+                              "%s: line %lld, column %d: too many fields (%d, the header has "
+                              "%d)",
+                              label, line, tc.n_header + 1, r.n_fields, tc.n_header);
+            goto fail;
+        }
+        if (table_grow(&t, want_values) != 0) {
+            st = kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory at line %lld", label, line);
+            goto fail;
+        }
+
+        /* Timestamp. */
+        const int tcol = tc.col[ROLE_TS];
+        const char *ts_text = csv_text(&r, tcol);
+        const size_t ts_len = r.fields[tcol].len;
+        int64_t ts = 0;
+        int has_time = 0;
+        {
+            const char *s = ts_text;
+            size_t n = ts_len;
+            trim_span(&s, &n);
+            if (n == 0) {
+                st = kr_error_set(err, KR_ERR_FORMAT, "%s: line %lld, column '%s': empty field",
+                                  label, line, tc.name[ROLE_TS]);
+                goto fail;
+            }
+            if (kr_parse_timestamp(s, n, &ts, &has_time) != 0) {
+                st = kr_error_set(err, KR_ERR_FORMAT,
+                                  "%s: line %lld, column '%s': cannot parse '%s' as a timestamp "
+                                  "(expected YYYY-MM-DD[ HH:MM[:SS]] or epoch seconds)",
+                                  label, line, tc.name[ROLE_TS], excerpt(s, n, ex, sizeof ex));
+                goto fail;
+            }
+        }
+        if (t.n > 0 && ts <= t.ts[t.n - 1]) {
+            char a[32], b[32];
+            st = kr_error_set(err, KR_ERR_FORMAT,
+                              "%s: line %lld, column '%s': %s %s line %lld (%s); timestamps "
+                              "must be strictly increasing",
+                              label, line, tc.name[ROLE_TS],
+                              kr_format_timestamp(ts, 0, a, sizeof a),
+                              ts == t.ts[t.n - 1] ? "repeats" : "is before",
+                              (long long)prev_line, kr_format_timestamp(t.ts[t.n - 1], 0, b, sizeof b));
+            goto fail;
+        }
+        any_time |= has_time;
+        prev_line = r.rec_line;
+        t.ts[t.n] = ts;
+
+        if (want_values) {
+            double *v = t.values + t.n * KR_N_FEATURES;
+            for (int k = 0; k < KR_N_FEATURES; k++) {
+                v[k] = 0.0;
+                const int c = tc.col[k];
+                if (c < 0) continue;
+                const char *s = csv_text(&r, c);
+                size_t n = r.fields[c].len;
+                enum number_result nr = parse_number(s, n, &v[k]);
+                trim_span(&s, &n);
+                if (nr != NUM_OK) {
+                    excerpt(s, n, ex, sizeof ex);
+                    if (nr == NUM_EMPTY)
+                        st = kr_error_set(err, KR_ERR_FORMAT, "%s: line %lld, column '%s': empty field",
+                                          label, line, tc.name[k]);
+                    else
+                        st = kr_error_set(err, KR_ERR_FORMAT, "%s: line %lld, column '%s': '%s' %s",
+                                          label, line, tc.name[k], ex,
+                                          nr == NUM_NAN   ? "(NaN) is not allowed"
+                                          : nr == NUM_INF ? "is not finite"
+                                                          : "is not a number");
+                    goto fail;
+                }
+                if (k <= KR_CLOSE ? !(v[k] > 0.0) : v[k] < 0.0) {
+                    st = kr_error_set(err, KR_ERR_FORMAT,
+                                      "%s: line %lld, column '%s': %s (%s) must be %s", label,
+                                      line, tc.name[k], k_role_names[k],
+                                      excerpt(s, n, ex, sizeof ex),
+                                      k <= KR_CLOSE ? "positive" : "non-negative");
+                    goto fail;
+                }
+            }
+            if (v[KR_HIGH] < v[KR_LOW]) {
+                const char *hs = csv_text(&r, tc.col[KR_HIGH]);
+                const char *ls = csv_text(&r, tc.col[KR_LOW]);
+                size_t hn = r.fields[tc.col[KR_HIGH]].len, ln = r.fields[tc.col[KR_LOW]].len;
+                trim_span(&hs, &hn);
+                trim_span(&ls, &ln);
+                st = kr_error_set(err, KR_ERR_FORMAT,
+                                  "%s: line %lld, column '%s': high (%s) is below low (%s)",
+                                  label, line, tc.name[KR_HIGH], excerpt(hs, hn, ex, sizeof ex),
+                                  excerpt(ls, ln, ex2, sizeof ex2));
+                goto fail;
+            }
+        }
+        t.n++;
+    }
+    if (got < 0) { st = got; goto fail; }
+    if (t.n == 0) {
+        st = kr_error_set(err, KR_ERR_FORMAT, "%s: line %lld: no data rows after the header",
+                          label, (long long)r.line);
+        goto fail;
+    }
+
+    kr_candles *c = calloc(1, sizeof *c);
+    if (!c) {
+        st = kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory", label);
+        goto fail;
+    }
+    c->n = t.n;
+    c->timestamps = t.ts;
+    c->values = t.values;
+    c->date_only = !any_time;
+    if (want_values) {
+        c->has_volume = tc.col[KR_VOLUME] >= 0;
+        c->has_amount = c->has_volume && tc.col[KR_AMOUNT] >= 0;
+        if (!c->has_volume) {
+            /* The reference sets volume = amount = 0 whenever volume is missing, even when an
+             * amount column exists; the model was never shown amount without volume. */
+            for (int64_t i = 0; i < t.n; i++) t.values[i * KR_N_FEATURES + KR_AMOUNT] = 0.0;
+        } else if (!c->has_amount) {
+            /* The reference fills amount with volume * df[ohlc].mean(axis=1): a left-to-right
+             * float64 sum of the four prices divided by 4, so do exactly that. */
+            for (int64_t i = 0; i < t.n; i++) {
+                double *v = t.values + i * KR_N_FEATURES;
+                double mean = (((v[KR_OPEN] + v[KR_HIGH]) + v[KR_LOW]) + v[KR_CLOSE]) / 4.0;
+                v[KR_AMOUNT] = v[KR_VOLUME] * mean;
+            }
+        }
+    }
+    csv_free(&r);
+    kr_error_clear(err);
+    *out = c;
+    return KR_OK;
+
+fail:
+    csv_free(&r);
+    free(t.ts);
+    free(t.values);
+    return st;
+}
+
+/* ------------------------------------------------------------------ files */
+
+/* Reads a whole file into a malloc'd buffer (caller frees). Refuses more than 1 GiB. */
+static kr_status read_file(const char *path, char **out, size_t *out_len, kr_error *err) {
+    *out = NULL;
+    *out_len = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return kr_error_set(err, KR_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+
+    /* Regular files are checked up front; pipes are bounded while reading below. */
+    size_t cap = 65536;
+    struct stat sb;
+    if (fstat(fileno(f), &sb) == 0) {
+        if (S_ISDIR(sb.st_mode)) {
+            fclose(f);
+            return kr_error_set(err, KR_ERR_IO, "%s: cannot read: %s", path, strerror(EISDIR));
+        }
+        if (S_ISREG(sb.st_mode) && (uint64_t)sb.st_size > KR_CSV_MAX_BYTES) {
+            fclose(f);
+            return kr_error_set(err, KR_ERR_FORMAT,
+                                "%s: file of %lld bytes is larger than the 1 GiB limit", path,
+                                (long long)sb.st_size);
+        }
+        if (S_ISREG(sb.st_mode) && sb.st_size > 0) cap = (size_t)sb.st_size + 1;
+    }
+
+    size_t len = 0;
+    char *buf = malloc(cap);
+    if (!buf) {
+        fclose(f);
+        return kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory", path);
+    }
+    for (;;) {
+        if (len == cap) {
+            /* One byte past the limit is enough to know the input is too large. */
+            if (cap > KR_CSV_MAX_BYTES) {
+                free(buf);
+                fclose(f);
+                return kr_error_set(err, KR_ERR_FORMAT, "%s: larger than the 1 GiB limit",
+                                    path);
+            }
+            size_t ncap = cap > KR_CSV_MAX_BYTES / 2 ? KR_CSV_MAX_BYTES + 1 : cap * 2;
+            char *nb = realloc(buf, ncap);
+            if (!nb) {
+                free(buf);
+                fclose(f);
+                return kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory", path);
+            }
+            buf = nb;
+            cap = ncap;
+        }
+        size_t got = fread(buf + len, 1, cap - len, f);
+        len += got;
+        if (got == 0) break;
+    }
+    if (ferror(f)) {
+        int e = errno;
+        free(buf);
+        fclose(f);
+        return kr_error_set(err, KR_ERR_IO, "%s: read error: %s", path, strerror(e));
+    }
+    fclose(f);
+    if (len > KR_CSV_MAX_BYTES) {
+        free(buf);
+        return kr_error_set(err, KR_ERR_FORMAT, "%s: larger than the 1 GiB limit", path);
+    }
+    *out = buf;
+    *out_len = len;
+    return KR_OK;
+}
+
+/* ------------------------------------------------------------------ public API */
+
+kr_status kr_candles_parse_csv(const char *data, size_t len, const char *label,
+                               kr_candles **out, kr_error *err) {
+    return parse_table(data, len, label, 1, out, err);
+}
+
+kr_status kr_candles_read_csv(const char *path, kr_candles **out, kr_error *err) {
+    if (!out || !path)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_candles_read_csv: NULL argument");
+    *out = NULL;
+    char *buf;
+    size_t len;
+    kr_status st = read_file(path, &buf, &len, err);
+    if (st != KR_OK) return st;
+    st = parse_table(buf, len, path, 1, out, err);
+    free(buf);
+    return st;
+}
+
+void kr_candles_free(kr_candles *c) {
+    if (!c) return;
+    free(c->timestamps);
+    free(c->values);
+    free(c);
+}
+
+kr_series kr_candles_series(const kr_candles *c) {
+    kr_series s = {0};
+    if (!c) return s;
+    return kr_candles_slice(c, 0, c->n);
+}
+
+/* An out-of-range request yields an empty view (n = 0) rather than a clamped one, so a
+ * caller's off-by-one surfaces as "no data" instead of silently forecasting other rows. */
+kr_series kr_candles_slice(const kr_candles *c, int64_t start, int64_t n) {
+    kr_series s = {0};
+    if (!c || start < 0 || n < 0 || start > c->n || n > c->n - start) return s;
+    s.n = n;
+    s.timestamps = c->timestamps + start;
+    s.values = c->values + start * KR_N_FEATURES;
+    s.has_volume = c->has_volume;
+    s.has_amount = c->has_amount;
+    return s;
+}
+
+kr_status kr_timestamps_read_csv(const char *path, int64_t **out, int64_t *n, kr_error *err) {
+    if (!out || !n || !path)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_timestamps_read_csv: NULL argument");
+    *out = NULL;
+    *n = 0;
+    char *buf;
+    size_t len;
+    kr_status st = read_file(path, &buf, &len, err);
+    if (st != KR_OK) return st;
+    kr_candles *c = NULL;
+    st = parse_table(buf, len, path, 0, &c, err);
+    free(buf);
+    if (st != KR_OK) return st;
+    *out = c->timestamps;
+    *n = c->n;
+    c->timestamps = NULL;
+    kr_candles_free(c);
+    return KR_OK;
+}

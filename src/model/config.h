@@ -1,0 +1,40 @@
+/*
+ * model/config — the constructor arguments of the two Kronos classes, read from config.json.
+ * Unknown keys are ignored (dropouts, BSQ training constants); missing or out-of-range
+ * required keys are errors naming the file and the key.
+ */
+#ifndef KR_MODEL_CONFIG_H
+#define KR_MODEL_CONFIG_H
+
+#include <stddef.h>
+
+#include "kronos.h"
+
+typedef struct kr_predictor_config {
+    int s1_bits, s2_bits;   /* vocabularies 2^s1_bits, 2^s2_bits */
+    int n_layers;
+    int d_model;
+    int n_heads;            /* self-attention heads; head_dim = d_model / n_heads (even) */
+    int ff_dim;
+    int learn_te;           /* 1: time_emb.<f>_embed.weight; 0: time_emb.<f>_embed.emb.weight */
+} kr_predictor_config;
+
+typedef struct kr_tokenizer_config {
+    int d_in;               /* 6 */
+    int d_model, n_heads, ff_dim;
+    int n_enc_layers, n_dec_layers;   /* blocks = layers - 1 (reference quirk) */
+    int s1_bits, s2_bits;   /* must be equal (indices_to_bits assumes it) */
+} kr_tokenizer_config;
+
+kr_status kr_predictor_config_load(const char *path, kr_predictor_config *cfg, kr_error *err);
+kr_status kr_predictor_config_parse(const char *json, size_t len, const char *label,
+                                    kr_predictor_config *cfg, kr_error *err);
+kr_status kr_tokenizer_config_load(const char *path, kr_tokenizer_config *cfg, kr_error *err);
+kr_status kr_tokenizer_config_parse(const char *json, size_t len, const char *label,
+                                    kr_tokenizer_config *cfg, kr_error *err);
+/* Writes config.json the way save_pretrained does (sorted keys, reference defaults for the
+ * keys we do not use). */
+kr_status kr_predictor_config_save(const char *path, const kr_predictor_config *cfg, kr_error *err);
+kr_status kr_tokenizer_config_save(const char *path, const kr_tokenizer_config *cfg, kr_error *err);
+
+#endif

@@ -1,0 +1,174 @@
+/* model/predictor — see predictor.h. */
+#include "model/predictor.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+
+#define KR_RMS_EPS 1e-5f
+
+static int clamp_index(float v, int rows) {
+    /* `.long()` truncates toward zero; out-of-table values are clamped rather than read
+     * out of bounds (the reference would raise; inputs are validated upstream). */
+    long i = (long)v;
+    if (i < 0) i = 0;
+    if (i >= rows) i = rows - 1;
+    return (int)i;
+}
+
+kr_status kr_predictor_embed(const kr_predictor_weights *w, int n, const int32_t *s1,
+                             const int32_t *s2, const float *stamps, float *x,
+                             float *tok_emb_dbg, float *time_emb_dbg, kr_error *err) {
+    int d = w->cfg.d_model;
+    if (n <= 0) return KR_OK;
+    float scale = (float)sqrt((double)d);
+    float *cat = malloc((size_t)n * 2 * (size_t)d * sizeof(float));
+    if (!cat) return kr_error_set(err, KR_ERR_NOMEM, "predictor: out of memory embedding %d rows", n);
+    for (int i = 0; i < n; i++) {
+        const float *e1 = w->emb_s1 + (size_t)s1[i] * d;
+        const float *e2 = w->emb_s2 + (size_t)s2[i] * d;
+        float *row = cat + (size_t)i * 2 * d;
+        for (int j = 0; j < d; j++) row[j] = e1[j] * scale;
+        for (int j = 0; j < d; j++) row[d + j] = e2[j] * scale;
+    }
+    kr_gemm_f32(n, d, 2 * d, cat, 2 * d, w->fusion.w, w->fusion.b, x, d, 0, 1);
+    free(cat);
+    if (tok_emb_dbg) memcpy(tok_emb_dbg, x, (size_t)n * d * sizeof(float));
+    for (int i = 0; i < n; i++) {
+        const float *st = stamps + (size_t)i * 5;
+        const float *mi = w->te_minute + (size_t)clamp_index(st[0], 60) * d;
+        const float *ho = w->te_hour + (size_t)clamp_index(st[1], 24) * d;
+        const float *wd = w->te_weekday + (size_t)clamp_index(st[2], 7) * d;
+        const float *dy = w->te_day + (size_t)clamp_index(st[3], 32) * d;
+        const float *mo = w->te_month + (size_t)clamp_index(st[4], 13) * d;
+        float *row = x + (size_t)i * d;
+        for (int j = 0; j < d; j++) {
+            float t = (((ho[j] + wd[j]) + dy[j]) + mo[j]) + mi[j];
+            if (time_emb_dbg) time_emb_dbg[(size_t)i * d + j] = t;
+            row[j] += t;
+        }
+    }
+    return KR_OK;
+}
+
+static kr_status check_ids(const kr_predictor_weights *w, int n, const int32_t *s1,
+                           const int32_t *s2, kr_error *err) {
+    int v1 = 1 << w->cfg.s1_bits, v2 = 1 << w->cfg.s2_bits;
+    for (int i = 0; i < n; i++)
+        if (s1[i] < 0 || s1[i] >= v1 || s2[i] < 0 || s2[i] >= v2)
+            return kr_error_set(err, KR_ERR_INVALID_ARG, "predictor: token %d (%d, %d) out of vocabulary",
+                                i, s1[i], s2[i]);
+    return KR_OK;
+}
+
+kr_status kr_predictor_forward(const kr_predictor_weights *w, kr_pool *pool,
+                               const kr_chunk *chunks, int n_chunks, const int32_t *s1,
+                               const int32_t *s2, const float *stamps, float *context,
+                               kr_error *err) {
+    int total = 0, d = w->cfg.d_model, L = w->cfg.n_layers;
+    kr_status st = kr_chunks_check(chunks, n_chunks, L + 1, &total, err);
+    if (st != KR_OK) return st;
+    if ((st = check_ids(w, total, s1, s2, err)) != KR_OK) return st;
+    float *x = malloc((size_t)total * d * sizeof(float));
+    float *kt = malloc((size_t)total * d * sizeof(float));
+    if (!x || !kt) {
+        free(x); free(kt);
+        return kr_error_set(err, KR_ERR_NOMEM, "predictor: out of memory for %d rows", total);
+    }
+    st = kr_predictor_embed(w, total, s1, s2, stamps, x, NULL, NULL, err);
+    if (st == KR_OK)
+        st = kr_transformer_run(w->blocks, L, 0, d, w->cfg.ff_dim, pool, x, chunks, n_chunks, err);
+    if (st == KR_OK) {
+        kr_rmsnorm_f32(total, d, x, d, w->norm, KR_RMS_EPS, context, d);
+        /* Cross-attention K/V of every new context row, cached in layer L of the store. */
+        kr_linear_run(pool, &w->dep.k, context, total, d, x, d);
+        kr_linear_run(pool, &w->dep.v, context, total, d, kt, d);
+        for (int c = 0, row = 0; c < n_chunks; c++) {
+            const kr_chunk *ch = &chunks[c];
+            memcpy(kr_kv_k(ch->out, L, ch->out_start), x + (size_t)row * d, (size_t)ch->n * d * sizeof(float));
+            memcpy(kr_kv_v(ch->out, L, ch->out_start), kt + (size_t)row * d, (size_t)ch->n * d * sizeof(float));
+            row += ch->n;
+        }
+    }
+    free(x);
+    free(kt);
+    return st;
+}
+
+void kr_predictor_s1_logits(const kr_predictor_weights *w, kr_pool *pool, const float *context,
+                            int m, int ld, float *logits) {
+    kr_linear_run(pool, &w->head_s1, context, m, ld, logits, w->head_s1.n_out);
+}
+
+typedef struct dep_task {
+    const kr_kv_view *views;
+    int m, n_heads, head_dim, d, layer;
+    float scale;
+    const float *q;
+    float *out;
+    float *scratch;
+    int max_keys;
+} dep_task;
+
+static void dep_worker(void *ctx, int ith, int nth) {
+    const dep_task *t = ctx;
+    int items = t->m * t->n_heads;
+    int per = (items + nth - 1) / nth;
+    int begin = ith * per, end = begin + per < items ? begin + per : items;
+    float *scratch = t->scratch + (size_t)ith * t->max_keys;
+    for (int it = begin; it < end; it++) {
+        int r = it / t->n_heads, h = it % t->n_heads;
+        const kr_kv_view *vw = &t->views[r];
+        kr_kv_span spans[KR_MAX_PAST_REFS + 1];
+        int ns = 0;
+        for (int i = 0; i < vw->n; i++) {
+            const kr_kv_ref *ref = &vw->ref[i];
+            if (ref->n == 0) continue;
+            spans[ns].k = kr_kv_k(ref->store, t->layer, ref->start) + h * t->head_dim;
+            spans[ns].v = kr_kv_v(ref->store, t->layer, ref->start) + h * t->head_dim;
+            spans[ns].n = ref->n;
+            spans[ns].stride = ref->store->d;
+            ns++;
+        }
+        kr_attend_f32(t->q + (size_t)r * t->d + h * t->head_dim, t->head_dim, t->scale, spans, ns,
+                      scratch, t->out + (size_t)r * t->d + h * t->head_dim);
+    }
+}
+
+kr_status kr_predictor_s2_logits(const kr_predictor_weights *w, kr_pool *pool, int m,
+                                 const int32_t *s1, const float *ctx_last, int ld,
+                                 const kr_kv_view *views, float *logits, kr_error *err) {
+    int d = w->cfg.d_model, L = w->cfg.n_layers, v1 = 1 << w->cfg.s1_bits;
+    int max_keys = 0;
+    for (int r = 0; r < m; r++) {
+        if (s1[r] < 0 || s1[r] >= v1)
+            return kr_error_set(err, KR_ERR_INVALID_ARG, "predictor: s1 id %d out of vocabulary", s1[r]);
+        int keys = 0;
+        for (int i = 0; i < views[r].n; i++) {
+            const kr_kv_ref *ref = &views[r].ref[i];
+            if (!ref->store || ref->start < 0 || ref->start + ref->n > ref->store->cap || ref->store->n_layers < L + 1)
+                return kr_error_set(err, KR_ERR_INTERNAL, "predictor: s2 view %d ref %d out of range", r, i);
+            keys += ref->n;
+        }
+        if (keys < 1) return kr_error_set(err, KR_ERR_INTERNAL, "predictor: s2 view %d is empty", r);
+        if (keys > max_keys) max_keys = keys;
+    }
+    int nth = kr_pool_size(pool);
+    size_t md = (size_t)m * d;
+    float *buf = malloc((3 * md + (size_t)nth * max_keys) * sizeof(float));
+    if (!buf) return kr_error_set(err, KR_ERR_NOMEM, "predictor: out of memory for s2");
+    float *sib = buf, *q = buf + md, *att = buf + 2 * md, *scratch = buf + 3 * md;
+    for (int r = 0; r < m; r++) memcpy(sib + (size_t)r * d, w->emb_s1 + (size_t)s1[r] * d, d * sizeof(float));
+    kr_linear_run(pool, &w->dep.q, sib, m, d, q, d);
+    dep_task t = {views, m, w->dep.n_heads, w->dep.head_dim, d, L,
+                  1.0f / sqrtf((float)w->dep.head_dim), q, att, scratch, max_keys};
+    kr_pool_run(pool, dep_worker, &t);
+    kr_linear_run(pool, &w->dep.out, att, m, d, sib, d);
+    for (int r = 0; r < m; r++) kr_add_f32(d, ctx_last + (size_t)r * ld, sib + (size_t)r * d);
+    kr_rmsnorm_f32(m, d, sib, d, w->dep_norm, KR_RMS_EPS, q, d);
+    kr_linear_run(pool, &w->head_s2, q, m, d, logits, w->head_s2.n_out);
+    free(buf);
+    return KR_OK;
+}

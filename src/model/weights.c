@@ -1,0 +1,447 @@
+/*
+ * model/weights — binds the tensors of a Kronos tokenizer or predictor checkpoint
+ * (config.json + model.safetensors) to the structs in weights.h. See weights.h.
+ *
+ * Loading is two passes over a list of "slots" (one per tensor the forward pass reads):
+ * the first pass finds each tensor by its exact state_dict name and checks dtype and
+ * shape, so nothing is allocated for a checkpoint that will be rejected; the second pass
+ * points F32 tensors into the mapping and converts the rest into one arena sized by the
+ * first pass. The random-model writer lives in random_model.c.
+ */
+#include "model/weights.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "model/safetensors.h"
+
+/* Sizes of the temporal embedding tables, in the reference's order of fields below. */
+static const char *const k_te_names[5] = {"minute", "hour", "weekday", "day", "month"};
+static const int k_te_rows[5] = {60, 24, 7, 32, 13};
+
+/* The s2 cross-attention always uses the DependencyAwareLayer constructor default. */
+#define DEP_HEADS 4
+
+#define NAME_MAX_LEN 160
+
+typedef struct weights_owner {
+    kr_safetensors *st;
+    float *arena;
+} weights_owner;
+
+typedef struct slot {
+    const float **dst;
+    const kr_st_tensor *t; /* NULL: computed rotary inv_freq of length n */
+    int64_t n;
+} slot;
+
+typedef struct binder {
+    const kr_safetensors *st;
+    const char *label;     /* model.safetensors path, for messages */
+    slot *slots;
+    int n, cap;
+    size_t arena_floats;   /* floats needing conversion or computation */
+    size_t n_params;       /* learnable parameters bound (buffers excluded) */
+    size_t n_floats;       /* every float bound, buffers included */
+    kr_status status;      /* first error; later binds are no-ops */
+    kr_error *err;
+} binder;
+
+static int is_float_dtype(kr_dtype dt) {
+    return dt == KR_DT_F32 || dt == KR_DT_F16 || dt == KR_DT_BF16;
+}
+
+/* F32 data can be used in place only when a float load from it is aligned. */
+static int usable_in_place(const kr_st_tensor *t) {
+    return t->dtype == KR_DT_F32 && ((uintptr_t)t->data % _Alignof(float)) == 0;
+}
+
+static void fmt_shape(char *buf, size_t cap, int ndim, const int64_t *shape) {
+    size_t at = 0;
+    at += (size_t)snprintf(buf + at, cap - at, "[");
+    for (int i = 0; i < ndim && at < cap; i++)
+        at += (size_t)snprintf(buf + at, cap - at, i ? ", %lld" : "%lld", (long long)shape[i]);
+    if (at < cap) snprintf(buf + at, cap - at, "]");
+}
+
+static int push_slot(binder *b, const float **dst, const kr_st_tensor *t, int64_t n) {
+    if (b->n == b->cap) {
+        int cap = b->cap ? 2 * b->cap : 64;
+        slot *s = realloc(b->slots, (size_t)cap * sizeof *s);
+        if (!s) {
+            b->status = kr_error_set(b->err, KR_ERR_NOMEM, "%s: out of memory", b->label);
+            return 0;
+        }
+        b->slots = s;
+        b->cap = cap;
+    }
+    b->slots[b->n++] = (slot){dst, t, n};
+    return 1;
+}
+
+/* Binds tensor `name` of shape [d0] (d1 < 0) or [d0, d1] to *dst. `param` says whether it
+ * counts as a learnable parameter. With `rotary_dim` > 0 the tensor is the rotary inv_freq
+ * buffer [rotary_dim/2] and is computed when the file lacks it. */
+static void bind_v(binder *b, const float **dst, int param, int64_t d0, int64_t d1,
+                   int rotary_dim, const char *fmt, va_list ap) {
+    if (b->status != KR_OK) return;
+    char name[NAME_MAX_LEN];
+    vsnprintf(name, sizeof name, fmt, ap);
+    int64_t want[2] = {d0, d1};
+    int want_ndim = d1 < 0 ? 1 : 2;
+    int64_t numel = d1 < 0 ? d0 : d0 * d1;
+
+    const kr_st_tensor *t = kr_st_find(b->st, name);
+    if (!t) {
+        if (rotary_dim > 0) {
+            /* Older exports may omit the buffer; it is a pure function of head_dim. */
+            if (push_slot(b, dst, NULL, numel)) {
+                b->arena_floats += (size_t)numel;
+                b->n_floats += (size_t)numel;
+            }
+            return;
+        }
+        b->status = kr_error_set(b->err, KR_ERR_MODEL, "%s: missing tensor '%s'", b->label, name);
+        return;
+    }
+    if (!is_float_dtype(t->dtype)) {
+        b->status = kr_error_set(b->err, KR_ERR_MODEL,
+                                 "%s: tensor '%s' has dtype %s, expected F32, F16 or BF16",
+                                 b->label, name, kr_dtype_name(t->dtype));
+        return;
+    }
+    int same = t->ndim == want_ndim;
+    for (int i = 0; same && i < want_ndim; i++) same = t->shape[i] == want[i];
+    if (!same) {
+        char got[128], exp[64];
+        fmt_shape(got, sizeof got, t->ndim, t->shape);
+        fmt_shape(exp, sizeof exp, want_ndim, want);
+        b->status = kr_error_set(b->err, KR_ERR_MODEL, "%s: tensor '%s' has shape %s, expected %s",
+                                 b->label, name, got, exp);
+        return;
+    }
+    if (!push_slot(b, dst, t, numel)) return;
+    if (!usable_in_place(t)) b->arena_floats += (size_t)numel;
+    b->n_floats += (size_t)numel;
+    if (param) b->n_params += (size_t)numel;
+}
+
+KR_PRINTF(5, 6)
+static void bind(binder *b, const float **dst, int64_t d0, int64_t d1, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    bind_v(b, dst, 1, d0, d1, 0, fmt, ap);
+    va_end(ap);
+}
+
+KR_PRINTF(4, 5)
+static void bind_rotary(binder *b, const float **dst, int head_dim, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    bind_v(b, dst, 0, head_dim / 2, -1, head_dim, fmt, ap);
+    va_end(ap);
+}
+
+/* Linear layer `prefix`.weight [n_out][n_in] (+ `prefix`.bias [n_out] when with_bias). */
+static void bind_linear(binder *b, kr_linear *l, int n_out, int n_in, int with_bias,
+                        const char *prefix) {
+    l->n_out = n_out;
+    l->n_in = n_in;
+    l->b = NULL;
+    bind(b, &l->w, n_out, n_in, "%s.weight", prefix);
+    if (with_bias) bind(b, &l->b, n_out, -1, "%s.bias", prefix);
+}
+
+/* `file_rotary` = 0 skips the stored inv_freq and always computes it: the s2 cross-attention
+ * never rotates (query length 1), so its buffer is ignored rather than validated. */
+static void bind_attn(binder *b, kr_attn_weights *a, int d_model, int n_heads, int file_rotary,
+                      const char *prefix) {
+    static const char *const proj[4] = {"q_proj", "k_proj", "v_proj", "out_proj"};
+    kr_linear *dst[4] = {&a->q, &a->k, &a->v, &a->out};
+    char name[NAME_MAX_LEN];
+    a->n_heads = n_heads;
+    a->head_dim = d_model / n_heads;
+    for (int i = 0; i < 4; i++) {
+        snprintf(name, sizeof name, "%s.%s", prefix, proj[i]);
+        bind_linear(b, dst[i], d_model, d_model, 1, name);
+    }
+    if (file_rotary) {
+        bind_rotary(b, &a->inv_freq, a->head_dim, "%s.rotary.inv_freq", prefix);
+    } else if (b->status == KR_OK && push_slot(b, &a->inv_freq, NULL, a->head_dim / 2)) {
+        b->arena_floats += (size_t)(a->head_dim / 2);
+        b->n_floats += (size_t)(a->head_dim / 2);
+    }
+}
+
+static void bind_block(binder *b, kr_block_weights *blk, int d_model, int n_heads, int ff_dim,
+                       const char *prefix, int index) {
+    char p[64], name[NAME_MAX_LEN];
+    snprintf(p, sizeof p, "%s.%d", prefix, index);
+    bind(b, &blk->norm1, d_model, -1, "%s.norm1.weight", p);
+    bind(b, &blk->norm2, d_model, -1, "%s.norm2.weight", p);
+    snprintf(name, sizeof name, "%s.self_attn", p);
+    bind_attn(b, &blk->attn, d_model, n_heads, 1, name);
+    snprintf(name, sizeof name, "%s.ffn.w1", p);
+    bind_linear(b, &blk->w1, ff_dim, d_model, 0, name);
+    snprintf(name, sizeof name, "%s.ffn.w2", p);
+    bind_linear(b, &blk->w2, d_model, ff_dim, 0, name);
+    snprintf(name, sizeof name, "%s.ffn.w3", p);
+    bind_linear(b, &blk->w3, ff_dim, d_model, 0, name);
+}
+
+/* A checkpoint with more blocks than the config promises was saved from a different
+ * config; ignoring the extra blocks would silently run a different model. */
+static void check_layer_range(binder *b, const char *prefix, int n_blocks, const char *key,
+                              int key_value) {
+    if (b->status != KR_OK) return;
+    size_t pl = strlen(prefix);
+    for (int i = 0; i < kr_st_count(b->st); i++) {
+        const char *name = kr_st_at(b->st, i)->name;
+        if (strncmp(name, prefix, pl) != 0 || name[pl] != '.') continue;
+        const char *p = name + pl + 1;
+        if (*p < '0' || *p > '9') continue;
+        long idx = 0;
+        while (*p >= '0' && *p <= '9' && idx < 1000000) idx = idx * 10 + (*p++ - '0');
+        if (idx >= n_blocks) {
+            b->status = kr_error_set(b->err, KR_ERR_MODEL,
+                                     "%s: tensor '%s' is block %ld of '%s', but config.json has "
+                                     "%s = %d (%d blocks): checkpoint and config do not match",
+                                     b->label, name, idx, prefix, key, key_value, n_blocks);
+            return;
+        }
+    }
+}
+
+/* torch: 1.0 / (10000 ** (torch.arange(0, dim, 2).float() / dim)), all in float32. */
+static void rotary_inv_freq(float *dst, int64_t half, int64_t dim) {
+    for (int64_t i = 0; i < half; i++) {
+        float e = (float)(2 * i) / (float)dim;
+        dst[i] = 1.0f / powf(10000.0f, e);
+    }
+}
+
+/* Second pass: every slot gets its pointer. Returns the owner (mapping + arena). */
+static kr_status binder_finish(binder *b, kr_safetensors *st, weights_owner **out) {
+    *out = NULL;
+    if (b->status != KR_OK) return b->status;
+    weights_owner *o = calloc(1, sizeof *o);
+    if (!o) return kr_error_set(b->err, KR_ERR_NOMEM, "%s: out of memory", b->label);
+    if (b->arena_floats) {
+        o->arena = malloc(b->arena_floats * sizeof(float));
+        if (!o->arena) {
+            free(o);
+            return kr_error_set(b->err, KR_ERR_NOMEM,
+                                "%s: out of memory converting %zu weights to f32", b->label,
+                                b->arena_floats);
+        }
+    }
+    size_t used = 0;
+    for (int i = 0; i < b->n; i++) {
+        slot *s = &b->slots[i];
+        if (s->t && usable_in_place(s->t)) {
+            *s->dst = (const float *)s->t->data;
+            continue;
+        }
+        float *dst = o->arena + used;
+        used += (size_t)s->n;
+        if (s->t) {
+            kr_status rc = kr_st_to_f32(s->t, dst, b->err);
+            if (rc != KR_OK) {
+                free(o->arena);
+                free(o);
+                return rc;
+            }
+        } else {
+            rotary_inv_freq(dst, s->n, 2 * s->n);
+        }
+        *s->dst = dst;
+    }
+    o->st = st;
+    *out = o;
+    return KR_OK;
+}
+
+static void owner_free(void *p) {
+    weights_owner *o = p;
+    if (!o) return;
+    kr_st_close(o->st);
+    free(o->arena);
+    free(o);
+}
+
+static char *join_path(const char *dir, const char *file) {
+    size_t n = strlen(dir) + strlen(file) + 2;
+    char *p = malloc(n);
+    if (p) snprintf(p, n, "%s/%s", dir, file);
+    return p;
+}
+
+/* Opens dir/config.json (via the given parser) and dir/model.safetensors. */
+static kr_status open_dir(const char *dir, char **st_path, kr_safetensors **st, kr_error *err) {
+    *st = NULL;
+    *st_path = join_path(dir, "model.safetensors");
+    if (!*st_path) return kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory", dir);
+    kr_status rc = kr_st_open(*st_path, st, err);
+    if (rc != KR_OK) {
+        free(*st_path);
+        *st_path = NULL;
+    }
+    return rc;
+}
+
+/* ---------------------------------------------------------------- tokenizer */
+
+void kr_tokenizer_weights_free(kr_tokenizer_weights *w) {
+    if (!w) return;
+    owner_free(w->owner);
+    free(w->enc);
+    free(w->dec);
+    free(w);
+}
+
+kr_status kr_tokenizer_weights_load(const char *dir, kr_tokenizer_weights **out, kr_error *err) {
+    if (!dir || !out)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_tokenizer_weights_load: NULL argument");
+    *out = NULL;
+    char *cfg_path = join_path(dir, "config.json");
+    if (!cfg_path) return kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory", dir);
+    kr_tokenizer_config cfg;
+    kr_status rc = kr_tokenizer_config_load(cfg_path, &cfg, err);
+    free(cfg_path);
+    if (rc != KR_OK) return rc;
+
+    char *st_path;
+    kr_safetensors *st;
+    rc = open_dir(dir, &st_path, &st, err);
+    if (rc != KR_OK) return rc;
+
+    kr_tokenizer_weights *w = calloc(1, sizeof *w);
+    binder b = {.st = st, .label = st_path, .err = err};
+    if (!w) {
+        rc = kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory", st_path);
+        goto fail;
+    }
+    w->cfg = cfg;
+    w->n_enc = cfg.n_enc_layers - 1; /* the reference builds n_layers - 1 blocks */
+    w->n_dec = cfg.n_dec_layers - 1;
+    w->enc = calloc((size_t)(w->n_enc ? w->n_enc : 1), sizeof *w->enc);
+    w->dec = calloc((size_t)(w->n_dec ? w->n_dec : 1), sizeof *w->dec);
+    if (!w->enc || !w->dec) {
+        rc = kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory", st_path);
+        goto fail;
+    }
+
+    const int d = cfg.d_model, q = cfg.s1_bits + cfg.s2_bits;
+    check_layer_range(&b, "encoder", w->n_enc, "n_enc_layers", cfg.n_enc_layers);
+    check_layer_range(&b, "decoder", w->n_dec, "n_dec_layers", cfg.n_dec_layers);
+    bind_linear(&b, &w->embed, d, cfg.d_in, 1, "embed");
+    for (int i = 0; i < w->n_enc; i++)
+        bind_block(&b, &w->enc[i], d, cfg.n_heads, cfg.ff_dim, "encoder", i);
+    for (int i = 0; i < w->n_dec; i++)
+        bind_block(&b, &w->dec[i], d, cfg.n_heads, cfg.ff_dim, "decoder", i);
+    bind_linear(&b, &w->quant_embed, q, d, 1, "quant_embed");
+    bind_linear(&b, &w->post_quant_embed, d, q, 1, "post_quant_embed");
+    bind_linear(&b, &w->head, cfg.d_in, d, 1, "head");
+    /* post_quant_embed_pre (s1-only decode, a training loss term) and tokenizer.bsq.*
+     * (integer buffers) are deliberately not bound. */
+
+    weights_owner *o;
+    rc = binder_finish(&b, st, &o);
+    if (rc != KR_OK) goto fail;
+    w->owner = o;
+    w->n_params = b.n_params;
+    w->bytes = b.n_floats * sizeof(float);
+    free(b.slots);
+    free(st_path);
+    *out = w;
+    return KR_OK;
+
+fail:
+    free(b.slots);
+    free(st_path);
+    kr_st_close(st);
+    kr_tokenizer_weights_free(w);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- predictor */
+
+void kr_predictor_weights_free(kr_predictor_weights *w) {
+    if (!w) return;
+    owner_free(w->owner);
+    free(w->blocks);
+    free(w);
+}
+
+kr_status kr_predictor_weights_load(const char *dir, kr_predictor_weights **out, kr_error *err) {
+    if (!dir || !out)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_predictor_weights_load: NULL argument");
+    *out = NULL;
+    char *cfg_path = join_path(dir, "config.json");
+    if (!cfg_path) return kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory", dir);
+    kr_predictor_config cfg;
+    kr_status rc = kr_predictor_config_load(cfg_path, &cfg, err);
+    free(cfg_path);
+    if (rc != KR_OK) return rc;
+
+    char *st_path;
+    kr_safetensors *st;
+    rc = open_dir(dir, &st_path, &st, err);
+    if (rc != KR_OK) return rc;
+
+    kr_predictor_weights *w = calloc(1, sizeof *w);
+    binder b = {.st = st, .label = st_path, .err = err};
+    if (!w) {
+        rc = kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory", st_path);
+        goto fail;
+    }
+    w->cfg = cfg;
+    w->blocks = calloc((size_t)cfg.n_layers, sizeof *w->blocks);
+    if (!w->blocks) {
+        rc = kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory", st_path);
+        goto fail;
+    }
+
+    const int d = cfg.d_model;
+    const int64_t v1 = (int64_t)1 << cfg.s1_bits, v2 = (int64_t)1 << cfg.s2_bits;
+    check_layer_range(&b, "transformer", cfg.n_layers, "n_layers", cfg.n_layers);
+    bind(&b, &w->emb_s1, v1, d, "embedding.emb_s1.weight");
+    bind(&b, &w->emb_s2, v2, d, "embedding.emb_s2.weight");
+    bind_linear(&b, &w->fusion, d, 2 * d, 1, "embedding.fusion_proj");
+    const float **te[5] = {&w->te_minute, &w->te_hour, &w->te_weekday, &w->te_day, &w->te_month};
+    for (int i = 0; i < 5; i++) {
+        /* learn_te=False wraps the table in FixedEmbedding, whose nn.Embedding is `.emb`. */
+        bind(&b, te[i], k_te_rows[i], d, cfg.learn_te ? "time_emb.%s_embed.weight"
+                                                      : "time_emb.%s_embed.emb.weight",
+             k_te_names[i]);
+    }
+    for (int i = 0; i < cfg.n_layers; i++)
+        bind_block(&b, &w->blocks[i], d, cfg.n_heads, cfg.ff_dim, "transformer", i);
+    bind(&b, &w->norm, d, -1, "norm.weight");
+    bind_attn(&b, &w->dep, d, DEP_HEADS, 0, "dep_layer.cross_attn");
+    bind(&b, &w->dep_norm, d, -1, "dep_layer.norm.weight");
+    bind_linear(&b, &w->head_s1, (int)v1, d, 1, "head.proj_s1");
+    bind_linear(&b, &w->head_s2, (int)v2, d, 1, "head.proj_s2");
+
+    weights_owner *o;
+    rc = binder_finish(&b, st, &o);
+    if (rc != KR_OK) goto fail;
+    w->owner = o;
+    w->n_params = b.n_params;
+    w->bytes = b.n_floats * sizeof(float);
+    free(b.slots);
+    free(st_path);
+    *out = w;
+    return KR_OK;
+
+fail:
+    free(b.slots);
+    free(st_path);
+    kr_st_close(st);
+    kr_predictor_weights_free(w);
+    return rc;
+}
