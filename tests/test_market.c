@@ -390,7 +390,8 @@ static void test_hostile_inputs(void **state) {
         CASE(",,,,,,,,\n,,,,,,,,", KR_ERR_FORMAT),
         CASE("timestamps,open,high,low,close\n9999-12-31 23:59:59,1,2,1,2\n", KR_OK),
         CASE("timestamps,open,high,low,close\n9999999999999,1,2,1,2\n", KR_OK),
-        CASE("timestamps,open,high,low,close\n0001-01-01,1e-320,1e308,1e-320,1\n", KR_OK),
+        CASE("timestamps,open,high,low,close\n0001-01-01,1e-320,1e308,1e-320,1\n", KR_ERR_FORMAT),
+        CASE("timestamps,open,high,low,close\n0001-01-01,1e-320,3e38,1e-320,1\n", KR_OK),
     };
 #undef CASE
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -408,6 +409,30 @@ static void test_hostile_inputs(void **state) {
     wide[n] = '\0';
     expect_error(wide, KR_ERR_FORMAT, "line 1", "more than", NULL);
     free(wide);
+}
+
+/* fuzz_csv crash 1 (found by libFuzzer, 2.7M executions in): no amount column, so amount is
+ * derived as volume x mean(OHLC); with open = 1e308 that product overflowed to inf and a
+ * "valid" table carried an infinite amount into the model. Values beyond float32 range, and a
+ * derived amount beyond it, are now errors naming the line and column. */
+static void test_fuzz_crash_derived_amount_overflow(void **state) {
+    (void)state;
+    static const char crash[] =
+        "timestamps,open,high,low,close,volume,amo\n"
+        "1013-06-11 18:15:00,11.27,11.28,11.26,11.27,379.0,4271\n"
+        "1024-06-18 22:20:40,1e308,11.28,11.27,11.27,270.0,426954.0\n";
+    expect_error(crash, KR_ERR_FORMAT, "line 3, column 'open'", "'1e308' is out of range", NULL);
+    /* The same overflow through values that each fit float32. */
+    expect_error("timestamps,open,high,low,close,volume\n"
+                 "2024-01-02,3e38,3e38,3e38,3e38,2\n",
+                 KR_ERR_FORMAT, "line 2, column 'volume'", "derived amount", NULL);
+    expect_error(HDR "2024-01-02,1,2,1,2,3,-4e38\n", KR_ERR_FORMAT, "line 2, column 'amount'",
+                 "out of range", NULL);
+    /* The largest float32 is still accepted. */
+    kr_candles *c = parse_ok("timestamps,open,high,low,close,volume\n"
+                             "2024-01-02,1,3.4028234e38,1,1,1\n");
+    assert_true(isfinite(c->values[5]));
+    kr_candles_free(c);
 }
 
 /* ------------------------------------------------------------------ timestamps */
@@ -470,7 +495,8 @@ static void test_parse_timestamp_invalid(void **state) {
         "2024-06-18 11:15:07.", "2024-06-18 11:15+25:00", "2024-06-18 11:15+08:0",
         "2024-06-18 11:15:07Zjunk", "2024-06-18X", "2024-06/18", "24-06-18", "2024-6",
         "171870930", "17187093071", "-1718709307", "abc", "2024-06-18 1:5", "2024-06-18 11:5",
-        "2024-06-18 11:15:7", "2024-06-18  11:15", "2024-001-01", "20241318", "2024-06-18 11:15 Z x",
+        "2024-06-18 11:15:7", "2024-06-18  11:15", "2024-001-01", "20241318",
+        "2024-06-18 11:15 Z x",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         int64_t v = 0;
@@ -752,6 +778,7 @@ int main(void) {
         cmocka_unit_test(test_error_line_numbers_after_multiline_field),
         cmocka_unit_test(test_errors_files),
         cmocka_unit_test(test_hostile_inputs),
+        cmocka_unit_test(test_fuzz_crash_derived_amount_overflow),
         cmocka_unit_test(test_parse_timestamp_valid),
         cmocka_unit_test(test_parse_timestamp_invalid),
         cmocka_unit_test(test_timestamps_read_csv),

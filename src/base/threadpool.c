@@ -18,9 +18,11 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-/* Roughly 50-100 µs of spinning before a worker sleeps: longer than the gap between the
- * regions of one forward pass, far shorter than the gap between requests. */
-enum { KR_POOL_SPIN = 1 << 12, KR_POOL_MAX_THREADS = 1024 };
+/* A waiting thread first spins with a pause hint (tens of µs: covers the gap between the
+ * regions of one forward pass), then yields the CPU for a while — on an oversubscribed
+ * machine the thread it waits for may need this very core — and only then sleeps (a
+ * worker) so an idle engine burns no CPU. */
+enum { KR_POOL_SPIN = 1 << 11, KR_POOL_YIELDS = 256, KR_POOL_MAX_THREADS = 1024 };
 
 struct kr_pool;
 
@@ -56,10 +58,11 @@ static inline void cpu_relax(void) {
 }
 
 static unsigned wait_for_region(struct kr_pool *p, unsigned seen) {
-    for (int i = 0; i < KR_POOL_SPIN; i++) {
+    for (int i = 0; i < KR_POOL_SPIN + KR_POOL_YIELDS; i++) {
         unsigned g = atomic_load_explicit(&p->gen, memory_order_acquire);
         if (g != seen) return g;
-        cpu_relax();
+        if (i < KR_POOL_SPIN) cpu_relax();
+        else sched_yield();
     }
     pthread_mutex_lock(&p->mu);
     atomic_fetch_add(&p->sleepers, 1);
@@ -175,8 +178,6 @@ void kr_pool_run(kr_pool *pool, kr_pool_fn fn, void *ctx) {
     atomic_store_explicit(&pool->done, 0, memory_order_relaxed);
     publish(pool);
     fn(ctx, 0, pool->n);
-    /* Yield after a while so an oversubscribed machine (more threads than cores) still
-     * lets the workers we wait for run. */
     const int want = pool->n - 1;
     for (int i = 0; atomic_load_explicit(&pool->done, memory_order_acquire) < want; i++) {
         if (i < KR_POOL_SPIN) cpu_relax();

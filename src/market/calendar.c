@@ -34,7 +34,9 @@ static int weekday_of(int64_t t) {
     return (int)(w < 0 ? w + 7 : w);
 }
 
-static int64_t second_of_day(int64_t t) { return t - floor_div(t, SECONDS_PER_DAY) * SECONDS_PER_DAY; }
+static int64_t second_of_day(int64_t t) {
+    return t - floor_div(t, SECONDS_PER_DAY) * SECONDS_PER_DAY;
+}
 
 static int cmp_i64(const void *a, const void *b) {
     const int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;

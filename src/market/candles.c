@@ -15,6 +15,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -443,6 +444,89 @@ static int table_grow(table_out *t, int want_values) {
     return 0;
 }
 
+static kr_status parse_row_timestamp(const csv_reader *r, const table_cols *tc,
+                                     const char *label, long long line, int64_t *ts,
+                                     int *has_time, kr_error *err) {
+    const char *s = csv_text(r, tc->col[ROLE_TS]);
+    size_t n = r->fields[tc->col[ROLE_TS]].len;
+    trim_span(&s, &n);
+    if (n == 0)
+        return kr_error_set(err, KR_ERR_FORMAT, "%s: line %lld, column '%s': empty field", label,
+                            line, tc->name[ROLE_TS]);
+    if (kr_parse_timestamp(s, n, ts, has_time) != 0) {
+        char ex[64];
+        return kr_error_set(err, KR_ERR_FORMAT,
+                            "%s: line %lld, column '%s': cannot parse '%s' as a timestamp "
+                            "(expected YYYY-MM-DD[ HH:MM[:SS]] or epoch seconds)",
+                            label, line, tc->name[ROLE_TS], excerpt(s, n, ex, sizeof ex));
+    }
+    return KR_OK;
+}
+
+/* Parses and validates the six values of the current row into v (kr_candles.values order),
+ * filling volume/amount the way the reference does when their columns are absent. */
+static kr_status parse_row_values(const csv_reader *r, const table_cols *tc, const char *label,
+                                  long long line, double v[KR_N_FEATURES], kr_error *err) {
+    char ex[64], ex2[64];
+    for (int k = 0; k < KR_N_FEATURES; k++) {
+        v[k] = 0.0;
+        const int c = tc->col[k];
+        if (c < 0) continue;
+        const char *s = csv_text(r, c);
+        size_t n = r->fields[c].len;
+        const enum number_result nr = parse_number(s, n, &v[k]);
+        trim_span(&s, &n);
+        excerpt(s, n, ex, sizeof ex);
+        if (nr == NUM_EMPTY)
+            return kr_error_set(err, KR_ERR_FORMAT, "%s: line %lld, column '%s': empty field",
+                                label, line, tc->name[k]);
+        if (nr != NUM_OK)
+            return kr_error_set(err, KR_ERR_FORMAT, "%s: line %lld, column '%s': '%s' %s",
+                                label, line, tc->name[k], ex,
+                                nr == NUM_NAN   ? "(NaN) is not allowed"
+                                : nr == NUM_INF ? "is not finite"
+                                                : "is not a number");
+        /* The model reads float32: a larger magnitude would become inf there and poison the
+         * window's mean and std. */
+        if (fabs(v[k]) > FLT_MAX)
+            return kr_error_set(err, KR_ERR_FORMAT,
+                                "%s: line %lld, column '%s': '%s' is out of range (the model "
+                                "reads float32, max %.3g)",
+                                label, line, tc->name[k], ex, (double)FLT_MAX);
+        if (k <= KR_CLOSE ? !(v[k] > 0.0) : v[k] < 0.0)
+            return kr_error_set(err, KR_ERR_FORMAT,
+                                "%s: line %lld, column '%s': %s (%s) must be %s",
+                                label, line, tc->name[k], k_role_names[k], ex,
+                                k <= KR_CLOSE ? "positive" : "non-negative");
+    }
+    if (v[KR_HIGH] < v[KR_LOW]) {
+        const char *hs = csv_text(r, tc->col[KR_HIGH]), *ls = csv_text(r, tc->col[KR_LOW]);
+        size_t hn = r->fields[tc->col[KR_HIGH]].len, ln = r->fields[tc->col[KR_LOW]].len;
+        trim_span(&hs, &hn);
+        trim_span(&ls, &ln);
+        return kr_error_set(err, KR_ERR_FORMAT,
+                            "%s: line %lld, column '%s': high (%s) is below low (%s)", label,
+                            line, tc->name[KR_HIGH], excerpt(hs, hn, ex, sizeof ex),
+                            excerpt(ls, ln, ex2, sizeof ex2));
+    }
+    if (tc->col[KR_VOLUME] < 0) {
+        /* The reference sets volume = amount = 0 whenever volume is missing, even when an
+         * amount column exists: the model never sees amount without volume. */
+        v[KR_AMOUNT] = 0.0;
+    } else if (tc->col[KR_AMOUNT] < 0) {
+        /* The reference fills amount with volume * df[ohlc].mean(axis=1): a left-to-right
+         * float64 sum of the four prices divided by 4, so do exactly that. */
+        const double mean = (((v[KR_OPEN] + v[KR_HIGH]) + v[KR_LOW]) + v[KR_CLOSE]) / 4.0;
+        v[KR_AMOUNT] = v[KR_VOLUME] * mean;
+        if (v[KR_AMOUNT] > FLT_MAX)
+            return kr_error_set(err, KR_ERR_FORMAT,
+                                "%s: line %lld, column '%s': volume x mean price = %.3g is out "
+                                "of range for the derived amount (the model reads float32)",
+                                label, line, tc->name[KR_VOLUME], v[KR_AMOUNT]);
+    }
+    return KR_OK;
+}
+
 /* The shared reader behind kr_candles_parse_csv and kr_timestamps_read_csv. On success the
  * caller owns *out (values NULL when want_values is 0). */
 static kr_status parse_table(const char *data, size_t len, const char *label, int want_values,
@@ -462,7 +546,6 @@ static kr_status parse_table(const char *data, size_t len, const char *label, in
     kr_status st = KR_OK;
     int any_time = 0;
     int64_t prev_line = 0;
-    char ex[64], ex2[64];
 
     int got = csv_next(&r, label, err);
     if (got < 0) { st = got; goto fail; }
@@ -500,29 +583,10 @@ static kr_status parse_table(const char *data, size_t len, const char *label, in
             goto fail;
         }
 
-        /* Timestamp. */
-        const int tcol = tc.col[ROLE_TS];
-        const char *ts_text = csv_text(&r, tcol);
-        const size_t ts_len = r.fields[tcol].len;
         int64_t ts = 0;
         int has_time = 0;
-        {
-            const char *s = ts_text;
-            size_t n = ts_len;
-            trim_span(&s, &n);
-            if (n == 0) {
-                st = kr_error_set(err, KR_ERR_FORMAT, "%s: line %lld, column '%s': empty field",
-                                  label, line, tc.name[ROLE_TS]);
-                goto fail;
-            }
-            if (kr_parse_timestamp(s, n, &ts, &has_time) != 0) {
-                st = kr_error_set(err, KR_ERR_FORMAT,
-                                  "%s: line %lld, column '%s': cannot parse '%s' as a timestamp "
-                                  "(expected YYYY-MM-DD[ HH:MM[:SS]] or epoch seconds)",
-                                  label, line, tc.name[ROLE_TS], excerpt(s, n, ex, sizeof ex));
-                goto fail;
-            }
-        }
+        if ((st = parse_row_timestamp(&r, &tc, label, line, &ts, &has_time, err)) != KR_OK)
+            goto fail;
         if (t.n > 0 && ts <= t.ts[t.n - 1]) {
             char a[32], b[32];
             st = kr_error_set(err, KR_ERR_FORMAT,
@@ -531,58 +595,18 @@ static kr_status parse_table(const char *data, size_t len, const char *label, in
                               label, line, tc.name[ROLE_TS],
                               kr_format_timestamp(ts, 0, a, sizeof a),
                               ts == t.ts[t.n - 1] ? "repeats" : "is before",
-                              (long long)prev_line, kr_format_timestamp(t.ts[t.n - 1], 0, b, sizeof b));
+                              (long long)prev_line,
+                              kr_format_timestamp(t.ts[t.n - 1], 0, b, sizeof b));
             goto fail;
         }
         any_time |= has_time;
         prev_line = r.rec_line;
         t.ts[t.n] = ts;
 
-        if (want_values) {
-            double *v = t.values + t.n * KR_N_FEATURES;
-            for (int k = 0; k < KR_N_FEATURES; k++) {
-                v[k] = 0.0;
-                const int c = tc.col[k];
-                if (c < 0) continue;
-                const char *s = csv_text(&r, c);
-                size_t n = r.fields[c].len;
-                enum number_result nr = parse_number(s, n, &v[k]);
-                trim_span(&s, &n);
-                if (nr != NUM_OK) {
-                    excerpt(s, n, ex, sizeof ex);
-                    if (nr == NUM_EMPTY)
-                        st = kr_error_set(err, KR_ERR_FORMAT, "%s: line %lld, column '%s': empty field",
-                                          label, line, tc.name[k]);
-                    else
-                        st = kr_error_set(err, KR_ERR_FORMAT, "%s: line %lld, column '%s': '%s' %s",
-                                          label, line, tc.name[k], ex,
-                                          nr == NUM_NAN   ? "(NaN) is not allowed"
-                                          : nr == NUM_INF ? "is not finite"
-                                                          : "is not a number");
-                    goto fail;
-                }
-                if (k <= KR_CLOSE ? !(v[k] > 0.0) : v[k] < 0.0) {
-                    st = kr_error_set(err, KR_ERR_FORMAT,
-                                      "%s: line %lld, column '%s': %s (%s) must be %s", label,
-                                      line, tc.name[k], k_role_names[k],
-                                      excerpt(s, n, ex, sizeof ex),
-                                      k <= KR_CLOSE ? "positive" : "non-negative");
-                    goto fail;
-                }
-            }
-            if (v[KR_HIGH] < v[KR_LOW]) {
-                const char *hs = csv_text(&r, tc.col[KR_HIGH]);
-                const char *ls = csv_text(&r, tc.col[KR_LOW]);
-                size_t hn = r.fields[tc.col[KR_HIGH]].len, ln = r.fields[tc.col[KR_LOW]].len;
-                trim_span(&hs, &hn);
-                trim_span(&ls, &ln);
-                st = kr_error_set(err, KR_ERR_FORMAT,
-                                  "%s: line %lld, column '%s': high (%s) is below low (%s)",
-                                  label, line, tc.name[KR_HIGH], excerpt(hs, hn, ex, sizeof ex),
-                                  excerpt(ls, ln, ex2, sizeof ex2));
-                goto fail;
-            }
-        }
+        if (want_values &&
+            (st = parse_row_values(&r, &tc, label, line, t.values + t.n * KR_N_FEATURES,
+                                   err)) != KR_OK)
+            goto fail;
         t.n++;
     }
     if (got < 0) { st = got; goto fail; }
@@ -604,19 +628,6 @@ static kr_status parse_table(const char *data, size_t len, const char *label, in
     if (want_values) {
         c->has_volume = tc.col[KR_VOLUME] >= 0;
         c->has_amount = c->has_volume && tc.col[KR_AMOUNT] >= 0;
-        if (!c->has_volume) {
-            /* The reference sets volume = amount = 0 whenever volume is missing, even when an
-             * amount column exists; the model was never shown amount without volume. */
-            for (int64_t i = 0; i < t.n; i++) t.values[i * KR_N_FEATURES + KR_AMOUNT] = 0.0;
-        } else if (!c->has_amount) {
-            /* The reference fills amount with volume * df[ohlc].mean(axis=1): a left-to-right
-             * float64 sum of the four prices divided by 4, so do exactly that. */
-            for (int64_t i = 0; i < t.n; i++) {
-                double *v = t.values + i * KR_N_FEATURES;
-                double mean = (((v[KR_OPEN] + v[KR_HIGH]) + v[KR_LOW]) + v[KR_CLOSE]) / 4.0;
-                v[KR_AMOUNT] = v[KR_VOLUME] * mean;
-            }
-        }
     }
     csv_free(&r);
     kr_error_clear(err);

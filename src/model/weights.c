@@ -124,8 +124,13 @@ static void bind_v(binder *b, const float **dst, int param, int64_t d0, int64_t 
                                  b->label, name, got, exp);
         return;
     }
+    if (rotary_dim > 0 && t->dtype != KR_DT_F32) {
+        /* A half-precision copy of the buffer would put up to 2^-9 relative error into
+         * every RoPE angle (0.1 rad by position 2000); recompute it in f32 instead. */
+        t = NULL;
+    }
     if (!push_slot(b, dst, t, numel)) return;
-    if (!usable_in_place(t)) b->arena_floats += (size_t)numel;
+    if (!t || !usable_in_place(t)) b->arena_floats += (size_t)numel;
     b->n_floats += (size_t)numel;
     if (param) b->n_params += (size_t)numel;
 }
@@ -216,7 +221,10 @@ static void check_layer_range(binder *b, const char *prefix, int n_blocks, const
     }
 }
 
-/* torch: 1.0 / (10000 ** (torch.arange(0, dim, 2).float() / dim)), all in float32. */
+/* torch: 1.0 / (10000 ** (torch.arange(0, dim, 2).float() / dim)), all in float32. powf
+ * matches the buffers torch 1.13 stored for head_dim 8, 16, 64 bit for bit; for head_dim 52
+ * one element differs by 1 ulp (torch's vectorised pow is not correctly rounded), which is
+ * why a stored F32 buffer is always preferred. */
 static void rotary_inv_freq(float *dst, int64_t half, int64_t dim) {
     for (int64_t i = 0; i < half; i++) {
         float e = (float)(2 * i) / (float)dim;

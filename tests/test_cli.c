@@ -1,0 +1,215 @@
+/*
+ * The `kronos` executable end to end: forecasts in CSV and JSON from the bundled demo model,
+ * a batch of inputs, gen-random round trip, and every bad-input case exits non-zero with a
+ * message naming the file, line and field.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include <cjson/cJSON.h>
+
+#include "test_support.h"
+
+static char *g_tmp;
+
+typedef struct run_result {
+    int code;
+    char out[1 << 16];
+    char err[8192];
+} run_result;
+
+static void slurp(const char *path, char *buf, size_t cap) {
+    buf[0] = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return;
+    size_t n = fread(buf, 1, cap - 1, f);
+    buf[n] = 0;
+    fclose(f);
+}
+
+/* Runs `kronos ARGS` with stdout/stderr captured. */
+static run_result *kronos(const char *args) {
+    static run_result r;
+    char cmd[8192], out[1200], errp[1200];
+    snprintf(out, sizeof out, "%s/stdout", g_tmp);
+    snprintf(errp, sizeof errp, "%s/stderr", g_tmp);
+    snprintf(cmd, sizeof cmd, "%s/kronos %s >%s 2>%s </dev/null", KR_BINARY_DIR, args, out, errp);
+    int st = system(cmd);
+    r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    slurp(out, r.out, sizeof r.out);
+    slurp(errp, r.err, sizeof r.err);
+    return &r;
+}
+
+static const char *write_csv(const char *name, const char *text) {
+    static char path[1200];
+    snprintf(path, sizeof path, "%s/%s", g_tmp, name);
+    assert_int_equal(kr_test_write_file(path, text, strlen(text)), 0);
+    return path;
+}
+
+/* A valid daily CSV body of n rows starting on Monday 2024-01-01, weekends skipped. */
+static char *daily_csv(int n) {
+    size_t cap = 64 + (size_t)n * 96;
+    char *s = malloc(cap);
+    size_t len = (size_t)snprintf(s, cap, "timestamps,open,high,low,close,volume,amount\n");
+    int day = 0;
+    for (int i = 0; i < n; i++, day++) {
+        if (day % 7 == 5) day += 2;
+        int y = 2024, m = 1, d = 1 + day;
+        static const int mdays[] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+        while (d > mdays[m - 1]) d -= mdays[m++ - 1];
+        double c = 100 + (i % 13) - (i % 7) * 0.5;
+        len += (size_t)snprintf(s + len, cap - len, "%04d-%02d-%02d,%.2f,%.2f,%.2f,%.2f,%d,%.1f\n", y, m, d,
+                                c - 0.3, c + 1, c - 1, c, 1000 + i, (1000.0 + i) * c);
+    }
+    return s;
+}
+
+static int setup(void **state) {
+    (void)state;
+    g_tmp = kr_test_tmpdir();
+    return g_tmp ? 0 : -1;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    free(g_tmp);
+    return 0;
+}
+
+static void expect_fail(const char *args, int code, const char *needle1, const char *needle2) {
+    run_result *r = kronos(args);
+    if (r->code != code || !strstr(r->err, needle1) || (needle2 && !strstr(r->err, needle2)))
+        fail_msg("kronos %s: exit %d (want %d), stderr: %s (want '%s'%s%s)", args, r->code, code, r->err, needle1,
+                 needle2 ? " and " : "", needle2 ? needle2 : "");
+}
+
+static void test_forecast_csv_and_json(void **state) {
+    (void)state;
+    char args[2048];
+    snprintf(args, sizeof args, "forecast --input %s --pred-len 5 --top-k 1", kr_test_fixture("regression_input.csv"));
+    run_result *r = kronos(args);
+    if (r->code != 0) fail_msg("exit %d: %s", r->code, r->err);
+    assert_true(strncmp(r->out, "timestamps,open,high,low,close,volume,amount\n", 45) == 0);
+    int lines = 0;
+    for (const char *c = r->out; *c; c++) lines += *c == '\n';
+    assert_int_equal(lines, 6);
+    /* 2024-08-29 11:30 is the last bar: the next one is after the lunch break. */
+    assert_non_null(strstr(r->out, "\n2024-08-29 13:05:00,"));
+
+    snprintf(args, sizeof args, "forecast --input %s --pred-len 4 --paths 3 --seed 9 --format json --quantiles 0.25,0.75",
+             kr_test_fixture("regression_input.csv"));
+    r = kronos(args);
+    if (r->code != 0) fail_msg("exit %d: %s", r->code, r->err);
+    cJSON *j = cJSON_Parse(r->out);
+    assert_non_null(j);
+    cJSON *paths = cJSON_GetObjectItem(j, "paths");
+    assert_int_equal(cJSON_GetArraySize(paths), 3);
+    cJSON *p0 = cJSON_GetArrayItem(paths, 0);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(p0, "s1")), 4);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(p0, "candles")), 4);
+    cJSON *q = cJSON_GetObjectItem(j, "quantiles");
+    assert_non_null(cJSON_GetObjectItem(q, "0.25"));
+    assert_non_null(cJSON_GetObjectItem(q, "0.75"));
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(j, "mean")), 4);
+    /* Same seed, same paths and mean (timing in "stats" differs). */
+    r = kronos(args);
+    cJSON *j2 = cJSON_Parse(r->out);
+    assert_non_null(j2);
+    assert_true(cJSON_Compare(cJSON_GetObjectItem(j, "paths"), cJSON_GetObjectItem(j2, "paths"), 1));
+    assert_true(cJSON_Compare(cJSON_GetObjectItem(j, "mean"), cJSON_GetObjectItem(j2, "mean"), 1));
+    cJSON_Delete(j);
+    cJSON_Delete(j2);
+}
+
+static void test_batch_and_gen_random(void **state) {
+    (void)state;
+    char args[4096], dir[1200];
+    snprintf(dir, sizeof dir, "%s/rand", g_tmp);
+    snprintf(args, sizeof args, "gen-random --shape tiny --seed 3 --out %s", dir);
+    run_result *r = kronos(args);
+    if (r->code != 0) fail_msg("gen-random: %s", r->err);
+    char *a = daily_csv(60), *b = daily_csv(45);
+    char pa[1200], pb[1200];
+    snprintf(pa, sizeof pa, "%s", write_csv("a.csv", a));
+    snprintf(pb, sizeof pb, "%s", write_csv("b.csv", b));
+    free(a);
+    free(b);
+    snprintf(args, sizeof args, "forecast --model %s --input %s --input %s --pred-len 3 --output %s/out", dir, pa, pb,
+             g_tmp);
+    r = kronos(args);
+    if (r->code != 0) fail_msg("batch: %s", r->err);
+    char path[1300], body[4096];
+    snprintf(path, sizeof path, "%s/out/a.forecast.csv", g_tmp);
+    slurp(path, body, sizeof body);
+    assert_non_null(strstr(body, "timestamps,open"));
+    /* 60 weekdays from Monday 2024-01-01 end on Friday 2024-03-22: next is Monday 03-25. */
+    assert_non_null(strstr(body, "\n2024-03-25,"));
+    snprintf(path, sizeof path, "%s/out/b.forecast.csv", g_tmp);
+    slurp(path, body, sizeof body);
+    assert_non_null(strstr(body, "timestamps,open"));
+}
+
+static void test_bad_input(void **state) {
+    (void)state;
+    char args[2048];
+    const char *p;
+    p = write_csv("nocol.csv", "timestamps,open,high,low,volume\n2024-01-01,1,2,0.5,10\n2024-01-02,1,2,0.5,10\n");
+    snprintf(args, sizeof args, "forecast --input %s --pred-len 2", p);
+    expect_fail(args, 1, "nocol.csv", "close");
+
+    p = write_csv("nan.csv", "timestamps,open,high,low,close\n2024-01-01,1,2,0.5,1\n2024-01-02,1,2,0.5,nan\n");
+    snprintf(args, sizeof args, "forecast --input %s --pred-len 2", p);
+    expect_fail(args, 1, "nan.csv: line 3", "close");
+
+    p = write_csv("inf.csv", "timestamps,open,high,low,close\n2024-01-01,1,inf,0.5,1\n2024-01-02,1,2,0.5,1\n");
+    snprintf(args, sizeof args, "forecast --input %s --pred-len 2", p);
+    expect_fail(args, 1, "inf.csv: line 2", "high");
+
+    p = write_csv("order.csv", "timestamps,open,high,low,close\n2024-01-02,1,2,0.5,1\n2024-01-01,1,2,0.5,1\n");
+    snprintf(args, sizeof args, "forecast --input %s --pred-len 2", p);
+    expect_fail(args, 1, "order.csv: line 3", "timestamps");
+
+    p = write_csv("hl.csv", "timestamps,open,high,low,close\n2024-01-01,1,2,0.5,1\n2024-01-02,1,0.4,0.5,1\n");
+    snprintf(args, sizeof args, "forecast --input %s --pred-len 2", p);
+    expect_fail(args, 1, "hl.csv: line 3", "high");
+
+    p = write_csv("neg.csv", "timestamps,open,high,low,close\n2024-01-01,1,2,0.5,1\n2024-01-02,-1,2,0.5,1\n");
+    snprintf(args, sizeof args, "forecast --input %s --pred-len 2", p);
+    expect_fail(args, 1, "neg.csv: line 3", "open");
+
+    p = write_csv("one.csv", "timestamps,open,high,low,close\n2024-01-01,1,2,0.5,1\n");
+    snprintf(args, sizeof args, "forecast --input %s --pred-len 2", p);
+    expect_fail(args, 1, "one.csv", "too few rows");
+
+    snprintf(args, sizeof args, "forecast --input %s/does-not-exist.csv --pred-len 2", g_tmp);
+    expect_fail(args, 1, "does-not-exist.csv", "cannot open");
+
+    snprintf(args, sizeof args, "forecast --input %s --pred-len abc", kr_test_fixture("regression_input.csv"));
+    expect_fail(args, 2, "--pred-len", NULL);
+    snprintf(args, sizeof args, "forecast --input %s --pred-len 2 --window sideways", kr_test_fixture("regression_input.csv"));
+    expect_fail(args, 2, "--window", NULL);
+    snprintf(args, sizeof args, "forecast --pred-len 2");
+    expect_fail(args, 2, "--input", NULL);
+    snprintf(args, sizeof args, "forecast --input %s --pred-len 2 --model %s/nowhere --tokenizer %s/nowhere",
+             kr_test_fixture("regression_input.csv"), g_tmp, g_tmp);
+    expect_fail(args, 1, "nowhere", NULL);
+
+    p = write_csv("fut.csv", "timestamps\n2024-08-29 13:05:00\n");
+    snprintf(args, sizeof args, "forecast --input %s --pred-len 2 --future-timestamps %s",
+             kr_test_fixture("regression_input.csv"), p);
+    expect_fail(args, 1, "fut.csv", "pred-len");
+    expect_fail("frobnicate", 2, "unknown command", NULL);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_forecast_csv_and_json),
+        cmocka_unit_test(test_batch_and_gen_random),
+        cmocka_unit_test(test_bad_input),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

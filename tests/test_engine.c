@@ -1,0 +1,254 @@
+/*
+ * Engine invariants on our own random models (gen-random), the odd golden model (head_dim 52)
+ * and the bundled demo model: the KV-cached path equals full recomputation bit for bit at
+ * several lengths (inside and past max_context), seeded multi-path runs reproduce themselves,
+ * a series gives the same paths alone or batched with others of different lengths, rolling
+ * mode is a separate approximation, and bad requests get clear errors.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/forecast_internal.h"
+#include "market/candles.h"
+#include "model/weights.h"
+#include "test_support.h"
+
+static char g_tiny_dir[1024];
+
+static kr_model *load_dirs(const char *root) {
+    char pred[1100], tok[1100];
+    snprintf(pred, sizeof pred, "%s/predictor", root);
+    snprintf(tok, sizeof tok, "%s/tokenizer", root);
+    kr_model *m = NULL;
+    kr_error err = {0};
+    if (kr_model_load(pred, tok, NULL, &m, &err) != KR_OK) fail_msg("load %s: %s", root, err.message);
+    return m;
+}
+
+static kr_candles *g_candles;
+
+static kr_series slice(int64_t start, int64_t n) { return kr_candles_slice(g_candles, start, n); }
+
+static int setup(void **state) {
+    (void)state;
+    char *dir = kr_test_tmpdir();
+    kr_error err = {0};
+    if (!dir || kr_model_write_random(kr_random_shape_find("tiny"), 7, dir, &err) != KR_OK) {
+        fprintf(stderr, "gen-random: %s\n", err.message);
+        return -1;
+    }
+    snprintf(g_tiny_dir, sizeof g_tiny_dir, "%s", dir);
+    free(dir);
+    if (kr_candles_read_csv(kr_test_fixture("regression_input.csv"), &g_candles, &err) != KR_OK) {
+        fprintf(stderr, "%s\n", err.message);
+        return -1;
+    }
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    kr_candles_free(g_candles);
+    return 0;
+}
+
+static kr_forecast *run(kr_model *m, kr_series s, const kr_forecast_params *p, int naive) {
+    kr_forecast *f = NULL;
+    kr_error err = {0};
+    kr_gen_options opt = {.naive = naive};
+    if (kr_forecast_run_ex(m, &s, 1, p, &opt, &f, &err) != KR_OK) fail_msg("forecast: %s", err.message);
+    return f;
+}
+
+static void expect_same(const kr_forecast *a, const kr_forecast *b, const char *what) {
+    int P = a->pred_len, n = a->paths;
+    assert_int_equal(P, b->pred_len);
+    assert_int_equal(n, b->paths);
+    if (memcmp(a->gen_s1, b->gen_s1, (size_t)n * P * sizeof(int32_t)) ||
+        memcmp(a->gen_s2, b->gen_s2, (size_t)n * P * sizeof(int32_t)))
+        fail_msg("%s: generated tokens differ", what);
+    if (memcmp(a->pred_norm, b->pred_norm, (size_t)n * P * 6 * sizeof(float)))
+        fail_msg("%s: decoded paths differ (not bit-identical)", what);
+    if (memcmp(a->mean, b->mean, (size_t)P * 6 * sizeof(double))) fail_msg("%s: mean differs", what);
+}
+
+/* KV cache == full recomputation, bit for bit, for sampled multi-path runs. */
+static void cached_equals_naive(const char *root, int max_context) {
+    kr_model *m = load_dirs(root);
+    const int cases[][2] = {{40, 8}, {max_context - 5, 12}, {max_context, 6}, {max_context + 9, 7}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        kr_forecast_params p = kr_forecast_default_params();
+        p.lookback = cases[c][0];
+        p.pred_len = cases[c][1];
+        p.max_context = max_context;
+        p.paths = 3;
+        p.seed = 11 + c;
+        p.temperature = 1.0f;
+        p.top_p = 0.95f;
+        kr_series s = slice(300, cases[c][0] + 5);
+        kr_forecast *a = run(m, s, &p, 0), *b = run(m, s, &p, 1);
+        char what[128];
+        snprintf(what, sizeof what, "%s lookback %d pred_len %d ctx %d", root, cases[c][0], cases[c][1], max_context);
+        expect_same(a, b, what);
+        kr_forecast_free(a);
+        kr_forecast_free(b);
+    }
+    kr_model_free(m);
+}
+
+static void test_cached_equals_naive_tiny(void **s) {
+    (void)s;
+    cached_equals_naive(g_tiny_dir, 64);
+}
+static void test_cached_equals_naive_odd(void **s) {
+    (void)s;
+    cached_equals_naive(kr_test_fixture("odd"), 48);
+}
+static void test_cached_equals_naive_demo(void **s) {
+    (void)s;
+    char root[1024];
+    snprintf(root, sizeof root, "%s/models/kronos-demo", KR_SOURCE_DIR);
+    cached_equals_naive(root, 96);
+}
+
+static void test_seeded_reproducible(void **state) {
+    (void)state;
+    kr_model *m = load_dirs(g_tiny_dir);
+    kr_forecast_params p = kr_forecast_default_params();
+    p.pred_len = 10;
+    p.paths = 8;
+    p.seed = 42;
+    kr_series s = slice(0, 120);
+    kr_forecast *a = run(m, s, &p, 0), *b = run(m, s, &p, 0);
+    expect_same(a, b, "same seed twice");
+    /* Paths differ from each other, and another seed gives other paths. */
+    assert_true(memcmp(a->gen_s1, a->gen_s1 + p.pred_len, p.pred_len * sizeof(int32_t)) != 0 ||
+                memcmp(a->gen_s2, a->gen_s2 + p.pred_len, p.pred_len * sizeof(int32_t)) != 0);
+    p.seed = 43;
+    kr_forecast *c = run(m, s, &p, 0);
+    assert_true(memcmp(a->gen_s1, c->gen_s1, (size_t)p.paths * p.pred_len * sizeof(int32_t)) != 0);
+    /* Path k of an 8-path run equals path k of a 3-path run (one RNG stream per path). */
+    p.seed = 42;
+    p.paths = 3;
+    kr_forecast *d = run(m, s, &p, 0);
+    assert_memory_equal(a->gen_s1, d->gen_s1, 3 * p.pred_len * sizeof(int32_t));
+    assert_memory_equal(a->pred_norm, d->pred_norm, 3 * (size_t)p.pred_len * 6 * sizeof(float));
+    /* Quantiles bracket the mean of the paths and are ordered. */
+    double q10[60], q90[60];
+    kr_error err = {0};
+    assert_int_equal(kr_forecast_quantile(a, 0.1, q10, &err), KR_OK);
+    assert_int_equal(kr_forecast_quantile(a, 0.9, q90, &err), KR_OK);
+    for (int i = 0; i < 60; i++) assert_true(q10[i] <= q90[i]);
+    assert_int_equal(kr_forecast_quantile(a, 1.5, q10, &err), KR_ERR_INVALID_ARG);
+    kr_forecast_free(a);
+    kr_forecast_free(b);
+    kr_forecast_free(c);
+    kr_forecast_free(d);
+    kr_model_free(m);
+}
+
+/* A series returns the same paths alone or batched with series of other lengths. */
+static void test_batch_invariance(void **state) {
+    (void)state;
+    kr_model *m = load_dirs(kr_test_fixture("odd"));
+    kr_forecast_params p = kr_forecast_default_params();
+    p.pred_len = 9;
+    p.paths = 4;
+    p.seed = 5;
+    p.max_context = 64;
+    kr_series batch[3] = {slice(100, 50), slice(700, 70), slice(1500, 33)};
+    kr_forecast *together[3] = {0};
+    kr_error err = {0};
+    assert_int_equal(kr_forecast_run_batch(m, batch, 3, &p, together, &err), KR_OK);
+    for (int i = 0; i < 3; i++) {
+        kr_forecast *alone = run(m, batch[i], &p, 0);
+        expect_same(alone, together[i], "alone vs batched");
+        kr_forecast_free(alone);
+        kr_forecast_free(together[i]);
+    }
+    kr_model_free(m);
+}
+
+/* Rolling mode equals exact mode until the window slides, then is its own approximation. */
+static void test_rolling_window(void **state) {
+    (void)state;
+    kr_model *m = load_dirs(g_tiny_dir);
+    kr_forecast_params p = kr_forecast_default_params();
+    p.pred_len = 20;
+    p.max_context = 50;
+    p.top_k = 1;
+    kr_series s = slice(0, 40);
+    kr_forecast *exact = run(m, s, &p, 0);
+    p.window = KR_WINDOW_ROLLING;
+    kr_forecast *roll = run(m, s, &p, 0);
+    /* Steps 0..10 see the same window (40 + 10 = 50 tokens). */
+    assert_memory_equal(exact->gen_s1, roll->gen_s1, 11 * sizeof(int32_t));
+    assert_memory_equal(exact->gen_s2, roll->gen_s2, 11 * sizeof(int32_t));
+    kr_forecast_stats se, sr;
+    kr_forecast_get_stats(exact, &se);
+    kr_forecast_get_stats(roll, &sr);
+    assert_true(se.window_recomputes == 9);
+    assert_true(sr.window_recomputes == 0);
+    kr_forecast_free(exact);
+    kr_forecast_free(roll);
+    kr_model_free(m);
+}
+
+static void expect_error(kr_model *m, kr_series s, kr_forecast_params p, kr_status want, const char *needle) {
+    kr_forecast *f = NULL;
+    kr_error err = {0};
+    kr_status st = kr_forecast_run(m, &s, &p, &f, &err);
+    if (st != want || !strstr(err.message, needle))
+        fail_msg("expected status %d with '%s', got %d: %s", want, needle, st, err.message);
+    assert_null(f);
+}
+
+static void test_bad_requests(void **state) {
+    (void)state;
+    kr_model *m = load_dirs(g_tiny_dir);
+    kr_forecast_params p = kr_forecast_default_params();
+    p.pred_len = 4;
+    kr_series s = slice(0, 30);
+    kr_forecast_params q = p;
+    q.pred_len = 0;
+    expect_error(m, s, q, KR_ERR_INVALID_ARG, "pred_len");
+    q = p;
+    q.pred_len = 600;
+    expect_error(m, s, q, KR_ERR_INVALID_ARG, "pred_len");
+    q = p;
+    q.paths = 0;
+    expect_error(m, s, q, KR_ERR_INVALID_ARG, "paths");
+    q = p;
+    q.temperature = 0;
+    expect_error(m, s, q, KR_ERR_INVALID_ARG, "temperature");
+    q = p;
+    q.top_p = 0;
+    expect_error(m, s, q, KR_ERR_INVALID_ARG, "top_p");
+    q = p;
+    q.lookback = 31;
+    expect_error(m, s, q, KR_ERR_INVALID_ARG, "lookback");
+    expect_error(m, slice(0, 1), p, KR_ERR_INVALID_ARG, "too few rows");
+    double vals[3 * 6] = {1, 1, 1, 1, 1, 1, 1, 1, 1, NAN, 1, 1, 1, 1, 1, 1, 1, 1};
+    int64_t ts[3] = {0, 60, 120};
+    kr_series bad = {.n = 3, .timestamps = ts, .values = vals, .has_volume = 1, .has_amount = 1};
+    expect_error(m, bad, p, KR_ERR_INVALID_ARG, "row 1, field 'close'");
+    vals[9] = 1;
+    ts[2] = 60;
+    expect_error(m, bad, p, KR_ERR_INVALID_ARG, "row 2: timestamps");
+    kr_model_free(m);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cached_equals_naive_tiny),
+        cmocka_unit_test(test_cached_equals_naive_odd),
+        cmocka_unit_test(test_cached_equals_naive_demo),
+        cmocka_unit_test(test_seeded_reproducible),
+        cmocka_unit_test(test_batch_invariance),
+        cmocka_unit_test(test_rolling_window),
+        cmocka_unit_test(test_bad_requests),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
