@@ -686,6 +686,21 @@ static int files_equal(const char *a, const char *b) {
     return same;
 }
 
+/* The 8-byte length and the JSON header of two safetensors files are identical. */
+static int headers_equal(const char *a, const char *b) {
+    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
+    assert_non_null(fa);
+    assert_non_null(fb);
+    uint8_t la[8], lb[8];
+    int same = fread(la, 1, 8, fa) == 8 && fread(lb, 1, 8, fb) == 8 && memcmp(la, lb, 8) == 0;
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; i--) n = (n << 8) | la[i];
+    for (uint64_t i = 0; same && i < n; i++) same = fgetc(fa) == fgetc(fb);
+    fclose(fa);
+    fclose(fb);
+    return same;
+}
+
 static void rm_random(const char *dir) {
     char p[4096];
     rm_model_dir(path2(p, sizeof p, dir, "tokenizer"));
@@ -719,6 +734,9 @@ static void test_gen_random_tiny(void **state) {
         assert_same_layout(path2(q, sizeof q, gold, "model.safetensors"), p);
         FMT(p, "%s/%s/config.json", a, part);
         assert_true(files_equal(path2(q, sizeof q, gold, "config.json"), p));
+        /* The writer's header is byte-identical to the reference generator's. */
+        FMT(p, "%s/%s/model.safetensors", a, part);
+        assert_true(headers_equal(path2(q, sizeof q, gold, "model.safetensors"), p));
         /* Deterministic in the seed. */
         FMT(q, "%s/%s/model.safetensors", b, part);
         FMT(p, "%s/%s/model.safetensors", a, part);

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs the Debian packages kronos builds, tests and fuzzes with (skips apt when all are
+# present, so it is quick and offline on a prepared machine). Needs root or sudo.
+set -euo pipefail
+packages=(build-essential cmake pkg-config clang libclang-rt-14-dev
+          libcjson-dev libcmocka-dev libopenblas-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+echo "installing: ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

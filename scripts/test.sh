@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The test suite: installs what is missing, then a Release build and an ASan+UBSan build,
+# each running the whole ctest suite, then every libFuzzer target for a bounded time.
+# FUZZ_SECONDS (default 60) sets the time per fuzzer; FUZZ_SECONDS=0 skips fuzzing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+jobs=$(nproc)
+# The 32 MB `mini` golden set is not copied into the project; use it when it is beside us.
+if [ -z "${KRONOS_GOLDEN_MINI_DIR:-}" ] && [ -d ../shared/golden/mini ]; then
+  export KRONOS_GOLDEN_MINI_DIR="$(cd ../shared/golden/mini && pwd)"
+fi
+
+echo "== Release build"
+cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build/release -j"$jobs" >/dev/null
+ctest --test-dir build/release --output-on-failure -j"$jobs"
+
+echo "== ASan + UBSan build"
+cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKRONOS_SANITIZE=ON >/dev/null
+cmake --build build/asan -j"$jobs" >/dev/null
+ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  ctest --test-dir build/asan --output-on-failure -j"$jobs"
+
+secs=${FUZZ_SECONDS:-60}
+if [ "$secs" -gt 0 ]; then
+  echo "== libFuzzer (${secs}s per target)"
+  CC=clang cmake -S . -B build/fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKRONOS_FUZZ=ON >/dev/null
+  for src in fuzz/fuzz_*.c; do
+    name=$(basename "$src" .c)
+    cmake --build build/fuzz -j"$jobs" --target "$name" >/dev/null
+    corpus=build/fuzz/corpus/$name
+    mkdir -p "$corpus"
+    if ! build/fuzz/fuzz/"$name" -max_total_time="$secs" -print_final_stats=1 \
+         -artifact_prefix=build/fuzz/"$name"- "$corpus" "fuzz/corpus/$name" >build/fuzz/"$name".log 2>&1; then
+      tail -40 build/fuzz/"$name".log
+      echo "$name: FAILED (crash input kept under build/fuzz/)"
+      exit 1
+    fi
+    echo "$name: $(grep -o 'stat::number_of_executed_units: [0-9]*' build/fuzz/"$name".log) in ${secs}s, no crash"
+  done
+fi
