@@ -7,6 +7,7 @@
  * never changes a result, which keeps the determinism contract of kernels.h.
  */
 #include "kernels/kernels.h"
+#include <stdlib.h>
 
 #if defined(__x86_64__)
 #include "kernels/kernels_internal.h"
@@ -96,7 +97,7 @@ void kr_gemm_f32_avx2(int M, int N, int K, const float *A, int lda, const float 
         return;
     }
     /* W block of ~192 KB reused from L2 across all row tiles (see gemm_avx512.c). */
-    int nb_cols = (192 * 1024 / 4) / K / KR_GEMM_NUNIT * KR_GEMM_NUNIT;
+    int nb_cols = (atoi(getenv("KR_NB")) * 1024 / 4) / K / KR_GEMM_NUNIT * KR_GEMM_NUNIT;
     if (nb_cols < KR_GEMM_NUNIT) nb_cols = KR_GEMM_NUNIT;
     for (int nb = n0; nb < n1; nb += nb_cols) {
         int ne = nb + nb_cols < n1 ? nb + nb_cols : n1;

@@ -12,6 +12,7 @@
  * rows of a tile stay in L1 across the block.
  */
 #include "kernels/kernels.h"
+#include <stdlib.h>
 
 #if defined(__x86_64__)
 #include "kernels/kernels_internal.h"
@@ -109,7 +110,7 @@ void kr_gemm_f32_avx512(int M, int N, int K, const float *A, int lda, const floa
         return;
     }
     /* W block of ~192 KB: several blocks fit L2 next to the A panel being swept. */
-    int nb_cols = (192 * 1024 / 4) / K;
+    int nb_cols = (atoi(getenv("KR_NB")) * 1024 / 4) / K;
     nb_cols = nb_cols / KR_GEMM_NUNIT * KR_GEMM_NUNIT;
     if (nb_cols < KR_GEMM_NUNIT) nb_cols = KR_GEMM_NUNIT;
     for (int nb = n0; nb < n1; nb += nb_cols) {
