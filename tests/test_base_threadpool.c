@@ -12,10 +12,10 @@
 enum { MAX_T = 8 };
 
 typedef struct {
-    atomic_int hits[MAX_T];  /* runs of each ith in the current region */
-    int bad_nth;             /* regions where a thread saw an nth other than expected */
+    atomic_int hits[MAX_T]; /* runs of each ith in the current region */
+    int bad_nth;            /* regions where a thread saw an nth other than expected */
     int expect_nth;
-    int plain[MAX_T];        /* written without atomics: the pool's barrier must order it */
+    int plain[MAX_T]; /* written without atomics: the pool's barrier must order it */
     int region;
 } count_ctx;
 

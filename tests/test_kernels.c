@@ -19,7 +19,7 @@ static float frand(void) { /* uniform in [-1, 1) */
     return (float)((double)(g_rng >> 40) / (double)(1ull << 23) - 1.0);
 }
 static float *rand_buf(size_t n) {
-    float *p = malloc(n * sizeof *p + 64);
+    float *p = malloc(n * sizeof *p);
     assert_non_null(p);
     for (size_t i = 0; i < n; i++) p[i] = frand();
     return p;
@@ -87,7 +87,8 @@ static void test_gemm_vs_double(void **state) {
                 int nth = 1 + shape % 3;
                 float *A = rand_buf((size_t)M * lda), *W = rand_buf((size_t)N * K);
                 float *bias = shape % 2 ? rand_buf((size_t)N) : NULL;
-                double *ref = malloc((size_t)M * N * sizeof *ref), *mag = malloc((size_t)M * N * sizeof *mag);
+                double *ref = malloc((size_t)M * N * sizeof *ref),
+                       *mag = malloc((size_t)M * N * sizeof *mag);
                 float *C = malloc((size_t)M * ldc * sizeof *C);
                 assert_true(ref && mag && C);
                 for (int m = 0; m < M; m++)
@@ -108,9 +109,10 @@ static void test_gemm_vs_double(void **state) {
                         for (int n = 0; n < N; n++) {
                             double d = fabs(C[(size_t)m * ldc + n] - ref[(size_t)m * N + n]);
                             if (!(d <= 1e-5 * mag[(size_t)m * N + n]))
-                                fail_msg("%s M=%d N=%d K=%d nth=%d bias=%d: C[%d][%d]=%.9g ref %.9g",
-                                         kr_isa_name(g_variants[v]), M, N, K, nth, bias != NULL,
-                                         m, n, C[(size_t)m * ldc + n], ref[(size_t)m * N + n]);
+                                fail_msg(
+                                    "%s M=%d N=%d K=%d nth=%d bias=%d: C[%d][%d]=%.9g ref %.9g",
+                                    kr_isa_name(g_variants[v]), M, N, K, nth, bias != NULL, m, n,
+                                    C[(size_t)m * ldc + n], ref[(size_t)m * N + n]);
                         }
                         for (int n = N; n < ldc; n++) /* row padding untouched */
                             assert_true(C[(size_t)m * ldc + n] == sentinel);
@@ -137,8 +139,10 @@ static void test_gemm_determinism(void **state) {
             int K = k_Ks[ki], N = Ns[ni], lda = K + 7;
             float *A = rand_buf((size_t)M * lda), *W = rand_buf((size_t)N * K);
             float *bias = rand_buf((size_t)N);
-            float *full = malloc((size_t)M * N * sizeof *full), *other = malloc((size_t)M * N * sizeof *other);
-            float *row = malloc(((size_t)K + 1) * sizeof *row), *one = malloc((size_t)N * sizeof *one);
+            float *full = malloc((size_t)M * N * sizeof *full),
+                  *other = malloc((size_t)M * N * sizeof *other);
+            float *row = malloc(((size_t)K + 1) * sizeof *row),
+                  *one = malloc((size_t)N * sizeof *one);
             assert_true(full && other && row && one);
             for (int v = 0; v < g_n_variants; v++) {
                 kr_isa isa = g_variants[v];
@@ -147,18 +151,21 @@ static void test_gemm_determinism(void **state) {
                     memcpy(row + 1, A + (size_t)r * lda, (size_t)K * sizeof *row);
                     gemm(isa, 1, N, K, row + 1, K, W, bias, one, N, 1 + r % 3);
                     if (memcmp(one, full + (size_t)r * N, (size_t)N * sizeof *one) != 0)
-                        fail_msg("%s K=%d N=%d: row %d alone differs from M=64", kr_isa_name(isa), K, N, r);
+                        fail_msg("%s K=%d N=%d: row %d alone differs from M=64", kr_isa_name(isa),
+                                 K, N, r);
                 }
                 for (int si = 0; si < COUNT(subMs); si++) {
                     int sm = subMs[si], r0 = M - sm - 1;
                     gemm(isa, sm, N, K, A + (size_t)r0 * lda, lda, W, bias, other, N, 2);
                     if (memcmp(other, full + (size_t)r0 * N, (size_t)sm * N * sizeof *other) != 0)
-                        fail_msg("%s K=%d N=%d: rows of M=%d differ from M=64", kr_isa_name(isa), K, N, sm);
+                        fail_msg("%s K=%d N=%d: rows of M=%d differ from M=64", kr_isa_name(isa), K,
+                                 N, sm);
                 }
                 for (int nth = 2; nth <= 3; nth++) {
                     gemm(isa, M, N, K, A, lda, W, bias, other, N, nth);
                     if (memcmp(other, full, (size_t)M * N * sizeof *other) != 0)
-                        fail_msg("%s K=%d N=%d: nth=%d differs from nth=1", kr_isa_name(isa), K, N, nth);
+                        fail_msg("%s K=%d N=%d: nth=%d differs from nth=1", kr_isa_name(isa), K, N,
+                                 nth);
                 }
             }
             free(A);
@@ -188,7 +195,8 @@ static void test_gemm_thread_slices_disjoint(void **state) {
                 kr_gemm_f32(M, N, K, A, K, W, NULL, C, N, ith, nth);
                 for (int n = 0; n < N; n++) {
                     int written = !isnan(C[n]);
-                    for (int m = 1; m < M; m++) assert_int_equal(!isnan(C[(size_t)m * N + n]), written);
+                    for (int m = 1; m < M; m++)
+                        assert_int_equal(!isnan(C[(size_t)m * N + n]), written);
                     if (written) {
                         assert_int_equal(owner[n], -1);
                         owner[n] = ith;

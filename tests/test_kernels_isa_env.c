@@ -13,8 +13,10 @@ static int best_with_env(const char *value) {
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
-        if (value) setenv("KRONOS_ISA", value, 1);
-        else unsetenv("KRONOS_ISA");
+        if (value)
+            setenv("KRONOS_ISA", value, 1);
+        else
+            unsetenv("KRONOS_ISA");
         kr_isa best = kr_isa_best();
         /* The dispatched entry points must use it from the first call. */
         int ok = kr_isa_active() == best;

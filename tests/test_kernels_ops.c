@@ -18,7 +18,7 @@ static float frand(void) { /* uniform in [-1, 1) */
     return (float)((double)(g_rng >> 40) / (double)(1ull << 23) - 1.0);
 }
 static float *rand_buf(size_t n, float scale) {
-    float *p = malloc(n * sizeof *p + 64);
+    float *p = malloc(n * sizeof *p);
     assert_non_null(p);
     for (size_t i = 0; i < n; i++) p[i] = scale * frand();
     return p;
@@ -26,8 +26,8 @@ static float *rand_buf(size_t n, float scale) {
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 /* |got - want| <= rel·|want| + abs, with a readable failure. */
-static void expect_close(const char *what, kr_isa isa, int i, double got, double want,
-                         double rel, double abs_tol) {
+static void expect_close(const char *what, kr_isa isa, int i, double got, double want, double rel,
+                         double abs_tol) {
     if (!(fabs(got - want) <= rel * fabs(want) + abs_tol))
         fail_msg("%s (%s) [%d]: got %.9g want %.9g", what, kr_isa_name(isa), i, got, want);
 }
@@ -69,11 +69,14 @@ static void test_attention_vs_reference(void **state) {
             kr_kv_span span = {k, v, n, stride};
             kr_attend_f32_scalar(q, hd, scale, &span, 1, scratch, ref);
             attend_double(q, hd, scale, k, v, n, stride, dref);
-            for (int i = 0; i < hd; i++) expect_close("attend scalar vs double", KR_ISA_SCALAR, i, ref[i], dref[i], 1e-5, 1e-5);
+            for (int i = 0; i < hd; i++)
+                expect_close("attend scalar vs double", KR_ISA_SCALAR, i, ref[i], dref[i], 1e-5,
+                             1e-5);
             for (int vi = 0; vi < g_n_variants; vi++) {
                 kr_isa_set(g_variants[vi]);
                 kr_attend_f32(q, hd, scale, &span, 1, scratch, got);
-                for (int i = 0; i < hd; i++) expect_close("attend vs scalar", g_variants[vi], i, got[i], ref[i], 2e-6, 2e-6);
+                for (int i = 0; i < hd; i++)
+                    expect_close("attend vs scalar", g_variants[vi], i, got[i], ref[i], 2e-6, 2e-6);
             }
             free(q);
             free(k);
@@ -82,7 +85,8 @@ static void test_attention_vs_reference(void **state) {
 }
 
 /* Cuts n keys into spans of `piece` keys (the last one shorter). */
-static int make_spans(const float *k, const float *v, int n, int stride, int piece, kr_kv_span *out) {
+static int make_spans(const float *k, const float *v, int n, int stride, int piece,
+                      kr_kv_span *out) {
     int ns = 0;
     for (int j = 0; j < n; j += piece) {
         out[ns].k = k + (size_t)j * stride;
@@ -112,10 +116,13 @@ static void test_attention_span_split_bit_exact(void **state) {
                 int ns = make_spans(k, v, n, stride, pieces[pi], spans);
                 kr_attend_f32(q, hd, 0.125f, spans, ns, scratch, split);
                 if (memcmp(whole, split, (size_t)hd * sizeof *whole) != 0)
-                    fail_msg("%s head_dim=%d: spans of %d differ from one span", kr_isa_name(g_variants[vi]), hd, pieces[pi]);
+                    fail_msg("%s head_dim=%d: spans of %d differ from one span",
+                             kr_isa_name(g_variants[vi]), hd, pieces[pi]);
             }
             /* Empty spans in between change nothing either. */
-            kr_kv_span gaps[3] = {{k, v, 40, stride}, {k, v, 0, stride}, {k + 40 * stride, v + 40 * stride, 60, stride}};
+            kr_kv_span gaps[3] = {{k, v, 40, stride},
+                                  {k, v, 0, stride},
+                                  {k + 40 * stride, v + 40 * stride, 60, stride}};
             kr_attend_f32(q, hd, 0.125f, gaps, 3, scratch, split);
             assert_memory_equal(whole, split, (size_t)hd * sizeof *whole);
         }
@@ -134,7 +141,8 @@ static void test_rmsnorm(void **state) {
     for (int di = 0; di < COUNT(ds); di++) {
         int d = ds[di], ld = d + 3;
         float *x = rand_buf((size_t)rows * ld, 3.0f), *w = rand_buf((size_t)d, 1.0f);
-        float *ref = malloc((size_t)rows * ld * sizeof *ref), *got = malloc((size_t)rows * ld * sizeof *got);
+        float *ref = malloc((size_t)rows * ld * sizeof *ref),
+              *got = malloc((size_t)rows * ld * sizeof *got);
         float *one = malloc((size_t)d * sizeof *one);
         assert_true(ref && got && one);
         kr_rmsnorm_f32_scalar(rows, d, x, ld, w, 1e-5f, ref, ld);
@@ -143,14 +151,16 @@ static void test_rmsnorm(void **state) {
             for (int i = 0; i < d; i++) ss += (double)x[r * ld + i] * x[r * ld + i];
             double inv = 1.0 / sqrt(ss / d + 1e-5);
             for (int i = 0; i < d; i++)
-                expect_close("rmsnorm scalar vs double", KR_ISA_SCALAR, i, ref[r * ld + i], x[r * ld + i] * inv * w[i], 1e-5, 1e-7);
+                expect_close("rmsnorm scalar vs double", KR_ISA_SCALAR, i, ref[r * ld + i],
+                             x[r * ld + i] * inv * w[i], 1e-5, 1e-7);
         }
         for (int vi = 0; vi < g_n_variants; vi++) {
             kr_isa_set(g_variants[vi]);
             kr_rmsnorm_f32(rows, d, x, ld, w, 1e-5f, got, ld);
             for (int r = 0; r < rows; r++)
                 for (int i = 0; i < d; i++)
-                    expect_close("rmsnorm vs scalar", g_variants[vi], i, got[r * ld + i], ref[r * ld + i], 2e-6, 1e-7);
+                    expect_close("rmsnorm vs scalar", g_variants[vi], i, got[r * ld + i],
+                                 ref[r * ld + i], 2e-6, 1e-7);
             for (int r = 0; r < rows; r++) { /* a row alone == the row in a batch */
                 kr_rmsnorm_f32(1, d, x + (size_t)r * ld, ld, w, 1e-5f, one, d);
                 assert_memory_equal(one, got + (size_t)r * ld, (size_t)d * sizeof *one);
@@ -173,9 +183,11 @@ static void test_rope(void **state) {
         for (int pi = 0; pi < COUNT(pos0s); pi++) {
             int hd = hds[hi], half = hd / 2, ld = heads * hd + 4, pos0 = pos0s[pi];
             float inv_freq[64];
-            for (int i = 0; i < half; i++) inv_freq[i] = powf(10000.0f, -2.0f * (float)i / (float)hd);
+            for (int i = 0; i < half; i++)
+                inv_freq[i] = powf(10000.0f, -2.0f * (float)i / (float)hd);
             float *x = rand_buf((size_t)rows * ld, 2.0f);
-            float *ref = malloc((size_t)rows * ld * sizeof *ref), *got = malloc((size_t)rows * ld * sizeof *got);
+            float *ref = malloc((size_t)rows * ld * sizeof *ref),
+                  *got = malloc((size_t)rows * ld * sizeof *got);
             assert_true(ref && got);
             memcpy(ref, x, (size_t)rows * ld * sizeof *x);
             kr_rope_f32_scalar(rows, heads, hd, ref, ld, pos0, inv_freq);
@@ -184,10 +196,13 @@ static void test_rope(void **state) {
                     for (int i = 0; i < half; i++) {
                         float th = (float)(pos0 + r) * inv_freq[i];
                         const float *xh = x + (size_t)r * ld + h * hd;
-                        double a = xh[i], b = xh[i + half], c = cos((double)th), s = sin((double)th);
+                        double a = xh[i], b = xh[i + half], c = cos((double)th),
+                               s = sin((double)th);
                         double tol = 2e-6 * (fabs(a) + fabs(b));
-                        expect_close("rope lo", KR_ISA_SCALAR, i, ref[r * ld + h * hd + i], a * c - b * s, 0.0, tol);
-                        expect_close("rope hi", KR_ISA_SCALAR, i, ref[r * ld + h * hd + i + half], b * c + a * s, 0.0, tol);
+                        expect_close("rope lo", KR_ISA_SCALAR, i, ref[r * ld + h * hd + i],
+                                     a * c - b * s, 0.0, tol);
+                        expect_close("rope hi", KR_ISA_SCALAR, i, ref[r * ld + h * hd + i + half],
+                                     b * c + a * s, 0.0, tol);
                     }
             for (int vi = 0; vi < g_n_variants; vi++) {
                 kr_isa_set(g_variants[vi]);
@@ -196,7 +211,8 @@ static void test_rope(void **state) {
                 /* Documented as bit-identical on every ISA (libm cos/sin, no FMA). */
                 assert_memory_equal(got, ref, (size_t)rows * ld * sizeof *got);
                 memcpy(got, x, (size_t)rows * ld * sizeof *x);
-                for (int r = 0; r < rows; r++) kr_rope_f32(1, heads, hd, got + (size_t)r * ld, ld, pos0 + r, inv_freq);
+                for (int r = 0; r < rows; r++)
+                    kr_rope_f32(1, heads, hd, got + (size_t)r * ld, ld, pos0 + r, inv_freq);
                 assert_memory_equal(got, ref, (size_t)rows * ld * sizeof *got);
             }
             free(x);
@@ -211,19 +227,27 @@ static void test_silu_mul(void **state) {
     for (int ni = 0; ni < COUNT(ns); ni++) {
         int n = ns[ni];
         float *a = rand_buf((size_t)n, 20.0f), *b = rand_buf((size_t)n, 2.0f);
-        if (n > 4) { a[0] = -100.0f; a[1] = 100.0f; a[2] = -87.5f; a[3] = 0.0f; }
+        if (n > 4) {
+            a[0] = -100.0f;
+            a[1] = 100.0f;
+            a[2] = -87.5f;
+            a[3] = 0.0f;
+        }
         float *ref = malloc((size_t)n * sizeof *ref), *got = malloc((size_t)n * sizeof *got);
         assert_true(ref && got);
         kr_silu_mul_f32_scalar(n, a, b, ref);
         for (int i = 0; i < n; i++)
-            expect_close("silu scalar vs double", KR_ISA_SCALAR, i, ref[i], a[i] / (1.0 + exp(-(double)a[i])) * b[i], 1e-6, 1e-37);
+            expect_close("silu scalar vs double", KR_ISA_SCALAR, i, ref[i],
+                         a[i] / (1.0 + exp(-(double)a[i])) * b[i], 1e-6, 1e-37);
         for (int vi = 0; vi < g_n_variants; vi++) {
             kr_isa_set(g_variants[vi]);
             kr_silu_mul_f32(n, a, b, got);
-            for (int i = 0; i < n; i++) expect_close("silu vs scalar", g_variants[vi], i, got[i], ref[i], 2e-6, 1e-37);
+            for (int i = 0; i < n; i++)
+                expect_close("silu vs scalar", g_variants[vi], i, got[i], ref[i], 2e-6, 1e-37);
             memcpy(got, a, (size_t)n * sizeof *a); /* out aliases a */
             kr_silu_mul_f32(n, got, b, got);
-            for (int i = 0; i < n; i++) expect_close("silu in place", g_variants[vi], i, got[i], ref[i], 2e-6, 1e-37);
+            for (int i = 0; i < n; i++)
+                expect_close("silu in place", g_variants[vi], i, got[i], ref[i], 2e-6, 1e-37);
         }
         free(a);
         free(b);
@@ -266,18 +290,41 @@ static void test_softmax(void **state) {
         for (int i = 0; i < n; i++) mx = x[i] > mx ? x[i] : mx;
         for (int i = 0; i < n; i++) sum += exp((double)x[i] - mx);
         for (int i = 0; i < n; i++)
-            expect_close("softmax scalar vs double", KR_ISA_SCALAR, i, ref[i], exp((double)x[i] - mx) / sum, 1e-5, 1e-37);
+            expect_close("softmax scalar vs double", KR_ISA_SCALAR, i, ref[i],
+                         exp((double)x[i] - mx) / sum, 1e-5, 1e-37);
         for (int vi = 0; vi < g_n_variants; vi++) {
             kr_isa_set(g_variants[vi]);
             kr_softmax_f32(n, x, got);
-            for (int i = 0; i < n; i++) expect_close("softmax vs scalar", g_variants[vi], i, got[i], ref[i], 2e-6, 1e-37);
+            for (int i = 0; i < n; i++)
+                expect_close("softmax vs scalar", g_variants[vi], i, got[i], ref[i], 2e-6, 1e-37);
             memcpy(got, x, (size_t)n * sizeof *x); /* y aliases x */
             kr_softmax_f32(n, got, got);
-            for (int i = 0; i < n; i++) expect_close("softmax in place", g_variants[vi], i, got[i], ref[i], 2e-6, 1e-37);
+            for (int i = 0; i < n; i++)
+                expect_close("softmax in place", g_variants[vi], i, got[i], ref[i], 2e-6, 1e-37);
         }
         free(x);
         free(ref);
         free(got);
+    }
+}
+
+/* Masked logits (-inf, as top-k sampling produces) get exactly zero probability. */
+static void test_softmax_masked(void **state) {
+    (void)state;
+    float x[37], y[37];
+    for (int i = 0; i < 37; i++) x[i] = i % 3 ? -INFINITY : 0.1f * (float)i;
+    for (int vi = 0; vi < g_n_variants; vi++) {
+        kr_isa_set(g_variants[vi]);
+        kr_softmax_f32(37, x, y);
+        double sum = 0.0;
+        for (int i = 0; i < 37; i++) {
+            if (i % 3)
+                assert_true(y[i] == 0.0f);
+            else
+                assert_true(y[i] > 0.0f);
+            sum += y[i];
+        }
+        assert_true(fabs(sum - 1.0) < 1e-5);
     }
 }
 
@@ -292,6 +339,7 @@ int main(void) {
         cmocka_unit_test(test_silu_mul),
         cmocka_unit_test(test_add),
         cmocka_unit_test(test_softmax),
+        cmocka_unit_test(test_softmax_masked),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

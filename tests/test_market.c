@@ -4,6 +4,7 @@
  * formats, and future-timestamp inference checked against what the market really printed.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -375,6 +376,54 @@ static void test_errors_files(void **state) {
     assert_int_equal(kr_candles_parse_csv("x", 1, NULL, &c, NULL), KR_ERR_FORMAT);
 }
 
+/* A stream (pipe) has no size up front: it is read in growing chunks, bounded the same way. */
+static void test_read_from_pipe(void **state) {
+    (void)state;
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    /* Make room for the whole file so this single thread can write it before reading. */
+    if (fcntl(fds[1], F_SETPIPE_SZ, 1 << 20) < (1 << 20)) {
+        close(fds[0]);
+        close(fds[1]);
+        skip();
+    }
+    size_t cap = 200000, n = 0;
+    char *csv = malloc(cap);
+    assert_non_null(csv);
+    n += (size_t)snprintf(csv + n, cap - n, "%s", HDR);
+    int rows = 0;
+    for (; n + 100 < cap && rows < 3000; rows++)
+        n += (size_t)snprintf(csv + n, cap - n, "%lld,10,11,9,10.5,%d,1000\n",
+                              (long long)(1700000000LL + 60LL * rows), rows);
+    assert_true(n > 65536); /* more than the first read chunk */
+    assert_int_equal(write(fds[1], csv, n), (ssize_t)n);
+    close(fds[1]);
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fds[0]);
+    kr_candles *c = NULL;
+    kr_error err = {0};
+    if (kr_candles_read_csv(path, &c, &err) != KR_OK) fail_msg("%s", err.message);
+    assert_int_equal(c->n, rows);
+    assert_int_equal(c->timestamps[rows - 1], 1700000000LL + 60LL * (rows - 1));
+    assert_true(c->values[(rows - 1) * 6 + 4] == (double)(rows - 1));
+    kr_candles_free(c);
+    close(fds[0]);
+    free(csv);
+}
+
+/* Field text quoted in messages is cut short and made printable. */
+static void test_error_excerpt(void **state) {
+    (void)state;
+    char csv[1024];
+    char junk[300];
+    memset(junk, 'z', sizeof junk - 1);
+    junk[sizeof junk - 1] = '\0';
+    junk[5] = '\x01';
+    snprintf(csv, sizeof csv, HDR "2024-01-02,1,2,1,%s,3,4\n", junk);
+    expect_error(csv, KR_ERR_FORMAT, "line 2, column 'close': 'zzzzz?zzz", "...' is not a number",
+                 NULL);
+}
+
 /* Inputs the fuzzer (or its seeds) found interesting: each must fail cleanly or parse. */
 static void test_hostile_inputs(void **state) {
     (void)state;
@@ -514,7 +563,8 @@ static void test_timestamps_read_csv(void **state) {
     assert_non_null(dir);
     char path[4096];
     snprintf(path, sizeof path, "%s/future.csv", dir);
-    const char *ok = "x,Date\r\na,2024-06-18 13:05\r\nb,2024-06-18 13:10\r\n";
+    /* Other columns, even repeated candle names, are ignored in a timestamps file. */
+    const char *ok = "x,Date,open,open\r\na,2024-06-18 13:05,,\r\nb,2024-06-18 13:10,1,2\r\n";
     assert_int_equal(kr_test_write_file(path, ok, strlen(ok)), 0);
     int64_t *ts = NULL, n = 0;
     kr_error err = {0};
@@ -777,6 +827,8 @@ int main(void) {
         cmocka_unit_test(test_errors_fields),
         cmocka_unit_test(test_error_line_numbers_after_multiline_field),
         cmocka_unit_test(test_errors_files),
+        cmocka_unit_test(test_read_from_pipe),
+        cmocka_unit_test(test_error_excerpt),
         cmocka_unit_test(test_hostile_inputs),
         cmocka_unit_test(test_fuzz_crash_derived_amount_overflow),
         cmocka_unit_test(test_parse_timestamp_valid),

@@ -103,8 +103,10 @@ static void list_tokenizer(const kr_tokenizer_weights *w, blist *l) {
     assert_int_equal(w->n_enc, c->n_enc_layers - 1);
     assert_int_equal(w->n_dec, c->n_dec_layers - 1);
     add_linear(l, &w->embed, d, 6, "embed");
-    for (int i = 0; i < w->n_enc; i++) add_block(l, &w->enc[i], d, c->n_heads, c->ff_dim, "encoder", i);
-    for (int i = 0; i < w->n_dec; i++) add_block(l, &w->dec[i], d, c->n_heads, c->ff_dim, "decoder", i);
+    for (int i = 0; i < w->n_enc; i++)
+        add_block(l, &w->enc[i], d, c->n_heads, c->ff_dim, "encoder", i);
+    for (int i = 0; i < w->n_dec; i++)
+        add_block(l, &w->dec[i], d, c->n_heads, c->ff_dim, "decoder", i);
     add_linear(l, &w->quant_embed, q, d, "quant_embed");
     add_linear(l, &w->post_quant_embed, d, q, "post_quant_embed");
     add_linear(l, &w->head, 6, d, "head");
@@ -134,7 +136,8 @@ static void list_predictor(const kr_predictor_weights *w, blist *l) {
 
 static int is_buffer(const char *name) {
     size_t n = strlen(name);
-    return (n > 9 && strcmp(name + n - 9, ".inv_freq") == 0) || strncmp(name, "tokenizer.bsq.", 14) == 0;
+    return (n > 9 && strcmp(name + n - 9, ".inv_freq") == 0) ||
+           strncmp(name, "tokenizer.bsq.", 14) == 0;
 }
 
 static int64_t ulp_dist(float a, float b) {
@@ -293,7 +296,8 @@ static uint16_t f32_to_f16(float f) {
     uint32_t e = ax >> 23;
     if (e < 113) {
         uint32_t m = (ax & 0x7fffffu) | 0x800000u;
-        uint32_t shift = 126 - e, r = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+        uint32_t shift = 126 - e, r = m >> shift, rem = m & ((1u << shift) - 1),
+                 half = 1u << (shift - 1);
         if (rem > half || (rem == half && (r & 1))) r++;
         return (uint16_t)(sign | r);
     }
@@ -313,7 +317,9 @@ static uint16_t f32_to_bf16(float f) {
 /* Independent half decoder (ldexp rather than bit surgery) for exact comparisons. */
 static float f16_ref(uint16_t h) {
     int e = (h >> 10) & 31, m = h & 1023;
-    float v = e == 0 ? ldexpf((float)m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexpf((float)(m + 1024), e - 25);
+    float v = e == 0    ? ldexpf((float)m, -24)
+              : e == 31 ? (m ? NAN : INFINITY)
+                        : ldexpf((float)(m + 1024), e - 25);
     return (h & 0x8000) ? -v : v;
 }
 
@@ -362,11 +368,13 @@ static void rewrite_model(const char *src, const char *dst, edit_mode mode, cons
             for (int64_t k = 0; k < t->numel; k++) v[k] = (int32_t)k;
             dt = KR_DT_I32;
         }
-        if (kr_st_writer_add(w, t->name, dt, nd, sh, buf, &err) != KR_OK) fail_msg("%s", err.message);
+        if (kr_st_writer_add(w, t->name, dt, nd, sh, buf, &err) != KR_OK)
+            fail_msg("%s", err.message);
         free(buf);
     }
     kr_st_close(st);
-    assert_int_equal(kr_st_writer_save(w, path2(p, sizeof p, dst, "model.safetensors"), &err), KR_OK);
+    assert_int_equal(kr_st_writer_save(w, path2(p, sizeof p, dst, "model.safetensors"), &err),
+                     KR_OK);
     kr_st_writer_free(w);
 }
 
@@ -451,7 +459,8 @@ static void test_unaligned_f32(void **state) {
     b[8 + hl] = ' ';
     hl++;
     for (int i = 0; i < 8; i++) b[i] = (uint8_t)(hl >> (8 * i));
-    assert_int_equal(kr_test_write_file(path2(p, sizeof p, tmp, "model.safetensors"), b, (size_t)len + 1), 0);
+    assert_int_equal(
+        kr_test_write_file(path2(p, sizeof p, tmp, "model.safetensors"), b, (size_t)len + 1), 0);
     free(b);
     copy_text(path2(p, sizeof p, src, "config.json"), path2(q, sizeof q, tmp, "config.json"));
 
@@ -514,25 +523,66 @@ typedef struct model_err_case {
 } model_err_case;
 
 static const model_err_case k_model_errs[] = {
-    {"tiny/predictor", EDIT_DROP, "norm.weight", 0, {0, 0},
+    {"tiny/predictor",
+     EDIT_DROP,
+     "norm.weight",
+     0,
+     {0, 0},
      "model.safetensors: missing tensor 'norm.weight'"},
-    {"tiny/predictor", EDIT_DROP, "head.proj_s2.bias", 0, {0, 0},
+    {"tiny/predictor",
+     EDIT_DROP,
+     "head.proj_s2.bias",
+     0,
+     {0, 0},
      "model.safetensors: missing tensor 'head.proj_s2.bias'"},
-    {"tiny/predictor", EDIT_DROP, "time_emb.day_embed", 0, {0, 0},
+    {"tiny/predictor",
+     EDIT_DROP,
+     "time_emb.day_embed",
+     0,
+     {0, 0},
      "missing tensor 'time_emb.day_embed.emb.weight'"},
-    {"tiny/predictor", EDIT_SHAPE, "transformer.1.ffn.w1.weight", 2, {32, 32},
-     "model.safetensors: tensor 'transformer.1.ffn.w1.weight' has shape [32, 32], expected [64, 32]"},
-    {"tiny/predictor", EDIT_SHAPE, "norm.weight", 2, {4, 8},
+    {"tiny/predictor",
+     EDIT_SHAPE,
+     "transformer.1.ffn.w1.weight",
+     2,
+     {32, 32},
+     "model.safetensors: tensor 'transformer.1.ffn.w1.weight' has shape [32, 32], expected [64, "
+     "32]"},
+    {"tiny/predictor",
+     EDIT_SHAPE,
+     "norm.weight",
+     2,
+     {4, 8},
      "tensor 'norm.weight' has shape [4, 8], expected [32]"},
-    {"tiny/predictor", EDIT_SHAPE, "transformer.0.self_attn.rotary.inv_freq", 1, {4},
+    {"tiny/predictor",
+     EDIT_SHAPE,
+     "transformer.0.self_attn.rotary.inv_freq",
+     1,
+     {4},
      "tensor 'transformer.0.self_attn.rotary.inv_freq' has shape [4], expected [8]"},
-    {"tiny/predictor", EDIT_I32, "embedding.fusion_proj.weight", 0, {0, 0},
+    {"tiny/predictor",
+     EDIT_I32,
+     "embedding.fusion_proj.weight",
+     0,
+     {0, 0},
      "tensor 'embedding.fusion_proj.weight' has dtype I32, expected F32, F16 or BF16"},
-    {"tiny/tokenizer", EDIT_DROP, "quant_embed.bias", 0, {0, 0},
+    {"tiny/tokenizer",
+     EDIT_DROP,
+     "quant_embed.bias",
+     0,
+     {0, 0},
      "model.safetensors: missing tensor 'quant_embed.bias'"},
-    {"tiny/tokenizer", EDIT_SHAPE, "head.weight", 2, {5, 32},
+    {"tiny/tokenizer",
+     EDIT_SHAPE,
+     "head.weight",
+     2,
+     {5, 32},
      "tensor 'head.weight' has shape [5, 32], expected [6, 32]"},
-    {"tiny/tokenizer", EDIT_I32, "decoder.0.ffn.w2.weight", 0, {0, 0},
+    {"tiny/tokenizer",
+     EDIT_I32,
+     "decoder.0.ffn.w2.weight",
+     0,
+     {0, 0},
      "tensor 'decoder.0.ffn.w2.weight' has dtype I32"},
 };
 
@@ -567,7 +617,8 @@ static void test_model_errors(void **state) {
 
 static void write_config(const char *dir, const char *text) {
     char p[4096];
-    assert_int_equal(kr_test_write_file(path2(p, sizeof p, dir, "config.json"), text, strlen(text)), 0);
+    assert_int_equal(kr_test_write_file(path2(p, sizeof p, dir, "config.json"), text, strlen(text)),
+                     0);
 }
 
 /* config.json and model.safetensors that disagree, and bad configs next to good weights. */
@@ -602,7 +653,8 @@ static void test_config_checkpoint_mismatch(void **state) {
     write_config(dst, "{\"d_model\": 64, \"ff_dim\": 64, \"learn_te\": false, \"n_heads\": 2,"
                       " \"n_layers\": 2, \"s1_bits\": 10, \"s2_bits\": 10}");
     assert_int_equal(kr_predictor_weights_load(dst, &pw, &err), KR_ERR_MODEL);
-    assert_contains(err.message, "tensor 'embedding.emb_s1.weight' has shape [1024, 32], expected [1024, 64]");
+    assert_contains(err.message,
+                    "tensor 'embedding.emb_s1.weight' has shape [1024, 32], expected [1024, 64]");
     /* Missing key and bad value: the config file and the key are named. */
     write_config(dst, "{\"ff_dim\": 64, \"learn_te\": false, \"n_heads\": 2,"
                       " \"n_layers\": 2, \"s1_bits\": 10, \"s2_bits\": 10}");
@@ -631,7 +683,8 @@ static void test_config_checkpoint_mismatch(void **state) {
     write_config(dst, "{\"d_in\": 6, \"d_model\": 32, \"ff_dim\": 64, \"n_dec_layers\": 2,"
                       " \"n_enc_layers\": 2, \"n_heads\": 2, \"s1_bits\": 8, \"s2_bits\": 8}");
     assert_int_equal(kr_tokenizer_weights_load(dst, &tw, &err), KR_ERR_MODEL);
-    assert_contains(err.message, "tensor 'quant_embed.weight' has shape [20, 32], expected [16, 32]");
+    assert_contains(err.message,
+                    "tensor 'quant_embed.weight' has shape [20, 32], expected [16, 32]");
     assert_null(tw);
     rm_model_dir(dst);
 
@@ -649,6 +702,42 @@ static void test_config_checkpoint_mismatch(void **state) {
     kr_predictor_weights_free(NULL);
     remove(tmp);
     free(tmp);
+}
+
+/* The committed broken checkpoints (tests/fixtures/bad_models/README.md). */
+static void test_bad_model_fixtures(void **state) {
+    (void)state;
+    static const struct {
+        const char *dir;
+        kr_status status;
+        const char *expect;
+    } cases[] = {
+        {"bad_config", KR_ERR_FORMAT,
+         "config.json: key 'd_model' = 32 is not divisible by n_heads = 3"},
+        {"bad_header", KR_ERR_FORMAT, "model.safetensors: header is not valid JSON"},
+        {"truncated", KR_ERR_FORMAT,
+         "model.safetensors: tensor 'decoder.0.self_attn.q_proj.weight': data_offsets end "
+         "37696 is past the data section"},
+        {"missing_tensor", KR_ERR_MODEL, "model.safetensors: missing tensor 'head.bias'"},
+        {"wrong_shape", KR_ERR_MODEL,
+         "tensor 'embed.weight' has shape [16, 6], expected [32, 6]"},
+        {"wrong_dtype", KR_ERR_MODEL,
+         "tensor 'quant_embed.weight' has dtype I32, expected F32, F16 or BF16"},
+        {"layer_mismatch", KR_ERR_MODEL,
+         "tensor 'decoder.0.ffn.w1.weight' is block 0 of 'decoder', but config.json has "
+         "n_dec_layers = 1"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char dir[4096];
+        FMT(dir, "%s/%s", kr_test_fixture("bad_models"), cases[i].dir);
+        kr_tokenizer_weights *tw = NULL;
+        kr_error err = {0};
+        kr_status rc = kr_tokenizer_weights_load(dir, &tw, &err);
+        if (rc != cases[i].status) fail_msg("%s: status %d (%s)", cases[i].dir, rc, err.message);
+        assert_null(tw);
+        assert_contains(err.message, cases[i].expect);
+        assert_contains(err.message, dir);
+    }
 }
 
 /* ---------------------------------------------------------------- gen-random */
@@ -747,11 +836,13 @@ static void test_gen_random_tiny(void **state) {
 
     /* Value sanity: norms are 1, the heads are scaled ×4 relative to a plain Linear. */
     kr_predictor_weights *pw;
-    assert_int_equal(kr_predictor_weights_load(path2(p, sizeof p, a, "predictor"), &pw, &err), KR_OK);
+    assert_int_equal(kr_predictor_weights_load(path2(p, sizeof p, a, "predictor"), &pw, &err),
+                     KR_OK);
     for (int i = 0; i < 32; i++) assert_true(pw->norm[i] == 1.0f && pw->blocks[1].norm2[i] == 1.0f);
     double ss_head = 0, ss_w1 = 0;
     for (int i = 0; i < 1024 * 32; i++) ss_head += (double)pw->head_s1.w[i] * pw->head_s1.w[i];
-    for (int i = 0; i < 64 * 32; i++) ss_w1 += (double)pw->blocks[0].w1.w[i] * pw->blocks[0].w1.w[i];
+    for (int i = 0; i < 64 * 32; i++)
+        ss_w1 += (double)pw->blocks[0].w1.w[i] * pw->blocks[0].w1.w[i];
     double sd_head = sqrt(ss_head / (1024 * 32)), sd_w1 = sqrt(ss_w1 / (64 * 32));
     assert_true(fabs(sd_head - 4 * sqrt(2.0 / (1024 + 32))) < 0.05 * sd_head);
     assert_true(fabs(sd_w1 - sqrt(2.0 / 96)) < 0.1 * sd_w1);
@@ -783,7 +874,8 @@ static void test_gen_random_mini(void **state) {
     check_model_dir(tmp, 3958042, 4108032);
     kr_tokenizer_weights *tw;
     char p[4096];
-    assert_int_equal(kr_tokenizer_weights_load(path2(p, sizeof p, tmp, "tokenizer"), &tw, &err), KR_OK);
+    assert_int_equal(kr_tokenizer_weights_load(path2(p, sizeof p, tmp, "tokenizer"), &tw, &err),
+                     KR_OK);
     assert_int_equal(tw->n_enc, 3);
     assert_int_equal(tw->n_dec, 3);
     kr_tokenizer_weights_free(tw);
@@ -811,6 +903,7 @@ int main(void) {
         cmocka_unit_test(test_inv_freq_computed),
         cmocka_unit_test(test_model_errors),
         cmocka_unit_test(test_config_checkpoint_mismatch),
+        cmocka_unit_test(test_bad_model_fixtures),
         cmocka_unit_test(test_gen_random_tiny),
         cmocka_unit_test(test_gen_random_mini),
     };

@@ -33,13 +33,13 @@ typedef struct kr_worker {
 } kr_worker;
 
 struct kr_pool {
-    int n;                 /* threads per region, caller included */
-    kr_worker *workers;    /* n - 1 */
+    int n;              /* threads per region, caller included */
+    kr_worker *workers; /* n - 1 */
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    atomic_uint gen;       /* bumped once per region (and at shutdown) */
-    atomic_int done;       /* workers finished with the current region */
-    atomic_int sleepers;   /* workers blocked (or about to block) on cv */
+    atomic_uint gen;     /* bumped once per region (and at shutdown) */
+    atomic_int done;     /* workers finished with the current region */
+    atomic_int sleepers; /* workers blocked (or about to block) on cv */
     atomic_int stop;
     /* Written by the caller before the release bump of gen, read by workers after the
      * acquire load; the done counter orders the next write after every read. */
@@ -61,8 +61,10 @@ static unsigned wait_for_region(struct kr_pool *p, unsigned seen) {
     for (int i = 0; i < KR_POOL_SPIN + KR_POOL_YIELDS; i++) {
         unsigned g = atomic_load_explicit(&p->gen, memory_order_acquire);
         if (g != seen) return g;
-        if (i < KR_POOL_SPIN) cpu_relax();
-        else sched_yield();
+        if (i < KR_POOL_SPIN)
+            cpu_relax();
+        else
+            sched_yield();
     }
     pthread_mutex_lock(&p->mu);
     atomic_fetch_add(&p->sleepers, 1);
@@ -149,8 +151,7 @@ kr_status kr_pool_create(int n_threads, kr_pool **out, kr_error *err) {
             free(p->workers);
             free(p);
             return kr_error_set(err, KR_ERR_INTERNAL,
-                                "kr_pool_create: cannot start thread %d of %d", i + 1,
-                                n_threads);
+                                "kr_pool_create: cannot start thread %d of %d", i + 1, n_threads);
         }
     }
     *out = p;
@@ -179,8 +180,12 @@ void kr_pool_run(kr_pool *pool, kr_pool_fn fn, void *ctx) {
     publish(pool);
     fn(ctx, 0, pool->n);
     const int want = pool->n - 1;
-    for (int i = 0; atomic_load_explicit(&pool->done, memory_order_acquire) < want; i++) {
-        if (i < KR_POOL_SPIN) cpu_relax();
-        else sched_yield();
+    for (int i = 0; atomic_load_explicit(&pool->done, memory_order_acquire) < want;) {
+        if (i < KR_POOL_SPIN) {
+            cpu_relax();
+            i++;
+        } else {
+            sched_yield();
+        }
     }
 }

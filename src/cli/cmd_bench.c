@@ -41,7 +41,8 @@ static void usage(FILE *f) {
           "  --lookback N     history rows (default 400)\n"
           "  --pred-len N     candles to forecast (default 120)\n"
           "  --paths LIST     comma list of path counts (default 1,8)\n"
-          "  --series N       series forecast together (default 1)\n"
+          "  --series N       series forecast together (default 1); series start up to 250 rows apart\n"
+          "  --lookback-max N with --series: lookbacks spread evenly from --lookback to N\n"
           "  --threads N      compute threads (default: all CPUs)\n"
           "  --repeat N       timed repeats of the cached path; the median is reported (default 3)\n"
           "  --naive          also time the naive full-recompute path (once per path count)\n"
@@ -114,12 +115,13 @@ int kr_cmd_bench(int argc, char **argv) {
         {"data", required_argument, NULL, 'd'},    {"lookback", required_argument, NULL, 'l'},
         {"pred-len", required_argument, NULL, 'n'}, {"paths", required_argument, NULL, 'p'},
         {"series", required_argument, NULL, 'S'},  {"threads", required_argument, NULL, 'j'},
+        {"lookback-max", required_argument, NULL, 'L'},
         {"repeat", required_argument, NULL, 'r'},  {"naive", no_argument, NULL, 'N'},
         {"window", required_argument, NULL, 'w'},  {"json", no_argument, NULL, 'J'},
         {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
     };
     const char *shape = "small", *model_dir = NULL, *data = KR_DEFAULT_DATA_FILE;
-    int lookback = 400, pred_len = 120, series = 1, threads = 0, repeat = 3, naive = 0, json = 0;
+    int lookback = 400, lookback_max = 0, pred_len = 120, series = 1, threads = 0, repeat = 3, naive = 0, json = 0;
     int paths_list[16] = {1, 8}, n_paths = 2;
     kr_window_mode window = KR_WINDOW_EXACT;
     optind = 1;
@@ -134,6 +136,9 @@ int kr_cmd_bench(int argc, char **argv) {
         case 'd': data = optarg; break;
         case 'l':
             if (!kr_arg_int(optarg, 2, 1 << 16, &lookback)) return kr_cli_usage_error(CMD, "bad --lookback '%s'", optarg);
+            break;
+        case 'L':
+            if (!kr_arg_int(optarg, 2, 1 << 16, &lookback_max)) return kr_cli_usage_error(CMD, "bad --lookback-max '%s'", optarg);
             break;
         case 'n':
             if (!kr_arg_int(optarg, 1, 1 << 16, &pred_len)) return kr_cli_usage_error(CMD, "bad --pred-len '%s'", optarg);
@@ -192,7 +197,10 @@ int kr_cmd_bench(int argc, char **argv) {
     if (kr_resolve_model_dirs(model_dir, NULL, pred_dir, tok_dir, msg, sizeof msg) != 0) return kr_cli_fail(CMD, msg);
     kr_candles *cs = NULL;
     if (kr_candles_read_csv(data, &cs, &err) != KR_OK) return kr_cli_fail(CMD, err.message);
-    if ((int64_t)(series - 1) * 250 + lookback + pred_len > cs->n) {
+    if (lookback_max < lookback) lookback_max = lookback;
+    int64_t stride = series > 1 ? (cs->n - lookback_max - pred_len) / (series - 1) : 0;
+    if (stride > 250) stride = 250;
+    if (stride < 0 || (series > 1 && stride < 1) || lookback_max + pred_len > cs->n) {
         kr_candles_free(cs);
         return kr_cli_fail(CMD, "the data file is too short for --series/--lookback/--pred-len");
     }
@@ -205,18 +213,19 @@ int kr_cmd_bench(int argc, char **argv) {
     }
     kr_model_info mi;
     kr_model_get_info(m, &mi);
-    /* Series i: history rows [250·i, 250·i + lookback), future stamps from the next rows. */
+    /* Series i: history rows [stride·i, stride·i + lookback_i), future stamps from the next rows. */
     kr_series *ss = calloc((size_t)series, sizeof *ss);
     for (int i = 0; i < series; i++) {
-        ss[i] = kr_candles_slice(cs, (int64_t)i * 250, lookback);
-        ss[i].future_timestamps = cs->timestamps + (int64_t)i * 250 + lookback;
+        int lb = series > 1 ? lookback + (int)((int64_t)(lookback_max - lookback) * i / (series - 1)) : lookback;
+        ss[i] = kr_candles_slice(cs, stride * i, lb);
+        ss[i].future_timestamps = cs->timestamps + stride * i + lb;
     }
     row rows[64];
     int n_rows = 0, rc = 0;
     double fpt = flops_per_token(&mi);
     for (int k = 0; k < n_paths && rc == 0; k++) {
         kr_forecast_params p = kr_forecast_default_params();
-        p.lookback = lookback;
+        p.lookback = 0; /* each series uses all its rows (they are cut to their lookback) */
         p.pred_len = pred_len;
         p.paths = paths_list[k];
         p.window = window;

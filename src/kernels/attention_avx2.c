@@ -11,8 +11,8 @@
 #include "kernels/simd_avx2.h"
 
 /* Scores of keys [0, nk) (nk <= 8) starting at k, into dst. */
-static void scores8(const float *q, int head_dim, float scale, const float *k, int stride,
-                    int nk, float *dst) {
+static void scores8(const float *q, int head_dim, float scale, const float *k, int stride, int nk,
+                    float *dst) {
     const float *kp[8];
     for (int j = 0; j < 8; j++) kp[j] = k + (size_t)(j < nk ? j : nk - 1) * (size_t)stride;
     __m256 acc[8];
@@ -51,7 +51,8 @@ KR_INLINE void wsum(const int NC, int d0, int dn, const kr_kv_span *spans, int n
 #pragma GCC unroll 8
             for (int c = 0; c < NC - 1; c++)
                 acc[c] = _mm256_fmadd_ps(pj, _mm256_loadu_ps(v + 8 * c), acc[c]);
-            acc[NC - 1] = _mm256_fmadd_ps(pj, _mm256_maskload_ps(v + 8 * (NC - 1), tail), acc[NC - 1]);
+            acc[NC - 1] =
+                _mm256_fmadd_ps(pj, _mm256_maskload_ps(v + 8 * (NC - 1), tail), acc[NC - 1]);
         }
     }
     __m256 sv = _mm256_set1_ps(sum);
@@ -70,7 +71,10 @@ void kr_attend_f32_avx2(const float *q, int head_dim, float scale, const kr_kv_s
                     spans[s].stride, nk, scratch + n);
             n += nk;
         }
-    if (n <= 0) return;
+    if (n <= 0) { /* outside the contract: same zeros as the scalar reference */
+        for (int i = 0; i < head_dim; i++) out[i] = 0.0f;
+        return;
+    }
 
     float mx = scratch[0];
     for (int j = 1; j < n; j++) mx = scratch[j] > mx ? scratch[j] : mx;

@@ -13,8 +13,8 @@
 #include "kernels/simd_avx512.h"
 
 /* Scores of keys [0, nk) (nk <= 16) starting at k, into dst. */
-static void scores16(const float *q, int head_dim, float scale, const float *k, int stride,
-                     int nk, float *dst) {
+static void scores16(const float *q, int head_dim, float scale, const float *k, int stride, int nk,
+                     float *dst) {
     const float *kp[16];
     for (int j = 0; j < 16; j++) kp[j] = k + (size_t)(j < nk ? j : nk - 1) * (size_t)stride;
     __m512 acc[16];
@@ -54,14 +54,13 @@ KR_INLINE void wsum(const int NC, int d0, int dn, const kr_kv_span *spans, int n
 #pragma GCC unroll 8
             for (int c = 0; c < NC - 1; c++)
                 acc[c] = _mm512_fmadd_ps(pj, _mm512_loadu_ps(v + 16 * c), acc[c]);
-            acc[NC - 1] = _mm512_fmadd_ps(pj, _mm512_maskz_loadu_ps(tail, v + 16 * (NC - 1)),
-                                          acc[NC - 1]);
+            acc[NC - 1] =
+                _mm512_fmadd_ps(pj, _mm512_maskz_loadu_ps(tail, v + 16 * (NC - 1)), acc[NC - 1]);
         }
     }
     __m512 is = _mm512_set1_ps(sum);
 #pragma GCC unroll 8
-    for (int c = 0; c < NC - 1; c++)
-        _mm512_storeu_ps(out + d0 + 16 * c, _mm512_div_ps(acc[c], is));
+    for (int c = 0; c < NC - 1; c++) _mm512_storeu_ps(out + d0 + 16 * c, _mm512_div_ps(acc[c], is));
     _mm512_mask_storeu_ps(out + d0 + 16 * (NC - 1), tail, _mm512_div_ps(acc[NC - 1], is));
 }
 
@@ -75,11 +74,15 @@ void kr_attend_f32_avx512(const float *q, int head_dim, float scale, const kr_kv
                      spans[s].stride, nk, scratch + n);
             n += nk;
         }
-    if (n <= 0) return;
+    if (n <= 0) { /* outside the contract: same zeros as the scalar reference */
+        for (int i = 0; i < head_dim; i++) out[i] = 0.0f;
+        return;
+    }
 
     __m512 mx = _mm512_set1_ps(-__builtin_inff());
     for (int j = 0; j < n; j += 16)
-        mx = _mm512_mask_max_ps(mx, kr_mask16(n - j), mx, _mm512_maskz_loadu_ps(kr_mask16(n - j), scratch + j));
+        mx = _mm512_mask_max_ps(mx, kr_mask16(n - j), mx,
+                                _mm512_maskz_loadu_ps(kr_mask16(n - j), scratch + j));
     __m512 mv = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
     __m512 sum = _mm512_setzero_ps();
     for (int j = 0; j < n; j += 16) {

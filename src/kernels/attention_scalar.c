@@ -22,6 +22,10 @@ void kr_attend_f32_scalar(const float *q, int head_dim, float scale, const kr_kv
             if (d > mx) mx = d;
         }
     }
+    if (n == 0) { /* outside the contract; zeros beat 0/0 NaNs spreading downstream */
+        for (int i = 0; i < head_dim; i++) out[i] = 0.0f;
+        return;
+    }
     float sum = 0.0f;
     for (int j = 0; j < n; j++) {
         scratch[j] = expf(scratch[j] - mx);

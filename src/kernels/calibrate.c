@@ -19,10 +19,8 @@ double kr_fma_burn_scalar(long iters) {
 double kr_fma_burn(kr_isa isa, long iters) {
     if (!kr_isa_supported(isa)) return 0.0;
     switch (isa) {
-#if defined(__x86_64__)
     case KR_ISA_AVX2: return kr_fma_burn_avx2(iters);
     case KR_ISA_AVX512: return kr_fma_burn_avx512(iters);
-#endif
     default: return kr_fma_burn_scalar(iters);
     }
 }

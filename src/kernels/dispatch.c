@@ -5,7 +5,8 @@
  * CPUID says what the CPU has; XGETBV says whether the OS saves the wide registers (a
  * hypervisor can hide them), so both are checked. KRONOS_ISA lowers the choice (never
  * raises it above what the CPU runs). The choice is made under pthread_once; afterwards each
- * call is one atomic load and an indirect call.
+ * call is one atomic load and an indirect call. Off x86 only the scalar row is ever chosen
+ * (isa_fallback.c gives the other names a body so this table still links).
  */
 #include "kernels/kernels.h"
 
@@ -38,14 +39,11 @@ static const kr_kernel_table k_tables[KR_ISA_COUNT] = {
     [KR_ISA_SCALAR] = {kr_gemm_f32_scalar, kr_attend_f32_scalar, kr_rmsnorm_f32_scalar,
                        kr_rope_f32_scalar, kr_silu_mul_f32_scalar, kr_add_f32_scalar,
                        kr_softmax_f32_scalar},
-#if defined(__x86_64__)
-    [KR_ISA_AVX2] = {kr_gemm_f32_avx2, kr_attend_f32_avx2, kr_rmsnorm_f32_avx2,
-                     kr_rope_f32_avx2, kr_silu_mul_f32_avx2, kr_add_f32_avx2,
-                     kr_softmax_f32_avx2},
+    [KR_ISA_AVX2] = {kr_gemm_f32_avx2, kr_attend_f32_avx2, kr_rmsnorm_f32_avx2, kr_rope_f32_avx2,
+                     kr_silu_mul_f32_avx2, kr_add_f32_avx2, kr_softmax_f32_avx2},
     [KR_ISA_AVX512] = {kr_gemm_f32_avx512, kr_attend_f32_avx512, kr_rmsnorm_f32_avx512,
                        kr_rope_f32_avx512, kr_silu_mul_f32_avx512, kr_add_f32_avx512,
                        kr_softmax_f32_avx512},
-#endif
 };
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
@@ -63,15 +61,17 @@ static unsigned long long xgetbv0(void) {
 static void detect_x86(void) {
     unsigned a, b, c, d;
     if (!__get_cpuid(1, &a, &b, &c, &d)) return;
-    int osxsave = (c >> 27) & 1, avx = (c >> 28) & 1, fma = (c >> 12) & 1, f16c = (c >> 29) & 1;
+    int osxsave = (int)((c >> 27) & 1), avx = (int)((c >> 28) & 1);
+    int fma = (int)((c >> 12) & 1), f16c = (int)((c >> 29) & 1);
     if (!osxsave || !avx) return;
     unsigned long long xcr0 = xgetbv0();
     int ymm_os = (xcr0 & 0x6) == 0x6;
     int zmm_os = (xcr0 & 0xE6) == 0xE6; /* + opmask, ZMM_Hi256, Hi16_ZMM state */
     if (__get_cpuid_max(0, NULL) < 7) return;
     __cpuid_count(7, 0, a, b, c, d);
-    int avx2 = (b >> 5) & 1;
-    int f = (b >> 16) & 1, dq = (b >> 17) & 1, bw = (b >> 30) & 1, vl = (b >> 31) & 1;
+    int avx2 = (int)((b >> 5) & 1);
+    int f = (int)((b >> 16) & 1), dq = (int)((b >> 17) & 1);
+    int bw = (int)((b >> 30) & 1), vl = (int)((b >> 31) & 1);
     g_supported[KR_ISA_AVX2] = ymm_os && avx2 && fma && f16c;
     g_supported[KR_ISA_AVX512] = g_supported[KR_ISA_AVX2] && zmm_os && f && dq && bw && vl;
 }
@@ -135,18 +135,18 @@ const char *kr_isa_name(kr_isa isa) {
     }
 }
 
-void kr_gemm_f32(int M, int N, int K, const float *A, int lda, const float *W,
-                 const float *bias, float *C, int ldc, int ith, int nth) {
+void kr_gemm_f32(int M, int N, int K, const float *A, int lda, const float *W, const float *bias,
+                 float *C, int ldc, int ith, int nth) {
     table()->gemm_f32(M, N, K, A, lda, W, bias, C, ldc, ith, nth);
 }
 
-void kr_attend_f32(const float *q, int head_dim, float scale, const kr_kv_span *spans,
-                   int n_spans, float *scratch, float *out) {
+void kr_attend_f32(const float *q, int head_dim, float scale, const kr_kv_span *spans, int n_spans,
+                   float *scratch, float *out) {
     table()->attend_f32(q, head_dim, scale, spans, n_spans, scratch, out);
 }
 
-void kr_rmsnorm_f32(int n_rows, int d, const float *x, int ldx, const float *w, float eps,
-                    float *y, int ldy) {
+void kr_rmsnorm_f32(int n_rows, int d, const float *x, int ldx, const float *w, float eps, float *y,
+                    int ldy) {
     table()->rmsnorm_f32(n_rows, d, x, ldx, w, eps, y, ldy);
 }
 

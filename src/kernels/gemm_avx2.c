@@ -7,7 +7,6 @@
  * never changes a result, which keeps the determinism contract of kernels.h.
  */
 #include "kernels/kernels.h"
-#include <stdlib.h>
 
 #if defined(__x86_64__)
 #include "kernels/kernels_internal.h"
@@ -15,7 +14,7 @@
 
 /* Accumulator slot of output o (row-major in the tile): outputs 0-7 reduce into the first
  * vector, 8-15 into the second, each in lane o % 8. */
-#define SLOT(o) ((o) < 8 ? KR_R8(o) : 8 + KR_R8((o) - 8))
+#define SLOT(o) ((o) < 8 ? KR_R8(o) : 8 + KR_R8((o)-8))
 
 /* Keeps a loaded W vector in a register: without this GCC folds the load into each of the
  * MR FMAs that use it, and the loop becomes load-bound. */
@@ -24,9 +23,8 @@
 /* Computes the MR×NR tile at (m0, n0) of which mr×nr elements are real: missing rows and
  * columns reuse the last real one (valid memory, results discarded). MR·NR <= 16 with
  * MR A vectors + 1 W vector + MR·NR accumulators fitting the 16 ymm registers. */
-KR_INLINE void tile(const int MR, const int NR, int K, const float *A, int lda,
-                    const float *W, const float *bias, float *C, int ldc, int m0, int mr,
-                    int n0, int nr) {
+KR_INLINE void tile(const int MR, const int NR, int K, const float *A, int lda, const float *W,
+                    const float *bias, float *C, int ldc, int m0, int mr, int n0, int nr) {
     const float *a[3];
     const float *w[8];
 #pragma GCC unroll 3
@@ -79,7 +77,8 @@ KR_INLINE void tile(const int MR, const int NR, int K, const float *A, int lda,
 #pragma GCC unroll 3
         for (int r = 0; r < MR; r++) {
             if (r >= mr) break;
-            __m128 v = r % 2 ? _mm256_extractf128_ps(s[r / 2], 1) : _mm256_castps256_ps128(s[r / 2]);
+            __m128 v =
+                r % 2 ? _mm256_extractf128_ps(s[r / 2], 1) : _mm256_castps256_ps128(s[r / 2]);
             if (bias) v = _mm_add_ps(v, b);
             _mm_maskstore_ps(C + (size_t)(m0 + r) * (size_t)ldc + n0, nm4, v);
         }
@@ -93,11 +92,12 @@ void kr_gemm_f32_avx2(int M, int N, int K, const float *A, int lda, const float 
     if (n0 >= n1 || M <= 0) return;
     if (K <= 0) {
         for (int m = 0; m < M; m++)
-            for (int n = n0; n < n1; n++) C[(size_t)m * (size_t)ldc + n] = bias ? 0.0f + bias[n] : 0.0f;
+            for (int n = n0; n < n1; n++)
+                C[(size_t)m * (size_t)ldc + (size_t)n] = bias ? 0.0f + bias[n] : 0.0f;
         return;
     }
     /* W block of ~192 KB reused from L2 across all row tiles (see gemm_avx512.c). */
-    int nb_cols = (atoi(getenv("KR_NB")) * 1024 / 4) / K / KR_GEMM_NUNIT * KR_GEMM_NUNIT;
+    int nb_cols = (192 * 1024 / 4) / K / KR_GEMM_NUNIT * KR_GEMM_NUNIT;
     if (nb_cols < KR_GEMM_NUNIT) nb_cols = KR_GEMM_NUNIT;
     for (int nb = n0; nb < n1; nb += nb_cols) {
         int ne = nb + nb_cols < n1 ? nb + nb_cols : n1;

@@ -13,8 +13,8 @@
 
 #include <math.h>
 
-void kr_rmsnorm_f32_avx512(int n_rows, int d, const float *x, int ldx, const float *w,
-                           float eps, float *y, int ldy) {
+void kr_rmsnorm_f32_avx512(int n_rows, int d, const float *x, int ldx, const float *w, float eps,
+                           float *y, int ldy) {
     for (int r = 0; r < n_rows; r++) {
         const float *xr = x + (size_t)r * (size_t)ldx;
         float *yr = y + (size_t)r * (size_t)ldy;
@@ -51,8 +51,10 @@ void kr_rope_f32_avx512(int n_rows, int n_heads, int head_dim, float *x, int ldx
                 float *lo = xr + (size_t)h * (size_t)head_dim + i0, *hi = lo + half;
                 for (int i = 0; i < ni; i += 16) {
                     __mmask16 m = kr_mask16(ni - i);
-                    __m512 c = _mm512_maskz_loadu_ps(m, cs + i), s = _mm512_maskz_loadu_ps(m, sn + i);
-                    __m512 a = _mm512_maskz_loadu_ps(m, lo + i), b = _mm512_maskz_loadu_ps(m, hi + i);
+                    __m512 c = _mm512_maskz_loadu_ps(m, cs + i),
+                           s = _mm512_maskz_loadu_ps(m, sn + i);
+                    __m512 a = _mm512_maskz_loadu_ps(m, lo + i),
+                           b = _mm512_maskz_loadu_ps(m, hi + i);
                     __m512 na = _mm512_sub_ps(_mm512_mul_ps(a, c), _mm512_mul_ps(b, s));
                     __m512 nb = _mm512_add_ps(_mm512_mul_ps(b, c), _mm512_mul_ps(a, s));
                     _mm512_mask_storeu_ps(lo + i, m, na);
@@ -93,7 +95,8 @@ void kr_softmax_f32_avx512(int n, const float *x, float *y) {
     __m512 sum = _mm512_setzero_ps();
     for (int i = 0; i < n; i += 16) {
         __mmask16 m = kr_mask16(n - i);
-        __m512 e = _mm512_maskz_mov_ps(m, kr_exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), mv)));
+        __m512 e =
+            _mm512_maskz_mov_ps(m, kr_exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), mv)));
         sum = _mm512_add_ps(sum, e);
         _mm512_mask_storeu_ps(y + i, m, e);
     }

@@ -5,8 +5,8 @@
 
 #include <math.h>
 
-void kr_rmsnorm_f32_scalar(int n_rows, int d, const float *x, int ldx, const float *w,
-                           float eps, float *y, int ldy) {
+void kr_rmsnorm_f32_scalar(int n_rows, int d, const float *x, int ldx, const float *w, float eps,
+                           float *y, int ldy) {
     for (int r = 0; r < n_rows; r++) {
         const float *xr = x + (size_t)r * (size_t)ldx;
         float *yr = y + (size_t)r * (size_t)ldy;

@@ -28,8 +28,10 @@ KR_INLINE __m256 kr_reduce8(const __m256 x[8]) {
     for (int i = 0; i < 4; i++)
         y[i] = _mm256_add_ps(_mm256_permute2f128_ps(x[2 * i], x[2 * i + 1], 0x20),
                              _mm256_permute2f128_ps(x[2 * i], x[2 * i + 1], 0x31));
-    __m256 w0 = _mm256_add_ps(_mm256_shuffle_ps(y[0], y[1], 0x44), _mm256_shuffle_ps(y[0], y[1], 0xEE));
-    __m256 w1 = _mm256_add_ps(_mm256_shuffle_ps(y[2], y[3], 0x44), _mm256_shuffle_ps(y[2], y[3], 0xEE));
+    __m256 w0 =
+        _mm256_add_ps(_mm256_shuffle_ps(y[0], y[1], 0x44), _mm256_shuffle_ps(y[0], y[1], 0xEE));
+    __m256 w1 =
+        _mm256_add_ps(_mm256_shuffle_ps(y[2], y[3], 0x44), _mm256_shuffle_ps(y[2], y[3], 0xEE));
     return _mm256_add_ps(_mm256_shuffle_ps(w0, w1, 0x88), _mm256_shuffle_ps(w0, w1, 0xDD));
 }
 
@@ -41,7 +43,8 @@ KR_INLINE __m256i kr_mask8(int n) {
 /* expf to ~1 ulp (Cephes polynomial). 2^n is applied as two halves so the subnormal range
  * works; inputs above ln(FLT_MAX) give +inf. */
 KR_INLINE __m256 kr_exp8(__m256 x0) {
-    __m256 x = _mm256_max_ps(_mm256_min_ps(x0, _mm256_set1_ps(88.7228394f)), _mm256_set1_ps(-104.0f));
+    __m256 x =
+        _mm256_max_ps(_mm256_min_ps(x0, _mm256_set1_ps(88.7228394f)), _mm256_set1_ps(-104.0f));
     __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
@@ -56,8 +59,10 @@ KR_INLINE __m256 kr_exp8(__m256 x0) {
     p = _mm256_add_ps(p, _mm256_set1_ps(1.0f));
     __m256i ni = _mm256_cvtps_epi32(n);
     __m256i h1 = _mm256_srai_epi32(ni, 1), h2 = _mm256_sub_epi32(ni, h1);
-    __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(h1, _mm256_set1_epi32(127)), 23));
-    __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(h2, _mm256_set1_epi32(127)), 23));
+    __m256 s1 =
+        _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(h1, _mm256_set1_epi32(127)), 23));
+    __m256 s2 =
+        _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(h2, _mm256_set1_epi32(127)), 23));
     __m256 e = _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
     __m256 big = _mm256_cmp_ps(x0, _mm256_set1_ps(88.7228394f), _CMP_GT_OQ);
     return _mm256_blendv_ps(e, _mm256_set1_ps(__builtin_inff()), big);

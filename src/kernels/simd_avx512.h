@@ -36,8 +36,10 @@ KR_INLINE __m512 kr_reduce16(const __m512 x[16]) {
     for (int i = 0; i < 4; i++)
         z[i] = _mm512_add_ps(_mm512_shuffle_f32x4(y[2 * i], y[2 * i + 1], 0x88),
                              _mm512_shuffle_f32x4(y[2 * i], y[2 * i + 1], 0xDD));
-    __m512 w0 = _mm512_add_ps(_mm512_shuffle_ps(z[0], z[1], 0x44), _mm512_shuffle_ps(z[0], z[1], 0xEE));
-    __m512 w1 = _mm512_add_ps(_mm512_shuffle_ps(z[2], z[3], 0x44), _mm512_shuffle_ps(z[2], z[3], 0xEE));
+    __m512 w0 =
+        _mm512_add_ps(_mm512_shuffle_ps(z[0], z[1], 0x44), _mm512_shuffle_ps(z[0], z[1], 0xEE));
+    __m512 w1 =
+        _mm512_add_ps(_mm512_shuffle_ps(z[2], z[3], 0x44), _mm512_shuffle_ps(z[2], z[3], 0xEE));
     return _mm512_add_ps(_mm512_shuffle_ps(w0, w1, 0x88), _mm512_shuffle_ps(w0, w1, 0xDD));
 }
 

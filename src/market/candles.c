@@ -220,7 +220,6 @@ static enum number_result parse_number(const char *s, size_t len, double *out) {
     /* The field is NUL-terminated after its (untrimmed) end, so strtod cannot run off it;
      * the end check catches trailing garbage and embedded NULs. */
     char *endp = NULL;
-    errno = 0;
     double v = strtod(s, &endp);
     if (endp != s + len) return NUM_BAD;
     if (isnan(v)) return NUM_NAN;
@@ -358,8 +357,8 @@ typedef struct table_cols {
     int n_header;              /* fields in the header */
 } table_cols;
 
-/* Maps header fields to roles; rejects duplicates of any name we give a meaning to, since
- * which copy wins would be a guess. */
+/* Maps header fields to roles (only the timestamp when want_values is 0); rejects duplicates
+ * of any name we give a meaning to, since which copy wins would be a guess. */
 static kr_status map_header(csv_reader *r, const char *label, int want_values, table_cols *tc,
                             kr_error *err) {
     int ts_primary = -1, alias_col[N_TS_ALIASES];
@@ -378,7 +377,7 @@ static kr_status map_header(csv_reader *r, const char *label, int want_values, t
         if (name_equals(s, n, "timestamps")) slot = &ts_primary;
         for (int k = 0; !slot && k < N_TS_ALIASES; k++)
             if (name_equals(s, n, k_ts_aliases[k])) slot = &alias_col[k];
-        for (int k = 0; !slot && k < KR_N_FEATURES; k++)
+        for (int k = 0; want_values && !slot && k < KR_N_FEATURES; k++)
             if (name_equals(s, n, k_role_names[k])) slot = &tc->col[k];
         if (!slot) continue;
         if (*slot >= 0) {
@@ -408,9 +407,6 @@ static kr_status map_header(csv_reader *r, const char *label, int want_values, t
                                 ? " (also accepted: timestamp, datetime, date, time)"
                                 : "");
     }
-    if (!want_values)
-        for (int k = 0; k < KR_N_FEATURES; k++) tc->col[k] = -1;
-
     for (int k = 0; k < N_ROLES; k++) {
         if (tc->col[k] < 0) continue;
         const char *s = csv_text(r, tc->col[k]);

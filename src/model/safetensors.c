@@ -182,7 +182,7 @@ static kr_status parse_entry(const cJSON *e, const char *name, const char *label
     if (end > data_len)
         return kr_error_set(err, KR_ERR_FORMAT,
                             "%s: tensor '%s': data_offsets end %llu is past the data section "
-                            "(%zu bytes)",
+                            "(%zu bytes; file truncated?)",
                             label, name, (unsigned long long)end, data_len);
     if (end - begin != want_bytes)
         return kr_error_set(err, KR_ERR_FORMAT,
@@ -741,7 +741,8 @@ static int cmp_wr(const void *a, const void *b) {
 }
 
 kr_status kr_st_writer_save(kr_st_writer *w, const char *path, kr_error *err) {
-    if (!w || !path) return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_st_writer_save: NULL argument");
+    if (!w || !path)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_st_writer_save: NULL argument");
     /* Larger elements first (then by name): each tensor then starts at a multiple of its own
      * element size, and the data section starts 8-aligned, so every tensor is aligned in the
      * file and in an mmap of it. */
@@ -773,7 +774,8 @@ kr_status kr_st_writer_save(kr_st_writer *w, const char *path, kr_error *err) {
         sb_str(&h, ":{\"dtype\":\"");
         sb_str(&h, k_dtypes[t->dtype].name);
         sb_str(&h, "\",\"shape\":[");
-        for (int d = 0; d < t->ndim; d++) sb_fmt(&h, d ? ",%llu" : "%llu", (unsigned long long)t->shape[d]);
+        for (int d = 0; d < t->ndim; d++)
+            sb_fmt(&h, d ? ",%llu" : "%llu", (unsigned long long)t->shape[d]);
         sb_str(&h, "],\"data_offsets\":[");
         sb_fmt(&h, "%llu", off);
         off += t->nbytes;
@@ -807,7 +809,8 @@ kr_status kr_st_writer_save(kr_st_writer *w, const char *path, kr_error *err) {
     for (int i = 0; i < 8; i++) le[i] = (uint8_t)(hl >> (8 * i));
     int ok = fwrite(le, 1, 8, f) == 8 && fwrite(h.p, 1, h.len, f) == h.len;
     for (int i = 0; ok && i < w->n; i++)
-        ok = order[i]->nbytes == 0 || fwrite(order[i]->data, 1, order[i]->nbytes, f) == order[i]->nbytes;
+        ok = order[i]->nbytes == 0 ||
+             fwrite(order[i]->data, 1, order[i]->nbytes, f) == order[i]->nbytes;
     int e = errno;
     if (fclose(f) != 0 && ok) {
         ok = 0;

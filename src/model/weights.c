@@ -4,9 +4,9 @@
  *
  * Loading is two passes over a list of "slots" (one per tensor the forward pass reads):
  * the first pass finds each tensor by its exact state_dict name and checks dtype and
- * shape, so nothing is allocated for a checkpoint that will be rejected; the second pass
- * points F32 tensors into the mapping and converts the rest into one arena sized by the
- * first pass. The random-model writer lives in random_model.c.
+ * shape, so the conversion arena is only allocated for a checkpoint that passed every
+ * check; the second pass points F32 tensors into the mapping and converts the rest into
+ * that one arena, sized by the first pass. The random-model writer lives in random_model.c.
  */
 #include "model/weights.h"
 
@@ -125,8 +125,9 @@ static void bind_v(binder *b, const float **dst, int param, int64_t d0, int64_t 
         return;
     }
     if (rotary_dim > 0 && t->dtype != KR_DT_F32) {
-        /* A half-precision copy of the buffer would put up to 2^-9 relative error into
-         * every RoPE angle (0.1 rad by position 2000); recompute it in f32 instead. */
+        /* A BF16/F16 copy of the buffer is off by up to 2^-9 / 2^-12 relative, and the
+         * RoPE angle error grows with the position (radians by position 2000); the f32
+         * value is a pure function of head_dim, so recompute it instead. */
         t = NULL;
     }
     if (!push_slot(b, dst, t, numel)) return;
@@ -288,7 +289,7 @@ static char *join_path(const char *dir, const char *file) {
     return p;
 }
 
-/* Opens dir/config.json (via the given parser) and dir/model.safetensors. */
+/* Maps dir/model.safetensors; *st_path (caller frees) names it in later messages. */
 static kr_status open_dir(const char *dir, char **st_path, kr_safetensors **st, kr_error *err) {
     *st = NULL;
     *st_path = join_path(dir, "model.safetensors");

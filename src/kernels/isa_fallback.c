@@ -1,0 +1,36 @@
+/*
+ * kernels/isa_fallback — on CPUs other than x86-64 the AVX2 / AVX-512 files compile to
+ * nothing; this gives their kernels.h names a body (the scalar reference) so code and tests
+ * that name a variant still link. Dispatch never picks them there: kr_isa_supported() is 0.
+ */
+#include "kernels/calibrate.h"
+#include "kernels/kernels.h"
+
+#if !defined(__x86_64__)
+#define KR_FALLBACK(isa)                                                                           \
+    void kr_gemm_f32_##isa(int M, int N, int K, const float *A, int lda, const float *W,           \
+                           const float *bias, float *C, int ldc, int ith, int nth) {               \
+        kr_gemm_f32_scalar(M, N, K, A, lda, W, bias, C, ldc, ith, nth);                            \
+    }                                                                                              \
+    void kr_attend_f32_##isa(const float *q, int head_dim, float scale,                            \
+                             const kr_kv_span *spans, int n_spans, float *scratch, float *out) {   \
+        kr_attend_f32_scalar(q, head_dim, scale, spans, n_spans, scratch, out);                    \
+    }                                                                                              \
+    void kr_rmsnorm_f32_##isa(int n_rows, int d, const float *x, int ldx, const float *w,          \
+                              float eps, float *y, int ldy) {                                      \
+        kr_rmsnorm_f32_scalar(n_rows, d, x, ldx, w, eps, y, ldy);                                  \
+    }                                                                                              \
+    void kr_rope_f32_##isa(int n_rows, int n_heads, int head_dim, float *x, int ldx, int pos0,     \
+                           const float *inv_freq) {                                                \
+        kr_rope_f32_scalar(n_rows, n_heads, head_dim, x, ldx, pos0, inv_freq);                     \
+    }                                                                                              \
+    void kr_silu_mul_f32_##isa(int n, const float *a, const float *b, float *out) {                \
+        kr_silu_mul_f32_scalar(n, a, b, out);                                                      \
+    }                                                                                              \
+    void kr_add_f32_##isa(int n, const float *x, float *y) { kr_add_f32_scalar(n, x, y); }         \
+    void kr_softmax_f32_##isa(int n, const float *x, float *y) { kr_softmax_f32_scalar(n, x, y); } \
+    double kr_fma_burn_##isa(long iters) { return kr_fma_burn_scalar(iters); }
+
+KR_FALLBACK(avx2)
+KR_FALLBACK(avx512)
+#endif
