@@ -11,38 +11,136 @@
 #include "model/sampling.h"
 #include "model/tokenizer.h"
 
-/* How the KV rows of a group's current window are laid out. */
+enum { G_NEW = 0, G_PREFILL, G_RUN, G_DONE };
+/* Layout of the KV rows of a group's current window. */
 enum { WIN_CACHED = 0, WIN_SLID = 1, WIN_NAIVE = 2 };
+/* Chunk tags besides a path index. */
+enum { TAG_CONTEXT = -1, TAG_PREFILL_LAST = -2 };
 
-typedef struct group {
+struct kr_gen_group {
+    kr_model *m;
     const kr_gen_input *in;
     kr_gen_output *out;
-    int L, start0, W0;
-    kr_kv_store prefix;  /* history window at prefill: W0 rows */
-    kr_kv_store slide;   /* exact mode: history part of a re-run window (C rows) */
-    kr_kv_store gen;     /* paths × pred_len rows: generated tokens */
-    kr_kv_store naive;   /* naive mode: paths × C rows, the whole window */
-    int mode, ws, win;   /* current window: layout, start index, length */
-    float *logits;       /* [paths][V1] s1 logits at the window's last position */
-    float *ctx;          /* [paths][d] context row of that position */
-} group;
-
-typedef struct gen_ctx {
-    kr_model *m;
-    const kr_predictor_weights *pw;
-    kr_pool *pool;
-    const kr_gen_options *opt;
-    int P, C, paths, exact, d, V1, V2;
+    kr_gen_options opt;
+    int index;              /* position in a kr_generate batch (observer argument) */
+    int P, paths, C, exact;
     kr_sampler_params sp;
-    group *g;
-    int G;
-} gen_ctx;
+    int state, step;
+    int L, start0, W0;
+    kr_prefix *shared;      /* cached window rows [0, sr), or NULL */
+    int sr;
+    kr_prefix *own;         /* this group's prefill of rows [sr, W0) (row 0 = window row sr) */
+    int prefilled;          /* window rows ready (>= sr) */
+    kr_kv_store slide;      /* exact mode: history part of a re-run window (C rows) */
+    kr_kv_store gen;        /* paths × pred_len rows: generated tokens */
+    kr_kv_store naive;      /* naive mode: paths × C rows, the whole window */
+    int mode, ws, win;      /* current window: layout, start index, length */
+    float *logits;          /* [paths][V1] s1 logits at the window's last position */
+    float *ctx;             /* [paths][d] context row of that position */
+};
+
+/* ---------------------------------------------------------------- prefixes */
+
+void kr_prefix_release(kr_prefix *p) {
+    if (!p || --p->refs > 0) return;
+    kr_kv_store_release(&p->kv);
+    free(p->logits);
+    free(p->ctx);
+    free(p);
+}
+
+static kr_prefix *prefix_new(const kr_model *m, int rows, kr_error *err) {
+    kr_prefix *p = calloc(1, sizeof *p);
+    int d = m->pred->cfg.d_model;
+    if (p) {
+        p->logits = malloc(((size_t)1 << m->pred->cfg.s1_bits) * sizeof(float));
+        p->ctx = malloc((size_t)d * sizeof(float));
+        p->refs = 1;
+        p->n = rows;
+    }
+    if (!p || !p->logits || !p->ctx ||
+        kr_kv_store_init(&p->kv, kr_predictor_store_layers(m->pred), d, rows > 0 ? rows : 1, err) != KR_OK) {
+        if (p) {
+            p->refs = 1;
+            kr_prefix_release(p);
+        }
+        kr_error_set(err, KR_ERR_NOMEM, "generate: out of memory for a prefix");
+        return NULL;
+    }
+    return p;
+}
+
+/* ---------------------------------------------------------------- groups */
+
+kr_status kr_gen_group_create(kr_model *model, const kr_gen_input *in, kr_gen_output *out,
+                              const kr_forecast_params *params, const kr_gen_options *opt,
+                              kr_gen_group **group, kr_error *err) {
+    kr_gen_group *g = calloc(1, sizeof *g);
+    if (!g) return kr_error_set(err, KR_ERR_NOMEM, "generate: out of memory");
+    g->m = model;
+    g->in = in;
+    g->out = out;
+    if (opt) g->opt = *opt;
+    g->P = params->pred_len;
+    g->paths = params->paths;
+    g->C = params->max_context;
+    g->exact = params->window == KR_WINDOW_EXACT;
+    g->sp.temperature = params->temperature;
+    g->sp.top_k = params->top_k;
+    g->sp.top_p = params->top_p;
+    g->L = in->L;
+    g->start0 = g->L > g->C ? g->L - g->C : 0;
+    g->W0 = g->L - g->start0;
+    int d = model->pred->cfg.d_model, V1 = 1 << model->pred->cfg.s1_bits;
+    int layers = kr_predictor_store_layers(model->pred);
+    g->logits = malloc((size_t)g->paths * V1 * sizeof(float));
+    g->ctx = malloc((size_t)g->paths * d * sizeof(float));
+    kr_status st = (g->logits && g->ctx) ? KR_OK : kr_error_set(err, KR_ERR_NOMEM, "generate: out of memory");
+    if (st == KR_OK && g->opt.naive)
+        st = kr_kv_store_init(&g->naive, layers, d, g->paths * g->C, err);
+    if (st == KR_OK && !g->opt.naive) {
+        st = kr_kv_store_init(&g->gen, layers, d, g->paths * g->P, err);
+        if (st == KR_OK && g->exact && g->L + g->P - 1 > g->C)
+            st = kr_kv_store_init(&g->slide, layers, d, g->C, err);
+    }
+    if (st != KR_OK) {
+        kr_gen_group_free(g);
+        return st;
+    }
+    *group = g;
+    return KR_OK;
+}
+
+void kr_gen_group_free(kr_gen_group *g) {
+    if (!g) return;
+    kr_prefix_release(g->shared);
+    kr_prefix_release(g->own);
+    kr_kv_store_release(&g->slide);
+    kr_kv_store_release(&g->gen);
+    kr_kv_store_release(&g->naive);
+    free(g->logits);
+    free(g->ctx);
+    free(g);
+}
+
+int kr_gen_group_done(const kr_gen_group *g) { return g->state == G_DONE; }
+int kr_gen_group_steps(const kr_gen_group *g) { return g->step; }
+
+static size_t store_bytes(const kr_kv_store *s) {
+    return 2 * (size_t)s->n_layers * (size_t)s->cap * (size_t)s->d * sizeof(float);
+}
+
+size_t kr_gen_group_kv_bytes(const kr_gen_group *g) {
+    return store_bytes(&g->slide) + store_bytes(&g->gen) + store_bytes(&g->naive) +
+           (g->own ? store_bytes(&g->own->kv) : 0);
+}
 
 /* ---------------------------------------------------------------- batch builder */
 
 typedef struct batch {
     kr_chunk *chunks;
-    int *chunk_group, *chunk_path, *chunk_last;
+    kr_gen_group **chunk_group;
+    int *chunk_tag, *chunk_last;
     int n_chunks, cap_chunks;
     int32_t *s1, *s2;
     float *stamps;
@@ -52,7 +150,7 @@ typedef struct batch {
 static void batch_free(batch *b) {
     free(b->chunks);
     free(b->chunk_group);
-    free(b->chunk_path);
+    free(b->chunk_tag);
     free(b->chunk_last);
     free(b->s1);
     free(b->s2);
@@ -60,38 +158,44 @@ static void batch_free(batch *b) {
     memset(b, 0, sizeof *b);
 }
 
-static kr_status batch_reserve(batch *b, int chunks, int rows, kr_error *err) {
-    if (chunks > b->cap_chunks) {
-        b->chunks = realloc(b->chunks, (size_t)chunks * sizeof *b->chunks);
-        b->chunk_group = realloc(b->chunk_group, (size_t)chunks * sizeof(int));
-        b->chunk_path = realloc(b->chunk_path, (size_t)chunks * sizeof(int));
-        b->chunk_last = realloc(b->chunk_last, (size_t)chunks * sizeof(int));
-        if (!b->chunks || !b->chunk_group || !b->chunk_path || !b->chunk_last)
-            return kr_error_set(err, KR_ERR_NOMEM, "generate: out of memory for %d chunks", chunks);
-        b->cap_chunks = chunks;
+/* Room for `chunks` more chunks and `rows` more rows. */
+static kr_status batch_grow(batch *b, int chunks, int rows, kr_error *err) {
+    if (b->n_chunks + chunks > b->cap_chunks) {
+        int cap = 2 * (b->n_chunks + chunks);
+        kr_chunk *c = realloc(b->chunks, (size_t)cap * sizeof *c);
+        if (c) b->chunks = c;
+        kr_gen_group **g = realloc(b->chunk_group, (size_t)cap * sizeof *g);
+        if (g) b->chunk_group = g;
+        int *t = realloc(b->chunk_tag, (size_t)cap * sizeof(int));
+        if (t) b->chunk_tag = t;
+        int *l = realloc(b->chunk_last, (size_t)cap * sizeof(int));
+        if (l) b->chunk_last = l;
+        if (!c || !g || !t || !l) return kr_error_set(err, KR_ERR_NOMEM, "generate: out of memory for %d chunks", cap);
+        b->cap_chunks = cap;
     }
-    if (rows > b->cap_rows) {
-        b->s1 = realloc(b->s1, (size_t)rows * sizeof(int32_t));
-        b->s2 = realloc(b->s2, (size_t)rows * sizeof(int32_t));
-        b->stamps = realloc(b->stamps, (size_t)rows * 5 * sizeof(float));
-        if (!b->s1 || !b->s2 || !b->stamps)
-            return kr_error_set(err, KR_ERR_NOMEM, "generate: out of memory for %d rows", rows);
-        b->cap_rows = rows;
+    if (b->rows + rows > b->cap_rows) {
+        int cap = 2 * (b->rows + rows);
+        int32_t *a = realloc(b->s1, (size_t)cap * sizeof(int32_t));
+        if (a) b->s1 = a;
+        int32_t *c = realloc(b->s2, (size_t)cap * sizeof(int32_t));
+        if (c) b->s2 = c;
+        float *s = realloc(b->stamps, (size_t)cap * 5 * sizeof(float));
+        if (s) b->stamps = s;
+        if (!a || !c || !s) return kr_error_set(err, KR_ERR_NOMEM, "generate: out of memory for %d rows", cap);
+        b->cap_rows = cap;
     }
-    b->n_chunks = 0;
-    b->rows = 0;
     return KR_OK;
 }
 
-static kr_chunk *batch_chunk(batch *b, int group_index, int path, int pos0, kr_kv_store *out,
+static kr_chunk *batch_chunk(batch *b, kr_gen_group *g, int tag, int pos0, kr_kv_store *out,
                              int out_start) {
     kr_chunk *c = &b->chunks[b->n_chunks];
     memset(c, 0, sizeof *c);
     c->pos0 = pos0;
     c->out = out;
     c->out_start = out_start;
-    b->chunk_group[b->n_chunks] = group_index;
-    b->chunk_path[b->n_chunks] = path;
+    b->chunk_group[b->n_chunks] = g;
+    b->chunk_tag[b->n_chunks] = tag;
     b->n_chunks++;
     return c;
 }
@@ -104,14 +208,32 @@ static void chunk_past(kr_chunk *c, const kr_kv_store *s, int start, int n) {
     c->n_past++;
 }
 
+/* Refs to the group's prefilled window rows [from, to) (cached part, then its own part). */
+static void add_prefix_refs(kr_kv_ref *refs, int *n, const kr_gen_group *g, int from, int to) {
+    if (from < g->sr) {
+        int e = to < g->sr ? to : g->sr;
+        refs[*n] = (kr_kv_ref){&g->shared->kv, from, e - from};
+        (*n)++;
+    }
+    int a = from > g->sr ? from : g->sr;
+    if (to > a) {
+        refs[*n] = (kr_kv_ref){&g->own->kv, a - g->sr, to - a};
+        (*n)++;
+    }
+}
+
+static void chunk_prefix(kr_chunk *c, const kr_gen_group *g, int from, int to) {
+    add_prefix_refs(c->past, &c->n_past, g, from, to);
+}
+
 /* Appends token `index` of group g (history if < L, else generated by `path`). */
-static void batch_token(batch *b, const gen_ctx *x, const group *g, int path, int index) {
+static void batch_token(batch *b, const kr_gen_group *g, int path, int index) {
     int r = b->rows++;
     if (index < g->L) {
         b->s1[r] = g->out->hist_s1[index];
         b->s2[r] = g->out->hist_s2[index];
     } else {
-        size_t j = (size_t)path * x->P + (size_t)(index - g->L);
+        size_t j = (size_t)path * g->P + (size_t)(index - g->L);
         b->s1[r] = g->out->gen_s1[j];
         b->s2[r] = g->out->gen_s2[j];
     }
@@ -120,36 +242,47 @@ static void batch_token(batch *b, const gen_ctx *x, const group *g, int path, in
     b->chunk_last[b->n_chunks - 1] = r;
 }
 
-/* Runs the predictor over the batch, then gives every path chunk its last row's context and
- * s1 logits. */
-static kr_status batch_run(gen_ctx *x, batch *b, kr_error *err) {
-    int d = x->d;
+/* Runs the predictor over the batch, then gives each path chunk (and each finished prefill)
+ * its last row's context and s1 logits. */
+static kr_status batch_run(kr_model *m, batch *b, kr_error *err) {
+    const kr_predictor_weights *pw = m->pred;
+    int d = pw->cfg.d_model, V1 = 1 << pw->cfg.s1_bits;
     float *context = malloc((size_t)b->rows * d * sizeof(float));
     float *last = malloc((size_t)b->n_chunks * d * sizeof(float));
-    float *logits = malloc((size_t)b->n_chunks * x->V1 * sizeof(float));
+    float *logits = malloc((size_t)b->n_chunks * V1 * sizeof(float));
     kr_status st = KR_OK;
     if (!context || !last || !logits) {
         st = kr_error_set(err, KR_ERR_NOMEM, "generate: out of memory for %d rows", b->rows);
         goto done;
     }
-    st = kr_predictor_forward(x->pw, x->pool, b->chunks, b->n_chunks, b->s1, b->s2, b->stamps,
-                              context, err);
+    st = kr_predictor_forward(pw, m->pool, b->chunks, b->n_chunks, b->s1, b->s2, b->stamps, context, err);
     if (st != KR_OK) goto done;
-    int m = 0;
+    int n = 0;
     for (int c = 0; c < b->n_chunks; c++) {
-        if (b->chunk_path[c] < 0) continue;
-        memcpy(last + (size_t)m * d, context + (size_t)b->chunk_last[c] * d, d * sizeof(float));
-        m++;
+        if (b->chunk_tag[c] == TAG_CONTEXT) continue;
+        memcpy(last + (size_t)n * d, context + (size_t)b->chunk_last[c] * d, d * sizeof(float));
+        n++;
     }
-    kr_predictor_s1_logits(x->pw, x->pool, last, m, d, logits);
-    m = 0;
+    kr_predictor_s1_logits(pw, m->pool, last, n, d, logits);
+    n = 0;
     for (int c = 0; c < b->n_chunks; c++) {
-        int p = b->chunk_path[c];
-        if (p < 0) continue;
-        group *g = &x->g[b->chunk_group[c]];
-        memcpy(g->ctx + (size_t)p * d, last + (size_t)m * d, d * sizeof(float));
-        memcpy(g->logits + (size_t)p * x->V1, logits + (size_t)m * x->V1, x->V1 * sizeof(float));
-        m++;
+        int tag = b->chunk_tag[c];
+        if (tag == TAG_CONTEXT) continue;
+        kr_gen_group *g = b->chunk_group[c];
+        const float *lg = logits + (size_t)n * V1, *cx = last + (size_t)n * d;
+        if (tag == TAG_PREFILL_LAST) {
+            /* The window's last row is shared by every path; keep it with the prefix too. */
+            for (int p = 0; p < g->paths; p++) {
+                memcpy(g->ctx + (size_t)p * d, cx, d * sizeof(float));
+                memcpy(g->logits + (size_t)p * V1, lg, V1 * sizeof(float));
+            }
+            memcpy(g->own->ctx, cx, d * sizeof(float));
+            memcpy(g->own->logits, lg, V1 * sizeof(float));
+        } else {
+            memcpy(g->ctx + (size_t)tag * d, cx, d * sizeof(float));
+            memcpy(g->logits + (size_t)tag * V1, lg, V1 * sizeof(float));
+        }
+        n++;
     }
 done:
     free(context);
@@ -160,125 +293,141 @@ done:
 
 /* ---------------------------------------------------------------- window steps */
 
+/* Next prefill chunk of a group: window rows [prefilled, prefilled + budget). */
+static kr_status add_prefill(batch *b, kr_gen_group *g, int *budget, kr_error *err) {
+    int n = g->W0 - g->prefilled;
+    if (*budget > 0 && n > *budget) n = *budget;
+    if (n <= 0) return KR_OK;
+    kr_status st = batch_grow(b, 1, n, err);
+    if (st != KR_OK) return st;
+    int a = g->prefilled;
+    kr_chunk *c = batch_chunk(b, g, a + n == g->W0 ? TAG_PREFILL_LAST : TAG_CONTEXT, a, &g->own->kv, a - g->sr);
+    chunk_prefix(c, g, 0, a);
+    for (int t = a; t < a + n; t++) batch_token(b, g, -1, g->start0 + t);
+    g->prefilled += n;
+    g->out->prefill_tokens += n;
+    if (*budget > 0) *budget -= n;
+    return KR_OK;
+}
+
 /* Naive mode: every path recomputes its whole window [ws, L+i) from position 0. */
-static void add_naive(gen_ctx *x, batch *b, int gi, int i) {
-    group *g = &x->g[gi];
-    int cur = g->L + i, ws = cur > x->C ? cur - x->C : 0;
-    for (int p = 0; p < x->paths; p++) {
-        batch_chunk(b, gi, p, 0, &g->naive, p * x->C);
-        for (int t = ws; t < cur; t++) batch_token(b, x, g, p, t);
+static kr_status add_naive(batch *b, kr_gen_group *g, int i, kr_error *err) {
+    int cur = g->L + i, ws = cur > g->C ? cur - g->C : 0;
+    kr_status st = batch_grow(b, g->paths, g->paths * (cur - ws), err);
+    if (st != KR_OK) return st;
+    for (int p = 0; p < g->paths; p++) {
+        batch_chunk(b, g, p, 0, &g->naive, p * g->C);
+        for (int t = ws; t < cur; t++) batch_token(b, g, p, t);
     }
     g->mode = WIN_NAIVE;
     g->ws = ws;
     g->win = cur - ws;
+    g->out->prefill_tokens += (int64_t)g->paths * g->win;
+    return KR_OK;
 }
 
 /* Prepares the window that predicts token L+i (i >= 1) once token L+i−1 is known. */
-static void add_advance(gen_ctx *x, batch *b, int gi, int i) {
-    group *g = &x->g[gi];
-    int L = g->L, P = x->P, cur = L + i, ws = cur > x->C ? cur - x->C : 0;
-    if (x->exact && ws > g->start0) {
+static kr_status add_advance(batch *b, kr_gen_group *g, int i, kr_error *err) {
+    int L = g->L, P = g->P, cur = L + i, ws = cur > g->C ? cur - g->C : 0;
+    kr_status st;
+    if (g->exact && ws > g->start0) {
         /* The reference re-runs [ws, cur) from position 0: its history part once for the
          * group, each path's generated tokens on top of it. ws < L because pred_len <= C. */
         int h = L - ws;
-        batch_chunk(b, gi, -1, 0, &g->slide, 0);
-        for (int t = ws; t < L; t++) batch_token(b, x, g, -1, t);
-        for (int p = 0; p < x->paths; p++) {
-            kr_chunk *c = batch_chunk(b, gi, p, h, &g->gen, p * P);
+        if ((st = batch_grow(b, 1 + g->paths, h + g->paths * i, err)) != KR_OK) return st;
+        batch_chunk(b, g, TAG_CONTEXT, 0, &g->slide, 0);
+        for (int t = ws; t < L; t++) batch_token(b, g, -1, t);
+        for (int p = 0; p < g->paths; p++) {
+            kr_chunk *c = batch_chunk(b, g, p, h, &g->gen, p * P);
             chunk_past(c, &g->slide, 0, h);
-            for (int t = L; t < cur; t++) batch_token(b, x, g, p, t);
+            for (int t = L; t < cur; t++) batch_token(b, g, p, t);
         }
         g->mode = WIN_SLID;
         g->out->window_recomputes++;
+        g->out->prefill_tokens += h + (int64_t)g->paths * i;
     } else {
         /* One new token per path; in rolling mode keys older than the window drop out. */
         int pre_from = ws > g->start0 ? ws - g->start0 : 0;
         int gen_from = ws > L ? ws - L : 0;
-        for (int p = 0; p < x->paths; p++) {
-            kr_chunk *c = batch_chunk(b, gi, p, cur - 1 - g->start0, &g->gen, p * P + i - 1);
-            chunk_past(c, &g->prefix, pre_from, g->W0 - pre_from);
+        if ((st = batch_grow(b, g->paths, g->paths, err)) != KR_OK) return st;
+        for (int p = 0; p < g->paths; p++) {
+            kr_chunk *c = batch_chunk(b, g, p, cur - 1 - g->start0, &g->gen, p * P + i - 1);
+            chunk_prefix(c, g, pre_from, g->W0);
             chunk_past(c, &g->gen, p * P + gen_from, i - 1 - gen_from);
-            batch_token(b, x, g, p, cur - 1);
+            batch_token(b, g, p, cur - 1);
         }
         g->mode = WIN_CACHED;
+        g->out->decode_tokens += g->paths;
     }
     g->ws = ws;
     g->win = cur - ws;
+    return KR_OK;
 }
 
 /* The dep-layer rows visible to path p's s2 query at step i. */
-static void s2_view(const gen_ctx *x, const group *g, int p, int i, kr_kv_view *v) {
+static void s2_view(const kr_gen_group *g, int p, int i, kr_kv_view *v) {
     v->n = 0;
-    int L = g->L, P = x->P;
-#define VIEW(s, a, cnt)                                                                  \
-    do {                                                                                 \
-        if ((cnt) > 0) {                                                                 \
-            v->ref[v->n].store = (s);                                                    \
-            v->ref[v->n].start = (a);                                                    \
-            v->ref[v->n].n = (cnt);                                                      \
-            v->n++;                                                                      \
-        }                                                                                \
-    } while (0)
+    int L = g->L, P = g->P;
     if (g->mode == WIN_NAIVE) {
-        VIEW(&g->naive, p * x->C, g->win);
+        v->ref[v->n++] = (kr_kv_ref){&g->naive, p * g->C, g->win};
     } else if (g->mode == WIN_SLID) {
-        VIEW(&g->slide, 0, L - g->ws);
-        VIEW(&g->gen, p * P, i);
+        v->ref[v->n++] = (kr_kv_ref){&g->slide, 0, L - g->ws};
+        if (i > 0) v->ref[v->n++] = (kr_kv_ref){&g->gen, p * P, i};
     } else {
         int pre_from = g->ws > g->start0 ? g->ws - g->start0 : 0;
         int gen_from = g->ws > L ? g->ws - L : 0;
-        VIEW(&g->prefix, pre_from, g->W0 - pre_from);
-        VIEW(&g->gen, p * P + gen_from, i - gen_from);
+        add_prefix_refs(v->ref, &v->n, g, pre_from, g->W0);
+        if (i > gen_from) v->ref[v->n++] = (kr_kv_ref){&g->gen, p * P + gen_from, i - gen_from};
     }
-#undef VIEW
 }
 
-/* Samples s1, then s2 conditioned on it, for every path of every group at step i. */
-static kr_status sample_step(gen_ctx *x, int i, kr_sampler_scratch *sc1, kr_sampler_scratch *sc2,
-                             kr_error *err) {
-    int n = x->G * x->paths, d = x->d;
+/* Samples s1, then s2 conditioned on it, for every path of the ready groups. */
+static kr_status sample_step(kr_model *m, kr_gen_group **gs, int n_groups, kr_error *err) {
+    const kr_predictor_weights *pw = m->pred;
+    int d = pw->cfg.d_model, V1 = 1 << pw->cfg.s1_bits, V2 = 1 << pw->cfg.s2_bits;
+    int n = 0;
+    for (int k = 0; k < n_groups; k++) n += gs[k]->paths;
     int32_t *s1 = malloc((size_t)n * sizeof(int32_t));
     float *ctx = malloc((size_t)n * d * sizeof(float));
-    float *logits2 = malloc((size_t)n * x->V2 * sizeof(float));
+    float *logits2 = malloc((size_t)n * V2 * sizeof(float));
     kr_kv_view *views = malloc((size_t)n * sizeof *views);
+    kr_sampler_scratch sc1 = {0}, sc2 = {0};
     kr_status st = KR_OK;
     if (!s1 || !ctx || !logits2 || !views) {
         st = kr_error_set(err, KR_ERR_NOMEM, "generate: out of memory sampling %d paths", n);
         goto done;
     }
-    for (int gi = 0, r = 0; gi < x->G; gi++) {
-        group *g = &x->g[gi];
-        for (int p = 0; p < x->paths; p++, r++) {
+    if ((st = kr_sampler_scratch_init(&sc1, V1, err)) != KR_OK) goto done;
+    if ((st = kr_sampler_scratch_init(&sc2, V2, err)) != KR_OK) goto done;
+    for (int k = 0, r = 0; k < n_groups; k++) {
+        kr_gen_group *g = gs[k];
+        for (int p = 0; p < g->paths; p++, r++) {
             /* Stream = path, counter = 2·step (+1 for s2): a path's draws are a function of
              * (seed, path, step) only, whatever else is batched with it. */
-            const float *lg = g->logits + (size_t)p * x->V1;
-            if (x->opt && x->opt->force_s1)
-                s1[r] = x->opt->force_s1[gi][(size_t)p * x->P + i];
-            else
-                s1[r] = kr_sampler_draw(lg, &x->sp, kr_rng_uniform(g->in->seed, (uint64_t)p, 2ull * i), sc1);
+            s1[r] = kr_sampler_draw(g->logits + (size_t)p * V1, &g->sp,
+                                    kr_rng_uniform(g->in->seed, (uint64_t)p, 2ull * g->step), &sc1);
             memcpy(ctx + (size_t)r * d, g->ctx + (size_t)p * d, d * sizeof(float));
-            s2_view(x, g, p, i, &views[r]);
+            s2_view(g, p, g->step, &views[r]);
         }
     }
-    st = kr_predictor_s2_logits(x->pw, x->pool, n, s1, ctx, d, views, logits2, err);
-    if (st != KR_OK) goto done;
-    for (int gi = 0, r = 0; gi < x->G; gi++) {
-        group *g = &x->g[gi];
-        for (int p = 0; p < x->paths; p++, r++) {
-            const float *lg2 = logits2 + (size_t)r * x->V2;
-            int32_t s2;
-            if (x->opt && x->opt->force_s2)
-                s2 = x->opt->force_s2[gi][(size_t)p * x->P + i];
-            else
-                s2 = kr_sampler_draw(lg2, &x->sp, kr_rng_uniform(g->in->seed, (uint64_t)p, 2ull * i + 1), sc2);
-            g->out->gen_s1[(size_t)p * x->P + i] = s1[r];
-            g->out->gen_s2[(size_t)p * x->P + i] = s2;
-            if (x->opt && x->opt->observer)
-                x->opt->observer(x->opt->observer_user, gi, p, i, g->logits + (size_t)p * x->V1, lg2,
-                                 s1[r], s2, g->ws, g->win);
+    if ((st = kr_predictor_s2_logits(pw, m->pool, n, s1, ctx, d, views, logits2, err)) != KR_OK) goto done;
+    for (int k = 0, r = 0; k < n_groups; k++) {
+        kr_gen_group *g = gs[k];
+        int i = g->step;
+        for (int p = 0; p < g->paths; p++, r++) {
+            const float *lg2 = logits2 + (size_t)r * V2;
+            int32_t s2 = kr_sampler_draw(lg2, &g->sp, kr_rng_uniform(g->in->seed, (uint64_t)p, 2ull * i + 1), &sc2);
+            g->out->gen_s1[(size_t)p * g->P + i] = s1[r];
+            g->out->gen_s2[(size_t)p * g->P + i] = s2;
+            if (g->opt.observer)
+                g->opt.observer(g->opt.observer_user, g->index, p, i, g->logits + (size_t)p * V1, lg2, s1[r], s2,
+                                g->ws, g->win);
         }
+        g->step++;
     }
 done:
+    kr_sampler_scratch_release(&sc1);
+    kr_sampler_scratch_release(&sc2);
     free(s1);
     free(ctx);
     free(logits2);
@@ -286,214 +435,178 @@ done:
     return st;
 }
 
-/* ---------------------------------------------------------------- tokenizer decode */
+/* ---------------------------------------------------------------- tokenizer */
 
-/* Decodes each path's final window [dws, L+P); the history part once per group. */
-static kr_status decode_paths(gen_ctx *x, kr_error *err) {
-    const kr_tokenizer_weights *tw = x->m->tok;
-    int P = x->P, G = x->G, paths = x->paths;
-    kr_kv_store *stores = calloc((size_t)G, sizeof *stores);
+/* Decodes each path's final window [dws, L+P) of the given groups in one batch; the window's
+ * history prefix once per group. */
+static kr_status decode_groups(kr_model *m, kr_gen_group **gs, int n_groups, kr_error *err) {
+    const kr_tokenizer_weights *tw = m->tok;
+    kr_kv_store *stores = calloc((size_t)n_groups, sizeof *stores);
     batch b = {0};
     float *dec = NULL;
     kr_status st = KR_OK;
     if (!stores) return kr_error_set(err, KR_ERR_NOMEM, "generate: out of memory for decode");
-    int rows = 0;
-    for (int gi = 0; gi < G; gi++) {
-        group *g = &x->g[gi];
-        int total = g->L + P, dws = total > x->C ? total - x->C : 0, h = g->L - dws;
-        rows += x->opt && x->opt->naive ? paths * (total - dws) : h + paths * P;
-        int cap = x->opt && x->opt->naive ? paths * (total - dws) : h + paths * P;
-        if ((st = kr_kv_store_init(&stores[gi], kr_tokenizer_store_layers(tw), tw->cfg.d_model, cap, err)) != KR_OK)
-            goto done;
-    }
-    if ((st = batch_reserve(&b, G * (paths + 1), rows, err)) != KR_OK) goto done;
-    for (int gi = 0; gi < G; gi++) {
-        group *g = &x->g[gi];
-        int total = g->L + P, dws = total > x->C ? total - x->C : 0, h = g->L - dws;
-        if (x->opt && x->opt->naive) {
-            for (int p = 0; p < paths; p++) {
-                batch_chunk(&b, gi, p, 0, &stores[gi], p * (total - dws));
-                for (int t = dws; t < total; t++) batch_token(&b, x, g, p, t);
+    for (int k = 0; k < n_groups && st == KR_OK; k++) {
+        kr_gen_group *g = gs[k];
+        int total = g->L + g->P, dws = total > g->C ? total - g->C : 0, h = g->L - dws;
+        int rows = g->opt.naive ? g->paths * (total - dws) : h + g->paths * g->P;
+        st = kr_kv_store_init(&stores[k], kr_tokenizer_store_layers(tw), tw->cfg.d_model, rows, err);
+        if (st == KR_OK) st = batch_grow(&b, g->paths + 1, rows, err);
+        if (st != KR_OK) break;
+        if (g->opt.naive) {
+            for (int p = 0; p < g->paths; p++) {
+                batch_chunk(&b, g, p, 0, &stores[k], p * (total - dws));
+                for (int t = dws; t < total; t++) batch_token(&b, g, p, t);
             }
             continue;
         }
         if (h > 0) {
-            batch_chunk(&b, gi, -1, 0, &stores[gi], 0);
-            for (int t = dws; t < g->L; t++) batch_token(&b, x, g, -1, t);
+            batch_chunk(&b, g, TAG_CONTEXT, 0, &stores[k], 0);
+            for (int t = dws; t < g->L; t++) batch_token(&b, g, -1, t);
         }
-        for (int p = 0; p < paths; p++) {
-            kr_chunk *c = batch_chunk(&b, gi, p, h, &stores[gi], h + p * P);
-            chunk_past(c, &stores[gi], 0, h);
-            for (int t = g->L; t < total; t++) batch_token(&b, x, g, p, t);
+        for (int p = 0; p < g->paths; p++) {
+            kr_chunk *c = batch_chunk(&b, g, p, h, &stores[k], h + p * g->P);
+            chunk_past(c, &stores[k], 0, h);
+            for (int t = g->L; t < total; t++) batch_token(&b, g, p, t);
         }
     }
-    dec = malloc((size_t)b.rows * 6 * sizeof(float));
-    if (!dec) {
+    if (st == KR_OK && !(dec = malloc((size_t)b.rows * 6 * sizeof(float))))
         st = kr_error_set(err, KR_ERR_NOMEM, "generate: out of memory for decode");
-        goto done;
-    }
-    if ((st = kr_tokenizer_decode(tw, x->pool, b.chunks, b.n_chunks, b.s1, b.s2, dec, err)) != KR_OK)
-        goto done;
-    for (int c = 0, row = 0; c < b.n_chunks; row += b.chunks[c].n, c++) {
-        int p = b.chunk_path[c];
+    if (st == KR_OK) st = kr_tokenizer_decode(tw, m->pool, b.chunks, b.n_chunks, b.s1, b.s2, dec, err);
+    for (int c = 0, row = 0; st == KR_OK && c < b.n_chunks; row += b.chunks[c].n, c++) {
+        int p = b.chunk_tag[c];
         if (p < 0) continue;
-        group *g = &x->g[b.chunk_group[c]];
+        kr_gen_group *g = b.chunk_group[c];
         /* The last pred_len rows of the window are the forecast. */
-        memcpy(g->out->pred_norm + (size_t)p * P * 6, dec + (size_t)(row + b.chunks[c].n - P) * 6,
-               (size_t)P * 6 * sizeof(float));
+        memcpy(g->out->pred_norm + (size_t)p * g->P * 6, dec + (size_t)(row + b.chunks[c].n - g->P) * 6,
+               (size_t)g->P * 6 * sizeof(float));
     }
-done:
-    for (int gi = 0; gi < G; gi++) kr_kv_store_release(&stores[gi]);
+    for (int k = 0; k < n_groups; k++) kr_kv_store_release(&stores[k]);
     free(stores);
     batch_free(&b);
     free(dec);
     return st;
 }
 
-/* ---------------------------------------------------------------- driver */
-
-static void groups_release(gen_ctx *x) {
-    if (!x->g) return;
-    for (int gi = 0; gi < x->G; gi++) {
-        group *g = &x->g[gi];
-        kr_kv_store_release(&g->prefix);
-        kr_kv_store_release(&g->slide);
-        kr_kv_store_release(&g->gen);
-        kr_kv_store_release(&g->naive);
-        free(g->logits);
-        free(g->ctx);
+/* Encodes a new group's history and takes what it can of its window from the prefix cache. */
+static kr_status admit(kr_model *m, kr_gen_group *g, const kr_prefix_hooks *hooks, kr_error *err) {
+    kr_status st = kr_tokenizer_encode(m->tok, m->pool, g->in->x_norm, g->L, g->out->hist_s1, g->out->hist_s2,
+                                       NULL, err);
+    if (st != KR_OK) return st;
+    if (g->opt.naive) {
+        g->state = G_RUN;
+        return KR_OK;
     }
-    free(x->g);
-    x->g = NULL;
+    if (hooks && hooks->lookup) {
+        int rows = 0;
+        kr_prefix *p = hooks->lookup(hooks->user, g->out->hist_s1 + g->start0, g->out->hist_s2 + g->start0,
+                                     g->in->stamps + (size_t)g->start0 * 5, g->W0, &rows);
+        if (p && rows > 0 && rows <= g->W0 && rows <= p->n) {
+            g->shared = p;
+            g->sr = rows;
+            g->out->cached_tokens += rows;
+        } else if (p) {
+            kr_prefix_release(p);
+        }
+    }
+    g->prefilled = g->sr;
+    if (g->sr == g->W0) { /* the whole window is cached, with its last row's logits */
+        int d = m->pred->cfg.d_model, V1 = 1 << m->pred->cfg.s1_bits;
+        for (int p = 0; p < g->paths; p++) {
+            memcpy(g->ctx + (size_t)p * d, g->shared->ctx, d * sizeof(float));
+            memcpy(g->logits + (size_t)p * V1, g->shared->logits, V1 * sizeof(float));
+        }
+        g->state = G_RUN;
+    } else {
+        if (!(g->own = prefix_new(m, g->W0 - g->sr, err))) return err ? err->status : KR_ERR_NOMEM;
+        g->state = G_PREFILL;
+    }
+    g->mode = WIN_CACHED;
+    g->ws = g->start0;
+    g->win = g->W0;
+    return KR_OK;
 }
 
-static kr_status groups_init(gen_ctx *x, const kr_gen_input *in, kr_gen_output *out,
-                             kr_error *err) {
-    x->g = calloc((size_t)x->G, sizeof *x->g);
-    if (!x->g) return kr_error_set(err, KR_ERR_NOMEM, "generate: out of memory");
-    int layers = kr_predictor_store_layers(x->pw), naive = x->opt && x->opt->naive;
-    for (int gi = 0; gi < x->G; gi++) {
-        group *g = &x->g[gi];
-        g->in = &in[gi];
-        g->out = &out[gi];
-        g->L = in[gi].L;
-        g->start0 = g->L > x->C ? g->L - x->C : 0;
-        g->W0 = g->L - g->start0;
-        g->logits = malloc((size_t)x->paths * x->V1 * sizeof(float));
-        g->ctx = malloc((size_t)x->paths * x->d * sizeof(float));
-        if (!g->logits || !g->ctx) return kr_error_set(err, KR_ERR_NOMEM, "generate: out of memory");
-        kr_status st;
-        if (naive) {
-            st = kr_kv_store_init(&g->naive, layers, x->d, x->paths * x->C, err);
-        } else {
-            st = kr_kv_store_init(&g->prefix, layers, x->d, g->W0, err);
-            if (st == KR_OK) st = kr_kv_store_init(&g->gen, layers, x->d, x->paths * x->P, err);
-            if (st == KR_OK && x->exact && g->L + x->P - 1 > x->C)
-                st = kr_kv_store_init(&g->slide, layers, x->d, x->C, err);
+kr_status kr_gen_step(kr_model *m, kr_gen_group **groups, int n_groups,
+                      const kr_gen_step_params *sp, kr_error *err) {
+    const kr_prefix_hooks *hooks = sp ? sp->prefix : NULL;
+    int budget = sp && sp->max_prefill_rows > 0 ? sp->max_prefill_rows : 0;
+    kr_gen_group **ready = malloc((size_t)(n_groups > 0 ? n_groups : 1) * sizeof *ready);
+    batch b = {0};
+    kr_status st = ready ? KR_OK : kr_error_set(err, KR_ERR_NOMEM, "generate: out of memory");
+    double t0 = kr_now_seconds();
+    for (int k = 0; k < n_groups && st == KR_OK; k++)
+        if (groups[k]->state == G_NEW) {
+            double a = kr_now_seconds();
+            st = admit(m, groups[k], hooks, err);
+            groups[k]->out->seconds_tokenizer += kr_now_seconds() - a;
         }
-        if (st != KR_OK) return st;
+    /* One forward pass: prefill chunks of new groups, the next window of running ones. */
+    for (int k = 0; k < n_groups && st == KR_OK; k++) {
+        kr_gen_group *g = groups[k];
+        if (g->state == G_PREFILL) st = add_prefill(&b, g, &budget, err);
+        else if (g->state == G_RUN && g->opt.naive) st = add_naive(&b, g, g->step, err);
+        else if (g->state == G_RUN && g->step > 0) st = add_advance(&b, g, g->step, err);
     }
-    return KR_OK;
+    if (st == KR_OK && b.n_chunks > 0) st = batch_run(m, &b, err);
+    double t1 = kr_now_seconds();
+    int n_ready = 0;
+    for (int k = 0; k < n_groups && st == KR_OK; k++) {
+        kr_gen_group *g = groups[k];
+        if (g->state == G_PREFILL && g->prefilled == g->W0) {
+            g->state = G_RUN;
+            /* Only a window prefilled entirely here is offered: it is then self-contained. */
+            if (hooks && hooks->publish && g->sr == 0)
+                hooks->publish(hooks->user, g->own, g->out->hist_s1 + g->start0, g->out->hist_s2 + g->start0,
+                               g->in->stamps + (size_t)g->start0 * 5);
+        }
+        if (g->state == G_RUN) ready[n_ready++] = g;
+    }
+    if (st == KR_OK && n_ready > 0) st = sample_step(m, ready, n_ready, err);
+    double t2 = kr_now_seconds();
+    for (int k = 0; k < n_ready; k++) {
+        kr_gen_group *g = ready[k];
+        if (g->step == 1) g->out->seconds_prefill += t1 - t0;
+        else g->out->seconds_decode += t2 - t0;
+    }
+    int n_done = 0;
+    for (int k = 0; k < n_ready && st == KR_OK; k++)
+        if (ready[k]->step == ready[k]->P) ready[n_done++] = ready[k];
+    if (st == KR_OK && n_done > 0) {
+        st = decode_groups(m, ready, n_done, err);
+        double t3 = kr_now_seconds();
+        for (int k = 0; k < n_done && st == KR_OK; k++) {
+            ready[k]->state = G_DONE;
+            ready[k]->out->seconds_tokenizer += t3 - t2;
+        }
+    }
+    batch_free(&b);
+    free(ready);
+    return st;
 }
 
 kr_status kr_generate(kr_model *model, const kr_gen_input *in, kr_gen_output *out, int n_groups,
                       const kr_forecast_params *params, const kr_gen_options *opt,
                       kr_error *err) {
-    gen_ctx x = {0};
-    x.m = model;
-    x.pw = model->pred;
-    x.pool = model->pool;
-    x.opt = opt;
-    x.P = params->pred_len;
-    x.C = params->max_context;
-    x.paths = params->paths;
-    x.exact = params->window == KR_WINDOW_EXACT;
-    x.d = model->pred->cfg.d_model;
-    x.V1 = 1 << model->pred->cfg.s1_bits;
-    x.V2 = 1 << model->pred->cfg.s2_bits;
-    x.sp.temperature = params->temperature;
-    x.sp.top_k = params->top_k;
-    x.sp.top_p = params->top_p;
-    x.G = n_groups;
-    int naive = opt && opt->naive;
-
-    kr_sampler_scratch sc1 = {0}, sc2 = {0};
-    batch b = {0};
-    kr_status st = groups_init(&x, in, out, err);
-    if (st == KR_OK) st = kr_sampler_scratch_init(&sc1, x.V1, err);
-    if (st == KR_OK) st = kr_sampler_scratch_init(&sc2, x.V2, err);
-    if (st != KR_OK) goto done;
-
-    double t0 = kr_now_seconds();
-    /* Encode every history (the tokenizer sees the whole lookback, even past C). */
-    for (int gi = 0; gi < x.G && st == KR_OK; gi++)
-        st = kr_tokenizer_encode(model->tok, x.pool, in[gi].x_norm, in[gi].L, out[gi].hist_s1,
-                                 out[gi].hist_s2, NULL, err);
-    if (st != KR_OK) goto done;
-    double t1 = kr_now_seconds();
-
-    /* Prefill: the context window once per group (naive: once per path). */
-    int max_rows = 0;
-    for (int gi = 0; gi < x.G; gi++) max_rows += naive ? x.paths * x.C : x.g[gi].W0 + x.paths * (x.C + 1);
-    if ((st = batch_reserve(&b, x.G * (x.paths + 1), max_rows, err)) != KR_OK) goto done;
-    for (int gi = 0; gi < x.G; gi++) {
-        group *g = &x.g[gi];
-        if (naive) {
-            add_naive(&x, &b, gi, 0);
-            continue;
-        }
-        batch_chunk(&b, gi, -1, 0, &g->prefix, 0);
-        for (int t = g->start0; t < g->L; t++) batch_token(&b, &x, g, -1, t);
-        g->mode = WIN_CACHED;
-        g->ws = g->start0;
-        g->win = g->W0;
-    }
-    if (!naive) {
-        /* The prefill chunk's last row is shared by every path: mark it as path 0 to get its
-         * logits, then copy them to the other paths. */
-        for (int c = 0; c < b.n_chunks; c++) b.chunk_path[c] = 0;
-    }
-    if ((st = batch_run(&x, &b, err)) != KR_OK) goto done;
-    for (int gi = 0; gi < x.G; gi++) {
-        group *g = &x.g[gi];
-        out[gi].prefill_tokens += naive ? (int64_t)x.paths * g->W0 : g->W0;
-        for (int p = 1; p < x.paths && !naive; p++) {
-            memcpy(g->logits + (size_t)p * x.V1, g->logits, x.V1 * sizeof(float));
-            memcpy(g->ctx + (size_t)p * x.d, g->ctx, x.d * sizeof(float));
+    kr_gen_group **gs = calloc((size_t)n_groups, sizeof *gs);
+    kr_gen_group **live = calloc((size_t)n_groups, sizeof *live);
+    kr_status st = gs && live ? KR_OK : kr_error_set(err, KR_ERR_NOMEM, "generate: out of memory");
+    for (int k = 0; k < n_groups && st == KR_OK; k++) {
+        st = kr_gen_group_create(model, &in[k], &out[k], params, opt, &gs[k], err);
+        if (st == KR_OK) {
+            gs[k]->index = k;
+            live[k] = gs[k];
         }
     }
-    double t2 = kr_now_seconds();
-
-    for (int i = 0; i < x.P; i++) {
-        if (i > 0) {
-            if ((st = batch_reserve(&b, x.G * (x.paths + 1), max_rows, err)) != KR_OK) goto done;
-            for (int gi = 0; gi < x.G; gi++) {
-                if (naive) add_naive(&x, &b, gi, i);
-                else add_advance(&x, &b, gi, i);
-            }
-            if ((st = batch_run(&x, &b, err)) != KR_OK) goto done;
-            for (int gi = 0; gi < x.G; gi++) {
-                const group *g = &x.g[gi];
-                if (g->mode == WIN_CACHED) out[gi].decode_tokens += x.paths;
-                else if (g->mode == WIN_SLID)
-                    out[gi].prefill_tokens += (g->L - g->ws) + (int64_t)x.paths * (g->win - (g->L - g->ws));
-                else out[gi].prefill_tokens += (int64_t)x.paths * g->win;
-            }
-        }
-        if ((st = sample_step(&x, i, &sc1, &sc2, err)) != KR_OK) goto done;
+    for (int n_live = n_groups; st == KR_OK && n_live > 0;) {
+        st = kr_gen_step(model, live, n_live, NULL, err);
+        int w = 0;
+        for (int k = 0; k < n_live; k++)
+            if (!kr_gen_group_done(live[k])) live[w++] = live[k];
+        n_live = w;
     }
-    double t3 = kr_now_seconds();
-    st = decode_paths(&x, err);
-    double t4 = kr_now_seconds();
-    for (int gi = 0; gi < x.G; gi++) {
-        out[gi].seconds_tokenizer = (t1 - t0) + (t4 - t3);
-        out[gi].seconds_prefill = t2 - t1;
-        out[gi].seconds_decode = t3 - t2;
-    }
-done:
-    kr_sampler_scratch_release(&sc1);
-    kr_sampler_scratch_release(&sc2);
-    batch_free(&b);
-    groups_release(&x);
+    for (int k = 0; gs && k < n_groups; k++) kr_gen_group_free(gs[k]);
+    free(gs);
+    free(live);
     return st;
 }

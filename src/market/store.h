@@ -1,0 +1,78 @@
+/*
+ * market/store — the local market-data store: candles per (symbol, interval) in one SQLite
+ * file, so `kronos ingest` writes once and `kronos analyze` (and the server) read many times.
+ *
+ * File: WAL journal (readers never block the writer, nor the writer them), a busy timeout
+ * for the short exclusive moments, schema versioned with PRAGMA user_version. Tables:
+ *   symbols(symbol, interval, first_ts, last_ts, rows, updated_at)   one row per series
+ *   candles(symbol, interval, ts, open, high, low, close, volume, amount,
+ *           has_volume, has_amount)                                  PRIMARY KEY(symbol, interval, ts)
+ * Timestamps are the naive seconds since 1970 used everywhere in kronos (market/candles.h).
+ *
+ * Names: a symbol or interval is 1..32 characters of [A-Za-z0-9._-^=] ("600977.SH", "^GSPC",
+ * "EURUSD=X", "BRK-B"); an interval is also a count and a unit: s, m, min, h, d, w, mo
+ * ("5m", "5min", "1h", "1d", "1w").
+ *
+ * Threads: a kr_store handle is used by one thread at a time; open one handle per thread (or
+ * process) for concurrency, which WAL makes safe.
+ */
+#ifndef KR_MARKET_STORE_H
+#define KR_MARKET_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kronos.h"
+#include "market/candles.h"
+
+#define KR_STORE_NAME_MAX 32
+#define KR_STORE_SCHEMA_VERSION 1
+
+typedef struct kr_store kr_store;
+
+/* One stored series, as listed by kr_store_list. */
+typedef struct kr_store_entry {
+    char symbol[KR_STORE_NAME_MAX + 1];
+    char interval[KR_STORE_NAME_MAX + 1];
+    int64_t first_ts, last_ts;   /* naive seconds of the first and last stored candle */
+    int64_t rows;                /* candles stored */
+    int64_t updated_at;          /* Unix seconds of the last upsert */
+} kr_store_entry;
+
+/* The database path: `flag` (--db) when non-NULL and non-empty, else $KRONOS_DB, else
+ * $XDG_DATA_HOME/kronos/kronos.db, else ~/.local/share/kronos/kronos.db. Creates the missing
+ * parent directories. Writes at most cap bytes into out. */
+kr_status kr_store_resolve_path(const char *flag, char *out, size_t cap, kr_error *err);
+
+/* Opens (creating when absent) the store at path. A file that is not an SQLite database, or
+ * one of another application or a newer schema, is refused with an error naming the path.
+ * On success caller owns *out; close with kr_store_close. */
+kr_status kr_store_open(const char *path, kr_store **out, kr_error *err);
+void kr_store_close(kr_store *store);
+
+/* Inserts the candles of c for (symbol, interval), replacing stored candles with the same
+ * timestamp. One transaction: every row is validated first (timestamps strictly increasing,
+ * finite values, positive prices, non-negative volume/amount, high >= low) and a bad row
+ * rejects the whole batch with an error naming the row; nothing is written then. */
+kr_status kr_store_upsert(kr_store *store, const char *symbol, const char *interval,
+                          const kr_candles *c, kr_error *err);
+
+/* Reads the candles of (symbol, interval) in ascending time; limit_last_n > 0 keeps only the
+ * most recent limit_last_n. has_volume / has_amount are set when every row has them;
+ * date_only when every timestamp is at midnight. No stored rows is an error
+ * (KR_ERR_INVALID_ARG). Caller owns *out; free with kr_candles_free. */
+kr_status kr_store_read(kr_store *store, const char *symbol, const char *interval,
+                        int64_t limit_last_n, kr_candles **out, kr_error *err);
+
+/* Lists the stored series, of one symbol when symbol is non-NULL, ordered by symbol, then
+ * most recently updated first. *out may be NULL when *n is 0. Caller owns *out (free()). */
+kr_status kr_store_list(kr_store *store, const char *symbol, kr_store_entry **out, int64_t *n,
+                        kr_error *err);
+
+/* Name checks (what = "symbol" or "interval" in the message). */
+kr_status kr_store_check_symbol(const char *symbol, kr_error *err);
+kr_status kr_store_check_interval(const char *interval, kr_error *err);
+/* Nominal length of an interval in seconds ("5m" -> 300, "1mo" -> 30 days); 0 if invalid. */
+int64_t kr_store_interval_seconds(const char *interval);
+
+#endif
