@@ -34,7 +34,9 @@ typedef enum kr_status {
     KR_ERR_NOMEM = -5,        /* an allocation failed */
     KR_ERR_UNSUPPORTED = -6,  /* valid but not supported by this build */
     KR_ERR_INTERNAL = -7,     /* a broken invariant: a bug, please report */
-    KR_ERR_CANCELLED = -8     /* the caller cancelled the operation */
+    KR_ERR_CANCELLED = -8,    /* the caller cancelled the operation */
+    KR_ERR_BUSY = -9,         /* a queue or memory budget is full: retry later */
+    KR_ERR_TIMEOUT = -10      /* a deadline passed before the work finished */
 } kr_status;
 
 /* Caller-supplied error detail. `message` names the place: file, row, field, tensor. */
@@ -153,6 +155,7 @@ kr_status kr_forecast_quantile(const kr_forecast *f, double q, double *out, kr_e
 /* Statistics of the run: tokens and timing. */
 typedef struct kr_forecast_stats {
     int64_t prefill_tokens;     /* tokens run through the predictor as prefill */
+    int64_t cached_tokens;      /* context tokens taken from the prefix cache instead */
     int64_t decode_tokens;      /* tokens run one at a time (per path) */
     int64_t window_recomputes;  /* exact-mode window re-runs past max_context */
     double seconds_total, seconds_prefill, seconds_decode, seconds_tokenizer;

@@ -16,6 +16,8 @@ const char *kr_strerror(kr_status status) {
     case KR_ERR_UNSUPPORTED: return "unsupported";
     case KR_ERR_INTERNAL: return "internal error";
     case KR_ERR_CANCELLED: return "cancelled";
+    case KR_ERR_BUSY: return "busy";
+    case KR_ERR_TIMEOUT: return "timed out";
     }
     return "unknown error";
 }

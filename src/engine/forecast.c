@@ -36,7 +36,7 @@ kr_forecast_params kr_forecast_default_params(void) {
     return p;
 }
 
-static kr_status check_params(const kr_forecast_params *p, kr_error *err) {
+kr_status kr_forecast_check_params(const kr_forecast_params *p, kr_error *err) {
     if (p->max_context < 1 || p->max_context > KR_MAX_CONTEXT_LIMIT)
         return kr_error_set(err, KR_ERR_INVALID_ARG, "max_context must be in 1..%d, got %d",
                             KR_MAX_CONTEXT_LIMIT, p->max_context);
@@ -57,15 +57,7 @@ static kr_status check_params(const kr_forecast_params *p, kr_error *err) {
     return KR_OK;
 }
 
-/* Per-series inputs in the reference's float32 form. */
-typedef struct prepared {
-    int L;
-    float *x;        /* [L][6] raw */
-    float *x_norm;   /* [L][6] */
-    float *stamps;   /* [L + P][5] */
-    int64_t *future; /* [P] */
-    float mean[6], std[6];
-} prepared;
+typedef kr_prepared prepared;
 
 static void prepared_free(prepared *pr) {
     free(pr->x);
@@ -196,69 +188,95 @@ static kr_status finish(kr_forecast *f, const prepared *pr, kr_error *err) {
     return KR_OK;
 }
 
+kr_status kr_forecast_job_init(kr_forecast_job *j, const kr_series *series, int index,
+                               int n_series, const kr_forecast_params *params, kr_error *err) {
+    memset(j, 0, sizeof *j);
+    kr_status st = kr_forecast_check_params(params, err);
+    if (st != KR_OK) return st;
+    j->params = *params;
+    if (j->params.top_p > 1.0f) j->params.top_p = 1.0f;
+    if ((st = prepare(series, index, n_series, &j->params, &j->pr, err)) != KR_OK) {
+        prepared_free(&j->pr);
+        return st;
+    }
+    const kr_forecast_params *p = &j->params;
+    j->result = result_alloc(p->pred_len, p->paths, j->pr.L, p->keep_paths);
+    if (!j->result) {
+        prepared_free(&j->pr);
+        return kr_error_set(err, KR_ERR_NOMEM, "forecast: out of memory for results");
+    }
+    j->in.L = j->pr.L;
+    j->in.x_norm = j->pr.x_norm;
+    j->in.stamps = j->pr.stamps;
+    j->in.seed = p->seed;
+    j->out.hist_s1 = j->result->hist_s1;
+    j->out.hist_s2 = j->result->hist_s2;
+    j->out.gen_s1 = j->result->gen_s1;
+    j->out.gen_s2 = j->result->gen_s2;
+    j->out.pred_norm = j->result->pred_norm;
+    return KR_OK;
+}
+
+kr_status kr_forecast_job_finish(kr_forecast_job *j, double seconds_total, kr_error *err) {
+    kr_forecast *f = j->result;
+    memcpy(f->timestamps, j->pr.future, (size_t)j->params.pred_len * sizeof(int64_t));
+    memcpy(f->x_mean, j->pr.mean, sizeof f->x_mean);
+    memcpy(f->x_std, j->pr.std, sizeof f->x_std);
+    kr_status st = finish(f, &j->pr, err);
+    if (st != KR_OK) return st;
+    f->stats.prefill_tokens = j->out.prefill_tokens;
+    f->stats.cached_tokens = j->out.cached_tokens;
+    f->stats.decode_tokens = j->out.decode_tokens;
+    f->stats.window_recomputes = j->out.window_recomputes;
+    f->stats.seconds_prefill = j->out.seconds_prefill;
+    f->stats.seconds_decode = j->out.seconds_decode;
+    f->stats.seconds_tokenizer = j->out.seconds_tokenizer;
+    f->stats.seconds_total = seconds_total;
+    return KR_OK;
+}
+
+void kr_forecast_job_release(kr_forecast_job *j) {
+    prepared_free(&j->pr);
+    kr_forecast_free(j->result);
+    j->result = NULL;
+}
+
 kr_status kr_forecast_run_ex(kr_model *model, const kr_series *series, int n_series,
                              const kr_forecast_params *params, const kr_gen_options *opt,
                              kr_forecast **out, kr_error *err) {
     if (!model || !series || !params || !out || n_series < 1)
         return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_forecast_run: NULL argument or no series");
     for (int i = 0; i < n_series; i++) out[i] = NULL;
-    kr_status st = check_params(params, err);
-    if (st != KR_OK) return st;
-    kr_forecast_params p = *params;
-    if (p.top_p > 1.0f) p.top_p = 1.0f;
-    prepared *pr = calloc((size_t)n_series, sizeof *pr);
+    kr_forecast_job *jobs = calloc((size_t)n_series, sizeof *jobs);
     kr_gen_input *in = calloc((size_t)n_series, sizeof *in);
     kr_gen_output *go = calloc((size_t)n_series, sizeof *go);
-    if (!pr || !in || !go) {
-        st = kr_error_set(err, KR_ERR_NOMEM, "kr_forecast_run: out of memory");
-        goto done;
-    }
+    kr_status st = jobs && in && go ? KR_OK : kr_error_set(err, KR_ERR_NOMEM, "kr_forecast_run: out of memory");
     double t0 = kr_now_seconds();
-    for (int i = 0; i < n_series; i++) {
-        if ((st = prepare(&series[i], i, n_series, &p, &pr[i], err)) != KR_OK) goto done;
-        out[i] = result_alloc(p.pred_len, p.paths, pr[i].L, p.keep_paths);
-        if (!out[i]) {
-            st = kr_error_set(err, KR_ERR_NOMEM, "kr_forecast_run: out of memory for results");
-            goto done;
+    for (int i = 0; i < n_series && st == KR_OK; i++) {
+        st = kr_forecast_job_init(&jobs[i], &series[i], i, n_series, params, err);
+        if (st == KR_OK) {
+            in[i] = jobs[i].in;
+            go[i] = jobs[i].out;
         }
-        in[i].L = pr[i].L;
-        in[i].x_norm = pr[i].x_norm;
-        in[i].stamps = pr[i].stamps;
-        in[i].seed = p.seed;
-        go[i].hist_s1 = out[i]->hist_s1;
-        go[i].hist_s2 = out[i]->hist_s2;
-        go[i].gen_s1 = out[i]->gen_s1;
-        go[i].gen_s2 = out[i]->gen_s2;
-        go[i].pred_norm = out[i]->pred_norm;
     }
-    pthread_mutex_lock(&model->lock);
-    st = kr_generate(model, in, go, n_series, &p, opt, err);
-    pthread_mutex_unlock(&model->lock);
-    if (st != KR_OK) goto done;
+    if (st == KR_OK) {
+        pthread_mutex_lock(&model->lock);
+        st = kr_generate(model, in, go, n_series, &jobs[0].params, opt, err);
+        pthread_mutex_unlock(&model->lock);
+    }
     double t1 = kr_now_seconds();
-    for (int i = 0; i < n_series; i++) {
-        kr_forecast *f = out[i];
-        memcpy(f->timestamps, pr[i].future, (size_t)p.pred_len * sizeof(int64_t));
-        memcpy(f->x_mean, pr[i].mean, sizeof f->x_mean);
-        memcpy(f->x_std, pr[i].std, sizeof f->x_std);
-        if ((st = finish(f, &pr[i], err)) != KR_OK) goto done;
-        f->stats.prefill_tokens = go[i].prefill_tokens;
-        f->stats.decode_tokens = go[i].decode_tokens;
-        f->stats.window_recomputes = go[i].window_recomputes;
-        f->stats.seconds_prefill = go[i].seconds_prefill;
-        f->stats.seconds_decode = go[i].seconds_decode;
-        f->stats.seconds_tokenizer = go[i].seconds_tokenizer;
-        f->stats.seconds_total = t1 - t0;
+    for (int i = 0; i < n_series && st == KR_OK; i++) {
+        jobs[i].out = go[i];
+        st = kr_forecast_job_finish(&jobs[i], t1 - t0, err);
     }
-done:
-    if (st != KR_OK)
-        for (int i = 0; i < n_series; i++) {
-            kr_forecast_free(out[i]);
-            out[i] = NULL;
+    for (int i = 0; i < n_series && jobs; i++) {
+        if (st == KR_OK) {
+            out[i] = jobs[i].result;
+            jobs[i].result = NULL;
         }
-    if (pr)
-        for (int i = 0; i < n_series; i++) prepared_free(&pr[i]);
-    free(pr);
+        kr_forecast_job_release(&jobs[i]);
+    }
+    free(jobs);
     free(in);
     free(go);
     return st;

@@ -1,0 +1,504 @@
+/*
+ * market/store — SQLite-backed candle store (see store.h).
+ *
+ * Design notes:
+ *   - WITHOUT ROWID tables keyed by (symbol, interval, ts): the candles of one series are
+ *     stored together in time order, so "the last N bars" is one index range scan.
+ *   - An upsert validates the whole batch in memory before it touches the file, then writes
+ *     inside BEGIN IMMEDIATE ... COMMIT; any failure rolls back, so a batch is all or nothing
+ *     and the symbols row always agrees with the candles rows.
+ *   - WAL lets `kronos analyze` (or the server) read while `kronos ingest` writes; the busy
+ *     timeout covers the brief checkpoint / write-lock moments instead of failing at once.
+ */
+#include "market/store.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include <sqlite3.h>
+
+#include "base/error.h"
+#include "base/timeutil.h"
+
+#define KR_STORE_BUSY_MS 10000
+
+struct kr_store {
+    sqlite3 *db;
+    char path[PATH_MAX];
+};
+
+/* ------------------------------------------------------------------ names */
+
+static int name_char_ok(char ch) {
+    return (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
+           ch == '.' || ch == '_' || ch == '-' || ch == '^' || ch == '=';
+}
+
+static kr_status check_name(const char *what, const char *s, kr_error *err) {
+    if (!s || !*s) return kr_error_set(err, KR_ERR_INVALID_ARG, "%s: empty", what);
+    size_t n = strlen(s);
+    if (n > KR_STORE_NAME_MAX)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "%s '%.40s...': longer than %d characters",
+                            what, s, KR_STORE_NAME_MAX);
+    for (size_t i = 0; i < n; i++)
+        if (!name_char_ok(s[i]))
+            return kr_error_set(err, KR_ERR_INVALID_ARG,
+                                "%s '%s': character %zu ('%c') is not allowed (use letters, "
+                                "digits and . _ - ^ =)",
+                                what, s, i + 1, (s[i] >= 32 && s[i] < 127) ? s[i] : '?');
+    return KR_OK;
+}
+
+kr_status kr_store_check_symbol(const char *symbol, kr_error *err) {
+    return check_name("symbol", symbol, err);
+}
+
+int64_t kr_store_interval_seconds(const char *interval) {
+    if (!interval || !(*interval >= '1' && *interval <= '9')) return 0;
+    char *end;
+    errno = 0;
+    long long count = strtoll(interval, &end, 10);
+    if (errno || count <= 0 || count > 100000) return 0;
+    static const struct { const char *unit; int64_t secs; } units[] = {
+        {"s", 1}, {"m", 60}, {"min", 60}, {"h", 3600}, {"d", 86400}, {"w", 7 * 86400},
+        {"mo", 30 * 86400},
+    };
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+        if (!strcmp(end, units[i].unit)) return (int64_t)count * units[i].secs;
+    return 0;
+}
+
+kr_status kr_store_check_interval(const char *interval, kr_error *err) {
+    kr_status st = check_name("interval", interval, err);
+    if (st != KR_OK) return st;
+    if (kr_store_interval_seconds(interval) == 0)
+        return kr_error_set(err, KR_ERR_INVALID_ARG,
+                            "interval '%s': expected a count and a unit (s, m, min, h, d, w, mo), "
+                            "e.g. 1m, 5m, 1h, 4h, 1d, 1w",
+                            interval);
+    return KR_OK;
+}
+
+/* ------------------------------------------------------------------ path */
+
+/* mkdir -p of the directory part of path. */
+static kr_status make_parent_dirs(const char *path, kr_error *err) {
+    char buf[PATH_MAX];
+    snprintf(buf, sizeof buf, "%s", path);
+    char *slash = strrchr(buf, '/');
+    if (!slash || slash == buf) return KR_OK;
+    *slash = 0;
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+            return kr_error_set(err, KR_ERR_IO, "%s: cannot create directory: %s", buf,
+                                strerror(errno));
+        *p = '/';
+    }
+    if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+        return kr_error_set(err, KR_ERR_IO, "%s: cannot create directory: %s", buf,
+                            strerror(errno));
+    return KR_OK;
+}
+
+kr_status kr_store_resolve_path(const char *flag, char *out, size_t cap, kr_error *err) {
+    if (!out || cap == 0) return kr_error_set(err, KR_ERR_INVALID_ARG, "store path: no buffer");
+    const char *env_db = getenv("KRONOS_DB"), *xdg = getenv("XDG_DATA_HOME"),
+               *home = getenv("HOME");
+    int n;
+    if (flag && *flag) n = snprintf(out, cap, "%s", flag);
+    else if (env_db && *env_db) n = snprintf(out, cap, "%s", env_db);
+    else if (xdg && *xdg) n = snprintf(out, cap, "%s/kronos/kronos.db", xdg);
+    else if (home && *home) n = snprintf(out, cap, "%s/.local/share/kronos/kronos.db", home);
+    else
+        return kr_error_set(err, KR_ERR_INVALID_ARG,
+                            "no database path: pass --db FILE or set KRONOS_DB (HOME is unset)");
+    if (n < 0 || (size_t)n >= cap)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "database path is too long");
+    return make_parent_dirs(out, err);
+}
+
+/* ------------------------------------------------------------------ open / close */
+
+/* Fills err from the connection's last error, naming the store path and the step. */
+static kr_status db_error(const kr_store *s, const char *step, kr_error *err) {
+    int code = sqlite3_extended_errcode(s->db) & 0xff;
+    kr_status st = (code == SQLITE_NOTADB || code == SQLITE_CORRUPT) ? KR_ERR_FORMAT
+                   : code == SQLITE_NOMEM                             ? KR_ERR_NOMEM
+                                                                      : KR_ERR_IO;
+    if (code == SQLITE_NOTADB || code == SQLITE_CORRUPT)
+        return kr_error_set(err, st, "%s: not a usable kronos database (%s: %s)", s->path, step,
+                            sqlite3_errmsg(s->db));
+    return kr_error_set(err, st, "%s: %s: %s", s->path, step, sqlite3_errmsg(s->db));
+}
+
+static kr_status exec(kr_store *s, const char *sql, const char *step, kr_error *err) {
+    if (sqlite3_exec(s->db, sql, NULL, NULL, NULL) != SQLITE_OK) return db_error(s, step, err);
+    return KR_OK;
+}
+
+/* Runs a one-row, one-column integer query. */
+static kr_status query_int(kr_store *s, const char *sql, const char *step, int64_t *out,
+                           kr_error *err) {
+    sqlite3_stmt *q = NULL;
+    if (sqlite3_prepare_v2(s->db, sql, -1, &q, NULL) != SQLITE_OK) return db_error(s, step, err);
+    int rc = sqlite3_step(q);
+    if (rc != SQLITE_ROW) {
+        kr_status st = db_error(s, step, err);
+        sqlite3_finalize(q);
+        return st;
+    }
+    *out = sqlite3_column_int64(q, 0);
+    sqlite3_finalize(q);
+    return KR_OK;
+}
+
+static const char k_schema_v1[] =
+    "CREATE TABLE symbols ("
+    " symbol TEXT NOT NULL, interval TEXT NOT NULL,"
+    " first_ts INTEGER NOT NULL, last_ts INTEGER NOT NULL,"
+    " rows INTEGER NOT NULL, updated_at INTEGER NOT NULL,"
+    " PRIMARY KEY (symbol, interval)) WITHOUT ROWID;"
+    "CREATE TABLE candles ("
+    " symbol TEXT NOT NULL, interval TEXT NOT NULL, ts INTEGER NOT NULL,"
+    " open REAL NOT NULL, high REAL NOT NULL, low REAL NOT NULL, close REAL NOT NULL,"
+    " volume REAL NOT NULL, amount REAL NOT NULL,"
+    " has_volume INTEGER NOT NULL, has_amount INTEGER NOT NULL,"
+    " PRIMARY KEY (symbol, interval, ts)) WITHOUT ROWID;"
+    "PRAGMA user_version = 1;";
+
+/* Creates the schema in an empty file, or checks that an existing file carries it. */
+static kr_status init_schema(kr_store *s, kr_error *err) {
+    int64_t version = 0, ours = 0, other = 0;
+    kr_status st;
+    /* IMMEDIATE: two processes opening a fresh file at once must not both create tables. */
+    if ((st = exec(s, "BEGIN IMMEDIATE", "starting the schema check", err)) != KR_OK) return st;
+    if ((st = query_int(s, "PRAGMA user_version", "reading the schema version", &version, err)) !=
+        KR_OK)
+        goto fail;
+    if ((st = query_int(s,
+                        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN "
+                        "('symbols', 'candles')",
+                        "reading the schema", &ours, err)) != KR_OK)
+        goto fail;
+    if ((st = query_int(s, "SELECT count(*) FROM sqlite_master", "reading the schema", &other,
+                        err)) != KR_OK)
+        goto fail;
+    if (version == 0 && other == 0) {
+        if ((st = exec(s, k_schema_v1, "creating the schema", err)) != KR_OK) goto fail;
+    } else if (version == 0) {
+        st = kr_error_set(err, KR_ERR_FORMAT,
+                          "%s: an SQLite database of another application (it has tables but no "
+                          "kronos schema version); pass another --db",
+                          s->path);
+        goto fail;
+    } else if (version > KR_STORE_SCHEMA_VERSION) {
+        st = kr_error_set(err, KR_ERR_UNSUPPORTED,
+                          "%s: schema version %lld was written by a newer kronos (this one "
+                          "reads version %d)",
+                          s->path, (long long)version, KR_STORE_SCHEMA_VERSION);
+        goto fail;
+    } else if (ours != 2) {
+        st = kr_error_set(err, KR_ERR_FORMAT,
+                          "%s: schema version %lld but the symbols/candles tables are missing",
+                          s->path, (long long)version);
+        goto fail;
+    }
+    return exec(s, "COMMIT", "committing the schema", err);
+fail:
+    sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+    return st;
+}
+
+kr_status kr_store_open(const char *path, kr_store **out, kr_error *err) {
+    if (!out || !path || !*path)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_store_open: no path");
+    *out = NULL;
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+        return kr_error_set(err, KR_ERR_IO, "%s: is a directory, not a database file", path);
+    kr_store *s = calloc(1, sizeof *s);
+    if (!s) return kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory", path);
+    snprintf(s->path, sizeof s->path, "%s", path);
+    kr_status st;
+    int rc = sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+    if (rc != SQLITE_OK) {
+        st = s->db ? db_error(s, "opening", err)
+                   : kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory opening", path);
+        goto fail;
+    }
+    sqlite3_busy_timeout(s->db, KR_STORE_BUSY_MS);
+    /* The first statement reads the header: this is where a foreign or corrupted file fails. */
+    sqlite3_stmt *q = NULL;
+    if (sqlite3_prepare_v2(s->db, "PRAGMA journal_mode = WAL", -1, &q, NULL) != SQLITE_OK ||
+        sqlite3_step(q) != SQLITE_ROW) {
+        st = db_error(s, "setting WAL mode", err);
+        sqlite3_finalize(q);
+        goto fail;
+    }
+    const char *mode = (const char *)sqlite3_column_text(q, 0);
+    int wal = mode && !strcmp(mode, "wal");
+    sqlite3_finalize(q);
+    if (!wal) {
+        st = kr_error_set(err, KR_ERR_IO, "%s: cannot use WAL journal mode (a network or "
+                                          "read-only file system?)", path);
+        goto fail;
+    }
+    /* NORMAL is durable across application crashes in WAL mode; FULL only adds power-loss
+     * safety of the last commit at the price of an fsync per ingest. */
+    if ((st = exec(s, "PRAGMA synchronous = NORMAL", "configuring", err)) != KR_OK) goto fail;
+    if ((st = init_schema(s, err)) != KR_OK) goto fail;
+    *out = s;
+    return KR_OK;
+fail:
+    kr_store_close(s);
+    return st;
+}
+
+void kr_store_close(kr_store *store) {
+    if (!store) return;
+    sqlite3_close(store->db);
+    free(store);
+}
+
+/* ------------------------------------------------------------------ upsert */
+
+/* Checks one row; row is 0-based, messages name it 1-based with its timestamp. */
+static kr_status check_row(const kr_candles *c, int64_t i, const char *where, kr_error *err) {
+    static const char *names[KR_N_FEATURES] = {"open", "high", "low", "close", "volume", "amount"};
+    const double *v = c->values + i * KR_N_FEATURES;
+    char ts[32];
+    kr_format_timestamp(c->timestamps[i], c->date_only, ts, sizeof ts);
+    if (i > 0 && c->timestamps[i] <= c->timestamps[i - 1])
+        return kr_error_set(err, KR_ERR_INVALID_ARG,
+                            "%s: row %lld (%s): timestamp not after the previous row's; rows "
+                            "must be strictly increasing in time; nothing was written",
+                            where, (long long)i + 1, ts);
+    for (int k = 0; k < KR_N_FEATURES; k++) {
+        if (!isfinite(v[k]))
+            return kr_error_set(err, KR_ERR_INVALID_ARG,
+                                "%s: row %lld (%s), %s: not a finite number; nothing was written",
+                                where, (long long)i + 1, ts, names[k]);
+        if (k <= KR_CLOSE ? !(v[k] > 0.0) : v[k] < 0.0)
+            return kr_error_set(err, KR_ERR_INVALID_ARG,
+                                "%s: row %lld (%s), %s: %g must be %s; nothing was written",
+                                where, (long long)i + 1, ts, names[k], v[k],
+                                k <= KR_CLOSE ? "positive" : "non-negative");
+    }
+    if (v[KR_HIGH] < v[KR_LOW])
+        return kr_error_set(err, KR_ERR_INVALID_ARG,
+                            "%s: row %lld (%s): high %g is below low %g; nothing was written",
+                            where, (long long)i + 1, ts, v[KR_HIGH], v[KR_LOW]);
+    return KR_OK;
+}
+
+kr_status kr_store_upsert(kr_store *store, const char *symbol, const char *interval,
+                          const kr_candles *c, kr_error *err) {
+    if (!store || !c) return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_store_upsert: NULL argument");
+    kr_status st;
+    if ((st = kr_store_check_symbol(symbol, err)) != KR_OK) return st;
+    if ((st = kr_store_check_interval(interval, err)) != KR_OK) return st;
+    char where[PATH_MAX + 100];
+    snprintf(where, sizeof where, "%s: %s %s", store->path, symbol, interval);
+    if (c->n < 1 || !c->timestamps || !c->values)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "%s: no candles to write", where);
+    for (int64_t i = 0; i < c->n; i++)
+        if ((st = check_row(c, i, where, err)) != KR_OK) return st;
+
+    if ((st = exec(store, "BEGIN IMMEDIATE", "starting the write", err)) != KR_OK) return st;
+    sqlite3_stmt *ins = NULL, *sym = NULL;
+    if (sqlite3_prepare_v2(store->db,
+                           "INSERT OR REPLACE INTO candles (symbol, interval, ts, open, high, low, "
+                           "close, volume, amount, has_volume, has_amount) "
+                           "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                           -1, &ins, NULL) != SQLITE_OK) {
+        st = db_error(store, "preparing the insert", err);
+        goto fail;
+    }
+    sqlite3_bind_text(ins, 1, symbol, -1, SQLITE_STATIC);
+    sqlite3_bind_text(ins, 2, interval, -1, SQLITE_STATIC);
+    sqlite3_bind_int(ins, 10, c->has_volume ? 1 : 0);
+    sqlite3_bind_int(ins, 11, c->has_amount ? 1 : 0);
+    for (int64_t i = 0; i < c->n; i++) {
+        const double *v = c->values + i * KR_N_FEATURES;
+        sqlite3_bind_int64(ins, 3, c->timestamps[i]);
+        for (int k = 0; k < KR_N_FEATURES; k++) sqlite3_bind_double(ins, 4 + k, v[k]);
+        if (sqlite3_step(ins) != SQLITE_DONE) {
+            char step[64];
+            snprintf(step, sizeof step, "writing row %lld", (long long)i + 1);
+            st = db_error(store, step, err);
+            goto fail;
+        }
+        sqlite3_reset(ins);
+    }
+    /* Recomputed from the rows rather than adjusted, so it stays right when the batch
+     * overlaps what was stored. */
+    if (sqlite3_prepare_v2(store->db,
+                           "INSERT OR REPLACE INTO symbols (symbol, interval, first_ts, last_ts, "
+                           "rows, updated_at) SELECT ?1, ?2, min(ts), max(ts), count(*), ?3 FROM "
+                           "candles WHERE symbol = ?1 AND interval = ?2",
+                           -1, &sym, NULL) != SQLITE_OK) {
+        st = db_error(store, "preparing the symbol update", err);
+        goto fail;
+    }
+    sqlite3_bind_text(sym, 1, symbol, -1, SQLITE_STATIC);
+    sqlite3_bind_text(sym, 2, interval, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(sym, 3, (sqlite3_int64)time(NULL));
+    if (sqlite3_step(sym) != SQLITE_DONE) {
+        st = db_error(store, "updating the symbols table", err);
+        goto fail;
+    }
+    sqlite3_finalize(ins);
+    sqlite3_finalize(sym);
+    ins = sym = NULL;
+    if ((st = exec(store, "COMMIT", "committing", err)) != KR_OK) goto fail;
+    return KR_OK;
+fail:
+    sqlite3_finalize(ins);
+    sqlite3_finalize(sym);
+    sqlite3_exec(store->db, "ROLLBACK", NULL, NULL, NULL);
+    return st;
+}
+
+/* ------------------------------------------------------------------ read / list */
+
+kr_status kr_store_read(kr_store *store, const char *symbol, const char *interval,
+                        int64_t limit_last_n, kr_candles **out, kr_error *err) {
+    if (!store || !out) return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_store_read: NULL argument");
+    *out = NULL;
+    kr_status st;
+    if ((st = kr_store_check_symbol(symbol, err)) != KR_OK) return st;
+    if ((st = kr_store_check_interval(interval, err)) != KR_OK) return st;
+    sqlite3_stmt *q = NULL;
+    /* Newest first so LIMIT keeps the most recent rows; reversed below. */
+    if (sqlite3_prepare_v2(store->db,
+                           "SELECT ts, open, high, low, close, volume, amount, has_volume, "
+                           "has_amount FROM candles WHERE symbol = ?1 AND interval = ?2 "
+                           "ORDER BY ts DESC LIMIT ?3",
+                           -1, &q, NULL) != SQLITE_OK)
+        return db_error(store, "preparing the read", err);
+    sqlite3_bind_text(q, 1, symbol, -1, SQLITE_STATIC);
+    sqlite3_bind_text(q, 2, interval, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(q, 3, limit_last_n > 0 ? limit_last_n : -1);
+
+    kr_candles *c = calloc(1, sizeof *c);
+    if (!c) {
+        sqlite3_finalize(q);
+        return kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory", store->path);
+    }
+    int64_t cap = 0;
+    int all_volume = 1, all_amount = 1, all_midnight = 1, rc;
+    while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+        if (c->n == cap) {
+            int64_t ncap = cap ? cap * 2 : 1024;
+            int64_t *nt = realloc(c->timestamps, (size_t)ncap * sizeof *nt);
+            if (nt) c->timestamps = nt;
+            double *nv = realloc(c->values, (size_t)ncap * KR_N_FEATURES * sizeof *nv);
+            if (nv) c->values = nv;
+            if (!nt || !nv) {
+                st = kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory reading %s %s",
+                                  store->path, symbol, interval);
+                goto fail;
+            }
+            cap = ncap;
+        }
+        int64_t ts = sqlite3_column_int64(q, 0);
+        c->timestamps[c->n] = ts;
+        for (int k = 0; k < KR_N_FEATURES; k++)
+            c->values[c->n * KR_N_FEATURES + k] = sqlite3_column_double(q, 1 + k);
+        all_volume &= sqlite3_column_int(q, 7) != 0;
+        all_amount &= sqlite3_column_int(q, 8) != 0;
+        all_midnight &= ts % 86400 == 0;
+        c->n++;
+    }
+    if (rc != SQLITE_DONE) {
+        st = db_error(store, "reading candles", err);
+        goto fail;
+    }
+    sqlite3_finalize(q);
+    q = NULL;
+    if (c->n == 0) {
+        st = kr_error_set(err, KR_ERR_INVALID_ARG, "%s: no candles stored for %s %s", store->path,
+                          symbol, interval);
+        goto fail;
+    }
+    for (int64_t i = 0, j = c->n - 1; i < j; i++, j--) {
+        int64_t t = c->timestamps[i];
+        c->timestamps[i] = c->timestamps[j];
+        c->timestamps[j] = t;
+        for (int k = 0; k < KR_N_FEATURES; k++) {
+            double v = c->values[i * KR_N_FEATURES + k];
+            c->values[i * KR_N_FEATURES + k] = c->values[j * KR_N_FEATURES + k];
+            c->values[j * KR_N_FEATURES + k] = v;
+        }
+    }
+    c->has_volume = all_volume;
+    c->has_amount = all_volume && all_amount;
+    c->date_only = all_midnight;
+    *out = c;
+    return KR_OK;
+fail:
+    sqlite3_finalize(q);
+    kr_candles_free(c);
+    return st;
+}
+
+kr_status kr_store_list(kr_store *store, const char *symbol, kr_store_entry **out, int64_t *n,
+                        kr_error *err) {
+    if (!store || !out || !n) return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_store_list: NULL argument");
+    *out = NULL;
+    *n = 0;
+    kr_status st;
+    if (symbol && (st = kr_store_check_symbol(symbol, err)) != KR_OK) return st;
+    sqlite3_stmt *q = NULL;
+    if (sqlite3_prepare_v2(store->db,
+                           "SELECT symbol, interval, first_ts, last_ts, rows, updated_at FROM "
+                           "symbols WHERE ?1 IS NULL OR symbol = ?1 "
+                           "ORDER BY symbol, updated_at DESC, last_ts DESC, interval",
+                           -1, &q, NULL) != SQLITE_OK)
+        return db_error(store, "preparing the list", err);
+    if (symbol) sqlite3_bind_text(q, 1, symbol, -1, SQLITE_STATIC);
+    kr_store_entry *list = NULL;
+    int64_t count = 0, cap = 0;
+    int rc;
+    while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+        if (count == cap) {
+            int64_t ncap = cap ? cap * 2 : 16;
+            kr_store_entry *nl = realloc(list, (size_t)ncap * sizeof *nl);
+            if (!nl) {
+                free(list);
+                sqlite3_finalize(q);
+                return kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory listing", store->path);
+            }
+            list = nl;
+            cap = ncap;
+        }
+        kr_store_entry *e = &list[count++];
+        memset(e, 0, sizeof *e);
+        const char *sy = (const char *)sqlite3_column_text(q, 0);
+        const char *iv = (const char *)sqlite3_column_text(q, 1);
+        snprintf(e->symbol, sizeof e->symbol, "%s", sy ? sy : "");
+        snprintf(e->interval, sizeof e->interval, "%s", iv ? iv : "");
+        e->first_ts = sqlite3_column_int64(q, 2);
+        e->last_ts = sqlite3_column_int64(q, 3);
+        e->rows = sqlite3_column_int64(q, 4);
+        e->updated_at = sqlite3_column_int64(q, 5);
+    }
+    if (rc != SQLITE_DONE) {
+        st = db_error(store, "listing symbols", err);
+        free(list);
+        sqlite3_finalize(q);
+        return st;
+    }
+    sqlite3_finalize(q);
+    *out = list;
+    *n = count;
+    return KR_OK;
+}

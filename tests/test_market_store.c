@@ -1,0 +1,439 @@
+/*
+ * market/store: the SQLite candle store. Round trip, upsert replacing equal timestamps, a bad
+ * batch leaving the file untouched, a reader running while another connection writes (WAL),
+ * name validation, path resolution and foreign / corrupted / newer files refused cleanly.
+ */
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <sqlite3.h>
+
+#include "market/store.h"
+#include "test_support.h"
+
+static char *g_tmp;
+
+static int setup(void **state) {
+    (void)state;
+    g_tmp = kr_test_tmpdir();
+    return g_tmp ? 0 : -1;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    free(g_tmp);
+    return 0;
+}
+
+static const char *db_path(const char *name) {
+    static char p[1200];
+    snprintf(p, sizeof p, "%s/%s", g_tmp, name);
+    return p;
+}
+
+/* n daily candles from 2024-01-01 + start days, close = base + i. */
+static kr_candles *make_candles(int64_t start, int64_t n, double base) {
+    kr_candles *c = calloc(1, sizeof *c);
+    c->n = n;
+    c->timestamps = malloc((size_t)n * sizeof(int64_t));
+    c->values = malloc((size_t)n * 6 * sizeof(double));
+    c->has_volume = c->has_amount = 1;
+    c->date_only = 1;
+    for (int64_t i = 0; i < n; i++) {
+        c->timestamps[i] = 1704067200 + (start + i) * 86400;
+        double close = base + (double)(start + i);
+        double *v = c->values + i * 6;
+        v[0] = close - 0.5;
+        v[1] = close + 1.0;
+        v[2] = close - 1.0;
+        v[3] = close;
+        v[4] = 1000.0 + (double)i;
+        v[5] = v[4] * close;
+    }
+    return c;
+}
+
+static kr_store *open_ok(const char *path) {
+    kr_store *s = NULL;
+    kr_error err = {0};
+    if (kr_store_open(path, &s, &err) != KR_OK) fail_msg("open %s: %s", path, err.message);
+    return s;
+}
+
+static void test_round_trip(void **state) {
+    (void)state;
+    const char *path = db_path("rt.db");
+    kr_store *s = open_ok(path);
+    kr_candles *c = make_candles(0, 100, 50.0);
+    kr_error err = {0};
+    if (kr_store_upsert(s, "AAPL", "1d", c, &err) != KR_OK) fail_msg("%s", err.message);
+    kr_store_close(s);
+
+    s = open_ok(path); /* persisted across handles */
+    kr_candles *r = NULL;
+    if (kr_store_read(s, "AAPL", "1d", 0, &r, &err) != KR_OK) fail_msg("%s", err.message);
+    assert_int_equal(r->n, 100);
+    assert_memory_equal(r->timestamps, c->timestamps, 100 * sizeof(int64_t));
+    assert_memory_equal(r->values, c->values, 100 * 6 * sizeof(double));
+    assert_int_equal(r->has_volume, 1);
+    assert_int_equal(r->has_amount, 1);
+    assert_int_equal(r->date_only, 1);
+    kr_candles_free(r);
+
+    /* The last 10, still ascending. */
+    assert_int_equal(kr_store_read(s, "AAPL", "1d", 10, &r, &err), KR_OK);
+    assert_int_equal(r->n, 10);
+    assert_int_equal(r->timestamps[0], c->timestamps[90]);
+    assert_int_equal(r->timestamps[9], c->timestamps[99]);
+    assert_true(r->values[9 * 6 + 3] == c->values[99 * 6 + 3]);
+    kr_candles_free(r);
+
+    /* A second interval and symbol; list ordering and metadata. */
+    kr_candles *h = make_candles(0, 5, 10.0);
+    h->has_amount = 0;
+    for (int i = 0; i < 5; i++) h->timestamps[i] = 1704067200 + 3600 * i + 1800;
+    assert_int_equal(kr_store_upsert(s, "AAPL", "1h", h, &err), KR_OK);
+    assert_int_equal(kr_store_upsert(s, "600977.SH", "5min", c, &err), KR_OK);
+    kr_store_entry *list = NULL;
+    int64_t n = 0;
+    assert_int_equal(kr_store_list(s, NULL, &list, &n, &err), KR_OK);
+    assert_int_equal(n, 3);
+    assert_string_equal(list[0].symbol, "600977.SH");
+    assert_string_equal(list[1].symbol, "AAPL");
+    assert_string_equal(list[2].symbol, "AAPL");
+    for (int i = 1; i < 3; i++) {
+        if (!strcmp(list[i].interval, "1d")) {
+            assert_int_equal(list[i].rows, 100);
+            assert_int_equal(list[i].first_ts, c->timestamps[0]);
+            assert_int_equal(list[i].last_ts, c->timestamps[99]);
+            assert_true(list[i].updated_at > 1700000000);
+        } else {
+            assert_string_equal(list[i].interval, "1h");
+            assert_int_equal(list[i].rows, 5);
+        }
+    }
+    free(list);
+    assert_int_equal(kr_store_list(s, "AAPL", &list, &n, &err), KR_OK);
+    assert_int_equal(n, 2);
+    free(list);
+    assert_int_equal(kr_store_list(s, "NOPE", &list, &n, &err), KR_OK);
+    assert_int_equal(n, 0);
+    free(list);
+
+    assert_int_equal(kr_store_read(s, "AAPL", "1h", 0, &r, &err), KR_OK);
+    assert_int_equal(r->has_amount, 0);
+    assert_int_equal(r->date_only, 0);
+    kr_candles_free(r);
+
+    /* Unknown series: an error naming it. */
+    assert_int_equal(kr_store_read(s, "MSFT", "1d", 0, &r, &err), KR_ERR_INVALID_ARG);
+    assert_null(r);
+    assert_non_null(strstr(err.message, "MSFT 1d"));
+    kr_candles_free(h);
+    kr_candles_free(c);
+    kr_store_close(s);
+}
+
+static void test_upsert_overwrites(void **state) {
+    (void)state;
+    kr_store *s = open_ok(db_path("ow.db"));
+    kr_candles *a = make_candles(0, 50, 100.0), *b = make_candles(40, 20, 500.0);
+    kr_error err = {0};
+    assert_int_equal(kr_store_upsert(s, "X", "1d", a, &err), KR_OK);
+    assert_int_equal(kr_store_upsert(s, "X", "1d", b, &err), KR_OK);
+    kr_candles *r = NULL;
+    assert_int_equal(kr_store_read(s, "X", "1d", 0, &r, &err), KR_OK);
+    assert_int_equal(r->n, 60);
+    for (int64_t i = 0; i < 60; i++) {
+        assert_int_equal(r->timestamps[i], 1704067200 + i * 86400);
+        double want = i < 40 ? 100.0 + (double)i : 500.0 + (double)i;
+        assert_true(r->values[i * 6 + 3] == want);
+    }
+    kr_candles_free(r);
+    kr_store_entry *list = NULL;
+    int64_t n = 0;
+    assert_int_equal(kr_store_list(s, "X", &list, &n, &err), KR_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(list[0].rows, 60);
+    assert_int_equal(list[0].last_ts, 1704067200 + 59 * 86400);
+    free(list);
+    kr_candles_free(a);
+    kr_candles_free(b);
+    kr_store_close(s);
+}
+
+static void expect_bad_batch(kr_store *s, kr_candles *bad, const char *needle) {
+    kr_error err = {0};
+    assert_int_equal(kr_store_upsert(s, "X", "1d", bad, &err), KR_ERR_INVALID_ARG);
+    if (!strstr(err.message, needle) || !strstr(err.message, "nothing was written"))
+        fail_msg("message '%s' lacks '%s'", err.message, needle);
+    /* What was there before is intact, and nothing of the batch was added. */
+    kr_candles *r = NULL;
+    assert_int_equal(kr_store_read(s, "X", "1d", 0, &r, &err), KR_OK);
+    assert_int_equal(r->n, 10);
+    for (int i = 0; i < 10; i++) assert_true(r->values[i * 6 + 3] == 100.0 + i);
+    kr_candles_free(r);
+}
+
+static void test_bad_batch_writes_nothing(void **state) {
+    (void)state;
+    kr_store *s = open_ok(db_path("bad.db"));
+    kr_error err = {0};
+    kr_candles *good = make_candles(0, 10, 100.0);
+    assert_int_equal(kr_store_upsert(s, "X", "1d", good, &err), KR_OK);
+
+    kr_candles *bad = make_candles(5, 20, 900.0); /* overlaps rows 5..9 and adds 10..24 */
+    bad->values[14 * 6 + 1] = bad->values[14 * 6 + 2] - 1.0; /* high < low in row 15 */
+    expect_bad_batch(s, bad, "row 15 (2024-01-20): high");
+    kr_candles_free(bad);
+
+    bad = make_candles(5, 20, 900.0);
+    bad->values[19 * 6 + 3] = NAN;
+    expect_bad_batch(s, bad, "row 20 (2024-01-25), close: not a finite");
+    kr_candles_free(bad);
+
+    bad = make_candles(5, 20, 900.0);
+    bad->values[2 * 6 + 0] = -1.0;
+    expect_bad_batch(s, bad, "row 3 (2024-01-08), open");
+    kr_candles_free(bad);
+
+    bad = make_candles(5, 20, 900.0);
+    bad->timestamps[7] = bad->timestamps[6];
+    expect_bad_batch(s, bad, "row 8");
+    kr_candles_free(bad);
+
+    bad = make_candles(5, 20, 900.0);
+    bad->values[3 * 6 + 4] = -5.0;
+    expect_bad_batch(s, bad, "volume");
+    kr_candles_free(bad);
+
+    /* A bad first batch of a new symbol leaves no symbols row behind. */
+    bad = make_candles(0, 3, 1.0);
+    bad->values[2 * 6 + 5] = INFINITY;
+    assert_int_equal(kr_store_upsert(s, "NEW", "1d", bad, &err), KR_ERR_INVALID_ARG);
+    kr_store_entry *list = NULL;
+    int64_t n = 0;
+    assert_int_equal(kr_store_list(s, "NEW", &list, &n, &err), KR_OK);
+    assert_int_equal(n, 0);
+    free(list);
+    kr_candles_free(bad);
+
+    kr_candles empty = {0};
+    assert_int_equal(kr_store_upsert(s, "X", "1d", &empty, &err), KR_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.message, "no candles"));
+    kr_candles_free(good);
+    kr_store_close(s);
+}
+
+/* ---- concurrency: a writer thread appends batches while the main thread reads. */
+
+enum { BATCHES = 30, BATCH_ROWS = 40 };
+
+static void *writer_main(void *arg) {
+    const char *path = arg;
+    kr_store *s = NULL;
+    kr_error err = {0};
+    if (kr_store_open(path, &s, &err) != KR_OK) return strdup(err.message);
+    for (int b = 0; b < BATCHES; b++) {
+        kr_candles *c = make_candles((int64_t)b * BATCH_ROWS, BATCH_ROWS, 10.0);
+        kr_status st = kr_store_upsert(s, "CONC", "1d", c, &err);
+        kr_candles_free(c);
+        if (st != KR_OK) {
+            kr_store_close(s);
+            return strdup(err.message);
+        }
+    }
+    kr_store_close(s);
+    return NULL;
+}
+
+static void test_concurrent_reader(void **state) {
+    (void)state;
+    char path[1200];
+    snprintf(path, sizeof path, "%s", db_path("conc.db"));
+    kr_store *r = open_ok(path);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, writer_main, path), 0);
+    int reads = 0, seen_partial = 0;
+    int64_t last_n = 0;
+    for (;;) {
+        kr_candles *c = NULL;
+        kr_error err = {0};
+        kr_status st = kr_store_read(r, "CONC", "1d", 0, &c, &err);
+        if (st == KR_OK) {
+            /* Each read sees whole batches only, in order, never fewer rows than before. */
+            assert_int_equal(c->n % BATCH_ROWS, 0);
+            assert_true(c->n >= last_n);
+            for (int64_t i = 0; i < c->n; i++) {
+                assert_int_equal(c->timestamps[i], 1704067200 + i * 86400);
+                assert_true(c->values[i * 6 + 3] == 10.0 + (double)i);
+            }
+            last_n = c->n;
+            seen_partial |= c->n > 0 && c->n < BATCHES * BATCH_ROWS;
+            kr_candles_free(c);
+            reads++;
+            if (last_n == BATCHES * BATCH_ROWS) break;
+        } else if (!strstr(err.message, "no candles stored")) {
+            fail_msg("read during writes: %s", err.message);
+        }
+    }
+    void *werr = NULL;
+    pthread_join(th, &werr);
+    if (werr) fail_msg("writer: %s", (char *)werr);
+    assert_true(reads > 0);
+    print_message("reads during writes: %d, partial states seen: %d\n", reads, seen_partial);
+    kr_store_close(r);
+}
+
+static void test_bad_names(void **state) {
+    (void)state;
+    kr_store *s = open_ok(db_path("names.db"));
+    kr_candles *c = make_candles(0, 3, 10.0);
+    kr_error err = {0};
+    const char *bad_symbols[] = {"", "AA PL", "a/b", "x;DROP", "ÄPFEL",
+                                 "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456"};
+    for (size_t i = 0; i < sizeof bad_symbols / sizeof bad_symbols[0]; i++) {
+        assert_int_equal(kr_store_upsert(s, bad_symbols[i], "1d", c, &err), KR_ERR_INVALID_ARG);
+        assert_non_null(strstr(err.message, "symbol"));
+        kr_candles *r = NULL;
+        assert_int_equal(kr_store_read(s, bad_symbols[i], "1d", 0, &r, &err), KR_ERR_INVALID_ARG);
+    }
+    const char *bad_intervals[] = {"", "1x", "d", "0d", "5 m", "1d;", "-1h"};
+    for (size_t i = 0; i < sizeof bad_intervals / sizeof bad_intervals[0]; i++) {
+        assert_int_equal(kr_store_upsert(s, "AAPL", bad_intervals[i], c, &err), KR_ERR_INVALID_ARG);
+        assert_non_null(strstr(err.message, "interval"));
+    }
+    const char *good_symbols[] = {"600977.SH", "^GSPC", "EURUSD=X", "BRK-B", "btc_usdt",
+                                  "ABCDEFGHIJKLMNOPQRSTUVWXYZ012345"};
+    for (size_t i = 0; i < sizeof good_symbols / sizeof good_symbols[0]; i++)
+        if (kr_store_upsert(s, good_symbols[i], "5min", c, &err) != KR_OK)
+            fail_msg("%s: %s", good_symbols[i], err.message);
+    assert_int_equal(kr_store_interval_seconds("5m"), 300);
+    assert_int_equal(kr_store_interval_seconds("5min"), 300);
+    assert_int_equal(kr_store_interval_seconds("4h"), 14400);
+    assert_int_equal(kr_store_interval_seconds("1d"), 86400);
+    assert_int_equal(kr_store_interval_seconds("1w"), 604800);
+    assert_int_equal(kr_store_interval_seconds("1q"), 0);
+    kr_candles_free(c);
+    kr_store_close(s);
+}
+
+static void test_corrupted_and_foreign_files(void **state) {
+    (void)state;
+    kr_store *s = NULL;
+    kr_error err = {0};
+    /* Garbage bytes. */
+    const char *path = db_path("garbage.db");
+    char junk[8192];
+    for (size_t i = 0; i < sizeof junk; i++) junk[i] = (char)(i * 7919 % 251);
+    assert_int_equal(kr_test_write_file(path, junk, sizeof junk), 0);
+    assert_int_equal(kr_store_open(path, &s, &err), KR_ERR_FORMAT);
+    assert_null(s);
+    assert_non_null(strstr(err.message, "garbage.db"));
+    assert_non_null(strstr(err.message, "not a usable kronos database"));
+
+    /* A valid store whose pages were then overwritten in the middle. */
+    path = db_path("smashed.db");
+    s = open_ok(path);
+    kr_candles *c = make_candles(0, 2000, 10.0);
+    assert_int_equal(kr_store_upsert(s, "X", "1d", c, &err), KR_OK);
+    kr_candles_free(c);
+    kr_store_close(s);
+    s = NULL;
+    FILE *f = fopen(path, "r+b");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    assert_true(size > 8192);
+    fseek(f, 4096, SEEK_SET); /* page 2 onwards: the table b-trees */
+    fwrite(junk, 1, (size_t)(size - 4096 < 8192 ? size - 4096 : 8192), f);
+    fclose(f);
+    kr_status st = kr_store_open(path, &s, &err);
+    if (st == KR_OK) {
+        kr_candles *r = NULL;
+        st = kr_store_read(s, "X", "1d", 0, &r, &err);
+        kr_candles_free(r);
+        kr_store_close(s);
+        s = NULL;
+    }
+    assert_int_not_equal(st, KR_OK);
+    assert_non_null(strstr(err.message, "smashed.db"));
+    print_message("smashed: %s\n", err.message);
+
+    /* Another application's database. */
+    path = db_path("other.db");
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, "CREATE TABLE notes(x TEXT)", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+    assert_int_equal(kr_store_open(path, &s, &err), KR_ERR_FORMAT);
+    assert_non_null(strstr(err.message, "another application"));
+
+    /* A newer schema. */
+    path = db_path("newer.db");
+    s = open_ok(path);
+    kr_store_close(s);
+    s = NULL;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, "PRAGMA user_version = 99", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+    assert_int_equal(kr_store_open(path, &s, &err), KR_ERR_UNSUPPORTED);
+    assert_non_null(strstr(err.message, "newer kronos"));
+
+    /* A directory. */
+    assert_int_equal(kr_store_open(g_tmp, &s, &err), KR_ERR_IO);
+    assert_null(s);
+}
+
+static void test_resolve_path(void **state) {
+    (void)state;
+    char out[1200], want[1200];
+    kr_error err = {0};
+    char *saved_db = getenv("KRONOS_DB") ? strdup(getenv("KRONOS_DB")) : NULL;
+    char *saved_xdg = getenv("XDG_DATA_HOME") ? strdup(getenv("XDG_DATA_HOME")) : NULL;
+
+    snprintf(want, sizeof want, "%s/flag/sub/k.db", g_tmp);
+    setenv("KRONOS_DB", "/nonexistent/env.db", 1);
+    assert_int_equal(kr_store_resolve_path(want, out, sizeof out, &err), KR_OK);
+    assert_string_equal(out, want);
+    struct stat sb;
+    snprintf(want, sizeof want, "%s/flag/sub", g_tmp);
+    assert_int_equal(stat(want, &sb), 0); /* parent directories created */
+
+    snprintf(want, sizeof want, "%s/env.db", g_tmp);
+    setenv("KRONOS_DB", want, 1);
+    assert_int_equal(kr_store_resolve_path(NULL, out, sizeof out, &err), KR_OK);
+    assert_string_equal(out, want);
+
+    unsetenv("KRONOS_DB");
+    snprintf(want, sizeof want, "%s/xdg", g_tmp);
+    setenv("XDG_DATA_HOME", want, 1);
+    assert_int_equal(kr_store_resolve_path("", out, sizeof out, &err), KR_OK);
+    snprintf(want, sizeof want, "%s/xdg/kronos/kronos.db", g_tmp);
+    assert_string_equal(out, want);
+    snprintf(want, sizeof want, "%s/xdg/kronos", g_tmp);
+    assert_int_equal(stat(want, &sb), 0);
+
+    if (saved_db) setenv("KRONOS_DB", saved_db, 1);
+    if (saved_xdg) setenv("XDG_DATA_HOME", saved_xdg, 1);
+    else unsetenv("XDG_DATA_HOME");
+    free(saved_db);
+    free(saved_xdg);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_upsert_overwrites),
+        cmocka_unit_test(test_bad_batch_writes_nothing),
+        cmocka_unit_test(test_concurrent_reader),
+        cmocka_unit_test(test_bad_names),
+        cmocka_unit_test(test_corrupted_and_foreign_files),
+        cmocka_unit_test(test_resolve_path),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
