@@ -3,7 +3,7 @@
 # present, so it is quick and offline on a prepared machine). Needs root or sudo.
 set -euo pipefail
 packages=(build-essential cmake pkg-config clang libclang-rt-14-dev
-          libcjson-dev libcmocka-dev libopenblas-dev)
+          libcjson-dev libcmocka-dev libopenblas-dev libxxhash-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -87,6 +87,10 @@ kr_status kr_sched_submit(kr_sched *s, const kr_series *series, const kr_forecas
  * scheduler thread and its KV blocks are freed. Unknown ids are ignored. */
 void kr_sched_cancel(kr_sched *s, uint64_t id);
 
+/* Sets batch_wait_ms / max_batch_tokens from outside (time-of-day profiles); -1 / 0 keep a
+ * value. Logged with the reason and exported; the tuner continues from there. */
+void kr_sched_set_limits(kr_sched *s, int batch_wait_ms, int max_batch_tokens, const char *reason);
+
 typedef struct kr_sched_stats {
     int running, waiting;
     size_t kv_bytes_used, kv_bytes_budget, prefix_cache_bytes;

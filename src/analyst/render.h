@@ -1,0 +1,30 @@
+/*
+ * analyst/render — a report set as text: JSON (schema-stable, docs/report.schema.json),
+ * Markdown, or a self-contained HTML page with inline SVG charts. Renderers only format; every
+ * number comes from the report (analyst/report.h).
+ */
+#ifndef KR_ANALYST_RENDER_H
+#define KR_ANALYST_RENDER_H
+
+#include "analyst/analyze.h"
+#include "kronos.h"
+
+typedef enum kr_report_format {
+    KR_FORMAT_JSON = 0,
+    KR_FORMAT_MD = 1,
+    KR_FORMAT_HTML = 2
+} kr_report_format;
+
+/* "json", "md" (or "markdown"), "html"; returns 0 on success, -1 for anything else. */
+int kr_report_format_parse(const char *s, kr_report_format *out);
+
+/* Each writes a NUL-terminated text into *out; caller owns it (free()). */
+kr_status kr_render_json(const kr_report_set *set, char **out, kr_error *err);
+kr_status kr_render_md(const kr_report_set *set, char **out, kr_error *err);
+kr_status kr_render_html(const kr_report_set *set, char **out, kr_error *err);
+kr_status kr_render(const kr_report_set *set, kr_report_format fmt, char **out, kr_error *err);
+
+/* The JSON "schema_version" this build writes. */
+#define KR_REPORT_SCHEMA_VERSION 1
+
+#endif

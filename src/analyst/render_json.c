@@ -1,0 +1,257 @@
+/*
+ * analyst/render_json — the report set as JSON. The layout is a contract
+ * (docs/report.schema.json, explained field by field in docs/report.md): keys never change
+ * meaning, figures that cannot be computed are null rather than absent, and percentages carry
+ * `_pct` in their names while probabilities and rates are fractions in [0, 1].
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "analyst/render.h"
+#include "analyst/stats.h"
+#include "base/error.h"
+#include "base/timeutil.h"
+
+static const char *k_cols[KR_N_FEATURES] = {"open", "high", "low", "close", "volume", "amount"};
+
+static void num(cJSON *o, const char *key, double v) {
+    if (isfinite(v)) cJSON_AddNumberToObject(o, key, v);
+    else cJSON_AddNullToObject(o, key);
+}
+
+static void pct(cJSON *o, const char *key, double frac) { num(o, key, frac * 100.0); }
+
+static void ts(cJSON *o, const char *key, int64_t t, int date_only) {
+    char b[32];
+    cJSON_AddStringToObject(o, key, kr_format_timestamp(t, date_only, b, sizeof b));
+}
+
+static cJSON *candle(const double *v) {
+    cJSON *o = cJSON_CreateObject();
+    for (int c = 0; c < KR_N_FEATURES; c++) num(o, k_cols[c], v[c]);
+    return o;
+}
+
+static void add_forecast(cJSON *root, const kr_report *r) {
+    cJSON *f = cJSON_AddObjectToObject(root, "forecast");
+    cJSON_AddNumberToObject(f, "horizon", r->horizon);
+    cJSON_AddNumberToObject(f, "paths", r->paths);
+    cJSON *steps = cJSON_AddArrayToObject(f, "steps");
+    for (int i = 0; i < r->horizon; i++) {
+        cJSON *s = cJSON_CreateObject();
+        const size_t o = (size_t)i * KR_N_FEATURES;
+        cJSON_AddNumberToObject(s, "step", i + 1);
+        ts(s, "timestamp", r->fc_ts[i], r->date_only);
+        cJSON_AddItemToObject(s, "mean", candle(r->fc_mean + o));
+        cJSON_AddItemToObject(s, "p10", candle(r->fc_p10 + o));
+        cJSON_AddItemToObject(s, "p50", candle(r->fc_p50 + o));
+        cJSON_AddItemToObject(s, "p90", candle(r->fc_p90 + o));
+        cJSON_AddItemToArray(steps, s);
+    }
+}
+
+static void add_statistics(cJSON *root, const kr_report *r) {
+    cJSON *s = cJSON_AddObjectToObject(root, "statistics");
+    num(s, "prob_up", r->prob_up);
+    num(s, "expected_close", r->last_close * (1.0 + r->expected_return));
+    pct(s, "expected_return_pct", r->expected_return);
+    pct(s, "return_std_pct", r->return_std);
+    pct(s, "return_p10_pct", r->return_p10);
+    pct(s, "return_p50_pct", r->return_p50);
+    pct(s, "return_p90_pct", r->return_p90);
+    pct(s, "var95_pct", r->var95);
+    pct(s, "es95_pct", r->es95);
+    cJSON *dd = cJSON_AddObjectToObject(s, "max_drawdown_pct");
+    pct(dd, "mean", r->drawdown_mean);
+    pct(dd, "p50", r->drawdown_p50);
+    pct(dd, "p90", r->drawdown_p90);
+    pct(s, "forecast_volatility_pct", r->forecast_vol);
+    pct(s, "realized_volatility_pct", r->realized_vol_h);
+    num(s, "prob_volatility_above_realized", r->prob_vol_above);
+}
+
+static void add_technical(cJSON *root, const kr_report *r) {
+    const kr_tech_snapshot *t = &r->tech;
+    cJSON *o = cJSON_AddObjectToObject(root, "technical");
+    num(o, "close", t->close);
+    num(o, "sma_5", t->sma5);
+    num(o, "sma_20", t->sma20);
+    num(o, "sma_60", t->sma60);
+    num(o, "ema_5", t->ema5);
+    num(o, "ema_20", t->ema20);
+    num(o, "ema_60", t->ema60);
+    num(o, "rsi_14", t->rsi14);
+    cJSON_AddStringToObject(o, "rsi_state", kr_rsi_state(t->rsi14));
+    cJSON *m = cJSON_AddObjectToObject(o, "macd");
+    num(m, "line", t->macd_line);
+    num(m, "signal", t->macd_signal);
+    num(m, "histogram", t->macd_hist);
+    cJSON *b = cJSON_AddObjectToObject(o, "bollinger");
+    num(b, "middle", t->bb_middle);
+    num(b, "upper", t->bb_upper);
+    num(b, "lower", t->bb_lower);
+    num(b, "percent_b", t->bb_percent_b);
+    pct(b, "bandwidth_pct", t->bb_bandwidth);
+    num(o, "atr_14", t->atr14);
+    pct(o, "atr_14_pct", t->atr14 / t->close);
+    cJSON *v = cJSON_AddObjectToObject(o, "volume");
+    cJSON_AddBoolToObject(v, "available", t->has_volume);
+    num(v, "avg_5", t->volume_avg5);
+    num(v, "avg_20", t->volume_avg20);
+    num(v, "ratio_5_20", t->volume_ratio);
+    cJSON_AddNumberToObject(v, "slope_sign", t->volume_slope_sign);
+    cJSON *rv = cJSON_AddObjectToObject(o, "realized_volatility");
+    cJSON_AddNumberToObject(rv, "window_bars", t->rv_window);
+    pct(rv, "per_bar_pct", t->rv_per_bar);
+    pct(rv, "annualized_pct", t->rv_annualized);
+    num(rv, "bars_per_year", t->bars_per_year);
+    num(rv, "bars_per_day", t->bars_per_day);
+}
+
+static cJSON *scores(const kr_calib_scores *s, int horizon) {
+    cJSON *o = cJSON_CreateObject();
+    num(o, "coverage_p10_p90", s->coverage);
+    cJSON *by = cJSON_AddArrayToObject(o, "coverage_by_step");
+    for (int k = 0; k < horizon; k++) cJSON_AddItemToArray(by, cJSON_CreateNumber(s->coverage_by_step[k]));
+    num(o, "direction_hit_rate", s->direction_hit_rate);
+    pct(o, "mape_pct", s->mape);
+    return o;
+}
+
+static void add_calibration(cJSON *root, const kr_report *r) {
+    const kr_calibration *c = r->calibration;
+    if (!c) {
+        cJSON_AddNullToObject(root, "calibration");
+        return;
+    }
+    cJSON *o = cJSON_AddObjectToObject(root, "calibration");
+    cJSON_AddNumberToObject(o, "windows", c->windows);
+    cJSON_AddNumberToObject(o, "horizon", c->horizon);
+    cJSON_AddItemToObject(o, "model", scores(&c->model, c->horizon));
+    cJSON_AddItemToObject(o, "naive", scores(&c->naive, c->horizon));
+    cJSON_AddBoolToObject(o, "beats_naive_mape", c->model.mape < c->naive.mape);
+    cJSON *arr = cJSON_AddArrayToObject(o, "window_detail");
+    for (int j = 0; j < c->windows; j++) {
+        const kr_calib_window *w = &c->window[j];
+        cJSON *x = cJSON_CreateObject();
+        ts(x, "history_end", w->history_end_ts, r->date_only);
+        cJSON_AddNumberToObject(x, "lookback", w->lookback);
+        num(x, "last_close", w->last_close);
+        num(x, "realized_close", w->realized_close);
+        num(x, "model_close", w->model_close);
+        num(x, "model_p10_close", w->model_p10);
+        num(x, "model_p90_close", w->model_p90);
+        num(x, "naive_p10_close", w->naive_p10);
+        num(x, "naive_p90_close", w->naive_p90);
+        pct(x, "naive_drift_pct", w->naive_drift);
+        cJSON_AddItemToArray(arr, x);
+    }
+}
+
+static void add_metadata(cJSON *root, const kr_report *r) {
+    const kr_report_meta *m = &r->meta;
+    cJSON *o = cJSON_AddObjectToObject(root, "metadata");
+    cJSON *mo = cJSON_AddObjectToObject(o, "model");
+    cJSON_AddStringToObject(mo, "name", m->model_name);
+    cJSON_AddStringToObject(mo, "predictor_dir", m->predictor_dir);
+    cJSON_AddStringToObject(mo, "tokenizer_dir", m->tokenizer_dir);
+    cJSON_AddNumberToObject(mo, "d_model", m->d_model);
+    cJSON_AddNumberToObject(mo, "n_layers", m->n_layers);
+    cJSON_AddNumberToObject(mo, "n_heads", m->n_heads);
+    cJSON_AddNumberToObject(mo, "n_params", (double)m->n_params);
+    cJSON_AddStringToObject(mo, "quantization", m->quantization);
+    cJSON *p = cJSON_AddObjectToObject(o, "params");
+    cJSON_AddNumberToObject(p, "horizon", r->horizon);
+    cJSON_AddNumberToObject(p, "paths", r->paths);
+    cJSON_AddNumberToObject(p, "lookback", r->lookback);
+    cJSON_AddNumberToObject(p, "max_context", m->max_context);
+    /* Raw digits: a 64-bit seed does not survive a trip through a double. */
+    char seed[32];
+    snprintf(seed, sizeof seed, "%llu", (unsigned long long)m->seed);
+    cJSON_AddRawToObject(p, "seed", seed);
+    num(p, "temperature", m->temperature);
+    num(p, "top_p", m->top_p);
+    cJSON_AddNumberToObject(p, "top_k", m->top_k);
+    cJSON *t = cJSON_AddObjectToObject(o, "timing");
+    num(t, "seconds_total", r->timing.seconds_total);
+    num(t, "seconds_prefill", r->timing.seconds_prefill);
+    num(t, "seconds_decode", r->timing.seconds_decode);
+    num(t, "seconds_tokenizer", r->timing.seconds_tokenizer);
+    cJSON_AddNumberToObject(t, "prefill_tokens", (double)r->timing.prefill_tokens);
+    cJSON_AddNumberToObject(t, "decode_tokens", (double)r->timing.decode_tokens);
+    cJSON_AddStringToObject(o, "engine_version", m->engine_version);
+}
+
+static cJSON *report_json(const kr_report *r) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "symbol", r->symbol);
+    cJSON_AddStringToObject(o, "interval", r->interval);
+    cJSON *last = cJSON_AddObjectToObject(o, "last");
+    ts(last, "timestamp", r->last_ts, r->date_only);
+    num(last, "close", r->last_close);
+    cJSON *h = cJSON_AddObjectToObject(o, "history");
+    cJSON_AddNumberToObject(h, "rows", (double)r->rows_available);
+    ts(h, "first_timestamp", r->first_ts, r->date_only);
+    ts(h, "last_timestamp", r->last_ts, r->date_only);
+    cJSON_AddNumberToObject(h, "lookback", r->lookback);
+    add_forecast(o, r);
+    add_statistics(o, r);
+    add_technical(o, r);
+    add_calibration(o, r);
+    cJSON *s = cJSON_AddArrayToObject(o, "summary");
+    for (int i = 0; i < r->n_summary; i++) cJSON_AddItemToArray(s, cJSON_CreateString(r->summary[i]));
+    add_metadata(o, r);
+    return o;
+}
+
+kr_status kr_render_json(const kr_report_set *set, char **out, kr_error *err) {
+    if (!set || !out) return kr_error_set(err, KR_ERR_INVALID_ARG, "render json: NULL argument");
+    *out = NULL;
+    cJSON *root = cJSON_CreateObject();
+    if (!root) return kr_error_set(err, KR_ERR_NOMEM, "render json: out of memory");
+    cJSON_AddNumberToObject(root, "schema_version", KR_REPORT_SCHEMA_VERSION);
+    kr_civil g = kr_civil_from_unix(set->generated_at);
+    char gen[40];
+    snprintf(gen, sizeof gen, "%04d-%02d-%02dT%02d:%02d:%02dZ", g.year, g.month, g.day, g.hour,
+             g.minute, g.second);
+    cJSON_AddStringToObject(root, "generated_at", gen);
+    cJSON *eng = cJSON_AddObjectToObject(root, "engine");
+    cJSON_AddStringToObject(eng, "name", "kronos");
+    cJSON_AddStringToObject(eng, "version", kr_version());
+    cJSON_AddStringToObject(root, "disclaimer", KR_REPORT_DISCLAIMER);
+    cJSON *reps = cJSON_AddArrayToObject(root, "reports");
+    for (int i = 0; i < set->n; i++) cJSON_AddItemToArray(reps, report_json(set->reports[i]));
+    cJSON *rank = cJSON_AddArrayToObject(root, "ranking");
+    for (int k = 0; k < set->n; k++) {
+        const kr_report *r = set->reports[set->rank[k]];
+        cJSON *x = cJSON_CreateObject();
+        cJSON_AddNumberToObject(x, "rank", k + 1);
+        cJSON_AddStringToObject(x, "symbol", r->symbol);
+        cJSON_AddStringToObject(x, "interval", r->interval);
+        num(x, "last_close", r->last_close);
+        pct(x, "expected_return_pct", r->expected_return);
+        num(x, "prob_up", r->prob_up);
+        pct(x, "return_std_pct", r->return_std);
+        pct(x, "var95_pct", r->var95);
+        pct(x, "es95_pct", r->es95);
+        cJSON_AddItemToArray(rank, x);
+    }
+    char *text = cJSON_Print(root);
+    cJSON_Delete(root);
+    if (!text) return kr_error_set(err, KR_ERR_NOMEM, "render json: out of memory");
+    /* cJSON allocates with malloc by default; hand back a plain malloc'd copy anyway so
+     * callers free() it whatever hooks cJSON was built with. */
+    size_t len = strlen(text);
+    *out = malloc(len + 2);
+    if (*out) {
+        memcpy(*out, text, len);
+        (*out)[len] = '\n';
+        (*out)[len + 1] = 0;
+    }
+    cJSON_free(text);
+    return *out ? KR_OK : kr_error_set(err, KR_ERR_NOMEM, "render json: out of memory");
+}

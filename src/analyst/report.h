@@ -1,0 +1,108 @@
+/*
+ * analyst/report — one symbol's analysis: the numbers a reader needs about a Kronos
+ * forecast with many sample paths, computed once here and only formatted by the renderers.
+ *
+ * Returns are simple returns as fractions (0.01 = 1%) of the last close, taken on the close
+ * column. "Horizon" is the last forecast step. With N paths:
+ *   prob_up            fraction of paths whose close at the horizon is above the last close
+ *   expected_return    mean over paths of the horizon return; return_std its sample std
+ *   return_p10/p50/p90 quantiles (numpy 'linear') of the horizon return over paths
+ *   var95              -(5% quantile of the horizon return): the loss not exceeded in 95% of
+ *                      paths, positive for a loss (negative when even that path gains)
+ *   es95               -(mean of the horizon returns at or below that 5% quantile)
+ *   drawdown           per path: max over steps of (running peak - close) / running peak,
+ *                      the peak starting at the last close; mean, p50 and p90 over paths
+ *   forecast_vol       per path: sample std of its h per-step log returns (the first from the
+ *                      last close); mean over paths
+ *   realized_vol_h     sample std of the last h log returns of the history
+ *   prob_vol_above     fraction of paths whose forecast_vol exceeds realized_vol_h
+ * NaN marks a figure that cannot be computed (e.g. a std with one path or horizon 1).
+ */
+#ifndef KR_ANALYST_REPORT_H
+#define KR_ANALYST_REPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "analyst/calibrate.h"
+#include "analyst/indicators.h"
+#include "kronos.h"
+#include "market/candles.h"
+
+#define KR_REPORT_CHART_BARS 120
+#define KR_REPORT_RV_WINDOW 20
+#define KR_REPORT_DISCLAIMER                                                                    \
+    "Not investment advice. This report is generated automatically from a statistical model's " \
+    "sampled forecasts and simple indicators; forecasts can be wrong, past behaviour does not "  \
+    "predict future results, and nothing here is a recommendation to buy, sell or hold any "    \
+    "instrument."
+
+/* What produced a report: model, sampling parameters, engine. */
+typedef struct kr_report_meta {
+    char model_name[128];
+    char predictor_dir[1024], tokenizer_dir[1024];
+    int d_model, n_layers, n_heads;
+    int64_t n_params;
+    char quantization[16];      /* weight format the forecast ran with: "f32" */
+    int max_context, top_k;
+    double temperature, top_p;
+    uint64_t seed;
+    char engine_version[32];    /* kr_version() */
+} kr_report_meta;
+
+typedef struct kr_report {
+    char symbol[40], interval[40];
+    int date_only;                  /* format timestamps as dates */
+    int64_t rows_available;         /* history rows given */
+    int64_t first_ts;               /* first history timestamp */
+    int lookback;                   /* rows the model saw */
+    int64_t last_ts;
+    double last_close;
+
+    /* The last n_chart history bars, for charts. */
+    int n_chart;
+    int64_t *chart_ts;              /* [n_chart] */
+    double *chart_values;           /* [n_chart][6] */
+
+    /* Forecast per step: mean path and per-step quantiles over paths (p50 = the median
+     * path), all six columns. */
+    int horizon, paths;
+    int64_t *fc_ts;                 /* [horizon] */
+    double *fc_mean, *fc_p10, *fc_p50, *fc_p90;   /* [horizon][6] */
+
+    /* Horizon statistics (see the header comment). */
+    double prob_up;
+    double expected_return, return_std, return_p10, return_p50, return_p90;
+    double var95, es95;
+    double drawdown_mean, drawdown_p50, drawdown_p90;
+    double forecast_vol, realized_vol_h, prob_vol_above;
+
+    kr_tech_snapshot tech;
+    kr_calibration *calibration;    /* NULL unless calibrated; owned */
+
+    char **summary;                 /* [n_summary] sentences, owned */
+    int n_summary;
+
+    kr_report_meta meta;
+    kr_forecast_stats timing;       /* of the forecast call (a batch shares its wall time) */
+} kr_report;
+
+/* Builds the report of one symbol from its history c (all rows; indicators use them all) and
+ * a forecast f of its last `lookback` rows with kept paths. Strings are copied; c and f are
+ * borrowed. The summary is built too. Caller owns *out; free with kr_report_free. */
+kr_status kr_report_build(const char *symbol, const char *interval, const kr_candles *c,
+                          int lookback, const kr_forecast *f, const kr_report_meta *meta,
+                          kr_report **out, kr_error *err);
+
+/* Hands a calibration to the report (which then owns it) and rebuilds the summary. */
+kr_status kr_report_attach_calibration(kr_report *r, kr_calibration *cal, kr_error *err);
+
+void kr_report_free(kr_report *r);
+
+/* The per-path quantities behind the horizon statistics, for the tests and the charts:
+ * horizon return, max drawdown and forecast volatility of one path of closes[horizon]. */
+double kr_path_return(const double *closes, int horizon, double last_close);
+double kr_path_max_drawdown(const double *closes, int horizon, double last_close);
+double kr_path_volatility(const double *closes, int horizon, double last_close);
+
+#endif

@@ -1,0 +1,171 @@
+/*
+ * analyst/summary — fixed sentence templates over the report's numbers (see summary.h).
+ * Every number quoted here is a field of the report, formatted the way the renderers format
+ * it, so a reader can find each one in the tables.
+ */
+#include "analyst/summary.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analyst/report.h"
+#include "analyst/text.h"
+#include "base/timeutil.h"
+
+#define KR_SUMMARY_MAX 8
+
+const char *kr_summary_direction(double prob_up) {
+    if (prob_up >= 0.6) return "leans up";
+    if (prob_up <= 0.4) return "leans down";
+    return "is undecided";
+}
+
+static const char *bollinger_words(double pb) {
+    if (pb > 1.0) return "above the upper Bollinger band";
+    if (pb >= 0.8) return "near the upper Bollinger band";
+    if (pb < 0.0) return "below the lower Bollinger band";
+    if (pb <= 0.2) return "near the lower Bollinger band";
+    return "inside the Bollinger bands";
+}
+
+static void sentence_direction(const kr_report *r, kr_sb *sb) {
+    char a[32], b[32], d[32], e[32];
+    const double *hc = r->fc_mean + (size_t)(r->horizon - 1) * KR_N_FEATURES;
+    kr_format_timestamp(r->last_ts, r->date_only, d, sizeof d);
+    kr_sb_appendf(sb,
+                  "Over the next %d bars (%s) the model %s: %s of %d sampled paths close above "
+                  "the last close of %s (%s); the mean path ends at %s.",
+                  r->horizon, r->interval, kr_summary_direction(r->prob_up),
+                  kr_fmt_pct(r->prob_up, 0, a), r->paths, kr_fmt_price(r->last_close, b), d,
+                  kr_fmt_price(hc[KR_CLOSE], e));
+}
+
+static void sentence_move(const kr_report *r, kr_sb *sb) {
+    char er[32], sd[32], lo[32], hi[32], rlo[32], rhi[32];
+    const size_t last = (size_t)(r->horizon - 1) * KR_N_FEATURES + KR_CLOSE;
+    kr_sb_appendf(sb, "Expected return %s", kr_fmt_pct_signed(r->expected_return, er));
+    if (!isnan(r->return_std)) kr_sb_appendf(sb, " (standard deviation %s)", kr_fmt_pct(r->return_std, 2, sd));
+    kr_sb_appendf(sb, "; 80%% of paths end between %s and %s (%s to %s).",
+                  kr_fmt_price(r->fc_p10[last], lo), kr_fmt_price(r->fc_p90[last], hi),
+                  kr_fmt_pct_signed(r->return_p10, rlo), kr_fmt_pct_signed(r->return_p90, rhi));
+}
+
+static void sentence_risk(const kr_report *r, kr_sb *sb) {
+    char v[32], e[32], d50[32], d90[32];
+    if (r->var95 > 0)
+        kr_sb_appendf(sb,
+                      "Risk: the 95%% value-at-risk of the %d-bar return is a loss of %s and the "
+                      "expected shortfall beyond it %s",
+                      r->horizon, kr_fmt_pct(r->var95, 2, v), kr_fmt_pct(r->es95, 2, e));
+    else
+        kr_sb_appendf(sb,
+                      "Risk: even the 5th-percentile path ends %s after %d bars (expected "
+                      "shortfall %s)",
+                      kr_fmt_pct_signed(-r->var95, v), r->horizon, kr_fmt_pct_signed(-r->es95, e));
+    kr_sb_appendf(sb, "; the median path's largest drawdown is %s (p90 %s).",
+                  kr_fmt_pct(r->drawdown_p50, 2, d50), kr_fmt_pct(r->drawdown_p90, 2, d90));
+}
+
+static int sentence_volatility(const kr_report *r, kr_sb *sb) {
+    if (isnan(r->forecast_vol) || isnan(r->realized_vol_h) || isnan(r->prob_vol_above)) return 0;
+    char f[32], v[32], p[32];
+    kr_sb_appendf(sb,
+                  "Volatility: the paths move %s per bar on average against %s realised over the "
+                  "last %d bars; %s of paths are more volatile than that recent past.",
+                  kr_fmt_pct(r->forecast_vol, 2, f), kr_fmt_pct(r->realized_vol_h, 2, v),
+                  r->horizon, kr_fmt_pct(r->prob_vol_above, 0, p));
+    return 1;
+}
+
+static int sentence_technical(const kr_report *r, kr_sb *sb) {
+    const kr_tech_snapshot *t = &r->tech;
+    char a[32], b[32];
+    int parts = 0;
+    kr_sb_append(sb, "Technicals:");
+    if (!isnan(t->rsi14)) {
+        kr_sb_appendf(sb, " RSI %s (%s)", kr_fmt_num(t->rsi14, 0, a), kr_rsi_state(t->rsi14));
+        parts++;
+    }
+    const struct { const char *name; double v; } mas[] = {{"SMA 20", t->sma20}, {"SMA 60", t->sma60}};
+    for (int i = 0; i < 2; i++) {
+        if (isnan(mas[i].v)) continue;
+        kr_sb_appendf(sb, "%s close %s %s (%s)", parts ? "," : "",
+                      t->close >= mas[i].v ? "above" : "below", mas[i].name, kr_fmt_price(mas[i].v, a));
+        parts++;
+    }
+    if (!isnan(t->macd_hist)) {
+        kr_sb_appendf(sb, "%s MACD histogram %s (%s)", parts ? "," : "",
+                      t->macd_hist >= 0 ? "positive" : "negative", kr_fmt_num(t->macd_hist, 3, a));
+        parts++;
+    }
+    if (!isnan(t->bb_percent_b)) {
+        kr_sb_appendf(sb, "%s %%b %s (%s)", parts ? "," : "", kr_fmt_num(t->bb_percent_b, 2, a),
+                      bollinger_words(t->bb_percent_b));
+        parts++;
+    }
+    if (!isnan(t->volume_ratio)) {
+        kr_sb_appendf(sb, "%s volume 5/20-bar ratio %s (%s)", parts ? "," : "",
+                      kr_fmt_num(t->volume_ratio, 2, b),
+                      t->volume_ratio > 1.1 ? "rising" : t->volume_ratio < 0.9 ? "falling" : "steady");
+        parts++;
+    }
+    kr_sb_append(sb, ".");
+    return parts > 0;
+}
+
+static void sentence_calibration(const kr_report *r, kr_sb *sb) {
+    const kr_calibration *c = r->calibration;
+    char mc[32], nc[32], mh[32], nh[32], mm[32], nm[32];
+    kr_sb_appendf(sb,
+                  "Calibration on the last %d windows of %d bars: the p10-p90 band held %s of "
+                  "realised closes (naive %s; 80%% is the target), the direction was right in %s "
+                  "of windows (naive %s) and the mean path's MAPE was %s (naive %s), so the model "
+                  "%s the no-change forecast on MAPE.",
+                  c->windows, c->horizon, kr_fmt_pct(c->model.coverage, 0, mc),
+                  kr_fmt_pct(c->naive.coverage, 0, nc), kr_fmt_pct(c->model.direction_hit_rate, 0, mh),
+                  kr_fmt_pct(c->naive.direction_hit_rate, 0, nh), kr_fmt_pct(c->model.mape, 2, mm),
+                  kr_fmt_pct(c->naive.mape, 2, nm),
+                  c->model.mape < c->naive.mape ? "beats" : "does not beat");
+}
+
+void kr_summary_free(char **s, int n) {
+    if (!s) return;
+    for (int i = 0; i < n; i++) free(s[i]);
+    free(s);
+}
+
+kr_status kr_summary_build(const kr_report *r, char ***out, int *n, kr_error *err) {
+    *out = NULL;
+    *n = 0;
+    char **s = calloc(KR_SUMMARY_MAX, sizeof *s);
+    if (!s) return kr_error_set(err, KR_ERR_NOMEM, "summary: out of memory");
+    int count = 0;
+    for (int k = 0; k < 6; k++) {
+        kr_sb sb = {0};
+        int keep = 1;
+        switch (k) {
+        case 0: sentence_direction(r, &sb); break;
+        case 1: sentence_move(r, &sb); break;
+        case 2: sentence_risk(r, &sb); break;
+        case 3: keep = sentence_volatility(r, &sb); break;
+        case 4: keep = sentence_technical(r, &sb); break;
+        case 5:
+            keep = r->calibration != NULL;
+            if (keep) sentence_calibration(r, &sb);
+            break;
+        }
+        if (!keep) {
+            kr_sb_free(&sb);
+            continue;
+        }
+        if (kr_sb_finish(&sb, &s[count], err) != KR_OK) {
+            kr_summary_free(s, count);
+            return KR_ERR_NOMEM;
+        }
+        count++;
+    }
+    *out = s;
+    *n = count;
+    return KR_OK;
+}

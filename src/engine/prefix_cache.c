@@ -1,0 +1,200 @@
+/* engine/prefix_cache — see prefix_cache.h. */
+#include "engine/prefix_cache.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "base/error.h"
+
+typedef struct entry {
+    kr_prefix *p;          /* one reference held by the cache */
+    int n;                 /* rows */
+    uint64_t *chain;       /* [n / BLOCK + 1]: chain[k] = hash of the first k blocks */
+    uint64_t full;         /* hash of all n rows (incl. a partial last block) */
+    int32_t *s1, *s2;      /* [n] tokens, to confirm a hash match */
+    float *stamps;         /* [n][5] */
+    uint64_t last_used;
+    size_t bytes;
+} entry;
+
+struct kr_prefix_cache {
+    entry *e;
+    int n, cap;
+    size_t bytes, budget;
+    uint64_t tick;
+    int64_t queried, hits, evictions;
+};
+
+static size_t prefix_bytes(const kr_prefix *p) {
+    return 2 * (size_t)p->kv.n_layers * (size_t)p->kv.cap * (size_t)p->kv.d * sizeof(float);
+}
+
+/* Hash of rows [a, b) chained on h. */
+static uint64_t hash_rows(uint64_t h, const int32_t *s1, const int32_t *s2, const float *stamps, int a, int b) {
+    h = XXH3_64bits_withSeed(s1 + a, (size_t)(b - a) * sizeof(int32_t), h);
+    h = XXH3_64bits_withSeed(s2 + a, (size_t)(b - a) * sizeof(int32_t), h);
+    return XXH3_64bits_withSeed(stamps + (size_t)a * 5, (size_t)(b - a) * 5 * sizeof(float), h);
+}
+
+/* chain[0..n/BLOCK] and the full-window hash. */
+static uint64_t chain_of(const int32_t *s1, const int32_t *s2, const float *stamps, int n, uint64_t *chain) {
+    uint64_t h = 0x6b726f6e6f73ull; /* "kronos" */
+    chain[0] = h;
+    int k = 0;
+    for (; (k + 1) * KR_PREFIX_BLOCK <= n; k++) {
+        h = hash_rows(h, s1, s2, stamps, k * KR_PREFIX_BLOCK, (k + 1) * KR_PREFIX_BLOCK);
+        chain[k + 1] = h;
+    }
+    uint64_t full = hash_rows(h, s1, s2, stamps, k * KR_PREFIX_BLOCK, n);
+    return full ^ ((uint64_t)n * 0x9e3779b97f4a7c15ull);
+}
+
+static int same_rows(const entry *e, const int32_t *s1, const int32_t *s2, const float *stamps, int rows) {
+    return !memcmp(e->s1, s1, (size_t)rows * sizeof(int32_t)) && !memcmp(e->s2, s2, (size_t)rows * sizeof(int32_t)) &&
+           !memcmp(e->stamps, stamps, (size_t)rows * 5 * sizeof(float));
+}
+
+static void entry_drop(kr_prefix_cache *c, int i) {
+    entry *e = &c->e[i];
+    c->bytes -= e->bytes;
+    kr_prefix_release(e->p);
+    free(e->chain);
+    free(e->s1);
+    free(e->s2);
+    free(e->stamps);
+    c->e[i] = c->e[--c->n];
+}
+
+size_t kr_prefix_cache_evict(kr_prefix_cache *c, size_t bytes) {
+    size_t freed = 0;
+    while (c->n > 0 && freed < bytes) {
+        int lru = 0;
+        for (int i = 1; i < c->n; i++)
+            if (c->e[i].last_used < c->e[lru].last_used) lru = i;
+        freed += c->e[lru].bytes;
+        entry_drop(c, lru);
+        c->evictions++;
+    }
+    return freed;
+}
+
+void kr_prefix_cache_set_budget(kr_prefix_cache *c, size_t budget) {
+    c->budget = budget;
+    if (c->bytes > budget) kr_prefix_cache_evict(c, c->bytes - budget);
+}
+
+static kr_prefix *lookup(void *user, const int32_t *s1, const int32_t *s2, const float *stamps, int n, int *rows) {
+    kr_prefix_cache *c = user;
+    c->queried += n;
+    *rows = 0;
+    if (c->n == 0 || n <= 0) return NULL;
+    uint64_t *chain = malloc(((size_t)n / KR_PREFIX_BLOCK + 1) * sizeof(uint64_t));
+    if (!chain) return NULL;
+    uint64_t full = chain_of(s1, s2, stamps, n, chain);
+    int best = -1, best_rows = 0;
+    for (int i = 0; i < c->n; i++) {
+        entry *e = &c->e[i];
+        if (e->n == n && e->full == full && same_rows(e, s1, s2, stamps, n)) {
+            best = i;
+            best_rows = n;
+            break;
+        }
+        /* Longest common run of whole blocks (never the whole window: its last row's logits
+         * would be missing), confirmed token by token. */
+        int kmax = (e->n < n ? e->n : n) / KR_PREFIX_BLOCK;
+        if (kmax * KR_PREFIX_BLOCK >= n) kmax--;
+        for (int k = kmax; k > 0 && k * KR_PREFIX_BLOCK > best_rows; k--)
+            if (e->chain[k] == chain[k] && same_rows(e, s1, s2, stamps, k * KR_PREFIX_BLOCK)) {
+                best = i;
+                best_rows = k * KR_PREFIX_BLOCK;
+                break;
+            }
+    }
+    free(chain);
+    if (best < 0) return NULL;
+    c->e[best].last_used = ++c->tick;
+    c->hits += best_rows;
+    c->e[best].p->refs++;
+    *rows = best_rows;
+    return c->e[best].p;
+}
+
+static void publish(void *user, kr_prefix *p, const int32_t *s1, const int32_t *s2, const float *stamps) {
+    kr_prefix_cache *c = user;
+    size_t bytes = prefix_bytes(p);
+    if (p->n <= 0 || bytes > c->budget) return;
+    uint64_t *chain = malloc(((size_t)p->n / KR_PREFIX_BLOCK + 1) * sizeof(uint64_t));
+    if (!chain) return;
+    uint64_t full = chain_of(s1, s2, stamps, p->n, chain);
+    for (int i = 0; i < c->n; i++)
+        if (c->e[i].n == p->n && c->e[i].full == full && same_rows(&c->e[i], s1, s2, stamps, p->n)) {
+            c->e[i].last_used = ++c->tick;
+            free(chain);
+            return;
+        }
+    if (c->bytes + bytes > c->budget) kr_prefix_cache_evict(c, c->bytes + bytes - c->budget);
+    if (c->n == c->cap) {
+        int cap = c->cap ? 2 * c->cap : 16;
+        entry *e = realloc(c->e, (size_t)cap * sizeof *e);
+        if (!e) {
+            free(chain);
+            return;
+        }
+        c->e = e;
+        c->cap = cap;
+    }
+    entry *e = &c->e[c->n];
+    memset(e, 0, sizeof *e);
+    e->s1 = malloc((size_t)p->n * sizeof(int32_t));
+    e->s2 = malloc((size_t)p->n * sizeof(int32_t));
+    e->stamps = malloc((size_t)p->n * 5 * sizeof(float));
+    if (!e->s1 || !e->s2 || !e->stamps) {
+        free(e->s1);
+        free(e->s2);
+        free(e->stamps);
+        free(chain);
+        return;
+    }
+    memcpy(e->s1, s1, (size_t)p->n * sizeof(int32_t));
+    memcpy(e->s2, s2, (size_t)p->n * sizeof(int32_t));
+    memcpy(e->stamps, stamps, (size_t)p->n * 5 * sizeof(float));
+    e->p = p;
+    p->refs++;
+    e->n = p->n;
+    e->chain = chain;
+    e->full = full;
+    e->bytes = bytes;
+    e->last_used = ++c->tick;
+    c->bytes += bytes;
+    c->n++;
+}
+
+kr_status kr_prefix_cache_create(size_t budget_bytes, kr_prefix_cache **out, kr_error *err) {
+    kr_prefix_cache *c = calloc(1, sizeof *c);
+    if (!c) return kr_error_set(err, KR_ERR_NOMEM, "prefix cache: out of memory");
+    c->budget = budget_bytes;
+    *out = c;
+    return KR_OK;
+}
+
+void kr_prefix_cache_free(kr_prefix_cache *c) {
+    if (!c) return;
+    while (c->n > 0) entry_drop(c, c->n - 1);
+    free(c->e);
+    free(c);
+}
+
+kr_prefix_hooks kr_prefix_cache_hooks(kr_prefix_cache *c) {
+    kr_prefix_hooks h = {lookup, publish, c};
+    return h;
+}
+
+void kr_prefix_cache_get_stats(const kr_prefix_cache *c, kr_prefix_cache_stats *st) {
+    st->entries = c->n;
+    st->bytes = c->bytes;
+    st->budget = c->budget;
+    st->queried_tokens = c->queried;
+    st->hit_tokens = c->hits;
+    st->evictions = c->evictions;
+}

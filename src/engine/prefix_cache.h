@@ -1,0 +1,40 @@
+/*
+ * engine/prefix_cache — prefilled context windows kept for reuse across requests.
+ *
+ * A window is keyed by a hash chain over blocks of KR_PREFIX_BLOCK tokens, each token being
+ * (s1, s2, time stamp): h_k = H(h_{k−1}, block k). A later window that starts with the same
+ * k blocks reuses those rows (same tokens at the same RoPE positions give the same K/V); an
+ * identical window reuses everything, including its last row's logits, and skips prefill.
+ * Tokens are compared byte for byte after a hash match, so a collision can never return a
+ * wrong prefix. LRU eviction keeps the cache inside a byte budget. Single-threaded: owned by
+ * the scheduler thread.
+ */
+#ifndef KR_ENGINE_PREFIX_CACHE_H
+#define KR_ENGINE_PREFIX_CACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/generate.h"
+
+#define KR_PREFIX_BLOCK 16
+
+typedef struct kr_prefix_cache kr_prefix_cache;
+
+typedef struct kr_prefix_cache_stats {
+    int entries;
+    size_t bytes, budget;
+    int64_t queried_tokens, hit_tokens, evictions;
+} kr_prefix_cache_stats;
+
+kr_status kr_prefix_cache_create(size_t budget_bytes, kr_prefix_cache **out, kr_error *err);
+void kr_prefix_cache_free(kr_prefix_cache *c);
+/* Hooks for kr_gen_step. */
+kr_prefix_hooks kr_prefix_cache_hooks(kr_prefix_cache *c);
+/* Changes the budget, evicting least recently used entries to fit. */
+void kr_prefix_cache_set_budget(kr_prefix_cache *c, size_t budget_bytes);
+/* Evicts LRU entries until at least `bytes` are freed or the cache is empty; returns bytes freed. */
+size_t kr_prefix_cache_evict(kr_prefix_cache *c, size_t bytes);
+void kr_prefix_cache_get_stats(const kr_prefix_cache *c, kr_prefix_cache_stats *st);
+
+#endif

@@ -1,0 +1,25 @@
+/*
+ * server/auth — API-key authentication for the /v1 routes: the key file and the
+ * `Authorization: Bearer <key>` check, compared in constant time so response timing does not
+ * reveal how much of a guessed key was right.
+ */
+#ifndef KR_SERVER_AUTH_H
+#define KR_SERVER_AUTH_H
+
+#include <stddef.h>
+
+#include "kronos.h"
+
+/* Reads the key: the file's first line, surrounding whitespace removed. Refuses an empty key,
+ * one longer than cap - 1 bytes and keys with control characters (they could never be sent
+ * in a header). */
+kr_status kr_auth_load_key_file(const char *path, char *key, size_t cap, kr_error *err);
+
+/* 1 when the Authorization header value (may be NULL) carries exactly `key` as a bearer
+ * token, else 0. The scheme name is case-insensitive (RFC 7235). */
+int kr_auth_check(const char *authorization, const char *key);
+
+/* Constant-time equality of two byte strings: the time depends only on the lengths. */
+int kr_auth_equal(const char *a, size_t alen, const char *b, size_t blen);
+
+#endif

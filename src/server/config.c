@@ -1,0 +1,423 @@
+/*
+ * server/config — defaults, the JSON config file and its validation (see config.h).
+ *
+ * Ranges live in one table (k_ranges) shared by the file parser and kr_server_config_validate,
+ * so a value set by a flag is held to the same bounds as one from the file.
+ */
+#include "server/config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "base/error.h"
+
+/* A config file larger than this is not a config file. */
+#define KR_CONFIG_MAX_BYTES ((size_t)1 << 20)
+
+void kr_server_config_defaults(kr_server_config *c) {
+    memset(c, 0, sizeof *c);
+    snprintf(c->host, sizeof c->host, "127.0.0.1");
+    c->port = 8080;
+    snprintf(c->quant, sizeof c->quant, "f32");
+    c->request_timeout_s = 120.0;
+    c->max_body_bytes = (size_t)8 << 20;
+    c->max_paths = 256;
+    c->max_pred_len = 2048;
+    c->max_connections = 512;
+    c->sched = kr_sched_default_params();
+}
+
+/* ------------------------------------------------------------------ helpers */
+
+static kr_status bad(kr_error *err, const char *label, const char *key, const char *what) {
+    return kr_error_set(err, KR_ERR_INVALID_ARG, "%s: %s: %s", label, key, what);
+}
+
+static kr_status get_int(const cJSON *it, const char *label, const char *key, long min, long max,
+                         int *out, kr_error *err) {
+    char msg[160];
+    if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble) || it->valuedouble != floor(it->valuedouble) ||
+        it->valuedouble < (double)min || it->valuedouble > (double)max) {
+        snprintf(msg, sizeof msg, "must be an integer in %ld..%ld", min, max);
+        return bad(err, label, key, msg);
+    }
+    *out = (int)it->valuedouble;
+    return KR_OK;
+}
+
+static kr_status get_double(const cJSON *it, const char *label, const char *key, double min_excl,
+                            double max, double *out, kr_error *err) {
+    char msg[160];
+    if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble) || !(it->valuedouble > min_excl) ||
+        it->valuedouble > max) {
+        snprintf(msg, sizeof msg, "must be a number in (%g, %g]", min_excl, max);
+        return bad(err, label, key, msg);
+    }
+    *out = it->valuedouble;
+    return KR_OK;
+}
+
+static kr_status get_bool(const cJSON *it, const char *label, const char *key, int *out,
+                          kr_error *err) {
+    if (!cJSON_IsBool(it)) return bad(err, label, key, "must be true or false");
+    *out = cJSON_IsTrue(it) ? 1 : 0;
+    return KR_OK;
+}
+
+static kr_status get_string(const cJSON *it, const char *label, const char *key, char *out,
+                            size_t cap, kr_error *err) {
+    if (!cJSON_IsString(it) || !it->valuestring) return bad(err, label, key, "must be a string");
+    size_t n = strlen(it->valuestring);
+    if (n == 0) return bad(err, label, key, "must not be empty");
+    if (n >= cap) return bad(err, label, key, "is too long");
+    memcpy(out, it->valuestring, n + 1);
+    return KR_OK;
+}
+
+int kr_server_parse_clock(const char *s, int *minutes) {
+    if (!s) return -1;
+    /* Exactly HH:MM: a looser format would make "9:3" mean 09:03 or 09:30 by accident. */
+    if (strlen(s) != 5 || !isdigit((unsigned char)s[0]) || !isdigit((unsigned char)s[1]) ||
+        s[2] != ':' || !isdigit((unsigned char)s[3]) || !isdigit((unsigned char)s[4]))
+        return -1;
+    int h = (s[0] - '0') * 10 + (s[1] - '0'), m = (s[3] - '0') * 10 + (s[4] - '0');
+    if (h > 23 || m > 59) return -1;
+    *minutes = h * 60 + m;
+    return 0;
+}
+
+kr_status kr_server_parse_kv_budget(const char *s, size_t *bytes, kr_error *err) {
+    if (!s || !*s) return kr_error_set(err, KR_ERR_INVALID_ARG, "kv_budget: empty value");
+    errno = 0;
+    char *end = NULL;
+    double v = strtod(s, &end);
+    if (end == s || errno || !isfinite(v) || v <= 0)
+        return kr_error_set(err, KR_ERR_INVALID_ARG,
+                            "kv_budget: '%s' is not BYTES (e.g. 536870912, 512MiB) or PCT%% "
+                            "(e.g. 25%%)",
+                            s);
+    if (!strcmp(end, "%")) {
+        if (v > 90)
+            return kr_error_set(err, KR_ERR_INVALID_ARG,
+                                "kv_budget: %s of RAM leaves nothing for the rest (max 90%%)", s);
+        long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+        if (pages <= 0 || page <= 0)
+            return kr_error_set(err, KR_ERR_UNSUPPORTED,
+                                "kv_budget: cannot read the RAM size; give BYTES");
+        *bytes = (size_t)((double)pages * (double)page * v / 100.0);
+        return KR_OK;
+    }
+    static const struct { const char *suffix; double mul; } k_units[] = {
+        {"", 1.0},           {"K", 1e3},           {"M", 1e6},          {"G", 1e9},
+        {"KiB", 1024.0},     {"MiB", 1048576.0},   {"GiB", 1073741824.0},
+    };
+    for (size_t i = 0; i < sizeof k_units / sizeof k_units[0]; i++) {
+        if (strcmp(end, k_units[i].suffix)) continue;
+        double b = v * k_units[i].mul;
+        if (b < 65536 || b > 1e15 || (k_units[i].mul == 1.0 && v != floor(v)))
+            return kr_error_set(err, KR_ERR_INVALID_ARG,
+                                "kv_budget: '%s' must be a whole number of bytes in 64KiB..1PB",
+                                s);
+        *bytes = (size_t)b;
+        return KR_OK;
+    }
+    return kr_error_set(err, KR_ERR_INVALID_ARG,
+                        "kv_budget: unknown unit in '%s' (use bytes, K, M, G, KiB, MiB, GiB or %%)",
+                        s);
+}
+
+/* ------------------------------------------------------------------ scheduler keys */
+
+/* One entry per integer scheduler/server knob: the JSON key, its range and where it goes. The
+ * profile parser reuses the scheduler subset. */
+typedef struct int_key {
+    const char *key;
+    long min, max;
+    size_t off;        /* offset into kr_server_config */
+    size_t prof_off;   /* offset into kr_server_profile, or 0 when not overridable */
+} int_key;
+
+#define CFG_OFF(f) offsetof(kr_server_config, f)
+#define PROF_OFF(f) offsetof(kr_server_profile, f)
+
+static const int_key k_int_keys[] = {
+    {"port", 0, 65535, CFG_OFF(port), 0},
+    {"threads", 0, 1024, CFG_OFF(threads), 0},
+    {"max_paths", 1, 4096, CFG_OFF(max_paths), 0},
+    {"max_pred_len", 1, 65536, CFG_OFF(max_pred_len), 0},
+    {"max_connections", 4, 65536, CFG_OFF(max_connections), 0},
+    {"batch_wait_ms", 0, 60000, CFG_OFF(sched.batch_wait_ms), PROF_OFF(batch_wait_ms)},
+    {"max_batch_tokens", 1, 1 << 24, CFG_OFF(sched.max_batch_tokens), PROF_OFF(max_batch_tokens)},
+    {"max_running", 1, 65536, CFG_OFF(sched.max_running), PROF_OFF(max_running)},
+    {"max_queue", 0, 1 << 20, CFG_OFF(sched.max_queue), PROF_OFF(max_queue)},
+};
+
+typedef struct dbl_key {
+    const char *key;
+    double min_excl, max;
+    size_t off, prof_off;
+} dbl_key;
+
+static const dbl_key k_dbl_keys[] = {
+    {"request_timeout_s", 0.0, 86400.0, CFG_OFF(request_timeout_s), 0},
+    {"target_queue_p95_s", 0.0, 3600.0, CFG_OFF(sched.target_queue_p95_s),
+     PROF_OFF(target_queue_p95_s)},
+    {"target_ttft_p95_s", 0.0, 3600.0, CFG_OFF(sched.target_ttft_p95_s),
+     PROF_OFF(target_ttft_p95_s)},
+};
+
+typedef struct bool_key {
+    const char *key;
+    size_t off;
+} bool_key;
+
+static const bool_key k_bool_keys[] = {
+    {"tune", CFG_OFF(sched.tune)},
+    {"prefix_cache", CFG_OFF(sched.prefix_cache)},
+    {"static_batching", CFG_OFF(sched.static_batching)},
+};
+
+typedef struct str_key {
+    const char *key;
+    size_t off, cap;
+} str_key;
+
+static const str_key k_str_keys[] = {
+    {"model", CFG_OFF(model), KR_SERVER_PATH_MAX},
+    {"tokenizer", CFG_OFF(tokenizer), KR_SERVER_PATH_MAX},
+    {"host", CFG_OFF(host), 256},
+    {"quant", CFG_OFF(quant), 16},
+    {"api_key_file", CFG_OFF(api_key_file), KR_SERVER_PATH_MAX},
+};
+
+#define N_OF(a) (sizeof(a) / sizeof((a)[0]))
+
+/* ------------------------------------------------------------------ profiles */
+
+static kr_status parse_profile(const cJSON *po, int index, const char *label, kr_server_profile *p,
+                               kr_error *err) {
+    char where[64];
+    snprintf(where, sizeof where, "profiles[%d]", index);
+    if (!cJSON_IsObject(po)) return bad(err, label, where, "must be an object");
+    memset(p, 0, sizeof *p);
+    p->batch_wait_ms = p->max_batch_tokens = p->max_running = p->max_queue = -1;
+    p->target_queue_p95_s = p->target_ttft_p95_s = -1.0;
+    int have_from = 0, have_to = 0;
+    char key[160];
+    for (const cJSON *it = po->child; it; it = it->next) {
+        snprintf(key, sizeof key, "%s.%s", where, it->string);
+        kr_status st = KR_OK;
+        int known = 0;
+        if (!strcmp(it->string, "name")) {
+            known = 1;
+            st = get_string(it, label, key, p->name, sizeof p->name, err);
+        } else if (!strcmp(it->string, "from") || !strcmp(it->string, "to")) {
+            known = 1;
+            int *dst = it->string[0] == 'f' ? &p->from_min : &p->to_min;
+            if (!cJSON_IsString(it) || kr_server_parse_clock(it->valuestring, dst) != 0)
+                return bad(err, label, key, "must be a local time \"HH:MM\" (00:00..23:59)");
+            if (it->string[0] == 'f') have_from = 1;
+            else have_to = 1;
+        }
+        for (size_t k = 0; !known && k < N_OF(k_int_keys); k++) {
+            if (!k_int_keys[k].prof_off || strcmp(it->string, k_int_keys[k].key)) continue;
+            known = 1;
+            st = get_int(it, label, key, k_int_keys[k].min, k_int_keys[k].max,
+                         (int *)((char *)p + k_int_keys[k].prof_off), err);
+        }
+        for (size_t k = 0; !known && k < N_OF(k_dbl_keys); k++) {
+            if (!k_dbl_keys[k].prof_off || strcmp(it->string, k_dbl_keys[k].key)) continue;
+            known = 1;
+            st = get_double(it, label, key, k_dbl_keys[k].min_excl, k_dbl_keys[k].max,
+                            (double *)((char *)p + k_dbl_keys[k].prof_off), err);
+        }
+        if (!known)
+            return bad(err, label, key,
+                       "unknown profile key (name, from, to, batch_wait_ms, max_batch_tokens, "
+                       "max_running, max_queue, target_queue_p95_s, target_ttft_p95_s)");
+        if (st != KR_OK) return st;
+    }
+    if (!p->name[0]) return bad(err, label, where, "needs a \"name\"");
+    if (!have_from || !have_to) return bad(err, label, where, "needs \"from\" and \"to\" (\"HH:MM\")");
+    if (p->from_min == p->to_min)
+        return bad(err, label, where, "\"from\" equals \"to\": the profile would cover no time");
+    return KR_OK;
+}
+
+static int profile_covers(const kr_server_profile *p, int m) {
+    return p->from_min < p->to_min ? (m >= p->from_min && m < p->to_min)
+                                   : (m >= p->from_min || m < p->to_min);
+}
+
+static kr_status parse_profiles(const cJSON *arr, const char *label, kr_server_config *c,
+                                kr_error *err) {
+    if (!cJSON_IsArray(arr)) return bad(err, label, "profiles", "must be an array of objects");
+    int n = cJSON_GetArraySize(arr);
+    if (n > KR_SERVER_MAX_PROFILES) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "at most %d profiles, got %d", KR_SERVER_MAX_PROFILES, n);
+        return bad(err, label, "profiles", msg);
+    }
+    int i = 0;
+    for (const cJSON *po = arr->child; po; po = po->next, i++) {
+        kr_status st = parse_profile(po, i, label, &c->profiles[i], err);
+        if (st != KR_OK) return st;
+        for (int j = 0; j < i; j++) {
+            char where[64];
+            snprintf(where, sizeof where, "profiles[%d]", i);
+            if (!strcmp(c->profiles[j].name, c->profiles[i].name))
+                return bad(err, label, where, "duplicate profile name");
+            /* Overlaps would make the active profile depend on list order: refuse them. */
+            for (int m = 0; m < 24 * 60; m++)
+                if (profile_covers(&c->profiles[i], m) && profile_covers(&c->profiles[j], m)) {
+                    char msg[160];
+                    snprintf(msg, sizeof msg, "overlaps profile '%s' at %02d:%02d",
+                             c->profiles[j].name, m / 60, m % 60);
+                    return bad(err, label, where, msg);
+                }
+        }
+    }
+    c->n_profiles = n;
+    return KR_OK;
+}
+
+const kr_server_profile *kr_server_profile_at(const kr_server_config *c, int minute_of_day) {
+    for (int i = 0; c && i < c->n_profiles; i++)
+        if (profile_covers(&c->profiles[i], minute_of_day)) return &c->profiles[i];
+    return NULL;
+}
+
+kr_sched_params kr_server_profile_apply(const kr_sched_params *base, const kr_server_profile *p) {
+    kr_sched_params r = *base;
+    if (!p) return r;
+    if (p->batch_wait_ms >= 0) r.batch_wait_ms = p->batch_wait_ms;
+    if (p->max_batch_tokens >= 0) r.max_batch_tokens = p->max_batch_tokens;
+    if (p->max_running >= 0) r.max_running = p->max_running;
+    if (p->max_queue >= 0) r.max_queue = p->max_queue;
+    if (p->target_queue_p95_s >= 0) r.target_queue_p95_s = p->target_queue_p95_s;
+    if (p->target_ttft_p95_s >= 0) r.target_ttft_p95_s = p->target_ttft_p95_s;
+    return r;
+}
+
+/* ------------------------------------------------------------------ document */
+
+static kr_status parse_key(const cJSON *it, const char *label, kr_server_config *c, kr_error *err) {
+    const char *k = it->string;
+    for (size_t i = 0; i < N_OF(k_int_keys); i++)
+        if (!strcmp(k, k_int_keys[i].key))
+            return get_int(it, label, k, k_int_keys[i].min, k_int_keys[i].max,
+                           (int *)((char *)c + k_int_keys[i].off), err);
+    for (size_t i = 0; i < N_OF(k_dbl_keys); i++)
+        if (!strcmp(k, k_dbl_keys[i].key))
+            return get_double(it, label, k, k_dbl_keys[i].min_excl, k_dbl_keys[i].max,
+                              (double *)((char *)c + k_dbl_keys[i].off), err);
+    for (size_t i = 0; i < N_OF(k_bool_keys); i++)
+        if (!strcmp(k, k_bool_keys[i].key))
+            return get_bool(it, label, k, (int *)((char *)c + k_bool_keys[i].off), err);
+    for (size_t i = 0; i < N_OF(k_str_keys); i++)
+        if (!strcmp(k, k_str_keys[i].key))
+            return get_string(it, label, k, (char *)c + k_str_keys[i].off, k_str_keys[i].cap, err);
+    if (!strcmp(k, "max_body_bytes")) {
+        if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble) ||
+            it->valuedouble < 1024 || it->valuedouble > (double)(1u << 30))
+            return bad(err, label, k, "must be an integer in 1024..1073741824");
+        c->max_body_bytes = (size_t)it->valuedouble;
+        return KR_OK;
+    }
+    if (!strcmp(k, "kv_budget")) {
+        char buf[64];
+        if (cJSON_IsNumber(it) && isfinite(it->valuedouble))
+            snprintf(buf, sizeof buf, "%.0f", it->valuedouble);
+        else if (cJSON_IsString(it) && strlen(it->valuestring) < sizeof buf)
+            snprintf(buf, sizeof buf, "%s", it->valuestring);
+        else
+            return bad(err, label, k, "must be a number of bytes or a string \"BYTES\"|\"PCT%\"");
+        kr_status st = kr_server_parse_kv_budget(buf, &c->sched.kv_budget_bytes, err);
+        if (st != KR_OK) kr_error_prefix(err, "%s", label);
+        return st;
+    }
+    if (!strcmp(k, "profiles")) return parse_profiles(it, label, c, err);
+    return bad(err, label, k, "unknown key (see docs/api.md, \"Configuration\")");
+}
+
+kr_status kr_server_config_parse(const char *json, size_t len, const char *label,
+                                 kr_server_config *c, kr_error *err) {
+    if (!label) label = "config";
+    if (!json || !c) return kr_error_set(err, KR_ERR_INVALID_ARG, "%s: no input", label);
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(json, len, &end, 0);
+    if (!root) {
+        size_t off = end && end >= json ? (size_t)(end - json) : 0;
+        return kr_error_set(err, KR_ERR_FORMAT, "%s: invalid JSON near byte %zu", label, off);
+    }
+    kr_status st = KR_OK;
+    if (!cJSON_IsObject(root)) {
+        st = kr_error_set(err, KR_ERR_FORMAT, "%s: the top level must be a JSON object", label);
+        goto done;
+    }
+    for (const cJSON *it = root->child; it && st == KR_OK; it = it->next) {
+        for (const cJSON *prev = root->child; prev != it; prev = prev->next)
+            if (!strcmp(prev->string, it->string)) {
+                st = bad(err, label, it->string, "duplicate key");
+                goto done;
+            }
+        st = parse_key(it, label, c, err);
+    }
+    if (st == KR_OK) st = kr_server_config_validate(c, err);
+    if (st != KR_OK && err && strncmp(err->message, label, strlen(label)) != 0)
+        kr_error_prefix(err, "%s", label);
+done:
+    cJSON_Delete(root);
+    return st;
+}
+
+kr_status kr_server_config_load(const char *path, kr_server_config *c, kr_error *err) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return kr_error_set(err, KR_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    char *buf = malloc(KR_CONFIG_MAX_BYTES + 1);
+    if (!buf) {
+        fclose(f);
+        return kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory", path);
+    }
+    size_t n = fread(buf, 1, KR_CONFIG_MAX_BYTES + 1, f);
+    int rerr = ferror(f);
+    fclose(f);
+    kr_status st;
+    if (rerr) st = kr_error_set(err, KR_ERR_IO, "%s: read error", path);
+    else if (n > KR_CONFIG_MAX_BYTES) st = kr_error_set(err, KR_ERR_FORMAT, "%s: larger than 1 MiB", path);
+    else st = kr_server_config_parse(buf, n, path, c, err);
+    free(buf);
+    return st;
+}
+
+kr_status kr_server_config_validate(const kr_server_config *c, kr_error *err) {
+    if (strcmp(c->quant, "f32") != 0)
+        return kr_error_set(err, KR_ERR_UNSUPPORTED,
+                            "quant: '%s' is not supported yet: only f32 weights can be served",
+                            c->quant);
+    for (size_t i = 0; i < N_OF(k_int_keys); i++) {
+        int v = *(const int *)((const char *)c + k_int_keys[i].off);
+        if (v < k_int_keys[i].min || v > k_int_keys[i].max)
+            return kr_error_set(err, KR_ERR_INVALID_ARG, "%s: must be an integer in %ld..%ld, got %d",
+                                k_int_keys[i].key, k_int_keys[i].min, k_int_keys[i].max, v);
+    }
+    for (size_t i = 0; i < N_OF(k_dbl_keys); i++) {
+        double v = *(const double *)((const char *)c + k_dbl_keys[i].off);
+        if (!(v > k_dbl_keys[i].min_excl) || v > k_dbl_keys[i].max)
+            return kr_error_set(err, KR_ERR_INVALID_ARG, "%s: must be a number in (%g, %g], got %g",
+                                k_dbl_keys[i].key, k_dbl_keys[i].min_excl, k_dbl_keys[i].max, v);
+    }
+    if (c->max_body_bytes < 1024 || c->max_body_bytes > ((size_t)1 << 30))
+        return kr_error_set(err, KR_ERR_INVALID_ARG,
+                            "max_body_bytes: must be an integer in 1024..1073741824, got %zu",
+                            c->max_body_bytes);
+    if (!c->host[0]) return kr_error_set(err, KR_ERR_INVALID_ARG, "host: must not be empty");
+    return KR_OK;
+}

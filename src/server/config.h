@@ -1,0 +1,98 @@
+/*
+ * server/config — everything `kronos serve` can be told: listen address, model, limits,
+ * scheduler parameters and time-of-day profiles. One struct, filled from defaults, then from a
+ * JSON config file, then from command-line flags (cli/cmd_serve.c), and validated here so the
+ * file and the flags obey the same ranges and produce the same messages.
+ *
+ * File format (every key optional, unknown keys are errors so a typo is never silently a
+ * default):
+ *   {"model": DIR, "tokenizer": DIR, "host": "127.0.0.1", "port": 8080, "quant": "f32",
+ *    "threads": N, "kv_budget": BYTES | "BYTES" | "PCT%", "api_key_file": FILE,
+ *    "tune": true, "request_timeout_s": 120, "max_body_bytes": 8388608,
+ *    "max_paths": 256, "max_pred_len": 512, "max_connections": 512,
+ *    "batch_wait_ms": 50, "max_batch_tokens": 4096, "max_running": 64, "max_queue": 256,
+ *    "target_queue_p95_s": 0.5, "target_ttft_p95_s": 2, "prefix_cache": true,
+ *    "static_batching": false,
+ *    "profiles": [{"name": "session", "from": "09:30", "to": "16:00", "batch_wait_ms": 20}]}
+ */
+#ifndef KR_SERVER_CONFIG_H
+#define KR_SERVER_CONFIG_H
+
+#include <stddef.h>
+
+#include "engine/scheduler.h"
+#include "kronos.h"
+
+#define KR_SERVER_MAX_PROFILES 16
+#define KR_SERVER_PATH_MAX 4096
+
+/* A named set of scheduler overrides that applies between two local wall-clock times, e.g.
+ * a shorter batch wait during the trading session. Fields left < 0 keep the base value. */
+typedef struct kr_server_profile {
+    char name[64];
+    int from_min, to_min;            /* minutes after local midnight; to < from wraps midnight */
+    int batch_wait_ms;               /* -1: keep */
+    int max_batch_tokens;            /* -1: keep */
+    int max_running;                 /* -1: keep */
+    int max_queue;                   /* -1: keep */
+    double target_queue_p95_s;       /* < 0: keep */
+    double target_ttft_p95_s;        /* < 0: keep */
+} kr_server_profile;
+
+/* Called when the active profile changes (NULL = back to the base parameters) with the
+ * parameters that now apply. The scheduler has no run-time setter yet, so the server only
+ * logs and exports the change; a tuner that can apply it registers here. Called from an
+ * HTTP connection thread; keep it short. */
+typedef void (*kr_server_profile_cb)(void *user, const kr_server_profile *active,
+                                     const kr_sched_params *effective);
+
+typedef struct kr_server_config {
+    char model[KR_SERVER_PATH_MAX];      /* predictor dir (or dir with predictor/, tokenizer/) */
+    char tokenizer[KR_SERVER_PATH_MAX];  /* "" = from model / the bundled demo model */
+    char host[256];                      /* bind address (default 127.0.0.1) */
+    int port;                            /* 0 = ephemeral (default 8080) */
+    char quant[16];                      /* weight format; only "f32" for now */
+    int threads;                         /* compute threads; 0 = all CPUs */
+    char api_key_file[KR_SERVER_PATH_MAX];
+    char api_key[256];                   /* "" = no auth; loaded from api_key_file when empty */
+    double request_timeout_s;            /* per-request deadline (default 120 s) */
+    size_t max_body_bytes;               /* request body limit (default 8 MiB) -> 413 */
+    int max_paths;                       /* per request (default 256) -> 400 */
+    int max_pred_len;                    /* per request (default 512) -> 400 */
+    int max_connections;                 /* concurrent HTTP connections (default 512) */
+    kr_sched_params sched;               /* scheduler parameters (kv_budget_bytes 0 = default) */
+    int n_profiles;
+    kr_server_profile profiles[KR_SERVER_MAX_PROFILES];
+    kr_server_profile_cb on_profile;     /* may be NULL */
+    void *on_profile_user;
+} kr_server_config;
+
+/* Defaults for every field (scheduler defaults from kr_sched_default_params). */
+void kr_server_config_defaults(kr_server_config *c);
+
+/* Overlays the keys present in a JSON config document onto c. label names the source in
+ * errors ("kronos-serve.json: batch_wait_ms: must be an integer in 0..60000, got -1").
+ * On error c may be partly updated. */
+kr_status kr_server_config_parse(const char *json, size_t len, const char *label,
+                                 kr_server_config *c, kr_error *err);
+/* Reads a file and calls kr_server_config_parse with the path as the label. */
+kr_status kr_server_config_load(const char *path, kr_server_config *c, kr_error *err);
+
+/* Checks cross-field consistency (quant, ranges that flags may have set). */
+kr_status kr_server_config_validate(const kr_server_config *c, kr_error *err);
+
+/* Parses a KV budget: "BYTES" (integer, optional K/M/G/KiB/MiB/GiB suffix) or "PCT%" of
+ * physical RAM (0 < PCT <= 90). */
+kr_status kr_server_parse_kv_budget(const char *s, size_t *bytes, kr_error *err);
+
+/* Parses "HH:MM" into minutes after midnight; returns 0 or -1. */
+int kr_server_parse_clock(const char *s, int *minutes);
+
+/* The profile active at a local time (minutes after midnight, 0..1439), or NULL. Profiles
+ * never overlap (checked at parse), so at most one applies. */
+const kr_server_profile *kr_server_profile_at(const kr_server_config *c, int minute_of_day);
+
+/* base with p's overrides applied (p NULL: base unchanged). */
+kr_sched_params kr_server_profile_apply(const kr_sched_params *base, const kr_server_profile *p);
+
+#endif

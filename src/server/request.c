@@ -1,0 +1,761 @@
+/*
+ * server/request — parsing and validating a POST /v1/forecast body (see request.h).
+ *
+ * Structure: the document is parsed by cJSON; top-level keys are checked against one table
+ * (unknown keys are errors: a typo such as "pred_length" must not silently become a default);
+ * scalars first (pred_len bounds the future stamps), then the candles, whichever of the four
+ * layouts they use, are mapped to the same per-row cells and validated by one function that
+ * mirrors market/candles.c's CSV rules, then the cross-field checks.
+ */
+#include "server/request.h"
+
+#include <ctype.h>
+#include <float.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "base/timeutil.h"
+
+kr_api_limits kr_api_default_limits(void) {
+    kr_api_limits l;
+    l.max_paths = 256;
+    l.max_pred_len = 2048;
+    l.max_rows = 1000000;
+    return l;
+}
+
+kr_status kr_api_error_set(kr_api_error *err, int status, const char *field, const char *fmt, ...) {
+    if (!err) return KR_ERR_INVALID_ARG;
+    char msg[sizeof err->message];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    err->status = status;
+    snprintf(err->field, sizeof err->field, "%s", field ? field : "");
+    if (field && *field) snprintf(err->message, sizeof err->message, "%s: %s", field, msg);
+    else snprintf(err->message, sizeof err->message, "%s", msg);
+    return KR_ERR_INVALID_ARG;
+}
+
+/* Printable, bounded copy of client text for messages and field names. */
+static const char *sanitize(const char *s, char *out, size_t cap) {
+    size_t j = 0;
+    for (size_t i = 0; s && s[i] && j + 4 < cap; i++)
+        out[j++] = (s[i] >= 0x20 && s[i] < 0x7f && s[i] != '"' && s[i] != '\\') ? s[i] : '?';
+    if (s && strlen(s) > j && cap >= 4) {
+        if (j > cap - 4) j = cap - 4;
+        memcpy(out + j, "...", 3);
+        j += 3;
+    }
+    out[j] = '\0';
+    return out;
+}
+
+static const char *type_name(const cJSON *v) {
+    if (!v) return "nothing";
+    if (cJSON_IsNull(v)) return "null";
+    if (cJSON_IsBool(v)) return "a boolean";
+    if (cJSON_IsNumber(v)) return "a number";
+    if (cJSON_IsString(v)) return "a string";
+    if (cJSON_IsArray(v)) return "an array";
+    if (cJSON_IsObject(v)) return "an object";
+    return "an unknown value";
+}
+
+/* ------------------------------------------------------------------ scalar fields */
+
+static kr_status get_int(const cJSON *v, const char *field, long min, long max, int *out,
+                         kr_api_error *err) {
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
+        return kr_api_error_set(err, 400, field, "must be an integer in %ld..%ld, got %s", min,
+                                max, type_name(v));
+    if (v->valuedouble != floor(v->valuedouble) || v->valuedouble < (double)min ||
+        v->valuedouble > (double)max)
+        return kr_api_error_set(err, 400, field, "must be an integer in %ld..%ld, got %.10g", min,
+                                max, v->valuedouble);
+    *out = (int)v->valuedouble;
+    return KR_OK;
+}
+
+static kr_status get_bool(const cJSON *v, const char *field, int *out, kr_api_error *err) {
+    if (!cJSON_IsBool(v))
+        return kr_api_error_set(err, 400, field, "must be true or false, got %s", type_name(v));
+    *out = cJSON_IsTrue(v) ? 1 : 0;
+    return KR_OK;
+}
+
+/* A number in (lo, hi] (lo_incl: [lo, hi]). */
+static kr_status get_number(const cJSON *v, const char *field, double lo, int lo_incl, double hi,
+                            double *out, kr_api_error *err) {
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
+        return kr_api_error_set(err, 400, field, "must be a number in %s%g, %g], got %s",
+                                lo_incl ? "[" : "(", lo, hi,
+                                cJSON_IsNumber(v) ? "a non-finite number" : type_name(v));
+    double x = v->valuedouble;
+    if ((lo_incl ? x < lo : !(x > lo)) || x > hi)
+        return kr_api_error_set(err, 400, field, "must be a number in %s%g, %g], got %.10g",
+                                lo_incl ? "[" : "(", lo, hi, x);
+    *out = x;
+    return KR_OK;
+}
+
+/* Seeds are u64; JSON numbers are exact only up to 2^53, so larger seeds come as strings. */
+static kr_status get_seed(const cJSON *v, uint64_t *out, kr_api_error *err) {
+    if (cJSON_IsNumber(v)) {
+        double x = v->valuedouble;
+        if (!isfinite(x) || x != floor(x) || x < 0 || x > 9007199254740992.0)
+            return kr_api_error_set(err, 400, "seed",
+                                    "must be an integer in 0..2^53 (or a decimal string for "
+                                    "larger 64-bit seeds), got %.10g",
+                                    x);
+        *out = (uint64_t)x;
+        return KR_OK;
+    }
+    if (cJSON_IsString(v)) {
+        const char *s = v->valuestring;
+        size_t n = strlen(s);
+        uint64_t acc = 0;
+        int ok = n > 0 && n <= 20;
+        for (size_t i = 0; ok && i < n; i++) {
+            if (s[i] < '0' || s[i] > '9') ok = 0;
+            else if (acc > (UINT64_MAX - (uint64_t)(s[i] - '0')) / 10) ok = 0;
+            else acc = acc * 10 + (uint64_t)(s[i] - '0');
+        }
+        if (ok) {
+            *out = acc;
+            return KR_OK;
+        }
+        char ex[48];
+        return kr_api_error_set(err, 400, "seed", "'%s' is not an unsigned 64-bit integer",
+                                sanitize(s, ex, sizeof ex));
+    }
+    return kr_api_error_set(err, 400, "seed", "must be an unsigned integer, got %s", type_name(v));
+}
+
+/* A timestamp cell: a string in the CSV formats or an epoch number. Numbers go through the
+ * same parser as CSV text (10 digits: seconds, 13: milliseconds, 8: YYYYMMDD) so the two
+ * inputs can never disagree about what a stamp means. */
+static kr_status get_timestamp(const cJSON *v, const char *field, int64_t *ts, int *has_time,
+                               kr_api_error *err) {
+    char buf[64], ex[48];
+    if (cJSON_IsString(v)) {
+        const char *s = v->valuestring;
+        if (kr_parse_timestamp(s, strlen(s), ts, has_time) == 0) return KR_OK;
+        return kr_api_error_set(err, 400, field,
+                                "cannot parse '%s' as a timestamp (expected YYYY-MM-DD[ "
+                                "HH:MM[:SS]] or epoch seconds)",
+                                sanitize(s, ex, sizeof ex));
+    }
+    if (cJSON_IsNumber(v)) {
+        double x = v->valuedouble;
+        if (isfinite(x) && x == floor(x) && x >= 0 && x < 1e13) {
+            snprintf(buf, sizeof buf, "%.0f", x);
+            if (kr_parse_timestamp(buf, strlen(buf), ts, has_time) == 0) return KR_OK;
+        }
+        return kr_api_error_set(err, 400, field,
+                                "%.10g is not an epoch timestamp (10-digit seconds or 13-digit "
+                                "milliseconds) or a YYYYMMDD date",
+                                x);
+    }
+    return kr_api_error_set(err, 400, field, "must be a timestamp string or epoch number, got %s",
+                            type_name(v));
+}
+
+/* ------------------------------------------------------------------ candles */
+
+enum { ROLE_TS = KR_N_FEATURES, N_ROLES };
+
+static const char *const k_role_names[N_ROLES] = {"open", "high", "low", "close",
+                                                  "volume", "amount", "timestamps"};
+static const char *const k_ts_aliases[] = {"timestamps", "timestamp", "datetime", "date", "time"};
+
+/* Role of a column/key name, or -1 when it has none (ignored, as the CSV reader does). */
+static int role_of(const char *name) {
+    for (size_t k = 0; k < sizeof k_ts_aliases / sizeof k_ts_aliases[0]; k++)
+        if (!strcmp(name, k_ts_aliases[k])) return ROLE_TS;
+    for (int k = 0; k < KR_N_FEATURES; k++)
+        if (!strcmp(name, k_role_names[k])) return k;
+    return -1;
+}
+
+typedef enum layout { LAYOUT_ROWS, LAYOUT_COLUMNS } layout;
+
+/* The cells of one row, whatever the layout, and how to name them in errors. */
+typedef struct row_cells {
+    const cJSON *cell[N_ROLES];
+    const char *name[N_ROLES];   /* key/column name as the client spelled it */
+    layout lay;
+    int64_t row;
+} row_cells;
+
+static void field_name(const row_cells *rc, int role, char *out, size_t cap) {
+    const char *nm = rc->name[role] ? rc->name[role] : k_role_names[role];
+    if (rc->lay == LAYOUT_ROWS) snprintf(out, cap, "candles[%lld].%s", (long long)rc->row, nm);
+    else snprintf(out, cap, "candles.%s[%lld]", nm, (long long)rc->row);
+}
+
+/* Growable table being built. */
+typedef struct table {
+    int64_t n, cap;
+    int64_t *ts;
+    double *values;
+    int has_volume, has_amount, any_time;
+} table;
+
+static int table_push(table *t) {
+    if (t->n < t->cap) return 0;
+    int64_t cap = t->cap ? t->cap * 2 : 256;
+    int64_t *nts = realloc(t->ts, (size_t)cap * sizeof *nts);
+    if (!nts) return -1;
+    t->ts = nts;
+    double *nv = realloc(t->values, (size_t)cap * KR_N_FEATURES * sizeof *nv);
+    if (!nv) return -1;
+    t->values = nv;
+    t->cap = cap;
+    return 0;
+}
+
+/* Validates one row and appends it: the rules of market/candles.c parse_row_values plus the
+ * strictly-increasing timestamp check. */
+static kr_status add_row(table *t, const row_cells *rc, kr_api_error *err) {
+    char f[160], f2[160], a[32], b[32];
+    if (table_push(t) != 0) return kr_api_error_set(err, 400, "candles", "out of memory");
+    int64_t ts = 0;
+    int has_time = 0;
+    field_name(rc, ROLE_TS, f, sizeof f);
+    if (!rc->cell[ROLE_TS]) return kr_api_error_set(err, 400, f, "required");
+    kr_status st = get_timestamp(rc->cell[ROLE_TS], f, &ts, &has_time, err);
+    if (st != KR_OK) return st;
+    if (t->n > 0 && ts <= t->ts[t->n - 1])
+        return kr_api_error_set(err, 400, f,
+                                "%s %s the previous row's %s; timestamps must be strictly "
+                                "increasing",
+                                kr_format_timestamp(ts, 0, a, sizeof a),
+                                ts == t->ts[t->n - 1] ? "repeats" : "is before",
+                                kr_format_timestamp(t->ts[t->n - 1], 0, b, sizeof b));
+    double *v = t->values + t->n * KR_N_FEATURES;
+    for (int k = 0; k < KR_N_FEATURES; k++) {
+        v[k] = 0.0;
+        field_name(rc, k, f, sizeof f);
+        const cJSON *c = rc->cell[k];
+        int wanted = k <= KR_CLOSE || (k == KR_VOLUME && t->has_volume) ||
+                     (k == KR_AMOUNT && t->has_amount);
+        if (!c) {
+            if (wanted) return kr_api_error_set(err, 400, f, "required");
+            continue;
+        }
+        if (!wanted)
+            return kr_api_error_set(err, 400, f,
+                                    "the first row has no %s; every row needs the same fields",
+                                    k_role_names[k]);
+        if (!cJSON_IsNumber(c))
+            return kr_api_error_set(err, 400, f, "must be a number, got %s", type_name(c));
+        if (!isfinite(c->valuedouble))
+            return kr_api_error_set(err, 400, f, "is not finite");
+        v[k] = c->valuedouble;
+        /* The model reads float32: a larger magnitude would be inf there and poison the
+         * window's statistics. */
+        if (fabs(v[k]) > FLT_MAX)
+            return kr_api_error_set(err, 400, f,
+                                    "%.10g is out of range (the model reads float32, max %.3g)",
+                                    v[k], (double)FLT_MAX);
+        if (k <= KR_CLOSE ? !(v[k] > 0.0) : v[k] < 0.0)
+            return kr_api_error_set(err, 400, f, "%s must be %s, got %.10g", k_role_names[k],
+                                    k <= KR_CLOSE ? "positive" : "non-negative", v[k]);
+    }
+    if (v[KR_HIGH] < v[KR_LOW]) {
+        field_name(rc, KR_HIGH, f, sizeof f);
+        return kr_api_error_set(err, 400, f, "%.10g is below low %.10g", v[KR_HIGH], v[KR_LOW]);
+    }
+    if (!t->has_volume) {
+        v[KR_AMOUNT] = 0.0; /* the reference zeroes both when volume is missing */
+    } else if (!t->has_amount) {
+        /* pandas: volume × row mean of the four prices, summed left to right in float64. */
+        const double mean = (((v[KR_OPEN] + v[KR_HIGH]) + v[KR_LOW]) + v[KR_CLOSE]) / 4.0;
+        v[KR_AMOUNT] = v[KR_VOLUME] * mean;
+        if (v[KR_AMOUNT] > FLT_MAX) {
+            field_name(rc, KR_VOLUME, f2, sizeof f2);
+            return kr_api_error_set(err, 400, f2,
+                                    "volume x mean price = %.3g is out of range for the derived "
+                                    "amount (the model reads float32)",
+                                    v[KR_AMOUNT]);
+        }
+    }
+    t->any_time |= has_time;
+    t->ts[t->n++] = ts;
+    return KR_OK;
+}
+
+/* Maps a list of names (the "columns" array or one layout's keys) to roles; refuses two names
+ * for one role and requires timestamps, open, high, low, close. col_role[i] = role or -1. */
+static kr_status map_names(const char *const *names, int n, const char *what, const char *owner,
+                           int *col_role, const char **role_name, kr_api_error *err) {
+    int seen[N_ROLES];
+    for (int k = 0; k < N_ROLES; k++) seen[k] = -1, role_name[k] = NULL;
+    char f[160], ex[64];
+    for (int i = 0; i < n; i++) {
+        col_role[i] = role_of(names[i]);
+        if (col_role[i] < 0) continue;
+        if (seen[col_role[i]] >= 0) {
+            snprintf(f, sizeof f, "%s%s", what, sanitize(names[i], ex, sizeof ex));
+            return kr_api_error_set(err, 400, f, "names the same column as '%s'",
+                                    sanitize(names[seen[col_role[i]]], ex, sizeof ex));
+        }
+        seen[col_role[i]] = i;
+        role_name[col_role[i]] = names[i];
+    }
+    const int required[] = {ROLE_TS, KR_OPEN, KR_HIGH, KR_LOW, KR_CLOSE};
+    for (int k = 0; k < 5; k++)
+        if (seen[required[k]] < 0)
+            return kr_api_error_set(err, 400, owner,
+                                    "missing the '%s' column%s", k_role_names[required[k]],
+                                    required[k] == ROLE_TS
+                                        ? " (also accepted: timestamp, datetime, date, time)"
+                                        : "");
+    return KR_OK;
+}
+
+#define MAX_COLUMNS 64
+
+/* [[ts, o, h, l, c, v?, a?], ...], optionally reordered by "columns". */
+static kr_status parse_array_rows(const cJSON *arr, const cJSON *columns, table *t,
+                                  kr_api_error *err) {
+    const char *names[MAX_COLUMNS];
+    int col_role[MAX_COLUMNS], ncols;
+    const char *role_name[N_ROLES];
+    char f[160];
+    if (columns) {
+        if (!cJSON_IsArray(columns))
+            return kr_api_error_set(err, 400, "columns", "must be an array of column names");
+        ncols = cJSON_GetArraySize(columns);
+        if (ncols < 5 || ncols > MAX_COLUMNS)
+            return kr_api_error_set(err, 400, "columns", "must name 5..%d columns, got %d",
+                                    MAX_COLUMNS, ncols);
+        int i = 0;
+        for (const cJSON *c = columns->child; c; c = c->next, i++) {
+            if (!cJSON_IsString(c)) {
+                snprintf(f, sizeof f, "columns[%d]", i);
+                return kr_api_error_set(err, 400, f, "must be a string, got %s", type_name(c));
+            }
+            names[i] = c->valuestring;
+        }
+        kr_status st = map_names(names, ncols, "columns.", "columns", col_role, role_name, err);
+        if (st != KR_OK) return st;
+    } else {
+        /* Default order: the reference's column order. */
+        ncols = cJSON_GetArraySize(arr->child);
+        if (ncols < 5 || ncols > 7)
+            return kr_api_error_set(err, 400, "candles[0]",
+                                    "has %d values; expected [timestamps, open, high, low, close"
+                                    "(, volume(, amount))] or give \"columns\"",
+                                    ncols);
+        for (int i = 0; i < ncols; i++) {
+            names[i] = i == 0 ? "timestamps" : k_role_names[i - 1];
+            col_role[i] = i == 0 ? ROLE_TS : i - 1;
+        }
+        for (int k = 0; k < N_ROLES; k++) role_name[k] = NULL;
+    }
+    t->has_volume = 0;
+    for (int i = 0; i < ncols; i++) t->has_volume |= col_role[i] == KR_VOLUME;
+    t->has_amount = 0;
+    for (int i = 0; t->has_volume && i < ncols; i++) t->has_amount |= col_role[i] == KR_AMOUNT;
+
+    row_cells rc;
+    memset(&rc, 0, sizeof rc);
+    rc.lay = LAYOUT_ROWS;
+    for (int k = 0; k < N_ROLES; k++) rc.name[k] = role_name[k];
+    int64_t r = 0;
+    for (const cJSON *row = arr->child; row; row = row->next, r++) {
+        snprintf(f, sizeof f, "candles[%lld]", (long long)r);
+        if (!cJSON_IsArray(row))
+            return kr_api_error_set(err, 400, f, "must be an array like candles[0], got %s",
+                                    type_name(row));
+        int n = cJSON_GetArraySize(row);
+        if (n != ncols)
+            return kr_api_error_set(err, 400, f, "has %d values, expected %d%s", n, ncols,
+                                    columns ? " (one per \"columns\" entry)" : " (as candles[0])");
+        for (int k = 0; k < N_ROLES; k++) rc.cell[k] = NULL;
+        int i = 0;
+        for (const cJSON *c = row->child; c; c = c->next, i++)
+            if (col_role[i] >= 0 && !(col_role[i] == KR_AMOUNT && !t->has_volume))
+                rc.cell[col_role[i]] = c;
+        rc.row = r;
+        kr_status st = add_row(t, &rc, err);
+        if (st != KR_OK) return st;
+    }
+    return KR_OK;
+}
+
+/* [{"timestamps": ..., "open": ..., ...}, ...]; the first row decides whether volume and
+ * amount are present, and every row must agree. Unknown keys are ignored (like extra CSV
+ * columns, e.g. a "symbol"). */
+static kr_status parse_object_rows(const cJSON *arr, table *t, kr_api_error *err) {
+    char f[160], ex[64];
+    row_cells rc;
+    memset(&rc, 0, sizeof rc);
+    rc.lay = LAYOUT_ROWS;
+    int64_t r = 0;
+    for (const cJSON *row = arr->child; row; row = row->next, r++) {
+        snprintf(f, sizeof f, "candles[%lld]", (long long)r);
+        if (!cJSON_IsObject(row))
+            return kr_api_error_set(err, 400, f, "must be an object like candles[0], got %s",
+                                    type_name(row));
+        for (int k = 0; k < N_ROLES; k++) rc.cell[k] = NULL, rc.name[k] = NULL;
+        for (const cJSON *c = row->child; c; c = c->next) {
+            int role = role_of(c->string);
+            if (role < 0) continue;
+            if (rc.cell[role]) {
+                snprintf(f, sizeof f, "candles[%lld].%s", (long long)r,
+                         sanitize(c->string, ex, sizeof ex));
+                return kr_api_error_set(err, 400, f, "names the same field as '%s'",
+                                        rc.name[role]);
+            }
+            rc.cell[role] = c;
+            rc.name[role] = c->string;
+        }
+        if (r == 0) {
+            t->has_volume = rc.cell[KR_VOLUME] != NULL;
+            t->has_amount = t->has_volume && rc.cell[KR_AMOUNT] != NULL;
+        }
+        /* Without volume the reference ignores amount too (both become 0). */
+        if (!t->has_volume) rc.cell[KR_AMOUNT] = NULL;
+        rc.row = r;
+        kr_status st = add_row(t, &rc, err);
+        if (st != KR_OK) return st;
+    }
+    return KR_OK;
+}
+
+/* {"timestamps": [...], "open": [...], ...}: pandas' "list" orient. */
+static kr_status parse_columns(const cJSON *obj, table *t, kr_api_error *err) {
+    const char *names[MAX_COLUMNS];
+    const cJSON *cols[MAX_COLUMNS];
+    int col_role[MAX_COLUMNS], n = 0;
+    const char *role_name[N_ROLES];
+    char f[160], ex[64];
+    for (const cJSON *c = obj->child; c; c = c->next) {
+        if (n == MAX_COLUMNS)
+            return kr_api_error_set(err, 400, "candles", "more than %d columns", MAX_COLUMNS);
+        names[n] = c->string;
+        cols[n++] = c;
+    }
+    kr_status st = map_names(names, n, "candles.", "candles", col_role, role_name, err);
+    if (st != KR_OK) return st;
+    const cJSON *by_role[N_ROLES] = {0};
+    for (int i = 0; i < n; i++)
+        if (col_role[i] >= 0) by_role[col_role[i]] = cols[i];
+    int rows = -1;
+    for (int k = 0; k < N_ROLES; k++) {
+        if (!by_role[k]) continue;
+        snprintf(f, sizeof f, "candles.%s", sanitize(role_name[k], ex, sizeof ex));
+        if (!cJSON_IsArray(by_role[k]))
+            return kr_api_error_set(err, 400, f, "must be an array, got %s", type_name(by_role[k]));
+        int m = cJSON_GetArraySize(by_role[k]);
+        if (k == ROLE_TS || rows < 0) {
+            if (rows >= 0 && m != rows)
+                return kr_api_error_set(err, 400, f, "has %d values, the other columns %d", m, rows);
+            rows = m;
+        } else if (m != rows) {
+            return kr_api_error_set(err, 400, f, "has %d values, the other columns %d", m, rows);
+        }
+    }
+    t->has_volume = by_role[KR_VOLUME] != NULL;
+    t->has_amount = t->has_volume && by_role[KR_AMOUNT] != NULL;
+    if (!t->has_volume) by_role[KR_AMOUNT] = NULL;
+
+    row_cells rc;
+    memset(&rc, 0, sizeof rc);
+    rc.lay = LAYOUT_COLUMNS;
+    const cJSON *it[N_ROLES];
+    for (int k = 0; k < N_ROLES; k++) {
+        rc.name[k] = role_name[k];
+        it[k] = by_role[k] ? by_role[k]->child : NULL;
+    }
+    for (int64_t r = 0; r < rows; r++) {
+        for (int k = 0; k < N_ROLES; k++) {
+            rc.cell[k] = it[k];
+            if (it[k]) it[k] = it[k]->next;
+        }
+        rc.row = r;
+        st = add_row(t, &rc, err);
+        if (st != KR_OK) return st;
+    }
+    return KR_OK;
+}
+
+static kr_status parse_candles(const cJSON *v, const cJSON *columns, const kr_api_limits *lim,
+                               kr_candles **out, kr_api_error *err) {
+    *out = NULL;
+    if (!v) return kr_api_error_set(err, 400, "candles", "required");
+    if (columns && !cJSON_IsArray(v))
+        return kr_api_error_set(err, 400, "columns",
+                                "only applies when candles are rows of arrays");
+    if (columns && v->child && !cJSON_IsArray(v->child))
+        return kr_api_error_set(err, 400, "columns",
+                                "only applies when candles are rows of arrays");
+    if (cJSON_IsString(v)) {
+        /* CSV text: the market layer's own reader, so its rules and messages apply as is. */
+        kr_error e = {0};
+        kr_candles *c = NULL;
+        if (kr_candles_parse_csv(v->valuestring, strlen(v->valuestring), "candles", &c, &e) != KR_OK) {
+            kr_api_error_set(err, 400, NULL, "%s", e.message);
+            snprintf(err->field, sizeof err->field, "candles");
+            return KR_ERR_INVALID_ARG;
+        }
+        if (c->n < 2 || c->n > lim->max_rows) {
+            int64_t n = c->n;
+            kr_candles_free(c);
+            return kr_api_error_set(err, 400, "candles", "needs 2..%lld rows, got %lld",
+                                    (long long)lim->max_rows, (long long)n);
+        }
+        *out = c;
+        return KR_OK;
+    }
+    table t;
+    memset(&t, 0, sizeof t);
+    kr_status st;
+    if (cJSON_IsArray(v)) {
+        int64_t n = cJSON_GetArraySize(v);
+        if (n < 2 || n > lim->max_rows)
+            return kr_api_error_set(err, 400, "candles", "needs 2..%lld rows, got %lld",
+                                    (long long)lim->max_rows, (long long)n);
+        if (cJSON_IsArray(v->child)) st = parse_array_rows(v, columns, &t, err);
+        else if (cJSON_IsObject(v->child)) st = parse_object_rows(v, &t, err);
+        else
+            st = kr_api_error_set(err, 400, "candles[0]",
+                                  "must be an array [timestamps, open, high, low, close, volume?, "
+                                  "amount?] or an object, got %s",
+                                  type_name(v->child));
+    } else if (cJSON_IsObject(v)) {
+        st = parse_columns(v, &t, err);
+        if (st == KR_OK && (t.n < 2 || t.n > lim->max_rows))
+            st = kr_api_error_set(err, 400, "candles", "needs 2..%lld rows, got %lld",
+                                  (long long)lim->max_rows, (long long)t.n);
+    } else {
+        st = kr_api_error_set(err, 400, "candles",
+                              "must be an array of rows, an object of columns or CSV text, got %s",
+                              type_name(v));
+    }
+    if (st == KR_OK) {
+        kr_candles *c = calloc(1, sizeof *c);
+        if (!c) {
+            st = kr_api_error_set(err, 400, "candles", "out of memory");
+        } else {
+            c->n = t.n;
+            c->timestamps = t.ts;
+            c->values = t.values;
+            c->has_volume = t.has_volume;
+            c->has_amount = t.has_amount;
+            c->date_only = !t.any_time;
+            *out = c;
+            return KR_OK;
+        }
+    }
+    free(t.ts);
+    free(t.values);
+    return st;
+}
+
+/* ------------------------------------------------------------------ document */
+
+static const char *const k_fields[] = {
+    "candles", "columns", "pred_len", "paths", "temperature", "top_k", "top_p", "seed",
+    "lookback", "max_context", "window", "future_timestamps", "quantiles", "return_paths",
+    "stream", "timeout_s",
+};
+enum { N_FIELDS = (int)(sizeof k_fields / sizeof k_fields[0]) };
+
+static kr_status parse_scalars(const cJSON *const *f, const kr_api_limits *lim, kr_api_request *r,
+                               kr_api_error *err) {
+    kr_forecast_params *p = &r->params;
+    kr_status st = KR_OK;
+    double d;
+    /* Index order follows k_fields. */
+    if (f[9] && (st = get_int(f[9], "max_context", 1, 65536, &p->max_context, err))) return st;
+    if (!f[2]) return kr_api_error_set(err, 400, "pred_len", "required");
+    if ((st = get_int(f[2], "pred_len", 1, lim->max_pred_len, &p->pred_len, err))) return st;
+    /* The engine generates inside one window: the horizon cannot exceed it. */
+    if (p->pred_len > p->max_context)
+        return kr_api_error_set(err, 400, "pred_len", "must be at most max_context (%d), got %d",
+                                p->max_context, p->pred_len);
+    if (f[3] && (st = get_int(f[3], "paths", 1, lim->max_paths, &p->paths, err))) return st;
+    if (f[4]) {
+        if ((st = get_number(f[4], "temperature", 0.0, 0, 1e6, &d, err))) return st;
+        p->temperature = (float)d;
+    }
+    if (f[5] && (st = get_int(f[5], "top_k", 0, 1 << 20, &p->top_k, err))) return st;
+    if (f[6]) {
+        if ((st = get_number(f[6], "top_p", 0.0, 0, 1.0, &d, err))) return st;
+        p->top_p = (float)d;
+        if (!(p->top_p > 0.0f))
+            return kr_api_error_set(err, 400, "top_p", "%.10g is zero in float32", d);
+    }
+    if (f[7] && (st = get_seed(f[7], &p->seed, err))) return st;
+    if (f[8] && (st = get_int(f[8], "lookback", 1, 1 << 20, &p->lookback, err))) return st;
+    if (f[10]) {
+        if (!cJSON_IsString(f[10]))
+            return kr_api_error_set(err, 400, "window", "must be \"exact\" or \"rolling\", got %s",
+                                    type_name(f[10]));
+        if (!strcmp(f[10]->valuestring, "exact")) p->window = KR_WINDOW_EXACT;
+        else if (!strcmp(f[10]->valuestring, "rolling")) p->window = KR_WINDOW_ROLLING;
+        else {
+            char ex[48];
+            return kr_api_error_set(err, 400, "window", "must be \"exact\" or \"rolling\", got '%s'",
+                                    sanitize(f[10]->valuestring, ex, sizeof ex));
+        }
+    }
+    if (f[12]) {
+        if (!cJSON_IsArray(f[12]))
+            return kr_api_error_set(err, 400, "quantiles", "must be an array of numbers in [0, 1]");
+        int n = cJSON_GetArraySize(f[12]);
+        if (n > KR_API_MAX_QUANTILES)
+            return kr_api_error_set(err, 400, "quantiles", "at most %d quantiles, got %d",
+                                    KR_API_MAX_QUANTILES, n);
+        int i = 0;
+        char name[32];
+        for (const cJSON *q = f[12]->child; q; q = q->next, i++) {
+            snprintf(name, sizeof name, "quantiles[%d]", i);
+            if ((st = get_number(q, name, 0.0, 1, 1.0, &r->quantiles[i], err))) return st;
+        }
+        r->n_quantiles = n;
+    }
+    if (f[13] && (st = get_bool(f[13], "return_paths", &r->return_paths, err))) return st;
+    if (f[14] && (st = get_bool(f[14], "stream", &r->stream, err))) return st;
+    if (f[15] && (st = get_number(f[15], "timeout_s", 0.0, 0, 86400.0, &r->timeout_s, err)))
+        return st;
+    return KR_OK;
+}
+
+static kr_status parse_future(const cJSON *v, kr_api_request *r, kr_api_error *err) {
+    int P = r->params.pred_len;
+    if (!cJSON_IsArray(v))
+        return kr_api_error_set(err, 400, "future_timestamps", "must be an array of %d timestamps", P);
+    int n = cJSON_GetArraySize(v);
+    if (n != P)
+        return kr_api_error_set(err, 400, "future_timestamps", "has %d timestamps, pred_len is %d", n,
+                                P);
+    r->future_timestamps = malloc((size_t)P * sizeof(int64_t));
+    if (!r->future_timestamps) return kr_api_error_set(err, 400, "future_timestamps", "out of memory");
+    const kr_candles *c = r->candles;
+    int64_t prev = c->timestamps[c->n - 1];
+    int i = 0;
+    char f[48], a[32], b[32];
+    for (const cJSON *it = v->child; it; it = it->next, i++) {
+        snprintf(f, sizeof f, "future_timestamps[%d]", i);
+        int has_time = 0;
+        kr_status st = get_timestamp(it, f, &r->future_timestamps[i], &has_time, err);
+        if (st != KR_OK) return st;
+        if (r->future_timestamps[i] <= prev)
+            return kr_api_error_set(err, 400, f, "%s is not after %s (%s)",
+                                    kr_format_timestamp(r->future_timestamps[i], 0, a, sizeof a),
+                                    i == 0 ? "the last candle" : "the previous one",
+                                    kr_format_timestamp(prev, 0, b, sizeof b));
+        prev = r->future_timestamps[i];
+    }
+    return KR_OK;
+}
+
+static void json_error_position(const char *json, size_t len, const char *end, long *line,
+                                long *col, size_t *off) {
+    *off = end && end >= json && end <= json + len ? (size_t)(end - json) : len;
+    *line = 1;
+    *col = 1;
+    for (size_t i = 0; i < *off; i++) {
+        if (json[i] == '\n') {
+            (*line)++;
+            *col = 1;
+        } else {
+            (*col)++;
+        }
+    }
+}
+
+kr_status kr_api_forecast_parse(const char *json, size_t len, const kr_api_limits *limits,
+                                kr_api_request *out, kr_api_error *err) {
+    kr_api_limits lim = limits ? *limits : kr_api_default_limits();
+    kr_api_error scratch;
+    if (!err) err = &scratch;
+    memset(err, 0, sizeof *err);
+    if (!out) return kr_api_error_set(err, 400, NULL, "no request");
+    memset(out, 0, sizeof *out);
+    if (!json || len == 0) {
+        kr_api_error_set(err, 400, "body", "empty; expected a JSON object");
+        return KR_ERR_FORMAT;
+    }
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(json, len, &end, 0);
+    if (!root) {
+        long line, col;
+        size_t off;
+        json_error_position(json, len, end, &line, &col, &off);
+        kr_api_error_set(err, 400, "body", "invalid JSON at line %ld, column %ld (byte %zu)", line,
+                         col, off);
+        return KR_ERR_FORMAT;
+    }
+    kr_status st = KR_OK;
+    const cJSON *f[N_FIELDS] = {0};
+    char ex[64];
+    if (!cJSON_IsObject(root)) {
+        st = kr_api_error_set(err, 400, "body", "must be a JSON object, got %s", type_name(root));
+        goto fail;
+    }
+    for (const cJSON *it = root->child; it; it = it->next) {
+        int k = 0;
+        while (k < N_FIELDS && strcmp(it->string, k_fields[k]) != 0) k++;
+        if (k == N_FIELDS) {
+            st = kr_api_error_set(err, 400, sanitize(it->string, ex, sizeof ex),
+                                  "unknown field (expected candles, columns, pred_len, paths, "
+                                  "temperature, top_k, top_p, seed, lookback, max_context, window, "
+                                  "future_timestamps, quantiles, return_paths, stream, timeout_s)");
+            goto fail;
+        }
+        if (f[k]) {
+            st = kr_api_error_set(err, 400, k_fields[k], "given twice");
+            goto fail;
+        }
+        /* null means "use the default" for every optional field. */
+        f[k] = cJSON_IsNull(it) ? NULL : it;
+    }
+    out->params = kr_forecast_default_params();
+    out->params.keep_paths = 1;
+    out->quantiles[0] = 0.1;
+    out->quantiles[1] = 0.5;
+    out->quantiles[2] = 0.9;
+    out->n_quantiles = 3;
+    if ((st = parse_scalars(f, &lim, out, err)) != KR_OK) goto fail;
+    if ((st = parse_candles(f[0], f[1], &lim, &out->candles, err)) != KR_OK) goto fail;
+    if (out->params.lookback > out->candles->n) {
+        st = kr_api_error_set(err, 400, "lookback", "%d exceeds the %lld candles given",
+                              out->params.lookback, (long long)out->candles->n);
+        goto fail;
+    }
+    if (f[11] && (st = parse_future(f[11], out, err)) != KR_OK) goto fail;
+    cJSON_Delete(root);
+    return KR_OK;
+fail:
+    cJSON_Delete(root);
+    kr_api_request_free(out);
+    memset(out, 0, sizeof *out);
+    if (!err->status) err->status = 400;
+    return st == KR_OK ? KR_ERR_INVALID_ARG : st;
+}
+
+void kr_api_request_free(kr_api_request *r) {
+    if (!r) return;
+    kr_candles_free(r->candles);
+    free(r->future_timestamps);
+    r->candles = NULL;
+    r->future_timestamps = NULL;
+}
+
+kr_series kr_api_request_series(const kr_api_request *r) {
+    kr_series s = kr_candles_series(r->candles);
+    s.future_timestamps = r->future_timestamps;
+    return s;
+}

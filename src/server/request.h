@@ -1,0 +1,78 @@
+/*
+ * server/request — the body of POST /v1/forecast: JSON in, a validated request out.
+ *
+ * Validation follows the CSV reader's rules (market/candles.c) for the same data: finite
+ * numbers within float32 range, prices > 0, volume/amount >= 0, high >= low, timestamps
+ * (strings in the CSV formats or epoch numbers, via kr_parse_timestamp) strictly increasing,
+ * at least 2 rows; amount derived as volume × mean(OHLC) when absent and both zero without
+ * volume, as the reference does. Every error names the JSON field and row, e.g.
+ * field "candles[17].high", message "candles[17].high: 9.1 is below low 9.3".
+ *
+ * Candles may come as
+ *   - rows of arrays  [[ts, o, h, l, c, v?, a?], ...]   (order overridable with "columns"),
+ *   - rows of objects [{"timestamps": ..., "open": ..., ...}, ...],
+ *   - columns         {"timestamps": [...], "open": [...], ...},
+ *   - CSV text        "timestamps,open,...\n..."  (parsed by market/candles as is).
+ * Pure: no I/O, no globals, so the parser is unit-tested and fuzzed directly.
+ */
+#ifndef KR_SERVER_REQUEST_H
+#define KR_SERVER_REQUEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kronos.h"
+#include "market/candles.h"
+
+#define KR_API_MAX_QUANTILES 16
+
+/* An HTTP-facing error: the status to send, the offending JSON field ("" when the error is
+ * not about one field) and a message that starts with that field. */
+typedef struct kr_api_error {
+    int status;
+    char field[128];
+    char message[512];
+} kr_api_error;
+
+/* Server-side bounds a request must respect (named size limits -> 400). */
+typedef struct kr_api_limits {
+    int max_paths;       /* default 256 */
+    int max_pred_len;    /* default 2048 */
+    int64_t max_rows;    /* candles per request (default 1,000,000) */
+} kr_api_limits;
+
+kr_api_limits kr_api_default_limits(void);
+
+typedef struct kr_api_request {
+    kr_candles *candles;                 /* owned; validated table */
+    int64_t *future_timestamps;          /* [params.pred_len] or NULL (inferred); owned */
+    kr_forecast_params params;           /* keep_paths is always 1: quantiles need the paths */
+    double quantiles[KR_API_MAX_QUANTILES];
+    int n_quantiles;                     /* default 3: 0.1, 0.5, 0.9 */
+    int return_paths;                    /* include every path's candles and s1/s2 ids */
+    int stream;                          /* answer as text/event-stream */
+    double timeout_s;                    /* 0: the server's request_timeout_s */
+} kr_api_request;
+
+/* Parses and validates a request body (len bytes, need not be NUL-terminated). limits NULL =
+ * defaults. On success *out is filled and owns its arrays (kr_api_request_free). On failure
+ * *out is zeroed, err->status is 400 and err->field / err->message name the problem; the
+ * return value is KR_ERR_FORMAT (bad JSON) or KR_ERR_INVALID_ARG (bad field). */
+kr_status kr_api_forecast_parse(const char *json, size_t len, const kr_api_limits *limits,
+                                kr_api_request *out, kr_api_error *err);
+
+/* Frees what a parsed request owns; safe on a zeroed or already-freed request. */
+void kr_api_request_free(kr_api_request *r);
+
+/* The series view the scheduler takes (borrowed from r). */
+kr_series kr_api_request_series(const kr_api_request *r);
+
+/* Sets err to status with a field and a printf message (the message gets "field: " in front
+ * when field is non-empty). Returns KR_ERR_INVALID_ARG for convenience. */
+kr_status kr_api_error_set(kr_api_error *err, int status, const char *field, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+
+#endif

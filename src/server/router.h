@@ -1,0 +1,34 @@
+/*
+ * server/router — the route table: which (method, path) pairs exist, which need the API key,
+ * and the label each one carries in the HTTP metrics. Pure functions, no I/O, so 404/405
+ * decisions are unit-tested without a socket.
+ */
+#ifndef KR_SERVER_ROUTER_H
+#define KR_SERVER_ROUTER_H
+
+typedef enum kr_route_id {
+    KR_ROUTE_HEALTH = 0,   /* GET /health: the process is alive */
+    KR_ROUTE_READY,        /* GET /ready: model loaded and not draining */
+    KR_ROUTE_METRICS,      /* GET /metrics: Prometheus text */
+    KR_ROUTE_MODELS,       /* GET /v1/models */
+    KR_ROUTE_FORECAST,     /* POST /v1/forecast */
+    KR_ROUTE_COUNT
+} kr_route_id;
+
+typedef struct kr_route {
+    kr_route_id id;
+    const char *method;    /* "GET" or "POST"; GET routes also answer HEAD */
+    const char *path;      /* exact path, no query string */
+    int v1;                /* under /v1: needs the API key, refused while draining */
+} kr_route;
+
+/* Matches a request. Returns 200 with *route set, 404 for an unknown path, or 405 for a
+ * known path with another method (then *route is the path's route, whose method goes into
+ * the Allow header). url may carry a query string, which is ignored. */
+int kr_route_match(const char *method, const char *url, const kr_route **route);
+
+/* The metrics label of a route ("/v1/forecast"); "other" for NULL (unknown paths share one
+ * label so scanners cannot blow up the series count). */
+const char *kr_route_label(const kr_route *route);
+
+#endif
