@@ -90,7 +90,9 @@ static void ranges(const kr_report *r, frame *f) {
     f->vmax = vmax * 1.1;
 }
 
-static void price_axis(kr_sb *sb, const frame *f) {
+/* Price grid and labels; a label within `avoid_px` of y_avoid (the last-close tag) is left
+ * out so the two do not overprint. */
+static void price_axis(kr_sb *sb, const frame *f, double y_avoid, double avoid_px) {
     double first, step;
     kr_chart_nice_ticks(f->lo, f->hi, 6, &first, &step);
     for (double v = first; v <= f->hi + step * 1e-9; v += step) {
@@ -99,14 +101,16 @@ static void price_axis(kr_sb *sb, const frame *f) {
         price_label(v, step, lab);
         kr_sb_appendf(sb, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"" COL_GRID "\"/>",
                       f->x0, y, f->plot_right, y);
-        kr_sb_appendf(sb, "<text x=\"%.1f\" y=\"%.1f\" class=\"ax\">%s</text>\n", f->plot_right + 6, y + 4, lab);
+        if (fabs(y - y_avoid) >= avoid_px)
+            kr_sb_appendf(sb, "<text x=\"%.1f\" y=\"%.1f\" class=\"ax\">%s</text>\n", f->plot_right + 6, y + 4, lab);
     }
 }
 
 static void time_axis(kr_sb *sb, const kr_report *r, const frame *f, int total, double ybottom) {
     int target = 7, every = (total + target - 1) / target;
     if (every < 1) every = 1;
-    for (int s = 0; s < total; s += every) {
+    /* Start half a spacing in so the first label is not cut at the left edge. */
+    for (int s = every / 2; s < total; s += every) {
         int64_t t = s < r->n_chart ? r->chart_ts[s] : r->fc_ts[s - r->n_chart];
         char lab[32];
         time_label(t, r->date_only, lab);
@@ -223,12 +227,13 @@ void kr_chart_forecast_svg(kr_sb *sb, const kr_report *r, int width, int height)
     double bx = f.x0 + r->n_chart * f.w_slot;
     kr_sb_appendf(sb, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"#f1f5f9\"/>\n", bx,
                   f.py0, f.plot_right - bx, f.vy1 - f.py0);
-    price_axis(sb, &f);
+    price_axis(sb, &f, yp(&f, r->last_close), 14.0);
     time_axis(sb, r, &f, total, f.vy1);
     kr_sb_appendf(sb, "<line x1=\"%.2f\" y1=\"%.1f\" x2=\"%.2f\" y2=\"%.1f\" stroke=\"" COL_AXIS "\" "
                       "stroke-dasharray=\"4 3\"/>\n", bx, f.py0, bx, f.vy1);
     kr_sb_appendf(sb, "<text x=\"%.2f\" y=\"%.1f\" class=\"pl\">forecast &#8594;</text>\n", bx + 5, f.py0 + 13);
-    kr_sb_appendf(sb, "<text x=\"%.2f\" y=\"%.1f\" class=\"pl\">volume</text>\n", f.x0 + 4, f.vy0 + 11);
+    kr_sb_appendf(sb, "<text x=\"%.2f\" y=\"%.1f\" class=\"pl\">%s</text>\n", f.x0 + 4, f.vy0 + 11,
+                  f.vmax > 0 ? "volume" : "no volume in the data");
     /* Panel frames and the volume baseline. */
     kr_sb_appendf(sb, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" stroke=\"#d1d5db\"/>\n",
                   f.x0, f.py0, f.plot_right - f.x0, f.py1 - f.py0);

@@ -74,8 +74,8 @@ static void technical_table(kr_sb *sb, const kr_report *r) {
                   kr_fmt_price(t->ema20, b), kr_fmt_price(t->ema60, c));
     kr_sb_appendf(sb, "| RSI 14 | %s (%s) |\n", kr_fmt_num(t->rsi14, 1, a), kr_rsi_state(t->rsi14));
     kr_sb_appendf(sb, "| MACD 12/26/9 line / signal / histogram | %s / %s / %s |\n",
-                  kr_fmt_num(t->macd_line, 3, a), kr_fmt_num(t->macd_signal, 3, b),
-                  kr_fmt_num(t->macd_hist, 3, c));
+                  kr_fmt_sig(t->macd_line, 3, a), kr_fmt_sig(t->macd_signal, 3, b),
+                  kr_fmt_sig(t->macd_hist, 3, c));
     kr_sb_appendf(sb, "| Bollinger 20/2 lower / middle / upper | %s / %s / %s |\n",
                   kr_fmt_price(t->bb_lower, a), kr_fmt_price(t->bb_middle, b), kr_fmt_price(t->bb_upper, c));
     kr_sb_appendf(sb, "| Bollinger %%b / bandwidth | %s / %s |\n", kr_fmt_num(t->bb_percent_b, 2, a),

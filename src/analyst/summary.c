@@ -96,7 +96,7 @@ static int sentence_technical(const kr_report *r, kr_sb *sb) {
     }
     if (!isnan(t->macd_hist)) {
         kr_sb_appendf(sb, "%s MACD histogram %s (%s)", parts ? "," : "",
-                      t->macd_hist >= 0 ? "positive" : "negative", kr_fmt_num(t->macd_hist, 3, a));
+                      t->macd_hist >= 0 ? "positive" : "negative", kr_fmt_sig(t->macd_hist, 3, a));
         parts++;
     }
     if (!isnan(t->bb_percent_b)) {

@@ -112,6 +112,12 @@ char *kr_fmt_num(double x, int dec, char *buf) {
     return buf;
 }
 
+char *kr_fmt_sig(double x, int sig, char *buf) {
+    if (!isfinite(x)) snprintf(buf, 32, "n/a");
+    else snprintf(buf, 32, "%.*g", sig, x);
+    return buf;
+}
+
 char *kr_fmt_compact(double x, char *buf) {
     double a = fabs(x);
     if (!isfinite(x)) snprintf(buf, 32, "n/a");

@@ -35,6 +35,8 @@ char *kr_fmt_pct_signed(double frac, char *buf);
 char *kr_fmt_pct(double frac, int dec, char *buf);
 /* A plain number with `dec` decimals. */
 char *kr_fmt_num(double x, int dec, char *buf);
+/* A number with `sig` significant digits (for values of any scale, e.g. MACD). */
+char *kr_fmt_sig(double x, int sig, char *buf);
 /* A large count compactly: 1234567 -> "1.23M". */
 char *kr_fmt_compact(double x, char *buf);
 

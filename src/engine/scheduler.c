@@ -395,9 +395,11 @@ static void *sched_main(void *arg) {
         int n_ids = s->n_cancels;
         uint64_t ids[64];
         if (n_ids > 64) n_ids = 64;
-        memcpy(ids, s->cancels, (size_t)n_ids * sizeof(uint64_t));
-        memmove(s->cancels, s->cancels + n_ids, (size_t)(s->n_cancels - n_ids) * sizeof(uint64_t));
-        s->n_cancels -= n_ids;
+        if (n_ids > 0) {
+            memcpy(ids, s->cancels, (size_t)n_ids * sizeof(uint64_t));
+            memmove(s->cancels, s->cancels + n_ids, (size_t)(s->n_cancels - n_ids) * sizeof(uint64_t));
+            s->n_cancels -= n_ids;
+        }
         req *expired = NULL, *cancelled = reap_queue(s, ids, n_ids, now, &expired);
         apply_cancels(s, ids, n_ids);
         admit(s, now);

@@ -42,14 +42,29 @@ static int cmp_desc(const void *a, const void *b) {
     return (x->i > y->i) - (x->i < y->i);
 }
 
-static sort_item *sort_scaled(kr_sampler_scratch *s) {
-    sort_item *it = s->pairs;
-    for (int i = 0; i < s->n; i++) {
-        it[i].v = s->scaled[i];
-        it[i].i = i;
+/* k-th largest of v[0..n) (1-based k) by quickselect on a scratch copy: O(n), no sort. */
+static float kth_largest(const float *v, int n, int k, float *tmp) {
+    memcpy(tmp, v, (size_t)n * sizeof(float));
+    int lo = 0, hi = n - 1, want = k - 1;
+    while (lo < hi) {
+        float pivot = tmp[lo + (hi - lo) / 2];
+        int i = lo, j = hi;
+        while (i <= j) {
+            while (tmp[i] > pivot) i++;
+            while (tmp[j] < pivot) j--;
+            if (i <= j) {
+                float t = tmp[i];
+                tmp[i] = tmp[j];
+                tmp[j] = t;
+                i++;
+                j--;
+            }
+        }
+        if (want <= j) hi = j;
+        else if (want >= i) lo = i;
+        else break;
     }
-    qsort(it, (size_t)s->n, sizeof *it, cmp_desc);
-    return it;
+    return tmp[want];
 }
 
 int kr_sampler_filter(const float *logits, const kr_sampler_params *p, kr_sampler_scratch *s) {
@@ -60,7 +75,7 @@ int kr_sampler_filter(const float *logits, const kr_sampler_params *p, kr_sample
     }
     if (p->top_k > 0) {
         int k = p->top_k < n ? p->top_k : n;
-        float kth = sort_scaled(s)[k - 1].v;
+        float kth = kth_largest(s->scaled, n, k, s->probs);
         int kept = 0;
         for (int i = 0; i < n; i++) {
             s->keep[i] = !(s->scaled[i] < kth);
@@ -69,22 +84,38 @@ int kr_sampler_filter(const float *logits, const kr_sampler_params *p, kr_sample
         return kept;
     }
     if (p->top_p < 1.0f) {
-        sort_item *it = sort_scaled(s);
-        /* softmax of the sorted logits in float, then a running float cumsum, as torch. */
-        float mx = it[0].v, sum = 0.0f;
-        for (int j = 0; j < n; j++) {
-            s->probs[j] = expf(it[j].v - mx);
-            sum += s->probs[j];
+        /* softmax, then the sorted cumulative sum: position j is dropped once the sum of the
+         * probabilities before it exceeds top_p. Only the head of the sorted order matters, so
+         * sort just the tokens above a threshold, lowering it until the cut falls inside. */
+        float mx = s->scaled[0], sum = 0.0f;
+        for (int i = 1; i < n; i++)
+            if (s->scaled[i] > mx) mx = s->scaled[i];
+        for (int i = 0; i < n; i++) {
+            s->probs[i] = expf(s->scaled[i] - mx);
+            sum += s->probs[i];
         }
-        float cum = 0.0f;
-        int kept = 0;
-        for (int j = 0; j < n; j++) {
-            int remove = j > 0 && cum > p->top_p;
-            s->keep[it[j].i] = (unsigned char)!remove;
-            kept += !remove;
-            cum += s->probs[j] / sum;
+        sort_item *it = s->pairs;
+        for (float thr = 1.0f / 64;; thr /= 64) {
+            int m = 0;
+            for (int i = 0; i < n; i++)
+                if (s->probs[i] >= thr || thr < 1e-30f) it[m++] = (sort_item){s->probs[i], i};
+            qsort(it, (size_t)m, sizeof *it, cmp_desc);
+            float cum = 0.0f;
+            int cut = -1;
+            for (int j = 0; j < m; j++) {
+                if (j > 0 && cum > p->top_p) {
+                    cut = j;
+                    break;
+                }
+                cum += it[j].v / sum;
+            }
+            if (cut < 0 && cum > p->top_p && m < n) cut = m; /* crosses right after the last */
+            if (cut < 0 && m < n) continue;
+            if (cut < 0) cut = m;
+            for (int i = 0; i < n; i++) s->keep[i] = 0;
+            for (int j = 0; j < cut; j++) s->keep[it[j].i] = 1;
+            return cut;
         }
-        return kept;
     }
     return n;
 }

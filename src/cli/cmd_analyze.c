@@ -1,0 +1,330 @@
+/*
+ * cli/cmd_analyze — `kronos analyze SYMBOL...`: reads the symbols' candles from the local
+ * store, runs the analyst pipeline (one batch forecast for all symbols, optional walk-forward
+ * calibration) and writes the report as JSON, Markdown or HTML.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "analyst/analyze.h"
+#include "analyst/render.h"
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "kronos.h"
+#include "market/store.h"
+
+#define CMD "analyze"
+#define MAX_SYMBOLS 256
+/* Rows read per symbol: indicators and calibration need far fewer; this only bounds memory
+ * for a very long 1-minute history. */
+#define READ_LIMIT 100000
+
+static void usage(FILE *f) {
+    fputs("usage: kronos analyze SYMBOL... [flags]\n"
+          "\n"
+          "Forecasts each stored symbol with many sample paths and reports the probability of\n"
+          "finishing up, expected return and volatility, VaR / expected shortfall, drawdowns, a\n"
+          "technical snapshot and a plain-language summary. Several symbols run as one batch\n"
+          "and the report ranks them. Not investment advice.\n"
+          "\n"
+          "  --db FILE             database written by 'kronos ingest' (default: $KRONOS_DB, else\n"
+          "                        $XDG_DATA_HOME/kronos/kronos.db or ~/.local/share/kronos/kronos.db)\n"
+          "  --interval I          which stored interval (default: the symbol's only one, else the\n"
+          "                        most recently updated)\n"
+          "  --model DIR           predictor directory, or a directory with predictor/ and\n"
+          "                        tokenizer/ (default: the bundled demo model)\n"
+          "  --tokenizer DIR       tokenizer directory\n"
+          "  --horizon N           bars to forecast (default 20)\n"
+          "  --paths N             sample paths (default 32)\n"
+          "  --lookback N          history rows the model sees (default: all, up to\n"
+          "                        max-context - horizon)\n"
+          "  --max-context N       predictor window (default 512)\n"
+          "  --seed S              random seed (default 0)\n"
+          "  --temperature T       sampling temperature (default 1.0)\n"
+          "  --top-p P             nucleus sampling threshold (default 0.9)\n"
+          "  --top-k K             keep the K most likely tokens (default 0 = off)\n"
+          "  --calibrate K         also score the last K walk-forward windows against the naive\n"
+          "                        no-change forecast (default 0 = off)\n"
+          "  --format json|md|html report format (default json)\n"
+          "  --out FILE            write the report there instead of stdout\n"
+          "  --threads N           compute threads (default: all CPUs)\n"
+          "  -h, --help            this text\n",
+          f);
+}
+
+typedef struct opts {
+    const char *db, *interval, *model, *tokenizer, *out;
+    const char *symbols[MAX_SYMBOLS];
+    int n_symbols, threads;
+    kr_report_format format;
+    kr_analyze_params p;
+} opts;
+
+static int parse_opts(int argc, char **argv, opts *o) {
+    static const struct option longopts[] = {
+        {"db", required_argument, NULL, 'd'},          {"interval", required_argument, NULL, 'i'},
+        {"model", required_argument, NULL, 'm'},       {"tokenizer", required_argument, NULL, 't'},
+        {"horizon", required_argument, NULL, 'n'},     {"paths", required_argument, NULL, 'p'},
+        {"lookback", required_argument, NULL, 'l'},    {"max-context", required_argument, NULL, 'c'},
+        {"seed", required_argument, NULL, 's'},        {"temperature", required_argument, NULL, 'T'},
+        {"top-p", required_argument, NULL, 'P'},       {"top-k", required_argument, NULL, 'k'},
+        {"calibrate", required_argument, NULL, 'K'},   {"format", required_argument, NULL, 'F'},
+        {"out", required_argument, NULL, 'o'},         {"threads", required_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},              {NULL, 0, NULL, 0},
+    };
+    o->p = kr_analyze_default_params();
+    o->format = KR_FORMAT_JSON;
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'd': o->db = optarg; break;
+        case 'i': o->interval = optarg; break;
+        case 'm': o->model = optarg; break;
+        case 't': o->tokenizer = optarg; break;
+        case 'n':
+            if (!kr_arg_int(optarg, 1, 65535, &o->p.horizon))
+                return kr_cli_usage_error(CMD, "--horizon must be a positive integer, got '%s'", optarg);
+            break;
+        case 'p':
+            if (!kr_arg_int(optarg, 1, 4096, &o->p.paths))
+                return kr_cli_usage_error(CMD, "--paths must be an integer in 1..4096, got '%s'", optarg);
+            break;
+        case 'l':
+            if (!kr_arg_int(optarg, 2, 1 << 20, &o->p.lookback))
+                return kr_cli_usage_error(CMD, "--lookback must be an integer >= 2, got '%s'", optarg);
+            break;
+        case 'c':
+            if (!kr_arg_int(optarg, 2, 65536, &o->p.max_context))
+                return kr_cli_usage_error(CMD, "--max-context must be an integer in 2..65536, got '%s'", optarg);
+            break;
+        case 's':
+            if (!kr_arg_u64(optarg, &o->p.seed))
+                return kr_cli_usage_error(CMD, "--seed must be an unsigned integer, got '%s'", optarg);
+            break;
+        case 'T':
+            if (!kr_arg_float(optarg, 1e-6, 1e6, &o->p.temperature))
+                return kr_cli_usage_error(CMD, "--temperature must be a positive number, got '%s'", optarg);
+            break;
+        case 'P':
+            if (!kr_arg_float(optarg, 1e-9, 1.0, &o->p.top_p))
+                return kr_cli_usage_error(CMD, "--top-p must be in (0, 1], got '%s'", optarg);
+            break;
+        case 'k':
+            if (!kr_arg_int(optarg, 0, 1 << 20, &o->p.top_k))
+                return kr_cli_usage_error(CMD, "--top-k must be a non-negative integer, got '%s'", optarg);
+            break;
+        case 'K':
+            if (!kr_arg_int(optarg, 0, 1000, &o->p.calibrate))
+                return kr_cli_usage_error(CMD, "--calibrate must be an integer in 0..1000, got '%s'", optarg);
+            break;
+        case 'F':
+            if (kr_report_format_parse(optarg, &o->format) != 0)
+                return kr_cli_usage_error(CMD, "--format must be json, md or html, got '%s'", optarg);
+            break;
+        case 'o': o->out = optarg; break;
+        case 'j':
+            if (!kr_arg_int(optarg, 1, 1024, &o->threads))
+                return kr_cli_usage_error(CMD, "--threads must be an integer in 1..1024, got '%s'", optarg);
+            break;
+        case 'h': usage(stdout); return -1;
+        default: return kr_cli_usage_error(CMD, "%s", "unknown flag");
+        }
+    }
+    for (int i = optind; i < argc; i++) {
+        kr_error err;
+        if (o->n_symbols >= MAX_SYMBOLS) return kr_cli_usage_error(CMD, "more than %s symbols", "256");
+        if (kr_store_check_symbol(argv[i], &err) != KR_OK) return kr_cli_usage_error(CMD, "%s", err.message);
+        for (int j = 0; j < o->n_symbols; j++)
+            if (!strcmp(o->symbols[j], argv[i])) return kr_cli_usage_error(CMD, "symbol '%s' given twice", argv[i]);
+        o->symbols[o->n_symbols++] = argv[i];
+    }
+    if (o->n_symbols == 0) return kr_cli_usage_error(CMD, "%s", "give at least one SYMBOL");
+    if (o->interval) {
+        kr_error err;
+        if (kr_store_check_interval(o->interval, &err) != KR_OK) return kr_cli_usage_error(CMD, "--%s", err.message);
+    }
+    if (o->p.horizon >= o->p.max_context) {
+        char b[32];
+        snprintf(b, sizeof b, "%d", o->p.max_context);
+        return kr_cli_usage_error(CMD, "--horizon must be below --max-context (%s)", b);
+    }
+    if (o->p.lookback > o->p.max_context) {
+        char b[32];
+        snprintf(b, sizeof b, "%d", o->p.max_context);
+        return kr_cli_usage_error(CMD, "--lookback must not exceed --max-context (%s)", b);
+    }
+    return 0;
+}
+
+/* Progress on stderr, one line rewritten in place; only when stderr is a terminal. The
+ * forecasts of a phase run in one engine call, so the bar moves per phase, not per path. */
+static void progress(void *user, int step, int n_steps, const char *what) {
+    (void)user;
+    const int width = 24;
+    int fill = n_steps > 0 ? step * width / n_steps : width;
+    if (step >= n_steps) {
+        fprintf(stderr, "\r\033[K");
+        fflush(stderr);
+        return;
+    }
+    fprintf(stderr, "\r\033[K[");
+    for (int i = 0; i < width; i++) fputc(i < fill ? '#' : '.', stderr);
+    fprintf(stderr, "] %d/%d %s ...", step + 1, n_steps, what);
+    fflush(stderr);
+}
+
+/* "AAPL (1d), MSFT (1d, 1h), ..." into buf. */
+static void stored_list(const kr_store_entry *e, int64_t n, char *buf, size_t cap) {
+    size_t len = 0;
+    buf[0] = 0;
+    for (int64_t i = 0; i < n && len + 64 < cap; i++) {
+        int same = i > 0 && !strcmp(e[i].symbol, e[i - 1].symbol);
+        len += (size_t)snprintf(buf + len, cap - len, "%s%s%s", same ? ", " : i ? "), " : "",
+                                same ? "" : e[i].symbol, same ? "" : " (");
+        len += (size_t)snprintf(buf + len, cap - len, "%s", e[i].interval);
+    }
+    if (n > 0 && len + 2 < cap) snprintf(buf + len, cap - len, ")");
+    if (n == 0) snprintf(buf, cap, "none");
+}
+
+/* Picks the interval of symbol `sym` (see --interval). Returns 0, or an exit code. */
+static int pick_interval(const opts *o, const char *sym, const char *db, const kr_store_entry *all, int64_t n_all,
+                         const char **out) {
+    char msg[2048], list[1400];
+    const kr_store_entry *first = NULL;
+    for (int64_t i = 0; i < n_all; i++) {
+        if (strcmp(all[i].symbol, sym)) continue;
+        if (!first) first = &all[i]; /* most recently updated: kr_store_list's order */
+        if (o->interval && !strcmp(all[i].interval, o->interval)) {
+            *out = all[i].interval;
+            return 0;
+        }
+    }
+    if (!first) {
+        stored_list(all, n_all, list, sizeof list);
+        snprintf(msg, sizeof msg, "unknown symbol '%s' in %s; stored: %s (add one with 'kronos ingest')", sym, db,
+                 list);
+        return kr_cli_fail(CMD, msg);
+    }
+    if (o->interval) {
+        int64_t k = first - all, m = 0;
+        while (k + m < n_all && !strcmp(all[k + m].symbol, sym)) m++;
+        stored_list(first, m, list, sizeof list);
+        snprintf(msg, sizeof msg, "%s has no '%s' candles in %s; stored: %s", sym, o->interval, db, list);
+        return kr_cli_fail(CMD, msg);
+    }
+    *out = first->interval;
+    return 0;
+}
+
+static int write_output(const char *out, const char *text) {
+    FILE *f = out ? fopen(out, "w") : stdout;
+    char msg[PATH_MAX + 128];
+    if (!f) {
+        snprintf(msg, sizeof msg, "%s: cannot write: %s", out, strerror(errno));
+        return kr_cli_fail(CMD, msg);
+    }
+    int bad = fputs(text, f) < 0;
+    if (f != stdout) bad |= fclose(f) != 0;
+    else bad |= fflush(f) != 0;
+    if (bad) {
+        snprintf(msg, sizeof msg, "%s: write failed", out ? out : "stdout");
+        return kr_cli_fail(CMD, msg);
+    }
+    if (out) fprintf(stderr, "kronos %s: wrote %s\n", CMD, out);
+    return 0;
+}
+
+int kr_cmd_analyze(int argc, char **argv) {
+    opts o;
+    memset(&o, 0, sizeof o);
+    int rc = parse_opts(argc, argv, &o);
+    if (rc != 0) return rc < 0 ? 0 : rc;
+
+    char db[PATH_MAX], pred_dir[PATH_MAX], tok_dir[PATH_MAX], msg[2048];
+    kr_error err = {0};
+    kr_store *store = NULL;
+    kr_store_entry *all = NULL;
+    int64_t n_all = 0;
+    kr_candles *cs[MAX_SYMBOLS] = {0};
+    kr_analyze_item items[MAX_SYMBOLS];
+    kr_model *model = NULL;
+    kr_report_set *set = NULL;
+    char *text = NULL;
+    rc = 1;
+
+    if (kr_resolve_model_dirs(o.model, o.tokenizer, pred_dir, tok_dir, msg, sizeof msg) != 0) {
+        rc = kr_cli_usage_error(CMD, "%s", msg);
+        goto done;
+    }
+    if (kr_store_resolve_path(o.db, db, sizeof db, &err) != KR_OK) {
+        rc = kr_cli_fail(CMD, err.message);
+        goto done;
+    }
+    struct stat sb;
+    if (stat(db, &sb) != 0) {
+        snprintf(msg, sizeof msg, "%s: no database (store candles first with 'kronos ingest --symbol SYM "
+                 "--interval I FILE.csv')", db);
+        rc = kr_cli_fail(CMD, msg);
+        goto done;
+    }
+    if (kr_store_open(db, &store, &err) != KR_OK || kr_store_list(store, NULL, &all, &n_all, &err) != KR_OK) {
+        rc = kr_cli_fail(CMD, err.message);
+        goto done;
+    }
+    const int64_t need = kr_analyze_min_rows(&o.p);
+    for (int i = 0; i < o.n_symbols; i++) {
+        const char *interval = NULL;
+        if ((rc = pick_interval(&o, o.symbols[i], db, all, n_all, &interval)) != 0) goto done;
+        rc = 1;
+        if (kr_store_read(store, o.symbols[i], interval, READ_LIMIT, &cs[i], &err) != KR_OK) {
+            rc = kr_cli_fail(CMD, err.message);
+            goto done;
+        }
+        if (cs[i]->n < need) {
+            snprintf(msg, sizeof msg, "%s %s: too few rows: %lld stored, need at least %lld for --horizon %d%s",
+                     o.symbols[i], interval, (long long)cs[i]->n, (long long)need, o.p.horizon,
+                     o.p.calibrate ? " and --calibrate" : "");
+            rc = kr_cli_fail(CMD, msg);
+            goto done;
+        }
+        items[i].symbol = o.symbols[i];
+        items[i].interval = interval;
+        items[i].candles = cs[i];
+    }
+
+    kr_model_params mp = kr_model_default_params();
+    mp.n_threads = o.threads;
+    if (kr_model_load(pred_dir, tok_dir, &mp, &model, &err) != KR_OK) {
+        rc = kr_cli_fail(CMD, err.message);
+        goto done;
+    }
+    o.p.predictor_dir = pred_dir;
+    o.p.tokenizer_dir = tok_dir;
+    if (isatty(STDERR_FILENO) && (o.n_symbols > 1 || o.p.calibrate > 0)) o.p.progress = progress;
+    if (kr_analyze(model, items, o.n_symbols, &o.p, &set, &err) != KR_OK) {
+        if (o.p.progress) fprintf(stderr, "\r\033[K");
+        rc = kr_cli_fail(CMD, err.message);
+        goto done;
+    }
+    if (kr_render(set, o.format, &text, &err) != KR_OK) {
+        rc = kr_cli_fail(CMD, err.message);
+        goto done;
+    }
+    rc = write_output(o.out, text);
+done:
+    free(text);
+    kr_report_set_free(set);
+    kr_model_free(model);
+    for (int i = 0; i < o.n_symbols; i++) kr_candles_free(cs[i]);
+    free(all);
+    kr_store_close(store);
+    return rc;
+}

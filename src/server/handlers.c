@@ -1,0 +1,285 @@
+/*
+ * server/handlers — what each route does once its request has fully arrived.
+ *
+ * POST /v1/forecast: parse and validate (server/request), submit to the scheduler with a job
+ * as the callback target, then either block this connection's thread until the job is done
+ * (plain JSON) or hand libmicrohttpd a content reader that turns the job's progress into
+ * Server-Sent Events. Both waits poll the socket every 100 ms so a client that goes away
+ * cancels its forecast instead of letting it run to the end for nobody.
+ */
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "base/timeutil.h"
+#include "server/server_internal.h"
+
+/* How often a waiting connection looks at its socket, in seconds. */
+#define KR_POLL_S 0.1
+/* SSE comment interval while nothing else is sent: keeps proxies from timing the stream out
+ * and lets a write notice a vanished client. */
+#define KR_SSE_KEEPALIVE_S 15.0
+/* The server's own deadline guard past the engine's (which should fire first). */
+#define KR_DEADLINE_SLACK_S 5.0
+
+enum MHD_Result kr_handle_health(struct MHD_Connection *mc, kr_conn *c) {
+    char *body = strdup("{\"status\":\"ok\"}");
+    return kr_srv_reply(mc, c, 200, "application/json", body, body ? strlen(body) : 0, NULL, NULL);
+}
+
+enum MHD_Result kr_handle_ready(struct MHD_Connection *mc, kr_conn *c) {
+    int draining = kr_server_is_draining(c->srv);
+    char buf[384];
+    snprintf(buf, sizeof buf, "{\"status\":\"%s\",\"model\":\"%s\"}",
+             draining ? "draining" : "ready", c->srv->model_name);
+    char *body = strdup(buf);
+    return kr_srv_reply(mc, c, draining ? 503 : 200, "application/json", body,
+                        body ? strlen(body) : 0, NULL, NULL);
+}
+
+enum MHD_Result kr_handle_metrics(struct MHD_Connection *mc, kr_conn *c) {
+    char *text = NULL;
+    size_t len = 0;
+    kr_error err = {0};
+    if (kr_metrics_render(c->srv->metrics, &text, &len, &err) != KR_OK)
+        return kr_srv_reply_error(mc, c, 500, err.message, NULL);
+    return kr_srv_reply(mc, c, 200, "text/plain; version=0.0.4; charset=utf-8", text, len, NULL,
+                        NULL);
+}
+
+enum MHD_Result kr_handle_models(struct MHD_Connection *mc, kr_conn *c) {
+    char *body = kr_api_models_json(&c->srv->model_desc);
+    if (!body) return kr_srv_reply_error(mc, c, 503, "out of memory", NULL);
+    return kr_srv_reply(mc, c, 200, "application/json", body, strlen(body), NULL, NULL);
+}
+
+/* ------------------------------------------------------------------ forecast */
+
+/* The engine names parameters at the start of its messages ("pred_len must be ..."); pass
+ * that on as the field when it is one of ours. */
+static const char *guess_field(const char *msg) {
+    static const char *const k_names[] = {"pred_len", "paths", "temperature", "top_k", "top_p",
+                                          "seed", "lookback", "max_context", "window",
+                                          "future_timestamps", "candles"};
+    for (size_t i = 0; i < sizeof k_names / sizeof k_names[0]; i++) {
+        size_t n = strlen(k_names[i]);
+        if (!strncmp(msg, k_names[i], n) && (msg[n] == ' ' || msg[n] == ':')) return k_names[i];
+    }
+    return NULL;
+}
+
+static void uncount(kr_conn *c) {
+    if (!c->counted) return;
+    kr_server *s = c->srv;
+    pthread_mutex_lock(&s->mu);
+    s->active_jobs--;
+    pthread_cond_broadcast(&s->idle);
+    pthread_mutex_unlock(&s->mu);
+    c->counted = 0;
+}
+
+int kr_forecast_conn_done(kr_conn *c, int terminated_ok) {
+    int status = c->status ? c->status : 499;
+    if (c->job) {
+        kr_job_state st;
+        kr_job_wait(c->job, INT_MAX, 0, &st);
+        if (!st.done) {
+            /* The client left before the answer: stop spending compute (and KV) on it. */
+            kr_sched_cancel(c->srv->sched, kr_job_id(c->job));
+            status = 499;
+        }
+        kr_job_unref(c->job);
+        c->job = NULL;
+    }
+    if (!terminated_ok) status = 499;
+    uncount(c);
+    return status;
+}
+
+/* The final answer (JSON body) for a finished job; NULL with *status/message on failure. */
+static char *final_body(kr_conn *c, const kr_job_state *st, int *status, size_t *len) {
+    *len = 0;
+    if (st->status != KR_OK) {
+        *status = kr_api_http_status(st->status);
+        const char *msg = st->error.message[0] ? st->error.message : kr_strerror(st->status);
+        char *b = kr_api_error_json(*status, msg, *status == 400 ? guess_field(msg) : NULL);
+        if (b) *len = strlen(b);
+        return b;
+    }
+    kr_forecast *fc = kr_job_take_result(c->job);
+    if (!fc) {
+        *status = 500;
+        char *b = kr_api_error_json(500, "the engine reported success without a result", NULL);
+        if (b) *len = strlen(b);
+        return b;
+    }
+    char *json = NULL;
+    kr_error err = {0};
+    kr_status rs = kr_api_forecast_json(&c->req, fc, &st->usage, &c->srv->model_desc, &json, len, &err);
+    kr_forecast_free(fc);
+    if (rs != KR_OK) {
+        *status = kr_api_http_status(rs) == 400 ? 500 : kr_api_http_status(rs);
+        char *b = kr_api_error_json(*status, err.message, NULL);
+        *len = b ? strlen(b) : 0;
+        return b;
+    }
+    *status = 200;
+    return json;
+}
+
+static void sse_progress(kr_conn *c, int upto) {
+    const int P = c->req.params.pred_len;
+    if (upto > P) upto = P;
+    char data[96];
+    for (int k = c->seen_steps + 1; k <= upto; k++) {
+        snprintf(data, sizeof data, "{\"step\":%d,\"pred_len\":%d}", k, P);
+        kr_sse_event(&c->sse, "progress", data);
+    }
+    if (upto > c->seen_steps) c->seen_steps = upto;
+}
+
+/* libmicrohttpd's content reader for a streamed forecast. Runs on the connection's own
+ * thread, so blocking here (in bounded slices) only delays this one client. */
+static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max) {
+    (void)pos;
+    kr_conn *c = cls;
+    kr_server *s = c->srv;
+    for (;;) {
+        if (kr_sse_pending(&c->sse)) {
+            c->last_write = kr_now_seconds();
+            return (ssize_t)kr_sse_read(&c->sse, buf, max);
+        }
+        if (c->stream_done) return MHD_CONTENT_READER_END_OF_STREAM;
+        kr_job_state st;
+        if (kr_job_wait(c->job, c->seen_steps, KR_POLL_S, &st)) {
+            if (!st.done) {
+                sse_progress(c, st.steps);
+                continue;
+            }
+            /* Every step is reported before the result, even if the engine coalesced them. */
+            sse_progress(c, st.status == KR_OK ? c->req.params.pred_len : st.steps);
+            int status;
+            size_t len;
+            char *body = final_body(c, &st, &status, &len);
+            kr_sse_event(&c->sse, status == 200 ? "result" : "error",
+                         body ? body : "{\"error\":{\"code\":500,\"message\":\"out of memory\"}}");
+            free(body);
+            c->stream_done = 1;
+            continue;
+        }
+        if (kr_srv_client_gone(c->fd)) return MHD_CONTENT_READER_END_WITH_ERROR;
+        double now = kr_now_seconds();
+        if (now > c->hard_deadline) {
+            kr_sched_cancel(s->sched, kr_job_id(c->job));
+            char *body = kr_api_error_json(504, "request_timeout_s passed", NULL);
+            kr_sse_event(&c->sse, "error", body ? body : "");
+            free(body);
+            c->stream_done = 1;
+            continue;
+        }
+        if (now - c->last_write > KR_SSE_KEEPALIVE_S) kr_sse_comment(&c->sse, "keep-alive");
+    }
+}
+
+static enum MHD_Result start_stream(struct MHD_Connection *mc, kr_conn *c) {
+    c->last_write = kr_now_seconds();
+    struct MHD_Response *r =
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, sse_reader, c, NULL);
+    if (!r) return MHD_NO;
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    /* nginx and friends buffer responses by default, which would defeat streaming. */
+    MHD_add_response_header(r, "X-Accel-Buffering", "no");
+    enum MHD_Result ok = MHD_queue_response(mc, 200, r);
+    MHD_destroy_response(r);
+    if (ok == MHD_YES) c->status = 200;
+    return ok;
+}
+
+/* Blocks until the job is done, the client leaves or the deadline guard fires. */
+static enum MHD_Result wait_and_reply(struct MHD_Connection *mc, kr_conn *c) {
+    kr_server *s = c->srv;
+    kr_job_state st;
+    for (;;) {
+        if (kr_job_wait(c->job, INT_MAX, KR_POLL_S, &st)) break;
+        if (kr_srv_client_gone(c->fd)) {
+            kr_sched_cancel(s->sched, kr_job_id(c->job));
+            return MHD_NO; /* closes the connection; completion records 499 */
+        }
+        if (kr_now_seconds() > c->hard_deadline) {
+            kr_sched_cancel(s->sched, kr_job_id(c->job));
+            if (kr_job_wait(c->job, INT_MAX, 1.0, &st) && st.status == KR_OK) break;
+            return kr_srv_reply_error(mc, c, 504, "request_timeout_s passed", NULL);
+        }
+    }
+    int status;
+    size_t len;
+    char *body = final_body(c, &st, &status, &len);
+    return kr_srv_reply(mc, c, status, "application/json", body, len, NULL, NULL);
+}
+
+enum MHD_Result kr_handle_forecast(struct MHD_Connection *mc, kr_conn *c) {
+    kr_server *s = c->srv;
+    kr_api_limits lim = kr_api_default_limits();
+    lim.max_paths = s->cfg.max_paths;
+    lim.max_pred_len = s->cfg.max_pred_len;
+    kr_api_error aerr;
+    if (kr_api_forecast_parse(c->body, c->len, &lim, &c->req, &aerr) != KR_OK)
+        return kr_srv_reply_error(mc, c, aerr.status ? aerr.status : 400, aerr.message, aerr.field);
+    free(c->body);
+    c->body = NULL;
+    c->len = c->cap = 0;
+
+    double timeout = s->cfg.request_timeout_s;
+    if (c->req.timeout_s > 0 && c->req.timeout_s < timeout) timeout = c->req.timeout_s;
+
+    /* Counted before submitting, under the same lock drain takes, so a drain either sees
+     * this request or this request sees the drain. */
+    pthread_mutex_lock(&s->mu);
+    int draining = s->draining;
+    if (!draining) s->active_jobs++;
+    pthread_mutex_unlock(&s->mu);
+    if (draining) {
+        kr_http_metrics_reject(s->http, "draining");
+        return kr_srv_reply_error(mc, c, 503, "the server is shutting down", NULL);
+    }
+    c->counted = 1;
+    c->job = kr_job_create();
+    if (!c->job) {
+        uncount(c);
+        return kr_srv_reply_error(mc, c, 503, "out of memory", NULL);
+    }
+    kr_job_ref(c->job); /* the scheduler's reference, dropped by its DONE/FAILED event */
+    kr_series series = kr_api_request_series(&c->req);
+    uint64_t id = 0;
+    kr_error err = {0};
+    kr_status st = kr_sched_submit(s->sched, &series, &c->req.params, timeout, kr_job_on_event,
+                                   c->job, &id, &err);
+    if (st != KR_OK) {
+        kr_job_unref(c->job); /* not accepted: the scheduler holds no reference */
+        kr_job_unref(c->job);
+        c->job = NULL;
+        uncount(c);
+        if (st == KR_ERR_BUSY && kr_server_is_draining(s)) {
+            kr_http_metrics_reject(s->http, "draining");
+            return kr_srv_reply_error(mc, c, 503, "the server is shutting down", NULL);
+        }
+        if (st == KR_ERR_BUSY) {
+            kr_http_metrics_reject(s->http, "busy");
+            char *body = kr_api_error_json(429, err.message[0] ? err.message
+                                                               : "the request queue is full", NULL);
+            return kr_srv_reply(mc, c, 429, "application/json", body, body ? strlen(body) : 0,
+                                MHD_HTTP_HEADER_RETRY_AFTER, "1");
+        }
+        int code = kr_api_http_status(st);
+        return kr_srv_reply_error(mc, c, code, err.message[0] ? err.message : kr_strerror(st),
+                                  code == 400 ? guess_field(err.message) : NULL);
+    }
+    kr_job_set_id(c->job, id);
+    c->hard_deadline = kr_now_seconds() + timeout + KR_DEADLINE_SLACK_S;
+    if (c->req.stream) return start_stream(mc, c);
+    return wait_and_reply(mc, c);
+}

@@ -1,0 +1,80 @@
+/*
+ * server/http_metrics — HTTP counters and histograms (see http_metrics.h).
+ *
+ * Label values come only from the route table, numeric codes and fixed reason words, never
+ * from the client, so the number of series stays bounded whatever is requested.
+ */
+#include "server/http_metrics.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "server/router.h"
+
+struct kr_http_metrics {
+    kr_metrics *m;
+    kr_metric *in_flight, *draining;
+};
+
+kr_http_metrics *kr_http_metrics_create(kr_metrics *m) {
+    kr_http_metrics *hm = calloc(1, sizeof *hm);
+    if (!hm) return NULL;
+    hm->m = m;
+    hm->in_flight = kr_metrics_gauge(m, "kronos_http_requests_in_flight", "",
+                                     "HTTP requests being handled");
+    hm->draining = kr_metrics_gauge(m, "kronos_server_draining", "",
+                                    "1 while the server drains before exiting");
+    /* Pre-register the duration histograms so every route shows up from the first scrape. */
+    static const char *const k_labels[] = {"/health", "/ready", "/metrics", "/v1/models",
+                                           "/v1/forecast", "other"};
+    char lab[64];
+    for (size_t i = 0; i < sizeof k_labels / sizeof k_labels[0]; i++) {
+        snprintf(lab, sizeof lab, "route=\"%s\"", k_labels[i]);
+        kr_metrics_histogram(m, "kronos_http_request_duration_seconds", lab,
+                             "HTTP request wall time, first byte in to last byte out",
+                             kr_latency_buckets, kr_latency_buckets_n);
+    }
+    return hm;
+}
+
+void kr_http_metrics_free(kr_http_metrics *hm) { free(hm); }
+
+void kr_http_metrics_record(kr_http_metrics *hm, const char *route, int code, double seconds) {
+    if (!hm) return;
+    char lab[96];
+    snprintf(lab, sizeof lab, "route=\"%s\",code=\"%d\"", route, code);
+    kr_metric_add(kr_metrics_counter(hm->m, "kronos_http_requests_total", lab,
+                                     "HTTP requests by route and status code"),
+                  1.0);
+    snprintf(lab, sizeof lab, "route=\"%s\"", route);
+    kr_metric_observe(kr_metrics_histogram(hm->m, "kronos_http_request_duration_seconds", lab,
+                                           "HTTP request wall time, first byte in to last byte out",
+                                           kr_latency_buckets, kr_latency_buckets_n),
+                      seconds);
+}
+
+void kr_http_metrics_in_flight(kr_http_metrics *hm, int delta) {
+    if (hm) kr_metric_add(hm->in_flight, (double)delta);
+}
+
+void kr_http_metrics_reject(kr_http_metrics *hm, const char *reason) {
+    if (!hm) return;
+    char lab[64];
+    snprintf(lab, sizeof lab, "reason=\"%s\"", reason);
+    kr_metric_add(kr_metrics_counter(hm->m, "kronos_http_rejected_total", lab,
+                                     "requests refused before reaching the engine, by reason"),
+                  1.0);
+}
+
+void kr_http_metrics_draining(kr_http_metrics *hm, int draining) {
+    if (hm) kr_metric_set(hm->draining, draining ? 1.0 : 0.0);
+}
+
+void kr_http_metrics_profile(kr_http_metrics *hm, const char *name, int on) {
+    if (!hm) return;
+    char lab[128];
+    snprintf(lab, sizeof lab, "profile=\"%s\"", name);
+    kr_metric_set(kr_metrics_gauge(hm->m, "kronos_server_profile_active", lab,
+                                   "1 for the time-of-day scheduler profile in effect"),
+                  on ? 1.0 : 0.0);
+}

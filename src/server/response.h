@@ -1,0 +1,55 @@
+/*
+ * server/response — JSON bodies the server sends: a forecast result, an error, the model
+ * list. Builders only (cJSON in, text out), no I/O, so the shapes are unit-tested and the
+ * streaming path (SSE "result" event) sends byte-for-byte what the plain path does.
+ */
+#ifndef KR_SERVER_RESPONSE_H
+#define KR_SERVER_RESPONSE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kronos.h"
+#include "server/request.h"
+
+/* What the server says about the model it serves. Borrowed strings. */
+typedef struct kr_api_model_desc {
+    const char *name;       /* directory name of the predictor, e.g. "kronos-demo" */
+    const char *quant;      /* weight format: "f32" */
+    kr_model_info info;
+} kr_api_model_desc;
+
+/* Usage and timing of one request, from the scheduler's events. */
+typedef struct kr_api_usage {
+    uint64_t id;
+    int64_t prefill_tokens;    /* context tokens run through the predictor */
+    int64_t cached_tokens;     /* context tokens served from the prefix cache */
+    int64_t generated_tokens;  /* pred_len x paths */
+    double queue_seconds, ttft_seconds, total_seconds;
+} kr_api_usage;
+
+/* The forecast response:
+ *   {"id", "object": "forecast", "model": {...}, "params": {...}, "mean": [rows],
+ *    "quantiles": {"0.1": [rows], ...}, "paths": [{"candles": [rows], "s1": [...], "s2": [...]}]
+ *    (when return_paths), "usage": {...}, "timing": {...}}
+ * with rows {"timestamps", "open", "high", "low", "close", "volume", "amount"} (the CLI's
+ * --format json shape). Numbers round-trip exactly. Caller frees *out (free()). */
+kr_status kr_api_forecast_json(const kr_api_request *req, const kr_forecast *fc,
+                               const kr_api_usage *usage, const kr_api_model_desc *model,
+                               char **out, size_t *len, kr_error *err);
+
+/* {"error": {"code": status, "message": ..., "field": ...}} ("field" only when non-empty).
+ * Caller frees; NULL only when out of memory. */
+char *kr_api_error_json(int status, const char *message, const char *field);
+
+/* {"object": "list", "data": [{"id", "object": "model", "quant", shapes...}]}. Caller frees. */
+char *kr_api_models_json(const kr_api_model_desc *model);
+
+/* The HTTP status for an engine status: busy 429, timeout 504, cancelled 499 (client closed,
+ * nginx's convention; never seen by the client), bad input 400, out of memory 503, else 500. */
+int kr_api_http_status(kr_status st);
+
+/* Reason phrase for the statuses the server sends ("Too Many Requests"). */
+const char *kr_api_reason(int status);
+
+#endif
