@@ -1,34 +1,61 @@
 #!/usr/bin/env bash
-# The standard benchmark table: Kronos-small shape (random weights from gen-random), lookback
-# 400, pred_len 120, 1 and 8 paths — KV-cached engine vs the naive full-recompute path (the
-# reference's algorithm on our kernels), both in one run, plus the official predictor's
-# figures measured on this machine class. Also times a whole `kronos forecast` process
-# (start, model load, forecast) for S1. Writes bench/results/forecast-<date>.md.
+# The standard benchmark table (random-weight models of the real shapes, from gen-random):
+#   S1/S8/S32   Kronos-small, lookback 400, pred_len 120, 1/8/32 paths, exact window
+#   NW          lookback 392 (no window overflow), 1 and 32 paths
+#   B10         ten series of 300..500 candles, 32 paths each, submitted together
+#   mini, base  S1 and S32
+#   naive       the full-recompute path (the reference's algorithm on our kernels), S1
+#   rolling     S1/S32/B10 with the sliding KV cache (the opt-in approximation)
+#   GEMM        our f32 GEMM vs OpenBLAS cblas_sgemm on the model's shapes, FMA peak
+# Each job runs in its own process, so its peak RSS is its own. Also times a whole
+# `kronos forecast` process for S1 (start + mmap load + forecast + output).
+# Writes bench/results/forecast-<date>.md; every job also prints JSON with --json.
 # Usage: bash bench/run_standard.sh [build dir, default build/release]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build/release}
+if [ ! -x "$build/kronos" ] || [ ! -x "$build/bench/bench_gemm" ]; then
+  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake --build "$build" -j"$(nproc)" >/dev/null
+fi
 kronos=$build/kronos
-[ -x "$kronos" ] || { cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null && cmake --build "$build" -j"$(nproc)" >/dev/null; }
-out=bench/results/forecast-$(date +%Y-%m-%d).md
+stamp=$(date +%Y-%m-%d)
+md=bench/results/forecast-$stamp.md
 tmp=${TMPDIR:-/tmp}
+mkdir -p bench/results
+job() { # title, then kronos bench flags
+  local title=$1; shift
+  echo "### $title"
+  echo
+  echo "\`kronos bench $*\`"
+  echo
+  "$kronos" bench "$@"
+  echo
+}
 {
-  echo "# kronos bench — $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs))"
+  echo "# kronos bench — $(date -u +%Y-%m-%dT%H:%MZ)"
   echo
-  echo "Command: \`bash bench/run_standard.sh\` (runs \`kronos bench --shape small --lookback 400 --pred-len 120 --paths 1,8 --repeat 3 --naive\`)"
+  echo "Machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(free -g | awk '/Mem/ {print $2}') GiB."
+  echo "Command: \`bash bench/run_standard.sh\`. Wall time = median of the repeats of the forecast call"
+  echo "(normalise, encode, prefill, generate, decode), model already loaded; \"~GFLOP/s\" counts the"
+  echo "predictor's matrix products only. Official predictor figures: shared anchors (same machine class)."
   echo
-  "$kronos" bench --shape small --lookback 400 --pred-len 120 --paths 1,8 --repeat 3 --naive
-  echo
-  echo "No window overflow (lookback 392: 392 + 119 < 512, the KV cache is never reset):"
-  echo
-  "$kronos" bench --shape small --lookback 392 --pred-len 120 --paths 1,8 --repeat 3 | tail -n +3
-  echo
-  # Whole process, S1: start + mmap load + forecast + output, as a user runs it.
-  model=$tmp/kronos-bench-small-seed1
+  job "S1 + naive (small)" --shape small --lookback 400 --pred-len 120 --paths 1 --repeat 3 --naive
+  job "S8, S32 (small)" --shape small --lookback 400 --pred-len 120 --paths 8,32 --repeat 3
+  job "NW (small, no overflow)" --shape small --lookback 392 --pred-len 120 --paths 1,32 --repeat 3
+  job "B10 (small)" --shape small --series 10 --lookback 300 --lookback-max 500 --pred-len 120 --paths 32 --repeat 1
+  job "mini" --shape mini --lookback 400 --pred-len 120 --paths 1,32 --repeat 3
+  job "base" --shape base --lookback 400 --pred-len 120 --paths 1,32 --repeat 1
+  job "rolling window (small)" --shape small --lookback 400 --pred-len 120 --paths 1,8,32 --repeat 3 --window rolling
+  job "B10 rolling (small)" --shape small --series 10 --lookback 300 --lookback-max 500 --pred-len 120 --paths 32 --repeat 1 --window rolling
   start=$(date +%s.%N)
-  "$kronos" forecast --model "$model" --input data/XSHG_5min_600977.csv --lookback 400 --pred-len 120 >/dev/null
+  "$kronos" forecast --model "$tmp/kronos-bench-small-seed1" --input data/XSHG_5min_600977.csv \
+      --lookback 400 --pred-len 120 >/dev/null
   end=$(date +%s.%N)
-  printf 'Whole `kronos forecast` process, S1 (lookback 400, pred_len 120, 1 path): %.3f s (official predictor: 25.3 s, forecast call only)\n' \
+  printf '### Whole process\n\n`kronos forecast` S1 (lookback 400, pred_len 120, 1 path), process start to exit: **%.3f s** (official predictor: 25.3 s for the predict() call alone)\n\n' \
     "$(awk -v a="$start" -v b="$end" 'BEGIN { print b - a }')"
-} | tee "$out"
-echo "written: $out"
+  echo "### GEMM vs OpenBLAS"
+  echo
+  "$build/bench/bench_gemm" --no-scalar --reps 7
+} | tee "$md"
+echo "written: $md (for JSON, run any job with --json)"

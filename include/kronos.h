@@ -158,6 +158,7 @@ typedef struct kr_forecast_stats {
     int64_t cached_tokens;      /* context tokens taken from the prefix cache instead */
     int64_t decode_tokens;      /* tokens run one at a time (per path) */
     int64_t window_recomputes;  /* exact-mode window re-runs past max_context */
+    size_t kv_bytes;            /* KV cache memory the forecast held (predictor) */
     double seconds_total, seconds_prefill, seconds_decode, seconds_tokenizer;
 } kr_forecast_stats;
 void kr_forecast_get_stats(const kr_forecast *f, kr_forecast_stats *stats);

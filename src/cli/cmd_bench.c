@@ -85,7 +85,7 @@ static double flops_per_token(const kr_model_info *mi) {
 typedef struct row {
     int paths;
     const char *mode;
-    double seconds, tokens_per_s, gflops, rss_mb, ref_s;
+    double seconds, tokens_per_s, gflops, rss_mb, ref_s, kv_mb;
     int64_t prefill_tokens, decode_tokens, recomputes;
 } row;
 
@@ -103,6 +103,7 @@ static int run_once(kr_model *m, const kr_series *s, int n, const kr_forecast_pa
         stats->prefill_tokens += one.prefill_tokens;
         stats->decode_tokens += one.decode_tokens;
         stats->window_recomputes += one.window_recomputes;
+        stats->kv_bytes += one.kv_bytes;
     }
     for (int i = 0; i < n; i++) kr_forecast_free(res[i]);
     free(res);
@@ -252,6 +253,7 @@ int kr_cmd_bench(int argc, char **argv) {
             rw->prefill_tokens = stats.prefill_tokens;
             rw->decode_tokens = stats.decode_tokens;
             rw->recomputes = stats.window_recomputes;
+            rw->kv_mb = stats.kv_bytes / 1048576.0;
         }
     }
     if (rc == 0) {
@@ -274,6 +276,7 @@ int kr_cmd_bench(int argc, char **argv) {
                 cJSON_AddNumberToObject(o, "tokens_per_second", rows[i].tokens_per_s);
                 cJSON_AddNumberToObject(o, "gflops", rows[i].gflops);
                 cJSON_AddNumberToObject(o, "peak_rss_mb", rows[i].rss_mb);
+                cJSON_AddNumberToObject(o, "kv_cache_mb", rows[i].kv_mb);
                 cJSON_AddNumberToObject(o, "prefill_tokens", (double)rows[i].prefill_tokens);
                 cJSON_AddNumberToObject(o, "decode_tokens", (double)rows[i].decode_tokens);
                 cJSON_AddNumberToObject(o, "window_recomputes", (double)rows[i].recomputes);
@@ -290,8 +293,9 @@ int kr_cmd_bench(int argc, char **argv) {
                    model_dir == dir ? shape : model_dir, mi.d_model, mi.n_layers, mi.n_params, lookback, pred_len,
                    series, window == KR_WINDOW_EXACT ? "exact window" : "rolling window", kr_isa_name(kr_isa_active()),
                    mi.load_seconds * 1e3, gen_s > 0 ? " (weights generated now)" : "");
-            printf("| paths | path | wall s (median) | tokens/s | ~GFLOP/s | peak RSS MB | vs naive | official predictor s | speed-up vs official |\n");
-            printf("|---:|---|---:|---:|---:|---:|---:|---:|---:|\n");
+            printf("weights %.1f MB\n\n", mi.weight_bytes / 1048576.0);
+            printf("| paths | path | wall s (median) | tokens/s | ~GFLOP/s | peak RSS MB | KV MB | vs naive | official predictor s | speed-up vs official |\n");
+            printf("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
             for (int i = 0; i < n_rows; i++) {
                 double naive_s = 0;
                 for (int j = 0; j < n_rows; j++)
@@ -302,8 +306,8 @@ int kr_cmd_bench(int argc, char **argv) {
                     snprintf(ref, sizeof ref, "%.1f", rows[i].ref_s);
                     snprintf(up, sizeof up, "%.0fx", rows[i].ref_s / rows[i].seconds);
                 }
-                printf("| %d | %s | %.3f | %.0f | %.1f | %.0f | %s | %s | %s |\n", rows[i].paths, rows[i].mode,
-                       rows[i].seconds, rows[i].tokens_per_s, rows[i].gflops, rows[i].rss_mb, vs, ref, up);
+                printf("| %d | %s | %.3f | %.0f | %.1f | %.0f | %.0f | %s | %s | %s |\n", rows[i].paths, rows[i].mode,
+                       rows[i].seconds, rows[i].tokens_per_s, rows[i].gflops, rows[i].rss_mb, rows[i].kv_mb, vs, ref, up);
             }
         }
     }

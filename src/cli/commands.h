@@ -8,6 +8,7 @@
 int kr_cmd_forecast(int argc, char **argv);
 int kr_cmd_gen_random(int argc, char **argv);
 int kr_cmd_bench(int argc, char **argv);
+int kr_cmd_serve(int argc, char **argv);
 int kr_cmd_ingest(int argc, char **argv);
 int kr_cmd_analyze(int argc, char **argv);
 

@@ -18,6 +18,7 @@ static const command k_commands[] = {
     {"forecast", kr_cmd_forecast, "forecast candles from CSV files (mean path, paths, quantiles)"},
     {"gen-random", kr_cmd_gen_random, "write a random-weight checkpoint of a real Kronos shape"},
     {"bench", kr_cmd_bench, "time forecasts: KV cache vs full recomputation, paths, shapes"},
+    {"serve", kr_cmd_serve, "serve forecasts over HTTP (continuous batching, prefix cache, metrics)"},
     {"ingest", kr_cmd_ingest, "store a candle CSV under a symbol and interval in the local database"},
     {"analyze", kr_cmd_analyze, "report on stored symbols: forecast statistics, risk, technicals"},
 };

@@ -107,6 +107,7 @@ kr_status kr_gen_group_create(kr_model *model, const kr_gen_input *in, kr_gen_ou
         kr_gen_group_free(g);
         return st;
     }
+    out->kv_bytes = kr_gen_group_kv_bytes(g);
     *group = g;
     return KR_OK;
 }
@@ -519,6 +520,7 @@ static kr_status admit(kr_model *m, kr_gen_group *g, const kr_prefix_hooks *hook
         g->state = G_RUN;
     } else {
         if (!(g->own = prefix_new(m, g->W0 - g->sr, err))) return err ? err->status : KR_ERR_NOMEM;
+        g->out->kv_bytes = kr_gen_group_kv_bytes(g);
         g->state = G_PREFILL;
     }
     g->mode = WIN_CACHED;

@@ -434,7 +434,7 @@ static kr_status parse_object_rows(const cJSON *arr, table *t, kr_api_error *err
 
 /* {"timestamps": [...], "open": [...], ...}: pandas' "list" orient. */
 static kr_status parse_columns(const cJSON *obj, table *t, kr_api_error *err) {
-    const char *names[MAX_COLUMNS];
+    const char *names[MAX_COLUMNS] = {0};
     const cJSON *cols[MAX_COLUMNS];
     int col_role[MAX_COLUMNS], n = 0;
     const char *role_name[N_ROLES];

@@ -28,6 +28,16 @@ static cJSON *candle_rows(const double *v, const int64_t *ts, int P, int date_on
     return arr;
 }
 
+/* The shortest decimal that reads back as the same float32. */
+static double short_float(float f) {
+    char buf[32];
+    for (int prec = 6; prec <= 9; prec++) {
+        snprintf(buf, sizeof buf, "%.*g", prec, (double)f);
+        if (strtof(buf, NULL) == f) break;
+    }
+    return strtod(buf, NULL);
+}
+
 static void add_model(cJSON *o, const kr_api_model_desc *m) {
     cJSON_AddStringToObject(o, "name", m->name ? m->name : "kronos");
     cJSON_AddStringToObject(o, "quant", m->quant ? m->quant : "f32");
@@ -65,9 +75,10 @@ kr_status kr_api_forecast_json(const kr_api_request *req, const kr_forecast *fc,
                                             : (double)(req->candles->n < p->max_context
                                                            ? req->candles->n : p->max_context));
     cJSON_AddNumberToObject(po, "max_context", p->max_context);
-    cJSON_AddNumberToObject(po, "temperature", p->temperature);
+    /* float32 values echoed with the digits the client sent (0.9, not 0.899999976). */
+    cJSON_AddNumberToObject(po, "temperature", short_float(p->temperature));
     cJSON_AddNumberToObject(po, "top_k", p->top_k);
-    cJSON_AddNumberToObject(po, "top_p", p->top_p);
+    cJSON_AddNumberToObject(po, "top_p", short_float(p->top_p));
     /* Seeds above 2^53 would lose digits as a JSON number. */
     char seed[32];
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)p->seed);

@@ -1,0 +1,191 @@
+/*
+ * cli/cmd_serve — `kronos serve`: loads a model and runs the HTTP server (src/server) until
+ * SIGTERM or SIGINT, then drains: /ready turns 503, new requests get 503, accepted ones
+ * finish and are answered, and the process exits 0.
+ *
+ * Settings come from defaults, then --config FILE (JSON, every flag plus scheduler knobs and
+ * time-of-day profiles), then the flags, so a flag always wins over the file.
+ */
+#include <getopt.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "kronos.h"
+#include "server/config.h"
+#include "server/server.h"
+
+#define CMD "serve"
+
+static void usage(FILE *f) {
+    fputs("usage: kronos serve [flags]\n"
+          "\n"
+          "Serves forecasts over HTTP: POST /v1/forecast, GET /v1/models, /health, /ready,\n"
+          "/metrics (see docs/api.md).\n"
+          "\n"
+          "  --model DIR              predictor directory, or a directory holding predictor/ and\n"
+          "                           tokenizer/ (default: the bundled demo model)\n"
+          "  --tokenizer DIR          tokenizer directory\n"
+          "  --host ADDR              address to bind (default 127.0.0.1)\n"
+          "  --port N                 port (default 8080; 0 = any free port)\n"
+          "  --config FILE            JSON settings: every flag plus batch_wait_ms,\n"
+          "                           max_batch_tokens, max_running, max_queue,\n"
+          "                           target_queue_p95_s, target_ttft_p95_s, max_body_bytes,\n"
+          "                           request_timeout_s, profiles (flags override the file)\n"
+          "  --quant f32              weight format (only f32 for now)\n"
+          "  --threads N              compute threads (default: all CPUs)\n"
+          "  --kv-budget BYTES|PCT%   KV cache memory: running requests + prefix cache\n"
+          "                           (default 25% of RAM)\n"
+          "  --api-key-file FILE      require 'Authorization: Bearer <key>' on /v1 routes\n"
+          "  --no-tune                keep batch_wait_ms and the batch limit fixed\n"
+          "  --request-timeout S      per-request deadline in seconds (default 120) -> 504\n"
+          "  -h, --help               this text\n",
+          f);
+}
+
+typedef struct flags {
+    const char *model, *tokenizer, *host, *port, *config, *quant, *threads, *kv_budget,
+        *api_key_file, *timeout;
+    int no_tune;
+} flags;
+
+static int parse_flags(int argc, char **argv, flags *fl) {
+    static const struct option longopts[] = {
+        {"model", required_argument, NULL, 'm'},         {"tokenizer", required_argument, NULL, 't'},
+        {"host", required_argument, NULL, 'H'},          {"port", required_argument, NULL, 'p'},
+        {"config", required_argument, NULL, 'c'},        {"quant", required_argument, NULL, 'q'},
+        {"threads", required_argument, NULL, 'j'},       {"kv-budget", required_argument, NULL, 'k'},
+        {"api-key-file", required_argument, NULL, 'a'},  {"no-tune", no_argument, NULL, 'n'},
+        {"request-timeout", required_argument, NULL, 'r'}, {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'm': fl->model = optarg; break;
+        case 't': fl->tokenizer = optarg; break;
+        case 'H': fl->host = optarg; break;
+        case 'p': fl->port = optarg; break;
+        case 'c': fl->config = optarg; break;
+        case 'q': fl->quant = optarg; break;
+        case 'j': fl->threads = optarg; break;
+        case 'k': fl->kv_budget = optarg; break;
+        case 'a': fl->api_key_file = optarg; break;
+        case 'n': fl->no_tune = 1; break;
+        case 'r': fl->timeout = optarg; break;
+        case 'h': usage(stdout); return -1;
+        default: return kr_cli_usage_error(CMD, "%s", "unknown flag");
+        }
+    }
+    if (optind < argc) return kr_cli_usage_error(CMD, "unexpected argument '%s'", argv[optind]);
+    return 0;
+}
+
+/* Flags over the config: returns 0 or a usage-error exit code. */
+static int apply_flags(const flags *fl, kr_server_config *cfg) {
+    char msg[600];
+    if (fl->model) snprintf(cfg->model, sizeof cfg->model, "%s", fl->model);
+    if (fl->tokenizer) snprintf(cfg->tokenizer, sizeof cfg->tokenizer, "%s", fl->tokenizer);
+    if (fl->host) snprintf(cfg->host, sizeof cfg->host, "%s", fl->host);
+    if (fl->port && !kr_arg_int(fl->port, 0, 65535, &cfg->port))
+        return kr_cli_usage_error(CMD, "--port must be an integer in 0..65535, got '%s'", fl->port);
+    if (fl->quant) {
+        if (strcmp(fl->quant, "f32") != 0)
+            return kr_cli_usage_error(CMD, "--quant '%s' is not supported yet: only f32 weights "
+                                           "can be served", fl->quant);
+        snprintf(cfg->quant, sizeof cfg->quant, "%s", fl->quant);
+    }
+    if (fl->threads && !kr_arg_int(fl->threads, 1, 1024, &cfg->threads))
+        return kr_cli_usage_error(CMD, "--threads must be an integer in 1..1024, got '%s'",
+                                  fl->threads);
+    if (fl->kv_budget) {
+        kr_error err = {0};
+        if (kr_server_parse_kv_budget(fl->kv_budget, &cfg->sched.kv_budget_bytes, &err) != KR_OK) {
+            snprintf(msg, sizeof msg, "--%s", err.message);
+            return kr_cli_usage_error(CMD, "%s", msg);
+        }
+    }
+    if (fl->api_key_file)
+        snprintf(cfg->api_key_file, sizeof cfg->api_key_file, "%s", fl->api_key_file);
+    if (fl->no_tune) cfg->sched.tune = 0;
+    if (fl->timeout) {
+        float t;
+        if (!kr_arg_float(fl->timeout, 1e-3, 86400, &t))
+            return kr_cli_usage_error(CMD, "--request-timeout must be seconds in (0, 86400], got '%s'",
+                                      fl->timeout);
+        cfg->request_timeout_s = t;
+    }
+    return 0;
+}
+
+static void log_line(void *user, const char *line) {
+    (void)user;
+    char ts[32];
+    time_t t = time(NULL);
+    struct tm lt;
+    localtime_r(&t, &lt);
+    strftime(ts, sizeof ts, "%Y-%m-%d %H:%M:%S", &lt);
+    fprintf(stderr, "%s kronos serve: %s\n", ts, line);
+}
+
+int kr_cmd_serve(int argc, char **argv) {
+    flags fl;
+    memset(&fl, 0, sizeof fl);
+    int rc = parse_flags(argc, argv, &fl);
+    if (rc != 0) return rc < 0 ? 0 : rc;
+
+    static kr_server_config cfg; /* ~30 KB of paths: keep it off the stack */
+    kr_server_config_defaults(&cfg);
+    kr_error err = {0};
+    if (fl.config && kr_server_config_load(fl.config, &cfg, &err) != KR_OK)
+        return kr_cli_usage_error(CMD, "%s", err.message);
+    if ((rc = apply_flags(&fl, &cfg)) != 0) return rc;
+    if (kr_server_config_validate(&cfg, &err) != KR_OK) return kr_cli_usage_error(CMD, "%s", err.message);
+    cfg.sched.log = log_line;
+
+    char pred_dir[PATH_MAX], tok_dir[PATH_MAX], msg[1024];
+    if (kr_resolve_model_dirs(cfg.model[0] ? cfg.model : NULL, cfg.tokenizer[0] ? cfg.tokenizer : NULL,
+                              pred_dir, tok_dir, msg, sizeof msg) != 0)
+        return kr_cli_usage_error(CMD, "%s", msg);
+    snprintf(cfg.model, sizeof cfg.model, "%s", pred_dir);
+    snprintf(cfg.tokenizer, sizeof cfg.tokenizer, "%s", tok_dir);
+
+    /* SIGTERM/SIGINT are blocked before any thread starts, so every thread inherits the mask
+     * and only sigwait below receives them: no async-signal-safety puzzles in handlers. */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    kr_model_params mp = kr_model_default_params();
+    mp.n_threads = cfg.threads;
+    kr_model *model = NULL;
+    if (kr_model_load(pred_dir, tok_dir, &mp, &model, &err) != KR_OK) return kr_cli_fail(CMD, err.message);
+    kr_server *srv = NULL;
+    if (kr_server_create(model, &cfg, &srv, &err) != KR_OK) {
+        kr_model_free(model);
+        return kr_cli_fail(CMD, err.message);
+    }
+    const char *host = cfg.host;
+    int v6 = strchr(host, ':') != NULL;
+    fprintf(stderr, "listening on http://%s%s%s:%d\n", v6 ? "[" : "", host, v6 ? "]" : "",
+            kr_server_port(srv));
+    fflush(stderr);
+
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    log_line(NULL, sig == SIGINT ? "SIGINT: draining" : "SIGTERM: draining");
+    kr_server_drain(srv, cfg.request_timeout_s);
+    kr_server_free(srv);
+    kr_model_free(model);
+    log_line(NULL, "stopped");
+    return 0;
+}
