@@ -1,11 +1,17 @@
 /*
- * kernels/attention_avx512 — single-query attention over KV spans with AVX-512.
+ * kernels/attention_avx512 — single- and multi-query attention over KV spans with AVX-512.
  *
  * Same three passes as the scalar reference. Scores: each key's q·k is one 16-lane
  * accumulator over head_dim (masked tail) reduced by the fixed tree, 16 keys side by side;
  * the grouping of keys never changes a key's score. The exp-sum runs over the scratch array
  * in global key order, and the value sum is one FMA per key in key order for every output
  * lane — so cutting the keys into other spans gives bit-identical output.
+ *
+ * The multi-query kernel runs those same helpers (span_scores, exp_sum16, fma_keys) per
+ * query, only with keys outer and queries inner over the shared spans, so each block of
+ * shared K/V is read from memory once and from L1 by every other query. Its value sums
+ * round-trip through out between blocks (exact), hence it equals the single-query kernel bit
+ * for bit. Both live in this one file so they share the compiled helpers.
  */
 #include "kernels/kernels.h"
 
@@ -39,25 +45,59 @@ static void scores16(const float *q, int head_dim, float scale, const float *k, 
     _mm512_mask_storeu_ps(dst, kr_mask16(nk), s);
 }
 
-/* out[d0 .. d0 + 16·NC) (last chunk masked to dn) = Σ_j p_j v_j[...], keys in order. */
+/* Scores of keys [j0, j1) of span sp into dst[0 .. j1 − j0), 16 keys per scores16 call.
+ * j0 is 0 or a multiple of 16, so the groups are the same ones the whole span would use
+ * (not that it matters for the value: each lane of scores16 depends on its own key only). */
+static void span_scores(const float *q, int head_dim, float scale, const kr_kv_span *sp, int j0,
+                        int j1, float *dst) {
+    for (int j = j0; j < j1; j += 16)
+        scores16(q, head_dim, scale, sp->k + (size_t)j * (size_t)sp->stride, sp->stride,
+                 j1 - j < 16 ? j1 - j : 16, dst + (j - j0));
+}
+
+/* p[0..n) ← exp(p − max p) in place (n >= 1); returns their sum: 16-lane partial sums over
+ * the array in key order, then the fixed tree. */
+static float exp_sum16(float *p, int n) {
+    __m512 mx = _mm512_set1_ps(-__builtin_inff());
+    for (int j = 0; j < n; j += 16)
+        mx = _mm512_mask_max_ps(mx, kr_mask16(n - j), mx,
+                                _mm512_maskz_loadu_ps(kr_mask16(n - j), p + j));
+    __m512 mv = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
+    __m512 sum = _mm512_setzero_ps();
+    for (int j = 0; j < n; j += 16) {
+        __mmask16 m = kr_mask16(n - j);
+        __m512 e = kr_exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, p + j), mv));
+        e = _mm512_maskz_mov_ps(m, e);
+        sum = _mm512_add_ps(sum, e);
+        _mm512_mask_storeu_ps(p + j, m, e);
+    }
+    return kr_hsum16(sum);
+}
+
+/* acc[c] += p_j · v_j[16c ..] for keys j = 0..nk−1 in order: one FMA per key and lane, the
+ * last chunk masked by tail. The one value-sum step of both kernels. */
+KR_INLINE void fma_keys(const int NC, __m512 *acc, __mmask16 tail, const float *v, int stride,
+                        int nk, const float *p) {
+    for (int j = 0; j < nk; j++, v += stride) {
+        __m512 pj = _mm512_set1_ps(p[j]);
+#pragma GCC unroll 8
+        for (int c = 0; c < NC - 1; c++)
+            acc[c] = _mm512_fmadd_ps(pj, _mm512_loadu_ps(v + 16 * c), acc[c]);
+        acc[NC - 1] =
+            _mm512_fmadd_ps(pj, _mm512_maskz_loadu_ps(tail, v + 16 * (NC - 1)), acc[NC - 1]);
+    }
+}
+
+/* out[d0 .. d0 + dn) = Σ_j p_j v_j[...] / sum over every key of spans, keys in order;
+ * dn <= 16·NC. The accumulators stay in registers across spans. */
 KR_INLINE void wsum(const int NC, int d0, int dn, const kr_kv_span *spans, int n_spans,
                     const float *p, float sum, float *out) {
     __m512 acc[8];
 #pragma GCC unroll 8
     for (int c = 0; c < NC; c++) acc[c] = _mm512_setzero_ps();
     __mmask16 tail = kr_mask16(dn - 16 * (NC - 1));
-    int n = 0;
-    for (int s = 0; s < n_spans; s++) {
-        const float *v = spans[s].v + d0;
-        for (int j = 0; j < spans[s].n; j++, v += spans[s].stride) {
-            __m512 pj = _mm512_set1_ps(p[n++]);
-#pragma GCC unroll 8
-            for (int c = 0; c < NC - 1; c++)
-                acc[c] = _mm512_fmadd_ps(pj, _mm512_loadu_ps(v + 16 * c), acc[c]);
-            acc[NC - 1] =
-                _mm512_fmadd_ps(pj, _mm512_maskz_loadu_ps(tail, v + 16 * (NC - 1)), acc[NC - 1]);
-        }
-    }
+    for (int s = 0; s < n_spans; p += spans[s].n, s++)
+        fma_keys(NC, acc, tail, spans[s].v + d0, spans[s].stride, spans[s].n, p);
     __m512 is = _mm512_set1_ps(sum);
 #pragma GCC unroll 8
     for (int c = 0; c < NC - 1; c++) _mm512_storeu_ps(out + d0 + 16 * c, _mm512_div_ps(acc[c], is));
@@ -67,32 +107,13 @@ KR_INLINE void wsum(const int NC, int d0, int dn, const kr_kv_span *spans, int n
 void kr_attend_f32_avx512(const float *q, int head_dim, float scale, const kr_kv_span *spans,
                           int n_spans, float *scratch, float *out) {
     int n = 0;
-    for (int s = 0; s < n_spans; s++)
-        for (int j = 0; j < spans[s].n; j += 16) {
-            int nk = spans[s].n - j < 16 ? spans[s].n - j : 16;
-            scores16(q, head_dim, scale, spans[s].k + (size_t)j * (size_t)spans[s].stride,
-                     spans[s].stride, nk, scratch + n);
-            n += nk;
-        }
+    for (int s = 0; s < n_spans; n += spans[s].n, s++)
+        span_scores(q, head_dim, scale, &spans[s], 0, spans[s].n, scratch + n);
     if (n <= 0) { /* outside the contract: same zeros as the scalar reference */
         for (int i = 0; i < head_dim; i++) out[i] = 0.0f;
         return;
     }
-
-    __m512 mx = _mm512_set1_ps(-__builtin_inff());
-    for (int j = 0; j < n; j += 16)
-        mx = _mm512_mask_max_ps(mx, kr_mask16(n - j), mx,
-                                _mm512_maskz_loadu_ps(kr_mask16(n - j), scratch + j));
-    __m512 mv = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
-    __m512 sum = _mm512_setzero_ps();
-    for (int j = 0; j < n; j += 16) {
-        __mmask16 m = kr_mask16(n - j);
-        __m512 e = kr_exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, scratch + j), mv));
-        e = _mm512_maskz_mov_ps(m, e);
-        sum = _mm512_add_ps(sum, e);
-        _mm512_mask_storeu_ps(scratch + j, m, e);
-    }
-    float total = kr_hsum16(sum);
+    float total = exp_sum16(scratch, n);
 
     for (int d0 = 0; d0 < head_dim; d0 += 128) {
         int dn = head_dim - d0 < 128 ? head_dim - d0 : 128;
@@ -107,5 +128,130 @@ void kr_attend_f32_avx512(const float *q, int head_dim, float scale, const kr_kv
         default: wsum(8, d0, dn, spans, n_spans, scratch, total, out); break;
         }
     }
+}
+
+/* ---- multi-query */
+
+/* out[0 .. dn) += Σ_j p_j v_j[...] over nk keys (dn <= 16·NC): the running sum round-trips
+ * through out, which is exact (a float store/load), so a query's FMA chain per lane is the
+ * one wsum builds in registers. */
+KR_INLINE void wsum_add(const int NC, int dn, const float *v, int stride, int nk,
+                        const float *p, float *out) {
+    __m512 acc[8];
+    __mmask16 tail = kr_mask16(dn - 16 * (NC - 1));
+#pragma GCC unroll 8
+    for (int c = 0; c < NC - 1; c++) acc[c] = _mm512_loadu_ps(out + 16 * c);
+    acc[NC - 1] = _mm512_maskz_loadu_ps(tail, out + 16 * (NC - 1));
+    fma_keys(NC, acc, tail, v, stride, nk, p);
+#pragma GCC unroll 8
+    for (int c = 0; c < NC - 1; c++) _mm512_storeu_ps(out + 16 * c, acc[c]);
+    _mm512_mask_storeu_ps(out + 16 * (NC - 1), tail, acc[NC - 1]);
+}
+
+/* out[0 .. head_dim) += Σ_j p_j v_j over nk keys, in 128-float column chunks. */
+static void values_add(int head_dim, const float *v, int stride, int nk, const float *p,
+                       float *out) {
+    for (int d0 = 0; d0 < head_dim; d0 += 128) {
+        int dn = head_dim - d0 < 128 ? head_dim - d0 : 128;
+        switch ((dn + 15) / 16) {
+        case 1: wsum_add(1, dn, v + d0, stride, nk, p, out + d0); break;
+        case 2: wsum_add(2, dn, v + d0, stride, nk, p, out + d0); break;
+        case 3: wsum_add(3, dn, v + d0, stride, nk, p, out + d0); break;
+        case 4: wsum_add(4, dn, v + d0, stride, nk, p, out + d0); break;
+        case 5: wsum_add(5, dn, v + d0, stride, nk, p, out + d0); break;
+        case 6: wsum_add(6, dn, v + d0, stride, nk, p, out + d0); break;
+        case 7: wsum_add(7, dn, v + d0, stride, nk, p, out + d0); break;
+        default: wsum_add(8, dn, v + d0, stride, nk, p, out + d0); break;
+        }
+    }
+}
+
+/* out[0 .. head_dim) /= sum with the same division wsum ends with (zeros if no keys). */
+static void finish(int head_dim, int n_keys, float sum, float *out) {
+    __m512 is = _mm512_set1_ps(sum);
+    for (int d = 0; d < head_dim; d += 16) {
+        __mmask16 m = kr_mask16(head_dim - d);
+        __m512 o = n_keys > 0 ? _mm512_div_ps(_mm512_maskz_loadu_ps(m, out + d), is)
+                              : _mm512_setzero_ps();
+        _mm512_mask_storeu_ps(out + d, m, o);
+    }
+}
+
+/* Shared keys per block: a multiple of 16 (so span_scores groups keys as the single-query
+ * kernel does) holding about 8 KB of K or V rows, which stays in L1 while every query of the
+ * tile uses it. */
+static int block_keys(int head_dim) {
+    int b = (2048 / (head_dim > 0 ? head_dim : 1)) & ~15;
+    return b < 16 ? 16 : b > 256 ? 256 : b;
+}
+
+/* Queries per pass: bounds the per-query sums kept on the stack. */
+enum { TILE = 64 };
+
+/* The multi-query kernel for nq <= TILE queries: per query the same span_scores calls,
+ * exp_sum16 over the same scratch values and fma_keys chain as kr_attend_f32_avx512, run
+ * keys-outer / queries-inner over the shared spans. */
+static void multi_tile(int nq, const float *const *q, int head_dim, float scale,
+                       const kr_kv_span *shared, int n_shared, const kr_kv_span *const *own,
+                       const int *n_own, float *scratch, int scratch_stride, float *const *out) {
+    const int bk = block_keys(head_dim);
+    float sum[TILE];
+    int n_keys[TILE];
+#define ROW(i) (scratch + (size_t)(i) * (size_t)scratch_stride)
+
+    int n_sh = 0; /* shared keys: every query's first n_sh scores */
+    for (int s = 0; s < n_shared; n_sh += shared[s].n, s++)
+        for (int j0 = 0; j0 < shared[s].n; j0 += bk) {
+            int j1 = shared[s].n - j0 < bk ? shared[s].n : j0 + bk;
+            for (int i = 0; i < nq; i++)
+                span_scores(q[i], head_dim, scale, &shared[s], j0, j1, ROW(i) + n_sh + j0);
+        }
+    for (int i = 0; i < nq; i++) {
+        int n = n_sh, ns = own && n_own ? n_own[i] : 0;
+        for (int s = 0; s < ns; n += own[i][s].n, s++)
+            span_scores(q[i], head_dim, scale, &own[i][s], 0, own[i][s].n, ROW(i) + n);
+        n_keys[i] = n;
+        sum[i] = n > 0 ? exp_sum16(ROW(i), n) : 0.0f;
+    }
+
+    /* Zeroed only now that every score is done, so out[i] may alias q[i]. */
+    for (int i = 0; i < nq; i++)
+        for (int d = 0; d < head_dim; d += 16)
+            _mm512_mask_storeu_ps(out[i] + d, kr_mask16(head_dim - d), _mm512_setzero_ps());
+    for (int s = 0, base = 0; s < n_shared; base += shared[s].n, s++)
+        for (int j0 = 0; j0 < shared[s].n; j0 += bk) {
+            int nk = shared[s].n - j0 < bk ? shared[s].n - j0 : bk;
+            const float *v = shared[s].v + (size_t)j0 * (size_t)shared[s].stride;
+            for (int i = 0; i < nq; i++)
+                values_add(head_dim, v, shared[s].stride, nk, ROW(i) + base + j0, out[i]);
+        }
+    for (int i = 0; i < nq; i++) {
+        int n = n_sh, ns = own && n_own ? n_own[i] : 0;
+        for (int s = 0; s < ns; n += own[i][s].n, s++)
+            values_add(head_dim, own[i][s].v, own[i][s].stride, own[i][s].n, ROW(i) + n,
+                       out[i]);
+        finish(head_dim, n_keys[i], sum[i], out[i]);
+    }
+#undef ROW
+}
+
+void kr_attend_multi_f32_avx512(int nq, const float *const *q, int head_dim, float scale,
+                                const kr_kv_span *shared, int n_shared,
+                                const kr_kv_span *const *own, const int *n_own, float *scratch,
+                                int scratch_stride, float *const *out) {
+    for (int t = 0; t < nq; t += TILE)
+        multi_tile(nq - t < TILE ? nq - t : TILE, q + t, head_dim, scale, shared, n_shared,
+                   own ? own + t : NULL, n_own ? n_own + t : NULL,
+                   scratch + (size_t)t * (size_t)scratch_stride, scratch_stride, out + t);
+}
+
+#else
+/* Off x86-64 the name still links (dispatch never selects it there). */
+void kr_attend_multi_f32_avx512(int nq, const float *const *q, int head_dim, float scale,
+                                const kr_kv_span *shared, int n_shared,
+                                const kr_kv_span *const *own, const int *n_own, float *scratch,
+                                int scratch_stride, float *const *out) {
+    kr_attend_multi_f32_scalar(nq, q, head_dim, scale, shared, n_shared, own, n_own, scratch,
+                               scratch_stride, out);
 }
 #endif
