@@ -1,14 +1,27 @@
 #!/usr/bin/env bash
-# The main job on the bundled example data: installs what is missing, builds kronos and
+# The main job on the bundled example data: installs what is missing, builds kronos,
 # forecasts the next 24 five-minute candles of China Film (600977.SH) with the bundled demo
-# model (32 sample paths; mean path as CSV, then the JSON summary of the first steps).
+# model (32 sample paths; mean path as CSV, then the JSON summary of the first steps), then
+# stores the bundled candles in a local database and writes an HTML analysis report for AAPL.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build/release -j"$(nproc)" --target kronos_cli >/dev/null
-./build/release/kronos forecast --input data/XSHG_5min_600977.csv --pred-len 24 \
+kronos=./build/release/kronos
+$kronos forecast --input data/XSHG_5min_600977.csv --pred-len 24 \
     --paths 32 --seed 1 --output build/forecast-600977.json --format json
-./build/release/kronos forecast --input data/XSHG_5min_600977.csv --pred-len 24 \
+$kronos forecast --input data/XSHG_5min_600977.csv --pred-len 24 \
     --paths 32 --seed 1
 echo "(every path, its tokens and the 10/50/90% quantiles: build/forecast-600977.json)"
+
+# The analyst: candles into the store (re-running replaces the same rows), then a report.
+db=build/kronos.db
+$kronos ingest --db "$db" --symbol AAPL --interval 1d data/AAPL_1d.csv
+$kronos ingest --db "$db" --symbol MSFT --interval 1d data/MSFT_1d.csv
+$kronos ingest --db "$db" --symbol 600977.SH --interval 5m data/XSHG_5min_600977.csv
+$kronos ingest --db "$db" --symbol BTCUSDT --interval 1h data/BTCUSDT_1h.csv
+$kronos analyze AAPL --db "$db" --horizon 20 --paths 32 --seed 1 --calibrate 3 \
+    --format html --out build/report-AAPL.html
+echo "(AAPL analysis report, open in a browser: $(pwd)/build/report-AAPL.html;"
+echo " try: $kronos analyze AAPL MSFT 600977.SH BTCUSDT --db $db --format md)"

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs the Debian packages kronos builds, tests and fuzzes with (skips apt when all are
 # present, so it is quick and offline on a prepared machine). Needs root or sudo.
+# libsqlite3-dev: the candle store behind `kronos ingest` / `kronos analyze`.
 set -euo pipefail
 packages=(build-essential cmake pkg-config clang libclang-rt-14-dev
-          libcjson-dev libcmocka-dev libopenblas-dev libxxhash-dev)
+          libcjson-dev libcmocka-dev libopenblas-dev libxxhash-dev libsqlite3-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

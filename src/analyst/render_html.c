@@ -273,7 +273,7 @@ static void ranking(kr_sb *sb, const kr_report_set *set) {
     char a[32], b[32], c[32], d[32], e[32];
     kr_sb_append(sb, "<section class=\"card\"><h2>Ranking by expected return</h2><table><thead><tr><th>#</th>"
                      "<th>Symbol</th><th>Interval</th><th>Last close</th><th>Expected return</th><th>P(up)</th>"
-                     "<th>Std of return</th><th>VaR 95%</th><th>Direction</th></tr></thead><tbody>\n");
+                     "<th>Volatility (std of return)</th><th>VaR 95%</th><th>Direction</th></tr></thead><tbody>\n");
     for (int k = 0; k < set->n; k++) {
         const kr_report *r = set->reports[set->rank[k]];
         kr_sb_appendf(sb, "<tr><td>%d</td><td><a href=\"#", k + 1);

@@ -12,7 +12,6 @@
 #include <cjson/cJSON.h>
 
 #include "analyst/render.h"
-#include "analyst/stats.h"
 #include "base/error.h"
 #include "base/timeutil.h"
 

@@ -14,7 +14,7 @@
 static void ranking(kr_sb *sb, const kr_report_set *set) {
     char a[32], b[32], c[32], d[32], e[32], f[32];
     kr_sb_append(sb, "## Ranking by expected return\n\n"
-                     "| # | Symbol | Interval | Last close | Expected return | P(up) | Std of return "
+                     "| # | Symbol | Interval | Last close | Expected return | P(up) | Volatility (std of return) "
                      "| VaR 95% | ES 95% |\n|---:|---|---|---:|---:|---:|---:|---:|---:|\n");
     for (int k = 0; k < set->n; k++) {
         const kr_report *r = set->reports[set->rank[k]];

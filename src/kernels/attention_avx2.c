@@ -1,11 +1,14 @@
 /*
- * kernels/attention_avx2 — single-query attention over KV spans with AVX2+FMA.
+ * kernels/attention_avx2 — single- and multi-query attention over KV spans with AVX2+FMA.
  *
  * Mirrors attention_avx512.c with 8 lanes: per-key dots reduced by the fixed tree (8 keys
  * side by side), exp-sum over scratch in global key order, value sum one FMA per key in key
- * order — so the output does not depend on how keys are cut into spans.
+ * order — so the output does not depend on how keys are cut into spans. The multi-query
+ * kernel runs the same helpers per query, keys outer / queries inner over the shared spans
+ * (see attention_avx512.c), and equals the single-query kernel bit for bit.
  */
 #include "kernels/kernels.h"
+#include "kernels/kernels_internal.h"
 
 #if defined(__x86_64__)
 #include "kernels/simd_avx2.h"
@@ -36,25 +39,58 @@ static void scores8(const float *q, int head_dim, float scale, const float *k, i
     _mm256_maskstore_ps(dst, kr_mask8(nk), s);
 }
 
-/* out[d0 .. d0 + 8·NC) (last chunk masked to dn) = Σ_j p_j v_j[...] / sum, keys in order. */
+/* Scores of every key of span sp into dst, 8 keys per scores8 call from the span's start. The
+ * multi-query kernel calls it on blocks of a shared span that start at multiples of 8, so
+ * its groups are the single-query kernel's groups (not that grouping could change a score:
+ * each lane of scores8 depends on its own key only). */
+static void span_scores(const float *q, int head_dim, float scale, const kr_kv_span *sp,
+                        float *dst) {
+    for (int j = 0; j < sp->n; j += 8)
+        scores8(q, head_dim, scale, sp->k + (size_t)j * (size_t)sp->stride, sp->stride,
+                sp->n - j < 8 ? sp->n - j : 8, dst + j);
+}
+
+/* p[0..n) ← exp(p − max p) in place (n >= 1); returns their sum: 8-lane partial sums over
+ * the array in key order, then the fixed tree. */
+static float exp_sum8(float *p, int n) {
+    float mx = p[0];
+    for (int j = 1; j < n; j++) mx = p[j] > mx ? p[j] : mx;
+    __m256 mv = _mm256_set1_ps(mx);
+    __m256 acc = _mm256_setzero_ps();
+    for (int j = 0; j < n; j += 8) {
+        __m256i m = kr_mask8(n - j);
+        __m256 e = kr_exp8(_mm256_sub_ps(_mm256_maskload_ps(p + j, m), mv));
+        e = _mm256_and_ps(e, _mm256_castsi256_ps(m));
+        acc = _mm256_add_ps(acc, e);
+        _mm256_maskstore_ps(p + j, m, e);
+    }
+    return kr_hsum8(acc);
+}
+
+/* acc[c] += p_j · v_j[8c ..] for keys j = 0..nk−1 in order: one FMA per key and lane, the
+ * last chunk masked by tail. The one value-sum step of both kernels. */
+KR_INLINE void fma_keys(const int NC, __m256 *acc, __m256i tail, const float *v, int stride,
+                        int nk, const float *p) {
+    for (int j = 0; j < nk; j++, v += stride) {
+        __m256 pj = _mm256_set1_ps(p[j]);
+#pragma GCC unroll 8
+        for (int c = 0; c < NC - 1; c++)
+            acc[c] = _mm256_fmadd_ps(pj, _mm256_loadu_ps(v + 8 * c), acc[c]);
+        acc[NC - 1] =
+            _mm256_fmadd_ps(pj, _mm256_maskload_ps(v + 8 * (NC - 1), tail), acc[NC - 1]);
+    }
+}
+
+/* out[d0 .. d0 + dn) = Σ_j p_j v_j[...] / sum over every key of spans, keys in order;
+ * dn <= 8·NC. The accumulators stay in registers across spans. */
 KR_INLINE void wsum(const int NC, int d0, int dn, const kr_kv_span *spans, int n_spans,
                     const float *p, float sum, float *out) {
     __m256 acc[8];
 #pragma GCC unroll 8
     for (int c = 0; c < NC; c++) acc[c] = _mm256_setzero_ps();
     __m256i tail = kr_mask8(dn - 8 * (NC - 1));
-    int n = 0;
-    for (int s = 0; s < n_spans; s++) {
-        const float *v = spans[s].v + d0;
-        for (int j = 0; j < spans[s].n; j++, v += spans[s].stride) {
-            __m256 pj = _mm256_set1_ps(p[n++]);
-#pragma GCC unroll 8
-            for (int c = 0; c < NC - 1; c++)
-                acc[c] = _mm256_fmadd_ps(pj, _mm256_loadu_ps(v + 8 * c), acc[c]);
-            acc[NC - 1] =
-                _mm256_fmadd_ps(pj, _mm256_maskload_ps(v + 8 * (NC - 1), tail), acc[NC - 1]);
-        }
-    }
+    for (int s = 0; s < n_spans; p += spans[s].n, s++)
+        fma_keys(NC, acc, tail, spans[s].v + d0, spans[s].stride, spans[s].n, p);
     __m256 sv = _mm256_set1_ps(sum);
 #pragma GCC unroll 8
     for (int c = 0; c < NC - 1; c++) _mm256_storeu_ps(out + d0 + 8 * c, _mm256_div_ps(acc[c], sv));
@@ -64,30 +100,13 @@ KR_INLINE void wsum(const int NC, int d0, int dn, const kr_kv_span *spans, int n
 void kr_attend_f32_avx2(const float *q, int head_dim, float scale, const kr_kv_span *spans,
                         int n_spans, float *scratch, float *out) {
     int n = 0;
-    for (int s = 0; s < n_spans; s++)
-        for (int j = 0; j < spans[s].n; j += 8) {
-            int nk = spans[s].n - j < 8 ? spans[s].n - j : 8;
-            scores8(q, head_dim, scale, spans[s].k + (size_t)j * (size_t)spans[s].stride,
-                    spans[s].stride, nk, scratch + n);
-            n += nk;
-        }
+    for (int s = 0; s < n_spans; n += spans[s].n, s++)
+        span_scores(q, head_dim, scale, &spans[s], scratch + n);
     if (n <= 0) { /* outside the contract: same zeros as the scalar reference */
         for (int i = 0; i < head_dim; i++) out[i] = 0.0f;
         return;
     }
-
-    float mx = scratch[0];
-    for (int j = 1; j < n; j++) mx = scratch[j] > mx ? scratch[j] : mx;
-    __m256 mv = _mm256_set1_ps(mx);
-    __m256 acc = _mm256_setzero_ps();
-    for (int j = 0; j < n; j += 8) {
-        __m256i m = kr_mask8(n - j);
-        __m256 e = kr_exp8(_mm256_sub_ps(_mm256_maskload_ps(scratch + j, m), mv));
-        e = _mm256_and_ps(e, _mm256_castsi256_ps(m));
-        acc = _mm256_add_ps(acc, e);
-        _mm256_maskstore_ps(scratch + j, m, e);
-    }
-    float total = kr_hsum8(acc);
+    float total = exp_sum8(scratch, n);
 
     for (int d0 = 0; d0 < head_dim; d0 += 64) {
         int dn = head_dim - d0 < 64 ? head_dim - d0 : 64;
@@ -102,5 +121,123 @@ void kr_attend_f32_avx2(const float *q, int head_dim, float scale, const kr_kv_s
         default: wsum(8, d0, dn, spans, n_spans, scratch, total, out); break;
         }
     }
+}
+
+/* ---- multi-query */
+
+/* out[0 .. dn) += Σ_j p_j v_j[...] over nk keys (dn <= 8·NC): the running sum round-trips
+ * through out, which is exact (a float store/load), so a query's FMA chain per lane is the
+ * one wsum builds in registers. */
+KR_INLINE void wsum_add(const int NC, int dn, const float *v, int stride, int nk,
+                        const float *p, float *out) {
+    __m256 acc[8];
+    __m256i tail = kr_mask8(dn - 8 * (NC - 1));
+#pragma GCC unroll 8
+    for (int c = 0; c < NC - 1; c++) acc[c] = _mm256_loadu_ps(out + 8 * c);
+    acc[NC - 1] = _mm256_maskload_ps(out + 8 * (NC - 1), tail);
+    fma_keys(NC, acc, tail, v, stride, nk, p);
+#pragma GCC unroll 8
+    for (int c = 0; c < NC - 1; c++) _mm256_storeu_ps(out + 8 * c, acc[c]);
+    _mm256_maskstore_ps(out + 8 * (NC - 1), tail, acc[NC - 1]);
+}
+
+/* out[0 .. head_dim) += Σ_j p_j v_j over nk keys, in 64-float column chunks. */
+static void values_add(int head_dim, const float *v, int stride, int nk, const float *p,
+                       float *out) {
+    for (int d0 = 0; d0 < head_dim; d0 += 64) {
+        int dn = head_dim - d0 < 64 ? head_dim - d0 : 64;
+        switch ((dn + 7) / 8) {
+        case 1: wsum_add(1, dn, v + d0, stride, nk, p, out + d0); break;
+        case 2: wsum_add(2, dn, v + d0, stride, nk, p, out + d0); break;
+        case 3: wsum_add(3, dn, v + d0, stride, nk, p, out + d0); break;
+        case 4: wsum_add(4, dn, v + d0, stride, nk, p, out + d0); break;
+        case 5: wsum_add(5, dn, v + d0, stride, nk, p, out + d0); break;
+        case 6: wsum_add(6, dn, v + d0, stride, nk, p, out + d0); break;
+        case 7: wsum_add(7, dn, v + d0, stride, nk, p, out + d0); break;
+        default: wsum_add(8, dn, v + d0, stride, nk, p, out + d0); break;
+        }
+    }
+}
+
+/* out[0 .. head_dim) /= sum with the same division wsum ends with (zeros if no keys). */
+static void finish(int head_dim, int n_keys, float sum, float *out) {
+    __m256 sv = _mm256_set1_ps(sum);
+    for (int d = 0; d < head_dim; d += 8) {
+        __m256i m = kr_mask8(head_dim - d);
+        __m256 o = n_keys > 0 ? _mm256_div_ps(_mm256_maskload_ps(out + d, m), sv)
+                              : _mm256_setzero_ps();
+        _mm256_maskstore_ps(out + d, m, o);
+    }
+}
+
+/* The multi-query kernel for nq <= KR_ATTN_TILE queries: per query the same span_scores calls,
+ * exp_sum8 over the same scratch values and fma_keys chain as kr_attend_f32_avx2, run
+ * keys-outer / queries-inner over the shared spans. */
+static void multi_tile(int nq, const float *const *q, int head_dim, float scale,
+                       const kr_kv_span *shared, int n_shared, const kr_kv_span *const *own,
+                       const int *n_own, float *scratch, int scratch_stride, float *const *out) {
+    const int bk = kr_attn_block_keys(head_dim, 8);
+    _Alignas(64) float pack[KR_ATTN_PACK];
+    float sum[KR_ATTN_TILE];
+    int n_keys[KR_ATTN_TILE];
+#define ROW(i) (scratch + (size_t)(i) * (size_t)scratch_stride)
+
+    int n_sh = 0; /* shared keys: every query's first n_sh scores */
+    for (int s = 0; s < n_shared; n_sh += shared[s].n, s++)
+        for (int j0 = 0; j0 < shared[s].n; j0 += bk) {
+            int nk = shared[s].n - j0 < bk ? shared[s].n - j0 : bk;
+            kr_kv_span blk = {NULL, NULL, nk, 0}; /* the block's K rows, from L1 */
+            blk.k = kr_attn_rows(shared[s].k, shared[s].stride, j0, nk, head_dim, pack,
+                                 &blk.stride);
+            for (int i = 0; i < nq; i++)
+                span_scores(q[i], head_dim, scale, &blk, ROW(i) + n_sh + j0);
+        }
+    for (int i = 0; i < nq; i++) {
+        int n = n_sh, ns = own && n_own ? n_own[i] : 0;
+        for (int s = 0; s < ns; n += own[i][s].n, s++)
+            span_scores(q[i], head_dim, scale, &own[i][s], ROW(i) + n);
+        n_keys[i] = n;
+        sum[i] = n > 0 ? exp_sum8(ROW(i), n) : 0.0f;
+    }
+
+    /* Zeroed only now that every score is done, so out[i] may alias q[i]. */
+    for (int i = 0; i < nq; i++)
+        for (int d = 0; d < head_dim; d += 8)
+            _mm256_maskstore_ps(out[i] + d, kr_mask8(head_dim - d), _mm256_setzero_ps());
+    for (int s = 0, base = 0; s < n_shared; base += shared[s].n, s++)
+        for (int j0 = 0; j0 < shared[s].n; j0 += bk) {
+            int nk = shared[s].n - j0 < bk ? shared[s].n - j0 : bk;
+            int vs;
+            const float *v = kr_attn_rows(shared[s].v, shared[s].stride, j0, nk, head_dim, pack, &vs);
+            for (int i = 0; i < nq; i++) values_add(head_dim, v, vs, nk, ROW(i) + base + j0, out[i]);
+        }
+    for (int i = 0; i < nq; i++) {
+        int n = n_sh, ns = own && n_own ? n_own[i] : 0;
+        for (int s = 0; s < ns; n += own[i][s].n, s++)
+            values_add(head_dim, own[i][s].v, own[i][s].stride, own[i][s].n, ROW(i) + n,
+                       out[i]);
+        finish(head_dim, n_keys[i], sum[i], out[i]);
+    }
+#undef ROW
+}
+
+void kr_attend_multi_f32_avx2(int nq, const float *const *q, int head_dim, float scale,
+                              const kr_kv_span *shared, int n_shared,
+                              const kr_kv_span *const *own, const int *n_own, float *scratch,
+                              int scratch_stride, float *const *out) {
+    for (int t = 0; t < nq; t += KR_ATTN_TILE)
+        multi_tile(nq - t < KR_ATTN_TILE ? nq - t : KR_ATTN_TILE, q + t, head_dim, scale, shared, n_shared,
+                   own ? own + t : NULL, n_own ? n_own + t : NULL,
+                   scratch + (size_t)t * (size_t)scratch_stride, scratch_stride, out + t);
+}
+
+#else
+/* Off x86-64 the name still links (dispatch never selects it there). */
+void kr_attend_multi_f32_avx2(int nq, const float *const *q, int head_dim, float scale,
+                              const kr_kv_span *shared, int n_shared,
+                              const kr_kv_span *const *own, const int *n_own, float *scratch,
+                              int scratch_stride, float *const *out) {
+    kr_attend_multi_f32_scalar(nq, q, head_dim, scale, shared, n_shared, own, n_own, scratch,
+                               scratch_stride, out);
 }
 #endif

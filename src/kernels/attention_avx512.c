@@ -14,6 +14,7 @@
  * for bit. Both live in this one file so they share the compiled helpers.
  */
 #include "kernels/kernels.h"
+#include "kernels/kernels_internal.h"
 
 #if defined(__x86_64__)
 #include "kernels/simd_avx512.h"
@@ -45,14 +46,15 @@ static void scores16(const float *q, int head_dim, float scale, const float *k, 
     _mm512_mask_storeu_ps(dst, kr_mask16(nk), s);
 }
 
-/* Scores of keys [j0, j1) of span sp into dst[0 .. j1 − j0), 16 keys per scores16 call.
- * j0 is 0 or a multiple of 16, so the groups are the same ones the whole span would use
- * (not that it matters for the value: each lane of scores16 depends on its own key only). */
-static void span_scores(const float *q, int head_dim, float scale, const kr_kv_span *sp, int j0,
-                        int j1, float *dst) {
-    for (int j = j0; j < j1; j += 16)
+/* Scores of every key of span sp into dst, 16 keys per scores16 call from the span's start. The
+ * multi-query kernel calls it on blocks of a shared span that start at multiples of 16, so
+ * its groups are the single-query kernel's groups (not that grouping could change a score:
+ * each lane of scores16 depends on its own key only). */
+static void span_scores(const float *q, int head_dim, float scale, const kr_kv_span *sp,
+                        float *dst) {
+    for (int j = 0; j < sp->n; j += 16)
         scores16(q, head_dim, scale, sp->k + (size_t)j * (size_t)sp->stride, sp->stride,
-                 j1 - j < 16 ? j1 - j : 16, dst + (j - j0));
+                sp->n - j < 16 ? sp->n - j : 16, dst + j);
 }
 
 /* p[0..n) ← exp(p − max p) in place (n >= 1); returns their sum: 16-lane partial sums over
@@ -108,7 +110,7 @@ void kr_attend_f32_avx512(const float *q, int head_dim, float scale, const kr_kv
                           int n_spans, float *scratch, float *out) {
     int n = 0;
     for (int s = 0; s < n_spans; n += spans[s].n, s++)
-        span_scores(q, head_dim, scale, &spans[s], 0, spans[s].n, scratch + n);
+        span_scores(q, head_dim, scale, &spans[s], scratch + n);
     if (n <= 0) { /* outside the contract: same zeros as the scalar reference */
         for (int i = 0; i < head_dim; i++) out[i] = 0.0f;
         return;
@@ -177,39 +179,32 @@ static void finish(int head_dim, int n_keys, float sum, float *out) {
     }
 }
 
-/* Shared keys per block: a multiple of 16 (so span_scores groups keys as the single-query
- * kernel does) holding about 8 KB of K or V rows, which stays in L1 while every query of the
- * tile uses it. */
-static int block_keys(int head_dim) {
-    int b = (2048 / (head_dim > 0 ? head_dim : 1)) & ~15;
-    return b < 16 ? 16 : b > 256 ? 256 : b;
-}
-
-/* Queries per pass: bounds the per-query sums kept on the stack. */
-enum { TILE = 64 };
-
-/* The multi-query kernel for nq <= TILE queries: per query the same span_scores calls,
+/* The multi-query kernel for nq <= KR_ATTN_TILE queries: per query the same span_scores calls,
  * exp_sum16 over the same scratch values and fma_keys chain as kr_attend_f32_avx512, run
  * keys-outer / queries-inner over the shared spans. */
 static void multi_tile(int nq, const float *const *q, int head_dim, float scale,
                        const kr_kv_span *shared, int n_shared, const kr_kv_span *const *own,
                        const int *n_own, float *scratch, int scratch_stride, float *const *out) {
-    const int bk = block_keys(head_dim);
-    float sum[TILE];
-    int n_keys[TILE];
+    const int bk = kr_attn_block_keys(head_dim, 16);
+    _Alignas(64) float pack[KR_ATTN_PACK];
+    float sum[KR_ATTN_TILE];
+    int n_keys[KR_ATTN_TILE];
 #define ROW(i) (scratch + (size_t)(i) * (size_t)scratch_stride)
 
     int n_sh = 0; /* shared keys: every query's first n_sh scores */
     for (int s = 0; s < n_shared; n_sh += shared[s].n, s++)
         for (int j0 = 0; j0 < shared[s].n; j0 += bk) {
-            int j1 = shared[s].n - j0 < bk ? shared[s].n : j0 + bk;
+            int nk = shared[s].n - j0 < bk ? shared[s].n - j0 : bk;
+            kr_kv_span blk = {NULL, NULL, nk, 0}; /* the block's K rows, from L1 */
+            blk.k = kr_attn_rows(shared[s].k, shared[s].stride, j0, nk, head_dim, pack,
+                                 &blk.stride);
             for (int i = 0; i < nq; i++)
-                span_scores(q[i], head_dim, scale, &shared[s], j0, j1, ROW(i) + n_sh + j0);
+                span_scores(q[i], head_dim, scale, &blk, ROW(i) + n_sh + j0);
         }
     for (int i = 0; i < nq; i++) {
         int n = n_sh, ns = own && n_own ? n_own[i] : 0;
         for (int s = 0; s < ns; n += own[i][s].n, s++)
-            span_scores(q[i], head_dim, scale, &own[i][s], 0, own[i][s].n, ROW(i) + n);
+            span_scores(q[i], head_dim, scale, &own[i][s], ROW(i) + n);
         n_keys[i] = n;
         sum[i] = n > 0 ? exp_sum16(ROW(i), n) : 0.0f;
     }
@@ -221,9 +216,9 @@ static void multi_tile(int nq, const float *const *q, int head_dim, float scale,
     for (int s = 0, base = 0; s < n_shared; base += shared[s].n, s++)
         for (int j0 = 0; j0 < shared[s].n; j0 += bk) {
             int nk = shared[s].n - j0 < bk ? shared[s].n - j0 : bk;
-            const float *v = shared[s].v + (size_t)j0 * (size_t)shared[s].stride;
-            for (int i = 0; i < nq; i++)
-                values_add(head_dim, v, shared[s].stride, nk, ROW(i) + base + j0, out[i]);
+            int vs;
+            const float *v = kr_attn_rows(shared[s].v, shared[s].stride, j0, nk, head_dim, pack, &vs);
+            for (int i = 0; i < nq; i++) values_add(head_dim, v, vs, nk, ROW(i) + base + j0, out[i]);
         }
     for (int i = 0; i < nq; i++) {
         int n = n_sh, ns = own && n_own ? n_own[i] : 0;
@@ -239,8 +234,8 @@ void kr_attend_multi_f32_avx512(int nq, const float *const *q, int head_dim, flo
                                 const kr_kv_span *shared, int n_shared,
                                 const kr_kv_span *const *own, const int *n_own, float *scratch,
                                 int scratch_stride, float *const *out) {
-    for (int t = 0; t < nq; t += TILE)
-        multi_tile(nq - t < TILE ? nq - t : TILE, q + t, head_dim, scale, shared, n_shared,
+    for (int t = 0; t < nq; t += KR_ATTN_TILE)
+        multi_tile(nq - t < KR_ATTN_TILE ? nq - t : KR_ATTN_TILE, q + t, head_dim, scale, shared, n_shared,
                    own ? own + t : NULL, n_own ? n_own + t : NULL,
                    scratch + (size_t)t * (size_t)scratch_stride, scratch_stride, out + t);
 }

@@ -8,6 +8,7 @@
  * kr_attend_multi_f32_scalar bit-identical to kr_attend_f32_scalar.
  */
 #include "kernels/kernels.h"
+#include "kernels/kernels_internal.h"
 
 #include <math.h>
 
@@ -64,37 +65,27 @@ void kr_attend_f32_scalar(const float *q, int head_dim, float scale, const kr_kv
     divide(out, head_dim, sum);
 }
 
-/* Keys per block of the shared spans: about 8 KB of K (or V) rows, which stays in L1 while
- * every query of the tile uses it. The block size never changes a result. */
-static int block_keys(int head_dim) {
-    int b = 2048 / (head_dim > 0 ? head_dim : 1);
-    return b < 8 ? 8 : b > 256 ? 256 : b;
-}
-
-/* Queries per pass: bounds the per-query sums kept on the stack. */
-enum { TILE = 64 };
-
-/* kr_attend_multi_f32_scalar for nq <= TILE queries. Same steps per query as
+/* kr_attend_multi_f32_scalar for nq <= KR_ATTN_TILE queries. Same steps per query as
  * kr_attend_f32_scalar (score, exp_sum, add_values in key order, divide); only the loop
  * nest differs — keys outer, queries inner — and out[i] holds each running value sum between
  * key blocks exactly as it does in the single-query kernel. */
 static void multi_tile(int nq, const float *const *q, int head_dim, float scale,
                        const kr_kv_span *shared, int n_shared, const kr_kv_span *const *own,
                        const int *n_own, float *scratch, int scratch_stride, float *const *out) {
-    const int bk = block_keys(head_dim);
-    float sum[TILE];
-    int n_keys[TILE];
+    const int bk = kr_attn_block_keys(head_dim, 1);
+    float pack[KR_ATTN_PACK];
+    float sum[KR_ATTN_TILE];
+    int n_keys[KR_ATTN_TILE];
 #define ROW(i) (scratch + (size_t)(i) * (size_t)scratch_stride)
 
     int n_sh = 0; /* shared keys: every query's first n_sh scores */
     for (int s = 0; s < n_shared; n_sh += shared[s].n, s++)
         for (int j0 = 0; j0 < shared[s].n; j0 += bk) {
-            int nk = shared[s].n - j0 < bk ? shared[s].n - j0 : bk;
-            const float *k = shared[s].k + (size_t)j0 * (size_t)shared[s].stride;
+            int nk = shared[s].n - j0 < bk ? shared[s].n - j0 : bk, ks;
+            const float *k = kr_attn_rows(shared[s].k, shared[s].stride, j0, nk, head_dim, pack, &ks);
             for (int i = 0; i < nq; i++)
                 for (int j = 0; j < nk; j++)
-                    ROW(i)[n_sh + j0 + j] =
-                        score(q[i], k + (size_t)j * (size_t)shared[s].stride, head_dim, scale);
+                    ROW(i)[n_sh + j0 + j] = score(q[i], k + (size_t)j * (size_t)ks, head_dim, scale);
         }
     for (int i = 0; i < nq; i++) {
         int n = n_sh, ns = own && n_own ? n_own[i] : 0;
@@ -110,10 +101,9 @@ static void multi_tile(int nq, const float *const *q, int head_dim, float scale,
     for (int i = 0; i < nq; i++) zero(out[i], head_dim);
     for (int s = 0, base = 0; s < n_shared; base += shared[s].n, s++)
         for (int j0 = 0; j0 < shared[s].n; j0 += bk) {
-            int nk = shared[s].n - j0 < bk ? shared[s].n - j0 : bk;
-            const float *v = shared[s].v + (size_t)j0 * (size_t)shared[s].stride;
-            for (int i = 0; i < nq; i++)
-                add_values(v, shared[s].stride, nk, ROW(i) + base + j0, head_dim, out[i]);
+            int nk = shared[s].n - j0 < bk ? shared[s].n - j0 : bk, vs;
+            const float *v = kr_attn_rows(shared[s].v, shared[s].stride, j0, nk, head_dim, pack, &vs);
+            for (int i = 0; i < nq; i++) add_values(v, vs, nk, ROW(i) + base + j0, head_dim, out[i]);
         }
     for (int i = 0; i < nq; i++) {
         int n = n_sh, ns = own && n_own ? n_own[i] : 0;
@@ -130,8 +120,8 @@ void kr_attend_multi_f32_scalar(int nq, const float *const *q, int head_dim, flo
                                 const kr_kv_span *shared, int n_shared,
                                 const kr_kv_span *const *own, const int *n_own, float *scratch,
                                 int scratch_stride, float *const *out) {
-    for (int t = 0; t < nq; t += TILE)
-        multi_tile(nq - t < TILE ? nq - t : TILE, q + t, head_dim, scale, shared, n_shared,
+    for (int t = 0; t < nq; t += KR_ATTN_TILE)
+        multi_tile(nq - t < KR_ATTN_TILE ? nq - t : KR_ATTN_TILE, q + t, head_dim, scale, shared, n_shared,
                    own ? own + t : NULL, n_own ? n_own + t : NULL,
                    scratch + (size_t)t * (size_t)scratch_stride, scratch_stride, out + t);
 }

@@ -28,6 +28,7 @@ typedef void (*softmax_fn)(int, const float *, float *);
 typedef struct kr_kernel_table {
     kr_gemm_f32_fn gemm_f32;
     kr_attend_f32_fn attend_f32;
+    kr_attend_multi_f32_fn attend_multi_f32;
     rmsnorm_fn rmsnorm_f32;
     rope_fn rope_f32;
     silu_mul_fn silu_mul_f32;
@@ -36,14 +37,15 @@ typedef struct kr_kernel_table {
 } kr_kernel_table;
 
 static const kr_kernel_table k_tables[KR_ISA_COUNT] = {
-    [KR_ISA_SCALAR] = {kr_gemm_f32_scalar, kr_attend_f32_scalar, kr_rmsnorm_f32_scalar,
-                       kr_rope_f32_scalar, kr_silu_mul_f32_scalar, kr_add_f32_scalar,
-                       kr_softmax_f32_scalar},
-    [KR_ISA_AVX2] = {kr_gemm_f32_avx2, kr_attend_f32_avx2, kr_rmsnorm_f32_avx2, kr_rope_f32_avx2,
-                     kr_silu_mul_f32_avx2, kr_add_f32_avx2, kr_softmax_f32_avx2},
-    [KR_ISA_AVX512] = {kr_gemm_f32_avx512, kr_attend_f32_avx512, kr_rmsnorm_f32_avx512,
-                       kr_rope_f32_avx512, kr_silu_mul_f32_avx512, kr_add_f32_avx512,
-                       kr_softmax_f32_avx512},
+    [KR_ISA_SCALAR] = {kr_gemm_f32_scalar, kr_attend_f32_scalar, kr_attend_multi_f32_scalar,
+                       kr_rmsnorm_f32_scalar, kr_rope_f32_scalar, kr_silu_mul_f32_scalar,
+                       kr_add_f32_scalar, kr_softmax_f32_scalar},
+    [KR_ISA_AVX2] = {kr_gemm_f32_avx2, kr_attend_f32_avx2, kr_attend_multi_f32_avx2,
+                     kr_rmsnorm_f32_avx2, kr_rope_f32_avx2, kr_silu_mul_f32_avx2,
+                     kr_add_f32_avx2, kr_softmax_f32_avx2},
+    [KR_ISA_AVX512] = {kr_gemm_f32_avx512, kr_attend_f32_avx512, kr_attend_multi_f32_avx512,
+                       kr_rmsnorm_f32_avx512, kr_rope_f32_avx512, kr_silu_mul_f32_avx512,
+                       kr_add_f32_avx512, kr_softmax_f32_avx512},
 };
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
@@ -143,6 +145,13 @@ void kr_gemm_f32(int M, int N, int K, const float *A, int lda, const float *W, c
 void kr_attend_f32(const float *q, int head_dim, float scale, const kr_kv_span *spans, int n_spans,
                    float *scratch, float *out) {
     table()->attend_f32(q, head_dim, scale, spans, n_spans, scratch, out);
+}
+
+void kr_attend_multi_f32(int nq, const float *const *q, int head_dim, float scale,
+                         const kr_kv_span *shared, int n_shared, const kr_kv_span *const *own,
+                         const int *n_own, float *scratch, int scratch_stride, float *const *out) {
+    table()->attend_multi_f32(nq, q, head_dim, scale, shared, n_shared, own, n_own, scratch,
+                              scratch_stride, out);
 }
 
 void kr_rmsnorm_f32(int n_rows, int d, const float *x, int ldx, const float *w, float eps, float *y,

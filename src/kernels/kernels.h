@@ -70,6 +70,32 @@ void kr_attend_f32_avx2(const float *q, int head_dim, float scale, const kr_kv_s
 void kr_attend_f32_avx512(const float *q, int head_dim, float scale, const kr_kv_span *spans,
                           int n_spans, float *scratch, float *out);
 
+/* ---- Attention for nq queries of one head whose keys are the same `shared` spans followed by
+ * each query's own spans (own[i][0 .. n_own[i]); own / n_own may be NULL for none). out[i] is
+ * bit-identical to kr_attend_f32(q[i], head_dim, scale, shared ++ own[i], ...) for the active
+ * ISA, but the shared keys and values are loaded once per block for all queries (L1 reuse).
+ * scratch: nq × scratch_stride floats, scratch_stride >= total keys of any query. out[i] may
+ * alias q[i]; the out rows must not overlap each other. A query with no keys gets zeros. */
+typedef void (*kr_attend_multi_f32_fn)(int nq, const float *const *q, int head_dim, float scale,
+                                       const kr_kv_span *shared, int n_shared,
+                                       const kr_kv_span *const *own, const int *n_own,
+                                       float *scratch, int scratch_stride, float *const *out);
+void kr_attend_multi_f32(int nq, const float *const *q, int head_dim, float scale,
+                         const kr_kv_span *shared, int n_shared, const kr_kv_span *const *own,
+                         const int *n_own, float *scratch, int scratch_stride, float *const *out);
+void kr_attend_multi_f32_scalar(int nq, const float *const *q, int head_dim, float scale,
+                                const kr_kv_span *shared, int n_shared,
+                                const kr_kv_span *const *own, const int *n_own, float *scratch,
+                                int scratch_stride, float *const *out);
+void kr_attend_multi_f32_avx2(int nq, const float *const *q, int head_dim, float scale,
+                              const kr_kv_span *shared, int n_shared,
+                              const kr_kv_span *const *own, const int *n_own, float *scratch,
+                              int scratch_stride, float *const *out);
+void kr_attend_multi_f32_avx512(int nq, const float *const *q, int head_dim, float scale,
+                                const kr_kv_span *shared, int n_shared,
+                                const kr_kv_span *const *own, const int *n_own, float *scratch,
+                                int scratch_stride, float *const *out);
+
 /* ---- Row-wise ops (dispatched; _scalar/_avx2/_avx512 variants exist with the same
  * signatures). */
 /* y[i] = x[i] · rsqrt(mean(x²) + eps) · w[i] for each of n_rows rows of length d. */

@@ -4,6 +4,9 @@
 #ifndef KR_KERNELS_INTERNAL_H
 #define KR_KERNELS_INTERNAL_H
 
+#include <stddef.h>
+#include <string.h>
+
 /* GEMM threads split N in units of this many columns, for every ISA, so a thread's slice
  * always starts on a register-tile boundary. The split never changes a result (each C
  * element's reduction order is fixed by K alone); it only decides who computes it. */
@@ -18,6 +21,45 @@ static inline void kr_gemm_split(int N, int ith, int nth, int *n0, int *n1) {
     int a = u0 * KR_GEMM_NUNIT, b = u1 * KR_GEMM_NUNIT;
     *n0 = a < N ? a : N;
     *n1 = b < N ? b : N;
+}
+
+/* ---- Multi-query attention (kr_attend_multi_f32_*): shared keys are processed in blocks of
+ * about 8 KB of K (then V) rows, each block used by every query of a tile of KR_ATTN_TILE
+ * queries before the next block is read. Neither size changes a result. */
+enum {
+    KR_ATTN_TILE = 64,   /* queries per pass; bounds the per-query sums kept on the stack */
+    KR_ATTN_PACK = 4096, /* floats of the block copy buffer (16 KB, on the stack) */
+};
+
+/* Keys per shared block: a multiple of `group` (the variant's score group, so blocks cut a
+ * span where the single-query kernel's groups are cut too) near 2048 floats. */
+static inline int kr_attn_block_keys(int head_dim, int group) {
+    int b = 2048 / (head_dim > 0 ? head_dim : 1);
+    b -= b % group;
+    return b < group ? group : b > 256 ? 256 : b;
+}
+
+/* Rows [j0, j0 + nk) of a K or V matrix (rows `stride` floats apart, head_dim used), copied
+ * contiguously into pack when they fit; returns where the rows now are and their stride.
+ * Why copy: K/V rows of a [positions][d_model] matrix are often a power of two bytes apart
+ * (d_model 512 → 2 KB), so a block's rows fall into a few L1 sets and evict each other before
+ * the next query comes back to them. A copy changes no value, hence no result. */
+static inline const float *kr_attn_rows(const float *rows, int stride, int j0, int nk,
+                                        int head_dim, float *pack, int *out_stride) {
+    const float *src = rows + (size_t)j0 * (size_t)stride;
+    *out_stride = stride;
+    if (stride == head_dim || (size_t)nk * (size_t)head_dim > KR_ATTN_PACK) return src;
+    for (int j = 0; j < nk; j++) {
+        float *d = pack + (size_t)j * (size_t)head_dim;
+        const float *r = src + (size_t)j * (size_t)stride;
+        int c = 0;
+        /* Fixed 64-byte copies inline as vector moves (a libc call per short row costs as
+         * much as the copy). */
+        for (; c + 16 <= head_dim; c += 16) memcpy(d + c, r + c, 16 * sizeof *d);
+        if (c < head_dim) memcpy(d + c, r + c, (size_t)(head_dim - c) * sizeof *d);
+    }
+    *out_stride = head_dim;
+    return pack;
 }
 
 #endif

@@ -218,6 +218,10 @@ static kr_status parse_profile(const cJSON *po, int index, const char *label, kr
         if (!strcmp(it->string, "name")) {
             known = 1;
             st = get_string(it, label, key, p->name, sizeof p->name, err);
+            /* The name becomes a Prometheus label value and a log word: keep it plain. */
+            for (const char *q = p->name; st == KR_OK && *q; q++)
+                if (!isalnum((unsigned char)*q) && *q != '_' && *q != '-' && *q != '.')
+                    return bad(err, label, key, "must use only letters, digits, '_', '-', '.'");
         } else if (!strcmp(it->string, "from") || !strcmp(it->string, "to")) {
             known = 1;
             int *dst = it->string[0] == 'f' ? &p->from_min : &p->to_min;

@@ -3,6 +3,7 @@
  */
 #include "server/response.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,19 @@
 
 static const char *const k_cols[KR_N_FEATURES] = {"open", "high", "low", "close", "volume", "amount"};
 
+/* A JSON number that reads back as exactly v. cJSON's own printer accepts 15 digits when they
+ * come back within a relative DBL_EPSILON, i.e. it may be off by one ulp; forecasts must
+ * compare bit for bit across runs, so print the shortest of %.15g..%.17g that is exact. */
+static cJSON *exact_number(double v) {
+    if (!isfinite(v)) return cJSON_CreateNull();
+    char buf[40];
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(buf, sizeof buf, "%.*g", prec, v);
+        if (strtod(buf, NULL) == v) break;
+    }
+    return cJSON_CreateRaw(buf);
+}
+
 static cJSON *candle_rows(const double *v, const int64_t *ts, int P, int date_only) {
     cJSON *arr = cJSON_CreateArray();
     for (int i = 0; arr && i < P; i++) {
@@ -22,7 +36,8 @@ static cJSON *candle_rows(const double *v, const int64_t *ts, int P, int date_on
         char b[32];
         kr_format_timestamp(ts[i], date_only, b, sizeof b);
         cJSON_AddStringToObject(row, "timestamps", b);
-        for (int c = 0; c < KR_N_FEATURES; c++) cJSON_AddNumberToObject(row, k_cols[c], v[i * KR_N_FEATURES + c]);
+        for (int c = 0; c < KR_N_FEATURES; c++)
+            cJSON_AddItemToObject(row, k_cols[c], exact_number(v[i * KR_N_FEATURES + c]));
         cJSON_AddItemToArray(arr, row);
     }
     return arr;

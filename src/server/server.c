@@ -107,6 +107,15 @@ static void check_profile(kr_server *s) {
 
 /* ------------------------------------------------------------------ libmicrohttpd callbacks */
 
+/* Bytes of an oversized chunked body read and dropped before giving up on the client. */
+#define KR_DISCARD_MAX ((size_t)64 << 20)
+
+static enum MHD_Result reply_too_large(struct MHD_Connection *mc, kr_conn *c) {
+    char msg[128];
+    snprintf(msg, sizeof msg, "request body exceeds max_body_bytes (%zu)", c->srv->cfg.max_body_bytes);
+    return kr_srv_reply_error(mc, c, 413, msg, NULL);
+}
+
 static enum MHD_Result on_access(void *cls, struct MHD_Connection *mc, const char *url,
                                  const char *method, const char *version, const char *upload,
                                  size_t *upload_size, void **con_cls) {
@@ -180,22 +189,24 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *mc, const cha
     (void)version;
 
     if (*upload_size > 0) {
-        if (c->status) { /* already answered (e.g. 413): discard the rest */
-            *upload_size = 0;
-            return MHD_YES;
-        }
         size_t n = *upload_size;
-        if (c->len + n > s->cfg.max_body_bytes) {
-            c->too_large = 1;
-            *upload_size = 0;
-            free(c->body);
-            c->body = NULL;
-            c->len = c->cap = 0;
-            kr_http_metrics_reject(s->http, "too_large");
-            char msg[128];
-            snprintf(msg, sizeof msg, "request body exceeds max_body_bytes (%zu)",
-                     s->cfg.max_body_bytes);
-            return kr_srv_reply_error(mc, c, 413, msg, NULL);
+        *upload_size = 0;
+        if (c->status) return MHD_YES; /* already answered: discard the rest */
+        if (c->too_large || c->len + n > s->cfg.max_body_bytes) {
+            /* A chunked upload past the limit. Answering mid-upload makes most clients see a
+             * broken pipe instead of the 413, so keep reading and discarding (memory stays
+             * flat) and answer at the end — unless the client keeps going far beyond any
+             * honest mistake, then answer now and let the connection close. */
+            if (!c->too_large) {
+                c->too_large = 1;
+                free(c->body);
+                c->body = NULL;
+                c->len = c->cap = 0;
+                kr_http_metrics_reject(s->http, "too_large");
+            }
+            c->discarded += n;
+            if (c->discarded > KR_DISCARD_MAX) return reply_too_large(mc, c);
+            return MHD_YES;
         }
         if (c->cap < c->len + n + 1) {
             size_t cap = c->cap ? c->cap : 4096;
@@ -212,6 +223,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *mc, const cha
         return MHD_YES;
     }
     if (c->status) return MHD_YES; /* answered early; libmicrohttpd sends it */
+    if (c->too_large) return reply_too_large(mc, c);
 
     switch (c->route->id) {
     case KR_ROUTE_HEALTH: return kr_handle_health(mc, c);

@@ -49,7 +49,8 @@ typedef struct kr_conn {
     int fd;                        /* client socket, for disconnect checks */
     char *body;                    /* request body so far */
     size_t len, cap;
-    int too_large;
+    int too_large;                 /* body past max_body_bytes: discarding, 413 at the end */
+    size_t discarded;              /* bytes dropped since */
     /* forecast */
     kr_job *job;                   /* set once submitted (one reference held) */
     int counted;                   /* counted in srv->active_jobs */

@@ -1,0 +1,680 @@
+/*
+ * hub/hub — see hub.h. The pull of one repository:
+ *
+ *   HEAD resolve/<revision>/config.json      -> commit (X-Repo-Commit), ETag, size
+ *   for each file, at resolve/<commit>/...   -> (HEAD) skip if the snapshot or blob exists,
+ *                                               else GET into blobs/<etag>.incomplete with a
+ *                                               Range from its size, verify, rename, link
+ *   refs/<revision> <- commit
+ *
+ * Every file after the first is fetched at the commit, not the branch, so a branch that moves
+ * during a pull cannot mix two commits in one snapshot.
+ */
+#include "hub/hub.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/error.h"
+#include "hub/http.h"
+#include "hub/sha256.h"
+
+#define KR_HUB_DEFAULT_ENDPOINT "https://huggingface.co"
+
+kr_hub_params kr_hub_default_params(void) {
+    kr_hub_params p;
+    memset(&p, 0, sizeof p);
+    p.connect_timeout_s = 30;
+    p.stall_timeout_s = 60;
+    p.max_attempts = 5;
+    return p;
+}
+
+/* ---------------------------------------------------------------- names */
+
+/* ASCII only: names become paths and URLs, the locale must not widen them. */
+static int is_name_char(char ch) {
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+           ch == '.' || ch == '_' || ch == '-';
+}
+
+/* One half of "org/name", by the hub's rules: no leading/trailing '.' or '-', no ".." or "--". */
+static int valid_id_part(const char *s, size_t len) {
+    if (len == 0 || len > 96) return 0;
+    if (s[0] == '.' || s[0] == '-' || s[len - 1] == '.' || s[len - 1] == '-') return 0;
+    for (size_t i = 0; i < len; i++) {
+        if (!is_name_char(s[i])) return 0;
+        if (i > 0 && (s[i] == '.' || s[i] == '-') && s[i - 1] == s[i]) return 0;
+    }
+    return 1;
+}
+
+int kr_hub_is_repo_id(const char *s) {
+    if (!s) return 0;
+    const char *slash = strchr(s, '/');
+    if (!slash || strchr(slash + 1, '/')) return 0;
+    return valid_id_part(s, (size_t)(slash - s)) && valid_id_part(slash + 1, strlen(slash + 1));
+}
+
+/* A single path component made of name characters: what a commit hash or an ETag must be
+ * before it is used as a file name (they come from the server). */
+static int safe_component(const char *s) {
+    size_t len = strlen(s);
+    if (len == 0 || len > 128 || !strcmp(s, ".") || !strcmp(s, "..")) return 0;
+    for (size_t i = 0; i < len; i++)
+        if (!is_name_char(s[i])) return 0;
+    return 1;
+}
+
+/* A branch, tag or commit; '/' allowed between components (refs/pr/1), no "." or "..". */
+static int valid_revision(const char *r) {
+    size_t len = strlen(r);
+    if (len == 0 || len > 255 || r[0] == '/' || r[len - 1] == '/') return 0;
+    const char *part = r;
+    for (const char *p = r;; p++) {
+        if (*p == '/' || *p == '\0') {
+            size_t plen = (size_t)(p - part);
+            if (plen == 0 || (plen == 1 && part[0] == '.') || (plen == 2 && !strncmp(part, "..", 2))) return 0;
+            if (*p == '\0') break;
+            part = p + 1;
+        } else if (!is_name_char(*p)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static int is_sha256_hex(const char *s) {
+    if (strlen(s) != 64) return 0;
+    for (int i = 0; i < 64; i++) {
+        char ch = s[i];
+        if (!((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f') || (ch >= 'A' && ch <= 'F'))) return 0;
+    }
+    return 1;
+}
+
+/* ETag as sent -> blob name: weak marker and quotes dropped. */
+static void normalize_etag(const char *raw, char *out, size_t n) {
+    if (!strncmp(raw, "W/", 2)) raw += 2;
+    size_t len = strlen(raw);
+    if (len >= 2 && raw[0] == '"' && raw[len - 1] == '"') raw++, len -= 2;
+    if (len >= n) len = n - 1;
+    memcpy(out, raw, len);
+    out[len] = '\0';
+}
+
+/* Percent-encodes everything but RFC 3986 unreserved characters ('/' too: the hub wants a
+ * revision such as refs/pr/1 as one path segment). */
+static void url_escape(const char *s, char *out, size_t n) {
+    static const char hex[] = "0123456789ABCDEF";
+    size_t o = 0;
+    for (; *s && o + 4 < n; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (is_name_char((char)ch) || ch == '~') {
+            out[o++] = (char)ch;
+        } else {
+            out[o++] = '%';
+            out[o++] = hex[ch >> 4];
+            out[o++] = hex[ch & 15];
+        }
+    }
+    out[o] = '\0';
+}
+
+/* ---------------------------------------------------------------- paths */
+
+#define FMT_PATH(buf, ...)                                                                          \
+    do {                                                                                           \
+        int len_ = snprintf(buf, sizeof buf, __VA_ARGS__);                                         \
+        if (len_ < 0 || (size_t)len_ >= sizeof buf)                                                \
+            return kr_error_set(err, KR_ERR_INVALID_ARG, "path too long: %.200s...", buf);          \
+    } while (0)
+
+/* "~/x" -> "$HOME/x"; other paths unchanged. Then suffix appended. */
+static int expand_home(char *out, size_t n, const char *path, const char *suffix) {
+    const char *home = getenv("HOME");
+    if (path[0] == '~' && (path[1] == '/' || path[1] == '\0') && home && *home)
+        return snprintf(out, n, "%s%s%s", home, path + 1, suffix);
+    return snprintf(out, n, "%s%s", path, suffix);
+}
+
+kr_status kr_hub_cache_dir(const char *cache_dir, char *out, size_t n, kr_error *err) {
+    const char *hub = getenv("HF_HUB_CACHE"), *hf_home = getenv("HF_HOME");
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    int len;
+    /* The precedence huggingface_hub uses, so both tools share one cache. */
+    if (cache_dir && *cache_dir)
+        len = expand_home(out, n, cache_dir, "");
+    else if (hub && *hub)
+        len = expand_home(out, n, hub, "");
+    else if (hf_home && *hf_home)
+        len = expand_home(out, n, hf_home, "/hub");
+    else if (xdg && *xdg)
+        len = expand_home(out, n, xdg, "/huggingface/hub");
+    else if (home && *home)
+        len = snprintf(out, n, "%s/.cache/huggingface/hub", home);
+    else
+        return kr_error_set(err, KR_ERR_INVALID_ARG,
+                            "no hub cache directory: HOME is not set (set HF_HOME or pass --cache-dir)");
+    if (len < 0 || (size_t)len >= n)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "hub cache path too long");
+    return KR_OK;
+}
+
+/* "<cache>/models--org--name" */
+static kr_status repo_folder(const char *cache, const char *repo, char *out, size_t n, kr_error *err) {
+    const char *slash = strchr(repo, '/');
+    int len = snprintf(out, n, "%s/models--%.*s--%s", cache, (int)(slash - repo), repo, slash + 1);
+    if (len < 0 || (size_t)len >= n) return kr_error_set(err, KR_ERR_INVALID_ARG, "hub cache path too long");
+    return KR_OK;
+}
+
+/* mkdir -p. */
+static kr_status make_dirs(const char *path, kr_error *err) {
+    char tmp[PATH_MAX];
+    size_t len = strlen(path);
+    if (len >= sizeof tmp) return kr_error_set(err, KR_ERR_INVALID_ARG, "path too long: %.200s", path);
+    memcpy(tmp, path, len + 1);
+    for (size_t i = 1; i <= len; i++) {
+        if (tmp[i] != '/' && tmp[i] != '\0') continue;
+        char saved = tmp[i];
+        tmp[i] = '\0';
+        if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
+            return kr_error_set(err, KR_ERR_IO, "cannot create directory %s: %s", tmp, strerror(errno));
+        tmp[i] = saved;
+    }
+    struct stat sb;
+    if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        return kr_error_set(err, KR_ERR_IO, "%s: not a directory", path);
+    return KR_OK;
+}
+
+/* make_dirs of the directory part of a file path. */
+static kr_status make_parent(const char *file_path, kr_error *err) {
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", file_path);
+    char *slash = strrchr(dir, '/');
+    if (!slash || slash == dir) return KR_OK;
+    *slash = '\0';
+    return make_dirs(dir, err);
+}
+
+static int is_regular(const char *path) {
+    struct stat sb;
+    return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* ---------------------------------------------------------------- pull */
+
+typedef struct pull_ctx {
+    const kr_hub_params *p;
+    const char *repo;
+    char repo_dir[PATH_MAX];   /* <cache>/models--org--name */
+    char lock_dir[PATH_MAX];   /* <cache>/.locks/models--org--name */
+    char endpoint[1024];       /* without a trailing '/' */
+    int have_token;
+    kr_hub_http http;
+    /* the file being transferred, for progress reports */
+    const char *file;
+    int64_t total, resumed;
+    double t0;
+    /* the snapshot being filled: learnt from the first HEAD */
+    char commit[128];
+    int commit_from_server; /* 0: the server sent no X-Repo-Commit, the revision names it */
+} pull_ctx;
+
+/* Reports an event of the file being transferred; non-zero when the caller wants to cancel. */
+static int emit(pull_ctx *c, kr_hub_event ev, const char *file, int64_t done) {
+    if (!c->p->progress) return 0;
+    kr_hub_progress pr = {
+        .event = ev,
+        .repo = c->repo,
+        .file = file,
+        .done = done,
+        .total = c->total,
+        .resumed = c->resumed,
+        .seconds = c->t0 > 0 ? now_seconds() - c->t0 : 0,
+    };
+    return c->p->progress(&pr, c->p->progress_user);
+}
+
+/* Reports a file that needs no transfer (cached, absent). */
+static void emit_untransferred(pull_ctx *c, kr_hub_event ev, const char *file, int64_t size) {
+    c->total = size;
+    c->resumed = 0;
+    c->t0 = 0;
+    emit(c, ev, file, size < 0 ? 0 : size);
+}
+
+static int on_bytes(void *user, int64_t on_disk) {
+    pull_ctx *c = user;
+    return emit(c, KR_HUB_FILE_PROGRESS, c->file, on_disk);
+}
+
+/* An HTTP status that ends the pull, as a message naming the URL. */
+static kr_status status_error(const pull_ctx *c, const kr_hub_meta *m, const char *url, kr_error *err) {
+    const char *code = m->error_code, *msg = m->error_message;
+    if (m->status == 404)
+        return kr_error_set(err, KR_ERR_IO, "repository or file not found: %s%s%s%s", url, code[0] ? " (" : "",
+                            code, code[0] ? ")" : "");
+    if (m->status == 401 || m->status == 403) {
+        if (c->have_token)
+            return kr_error_set(err, KR_ERR_IO,
+                                "access denied (HTTP %ld) for %s: the HF_TOKEN given was refused or has no "
+                                "access to this repository (a gated one needs its terms accepted on the hub)%s%s",
+                                m->status, url, msg[0] ? ": " : "", msg);
+        /* The hub answers 401 for a repository that does not exist too, so as not to reveal
+         * private ones: say both. */
+        return kr_error_set(err, KR_ERR_IO,
+                            "access denied (HTTP %ld) for %s: the repository is private, gated or does not "
+                            "exist; a private or gated one needs HF_TOKEN set to an access token",
+                            m->status, url);
+    }
+    return kr_error_set(err, KR_ERR_IO, "HTTP %ld from %s%s%s", m->status, url, msg[0] ? ": " : "", msg);
+}
+
+static void backoff(int attempt) {
+    struct timespec ts = {0, 250000000L * (attempt < 4 ? attempt : 4)};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+/* Transfers url into blobs/<etag> (etag "" when the server gave none: the blob is then named
+ * by the sha256 of its contents and nothing can be resumed). Writes the blob name into
+ * blob[n]. The partial file is kept on transport errors (the next pull resumes it) and
+ * deleted when the bytes contradict the hub's size or sha256. */
+static kr_status download_blob(pull_ctx *c, const char *file, const char *url, const char *etag,
+                               int64_t expected, char *blob, size_t n, kr_error *err) {
+    char part[PATH_MAX], lock[PATH_MAX], final_path[PATH_MAX], tmp_name[192];
+    if (etag[0])
+        snprintf(tmp_name, sizeof tmp_name, "%s", etag);
+    else
+        url_escape(file, tmp_name, sizeof tmp_name); /* unique per repo file, no '/' */
+    FMT_PATH(part, "%s/blobs/%s.incomplete", c->repo_dir, tmp_name);
+    FMT_PATH(lock, "%s/%s.lock", c->lock_dir, tmp_name);
+
+    /* Another pull of the same blob (a second process) waits here, then finds it done. */
+    int lock_fd = open(lock, O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+    if (lock_fd < 0) return kr_error_set(err, KR_ERR_IO, "cannot open lock file %s: %s", lock, strerror(errno));
+    while (flock(lock_fd, LOCK_EX) != 0) {
+        if (errno != EINTR) {
+            int e = errno;
+            close(lock_fd);
+            return kr_error_set(err, KR_ERR_IO, "cannot lock %s: %s", lock, strerror(e));
+        }
+    }
+    kr_status st = KR_OK;
+    int fd = -1;
+    if (etag[0]) {
+        int len = snprintf(final_path, sizeof final_path, "%s/blobs/%s", c->repo_dir, etag);
+        if (len < 0 || (size_t)len >= sizeof final_path) {
+            st = kr_error_set(err, KR_ERR_INVALID_ARG, "path too long: %s/blobs/...", c->repo_dir);
+            goto out;
+        }
+        if (is_regular(final_path)) {
+            snprintf(blob, n, "%s", etag);
+            emit_untransferred(c, KR_HUB_FILE_CACHED, file, expected);
+            goto out;
+        }
+    }
+    fd = open(part, O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        st = kr_error_set(err, KR_ERR_IO, "cannot open %s: %s", part, strerror(errno));
+        goto out;
+    }
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        st = kr_error_set(err, KR_ERR_IO, "cannot stat %s: %s", part, strerror(errno));
+        goto out;
+    }
+    int64_t have = (int64_t)sb.st_size;
+    /* Without an ETag the partial file cannot be known to belong to this version; a partial
+     * longer than the file is not a prefix of it. Both start over. */
+    if (have > 0 && (!etag[0] || (expected >= 0 && have > expected))) {
+        if (ftruncate(fd, 0) != 0) {
+            st = kr_error_set(err, KR_ERR_IO, "cannot truncate %s: %s", part, strerror(errno));
+            goto out;
+        }
+        have = 0;
+    }
+    c->file = file;
+    c->total = expected;
+    c->resumed = have;
+    c->t0 = now_seconds();
+    if (emit(c, KR_HUB_FILE_START, file, have)) {
+        st = kr_error_set(err, KR_ERR_CANCELLED, "%s: cancelled", url);
+        goto out;
+    }
+    kr_hub_sink sink = {.fd = fd, .path = part, .offset = have, .expected = expected, .on_bytes = on_bytes, .user = c};
+    int max_attempts = c->p->max_attempts > 0 ? c->p->max_attempts : 1;
+    for (int attempt = 1;; attempt++) {
+        if (expected >= 0 && sink.offset == expected) break; /* all there: an earlier run died before the rename */
+        kr_hub_meta m;
+        int transient = 0;
+        st = kr_hub_http_get(&c->http, url, &sink, &m, &transient, err);
+        if (st == KR_OK) {
+            if (m.status == 200 || m.status == 206) break;
+            if (m.status == 416 && sink.offset > 0) {
+                /* The server says our partial file is no prefix of the file: start over. */
+                if (ftruncate(fd, 0) != 0) {
+                    st = kr_error_set(err, KR_ERR_IO, "cannot truncate %s: %s", part, strerror(errno));
+                    goto out;
+                }
+                sink.offset = 0;
+                st = kr_error_set(err, KR_ERR_IO, "GET %s: HTTP 416 for a resumed download", url);
+                transient = 1;
+            } else {
+                st = status_error(c, &m, url, err);
+                transient = m.status >= 500;
+            }
+        }
+        if (st == KR_ERR_FORMAT) {
+            unlink(part);
+            kr_error_prefix(err, "%s: deleted the partial download", file);
+            goto out;
+        }
+        if (!transient || attempt >= max_attempts) goto out;
+        if (emit(c, KR_HUB_FILE_RETRY, file, sink.offset)) {
+            st = kr_error_set(err, KR_ERR_CANCELLED, "%s: cancelled", url);
+            goto out;
+        }
+        backoff(attempt);
+    }
+    st = KR_OK;
+
+    /* Verify before the blob becomes visible: size first (cheap), then the content hash. */
+    if (fstat(fd, &sb) != 0) {
+        st = kr_error_set(err, KR_ERR_IO, "cannot stat %s: %s", part, strerror(errno));
+        goto out;
+    }
+    if (expected >= 0 && (int64_t)sb.st_size != expected) {
+        unlink(part);
+        st = kr_error_set(err, KR_ERR_FORMAT,
+                          "%s: size mismatch: downloaded %" PRId64 " bytes, the hub announced %" PRId64
+                          "; deleted the partial download %s",
+                          url, (int64_t)sb.st_size, expected, part);
+        goto out;
+    }
+    char sha[65] = "";
+    if (!etag[0] || is_sha256_hex(etag)) {
+        st = kr_sha256_file(part, sha, err);
+        if (st != KR_OK) goto out;
+        if (etag[0] && strcasecmp(sha, etag) != 0) {
+            unlink(part);
+            st = kr_error_set(err, KR_ERR_FORMAT,
+                              "%s: sha256 mismatch: the download hashes to %s, the hub says %s; deleted the "
+                              "partial download %s",
+                              url, sha, etag, part);
+            goto out;
+        }
+        if (!etag[0]) {
+            int len = snprintf(final_path, sizeof final_path, "%s/blobs/%s", c->repo_dir, sha);
+            if (len < 0 || (size_t)len >= sizeof final_path) {
+                st = kr_error_set(err, KR_ERR_INVALID_ARG, "path too long: %s/blobs/...", c->repo_dir);
+                goto out;
+            }
+        }
+    }
+    /* Durable before visible: a crash must not leave a complete-looking, short blob. */
+    if (fsync(fd) != 0) {
+        st = kr_error_set(err, KR_ERR_IO, "cannot write %s: %s", part, strerror(errno));
+        goto out;
+    }
+    if (rename(part, final_path) != 0) {
+        st = kr_error_set(err, KR_ERR_IO, "cannot rename %s to %s: %s", part, final_path, strerror(errno));
+        goto out;
+    }
+    snprintf(blob, n, "%s", etag[0] ? etag : sha);
+    emit(c, KR_HUB_FILE_DONE, file, (int64_t)sb.st_size);
+out:
+    if (fd >= 0) close(fd);
+    close(lock_fd); /* releases the flock */
+    return st;
+}
+
+/* snapshots/<commit>/<file> -> ../../blobs/<blob> (one more "../" per directory in file),
+ * replaced atomically so a reader never sees a missing link. */
+static kr_status link_snapshot(pull_ctx *c, const char *commit, const char *file, const char *blob,
+                               kr_error *err) {
+    char link_path[PATH_MAX], tmp[PATH_MAX], target[PATH_MAX];
+    FMT_PATH(link_path, "%s/snapshots/%s/%s", c->repo_dir, commit, file);
+    FMT_PATH(tmp, "%s.tmp%ld", link_path, (long)getpid());
+    size_t t = 0;
+    for (const char *p = file; *p; p++)
+        if (*p == '/') t += (size_t)snprintf(target + t, sizeof target - t, "../");
+    snprintf(target + t, sizeof target - t, "../../blobs/%s", blob);
+    kr_status st = make_parent(link_path, err);
+    if (st != KR_OK) return st;
+    unlink(tmp);
+    if (symlink(target, tmp) != 0)
+        return kr_error_set(err, KR_ERR_IO, "cannot create symlink %s: %s", tmp, strerror(errno));
+    if (rename(tmp, link_path) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return kr_error_set(err, KR_ERR_IO, "cannot rename %s to %s: %s", tmp, link_path, strerror(e));
+    }
+    return KR_OK;
+}
+
+/* Reads refs/<revision> into commit[n] (trimmed); 0 if absent or unreadable. */
+static int read_ref(const char *repo_dir, const char *revision, char *commit, size_t n) {
+    char path[PATH_MAX];
+    int len = snprintf(path, sizeof path, "%s/refs/%s", repo_dir, revision);
+    if (len < 0 || (size_t)len >= sizeof path) return 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    size_t got = fread(commit, 1, n - 1, f);
+    fclose(f);
+    while (got && (commit[got - 1] == '\n' || commit[got - 1] == '\r' || commit[got - 1] == ' ')) got--;
+    commit[got] = '\0';
+    return got > 0;
+}
+
+static kr_status write_ref(pull_ctx *c, const char *revision, const char *commit, kr_error *err) {
+    char old[128];
+    if (read_ref(c->repo_dir, revision, old, sizeof old) && !strcmp(old, commit)) return KR_OK;
+    char path[PATH_MAX], tmp[PATH_MAX];
+    FMT_PATH(path, "%s/refs/%s", c->repo_dir, revision);
+    FMT_PATH(tmp, "%s.tmp%ld", path, (long)getpid());
+    kr_status st = make_parent(path, err);
+    if (st != KR_OK) return st;
+    FILE *f = fopen(tmp, "wb");
+    if (!f) return kr_error_set(err, KR_ERR_IO, "cannot write %s: %s", tmp, strerror(errno));
+    /* No newline: the file huggingface_hub writes holds the bare hash. */
+    int bad = fputs(commit, f) < 0;
+    bad |= fclose(f) != 0;
+    if (bad || rename(tmp, path) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return kr_error_set(err, KR_ERR_IO, "cannot write %s: %s", path, strerror(e));
+    }
+    return KR_OK;
+}
+
+typedef struct repo_file {
+    const char *name;
+    int optional; /* a 404 is fine */
+} repo_file;
+
+/* What a Kronos checkpoint directory needs (kr_model_load reads config.json and
+ * model.safetensors), and its model card when there is one. */
+static const repo_file k_files[] = {
+    {"config.json", 0},
+    {"model.safetensors", 0},
+    {"README.md", 1},
+};
+
+/* Fetches one file of the repository into the snapshot of c->commit (learnt from this
+ * file's HEAD when it is still empty). */
+static kr_status pull_file(pull_ctx *c, const repo_file *f, const char *revision,
+                           const char *revision_escaped, kr_error *err) {
+    char url[4096], snap[PATH_MAX];
+    char *commit = c->commit;
+    if (commit[0]) {
+        FMT_PATH(snap, "%s/snapshots/%s/%s", c->repo_dir, commit, f->name);
+        if (is_regular(snap)) { /* a commit's files never change: no request needed */
+            emit_untransferred(c, KR_HUB_FILE_CACHED, f->name, -1);
+            return KR_OK;
+        }
+    }
+    FMT_PATH(url, "%s/%s/resolve/%s/%s", c->endpoint, c->repo, commit[0] ? commit : revision_escaped, f->name);
+    kr_hub_meta m;
+    kr_status st = kr_hub_http_head(&c->http, url, &m, err);
+    if (st != KR_OK) return st;
+    int redirect_with_meta = m.status >= 300 && m.status < 400 && (m.commit[0] || m.linked_etag[0]);
+    if (m.status == 404 && f->optional) {
+        emit_untransferred(c, KR_HUB_FILE_ABSENT, f->name, -1);
+        return KR_OK;
+    }
+    if (m.status != 200 && !redirect_with_meta) return status_error(c, &m, url, err);
+    if (!commit[0]) {
+        if (m.commit[0]) {
+            if (!safe_component(m.commit))
+                return kr_error_set(err, KR_ERR_FORMAT, "HEAD %s: malformed X-Repo-Commit '%s'", url, m.commit);
+            snprintf(commit, sizeof c->commit, "%s", m.commit);
+            c->commit_from_server = 1;
+        } else if (safe_component(revision)) {
+            snprintf(commit, sizeof c->commit, "%s", revision); /* a server without commit ids */
+        } else {
+            return kr_error_set(err, KR_ERR_FORMAT,
+                                "HEAD %s: no X-Repo-Commit header, and revision '%s' cannot name a snapshot",
+                                url, revision);
+        }
+        FMT_PATH(snap, "%s/snapshots/%s/%s", c->repo_dir, commit, f->name);
+        if (is_regular(snap)) {
+            emit_untransferred(c, KR_HUB_FILE_CACHED, f->name, -1);
+            return KR_OK;
+        }
+        FMT_PATH(url, "%s/%s/resolve/%s/%s", c->endpoint, c->repo, commit, f->name);
+    }
+    char etag[160];
+    normalize_etag(m.linked_etag[0] ? m.linked_etag : m.etag, etag, sizeof etag);
+    if (!safe_component(etag)) etag[0] = '\0'; /* unusable as a file name: name by content */
+    /* X-Linked-Size is the LFS file's size; a redirect's own Content-Length is not. */
+    int64_t expected = m.linked_size >= 0 ? m.linked_size : m.status == 200 ? m.content_length : -1;
+    char blob[192];
+    st = download_blob(c, f->name, url, etag, expected, blob, sizeof blob, err);
+    if (st != KR_OK) return st;
+    return link_snapshot(c, commit, f->name, blob, err);
+}
+
+kr_status kr_hub_pull(const kr_hub_params *params, const char *repo, const char *revision,
+                      char *snapshot_dir_out, size_t n, kr_error *err) {
+    kr_hub_params defaults = kr_hub_default_params();
+    if (!params) params = &defaults;
+    if (!kr_hub_is_repo_id(repo))
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "'%s' is not a hub model id of the form org/name",
+                            repo ? repo : "(null)");
+    if (!revision || !*revision) revision = "main";
+    if (!valid_revision(revision))
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "'%s' is not a valid revision (branch, tag or commit)",
+                            revision);
+    pull_ctx *c = calloc(1, sizeof *c);
+    if (!c) return kr_error_set(err, KR_ERR_NOMEM, "out of memory");
+    c->p = params;
+    c->repo = repo;
+    char cache[PATH_MAX];
+    kr_status st = kr_hub_cache_dir(params->cache_dir, cache, sizeof cache, err);
+    if (st == KR_OK) st = repo_folder(cache, repo, c->repo_dir, sizeof c->repo_dir, err);
+    if (st == KR_OK) {
+        char rel[PATH_MAX];
+        snprintf(rel, sizeof rel, "%s", c->repo_dir + strlen(cache) + 1);
+        int len = snprintf(c->lock_dir, sizeof c->lock_dir, "%s/.locks/%s", cache, rel);
+        if (len < 0 || (size_t)len >= sizeof c->lock_dir)
+            st = kr_error_set(err, KR_ERR_INVALID_ARG, "hub cache path too long");
+    }
+    const char *endpoint = params->endpoint;
+    if (!endpoint || !*endpoint) endpoint = getenv("HF_ENDPOINT");
+    if (!endpoint || !*endpoint) endpoint = KR_HUB_DEFAULT_ENDPOINT;
+    snprintf(c->endpoint, sizeof c->endpoint, "%s", endpoint);
+    for (size_t len = strlen(c->endpoint); len && c->endpoint[len - 1] == '/'; len--) c->endpoint[len - 1] = '\0';
+    const char *token = params->token;
+    if (!token || !*token) token = getenv("HF_TOKEN");
+    c->have_token = token && *token;
+
+    char dir[PATH_MAX];
+    if (st == KR_OK) {
+        snprintf(dir, sizeof dir, "%s/blobs", c->repo_dir);
+        st = make_dirs(dir, err);
+    }
+    if (st == KR_OK) st = make_dirs(c->lock_dir, err);
+    int http_open = 0;
+    if (st == KR_OK) {
+        st = kr_hub_http_open(&c->http, c->have_token ? token : NULL,
+                              params->connect_timeout_s > 0 ? params->connect_timeout_s : 30,
+                              params->stall_timeout_s > 0 ? params->stall_timeout_s : 60, err);
+        http_open = st == KR_OK;
+    }
+    char rev_esc[800];
+    url_escape(revision, rev_esc, sizeof rev_esc);
+    for (size_t i = 0; st == KR_OK && i < sizeof k_files / sizeof k_files[0]; i++)
+        st = pull_file(c, &k_files[i], revision, rev_esc, err);
+    /* The ref moves only once the snapshot is whole, so a resolve never finds half a pull. A
+     * commit hash given as the revision needs no ref. */
+    if (st == KR_OK && (strcmp(revision, c->commit) != 0 || !c->commit_from_server))
+        st = write_ref(c, revision, c->commit, err);
+    if (st == KR_OK) {
+        int len = snprintf(snapshot_dir_out, n, "%s/snapshots/%s", c->repo_dir, c->commit);
+        if (len < 0 || (size_t)len >= n)
+            st = kr_error_set(err, KR_ERR_INVALID_ARG, "snapshot path does not fit the output buffer");
+    }
+    if (http_open) kr_hub_http_close(&c->http);
+    free(c);
+    return st;
+}
+
+/* ---------------------------------------------------------------- offline lookup */
+
+kr_status kr_hub_resolve_cached_in(const char *cache_dir, const char *repo, const char *revision,
+                                   char *out_dir, size_t n, kr_error *err) {
+    if (!kr_hub_is_repo_id(repo))
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "'%s' is not a hub model id of the form org/name",
+                            repo ? repo : "(null)");
+    if (!revision || !*revision) revision = "main";
+    if (!valid_revision(revision))
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "'%s' is not a valid revision", revision);
+    char cache[PATH_MAX], repo_dir[PATH_MAX], commit[128], snap[PATH_MAX];
+    kr_status st = kr_hub_cache_dir(cache_dir, cache, sizeof cache, err);
+    if (st == KR_OK) st = repo_folder(cache, repo, repo_dir, sizeof repo_dir, err);
+    if (st != KR_OK) return st;
+    int found = read_ref(repo_dir, revision, commit, sizeof commit) && safe_component(commit);
+    if (!found && safe_component(revision)) { /* a commit hash is its own ref */
+        snprintf(commit, sizeof commit, "%s", revision);
+        found = 1;
+    }
+    if (found) {
+        FMT_PATH(snap, "%s/snapshots/%s", repo_dir, commit);
+        for (size_t i = 0; found && i < sizeof k_files / sizeof k_files[0]; i++) {
+            char p[PATH_MAX];
+            int len = snprintf(p, sizeof p, "%s/%s", snap, k_files[i].name);
+            if (!k_files[i].optional && (len < 0 || (size_t)len >= sizeof p || !is_regular(p))) found = 0;
+        }
+    }
+    if (!found)
+        return kr_error_set(err, KR_ERR_IO, "%s (revision %s) is not in the hub cache %s", repo, revision, cache);
+    int len = snprintf(out_dir, n, "%s", snap);
+    if (len < 0 || (size_t)len >= n)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "snapshot path does not fit the output buffer");
+    return KR_OK;
+}
+
+kr_status kr_hub_resolve_cached(const char *repo, const char *revision, char *out_dir, size_t n,
+                                kr_error *err) {
+    return kr_hub_resolve_cached_in(NULL, repo, revision, out_dir, n, err);
+}

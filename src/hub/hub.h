@@ -1,0 +1,94 @@
+/*
+ * hub/hub — downloading Kronos checkpoints from the Hugging Face hub into the standard hub
+ * cache, and finding them there again offline.
+ *
+ * The cache layout is the one huggingface_hub writes, so a snapshot pulled here is found by
+ * Python tools and vice versa:
+ *
+ *   <cache>/models--{org}--{name}/blobs/<etag>            file contents, named by the hub's
+ *                                                        ETag (sha256 for LFS files)
+ *   <cache>/models--{org}--{name}/snapshots/<commit>/<f>  relative symlink ../../blobs/<etag>
+ *   <cache>/models--{org}--{name}/refs/<revision>         the commit hash the revision named
+ *
+ * <cache> is, first that applies: the explicit cache_dir, $HF_HUB_CACHE, $HF_HOME/hub,
+ * ~/.cache/huggingface/hub. Files download to blobs/<etag>.incomplete and resume from its size
+ * with an HTTP Range request; sizes are checked against the hub's X-Linked-Size /
+ * Content-Length and, when the ETag is a sha256, the contents against it, before the blob is
+ * renamed into place. The CLI (`kronos pull`) is a thin wrapper over kr_hub_pull.
+ *
+ * Threads: kr_hub_pull may run in several threads or processes at once on the same cache;
+ * concurrent downloads of one blob are serialised by a lock file under <cache>/.locks.
+ */
+#ifndef KR_HUB_HUB_H
+#define KR_HUB_HUB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kronos.h"
+
+typedef enum kr_hub_event {
+    KR_HUB_FILE_START = 0,    /* a download begins (done = bytes resumed from) */
+    KR_HUB_FILE_PROGRESS = 1, /* bytes arrived */
+    KR_HUB_FILE_DONE = 2,     /* downloaded and verified; the blob is in place */
+    KR_HUB_FILE_CACHED = 3,   /* already in the cache: nothing downloaded */
+    KR_HUB_FILE_ABSENT = 4,   /* an optional file (README.md) does not exist in the repo */
+    KR_HUB_FILE_RETRY = 5     /* the connection broke; resuming from `done` */
+} kr_hub_event;
+
+typedef struct kr_hub_progress {
+    kr_hub_event event;
+    const char *repo;   /* "org/name"; borrowed for the callback's duration */
+    const char *file;   /* repo-relative file name, e.g. "model.safetensors" */
+    int64_t done;       /* bytes of the file on disk, a resumed prefix included */
+    int64_t total;      /* expected size in bytes; -1 when the server does not say */
+    int64_t resumed;    /* bytes that were already on disk when this file's transfer began */
+    double seconds;     /* wall time since this file's transfer began */
+} kr_hub_progress;
+
+/* Called from the pulling thread, often (every few KB); keep it cheap and throttle output.
+ * A non-zero return cancels the pull (KR_ERR_CANCELLED; the partial file is kept). */
+typedef int (*kr_hub_progress_fn)(const kr_hub_progress *p, void *user);
+
+typedef struct kr_hub_params {
+    const char *endpoint;   /* NULL: $HF_ENDPOINT, else https://huggingface.co */
+    const char *cache_dir;  /* hub cache directory; NULL: $HF_HUB_CACHE, $HF_HOME/hub, ~/.cache/... */
+    const char *token;      /* NULL: $HF_TOKEN; sent as "Authorization: Bearer" */
+    kr_hub_progress_fn progress; /* may be NULL */
+    void *progress_user;
+    long connect_timeout_s; /* TCP + TLS connect timeout (default 30) */
+    long stall_timeout_s;   /* abort (then resume) a transfer that moved no byte for this long (default 60) */
+    int max_attempts;       /* transfers per file before giving up on a broken connection (default 5) */
+} kr_hub_params;
+
+kr_hub_params kr_hub_default_params(void);
+
+/* Downloads config.json and model.safetensors (required) and README.md (optional) of the
+ * model repository `repo` ("org/name") at `revision` (NULL: "main"; a branch, tag or commit
+ * hash) into the cache, skipping files already there. On success writes the snapshot
+ * directory (a path holding the files) into snapshot_dir_out[n].
+ * Errors (KR_ERR_IO unless said) name the URL or file: "repository or file not found: URL"
+ * (HTTP 404), "... needs HF_TOKEN" (401/403), curl's message for network failures,
+ * KR_ERR_FORMAT for a size or sha256 mismatch (the partial file is deleted), KR_ERR_INVALID_ARG
+ * for a malformed repo or revision, KR_ERR_CANCELLED when the progress callback asked. */
+kr_status kr_hub_pull(const kr_hub_params *params, const char *repo, const char *revision,
+                      char *snapshot_dir_out, size_t n, kr_error *err);
+
+/* Finds an already-pulled snapshot without touching the network: refs/<revision> (or the
+ * revision itself when it is a commit hash with a snapshot) must name a snapshot holding
+ * config.json and model.safetensors. The cache is chosen from the environment as above.
+ * KR_ERR_IO "... is not in the cache ..." when it is absent. */
+kr_status kr_hub_resolve_cached(const char *repo, const char *revision, char *out_dir, size_t n,
+                                kr_error *err);
+/* The same in an explicit hub cache directory (NULL: from the environment). */
+kr_status kr_hub_resolve_cached_in(const char *cache_dir, const char *repo, const char *revision,
+                                   char *out_dir, size_t n, kr_error *err);
+
+/* The hub cache directory that kr_hub_pull would use for cache_dir (NULL: environment). */
+kr_status kr_hub_cache_dir(const char *cache_dir, char *out, size_t n, kr_error *err);
+
+/* 1 if s has the shape of a hub model id "org/name" (letters, digits, '.', '_', '-'; no
+ * leading '.' or '-', no ".." or "--"), else 0. Says nothing about whether it exists. */
+int kr_hub_is_repo_id(const char *s);
+
+#endif

@@ -1,0 +1,289 @@
+/*
+ * `kronos ingest` and `kronos analyze` end to end through the executable: ingest the bundled
+ * candles into a temporary database, analyse one symbol in each format and three as a batch
+ * (ranking), calibrate, and every error case exits 1 (runtime) or 2 (usage) with a message
+ * that says what is wrong.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include <cjson/cJSON.h>
+
+#include "test_support.h"
+
+static char *g_tmp;
+static char g_db[1200];
+
+typedef struct run_result {
+    int code;
+    char out[1 << 18];
+    char err[8192];
+} run_result;
+
+static void slurp(const char *path, char *buf, size_t cap) {
+    buf[0] = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return;
+    size_t n = fread(buf, 1, cap - 1, f);
+    buf[n] = 0;
+    fclose(f);
+}
+
+/* Runs `[ENV] kronos ARGS` with stdout/stderr captured; env may be "". */
+static run_result *run_env(const char *env, const char *args) {
+    static run_result r;
+    char cmd[8192], out[1300], errp[1300];
+    snprintf(out, sizeof out, "%s/stdout", g_tmp);
+    snprintf(errp, sizeof errp, "%s/stderr", g_tmp);
+    snprintf(cmd, sizeof cmd, "env -u KRONOS_DB %s %s/kronos %s >%s 2>%s </dev/null", env, KR_BINARY_DIR, args, out,
+             errp);
+    int st = system(cmd);
+    r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    slurp(out, r.out, sizeof r.out);
+    slurp(errp, r.err, sizeof r.err);
+    return &r;
+}
+
+static run_result *run(const char *args) { return run_env("", args); }
+
+static run_result *ok(const char *args) {
+    run_result *r = run(args);
+    if (r->code != 0) fail_msg("kronos %s: exit %d: %s", args, r->code, r->err);
+    return r;
+}
+
+static void expect_fail(const char *args, int code, const char *needle1, const char *needle2) {
+    run_result *r = run(args);
+    if (r->code != code || !strstr(r->err, needle1) || (needle2 && !strstr(r->err, needle2)))
+        fail_msg("kronos %s: exit %d (want %d), stderr: %s (want '%s'%s%s)", args, r->code, code, r->err, needle1,
+                 needle2 ? " and " : "", needle2 ? needle2 : "");
+}
+
+static int setup(void **state) {
+    (void)state;
+    g_tmp = kr_test_tmpdir();
+    if (!g_tmp) return -1;
+    snprintf(g_db, sizeof g_db, "%s/sub/dir/k.db", g_tmp); /* parent directories get created */
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    free(g_tmp);
+    return 0;
+}
+
+static void test_ingest(void **state) {
+    (void)state;
+    char args[4096];
+    static const char *files[][3] = {{"AAPL", "1d", "AAPL_1d.csv"},
+                                     {"MSFT", "1d", "MSFT_1d.csv"},
+                                     {"600977.SH", "5m", "XSHG_5min_600977.csv"},
+                                     {"BTCUSDT", "1h", "BTCUSDT_1h.csv"}};
+    for (int i = 0; i < 4; i++) {
+        snprintf(args, sizeof args, "ingest --symbol %s --interval %s --db %s %s/data/%s", files[i][0], files[i][1],
+                 g_db, KR_SOURCE_DIR, files[i][2]);
+        run_result *r = ok(args);
+        char want[128];
+        snprintf(want, sizeof want, "%s %s: ", files[i][0], files[i][1]);
+        assert_non_null(strstr(r->out, want));
+        assert_non_null(strstr(r->out, "rows written"));
+    }
+    /* Re-ingesting the same file replaces rows: the count does not grow. */
+    snprintf(args, sizeof args, "ingest --symbol AAPL --interval 1d --db %s %s/data/AAPL_1d.csv", g_db, KR_SOURCE_DIR);
+    run_result *r = ok(args);
+    assert_non_null(strstr(r->out, "2913 rows written"));
+    assert_non_null(strstr(r->out, "(now 2913 rows, 2014-01-02 to 2025-08-01)"));
+    /* The same data as a second symbol, through KRONOS_DB instead of --db. */
+    char env[1300];
+    snprintf(env, sizeof env, "KRONOS_DB=%s", g_db);
+    snprintf(args, sizeof args, "ingest --symbol AAPL.B --interval 1d %s/data/AAPL_1d.csv", KR_SOURCE_DIR);
+    r = run_env(env, args);
+    if (r->code != 0) fail_msg("%s", r->err);
+    /* A mislabelled interval is stored, with a warning. */
+    snprintf(args, sizeof args, "ingest --symbol BTC1M --interval 1m --db %s %s/data/BTCUSDT_1h.csv", g_db,
+             KR_SOURCE_DIR);
+    r = ok(args);
+    assert_non_null(strstr(r->err, "warning"));
+    assert_non_null(strstr(r->err, "'1m'"));
+}
+
+static void test_analyze_one_symbol_formats(void **state) {
+    (void)state;
+    char args[4096], path[1300];
+    snprintf(args, sizeof args, "analyze AAPL --db %s --paths 8 --horizon 5 --seed 3", g_db);
+    run_result *r = ok(args);
+    cJSON *j = cJSON_Parse(r->out);
+    assert_non_null(j);
+    assert_int_equal(cJSON_GetObjectItem(j, "schema_version")->valueint, 1);
+    cJSON *rep = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "reports"), 0);
+    assert_string_equal(cJSON_GetObjectItem(rep, "symbol")->valuestring, "AAPL");
+    assert_string_equal(cJSON_GetObjectItem(rep, "interval")->valuestring, "1d");
+    cJSON *params = cJSON_GetObjectItem(cJSON_GetObjectItem(rep, "metadata"), "params");
+    assert_int_equal(cJSON_GetObjectItem(params, "paths")->valueint, 8);
+    assert_int_equal(cJSON_GetObjectItem(params, "horizon")->valueint, 5);
+    assert_int_equal(cJSON_GetObjectItem(params, "lookback")->valueint, 512 - 5); /* rows > max_context */
+    assert_int_equal(cJSON_GetObjectItem(params, "seed")->valueint, 3);
+    cJSON *model = cJSON_GetObjectItem(cJSON_GetObjectItem(rep, "metadata"), "model");
+    assert_string_equal(cJSON_GetObjectItem(model, "name")->valuestring, "kronos-demo");
+    assert_true(cJSON_IsNull(cJSON_GetObjectItem(rep, "calibration")));
+    double prob = cJSON_GetObjectItem(cJSON_GetObjectItem(rep, "statistics"), "prob_up")->valuedouble;
+    assert_true(prob >= 0 && prob <= 1);
+    /* Seeded: the same report twice (apart from the timing and the clock). */
+    r = ok(args);
+    cJSON *j2 = cJSON_Parse(r->out);
+    assert_non_null(j2);
+    cJSON *rep2 = cJSON_GetArrayItem(cJSON_GetObjectItem(j2, "reports"), 0);
+    const char *same[] = {"forecast", "statistics", "technical", "summary"};
+    for (int i = 0; i < 4; i++)
+        if (!cJSON_Compare(cJSON_GetObjectItem(rep, same[i]), cJSON_GetObjectItem(rep2, same[i]), 1))
+            fail_msg("'%s' differs between two runs with the same seed", same[i]);
+    cJSON_Delete(j2);
+    cJSON_Delete(j);
+
+    snprintf(args, sizeof args, "analyze AAPL --db %s --paths 8 --horizon 5 --format md", g_db);
+    r = ok(args);
+    assert_non_null(strstr(r->out, "# Kronos analysis: AAPL (1d)"));
+    assert_non_null(strstr(r->out, "| Probability of closing above"));
+    assert_non_null(strstr(r->out, "Not investment advice"));
+
+    snprintf(path, sizeof path, "%s/aapl.html", g_tmp);
+    snprintf(args, sizeof args, "analyze AAPL --db %s --paths 8 --horizon 5 --format html --out %s", g_db, path);
+    r = ok(args);
+    assert_int_equal(r->out[0], 0);
+    assert_non_null(strstr(r->err, "wrote"));
+    static char html[1 << 18];
+    slurp(path, html, sizeof html);
+    assert_true(strncmp(html, "<!DOCTYPE html>", 15) == 0);
+    assert_non_null(strstr(html, "<svg"));
+    assert_non_null(strstr(html, "AAPL"));
+    assert_non_null(strstr(html, "</html>"));
+
+    /* --interval picks among several; the 5-minute symbol reads as intraday. */
+    snprintf(args, sizeof args, "analyze 600977.SH --interval 5m --db %s --paths 4 --horizon 4 --format md", g_db);
+    r = ok(args);
+    assert_non_null(strstr(r->out, "2024-08-29 13:"));  /* after the lunch break */
+}
+
+static void test_analyze_batch_and_calibrate(void **state) {
+    (void)state;
+    char args[4096];
+    snprintf(args, sizeof args, "analyze MSFT AAPL BTCUSDT --db %s --paths 8 --horizon 5", g_db);
+    run_result *r = ok(args);
+    cJSON *j = cJSON_Parse(r->out);
+    assert_non_null(j);
+    cJSON *rank = cJSON_GetObjectItem(j, "ranking");
+    assert_int_equal(cJSON_GetArraySize(rank), 3);
+    double prev = 1e300;
+    for (int k = 0; k < 3; k++) {
+        cJSON *row = cJSON_GetArrayItem(rank, k);
+        assert_int_equal(cJSON_GetObjectItem(row, "rank")->valueint, k + 1);
+        double er = cJSON_GetObjectItem(row, "expected_return_pct")->valuedouble;
+        assert_true(er <= prev);
+        prev = er;
+    }
+    assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "reports"), 2), "symbol")->valuestring,
+                        "BTCUSDT");
+    cJSON_Delete(j);
+    snprintf(args, sizeof args, "analyze MSFT AAPL BTCUSDT --db %s --paths 8 --horizon 5 --format md", g_db);
+    r = ok(args);
+    assert_non_null(strstr(r->out, "## Ranking by expected return"));
+    assert_non_null(strstr(r->out, "| 3 |"));
+
+    snprintf(args, sizeof args, "analyze AAPL --db %s --paths 8 --horizon 5 --calibrate 3", g_db);
+    r = ok(args);
+    assert_null(strstr(r->err, "calibrating")); /* stderr is not a terminal: no progress bar */
+    j = cJSON_Parse(r->out);
+    cJSON *cal = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "reports"), 0), "calibration");
+    assert_int_equal(cJSON_GetObjectItem(cal, "windows")->valueint, 3);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(cal, "window_detail")), 3);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(cJSON_GetObjectItem(cal, "model"), "coverage_by_step")), 5);
+    double cov = cJSON_GetObjectItem(cJSON_GetObjectItem(cal, "naive"), "coverage_p10_p90")->valuedouble;
+    assert_true(cov >= 0 && cov <= 1);
+    cJSON_Delete(j);
+}
+
+static void test_errors(void **state) {
+    (void)state;
+    char args[4096], p[1300];
+    snprintf(args, sizeof args, "analyze NOPE --db %s", g_db);
+    expect_fail(args, 1, "unknown symbol 'NOPE'", "AAPL (1d)");
+    snprintf(args, sizeof args, "analyze AAPL NOPE --db %s", g_db);
+    expect_fail(args, 1, "unknown symbol 'NOPE'", "600977.SH (5m)");
+    snprintf(args, sizeof args, "analyze AAPL --interval 1h --db %s", g_db);
+    expect_fail(args, 1, "AAPL has no '1h' candles", "stored: AAPL (1d)");
+    snprintf(args, sizeof args, "analyze AAPL --db %s/none.db", g_tmp);
+    expect_fail(args, 1, "none.db: no database", "kronos ingest");
+    snprintf(args, sizeof args, "analyze AAPL --db %s --calibrate 500 --horizon 20", g_db);
+    expect_fail(args, 1, "too few rows", "--calibrate");
+
+    /* A short history. */
+    snprintf(p, sizeof p, "%s/tiny.csv", g_tmp);
+    const char *tiny = "timestamps,open,high,low,close,volume\n2024-01-01,1,2,0.5,1.5,10\n2024-01-02,1,2,0.5,1.5,10\n"
+                       "2024-01-03,1,2,0.5,1.5,10\n";
+    assert_int_equal(kr_test_write_file(p, tiny, strlen(tiny)), 0);
+    snprintf(args, sizeof args, "ingest --symbol TINY --interval 1d --db %s %s", g_db, p);
+    ok(args);
+    snprintf(args, sizeof args, "analyze TINY --db %s", g_db);
+    expect_fail(args, 1, "TINY 1d: too few rows: 3 stored", NULL);
+
+    /* Usage errors: exit 2. */
+    snprintf(args, sizeof args, "analyze --db %s", g_db);
+    expect_fail(args, 2, "SYMBOL", NULL);
+    snprintf(args, sizeof args, "analyze AAPL --db %s --horizon abc", g_db);
+    expect_fail(args, 2, "--horizon", NULL);
+    snprintf(args, sizeof args, "analyze AAPL --db %s --horizon 600", g_db);
+    expect_fail(args, 2, "--horizon", "max-context");
+    snprintf(args, sizeof args, "analyze AAPL --db %s --format pdf", g_db);
+    expect_fail(args, 2, "--format", NULL);
+    snprintf(args, sizeof args, "analyze AAPL --db %s --paths 0", g_db);
+    expect_fail(args, 2, "--paths", NULL);
+    snprintf(args, sizeof args, "analyze 'a/b' --db %s", g_db);
+    expect_fail(args, 2, "symbol 'a/b'", NULL);
+    snprintf(args, sizeof args, "analyze AAPL AAPL --db %s", g_db);
+    expect_fail(args, 2, "given twice", NULL);
+    snprintf(args, sizeof args, "analyze AAPL --db %s --interval 5x", g_db);
+    expect_fail(args, 2, "interval '5x'", NULL);
+    snprintf(args, sizeof args, "analyze AAPL --db %s --bogus", g_db);
+    expect_fail(args, 2, "unknown flag", NULL);
+
+    snprintf(args, sizeof args, "ingest --interval 1d --db %s %s/data/AAPL_1d.csv", g_db, KR_SOURCE_DIR);
+    expect_fail(args, 2, "--symbol is required", NULL);
+    snprintf(args, sizeof args, "ingest --symbol X --interval 1day --db %s %s/data/AAPL_1d.csv", g_db, KR_SOURCE_DIR);
+    expect_fail(args, 2, "interval '1day'", NULL);
+    snprintf(args, sizeof args, "ingest --symbol X --interval 1d --db %s", g_db);
+    expect_fail(args, 2, "CSV file is required", NULL);
+    snprintf(args, sizeof args, "ingest --symbol 'X Y' --interval 1d --db %s %s/data/AAPL_1d.csv", g_db, KR_SOURCE_DIR);
+    expect_fail(args, 2, "symbol 'X Y'", NULL);
+
+    /* Bad CSV: exit 1 naming file and line; nothing stored. */
+    snprintf(p, sizeof p, "%s/bad.csv", g_tmp);
+    const char *bad = "timestamps,open,high,low,close\n2024-01-01,1,2,0.5,1\n2024-01-02,1,0.4,0.5,1\n";
+    assert_int_equal(kr_test_write_file(p, bad, strlen(bad)), 0);
+    snprintf(args, sizeof args, "ingest --symbol BAD --interval 1d --db %s %s", g_db, p);
+    expect_fail(args, 1, "bad.csv: line 3", "high");
+    snprintf(args, sizeof args, "analyze BAD --db %s", g_db);
+    expect_fail(args, 1, "unknown symbol 'BAD'", NULL);
+
+    /* A file that is not a database. */
+    snprintf(p, sizeof p, "%s/junk.db", g_tmp);
+    char junk[4096];
+    memset(junk, 'x', sizeof junk);
+    assert_int_equal(kr_test_write_file(p, junk, sizeof junk), 0);
+    snprintf(args, sizeof args, "analyze AAPL --db %s", p);
+    expect_fail(args, 1, "junk.db", "not a usable kronos database");
+    snprintf(args, sizeof args, "ingest --symbol X --interval 1d --db %s %s/data/AAPL_1d.csv", p, KR_SOURCE_DIR);
+    expect_fail(args, 1, "junk.db", "not a usable kronos database");
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_ingest),
+        cmocka_unit_test(test_analyze_one_symbol_formats),
+        cmocka_unit_test(test_analyze_batch_and_calibrate),
+        cmocka_unit_test(test_errors),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

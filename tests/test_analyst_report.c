@@ -1,0 +1,610 @@
+/*
+ * analyst/report, calibrate, analyze and the renderers, on the bundled demo model with few
+ * paths and short horizons:
+ *   - every horizon statistic recomputed here, independently, from the same forecast's paths;
+ *   - calibration figures recomputed window by window from single kr_forecast_run calls
+ *     (which also shows the one-batch calibration equals separate runs);
+ *   - a batch analysis equals per-symbol analyses, and its ranking is ordered;
+ *   - the JSON validated against docs/report.schema.json by a small validator for the subset
+ *     of JSON Schema the schema uses (type, required, properties, additionalProperties,
+ *     items, enum, minimum, maximum, minItems, oneOf, $ref);
+ *   - Markdown and HTML carry the key numbers, the SVG chart and the disclaimer, nothing
+ *     external, and the summary never advises.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "analyst/analyze.h"
+#include "analyst/render.h"
+#include "analyst/report.h"
+#include "test_support.h"
+
+#define MODEL_DIR KR_SOURCE_DIR "/models/kronos-demo"
+
+static kr_model *g_model;
+static kr_candles *g_aapl, *g_msft, *g_btc;
+
+static kr_candles *read_csv(const char *path) {
+    kr_candles *c = NULL;
+    kr_error err;
+    if (kr_candles_read_csv(path, &c, &err) != KR_OK) fail_msg("%s", err.message);
+    return c;
+}
+
+/* Keeps only the last n rows (cheaper forecasts, same code paths). */
+static void keep_last(kr_candles *c, int64_t n) {
+    memmove(c->timestamps, c->timestamps + (c->n - n), (size_t)n * sizeof(int64_t));
+    memmove(c->values, c->values + (c->n - n) * 6, (size_t)n * 6 * sizeof(double));
+    c->n = n;
+}
+
+static int setup(void **state) {
+    (void)state;
+    kr_error err;
+    kr_model_params mp = kr_model_default_params();
+    mp.n_threads = 2;
+    if (kr_model_load(MODEL_DIR "/predictor", MODEL_DIR "/tokenizer", &mp, &g_model, &err) != KR_OK) {
+        fprintf(stderr, "%s\n", err.message);
+        return -1;
+    }
+    g_aapl = read_csv(KR_SOURCE_DIR "/data/AAPL_1d.csv");
+    g_msft = read_csv(KR_SOURCE_DIR "/data/MSFT_1d.csv");
+    g_btc = read_csv(KR_SOURCE_DIR "/data/BTCUSDT_1h.csv");
+    keep_last(g_aapl, 400);
+    keep_last(g_msft, 300);
+    keep_last(g_btc, 250);
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    kr_model_free(g_model);
+    kr_candles_free(g_aapl);
+    kr_candles_free(g_msft);
+    kr_candles_free(g_btc);
+    return 0;
+}
+
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* numpy 'linear' quantile, written out again here rather than reusing analyst/stats. */
+static double quantile(const double *v, int n, double q) {
+    double *s = malloc((size_t)n * sizeof *s);
+    memcpy(s, v, (size_t)n * sizeof *s);
+    qsort(s, (size_t)n, sizeof *s, cmp_d);
+    double pos = q * (n - 1);
+    int lo = (int)pos;
+    double r = lo + 1 < n ? s[lo] + (s[lo + 1] - s[lo]) * (pos - lo) : s[lo];
+    free(s);
+    return r;
+}
+
+static void close_to(double got, double want, double tol, const char *what) {
+    if (!(fabs(got - want) <= tol * (1.0 + fabs(want)))) fail_msg("%s: got %.12g, want %.12g", what, got, want);
+}
+
+static kr_report_meta test_meta(void) {
+    kr_report_meta m;
+    memset(&m, 0, sizeof m);
+    snprintf(m.model_name, sizeof m.model_name, "kronos-demo");
+    snprintf(m.quantization, sizeof m.quantization, "f32");
+    snprintf(m.engine_version, sizeof m.engine_version, "%s", kr_version());
+    m.d_model = 128;
+    m.n_layers = 4;
+    m.n_heads = 4;
+    m.n_params = 1;
+    m.max_context = 512;
+    m.temperature = 1.0;
+    m.top_p = 0.9;
+    return m;
+}
+
+static void test_report_numbers_independent(void **state) {
+    (void)state;
+    const int H = 6, N = 12, L = 200;
+    kr_forecast_params fp = kr_forecast_default_params();
+    fp.pred_len = H;
+    fp.paths = N;
+    fp.seed = 7;
+    fp.keep_paths = 1;
+    kr_series s = kr_candles_slice(g_aapl, g_aapl->n - L, L);
+    kr_forecast *f = NULL;
+    kr_error err;
+    if (kr_forecast_run(g_model, &s, &fp, &f, &err) != KR_OK) fail_msg("%s", err.message);
+    kr_report_meta meta = test_meta();
+    kr_report *r = NULL;
+    if (kr_report_build("AAPL", "1d", g_aapl, L, f, &meta, &r, &err) != KR_OK) fail_msg("%s", err.message);
+
+    const double last = g_aapl->values[(g_aapl->n - 1) * 6 + KR_CLOSE];
+    assert_true(r->last_close == last);
+    assert_int_equal(r->last_ts, g_aapl->timestamps[g_aapl->n - 1]);
+    assert_int_equal(r->horizon, H);
+    assert_int_equal(r->paths, N);
+    assert_int_equal(r->n_chart, KR_REPORT_CHART_BARS);
+    assert_int_equal(r->chart_ts[KR_REPORT_CHART_BARS - 1], r->last_ts);
+
+    /* Independent recomputation from the paths. */
+    double ret[64], dd[64], vol[64];
+    int up = 0;
+    double rv;
+    {
+        double lr[64], m = 0, ss = 0;
+        for (int i = 0; i < H; i++) {
+            int64_t k = g_aapl->n - H + i;
+            lr[i] = log(g_aapl->values[k * 6 + KR_CLOSE] / g_aapl->values[(k - 1) * 6 + KR_CLOSE]);
+            m += lr[i];
+        }
+        m /= H;
+        for (int i = 0; i < H; i++) ss += (lr[i] - m) * (lr[i] - m);
+        rv = sqrt(ss / (H - 1));
+    }
+    int above = 0;
+    for (int p = 0; p < N; p++) {
+        const double *path = kr_forecast_path(f, p);
+        double peak = last, worst = 0, prev = last, lr[64], m = 0, ss = 0;
+        for (int t = 0; t < H; t++) {
+            double c = path[t * 6 + KR_CLOSE];
+            peak = c > peak ? c : peak;
+            worst = (peak - c) / peak > worst ? (peak - c) / peak : worst;
+            lr[t] = log(c / prev);
+            prev = c;
+            m += lr[t];
+        }
+        m /= H;
+        for (int t = 0; t < H; t++) ss += (lr[t] - m) * (lr[t] - m);
+        vol[p] = sqrt(ss / (H - 1));
+        ret[p] = path[(H - 1) * 6 + KR_CLOSE] / last - 1;
+        dd[p] = worst;
+        up += path[(H - 1) * 6 + KR_CLOSE] > last;
+        above += vol[p] > rv;
+    }
+    double mean = 0, var = 0;
+    for (int p = 0; p < N; p++) mean += ret[p];
+    mean /= N;
+    for (int p = 0; p < N; p++) var += (ret[p] - mean) * (ret[p] - mean);
+    close_to(r->prob_up, (double)up / N, 1e-15, "prob_up");
+    close_to(r->expected_return, mean, 1e-12, "expected_return");
+    close_to(r->return_std, sqrt(var / (N - 1)), 1e-12, "return_std");
+    close_to(r->return_p10, quantile(ret, N, 0.1), 1e-12, "return_p10");
+    close_to(r->return_p90, quantile(ret, N, 0.9), 1e-12, "return_p90");
+    double q05 = quantile(ret, N, 0.05);
+    close_to(r->var95, -q05, 1e-12, "var95");
+    /* ES: mean of the returns at or below the 5% quantile. With 12 paths the quantile sits
+     * between the worst and second-worst (position 0.55), so the tail is the worst path. */
+    double sorted[64];
+    memcpy(sorted, ret, sizeof sorted);
+    qsort(sorted, (size_t)N, sizeof(double), cmp_d);
+    close_to(r->es95, -sorted[0], 1e-12, "es95");
+    assert_true(r->es95 >= r->var95);
+    double ddm = 0;
+    for (int p = 0; p < N; p++) ddm += dd[p];
+    close_to(r->drawdown_mean, ddm / N, 1e-12, "drawdown_mean");
+    close_to(r->drawdown_p50, quantile(dd, N, 0.5), 1e-12, "drawdown_p50");
+    close_to(r->drawdown_p90, quantile(dd, N, 0.9), 1e-12, "drawdown_p90");
+    assert_true(r->drawdown_p50 >= 0 && r->drawdown_p90 >= r->drawdown_p50);
+    close_to(r->realized_vol_h, rv, 1e-12, "realized_vol_h");
+    double vm = 0;
+    for (int p = 0; p < N; p++) vm += vol[p];
+    close_to(r->forecast_vol, vm / N, 1e-12, "forecast_vol");
+    close_to(r->prob_vol_above, (double)above / N, 1e-15, "prob_vol_above");
+    /* Bands: the engine's quantiles, ordered; the median path is p50. */
+    double q[64 * 6];
+    assert_int_equal(kr_forecast_quantile(f, 0.5, q, &err), KR_OK);
+    for (int i = 0; i < H * 6; i++) {
+        assert_true(r->fc_p50[i] == q[i]);
+        assert_true(r->fc_p10[i] <= r->fc_p50[i] && r->fc_p50[i] <= r->fc_p90[i]);
+    }
+    /* The horizon close band is the return band times the last close. */
+    close_to(r->fc_p10[(H - 1) * 6 + KR_CLOSE], last * (1 + r->return_p10), 1e-12, "p10 close");
+    assert_memory_equal(r->fc_mean, kr_forecast_mean(f), (size_t)H * 6 * sizeof(double));
+
+    /* Summary: the numbers it quotes, and no advice. */
+    assert_true(r->n_summary >= 4);
+    char pct[32];
+    snprintf(pct, sizeof pct, "%.0f%% of %d sampled paths", r->prob_up * 100, N);
+    assert_non_null(strstr(r->summary[0], pct));
+    const char *banned[] = {"buy", "sell", "should", "recommend", "advice"};
+    for (int i = 0; i < r->n_summary; i++)
+        for (size_t b = 0; b < sizeof banned / sizeof banned[0]; b++)
+            if (strstr(r->summary[i], banned[b])) fail_msg("summary advises ('%s'): %s", banned[b], r->summary[i]);
+    kr_report_free(r);
+
+    /* Horizon 1 and one path: the figures that need two values are NaN, nothing crashes. */
+    fp.pred_len = 1;
+    fp.paths = 1;
+    kr_forecast *f1 = NULL;
+    assert_int_equal(kr_forecast_run(g_model, &s, &fp, &f1, &err), KR_OK);
+    assert_int_equal(kr_report_build("AAPL", "1d", g_aapl, L, f1, &meta, &r, &err), KR_OK);
+    assert_true(isnan(r->return_std) && isnan(r->forecast_vol) && isnan(r->prob_vol_above));
+    assert_true(r->prob_up == 0.0 || r->prob_up == 1.0);
+    kr_report_free(r);
+    kr_forecast_free(f1);
+    kr_forecast_free(f);
+}
+
+/* Scores of one window recomputed from a single forecast run. */
+static void test_calibration_independent(void **state) {
+    (void)state;
+    const int K = 3, H = 5;
+    kr_forecast_params fp = kr_forecast_default_params();
+    fp.pred_len = H;
+    fp.paths = 8;
+    fp.seed = 3;
+    kr_calibration *cal = NULL;
+    kr_error err;
+    if (kr_calibrate(g_model, g_msft, K, &fp, 0, &cal, &err) != KR_OK) fail_msg("%s", err.message);
+    assert_int_equal(cal->windows, K);
+    assert_int_equal(cal->horizon, H);
+    const kr_candles *c = g_msft;
+    double m_cov = 0, n_cov = 0, m_ape = 0, n_ape = 0, m_hit = 0, n_hit = 0, m_step0 = 0;
+    for (int j = 0; j < K; j++) {
+        int64_t end = c->n - (int64_t)(K - j) * H;
+        int L = (int)(end < 512 - H ? end : 512 - H);
+        kr_series s = kr_candles_slice(c, end - L, L);
+        s.future_timestamps = c->timestamps + end;
+        kr_forecast *f = NULL;
+        kr_forecast_params p1 = fp;
+        p1.keep_paths = 1;
+        assert_int_equal(kr_forecast_run(g_model, &s, &p1, &f, &err), KR_OK);
+        assert_memory_equal(kr_forecast_timestamps(f), c->timestamps + end, (size_t)H * sizeof(int64_t));
+        double p10[64 * 6], p90[64 * 6];
+        assert_int_equal(kr_forecast_quantile(f, 0.1, p10, &err), KR_OK);
+        assert_int_equal(kr_forecast_quantile(f, 0.9, p90, &err), KR_OK);
+        const double last = c->values[(end - 1) * 6 + KR_CLOSE];
+        const double *mean = kr_forecast_mean(f);
+        assert_int_equal(cal->window[j].history_end_ts, c->timestamps[end - 1]);
+        assert_int_equal(cal->window[j].lookback, L);
+        for (int k = 0; k < H; k++) {
+            double real = c->values[(end + k) * 6 + KR_CLOSE];
+            /* naive band from (k+1)-bar returns inside the lookback */
+            double rets[600];
+            int nr = 0;
+            double drift = 0;
+            for (int64_t i = end - L; i + k + 1 < end; i++) {
+                rets[nr] = c->values[(i + k + 1) * 6 + KR_CLOSE] / c->values[i * 6 + KR_CLOSE] - 1;
+                drift += rets[nr++];
+            }
+            drift /= nr;
+            double nlo = last * (1 + quantile(rets, nr, 0.1)), nhi = last * (1 + quantile(rets, nr, 0.9));
+            int m_in = real >= p10[k * 6 + KR_CLOSE] && real <= p90[k * 6 + KR_CLOSE];
+            m_cov += m_in;
+            if (k == 0) m_step0 += m_in;
+            n_cov += real >= nlo && real <= nhi;
+            m_ape += fabs(mean[k * 6 + KR_CLOSE] - real) / real;
+            n_ape += fabs(last - real) / real;
+            if (k == H - 1) {
+                double mv = mean[k * 6 + KR_CLOSE] - last, rv = real - last;
+                m_hit += (mv > 0) == (rv > 0) && (mv < 0) == (rv < 0);
+                n_hit += (drift > 0) == (rv > 0) && (drift < 0) == (rv < 0);
+                close_to(cal->window[j].realized_close, real, 0, "realized close");
+                close_to(cal->window[j].model_close, mean[k * 6 + KR_CLOSE], 0, "model close");
+                close_to(cal->window[j].naive_p10, nlo, 1e-12, "naive p10");
+                close_to(cal->window[j].naive_p90, nhi, 1e-12, "naive p90");
+                close_to(cal->window[j].naive_drift, drift, 1e-12, "naive drift");
+            }
+        }
+        kr_forecast_free(f);
+    }
+    close_to(cal->model.coverage, m_cov / (K * H), 1e-15, "model coverage");
+    close_to(cal->naive.coverage, n_cov / (K * H), 1e-15, "naive coverage");
+    close_to(cal->model.coverage_by_step[0], m_step0 / K, 1e-15, "model coverage step 1");
+    close_to(cal->model.mape, m_ape / (K * H), 1e-12, "model mape");
+    close_to(cal->naive.mape, n_ape / (K * H), 1e-12, "naive mape");
+    close_to(cal->model.direction_hit_rate, m_hit / K, 1e-15, "model hit rate");
+    close_to(cal->naive.direction_hit_rate, n_hit / K, 1e-15, "naive hit rate");
+    kr_calibration_free(cal);
+
+    /* Too little history for the windows: a clear error. */
+    kr_candles short_c = *g_msft;
+    short_c.n = 40;
+    assert_int_equal(kr_calibrate(g_model, &short_c, 10, &fp, 0, &cal, &err), KR_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.message, "need at least"));
+}
+
+/* ---------------------------------------------------------------- JSON Schema subset */
+
+static int type_ok(const char *t, const cJSON *v) {
+    if (!strcmp(t, "object")) return cJSON_IsObject(v);
+    if (!strcmp(t, "array")) return cJSON_IsArray(v);
+    if (!strcmp(t, "string")) return cJSON_IsString(v);
+    if (!strcmp(t, "boolean")) return cJSON_IsBool(v);
+    if (!strcmp(t, "null")) return cJSON_IsNull(v);
+    if (!strcmp(t, "number")) return cJSON_IsNumber(v);
+    if (!strcmp(t, "integer")) return cJSON_IsNumber(v) && v->valuedouble == floor(v->valuedouble);
+    fail_msg("schema uses unknown type '%s'", t);
+    return 0;
+}
+
+static const char *g_known[] = {"$schema", "$id", "title", "description", "type", "required", "properties",
+                                "additionalProperties", "items", "enum", "minimum", "maximum", "minItems",
+                                "oneOf", "$ref", "$defs"};
+
+/* Returns 1 if v matches schema s, else 0 with a message naming the JSON path. */
+static int validate(const cJSON *root, const cJSON *s, const cJSON *v, const char *path, char *msg, size_t cap) {
+    for (const cJSON *k = s->child; k; k = k->next) {
+        int known = 0;
+        for (size_t i = 0; i < sizeof g_known / sizeof g_known[0]; i++) known |= !strcmp(k->string, g_known[i]);
+        if (!known) fail_msg("schema keyword '%s' at %s is not supported by the test validator", k->string, path);
+    }
+    const cJSON *ref = cJSON_GetObjectItemCaseSensitive(s, "$ref");
+    if (ref) {
+        const char *p = ref->valuestring;
+        assert_true(!strncmp(p, "#/$defs/", 8));
+        const cJSON *target = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "$defs"), p + 8);
+        if (!target) fail_msg("unresolved $ref %s", p);
+        return validate(root, target, v, path, msg, cap);
+    }
+    const cJSON *one = cJSON_GetObjectItemCaseSensitive(s, "oneOf");
+    if (one) {
+        int matches = 0;
+        char sub[512];
+        for (const cJSON *alt = one->child; alt; alt = alt->next) matches += validate(root, alt, v, path, sub, sizeof sub);
+        if (matches != 1) {
+            snprintf(msg, cap, "%s: matches %d of the oneOf alternatives (last: %s)", path, matches, sub);
+            return 0;
+        }
+    }
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(s, "type");
+    if (type) {
+        int ok = 0;
+        if (cJSON_IsString(type)) ok = type_ok(type->valuestring, v);
+        else
+            for (const cJSON *t = type->child; t; t = t->next) ok |= type_ok(t->valuestring, v);
+        if (!ok) {
+            char *txt = cJSON_PrintUnformatted(v);
+            snprintf(msg, cap, "%s: wrong type (%.80s)", path, txt ? txt : "?");
+            free(txt);
+            return 0;
+        }
+    }
+    const cJSON *en = cJSON_GetObjectItemCaseSensitive(s, "enum");
+    if (en) {
+        int ok = 0;
+        for (const cJSON *e = en->child; e; e = e->next) ok |= cJSON_Compare(e, v, 1);
+        if (!ok) {
+            snprintf(msg, cap, "%s: not one of the enum values", path);
+            return 0;
+        }
+    }
+    if (cJSON_IsNumber(v)) {
+        const cJSON *mn = cJSON_GetObjectItemCaseSensitive(s, "minimum"), *mx = cJSON_GetObjectItemCaseSensitive(s, "maximum");
+        if ((mn && v->valuedouble < mn->valuedouble) || (mx && v->valuedouble > mx->valuedouble)) {
+            snprintf(msg, cap, "%s: %g out of range", path, v->valuedouble);
+            return 0;
+        }
+    }
+    if (cJSON_IsObject(v)) {
+        const cJSON *req = cJSON_GetObjectItemCaseSensitive(s, "required");
+        for (const cJSON *k = req ? req->child : NULL; k; k = k->next)
+            if (!cJSON_GetObjectItemCaseSensitive(v, k->valuestring)) {
+                snprintf(msg, cap, "%s: missing required key '%s'", path, k->valuestring);
+                return 0;
+            }
+        const cJSON *props = cJSON_GetObjectItemCaseSensitive(s, "properties");
+        const cJSON *addl = cJSON_GetObjectItemCaseSensitive(s, "additionalProperties");
+        for (const cJSON *m = v->child; m; m = m->next) {
+            const cJSON *ps = props ? cJSON_GetObjectItemCaseSensitive(props, m->string) : NULL;
+            char sub[512];
+            snprintf(sub, sizeof sub, "%s.%s", path, m->string);
+            if (!ps) {
+                if (addl && cJSON_IsFalse(addl)) {
+                    snprintf(msg, cap, "%s: key not in the schema", sub);
+                    return 0;
+                }
+                continue;
+            }
+            if (!validate(root, ps, m, sub, msg, cap)) return 0;
+        }
+    }
+    if (cJSON_IsArray(v)) {
+        const cJSON *mi = cJSON_GetObjectItemCaseSensitive(s, "minItems");
+        if (mi && cJSON_GetArraySize(v) < mi->valueint) {
+            snprintf(msg, cap, "%s: fewer than %d items", path, mi->valueint);
+            return 0;
+        }
+        const cJSON *items = cJSON_GetObjectItemCaseSensitive(s, "items");
+        int i = 0;
+        for (const cJSON *e = v->child; e && items; e = e->next, i++) {
+            char sub[512];
+            snprintf(sub, sizeof sub, "%s[%d]", path, i);
+            if (!validate(root, items, e, sub, msg, cap)) return 0;
+        }
+    }
+    return 1;
+}
+
+static cJSON *load_schema(void) {
+    FILE *f = fopen(KR_SOURCE_DIR "/docs/report.schema.json", "rb");
+    assert_non_null(f);
+    static char buf[1 << 17];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    cJSON *s = cJSON_Parse(buf);
+    if (!s) fail_msg("docs/report.schema.json does not parse near: %.40s", cJSON_GetErrorPtr());
+    return s;
+}
+
+static void expect_valid(const cJSON *schema, const char *json) {
+    cJSON *doc = cJSON_Parse(json);
+    assert_non_null(doc);
+    char msg[1024];
+    if (!validate(schema, schema, doc, "$", msg, sizeof msg)) fail_msg("schema violation: %s", msg);
+    cJSON_Delete(doc);
+}
+
+static void test_validator_rejects(void **state) {
+    (void)state;
+    /* The validator itself must be able to fail, or the schema test proves nothing. */
+    cJSON *schema = load_schema();
+    char msg[512];
+    const char *bad[] = {
+        "{}",
+        "{\"schema_version\": 2, \"generated_at\": \"x\", \"engine\": {\"name\": \"kronos\", \"version\": \"1\"}, "
+        "\"disclaimer\": \"d\", \"reports\": [], \"ranking\": []}",
+        "{\"schema_version\": 1, \"generated_at\": \"x\", \"engine\": {\"name\": \"kronos\", \"version\": \"1\"}, "
+        "\"disclaimer\": \"d\", \"reports\": [{}], \"ranking\": [{}], \"extra\": 1}",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cJSON *doc = cJSON_Parse(bad[i]);
+        assert_non_null(doc);
+        assert_false(validate(schema, schema, doc, "$", msg, sizeof msg));
+        cJSON_Delete(doc);
+    }
+    cJSON_Delete(schema);
+}
+
+/* ---------------------------------------------------------------- batch + renderers */
+
+static kr_report_set *analyze3(int calibrate, int horizon) {
+    kr_analyze_item items[3] = {
+        {"MSFT", "1d", g_msft}, {"AAPL", "1d", g_aapl}, {"BTCUSDT", "1h", g_btc}};
+    kr_analyze_params p = kr_analyze_default_params();
+    p.horizon = horizon;
+    p.paths = 8;
+    p.seed = 11;
+    p.calibrate = calibrate;
+    p.predictor_dir = MODEL_DIR "/predictor";
+    p.tokenizer_dir = MODEL_DIR "/tokenizer";
+    kr_report_set *set = NULL;
+    kr_error err;
+    if (kr_analyze(g_model, items, 3, &p, &set, &err) != KR_OK) fail_msg("%s", err.message);
+    return set;
+}
+
+static void test_batch_equals_single_and_ranks(void **state) {
+    (void)state;
+    kr_report_set *set = analyze3(0, 5);
+    assert_int_equal(set->n, 3);
+    assert_string_equal(set->reports[1]->symbol, "AAPL");
+    assert_string_equal(set->reports[1]->meta.model_name, "kronos-demo");
+    assert_int_equal(set->reports[1]->meta.d_model, 128);
+    assert_int_equal(set->reports[1]->lookback, 400); /* all 400 rows < 512 - 5 */
+    for (int k = 1; k < 3; k++)
+        assert_true(set->reports[set->rank[k - 1]]->expected_return >= set->reports[set->rank[k]]->expected_return);
+    /* The AAPL report from the batch equals one from a lone analysis. */
+    kr_analyze_item one = {"AAPL", "1d", g_aapl};
+    kr_analyze_params p = kr_analyze_default_params();
+    p.horizon = 5;
+    p.paths = 8;
+    p.seed = 11;
+    kr_report_set *solo = NULL;
+    kr_error err;
+    assert_int_equal(kr_analyze(g_model, &one, 1, &p, &solo, &err), KR_OK);
+    const kr_report *a = set->reports[1], *b = solo->reports[0];
+    assert_true(a->expected_return == b->expected_return && a->var95 == b->var95 && a->prob_up == b->prob_up);
+    assert_memory_equal(a->fc_p90, b->fc_p90, (size_t)5 * 6 * sizeof(double));
+    kr_report_set_free(solo);
+
+    /* Too few rows: the error names the symbol. */
+    kr_candles tiny = *g_aapl;
+    tiny.n = 10;
+    kr_analyze_item bad = {"TINY", "1d", &tiny};
+    assert_int_equal(kr_analyze(g_model, &bad, 1, &p, &solo, &err), KR_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.message, "TINY 1d: 10 rows"));
+    kr_report_set_free(set);
+}
+
+static void test_renderers(void **state) {
+    (void)state;
+    kr_report_set *set = analyze3(2, 4);
+    cJSON *schema = load_schema();
+    kr_error err;
+    char *json = NULL, *md = NULL, *html = NULL;
+    assert_int_equal(kr_render(set, KR_FORMAT_JSON, &json, &err), KR_OK);
+    assert_int_equal(kr_render(set, KR_FORMAT_MD, &md, &err), KR_OK);
+    assert_int_equal(kr_render(set, KR_FORMAT_HTML, &html, &err), KR_OK);
+    expect_valid(schema, json);
+
+    /* JSON numbers are the report's. */
+    cJSON *doc = cJSON_Parse(json);
+    const kr_report *r = set->reports[1];
+    cJSON *jr = cJSON_GetArrayItem(cJSON_GetObjectItem(doc, "reports"), 1);
+    cJSON *st = cJSON_GetObjectItem(jr, "statistics");
+    close_to(cJSON_GetObjectItem(st, "prob_up")->valuedouble, r->prob_up, 1e-15, "json prob_up");
+    close_to(cJSON_GetObjectItem(st, "expected_return_pct")->valuedouble, 100 * r->expected_return, 1e-12, "json er");
+    close_to(cJSON_GetObjectItem(st, "var95_pct")->valuedouble, 100 * r->var95, 1e-12, "json var");
+    cJSON *steps = cJSON_GetObjectItem(cJSON_GetObjectItem(jr, "forecast"), "steps");
+    assert_int_equal(cJSON_GetArraySize(steps), 4);
+    cJSON *p90 = cJSON_GetObjectItem(cJSON_GetArrayItem(steps, 3), "p90");
+    close_to(cJSON_GetObjectItem(p90, "close")->valuedouble, r->fc_p90[3 * 6 + KR_CLOSE], 1e-15, "json p90");
+    cJSON *cal = cJSON_GetObjectItem(jr, "calibration");
+    assert_int_equal(cJSON_GetObjectItem(cal, "windows")->valueint, 2);
+    cJSON *rank = cJSON_GetObjectItem(doc, "ranking");
+    assert_int_equal(cJSON_GetArraySize(rank), 3);
+    assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(rank, 0), "symbol")->valuestring,
+                        set->reports[set->rank[0]]->symbol);
+    cJSON_Delete(doc);
+
+    /* Markdown and HTML: key numbers, ranking, chart, disclaimer; HTML self-contained. */
+    char pct[32], close[32];
+    snprintf(pct, sizeof pct, "%.1f%%", r->prob_up * 100);
+    snprintf(close, sizeof close, "%.2f", r->last_close);
+    assert_non_null(strstr(md, "## Ranking by expected return"));
+    assert_non_null(strstr(md, "## AAPL (1d)"));
+    assert_non_null(strstr(md, pct));
+    assert_non_null(strstr(md, close));
+    assert_non_null(strstr(md, "Not investment advice"));
+    assert_non_null(strstr(md, "### Calibration"));
+    assert_non_null(strstr(html, "<svg"));
+    assert_non_null(strstr(html, "p10-p90 band"));
+    assert_non_null(strstr(html, "Ranking by expected return"));
+    assert_non_null(strstr(html, pct));
+    assert_non_null(strstr(html, close));
+    assert_non_null(strstr(html, "Not investment advice"));
+    assert_non_null(strstr(html, "@media print"));
+    assert_null(strstr(html, "<script"));
+    assert_null(strstr(html, "<link"));
+    assert_null(strstr(html, "src="));
+    assert_null(strstr(html, "url("));
+    /* Every svg opened is closed. */
+    int open = 0, closed = 0;
+    for (const char *p = html; (p = strstr(p, "<svg")); p++) open++;
+    for (const char *p = html; (p = strstr(p, "</svg>")); p++) closed++;
+    assert_int_equal(open, 3);
+    assert_int_equal(closed, 3);
+
+    /* A single-report set without calibration and with NaN figures stays schema-valid. */
+    kr_report_set_free(set);
+    kr_analyze_item one = {"BTC-USD", "1h", g_btc};
+    kr_analyze_params p = kr_analyze_default_params();
+    p.horizon = 1;
+    p.paths = 1;
+    set = NULL;
+    assert_int_equal(kr_analyze(g_model, &one, 1, &p, &set, &err), KR_OK);
+    free(json);
+    assert_int_equal(kr_render_json(set, &json, &err), KR_OK);
+    expect_valid(schema, json);
+    assert_non_null(strstr(json, "\"forecast_volatility_pct\":\tnull"));
+    assert_non_null(strstr(json, "\"calibration\":\tnull"));
+    free(html);
+    assert_int_equal(kr_render_html(set, &html, &err), KR_OK);
+    assert_null(strstr(html, "Ranking by expected return"));
+    free(md);
+    assert_int_equal(kr_render_md(set, &md, &err), KR_OK);
+    assert_non_null(strstr(md, "n/a"));
+
+    free(json);
+    free(md);
+    free(html);
+    cJSON_Delete(schema);
+    kr_report_set_free(set);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_report_numbers_independent),
+        cmocka_unit_test(test_calibration_independent),
+        cmocka_unit_test(test_validator_rejects),
+        cmocka_unit_test(test_batch_equals_single_and_ranks),
+        cmocka_unit_test(test_renderers),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,772 @@
+/*
+ * The HTTP server end to end: real servers (src/server) on 127.0.0.1 with ephemeral ports,
+ * in this process, over the bundled demo model, driven by libcurl.
+ *
+ *  - routes, auth (401), 404, 405, 400 naming field and row, 413 (declared and chunked);
+ *  - 50 concurrent seeded requests each equal to the same request run alone, and to the
+ *    library's kr_forecast_run;
+ *  - a repeated window is served from the prefix cache (usage.cached_tokens, /metrics);
+ *  - SSE: one progress event per step, then the result;
+ *  - 504 on a tiny deadline; 429 + Retry-After on a tiny queue;
+ *  - a client that aborts a stream cancels it and its KV returns to the cache-only level;
+ *  - drain: /ready and new requests 503, the in-flight request still completes with 200.
+ */
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+#include <curl/curl.h>
+
+#include "test_support.h"
+
+#include "base/timeutil.h"
+#include "kronos.h"
+#include "market/candles.h"
+#include "server/server.h"
+
+#define API_KEY "test-key-0123"
+
+static kr_model *g_model;
+static kr_candles *g_candles;
+static kr_server *g_srv; /* the shared server: API key, 256 KiB body limit */
+
+/* ------------------------------------------------------------------ HTTP client */
+
+typedef struct http_resp {
+    long status;
+    char *body;
+    size_t len;
+    char retry_after[32], allow[64], content_type[128], www_auth[128];
+    /* streaming abort: stop after this many "event: progress" frames (0 = never) */
+    int abort_after_progress;
+    int progress_seen;
+} http_resp;
+
+static size_t on_body(char *p, size_t sz, size_t n, void *ud) {
+    http_resp *r = ud;
+    size_t k = sz * n;
+    char *nb = realloc(r->body, r->len + k + 1);
+    if (!nb) return 0;
+    r->body = nb;
+    memcpy(r->body + r->len, p, k);
+    r->len += k;
+    r->body[r->len] = '\0';
+    if (r->abort_after_progress) {
+        int count = 0;
+        for (const char *q = r->body; (q = strstr(q, "event: progress")); q++) count++;
+        r->progress_seen = count;
+        if (count >= r->abort_after_progress) return 0; /* abort: curl closes the socket */
+    }
+    return k;
+}
+
+static void copy_header(const char *line, size_t n, const char *name, char *out, size_t cap) {
+    size_t nl = strlen(name);
+    if (n <= nl || strncasecmp(line, name, nl) != 0) return;
+    const char *v = line + nl;
+    size_t vn = n - nl;
+    while (vn && (*v == ' ')) v++, vn--;
+    while (vn && (v[vn - 1] == '\r' || v[vn - 1] == '\n')) vn--;
+    snprintf(out, cap, "%.*s", (int)vn, v);
+}
+
+static size_t on_header(char *p, size_t sz, size_t n, void *ud) {
+    http_resp *r = ud;
+    size_t k = sz * n;
+    copy_header(p, k, "Retry-After:", r->retry_after, sizeof r->retry_after);
+    copy_header(p, k, "Allow:", r->allow, sizeof r->allow);
+    copy_header(p, k, "Content-Type:", r->content_type, sizeof r->content_type);
+    copy_header(p, k, "WWW-Authenticate:", r->www_auth, sizeof r->www_auth);
+    return k;
+}
+
+typedef struct chunked_src {
+    size_t left;
+} chunked_src;
+
+static size_t on_read(char *buf, size_t sz, size_t n, void *ud) {
+    chunked_src *s = ud;
+    size_t k = sz * n < s->left ? sz * n : s->left;
+    memset(buf, ' ', k);
+    s->left -= k;
+    return k;
+}
+
+/* One request. auth: the bearer key or NULL. chunked_bytes > 0: send that many bytes with
+ * chunked transfer encoding instead of body. Returns the curl code. */
+static CURLcode http_ex(int port, const char *method, const char *path, const char *body,
+                        const char *auth, size_t chunked_bytes, http_resp *r) {
+    CURL *h = curl_easy_init();
+    char url[256], hdr[256];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, path);
+    struct curl_slist *hl = NULL;
+    if (auth) {
+        snprintf(hdr, sizeof hdr, "Authorization: Bearer %s", auth);
+        hl = curl_slist_append(hl, hdr);
+    }
+    hl = curl_slist_append(hl, "Content-Type: application/json");
+    hl = curl_slist_append(hl, "Expect:");
+    chunked_src src = {chunked_bytes};
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+    if (chunked_bytes) {
+        hl = curl_slist_append(hl, "Transfer-Encoding: chunked");
+        curl_easy_setopt(h, CURLOPT_POST, 1L);
+        curl_easy_setopt(h, CURLOPT_READFUNCTION, on_read);
+        curl_easy_setopt(h, CURLOPT_READDATA, &src);
+    } else if (body) {
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
+    }
+    if (!strcmp(method, "HEAD")) curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, r);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, r);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, 300L);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    CURLcode cc = curl_easy_perform(h);
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r->status);
+    curl_slist_free_all(hl);
+    curl_easy_cleanup(h);
+    return cc;
+}
+
+static http_resp *http(int port, const char *method, const char *path, const char *body,
+                       const char *auth) {
+    http_resp *r = calloc(1, sizeof *r);
+    CURLcode cc = http_ex(port, method, path, body, auth, 0, r);
+    if (cc != CURLE_OK) fail_msg("%s %s: curl: %s", method, path, curl_easy_strerror(cc));
+    return r;
+}
+
+static void resp_free(http_resp *r) {
+    if (!r) return;
+    free(r->body);
+    free(r);
+}
+
+/* The error object's field, or "" (static buffer). */
+static const char *error_field(const http_resp *r) {
+    static char out[256];
+    out[0] = '\0';
+    cJSON *root = cJSON_Parse(r->body ? r->body : "");
+    cJSON *f = cJSON_GetObjectItem(cJSON_GetObjectItem(root, "error"), "field");
+    if (cJSON_IsString(f)) snprintf(out, sizeof out, "%s", f->valuestring);
+    cJSON_Delete(root);
+    return out;
+}
+
+/* Value of one exact series line in a /metrics scrape, or -1 when absent. */
+static double metric_value(int port, const char *series) {
+    http_resp *r = http(port, "GET", "/metrics", NULL, NULL);
+    assert_int_equal(r->status, 200);
+    double v = -1;
+    size_t n = strlen(series);
+    for (const char *line = r->body; line && *line;) {
+        if (!strncmp(line, series, n) && line[n] == ' ') {
+            v = strtod(line + n + 1, NULL);
+            break;
+        }
+        const char *nl = strchr(line, '\n');
+        line = nl ? nl + 1 : NULL;
+    }
+    resp_free(r);
+    return v;
+}
+
+/* ------------------------------------------------------------------ request bodies */
+
+typedef struct sbuf {
+    char *s;
+    size_t len, cap;
+} sbuf;
+
+static void sb_printf(sbuf *b, const char *fmt, ...) {
+    va_list ap;
+    for (;;) {
+        va_start(ap, fmt);
+        int n = vsnprintf(b->s ? b->s + b->len : NULL, b->s ? b->cap - b->len : 0, fmt, ap);
+        va_end(ap);
+        if (b->s && (size_t)n < b->cap - b->len) {
+            b->len += (size_t)n;
+            return;
+        }
+        b->cap = (b->cap + (size_t)n + 1) * 2;
+        b->s = realloc(b->s, b->cap);
+    }
+}
+
+/* {"candles": rows [start, start+n) of the bundled data, <extra>} ; caller frees. */
+static char *forecast_body(int64_t start, int64_t n, const char *extra) {
+    sbuf b = {0};
+    sb_printf(&b, "{\"candles\":[");
+    for (int64_t i = start; i < start + n; i++) {
+        char ts[32];
+        kr_format_timestamp(g_candles->timestamps[i], 0, ts, sizeof ts);
+        const double *v = g_candles->values + i * 6;
+        sb_printf(&b, "%s[\"%s\",%.17g,%.17g,%.17g,%.17g,%.17g,%.17g]", i > start ? "," : "", ts, v[0],
+                  v[1], v[2], v[3], v[4], v[5]);
+    }
+    sb_printf(&b, "],%s}", extra);
+    return b.s;
+}
+
+static cJSON *json_of(const http_resp *r) {
+    cJSON *root = cJSON_Parse(r->body ? r->body : "");
+    if (!root) fail_msg("not JSON: %.200s", r->body ? r->body : "(null)");
+    return root;
+}
+
+/* ------------------------------------------------------------------ fixtures */
+
+static kr_server *start_server(const kr_server_config *cfg) {
+    kr_server *s = NULL;
+    kr_error err = {0};
+    if (kr_server_create(g_model, cfg, &s, &err) != KR_OK) fail_msg("server: %s", err.message);
+    assert_true(kr_server_port(s) > 0);
+    return s;
+}
+
+static void quiet_log(void *user, const char *line) {
+    (void)user;
+    (void)line;
+}
+
+static kr_server_config base_config(void) {
+    kr_server_config c;
+    kr_server_config_defaults(&c);
+    c.port = 0;
+    snprintf(c.model, sizeof c.model, "%s", KR_SOURCE_DIR "/models/kronos-demo/predictor");
+    c.sched.log = quiet_log;
+    return c;
+}
+
+static int setup(void **state) {
+    (void)state;
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    kr_error err = {0};
+    kr_model_params mp = kr_model_default_params();
+    mp.n_threads = 2;
+    if (kr_model_load(KR_SOURCE_DIR "/models/kronos-demo/predictor",
+                      KR_SOURCE_DIR "/models/kronos-demo/tokenizer", &mp, &g_model, &err) != KR_OK) {
+        fprintf(stderr, "%s\n", err.message);
+        return -1;
+    }
+    if (kr_candles_read_csv(KR_SOURCE_DIR "/data/XSHG_5min_600977.csv", &g_candles, &err) != KR_OK) {
+        fprintf(stderr, "%s\n", err.message);
+        return -1;
+    }
+    kr_server_config c = base_config();
+    snprintf(c.api_key, sizeof c.api_key, "%s", API_KEY);
+    c.max_body_bytes = 256 * 1024;
+    kr_server *s = NULL;
+    if (kr_server_create(g_model, &c, &s, &err) != KR_OK) {
+        fprintf(stderr, "%s\n", err.message);
+        return -1;
+    }
+    g_srv = s;
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    kr_server_free(g_srv);
+    kr_candles_free(g_candles);
+    kr_model_free(g_model);
+    curl_global_cleanup();
+    return 0;
+}
+
+/* ------------------------------------------------------------------ tests */
+
+static void test_routes_auth_errors(void **state) {
+    (void)state;
+    int port = kr_server_port(g_srv);
+    http_resp *r = http(port, "GET", "/health", NULL, NULL);
+    assert_int_equal(r->status, 200);
+    resp_free(r);
+    r = http(port, "GET", "/ready", NULL, NULL);
+    assert_int_equal(r->status, 200);
+    assert_non_null(strstr(r->body, "ready"));
+    resp_free(r);
+    r = http(port, "HEAD", "/ready", NULL, NULL);
+    assert_int_equal(r->status, 200);
+    resp_free(r);
+
+    /* /v1 needs the key; /health and /metrics do not. */
+    r = http(port, "GET", "/v1/models", NULL, NULL);
+    assert_int_equal(r->status, 401);
+    assert_non_null(strstr(r->www_auth, "Bearer"));
+    resp_free(r);
+    r = http(port, "GET", "/v1/models", NULL, "wrong-key");
+    assert_int_equal(r->status, 401);
+    resp_free(r);
+    r = http(port, "POST", "/v1/forecast", "{}", API_KEY "x");
+    assert_int_equal(r->status, 401);
+    resp_free(r);
+    r = http(port, "GET", "/v1/models", NULL, API_KEY);
+    assert_int_equal(r->status, 200);
+    assert_non_null(strstr(r->content_type, "application/json"));
+    cJSON *root = json_of(r);
+    assert_string_equal(cJSON_GetArrayItem(cJSON_GetObjectItem(root, "data"), 0)->child->valuestring,
+                        "kronos-demo");
+    cJSON_Delete(root);
+    resp_free(r);
+
+    r = http(port, "GET", "/v2/whatever", NULL, API_KEY);
+    assert_int_equal(r->status, 404);
+    assert_non_null(strstr(r->body, "\"code\":404"));
+    resp_free(r);
+    r = http(port, "GET", "/v1/forecast", NULL, API_KEY);
+    assert_int_equal(r->status, 405);
+    assert_string_equal(r->allow, "POST");
+    resp_free(r);
+    r = http(port, "DELETE", "/health", NULL, NULL);
+    assert_int_equal(r->status, 405);
+    assert_string_equal(r->allow, "GET, HEAD");
+    resp_free(r);
+
+    /* 400s name the field and the row. */
+    r = http(port, "POST", "/v1/forecast", "{\"pred_len\": 3,", API_KEY);
+    assert_int_equal(r->status, 400);
+    assert_string_equal(error_field(r), "body");
+    resp_free(r);
+    sbuf b = {0};
+    sb_printf(&b, "{\"pred_len\":3,\"candles\":[");
+    for (int i = 0; i < 20; i++)
+        sb_printf(&b, "%s[%lld,10,%s,9.3,9.5,100]", i ? "," : "", 1718700000LL + i * 300LL,
+                  i == 17 ? "9.1" : "10.5");
+    sb_printf(&b, "]}");
+    r = http(port, "POST", "/v1/forecast", b.s, API_KEY);
+    assert_int_equal(r->status, 400);
+    assert_string_equal(error_field(r), "candles[17].high");
+    assert_non_null(strstr(r->body, "candles[17].high: 9.1 is below low 9.3"));
+    resp_free(r);
+    free(b.s);
+    char *body = forecast_body(0, 30, "\"pred_len\":3,\"paths\":100000");
+    r = http(port, "POST", "/v1/forecast", body, API_KEY);
+    assert_int_equal(r->status, 400);
+    assert_string_equal(error_field(r), "paths");
+    resp_free(r);
+    free(body);
+    r = http(port, "POST", "/v1/forecast", NULL, API_KEY);
+    assert_int_equal(r->status, 400);
+    assert_string_equal(error_field(r), "body");
+    resp_free(r);
+}
+
+static void test_body_too_large(void **state) {
+    (void)state;
+    int port = kr_server_port(g_srv);
+    /* Declared length over the limit: refused before the body is read. */
+    size_t n = 300 * 1024;
+    char *big = malloc(n + 1);
+    memset(big, ' ', n);
+    memcpy(big, "{\"pred_len\":1}", 14);
+    big[n] = '\0';
+    http_resp *r = calloc(1, sizeof *r);
+    http_ex(port, "POST", "/v1/forecast", big, API_KEY, 0, r);
+    assert_int_equal(r->status, 413);
+    assert_non_null(strstr(r->body, "max_body_bytes"));
+    resp_free(r);
+    free(big);
+    /* Chunked upload (no length): refused once it grows past the limit. */
+    r = calloc(1, sizeof *r);
+    http_ex(port, "POST", "/v1/forecast", NULL, API_KEY, n, r);
+    assert_int_equal(r->status, 413);
+    resp_free(r);
+    /* Within the limit a chunked body is read normally (and then is bad JSON). */
+    r = calloc(1, sizeof *r);
+    http_ex(port, "POST", "/v1/forecast", NULL, API_KEY, 1000, r);
+    assert_int_equal(r->status, 400);
+    resp_free(r);
+    r = http(port, "GET", "/health", NULL, NULL);
+    assert_int_equal(r->status, 200);
+    resp_free(r);
+    assert_true(metric_value(port, "kronos_http_rejected_total{reason=\"too_large\"}") >= 2);
+}
+
+/* ---- 50 concurrent == alone */
+
+#define N_CONC 50
+
+typedef struct conc_job {
+    int port;
+    char *body;
+    http_resp resp;
+} conc_job;
+
+static void *conc_run(void *arg) {
+    conc_job *j = arg;
+    http_ex(j->port, "POST", "/v1/forecast", j->body, API_KEY, 0, &j->resp);
+    return NULL;
+}
+
+/* The parts of a response that must not depend on batching: mean, quantiles, paths. */
+static char *result_part(const char *body) {
+    cJSON *root = cJSON_Parse(body);
+    if (!root) fail_msg("not JSON: %.200s", body);
+    cJSON *keep = cJSON_CreateObject();
+    cJSON_AddItemToObject(keep, "mean", cJSON_DetachItemFromObject(root, "mean"));
+    cJSON_AddItemToObject(keep, "quantiles", cJSON_DetachItemFromObject(root, "quantiles"));
+    cJSON_AddItemToObject(keep, "paths", cJSON_DetachItemFromObject(root, "paths"));
+    char *s = cJSON_PrintUnformatted(keep);
+    cJSON_Delete(keep);
+    cJSON_Delete(root);
+    return s;
+}
+
+static char *conc_body(int i) {
+    char extra[256];
+    snprintf(extra, sizeof extra,
+             "\"pred_len\":%d,\"paths\":%d,\"seed\":%d,\"return_paths\":true,\"top_k\":%d",
+             6 + i % 5, 2 + i % 3, 1000 + i, i % 2 ? 0 : 20);
+    /* Ten different windows of different lengths, each used by five requests. */
+    return forecast_body(100 + (i % 10) * 37, 48 + (i % 10) * 9, extra);
+}
+
+static void test_concurrent_equals_alone(void **state) {
+    (void)state;
+    int port = kr_server_port(g_srv);
+    conc_job *jobs = calloc(N_CONC, sizeof *jobs);
+    pthread_t th[N_CONC];
+    for (int i = 0; i < N_CONC; i++) {
+        jobs[i].port = port;
+        jobs[i].body = conc_body(i);
+    }
+    for (int i = 0; i < N_CONC; i++) pthread_create(&th[i], NULL, conc_run, &jobs[i]);
+    for (int i = 0; i < N_CONC; i++) pthread_join(th[i], NULL);
+    double batch_sum = metric_value(port, "kronos_batch_size_sum");
+    double batch_count = metric_value(port, "kronos_batch_size_count");
+    assert_true(batch_count > 0);
+    for (int i = 0; i < N_CONC; i++) {
+        if (jobs[i].resp.status != 200)
+            fail_msg("request %d: %ld %.300s", i, jobs[i].resp.status, jobs[i].resp.body);
+        http_resp *alone = http(port, "POST", "/v1/forecast", jobs[i].body, API_KEY);
+        assert_int_equal(alone->status, 200);
+        char *a = result_part(jobs[i].resp.body), *b = result_part(alone->body);
+        if (strcmp(a, b) != 0) fail_msg("request %d differs in a batch from alone", i);
+        free(a);
+        free(b);
+        resp_free(alone);
+        free(jobs[i].body);
+        free(jobs[i].resp.body);
+    }
+    free(jobs);
+    /* The concurrent phase really batched: mean batch size above one path. */
+    fprintf(stderr, "concurrent phase: mean batch size %.2f\n", batch_sum / batch_count);
+    assert_true(batch_sum / batch_count > 1.0);
+}
+
+/* The server's answer equals the library's offline forecast for the same request. */
+static void test_server_matches_library(void **state) {
+    (void)state;
+    int port = kr_server_port(g_srv);
+    char *body = forecast_body(300, 120, "\"pred_len\":7,\"paths\":3,\"seed\":99,\"return_paths\":true");
+    http_resp *r = http(port, "POST", "/v1/forecast", body, API_KEY);
+    assert_int_equal(r->status, 200);
+    kr_forecast_params p = kr_forecast_default_params();
+    p.pred_len = 7;
+    p.paths = 3;
+    p.seed = 99;
+    p.keep_paths = 1;
+    kr_series s = kr_candles_slice(g_candles, 300, 120);
+    kr_forecast *fc = NULL;
+    kr_error err = {0};
+    assert_int_equal(kr_forecast_run(g_model, &s, &p, &fc, &err), KR_OK);
+    cJSON *root = json_of(r);
+    cJSON *mean = cJSON_GetObjectItem(root, "mean");
+    const double *mv = kr_forecast_mean(fc);
+    for (int i = 0; i < 7; i++)
+        for (int c = 0; c < 6; c++) {
+            static const char *k_cols[] = {"open", "high", "low", "close", "volume", "amount"};
+            double got = cJSON_GetObjectItem(cJSON_GetArrayItem(mean, i), k_cols[c])->valuedouble;
+            if (got != mv[i * 6 + c])
+                fail_msg("mean[%d].%s: server %.17g, library %.17g", i, k_cols[c], got, mv[i * 6 + c]);
+        }
+    cJSON *p1 = cJSON_GetArrayItem(cJSON_GetObjectItem(root, "paths"), 1);
+    cJSON *s1 = cJSON_GetObjectItem(p1, "s1");
+    for (int i = 0; i < 7; i++)
+        assert_int_equal((int)cJSON_GetArrayItem(s1, i)->valuedouble, kr_forecast_path_s1(fc, 1)[i]);
+    cJSON_Delete(root);
+    kr_forecast_free(fc);
+    resp_free(r);
+    free(body);
+}
+
+static void test_prefix_cache_reuse(void **state) {
+    (void)state;
+    int port = kr_server_port(g_srv);
+    double hits0 = metric_value(port, "kronos_prefix_cache_hit_tokens_total");
+    assert_true(hits0 >= 0);
+    char *body = forecast_body(1500, 200, "\"pred_len\":4,\"paths\":2,\"seed\":1");
+    http_resp *a = http(port, "POST", "/v1/forecast", body, API_KEY);
+    assert_int_equal(a->status, 200);
+    http_resp *b = http(port, "POST", "/v1/forecast", body, API_KEY);
+    assert_int_equal(b->status, 200);
+    cJSON *ja = json_of(a), *jb = json_of(b);
+    cJSON *ua = cJSON_GetObjectItem(ja, "usage"), *ub = cJSON_GetObjectItem(jb, "usage");
+    double cached_a = cJSON_GetObjectItem(ua, "cached_tokens")->valuedouble;
+    double cached_b = cJSON_GetObjectItem(ub, "cached_tokens")->valuedouble;
+    double prefill_a = cJSON_GetObjectItem(ua, "prefill_tokens")->valuedouble;
+    fprintf(stderr, "first: prefill %g cached %g; second: cached %g\n", prefill_a, cached_a, cached_b);
+    assert_true(prefill_a > 0);
+    assert_true(cached_b > 0);
+    assert_true(cached_b > cached_a);
+    assert_int_equal(cJSON_GetObjectItem(ub, "generated_tokens")->valuedouble, 8);
+    assert_non_null(cJSON_GetObjectItem(cJSON_GetObjectItem(jb, "timing"), "ttft_seconds"));
+    /* Same seed, same window: the cached run gives the same forecast. */
+    char *ra = result_part(a->body), *rb = result_part(b->body);
+    assert_string_equal(ra, rb);
+    free(ra);
+    free(rb);
+    double hits1 = metric_value(port, "kronos_prefix_cache_hit_tokens_total");
+    assert_true(hits1 >= hits0 + cached_b);
+    cJSON_Delete(ja);
+    cJSON_Delete(jb);
+    resp_free(a);
+    resp_free(b);
+    free(body);
+}
+
+/* Splits an SSE body into (event, data) pairs; returns the count. */
+static int sse_events(const char *body, char ev[][32], char **data, int max) {
+    int n = 0;
+    const char *p = body;
+    while (p && *p && n < max) {
+        const char *end = strstr(p, "\n\n");
+        if (!end) break;
+        ev[n][0] = '\0';
+        data[n] = NULL;
+        for (const char *line = p; line < end;) {
+            const char *nl = memchr(line, '\n', (size_t)(end - line));
+            size_t ln = nl ? (size_t)(nl - line) : (size_t)(end - line);
+            if (!strncmp(line, "event: ", 7)) snprintf(ev[n], 32, "%.*s", (int)(ln - 7), line + 7);
+            if (!strncmp(line, "data: ", 6)) data[n] = strndup(line + 6, ln - 6);
+            line += ln + 1;
+        }
+        if (ev[n][0] || data[n]) n++;
+        p = end + 2;
+    }
+    return n;
+}
+
+static void test_stream_shape(void **state) {
+    (void)state;
+    int port = kr_server_port(g_srv);
+    const int P = 9;
+    char extra[128];
+    snprintf(extra, sizeof extra, "\"pred_len\":%d,\"paths\":4,\"seed\":3,\"stream\":true", P);
+    char *body = forecast_body(800, 150, extra);
+    http_resp *r = http(port, "POST", "/v1/forecast", body, API_KEY);
+    assert_int_equal(r->status, 200);
+    assert_string_equal(r->content_type, "text/event-stream");
+    char ev[64][32];
+    char *data[64];
+    int n = sse_events(r->body, ev, data, 64);
+    assert_int_equal(n, P + 1);
+    for (int k = 0; k < P; k++) {
+        assert_string_equal(ev[k], "progress");
+        char want[64];
+        snprintf(want, sizeof want, "{\"step\":%d,\"pred_len\":%d}", k + 1, P);
+        assert_string_equal(data[k], want);
+    }
+    assert_string_equal(ev[P], "result");
+    cJSON *res = cJSON_Parse(data[P]);
+    assert_non_null(res);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(res, "mean")), P);
+    cJSON_Delete(res);
+    /* The streamed result equals the plain one. */
+    char *plain_body = forecast_body(800, 150, "\"pred_len\":9,\"paths\":4,\"seed\":3");
+    http_resp *plain = http(port, "POST", "/v1/forecast", plain_body, API_KEY);
+    char *a = result_part(plain->body), *b = result_part(data[P]);
+    assert_string_equal(a, b);
+    free(a);
+    free(b);
+    for (int k = 0; k < n; k++) free(data[k]);
+    resp_free(plain);
+    free(plain_body);
+    resp_free(r);
+    free(body);
+}
+
+static void test_deadline_504(void **state) {
+    (void)state;
+    int port = kr_server_port(g_srv);
+    char *body = forecast_body(0, 300, "\"pred_len\":200,\"paths\":64,\"timeout_s\":0.001");
+    http_resp *r = http(port, "POST", "/v1/forecast", body, API_KEY);
+    assert_int_equal(r->status, 504);
+    assert_non_null(strstr(r->body, "\"code\":504"));
+    resp_free(r);
+    free(body);
+    /* Streamed: the deadline arrives as an error event. */
+    body = forecast_body(0, 300, "\"pred_len\":200,\"paths\":64,\"timeout_s\":0.001,\"stream\":true");
+    r = http(port, "POST", "/v1/forecast", body, API_KEY);
+    assert_int_equal(r->status, 200);
+    assert_non_null(strstr(r->body, "event: error"));
+    assert_non_null(strstr(r->body, "\"code\":504"));
+    assert_null(strstr(r->body, "event: result"));
+    resp_free(r);
+    free(body);
+}
+
+static int kv_settled(kr_sched_stats *st) {
+    kr_sched_get_stats(kr_server_sched(g_srv), st);
+    return st->running == 0 && st->waiting == 0;
+}
+
+static void test_cancel_frees_kv(void **state) {
+    (void)state;
+    int port = kr_server_port(g_srv);
+    double cancelled0 = metric_value(port, "kronos_requests_total{outcome=\"cancelled\"}");
+    char *body = forecast_body(500, 400, "\"pred_len\":400,\"paths\":128,\"seed\":5,\"stream\":true");
+    http_resp *r = calloc(1, sizeof *r);
+    r->abort_after_progress = 3;
+    CURLcode cc = http_ex(port, "POST", "/v1/forecast", body, API_KEY, 0, r);
+    assert_int_equal(cc, CURLE_WRITE_ERROR); /* we hung up */
+    assert_true(r->progress_seen >= 3);
+    assert_null(strstr(r->body, "event: result"));
+    /* The scheduler drops the request at its next step; its KV goes, the cache stays. */
+    kr_sched_stats st;
+    double t0 = kr_now_seconds();
+    while (!kv_settled(&st) && kr_now_seconds() - t0 < 20) usleep(10000);
+    assert_int_equal(st.running, 0);
+    assert_int_equal(st.waiting, 0);
+    fprintf(stderr, "after cancel: kv_bytes_used %zu, prefix_cache_bytes %zu (%.2f s)\n",
+            st.kv_bytes_used, st.prefix_cache_bytes, kr_now_seconds() - t0);
+    assert_int_equal(st.kv_bytes_used, st.prefix_cache_bytes);
+    /* It was cancelled, not run to the end. */
+    double cancelled1 = -1;
+    for (int i = 0; i < 100 && cancelled1 < cancelled0 + 1; i++) {
+        cancelled1 = metric_value(port, "kronos_requests_total{outcome=\"cancelled\"}");
+        usleep(10000);
+    }
+    assert_true(cancelled1 >= cancelled0 + 1);
+    assert_true(metric_value(port, "kronos_http_requests_total{route=\"/v1/forecast\",code=\"499\"}") >= 1);
+    resp_free(r);
+    free(body);
+}
+
+/* ---- 429 on a tiny queue */
+
+#define N_BUSY 8
+
+static void test_busy_429(void **state) {
+    (void)state;
+    kr_server_config c = base_config();
+    c.sched.max_queue = 1;
+    c.sched.max_running = 1;
+    c.sched.tune = 0;
+    kr_server *s = start_server(&c);
+    conc_job jobs[N_BUSY];
+    pthread_t th[N_BUSY];
+    memset(jobs, 0, sizeof jobs);
+    for (int i = 0; i < N_BUSY; i++) {
+        jobs[i].port = kr_server_port(s);
+        jobs[i].body = forecast_body(100 + i, 200, "\"pred_len\":60,\"paths\":16");
+    }
+    for (int i = 0; i < N_BUSY; i++) pthread_create(&th[i], NULL, conc_run, &jobs[i]);
+    for (int i = 0; i < N_BUSY; i++) pthread_join(th[i], NULL);
+    int ok = 0, busy = 0;
+    for (int i = 0; i < N_BUSY; i++) {
+        if (jobs[i].resp.status == 200) ok++;
+        else if (jobs[i].resp.status == 429) {
+            busy++;
+            assert_string_equal(jobs[i].resp.retry_after, "1");
+            assert_non_null(strstr(jobs[i].resp.body, "\"code\":429"));
+        } else {
+            fail_msg("request %d: unexpected %ld %.200s", i, jobs[i].resp.status, jobs[i].resp.body);
+        }
+        free(jobs[i].body);
+        free(jobs[i].resp.body);
+    }
+    fprintf(stderr, "max_queue 1: %d ok, %d busy\n", ok, busy);
+    assert_true(ok >= 1);
+    assert_true(busy >= 1);
+    assert_true(metric_value(kr_server_port(s), "kronos_http_rejected_total{reason=\"busy\"}") == busy);
+    kr_server_free(s);
+}
+
+/* ---- drain */
+
+typedef struct drain_arg {
+    kr_server *s;
+    double seconds;
+} drain_arg;
+
+static void *drain_run(void *arg) {
+    drain_arg *d = arg;
+    double t0 = kr_now_seconds();
+    kr_server_drain(d->s, 30);
+    d->seconds = kr_now_seconds() - t0;
+    return NULL;
+}
+
+static void test_drain(void **state) {
+    (void)state;
+    kr_server_config c = base_config();
+    kr_server *s = start_server(&c);
+    int port = kr_server_port(s);
+    conc_job inflight = {port, forecast_body(200, 300, "\"pred_len\":150,\"paths\":32,\"seed\":8"), {0}};
+    pthread_t th, dth;
+    pthread_create(&th, NULL, conc_run, &inflight);
+    kr_sched_stats st;
+    double t0 = kr_now_seconds();
+    do {
+        usleep(2000);
+        kr_sched_get_stats(kr_server_sched(s), &st);
+    } while (st.running == 0 && kr_now_seconds() - t0 < 10);
+    assert_int_equal(st.running, 1);
+
+    drain_arg d = {s, 0};
+    pthread_create(&dth, NULL, drain_run, &d);
+    t0 = kr_now_seconds();
+    while (!kr_server_is_draining(s) && kr_now_seconds() - t0 < 5) usleep(1000);
+    http_resp *r = http(port, "GET", "/ready", NULL, NULL);
+    assert_int_equal(r->status, 503);
+    assert_non_null(strstr(r->body, "draining"));
+    resp_free(r);
+    r = http(port, "GET", "/health", NULL, NULL);
+    assert_int_equal(r->status, 200);
+    resp_free(r);
+    char *body = forecast_body(0, 50, "\"pred_len\":2");
+    r = http(port, "POST", "/v1/forecast", body, NULL);
+    assert_int_equal(r->status, 503);
+    resp_free(r);
+    free(body);
+
+    pthread_join(th, NULL);
+    if (inflight.resp.status != 200) fail_msg("in-flight: %ld %.200s", inflight.resp.status, inflight.resp.body);
+    cJSON *root = cJSON_Parse(inflight.resp.body);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(root, "mean")), 150);
+    cJSON_Delete(root);
+    pthread_join(dth, NULL);
+    fprintf(stderr, "drain took %.2f s\n", d.seconds);
+    free(inflight.body);
+    free(inflight.resp.body);
+    kr_server_free(s);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_routes_auth_errors),
+        cmocka_unit_test(test_body_too_large),
+        cmocka_unit_test(test_concurrent_equals_alone),
+        cmocka_unit_test(test_server_matches_library),
+        cmocka_unit_test(test_prefix_cache_reuse),
+        cmocka_unit_test(test_stream_shape),
+        cmocka_unit_test(test_deadline_504),
+        cmocka_unit_test(test_cancel_frees_kv),
+        cmocka_unit_test(test_busy_429),
+        cmocka_unit_test(test_drain),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
