@@ -2,9 +2,12 @@
 # Installs the Debian packages kronos builds, tests and fuzzes with (skips apt when all are
 # present, so it is quick and offline on a prepared machine). Needs root or sudo.
 # libsqlite3-dev: the candle store behind `kronos ingest` / `kronos analyze`.
+# libmicrohttpd-dev: the HTTP server behind `kronos serve`; libcurl4-openssl-dev: its tests and
+# the bench/load client.
 set -euo pipefail
 packages=(build-essential cmake pkg-config clang libclang-rt-14-dev
-          libcjson-dev libcmocka-dev libopenblas-dev libxxhash-dev libsqlite3-dev)
+          libcjson-dev libcmocka-dev libopenblas-dev libxxhash-dev libsqlite3-dev
+          libmicrohttpd-dev libcurl4-openssl-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

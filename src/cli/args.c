@@ -8,6 +8,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "hub/hub.h"
+
 #ifndef KR_DEFAULT_MODEL_DIR
 #define KR_DEFAULT_MODEL_DIR "models/kronos-demo"
 #endif
@@ -49,8 +51,32 @@ static int is_file(const char *dir, const char *sub, const char *name) {
     return stat(p, &sb) == 0 && S_ISREG(sb.st_mode);
 }
 
+/* A --model / --tokenizer value that is not a directory but has the shape of a hub id
+ * ("NeoQuasar/Kronos-small") names a snapshot pulled into the hub cache. Returns 1 with the
+ * snapshot directory in buf[PATH_MAX], 0 when the value is to be used as given, -1 with a
+ * message when it is a hub id that has not been pulled. An existing directory always wins,
+ * so relative paths like models/kronos-demo keep working. */
+static int resolve_hub_name(const char *value, char *buf, char *msg, size_t msglen) {
+    struct stat sb;
+    if (!value || !kr_hub_is_repo_id(value) || (stat(value, &sb) == 0 && S_ISDIR(sb.st_mode))) return 0;
+    kr_error err = {0};
+    if (kr_hub_resolve_cached(value, NULL, buf, PATH_MAX, &err) == KR_OK) return 1;
+    if (err.status == KR_ERR_INVALID_ARG) /* no usable cache location (HOME unset, ...) */
+        snprintf(msg, msglen, "%s", err.message);
+    else
+        snprintf(msg, msglen, "%s is not downloaded; run: kronos pull %s", value, value);
+    return -1;
+}
+
 int kr_resolve_model_dirs(const char *model, const char *tokenizer, char *pred_dir,
                           char *tok_dir, char *msg, size_t msglen) {
+    char model_snap[PATH_MAX], tok_snap[PATH_MAX];
+    int r = resolve_hub_name(model, model_snap, msg, msglen);
+    if (r < 0) return -1;
+    if (r > 0) model = model_snap;
+    r = resolve_hub_name(tokenizer, tok_snap, msg, msglen);
+    if (r < 0) return -1;
+    if (r > 0) tokenizer = tok_snap;
     const char *env_home = getenv("KRONOS_HOME");
     char fallback[PATH_MAX];
     if (!model && !tokenizer) {

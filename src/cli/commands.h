@@ -11,5 +11,6 @@ int kr_cmd_bench(int argc, char **argv);
 int kr_cmd_serve(int argc, char **argv);
 int kr_cmd_ingest(int argc, char **argv);
 int kr_cmd_analyze(int argc, char **argv);
+int kr_cmd_pull(int argc, char **argv);
 
 #endif

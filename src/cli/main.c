@@ -21,6 +21,7 @@ static const command k_commands[] = {
     {"serve", kr_cmd_serve, "serve forecasts over HTTP (continuous batching, prefix cache, metrics)"},
     {"ingest", kr_cmd_ingest, "store a candle CSV under a symbol and interval in the local database"},
     {"analyze", kr_cmd_analyze, "report on stored symbols: forecast statistics, risk, technicals"},
+    {"pull", kr_cmd_pull, "download a Kronos checkpoint from the Hugging Face hub into its cache"},
 };
 
 static void usage(FILE *f) {

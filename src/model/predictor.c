@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "model/attention_plan.h"
 
 #define KR_RMS_EPS 1e-5f
 
@@ -102,46 +103,11 @@ void kr_predictor_s1_logits(const kr_predictor_weights *w, kr_pool *pool, const 
     kr_linear_run(pool, &w->head_s1, context, m, ld, logits, w->head_s1.n_out);
 }
 
-typedef struct dep_task {
-    const kr_kv_view *views;
-    int m, n_heads, head_dim, d, layer;
-    float scale;
-    const float *q;
-    float *out;
-    float *scratch;
-    int max_keys;
-} dep_task;
-
-static void dep_worker(void *ctx, int ith, int nth) {
-    const dep_task *t = ctx;
-    int items = t->m * t->n_heads;
-    int per = (items + nth - 1) / nth;
-    int begin = ith * per, end = begin + per < items ? begin + per : items;
-    float *scratch = t->scratch + (size_t)ith * t->max_keys;
-    for (int it = begin; it < end; it++) {
-        int r = it / t->n_heads, h = it % t->n_heads;
-        const kr_kv_view *vw = &t->views[r];
-        kr_kv_span spans[KR_MAX_PAST_REFS + 1];
-        int ns = 0;
-        for (int i = 0; i < vw->n; i++) {
-            const kr_kv_ref *ref = &vw->ref[i];
-            if (ref->n == 0) continue;
-            spans[ns].k = kr_kv_k(ref->store, t->layer, ref->start) + h * t->head_dim;
-            spans[ns].v = kr_kv_v(ref->store, t->layer, ref->start) + h * t->head_dim;
-            spans[ns].n = ref->n;
-            spans[ns].stride = ref->store->d;
-            ns++;
-        }
-        kr_attend_f32(t->q + (size_t)r * t->d + h * t->head_dim, t->head_dim, t->scale, spans, ns,
-                      scratch, t->out + (size_t)r * t->d + h * t->head_dim);
-    }
-}
-
 kr_status kr_predictor_s2_logits(const kr_predictor_weights *w, kr_pool *pool, int m,
                                  const int32_t *s1, const float *ctx_last, int ld,
                                  const kr_kv_view *views, float *logits, kr_error *err) {
     int d = w->cfg.d_model, L = w->cfg.n_layers, v1 = 1 << w->cfg.s1_bits;
-    int max_keys = 0;
+    if (m <= 0) return KR_OK;
     for (int r = 0; r < m; r++) {
         if (s1[r] < 0 || s1[r] >= v1)
             return kr_error_set(err, KR_ERR_INVALID_ARG, "predictor: s1 id %d out of vocabulary", s1[r]);
@@ -153,18 +119,30 @@ kr_status kr_predictor_s2_logits(const kr_predictor_weights *w, kr_pool *pool, i
             keys += ref->n;
         }
         if (keys < 1) return kr_error_set(err, KR_ERR_INTERNAL, "predictor: s2 view %d is empty", r);
-        if (keys > max_keys) max_keys = keys;
     }
-    int nth = kr_pool_size(pool);
     size_t md = (size_t)m * d;
-    float *buf = malloc((3 * md + (size_t)nth * max_keys) * sizeof(float));
-    if (!buf) return kr_error_set(err, KR_ERR_NOMEM, "predictor: out of memory for s2");
-    float *sib = buf, *q = buf + md, *att = buf + 2 * md, *scratch = buf + 3 * md;
+    float *buf = malloc(3 * md * sizeof(float));
+    kr_attn_keys *keys = malloc((size_t)m * sizeof *keys);
+    if (!buf || !keys) {
+        free(buf);
+        free(keys);
+        return kr_error_set(err, KR_ERR_NOMEM, "predictor: out of memory for s2");
+    }
+    float *sib = buf, *q = buf + md, *att = buf + 2 * md;
+    for (int r = 0; r < m; r++) {
+        keys[r].n = 0;
+        for (int i = 0; i < views[r].n; i++)
+            if (views[r].ref[i].n > 0) keys[r].ref[keys[r].n++] = views[r].ref[i];
+    }
     for (int r = 0; r < m; r++) memcpy(sib + (size_t)r * d, w->emb_s1 + (size_t)s1[r] * d, d * sizeof(float));
     kr_linear_run(pool, &w->dep.q, sib, m, d, q, d);
-    dep_task t = {views, m, w->dep.n_heads, w->dep.head_dim, d, L,
-                  1.0f / sqrtf((float)w->dep.head_dim), q, att, scratch, max_keys};
-    kr_pool_run(pool, dep_worker, &t);
+    /* No mask, no rotation: one query per path over the window's cached dep K/V. */
+    kr_status st = kr_attention_rows(pool, m, keys, L, w->dep.n_heads, w->dep.head_dim, d, q, att, err);
+    free(keys);
+    if (st != KR_OK) {
+        free(buf);
+        return st;
+    }
     kr_linear_run(pool, &w->dep.out, att, m, d, sib, d);
     for (int r = 0; r < m; r++) kr_add_f32(d, ctx_last + (size_t)r * ld, sib + (size_t)r * d);
     kr_rmsnorm_f32(m, d, sib, d, w->dep_norm, KR_RMS_EPS, q, d);

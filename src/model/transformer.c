@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "model/attention_plan.h"
 
 #define KR_RMS_EPS 1e-5f
 
@@ -78,50 +79,6 @@ kr_status kr_chunks_check(const kr_chunk *chunks, int n_chunks, int n_layers_nee
     return KR_OK;
 }
 
-/* One attention work item per (row, head); rows are mapped back to their chunk. */
-typedef struct attn_task {
-    const kr_chunk *chunks;
-    const int *row_chunk;   /* [total] chunk index of each row */
-    const int *row_first;   /* [total] first row of that chunk */
-    int total, n_heads, head_dim, d, layer;
-    float scale;
-    const float *q;         /* [total][d] rotated queries */
-    float *out;             /* [total][d] */
-    float *scratch;         /* [nth][max_keys] */
-    int max_keys;
-} attn_task;
-
-static void attn_worker(void *ctx, int ith, int nth) {
-    const attn_task *t = ctx;
-    int items = t->total * t->n_heads;
-    int per = (items + nth - 1) / nth;
-    int begin = ith * per, end = begin + per < items ? begin + per : items;
-    float *scratch = t->scratch + (size_t)ith * (size_t)t->max_keys;
-    for (int it = begin; it < end; it++) {
-        int row = it / t->n_heads, h = it % t->n_heads;
-        const kr_chunk *ch = &t->chunks[t->row_chunk[row]];
-        int i = row - t->row_first[row]; /* index inside the chunk */
-        kr_kv_span spans[KR_MAX_PAST_REFS + 1];
-        int ns = 0;
-        for (int r = 0; r < ch->n_past; r++) {
-            const kr_kv_ref *ref = &ch->past[r];
-            if (ref->n == 0) continue;
-            spans[ns].k = kr_kv_k(ref->store, t->layer, ref->start) + h * t->head_dim;
-            spans[ns].v = kr_kv_v(ref->store, t->layer, ref->start) + h * t->head_dim;
-            spans[ns].n = ref->n;
-            spans[ns].stride = ref->store->d;
-            ns++;
-        }
-        spans[ns].k = kr_kv_k(ch->out, t->layer, ch->out_start) + h * t->head_dim;
-        spans[ns].v = kr_kv_v(ch->out, t->layer, ch->out_start) + h * t->head_dim;
-        spans[ns].n = i + 1;
-        spans[ns].stride = ch->out->d;
-        ns++;
-        kr_attend_f32(t->q + (size_t)row * t->d + h * t->head_dim, t->head_dim, t->scale, spans, ns,
-                      scratch, t->out + (size_t)row * t->d + h * t->head_dim);
-    }
-}
-
 kr_status kr_transformer_run(const kr_block_weights *blocks, int n_blocks, int layer0, int d,
                              int ff_dim, kr_pool *pool, float *x, const kr_chunk *chunks,
                              int n_chunks, kr_error *err) {
@@ -130,13 +87,6 @@ kr_status kr_transformer_run(const kr_block_weights *blocks, int n_blocks, int l
     if (st != KR_OK) return st;
     if (n_blocks == 0 || total == 0) return KR_OK;
 
-    int max_keys = 0;
-    for (int c = 0; c < n_chunks; c++) {
-        int keys = chunks[c].n;
-        for (int r = 0; r < chunks[c].n_past; r++) keys += chunks[c].past[r].n;
-        if (keys > max_keys) max_keys = keys;
-    }
-    int nth = kr_pool_size(pool);
     size_t td = (size_t)total * (size_t)d, tf = (size_t)total * (size_t)ff_dim;
     float *h = malloc(td * sizeof(float));
     float *q = malloc(td * sizeof(float));
@@ -145,17 +95,19 @@ kr_status kr_transformer_run(const kr_block_weights *blocks, int n_blocks, int l
     float *att = malloc(td * sizeof(float));
     float *f1 = malloc(tf * sizeof(float));
     float *f3 = malloc(tf * sizeof(float));
-    float *scratch = malloc((size_t)nth * (size_t)max_keys * sizeof(float));
-    int *row_chunk = malloc((size_t)total * sizeof(int));
-    int *row_first = malloc((size_t)total * sizeof(int));
-    if (!h || !q || !kt || !vt || !att || !f1 || !f3 || !scratch || !row_chunk || !row_first) {
+    kr_attn_keys *keys = malloc((size_t)total * sizeof *keys);
+    if (!h || !q || !kt || !vt || !att || !f1 || !f3 || !keys) {
         st = kr_error_set(err, KR_ERR_NOMEM, "transformer: out of memory for %d rows", total);
         goto done;
     }
+    /* Row i of a chunk sees the chunk's past, then its own rows 0..i (causal). */
     for (int c = 0, row = 0; c < n_chunks; c++)
         for (int i = 0; i < chunks[c].n; i++, row++) {
-            row_chunk[row] = c;
-            row_first[row] = row - i;
+            kr_attn_keys *k = &keys[row];
+            k->n = 0;
+            for (int r = 0; r < chunks[c].n_past; r++)
+                if (chunks[c].past[r].n > 0) k->ref[k->n++] = chunks[c].past[r];
+            k->ref[k->n++] = (kr_kv_ref){chunks[c].out, chunks[c].out_start, i + 1};
         }
 
     for (int b = 0; b < n_blocks; b++) {
@@ -176,9 +128,8 @@ kr_status kr_transformer_run(const kr_block_weights *blocks, int n_blocks, int l
                    (size_t)ch->n * (size_t)d * sizeof(float));
             row += ch->n;
         }
-        attn_task at = {chunks, row_chunk, row_first, total, aw->n_heads, aw->head_dim, d, layer,
-                        1.0f / sqrtf((float)aw->head_dim), q, att, scratch, max_keys};
-        kr_pool_run(pool, attn_worker, &at);
+        st = kr_attention_rows(pool, total, keys, layer, aw->n_heads, aw->head_dim, d, q, att, err);
+        if (st != KR_OK) goto done;
         kr_linear_run(pool, &aw->out, att, total, d, h, d);
         kr_add_f32((int)td, h, x);
 
@@ -191,6 +142,6 @@ kr_status kr_transformer_run(const kr_block_weights *blocks, int n_blocks, int l
     }
 done:
     free(h); free(q); free(kt); free(vt); free(att); free(f1); free(f3);
-    free(scratch); free(row_chunk); free(row_first);
+    free(keys);
     return st;
 }

@@ -1,0 +1,487 @@
+/*
+ * load — open-loop load benchmark for `kronos serve` (not part of ctest).
+ *
+ * A single-threaded libcurl-multi client sends forecasts of windows of the bundled 600977.SH
+ * candles with Poisson arrivals (exponential gaps, seeded) at several rates, each for a
+ * bounded time, never waiting for answers before sending the next request (open loop: a slow
+ * server sees its queue grow, as it would in production). Per rate it reports throughput,
+ * p50/p95/p99 latency, the mean engine batch (sample paths per step, from the server's
+ * kronos_batch_size histogram) and the prefix-cache hit rate (from its token counters).
+ *
+ * By default it starts the server itself, in this process on 127.0.0.1 with an ephemeral
+ * port, three times: (a) one request at a time (max_running 1), (b) static batching, (c)
+ * continuous batching with the tuner; with --url it measures that server instead. Then it
+ * forecasts ten different "symbols" (ten disjoint windows stand in for ten stocks, one data
+ * file being bundled) at once and one after the other. Output: Markdown tables.
+ *
+ *   load [--url URL [--api-key KEY]] [--seconds S] [--rates 2,4,8] [--paths N]
+ *        [--pred-len N] [--lookback N] [--windows N] [--seed S] [--modes one,static,continuous]
+ */
+#include <getopt.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+
+#include "base/timeutil.h"
+#include "kronos.h"
+#include "market/candles.h"
+#include "server/server.h"
+
+#define MAX_RATES 16
+
+typedef struct opts {
+    const char *url, *api_key, *modes;
+    double seconds;
+    double rates[MAX_RATES];
+    int n_rates;
+    int paths, pred_len, lookback, windows;
+    unsigned long long seed;
+} opts;
+
+/* ------------------------------------------------------------------ small helpers */
+
+typedef struct sbuf {
+    char *s;
+    size_t len, cap;
+} sbuf;
+
+static void sb_printf(sbuf *b, const char *fmt, ...) {
+    va_list ap;
+    for (;;) {
+        va_start(ap, fmt);
+        int n = vsnprintf(b->s ? b->s + b->len : NULL, b->s ? b->cap - b->len : 0, fmt, ap);
+        va_end(ap);
+        if (n < 0) return;
+        if (b->s && (size_t)n < b->cap - b->len) {
+            b->len += (size_t)n;
+            return;
+        }
+        size_t cap = (b->cap + (size_t)n + 1) * 2;
+        char *ns = realloc(b->s, cap);
+        if (!ns) return;
+        b->s = ns;
+        b->cap = cap;
+    }
+}
+
+/* splitmix64: a seeded, portable stream for the arrival times and window choice. */
+static unsigned long long rng_next(unsigned long long *s) {
+    unsigned long long z = (*s += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+static double rng_unit(unsigned long long *s) { return (double)(rng_next(s) >> 11) * 0x1.0p-53; }
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double percentile(const double *sorted, int n, double q) {
+    if (n == 0) return NAN;
+    double pos = q * (n - 1);
+    int i = (int)pos;
+    if (i + 1 >= n) return sorted[n - 1];
+    return sorted[i] + (pos - i) * (sorted[i + 1] - sorted[i]);
+}
+
+/* A forecast body for rows [start, start+n). Caller frees. */
+static char *window_body(const kr_candles *c, int64_t start, int64_t n, const opts *o,
+                         unsigned long long seed) {
+    sbuf b = {0};
+    sb_printf(&b, "{\"pred_len\":%d,\"paths\":%d,\"seed\":%llu,\"candles\":[", o->pred_len, o->paths,
+              seed);
+    for (int64_t i = start; i < start + n; i++) {
+        char ts[32];
+        kr_format_timestamp(c->timestamps[i], 0, ts, sizeof ts);
+        const double *v = c->values + i * 6;
+        sb_printf(&b, "%s[\"%s\",%.10g,%.10g,%.10g,%.10g,%.10g,%.10g]", i > start ? "," : "", ts,
+                  v[0], v[1], v[2], v[3], v[4], v[5]);
+    }
+    sb_printf(&b, "]}");
+    return b.s;
+}
+
+/* ------------------------------------------------------------------ HTTP */
+
+typedef struct req {
+    CURL *h;
+    struct curl_slist *hdr;
+    double t_send;
+    char *body;     /* borrowed */
+    size_t got;     /* response bytes (discarded) */
+} req;
+
+static size_t discard(char *p, size_t sz, size_t n, void *ud) {
+    (void)p;
+    ((req *)ud)->got += sz * n;
+    return sz * n;
+}
+
+static req *req_new(const char *url, const char *key, char *body) {
+    req *r = calloc(1, sizeof *r);
+    r->h = curl_easy_init();
+    r->body = body;
+    char path[512], auth[300];
+    snprintf(path, sizeof path, "%s/v1/forecast", url);
+    r->hdr = curl_slist_append(NULL, "Content-Type: application/json");
+    r->hdr = curl_slist_append(r->hdr, "Expect:");
+    if (key) {
+        snprintf(auth, sizeof auth, "Authorization: Bearer %s", key);
+        r->hdr = curl_slist_append(r->hdr, auth);
+    }
+    curl_easy_setopt(r->h, CURLOPT_URL, path);
+    curl_easy_setopt(r->h, CURLOPT_HTTPHEADER, r->hdr);
+    curl_easy_setopt(r->h, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(r->h, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
+    curl_easy_setopt(r->h, CURLOPT_WRITEFUNCTION, discard);
+    curl_easy_setopt(r->h, CURLOPT_WRITEDATA, r);
+    curl_easy_setopt(r->h, CURLOPT_PRIVATE, r);
+    curl_easy_setopt(r->h, CURLOPT_TIMEOUT, 300L);
+    curl_easy_setopt(r->h, CURLOPT_NOSIGNAL, 1L);
+    return r;
+}
+
+static void req_free(req *r) {
+    curl_slist_free_all(r->hdr);
+    curl_easy_cleanup(r->h);
+    free(r);
+}
+
+static size_t collect(char *p, size_t sz, size_t n, void *ud) {
+    sb_printf(ud, "%.*s", (int)(sz * n), p);
+    return sz * n;
+}
+
+typedef struct scrape {
+    double batch_sum, batch_count, hit, queried;
+} scrape;
+
+static double series(const char *text, const char *name) {
+    size_t n = strlen(name);
+    for (const char *line = text; line && *line;) {
+        if (!strncmp(line, name, n) && line[n] == ' ') return strtod(line + n + 1, NULL);
+        const char *nl = strchr(line, '\n');
+        line = nl ? nl + 1 : NULL;
+    }
+    return 0;
+}
+
+static scrape scrape_metrics(const char *url) {
+    scrape s = {0};
+    sbuf b = {0};
+    char path[512];
+    snprintf(path, sizeof path, "%s/metrics", url);
+    CURL *h = curl_easy_init();
+    curl_easy_setopt(h, CURLOPT_URL, path);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, collect);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    if (curl_easy_perform(h) == CURLE_OK && b.s) {
+        s.batch_sum = series(b.s, "kronos_batch_size_sum");
+        s.batch_count = series(b.s, "kronos_batch_size_count");
+        s.hit = series(b.s, "kronos_prefix_cache_hit_tokens_total");
+        s.queried = series(b.s, "kronos_prefix_cache_queried_tokens_total");
+    }
+    curl_easy_cleanup(h);
+    free(b.s);
+    return s;
+}
+
+/* ------------------------------------------------------------------ one run */
+
+typedef struct result {
+    int sent, ok, errors;
+    double elapsed, p50, p95, p99, mean_batch, hit_rate;
+} result;
+
+/* Sends bodies[idx[i]] at arrival times at[i] (seconds from start), open loop, and waits for
+ * every answer. */
+static result run_schedule(const char *url, const char *key, char **bodies, const int *idx,
+                           const double *at, int n) {
+    result res = {0};
+    scrape before = scrape_metrics(url);
+    CURLM *m = curl_multi_init();
+    /* Open loop: never queue on the client side. */
+    curl_multi_setopt(m, CURLMOPT_MAX_HOST_CONNECTIONS, 0L);
+    curl_multi_setopt(m, CURLMOPT_MAX_TOTAL_CONNECTIONS, 0L);
+    double *lat = malloc((size_t)(n > 0 ? n : 1) * sizeof *lat);
+    double t0 = kr_now_seconds(), last_done = t0;
+    int next = 0, running = 0, done = 0;
+    while (done < n) {
+        double now = kr_now_seconds() - t0;
+        while (next < n && at[next] <= now) {
+            req *r = req_new(url, key, bodies[idx[next]]);
+            r->t_send = kr_now_seconds();
+            curl_multi_add_handle(m, r->h);
+            next++;
+            res.sent++;
+        }
+        curl_multi_perform(m, &running);
+        CURLMsg *msg;
+        int left;
+        while ((msg = curl_multi_info_read(m, &left))) {
+            if (msg->msg != CURLMSG_DONE) continue;
+            req *r = NULL;
+            curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&r);
+            long code = 0;
+            curl_easy_getinfo(msg->easy_handle, CURLINFO_RESPONSE_CODE, &code);
+            double t = kr_now_seconds();
+            if (msg->data.result == CURLE_OK && code == 200) lat[res.ok++] = t - r->t_send;
+            else res.errors++;
+            last_done = t;
+            curl_multi_remove_handle(m, r->h);
+            req_free(r);
+            done++;
+        }
+        int wait_ms = 100;
+        if (next < n) {
+            double dt = at[next] - (kr_now_seconds() - t0);
+            wait_ms = dt <= 0 ? 0 : (int)(dt * 1000) + 1;
+            if (wait_ms > 100) wait_ms = 100;
+        }
+        if (done < n) curl_multi_poll(m, NULL, 0, wait_ms, NULL);
+    }
+    curl_multi_cleanup(m);
+    scrape after = scrape_metrics(url);
+    res.elapsed = last_done - t0;
+    qsort(lat, (size_t)res.ok, sizeof *lat, cmp_double);
+    res.p50 = percentile(lat, res.ok, 0.50);
+    res.p95 = percentile(lat, res.ok, 0.95);
+    res.p99 = percentile(lat, res.ok, 0.99);
+    double bc = after.batch_count - before.batch_count;
+    res.mean_batch = bc > 0 ? (after.batch_sum - before.batch_sum) / bc : NAN;
+    double q = after.queried - before.queried;
+    res.hit_rate = q > 0 ? (after.hit - before.hit) / q : NAN;
+    free(lat);
+    return res;
+}
+
+/* Poisson arrivals at `rate` for `seconds`, each a random one of n_windows bodies. */
+static result run_rate(const char *url, const char *key, char **bodies, int n_windows,
+                       double rate, double seconds, unsigned long long seed) {
+    int cap = (int)(rate * seconds * 2 + 16), n = 0;
+    double *at = malloc((size_t)cap * sizeof *at);
+    int *idx = malloc((size_t)cap * sizeof *idx);
+    unsigned long long s = seed;
+    for (double t = -log(1.0 - rng_unit(&s)) / rate; t < seconds && n < cap;
+         t += -log(1.0 - rng_unit(&s)) / rate) {
+        at[n] = t;
+        idx[n++] = (int)(rng_next(&s) % (unsigned long long)n_windows);
+    }
+    result r = run_schedule(url, key, bodies, idx, at, n);
+    free(at);
+    free(idx);
+    return r;
+}
+
+/* ------------------------------------------------------------------ main */
+
+typedef struct mode {
+    const char *name, *label;
+    int max_running, static_batching, tune;
+} mode;
+
+static const mode k_modes[] = {
+    {"one", "(a) one at a time", 1, 0, 0},
+    {"static", "(b) static batching", 64, 1, 0},
+    {"continuous", "(c) continuous + tuner", 64, 0, 1},
+};
+
+static void print_row(const char *label, double rate, const result *r) {
+    printf("| %s | %.1f | %d | %d | %d | %.2f | %.3f | %.3f | %.3f | %.1f | %.0f%% |\n", label, rate,
+           r->sent, r->ok, r->errors, r->elapsed > 0 ? r->ok / r->elapsed : 0.0, r->p50, r->p95,
+           r->p99, r->mean_batch, r->hit_rate * 100);
+    fflush(stdout);
+}
+
+static void symbols_run(const char *url, const char *key, const kr_candles *c, const opts *o) {
+    enum { N_SYM = 10 };
+    char *bodies[N_SYM];
+    int idx[N_SYM];
+    double at[N_SYM];
+    /* Ten disjoint windows; a fresh seed so none is in the prefix cache yet. */
+    int64_t span = c->n / N_SYM;
+    for (int i = 0; i < N_SYM; i++) {
+        int64_t len = o->lookback < span ? o->lookback : span;
+        bodies[i] = window_body(c, i * span + (span - len), len, o, o->seed + 7777 + (unsigned)i);
+        idx[i] = i;
+        at[i] = 0;
+    }
+    double t0 = kr_now_seconds();
+    result all = run_schedule(url, key, bodies, idx, at, N_SYM);
+    double t_all = kr_now_seconds() - t0;
+    /* One after the other: new seeds and shifted windows, so the cache does not help it. */
+    for (int i = 0; i < N_SYM; i++) {
+        free(bodies[i]);
+        int64_t len = o->lookback < span - 1 ? o->lookback : span - 1;
+        bodies[i] = window_body(c, i * span + (span - len) - 1, len, o, o->seed + 8888 + (unsigned)i);
+    }
+    double t_seq = 0;
+    int seq_ok = 0;
+    for (int i = 0; i < N_SYM; i++) {
+        double t1 = kr_now_seconds();
+        result one = run_schedule(url, key, bodies, &idx[i], at, 1);
+        t_seq += kr_now_seconds() - t1;
+        seq_ok += one.ok;
+    }
+    printf("\n| 10 symbols (%d paths x %d steps, lookback %d) | ok | wall (s) |\n|---|---|---|\n",
+           o->paths, o->pred_len, o->lookback);
+    printf("| at once (10 concurrent requests) | %d | %.2f |\n", all.ok, t_all);
+    printf("| one after the other | %d | %.2f |\n", seq_ok, t_seq);
+    printf("| speedup | | %.2fx |\n", t_all > 0 ? t_seq / t_all : 0.0);
+    for (int i = 0; i < N_SYM; i++) free(bodies[i]);
+}
+
+static void usage(FILE *f) {
+    fputs("usage: load [--url URL [--api-key KEY]] [--seconds S] [--rates R1,R2,...]\n"
+          "            [--paths N] [--pred-len N] [--lookback N] [--windows N] [--seed S]\n"
+          "            [--modes one,static,continuous]\n",
+          f);
+}
+
+static void quiet(void *u, const char *line) {
+    (void)u;
+    (void)line;
+}
+
+int main(int argc, char **argv) {
+    opts o = {0};
+    o.seconds = 20;
+    o.rates[0] = 2, o.rates[1] = 5, o.rates[2] = 10;
+    o.n_rates = 3;
+    o.paths = 8;
+    o.pred_len = 12;
+    o.lookback = 128;
+    o.windows = 24;
+    o.seed = 1;
+    o.modes = "one,static,continuous";
+    static const struct option lo[] = {
+        {"url", required_argument, NULL, 'u'},     {"api-key", required_argument, NULL, 'k'},
+        {"seconds", required_argument, NULL, 's'}, {"rates", required_argument, NULL, 'r'},
+        {"paths", required_argument, NULL, 'p'},   {"pred-len", required_argument, NULL, 'n'},
+        {"lookback", required_argument, NULL, 'l'}, {"windows", required_argument, NULL, 'w'},
+        {"seed", required_argument, NULL, 'S'},    {"modes", required_argument, NULL, 'm'},
+        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
+    };
+    int ch;
+    while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+        switch (ch) {
+        case 'u': o.url = optarg; break;
+        case 'k': o.api_key = optarg; break;
+        case 's': o.seconds = atof(optarg); break;
+        case 'r': {
+            o.n_rates = 0;
+            char buf[256];
+            snprintf(buf, sizeof buf, "%s", optarg);
+            for (char *t = strtok(buf, ","); t && o.n_rates < MAX_RATES; t = strtok(NULL, ","))
+                o.rates[o.n_rates++] = atof(t);
+            break;
+        }
+        case 'p': o.paths = atoi(optarg); break;
+        case 'n': o.pred_len = atoi(optarg); break;
+        case 'l': o.lookback = atoi(optarg); break;
+        case 'w': o.windows = atoi(optarg); break;
+        case 'S': o.seed = strtoull(optarg, NULL, 10); break;
+        case 'm': o.modes = optarg; break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (o.seconds <= 0 || o.n_rates == 0 || o.paths < 1 || o.pred_len < 1 || o.lookback < 2 ||
+        o.windows < 1) {
+        usage(stderr);
+        return 2;
+    }
+    for (int i = 0; i < o.n_rates; i++)
+        if (!(o.rates[i] > 0)) {
+            fprintf(stderr, "load: rates must be positive\n");
+            return 2;
+        }
+
+    kr_error err = {0};
+    kr_candles *c = NULL;
+    if (kr_candles_read_csv(KR_SOURCE_DIR "/data/XSHG_5min_600977.csv", &c, &err) != KR_OK) {
+        fprintf(stderr, "load: %s\n", err.message);
+        return 1;
+    }
+    if (c->n < o.lookback + o.windows) {
+        fprintf(stderr, "load: the data has %lld rows, too few for --lookback %d --windows %d\n",
+                (long long)c->n, o.lookback, o.windows);
+        kr_candles_free(c);
+        return 2;
+    }
+    /* The request mix: `windows` distinct windows (repeats hit the prefix cache). */
+    char **bodies = calloc((size_t)o.windows, sizeof *bodies);
+    unsigned long long s = o.seed;
+    for (int i = 0; i < o.windows; i++) {
+        int64_t start = (int64_t)(rng_next(&s) % (unsigned long long)(c->n - o.lookback));
+        bodies[i] = window_body(c, start, o.lookback, &o, o.seed + (unsigned)i);
+    }
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    printf("# kronos serve load test: %d paths x %d steps, lookback %d, %d distinct windows, "
+           "%.0f s per rate, Poisson arrivals (seed %llu)\n\n",
+           o.paths, o.pred_len, o.lookback, o.windows, o.seconds, o.seed);
+    printf("| mode | rate (req/s) | sent | ok | errors | throughput (req/s) | p50 (s) | p95 (s) | "
+           "p99 (s) | mean batch (paths/step) | cache hit |\n");
+    printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
+
+    int rc = 0;
+    if (o.url) {
+        for (int k = 0; k < o.n_rates; k++) {
+            result r = run_rate(o.url, o.api_key, bodies, o.windows, o.rates[k], o.seconds, o.seed + (unsigned)k);
+            print_row(o.url, o.rates[k], &r);
+        }
+        symbols_run(o.url, o.api_key, c, &o);
+    } else {
+        kr_model *model = NULL;
+        kr_model_params mp = kr_model_default_params();
+        if (kr_model_load(KR_SOURCE_DIR "/models/kronos-demo/predictor",
+                          KR_SOURCE_DIR "/models/kronos-demo/tokenizer", &mp, &model, &err) != KR_OK) {
+            fprintf(stderr, "load: %s\n", err.message);
+            rc = 1;
+        }
+        const mode *last = NULL;
+        for (size_t mi = 0; rc == 0 && mi < sizeof k_modes / sizeof k_modes[0]; mi++) {
+            const mode *md = &k_modes[mi];
+            if (!strstr(o.modes, md->name)) continue;
+            kr_server_config cfg;
+            kr_server_config_defaults(&cfg);
+            cfg.port = 0;
+            cfg.sched.max_running = md->max_running;
+            cfg.sched.static_batching = md->static_batching;
+            cfg.sched.tune = md->tune;
+            cfg.sched.max_queue = 4096;
+            cfg.sched.log = quiet;
+            kr_server *srv = NULL;
+            if (kr_server_create(model, &cfg, &srv, &err) != KR_OK) {
+                fprintf(stderr, "load: %s\n", err.message);
+                rc = 1;
+                break;
+            }
+            char url[64];
+            snprintf(url, sizeof url, "http://127.0.0.1:%d", kr_server_port(srv));
+            for (int k = 0; k < o.n_rates; k++) {
+                result r = run_rate(url, NULL, bodies, o.windows, o.rates[k], o.seconds,
+                                    o.seed + (unsigned)k);
+                print_row(md->label, o.rates[k], &r);
+            }
+            last = md;
+            if (!strcmp(md->name, "continuous")) symbols_run(url, NULL, c, &o);
+            kr_server_free(srv);
+        }
+        (void)last;
+        kr_model_free(model);
+    }
+    for (int i = 0; i < o.windows; i++) free(bodies[i]);
+    free(bodies);
+    kr_candles_free(c);
+    curl_global_cleanup();
+    return rc;
+}
