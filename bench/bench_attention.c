@@ -167,8 +167,8 @@ static void run_multi(void *p) {
             st->own_p[i] = &st->own[(size_t)i * sh->n_heads + h];
             st->n_own[i] = 1;
         }
-        kr_attend_multi_f32(sh->nq, st->qp, sh->head_dim, st->scale, &st->shared[h], 1,
-                            st->own_p, st->n_own, st->scratch, st->stride, st->op);
+        kr_attend_multi_f32(sh->nq, st->qp, sh->head_dim, st->scale, &st->shared[h], 1, st->own_p,
+                            st->n_own, st->scratch, st->stride, st->op);
     }
 }
 

@@ -354,12 +354,12 @@ static void quiet(void *u, const char *line) {
 int main(int argc, char **argv) {
     opts o = {0};
     o.seconds = 20;
-    o.rates[0] = 2, o.rates[1] = 5, o.rates[2] = 10;
+    o.rates[0] = 5, o.rates[1] = 15, o.rates[2] = 30;
     o.n_rates = 3;
     o.paths = 8;
     o.pred_len = 12;
     o.lookback = 128;
-    o.windows = 24;
+    o.windows = 48;
     o.seed = 1;
     o.modes = "one,static,continuous";
     static const struct option lo[] = {
@@ -447,7 +447,6 @@ int main(int argc, char **argv) {
             fprintf(stderr, "load: %s\n", err.message);
             rc = 1;
         }
-        const mode *last = NULL;
         for (size_t mi = 0; rc == 0 && mi < sizeof k_modes / sizeof k_modes[0]; mi++) {
             const mode *md = &k_modes[mi];
             if (!strstr(o.modes, md->name)) continue;
@@ -472,11 +471,9 @@ int main(int argc, char **argv) {
                                     o.seed + (unsigned)k);
                 print_row(md->label, o.rates[k], &r);
             }
-            last = md;
             if (!strcmp(md->name, "continuous")) symbols_run(url, NULL, c, &o);
             kr_server_free(srv);
         }
-        (void)last;
         kr_model_free(model);
     }
     for (int i = 0; i < o.windows; i++) free(bodies[i]);

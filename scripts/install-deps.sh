@@ -2,8 +2,9 @@
 # Installs the Debian packages kronos builds, tests and fuzzes with (skips apt when all are
 # present, so it is quick and offline on a prepared machine). Needs root or sudo.
 # libsqlite3-dev: the candle store behind `kronos ingest` / `kronos analyze`.
-# libmicrohttpd-dev: the HTTP server behind `kronos serve`; libcurl4-openssl-dev: its tests and
-# the bench/load client.
+# libmicrohttpd-dev: the HTTP server behind `kronos serve` (and the stand-in LLM server of the
+# narrative test); libcurl4-openssl-dev: its tests, the bench/load client and the optional
+# `kronos analyze --llm-url` narrative.
 set -euo pipefail
 packages=(build-essential cmake pkg-config clang libclang-rt-14-dev
           libcjson-dev libcmocka-dev libopenblas-dev libxxhash-dev libsqlite3-dev

@@ -132,8 +132,8 @@ static void make_spans(const batch *b, int h, span_set *ss) {
  * float error is measured in. The output is a convex combination of the v rows, and an error
  * in a key's score moves it by about p_j·|v_j − out|, so |v| — not |out|, which can be near
  * zero — is the scale a relative tolerance means. */
-static double attend_double(const float *q, int hd, float scale, const kr_kv_span *spans,
-                            int ns, double *out) {
+static double attend_double(const float *q, int hd, float scale, const kr_kv_span *spans, int ns,
+                            double *out) {
     int n = 0;
     for (int s = 0; s < ns; s++) n += spans[s].n;
     double *p = malloc((size_t)(n ? n : 1) * sizeof *p), mx = -INFINITY, sum = 0.0;
@@ -300,7 +300,8 @@ static void test_multi_out_aliases_q(void **state) {
     make_spans(&b, 1, &ss);
     const int hd = b.hd, d = b.d, stride = b.max_keys;
     float *scratch = malloc((size_t)b.nq * stride * sizeof *scratch);
-    float *want = malloc((size_t)b.nq * d * sizeof *want), *qo = malloc((size_t)b.nq * d * sizeof *qo);
+    float *want = malloc((size_t)b.nq * d * sizeof *want),
+          *qo = malloc((size_t)b.nq * d * sizeof *qo);
     assert_true(scratch && want && qo);
     const float *qp[MAX_NQ], *qop[MAX_NQ];
     float *wp[MAX_NQ], *op[MAX_NQ];
@@ -316,7 +317,8 @@ static void test_multi_out_aliases_q(void **state) {
         memcpy(qo, b.q, (size_t)b.nq * d * sizeof *qo);
         g_vars[vi].multi(b.nq, qop, hd, 0.2f, ss.shared, ss.n_shared, ss.own_p, ss.n_own, scratch,
                          stride, op);
-        for (int i = 0; i < b.nq; i++) assert_memory_equal(wp[i], op[i], (size_t)hd * sizeof(float));
+        for (int i = 0; i < b.nq; i++)
+            assert_memory_equal(wp[i], op[i], (size_t)hd * sizeof(float));
     }
     free(scratch);
     free(want);

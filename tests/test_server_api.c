@@ -544,6 +544,15 @@ static void test_config_file(void **state) {
     assert_true(eff.target_ttft_p95_s == 5.0);
     assert_int_equal(eff.batch_wait_ms, 10);
 
+    /* The example shipped in deploy/ stays valid. */
+    kr_server_config_defaults(&c);
+    if (kr_server_config_load(KR_SOURCE_DIR "/deploy/kronos-serve.json", &c, &err) != KR_OK)
+        fail_msg("%s", err.message);
+    assert_int_equal(c.n_profiles, 3);
+    assert_string_equal(kr_server_profile_at(&c, 10 * 60)->name, "cn-session-am");
+    assert_null(kr_server_profile_at(&c, 12 * 60));
+    assert_string_equal(kr_server_profile_at(&c, 2 * 60)->name, "overnight");
+
     /* A file on disk. */
     char *tmp = kr_test_tmpdir();
     char path[4200];

@@ -9,7 +9,9 @@
  *  - SSE: one progress event per step, then the result;
  *  - 504 on a tiny deadline; 429 + Retry-After on a tiny queue;
  *  - a client that aborts a stream cancels it and its KV returns to the cache-only level;
- *  - drain: /ready and new requests 503, the in-flight request still completes with 200.
+ *  - drain: /ready and new requests 503, the in-flight request still completes with 200;
+ *  - the `kronos serve` process: ephemeral port, SIGTERM drains and exits 0, bad flags and
+ *    config files exit 2 naming the problem.
  */
 #include <math.h>
 #include <pthread.h>
@@ -17,7 +19,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <signal.h>
 #include <strings.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -755,6 +760,117 @@ static void test_drain(void **state) {
     kr_server_free(s);
 }
 
+/* ---- the kronos serve process */
+
+typedef struct proc {
+    pid_t pid;
+    int err_fd;          /* read end of its stderr */
+    char err[8192];
+    size_t err_len;
+} proc;
+
+static void spawn_serve(proc *p, const char *const *args) {
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    memset(p, 0, sizeof *p);
+    p->pid = fork();
+    assert_true(p->pid >= 0);
+    if (p->pid == 0) {
+        dup2(fds[1], 2);
+        close(fds[0]);
+        close(fds[1]);
+        const char *argv[32] = {KR_BINARY_DIR "/kronos", "serve"};
+        int n = 2;
+        for (int i = 0; args[i] && n < 31; i++) argv[n++] = args[i];
+        argv[n] = NULL;
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    close(fds[1]);
+    p->err_fd = fds[0];
+}
+
+/* Reads the child's stderr until `needle` shows up or it closes / times out. */
+static const char *read_err_until(proc *p, const char *needle, double timeout_s) {
+    double t0 = kr_now_seconds();
+    while (!strstr(p->err, needle) && kr_now_seconds() - t0 < timeout_s) {
+        struct pollfd pf = {.fd = p->err_fd, .events = POLLIN};
+        if (poll(&pf, 1, 100) <= 0) continue;
+        ssize_t n = read(p->err_fd, p->err + p->err_len, sizeof p->err - 1 - p->err_len);
+        if (n <= 0) break;
+        p->err_len += (size_t)n;
+        p->err[p->err_len] = '\0';
+    }
+    return strstr(p->err, needle);
+}
+
+static int wait_exit(proc *p, double timeout_s) {
+    double t0 = kr_now_seconds();
+    int st = 0;
+    while (waitpid(p->pid, &st, WNOHANG) == 0) {
+        if (kr_now_seconds() - t0 > timeout_s) {
+            kill(p->pid, SIGKILL);
+            waitpid(p->pid, &st, 0);
+            return -1;
+        }
+        read_err_until(p, "\x01never", 0.01);
+    }
+    read_err_until(p, "\x01never", 0.2);
+    close(p->err_fd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void test_serve_process(void **state) {
+    (void)state;
+    proc p;
+    const char *args[] = {"--port", "0", "--no-tune", "--request-timeout", "60", NULL};
+    spawn_serve(&p, args);
+    const char *l = read_err_until(&p, "listening on http://127.0.0.1:", 30);
+    if (!l) fail_msg("no 'listening on' line: %s", p.err);
+    int port = atoi(l + strlen("listening on http://127.0.0.1:"));
+    assert_true(port > 0);
+    http_resp *r = http(port, "GET", "/ready", NULL, NULL);
+    assert_int_equal(r->status, 200);
+    resp_free(r);
+    /* SIGTERM with a request in flight: it is answered, then the process exits 0. */
+    conc_job inflight = {port, forecast_body(200, 300, "\"pred_len\":120,\"paths\":32"), {0}};
+    pthread_t th;
+    pthread_create(&th, NULL, conc_run, &inflight);
+    /* Wait until the server has accepted it (running or queued), then stop the process. */
+    double t0 = kr_now_seconds();
+    while (metric_value(port, "kronos_requests_running") + metric_value(port, "kronos_requests_waiting") < 1 &&
+           kr_now_seconds() - t0 < 20)
+        usleep(5000);
+    kill(p.pid, SIGTERM);
+    pthread_join(th, NULL);
+    assert_int_equal(inflight.resp.status, 200);
+    assert_int_equal(wait_exit(&p, 60), 0);
+    assert_non_null(strstr(p.err, "draining"));
+    free(inflight.body);
+    free(inflight.resp.body);
+
+    /* Usage errors exit 2 and say what is wrong. */
+    const char *quant[] = {"--quant", "int8", NULL};
+    spawn_serve(&p, quant);
+    assert_int_equal(wait_exit(&p, 30), 2);
+    assert_non_null(strstr(p.err, "--quant 'int8' is not supported yet"));
+    char *tmp = kr_test_tmpdir();
+    char cfg[4200];
+    snprintf(cfg, sizeof cfg, "%s/serve.json", tmp);
+    assert_int_equal(kr_test_write_file(cfg, "{\"batch_wait_ms\": -1}", 21), 0);
+    const char *badcfg[] = {"--config", cfg, NULL};
+    spawn_serve(&p, badcfg);
+    assert_int_equal(wait_exit(&p, 30), 2);
+    assert_non_null(strstr(p.err, "serve.json: batch_wait_ms: must be an integer in 0..60000"));
+    const char *badport[] = {"--port", "99999", NULL};
+    spawn_serve(&p, badport);
+    assert_int_equal(wait_exit(&p, 30), 2);
+    assert_non_null(strstr(p.err, "--port"));
+    unlink(cfg);
+    rmdir(tmp);
+    free(tmp);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_routes_auth_errors),
@@ -767,6 +883,7 @@ int main(void) {
         cmocka_unit_test(test_cancel_frees_kv),
         cmocka_unit_test(test_busy_429),
         cmocka_unit_test(test_drain),
+        cmocka_unit_test(test_serve_process),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -6,9 +6,11 @@
  */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "analyst/chart_svg.h"
+#include "analyst/narrative.h"
 #include "analyst/render.h"
 #include "analyst/summary.h"
 #include "analyst/text.h"
@@ -39,6 +41,10 @@ static const char k_css[] =
     ".kpi .v.long{font-size:15px;padding-top:4px;white-space:nowrap}\n"
     ".pos{color:var(--up)}.neg{color:var(--down)}\n"
     "ul.summary{margin:6px 0 0;padding-left:20px}ul.summary li{margin:3px 0}\n"
+    ".narrative{border-left:3px solid #c7d2fe;background:var(--panel);border-radius:0 6px 6px 0;"
+    "padding:8px 14px;margin:12px 0 0}\n"
+    ".narrative .nl{font-size:12px;color:var(--muted);margin-bottom:4px}\n"
+    ".narrative p{margin:4px 0}.narrative .warn{color:#92400e;font-size:12px}\n"
     ".chart{width:100%;height:auto;display:block;margin-top:6px}\n"
     ".grid2{display:grid;grid-template-columns:1fr 1fr;gap:24px}\n"
     "table{border-collapse:collapse;width:100%;font-size:13px;font-variant-numeric:tabular-nums}\n"
@@ -237,6 +243,65 @@ static void metadata(kr_sb *sb, const kr_report *r) {
     kr_sb_append(sb, "</tbody></table>\n");
 }
 
+/* The language model's narrative under the summary, escaped, one <p> per paragraph; or why a
+ * requested one is missing. Labelled so nobody mistakes it for the report's own words. */
+static void narrative(kr_sb *sb, const kr_report *r) {
+    const kr_narrative *n = r->narrative;
+    if (!n) return;
+    if (!n->text) {
+        kr_sb_append(sb, "<div class=\"narrative\"><div class=\"nl\">No narrative: ");
+        kr_sb_append_html(sb, n->error);
+        kr_sb_append(sb, "</div></div>\n");
+        return;
+    }
+    char label[256];
+    snprintf(label, sizeof label, "Narrative (written by %s from the numbers above; the numbers come from kronos, "
+             "not from the language model)", n->model);
+    kr_sb_append(sb, "<div class=\"narrative\"><div class=\"nl\">");
+    kr_sb_append_html(sb, label);
+    kr_sb_append(sb, "</div>\n<p>");
+    /* Blank lines separate paragraphs; single newlines become <br>. */
+    kr_sb para = {0};
+    for (const char *p = n->text; *p;) {
+        size_t len = strcspn(p, "\n");
+        size_t show = len;
+        while (show > 0 && (p[show - 1] == '\r' || p[show - 1] == ' ' || p[show - 1] == '\t')) show--;
+        if (show == 0) {
+            if (para.len) {
+                kr_sb_append(sb, para.data);
+                kr_sb_append(sb, "</p>\n<p>");
+                para.len = 0;
+                para.data[0] = 0;
+            }
+        } else {
+            char *line = strndup(p, show);
+            if (!line) {
+                sb->oom = 1;
+                break;
+            }
+            if (para.len) kr_sb_append(&para, "<br>\n");
+            kr_sb_append_html(&para, line);
+            free(line);
+        }
+        p += len + (p[len] == '\n');
+    }
+    if (para.oom) sb->oom = 1;
+    if (para.len) kr_sb_append(sb, para.data);
+    kr_sb_free(&para);
+    kr_sb_append(sb, "</p>\n");
+    if (n->warning[0]) {
+        kr_sb_append(sb, "<p class=\"warn\">Warning: ");
+        kr_sb_append_html(sb, n->warning);
+        if (n->unsupported[0]) {
+            kr_sb_append(sb, " (for example ");
+            kr_sb_append_html(sb, n->unsupported);
+            kr_sb_append(sb, ")");
+        }
+        kr_sb_append(sb, ".</p>\n");
+    }
+    kr_sb_append(sb, "</div>\n");
+}
+
 static void report_section(kr_sb *sb, const kr_report *r) {
     char a[32], b[32];
     kr_sb_append(sb, "<section class=\"card\" id=\"");
@@ -257,7 +322,9 @@ static void report_section(kr_sb *sb, const kr_report *r) {
         kr_sb_append_html(sb, r->summary[i]);
         kr_sb_append(sb, "</li>\n");
     }
-    kr_sb_appendf(sb, "</ul>\n<h3>Last %d bars and the %d-bar forecast</h3>\n", r->n_chart, r->horizon);
+    kr_sb_append(sb, "</ul>\n");
+    narrative(sb, r);
+    kr_sb_appendf(sb, "<h3>Last %d bars and the %d-bar forecast</h3>\n", r->n_chart, r->horizon);
     kr_chart_forecast_svg(sb, r, 1020, 440);
     kr_sb_append(sb, "<div class=\"grid2\">\n");
     horizon_table(sb, r);

@@ -11,6 +11,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "analyst/narrative.h"
 #include "analyst/render.h"
 #include "base/error.h"
 #include "base/timeutil.h"
@@ -185,6 +186,25 @@ static void add_metadata(cJSON *root, const kr_report *r) {
     cJSON_AddStringToObject(o, "engine_version", m->engine_version);
 }
 
+/* "narrative": the language model's text or null; "narrative_error": why a requested
+ * narrative is missing, else null. Both always present, like every other key. */
+static void add_narrative(cJSON *root, const kr_report *r) {
+    const kr_narrative *n = r->narrative;
+    if (n && n->text) {
+        cJSON *o = cJSON_AddObjectToObject(root, "narrative");
+        cJSON_AddStringToObject(o, "text", n->text);
+        cJSON_AddStringToObject(o, "model", n->model);
+        cJSON_AddStringToObject(o, "url", n->url);
+        num(o, "seconds", n->seconds);
+        if (n->warning[0]) cJSON_AddStringToObject(o, "warning", n->warning);
+        else cJSON_AddNullToObject(o, "warning");
+    } else {
+        cJSON_AddNullToObject(root, "narrative");
+    }
+    if (n && !n->text) cJSON_AddStringToObject(root, "narrative_error", n->error);
+    else cJSON_AddNullToObject(root, "narrative_error");
+}
+
 static cJSON *report_json(const kr_report *r) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "symbol", r->symbol);
@@ -203,6 +223,7 @@ static cJSON *report_json(const kr_report *r) {
     add_calibration(o, r);
     cJSON *s = cJSON_AddArrayToObject(o, "summary");
     for (int i = 0; i < r->n_summary; i++) cJSON_AddItemToArray(s, cJSON_CreateString(r->summary[i]));
+    add_narrative(o, r);
     add_metadata(o, r);
     return o;
 }

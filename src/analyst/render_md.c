@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "analyst/narrative.h"
 #include "analyst/render.h"
 #include "analyst/text.h"
 #include "base/error.h"
@@ -138,6 +139,54 @@ static void metadata_table(kr_sb *sb, const kr_report *r) {
     kr_sb_appendf(sb, "| Engine | kronos %s |\n\n", m->engine_version);
 }
 
+/* Text from outside (the language model, its server) with & < > as entities, so it cannot
+ * inject HTML into a Markdown viewer that passes HTML through. */
+static void md_text(kr_sb *sb, const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        switch (s[i]) {
+        case '&': kr_sb_append(sb, "&amp;"); break;
+        case '<': kr_sb_append(sb, "&lt;"); break;
+        case '>': kr_sb_append(sb, "&gt;"); break;
+        default: kr_sb_appendn(sb, s + i, 1);
+        }
+    }
+}
+
+/* The language model's narrative under the summary, as a block quote so that whatever
+ * Markdown it writes stays inside it; or why a requested one is missing. */
+static void narrative_md(kr_sb *sb, const kr_report *r) {
+    const kr_narrative *n = r->narrative;
+    if (!n) return;
+    if (!n->text) {
+        kr_sb_append(sb, "*No narrative: ");
+        md_text(sb, n->error, strlen(n->error));
+        kr_sb_append(sb, "*\n\n");
+        return;
+    }
+    kr_sb_append(sb, "**Narrative (written by ");
+    md_text(sb, n->model, strlen(n->model));
+    kr_sb_append(sb, " from the numbers above; the numbers come from kronos, not from the language model)**\n\n");
+    for (const char *p = n->text; *p;) {
+        size_t len = strcspn(p, "\n");
+        size_t show = len;
+        while (show > 0 && p[show - 1] == '\r') show--;
+        kr_sb_append(sb, show ? "> " : ">");
+        md_text(sb, p, show);
+        kr_sb_append(sb, "\n");
+        p += len + (p[len] == '\n');
+    }
+    kr_sb_append(sb, "\n");
+    if (n->warning[0]) {
+        kr_sb_appendf(sb, "*Warning: %s", n->warning);
+        if (n->unsupported[0]) {
+            kr_sb_append(sb, " (for example ");
+            md_text(sb, n->unsupported, strlen(n->unsupported));
+            kr_sb_append(sb, ")");
+        }
+        kr_sb_append(sb, ".*\n\n");
+    }
+}
+
 static void report_md(kr_sb *sb, const kr_report *r) {
     char a[32], d[32];
     kr_sb_appendf(sb, "## %s (%s)\n\n", r->symbol, r->interval);
@@ -146,6 +195,7 @@ static void report_md(kr_sb *sb, const kr_report *r) {
     kr_sb_append(sb, "**Summary**\n\n");
     for (int i = 0; i < r->n_summary; i++) kr_sb_appendf(sb, "- %s\n", r->summary[i]);
     kr_sb_append(sb, "\n");
+    narrative_md(sb, r);
     horizon_table(sb, r);
     path_table(sb, r);
     technical_table(sb, r);

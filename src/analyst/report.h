@@ -83,6 +83,10 @@ typedef struct kr_report {
     char **summary;                 /* [n_summary] sentences, owned */
     int n_summary;
 
+    /* Prose by a language model from the figures above (analyst/narrative): NULL unless
+     * asked for. Borrowed: whoever attached it frees it after the report's last render. */
+    const struct kr_narrative *narrative;
+
     kr_report_meta meta;
     kr_forecast_stats timing;       /* of the forecast call (a batch shares its wall time) */
 } kr_report;

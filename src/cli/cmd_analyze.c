@@ -1,7 +1,9 @@
 /*
  * cli/cmd_analyze — `kronos analyze SYMBOL...`: reads the symbols' candles from the local
  * store, runs the analyst pipeline (one batch forecast for all symbols, optional walk-forward
- * calibration) and writes the report as JSON, Markdown or HTML.
+ * calibration) and writes the report as JSON, Markdown or HTML. With --llm-url, a language
+ * model is then asked for a prose narrative of each report (analyst/narrative); its failure
+ * is a warning, never a failed analysis.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -13,6 +15,7 @@
 #include <unistd.h>
 
 #include "analyst/analyze.h"
+#include "analyst/narrative.h"
 #include "analyst/render.h"
 #include "cli/args.h"
 #include "cli/commands.h"
@@ -51,6 +54,12 @@ static void usage(FILE *f) {
           "  --top-k K             keep the K most likely tokens (default 0 = off)\n"
           "  --calibrate K         also score the last K walk-forward windows against the naive\n"
           "                        no-change forecast (default 0 = off)\n"
+          "  --llm-url URL         also ask a language model behind an Ollama-compatible server\n"
+          "                        (e.g. http://127.0.0.1:11434) to rewrite each symbol's summary\n"
+          "                        as prose, shown beside it; the numbers never come from the\n"
+          "                        model, and a failure only warns (default: off)\n"
+          "  --llm-model NAME      model to ask (default gemma3)\n"
+          "  --llm-timeout S       seconds to wait for each answer (default 60)\n"
           "  --format json|md|html report format (default json)\n"
           "  --out FILE            write the report there instead of stdout\n"
           "  --threads N           compute threads (default: all CPUs)\n"
@@ -58,8 +67,13 @@ static void usage(FILE *f) {
           f);
 }
 
+/* getopt codes of the flags without a short letter. */
+enum { OPT_LLM_URL = 256, OPT_LLM_MODEL, OPT_LLM_TIMEOUT };
+
 typedef struct opts {
     const char *db, *interval, *model, *tokenizer, *out;
+    const char *llm_url, *llm_model;
+    float llm_timeout;          /* seconds; 0: not given */
     const char *symbols[MAX_SYMBOLS];
     int n_symbols, threads;
     kr_report_format format;
@@ -76,6 +90,9 @@ static int parse_opts(int argc, char **argv, opts *o) {
         {"top-p", required_argument, NULL, 'P'},       {"top-k", required_argument, NULL, 'k'},
         {"calibrate", required_argument, NULL, 'K'},   {"format", required_argument, NULL, 'F'},
         {"out", required_argument, NULL, 'o'},         {"threads", required_argument, NULL, 'j'},
+        {"llm-url", required_argument, NULL, OPT_LLM_URL},
+        {"llm-model", required_argument, NULL, OPT_LLM_MODEL},
+        {"llm-timeout", required_argument, NULL, OPT_LLM_TIMEOUT},
         {"help", no_argument, NULL, 'h'},              {NULL, 0, NULL, 0},
     };
     o->p = kr_analyze_default_params();
@@ -133,6 +150,23 @@ static int parse_opts(int argc, char **argv, opts *o) {
             if (!kr_arg_int(optarg, 1, 1024, &o->threads))
                 return kr_cli_usage_error(CMD, "--threads must be an integer in 1..1024, got '%s'", optarg);
             break;
+        case OPT_LLM_URL: {
+            char endpoint[1024];
+            kr_error err;
+            if (kr_narrative_endpoint(optarg, endpoint, sizeof endpoint, &err) != KR_OK)
+                return kr_cli_usage_error(CMD, "--llm-url: %s", err.message);
+            o->llm_url = optarg;
+            break;
+        }
+        case OPT_LLM_MODEL:
+            if (!*optarg) return kr_cli_usage_error(CMD, "%s", "--llm-model must not be empty");
+            o->llm_model = optarg;
+            break;
+        case OPT_LLM_TIMEOUT:
+            if (!kr_arg_float(optarg, 1e-3, 86400.0, &o->llm_timeout))
+                return kr_cli_usage_error(CMD, "--llm-timeout must be a number of seconds in (0, 86400], got '%s'",
+                                          optarg);
+            break;
         case 'h': usage(stdout); return -1;
         default: return kr_cli_usage_error(CMD, "%s", "unknown flag");
         }
@@ -146,6 +180,8 @@ static int parse_opts(int argc, char **argv, opts *o) {
         o->symbols[o->n_symbols++] = argv[i];
     }
     if (o->n_symbols == 0) return kr_cli_usage_error(CMD, "%s", "give at least one SYMBOL");
+    if (!o->llm_url && (o->llm_model || o->llm_timeout > 0))
+        return kr_cli_usage_error(CMD, "%s", "--llm-model and --llm-timeout need --llm-url");
     if (o->interval) {
         kr_error err;
         if (kr_store_check_interval(o->interval, &err) != KR_OK) return kr_cli_usage_error(CMD, "--%s", err.message);
@@ -224,6 +260,27 @@ static int pick_interval(const opts *o, const char *sym, const char *db, const k
     return 0;
 }
 
+/* Asks for the narratives (see --llm-url) and says on stderr what went wrong with any. Only
+ * running out of memory fails the command. Returns 0, or an exit code. */
+static int add_narratives(const opts *o, kr_report_set *set, kr_narrative ***narr) {
+    kr_narrative_params np = kr_narrative_default_params();
+    np.url = o->llm_url;
+    if (o->llm_model) np.model = o->llm_model;
+    if (o->llm_timeout > 0) np.timeout_s = o->llm_timeout;
+    if (isatty(STDERR_FILENO)) np.progress = progress;
+    kr_error err = {0};
+    if (kr_narrative_attach_all(set, &np, narr, &err) != KR_OK) return kr_cli_fail(CMD, err.message);
+    for (int i = 0; i < set->n; i++) {
+        const kr_narrative *n = (*narr)[i];
+        if (!n->text)
+            fprintf(stderr, "kronos %s: warning: no narrative for %s: %s\n", CMD, set->reports[i]->symbol, n->error);
+        else if (n->warning[0])
+            fprintf(stderr, "kronos %s: warning: %s: %s (e.g. '%s'); it is kept, marked with that warning\n", CMD,
+                    set->reports[i]->symbol, n->warning, n->unsupported);
+    }
+    return 0;
+}
+
 static int write_output(const char *out, const char *text) {
     FILE *f = out ? fopen(out, "w") : stdout;
     char msg[PATH_MAX + 128];
@@ -257,6 +314,8 @@ int kr_cmd_analyze(int argc, char **argv) {
     kr_analyze_item items[MAX_SYMBOLS];
     kr_model *model = NULL;
     kr_report_set *set = NULL;
+    kr_narrative **narr = NULL;
+    int n_narr = 0;
     char *text = NULL;
     rc = 1;
 
@@ -314,6 +373,11 @@ int kr_cmd_analyze(int argc, char **argv) {
         rc = kr_cli_fail(CMD, err.message);
         goto done;
     }
+    if (o.llm_url) {
+        n_narr = set->n;
+        if ((rc = add_narratives(&o, set, &narr)) != 0) goto done;
+        rc = 1;
+    }
     if (kr_render(set, o.format, &text, &err) != KR_OK) {
         rc = kr_cli_fail(CMD, err.message);
         goto done;
@@ -322,6 +386,7 @@ int kr_cmd_analyze(int argc, char **argv) {
 done:
     free(text);
     kr_report_set_free(set);
+    kr_narrative_free_all(narr, n_narr); /* after the set: its reports borrow them */
     kr_model_free(model);
     for (int i = 0; i < o.n_symbols; i++) kr_candles_free(cs[i]);
     free(all);

@@ -67,11 +67,6 @@ static double speed_mbs(const kr_hub_progress *p) {
     return p->seconds > 0 ? (double)(p->done - p->resumed) / 1e6 / p->seconds : 0;
 }
 
-static void end_bar(progress_out *o) {
-    if (o->bar_drawn) fputc('\n', stderr);
-    o->bar_drawn = 0;
-}
-
 static void draw_bar(progress_out *o, const kr_hub_progress *p) {
     char a[32], b[32];
     enum { WIDTH = 24 };
@@ -89,21 +84,30 @@ static void draw_bar(progress_out *o, const kr_hub_progress *p) {
     o->bar_drawn = 1;
 }
 
+/* Starts a line of its own: on a terminal the bar line is overwritten in place, elsewhere it
+ * was never drawn. */
+static void line_start(progress_out *o) {
+    if (o->bar_drawn) fputs("\r\033[K", stderr);
+    o->bar_drawn = 0;
+}
+
 static int on_progress(const kr_hub_progress *p, void *user) {
     progress_out *o = user;
     char a[32], b[32];
     double now = mono_seconds();
     switch (p->event) {
     case KR_HUB_FILE_START:
-        end_bar(o);
-        if (p->done > 0)
+        line_start(o);
+        if (o->tty) {
+            draw_bar(o, p); /* the bar names the file and size */
+        } else if (p->done > 0) {
             fprintf(stderr, "%s: %s: resuming at %s of %s\n", p->repo, p->file, human(p->done, a, sizeof a),
                     p->total >= 0 ? human(p->total, b, sizeof b) : "?");
-        else
+        } else {
             fprintf(stderr, "%s: %s: downloading %s\n", p->repo, p->file,
                     p->total >= 0 ? human(p->total, b, sizeof b) : "(size unknown)");
+        }
         o->last_print = now;
-        if (o->tty) draw_bar(o, p);
         break;
     case KR_HUB_FILE_PROGRESS:
         /* A terminal redraws ~10 times a second; a log gets a line every 10 s. */
@@ -118,21 +122,28 @@ static int on_progress(const kr_hub_progress *p, void *user) {
         }
         break;
     case KR_HUB_FILE_RETRY:
-        end_bar(o);
+        line_start(o);
         fprintf(stderr, "%s: %s: connection lost at %s, resuming\n", p->repo, p->file, human(p->done, a, sizeof a));
         break;
+    case KR_HUB_FILE_VERIFY:
+        if (o->tty) {
+            line_start(o);
+            fprintf(stderr, "  %-20s checking sha256 of %s ...", p->file, human(p->done, a, sizeof a));
+            fflush(stderr);
+            o->bar_drawn = 1;
+        }
+        break;
     case KR_HUB_FILE_DONE:
-        if (o->tty) draw_bar(o, p);
-        end_bar(o);
-        fprintf(stderr, "%s: %s: done, %s in %.1f s (%.1f MB/s), verified\n", p->repo, p->file,
-                human(p->done, a, sizeof a), p->seconds, speed_mbs(p));
+        line_start(o);
+        fprintf(stderr, "%s: %s: %s in %.1f s (%.1f MB/s), %s\n", p->repo, p->file, human(p->done, a, sizeof a),
+                p->seconds, speed_mbs(p), p->sha256_verified ? "sha256 ok" : "size ok");
         break;
     case KR_HUB_FILE_CACHED:
-        end_bar(o);
+        line_start(o);
         fprintf(stderr, "%s: %s: already in the cache\n", p->repo, p->file);
         break;
     case KR_HUB_FILE_ABSENT:
-        end_bar(o);
+        line_start(o);
         fprintf(stderr, "%s: %s: not in the repository (optional)\n", p->repo, p->file);
         break;
     }
@@ -181,7 +192,7 @@ int kr_cmd_pull(int argc, char **argv) {
     char snapshot[PATH_MAX];
     kr_error err = {0};
     kr_status st = kr_hub_pull(&params, repo, revision, snapshot, sizeof snapshot, &err);
-    end_bar(&out);
+    if (out.bar_drawn) fputc('\n', stderr); /* keep the bar where it stopped, above the error */
     if (st != KR_OK) return kr_cli_fail(CMD, err.message);
     printf("%s\n", snapshot);
     return 0;

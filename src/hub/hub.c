@@ -171,6 +171,33 @@ kr_status kr_hub_cache_dir(const char *cache_dir, char *out, size_t n, kr_error 
     return KR_OK;
 }
 
+/* The token `huggingface-cli login` saved, so a logged-in machine needs no HF_TOKEN:
+ * $HF_TOKEN_PATH, else $HF_HOME/token, else ~/.cache/huggingface/token. 1 if one was read. */
+static int read_saved_token(char *out, size_t n) {
+    const char *tp = getenv("HF_TOKEN_PATH"), *hf_home = getenv("HF_HOME");
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    char path[PATH_MAX];
+    int len;
+    if (tp && *tp)
+        len = expand_home(path, sizeof path, tp, "");
+    else if (hf_home && *hf_home)
+        len = expand_home(path, sizeof path, hf_home, "/token");
+    else if (xdg && *xdg)
+        len = expand_home(path, sizeof path, xdg, "/huggingface/token");
+    else if (home && *home)
+        len = snprintf(path, sizeof path, "%s/.cache/huggingface/token", home);
+    else
+        return 0;
+    if (len < 0 || (size_t)len >= sizeof path) return 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    size_t got = fread(out, 1, n - 1, f);
+    fclose(f);
+    while (got && (out[got - 1] == '\n' || out[got - 1] == '\r' || out[got - 1] == ' ')) got--;
+    out[got] = '\0';
+    return got > 0;
+}
+
 /* "<cache>/models--org--name" */
 static kr_status repo_folder(const char *cache, const char *repo, char *out, size_t n, kr_error *err) {
     const char *slash = strchr(repo, '/');
@@ -233,7 +260,8 @@ typedef struct pull_ctx {
     /* the file being transferred, for progress reports */
     const char *file;
     int64_t total, resumed;
-    double t0;
+    double t0, t_end;          /* transfer start and end (0: still running), monotonic s */
+    int sha256_verified;
     /* the snapshot being filled: learnt from the first HEAD */
     char commit[128];
     int commit_from_server; /* 0: the server sent no X-Repo-Commit, the revision names it */
@@ -249,7 +277,8 @@ static int emit(pull_ctx *c, kr_hub_event ev, const char *file, int64_t done) {
         .done = done,
         .total = c->total,
         .resumed = c->resumed,
-        .seconds = c->t0 > 0 ? now_seconds() - c->t0 : 0,
+        .seconds = c->t0 > 0 ? (c->t_end > 0 ? c->t_end : now_seconds()) - c->t0 : 0,
+        .sha256_verified = c->sha256_verified,
     };
     return c->p->progress(&pr, c->p->progress_user);
 }
@@ -258,7 +287,8 @@ static int emit(pull_ctx *c, kr_hub_event ev, const char *file, int64_t done) {
 static void emit_untransferred(pull_ctx *c, kr_hub_event ev, const char *file, int64_t size) {
     c->total = size;
     c->resumed = 0;
-    c->t0 = 0;
+    c->t0 = c->t_end = 0;
+    c->sha256_verified = 0;
     emit(c, ev, file, size < 0 ? 0 : size);
 }
 
@@ -276,8 +306,9 @@ static kr_status status_error(const pull_ctx *c, const kr_hub_meta *m, const cha
     if (m->status == 401 || m->status == 403) {
         if (c->have_token)
             return kr_error_set(err, KR_ERR_IO,
-                                "access denied (HTTP %ld) for %s: the HF_TOKEN given was refused or has no "
-                                "access to this repository (a gated one needs its terms accepted on the hub)%s%s",
+                                "access denied (HTTP %ld) for %s: the token sent (HF_TOKEN, or the one "
+                                "'huggingface-cli login' saved) was refused or has no access to this repository "
+                                "(a gated one needs its terms accepted on the hub)%s%s",
                                 m->status, url, msg[0] ? ": " : "", msg);
         /* The hub answers 401 for a repository that does not exist too, so as not to reveal
          * private ones: say both. */
@@ -357,6 +388,8 @@ static kr_status download_blob(pull_ctx *c, const char *file, const char *url, c
     c->total = expected;
     c->resumed = have;
     c->t0 = now_seconds();
+    c->t_end = 0;
+    c->sha256_verified = 0;
     if (emit(c, KR_HUB_FILE_START, file, have)) {
         st = kr_error_set(err, KR_ERR_CANCELLED, "%s: cancelled", url);
         goto out;
@@ -381,7 +414,7 @@ static kr_status download_blob(pull_ctx *c, const char *file, const char *url, c
                 transient = 1;
             } else {
                 st = status_error(c, &m, url, err);
-                transient = m.status >= 500;
+                transient = m.status >= 500 || m.status == 429; /* overloaded or rate-limited: wait, resume */
             }
         }
         if (st == KR_ERR_FORMAT) {
@@ -397,6 +430,7 @@ static kr_status download_blob(pull_ctx *c, const char *file, const char *url, c
         backoff(attempt);
     }
     st = KR_OK;
+    c->t_end = now_seconds();
 
     /* Verify before the blob becomes visible: size first (cheap), then the content hash. */
     if (fstat(fd, &sb) != 0) {
@@ -413,6 +447,7 @@ static kr_status download_blob(pull_ctx *c, const char *file, const char *url, c
     }
     char sha[65] = "";
     if (!etag[0] || is_sha256_hex(etag)) {
+        if (etag[0]) emit(c, KR_HUB_FILE_VERIFY, file, (int64_t)sb.st_size);
         st = kr_sha256_file(part, sha, err);
         if (st != KR_OK) goto out;
         if (etag[0] && strcasecmp(sha, etag) != 0) {
@@ -423,6 +458,7 @@ static kr_status download_blob(pull_ctx *c, const char *file, const char *url, c
                               url, sha, etag, part);
             goto out;
         }
+        c->sha256_verified = etag[0] != '\0';
         if (!etag[0]) {
             int len = snprintf(final_path, sizeof final_path, "%s/blobs/%s", c->repo_dir, sha);
             if (len < 0 || (size_t)len >= sizeof final_path) {
@@ -606,12 +642,15 @@ kr_status kr_hub_pull(const kr_hub_params *params, const char *repo, const char 
     for (size_t len = strlen(c->endpoint); len && c->endpoint[len - 1] == '/'; len--) c->endpoint[len - 1] = '\0';
     const char *token = params->token;
     if (!token || !*token) token = getenv("HF_TOKEN");
+    char saved_token[1024];
+    if ((!token || !*token) && read_saved_token(saved_token, sizeof saved_token)) token = saved_token;
     c->have_token = token && *token;
 
     char dir[PATH_MAX];
     if (st == KR_OK) {
-        snprintf(dir, sizeof dir, "%s/blobs", c->repo_dir);
-        st = make_dirs(dir, err);
+        int len = snprintf(dir, sizeof dir, "%s/blobs", c->repo_dir);
+        st = len < 0 || (size_t)len >= sizeof dir ? kr_error_set(err, KR_ERR_INVALID_ARG, "hub cache path too long")
+                                                  : make_dirs(dir, err);
     }
     if (st == KR_OK) st = make_dirs(c->lock_dir, err);
     int http_open = 0;

@@ -33,7 +33,8 @@ typedef enum kr_hub_event {
     KR_HUB_FILE_DONE = 2,     /* downloaded and verified; the blob is in place */
     KR_HUB_FILE_CACHED = 3,   /* already in the cache: nothing downloaded */
     KR_HUB_FILE_ABSENT = 4,   /* an optional file (README.md) does not exist in the repo */
-    KR_HUB_FILE_RETRY = 5     /* the connection broke; resuming from `done` */
+    KR_HUB_FILE_RETRY = 5,    /* the connection broke; resuming from `done` */
+    KR_HUB_FILE_VERIFY = 6    /* all bytes arrived; hashing them against the hub's sha256 */
 } kr_hub_event;
 
 typedef struct kr_hub_progress {
@@ -43,7 +44,9 @@ typedef struct kr_hub_progress {
     int64_t done;       /* bytes of the file on disk, a resumed prefix included */
     int64_t total;      /* expected size in bytes; -1 when the server does not say */
     int64_t resumed;    /* bytes that were already on disk when this file's transfer began */
-    double seconds;     /* wall time since this file's transfer began */
+    double seconds;     /* wall time of this file's transfer so far (verification excluded) */
+    int sha256_verified; /* DONE: 1 if the contents matched the hub's sha256, 0 if only the size
+                            could be checked (non-LFS files have a git id as ETag) */
 } kr_hub_progress;
 
 /* Called from the pulling thread, often (every few KB); keep it cheap and throttle output.
@@ -53,7 +56,9 @@ typedef int (*kr_hub_progress_fn)(const kr_hub_progress *p, void *user);
 typedef struct kr_hub_params {
     const char *endpoint;   /* NULL: $HF_ENDPOINT, else https://huggingface.co */
     const char *cache_dir;  /* hub cache directory; NULL: $HF_HUB_CACHE, $HF_HOME/hub, ~/.cache/... */
-    const char *token;      /* NULL: $HF_TOKEN; sent as "Authorization: Bearer" */
+    const char *token;      /* NULL: $HF_TOKEN, else the token file `huggingface-cli login`
+                               saved ($HF_TOKEN_PATH, $HF_HOME/token); sent as "Authorization:
+                               Bearer" (curl drops it on redirects to another host) */
     kr_hub_progress_fn progress; /* may be NULL */
     void *progress_user;
     long connect_timeout_s; /* TCP + TLS connect timeout (default 30) */

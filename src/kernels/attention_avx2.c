@@ -69,15 +69,14 @@ static float exp_sum8(float *p, int n) {
 
 /* acc[c] += p_j · v_j[8c ..] for keys j = 0..nk−1 in order: one FMA per key and lane, the
  * last chunk masked by tail. The one value-sum step of both kernels. */
-KR_INLINE void fma_keys(const int NC, __m256 *acc, __m256i tail, const float *v, int stride,
-                        int nk, const float *p) {
+KR_INLINE void fma_keys(const int NC, __m256 *acc, __m256i tail, const float *v, int stride, int nk,
+                        const float *p) {
     for (int j = 0; j < nk; j++, v += stride) {
         __m256 pj = _mm256_set1_ps(p[j]);
 #pragma GCC unroll 8
         for (int c = 0; c < NC - 1; c++)
             acc[c] = _mm256_fmadd_ps(pj, _mm256_loadu_ps(v + 8 * c), acc[c]);
-        acc[NC - 1] =
-            _mm256_fmadd_ps(pj, _mm256_maskload_ps(v + 8 * (NC - 1), tail), acc[NC - 1]);
+        acc[NC - 1] = _mm256_fmadd_ps(pj, _mm256_maskload_ps(v + 8 * (NC - 1), tail), acc[NC - 1]);
     }
 }
 
@@ -128,8 +127,8 @@ void kr_attend_f32_avx2(const float *q, int head_dim, float scale, const kr_kv_s
 /* out[0 .. dn) += Σ_j p_j v_j[...] over nk keys (dn <= 8·NC): the running sum round-trips
  * through out, which is exact (a float store/load), so a query's FMA chain per lane is the
  * one wsum builds in registers. */
-KR_INLINE void wsum_add(const int NC, int dn, const float *v, int stride, int nk,
-                        const float *p, float *out) {
+KR_INLINE void wsum_add(const int NC, int dn, const float *v, int stride, int nk, const float *p,
+                        float *out) {
     __m256 acc[8];
     __m256i tail = kr_mask8(dn - 8 * (NC - 1));
 #pragma GCC unroll 8
@@ -164,8 +163,8 @@ static void finish(int head_dim, int n_keys, float sum, float *out) {
     __m256 sv = _mm256_set1_ps(sum);
     for (int d = 0; d < head_dim; d += 8) {
         __m256i m = kr_mask8(head_dim - d);
-        __m256 o = n_keys > 0 ? _mm256_div_ps(_mm256_maskload_ps(out + d, m), sv)
-                              : _mm256_setzero_ps();
+        __m256 o =
+            n_keys > 0 ? _mm256_div_ps(_mm256_maskload_ps(out + d, m), sv) : _mm256_setzero_ps();
         _mm256_maskstore_ps(out + d, m, o);
     }
 }
@@ -187,8 +186,8 @@ static void multi_tile(int nq, const float *const *q, int head_dim, float scale,
         for (int j0 = 0; j0 < shared[s].n; j0 += bk) {
             int nk = shared[s].n - j0 < bk ? shared[s].n - j0 : bk;
             kr_kv_span blk = {NULL, NULL, nk, 0}; /* the block's K rows, from L1 */
-            blk.k = kr_attn_rows(shared[s].k, shared[s].stride, j0, nk, head_dim, pack,
-                                 &blk.stride);
+            blk.k =
+                kr_attn_rows(shared[s].k, shared[s].stride, j0, nk, head_dim, pack, &blk.stride);
             for (int i = 0; i < nq; i++)
                 span_scores(q[i], head_dim, scale, &blk, ROW(i) + n_sh + j0);
         }
@@ -208,35 +207,36 @@ static void multi_tile(int nq, const float *const *q, int head_dim, float scale,
         for (int j0 = 0; j0 < shared[s].n; j0 += bk) {
             int nk = shared[s].n - j0 < bk ? shared[s].n - j0 : bk;
             int vs;
-            const float *v = kr_attn_rows(shared[s].v, shared[s].stride, j0, nk, head_dim, pack, &vs);
-            for (int i = 0; i < nq; i++) values_add(head_dim, v, vs, nk, ROW(i) + base + j0, out[i]);
+            const float *v =
+                kr_attn_rows(shared[s].v, shared[s].stride, j0, nk, head_dim, pack, &vs);
+            for (int i = 0; i < nq; i++)
+                values_add(head_dim, v, vs, nk, ROW(i) + base + j0, out[i]);
         }
     for (int i = 0; i < nq; i++) {
         int n = n_sh, ns = own && n_own ? n_own[i] : 0;
         for (int s = 0; s < ns; n += own[i][s].n, s++)
-            values_add(head_dim, own[i][s].v, own[i][s].stride, own[i][s].n, ROW(i) + n,
-                       out[i]);
+            values_add(head_dim, own[i][s].v, own[i][s].stride, own[i][s].n, ROW(i) + n, out[i]);
         finish(head_dim, n_keys[i], sum[i], out[i]);
     }
 #undef ROW
 }
 
 void kr_attend_multi_f32_avx2(int nq, const float *const *q, int head_dim, float scale,
-                              const kr_kv_span *shared, int n_shared,
-                              const kr_kv_span *const *own, const int *n_own, float *scratch,
-                              int scratch_stride, float *const *out) {
+                              const kr_kv_span *shared, int n_shared, const kr_kv_span *const *own,
+                              const int *n_own, float *scratch, int scratch_stride,
+                              float *const *out) {
     for (int t = 0; t < nq; t += KR_ATTN_TILE)
-        multi_tile(nq - t < KR_ATTN_TILE ? nq - t : KR_ATTN_TILE, q + t, head_dim, scale, shared, n_shared,
-                   own ? own + t : NULL, n_own ? n_own + t : NULL,
+        multi_tile(nq - t < KR_ATTN_TILE ? nq - t : KR_ATTN_TILE, q + t, head_dim, scale, shared,
+                   n_shared, own ? own + t : NULL, n_own ? n_own + t : NULL,
                    scratch + (size_t)t * (size_t)scratch_stride, scratch_stride, out + t);
 }
 
 #else
 /* Off x86-64 the name still links (dispatch never selects it there). */
 void kr_attend_multi_f32_avx2(int nq, const float *const *q, int head_dim, float scale,
-                              const kr_kv_span *shared, int n_shared,
-                              const kr_kv_span *const *own, const int *n_own, float *scratch,
-                              int scratch_stride, float *const *out) {
+                              const kr_kv_span *shared, int n_shared, const kr_kv_span *const *own,
+                              const int *n_own, float *scratch, int scratch_stride,
+                              float *const *out) {
     kr_attend_multi_f32_scalar(nq, q, head_dim, scale, shared, n_shared, own, n_own, scratch,
                                scratch_stride, out);
 }

@@ -54,7 +54,7 @@ static void span_scores(const float *q, int head_dim, float scale, const kr_kv_s
                         float *dst) {
     for (int j = 0; j < sp->n; j += 16)
         scores16(q, head_dim, scale, sp->k + (size_t)j * (size_t)sp->stride, sp->stride,
-                sp->n - j < 16 ? sp->n - j : 16, dst + j);
+                 sp->n - j < 16 ? sp->n - j : 16, dst + j);
 }
 
 /* p[0..n) ← exp(p − max p) in place (n >= 1); returns their sum: 16-lane partial sums over
@@ -137,8 +137,8 @@ void kr_attend_f32_avx512(const float *q, int head_dim, float scale, const kr_kv
 /* out[0 .. dn) += Σ_j p_j v_j[...] over nk keys (dn <= 16·NC): the running sum round-trips
  * through out, which is exact (a float store/load), so a query's FMA chain per lane is the
  * one wsum builds in registers. */
-KR_INLINE void wsum_add(const int NC, int dn, const float *v, int stride, int nk,
-                        const float *p, float *out) {
+KR_INLINE void wsum_add(const int NC, int dn, const float *v, int stride, int nk, const float *p,
+                        float *out) {
     __m512 acc[8];
     __mmask16 tail = kr_mask16(dn - 16 * (NC - 1));
 #pragma GCC unroll 8
@@ -173,8 +173,8 @@ static void finish(int head_dim, int n_keys, float sum, float *out) {
     __m512 is = _mm512_set1_ps(sum);
     for (int d = 0; d < head_dim; d += 16) {
         __mmask16 m = kr_mask16(head_dim - d);
-        __m512 o = n_keys > 0 ? _mm512_div_ps(_mm512_maskz_loadu_ps(m, out + d), is)
-                              : _mm512_setzero_ps();
+        __m512 o =
+            n_keys > 0 ? _mm512_div_ps(_mm512_maskz_loadu_ps(m, out + d), is) : _mm512_setzero_ps();
         _mm512_mask_storeu_ps(out + d, m, o);
     }
 }
@@ -196,8 +196,8 @@ static void multi_tile(int nq, const float *const *q, int head_dim, float scale,
         for (int j0 = 0; j0 < shared[s].n; j0 += bk) {
             int nk = shared[s].n - j0 < bk ? shared[s].n - j0 : bk;
             kr_kv_span blk = {NULL, NULL, nk, 0}; /* the block's K rows, from L1 */
-            blk.k = kr_attn_rows(shared[s].k, shared[s].stride, j0, nk, head_dim, pack,
-                                 &blk.stride);
+            blk.k =
+                kr_attn_rows(shared[s].k, shared[s].stride, j0, nk, head_dim, pack, &blk.stride);
             for (int i = 0; i < nq; i++)
                 span_scores(q[i], head_dim, scale, &blk, ROW(i) + n_sh + j0);
         }
@@ -217,14 +217,15 @@ static void multi_tile(int nq, const float *const *q, int head_dim, float scale,
         for (int j0 = 0; j0 < shared[s].n; j0 += bk) {
             int nk = shared[s].n - j0 < bk ? shared[s].n - j0 : bk;
             int vs;
-            const float *v = kr_attn_rows(shared[s].v, shared[s].stride, j0, nk, head_dim, pack, &vs);
-            for (int i = 0; i < nq; i++) values_add(head_dim, v, vs, nk, ROW(i) + base + j0, out[i]);
+            const float *v =
+                kr_attn_rows(shared[s].v, shared[s].stride, j0, nk, head_dim, pack, &vs);
+            for (int i = 0; i < nq; i++)
+                values_add(head_dim, v, vs, nk, ROW(i) + base + j0, out[i]);
         }
     for (int i = 0; i < nq; i++) {
         int n = n_sh, ns = own && n_own ? n_own[i] : 0;
         for (int s = 0; s < ns; n += own[i][s].n, s++)
-            values_add(head_dim, own[i][s].v, own[i][s].stride, own[i][s].n, ROW(i) + n,
-                       out[i]);
+            values_add(head_dim, own[i][s].v, own[i][s].stride, own[i][s].n, ROW(i) + n, out[i]);
         finish(head_dim, n_keys[i], sum[i], out[i]);
     }
 #undef ROW
@@ -235,8 +236,8 @@ void kr_attend_multi_f32_avx512(int nq, const float *const *q, int head_dim, flo
                                 const kr_kv_span *const *own, const int *n_own, float *scratch,
                                 int scratch_stride, float *const *out) {
     for (int t = 0; t < nq; t += KR_ATTN_TILE)
-        multi_tile(nq - t < KR_ATTN_TILE ? nq - t : KR_ATTN_TILE, q + t, head_dim, scale, shared, n_shared,
-                   own ? own + t : NULL, n_own ? n_own + t : NULL,
+        multi_tile(nq - t < KR_ATTN_TILE ? nq - t : KR_ATTN_TILE, q + t, head_dim, scale, shared,
+                   n_shared, own ? own + t : NULL, n_own ? n_own + t : NULL,
                    scratch + (size_t)t * (size_t)scratch_stride, scratch_stride, out + t);
 }
 

@@ -52,8 +52,8 @@ void kr_attend_f32_scalar(const float *q, int head_dim, float scale, const kr_kv
     int n = 0;
     for (int s = 0; s < n_spans; s++)
         for (int j = 0; j < spans[s].n; j++)
-            scratch[n++] = score(q, spans[s].k + (size_t)j * (size_t)spans[s].stride, head_dim,
-                                 scale);
+            scratch[n++] =
+                score(q, spans[s].k + (size_t)j * (size_t)spans[s].stride, head_dim, scale);
     zero(out, head_dim);
     if (n == 0) return; /* outside the contract; zeros beat 0/0 NaNs spreading downstream */
     float sum = exp_sum(scratch, n);
@@ -82,17 +82,20 @@ static void multi_tile(int nq, const float *const *q, int head_dim, float scale,
     for (int s = 0; s < n_shared; n_sh += shared[s].n, s++)
         for (int j0 = 0; j0 < shared[s].n; j0 += bk) {
             int nk = shared[s].n - j0 < bk ? shared[s].n - j0 : bk, ks;
-            const float *k = kr_attn_rows(shared[s].k, shared[s].stride, j0, nk, head_dim, pack, &ks);
+            const float *k =
+                kr_attn_rows(shared[s].k, shared[s].stride, j0, nk, head_dim, pack, &ks);
             for (int i = 0; i < nq; i++)
                 for (int j = 0; j < nk; j++)
-                    ROW(i)[n_sh + j0 + j] = score(q[i], k + (size_t)j * (size_t)ks, head_dim, scale);
+                    ROW(i)
+                    [n_sh + j0 + j] = score(q[i], k + (size_t)j * (size_t)ks, head_dim, scale);
         }
     for (int i = 0; i < nq; i++) {
         int n = n_sh, ns = own && n_own ? n_own[i] : 0;
         for (int s = 0; s < ns; s++)
             for (int j = 0; j < own[i][s].n; j++)
-                ROW(i)[n++] = score(q[i], own[i][s].k + (size_t)j * (size_t)own[i][s].stride,
-                                    head_dim, scale);
+                ROW(i)
+                [n++] = score(q[i], own[i][s].k + (size_t)j * (size_t)own[i][s].stride, head_dim,
+                              scale);
         n_keys[i] = n;
         sum[i] = n > 0 ? exp_sum(ROW(i), n) : 0.0f;
     }
@@ -102,8 +105,10 @@ static void multi_tile(int nq, const float *const *q, int head_dim, float scale,
     for (int s = 0, base = 0; s < n_shared; base += shared[s].n, s++)
         for (int j0 = 0; j0 < shared[s].n; j0 += bk) {
             int nk = shared[s].n - j0 < bk ? shared[s].n - j0 : bk, vs;
-            const float *v = kr_attn_rows(shared[s].v, shared[s].stride, j0, nk, head_dim, pack, &vs);
-            for (int i = 0; i < nq; i++) add_values(v, vs, nk, ROW(i) + base + j0, head_dim, out[i]);
+            const float *v =
+                kr_attn_rows(shared[s].v, shared[s].stride, j0, nk, head_dim, pack, &vs);
+            for (int i = 0; i < nq; i++)
+                add_values(v, vs, nk, ROW(i) + base + j0, head_dim, out[i]);
         }
     for (int i = 0; i < nq; i++) {
         int n = n_sh, ns = own && n_own ? n_own[i] : 0;
@@ -121,7 +126,7 @@ void kr_attend_multi_f32_scalar(int nq, const float *const *q, int head_dim, flo
                                 const kr_kv_span *const *own, const int *n_own, float *scratch,
                                 int scratch_stride, float *const *out) {
     for (int t = 0; t < nq; t += KR_ATTN_TILE)
-        multi_tile(nq - t < KR_ATTN_TILE ? nq - t : KR_ATTN_TILE, q + t, head_dim, scale, shared, n_shared,
-                   own ? own + t : NULL, n_own ? n_own + t : NULL,
+        multi_tile(nq - t < KR_ATTN_TILE ? nq - t : KR_ATTN_TILE, q + t, head_dim, scale, shared,
+                   n_shared, own ? own + t : NULL, n_own ? n_own + t : NULL,
                    scratch + (size_t)t * (size_t)scratch_stride, scratch_stride, out + t);
 }

@@ -39,16 +39,32 @@ static inline int kr_attn_block_keys(int head_dim, int group) {
     return b < group ? group : b > 256 ? 256 : b;
 }
 
-/* Rows [j0, j0 + nk) of a K or V matrix (rows `stride` floats apart, head_dim used), copied
- * contiguously into pack when they fit; returns where the rows now are and their stride.
- * Why copy: K/V rows of a [positions][d_model] matrix are often a power of two bytes apart
- * (d_model 512 → 2 KB), so a block's rows fall into a few L1 sets and evict each other before
- * the next query comes back to them. A copy changes no value, hence no result. */
+/* L1 sets (of the 64 that 32–48 KB, 64-byte-line L1s have) in which rows `stride` floats
+ * apart start. Rows a multiple of 64 bytes apart revisit a set every 64/gcd(lines, 64) rows;
+ * other strides drift across all of them. */
+static inline int kr_l1_sets(int stride) {
+    if (stride <= 0 || stride % 16) return 64;
+    int g = stride / 16, sets = 64;
+    while (g % 2 == 0 && sets > 1) {
+        g /= 2;
+        sets /= 2;
+    }
+    return sets;
+}
+
+/* Rows [j0, j0 + nk) of a K or V matrix (rows `stride` floats apart, head_dim used); returns
+ * where to read them and their stride. Rows of a [positions][d_model] matrix are often a
+ * power of two bytes apart (d_model 512 → 2 KB: 2 sets), so a block's rows would fill a few
+ * L1 sets and evict each other before the next query comes back to them; then the rows are
+ * copied contiguously into pack (measured 2× on the whole kernel). Otherwise the copy only
+ * costs (~5%: it stalls on the first read where the queries' FMAs would hide it), so the rows
+ * are read in place. A copy changes no value, hence no result. */
 static inline const float *kr_attn_rows(const float *rows, int stride, int j0, int nk,
                                         int head_dim, float *pack, int *out_stride) {
     const float *src = rows + (size_t)j0 * (size_t)stride;
     *out_stride = stride;
-    if (stride == head_dim || (size_t)nk * (size_t)head_dim > KR_ATTN_PACK) return src;
+    /* > 4 rows per set: over half the ways of an 8-way L1, with q, out and scores to keep */
+    if (nk <= 4 * kr_l1_sets(stride) || (size_t)nk * (size_t)head_dim > KR_ATTN_PACK) return src;
     for (int j = 0; j < nk; j++) {
         float *d = pack + (size_t)j * (size_t)head_dim;
         const float *r = src + (size_t)j * (size_t)stride;

@@ -32,10 +32,11 @@ enum MHD_Result kr_handle_health(struct MHD_Connection *mc, kr_conn *c) {
 
 enum MHD_Result kr_handle_ready(struct MHD_Connection *mc, kr_conn *c) {
     int draining = kr_server_is_draining(c->srv);
-    char buf[384];
-    snprintf(buf, sizeof buf, "{\"status\":\"%s\",\"model\":\"%s\"}",
-             draining ? "draining" : "ready", c->srv->model_name);
-    char *body = strdup(buf);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "status", draining ? "draining" : "ready");
+    cJSON_AddStringToObject(o, "model", c->srv->model_name); /* a directory name: escape it */
+    char *body = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
     return kr_srv_reply(mc, c, draining ? 503 : 200, "application/json", body,
                         body ? strlen(body) : 0, NULL, NULL);
 }

@@ -1,0 +1,638 @@
+/*
+ * analyst/narrative — the language-model narrative (see narrative.h): the prompt built from
+ * a report's figures, one POST to an Ollama-compatible /api/generate through libcurl, the
+ * answer's text (one JSON object or NDJSON pieces) and the numeric-token guard.
+ *
+ * Nothing here touches the report's numbers; a narrative only ever adds text beside them.
+ */
+#include "analyst/narrative.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <cjson/cJSON.h>
+#include <curl/curl.h>
+
+#include "analyst/text.h"
+#include "base/error.h"
+#include "base/timeutil.h"
+
+#define ENDPOINT_SUFFIX "/api/generate"
+
+/* The instructions. They contain no digit, so every number in the prompt is one of the
+ * report's and the guard's reference set is exactly "the numbers given". */
+static const char k_instructions[] =
+    "You write the plain-language narrative of an automatically generated report about a "
+    "financial instrument. The report's figures are statistics of a statistical model's sampled "
+    "forecast paths and simple technical indicators. They are given below as JSON under DATA, "
+    "together with the report's own summary sentences (\"summary\").\n"
+    "Rewrite that summary as one or two short paragraphs of plain prose for a general reader.\n"
+    "Rules:\n"
+    "- Use only figures that appear in DATA, written as they appear there. Do not add, derive, "
+    "convert or estimate any other number, percentage, price or date.\n"
+    "- Do not give advice: no recommendation to buy, sell or hold, no price target, nothing about "
+    "what the reader should do.\n"
+    "- Say that these are statistics of a model's sampled forecasts, and keep the uncertainty "
+    "visible; do not present any outcome as certain.\n"
+    "- Answer with the prose only: no heading, list, table, preamble or sign-off.\n"
+    "\n"
+    "DATA:\n";
+
+kr_narrative_params kr_narrative_default_params(void) {
+    kr_narrative_params p;
+    memset(&p, 0, sizeof p);
+    p.model = KR_NARRATIVE_DEFAULT_MODEL;
+    p.timeout_s = KR_NARRATIVE_DEFAULT_TIMEOUT;
+    return p;
+}
+
+/* ------------------------------------------------------------------ URL */
+
+kr_status kr_narrative_endpoint(const char *url, char *out, size_t cap, kr_error *err) {
+    if (!url || !*url) return kr_error_set(err, KR_ERR_INVALID_ARG, "LLM URL is empty");
+    size_t scheme = !strncasecmp(url, "http://", 7) ? 7 : !strncasecmp(url, "https://", 8) ? 8 : 0;
+    if (!scheme)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "LLM URL '%s' is not an http:// or https:// URL", url);
+    for (const char *c = url; *c; c++)
+        if ((unsigned char)*c <= ' ' || *c == 0x7f)
+            return kr_error_set(err, KR_ERR_INVALID_ARG, "LLM URL '%s' contains a space or control character", url);
+    if (strcspn(url + scheme, "/?#") == 0)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "LLM URL '%s' has no host", url);
+    size_t n = strlen(url);
+    while (n > scheme && url[n - 1] == '/') n--;
+    const size_t sl = strlen(ENDPOINT_SUFFIX);
+    const int has = n >= scheme + sl && !memcmp(url + n - sl, ENDPOINT_SUFFIX, sl);
+    int len = snprintf(out, cap, "%.*s%s", (int)n, url, has ? "" : ENDPOINT_SUFFIX);
+    if (len < 0 || (size_t)len >= cap)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "LLM URL is too long (%zu bytes)", strlen(url));
+    return KR_OK;
+}
+
+/* url without a "user:password@" part: the endpoint is written into reports and messages,
+ * credentials must not be. */
+static void redact(const char *url, char *out, size_t cap) {
+    const char *p = strstr(url, "://");
+    if (p) {
+        p += 3;
+        size_t auth = strcspn(p, "/?#");
+        const char *at = NULL;
+        for (size_t i = 0; i < auth; i++)
+            if (p[i] == '@') at = p + i;
+        if (at) {
+            snprintf(out, cap, "%.*s%s", (int)(p - url), url, at + 1);
+            return;
+        }
+    }
+    snprintf(out, cap, "%s", url);
+}
+
+/* ------------------------------------------------------------------ prompt */
+
+/* A figure as the report prints it, as a raw JSON number (null when not computable). The
+ * text formatters give "n/a" for NaN; "+" and "%" never appear in these variants. */
+static void fig(cJSON *o, const char *key, const char *formatted) {
+    if (!strcmp(formatted, "n/a")) cJSON_AddNullToObject(o, key);
+    else cJSON_AddRawToObject(o, key, formatted);
+}
+
+static void fig_pct(cJSON *o, const char *key, double frac, int dec) {
+    char b[32];
+    fig(o, key, kr_fmt_num(frac * 100.0, dec, b));
+}
+
+static void fig_price(cJSON *o, const char *key, double x) {
+    char b[32];
+    fig(o, key, kr_fmt_price(x, b));
+}
+
+kr_status kr_narrative_facts(const kr_report *r, char **out, kr_error *err) {
+    if (!r || !out) return kr_error_set(err, KR_ERR_INVALID_ARG, "narrative: NULL argument");
+    *out = NULL;
+    if (r->horizon < 1) return kr_error_set(err, KR_ERR_INVALID_ARG, "narrative: report without a forecast");
+    const size_t last = (size_t)(r->horizon - 1) * KR_N_FEATURES + KR_CLOSE;
+    const kr_tech_snapshot *t = &r->tech;
+    char b[32];
+    cJSON *o = cJSON_CreateObject();
+    if (!o) return kr_error_set(err, KR_ERR_NOMEM, "narrative: out of memory");
+    cJSON_AddStringToObject(o, "symbol", r->symbol);
+    cJSON_AddStringToObject(o, "interval", r->interval);
+    cJSON_AddStringToObject(o, "last_bar", kr_format_timestamp(r->last_ts, r->date_only, b, sizeof b));
+    fig_price(o, "last_close", r->last_close);
+    cJSON_AddNumberToObject(o, "horizon_bars", r->horizon);
+    cJSON_AddStringToObject(o, "horizon_end", kr_format_timestamp(r->fc_ts[r->horizon - 1], r->date_only, b, sizeof b));
+    cJSON_AddNumberToObject(o, "sampled_paths", r->paths);
+    fig_pct(o, "prob_up_pct", r->prob_up, 1);
+    fig_pct(o, "expected_return_pct", r->expected_return, 2);
+    fig_pct(o, "return_std_pct", r->return_std, 2);
+    fig_pct(o, "return_p10_pct", r->return_p10, 2);
+    fig_pct(o, "return_p50_pct", r->return_p50, 2);
+    fig_pct(o, "return_p90_pct", r->return_p90, 2);
+    fig_price(o, "mean_path_close", r->fc_mean[last]);
+    fig_price(o, "close_p10", r->fc_p10[last]);
+    fig_price(o, "close_p90", r->fc_p90[last]);
+    fig_pct(o, "var95_loss_pct", r->var95, 2);
+    fig_pct(o, "es95_loss_pct", r->es95, 2);
+    fig_pct(o, "max_drawdown_p50_pct", r->drawdown_p50, 2);
+    fig_pct(o, "max_drawdown_p90_pct", r->drawdown_p90, 2);
+    fig_pct(o, "forecast_volatility_per_bar_pct", r->forecast_vol, 2);
+    fig_pct(o, "realized_volatility_per_bar_pct", r->realized_vol_h, 2);
+    fig_pct(o, "paths_more_volatile_than_realized_pct", r->prob_vol_above, 0);
+    fig(o, "rsi_14", kr_fmt_num(t->rsi14, 1, b));
+    cJSON_AddStringToObject(o, "rsi_state", kr_rsi_state(t->rsi14));
+    fig_price(o, "sma_20", t->sma20);
+    fig_price(o, "sma_60", t->sma60);
+    fig(o, "macd_histogram", kr_fmt_sig(t->macd_hist, 3, b));
+    fig(o, "bollinger_percent_b", kr_fmt_num(t->bb_percent_b, 2, b));
+    fig(o, "volume_ratio_5_20", kr_fmt_num(t->volume_ratio, 2, b));
+    const kr_calibration *c = r->calibration;
+    if (c) {
+        cJSON *k = cJSON_AddObjectToObject(o, "calibration");
+        cJSON_AddNumberToObject(k, "windows", c->windows);
+        fig_pct(k, "coverage_p10_p90_pct", c->model.coverage, 0);
+        fig_pct(k, "naive_coverage_p10_p90_pct", c->naive.coverage, 0);
+        fig_pct(k, "direction_hit_rate_pct", c->model.direction_hit_rate, 0);
+        fig_pct(k, "naive_direction_hit_rate_pct", c->naive.direction_hit_rate, 0);
+        fig_pct(k, "mape_pct", c->model.mape, 2);
+        fig_pct(k, "naive_mape_pct", c->naive.mape, 2);
+    } else {
+        cJSON_AddNullToObject(o, "calibration");
+    }
+    cJSON *s = cJSON_AddArrayToObject(o, "summary");
+    for (int i = 0; i < r->n_summary; i++) cJSON_AddItemToArray(s, cJSON_CreateString(r->summary[i]));
+    char *text = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    if (!text) return kr_error_set(err, KR_ERR_NOMEM, "narrative: out of memory");
+    *out = strdup(text); /* a plain malloc'd copy, whatever allocator cJSON was built with */
+    cJSON_free(text);
+    return *out ? KR_OK : kr_error_set(err, KR_ERR_NOMEM, "narrative: out of memory");
+}
+
+static kr_status prompt_from_facts(const char *facts, char **out, kr_error *err) {
+    kr_sb sb = {0};
+    kr_sb_append(&sb, k_instructions);
+    kr_sb_append(&sb, facts);
+    kr_sb_append(&sb, "\n");
+    return kr_sb_finish(&sb, out, err);
+}
+
+kr_status kr_narrative_prompt(const kr_report *r, char **out, kr_error *err) {
+    char *facts = NULL;
+    kr_status st = kr_narrative_facts(r, &facts, err);
+    if (st != KR_OK) return st;
+    st = prompt_from_facts(facts, out, err);
+    free(facts);
+    return st;
+}
+
+kr_status kr_narrative_request_body(const char *model, const char *prompt, char **out, kr_error *err) {
+    if (!model || !prompt || !out) return kr_error_set(err, KR_ERR_INVALID_ARG, "narrative: NULL argument");
+    *out = NULL;
+    cJSON *o = cJSON_CreateObject();
+    if (!o) return kr_error_set(err, KR_ERR_NOMEM, "narrative: out of memory");
+    cJSON_AddStringToObject(o, "model", model);
+    cJSON_AddStringToObject(o, "prompt", prompt);
+    /* One answer, not a stream; temperature 0 so the same numbers give (nearly) the same
+     * prose on servers that honour it. */
+    cJSON_AddFalseToObject(o, "stream");
+    cJSON *opt = cJSON_AddObjectToObject(o, "options");
+    cJSON_AddNumberToObject(opt, "temperature", 0);
+    char *text = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    if (!text) return kr_error_set(err, KR_ERR_NOMEM, "narrative: out of memory");
+    *out = strdup(text);
+    cJSON_free(text);
+    return *out ? KR_OK : kr_error_set(err, KR_ERR_NOMEM, "narrative: out of memory");
+}
+
+/* ------------------------------------------------------------------ answer */
+
+typedef struct answer_state {
+    kr_sb text;
+    int objects, has_response;
+    int last_done;          /* -1: no "done" seen yet; else the last object's value */
+} answer_state;
+
+/* Takes one answer object. 0, or -1 with the reason in err. */
+static int take_object(answer_state *a, const cJSON *o, kr_error *err) {
+    a->objects++;
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(o, "error");
+    if (e) {
+        kr_error_set(err, KR_ERR_FORMAT, "the server reported an error: %.300s",
+                     cJSON_IsString(e) ? e->valuestring : "(not a string)");
+        return -1;
+    }
+    const cJSON *r = cJSON_GetObjectItemCaseSensitive(o, "response");
+    if (r) {
+        if (!cJSON_IsString(r)) {
+            kr_error_set(err, KR_ERR_FORMAT, "\"response\" is not a string");
+            return -1;
+        }
+        kr_sb_append(&a->text, r->valuestring);
+        a->has_response = 1;
+    }
+    const cJSON *d = cJSON_GetObjectItemCaseSensitive(o, "done");
+    if (cJSON_IsBool(d)) a->last_done = cJSON_IsTrue(d);
+    return 0;
+}
+
+static int all_space(const char *s, const char *e) {
+    for (; s < e; s++)
+        if (!isspace((unsigned char)*s)) return 0;
+    return 1;
+}
+
+kr_status kr_narrative_parse_answer(const char *body, size_t len, char **text, kr_error *err) {
+    if (!body || !text) return kr_error_set(err, KR_ERR_INVALID_ARG, "narrative: NULL argument");
+    *text = NULL;
+    answer_state a = {.last_done = -1};
+    kr_status st = KR_OK;
+    const char *end = NULL;
+    /* One object, possibly pretty-printed over several lines, is the documented answer;
+     * only when that does not parse is the body read as NDJSON. */
+    cJSON *whole = cJSON_ParseWithLengthOpts(body, len, &end, 0);
+    if (whole && cJSON_IsObject(whole) && end && all_space(end, body + len)) {
+        if (take_object(&a, whole, err) != 0) st = KR_ERR_FORMAT;
+        cJSON_Delete(whole);
+    } else {
+        cJSON_Delete(whole);
+        const char *p = body, *stop = body + len;
+        int line = 0;
+        while (p < stop && st == KR_OK) {
+            const char *nl = memchr(p, '\n', (size_t)(stop - p));
+            const char *le = nl ? nl : stop;
+            line++;
+            if (!all_space(p, le)) {
+                cJSON *o = cJSON_ParseWithLength(p, (size_t)(le - p));
+                if (!o || !cJSON_IsObject(o)) {
+                    const char *q = p;
+                    while (q < le && isspace((unsigned char)*q)) q++;
+                    int show = (int)(le - q < 60 ? le - q : 60);
+                    while (show > 0 && (q[show - 1] == '\r' || q[show - 1] == '\n')) show--;
+                    st = kr_error_set(err, KR_ERR_FORMAT, "the answer is not Ollama JSON (line %d: '%.*s')", line,
+                                      show, q);
+                } else if (take_object(&a, o, err) != 0) {
+                    st = KR_ERR_FORMAT;
+                }
+                cJSON_Delete(o);
+            }
+            p = le + 1;
+        }
+    }
+    if (st == KR_OK && a.text.oom) st = kr_error_set(err, KR_ERR_NOMEM, "narrative: out of memory");
+    if (st == KR_OK && a.objects == 0) st = kr_error_set(err, KR_ERR_FORMAT, "the answer is empty");
+    if (st == KR_OK && !a.has_response)
+        st = kr_error_set(err, KR_ERR_FORMAT, "the answer has no \"response\" text");
+    /* A stream cut short (the server died, a proxy closed it) must not pass for the text. */
+    if (st == KR_OK && a.last_done == 0)
+        st = kr_error_set(err, KR_ERR_FORMAT, "the answer ended before \"done\": true");
+    if (st != KR_OK) {
+        kr_sb_free(&a.text);
+        return st;
+    }
+    /* Trim in place; the text of a model often starts or ends with blank lines. */
+    const char *s = a.text.data ? a.text.data : "";
+    size_t b = 0, e = strlen(s);
+    while (b < e && isspace((unsigned char)s[b])) b++;
+    while (e > b && isspace((unsigned char)s[e - 1])) e--;
+    if (e == b) {
+        kr_sb_free(&a.text);
+        return kr_error_set(err, KR_ERR_FORMAT, "the model returned no text");
+    }
+    *text = malloc(e - b + 1);
+    if (*text) {
+        memcpy(*text, s + b, e - b);
+        (*text)[e - b] = 0;
+    }
+    kr_sb_free(&a.text);
+    return *text ? KR_OK : kr_error_set(err, KR_ERR_NOMEM, "narrative: out of memory");
+}
+
+/* ------------------------------------------------------------------ guard */
+
+typedef struct numtok {
+    double value;     /* absolute value: signs are ignored ("a loss of 2%" vs "-2") */
+    int dec;          /* decimals written, less any exponent; >= 0 */
+    size_t len;       /* characters consumed */
+} numtok;
+
+/* Reads the number whose first digit is s[0]: digits, "," thousands groups when
+ * `thousands` (prose writes 2,913; the JSON data never does), a fraction, an exponent. */
+static numtok read_number(const char *s, int thousands) {
+    char buf[96];
+    size_t j = 0, k = 0;
+    int frac = 0, ex = 0;
+    numtok t = {0, 0, 0};
+#define PUT(c) do { if (k + 1 < sizeof buf) buf[k++] = (c); } while (0)
+    while (isdigit((unsigned char)s[j])) PUT(s[j++]);
+    while (thousands && j <= 3 && s[j] == ',' && isdigit((unsigned char)s[j + 1]) &&
+           isdigit((unsigned char)s[j + 2]) && isdigit((unsigned char)s[j + 3]) && !isdigit((unsigned char)s[j + 4])) {
+        PUT(s[j + 1]);
+        PUT(s[j + 2]);
+        PUT(s[j + 3]);
+        j += 4;
+        thousands = 2; /* later groups may follow any run length */
+    }
+    if (s[j] == '.' && isdigit((unsigned char)s[j + 1])) {
+        PUT(s[j++]);
+        while (isdigit((unsigned char)s[j])) {
+            PUT(s[j++]);
+            frac++;
+        }
+    }
+    if ((s[j] == 'e' || s[j] == 'E') &&
+        (isdigit((unsigned char)s[j + 1]) || ((s[j + 1] == '+' || s[j + 1] == '-') && isdigit((unsigned char)s[j + 2])))) {
+        size_t e0 = ++j;
+        if (s[j] == '+' || s[j] == '-') j++;
+        while (isdigit((unsigned char)s[j])) j++;
+        ex = atoi(s + e0);
+        PUT('e');
+        for (size_t q = e0; q < j; q++) PUT(s[q]);
+    }
+#undef PUT
+    buf[k] = 0;
+    t.value = fabs(strtod(buf, NULL));
+    t.dec = frac - ex > 0 ? frac - ex : 0;
+    if (t.dec > 15) t.dec = 15;
+    t.len = j;
+    return t;
+}
+
+/* Whether some number of data rounds to x (x written with x.dec decimals). */
+static int in_data(const numtok *x, const char *data) {
+    const double tol = 0.5 * pow(10.0, -x->dec) * (1.0 + 1e-9) + 1e-12 * x->value;
+    for (const char *p = data; *p;) {
+        if (!isdigit((unsigned char)*p)) {
+            p++;
+            continue;
+        }
+        numtok d = read_number(p, 0);
+        if (fabs(d.value - x->value) <= tol) return 1;
+        p += d.len;
+    }
+    return 0;
+}
+
+int kr_narrative_unsupported_figures(const char *text, const char *data, char *first, size_t cap) {
+    int bad = 0;
+    if (first && cap) first[0] = 0;
+    if (!text) return 0;
+    for (const char *p = text; *p;) {
+        if (!isdigit((unsigned char)*p)) {
+            p++;
+            continue;
+        }
+        numtok x = read_number(p, 1);
+        if (!data || !in_data(&x, data)) {
+            if (!bad && first && cap) snprintf(first, cap, "%.*s", (int)x.len, p);
+            bad++;
+        }
+        p += x.len;
+    }
+    return bad;
+}
+
+/* ------------------------------------------------------------------ HTTP */
+
+static pthread_once_t g_curl_once = PTHREAD_ONCE_INIT;
+static CURLcode g_curl_init_rc = CURLE_FAILED_INIT;
+
+/* curl_global_init is not thread-safe on every libcurl build; once per process is enough. */
+static void curl_init_once(void) { g_curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT); }
+
+typedef struct http_body {
+    kr_sb sb;
+    int too_big;
+} http_body;
+
+static size_t on_body(char *p, size_t sz, size_t n, void *ud) {
+    http_body *b = ud;
+    const size_t k = sz * n;
+    if (b->sb.len + k > KR_NARRATIVE_MAX_ANSWER) {
+        b->too_big = 1;
+        return 0; /* curl stops with CURLE_WRITE_ERROR */
+    }
+    kr_sb_appendn(&b->sb, p, k);
+    return b->sb.oom ? 0 : k;
+}
+
+/* "HTTP 404: <the server's "error" or the start of its body>" into out. */
+static void http_failure(long code, const char *body, size_t len, char *out, size_t cap) {
+    cJSON *o = body ? cJSON_ParseWithLength(body, len) : NULL;
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(o, "error");
+    if (cJSON_IsString(e)) {
+        snprintf(out, cap, "HTTP %ld: %.300s", code, e->valuestring);
+    } else {
+        char first[201];
+        size_t k = 0;
+        for (size_t i = 0; body && i < len && k + 1 < sizeof first; i++)
+            first[k++] = (body[i] == '\n' || body[i] == '\r' || body[i] == '\t') ? ' ' : body[i];
+        while (k > 0 && first[k - 1] == ' ') k--;
+        first[k] = 0;
+        snprintf(out, cap, "HTTP %ld%s%s", code, k ? ": " : "", first);
+    }
+    cJSON_Delete(o);
+}
+
+/* POSTs the JSON body to endpoint and collects the answer in *ans. KR_OK when an HTTP answer
+ * arrived, whatever its status (in *status); otherwise the failure (KR_ERR_IO, _TIMEOUT,
+ * _FORMAT for an oversized answer, _NOMEM) with its reason in reason, *status 0. */
+static kr_status post_json(const char *endpoint, const char *body, double timeout_s, long *status, http_body *ans,
+                           char *reason, size_t cap) {
+    *status = 0;
+    pthread_once(&g_curl_once, curl_init_once);
+    if (g_curl_init_rc != CURLE_OK) {
+        snprintf(reason, cap, "libcurl: %s", curl_easy_strerror(g_curl_init_rc));
+        return KR_ERR_IO;
+    }
+    CURL *c = curl_easy_init();
+    struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
+    struct curl_slist *h2 = h ? curl_slist_append(h, "Accept: application/json, application/x-ndjson") : NULL;
+    /* No "Expect: 100-continue" round trip (curl adds it for bodies over 1 KiB): a server
+     * that ignores it costs a second of waiting per request. */
+    struct curl_slist *h3 = h2 ? curl_slist_append(h2, "Expect:") : NULL;
+    if (!c || !h3) {
+        curl_easy_cleanup(c);
+        curl_slist_free_all(h3 ? h3 : h2 ? h2 : h);
+        snprintf(reason, cap, "out of memory");
+        return KR_ERR_NOMEM;
+    }
+    h = h3;
+    char errbuf[CURL_ERROR_SIZE] = {0}, ua[48];
+    snprintf(ua, sizeof ua, "kronos/%s", kr_version());
+    double ms = timeout_s * 1000.0;
+    long tmo = ms < 1.0 ? 1L : ms > 1e9 ? 1000000000L : (long)ms;
+    curl_easy_setopt(c, CURLOPT_URL, endpoint);
+    curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L); /* no SIGALRM for timeouts: callers may be threaded */
+    curl_easy_setopt(c, CURLOPT_USERAGENT, ua);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(body));
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, tmo);
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, tmo);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, ans);
+#if LIBCURL_VERSION_NUM >= 0x075500
+    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+#else
+    curl_easy_setopt(c, CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+#endif
+    CURLcode rc = curl_easy_perform(c);
+    kr_status st = KR_OK;
+    if (rc == CURLE_OK) {
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
+    } else if (ans->too_big) {
+        snprintf(reason, cap, "the answer is larger than %zu MiB", KR_NARRATIVE_MAX_ANSWER >> 20);
+        st = KR_ERR_FORMAT;
+    } else if (rc == CURLE_OPERATION_TIMEDOUT) {
+        snprintf(reason, cap, "no complete answer within %g s (timeout)", timeout_s);
+        st = KR_ERR_TIMEOUT;
+    } else if (rc == CURLE_COULDNT_CONNECT) {
+        long os = 0;
+        curl_easy_getinfo(c, CURLINFO_OS_ERRNO, &os);
+        if (os == ECONNREFUSED) snprintf(reason, cap, "connection refused (is the server running?)");
+        else snprintf(reason, cap, "cannot connect: %s", os ? strerror((int)os) : errbuf[0] ? errbuf : curl_easy_strerror(rc));
+        st = KR_ERR_IO;
+    } else {
+        snprintf(reason, cap, "%s", errbuf[0] ? errbuf : curl_easy_strerror(rc));
+        st = ans->sb.oom ? KR_ERR_NOMEM : KR_ERR_IO;
+    }
+    curl_slist_free_all(h);
+    curl_easy_cleanup(c);
+    return st;
+}
+
+/* ------------------------------------------------------------------ generate */
+
+void kr_narrative_free(kr_narrative *n) {
+    if (!n) return;
+    free(n->text);
+    free(n);
+}
+
+static void fail(kr_narrative *n, kr_status st, const char *reason) {
+    n->status = st;
+    snprintf(n->error, sizeof n->error, "%s: %s", n->url, reason);
+}
+
+kr_status kr_narrative_generate(const kr_report *r, const kr_narrative_params *p, kr_narrative **out,
+                                kr_error *err) {
+    if (!r || !p || !out) return kr_error_set(err, KR_ERR_INVALID_ARG, "narrative: NULL argument");
+    *out = NULL;
+    if (!(p->timeout_s > 0) || !isfinite(p->timeout_s))
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "narrative: the timeout must be a positive number of seconds");
+    char endpoint[1024];
+    kr_status st = kr_narrative_endpoint(p->url, endpoint, sizeof endpoint, err);
+    if (st != KR_OK) return st;
+    const char *model = p->model && *p->model ? p->model : KR_NARRATIVE_DEFAULT_MODEL;
+    kr_narrative *n = calloc(1, sizeof *n);
+    if (!n) return kr_error_set(err, KR_ERR_NOMEM, "narrative: out of memory");
+    snprintf(n->model, sizeof n->model, "%s", model);
+    redact(endpoint, n->url, sizeof n->url);
+
+    char *facts = NULL, *prompt = NULL, *body = NULL;
+    http_body ans = {{0}, 0};
+    if ((st = kr_narrative_facts(r, &facts, err)) != KR_OK || (st = prompt_from_facts(facts, &prompt, err)) != KR_OK ||
+        (st = kr_narrative_request_body(model, prompt, &body, err)) != KR_OK)
+        goto done;
+
+    char reason[900];
+    long status = 0;
+    const double t0 = kr_now_seconds();
+    kr_status hs = post_json(endpoint, body, p->timeout_s, &status, &ans, reason, sizeof reason);
+    n->seconds = kr_now_seconds() - t0;
+    n->http_status = status;
+    if (hs == KR_ERR_NOMEM) {
+        st = kr_error_set(err, KR_ERR_NOMEM, "narrative: out of memory");
+        goto done;
+    }
+    if (hs != KR_OK) {
+        fail(n, hs, reason);
+    } else if (status < 200 || status > 299) {
+        http_failure(status, ans.sb.data, ans.sb.len, reason, sizeof reason);
+        fail(n, KR_ERR_IO, reason);
+    } else {
+        kr_error perr = {0};
+        kr_status ps = kr_narrative_parse_answer(ans.sb.data ? ans.sb.data : "", ans.sb.len, &n->text, &perr);
+        if (ps == KR_ERR_NOMEM) {
+            st = kr_error_set(err, KR_ERR_NOMEM, "narrative: out of memory");
+            goto done;
+        }
+        if (ps != KR_OK) {
+            fail(n, ps, perr.message);
+        } else if (kr_narrative_unsupported_figures(n->text, facts, n->unsupported, sizeof n->unsupported) > 0) {
+            snprintf(n->warning, sizeof n->warning, "%s", KR_NARRATIVE_WARNING);
+        }
+    }
+done:
+    kr_sb_free(&ans.sb);
+    free(facts);
+    free(prompt);
+    free(body);
+    if (st != KR_OK) {
+        kr_narrative_free(n);
+        return st;
+    }
+    *out = n;
+    return KR_OK;
+}
+
+void kr_narrative_free_all(kr_narrative **v, int n) {
+    if (!v) return;
+    for (int i = 0; i < n; i++) kr_narrative_free(v[i]);
+    free(v);
+}
+
+kr_status kr_narrative_attach_all(kr_report_set *set, const kr_narrative_params *p, kr_narrative ***out,
+                                  kr_error *err) {
+    if (!set || !p || !out) return kr_error_set(err, KR_ERR_INVALID_ARG, "narrative: NULL argument");
+    *out = NULL;
+    kr_narrative **v = calloc((size_t)(set->n > 0 ? set->n : 1), sizeof *v);
+    if (!v) return kr_error_set(err, KR_ERR_NOMEM, "narrative: out of memory");
+    const kr_narrative *dead = NULL; /* the failure that ended the asking, if any */
+    const char *dead_symbol = "";
+    const char *model = p->model && *p->model ? p->model : KR_NARRATIVE_DEFAULT_MODEL;
+    kr_status st = KR_OK;
+    for (int i = 0; i < set->n; i++) {
+        kr_report *r = set->reports[i];
+        if (dead) {
+            v[i] = malloc(sizeof *v[i]);
+            if (!v[i]) {
+                st = kr_error_set(err, KR_ERR_NOMEM, "narrative: out of memory");
+                break;
+            }
+            *v[i] = *dead; /* text is NULL: dead is a failure */
+            v[i]->seconds = 0;
+            snprintf(v[i]->error, sizeof v[i]->error, "%.1000s (not asked again after the failure for %s)",
+                     dead->error, dead_symbol);
+        } else {
+            if (p->progress) {
+                char what[200];
+                snprintf(what, sizeof what, "asking %s for a narrative of %s", model, r->symbol);
+                p->progress(p->progress_user, i, set->n, what);
+            }
+            if ((st = kr_narrative_generate(r, p, &v[i], err)) != KR_OK) break;
+            /* No answer at all (nothing listening, timeout): the next symbol would only wait
+             * the same way. An HTTP error or a bad answer may be particular to one prompt. */
+            if (!v[i]->text && v[i]->http_status == 0) {
+                dead = v[i];
+                dead_symbol = r->symbol;
+            }
+        }
+        r->narrative = v[i];
+    }
+    if (p->progress) p->progress(p->progress_user, set->n, set->n, "done");
+    if (st != KR_OK) {
+        for (int i = 0; i < set->n; i++) set->reports[i]->narrative = NULL;
+        kr_narrative_free_all(v, set->n);
+        return st;
+    }
+    *out = v;
+    return KR_OK;
+}

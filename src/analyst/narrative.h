@@ -1,0 +1,105 @@
+/*
+ * analyst/narrative — optional prose about a report, written by a language model behind an
+ * Ollama-compatible `/api/generate` endpoint (`kronos analyze --llm-url`), shown beside the
+ * deterministic summary, never instead of it.
+ *
+ * The model sees only the report's own figures: a compact JSON of the key numbers plus the
+ * summary sentences, with instructions to rewrite the summary in plain prose, add no number
+ * and give no advice. Nothing it returns flows back into the report's numbers; the narrative
+ * is one more piece of text, labelled as the model's. A cheap guard compares the numeric
+ * tokens of the answer with those of the data it was given and flags a narrative that quotes
+ * figures it was not given. A failed request (no server, timeout, HTTP error, unreadable
+ * answer) is recorded in the narrative and never fails the analysis.
+ *
+ * A batch gets one narrative per symbol (each report's own figures, so every narrative can
+ * be checked against one small set of numbers).
+ */
+#ifndef KR_ANALYST_NARRATIVE_H
+#define KR_ANALYST_NARRATIVE_H
+
+#include <stddef.h>
+
+#include "analyst/analyze.h"
+#include "analyst/report.h"
+#include "kronos.h"
+
+#define KR_NARRATIVE_DEFAULT_MODEL "gemma3"
+#define KR_NARRATIVE_DEFAULT_TIMEOUT 60.0
+#define KR_NARRATIVE_WARNING "the narrative mentions figures not in the report"
+/* An answer larger than this is refused: a narrative is a paragraph or two. */
+#define KR_NARRATIVE_MAX_ANSWER ((size_t)4 << 20)
+
+typedef struct kr_narrative_params {
+    const char *url;       /* server ("http://127.0.0.1:11434") or its ".../api/generate"; borrowed */
+    const char *model;     /* model name; NULL: KR_NARRATIVE_DEFAULT_MODEL; borrowed */
+    double timeout_s;      /* the whole request (connect + answer), seconds; > 0 */
+    /* Called before each symbol's request (step 0..n-1) and once with step == n; may be NULL. */
+    kr_analyze_progress_fn progress;
+    void *progress_user;
+} kr_narrative_params;
+
+/* One report's narrative, or why there is none. */
+typedef struct kr_narrative {
+    char *text;            /* the model's prose, trimmed, UTF-8; NULL when the request failed */
+    char model[128];       /* the model asked for */
+    char url[1024];        /* the endpoint posted to, without any user:password@ part */
+    double seconds;        /* wall time of the request */
+    long http_status;      /* status of the server's answer; 0 when none came */
+    char warning[96];      /* "" or KR_NARRATIVE_WARNING */
+    char unsupported[48];  /* with a warning: the first figure of the text not in the data */
+    kr_status status;      /* KR_OK with text; else KR_ERR_IO (connection, HTTP status),
+                              KR_ERR_TIMEOUT or KR_ERR_FORMAT (unreadable answer) */
+    char error[1200];      /* "" with text; else "<url>: <reason>" */
+} kr_narrative;
+
+kr_narrative_params kr_narrative_default_params(void);
+
+/* The endpoint for a --llm-url: "/api/generate" appended unless the URL already ends with
+ * it (trailing slashes ignored). Only http:// and https:// URLs. KR_ERR_INVALID_ARG when the
+ * URL is unusable or does not fit in cap. */
+kr_status kr_narrative_endpoint(const char *url, char *out, size_t cap, kr_error *err);
+
+/* The data the model is given: compact JSON of r's key figures (formatted as the report
+ * prints them) and its summary sentences. Caller frees *out. */
+kr_status kr_narrative_facts(const kr_report *r, char **out, kr_error *err);
+
+/* The whole prompt: instructions (which contain no digits) followed by the facts. Caller
+ * frees *out. */
+kr_status kr_narrative_prompt(const kr_report *r, char **out, kr_error *err);
+
+/* The request body: {"model", "prompt", "stream": false, "options": {"temperature": 0}}.
+ * Caller frees *out. */
+kr_status kr_narrative_request_body(const char *model, const char *prompt, char **out, kr_error *err);
+
+/* The text of an /api/generate answer of len bytes: one JSON object, or NDJSON (one object
+ * per line, as a server that streams despite "stream": false sends) whose "response" pieces
+ * are joined. KR_ERR_FORMAT with the reason when the answer is not such JSON, carries an
+ * "error", ends with "done": false, or has no text. Caller frees *text. */
+kr_status kr_narrative_parse_answer(const char *body, size_t len, char **text, kr_error *err);
+
+/* The guard: the number of numeric tokens of text that are not a figure of data, where a
+ * token matches a figure it equals after rounding the figure to the token's decimals
+ * ("56%" matches 56.25, "207.6" matches 207.57), signs ignored and "2,913" read as 2913.
+ * The first unmatched token is copied to first (may be NULL). Numbers spelt in words are not
+ * checked. */
+int kr_narrative_unsupported_figures(const char *text, const char *data, char *first, size_t cap);
+
+/* Asks the model for r's narrative. KR_OK whenever *out was made, whether or not the
+ * request worked: look at (*out)->text, ->status and ->error. Negative only for bad
+ * arguments or out of memory. Caller owns *out; free with kr_narrative_free. */
+kr_status kr_narrative_generate(const kr_report *r, const kr_narrative_params *p,
+                                kr_narrative **out, kr_error *err);
+
+void kr_narrative_free(kr_narrative *n);
+
+/* kr_narrative_generate for every report of set, in order, each attached to its report
+ * (r->narrative). After a failure to get any answer (no connection, timeout) the remaining
+ * reports are not tried and carry the same error, so a batch against a dead server costs
+ * one timeout, not one per symbol. *out receives set->n narratives; caller owns them and
+ * frees them with kr_narrative_free_all once the set is no longer rendered (the reports
+ * only borrow them). */
+kr_status kr_narrative_attach_all(kr_report_set *set, const kr_narrative_params *p,
+                                  kr_narrative ***out, kr_error *err);
+void kr_narrative_free_all(kr_narrative **v, int n);
+
+#endif
