@@ -816,7 +816,7 @@ static void test_cli_pull_and_forecast_from_cache(void **state) {
              "--input %s/data/XSHG_5min_600977.csv --pred-len 2",
              KR_SOURCE_DIR);
     r = kronos(args);
-    assert_true(r->code != 0);
+    assert_int_equal(r->code, 1);
     if (!strstr(r->err, "NeoQuasar/Kronos-small is not downloaded; run: kronos pull NeoQuasar/Kronos-small"))
         fail_msg("stderr: %s", r->err);
 

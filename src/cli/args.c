@@ -72,10 +72,10 @@ int kr_resolve_model_dirs(const char *model, const char *tokenizer, char *pred_d
                           char *tok_dir, char *msg, size_t msglen) {
     char model_snap[PATH_MAX], tok_snap[PATH_MAX];
     int r = resolve_hub_name(model, model_snap, msg, msglen);
-    if (r < 0) return -1;
+    if (r < 0) return -2;
     if (r > 0) model = model_snap;
     r = resolve_hub_name(tokenizer, tok_snap, msg, msglen);
-    if (r < 0) return -1;
+    if (r < 0) return -2;
     if (r > 0) tokenizer = tok_snap;
     const char *env_home = getenv("KRONOS_HOME");
     char fallback[PATH_MAX];

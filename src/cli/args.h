@@ -13,8 +13,9 @@ int kr_arg_u64(const char *s, uint64_t *out);
 int kr_arg_float(const char *s, double min, double max, float *out);
 
 /* Resolves --model / --tokenizer: a DIR with predictor/ and tokenizer/ subdirectories stands
- * for both; with neither given, the bundled demo model is used. Writes into the buffers
- * (PATH_MAX). Returns 0, or -1 with a message in msg. */
+ * for both; a hub name (org/name) already fetched by `kronos pull` stands for its snapshot;
+ * with neither given, the bundled demo model is used. Writes into the buffers (PATH_MAX).
+ * Returns 0; -1 with a message for a usage error; -2 for a hub name not downloaded yet. */
 int kr_resolve_model_dirs(const char *model, const char *tokenizer, char *pred_dir,
                           char *tok_dir, char *msg, size_t msglen);
 

@@ -319,8 +319,9 @@ int kr_cmd_analyze(int argc, char **argv) {
     char *text = NULL;
     rc = 1;
 
-    if (kr_resolve_model_dirs(o.model, o.tokenizer, pred_dir, tok_dir, msg, sizeof msg) != 0) {
-        rc = kr_cli_usage_error(CMD, "%s", msg);
+    int resolved = kr_resolve_model_dirs(o.model, o.tokenizer, pred_dir, tok_dir, msg, sizeof msg);
+    if (resolved != 0) {
+        rc = resolved == -2 ? kr_cli_fail(CMD, msg) : kr_cli_usage_error(CMD, "%s", msg);
         goto done;
     }
     if (kr_store_resolve_path(o.db, db, sizeof db, &err) != KR_OK) {

@@ -317,8 +317,9 @@ int kr_cmd_forecast(int argc, char **argv) {
         goto done;
     }
     char pred_dir[PATH_MAX], tok_dir[PATH_MAX];
-    if (kr_resolve_model_dirs(o.model, o.tokenizer, pred_dir, tok_dir, msg, sizeof msg) != 0) {
-        rc = kr_cli_usage_error(CMD, "%s", msg);
+    int resolved = kr_resolve_model_dirs(o.model, o.tokenizer, pred_dir, tok_dir, msg, sizeof msg);
+    if (resolved != 0) {
+        rc = resolved == -2 ? kr_cli_fail(CMD, msg) : kr_cli_usage_error(CMD, "%s", msg);
         goto done;
     }
     cs = calloc((size_t)o.n_inputs, sizeof *cs);
