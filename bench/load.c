@@ -16,6 +16,7 @@
  *
  *   load [--url URL [--api-key KEY]] [--seconds S] [--rates 2,4,8] [--paths N]
  *        [--pred-len N] [--lookback N] [--windows N] [--seed S] [--modes one,static,continuous]
+ *        [--fixed-len]
  */
 #include <getopt.h>
 #include <math.h>
@@ -40,6 +41,7 @@ typedef struct opts {
     double rates[MAX_RATES];
     int n_rates;
     int paths, pred_len, lookback, windows;
+    int fixed_len;     /* every request has pred_len (default: a mix around it) */
     unsigned long long seed;
 } opts;
 
@@ -93,9 +95,9 @@ static double percentile(const double *sorted, int n, double q) {
 
 /* A forecast body for rows [start, start+n). Caller frees. */
 static char *window_body(const kr_candles *c, int64_t start, int64_t n, const opts *o,
-                         unsigned long long seed) {
+                         int pred_len, unsigned long long seed) {
     sbuf b = {0};
-    sb_printf(&b, "{\"pred_len\":%d,\"paths\":%d,\"seed\":%llu,\"candles\":[", o->pred_len, o->paths,
+    sb_printf(&b, "{\"pred_len\":%d,\"paths\":%d,\"seed\":%llu,\"candles\":[", pred_len, o->paths,
               seed);
     for (int64_t i = start; i < start + n; i++) {
         char ts[32];
@@ -310,7 +312,7 @@ static void symbols_run(const char *url, const char *key, const kr_candles *c, c
     int64_t span = c->n / N_SYM;
     for (int i = 0; i < N_SYM; i++) {
         int64_t len = o->lookback < span ? o->lookback : span;
-        bodies[i] = window_body(c, i * span + (span - len), len, o, o->seed + 7777 + (unsigned)i);
+        bodies[i] = window_body(c, i * span + (span - len), len, o, o->pred_len, o->seed + 7777 + (unsigned)i);
         idx[i] = i;
         at[i] = 0;
     }
@@ -321,7 +323,7 @@ static void symbols_run(const char *url, const char *key, const kr_candles *c, c
     for (int i = 0; i < N_SYM; i++) {
         free(bodies[i]);
         int64_t len = o->lookback < span - 1 ? o->lookback : span - 1;
-        bodies[i] = window_body(c, i * span + (span - len) - 1, len, o, o->seed + 8888 + (unsigned)i);
+        bodies[i] = window_body(c, i * span + (span - len) - 1, len, o, o->pred_len, o->seed + 8888 + (unsigned)i);
     }
     double t_seq = 0;
     int seq_ok = 0;
@@ -342,7 +344,7 @@ static void symbols_run(const char *url, const char *key, const kr_candles *c, c
 static void usage(FILE *f) {
     fputs("usage: load [--url URL [--api-key KEY]] [--seconds S] [--rates R1,R2,...]\n"
           "            [--paths N] [--pred-len N] [--lookback N] [--windows N] [--seed S]\n"
-          "            [--modes one,static,continuous]\n",
+          "            [--modes one,static,continuous] [--fixed-len]\n",
           f);
 }
 
@@ -368,6 +370,7 @@ int main(int argc, char **argv) {
         {"paths", required_argument, NULL, 'p'},   {"pred-len", required_argument, NULL, 'n'},
         {"lookback", required_argument, NULL, 'l'}, {"windows", required_argument, NULL, 'w'},
         {"seed", required_argument, NULL, 'S'},    {"modes", required_argument, NULL, 'm'},
+        {"fixed-len", no_argument, NULL, 'F'},
         {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
     };
     int ch;
@@ -390,6 +393,7 @@ int main(int argc, char **argv) {
         case 'w': o.windows = atoi(optarg); break;
         case 'S': o.seed = strtoull(optarg, NULL, 10); break;
         case 'm': o.modes = optarg; break;
+        case 'F': o.fixed_len = 1; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -417,17 +421,22 @@ int main(int argc, char **argv) {
         kr_candles_free(c);
         return 2;
     }
-    /* The request mix: `windows` distinct windows (repeats hit the prefix cache). */
+    /* The request mix: `windows` distinct windows (repeats hit the prefix cache), with
+     * horizons of pred_len x {1/4, 1/2, 1, 2, 4} unless --fixed-len: real clients ask for
+     * different horizons, and that is where a static batch waits for its longest member. */
+    static const int k_mix[5] = {1, 2, 4, 8, 16}; /* quarters */
     char **bodies = calloc((size_t)o.windows, sizeof *bodies);
     unsigned long long s = o.seed;
     for (int i = 0; i < o.windows; i++) {
         int64_t start = (int64_t)(rng_next(&s) % (unsigned long long)(c->n - o.lookback));
-        bodies[i] = window_body(c, start, o.lookback, &o, o.seed + (unsigned)i);
+        int pl = o.fixed_len ? o.pred_len : o.pred_len * k_mix[i % 5] / 4;
+        bodies[i] = window_body(c, start, o.lookback, &o, pl < 1 ? 1 : pl, o.seed + (unsigned)i);
     }
     curl_global_init(CURL_GLOBAL_DEFAULT);
-    printf("# kronos serve load test: %d paths x %d steps, lookback %d, %d distinct windows, "
+    printf("# kronos serve load test: %d paths, pred_len %s%d, lookback %d, %d distinct windows, "
            "%.0f s per rate, Poisson arrivals (seed %llu)\n\n",
-           o.paths, o.pred_len, o.lookback, o.windows, o.seconds, o.seed);
+           o.paths, o.fixed_len ? "" : "mix x{1/4,1/2,1,2,4} of ", o.pred_len, o.lookback, o.windows,
+           o.seconds, o.seed);
     printf("| mode | rate (req/s) | sent | ok | errors | throughput (req/s) | p50 (s) | p95 (s) | "
            "p99 (s) | mean batch (paths/step) | cache hit |\n");
     printf("|---|---|---|---|---|---|---|---|---|---|---|\n");

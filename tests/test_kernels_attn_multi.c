@@ -1,9 +1,9 @@
 /* Tests for kr_attend_multi_f32: for every variant, each query's output must equal
  * kr_attend_f32 of the same ISA over shared ++ own spans bit for bit (memcmp) — whatever nq,
- * head_dim and the cut of the keys into spans — and be within 2e-6 (relative to max |v|) of a
- * double-precision reference. K/V are laid out as the engine's: rows of a [positions][d_model]
- * matrix, the head at column h·head_dim, stride d_model; each query (sample path) has its own
- * rows too. */
+ * head_dim and the cut of the keys into spans — and be within 2e-6 (relative to max |v|; 5e-6
+ * for the scalar reference) of a double-precision reference. K/V are laid out as the
+ * engine's: rows of a [positions][d_model] matrix, the head at column h·head_dim, stride
+ * d_model; each query (sample path) has its own rows too. */
 #include "test_support.h"
 
 #include "kernels/kernels.h"
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { N_HEADS = 3, MAX_OWN = 20, MAX_SPANS = 64, MAX_NQ = 70 };
+enum { MAX_OWN = 20, MAX_SPANS = 64, MAX_NQ = 70 };
 
 static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
 static uint32_t urand(void) {
@@ -43,9 +43,9 @@ static variant g_vars[2 * KR_ISA_COUNT];
 static int g_n_vars;
 
 /* A batch of nq queries of one forecast: shared K/V [n_sh][d], each query's own K/V
- * [MAX_OWN][d], queries and outputs [nq][d], d = N_HEADS · head_dim. */
+ * [MAX_OWN][d], queries and outputs [nq][d], d = n_heads · head_dim. */
 typedef struct {
-    int nq, hd, d, n_sh, max_keys;
+    int nq, hd, n_heads, d, n_sh, max_keys;
     float *k, *v, *ok, *ov, *q;
     int n_own_keys[MAX_NQ];
 } batch;
@@ -53,7 +53,11 @@ typedef struct {
 static void batch_init(batch *b, int nq, int hd, int n_sh) {
     b->nq = nq;
     b->hd = hd;
-    b->d = N_HEADS * hd;
+    /* d_model 512 (a power of two bytes per row, as Kronos-small) for head_dim 64 and 128:
+     * the kernels copy such blocks to dodge L1 set conflicts; other widths are read in place.
+     * Both paths must give the same bits. */
+    b->n_heads = hd == 64 || hd == 128 ? 512 / hd : 3;
+    b->d = b->n_heads * hd;
     b->n_sh = n_sh;
     size_t d = (size_t)b->d;
     b->k = rand_buf((size_t)n_sh * d, 1.0f);
@@ -164,7 +168,7 @@ static double attend_double(const float *q, int hd, float scale, const kr_kv_spa
     return vmax;
 }
 
-/* Runs every variant on batch b (all heads checked for h = 0 and the last), comparing each
+/* Runs every variant on batch b (for head 0 and the last head), comparing each
  * query against the same ISA's single-query kernel (memcmp) and the double reference. */
 static void check_batch(const batch *b) {
     const int hd = b->hd, d = b->d, nq = b->nq;
@@ -177,7 +181,7 @@ static void check_batch(const batch *b) {
     double *dref = malloc((size_t)nq * hd * sizeof *dref);
     double vmax[MAX_NQ];
     assert_true(scratch && scratch1 && out && one && dref);
-    static const int heads[] = {0, N_HEADS - 1};
+    const int heads[] = {0, b->n_heads - 1};
     for (int hi = 0; hi < COUNT(heads); hi++) {
         int h = heads[hi], off = h * hd;
         make_spans(b, h, &ss);
@@ -215,9 +219,14 @@ static void check_batch(const batch *b) {
                              var->name, nq, hd, b->n_sh, ss.n_shared, h, i, b->n_own_keys[i], e,
                              op[i][e], one[e]);
                 }
+                /* 2e-6 of max |v| (worst seen: 7e-7). The scalar reference sums a dot product
+                 * of up to 208 terms one by one and reaches 2.1e-6 at head_dim 208 — its
+                 * single-query kernel's error, which multi reproduces bit for bit — so it
+                 * gets 5e-6. */
+                const double tol = (var->isa == KR_ISA_SCALAR ? 5e-6 : 2e-6) * vmax[i];
                 for (int c = 0; c < hd; c++) {
                     double want = dref[(size_t)i * hd + c];
-                    if (!(fabs(op[i][c] - want) <= 2e-6 * vmax[i]))
+                    if (!(fabs(op[i][c] - want) <= tol))
                         fail_msg("%s nq=%d hd=%d shared=%d query %d [%d]: %.9g vs double %.9g "
                                  "(max |v| %.3g)",
                                  var->name, nq, hd, b->n_sh, i, c, op[i][c], want, vmax[i]);

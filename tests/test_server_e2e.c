@@ -658,6 +658,38 @@ static void test_cancel_frees_kv(void **state) {
     assert_true(metric_value(port, "kronos_http_requests_total{route=\"/v1/forecast\",code=\"499\"}") >= 1);
     resp_free(r);
     free(body);
+
+    /* A plain (non-streaming) request whose client gives up: noticed while waiting. */
+    body = forecast_body(600, 400, "\"pred_len\":400,\"paths\":128,\"seed\":6");
+    CURL *h = curl_easy_init();
+    char url[128], auth[128];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/forecast", port);
+    snprintf(auth, sizeof auth, "Authorization: Bearer %s", API_KEY);
+    struct curl_slist *hl = curl_slist_append(NULL, auth);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 300L);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    http_resp sink = {0};
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &sink);
+    assert_int_equal(curl_easy_perform(h), CURLE_OPERATION_TIMEDOUT);
+    curl_slist_free_all(hl);
+    curl_easy_cleanup(h);
+    free(sink.body);
+    t0 = kr_now_seconds();
+    while (!kv_settled(&st) && kr_now_seconds() - t0 < 20) usleep(10000);
+    fprintf(stderr, "plain request abandoned: settled after %.2f s\n", kr_now_seconds() - t0);
+    assert_int_equal(st.running + st.waiting, 0);
+    assert_int_equal(st.kv_bytes_used, st.prefix_cache_bytes);
+    double cancelled2 = -1;
+    for (int i = 0; i < 100 && cancelled2 < cancelled1 + 1; i++) {
+        cancelled2 = metric_value(port, "kronos_requests_total{outcome=\"cancelled\"}");
+        usleep(10000);
+    }
+    assert_true(cancelled2 >= cancelled1 + 1);
+    free(body);
 }
 
 /* ---- 429 on a tiny queue */

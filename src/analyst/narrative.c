@@ -136,8 +136,8 @@ kr_status kr_narrative_facts(const kr_report *r, char **out, kr_error *err) {
     fig_price(o, "mean_path_close", r->fc_mean[last]);
     fig_price(o, "close_p10", r->fc_p10[last]);
     fig_price(o, "close_p90", r->fc_p90[last]);
-    fig_pct(o, "var95_loss_pct", r->var95, 2);
-    fig_pct(o, "es95_loss_pct", r->es95, 2);
+    fig_pct(o, "var95_pct", r->var95, 2);
+    fig_pct(o, "es95_pct", r->es95, 2);
     fig_pct(o, "max_drawdown_p50_pct", r->drawdown_p50, 2);
     fig_pct(o, "max_drawdown_p90_pct", r->drawdown_p90, 2);
     fig_pct(o, "forecast_volatility_per_bar_pct", r->forecast_vol, 2);
@@ -295,9 +295,18 @@ kr_status kr_narrative_parse_answer(const char *body, size_t len, char **text, k
         kr_sb_free(&a.text);
         return st;
     }
-    /* Trim in place; the text of a model often starts or ends with blank lines. */
-    const char *s = a.text.data ? a.text.data : "";
-    size_t b = 0, e = strlen(s);
+    /* Control characters (terminal escapes, CR) out: the text goes to terminals and documents
+     * as it is. Newlines and tabs stay. Then trimmed: models often add blank lines. */
+    char none[1] = "";
+    char *s = a.text.data ? a.text.data : none;
+    size_t n = 0;
+    for (size_t i = 0; s[i]; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch == '\r') continue;
+        s[n++] = (ch < 0x20 && ch != '\n' && ch != '\t') || ch == 0x7f ? ' ' : (char)ch;
+    }
+    s[n] = 0;
+    size_t b = 0, e = n;
     while (b < e && isspace((unsigned char)s[b])) b++;
     while (e > b && isspace((unsigned char)s[e - 1])) e--;
     if (e == b) {
@@ -330,13 +339,14 @@ static numtok read_number(const char *s, int thousands) {
     numtok t = {0, 0, 0};
 #define PUT(c) do { if (k + 1 < sizeof buf) buf[k++] = (c); } while (0)
     while (isdigit((unsigned char)s[j])) PUT(s[j++]);
-    while (thousands && j <= 3 && s[j] == ',' && isdigit((unsigned char)s[j + 1]) &&
-           isdigit((unsigned char)s[j + 2]) && isdigit((unsigned char)s[j + 3]) && !isdigit((unsigned char)s[j + 4])) {
+    /* "1,234,567": a lead of one to three digits, then groups of exactly three. */
+    const int lead_ok = thousands && j <= 3;
+    while (lead_ok && s[j] == ',' && isdigit((unsigned char)s[j + 1]) && isdigit((unsigned char)s[j + 2]) &&
+           isdigit((unsigned char)s[j + 3]) && !isdigit((unsigned char)s[j + 4])) {
         PUT(s[j + 1]);
         PUT(s[j + 2]);
         PUT(s[j + 3]);
         j += 4;
-        thousands = 2; /* later groups may follow any run length */
     }
     if (s[j] == '.' && isdigit((unsigned char)s[j + 1])) {
         PUT(s[j++]);

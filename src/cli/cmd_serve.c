@@ -150,9 +150,11 @@ int kr_cmd_serve(int argc, char **argv) {
     cfg.sched.log = log_line;
 
     char pred_dir[PATH_MAX], tok_dir[PATH_MAX], msg[1024];
-    if (kr_resolve_model_dirs(cfg.model[0] ? cfg.model : NULL, cfg.tokenizer[0] ? cfg.tokenizer : NULL,
-                              pred_dir, tok_dir, msg, sizeof msg) != 0)
-        return kr_cli_usage_error(CMD, "%s", msg);
+    int resolved = kr_resolve_model_dirs(cfg.model[0] ? cfg.model : NULL,
+                                         cfg.tokenizer[0] ? cfg.tokenizer : NULL, pred_dir, tok_dir,
+                                         msg, sizeof msg);
+    if (resolved != 0) /* -2: a hub name not pulled yet is a runtime error, not a usage one */
+        return resolved == -2 ? kr_cli_fail(CMD, msg) : kr_cli_usage_error(CMD, "%s", msg);
     snprintf(cfg.model, sizeof cfg.model, "%s", pred_dir);
     snprintf(cfg.tokenizer, sizeof cfg.tokenizer, "%s", tok_dir);
 

@@ -14,8 +14,8 @@
 #include "kernels/simd_avx2.h"
 
 /* Scores of keys [0, nk) (nk <= 8) starting at k, into dst. */
-static void scores8(const float *q, int head_dim, float scale, const float *k, int stride, int nk,
-                    float *dst) {
+KR_INLINE void scores8(const float *q, int head_dim, float scale, const float *k, int stride,
+                       int nk, float *dst) {
     const float *kp[8];
     for (int j = 0; j < 8; j++) kp[j] = k + (size_t)(j < nk ? j : nk - 1) * (size_t)stride;
     __m256 acc[8];
@@ -185,7 +185,7 @@ static void multi_tile(int nq, const float *const *q, int head_dim, float scale,
     for (int s = 0; s < n_shared; n_sh += shared[s].n, s++)
         for (int j0 = 0; j0 < shared[s].n; j0 += bk) {
             int nk = shared[s].n - j0 < bk ? shared[s].n - j0 : bk;
-            kr_kv_span blk = {NULL, NULL, nk, 0}; /* the block's K rows, from L1 */
+            kr_kv_span blk = {NULL, NULL, nk, 0}; /* K rows, in L1 after the first query */
             blk.k =
                 kr_attn_rows(shared[s].k, shared[s].stride, j0, nk, head_dim, pack, &blk.stride);
             for (int i = 0; i < nq; i++)

@@ -59,8 +59,8 @@ static inline int kr_l1_sets(int stride) {
  * copied contiguously into pack (measured 2× on the whole kernel). Otherwise the copy only
  * costs (~5%: it stalls on the first read where the queries' FMAs would hide it), so the rows
  * are read in place. A copy changes no value, hence no result. */
-static inline const float *kr_attn_rows(const float *rows, int stride, int j0, int nk,
-                                        int head_dim, float *pack, int *out_stride) {
+static inline const float *kr_attn_rows(const float *rows, int stride, int j0, int nk, int head_dim,
+                                        float *pack, int *out_stride) {
     const float *src = rows + (size_t)j0 * (size_t)stride;
     *out_stride = stride;
     /* > 4 rows per set: over half the ways of an 8-way L1, with q, out and scores to keep */
