@@ -186,7 +186,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *mc, const cha
         }
         return MHD_YES;
     }
-    (void)version;
+    (void)version; /* HTTP/1.0 and 1.1 are handled alike */
 
     if (*upload_size > 0) {
         size_t n = *upload_size;
@@ -219,7 +219,6 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *mc, const cha
         memcpy(c->body + c->len, upload, n);
         c->len += n;
         c->body[c->len] = '\0';
-        *upload_size = 0;
         return MHD_YES;
     }
     if (c->status) return MHD_YES; /* answered early; libmicrohttpd sends it */
