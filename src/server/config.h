@@ -40,8 +40,8 @@ typedef struct kr_server_profile {
 } kr_server_profile;
 
 /* Called when the active profile changes (NULL = back to the base parameters) with the
- * parameters that now apply. The scheduler has no run-time setter yet, so the server only
- * logs and exports the change; a tuner that can apply it registers here. Called from an
+ * parameters that now apply; the server has already set the scheduler's batch_wait_ms and
+ * max_batch_tokens (kr_sched_set_limits, logged and exported by the tuner). Called from an
  * HTTP connection thread; keep it short. */
 typedef void (*kr_server_profile_cb)(void *user, const kr_server_profile *active,
                                      const kr_sched_params *effective);

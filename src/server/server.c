@@ -102,6 +102,9 @@ static void check_profile(kr_server *s) {
     kr_sched_params eff = kr_server_profile_apply(&s->cfg.sched, p);
     kr_srv_log(s, "profile %s in effect (batch_wait_ms %d, max_batch_tokens %d, max_running %d)",
                p ? p->name : "base", eff.batch_wait_ms, eff.max_batch_tokens, eff.max_running);
+    char reason[96];
+    snprintf(reason, sizeof reason, "time-of-day profile %s", p ? p->name : "base");
+    kr_sched_set_limits(s->sched, eff.batch_wait_ms, eff.max_batch_tokens, reason);
     if (s->cfg.on_profile) s->cfg.on_profile(s->cfg.on_profile_user, p, &eff);
 }
 
