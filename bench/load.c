@@ -36,7 +36,7 @@
 #define MAX_RATES 16
 
 typedef struct opts {
-    const char *url, *api_key, *modes;
+    const char *url, *api_key, *modes, *model;
     double seconds;
     double rates[MAX_RATES];
     int n_rates;
@@ -344,7 +344,7 @@ static void symbols_run(const char *url, const char *key, const kr_candles *c, c
 static void usage(FILE *f) {
     fputs("usage: load [--url URL [--api-key KEY]] [--seconds S] [--rates R1,R2,...]\n"
           "            [--paths N] [--pred-len N] [--lookback N] [--windows N] [--seed S]\n"
-          "            [--modes one,static,continuous] [--fixed-len]\n",
+          "            [--modes one,static,continuous] [--fixed-len] [--model DIR]\n",
           f);
 }
 
@@ -370,6 +370,7 @@ int main(int argc, char **argv) {
         {"paths", required_argument, NULL, 'p'},   {"pred-len", required_argument, NULL, 'n'},
         {"lookback", required_argument, NULL, 'l'}, {"windows", required_argument, NULL, 'w'},
         {"seed", required_argument, NULL, 'S'},    {"modes", required_argument, NULL, 'm'},
+        {"model", required_argument, NULL, 'M'},
         {"fixed-len", no_argument, NULL, 'F'},
         {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
     };
@@ -393,6 +394,7 @@ int main(int argc, char **argv) {
         case 'w': o.windows = atoi(optarg); break;
         case 'S': o.seed = strtoull(optarg, NULL, 10); break;
         case 'm': o.modes = optarg; break;
+        case 'M': o.model = optarg; break;
         case 'F': o.fixed_len = 1; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
@@ -451,8 +453,11 @@ int main(int argc, char **argv) {
     } else {
         kr_model *model = NULL;
         kr_model_params mp = kr_model_default_params();
-        if (kr_model_load(KR_SOURCE_DIR "/models/kronos-demo/predictor",
-                          KR_SOURCE_DIR "/models/kronos-demo/tokenizer", &mp, &model, &err) != KR_OK) {
+        char pred[4096], tok[4096];
+        /* --model DIR: a directory holding predictor/ and tokenizer/ (e.g. from gen-random). */
+        snprintf(pred, sizeof pred, "%s/predictor", o.model ? o.model : KR_SOURCE_DIR "/models/kronos-demo");
+        snprintf(tok, sizeof tok, "%s/tokenizer", o.model ? o.model : KR_SOURCE_DIR "/models/kronos-demo");
+        if (kr_model_load(pred, tok, &mp, &model, &err) != KR_OK) {
             fprintf(stderr, "load: %s\n", err.message);
             rc = 1;
         }
