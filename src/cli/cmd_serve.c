@@ -12,21 +12,27 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "kronos.h"
+#include "market/store.h"
 #include "server/config.h"
 #include "server/server.h"
 
 #define CMD "serve"
+#ifndef KR_DEFAULT_WEB_ROOT
+#define KR_DEFAULT_WEB_ROOT "web/dist"
+#endif
 
 static void usage(FILE *f) {
     fputs("usage: kronos serve [flags]\n"
           "\n"
           "Serves forecasts over HTTP: POST /v1/forecast, GET /v1/models, /health, /ready,\n"
-          "/metrics (see docs/api.md).\n"
+          "/metrics; the candle store and reports: /v1/symbols, /v1/candles/SYMBOL,\n"
+          "/v1/analyze, /v1/analyze/batch; and a web page at / (see docs/api.md).\n"
           "\n"
           "  --model DIR              predictor directory, or a directory holding predictor/ and\n"
           "                           tokenizer/ (default: the bundled demo model)\n"
@@ -44,13 +50,16 @@ static void usage(FILE *f) {
           "  --api-key-file FILE      require 'Authorization: Bearer <key>' on /v1 routes\n"
           "  --no-tune                keep batch_wait_ms and the batch limit fixed\n"
           "  --request-timeout S      per-request deadline in seconds (default 120) -> 504\n"
+          "  --db FILE                candle store of /v1/candles and /v1/analyze (default as for\n"
+          "                           'kronos analyze': $KRONOS_DB, else the XDG data directory)\n"
+          "  --web-root DIR           files of the web page (default: the built web/dist)\n"
           "  -h, --help               this text\n",
           f);
 }
 
 typedef struct flags {
     const char *model, *tokenizer, *host, *port, *config, *quant, *threads, *kv_budget,
-        *api_key_file, *timeout;
+        *api_key_file, *timeout, *db, *web_root;
     int no_tune;
 } flags;
 
@@ -62,6 +71,7 @@ static int parse_flags(int argc, char **argv, flags *fl) {
         {"threads", required_argument, NULL, 'j'},       {"kv-budget", required_argument, NULL, 'k'},
         {"api-key-file", required_argument, NULL, 'a'},  {"no-tune", no_argument, NULL, 'n'},
         {"request-timeout", required_argument, NULL, 'r'}, {"help", no_argument, NULL, 'h'},
+        {"db", required_argument, NULL, 'd'},            {"web-root", required_argument, NULL, 'w'},
         {NULL, 0, NULL, 0},
     };
     optind = 1;
@@ -79,6 +89,8 @@ static int parse_flags(int argc, char **argv, flags *fl) {
         case 'a': fl->api_key_file = optarg; break;
         case 'n': fl->no_tune = 1; break;
         case 'r': fl->timeout = optarg; break;
+        case 'd': fl->db = optarg; break;
+        case 'w': fl->web_root = optarg; break;
         case 'h': usage(stdout); return -1;
         default: return kr_cli_usage_error(CMD, "%s", "unknown flag");
         }
@@ -120,6 +132,18 @@ static int apply_flags(const flags *fl, kr_server_config *cfg) {
             return kr_cli_usage_error(CMD, "--request-timeout must be seconds in (0, 86400], got '%s'",
                                       fl->timeout);
         cfg->request_timeout_s = t;
+    }
+    struct stat sb;
+    if (fl->web_root && (stat(fl->web_root, &sb) != 0 || !S_ISDIR(sb.st_mode)))
+        return kr_cli_usage_error(CMD, "--web-root '%s' is not a directory", fl->web_root);
+    snprintf(cfg->web_root, sizeof cfg->web_root, "%s", fl->web_root ? fl->web_root : KR_DEFAULT_WEB_ROOT);
+    /* The store is optional for serving forecasts: without one only its routes fail (503). */
+    kr_error err = {0};
+    if (kr_store_resolve_path(fl->db, cfg->db, sizeof cfg->db, &err) != KR_OK) {
+        if (fl->db) return kr_cli_fail(CMD, err.message);
+        fprintf(stderr, "kronos %s: warning: no candle store (%s); /v1/candles and /v1/analyze "
+                        "answer 503\n", CMD, err.message);
+        cfg->db[0] = '\0';
     }
     return 0;
 }

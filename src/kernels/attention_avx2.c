@@ -39,10 +39,11 @@ KR_INLINE void scores8(const float *q, int head_dim, float scale, const float *k
     _mm256_maskstore_ps(dst, kr_mask8(nk), s);
 }
 
-/* Scores of every key of span sp into dst, 8 keys per scores8 call from the span's start. The
- * multi-query kernel calls it on blocks of a shared span that start at multiples of 8, so
- * its groups are the single-query kernel's groups (not that grouping could change a score:
- * each lane of scores8 depends on its own key only). */
+/* Scores of every key of span sp into dst, 8 keys per scores8 call from the span's start:
+ * the single-query kernel's loop, for the multi-query kernel. That one calls it on blocks of a
+ * shared span that start at multiples of 8, so its groups are the single-query kernel's
+ * groups (not that grouping could change a score: each lane of scores8 depends on its own key
+ * only). */
 static void span_scores(const float *q, int head_dim, float scale, const kr_kv_span *sp,
                         float *dst) {
     for (int j = 0; j < sp->n; j += 8)
@@ -67,17 +68,14 @@ static float exp_sum8(float *p, int n) {
     return kr_hsum8(acc);
 }
 
-/* acc[c] += p_j · v_j[8c ..] for keys j = 0..nk−1 in order: one FMA per key and lane, the
- * last chunk masked by tail. The one value-sum step of both kernels. */
-KR_INLINE void fma_keys(const int NC, __m256 *acc, __m256i tail, const float *v, int stride, int nk,
-                        const float *p) {
-    for (int j = 0; j < nk; j++, v += stride) {
-        __m256 pj = _mm256_set1_ps(p[j]);
+/* acc[c] += p · v[8c ..] for one key: one FMA per lane, the last chunk masked by tail. The
+ * value-sum step of both kernels, so they build the same FMA chain per lane. */
+KR_INLINE void fma_key(const int NC, __m256 *acc, __m256i tail, const float *v, float p) {
+    __m256 pj = _mm256_set1_ps(p);
 #pragma GCC unroll 8
-        for (int c = 0; c < NC - 1; c++)
-            acc[c] = _mm256_fmadd_ps(pj, _mm256_loadu_ps(v + 8 * c), acc[c]);
-        acc[NC - 1] = _mm256_fmadd_ps(pj, _mm256_maskload_ps(v + 8 * (NC - 1), tail), acc[NC - 1]);
-    }
+    for (int c = 0; c < NC - 1; c++)
+        acc[c] = _mm256_fmadd_ps(pj, _mm256_loadu_ps(v + 8 * c), acc[c]);
+    acc[NC - 1] = _mm256_fmadd_ps(pj, _mm256_maskload_ps(v + 8 * (NC - 1), tail), acc[NC - 1]);
 }
 
 /* out[d0 .. d0 + dn) = Σ_j p_j v_j[...] / sum over every key of spans, keys in order;
@@ -88,8 +86,12 @@ KR_INLINE void wsum(const int NC, int d0, int dn, const kr_kv_span *spans, int n
 #pragma GCC unroll 8
     for (int c = 0; c < NC; c++) acc[c] = _mm256_setzero_ps();
     __m256i tail = kr_mask8(dn - 8 * (NC - 1));
-    for (int s = 0; s < n_spans; p += spans[s].n, s++)
-        fma_keys(NC, acc, tail, spans[s].v + d0, spans[s].stride, spans[s].n, p);
+    int n = 0;
+    for (int s = 0; s < n_spans; s++) {
+        const float *v = spans[s].v + d0;
+        for (int j = 0; j < spans[s].n; j++, v += spans[s].stride)
+            fma_key(NC, acc, tail, v, p[n++]);
+    }
     __m256 sv = _mm256_set1_ps(sum);
 #pragma GCC unroll 8
     for (int c = 0; c < NC - 1; c++) _mm256_storeu_ps(out + d0 + 8 * c, _mm256_div_ps(acc[c], sv));
@@ -99,8 +101,13 @@ KR_INLINE void wsum(const int NC, int d0, int dn, const kr_kv_span *spans, int n
 void kr_attend_f32_avx2(const float *q, int head_dim, float scale, const kr_kv_span *spans,
                         int n_spans, float *scratch, float *out) {
     int n = 0;
-    for (int s = 0; s < n_spans; n += spans[s].n, s++)
-        span_scores(q, head_dim, scale, &spans[s], scratch + n);
+    for (int s = 0; s < n_spans; s++)
+        for (int j = 0; j < spans[s].n; j += 8) {
+            int nk = spans[s].n - j < 8 ? spans[s].n - j : 8;
+            scores8(q, head_dim, scale, spans[s].k + (size_t)j * (size_t)spans[s].stride,
+                    spans[s].stride, nk, scratch + n);
+            n += nk;
+        }
     if (n <= 0) { /* outside the contract: same zeros as the scalar reference */
         for (int i = 0; i < head_dim; i++) out[i] = 0.0f;
         return;
@@ -134,7 +141,7 @@ KR_INLINE void wsum_add(const int NC, int dn, const float *v, int stride, int nk
 #pragma GCC unroll 8
     for (int c = 0; c < NC - 1; c++) acc[c] = _mm256_loadu_ps(out + 8 * c);
     acc[NC - 1] = _mm256_maskload_ps(out + 8 * (NC - 1), tail);
-    fma_keys(NC, acc, tail, v, stride, nk, p);
+    for (int j = 0; j < nk; j++, v += stride) fma_key(NC, acc, tail, v, p[j]);
 #pragma GCC unroll 8
     for (int c = 0; c < NC - 1; c++) _mm256_storeu_ps(out + 8 * c, acc[c]);
     _mm256_maskstore_ps(out + 8 * (NC - 1), tail, acc[NC - 1]);
@@ -169,8 +176,8 @@ static void finish(int head_dim, int n_keys, float sum, float *out) {
     }
 }
 
-/* The multi-query kernel for nq <= KR_ATTN_TILE queries: per query the same span_scores calls,
- * exp_sum8 over the same scratch values and fma_keys chain as kr_attend_f32_avx2, run
+/* The multi-query kernel for nq <= KR_ATTN_TILE queries: per query the same scores8 calls,
+ * exp_sum8 over the same scratch values and fma_key chain as kr_attend_f32_avx2, run
  * keys-outer / queries-inner over the shared spans. */
 static void multi_tile(int nq, const float *const *q, int head_dim, float scale,
                        const kr_kv_span *shared, int n_shared, const kr_kv_span *const *own,

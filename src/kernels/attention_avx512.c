@@ -7,7 +7,7 @@
  * in global key order, and the value sum is one FMA per key in key order for every output
  * lane — so cutting the keys into other spans gives bit-identical output.
  *
- * The multi-query kernel runs those same helpers (span_scores, exp_sum16, fma_keys) per
+ * The multi-query kernel runs those same helpers (scores16, exp_sum16, fma_key) per
  * query, only with keys outer and queries inner over the shared spans, so each block of
  * shared K/V is read from memory once and from L1 by every other query. Its value sums
  * round-trip through out between blocks (exact), hence it equals the single-query kernel bit
@@ -46,10 +46,11 @@ KR_INLINE void scores16(const float *q, int head_dim, float scale, const float *
     _mm512_mask_storeu_ps(dst, kr_mask16(nk), s);
 }
 
-/* Scores of every key of span sp into dst, 16 keys per scores16 call from the span's start. The
- * multi-query kernel calls it on blocks of a shared span that start at multiples of 16, so
- * its groups are the single-query kernel's groups (not that grouping could change a score:
- * each lane of scores16 depends on its own key only). */
+/* Scores of every key of span sp into dst, 16 keys per scores16 call from the span's start:
+ * the single-query kernel's loop, for the multi-query kernel. That one calls it on blocks of a
+ * shared span that start at multiples of 16, so its groups are the single-query kernel's
+ * groups (not that grouping could change a score: each lane of scores16 depends on its own
+ * key only). */
 static void span_scores(const float *q, int head_dim, float scale, const kr_kv_span *sp,
                         float *dst) {
     for (int j = 0; j < sp->n; j += 16)
@@ -76,18 +77,14 @@ static float exp_sum16(float *p, int n) {
     return kr_hsum16(sum);
 }
 
-/* acc[c] += p_j · v_j[16c ..] for keys j = 0..nk−1 in order: one FMA per key and lane, the
- * last chunk masked by tail. The one value-sum step of both kernels. */
-KR_INLINE void fma_keys(const int NC, __m512 *acc, __mmask16 tail, const float *v, int stride,
-                        int nk, const float *p) {
-    for (int j = 0; j < nk; j++, v += stride) {
-        __m512 pj = _mm512_set1_ps(p[j]);
+/* acc[c] += p · v[16c ..] for one key: one FMA per lane, the last chunk masked by tail. The
+ * value-sum step of both kernels, so they build the same FMA chain per lane. */
+KR_INLINE void fma_key(const int NC, __m512 *acc, __mmask16 tail, const float *v, float p) {
+    __m512 pj = _mm512_set1_ps(p);
 #pragma GCC unroll 8
-        for (int c = 0; c < NC - 1; c++)
-            acc[c] = _mm512_fmadd_ps(pj, _mm512_loadu_ps(v + 16 * c), acc[c]);
-        acc[NC - 1] =
-            _mm512_fmadd_ps(pj, _mm512_maskz_loadu_ps(tail, v + 16 * (NC - 1)), acc[NC - 1]);
-    }
+    for (int c = 0; c < NC - 1; c++)
+        acc[c] = _mm512_fmadd_ps(pj, _mm512_loadu_ps(v + 16 * c), acc[c]);
+    acc[NC - 1] = _mm512_fmadd_ps(pj, _mm512_maskz_loadu_ps(tail, v + 16 * (NC - 1)), acc[NC - 1]);
 }
 
 /* out[d0 .. d0 + dn) = Σ_j p_j v_j[...] / sum over every key of spans, keys in order;
@@ -98,8 +95,12 @@ KR_INLINE void wsum(const int NC, int d0, int dn, const kr_kv_span *spans, int n
 #pragma GCC unroll 8
     for (int c = 0; c < NC; c++) acc[c] = _mm512_setzero_ps();
     __mmask16 tail = kr_mask16(dn - 16 * (NC - 1));
-    for (int s = 0; s < n_spans; p += spans[s].n, s++)
-        fma_keys(NC, acc, tail, spans[s].v + d0, spans[s].stride, spans[s].n, p);
+    int n = 0;
+    for (int s = 0; s < n_spans; s++) {
+        const float *v = spans[s].v + d0;
+        for (int j = 0; j < spans[s].n; j++, v += spans[s].stride)
+            fma_key(NC, acc, tail, v, p[n++]);
+    }
     __m512 is = _mm512_set1_ps(sum);
 #pragma GCC unroll 8
     for (int c = 0; c < NC - 1; c++) _mm512_storeu_ps(out + d0 + 16 * c, _mm512_div_ps(acc[c], is));
@@ -109,8 +110,13 @@ KR_INLINE void wsum(const int NC, int d0, int dn, const kr_kv_span *spans, int n
 void kr_attend_f32_avx512(const float *q, int head_dim, float scale, const kr_kv_span *spans,
                           int n_spans, float *scratch, float *out) {
     int n = 0;
-    for (int s = 0; s < n_spans; n += spans[s].n, s++)
-        span_scores(q, head_dim, scale, &spans[s], scratch + n);
+    for (int s = 0; s < n_spans; s++)
+        for (int j = 0; j < spans[s].n; j += 16) {
+            int nk = spans[s].n - j < 16 ? spans[s].n - j : 16;
+            scores16(q, head_dim, scale, spans[s].k + (size_t)j * (size_t)spans[s].stride,
+                     spans[s].stride, nk, scratch + n);
+            n += nk;
+        }
     if (n <= 0) { /* outside the contract: same zeros as the scalar reference */
         for (int i = 0; i < head_dim; i++) out[i] = 0.0f;
         return;
@@ -144,7 +150,7 @@ KR_INLINE void wsum_add(const int NC, int dn, const float *v, int stride, int nk
 #pragma GCC unroll 8
     for (int c = 0; c < NC - 1; c++) acc[c] = _mm512_loadu_ps(out + 16 * c);
     acc[NC - 1] = _mm512_maskz_loadu_ps(tail, out + 16 * (NC - 1));
-    fma_keys(NC, acc, tail, v, stride, nk, p);
+    for (int j = 0; j < nk; j++, v += stride) fma_key(NC, acc, tail, v, p[j]);
 #pragma GCC unroll 8
     for (int c = 0; c < NC - 1; c++) _mm512_storeu_ps(out + 16 * c, acc[c]);
     _mm512_mask_storeu_ps(out + 16 * (NC - 1), tail, acc[NC - 1]);
@@ -179,8 +185,8 @@ static void finish(int head_dim, int n_keys, float sum, float *out) {
     }
 }
 
-/* The multi-query kernel for nq <= KR_ATTN_TILE queries: per query the same span_scores calls,
- * exp_sum16 over the same scratch values and fma_keys chain as kr_attend_f32_avx512, run
+/* The multi-query kernel for nq <= KR_ATTN_TILE queries: per query the same scores16 calls,
+ * exp_sum16 over the same scratch values and fma_key chain as kr_attend_f32_avx512, run
  * keys-outer / queries-inner over the shared spans. */
 static void multi_tile(int nq, const float *const *q, int head_dim, float scale,
                        const kr_kv_span *shared, int n_shared, const kr_kv_span *const *own,

@@ -60,6 +60,8 @@ typedef struct kr_server_config {
     int max_paths;                       /* per request (default 256) -> 400 */
     int max_pred_len;                    /* per request (default 512) -> 400 */
     int max_connections;                 /* concurrent HTTP connections (default 512) */
+    char db[KR_SERVER_PATH_MAX];         /* candle store for /v1/candles, /v1/analyze ("" = 503) */
+    char web_root[KR_SERVER_PATH_MAX];   /* files of the page at / ("" = 404) */
     kr_sched_params sched;               /* scheduler parameters (kv_budget_bytes 0 = default) */
     int n_profiles;
     kr_server_profile profiles[KR_SERVER_MAX_PROFILES];

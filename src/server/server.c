@@ -25,6 +25,8 @@
 #include "base/error.h"
 #include "base/timeutil.h"
 #include "server/auth.h"
+#include "server/routes_analyst.h"
+#include "server/static_files.h"
 
 /* ------------------------------------------------------------------ helpers */
 
@@ -233,6 +235,12 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *mc, const cha
     case KR_ROUTE_METRICS: return kr_handle_metrics(mc, c);
     case KR_ROUTE_MODELS: return kr_handle_models(mc, c);
     case KR_ROUTE_FORECAST: return kr_handle_forecast(mc, c);
+    case KR_ROUTE_SYMBOLS: return kr_handle_symbols(mc, c);
+    case KR_ROUTE_CANDLES_GET: return kr_handle_candles_get(mc, c, url);
+    case KR_ROUTE_CANDLES_POST: return kr_handle_candles_post(mc, c, url);
+    case KR_ROUTE_ANALYZE: return kr_handle_analyze(mc, c);
+    case KR_ROUTE_ANALYZE_BATCH: return kr_handle_analyze_batch(mc, c);
+    case KR_ROUTE_PAGE: case KR_ROUTE_ASSETS: return kr_handle_static(mc, c, url);
     default: return kr_srv_reply_error(mc, c, 500, "unrouted request", NULL);
     }
 }

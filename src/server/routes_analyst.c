@@ -1,0 +1,1047 @@
+/*
+ * server/routes_analyst — the candle store and the analyst's reports over HTTP (see
+ * routes_analyst.h for the routes and how an analysis shares the model with the scheduler).
+ *
+ * Body parsing reuses /v1/forecast's candle parser (server/request) so a candle table is
+ * validated by one set of rules, with one set of messages, whichever route it arrives on.
+ */
+#include "server/routes_analyst.h"
+
+#include <limits.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include <cjson/cJSON.h>
+
+#include "analyst/text.h"
+#include "base/error.h"
+#include "base/timeutil.h"
+
+/* How often a streaming connection looks at its socket while the analysis runs, seconds. */
+#define POLL_S 0.1
+/* SSE comment interval while nothing else is sent (as for streamed forecasts). */
+#define KEEPALIVE_S 15.0
+#define CANDLES_PREFIX "/v1/candles/"
+
+/* ------------------------------------------------------------------ small JSON helpers */
+
+static const char *type_name(const cJSON *v) {
+    if (!v) return "nothing";
+    if (cJSON_IsNull(v)) return "null";
+    if (cJSON_IsBool(v)) return "a boolean";
+    if (cJSON_IsNumber(v)) return "a number";
+    if (cJSON_IsString(v)) return "a string";
+    if (cJSON_IsArray(v)) return "an array";
+    return "an object";
+}
+
+/* Client text made safe to quote in a message: printable ASCII, bounded. */
+static const char *sanitize(const char *s, char *out, size_t cap) {
+    size_t j = 0;
+    for (size_t i = 0; s && s[i] && j + 4 < cap; i++)
+        out[j++] = (s[i] >= 0x20 && s[i] < 0x7f && s[i] != '"' && s[i] != '\\') ? s[i] : '?';
+    if (s && strlen(s) > j && cap >= 4) {
+        if (j > cap - 4) j = cap - 4;
+        memcpy(out + j, "...", 3);
+        j += 3;
+    }
+    out[j] = '\0';
+    return out;
+}
+
+/* Parses a body into a JSON value; a syntax error names line, column and byte. */
+static kr_status parse_json(const char *json, size_t len, cJSON **root, kr_api_error *err) {
+    *root = NULL;
+    if (!json || len == 0) {
+        kr_api_error_set(err, 400, "body", "empty; expected JSON");
+        return KR_ERR_FORMAT;
+    }
+    const char *end = NULL;
+    *root = cJSON_ParseWithLengthOpts(json, len, &end, 0);
+    if (*root) return KR_OK;
+    size_t off = end && end >= json && end <= json + len ? (size_t)(end - json) : len;
+    long line = 1, col = 1;
+    for (size_t i = 0; i < off; i++) {
+        if (json[i] == '\n') line++, col = 1;
+        else col++;
+    }
+    kr_api_error_set(err, 400, "body", "invalid JSON at line %ld, column %ld (byte %zu)", line, col,
+                     off);
+    return KR_ERR_FORMAT;
+}
+
+static kr_status get_int(const cJSON *v, const char *name, int lo, int hi, int *out,
+                         kr_api_error *err) {
+    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < lo ||
+        v->valuedouble > hi) {
+        if (cJSON_IsNumber(v))
+            return kr_api_error_set(err, 400, name, "must be an integer in %d..%d, got %.10g", lo,
+                                    hi, v->valuedouble);
+        return kr_api_error_set(err, 400, name, "must be an integer in %d..%d, got %s", lo, hi,
+                                type_name(v));
+    }
+    *out = (int)v->valuedouble;
+    return KR_OK;
+}
+
+/* A number in (lo, hi]. */
+static kr_status get_positive(const cJSON *v, const char *name, double hi, float *out,
+                              kr_api_error *err) {
+    if (!cJSON_IsNumber(v) || !(v->valuedouble > 0.0) || v->valuedouble > hi ||
+        !((float)v->valuedouble > 0.0f)) {
+        if (cJSON_IsNumber(v))
+            return kr_api_error_set(err, 400, name, "must be a number in (0, %g], got %.10g", hi,
+                                    v->valuedouble);
+        return kr_api_error_set(err, 400, name, "must be a number in (0, %g], got %s", hi,
+                                type_name(v));
+    }
+    *out = (float)v->valuedouble;
+    return KR_OK;
+}
+
+static kr_status get_bool(const cJSON *v, const char *name, int *out, kr_api_error *err) {
+    if (!cJSON_IsBool(v))
+        return kr_api_error_set(err, 400, name, "must be true or false, got %s", type_name(v));
+    *out = cJSON_IsTrue(v);
+    return KR_OK;
+}
+
+/* An integer up to 2^53 (exact in a double) or a string of decimal digits up to 2^64 - 1,
+ * as /v1/forecast takes seeds. */
+static kr_status get_seed(const cJSON *v, uint64_t *out, kr_api_error *err) {
+    if (cJSON_IsNumber(v) && v->valuedouble >= 0 && v->valuedouble <= 9007199254740992.0 &&
+        v->valuedouble == floor(v->valuedouble)) {
+        *out = (uint64_t)v->valuedouble;
+        return KR_OK;
+    }
+    if (cJSON_IsString(v) && v->valuestring[0] && strlen(v->valuestring) <= 20) {
+        uint64_t x = 0;
+        const char *p = v->valuestring;
+        for (; *p >= '0' && *p <= '9'; p++) {
+            unsigned d = (unsigned)(*p - '0');
+            if (x > (UINT64_MAX - d) / 10) break;
+            x = x * 10 + d;
+        }
+        if (!*p) {
+            *out = x;
+            return KR_OK;
+        }
+    }
+    return kr_api_error_set(err, 400, "seed",
+                            "must be an integer in 0..2^53 or a string of digits up to 2^64-1");
+}
+
+/* A store-name error: the store's message already starts with "symbol" / "interval", so it is
+ * not prefixed a second time when the field is that word. */
+static kr_status name_error(kr_api_error *err, const char *field, const char *msg) {
+    size_t n = strlen(field);
+    if (strncmp(msg, field, n) != 0 || (msg[n] != ' ' && msg[n] != ':'))
+        return kr_api_error_set(err, 400, field, "%s", msg);
+    err->status = 400;
+    snprintf(err->field, sizeof err->field, "%s", field);
+    snprintf(err->message, sizeof err->message, "%s", msg);
+    return KR_ERR_INVALID_ARG;
+}
+
+/* A store name (symbol or interval) from a JSON string. */
+static kr_status get_name(const cJSON *v, const char *field, int interval, char *out, size_t cap,
+                          kr_api_error *err) {
+    if (!cJSON_IsString(v))
+        return kr_api_error_set(err, 400, field, "must be a string, got %s", type_name(v));
+    kr_error e = {0};
+    kr_status st = interval ? kr_store_check_interval(v->valuestring, &e)
+                            : kr_store_check_symbol(v->valuestring, &e);
+    if (st != KR_OK) return name_error(err, field, e.message);
+    snprintf(out, cap, "%s", v->valuestring);
+    return KR_OK;
+}
+
+/* ------------------------------------------------------------------ candles in a body */
+
+/* Runs a candles value (and optional columns) through /v1/forecast's parser, so the layouts,
+ * rules and "candles[17].high" field names are exactly that route's. */
+static kr_status candles_from_json(const cJSON *candles, const cJSON *columns, kr_candles **out,
+                                   kr_api_error *err) {
+    *out = NULL;
+    cJSON *doc = cJSON_CreateObject();
+    cJSON *cv = candles ? cJSON_Duplicate(candles, 1) : NULL;
+    cJSON *colv = columns ? cJSON_Duplicate(columns, 1) : NULL;
+    char *text = NULL;
+    if (doc && (!candles || cv) && (!columns || colv)) {
+        if (cv) cJSON_AddItemToObject(doc, "candles", cv), cv = NULL;
+        if (colv) cJSON_AddItemToObject(doc, "columns", colv), colv = NULL;
+        cJSON_AddNumberToObject(doc, "pred_len", 1); /* required there; irrelevant here */
+        text = cJSON_PrintUnformatted(doc);
+    }
+    cJSON_Delete(cv);
+    cJSON_Delete(colv);
+    cJSON_Delete(doc);
+    if (!text) return kr_api_error_set(err, 503, NULL, "out of memory");
+    kr_api_limits lim = kr_api_default_limits();
+    kr_api_request req;
+    kr_status st = kr_api_forecast_parse(text, strlen(text), &lim, &req, err);
+    free(text);
+    if (st != KR_OK) return st;
+    *out = req.candles;
+    req.candles = NULL;
+    kr_api_request_free(&req);
+    return KR_OK;
+}
+
+kr_status kr_api_candles_parse(const char *body, size_t len, int csv, kr_candles **out,
+                               kr_api_error *err) {
+    memset(err, 0, sizeof *err);
+    *out = NULL;
+    if (csv) {
+        kr_error e = {0};
+        if (!body || len == 0) return kr_api_error_set(err, 400, "body", "empty; expected CSV text");
+        if (kr_candles_parse_csv(body, len, "body", out, &e) != KR_OK) {
+            kr_api_error_set(err, 400, NULL, "%s", e.message); /* "body: line 18, ..." */
+            snprintf(err->field, sizeof err->field, "body");
+            return KR_ERR_INVALID_ARG;
+        }
+        return KR_OK;
+    }
+    cJSON *root;
+    kr_status st = parse_json(body, len, &root, err);
+    if (st != KR_OK) return st;
+    const cJSON *candles = root, *columns = NULL;
+    if (cJSON_IsObject(root)) {
+        candles = NULL;
+        char ex[64];
+        for (const cJSON *it = root->child; it; it = it->next) {
+            const cJSON **slot = !strcmp(it->string, "candles")   ? &candles
+                                 : !strcmp(it->string, "columns") ? &columns
+                                                                  : NULL;
+            if (!slot) {
+                st = kr_api_error_set(err, 400, sanitize(it->string, ex, sizeof ex),
+                                      "unknown field (expected candles, columns)");
+                goto done;
+            }
+            if (*slot) {
+                st = kr_api_error_set(err, 400, it->string, "given twice");
+                goto done;
+            }
+            *slot = cJSON_IsNull(it) ? NULL : it;
+        }
+        if (!candles) {
+            st = kr_api_error_set(err, 400, "candles", "required");
+            goto done;
+        }
+    } else if (!cJSON_IsArray(root)) {
+        st = kr_api_error_set(err, 400, "body",
+                              "must be an array of candle rows or {\"candles\": ...}, got %s",
+                              type_name(root));
+        goto done;
+    }
+    /* The forecast parser wants a history (2+ rows); one new bar is a fine upsert, but a
+     * single JSON row would need its own validator, so point at CSV instead. */
+    if (cJSON_IsArray(candles) && cJSON_GetArraySize(candles) == 1) {
+        st = kr_api_error_set(err, 400, "candles",
+                              "JSON bodies need at least 2 rows; send a single candle as text/csv");
+        goto done;
+    }
+    st = candles_from_json(candles, columns, out, err);
+done:
+    cJSON_Delete(root);
+    return st;
+}
+
+/* An interval name for candles that came without one: the most common gap ("1d", "5m"). */
+static void infer_interval(const kr_candles *c, char *out, size_t cap) {
+    int64_t best = 0;
+    int best_count = 0;
+    /* The gap seen most often among the last few hundred bars is the bar interval. */
+    int64_t start = c->n > 512 ? c->n - 512 : 1;
+    for (int64_t i = start; i < c->n; i++) {
+        int64_t g = c->timestamps[i] - c->timestamps[i - 1];
+        int count = 0;
+        for (int64_t j = start; j < c->n; j++)
+            count += c->timestamps[j] - c->timestamps[j - 1] == g;
+        if (count > best_count || (count == best_count && g < best)) best = g, best_count = count;
+    }
+    long long g = (long long)best;
+    if (g <= 0) snprintf(out, cap, "1d");
+    else if (g % 604800 == 0) snprintf(out, cap, "%lldw", g / 604800);
+    else if (g % 86400 == 0) snprintf(out, cap, "%lldd", g / 86400);
+    else if (g % 3600 == 0) snprintf(out, cap, "%lldh", g / 3600);
+    else if (g % 60 == 0) snprintf(out, cap, "%lldm", g / 60);
+    else snprintf(out, cap, "%llds", g);
+}
+
+/* ------------------------------------------------------------------ analyze body */
+
+enum {
+    F_SYMBOL, F_SYMBOLS, F_INTERVAL, F_CANDLES, F_COLUMNS, F_HORIZON, F_PATHS, F_LOOKBACK,
+    F_MAX_CONTEXT, F_SEED, F_TEMPERATURE, F_TOP_P, F_TOP_K, F_CALIBRATE, F_FORMAT, F_STREAM, F_N
+};
+static const char *const k_fields[F_N] = {
+    "symbol", "symbols", "interval", "candles", "columns", "horizon", "paths", "lookback",
+    "max_context", "seed", "temperature", "top_p", "top_k", "calibrate", "format", "stream",
+};
+
+static kr_status parse_symbols(const cJSON *v, kr_api_analyze_request *r, kr_api_error *err) {
+    if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) < 1 ||
+        cJSON_GetArraySize(v) > KR_API_MAX_SYMBOLS)
+        return kr_api_error_set(err, 400, "symbols", "must be an array of 1..%d symbol names",
+                                KR_API_MAX_SYMBOLS);
+    char f[32];
+    for (const cJSON *it = v->child; it; it = it->next) {
+        snprintf(f, sizeof f, "symbols[%d]", r->n);
+        kr_status st = get_name(it, f, 0, r->symbols[r->n], sizeof r->symbols[0], err);
+        if (st != KR_OK) return st;
+        for (int j = 0; j < r->n; j++)
+            if (!strcmp(r->symbols[j], r->symbols[r->n]))
+                return kr_api_error_set(err, 400, f, "'%s' is already symbols[%d]",
+                                        r->symbols[r->n], j);
+        r->n++;
+    }
+    return KR_OK;
+}
+
+static kr_status parse_params(const cJSON *const *f, const kr_api_limits *lim,
+                              kr_api_analyze_request *r, kr_api_error *err) {
+    kr_analyze_params *p = &r->params;
+    kr_status st;
+    if (f[F_MAX_CONTEXT] && (st = get_int(f[F_MAX_CONTEXT], "max_context", 2, 65536,
+                                          &p->max_context, err)))
+        return st;
+    int max_h = p->max_context - 1 < lim->max_pred_len ? p->max_context - 1 : lim->max_pred_len;
+    if (f[F_HORIZON] && (st = get_int(f[F_HORIZON], "horizon", 1, max_h, &p->horizon, err)))
+        return st;
+    if (!f[F_HORIZON] && p->horizon > max_h)
+        return kr_api_error_set(err, 400, "horizon", "the default %d exceeds %d (max_context - 1)",
+                                p->horizon, max_h);
+    if (f[F_PATHS] && (st = get_int(f[F_PATHS], "paths", 1, lim->max_paths, &p->paths, err)))
+        return st;
+    if (f[F_LOOKBACK] &&
+        (st = get_int(f[F_LOOKBACK], "lookback", 2, p->max_context, &p->lookback, err)))
+        return st;
+    if (f[F_SEED] && (st = get_seed(f[F_SEED], &p->seed, err))) return st;
+    if (f[F_TEMPERATURE] && (st = get_positive(f[F_TEMPERATURE], "temperature", 1e6,
+                                               &p->temperature, err)))
+        return st;
+    if (f[F_TOP_P] && (st = get_positive(f[F_TOP_P], "top_p", 1.0, &p->top_p, err))) return st;
+    if (f[F_TOP_K] && (st = get_int(f[F_TOP_K], "top_k", 0, 1 << 20, &p->top_k, err))) return st;
+    if (f[F_CALIBRATE] && (st = get_int(f[F_CALIBRATE], "calibrate", 0, KR_API_MAX_CALIBRATE,
+                                        &p->calibrate, err)))
+        return st;
+    if (f[F_FORMAT]) {
+        char ex[32];
+        if (!cJSON_IsString(f[F_FORMAT]))
+            return kr_api_error_set(err, 400, "format", "must be \"json\", \"md\" or \"html\", got %s",
+                                    type_name(f[F_FORMAT]));
+        if (kr_report_format_parse(f[F_FORMAT]->valuestring, &r->format) != 0)
+            return kr_api_error_set(err, 400, "format", "must be \"json\", \"md\" or \"html\", got '%s'",
+                                    sanitize(f[F_FORMAT]->valuestring, ex, sizeof ex));
+    }
+    if (f[F_STREAM] && (st = get_bool(f[F_STREAM], "stream", &r->stream, err))) return st;
+    return KR_OK;
+}
+
+kr_status kr_api_analyze_parse(const char *json, size_t len, int batch, const kr_api_limits *lim,
+                               kr_api_analyze_request *out, kr_api_error *err) {
+    kr_api_limits dl = kr_api_default_limits();
+    if (!lim) lim = &dl;
+    memset(err, 0, sizeof *err);
+    memset(out, 0, sizeof *out);
+    cJSON *root;
+    kr_status st = parse_json(json, len, &root, err);
+    if (st != KR_OK) return st;
+    const cJSON *f[F_N] = {0};
+    char ex[64];
+    if (!cJSON_IsObject(root)) {
+        st = kr_api_error_set(err, 400, "body", "must be a JSON object, got %s", type_name(root));
+        goto fail;
+    }
+    for (const cJSON *it = root->child; it; it = it->next) {
+        int k = 0;
+        while (k < F_N && strcmp(it->string, k_fields[k]) != 0) k++;
+        /* Each route takes its own subset: one symbol or candles, or a list of symbols. */
+        int allowed = k < F_N && (batch ? k != F_SYMBOL && k != F_CANDLES && k != F_COLUMNS
+                                        : k != F_SYMBOLS);
+        if (!allowed) {
+            st = kr_api_error_set(err, 400, sanitize(it->string, ex, sizeof ex), "%s",
+                                  batch ? "unknown field (expected symbols, interval, horizon, paths, "
+                                          "lookback, max_context, seed, temperature, top_p, top_k, "
+                                          "calibrate, format, stream)"
+                                        : "unknown field (expected symbol or candles, columns, "
+                                          "interval, horizon, paths, lookback, max_context, seed, "
+                                          "temperature, top_p, top_k, calibrate, format, stream)");
+            goto fail;
+        }
+        if (f[k]) {
+            st = kr_api_error_set(err, 400, k_fields[k], "given twice");
+            goto fail;
+        }
+        f[k] = cJSON_IsNull(it) ? NULL : it; /* null: the default */
+    }
+    out->batch = batch;
+    out->params = kr_analyze_default_params();
+    out->format = KR_FORMAT_JSON;
+    if ((st = parse_params(f, lim, out, err)) != KR_OK) goto fail;
+    if (f[F_INTERVAL] && (st = get_name(f[F_INTERVAL], "interval", 1, out->interval,
+                                        sizeof out->interval, err)) != KR_OK)
+        goto fail;
+    if (batch) {
+        if (!f[F_SYMBOLS]) {
+            st = kr_api_error_set(err, 400, "symbols", "required");
+            goto fail;
+        }
+        if ((st = parse_symbols(f[F_SYMBOLS], out, err)) != KR_OK) goto fail;
+    } else {
+        if (!f[F_SYMBOL] && !f[F_CANDLES]) {
+            st = kr_api_error_set(err, 400, "symbol", "required (a stored symbol), or give candles");
+            goto fail;
+        }
+        if (f[F_COLUMNS] && !f[F_CANDLES]) {
+            st = kr_api_error_set(err, 400, "columns", "only applies with candles");
+            goto fail;
+        }
+        out->n = 1;
+        if (f[F_SYMBOL]) {
+            if ((st = get_name(f[F_SYMBOL], "symbol", 0, out->symbols[0], sizeof out->symbols[0],
+                               err)) != KR_OK)
+                goto fail;
+        } else {
+            snprintf(out->symbols[0], sizeof out->symbols[0], "series");
+        }
+        if (f[F_CANDLES]) {
+            if ((st = candles_from_json(f[F_CANDLES], f[F_COLUMNS], &out->candles, err)) != KR_OK)
+                goto fail;
+            int64_t need = kr_analyze_min_rows(&out->params);
+            if (out->candles->n < need) {
+                st = kr_api_error_set(err, 400, "candles",
+                                      "%lld rows given, at least %lld needed for horizon %d%s",
+                                      (long long)out->candles->n, (long long)need,
+                                      out->params.horizon,
+                                      out->params.calibrate ? " and calibrate" : "");
+                goto fail;
+            }
+            if (!out->interval[0]) infer_interval(out->candles, out->interval, sizeof out->interval);
+        }
+    }
+    cJSON_Delete(root);
+    return KR_OK;
+fail:
+    cJSON_Delete(root);
+    kr_api_analyze_request_free(out);
+    memset(out, 0, sizeof *out);
+    if (!err->status) err->status = 400;
+    return st == KR_OK ? KR_ERR_INVALID_ARG : st;
+}
+
+void kr_api_analyze_request_free(kr_api_analyze_request *r) {
+    if (!r) return;
+    kr_candles_free(r->candles);
+    r->candles = NULL;
+}
+
+/* ------------------------------------------------------------------ store access */
+
+/* The store for a request: NULL with a reply status when there is none (yet). must_exist: a
+ * read of a file that is not there answers "nothing stored" instead of creating it. */
+static kr_store *open_store(kr_server *s, int must_exist, int *status, kr_api_error *err) {
+    *status = 0;
+    if (!s->cfg.db[0]) {
+        *status = 503;
+        kr_api_error_set(err, 503, NULL, "no candle store: start kronos serve with --db FILE");
+        return NULL;
+    }
+    struct stat sb;
+    if (must_exist && stat(s->cfg.db, &sb) != 0) return NULL; /* empty: status stays 0 */
+    kr_store *st = NULL;
+    kr_error e = {0};
+    if (kr_store_open(s->cfg.db, &st, &e) != KR_OK) {
+        *status = 500;
+        kr_api_error_set(err, 500, NULL, "%s", e.message);
+        return NULL;
+    }
+    return st;
+}
+
+/* "AAPL 1d, 1h" style list of a symbol's intervals, or of every stored series. */
+static void stored_list(const kr_store_entry *e, int64_t n, char *buf, size_t cap) {
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int64_t i = 0; i < n && len + 80 < cap; i++)
+        len += (size_t)snprintf(buf + len, cap - len, "%s%s %s", i ? ", " : "", e[i].symbol,
+                                e[i].interval);
+    if (n == 0) snprintf(buf, cap, "none");
+}
+
+/* Picks the stored interval for symbol: `want` when given, else the only or the most recently
+ * updated one (kr_store_list's order), as `kronos analyze` does. 0 and *out set, or an HTTP
+ * status with err filled (field names the symbol's place in the request). */
+static int pick_interval(kr_store *store, const char *symbol, const char *want, const char *field,
+                         int not_found_status, char *out, size_t cap, kr_api_error *err) {
+    kr_store_entry *e = NULL;
+    int64_t n = 0;
+    kr_error ke = {0};
+    if (store && kr_store_list(store, symbol, &e, &n, &ke) != KR_OK) {
+        kr_api_error_set(err, 500, NULL, "%s", ke.message);
+        return 500;
+    }
+    char list[512];
+    int status = 0;
+    if (n == 0) {
+        kr_api_error_set(err, not_found_status, field,
+                         "no candles stored for '%s' (add some with POST /v1/candles/%s?interval=1d "
+                         "or kronos ingest)",
+                         symbol, symbol);
+        status = not_found_status;
+    } else if (want && want[0]) {
+        int64_t i = 0;
+        while (i < n && strcmp(e[i].interval, want) != 0) i++;
+        if (i == n) {
+            stored_list(e, n, list, sizeof list);
+            kr_api_error_set(err, not_found_status, field, "'%s' has no '%s' candles; stored: %s",
+                             symbol, want, list);
+            status = not_found_status;
+        } else {
+            snprintf(out, cap, "%s", want);
+        }
+    } else {
+        snprintf(out, cap, "%s", e[0].interval);
+    }
+    free(e);
+    return status;
+}
+
+/* ------------------------------------------------------------------ replies */
+
+static enum MHD_Result reply_api_error(struct MHD_Connection *mc, kr_conn *c,
+                                       const kr_api_error *e) {
+    int status = e->status ? e->status : 400;
+    return kr_srv_reply_error(mc, c, status, e->message, e->field[0] ? e->field : NULL);
+}
+
+static enum MHD_Result reply_json(struct MHD_Connection *mc, kr_conn *c, char *body) {
+    if (!body) return kr_srv_reply_error(mc, c, 503, "out of memory", NULL);
+    return kr_srv_reply(mc, c, 200, "application/json", body, strlen(body), NULL, NULL);
+}
+
+/* Shortest text that reads back as exactly x (x is finite: stored candles are validated). */
+static void append_num(kr_sb *sb, double x) {
+    char b[40];
+    snprintf(b, sizeof b, "%.15g", x);
+    if (strtod(b, NULL) != x) snprintf(b, sizeof b, "%.17g", x);
+    kr_sb_append(sb, b);
+}
+
+static void format_ts(int64_t t, int daily, char *buf, int cap) {
+    kr_format_timestamp(t, daily && t % 86400 == 0, buf, cap);
+}
+
+/* ------------------------------------------------------------------ GET /v1/symbols */
+
+enum MHD_Result kr_handle_symbols(struct MHD_Connection *mc, kr_conn *c) {
+    kr_api_error aerr = {0};
+    int status;
+    kr_store *store = open_store(c->srv, 1, &status, &aerr);
+    if (status) return reply_api_error(mc, c, &aerr);
+    kr_store_entry *e = NULL;
+    int64_t n = 0;
+    kr_error ke = {0};
+    if (store && kr_store_list(store, NULL, &e, &n, &ke) != KR_OK) {
+        kr_store_close(store);
+        return kr_srv_reply_error(mc, c, 500, ke.message, NULL);
+    }
+    kr_store_close(store);
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "object", "list");
+    cJSON *data = cJSON_AddArrayToObject(root, "data");
+    char a[32], b[32];
+    for (int64_t i = 0; i < n; i++) {
+        int daily = kr_store_interval_seconds(e[i].interval) >= 86400;
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "symbol", e[i].symbol);
+        cJSON_AddStringToObject(o, "interval", e[i].interval);
+        cJSON_AddNumberToObject(o, "rows", (double)e[i].rows);
+        format_ts(e[i].first_ts, daily, a, sizeof a);
+        format_ts(e[i].last_ts, daily, b, sizeof b);
+        cJSON_AddStringToObject(o, "first_timestamp", a);
+        cJSON_AddStringToObject(o, "last_timestamp", b);
+        cJSON_AddNumberToObject(o, "updated_at", (double)e[i].updated_at);
+        cJSON_AddItemToArray(data, o);
+    }
+    free(e);
+    char *body = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    return reply_json(mc, c, body);
+}
+
+/* ------------------------------------------------------------------ /v1/candles/{symbol} */
+
+/* The symbol from the path; 0, or 400 with err set. */
+static int path_symbol(const char *url, char *out, size_t cap, kr_api_error *err) {
+    const char *sym = url + strlen(CANDLES_PREFIX);
+    kr_error e = {0};
+    if (kr_store_check_symbol(sym, &e) != KR_OK) {
+        name_error(err, "symbol", e.message);
+        return 400;
+    }
+    snprintf(out, cap, "%s", sym);
+    return 0;
+}
+
+/* An optional name from the query string; 0, or 400 with err set. */
+static int query_interval(struct MHD_Connection *mc, char *out, size_t cap, kr_api_error *err) {
+    const char *v = MHD_lookup_connection_value(mc, MHD_GET_ARGUMENT_KIND, "interval");
+    out[0] = '\0';
+    if (!v) return 0;
+    kr_error e = {0};
+    if (kr_store_check_interval(v, &e) != KR_OK) {
+        name_error(err, "interval", e.message);
+        return 400;
+    }
+    snprintf(out, cap, "%s", v);
+    return 0;
+}
+
+/* {"object":"candles","symbol","interval","rows","columns":[...],"candles":[[ts,o,h,l,c,v,a]]}:
+ * rows of arrays, the layout /v1/forecast and POST /v1/candles take, so a read can be posted
+ * back as it is. Volume and amount appear only when stored. */
+static char *candles_json(const char *symbol, const char *interval, const kr_candles *cs) {
+    static const char *const k_cols[7] = {"timestamps", "open", "high", "low",
+                                          "close", "volume", "amount"};
+    int ncols = 5 + (cs->has_volume ? 1 + (cs->has_amount ? 1 : 0) : 0);
+    kr_sb sb = {0};
+    kr_sb_appendf(&sb, "{\"object\":\"candles\",\"symbol\":\"%s\",\"interval\":\"%s\",\"rows\":%lld,"
+                       "\"columns\":[",
+                  symbol, interval, (long long)cs->n);
+    for (int k = 0; k < ncols; k++) kr_sb_appendf(&sb, "%s\"%s\"", k ? "," : "", k_cols[k]);
+    kr_sb_append(&sb, "],\"candles\":[");
+    char ts[32];
+    for (int64_t i = 0; i < cs->n; i++) {
+        kr_format_timestamp(cs->timestamps[i], cs->date_only, ts, sizeof ts);
+        kr_sb_appendf(&sb, "%s[\"%s\"", i ? "," : "", ts);
+        for (int k = 0; k < ncols - 1; k++) {
+            kr_sb_append(&sb, ",");
+            append_num(&sb, cs->values[i * 6 + k]);
+        }
+        kr_sb_append(&sb, "]");
+    }
+    kr_sb_append(&sb, "]}");
+    char *out = NULL;
+    kr_error e;
+    if (kr_sb_finish(&sb, &out, &e) != KR_OK) return NULL;
+    return out;
+}
+
+enum MHD_Result kr_handle_candles_get(struct MHD_Connection *mc, kr_conn *c, const char *url) {
+    kr_api_error aerr = {0};
+    char symbol[KR_STORE_NAME_MAX + 1], want[KR_STORE_NAME_MAX + 1], interval[KR_STORE_NAME_MAX + 1];
+    if (path_symbol(url, symbol, sizeof symbol, &aerr) || query_interval(mc, want, sizeof want, &aerr))
+        return reply_api_error(mc, c, &aerr);
+    int limit = KR_API_CANDLES_LIMIT;
+    const char *lv = MHD_lookup_connection_value(mc, MHD_GET_ARGUMENT_KIND, "limit");
+    if (lv) {
+        char *end = NULL;
+        long v = strtol(lv, &end, 10);
+        if (end == lv || *end || v < 1 || v > KR_API_CANDLES_MAX) {
+            char ex[32];
+            kr_api_error_set(&aerr, 400, "limit", "must be an integer in 1..%d, got '%s'",
+                             KR_API_CANDLES_MAX, sanitize(lv, ex, sizeof ex));
+            return reply_api_error(mc, c, &aerr);
+        }
+        limit = (int)v;
+    }
+    int status;
+    kr_store *store = open_store(c->srv, 1, &status, &aerr);
+    if (status) return reply_api_error(mc, c, &aerr);
+    if (pick_interval(store, symbol, want, NULL, 404, interval, sizeof interval, &aerr)) {
+        kr_store_close(store);
+        return reply_api_error(mc, c, &aerr);
+    }
+    kr_candles *cs = NULL;
+    kr_error ke = {0};
+    kr_status st = kr_store_read(store, symbol, interval, limit, &cs, &ke);
+    kr_store_close(store);
+    if (st != KR_OK) return kr_srv_reply_error(mc, c, st == KR_ERR_INVALID_ARG ? 404 : 500, ke.message, NULL);
+    char *body = candles_json(symbol, interval, cs);
+    kr_candles_free(cs);
+    return reply_json(mc, c, body);
+}
+
+/* text/csv (or application/csv) bodies go to the CSV reader; anything else is JSON. */
+static int body_is_csv(struct MHD_Connection *mc) {
+    const char *ct = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+    return ct && (!strncasecmp(ct, "text/csv", 8) || !strncasecmp(ct, "application/csv", 15));
+}
+
+enum MHD_Result kr_handle_candles_post(struct MHD_Connection *mc, kr_conn *c, const char *url) {
+    kr_api_error aerr = {0};
+    char symbol[KR_STORE_NAME_MAX + 1], interval[KR_STORE_NAME_MAX + 1];
+    if (path_symbol(url, symbol, sizeof symbol, &aerr) ||
+        query_interval(mc, interval, sizeof interval, &aerr))
+        return reply_api_error(mc, c, &aerr);
+    if (!interval[0])
+        return kr_srv_reply_error(mc, c, 400, "interval: required as a query parameter "
+                                              "(?interval=1d, 5m, 1h, ...)", "interval");
+    kr_candles *cs = NULL;
+    if (kr_api_candles_parse(c->body, c->len, body_is_csv(mc), &cs, &aerr) != KR_OK)
+        return reply_api_error(mc, c, &aerr);
+    int status;
+    kr_store *store = open_store(c->srv, 0, &status, &aerr);
+    if (!store) {
+        kr_candles_free(cs);
+        return reply_api_error(mc, c, &aerr);
+    }
+    /* The store validates again and writes in one transaction: all rows or none. */
+    kr_error ke = {0};
+    kr_status st = kr_store_upsert(store, symbol, interval, cs, &ke);
+    int64_t written = cs->n;
+    kr_candles_free(cs);
+    kr_store_entry *e = NULL;
+    int64_t n = 0;
+    if (st == KR_OK) st = kr_store_list(store, symbol, &e, &n, &ke);
+    kr_store_close(store);
+    if (st != KR_OK) {
+        free(e);
+        int code = st == KR_ERR_INVALID_ARG || st == KR_ERR_FORMAT ? 400 : 500;
+        return kr_srv_reply_error(mc, c, code, ke.message, code == 400 ? "candles" : NULL);
+    }
+    const kr_store_entry *mine = NULL;
+    for (int64_t i = 0; i < n; i++)
+        if (!strcmp(e[i].interval, interval)) mine = &e[i];
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "object", "candles.upsert");
+    cJSON_AddStringToObject(root, "symbol", symbol);
+    cJSON_AddStringToObject(root, "interval", interval);
+    cJSON_AddNumberToObject(root, "written", (double)written);
+    if (mine) {
+        int daily = kr_store_interval_seconds(interval) >= 86400;
+        char a[32], b[32];
+        format_ts(mine->first_ts, daily, a, sizeof a);
+        format_ts(mine->last_ts, daily, b, sizeof b);
+        cJSON_AddNumberToObject(root, "rows", (double)mine->rows);
+        cJSON_AddStringToObject(root, "first_timestamp", a);
+        cJSON_AddStringToObject(root, "last_timestamp", b);
+    }
+    free(e);
+    char *body = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    return reply_json(mc, c, body);
+}
+
+/* ------------------------------------------------------------------ analyses */
+
+/* One analysis request from parse to answer. The plain path runs it on the connection's
+ * thread; the streamed one on a worker thread that the connection's content reader waits for
+ * (and joins: the worker borrows the model, which must not outlive the connection). */
+typedef struct analyze_task {
+    kr_server *srv;
+    kr_api_analyze_request req;
+    kr_candles *cs[KR_API_MAX_SYMBOLS];          /* histories read from the store (owned) */
+    char intervals[KR_API_MAX_SYMBOLS][KR_STORE_NAME_MAX + 1];
+    kr_analyze_item items[KR_API_MAX_SYMBOLS];
+    /* outcome */
+    int status;                                  /* HTTP status */
+    char *body;                                  /* report text or error JSON (owned) */
+    const char *content_type;
+    /* streaming: events for the connection, guarded by mu */
+    int streaming;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    kr_sse_buf sse;
+    int step, steps;                             /* progress numbering, 1..steps */
+    int done;                                    /* final event queued */
+    int thread_started, joined;
+    pthread_t thread;
+    int fd;                                      /* the client's socket, for disconnects */
+    double last_write;
+} analyze_task;
+
+static analyze_task *task_new(kr_server *s) {
+    analyze_task *t = calloc(1, sizeof *t);
+    if (!t) return NULL;
+    t->srv = s;
+    t->fd = -1;
+    pthread_mutex_init(&t->mu, NULL);
+    pthread_cond_init(&t->cv, NULL);
+    return t;
+}
+
+static void task_join(analyze_task *t) {
+    if (t->thread_started && !t->joined) {
+        pthread_join(t->thread, NULL);
+        t->joined = 1;
+    }
+}
+
+static void task_free(analyze_task *t) {
+    if (!t) return;
+    task_join(t);
+    for (int i = 0; i < KR_API_MAX_SYMBOLS; i++) kr_candles_free(t->cs[i]);
+    kr_api_analyze_request_free(&t->req);
+    free(t->body);
+    kr_sse_free(&t->sse);
+    pthread_cond_destroy(&t->cv);
+    pthread_mutex_destroy(&t->mu);
+    free(t);
+}
+
+/* Queues one SSE progress event (streaming only):
+ * {"phase": "load|forecast|calibrate|render", "step": k, "steps": N, "symbol"?, "message"}. */
+static void emit(analyze_task *t, const char *phase, const char *symbol, const char *message) {
+    if (!t->streaming) return;
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "phase", phase);
+    pthread_mutex_lock(&t->mu);
+    cJSON_AddNumberToObject(o, "step", ++t->step);
+    cJSON_AddNumberToObject(o, "steps", t->steps);
+    if (symbol) cJSON_AddStringToObject(o, "symbol", symbol);
+    cJSON_AddStringToObject(o, "message", message);
+    char *data = cJSON_PrintUnformatted(o);
+    if (data) kr_sse_event(&t->sse, "progress", data);
+    pthread_cond_broadcast(&t->cv);
+    pthread_mutex_unlock(&t->mu);
+    free(data);
+    cJSON_Delete(o);
+}
+
+static void on_analyze_progress(void *user, int step, int n_steps, const char *what) {
+    analyze_task *t = user;
+    if (step >= n_steps) return; /* "done": the render phase follows */
+    emit(t, step == 0 ? "forecast" : "calibrate", step == 0 ? NULL : t->items[step - 1].symbol,
+         what);
+}
+
+static void task_fail(analyze_task *t, int status, const char *message, const char *field) {
+    t->status = status;
+    free(t->body);
+    t->body = kr_api_error_json(status, message, field && field[0] ? field : NULL);
+    t->content_type = "application/json";
+}
+
+/* Reads the histories (or takes the body's candles), runs the analyst, renders the report.
+ * Leaves the outcome in t->status / body / content_type. */
+static void task_run(analyze_task *t) {
+    kr_server *s = t->srv;
+    kr_api_analyze_request *r = &t->req;
+    kr_api_error aerr = {0};
+    kr_error err = {0};
+    char field[40], msg[160];
+    if (r->candles) {
+        snprintf(t->intervals[0], sizeof t->intervals[0], "%s", r->interval);
+        t->items[0] = (kr_analyze_item){r->symbols[0], t->intervals[0], r->candles};
+    } else {
+        int status;
+        kr_store *store = open_store(s, 1, &status, &aerr);
+        if (status) {
+            task_fail(t, status, aerr.message, NULL);
+            return;
+        }
+        const int64_t need = kr_analyze_min_rows(&r->params);
+        for (int i = 0; i < r->n; i++) {
+            const char *sym = r->symbols[i];
+            if (r->batch) snprintf(field, sizeof field, "symbols[%d]", i);
+            else snprintf(field, sizeof field, "symbol");
+            snprintf(msg, sizeof msg, "reading %s", sym);
+            emit(t, "load", sym, msg);
+            if (pick_interval(store, sym, r->interval, field, 400, t->intervals[i],
+                              sizeof t->intervals[i], &aerr)) {
+                kr_store_close(store);
+                task_fail(t, aerr.status, aerr.message, aerr.field);
+                return;
+            }
+            if (kr_store_read(store, sym, t->intervals[i], KR_API_CANDLES_MAX, &t->cs[i], &err) !=
+                KR_OK) {
+                kr_store_close(store);
+                task_fail(t, 500, err.message, NULL);
+                return;
+            }
+            if (t->cs[i]->n < need) {
+                snprintf(msg, sizeof msg, "%s: %s %s has %lld rows, at least %lld needed for "
+                         "horizon %d%s", field, sym, t->intervals[i], (long long)t->cs[i]->n,
+                         (long long)need, r->params.horizon, r->params.calibrate ? " and calibrate" : "");
+                kr_store_close(store);
+                task_fail(t, 400, msg, field);
+                return;
+            }
+            t->items[i] = (kr_analyze_item){sym, t->intervals[i], t->cs[i]};
+        }
+        kr_store_close(store);
+    }
+
+    kr_analyze_params p = r->params;
+    p.model_name = s->model_name;
+    p.predictor_dir = s->cfg.model;
+    p.tokenizer_dir = s->cfg.tokenizer;
+    if (t->streaming) {
+        p.progress = on_analyze_progress;
+        p.progress_user = t;
+    }
+    kr_report_set *set = NULL;
+    /* Holds the model's mutex while it generates: safe beside the scheduler, not batched
+     * with it (routes_analyst.h). */
+    kr_status st = kr_analyze(s->model, t->items, r->n, &p, &set, &err);
+    if (st != KR_OK) {
+        int code = kr_api_http_status(st);
+        task_fail(t, code, err.message, NULL);
+        return;
+    }
+    emit(t, "render", NULL, r->format == KR_FORMAT_JSON ? "writing the JSON report"
+                            : r->format == KR_FORMAT_MD ? "writing the Markdown report"
+                                                        : "writing the HTML report");
+    char *text = NULL;
+    st = kr_render(set, r->format, &text, &err);
+    kr_report_set_free(set);
+    if (st != KR_OK) {
+        task_fail(t, 500, err.message, NULL);
+        return;
+    }
+    /* The renderer indents for people reading files; over HTTP compact text is the norm
+     * (and a streamed result then fits one "data:" line). */
+    if (r->format == KR_FORMAT_JSON) cJSON_Minify(text);
+    t->status = 200;
+    t->body = text;
+    t->content_type = r->format == KR_FORMAT_JSON ? "application/json"
+                      : r->format == KR_FORMAT_MD ? "text/markdown; charset=utf-8"
+                                                  : "text/html; charset=utf-8";
+}
+
+/* The streamed answer's last event: "result" with the JSON report (Markdown and HTML come
+ * wrapped as {"format", "content_type", "content"}), or "error" with the error body. */
+static void *task_worker(void *arg) {
+    analyze_task *t = arg;
+    task_run(t);
+    char *data = NULL;
+    const char *event = t->status == 200 ? "result" : "error";
+    if (t->status == 200 && t->req.format != KR_FORMAT_JSON) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "format", t->req.format == KR_FORMAT_MD ? "md" : "html");
+        cJSON_AddStringToObject(o, "content_type", t->content_type);
+        cJSON_AddStringToObject(o, "content", t->body ? t->body : "");
+        data = cJSON_PrintUnformatted(o);
+        cJSON_Delete(o);
+    }
+    pthread_mutex_lock(&t->mu);
+    const char *payload = data ? data : t->body;
+    kr_sse_event(&t->sse, payload ? event : "error",
+                 payload ? payload : "{\"error\":{\"code\":503,\"message\":\"out of memory\"}}");
+    t->done = 1;
+    pthread_cond_broadcast(&t->cv);
+    pthread_mutex_unlock(&t->mu);
+    free(data);
+    return NULL;
+}
+
+/* libmicrohttpd's content reader for a streamed analysis, on the connection's thread. It
+ * joins the worker before ending the stream, so by the time the connection completes (and
+ * the server may drain and free the model) no analysis is running for it. */
+static ssize_t task_reader(void *cls, uint64_t pos, char *buf, size_t max) {
+    (void)pos;
+    analyze_task *t = cls;
+    pthread_mutex_lock(&t->mu);
+    for (;;) {
+        size_t n = kr_sse_read(&t->sse, buf, max);
+        if (n > 0) {
+            t->last_write = kr_now_seconds();
+            pthread_mutex_unlock(&t->mu);
+            return (ssize_t)n;
+        }
+        if (t->done) {
+            pthread_mutex_unlock(&t->mu);
+            task_join(t);
+            return MHD_CONTENT_READER_END_OF_STREAM;
+        }
+        struct timespec dl;
+        clock_gettime(CLOCK_REALTIME, &dl);
+        dl.tv_nsec += (long)(POLL_S * 1e9);
+        if (dl.tv_nsec >= 1000000000L) dl.tv_sec++, dl.tv_nsec -= 1000000000L;
+        pthread_cond_timedwait(&t->cv, &t->mu, &dl);
+        if (kr_sse_pending(&t->sse) || t->done) continue;
+        if (kr_srv_client_gone(t->fd)) {
+            /* kr_analyze cannot be cancelled: wait for it, then drop the stream. */
+            pthread_mutex_unlock(&t->mu);
+            task_join(t);
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        }
+        if (kr_now_seconds() - t->last_write > KEEPALIVE_S) kr_sse_comment(&t->sse, "keep-alive");
+    }
+}
+
+static void task_release(void *cls) { task_free(cls); }
+
+static enum MHD_Result start_stream(struct MHD_Connection *mc, kr_conn *c, analyze_task *t) {
+    const kr_api_analyze_request *r = &t->req;
+    t->streaming = 1;
+    t->fd = c->fd;
+    t->last_write = kr_now_seconds();
+    t->steps = (r->candles ? 0 : r->n) + 1 + (r->params.calibrate > 0 ? r->n : 0) + 1;
+    if (pthread_create(&t->thread, NULL, task_worker, t) != 0) {
+        task_free(t);
+        return kr_srv_reply_error(mc, c, 503, "cannot start the analysis thread", NULL);
+    }
+    t->thread_started = 1;
+    struct MHD_Response *resp =
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, task_reader, t, task_release);
+    if (!resp) {
+        task_free(t);
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+    enum MHD_Result ok = MHD_queue_response(mc, 200, resp);
+    MHD_destroy_response(resp); /* not queued: this frees t (joining the worker) */
+    if (ok == MHD_YES) c->status = 200;
+    return ok;
+}
+
+static enum MHD_Result handle_analyze(struct MHD_Connection *mc, kr_conn *c, int batch) {
+    kr_server *s = c->srv;
+    kr_api_limits lim = kr_api_default_limits();
+    lim.max_paths = s->cfg.max_paths;
+    lim.max_pred_len = s->cfg.max_pred_len;
+    analyze_task *t = task_new(s);
+    if (!t) return kr_srv_reply_error(mc, c, 503, "out of memory", NULL);
+    kr_api_error aerr;
+    if (kr_api_analyze_parse(c->body, c->len, batch, &lim, &t->req, &aerr) != KR_OK) {
+        task_free(t);
+        return reply_api_error(mc, c, &aerr);
+    }
+    free(c->body);
+    c->body = NULL;
+    c->len = c->cap = 0;
+
+    /* Counted like a forecast (server_internal.h: c->counted, released when the connection
+     * completes), under the lock drain takes, so a drain waits for the analysis. */
+    pthread_mutex_lock(&s->mu);
+    int draining = s->draining;
+    if (!draining) s->active_jobs++;
+    pthread_mutex_unlock(&s->mu);
+    if (draining) {
+        task_free(t);
+        kr_http_metrics_reject(s->http, "draining");
+        return kr_srv_reply_error(mc, c, 503, "the server is shutting down", NULL);
+    }
+    c->counted = 1;
+
+    if (t->req.stream) return start_stream(mc, c, t);
+    task_run(t);
+    char *body = t->body;
+    t->body = NULL;
+    enum MHD_Result ok = body ? kr_srv_reply(mc, c, t->status, t->content_type, body,
+                                             strlen(body), NULL, NULL)
+                              : kr_srv_reply_error(mc, c, 503, "out of memory", NULL);
+    task_free(t);
+    return ok;
+}
+
+enum MHD_Result kr_handle_analyze(struct MHD_Connection *mc, kr_conn *c) {
+    return handle_analyze(mc, c, 0);
+}
+
+enum MHD_Result kr_handle_analyze_batch(struct MHD_Connection *mc, kr_conn *c) {
+    return handle_analyze(mc, c, 1);
+}
