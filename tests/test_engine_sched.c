@@ -164,21 +164,26 @@ static void test_cancel_busy_deadline_drain(void **state) {
     kr_forecast_params p = kr_forecast_default_params();
     p.pred_len = 100;
     p.paths = 8;
+    kr_forecast_params long_p = p; /* runs long enough to be cancelled mid-way */
+    long_p.pred_len = 400;
+    long_p.max_context = 512;
     waiter a, b, c;
     waiter_init(&a);
     waiter_init(&b);
     waiter_init(&c);
     uint64_t id_a = 0;
-    assert_int_equal(kr_sched_submit(s, &ser, &p, 0, on_event, &a, &id_a, &err), KR_OK);
+    assert_int_equal(kr_sched_submit(s, &ser, &long_p, 0, on_event, &a, &id_a, &err), KR_OK);
     /* Wait until a runs, then fill the queue. */
     for (int i = 0; i < 2000 && !a.started; i++) usleep(1000);
     assert_true(a.started);
-    assert_int_equal(kr_sched_submit(s, &ser, &p, 0.05, on_event, &b, NULL, &err), KR_OK);
+    assert_int_equal(kr_sched_submit(s, &ser, &p, 0.01, on_event, &b, NULL, &err), KR_OK);
     assert_int_equal(kr_sched_submit(s, &ser, &p, 0, on_event, &c, NULL, &err), KR_OK);
     waiter d;
     waiter_init(&d);
     assert_int_equal(kr_sched_submit(s, &ser, &p, 0, on_event, &d, NULL, &err), KR_ERR_BUSY);
-    /* Cancel the running one: it fails as cancelled and its KV is freed. */
+    /* b's deadline passes while it waits behind a; then cancel a: it fails as cancelled and
+     * its KV is freed. */
+    usleep(30000);
     kr_sched_cancel(s, id_a);
     wait_done(&a);
     assert_int_equal(a.status, KR_ERR_CANCELLED);
