@@ -491,9 +491,15 @@ static kr_status decode_groups(kr_model *m, kr_gen_group **gs, int n_groups, kr_
 
 /* Encodes a new group's history and takes what it can of its window from the prefix cache. */
 static kr_status admit(kr_model *m, kr_gen_group *g, const kr_prefix_hooks *hooks, kr_error *err) {
-    kr_status st = kr_tokenizer_encode(m->tok, m->pool, g->in->x_norm, g->L, g->out->hist_s1, g->out->hist_s2,
-                                       NULL, err);
-    if (st != KR_OK) return st;
+    int hit = !g->opt.naive && hooks && hooks->encode_lookup &&
+              hooks->encode_lookup(hooks->user, g->in->x_norm, g->L, g->out->hist_s1, g->out->hist_s2);
+    if (!hit) {
+        kr_status st = kr_tokenizer_encode(m->tok, m->pool, g->in->x_norm, g->L, g->out->hist_s1,
+                                           g->out->hist_s2, NULL, err);
+        if (st != KR_OK) return st;
+        if (!g->opt.naive && hooks && hooks->encode_publish)
+            hooks->encode_publish(hooks->user, g->in->x_norm, g->L, g->out->hist_s1, g->out->hist_s2);
+    }
     if (g->opt.naive) {
         g->state = G_RUN;
         return KR_OK;

@@ -71,6 +71,11 @@ typedef struct kr_prefix_hooks {
                          int n, int *rows);
     void (*publish)(void *user, kr_prefix *p, const int32_t *s1, const int32_t *s2,
                     const float *stamps);
+    /* The tokenizer's encoding of an identical normalised history (x_norm [L][6]) can be
+     * reused too: returns 1 and fills s1/s2 [L] on a hit. May be NULL. */
+    int (*encode_lookup)(void *user, const float *x_norm, int L, int32_t *s1, int32_t *s2);
+    void (*encode_publish)(void *user, const float *x_norm, int L, const int32_t *s1,
+                           const int32_t *s2);
     void *user;
 } kr_prefix_hooks;
 

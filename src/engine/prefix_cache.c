@@ -18,9 +18,22 @@ typedef struct entry {
     size_t bytes;
 } entry;
 
+/* A tokenizer encoding: identical normalised histories give identical ids. */
+typedef struct enc_entry {
+    uint64_t hash;
+    int L;
+    float *x;              /* [L][6] x_norm, to confirm a hash match */
+    int32_t *s1, *s2;      /* [L] */
+    uint64_t last_used;
+} enc_entry;
+
+#define ENC_ENTRIES 64
+
 struct kr_prefix_cache {
     entry *e;
     int n, cap;
+    enc_entry enc[ENC_ENTRIES];
+    int n_enc;
     size_t bytes, budget;
     uint64_t tick;
     int64_t queried, hits, evictions;
@@ -170,6 +183,56 @@ static void publish(void *user, kr_prefix *p, const int32_t *s1, const int32_t *
     c->n++;
 }
 
+static int enc_lookup(void *user, const float *x, int L, int32_t *s1, int32_t *s2) {
+    kr_prefix_cache *c = user;
+    uint64_t h = XXH3_64bits(x, (size_t)L * 6 * sizeof(float));
+    for (int i = 0; i < c->n_enc; i++) {
+        enc_entry *e = &c->enc[i];
+        if (e->hash == h && e->L == L && !memcmp(e->x, x, (size_t)L * 6 * sizeof(float))) {
+            memcpy(s1, e->s1, (size_t)L * sizeof(int32_t));
+            memcpy(s2, e->s2, (size_t)L * sizeof(int32_t));
+            e->last_used = ++c->tick;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static void enc_free(enc_entry *e) {
+    free(e->x);
+    free(e->s1);
+    free(e->s2);
+    memset(e, 0, sizeof *e);
+}
+
+static void enc_publish(void *user, const float *x, int L, const int32_t *s1, const int32_t *s2) {
+    kr_prefix_cache *c = user;
+    int slot = c->n_enc;
+    if (slot == ENC_ENTRIES) { /* replace the least recently used */
+        slot = 0;
+        for (int i = 1; i < ENC_ENTRIES; i++)
+            if (c->enc[i].last_used < c->enc[slot].last_used) slot = i;
+        enc_free(&c->enc[slot]);
+    } else {
+        c->n_enc++;
+    }
+    enc_entry *e = &c->enc[slot];
+    e->x = malloc((size_t)L * 6 * sizeof(float));
+    e->s1 = malloc((size_t)L * sizeof(int32_t));
+    e->s2 = malloc((size_t)L * sizeof(int32_t));
+    if (!e->x || !e->s1 || !e->s2) { /* caching is optional: drop the entry */
+        enc_free(e);
+        c->enc[slot] = c->enc[--c->n_enc];
+        return;
+    }
+    memcpy(e->x, x, (size_t)L * 6 * sizeof(float));
+    memcpy(e->s1, s1, (size_t)L * sizeof(int32_t));
+    memcpy(e->s2, s2, (size_t)L * sizeof(int32_t));
+    e->hash = XXH3_64bits(x, (size_t)L * 6 * sizeof(float));
+    e->L = L;
+    e->last_used = ++c->tick;
+}
+
 kr_status kr_prefix_cache_create(size_t budget_bytes, kr_prefix_cache **out, kr_error *err) {
     kr_prefix_cache *c = calloc(1, sizeof *c);
     if (!c) return kr_error_set(err, KR_ERR_NOMEM, "prefix cache: out of memory");
@@ -181,12 +244,13 @@ kr_status kr_prefix_cache_create(size_t budget_bytes, kr_prefix_cache **out, kr_
 void kr_prefix_cache_free(kr_prefix_cache *c) {
     if (!c) return;
     while (c->n > 0) entry_drop(c, c->n - 1);
+    for (int i = 0; i < c->n_enc; i++) enc_free(&c->enc[i]);
     free(c->e);
     free(c);
 }
 
 kr_prefix_hooks kr_prefix_cache_hooks(kr_prefix_cache *c) {
-    kr_prefix_hooks h = {lookup, publish, c};
+    kr_prefix_hooks h = {lookup, publish, enc_lookup, enc_publish, c};
     return h;
 }
 

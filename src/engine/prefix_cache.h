@@ -6,8 +6,9 @@
  * k blocks reuses those rows (same tokens at the same RoPE positions give the same K/V); an
  * identical window reuses everything, including its last row's logits, and skips prefill.
  * Tokens are compared byte for byte after a hash match, so a collision can never return a
- * wrong prefix. LRU eviction keeps the cache inside a byte budget. Single-threaded: owned by
- * the scheduler thread.
+ * wrong prefix. LRU eviction keeps the cache inside a byte budget. It also remembers the last
+ * tokenizer encodings (keyed by the normalised history itself), so a repeated request skips
+ * the encoder as well. Single-threaded: owned by the scheduler thread.
  */
 #ifndef KR_ENGINE_PREFIX_CACHE_H
 #define KR_ENGINE_PREFIX_CACHE_H
