@@ -16,46 +16,21 @@
 static char *g_tmp;
 static char g_db[1200];
 
-typedef struct run_result {
-    int code;
-    char out[1 << 18];
-    char err[8192];
-} run_result;
-
-static void slurp(const char *path, char *buf, size_t cap) {
-    buf[0] = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return;
-    size_t n = fread(buf, 1, cap - 1, f);
-    buf[n] = 0;
-    fclose(f);
-}
+typedef kr_test_run run_result;
 
 /* Runs `[ENV] kronos ARGS` with stdout/stderr captured; env may be "". */
-static run_result *run_env(const char *env, const char *args) {
-    static run_result r;
-    char cmd[8192], out[1300], errp[1300];
-    snprintf(out, sizeof out, "%s/stdout", g_tmp);
-    snprintf(errp, sizeof errp, "%s/stderr", g_tmp);
-    snprintf(cmd, sizeof cmd, "env -u KRONOS_DB %s %s/kronos %s >%s 2>%s </dev/null", env, KR_BINARY_DIR, args, out,
-             errp);
-    int st = system(cmd);
-    r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    slurp(out, r.out, sizeof r.out);
-    slurp(errp, r.err, sizeof r.err);
-    return &r;
-}
+static const run_result *run_env(const char *env, const char *args) { return kr_test_kronos(g_tmp, env, args); }
 
-static run_result *run(const char *args) { return run_env("", args); }
+static const run_result *run(const char *args) { return run_env("", args); }
 
-static run_result *ok(const char *args) {
-    run_result *r = run(args);
+static const run_result *ok(const char *args) {
+    const run_result *r = run(args);
     if (r->code != 0) fail_msg("kronos %s: exit %d: %s", args, r->code, r->err);
     return r;
 }
 
 static void expect_fail(const char *args, int code, const char *needle1, const char *needle2) {
-    run_result *r = run(args);
+    const run_result *r = run(args);
     if (r->code != code || !strstr(r->err, needle1) || (needle2 && !strstr(r->err, needle2)))
         fail_msg("kronos %s: exit %d (want %d), stderr: %s (want '%s'%s%s)", args, r->code, code, r->err, needle1,
                  needle2 ? " and " : "", needle2 ? needle2 : "");
@@ -85,7 +60,7 @@ static void test_ingest(void **state) {
     for (int i = 0; i < 4; i++) {
         snprintf(args, sizeof args, "ingest --symbol %s --interval %s --db %s %s/data/%s", files[i][0], files[i][1],
                  g_db, KR_SOURCE_DIR, files[i][2]);
-        run_result *r = ok(args);
+        const run_result *r = ok(args);
         char want[128];
         snprintf(want, sizeof want, "%s %s: ", files[i][0], files[i][1]);
         assert_non_null(strstr(r->out, want));
@@ -93,7 +68,7 @@ static void test_ingest(void **state) {
     }
     /* Re-ingesting the same file replaces rows: the count does not grow. */
     snprintf(args, sizeof args, "ingest --symbol AAPL --interval 1d --db %s %s/data/AAPL_1d.csv", g_db, KR_SOURCE_DIR);
-    run_result *r = ok(args);
+    const run_result *r = ok(args);
     assert_non_null(strstr(r->out, "2913 rows written"));
     assert_non_null(strstr(r->out, "(now 2913 rows, 2014-01-02 to 2025-08-01)"));
     /* The same data as a second symbol, through KRONOS_DB instead of --db. */
@@ -114,7 +89,7 @@ static void test_analyze_one_symbol_formats(void **state) {
     (void)state;
     char args[4096], path[1300];
     snprintf(args, sizeof args, "analyze AAPL --db %s --paths 8 --horizon 5 --seed 3", g_db);
-    run_result *r = ok(args);
+    const run_result *r = ok(args);
     cJSON *j = cJSON_Parse(r->out);
     assert_non_null(j);
     assert_int_equal(cJSON_GetObjectItem(j, "schema_version")->valueint, 1);
@@ -155,7 +130,7 @@ static void test_analyze_one_symbol_formats(void **state) {
     assert_int_equal(r->out[0], 0);
     assert_non_null(strstr(r->err, "wrote"));
     static char html[1 << 18];
-    slurp(path, html, sizeof html);
+    kr_test_slurp(path, html, sizeof html);
     assert_true(strncmp(html, "<!DOCTYPE html>", 15) == 0);
     assert_non_null(strstr(html, "<svg"));
     assert_non_null(strstr(html, "AAPL"));
@@ -171,7 +146,7 @@ static void test_analyze_batch_and_calibrate(void **state) {
     (void)state;
     char args[4096];
     snprintf(args, sizeof args, "analyze MSFT AAPL BTCUSDT --db %s --paths 8 --horizon 5", g_db);
-    run_result *r = ok(args);
+    const run_result *r = ok(args);
     cJSON *j = cJSON_Parse(r->out);
     assert_non_null(j);
     cJSON *rank = cJSON_GetObjectItem(j, "ranking");

@@ -831,36 +831,12 @@ static void test_batch(void **state) {
 
 /* ------------------------------------------------------------------ the executable */
 
-typedef struct run_result {
-    int code;
-    char out[1 << 18];
-    char err[8192];
-} run_result;
+typedef kr_test_run run_result;
 
-static void slurp(const char *path, char *buf, size_t cap) {
-    buf[0] = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return;
-    size_t n = fread(buf, 1, cap - 1, f);
-    buf[n] = 0;
-    fclose(f);
-}
-
-static run_result *run(const char *args) {
-    static run_result r;
-    char cmd[8192], out[1300], errp[1300];
-    snprintf(out, sizeof out, "%s/stdout", g_tmp);
-    snprintf(errp, sizeof errp, "%s/stderr", g_tmp);
-    snprintf(cmd, sizeof cmd, "env -u KRONOS_DB %s/kronos %s >%s 2>%s </dev/null", KR_BINARY_DIR, args, out, errp);
-    int st = system(cmd);
-    r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    slurp(out, r.out, sizeof r.out);
-    slurp(errp, r.err, sizeof r.err);
-    return &r;
-}
+static const run_result *run(const char *args) { return kr_test_kronos(g_tmp, "", args); }
 
 static cJSON *run_json(const char *args, char *err_copy, size_t cap) {
-    run_result *r = run(args);
+    const run_result *r = run(args);
     if (r->code != 0) fail_msg("kronos %s: exit %d: %s", args, r->code, r->err);
     if (err_copy) snprintf(err_copy, cap, "%s", r->err);
     cJSON *j = cJSON_Parse(r->out);
@@ -872,7 +848,7 @@ static void test_cli(void **state) {
     (void)state;
     char args[4096], stderr_text[8192];
     snprintf(args, sizeof args, "ingest --symbol AAPL --interval 1d --db %s %s/data/AAPL_1d.csv", g_db, KR_SOURCE_DIR);
-    run_result *r = run(args);
+    const run_result *r = run(args);
     if (r->code != 0) fail_msg("ingest: %s", r->err);
 
     const char *base = "analyze AAPL --paths 8 --horizon 5 --seed 3";

@@ -14,34 +14,10 @@
 
 static char *g_tmp;
 
-typedef struct run_result {
-    int code;
-    char out[1 << 16];
-    char err[8192];
-} run_result;
-
-static void slurp(const char *path, char *buf, size_t cap) {
-    buf[0] = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return;
-    size_t n = fread(buf, 1, cap - 1, f);
-    buf[n] = 0;
-    fclose(f);
-}
+typedef kr_test_run run_result;
 
 /* Runs `kronos ARGS` with stdout/stderr captured. */
-static run_result *kronos(const char *args) {
-    static run_result r;
-    char cmd[8192], out[1200], errp[1200];
-    snprintf(out, sizeof out, "%s/stdout", g_tmp);
-    snprintf(errp, sizeof errp, "%s/stderr", g_tmp);
-    snprintf(cmd, sizeof cmd, "%s/kronos %s >%s 2>%s </dev/null", KR_BINARY_DIR, args, out, errp);
-    int st = system(cmd);
-    r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    slurp(out, r.out, sizeof r.out);
-    slurp(errp, r.err, sizeof r.err);
-    return &r;
-}
+static const run_result *kronos(const char *args) { return kr_test_kronos(g_tmp, "", args); }
 
 static const char *write_csv(const char *name, const char *text) {
     static char path[1200];
@@ -81,7 +57,7 @@ static int teardown(void **state) {
 }
 
 static void expect_fail(const char *args, int code, const char *needle1, const char *needle2) {
-    run_result *r = kronos(args);
+    const run_result *r = kronos(args);
     if (r->code != code || !strstr(r->err, needle1) || (needle2 && !strstr(r->err, needle2)))
         fail_msg("kronos %s: exit %d (want %d), stderr: %s (want '%s'%s%s)", args, r->code, code, r->err, needle1,
                  needle2 ? " and " : "", needle2 ? needle2 : "");
@@ -91,7 +67,7 @@ static void test_forecast_csv_and_json(void **state) {
     (void)state;
     char args[2048];
     snprintf(args, sizeof args, "forecast --input %s --pred-len 5 --top-k 1", kr_test_fixture("regression_input.csv"));
-    run_result *r = kronos(args);
+    const run_result *r = kronos(args);
     if (r->code != 0) fail_msg("exit %d: %s", r->code, r->err);
     assert_true(strncmp(r->out, "timestamps,open,high,low,close,volume,amount\n", 45) == 0);
     int lines = 0;
@@ -130,7 +106,7 @@ static void test_batch_and_gen_random(void **state) {
     char args[4096], dir[1200];
     snprintf(dir, sizeof dir, "%s/rand", g_tmp);
     snprintf(args, sizeof args, "gen-random --shape tiny --seed 3 --out %s", dir);
-    run_result *r = kronos(args);
+    const run_result *r = kronos(args);
     if (r->code != 0) fail_msg("gen-random: %s", r->err);
     char *a = daily_csv(60), *b = daily_csv(45);
     char pa[1200], pb[1200];
@@ -144,12 +120,12 @@ static void test_batch_and_gen_random(void **state) {
     if (r->code != 0) fail_msg("batch: %s", r->err);
     char path[1300], body[4096];
     snprintf(path, sizeof path, "%s/out/a.forecast.csv", g_tmp);
-    slurp(path, body, sizeof body);
+    kr_test_slurp(path, body, sizeof body);
     assert_non_null(strstr(body, "timestamps,open"));
     /* 60 weekdays from Monday 2024-01-01 end on Friday 2024-03-22: next is Monday 03-25. */
     assert_non_null(strstr(body, "\n2024-03-25,"));
     snprintf(path, sizeof path, "%s/out/b.forecast.csv", g_tmp);
-    slurp(path, body, sizeof body);
+    kr_test_slurp(path, body, sizeof body);
     assert_non_null(strstr(body, "timestamps,open"));
 }
 

@@ -739,40 +739,16 @@ static void test_errors(void **state) {
 
 /* ---------------------------------------------------------------- the CLI */
 
-typedef struct run_result {
-    int code;
-    char out[1 << 16];
-    char err[1 << 14];
-} run_result;
-
-static void slurp(const char *path, char *buf, size_t cap) {
-    buf[0] = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return;
-    size_t n = fread(buf, 1, cap - 1, f);
-    buf[n] = 0;
-    fclose(f);
-}
+typedef kr_test_run run_result;
 
 /* Runs `kronos ARGS` (environment inherited: HF_HOME, HF_ENDPOINT) with output captured. */
-static run_result *kronos(const char *args) {
-    static run_result r;
-    char cmd[8192], out[PATH_MAX], errp[PATH_MAX];
-    snprintf(out, sizeof out, "%s/stdout", g_tmp);
-    snprintf(errp, sizeof errp, "%s/stderr", g_tmp);
-    snprintf(cmd, sizeof cmd, "%s/kronos %s >%s 2>%s </dev/null", KR_BINARY_DIR, args, out, errp);
-    int st = system(cmd);
-    r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    slurp(out, r.out, sizeof r.out);
-    slurp(errp, r.err, sizeof r.err);
-    return &r;
-}
+static const run_result *kronos(const char *args) { return kr_test_kronos(g_tmp, "", args); }
 
 static void test_cli_pull_and_forecast_from_cache(void **state) {
     (void)state;
     const char *hub = fresh_home("cli");
     reset_server(MODE_NORMAL);
-    run_result *r = kronos("pull NeoQuasar/Kronos-demo");
+    const run_result *r = kronos("pull NeoQuasar/Kronos-demo");
     if (r->code != 0) fail_msg("pull: exit %d: %s", r->code, r->err);
     char want[PATH_MAX];
     snprintf(want, sizeof want, "%s/models--NeoQuasar--Kronos-demo/snapshots/%s\n", hub, g_repos[0].commit);

@@ -14,6 +14,21 @@ const char *kr_test_fixture(const char *rel);
 char *kr_test_tmpdir(void);
 /* Writes `len` bytes to path; returns 0 on success. */
 int kr_test_write_file(const char *path, const void *data, size_t len);
+/* Reads a file into buf (NUL-terminated, truncated to cap - 1); empty if unreadable. */
+void kr_test_slurp(const char *path, char *buf, size_t cap);
+
+/* Result of running the built `kronos` executable; out/err hold all it printed. */
+typedef struct kr_test_run {
+    int code;   /* exit status, -1 if it did not exit normally */
+    char *out;
+    char *err;
+} kr_test_run;
+
+/* Runs `[env] KR_BINARY_DIR/kronos args` (stdin /dev/null) with stdout and stderr captured in
+ * files under dir; env is a prefix like "HF_HOME=/x" or "" (KRONOS_DB is always unset, so a
+ * developer's database never leaks into a test). Valid until the next call. */
+const kr_test_run *kr_test_kronos(const char *dir, const char *env, const char *args);
+
 /* Max |a-b| over n floats. */
 double kr_test_max_abs_diff(const float *a, const float *b, size_t n);
 
