@@ -5,10 +5,17 @@
 # libmicrohttpd-dev: the HTTP server behind `kronos serve` (and the stand-in LLM server of the
 # narrative test); libcurl4-openssl-dev: its tests, the bench/load client and the optional
 # `kronos analyze --llm-url` narrative.
+# --web: also what the web page's tests need (scripts/test.sh): Debian's Chromium, which
+# tests/web/e2e.mjs drives headless through playwright-core, and Node.js/npm when the machine
+# has none (the page's packages come from `npm ci` in web/, never from here).
 set -euo pipefail
 packages=(build-essential cmake pkg-config clang libclang-rt-14-dev
           libcjson-dev libcmocka-dev libopenblas-dev libxxhash-dev libsqlite3-dev
           libmicrohttpd-dev libcurl4-openssl-dev)
+if [ "${1:-}" = "--web" ]; then
+  packages+=(chromium)
+  command -v node >/dev/null && command -v npm >/dev/null || packages+=(nodejs npm)
+fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

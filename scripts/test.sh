@@ -11,6 +11,13 @@ if [ -z "${KRONOS_GOLDEN_MINI_DIR:-}" ] && [ -d ../shared/golden/mini ]; then
   export KRONOS_GOLDEN_MINI_DIR="$(cd ../shared/golden/mini && pwd)"
 fi
 
+# The web page: Chromium for its browser test, its npm packages (lightweight-charts, and
+# playwright-core to drive the browser) and web/dist, which `kronos serve` serves at /. Before
+# configuring, since tests/CMakeLists.txt registers web_e2e only when both are there.
+echo "== Web page"
+bash scripts/install-deps.sh --web
+(cd web && npm ci --no-audit --no-fund --loglevel=error >/dev/null && npm run build --silent >/dev/null)
+
 echo "== Release build"
 cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build/release -j"$jobs" >/dev/null

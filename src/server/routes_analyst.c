@@ -336,10 +336,12 @@ static kr_status parse_params(const cJSON *const *f, const kr_api_limits *lim,
     if (f[F_FORMAT]) {
         char ex[32];
         if (!cJSON_IsString(f[F_FORMAT]))
-            return kr_api_error_set(err, 400, "format", "must be \"json\", \"md\" or \"html\", got %s",
+            return kr_api_error_set(err, 400, "format",
+                                    "must be \"json\", \"md\" or \"html\", got %s",
                                     type_name(f[F_FORMAT]));
         if (kr_report_format_parse(f[F_FORMAT]->valuestring, &r->format) != 0)
-            return kr_api_error_set(err, 400, "format", "must be \"json\", \"md\" or \"html\", got '%s'",
+            return kr_api_error_set(err, 400, "format",
+                                    "must be \"json\", \"md\" or \"html\", got '%s'",
                                     sanitize(f[F_FORMAT]->valuestring, ex, sizeof ex));
     }
     if (f[F_STREAM] && (st = get_bool(f[F_STREAM], "stream", &r->stream, err))) return st;
@@ -607,8 +609,8 @@ static int query_interval(struct MHD_Connection *mc, char *out, size_t cap, kr_a
 }
 
 /* {"object":"candles","symbol","interval","rows","columns":[...],"candles":[[ts,o,h,l,c,v,a]]}:
- * rows of arrays, the layout /v1/forecast and POST /v1/candles take, so a read can be posted
- * back as it is. Volume and amount appear only when stored. */
+ * rows of arrays, a layout /v1/forecast and POST /v1/candles take, so what is read can be
+ * posted back ({"candles", "columns"}). Volume and amount appear only when stored. */
 static char *candles_json(const char *symbol, const char *interval, const kr_candles *cs) {
     static const char *const k_cols[7] = {"timestamps", "open", "high", "low",
                                           "close", "volume", "amount"};
@@ -665,7 +667,8 @@ enum MHD_Result kr_handle_candles_get(struct MHD_Connection *mc, kr_conn *c, con
     kr_error ke = {0};
     kr_status st = kr_store_read(store, symbol, interval, limit, &cs, &ke);
     kr_store_close(store);
-    if (st != KR_OK) return kr_srv_reply_error(mc, c, st == KR_ERR_INVALID_ARG ? 404 : 500, ke.message, NULL);
+    if (st != KR_OK)
+        return kr_srv_reply_error(mc, c, st == KR_ERR_INVALID_ARG ? 404 : 500, ke.message, NULL);
     char *body = candles_json(symbol, interval, cs);
     kr_candles_free(cs);
     return reply_json(mc, c, body);
@@ -862,7 +865,8 @@ static void task_run(analyze_task *t) {
             if (t->cs[i]->n < need) {
                 snprintf(msg, sizeof msg, "%s: %s %s has %lld rows, at least %lld needed for "
                          "horizon %d%s", field, sym, t->intervals[i], (long long)t->cs[i]->n,
-                         (long long)need, r->params.horizon, r->params.calibrate ? " and calibrate" : "");
+                         (long long)need, r->params.horizon,
+                         r->params.calibrate ? " and calibrate" : "");
                 kr_store_close(store);
                 task_fail(t, 400, msg, field);
                 return;
@@ -993,7 +997,9 @@ static enum MHD_Result start_stream(struct MHD_Connection *mc, kr_conn *c, analy
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
     MHD_add_response_header(resp, "X-Accel-Buffering", "no");
     enum MHD_Result ok = MHD_queue_response(mc, 200, resp);
-    MHD_destroy_response(resp); /* not queued: this frees t (joining the worker) */
+    /* Drops our reference: a queued response keeps its own until the connection is done with
+     * it, an unqueued one goes now; either way task_release then frees t (joining the worker). */
+    MHD_destroy_response(resp);
     if (ok == MHD_YES) c->status = 200;
     return ok;
 }

@@ -2,10 +2,11 @@
  * server/static_files — files of the web page from the web root (see static_files.h).
  *
  * The path check works on the decoded URL (libmicrohttpd has already turned %2e%2e into
- * ".."), segment by segment, and then on the resolved file: the lexical check alone would
- * let a symlink inside the root point anywhere, the realpath check alone would leak whether
- * files outside exist through timing and error differences. Files are read whole per
- * request; the page is a handful of small files and this keeps no state across requests.
+ * ".."; a %00 ends the string, so "app.js%00.css" is simply app.js, served as what it is),
+ * segment by segment, then on the resolved file: the lexical check keeps ".." and hidden
+ * names from reaching the file system at all, the realpath check catches symlinks inside
+ * the root that point out of it. Files are read whole per request: the page is a handful
+ * of small files, and nothing is cached that a rebuild would have to invalidate.
  */
 #include "server/static_files.h"
 

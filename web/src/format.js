@@ -23,12 +23,12 @@ export function pct(x, digits = 2) {
   return isNum(x) ? `${x.toFixed(digits)}%` : NA;
 }
 
-/** A price: 2 decimals, more for prices below 1 so small coins keep their digits. */
+/** A price: 2 decimals; below 1, up to 4 significant digits so small coins keep theirs. */
 export function price(x) {
   if (!isNum(x)) return NA;
   const a = Math.abs(x);
-  const digits = a >= 1 || a === 0 ? 2 : Math.min(8, 2 - Math.floor(Math.log10(a)) + 2);
-  return x.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
+  const digits = a >= 1 || a === 0 ? 2 : Math.min(10, 3 - Math.floor(Math.log10(a)));
+  return x.toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: digits });
 }
 
 /** A plain number with fixed decimals. */

@@ -1,0 +1,1010 @@
+/*
+ * The analyst's HTTP routes and the web page's static files, end to end: real servers
+ * (src/server) on 127.0.0.1 with ephemeral ports, in this process, over the bundled demo model
+ * and a fresh candle store, driven by libcurl.
+ *
+ *  - POST/GET /v1/candles/{symbol}: JSON and CSV upserts read back exactly; a bad row is a 400
+ *    naming it and writes nothing; replacing by timestamp; every refusal names its field;
+ *  - GET /v1/symbols;
+ *  - POST /v1/analyze on a stored symbol equals the library's kr_analyze on the same rows; the
+ *    Markdown and HTML formats; candles in the body;
+ *  - POST /v1/analyze/batch: three symbols, one report, ranked by expected return;
+ *  - the SSE shape: one progress event per phase and symbol, then the same result as the plain
+ *    answer; a failure after the stream started is an "error" event; a client that leaves
+ *    mid-stream, and a drain during an analysis;
+ *  - static files: index and assets with their types, traversal ("..", %2e%2e, absolute,
+ *    hidden names, a symlink out of the root) refused with 404;
+ *  - no store configured (503), the API key on the new /v1 routes but not on the page, and
+ *    `kronos serve --web-root` refusing a missing directory.
+ */
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+#include <curl/curl.h>
+
+#include "test_support.h"
+
+#include "analyst/analyze.h"
+#include "analyst/render.h"
+#include "base/timeutil.h"
+#include "kronos.h"
+#include "market/candles.h"
+#include "market/store.h"
+#include "server/router.h"
+#include "server/routes_analyst.h"
+#include "server/server.h"
+#include "server/static_files.h"
+
+#define API_KEY "analyst-key-42"
+
+static kr_model *g_model;
+static kr_candles *g_aapl, *g_msft;
+static char *g_tmp;                     /* owned temp dir: the store and the web root */
+static char g_db[1024], g_web[1024];
+static kr_server *g_srv;                /* store + web root, no API key */
+
+/* ------------------------------------------------------------------ HTTP client */
+
+typedef struct http_resp {
+    long status;
+    char *body;
+    size_t len;
+    char content_type[128], csp[512], allow[64];
+} http_resp;
+
+static size_t on_body(char *p, size_t sz, size_t n, void *ud) {
+    http_resp *r = ud;
+    size_t k = sz * n;
+    char *nb = realloc(r->body, r->len + k + 1);
+    if (!nb) return 0;
+    r->body = nb;
+    memcpy(r->body + r->len, p, k);
+    r->len += k;
+    r->body[r->len] = '\0';
+    return k;
+}
+
+static void copy_header(const char *line, size_t n, const char *name, char *out, size_t cap) {
+    size_t nl = strlen(name);
+    if (n <= nl || strncasecmp(line, name, nl) != 0) return;
+    const char *v = line + nl;
+    size_t vn = n - nl;
+    while (vn && *v == ' ') v++, vn--;
+    while (vn && (v[vn - 1] == '\r' || v[vn - 1] == '\n')) vn--;
+    snprintf(out, cap, "%.*s", (int)vn, v);
+}
+
+static size_t on_header(char *p, size_t sz, size_t n, void *ud) {
+    http_resp *r = ud;
+    size_t k = sz * n;
+    copy_header(p, k, "Content-Type:", r->content_type, sizeof r->content_type);
+    copy_header(p, k, "Content-Security-Policy:", r->csp, sizeof r->csp);
+    copy_header(p, k, "Allow:", r->allow, sizeof r->allow);
+    return k;
+}
+
+/* One request; path is sent as is (no "../" folding by curl). content_type NULL: JSON. */
+static http_resp *http_ct(int port, const char *method, const char *path, const char *body,
+                          const char *content_type, const char *auth) {
+    http_resp *r = calloc(1, sizeof *r);
+    CURL *h = curl_easy_init();
+    char url[2048], hdr[256];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, path);
+    struct curl_slist *hl = NULL;
+    snprintf(hdr, sizeof hdr, "Content-Type: %s", content_type ? content_type : "application/json");
+    hl = curl_slist_append(hl, hdr);
+    hl = curl_slist_append(hl, "Expect:");
+    if (auth) {
+        snprintf(hdr, sizeof hdr, "Authorization: Bearer %s", auth);
+        hl = curl_slist_append(hl, hdr);
+    }
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_PATH_AS_IS, 1L);
+    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+    if (body) {
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
+    }
+    if (!strcmp(method, "HEAD")) curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, r);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, r);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, 300L);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    CURLcode cc = curl_easy_perform(h);
+    if (cc != CURLE_OK) fail_msg("%s %s: curl: %s", method, path, curl_easy_strerror(cc));
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r->status);
+    curl_slist_free_all(hl);
+    curl_easy_cleanup(h);
+    return r;
+}
+
+static http_resp *http(int port, const char *method, const char *path, const char *body) {
+    return http_ct(port, method, path, body, NULL, NULL);
+}
+
+static void resp_free(http_resp *r) {
+    if (!r) return;
+    free(r->body);
+    free(r);
+}
+
+static cJSON *json_of(const http_resp *r) {
+    cJSON *root = cJSON_Parse(r->body ? r->body : "");
+    if (!root) fail_msg("not JSON (HTTP %ld): %.300s", r->status, r->body ? r->body : "(null)");
+    return root;
+}
+
+/* The error's field ("" when none); static buffer. */
+static const char *error_field(const http_resp *r) {
+    static char out[160];
+    out[0] = '\0';
+    cJSON *root = cJSON_Parse(r->body ? r->body : "");
+    cJSON *f = cJSON_GetObjectItem(cJSON_GetObjectItem(root, "error"), "field");
+    if (cJSON_IsString(f)) snprintf(out, sizeof out, "%s", f->valuestring);
+    cJSON_Delete(root);
+    return out;
+}
+
+#define assert_error(r, code, field)                                                     \
+    do {                                                                                 \
+        if ((r)->status != (code)) fail_msg("want %d, got %ld: %s", (code), (r)->status, \
+                                            (r)->body ? (r)->body : "");                 \
+        assert_string_equal(error_field(r), (field));                                    \
+    } while (0)
+
+/* ------------------------------------------------------------------ bodies */
+
+typedef struct sbuf {
+    char *s;
+    size_t len, cap;
+} sbuf;
+
+static void sb_printf(sbuf *b, const char *fmt, ...) {
+    va_list ap;
+    for (;;) {
+        va_start(ap, fmt);
+        int n = vsnprintf(b->s ? b->s + b->len : NULL, b->s ? b->cap - b->len : 0, fmt, ap);
+        va_end(ap);
+        if (b->s && (size_t)n < b->cap - b->len) {
+            b->len += (size_t)n;
+            return;
+        }
+        size_t cap = b->cap ? b->cap * 2 : 4096;
+        while (cap < b->len + (size_t)n + 1) cap *= 2;
+        b->s = realloc(b->s, cap);
+        b->cap = cap;
+    }
+}
+
+/* Rows [start, start+n) of c as JSON array rows (7 values). */
+static char *rows_json(const kr_candles *c, int64_t start, int64_t n, int wrap) {
+    sbuf b = {0};
+    sb_printf(&b, "%s[", wrap ? "{\"candles\":" : "");
+    for (int64_t i = start; i < start + n; i++) {
+        char ts[32];
+        kr_format_timestamp(c->timestamps[i], c->date_only, ts, sizeof ts);
+        const double *v = c->values + i * 6;
+        sb_printf(&b, "%s[\"%s\",%.17g,%.17g,%.17g,%.17g,%.17g,%.17g]", i > start ? "," : "", ts,
+                  v[0], v[1], v[2], v[3], v[4], v[5]);
+    }
+    sb_printf(&b, "]%s", wrap ? "}" : "");
+    return b.s;
+}
+
+static char *rows_csv(const kr_candles *c, int64_t start, int64_t n) {
+    sbuf b = {0};
+    sb_printf(&b, "timestamps,open,high,low,close,volume,amount\n");
+    for (int64_t i = start; i < start + n; i++) {
+        char ts[32];
+        kr_format_timestamp(c->timestamps[i], c->date_only, ts, sizeof ts);
+        const double *v = c->values + i * 6;
+        sb_printf(&b, "%s,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g\n", ts, v[0], v[1], v[2], v[3], v[4],
+                  v[5]);
+    }
+    return b.s;
+}
+
+/* Splits an SSE body into (event, data) pairs (multi-line data joined with \n). */
+static int sse_events(const char *body, char ev[][32], char **data, int max) {
+    int n = 0;
+    const char *p = body;
+    while (p && *p && n < max) {
+        const char *end = strstr(p, "\n\n");
+        if (!end) break;
+        ev[n][0] = '\0';
+        sbuf d = {0};
+        for (const char *line = p; line < end;) {
+            const char *nl = memchr(line, '\n', (size_t)(end - line));
+            if (!nl) nl = end;
+            if (!strncmp(line, "event: ", 7)) snprintf(ev[n], 32, "%.*s", (int)(nl - line - 7), line + 7);
+            else if (!strncmp(line, "data: ", 6))
+                sb_printf(&d, "%s%.*s", d.len ? "\n" : "", (int)(nl - line - 6), line + 6);
+            line = nl + 1;
+        }
+        if (ev[n][0]) data[n++] = d.s ? d.s : strdup("");
+        else free(d.s);
+        p = end + 2;
+    }
+    return n;
+}
+
+/* A report set's JSON without what differs between two runs of the same analysis: the
+ * generation time and the timings. */
+static cJSON *stable_report(const char *text) {
+    cJSON *root = cJSON_Parse(text);
+    if (!root) fail_msg("report is not JSON: %.200s", text);
+    cJSON_DeleteItemFromObject(root, "generated_at");
+    cJSON *r;
+    cJSON_ArrayForEach(r, cJSON_GetObjectItem(root, "reports")) {
+        cJSON_DeleteItemFromObject(cJSON_GetObjectItem(r, "metadata"), "timing");
+    }
+    return root;
+}
+
+/* ------------------------------------------------------------------ fixtures */
+
+static void quiet_log(void *user, const char *line) {
+    (void)user;
+    (void)line;
+}
+
+static kr_server_config base_config(void) {
+    kr_server_config c;
+    kr_server_config_defaults(&c);
+    c.port = 0;
+    snprintf(c.model, sizeof c.model, "%s", KR_SOURCE_DIR "/models/kronos-demo/predictor");
+    snprintf(c.tokenizer, sizeof c.tokenizer, "%s", KR_SOURCE_DIR "/models/kronos-demo/tokenizer");
+    c.sched.log = quiet_log;
+    return c;
+}
+
+static void write_text(const char *dir, const char *rel, const char *text) {
+    char path[2048];
+    snprintf(path, sizeof path, "%s/%s", dir, rel);
+    if (kr_test_write_file(path, text, strlen(text)) != 0) fail_msg("cannot write %s", path);
+}
+
+static void store_symbol(const char *symbol, const char *interval, const char *csv) {
+    kr_candles *c = NULL;
+    kr_store *st = NULL;
+    kr_error err = {0};
+    if (kr_candles_read_csv(csv, &c, &err) != KR_OK || kr_store_open(g_db, &st, &err) != KR_OK ||
+        kr_store_upsert(st, symbol, interval, c, &err) != KR_OK)
+        fail_msg("store %s: %s", symbol, err.message);
+    kr_store_close(st);
+    kr_candles_free(c);
+}
+
+static int setup(void **state) {
+    (void)state;
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    kr_error err = {0};
+    kr_model_params mp = kr_model_default_params();
+    mp.n_threads = 2;
+    if (kr_model_load(KR_SOURCE_DIR "/models/kronos-demo/predictor",
+                      KR_SOURCE_DIR "/models/kronos-demo/tokenizer", &mp, &g_model, &err) != KR_OK ||
+        kr_candles_read_csv(KR_SOURCE_DIR "/data/AAPL_1d.csv", &g_aapl, &err) != KR_OK ||
+        kr_candles_read_csv(KR_SOURCE_DIR "/data/MSFT_1d.csv", &g_msft, &err) != KR_OK) {
+        fprintf(stderr, "%s\n", err.message);
+        return -1;
+    }
+    g_tmp = kr_test_tmpdir();
+    snprintf(g_db, sizeof g_db, "%s/store.db", g_tmp);
+    snprintf(g_web, sizeof g_web, "%s/web", g_tmp);
+    char dir[1100];
+    mkdir(g_web, 0777);
+    snprintf(dir, sizeof dir, "%s/assets", g_web);
+    mkdir(dir, 0777);
+    write_text(g_web, "index.html", "<!doctype html><title>kronos</title>");
+    write_text(g_web, "assets/app.js", "export const x = 1;\n");
+    write_text(g_web, "assets/style.css", "body{}\n");
+    write_text(g_web, "assets/.hidden", "no");
+    write_text(g_tmp, "secret.txt", "top secret");
+    /* A link out of the root must not be followed; one inside it may. */
+    char target[1100], link[1100];
+    snprintf(target, sizeof target, "%s/secret.txt", g_tmp);
+    snprintf(link, sizeof link, "%s/assets/leak.txt", g_web);
+    if (symlink(target, link) != 0) return -1;
+    snprintf(target, sizeof target, "%s/assets/app.js", g_web);
+    snprintf(link, sizeof link, "%s/assets/alias.js", g_web);
+    if (symlink(target, link) != 0) return -1;
+
+    store_symbol("AAPL", "1d", KR_SOURCE_DIR "/data/AAPL_1d.csv");
+    store_symbol("MSFT", "1d", KR_SOURCE_DIR "/data/MSFT_1d.csv");
+    store_symbol("BTCUSDT", "1h", KR_SOURCE_DIR "/data/BTCUSDT_1h.csv");
+
+    kr_server_config c = base_config();
+    snprintf(c.db, sizeof c.db, "%s", g_db);
+    snprintf(c.web_root, sizeof c.web_root, "%s", g_web);
+    if (kr_server_create(g_model, &c, &g_srv, &err) != KR_OK) {
+        fprintf(stderr, "%s\n", err.message);
+        return -1;
+    }
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    kr_server_free(g_srv);
+    kr_model_free(g_model);
+    kr_candles_free(g_aapl);
+    kr_candles_free(g_msft);
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_tmp);
+    free(g_tmp);
+    curl_global_cleanup();
+    return 0;
+}
+
+/* ------------------------------------------------------------------ tests */
+
+static void test_router(void **state) {
+    (void)state;
+    const kr_route *r;
+    assert_int_equal(kr_route_match("GET", "/v1/candles/AAPL?limit=3", &r), 200);
+    assert_int_equal(r->id, KR_ROUTE_CANDLES_GET);
+    assert_string_equal(kr_route_label(r), "/v1/candles/"); /* one series for every symbol */
+    assert_int_equal(kr_route_match("POST", "/v1/candles/AAPL", &r), 200);
+    assert_int_equal(r->id, KR_ROUTE_CANDLES_POST);
+    assert_int_equal(kr_route_match("HEAD", "/v1/candles/AAPL", &r), 200);
+    assert_int_equal(kr_route_match("DELETE", "/v1/candles/AAPL", &r), 405);
+    assert_int_equal(kr_route_match("GET", "/v1/candles/", &r), 404);
+    assert_int_equal(kr_route_match("GET", "/v1/candles", &r), 404);
+    assert_int_equal(kr_route_match("POST", "/v1/analyze", &r), 200);
+    assert_int_equal(r->id, KR_ROUTE_ANALYZE);
+    assert_int_equal(kr_route_match("POST", "/v1/analyze/batch", &r), 200);
+    assert_int_equal(r->id, KR_ROUTE_ANALYZE_BATCH);
+    assert_int_equal(kr_route_match("GET", "/v1/analyze", &r), 405);
+    assert_int_equal(kr_route_match("GET", "/v1/symbols", &r), 200);
+    assert_int_equal(kr_route_match("GET", "/", &r), 200);
+    assert_int_equal(r->id, KR_ROUTE_PAGE);
+    assert_int_equal(kr_route_match("GET", "/assets/app.js", &r), 200);
+    assert_int_equal(r->id, KR_ROUTE_ASSETS);
+    assert_int_equal(kr_route_match("POST", "/", &r), 405);
+    assert_int_equal(kr_route_match("GET", "/index.html", &r), 404);
+}
+
+static void test_candles_round_trip(void **state) {
+    (void)state;
+    int port = kr_server_port(g_srv);
+
+    /* 300 JSON rows in, the same 300 rows out, every number exactly. */
+    char *body = rows_json(g_aapl, 0, 300, 1);
+    http_resp *r = http(port, "POST", "/v1/candles/RT.X?interval=1d", body);
+    free(body);
+    assert_int_equal(r->status, 200);
+    cJSON *j = json_of(r);
+    assert_int_equal(cJSON_GetObjectItem(j, "written")->valueint, 300);
+    assert_int_equal(cJSON_GetObjectItem(j, "rows")->valueint, 300);
+    assert_string_equal(cJSON_GetObjectItem(j, "first_timestamp")->valuestring, "2014-01-02");
+    cJSON_Delete(j);
+    resp_free(r);
+
+    r = http(port, "GET", "/v1/candles/RT.X?interval=1d&limit=300", NULL);
+    assert_int_equal(r->status, 200);
+    assert_string_equal(r->content_type, "application/json");
+    j = json_of(r);
+    cJSON *rows = cJSON_GetObjectItem(j, "candles");
+    assert_int_equal(cJSON_GetArraySize(rows), 300);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(j, "columns")), 7);
+    int i = 0;
+    cJSON *row;
+    cJSON_ArrayForEach(row, rows) {
+        char ts[32];
+        kr_format_timestamp(g_aapl->timestamps[i], 1, ts, sizeof ts);
+        assert_string_equal(cJSON_GetArrayItem(row, 0)->valuestring, ts);
+        for (int k = 0; k < 6; k++)
+            assert_true(cJSON_GetArrayItem(row, k + 1)->valuedouble == g_aapl->values[i * 6 + k]);
+        i++;
+    }
+    cJSON_Delete(j);
+    resp_free(r);
+
+    /* ?limit= keeps the newest rows. */
+    r = http(port, "GET", "/v1/candles/RT.X?limit=2", NULL);
+    j = json_of(r);
+    rows = cJSON_GetObjectItem(j, "candles");
+    assert_int_equal(cJSON_GetArraySize(rows), 2);
+    char last[32];
+    kr_format_timestamp(g_aapl->timestamps[299], 1, last, sizeof last);
+    assert_string_equal(cJSON_GetArrayItem(cJSON_GetArrayItem(rows, 1), 0)->valuestring, last);
+    cJSON_Delete(j);
+    resp_free(r);
+
+    /* A bad row among 50 new ones: 400 naming it, and nothing of the 50 is written. */
+    body = rows_json(g_aapl, 300, 50, 1);
+    char *p = body;
+    for (int k = 0; k < 17; k++) p = strstr(p + 1, "],[");
+    p = strchr(p + 3, ','); /* row 17's open */
+    p = strchr(p + 1, ','); /* its high */
+    memcpy(p + 1, "0.01", 4); /* high 0.01...: below its low */
+    r = http(port, "POST", "/v1/candles/RT.X?interval=1d", body);
+    free(body);
+    assert_error(r, 400, "candles[17].high");
+    resp_free(r);
+    r = http(port, "GET", "/v1/symbols", NULL);
+    assert_non_null(strstr(r->body, "\"symbol\":\"RT.X\",\"interval\":\"1d\",\"rows\":300,"));
+    resp_free(r);
+
+    /* CSV: 10 more rows, then the same rows again with another close (replaced by timestamp). */
+    char *csv = rows_csv(g_aapl, 300, 10);
+    r = http_ct(port, "POST", "/v1/candles/RT.X?interval=1d", csv, "text/csv", NULL);
+    assert_int_equal(r->status, 200);
+    j = json_of(r);
+    assert_int_equal(cJSON_GetObjectItem(j, "rows")->valueint, 310);
+    cJSON_Delete(j);
+    resp_free(r);
+    kr_candles *changed = NULL;
+    kr_error err = {0};
+    assert_int_equal(kr_candles_parse_csv(csv, strlen(csv), "t", &changed, &err), KR_OK);
+    changed->values[9 * 6 + 3] = changed->values[9 * 6 + 1]; /* close = high */
+    char *csv2 = rows_csv(changed, 0, 10);
+    r = http_ct(port, "POST", "/v1/candles/RT.X?interval=1d", csv2, "text/csv; charset=utf-8", NULL);
+    assert_int_equal(r->status, 200);
+    resp_free(r);
+    r = http(port, "GET", "/v1/candles/RT.X?limit=1", NULL);
+    j = json_of(r);
+    assert_true(cJSON_GetArrayItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "candles"), 0), 4)
+                    ->valuedouble == changed->values[9 * 6 + 1]);
+    assert_int_equal(cJSON_GetObjectItem(j, "rows")->valueint, 1);
+    cJSON_Delete(j);
+    resp_free(r);
+    kr_candles_free(changed);
+    free(csv2);
+    free(csv);
+
+    /* A bad CSV line: 400 on "body", the message names the line. */
+    r = http_ct(port, "POST", "/v1/candles/RT.X?interval=1d",
+                "timestamps,open,high,low,close\n2030-01-01,1,2,1,1.5\n2030-01-02,1,0.5,1,1\n",
+                "text/csv", NULL);
+    assert_error(r, 400, "body");
+    assert_non_null(strstr(r->body, "line 3"));
+    resp_free(r);
+
+    /* Every refusal names its field. */
+    r = http(port, "POST", "/v1/candles/RT.X", "[]");
+    assert_error(r, 400, "interval");
+    resp_free(r);
+    r = http(port, "POST", "/v1/candles/RT.X?interval=1x", "[]");
+    assert_error(r, 400, "interval");
+    resp_free(r);
+    r = http(port, "POST", "/v1/candles/bad$name?interval=1d", "[]");
+    assert_error(r, 400, "symbol");
+    resp_free(r);
+    r = http(port, "POST", "/v1/candles/RT.X?interval=1d", "{\"candles\":[[\"2030-01-01\",1,2,1,1.5]]}");
+    assert_error(r, 400, "candles"); /* one JSON row: use CSV */
+    assert_non_null(strstr(r->body, "text/csv"));
+    resp_free(r);
+    r = http(port, "POST", "/v1/candles/RT.X?interval=1d", "{\"rows\":[]}");
+    assert_error(r, 400, "rows");
+    resp_free(r);
+    r = http(port, "POST", "/v1/candles/RT.X?interval=1d", "{\"candles\": [1,");
+    assert_error(r, 400, "body");
+    resp_free(r);
+    r = http(port, "GET", "/v1/candles/RT.X?limit=0", NULL);
+    assert_error(r, 400, "limit");
+    resp_free(r);
+    r = http(port, "GET", "/v1/candles/NOPE", NULL);
+    assert_error(r, 404, "");
+    resp_free(r);
+    r = http(port, "GET", "/v1/candles/RT.X?interval=5m", NULL);
+    assert_error(r, 404, "");
+    assert_non_null(strstr(r->body, "stored: RT.X 1d"));
+    resp_free(r);
+}
+
+static void test_symbols(void **state) {
+    (void)state;
+    http_resp *r = http(kr_server_port(g_srv), "GET", "/v1/symbols", NULL);
+    assert_int_equal(r->status, 200);
+    cJSON *j = json_of(r);
+    assert_string_equal(cJSON_GetObjectItem(j, "object")->valuestring, "list");
+    int seen = 0;
+    cJSON *e;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItem(j, "data")) {
+        const char *sym = cJSON_GetObjectItem(e, "symbol")->valuestring;
+        if (!strcmp(sym, "AAPL")) {
+            seen++;
+            assert_string_equal(cJSON_GetObjectItem(e, "interval")->valuestring, "1d");
+            assert_int_equal(cJSON_GetObjectItem(e, "rows")->valueint, (int)g_aapl->n);
+            assert_string_equal(cJSON_GetObjectItem(e, "last_timestamp")->valuestring, "2025-08-01");
+        }
+        if (!strcmp(sym, "BTCUSDT")) {
+            seen++;
+            assert_non_null(strchr(cJSON_GetObjectItem(e, "last_timestamp")->valuestring, ':'));
+        }
+    }
+    assert_int_equal(seen, 2);
+    cJSON_Delete(j);
+    resp_free(r);
+}
+
+/* What kr_analyze gives for the stored AAPL rows with these parameters. */
+static char *library_report(const char *symbol, int horizon, int paths, uint64_t seed) {
+    kr_store *st = NULL;
+    kr_candles *c = NULL;
+    kr_error err = {0};
+    assert_int_equal(kr_store_open(g_db, &st, &err), KR_OK);
+    assert_int_equal(kr_store_read(st, symbol, "1d", KR_API_CANDLES_MAX, &c, &err), KR_OK);
+    kr_store_close(st);
+    kr_analyze_params p = kr_analyze_default_params();
+    p.horizon = horizon;
+    p.paths = paths;
+    p.seed = seed;
+    p.model_name = "kronos-demo";
+    p.predictor_dir = KR_SOURCE_DIR "/models/kronos-demo/predictor";
+    p.tokenizer_dir = KR_SOURCE_DIR "/models/kronos-demo/tokenizer";
+    kr_analyze_item it = {symbol, "1d", c};
+    kr_report_set *set = NULL;
+    assert_int_equal(kr_analyze(g_model, &it, 1, &p, &set, &err), KR_OK);
+    char *text = NULL;
+    assert_int_equal(kr_render_json(set, &text, &err), KR_OK);
+    kr_report_set_free(set);
+    kr_candles_free(c);
+    return text;
+}
+
+static void test_analyze_stored(void **state) {
+    (void)state;
+    int port = kr_server_port(g_srv);
+    http_resp *r = http(port, "POST", "/v1/analyze",
+                        "{\"symbol\":\"AAPL\",\"horizon\":10,\"paths\":8,\"seed\":\"7\",\"format\":null}");
+    assert_int_equal(r->status, 200);
+    assert_string_equal(r->content_type, "application/json");
+    assert_null(strchr(r->body, '\n')); /* compact over HTTP */
+    cJSON *got = stable_report(r->body);
+    char *lib = library_report("AAPL", 10, 8, 7);
+    cJSON *want = stable_report(lib);
+    free(lib);
+    /* The server's numbers are the library's, to the last bit (cJSON prints doubles exactly). */
+    if (!cJSON_Compare(got, want, 1)) {
+        char *a = cJSON_PrintUnformatted(got), *b = cJSON_PrintUnformatted(want);
+        fail_msg("server report differs from kr_analyze:\n%.600s\n%.600s", a, b);
+    }
+    cJSON *rep = cJSON_GetArrayItem(cJSON_GetObjectItem(got, "reports"), 0);
+    assert_int_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(rep, "forecast"), "horizon")->valueint, 10);
+    cJSON_Delete(got);
+    cJSON_Delete(want);
+    resp_free(r);
+
+    r = http(port, "POST", "/v1/analyze", "{\"symbol\":\"AAPL\",\"horizon\":5,\"paths\":4,\"format\":\"md\"}");
+    assert_int_equal(r->status, 200);
+    assert_string_equal(r->content_type, "text/markdown; charset=utf-8");
+    assert_non_null(strstr(r->body, "AAPL"));
+    resp_free(r);
+    r = http(port, "POST", "/v1/analyze", "{\"symbol\":\"AAPL\",\"horizon\":5,\"paths\":4,\"format\":\"html\"}");
+    assert_int_equal(r->status, 200);
+    assert_string_equal(r->content_type, "text/html; charset=utf-8");
+    assert_non_null(strstr(r->body, "<svg"));
+    resp_free(r);
+
+    /* Refusals name the field. */
+    static const struct {
+        const char *body, *field;
+    } bad[] = {
+        {"{\"symbol\":\"NOPE\"}", "symbol"},
+        {"{\"symbol\":\"AAPL\",\"interval\":\"1h\"}", "symbol"},
+        {"{\"symbol\":\"AAPL\",\"horizon\":0}", "horizon"},
+        {"{\"symbol\":\"AAPL\",\"horizon\":600}", "horizon"},
+        {"{\"symbol\":\"AAPL\",\"paths\":100000}", "paths"},
+        {"{\"symbol\":\"AAPL\",\"calibrate\":51}", "calibrate"},
+        {"{\"symbol\":\"AAPL\",\"format\":\"pdf\"}", "format"},
+        {"{\"symbol\":\"AAPL\",\"seed\":-1}", "seed"},
+        {"{\"symbol\":\"AAPL\",\"top_p\":0}", "top_p"},
+        {"{\"symbol\":\"AAPL\",\"horizn\":5}", "horizn"},
+        {"{\"symbol\":\"AAPL\",\"symbols\":[\"MSFT\"]}", "symbols"},
+        {"{\"symbol\":\"AAPL\",\"symbol\":\"MSFT\"}", "symbol"},
+        {"{\"horizon\":5}", "symbol"},
+        {"{\"symbol\":\"AAPL\",\"columns\":[\"timestamps\"]}", "columns"},
+        {"[1]", "body"},
+        {"", "body"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        r = http(port, "POST", "/v1/analyze", bad[k].body);
+        if (r->status != 400 || strcmp(error_field(r), bad[k].field) != 0)
+            fail_msg("%s: want 400 on %s, got %ld %s", bad[k].body, bad[k].field, r->status, r->body);
+        resp_free(r);
+    }
+}
+
+static void test_analyze_candles_body(void **state) {
+    (void)state;
+    int port = kr_server_port(g_srv);
+    char *rows = rows_json(g_msft, g_msft->n - 300, 300, 0);
+    size_t cap = strlen(rows) + 256;
+    char *body = malloc(cap);
+    snprintf(body, cap, "{\"candles\":%s,\"horizon\":5,\"paths\":4,\"seed\":1}", rows);
+    http_resp *r = http(port, "POST", "/v1/analyze", body);
+    assert_int_equal(r->status, 200);
+    cJSON *j = json_of(r);
+    cJSON *rep = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "reports"), 0);
+    assert_string_equal(cJSON_GetObjectItem(rep, "symbol")->valuestring, "series");
+    assert_string_equal(cJSON_GetObjectItem(rep, "interval")->valuestring, "1d"); /* inferred */
+    assert_int_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(rep, "history"), "rows")->valueint, 300);
+    cJSON_Delete(j);
+    resp_free(r);
+
+    /* A label and an interval of the caller's, and a bad row named as in /v1/forecast. */
+    snprintf(body, cap, "{\"symbol\":\"MSFT.test\",\"interval\":\"1w\",\"candles\":%s,\"horizon\":5,\"paths\":4}", rows);
+    r = http(port, "POST", "/v1/analyze", body);
+    assert_int_equal(r->status, 200);
+    assert_non_null(strstr(r->body, "\"symbol\":\"MSFT.test\",\"interval\":\"1w\""));
+    resp_free(r);
+    char *p = strstr(body, "],[");
+    p = strchr(p + 3, ',');
+    memcpy(p + 1, "-5", 2); /* candles[1].open negative */
+    r = http(port, "POST", "/v1/analyze", body);
+    assert_error(r, 400, "candles[1].open");
+    resp_free(r);
+    r = http(port, "POST", "/v1/analyze", "{\"candles\":[[\"2024-01-01\",1,2,1,1.5],[\"2024-01-02\",1,2,1,1.5]]}");
+    assert_error(r, 400, "candles"); /* too short a history */
+    assert_non_null(strstr(r->body, "at least"));
+    resp_free(r);
+    free(body);
+    free(rows);
+}
+
+static void test_batch_ranking(void **state) {
+    (void)state;
+    int port = kr_server_port(g_srv);
+    http_resp *r = http(port, "POST", "/v1/analyze/batch",
+                        "{\"symbols\":[\"MSFT\",\"BTCUSDT\",\"AAPL\"],\"horizon\":6,\"paths\":8,\"seed\":3}");
+    assert_int_equal(r->status, 200);
+    cJSON *j = json_of(r);
+    cJSON *reports = cJSON_GetObjectItem(j, "reports"), *ranking = cJSON_GetObjectItem(j, "ranking");
+    assert_int_equal(cJSON_GetArraySize(reports), 3);
+    assert_int_equal(cJSON_GetArraySize(ranking), 3);
+    const char *order[3] = {"MSFT", "BTCUSDT", "AAPL"}; /* reports keep the request's order */
+    for (int k = 0; k < 3; k++)
+        assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(reports, k), "symbol")->valuestring,
+                            order[k]);
+    assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(reports, 1), "interval")->valuestring, "1h");
+    double prev = 1e300;
+    for (int k = 0; k < 3; k++) {
+        cJSON *row = cJSON_GetArrayItem(ranking, k);
+        assert_int_equal(cJSON_GetObjectItem(row, "rank")->valueint, k + 1);
+        double er = cJSON_GetObjectItem(row, "expected_return_pct")->valuedouble;
+        assert_true(er <= prev);
+        prev = er;
+    }
+    cJSON_Delete(j);
+    resp_free(r);
+
+    r = http(port, "POST", "/v1/analyze/batch", "{\"symbols\":[\"AAPL\",\"MSFT\",\"AAPL\"]}");
+    assert_error(r, 400, "symbols[2]");
+    resp_free(r);
+    r = http(port, "POST", "/v1/analyze/batch", "{\"symbols\":[]}");
+    assert_error(r, 400, "symbols");
+    resp_free(r);
+    r = http(port, "POST", "/v1/analyze/batch", "{\"symbols\":[\"AAPL\",\"NOPE\"]}");
+    assert_error(r, 400, "symbols[1]");
+    resp_free(r);
+    r = http(port, "POST", "/v1/analyze/batch", "{\"symbol\":\"AAPL\"}");
+    assert_error(r, 400, "symbol");
+    resp_free(r);
+}
+
+static void test_batch_stream(void **state) {
+    (void)state;
+    int port = kr_server_port(g_srv);
+    const char *req = "\"symbols\":[\"AAPL\",\"MSFT\",\"BTCUSDT\"],\"horizon\":4,\"paths\":4,\"calibrate\":2";
+    char body[256];
+    snprintf(body, sizeof body, "{%s,\"stream\":true}", req);
+    http_resp *r = http(port, "POST", "/v1/analyze/batch", body);
+    assert_int_equal(r->status, 200);
+    assert_string_equal(r->content_type, "text/event-stream");
+    char ev[32][32];
+    char *data[32];
+    int n = sse_events(r->body, ev, data, 32);
+    /* 3 loads, 1 forecast, 3 calibrations, 1 render, then the result. */
+    static const char *const phases[8] = {"load", "load", "load", "forecast",
+                                          "calibrate", "calibrate", "calibrate", "render"};
+    static const char *const symbols[8] = {"AAPL", "MSFT", "BTCUSDT", NULL, "AAPL", "MSFT", "BTCUSDT", NULL};
+    assert_int_equal(n, 9);
+    for (int k = 0; k < 8; k++) {
+        assert_string_equal(ev[k], "progress");
+        cJSON *p = cJSON_Parse(data[k]);
+        assert_non_null(p);
+        assert_string_equal(cJSON_GetObjectItem(p, "phase")->valuestring, phases[k]);
+        assert_int_equal(cJSON_GetObjectItem(p, "step")->valueint, k + 1);
+        assert_int_equal(cJSON_GetObjectItem(p, "steps")->valueint, 8);
+        cJSON *sym = cJSON_GetObjectItem(p, "symbol");
+        if (symbols[k]) assert_string_equal(sym->valuestring, symbols[k]);
+        else assert_null(sym);
+        assert_true(cJSON_IsString(cJSON_GetObjectItem(p, "message")));
+        cJSON_Delete(p);
+    }
+    assert_string_equal(ev[8], "result");
+    assert_null(strchr(data[8], '\n')); /* one data line */
+    /* The streamed result is the plain answer. */
+    snprintf(body, sizeof body, "{%s}", req);
+    http_resp *plain = http(port, "POST", "/v1/analyze/batch", body);
+    assert_int_equal(plain->status, 200);
+    cJSON *a = stable_report(data[8]), *b = stable_report(plain->body);
+    assert_true(cJSON_Compare(a, b, 1));
+    cJSON_Delete(a);
+    cJSON_Delete(b);
+    resp_free(plain);
+    for (int k = 0; k < n; k++) free(data[k]);
+    resp_free(r);
+
+    /* A problem found once streaming has begun arrives as an "error" event. */
+    r = http(port, "POST", "/v1/analyze/batch", "{\"symbols\":[\"AAPL\",\"NOPE\"],\"stream\":true}");
+    assert_int_equal(r->status, 200);
+    n = sse_events(r->body, ev, data, 32);
+    assert_true(n >= 2);
+    assert_string_equal(ev[n - 1], "error");
+    assert_non_null(strstr(data[n - 1], "\"field\":\"symbols[1]\""));
+    for (int k = 0; k < n; k++) free(data[k]);
+    resp_free(r);
+    /* Markdown streams wrapped in JSON. */
+    r = http(port, "POST", "/v1/analyze", "{\"symbol\":\"AAPL\",\"horizon\":3,\"paths\":2,\"format\":\"md\",\"stream\":true}");
+    n = sse_events(r->body, ev, data, 32);
+    assert_string_equal(ev[n - 1], "result");
+    cJSON *res = cJSON_Parse(data[n - 1]);
+    assert_string_equal(cJSON_GetObjectItem(res, "format")->valuestring, "md");
+    assert_non_null(strstr(cJSON_GetObjectItem(res, "content")->valuestring, "AAPL"));
+    cJSON_Delete(res);
+    for (int k = 0; k < n; k++) free(data[k]);
+    resp_free(r);
+}
+
+static size_t abort_on_progress(char *p, size_t sz, size_t n, void *ud) {
+    int *seen = ud;
+    (void)p;
+    (void)sz;
+    *seen = 1;
+    return 0; /* the first bytes are a progress event: hang up */
+}
+
+/* A client that leaves mid-stream: the analysis it started runs to its end on the worker
+ * (kr_analyze has no cancellation point), the connection waits for it, and the server stays
+ * healthy. Under ASan this is also the use-after-free check of the task's lifetime. */
+static void test_stream_client_leaves(void **state) {
+    (void)state;
+    int port = kr_server_port(g_srv);
+    CURL *h = curl_easy_init();
+    char url[128];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/analyze/batch", port);
+    const char *body = "{\"symbols\":[\"AAPL\",\"MSFT\",\"BTCUSDT\"],\"horizon\":8,\"paths\":16,"
+                       "\"calibrate\":3,\"stream\":true}";
+    int seen = 0;
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, abort_on_progress);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &seen);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, 120L);
+    assert_int_equal(curl_easy_perform(h), CURLE_WRITE_ERROR);
+    curl_easy_cleanup(h);
+    assert_true(seen);
+    http_resp *r = http(port, "POST", "/v1/analyze", "{\"symbol\":\"AAPL\",\"horizon\":3,\"paths\":2}");
+    assert_int_equal(r->status, 200);
+    resp_free(r);
+}
+
+typedef struct stream_client {
+    int port;
+    sbuf body;
+    volatile int started;   /* a progress event arrived */
+    long status;
+} stream_client;
+
+static size_t keep_stream(char *p, size_t sz, size_t n, void *ud) {
+    stream_client *sc = ud;
+    sb_printf(&sc->body, "%.*s", (int)(sz * n), p);
+    if (strstr(sc->body.s, "event: progress")) sc->started = 1;
+    return sz * n;
+}
+
+static void *run_stream(void *arg) {
+    stream_client *sc = arg;
+    CURL *h = curl_easy_init();
+    char url[128];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/analyze/batch", sc->port);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, "{\"symbols\":[\"AAPL\",\"MSFT\"],\"horizon\":8,"
+                                            "\"paths\":16,\"calibrate\":4,\"stream\":true}");
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, keep_stream);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, sc);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, 120L);
+    curl_easy_perform(h);
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &sc->status);
+    curl_easy_cleanup(h);
+    return NULL;
+}
+
+/* Draining lets an analysis already accepted finish and be answered, and refuses new ones. */
+static void test_drain_waits_for_analysis(void **state) {
+    (void)state;
+    kr_server_config c = base_config();
+    snprintf(c.db, sizeof c.db, "%s", g_db);
+    kr_server *s = NULL;
+    kr_error err = {0};
+    assert_int_equal(kr_server_create(g_model, &c, &s, &err), KR_OK);
+    stream_client sc = {.port = kr_server_port(s)};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, run_stream, &sc), 0);
+    for (int i = 0; i < 6000 && !sc.started; i++) usleep(10000);
+    assert_true(sc.started);
+    kr_server_drain(s, 60);
+    http_resp *r = http(sc.port, "POST", "/v1/analyze", "{\"symbol\":\"AAPL\"}");
+    assert_int_equal(r->status, 503);
+    resp_free(r);
+    /* The accepted analysis was still answered in full. */
+    pthread_join(th, NULL);
+    assert_int_equal(sc.status, 200);
+    assert_non_null(strstr(sc.body.s, "event: result"));
+    free(sc.body.s);
+    kr_server_free(s);
+}
+
+static void test_static_files(void **state) {
+    (void)state;
+    int port = kr_server_port(g_srv);
+    http_resp *r = http(port, "GET", "/", NULL);
+    assert_int_equal(r->status, 200);
+    assert_string_equal(r->content_type, "text/html; charset=utf-8");
+    assert_string_equal(r->body, "<!doctype html><title>kronos</title>");
+    assert_non_null(strstr(r->csp, "default-src 'self'"));
+    resp_free(r);
+    r = http(port, "HEAD", "/", NULL);
+    assert_int_equal(r->status, 200);
+    assert_null(r->body);
+    resp_free(r);
+    r = http(port, "GET", "/assets/app.js?v=2", NULL);
+    assert_int_equal(r->status, 200);
+    assert_string_equal(r->content_type, "text/javascript; charset=utf-8");
+    assert_string_equal(r->body, "export const x = 1;\n");
+    resp_free(r);
+    r = http(port, "GET", "/assets/style.css", NULL);
+    assert_string_equal(r->content_type, "text/css; charset=utf-8");
+    resp_free(r);
+    r = http(port, "GET", "/assets/alias.js", NULL); /* a symlink that stays inside */
+    assert_int_equal(r->status, 200);
+    resp_free(r);
+
+    static const char *const refused[] = {
+        "/assets/missing.js",
+        "/assets/../../secret.txt",
+        "/assets/%2e%2e/%2e%2e/secret.txt",
+        "/assets/..%2f..%2fsecret.txt",
+        "/assets//etc/passwd",
+        "/assets/./app.js",
+        "/assets/.hidden",
+        "/assets/leak.txt",          /* symlink out of the root */
+        "/assets/",
+        "/secret.txt",
+        "/index.html",
+    };
+    for (size_t k = 0; k < sizeof refused / sizeof refused[0]; k++) {
+        r = http(port, "GET", refused[k], NULL);
+        if (r->status != 404 || (r->body && strstr(r->body, "secret")))
+            fail_msg("%s: want 404, got %ld %s", refused[k], r->status, r->body ? r->body : "");
+        resp_free(r);
+    }
+    r = http(port, "POST", "/", "{}");
+    assert_int_equal(r->status, 405);
+    resp_free(r);
+
+    /* The pure parts. */
+    char out[4096];
+    assert_int_equal(kr_static_resolve(g_web, "/", out, sizeof out), 0);
+    assert_non_null(strstr(out, "/index.html"));
+    assert_int_equal(kr_static_resolve(g_web, "/assets/../index.html", out, sizeof out), 404);
+    assert_int_equal(kr_static_resolve("", "/", out, sizeof out), 404);
+    assert_int_equal(kr_static_resolve("/nonexistent-root", "/", out, sizeof out), 404);
+    assert_string_equal(kr_static_content_type("a/b.svg"), "image/svg+xml");
+    assert_string_equal(kr_static_content_type("a.b/c"), "application/octet-stream");
+}
+
+static void test_no_store_and_auth(void **state) {
+    (void)state;
+    kr_server_config c = base_config();
+    snprintf(c.api_key, sizeof c.api_key, "%s", API_KEY);
+    snprintf(c.web_root, sizeof c.web_root, "%s", g_web);
+    kr_server *s = NULL;
+    kr_error err = {0};
+    if (kr_server_create(g_model, &c, &s, &err) != KR_OK) fail_msg("%s", err.message);
+    int port = kr_server_port(s);
+    http_resp *r = http(port, "GET", "/v1/symbols", NULL);
+    assert_int_equal(r->status, 401);
+    resp_free(r);
+    r = http(port, "GET", "/", NULL); /* the page is public; its /v1 calls carry the key */
+    assert_int_equal(r->status, 200);
+    resp_free(r);
+    r = http_ct(port, "GET", "/v1/symbols", NULL, NULL, API_KEY);
+    assert_int_equal(r->status, 503); /* no store configured */
+    assert_non_null(strstr(r->body, "--db"));
+    resp_free(r);
+    r = http_ct(port, "POST", "/v1/analyze", "{\"symbol\":\"AAPL\"}", NULL, API_KEY);
+    assert_int_equal(r->status, 503);
+    resp_free(r);
+    kr_server_free(s);
+
+    /* A store path that does not exist yet: reads see an empty store and do not create it. */
+    c = base_config();
+    snprintf(c.db, sizeof c.db, "%s/later.db", g_tmp);
+    assert_int_equal(kr_server_create(g_model, &c, &s, &err), KR_OK);
+    port = kr_server_port(s);
+    r = http(port, "GET", "/v1/symbols", NULL);
+    assert_int_equal(r->status, 200);
+    assert_string_equal(r->body, "{\"object\":\"list\",\"data\":[]}");
+    resp_free(r);
+    r = http(port, "GET", "/", NULL);
+    assert_int_equal(r->status, 404); /* no web root */
+    resp_free(r);
+    struct stat sb;
+    assert_int_not_equal(stat(c.db, &sb), 0);
+    kr_server_free(s);
+}
+
+static void test_analyze_parse(void **state) {
+    (void)state;
+    kr_api_analyze_request q;
+    kr_api_error e;
+    const char *j = "{\"symbol\":\"AAPL\",\"seed\":\"18446744073709551615\",\"format\":\"markdown\","
+                    "\"temperature\":0.5,\"top_k\":3,\"lookback\":100,\"max_context\":256,\"horizon\":null}";
+    assert_int_equal(kr_api_analyze_parse(j, strlen(j), 0, NULL, &q, &e), KR_OK);
+    assert_true(q.params.seed == UINT64_MAX);
+    assert_int_equal(q.format, KR_FORMAT_MD);
+    assert_int_equal(q.params.horizon, kr_analyze_default_params().horizon);
+    assert_int_equal(q.params.max_context, 256);
+    assert_int_equal(q.n, 1);
+    assert_string_equal(q.symbols[0], "AAPL");
+    kr_api_analyze_request_free(&q);
+    j = "{\"symbol\":\"AAPL\",\"max_context\":16}"; /* the default horizon 20 does not fit */
+    assert_int_not_equal(kr_api_analyze_parse(j, strlen(j), 0, NULL, &q, &e), KR_OK);
+    assert_string_equal(e.field, "horizon");
+    j = "{\"symbols\":[\"A\",\"bad name\"]}";
+    assert_int_not_equal(kr_api_analyze_parse(j, strlen(j), 1, NULL, &q, &e), KR_OK);
+    assert_string_equal(e.field, "symbols[1]");
+    assert_non_null(strstr(e.message, "symbols[1]: symbol 'bad name'"));
+}
+
+static void test_serve_flags(void **state) {
+    (void)state;
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s/kronos serve --port 0 --web-root %s/does-not-exist 2>&1", KR_BINARY_DIR, g_tmp);
+    FILE *f = popen(cmd, "r");
+    assert_non_null(f);
+    char out[1024] = {0};
+    size_t n = fread(out, 1, sizeof out - 1, f);
+    out[n] = '\0';
+    int st = pclose(f);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 2);
+    assert_non_null(strstr(out, "--web-root"));
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_router),
+        cmocka_unit_test(test_analyze_parse),
+        cmocka_unit_test(test_candles_round_trip),
+        cmocka_unit_test(test_symbols),
+        cmocka_unit_test(test_analyze_stored),
+        cmocka_unit_test(test_analyze_candles_body),
+        cmocka_unit_test(test_batch_ranking),
+        cmocka_unit_test(test_batch_stream),
+        cmocka_unit_test(test_stream_client_leaves),
+        cmocka_unit_test(test_drain_waits_for_analysis),
+        cmocka_unit_test(test_static_files),
+        cmocka_unit_test(test_no_store_and_auth),
+        cmocka_unit_test(test_serve_flags),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
