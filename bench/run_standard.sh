@@ -40,8 +40,8 @@ job() { # title, then kronos bench flags
   echo "(normalise, encode, prefill, generate, decode), model already loaded; \"~GFLOP/s\" counts the"
   echo "predictor's matrix products only. Official predictor figures: shared anchors (same machine class)."
   echo
-  job "S1 + naive (small)" --shape small --lookback 400 --pred-len 120 --paths 1 --repeat 3 --naive
-  job "S8, S32 (small)" --shape small --lookback 400 --pred-len 120 --paths 8,32 --repeat 3
+  job "S1, S8 + naive (small)" --shape small --lookback 400 --pred-len 120 --paths 1,8 --repeat 3 --naive
+  job "S32 (small)" --shape small --lookback 400 --pred-len 120 --paths 32 --repeat 3
   job "NW (small, no overflow)" --shape small --lookback 392 --pred-len 120 --paths 1,32 --repeat 3
   job "B10 (small)" --shape small --series 10 --lookback 300 --lookback-max 500 --pred-len 120 --paths 32 --repeat 1
   job "mini" --shape mini --lookback 400 --pred-len 120 --paths 1,32 --repeat 3
