@@ -245,10 +245,19 @@ static void batch_token(batch *b, const kr_gen_group *g, int path, int index) {
 
 /* Runs the predictor over the batch, then gives each path chunk (and each finished prefill)
  * its last row's context and s1 logits. */
+/* Rows per predictor pass. Chunks run in order in slices of at most this many rows, which
+ * bounds the activation memory of a large step (an exact-mode window re-run of 32 paths is
+ * ~3,700 rows) without changing any number: a chunk only reads KV rows that earlier chunks
+ * (in this or an earlier slice) have fully written, and kernels are row-deterministic. */
+#define KR_FORWARD_MAX_ROWS 1024
+
 static kr_status batch_run(kr_model *m, batch *b, kr_error *err) {
     const kr_predictor_weights *pw = m->pred;
     int d = pw->cfg.d_model, V1 = 1 << pw->cfg.s1_bits;
-    float *context = malloc((size_t)b->rows * d * sizeof(float));
+    int slice_rows = b->rows < KR_FORWARD_MAX_ROWS ? b->rows : KR_FORWARD_MAX_ROWS;
+    for (int c = 0; c < b->n_chunks; c++)
+        if (b->chunks[c].n > slice_rows) slice_rows = b->chunks[c].n;
+    float *context = malloc((size_t)slice_rows * d * sizeof(float));
     float *last = malloc((size_t)b->n_chunks * d * sizeof(float));
     float *logits = malloc((size_t)b->n_chunks * V1 * sizeof(float));
     kr_status st = KR_OK;
@@ -256,13 +265,20 @@ static kr_status batch_run(kr_model *m, batch *b, kr_error *err) {
         st = kr_error_set(err, KR_ERR_NOMEM, "generate: out of memory for %d rows", b->rows);
         goto done;
     }
-    st = kr_predictor_forward(pw, m->pool, b->chunks, b->n_chunks, b->s1, b->s2, b->stamps, context, err);
-    if (st != KR_OK) goto done;
     int n = 0;
-    for (int c = 0; c < b->n_chunks; c++) {
-        if (b->chunk_tag[c] == TAG_CONTEXT) continue;
-        memcpy(last + (size_t)n * d, context + (size_t)b->chunk_last[c] * d, d * sizeof(float));
-        n++;
+    for (int c0 = 0, row0 = 0; c0 < b->n_chunks;) {
+        int c1 = c0, rows = 0;
+        while (c1 < b->n_chunks && (c1 == c0 || rows + b->chunks[c1].n <= KR_FORWARD_MAX_ROWS)) rows += b->chunks[c1++].n;
+        st = kr_predictor_forward(pw, m->pool, b->chunks + c0, c1 - c0, b->s1 + row0, b->s2 + row0,
+                                  b->stamps + (size_t)row0 * 5, context, err);
+        if (st != KR_OK) goto done;
+        for (int c = c0; c < c1; c++) {
+            if (b->chunk_tag[c] == TAG_CONTEXT) continue;
+            memcpy(last + (size_t)n * d, context + (size_t)(b->chunk_last[c] - row0) * d, d * sizeof(float));
+            n++;
+        }
+        row0 += rows;
+        c0 = c1;
     }
     kr_predictor_s1_logits(pw, m->pool, last, n, d, logits);
     n = 0;
@@ -473,7 +489,15 @@ static kr_status decode_groups(kr_model *m, kr_gen_group **gs, int n_groups, kr_
     }
     if (st == KR_OK && !(dec = malloc((size_t)b.rows * 6 * sizeof(float))))
         st = kr_error_set(err, KR_ERR_NOMEM, "generate: out of memory for decode");
-    if (st == KR_OK) st = kr_tokenizer_decode(tw, m->pool, b.chunks, b.n_chunks, b.s1, b.s2, dec, err);
+    /* In slices of whole chunks, like batch_run: bounded activations, same numbers. */
+    for (int c0 = 0, row0 = 0; st == KR_OK && c0 < b.n_chunks;) {
+        int c1 = c0, rows = 0;
+        while (c1 < b.n_chunks && (c1 == c0 || rows + b.chunks[c1].n <= KR_FORWARD_MAX_ROWS)) rows += b.chunks[c1++].n;
+        st = kr_tokenizer_decode(tw, m->pool, b.chunks + c0, c1 - c0, b.s1 + row0, b.s2 + row0,
+                                 dec + (size_t)row0 * 6, err);
+        row0 += rows;
+        c0 = c1;
+    }
     for (int c = 0, row = 0; st == KR_OK && c < b.n_chunks; row += b.chunks[c].n, c++) {
         int p = b.chunk_tag[c];
         if (p < 0) continue;
