@@ -30,6 +30,7 @@
 #include <cjson/cJSON.h>
 #include <curl/curl.h>
 
+#include "http_client.h"
 #include "test_support.h"
 
 #include "analyst/analyze.h"
@@ -53,79 +54,14 @@ static kr_server *g_srv;                /* store + web root, no API key */
 
 /* ------------------------------------------------------------------ HTTP client */
 
-typedef struct http_resp {
-    long status;
-    char *body;
-    size_t len;
-    char content_type[128], csp[512], allow[64];
-} http_resp;
-
-static size_t on_body(char *p, size_t sz, size_t n, void *ud) {
-    http_resp *r = ud;
-    size_t k = sz * n;
-    char *nb = realloc(r->body, r->len + k + 1);
-    if (!nb) return 0;
-    r->body = nb;
-    memcpy(r->body + r->len, p, k);
-    r->len += k;
-    r->body[r->len] = '\0';
-    return k;
-}
-
-static void copy_header(const char *line, size_t n, const char *name, char *out, size_t cap) {
-    size_t nl = strlen(name);
-    if (n <= nl || strncasecmp(line, name, nl) != 0) return;
-    const char *v = line + nl;
-    size_t vn = n - nl;
-    while (vn && *v == ' ') v++, vn--;
-    while (vn && (v[vn - 1] == '\r' || v[vn - 1] == '\n')) vn--;
-    snprintf(out, cap, "%.*s", (int)vn, v);
-}
-
-static size_t on_header(char *p, size_t sz, size_t n, void *ud) {
-    http_resp *r = ud;
-    size_t k = sz * n;
-    copy_header(p, k, "Content-Type:", r->content_type, sizeof r->content_type);
-    copy_header(p, k, "Content-Security-Policy:", r->csp, sizeof r->csp);
-    copy_header(p, k, "Allow:", r->allow, sizeof r->allow);
-    return k;
-}
+typedef kr_http_resp http_resp;
 
 /* One request; path is sent as is (no "../" folding by curl). content_type NULL: JSON. */
 static http_resp *http_ct(int port, const char *method, const char *path, const char *body,
                           const char *content_type, const char *auth) {
     http_resp *r = calloc(1, sizeof *r);
-    CURL *h = curl_easy_init();
-    char url[2048], hdr[256];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, path);
-    struct curl_slist *hl = NULL;
-    snprintf(hdr, sizeof hdr, "Content-Type: %s", content_type ? content_type : "application/json");
-    hl = curl_slist_append(hl, hdr);
-    hl = curl_slist_append(hl, "Expect:");
-    if (auth) {
-        snprintf(hdr, sizeof hdr, "Authorization: Bearer %s", auth);
-        hl = curl_slist_append(hl, hdr);
-    }
-    curl_easy_setopt(h, CURLOPT_URL, url);
-    curl_easy_setopt(h, CURLOPT_PATH_AS_IS, 1L);
-    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
-    if (body) {
-        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
-        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
-    }
-    if (!strcmp(method, "HEAD")) curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, r);
-    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(h, CURLOPT_HEADERDATA, r);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT, 300L);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    CURLcode cc = curl_easy_perform(h);
+    CURLcode cc = kr_http_perform(port, method, path, body, content_type, auth, 0, r);
     if (cc != CURLE_OK) fail_msg("%s %s: curl: %s", method, path, curl_easy_strerror(cc));
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r->status);
-    curl_slist_free_all(hl);
-    curl_easy_cleanup(h);
     return r;
 }
 
@@ -133,28 +69,9 @@ static http_resp *http(int port, const char *method, const char *path, const cha
     return http_ct(port, method, path, body, NULL, NULL);
 }
 
-static void resp_free(http_resp *r) {
-    if (!r) return;
-    free(r->body);
-    free(r);
-}
-
-static cJSON *json_of(const http_resp *r) {
-    cJSON *root = cJSON_Parse(r->body ? r->body : "");
-    if (!root) fail_msg("not JSON (HTTP %ld): %.300s", r->status, r->body ? r->body : "(null)");
-    return root;
-}
-
-/* The error's field ("" when none); static buffer. */
-static const char *error_field(const http_resp *r) {
-    static char out[160];
-    out[0] = '\0';
-    cJSON *root = cJSON_Parse(r->body ? r->body : "");
-    cJSON *f = cJSON_GetObjectItem(cJSON_GetObjectItem(root, "error"), "field");
-    if (cJSON_IsString(f)) snprintf(out, sizeof out, "%s", f->valuestring);
-    cJSON_Delete(root);
-    return out;
-}
+#define resp_free kr_http_resp_free
+#define error_field kr_http_error_field
+#define json_of kr_http_json
 
 #define assert_error(r, code, field)                                                     \
     do {                                                                                 \
@@ -165,27 +82,8 @@ static const char *error_field(const http_resp *r) {
 
 /* ------------------------------------------------------------------ bodies */
 
-typedef struct sbuf {
-    char *s;
-    size_t len, cap;
-} sbuf;
-
-static void sb_printf(sbuf *b, const char *fmt, ...) {
-    va_list ap;
-    for (;;) {
-        va_start(ap, fmt);
-        int n = vsnprintf(b->s ? b->s + b->len : NULL, b->s ? b->cap - b->len : 0, fmt, ap);
-        va_end(ap);
-        if (b->s && (size_t)n < b->cap - b->len) {
-            b->len += (size_t)n;
-            return;
-        }
-        size_t cap = b->cap ? b->cap * 2 : 4096;
-        while (cap < b->len + (size_t)n + 1) cap *= 2;
-        b->s = realloc(b->s, cap);
-        b->cap = cap;
-    }
-}
+typedef kr_sbuf sbuf;
+#define sb_printf kr_sb_printf
 
 /* Rows [start, start+n) of c as JSON array rows (7 values). */
 static char *rows_json(const kr_candles *c, int64_t start, int64_t n, int wrap) {
@@ -215,29 +113,7 @@ static char *rows_csv(const kr_candles *c, int64_t start, int64_t n) {
     return b.s;
 }
 
-/* Splits an SSE body into (event, data) pairs (multi-line data joined with \n). */
-static int sse_events(const char *body, char ev[][32], char **data, int max) {
-    int n = 0;
-    const char *p = body;
-    while (p && *p && n < max) {
-        const char *end = strstr(p, "\n\n");
-        if (!end) break;
-        ev[n][0] = '\0';
-        sbuf d = {0};
-        for (const char *line = p; line < end;) {
-            const char *nl = memchr(line, '\n', (size_t)(end - line));
-            if (!nl) nl = end;
-            if (!strncmp(line, "event: ", 7)) snprintf(ev[n], 32, "%.*s", (int)(nl - line - 7), line + 7);
-            else if (!strncmp(line, "data: ", 6))
-                sb_printf(&d, "%s%.*s", d.len ? "\n" : "", (int)(nl - line - 6), line + 6);
-            line = nl + 1;
-        }
-        if (ev[n][0]) data[n++] = d.s ? d.s : strdup("");
-        else free(d.s);
-        p = end + 2;
-    }
-    return n;
-}
+#define sse_events kr_sse_events
 
 /* A report set's JSON without what differs between two runs of the same analysis: the
  * generation time and the timings. */

@@ -28,6 +28,7 @@
 #include <cjson/cJSON.h>
 #include <curl/curl.h>
 
+#include "http_client.h"
 #include "test_support.h"
 
 #include "base/timeutil.h"
@@ -43,105 +44,12 @@ static kr_server *g_srv; /* the shared server: API key, 256 KiB body limit */
 
 /* ------------------------------------------------------------------ HTTP client */
 
-typedef struct http_resp {
-    long status;
-    char *body;
-    size_t len;
-    char retry_after[32], allow[64], content_type[128], www_auth[128];
-    /* streaming abort: stop after this many "event: progress" frames (0 = never) */
-    int abort_after_progress;
-    int progress_seen;
-} http_resp;
+typedef kr_http_resp http_resp;
 
-static size_t on_body(char *p, size_t sz, size_t n, void *ud) {
-    http_resp *r = ud;
-    size_t k = sz * n;
-    char *nb = realloc(r->body, r->len + k + 1);
-    if (!nb) return 0;
-    r->body = nb;
-    memcpy(r->body + r->len, p, k);
-    r->len += k;
-    r->body[r->len] = '\0';
-    if (r->abort_after_progress) {
-        int count = 0;
-        for (const char *q = r->body; (q = strstr(q, "event: progress")); q++) count++;
-        r->progress_seen = count;
-        if (count >= r->abort_after_progress) return 0; /* abort: curl closes the socket */
-    }
-    return k;
-}
-
-static void copy_header(const char *line, size_t n, const char *name, char *out, size_t cap) {
-    size_t nl = strlen(name);
-    if (n <= nl || strncasecmp(line, name, nl) != 0) return;
-    const char *v = line + nl;
-    size_t vn = n - nl;
-    while (vn && (*v == ' ')) v++, vn--;
-    while (vn && (v[vn - 1] == '\r' || v[vn - 1] == '\n')) vn--;
-    snprintf(out, cap, "%.*s", (int)vn, v);
-}
-
-static size_t on_header(char *p, size_t sz, size_t n, void *ud) {
-    http_resp *r = ud;
-    size_t k = sz * n;
-    copy_header(p, k, "Retry-After:", r->retry_after, sizeof r->retry_after);
-    copy_header(p, k, "Allow:", r->allow, sizeof r->allow);
-    copy_header(p, k, "Content-Type:", r->content_type, sizeof r->content_type);
-    copy_header(p, k, "WWW-Authenticate:", r->www_auth, sizeof r->www_auth);
-    return k;
-}
-
-typedef struct chunked_src {
-    size_t left;
-} chunked_src;
-
-static size_t on_read(char *buf, size_t sz, size_t n, void *ud) {
-    chunked_src *s = ud;
-    size_t k = sz * n < s->left ? sz * n : s->left;
-    memset(buf, ' ', k);
-    s->left -= k;
-    return k;
-}
-
-/* One request. auth: the bearer key or NULL. chunked_bytes > 0: send that many bytes with
- * chunked transfer encoding instead of body. Returns the curl code. */
+/* One request (see kr_http_perform); auth: the bearer key or NULL. */
 static CURLcode http_ex(int port, const char *method, const char *path, const char *body,
                         const char *auth, size_t chunked_bytes, http_resp *r) {
-    CURL *h = curl_easy_init();
-    char url[256], hdr[256];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, path);
-    struct curl_slist *hl = NULL;
-    if (auth) {
-        snprintf(hdr, sizeof hdr, "Authorization: Bearer %s", auth);
-        hl = curl_slist_append(hl, hdr);
-    }
-    hl = curl_slist_append(hl, "Content-Type: application/json");
-    hl = curl_slist_append(hl, "Expect:");
-    chunked_src src = {chunked_bytes};
-    curl_easy_setopt(h, CURLOPT_URL, url);
-    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
-    if (chunked_bytes) {
-        hl = curl_slist_append(hl, "Transfer-Encoding: chunked");
-        curl_easy_setopt(h, CURLOPT_POST, 1L);
-        curl_easy_setopt(h, CURLOPT_READFUNCTION, on_read);
-        curl_easy_setopt(h, CURLOPT_READDATA, &src);
-    } else if (body) {
-        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
-        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
-    }
-    if (!strcmp(method, "HEAD")) curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, r);
-    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(h, CURLOPT_HEADERDATA, r);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT, 300L);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    CURLcode cc = curl_easy_perform(h);
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r->status);
-    curl_slist_free_all(hl);
-    curl_easy_cleanup(h);
-    return cc;
+    return kr_http_perform(port, method, path, body, NULL, auth, chunked_bytes, r);
 }
 
 static http_resp *http(int port, const char *method, const char *path, const char *body,
@@ -152,22 +60,8 @@ static http_resp *http(int port, const char *method, const char *path, const cha
     return r;
 }
 
-static void resp_free(http_resp *r) {
-    if (!r) return;
-    free(r->body);
-    free(r);
-}
-
-/* The error object's field, or "" (static buffer). */
-static const char *error_field(const http_resp *r) {
-    static char out[256];
-    out[0] = '\0';
-    cJSON *root = cJSON_Parse(r->body ? r->body : "");
-    cJSON *f = cJSON_GetObjectItem(cJSON_GetObjectItem(root, "error"), "field");
-    if (cJSON_IsString(f)) snprintf(out, sizeof out, "%s", f->valuestring);
-    cJSON_Delete(root);
-    return out;
-}
+#define resp_free kr_http_resp_free
+#define error_field kr_http_error_field
 
 /* Value of one exact series line in a /metrics scrape, or -1 when absent. */
 static double metric_value(int port, const char *series) {
@@ -189,25 +83,8 @@ static double metric_value(int port, const char *series) {
 
 /* ------------------------------------------------------------------ request bodies */
 
-typedef struct sbuf {
-    char *s;
-    size_t len, cap;
-} sbuf;
-
-static void sb_printf(sbuf *b, const char *fmt, ...) {
-    va_list ap;
-    for (;;) {
-        va_start(ap, fmt);
-        int n = vsnprintf(b->s ? b->s + b->len : NULL, b->s ? b->cap - b->len : 0, fmt, ap);
-        va_end(ap);
-        if (b->s && (size_t)n < b->cap - b->len) {
-            b->len += (size_t)n;
-            return;
-        }
-        b->cap = (b->cap + (size_t)n + 1) * 2;
-        b->s = realloc(b->s, b->cap);
-    }
-}
+typedef kr_sbuf sbuf;
+#define sb_printf kr_sb_printf
 
 /* {"candles": rows [start, start+n) of the bundled data, <extra>} ; caller frees. */
 static char *forecast_body(int64_t start, int64_t n, const char *extra) {
@@ -224,11 +101,7 @@ static char *forecast_body(int64_t start, int64_t n, const char *extra) {
     return b.s;
 }
 
-static cJSON *json_of(const http_resp *r) {
-    cJSON *root = cJSON_Parse(r->body ? r->body : "");
-    if (!root) fail_msg("not JSON: %.200s", r->body ? r->body : "(null)");
-    return root;
-}
+#define json_of kr_http_json
 
 /* ------------------------------------------------------------------ fixtures */
 
@@ -661,22 +534,9 @@ static void test_cancel_frees_kv(void **state) {
 
     /* A plain (non-streaming) request whose client gives up: noticed while waiting. */
     body = forecast_body(600, 400, "\"pred_len\":400,\"paths\":128,\"seed\":6");
-    CURL *h = curl_easy_init();
-    char url[128], auth[128];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/forecast", port);
-    snprintf(auth, sizeof auth, "Authorization: Bearer %s", API_KEY);
-    struct curl_slist *hl = curl_slist_append(NULL, auth);
-    curl_easy_setopt(h, CURLOPT_URL, url);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
-    curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 300L);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     http_resp sink = {0};
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &sink);
-    assert_int_equal(curl_easy_perform(h), CURLE_OPERATION_TIMEDOUT);
-    curl_slist_free_all(hl);
-    curl_easy_cleanup(h);
+    sink.timeout_ms = 300;
+    assert_int_equal(http_ex(port, "POST", "/v1/forecast", body, API_KEY, 0, &sink), CURLE_OPERATION_TIMEDOUT);
     free(sink.body);
     t0 = kr_now_seconds();
     while (!kv_settled(&st) && kr_now_seconds() - t0 < 20) usleep(10000);

@@ -1,0 +1,44 @@
+/* HTTP client helpers for the server tests (libcurl against a server on 127.0.0.1). */
+#ifndef KR_TEST_HTTP_CLIENT_H
+#define KR_TEST_HTTP_CLIENT_H
+
+#include <stddef.h>
+
+#include <cjson/cJSON.h>
+#include <curl/curl.h>
+
+typedef struct kr_http_resp {
+    long status;
+    char *body;   /* NUL-terminated */
+    size_t len;
+    char retry_after[32], allow[64], content_type[128], www_auth[128], csp[512];
+    /* streaming abort: stop after this many "event: progress" frames (0 = never) */
+    int abort_after_progress;
+    int progress_seen;
+    long timeout_ms;   /* set before the call: the client gives up after this (0: 300 s) */
+} kr_http_resp;
+
+/* One request to http://127.0.0.1:port<path> (path sent as is, no "../" folding).
+ * content_type NULL: application/json; auth: bearer key or NULL; chunked_bytes > 0: send
+ * that many spaces with chunked transfer encoding instead of body. Returns curl's code. */
+CURLcode kr_http_perform(int port, const char *method, const char *path, const char *body,
+                         const char *content_type, const char *auth, size_t chunked_bytes,
+                         kr_http_resp *r);
+void kr_http_resp_free(kr_http_resp *r);
+/* The error object's "field" ("" when none); static buffer. */
+const char *kr_http_error_field(const kr_http_resp *r);
+/* The body as JSON; fails the test when it is not JSON. Caller deletes. */
+cJSON *kr_http_json(const kr_http_resp *r);
+
+/* A growable string. */
+typedef struct kr_sbuf {
+    char *s;
+    size_t len, cap;
+} kr_sbuf;
+void kr_sb_printf(kr_sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Splits an SSE body into (event, data) pairs (multi-line data joined with \n); returns the
+ * count. data[i] are malloc'd. */
+int kr_sse_events(const char *body, char ev[][32], char **data, int max);
+
+#endif
