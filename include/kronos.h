@@ -57,6 +57,13 @@ typedef struct kr_model kr_model; /* tokenizer + predictor pair, immutable after
 
 typedef struct kr_model_params {
     int n_threads;     /* worker threads for compute; <= 0: number of online CPUs */
+    /* Weight format: NULL or "f32" keeps the checkpoint as stored (a kronos quantize
+     * checkpoint stays in its format); "bf16", "int8", "fp8" or "q4" quantises every Linear
+     * of an f32 checkpoint at load, round-to-nearest (kronos quantize adds calibration). */
+    const char *quant;
+    int quant_group;   /* q4 group size, 32 or 64; <= 0: 32 */
+    /* KV-cache precision: NULL or "f32", "bf16" (half the memory), "int8" (a quarter). */
+    const char *kv_dtype;
 } kr_model_params;
 
 kr_model_params kr_model_default_params(void);
@@ -77,11 +84,17 @@ typedef struct kr_model_info {
     int s1_bits, s2_bits;
     int learn_te;
     size_t n_params;          /* predictor + tokenizer parameters used at inference */
-    size_t weight_bytes;      /* bytes of weights as loaded */
-    double load_seconds;      /* wall time of kr_model_load */
+    size_t weight_bytes;      /* bytes of weights as held in memory (after quantisation) */
+    double load_seconds;      /* wall time of kr_model_load (quantisation included) */
+    char quant[8];            /* weight format of the Linears: "f32", "bf16", "int8", "fp8", "q4" */
+    char quant_method[16];    /* "rtn", "smoothquant", "awq" ("" for f32) */
+    int quant_group;          /* q4 group size (0 otherwise) */
+    double quant_seconds;     /* part of load_seconds spent quantising (0 if none) */
+    char kv_dtype[8];         /* "f32", "bf16", "int8" */
 } kr_model_info;
 
 void kr_model_get_info(const kr_model *model, kr_model_info *info);
+
 
 /* ---------------------------------------------------------------- series (input candles) */
 
@@ -100,6 +113,21 @@ typedef struct kr_series {
                                          to infer them from the history (interval, weekdays,
                                          session hours) */
 } kr_series;
+
+/* ---------------------------------------------------------------- quantisation */
+
+/* Quantises every Linear of an f32 model in place to fmt ("bf16", "int8", "fp8", "q4";
+ * q4 group 32 or 64, <= 0: 32). With calibration series (n_calib > 0) the model first
+ * forecasts each of them while recording every Linear's inputs, then chooses per Linear the
+ * smoothing factors (int8, SmoothQuant-style) or activation-aware channel scales (q4,
+ * AWQ-style) that minimise the Linear's output error on the recorded inputs (no scaling is
+ * one of the candidates, so calibration never does worse on them than round-to-nearest).
+ * Not while forecasts run on the model. */
+kr_status kr_model_quantize(kr_model *model, const char *fmt, int group, const kr_series *calib,
+                            int n_calib, kr_error *err);
+/* Writes a quantised model as out_dir/predictor and out_dir/tokenizer (config.json +
+ * model.safetensors) that kr_model_load maps without converting anything. */
+kr_status kr_model_save_quantized(const kr_model *model, const char *out_dir, kr_error *err);
 
 /* ---------------------------------------------------------------- forecasting */
 

@@ -160,7 +160,7 @@ static void predictor_forward(const config_dir *c) {
     float *tok = malloc((size_t)B * T * d * sizeof(float)), *tim = malloc((size_t)B * T * d * sizeof(float));
     float *x = malloc((size_t)B * T * d * sizeof(float));
     kr_error err = {0};
-    assert_int_equal(kr_predictor_embed(m->pred, B * T, s1, s2, stamp, x, tok, tim, &err), KR_OK);
+    assert_int_equal(kr_predictor_embed(m->pred, m->pool, B * T, s1, s2, stamp, x, tok, tim, &err), KR_OK);
     expect_close("token_emb", tok, tok_ref, (size_t)B * T * d, 1e-4);
     expect_close("time_emb", tim, time_ref, (size_t)B * T * d, 1e-4);
 
@@ -175,7 +175,7 @@ static void predictor_forward(const config_dir *c) {
         ch[b].out_start = b * T;
     }
     assert_int_equal(kr_predictor_forward(m->pred, m->pool, ch, B, s1, s2, stamp, ctx, &err), KR_OK);
-    kr_predictor_s1_logits(m->pred, m->pool, ctx, B * T, d, lg);
+    assert_int_equal(kr_predictor_s1_logits(m->pred, m->pool, ctx, B * T, d, lg, &err), KR_OK);
     expect_close("context", ctx, ctx_ref, (size_t)B * T * d, 1e-4);
     expect_close("s1_logits", lg, lg_ref, (size_t)B * T * V, 1e-4);
 

@@ -742,10 +742,10 @@ static void test_serve_process(void **state) {
     free(inflight.resp.body);
 
     /* Usage errors exit 2 and say what is wrong. */
-    const char *quant[] = {"--quant", "int8", NULL};
+    const char *quant[] = {"--quant", "int4", NULL};
     spawn_serve(&p, quant);
     assert_int_equal(wait_exit(&p, 30), 2);
-    assert_non_null(strstr(p.err, "--quant 'int8' is not supported yet"));
+    assert_non_null(strstr(p.err, "--quant must be one of f32, bf16, int8, fp8, q4, got 'int4'"));
     char *tmp = kr_test_tmpdir();
     char cfg[4200];
     snprintf(cfg, sizeof cfg, "%s/serve.json", tmp);

@@ -45,6 +45,8 @@ struct kr_pool {
      * acquire load; the done counter orders the next write after every read. */
     kr_pool_fn fn;
     void *ctx;
+    void *scratch;       /* kr_pool_scratch: grow-only, 64-byte aligned */
+    size_t scratch_bytes;
 };
 
 static inline void cpu_relax(void) {
@@ -164,7 +166,22 @@ void kr_pool_free(kr_pool *pool) {
     pthread_cond_destroy(&pool->cv);
     pthread_mutex_destroy(&pool->mu);
     free(pool->workers);
+    free(pool->scratch);
     free(pool);
+}
+
+void *kr_pool_scratch(kr_pool *pool, size_t bytes) {
+    if (!pool) return NULL;
+    if (bytes <= pool->scratch_bytes) return pool->scratch;
+    /* Grow by at least half again so a slowly rising demand does not reallocate each time. */
+    size_t want = bytes + bytes / 2;
+    want = (want + 63) & ~(size_t)63;
+    void *p = NULL;
+    if (posix_memalign(&p, 64, want) != 0) return NULL;
+    free(pool->scratch);
+    pool->scratch = p;
+    pool->scratch_bytes = want;
+    return p;
 }
 
 int kr_pool_size(const kr_pool *pool) { return pool ? pool->n : 1; }

@@ -22,6 +22,10 @@ void kr_pool_free(kr_pool *pool);
 int kr_pool_size(const kr_pool *pool);
 /* Runs fn on every thread; a NULL pool runs fn(ctx, 0, 1) on the caller. */
 void kr_pool_run(kr_pool *pool, kr_pool_fn fn, void *ctx);
+/* A 64-byte-aligned buffer of at least `bytes` owned by the pool, for the region about to
+ * run (its contents do not survive the next call). NULL for a NULL pool or when out of
+ * memory. Only the pool's driver calls it. */
+void *kr_pool_scratch(kr_pool *pool, size_t bytes);
 /* Number of online CPUs (>= 1). */
 int kr_cpu_count(void);
 

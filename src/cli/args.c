@@ -119,3 +119,14 @@ int kr_cli_usage_error(const char *cmd, const char *fmt, const char *arg) {
     fprintf(stderr, "\n(try 'kronos %s --help')\n", cmd);
     return 2;
 }
+
+int kr_arg_quant(const char *s) {
+    static const char *const names[] = {"f32", "bf16", "int8", "fp8", "q4"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(s, names[i]) == 0) return 1;
+    return 0;
+}
+
+int kr_arg_kv_dtype(const char *s) {
+    return strcmp(s, "f32") == 0 || strcmp(s, "bf16") == 0 || strcmp(s, "int8") == 0;
+}

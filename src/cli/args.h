@@ -12,6 +12,10 @@ int kr_arg_int(const char *s, long min, long max, int *out);
 int kr_arg_u64(const char *s, uint64_t *out);
 int kr_arg_float(const char *s, double min, double max, float *out);
 
+/* 1 if s names a weight format (f32, bf16, int8, fp8, q4) / a KV dtype (f32, bf16, int8). */
+int kr_arg_quant(const char *s);
+int kr_arg_kv_dtype(const char *s);
+
 /* Resolves --model / --tokenizer: a DIR with predictor/ and tokenizer/ subdirectories stands
  * for both; a hub name (org/name) already fetched by `kronos pull` stands for its snapshot;
  * with neither given, the bundled demo model is used. Writes into the buffers (PATH_MAX).

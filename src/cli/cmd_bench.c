@@ -47,6 +47,8 @@ static void usage(FILE *f) {
           "  --repeat N       timed repeats of the cached path; the median is reported (default 3)\n"
           "  --naive          also time the naive full-recompute path (once per path count)\n"
           "  --window MODE    exact (default) or rolling\n"
+          "  --quant FMT      weights: f32 (default), bf16, int8, fp8, q4 (quantised at load)\n"
+          "  --kv-dtype T     KV-cache precision: f32 (default), bf16, int8\n"
           "  --json           print JSON instead of Markdown\n"
           "  -h, --help       this text\n",
           f);
@@ -119,9 +121,11 @@ int kr_cmd_bench(int argc, char **argv) {
         {"lookback-max", required_argument, NULL, 'L'},
         {"repeat", required_argument, NULL, 'r'},  {"naive", no_argument, NULL, 'N'},
         {"window", required_argument, NULL, 'w'},  {"json", no_argument, NULL, 'J'},
+        {"quant", required_argument, NULL, 'Q'},   {"kv-dtype", required_argument, NULL, 'K'},
         {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
     };
-    const char *shape = "small", *model_dir = NULL, *data = KR_DEFAULT_DATA_FILE;
+    const char *shape = "small", *model_dir = NULL, *data = KR_DEFAULT_DATA_FILE, *quant = NULL,
+               *kv_dtype = NULL;
     int lookback = 400, lookback_max = 0, pred_len = 120, series = 1, threads = 0, repeat = 3, naive = 0, json = 0;
     int paths_list[16] = {1, 8}, n_paths = 2;
     kr_window_mode window = KR_WINDOW_EXACT;
@@ -166,6 +170,14 @@ int kr_cmd_bench(int argc, char **argv) {
             if (!kr_arg_int(optarg, 1, 1000, &repeat)) return kr_cli_usage_error(CMD, "bad --repeat '%s'", optarg);
             break;
         case 'N': naive = 1; break;
+        case 'Q':
+            if (!kr_arg_quant(optarg)) return kr_cli_usage_error(CMD, "bad --quant '%s' (f32, bf16, int8, fp8, q4)", optarg);
+            quant = optarg;
+            break;
+        case 'K':
+            if (!kr_arg_kv_dtype(optarg)) return kr_cli_usage_error(CMD, "bad --kv-dtype '%s' (f32, bf16, int8)", optarg);
+            kv_dtype = optarg;
+            break;
         case 'w':
             if (!strcmp(optarg, "exact")) window = KR_WINDOW_EXACT;
             else if (!strcmp(optarg, "rolling")) window = KR_WINDOW_ROLLING;
@@ -208,6 +220,8 @@ int kr_cmd_bench(int argc, char **argv) {
     kr_model *m = NULL;
     kr_model_params mp = kr_model_default_params();
     mp.n_threads = threads;
+    mp.quant = quant;
+    mp.kv_dtype = kv_dtype;
     if (kr_model_load(pred_dir, tok_dir, &mp, &m, &err) != KR_OK) {
         kr_candles_free(cs);
         return kr_cli_fail(CMD, err.message);
@@ -267,6 +281,9 @@ int kr_cmd_bench(int argc, char **argv) {
             cJSON_AddNumberToObject(root, "series", series);
             cJSON_AddNumberToObject(root, "model_load_seconds", mi.load_seconds);
             cJSON_AddNumberToObject(root, "weight_bytes", (double)mi.weight_bytes);
+            cJSON_AddStringToObject(root, "quant", mi.quant);
+            cJSON_AddStringToObject(root, "kv_dtype", mi.kv_dtype);
+            cJSON_AddNumberToObject(root, "quantize_seconds", mi.quant_seconds);
             cJSON *arr = cJSON_AddArrayToObject(root, "results");
             for (int i = 0; i < n_rows; i++) {
                 cJSON *o = cJSON_CreateObject();
@@ -293,7 +310,8 @@ int kr_cmd_bench(int argc, char **argv) {
                    model_dir == dir ? shape : model_dir, mi.d_model, mi.n_layers, mi.n_params, lookback, pred_len,
                    series, window == KR_WINDOW_EXACT ? "exact window" : "rolling window", kr_isa_name(kr_isa_active()),
                    mi.load_seconds * 1e3, gen_s > 0 ? " (weights generated now)" : "");
-            printf("weights %.1f MB\n\n", mi.weight_bytes / 1048576.0);
+            printf("weights %s, %.1f MB (quantised at load in %.2f s), KV cache %s\n\n", mi.quant,
+                   mi.weight_bytes / 1048576.0, mi.quant_seconds, mi.kv_dtype);
             printf("| paths | path | wall s (median) | tokens/s | ~GFLOP/s | peak RSS MB | KV MB | vs naive | official predictor s | speed-up vs official |\n");
             printf("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
             for (int i = 0; i < n_rows; i++) {

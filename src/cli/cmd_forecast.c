@@ -52,12 +52,15 @@ static void usage(FILE *f) {
           "                           its tokens, timing (default csv)\n"
           "  --output FILE|DIR        write there instead of stdout (a directory for a batch)\n"
           "  --threads N              compute threads (default: all CPUs)\n"
+          "  --quant FMT              weights: f32 (default), bf16, int8, fp8, q4 (quantised at\n"
+          "                           load; a kronos quantize checkpoint keeps its own format)\n"
+          "  --kv-dtype T             KV-cache precision: f32 (default), bf16, int8\n"
           "  -h, --help               this text\n",
           f);
 }
 
 typedef struct opts {
-    const char *model, *tokenizer, *future_file, *output, *format;
+    const char *model, *tokenizer, *future_file, *output, *format, *quant, *kv_dtype;
     const char *inputs[MAX_INPUTS];
     int n_inputs, threads;
     double quantiles[16];
@@ -209,6 +212,7 @@ static int parse_opts(int argc, char **argv, opts *o, char ***owned, int *n_owne
         {"future-timestamps", required_argument, NULL, 'f'},
         {"format", required_argument, NULL, 'F'},      {"output", required_argument, NULL, 'o'},
         {"threads", required_argument, NULL, 'j'},     {"quantiles", required_argument, NULL, 'q'},
+        {"quant", required_argument, NULL, 'Q'},       {"kv-dtype", required_argument, NULL, 'K'},
         {"help", no_argument, NULL, 'h'},              {NULL, 0, NULL, 0},
     };
     o->p = kr_forecast_default_params();
@@ -271,6 +275,16 @@ static int parse_opts(int argc, char **argv, opts *o, char ***owned, int *n_owne
             o->format = optarg;
             break;
         case 'o': o->output = optarg; break;
+        case 'Q':
+            if (!kr_arg_quant(optarg))
+                return kr_cli_usage_error(CMD, "--quant must be one of f32, bf16, int8, fp8, q4, got '%s'", optarg);
+            o->quant = optarg;
+            break;
+        case 'K':
+            if (!kr_arg_kv_dtype(optarg))
+                return kr_cli_usage_error(CMD, "--kv-dtype must be one of f32, bf16, int8, got '%s'", optarg);
+            o->kv_dtype = optarg;
+            break;
         case 'j':
             if (!kr_arg_int(optarg, 1, 1024, &o->threads))
                 return kr_cli_usage_error(CMD, "--threads must be an integer in 1..1024, got '%s'", optarg);
@@ -352,6 +366,8 @@ int kr_cmd_forecast(int argc, char **argv) {
     }
     kr_model_params mp = kr_model_default_params();
     mp.n_threads = o.threads;
+    mp.quant = o.quant;
+    mp.kv_dtype = o.kv_dtype;
     if (kr_model_load(pred_dir, tok_dir, &mp, &model, &err) != KR_OK) {
         rc = kr_cli_fail(CMD, err.message);
         goto done;

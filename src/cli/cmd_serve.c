@@ -43,7 +43,9 @@ static void usage(FILE *f) {
           "                           max_batch_tokens, max_running, max_queue,\n"
           "                           target_queue_p95_s, target_ttft_p95_s, max_body_bytes,\n"
           "                           request_timeout_s, profiles (flags override the file)\n"
-          "  --quant f32              weight format (only f32 for now)\n"
+          "  --quant FMT              weight format: f32 (default), bf16, int8, fp8, q4 —\n"
+          "                           quantised at load; a kronos quantize checkpoint keeps its own\n"
+          "  --kv-dtype T             KV-cache precision: f32 (default), bf16, int8\n"
           "  --threads N              compute threads (default: all CPUs)\n"
           "  --kv-budget BYTES|PCT%   KV cache memory: running requests + prefix cache\n"
           "                           (default 25% of RAM)\n"
@@ -58,7 +60,7 @@ static void usage(FILE *f) {
 }
 
 typedef struct flags {
-    const char *model, *tokenizer, *host, *port, *config, *quant, *threads, *kv_budget,
+    const char *model, *tokenizer, *host, *port, *config, *quant, *kv_dtype, *threads, *kv_budget,
         *api_key_file, *timeout, *db, *web_root;
     int no_tune;
 } flags;
@@ -68,6 +70,7 @@ static int parse_flags(int argc, char **argv, flags *fl) {
         {"model", required_argument, NULL, 'm'},         {"tokenizer", required_argument, NULL, 't'},
         {"host", required_argument, NULL, 'H'},          {"port", required_argument, NULL, 'p'},
         {"config", required_argument, NULL, 'c'},        {"quant", required_argument, NULL, 'q'},
+        {"kv-dtype", required_argument, NULL, 'K'},
         {"threads", required_argument, NULL, 'j'},       {"kv-budget", required_argument, NULL, 'k'},
         {"api-key-file", required_argument, NULL, 'a'},  {"no-tune", no_argument, NULL, 'n'},
         {"request-timeout", required_argument, NULL, 'r'}, {"help", no_argument, NULL, 'h'},
@@ -84,6 +87,7 @@ static int parse_flags(int argc, char **argv, flags *fl) {
         case 'p': fl->port = optarg; break;
         case 'c': fl->config = optarg; break;
         case 'q': fl->quant = optarg; break;
+        case 'K': fl->kv_dtype = optarg; break;
         case 'j': fl->threads = optarg; break;
         case 'k': fl->kv_budget = optarg; break;
         case 'a': fl->api_key_file = optarg; break;
@@ -108,10 +112,16 @@ static int apply_flags(const flags *fl, kr_server_config *cfg) {
     if (fl->port && !kr_arg_int(fl->port, 0, 65535, &cfg->port))
         return kr_cli_usage_error(CMD, "--port must be an integer in 0..65535, got '%s'", fl->port);
     if (fl->quant) {
-        if (strcmp(fl->quant, "f32") != 0)
-            return kr_cli_usage_error(CMD, "--quant '%s' is not supported yet: only f32 weights "
-                                           "can be served", fl->quant);
+        if (!kr_arg_quant(fl->quant))
+            return kr_cli_usage_error(CMD, "--quant must be one of f32, bf16, int8, fp8, q4, got '%s'",
+                                      fl->quant);
         snprintf(cfg->quant, sizeof cfg->quant, "%s", fl->quant);
+    }
+    if (fl->kv_dtype) {
+        if (!kr_arg_kv_dtype(fl->kv_dtype))
+            return kr_cli_usage_error(CMD, "--kv-dtype must be one of f32, bf16, int8, got '%s'",
+                                      fl->kv_dtype);
+        snprintf(cfg->kv_dtype, sizeof cfg->kv_dtype, "%s", fl->kv_dtype);
     }
     if (fl->threads && !kr_arg_int(fl->threads, 1, 1024, &cfg->threads))
         return kr_cli_usage_error(CMD, "--threads must be an integer in 1..1024, got '%s'",
@@ -193,6 +203,8 @@ int kr_cmd_serve(int argc, char **argv) {
 
     kr_model_params mp = kr_model_default_params();
     mp.n_threads = cfg.threads;
+    mp.quant = cfg.quant;
+    mp.kv_dtype = cfg.kv_dtype;
     kr_model *model = NULL;
     if (kr_model_load(pred_dir, tok_dir, &mp, &model, &err) != KR_OK) return kr_cli_fail(CMD, err.message);
     kr_server *srv = NULL;

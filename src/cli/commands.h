@@ -12,5 +12,7 @@ int kr_cmd_serve(int argc, char **argv);
 int kr_cmd_ingest(int argc, char **argv);
 int kr_cmd_analyze(int argc, char **argv);
 int kr_cmd_pull(int argc, char **argv);
+int kr_cmd_quantize(int argc, char **argv);
+int kr_cmd_eval_quant(int argc, char **argv);
 
 #endif

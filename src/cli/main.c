@@ -21,6 +21,8 @@ static const command k_commands[] = {
     {"serve", kr_cmd_serve, "serve forecasts over HTTP (continuous batching, prefix cache, metrics)"},
     {"ingest", kr_cmd_ingest, "store a candle CSV under a symbol and interval in the local database"},
     {"analyze", kr_cmd_analyze, "report on stored symbols: forecast statistics, risk, technicals"},
+    {"quantize", kr_cmd_quantize, "write a bf16 / int8 / fp8 / q4 checkpoint, calibrated on candle files"},
+    {"eval-quant", kr_cmd_eval_quant, "measure what a quantised format costs in accuracy against f32"},
     {"pull", kr_cmd_pull, "download a Kronos checkpoint from the Hugging Face hub into its cache"},
 };
 

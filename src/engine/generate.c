@@ -41,6 +41,24 @@ struct kr_gen_group {
 
 /* ---------------------------------------------------------------- prefixes */
 
+static int gcd(int a, int b) {
+    while (b) {
+        int t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+/* A predictor KV store in the model's KV precision. The int8 scale group divides the head_dim
+ * of both the self-attention and the dep layer, so no scale spans two heads (transformer.h). */
+static kr_status pred_store_init(const kr_model *m, kr_kv_store *s, int cap, kr_error *err) {
+    const kr_predictor_weights *w = m->pred;
+    int group = w->cfg.n_layers > 0 ? gcd(w->blocks[0].attn.head_dim, w->dep.head_dim) : w->dep.head_dim;
+    return kr_kv_store_init_dtype(s, kr_predictor_store_layers(w), w->cfg.d_model, cap, m->kv_dtype,
+                                  group, err);
+}
+
 void kr_prefix_release(kr_prefix *p) {
     if (!p || --p->refs > 0) return;
     kr_kv_store_release(&p->kv);
@@ -59,7 +77,7 @@ static kr_prefix *prefix_new(const kr_model *m, int rows, kr_error *err) {
         p->n = rows;
     }
     if (!p || !p->logits || !p->ctx ||
-        kr_kv_store_init(&p->kv, kr_predictor_store_layers(m->pred), d, rows > 0 ? rows : 1, err) != KR_OK) {
+        pred_store_init(m, &p->kv, rows > 0 ? rows : 1, err) != KR_OK) {
         if (p) {
             p->refs = 1;
             kr_prefix_release(p);
@@ -92,16 +110,15 @@ kr_status kr_gen_group_create(kr_model *model, const kr_gen_input *in, kr_gen_ou
     g->start0 = g->L > g->C ? g->L - g->C : 0;
     g->W0 = g->L - g->start0;
     int d = model->pred->cfg.d_model, V1 = 1 << model->pred->cfg.s1_bits;
-    int layers = kr_predictor_store_layers(model->pred);
     g->logits = malloc((size_t)g->paths * V1 * sizeof(float));
     g->ctx = malloc((size_t)g->paths * d * sizeof(float));
     kr_status st = (g->logits && g->ctx) ? KR_OK : kr_error_set(err, KR_ERR_NOMEM, "generate: out of memory");
     if (st == KR_OK && g->opt.naive)
-        st = kr_kv_store_init(&g->naive, layers, d, g->paths * g->C, err);
+        st = pred_store_init(model, &g->naive, g->paths * g->C, err);
     if (st == KR_OK && !g->opt.naive) {
-        st = kr_kv_store_init(&g->gen, layers, d, g->paths * g->P, err);
+        st = pred_store_init(model, &g->gen, g->paths * g->P, err);
         if (st == KR_OK && g->exact && g->L + g->P - 1 > g->C)
-            st = kr_kv_store_init(&g->slide, layers, d, g->C, err);
+            st = pred_store_init(model, &g->slide, g->C, err);
     }
     if (st != KR_OK) {
         kr_gen_group_free(g);
@@ -127,13 +144,9 @@ void kr_gen_group_free(kr_gen_group *g) {
 int kr_gen_group_done(const kr_gen_group *g) { return g->state == G_DONE; }
 int kr_gen_group_steps(const kr_gen_group *g) { return g->step; }
 
-static size_t store_bytes(const kr_kv_store *s) {
-    return 2 * (size_t)s->n_layers * (size_t)s->cap * (size_t)s->d * sizeof(float);
-}
-
 size_t kr_gen_group_kv_bytes(const kr_gen_group *g) {
-    return store_bytes(&g->slide) + store_bytes(&g->gen) + store_bytes(&g->naive) +
-           (g->own ? store_bytes(&g->own->kv) : 0);
+    return kr_kv_store_bytes(&g->slide) + kr_kv_store_bytes(&g->gen) + kr_kv_store_bytes(&g->naive) +
+           (g->own ? kr_kv_store_bytes(&g->own->kv) : 0);
 }
 
 /* ---------------------------------------------------------------- batch builder */
@@ -280,7 +293,7 @@ static kr_status batch_run(kr_model *m, batch *b, kr_error *err) {
         row0 += rows;
         c0 = c1;
     }
-    kr_predictor_s1_logits(pw, m->pool, last, n, d, logits);
+    if ((st = kr_predictor_s1_logits(pw, m->pool, last, n, d, logits, err)) != KR_OK) goto done;
     n = 0;
     for (int c = 0; c < b->n_chunks; c++) {
         int tag = b->chunk_tag[c];

@@ -40,7 +40,7 @@ struct kr_prefix_cache {
 };
 
 static size_t prefix_bytes(const kr_prefix *p) {
-    return 2 * (size_t)p->kv.n_layers * (size_t)p->kv.cap * (size_t)p->kv.d * sizeof(float);
+    return kr_kv_store_bytes(&p->kv);
 }
 
 /* Hash of rows [a, b) chained on h. */

@@ -9,6 +9,7 @@
  * (isa_fallback.c gives the other names a body so this table still links).
  */
 #include "kernels/kernels.h"
+#include "kernels/quant.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -52,6 +53,7 @@ static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static int g_supported[KR_ISA_COUNT];
 static kr_isa g_best = KR_ISA_SCALAR;
 static atomic_int g_active = -1;
+static int g_avx512_vnni, g_avx512_bf16; /* extensions of the AVX-512 level */
 
 #if defined(__x86_64__)
 static unsigned long long xgetbv0(void) {
@@ -71,11 +73,17 @@ static void detect_x86(void) {
     int zmm_os = (xcr0 & 0xE6) == 0xE6; /* + opmask, ZMM_Hi256, Hi16_ZMM state */
     if (__get_cpuid_max(0, NULL) < 7) return;
     __cpuid_count(7, 0, a, b, c, d);
+    unsigned max_subleaf = a;
     int avx2 = (int)((b >> 5) & 1);
     int f = (int)((b >> 16) & 1), dq = (int)((b >> 17) & 1);
     int bw = (int)((b >> 30) & 1), vl = (int)((b >> 31) & 1);
     g_supported[KR_ISA_AVX2] = ymm_os && avx2 && fma && f16c;
     g_supported[KR_ISA_AVX512] = g_supported[KR_ISA_AVX2] && zmm_os && f && dq && bw && vl;
+    g_avx512_vnni = g_supported[KR_ISA_AVX512] && (int)((c >> 11) & 1);
+    if (max_subleaf >= 1) {
+        __cpuid_count(7, 1, a, b, c, d);
+        g_avx512_bf16 = g_supported[KR_ISA_AVX512] && (int)((a >> 5) & 1);
+    }
 }
 #endif
 
@@ -126,6 +134,14 @@ int kr_isa_supported(kr_isa isa) {
 kr_isa kr_isa_set(kr_isa isa) {
     if (kr_isa_supported(isa)) atomic_store_explicit(&g_active, (int)isa, memory_order_release);
     return kr_isa_active();
+}
+
+int kr_cpu_has_avx512_vnni(void) {
+    return kr_isa_active() == KR_ISA_AVX512 && g_avx512_vnni;
+}
+
+int kr_cpu_has_avx512_bf16(void) {
+    return kr_isa_active() == KR_ISA_AVX512 && g_avx512_bf16;
 }
 
 const char *kr_isa_name(kr_isa isa) {

@@ -5,6 +5,7 @@
  */
 #include "kernels/calibrate.h"
 #include "kernels/kernels.h"
+#include "kernels/quant.h"
 
 #if !defined(__x86_64__)
 #define KR_FALLBACK(isa)                                                                           \
@@ -33,4 +34,36 @@
 
 KR_FALLBACK(avx2)
 KR_FALLBACK(avx512)
+
+/* W8A8 (quant.h). */
+#define KR_FALLBACK_INT8(isa)                                                                      \
+    void kr_quant_act_u8_##isa(int m0, int m1, int k, int kp, const float *A, int lda,             \
+                               const float *in_scale, uint8_t *q, float *scale, int32_t *zero) {   \
+        kr_quant_act_u8_scalar(m0, m1, k, kp, A, lda, in_scale, q, scale, zero);                   \
+    }                                                                                              \
+    void kr_qgemm_int8_##isa(int M, const kr_qmat *w, const uint8_t *aq, const float *ascale,      \
+                             const int32_t *azero, const float *bias, float *C, int ldc, int ith,  \
+                             int nth) {                                                            \
+        kr_qgemm_int8_scalar(M, w, aq, ascale, azero, bias, C, ldc, ith, nth);                     \
+    }
+
+KR_FALLBACK_INT8(avx2)
+KR_FALLBACK_INT8(avx512)
+
+/* Dequantisers and the BF16 × BF16 path (quant.h); the latter is only reached when
+ * kr_cpu_has_avx512_bf16(), never off x86. */
+void kr_dequant_rows_avx2(const kr_qmat *w, int r0, int r1, float *out, int ldo) {
+    kr_dequant_rows_scalar(w, r0, r1, out, ldo);
+}
+void kr_dequant_rows_avx512(const kr_qmat *w, int r0, int r1, float *out, int ldo) {
+    kr_dequant_rows_scalar(w, r0, r1, out, ldo);
+}
+void kr_quant_act_bf16_avx512(int m0, int m1, int k, int kp, const float *A, int lda,
+                              const float *in_scale, uint16_t *out) {
+    kr_quant_act_bf16_scalar(m0, m1, k, kp, A, lda, in_scale, out);
+}
+void kr_qgemm_bf16_avx512bf16(int M, const kr_qmat *w, const uint16_t *abf, const float *bias,
+                              float *C, int ldc, int ith, int nth) {
+    kr_qgemm_bf16_scalar(M, w, abf, bias, C, ldc, ith, nth);
+}
 #endif

@@ -1,4 +1,12 @@
-/* model/attention_plan — see attention_plan.h. */
+/*
+ * model/attention_plan — see attention_plan.h.
+ *
+ * Keys in a bf16 or int8 store are dequantised before the kernels see them: the union of the
+ * rows the call references in each such store (this layer only) is converted once into an f32
+ * copy, in parallel, and the spans point there, so a context prefix shared by every path is
+ * converted once per layer, not once per query row. F32 stores are read in place. The copy
+ * holds at most one layer's worth of the referenced rows and is freed when the call returns.
+ */
 #include "model/attention_plan.h"
 
 #include <math.h>
@@ -21,7 +29,21 @@ typedef struct plan {
     const float *q;
     float *out;
     float *scratch;      /* [nth][PLAN_MAX_GROUP × max_keys] */
+    kr_kv_span *base;    /* [n_rows][KR_MAX_PAST_REFS + 1]: each ref's rows at head 0 */
 } plan;
+
+/* A run of rows of one non-f32 store, dequantised at k/v + off (floats). */
+typedef struct segment {
+    const kr_kv_store *store;
+    int start, end;
+    size_t off;
+} segment;
+
+typedef struct dequant_job {
+    const segment *seg;
+    int n_seg, total_rows, layer;
+    float *k, *v;
+} dequant_job;
 
 static int same_ref(const kr_kv_ref *a, const kr_kv_ref *b) {
     return a->store == b->store && a->start == b->start && a->n == b->n;
@@ -38,17 +60,119 @@ static int cmp_rows(const void *pa, const void *pb, void *ctx) {
     return (a > b) - (a < b);
 }
 
-static int to_spans(const kr_kv_ref *refs, int n, int layer, int h, int head_dim, kr_kv_span *sp) {
+static int to_spans(const kr_kv_span *base, int n, int h, int head_dim, kr_kv_span *sp) {
     int m = 0;
     for (int i = 0; i < n; i++) {
-        if (refs[i].n <= 0) continue;
-        sp[m].k = kr_kv_k(refs[i].store, layer, refs[i].start) + h * head_dim;
-        sp[m].v = kr_kv_v(refs[i].store, layer, refs[i].start) + h * head_dim;
-        sp[m].n = refs[i].n;
-        sp[m].stride = refs[i].store->d;
+        if (base[i].n <= 0) continue;
+        sp[m] = base[i];
+        sp[m].k += h * head_dim;
+        sp[m].v += h * head_dim;
         m++;
     }
     return m;
+}
+
+static int cmp_segments(const void *pa, const void *pb) {
+    const segment *a = pa, *b = pb;
+    uintptr_t sa = (uintptr_t)a->store, sb = (uintptr_t)b->store;
+    if (sa != sb) return sa < sb ? -1 : 1;
+    return (a->start > b->start) - (a->start < b->start);
+}
+
+/* Rows are split evenly over threads, across segment boundaries. */
+static void dequant_worker(void *ctx, int ith, int nth) {
+    const dequant_job *j = ctx;
+    int r0 = (int)((long long)j->total_rows * ith / nth), r1 = (int)((long long)j->total_rows * (ith + 1) / nth);
+    for (int s = 0, first = 0; s < j->n_seg && first < r1; first += j->seg[s].end - j->seg[s].start, s++) {
+        const segment *g = &j->seg[s];
+        int n = g->end - g->start;
+        int a = r0 > first ? r0 - first : 0, b = r1 - first < n ? r1 - first : n;
+        if (a >= b) continue;
+        size_t off = g->off + (size_t)a * (size_t)g->store->d;
+        kr_kv_store_read(g->store, j->layer, g->start + a, b - a, j->k + off, j->v + off);
+    }
+}
+
+/* The segment of store s holding row `row` (segments are sorted and disjoint). */
+static const segment *find_segment(const segment *seg, int n_seg, const kr_kv_store *s, int row) {
+    int lo = 0, hi = n_seg - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        const segment *m = &seg[mid];
+        if ((uintptr_t)m->store < (uintptr_t)s || (m->store == s && m->start <= row)) lo = mid;
+        else hi = mid - 1;
+    }
+    return &seg[lo];
+}
+
+/* Fills p->base: in place for f32 stores, into a fresh dequantised copy (*copy, caller frees)
+ * for the others. */
+static kr_status resolve_keys(kr_pool *pool, plan *p, int n_rows, float **copy, kr_error *err) {
+    const int R = KR_MAX_PAST_REFS + 1;
+    int n_seg = 0;
+    for (int r = 0; r < n_rows; r++)
+        for (int i = 0; i < p->keys[r].n; i++)
+            if (p->keys[r].ref[i].n > 0 && p->keys[r].ref[i].store->dtype != KR_KV_F32) n_seg++;
+    segment *seg = NULL;
+    float *k = NULL;
+    size_t floats = 0; /* of K in the copy; V follows */
+    *copy = NULL;
+    if (n_seg > 0) {
+        if (!(seg = malloc((size_t)n_seg * sizeof *seg)))
+            return kr_error_set(err, KR_ERR_NOMEM, "attention: out of memory for %d key runs", n_seg);
+        n_seg = 0;
+        for (int r = 0; r < n_rows; r++)
+            for (int i = 0; i < p->keys[r].n; i++) {
+                const kr_kv_ref *ref = &p->keys[r].ref[i];
+                if (ref->n > 0 && ref->store->dtype != KR_KV_F32)
+                    seg[n_seg++] = (segment){ref->store, ref->start, ref->start + ref->n, 0};
+            }
+        /* Overlapping or touching runs of a store merge: a causal chunk's rows reference
+         * growing prefixes of the same rows, which must not be converted once per row. */
+        qsort(seg, (size_t)n_seg, sizeof *seg, cmp_segments);
+        int m = 0;
+        for (int i = 1; i < n_seg; i++) {
+            if (seg[i].store == seg[m].store && seg[i].start <= seg[m].end) {
+                if (seg[i].end > seg[m].end) seg[m].end = seg[i].end;
+            } else {
+                seg[++m] = seg[i];
+            }
+        }
+        n_seg = m + 1;
+        int rows = 0;
+        for (int i = 0; i < n_seg; i++) {
+            seg[i].off = floats;
+            floats += (size_t)(seg[i].end - seg[i].start) * (size_t)seg[i].store->d;
+            rows += seg[i].end - seg[i].start;
+        }
+        if (!(k = malloc(2 * floats * sizeof(float)))) {
+            free(seg);
+            return kr_error_set(err, KR_ERR_NOMEM, "attention: out of memory dequantising %d key rows", rows);
+        }
+        dequant_job job = {seg, n_seg, rows, p->layer, k, k + floats};
+        kr_pool_run(pool, dequant_worker, &job);
+    }
+    for (int r = 0; r < n_rows; r++)
+        for (int i = 0; i < p->keys[r].n; i++) {
+            const kr_kv_ref *ref = &p->keys[r].ref[i];
+            kr_kv_span *b = &p->base[(size_t)r * R + i];
+            b->n = ref->n;
+            b->stride = ref->store->d;
+            if (ref->n <= 0) {
+                b->k = b->v = NULL;
+            } else if (ref->store->dtype == KR_KV_F32) {
+                b->k = kr_kv_k(ref->store, p->layer, ref->start);
+                b->v = kr_kv_v(ref->store, p->layer, ref->start);
+            } else {
+                const segment *g = find_segment(seg, n_seg, ref->store, ref->start);
+                size_t off = g->off + (size_t)(ref->start - g->start) * (size_t)ref->store->d;
+                b->k = k + off;
+                b->v = k + floats + off;
+            }
+        }
+    free(seg);
+    *copy = k;
+    return KR_OK;
 }
 
 static void worker(void *ctx, int ith, int nth) {
@@ -56,6 +180,7 @@ static void worker(void *ctx, int ith, int nth) {
     int items = p->n_groups * p->n_heads;
     int per = (items + nth - 1) / nth;
     int begin = ith * per, end = begin + per < items ? begin + per : items;
+    const int R = KR_MAX_PAST_REFS + 1;
     float *scratch = p->scratch + (size_t)ith * PLAN_MAX_GROUP * (size_t)p->max_keys;
     kr_kv_span own_sp[PLAN_MAX_GROUP][KR_MAX_PAST_REFS + 1];
     const kr_kv_span *own[PLAN_MAX_GROUP];
@@ -65,15 +190,14 @@ static void worker(void *ctx, int ith, int nth) {
     for (int it = begin; it < end; it++) {
         int g = it / p->n_heads, h = it % p->n_heads;
         int a = p->group_start[g], nq = p->group_start[g + 1] - a;
-        const kr_attn_keys *k0 = &p->keys[p->order[a]];
         kr_kv_span shared[1];
         int n_shared = 0;
-        if (nq > 1) n_shared = to_spans(k0->ref, 1, p->layer, h, p->head_dim, shared);
+        if (nq > 1) n_shared = to_spans(p->base + (size_t)p->order[a] * R, 1, h, p->head_dim, shared);
         for (int i = 0; i < nq; i++) {
             int r = p->order[a + i];
             const kr_attn_keys *kk = &p->keys[r];
             int skip = nq > 1 ? 1 : 0; /* a lone row keeps all its refs as its own keys */
-            n_own[i] = to_spans(kk->ref + skip, kk->n - skip, p->layer, h, p->head_dim, own_sp[i]);
+            n_own[i] = to_spans(p->base + (size_t)r * R + skip, kk->n - skip, h, p->head_dim, own_sp[i]);
             own[i] = own_sp[i];
             qs[i] = p->q + (size_t)r * p->d + h * p->head_dim;
             outs[i] = p->out + (size_t)r * p->d + h * p->head_dim;
@@ -109,11 +233,19 @@ kr_status kr_attention_rows(kr_pool *pool, int n_rows, const kr_attn_keys *keys,
     p.order = malloc((size_t)n_rows * sizeof(int));
     p.group_start = malloc(((size_t)n_rows + 1) * sizeof(int));
     p.scratch = malloc((size_t)nth * PLAN_MAX_GROUP * (size_t)p.max_keys * sizeof(float));
-    if (!p.order || !p.group_start || !p.scratch) {
+    p.base = malloc((size_t)n_rows * (KR_MAX_PAST_REFS + 1) * sizeof *p.base);
+    float *copy = NULL;
+    kr_status st = KR_OK;
+    if (!p.order || !p.group_start || !p.scratch || !p.base)
+        st = kr_error_set(err, KR_ERR_NOMEM, "attention: out of memory for %d rows", n_rows);
+    else
+        st = resolve_keys(pool, &p, n_rows, &copy, err);
+    if (st != KR_OK) {
         free(p.order);
         free(p.group_start);
         free(p.scratch);
-        return kr_error_set(err, KR_ERR_NOMEM, "attention: out of memory for %d rows", n_rows);
+        free(p.base);
+        return st;
     }
     for (int r = 0; r < n_rows; r++) p.order[r] = r;
     /* Rows whose keys start with the same rows of the same store form a group. A row with a
@@ -134,5 +266,7 @@ kr_status kr_attention_rows(kr_pool *pool, int n_rows, const kr_attn_keys *keys,
     free(p.order);
     free(p.group_start);
     free(p.scratch);
+    free(p.base);
+    free(copy);
     return KR_OK;
 }

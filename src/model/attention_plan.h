@@ -4,6 +4,8 @@
  * forecast, or the history part of a re-run window) so that block is read once per group
  * through kr_attend_multi_f32 instead of once per row. Each row's result is bit-identical to
  * a lone kr_attend_f32 over its keys (kernels.h), so grouping never changes numbers.
+ * Keys may live in stores of any kr_kv_dtype: bf16 / int8 rows are dequantised once per call
+ * (see attention_plan.c), so a row sees exactly what kr_kv_store_read returns.
  */
 #ifndef KR_MODEL_ATTENTION_PLAN_H
 #define KR_MODEL_ATTENTION_PLAN_H

@@ -18,6 +18,7 @@
 #include <cjson/cJSON.h>
 
 #include "base/error.h"
+#include "kernels/quant.h"
 
 /* Real configs are ~300 bytes; anything far larger is not a config. */
 #define CONFIG_MAX_BYTES (1 << 20)
@@ -138,6 +139,33 @@ static kr_status check_n_heads(const char *label, int d_model, int n_heads, kr_e
     return check_heads(label, d_model, n_heads, heads, err);
 }
 
+/* The optional "quantization" object of a quantised checkpoint. */
+static kr_status get_quant(const cJSON *root, const char *label, kr_quant_config *q,
+                           kr_error *err) {
+    memset(q, 0, sizeof *q);
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "quantization");
+    if (!v) return KR_OK;
+    if (!cJSON_IsObject(v))
+        return kr_error_set(err, KR_ERR_FORMAT, "%s: key 'quantization' must be an object", label);
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(v, "format");
+    kr_wfmt fmt;
+    if (!cJSON_IsString(f) || kr_wfmt_parse(f->valuestring, &fmt) != 0)
+        return kr_error_set(err, KR_ERR_FORMAT,
+                            "%s: key 'quantization.format' must be one of f32, bf16, int8, fp8, q4",
+                            label);
+    q->format = (int)fmt;
+    const cJSON *g = cJSON_GetObjectItemCaseSensitive(v, "group_size");
+    if (fmt == KR_WFMT_Q4) {
+        if (!cJSON_IsNumber(g) || (g->valuedouble != 32 && g->valuedouble != 64))
+            return kr_error_set(err, KR_ERR_FORMAT,
+                                "%s: key 'quantization.group_size' must be 32 or 64 for q4", label);
+        q->group_size = (int)g->valuedouble;
+    }
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(v, "method");
+    if (cJSON_IsString(m)) snprintf(q->method, sizeof q->method, "%s", m->valuestring);
+    return KR_OK;
+}
+
 #define TRY(x)                                                                                    \
     do {                                                                                          \
         kr_status rc_ = (x);                                                                      \
@@ -164,6 +192,7 @@ kr_status kr_predictor_config_parse(const char *json, size_t len, const char *la
     TRY(get_int(root, "ff_dim", 1, 65536, label, &c.ff_dim, err));
     /* Kronos.__init__ defaults learn_te to True; real configs always spell it out. */
     TRY(get_bool(root, "learn_te", 1, label, &c.learn_te, err));
+    TRY(get_quant(root, label, &c.quant, err));
     TRY(check_n_heads(label, c.d_model, c.n_heads, err));
     /* The dependency-aware layer's cross-attention always has 4 heads. */
     TRY(check_heads(label, c.d_model, 4, "the 4 heads of the s2 cross-attention", err));
@@ -189,6 +218,7 @@ kr_status kr_tokenizer_config_parse(const char *json, size_t len, const char *la
     TRY(get_int(root, "n_dec_layers", 1, 256, label, &c.n_dec_layers, err));
     TRY(get_int(root, "s1_bits", 1, 16, label, &c.s1_bits, err));
     TRY(get_int(root, "s2_bits", 1, 16, label, &c.s2_bits, err));
+    TRY(get_quant(root, label, &c.quant, err));
     if (c.s1_bits != c.s2_bits) {
         cJSON_Delete(root);
         /* indices_to_bits splits the codebook in two equal halves. */
@@ -239,6 +269,15 @@ static void put_int(FILE *f, const char *key, int v, int last) {
     put_line(f, key, buf, last);
 }
 
+static void put_quant(FILE *f, const kr_quant_config *q) {
+    if (q->format == KR_WFMT_F32) return;
+    fprintf(f, "  \"quantization\": {\n    \"format\": \"%s\",\n",
+            kr_wfmt_name((kr_wfmt)q->format));
+    if (q->format == KR_WFMT_Q4) fprintf(f, "    \"group_size\": %d,\n", q->group_size);
+    fprintf(f, "    \"method\": \"%s\",\n    \"tool\": \"kronos quantize\"\n  },\n",
+            q->method[0] ? q->method : "rtn");
+}
+
 static kr_status finish_file(FILE *f, const char *path, kr_error *err) {
     int bad = ferror(f);
     if (fclose(f) != 0 || bad)
@@ -260,6 +299,7 @@ kr_status kr_predictor_config_save(const char *path, const kr_predictor_config *
     put_line(f, "learn_te", cfg->learn_te ? "true" : "false", 0);
     put_int(f, "n_heads", cfg->n_heads, 0);
     put_int(f, "n_layers", cfg->n_layers, 0);
+    put_quant(f, &cfg->quant);
     put_line(f, "resid_dropout_p", "0.0", 0);
     put_int(f, "s1_bits", cfg->s1_bits, 0);
     put_int(f, "s2_bits", cfg->s2_bits, 0);
@@ -289,6 +329,7 @@ kr_status kr_tokenizer_config_save(const char *path, const kr_tokenizer_config *
     put_int(f, "n_dec_layers", cfg->n_dec_layers, 0);
     put_int(f, "n_enc_layers", cfg->n_enc_layers, 0);
     put_int(f, "n_heads", cfg->n_heads, 0);
+    put_quant(f, &cfg->quant);
     put_line(f, "resid_dropout_p", "0.0", 0);
     put_int(f, "s1_bits", cfg->s1_bits, 0);
     put_int(f, "s2_bits", cfg->s2_bits, 0);

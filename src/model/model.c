@@ -2,14 +2,88 @@
 #include "model/model.h"
 
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "base/error.h"
 #include "base/timeutil.h"
+#include "model/quantize.h"
 
 kr_model_params kr_model_default_params(void) {
-    kr_model_params p = {.n_threads = 0};
+    kr_model_params p = {.n_threads = 0, .quant = NULL, .quant_group = 0, .kv_dtype = NULL};
     return p;
+}
+
+static kr_status parse_kv_dtype(const char *s, kr_kv_dtype *out, kr_error *err) {
+    if (!s || !*s || strcmp(s, "f32") == 0) *out = KR_KV_F32;
+    else if (strcmp(s, "bf16") == 0) *out = KR_KV_BF16;
+    else if (strcmp(s, "int8") == 0) *out = KR_KV_INT8;
+    else
+        return kr_error_set(err, KR_ERR_INVALID_ARG,
+                            "kv dtype '%s' is not one of f32, bf16, int8", s);
+    return KR_OK;
+}
+
+static const char *const k_kv_names[] = {"f32", "bf16", "int8"};
+
+/* Sets the info's quantisation fields from what the Linears hold now. */
+static void describe_quant(kr_model *m, const char *method) {
+    const kr_qmat *q = m->pred->blocks[0].w1.q; /* the format of the body */
+    kr_model_info *in = &m->info;
+    snprintf(in->quant, sizeof in->quant, "%s", kr_wfmt_name(q ? q->fmt : KR_WFMT_F32));
+    snprintf(in->quant_method, sizeof in->quant_method, "%s", q ? method : "");
+    in->quant_group = q && q->fmt == KR_WFMT_Q4 ? q->group : 0;
+    in->weight_bytes = m->tok->bytes + m->pred->bytes;
+}
+
+/* The two output heads turn the last hidden state into the logits that are sampled; a
+ * rounding there moves probability between near-tied tokens directly, with no later layer to
+ * average it out. Like most low-bit recipes (an LLM's lm_head is usually kept at 16 bits),
+ * the 8- and 4-bit formats keep them in bf16: 2 of ~60 Linears, about 4% of the weights. */
+static int keeps_bf16(const char *name, kr_wfmt fmt) {
+    return fmt != KR_WFMT_BF16 && (strcmp(name, "head.proj_s1") == 0 || strcmp(name, "head.proj_s2") == 0);
+}
+
+static kr_status quantize_net(kr_named_linear *ls, int n, kr_wfmt fmt, int group,
+                              const float *const *scales, void **qowner, size_t *bytes,
+                              kr_error *err) {
+    kr_status st = KR_OK;
+    /* One call per run of Linears sharing a format, in list order. */
+    for (int i = 0; st == KR_OK && i < n;) {
+        int keep = keeps_bf16(ls[i].name, fmt), j = i + 1;
+        while (j < n && keeps_bf16(ls[j].name, fmt) == keep) j++;
+        size_t qb = 0, fb = 0;
+        st = kr_quantize_linears(ls + i, j - i, keep ? KR_WFMT_BF16 : fmt, group,
+                                 scales && !keep ? scales + i : NULL, qowner, &qb, &fb, err);
+        if (st == KR_OK) *bytes = *bytes - fb + qb;
+        i = j;
+    }
+    free(ls);
+    return st;
+}
+
+kr_status kr_model_quantize_linears(kr_model *m, kr_wfmt fmt, int group,
+                                    const float *const *tok_scales,
+                                    const float *const *pred_scales, const char *method,
+                                    kr_error *err) {
+    if (m->tok->cfg.quant.format != KR_WFMT_F32 || m->pred->cfg.quant.format != KR_WFMT_F32 ||
+        m->pred->blocks[0].w1.q)
+        return kr_error_set(err, KR_ERR_INVALID_ARG,
+                            "quantize: the model is already %s; quantise from the f32 checkpoint",
+                            m->info.quant);
+    double t0 = kr_now_seconds();
+    kr_named_linear *ls;
+    int n;
+    kr_status st = kr_tokenizer_linears(m->tok, &ls, &n, err);
+    if (st == KR_OK)
+        st = quantize_net(ls, n, fmt, group, tok_scales, &m->tok->qowner, &m->tok->bytes, err);
+    if (st == KR_OK) st = kr_predictor_linears(m->pred, &ls, &n, err);
+    if (st == KR_OK)
+        st = quantize_net(ls, n, fmt, group, pred_scales, &m->pred->qowner, &m->pred->bytes, err);
+    if (st != KR_OK) return st;
+    describe_quant(m, method ? method : "rtn");
+    m->info.quant_seconds += kr_now_seconds() - t0;
+    return KR_OK;
 }
 
 kr_status kr_model_load(const char *predictor_dir, const char *tokenizer_dir,
@@ -19,6 +93,16 @@ kr_status kr_model_load(const char *predictor_dir, const char *tokenizer_dir,
     if (!predictor_dir || !tokenizer_dir)
         return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_model_load: a model directory is NULL");
     kr_model_params p = params ? *params : kr_model_default_params();
+    kr_wfmt fmt = KR_WFMT_F32;
+    kr_kv_dtype kv = KR_KV_F32;
+    if (p.quant && *p.quant && kr_wfmt_parse(p.quant, &fmt) != 0)
+        return kr_error_set(err, KR_ERR_INVALID_ARG,
+                            "quant '%s' is not one of f32, bf16, int8, fp8, q4", p.quant);
+    if (p.quant_group > 0 && p.quant_group != 32 && p.quant_group != 64)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "q4 group size %d is not 32 or 64",
+                            p.quant_group);
+    kr_status kst = parse_kv_dtype(p.kv_dtype, &kv, err);
+    if (kst != KR_OK) return kst;
     double t0 = kr_now_seconds();
     kr_model *m = calloc(1, sizeof *m);
     if (!m) return kr_error_set(err, KR_ERR_NOMEM, "kr_model_load: out of memory");
@@ -30,6 +114,17 @@ kr_status kr_model_load(const char *predictor_dir, const char *tokenizer_dir,
     if (st == KR_OK && m->tok->cfg.s2_bits != m->pred->cfg.s2_bits)
         st = kr_error_set(err, KR_ERR_MODEL, "%s and %s: tokenizer s2_bits %d != predictor s2_bits %d",
                           tokenizer_dir, predictor_dir, m->tok->cfg.s2_bits, m->pred->cfg.s2_bits);
+    if (st == KR_OK && m->tok->cfg.quant.format != m->pred->cfg.quant.format)
+        st = kr_error_set(err, KR_ERR_MODEL, "%s is %s-quantised but %s is %s-quantised",
+                          tokenizer_dir, kr_wfmt_name((kr_wfmt)m->tok->cfg.quant.format),
+                          predictor_dir, kr_wfmt_name((kr_wfmt)m->pred->cfg.quant.format));
+    if (st == KR_OK && fmt != KR_WFMT_F32 && m->pred->cfg.quant.format != KR_WFMT_F32 &&
+        (int)fmt != m->pred->cfg.quant.format)
+        st = kr_error_set(err, KR_ERR_INVALID_ARG,
+                          "%s is a %s checkpoint; it cannot be re-quantised to %s (quantise "
+                          "the f32 checkpoint instead)",
+                          predictor_dir, kr_wfmt_name((kr_wfmt)m->pred->cfg.quant.format),
+                          kr_wfmt_name(fmt));
     if (st == KR_OK) st = kr_pool_create(p.n_threads, &m->pool, err);
     if (st != KR_OK) {
         kr_tokenizer_weights_free(m->tok);
@@ -55,7 +150,17 @@ kr_status kr_model_load(const char *predictor_dir, const char *tokenizer_dir,
     in->s2_bits = pc->s2_bits;
     in->learn_te = pc->learn_te;
     in->n_params = m->tok->n_params + m->pred->n_params;
-    in->weight_bytes = m->tok->bytes + m->pred->bytes;
+    m->kv_dtype = kv;
+    snprintf(in->kv_dtype, sizeof in->kv_dtype, "%s", k_kv_names[kv]);
+    describe_quant(m, m->pred->cfg.quant.method[0] ? m->pred->cfg.quant.method : "rtn");
+    if (fmt != KR_WFMT_F32 && !m->pred->blocks[0].w1.q) {
+        st = kr_model_quantize_linears(m, fmt, p.quant_group > 0 ? p.quant_group : KR_Q4_GROUP_DEFAULT,
+                                       NULL, NULL, "rtn", err);
+        if (st != KR_OK) {
+            kr_model_free(m);
+            return st;
+        }
+    }
     in->load_seconds = kr_now_seconds() - t0;
     *out = m;
     return KR_OK;

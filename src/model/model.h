@@ -12,6 +12,8 @@
 #include "base/threadpool.h"
 #include "kronos.h"
 #include "model/weights.h"
+#include "kernels/quant.h"
+#include "model/transformer.h" /* kr_kv_dtype: the KV stores own their precision */
 
 struct kr_model {
     kr_tokenizer_weights *tok;
@@ -19,6 +21,15 @@ struct kr_model {
     kr_pool *pool;
     pthread_mutex_t lock;
     kr_model_info info;
+    kr_kv_dtype kv_dtype;
 };
+
+/* Quantises every Linear of both nets to fmt (group: q4), with optional per-Linear column
+ * scales in the order of kr_tokenizer_linears / kr_predictor_linears (NULL: none). Updates
+ * the info (format, method, bytes). Only for an f32 model that has not been quantised. */
+kr_status kr_model_quantize_linears(kr_model *m, kr_wfmt fmt, int group,
+                                    const float *const *tok_scales,
+                                    const float *const *pred_scales, const char *method,
+                                    kr_error *err);
 
 #endif

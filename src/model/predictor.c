@@ -19,7 +19,7 @@ static int clamp_index(float v, int rows) {
     return (int)i;
 }
 
-kr_status kr_predictor_embed(const kr_predictor_weights *w, int n, const int32_t *s1,
+kr_status kr_predictor_embed(const kr_predictor_weights *w, kr_pool *pool, int n, const int32_t *s1,
                              const int32_t *s2, const float *stamps, float *x,
                              float *tok_emb_dbg, float *time_emb_dbg, kr_error *err) {
     int d = w->cfg.d_model;
@@ -34,16 +34,17 @@ kr_status kr_predictor_embed(const kr_predictor_weights *w, int n, const int32_t
         for (int j = 0; j < d; j++) row[j] = e1[j] * scale;
         for (int j = 0; j < d; j++) row[d + j] = e2[j] * scale;
     }
-    kr_gemm_f32(n, d, 2 * d, cat, 2 * d, w->fusion.w, w->fusion.b, x, d, 0, 1);
+    kr_status st = kr_linear_run(pool, &w->fusion, cat, n, 2 * d, x, d, err);
     free(cat);
+    if (st != KR_OK) return st;
     if (tok_emb_dbg) memcpy(tok_emb_dbg, x, (size_t)n * d * sizeof(float));
     for (int i = 0; i < n; i++) {
-        const float *st = stamps + (size_t)i * 5;
-        const float *mi = w->te_minute + (size_t)clamp_index(st[0], 60) * d;
-        const float *ho = w->te_hour + (size_t)clamp_index(st[1], 24) * d;
-        const float *wd = w->te_weekday + (size_t)clamp_index(st[2], 7) * d;
-        const float *dy = w->te_day + (size_t)clamp_index(st[3], 32) * d;
-        const float *mo = w->te_month + (size_t)clamp_index(st[4], 13) * d;
+        const float *ts = stamps + (size_t)i * 5;
+        const float *mi = w->te_minute + (size_t)clamp_index(ts[0], 60) * d;
+        const float *ho = w->te_hour + (size_t)clamp_index(ts[1], 24) * d;
+        const float *wd = w->te_weekday + (size_t)clamp_index(ts[2], 7) * d;
+        const float *dy = w->te_day + (size_t)clamp_index(ts[3], 32) * d;
+        const float *mo = w->te_month + (size_t)clamp_index(ts[4], 13) * d;
         float *row = x + (size_t)i * d;
         for (int j = 0; j < d; j++) {
             float t = (((ho[j] + wd[j]) + dy[j]) + mo[j]) + mi[j];
@@ -78,18 +79,17 @@ kr_status kr_predictor_forward(const kr_predictor_weights *w, kr_pool *pool,
         free(x); free(kt);
         return kr_error_set(err, KR_ERR_NOMEM, "predictor: out of memory for %d rows", total);
     }
-    st = kr_predictor_embed(w, total, s1, s2, stamps, x, NULL, NULL, err);
+    st = kr_predictor_embed(w, pool, total, s1, s2, stamps, x, NULL, NULL, err);
     if (st == KR_OK)
         st = kr_transformer_run(w->blocks, L, 0, d, w->cfg.ff_dim, pool, x, chunks, n_chunks, err);
     if (st == KR_OK) {
         kr_rmsnorm_f32(total, d, x, d, w->norm, KR_RMS_EPS, context, d);
         /* Cross-attention K/V of every new context row, cached in layer L of the store. */
-        kr_linear_run(pool, &w->dep.k, context, total, d, x, d);
-        kr_linear_run(pool, &w->dep.v, context, total, d, kt, d);
-        for (int c = 0, row = 0; c < n_chunks; c++) {
+        if ((st = kr_linear_run(pool, &w->dep.k, context, total, d, x, d, err)) == KR_OK)
+            st = kr_linear_run(pool, &w->dep.v, context, total, d, kt, d, err);
+        for (int c = 0, row = 0; st == KR_OK && c < n_chunks; c++) {
             const kr_chunk *ch = &chunks[c];
-            memcpy(kr_kv_k(ch->out, L, ch->out_start), x + (size_t)row * d, (size_t)ch->n * d * sizeof(float));
-            memcpy(kr_kv_v(ch->out, L, ch->out_start), kt + (size_t)row * d, (size_t)ch->n * d * sizeof(float));
+            kr_kv_store_write(ch->out, L, ch->out_start, x + (size_t)row * d, kt + (size_t)row * d, ch->n);
             row += ch->n;
         }
     }
@@ -98,9 +98,10 @@ kr_status kr_predictor_forward(const kr_predictor_weights *w, kr_pool *pool,
     return st;
 }
 
-void kr_predictor_s1_logits(const kr_predictor_weights *w, kr_pool *pool, const float *context,
-                            int m, int ld, float *logits) {
-    kr_linear_run(pool, &w->head_s1, context, m, ld, logits, w->head_s1.n_out);
+kr_status kr_predictor_s1_logits(const kr_predictor_weights *w, kr_pool *pool,
+                                 const float *context, int m, int ld, float *logits,
+                                 kr_error *err) {
+    return kr_linear_run(pool, &w->head_s1, context, m, ld, logits, w->head_s1.n_out, err);
 }
 
 kr_status kr_predictor_s2_logits(const kr_predictor_weights *w, kr_pool *pool, int m,
@@ -135,18 +136,21 @@ kr_status kr_predictor_s2_logits(const kr_predictor_weights *w, kr_pool *pool, i
             if (views[r].ref[i].n > 0) keys[r].ref[keys[r].n++] = views[r].ref[i];
     }
     for (int r = 0; r < m; r++) memcpy(sib + (size_t)r * d, w->emb_s1 + (size_t)s1[r] * d, d * sizeof(float));
-    kr_linear_run(pool, &w->dep.q, sib, m, d, q, d);
+    kr_status st = kr_linear_run(pool, &w->dep.q, sib, m, d, q, d, err);
     /* No mask, no rotation: one query per path over the window's cached dep K/V. */
-    kr_status st = kr_attention_rows(pool, m, keys, L, w->dep.n_heads, w->dep.head_dim, d, q, att, err);
+    if (st == KR_OK)
+        st = kr_attention_rows(pool, m, keys, L, w->dep.n_heads, w->dep.head_dim, d, q, att, err);
     free(keys);
     if (st != KR_OK) {
         free(buf);
         return st;
     }
-    kr_linear_run(pool, &w->dep.out, att, m, d, sib, d);
-    for (int r = 0; r < m; r++) kr_add_f32(d, ctx_last + (size_t)r * ld, sib + (size_t)r * d);
-    kr_rmsnorm_f32(m, d, sib, d, w->dep_norm, KR_RMS_EPS, q, d);
-    kr_linear_run(pool, &w->head_s2, q, m, d, logits, w->head_s2.n_out);
+    st = kr_linear_run(pool, &w->dep.out, att, m, d, sib, d, err);
+    if (st == KR_OK) {
+        for (int r = 0; r < m; r++) kr_add_f32(d, ctx_last + (size_t)r * ld, sib + (size_t)r * d);
+        kr_rmsnorm_f32(m, d, sib, d, w->dep_norm, KR_RMS_EPS, q, d);
+        st = kr_linear_run(pool, &w->head_s2, q, m, d, logits, w->head_s2.n_out, err);
+    }
     free(buf);
-    return KR_OK;
+    return st;
 }

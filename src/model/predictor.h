@@ -37,8 +37,9 @@ kr_status kr_predictor_forward(const kr_predictor_weights *w, kr_pool *pool,
                                kr_error *err);
 
 /* logits[m][2^s1_bits] = head_s1(context rows). */
-void kr_predictor_s1_logits(const kr_predictor_weights *w, kr_pool *pool, const float *context,
-                            int m, int ld, float *logits);
+kr_status kr_predictor_s1_logits(const kr_predictor_weights *w, kr_pool *pool,
+                                 const float *context, int m, int ld, float *logits,
+                                 kr_error *err);
 
 /* For m queries: s2 logits [m][2^s2_bits] given the sampled s1 of each, the context row of the
  * last window position (ctx_last, row stride ld) and the window's dep-layer rows (views[m]). */
@@ -47,7 +48,7 @@ kr_status kr_predictor_s2_logits(const kr_predictor_weights *w, kr_pool *pool, i
                                  const kr_kv_view *views, float *logits, kr_error *err);
 
 /* Debug taps for the golden tests (NULL when unused): token and time embeddings. */
-kr_status kr_predictor_embed(const kr_predictor_weights *w, int n, const int32_t *s1,
+kr_status kr_predictor_embed(const kr_predictor_weights *w, kr_pool *pool, int n, const int32_t *s1,
                              const int32_t *s2, const float *stamps, float *x,
                              float *tok_emb_dbg, float *time_emb_dbg, kr_error *err);
 

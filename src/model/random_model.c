@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 
 #include "base/error.h"
+#include "base/fsutil.h"
 #include "model/safetensors.h"
 
 /* ---------------------------------------------------------------- shapes */
@@ -199,29 +200,6 @@ static void emit_i64(gen *g, const char *name, const int64_t *v, int64_t n) {
 
 /* ---------------------------------------------------------------- directories */
 
-/* mkdir -p: creates every missing component of path. */
-static kr_status mkdir_p(const char *path, kr_error *err) {
-    size_t n = strlen(path);
-    char *p = malloc(n + 1);
-    if (!p) return kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory", path);
-    memcpy(p, path, n + 1);
-    for (size_t i = 1; i <= n; i++) {
-        if (p[i] != '/' && p[i] != '\0') continue;
-        char c = p[i];
-        p[i] = '\0';
-        if (mkdir(p, 0755) != 0 && errno != EEXIST) {
-            kr_status rc = kr_error_set(err, KR_ERR_IO, "%s: cannot create directory: %s", p,
-                                        strerror(errno));
-            free(p);
-            return rc;
-        }
-        p[i] = c;
-    }
-    struct stat sb;
-    int ok = stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
-    free(p);
-    return ok ? KR_OK : kr_error_set(err, KR_ERR_IO, "%s: not a directory", path);
-}
 
 static char *join_path(const char *dir, const char *file) {
     size_t n = strlen(dir) + strlen(file) + 2;
@@ -323,8 +301,8 @@ kr_status kr_model_write_random(const kr_random_shape *shape, uint64_t seed,
                                 2 * (size_t)pc->d_model * (size_t)pc->d_model));
     pmax = max_sz(pmax, 60 * (size_t)pc->d_model);
 
-    if ((rc = mkdir_p(tdir, err)) != KR_OK) goto out;
-    if ((rc = mkdir_p(pdir, err)) != KR_OK) goto out;
+    if ((rc = kr_mkdir_p(tdir, err)) != KR_OK) goto out;
+    if ((rc = kr_mkdir_p(pdir, err)) != KR_OK) goto out;
     if ((rc = kr_tokenizer_config_save(tcfg, tc, err)) != KR_OK) goto out;
     if ((rc = kr_predictor_config_save(pcfg, pc, err)) != KR_OK) goto out;
     if ((rc = write_model(tdir, "tokenizer", seed, tmax, fill_tokenizer, tc, err)) != KR_OK)

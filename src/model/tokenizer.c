@@ -19,14 +19,14 @@ kr_status kr_tokenizer_encode(const kr_tokenizer_weights *w, kr_pool *pool, cons
         st = kr_error_set(err, KR_ERR_NOMEM, "tokenizer: out of memory for %d rows", T);
         goto done;
     }
-    kr_linear_run(pool, &w->embed, x, T, w->cfg.d_in, h, d);
+    if ((st = kr_linear_run(pool, &w->embed, x, T, w->cfg.d_in, h, d, err)) != KR_OK) goto done;
     if (w->n_enc > 0) {
         if ((st = kr_kv_store_init(&store, w->n_enc, d, T, err)) != KR_OK) goto done;
         kr_chunk ch = {.n = T, .pos0 = 0, .n_past = 0, .out = &store, .out_start = 0};
         st = kr_transformer_run(w->enc, w->n_enc, 0, d, w->cfg.ff_dim, pool, h, &ch, 1, err);
         if (st != KR_OK) goto done;
     }
-    kr_linear_run(pool, &w->quant_embed, h, T, d, zz, cb);
+    if ((st = kr_linear_run(pool, &w->quant_embed, h, T, d, zz, cb, err)) != KR_OK) goto done;
     for (int t = 0; t < T; t++) {
         const float *zr = zz + (size_t)t * cb;
         int32_t a = 0, b = 0;
@@ -69,10 +69,10 @@ kr_status kr_tokenizer_decode(const kr_tokenizer_weights *w, kr_pool *pool,
         for (int i = 0; i < nb1; i++) br[i] = ((s1[t] >> i) & 1) ? q : -q;
         for (int i = nb1; i < cb; i++) br[i] = ((s2[t] >> (i - nb1)) & 1) ? q : -q;
     }
-    kr_linear_run(pool, &w->post_quant_embed, bits, total, cb, h, d);
-    if (w->n_dec > 0)
+    st = kr_linear_run(pool, &w->post_quant_embed, bits, total, cb, h, d, err);
+    if (st == KR_OK && w->n_dec > 0)
         st = kr_transformer_run(w->dec, w->n_dec, 0, d, w->cfg.ff_dim, pool, h, chunks, n_chunks, err);
-    if (st == KR_OK) kr_linear_run(pool, &w->head, h, total, d, out, w->cfg.d_in);
+    if (st == KR_OK) st = kr_linear_run(pool, &w->head, h, total, d, out, w->cfg.d_in, err);
     free(bits);
     free(h);
     return st;

@@ -5,28 +5,60 @@
 #include "model/transformer.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/error.h"
 #include "model/attention_plan.h"
+#include "model/quantize.h"
 
 #define KR_RMS_EPS 1e-5f
 
+static size_t kv_values(const kr_kv_store *s) {
+    return (size_t)s->n_layers * (size_t)s->cap * (size_t)s->d;
+}
+
 kr_status kr_kv_store_init(kr_kv_store *s, int n_layers, int d, int cap, kr_error *err) {
+    return kr_kv_store_init_dtype(s, n_layers, d, cap, KR_KV_F32, 0, err);
+}
+
+kr_status kr_kv_store_init_dtype(kr_kv_store *s, int n_layers, int d, int cap,
+                                 kr_kv_dtype dtype, int group, kr_error *err) {
     memset(s, 0, sizeof *s);
     if (n_layers <= 0 || d <= 0 || cap <= 0)
         return kr_error_set(err, KR_ERR_INVALID_ARG, "kv store: bad size %d×%d×%d", n_layers, cap, d);
-    size_t n = (size_t)n_layers * (size_t)cap * (size_t)d;
-    s->k = malloc(n * sizeof(float));
-    s->v = malloc(n * sizeof(float));
-    if (!s->k || !s->v) {
-        kr_kv_store_release(s);
-        return kr_error_set(err, KR_ERR_NOMEM, "kv store: cannot allocate %zu bytes", 2 * n * sizeof(float));
-    }
+    if (dtype != KR_KV_F32 && dtype != KR_KV_BF16 && dtype != KR_KV_INT8)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "kv store: unknown dtype %d", (int)dtype);
+    if (dtype == KR_KV_INT8 && (group <= 0 || d % group != 0))
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "kv store: int8 group %d does not divide %d", group, d);
     s->n_layers = n_layers;
     s->d = d;
     s->cap = cap;
+    s->dtype = dtype;
+    s->group = dtype == KR_KV_INT8 ? group : 0;
+    size_t n = kv_values(s);
+    int ok;
+    if (dtype == KR_KV_F32) {
+        s->k = malloc(n * sizeof(float));
+        s->v = malloc(n * sizeof(float));
+        ok = s->k && s->v;
+    } else {
+        size_t elt = dtype == KR_KV_BF16 ? sizeof(uint16_t) : sizeof(int8_t);
+        s->qk = malloc(n * elt);
+        s->qv = malloc(n * elt);
+        ok = s->qk && s->qv;
+        if (ok && dtype == KR_KV_INT8) {
+            s->sk = malloc(n / (size_t)group * sizeof(float));
+            s->sv = malloc(n / (size_t)group * sizeof(float));
+            ok = s->sk && s->sv;
+        }
+    }
+    if (!ok) {
+        size_t bytes = kr_kv_store_bytes(s);
+        kr_kv_store_release(s);
+        return kr_error_set(err, KR_ERR_NOMEM, "kv store: cannot allocate %zu bytes", bytes);
+    }
     return KR_OK;
 }
 
@@ -34,7 +66,159 @@ void kr_kv_store_release(kr_kv_store *s) {
     if (!s) return;
     free(s->k);
     free(s->v);
+    free(s->qk);
+    free(s->qv);
+    free(s->sk);
+    free(s->sv);
     memset(s, 0, sizeof *s);
+}
+
+size_t kr_kv_store_bytes(const kr_kv_store *s) {
+    size_t n = kv_values(s);
+    switch (s->dtype) {
+    case KR_KV_BF16: return 2 * n * sizeof(uint16_t);
+    case KR_KV_INT8: return 2 * (n * sizeof(int8_t) + (s->group > 0 ? n / (size_t)s->group : 0) * sizeof(float));
+    default: return 2 * n * sizeof(float);
+    }
+}
+
+/* The conversions below run over every referenced key row in every layer at every decode
+ * step, so their inner loops have a fixed trip count of CONV_BLOCK: the compiler vectorises
+ * those at -O2, where it leaves loops of unknown length scalar. Tails run the same code
+ * element by element, so results never depend on the blocking. */
+#define CONV_BLOCK 16
+
+/* Same bits as kr_f32_to_bf16 (NaN included), branch-free. */
+static inline uint16_t bf16_bits(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    uint32_t rne = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+    uint32_t nan = (u >> 16) | 0x0040u;
+    return (uint16_t)((u & 0x7FFFFFFFu) > 0x7F800000u ? nan : rne);
+}
+
+static inline float bf16_value(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+static void bf16_from_f32(const float *x, uint16_t *out, size_t n) {
+    size_t i = 0;
+    for (; i + CONV_BLOCK <= n; i += CONV_BLOCK)
+        for (int t = 0; t < CONV_BLOCK; t++) out[i + t] = bf16_bits(x[i + t]);
+    for (; i < n; i++) out[i] = bf16_bits(x[i]);
+}
+
+static void bf16_to_f32(const uint16_t *h, float *out, size_t n) {
+    size_t i = 0;
+    for (; i + CONV_BLOCK <= n; i += CONV_BLOCK)
+        for (int t = 0; t < CONV_BLOCK; t++) out[i + t] = bf16_value(h[i + t]);
+    for (; i < n; i++) out[i] = bf16_value(h[i]);
+}
+
+/* max with NaN ignored like fmaxf, without its libm call */
+static inline float max_abs(float m, float x) {
+    float a = fabsf(x);
+    return a > m ? a : m;
+}
+
+/* round-to-nearest-even(x / sc) clamped to ±127. Adding and subtracting 1.5·2^23 rounds to
+ * an integer in the default rounding mode exactly like nearbyintf for |v| < 2^22 (here
+ * |v| <= 127 plus an ulp), without a libm call, so the loop vectorises. NaN codes as 0. */
+static inline int8_t int8_code(float x, float sc) {
+    const float magic = 12582912.0f;
+    float t = (x / sc + magic) - magic;
+    t = t > 127.0f ? 127.0f : t;
+    t = t < -127.0f ? -127.0f : t;
+    return (int8_t)(int)(t == t ? t : 0.0f);
+}
+
+/* Blocks go through locals: int8 stores may alias anything, which would otherwise need a
+ * run-time overlap check the -O2 vectoriser does not emit. */
+static void int8_from_f32(const float *x, int8_t *q, float *scale, int d, int group) {
+    for (int g0 = 0; g0 < d; g0 += group) {
+        const float *xg = x + g0;
+        int8_t *qg = q + g0;
+        float amax = 0.0f;
+        int j = 0;
+        if (group >= CONV_BLOCK) {
+            float m[CONV_BLOCK] = {0};
+            for (; j + CONV_BLOCK <= group; j += CONV_BLOCK)
+                for (int t = 0; t < CONV_BLOCK; t++) m[t] = max_abs(m[t], xg[j + t]);
+            for (int t = 0; t < CONV_BLOCK; t++) amax = max_abs(amax, m[t]);
+        }
+        for (; j < group; j++) amax = max_abs(amax, xg[j]);
+        float sc = amax / 127.0f;
+        scale[g0 / group] = sc;
+        if (sc == 0.0f) { /* also keeps 0/0 out of an all-zero group */
+            memset(qg, 0, (size_t)group);
+            continue;
+        }
+        for (j = 0; j + CONV_BLOCK <= group; j += CONV_BLOCK) {
+            int8_t b[CONV_BLOCK];
+            for (int t = 0; t < CONV_BLOCK; t++) b[t] = int8_code(xg[j + t], sc);
+            memcpy(qg + j, b, sizeof b);
+        }
+        for (; j < group; j++) qg[j] = int8_code(xg[j], sc);
+    }
+}
+
+static void int8_to_f32(const int8_t *q, const float *scale, float *out, int d, int group) {
+    for (int g0 = 0; g0 < d; g0 += group) {
+        const int8_t *qg = q + g0;
+        float *og = out + g0, sc = scale[g0 / group];
+        int j = 0;
+        for (; j + CONV_BLOCK <= group; j += CONV_BLOCK) {
+            int8_t b[CONV_BLOCK];
+            memcpy(b, qg + j, sizeof b);
+            for (int t = 0; t < CONV_BLOCK; t++) og[j + t] = (float)b[t] * sc;
+        }
+        for (; j < group; j++) og[j] = (float)qg[j] * sc;
+    }
+}
+
+void kr_kv_store_write(kr_kv_store *s, int layer, int row, const float *k_rows,
+                       const float *v_rows, int n_rows) {
+    if (n_rows <= 0) return;
+    size_t off = ((size_t)layer * (size_t)s->cap + (size_t)row) * (size_t)s->d;
+    size_t n = (size_t)n_rows * (size_t)s->d;
+    if (s->dtype == KR_KV_F32) {
+        memcpy(s->k + off, k_rows, n * sizeof(float));
+        memcpy(s->v + off, v_rows, n * sizeof(float));
+    } else if (s->dtype == KR_KV_BF16) {
+        bf16_from_f32(k_rows, (uint16_t *)s->qk + off, n);
+        bf16_from_f32(v_rows, (uint16_t *)s->qv + off, n);
+    } else {
+        int d = s->d;
+        for (int r = 0; r < n_rows; r++) {
+            size_t o = off + (size_t)r * d, so = o / (size_t)s->group;
+            int8_from_f32(k_rows + (size_t)r * d, (int8_t *)s->qk + o, s->sk + so, d, s->group);
+            int8_from_f32(v_rows + (size_t)r * d, (int8_t *)s->qv + o, s->sv + so, d, s->group);
+        }
+    }
+}
+
+void kr_kv_store_read(const kr_kv_store *s, int layer, int row, int n_rows, float *k_out,
+                      float *v_out) {
+    if (n_rows <= 0) return;
+    size_t off = ((size_t)layer * (size_t)s->cap + (size_t)row) * (size_t)s->d;
+    size_t n = (size_t)n_rows * (size_t)s->d;
+    if (s->dtype == KR_KV_F32) {
+        memcpy(k_out, s->k + off, n * sizeof(float));
+        memcpy(v_out, s->v + off, n * sizeof(float));
+    } else if (s->dtype == KR_KV_BF16) {
+        bf16_to_f32((const uint16_t *)s->qk + off, k_out, n);
+        bf16_to_f32((const uint16_t *)s->qv + off, v_out, n);
+    } else {
+        int d = s->d;
+        for (int r = 0; r < n_rows; r++) {
+            size_t o = off + (size_t)r * d, so = o / (size_t)s->group;
+            int8_to_f32((const int8_t *)s->qk + o, s->sk + so, k_out + (size_t)r * d, d, s->group);
+            int8_to_f32((const int8_t *)s->qv + o, s->sv + so, v_out + (size_t)r * d, d, s->group);
+        }
+    }
 }
 
 typedef struct gemm_task {
@@ -42,6 +226,7 @@ typedef struct gemm_task {
     const float *x;
     int m, ldx, ldy;
     float *y;
+    void *scratch; /* quantised: kr_qgemm scratch */
 } gemm_task;
 
 static void gemm_worker(void *ctx, int ith, int nth) {
@@ -50,11 +235,38 @@ static void gemm_worker(void *ctx, int ith, int nth) {
                 ith, nth);
 }
 
-void kr_linear_run(kr_pool *pool, const kr_linear *l, const float *x, int m, int ldx, float *y,
-                   int ldy) {
-    if (m <= 0) return;
-    gemm_task t = {l, x, m, ldx, ldy, y};
-    kr_pool_run(pool, gemm_worker, &t);
+static void qprepare_worker(void *ctx, int ith, int nth) {
+    const gemm_task *t = ctx;
+    int m0 = (int)((long long)t->m * ith / nth), m1 = (int)((long long)t->m * (ith + 1) / nth);
+    kr_qgemm_prepare(t->l->q, t->m, t->x, t->ldx, t->scratch, m0, m1);
+}
+
+static void qgemm_worker(void *ctx, int ith, int nth) {
+    const gemm_task *t = ctx;
+    kr_qgemm_run(t->l->q, t->m, t->x, t->ldx, t->l->b, t->y, t->ldy, t->scratch, ith, nth);
+}
+
+kr_status kr_linear_run(kr_pool *pool, const kr_linear *l, const float *x, int m, int ldx,
+                        float *y, int ldy, kr_error *err) {
+    if (m <= 0) return KR_OK;
+    if (l->stats) kr_act_stats_add(l->stats, x, m, ldx);
+    gemm_task t = {l, x, m, ldx, ldy, y, NULL};
+    if (!l->q) {
+        kr_pool_run(pool, gemm_worker, &t);
+        return KR_OK;
+    }
+    size_t bytes = kr_qgemm_scratch_bytes(l->q, m, kr_pool_size(pool));
+    void *own = NULL;
+    t.scratch = kr_pool_scratch(pool, bytes);
+    if (!t.scratch && !pool && posix_memalign(&own, 64, bytes) == 0) t.scratch = own;
+    if (!t.scratch)
+        return kr_error_set(err, KR_ERR_NOMEM, "linear %d×%d: out of memory for %zu bytes of "
+                            "quantised-GEMM scratch", l->n_out, l->n_in, bytes);
+    /* Activation preparation is split over rows, the GEMM over output columns. */
+    kr_pool_run(pool, qprepare_worker, &t);
+    kr_pool_run(pool, qgemm_worker, &t);
+    free(own);
+    return KR_OK;
 }
 
 kr_status kr_chunks_check(const kr_chunk *chunks, int n_chunks, int n_layers_needed,
@@ -115,29 +327,29 @@ kr_status kr_transformer_run(const kr_block_weights *blocks, int n_blocks, int l
         const kr_attn_weights *aw = &bw->attn;
         int layer = layer0 + b;
         kr_rmsnorm_f32(total, d, x, d, bw->norm1, KR_RMS_EPS, h, d);
-        kr_linear_run(pool, &aw->q, h, total, d, q, d);
-        kr_linear_run(pool, &aw->k, h, total, d, kt, d);
-        kr_linear_run(pool, &aw->v, h, total, d, vt, d);
+        if ((st = kr_linear_run(pool, &aw->q, h, total, d, q, d, err)) != KR_OK ||
+            (st = kr_linear_run(pool, &aw->k, h, total, d, kt, d, err)) != KR_OK ||
+            (st = kr_linear_run(pool, &aw->v, h, total, d, vt, d, err)) != KR_OK)
+            goto done;
         for (int c = 0, row = 0; c < n_chunks; c++) {
             const kr_chunk *ch = &chunks[c];
             kr_rope_f32(ch->n, aw->n_heads, aw->head_dim, q + (size_t)row * d, d, ch->pos0, aw->inv_freq);
             kr_rope_f32(ch->n, aw->n_heads, aw->head_dim, kt + (size_t)row * d, d, ch->pos0, aw->inv_freq);
-            memcpy(kr_kv_k(ch->out, layer, ch->out_start), kt + (size_t)row * d,
-                   (size_t)ch->n * (size_t)d * sizeof(float));
-            memcpy(kr_kv_v(ch->out, layer, ch->out_start), vt + (size_t)row * d,
-                   (size_t)ch->n * (size_t)d * sizeof(float));
+            kr_kv_store_write(ch->out, layer, ch->out_start, kt + (size_t)row * d, vt + (size_t)row * d,
+                              ch->n);
             row += ch->n;
         }
         st = kr_attention_rows(pool, total, keys, layer, aw->n_heads, aw->head_dim, d, q, att, err);
         if (st != KR_OK) goto done;
-        kr_linear_run(pool, &aw->out, att, total, d, h, d);
+        if ((st = kr_linear_run(pool, &aw->out, att, total, d, h, d, err)) != KR_OK) goto done;
         kr_add_f32((int)td, h, x);
 
         kr_rmsnorm_f32(total, d, x, d, bw->norm2, KR_RMS_EPS, h, d);
-        kr_linear_run(pool, &bw->w1, h, total, d, f1, ff_dim);
-        kr_linear_run(pool, &bw->w3, h, total, d, f3, ff_dim);
+        if ((st = kr_linear_run(pool, &bw->w1, h, total, d, f1, ff_dim, err)) != KR_OK ||
+            (st = kr_linear_run(pool, &bw->w3, h, total, d, f3, ff_dim, err)) != KR_OK)
+            goto done;
         kr_silu_mul_f32((int)tf, f1, f3, f1);
-        kr_linear_run(pool, &bw->w2, f1, total, ff_dim, h, d);
+        if ((st = kr_linear_run(pool, &bw->w2, f1, total, ff_dim, h, d, err)) != KR_OK) goto done;
         kr_add_f32((int)td, h, x);
     }
 done:

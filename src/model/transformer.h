@@ -20,15 +20,47 @@
 #include "kronos.h"
 #include "model/weights.h"
 
+/* Precision of the K/V rows a store holds (kr_model_params.kv_dtype).
+ *   F32   rows as computed.
+ *   BF16  each value rounded to bf16 (round to nearest even, kr_f32_to_bf16): half the bytes.
+ *   INT8  symmetric per group of `group` consecutive values of a row: scale = max|x| / 127,
+ *         q = round-to-nearest-even(x / scale) clamped to ±127, x ≈ q · scale (scale 0 for an
+ *         all-zero group): a quarter of the bytes plus one f32 scale per group.
+ * Conversion is row-local, so a row reads back the same whatever call wrote it or which rows
+ * share the store: cached decode still equals full recomputation bit for bit within a dtype. */
+typedef enum kr_kv_dtype { KR_KV_F32 = 0, KR_KV_BF16, KR_KV_INT8 } kr_kv_dtype;
+
 typedef struct kr_kv_store {
     int n_layers;   /* layers stored (the predictor adds one for the s2 cross-attention) */
-    int d;          /* floats per row (d_model) */
+    int d;          /* values per row (d_model) */
     int cap;        /* rows per layer */
-    float *k, *v;   /* [n_layers][cap][d] */
+    kr_kv_dtype dtype;
+    /* INT8: values per scale. It divides the head_dim of every layer using the store, so no
+     * scale spans two heads: with the self-attention head_dim it is exactly per head there,
+     * and finer on the predictor's dep layer, whose 4 heads are wider. */
+    int group;
+    float *k, *v;   /* F32: [n_layers][cap][d]; NULL otherwise */
+    void *qk, *qv;  /* BF16: uint16_t, INT8: int8_t [n_layers][cap][d]; NULL for F32 */
+    float *sk, *sv; /* INT8: [n_layers][cap][d / group]; NULL otherwise */
 } kr_kv_store;
 
+/* An F32 store. */
 kr_status kr_kv_store_init(kr_kv_store *s, int n_layers, int d, int cap, kr_error *err);
+/* A store of any dtype; group (INT8 only, ignored otherwise) must divide d. */
+kr_status kr_kv_store_init_dtype(kr_kv_store *s, int n_layers, int d, int cap,
+                                 kr_kv_dtype dtype, int group, kr_error *err);
 void kr_kv_store_release(kr_kv_store *s);
+/* Bytes the store holds (rows and scales): what the KV budget is charged. 0 when released. */
+size_t kr_kv_store_bytes(const kr_kv_store *s);
+/* Stores K and V rows [row, row + n_rows) of a layer from k_rows / v_rows (row stride d),
+ * converting to the store's dtype. */
+void kr_kv_store_write(kr_kv_store *s, int layer, int row, const float *k_rows,
+                       const float *v_rows, int n_rows);
+/* The f32 values of rows [row, row + n_rows) of a layer into k_out / v_out (row stride d):
+ * a copy for F32, the dequantised rows otherwise (the values attention uses). */
+void kr_kv_store_read(const kr_kv_store *s, int layer, int row, int n_rows, float *k_out,
+                      float *v_out);
+/* F32 stores only: rows in place. */
 static inline float *kr_kv_k(const kr_kv_store *s, int layer, int row) {
     return s->k + ((size_t)layer * (size_t)s->cap + (size_t)row) * (size_t)s->d;
 }
@@ -53,9 +85,11 @@ typedef struct kr_chunk {
     int out_start;
 } kr_chunk;
 
-/* y[m][n_out] = x[m][n_in]·wᵀ + b on the pool. */
-void kr_linear_run(kr_pool *pool, const kr_linear *l, const float *x, int m, int ldx, float *y,
-                   int ldy);
+/* y[m][n_out] = x[m][n_in]·wᵀ + b on the pool, with the f32 or the quantised weight (the
+ * latter needs scratch: fails only when that cannot be allocated). Records x into l->stats
+ * when calibrating. */
+kr_status kr_linear_run(kr_pool *pool, const kr_linear *l, const float *x, int m, int ldx,
+                        float *y, int ldy, kr_error *err);
 
 /* Runs blocks[0..n_blocks) over x[total][d] (total = Σ chunk n), in place. Store layer of
  * block i is layer0 + i. `causal` is always 1 for Kronos blocks. */

@@ -31,7 +31,16 @@ static const int k_te_rows[5] = {60, 24, 7, 32, 13};
 typedef struct weights_owner {
     kr_safetensors *st;
     float *arena;
+    kr_qmat *qmats;          /* quantised Linears bound from a kronos quantize checkpoint */
+    void **copies;           /* their arrays that were misaligned in the file, copied */
+    int n_copies;
 } weights_owner;
+
+/* A quantised Linear found in the file, turned into a kr_qmat by binder_finish. */
+typedef struct qslot {
+    kr_linear *l;
+    kr_qmat m;               /* pointers into the mapping (may be misaligned until finish) */
+} qslot;
 
 typedef struct slot {
     const float **dst;
@@ -47,6 +56,10 @@ typedef struct binder {
     size_t arena_floats;   /* floats needing conversion or computation */
     size_t n_params;       /* learnable parameters bound (buffers excluded) */
     size_t n_floats;       /* every float bound, buffers included */
+    kr_quant_config quant; /* the checkpoint's quantisation (format 0: f32) */
+    qslot *q;
+    int nq, capq;
+    size_t q_bytes;        /* bytes of the quantised Linears */
     kr_status status;      /* first error; later binds are no-ops */
     kr_error *err;
 } binder;
@@ -152,13 +165,109 @@ static void bind_rotary(binder *b, const float **dst, int head_dim, const char *
     va_end(ap);
 }
 
+/* Finds `prefix`.`suffix` with the given dtype and 1-D/2-D shape (d1 < 0: 1-D); NULL with
+ * b->status set when it is missing or wrong (optional: NULL without an error if missing). */
+static const kr_st_tensor *find_exact(binder *b, const char *prefix, const char *suffix,
+                                      kr_dtype dt, int64_t d0, int64_t d1, int optional) {
+    if (b->status != KR_OK) return NULL;
+    char name[NAME_MAX_LEN];
+    snprintf(name, sizeof name, "%s.%s", prefix, suffix);
+    const kr_st_tensor *t = kr_st_find(b->st, name);
+    if (!t) {
+        if (!optional)
+            b->status = kr_error_set(b->err, KR_ERR_MODEL,
+                                     "%s: missing tensor '%s' (config.json says the checkpoint "
+                                     "is %s-quantised)",
+                                     b->label, name, kr_wfmt_name((kr_wfmt)b->quant.format));
+        return NULL;
+    }
+    int64_t want[2] = {d0, d1};
+    int nd = d1 < 0 ? 1 : 2;
+    int same = t->dtype == dt && t->ndim == nd;
+    for (int i = 0; same && i < nd; i++) same = t->shape[i] == want[i];
+    if (!same) {
+        char got[128], exp[64];
+        fmt_shape(got, sizeof got, t->ndim, t->shape);
+        fmt_shape(exp, sizeof exp, nd, want);
+        b->status = kr_error_set(b->err, KR_ERR_MODEL,
+                                 "%s: tensor '%s' is %s %s, expected %s %s", b->label, name,
+                                 kr_dtype_name(t->dtype), got, kr_dtype_name(dt), exp);
+        return NULL;
+    }
+    return t;
+}
+
+/* A Linear of a kronos quantize checkpoint: `prefix`.qweight and its scales (quant.h). The
+ * qweight's dtype names the format, so one checkpoint may mix formats (model.c keeps the
+ * output heads of 8- and 4-bit models in bf16). */
+static void bind_qlinear(binder *b, kr_linear *l, const char *prefix) {
+    if (b->status != KR_OK) return;
+    char name[NAME_MAX_LEN];
+    snprintf(name, sizeof name, "%s.qweight", prefix);
+    const kr_st_tensor *t = kr_st_find(b->st, name);
+    kr_qmat m = {.fmt = (kr_wfmt)b->quant.format, .n = l->n_out, .k = l->n_in};
+    if (t && t->dtype == KR_DT_BF16) m.fmt = KR_WFMT_BF16;
+    else if (t && t->dtype == KR_DT_I8) m.fmt = KR_WFMT_INT8;
+    else if (t && t->dtype == KR_DT_F8_E4M3) m.fmt = KR_WFMT_FP8;
+    else if (t && t->dtype == KR_DT_U8) m.fmt = KR_WFMT_Q4;
+    m.group = m.fmt == KR_WFMT_Q4 ? b->quant.group_size : 0;
+    int align = kr_wfmt_row_align(m.fmt, m.group);
+    m.kp = (m.k + align - 1) / align * align;
+    t = NULL;
+    switch (m.fmt) {
+    case KR_WFMT_BF16: t = find_exact(b, prefix, "qweight", KR_DT_BF16, m.n, m.kp, 0); break;
+    case KR_WFMT_INT8: t = find_exact(b, prefix, "qweight", KR_DT_I8, m.n, m.kp, 0); break;
+    case KR_WFMT_FP8: t = find_exact(b, prefix, "qweight", KR_DT_F8_E4M3, m.n, m.kp, 0); break;
+    case KR_WFMT_Q4:
+        if (m.group != 32 && m.group != 64) {
+            b->status = kr_error_set(b->err, KR_ERR_MODEL,
+                                     "%s: '%s' is 4-bit but config.json gives no q4 group_size",
+                                     b->label, name);
+            return;
+        }
+        t = find_exact(b, prefix, "qweight", KR_DT_U8, m.n, m.kp / 2, 0);
+        break;
+    default: break;
+    }
+    if (t) m.data = t->data;
+    if (m.fmt == KR_WFMT_INT8 || m.fmt == KR_WFMT_FP8) {
+        if ((t = find_exact(b, prefix, "qscale", KR_DT_F32, m.n, -1, 0))) m.scale = t->data;
+    }
+    if (m.fmt == KR_WFMT_INT8) {
+        if ((t = find_exact(b, prefix, "qrowsum", KR_DT_I32, m.n, -1, 0))) m.row_sum = t->data;
+    }
+    if (m.fmt == KR_WFMT_Q4) {
+        int64_t g = m.kp / m.group;
+        if ((t = find_exact(b, prefix, "qgscale", KR_DT_F16, m.n, g, 0))) m.gscale = t->data;
+        if ((t = find_exact(b, prefix, "qgzero", KR_DT_U8, m.n, g, 0))) m.gzero = t->data;
+    }
+    if ((t = find_exact(b, prefix, "qinscale", KR_DT_F32, m.k, -1, 1))) m.in_scale = t->data;
+    if (b->status != KR_OK) return;
+    if (b->nq == b->capq) {
+        int cap = b->capq ? 2 * b->capq : 64;
+        qslot *q = realloc(b->q, (size_t)cap * sizeof *q);
+        if (!q) {
+            b->status = kr_error_set(b->err, KR_ERR_NOMEM, "%s: out of memory", b->label);
+            return;
+        }
+        b->q = q;
+        b->capq = cap;
+    }
+    b->q[b->nq++] = (qslot){l, m};
+    b->q_bytes += kr_qmat_bytes(&m);
+    b->n_params += (size_t)m.n * (size_t)m.k;
+}
+
 /* Linear layer `prefix`.weight [n_out][n_in] (+ `prefix`.bias [n_out] when with_bias). */
 static void bind_linear(binder *b, kr_linear *l, int n_out, int n_in, int with_bias,
                         const char *prefix) {
     l->n_out = n_out;
     l->n_in = n_in;
     l->b = NULL;
-    bind(b, &l->w, n_out, n_in, "%s.weight", prefix);
+    if (b->quant.format != KR_WFMT_F32)
+        bind_qlinear(b, l, prefix);
+    else
+        bind(b, &l->w, n_out, n_in, "%s.weight", prefix);
     if (with_bias) bind(b, &l->b, n_out, -1, "%s.bias", prefix);
 }
 
@@ -233,6 +342,45 @@ static void rotary_inv_freq(float *dst, int64_t half, int64_t dim) {
     }
 }
 
+/* Arrays of a foreign writer's file may be misaligned for their element type; ours never are
+ * (the writer orders tensors by element size), so this copy is the rare path. */
+static const void *aligned_or_copy(weights_owner *o, const void *p, size_t bytes, size_t align,
+                                   int *ok) {
+    if (!p || (uintptr_t)p % align == 0) return p;
+    void **c = realloc(o->copies, (size_t)(o->n_copies + 1) * sizeof *c);
+    void *mem = malloc(bytes ? bytes : 1);
+    if (!c || !mem) {
+        if (c) o->copies = c;
+        free(mem);
+        *ok = 0;
+        return NULL;
+    }
+    o->copies = c;
+    memcpy(mem, p, bytes);
+    o->copies[o->n_copies++] = mem;
+    return mem;
+}
+
+static kr_status finish_qslots(binder *b, weights_owner *o) {
+    if (!b->nq) return KR_OK;
+    o->qmats = calloc((size_t)b->nq, sizeof *o->qmats);
+    int ok = o->qmats != NULL;
+    for (int i = 0; ok && i < b->nq; i++) {
+        kr_qmat m = b->q[i].m;
+        size_t n = (size_t)m.n, groups = m.group ? (size_t)(m.kp / m.group) : 0;
+        m.scale = aligned_or_copy(o, m.scale, n * 4, 4, &ok);
+        m.row_sum = aligned_or_copy(o, m.row_sum, n * 4, 4, &ok);
+        m.gscale = aligned_or_copy(o, m.gscale, n * groups * 2, 2, &ok);
+        m.in_scale = aligned_or_copy(o, m.in_scale, (size_t)m.k * 4, 4, &ok);
+        m.data = aligned_or_copy(o, m.data, m.fmt == KR_WFMT_BF16 ? n * (size_t)m.kp * 2 : 0,
+                                 m.fmt == KR_WFMT_BF16 ? 2 : 1, &ok);
+        o->qmats[i] = m;
+        b->q[i].l->q = &o->qmats[i];
+    }
+    if (!ok) return kr_error_set(b->err, KR_ERR_NOMEM, "%s: out of memory", b->label);
+    return KR_OK;
+}
+
 /* Second pass: every slot gets its pointer. Returns the owner (mapping + arena). */
 static kr_status binder_finish(binder *b, kr_safetensors *st, weights_owner **out) {
     *out = NULL;
@@ -271,7 +419,7 @@ static kr_status binder_finish(binder *b, kr_safetensors *st, weights_owner **ou
     }
     o->st = st;
     *out = o;
-    return KR_OK;
+    return finish_qslots(b, o);
 }
 
 static void owner_free(void *p) {
@@ -279,7 +427,14 @@ static void owner_free(void *p) {
     if (!o) return;
     kr_st_close(o->st);
     free(o->arena);
+    free(o->qmats);
+    for (int i = 0; i < o->n_copies; i++) free(o->copies[i]);
+    free(o->copies);
     free(o);
+}
+
+const kr_safetensors *kr_weights_source(const void *owner) {
+    return owner ? ((const weights_owner *)owner)->st : NULL;
 }
 
 static char *join_path(const char *dir, const char *file) {
@@ -306,7 +461,9 @@ static kr_status open_dir(const char *dir, char **st_path, kr_safetensors **st, 
 
 void kr_tokenizer_weights_free(kr_tokenizer_weights *w) {
     if (!w) return;
+    kr_quant_owner_free(w->qowner);
     owner_free(w->owner);
+    free(w->dir);
     free(w->enc);
     free(w->dec);
     free(w);
@@ -329,7 +486,7 @@ kr_status kr_tokenizer_weights_load(const char *dir, kr_tokenizer_weights **out,
     if (rc != KR_OK) return rc;
 
     kr_tokenizer_weights *w = calloc(1, sizeof *w);
-    binder b = {.st = st, .label = st_path, .err = err};
+    binder b = {.st = st, .label = st_path, .err = err, .quant = cfg.quant};
     if (!w) {
         rc = kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory", st_path);
         goto fail;
@@ -360,17 +517,29 @@ kr_status kr_tokenizer_weights_load(const char *dir, kr_tokenizer_weights **out,
 
     weights_owner *o;
     rc = binder_finish(&b, st, &o);
+    if (rc != KR_OK && o) {
+        owner_free(o); /* closes st */
+        st = NULL;
+    }
     if (rc != KR_OK) goto fail;
     w->owner = o;
     w->n_params = b.n_params;
-    w->bytes = b.n_floats * sizeof(float);
+    w->bytes = b.n_floats * sizeof(float) + b.q_bytes;
+    w->dir = strdup(dir);
+    if (!w->dir) {
+        rc = kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory", st_path);
+        st = NULL; /* owned by w->owner now */
+        goto fail;
+    }
     free(b.slots);
+    free(b.q);
     free(st_path);
     *out = w;
     return KR_OK;
 
 fail:
     free(b.slots);
+    free(b.q);
     free(st_path);
     kr_st_close(st);
     kr_tokenizer_weights_free(w);
@@ -381,7 +550,9 @@ fail:
 
 void kr_predictor_weights_free(kr_predictor_weights *w) {
     if (!w) return;
+    kr_quant_owner_free(w->qowner);
     owner_free(w->owner);
+    free(w->dir);
     free(w->blocks);
     free(w);
 }
@@ -403,7 +574,7 @@ kr_status kr_predictor_weights_load(const char *dir, kr_predictor_weights **out,
     if (rc != KR_OK) return rc;
 
     kr_predictor_weights *w = calloc(1, sizeof *w);
-    binder b = {.st = st, .label = st_path, .err = err};
+    binder b = {.st = st, .label = st_path, .err = err, .quant = cfg.quant};
     if (!w) {
         rc = kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory", st_path);
         goto fail;
@@ -438,17 +609,29 @@ kr_status kr_predictor_weights_load(const char *dir, kr_predictor_weights **out,
 
     weights_owner *o;
     rc = binder_finish(&b, st, &o);
+    if (rc != KR_OK && o) {
+        owner_free(o); /* closes st */
+        st = NULL;
+    }
     if (rc != KR_OK) goto fail;
     w->owner = o;
     w->n_params = b.n_params;
-    w->bytes = b.n_floats * sizeof(float);
+    w->bytes = b.n_floats * sizeof(float) + b.q_bytes;
+    w->dir = strdup(dir);
+    if (!w->dir) {
+        rc = kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory", st_path);
+        st = NULL; /* owned by w->owner now */
+        goto fail;
+    }
     free(b.slots);
+    free(b.q);
     free(st_path);
     *out = w;
     return KR_OK;
 
 fail:
     free(b.slots);
+    free(b.q);
     free(st_path);
     kr_st_close(st);
     kr_predictor_weights_free(w);

@@ -12,14 +12,31 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/quant.h"
 #include "kronos.h"
 #include "model/config.h"
 
-/* y = x·wᵀ + b; w is [n_out][n_in]; b may be NULL (SwiGLU FFN has no biases). */
+/* Calibration statistics of a Linear's inputs (model/quantize.h records them while a
+ * calibration forecast runs): per input channel max |x| and Σ|x|, and a reservoir sample of
+ * whole input rows for the activation-aware scale search. */
+typedef struct kr_act_stats {
+    int k;
+    int64_t rows;            /* rows seen */
+    float *max_abs;          /* [k] */
+    double *sum_abs;         /* [k] */
+    float *sample;           /* [cap][k] */
+    int n_sample, cap;
+    uint64_t rng;
+} kr_act_stats;
+
+/* y = x·wᵀ + b; w is [n_out][n_in]; b may be NULL (SwiGLU FFN has no biases).
+ * A quantised Linear has q set (and w NULL once the f32 copy is released). */
 typedef struct kr_linear {
     const float *w;
     const float *b;
     int n_out, n_in;
+    const kr_qmat *q;
+    kr_act_stats *stats;     /* non-NULL only while calibrating */
 } kr_linear;
 
 typedef struct kr_attn_weights {
@@ -44,8 +61,10 @@ typedef struct kr_tokenizer_weights {
     kr_linear quant_embed;      /* [s1_bits+s2_bits][d_model] */
     kr_linear post_quant_embed; /* [d_model][s1_bits+s2_bits] */
     kr_linear head;             /* [d_in][d_model] */
-    size_t n_params, bytes;
+    size_t n_params, bytes;     /* bytes: every weight as held in memory (quantised or f32) */
     void *owner;                /* private: mapping + arena */
+    void *qowner;               /* private: quantised weights made at load (model/quantize.h) */
+    char *dir;                  /* the checkpoint directory */
 } kr_tokenizer_weights;
 
 typedef struct kr_predictor_weights {
@@ -62,6 +81,8 @@ typedef struct kr_predictor_weights {
     kr_linear head_s2;          /* [2^s2_bits][d_model] */
     size_t n_params, bytes;
     void *owner;
+    void *qowner;
+    char *dir;
 } kr_predictor_weights;
 
 /* Loads dir/config.json + dir/model.safetensors. Caller owns *out; free with the _free. */
@@ -69,6 +90,12 @@ kr_status kr_tokenizer_weights_load(const char *dir, kr_tokenizer_weights **out,
 void kr_tokenizer_weights_free(kr_tokenizer_weights *w);
 kr_status kr_predictor_weights_load(const char *dir, kr_predictor_weights **out, kr_error *err);
 void kr_predictor_weights_free(kr_predictor_weights *w);
+
+/* The checkpoint a set of weights was loaded from (for kronos quantize, which copies every
+ * tensor it does not replace). */
+const struct kr_safetensors *kr_weights_source(const void *owner);
+/* Frees a qowner (model/quantize.c sets it; the weights' _free calls this). */
+void kr_quant_owner_free(void *qowner);
 
 /* Named random shapes for gen-random: "tiny", "mini", "small", "base". */
 typedef struct kr_random_shape {

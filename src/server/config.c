@@ -26,6 +26,7 @@ void kr_server_config_defaults(kr_server_config *c) {
     snprintf(c->host, sizeof c->host, "127.0.0.1");
     c->port = 8080;
     snprintf(c->quant, sizeof c->quant, "f32");
+    snprintf(c->kv_dtype, sizeof c->kv_dtype, "f32");
     c->request_timeout_s = 120.0;
     c->max_body_bytes = (size_t)8 << 20;
     c->max_paths = 256;
@@ -194,6 +195,7 @@ static const str_key k_str_keys[] = {
     {"tokenizer", CFG_OFF(tokenizer), KR_SERVER_PATH_MAX},
     {"host", CFG_OFF(host), 256},
     {"quant", CFG_OFF(quant), 16},
+    {"kv_dtype", CFG_OFF(kv_dtype), 8},
     {"api_key_file", CFG_OFF(api_key_file), KR_SERVER_PATH_MAX},
 };
 
@@ -402,10 +404,15 @@ kr_status kr_server_config_load(const char *path, kr_server_config *c, kr_error 
 }
 
 kr_status kr_server_config_validate(const kr_server_config *c, kr_error *err) {
-    if (strcmp(c->quant, "f32") != 0)
-        return kr_error_set(err, KR_ERR_UNSUPPORTED,
-                            "quant: '%s' is not supported yet: only f32 weights can be served",
-                            c->quant);
+    static const char *const fmts[] = {"f32", "bf16", "int8", "fp8", "q4"};
+    int ok = 0;
+    for (size_t i = 0; i < N_OF(fmts); i++) ok |= strcmp(c->quant, fmts[i]) == 0;
+    if (!ok)
+        return kr_error_set(err, KR_ERR_INVALID_ARG,
+                            "quant: '%s' is not one of f32, bf16, int8, fp8, q4", c->quant);
+    if (strcmp(c->kv_dtype, "f32") && strcmp(c->kv_dtype, "bf16") && strcmp(c->kv_dtype, "int8"))
+        return kr_error_set(err, KR_ERR_INVALID_ARG,
+                            "kv_dtype: '%s' is not one of f32, bf16, int8", c->kv_dtype);
     for (size_t i = 0; i < N_OF(k_int_keys); i++) {
         int v = *(const int *)((const char *)c + k_int_keys[i].off);
         if (v < k_int_keys[i].min || v > k_int_keys[i].max)

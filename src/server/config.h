@@ -51,7 +51,8 @@ typedef struct kr_server_config {
     char tokenizer[KR_SERVER_PATH_MAX];  /* "" = from model / the bundled demo model */
     char host[256];                      /* bind address (default 127.0.0.1) */
     int port;                            /* 0 = ephemeral (default 8080) */
-    char quant[16];                      /* weight format; only "f32" for now */
+    char quant[16];                      /* weight format: f32, bf16, int8, fp8, q4 */
+    char kv_dtype[8];                    /* KV-cache precision: f32, bf16, int8 */
     int threads;                         /* compute threads; 0 = all CPUs */
     char api_key_file[KR_SERVER_PATH_MAX];
     char api_key[256];                   /* "" = no auth; loaded from api_key_file when empty */

@@ -55,7 +55,9 @@ static double short_float(float f) {
 
 static void add_model(cJSON *o, const kr_api_model_desc *m) {
     cJSON_AddStringToObject(o, "name", m->name ? m->name : "kronos");
-    cJSON_AddStringToObject(o, "quant", m->quant ? m->quant : "f32");
+    /* What the loaded weights are (a quantised checkpoint keeps its format whatever the
+     * config asked for). */
+    cJSON_AddStringToObject(o, "quant", m->info.quant[0] ? m->info.quant : m->quant ? m->quant : "f32");
     cJSON_AddNumberToObject(o, "d_model", m->info.d_model);
     cJSON_AddNumberToObject(o, "n_layers", m->info.n_layers);
     cJSON_AddNumberToObject(o, "n_heads", m->info.n_heads);
@@ -180,6 +182,7 @@ char *kr_api_models_json(const kr_api_model_desc *m) {
     cJSON_AddNumberToObject(one, "s2_bits", m->info.s2_bits);
     cJSON_AddNumberToObject(one, "tokenizer_d_model", m->info.tok_d_model);
     cJSON_AddNumberToObject(one, "weight_bytes", (double)m->info.weight_bytes);
+    cJSON_AddStringToObject(one, "kv_dtype", m->info.kv_dtype[0] ? m->info.kv_dtype : "f32");
     cJSON_AddItemToArray(data, one);
     char *s = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Quantisation: the speed table with one column per weight format, and the fidelity report.
+#   speed     Kronos-small random weights (gen-random), exact window, lookback 400, pred_len 120:
+#             S1, S8, S32, and NW (lookback 392, no window overflow) S1 — per format: median
+#             wall time, ~GFLOP/s, peak RSS, weight bytes, time to quantise at load. Each job
+#             is its own process, so RSS is its own.
+#   kv        S8 with --kv-dtype f32 / bf16 / int8 (f32 weights): time and KV-cache MB.
+#   fidelity  kronos eval-quant for every format (+ int8 and q4 calibrated, + KV bf16/int8)
+#             on the bundled demo model and on the random small model, over the bundled
+#             data/ files: next-token agreement, KL, forecast error, KS, ROC-AUC, Spearman.
+# Writes bench/results/quant-speed-<date>.md and bench/results/quant-fidelity-<date>.md (+ JSON
+# of every eval-quant run under bench/results/quant-fidelity-<date>/).
+# Usage: bash bench/run_quant.sh [build dir, default build/release]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build/release}
+if [ ! -x "$build/kronos" ]; then
+  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake --build "$build" -j"$(nproc)" >/dev/null
+fi
+kronos=$build/kronos
+stamp=$(date +%Y-%m-%d)
+tmp=${TMPDIR:-/tmp}
+small=$tmp/kronos-bench-small
+[ -f "$small/predictor/model.safetensors" ] || "$kronos" gen-random --shape small --out "$small" >/dev/null
+mkdir -p bench/results "bench/results/quant-fidelity-$stamp"
+formats="f32 bf16 int8 fp8 q4"
+
+# ---- speed: one JSON per (format, job)
+jdir=$tmp/kronos-quant-json
+rm -rf "$jdir" && mkdir -p "$jdir"
+for f in $formats; do
+  "$kronos" bench --model "$small" --quant "$f" --paths 1,8,32 --repeat 3 --json > "$jdir/S-$f.json"
+  "$kronos" bench --model "$small" --quant "$f" --lookback 392 --paths 1 --repeat 3 --json > "$jdir/NW-$f.json"
+done
+for kv in f32 bf16 int8; do
+  "$kronos" bench --model "$small" --kv-dtype "$kv" --paths 8 --repeat 3 --json > "$jdir/KV-$kv.json"
+done
+python3 - "$jdir" "$formats" > "bench/results/quant-speed-$stamp.md" <<'EOF'
+import json, sys, subprocess
+d, formats = sys.argv[1], sys.argv[2].split()
+S = {f: json.load(open(f"{d}/S-{f}.json")) for f in formats}
+NW = {f: json.load(open(f"{d}/NW-{f}.json")) for f in formats}
+cpu = [l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")][0]
+print("# Quantised weights: speed (Kronos-small shape, random weights)\n")
+print(f"Machine: {cpu}, isa {S['f32']['isa']}. Command: `bash bench/run_quant.sh`. Exact window, lookback 400,")
+print("pred_len 120 (NW: lookback 392, no overflow); wall time = median of 3 forecast calls, model loaded.")
+print("Each cell: seconds (speed-up vs f32). ~GFLOP/s counts model FLOPs per token.\n")
+def res(j, paths):
+    return [r for r in j["results"] if r["paths"] == paths and r["mode"] == "kv-cache"][0]
+print("| job | " + " | ".join(formats) + " |")
+print("|---|" + "---:|" * len(formats))
+for label, src, paths in [("S1", S, 1), ("S8", S, 8), ("S32", S, 32), ("NW S1", NW, 1)]:
+    base = res(src["f32"], paths)["seconds"]
+    cells = []
+    for f in formats:
+        s = res(src[f], paths)["seconds"]
+        cells.append(f"{s:.3f} ({base / s:.2f}x)")
+    print(f"| {label} wall s | " + " | ".join(cells) + " |")
+for label, key, paths, fmt in [("S1 ~GFLOP/s", "gflops", 1, "{:.0f}"), ("S32 ~GFLOP/s", "gflops", 32, "{:.0f}"),
+                               ("S1 peak RSS MB", "peak_rss_mb", 1, "{:.0f}"), ("S32 peak RSS MB", "peak_rss_mb", 32, "{:.0f}")]:
+    print(f"| {label} | " + " | ".join(fmt.format(res(S[f], paths)[key]) for f in formats) + " |")
+print("| weight MB | " + " | ".join(f"{S[f]['weight_bytes'] / 1048576:.1f}" for f in formats) + " |")
+bf = S["bf16"]["weight_bytes"]
+print("| weight bytes vs bf16 | " + " | ".join(f"{bf / S[f]['weight_bytes']:.2f}x smaller" if S[f]['weight_bytes'] < bf else f"{S[f]['weight_bytes'] / bf:.2f}x" for f in formats) + " |")
+print("| quantise at load, s | " + " | ".join(f"{S[f]['quantize_seconds']:.2f}" for f in formats) + " |")
+print("| model load (incl. quantise), s | " + " | ".join(f"{S[f]['model_load_seconds']:.2f}" for f in formats) + " |")
+print("\n## KV-cache precision (f32 weights, S8)\n")
+print("| kv dtype | wall s | KV MB | peak RSS MB |\n|---|---:|---:|---:|")
+for kv in ["f32", "bf16", "int8"]:
+    r = res(json.load(open(f"{d}/KV-{kv}.json")), 8)
+    print(f"| {kv} | {r['seconds']:.3f} | {r['kv_cache_mb']:.1f} | {r['peak_rss_mb']:.0f} |")
+EOF
+
+# ---- fidelity
+out=bench/results/quant-fidelity-$stamp.md
+calib="--calib data/MSFT_1d.csv --calib data/XSHG_5min_600977.csv"
+{
+  echo "# Quantisation fidelity — $(date -u +%Y-%m-%dT%H:%MZ)"
+  echo
+  echo "Command: \`bash bench/run_quant.sh\` (\`kronos eval-quant\`, defaults: every bundled data/ file, 16"
+  echo "windows each of 256 rows, horizon 24, 32 paths, seed 1). Teacher-forced next-token metrics run"
+  echo "both predictors on the f32 tokenizer's tokens; forecast metrics compare full forecasts."
+  echo "Calibrated runs (smoothquant / awq) calibrate on MSFT_1d and XSHG_5min windows, which overlap"
+  echo "the evaluation files: a stated caveat, the uncalibrated rows have none."
+  echo
+  for model in demo small; do
+    if [ "$model" = demo ]; then m=models/kronos-demo; else m=$small; fi
+    echo "## Model: $model ($m)"
+    echo
+    for run in "bf16" "int8" "int8 $calib" "fp8" "q4" "q4 $calib" "f32 --kv-dtype bf16" "f32 --kv-dtype int8"; do
+      set -- $run
+      fmt=$1; shift
+      name=$model-$fmt$( [ $# -gt 0 ] && echo "-$(echo "$*" | tr -c 'a-z0-9' '-' | cut -c1-20)" )
+      "$kronos" eval-quant --model "$m" --quant "$fmt" "$@" --json "bench/results/quant-fidelity-$stamp/$name.json"
+    done
+  done
+} > "$out"
+echo "wrote bench/results/quant-speed-$stamp.md and $out"

@@ -1,0 +1,234 @@
+/*
+ * engine/quant_calibrate — kr_model_quantize / kr_model_save_quantized (kronos.h).
+ *
+ * Calibration runs real forecasts (prefill, decode, s2 head, tokenizer decode: every Linear
+ * sees the inputs it sees in service) with each Linear's inputs recorded, then picks per
+ * Linear the column scales whose quantised output is closest to the f32 output on a sample
+ * of those inputs. The candidates are the published recipes with their usual exponent range:
+ *   int8 (W8A8)  SmoothQuant: s_j = max|X_j|^α / max|W_j|^(1-α) moves activation outliers
+ *                into the weights, which per-row int8 tolerates better than per-token int8;
+ *   q4           AWQ: s_j = mean|X_j|^α protects the weight columns that meet large
+ *                activations from 4-bit rounding.
+ * "No scaling" is always a candidate, so on the calibration data the chosen scales are never
+ * worse than round-to-nearest.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "base/timeutil.h"
+#include "kronos.h"
+#include "model/model.h"
+#include "model/quantize.h"
+
+enum { SAMPLE_ROWS = 256 };
+
+typedef struct net {
+    kr_named_linear *ls;
+    int n;
+    kr_act_stats *stats;
+    float **scales;
+} net;
+
+static void net_release(net *t) {
+    for (int i = 0; i < t->n; i++) {
+        t->ls[i].l->stats = NULL;
+        if (t->stats) kr_act_stats_release(&t->stats[i]);
+        if (t->scales) free(t->scales[i]);
+    }
+    free(t->ls);
+    free(t->stats);
+    free(t->scales);
+    memset(t, 0, sizeof *t);
+}
+
+static kr_status net_attach(net *t, uint64_t seed, kr_error *err) {
+    t->stats = calloc((size_t)t->n, sizeof *t->stats);
+    t->scales = calloc((size_t)t->n, sizeof *t->scales);
+    if (!t->stats || !t->scales) return kr_error_set(err, KR_ERR_NOMEM, "calibration: out of memory");
+    for (int i = 0; i < t->n; i++) {
+        kr_status st = kr_act_stats_init(&t->stats[i], t->ls[i].l->n_in, SAMPLE_ROWS, seed + (uint64_t)i, err);
+        if (st != KR_OK) return st;
+        t->ls[i].l->stats = &t->stats[i];
+    }
+    return KR_OK;
+}
+
+/* Σ (quantised − f32)² of the Linear's output on the sampled rows with column scales cs. */
+static kr_status output_error(const kr_linear *l, kr_wfmt fmt, int group, const float *cs,
+                              const kr_act_stats *s, const float *yref, float *y, double *out,
+                              kr_error *err) {
+    kr_qmat_owned q;
+    kr_status st = kr_qmat_quantize(fmt, l->n_out, l->n_in, l->w, cs, group, &q, err);
+    if (st != KR_OK) return st;
+    size_t bytes = kr_qgemm_scratch_bytes(&q.m, s->n_sample, 1);
+    void *scratch = NULL;
+    if (posix_memalign(&scratch, 64, bytes) != 0) {
+        kr_qmat_owned_free(&q);
+        return kr_error_set(err, KR_ERR_NOMEM, "calibration: out of memory");
+    }
+    kr_qgemm_prepare(&q.m, s->n_sample, s->sample, s->k, scratch, 0, s->n_sample);
+    kr_qgemm_run(&q.m, s->n_sample, s->sample, s->k, NULL, y, l->n_out, scratch, 0, 1);
+    double e = 0;
+    for (size_t i = 0; i < (size_t)s->n_sample * (size_t)l->n_out; i++) {
+        double d = (double)y[i] - (double)yref[i];
+        e += d * d;
+    }
+    *out = e;
+    free(scratch);
+    kr_qmat_owned_free(&q);
+    return KR_OK;
+}
+
+static void candidate_scales(const kr_linear *l, const kr_act_stats *s, kr_wfmt fmt, double alpha,
+                             const float *wmax, float *cs) {
+    int k = l->n_in;
+    double lo = INFINITY, hi = 0;
+    for (int j = 0; j < k; j++) {
+        double v;
+        if (fmt == KR_WFMT_INT8) {
+            double x = fmax(s->max_abs[j], 1e-5), w = fmax(wmax[j], 1e-5);
+            v = pow(x, alpha) / pow(w, 1.0 - alpha);
+        } else {
+            double x = fmax(s->sum_abs[j] / (double)(s->rows ? s->rows : 1), 1e-5);
+            v = pow(x, alpha);
+        }
+        v = fmin(fmax(v, 1e-4), 1e4);
+        cs[j] = (float)v;
+        lo = fmin(lo, v);
+        hi = fmax(hi, v);
+    }
+    /* Only the relative scale of the columns matters; centring it keeps the weights (and so
+     * the per-row quantisation scales) in their usual range. */
+    double mid = sqrt(lo * hi);
+    if (mid > 0)
+        for (int j = 0; j < k; j++) cs[j] = (float)fmin(fmax(cs[j] / mid, 1e-4), 1e4);
+}
+
+/* Chooses t->scales[i] (NULL = none) for every Linear that saw inputs. */
+static kr_status choose_scales(net *t, kr_wfmt fmt, int group, kr_error *err) {
+    static const double k_int8_alpha[] = {0.25, 0.5, 0.75};
+    static const double k_q4_alpha[] = {0.2, 0.4, 0.5, 0.6, 0.8};
+    const double *alphas = fmt == KR_WFMT_INT8 ? k_int8_alpha : k_q4_alpha;
+    int n_alpha = fmt == KR_WFMT_INT8 ? 3 : 5;
+    for (int i = 0; i < t->n; i++) {
+        const kr_linear *l = t->ls[i].l;
+        const kr_act_stats *s = &t->stats[i];
+        if (s->n_sample == 0) continue;
+        size_t ny = (size_t)s->n_sample * (size_t)l->n_out;
+        float *yref = malloc(ny * sizeof *yref), *y = malloc(ny * sizeof *y);
+        float *wmax = calloc((size_t)l->n_in, sizeof *wmax);
+        float *cs = malloc((size_t)l->n_in * sizeof *cs);
+        kr_status st = KR_OK;
+        if (!yref || !y || !wmax || !cs) st = kr_error_set(err, KR_ERR_NOMEM, "calibration: out of memory");
+        if (st == KR_OK) {
+            kr_gemm_f32(s->n_sample, l->n_out, l->n_in, s->sample, s->k, l->w, NULL, yref, l->n_out, 0, 1);
+            for (int r = 0; r < l->n_out; r++)
+                for (int j = 0; j < l->n_in; j++)
+                    wmax[j] = fmaxf(wmax[j], fabsf(l->w[(size_t)r * (size_t)l->n_in + (size_t)j]));
+        }
+        double best = 0;
+        if (st == KR_OK) st = output_error(l, fmt, group, NULL, s, yref, y, &best, err);
+        for (int a = 0; st == KR_OK && a < n_alpha; a++) {
+            double e;
+            candidate_scales(l, s, fmt, alphas[a], wmax, cs);
+            st = output_error(l, fmt, group, cs, s, yref, y, &e, err);
+            if (st == KR_OK && e < best) {
+                best = e;
+                if (!t->scales[i]) t->scales[i] = malloc((size_t)l->n_in * sizeof(float));
+                if (!t->scales[i]) st = kr_error_set(err, KR_ERR_NOMEM, "calibration: out of memory");
+                else memcpy(t->scales[i], cs, (size_t)l->n_in * sizeof(float));
+            }
+        }
+        free(yref);
+        free(y);
+        free(wmax);
+        free(cs);
+        if (st != KR_OK) return st;
+    }
+    return KR_OK;
+}
+
+static kr_status calibrate(kr_model *m, kr_wfmt fmt, const kr_series *calib, int n_calib,
+                           net *tok, net *pred, kr_error *err) {
+    kr_status st = net_attach(tok, 1, err);
+    if (st == KR_OK) st = net_attach(pred, 1001, err);
+    if (st != KR_OK) return st;
+    /* Short forecasts: the prefill supplies most rows; a few steps and two paths make the
+     * decode, the s2 head and the tokenizer decoder record their inputs too. */
+    kr_forecast_params p = kr_forecast_default_params();
+    p.pred_len = 8;
+    p.paths = 2;
+    p.seed = 7;
+    kr_forecast **out = calloc((size_t)n_calib, sizeof *out);
+    if (!out) return kr_error_set(err, KR_ERR_NOMEM, "calibration: out of memory");
+    st = kr_forecast_run_batch(m, calib, n_calib, &p, out, err);
+    for (int i = 0; i < n_calib; i++) kr_forecast_free(out[i]);
+    free(out);
+    for (int i = 0; i < tok->n; i++) tok->ls[i].l->stats = NULL;
+    for (int i = 0; i < pred->n; i++) pred->ls[i].l->stats = NULL;
+    if (st != KR_OK) {
+        kr_error_prefix(err, "calibration forecast");
+        return st;
+    }
+    if (fmt != KR_WFMT_INT8 && fmt != KR_WFMT_Q4) return KR_OK;
+    int group = m->info.quant_group;
+    if ((st = choose_scales(tok, fmt, group, err)) != KR_OK) return st;
+    return choose_scales(pred, fmt, group, err);
+}
+
+kr_status kr_model_quantize(kr_model *m, const char *fmt_name, int group, const kr_series *calib,
+                            int n_calib, kr_error *err) {
+    if (!m || !fmt_name || (n_calib > 0 && !calib))
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_model_quantize: NULL argument");
+    kr_wfmt fmt;
+    if (kr_wfmt_parse(fmt_name, &fmt) != 0 || fmt == KR_WFMT_F32)
+        return kr_error_set(err, KR_ERR_INVALID_ARG,
+                            "quantize: format '%s' is not one of bf16, int8, fp8, q4", fmt_name);
+    if (group <= 0) group = KR_Q4_GROUP_DEFAULT;
+    if (group != 32 && group != 64)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "quantize: q4 group %d is not 32 or 64", group);
+    if (m->pred->blocks[0].w1.q || m->pred->cfg.quant.format != KR_WFMT_F32)
+        return kr_error_set(err, KR_ERR_INVALID_ARG,
+                            "quantize: the model is already %s; quantise from the f32 checkpoint",
+                            m->info.quant);
+    double t0 = kr_now_seconds();
+    net tok = {0}, pred = {0};
+    kr_status st = kr_tokenizer_linears(m->tok, &tok.ls, &tok.n, err);
+    if (st == KR_OK) st = kr_predictor_linears(m->pred, &pred.ls, &pred.n, err);
+    const char *method = "rtn";
+    if (st == KR_OK && n_calib > 0) {
+        m->info.quant_group = group; /* read by calibrate */
+        st = calibrate(m, fmt, calib, n_calib, &tok, &pred, err);
+        if (fmt == KR_WFMT_INT8) method = "smoothquant";
+        if (fmt == KR_WFMT_Q4) method = "awq";
+    }
+    if (st == KR_OK)
+        st = kr_model_quantize_linears(m, fmt, group, (const float *const *)tok.scales,
+                                       (const float *const *)pred.scales, method, err);
+    net_release(&tok);
+    net_release(&pred);
+    if (st == KR_OK) m->info.quant_seconds = kr_now_seconds() - t0;
+    return st;
+}
+
+kr_status kr_model_save_quantized(const kr_model *m, const char *out_dir, kr_error *err) {
+    if (!m || !out_dir) return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_model_save_quantized: NULL argument");
+    if (!m->pred->blocks[0].w1.q)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "save: the model is not quantised");
+    size_t n = strlen(out_dir) + 16;
+    char *p = malloc(n), *t = malloc(n);
+    kr_status st = KR_OK;
+    if (!p || !t) st = kr_error_set(err, KR_ERR_NOMEM, "save: out of memory");
+    if (st == KR_OK) {
+        snprintf(p, n, "%s/predictor", out_dir);
+        snprintf(t, n, "%s/tokenizer", out_dir);
+        st = kr_predictor_save_quantized(m->pred, m->info.quant_method, p, err);
+    }
+    if (st == KR_OK) st = kr_tokenizer_save_quantized(m->tok, m->info.quant_method, t, err);
+    free(p);
+    free(t);
+    return st;
+}

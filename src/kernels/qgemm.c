@@ -1,0 +1,147 @@
+/*
+ * kernels/qgemm — the dispatched quantised Linear: picks, per format and CPU, how
+ * activations are prepared and which GEMM runs (quant.h).
+ *
+ *   INT8                 W8A8: activations → u8 per row, integer dot (VNNI where present).
+ *   BF16 + AVX512_BF16   activations → bf16, VDPBF16PS.
+ *   BF16 otherwise, FP8, Q4
+ *                        weight-only: panels dequantised to f32, the f32 GEMM on them
+ *                        (activations scaled by in_scale into scratch first when present).
+ *
+ * The scratch is one caller buffer: the prepared activations, then one dequantisation panel
+ * per thread. Its layout is a pure function of (format, M, nth, CPU), so prepare and run agree
+ * on it without passing anything else.
+ */
+#include <string.h>
+
+#include "kernels/kernels_internal.h"
+#include "kernels/quant.h"
+
+/* ~192 KB of f32 weights per panel: the f32 GEMM's own W block size, so a panel stays in L2
+ * while every row tile of A passes over it. */
+enum { PANEL_FLOATS = 192 * 1024 / 4 };
+
+static size_t align64(size_t x) { return (x + 63) & ~(size_t)63; }
+
+static const kr_dequant_rows_fn k_dequant[KR_ISA_COUNT] = {
+    [KR_ISA_SCALAR] = kr_dequant_rows_scalar,
+    [KR_ISA_AVX2] = kr_dequant_rows_avx2,
+    [KR_ISA_AVX512] = kr_dequant_rows_avx512,
+};
+static const kr_quant_act_u8_fn k_act_u8[KR_ISA_COUNT] = {
+    [KR_ISA_SCALAR] = kr_quant_act_u8_scalar,
+    [KR_ISA_AVX2] = kr_quant_act_u8_avx2,
+    [KR_ISA_AVX512] = kr_quant_act_u8_avx512,
+};
+static const kr_qgemm_int8_fn k_int8[KR_ISA_COUNT] = {
+    [KR_ISA_SCALAR] = kr_qgemm_int8_scalar,
+    [KR_ISA_AVX2] = kr_qgemm_int8_avx2,
+    [KR_ISA_AVX512] = kr_qgemm_int8_avx512,
+};
+
+void kr_dequant_rows(const kr_qmat *w, int r0, int r1, float *out, int ldo) {
+    k_dequant[kr_isa_active()](w, r0, r1, out, ldo);
+}
+
+typedef enum path { PATH_INT8, PATH_BF16DOT, PATH_WONLY } path;
+
+static path choose(const kr_qmat *w) {
+    if (w->fmt == KR_WFMT_INT8) return PATH_INT8;
+    if (w->fmt == KR_WFMT_BF16 && kr_cpu_has_avx512_bf16()) return PATH_BF16DOT;
+    return PATH_WONLY;
+}
+
+typedef struct layout {
+    size_t act;      /* offset of the prepared activations (0) */
+    size_t ascale;   /* INT8: per-row scales */
+    size_t azero;    /* INT8: per-row zero points */
+    size_t panels;   /* weight-only: first thread panel */
+    size_t panel_floats;
+    size_t total;
+} layout;
+
+static layout plan(const kr_qmat *w, int M, int nth) {
+    layout l = {0};
+    size_t m = M > 0 ? (size_t)M : 0;
+    size_t off = 0;
+    switch (choose(w)) {
+    case PATH_INT8:
+        off = align64(m * (size_t)w->kp);
+        l.ascale = off;
+        off = align64(off + m * sizeof(float));
+        l.azero = off;
+        off = align64(off + m * sizeof(int32_t));
+        break;
+    case PATH_BF16DOT: off = align64(m * (size_t)w->kp * sizeof(uint16_t)); break;
+    case PATH_WONLY:
+        if (w->in_scale) off = align64(m * (size_t)w->k * sizeof(float));
+        l.panel_floats = (size_t)(w->k > PANEL_FLOATS ? w->k : PANEL_FLOATS);
+        l.panels = off;
+        off += (size_t)(nth > 0 ? nth : 1) * align64(l.panel_floats * sizeof(float));
+        break;
+    }
+    l.total = off;
+    return l;
+}
+
+size_t kr_qgemm_scratch_bytes(const kr_qmat *w, int M, int nth) {
+    size_t t = plan(w, M, nth).total;
+    return t ? t : 64;
+}
+
+void kr_qgemm_prepare(const kr_qmat *w, int M, const float *A, int lda, void *scratch, int m0,
+                      int m1) {
+    if (m1 > M) m1 = M;
+    if (m0 >= m1) return;
+    layout l = plan(w, M, 1);
+    char *s = scratch;
+    switch (choose(w)) {
+    case PATH_INT8:
+        k_act_u8[kr_isa_active()](m0, m1, w->k, w->kp, A, lda, w->in_scale,
+                                  (uint8_t *)(s + l.act), (float *)(s + l.ascale),
+                                  (int32_t *)(s + l.azero));
+        break;
+    case PATH_BF16DOT:
+        kr_quant_act_bf16_avx512(m0, m1, w->k, w->kp, A, lda, w->in_scale,
+                                 (uint16_t *)(s + l.act));
+        break;
+    case PATH_WONLY:
+        if (w->in_scale) {
+            float *dst = (float *)(s + l.act);
+            for (int m = m0; m < m1; m++)
+                for (int j = 0; j < w->k; j++)
+                    dst[(size_t)m * (size_t)w->k + (size_t)j] =
+                        A[(size_t)m * (size_t)lda + (size_t)j] * w->in_scale[j];
+        }
+        break;
+    }
+}
+
+void kr_qgemm_run(const kr_qmat *w, int M, const float *A, int lda, const float *bias, float *C,
+                  int ldc, void *scratch, int ith, int nth) {
+    if (M <= 0) return;
+    layout l = plan(w, M, nth);
+    char *s = scratch;
+    switch (choose(w)) {
+    case PATH_INT8:
+        k_int8[kr_isa_active()](M, w, (const uint8_t *)(s + l.act),
+                                (const float *)(s + l.ascale), (const int32_t *)(s + l.azero),
+                                bias, C, ldc, ith, nth);
+        break;
+    case PATH_BF16DOT:
+        kr_qgemm_bf16_avx512bf16(M, w, (const uint16_t *)(s + l.act), bias, C, ldc, ith, nth);
+        break;
+    case PATH_WONLY: {
+        const float *a = A;
+        int ld = lda;
+        if (w->in_scale) {
+            a = (const float *)(s + l.act);
+            ld = w->k;
+        }
+        float *panel = (float *)(s + l.panels +
+                                 (size_t)ith * align64(l.panel_floats * sizeof(float)));
+        kr_qgemm_wonly(M, w, a, ld, bias, C, ldc, panel, l.panel_floats, ith, nth);
+        break;
+    }
+    }
+}

@@ -1,0 +1,196 @@
+/*
+ * kernels/qgemm_int8_avx2 — W8A8 kernels (quant.h) with AVX2.
+ *
+ * Same scheme as qgemm_int8_avx512.c with 8 lanes. The inner product widens both operands to
+ * 16 bits and uses VPMADDWD: its pair sums (at most 2·255·127) are exact. VPMADDUBSW would
+ * multiply the bytes directly but saturates its 16-bit pair sums (255·127·2 > 32767), which
+ * would break exactness and the cross-ISA identity of quant.h.
+ *
+ * Register tile 2 A rows × 4 W rows (1×8 for a last odd row): 8 accumulators, the widened A
+ * rows, one widened W vector and the product fit the 16 ymm registers without spills (3×4
+ * would need 17).
+ */
+#include <string.h>
+
+#include "kernels/kernels.h"
+#include "kernels/quant.h"
+
+#if defined(__x86_64__)
+#include "kernels/kernels_internal.h"
+#include "kernels/qgemm_int8_internal.h"
+#include "kernels/simd_avx2.h"
+
+/* ---- Activation quantiser. */
+
+KR_INLINE __m256 load_x(const float *a, const float *is, int j) {
+    __m256 x = _mm256_loadu_ps(a + j);
+    return is ? _mm256_mul_ps(x, _mm256_loadu_ps(is + j)) : x;
+}
+
+/* kr_q8_quant1 on 8 lanes before the clamp (RNE conversion under the default MXCSR, like
+ * nearbyintf). */
+KR_INLINE __m256i quant8(__m256 x, __m256 inv, __m256i z) {
+    return _mm256_add_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(x, inv)), z);
+}
+
+void kr_quant_act_u8_avx2(int m0, int m1, int k, int kp, const float *A, int lda,
+                          const float *in_scale, uint8_t *q, float *scale, int32_t *zero) {
+    const int kb = k - k % 8;
+    const __m256i km = kr_mask8(k - kb);
+    /* Undoes the in-lane interleave of the two pack steps below. */
+    const __m256i unpack = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (int m = m0; m < m1; m++) {
+        const float *a = A + (size_t)m * (size_t)lda;
+        uint8_t *qr = q + (size_t)m * (size_t)kp;
+        /* As in the AVX-512 file: min(x, acc) ignores NaN like the scalar compare, starting
+         * at 0 is the min(0, ·) of the definition, and masked-off lanes load as 0. */
+        __m256 lo0 = _mm256_setzero_ps(), hi0 = lo0, lo1 = lo0, hi1 = lo0;
+        int j = 0;
+        for (; j + 16 <= kb; j += 16) {
+            __m256 x0 = load_x(a, in_scale, j), x1 = load_x(a, in_scale, j + 8);
+            lo0 = _mm256_min_ps(x0, lo0);
+            hi0 = _mm256_max_ps(x0, hi0);
+            lo1 = _mm256_min_ps(x1, lo1);
+            hi1 = _mm256_max_ps(x1, hi1);
+        }
+        for (; j < kb; j += 8) {
+            __m256 x = load_x(a, in_scale, j);
+            lo0 = _mm256_min_ps(x, lo0);
+            hi0 = _mm256_max_ps(x, hi0);
+        }
+        if (kb < k) {
+            __m256 x = _mm256_maskload_ps(a + kb, km);
+            if (in_scale) x = _mm256_mul_ps(x, _mm256_maskload_ps(in_scale + kb, km));
+            lo1 = _mm256_min_ps(x, lo1);
+            hi1 = _mm256_max_ps(x, hi1);
+        }
+        __m256 lo8 = _mm256_min_ps(lo0, lo1), hi8 = _mm256_max_ps(hi0, hi1);
+        __m128 lo4 = _mm_min_ps(_mm256_castps256_ps128(lo8), _mm256_extractf128_ps(lo8, 1));
+        __m128 hi4 = _mm_max_ps(_mm256_castps256_ps128(hi8), _mm256_extractf128_ps(hi8, 1));
+        lo4 = _mm_min_ps(lo4, _mm_movehl_ps(lo4, lo4));
+        hi4 = _mm_max_ps(hi4, _mm_movehl_ps(hi4, hi4));
+        float lo = _mm_cvtss_f32(_mm_min_ss(lo4, _mm_shuffle_ps(lo4, lo4, 1)));
+        float hi = _mm_cvtss_f32(_mm_max_ss(hi4, _mm_shuffle_ps(hi4, hi4, 1)));
+
+        float s, inv;
+        int32_t z;
+        kr_q8_row_params(lo, hi, &s, &inv, &z);
+        const __m256 vinv = _mm256_set1_ps(inv);
+        const __m256i vz = _mm256_set1_epi32(z);
+        /* Signed 32→16 then unsigned 16→8 saturation is exactly clamp(v, 0, 255). */
+        for (j = 0; j + 32 <= k; j += 32) {
+            __m256i v0 = quant8(load_x(a, in_scale, j), vinv, vz);
+            __m256i v1 = quant8(load_x(a, in_scale, j + 8), vinv, vz);
+            __m256i v2 = quant8(load_x(a, in_scale, j + 16), vinv, vz);
+            __m256i v3 = quant8(load_x(a, in_scale, j + 24), vinv, vz);
+            __m256i b = _mm256_packus_epi16(_mm256_packs_epi32(v0, v1), _mm256_packs_epi32(v2, v3));
+            _mm256_storeu_si256((__m256i *)(qr + j), _mm256_permutevar8x32_epi32(b, unpack));
+        }
+        for (; j < k; j++) qr[j] = kr_q8_quant1(in_scale ? a[j] * in_scale[j] : a[j], inv, z);
+        if (kp > k) memset(qr + k, 0, (size_t)(kp - k));
+        scale[m] = s;
+        zero[m] = z;
+    }
+}
+
+/* ---- GEMM. */
+
+typedef struct q8gemm {
+    const uint8_t *aq;
+    const int8_t *wq;
+    int kp;
+    const float *ascale, *wscale, *bias;
+    const int32_t *azero, *rsum;
+    float *C;
+    int ldc;
+} q8gemm;
+
+/* kr_reduce8's lane layout on int32 (any tree gives the same exact integer sums). */
+KR_INLINE __m256i reduce8_epi32(const __m256i x[8]) {
+    __m256i y[4];
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++)
+        y[i] = _mm256_add_epi32(_mm256_permute2x128_si256(x[2 * i], x[2 * i + 1], 0x20),
+                                _mm256_permute2x128_si256(x[2 * i], x[2 * i + 1], 0x31));
+#define SHUF(a, b, imm)                                                                            \
+    _mm256_castps_si256(_mm256_shuffle_ps(_mm256_castsi256_ps(a), _mm256_castsi256_ps(b), imm))
+    __m256i w0 = _mm256_add_epi32(SHUF(y[0], y[1], 0x44), SHUF(y[0], y[1], 0xEE));
+    __m256i w1 = _mm256_add_epi32(SHUF(y[2], y[3], 0x44), SHUF(y[2], y[3], 0xEE));
+    return _mm256_add_epi32(SHUF(w0, w1, 0x88), SHUF(w0, w1, 0xDD));
+#undef SHUF
+}
+
+/* The MR×NR tile (MR·NR = 8) at (m0, n0) of which mr×nr elements are real: missing rows and
+ * columns reuse the last real one (valid memory, results discarded). */
+KR_INLINE void tile(const int MR, const int NR, const q8gemm *g, int m0, int mr, int n0, int nr) {
+    const size_t kp = (size_t)g->kp;
+    const uint8_t *a[2];
+    const int8_t *w[8];
+#pragma GCC unroll 2
+    for (int r = 0; r < MR; r++) a[r] = g->aq + (size_t)(m0 + (r < mr ? r : mr - 1)) * kp;
+#pragma GCC unroll 8
+    for (int c = 0; c < NR; c++) w[c] = g->wq + (size_t)(n0 + (c < nr ? c : nr - 1)) * kp;
+    __m256i acc[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) acc[i] = _mm256_setzero_si256();
+
+    for (size_t k = 0; k < kp; k += 16) {
+        __m256i av[2];
+#pragma GCC unroll 2
+        for (int r = 0; r < MR; r++)
+            av[r] = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(a[r] + k)));
+#pragma GCC unroll 8
+        for (int c = 0; c < NR; c++) {
+            __m256i wv = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(w[c] + k)));
+#pragma GCC unroll 2
+            for (int r = 0; r < MR; r++)
+                acc[KR_R8(r * NR + c)] =
+                    _mm256_add_epi32(acc[KR_R8(r * NR + c)], _mm256_madd_epi16(av[r], wv));
+        }
+    }
+
+    /* Lane L = r·NR + c of dot is the integer dot of C[m0 + r][n0 + c]. */
+    __m256i dot = reduce8_epi32(acc);
+    const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i ridx = _mm256_srli_epi32(iota, NR == 4 ? 2 : 3);
+    const __m256i cidx = _mm256_and_si256(iota, _mm256_set1_epi32(NR - 1));
+    const __m256i rm = kr_mask8(mr), cm = kr_mask8(nr);
+    __m256i az = _mm256_permutevar8x32_epi32(_mm256_maskload_epi32(g->azero + m0, rm), ridx);
+    __m256 as = _mm256_permutevar8x32_ps(_mm256_maskload_ps(g->ascale + m0, rm), ridx);
+    __m256i rs = _mm256_permutevar8x32_epi32(_mm256_maskload_epi32(g->rsum + n0, cm), cidx);
+    __m256 ws = _mm256_permutevar8x32_ps(_mm256_maskload_ps(g->wscale + n0, cm), cidx);
+    __m256i d = _mm256_sub_epi32(dot, _mm256_mullo_epi32(az, rs));
+    __m256 v = _mm256_mul_ps(_mm256_mul_ps(as, ws), _mm256_cvtepi32_ps(d));
+    if (g->bias)
+        v = _mm256_add_ps(v, _mm256_permutevar8x32_ps(_mm256_maskload_ps(g->bias + n0, cm), cidx));
+#pragma GCC unroll 2
+    for (int r = 0; r < MR; r++) {
+        if (r >= mr) break;
+        __m256 row =
+            r ? _mm256_permutevar8x32_ps(v, _mm256_add_epi32(iota, _mm256_set1_epi32(r * NR))) : v;
+        _mm256_maskstore_ps(g->C + (size_t)(m0 + r) * (size_t)g->ldc + n0, cm, row);
+    }
+}
+
+void kr_qgemm_int8_avx2(int M, const kr_qmat *w, const uint8_t *aq, const float *ascale,
+                        const int32_t *azero, const float *bias, float *C, int ldc, int ith,
+                        int nth) {
+    int n0, n1;
+    kr_gemm_split(w->n, ith, nth, &n0, &n1);
+    if (n0 >= n1 || M <= 0) return;
+    q8gemm g = {aq, (const int8_t *)w->data, w->kp, ascale, w->scale, bias, azero, w->row_sum, C,
+                ldc};
+    /* W block of ~192 KB reused from L2 across all row tiles (see qgemm_int8_avx512.c). */
+    int nb_cols = w->kp > 0 ? 192 * 1024 / w->kp : n1 - n0;
+    nb_cols = nb_cols / KR_GEMM_NUNIT * KR_GEMM_NUNIT;
+    if (nb_cols < KR_GEMM_NUNIT) nb_cols = KR_GEMM_NUNIT;
+    for (int nb = n0; nb < n1; nb += nb_cols) {
+        int ne = nb + nb_cols < n1 ? nb + nb_cols : n1;
+        int m = 0;
+        for (; m + 2 <= M; m += 2)
+            for (int n = nb; n < ne; n += 4) tile(2, 4, &g, m, 2, n, ne - n < 4 ? ne - n : 4);
+        if (m < M)
+            for (int n = nb; n < ne; n += 8) tile(1, 8, &g, m, 1, n, ne - n < 8 ? ne - n : 8);
+    }
+}
+#endif

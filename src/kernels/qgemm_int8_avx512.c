@@ -1,0 +1,288 @@
+/*
+ * kernels/qgemm_int8_avx512 — W8A8 kernels (quant.h) with AVX-512.
+ *
+ * GEMM: each C element is one exact int32 dot of a u8 activation row and an s8 weight row,
+ * kept in one 16-lane accumulator over kp (a multiple of 64, zero padded, so no tails), summed
+ * across lanes, then the f32 epilogue of quant.h. Integer sums are exact, so the tile shape,
+ * the reduction tree and the inner product instruction cannot change a result: the output is
+ * bit-identical to the scalar reference and across ISAs.
+ *
+ * Inner product: VPDPBUSD (64 u8×s8 products per instruction) with AVX512_VNNI; otherwise
+ * both operands are widened to 16 bits and multiplied with VPMADDWD, whose pair sums
+ * (at most 2·255·127) cannot saturate.
+ *
+ * Register tile 4 A rows × 4 W rows (3×4, 2×8, 1×8 for the last rows), and W blocks sized for
+ * L2 swept by every row tile of A, as in gemm_avx512.c: prefill (large M) is compute-bound
+ * on the dot instruction with W reused from L2; decode (small M) streams each W byte once.
+ */
+#include <string.h>
+
+#include "kernels/kernels.h"
+#include "kernels/quant.h"
+
+#if defined(__x86_64__)
+#include "kernels/kernels_internal.h"
+#include "kernels/qgemm_int8_internal.h"
+#include "kernels/simd_avx512.h"
+
+/* ---- Activation quantiser. */
+
+KR_INLINE __m512 load_x(const float *a, const float *is, int j) {
+    __m512 x = _mm512_loadu_ps(a + j);
+    return is ? _mm512_mul_ps(x, _mm512_loadu_ps(is + j)) : x;
+}
+
+KR_INLINE __m512 load_x_tail(const float *a, const float *is, int j, __mmask16 km) {
+    __m512 x = _mm512_maskz_loadu_ps(km, a + j);
+    return is ? _mm512_mul_ps(x, _mm512_maskz_loadu_ps(km, is + j)) : x;
+}
+
+/* The per-element formula of kr_q8_quant1, 16 lanes: the conversion rounds to nearest even
+ * under the default MXCSR like nearbyintf does, and the integer clamp is the same. */
+KR_INLINE __m128i quant16(__m512 x, __m512 inv, __m512i z) {
+    __m512i v = _mm512_add_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(x, inv)), z);
+    v = _mm512_min_epi32(_mm512_max_epi32(v, _mm512_setzero_si512()), _mm512_set1_epi32(255));
+    return _mm512_cvtepi32_epi8(v);
+}
+
+void kr_quant_act_u8_avx512(int m0, int m1, int k, int kp, const float *A, int lda,
+                            const float *in_scale, uint8_t *q, float *scale, int32_t *zero) {
+    const int tail = k % 16, kb = k - tail;
+    const __mmask16 km = kr_mask16(tail);
+    for (int m = m0; m < m1; m++) {
+        const float *a = A + (size_t)m * (size_t)lda;
+        uint8_t *qr = q + (size_t)m * (size_t)kp;
+        /* min(x, acc) keeps acc when x is NaN, like the scalar `if (x < lo)`; starting at 0
+         * is the min(0, ·) of the definition, and zero-filled tail lanes are then harmless.
+         * Two accumulator pairs hide the min/max latency; min/max are exact in any order. */
+        __m512 lo0 = _mm512_setzero_ps(), hi0 = lo0, lo1 = lo0, hi1 = lo0;
+        int j = 0;
+        for (; j + 32 <= kb; j += 32) {
+            __m512 x0 = load_x(a, in_scale, j), x1 = load_x(a, in_scale, j + 16);
+            lo0 = _mm512_min_ps(x0, lo0);
+            hi0 = _mm512_max_ps(x0, hi0);
+            lo1 = _mm512_min_ps(x1, lo1);
+            hi1 = _mm512_max_ps(x1, hi1);
+        }
+        for (; j < kb; j += 16) {
+            __m512 x = load_x(a, in_scale, j);
+            lo0 = _mm512_min_ps(x, lo0);
+            hi0 = _mm512_max_ps(x, hi0);
+        }
+        if (tail) {
+            __m512 x = load_x_tail(a, in_scale, kb, km);
+            lo1 = _mm512_min_ps(x, lo1);
+            hi1 = _mm512_max_ps(x, hi1);
+        }
+        float lo = _mm512_reduce_min_ps(_mm512_min_ps(lo0, lo1));
+        float hi = _mm512_reduce_max_ps(_mm512_max_ps(hi0, hi1));
+
+        float s, inv;
+        int32_t z;
+        kr_q8_row_params(lo, hi, &s, &inv, &z);
+        const __m512 vinv = _mm512_set1_ps(inv);
+        const __m512i vz = _mm512_set1_epi32(z);
+        for (j = 0; j < kb; j += 16)
+            _mm_storeu_si128((__m128i *)(qr + j), quant16(load_x(a, in_scale, j), vinv, vz));
+        if (tail)
+            _mm_mask_storeu_epi8(qr + kb, km, quant16(load_x_tail(a, in_scale, kb, km), vinv, vz));
+        if (kp > k) memset(qr + k, 0, (size_t)(kp - k));
+        scale[m] = s;
+        zero[m] = z;
+    }
+}
+
+/* ---- GEMM. */
+
+typedef struct q8gemm {
+    const uint8_t *aq;
+    const int8_t *wq;
+    int kp;
+    const float *ascale, *wscale, *bias;
+    const int32_t *azero, *rsum;
+    float *C;
+    int ldc;
+} q8gemm;
+
+/* kr_reduce16's lane layout on int32 (the tree is irrelevant here: integer sums are exact). */
+KR_INLINE __m512i reduce16_epi32(const __m512i x[16]) {
+    __m512i y[8], z[4];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++)
+        y[i] = _mm512_add_epi32(_mm512_shuffle_i32x4(x[2 * i], x[2 * i + 1], 0x44),
+                                _mm512_shuffle_i32x4(x[2 * i], x[2 * i + 1], 0xEE));
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++)
+        z[i] = _mm512_add_epi32(_mm512_shuffle_i32x4(y[2 * i], y[2 * i + 1], 0x88),
+                                _mm512_shuffle_i32x4(y[2 * i], y[2 * i + 1], 0xDD));
+#define SHUF(a, b, imm)                                                                            \
+    _mm512_castps_si512(_mm512_shuffle_ps(_mm512_castsi512_ps(a), _mm512_castsi512_ps(b), imm))
+    __m512i w0 = _mm512_add_epi32(SHUF(z[0], z[1], 0x44), SHUF(z[0], z[1], 0xEE));
+    __m512i w1 = _mm512_add_epi32(SHUF(z[2], z[3], 0x44), SHUF(z[2], z[3], 0xEE));
+    return _mm512_add_epi32(SHUF(w0, w1, 0x88), SHUF(w0, w1, 0xDD));
+#undef SHUF
+}
+
+/* The same for 8 vectors (the 1×8 tile), at about half the shuffles of reduce16_epi32 with
+ * zeros: lane o of the result is the lane-sum of x[o], o < 8 (lanes 8-15 undefined). */
+KR_INLINE __m512i reduce8_epi32(const __m512i x[8]) {
+    __m512i y[4], z[2];
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) /* 256-bit halves: x[2i] in blocks 0-1, x[2i+1] in 2-3 */
+        y[i] = _mm512_add_epi32(_mm512_shuffle_i32x4(x[2 * i], x[2 * i + 1], 0x44),
+                                _mm512_shuffle_i32x4(x[2 * i], x[2 * i + 1], 0xEE));
+#pragma GCC unroll 2
+    for (int i = 0; i < 2; i++) /* 128-bit block b of z[i] holds x[4i + b] */
+        z[i] = _mm512_add_epi32(_mm512_shuffle_i32x4(y[2 * i], y[2 * i + 1], 0x88),
+                                _mm512_shuffle_i32x4(y[2 * i], y[2 * i + 1], 0xDD));
+#define SHUF(a, b, imm)                                                                            \
+    _mm512_castps_si512(_mm512_shuffle_ps(_mm512_castsi512_ps(a), _mm512_castsi512_ps(b), imm))
+    /* block b: lanes 0-1 hold x[b], lanes 2-3 x[b + 4] */
+    __m512i w = _mm512_add_epi32(SHUF(z[0], z[1], 0x44), SHUF(z[0], z[1], 0xEE));
+    /* block b: lane 0 = x[b], lane 1 = x[b + 4] */
+    __m512i v = _mm512_add_epi32(SHUF(w, w, 0x88), SHUF(w, w, 0xDD));
+#undef SHUF
+    return _mm512_permutexvar_epi32(
+        _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 13, 9, 5, 1, 12, 8, 4, 0), v);
+}
+
+/* VPDPBUSD acc += Σ4 a(u8)·w(s8) per int32 lane. Through asm rather than the intrinsic: GCC 12
+ * gives the intrinsic's tied accumulator a fresh register each time, so the 4×4 loop carried a
+ * register copy per instruction and the 2×8 one spilled accumulators to the stack. */
+KR_INLINE __m512i dpbusd(__m512i acc, __m512i a, __m512i w) {
+    __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(a), "v"(w));
+    return acc;
+}
+
+/* acc + p with the sum kept in acc's register (the intrinsic got a register copy per add in
+ * the loops below, as with dpbusd). */
+KR_INLINE __m512i add_tied(__m512i acc, __m512i p) {
+    __asm__("vpaddd %1, %0, %0" : "+v"(acc) : "v"(p));
+    return acc;
+}
+
+/* Computes the MR×NR tile at (m0, n0) of which mr×nr elements are real: missing rows and
+ * columns reuse the last real one (valid memory, results discarded). */
+KR_INLINE void tile(const int MR, const int NR, const int VNNI, const q8gemm *g, int m0, int mr,
+                    int n0, int nr) {
+    const size_t kp = (size_t)g->kp;
+    const uint8_t *a[4];
+    const int8_t *w[8];
+#pragma GCC unroll 4
+    for (int r = 0; r < MR; r++) a[r] = g->aq + (size_t)(m0 + (r < mr ? r : mr - 1)) * kp;
+#pragma GCC unroll 8
+    for (int c = 0; c < NR; c++) w[c] = g->wq + (size_t)(n0 + (c < nr ? c : nr - 1)) * kp;
+        /* Accumulator of output o: reduce16_epi32 wants it at KR_R16(o) to return it in lane o,
+         * reduce8_epi32 (one row of 8) at o. */
+#define SLOT(o) (MR * NR <= 8 ? (o) : KR_R16(o))
+    __m512i acc[16];
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++) acc[i] = _mm512_setzero_si512();
+
+    if (VNNI) {
+        for (size_t k = 0; k < kp; k += 64) {
+            __m512i av[4];
+#pragma GCC unroll 4
+            for (int r = 0; r < MR; r++) av[r] = _mm512_loadu_si512(a[r] + k);
+#pragma GCC unroll 8
+            for (int c = 0; c < NR; c++) {
+                __m512i wv = _mm512_loadu_si512(w[c] + k);
+#pragma GCC unroll 4
+                for (int r = 0; r < MR; r++)
+                    acc[SLOT(r * NR + c)] = dpbusd(acc[SLOT(r * NR + c)], av[r], wv);
+            }
+        }
+    } else {
+        /* 32 bytes a step: unrolled to 64, GCC widens both halves up front and spills. */
+        for (size_t k = 0; k < kp; k += 32) {
+            __m512i av[4];
+#pragma GCC unroll 4
+            for (int r = 0; r < MR; r++)
+                av[r] = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(a[r] + k)));
+#pragma GCC unroll 8
+            for (int c = 0; c < NR; c++) {
+                __m512i wv = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(w[c] + k)));
+#pragma GCC unroll 4
+                for (int r = 0; r < MR; r++)
+                    acc[SLOT(r * NR + c)] =
+                        add_tied(acc[SLOT(r * NR + c)], _mm512_madd_epi16(av[r], wv));
+            }
+        }
+    }
+
+    /* Lane L = r·NR + c of dot is the integer dot of C[m0 + r][n0 + c]; the epilogue runs on
+     * all 16 lanes at once with per-lane row / column operands gathered by permutes. */
+#undef SLOT
+    __m512i dot = MR * NR <= 8 ? reduce8_epi32(acc) : reduce16_epi32(acc);
+    const __m512i iota = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    const __m512i ridx = _mm512_srli_epi32(iota, NR == 4 ? 2 : 3);
+    const __m512i cidx = _mm512_and_si512(iota, _mm512_set1_epi32(NR - 1));
+    const __mmask16 rm = kr_mask16(mr), cm = kr_mask16(nr);
+    __m512i az = _mm512_permutexvar_epi32(ridx, _mm512_maskz_loadu_epi32(rm, g->azero + m0));
+    __m512 as = _mm512_permutexvar_ps(ridx, _mm512_maskz_loadu_ps(rm, g->ascale + m0));
+    __m512i rs = _mm512_permutexvar_epi32(cidx, _mm512_maskz_loadu_epi32(cm, g->rsum + n0));
+    __m512 ws = _mm512_permutexvar_ps(cidx, _mm512_maskz_loadu_ps(cm, g->wscale + n0));
+    __m512i d = _mm512_sub_epi32(dot, _mm512_mullo_epi32(az, rs));
+    __m512 v = _mm512_mul_ps(_mm512_mul_ps(as, ws), _mm512_cvtepi32_ps(d));
+    if (g->bias)
+        v = _mm512_add_ps(v, _mm512_permutexvar_ps(cidx, _mm512_maskz_loadu_ps(cm, g->bias + n0)));
+#pragma GCC unroll 4
+    for (int r = 0; r < MR; r++) {
+        if (r >= mr) break;
+        __m512 row =
+            r ? _mm512_permutexvar_ps(_mm512_add_epi32(iota, _mm512_set1_epi32(r * NR)), v) : v;
+        _mm512_mask_storeu_ps(g->C + (size_t)(m0 + r) * (size_t)g->ldc + n0, cm, row);
+    }
+}
+
+/* Every row tile of A against W rows [nb, ne). */
+KR_INLINE void block(const int VNNI, const q8gemm *g, int M, int nb, int ne) {
+    int m = 0;
+    for (; m + 4 <= M; m += 4)
+        for (int n = nb; n < ne; n += 4) tile(4, 4, VNNI, g, m, 4, n, ne - n < 4 ? ne - n : 4);
+    switch (M - m) {
+    case 3:
+        for (int n = nb; n < ne; n += 4) tile(3, 4, VNNI, g, m, 3, n, ne - n < 4 ? ne - n : 4);
+        break;
+    case 2:
+        for (int n = nb; n < ne; n += 8) tile(2, 8, VNNI, g, m, 2, n, ne - n < 8 ? ne - n : 8);
+        break;
+    case 1:
+        for (int n = nb; n < ne; n += 8) tile(1, 8, VNNI, g, m, 1, n, ne - n < 8 ? ne - n : 8);
+        break;
+    default: break;
+    }
+}
+
+/* Separate non-inlined instances so each inner loop is compiled for one instruction. */
+static void block_vnni(const q8gemm *g, int M, int nb, int ne) { block(1, g, M, nb, ne); }
+static void block_madd(const q8gemm *g, int M, int nb, int ne) { block(0, g, M, nb, ne); }
+
+void kr_qgemm_int8_avx512_impl(int M, const kr_qmat *w, const uint8_t *aq, const float *ascale,
+                               const int32_t *azero, const float *bias, float *C, int ldc, int ith,
+                               int nth, int use_vnni) {
+    int n0, n1;
+    kr_gemm_split(w->n, ith, nth, &n0, &n1);
+    if (n0 >= n1 || M <= 0) return;
+    q8gemm g = {aq, (const int8_t *)w->data, w->kp, ascale, w->scale, bias, azero, w->row_sum, C,
+                ldc};
+    /* W block of ~192 KB (as gemm_avx512.c): stays in L2 while every row tile passes. */
+    int nb_cols = w->kp > 0 ? 192 * 1024 / w->kp : n1 - n0;
+    nb_cols = nb_cols / KR_GEMM_NUNIT * KR_GEMM_NUNIT;
+    if (nb_cols < KR_GEMM_NUNIT) nb_cols = KR_GEMM_NUNIT;
+    for (int nb = n0; nb < n1; nb += nb_cols) {
+        int ne = nb + nb_cols < n1 ? nb + nb_cols : n1;
+        if (use_vnni)
+            block_vnni(&g, M, nb, ne);
+        else
+            block_madd(&g, M, nb, ne);
+    }
+}
+
+void kr_qgemm_int8_avx512(int M, const kr_qmat *w, const uint8_t *aq, const float *ascale,
+                          const int32_t *azero, const float *bias, float *C, int ldc, int ith,
+                          int nth) {
+    kr_qgemm_int8_avx512_impl(M, w, aq, ascale, azero, bias, C, ldc, ith, nth,
+                              kr_cpu_has_avx512_vnni());
+}
+#endif

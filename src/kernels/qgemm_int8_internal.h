@@ -1,0 +1,44 @@
+/*
+ * kernels/qgemm_int8_internal.h — pieces of the W8A8 kernels (quant.h) shared by the scalar,
+ * AVX2 and AVX-512 files (not part of the API).
+ *
+ * The per-row quantisation parameters and the per-element formula live here once, so every
+ * variant evaluates literally the same scalar expressions for them; the vector paths only
+ * reproduce the per-element formula lane by lane (multiplies, RNE conversion, integer clamp:
+ * all exact or correctly rounded, hence bit-identical).
+ */
+#ifndef KR_QGEMM_INT8_INTERNAL_H
+#define KR_QGEMM_INT8_INTERNAL_H
+
+#include <math.h>
+#include <stdint.h>
+
+#include "kernels/quant.h"
+
+/* Row scale, its inverse and the zero point from the row's lo = min(0, min x) and
+ * hi = max(0, max x). */
+static inline void kr_q8_row_params(float lo, float hi, float *s, float *inv, int32_t *z) {
+    float sc = (hi - lo) / 255.0f;
+    if (hi == lo) sc = 1.0f;
+    float iv = 1.0f / sc;
+    int32_t zp = (int32_t)nearbyintf(-lo * iv);
+    *s = sc;
+    *inv = iv;
+    *z = zp < 0 ? 0 : zp > 255 ? 255 : zp;
+}
+
+static inline uint8_t kr_q8_quant1(float x, float inv, int32_t z) {
+    int32_t v = (int32_t)nearbyintf(x * inv) + z;
+    return (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+}
+
+#if defined(__x86_64__)
+/* kr_qgemm_int8_avx512 with the inner product chosen by the caller: use_vnni = 1 runs
+ * VPDPBUSD (needs AVX512_VNNI), 0 the AVX512BW VPMADDWD path. Both give the same bits; the
+ * flag exists so tests can run the fallback on CPUs that have VNNI. */
+void kr_qgemm_int8_avx512_impl(int M, const kr_qmat *w, const uint8_t *aq, const float *ascale,
+                               const int32_t *azero, const float *bias, float *C, int ldc, int ith,
+                               int nth, int use_vnni);
+#endif
+
+#endif

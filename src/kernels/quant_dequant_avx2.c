@@ -1,0 +1,135 @@
+/*
+ * kernels/quant_dequant_avx2 — dequantiser with AVX2 + F16C, bit-identical to the scalar one
+ * (quant_dequant_scalar.c defines the values). Loads never need masks: rows are padded to kp
+ * (a multiple of 32), so every 8- or 16-element block that starts before k lies in the row;
+ * only stores past k are masked.
+ */
+#include "kernels/quant.h"
+
+#if defined(__x86_64__)
+#include "kernels/simd_avx2.h"
+
+#include <math.h>
+#include <string.h>
+
+/* Elements j .. k - 1 of v (j < k). The caller checks j < k before it loads, since a block
+ * starting at k may lie past the end of the last row. */
+KR_INLINE void store_tail(float *o, int j, int k, __m256 v) {
+    _mm256_maskstore_ps(o + j, kr_mask8(k - j), v);
+}
+
+KR_INLINE __m256 bf16_8(const uint16_t *src) {
+    __m128i h = _mm_loadu_si128((const __m128i *)src);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+static void row_bf16(const uint16_t *src, int k, float *o) {
+    int j = 0;
+    for (; j + 8 <= k; j += 8) _mm256_storeu_ps(o + j, bf16_8(src + j));
+    if (j < k) store_tail(o, j, k, bf16_8(src + j));
+}
+
+KR_INLINE __m256 int8_8(const int8_t *src, __m256 sv) {
+    __m128i b = _mm_loadl_epi64((const __m128i *)src);
+    return _mm256_mul_ps(sv, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b)));
+}
+
+static void row_int8(const int8_t *src, int k, float s, float *o) {
+    __m256 sv = _mm256_set1_ps(s);
+    int j = 0;
+    for (; j + 8 <= k; j += 8) _mm256_storeu_ps(o + j, int8_8(src + j, sv));
+    if (j < k) store_tail(o, j, k, int8_8(src + j, sv));
+}
+
+/* 8 e4m3 bytes → value · s1 (· s2 unless fused). Sign-extended, (x << 7) has the sign in
+ * bits 15 and 14 and the magnitude in 7..13; clearing bit 14 leaves the f16 with the same
+ * bits moved up 7, i.e. the value / 256, which F16C widens exactly. NaN bytes (0x7F / 0xFF)
+ * get kr_e4m3_to_f32's fixed NaN: the byte's sign over 0x7FC00000. */
+KR_INLINE __m256 fp8_8(const uint8_t *src, __m256 s1, __m256 s2, int fused, int check_nan) {
+    __m128i b = _mm_loadl_epi64((const __m128i *)src);
+    __m128i x = _mm_slli_epi16(_mm_cvtepi8_epi16(b), 7);
+    __m256 v = _mm256_mul_ps(_mm256_cvtph_ps(_mm_and_si128(x, _mm_set1_epi16((short)0xBF80))), s1);
+    if (!fused) v = _mm256_mul_ps(v, s2);
+    if (check_nan) {
+        __m128i nan = _mm_cmpeq_epi8(_mm_or_si128(b, _mm_set1_epi8((char)0x80)),
+                                     _mm_set1_epi8((char)0xFF));
+        if (_mm_movemask_epi8(nan) & 0xFF) {
+            __m256i bi = _mm256_cvtepi8_epi32(b);
+            __m256i sign = _mm256_and_si256(bi, _mm256_set1_epi32((int)0x80000000u));
+            __m256 q = _mm256_castsi256_ps(_mm256_or_si256(sign, _mm256_set1_epi32(0x7FC00000)));
+            v = _mm256_blendv_ps(v, q, _mm256_castsi256_ps(_mm256_cvtepi8_epi32(nan)));
+        }
+    }
+    return v;
+}
+
+static void row_fp8(const uint8_t *src, int k, float s, float *o) {
+    /* See quant_dequant_avx512.c: f · (256 · s) equals (f · 256) · s unless 256 · s overflows. */
+    int fused = !(isfinite(s) && !isfinite(s * 256.0f));
+    __m256 s1 = _mm256_set1_ps(fused ? s * 256.0f : 256.0f), s2 = _mm256_set1_ps(s);
+    const __m256i m7f = _mm256_set1_epi8(0x7F);
+    int j = 0;
+    for (; j + 32 <= k; j += 32) {
+        __m256i x = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(src + j)), m7f);
+        int nan = _mm256_movemask_epi8(_mm256_cmpeq_epi8(x, m7f)) != 0;
+#pragma GCC unroll 4
+        for (int i = 0; i < 32; i += 8)
+            _mm256_storeu_ps(o + j + i, fp8_8(src + j + i, s1, s2, fused, nan));
+    }
+    for (; j + 8 <= k; j += 8) _mm256_storeu_ps(o + j, fp8_8(src + j, s1, s2, fused, 1));
+    if (j < k) store_tail(o, j, k, fp8_8(src + j, s1, s2, fused, 1));
+}
+
+/* One 32-element run (16 bytes): element i < 16 in the low nibble of byte i, element 16 + i
+ * in its high nibble. (float)q − (float)zero is exact, so each value is the scalar
+ * s · (float)(q − zero). */
+KR_INLINE void q4_8(__m256i q, __m256 sv, __m256 zv, float *o, int j, int k) {
+    __m256 v = _mm256_mul_ps(sv, _mm256_sub_ps(_mm256_cvtepi32_ps(q), zv));
+    if (j + 8 <= k)
+        _mm256_storeu_ps(o + j, v);
+    else if (j < k)
+        store_tail(o, j, k, v);
+}
+
+KR_INLINE void run32(const uint8_t *src, __m256 sv, __m256 zv, float *o, int j0, int k) {
+    const __m256i m0f = _mm256_set1_epi32(0x0F);
+    __m256i x0 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(src + j0 / 2)));
+    __m256i x1 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(src + j0 / 2 + 8)));
+    q4_8(_mm256_and_si256(x0, m0f), sv, zv, o, j0, k);
+    q4_8(_mm256_and_si256(x1, m0f), sv, zv, o, j0 + 8, k);
+    q4_8(_mm256_srli_epi32(x0, 4), sv, zv, o, j0 + 16, k);
+    q4_8(_mm256_srli_epi32(x1, 4), sv, zv, o, j0 + 24, k);
+}
+
+static void row_q4(const uint8_t *src, int k, int group, const uint16_t *gs, const uint8_t *gz,
+                   float *o) {
+    int groups = (k + group - 1) / group;
+    for (int g = 0; g < groups; g++) {
+        __m256 sv = _mm256_set1_ps(_cvtsh_ss(gs[g])), zv = _mm256_set1_ps((float)gz[g]);
+        int j0 = g * group;
+        run32(src, sv, zv, o, j0, k);
+        if (group == 64 && j0 + 32 < k) run32(src, sv, zv, o, j0 + 32, k);
+    }
+}
+
+void kr_dequant_rows_avx2(const kr_qmat *w, int r0, int r1, float *out, int ldo) {
+    int k = w->k, kp = w->kp > 0 ? w->kp : w->k;
+    for (int r = r0; r < r1; r++) {
+        float *o = out + (size_t)(r - r0) * (size_t)ldo;
+        size_t ro = (size_t)r * (size_t)kp;
+        switch (w->fmt) {
+        case KR_WFMT_F32: memcpy(o, (const float *)w->data + ro, (size_t)k * sizeof *o); break;
+        case KR_WFMT_BF16: row_bf16((const uint16_t *)w->data + ro, k, o); break;
+        case KR_WFMT_INT8: row_int8((const int8_t *)w->data + ro, k, w->scale[r], o); break;
+        case KR_WFMT_FP8: row_fp8((const uint8_t *)w->data + ro, k, w->scale[r], o); break;
+        case KR_WFMT_Q4: {
+            size_t go = (size_t)r * (size_t)(kp / w->group);
+            row_q4((const uint8_t *)w->data + ro / 2, k, w->group, w->gscale + go, w->gzero + go,
+                   o);
+            break;
+        }
+        default: break;
+        }
+    }
+}
+#endif

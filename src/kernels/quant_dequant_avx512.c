@@ -1,0 +1,153 @@
+/*
+ * kernels/quant_dequant_avx512 — dequantiser with AVX-512, bit-identical to the scalar one
+ * (quant_dequant_scalar.c defines the values).
+ *
+ * It runs on the M = 1 decode path right before the GEMM reads the rows back from L1/L2, so
+ * it has to cost little more than streaming the packed bytes in. Loads never need masks:
+ * rows are padded to kp (a multiple of 32), so a whole 16- or 32-element block before kp is
+ * always inside the row; only stores past k are masked.
+ */
+#include "kernels/quant.h"
+
+#if defined(__x86_64__)
+#include "kernels/simd_avx512.h"
+
+#include <math.h>
+#include <string.h>
+
+/* Elements j .. k - 1 of v (j < k). The caller checks j < k before it loads, since a block
+ * starting at k may lie past the end of the last row. */
+KR_INLINE void store_tail(float *o, int j, int k, __m512 v) {
+    _mm512_mask_storeu_ps(o + j, kr_mask16(k - j), v);
+}
+
+KR_INLINE __m512 bf16_16(const uint16_t *src) {
+    __m256i h = _mm256_loadu_si256((const __m256i *)src);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+static void row_bf16(const uint16_t *src, int k, float *o) {
+    int j = 0;
+    for (; j + 16 <= k; j += 16) _mm512_storeu_ps(o + j, bf16_16(src + j));
+    if (j < k) store_tail(o, j, k, bf16_16(src + j));
+}
+
+KR_INLINE __m512 int8_16(const int8_t *src, __m512 sv) {
+    __m128i b = _mm_loadu_si128((const __m128i *)src);
+    return _mm512_mul_ps(sv, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b)));
+}
+
+static void row_int8(const int8_t *src, int k, float s, float *o) {
+    __m512 sv = _mm512_set1_ps(s);
+    int j = 0;
+    for (; j + 16 <= k; j += 16) _mm512_storeu_ps(o + j, int8_16(src + j, sv));
+    if (j < k) store_tail(o, j, k, int8_16(src + j, sv));
+}
+
+/* 16 e4m3 bytes → the f16s with the same bits moved up 7 (value / 256), widened exactly. With
+ * the byte sign-extended, bits 15 and 14 of (x << 7) both hold the sign and bits 7..13 the
+ * magnitude; clearing bit 14 leaves the f16. */
+KR_INLINE __m512 e4m3_div256(__m128i b) {
+    __m256i x = _mm256_slli_epi16(_mm256_cvtepi8_epi16(b), 7);
+    return _mm512_cvtph_ps(_mm256_and_si256(x, _mm256_set1_epi16((short)0xBF80)));
+}
+
+/* NaN bytes (0x7F / 0xFF, which the path above decodes as ±480) get kr_e4m3_to_f32's
+ * fixed NaN: the byte's sign over 0x7FC00000. */
+KR_INLINE __m512 fix_nan(__m512 v, __m128i b) {
+    __mmask16 nan = _mm_cmpeq_epi8_mask(_mm_or_si128(b, _mm_set1_epi8((char)0x80)),
+                                        _mm_set1_epi8((char)0xFF));
+    __m512i sign = _mm512_slli_epi32(_mm512_srli_epi32(_mm512_cvtepu8_epi32(b), 7), 31);
+    __m512i q = _mm512_or_si512(sign, _mm512_set1_epi32(0x7FC00000));
+    return _mm512_mask_mov_ps(v, nan, _mm512_castsi512_ps(q));
+}
+
+KR_INLINE __m512 fp8_16(const uint8_t *src, __m512 s1, __m512 s2, int fused, int check_nan) {
+    __m128i b = _mm_loadu_si128((const __m128i *)src);
+    __m512 v = _mm512_mul_ps(e4m3_div256(b), s1);
+    if (!fused) v = _mm512_mul_ps(v, s2);
+    if (check_nan) v = fix_nan(v, b);
+    return v;
+}
+
+static void row_fp8(const uint8_t *src, int k, float s, float *o) {
+    /* (f · 256) · s is one rounding of the exact product, and so is f · (256 · s) whenever
+     * 256 · s is itself exact, i.e. unless a finite s overflows when scaled; only then are
+     * the two multiplies kept. */
+    int fused = !(isfinite(s) && !isfinite(s * 256.0f));
+    __m512 s1 = _mm512_set1_ps(fused ? s * 256.0f : 256.0f), s2 = _mm512_set1_ps(s);
+    /* NaN bytes never come out of kr_qmat_quantize: look for them once per 64 bytes and take
+     * the fix-up path only where there is one. */
+    const __m512i m7f = _mm512_set1_epi8(0x7F);
+    int j = 0;
+    for (; j + 64 <= k; j += 64) {
+        __m512i x = _mm512_loadu_si512(src + j);
+        int nan = _mm512_cmpeq_epi8_mask(_mm512_and_si512(x, m7f), m7f) != 0;
+#pragma GCC unroll 4
+        for (int i = 0; i < 64; i += 16)
+            _mm512_storeu_ps(o + j + i, fp8_16(src + j + i, s1, s2, fused, nan));
+    }
+    for (; j + 16 <= k; j += 16) _mm512_storeu_ps(o + j, fp8_16(src + j, s1, s2, fused, 1));
+    if (j < k) store_tail(o, j, k, fp8_16(src + j, s1, s2, fused, 1));
+}
+
+/* A run of 32 elements (16 bytes): low nibbles are elements 0..15, high nibbles 16..31.
+ * vpermps reads only the low 4 bits of each index, so a nibble picks its value out of the
+ * group's 16-entry table of s · (q − zero) without being masked, and the high nibble needs
+ * only a shift. The tables' inputs (s as f32, zero as float) are converted 16 groups at a
+ * time; (float)q − (float)zero is exact, so each entry is the scalar s · (float)(q − zero). */
+KR_INLINE void run32(const uint8_t *src, __m512 lut, float *o, int j0, int k) {
+    __m512i x = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(src + j0 / 2)));
+    __m512 lo = _mm512_permutexvar_ps(x, lut);
+    __m512 hi = _mm512_permutexvar_ps(_mm512_srli_epi32(x, 4), lut);
+    if (j0 + 32 <= k) {
+        _mm512_storeu_ps(o + j0, lo);
+        _mm512_storeu_ps(o + j0 + 16, hi);
+    } else {
+        store_tail(o, j0, k, lo); /* j0 < k: the caller only passes runs that start before k */
+        if (j0 + 16 < k) store_tail(o, j0 + 16, k, hi);
+    }
+}
+
+static void row_q4(const uint8_t *src, int k, int group, const uint16_t *gs, const uint8_t *gz,
+                   float *o) {
+    const __m512 iota = _mm512_set_ps(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    int groups = (k + group - 1) / group;
+    float sv[16], zv[16];
+    for (int g0 = 0; g0 < groups; g0 += 16) {
+        int ng = groups - g0 < 16 ? groups - g0 : 16;
+        __mmask16 gm = kr_mask16(ng);
+        _mm512_storeu_ps(sv, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(gm, gs + g0)));
+        __m512i z = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(gm, gz + g0));
+        _mm512_storeu_ps(zv, _mm512_cvtepi32_ps(z));
+        for (int g = 0; g < ng; g++) {
+            __m512 lut = _mm512_mul_ps(_mm512_set1_ps(sv[g]),
+                                       _mm512_sub_ps(iota, _mm512_set1_ps(zv[g])));
+            int j0 = (g0 + g) * group;
+            run32(src, lut, o, j0, k);
+            if (group == 64 && j0 + 32 < k) run32(src, lut, o, j0 + 32, k);
+        }
+    }
+}
+
+void kr_dequant_rows_avx512(const kr_qmat *w, int r0, int r1, float *out, int ldo) {
+    int k = w->k, kp = w->kp > 0 ? w->kp : w->k;
+    for (int r = r0; r < r1; r++) {
+        float *o = out + (size_t)(r - r0) * (size_t)ldo;
+        size_t ro = (size_t)r * (size_t)kp;
+        switch (w->fmt) {
+        case KR_WFMT_F32: memcpy(o, (const float *)w->data + ro, (size_t)k * sizeof *o); break;
+        case KR_WFMT_BF16: row_bf16((const uint16_t *)w->data + ro, k, o); break;
+        case KR_WFMT_INT8: row_int8((const int8_t *)w->data + ro, k, w->scale[r], o); break;
+        case KR_WFMT_FP8: row_fp8((const uint8_t *)w->data + ro, k, w->scale[r], o); break;
+        case KR_WFMT_Q4: {
+            size_t go = (size_t)r * (size_t)(kp / w->group);
+            row_q4((const uint8_t *)w->data + ro / 2, k, w->group, w->gscale + go, w->gzero + go,
+                   o);
+            break;
+        }
+        default: break;
+        }
+    }
+}
+#endif

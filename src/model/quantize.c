@@ -1,0 +1,378 @@
+/* model/quantize — see quantize.h. */
+#include "model/quantize.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "base/error.h"
+#include "base/fsutil.h"
+#include "model/safetensors.h"
+
+/* ---------------------------------------------------------------- enumerating Linears */
+
+typedef struct lister {
+    kr_named_linear *v;
+    int n, cap;
+    int oom;
+} lister;
+
+static void add(lister *ls, kr_linear *l, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void add(lister *ls, kr_linear *l, const char *fmt, ...) {
+    if (ls->oom) return;
+    if (ls->n == ls->cap) {
+        int cap = ls->cap ? 2 * ls->cap : 64;
+        kr_named_linear *v = realloc(ls->v, (size_t)cap * sizeof *v);
+        if (!v) {
+            ls->oom = 1;
+            return;
+        }
+        ls->v = v;
+        ls->cap = cap;
+    }
+    kr_named_linear *e = &ls->v[ls->n++];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->name, sizeof e->name, fmt, ap);
+    va_end(ap);
+    e->l = l;
+}
+
+static void add_attn(lister *ls, kr_attn_weights *a, const char *prefix) {
+    add(ls, &a->q, "%s.q_proj", prefix);
+    add(ls, &a->k, "%s.k_proj", prefix);
+    add(ls, &a->v, "%s.v_proj", prefix);
+    add(ls, &a->out, "%s.out_proj", prefix);
+}
+
+static void add_block(lister *ls, kr_block_weights *b, const char *stack, int i) {
+    char p[64];
+    snprintf(p, sizeof p, "%s.%d.self_attn", stack, i);
+    add_attn(ls, &b->attn, p);
+    add(ls, &b->w1, "%s.%d.ffn.w1", stack, i);
+    add(ls, &b->w2, "%s.%d.ffn.w2", stack, i);
+    add(ls, &b->w3, "%s.%d.ffn.w3", stack, i);
+}
+
+static kr_status finish_list(lister *ls, kr_named_linear **out, int *n, kr_error *err) {
+    if (ls->oom) {
+        free(ls->v);
+        return kr_error_set(err, KR_ERR_NOMEM, "quantize: out of memory");
+    }
+    *out = ls->v;
+    *n = ls->n;
+    return KR_OK;
+}
+
+kr_status kr_tokenizer_linears(kr_tokenizer_weights *w, kr_named_linear **out, int *n,
+                               kr_error *err) {
+    lister ls = {0};
+    add(&ls, &w->embed, "embed");
+    for (int i = 0; i < w->n_enc; i++) add_block(&ls, &w->enc[i], "encoder", i);
+    for (int i = 0; i < w->n_dec; i++) add_block(&ls, &w->dec[i], "decoder", i);
+    add(&ls, &w->quant_embed, "quant_embed");
+    add(&ls, &w->post_quant_embed, "post_quant_embed");
+    add(&ls, &w->head, "head");
+    return finish_list(&ls, out, n, err);
+}
+
+kr_status kr_predictor_linears(kr_predictor_weights *w, kr_named_linear **out, int *n,
+                               kr_error *err) {
+    lister ls = {0};
+    add(&ls, &w->fusion, "embedding.fusion_proj");
+    for (int i = 0; i < w->cfg.n_layers; i++) add_block(&ls, &w->blocks[i], "transformer", i);
+    add_attn(&ls, &w->dep, "dep_layer.cross_attn");
+    add(&ls, &w->head_s1, "head.proj_s1");
+    add(&ls, &w->head_s2, "head.proj_s2");
+    return finish_list(&ls, out, n, err);
+}
+
+/* ---------------------------------------------------------------- quantising */
+
+/* Each weight is its own allocation: Linears point at them, so growing the list must not
+ * move them. */
+typedef struct quant_owner {
+    kr_qmat_owned **q;
+    int n, cap;
+} quant_owner;
+
+static void owned_free(kr_qmat_owned *q) {
+    if (!q) return;
+    kr_qmat_owned_free(q);
+    free(q);
+}
+
+void kr_quant_owner_free(void *p) {
+    quant_owner *o = p;
+    if (!o) return;
+    for (int i = 0; i < o->n; i++) owned_free(o->q[i]);
+    free(o->q);
+    free(o);
+}
+
+/* The f32 weight is no longer read: give its whole pages back. A page of a private file
+ * mapping that is dropped comes back from the file if ever touched again; an arena page
+ * comes back zeroed, which is why l->w is cleared too. */
+static void release_pages(const float *w, size_t bytes) {
+    long page = sysconf(_SC_PAGESIZE);
+    if (page <= 0) return;
+    uintptr_t a = ((uintptr_t)w + (uintptr_t)page - 1) & ~((uintptr_t)page - 1);
+    uintptr_t b = ((uintptr_t)w + bytes) & ~((uintptr_t)page - 1);
+    if (b > a) madvise((void *)a, b - a, MADV_DONTNEED);
+}
+
+kr_status kr_quantize_linears(kr_named_linear *ls, int n, kr_wfmt fmt, int group,
+                              const float *const *col_scales, void **qowner, size_t *q_bytes,
+                              size_t *f32_bytes, kr_error *err) {
+    if (fmt <= KR_WFMT_F32 || fmt >= KR_WFMT_COUNT)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "quantize: no format to quantise to");
+    quant_owner *o = *qowner;
+    if (!o) {
+        o = calloc(1, sizeof *o);
+        if (!o) return kr_error_set(err, KR_ERR_NOMEM, "quantize: out of memory");
+        *qowner = o;
+    }
+    if (o->n + n > o->cap) {
+        int cap = o->n + n;
+        kr_qmat_owned **q = realloc(o->q, (size_t)cap * sizeof *q);
+        if (!q) return kr_error_set(err, KR_ERR_NOMEM, "quantize: out of memory");
+        o->q = q;
+        o->cap = cap;
+    }
+    size_t qb = 0, fb = 0;
+    /* Quantise all first, then swap: a failure half-way leaves every Linear usable. */
+    int first = o->n;
+    for (int i = 0; i < n; i++) {
+        kr_linear *l = ls[i].l;
+        if (l->q || !l->w)
+            return kr_error_set(err, KR_ERR_INVALID_ARG,
+                                "quantize: Linear '%s' is already quantised", ls[i].name);
+        kr_qmat_owned *q = calloc(1, sizeof *q);
+        kr_status st = q ? kr_qmat_quantize(fmt, l->n_out, l->n_in, l->w,
+                                            col_scales ? col_scales[i] : NULL, group, q, err)
+                         : kr_error_set(err, KR_ERR_NOMEM, "quantize: out of memory");
+        if (st == KR_OK) o->q[o->n] = q;
+        else free(q);
+        if (st != KR_OK) {
+            for (int j = first; j < o->n; j++) owned_free(o->q[j]);
+            o->n = first;
+            kr_error_prefix(err, "quantize: Linear '%s'", ls[i].name);
+            return st;
+        }
+        o->n++;
+    }
+    for (int i = 0; i < n; i++) {
+        kr_linear *l = ls[i].l;
+        size_t bytes = (size_t)l->n_out * (size_t)l->n_in * sizeof(float);
+        release_pages(l->w, bytes);
+        fb += bytes;
+        qb += o->q[first + i]->bytes;
+        l->q = &o->q[first + i]->m;
+        l->w = NULL;
+    }
+    if (q_bytes) *q_bytes = qb;
+    if (f32_bytes) *f32_bytes = fb;
+    return KR_OK;
+}
+
+/* ---------------------------------------------------------------- calibration statistics */
+
+kr_status kr_act_stats_init(kr_act_stats *s, int k, int cap, uint64_t seed, kr_error *err) {
+    memset(s, 0, sizeof *s);
+    s->k = k;
+    s->cap = cap;
+    s->rng = seed * 0x9E3779B97F4A7C15ull + 1;
+    s->max_abs = calloc((size_t)k, sizeof *s->max_abs);
+    s->sum_abs = calloc((size_t)k, sizeof *s->sum_abs);
+    s->sample = cap > 0 ? malloc((size_t)cap * (size_t)k * sizeof *s->sample) : NULL;
+    if (!s->max_abs || !s->sum_abs || (cap > 0 && !s->sample)) {
+        kr_act_stats_release(s);
+        return kr_error_set(err, KR_ERR_NOMEM, "calibration: out of memory");
+    }
+    return KR_OK;
+}
+
+void kr_act_stats_release(kr_act_stats *s) {
+    if (!s) return;
+    free(s->max_abs);
+    free(s->sum_abs);
+    free(s->sample);
+    memset(s, 0, sizeof *s);
+}
+
+static uint64_t next_u64(uint64_t *x) { /* splitmix64: reproducible reservoir choices */
+    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+void kr_act_stats_add(kr_act_stats *s, const float *x, int m, int ldx) {
+    for (int r = 0; r < m; r++) {
+        const float *row = x + (size_t)r * (size_t)ldx;
+        for (int j = 0; j < s->k; j++) {
+            float a = fabsf(row[j]);
+            if (a > s->max_abs[j]) s->max_abs[j] = a;
+            s->sum_abs[j] += a;
+        }
+        /* Reservoir sampling (Algorithm R): every row seen so far is kept with equal odds. */
+        int64_t slot = -1;
+        if (s->n_sample < s->cap)
+            slot = s->n_sample++;
+        else if (s->cap > 0) {
+            uint64_t j = next_u64(&s->rng) % (uint64_t)(s->rows + 1);
+            if (j < (uint64_t)s->cap) slot = (int64_t)j;
+        }
+        if (slot >= 0) memcpy(s->sample + (size_t)slot * (size_t)s->k, row, (size_t)s->k * sizeof *row);
+        s->rows++;
+    }
+}
+
+/* ---------------------------------------------------------------- writing a checkpoint */
+
+static const kr_named_linear *find_weight(const kr_named_linear *ls, int n, const char *tensor) {
+    for (int i = 0; i < n; i++) {
+        size_t pl = strlen(ls[i].name);
+        if (strncmp(tensor, ls[i].name, pl) == 0 && strcmp(tensor + pl, ".weight") == 0)
+            return &ls[i];
+    }
+    return NULL;
+}
+
+static kr_status add_q(kr_st_writer *wr, const char *prefix, const char *suffix, kr_dtype dt,
+                       int64_t d0, int64_t d1, const void *data, kr_error *err) {
+    char name[160];
+    snprintf(name, sizeof name, "%s.%s", prefix, suffix);
+    int64_t shape[2] = {d0, d1};
+    return kr_st_writer_add(wr, name, dt, d1 < 0 ? 1 : 2, shape, data, err);
+}
+
+static kr_status write_qlinear(kr_st_writer *wr, const char *prefix, const kr_qmat *m,
+                               kr_error *err) {
+    kr_status st = KR_OK;
+    int64_t n = m->n, g = m->group ? m->kp / m->group : 0;
+    switch (m->fmt) {
+    case KR_WFMT_BF16: st = add_q(wr, prefix, "qweight", KR_DT_BF16, n, m->kp, m->data, err); break;
+    case KR_WFMT_INT8: st = add_q(wr, prefix, "qweight", KR_DT_I8, n, m->kp, m->data, err); break;
+    case KR_WFMT_FP8:
+        st = add_q(wr, prefix, "qweight", KR_DT_F8_E4M3, n, m->kp, m->data, err);
+        break;
+    case KR_WFMT_Q4: st = add_q(wr, prefix, "qweight", KR_DT_U8, n, m->kp / 2, m->data, err); break;
+    default: return kr_error_set(err, KR_ERR_INTERNAL, "%s: not a quantised format", prefix);
+    }
+    if (st == KR_OK && m->scale) st = add_q(wr, prefix, "qscale", KR_DT_F32, n, -1, m->scale, err);
+    if (st == KR_OK && m->row_sum)
+        st = add_q(wr, prefix, "qrowsum", KR_DT_I32, n, -1, m->row_sum, err);
+    if (st == KR_OK && m->gscale)
+        st = add_q(wr, prefix, "qgscale", KR_DT_F16, n, g, m->gscale, err);
+    if (st == KR_OK && m->gzero) st = add_q(wr, prefix, "qgzero", KR_DT_U8, n, g, m->gzero, err);
+    if (st == KR_OK && m->in_scale)
+        st = add_q(wr, prefix, "qinscale", KR_DT_F32, m->k, -1, m->in_scale, err);
+    return st;
+}
+
+/* Copies every tensor of src except the quantised Linears' f32 weights, which it replaces. */
+static kr_status write_tensors(const kr_safetensors *src, const kr_named_linear *ls, int n,
+                               const char *path, kr_wfmt *fmt_out, kr_error *err) {
+    kr_st_writer *wr;
+    kr_status st = kr_st_writer_create(&wr, err);
+    if (st != KR_OK) return st;
+    *fmt_out = KR_WFMT_F32;
+    for (int i = 0; st == KR_OK && i < kr_st_count(src); i++) {
+        const kr_st_tensor *t = kr_st_at(src, i);
+        const kr_named_linear *nl = find_weight(ls, n, t->name);
+        if (nl && nl->l->q) {
+            *fmt_out = nl->l->q->fmt;
+            st = write_qlinear(wr, nl->name, nl->l->q, err);
+        } else {
+            st = kr_st_writer_add(wr, t->name, t->dtype, t->ndim, t->shape, t->data, err);
+        }
+    }
+    if (st == KR_OK) st = kr_st_writer_save(wr, path, err);
+    kr_st_writer_free(wr);
+    return st;
+}
+
+static char *join(const char *dir, const char *file) {
+    size_t n = strlen(dir) + strlen(file) + 2;
+    char *p = malloc(n);
+    if (p) snprintf(p, n, "%s/%s", dir, file);
+    return p;
+}
+
+static kr_status check_source(const void *owner, const char *what, const kr_quant_config *q,
+                              kr_error *err) {
+    if (!kr_weights_source(owner))
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "quantize: the %s has no source file", what);
+    if (q->format != KR_WFMT_F32)
+        return kr_error_set(err, KR_ERR_INVALID_ARG,
+                            "quantize: the %s checkpoint is already %s-quantised; quantise "
+                            "from the f32 checkpoint",
+                            what, kr_wfmt_name((kr_wfmt)q->format));
+    return KR_OK;
+}
+
+/* The body's format (the output heads may be bf16: model.c). */
+static kr_quant_config quant_of(const kr_named_linear *ls, int n, const char *method) {
+    kr_quant_config q = {0};
+    for (int i = 0; i < n; i++)
+        if (ls[i].l->q && strncmp(ls[i].name, "head.", 5) != 0) {
+            q.format = (int)ls[i].l->q->fmt;
+            q.group_size = ls[i].l->q->group;
+            break;
+        }
+    snprintf(q.method, sizeof q.method, "%s", method ? method : "rtn");
+    return q;
+}
+
+kr_status kr_tokenizer_save_quantized(const kr_tokenizer_weights *w, const char *method,
+                                      const char *dir, kr_error *err) {
+    kr_status st = check_source(w->owner, "tokenizer", &w->cfg.quant, err);
+    if (st != KR_OK) return st;
+    if ((st = kr_mkdir_p(dir, err)) != KR_OK) return st;
+    kr_named_linear *ls;
+    int n;
+    if ((st = kr_tokenizer_linears((kr_tokenizer_weights *)w, &ls, &n, err)) != KR_OK) return st;
+    char *cfg_path = join(dir, "config.json"), *st_path = join(dir, "model.safetensors");
+    kr_wfmt fmt;
+    if (!cfg_path || !st_path)
+        st = kr_error_set(err, KR_ERR_NOMEM, "quantize: out of memory");
+    if (st == KR_OK) st = write_tensors(kr_weights_source(w->owner), ls, n, st_path, &fmt, err);
+    if (st == KR_OK) {
+        kr_tokenizer_config cfg = w->cfg;
+        cfg.quant = quant_of(ls, n, method);
+        st = kr_tokenizer_config_save(cfg_path, &cfg, err);
+    }
+    free(cfg_path);
+    free(st_path);
+    free(ls);
+    return st;
+}
+
+kr_status kr_predictor_save_quantized(const kr_predictor_weights *w, const char *method,
+                                      const char *dir, kr_error *err) {
+    kr_status st = check_source(w->owner, "predictor", &w->cfg.quant, err);
+    if (st != KR_OK) return st;
+    if ((st = kr_mkdir_p(dir, err)) != KR_OK) return st;
+    kr_named_linear *ls;
+    int n;
+    if ((st = kr_predictor_linears((kr_predictor_weights *)w, &ls, &n, err)) != KR_OK) return st;
+    char *cfg_path = join(dir, "config.json"), *st_path = join(dir, "model.safetensors");
+    kr_wfmt fmt;
+    if (!cfg_path || !st_path)
+        st = kr_error_set(err, KR_ERR_NOMEM, "quantize: out of memory");
+    if (st == KR_OK) st = write_tensors(kr_weights_source(w->owner), ls, n, st_path, &fmt, err);
+    if (st == KR_OK) {
+        kr_predictor_config cfg = w->cfg;
+        cfg.quant = quant_of(ls, n, method);
+        st = kr_predictor_config_save(cfg_path, &cfg, err);
+    }
+    free(cfg_path);
+    free(st_path);
+    free(ls);
+    return st;
+}

@@ -1,0 +1,121 @@
+/*
+ * The quantisation commands as a user runs them: `kronos quantize` writes a checkpoint that
+ * `kronos forecast --model` loads, `--quant` quantises at load, `kronos eval-quant` prints
+ * and writes its fidelity report, and bad flags are usage errors naming the flag.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "test_support.h"
+
+static char *g_tmp;
+
+static const kr_test_run *kronos(const char *args) { return kr_test_kronos(g_tmp, "", args); }
+
+static int setup(void **state) {
+    (void)state;
+    g_tmp = kr_test_tmpdir();
+    return g_tmp ? 0 : -1;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    free(g_tmp);
+    return 0;
+}
+
+static void test_quantize_then_forecast(void **state) {
+    (void)state;
+    char args[4096];
+    snprintf(args, sizeof args, "quantize --quant q4 --group 64 --calib %s --windows 2 --lookback 200 --out %s/q4",
+             KR_SOURCE_DIR "/data/MSFT_1d.csv", g_tmp);
+    const kr_test_run *r = kronos(args);
+    if (r->code != 0) fail_msg("exit %d: %s", r->code, r->err);
+    assert_non_null(strstr(r->err, "q4 (awq, group 64)"));
+    char cfg[4096];
+    snprintf(args, sizeof args, "%s/q4/predictor/config.json", g_tmp);
+    kr_test_slurp(args, cfg, sizeof cfg);
+    assert_non_null(strstr(cfg, "\"quantization\""));
+    assert_non_null(strstr(cfg, "\"group_size\": 64"));
+
+    /* The quantised checkpoint forecasts; --quant at load gives the same CSV shape. */
+    snprintf(args, sizeof args, "forecast --model %s/q4 --input %s --pred-len 3 --top-k 1", g_tmp,
+             kr_test_fixture("regression_input.csv"));
+    r = kronos(args);
+    if (r->code != 0) fail_msg("exit %d: %s", r->code, r->err);
+    assert_true(strncmp(r->out, "timestamps,open,high,low,close,volume,amount\n", 45) == 0);
+    snprintf(args, sizeof args, "forecast --quant int8 --kv-dtype f32 --input %s --pred-len 3 --top-k 1",
+             kr_test_fixture("regression_input.csv"));
+    r = kronos(args);
+    if (r->code != 0) fail_msg("exit %d: %s", r->code, r->err);
+
+    /* Re-quantising a quantised checkpoint is refused with the reason. */
+    snprintf(args, sizeof args, "quantize --model %s/q4 --quant int8 --out %s/again", g_tmp, g_tmp);
+    r = kronos(args);
+    assert_int_equal(r->code, 1);
+    assert_non_null(strstr(r->err, "already"));
+}
+
+static void test_eval_quant_report(void **state) {
+    (void)state;
+    char args[4096], json[256];
+    snprintf(json, sizeof json, "%s/fid.json", g_tmp);
+    snprintf(args, sizeof args, "eval-quant --quant int8 --data %s --data %s --windows 3 --lookback 64 --pred-len 4 --paths 4 --json %s",
+             KR_SOURCE_DIR "/data/AAPL_1d.csv", KR_SOURCE_DIR "/data/BTCUSDT_1h.csv", json);
+    const kr_test_run *r = kronos(args);
+    if (r->code != 0) fail_msg("exit %d: %s", r->code, r->err);
+    assert_non_null(strstr(r->out, "### int8 rtn, kv f32 vs f32"));
+    assert_non_null(strstr(r->out, "s1 top-1 agreement"));
+    assert_non_null(strstr(r->out, "KS two-sample"));
+    static char text[65536];
+    kr_test_slurp(json, text, sizeof text);
+    cJSON *j = cJSON_Parse(text);
+    assert_non_null(j);
+    assert_int_equal(cJSON_GetObjectItem(j, "windows")->valueint, 6);
+    cJSON *nt = cJSON_GetObjectItem(j, "next_token");
+    double agree = cJSON_GetObjectItem(nt, "s1_top1_agreement")->valuedouble;
+    assert_true(agree > 0.9 && agree <= 1.0);
+    assert_true(cJSON_GetObjectItem(nt, "s1_mean_kl")->valuedouble >= 0);
+    cJSON *fc = cJSON_GetObjectItem(j, "forecast");
+    cJSON *ks = cJSON_GetObjectItem(fc, "ks_path_returns");
+    assert_int_equal(cJSON_GetObjectItem(ks, "n")->valueint, 24);
+    double p = cJSON_GetObjectItem(ks, "p_value")->valuedouble;
+    assert_true(p >= 0 && p <= 1);
+    cJSON_Delete(j);
+}
+
+static void test_usage_errors(void **state) {
+    (void)state;
+    const kr_test_run *r = kronos("quantize --quant int3 --out x");
+    assert_int_equal(r->code, 2);
+    assert_non_null(strstr(r->err, "--quant"));
+    r = kronos("quantize --quant q4");
+    assert_int_equal(r->code, 2);
+    assert_non_null(strstr(r->err, "--out"));
+    r = kronos("quantize --quant q4 --group 48 --out x");
+    assert_int_equal(r->code, 2);
+    r = kronos("forecast --quant q5 --input x.csv --pred-len 2");
+    assert_int_equal(r->code, 2);
+    r = kronos("forecast --kv-dtype f16 --input x.csv --pred-len 2");
+    assert_int_equal(r->code, 2);
+    assert_non_null(strstr(r->err, "--kv-dtype"));
+    r = kronos("eval-quant --windows 2");
+    assert_int_equal(r->code, 2);
+    r = kronos("eval-quant --quant int8 --data /nonexistent.csv");
+    assert_int_equal(r->code, 1);
+    assert_non_null(strstr(r->err, "/nonexistent.csv"));
+    r = kronos("bench --quant int9");
+    assert_int_equal(r->code, 2);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_quantize_then_forecast),
+        cmocka_unit_test(test_eval_quant_report),
+        cmocka_unit_test(test_usage_errors),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
