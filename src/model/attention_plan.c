@@ -23,6 +23,7 @@ typedef struct plan {
     const kr_attn_keys *keys;
     int *order;          /* rows sorted so that rows with the same first ref are adjacent */
     int *group_start;    /* [n_groups + 1] into order */
+    unsigned char *causal; /* [n_groups]: causal siblings (else: rows sharing the first ref) */
     int n_groups;
     int layer, n_heads, head_dim, d, max_keys;
     float scale;
@@ -49,15 +50,32 @@ static int same_ref(const kr_kv_ref *a, const kr_kv_ref *b) {
     return a->store == b->store && a->start == b->start && a->n == b->n;
 }
 
+/* Lexicographic over the refs (store, start, n), then the ref count: rows whose keys start
+ * with the same block are adjacent, and rows that differ only in how far their last ref
+ * reaches (consecutive rows of one causal chunk) are adjacent in the order of that reach. */
 static int cmp_rows(const void *pa, const void *pb, void *ctx) {
     const kr_attn_keys *keys = ctx;
     int a = *(const int *)pa, b = *(const int *)pb;
-    const kr_kv_ref *x = &keys[a].ref[0], *y = &keys[b].ref[0];
-    uintptr_t sx = (uintptr_t)x->store, sy = (uintptr_t)y->store;
-    if (sx != sy) return sx < sy ? -1 : 1;
-    if (x->start != y->start) return x->start < y->start ? -1 : 1;
-    if (x->n != y->n) return x->n < y->n ? -1 : 1;
+    const kr_attn_keys *ka = &keys[a], *kb = &keys[b];
+    int n = ka->n < kb->n ? ka->n : kb->n;
+    for (int i = 0; i < n; i++) {
+        const kr_kv_ref *x = &ka->ref[i], *y = &kb->ref[i];
+        uintptr_t sx = (uintptr_t)x->store, sy = (uintptr_t)y->store;
+        if (sx != sy) return sx < sy ? -1 : 1;
+        if (x->start != y->start) return x->start < y->start ? -1 : 1;
+        if (x->n != y->n) return x->n < y->n ? -1 : 1;
+    }
+    if (ka->n != kb->n) return ka->n < kb->n ? -1 : 1;
     return (a > b) - (a < b);
+}
+
+/* Same keys except that the last ref may reach a different number of rows. */
+static int causal_siblings(const kr_attn_keys *a, const kr_attn_keys *b) {
+    if (a->n != b->n || a->n < 1) return 0;
+    for (int i = 0; i + 1 < a->n; i++)
+        if (!same_ref(&a->ref[i], &b->ref[i])) return 0;
+    const kr_kv_ref *x = &a->ref[a->n - 1], *y = &b->ref[b->n - 1];
+    return x->store == y->store && x->start == y->start;
 }
 
 static int to_spans(const kr_kv_span *base, int n, int h, int head_dim, kr_kv_span *sp) {
@@ -190,8 +208,36 @@ static void worker(void *ctx, int ith, int nth) {
     for (int it = begin; it < end; it++) {
         int g = it / p->n_heads, h = it % p->n_heads;
         int a = p->group_start[g], nq = p->group_start[g + 1] - a;
-        kr_kv_span shared[1];
+        kr_kv_span shared[KR_MAX_PAST_REFS + 1];
         int n_shared = 0;
+        if (p->causal[g]) {
+            /* Rows i of one causal chunk (ascending reach n_i): everything up to the first
+             * row's reach n_0 is shared, rows n_0 .. n_i of the last ref are row i's own.
+             * Splitting a span never changes a result (kernels.h), so each row equals its
+             * lone computation while the shared keys are read once for the whole tile. */
+            int r0 = p->order[a];
+            const kr_attn_keys *k0 = &p->keys[r0];
+            int last = k0->n - 1, n0 = k0->ref[last].n;
+            const kr_kv_span *b0 = p->base + (size_t)r0 * R;
+            n_shared = to_spans(b0, last, h, p->head_dim, shared);
+            kr_kv_span head = b0[last];
+            head.n = n0;
+            n_shared += to_spans(&head, 1, h, p->head_dim, shared + n_shared);
+            for (int i = 0; i < nq; i++) {
+                int r = p->order[a + i];
+                kr_kv_span tail = p->base[(size_t)r * R + last];
+                tail.k += (size_t)n0 * (size_t)tail.stride;
+                tail.v += (size_t)n0 * (size_t)tail.stride;
+                tail.n = p->keys[r].ref[last].n - n0;
+                n_own[i] = to_spans(&tail, 1, h, p->head_dim, own_sp[i]);
+                own[i] = own_sp[i];
+                qs[i] = p->q + (size_t)r * p->d + h * p->head_dim;
+                outs[i] = p->out + (size_t)r * p->d + h * p->head_dim;
+            }
+            kr_attend_multi_f32(nq, qs, p->head_dim, p->scale, shared, n_shared, own, n_own, scratch,
+                                p->max_keys, outs);
+            continue;
+        }
         if (nq > 1) n_shared = to_spans(p->base + (size_t)p->order[a] * R, 1, h, p->head_dim, shared);
         for (int i = 0; i < nq; i++) {
             int r = p->order[a + i];
@@ -232,29 +278,34 @@ kr_status kr_attention_rows(kr_pool *pool, int n_rows, const kr_attn_keys *keys,
     int nth = kr_pool_size(pool);
     p.order = malloc((size_t)n_rows * sizeof(int));
     p.group_start = malloc(((size_t)n_rows + 1) * sizeof(int));
+    p.causal = malloc((size_t)n_rows + 1);
     p.scratch = malloc((size_t)nth * PLAN_MAX_GROUP * (size_t)p.max_keys * sizeof(float));
     p.base = malloc((size_t)n_rows * (KR_MAX_PAST_REFS + 1) * sizeof *p.base);
     float *copy = NULL;
     kr_status st = KR_OK;
-    if (!p.order || !p.group_start || !p.scratch || !p.base)
+    if (!p.order || !p.group_start || !p.causal || !p.scratch || !p.base)
         st = kr_error_set(err, KR_ERR_NOMEM, "attention: out of memory for %d rows", n_rows);
     else
         st = resolve_keys(pool, &p, n_rows, &copy, err);
     if (st != KR_OK) {
         free(p.order);
         free(p.group_start);
+        free(p.causal);
         free(p.scratch);
         free(p.base);
         return st;
     }
     for (int r = 0; r < n_rows; r++) p.order[r] = r;
-    /* Rows whose keys start with the same rows of the same store form a group. A row with a
-     * single ref (a prefill row with no past) shares nothing and stays alone. */
+    /* Groups: consecutive rows of one causal chunk (a prefill or a re-run window), which
+     * share all keys up to the first row's; else rows whose keys start with the same rows of
+     * the same store (the paths of a forecast over their shared context). */
     qsort_r(p.order, (size_t)n_rows, sizeof(int), cmp_rows, (void *)keys);
     for (int i = 0; i < n_rows;) {
         int j = i + 1;
         const kr_attn_keys *ki = &keys[p.order[i]];
-        if (ki->n >= 2)
+        while (j < n_rows && j - i < PLAN_MAX_GROUP && causal_siblings(&keys[p.order[j]], ki)) j++;
+        p.causal[p.n_groups] = j - i > 1;
+        if (j - i == 1 && ki->n >= 2)
             while (j < n_rows && j - i < PLAN_MAX_GROUP && keys[p.order[j]].n >= 2 &&
                    same_ref(&keys[p.order[j]].ref[0], &ki->ref[0]))
                 j++;
@@ -265,6 +316,7 @@ kr_status kr_attention_rows(kr_pool *pool, int n_rows, const kr_attn_keys *keys,
     kr_pool_run(pool, worker, &p);
     free(p.order);
     free(p.group_start);
+    free(p.causal);
     free(p.scratch);
     free(p.base);
     free(copy);
