@@ -29,6 +29,7 @@
 #include <curl/curl.h>
 
 #include "http_client.h"
+#include "server/drift.h"
 #include "test_support.h"
 
 #include "base/timeutil.h"
@@ -415,6 +416,49 @@ static void test_prefix_cache_reuse(void **state) {
     free(body);
 }
 
+/* A quantised model with an f32 shadow: every sampled forecast is re-run on f32 and the KS
+ * statistic of the path returns lands in kronos_quant_drift; drift_sample 0.5 samples every
+ * second forecast. */
+static void test_quant_drift_metric(void **state) {
+    (void)state;
+    kr_error err = {0};
+    kr_model_params mp = kr_model_default_params();
+    mp.n_threads = 1;
+    mp.quant = "q4";
+    kr_model *q = NULL, *shadow = NULL;
+    if (kr_model_load(KR_SOURCE_DIR "/models/kronos-demo/predictor", KR_SOURCE_DIR "/models/kronos-demo/tokenizer",
+                      &mp, &q, &err) != KR_OK)
+        fail_msg("%s", err.message);
+    mp.quant = NULL;
+    if (kr_model_load(KR_SOURCE_DIR "/models/kronos-demo/predictor", KR_SOURCE_DIR "/models/kronos-demo/tokenizer",
+                      &mp, &shadow, &err) != KR_OK)
+        fail_msg("%s", err.message);
+    kr_server_config c = base_config();
+    c.drift_sample = 0.5;
+    kr_server *s = NULL;
+    if (kr_server_create(q, &c, &s, &err) != KR_OK) fail_msg("%s", err.message);
+    assert_int_equal(kr_server_attach_shadow(s, shadow, c.drift_sample, &err), KR_OK);
+    int port = kr_server_port(s);
+    assert_true(metric_value(port, "kronos_quant_drift_samples_total") == 0);
+    for (int i = 0; i < 4; i++) {
+        char *body = forecast_body(300 + 50 * i, 200, "\"pred_len\":6,\"paths\":24,\"seed\":5");
+        http_resp *r = http(port, "POST", "/v1/forecast", body, NULL);
+        assert_int_equal(r->status, 200);
+        resp_free(r);
+        free(body);
+    }
+    kr_drift_flush(kr_server_drift(s));
+    assert_true(metric_value(port, "kronos_quant_drift_samples_total") == 2);
+    double ks = metric_value(port, "kronos_quant_drift");
+    double p = metric_value(port, "kronos_quant_drift_p_value");
+    fprintf(stderr, "drift: KS %.3f p %.3f\n", ks, p);
+    assert_true(ks >= 0 && ks <= 1);
+    assert_true(p >= 0 && p <= 1);
+    assert_true(metric_value(port, "kronos_quant_drift_ks_count") == 2);
+    kr_server_free(s);
+    kr_model_free(q);
+}
+
 /* Splits an SSE body into (event, data) pairs; returns the count. */
 static int sse_events(const char *body, char ev[][32], char **data, int max) {
     int n = 0;
@@ -770,6 +814,7 @@ int main(void) {
         cmocka_unit_test(test_concurrent_equals_alone),
         cmocka_unit_test(test_server_matches_library),
         cmocka_unit_test(test_prefix_cache_reuse),
+        cmocka_unit_test(test_quant_drift_metric),
         cmocka_unit_test(test_stream_shape),
         cmocka_unit_test(test_deadline_504),
         cmocka_unit_test(test_cancel_frees_kv),

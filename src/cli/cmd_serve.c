@@ -42,10 +42,13 @@ static void usage(FILE *f) {
           "  --config FILE            JSON settings: every flag plus batch_wait_ms,\n"
           "                           max_batch_tokens, max_running, max_queue,\n"
           "                           target_queue_p95_s, target_ttft_p95_s, max_body_bytes,\n"
-          "                           request_timeout_s, profiles (flags override the file)\n"
+          "                           request_timeout_s, drift_sample, profiles (flags override\n"
+          "                           the file)\n"
           "  --quant FMT              weight format: f32 (default), bf16, int8, fp8, q4 —\n"
           "                           quantised at load; a kronos quantize checkpoint keeps its own\n"
           "  --kv-dtype T             KV-cache precision: f32 (default), bf16, int8\n"
+          "                           (quantised: drift_sample of the forecasts, default 5%, are\n"
+          "                           re-run on the f32 original -> kronos_quant_drift)\n"
           "  --threads N              compute threads (default: all CPUs)\n"
           "  --kv-budget BYTES|PCT%   KV cache memory: running requests + prefix cache\n"
           "                           (default 25% of RAM)\n"
@@ -168,6 +171,32 @@ static void log_line(void *user, const char *line) {
     fprintf(stderr, "%s kronos serve: %s\n", ts, line);
 }
 
+/* Serving quantised weights (or a quantised KV cache) made from an f32 checkpoint: load that
+ * checkpoint again as the one-thread f32 shadow behind kronos_quant_drift. A checkpoint that
+ * is quantised on disk has no f32 original here, so there is no shadow (said once). */
+static int attach_shadow(kr_server *srv, const kr_model *model, const kr_server_config *cfg,
+                         const char *pred_dir, const char *tok_dir) {
+    kr_model_info mi;
+    kr_model_get_info(model, &mi);
+    int quantised = strcmp(mi.quant, "f32") != 0 || strcmp(mi.kv_dtype, "f32") != 0;
+    if (!quantised || cfg->drift_sample <= 0) return 0;
+    if (strcmp(mi.quant, "f32") != 0 && mi.quant_seconds <= 0) {
+        fprintf(stderr, "kronos serve: %s is quantised on disk: no f32 original to shadow, "
+                        "kronos_quant_drift is not exported\n", pred_dir);
+        return 0;
+    }
+    kr_model_params sp = kr_model_default_params();
+    sp.n_threads = 1;
+    kr_model *shadow = NULL;
+    kr_error err = {0};
+    if (kr_model_load(pred_dir, tok_dir, &sp, &shadow, &err) != KR_OK ||
+        kr_server_attach_shadow(srv, shadow, cfg->drift_sample, &err) != KR_OK)
+        return kr_cli_fail(CMD, err.message);
+    fprintf(stderr, "kronos serve: f32 shadow on %.0f%% of forecasts -> kronos_quant_drift\n",
+            cfg->drift_sample * 100);
+    return 0;
+}
+
 int kr_cmd_serve(int argc, char **argv) {
     flags fl;
     memset(&fl, 0, sizeof fl);
@@ -211,6 +240,11 @@ int kr_cmd_serve(int argc, char **argv) {
     if (kr_server_create(model, &cfg, &srv, &err) != KR_OK) {
         kr_model_free(model);
         return kr_cli_fail(CMD, err.message);
+    }
+    if (attach_shadow(srv, model, &cfg, pred_dir, tok_dir) != 0) {
+        kr_server_free(srv);
+        kr_model_free(model);
+        return 1;
     }
     const char *host = cfg.host;
     int v6 = strchr(host, ':') != NULL;

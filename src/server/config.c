@@ -27,6 +27,7 @@ void kr_server_config_defaults(kr_server_config *c) {
     c->port = 8080;
     snprintf(c->quant, sizeof c->quant, "f32");
     snprintf(c->kv_dtype, sizeof c->kv_dtype, "f32");
+    c->drift_sample = 0.05;
     c->request_timeout_s = 120.0;
     c->max_body_bytes = (size_t)8 << 20;
     c->max_paths = 256;
@@ -58,7 +59,10 @@ static kr_status get_double(const cJSON *it, const char *label, const char *key,
     char msg[160];
     if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble) || !(it->valuedouble > min_excl) ||
         it->valuedouble > max) {
-        snprintf(msg, sizeof msg, "must be a number in (%g, %g]", min_excl, max);
+        if (min_excl < 0 && min_excl > -1e-200)
+            snprintf(msg, sizeof msg, "must be a number in [0, %g]", max);
+        else
+            snprintf(msg, sizeof msg, "must be a number in (%g, %g]", min_excl, max);
         return bad(err, label, key, msg);
     }
     *out = it->valuedouble;
@@ -168,6 +172,7 @@ typedef struct dbl_key {
 
 static const dbl_key k_dbl_keys[] = {
     {"request_timeout_s", 0.0, 86400.0, CFG_OFF(request_timeout_s), 0},
+    {"drift_sample", -1e-300, 1.0, CFG_OFF(drift_sample), 0},
     {"target_queue_p95_s", 0.0, 3600.0, CFG_OFF(sched.target_queue_p95_s),
      PROF_OFF(target_queue_p95_s)},
     {"target_ttft_p95_s", 0.0, 3600.0, CFG_OFF(sched.target_ttft_p95_s),

@@ -53,6 +53,8 @@ typedef struct kr_server_config {
     int port;                            /* 0 = ephemeral (default 8080) */
     char quant[16];                      /* weight format: f32, bf16, int8, fp8, q4 */
     char kv_dtype[8];                    /* KV-cache precision: f32, bf16, int8 */
+    double drift_sample;                 /* fraction of forecasts re-run on the f32 shadow when
+                                            serving quantised weights (default 0.05; 0: off) */
     int threads;                         /* compute threads; 0 = all CPUs */
     char api_key_file[KR_SERVER_PATH_MAX];
     char api_key[256];                   /* "" = no auth; loaded from api_key_file when empty */

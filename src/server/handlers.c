@@ -120,6 +120,10 @@ static char *final_body(kr_conn *c, const kr_job_state *st, int *status, size_t 
     char *json = NULL;
     kr_error err = {0};
     kr_status rs = kr_api_forecast_json(&c->req, fc, &st->usage, &c->srv->model_desc, &json, len, &err);
+    if (rs == KR_OK && c->srv->drift) {
+        kr_series series = kr_api_request_series(&c->req);
+        kr_drift_offer(c->srv->drift, &series, &c->req.params, fc);
+    }
     kr_forecast_free(fc);
     if (rs != KR_OK) {
         *status = kr_api_http_status(rs) == 400 ? 500 : kr_api_http_status(rs);

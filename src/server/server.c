@@ -358,6 +358,17 @@ fail:
     return st;
 }
 
+kr_status kr_server_attach_shadow(kr_server *s, kr_model *f32_model, double sample,
+                                  kr_error *err) {
+    if (!s || s->drift) {
+        kr_model_free(f32_model);
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "drift: no server, or a shadow is attached already");
+    }
+    return kr_drift_create(f32_model, sample, s->metrics, &s->drift, err);
+}
+
+kr_drift *kr_server_drift(kr_server *s) { return s ? s->drift : NULL; }
+
 int kr_server_port(const kr_server *s) { return s ? s->port : 0; }
 kr_sched *kr_server_sched(kr_server *s) { return s ? s->sched : NULL; }
 kr_metrics *kr_server_metrics(kr_server *s) { return s ? s->metrics : NULL; }
@@ -406,6 +417,7 @@ void kr_server_free(kr_server *s) {
         MHD_stop_daemon(s->daemon);
     }
     kr_sched_free(s->sched);
+    kr_drift_free(s->drift);
     kr_http_metrics_free(s->http);
     kr_metrics_free(s->metrics);
     pthread_cond_destroy(&s->idle);

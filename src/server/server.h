@@ -32,6 +32,13 @@ typedef struct kr_server kr_server;
 kr_status kr_server_create(kr_model *model, const kr_server_config *cfg, kr_server **out,
                            kr_error *err);
 
+/* Serving a quantised model: runs a `sample` fraction of the answered forecasts again on
+ * f32_model (the f32 original; owned by the server from now on) and exports
+ * kronos_quant_drift (server/drift.h). Call right after kr_server_create. */
+kr_status kr_server_attach_shadow(kr_server *s, kr_model *f32_model, double sample,
+                                  kr_error *err);
+struct kr_drift *kr_server_drift(kr_server *s); /* NULL without a shadow (tests flush it) */
+
 /* The port actually bound (useful with port 0). */
 int kr_server_port(const kr_server *s);
 /* The scheduler (borrowed), e.g. for kr_sched_get_stats in tests. */

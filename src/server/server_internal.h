@@ -12,6 +12,7 @@
 #include <microhttpd.h>
 
 #include "server/config.h"
+#include "server/drift.h"
 #include "server/http_metrics.h"
 #include "server/job.h"
 #include "server/request.h"
@@ -30,6 +31,7 @@ struct kr_server {
     int port;
     char model_name[256];
     kr_api_model_desc model_desc;
+    kr_drift *drift;               /* f32 shadow of a quantised model, or NULL */
 
     pthread_mutex_t mu;            /* guards the fields below */
     pthread_cond_t idle;           /* signalled when active_jobs drops */
