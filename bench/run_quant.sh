@@ -11,6 +11,7 @@
 # Writes bench/results/quant-speed-<date>.md and bench/results/quant-fidelity-<date>.md (+ JSON
 # of every eval-quant run under bench/results/quant-fidelity-<date>/).
 # Usage: bash bench/run_quant.sh [build dir, default build/release]
+#        PARTS="speed" or PARTS="fidelity" runs one half (default both).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build/release}
@@ -25,8 +26,10 @@ small=$tmp/kronos-bench-small
 [ -f "$small/predictor/model.safetensors" ] || "$kronos" gen-random --shape small --out "$small" >/dev/null
 mkdir -p bench/results "bench/results/quant-fidelity-$stamp"
 formats="f32 bf16 int8 fp8 q4"
+parts=${PARTS:-speed fidelity}
 
 # ---- speed: one JSON per (format, job)
+if [[ " $parts " == *" speed "* ]]; then
 jdir=$tmp/kronos-quant-json
 rm -rf "$jdir" && mkdir -p "$jdir"
 for f in $formats; do
@@ -71,9 +74,11 @@ for kv in ["f32", "bf16", "int8"]:
     r = res(json.load(open(f"{d}/KV-{kv}.json")), 8)
     print(f"| {kv} | {r['seconds']:.3f} | {r['kv_cache_mb']:.1f} | {r['peak_rss_mb']:.0f} |")
 EOF
+fi
 
 # ---- fidelity
 out=bench/results/quant-fidelity-$stamp.md
+if [[ " $parts " == *" fidelity "* ]]; then
 calib="--calib data/MSFT_1d.csv --calib data/XSHG_5min_600977.csv"
 {
   echo "# Quantisation fidelity — $(date -u +%Y-%m-%dT%H:%MZ)"
@@ -99,4 +104,5 @@ calib="--calib data/MSFT_1d.csv --calib data/XSHG_5min_600977.csv"
     done
   done
 } > "$out"
-echo "wrote bench/results/quant-speed-$stamp.md and $out"
+fi
+echo "wrote bench/results/quant-*-$stamp.md ($parts)"

@@ -12,7 +12,6 @@
  * per thread. Its layout is a pure function of (format, M, nth, CPU), so prepare and run agree
  * on it without passing anything else.
  */
-#include <string.h>
 
 #include "kernels/kernels_internal.h"
 #include "kernels/quant.h"

@@ -8,6 +8,7 @@
  * always inside the row; only stores past k are masked.
  */
 #include "kernels/quant.h"
+#include "kernels/quant_dequant_internal.h"
 
 #if defined(__x86_64__)
 #include "kernels/simd_avx512.h"
@@ -130,24 +131,9 @@ static void row_q4(const uint8_t *src, int k, int group, const uint16_t *gs, con
     }
 }
 
+static const kr_dequant_row_fns k_rows = {row_bf16, row_int8, row_fp8, row_q4};
+
 void kr_dequant_rows_avx512(const kr_qmat *w, int r0, int r1, float *out, int ldo) {
-    int k = w->k, kp = w->kp > 0 ? w->kp : w->k;
-    for (int r = r0; r < r1; r++) {
-        float *o = out + (size_t)(r - r0) * (size_t)ldo;
-        size_t ro = (size_t)r * (size_t)kp;
-        switch (w->fmt) {
-        case KR_WFMT_F32: memcpy(o, (const float *)w->data + ro, (size_t)k * sizeof *o); break;
-        case KR_WFMT_BF16: row_bf16((const uint16_t *)w->data + ro, k, o); break;
-        case KR_WFMT_INT8: row_int8((const int8_t *)w->data + ro, k, w->scale[r], o); break;
-        case KR_WFMT_FP8: row_fp8((const uint8_t *)w->data + ro, k, w->scale[r], o); break;
-        case KR_WFMT_Q4: {
-            size_t go = (size_t)r * (size_t)(kp / w->group);
-            row_q4((const uint8_t *)w->data + ro / 2, k, w->group, w->gscale + go, w->gzero + go,
-                   o);
-            break;
-        }
-        default: break;
-        }
-    }
+    kr_dequant_rows_with(&k_rows, w, r0, r1, out, ldo);
 }
 #endif

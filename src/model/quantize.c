@@ -329,50 +329,51 @@ static kr_quant_config quant_of(const kr_named_linear *ls, int n, const char *me
     return q;
 }
 
+/* Everything but config.json: checks, the directory and model.safetensors. Sets *cfg_path
+ * (caller frees) and the quantisation block the config gets. */
+static kr_status write_net(const void *owner, const kr_quant_config *have, const char *what,
+                           const kr_named_linear *ls, int n, const char *method, const char *dir,
+                           char **cfg_path, kr_quant_config *q, kr_error *err) {
+    *cfg_path = NULL;
+    kr_status st = check_source(owner, what, have, err);
+    if (st == KR_OK) st = kr_mkdir_p(dir, err);
+    if (st != KR_OK) return st;
+    char *st_path = join(dir, "model.safetensors");
+    *cfg_path = join(dir, "config.json");
+    kr_wfmt fmt;
+    if (!st_path || !*cfg_path) st = kr_error_set(err, KR_ERR_NOMEM, "quantize: out of memory");
+    if (st == KR_OK) st = write_tensors(kr_weights_source(owner), ls, n, st_path, &fmt, err);
+    if (st == KR_OK) *q = quant_of(ls, n, method);
+    free(st_path);
+    return st;
+}
+
 kr_status kr_tokenizer_save_quantized(const kr_tokenizer_weights *w, const char *method,
                                       const char *dir, kr_error *err) {
-    kr_status st = check_source(w->owner, "tokenizer", &w->cfg.quant, err);
-    if (st != KR_OK) return st;
-    if ((st = kr_mkdir_p(dir, err)) != KR_OK) return st;
     kr_named_linear *ls;
     int n;
-    if ((st = kr_tokenizer_linears((kr_tokenizer_weights *)w, &ls, &n, err)) != KR_OK) return st;
-    char *cfg_path = join(dir, "config.json"), *st_path = join(dir, "model.safetensors");
-    kr_wfmt fmt;
-    if (!cfg_path || !st_path)
-        st = kr_error_set(err, KR_ERR_NOMEM, "quantize: out of memory");
-    if (st == KR_OK) st = write_tensors(kr_weights_source(w->owner), ls, n, st_path, &fmt, err);
-    if (st == KR_OK) {
-        kr_tokenizer_config cfg = w->cfg;
-        cfg.quant = quant_of(ls, n, method);
-        st = kr_tokenizer_config_save(cfg_path, &cfg, err);
-    }
+    kr_status st = kr_tokenizer_linears((kr_tokenizer_weights *)w, &ls, &n, err);
+    if (st != KR_OK) return st;
+    char *cfg_path;
+    kr_tokenizer_config cfg = w->cfg;
+    st = write_net(w->owner, &w->cfg.quant, "tokenizer", ls, n, method, dir, &cfg_path, &cfg.quant, err);
+    if (st == KR_OK) st = kr_tokenizer_config_save(cfg_path, &cfg, err);
     free(cfg_path);
-    free(st_path);
     free(ls);
     return st;
 }
 
 kr_status kr_predictor_save_quantized(const kr_predictor_weights *w, const char *method,
                                       const char *dir, kr_error *err) {
-    kr_status st = check_source(w->owner, "predictor", &w->cfg.quant, err);
-    if (st != KR_OK) return st;
-    if ((st = kr_mkdir_p(dir, err)) != KR_OK) return st;
     kr_named_linear *ls;
     int n;
-    if ((st = kr_predictor_linears((kr_predictor_weights *)w, &ls, &n, err)) != KR_OK) return st;
-    char *cfg_path = join(dir, "config.json"), *st_path = join(dir, "model.safetensors");
-    kr_wfmt fmt;
-    if (!cfg_path || !st_path)
-        st = kr_error_set(err, KR_ERR_NOMEM, "quantize: out of memory");
-    if (st == KR_OK) st = write_tensors(kr_weights_source(w->owner), ls, n, st_path, &fmt, err);
-    if (st == KR_OK) {
-        kr_predictor_config cfg = w->cfg;
-        cfg.quant = quant_of(ls, n, method);
-        st = kr_predictor_config_save(cfg_path, &cfg, err);
-    }
+    kr_status st = kr_predictor_linears((kr_predictor_weights *)w, &ls, &n, err);
+    if (st != KR_OK) return st;
+    char *cfg_path;
+    kr_predictor_config cfg = w->cfg;
+    st = write_net(w->owner, &w->cfg.quant, "predictor", ls, n, method, dir, &cfg_path, &cfg.quant, err);
+    if (st == KR_OK) st = kr_predictor_config_save(cfg_path, &cfg, err);
     free(cfg_path);
-    free(st_path);
     free(ls);
     return st;
 }
