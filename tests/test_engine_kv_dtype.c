@@ -75,13 +75,16 @@ static float rnd_wide(void) { return rnd() * ldexpf(1.0f, (int)(rnd() * 12.0f));
 
 /* ---------------------------------------------------------------- store round trip */
 
+/* A store holds whole blocks of rows (transformer.h). */
+#define HELD_ROWS(n) (((n) + KR_KV_BLOCK_ROWS - 1) / KR_KV_BLOCK_ROWS * KR_KV_BLOCK_ROWS)
+
 static void test_bf16_round_trip(void **state) {
     (void)state;
     enum { LAYERS = 3, D = 24, CAP = 40 };
     kr_kv_store s;
     kr_error err = {0};
     assert_int_equal(kr_kv_store_init_dtype(&s, LAYERS, D, CAP, KR_KV_BF16, 0, &err), KR_OK);
-    assert_int_equal(kr_kv_store_bytes(&s), 2u * LAYERS * CAP * D * sizeof(uint16_t));
+    assert_int_equal(kr_kv_store_bytes(&s), 2u * LAYERS * HELD_ROWS(CAP) * D * sizeof(uint16_t));
     float k[CAP * D], v[CAP * D], ko[CAP * D], vo[CAP * D];
     /* Values already in bf16 come back exactly. */
     for (int i = 0; i < CAP * D; i++) {
@@ -104,9 +107,9 @@ static void test_bf16_round_trip(void **state) {
     for (size_t i = 0; i < sizeof special / sizeof special[0]; i++) memcpy(&k[i], &special[i], 4);
     kr_kv_store_write(&s, 2, 3, k, v, CAP - 3);
     kr_kv_store_read(&s, 2, 3, CAP - 3, ko, vo);
-    const uint16_t *qk = (const uint16_t *)s.qk + ((size_t)2 * CAP + 3) * D;
     for (int i = 0; i < (CAP - 3) * D; i++) {
-        if (qk[i] != kr_f32_to_bf16(k[i])) fail_msg("element %d: bf16 bits %04x, expected %04x", i, qk[i], kr_f32_to_bf16(k[i]));
+        uint16_t qk = ((const uint16_t *)kr_kv_row(&s, 0, 2, 3 + i / D))[i % D];
+        if (qk != kr_f32_to_bf16(k[i])) fail_msg("element %d: bf16 bits %04x, expected %04x", i, qk, kr_f32_to_bf16(k[i]));
         if (i >= (int)(sizeof special / sizeof special[0])) {
             assert_true(fabsf(ko[i] - k[i]) <= ldexpf(fabsf(k[i]), -8));
             assert_true(fabsf(vo[i] - v[i]) <= ldexpf(fabsf(v[i]), -8));
@@ -125,7 +128,7 @@ static void test_int8_round_trip(void **state) {
     assert_int_equal(kr_kv_store_init_dtype(&s, LAYERS, D, 7, KR_KV_INT8, 0, &err), KR_ERR_INVALID_ARG);
     assert_int_equal(kr_kv_store_init_dtype(&s, LAYERS, D, 7, (kr_kv_dtype)7, G, &err), KR_ERR_INVALID_ARG);
     assert_int_equal(kr_kv_store_init_dtype(&s, LAYERS, D, CAP, KR_KV_INT8, G, &err), KR_OK);
-    size_t n = (size_t)LAYERS * CAP * D;
+    size_t n = (size_t)LAYERS * HELD_ROWS(CAP) * D;
     assert_int_equal(kr_kv_store_bytes(&s), 2 * (n + n / G * sizeof(float)));
     float k[CAP * D], v[CAP * D], ko[CAP * D], vo[CAP * D];
     for (int r = 0; r < CAP; r++)
@@ -146,7 +149,7 @@ static void test_int8_round_trip(void **state) {
     kr_kv_store_write(&s, 1, 11, k + 11 * D, v + 11 * D, CAP - 11);
     kr_kv_store_read(&s, 1, 0, CAP, ko, vo);
     const int8_t want_ties[G] = {127, 2, -4, 0, 0, 2, 126, -126, 3, -127, 0, 0, 64, 0, 7, 8};
-    assert_memory_equal((const int8_t *)s.qk + (size_t)CAP * D + G, want_ties, G);
+    assert_memory_equal((const int8_t *)kr_kv_row(&s, 0, 1, 0) + G, want_ties, G);
     for (int r = 0; r < CAP; r++)
         for (int g = 0; g < D / G; g++) {
             const float *x[2] = {k + r * D + g * G, v + r * D + g * G};
@@ -155,10 +158,10 @@ static void test_int8_round_trip(void **state) {
                 float amax = 0;
                 for (int j = 0; j < G; j++) amax = fmaxf(amax, fabsf(x[t][j]));
                 float scale = amax / 127.0f;
-                const float *stored = (t == 0 ? s.sk : s.sv) + ((size_t)1 * CAP + r) * (D / G) + g;
+                const float *stored = kr_kv_row_scales(&s, t, 1, r) + g;
                 assert_true(*stored == scale);
                 /* The codes are exactly the documented rounding. */
-                const int8_t *codes = (const int8_t *)(t == 0 ? s.qk : s.qv) + ((size_t)1 * CAP + r) * D + g * G;
+                const int8_t *codes = (const int8_t *)kr_kv_row(&s, t, 1, r) + g * G;
                 for (int j = 0; j < G; j++) {
                     float want = scale > 0 ? fminf(fmaxf(nearbyintf(x[t][j] / scale), -127.0f), 127.0f) : 0.0f;
                     assert_int_equal(codes[j], (int)want);
@@ -440,8 +443,9 @@ static void test_prefix_cache_quantised(void **state) {
         submit_wait(s, ser, &p, &a);
         kr_sched_stats ss;
         kr_sched_get_stats(s, &ss);
-        /* One cached window of 100 rows: 5 layers × 100 rows × 128 values, K and V. */
-        size_t n = (size_t)5 * 100 * 128;
+        /* One cached window of 100 rows, held as whole blocks: 5 layers × 112 rows × 128
+         * values, K and V. */
+        size_t n = (size_t)5 * HELD_ROWS(100) * 128;
         assert_int_equal(ss.prefix_cache_bytes, t == 1 ? 2 * n * 2 : 2 * (n + n / 32 * 4));
         submit_wait(s, ser, &p, &b);
         assert_true(b.cached_tokens == ser.n);

@@ -143,6 +143,11 @@ static void test_concurrent_equals_alone(void **state) {
     assert_non_null(strstr(text, "# TYPE kronos_time_to_first_step_seconds histogram"));
     assert_non_null(strstr(text, "kronos_requests_total{outcome=\"ok\"} 13"));
     assert_non_null(strstr(text, "kronos_prefix_cache_hit_tokens_total"));
+    /* The prefix cache still holds a window: its blocks are in use. */
+    const char *blocks = strstr(text, "\nkronos_kv_blocks_used ");
+    assert_non_null(blocks);
+    assert_true(atof(blocks + strlen("\nkronos_kv_blocks_used ")) > 0);
+    assert_non_null(strstr(text, "kronos_kv_blocks_free"));
     free(text);
     kr_sched_free(s);
     kr_metrics_free(metrics);

@@ -27,9 +27,10 @@ struct kr_gen_group {
     kr_sampler_params sp;
     int state, step;
     int L, start0, W0;
-    kr_prefix *shared;      /* cached window rows [0, sr), or NULL */
+    kr_prefix *shared;      /* the whole window when it was cached (sr = W0), or NULL */
     int sr;
-    kr_prefix *own;         /* this group's prefill of rows [sr, W0) (row 0 = window row sr) */
+    kr_prefix *own;         /* window rows [sr, W0) (row 0 = window row sr); the rows of a
+                             * partial cache hit are its first blocks, by reference */
     int prefilled;          /* window rows ready (>= sr) */
     kr_kv_store slide;      /* exact mode: history part of a re-run window (C rows) */
     kr_kv_store gen;        /* paths × pred_len rows: generated tokens */
@@ -145,8 +146,10 @@ int kr_gen_group_done(const kr_gen_group *g) { return g->state == G_DONE; }
 int kr_gen_group_steps(const kr_gen_group *g) { return g->step; }
 
 size_t kr_gen_group_kv_bytes(const kr_gen_group *g) {
+    /* A prefill the prefix cache holds too is charged to the cache, not twice. */
+    int own_only = g->own && g->own->refs == 1;
     return kr_kv_store_bytes(&g->slide) + kr_kv_store_bytes(&g->gen) + kr_kv_store_bytes(&g->naive) +
-           (g->own ? kr_kv_store_bytes(&g->own->kv) : 0);
+           (own_only ? kr_kv_store_bytes(&g->own->kv) : 0);
 }
 
 /* ---------------------------------------------------------------- batch builder */
@@ -545,15 +548,26 @@ static kr_status admit(kr_model *m, kr_gen_group *g, const kr_prefix_hooks *hook
         int rows = 0;
         kr_prefix *p = hooks->lookup(hooks->user, g->out->hist_s1 + g->start0, g->out->hist_s2 + g->start0,
                                      g->in->stamps + (size_t)g->start0 * 5, g->W0, &rows);
-        if (p && rows > 0 && rows <= g->W0 && rows <= p->n) {
+        if (p && rows > 0 && rows == g->W0 && rows <= p->n) {
             g->shared = p;
             g->sr = rows;
+            g->out->cached_tokens += rows;
+        } else if (p && rows > 0 && rows < g->W0 && rows <= p->n) {
+            /* The cached rows' blocks join a store of the whole window by reference: the
+             * group pins only those blocks, not the whole cached window, and its window is
+             * then self-contained, so it can be offered to the cache in turn. */
+            kr_status st = KR_OK;
+            if (!(g->own = prefix_new(m, g->W0, err))) st = err ? err->status : KR_ERR_NOMEM;
+            else st = kr_kv_store_share_prefix(&g->own->kv, &p->kv, rows, err);
+            kr_prefix_release(p);
+            if (st != KR_OK) return st;
+            g->prefilled = rows;
             g->out->cached_tokens += rows;
         } else if (p) {
             kr_prefix_release(p);
         }
     }
-    g->prefilled = g->sr;
+    if (!g->own) g->prefilled = g->sr;
     if (g->sr == g->W0) { /* the whole window is cached, with its last row's logits */
         int d = m->pred->cfg.d_model, V1 = 1 << m->pred->cfg.s1_bits;
         for (int p = 0; p < g->paths; p++) {
@@ -562,7 +576,7 @@ static kr_status admit(kr_model *m, kr_gen_group *g, const kr_prefix_hooks *hook
         }
         g->state = G_RUN;
     } else {
-        if (!(g->own = prefix_new(m, g->W0 - g->sr, err))) return err ? err->status : KR_ERR_NOMEM;
+        if (!g->own && !(g->own = prefix_new(m, g->W0 - g->sr, err))) return err ? err->status : KR_ERR_NOMEM;
         g->out->kv_bytes = kr_gen_group_kv_bytes(g);
         g->state = G_PREFILL;
     }

@@ -91,7 +91,8 @@ void kr_gen_group_free(kr_gen_group *g);
 int kr_gen_group_done(const kr_gen_group *g);
 /* Steps sampled so far (0..pred_len). */
 int kr_gen_group_steps(const kr_gen_group *g);
-/* Bytes of KV memory the group holds. */
+/* Bytes of the KV blocks the group holds; a prefill the prefix cache also holds is left to
+ * the cache's account. */
 size_t kr_gen_group_kv_bytes(const kr_gen_group *g);
 
 typedef struct kr_gen_step_params {

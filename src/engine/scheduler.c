@@ -20,6 +20,7 @@
 #include "engine/forecast_internal.h"
 #include "engine/prefix_cache.h"
 #include "engine/tuner.h"
+#include "model/kv_pool.h"
 
 typedef struct req {
     uint64_t id;
@@ -57,7 +58,8 @@ struct kr_sched {
     /* metrics */
     kr_metric *m_ttft, *m_itl, *m_queue, *m_e2e, *m_batch, *m_running, *m_waiting, *m_kv_used,
         *m_kv_budget, *m_kv_usage, *m_busy, *m_q_tokens, *m_h_tokens, *m_ok, *m_failed,
-        *m_cancelled, *m_timeout, *m_rejected, *m_cache_bytes, *m_gen_tokens, *m_prefill_tokens;
+        *m_cancelled, *m_timeout, *m_rejected, *m_cache_bytes, *m_gen_tokens, *m_prefill_tokens,
+        *m_kv_blocks_used, *m_kv_blocks_free;
 };
 
 kr_sched_params kr_sched_default_params(void) {
@@ -110,6 +112,10 @@ static void register_metrics(kr_sched *s) {
     s->m_kv_used = kr_metrics_gauge(m, "kronos_kv_cache_used_bytes", "", "KV memory held by running requests and the prefix cache");
     s->m_kv_budget = kr_metrics_gauge(m, "kronos_kv_cache_budget_bytes", "", "KV memory budget");
     s->m_kv_usage = kr_metrics_gauge(m, "kronos_kv_cache_usage_ratio", "", "KV memory used / budget");
+    s->m_kv_blocks_used = kr_metrics_gauge(m, "kronos_kv_blocks_used", "",
+                                           "KV blocks held by any store of the process (requests, prefix cache, tokenizer)");
+    s->m_kv_blocks_free = kr_metrics_gauge(m, "kronos_kv_blocks_free", "",
+                                           "Freed KV blocks kept for reuse");
     s->m_busy = kr_metrics_gauge(m, "kronos_engine_busy_ratio", "", "Fraction of the last interval the engine computed");
     s->m_q_tokens = kr_metrics_counter(m, "kronos_prefix_cache_queried_tokens_total", "", "Context tokens looked up in the prefix cache");
     s->m_h_tokens = kr_metrics_counter(m, "kronos_prefix_cache_hit_tokens_total", "", "Context tokens served from the prefix cache");
@@ -359,6 +365,11 @@ static void publish_stats(kr_sched *s) {
     kr_metric_set(s->m_kv_used, (double)st.kv_bytes_used);
     kr_metric_set(s->m_kv_usage, st.kv_bytes_budget ? (double)st.kv_bytes_used / (double)st.kv_bytes_budget : 0);
     kr_metric_set(s->m_cache_bytes, (double)st.prefix_cache_bytes);
+    /* The pool is process-wide: with one scheduler per process these are its blocks. */
+    kr_kv_pool_stats ps;
+    kr_kv_pool_get_stats(&ps);
+    kr_metric_set(s->m_kv_blocks_used, (double)ps.blocks_used);
+    kr_metric_set(s->m_kv_blocks_free, (double)ps.blocks_free);
 }
 
 static void timed_wait(kr_sched *s, double seconds) {
@@ -453,6 +464,11 @@ static void *sched_main(void *arg) {
                     finish_req(s, r, st, e.message[0] ? e.message : "engine step failed");
                     continue;
                 }
+                /* Charge the blocks the group holds now: its prefill store only exists once the
+                 * engine admitted it, and stops being its own once the prefix cache shares it. */
+                size_t held = kr_gen_group_kv_bytes(r->group);
+                s->kv_used = s->kv_used - r->kv_bytes + held;
+                r->kv_bytes = held;
                 int steps = kr_gen_group_steps(r->group);
                 if (steps > r->reported_steps) {
                     if (r->reported_steps == 0) {

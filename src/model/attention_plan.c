@@ -6,6 +6,9 @@
  * copy, in parallel, and the spans point there, so a context prefix shared by every path is
  * converted once per layer, not once per query row. F32 stores are read in place. The copy
  * holds at most one layer's worth of the referenced rows and is freed when the call returns.
+ *
+ * An F32 store's rows are contiguous only within a block (KR_KV_BLOCK_ROWS rows), so its refs
+ * become one span per block touched; the dequantised copy is contiguous, one span per ref.
  */
 #include "model/attention_plan.h"
 
@@ -19,6 +22,14 @@
 /* Rows per kr_attend_multi_f32 call: bounds scratch and keeps work items balanced. */
 #define PLAN_MAX_GROUP 32
 
+/* A ref's rows of this layer: in an F32 store's blocks (store set), or contiguous in the
+ * dequantised copy (k, v with `stride` floats per row). */
+typedef struct kref {
+    const kr_kv_store *store;
+    int start, n, stride;
+    const float *k, *v;
+} kref;
+
 typedef struct plan {
     const kr_attn_keys *keys;
     int *order;          /* rows sorted so that rows with the same first ref are adjacent */
@@ -30,7 +41,9 @@ typedef struct plan {
     const float *q;
     float *out;
     float *scratch;      /* [nth][PLAN_MAX_GROUP × max_keys] */
-    kr_kv_span *base;    /* [n_rows][KR_MAX_PAST_REFS + 1]: each ref's rows at head 0 */
+    kref *base;          /* [n_rows][KR_MAX_PAST_REFS + 1]: where each ref's rows are */
+    int max_spans;       /* spans any row's keys can make */
+    kr_kv_span *spans;   /* [nth][(PLAN_MAX_GROUP + 1) × max_spans] */
 } plan;
 
 /* A run of rows of one non-f32 store, dequantised at k/v + off (floats). */
@@ -78,15 +91,32 @@ static int causal_siblings(const kr_attn_keys *a, const kr_attn_keys *b) {
     return x->store == y->store && x->start == y->start;
 }
 
-static int to_spans(const kr_kv_span *base, int n, int h, int head_dim, kr_kv_span *sp) {
-    int m = 0;
-    for (int i = 0; i < n; i++) {
-        if (base[i].n <= 0) continue;
-        sp[m] = base[i];
-        sp[m].k += h * head_dim;
-        sp[m].v += h * head_dim;
-        m++;
+/* Spans of head h in `layer` over rows [from, from + n) of a ref; returns how many. */
+static int ref_spans(const kref *r, int layer, int from, int n, int h, int head_dim, kr_kv_span *sp) {
+    if (n <= 0) return 0;
+    size_t off = (size_t)h * (size_t)head_dim;
+    if (!r->store) {
+        size_t row = (size_t)from * (size_t)r->stride;
+        sp[0] = (kr_kv_span){r->k + row + off, r->v + row + off, n, r->stride};
+        return 1;
     }
+    int m = 0;
+    for (int row = r->start + from, end = row + n; row < end; m++) {
+        int c = KR_KV_BLOCK_ROWS - row % KR_KV_BLOCK_ROWS;
+        if (c > end - row) c = end - row;
+        sp[m] = (kr_kv_span){kr_kv_k(r->store, layer, row) + off, kr_kv_v(r->store, layer, row) + off, c,
+                             r->stride};
+        row += c;
+    }
+    return m;
+}
+
+/* Most spans ref_spans can make of n rows. */
+static int ref_max_spans(int n) { return n <= 0 ? 0 : n / KR_KV_BLOCK_ROWS + 2; }
+
+static int to_spans(const kref *base, int n, int layer, int h, int head_dim, kr_kv_span *sp) {
+    int m = 0;
+    for (int i = 0; i < n; i++) m += ref_spans(&base[i], layer, 0, base[i].n, h, head_dim, sp + m);
     return m;
 }
 
@@ -173,14 +203,12 @@ static kr_status resolve_keys(kr_pool *pool, plan *p, int n_rows, float **copy, 
     for (int r = 0; r < n_rows; r++)
         for (int i = 0; i < p->keys[r].n; i++) {
             const kr_kv_ref *ref = &p->keys[r].ref[i];
-            kr_kv_span *b = &p->base[(size_t)r * R + i];
-            b->n = ref->n;
-            b->stride = ref->store->d;
+            kref *b = &p->base[(size_t)r * R + i];
+            *b = (kref){NULL, ref->start, ref->n, ref->store->d, NULL, NULL};
             if (ref->n <= 0) {
-                b->k = b->v = NULL;
+                continue;
             } else if (ref->store->dtype == KR_KV_F32) {
-                b->k = kr_kv_k(ref->store, p->layer, ref->start);
-                b->v = kr_kv_v(ref->store, p->layer, ref->start);
+                b->store = ref->store;
             } else {
                 const segment *g = find_segment(seg, n_seg, ref->store, ref->start);
                 size_t off = g->off + (size_t)(ref->start - g->start) * (size_t)ref->store->d;
@@ -200,7 +228,10 @@ static void worker(void *ctx, int ith, int nth) {
     int begin = ith * per, end = begin + per < items ? begin + per : items;
     const int R = KR_MAX_PAST_REFS + 1;
     float *scratch = p->scratch + (size_t)ith * PLAN_MAX_GROUP * (size_t)p->max_keys;
-    kr_kv_span own_sp[PLAN_MAX_GROUP][KR_MAX_PAST_REFS + 1];
+    /* shared spans, then each query's own spans, max_spans apart */
+    kr_kv_span *shared = p->spans + (size_t)ith * (PLAN_MAX_GROUP + 1) * (size_t)p->max_spans;
+    kr_kv_span *own_sp[PLAN_MAX_GROUP];
+    for (int i = 0; i < PLAN_MAX_GROUP; i++) own_sp[i] = shared + (size_t)(i + 1) * (size_t)p->max_spans;
     const kr_kv_span *own[PLAN_MAX_GROUP];
     int n_own[PLAN_MAX_GROUP];
     const float *qs[PLAN_MAX_GROUP];
@@ -208,7 +239,6 @@ static void worker(void *ctx, int ith, int nth) {
     for (int it = begin; it < end; it++) {
         int g = it / p->n_heads, h = it % p->n_heads;
         int a = p->group_start[g], nq = p->group_start[g + 1] - a;
-        kr_kv_span shared[KR_MAX_PAST_REFS + 1];
         int n_shared = 0;
         if (p->causal[g]) {
             /* Rows i of one causal chunk (ascending reach n_i): everything up to the first
@@ -218,18 +248,13 @@ static void worker(void *ctx, int ith, int nth) {
             int r0 = p->order[a];
             const kr_attn_keys *k0 = &p->keys[r0];
             int last = k0->n - 1, n0 = k0->ref[last].n;
-            const kr_kv_span *b0 = p->base + (size_t)r0 * R;
-            n_shared = to_spans(b0, last, h, p->head_dim, shared);
-            kr_kv_span head = b0[last];
-            head.n = n0;
-            n_shared += to_spans(&head, 1, h, p->head_dim, shared + n_shared);
+            const kref *b0 = p->base + (size_t)r0 * R;
+            n_shared = to_spans(b0, last, p->layer, h, p->head_dim, shared);
+            n_shared += ref_spans(&b0[last], p->layer, 0, n0, h, p->head_dim, shared + n_shared);
             for (int i = 0; i < nq; i++) {
                 int r = p->order[a + i];
-                kr_kv_span tail = p->base[(size_t)r * R + last];
-                tail.k += (size_t)n0 * (size_t)tail.stride;
-                tail.v += (size_t)n0 * (size_t)tail.stride;
-                tail.n = p->keys[r].ref[last].n - n0;
-                n_own[i] = to_spans(&tail, 1, h, p->head_dim, own_sp[i]);
+                const kref *tail = &p->base[(size_t)r * R + last];
+                n_own[i] = ref_spans(tail, p->layer, n0, p->keys[r].ref[last].n - n0, h, p->head_dim, own_sp[i]);
                 own[i] = own_sp[i];
                 qs[i] = p->q + (size_t)r * p->d + h * p->head_dim;
                 outs[i] = p->out + (size_t)r * p->d + h * p->head_dim;
@@ -238,12 +263,12 @@ static void worker(void *ctx, int ith, int nth) {
                                 p->max_keys, outs);
             continue;
         }
-        if (nq > 1) n_shared = to_spans(p->base + (size_t)p->order[a] * R, 1, h, p->head_dim, shared);
+        if (nq > 1) n_shared = to_spans(p->base + (size_t)p->order[a] * R, 1, p->layer, h, p->head_dim, shared);
         for (int i = 0; i < nq; i++) {
             int r = p->order[a + i];
             const kr_attn_keys *kk = &p->keys[r];
             int skip = nq > 1 ? 1 : 0; /* a lone row keeps all its refs as its own keys */
-            n_own[i] = to_spans(p->base + (size_t)r * R + skip, kk->n - skip, h, p->head_dim, own_sp[i]);
+            n_own[i] = to_spans(p->base + (size_t)r * R + skip, kk->n - skip, p->layer, h, p->head_dim, own_sp[i]);
             own[i] = own_sp[i];
             qs[i] = p->q + (size_t)r * p->d + h * p->head_dim;
             outs[i] = p->out + (size_t)r * p->d + h * p->head_dim;
@@ -270,10 +295,14 @@ kr_status kr_attention_rows(kr_pool *pool, int n_rows, const kr_attn_keys *keys,
     p.q = q;
     p.out = out;
     for (int r = 0; r < n_rows; r++) {
-        int nk = 0;
-        for (int i = 0; i < keys[r].n; i++) nk += keys[r].ref[i].n;
+        int nk = 0, ns = 0;
+        for (int i = 0; i < keys[r].n; i++) {
+            nk += keys[r].ref[i].n;
+            ns += ref_max_spans(keys[r].ref[i].n);
+        }
         if (nk < 1) return kr_error_set(err, KR_ERR_INTERNAL, "attention: row %d has no keys", r);
         if (nk > p.max_keys) p.max_keys = nk;
+        if (ns > p.max_spans) p.max_spans = ns;
     }
     int nth = kr_pool_size(pool);
     p.order = malloc((size_t)n_rows * sizeof(int));
@@ -281,9 +310,10 @@ kr_status kr_attention_rows(kr_pool *pool, int n_rows, const kr_attn_keys *keys,
     p.causal = malloc((size_t)n_rows + 1);
     p.scratch = malloc((size_t)nth * PLAN_MAX_GROUP * (size_t)p.max_keys * sizeof(float));
     p.base = malloc((size_t)n_rows * (KR_MAX_PAST_REFS + 1) * sizeof *p.base);
+    p.spans = malloc((size_t)nth * (PLAN_MAX_GROUP + 1) * (size_t)p.max_spans * sizeof *p.spans);
     float *copy = NULL;
     kr_status st = KR_OK;
-    if (!p.order || !p.group_start || !p.causal || !p.scratch || !p.base)
+    if (!p.order || !p.group_start || !p.causal || !p.scratch || !p.base || !p.spans)
         st = kr_error_set(err, KR_ERR_NOMEM, "attention: out of memory for %d rows", n_rows);
     else
         st = resolve_keys(pool, &p, n_rows, &copy, err);
@@ -293,6 +323,7 @@ kr_status kr_attention_rows(kr_pool *pool, int n_rows, const kr_attn_keys *keys,
         free(p.causal);
         free(p.scratch);
         free(p.base);
+        free(p.spans);
         return st;
     }
     for (int r = 0; r < n_rows; r++) p.order[r] = r;
@@ -319,6 +350,7 @@ kr_status kr_attention_rows(kr_pool *pool, int n_rows, const kr_attn_keys *keys,
     free(p.causal);
     free(p.scratch);
     free(p.base);
+    free(p.spans);
     free(copy);
     return KR_OK;
 }

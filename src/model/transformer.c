@@ -15,9 +15,7 @@
 
 #define KR_RMS_EPS 1e-5f
 
-static size_t kv_values(const kr_kv_store *s) {
-    return (size_t)s->n_layers * (size_t)s->cap * (size_t)s->d;
-}
+#define KVB KR_KV_BLOCK_ROWS
 
 kr_status kr_kv_store_init(kr_kv_store *s, int n_layers, int d, int cap, kr_error *err) {
     return kr_kv_store_init_dtype(s, n_layers, d, cap, KR_KV_F32, 0, err);
@@ -37,25 +35,21 @@ kr_status kr_kv_store_init_dtype(kr_kv_store *s, int n_layers, int d, int cap,
     s->cap = cap;
     s->dtype = dtype;
     s->group = dtype == KR_KV_INT8 ? group : 0;
-    size_t n = kv_values(s);
-    int ok;
-    if (dtype == KR_KV_F32) {
-        s->k = malloc(n * sizeof(float));
-        s->v = malloc(n * sizeof(float));
-        ok = s->k && s->v;
-    } else {
-        size_t elt = dtype == KR_KV_BF16 ? sizeof(uint16_t) : sizeof(int8_t);
-        s->qk = malloc(n * elt);
-        s->qv = malloc(n * elt);
-        ok = s->qk && s->qv;
-        if (ok && dtype == KR_KV_INT8) {
-            s->sk = malloc(n / (size_t)group * sizeof(float));
-            s->sv = malloc(n / (size_t)group * sizeof(float));
-            ok = s->sk && s->sv;
-        }
-    }
+    s->elt = dtype == KR_KV_F32 ? sizeof(float) : dtype == KR_KV_BF16 ? sizeof(uint16_t) : sizeof(int8_t);
+    size_t values = (size_t)n_layers * KVB * (size_t)d;
+    size_t scales = dtype == KR_KV_INT8 ? values / (size_t)group * sizeof(float) : 0;
+    /* Each region starts on a cache line, as a separately allocated array would. */
+    size_t vb = (values * s->elt + 63) / 64 * 64, sb = (scales + 63) / 64 * 64;
+    s->v_off = vb;
+    s->sk_off = 2 * vb;
+    s->sv_off = 2 * vb + sb;
+    s->block_bytes = 2 * vb + 2 * sb;
+    s->n_blocks = (cap + KVB - 1) / KVB;
+    s->blocks = calloc((size_t)s->n_blocks, sizeof *s->blocks);
+    int ok = s->blocks != NULL;
+    for (int i = 0; ok && i < s->n_blocks; i++) ok = (s->blocks[i] = kr_kv_block_alloc(s->block_bytes)) != NULL;
     if (!ok) {
-        size_t bytes = kr_kv_store_bytes(s);
+        size_t bytes = (size_t)s->n_blocks * s->block_bytes;
         kr_kv_store_release(s);
         return kr_error_set(err, KR_ERR_NOMEM, "kv store: cannot allocate %zu bytes", bytes);
     }
@@ -64,22 +58,59 @@ kr_status kr_kv_store_init_dtype(kr_kv_store *s, int n_layers, int d, int cap,
 
 void kr_kv_store_release(kr_kv_store *s) {
     if (!s) return;
-    free(s->k);
-    free(s->v);
-    free(s->qk);
-    free(s->qv);
-    free(s->sk);
-    free(s->sv);
+    for (int i = 0; s->blocks && i < s->n_blocks; i++) kr_kv_block_unref(s->blocks[i]);
+    free(s->blocks);
     memset(s, 0, sizeof *s);
 }
 
 size_t kr_kv_store_bytes(const kr_kv_store *s) {
-    size_t n = kv_values(s);
-    switch (s->dtype) {
-    case KR_KV_BF16: return 2 * n * sizeof(uint16_t);
-    case KR_KV_INT8: return 2 * (n * sizeof(int8_t) + (s->group > 0 ? n / (size_t)s->group : 0) * sizeof(float));
-    default: return 2 * n * sizeof(float);
+    size_t n = 0;
+    for (int i = 0; s->blocks && i < s->n_blocks; i++)
+        if (s->blocks[i]) n++;
+    return n * s->block_bytes;
+}
+
+int kr_kv_store_row_refs(const kr_kv_store *s, int row) {
+    return kr_kv_block_refs(s->blocks[row / KVB]);
+}
+
+/* Rows [r, r + n) of every layer of one block, raw (codes and scales as stored). */
+static void copy_block_rows(const kr_kv_store *s, unsigned char *dst, const unsigned char *src, int r, int n) {
+    size_t row_bytes = (size_t)s->d * s->elt, srow = s->group ? (size_t)(s->d / s->group) * sizeof(float) : 0;
+    for (int l = 0; l < s->n_layers; l++) {
+        size_t i = (size_t)l * KVB + (size_t)r;
+        memcpy(dst + i * row_bytes, src + i * row_bytes, (size_t)n * row_bytes);
+        memcpy(dst + s->v_off + i * row_bytes, src + s->v_off + i * row_bytes, (size_t)n * row_bytes);
+        if (srow) {
+            memcpy(dst + s->sk_off + i * srow, src + s->sk_off + i * srow, (size_t)n * srow);
+            memcpy(dst + s->sv_off + i * srow, src + s->sv_off + i * srow, (size_t)n * srow);
+        }
     }
+}
+
+kr_status kr_kv_store_share_prefix(kr_kv_store *dst, const kr_kv_store *src, int rows, kr_error *err) {
+    if (dst->n_layers != src->n_layers || dst->d != src->d || dst->dtype != src->dtype ||
+        dst->group != src->group || rows < 0 || rows > src->cap || rows > dst->cap)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "kv store: cannot share %d rows between stores of "
+                            "different shapes", rows);
+    int whole = rows / KVB, part = rows % KVB;
+    if (part > 0 && dst->blocks[whole] == src->blocks[whole]) part = 0; /* already shared */
+    if (part > 0 && kr_kv_block_refs(dst->blocks[whole]) > 1) {
+        /* The copy must not land in a block another store still reads. */
+        kr_kv_block *own = kr_kv_block_alloc(dst->block_bytes);
+        if (!own) return kr_error_set(err, KR_ERR_NOMEM, "kv store: cannot allocate %zu bytes", dst->block_bytes);
+        copy_block_rows(dst, own->data, dst->blocks[whole]->data, 0, KVB);
+        kr_kv_block_unref(dst->blocks[whole]);
+        dst->blocks[whole] = own;
+    }
+    for (int i = 0; i < whole; i++) {
+        if (dst->blocks[i] == src->blocks[i]) continue;
+        kr_kv_block_ref(src->blocks[i]);
+        kr_kv_block_unref(dst->blocks[i]);
+        dst->blocks[i] = src->blocks[i];
+    }
+    if (part > 0) copy_block_rows(dst, dst->blocks[whole]->data, src->blocks[whole]->data, 0, part);
+    return KR_OK;
 }
 
 /* The conversions below run over every referenced key row in every layer at every decode
@@ -179,45 +210,65 @@ static void int8_to_f32(const int8_t *q, const float *scale, float *out, int d, 
     }
 }
 
+/* Rows [row, row + n) of one block of a layer: the unit a conversion runs over, since rows
+ * are contiguous only within a block. */
+static void write_rows(kr_kv_store *s, int layer, int row, const float *k_rows, const float *v_rows, int n) {
+    size_t values = (size_t)n * (size_t)s->d;
+    if (s->dtype == KR_KV_F32) {
+        memcpy(kr_kv_row(s, 0, layer, row), k_rows, values * sizeof(float));
+        memcpy(kr_kv_row(s, 1, layer, row), v_rows, values * sizeof(float));
+    } else if (s->dtype == KR_KV_BF16) {
+        bf16_from_f32(k_rows, kr_kv_row(s, 0, layer, row), values);
+        bf16_from_f32(v_rows, kr_kv_row(s, 1, layer, row), values);
+    } else {
+        int d = s->d, ns = d / s->group;
+        int8_t *qk = kr_kv_row(s, 0, layer, row), *qv = kr_kv_row(s, 1, layer, row);
+        float *sk = kr_kv_row_scales(s, 0, layer, row), *sv = kr_kv_row_scales(s, 1, layer, row);
+        for (int r = 0; r < n; r++) {
+            int8_from_f32(k_rows + (size_t)r * d, qk + (size_t)r * d, sk + (size_t)r * ns, d, s->group);
+            int8_from_f32(v_rows + (size_t)r * d, qv + (size_t)r * d, sv + (size_t)r * ns, d, s->group);
+        }
+    }
+}
+
+static void read_rows(const kr_kv_store *s, int layer, int row, int n, float *k_out, float *v_out) {
+    size_t values = (size_t)n * (size_t)s->d;
+    if (s->dtype == KR_KV_F32) {
+        memcpy(k_out, kr_kv_row(s, 0, layer, row), values * sizeof(float));
+        memcpy(v_out, kr_kv_row(s, 1, layer, row), values * sizeof(float));
+    } else if (s->dtype == KR_KV_BF16) {
+        bf16_to_f32(kr_kv_row(s, 0, layer, row), k_out, values);
+        bf16_to_f32(kr_kv_row(s, 1, layer, row), v_out, values);
+    } else {
+        int d = s->d, ns = d / s->group;
+        const int8_t *qk = kr_kv_row(s, 0, layer, row), *qv = kr_kv_row(s, 1, layer, row);
+        const float *sk = kr_kv_row_scales(s, 0, layer, row), *sv = kr_kv_row_scales(s, 1, layer, row);
+        for (int r = 0; r < n; r++) {
+            int8_to_f32(qk + (size_t)r * d, sk + (size_t)r * ns, k_out + (size_t)r * d, d, s->group);
+            int8_to_f32(qv + (size_t)r * d, sv + (size_t)r * ns, v_out + (size_t)r * d, d, s->group);
+        }
+    }
+}
+
 void kr_kv_store_write(kr_kv_store *s, int layer, int row, const float *k_rows,
                        const float *v_rows, int n_rows) {
-    if (n_rows <= 0) return;
-    size_t off = ((size_t)layer * (size_t)s->cap + (size_t)row) * (size_t)s->d;
-    size_t n = (size_t)n_rows * (size_t)s->d;
-    if (s->dtype == KR_KV_F32) {
-        memcpy(s->k + off, k_rows, n * sizeof(float));
-        memcpy(s->v + off, v_rows, n * sizeof(float));
-    } else if (s->dtype == KR_KV_BF16) {
-        bf16_from_f32(k_rows, (uint16_t *)s->qk + off, n);
-        bf16_from_f32(v_rows, (uint16_t *)s->qv + off, n);
-    } else {
-        int d = s->d;
-        for (int r = 0; r < n_rows; r++) {
-            size_t o = off + (size_t)r * d, so = o / (size_t)s->group;
-            int8_from_f32(k_rows + (size_t)r * d, (int8_t *)s->qk + o, s->sk + so, d, s->group);
-            int8_from_f32(v_rows + (size_t)r * d, (int8_t *)s->qv + o, s->sv + so, d, s->group);
-        }
+    size_t d = (size_t)s->d;
+    for (int done = 0; done < n_rows;) {
+        int r = row + done, n = KVB - r % KVB;
+        if (n > n_rows - done) n = n_rows - done;
+        write_rows(s, layer, r, k_rows + (size_t)done * d, v_rows + (size_t)done * d, n);
+        done += n;
     }
 }
 
 void kr_kv_store_read(const kr_kv_store *s, int layer, int row, int n_rows, float *k_out,
                       float *v_out) {
-    if (n_rows <= 0) return;
-    size_t off = ((size_t)layer * (size_t)s->cap + (size_t)row) * (size_t)s->d;
-    size_t n = (size_t)n_rows * (size_t)s->d;
-    if (s->dtype == KR_KV_F32) {
-        memcpy(k_out, s->k + off, n * sizeof(float));
-        memcpy(v_out, s->v + off, n * sizeof(float));
-    } else if (s->dtype == KR_KV_BF16) {
-        bf16_to_f32((const uint16_t *)s->qk + off, k_out, n);
-        bf16_to_f32((const uint16_t *)s->qv + off, v_out, n);
-    } else {
-        int d = s->d;
-        for (int r = 0; r < n_rows; r++) {
-            size_t o = off + (size_t)r * d, so = o / (size_t)s->group;
-            int8_to_f32((const int8_t *)s->qk + o, s->sk + so, k_out + (size_t)r * d, d, s->group);
-            int8_to_f32((const int8_t *)s->qv + o, s->sv + so, v_out + (size_t)r * d, d, s->group);
-        }
+    size_t d = (size_t)s->d;
+    for (int done = 0; done < n_rows;) {
+        int r = row + done, n = KVB - r % KVB;
+        if (n > n_rows - done) n = n_rows - done;
+        read_rows(s, layer, r, n, k_out + (size_t)done * d, v_out + (size_t)done * d);
+        done += n;
     }
 }
 

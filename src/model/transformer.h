@@ -3,7 +3,8 @@
  * encoder/decoder and the predictor, run over KV stores so that prefill, cached decode,
  * window re-runs and many paths are all the same call.
  *
- * A kr_kv_store holds K (RoPE-rotated) and V rows for n_layers layers × cap positions. A
+ * A kr_kv_store holds K (RoPE-rotated) and V rows for n_layers layers × cap positions, in
+ * reference-counted blocks of KR_KV_BLOCK_ROWS rows (kv_pool.h). A
  * chunk is a run of consecutive new tokens of one sequence: it attends, in order, to the
  * rows named by its `past` refs (any stores: a shared context prefix, then its own path's
  * rows), then causally to its own rows, which are written to `out` at `out_start`.
@@ -18,6 +19,7 @@
 #include "base/threadpool.h"
 #include "kernels/kernels.h"
 #include "kronos.h"
+#include "model/kv_pool.h"
 #include "model/weights.h"
 
 /* Precision of the K/V rows a store holds (kr_model_params.kv_dtype).
@@ -30,6 +32,11 @@
  * share the store: cached decode still equals full recomputation bit for bit within a dtype. */
 typedef enum kr_kv_dtype { KR_KV_F32 = 0, KR_KV_BF16, KR_KV_INT8 } kr_kv_dtype;
 
+/* Rows per KV block. A store is a table of blocks: row r of layer l lives in block r / B at
+ * (l, r % B), so a block holds B consecutive rows of every layer of the store. Blocks are
+ * reference counted (kv_pool.h): stores may share the blocks of a common prefix. */
+#define KR_KV_BLOCK_ROWS 16
+
 typedef struct kr_kv_store {
     int n_layers;   /* layers stored (the predictor adds one for the s2 cross-attention) */
     int d;          /* values per row (d_model) */
@@ -39,19 +46,32 @@ typedef struct kr_kv_store {
      * scale spans two heads: with the self-attention head_dim it is exactly per head there,
      * and finer on the predictor's dep layer, whose 4 heads are wider. */
     int group;
-    float *k, *v;   /* F32: [n_layers][cap][d]; NULL otherwise */
-    void *qk, *qv;  /* BF16: uint16_t, INT8: int8_t [n_layers][cap][d]; NULL for F32 */
-    float *sk, *sv; /* INT8: [n_layers][cap][d / group]; NULL otherwise */
+    int n_blocks;                /* ceil(cap / KR_KV_BLOCK_ROWS) */
+    kr_kv_block **blocks;        /* [n_blocks], each held with one reference */
+    size_t elt;                  /* bytes per stored value: 4 f32, 2 bf16, 1 int8 */
+    /* Byte offsets in a block's payload: K values [n_layers][B][d], then V values, then
+     * (INT8) K scales [n_layers][B][d / group], then V scales. */
+    size_t v_off, sk_off, sv_off, block_bytes;
 } kr_kv_store;
 
 /* An F32 store. */
 kr_status kr_kv_store_init(kr_kv_store *s, int n_layers, int d, int cap, kr_error *err);
-/* A store of any dtype; group (INT8 only, ignored otherwise) must divide d. */
+/* A store of any dtype; group (INT8 only, ignored otherwise) must divide d. All its blocks are
+ * allocated here, so a store never fails later for want of memory. */
 kr_status kr_kv_store_init_dtype(kr_kv_store *s, int n_layers, int d, int cap,
                                  kr_kv_dtype dtype, int group, kr_error *err);
+/* Drops the store's block references (a block shared with another store lives on). */
 void kr_kv_store_release(kr_kv_store *s);
-/* Bytes the store holds (rows and scales): what the KV budget is charged. 0 when released. */
+/* Bytes of the blocks the store holds (rows and scales, whole blocks, shared ones included):
+ * what the KV budget is charged. 0 when released. */
 size_t kr_kv_store_bytes(const kr_kv_store *s);
+/* Makes rows [0, rows) of dst those of src: whole blocks by reference (dst drops its own),
+ * a partial last block by copy. Stores must have the same shape and dtype. Shared rows are
+ * read-only from then on in both stores: rows of a shared block must not be written. */
+kr_status kr_kv_store_share_prefix(kr_kv_store *dst, const kr_kv_store *src, int rows,
+                                   kr_error *err);
+/* Holders of the block containing row `row` (tests, diagnostics). */
+int kr_kv_store_row_refs(const kr_kv_store *s, int row);
 /* Stores K and V rows [row, row + n_rows) of a layer from k_rows / v_rows (row stride d),
  * converting to the store's dtype. */
 void kr_kv_store_write(kr_kv_store *s, int layer, int row, const float *k_rows,
@@ -60,12 +80,26 @@ void kr_kv_store_write(kr_kv_store *s, int layer, int row, const float *k_rows,
  * a copy for F32, the dequantised rows otherwise (the values attention uses). */
 void kr_kv_store_read(const kr_kv_store *s, int layer, int row, int n_rows, float *k_out,
                       float *v_out);
-/* F32 stores only: rows in place. */
+
+/* Where one row of a layer lives: which = 0 for K, 1 for V. Rows are contiguous within a
+ * block only: row + 1 is at the returned address + d values when row + 1 is in the same block
+ * (row % KR_KV_BLOCK_ROWS < KR_KV_BLOCK_ROWS - 1), elsewhere otherwise. */
+static inline void *kr_kv_row(const kr_kv_store *s, int which, int layer, int row) {
+    size_t i = (size_t)layer * KR_KV_BLOCK_ROWS + (size_t)(row % KR_KV_BLOCK_ROWS);
+    return s->blocks[row / KR_KV_BLOCK_ROWS]->data + (which ? s->v_off : 0) + i * (size_t)s->d * s->elt;
+}
+/* INT8 stores: the d / group scales of one row (which as above). */
+static inline float *kr_kv_row_scales(const kr_kv_store *s, int which, int layer, int row) {
+    size_t i = (size_t)layer * KR_KV_BLOCK_ROWS + (size_t)(row % KR_KV_BLOCK_ROWS);
+    return (float *)(s->blocks[row / KR_KV_BLOCK_ROWS]->data + (which ? s->sv_off : s->sk_off)) +
+           i * (size_t)(s->d / s->group);
+}
+/* F32 stores: one row in place (see kr_kv_row for its neighbours). */
 static inline float *kr_kv_k(const kr_kv_store *s, int layer, int row) {
-    return s->k + ((size_t)layer * (size_t)s->cap + (size_t)row) * (size_t)s->d;
+    return (float *)kr_kv_row(s, 0, layer, row);
 }
 static inline float *kr_kv_v(const kr_kv_store *s, int layer, int row) {
-    return s->v + ((size_t)layer * (size_t)s->cap + (size_t)row) * (size_t)s->d;
+    return (float *)kr_kv_row(s, 1, layer, row);
 }
 
 /* Rows [start, start+n) of a store (same rows in every layer). */

@@ -1,0 +1,153 @@
+/*
+ * A window that starts with the blocks of a cached window takes those KV blocks by reference
+ * (kr_kv_store_share_prefix): its forecast is bit-identical to one computed without the
+ * cache, its window is published in turn, it stays valid after the window it shared with is
+ * evicted, and every block is back in the pool once the groups and the cache are gone.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/generate.h"
+#include "engine/prefix_cache.h"
+#include "model/kv_pool.h"
+#include "model/weights.h"
+#include "test_support.h"
+
+enum { LONG_L = 120, SHORT_L = 100, P = 8, PATHS = 3 };
+
+static char g_tiny_dir[1024];
+static float g_x[LONG_L * 6], g_stamps[(LONG_L + P) * 5];
+
+static int setup(void **state) {
+    (void)state;
+    char *dir = kr_test_tmpdir();
+    kr_error err = {0};
+    if (!dir || kr_model_write_random(kr_random_shape_find("tiny"), 11, dir, &err) != KR_OK) {
+        fprintf(stderr, "gen-random: %s\n", err.message);
+        return -1;
+    }
+    snprintf(g_tiny_dir, sizeof g_tiny_dir, "%s", dir);
+    free(dir);
+    uint64_t r = 0x9e3779b97f4a7c15ull;
+    for (int i = 0; i < LONG_L * 6; i++) {
+        r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+        g_x[i] = (float)((double)(r >> 11) / 9007199254740992.0) * 4.0f - 2.0f;
+    }
+    for (int i = 0; i < LONG_L + P; i++) {
+        float *t = g_stamps + (size_t)i * 5;
+        t[0] = (float)(i % 60);
+        t[1] = (float)((i / 60) % 24);
+        t[2] = 2.0f;
+        t[3] = 14.0f;
+        t[4] = 6.0f;
+    }
+    return 0;
+}
+
+static kr_model *load(void) {
+    char pred[1100], tok[1100];
+    snprintf(pred, sizeof pred, "%s/predictor", g_tiny_dir);
+    snprintf(tok, sizeof tok, "%s/tokenizer", g_tiny_dir);
+    kr_model *m = NULL;
+    kr_error err = {0};
+    if (kr_model_load(pred, tok, NULL, &m, &err) != KR_OK) fail_msg("load: %s", err.message);
+    return m;
+}
+
+typedef struct result {
+    int32_t hist_s1[LONG_L], hist_s2[LONG_L], gen_s1[PATHS * P], gen_s2[PATHS * P];
+    float pred[PATHS * P * 6];
+    kr_gen_output out;
+} result;
+
+/* One group of the first L history rows, run to the end with the cache (or none). */
+static void run_group(kr_model *m, int L, kr_prefix_cache *cache, result *res) {
+    memset(res, 0, sizeof *res);
+    res->out.hist_s1 = res->hist_s1;
+    res->out.hist_s2 = res->hist_s2;
+    res->out.gen_s1 = res->gen_s1;
+    res->out.gen_s2 = res->gen_s2;
+    res->out.pred_norm = res->pred;
+    /* The stamps of the future follow the history directly. */
+    static float stamps[(LONG_L + P) * 5];
+    memcpy(stamps, g_stamps, (size_t)(L + P) * 5 * sizeof(float));
+    kr_gen_input in = {.L = L, .x_norm = g_x, .stamps = stamps, .seed = 99};
+    kr_forecast_params p = kr_forecast_default_params();
+    p.pred_len = P;
+    p.paths = PATHS;
+    p.max_context = 256;
+    kr_gen_group *g = NULL;
+    kr_error err = {0};
+    assert_int_equal(kr_gen_group_create(m, &in, &res->out, &p, NULL, &g, &err), KR_OK);
+    kr_prefix_hooks hooks;
+    if (cache) hooks = kr_prefix_cache_hooks(cache);
+    kr_gen_step_params sp = {.max_prefill_rows = 0, .prefix = cache ? &hooks : NULL};
+    while (!kr_gen_group_done(g))
+        if (kr_gen_step(m, &g, 1, &sp, &err) != KR_OK) fail_msg("step: %s", err.message);
+    kr_gen_group_free(g);
+}
+
+static void expect_same(const result *a, const result *b, const char *what) {
+    if (memcmp(a->gen_s1, b->gen_s1, sizeof a->gen_s1) || memcmp(a->gen_s2, b->gen_s2, sizeof a->gen_s2))
+        fail_msg("%s: generated tokens differ", what);
+    if (memcmp(a->pred, b->pred, sizeof a->pred)) fail_msg("%s: decoded paths differ", what);
+}
+
+static long long blocks_used(void) {
+    kr_kv_pool_stats st;
+    kr_kv_pool_get_stats(&st);
+    return st.blocks_used;
+}
+
+static void test_partial_hit_shares_blocks(void **state) {
+    (void)state;
+    kr_model *m = load();
+    long long used0 = blocks_used();
+    static result alone, first, hit, again;
+    run_group(m, LONG_L, NULL, &alone);
+    assert_int_equal(blocks_used(), used0);
+
+    kr_prefix_cache *cache = NULL;
+    kr_error err = {0};
+    assert_int_equal(kr_prefix_cache_create((size_t)1 << 30, &cache, &err), KR_OK);
+    run_group(m, SHORT_L, cache, &first);
+    assert_int_equal(first.out.cached_tokens, 0);
+    /* The history is encoded causally, so the longer window starts with the same tokens. */
+    assert_memory_equal(first.hist_s1, alone.hist_s1, SHORT_L * sizeof(int32_t));
+    kr_prefix_cache_stats cs;
+    kr_prefix_cache_get_stats(cache, &cs);
+    assert_int_equal(cs.entries, 1);
+    long long held_one = blocks_used() - used0;
+    assert_int_equal(held_one, (SHORT_L + KR_KV_BLOCK_ROWS - 1) / KR_KV_BLOCK_ROWS);
+
+    /* 96 rows (6 whole blocks) from the cache, by reference; the rest prefilled. */
+    run_group(m, LONG_L, cache, &hit);
+    assert_int_equal(hit.out.cached_tokens, SHORT_L / KR_PREFIX_BLOCK * KR_PREFIX_BLOCK);
+    expect_same(&alone, &hit, "partial prefix hit vs no cache");
+    kr_prefix_cache_get_stats(cache, &cs);
+    assert_int_equal(cs.entries, 2); /* the longer window was self-contained, so published */
+    /* It holds only its own blocks beyond the 6 shared ones. */
+    long long held_two = blocks_used() - used0;
+    assert_int_equal(held_two, held_one + (LONG_L + KR_KV_BLOCK_ROWS - 1) / KR_KV_BLOCK_ROWS - 6);
+
+    /* The first window goes; the shared blocks stay with the second, still correct. */
+    kr_prefix_cache_evict(cache, 1);
+    kr_prefix_cache_get_stats(cache, &cs);
+    assert_int_equal(cs.entries, 1);
+    assert_int_equal(blocks_used() - used0, (LONG_L + KR_KV_BLOCK_ROWS - 1) / KR_KV_BLOCK_ROWS);
+    run_group(m, LONG_L, cache, &again);
+    assert_int_equal(again.out.cached_tokens, LONG_L);
+    expect_same(&alone, &again, "whole-window hit after the shared window's eviction");
+
+    kr_prefix_cache_free(cache);
+    assert_int_equal(blocks_used(), used0);
+    kr_model_free(m);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_partial_hit_shares_blocks),
+    };
+    return cmocka_run_group_tests(tests, setup, NULL);
+}

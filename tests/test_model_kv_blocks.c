@@ -1,0 +1,302 @@
+/* Tests for the block-paged KV store (transformer.h, kv_pool.h): addressing of rows across
+ * blocks on shapes that fit no power of two, write/read round trips of every dtype across
+ * block boundaries, sharing of prefix blocks by reference (counts, survival of a shared block
+ * past one holder, byte accounting), and attention over block-split keys equal bit for bit to
+ * attention over a contiguous copy. */
+#include "test_support.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+#include "model/attention_plan.h"
+#include "model/kv_pool.h"
+#include "model/transformer.h"
+
+enum { BR = KR_KV_BLOCK_ROWS };
+
+static uint64_t g_rng = 0x2545F4914F6CDD1Dull;
+static float rnd(void) {
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return (float)((double)(g_rng >> 11) / 9007199254740992.0) * 2.0f - 1.0f;
+}
+
+static float *rnd_buf(size_t n) {
+    float *p = malloc(n * sizeof *p);
+    assert_non_null(p);
+    for (size_t i = 0; i < n; i++) p[i] = rnd() * 3.0f;
+    return p;
+}
+
+static long long blocks_used(void) {
+    kr_kv_pool_stats st;
+    kr_kv_pool_get_stats(&st);
+    return st.blocks_used;
+}
+
+/* Value of element j of row r of layer l, K (t = 0) or V (t = 1): unique per position. */
+static float tag(int t, int l, int r, int j) { return (float)(t * 1000000 + l * 10000 + r * 100) + (float)j * 0.25f; }
+
+static void test_addressing(void **state) {
+    (void)state;
+    enum { LAYERS = 3, D = 52 * 2, CAP = 37 };
+    kr_kv_store s;
+    kr_error err = {0};
+    long long used0 = blocks_used();
+    assert_int_equal(kr_kv_store_init(&s, LAYERS, D, CAP, &err), KR_OK);
+    assert_int_equal(s.n_blocks, 3);
+    assert_int_equal(blocks_used(), used0 + 3);
+    assert_true(s.block_bytes >= 2u * LAYERS * BR * D * sizeof(float));
+    assert_int_equal(kr_kv_store_bytes(&s), 3 * s.block_bytes);
+    float k[CAP * D], v[CAP * D];
+    for (int l = 0; l < LAYERS; l++) {
+        for (int r = 0; r < CAP; r++)
+            for (int j = 0; j < D; j++) {
+                k[r * D + j] = tag(0, l, r, j);
+                v[r * D + j] = tag(1, l, r, j);
+            }
+        kr_kv_store_write(&s, l, 0, k, v, CAP); /* one call over three blocks */
+    }
+    for (int l = 0; l < LAYERS; l++)
+        for (int r = 0; r < CAP; r++) {
+            const float *kr = kr_kv_k(&s, l, r), *vr = kr_kv_v(&s, l, r);
+            for (int j = 0; j < D; j++) {
+                assert_true(kr[j] == tag(0, l, r, j));
+                assert_true(vr[j] == tag(1, l, r, j));
+            }
+            /* Rows are contiguous within a block, and a block boundary moves to another one. */
+            if (r + 1 < CAP && (r + 1) % BR != 0) assert_ptr_equal(kr_kv_k(&s, l, r + 1), kr + D);
+            if (r + 1 < CAP && (r + 1) % BR == 0) assert_ptr_not_equal(kr_kv_k(&s, l, r + 1), kr + D);
+        }
+    /* Layers of one block do not overlap: rows at the same offset of layers 0 and 1. */
+    assert_true(kr_kv_k(&s, 1, 17) - kr_kv_k(&s, 0, 17) >= (ptrdiff_t)BR * D);
+    kr_kv_store_release(&s);
+    assert_int_equal(kr_kv_store_bytes(&s), 0);
+    assert_int_equal(blocks_used(), used0);
+}
+
+/* A store written in one call spanning blocks reads back the same bits as one written row by
+ * row, whatever the cut of the read; f32 reads back its input, bf16 its rounding. */
+static void test_round_trip_dtypes(void **state) {
+    (void)state;
+    enum { LAYERS = 2, D = 52 * 3, G = 52, CAP = 53, R0 = 5 };
+    const kr_kv_dtype dts[3] = {KR_KV_F32, KR_KV_BF16, KR_KV_INT8};
+    int n = CAP - R0;
+    float *k = rnd_buf((size_t)n * D), *v = rnd_buf((size_t)n * D);
+    float *ka = malloc((size_t)n * D * sizeof(float)), *va = malloc((size_t)n * D * sizeof(float));
+    float *kb = malloc((size_t)n * D * sizeof(float)), *vb = malloc((size_t)n * D * sizeof(float));
+    assert_true(ka && va && kb && vb);
+    for (int t = 0; t < 3; t++) {
+        kr_kv_store a, b;
+        kr_error err = {0};
+        assert_int_equal(kr_kv_store_init_dtype(&a, LAYERS, D, CAP, dts[t], G, &err), KR_OK);
+        assert_int_equal(kr_kv_store_init_dtype(&b, LAYERS, D, CAP, dts[t], G, &err), KR_OK);
+        assert_int_equal(a.n_blocks, 4);
+        assert_int_equal(kr_kv_store_bytes(&a), 4 * a.block_bytes);
+        kr_kv_store_write(&a, 1, R0, k, v, n);
+        for (int r = 0; r < n; r++) kr_kv_store_write(&b, 1, R0 + r, k + (size_t)r * D, v + (size_t)r * D, 1);
+        kr_kv_store_read(&a, 1, R0, n, ka, va);
+        /* Read in pieces cut across block boundaries (11, then 15 = through row 31, ...). */
+        for (int r = 0, c = 11; r < n; r += c, c += 4) {
+            int m = c < n - r ? c : n - r;
+            kr_kv_store_read(&b, 1, R0 + r, m, kb + (size_t)r * D, vb + (size_t)r * D);
+        }
+        assert_memory_equal(ka, kb, (size_t)n * D * sizeof(float));
+        assert_memory_equal(va, vb, (size_t)n * D * sizeof(float));
+        for (size_t i = 0; i < (size_t)n * D; i++) {
+            if (dts[t] == KR_KV_F32) {
+                assert_true(ka[i] == k[i] && va[i] == v[i]);
+            } else if (dts[t] == KR_KV_BF16) {
+                assert_true(ka[i] == kr_bf16_to_f32(kr_f32_to_bf16(k[i])));
+                assert_true(va[i] == kr_bf16_to_f32(kr_f32_to_bf16(v[i])));
+            } else {
+                assert_true(fabsf(ka[i] - k[i]) <= 3.0f / 127.0f);
+                assert_true(fabsf(va[i] - v[i]) <= 3.0f / 127.0f);
+            }
+        }
+        kr_kv_store_release(&a);
+        kr_kv_store_release(&b);
+    }
+    free(k); free(v); free(ka); free(va); free(kb); free(vb);
+}
+
+static void fill(kr_kv_store *s, int rows) {
+    float *k = rnd_buf((size_t)rows * s->d), *v = rnd_buf((size_t)rows * s->d);
+    for (int l = 0; l < s->n_layers; l++) kr_kv_store_write(s, l, 0, k, v, rows);
+    free(k);
+    free(v);
+}
+
+static void expect_same_rows(const kr_kv_store *a, const kr_kv_store *b, int rows) {
+    size_t n = (size_t)rows * a->d;
+    float *buf = malloc(4 * n * sizeof(float));
+    assert_non_null(buf);
+    for (int l = 0; l < a->n_layers; l++) {
+        kr_kv_store_read(a, l, 0, rows, buf, buf + n);
+        kr_kv_store_read(b, l, 0, rows, buf + 2 * n, buf + 3 * n);
+        assert_memory_equal(buf, buf + 2 * n, 2 * n * sizeof(float));
+    }
+    free(buf);
+}
+
+static void test_share_prefix(void **state) {
+    (void)state;
+    enum { LAYERS = 2, D = 52, CAP_SRC = 40, CAP_DST = 50, SHARED = 35 };
+    const kr_kv_dtype dts[3] = {KR_KV_F32, KR_KV_BF16, KR_KV_INT8};
+    for (int t = 0; t < 3; t++) {
+        kr_kv_store src, dst, copy;
+        kr_error err = {0};
+        long long used0 = blocks_used();
+        assert_int_equal(kr_kv_store_init_dtype(&src, LAYERS, D, CAP_SRC, dts[t], 26, &err), KR_OK);
+        assert_int_equal(kr_kv_store_init_dtype(&dst, LAYERS, D, CAP_DST, dts[t], 26, &err), KR_OK);
+        assert_int_equal(kr_kv_store_init_dtype(&copy, LAYERS, D, CAP_SRC, dts[t], 26, &err), KR_OK);
+        assert_int_equal(blocks_used(), used0 + 3 + 4 + 3);
+        fill(&src, CAP_SRC);
+        /* A reference copy of src's rows, to check them after src is gone. */
+        assert_int_equal(kr_kv_store_share_prefix(&copy, &src, 0, &err), KR_OK);
+        for (int l = 0; l < LAYERS; l++) {
+            float *k = malloc((size_t)CAP_SRC * D * sizeof(float)), *v = malloc((size_t)CAP_SRC * D * sizeof(float));
+            kr_kv_store_read(&src, l, 0, CAP_SRC, k, v);
+            kr_kv_store_write(&copy, l, 0, k, v, CAP_SRC);
+            free(k);
+            free(v);
+        }
+        /* Two whole blocks by reference, the 3 rows of the third by copy. */
+        assert_int_equal(kr_kv_store_share_prefix(&dst, &src, SHARED, &err), KR_OK);
+        assert_int_equal(kr_kv_store_row_refs(&src, 0), 2);
+        assert_int_equal(kr_kv_store_row_refs(&dst, BR + 3), 2);
+        assert_ptr_equal(dst.blocks[0], src.blocks[0]);
+        assert_ptr_equal(dst.blocks[1], src.blocks[1]);
+        assert_ptr_not_equal(dst.blocks[2], src.blocks[2]);
+        assert_int_equal(kr_kv_store_row_refs(&dst, 2 * BR), 1);
+        assert_int_equal(kr_kv_store_row_refs(&src, 2 * BR), 1);
+        assert_int_equal(blocks_used(), used0 + 3 + 2 + 3); /* dst dropped its first two */
+        /* Each holder is charged the blocks it holds, shared ones included. */
+        assert_int_equal(kr_kv_store_bytes(&dst), 4 * dst.block_bytes);
+        assert_int_equal(kr_kv_store_bytes(&src), 3 * src.block_bytes);
+        expect_same_rows(&dst, &src, SHARED);
+        /* Sharing again is a no-op on the counts. */
+        assert_int_equal(kr_kv_store_share_prefix(&dst, &src, SHARED, &err), KR_OK);
+        assert_int_equal(kr_kv_store_row_refs(&src, 0), 2);
+        /* Rows past the shared prefix are dst's own: writing them leaves src alone. */
+        float *row = rnd_buf(2 * D);
+        kr_kv_store_write(&dst, 0, SHARED, row, row + D, 1);
+        free(row);
+        expect_same_rows(&src, &copy, CAP_SRC);
+        /* The first holder goes: its unshared block is freed, the shared ones live on. */
+        kr_kv_store_release(&src);
+        assert_int_equal(blocks_used(), used0 + 4 + 3);
+        assert_int_equal(kr_kv_store_row_refs(&dst, 0), 1);
+        assert_int_equal(kr_kv_store_row_refs(&dst, BR), 1);
+        expect_same_rows(&dst, &copy, SHARED);
+        /* The last holder frees them. */
+        kr_kv_store_release(&dst);
+        assert_int_equal(blocks_used(), used0 + 3);
+        kr_kv_store_release(&copy);
+        assert_int_equal(blocks_used(), used0);
+    }
+    /* Mismatched shapes are refused. */
+    kr_kv_store a, b;
+    kr_error err = {0};
+    assert_int_equal(kr_kv_store_init(&a, 2, 52, 20, &err), KR_OK);
+    assert_int_equal(kr_kv_store_init(&b, 2, 104, 20, &err), KR_OK);
+    assert_int_equal(kr_kv_store_share_prefix(&a, &b, 16, &err), KR_ERR_INVALID_ARG);
+    assert_int_equal(kr_kv_store_share_prefix(&a, &a, 21, &err), KR_ERR_INVALID_ARG);
+    kr_kv_store_release(&a);
+    kr_kv_store_release(&b);
+}
+
+/* A partial shared block is copied into a block dst does not share with anyone else. */
+static void test_share_partial_copy_on_shared_block(void **state) {
+    (void)state;
+    kr_kv_store a, b, c;
+    kr_error err = {0};
+    assert_int_equal(kr_kv_store_init(&a, 1, 52, 32, &err), KR_OK);
+    assert_int_equal(kr_kv_store_init(&b, 1, 52, 32, &err), KR_OK);
+    assert_int_equal(kr_kv_store_init(&c, 1, 52, 32, &err), KR_OK);
+    fill(&a, 32);
+    fill(&c, 32);
+    assert_int_equal(kr_kv_store_share_prefix(&b, &a, 32, &err), KR_OK); /* b is all a's */
+    assert_int_equal(kr_kv_store_share_prefix(&b, &c, 20, &err), KR_OK);
+    assert_int_equal(kr_kv_store_row_refs(&a, 0), 1);   /* b's block 0 now c's */
+    assert_int_equal(kr_kv_store_row_refs(&a, BR), 1);  /* b took its own for the copy */
+    assert_int_equal(kr_kv_store_row_refs(&c, 0), 2);
+    expect_same_rows(&b, &c, 20);
+    kr_kv_store_release(&a);
+    kr_kv_store_release(&b);
+    kr_kv_store_release(&c);
+}
+
+/* kr_attention_rows over stores (keys split per block, several refs, rows grouped over a
+ * shared first ref, a causal group) equals kr_attend_f32 over one contiguous copy of each
+ * row's keys, bit for bit. */
+static void test_attention_blocks_vs_contiguous(void **state) {
+    (void)state;
+    enum { LAYERS = 2, HD = 52, H = 2, D = HD * H, CAP = 75, NQ = 9 };
+    kr_kv_store ctx, own;
+    kr_error err = {0};
+    assert_int_equal(kr_kv_store_init(&ctx, LAYERS, D, CAP, &err), KR_OK);
+    assert_int_equal(kr_kv_store_init(&own, LAYERS, D, CAP, &err), KR_OK);
+    fill(&ctx, CAP);
+    fill(&own, CAP);
+    kr_attn_keys keys[NQ];
+    /* Rows 0..3: same context rows [3, 61), then own rows of their own (grouped rows). */
+    for (int r = 0; r < 4; r++) {
+        keys[r].n = 2;
+        keys[r].ref[0] = (kr_kv_ref){&ctx, 3, 58};
+        keys[r].ref[1] = (kr_kv_ref){&own, 10 * r + 1, 5 + 3 * r};
+    }
+    /* Rows 4..7: a causal chunk over context [0, 40) and own rows 30 .. 30 + i. */
+    for (int i = 0; i < 4; i++) {
+        keys[4 + i].n = 2;
+        keys[4 + i].ref[0] = (kr_kv_ref){&ctx, 0, 40};
+        keys[4 + i].ref[1] = (kr_kv_ref){&own, 30, 14 + i};
+    }
+    /* Row 8: alone, three refs. */
+    keys[8].n = 3;
+    keys[8].ref[0] = (kr_kv_ref){&ctx, 17, 1};
+    keys[8].ref[1] = (kr_kv_ref){&own, 0, 33};
+    keys[8].ref[2] = (kr_kv_ref){&ctx, 47, CAP - 47};
+    float *q = rnd_buf((size_t)NQ * D), out[NQ * D], want[NQ * D];
+    float *kc = malloc((size_t)3 * CAP * D * sizeof(float)), *vc = malloc((size_t)3 * CAP * D * sizeof(float));
+    float *scratch = malloc((size_t)3 * CAP * sizeof(float));
+    assert_true(kc && vc && scratch);
+    for (int layer = 0; layer < LAYERS; layer++) {
+        assert_int_equal(kr_attention_rows(NULL, NQ, keys, layer, H, HD, D, q, out, &err), KR_OK);
+        for (int r = 0; r < NQ; r++) {
+            int n = 0;
+            for (int i = 0; i < keys[r].n; i++) {
+                const kr_kv_ref *ref = &keys[r].ref[i];
+                kr_kv_store_read(ref->store, layer, ref->start, ref->n, kc + (size_t)n * D, vc + (size_t)n * D);
+                n += ref->n;
+            }
+            for (int h = 0; h < H; h++) {
+                kr_kv_span sp = {kc + h * HD, vc + h * HD, n, D};
+                kr_attend_f32(q + (size_t)r * D + h * HD, HD, 1.0f / sqrtf((float)HD), &sp, 1, scratch,
+                              want + (size_t)r * D + h * HD);
+            }
+        }
+        assert_memory_equal(out, want, sizeof out);
+    }
+    free(q);
+    free(kc);
+    free(vc);
+    free(scratch);
+    kr_kv_store_release(&ctx);
+    kr_kv_store_release(&own);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_addressing),
+        cmocka_unit_test(test_round_trip_dtypes),
+        cmocka_unit_test(test_share_prefix),
+        cmocka_unit_test(test_share_partial_copy_on_shared_block),
+        cmocka_unit_test(test_attention_blocks_vs_contiguous),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
