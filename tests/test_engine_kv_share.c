@@ -81,7 +81,12 @@ static void run_group(kr_model *m, int L, kr_prefix_cache *cache, result *res) {
     kr_error err = {0};
     assert_int_equal(kr_gen_group_create(m, &in, &res->out, &p, NULL, &g, &err), KR_OK);
     kr_prefix_hooks hooks;
-    if (cache) hooks = kr_prefix_cache_hooks(cache);
+    if (cache) {
+        hooks = kr_prefix_cache_hooks(cache);
+        /* Only the predictor's blocks are counted here: no decoder contexts. */
+        hooks.dec_lookup = NULL;
+        hooks.dec_publish = NULL;
+    }
     kr_gen_step_params sp = {.max_prefill_rows = 0, .prefix = cache ? &hooks : NULL};
     while (!kr_gen_group_done(g))
         if (kr_gen_step(m, &g, 1, &sp, &err) != KR_OK) fail_msg("step: %s", err.message);

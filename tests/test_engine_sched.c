@@ -120,7 +120,12 @@ static void test_concurrent_equals_alone(void **state) {
         kr_forecast_free(alone);
         kr_forecast_free(w[k].result);
     }
-    /* The same window again: taken from the prefix cache, same paths. */
+    /* Every distinct history left its tokenizer-decoder context in the cache too. */
+    kr_sched_stats ss;
+    kr_sched_get_stats(s, &ss);
+    assert_true(ss.prefix_cache_decoder_bytes > 0);
+    /* The same window again: taken from the prefix cache (predictor window and decoder
+     * context), same paths and the same decoded candles bit for bit. */
     waiter again;
     waiter_init(&again);
     kr_series ser = series_for(3);

@@ -470,40 +470,75 @@ done:
 
 /* ---------------------------------------------------------------- tokenizer */
 
+/* A tokenizer-decoder context: K/V of a window's history rows in the decoder's layers. Kept
+ * in a kr_prefix so the prefix cache can hold it like a predictor window (logits unused). */
+static kr_prefix *dec_prefix_new(const kr_tokenizer_weights *tw, int rows, kr_error *err) {
+    kr_prefix *p = calloc(1, sizeof *p);
+    if (!p) {
+        kr_error_set(err, KR_ERR_NOMEM, "generate: out of memory for a decoder context");
+        return NULL;
+    }
+    p->refs = 1;
+    p->n = rows;
+    if (kr_kv_store_init(&p->kv, kr_tokenizer_store_layers(tw), tw->cfg.d_model, rows, err) != KR_OK) {
+        kr_prefix_release(p);
+        return NULL;
+    }
+    return p;
+}
+
 /* Decodes each path's final window [dws, L+P) of the given groups in one batch; the window's
- * history prefix once per group. */
-static kr_status decode_groups(kr_model *m, kr_gen_group **gs, int n_groups, kr_error *err) {
+ * history prefix once per group, and not at all when the prefix cache holds the decoder's
+ * K/V of the same history tokens (a repeated window: positions start at 0 either way, so the
+ * rows are the same numbers). */
+static kr_status decode_groups(kr_model *m, kr_gen_group **gs, int n_groups,
+                               const kr_prefix_hooks *hooks, kr_error *err) {
     const kr_tokenizer_weights *tw = m->tok;
     kr_kv_store *stores = calloc((size_t)n_groups, sizeof *stores);
+    kr_prefix **ctx = calloc((size_t)n_groups, sizeof *ctx);
+    unsigned char *fresh = calloc((size_t)n_groups, 1);
     batch b = {0};
     float *dec = NULL;
     kr_status st = KR_OK;
-    if (!stores) return kr_error_set(err, KR_ERR_NOMEM, "generate: out of memory for decode");
+    if (!stores || !ctx || !fresh) st = kr_error_set(err, KR_ERR_NOMEM, "generate: out of memory for decode");
+    int cache = hooks && hooks->dec_lookup && hooks->dec_publish;
     for (int k = 0; k < n_groups && st == KR_OK; k++) {
         kr_gen_group *g = gs[k];
         int total = g->L + g->P, dws = total > g->C ? total - g->C : 0, h = g->L - dws;
-        int rows = g->opt.naive ? g->paths * (total - dws) : h + g->paths * g->P;
-        st = kr_kv_store_init(&stores[k], kr_tokenizer_store_layers(tw), tw->cfg.d_model, rows, err);
-        if (st == KR_OK) st = batch_grow(&b, g->paths + 1, rows, err);
-        if (st != KR_OK) break;
         if (g->opt.naive) {
-            for (int p = 0; p < g->paths; p++) {
+            int rows = g->paths * (total - dws);
+            st = kr_kv_store_init(&stores[k], kr_tokenizer_store_layers(tw), tw->cfg.d_model, rows, err);
+            if (st == KR_OK) st = batch_grow(&b, g->paths, rows, err);
+            for (int p = 0; st == KR_OK && p < g->paths; p++) {
                 batch_chunk(&b, g, p, 0, &stores[k], p * (total - dws));
                 for (int t = dws; t < total; t++) batch_token(&b, g, p, t);
             }
             continue;
         }
-        if (h > 0) {
-            batch_chunk(&b, g, TAG_CONTEXT, 0, &stores[k], 0);
+        if (h > 0 && cache)
+            ctx[k] = hooks->dec_lookup(hooks->user, g->out->hist_s1 + dws, g->out->hist_s2 + dws, h);
+        if (h > 0 && !ctx[k]) {
+            if (!(ctx[k] = dec_prefix_new(tw, h, err))) {
+                st = err ? err->status : KR_ERR_NOMEM;
+                break;
+            }
+            fresh[k] = 1;
+        }
+        int rows = g->paths * g->P;
+        st = kr_kv_store_init(&stores[k], kr_tokenizer_store_layers(tw), tw->cfg.d_model, rows, err);
+        if (st == KR_OK) st = batch_grow(&b, g->paths + 1, rows + (fresh[k] ? h : 0), err);
+        if (st != KR_OK) break;
+        if (fresh[k]) {
+            batch_chunk(&b, g, TAG_CONTEXT, 0, &ctx[k]->kv, 0);
             for (int t = dws; t < g->L; t++) batch_token(&b, g, -1, t);
         }
         for (int p = 0; p < g->paths; p++) {
-            kr_chunk *c = batch_chunk(&b, g, p, h, &stores[k], h + p * g->P);
-            chunk_past(c, &stores[k], 0, h);
+            kr_chunk *c = batch_chunk(&b, g, p, h, &stores[k], p * g->P);
+            if (h > 0) chunk_past(c, &ctx[k]->kv, 0, h);
             for (int t = g->L; t < total; t++) batch_token(&b, g, p, t);
         }
     }
-    if (st == KR_OK && !(dec = malloc((size_t)b.rows * 6 * sizeof(float))))
+    if (st == KR_OK && !(dec = malloc((size_t)(b.rows > 0 ? b.rows : 1) * 6 * sizeof(float))))
         st = kr_error_set(err, KR_ERR_NOMEM, "generate: out of memory for decode");
     /* In slices of whole chunks, like batch_run: bounded activations, same numbers. */
     for (int c0 = 0, row0 = 0; st == KR_OK && c0 < b.n_chunks;) {
@@ -522,8 +557,18 @@ static kr_status decode_groups(kr_model *m, kr_gen_group **gs, int n_groups, kr_
         memcpy(g->out->pred_norm + (size_t)p * g->P * 6, dec + (size_t)(row + b.chunks[c].n - g->P) * 6,
                (size_t)g->P * 6 * sizeof(float));
     }
-    for (int k = 0; k < n_groups; k++) kr_kv_store_release(&stores[k]);
+    for (int k = 0; k < n_groups; k++) {
+        if (st == KR_OK && cache && fresh[k]) {
+            kr_gen_group *g = gs[k];
+            int dws = g->L + g->P > g->C ? g->L + g->P - g->C : 0;
+            hooks->dec_publish(hooks->user, ctx[k], g->out->hist_s1 + dws, g->out->hist_s2 + dws);
+        }
+        if (ctx) kr_prefix_release(ctx[k]);
+        if (stores) kr_kv_store_release(&stores[k]);
+    }
     free(stores);
+    free(ctx);
+    free(fresh);
     batch_free(&b);
     free(dec);
     return st;
@@ -632,7 +677,7 @@ kr_status kr_gen_step(kr_model *m, kr_gen_group **groups, int n_groups,
     for (int k = 0; k < n_ready && st == KR_OK; k++)
         if (ready[k]->step == ready[k]->P) ready[n_done++] = ready[k];
     if (st == KR_OK && n_done > 0) {
-        st = decode_groups(m, ready, n_done, err);
+        st = decode_groups(m, ready, n_done, sp ? sp->prefix : NULL, err);
         double t3 = kr_now_seconds();
         for (int k = 0; k < n_done && st == KR_OK; k++) {
             ready[k]->state = G_DONE;

@@ -76,6 +76,10 @@ typedef struct kr_prefix_hooks {
     int (*encode_lookup)(void *user, const float *x_norm, int L, int32_t *s1, int32_t *s2);
     void (*encode_publish)(void *user, const float *x_norm, int L, const int32_t *s1,
                            const int32_t *s2);
+    /* The tokenizer decoder's K/V of a window's history tokens [n] (whole matches only; the
+     * kr_prefix's kv has the tokenizer's layers, logits and ctx unused). May be NULL. */
+    kr_prefix *(*dec_lookup)(void *user, const int32_t *s1, const int32_t *s2, int n);
+    void (*dec_publish)(void *user, kr_prefix *p, const int32_t *s1, const int32_t *s2);
     void *user;
 } kr_prefix_hooks;
 

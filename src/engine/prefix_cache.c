@@ -7,13 +7,18 @@
 
 #include "base/error.h"
 
+/* Entry kinds: a predictor window (tokens + stamps, partial reuse by blocks) or the tokenizer
+ * decoder's history context (tokens only: the decoder has no time embedding; whole matches). */
+enum { KIND_WINDOW = 0, KIND_DECODER = 1 };
+
 typedef struct entry {
+    int kind;
     kr_prefix *p;          /* one reference held by the cache */
     int n;                 /* rows */
     uint64_t *chain;       /* [n / BLOCK + 1]: chain[k] = hash of the first k blocks */
     uint64_t full;         /* hash of all n rows (incl. a partial last block) */
     int32_t *s1, *s2;      /* [n] tokens, to confirm a hash match */
-    float *stamps;         /* [n][5] */
+    float *stamps;         /* [n][5]; NULL for KIND_DECODER */
     uint64_t last_used;
     size_t bytes;
 } entry;
@@ -47,6 +52,7 @@ static size_t prefix_bytes(const kr_prefix *p) {
 static uint64_t hash_rows(uint64_t h, const int32_t *s1, const int32_t *s2, const float *stamps, int a, int b) {
     h = XXH3_64bits_withSeed(s1 + a, (size_t)(b - a) * sizeof(int32_t), h);
     h = XXH3_64bits_withSeed(s2 + a, (size_t)(b - a) * sizeof(int32_t), h);
+    if (!stamps) return h;
     return XXH3_64bits_withSeed(stamps + (size_t)a * 5, (size_t)(b - a) * 5 * sizeof(float), h);
 }
 
@@ -65,7 +71,7 @@ static uint64_t chain_of(const int32_t *s1, const int32_t *s2, const float *stam
 
 static int same_rows(const entry *e, const int32_t *s1, const int32_t *s2, const float *stamps, int rows) {
     return !memcmp(e->s1, s1, (size_t)rows * sizeof(int32_t)) && !memcmp(e->s2, s2, (size_t)rows * sizeof(int32_t)) &&
-           !memcmp(e->stamps, stamps, (size_t)rows * 5 * sizeof(float));
+           (!stamps || !memcmp(e->stamps, stamps, (size_t)rows * 5 * sizeof(float)));
 }
 
 static void entry_drop(kr_prefix_cache *c, int i) {
@@ -108,6 +114,7 @@ static kr_prefix *lookup(void *user, const int32_t *s1, const int32_t *s2, const
     int best = -1, best_rows = 0;
     for (int i = 0; i < c->n; i++) {
         entry *e = &c->e[i];
+        if (e->kind != KIND_WINDOW) continue;
         if (e->n == n && e->full == full && same_rows(e, s1, s2, stamps, n)) {
             best = i;
             best_rows = n;
@@ -133,15 +140,16 @@ static kr_prefix *lookup(void *user, const int32_t *s1, const int32_t *s2, const
     return c->e[best].p;
 }
 
-static void publish(void *user, kr_prefix *p, const int32_t *s1, const int32_t *s2, const float *stamps) {
-    kr_prefix_cache *c = user;
+static void publish_kind(kr_prefix_cache *c, int kind, kr_prefix *p, const int32_t *s1,
+                         const int32_t *s2, const float *stamps) {
     size_t bytes = prefix_bytes(p);
     if (p->n <= 0 || bytes > c->budget) return;
     uint64_t *chain = malloc(((size_t)p->n / KR_PREFIX_BLOCK + 1) * sizeof(uint64_t));
     if (!chain) return;
     uint64_t full = chain_of(s1, s2, stamps, p->n, chain);
     for (int i = 0; i < c->n; i++)
-        if (c->e[i].n == p->n && c->e[i].full == full && same_rows(&c->e[i], s1, s2, stamps, p->n)) {
+        if (c->e[i].kind == kind && c->e[i].n == p->n && c->e[i].full == full &&
+            same_rows(&c->e[i], s1, s2, stamps, p->n)) {
             c->e[i].last_used = ++c->tick;
             free(chain);
             return;
@@ -161,8 +169,8 @@ static void publish(void *user, kr_prefix *p, const int32_t *s1, const int32_t *
     memset(e, 0, sizeof *e);
     e->s1 = malloc((size_t)p->n * sizeof(int32_t));
     e->s2 = malloc((size_t)p->n * sizeof(int32_t));
-    e->stamps = malloc((size_t)p->n * 5 * sizeof(float));
-    if (!e->s1 || !e->s2 || !e->stamps) {
+    e->stamps = stamps ? malloc((size_t)p->n * 5 * sizeof(float)) : NULL;
+    if (!e->s1 || !e->s2 || (stamps && !e->stamps)) {
         free(e->s1);
         free(e->s2);
         free(e->stamps);
@@ -171,7 +179,8 @@ static void publish(void *user, kr_prefix *p, const int32_t *s1, const int32_t *
     }
     memcpy(e->s1, s1, (size_t)p->n * sizeof(int32_t));
     memcpy(e->s2, s2, (size_t)p->n * sizeof(int32_t));
-    memcpy(e->stamps, stamps, (size_t)p->n * 5 * sizeof(float));
+    if (stamps) memcpy(e->stamps, stamps, (size_t)p->n * 5 * sizeof(float));
+    e->kind = kind;
     e->p = p;
     p->refs++;
     e->n = p->n;
@@ -181,6 +190,32 @@ static void publish(void *user, kr_prefix *p, const int32_t *s1, const int32_t *
     e->last_used = ++c->tick;
     c->bytes += bytes;
     c->n++;
+}
+
+static void publish(void *user, kr_prefix *p, const int32_t *s1, const int32_t *s2, const float *stamps) {
+    publish_kind(user, KIND_WINDOW, p, s1, s2, stamps);
+}
+
+static kr_prefix *dec_lookup(void *user, const int32_t *s1, const int32_t *s2, int n) {
+    kr_prefix_cache *c = user;
+    if (c->n == 0 || n <= 0) return NULL;
+    uint64_t *chain = malloc(((size_t)n / KR_PREFIX_BLOCK + 1) * sizeof(uint64_t));
+    if (!chain) return NULL;
+    uint64_t full = chain_of(s1, s2, NULL, n, chain);
+    free(chain);
+    for (int i = 0; i < c->n; i++) {
+        entry *e = &c->e[i];
+        if (e->kind == KIND_DECODER && e->n == n && e->full == full && same_rows(e, s1, s2, NULL, n)) {
+            e->last_used = ++c->tick;
+            e->p->refs++;
+            return e->p;
+        }
+    }
+    return NULL;
+}
+
+static void dec_publish(void *user, kr_prefix *p, const int32_t *s1, const int32_t *s2) {
+    publish_kind(user, KIND_DECODER, p, s1, s2, NULL);
 }
 
 static int enc_lookup(void *user, const float *x, int L, int32_t *s1, int32_t *s2) {
@@ -250,13 +285,26 @@ void kr_prefix_cache_free(kr_prefix_cache *c) {
 }
 
 kr_prefix_hooks kr_prefix_cache_hooks(kr_prefix_cache *c) {
-    kr_prefix_hooks h = {lookup, publish, enc_lookup, enc_publish, c};
+    kr_prefix_hooks h = {.lookup = lookup,
+                         .publish = publish,
+                         .encode_lookup = enc_lookup,
+                         .encode_publish = enc_publish,
+                         .dec_lookup = dec_lookup,
+                         .dec_publish = dec_publish,
+                         .user = c};
     return h;
 }
 
 void kr_prefix_cache_get_stats(const kr_prefix_cache *c, kr_prefix_cache_stats *st) {
     st->entries = c->n;
     st->bytes = c->bytes;
+    st->decoder_entries = 0;
+    st->decoder_bytes = 0;
+    for (int i = 0; i < c->n; i++)
+        if (c->e[i].kind == KIND_DECODER) {
+            st->decoder_entries++;
+            st->decoder_bytes += c->e[i].bytes;
+        }
     st->budget = c->budget;
     st->queried_tokens = c->queried;
     st->hit_tokens = c->hits;

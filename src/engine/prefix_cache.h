@@ -8,7 +8,9 @@
  * Tokens are compared byte for byte after a hash match, so a collision can never return a
  * wrong prefix. LRU eviction keeps the cache inside a byte budget. It also remembers the last
  * tokenizer encodings (keyed by the normalised history itself), so a repeated request skips
- * the encoder as well. Single-threaded: owned by the scheduler thread.
+ * the encoder as well, and the tokenizer decoder's K/V of a history (keyed by its tokens), so
+ * decoding a repeated window's forecast runs only the generated rows. Single-threaded: owned
+ * by the scheduler thread.
  */
 #ifndef KR_ENGINE_PREFIX_CACHE_H
 #define KR_ENGINE_PREFIX_CACHE_H
@@ -25,6 +27,8 @@ typedef struct kr_prefix_cache kr_prefix_cache;
 typedef struct kr_prefix_cache_stats {
     int entries;
     size_t bytes, budget;
+    int decoder_entries;        /* of which tokenizer-decoder history contexts */
+    size_t decoder_bytes;
     int64_t queried_tokens, hit_tokens, evictions;
 } kr_prefix_cache_stats;
 

@@ -353,6 +353,7 @@ static void publish_stats(kr_sched *s) {
         kr_prefix_cache_stats cs;
         kr_prefix_cache_get_stats(s->cache, &cs);
         st.prefix_cache_bytes = cs.bytes;
+        st.prefix_cache_decoder_bytes = cs.decoder_bytes;
         st.prefix_queried_tokens = cs.queried_tokens;
         st.prefix_hit_tokens = cs.hit_tokens;
     }

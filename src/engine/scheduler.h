@@ -94,6 +94,7 @@ void kr_sched_set_limits(kr_sched *s, int batch_wait_ms, int max_batch_tokens, c
 typedef struct kr_sched_stats {
     int running, waiting;
     size_t kv_bytes_used, kv_bytes_budget, prefix_cache_bytes;
+    size_t prefix_cache_decoder_bytes; /* of prefix_cache_bytes: tokenizer-decoder contexts */
     int64_t prefix_queried_tokens, prefix_hit_tokens;
     int batch_wait_ms, max_batch_tokens;   /* current (tuned) values */
     int draining;
