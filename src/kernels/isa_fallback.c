@@ -5,6 +5,7 @@
  */
 #include "kernels/calibrate.h"
 #include "kernels/kernels.h"
+#include "kernels/kv_convert.h"
 #include "kernels/quant.h"
 
 #if !defined(__x86_64__)
@@ -49,6 +50,25 @@ KR_FALLBACK(avx512)
 
 KR_FALLBACK_INT8(avx2)
 KR_FALLBACK_INT8(avx512)
+
+/* KV-cache conversions (kv_convert.h). */
+#define KR_FALLBACK_KV(isa)                                                                        \
+    void kr_kv_pack_bf16_##isa(const float *x, uint16_t *out, size_t n) {                          \
+        kr_kv_pack_bf16_scalar(x, out, n);                                                         \
+    }                                                                                              \
+    void kr_kv_unpack_bf16_##isa(const uint16_t *h, float *out, size_t n) {                        \
+        kr_kv_unpack_bf16_scalar(h, out, n);                                                       \
+    }                                                                                              \
+    void kr_kv_pack_int8_##isa(const float *x, int8_t *q, float *scale, int d, int group) {        \
+        kr_kv_pack_int8_scalar(x, q, scale, d, group);                                             \
+    }                                                                                              \
+    void kr_kv_unpack_int8_##isa(const int8_t *q, const float *scale, float *out, int d,           \
+                                 int group) {                                                      \
+        kr_kv_unpack_int8_scalar(q, scale, out, d, group);                                         \
+    }
+
+KR_FALLBACK_KV(avx2)
+KR_FALLBACK_KV(avx512)
 
 /* Dequantisers and the BF16 × BF16 path (quant.h); the latter is only reached when
  * kr_cpu_has_avx512_bf16(), never off x86. */

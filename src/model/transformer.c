@@ -12,6 +12,7 @@
 #include "base/error.h"
 #include "model/attention_plan.h"
 #include "model/quantize.h"
+#include "kernels/kv_convert.h"
 
 #define KR_RMS_EPS 1e-5f
 
@@ -113,103 +114,6 @@ kr_status kr_kv_store_share_prefix(kr_kv_store *dst, const kr_kv_store *src, int
     return KR_OK;
 }
 
-/* The conversions below run over every referenced key row in every layer at every decode
- * step, so their inner loops have a fixed trip count of CONV_BLOCK: the compiler vectorises
- * those at -O2, where it leaves loops of unknown length scalar. Tails run the same code
- * element by element, so results never depend on the blocking. */
-#define CONV_BLOCK 16
-
-/* Same bits as kr_f32_to_bf16 (NaN included), branch-free. */
-static inline uint16_t bf16_bits(float x) {
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    uint32_t rne = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
-    uint32_t nan = (u >> 16) | 0x0040u;
-    return (uint16_t)((u & 0x7FFFFFFFu) > 0x7F800000u ? nan : rne);
-}
-
-static inline float bf16_value(uint16_t h) {
-    uint32_t u = (uint32_t)h << 16;
-    float x;
-    memcpy(&x, &u, sizeof x);
-    return x;
-}
-
-static void bf16_from_f32(const float *x, uint16_t *out, size_t n) {
-    size_t i = 0;
-    for (; i + CONV_BLOCK <= n; i += CONV_BLOCK)
-        for (int t = 0; t < CONV_BLOCK; t++) out[i + t] = bf16_bits(x[i + t]);
-    for (; i < n; i++) out[i] = bf16_bits(x[i]);
-}
-
-static void bf16_to_f32(const uint16_t *h, float *out, size_t n) {
-    size_t i = 0;
-    for (; i + CONV_BLOCK <= n; i += CONV_BLOCK)
-        for (int t = 0; t < CONV_BLOCK; t++) out[i + t] = bf16_value(h[i + t]);
-    for (; i < n; i++) out[i] = bf16_value(h[i]);
-}
-
-/* max with NaN ignored like fmaxf, without its libm call */
-static inline float max_abs(float m, float x) {
-    float a = fabsf(x);
-    return a > m ? a : m;
-}
-
-/* round-to-nearest-even(x / sc) clamped to ±127. Adding and subtracting 1.5·2^23 rounds to
- * an integer in the default rounding mode exactly like nearbyintf for |v| < 2^22 (here
- * |v| <= 127 plus an ulp), without a libm call, so the loop vectorises. NaN codes as 0. */
-static inline int8_t int8_code(float x, float sc) {
-    const float magic = 12582912.0f;
-    float t = (x / sc + magic) - magic;
-    t = t > 127.0f ? 127.0f : t;
-    t = t < -127.0f ? -127.0f : t;
-    return (int8_t)(int)(t == t ? t : 0.0f);
-}
-
-/* Blocks go through locals: int8 stores may alias anything, which would otherwise need a
- * run-time overlap check the -O2 vectoriser does not emit. */
-static void int8_from_f32(const float *x, int8_t *q, float *scale, int d, int group) {
-    for (int g0 = 0; g0 < d; g0 += group) {
-        const float *xg = x + g0;
-        int8_t *qg = q + g0;
-        float amax = 0.0f;
-        int j = 0;
-        if (group >= CONV_BLOCK) {
-            float m[CONV_BLOCK] = {0};
-            for (; j + CONV_BLOCK <= group; j += CONV_BLOCK)
-                for (int t = 0; t < CONV_BLOCK; t++) m[t] = max_abs(m[t], xg[j + t]);
-            for (int t = 0; t < CONV_BLOCK; t++) amax = max_abs(amax, m[t]);
-        }
-        for (; j < group; j++) amax = max_abs(amax, xg[j]);
-        float sc = amax / 127.0f;
-        scale[g0 / group] = sc;
-        if (sc == 0.0f) { /* also keeps 0/0 out of an all-zero group */
-            memset(qg, 0, (size_t)group);
-            continue;
-        }
-        for (j = 0; j + CONV_BLOCK <= group; j += CONV_BLOCK) {
-            int8_t b[CONV_BLOCK];
-            for (int t = 0; t < CONV_BLOCK; t++) b[t] = int8_code(xg[j + t], sc);
-            memcpy(qg + j, b, sizeof b);
-        }
-        for (; j < group; j++) qg[j] = int8_code(xg[j], sc);
-    }
-}
-
-static void int8_to_f32(const int8_t *q, const float *scale, float *out, int d, int group) {
-    for (int g0 = 0; g0 < d; g0 += group) {
-        const int8_t *qg = q + g0;
-        float *og = out + g0, sc = scale[g0 / group];
-        int j = 0;
-        for (; j + CONV_BLOCK <= group; j += CONV_BLOCK) {
-            int8_t b[CONV_BLOCK];
-            memcpy(b, qg + j, sizeof b);
-            for (int t = 0; t < CONV_BLOCK; t++) og[j + t] = (float)b[t] * sc;
-        }
-        for (; j < group; j++) og[j] = (float)qg[j] * sc;
-    }
-}
-
 /* Rows [row, row + n) of one block of a layer: the unit a conversion runs over, since rows
  * are contiguous only within a block. */
 static void write_rows(kr_kv_store *s, int layer, int row, const float *k_rows, const float *v_rows, int n) {
@@ -218,15 +122,15 @@ static void write_rows(kr_kv_store *s, int layer, int row, const float *k_rows, 
         memcpy(kr_kv_row(s, 0, layer, row), k_rows, values * sizeof(float));
         memcpy(kr_kv_row(s, 1, layer, row), v_rows, values * sizeof(float));
     } else if (s->dtype == KR_KV_BF16) {
-        bf16_from_f32(k_rows, kr_kv_row(s, 0, layer, row), values);
-        bf16_from_f32(v_rows, kr_kv_row(s, 1, layer, row), values);
+        kr_kv_pack_bf16(k_rows, kr_kv_row(s, 0, layer, row), values);
+        kr_kv_pack_bf16(v_rows, kr_kv_row(s, 1, layer, row), values);
     } else {
         int d = s->d, ns = d / s->group;
         int8_t *qk = kr_kv_row(s, 0, layer, row), *qv = kr_kv_row(s, 1, layer, row);
         float *sk = kr_kv_row_scales(s, 0, layer, row), *sv = kr_kv_row_scales(s, 1, layer, row);
         for (int r = 0; r < n; r++) {
-            int8_from_f32(k_rows + (size_t)r * d, qk + (size_t)r * d, sk + (size_t)r * ns, d, s->group);
-            int8_from_f32(v_rows + (size_t)r * d, qv + (size_t)r * d, sv + (size_t)r * ns, d, s->group);
+            kr_kv_pack_int8(k_rows + (size_t)r * d, qk + (size_t)r * d, sk + (size_t)r * ns, d, s->group);
+            kr_kv_pack_int8(v_rows + (size_t)r * d, qv + (size_t)r * d, sv + (size_t)r * ns, d, s->group);
         }
     }
 }
@@ -237,15 +141,15 @@ static void read_rows(const kr_kv_store *s, int layer, int row, int n, float *k_
         memcpy(k_out, kr_kv_row(s, 0, layer, row), values * sizeof(float));
         memcpy(v_out, kr_kv_row(s, 1, layer, row), values * sizeof(float));
     } else if (s->dtype == KR_KV_BF16) {
-        bf16_to_f32(kr_kv_row(s, 0, layer, row), k_out, values);
-        bf16_to_f32(kr_kv_row(s, 1, layer, row), v_out, values);
+        kr_kv_unpack_bf16(kr_kv_row(s, 0, layer, row), k_out, values);
+        kr_kv_unpack_bf16(kr_kv_row(s, 1, layer, row), v_out, values);
     } else {
         int d = s->d, ns = d / s->group;
         const int8_t *qk = kr_kv_row(s, 0, layer, row), *qv = kr_kv_row(s, 1, layer, row);
         const float *sk = kr_kv_row_scales(s, 0, layer, row), *sv = kr_kv_row_scales(s, 1, layer, row);
         for (int r = 0; r < n; r++) {
-            int8_to_f32(qk + (size_t)r * d, sk + (size_t)r * ns, k_out + (size_t)r * d, d, s->group);
-            int8_to_f32(qv + (size_t)r * d, sv + (size_t)r * ns, v_out + (size_t)r * d, d, s->group);
+            kr_kv_unpack_int8(qk + (size_t)r * d, sk + (size_t)r * ns, k_out + (size_t)r * d, d, s->group);
+            kr_kv_unpack_int8(qv + (size_t)r * d, sv + (size_t)r * ns, v_out + (size_t)r * d, d, s->group);
         }
     }
 }
