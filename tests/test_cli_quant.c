@@ -79,6 +79,11 @@ static void test_eval_quant_report(void **state) {
     double agree = cJSON_GetObjectItem(nt, "s1_top1_agreement")->valuedouble;
     assert_true(agree > 0.9 && agree <= 1.0);
     assert_true(cJSON_GetObjectItem(nt, "s1_mean_kl")->valuedouble >= 0);
+    double decisive = cJSON_GetObjectItem(nt, "s1_decisive_fraction")->valuedouble;
+    assert_true(decisive > 0 && decisive <= 1);
+    double dagree = cJSON_GetObjectItem(nt, "s1_top1_agreement_decisive")->valuedouble;
+    assert_true(dagree > 0.9 && dagree <= 1.0);
+    assert_non_null(strstr(r->out, "leads by >= 0.1 nats"));
     cJSON *fc = cJSON_GetObjectItem(j, "forecast");
     cJSON *ks = cJSON_GetObjectItem(fc, "ks_path_returns");
     assert_int_equal(cJSON_GetObjectItem(ks, "n")->valueint, 24);

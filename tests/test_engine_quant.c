@@ -225,12 +225,46 @@ static void test_teacher_logits_shape_and_tokens(void **state) {
     kr_model_free(m);
 }
 
+static void rewrite(const char *path, const char *from, const char *to) {
+    static char text[1 << 16];
+    kr_test_slurp(path, text, sizeof text);
+    char *at = strstr(text, from);
+    if (!at) fail_msg("%s: no '%s'", path, from);
+    char out[1 << 16];
+    snprintf(out, sizeof out, "%.*s%s%s", (int)(at - text), text, to, at + strlen(from));
+    assert_int_equal(kr_test_write_file(path, out, strlen(out)), 0);
+}
+
+/* A quantised checkpoint that does not match its config is refused, naming file and tensor. */
+static void test_malformed_quantised_checkpoint(void **state) {
+    (void)state;
+    kr_model *m = load_ok(DEMO, NULL);
+    kr_error err = {0};
+    assert_int_equal(kr_model_quantize(m, "q4", 32, NULL, 0, &err), KR_OK);
+    char *dir = kr_test_tmpdir();
+    assert_int_equal(kr_model_save_quantized(m, dir, &err), KR_OK);
+    kr_model_free(m);
+    char cfg[1100];
+    /* group 64 in the config: every qgscale/qgzero now has the wrong shape */
+    snprintf(cfg, sizeof cfg, "%s/predictor/config.json", dir);
+    rewrite(cfg, "\"group_size\": 32", "\"group_size\": 64");
+    assert_null(load(dir, NULL, &err));
+    assert_non_null(strstr(err.message, "model.safetensors"));
+    assert_non_null(strstr(err.message, ".qgscale"));
+    /* an unknown format name */
+    rewrite(cfg, "\"format\": \"q4\"", "\"format\": \"q3\"");
+    assert_null(load(dir, NULL, &err));
+    assert_non_null(strstr(err.message, "quantization.format"));
+    free(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_formats_close_to_f32),
         cmocka_unit_test(test_calibrated_checkpoint_round_trip),
         cmocka_unit_test(test_bad_requests),
         cmocka_unit_test(test_teacher_logits_shape_and_tokens),
+        cmocka_unit_test(test_malformed_quantised_checkpoint),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -88,6 +88,10 @@ size_t kr_qgemm_scratch_bytes(const kr_qmat *w, int M, int nth) {
     return t ? t : 64;
 }
 
+int kr_qgemm_needs_prepare(const kr_qmat *w) {
+    return choose(w) != PATH_WONLY || w->in_scale != NULL;
+}
+
 void kr_qgemm_prepare(const kr_qmat *w, int M, const float *A, int lda, void *scratch, int m0,
                       int m1) {
     if (m1 > M) m1 = M;

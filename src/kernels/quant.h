@@ -162,6 +162,9 @@ int kr_cpu_has_avx512_bf16(void);
  *   2. kr_qgemm_run over N slices (ith of nth).
  * scratch: kr_qgemm_scratch_bytes(w, M, nth) bytes, 64-byte aligned, shared by both phases. */
 size_t kr_qgemm_scratch_bytes(const kr_qmat *w, int M, int nth);
+/* 0 when kr_qgemm_prepare has nothing to do for w (weight-only without in_scale), so a
+ * caller may skip that phase (and its thread-pool round trip on every decode step). */
+int kr_qgemm_needs_prepare(const kr_qmat *w);
 void kr_qgemm_prepare(const kr_qmat *w, int M, const float *A, int lda, void *scratch, int m0,
                       int m1);
 void kr_qgemm_run(const kr_qmat *w, int M, const float *A, int lda, const float *bias,

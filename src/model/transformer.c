@@ -218,7 +218,7 @@ kr_status kr_linear_run(kr_pool *pool, const kr_linear *l, const float *x, int m
         return kr_error_set(err, KR_ERR_NOMEM, "linear %d×%d: out of memory for %zu bytes of "
                             "quantised-GEMM scratch", l->n_out, l->n_in, bytes);
     /* Activation preparation is split over rows, the GEMM over output columns. */
-    kr_pool_run(pool, qprepare_worker, &t);
+    if (kr_qgemm_needs_prepare(l->q)) kr_pool_run(pool, qprepare_worker, &t);
     kr_pool_run(pool, qgemm_worker, &t);
     free(own);
     return KR_OK;
