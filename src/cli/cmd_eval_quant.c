@@ -26,6 +26,7 @@
 #include "base/error.h"
 #include "base/timeutil.h"
 #include "cli/args.h"
+#include "cli/calib_windows.h"
 #include "cli/commands.h"
 #include "engine/teacher.h"
 #include "kronos.h"
@@ -47,7 +48,8 @@ static void usage(FILE *f) {
           "  --quant FMT         bf16, int8, fp8, q4 (quantised at load) or f32 (with --kv-dtype)\n"
           "  --quant-model DIR   a kronos quantize checkpoint to evaluate instead\n"
           "  --group N           q4 group size, 32 (default) or 64\n"
-          "  --calib CSV         calibrate the quantisation on this file (repeatable)\n"
+          "  --calib CSV         calibrate the quantisation on this file (repeatable), with\n"
+          "                      kronos quantize's default windows\n"
           "  --kv-dtype T        KV-cache precision of the quantised run (f32, bf16, int8)\n"
           "  --data CSV          evaluation candles (repeatable; default: the bundled data/)\n"
           "  --windows N         windows per file (default 16)\n"
@@ -351,17 +353,12 @@ static kr_status load_models(const opts *o, const char *pred_dir, const char *to
         return kr_model_load(pred_dir, tok_dir, &mp, q, err);
     }
     if ((st = kr_model_load(pred_dir, tok_dir, &mp, q, err)) != KR_OK) return st;
-    kr_candles *files[MAX_FILES] = {0};
-    kr_series s[MAX_FILES];
-    for (int i = 0; st == KR_OK && i < o->n_calib; i++) {
-        st = kr_candles_read_csv(o->calib[i], &files[i], err);
-        if (st == KR_OK) {
-            int64_t n = files[i]->n < 400 ? files[i]->n : 400;
-            s[i] = kr_candles_slice(files[i], files[i]->n - n, n);
-        }
-    }
-    if (st == KR_OK) st = kr_model_quantize(*q, o->quant, o->group, s, o->n_calib, err);
-    for (int i = 0; i < o->n_calib; i++) kr_candles_free(files[i]);
+    kr_calib_set cs;
+    if ((st = kr_calib_set_load(o->calib, o->n_calib, KR_CALIB_DEFAULT_WINDOWS,
+                                KR_CALIB_DEFAULT_LOOKBACK, &cs, err)) != KR_OK)
+        return st;
+    st = kr_model_quantize(*q, o->quant, o->group, cs.series, cs.n_series, err);
+    kr_calib_set_free(&cs);
     return st;
 }
 

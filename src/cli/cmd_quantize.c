@@ -12,6 +12,7 @@
 
 #include "base/timeutil.h"
 #include "cli/args.h"
+#include "cli/calib_windows.h"
 #include "cli/commands.h"
 #include "kronos.h"
 #include "market/candles.h"
@@ -54,7 +55,8 @@ int kr_cmd_quantize(int argc, char **argv) {
     };
     const char *model = NULL, *tokenizer = NULL, *quant = NULL, *out = NULL;
     const char *calib[MAX_CALIB];
-    int n_calib = 0, group = 32, windows = 8, lookback = 400, threads = 0;
+    int n_calib = 0, group = 32, windows = KR_CALIB_DEFAULT_WINDOWS,
+        lookback = KR_CALIB_DEFAULT_LOOKBACK, threads = 0;
     optind = 1;
     int c;
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -101,35 +103,15 @@ int kr_cmd_quantize(int argc, char **argv) {
     if (r != 0) return kr_cli_fail(CMD, msg);
 
     kr_error err = {0};
-    kr_candles *files[MAX_CALIB] = {0};
-    kr_series *series = calloc((size_t)(n_calib * windows + 1), sizeof *series);
-    int n_series = 0, rc = 0;
+    kr_calib_set cs;
+    int rc = 0;
     kr_model *m = NULL;
-    if (!series) return kr_cli_fail(CMD, "out of memory");
-    /* Windows end at evenly spaced rows of each file, the last one at its end. */
-    for (int f = 0; f < n_calib && rc == 0; f++) {
-        if (kr_candles_read_csv(calib[f], &files[f], &err) != KR_OK) {
-            rc = kr_cli_fail(CMD, err.message);
-            break;
-        }
-        int64_t n = files[f]->n, lb = n < lookback ? n : lookback;
-        if (lb < 16) {
-            snprintf(msg, sizeof msg, "%s: %lld rows, at least 16 are needed to calibrate", calib[f],
-                     (long long)n);
-            rc = kr_cli_fail(CMD, msg);
-            break;
-        }
-        int w = (int)(n - lb + 1 < windows ? n - lb + 1 : windows);
-        for (int i = 0; i < w; i++) {
-            int64_t end = w == 1 ? n : lb + (n - lb) * i / (w - 1);
-            series[n_series++] = kr_candles_slice(files[f], end - lb, lb);
-        }
-    }
+    if (kr_calib_set_load(calib, n_calib, windows, lookback, &cs, &err) != KR_OK) return kr_cli_fail(CMD, err.message);
     kr_model_params mp = kr_model_default_params();
     mp.n_threads = threads;
     if (rc == 0 && kr_model_load(pred_dir, tok_dir, &mp, &m, &err) != KR_OK) rc = kr_cli_fail(CMD, err.message);
     double t0 = kr_now_seconds();
-    if (rc == 0 && kr_model_quantize(m, quant, group, series, n_series, &err) != KR_OK)
+    if (rc == 0 && kr_model_quantize(m, quant, group, cs.series, cs.n_series, &err) != KR_OK)
         rc = kr_cli_fail(CMD, err.message);
     double tq = kr_now_seconds() - t0;
     if (rc == 0 && kr_model_save_quantized(m, out, &err) != KR_OK) rc = kr_cli_fail(CMD, err.message);
@@ -140,10 +122,9 @@ int kr_cmd_quantize(int argc, char **argv) {
                 "kronos quantize: %s (%s%s) from %s: %d calibration windows, %.2f s; weights %.1f MB; "
                 "wrote %s/predictor and %s/tokenizer\n",
                 mi.quant, mi.quant_method, mi.quant_group ? (group == 64 ? ", group 64" : ", group 32") : "",
-                pred_dir, n_series, tq, mi.weight_bytes / 1048576.0, out, out);
+                pred_dir, cs.n_series, tq, mi.weight_bytes / 1048576.0, out, out);
     }
     kr_model_free(m);
-    for (int f = 0; f < n_calib; f++) kr_candles_free(files[f]);
-    free(series);
+    kr_calib_set_free(&cs);
     return rc;
 }
