@@ -148,6 +148,9 @@ typedef struct kr_forecast_params {
     kr_window_mode window;   /* default exact */
     float clip;              /* normalised-input clip (default 5) */
     int keep_paths;          /* non-zero: keep every path's candles and tokens in the result */
+    int first_path;          /* random stream of path 0 (default 0): paths [first_path,
+                                first_path + paths) of a larger run, so a run can be extended
+                                with more paths that equal those of one bigger run */
 } kr_forecast_params;
 
 kr_forecast_params kr_forecast_default_params(void);

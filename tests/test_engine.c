@@ -135,6 +135,16 @@ static void test_seeded_reproducible(void **state) {
     kr_forecast *d = run(m, s, &p, 0);
     assert_memory_equal(a->gen_s1, d->gen_s1, 3 * p.pred_len * sizeof(int32_t));
     assert_memory_equal(a->pred_norm, d->pred_norm, 3 * (size_t)p.pred_len * 6 * sizeof(float));
+    /* first_path extends a run: paths 3..7 of the 8-path run, on their own. */
+    p.paths = 5;
+    p.first_path = 3;
+    kr_forecast *e = run(m, s, &p, 0);
+    assert_memory_equal(a->gen_s1 + 3 * p.pred_len, e->gen_s1, 5 * p.pred_len * sizeof(int32_t));
+    assert_memory_equal(a->gen_s2 + 3 * p.pred_len, e->gen_s2, 5 * p.pred_len * sizeof(int32_t));
+    assert_memory_equal(a->pred_norm + 3 * (size_t)p.pred_len * 6, e->pred_norm,
+                        5 * (size_t)p.pred_len * 6 * sizeof(float));
+    kr_forecast_free(e);
+    p.first_path = 0;
     /* Quantiles bracket the mean of the paths and are ordered. */
     double q10[60], q90[60];
     kr_error err = {0};

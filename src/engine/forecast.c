@@ -54,6 +54,8 @@ kr_status kr_forecast_check_params(const kr_forecast_params *p, kr_error *err) {
     if (p->window != KR_WINDOW_EXACT && p->window != KR_WINDOW_ROLLING)
         return kr_error_set(err, KR_ERR_INVALID_ARG, "window must be exact or rolling");
     if (p->lookback < 0) return kr_error_set(err, KR_ERR_INVALID_ARG, "lookback must be >= 0");
+    if (p->first_path < 0 || p->first_path > INT32_MAX - p->paths)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "first_path must be >= 0, got %d", p->first_path);
     return KR_OK;
 }
 

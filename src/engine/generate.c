@@ -24,6 +24,7 @@ struct kr_gen_group {
     kr_gen_options opt;
     int index;              /* position in a kr_generate batch (observer argument) */
     int P, paths, C, exact;
+    uint64_t first_path;    /* random stream of path 0 */
     kr_sampler_params sp;
     int state, step;
     int L, start0, W0;
@@ -102,6 +103,7 @@ kr_status kr_gen_group_create(kr_model *model, const kr_gen_input *in, kr_gen_ou
     if (opt) g->opt = *opt;
     g->P = params->pred_len;
     g->paths = params->paths;
+    g->first_path = (uint64_t)params->first_path;
     g->C = params->max_context;
     g->exact = params->window == KR_WINDOW_EXACT;
     g->sp.temperature = params->temperature;
@@ -438,7 +440,7 @@ static kr_status sample_step(kr_model *m, kr_gen_group **gs, int n_groups, kr_er
             /* Stream = path, counter = 2·step (+1 for s2): a path's draws are a function of
              * (seed, path, step) only, whatever else is batched with it. */
             s1[r] = kr_sampler_draw(g->logits + (size_t)p * V1, &g->sp,
-                                    kr_rng_uniform(g->in->seed, (uint64_t)p, 2ull * g->step), &sc1);
+                                    kr_rng_uniform(g->in->seed, g->first_path + (uint64_t)p, 2ull * g->step), &sc1);
             memcpy(ctx + (size_t)r * d, g->ctx + (size_t)p * d, d * sizeof(float));
             s2_view(g, p, g->step, &views[r]);
         }
@@ -449,7 +451,7 @@ static kr_status sample_step(kr_model *m, kr_gen_group **gs, int n_groups, kr_er
         int i = g->step;
         for (int p = 0; p < g->paths; p++, r++) {
             const float *lg2 = logits2 + (size_t)r * V2;
-            int32_t s2 = kr_sampler_draw(lg2, &g->sp, kr_rng_uniform(g->in->seed, (uint64_t)p, 2ull * i + 1), &sc2);
+            int32_t s2 = kr_sampler_draw(lg2, &g->sp, kr_rng_uniform(g->in->seed, g->first_path + (uint64_t)p, 2ull * i + 1), &sc2);
             g->out->gen_s1[(size_t)p * g->P + i] = s1[r];
             g->out->gen_s2[(size_t)p * g->P + i] = s2;
             if (g->opt.observer)
