@@ -26,9 +26,9 @@ typedef struct {
 /* Kronos-small (d_model 512, 8 heads) and Kronos-base (832, 16 heads); lookback 400 context
  * keys shared by 32 paths, each with 8 generated keys of its own. */
 static const shape k_shapes[] = {
-    {"small", 32, 400, 8, 64, 8},
-    {"base", 32, 400, 8, 52, 16},
-    {"small, 8 paths", 8, 400, 8, 64, 8},
+    { "small", 32, 400, 8, 64, 8 },
+    { "base", 32, 400, 8, 52, 16 },
+    { "small, 8 paths", 8, 400, 8, 64, 8 },
 };
 enum { N_SHAPES = sizeof k_shapes / sizeof k_shapes[0], MAX_REPS = 31 };
 
@@ -68,7 +68,7 @@ typedef struct {
     float scale;
     float *k, *v, *ok, *ov, *q, *out, *scratch;
     kr_kv_span *shared; /* [n_heads] */
-    kr_kv_span *own;    /* [nq][n_heads] */
+    kr_kv_span *own; /* [nq][n_heads] */
     const kr_kv_span **own_p;
     int *n_own;
     const float **qp;
@@ -117,11 +117,11 @@ static void step_init(step *st, shape sh) {
     }
     for (int h = 0; h < sh.n_heads; h++) {
         size_t off = (size_t)h * (size_t)sh.head_dim;
-        st->shared[h] = (kr_kv_span){st->k + off, st->v + off, sh.n_shared, st->d};
+        st->shared[h] = (kr_kv_span){ st->k + off, st->v + off, sh.n_shared, st->d };
         for (int i = 0; i < sh.nq; i++) {
             size_t row = (size_t)i * (size_t)sh.n_own * d + off;
             st->own[(size_t)i * sh.n_heads + h] =
-                (kr_kv_span){st->ok + row, st->ov + row, sh.n_own, st->d};
+                (kr_kv_span){ st->ok + row, st->ov + row, sh.n_own, st->d };
         }
     }
 }
@@ -149,7 +149,7 @@ static void run_single(void *p) {
     for (int i = 0; i < sh->nq; i++)
         for (int h = 0; h < sh->n_heads; h++) {
             size_t off = (size_t)i * (size_t)st->d + (size_t)h * (size_t)sh->head_dim;
-            kr_kv_span spans[2] = {st->shared[h], st->own[(size_t)i * sh->n_heads + h]};
+            kr_kv_span spans[2] = { st->shared[h], st->own[(size_t)i * sh->n_heads + h] };
             kr_attend_f32(st->q + off, sh->head_dim, st->scale, spans, 2, st->scratch,
                           st->out + off);
         }

@@ -26,8 +26,8 @@ typedef struct {
 } shape;
 
 static const shape k_shapes[] = {
-    {400, 1024, 512}, {400, 512, 512},  {32, 1024, 512}, {8, 1024, 512},
-    {1, 1024, 512},   {400, 2048, 832}, {32, 2048, 832},
+    { 400, 1024, 512 }, { 400, 512, 512 },  { 32, 1024, 512 }, { 8, 1024, 512 },
+    { 1, 1024, 512 },   { 400, 2048, 832 }, { 32, 2048, 832 },
 };
 enum { N_SHAPES = sizeof k_shapes / sizeof k_shapes[0], MAX_REPS = 31 };
 
@@ -120,9 +120,9 @@ int main(int argc, char **argv) {
     for (int i = 0; i < KR_ISA_COUNT; i++)
         if (kr_isa_supported((kr_isa)i) && !(no_scalar && i == KR_ISA_SCALAR))
             isas[n_isa++] = (kr_isa)i;
-    kr_pool *pools[3] = {NULL, NULL, NULL};
+    kr_pool *pools[3] = { NULL, NULL, NULL };
     for (int t = 1; t <= 2; t++) {
-        kr_error err = {0};
+        kr_error err = { 0 };
         if (kr_pool_create(t, &pools[t], &err) != KR_OK) {
             fprintf(stderr, "bench_gemm: %s\n", err.message);
             return 1;
@@ -144,7 +144,7 @@ int main(int argc, char **argv) {
 
     for (int i = 0; i < n_isa; i++)
         for (int t = 1; t <= 2; t++) {
-            job j = {.pool = pools[t], .isa = isas[i], .burn_iters = 2000000};
+            job j = { .pool = pools[t], .isa = isas[i], .burn_iters = 2000000 };
             double s = time_median(run_burn, &j, reps);
             peak[i][t] = j.burn_flops / s * 1e-9;
         }
@@ -167,14 +167,14 @@ int main(int argc, char **argv) {
         for (int i = 0; i < n_isa; i++) {
             kr_isa_set(isas[i]);
             for (int t = 1; t <= 2; t++) {
-                job j = {.pool = pools[t], .sh = sh, .A = A, .W = W, .C = C};
+                job j = { .pool = pools[t], .sh = sh, .A = A, .W = W, .C = C };
                 gf[si][c++] = flops / time_median(run_ours, &j, reps) * 1e-9;
             }
         }
 #ifdef KR_HAVE_OPENBLAS
         for (int t = 1; t <= 2; t++) {
             openblas_set_num_threads(t);
-            job j = {.sh = sh, .A = A, .W = W, .C = C};
+            job j = { .sh = sh, .A = A, .W = W, .C = C };
             gf[si][c++] = flops / time_median(run_openblas, &j, reps) * 1e-9;
         }
 #endif
@@ -226,6 +226,7 @@ int main(int argc, char **argv) {
                    gf[si][2 * n_isa - 1] / gf[si][n_cols - 1]);
         printf("\n");
     }
-    printf("\nGFLOP/s, median of %d; ours without bias; ratio = widest variant / OpenBLAS.\n", reps);
+    printf("\nGFLOP/s, median of %d; ours without bias; ratio = widest variant / OpenBLAS.\n",
+           reps);
     return 0;
 }

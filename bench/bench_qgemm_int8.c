@@ -116,8 +116,8 @@ int main(int argc, char **argv) {
     if (reps < 1) reps = 1;
     if (reps > MAX_REPS) reps = MAX_REPS;
 
-    static const int Ms[] = {1, 8, 64, 512};
-    static const int NKs[][2] = {{512, 512}, {1024, 512}};
+    static const int Ms[] = { 1, 8, 64, 512 };
+    static const int NKs[][2] = { { 512, 512 }, { 1024, 512 } };
     kr_isa best = kr_isa_set(kr_isa_best());
 
     const char *names[5];
@@ -139,8 +139,9 @@ int main(int argc, char **argv) {
     }
     names[n_var] = "scalar";
     fns[n_var++] = kr_qgemm_int8_scalar;
-    static const kr_quant_act_u8_fn quants[KR_ISA_COUNT] = {
-        kr_quant_act_u8_scalar, kr_quant_act_u8_avx2, kr_quant_act_u8_avx512};
+    static const kr_quant_act_u8_fn quants[KR_ISA_COUNT] = { kr_quant_act_u8_scalar,
+                                                             kr_quant_act_u8_avx2,
+                                                             kr_quant_act_u8_avx512 };
 
     printf("1 thread, GFLOP/s-equivalent (2·M·N·K / time); f32 = kr_gemm_f32 on %s\n\n",
            kr_isa_name(best));
@@ -170,24 +171,24 @@ int main(int argc, char **argv) {
             for (size_t k = 0; k < (size_t)N * K; k++)
                 W[k] = (float)((k * 104729u) % 1000u) * 1e-3f - 0.5f;
             quantise_w(N, K, kp, W, q, wscale, rsum);
-            job j = {.M = M,
-                     .N = N,
-                     .K = K,
-                     .kp = kp,
-                     .A = A,
-                     .W = W,
-                     .C = C,
-                     .aq = aq,
-                     .ascale = ascale,
-                     .azero = azero,
-                     .quant = quants[best]};
-            j.q = (kr_qmat){.fmt = KR_WFMT_INT8,
-                            .n = N,
-                            .k = K,
-                            .kp = kp,
-                            .data = q,
-                            .scale = wscale,
-                            .row_sum = rsum};
+            job j = { .M = M,
+                      .N = N,
+                      .K = K,
+                      .kp = kp,
+                      .A = A,
+                      .W = W,
+                      .C = C,
+                      .aq = aq,
+                      .ascale = ascale,
+                      .azero = azero,
+                      .quant = quants[best] };
+            j.q = (kr_qmat){ .fmt = KR_WFMT_INT8,
+                             .n = N,
+                             .k = K,
+                             .kp = kp,
+                             .data = q,
+                             .scale = wscale,
+                             .row_sum = rsum };
             j.quant(0, M, K, kp, A, K, NULL, aq, ascale, azero);
             double flops = 2.0 * M * N * K;
             double f32 = flops / time_best(run_f32, &j, reps) * 1e-9;

@@ -41,7 +41,7 @@ typedef struct opts {
     double rates[MAX_RATES];
     int n_rates;
     int paths, pred_len, lookback, windows;
-    int fixed_len;     /* every request has pred_len (default: a mix around it) */
+    int fixed_len; /* every request has pred_len (default: a mix around it) */
     unsigned long long seed;
 } opts;
 
@@ -94,9 +94,9 @@ static double percentile(const double *sorted, int n, double q) {
 }
 
 /* A forecast body for rows [start, start+n). Caller frees. */
-static char *window_body(const kr_candles *c, int64_t start, int64_t n, const opts *o,
-                         int pred_len, unsigned long long seed) {
-    sbuf b = {0};
+static char *window_body(const kr_candles *c, int64_t start, int64_t n, const opts *o, int pred_len,
+                         unsigned long long seed) {
+    sbuf b = { 0 };
     sb_printf(&b, "{\"pred_len\":%d,\"paths\":%d,\"seed\":%llu,\"candles\":[", pred_len, o->paths,
               seed);
     for (int64_t i = start; i < start + n; i++) {
@@ -116,8 +116,8 @@ typedef struct req {
     CURL *h;
     struct curl_slist *hdr;
     double t_send;
-    char *body;     /* borrowed */
-    size_t got;     /* response bytes (discarded) */
+    char *body; /* borrowed */
+    size_t got; /* response bytes (discarded) */
 } req;
 
 static size_t discard(char *p, size_t sz, size_t n, void *ud) {
@@ -176,8 +176,8 @@ static double series(const char *text, const char *name) {
 }
 
 static scrape scrape_metrics(const char *url) {
-    scrape s = {0};
-    sbuf b = {0};
+    scrape s = { 0 };
+    sbuf b = { 0 };
     char path[512];
     snprintf(path, sizeof path, "%s/metrics", url);
     CURL *h = curl_easy_init();
@@ -207,7 +207,7 @@ typedef struct result {
  * every answer. */
 static result run_schedule(const char *url, const char *key, char **bodies, const int *idx,
                            const double *at, int n) {
-    result res = {0};
+    result res = { 0 };
     scrape before = scrape_metrics(url);
     CURLM *m = curl_multi_init();
     /* Open loop: never queue on the client side. */
@@ -235,8 +235,10 @@ static result run_schedule(const char *url, const char *key, char **bodies, cons
             long code = 0;
             curl_easy_getinfo(msg->easy_handle, CURLINFO_RESPONSE_CODE, &code);
             double t = kr_now_seconds();
-            if (msg->data.result == CURLE_OK && code == 200) lat[res.ok++] = t - r->t_send;
-            else res.errors++;
+            if (msg->data.result == CURLE_OK && code == 200)
+                lat[res.ok++] = t - r->t_send;
+            else
+                res.errors++;
             last_done = t;
             curl_multi_remove_handle(m, r->h);
             req_free(r);
@@ -266,8 +268,8 @@ static result run_schedule(const char *url, const char *key, char **bodies, cons
 }
 
 /* Poisson arrivals at `rate` for `seconds`, each a random one of n_windows bodies. */
-static result run_rate(const char *url, const char *key, char **bodies, int n_windows,
-                       double rate, double seconds, unsigned long long seed) {
+static result run_rate(const char *url, const char *key, char **bodies, int n_windows, double rate,
+                       double seconds, unsigned long long seed) {
     int cap = (int)(rate * seconds * 2 + 16), n = 0;
     double *at = malloc((size_t)cap * sizeof *at);
     int *idx = malloc((size_t)cap * sizeof *idx);
@@ -291,15 +293,15 @@ typedef struct mode {
 } mode;
 
 static const mode k_modes[] = {
-    {"one", "(a) one at a time", 1, 0, 0},
-    {"static", "(b) static batching", 64, 1, 0},
-    {"continuous", "(c) continuous + tuner", 64, 0, 1},
+    { "one", "(a) one at a time", 1, 0, 0 },
+    { "static", "(b) static batching", 64, 1, 0 },
+    { "continuous", "(c) continuous + tuner", 64, 0, 1 },
 };
 
 static void print_row(const char *label, double rate, const result *r) {
-    printf("| %s | %.1f | %d | %d | %d | %.2f | %.3f | %.3f | %.3f | %.1f | %.0f%% |\n", label, rate,
-           r->sent, r->ok, r->errors, r->elapsed > 0 ? r->ok / r->elapsed : 0.0, r->p50, r->p95,
-           r->p99, r->mean_batch, r->hit_rate * 100);
+    printf("| %s | %.1f | %d | %d | %d | %.2f | %.3f | %.3f | %.3f | %.1f | %.0f%% |\n", label,
+           rate, r->sent, r->ok, r->errors, r->elapsed > 0 ? r->ok / r->elapsed : 0.0, r->p50,
+           r->p95, r->p99, r->mean_batch, r->hit_rate * 100);
     fflush(stdout);
 }
 
@@ -312,7 +314,8 @@ static void symbols_run(const char *url, const char *key, const kr_candles *c, c
     int64_t span = c->n / N_SYM;
     for (int i = 0; i < N_SYM; i++) {
         int64_t len = o->lookback < span ? o->lookback : span;
-        bodies[i] = window_body(c, i * span + (span - len), len, o, o->pred_len, o->seed + 7777 + (unsigned)i);
+        bodies[i] = window_body(c, i * span + (span - len), len, o, o->pred_len,
+                                o->seed + 7777 + (unsigned)i);
         idx[i] = i;
         at[i] = 0;
     }
@@ -323,7 +326,8 @@ static void symbols_run(const char *url, const char *key, const kr_candles *c, c
     for (int i = 0; i < N_SYM; i++) {
         free(bodies[i]);
         int64_t len = o->lookback < span - 1 ? o->lookback : span - 1;
-        bodies[i] = window_body(c, i * span + (span - len) - 1, len, o, o->pred_len, o->seed + 8888 + (unsigned)i);
+        bodies[i] = window_body(c, i * span + (span - len) - 1, len, o, o->pred_len,
+                                o->seed + 8888 + (unsigned)i);
     }
     double t_seq = 0;
     int seq_ok = 0;
@@ -354,7 +358,7 @@ static void quiet(void *u, const char *line) {
 }
 
 int main(int argc, char **argv) {
-    opts o = {0};
+    opts o = { 0 };
     o.seconds = 20;
     o.rates[0] = 5, o.rates[1] = 15, o.rates[2] = 30;
     o.n_rates = 3;
@@ -365,14 +369,13 @@ int main(int argc, char **argv) {
     o.seed = 1;
     o.modes = "one,static,continuous";
     static const struct option lo[] = {
-        {"url", required_argument, NULL, 'u'},     {"api-key", required_argument, NULL, 'k'},
-        {"seconds", required_argument, NULL, 's'}, {"rates", required_argument, NULL, 'r'},
-        {"paths", required_argument, NULL, 'p'},   {"pred-len", required_argument, NULL, 'n'},
-        {"lookback", required_argument, NULL, 'l'}, {"windows", required_argument, NULL, 'w'},
-        {"seed", required_argument, NULL, 'S'},    {"modes", required_argument, NULL, 'm'},
-        {"model", required_argument, NULL, 'M'},
-        {"fixed-len", no_argument, NULL, 'F'},
-        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
+        { "url", required_argument, NULL, 'u' },      { "api-key", required_argument, NULL, 'k' },
+        { "seconds", required_argument, NULL, 's' },  { "rates", required_argument, NULL, 'r' },
+        { "paths", required_argument, NULL, 'p' },    { "pred-len", required_argument, NULL, 'n' },
+        { "lookback", required_argument, NULL, 'l' }, { "windows", required_argument, NULL, 'w' },
+        { "seed", required_argument, NULL, 'S' },     { "modes", required_argument, NULL, 'm' },
+        { "model", required_argument, NULL, 'M' },    { "fixed-len", no_argument, NULL, 'F' },
+        { "help", no_argument, NULL, 'h' },           { NULL, 0, NULL, 0 },
     };
     int ch;
     while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
@@ -411,7 +414,7 @@ int main(int argc, char **argv) {
             return 2;
         }
 
-    kr_error err = {0};
+    kr_error err = { 0 };
     kr_candles *c = NULL;
     if (kr_candles_read_csv(KR_SOURCE_DIR "/data/XSHG_5min_600977.csv", &c, &err) != KR_OK) {
         fprintf(stderr, "load: %s\n", err.message);
@@ -426,7 +429,7 @@ int main(int argc, char **argv) {
     /* The request mix: `windows` distinct windows (repeats hit the prefix cache), with
      * horizons of pred_len x {1/4, 1/2, 1, 2, 4} unless --fixed-len: real clients ask for
      * different horizons, and that is where a static batch waits for its longest member. */
-    static const int k_mix[5] = {1, 2, 4, 8, 16}; /* quarters */
+    static const int k_mix[5] = { 1, 2, 4, 8, 16 }; /* quarters */
     char **bodies = calloc((size_t)o.windows, sizeof *bodies);
     unsigned long long s = o.seed;
     for (int i = 0; i < o.windows; i++) {
@@ -437,8 +440,8 @@ int main(int argc, char **argv) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     printf("# kronos serve load test: %d paths, pred_len %s%d, lookback %d, %d distinct windows, "
            "%.0f s per rate, Poisson arrivals (seed %llu)\n\n",
-           o.paths, o.fixed_len ? "" : "mix x{1/4,1/2,1,2,4} of ", o.pred_len, o.lookback, o.windows,
-           o.seconds, o.seed);
+           o.paths, o.fixed_len ? "" : "mix x{1/4,1/2,1,2,4} of ", o.pred_len, o.lookback,
+           o.windows, o.seconds, o.seed);
     printf("| mode | rate (req/s) | sent | ok | errors | throughput (req/s) | p50 (s) | p95 (s) | "
            "p99 (s) | mean batch (paths/step) | cache hit |\n");
     printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
@@ -446,7 +449,8 @@ int main(int argc, char **argv) {
     int rc = 0;
     if (o.url) {
         for (int k = 0; k < o.n_rates; k++) {
-            result r = run_rate(o.url, o.api_key, bodies, o.windows, o.rates[k], o.seconds, o.seed + (unsigned)k);
+            result r = run_rate(o.url, o.api_key, bodies, o.windows, o.rates[k], o.seconds,
+                                o.seed + (unsigned)k);
             print_row(o.url, o.rates[k], &r);
         }
         symbols_run(o.url, o.api_key, c, &o);
@@ -455,8 +459,10 @@ int main(int argc, char **argv) {
         kr_model_params mp = kr_model_default_params();
         char pred[4096], tok[4096];
         /* --model DIR: a directory holding predictor/ and tokenizer/ (e.g. from gen-random). */
-        snprintf(pred, sizeof pred, "%s/predictor", o.model ? o.model : KR_SOURCE_DIR "/models/kronos-demo");
-        snprintf(tok, sizeof tok, "%s/tokenizer", o.model ? o.model : KR_SOURCE_DIR "/models/kronos-demo");
+        snprintf(pred, sizeof pred, "%s/predictor",
+                 o.model ? o.model : KR_SOURCE_DIR "/models/kronos-demo");
+        snprintf(tok, sizeof tok, "%s/tokenizer",
+                 o.model ? o.model : KR_SOURCE_DIR "/models/kronos-demo");
         if (kr_model_load(pred, tok, &mp, &model, &err) != KR_OK) {
             fprintf(stderr, "load: %s\n", err.message);
             rc = 1;

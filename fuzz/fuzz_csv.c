@@ -16,8 +16,8 @@
 #include "market/candles.h"
 
 /* A violated invariant must stop the fuzzer with a reproducer; abort() is fine in a harness. */
-#define CHECK(cond) \
-    do {            \
+#define CHECK(cond)           \
+    do {                      \
         if (!(cond)) abort(); \
     } while (0)
 

@@ -18,8 +18,8 @@
 #include "server/request.h"
 
 /* A violated invariant must stop the fuzzer with a reproducer; abort() is fine in a harness. */
-#define CHECK(cond) \
-    do {            \
+#define CHECK(cond)           \
+    do {                      \
         if (!(cond)) abort(); \
     } while (0)
 
@@ -45,7 +45,8 @@ static void check_request(const kr_api_request *r, const kr_api_limits *lim) {
     CHECK(p->window == KR_WINDOW_EXACT || p->window == KR_WINDOW_ROLLING);
     CHECK(p->keep_paths == 1);
     CHECK(r->n_quantiles >= 0 && r->n_quantiles <= KR_API_MAX_QUANTILES);
-    for (int k = 0; k < r->n_quantiles; k++) CHECK(r->quantiles[k] >= 0.0 && r->quantiles[k] <= 1.0);
+    for (int k = 0; k < r->n_quantiles; k++)
+        CHECK(r->quantiles[k] >= 0.0 && r->quantiles[k] <= 1.0);
     CHECK(r->timeout_s >= 0.0 && isfinite(r->timeout_s));
     if (r->future_timestamps) {
         CHECK(r->future_timestamps[0] > c->timestamps[c->n - 1]);

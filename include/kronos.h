@@ -19,34 +19,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kronos/status.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* ---------------------------------------------------------------- status and errors */
-
-typedef enum kr_status {
-    KR_OK = 0,
-    KR_ERR_INVALID_ARG = -1,  /* a parameter is out of range or inconsistent */
-    KR_ERR_IO = -2,           /* a file could not be opened, read, mapped or written */
-    KR_ERR_FORMAT = -3,       /* malformed file or input data (CSV, JSON, safetensors) */
-    KR_ERR_MODEL = -4,        /* a checkpoint lacks a tensor or has the wrong shape/dtype */
-    KR_ERR_NOMEM = -5,        /* an allocation failed */
-    KR_ERR_UNSUPPORTED = -6,  /* valid but not supported by this build */
-    KR_ERR_INTERNAL = -7,     /* a broken invariant: a bug, please report */
-    KR_ERR_CANCELLED = -8,    /* the caller cancelled the operation */
-    KR_ERR_BUSY = -9,         /* a queue or memory budget is full: retry later */
-    KR_ERR_TIMEOUT = -10      /* a deadline passed before the work finished */
-} kr_status;
-
-/* Caller-supplied error detail. `message` names the place: file, row, field, tensor. */
-typedef struct kr_error {
-    kr_status status;
-    char message[512];
-} kr_error;
-
-/* Static string for a status code ("invalid argument", ...). Never NULL. */
-const char *kr_strerror(kr_status status);
 
 /* Library version string, e.g. "0.1.0". */
 const char *kr_version(void);
@@ -56,12 +33,12 @@ const char *kr_version(void);
 typedef struct kr_model kr_model; /* tokenizer + predictor pair, immutable after load */
 
 typedef struct kr_model_params {
-    int n_threads;     /* worker threads for compute; <= 0: number of online CPUs */
+    int n_threads; /* worker threads for compute; <= 0: number of online CPUs */
     /* Weight format: NULL or "f32" keeps the checkpoint as stored (a kronos quantize
      * checkpoint stays in its format); "bf16", "int8", "fp8" or "q4" quantises every Linear
      * of an f32 checkpoint at load, round-to-nearest (kronos quantize adds calibration). */
     const char *quant;
-    int quant_group;   /* q4 group size, 32 or 64; <= 0: 32 */
+    int quant_group; /* q4 group size, 32 or 64; <= 0: 32 */
     /* KV-cache precision: NULL or "f32", "bf16" (half the memory), "int8" (a quarter). */
     const char *kv_dtype;
 } kr_model_params;
@@ -78,23 +55,22 @@ kr_status kr_model_load(const char *predictor_dir, const char *tokenizer_dir,
 void kr_model_free(kr_model *model);
 
 typedef struct kr_model_info {
-    int d_model, n_layers, n_heads, ff_dim;   /* predictor shape */
+    int d_model, n_layers, n_heads, ff_dim; /* predictor shape */
     int tok_d_model, tok_n_heads, tok_ff_dim; /* tokenizer shape */
-    int tok_enc_blocks, tok_dec_blocks;       /* = n_enc_layers - 1, n_dec_layers - 1 */
+    int tok_enc_blocks, tok_dec_blocks; /* = n_enc_layers - 1, n_dec_layers - 1 */
     int s1_bits, s2_bits;
     int learn_te;
-    size_t n_params;          /* predictor + tokenizer parameters used at inference */
-    size_t weight_bytes;      /* bytes of weights as held in memory (after quantisation) */
-    double load_seconds;      /* wall time of kr_model_load (quantisation included) */
-    char quant[8];            /* weight format of the Linears: "f32", "bf16", "int8", "fp8", "q4" */
-    char quant_method[16];    /* "rtn", "smoothquant", "awq" ("" for f32) */
-    int quant_group;          /* q4 group size (0 otherwise) */
-    double quant_seconds;     /* part of load_seconds spent quantising (0 if none) */
-    char kv_dtype[8];         /* "f32", "bf16", "int8" */
+    size_t n_params; /* predictor + tokenizer parameters used at inference */
+    size_t weight_bytes; /* bytes of weights as held in memory (after quantisation) */
+    double load_seconds; /* wall time of kr_model_load (quantisation included) */
+    char quant[8]; /* weight format of the Linears: "f32", "bf16", "int8", "fp8", "q4" */
+    char quant_method[16]; /* "rtn", "smoothquant", "awq" ("" for f32) */
+    int quant_group; /* q4 group size (0 otherwise) */
+    double quant_seconds; /* part of load_seconds spent quantising (0 if none) */
+    char kv_dtype[8]; /* "f32", "bf16", "int8" */
 } kr_model_info;
 
 void kr_model_get_info(const kr_model *model, kr_model_info *info);
-
 
 /* ---------------------------------------------------------------- series (input candles) */
 
@@ -104,11 +80,11 @@ enum { KR_OPEN = 0, KR_HIGH, KR_LOW, KR_CLOSE, KR_VOLUME, KR_AMOUNT, KR_N_FEATUR
 /* A candle history. Borrowed by the forecast calls; values are as read (double), the
  * engine converts them to float32 exactly as the reference does. */
 typedef struct kr_series {
-    int64_t n;                  /* rows */
-    const int64_t *timestamps;  /* [n] seconds since 1970-01-01, naive wall-clock taken as UTC */
-    const double *values;       /* [n][6] open, high, low, close, volume, amount */
-    int has_volume;             /* 0: volume and amount are filled with 0 */
-    int has_amount;             /* 0: amount = volume * mean(open, high, low, close) */
+    int64_t n; /* rows */
+    const int64_t *timestamps; /* [n] seconds since 1970-01-01, naive wall-clock taken as UTC */
+    const double *values; /* [n][6] open, high, low, close, volume, amount */
+    int has_volume; /* 0: volume and amount are filled with 0 */
+    int has_amount; /* 0: amount = volume * mean(open, high, low, close) */
     const int64_t *future_timestamps; /* [pred_len] stamps of the candles to forecast, or NULL
                                          to infer them from the history (interval, weekdays,
                                          session hours) */
@@ -132,23 +108,23 @@ kr_status kr_model_save_quantized(const kr_model *model, const char *out_dir, kr
 /* ---------------------------------------------------------------- forecasting */
 
 typedef enum kr_window_mode {
-    KR_WINDOW_EXACT = 0,   /* past max_context: re-run the trailing window (the reference) */
-    KR_WINDOW_ROLLING = 1  /* past max_context: sliding KV cache (approximation, opt-in) */
+    KR_WINDOW_EXACT = 0, /* past max_context: re-run the trailing window (the reference) */
+    KR_WINDOW_ROLLING = 1 /* past max_context: sliding KV cache (approximation, opt-in) */
 } kr_window_mode;
 
 typedef struct kr_forecast_params {
-    int pred_len;            /* candles to generate (> 0) */
-    int lookback;            /* rows of history used; <= 0: all rows up to max_context */
-    int max_context;         /* predictor window (default 512) */
-    int paths;               /* sample paths (default 1) */
-    float temperature;       /* default 1.0 */
-    int top_k;               /* default 0 (off); 1 = greedy */
-    float top_p;             /* default 0.9 */
-    uint64_t seed;           /* RNG seed; each path has its own stream */
-    kr_window_mode window;   /* default exact */
-    float clip;              /* normalised-input clip (default 5) */
-    int keep_paths;          /* non-zero: keep every path's candles and tokens in the result */
-    int first_path;          /* random stream of path 0 (default 0): paths [first_path,
+    int pred_len; /* candles to generate (> 0) */
+    int lookback; /* rows of history used; <= 0: all rows up to max_context */
+    int max_context; /* predictor window (default 512) */
+    int paths; /* sample paths (default 1) */
+    float temperature; /* default 1.0 */
+    int top_k; /* default 0 (off); 1 = greedy */
+    float top_p; /* default 0.9 */
+    uint64_t seed; /* RNG seed; each path has its own stream */
+    kr_window_mode window; /* default exact */
+    float clip; /* normalised-input clip (default 5) */
+    int keep_paths; /* non-zero: keep every path's candles and tokens in the result */
+    int first_path; /* random stream of path 0 (default 0): paths [first_path,
                                 first_path + paths) of a larger run, so a run can be extended
                                 with more paths that equal those of one bigger run */
 } kr_forecast_params;
@@ -165,15 +141,14 @@ kr_status kr_forecast_run(kr_model *model, const kr_series *series,
 /* Several independent series in one call (batch / backtest mode); out[i] receives series i.
  * Any mix of lengths. Each result equals the one kr_forecast_run gives for that series. */
 kr_status kr_forecast_run_batch(kr_model *model, const kr_series *series, int n_series,
-                                const kr_forecast_params *params, kr_forecast **out,
-                                kr_error *err);
+                                const kr_forecast_params *params, kr_forecast **out, kr_error *err);
 void kr_forecast_free(kr_forecast *f);
 
 int kr_forecast_pred_len(const kr_forecast *f);
 int kr_forecast_paths(const kr_forecast *f);
 /* Borrowed, valid until kr_forecast_free. */
-const int64_t *kr_forecast_timestamps(const kr_forecast *f);   /* [pred_len] */
-const double *kr_forecast_mean(const kr_forecast *f);          /* [pred_len][6], denormalised */
+const int64_t *kr_forecast_timestamps(const kr_forecast *f); /* [pred_len] */
+const double *kr_forecast_mean(const kr_forecast *f); /* [pred_len][6], denormalised */
 /* [pred_len][6] candles of one path; NULL if paths were not kept. */
 const double *kr_forecast_path(const kr_forecast *f, int path);
 /* [pred_len] generated token ids of one path; NULL if paths were not kept. */
@@ -185,11 +160,11 @@ kr_status kr_forecast_quantile(const kr_forecast *f, double q, double *out, kr_e
 
 /* Statistics of the run: tokens and timing. */
 typedef struct kr_forecast_stats {
-    int64_t prefill_tokens;     /* tokens run through the predictor as prefill */
-    int64_t cached_tokens;      /* context tokens taken from the prefix cache instead */
-    int64_t decode_tokens;      /* tokens run one at a time (per path) */
-    int64_t window_recomputes;  /* exact-mode window re-runs past max_context */
-    size_t kv_bytes;            /* KV cache memory the forecast held (predictor) */
+    int64_t prefill_tokens; /* tokens run through the predictor as prefill */
+    int64_t cached_tokens; /* context tokens taken from the prefix cache instead */
+    int64_t decode_tokens; /* tokens run one at a time (per path) */
+    int64_t window_recomputes; /* exact-mode window re-runs past max_context */
+    size_t kv_bytes; /* KV cache memory the forecast held (predictor) */
     double seconds_total, seconds_prefill, seconds_decode, seconds_tokenizer;
 } kr_forecast_stats;
 void kr_forecast_get_stats(const kr_forecast *f, kr_forecast_stats *stats);

@@ -9,7 +9,7 @@
 # tests/web/e2e.mjs drives headless through playwright-core, and Node.js/npm when the machine
 # has none (the page's packages come from `npm ci` in web/, never from here).
 set -euo pipefail
-packages=(build-essential cmake pkg-config clang libclang-rt-14-dev
+packages=(build-essential cmake pkg-config clang clang-format libclang-rt-14-dev
           libcjson-dev libcmocka-dev libopenblas-dev libxxhash-dev libsqlite3-dev
           libmicrohttpd-dev libcurl4-openssl-dev)
 if [ "${1:-}" = "--web" ]; then

@@ -19,7 +19,9 @@ static char g_db[1200];
 typedef kr_test_run run_result;
 
 /* Runs `[ENV] kronos ARGS` with stdout/stderr captured; env may be "". */
-static const run_result *run_env(const char *env, const char *args) { return kr_test_kronos(g_tmp, env, args); }
+static const run_result *run_env(const char *env, const char *args) {
+    return kr_test_kronos(g_tmp, env, args);
+}
 
 static const run_result *run(const char *args) { return run_env("", args); }
 
@@ -32,8 +34,8 @@ static const run_result *ok(const char *args) {
 static void expect_fail(const char *args, int code, const char *needle1, const char *needle2) {
     const run_result *r = run(args);
     if (r->code != code || !strstr(r->err, needle1) || (needle2 && !strstr(r->err, needle2)))
-        fail_msg("kronos %s: exit %d (want %d), stderr: %s (want '%s'%s%s)", args, r->code, code, r->err, needle1,
-                 needle2 ? " and " : "", needle2 ? needle2 : "");
+        fail_msg("kronos %s: exit %d (want %d), stderr: %s (want '%s'%s%s)", args, r->code, code,
+                 r->err, needle1, needle2 ? " and " : "", needle2 ? needle2 : "");
 }
 
 static int setup(void **state) {
@@ -53,13 +55,13 @@ static int teardown(void **state) {
 static void test_ingest(void **state) {
     (void)state;
     char args[4096];
-    static const char *files[][3] = {{"AAPL", "1d", "AAPL_1d.csv"},
-                                     {"MSFT", "1d", "MSFT_1d.csv"},
-                                     {"600977.SH", "5m", "XSHG_5min_600977.csv"},
-                                     {"BTCUSDT", "1h", "BTCUSDT_1h.csv"}};
+    static const char *files[][3] = { { "AAPL", "1d", "AAPL_1d.csv" },
+                                      { "MSFT", "1d", "MSFT_1d.csv" },
+                                      { "600977.SH", "5m", "XSHG_5min_600977.csv" },
+                                      { "BTCUSDT", "1h", "BTCUSDT_1h.csv" } };
     for (int i = 0; i < 4; i++) {
-        snprintf(args, sizeof args, "ingest --symbol %s --interval %s --db %s %s/data/%s", files[i][0], files[i][1],
-                 g_db, KR_SOURCE_DIR, files[i][2]);
+        snprintf(args, sizeof args, "ingest --symbol %s --interval %s --db %s %s/data/%s",
+                 files[i][0], files[i][1], g_db, KR_SOURCE_DIR, files[i][2]);
         const run_result *r = ok(args);
         char want[128];
         snprintf(want, sizeof want, "%s %s: ", files[i][0], files[i][1]);
@@ -67,18 +69,21 @@ static void test_ingest(void **state) {
         assert_non_null(strstr(r->out, "rows written"));
     }
     /* Re-ingesting the same file replaces rows: the count does not grow. */
-    snprintf(args, sizeof args, "ingest --symbol AAPL --interval 1d --db %s %s/data/AAPL_1d.csv", g_db, KR_SOURCE_DIR);
+    snprintf(args, sizeof args, "ingest --symbol AAPL --interval 1d --db %s %s/data/AAPL_1d.csv",
+             g_db, KR_SOURCE_DIR);
     const run_result *r = ok(args);
     assert_non_null(strstr(r->out, "2913 rows written"));
     assert_non_null(strstr(r->out, "(now 2913 rows, 2014-01-02 to 2025-08-01)"));
     /* The same data as a second symbol, through KRONOS_DB instead of --db. */
     char env[1300];
     snprintf(env, sizeof env, "KRONOS_DB=%s", g_db);
-    snprintf(args, sizeof args, "ingest --symbol AAPL.B --interval 1d %s/data/AAPL_1d.csv", KR_SOURCE_DIR);
+    snprintf(args, sizeof args, "ingest --symbol AAPL.B --interval 1d %s/data/AAPL_1d.csv",
+             KR_SOURCE_DIR);
     r = run_env(env, args);
     if (r->code != 0) fail_msg("%s", r->err);
     /* A mislabelled interval is stored, with a warning. */
-    snprintf(args, sizeof args, "ingest --symbol BTC1M --interval 1m --db %s %s/data/BTCUSDT_1h.csv", g_db,
+    snprintf(args, sizeof args,
+             "ingest --symbol BTC1M --interval 1m --db %s %s/data/BTCUSDT_1h.csv", g_db,
              KR_SOURCE_DIR);
     r = ok(args);
     assert_non_null(strstr(r->err, "warning"));
@@ -99,21 +104,24 @@ static void test_analyze_one_symbol_formats(void **state) {
     cJSON *params = cJSON_GetObjectItem(cJSON_GetObjectItem(rep, "metadata"), "params");
     assert_int_equal(cJSON_GetObjectItem(params, "paths")->valueint, 8);
     assert_int_equal(cJSON_GetObjectItem(params, "horizon")->valueint, 5);
-    assert_int_equal(cJSON_GetObjectItem(params, "lookback")->valueint, 512 - 5); /* rows > max_context */
+    assert_int_equal(cJSON_GetObjectItem(params, "lookback")->valueint,
+                     512 - 5); /* rows > max_context */
     assert_int_equal(cJSON_GetObjectItem(params, "seed")->valueint, 3);
     cJSON *model = cJSON_GetObjectItem(cJSON_GetObjectItem(rep, "metadata"), "model");
     assert_string_equal(cJSON_GetObjectItem(model, "name")->valuestring, "kronos-demo");
     assert_true(cJSON_IsNull(cJSON_GetObjectItem(rep, "calibration")));
-    double prob = cJSON_GetObjectItem(cJSON_GetObjectItem(rep, "statistics"), "prob_up")->valuedouble;
+    double prob =
+        cJSON_GetObjectItem(cJSON_GetObjectItem(rep, "statistics"), "prob_up")->valuedouble;
     assert_true(prob >= 0 && prob <= 1);
     /* Seeded: the same report twice (apart from the timing and the clock). */
     r = ok(args);
     cJSON *j2 = cJSON_Parse(r->out);
     assert_non_null(j2);
     cJSON *rep2 = cJSON_GetArrayItem(cJSON_GetObjectItem(j2, "reports"), 0);
-    const char *same[] = {"forecast", "statistics", "technical", "summary"};
+    const char *same[] = { "forecast", "statistics", "technical", "summary" };
     for (int i = 0; i < 4; i++)
-        if (!cJSON_Compare(cJSON_GetObjectItem(rep, same[i]), cJSON_GetObjectItem(rep2, same[i]), 1))
+        if (!cJSON_Compare(cJSON_GetObjectItem(rep, same[i]), cJSON_GetObjectItem(rep2, same[i]),
+                           1))
             fail_msg("'%s' differs between two runs with the same seed", same[i]);
     cJSON_Delete(j2);
     cJSON_Delete(j);
@@ -125,7 +133,8 @@ static void test_analyze_one_symbol_formats(void **state) {
     assert_non_null(strstr(r->out, "Not investment advice"));
 
     snprintf(path, sizeof path, "%s/aapl.html", g_tmp);
-    snprintf(args, sizeof args, "analyze AAPL --db %s --paths 8 --horizon 5 --format html --out %s", g_db, path);
+    snprintf(args, sizeof args, "analyze AAPL --db %s --paths 8 --horizon 5 --format html --out %s",
+             g_db, path);
     r = ok(args);
     assert_int_equal(r->out[0], 0);
     assert_non_null(strstr(r->err, "wrote"));
@@ -137,9 +146,10 @@ static void test_analyze_one_symbol_formats(void **state) {
     assert_non_null(strstr(html, "</html>"));
 
     /* --interval picks among several; the 5-minute symbol reads as intraday. */
-    snprintf(args, sizeof args, "analyze 600977.SH --interval 5m --db %s --paths 4 --horizon 4 --format md", g_db);
+    snprintf(args, sizeof args,
+             "analyze 600977.SH --interval 5m --db %s --paths 4 --horizon 4 --format md", g_db);
     r = ok(args);
-    assert_non_null(strstr(r->out, "2024-08-29 13:"));  /* after the lunch break */
+    assert_non_null(strstr(r->out, "2024-08-29 13:")); /* after the lunch break */
 }
 
 static void test_analyze_batch_and_calibrate(void **state) {
@@ -159,10 +169,13 @@ static void test_analyze_batch_and_calibrate(void **state) {
         assert_true(er <= prev);
         prev = er;
     }
-    assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "reports"), 2), "symbol")->valuestring,
-                        "BTCUSDT");
+    assert_string_equal(
+        cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "reports"), 2), "symbol")
+            ->valuestring,
+        "BTCUSDT");
     cJSON_Delete(j);
-    snprintf(args, sizeof args, "analyze MSFT AAPL BTCUSDT --db %s --paths 8 --horizon 5 --format md", g_db);
+    snprintf(args, sizeof args,
+             "analyze MSFT AAPL BTCUSDT --db %s --paths 8 --horizon 5 --format md", g_db);
     r = ok(args);
     assert_non_null(strstr(r->out, "## Ranking by expected return"));
     assert_non_null(strstr(r->out, "| 3 |"));
@@ -171,11 +184,15 @@ static void test_analyze_batch_and_calibrate(void **state) {
     r = ok(args);
     assert_null(strstr(r->err, "calibrating")); /* stderr is not a terminal: no progress bar */
     j = cJSON_Parse(r->out);
-    cJSON *cal = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "reports"), 0), "calibration");
+    cJSON *cal = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "reports"), 0),
+                                     "calibration");
     assert_int_equal(cJSON_GetObjectItem(cal, "windows")->valueint, 3);
     assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(cal, "window_detail")), 3);
-    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(cJSON_GetObjectItem(cal, "model"), "coverage_by_step")), 5);
-    double cov = cJSON_GetObjectItem(cJSON_GetObjectItem(cal, "naive"), "coverage_p10_p90")->valuedouble;
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(cJSON_GetObjectItem(cal, "model"),
+                                                            "coverage_by_step")),
+                     5);
+    double cov =
+        cJSON_GetObjectItem(cJSON_GetObjectItem(cal, "naive"), "coverage_p10_p90")->valuedouble;
     assert_true(cov >= 0 && cov <= 1);
     cJSON_Delete(j);
 }
@@ -196,7 +213,8 @@ static void test_errors(void **state) {
 
     /* A short history. */
     snprintf(p, sizeof p, "%s/tiny.csv", g_tmp);
-    const char *tiny = "timestamps,open,high,low,close,volume\n2024-01-01,1,2,0.5,1.5,10\n2024-01-02,1,2,0.5,1.5,10\n"
+    const char *tiny = "timestamps,open,high,low,close,volume\n2024-01-01,1,2,0.5,1.5,10\n2024-01-"
+                       "02,1,2,0.5,1.5,10\n"
                        "2024-01-03,1,2,0.5,1.5,10\n";
     assert_int_equal(kr_test_write_file(p, tiny, strlen(tiny)), 0);
     snprintf(args, sizeof args, "ingest --symbol TINY --interval 1d --db %s %s", g_db, p);
@@ -224,18 +242,22 @@ static void test_errors(void **state) {
     snprintf(args, sizeof args, "analyze AAPL --db %s --bogus", g_db);
     expect_fail(args, 2, "unknown flag", NULL);
 
-    snprintf(args, sizeof args, "ingest --interval 1d --db %s %s/data/AAPL_1d.csv", g_db, KR_SOURCE_DIR);
+    snprintf(args, sizeof args, "ingest --interval 1d --db %s %s/data/AAPL_1d.csv", g_db,
+             KR_SOURCE_DIR);
     expect_fail(args, 2, "--symbol is required", NULL);
-    snprintf(args, sizeof args, "ingest --symbol X --interval 1day --db %s %s/data/AAPL_1d.csv", g_db, KR_SOURCE_DIR);
+    snprintf(args, sizeof args, "ingest --symbol X --interval 1day --db %s %s/data/AAPL_1d.csv",
+             g_db, KR_SOURCE_DIR);
     expect_fail(args, 2, "interval '1day'", NULL);
     snprintf(args, sizeof args, "ingest --symbol X --interval 1d --db %s", g_db);
     expect_fail(args, 2, "CSV file is required", NULL);
-    snprintf(args, sizeof args, "ingest --symbol 'X Y' --interval 1d --db %s %s/data/AAPL_1d.csv", g_db, KR_SOURCE_DIR);
+    snprintf(args, sizeof args, "ingest --symbol 'X Y' --interval 1d --db %s %s/data/AAPL_1d.csv",
+             g_db, KR_SOURCE_DIR);
     expect_fail(args, 2, "symbol 'X Y'", NULL);
 
     /* Bad CSV: exit 1 naming file and line; nothing stored. */
     snprintf(p, sizeof p, "%s/bad.csv", g_tmp);
-    const char *bad = "timestamps,open,high,low,close\n2024-01-01,1,2,0.5,1\n2024-01-02,1,0.4,0.5,1\n";
+    const char *bad =
+        "timestamps,open,high,low,close\n2024-01-01,1,2,0.5,1\n2024-01-02,1,0.4,0.5,1\n";
     assert_int_equal(kr_test_write_file(p, bad, strlen(bad)), 0);
     snprintf(args, sizeof args, "ingest --symbol BAD --interval 1d --db %s %s", g_db, p);
     expect_fail(args, 1, "bad.csv: line 3", "high");
@@ -249,7 +271,8 @@ static void test_errors(void **state) {
     assert_int_equal(kr_test_write_file(p, junk, sizeof junk), 0);
     snprintf(args, sizeof args, "analyze AAPL --db %s", p);
     expect_fail(args, 1, "junk.db", "not a usable kronos database");
-    snprintf(args, sizeof args, "ingest --symbol X --interval 1d --db %s %s/data/AAPL_1d.csv", p, KR_SOURCE_DIR);
+    snprintf(args, sizeof args, "ingest --symbol X --interval 1d --db %s %s/data/AAPL_1d.csv", p,
+             KR_SOURCE_DIR);
     expect_fail(args, 1, "junk.db", "not a usable kronos database");
 }
 

@@ -44,8 +44,8 @@ static void test_ks_statistic_with_ties(void **state) {
     /* F_a at 1,2,3,4: 1/4, 3/4, 1, 1;  F_b: 0, 3/4, 3/4, 1  → |diff| 1/4, 0, 1/4, 0: D = 1/4.
      * Stepping one element at a time instead of one value would see a at 1,2,2 against no b
      * yet and report 3/4. 1/4 is the smallest D a 4x4 pair can have, so p = 1. */
-    double a[] = {2, 3, 1, 2}, b[] = {4, 2, 2, 2}, d, p;
-    const double a0[] = {2, 3, 1, 2};
+    double a[] = { 2, 3, 1, 2 }, b[] = { 4, 2, 2, 2 }, d, p;
+    const double a0[] = { 2, 3, 1, 2 };
     ks(a, 4, b, 4, &d, &p);
     assert_true(d == 0.25);
     assert_true(p == 1.0);
@@ -56,7 +56,7 @@ static void test_ks_statistic_with_ties(void **state) {
     assert_true(d2 == d && p2 == p);
     /* ±inf are ordinary values: F_a at -inf,0,1,2,3,inf = 1/3,2/3,2/3,2/3,2/3,1, F_b = 0,0,1/3,
      * 2/3,1,1 → D = 2/3; 3x3 Gnedenko–Korolyuk with h = 2: 2·C(6,1)/C(6,3) = 12/20. */
-    const double ai[] = {INFINITY, 0, -INFINITY}, bi[] = {1, 2, 3};
+    const double ai[] = { INFINITY, 0, -INFINITY }, bi[] = { 1, 2, 3 };
     ks(ai, 3, bi, 3, &d, &p);
     expect_rel(d, 2.0 / 3.0, 1e-15, "inf D");
     expect_rel(p, 0.6, 1e-14, "inf p");
@@ -65,15 +65,15 @@ static void test_ks_statistic_with_ties(void **state) {
 static void test_ks_identical_and_disjoint(void **state) {
     (void)state;
     double d, p;
-    const double x[] = {3, 1, 2, 5, 4};
+    const double x[] = { 3, 1, 2, 5, 4 };
     ks(x, 5, x, 5, &d, &p);
     assert_true(d == 0.0 && p == 1.0);
-    const double ones3[] = {1, 1, 1}, ones2[] = {1, 1};
+    const double ones3[] = { 1, 1, 1 }, ones2[] = { 1, 1 };
     ks(ones3, 3, ones2, 2, &d, &p);
     assert_true(d == 0.0 && p == 1.0);
 
     /* D = 1 only on the two orderings that put one whole sample first: p = 2 / C(m+n, m). */
-    const double lo5[] = {1, 2, 3, 4, 5}, hi5[] = {6, 7, 8, 9, 10};
+    const double lo5[] = { 1, 2, 3, 4, 5 }, hi5[] = { 6, 7, 8, 9, 10 };
     ks(lo5, 5, hi5, 5, &d, &p);
     assert_true(d == 1.0);
     expect_rel(p, 2.0 / 252.0, 1e-13, "5x5 disjoint");
@@ -94,7 +94,7 @@ static void test_ks_exact_known_answers(void **state) {
     (void)state;
     double d, p;
     /* Brute force over all 792 orderings: D = 16/35, P(D' >= D) = 43/99. */
-    const double a5[] = {0.1, 0.5, 0.9, 1.3, 2.0}, b7[] = {0.2, 0.3, 0.4, 0.6, 0.7, 0.8, 1.0};
+    const double a5[] = { 0.1, 0.5, 0.9, 1.3, 2.0 }, b7[] = { 0.2, 0.3, 0.4, 0.6, 0.7, 0.8, 1.0 };
     ks(a5, 5, b7, 7, &d, &p);
     expect_rel(d, 16.0 / 35.0, 1e-15, "5x7 D");
     expect_rel(p, 43.0 / 99.0, 1e-13, "5x7 p");
@@ -103,9 +103,9 @@ static void test_ks_exact_known_answers(void **state) {
     static const struct {
         int s;
         double d, p;
-    } c4060[] = {{20, 11.0 / 60.0, 0.36603030964577876},
-                 {30, 4.0 / 15.0, 0.057654794656171765},
-                 {40, 7.0 / 20.0, 0.0044299695161290273}};
+    } c4060[] = { { 20, 11.0 / 60.0, 0.36603030964577876 },
+                  { 30, 4.0 / 15.0, 0.057654794656171765 },
+                  { 40, 7.0 / 20.0, 0.0044299695161290273 } };
     double a[1000], b[5000];
     for (int c = 0; c < 3; c++) {
         for (int k = 0; k < 40; k++) a[k] = 3 * k;
@@ -124,7 +124,7 @@ static void test_ks_exact_known_answers(void **state) {
 
     /* Very unequal sizes, where the asymptotic formula would be poor (en ~ 1.7):
      * a = {100.5, 200.5, 4000.5}, b_k = k (k < 5000): D = 9397/15000. */
-    const double a3[] = {100.5, 200.5, 4000.5};
+    const double a3[] = { 100.5, 200.5, 4000.5 };
     for (int k = 0; k < 5000; k++) b[k] = k;
     ks(a3, 3, b, 5000, &d, &p);
     expect_rel(d, 9397.0 / 15000.0, 1e-15, "3x5000 D");
@@ -135,7 +135,9 @@ static void test_ks_exact_known_answers(void **state) {
     static const struct {
         int h;
         double p;
-    } gk[] = {{60, 0.054626665107015249}, {100, 8.9742775673130065e-05}, {300, 4.2317122818691784e-40}};
+    } gk[] = { { 60, 0.054626665107015249 },
+               { 100, 8.9742775673130065e-05 },
+               { 300, 4.2317122818691784e-40 } };
     for (int c = 0; c < 3; c++) {
         for (int k = 0; k < 1000; k++) a[k] = k, b[k] = k + gk[c].h;
         ks(a, 1000, b, 1000, &d, &p);
@@ -150,11 +152,12 @@ static void test_ks_asymptotic(void **state) {
      * (1.6276236) = 0.01; the 60-digit series gives the values to 17 digits. */
     static const struct {
         double lambda, q;
-    } tab[] = {{0.5, 0.96394524366487511},       {1.0, 0.2699996716773545},
-               {1.2238479, 0.09999998542556697}, {1.3580986, 0.050000010680280788},
-               {1.6276236, 0.010000000749940367}, {2.0, 0.00067092525577969533},
-               {3.0, 3.0459959489425258e-08}};
-    for (size_t k = 0; k < sizeof tab / sizeof tab[0]; k++) expect_rel(kr_ks_sf(tab[k].lambda), tab[k].q, 1e-13, "Q_KS");
+    } tab[] = { { 0.5, 0.96394524366487511 },        { 1.0, 0.2699996716773545 },
+                { 1.2238479, 0.09999998542556697 },  { 1.3580986, 0.050000010680280788 },
+                { 1.6276236, 0.010000000749940367 }, { 2.0, 0.00067092525577969533 },
+                { 3.0, 3.0459959489425258e-08 } };
+    for (size_t k = 0; k < sizeof tab / sizeof tab[0]; k++)
+        expect_rel(kr_ks_sf(tab[k].lambda), tab[k].q, 1e-13, "Q_KS");
     assert_true(fabs(kr_ks_sf(1.358) - 0.05) < 3e-4); /* the 3-decimal table entry */
     assert_true(kr_ks_sf(0.0) == 1.0 && kr_ks_sf(-1.0) == 1.0 && kr_ks_sf(0.1) == 1.0);
     assert_true(kr_ks_sf(40.0) == 0.0);
@@ -177,7 +180,7 @@ static void test_ks_asymptotic(void **state) {
 
 static void test_ks_degenerate(void **state) {
     (void)state;
-    const double x[] = {1, 2, 3}, xn[] = {1, NAN, 3};
+    const double x[] = { 1, 2, 3 }, xn[] = { 1, NAN, 3 };
     double d = 0, p = 0;
     ks(x, 3, x, 0, &d, &p);
     assert_true(isnan(d) && isnan(p));
@@ -203,44 +206,44 @@ static void test_ks_degenerate(void **state) {
 static void test_roc_auc(void **state) {
     (void)state;
     double auc;
-    const double s[] = {0.1, 0.2, 0.8, 0.9};
-    const int y[] = {0, 0, 1, 1}, yr[] = {1, 1, 0, 0};
+    const double s[] = { 0.1, 0.2, 0.8, 0.9 };
+    const int y[] = { 0, 0, 1, 1 }, yr[] = { 1, 1, 0, 0 };
     assert_int_equal(kr_roc_auc(s, y, 4, &auc), KR_OK);
     assert_true(auc == 1.0);
     assert_int_equal(kr_roc_auc(s, yr, 4, &auc), KR_OK);
     assert_true(auc == 0.0);
-    const double tied[] = {0.3, 0.3, 0.3, 0.3};
+    const double tied[] = { 0.3, 0.3, 0.3, 0.3 };
     assert_int_equal(kr_roc_auc(tied, y, 4, &auc), KR_OK);
     assert_true(auc == 0.5);
     /* scikit-learn's roc_auc_score documentation example: 0.75. */
-    const double sk[] = {0.1, 0.4, 0.35, 0.8};
+    const double sk[] = { 0.1, 0.4, 0.35, 0.8 };
     assert_int_equal(kr_roc_auc(sk, y, 4, &auc), KR_OK);
     assert_true(auc == 0.75);
     /* Ties across classes. Positives 1, 2, 3 against negatives 1, 2; pairs (pos vs neg):
      * 1v1 ½, 1v2 0, 2v1 1, 2v2 ½, 3v1 1, 3v2 1 → 4/6. By ranks: 1,1 → 1.5; 2,2 → 3.5; 3 → 5;
      * positive rank sum 1.5 + 3.5 + 5 = 10, U = 10 - 3·4/2 = 4, AUC = 4/(3·2). */
-    const double st[] = {1, 1, 2, 2, 3};
-    const int yt[] = {0, 1, 0, 1, 1};
+    const double st[] = { 1, 1, 2, 2, 3 };
+    const int yt[] = { 0, 1, 0, 1, 1 };
     assert_int_equal(kr_roc_auc(st, yt, 5, &auc), KR_OK);
     expect_rel(auc, 4.0 / 6.0, 1e-15, "auc ties");
     /* scores .1 .4 .35 .8 .4, labels 0 0 1 1 1: ranks 1, 3.5, 2, 5, 3.5; positive sum 10.5,
      * U = 10.5 - 6 = 4.5, AUC = 4.5/6. */
-    const double s5[] = {0.1, 0.4, 0.35, 0.8, 0.4};
-    const int y5[] = {0, 0, 1, 1, 1};
+    const double s5[] = { 0.1, 0.4, 0.35, 0.8, 0.4 };
+    const int y5[] = { 0, 0, 1, 1, 1 };
     assert_int_equal(kr_roc_auc(s5, y5, 5, &auc), KR_OK);
     assert_true(auc == 0.75);
 
     /* Degenerate: one class, empty, NaN score → NaN; a label other than 0/1 → error. */
-    const int one[] = {1, 1, 1, 1};
+    const int one[] = { 1, 1, 1, 1 };
     assert_int_equal(kr_roc_auc(s, one, 4, &auc), KR_OK);
     assert_true(isnan(auc));
     auc = 0;
     assert_int_equal(kr_roc_auc(NULL, NULL, 0, &auc), KR_OK);
     assert_true(isnan(auc));
-    const double sn[] = {0.1, NAN, 0.8, 0.9};
+    const double sn[] = { 0.1, NAN, 0.8, 0.9 };
     assert_int_equal(kr_roc_auc(sn, y, 4, &auc), KR_OK);
     assert_true(isnan(auc));
-    const int bad[] = {0, 2, 1, 1}, neg[] = {0, -1, 1, 1};
+    const int bad[] = { 0, 2, 1, 1 }, neg[] = { 0, -1, 1, 1 };
     assert_int_equal(kr_roc_auc(s, bad, 4, &auc), KR_ERR_INVALID_ARG);
     assert_int_equal(kr_roc_auc(s, neg, 4, &auc), KR_ERR_INVALID_ARG);
     assert_int_equal(kr_roc_auc(s, y, 4, NULL), KR_ERR_INVALID_ARG);
@@ -253,17 +256,17 @@ static void test_spearman(void **state) {
     (void)state;
     double r;
     /* No ties: d = -1, 1, -1, 1, 0, Σd² = 4, 1 - 6·4/(5·24) = 0.8. */
-    const double x[] = {1, 2, 3, 4, 5}, y[] = {2, 1, 4, 3, 5};
+    const double x[] = { 1, 2, 3, 4, 5 }, y[] = { 2, 1, 4, 3, 5 };
     assert_int_equal(kr_spearman(x, y, 5, &r), KR_OK);
     expect_rel(r, 0.8, 1e-15, "spearman no ties");
     /* Ties in y: ranks of 5,6,7,8,7 are 1, 2, 3.5, 5, 3.5; centred (mean 3) x: -2..2,
      * y: -2, -1, .5, 2, .5 → sxy = 8, sxx = 10, syy = 9.5, ρ = 8/sqrt(95). */
-    const double yt[] = {5, 6, 7, 8, 7};
+    const double yt[] = { 5, 6, 7, 8, 7 };
     assert_int_equal(kr_spearman(x, yt, 5, &r), KR_OK);
     expect_rel(r, 8.0 / sqrt(95.0), 1e-15, "spearman ties in y");
     /* Ties in both: x 1,1,2,3 → 1.5,1.5,3,4; y 1,2,2,2 → 1,3,3,3; centred on 2.5:
      * sxy = 1.5 - .5 + .25 + .75 = 2, sxx = 4.5, syy = 3, ρ = 2/sqrt(13.5). */
-    const double xb[] = {1, 1, 2, 3}, yb[] = {1, 2, 2, 2};
+    const double xb[] = { 1, 1, 2, 3 }, yb[] = { 1, 2, 2, 2 };
     assert_int_equal(kr_spearman(xb, yb, 4, &r), KR_OK);
     expect_rel(r, 2.0 / sqrt(13.5), 1e-15, "spearman ties in both");
     /* Only the order matters: a monotone transform gives 1, a reversal -1. */
@@ -274,7 +277,7 @@ static void test_spearman(void **state) {
     assert_int_equal(kr_spearman(x, rev, 5, &r), KR_OK);
     assert_true(r == -1.0);
     /* Degenerate → NaN. */
-    const double c[] = {2, 2, 2, 2, 2}, xn[] = {1, 2, NAN, 4, 5};
+    const double c[] = { 2, 2, 2, 2, 2 }, xn[] = { 1, 2, NAN, 4, 5 };
     assert_int_equal(kr_spearman(x, c, 5, &r), KR_OK);
     assert_true(isnan(r));
     assert_int_equal(kr_spearman(c, x, 5, &r), KR_OK);
@@ -292,7 +295,7 @@ static void test_spearman(void **state) {
 static void test_kl_divergence(void **state) {
     (void)state;
     double kl;
-    const float p[] = {1.5f, -0.25f, 3.0f, 0.0f, -2.0f, 0.75f, 2.25f, -1.0f};
+    const float p[] = { 1.5f, -0.25f, 3.0f, 0.0f, -2.0f, 0.75f, 2.25f, -1.0f };
     assert_int_equal(kr_kl_divergence_logits(p, p, 8, &kl), KR_OK);
     assert_true(kl == 0.0);
     /* softmax ignores a common offset */
@@ -302,7 +305,7 @@ static void test_kl_divergence(void **state) {
     assert_true(kl >= 0.0 && kl < 1e-15);
 
     /* P = (½, ½), Q = (1, e)/(1+e): KL = ½ ln(½(1+e)) + ½ ln(½(1+e)/e) = ln((1+e)/2) - ½. */
-    const float p2[] = {0.0f, 0.0f}, q2[] = {0.0f, 1.0f};
+    const float p2[] = { 0.0f, 0.0f }, q2[] = { 0.0f, 1.0f };
     assert_int_equal(kr_kl_divergence_logits(p2, q2, 2, &kl), KR_OK);
     expect_rel(kl, log((1.0 + M_E) / 2.0) - 0.5, 1e-14, "kl two-outcome");
     expect_rel(kl, 0.12011450695827752, 1e-14, "kl two-outcome (decimal)");
@@ -313,7 +316,9 @@ static void test_kl_divergence(void **state) {
     static const struct {
         int s;
         double kl;
-    } near[] = {{12, 2.7753478815702149e-08}, {20, 4.2349716606588181e-13}, {26, 2.8120668380559282e-18}};
+    } near[] = { { 12, 2.7753478815702149e-08 },
+                 { 20, 4.2349716606588181e-13 },
+                 { 26, 2.8120668380559282e-18 } };
     for (int c = 0; c < 3; c++) {
         float q[8];
         for (int k = 0; k < 8; k++) q[k] = p[k] + ldexpf(1.0f, -near[c].s) * (float)(k % 3 - 1);
@@ -321,36 +326,37 @@ static void test_kl_divergence(void **state) {
         expect_rel(kl, near[c].kl, 1e-13, "kl near");
     }
     /* Far apart, both directions (KL is not symmetric). */
-    const float q8[] = {0.5f, 2.0f, -1.0f, 1.25f, 0.0f, -3.5f, 4.0f, 1.0f};
+    const float q8[] = { 0.5f, 2.0f, -1.0f, 1.25f, 0.0f, -3.5f, 4.0f, 1.0f };
     assert_int_equal(kr_kl_divergence_logits(p, q8, 8, &kl), KR_OK);
     expect_rel(kl, 2.5204327606023593, 1e-13, "kl far");
     assert_int_equal(kr_kl_divergence_logits(q8, p, 8, &kl), KR_OK);
     expect_rel(kl, 1.0779047168416254, 1e-13, "kl far reversed");
     /* Logits far beyond exp's range: P ≈ (1, e^-1000), Q ≈ (e^-1000, 1), KL = 1000 to double
      * precision (the e^-1000 terms are far below an ulp). */
-    const float pb[] = {1000.0f, 0.0f}, qb[] = {0.0f, 1000.0f};
+    const float pb[] = { 1000.0f, 0.0f }, qb[] = { 0.0f, 1000.0f };
     assert_int_equal(kr_kl_divergence_logits(pb, qb, 2, &kl), KR_OK);
     expect_rel(kl, 1000.0, 1e-15, "kl big logits");
 
     /* Masked outcomes: P = (1, 0), Q = (½, ½) → ln 2; Q = 0 where P > 0 → +inf. */
-    const float pm[] = {0.0f, -INFINITY}, qz[] = {0.0f, 0.0f}, qm[] = {0.0f, -INFINITY};
+    const float pm[] = { 0.0f, -INFINITY }, qz[] = { 0.0f, 0.0f }, qm[] = { 0.0f, -INFINITY };
     assert_int_equal(kr_kl_divergence_logits(pm, qz, 2, &kl), KR_OK);
     expect_rel(kl, log(2.0), 1e-15, "kl masked p");
     assert_int_equal(kr_kl_divergence_logits(qz, qm, 2, &kl), KR_OK);
     assert_true(isinf(kl) && kl > 0);
     /* Q's mass where P is masked counts: small (Q(out) ~ 2%), dominant (Q(in) = e^-1000 beside
      * 1: KL = 1000 + log1p(e^-1000)) and larger than the rest (decimal reference). */
-    const float p3[] = {0.0f, 1.0f, -INFINITY}, q3[] = {0.5f, 0.0f, -3.0f};
+    const float p3[] = { 0.0f, 1.0f, -INFINITY }, q3[] = { 0.5f, 0.0f, -3.0f };
     assert_int_equal(kr_kl_divergence_logits(p3, q3, 3, &kl), KR_OK);
     expect_rel(kl, 0.27602533375908223, 1e-14, "kl masked, small outside mass");
-    const float qd[] = {-1000.0f, 0.0f};
+    const float qd[] = { -1000.0f, 0.0f };
     assert_int_equal(kr_kl_divergence_logits(pm, qd, 2, &kl), KR_OK);
     expect_rel(kl, 1000.0, 1e-15, "kl masked, vanishing inside mass");
-    const float p4[] = {0.0f, -INFINITY, -INFINITY}, q4[] = {0.0f, 5.0f, 4.5f};
+    const float p4[] = { 0.0f, -INFINITY, -INFINITY }, q4[] = { 0.0f, 5.0f, 4.5f };
     assert_int_equal(kr_kl_divergence_logits(p4, q4, 3, &kl), KR_OK);
     expect_rel(kl, 5.478262311448824, 1e-14, "kl masked, mostly outside");
     /* Undefined → NaN: no outcomes, NaN or +inf logit, a side with every outcome masked. */
-    const float pn[] = {0.0f, NAN}, pi[] = {INFINITY, 0.0f}, all_masked[] = {-INFINITY, -INFINITY};
+    const float pn[] = { 0.0f, NAN }, pi[] = { INFINITY, 0.0f },
+                all_masked[] = { -INFINITY, -INFINITY };
     assert_int_equal(kr_kl_divergence_logits(p2, q2, 0, &kl), KR_OK);
     assert_true(isnan(kl));
     assert_int_equal(kr_kl_divergence_logits(pn, q2, 2, &kl), KR_OK);
@@ -370,8 +376,8 @@ static void test_kl_divergence(void **state) {
 
 static void test_top1(void **state) {
     (void)state;
-    const float a[] = {1.0f, 3.0f, 3.0f, 2.0f}, b[] = {NAN, 1.0f, 2.0f}, c[] = {NAN, NAN};
-    const float d[] = {-INFINITY, -INFINITY}, e[] = {-5.0f};
+    const float a[] = { 1.0f, 3.0f, 3.0f, 2.0f }, b[] = { NAN, 1.0f, 2.0f }, c[] = { NAN, NAN };
+    const float d[] = { -INFINITY, -INFINITY }, e[] = { -5.0f };
     assert_int_equal(kr_top1(a, 4), 1);
     assert_int_equal(kr_top1(b, 3), 2);
     assert_int_equal(kr_top1(c, 2), -1);
@@ -385,7 +391,7 @@ static void test_top1(void **state) {
 
 static void test_err_acc(void **state) {
     (void)state;
-    kr_err_acc acc = {0};
+    kr_err_acc acc = { 0 };
     assert_true(isnan(kr_err_acc_mae(&acc)) && isnan(kr_err_acc_mape(&acc)));
     /* |err|: 10, 5, 10, 0.5, 1 - 1e-13. APE: 10/100, 5/100, 10/100 (negative reference: |ref|);
      * the last two references are below 1e-12 and count for the MAE only.
@@ -399,18 +405,18 @@ static void test_err_acc(void **state) {
     expect_rel(kr_err_acc_mae(&acc), (26.5 - 1e-13) / 5.0, 1e-15, "mae");
     expect_rel(kr_err_acc_mape(&acc), 100.0 * 0.25 / 3.0, 1e-15, "mape");
     /* Exactly at the threshold the reference counts. */
-    kr_err_acc t = {0};
+    kr_err_acc t = { 0 };
     kr_err_acc_add(&t, 2e-12, 1e-12);
     assert_true(t.n_ape == 1);
     expect_rel(kr_err_acc_mape(&t), 100.0, 1e-12, "mape at threshold");
     /* Only unusable references: MAE defined, MAPE NaN. */
-    kr_err_acc z = {0};
+    kr_err_acc z = { 0 };
     kr_err_acc_add(&z, 3, 0);
     assert_true(kr_err_acc_mae(&z) == 3.0 && isnan(kr_err_acc_mape(&z)));
     /* A NaN forecast poisons both; a NaN reference too. */
     kr_err_acc_add(&acc, NAN, 100);
     assert_true(isnan(kr_err_acc_mae(&acc)) && isnan(kr_err_acc_mape(&acc)));
-    kr_err_acc r = {0};
+    kr_err_acc r = { 0 };
     kr_err_acc_add(&r, 1, NAN);
     assert_true(isnan(kr_err_acc_mae(&r)) && isnan(kr_err_acc_mape(&r)));
     /* NULL is harmless. */
@@ -420,11 +426,16 @@ static void test_err_acc(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_ks_statistic_with_ties), cmocka_unit_test(test_ks_identical_and_disjoint),
-        cmocka_unit_test(test_ks_exact_known_answers), cmocka_unit_test(test_ks_asymptotic),
-        cmocka_unit_test(test_ks_degenerate),          cmocka_unit_test(test_roc_auc),
-        cmocka_unit_test(test_spearman),               cmocka_unit_test(test_kl_divergence),
-        cmocka_unit_test(test_top1),                   cmocka_unit_test(test_err_acc),
+        cmocka_unit_test(test_ks_statistic_with_ties),
+        cmocka_unit_test(test_ks_identical_and_disjoint),
+        cmocka_unit_test(test_ks_exact_known_answers),
+        cmocka_unit_test(test_ks_asymptotic),
+        cmocka_unit_test(test_ks_degenerate),
+        cmocka_unit_test(test_roc_auc),
+        cmocka_unit_test(test_spearman),
+        cmocka_unit_test(test_kl_divergence),
+        cmocka_unit_test(test_top1),
+        cmocka_unit_test(test_err_acc),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -15,7 +15,8 @@
 
 #define NA NAN
 
-static void expect_series(const double *got, const double *want, int n, double tol, const char *what) {
+static void expect_series(const double *got, const double *want, int n, double tol,
+                          const char *what) {
     for (int i = 0; i < n; i++) {
         if (isnan(want[i])) {
             if (!isnan(got[i])) fail_msg("%s[%d]: got %.10g, want NaN", what, i, got[i]);
@@ -27,7 +28,7 @@ static void expect_series(const double *got, const double *want, int n, double t
 
 static void test_stats(void **state) {
     (void)state;
-    double x[] = {4, 1, 3, 2};
+    double x[] = { 4, 1, 3, 2 };
     assert_true(kr_stat_mean(x, 4) == 2.5);
     /* population: sqrt(((1.5)^2+(1.5)^2+(.5)^2+(.5)^2)/4) = sqrt(1.25) */
     assert_true(fabs(kr_stat_std(x, 4, 0) - sqrt(1.25)) < 1e-15);
@@ -46,17 +47,17 @@ static void test_stats(void **state) {
 
 static void test_sma_ema(void **state) {
     (void)state;
-    const double x[] = {10, 11, 12, 14, 13, 15};
+    const double x[] = { 10, 11, 12, 14, 13, 15 };
     double out[6];
     kr_error err;
     assert_int_equal(kr_ind_sma(x, 6, 3, out, &err), KR_OK);
     /* (10+11+12)/3 = 11, (11+12+14)/3 = 12.333.., (12+14+13)/3 = 13, (14+13+15)/3 = 14 */
-    const double sma[] = {NA, NA, 11, 37.0 / 3.0, 13, 14};
+    const double sma[] = { NA, NA, 11, 37.0 / 3.0, 13, 14 };
     expect_series(out, sma, 6, 1e-12, "sma3");
     /* alpha = 2/(3+1) = 0.5, seed = SMA = 11 at bar 2; then 0.5*14+0.5*11 = 12.5,
      * 0.5*13+0.5*12.5 = 12.75, 0.5*15+0.5*12.75 = 13.875 */
     assert_int_equal(kr_ind_ema(x, 6, 3, out, &err), KR_OK);
-    const double ema[] = {NA, NA, 11, 12.5, 12.75, 13.875};
+    const double ema[] = { NA, NA, 11, 12.5, 12.75, 13.875 };
     expect_series(out, ema, 6, 1e-12, "ema3");
     /* Too short for the period: all NaN. */
     assert_int_equal(kr_ind_ema(x, 2, 3, out, &err), KR_OK);
@@ -70,13 +71,13 @@ static void test_rsi_hand_and_textbook(void **state) {
     /* closes 1,2,3,2,3, period 2: changes +1,+1,-1,+1.
      * bar 2: gain (1+1)/2 = 1, loss 0 -> 100; bar 3: gain (1*1+0)/2 = .5, loss (0+1)/2 = .5 -> 50;
      * bar 4: gain (.5+1)/2 = .75, loss .25/1... = (.5*1+0)/2 = .25 -> RS 3 -> 75. */
-    const double c1[] = {1, 2, 3, 2, 3};
+    const double c1[] = { 1, 2, 3, 2, 3 };
     double out[40];
     assert_int_equal(kr_ind_rsi(c1, 5, 2, out, &err), KR_OK);
-    const double want1[] = {NA, NA, 100, 50, 75};
+    const double want1[] = { NA, NA, 100, 50, 75 };
     expect_series(out, want1, 5, 1e-12, "rsi2");
     /* A flat series has neither gains nor losses: 50. */
-    const double flat[] = {5, 5, 5, 5};
+    const double flat[] = { 5, 5, 5, 5 };
     assert_int_equal(kr_ind_rsi(flat, 4, 2, out, &err), KR_OK);
     assert_true(out[3] == 50.0);
 
@@ -84,11 +85,13 @@ static void test_rsi_hand_and_textbook(void **state) {
      * the averages to 2 decimals at each step, so their published RSI differs from the exact
      * computation by < 0.1; the exact values (computed in double precision) are checked
      * tightly, the published ones loosely. */
-    const double cs[] = {44.34, 44.09, 44.15, 43.61, 44.33, 44.83, 45.10, 45.42, 45.84, 46.08, 45.89,
-                         46.03, 45.61, 46.28, 46.28, 46.00, 46.03, 46.41, 46.22, 45.64, 46.21, 46.25,
-                         45.71, 46.45, 45.78, 45.35, 44.03, 44.18, 44.22, 44.57, 43.42, 42.66, 43.13};
-    const double published[] = {70.53, 66.32, 66.55, 69.41, 66.36, 57.97, 62.93, 63.26, 56.06, 62.38,
-                                54.71, 50.42, 39.99, 41.46, 41.87, 45.46, 37.30, 33.08, 37.77};
+    const double cs[] = { 44.34, 44.09, 44.15, 43.61, 44.33, 44.83, 45.10, 45.42, 45.84,
+                          46.08, 45.89, 46.03, 45.61, 46.28, 46.28, 46.00, 46.03, 46.41,
+                          46.22, 45.64, 46.21, 46.25, 45.71, 46.45, 45.78, 45.35, 44.03,
+                          44.18, 44.22, 44.57, 43.42, 42.66, 43.13 };
+    const double published[] = { 70.53, 66.32, 66.55, 69.41, 66.36, 57.97, 62.93,
+                                 63.26, 56.06, 62.38, 54.71, 50.42, 39.99, 41.46,
+                                 41.87, 45.46, 37.30, 33.08, 37.77 };
     const double exact_first = 70.46413502109705, exact_last = 37.788771982057824;
     assert_int_equal(kr_ind_rsi(cs, 33, 14, out, &err), KR_OK);
     for (int i = 0; i < 14; i++) assert_true(isnan(out[i]));
@@ -112,15 +115,22 @@ static void test_macd(void **state) {
      *   line from bar 2: 0.5, 0.66667, 0.30556, 0.47685, 0.67978
      *   signal EMA2 of the line, seed (0.5 + 0.66667)/2 = 0.58333 at bar 3, then
      *   2/3*0.30556 + 1/3*0.58333 = 0.39815, 0.45062, 0.60340; histogram = line - signal. */
-    const double x[] = {10, 11, 12, 14, 13, 15, 17};
+    const double x[] = { 10, 11, 12, 14, 13, 15, 17 };
     double line[7], sig[7], hist[7];
     assert_int_equal(kr_ind_macd(x, 7, 2, 3, 2, line, sig, hist, &err), KR_OK);
-    const double wl[] = {NA, NA, 0.5, 0.6666666666666661, 0.30555555555555536, 0.4768518518518512,
-                         0.6797839506172849};
-    const double ws[] = {NA, NA, NA, 0.583333333333333, 0.3981481481481479, 0.45061728395061673,
-                         0.6033950617283955};
-    const double wh[] = {NA, NA, NA, 0.08333333333333304, -0.09259259259259256, 0.026234567901234462,
-                         0.0763888888888894};
+    const double wl[] = {
+        NA, NA, 0.5, 0.6666666666666661, 0.30555555555555536, 0.4768518518518512, 0.6797839506172849
+    };
+    const double ws[] = {
+        NA, NA, NA, 0.583333333333333, 0.3981481481481479, 0.45061728395061673, 0.6033950617283955
+    };
+    const double wh[] = { NA,
+                          NA,
+                          NA,
+                          0.08333333333333304,
+                          -0.09259259259259256,
+                          0.026234567901234462,
+                          0.0763888888888894 };
     expect_series(line, wl, 7, 1e-12, "macd line");
     expect_series(sig, ws, 7, 1e-12, "macd signal");
     expect_series(hist, wh, 7, 1e-12, "macd hist");
@@ -132,7 +142,7 @@ static void test_bollinger(void **state) {
     kr_error err;
     /* 1..5, period 5, k 2: middle 3, population std sqrt(2); upper 3+2*1.41421 = 5.82843,
      * lower 0.17157; %b = (5 - 0.17157)/5.65685 = 0.85355; bandwidth = 5.65685/3 = 1.88562. */
-    const double x[] = {1, 2, 3, 4, 5};
+    const double x[] = { 1, 2, 3, 4, 5 };
     double m[5], u[5], l[5], pb[5], bw[5];
     assert_int_equal(kr_ind_bollinger(x, 5, 5, 2.0, m, u, l, pb, bw, &err), KR_OK);
     assert_true(isnan(m[3]) && isnan(pb[3]));
@@ -143,7 +153,7 @@ static void test_bollinger(void **state) {
     assert_true(fabs(pb[4] - 0.8535533905932737) < 1e-12);
     assert_true(fabs(bw[4] - 4.0 * sqrt(2.0) / 3.0) < 1e-12);
     /* A flat window has no band width: %b undefined. */
-    const double flat[] = {2, 2, 2};
+    const double flat[] = { 2, 2, 2 };
     assert_int_equal(kr_ind_bollinger(flat, 3, 3, 2.0, m, u, l, pb, bw, &err), KR_OK);
     assert_true(isnan(pb[2]) && bw[2] == 0.0);
 }
@@ -156,11 +166,11 @@ static void test_atr(void **state) {
      * max(2,|12-10.5|,|10-10.5|) = 2, max(1,.5,.5) = 1, max(1,|13-11|,|12-11|) = 2,
      * max(.6,.1,.5) = .6. ATR(3): (2+2+2)/3 = 2 at bar 2, (2*2+1)/3 = 1.66667,
      * (1.66667*2+2)/3 = 1.77778, (1.77778*2+.6)/3 = 1.38519. */
-    const double h[] = {10, 11, 12, 11.5, 13, 12.6}, l[] = {8, 9, 10, 10.5, 12, 12},
-                 c[] = {9, 10.5, 11, 11, 12.5, 12.2};
+    const double h[] = { 10, 11, 12, 11.5, 13, 12.6 }, l[] = { 8, 9, 10, 10.5, 12, 12 },
+                 c[] = { 9, 10.5, 11, 11, 12.5, 12.2 };
     double out[6];
     assert_int_equal(kr_ind_atr(h, l, c, 6, 3, out, &err), KR_OK);
-    const double want[] = {NA, NA, 2.0, 5.0 / 3.0, 16.0 / 9.0, (32.0 / 9.0 + 0.6) / 3.0};
+    const double want[] = { NA, NA, 2.0, 5.0 / 3.0, 16.0 / 9.0, (32.0 / 9.0 + 0.6) / 3.0 };
     expect_series(out, want, 6, 1e-12, "atr3");
 }
 
@@ -168,11 +178,12 @@ static void test_realized_vol(void **state) {
     (void)state;
     /* closes 100, 101, 99, 102: log returns .0099503, -.0200007, .0298530; mean .0066009;
      * sample std sqrt(sum of squared deviations / 2) = 0.0250950. */
-    const double c[] = {100, 101, 99, 102};
+    const double c[] = { 100, 101, 99, 102 };
     assert_true(fabs(kr_ind_realized_vol(c, 4, 3) - 0.02509502419808099) < 1e-12);
     /* window 2 uses only the last two returns */
     double r1 = log(99.0 / 101.0), r2 = log(102.0 / 99.0), m = (r1 + r2) / 2;
-    assert_true(fabs(kr_ind_realized_vol(c, 4, 2) - sqrt((r1 - m) * (r1 - m) + (r2 - m) * (r2 - m))) < 1e-15);
+    assert_true(fabs(kr_ind_realized_vol(c, 4, 2) -
+                     sqrt((r1 - m) * (r1 - m) + (r2 - m) * (r2 - m))) < 1e-15);
     assert_true(isnan(kr_ind_realized_vol(c, 4, 4))); /* needs 5 closes */
 }
 
@@ -208,7 +219,8 @@ static void test_bars_per_year(void **state) {
     int64_t n = 0, t = 1704067200;
     while (n < 2400) {
         int64_t day = (t / 86400 + 3) % 7, sod = t % 86400;
-        if (day < 5 && ((sod >= 9 * 3600 + 1800 && sod < 11 * 3600 + 1800) || (sod >= 13 * 3600 && sod < 15 * 3600)))
+        if (day < 5 && ((sod >= 9 * 3600 + 1800 && sod < 11 * 3600 + 1800) ||
+                        (sod >= 13 * 3600 && sod < 15 * 3600)))
             ts[n++] = t;
         t += 300;
     }
@@ -233,7 +245,8 @@ static void test_snapshot_on_aapl(void **state) {
     (void)state;
     kr_candles *c = NULL;
     kr_error err;
-    if (kr_candles_read_csv(KR_SOURCE_DIR "/data/AAPL_1d.csv", &c, &err) != KR_OK) fail_msg("%s", err.message);
+    if (kr_candles_read_csv(KR_SOURCE_DIR "/data/AAPL_1d.csv", &c, &err) != KR_OK)
+        fail_msg("%s", err.message);
     int64_t n = c->n;
     double *cl = malloc((size_t)n * sizeof *cl), *vol = malloc((size_t)n * sizeof *vol);
     for (int64_t i = 0; i < n; i++) {
@@ -280,10 +293,14 @@ static void test_snapshot_on_aapl(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_stats),          cmocka_unit_test(test_sma_ema),
-        cmocka_unit_test(test_rsi_hand_and_textbook), cmocka_unit_test(test_macd),
-        cmocka_unit_test(test_bollinger),      cmocka_unit_test(test_atr),
-        cmocka_unit_test(test_realized_vol),   cmocka_unit_test(test_bars_per_year),
+        cmocka_unit_test(test_stats),
+        cmocka_unit_test(test_sma_ema),
+        cmocka_unit_test(test_rsi_hand_and_textbook),
+        cmocka_unit_test(test_macd),
+        cmocka_unit_test(test_bollinger),
+        cmocka_unit_test(test_atr),
+        cmocka_unit_test(test_realized_vol),
+        cmocka_unit_test(test_bars_per_year),
         cmocka_unit_test(test_snapshot_on_aapl),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

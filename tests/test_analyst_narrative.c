@@ -41,12 +41,15 @@
 #define MODEL_DIR KR_SOURCE_DIR "/models/kronos-demo"
 #define TEST_MODEL "stand-in-llm"
 #define SLEEP_SECONDS 3.0
-#define LABEL_TAIL " from the numbers above; the numbers come from kronos, not from the language model)"
+#define LABEL_TAIL \
+    " from the numbers above; the numbers come from kronos, not from the language model)"
 
 /* ------------------------------------------------------------------ the stand-in server */
 
 enum { M_OK, M_NDJSON, M_FAIL500, M_SLEEP, M_FIGURES, M_GARBAGE, M_CUT, M_N };
-static const char *k_modes[M_N] = {"ok", "ndjson", "fail500", "sleep", "figures", "garbage", "cut"};
+static const char *k_modes[M_N] = {
+    "ok", "ndjson", "fail500", "sleep", "figures", "garbage", "cut"
+};
 
 static struct MHD_Daemon *g_mhd;
 static int g_port, g_closed_port;
@@ -56,7 +59,7 @@ static atomic_int g_stop;
 /* What the stand-in accepts, set by the test thread before each request; what it saw. */
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static char g_expect_model[128] = TEST_MODEL;
-static char g_expect_prob[4][64];   /* accepted prob_up_pct figures, e.g. "87.5"; "" unused */
+static char g_expect_prob[4][64]; /* accepted prob_up_pct figures, e.g. "87.5"; "" unused */
 static char g_last_prompt[32768];
 
 typedef struct req {
@@ -64,8 +67,10 @@ typedef struct req {
     size_t len;
 } req;
 
-static enum MHD_Result respond(struct MHD_Connection *c, unsigned status, const char *type, const char *body) {
-    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(body), (void *)body, MHD_RESPMEM_MUST_COPY);
+static enum MHD_Result respond(struct MHD_Connection *c, unsigned status, const char *type,
+                               const char *body) {
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(strlen(body), (void *)body, MHD_RESPMEM_MUST_COPY);
     MHD_add_response_header(r, "Content-Type", type);
     enum MHD_Result ret = MHD_queue_response(c, status, r);
     MHD_destroy_response(r);
@@ -79,13 +84,15 @@ static enum MHD_Result reject(struct MHD_Connection *c, unsigned status, const c
 }
 
 /* The whole request is in; check it and answer as the mode says. */
-static enum MHD_Result handle(struct MHD_Connection *c, const char *url, const char *method, const req *q) {
+static enum MHD_Result handle(struct MHD_Connection *c, const char *url, const char *method,
+                              const req *q) {
     const char *suffix = "/api/generate";
     size_t ul = strlen(url), sl = strlen(suffix);
     int mode = -1;
     if (ul > sl + 1 && !strcmp(url + ul - sl, suffix))
         for (int m = 0; m < M_N; m++)
-            if (strlen(k_modes[m]) == ul - sl - 1 && !strncmp(url + 1, k_modes[m], ul - sl - 1)) mode = m;
+            if (strlen(k_modes[m]) == ul - sl - 1 && !strncmp(url + 1, k_modes[m], ul - sl - 1))
+                mode = m;
     if (mode < 0) return reject(c, 404, "no such path");
     if (strcmp(method, "POST")) return reject(c, 405, "POST only");
     atomic_fetch_add(&g_hits[mode], 1);
@@ -94,21 +101,28 @@ static enum MHD_Result handle(struct MHD_Connection *c, const char *url, const c
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(j, "model");
     const cJSON *prompt = cJSON_GetObjectItemCaseSensitive(j, "prompt");
     const cJSON *stream = cJSON_GetObjectItemCaseSensitive(j, "stream");
-    const cJSON *temp = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "options"), "temperature");
+    const cJSON *temp = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(j, "options"), "temperature");
     char prob[64] = "";
     const char *why = NULL;
     pthread_mutex_lock(&g_mu);
-    if (!j) why = "body is not JSON";
-    else if (!cJSON_IsString(model) || strcmp(model->valuestring, g_expect_model)) why = "wrong model";
-    else if (!cJSON_IsString(prompt)) why = "no prompt";
-    else if (!cJSON_IsFalse(stream)) why = "stream is not false";
-    else if (!cJSON_IsNumber(temp) || temp->valuedouble != 0) why = "temperature is not 0";
+    if (!j)
+        why = "body is not JSON";
+    else if (!cJSON_IsString(model) || strcmp(model->valuestring, g_expect_model))
+        why = "wrong model";
+    else if (!cJSON_IsString(prompt))
+        why = "no prompt";
+    else if (!cJSON_IsFalse(stream))
+        why = "stream is not false";
+    else if (!cJSON_IsNumber(temp) || temp->valuedouble != 0)
+        why = "temperature is not 0";
     if (!why) {
         snprintf(g_last_prompt, sizeof g_last_prompt, "%s", prompt->valuestring);
         for (int i = 0; i < 4 && !prob[0]; i++) {
             char needle[96];
             snprintf(needle, sizeof needle, "\"prob_up_pct\":%s,", g_expect_prob[i]);
-            if (g_expect_prob[i][0] && strstr(prompt->valuestring, needle)) snprintf(prob, sizeof prob, "%s", g_expect_prob[i]);
+            if (g_expect_prob[i][0] && strstr(prompt->valuestring, needle))
+                snprintf(prob, sizeof prob, "%s", g_expect_prob[i]);
         }
         if (!prob[0]) why = "the prompt lacks the expected prob_up_pct figure";
     }
@@ -125,23 +139,30 @@ static enum MHD_Result handle(struct MHD_Connection *c, const char *url, const c
     case M_SLEEP:
     case M_OK:
         snprintf(text, sizeof text,
-                 "\n  In the model's sampled paths, about %s%% finish above the last close. These are statistics "
+                 "\n  In the model's sampled paths, about %s%% finish above the last close. These "
+                 "are statistics "
                  "of a model's forecasts, not a promise.\n",
                  prob);
         break;
     case M_FIGURES:
-        snprintf(text, sizeof text, "About %s%% of paths finish higher, and the model expects a 4321.987%% gain.", prob);
+        snprintf(text, sizeof text,
+                 "About %s%% of paths finish higher, and the model expects a 4321.987%% gain.",
+                 prob);
         break;
     case M_FAIL500: return reject(c, 500, "model crashed");
     case M_GARBAGE: return respond(c, 200, "text/html", "<html>not json</html>");
     case M_NDJSON:
     case M_CUT:
-        snprintf(b, sizeof b,
-                 "{\"model\":\"%s\",\"response\":\"About \",\"done\":false}\r\n"
-                 "{\"model\":\"%s\",\"response\":\"%s%% of <paths> finish higher & \",\"done\":false}\n"
-                 "{\"model\":\"%s\",\"response\":\"that is all.\\n\\nSecond paragraph.\",\"done\":false}\n%s",
-                 TEST_MODEL, TEST_MODEL, prob, TEST_MODEL,
-                 mode == M_CUT ? "" : "{\"model\":\"" TEST_MODEL "\",\"response\":\"\",\"done\":true,\"total_duration\":4711}\n");
+        snprintf(
+            b, sizeof b,
+            "{\"model\":\"%s\",\"response\":\"About \",\"done\":false}\r\n"
+            "{\"model\":\"%s\",\"response\":\"%s%% of <paths> finish higher & \",\"done\":false}\n"
+            "{\"model\":\"%s\",\"response\":\"that is all.\\n\\nSecond "
+            "paragraph.\",\"done\":false}\n%s",
+            TEST_MODEL, TEST_MODEL, prob, TEST_MODEL,
+            mode == M_CUT ? ""
+                          : "{\"model\":\"" TEST_MODEL
+                            "\",\"response\":\"\",\"done\":true,\"total_duration\":4711}\n");
         return respond(c, 200, "application/x-ndjson", b);
     }
     cJSON *o = cJSON_CreateObject();
@@ -157,8 +178,9 @@ static enum MHD_Result handle(struct MHD_Connection *c, const char *url, const c
     return ret;
 }
 
-static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char *url, const char *method,
-                                 const char *version, const char *upload, size_t *upload_size, void **ctx) {
+static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char *url,
+                                 const char *method, const char *version, const char *upload,
+                                 size_t *upload_size, void **ctx) {
     (void)cls;
     (void)version;
     req *q = *ctx;
@@ -179,7 +201,8 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
     return handle(c, url, method, q);
 }
 
-static void on_completed(void *cls, struct MHD_Connection *c, void **ctx, enum MHD_RequestTerminationCode toe) {
+static void on_completed(void *cls, struct MHD_Connection *c, void **ctx,
+                         enum MHD_RequestTerminationCode toe) {
     (void)cls;
     (void)c;
     (void)toe;
@@ -195,9 +218,10 @@ static int start_stand_in(void) {
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     a.sin_port = 0;
-    g_mhd = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL, 0, NULL,
-                             NULL, on_access, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&a,
-                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_END);
+    g_mhd = MHD_start_daemon(
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL, 0, NULL,
+        NULL, on_access, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&a,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_END);
     if (!g_mhd) return -1;
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(g_mhd, MHD_DAEMON_INFO_BIND_PORT);
     g_port = di ? di->port : 0;
@@ -212,7 +236,8 @@ static int closed_port(void) {
     memset(&a, 0, sizeof a);
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || getsockname(fd, (struct sockaddr *)&a, &al) != 0) {
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &al) != 0) {
         if (fd >= 0) close(fd);
         return -1;
     }
@@ -237,12 +262,15 @@ static kr_candles *read_csv(const char *path) {
 
 static void keep_last(kr_candles *c, int64_t n) {
     memmove(c->timestamps, c->timestamps + (c->n - n), (size_t)n * sizeof(int64_t));
-    memmove(c->values, c->values + (c->n - n) * KR_N_FEATURES, (size_t)n * KR_N_FEATURES * sizeof(double));
+    memmove(c->values, c->values + (c->n - n) * KR_N_FEATURES,
+            (size_t)n * KR_N_FEATURES * sizeof(double));
     c->n = n;
 }
 
 /* The prob_up_pct figure of r as the prompt writes it. */
-static void prob_figure(const kr_report *r, char *buf, size_t cap) { snprintf(buf, cap, "%.1f", r->prob_up * 100.0); }
+static void prob_figure(const kr_report *r, char *buf, size_t cap) {
+    snprintf(buf, cap, "%.1f", r->prob_up * 100.0);
+}
 
 static void expect_probs(const char *a, const char *b) {
     pthread_mutex_lock(&g_mu);
@@ -261,7 +289,8 @@ static void expect_report(const kr_report *r) {
 static int setup(void **state) {
     (void)state;
     /* Requests go to 127.0.0.1 directly, whatever proxy the environment names. */
-    const char *proxies[] = {"http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"};
+    const char *proxies[] = { "http_proxy",  "HTTP_PROXY", "https_proxy",
+                              "HTTPS_PROXY", "all_proxy",  "ALL_PROXY" };
     for (size_t i = 0; i < sizeof proxies / sizeof proxies[0]; i++) unsetenv(proxies[i]);
     if (start_stand_in() != 0 || (g_closed_port = closed_port()) <= 0) {
         fprintf(stderr, "cannot start the stand-in server on 127.0.0.1\n");
@@ -270,7 +299,8 @@ static int setup(void **state) {
     kr_error err;
     kr_model_params mp = kr_model_default_params();
     mp.n_threads = 2;
-    if (kr_model_load(MODEL_DIR "/predictor", MODEL_DIR "/tokenizer", &mp, &g_model, &err) != KR_OK) {
+    if (kr_model_load(MODEL_DIR "/predictor", MODEL_DIR "/tokenizer", &mp, &g_model, &err) !=
+        KR_OK) {
         fprintf(stderr, "%s\n", err.message);
         return -1;
     }
@@ -279,7 +309,7 @@ static int setup(void **state) {
     if (!g_aapl || !g_msft) return -1;
     keep_last(g_aapl, 300);
     keep_last(g_msft, 300);
-    kr_analyze_item items[2] = {{"AAPL", "1d", g_aapl}, {"MSFT", "1d", g_msft}};
+    kr_analyze_item items[2] = { { "AAPL", "1d", g_aapl }, { "MSFT", "1d", g_msft } };
     kr_analyze_params p = kr_analyze_default_params();
     p.horizon = 5;
     p.paths = 8;
@@ -318,8 +348,9 @@ static kr_narrative_params params(const char *mode, double timeout_s) {
 
 static kr_narrative *generate(const kr_report *r, const kr_narrative_params *p) {
     kr_narrative *n = NULL;
-    kr_error err = {0};
-    if (kr_narrative_generate(r, p, &n, &err) != KR_OK) fail_msg("kr_narrative_generate: %s", err.message);
+    kr_error err = { 0 };
+    if (kr_narrative_generate(r, p, &n, &err) != KR_OK)
+        fail_msg("kr_narrative_generate: %s", err.message);
     assert_non_null(n);
     return n;
 }
@@ -333,18 +364,20 @@ __attribute__((noinline)) static char *render(kr_report_format f) {
     return out;
 }
 
-static cJSON *report_json(cJSON *doc, int i) { return cJSON_GetArrayItem(cJSON_GetObjectItem(doc, "reports"), i); }
+static cJSON *report_json(cJSON *doc, int i) {
+    return cJSON_GetArrayItem(cJSON_GetObjectItem(doc, "reports"), i);
+}
 
 /* ------------------------------------------------------------------ pieces alone */
 
 static void test_endpoint(void **state) {
     (void)state;
     static const char *ok[][2] = {
-        {"http://127.0.0.1:11434", "http://127.0.0.1:11434/api/generate"},
-        {"http://127.0.0.1:11434/", "http://127.0.0.1:11434/api/generate"},
-        {"http://127.0.0.1:11434/api/generate", "http://127.0.0.1:11434/api/generate"},
-        {"http://127.0.0.1:11434/api/generate//", "http://127.0.0.1:11434/api/generate"},
-        {"HTTPS://llm.example/ollama", "HTTPS://llm.example/ollama/api/generate"},
+        { "http://127.0.0.1:11434", "http://127.0.0.1:11434/api/generate" },
+        { "http://127.0.0.1:11434/", "http://127.0.0.1:11434/api/generate" },
+        { "http://127.0.0.1:11434/api/generate", "http://127.0.0.1:11434/api/generate" },
+        { "http://127.0.0.1:11434/api/generate//", "http://127.0.0.1:11434/api/generate" },
+        { "HTTPS://llm.example/ollama", "HTTPS://llm.example/ollama/api/generate" },
     };
     char out[256];
     kr_error err;
@@ -352,7 +385,8 @@ static void test_endpoint(void **state) {
         assert_int_equal(kr_narrative_endpoint(ok[i][0], out, sizeof out, &err), KR_OK);
         assert_string_equal(out, ok[i][1]);
     }
-    static const char *bad[] = {"", "ftp://host", "127.0.0.1:11434", "http://", "http:///x", "http://a b/"};
+    static const char *bad[] = { "",        "ftp://host", "127.0.0.1:11434",
+                                 "http://", "http:///x",  "http://a b/" };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         assert_int_equal(kr_narrative_endpoint(bad[i], out, sizeof out, &err), KR_ERR_INVALID_ARG);
     assert_int_equal(kr_narrative_endpoint("http://h", out, 10, &err), KR_ERR_INVALID_ARG);
@@ -378,18 +412,20 @@ static void test_endpoint(void **state) {
 
 static void parse_ok(const char *body, const char *want) {
     char *t = NULL;
-    kr_error err = {0};
-    if (kr_narrative_parse_answer(body, strlen(body), &t, &err) != KR_OK) fail_msg("'%s': %s", body, err.message);
+    kr_error err = { 0 };
+    if (kr_narrative_parse_answer(body, strlen(body), &t, &err) != KR_OK)
+        fail_msg("'%s': %s", body, err.message);
     assert_string_equal(t, want);
     free(t);
 }
 
 static void parse_bad(const char *body, const char *needle) {
     char *t = NULL;
-    kr_error err = {0};
+    kr_error err = { 0 };
     assert_int_equal(kr_narrative_parse_answer(body, strlen(body), &t, &err), KR_ERR_FORMAT);
     assert_null(t);
-    if (!strstr(err.message, needle)) fail_msg("'%s': message '%s' lacks '%s'", body, err.message, needle);
+    if (!strstr(err.message, needle))
+        fail_msg("'%s': message '%s' lacks '%s'", body, err.message, needle);
 }
 
 static void test_parse_answer(void **state) {
@@ -397,14 +433,17 @@ static void test_parse_answer(void **state) {
     parse_ok("{\"model\":\"m\",\"response\":\"  Hello there.\\n\",\"done\":true}", "Hello there.");
     parse_ok("{\n  \"response\": \"Pretty\",\n  \"done\": true\n}\n", "Pretty");
     parse_ok("{\"response\":\"no done key\"}", "no done key");
-    parse_ok("{\"response\":\"a\\u001b[31mred\\r\\nline\\ttab\\u007f\",\"done\":true}", "a [31mred\nline\ttab");
+    parse_ok("{\"response\":\"a\\u001b[31mred\\r\\nline\\ttab\\u007f\",\"done\":true}",
+             "a [31mred\nline\ttab");
     parse_ok("{\"response\":\"One \",\"done\":false}\r\n{\"response\":\"two\",\"done\":false}\n\n"
              "{\"response\":\"\",\"done\":true}\n",
              "One two");
     parse_bad("{\"error\":\"model 'x' not found\"}", "model 'x' not found");
-    parse_bad("{\"response\":\"a\",\"done\":false}\n{\"error\":\"out of memory\"}\n", "out of memory");
+    parse_bad("{\"response\":\"a\",\"done\":false}\n{\"error\":\"out of memory\"}\n",
+              "out of memory");
     parse_bad("{\"done\":true}", "no \"response\"");
-    parse_bad("{\"response\":\"a\",\"done\":false}\n{\"response\":\"b\",\"done\":false}\n", "ended before");
+    parse_bad("{\"response\":\"a\",\"done\":false}\n{\"response\":\"b\",\"done\":false}\n",
+              "ended before");
     parse_bad("<html>busy</html>", "not Ollama JSON (line 1: '<html>busy</html>')");
     parse_bad("{\"response\":\"a\"}\nnot json\n", "line 2");
     parse_bad("{\"response\":\" \\n \",\"done\":true}", "no text");
@@ -415,26 +454,31 @@ static void test_parse_answer(void **state) {
 
 static void test_guard(void **state) {
     (void)state;
-    const char *data = "{\"prob_up_pct\":87.5,\"last_close\":202.38,\"close_p90\":240.10,\"rows\":2913,"
-                       "\"macd\":1.234e-05,\"last_bar\":\"2025-08-01\",\"loss_pct\":-0.26}";
-    static const struct { const char *text; int bad; const char *first; } cases[] = {
-        {"No figures at all.", 0, ""},
-        {"About 88% of paths finish higher.", 0, ""},
-        {"Exactly 87.5% of them.", 0, ""},
-        {"A last close of 202.38, a p90 of 240.1 and 240.10.", 0, ""},
-        {"Over 2,913 rows, or 2913.", 0, ""},
-        {"On 2025-08-01, that is August 1, 2025.", 0, ""},
-        {"A MACD of 0.00001234 and a loss of 0.26% (-0.26).", 0, ""},
-        {"Some 87.53% of paths.", 1, "87.53"},
-        {"It could gain 12.5% or 14%.", 2, "12.5"},
-        {"A million: 1,000,000.", 1, "1,000,000"},
+    const char *data =
+        "{\"prob_up_pct\":87.5,\"last_close\":202.38,\"close_p90\":240.10,\"rows\":2913,"
+        "\"macd\":1.234e-05,\"last_bar\":\"2025-08-01\",\"loss_pct\":-0.26}";
+    static const struct {
+        const char *text;
+        int bad;
+        const char *first;
+    } cases[] = {
+        { "No figures at all.", 0, "" },
+        { "About 88% of paths finish higher.", 0, "" },
+        { "Exactly 87.5% of them.", 0, "" },
+        { "A last close of 202.38, a p90 of 240.1 and 240.10.", 0, "" },
+        { "Over 2,913 rows, or 2913.", 0, "" },
+        { "On 2025-08-01, that is August 1, 2025.", 0, "" },
+        { "A MACD of 0.00001234 and a loss of 0.26% (-0.26).", 0, "" },
+        { "Some 87.53% of paths.", 1, "87.53" },
+        { "It could gain 12.5% or 14%.", 2, "12.5" },
+        { "A million: 1,000,000.", 1, "1,000,000" },
     };
     char first[48];
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int bad = kr_narrative_unsupported_figures(cases[i].text, data, first, sizeof first);
         if (bad != cases[i].bad || strcmp(first, cases[i].first))
-            fail_msg("'%s': %d unsupported (want %d), first '%s' (want '%s')", cases[i].text, bad, cases[i].bad, first,
-                     cases[i].first);
+            fail_msg("'%s': %d unsupported (want %d), first '%s' (want '%s')", cases[i].text, bad,
+                     cases[i].bad, first, cases[i].first);
     }
     assert_int_equal(kr_narrative_unsupported_figures(NULL, data, first, sizeof first), 0);
 }
@@ -469,7 +513,8 @@ static void test_prompt_and_body(void **state) {
     /* Key figures and the summary only: no per-step forecast, no paths, no metadata. */
     cJSON *s = cJSON_GetObjectItem(f, "summary");
     assert_int_equal(cJSON_GetArraySize(s), r->n_summary);
-    for (int i = 0; i < r->n_summary; i++) assert_string_equal(cJSON_GetArrayItem(s, i)->valuestring, r->summary[i]);
+    for (int i = 0; i < r->n_summary; i++)
+        assert_string_equal(cJSON_GetArrayItem(s, i)->valuestring, r->summary[i]);
     assert_null(strstr(facts, "steps"));
     assert_null(strstr(facts, "kronos-demo"));
     assert_null(strstr(facts, "seed"));
@@ -481,7 +526,8 @@ static void test_prompt_and_body(void **state) {
     assert_string_equal(cJSON_GetObjectItem(b, "model")->valuestring, "gemma3");
     assert_string_equal(cJSON_GetObjectItem(b, "prompt")->valuestring, prompt);
     assert_true(cJSON_IsFalse(cJSON_GetObjectItem(b, "stream")));
-    assert_true(cJSON_GetObjectItem(cJSON_GetObjectItem(b, "options"), "temperature")->valuedouble == 0);
+    assert_true(
+        cJSON_GetObjectItem(cJSON_GetObjectItem(b, "options"), "temperature")->valuedouble == 0);
     assert_int_equal(cJSON_GetArraySize(b), 4);
     cJSON_Delete(b);
     free(body);
@@ -522,14 +568,15 @@ static void expect_schema_keys(const cJSON *n) {
     const cJSON *required = cJSON_GetObjectItem(def, "required");
     assert_int_equal(cJSON_GetArraySize(required), cJSON_GetArraySize(n));
     for (const cJSON *k = required->child; k; k = k->next)
-        if (!cJSON_GetObjectItem(n, k->valuestring)) fail_msg("narrative lacks '%s'", k->valuestring);
+        if (!cJSON_GetObjectItem(n, k->valuestring))
+            fail_msg("narrative lacks '%s'", k->valuestring);
     assert_true(cJSON_IsString(cJSON_GetObjectItem(n, "text")));
     assert_true(cJSON_IsNumber(cJSON_GetObjectItem(n, "seconds")));
     const cJSON *report = cJSON_GetObjectItem(cJSON_GetObjectItem(schema, "$defs"), "report");
     const cJSON *rreq = cJSON_GetObjectItem(report, "required");
     int has = 0;
-    for (const cJSON *k = rreq->child; k; k = k->next) has += !strcmp(k->valuestring, "narrative") ||
-                                                              !strcmp(k->valuestring, "narrative_error");
+    for (const cJSON *k = rreq->child; k; k = k->next)
+        has += !strcmp(k->valuestring, "narrative") || !strcmp(k->valuestring, "narrative_error");
     assert_int_equal(has, 2);
     cJSON_Delete(schema);
 }
@@ -543,7 +590,7 @@ static void test_success_in_every_format(void **state) {
     char *before = render(KR_FORMAT_JSON);
 
     /* The base URL, the endpoint itself and a trailing slash all reach /ok/api/generate. */
-    const char *forms[] = {"ok", "ok/api/generate", "ok/"};
+    const char *forms[] = { "ok", "ok/api/generate", "ok/" };
     kr_narrative *n = NULL;
     for (int i = 0; i < 3; i++) {
         int hits = atomic_load(&g_hits[M_OK]);
@@ -556,8 +603,10 @@ static void test_success_in_every_format(void **state) {
     snprintf(url, sizeof url, "http://127.0.0.1:%d/ok/api/generate", g_port);
     char want[256];
     snprintf(want, sizeof want,
-             "In the model's sampled paths, about %s%% finish above the last close. These are statistics of a "
-             "model's forecasts, not a promise.", prob);
+             "In the model's sampled paths, about %s%% finish above the last close. These are "
+             "statistics of a "
+             "model's forecasts, not a promise.",
+             prob);
     assert_string_equal(n->text, want); /* trimmed */
     assert_string_equal(n->model, TEST_MODEL);
     assert_string_equal(n->url, url);
@@ -596,12 +645,14 @@ static void test_success_in_every_format(void **state) {
 
     /* Markdown and HTML: labelled, under the summary, before the tables. */
     const char *label = "Narrative (written by " TEST_MODEL LABEL_TAIL;
-    const char *lm = strstr(md, label), *sm = strstr(md, "**Summary**"), *tm = strstr(md, "### At the horizon");
+    const char *lm = strstr(md, label), *sm = strstr(md, "**Summary**"),
+               *tm = strstr(md, "### At the horizon");
     assert_non_null(lm);
     assert_true(sm && sm < lm && lm < tm);
     snprintf(needle, sizeof needle, "> In the model's sampled paths, about %s%%", prob);
     assert_non_null(strstr(md, needle));
-    const char *lh = strstr(html, label), *sh = strstr(html, "<h3>Summary</h3>"), *ch = strstr(html, "<svg");
+    const char *lh = strstr(html, label), *sh = strstr(html, "<h3>Summary</h3>"),
+               *ch = strstr(html, "<svg");
     assert_non_null(lh);
     assert_true(sh && sh < lh && lh < ch);
     assert_non_null(strstr(html, "In the model&#39;s sampled paths"));
@@ -625,7 +676,8 @@ static void test_ndjson_answer(void **state) {
     kr_narrative_params p = params("ndjson", 10);
     kr_narrative *n = generate(r, &p);
     if (!n->text) fail_msg("%s", n->error);
-    snprintf(want, sizeof want, "About %s%% of <paths> finish higher & that is all.\n\nSecond paragraph.", prob);
+    snprintf(want, sizeof want,
+             "About %s%% of <paths> finish higher & that is all.\n\nSecond paragraph.", prob);
     assert_string_equal(n->text, want);
     assert_string_equal(n->warning, "");
 
@@ -633,8 +685,10 @@ static void test_ndjson_answer(void **state) {
     r->narrative = n;
     char *md = render(KR_FORMAT_MD), *html = render(KR_FORMAT_HTML);
     r->narrative = NULL;
-    assert_non_null(strstr(md, "of &lt;paths&gt; finish higher &amp; that is all.\n>\n> Second paragraph.\n"));
-    assert_non_null(strstr(html, "of &lt;paths&gt; finish higher &amp; that is all.</p>\n<p>Second paragraph.</p>"));
+    assert_non_null(
+        strstr(md, "of &lt;paths&gt; finish higher &amp; that is all.\n>\n> Second paragraph.\n"));
+    assert_non_null(strstr(
+        html, "of &lt;paths&gt; finish higher &amp; that is all.</p>\n<p>Second paragraph.</p>"));
     assert_null(strstr(html, "<paths>"));
     free(md);
     free(html);
@@ -662,7 +716,8 @@ static void expect_failure(kr_narrative *n, kr_status status, const char *url, c
     r->narrative = NULL;
     cJSON *doc = cJSON_Parse(json);
     assert_true(cJSON_IsNull(cJSON_GetObjectItem(report_json(doc, 0), "narrative")));
-    assert_string_equal(cJSON_GetObjectItem(report_json(doc, 0), "narrative_error")->valuestring, n->error);
+    assert_string_equal(cJSON_GetObjectItem(report_json(doc, 0), "narrative_error")->valuestring,
+                        n->error);
     cJSON_Delete(doc);
     cJSON *a = numbers_only(before), *b = numbers_only(json);
     assert_true(cJSON_Compare(a, b, 1));
@@ -727,7 +782,8 @@ static void test_timeout(void **state) {
     double t0 = kr_now_seconds();
     kr_narrative *n = generate(g_set->reports[0], &p);
     double dt = kr_now_seconds() - t0;
-    if (dt < 0.9 || dt > SLEEP_SECONDS - 0.5) fail_msg("timed out after %.2f s, want about 1 s", dt);
+    if (dt < 0.9 || dt > SLEEP_SECONDS - 0.5)
+        fail_msg("timed out after %.2f s, want about 1 s", dt);
     char url[256];
     snprintf(url, sizeof url, "http://127.0.0.1:%d/sleep/api/generate: ", g_port);
     expect_failure(n, KR_ERR_TIMEOUT, url, "no complete answer within 1 s");
@@ -753,8 +809,10 @@ static void test_figures_not_in_report(void **state) {
                         "the narrative mentions figures not in the report");
     expect_schema_keys(jn);
     cJSON_Delete(doc);
-    assert_non_null(strstr(md, "*Warning: the narrative mentions figures not in the report (for example 4321.987).*"));
-    assert_non_null(strstr(html, "Warning: the narrative mentions figures not in the report (for example 4321.987)."));
+    assert_non_null(strstr(
+        md, "*Warning: the narrative mentions figures not in the report (for example 4321.987).*"));
+    assert_non_null(strstr(
+        html, "Warning: the narrative mentions figures not in the report (for example 4321.987)."));
     free(json);
     free(md);
     free(html);
@@ -788,7 +846,8 @@ static void test_batch(void **state) {
     }
     char *json = render(KR_FORMAT_JSON);
     cJSON *doc = cJSON_Parse(json);
-    for (int i = 0; i < 2; i++) assert_true(cJSON_IsObject(cJSON_GetObjectItem(report_json(doc, i), "narrative")));
+    for (int i = 0; i < 2; i++)
+        assert_true(cJSON_IsObject(cJSON_GetObjectItem(report_json(doc, i), "narrative")));
     cJSON_Delete(doc);
     free(json);
     detach();
@@ -847,7 +906,8 @@ static cJSON *run_json(const char *args, char *err_copy, size_t cap) {
 static void test_cli(void **state) {
     (void)state;
     char args[4096], stderr_text[8192];
-    snprintf(args, sizeof args, "ingest --symbol AAPL --interval 1d --db %s %s/data/AAPL_1d.csv", g_db, KR_SOURCE_DIR);
+    snprintf(args, sizeof args, "ingest --symbol AAPL --interval 1d --db %s %s/data/AAPL_1d.csv",
+             g_db, KR_SOURCE_DIR);
     const run_result *r = run(args);
     if (r->code != 0) fail_msg("ingest: %s", r->err);
 
@@ -859,22 +919,26 @@ static void test_cli(void **state) {
     assert_true(cJSON_IsNull(cJSON_GetObjectItem(rp, "narrative_error")));
     char prob[64];
     snprintf(prob, sizeof prob, "%.1f",
-             cJSON_GetObjectItem(cJSON_GetObjectItem(rp, "statistics"), "prob_up")->valuedouble * 100.0);
+             cJSON_GetObjectItem(cJSON_GetObjectItem(rp, "statistics"), "prob_up")->valuedouble *
+                 100.0);
     expect_probs(prob, NULL);
 
     /* With the stand-in: the same numbers, plus the narrative. */
     int hits = atomic_load(&g_hits[M_OK]);
-    snprintf(args, sizeof args, "%s --db %s --llm-url http://127.0.0.1:%d/ok --llm-model %s --llm-timeout 20", base,
+    snprintf(args, sizeof args,
+             "%s --db %s --llm-url http://127.0.0.1:%d/ok --llm-model %s --llm-timeout 20", base,
              g_db, g_port, TEST_MODEL);
     cJSON *with = run_json(args, stderr_text, sizeof stderr_text);
     assert_int_equal(atomic_load(&g_hits[M_OK]), hits + 1);
     assert_null(strstr(stderr_text, "warning"));
     cJSON *rw = report_json(with, 0);
-    const char *same[] = {"last", "history", "forecast", "statistics", "technical", "calibration", "summary"};
+    const char *same[] = { "last",      "history",     "forecast", "statistics",
+                           "technical", "calibration", "summary" };
     for (size_t i = 0; i < sizeof same / sizeof same[0]; i++)
         if (!cJSON_Compare(cJSON_GetObjectItem(rp, same[i]), cJSON_GetObjectItem(rw, same[i]), 1))
             fail_msg("'%s' differs with --llm-url", same[i]);
-    assert_true(cJSON_Compare(cJSON_GetObjectItem(plain, "ranking"), cJSON_GetObjectItem(with, "ranking"), 1));
+    assert_true(cJSON_Compare(cJSON_GetObjectItem(plain, "ranking"),
+                              cJSON_GetObjectItem(with, "ranking"), 1));
     cJSON *n = cJSON_GetObjectItem(rw, "narrative");
     assert_true(cJSON_IsObject(n));
     char needle[96];
@@ -885,38 +949,45 @@ static void test_cli(void **state) {
     cJSON_Delete(with);
     cJSON_Delete(plain);
 
-    snprintf(args, sizeof args, "%s --db %s --format md --llm-url http://127.0.0.1:%d/ok/api/generate --llm-model %s",
+    snprintf(args, sizeof args,
+             "%s --db %s --format md --llm-url http://127.0.0.1:%d/ok/api/generate --llm-model %s",
              base, g_db, g_port, TEST_MODEL);
     r = run(args);
     assert_int_equal(r->code, 0);
     assert_non_null(strstr(r->out, "**Narrative (written by " TEST_MODEL LABEL_TAIL "**"));
 
     /* Nothing listening: the analysis still succeeds; stderr names the URL and the reason. */
-    snprintf(args, sizeof args, "%s --db %s --llm-url http://127.0.0.1:%d", base, g_db, g_closed_port);
+    snprintf(args, sizeof args, "%s --db %s --llm-url http://127.0.0.1:%d", base, g_db,
+             g_closed_port);
     cJSON *dead = run_json(args, stderr_text, sizeof stderr_text);
-    snprintf(needle, sizeof needle, "warning: no narrative for AAPL: http://127.0.0.1:%d/api/generate: connection refused",
+    snprintf(needle, sizeof needle,
+             "warning: no narrative for AAPL: http://127.0.0.1:%d/api/generate: connection refused",
              g_closed_port);
     if (!strstr(stderr_text, needle)) fail_msg("stderr '%s' lacks '%s'", stderr_text, needle);
     cJSON *rd = report_json(dead, 0);
     assert_true(cJSON_IsNull(cJSON_GetObjectItem(rd, "narrative")));
-    assert_non_null(strstr(cJSON_GetObjectItem(rd, "narrative_error")->valuestring, "connection refused"));
+    assert_non_null(
+        strstr(cJSON_GetObjectItem(rd, "narrative_error")->valuestring, "connection refused"));
     cJSON_Delete(dead);
 
     /* Bad flags: exit 2 before anything runs. */
-    static const struct { const char *flags, *needle; } bad[] = {
-        {"--llm-url ftp://127.0.0.1", "--llm-url"},
-        {"--llm-url 127.0.0.1:11434", "--llm-url"},
-        {"--llm-url http://127.0.0.1:1 --llm-timeout 0", "--llm-timeout"},
-        {"--llm-url http://127.0.0.1:1 --llm-timeout abc", "--llm-timeout"},
-        {"--llm-url http://127.0.0.1:1 --llm-model ''", "--llm-model"},
-        {"--llm-model gemma3", "need --llm-url"},
-        {"--llm-timeout 5", "need --llm-url"},
+    static const struct {
+        const char *flags, *needle;
+    } bad[] = {
+        { "--llm-url ftp://127.0.0.1", "--llm-url" },
+        { "--llm-url 127.0.0.1:11434", "--llm-url" },
+        { "--llm-url http://127.0.0.1:1 --llm-timeout 0", "--llm-timeout" },
+        { "--llm-url http://127.0.0.1:1 --llm-timeout abc", "--llm-timeout" },
+        { "--llm-url http://127.0.0.1:1 --llm-model ''", "--llm-model" },
+        { "--llm-model gemma3", "need --llm-url" },
+        { "--llm-timeout 5", "need --llm-url" },
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         snprintf(args, sizeof args, "analyze AAPL --db %s %s", g_db, bad[i].flags);
         r = run(args);
         if (r->code != 2 || !strstr(r->err, bad[i].needle))
-            fail_msg("kronos %s: exit %d (want 2), stderr '%s' (want '%s')", args, r->code, r->err, bad[i].needle);
+            fail_msg("kronos %s: exit %d (want 2), stderr '%s' (want '%s')", args, r->code, r->err,
+                     bad[i].needle);
     }
     snprintf(args, sizeof args, "analyze --help");
     r = run(args);

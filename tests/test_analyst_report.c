@@ -47,7 +47,8 @@ static int setup(void **state) {
     kr_error err;
     kr_model_params mp = kr_model_default_params();
     mp.n_threads = 2;
-    if (kr_model_load(MODEL_DIR "/predictor", MODEL_DIR "/tokenizer", &mp, &g_model, &err) != KR_OK) {
+    if (kr_model_load(MODEL_DIR "/predictor", MODEL_DIR "/tokenizer", &mp, &g_model, &err) !=
+        KR_OK) {
         fprintf(stderr, "%s\n", err.message);
         return -1;
     }
@@ -87,7 +88,8 @@ static double quantile(const double *v, int n, double q) {
 }
 
 static void close_to(double got, double want, double tol, const char *what) {
-    if (!(fabs(got - want) <= tol * (1.0 + fabs(want)))) fail_msg("%s: got %.12g, want %.12g", what, got, want);
+    if (!(fabs(got - want) <= tol * (1.0 + fabs(want))))
+        fail_msg("%s: got %.12g, want %.12g", what, got, want);
 }
 
 static kr_report_meta test_meta(void) {
@@ -120,7 +122,8 @@ static void test_report_numbers_independent(void **state) {
     if (kr_forecast_run(g_model, &s, &fp, &f, &err) != KR_OK) fail_msg("%s", err.message);
     kr_report_meta meta = test_meta();
     kr_report *r = NULL;
-    if (kr_report_build("AAPL", "1d", g_aapl, L, f, &meta, &r, &err) != KR_OK) fail_msg("%s", err.message);
+    if (kr_report_build("AAPL", "1d", g_aapl, L, f, &meta, &r, &err) != KR_OK)
+        fail_msg("%s", err.message);
 
     const double last = g_aapl->values[(g_aapl->n - 1) * 6 + KR_CLOSE];
     assert_true(r->last_close == last);
@@ -210,10 +213,11 @@ static void test_report_numbers_independent(void **state) {
     char pct[32];
     snprintf(pct, sizeof pct, "%.0f%% of %d sampled paths", r->prob_up * 100, N);
     assert_non_null(strstr(r->summary[0], pct));
-    const char *banned[] = {"buy", "sell", "should", "recommend", "advice"};
+    const char *banned[] = { "buy", "sell", "should", "recommend", "advice" };
     for (int i = 0; i < r->n_summary; i++)
         for (size_t b = 0; b < sizeof banned / sizeof banned[0]; b++)
-            if (strstr(r->summary[i], banned[b])) fail_msg("summary advises ('%s'): %s", banned[b], r->summary[i]);
+            if (strstr(r->summary[i], banned[b]))
+                fail_msg("summary advises ('%s'): %s", banned[b], r->summary[i]);
     kr_report_free(r);
 
     /* Horizon 1 and one path: the figures that need two values are NaN, nothing crashes. */
@@ -253,7 +257,8 @@ static void test_calibration_independent(void **state) {
         kr_forecast_params p1 = fp;
         p1.keep_paths = 1;
         assert_int_equal(kr_forecast_run(g_model, &s, &p1, &f, &err), KR_OK);
-        assert_memory_equal(kr_forecast_timestamps(f), c->timestamps + end, (size_t)H * sizeof(int64_t));
+        assert_memory_equal(kr_forecast_timestamps(f), c->timestamps + end,
+                            (size_t)H * sizeof(int64_t));
         double p10[64 * 6], p90[64 * 6];
         assert_int_equal(kr_forecast_quantile(f, 0.1, p10, &err), KR_OK);
         assert_int_equal(kr_forecast_quantile(f, 0.9, p90, &err), KR_OK);
@@ -272,7 +277,8 @@ static void test_calibration_independent(void **state) {
                 drift += rets[nr++];
             }
             drift /= nr;
-            double nlo = last * (1 + quantile(rets, nr, 0.1)), nhi = last * (1 + quantile(rets, nr, 0.9));
+            double nlo = last * (1 + quantile(rets, nr, 0.1)),
+                   nhi = last * (1 + quantile(rets, nr, 0.9));
             int m_in = real >= p10[k * 6 + KR_CLOSE] && real <= p90[k * 6 + KR_CLOSE];
             m_cov += m_in;
             if (k == 0) m_step0 += m_in;
@@ -322,22 +328,28 @@ static int type_ok(const char *t, const cJSON *v) {
     return 0;
 }
 
-static const char *g_known[] = {"$schema", "$id", "title", "description", "type", "required", "properties",
-                                "additionalProperties", "items", "enum", "minimum", "maximum", "minItems",
-                                "oneOf", "$ref", "$defs"};
+static const char *g_known[] = { "$schema",  "$id",      "title",      "description",
+                                 "type",     "required", "properties", "additionalProperties",
+                                 "items",    "enum",     "minimum",    "maximum",
+                                 "minItems", "oneOf",    "$ref",       "$defs" };
 
 /* Returns 1 if v matches schema s, else 0 with a message naming the JSON path. */
-static int validate(const cJSON *root, const cJSON *s, const cJSON *v, const char *path, char *msg, size_t cap) {
+static int validate(const cJSON *root, const cJSON *s, const cJSON *v, const char *path, char *msg,
+                    size_t cap) {
     for (const cJSON *k = s->child; k; k = k->next) {
         int known = 0;
-        for (size_t i = 0; i < sizeof g_known / sizeof g_known[0]; i++) known |= !strcmp(k->string, g_known[i]);
-        if (!known) fail_msg("schema keyword '%s' at %s is not supported by the test validator", k->string, path);
+        for (size_t i = 0; i < sizeof g_known / sizeof g_known[0]; i++)
+            known |= !strcmp(k->string, g_known[i]);
+        if (!known)
+            fail_msg("schema keyword '%s' at %s is not supported by the test validator", k->string,
+                     path);
     }
     const cJSON *ref = cJSON_GetObjectItemCaseSensitive(s, "$ref");
     if (ref) {
         const char *p = ref->valuestring;
         assert_true(!strncmp(p, "#/$defs/", 8));
-        const cJSON *target = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "$defs"), p + 8);
+        const cJSON *target = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(root, "$defs"), p + 8);
         if (!target) fail_msg("unresolved $ref %s", p);
         return validate(root, target, v, path, msg, cap);
     }
@@ -345,16 +357,19 @@ static int validate(const cJSON *root, const cJSON *s, const cJSON *v, const cha
     if (one) {
         int matches = 0;
         char sub[512];
-        for (const cJSON *alt = one->child; alt; alt = alt->next) matches += validate(root, alt, v, path, sub, sizeof sub);
+        for (const cJSON *alt = one->child; alt; alt = alt->next)
+            matches += validate(root, alt, v, path, sub, sizeof sub);
         if (matches != 1) {
-            snprintf(msg, cap, "%s: matches %d of the oneOf alternatives (last: %s)", path, matches, sub);
+            snprintf(msg, cap, "%s: matches %d of the oneOf alternatives (last: %s)", path, matches,
+                     sub);
             return 0;
         }
     }
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(s, "type");
     if (type) {
         int ok = 0;
-        if (cJSON_IsString(type)) ok = type_ok(type->valuestring, v);
+        if (cJSON_IsString(type))
+            ok = type_ok(type->valuestring, v);
         else
             for (const cJSON *t = type->child; t; t = t->next) ok |= type_ok(t->valuestring, v);
         if (!ok) {
@@ -374,7 +389,8 @@ static int validate(const cJSON *root, const cJSON *s, const cJSON *v, const cha
         }
     }
     if (cJSON_IsNumber(v)) {
-        const cJSON *mn = cJSON_GetObjectItemCaseSensitive(s, "minimum"), *mx = cJSON_GetObjectItemCaseSensitive(s, "maximum");
+        const cJSON *mn = cJSON_GetObjectItemCaseSensitive(s, "minimum"),
+                    *mx = cJSON_GetObjectItemCaseSensitive(s, "maximum");
         if ((mn && v->valuedouble < mn->valuedouble) || (mx && v->valuedouble > mx->valuedouble)) {
             snprintf(msg, cap, "%s: %g out of range", path, v->valuedouble);
             return 0;
@@ -447,9 +463,11 @@ static void test_validator_rejects(void **state) {
     char msg[512];
     const char *bad[] = {
         "{}",
-        "{\"schema_version\": 2, \"generated_at\": \"x\", \"engine\": {\"name\": \"kronos\", \"version\": \"1\"}, "
+        "{\"schema_version\": 2, \"generated_at\": \"x\", \"engine\": {\"name\": \"kronos\", "
+        "\"version\": \"1\"}, "
         "\"disclaimer\": \"d\", \"reports\": [], \"ranking\": []}",
-        "{\"schema_version\": 1, \"generated_at\": \"x\", \"engine\": {\"name\": \"kronos\", \"version\": \"1\"}, "
+        "{\"schema_version\": 1, \"generated_at\": \"x\", \"engine\": {\"name\": \"kronos\", "
+        "\"version\": \"1\"}, "
         "\"disclaimer\": \"d\", \"reports\": [{}], \"ranking\": [{}], \"extra\": 1}",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -464,8 +482,9 @@ static void test_validator_rejects(void **state) {
 /* ---------------------------------------------------------------- batch + renderers */
 
 static kr_report_set *analyze3(int calibrate, int horizon) {
-    kr_analyze_item items[3] = {
-        {"MSFT", "1d", g_msft}, {"AAPL", "1d", g_aapl}, {"BTCUSDT", "1h", g_btc}};
+    kr_analyze_item items[3] = { { "MSFT", "1d", g_msft },
+                                 { "AAPL", "1d", g_aapl },
+                                 { "BTCUSDT", "1h", g_btc } };
     kr_analyze_params p = kr_analyze_default_params();
     p.horizon = horizon;
     p.paths = 8;
@@ -488,9 +507,10 @@ static void test_batch_equals_single_and_ranks(void **state) {
     assert_int_equal(set->reports[1]->meta.d_model, 128);
     assert_int_equal(set->reports[1]->lookback, 400); /* all 400 rows < 512 - 5 */
     for (int k = 1; k < 3; k++)
-        assert_true(set->reports[set->rank[k - 1]]->expected_return >= set->reports[set->rank[k]]->expected_return);
+        assert_true(set->reports[set->rank[k - 1]]->expected_return >=
+                    set->reports[set->rank[k]]->expected_return);
     /* The AAPL report from the batch equals one from a lone analysis. */
-    kr_analyze_item one = {"AAPL", "1d", g_aapl};
+    kr_analyze_item one = { "AAPL", "1d", g_aapl };
     kr_analyze_params p = kr_analyze_default_params();
     p.horizon = 5;
     p.paths = 8;
@@ -499,14 +519,15 @@ static void test_batch_equals_single_and_ranks(void **state) {
     kr_error err;
     assert_int_equal(kr_analyze(g_model, &one, 1, &p, &solo, &err), KR_OK);
     const kr_report *a = set->reports[1], *b = solo->reports[0];
-    assert_true(a->expected_return == b->expected_return && a->var95 == b->var95 && a->prob_up == b->prob_up);
+    assert_true(a->expected_return == b->expected_return && a->var95 == b->var95 &&
+                a->prob_up == b->prob_up);
     assert_memory_equal(a->fc_p90, b->fc_p90, (size_t)5 * 6 * sizeof(double));
     kr_report_set_free(solo);
 
     /* Too few rows: the error names the symbol. */
     kr_candles tiny = *g_aapl;
     tiny.n = 10;
-    kr_analyze_item bad = {"TINY", "1d", &tiny};
+    kr_analyze_item bad = { "TINY", "1d", &tiny };
     assert_int_equal(kr_analyze(g_model, &bad, 1, &p, &solo, &err), KR_ERR_INVALID_ARG);
     assert_non_null(strstr(err.message, "TINY 1d: 10 rows"));
     kr_report_set_free(set);
@@ -529,12 +550,14 @@ static void test_renderers(void **state) {
     cJSON *jr = cJSON_GetArrayItem(cJSON_GetObjectItem(doc, "reports"), 1);
     cJSON *st = cJSON_GetObjectItem(jr, "statistics");
     close_to(cJSON_GetObjectItem(st, "prob_up")->valuedouble, r->prob_up, 1e-15, "json prob_up");
-    close_to(cJSON_GetObjectItem(st, "expected_return_pct")->valuedouble, 100 * r->expected_return, 1e-12, "json er");
+    close_to(cJSON_GetObjectItem(st, "expected_return_pct")->valuedouble, 100 * r->expected_return,
+             1e-12, "json er");
     close_to(cJSON_GetObjectItem(st, "var95_pct")->valuedouble, 100 * r->var95, 1e-12, "json var");
     cJSON *steps = cJSON_GetObjectItem(cJSON_GetObjectItem(jr, "forecast"), "steps");
     assert_int_equal(cJSON_GetArraySize(steps), 4);
     cJSON *p90 = cJSON_GetObjectItem(cJSON_GetArrayItem(steps, 3), "p90");
-    close_to(cJSON_GetObjectItem(p90, "close")->valuedouble, r->fc_p90[3 * 6 + KR_CLOSE], 1e-15, "json p90");
+    close_to(cJSON_GetObjectItem(p90, "close")->valuedouble, r->fc_p90[3 * 6 + KR_CLOSE], 1e-15,
+             "json p90");
     cJSON *cal = cJSON_GetObjectItem(jr, "calibration");
     assert_int_equal(cJSON_GetObjectItem(cal, "windows")->valueint, 2);
     cJSON *rank = cJSON_GetObjectItem(doc, "ranking");
@@ -573,7 +596,7 @@ static void test_renderers(void **state) {
 
     /* A single-report set without calibration and with NaN figures stays schema-valid. */
     kr_report_set_free(set);
-    kr_analyze_item one = {"BTC-USD", "1h", g_btc};
+    kr_analyze_item one = { "BTC-USD", "1h", g_btc };
     kr_analyze_params p = kr_analyze_default_params();
     p.horizon = 1;
     p.paths = 1;

@@ -13,7 +13,7 @@ enum { MAX_T = 8 };
 
 typedef struct {
     atomic_int hits[MAX_T]; /* runs of each ith in the current region */
-    int bad_nth;            /* regions where a thread saw an nth other than expected */
+    int bad_nth; /* regions where a thread saw an nth other than expected */
     int expect_nth;
     int plain[MAX_T]; /* written without atomics: the pool's barrier must order it */
     int region;
@@ -50,7 +50,7 @@ static void test_pool_sizes(void **state) {
     (void)state;
     for (int n = 1; n <= 4; n++) {
         kr_pool *pool = NULL;
-        kr_error err = {0};
+        kr_error err = { 0 };
         assert_int_equal(kr_pool_create(n, &pool, &err), KR_OK);
         assert_non_null(pool);
         assert_int_equal(kr_pool_size(pool), n);
@@ -79,7 +79,7 @@ static void test_default_size_and_cpu_count(void **state) {
 
 static void test_create_errors(void **state) {
     (void)state;
-    kr_error err = {0};
+    kr_error err = { 0 };
     kr_pool *pool = (kr_pool *)&err; /* must be reset to NULL on failure */
     assert_int_equal(kr_pool_create(1 << 20, &pool, &err), KR_ERR_INVALID_ARG);
     assert_null(pool);
@@ -90,7 +90,7 @@ static void test_create_errors(void **state) {
 
 /* Workers that went to sleep between regions must wake for the next one. */
 static void sleep_ms(int ms) {
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
     nanosleep(&ts, NULL);
 }
 

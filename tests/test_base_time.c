@@ -16,20 +16,20 @@ typedef struct known_date {
 
 /* Expected values printed by Python: datetime(1970,1,1) + timedelta(seconds=t), .weekday(). */
 static const known_date k_known[] = {
-    {1718709300LL, 2024, 6, 18, 11, 15, 0, 1},     /* regression_input.csv row 0: a Tuesday */
-    {0LL, 1970, 1, 1, 0, 0, 0, 3},
-    {-1LL, 1969, 12, 31, 23, 59, 59, 2},
-    {951827696LL, 2000, 2, 29, 12, 34, 56, 1},     /* leap day of a 400-year leap year */
-    {-2203891200LL, 1900, 3, 1, 0, 0, 0, 3},       /* 1900 is not a leap year */
-    {-62135596800LL, 1, 1, 1, 0, 0, 0, 0},
-    {253402300799LL, 9999, 12, 31, 23, 59, 59, 4},
-    {2147483648LL, 2038, 1, 19, 3, 14, 8, 1},      /* one past the 32-bit time_t limit */
-    {58022074679LL, 3808, 8, 24, 18, 57, 59, 2},
-    {-34319355824LL, 882, 6, 18, 5, 36, 16, 3},
-    {173649410867LL, 7472, 9, 24, 3, 27, 47, 1},
-    {-21928600533LL, 1275, 2, 9, 18, 4, 27, 5},
-    {110484411896LL, 5471, 2, 10, 18, 24, 56, 4},
-    {199357206645LL, 8287, 5, 19, 1, 50, 45, 3},
+    { 1718709300LL, 2024, 6, 18, 11, 15, 0, 1 }, /* regression_input.csv row 0: a Tuesday */
+    { 0LL, 1970, 1, 1, 0, 0, 0, 3 },
+    { -1LL, 1969, 12, 31, 23, 59, 59, 2 },
+    { 951827696LL, 2000, 2, 29, 12, 34, 56, 1 }, /* leap day of a 400-year leap year */
+    { -2203891200LL, 1900, 3, 1, 0, 0, 0, 3 }, /* 1900 is not a leap year */
+    { -62135596800LL, 1, 1, 1, 0, 0, 0, 0 },
+    { 253402300799LL, 9999, 12, 31, 23, 59, 59, 4 },
+    { 2147483648LL, 2038, 1, 19, 3, 14, 8, 1 }, /* one past the 32-bit time_t limit */
+    { 58022074679LL, 3808, 8, 24, 18, 57, 59, 2 },
+    { -34319355824LL, 882, 6, 18, 5, 36, 16, 3 },
+    { 173649410867LL, 7472, 9, 24, 3, 27, 47, 1 },
+    { -21928600533LL, 1275, 2, 9, 18, 4, 27, 5 },
+    { 110484411896LL, 5471, 2, 10, 18, 24, 56, 4 },
+    { 199357206645LL, 8287, 5, 19, 1, 50, 45, 3 },
 };
 
 static void test_known_dates(void **state) {
@@ -44,9 +44,8 @@ static void test_known_dates(void **state) {
         assert_int_equal(c.minute, k->minute);
         assert_int_equal(c.second, k->second);
         assert_int_equal(c.weekday, k->weekday);
-        assert_int_equal(kr_unix_from_civil(k->year, k->month, k->day, k->hour, k->minute,
-                                            k->second),
-                         k->t);
+        assert_int_equal(
+            kr_unix_from_civil(k->year, k->month, k->day, k->hour, k->minute, k->second), k->t);
     }
 }
 
@@ -55,16 +54,13 @@ static void test_time_features(void **state) {
     float f[5];
     /* 2024-06-18 11:15 Tuesday: minute, hour, weekday, day, month. */
     kr_time_features(1718709300LL, f);
-    assert_true(f[0] == 15.0f && f[1] == 11.0f && f[2] == 1.0f && f[3] == 18.0f &&
-                f[4] == 6.0f);
+    assert_true(f[0] == 15.0f && f[1] == 11.0f && f[2] == 1.0f && f[3] == 18.0f && f[4] == 6.0f);
     /* 2024-06-23 is a Sunday: weekday 6 (pandas dt.weekday). */
     kr_time_features(kr_unix_from_civil(2024, 6, 23, 23, 59, 0), f);
-    assert_true(f[0] == 59.0f && f[1] == 23.0f && f[2] == 6.0f && f[3] == 23.0f &&
-                f[4] == 6.0f);
+    assert_true(f[0] == 59.0f && f[1] == 23.0f && f[2] == 6.0f && f[3] == 23.0f && f[4] == 6.0f);
     /* Before 1970 the day must not be off by one (floor, not truncating, division). */
     kr_time_features(-1, f);
-    assert_true(f[0] == 59.0f && f[1] == 23.0f && f[2] == 2.0f && f[3] == 31.0f &&
-                f[4] == 12.0f);
+    assert_true(f[0] == 59.0f && f[1] == 23.0f && f[2] == 2.0f && f[3] == 31.0f && f[4] == 12.0f);
 }
 
 /* Every day in ±1,000,000 days of 1970 (years -768 ... 4707): civil_from_unix inverts
@@ -78,8 +74,7 @@ static void test_civil_round_trip(void **state) {
         assert_int_equal(c.hour, 12);
         assert_int_equal(c.minute, 34);
         assert_int_equal(c.second, 56);
-        assert_int_equal(kr_unix_from_civil(c.year, c.month, c.day, c.hour, c.minute, c.second),
-                         t);
+        assert_int_equal(kr_unix_from_civil(c.year, c.month, c.day, c.hour, c.minute, c.second), t);
         assert_int_equal(c.weekday, (prev.weekday + 1) % 7);
         if (c.day != prev.day + 1) { /* month boundary */
             assert_int_equal(c.day, 1);
@@ -96,8 +91,10 @@ static void test_civil_round_trip(void **state) {
 static void test_leap_years(void **state) {
     (void)state;
     /* Feb 29 exists in 2000 and 2024, not in 1900, 2100 or 2023: Mar 1 minus one day. */
-    struct { int year, feb_days; } cases[] = {{2000, 29}, {2024, 29}, {1900, 28}, {2100, 28},
-                                              {2023, 28}, {1600, 29}, {4, 29}};
+    struct {
+        int year, feb_days;
+    } cases[] = { { 2000, 29 }, { 2024, 29 }, { 1900, 28 }, { 2100, 28 },
+                  { 2023, 28 }, { 1600, 29 }, { 4, 29 } };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         kr_civil c = kr_civil_from_unix(kr_unix_from_civil(cases[i].year, 3, 1, 0, 0, 0) - 1);
         assert_int_equal(c.month, 2);
@@ -121,8 +118,7 @@ static void test_format(void **state) {
     char buf[32];
     const long long midnight = kr_unix_from_civil(2024, 6, 18, 0, 0, 0);
     assert_string_equal(kr_format_timestamp(midnight, 1, buf, sizeof buf), "2024-06-18");
-    assert_string_equal(kr_format_timestamp(midnight, 0, buf, sizeof buf),
-                        "2024-06-18 00:00:00");
+    assert_string_equal(kr_format_timestamp(midnight, 0, buf, sizeof buf), "2024-06-18 00:00:00");
     assert_string_equal(kr_format_timestamp(1718709300LL, 1, buf, sizeof buf),
                         "2024-06-18 11:15:00");
     assert_string_equal(kr_format_timestamp(-1, 0, buf, sizeof buf), "1969-12-31 23:59:59");

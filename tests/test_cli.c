@@ -35,11 +35,11 @@ static char *daily_csv(int n) {
     for (int i = 0; i < n; i++, day++) {
         if (day % 7 == 5) day += 2;
         int y = 2024, m = 1, d = 1 + day;
-        static const int mdays[] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+        static const int mdays[] = { 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 };
         while (d > mdays[m - 1]) d -= mdays[m++ - 1];
         double c = 100 + (i % 13) - (i % 7) * 0.5;
-        len += (size_t)snprintf(s + len, cap - len, "%04d-%02d-%02d,%.2f,%.2f,%.2f,%.2f,%d,%.1f\n", y, m, d,
-                                c - 0.3, c + 1, c - 1, c, 1000 + i, (1000.0 + i) * c);
+        len += (size_t)snprintf(s + len, cap - len, "%04d-%02d-%02d,%.2f,%.2f,%.2f,%.2f,%d,%.1f\n",
+                                y, m, d, c - 0.3, c + 1, c - 1, c, 1000 + i, (1000.0 + i) * c);
     }
     return s;
 }
@@ -59,14 +59,15 @@ static int teardown(void **state) {
 static void expect_fail(const char *args, int code, const char *needle1, const char *needle2) {
     const run_result *r = kronos(args);
     if (r->code != code || !strstr(r->err, needle1) || (needle2 && !strstr(r->err, needle2)))
-        fail_msg("kronos %s: exit %d (want %d), stderr: %s (want '%s'%s%s)", args, r->code, code, r->err, needle1,
-                 needle2 ? " and " : "", needle2 ? needle2 : "");
+        fail_msg("kronos %s: exit %d (want %d), stderr: %s (want '%s'%s%s)", args, r->code, code,
+                 r->err, needle1, needle2 ? " and " : "", needle2 ? needle2 : "");
 }
 
 static void test_forecast_csv_and_json(void **state) {
     (void)state;
     char args[2048];
-    snprintf(args, sizeof args, "forecast --input %s --pred-len 5 --top-k 1", kr_test_fixture("regression_input.csv"));
+    snprintf(args, sizeof args, "forecast --input %s --pred-len 5 --top-k 1",
+             kr_test_fixture("regression_input.csv"));
     const run_result *r = kronos(args);
     if (r->code != 0) fail_msg("exit %d: %s", r->code, r->err);
     assert_true(strncmp(r->out, "timestamps,open,high,low,close,volume,amount\n", 45) == 0);
@@ -76,8 +77,10 @@ static void test_forecast_csv_and_json(void **state) {
     /* 2024-08-29 11:30 is the last bar: the next one is after the lunch break. */
     assert_non_null(strstr(r->out, "\n2024-08-29 13:05:00,"));
 
-    snprintf(args, sizeof args, "forecast --input %s --pred-len 4 --paths 3 --seed 9 --format json --quantiles 0.25,0.75",
-             kr_test_fixture("regression_input.csv"));
+    snprintf(
+        args, sizeof args,
+        "forecast --input %s --pred-len 4 --paths 3 --seed 9 --format json --quantiles 0.25,0.75",
+        kr_test_fixture("regression_input.csv"));
     r = kronos(args);
     if (r->code != 0) fail_msg("exit %d: %s", r->code, r->err);
     cJSON *j = cJSON_Parse(r->out);
@@ -95,7 +98,8 @@ static void test_forecast_csv_and_json(void **state) {
     r = kronos(args);
     cJSON *j2 = cJSON_Parse(r->out);
     assert_non_null(j2);
-    assert_true(cJSON_Compare(cJSON_GetObjectItem(j, "paths"), cJSON_GetObjectItem(j2, "paths"), 1));
+    assert_true(
+        cJSON_Compare(cJSON_GetObjectItem(j, "paths"), cJSON_GetObjectItem(j2, "paths"), 1));
     assert_true(cJSON_Compare(cJSON_GetObjectItem(j, "mean"), cJSON_GetObjectItem(j2, "mean"), 1));
     cJSON_Delete(j);
     cJSON_Delete(j2);
@@ -114,7 +118,8 @@ static void test_batch_and_gen_random(void **state) {
     snprintf(pb, sizeof pb, "%s", write_csv("b.csv", b));
     free(a);
     free(b);
-    snprintf(args, sizeof args, "forecast --model %s --input %s --input %s --pred-len 3 --output %s/out", dir, pa, pb,
+    snprintf(args, sizeof args,
+             "forecast --model %s --input %s --input %s --pred-len 3 --output %s/out", dir, pa, pb,
              g_tmp);
     r = kronos(args);
     if (r->code != 0) fail_msg("batch: %s", r->err);
@@ -133,27 +138,34 @@ static void test_bad_input(void **state) {
     (void)state;
     char args[2048];
     const char *p;
-    p = write_csv("nocol.csv", "timestamps,open,high,low,volume\n2024-01-01,1,2,0.5,10\n2024-01-02,1,2,0.5,10\n");
+    p = write_csv(
+        "nocol.csv",
+        "timestamps,open,high,low,volume\n2024-01-01,1,2,0.5,10\n2024-01-02,1,2,0.5,10\n");
     snprintf(args, sizeof args, "forecast --input %s --pred-len 2", p);
     expect_fail(args, 1, "nocol.csv", "close");
 
-    p = write_csv("nan.csv", "timestamps,open,high,low,close\n2024-01-01,1,2,0.5,1\n2024-01-02,1,2,0.5,nan\n");
+    p = write_csv("nan.csv",
+                  "timestamps,open,high,low,close\n2024-01-01,1,2,0.5,1\n2024-01-02,1,2,0.5,nan\n");
     snprintf(args, sizeof args, "forecast --input %s --pred-len 2", p);
     expect_fail(args, 1, "nan.csv: line 3", "close");
 
-    p = write_csv("inf.csv", "timestamps,open,high,low,close\n2024-01-01,1,inf,0.5,1\n2024-01-02,1,2,0.5,1\n");
+    p = write_csv("inf.csv",
+                  "timestamps,open,high,low,close\n2024-01-01,1,inf,0.5,1\n2024-01-02,1,2,0.5,1\n");
     snprintf(args, sizeof args, "forecast --input %s --pred-len 2", p);
     expect_fail(args, 1, "inf.csv: line 2", "high");
 
-    p = write_csv("order.csv", "timestamps,open,high,low,close\n2024-01-02,1,2,0.5,1\n2024-01-01,1,2,0.5,1\n");
+    p = write_csv("order.csv",
+                  "timestamps,open,high,low,close\n2024-01-02,1,2,0.5,1\n2024-01-01,1,2,0.5,1\n");
     snprintf(args, sizeof args, "forecast --input %s --pred-len 2", p);
     expect_fail(args, 1, "order.csv: line 3", "timestamps");
 
-    p = write_csv("hl.csv", "timestamps,open,high,low,close\n2024-01-01,1,2,0.5,1\n2024-01-02,1,0.4,0.5,1\n");
+    p = write_csv("hl.csv",
+                  "timestamps,open,high,low,close\n2024-01-01,1,2,0.5,1\n2024-01-02,1,0.4,0.5,1\n");
     snprintf(args, sizeof args, "forecast --input %s --pred-len 2", p);
     expect_fail(args, 1, "hl.csv: line 3", "high");
 
-    p = write_csv("neg.csv", "timestamps,open,high,low,close\n2024-01-01,1,2,0.5,1\n2024-01-02,-1,2,0.5,1\n");
+    p = write_csv("neg.csv",
+                  "timestamps,open,high,low,close\n2024-01-01,1,2,0.5,1\n2024-01-02,-1,2,0.5,1\n");
     snprintf(args, sizeof args, "forecast --input %s --pred-len 2", p);
     expect_fail(args, 1, "neg.csv: line 3", "open");
 
@@ -164,13 +176,16 @@ static void test_bad_input(void **state) {
     snprintf(args, sizeof args, "forecast --input %s/does-not-exist.csv --pred-len 2", g_tmp);
     expect_fail(args, 1, "does-not-exist.csv", "cannot open");
 
-    snprintf(args, sizeof args, "forecast --input %s --pred-len abc", kr_test_fixture("regression_input.csv"));
+    snprintf(args, sizeof args, "forecast --input %s --pred-len abc",
+             kr_test_fixture("regression_input.csv"));
     expect_fail(args, 2, "--pred-len", NULL);
-    snprintf(args, sizeof args, "forecast --input %s --pred-len 2 --window sideways", kr_test_fixture("regression_input.csv"));
+    snprintf(args, sizeof args, "forecast --input %s --pred-len 2 --window sideways",
+             kr_test_fixture("regression_input.csv"));
     expect_fail(args, 2, "--window", NULL);
     snprintf(args, sizeof args, "forecast --pred-len 2");
     expect_fail(args, 2, "--input", NULL);
-    snprintf(args, sizeof args, "forecast --input %s --pred-len 2 --model %s/nowhere --tokenizer %s/nowhere",
+    snprintf(args, sizeof args,
+             "forecast --input %s --pred-len 2 --model %s/nowhere --tokenizer %s/nowhere",
              kr_test_fixture("regression_input.csv"), g_tmp, g_tmp);
     expect_fail(args, 1, "nowhere", NULL);
 

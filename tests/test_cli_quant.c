@@ -30,7 +30,8 @@ static int teardown(void **state) {
 static void test_quantize_then_forecast(void **state) {
     (void)state;
     char args[4096];
-    snprintf(args, sizeof args, "quantize --quant q4 --group 64 --calib %s --windows 2 --lookback 200 --out %s/q4",
+    snprintf(args, sizeof args,
+             "quantize --quant q4 --group 64 --calib %s --windows 2 --lookback 200 --out %s/q4",
              KR_SOURCE_DIR "/data/MSFT_1d.csv", g_tmp);
     const kr_test_run *r = kronos(args);
     if (r->code != 0) fail_msg("exit %d: %s", r->code, r->err);
@@ -47,7 +48,8 @@ static void test_quantize_then_forecast(void **state) {
     r = kronos(args);
     if (r->code != 0) fail_msg("exit %d: %s", r->code, r->err);
     assert_true(strncmp(r->out, "timestamps,open,high,low,close,volume,amount\n", 45) == 0);
-    snprintf(args, sizeof args, "forecast --quant int8 --kv-dtype f32 --input %s --pred-len 3 --top-k 1",
+    snprintf(args, sizeof args,
+             "forecast --quant int8 --kv-dtype f32 --input %s --pred-len 3 --top-k 1",
              kr_test_fixture("regression_input.csv"));
     r = kronos(args);
     if (r->code != 0) fail_msg("exit %d: %s", r->code, r->err);
@@ -63,7 +65,9 @@ static void test_eval_quant_report(void **state) {
     (void)state;
     char args[4096], json[256];
     snprintf(json, sizeof json, "%s/fid.json", g_tmp);
-    snprintf(args, sizeof args, "eval-quant --quant int8 --data %s --data %s --windows 3 --lookback 64 --pred-len 4 --paths 4 --json %s",
+    snprintf(args, sizeof args,
+             "eval-quant --quant int8 --data %s --data %s --windows 3 --lookback 64 --pred-len 4 "
+             "--paths 4 --json %s",
              KR_SOURCE_DIR "/data/AAPL_1d.csv", KR_SOURCE_DIR "/data/BTCUSDT_1h.csv", json);
     const kr_test_run *r = kronos(args);
     if (r->code != 0) fail_msg("exit %d: %s", r->code, r->err);

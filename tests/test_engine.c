@@ -22,8 +22,9 @@ static kr_model *load_dirs(const char *root) {
     snprintf(pred, sizeof pred, "%s/predictor", root);
     snprintf(tok, sizeof tok, "%s/tokenizer", root);
     kr_model *m = NULL;
-    kr_error err = {0};
-    if (kr_model_load(pred, tok, NULL, &m, &err) != KR_OK) fail_msg("load %s: %s", root, err.message);
+    kr_error err = { 0 };
+    if (kr_model_load(pred, tok, NULL, &m, &err) != KR_OK)
+        fail_msg("load %s: %s", root, err.message);
     return m;
 }
 
@@ -34,7 +35,7 @@ static kr_series slice(int64_t start, int64_t n) { return kr_candles_slice(g_can
 static int setup(void **state) {
     (void)state;
     char *dir = kr_test_tmpdir();
-    kr_error err = {0};
+    kr_error err = { 0 };
     if (!dir || kr_model_write_random(kr_random_shape_find("tiny"), 7, dir, &err) != KR_OK) {
         fprintf(stderr, "gen-random: %s\n", err.message);
         return -1;
@@ -56,9 +57,10 @@ static int teardown(void **state) {
 
 static kr_forecast *run(kr_model *m, kr_series s, const kr_forecast_params *p, int naive) {
     kr_forecast *f = NULL;
-    kr_error err = {0};
-    kr_gen_options opt = {.naive = naive};
-    if (kr_forecast_run_ex(m, &s, 1, p, &opt, &f, &err) != KR_OK) fail_msg("forecast: %s", err.message);
+    kr_error err = { 0 };
+    kr_gen_options opt = { .naive = naive };
+    if (kr_forecast_run_ex(m, &s, 1, p, &opt, &f, &err) != KR_OK)
+        fail_msg("forecast: %s", err.message);
     return f;
 }
 
@@ -71,13 +73,16 @@ static void expect_same(const kr_forecast *a, const kr_forecast *b, const char *
         fail_msg("%s: generated tokens differ", what);
     if (memcmp(a->pred_norm, b->pred_norm, (size_t)n * P * 6 * sizeof(float)))
         fail_msg("%s: decoded paths differ (not bit-identical)", what);
-    if (memcmp(a->mean, b->mean, (size_t)P * 6 * sizeof(double))) fail_msg("%s: mean differs", what);
+    if (memcmp(a->mean, b->mean, (size_t)P * 6 * sizeof(double)))
+        fail_msg("%s: mean differs", what);
 }
 
 /* KV cache == full recomputation, bit for bit, for sampled multi-path runs. */
 static void cached_equals_naive(const char *root, int max_context) {
     kr_model *m = load_dirs(root);
-    const int cases[][2] = {{40, 8}, {max_context - 5, 12}, {max_context, 6}, {max_context + 9, 7}};
+    const int cases[][2] = {
+        { 40, 8 }, { max_context - 5, 12 }, { max_context, 6 }, { max_context + 9, 7 }
+    };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         kr_forecast_params p = kr_forecast_default_params();
         p.lookback = cases[c][0];
@@ -90,7 +95,8 @@ static void cached_equals_naive(const char *root, int max_context) {
         kr_series s = slice(300, cases[c][0] + 5);
         kr_forecast *a = run(m, s, &p, 0), *b = run(m, s, &p, 1);
         char what[128];
-        snprintf(what, sizeof what, "%s lookback %d pred_len %d ctx %d", root, cases[c][0], cases[c][1], max_context);
+        snprintf(what, sizeof what, "%s lookback %d pred_len %d ctx %d", root, cases[c][0],
+                 cases[c][1], max_context);
         expect_same(a, b, what);
         kr_forecast_free(a);
         kr_forecast_free(b);
@@ -147,7 +153,7 @@ static void test_seeded_reproducible(void **state) {
     p.first_path = 0;
     /* Quantiles bracket the mean of the paths and are ordered. */
     double q10[60], q90[60];
-    kr_error err = {0};
+    kr_error err = { 0 };
     assert_int_equal(kr_forecast_quantile(a, 0.1, q10, &err), KR_OK);
     assert_int_equal(kr_forecast_quantile(a, 0.9, q90, &err), KR_OK);
     for (int i = 0; i < 60; i++) assert_true(q10[i] <= q90[i]);
@@ -168,9 +174,9 @@ static void test_batch_invariance(void **state) {
     p.paths = 4;
     p.seed = 5;
     p.max_context = 64;
-    kr_series batch[3] = {slice(100, 50), slice(700, 70), slice(1500, 33)};
-    kr_forecast *together[3] = {0};
-    kr_error err = {0};
+    kr_series batch[3] = { slice(100, 50), slice(700, 70), slice(1500, 33) };
+    kr_forecast *together[3] = { 0 };
+    kr_error err = { 0 };
     assert_int_equal(kr_forecast_run_batch(m, batch, 3, &p, together, &err), KR_OK);
     for (int i = 0; i < 3; i++) {
         kr_forecast *alone = run(m, batch[i], &p, 0);
@@ -206,9 +212,10 @@ static void test_rolling_window(void **state) {
     kr_model_free(m);
 }
 
-static void expect_error(kr_model *m, kr_series s, kr_forecast_params p, kr_status want, const char *needle) {
+static void expect_error(kr_model *m, kr_series s, kr_forecast_params p, kr_status want,
+                         const char *needle) {
     kr_forecast *f = NULL;
-    kr_error err = {0};
+    kr_error err = { 0 };
     kr_status st = kr_forecast_run(m, &s, &p, &f, &err);
     if (st != want || !strstr(err.message, needle))
         fail_msg("expected status %d with '%s', got %d: %s", want, needle, st, err.message);
@@ -240,9 +247,9 @@ static void test_bad_requests(void **state) {
     q.lookback = 31;
     expect_error(m, s, q, KR_ERR_INVALID_ARG, "lookback");
     expect_error(m, slice(0, 1), p, KR_ERR_INVALID_ARG, "too few rows");
-    double vals[3 * 6] = {1, 1, 1, 1, 1, 1, 1, 1, 1, NAN, 1, 1, 1, 1, 1, 1, 1, 1};
-    int64_t ts[3] = {0, 60, 120};
-    kr_series bad = {.n = 3, .timestamps = ts, .values = vals, .has_volume = 1, .has_amount = 1};
+    double vals[3 * 6] = { 1, 1, 1, 1, 1, 1, 1, 1, 1, NAN, 1, 1, 1, 1, 1, 1, 1, 1 };
+    int64_t ts[3] = { 0, 60, 120 };
+    kr_series bad = { .n = 3, .timestamps = ts, .values = vals, .has_volume = 1, .has_amount = 1 };
     expect_error(m, bad, p, KR_ERR_INVALID_ARG, "row 1, field 'close'");
     vals[9] = 1;
     ts[2] = 60;

@@ -21,7 +21,7 @@
 #include "model/weights.h"
 #include "test_support.h"
 
-static const char *const k_dtypes[] = {"f32", "bf16", "int8"};
+static const char *const k_dtypes[] = { "f32", "bf16", "int8" };
 
 static char g_tiny_dir[1024], g_demo_dir[1024];
 static kr_candles *g_candles;
@@ -29,7 +29,7 @@ static kr_candles *g_candles;
 static int setup(void **state) {
     (void)state;
     char *dir = kr_test_tmpdir();
-    kr_error err = {0};
+    kr_error err = { 0 };
     if (!dir || kr_model_write_random(kr_random_shape_find("tiny"), 7, dir, &err) != KR_OK) {
         fprintf(stderr, "gen-random: %s\n", err.message);
         free(dir);
@@ -58,8 +58,9 @@ static kr_model *load(const char *root, const char *kv_dtype) {
     kr_model_params mp = kr_model_default_params();
     mp.kv_dtype = kv_dtype;
     kr_model *m = NULL;
-    kr_error err = {0};
-    if (kr_model_load(pred, tok, &mp, &m, &err) != KR_OK) fail_msg("load %s (%s): %s", root, kv_dtype, err.message);
+    kr_error err = { 0 };
+    if (kr_model_load(pred, tok, &mp, &m, &err) != KR_OK)
+        fail_msg("load %s (%s): %s", root, kv_dtype, err.message);
     return m;
 }
 
@@ -82,7 +83,7 @@ static void test_bf16_round_trip(void **state) {
     (void)state;
     enum { LAYERS = 3, D = 24, CAP = 40 };
     kr_kv_store s;
-    kr_error err = {0};
+    kr_error err = { 0 };
     assert_int_equal(kr_kv_store_init_dtype(&s, LAYERS, D, CAP, KR_KV_BF16, 0, &err), KR_OK);
     assert_int_equal(kr_kv_store_bytes(&s), 2u * LAYERS * HELD_ROWS(CAP) * D * sizeof(uint16_t));
     float k[CAP * D], v[CAP * D], ko[CAP * D], vo[CAP * D];
@@ -101,15 +102,16 @@ static void test_bf16_round_trip(void **state) {
         k[i] = rnd_wide();
         v[i] = rnd() * 1e-3f;
     }
-    const uint32_t special[] = {0x3F808000u, 0x3F818000u, 0x7F7FFFFFu, 0xFF7FFFFFu, 0x00000001u, 0x80400000u,
-                                0x7F800000u, 0xFF800000u, 0x7FC00001u, 0x7F800001u, 0xFFA12345u, 0x00000000u,
-                                0x80000000u};
+    const uint32_t special[] = { 0x3F808000u, 0x3F818000u, 0x7F7FFFFFu, 0xFF7FFFFFu, 0x00000001u,
+                                 0x80400000u, 0x7F800000u, 0xFF800000u, 0x7FC00001u, 0x7F800001u,
+                                 0xFFA12345u, 0x00000000u, 0x80000000u };
     for (size_t i = 0; i < sizeof special / sizeof special[0]; i++) memcpy(&k[i], &special[i], 4);
     kr_kv_store_write(&s, 2, 3, k, v, CAP - 3);
     kr_kv_store_read(&s, 2, 3, CAP - 3, ko, vo);
     for (int i = 0; i < (CAP - 3) * D; i++) {
         uint16_t qk = ((const uint16_t *)kr_kv_row(&s, 0, 2, 3 + i / D))[i % D];
-        if (qk != kr_f32_to_bf16(k[i])) fail_msg("element %d: bf16 bits %04x, expected %04x", i, qk, kr_f32_to_bf16(k[i]));
+        if (qk != kr_f32_to_bf16(k[i]))
+            fail_msg("element %d: bf16 bits %04x, expected %04x", i, qk, kr_f32_to_bf16(k[i]));
         if (i >= (int)(sizeof special / sizeof special[0])) {
             assert_true(fabsf(ko[i] - k[i]) <= ldexpf(fabsf(k[i]), -8));
             assert_true(fabsf(vo[i] - v[i]) <= ldexpf(fabsf(v[i]), -8));
@@ -123,10 +125,13 @@ static void test_int8_round_trip(void **state) {
     (void)state;
     enum { LAYERS = 2, D = 48, G = 16, CAP = 30 };
     kr_kv_store s;
-    kr_error err = {0};
-    assert_int_equal(kr_kv_store_init_dtype(&s, LAYERS, D, 7, KR_KV_INT8, 10, &err), KR_ERR_INVALID_ARG);
-    assert_int_equal(kr_kv_store_init_dtype(&s, LAYERS, D, 7, KR_KV_INT8, 0, &err), KR_ERR_INVALID_ARG);
-    assert_int_equal(kr_kv_store_init_dtype(&s, LAYERS, D, 7, (kr_kv_dtype)7, G, &err), KR_ERR_INVALID_ARG);
+    kr_error err = { 0 };
+    assert_int_equal(kr_kv_store_init_dtype(&s, LAYERS, D, 7, KR_KV_INT8, 10, &err),
+                     KR_ERR_INVALID_ARG);
+    assert_int_equal(kr_kv_store_init_dtype(&s, LAYERS, D, 7, KR_KV_INT8, 0, &err),
+                     KR_ERR_INVALID_ARG);
+    assert_int_equal(kr_kv_store_init_dtype(&s, LAYERS, D, 7, (kr_kv_dtype)7, G, &err),
+                     KR_ERR_INVALID_ARG);
     assert_int_equal(kr_kv_store_init_dtype(&s, LAYERS, D, CAP, KR_KV_INT8, G, &err), KR_OK);
     size_t n = (size_t)LAYERS * HELD_ROWS(CAP) * D;
     assert_int_equal(kr_kv_store_bytes(&s), 2 * (n + n / G * sizeof(float)));
@@ -142,18 +147,19 @@ static void test_int8_round_trip(void **state) {
             }
         }
     /* Exact halves with scale 1: round half to even (2.5 → 2, -3.5 → -4, 0.5 → 0). */
-    const float ties[G] = {127, 2.5f, -3.5f, 0.5f, -0.5f, 1.5f, 126.5f, -126.5f, 3, -127, 0, 0.49f, 64.5f, -0.0f, 7, 8};
+    const float ties[G] = { 127, 2.5f, -3.5f, 0.5f,  -0.5f, 1.5f,  126.5f, -126.5f,
+                            3,   -127, 0,     0.49f, 64.5f, -0.0f, 7,      8 };
     memcpy(k + G, ties, sizeof ties);
     /* Written in two calls, read back in one: conversion is row-local. */
     kr_kv_store_write(&s, 1, 0, k, v, 11);
     kr_kv_store_write(&s, 1, 11, k + 11 * D, v + 11 * D, CAP - 11);
     kr_kv_store_read(&s, 1, 0, CAP, ko, vo);
-    const int8_t want_ties[G] = {127, 2, -4, 0, 0, 2, 126, -126, 3, -127, 0, 0, 64, 0, 7, 8};
+    const int8_t want_ties[G] = { 127, 2, -4, 0, 0, 2, 126, -126, 3, -127, 0, 0, 64, 0, 7, 8 };
     assert_memory_equal((const int8_t *)kr_kv_row(&s, 0, 1, 0) + G, want_ties, G);
     for (int r = 0; r < CAP; r++)
         for (int g = 0; g < D / G; g++) {
-            const float *x[2] = {k + r * D + g * G, v + r * D + g * G};
-            const float *y[2] = {ko + r * D + g * G, vo + r * D + g * G};
+            const float *x[2] = { k + r * D + g * G, v + r * D + g * G };
+            const float *y[2] = { ko + r * D + g * G, vo + r * D + g * G };
             for (int t = 0; t < 2; t++) {
                 float amax = 0;
                 for (int j = 0; j < G; j++) amax = fmaxf(amax, fabsf(x[t][j]));
@@ -163,14 +169,17 @@ static void test_int8_round_trip(void **state) {
                 /* The codes are exactly the documented rounding. */
                 const int8_t *codes = (const int8_t *)kr_kv_row(&s, t, 1, r) + g * G;
                 for (int j = 0; j < G; j++) {
-                    float want = scale > 0 ? fminf(fmaxf(nearbyintf(x[t][j] / scale), -127.0f), 127.0f) : 0.0f;
+                    float want = scale > 0
+                                     ? fminf(fmaxf(nearbyintf(x[t][j] / scale), -127.0f), 127.0f)
+                                     : 0.0f;
                     assert_int_equal(codes[j], (int)want);
                 }
                 for (int j = 0; j < G; j++) {
                     /* scale/2 from rounding, plus the f32 rounding of x/scale and q·scale. */
                     float bound = 0.5f * scale + 2e-7f * amax;
                     if (fabsf(y[t][j] - x[t][j]) > bound)
-                        fail_msg("row %d group %d elt %d: %g vs %g (scale %g)", r, g, j, y[t][j], x[t][j], scale);
+                        fail_msg("row %d group %d elt %d: %g vs %g (scale %g)", r, g, j, y[t][j],
+                                 x[t][j], scale);
                     if (amax == 0) assert_true(y[t][j] == 0.0f);
                 }
             }
@@ -185,7 +194,7 @@ static void test_int8_round_trip(void **state) {
 static void test_attention_reads_dequantised(void **state) {
     (void)state;
     enum { LAYERS = 2, H = 2, HD = 8, D = H * HD, CAP = 24, ROWS = 9 };
-    kr_error err = {0};
+    kr_error err = { 0 };
     kr_kv_store q[3], f[3]; /* bf16, int8, f32 and their f32 mirrors */
     assert_int_equal(kr_kv_store_init_dtype(&q[0], LAYERS, D, CAP, KR_KV_BF16, 0, &err), KR_OK);
     assert_int_equal(kr_kv_store_init_dtype(&q[1], LAYERS, D, CAP, KR_KV_INT8, HD, &err), KR_OK);
@@ -205,22 +214,22 @@ static void test_attention_reads_dequantised(void **state) {
     }
     /* (store, start, n) per ref; rows 0-3 share their first ref. */
     static const int spec[ROWS][4][3] = {
-        {{0, 0, 10}, {1, 0, 1}, {2, 4, 2}, {-1}},
-        {{0, 0, 10}, {1, 0, 2}, {-1}},
-        {{0, 0, 10}, {1, 0, 3}, {0, 12, 3}, {-1}},
-        {{0, 0, 10}, {1, 5, 4}, {-1}},
-        {{0, 5, 7}, {-1}},
-        {{1, 0, 3}, {0, 3, 4}, {-1}},
-        {{2, 0, 6}, {1, 20, 4}, {-1}},
-        {{1, 2, 20}, {1, 0, 0}, {1, 1, 5}, {-1}},
-        {{2, 1, 1}, {-1}},
+        { { 0, 0, 10 }, { 1, 0, 1 }, { 2, 4, 2 }, { -1 } },
+        { { 0, 0, 10 }, { 1, 0, 2 }, { -1 } },
+        { { 0, 0, 10 }, { 1, 0, 3 }, { 0, 12, 3 }, { -1 } },
+        { { 0, 0, 10 }, { 1, 5, 4 }, { -1 } },
+        { { 0, 5, 7 }, { -1 } },
+        { { 1, 0, 3 }, { 0, 3, 4 }, { -1 } },
+        { { 2, 0, 6 }, { 1, 20, 4 }, { -1 } },
+        { { 1, 2, 20 }, { 1, 0, 0 }, { 1, 1, 5 }, { -1 } },
+        { { 2, 1, 1 }, { -1 } },
     };
     kr_attn_keys kq[ROWS], kf[ROWS];
     for (int r = 0; r < ROWS; r++) {
         kq[r].n = kf[r].n = 0;
         for (int i = 0; i < 4 && spec[r][i][0] >= 0; i++) {
-            kq[r].ref[i] = (kr_kv_ref){&q[spec[r][i][0]], spec[r][i][1], spec[r][i][2]};
-            kf[r].ref[i] = (kr_kv_ref){&f[spec[r][i][0]], spec[r][i][1], spec[r][i][2]};
+            kq[r].ref[i] = (kr_kv_ref){ &q[spec[r][i][0]], spec[r][i][1], spec[r][i][2] };
+            kf[r].ref[i] = (kr_kv_ref){ &f[spec[r][i][0]], spec[r][i][1], spec[r][i][2] };
             kq[r].n = kf[r].n = i + 1;
         }
     }
@@ -244,10 +253,12 @@ static void test_attention_reads_dequantised(void **state) {
 
 /* ---------------------------------------------------------------- forecasts */
 
-static kr_forecast *run(kr_model *m, kr_series s, const kr_forecast_params *p, const kr_gen_options *opt) {
+static kr_forecast *run(kr_model *m, kr_series s, const kr_forecast_params *p,
+                        const kr_gen_options *opt) {
     kr_forecast *f = NULL;
-    kr_error err = {0};
-    if (kr_forecast_run_ex(m, &s, 1, p, opt, &f, &err) != KR_OK) fail_msg("forecast: %s", err.message);
+    kr_error err = { 0 };
+    if (kr_forecast_run_ex(m, &s, 1, p, opt, &f, &err) != KR_OK)
+        fail_msg("forecast: %s", err.message);
     return f;
 }
 
@@ -260,13 +271,16 @@ static void expect_same(const kr_forecast *a, const kr_forecast *b, const char *
         fail_msg("%s: generated tokens differ", what);
     if (memcmp(a->pred_norm, b->pred_norm, (size_t)n * P * 6 * sizeof(float)))
         fail_msg("%s: decoded paths differ (not bit-identical)", what);
-    if (memcmp(a->mean, b->mean, (size_t)P * 6 * sizeof(double))) fail_msg("%s: mean differs", what);
+    if (memcmp(a->mean, b->mean, (size_t)P * 6 * sizeof(double)))
+        fail_msg("%s: mean differs", what);
 }
 
 /* Within a dtype, the KV-cached path equals full recomputation bit for bit: inside the
  * window, at its edge and past it (exact-mode window re-runs). */
 static void cached_equals_naive(const char *root, int max_context) {
-    const int cases[][2] = {{40, 8}, {max_context - 5, 12}, {max_context, 6}, {max_context + 9, 7}};
+    const int cases[][2] = {
+        { 40, 8 }, { max_context - 5, 12 }, { max_context, 6 }, { max_context + 9, 7 }
+    };
     for (int t = 0; t < 3; t++) {
         kr_model *m = load(root, k_dtypes[t]);
         for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
@@ -279,11 +293,11 @@ static void cached_equals_naive(const char *root, int max_context) {
             p.temperature = 1.0f;
             p.top_p = 0.95f;
             kr_series s = kr_candles_slice(g_candles, 300, cases[c][0] + 5);
-            kr_gen_options cached = {0}, naive = {.naive = 1};
+            kr_gen_options cached = { 0 }, naive = { .naive = 1 };
             kr_forecast *a = run(m, s, &p, &cached), *b = run(m, s, &p, &naive);
             char what[256];
-            snprintf(what, sizeof what, "%s kv %s lookback %d pred_len %d ctx %d", root, k_dtypes[t], cases[c][0],
-                     cases[c][1], max_context);
+            snprintf(what, sizeof what, "%s kv %s lookback %d pred_len %d ctx %d", root,
+                     k_dtypes[t], cases[c][0], cases[c][1], max_context);
             expect_same(a, b, what);
             kr_forecast_free(a);
             kr_forecast_free(b);
@@ -310,8 +324,8 @@ typedef struct first_step {
     int s1_id, have;
 } first_step;
 
-static void observe(void *user, int group, int path, int step, const float *s1_logits, const float *s2_logits,
-                    int s1, int s2, int window_start, int window_len) {
+static void observe(void *user, int group, int path, int step, const float *s1_logits,
+                    const float *s2_logits, int s1, int s2, int window_start, int window_len) {
     (void)group, (void)s2, (void)window_start, (void)window_len;
     first_step *f = user;
     if (path != 0 || step != 0) return;
@@ -354,7 +368,7 @@ static void test_close_to_f32_demo(void **state) {
         kr_model_info mi;
         kr_model_get_info(m, &mi);
         assert_string_equal(mi.kv_dtype, k_dtypes[t]);
-        kr_gen_options opt = {.observer = observe, .observer_user = &fs[t]};
+        kr_gen_options opt = { .observer = observe, .observer_user = &fs[t] };
         f[t] = run(m, s, &p, &opt);
         assert_true(fs[t].have);
         kr_forecast_get_stats(f[t], &st[t]);
@@ -376,10 +390,11 @@ static void test_close_to_f32_demo(void **state) {
         mean_diff /= p.pred_len;
         int same = 0;
         for (int i = 0; i < p.paths * p.pred_len; i++) same += f[t]->gen_s1[i] == f[0]->gen_s1[i];
-        print_message("kv %s vs f32: step-0 s1 logits max |diff| %.3g (range %.3g), s2 %.3g; mean close |diff| "
+        print_message("kv %s vs f32: step-0 s1 logits max |diff| %.3g (range %.3g), s2 %.3g; mean "
+                      "close |diff| "
                       "%.3g%% of price level %.4g; %d/%d s1 tokens equal; kv_bytes %zu vs %zu\n",
-                      k_dtypes[t], d1, range1, d2, 100.0 * mean_diff / level, level, same, p.paths * p.pred_len,
-                      st[t].kv_bytes, st[0].kv_bytes);
+                      k_dtypes[t], d1, range1, d2, 100.0 * mean_diff / level, level, same,
+                      p.paths * p.pred_len, st[t].kv_bytes, st[0].kv_bytes);
         /* Measured here: bf16 1.3e-4 and int8 3.8e-4 of the logit range; every token equal. */
         assert_true(d1 <= (t == 1 ? 1e-3 : 3e-3) * range1);
         assert_true(mean_diff <= 0.005 * level);
@@ -412,11 +427,12 @@ static void on_event(void *user, const kr_sched_event *ev) {
 }
 
 static void submit_wait(kr_sched *s, kr_series ser, const kr_forecast_params *p, waiter *w) {
-    kr_error err = {0};
+    kr_error err = { 0 };
     memset(w, 0, sizeof *w);
     pthread_mutex_init(&w->lock, NULL);
     pthread_cond_init(&w->cond, NULL);
-    if (kr_sched_submit(s, &ser, p, 0, on_event, w, NULL, &err) != KR_OK) fail_msg("%s", err.message);
+    if (kr_sched_submit(s, &ser, p, 0, on_event, w, NULL, &err) != KR_OK)
+        fail_msg("%s", err.message);
     pthread_mutex_lock(&w->lock);
     while (!w->done) pthread_cond_wait(&w->cond, &w->lock);
     pthread_mutex_unlock(&w->lock);
@@ -429,7 +445,7 @@ static void test_prefix_cache_quantised(void **state) {
         kr_model *m = load(g_demo_dir, k_dtypes[t]);
         kr_metrics *metrics = NULL;
         kr_sched *s = NULL;
-        kr_error err = {0};
+        kr_error err = { 0 };
         assert_int_equal(kr_metrics_create(&metrics, &err), KR_OK);
         kr_sched_params sp = kr_sched_default_params();
         assert_int_equal(kr_sched_create(m, metrics, &sp, &s, &err), KR_OK);
@@ -472,7 +488,7 @@ static void test_bad_dtype(void **state) {
     kr_model_params mp = kr_model_default_params();
     mp.kv_dtype = "fp8";
     kr_model *m = (kr_model *)1;
-    kr_error err = {0};
+    kr_error err = { 0 };
     assert_int_equal(kr_model_load(pred, tok, &mp, &m, &err), KR_ERR_INVALID_ARG);
     assert_null(m);
     assert_non_null(strstr(err.message, "fp8"));

@@ -22,7 +22,7 @@ static float g_x[LONG_L * 6], g_stamps[(LONG_L + P) * 5];
 static int setup(void **state) {
     (void)state;
     char *dir = kr_test_tmpdir();
-    kr_error err = {0};
+    kr_error err = { 0 };
     if (!dir || kr_model_write_random(kr_random_shape_find("tiny"), 11, dir, &err) != KR_OK) {
         fprintf(stderr, "gen-random: %s\n", err.message);
         return -1;
@@ -50,7 +50,7 @@ static kr_model *load(void) {
     snprintf(pred, sizeof pred, "%s/predictor", g_tiny_dir);
     snprintf(tok, sizeof tok, "%s/tokenizer", g_tiny_dir);
     kr_model *m = NULL;
-    kr_error err = {0};
+    kr_error err = { 0 };
     if (kr_model_load(pred, tok, NULL, &m, &err) != KR_OK) fail_msg("load: %s", err.message);
     return m;
 }
@@ -72,13 +72,13 @@ static void run_group(kr_model *m, int L, kr_prefix_cache *cache, result *res) {
     /* The stamps of the future follow the history directly. */
     static float stamps[(LONG_L + P) * 5];
     memcpy(stamps, g_stamps, (size_t)(L + P) * 5 * sizeof(float));
-    kr_gen_input in = {.L = L, .x_norm = g_x, .stamps = stamps, .seed = 99};
+    kr_gen_input in = { .L = L, .x_norm = g_x, .stamps = stamps, .seed = 99 };
     kr_forecast_params p = kr_forecast_default_params();
     p.pred_len = P;
     p.paths = PATHS;
     p.max_context = 256;
     kr_gen_group *g = NULL;
-    kr_error err = {0};
+    kr_error err = { 0 };
     assert_int_equal(kr_gen_group_create(m, &in, &res->out, &p, NULL, &g, &err), KR_OK);
     kr_prefix_hooks hooks;
     if (cache) {
@@ -87,14 +87,15 @@ static void run_group(kr_model *m, int L, kr_prefix_cache *cache, result *res) {
         hooks.dec_lookup = NULL;
         hooks.dec_publish = NULL;
     }
-    kr_gen_step_params sp = {.max_prefill_rows = 0, .prefix = cache ? &hooks : NULL};
+    kr_gen_step_params sp = { .max_prefill_rows = 0, .prefix = cache ? &hooks : NULL };
     while (!kr_gen_group_done(g))
         if (kr_gen_step(m, &g, 1, &sp, &err) != KR_OK) fail_msg("step: %s", err.message);
     kr_gen_group_free(g);
 }
 
 static void expect_same(const result *a, const result *b, const char *what) {
-    if (memcmp(a->gen_s1, b->gen_s1, sizeof a->gen_s1) || memcmp(a->gen_s2, b->gen_s2, sizeof a->gen_s2))
+    if (memcmp(a->gen_s1, b->gen_s1, sizeof a->gen_s1) ||
+        memcmp(a->gen_s2, b->gen_s2, sizeof a->gen_s2))
         fail_msg("%s: generated tokens differ", what);
     if (memcmp(a->pred, b->pred, sizeof a->pred)) fail_msg("%s: decoded paths differ", what);
 }
@@ -114,7 +115,7 @@ static void test_partial_hit_shares_blocks(void **state) {
     assert_int_equal(blocks_used(), used0);
 
     kr_prefix_cache *cache = NULL;
-    kr_error err = {0};
+    kr_error err = { 0 };
     assert_int_equal(kr_prefix_cache_create((size_t)1 << 30, &cache, &err), KR_OK);
     run_group(m, SHORT_L, cache, &first);
     assert_int_equal(first.out.cached_tokens, 0);

@@ -22,8 +22,9 @@ static kr_candles *g_candles;
 
 static int setup(void **state) {
     (void)state;
-    kr_error err = {0};
-    if (kr_candles_read_csv(KR_SOURCE_DIR "/data/XSHG_5min_600977.csv", &g_candles, &err) != KR_OK) {
+    kr_error err = { 0 };
+    if (kr_candles_read_csv(KR_SOURCE_DIR "/data/XSHG_5min_600977.csv", &g_candles, &err) !=
+        KR_OK) {
         fprintf(stderr, "%s\n", err.message);
         return -1;
     }
@@ -47,7 +48,7 @@ static kr_model *load(const char *root, const char *quant, kr_error *err) {
 }
 
 static kr_model *load_ok(const char *root, const char *quant) {
-    kr_error err = {0};
+    kr_error err = { 0 };
     kr_model *m = load(root, quant, &err);
     if (!m) fail_msg("load %s (%s): %s", root, quant ? quant : "f32", err.message);
     return m;
@@ -65,10 +66,11 @@ static kr_forecast_params params(void) {
 static kr_forecast *forecast(kr_model *m, int64_t end, int naive) {
     kr_series s = kr_candles_slice(g_candles, end - 300, 300);
     kr_forecast_params p = params();
-    kr_gen_options opt = {.naive = naive};
+    kr_gen_options opt = { .naive = naive };
     kr_forecast *f = NULL;
-    kr_error err = {0};
-    if (kr_forecast_run_ex(m, &s, 1, &p, &opt, &f, &err) != KR_OK) fail_msg("forecast: %s", err.message);
+    kr_error err = { 0 };
+    if (kr_forecast_run_ex(m, &s, 1, &p, &opt, &f, &err) != KR_OK)
+        fail_msg("forecast: %s", err.message);
     return f;
 }
 
@@ -80,7 +82,9 @@ static double mean_path_gap(kr_model *ref, kr_model *q) {
         kr_forecast *a = forecast(ref, end, 0), *b = forecast(q, end, 0);
         double last = g_candles->values[(size_t)(end - 1) * 6 + KR_CLOSE];
         for (int t = 0; t < 12; t++) {
-            sum += fabs(kr_forecast_mean(a)[t * 6 + KR_CLOSE] - kr_forecast_mean(b)[t * 6 + KR_CLOSE]) / last;
+            sum += fabs(kr_forecast_mean(a)[t * 6 + KR_CLOSE] -
+                        kr_forecast_mean(b)[t * 6 + KR_CLOSE]) /
+                   last;
             n++;
         }
         kr_forecast_free(a);
@@ -92,9 +96,12 @@ static double mean_path_gap(kr_model *ref, kr_model *q) {
 static void same_paths(const kr_forecast *a, const kr_forecast *b) {
     assert_int_equal(kr_forecast_paths(a), kr_forecast_paths(b));
     for (int p = 0; p < kr_forecast_paths(a); p++) {
-        assert_memory_equal(kr_forecast_path_s1(a, p), kr_forecast_path_s1(b, p), 12 * sizeof(int32_t));
-        assert_memory_equal(kr_forecast_path_s2(a, p), kr_forecast_path_s2(b, p), 12 * sizeof(int32_t));
-        assert_memory_equal(kr_forecast_path(a, p), kr_forecast_path(b, p), 12 * 6 * sizeof(double));
+        assert_memory_equal(kr_forecast_path_s1(a, p), kr_forecast_path_s1(b, p),
+                            12 * sizeof(int32_t));
+        assert_memory_equal(kr_forecast_path_s2(a, p), kr_forecast_path_s2(b, p),
+                            12 * sizeof(int32_t));
+        assert_memory_equal(kr_forecast_path(a, p), kr_forecast_path(b, p),
+                            12 * 6 * sizeof(double));
     }
 }
 
@@ -109,8 +116,14 @@ static void test_formats_close_to_f32(void **state) {
      * / last close): bf16 0.041%, int8 0.040%, fp8 0.092%, q4 0.21%; the bounds leave ~10x
      * room for other CPUs' kernels (a rounding difference can flip a sampled token, which
      * moves a whole path). */
-    static const struct { const char *fmt; double bound; } cases[] = {
-        {"bf16", 0.005}, {"int8", 0.005}, {"fp8", 0.01}, {"q4", 0.02},
+    static const struct {
+        const char *fmt;
+        double bound;
+    } cases[] = {
+        { "bf16", 0.005 },
+        { "int8", 0.005 },
+        { "fp8", 0.01 },
+        { "q4", 0.02 },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         kr_model *q = load_ok(DEMO, cases[i].fmt);
@@ -134,11 +147,12 @@ static void test_formats_close_to_f32(void **state) {
 /* kronos quantize's path: calibrate, save, reload; the reloaded model is the same model. */
 static void test_calibrated_checkpoint_round_trip(void **state) {
     (void)state;
-    static const char *const fmts[] = {"q4", "int8", "fp8", "bf16"};
+    static const char *const fmts[] = { "q4", "int8", "fp8", "bf16" };
     for (size_t i = 0; i < 4; i++) {
         kr_model *m = load_ok(DEMO, NULL);
-        kr_series calib[2] = {kr_candles_slice(g_candles, 0, 300), kr_candles_slice(g_candles, 1500, 300)};
-        kr_error err = {0};
+        kr_series calib[2] = { kr_candles_slice(g_candles, 0, 300),
+                               kr_candles_slice(g_candles, 1500, 300) };
+        kr_error err = { 0 };
         assert_int_equal(kr_model_quantize(m, fmts[i], 64, calib, 2, &err), KR_OK);
         char *dir = kr_test_tmpdir();
         assert_int_equal(kr_model_save_quantized(m, dir, &err), KR_OK);
@@ -175,7 +189,7 @@ static void test_calibrated_checkpoint_round_trip(void **state) {
 
 static void test_bad_requests(void **state) {
     (void)state;
-    kr_error err = {0};
+    kr_error err = { 0 };
     assert_null(load(DEMO, "int4", &err));
     assert_non_null(strstr(err.message, "int4"));
     kr_model_params p = kr_model_default_params();
@@ -213,7 +227,7 @@ static void test_teacher_logits_shape_and_tokens(void **state) {
     int32_t *t1 = malloc(L * 4), *t2 = malloc(L * 4), *u1 = malloc(L * 4), *u2 = malloc(L * 4);
     float *a1 = malloc((size_t)(L - 1) * V1 * 4), *a2 = malloc((size_t)(L - 1) * V2 * 4);
     float *b1 = malloc((size_t)(L - 1) * V1 * 4), *b2 = malloc((size_t)(L - 1) * V2 * 4);
-    kr_error err = {0};
+    kr_error err = { 0 };
     assert_int_equal(kr_teacher_logits(m, &s, L, NULL, NULL, t1, t2, a1, a2, &err), KR_OK);
     assert_int_equal(kr_teacher_logits(m, &s, L, t1, t2, u1, u2, b1, b2, &err), KR_OK);
     assert_memory_equal(t1, u1, L * 4);
@@ -221,7 +235,14 @@ static void test_teacher_logits_shape_and_tokens(void **state) {
     assert_memory_equal(a2, b2, (size_t)(L - 1) * V2 * 4);
     for (size_t i = 0; i < (size_t)(L - 1) * V1; i++) assert_true(isfinite(a1[i]));
     assert_int_not_equal(kr_teacher_logits(m, &s, 1, NULL, NULL, NULL, NULL, a1, a2, &err), KR_OK);
-    free(t1); free(t2); free(u1); free(u2); free(a1); free(a2); free(b1); free(b2);
+    free(t1);
+    free(t2);
+    free(u1);
+    free(u2);
+    free(a1);
+    free(a2);
+    free(b1);
+    free(b2);
     kr_model_free(m);
 }
 
@@ -239,7 +260,7 @@ static void rewrite(const char *path, const char *from, const char *to) {
 static void test_malformed_quantised_checkpoint(void **state) {
     (void)state;
     kr_model *m = load_ok(DEMO, NULL);
-    kr_error err = {0};
+    kr_error err = { 0 };
     assert_int_equal(kr_model_quantize(m, "q4", 32, NULL, 0, &err), KR_OK);
     char *dir = kr_test_tmpdir();
     assert_int_equal(kr_model_save_quantized(m, dir, &err), KR_OK);

@@ -59,9 +59,10 @@ static int setup(void **state) {
     char pred[1024], tok[1024];
     snprintf(pred, sizeof pred, "%s/models/kronos-demo/predictor", KR_SOURCE_DIR);
     snprintf(tok, sizeof tok, "%s/models/kronos-demo/tokenizer", KR_SOURCE_DIR);
-    kr_error err = {0};
+    kr_error err = { 0 };
     if (kr_model_load(pred, tok, NULL, &g_model, &err) != KR_OK) return -1;
-    if (kr_candles_read_csv(kr_test_fixture("regression_input.csv"), &g_data, &err) != KR_OK) return -1;
+    if (kr_candles_read_csv(kr_test_fixture("regression_input.csv"), &g_data, &err) != KR_OK)
+        return -1;
     return 0;
 }
 
@@ -88,14 +89,15 @@ static void expect_same(const kr_forecast *a, const kr_forecast *b) {
     assert_int_equal(a->pred_len, b->pred_len);
     assert_memory_equal(a->gen_s1, b->gen_s1, (size_t)a->paths * a->pred_len * sizeof(int32_t));
     assert_memory_equal(a->gen_s2, b->gen_s2, (size_t)a->paths * a->pred_len * sizeof(int32_t));
-    assert_memory_equal(a->pred_norm, b->pred_norm, (size_t)a->paths * a->pred_len * 6 * sizeof(float));
+    assert_memory_equal(a->pred_norm, b->pred_norm,
+                        (size_t)a->paths * a->pred_len * 6 * sizeof(float));
 }
 
 static void test_concurrent_equals_alone(void **state) {
     (void)state;
     kr_metrics *metrics = NULL;
     kr_sched *s = NULL;
-    kr_error err = {0};
+    kr_error err = { 0 };
     assert_int_equal(kr_metrics_create(&metrics, &err), KR_OK);
     kr_sched_params sp = kr_sched_default_params();
     sp.max_batch_tokens = 96; /* forces chunked prefill */
@@ -106,7 +108,8 @@ static void test_concurrent_equals_alone(void **state) {
         waiter_init(&w[k]);
         kr_series ser = series_for(k);
         kr_forecast_params p = params_for(k);
-        if (kr_sched_submit(s, &ser, &p, 0, on_event, &w[k], NULL, &err) != KR_OK) fail_msg("%s", err.message);
+        if (kr_sched_submit(s, &ser, &p, 0, on_event, &w[k], NULL, &err) != KR_OK)
+            fail_msg("%s", err.message);
     }
     for (int k = 0; k < N; k++) {
         wait_done(&w[k]);
@@ -162,7 +165,7 @@ static void test_cancel_busy_deadline_drain(void **state) {
     (void)state;
     kr_metrics *metrics = NULL;
     kr_sched *s = NULL;
-    kr_error err = {0};
+    kr_error err = { 0 };
     assert_int_equal(kr_metrics_create(&metrics, &err), KR_OK);
     kr_sched_params sp = kr_sched_default_params();
     sp.max_queue = 2;

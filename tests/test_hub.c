@@ -28,7 +28,7 @@
 /* ---------------------------------------------------------------- the stand-in hub */
 
 enum { F_CONFIG = 0, F_MODEL = 1, F_README = 2, N_FILES = 3 };
-static const char *const k_names[N_FILES] = {"config.json", "model.safetensors", "README.md"};
+static const char *const k_names[N_FILES] = { "config.json", "model.safetensors", "README.md" };
 
 typedef struct served_file {
     uint8_t *data; /* NULL: the repo has no such file */
@@ -44,18 +44,18 @@ typedef struct served_repo {
 } served_repo;
 
 static served_repo g_repos[] = {
-    {"NeoQuasar/Kronos-demo", "0123456789abcdef0123456789abcdef01234567", 0, {{0}}},
-    {"NeoQuasar/Kronos-Tokenizer-demo", "89abcdef0123456789abcdef0123456789abcdef", 0, {{0}}},
-    {"private/Kronos-demo", "fedcba9876543210fedcba9876543210fedcba98", 1, {{0}}},
+    { "NeoQuasar/Kronos-demo", "0123456789abcdef0123456789abcdef01234567", 0, { { 0 } } },
+    { "NeoQuasar/Kronos-Tokenizer-demo", "89abcdef0123456789abcdef0123456789abcdef", 0, { { 0 } } },
+    { "private/Kronos-demo", "fedcba9876543210fedcba9876543210fedcba98", 1, { { 0 } } },
 };
 enum { N_REPOS = sizeof g_repos / sizeof g_repos[0] };
 
 typedef enum serve_mode {
     MODE_NORMAL,
-    MODE_DROP_ONCE,    /* the first CDN GET sends half the body, then closes the connection */
-    MODE_CORRUPT,      /* one byte of the LFS file flipped (sha256 no longer matches) */
-    MODE_SHORT,        /* the LFS file cut in half, as a complete 200 response */
-    MODE_IGNORE_RANGE  /* Range headers ignored: always 200 with the whole file */
+    MODE_DROP_ONCE, /* the first CDN GET sends half the body, then closes the connection */
+    MODE_CORRUPT, /* one byte of the LFS file flipped (sha256 no longer matches) */
+    MODE_SHORT, /* the LFS file cut in half, as a complete 200 response */
+    MODE_IGNORE_RANGE /* Range headers ignored: always 200 with the whole file */
 } serve_mode;
 
 static struct {
@@ -63,12 +63,12 @@ static struct {
     unsigned port;
     pthread_mutex_t mu;
     serve_mode mode;
-    int dropped;        /* MODE_DROP_ONCE has dropped its connection */
-    int model_gets;     /* GET .../resolve/<rev>/model.safetensors */
-    int cdn_gets;       /* GET /cdn/... (the big file's bytes) */
-    int range_gets;     /* of those, with a Range header */
-    long last_range;    /* start of the last Range asked, -1 none */
-    uint8_t *corrupt;   /* MODE_CORRUPT body */
+    int dropped; /* MODE_DROP_ONCE has dropped its connection */
+    int model_gets; /* GET .../resolve/<rev>/model.safetensors */
+    int cdn_gets; /* GET /cdn/... (the big file's bytes) */
+    int range_gets; /* of those, with a Range header */
+    long last_range; /* start of the last Range asked, -1 none */
+    uint8_t *corrupt; /* MODE_CORRUPT body */
 } g_srv;
 
 static char *g_tmp;
@@ -104,9 +104,11 @@ static void add_header(struct MHD_Response *r, const char *name, const char *val
     MHD_add_response_header(r, name, value);
 }
 
-static enum MHD_Result send_simple(struct MHD_Connection *c, unsigned status, const char *error_code) {
+static enum MHD_Result send_simple(struct MHD_Connection *c, unsigned status,
+                                   const char *error_code) {
     static const char body[] = "{\"error\":\"stand-in hub error\"}";
-    struct MHD_Response *r = MHD_create_response_from_buffer(sizeof body - 1, (void *)body, MHD_RESPMEM_PERSISTENT);
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(sizeof body - 1, (void *)body, MHD_RESPMEM_PERSISTENT);
     if (error_code) add_header(r, "X-Error-Code", error_code);
     enum MHD_Result ret = MHD_queue_response(c, status, r);
     MHD_destroy_response(r);
@@ -148,7 +150,8 @@ static enum MHD_Result serve_cdn(struct MHD_Connection *c, const served_file *f)
     if (mode == MODE_IGNORE_RANGE || !range) start = 0;
     if (start < 0) return send_simple(c, 400, NULL);
     if ((size_t)start >= len) {
-        struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+        struct MHD_Response *r =
+            MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
         char cr[64];
         snprintf(cr, sizeof cr, "bytes */%zu", len);
         add_header(r, "Content-Range", cr);
@@ -164,7 +167,8 @@ static enum MHD_Result serve_cdn(struct MHD_Connection *c, const served_file *f)
         d->stop = (size_t)start + (len - (size_t)start) / 2;
         r = MHD_create_response_from_callback(len - (size_t)start, 32 * 1024, drop_read, d, free);
     } else {
-        r = MHD_create_response_from_buffer(len - (size_t)start, (void *)(data + start), MHD_RESPMEM_PERSISTENT);
+        r = MHD_create_response_from_buffer(len - (size_t)start, (void *)(data + start),
+                                            MHD_RESPMEM_PERSISTENT);
     }
     unsigned status = MHD_HTTP_OK;
     if (range && mode != MODE_IGNORE_RANGE) {
@@ -181,8 +185,9 @@ static enum MHD_Result serve_cdn(struct MHD_Connection *c, const served_file *f)
 
 /* /{org}/{name}/resolve/{rev}/{file}, answered like the hub: small files directly with a
  * git-style ETag, the LFS file with a 302 to the CDN carrying X-Linked-Etag/-Size. */
-static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
-                                  const char *version, const char *upload, size_t *upload_size, void **con_cls) {
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version, const char *upload,
+                                  size_t *upload_size, void **con_cls) {
     (void)cls, (void)version, (void)upload, (void)upload_size, (void)con_cls;
     if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) return send_simple(c, 405, NULL);
     int is_get = !strcmp(method, "GET");
@@ -208,7 +213,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
         if (!auth || strcmp(auth, "Bearer secret-token") != 0) return send_simple(c, 401, NULL);
     }
-    if (strcmp(rev, "main") != 0 && strcmp(rev, repo->commit) != 0) return send_simple(c, 404, "RevisionNotFound");
+    if (strcmp(rev, "main") != 0 && strcmp(rev, repo->commit) != 0)
+        return send_simple(c, 404, "RevisionNotFound");
     int fi = -1;
     for (int i = 0; i < N_FILES; i++)
         if (!strcmp(file, k_names[i]) && repo->files[i].data) fi = i;
@@ -257,8 +263,9 @@ static int setup(void **state) {
     (void)state;
     g_tmp = kr_test_tmpdir();
     if (!g_tmp) return -1;
-    const char *pred = KR_SOURCE_DIR "/models/kronos-demo/predictor", *tok = KR_SOURCE_DIR "/models/kronos-demo/tokenizer";
-    const char *dirs[N_REPOS] = {pred, tok, pred};
+    const char *pred = KR_SOURCE_DIR "/models/kronos-demo/predictor",
+               *tok = KR_SOURCE_DIR "/models/kronos-demo/tokenizer";
+    const char *dirs[N_REPOS] = { pred, tok, pred };
     char path[PATH_MAX];
     for (int i = 0; i < N_REPOS; i++) {
         for (int f = F_CONFIG; f <= F_MODEL; f++) {
@@ -275,7 +282,7 @@ static int setup(void **state) {
     pthread_mutex_init(&g_srv.mu, NULL);
     reset_server(MODE_NORMAL);
 
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = 0};
+    struct sockaddr_in addr = { .sin_family = AF_INET, .sin_port = 0 };
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     g_srv.daemon = MHD_start_daemon(MHD_USE_AUTO_INTERNAL_THREAD, 0, NULL, NULL, on_request, NULL,
                                     MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_END);
@@ -286,9 +293,11 @@ static int setup(void **state) {
 
     /* Only the stand-in is reachable: no proxy may carry these requests elsewhere, and no
      * token or cache location of the machine may leak in. */
-    static const char *const unset[] = {"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_CACHE", "XDG_CACHE_HOME",
-                                        "http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY",
-                                        "all_proxy", "ALL_PROXY"};
+    static const char *const unset[] = { "HF_TOKEN",     "HUGGING_FACE_HUB_TOKEN",
+                                         "HF_HUB_CACHE", "XDG_CACHE_HOME",
+                                         "http_proxy",   "https_proxy",
+                                         "HTTP_PROXY",   "HTTPS_PROXY",
+                                         "all_proxy",    "ALL_PROXY" };
     for (size_t i = 0; i < sizeof unset / sizeof unset[0]; i++) unsetenv(unset[i]);
     setenv("NO_PROXY", "127.0.0.1", 1);
     char ep[64];
@@ -328,13 +337,14 @@ static const char *fresh_home(const char *name) {
 }
 
 typedef struct events {
-    int n[8];                /* per kr_hub_event */
-    int64_t model_start;     /* done at model.safetensors' START: the bytes resumed from */
+    int n[8]; /* per kr_hub_event */
+    int64_t model_start; /* done at model.safetensors' START: the bytes resumed from */
 } events;
 
 static int record(const kr_hub_progress *p, void *user) {
     events *e = user;
-    if (p->event == KR_HUB_FILE_START && !strcmp(p->file, "model.safetensors")) e->model_start = p->done;
+    if (p->event == KR_HUB_FILE_START && !strcmp(p->file, "model.safetensors"))
+        e->model_start = p->done;
     e->n[p->event]++;
     assert_non_null(p->repo);
     assert_non_null(p->file);
@@ -366,8 +376,9 @@ static int count_entries(const char *dir, const char *suffix) {
     int n = 0;
     struct dirent *e;
     while ((e = readdir(d)))
-        if (e->d_name[0] != '.' && (!suffix || (strlen(e->d_name) >= strlen(suffix) &&
-                                                !strcmp(e->d_name + strlen(e->d_name) - strlen(suffix), suffix))))
+        if (e->d_name[0] != '.' &&
+            (!suffix || (strlen(e->d_name) >= strlen(suffix) &&
+                         !strcmp(e->d_name + strlen(e->d_name) - strlen(suffix), suffix))))
             n++;
     closedir(d);
     return n;
@@ -385,10 +396,10 @@ static void test_sha256_vectors(void **state) {
     static const struct {
         const char *msg, *hex;
     } v[] = {
-        {"", "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"},
-        {"abc", "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"},
-        {"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq",
-         "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"},
+        { "", "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855" },
+        { "abc", "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad" },
+        { "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq",
+          "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1" },
     };
     char hex[65];
     uint8_t d[32];
@@ -414,9 +425,10 @@ static void test_sha256_vectors(void **state) {
     kr_sha256_hex(d, hex);
     assert_string_equal(hex, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
     /* The file helper agrees with the streaming one on the model the server hands out. */
-    kr_error err = {0};
-    assert_int_equal(kr_sha256_file(KR_SOURCE_DIR "/models/kronos-demo/predictor/model.safetensors", hex, &err),
-                     KR_OK);
+    kr_error err = { 0 };
+    assert_int_equal(
+        kr_sha256_file(KR_SOURCE_DIR "/models/kronos-demo/predictor/model.safetensors", hex, &err),
+        KR_OK);
     assert_string_equal(hex, g_repos[0].files[F_MODEL].sha);
     assert_int_equal(kr_sha256_file("/nonexistent/file", hex, &err), KR_ERR_IO);
     assert_non_null(strstr(err.message, "/nonexistent/file"));
@@ -511,13 +523,18 @@ static void test_pull_layout_and_noop(void **state) {
 
     /* Offline lookup: by branch, by commit; a repo never pulled is absent. */
     char found[PATH_MAX];
-    assert_int_equal(kr_hub_resolve_cached("NeoQuasar/Kronos-demo", NULL, found, sizeof found, &err), KR_OK);
+    assert_int_equal(
+        kr_hub_resolve_cached("NeoQuasar/Kronos-demo", NULL, found, sizeof found, &err), KR_OK);
     assert_string_equal(found, snap);
-    assert_int_equal(kr_hub_resolve_cached("NeoQuasar/Kronos-demo", r->commit, found, sizeof found, &err), KR_OK);
+    assert_int_equal(
+        kr_hub_resolve_cached("NeoQuasar/Kronos-demo", r->commit, found, sizeof found, &err),
+        KR_OK);
     assert_string_equal(found, snap);
-    assert_int_equal(kr_hub_resolve_cached("NeoQuasar/Kronos-demo", "v2", found, sizeof found, &err), KR_ERR_IO);
-    assert_int_equal(kr_hub_resolve_cached("NeoQuasar/Kronos-Tokenizer-demo", NULL, found, sizeof found, &err),
-                     KR_ERR_IO);
+    assert_int_equal(
+        kr_hub_resolve_cached("NeoQuasar/Kronos-demo", "v2", found, sizeof found, &err), KR_ERR_IO);
+    assert_int_equal(
+        kr_hub_resolve_cached("NeoQuasar/Kronos-Tokenizer-demo", NULL, found, sizeof found, &err),
+        KR_ERR_IO);
     assert_non_null(strstr(err.message, "NeoQuasar/Kronos-Tokenizer-demo"));
     assert_non_null(strstr(err.message, "not in the hub cache"));
 
@@ -528,15 +545,15 @@ static void test_pull_layout_and_noop(void **state) {
     p.cache_dir = explicit_dir;
     st = kr_hub_pull(&p, "NeoQuasar/Kronos-Tokenizer-demo", "main", snap, sizeof snap, &err);
     if (st != KR_OK) fail_msg("tokenizer pull: %s", err.message);
-    snprintf(want, sizeof want, "%s/models--NeoQuasar--Kronos-Tokenizer-demo/snapshots/%s", explicit_dir,
-             g_repos[1].commit);
+    snprintf(want, sizeof want, "%s/models--NeoQuasar--Kronos-Tokenizer-demo/snapshots/%s",
+             explicit_dir, g_repos[1].commit);
     assert_string_equal(snap, want);
     snprintf(path, sizeof path, "%s/README.md", snap);
     assert_same_bytes(path, &g_repos[1].files[F_README]);
     snprintf(path, sizeof path, "%s/model.safetensors", snap);
     assert_same_bytes(path, &g_repos[1].files[F_MODEL]);
-    assert_int_equal(kr_hub_resolve_cached_in(explicit_dir, "NeoQuasar/Kronos-Tokenizer-demo", "main", found,
-                                              sizeof found, &err),
+    assert_int_equal(kr_hub_resolve_cached_in(explicit_dir, "NeoQuasar/Kronos-Tokenizer-demo",
+                                              "main", found, sizeof found, &err),
                      KR_OK);
     assert_string_equal(found, snap);
 }
@@ -655,7 +672,8 @@ static void test_corrupt_and_short_responses(void **state) {
     snprintf(path, sizeof path, "%s/models--NeoQuasar--Kronos-demo/refs/main", hub);
     assert_false(exists(path));
     char found[PATH_MAX];
-    assert_int_equal(kr_hub_resolve_cached("NeoQuasar/Kronos-demo", NULL, found, sizeof found, &err), KR_ERR_IO);
+    assert_int_equal(
+        kr_hub_resolve_cached("NeoQuasar/Kronos-demo", NULL, found, sizeof found, &err), KR_ERR_IO);
     /* A healthy server afterwards: the pull completes. */
     reset_server(MODE_NORMAL);
     st = pull("NeoQuasar/Kronos-demo", &ev, snap, &err);
@@ -721,7 +739,8 @@ static void test_errors(void **state) {
     p.endpoint = "http://127.0.0.1:1/";
     st = kr_hub_pull(&p, "NeoQuasar/Kronos-demo", NULL, snap, sizeof snap, &err);
     assert_int_equal(st, KR_ERR_IO);
-    assert_non_null(strstr(err.message, "http://127.0.0.1:1/NeoQuasar/Kronos-demo/resolve/main/config.json"));
+    assert_non_null(
+        strstr(err.message, "http://127.0.0.1:1/NeoQuasar/Kronos-demo/resolve/main/config.json"));
     p.endpoint = NULL;
 
     /* Malformed names never reach the network or the disk. */
@@ -751,7 +770,8 @@ static void test_cli_pull_and_forecast_from_cache(void **state) {
     const run_result *r = kronos("pull NeoQuasar/Kronos-demo");
     if (r->code != 0) fail_msg("pull: exit %d: %s", r->code, r->err);
     char want[PATH_MAX];
-    snprintf(want, sizeof want, "%s/models--NeoQuasar--Kronos-demo/snapshots/%s\n", hub, g_repos[0].commit);
+    snprintf(want, sizeof want, "%s/models--NeoQuasar--Kronos-demo/snapshots/%s\n", hub,
+             g_repos[0].commit);
     assert_string_equal(r->out, want);
     assert_non_null(strstr(r->err, "model.safetensors: downloading 5.2 MB"));
     assert_non_null(strstr(r->err, "sha256 ok"));
@@ -768,7 +788,8 @@ static void test_cli_pull_and_forecast_from_cache(void **state) {
     /* The forecast from hub names equals the one from the bundled directories. */
     char args[4096], direct[1 << 16];
     snprintf(args, sizeof args,
-             "forecast --model %s/models/kronos-demo/predictor --tokenizer %s/models/kronos-demo/tokenizer "
+             "forecast --model %s/models/kronos-demo/predictor --tokenizer "
+             "%s/models/kronos-demo/tokenizer "
              "--input %s/data/XSHG_5min_600977.csv --pred-len 2",
              KR_SOURCE_DIR, KR_SOURCE_DIR, KR_SOURCE_DIR);
     r = kronos(args);
@@ -793,7 +814,9 @@ static void test_cli_pull_and_forecast_from_cache(void **state) {
              KR_SOURCE_DIR);
     r = kronos(args);
     assert_int_equal(r->code, 1);
-    if (!strstr(r->err, "NeoQuasar/Kronos-small is not downloaded; run: kronos pull NeoQuasar/Kronos-small"))
+    if (!strstr(
+            r->err,
+            "NeoQuasar/Kronos-small is not downloaded; run: kronos pull NeoQuasar/Kronos-small"))
         fail_msg("stderr: %s", r->err);
 
     /* Errors: exit 1 naming the URL; usage errors exit 2. */
@@ -812,7 +835,8 @@ static void test_cli_pull_and_forecast_from_cache(void **state) {
     assert_non_null(strstr(r->out, "--revision"));
 
     /* --cache-dir puts the snapshot there. */
-    snprintf(args, sizeof args, "pull --quiet --cache-dir %s/cli-cache --revision %s NeoQuasar/Kronos-demo", g_tmp,
+    snprintf(args, sizeof args,
+             "pull --quiet --cache-dir %s/cli-cache --revision %s NeoQuasar/Kronos-demo", g_tmp,
              g_repos[0].commit);
     r = kronos(args);
     if (r->code != 0) fail_msg("pull --cache-dir: exit %d: %s", r->code, r->err);

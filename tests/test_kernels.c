@@ -56,8 +56,8 @@ static void test_dispatch_api(void **state) {
 /* The dispatched entry point must call the per-ISA function of the active variant. */
 static void test_dispatch_routes(void **state) {
     (void)state;
-    static const kr_gemm_f32_fn fns[KR_ISA_COUNT] = {kr_gemm_f32_scalar, kr_gemm_f32_avx2,
-                                                     kr_gemm_f32_avx512};
+    static const kr_gemm_f32_fn fns[KR_ISA_COUNT] = { kr_gemm_f32_scalar, kr_gemm_f32_avx2,
+                                                      kr_gemm_f32_avx512 };
     int M = 3, N = 37, K = 29;
     float *A = rand_buf((size_t)M * K), *W = rand_buf((size_t)N * K);
     float c1[3 * 37], c2[3 * 37];
@@ -70,9 +70,9 @@ static void test_dispatch_routes(void **state) {
     free(W);
 }
 
-static const int k_Ms[] = {1, 2, 3, 5, 17, 64, 400};
-static const int k_Ns[] = {1, 7, 20, 52, 1024};
-static const int k_Ks[] = {6, 20, 52, 64, 208, 513};
+static const int k_Ms[] = { 1, 2, 3, 5, 17, 64, 400 };
+static const int k_Ns[] = { 1, 7, 20, 52, 1024 };
+static const int k_Ks[] = { 6, 20, 52, 64, 208, 513 };
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 static void test_gemm_vs_double(void **state) {
@@ -131,8 +131,8 @@ static void test_gemm_vs_double(void **state) {
  * alignment and lda), and nth = 1, 2, 3 agree — bit for bit, for every variant. */
 static void test_gemm_determinism(void **state) {
     (void)state;
-    static const int Ns[] = {20, 52, 1024};
-    static const int subMs[] = {2, 3, 5, 17};
+    static const int Ns[] = { 20, 52, 1024 };
+    static const int subMs[] = { 2, 3, 5, 17 };
     const int M = 64;
     for (int ki = 0; ki < COUNT(k_Ks); ki++)
         for (int ni = 0; ni < COUNT(Ns); ni++) {
@@ -235,7 +235,7 @@ static void test_gemm_on_pool(void **state) {
         for (int t = 2; t <= 3; t++) {
             kr_pool *pool = NULL;
             assert_int_equal(kr_pool_create(t, &pool, NULL), KR_OK);
-            gemm_job j = {M, N, K, A, W, bias, C};
+            gemm_job j = { M, N, K, A, W, bias, C };
             for (int rep = 0; rep < 20; rep++) {
                 memset(C, 0, (size_t)M * N * sizeof *C);
                 kr_pool_run(pool, gemm_slice, &j);

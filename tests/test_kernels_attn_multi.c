@@ -90,8 +90,8 @@ static int cut_spans(const float *k, const float *v, int n, int stride, int max_
     for (int j = 0; j < n;) {
         int len = 1 + (int)(urand() % (unsigned)max_piece);
         if (len > n - j) len = n - j;
-        out[ns++] = (kr_kv_span){k + (size_t)j * stride, v + (size_t)j * stride, len, stride};
-        if (ns == 1) out[ns++] = (kr_kv_span){k, v, 0, stride};
+        out[ns++] = (kr_kv_span){ k + (size_t)j * stride, v + (size_t)j * stride, len, stride };
+        if (ns == 1) out[ns++] = (kr_kv_span){ k, v, 0, stride };
         j += len;
     }
     return ns;
@@ -119,15 +119,16 @@ static void make_spans(const batch *b, int h, span_set *ss) {
         ss->own_p[i] = ss->own[i];
         if (n == 0) { /* no own span at all, or one empty span */
             ss->n_own[i] = i % 8 == 0 ? 0 : 1;
-            ss->own[i][0] = (kr_kv_span){ok, ov, 0, b->d};
+            ss->own[i][0] = (kr_kv_span){ ok, ov, 0, b->d };
         } else if (n == 1 || i % 3 == 0) {
             ss->n_own[i] = 1;
-            ss->own[i][0] = (kr_kv_span){ok, ov, n, b->d};
+            ss->own[i][0] = (kr_kv_span){ ok, ov, n, b->d };
         } else { /* two spans, as a path's cache split over two KV blocks */
             int a = n / 2 + 1;
             ss->n_own[i] = 2;
-            ss->own[i][0] = (kr_kv_span){ok, ov, a, b->d};
-            ss->own[i][1] = (kr_kv_span){ok + (size_t)a * b->d, ov + (size_t)a * b->d, n - a, b->d};
+            ss->own[i][0] = (kr_kv_span){ ok, ov, a, b->d };
+            ss->own[i][1] =
+                (kr_kv_span){ ok + (size_t)a * b->d, ov + (size_t)a * b->d, n - a, b->d };
         }
     }
 }
@@ -181,7 +182,7 @@ static void check_batch(const batch *b) {
     double *dref = malloc((size_t)nq * hd * sizeof *dref);
     double vmax[MAX_NQ];
     assert_true(scratch && scratch1 && out && one && dref);
-    const int heads[] = {0, b->n_heads - 1};
+    const int heads[] = { 0, b->n_heads - 1 };
     for (int hi = 0; hi < COUNT(heads); hi++) {
         int h = heads[hi], off = h * hd;
         make_spans(b, h, &ss);
@@ -243,9 +244,9 @@ static void check_batch(const batch *b) {
 
 static void test_multi_bit_identical(void **state) {
     (void)state;
-    static const int nqs[] = {1, 2, 3, 8, 32, 33};
-    static const int hds[] = {8, 52, 64, 128, 208};
-    static const int shs[] = {1, 15, 16, 17, 400};
+    static const int nqs[] = { 1, 2, 3, 8, 32, 33 };
+    static const int hds[] = { 8, 52, 64, 128, 208 };
+    static const int shs[] = { 1, 15, 16, 17, 400 };
     for (int hi = 0; hi < COUNT(hds); hi++)
         for (int si = 0; si < COUNT(shs); si++)
             for (int ni = 0; ni < COUNT(nqs); ni++) {
@@ -279,7 +280,7 @@ static void test_multi_no_own_and_empty(void **state) {
         qp[i] = q + i * HD;
         op[i] = out[i];
     }
-    kr_kv_span sh[2] = {{k, v, 23, HD}, {k + 23 * HD, v + 23 * HD, NS - 23, HD}};
+    kr_kv_span sh[2] = { { k, v, 23, HD }, { k + 23 * HD, v + 23 * HD, NS - 23, HD } };
     for (int vi = 0; vi < g_n_vars; vi++) {
         kr_isa_set(g_vars[vi].isa);
         g_vars[vi].multi(NQ, qp, HD, 0.125f, sh, 2, NULL, NULL, scratch, NS, op);
@@ -288,8 +289,8 @@ static void test_multi_no_own_and_empty(void **state) {
             assert_memory_equal(one, out[i], sizeof one);
         }
         /* No shared keys and no own keys: zeros (no NaN from 0/0). */
-        const kr_kv_span *own[NQ] = {NULL};
-        int n_own[NQ] = {0};
+        const kr_kv_span *own[NQ] = { NULL };
+        int n_own[NQ] = { 0 };
         memset(out, 0x7f, sizeof out);
         g_vars[vi].multi(NQ, qp, HD, 0.125f, sh, 0, own, n_own, scratch, NS, op);
         for (int i = 0; i < NQ; i++)
@@ -342,16 +343,16 @@ int main(void) {
         kr_attend_f32_fn single;
         kr_attend_multi_f32_fn multi;
     } all[KR_ISA_COUNT] = {
-        {KR_ISA_SCALAR, "scalar", kr_attend_f32_scalar, kr_attend_multi_f32_scalar},
-        {KR_ISA_AVX2, "avx2", kr_attend_f32_avx2, kr_attend_multi_f32_avx2},
-        {KR_ISA_AVX512, "avx512", kr_attend_f32_avx512, kr_attend_multi_f32_avx512},
+        { KR_ISA_SCALAR, "scalar", kr_attend_f32_scalar, kr_attend_multi_f32_scalar },
+        { KR_ISA_AVX2, "avx2", kr_attend_f32_avx2, kr_attend_multi_f32_avx2 },
+        { KR_ISA_AVX512, "avx512", kr_attend_f32_avx512, kr_attend_multi_f32_avx512 },
     };
     static char names[KR_ISA_COUNT][32];
     for (int i = 0; i < KR_ISA_COUNT; i++) {
         if (!kr_isa_supported(all[i].isa)) continue;
-        g_vars[g_n_vars++] = (variant){all[i].name, all[i].isa, all[i].single, all[i].multi};
+        g_vars[g_n_vars++] = (variant){ all[i].name, all[i].isa, all[i].single, all[i].multi };
         snprintf(names[i], sizeof names[i], "dispatched %s", all[i].name);
-        g_vars[g_n_vars++] = (variant){names[i], all[i].isa, kr_attend_f32, kr_attend_multi_f32};
+        g_vars[g_n_vars++] = (variant){ names[i], all[i].isa, kr_attend_f32, kr_attend_multi_f32 };
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_multi_bit_identical),

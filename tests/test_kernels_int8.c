@@ -69,23 +69,24 @@ static void gemm_avx512_madd(int M, const kr_qmat *w, const uint8_t *aq, const f
 #endif
 
 static void setup_variants(void) {
-    g_quant[g_n_quant++] = (quant_variant){"scalar", kr_quant_act_u8_scalar};
-    g_gemm[g_n_gemm++] = (gemm_variant){"scalar", kr_qgemm_int8_scalar, kr_quant_act_u8_scalar};
+    g_quant[g_n_quant++] = (quant_variant){ "scalar", kr_quant_act_u8_scalar };
+    g_gemm[g_n_gemm++] = (gemm_variant){ "scalar", kr_qgemm_int8_scalar, kr_quant_act_u8_scalar };
     if (kr_isa_supported(KR_ISA_AVX2)) {
-        g_quant[g_n_quant++] = (quant_variant){"avx2", kr_quant_act_u8_avx2};
-        g_gemm[g_n_gemm++] = (gemm_variant){"avx2", kr_qgemm_int8_avx2, kr_quant_act_u8_avx2};
+        g_quant[g_n_quant++] = (quant_variant){ "avx2", kr_quant_act_u8_avx2 };
+        g_gemm[g_n_gemm++] = (gemm_variant){ "avx2", kr_qgemm_int8_avx2, kr_quant_act_u8_avx2 };
     }
     if (kr_isa_supported(KR_ISA_AVX512)) {
         /* The public entry picks VPDPBUSD from the active level, so make it AVX-512. */
         kr_isa_set(KR_ISA_AVX512);
-        g_quant[g_n_quant++] = (quant_variant){"avx512", kr_quant_act_u8_avx512};
-        g_gemm[g_n_gemm++] = (gemm_variant){"avx512", kr_qgemm_int8_avx512, kr_quant_act_u8_avx512};
+        g_quant[g_n_quant++] = (quant_variant){ "avx512", kr_quant_act_u8_avx512 };
+        g_gemm[g_n_gemm++] =
+            (gemm_variant){ "avx512", kr_qgemm_int8_avx512, kr_quant_act_u8_avx512 };
 #if defined(__x86_64__)
         g_gemm[g_n_gemm++] =
-            (gemm_variant){"avx512-vpmaddwd", gemm_avx512_madd, kr_quant_act_u8_avx512};
+            (gemm_variant){ "avx512-vpmaddwd", gemm_avx512_madd, kr_quant_act_u8_avx512 };
         if (kr_cpu_has_avx512_vnni())
             g_gemm[g_n_gemm++] =
-                (gemm_variant){"avx512-vpdpbusd", gemm_avx512_vnni, kr_quant_act_u8_avx512};
+                (gemm_variant){ "avx512-vpdpbusd", gemm_avx512_vnni, kr_quant_act_u8_avx512 };
 #endif
     }
 }
@@ -117,13 +118,13 @@ static void make_w(int n, int k, test_w *t) {
         t->row_sum[r] = sum;
         t->scale[r] = (0.05f + 0.95f * (frand() * 0.5f + 0.5f)) / 127.0f;
     }
-    t->m = (kr_qmat){.fmt = KR_WFMT_INT8,
-                     .n = n,
-                     .k = k,
-                     .kp = kp,
-                     .data = t->q,
-                     .scale = t->scale,
-                     .row_sum = t->row_sum};
+    t->m = (kr_qmat){ .fmt = KR_WFMT_INT8,
+                      .n = n,
+                      .k = k,
+                      .kp = kp,
+                      .data = t->q,
+                      .scale = t->scale,
+                      .row_sum = t->row_sum };
 }
 
 static void free_w(test_w *t) {
@@ -183,9 +184,9 @@ static void free_act(test_act *t) {
     free(t->zero);
 }
 
-static const int k_Ks[] = {6, 20, 52, 100, 520, 1024};
-static const int k_Ns[] = {1, 3, 17, 100};
-static const int k_Ms[] = {1, 2, 3, 5, 64, 130};
+static const int k_Ks[] = { 6, 20, 52, 100, 520, 1024 };
+static const int k_Ns[] = { 1, 3, 17, 100 };
+static const int k_Ms[] = { 1, 2, 3, 5, 64, 130 };
 
 /* ---- (1) The quantiser. */
 
@@ -467,8 +468,8 @@ static void test_gemm_thread_slices_disjoint(void **state) {
 
 static void test_gemm_vs_double(void **state) {
     (void)state;
-    static const int Ks[] = {6, 100, 1024};
-    static const int Ns[] = {3, 100};
+    static const int Ks[] = { 6, 100, 1024 };
+    static const int Ns[] = { 3, 100 };
     for (int ki = 0; ki < COUNT(Ks); ki++)
         for (int ni = 0; ni < COUNT(Ns); ni++) {
             int k = Ks[ki], n = Ns[ni], M = 64, kp = round_up(k, 64);
@@ -521,8 +522,8 @@ static void test_gemm_vs_double(void **state) {
  * M = 1) gives the same bits as row r inside M = 64, and sub-batches agree too. */
 static void test_row_determinism(void **state) {
     (void)state;
-    static const int Ks[] = {52, 520};
-    static const int Ns[] = {17, 100};
+    static const int Ks[] = { 52, 520 };
+    static const int Ns[] = { 17, 100 };
     const int M = 64;
     for (int ki = 0; ki < COUNT(Ks); ki++)
         for (int ni = 0; ni < COUNT(Ns); ni++) {
@@ -552,7 +553,7 @@ static void test_row_determinism(void **state) {
                         fail_msg("%s k=%d n=%d: row %d alone differs from M=64", g_gemm[v].name, k,
                                  n, r);
                 }
-                static const int subMs[] = {2, 3, 5, 17};
+                static const int subMs[] = { 2, 3, 5, 17 };
                 for (int si = 0; si < COUNT(subMs); si++) {
                     int sm = subMs[si], r0 = M - sm - 1;
                     quant(0, sm, k, kp, A + (size_t)r0 * lda, lda, is, a1.q, a1.scale, a1.zero);

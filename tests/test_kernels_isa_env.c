@@ -42,6 +42,6 @@ static void test_env_override(void **state) {
 }
 
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_env_override)};
+    const struct CMUnitTest tests[] = { cmocka_unit_test(test_env_override) };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

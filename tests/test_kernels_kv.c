@@ -21,9 +21,10 @@ typedef struct variant {
 } variant;
 
 static const variant k_variants[] = {
-    {KR_ISA_AVX2, kr_kv_pack_bf16_avx2, kr_kv_unpack_bf16_avx2, kr_kv_pack_int8_avx2, kr_kv_unpack_int8_avx2},
-    {KR_ISA_AVX512, kr_kv_pack_bf16_avx512, kr_kv_unpack_bf16_avx512, kr_kv_pack_int8_avx512,
-     kr_kv_unpack_int8_avx512},
+    { KR_ISA_AVX2, kr_kv_pack_bf16_avx2, kr_kv_unpack_bf16_avx2, kr_kv_pack_int8_avx2,
+      kr_kv_unpack_int8_avx2 },
+    { KR_ISA_AVX512, kr_kv_pack_bf16_avx512, kr_kv_unpack_bf16_avx512, kr_kv_pack_int8_avx512,
+      kr_kv_unpack_int8_avx512 },
 };
 
 static uint64_t g_rng = 0x1234567887654321ull;
@@ -42,7 +43,10 @@ static void fill(float *x, size_t n, int specials) {
         case 0: x[i] = NAN; break;
         case 1: x[i] = (i & 1) ? INFINITY : -INFINITY; break;
         case 2: x[i] = 1e-40f; break;
-        case 3: u = 0x3F808000u; memcpy(&x[i], &u, 4); break; /* exact bf16 tie */
+        case 3:
+            u = 0x3F808000u;
+            memcpy(&x[i], &u, 4);
+            break; /* exact bf16 tie */
         case 4: x[i] = 0.0f; break;
         default: x[i] = -0.0f; break;
         }
@@ -51,7 +55,7 @@ static void fill(float *x, size_t n, int specials) {
 
 static void test_bf16_bit_identical(void **state) {
     (void)state;
-    static const size_t sizes[] = {1, 7, 8, 15, 16, 17, 52, 100, 1000, 1029};
+    static const size_t sizes[] = { 1, 7, 8, 15, 16, 17, 52, 100, 1000, 1029 };
     for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
         size_t n = sizes[si];
         float *x = malloc(n * 4), *back = malloc(n * 4), *back2 = malloc(n * 4);
@@ -68,18 +72,23 @@ static void test_bf16_bit_identical(void **state) {
             k_variants[v].unpack_bf16(ref, back2, n);
             assert_memory_equal(back2, back, n * 4);
         }
-        free(x); free(back); free(back2); free(ref); free(got);
+        free(x);
+        free(back);
+        free(back2);
+        free(ref);
+        free(got);
     }
 }
 
 static void test_int8_bit_identical_and_bounded(void **state) {
     (void)state;
-    static const int groups[] = {8, 13, 16, 52, 64, 100};
+    static const int groups[] = { 8, 13, 16, 52, 64, 100 };
     for (size_t gi = 0; gi < sizeof groups / sizeof groups[0]; gi++) {
         int group = groups[gi];
         for (int specials = 0; specials < 2; specials++) {
             int d = group * 5;
-            float *x = malloc((size_t)d * 4), *back = malloc((size_t)d * 4), *back2 = malloc((size_t)d * 4);
+            float *x = malloc((size_t)d * 4), *back = malloc((size_t)d * 4),
+                  *back2 = malloc((size_t)d * 4);
             int8_t *q = malloc((size_t)d), *q2 = malloc((size_t)d);
             float *sc = malloc(5 * 4), *sc2 = malloc(5 * 4);
             fill(x, (size_t)d, specials);
@@ -88,7 +97,8 @@ static void test_int8_bit_identical_and_bounded(void **state) {
             kr_kv_unpack_int8_scalar(q, sc, back, d, group);
             assert_true(sc[2] == 0.0f);
             if (!specials)
-                for (int j = 0; j < d; j++) assert_true(fabsf(back[j] - x[j]) <= sc[j / group] * 0.5f * 1.0001f);
+                for (int j = 0; j < d; j++)
+                    assert_true(fabsf(back[j] - x[j]) <= sc[j / group] * 0.5f * 1.0001f);
             for (size_t v = 0; v < sizeof k_variants / sizeof k_variants[0]; v++) {
                 if (!kr_isa_supported(k_variants[v].isa)) continue;
                 memset(q2, 0x5A, (size_t)d);
@@ -98,7 +108,13 @@ static void test_int8_bit_identical_and_bounded(void **state) {
                 k_variants[v].unpack_int8(q, sc, back2, d, group);
                 assert_memory_equal(back2, back, (size_t)d * 4);
             }
-            free(x); free(back); free(back2); free(q); free(q2); free(sc); free(sc2);
+            free(x);
+            free(back);
+            free(back2);
+            free(q);
+            free(q2);
+            free(sc);
+            free(sc2);
         }
     }
 }

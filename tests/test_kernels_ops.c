@@ -55,8 +55,8 @@ static void attend_double(const float *q, int hd, float scale, const float *k, c
 
 static void test_attention_vs_reference(void **state) {
     (void)state;
-    static const int hds[] = {8, 52, 64, 128, 208};
-    static const int ns[] = {1, 7, 37, 300};
+    static const int hds[] = { 8, 52, 64, 128, 208 };
+    static const int ns[] = { 1, 7, 37, 300 };
     float scratch[MAX_KEYS], ref[MAX_HD], got[MAX_HD];
     double dref[MAX_HD];
     for (int hi = 0; hi < COUNT(hds); hi++)
@@ -66,7 +66,7 @@ static void test_attention_vs_reference(void **state) {
             /* Larger q spreads the scores over a wide range (sharp and flat softmax). */
             float *q = rand_buf((size_t)hd, 4.0f), *k = rand_buf((size_t)n * stride, 1.0f);
             float *v = rand_buf((size_t)n * stride, 1.0f);
-            kr_kv_span span = {k, v, n, stride};
+            kr_kv_span span = { k, v, n, stride };
             kr_attend_f32_scalar(q, hd, scale, &span, 1, scratch, ref);
             attend_double(q, hd, scale, k, v, n, stride, dref);
             for (int i = 0; i < hd; i++)
@@ -100,8 +100,8 @@ static int make_spans(const float *k, const float *v, int n, int stride, int pie
 
 static void test_attention_span_split_bit_exact(void **state) {
     (void)state;
-    static const int hds[] = {8, 52, 208};
-    static const int pieces[] = {1, 5, 16, 17, 3};
+    static const int hds[] = { 8, 52, 208 };
+    static const int pieces[] = { 1, 5, 16, 17, 3 };
     kr_kv_span spans[MAX_KEYS];
     float scratch[MAX_KEYS], whole[MAX_HD], split[MAX_HD];
     for (int hi = 0; hi < COUNT(hds); hi++) {
@@ -110,7 +110,7 @@ static void test_attention_span_split_bit_exact(void **state) {
         float *v = rand_buf((size_t)n * stride, 1.0f);
         for (int vi = 0; vi < g_n_variants; vi++) {
             kr_isa_set(g_variants[vi]);
-            kr_kv_span one = {k, v, n, stride};
+            kr_kv_span one = { k, v, n, stride };
             kr_attend_f32(q, hd, 0.125f, &one, 1, scratch, whole);
             for (int pi = 0; pi < COUNT(pieces); pi++) {
                 int ns = make_spans(k, v, n, stride, pieces[pi], spans);
@@ -120,9 +120,9 @@ static void test_attention_span_split_bit_exact(void **state) {
                              kr_isa_name(g_variants[vi]), hd, pieces[pi]);
             }
             /* Empty spans in between change nothing either. */
-            kr_kv_span gaps[3] = {{k, v, 40, stride},
-                                  {k, v, 0, stride},
-                                  {k + 40 * stride, v + 40 * stride, 60, stride}};
+            kr_kv_span gaps[3] = { { k, v, 40, stride },
+                                   { k, v, 0, stride },
+                                   { k + 40 * stride, v + 40 * stride, 60, stride } };
             kr_attend_f32(q, hd, 0.125f, gaps, 3, scratch, split);
             assert_memory_equal(whole, split, (size_t)hd * sizeof *whole);
         }
@@ -136,7 +136,7 @@ static void test_attention_span_split_bit_exact(void **state) {
 
 static void test_rmsnorm(void **state) {
     (void)state;
-    static const int ds[] = {8, 52, 256, 832, 1003};
+    static const int ds[] = { 8, 52, 256, 832, 1003 };
     const int rows = 5;
     for (int di = 0; di < COUNT(ds); di++) {
         int d = ds[di], ld = d + 3;
@@ -176,8 +176,8 @@ static void test_rmsnorm(void **state) {
 
 static void test_rope(void **state) {
     (void)state;
-    static const int hds[] = {52, 8, 128};
-    static const int pos0s[] = {0, 397, 4000};
+    static const int hds[] = { 52, 8, 128 };
+    static const int pos0s[] = { 0, 397, 4000 };
     const int rows = 7, heads = 3;
     for (int hi = 0; hi < COUNT(hds); hi++)
         for (int pi = 0; pi < COUNT(pos0s); pi++) {
@@ -223,7 +223,7 @@ static void test_rope(void **state) {
 
 static void test_silu_mul(void **state) {
     (void)state;
-    static const int ns[] = {1, 15, 16, 17, 1031};
+    static const int ns[] = { 1, 15, 16, 17, 1031 };
     for (int ni = 0; ni < COUNT(ns); ni++) {
         int n = ns[ni];
         float *a = rand_buf((size_t)n, 20.0f), *b = rand_buf((size_t)n, 2.0f);
@@ -258,7 +258,7 @@ static void test_silu_mul(void **state) {
 
 static void test_add(void **state) {
     (void)state;
-    static const int ns[] = {1, 7, 16, 33, 1031};
+    static const int ns[] = { 1, 7, 16, 33, 1031 };
     for (int ni = 0; ni < COUNT(ns); ni++) {
         int n = ns[ni];
         float *x = rand_buf((size_t)n + 1, 1.0f), *y = rand_buf((size_t)n + 1, 1.0f);
@@ -279,7 +279,7 @@ static void test_add(void **state) {
 
 static void test_softmax(void **state) {
     (void)state;
-    static const int ns[] = {1, 7, 16, 17, 1024, 1031};
+    static const int ns[] = { 1, 7, 16, 17, 1024, 1031 };
     for (int ni = 0; ni < COUNT(ns); ni++) {
         int n = ns[ni];
         float *x = rand_buf((size_t)n, 30.0f);

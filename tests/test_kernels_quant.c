@@ -14,8 +14,9 @@
 
 static kr_isa g_variants[KR_ISA_COUNT];
 static int g_n_variants;
-static const kr_dequant_rows_fn k_dequant[KR_ISA_COUNT] = {
-    kr_dequant_rows_scalar, kr_dequant_rows_avx2, kr_dequant_rows_avx512};
+static const kr_dequant_rows_fn k_dequant[KR_ISA_COUNT] = { kr_dequant_rows_scalar,
+                                                            kr_dequant_rows_avx2,
+                                                            kr_dequant_rows_avx512 };
 
 static uint64_t g_rng = 0x853C49E6748FEA9Bull;
 static uint32_t urand(void) {
@@ -43,14 +44,14 @@ static float bits_f32(uint32_t u) {
 }
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
-static const int k_Ks[] = {6, 20, 52, 100, 520, 1000, 1024};
-static const kr_wfmt k_fmts[] = {KR_WFMT_BF16, KR_WFMT_INT8, KR_WFMT_FP8, KR_WFMT_Q4};
+static const int k_Ks[] = { 6, 20, 52, 100, 520, 1000, 1024 };
+static const kr_wfmt k_fmts[] = { KR_WFMT_BF16, KR_WFMT_INT8, KR_WFMT_FP8, KR_WFMT_Q4 };
 
 /* ---- names */
 
 static void test_format_names(void **state) {
     (void)state;
-    static const char *names[] = {"f32", "bf16", "int8", "fp8", "q4"};
+    static const char *names[] = { "f32", "bf16", "int8", "fp8", "q4" };
     for (int f = 0; f < KR_WFMT_COUNT; f++) {
         assert_string_equal(kr_wfmt_name((kr_wfmt)f), names[f]);
         kr_wfmt got = KR_WFMT_COUNT;
@@ -157,9 +158,9 @@ static void test_f16_exhaustive(void **state) {
     assert_int_equal(kr_f32_to_f16(-1e30f), 0xFC00);
     assert_int_equal(kr_f32_to_f16(INFINITY), 0x7C00);
     assert_int_equal(kr_f32_to_f16(-0.0f), 0x8000);
-    assert_int_equal(kr_f32_to_f16(ldexpf(1.0f, -25)), 0x0000);                /* tie → 0 */
+    assert_int_equal(kr_f32_to_f16(ldexpf(1.0f, -25)), 0x0000); /* tie → 0 */
     assert_int_equal(kr_f32_to_f16(nextafterf(ldexpf(1.0f, -25), 1)), 0x0001); /* above */
-    assert_int_equal(kr_f32_to_f16(ldexpf(3.0f, -25)), 0x0002);                /* tie → 2 */
+    assert_int_equal(kr_f32_to_f16(ldexpf(3.0f, -25)), 0x0002); /* tie → 2 */
     assert_int_equal(kr_f32_to_f16(bits_f32(1)), 0x0000);
     /* random values over the whole f16 range and beyond, against the nearest-value search */
     for (int i = 0; i < 200000; i++) {
@@ -314,7 +315,7 @@ static void check_bounds(const kr_qmat *m, const float *w, const float *col_scal
                 assert_true(s == amax / 448.0f);
                 /* normal e4m3 range: 3 mantissa bits; subnormals: half a 2^-9 step */
                 double rel = fabs((double)x) / s >= ldexp(1.0, -6) ? ldexp(1.0, -4) * fabs(x)
-                                                                  : ldexp(1.0, -10) * s;
+                                                                   : ldexp(1.0, -10) * s;
                 tol = rel * (1 + 1e-6) + 1e-30;
                 break;
             }
@@ -364,7 +365,7 @@ static void check_layout(const kr_qmat_owned *q, kr_wfmt fmt, int n, int k, int 
     }
     if (m->in_scale) want += 4 * (size_t)k;
     assert_int_equal(q->bytes, want);
-    const void *arrays[] = {m->scale, m->row_sum, m->gscale, m->gzero, m->in_scale};
+    const void *arrays[] = { m->scale, m->row_sum, m->gscale, m->gzero, m->in_scale };
     for (int i = 0; i < COUNT(arrays); i++)
         if (arrays[i]) assert_true((uintptr_t)arrays[i] % 64 == 0);
     assert_int_equal(m->scale != NULL, fmt == KR_WFMT_INT8 || fmt == KR_WFMT_FP8);
@@ -414,7 +415,7 @@ static void test_quantize_bounds(void **state) {
                 kr_wfmt fmt = k_fmts[fi];
                 float *w = make_weights(n, k);
                 kr_qmat_owned q;
-                kr_error err = {0};
+                kr_error err = { 0 };
                 assert_int_equal(kr_qmat_quantize(fmt, n, k, w, NULL, gi ? 64 : 0, &q, &err),
                                  KR_OK);
                 check_layout(&q, fmt, n, k, group);
@@ -468,7 +469,7 @@ static void expect_error(kr_wfmt fmt, int n, int k, const float *w, const float 
                          const char *needle) {
     kr_qmat_owned q;
     memset(&q, 0xAB, sizeof q);
-    kr_error err = {0};
+    kr_error err = { 0 };
     kr_status st = kr_qmat_quantize(fmt, n, k, w, cs, group, &q, &err);
     if (st == KR_OK) fail_msg("expected an error containing '%s'", needle);
     assert_int_equal(err.status, st);
@@ -522,14 +523,14 @@ static void test_quantize_bad_input(void **state) {
  * subnormal or so large that 256 · scale overflows. */
 static void scramble(kr_qmat_owned *q) {
     kr_qmat *m = &q->m;
-    size_t bytes = m->fmt == KR_WFMT_Q4 ? (size_t)m->n * m->kp / 2
+    size_t bytes = m->fmt == KR_WFMT_Q4     ? (size_t)m->n * m->kp / 2
                    : m->fmt == KR_WFMT_BF16 ? (size_t)m->n * m->kp * 2
                                             : (size_t)m->n * m->kp;
     uint8_t *d = (uint8_t *)q->mem;
     for (size_t i = 0; i < bytes; i++) d[i] = (uint8_t)urand();
     if (m->scale) {
-        static const uint32_t specials[] = {0x7FC00000u, 0x7F800000u, 0xFF800000u, 0x00000003u,
-                                            0x7F000000u, 0xFEFFFFFFu, 0x00800000u, 0x80000000u};
+        static const uint32_t specials[] = { 0x7FC00000u, 0x7F800000u, 0xFF800000u, 0x00000003u,
+                                             0x7F000000u, 0xFEFFFFFFu, 0x00800000u, 0x80000000u };
         float *s = (float *)m->scale;
         for (int r = 0; r < m->n; r++)
             s[r] = r < COUNT(specials) ? bits_f32(specials[r]) : ldexpf(frand(), -(r % 20));
@@ -604,9 +605,9 @@ static void test_dequant_bit_identical(void **state) {
 
 static void test_wonly_matches_f32_gemm(void **state) {
     (void)state;
-    static const int Ms[] = {1, 3, 17};
-    static const int Ns[] = {1, 37, 100};
-    static const int Ks[] = {6, 52, 520};
+    static const int Ms[] = { 1, 3, 17 };
+    static const int Ns[] = { 1, 37, 100 };
+    static const int Ks[] = { 6, 52, 520 };
     const float sentinel = 777.0f;
     int shape = 0;
     for (int fi = 0; fi < COUNT(k_fmts); fi++)
@@ -616,9 +617,9 @@ static void test_wonly_matches_f32_gemm(void **state) {
                     int M = Ms[mi], N = Ns[ni], K = Ks[ki], lda = K + 1, ldc = N + 2;
                     float *w = make_weights(N, K);
                     kr_qmat_owned q;
-                    assert_int_equal(kr_qmat_quantize(k_fmts[fi], N, K, w, NULL,
-                                                      shape % 2 ? 64 : 32, &q, NULL),
-                                     KR_OK);
+                    assert_int_equal(
+                        kr_qmat_quantize(k_fmts[fi], N, K, w, NULL, shape % 2 ? 64 : 32, &q, NULL),
+                        KR_OK);
                     float *wd = dequant_all(&q.m, kr_dequant_rows_scalar);
                     float *A = rand_buf((size_t)M * lda, 1.0f);
                     float *bias = shape % 3 ? rand_buf((size_t)N, 1.0f) : NULL;
@@ -627,8 +628,8 @@ static void test_wonly_matches_f32_gemm(void **state) {
                     size_t big = (size_t)K * 300;
                     float *panel = malloc(big * sizeof *panel);
                     assert_true(ref && C && panel);
-                    const size_t panels[] = {(size_t)K, (size_t)K * 5 + 3, (size_t)K * 16,
-                                             (size_t)K * 40, big};
+                    const size_t panels[] = { (size_t)K, (size_t)K * 5 + 3, (size_t)K * 16,
+                                              (size_t)K * 40, big };
                     for (int v = 0; v < g_n_variants; v++) {
                         kr_isa isa = g_variants[v];
                         assert_int_equal(kr_isa_set(isa), isa);
@@ -638,8 +639,8 @@ static void test_wonly_matches_f32_gemm(void **state) {
                             for (int nth = 1; nth <= 3; nth++) {
                                 for (size_t i = 0; i < (size_t)M * ldc; i++) C[i] = sentinel;
                                 for (int ith = 0; ith < nth; ith++)
-                                    kr_qgemm_wonly(M, &q.m, A, lda, bias, C, ldc, panel,
-                                                   panels[pi], ith, nth);
+                                    kr_qgemm_wonly(M, &q.m, A, lda, bias, C, ldc, panel, panels[pi],
+                                                   ith, nth);
                                 if (memcmp(C, ref, (size_t)M * ldc * sizeof *C))
                                     fail_msg("%s %s M=%d N=%d K=%d panel=%zu nth=%d differs from "
                                              "kr_gemm_f32",
@@ -672,7 +673,7 @@ static int have_bf16(void) {
  * halves at and around the rounding tie, NaN payloads, denormals, plus random ones. */
 static void test_act_bf16(void **state) {
     (void)state;
-    static const uint32_t lows[] = {0x0000, 0x7FFF, 0x8000, 0x8001, 0xFFFF, 0x1234, 0x0001};
+    static const uint32_t lows[] = { 0x0000, 0x7FFF, 0x8000, 0x8001, 0xFFFF, 0x1234, 0x0001 };
     const int k = 1000, kp = 1024, per = COUNT(lows) + 1;
     const int rows = (65536 * per + k - 1) / k;
     size_t cnt = (size_t)rows * (size_t)k;
@@ -697,9 +698,8 @@ static void test_act_bf16(void **state) {
                     continue;
                 }
                 float a = A[(size_t)m * k + j], x = scales ? a * scales[j] : a;
-                uint16_t want = fpclassify(x) == FP_SUBNORMAL
-                                    ? (uint16_t)(signbit(x) ? 0x8000 : 0)
-                                    : kr_f32_to_bf16(x);
+                uint16_t want = fpclassify(x) == FP_SUBNORMAL ? (uint16_t)(signbit(x) ? 0x8000 : 0)
+                                                              : kr_f32_to_bf16(x);
                 if (got != want)
                     fail_msg("scalar act %08x -> %04x want %04x", f32_bits(x), got, want);
             }
@@ -743,8 +743,8 @@ static void bf16_gemm(int avx, int M, const kr_qmat *w, const uint16_t *abf, con
 static void test_qgemm_bf16(void **state) {
     (void)state;
     if (!have_bf16()) return;
-    static const int Ms[] = {1, 2, 3, 5, 17, 64};
-    static const int Ns[] = {1, 7, 37, 100};
+    static const int Ms[] = { 1, 2, 3, 5, 17, 64 };
+    static const int Ns[] = { 1, 7, 37, 100 };
     int shape = 0;
     for (int mi = 0; mi < COUNT(Ms); mi++)
         for (int ni = 0; ni < COUNT(Ns); ni++)
@@ -753,8 +753,7 @@ static void test_qgemm_bf16(void **state) {
                 float *w = rand_buf((size_t)N * K, 1.0f), *A = rand_buf((size_t)M * K, 1.0f);
                 float *bias = shape % 2 ? rand_buf((size_t)N, 1.0f) : NULL;
                 kr_qmat_owned q;
-                assert_int_equal(kr_qmat_quantize(KR_WFMT_BF16, N, K, w, NULL, 0, &q, NULL),
-                                 KR_OK);
+                assert_int_equal(kr_qmat_quantize(KR_WFMT_BF16, N, K, w, NULL, 0, &q, NULL), KR_OK);
                 int kp = q.m.kp;
                 uint16_t *abf = malloc((size_t)M * kp * 2);
                 float *Cs = malloc((size_t)M * ldc * sizeof *Cs),
@@ -798,8 +797,8 @@ static void test_qgemm_bf16(void **state) {
 static void test_qgemm_bf16_determinism(void **state) {
     (void)state;
     if (!have_bf16()) return;
-    static const int Ns[] = {20, 52, 1024};
-    static const int subMs[] = {2, 3, 5, 17};
+    static const int Ns[] = { 20, 52, 1024 };
+    static const int subMs[] = { 2, 3, 5, 17 };
     const int M = 64;
     for (int ki = 0; ki < COUNT(k_Ks); ki++)
         for (int ni = 0; ni < COUNT(Ns); ni++) {

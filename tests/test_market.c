@@ -24,7 +24,7 @@ static kr_status parse(const char *csv, kr_candles **out, kr_error *err) {
 
 static kr_candles *parse_ok(const char *csv) {
     kr_candles *c = NULL;
-    kr_error err = {0};
+    kr_error err = { 0 };
     kr_status st = parse(csv, &c, &err);
     if (st != KR_OK) fail_msg("unexpected error: %s", err.message);
     assert_non_null(c);
@@ -33,7 +33,7 @@ static kr_candles *parse_ok(const char *csv) {
 
 static kr_candles *read_fixture(const char *rel) {
     kr_candles *c = NULL;
-    kr_error err = {0};
+    kr_error err = { 0 };
     kr_status st = kr_candles_read_csv(kr_test_fixture(rel), &c, &err);
     if (st != KR_OK) fail_msg("%s: %s", rel, err.message);
     return c;
@@ -43,12 +43,12 @@ static kr_candles *read_fixture(const char *rel) {
 static void expect_error(const char *csv, kr_status st, const char *n1, const char *n2,
                          const char *n3) {
     kr_candles *c = (kr_candles *)0x1;
-    kr_error err = {0};
+    kr_error err = { 0 };
     kr_status got = parse(csv, &c, &err);
     if (got != st) fail_msg("status %d, expected %d; message: %s", got, st, err.message);
     assert_int_equal(err.status, st);
     assert_null(c);
-    const char *needles[] = {"data.csv: ", n1, n2, n3};
+    const char *needles[] = { "data.csv: ", n1, n2, n3 };
     for (int i = 0; i < 4; i++)
         if (needles[i] && !strstr(err.message, needles[i]))
             fail_msg("'%s' not in message: %s", needles[i], err.message);
@@ -70,7 +70,7 @@ static void test_read_regression_input(void **state) {
     assert_false(c->date_only);
     /* First row: 2024-06-18 11:15:00,11.27,11.28,11.26,11.27,379.0,427161.0 */
     assert_int_equal(c->timestamps[0], 1718709300LL);
-    const double row0[6] = {11.27, 11.28, 11.26, 11.27, 379.0, 427161.0};
+    const double row0[6] = { 11.27, 11.28, 11.26, 11.27, 379.0, 427161.0 };
     for (int k = 0; k < 6; k++) assert_true(c->values[k] == row0[k]);
     assert_int_equal(c->timestamps[2499], ymdhms(2024, 8, 29, 11, 30, 0));
     /* Rows 256 and 512 are the upstream regression test's first future stamps. */
@@ -106,8 +106,8 @@ static void test_read_other_markets(void **state) {
     assert_int_equal(a->timestamps[0], ymdhms(2019, 1, 2, 0, 0, 0));
     /* 2019-12-31,72.4825,73.42,72.38,73.4125,100990520,7413966549.5 */
     const double *last = a->values + 251 * 6;
-    assert_true(last[0] == 72.4825 && last[1] == 73.42 && last[2] == 72.38 &&
-                last[3] == 73.4125 && last[4] == 100990520.0 && last[5] == 7413966549.5);
+    assert_true(last[0] == 72.4825 && last[1] == 73.42 && last[2] == 72.38 && last[3] == 73.4125 &&
+                last[4] == 100990520.0 && last[5] == 7413966549.5);
     kr_candles_free(a);
 
     kr_candles *b = read_fixture("csv/btcusdt_1h_2020_06.csv");
@@ -173,7 +173,7 @@ static void test_syntax_variants(void **state) {
 
 static void test_timestamp_aliases(void **state) {
     (void)state;
-    const char *names[] = {"timestamp", "Date", "datetime", " TIME "};
+    const char *names[] = { "timestamp", "Date", "datetime", " TIME " };
     for (size_t i = 0; i < 4; i++) {
         char csv[256];
         snprintf(csv, sizeof csv, "%s,open,high,low,close\n2024-01-02,1,2,1,2\n", names[i]);
@@ -247,11 +247,10 @@ static void test_error_example_message(void **state) {
     char csv[4096];
     size_t n = (size_t)snprintf(csv, sizeof csv, "%s", HDR);
     for (int i = 0; i < 15; i++)
-        n += (size_t)snprintf(csv + n, sizeof csv - n, "2024-01-%02d,9.2,9.4,9.1,9.3,1,1\n",
-                              i + 1);
+        n += (size_t)snprintf(csv + n, sizeof csv - n, "2024-01-%02d,9.2,9.4,9.1,9.3,1,1\n", i + 1);
     snprintf(csv + n, sizeof csv - n, "2024-01-16,9.2,9.1,9.3,9.2,1,1\n");
     kr_candles *c = NULL;
-    kr_error err = {0};
+    kr_error err = { 0 };
     assert_int_equal(parse(csv, &c, &err), KR_ERR_FORMAT);
     assert_string_equal(err.message,
                         "data.csv: line 17, column 'high': high (9.1) is below low (9.3)");
@@ -281,43 +280,42 @@ static void test_errors_fields(void **state) {
     const char *ok = "2024-01-02,1,2,1,2,3,4\n";
     char csv[512];
     struct {
-        const char *row;     /* line 3 */
+        const char *row; /* line 3 */
         const char *column;
         const char *what;
     } cases[] = {
-        {"2024-01-03,1,2,,2,3,4", "column 'low'", "empty field"},
-        {"2024-01-03,1,2,1,  ,3,4", "column 'close'", "empty field"},
-        {"2024-01-03,1,abc,1,2,3,4", "column 'high'", "'abc' is not a number"},
-        {"2024-01-03,1,2,1,2.5x,3,4", "column 'close'", "'2.5x' is not a number"},
-        {"2024-01-03,1,2,1,2 5,3,4", "column 'close'", "not a number"},
-        {"2024-01-03,0x10,20,1,2,3,4", "column 'open'", "not a number"},
-        {"2024-01-03,1,2,1,2,1e,4", "column 'volume'", "not a number"},
-        {"2024-01-03,1,2,1,2,3,NA", "column 'amount'", "not a number"},
-        {"2024-01-03,nan,2,1,2,3,4", "column 'open'", "NaN"},
-        {"2024-01-03,1,NaN,1,2,3,4", "column 'high'", "NaN"},
-        {"2024-01-03,1,inf,1,2,3,4", "column 'high'", "not finite"},
-        {"2024-01-03,1,2,1,2,-Infinity,4", "column 'volume'", "not finite"},
-        {"2024-01-03,1,1e999,1,2,3,4", "column 'high'", "not finite"},
-        {"2024-01-03,-1,2,1,2,3,4", "column 'open'", "open (-1) must be positive"},
-        {"2024-01-03,1,2,1,0,3,4", "column 'close'", "close (0) must be positive"},
-        {"2024-01-03,1,2,-0.0,2,3,4", "column 'low'", "must be positive"},
-        {"2024-01-03,1,2,1,2,-3,4", "column 'volume'", "volume (-3) must be non-negative"},
-        {"2024-01-03,1,2,1,2,3,-1e-9", "column 'amount'", "must be non-negative"},
-        {"2024-01-03,1,2,3,2,3,4", "column 'high'", "high (2) is below low (3)"},
-        {"2024-01-03,1,2,1", "column 'close'", "too few fields"},
-        {"2024-01-03,1,2,1,2,3", "column 'amount'", "too few fields"},
-        {"2024-01-03", "column 'open'", "too few fields"},
-        {"2024-01-03,1,2,1,2,3,4,5", "column 8", "too many fields"},
-        {",1,2,1,2,3,4", "column 'timestamps'", "empty field"},
-        {"2024-13-03,1,2,1,2,3,4", "column 'timestamps'", "cannot parse '2024-13-03'"},
-        {"2023-02-29,1,2,1,2,3,4", "column 'timestamps'", "cannot parse"},
-        {"yesterday,1,2,1,2,3,4", "column 'timestamps'", "cannot parse 'yesterday'"},
-        {"2024-01-02,1,2,1,2,3,4", "column 'timestamps'",
-         "2024-01-02 00:00:00 repeats line 2"},
-        {"2024-01-01 23:59:59,1,2,1,2,3,4", "column 'timestamps'",
-         "2024-01-01 23:59:59 is before line 2 (2024-01-02 00:00:00)"},
-        {"2024-01-03,\"1,2,1,2,3,4", "field 2", "unterminated quoted field"},
-        {"2024-01-03,\"1\"x,2,1,2,3,4", "field 2", "after a closing quote"},
+        { "2024-01-03,1,2,,2,3,4", "column 'low'", "empty field" },
+        { "2024-01-03,1,2,1,  ,3,4", "column 'close'", "empty field" },
+        { "2024-01-03,1,abc,1,2,3,4", "column 'high'", "'abc' is not a number" },
+        { "2024-01-03,1,2,1,2.5x,3,4", "column 'close'", "'2.5x' is not a number" },
+        { "2024-01-03,1,2,1,2 5,3,4", "column 'close'", "not a number" },
+        { "2024-01-03,0x10,20,1,2,3,4", "column 'open'", "not a number" },
+        { "2024-01-03,1,2,1,2,1e,4", "column 'volume'", "not a number" },
+        { "2024-01-03,1,2,1,2,3,NA", "column 'amount'", "not a number" },
+        { "2024-01-03,nan,2,1,2,3,4", "column 'open'", "NaN" },
+        { "2024-01-03,1,NaN,1,2,3,4", "column 'high'", "NaN" },
+        { "2024-01-03,1,inf,1,2,3,4", "column 'high'", "not finite" },
+        { "2024-01-03,1,2,1,2,-Infinity,4", "column 'volume'", "not finite" },
+        { "2024-01-03,1,1e999,1,2,3,4", "column 'high'", "not finite" },
+        { "2024-01-03,-1,2,1,2,3,4", "column 'open'", "open (-1) must be positive" },
+        { "2024-01-03,1,2,1,0,3,4", "column 'close'", "close (0) must be positive" },
+        { "2024-01-03,1,2,-0.0,2,3,4", "column 'low'", "must be positive" },
+        { "2024-01-03,1,2,1,2,-3,4", "column 'volume'", "volume (-3) must be non-negative" },
+        { "2024-01-03,1,2,1,2,3,-1e-9", "column 'amount'", "must be non-negative" },
+        { "2024-01-03,1,2,3,2,3,4", "column 'high'", "high (2) is below low (3)" },
+        { "2024-01-03,1,2,1", "column 'close'", "too few fields" },
+        { "2024-01-03,1,2,1,2,3", "column 'amount'", "too few fields" },
+        { "2024-01-03", "column 'open'", "too few fields" },
+        { "2024-01-03,1,2,1,2,3,4,5", "column 8", "too many fields" },
+        { ",1,2,1,2,3,4", "column 'timestamps'", "empty field" },
+        { "2024-13-03,1,2,1,2,3,4", "column 'timestamps'", "cannot parse '2024-13-03'" },
+        { "2023-02-29,1,2,1,2,3,4", "column 'timestamps'", "cannot parse" },
+        { "yesterday,1,2,1,2,3,4", "column 'timestamps'", "cannot parse 'yesterday'" },
+        { "2024-01-02,1,2,1,2,3,4", "column 'timestamps'", "2024-01-02 00:00:00 repeats line 2" },
+        { "2024-01-01 23:59:59,1,2,1,2,3,4", "column 'timestamps'",
+          "2024-01-01 23:59:59 is before line 2 (2024-01-02 00:00:00)" },
+        { "2024-01-03,\"1,2,1,2,3,4", "field 2", "unterminated quoted field" },
+        { "2024-01-03,\"1\"x,2,1,2,3,4", "field 2", "after a closing quote" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         snprintf(csv, sizeof csv, HDR "%s%s\n", ok, cases[i].row);
@@ -337,7 +335,7 @@ static void test_error_line_numbers_after_multiline_field(void **state) {
 static void test_errors_files(void **state) {
     (void)state;
     kr_candles *c = (kr_candles *)0x1;
-    kr_error err = {0};
+    kr_error err = { 0 };
     assert_int_equal(kr_candles_read_csv("/nonexistent/dir/data.csv", &c, &err), KR_ERR_IO);
     assert_null(c);
     assert_non_null(strstr(err.message, "/nonexistent/dir/data.csv"));
@@ -401,7 +399,7 @@ static void test_read_from_pipe(void **state) {
     char path[64];
     snprintf(path, sizeof path, "/proc/self/fd/%d", fds[0]);
     kr_candles *c = NULL;
-    kr_error err = {0};
+    kr_error err = { 0 };
     if (kr_candles_read_csv(path, &c, &err) != KR_OK) fail_msg("%s", err.message);
     assert_int_equal(c->n, rows);
     assert_int_equal(c->timestamps[rows - 1], 1700000000LL + 60LL * (rows - 1));
@@ -427,7 +425,8 @@ static void test_error_excerpt(void **state) {
 /* Inputs the fuzzer (or its seeds) found interesting: each must fail cleanly or parse. */
 static void test_hostile_inputs(void **state) {
     (void)state;
-#define CASE(s, st) {s, sizeof s - 1, st}
+#define CASE(s, st) \
+    { s, sizeof s - 1, st }
     static const struct {
         const char *data;
         size_t len;
@@ -445,7 +444,7 @@ static void test_hostile_inputs(void **state) {
 #undef CASE
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         kr_candles *c = NULL;
-        kr_error err = {0};
+        kr_error err = { 0 };
         kr_status st = kr_candles_parse_csv(cases[i].data, cases[i].len, "fuzz", &c, &err);
         if (st != cases[i].st) fail_msg("case %zu: status %d: %s", i, st, err.message);
         kr_candles_free(c);
@@ -466,10 +465,9 @@ static void test_hostile_inputs(void **state) {
  * derived amount beyond it, are now errors naming the line and column. */
 static void test_fuzz_crash_derived_amount_overflow(void **state) {
     (void)state;
-    static const char crash[] =
-        "timestamps,open,high,low,close,volume,amo\n"
-        "1013-06-11 18:15:00,11.27,11.28,11.26,11.27,379.0,4271\n"
-        "1024-06-18 22:20:40,1e308,11.28,11.27,11.27,270.0,426954.0\n";
+    static const char crash[] = "timestamps,open,high,low,close,volume,amo\n"
+                                "1013-06-11 18:15:00,11.27,11.28,11.26,11.27,379.0,4271\n"
+                                "1024-06-18 22:20:40,1e308,11.28,11.27,11.27,270.0,426954.0\n";
     expect_error(crash, KR_ERR_FORMAT, "line 3, column 'open'", "'1e308' is out of range", NULL);
     /* The same overflow through values that each fit float32. */
     expect_error("timestamps,open,high,low,close,volume\n"
@@ -495,31 +493,31 @@ static void test_parse_timestamp_valid(void **state) {
         int64_t want;
         int has_time;
     } cases[] = {
-        {"2024-06-18", d, 0},
-        {"2024/06/18", d, 0},
-        {"2024-6-18", d, 0},
-        {"20240618", d, 0},
-        {"  2024-06-18\t", d, 0},
-        {"2024-06-18 11:15", t - 7, 1},
-        {"2024-06-18 11:15:07", t, 1},
-        {"2024-06-18T11:15:07", t, 1},
-        {"2024/06/18 11:15:07", t, 1},
-        {"2024-06-18 11:15:07.999999", t, 1},
-        {"2024-06-18T11:15:07.5Z", t, 1},
-        {"2024-06-18T11:15:07+08:00", t, 1},
-        {"2024-06-18 11:15:07-0500", t, 1},
-        {"2024-06-18 11:15:07 +05:30", t, 1},
-        {"2024-06-18 11:15+08", t - 7, 1},
-        {"2024-06-18 09:30", d + 9 * 3600 + 30 * 60, 1},
-        {"2024-06-18 9:30", d + 9 * 3600 + 30 * 60, 1},
-        {"2024-06-18 00:00:00", d, 1},
-        {"1718709307", t, 1},
-        {"1718709307999", t, 1},
-        {"0000000000", 0, 1},
-        {"2000-02-29", ymdhms(2000, 2, 29, 0, 0, 0), 0},
-        {"2024-02-29 23:59:59", ymdhms(2024, 2, 29, 23, 59, 59), 1},
-        {"1969-12-31 23:59:59", -1, 1},
-        {"0001-01-01", ymdhms(1, 1, 1, 0, 0, 0), 0},
+        { "2024-06-18", d, 0 },
+        { "2024/06/18", d, 0 },
+        { "2024-6-18", d, 0 },
+        { "20240618", d, 0 },
+        { "  2024-06-18\t", d, 0 },
+        { "2024-06-18 11:15", t - 7, 1 },
+        { "2024-06-18 11:15:07", t, 1 },
+        { "2024-06-18T11:15:07", t, 1 },
+        { "2024/06/18 11:15:07", t, 1 },
+        { "2024-06-18 11:15:07.999999", t, 1 },
+        { "2024-06-18T11:15:07.5Z", t, 1 },
+        { "2024-06-18T11:15:07+08:00", t, 1 },
+        { "2024-06-18 11:15:07-0500", t, 1 },
+        { "2024-06-18 11:15:07 +05:30", t, 1 },
+        { "2024-06-18 11:15+08", t - 7, 1 },
+        { "2024-06-18 09:30", d + 9 * 3600 + 30 * 60, 1 },
+        { "2024-06-18 9:30", d + 9 * 3600 + 30 * 60, 1 },
+        { "2024-06-18 00:00:00", d, 1 },
+        { "1718709307", t, 1 },
+        { "1718709307999", t, 1 },
+        { "0000000000", 0, 1 },
+        { "2000-02-29", ymdhms(2000, 2, 29, 0, 0, 0), 0 },
+        { "2024-02-29 23:59:59", ymdhms(2024, 2, 29, 23, 59, 59), 1 },
+        { "1969-12-31 23:59:59", -1, 1 },
+        { "0001-01-01", ymdhms(1, 1, 1, 0, 0, 0), 0 },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int64_t v = 0;
@@ -538,13 +536,39 @@ static void test_parse_timestamp_valid(void **state) {
 static void test_parse_timestamp_invalid(void **state) {
     (void)state;
     const char *bad[] = {
-        "", "   ", "1900-02-29", "2023-02-29", "2100-02-29", "2024-13-01", "2024-00-10",
-        "2024-04-31", "2024-06-00", "0000-01-01", "2024-06-18 24:00", "2024-06-18 11:60",
-        "2024-06-18 11:15:60", "2024-06-18 11", "2024-06-18T",
-        "2024-06-18 11:15:07.", "2024-06-18 11:15+25:00", "2024-06-18 11:15+08:0",
-        "2024-06-18 11:15:07Zjunk", "2024-06-18X", "2024-06/18", "24-06-18", "2024-6",
-        "171870930", "17187093071", "-1718709307", "abc", "2024-06-18 1:5", "2024-06-18 11:5",
-        "2024-06-18 11:15:7", "2024-06-18  11:15", "2024-001-01", "20241318",
+        "",
+        "   ",
+        "1900-02-29",
+        "2023-02-29",
+        "2100-02-29",
+        "2024-13-01",
+        "2024-00-10",
+        "2024-04-31",
+        "2024-06-00",
+        "0000-01-01",
+        "2024-06-18 24:00",
+        "2024-06-18 11:60",
+        "2024-06-18 11:15:60",
+        "2024-06-18 11",
+        "2024-06-18T",
+        "2024-06-18 11:15:07.",
+        "2024-06-18 11:15+25:00",
+        "2024-06-18 11:15+08:0",
+        "2024-06-18 11:15:07Zjunk",
+        "2024-06-18X",
+        "2024-06/18",
+        "24-06-18",
+        "2024-6",
+        "171870930",
+        "17187093071",
+        "-1718709307",
+        "abc",
+        "2024-06-18 1:5",
+        "2024-06-18 11:5",
+        "2024-06-18 11:15:7",
+        "2024-06-18  11:15",
+        "2024-001-01",
+        "20241318",
         "2024-06-18 11:15 Z x",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -567,7 +591,7 @@ static void test_timestamps_read_csv(void **state) {
     const char *ok = "x,Date,open,open\r\na,2024-06-18 13:05,,\r\nb,2024-06-18 13:10,1,2\r\n";
     assert_int_equal(kr_test_write_file(path, ok, strlen(ok)), 0);
     int64_t *ts = NULL, n = 0;
-    kr_error err = {0};
+    kr_error err = { 0 };
     assert_int_equal(kr_timestamps_read_csv(path, &ts, &n, &err), KR_OK);
     assert_int_equal(n, 2);
     assert_int_equal(ts[0], ymdhms(2024, 6, 18, 13, 5, 0));
@@ -598,7 +622,7 @@ static void test_timestamps_read_csv(void **state) {
 /* Infers `p` stamps from rows [0, cut) and compares with rows [cut, cut+p). */
 static int calendar_matches(const int64_t *ts, int64_t cut, int p) {
     int64_t out[64];
-    kr_error err = {0};
+    kr_error err = { 0 };
     assert_true(p <= 64);
     if (kr_calendar_future(ts, cut, p, out, NULL, &err) != KR_OK)
         fail_msg("cut %lld: %s", (long long)cut, err.message);
@@ -617,12 +641,12 @@ static void test_calendar_a_share_5min(void **state) {
     kr_candles *c = read_fixture("regression_input.csv");
     kr_calendar_info info;
     int64_t out[48];
-    kr_error err = {0};
+    kr_error err = { 0 };
     assert_int_equal(kr_calendar_future(c->timestamps, c->n, 48, out, &info, &err), KR_OK);
     assert_int_equal(info.interval_seconds, 300);
     assert_true(info.intraday);
     assert_int_equal(info.weekday_mask, 0x1F); /* Monday-Friday */
-    assert_int_equal(info.n_slots, 48);        /* 09:35-11:30 and 13:05-15:00 */
+    assert_int_equal(info.n_slots, 48); /* 09:35-11:30 and 13:05-15:00 */
     /* After the last row (Thursday 2024-08-29 11:30) comes the afternoon session. */
     assert_int_equal(out[0], ymdhms(2024, 8, 29, 13, 5, 0));
     assert_int_equal(out[24], ymdhms(2024, 8, 30, 9, 35, 0));
@@ -656,13 +680,13 @@ static int spans_holiday(const int64_t *holidays, int nh, int64_t a, int64_t b) 
 static void test_calendar_us_daily(void **state) {
     (void)state;
     kr_candles *c = read_fixture("csv/aapl_1d_2019.csv");
-    const int64_t hol[] = {
-        ymdhms(2019, 1, 21, 0, 0, 0),  ymdhms(2019, 2, 18, 0, 0, 0), ymdhms(2019, 4, 19, 0, 0, 0),
-        ymdhms(2019, 5, 27, 0, 0, 0),  ymdhms(2019, 7, 4, 0, 0, 0),  ymdhms(2019, 9, 2, 0, 0, 0),
-        ymdhms(2019, 11, 28, 0, 0, 0), ymdhms(2019, 12, 25, 0, 0, 0)};
+    const int64_t hol[] = { ymdhms(2019, 1, 21, 0, 0, 0),  ymdhms(2019, 2, 18, 0, 0, 0),
+                            ymdhms(2019, 4, 19, 0, 0, 0),  ymdhms(2019, 5, 27, 0, 0, 0),
+                            ymdhms(2019, 7, 4, 0, 0, 0),   ymdhms(2019, 9, 2, 0, 0, 0),
+                            ymdhms(2019, 11, 28, 0, 0, 0), ymdhms(2019, 12, 25, 0, 0, 0) };
     kr_calendar_info info;
     int64_t out[10];
-    kr_error err = {0};
+    kr_error err = { 0 };
     assert_int_equal(kr_calendar_future(c->timestamps, c->n, 10, out, &info, &err), KR_OK);
     assert_int_equal(info.interval_seconds, 86400);
     assert_false(info.intraday);
@@ -706,7 +730,7 @@ static void test_calendar_crypto_hourly(void **state) {
     kr_candles *c = read_fixture("csv/btcusdt_1h_2020_06.csv");
     kr_calendar_info info;
     int64_t out[4];
-    kr_error err = {0};
+    kr_error err = { 0 };
     assert_int_equal(kr_calendar_future(c->timestamps, c->n, 4, out, &info, &err), KR_OK);
     assert_int_equal(info.interval_seconds, 3600);
     assert_int_equal(info.weekday_mask, 0x7F);
@@ -726,7 +750,7 @@ static void test_calendar_us_hourly_sessions(void **state) {
     kr_candles *c = read_fixture("csv/spy_1h_2019_q1.csv");
     kr_calendar_info info;
     int64_t out[8];
-    kr_error err = {0};
+    kr_error err = { 0 };
     assert_int_equal(kr_calendar_future(c->timestamps, c->n, 8, out, &info, &err), KR_OK);
     assert_int_equal(info.interval_seconds, 3600);
     assert_int_equal(info.weekday_mask, 0x1F);
@@ -736,7 +760,7 @@ static void test_calendar_us_hourly_sessions(void **state) {
     assert_int_equal(out[6], ymdhms(2019, 4, 1, 15, 0, 0));
     assert_int_equal(out[7], ymdhms(2019, 4, 2, 9, 0, 0));
 
-    const int64_t hol[] = {ymdhms(2019, 1, 21, 0, 0, 0), ymdhms(2019, 2, 18, 0, 0, 0)};
+    const int64_t hol[] = { ymdhms(2019, 1, 21, 0, 0, 0), ymdhms(2019, 2, 18, 0, 0, 0) };
     int64_t checked = 0;
     for (int64_t cut = 5 * 7; cut + 7 <= c->n; cut++) {
         if (spans_holiday(hol, 2, c->timestamps[cut - 1], c->timestamps[cut + 6])) continue;
@@ -749,12 +773,12 @@ static void test_calendar_us_hourly_sessions(void **state) {
 
 static void test_calendar_rules(void **state) {
     (void)state;
-    kr_error err = {0};
+    kr_error err = { 0 };
     kr_calendar_info info;
     int64_t out[8];
     /* Weekly bars on Mondays stay on Mondays. */
-    const int64_t weekly[] = {ymdhms(2024, 1, 1, 0, 0, 0), ymdhms(2024, 1, 8, 0, 0, 0),
-                              ymdhms(2024, 1, 15, 0, 0, 0)};
+    const int64_t weekly[] = { ymdhms(2024, 1, 1, 0, 0, 0), ymdhms(2024, 1, 8, 0, 0, 0),
+                               ymdhms(2024, 1, 15, 0, 0, 0) };
     assert_int_equal(kr_calendar_future(weekly, 3, 2, out, &info, &err), KR_OK);
     assert_int_equal(info.interval_seconds, 7 * 86400);
     assert_int_equal(info.weekday_mask, 1);
@@ -763,8 +787,8 @@ static void test_calendar_rules(void **state) {
 
     /* Mode, ties to the smaller gap: gaps {1d, 3d} -> 1 day. Weekdays seen: Thu, Fri, Mon,
      * so after Monday comes Thursday. */
-    const int64_t d[] = {ymdhms(2024, 1, 4, 0, 0, 0), ymdhms(2024, 1, 5, 0, 0, 0),
-                         ymdhms(2024, 1, 8, 0, 0, 0)};
+    const int64_t d[] = { ymdhms(2024, 1, 4, 0, 0, 0), ymdhms(2024, 1, 5, 0, 0, 0),
+                          ymdhms(2024, 1, 8, 0, 0, 0) };
     assert_int_equal(kr_calendar_future(d, 3, 2, out, &info, &err), KR_OK);
     assert_int_equal(info.interval_seconds, 86400);
     assert_int_equal(info.weekday_mask, (1 << 3) | (1 << 4) | 1);
@@ -772,13 +796,13 @@ static void test_calendar_rules(void **state) {
     assert_int_equal(out[1], ymdhms(2024, 1, 12, 0, 0, 0));
 
     /* Daily bars stamped at a time of day keep it. */
-    const int64_t dt[] = {ymdhms(2024, 1, 4, 16, 0, 0), ymdhms(2024, 1, 5, 16, 0, 0)};
+    const int64_t dt[] = { ymdhms(2024, 1, 4, 16, 0, 0), ymdhms(2024, 1, 5, 16, 0, 0) };
     assert_int_equal(kr_calendar_future(dt, 2, 1, out, NULL, &err), KR_OK);
     assert_int_equal(out[0], ymdhms(2024, 1, 11, 16, 0, 0)); /* only Thu/Fri seen: next Thu */
 
     /* Before 1970: weekday and slots use floor division. */
-    const int64_t old[] = {ymdhms(1969, 12, 31, 23, 0, 0), ymdhms(1969, 12, 31, 23, 30, 0),
-                           ymdhms(1970, 1, 1, 0, 0, 0)};
+    const int64_t old[] = { ymdhms(1969, 12, 31, 23, 0, 0), ymdhms(1969, 12, 31, 23, 30, 0),
+                            ymdhms(1970, 1, 1, 0, 0, 0) };
     assert_int_equal(kr_calendar_future(old, 3, 3, out, &info, &err), KR_OK);
     assert_int_equal(info.interval_seconds, 1800);
     assert_int_equal(out[0], ymdhms(1970, 1, 1, 23, 0, 0));
@@ -788,26 +812,26 @@ static void test_calendar_rules(void **state) {
 
 static void test_calendar_errors(void **state) {
     (void)state;
-    kr_error err = {0};
+    kr_error err = { 0 };
     int64_t out[4];
-    const int64_t one[] = {0};
+    const int64_t one[] = { 0 };
     assert_int_equal(kr_calendar_future(one, 1, 1, out, NULL, &err), KR_ERR_INVALID_ARG);
     assert_non_null(strstr(err.message, "at least 2"));
-    const int64_t dec[] = {100, 50, 200};
+    const int64_t dec[] = { 100, 50, 200 };
     assert_int_equal(kr_calendar_future(dec, 3, 1, out, NULL, &err), KR_ERR_INVALID_ARG);
     assert_non_null(strstr(err.message, "strictly increasing"));
-    const int64_t eq[] = {100, 100};
+    const int64_t eq[] = { 100, 100 };
     assert_int_equal(kr_calendar_future(eq, 2, 1, out, NULL, &err), KR_ERR_INVALID_ARG);
-    const int64_t big[] = {0, INT64_MAX};
+    const int64_t big[] = { 0, INT64_MAX };
     assert_int_equal(kr_calendar_future(big, 2, 1, out, NULL, &err), KR_ERR_INVALID_ARG);
-    const int64_t ok[] = {0, 60};
+    const int64_t ok[] = { 0, 60 };
     assert_int_equal(kr_calendar_future(ok, 2, -1, out, NULL, &err), KR_ERR_INVALID_ARG);
     assert_int_equal(kr_calendar_future(ok, 2, 0, NULL, NULL, &err), KR_OK);
     assert_int_equal(kr_calendar_future(NULL, 2, 1, out, NULL, &err), KR_ERR_INVALID_ARG);
 
     /* 17-minute bars: stepping from 00:34 never lands on a seen slot (00:00, 00:17, 00:34)
      * again until 17 days later, past the 14-day search bound. */
-    const int64_t odd[] = {0, 1020, 2040};
+    const int64_t odd[] = { 0, 1020, 2040 };
     assert_int_equal(kr_calendar_future(odd, 3, 1, out, NULL, &err), KR_ERR_FORMAT);
     assert_non_null(strstr(err.message, "1970-01-01 00:34:00"));
     assert_non_null(strstr(err.message, "future timestamps"));

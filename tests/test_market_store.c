@@ -59,7 +59,7 @@ static kr_candles *make_candles(int64_t start, int64_t n, double base) {
 
 static kr_store *open_ok(const char *path) {
     kr_store *s = NULL;
-    kr_error err = {0};
+    kr_error err = { 0 };
     if (kr_store_open(path, &s, &err) != KR_OK) fail_msg("open %s: %s", path, err.message);
     return s;
 }
@@ -69,7 +69,7 @@ static void test_round_trip(void **state) {
     const char *path = db_path("rt.db");
     kr_store *s = open_ok(path);
     kr_candles *c = make_candles(0, 100, 50.0);
-    kr_error err = {0};
+    kr_error err = { 0 };
     if (kr_store_upsert(s, "AAPL", "1d", c, &err) != KR_OK) fail_msg("%s", err.message);
     kr_store_close(s);
 
@@ -142,7 +142,7 @@ static void test_upsert_overwrites(void **state) {
     (void)state;
     kr_store *s = open_ok(db_path("ow.db"));
     kr_candles *a = make_candles(0, 50, 100.0), *b = make_candles(40, 20, 500.0);
-    kr_error err = {0};
+    kr_error err = { 0 };
     assert_int_equal(kr_store_upsert(s, "X", "1d", a, &err), KR_OK);
     assert_int_equal(kr_store_upsert(s, "X", "1d", b, &err), KR_OK);
     kr_candles *r = NULL;
@@ -167,7 +167,7 @@ static void test_upsert_overwrites(void **state) {
 }
 
 static void expect_bad_batch(kr_store *s, kr_candles *bad, const char *needle) {
-    kr_error err = {0};
+    kr_error err = { 0 };
     assert_int_equal(kr_store_upsert(s, "X", "1d", bad, &err), KR_ERR_INVALID_ARG);
     if (!strstr(err.message, needle) || !strstr(err.message, "nothing was written"))
         fail_msg("message '%s' lacks '%s'", err.message, needle);
@@ -182,7 +182,7 @@ static void expect_bad_batch(kr_store *s, kr_candles *bad, const char *needle) {
 static void test_bad_batch_writes_nothing(void **state) {
     (void)state;
     kr_store *s = open_ok(db_path("bad.db"));
-    kr_error err = {0};
+    kr_error err = { 0 };
     kr_candles *good = make_candles(0, 10, 100.0);
     assert_int_equal(kr_store_upsert(s, "X", "1d", good, &err), KR_OK);
 
@@ -222,7 +222,7 @@ static void test_bad_batch_writes_nothing(void **state) {
     free(list);
     kr_candles_free(bad);
 
-    kr_candles empty = {0};
+    kr_candles empty = { 0 };
     assert_int_equal(kr_store_upsert(s, "X", "1d", &empty, &err), KR_ERR_INVALID_ARG);
     assert_non_null(strstr(err.message, "no candles"));
     kr_candles_free(good);
@@ -236,7 +236,7 @@ enum { BATCHES = 30, BATCH_ROWS = 40 };
 static void *writer_main(void *arg) {
     const char *path = arg;
     kr_store *s = NULL;
-    kr_error err = {0};
+    kr_error err = { 0 };
     if (kr_store_open(path, &s, &err) != KR_OK) return strdup(err.message);
     for (int b = 0; b < BATCHES; b++) {
         kr_candles *c = make_candles((int64_t)b * BATCH_ROWS, BATCH_ROWS, 10.0);
@@ -262,7 +262,7 @@ static void test_concurrent_reader(void **state) {
     int64_t last_n = 0;
     for (;;) {
         kr_candles *c = NULL;
-        kr_error err = {0};
+        kr_error err = { 0 };
         kr_status st = kr_store_read(r, "CONC", "1d", 0, &c, &err);
         if (st == KR_OK) {
             /* Each read sees whole batches only, in order, never fewer rows than before. */
@@ -293,22 +293,22 @@ static void test_bad_names(void **state) {
     (void)state;
     kr_store *s = open_ok(db_path("names.db"));
     kr_candles *c = make_candles(0, 3, 10.0);
-    kr_error err = {0};
-    const char *bad_symbols[] = {"", "AA PL", "a/b", "x;DROP", "ÄPFEL",
-                                 "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456"};
+    kr_error err = { 0 };
+    const char *bad_symbols[] = { "",       "AA PL", "a/b",
+                                  "x;DROP", "ÄPFEL", "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456" };
     for (size_t i = 0; i < sizeof bad_symbols / sizeof bad_symbols[0]; i++) {
         assert_int_equal(kr_store_upsert(s, bad_symbols[i], "1d", c, &err), KR_ERR_INVALID_ARG);
         assert_non_null(strstr(err.message, "symbol"));
         kr_candles *r = NULL;
         assert_int_equal(kr_store_read(s, bad_symbols[i], "1d", 0, &r, &err), KR_ERR_INVALID_ARG);
     }
-    const char *bad_intervals[] = {"", "1x", "d", "0d", "5 m", "1d;", "-1h"};
+    const char *bad_intervals[] = { "", "1x", "d", "0d", "5 m", "1d;", "-1h" };
     for (size_t i = 0; i < sizeof bad_intervals / sizeof bad_intervals[0]; i++) {
         assert_int_equal(kr_store_upsert(s, "AAPL", bad_intervals[i], c, &err), KR_ERR_INVALID_ARG);
         assert_non_null(strstr(err.message, "interval"));
     }
-    const char *good_symbols[] = {"600977.SH", "^GSPC", "EURUSD=X", "BRK-B", "btc_usdt",
-                                  "ABCDEFGHIJKLMNOPQRSTUVWXYZ012345"};
+    const char *good_symbols[] = { "600977.SH", "^GSPC",    "EURUSD=X",
+                                   "BRK-B",     "btc_usdt", "ABCDEFGHIJKLMNOPQRSTUVWXYZ012345" };
     for (size_t i = 0; i < sizeof good_symbols / sizeof good_symbols[0]; i++)
         if (kr_store_upsert(s, good_symbols[i], "5min", c, &err) != KR_OK)
             fail_msg("%s: %s", good_symbols[i], err.message);
@@ -325,7 +325,7 @@ static void test_bad_names(void **state) {
 static void test_corrupted_and_foreign_files(void **state) {
     (void)state;
     kr_store *s = NULL;
-    kr_error err = {0};
+    kr_error err = { 0 };
     /* Garbage bytes. */
     const char *path = db_path("garbage.db");
     char junk[8192];
@@ -392,7 +392,7 @@ static void test_corrupted_and_foreign_files(void **state) {
 static void test_resolve_path(void **state) {
     (void)state;
     char out[1200], want[1200];
-    kr_error err = {0};
+    kr_error err = { 0 };
     char *saved_db = getenv("KRONOS_DB") ? strdup(getenv("KRONOS_DB")) : NULL;
     char *saved_xdg = getenv("XDG_DATA_HOME") ? strdup(getenv("XDG_DATA_HOME")) : NULL;
 
@@ -419,8 +419,10 @@ static void test_resolve_path(void **state) {
     assert_int_equal(stat(want, &sb), 0);
 
     if (saved_db) setenv("KRONOS_DB", saved_db, 1);
-    if (saved_xdg) setenv("XDG_DATA_HOME", saved_xdg, 1);
-    else unsetenv("XDG_DATA_HOME");
+    if (saved_xdg)
+        setenv("XDG_DATA_HOME", saved_xdg, 1);
+    else
+        unsetenv("XDG_DATA_HOME");
     free(saved_db);
     free(saved_xdg);
 }

@@ -39,13 +39,15 @@ static long long blocks_used(void) {
 }
 
 /* Value of element j of row r of layer l, K (t = 0) or V (t = 1): unique per position. */
-static float tag(int t, int l, int r, int j) { return (float)(t * 1000000 + l * 10000 + r * 100) + (float)j * 0.25f; }
+static float tag(int t, int l, int r, int j) {
+    return (float)(t * 1000000 + l * 10000 + r * 100) + (float)j * 0.25f;
+}
 
 static void test_addressing(void **state) {
     (void)state;
     enum { LAYERS = 3, D = 52 * 2, CAP = 37 };
     kr_kv_store s;
-    kr_error err = {0};
+    kr_error err = { 0 };
     long long used0 = blocks_used();
     assert_int_equal(kr_kv_store_init(&s, LAYERS, D, CAP, &err), KR_OK);
     assert_int_equal(s.n_blocks, 3);
@@ -70,7 +72,8 @@ static void test_addressing(void **state) {
             }
             /* Rows are contiguous within a block, and a block boundary moves to another one. */
             if (r + 1 < CAP && (r + 1) % BR != 0) assert_ptr_equal(kr_kv_k(&s, l, r + 1), kr + D);
-            if (r + 1 < CAP && (r + 1) % BR == 0) assert_ptr_not_equal(kr_kv_k(&s, l, r + 1), kr + D);
+            if (r + 1 < CAP && (r + 1) % BR == 0)
+                assert_ptr_not_equal(kr_kv_k(&s, l, r + 1), kr + D);
         }
     /* Layers of one block do not overlap: rows at the same offset of layers 0 and 1. */
     assert_true(kr_kv_k(&s, 1, 17) - kr_kv_k(&s, 0, 17) >= (ptrdiff_t)BR * D);
@@ -84,7 +87,7 @@ static void test_addressing(void **state) {
 static void test_round_trip_dtypes(void **state) {
     (void)state;
     enum { LAYERS = 2, D = 52 * 3, G = 52, CAP = 53, R0 = 5 };
-    const kr_kv_dtype dts[3] = {KR_KV_F32, KR_KV_BF16, KR_KV_INT8};
+    const kr_kv_dtype dts[3] = { KR_KV_F32, KR_KV_BF16, KR_KV_INT8 };
     int n = CAP - R0;
     float *k = rnd_buf((size_t)n * D), *v = rnd_buf((size_t)n * D);
     float *ka = malloc((size_t)n * D * sizeof(float)), *va = malloc((size_t)n * D * sizeof(float));
@@ -92,13 +95,14 @@ static void test_round_trip_dtypes(void **state) {
     assert_true(ka && va && kb && vb);
     for (int t = 0; t < 3; t++) {
         kr_kv_store a, b;
-        kr_error err = {0};
+        kr_error err = { 0 };
         assert_int_equal(kr_kv_store_init_dtype(&a, LAYERS, D, CAP, dts[t], G, &err), KR_OK);
         assert_int_equal(kr_kv_store_init_dtype(&b, LAYERS, D, CAP, dts[t], G, &err), KR_OK);
         assert_int_equal(a.n_blocks, 4);
         assert_int_equal(kr_kv_store_bytes(&a), 4 * a.block_bytes);
         kr_kv_store_write(&a, 1, R0, k, v, n);
-        for (int r = 0; r < n; r++) kr_kv_store_write(&b, 1, R0 + r, k + (size_t)r * D, v + (size_t)r * D, 1);
+        for (int r = 0; r < n; r++)
+            kr_kv_store_write(&b, 1, R0 + r, k + (size_t)r * D, v + (size_t)r * D, 1);
         kr_kv_store_read(&a, 1, R0, n, ka, va);
         /* Read in pieces cut across block boundaries (11, then 15 = through row 31, ...). */
         for (int r = 0, c = 11; r < n; r += c, c += 4) {
@@ -121,7 +125,12 @@ static void test_round_trip_dtypes(void **state) {
         kr_kv_store_release(&a);
         kr_kv_store_release(&b);
     }
-    free(k); free(v); free(ka); free(va); free(kb); free(vb);
+    free(k);
+    free(v);
+    free(ka);
+    free(va);
+    free(kb);
+    free(vb);
 }
 
 static void fill(kr_kv_store *s, int rows) {
@@ -146,20 +155,22 @@ static void expect_same_rows(const kr_kv_store *a, const kr_kv_store *b, int row
 static void test_share_prefix(void **state) {
     (void)state;
     enum { LAYERS = 2, D = 52, CAP_SRC = 40, CAP_DST = 50, SHARED = 35 };
-    const kr_kv_dtype dts[3] = {KR_KV_F32, KR_KV_BF16, KR_KV_INT8};
+    const kr_kv_dtype dts[3] = { KR_KV_F32, KR_KV_BF16, KR_KV_INT8 };
     for (int t = 0; t < 3; t++) {
         kr_kv_store src, dst, copy;
-        kr_error err = {0};
+        kr_error err = { 0 };
         long long used0 = blocks_used();
         assert_int_equal(kr_kv_store_init_dtype(&src, LAYERS, D, CAP_SRC, dts[t], 26, &err), KR_OK);
         assert_int_equal(kr_kv_store_init_dtype(&dst, LAYERS, D, CAP_DST, dts[t], 26, &err), KR_OK);
-        assert_int_equal(kr_kv_store_init_dtype(&copy, LAYERS, D, CAP_SRC, dts[t], 26, &err), KR_OK);
+        assert_int_equal(kr_kv_store_init_dtype(&copy, LAYERS, D, CAP_SRC, dts[t], 26, &err),
+                         KR_OK);
         assert_int_equal(blocks_used(), used0 + 3 + 4 + 3);
         fill(&src, CAP_SRC);
         /* A reference copy of src's rows, to check them after src is gone. */
         assert_int_equal(kr_kv_store_share_prefix(&copy, &src, 0, &err), KR_OK);
         for (int l = 0; l < LAYERS; l++) {
-            float *k = malloc((size_t)CAP_SRC * D * sizeof(float)), *v = malloc((size_t)CAP_SRC * D * sizeof(float));
+            float *k = malloc((size_t)CAP_SRC * D * sizeof(float)),
+                  *v = malloc((size_t)CAP_SRC * D * sizeof(float));
             kr_kv_store_read(&src, l, 0, CAP_SRC, k, v);
             kr_kv_store_write(&copy, l, 0, k, v, CAP_SRC);
             free(k);
@@ -201,7 +212,7 @@ static void test_share_prefix(void **state) {
     }
     /* Mismatched shapes are refused. */
     kr_kv_store a, b;
-    kr_error err = {0};
+    kr_error err = { 0 };
     assert_int_equal(kr_kv_store_init(&a, 2, 52, 20, &err), KR_OK);
     assert_int_equal(kr_kv_store_init(&b, 2, 104, 20, &err), KR_OK);
     assert_int_equal(kr_kv_store_share_prefix(&a, &b, 16, &err), KR_ERR_INVALID_ARG);
@@ -214,7 +225,7 @@ static void test_share_prefix(void **state) {
 static void test_share_partial_copy_on_shared_block(void **state) {
     (void)state;
     kr_kv_store a, b, c;
-    kr_error err = {0};
+    kr_error err = { 0 };
     assert_int_equal(kr_kv_store_init(&a, 1, 52, 32, &err), KR_OK);
     assert_int_equal(kr_kv_store_init(&b, 1, 52, 32, &err), KR_OK);
     assert_int_equal(kr_kv_store_init(&c, 1, 52, 32, &err), KR_OK);
@@ -222,8 +233,8 @@ static void test_share_partial_copy_on_shared_block(void **state) {
     fill(&c, 32);
     assert_int_equal(kr_kv_store_share_prefix(&b, &a, 32, &err), KR_OK); /* b is all a's */
     assert_int_equal(kr_kv_store_share_prefix(&b, &c, 20, &err), KR_OK);
-    assert_int_equal(kr_kv_store_row_refs(&a, 0), 1);   /* b's block 0 now c's */
-    assert_int_equal(kr_kv_store_row_refs(&a, BR), 1);  /* b took its own for the copy */
+    assert_int_equal(kr_kv_store_row_refs(&a, 0), 1); /* b's block 0 now c's */
+    assert_int_equal(kr_kv_store_row_refs(&a, BR), 1); /* b took its own for the copy */
     assert_int_equal(kr_kv_store_row_refs(&c, 0), 2);
     expect_same_rows(&b, &c, 20);
     kr_kv_store_release(&a);
@@ -238,7 +249,7 @@ static void test_attention_blocks_vs_contiguous(void **state) {
     (void)state;
     enum { LAYERS = 2, HD = 52, H = 2, D = HD * H, CAP = 75, NQ = 9 };
     kr_kv_store ctx, own;
-    kr_error err = {0};
+    kr_error err = { 0 };
     assert_int_equal(kr_kv_store_init(&ctx, LAYERS, D, CAP, &err), KR_OK);
     assert_int_equal(kr_kv_store_init(&own, LAYERS, D, CAP, &err), KR_OK);
     fill(&ctx, CAP);
@@ -247,22 +258,23 @@ static void test_attention_blocks_vs_contiguous(void **state) {
     /* Rows 0..3: same context rows [3, 61), then own rows of their own (grouped rows). */
     for (int r = 0; r < 4; r++) {
         keys[r].n = 2;
-        keys[r].ref[0] = (kr_kv_ref){&ctx, 3, 58};
-        keys[r].ref[1] = (kr_kv_ref){&own, 10 * r + 1, 5 + 3 * r};
+        keys[r].ref[0] = (kr_kv_ref){ &ctx, 3, 58 };
+        keys[r].ref[1] = (kr_kv_ref){ &own, 10 * r + 1, 5 + 3 * r };
     }
     /* Rows 4..7: a causal chunk over context [0, 40) and own rows 30 .. 30 + i. */
     for (int i = 0; i < 4; i++) {
         keys[4 + i].n = 2;
-        keys[4 + i].ref[0] = (kr_kv_ref){&ctx, 0, 40};
-        keys[4 + i].ref[1] = (kr_kv_ref){&own, 30, 14 + i};
+        keys[4 + i].ref[0] = (kr_kv_ref){ &ctx, 0, 40 };
+        keys[4 + i].ref[1] = (kr_kv_ref){ &own, 30, 14 + i };
     }
     /* Row 8: alone, three refs. */
     keys[8].n = 3;
-    keys[8].ref[0] = (kr_kv_ref){&ctx, 17, 1};
-    keys[8].ref[1] = (kr_kv_ref){&own, 0, 33};
-    keys[8].ref[2] = (kr_kv_ref){&ctx, 47, CAP - 47};
+    keys[8].ref[0] = (kr_kv_ref){ &ctx, 17, 1 };
+    keys[8].ref[1] = (kr_kv_ref){ &own, 0, 33 };
+    keys[8].ref[2] = (kr_kv_ref){ &ctx, 47, CAP - 47 };
     float *q = rnd_buf((size_t)NQ * D), out[NQ * D], want[NQ * D];
-    float *kc = malloc((size_t)3 * CAP * D * sizeof(float)), *vc = malloc((size_t)3 * CAP * D * sizeof(float));
+    float *kc = malloc((size_t)3 * CAP * D * sizeof(float)),
+          *vc = malloc((size_t)3 * CAP * D * sizeof(float));
     float *scratch = malloc((size_t)3 * CAP * sizeof(float));
     assert_true(kc && vc && scratch);
     for (int layer = 0; layer < LAYERS; layer++) {
@@ -271,13 +283,14 @@ static void test_attention_blocks_vs_contiguous(void **state) {
             int n = 0;
             for (int i = 0; i < keys[r].n; i++) {
                 const kr_kv_ref *ref = &keys[r].ref[i];
-                kr_kv_store_read(ref->store, layer, ref->start, ref->n, kc + (size_t)n * D, vc + (size_t)n * D);
+                kr_kv_store_read(ref->store, layer, ref->start, ref->n, kc + (size_t)n * D,
+                                 vc + (size_t)n * D);
                 n += ref->n;
             }
             for (int h = 0; h < H; h++) {
-                kr_kv_span sp = {kc + h * HD, vc + h * HD, n, D};
-                kr_attend_f32(q + (size_t)r * D + h * HD, HD, 1.0f / sqrtf((float)HD), &sp, 1, scratch,
-                              want + (size_t)r * D + h * HD);
+                kr_kv_span sp = { kc + h * HD, vc + h * HD, n, D };
+                kr_attend_f32(q + (size_t)r * D + h * HD, HD, 1.0f / sqrtf((float)HD), &sp, 1,
+                              scratch, want + (size_t)r * D + h * HD);
             }
         }
         assert_memory_equal(out, want, sizeof out);

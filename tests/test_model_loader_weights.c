@@ -22,10 +22,10 @@
 #include "model/safetensors.h"
 #include "model/weights.h"
 
-#define assert_contains(hay, needle)                                                          \
-    do {                                                                                      \
-        if (!strstr((hay), (needle)))                                                         \
-            fail_msg("message \"%s\" does not contain \"%s\"", (hay), (needle));               \
+#define assert_contains(hay, needle)                                             \
+    do {                                                                         \
+        if (!strstr((hay), (needle)))                                            \
+            fail_msg("message \"%s\" does not contain \"%s\"", (hay), (needle)); \
     } while (0)
 
 /* snprintf into an array, failing the test instead of truncating a path or name. */
@@ -44,8 +44,8 @@ typedef struct blist {
     int n;
 } blist;
 
-__attribute__((format(printf, 4, 5)))
-static void add(blist *l, const float *p, int64_t n, const char *fmt, ...) {
+__attribute__((format(printf, 4, 5))) static void add(blist *l, const float *p, int64_t n,
+                                                      const char *fmt, ...) {
     assert_true(l->n < 1024);
     bound *b = &l->b[l->n++];
     va_list ap;
@@ -67,8 +67,8 @@ static void add_attn(blist *l, const kr_attn_weights *a, int d, int heads, const
     char p[96];
     assert_int_equal(a->n_heads, heads);
     assert_int_equal(a->head_dim, d / heads);
-    const kr_linear *proj[4] = {&a->q, &a->k, &a->v, &a->out};
-    const char *pn[4] = {"q_proj", "k_proj", "v_proj", "out_proj"};
+    const kr_linear *proj[4] = { &a->q, &a->k, &a->v, &a->out };
+    const char *pn[4] = { "q_proj", "k_proj", "v_proj", "out_proj" };
     for (int i = 0; i < 4; i++) {
         assert_non_null(proj[i]->b);
         FMT(p, "%s.%s", prefix, pn[i]);
@@ -119,9 +119,9 @@ static void list_predictor(const kr_predictor_weights *w, blist *l) {
     add(l, w->emb_s1, ((int64_t)1 << c->s1_bits) * d, "embedding.emb_s1.weight");
     add(l, w->emb_s2, ((int64_t)1 << c->s2_bits) * d, "embedding.emb_s2.weight");
     add_linear(l, &w->fusion, d, 2 * d, "embedding.fusion_proj");
-    const float *te[5] = {w->te_minute, w->te_hour, w->te_weekday, w->te_day, w->te_month};
-    const char *tn[5] = {"minute", "hour", "weekday", "day", "month"};
-    const int rows[5] = {60, 24, 7, 32, 13};
+    const float *te[5] = { w->te_minute, w->te_hour, w->te_weekday, w->te_day, w->te_month };
+    const char *tn[5] = { "minute", "hour", "weekday", "day", "month" };
+    const int rows[5] = { 60, 24, 7, 32, 13 };
     for (int i = 0; i < 5; i++)
         add(l, te[i], (int64_t)rows[i] * d,
             c->learn_te ? "time_emb.%s_embed.weight" : "time_emb.%s_embed.emb.weight", tn[i]);
@@ -155,7 +155,7 @@ static int64_t ulp_dist(float a, float b) {
 static size_t check_against_file(const blist *l, const char *st_path, double rel_tol,
                                  int rotary_from_file) {
     kr_safetensors *st;
-    kr_error err = {0};
+    kr_error err = { 0 };
     if (kr_st_open(st_path, &st, &err) != KR_OK) fail_msg("%s", err.message);
     size_t params = 0;
     for (int i = 0; i < l->n; i++) {
@@ -170,21 +170,22 @@ static size_t check_against_file(const blist *l, const char *st_path, double rel
                 float want = (float)(1.0 / pow(10000.0, (double)((float)(2 * k) / (float)dim)));
                 if (t && t->dtype == KR_DT_F32) memcpy(&want, (const float *)t->data + k, 4);
                 if (exact ? b->p[k] != want : ulp_dist(b->p[k], want) > 1)
-                    fail_msg("'%s'[%lld] = %a, expected %a", b->name, (long long)k,
-                             (double)b->p[k], (double)want);
+                    fail_msg("'%s'[%lld] = %a, expected %a", b->name, (long long)k, (double)b->p[k],
+                             (double)want);
             }
             continue;
         }
         if (!t) fail_msg("%s: no tensor '%s' in the file", st_path, b->name);
-        if (t->numel != b->n) fail_msg("'%s': %lld elements, file has %lld", b->name,
-                                       (long long)b->n, (long long)t->numel);
+        if (t->numel != b->n)
+            fail_msg("'%s': %lld elements, file has %lld", b->name, (long long)b->n,
+                     (long long)t->numel);
         float *ref = malloc((size_t)t->numel * sizeof(float));
         assert_int_equal(kr_st_to_f32(t, ref, &err), KR_OK);
         for (int64_t k = 0; k < t->numel; k++) {
             double tol = rel_tol * fabs(ref[k]) + (rel_tol > 0 ? 1e-7 : 0.0);
             if (!(fabs((double)b->p[k] - ref[k]) <= tol))
-                fail_msg("'%s'[%lld] = %.9g, file has %.9g", b->name, (long long)k,
-                         (double)b->p[k], (double)ref[k]);
+                fail_msg("'%s'[%lld] = %.9g, file has %.9g", b->name, (long long)k, (double)b->p[k],
+                         (double)ref[k]);
         }
         free(ref);
         params += (size_t)b->n;
@@ -196,7 +197,7 @@ static size_t check_against_file(const blist *l, const char *st_path, double rel
 /* state_dict parameter count of a file: every tensor except the persistent buffers. */
 static size_t file_params(const char *st_path) {
     kr_safetensors *st;
-    kr_error err = {0};
+    kr_error err = { 0 };
     if (kr_st_open(st_path, &st, &err) != KR_OK) fail_msg("%s", err.message);
     size_t n = 0;
     for (int i = 0; i < kr_st_count(st); i++) {
@@ -217,7 +218,7 @@ static const char *path2(char *buf, size_t cap, const char *a, const char *b) {
  * §3); the tokenizer's inference count excludes post_quant_embed_pre. */
 static void check_model_dir(const char *dir, size_t tok_sd, size_t pred_sd) {
     char tdir[4096], pdir[4096], p[4096];
-    kr_error err = {0};
+    kr_error err = { 0 };
     path2(tdir, sizeof tdir, dir, "tokenizer");
     path2(pdir, sizeof pdir, dir, "predictor");
 
@@ -261,7 +262,7 @@ static void test_load_golden_odd(void **state) {
     FMT(dir, "%s", kr_test_fixture("odd"));
     check_model_dir(dir, 169562, 2445008);
     kr_predictor_weights *pw;
-    kr_error err = {0};
+    kr_error err = { 0 };
     FMT(dir, "%s", kr_test_fixture("odd/predictor"));
     assert_int_equal(kr_predictor_weights_load(dir, &pw, &err), KR_OK);
     assert_int_equal(pw->blocks[0].attn.head_dim, 52);
@@ -279,11 +280,11 @@ static void test_load_demo(void **state) {
 
 typedef enum edit_mode {
     EDIT_COPY,
-    EDIT_F16,        /* every F32 tensor stored as F16 */
-    EDIT_BF16,       /* every F32 tensor stored as BF16 */
-    EDIT_DROP,       /* drop tensors whose name contains `target` */
-    EDIT_SHAPE,      /* tensor `target` gets `shape` (data truncated) */
-    EDIT_I32,        /* tensor `target` stored as I32 */
+    EDIT_F16, /* every F32 tensor stored as F16 */
+    EDIT_BF16, /* every F32 tensor stored as BF16 */
+    EDIT_DROP, /* drop tensors whose name contains `target` */
+    EDIT_SHAPE, /* tensor `target` gets `shape` (data truncated) */
+    EDIT_I32, /* tensor `target` stored as I32 */
 } edit_mode;
 
 /* Round to nearest even, as torch's .half() does. */
@@ -336,7 +337,7 @@ static void copy_text(const char *from, const char *to) {
 static void rewrite_model(const char *src, const char *dst, edit_mode mode, const char *target,
                           int ndim, const int64_t *shape) {
     char p[4096], q[4096];
-    kr_error err = {0};
+    kr_error err = { 0 };
     assert_int_equal(mkdir(dst, 0755) == 0 || errno == EEXIST, 1);
     copy_text(path2(p, sizeof p, src, "config.json"), path2(q, sizeof q, dst, "config.json"));
     kr_safetensors *st;
@@ -392,7 +393,7 @@ static void test_half_precision_variants(void **state) {
     (void)state;
     char *tmp = kr_test_tmpdir();
     char src[4096], dst[4096], p[4096];
-    kr_error err = {0};
+    kr_error err = { 0 };
     blist *l = malloc(sizeof *l);
     for (int which = 0; which < 2; which++) {
         const char *part = which ? "predictor" : "tokenizer";
@@ -465,7 +466,7 @@ static void test_unaligned_f32(void **state) {
     copy_text(path2(p, sizeof p, src, "config.json"), path2(q, sizeof q, tmp, "config.json"));
 
     kr_predictor_weights *pw;
-    kr_error err = {0};
+    kr_error err = { 0 };
     if (kr_predictor_weights_load(tmp, &pw, &err) != KR_OK) fail_msg("%s", err.message);
     assert_int_equal((uintptr_t)pw->norm % 4, 0);
     blist *l = malloc(sizeof *l);
@@ -483,10 +484,10 @@ static void test_unaligned_f32(void **state) {
  * head_dim 52, see weights.c). */
 static void test_inv_freq_computed(void **state) {
     (void)state;
-    const char *models[] = {"tiny/predictor", "odd/predictor", "odd/tokenizer"};
+    const char *models[] = { "tiny/predictor", "odd/predictor", "odd/tokenizer" };
     char *tmp = kr_test_tmpdir();
     char src[4096], dst[4096], p[4096];
-    kr_error err = {0};
+    kr_error err = { 0 };
     blist *l = malloc(sizeof *l);
     for (int m = 0; m < 3; m++) {
         FMT(src, "%s", kr_test_fixture(models[m]));
@@ -514,7 +515,7 @@ static void test_inv_freq_computed(void **state) {
 /* ---------------------------------------------------------------- errors */
 
 typedef struct model_err_case {
-    const char *src;        /* fixture model dir */
+    const char *src; /* fixture model dir */
     edit_mode mode;
     const char *target;
     int ndim;
@@ -523,67 +524,67 @@ typedef struct model_err_case {
 } model_err_case;
 
 static const model_err_case k_model_errs[] = {
-    {"tiny/predictor",
-     EDIT_DROP,
-     "norm.weight",
-     0,
-     {0, 0},
-     "model.safetensors: missing tensor 'norm.weight'"},
-    {"tiny/predictor",
-     EDIT_DROP,
-     "head.proj_s2.bias",
-     0,
-     {0, 0},
-     "model.safetensors: missing tensor 'head.proj_s2.bias'"},
-    {"tiny/predictor",
-     EDIT_DROP,
-     "time_emb.day_embed",
-     0,
-     {0, 0},
-     "missing tensor 'time_emb.day_embed.emb.weight'"},
-    {"tiny/predictor",
-     EDIT_SHAPE,
-     "transformer.1.ffn.w1.weight",
-     2,
-     {32, 32},
-     "model.safetensors: tensor 'transformer.1.ffn.w1.weight' has shape [32, 32], expected [64, "
-     "32]"},
-    {"tiny/predictor",
-     EDIT_SHAPE,
-     "norm.weight",
-     2,
-     {4, 8},
-     "tensor 'norm.weight' has shape [4, 8], expected [32]"},
-    {"tiny/predictor",
-     EDIT_SHAPE,
-     "transformer.0.self_attn.rotary.inv_freq",
-     1,
-     {4},
-     "tensor 'transformer.0.self_attn.rotary.inv_freq' has shape [4], expected [8]"},
-    {"tiny/predictor",
-     EDIT_I32,
-     "embedding.fusion_proj.weight",
-     0,
-     {0, 0},
-     "tensor 'embedding.fusion_proj.weight' has dtype I32, expected F32, F16 or BF16"},
-    {"tiny/tokenizer",
-     EDIT_DROP,
-     "quant_embed.bias",
-     0,
-     {0, 0},
-     "model.safetensors: missing tensor 'quant_embed.bias'"},
-    {"tiny/tokenizer",
-     EDIT_SHAPE,
-     "head.weight",
-     2,
-     {5, 32},
-     "tensor 'head.weight' has shape [5, 32], expected [6, 32]"},
-    {"tiny/tokenizer",
-     EDIT_I32,
-     "decoder.0.ffn.w2.weight",
-     0,
-     {0, 0},
-     "tensor 'decoder.0.ffn.w2.weight' has dtype I32"},
+    { "tiny/predictor",
+      EDIT_DROP,
+      "norm.weight",
+      0,
+      { 0, 0 },
+      "model.safetensors: missing tensor 'norm.weight'" },
+    { "tiny/predictor",
+      EDIT_DROP,
+      "head.proj_s2.bias",
+      0,
+      { 0, 0 },
+      "model.safetensors: missing tensor 'head.proj_s2.bias'" },
+    { "tiny/predictor",
+      EDIT_DROP,
+      "time_emb.day_embed",
+      0,
+      { 0, 0 },
+      "missing tensor 'time_emb.day_embed.emb.weight'" },
+    { "tiny/predictor",
+      EDIT_SHAPE,
+      "transformer.1.ffn.w1.weight",
+      2,
+      { 32, 32 },
+      "model.safetensors: tensor 'transformer.1.ffn.w1.weight' has shape [32, 32], expected [64, "
+      "32]" },
+    { "tiny/predictor",
+      EDIT_SHAPE,
+      "norm.weight",
+      2,
+      { 4, 8 },
+      "tensor 'norm.weight' has shape [4, 8], expected [32]" },
+    { "tiny/predictor",
+      EDIT_SHAPE,
+      "transformer.0.self_attn.rotary.inv_freq",
+      1,
+      { 4 },
+      "tensor 'transformer.0.self_attn.rotary.inv_freq' has shape [4], expected [8]" },
+    { "tiny/predictor",
+      EDIT_I32,
+      "embedding.fusion_proj.weight",
+      0,
+      { 0, 0 },
+      "tensor 'embedding.fusion_proj.weight' has dtype I32, expected F32, F16 or BF16" },
+    { "tiny/tokenizer",
+      EDIT_DROP,
+      "quant_embed.bias",
+      0,
+      { 0, 0 },
+      "model.safetensors: missing tensor 'quant_embed.bias'" },
+    { "tiny/tokenizer",
+      EDIT_SHAPE,
+      "head.weight",
+      2,
+      { 5, 32 },
+      "tensor 'head.weight' has shape [5, 32], expected [6, 32]" },
+    { "tiny/tokenizer",
+      EDIT_I32,
+      "decoder.0.ffn.w2.weight",
+      0,
+      { 0, 0 },
+      "tensor 'decoder.0.ffn.w2.weight' has dtype I32" },
 };
 
 static void test_model_errors(void **state) {
@@ -595,7 +596,7 @@ static void test_model_errors(void **state) {
         FMT(src, "%s", kr_test_fixture(c->src));
         FMT(dst, "%s/case%zu", tmp, i);
         rewrite_model(src, dst, c->mode, c->target, c->ndim, c->shape);
-        kr_error err = {0};
+        kr_error err = { 0 };
         kr_status rc;
         if (strstr(c->src, "predictor")) {
             kr_predictor_weights *pw = (kr_predictor_weights *)1;
@@ -626,7 +627,7 @@ static void test_config_checkpoint_mismatch(void **state) {
     (void)state;
     char *tmp = kr_test_tmpdir();
     char src[4096], dst[4096];
-    kr_error err = {0};
+    kr_error err = { 0 };
     kr_predictor_weights *pw = NULL;
     kr_tokenizer_weights *tw = NULL;
 
@@ -712,26 +713,26 @@ static void test_bad_model_fixtures(void **state) {
         kr_status status;
         const char *expect;
     } cases[] = {
-        {"bad_config", KR_ERR_FORMAT,
-         "config.json: key 'd_model' = 32 is not divisible by n_heads = 3"},
-        {"bad_header", KR_ERR_FORMAT, "model.safetensors: header is not valid JSON"},
-        {"truncated", KR_ERR_FORMAT,
-         "model.safetensors: tensor 'decoder.0.self_attn.q_proj.weight': data_offsets end "
-         "37696 is past the data section"},
-        {"missing_tensor", KR_ERR_MODEL, "model.safetensors: missing tensor 'head.bias'"},
-        {"wrong_shape", KR_ERR_MODEL,
-         "tensor 'embed.weight' has shape [16, 6], expected [32, 6]"},
-        {"wrong_dtype", KR_ERR_MODEL,
-         "tensor 'quant_embed.weight' has dtype I32, expected F32, F16 or BF16"},
-        {"layer_mismatch", KR_ERR_MODEL,
-         "tensor 'decoder.0.ffn.w1.weight' is block 0 of 'decoder', but config.json has "
-         "n_dec_layers = 1"},
+        { "bad_config", KR_ERR_FORMAT,
+          "config.json: key 'd_model' = 32 is not divisible by n_heads = 3" },
+        { "bad_header", KR_ERR_FORMAT, "model.safetensors: header is not valid JSON" },
+        { "truncated", KR_ERR_FORMAT,
+          "model.safetensors: tensor 'decoder.0.self_attn.q_proj.weight': data_offsets end "
+          "37696 is past the data section" },
+        { "missing_tensor", KR_ERR_MODEL, "model.safetensors: missing tensor 'head.bias'" },
+        { "wrong_shape", KR_ERR_MODEL,
+          "tensor 'embed.weight' has shape [16, 6], expected [32, 6]" },
+        { "wrong_dtype", KR_ERR_MODEL,
+          "tensor 'quant_embed.weight' has dtype I32, expected F32, F16 or BF16" },
+        { "layer_mismatch", KR_ERR_MODEL,
+          "tensor 'decoder.0.ffn.w1.weight' is block 0 of 'decoder', but config.json has "
+          "n_dec_layers = 1" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char dir[4096];
         FMT(dir, "%s/%s", kr_test_fixture("bad_models"), cases[i].dir);
         kr_tokenizer_weights *tw = NULL;
-        kr_error err = {0};
+        kr_error err = { 0 };
         kr_status rc = kr_tokenizer_weights_load(dir, &tw, &err);
         if (rc != cases[i].status) fail_msg("%s: status %d (%s)", cases[i].dir, rc, err.message);
         assert_null(tw);
@@ -745,7 +746,7 @@ static void test_bad_model_fixtures(void **state) {
 /* Same tensor names, dtypes and shapes in both files. */
 static void assert_same_layout(const char *a_path, const char *b_path) {
     kr_safetensors *a, *b;
-    kr_error err = {0};
+    kr_error err = { 0 };
     if (kr_st_open(a_path, &a, &err) != KR_OK) fail_msg("%s", err.message);
     if (kr_st_open(b_path, &b, &err) != KR_OK) fail_msg("%s", err.message);
     assert_int_equal(kr_st_count(a), kr_st_count(b));
@@ -805,7 +806,7 @@ static void test_gen_random_tiny(void **state) {
     assert_null(kr_random_shape_find(NULL));
     char *tmp = kr_test_tmpdir();
     char a[4096], b[4096], c[4096], p[4096], q[4096];
-    kr_error err = {0};
+    kr_error err = { 0 };
     FMT(a, "%s/a/nested", tmp); /* mkdir -p */
     FMT(b, "%s/b", tmp);
     FMT(c, "%s/c", tmp);
@@ -869,7 +870,7 @@ static void test_gen_random_mini(void **state) {
     const kr_random_shape *s = kr_random_shape_find("mini");
     assert_non_null(s);
     char *tmp = kr_test_tmpdir();
-    kr_error err = {0};
+    kr_error err = { 0 };
     if (kr_model_write_random(s, 3, tmp, &err) != KR_OK) fail_msg("%s", err.message);
     check_model_dir(tmp, 3958042, 4108032);
     kr_tokenizer_weights *tw;

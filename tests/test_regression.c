@@ -25,12 +25,13 @@ static int setup(void **state) {
     (void)state;
     const char *tok = getenv("KRONOS_TOKENIZER_DIR"), *mod = getenv("KRONOS_MODEL_DIR");
     if (!tok || !*tok || !mod || !*mod) return 0;
-    kr_error err = {0};
+    kr_error err = { 0 };
     if (kr_model_load(mod, tok, NULL, &g_model, &err) != KR_OK) {
         fprintf(stderr, "%s\n", err.message);
         return -1;
     }
-    if (kr_candles_read_csv(kr_test_fixture("regression_input.csv"), &g_input, &err) != KR_OK) return -1;
+    if (kr_candles_read_csv(kr_test_fixture("regression_input.csv"), &g_input, &err) != KR_OK)
+        return -1;
     return 0;
 }
 
@@ -43,8 +44,9 @@ static int teardown(void **state) {
 
 static void skip_without_weights(void) {
     if (g_model) return;
-    print_message("[  SKIPPED ] real-weight regression: set KRONOS_TOKENIZER_DIR (Kronos-Tokenizer-base) "
-                  "and KRONOS_MODEL_DIR (Kronos-small) to run it\n");
+    print_message(
+        "[  SKIPPED ] real-weight regression: set KRONOS_TOKENIZER_DIR (Kronos-Tokenizer-base) "
+        "and KRONOS_MODEL_DIR (Kronos-small) to run it\n");
     skip();
 }
 
@@ -59,7 +61,7 @@ static kr_forecast *greedy(int64_t start, int ctx, int pred_len) {
     p.top_p = 1.0f;
     p.temperature = 1.0f;
     kr_forecast *f = NULL;
-    kr_error err = {0};
+    kr_error err = { 0 };
     if (kr_forecast_run(g_model, &s, &p, &f, &err) != KR_OK) fail_msg("%s", err.message);
     return f;
 }
@@ -69,7 +71,7 @@ static void exact_output(int ctx) {
     char name[64];
     snprintf(name, sizeof name, "regression_output_%d.csv", ctx);
     kr_candles *want = NULL;
-    kr_error err = {0};
+    kr_error err = { 0 };
     assert_int_equal(kr_candles_read_csv(kr_test_fixture(name), &want, &err), KR_OK);
     kr_forecast *f = greedy(0, ctx, 8);
     assert_int_equal(want->n, 8);
@@ -78,15 +80,22 @@ static void exact_output(int ctx) {
         assert_int_equal(kr_forecast_timestamps(f)[i], want->timestamps[i]);
         for (int c = 0; c < 6; c++) {
             double w = (float)want->values[i * 6 + c], g = (float)got[i * 6 + c];
-            if (fabs(g - w) > 1e-5 * fabs(w)) fail_msg("ctx %d row %d col %d: %.9g, want %.9g", ctx, i, c, g, w);
+            if (fabs(g - w) > 1e-5 * fabs(w))
+                fail_msg("ctx %d row %d col %d: %.9g, want %.9g", ctx, i, c, g, w);
         }
     }
     kr_forecast_free(f);
     kr_candles_free(want);
 }
 
-static void test_exact_512(void **s) { (void)s; exact_output(512); }
-static void test_exact_256(void **s) { (void)s; exact_output(256); }
+static void test_exact_512(void **s) {
+    (void)s;
+    exact_output(512);
+}
+static void test_exact_256(void **s) {
+    (void)s;
+    exact_output(256);
+}
 
 /* numpy.random.RandomState(seed): MT19937 seeded with init_genrand. */
 typedef struct mt19937 {
@@ -96,7 +105,8 @@ typedef struct mt19937 {
 
 static void mt_seed(mt19937 *m, uint32_t seed) {
     m->s[0] = seed;
-    for (int i = 1; i < 624; i++) m->s[i] = 1812433253u * (m->s[i - 1] ^ (m->s[i - 1] >> 30)) + (uint32_t)i;
+    for (int i = 1; i < 624; i++)
+        m->s[i] = 1812433253u * (m->s[i - 1] ^ (m->s[i - 1] >> 30)) + (uint32_t)i;
     m->i = 624;
 }
 
@@ -124,10 +134,17 @@ static void sample_positions(int n, int k, int *out) {
     for (int i = 0; i < n; i++) perm[i] = i;
     for (int i = n - 1; i >= 1; i--) {
         uint32_t mask = (uint32_t)i;
-        mask |= mask >> 1; mask |= mask >> 2; mask |= mask >> 4; mask |= mask >> 8; mask |= mask >> 16;
+        mask |= mask >> 1;
+        mask |= mask >> 2;
+        mask |= mask >> 4;
+        mask |= mask >> 8;
+        mask |= mask >> 16;
         uint32_t j;
-        while ((j = mt_next(&m) & mask) > (uint32_t)i) {}
-        int t = perm[i]; perm[i] = perm[j]; perm[j] = t;
+        while ((j = mt_next(&m) & mask) > (uint32_t)i) {
+        }
+        int t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
     }
     for (int i = 0; i < k; i++) out[i] = perm[i];
     free(perm);
@@ -155,7 +172,8 @@ static void sampled_mse(int ctx, double expected) {
         kr_forecast_free(f);
     }
     double mse = mse_sum / 4;
-    if (fabs(mse - expected) > 1e-6) fail_msg("ctx %d: mean MSE %.6f, want %.6f", ctx, mse, expected);
+    if (fabs(mse - expected) > 1e-6)
+        fail_msg("ctx %d: mean MSE %.6f, want %.6f", ctx, mse, expected);
 }
 
 /* Known value: numpy.random.RandomState(123).random_sample() == 0.6964691855978616. */
@@ -168,8 +186,14 @@ static void test_mt19937_matches_numpy(void **state) {
     assert_true(fabs(u - 0.6964691855978616) < 1e-16);
 }
 
-static void test_mse_512(void **s) { (void)s; sampled_mse(512, 0.008979); }
-static void test_mse_256(void **s) { (void)s; sampled_mse(256, 0.003741); }
+static void test_mse_512(void **s) {
+    (void)s;
+    sampled_mse(512, 0.008979);
+}
+static void test_mse_256(void **s) {
+    (void)s;
+    sampled_mse(256, 0.003741);
+}
 
 int main(void) {
     const struct CMUnitTest tests[] = {

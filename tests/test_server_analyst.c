@@ -48,9 +48,9 @@
 
 static kr_model *g_model;
 static kr_candles *g_aapl, *g_msft;
-static char *g_tmp;                     /* owned temp dir: the store and the web root */
+static char *g_tmp; /* owned temp dir: the store and the web root */
 static char g_db[1024], g_web[1024];
-static kr_server *g_srv;                /* store + web root, no API key */
+static kr_server *g_srv; /* store + web root, no API key */
 
 /* ------------------------------------------------------------------ HTTP client */
 
@@ -73,11 +73,11 @@ static http_resp *http(int port, const char *method, const char *path, const cha
 #define error_field kr_http_error_field
 #define json_of kr_http_json
 
-#define assert_error(r, code, field)                                                     \
-    do {                                                                                 \
-        if ((r)->status != (code)) fail_msg("want %d, got %ld: %s", (code), (r)->status, \
-                                            (r)->body ? (r)->body : "");                 \
-        assert_string_equal(error_field(r), (field));                                    \
+#define assert_error(r, code, field)                                                           \
+    do {                                                                                       \
+        if ((r)->status != (code))                                                             \
+            fail_msg("want %d, got %ld: %s", (code), (r)->status, (r)->body ? (r)->body : ""); \
+        assert_string_equal(error_field(r), (field));                                          \
     } while (0)
 
 /* ------------------------------------------------------------------ bodies */
@@ -87,7 +87,7 @@ typedef kr_sbuf sbuf;
 
 /* Rows [start, start+n) of c as JSON array rows (7 values). */
 static char *rows_json(const kr_candles *c, int64_t start, int64_t n, int wrap) {
-    sbuf b = {0};
+    sbuf b = { 0 };
     sb_printf(&b, "%s[", wrap ? "{\"candles\":" : "");
     for (int64_t i = start; i < start + n; i++) {
         char ts[32];
@@ -101,7 +101,7 @@ static char *rows_json(const kr_candles *c, int64_t start, int64_t n, int wrap) 
 }
 
 static char *rows_csv(const kr_candles *c, int64_t start, int64_t n) {
-    sbuf b = {0};
+    sbuf b = { 0 };
     sb_printf(&b, "timestamps,open,high,low,close,volume,amount\n");
     for (int64_t i = start; i < start + n; i++) {
         char ts[32];
@@ -154,7 +154,7 @@ static void write_text(const char *dir, const char *rel, const char *text) {
 static void store_symbol(const char *symbol, const char *interval, const char *csv) {
     kr_candles *c = NULL;
     kr_store *st = NULL;
-    kr_error err = {0};
+    kr_error err = { 0 };
     if (kr_candles_read_csv(csv, &c, &err) != KR_OK || kr_store_open(g_db, &st, &err) != KR_OK ||
         kr_store_upsert(st, symbol, interval, c, &err) != KR_OK)
         fail_msg("store %s: %s", symbol, err.message);
@@ -165,11 +165,12 @@ static void store_symbol(const char *symbol, const char *interval, const char *c
 static int setup(void **state) {
     (void)state;
     curl_global_init(CURL_GLOBAL_DEFAULT);
-    kr_error err = {0};
+    kr_error err = { 0 };
     kr_model_params mp = kr_model_default_params();
     mp.n_threads = 2;
     if (kr_model_load(KR_SOURCE_DIR "/models/kronos-demo/predictor",
-                      KR_SOURCE_DIR "/models/kronos-demo/tokenizer", &mp, &g_model, &err) != KR_OK ||
+                      KR_SOURCE_DIR "/models/kronos-demo/tokenizer", &mp, &g_model,
+                      &err) != KR_OK ||
         kr_candles_read_csv(KR_SOURCE_DIR "/data/AAPL_1d.csv", &g_aapl, &err) != KR_OK ||
         kr_candles_read_csv(KR_SOURCE_DIR "/data/MSFT_1d.csv", &g_msft, &err) != KR_OK) {
         fprintf(stderr, "%s\n", err.message);
@@ -323,11 +324,12 @@ static void test_candles_round_trip(void **state) {
     cJSON_Delete(j);
     resp_free(r);
     kr_candles *changed = NULL;
-    kr_error err = {0};
+    kr_error err = { 0 };
     assert_int_equal(kr_candles_parse_csv(csv, strlen(csv), "t", &changed, &err), KR_OK);
     changed->values[9 * 6 + 3] = changed->values[9 * 6 + 1]; /* close = high */
     char *csv2 = rows_csv(changed, 0, 10);
-    r = http_ct(port, "POST", "/v1/candles/RT.X?interval=1d", csv2, "text/csv; charset=utf-8", NULL);
+    r = http_ct(port, "POST", "/v1/candles/RT.X?interval=1d", csv2, "text/csv; charset=utf-8",
+                NULL);
     assert_int_equal(r->status, 200);
     resp_free(r);
     r = http(port, "GET", "/v1/candles/RT.X?limit=1", NULL);
@@ -359,7 +361,8 @@ static void test_candles_round_trip(void **state) {
     r = http(port, "POST", "/v1/candles/bad$name?interval=1d", "[]");
     assert_error(r, 400, "symbol");
     resp_free(r);
-    r = http(port, "POST", "/v1/candles/RT.X?interval=1d", "{\"candles\":[[\"2030-01-01\",1,2,1,1.5]]}");
+    r = http(port, "POST", "/v1/candles/RT.X?interval=1d",
+             "{\"candles\":[[\"2030-01-01\",1,2,1,1.5]]}");
     assert_error(r, 400, "candles"); /* one JSON row: use CSV */
     assert_non_null(strstr(r->body, "text/csv"));
     resp_free(r);
@@ -395,7 +398,8 @@ static void test_symbols(void **state) {
             seen++;
             assert_string_equal(cJSON_GetObjectItem(e, "interval")->valuestring, "1d");
             assert_int_equal(cJSON_GetObjectItem(e, "rows")->valueint, (int)g_aapl->n);
-            assert_string_equal(cJSON_GetObjectItem(e, "last_timestamp")->valuestring, "2025-08-01");
+            assert_string_equal(cJSON_GetObjectItem(e, "last_timestamp")->valuestring,
+                                "2025-08-01");
         }
         if (!strcmp(sym, "BTCUSDT")) {
             seen++;
@@ -411,7 +415,7 @@ static void test_symbols(void **state) {
 static char *library_report(const char *symbol, int horizon, int paths, uint64_t seed) {
     kr_store *st = NULL;
     kr_candles *c = NULL;
-    kr_error err = {0};
+    kr_error err = { 0 };
     assert_int_equal(kr_store_open(g_db, &st, &err), KR_OK);
     assert_int_equal(kr_store_read(st, symbol, "1d", KR_API_CANDLES_MAX, &c, &err), KR_OK);
     kr_store_close(st);
@@ -422,7 +426,7 @@ static char *library_report(const char *symbol, int horizon, int paths, uint64_t
     p.model_name = "kronos-demo";
     p.predictor_dir = KR_SOURCE_DIR "/models/kronos-demo/predictor";
     p.tokenizer_dir = KR_SOURCE_DIR "/models/kronos-demo/tokenizer";
-    kr_analyze_item it = {symbol, "1d", c};
+    kr_analyze_item it = { symbol, "1d", c };
     kr_report_set *set = NULL;
     assert_int_equal(kr_analyze(g_model, &it, 1, &p, &set, &err), KR_OK);
     char *text = NULL;
@@ -435,8 +439,9 @@ static char *library_report(const char *symbol, int horizon, int paths, uint64_t
 static void test_analyze_stored(void **state) {
     (void)state;
     int port = kr_server_port(g_srv);
-    http_resp *r = http(port, "POST", "/v1/analyze",
-                        "{\"symbol\":\"AAPL\",\"horizon\":10,\"paths\":8,\"seed\":\"7\",\"format\":null}");
+    http_resp *r =
+        http(port, "POST", "/v1/analyze",
+             "{\"symbol\":\"AAPL\",\"horizon\":10,\"paths\":8,\"seed\":\"7\",\"format\":null}");
     assert_int_equal(r->status, 200);
     assert_string_equal(r->content_type, "application/json");
     assert_null(strchr(r->body, '\n')); /* compact over HTTP */
@@ -450,17 +455,20 @@ static void test_analyze_stored(void **state) {
         fail_msg("server report differs from kr_analyze:\n%.600s\n%.600s", a, b);
     }
     cJSON *rep = cJSON_GetArrayItem(cJSON_GetObjectItem(got, "reports"), 0);
-    assert_int_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(rep, "forecast"), "horizon")->valueint, 10);
+    assert_int_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(rep, "forecast"), "horizon")->valueint,
+                     10);
     cJSON_Delete(got);
     cJSON_Delete(want);
     resp_free(r);
 
-    r = http(port, "POST", "/v1/analyze", "{\"symbol\":\"AAPL\",\"horizon\":5,\"paths\":4,\"format\":\"md\"}");
+    r = http(port, "POST", "/v1/analyze",
+             "{\"symbol\":\"AAPL\",\"horizon\":5,\"paths\":4,\"format\":\"md\"}");
     assert_int_equal(r->status, 200);
     assert_string_equal(r->content_type, "text/markdown; charset=utf-8");
     assert_non_null(strstr(r->body, "AAPL"));
     resp_free(r);
-    r = http(port, "POST", "/v1/analyze", "{\"symbol\":\"AAPL\",\"horizon\":5,\"paths\":4,\"format\":\"html\"}");
+    r = http(port, "POST", "/v1/analyze",
+             "{\"symbol\":\"AAPL\",\"horizon\":5,\"paths\":4,\"format\":\"html\"}");
     assert_int_equal(r->status, 200);
     assert_string_equal(r->content_type, "text/html; charset=utf-8");
     assert_non_null(strstr(r->body, "<svg"));
@@ -470,27 +478,28 @@ static void test_analyze_stored(void **state) {
     static const struct {
         const char *body, *field;
     } bad[] = {
-        {"{\"symbol\":\"NOPE\"}", "symbol"},
-        {"{\"symbol\":\"AAPL\",\"interval\":\"1h\"}", "symbol"},
-        {"{\"symbol\":\"AAPL\",\"horizon\":0}", "horizon"},
-        {"{\"symbol\":\"AAPL\",\"horizon\":600}", "horizon"},
-        {"{\"symbol\":\"AAPL\",\"paths\":100000}", "paths"},
-        {"{\"symbol\":\"AAPL\",\"calibrate\":51}", "calibrate"},
-        {"{\"symbol\":\"AAPL\",\"format\":\"pdf\"}", "format"},
-        {"{\"symbol\":\"AAPL\",\"seed\":-1}", "seed"},
-        {"{\"symbol\":\"AAPL\",\"top_p\":0}", "top_p"},
-        {"{\"symbol\":\"AAPL\",\"horizn\":5}", "horizn"},
-        {"{\"symbol\":\"AAPL\",\"symbols\":[\"MSFT\"]}", "symbols"},
-        {"{\"symbol\":\"AAPL\",\"symbol\":\"MSFT\"}", "symbol"},
-        {"{\"horizon\":5}", "symbol"},
-        {"{\"symbol\":\"AAPL\",\"columns\":[\"timestamps\"]}", "columns"},
-        {"[1]", "body"},
-        {"", "body"},
+        { "{\"symbol\":\"NOPE\"}", "symbol" },
+        { "{\"symbol\":\"AAPL\",\"interval\":\"1h\"}", "symbol" },
+        { "{\"symbol\":\"AAPL\",\"horizon\":0}", "horizon" },
+        { "{\"symbol\":\"AAPL\",\"horizon\":600}", "horizon" },
+        { "{\"symbol\":\"AAPL\",\"paths\":100000}", "paths" },
+        { "{\"symbol\":\"AAPL\",\"calibrate\":51}", "calibrate" },
+        { "{\"symbol\":\"AAPL\",\"format\":\"pdf\"}", "format" },
+        { "{\"symbol\":\"AAPL\",\"seed\":-1}", "seed" },
+        { "{\"symbol\":\"AAPL\",\"top_p\":0}", "top_p" },
+        { "{\"symbol\":\"AAPL\",\"horizn\":5}", "horizn" },
+        { "{\"symbol\":\"AAPL\",\"symbols\":[\"MSFT\"]}", "symbols" },
+        { "{\"symbol\":\"AAPL\",\"symbol\":\"MSFT\"}", "symbol" },
+        { "{\"horizon\":5}", "symbol" },
+        { "{\"symbol\":\"AAPL\",\"columns\":[\"timestamps\"]}", "columns" },
+        { "[1]", "body" },
+        { "", "body" },
     };
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
         r = http(port, "POST", "/v1/analyze", bad[k].body);
         if (r->status != 400 || strcmp(error_field(r), bad[k].field) != 0)
-            fail_msg("%s: want 400 on %s, got %ld %s", bad[k].body, bad[k].field, r->status, r->body);
+            fail_msg("%s: want 400 on %s, got %ld %s", bad[k].body, bad[k].field, r->status,
+                     r->body);
         resp_free(r);
     }
 }
@@ -508,12 +517,16 @@ static void test_analyze_candles_body(void **state) {
     cJSON *rep = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "reports"), 0);
     assert_string_equal(cJSON_GetObjectItem(rep, "symbol")->valuestring, "series");
     assert_string_equal(cJSON_GetObjectItem(rep, "interval")->valuestring, "1d"); /* inferred */
-    assert_int_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(rep, "history"), "rows")->valueint, 300);
+    assert_int_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(rep, "history"), "rows")->valueint,
+                     300);
     cJSON_Delete(j);
     resp_free(r);
 
     /* A label and an interval of the caller's, and a bad row named as in /v1/forecast. */
-    snprintf(body, cap, "{\"symbol\":\"MSFT.test\",\"interval\":\"1w\",\"candles\":%s,\"horizon\":5,\"paths\":4}", rows);
+    snprintf(
+        body, cap,
+        "{\"symbol\":\"MSFT.test\",\"interval\":\"1w\",\"candles\":%s,\"horizon\":5,\"paths\":4}",
+        rows);
     r = http(port, "POST", "/v1/analyze", body);
     assert_int_equal(r->status, 200);
     assert_non_null(strstr(r->body, "\"symbol\":\"MSFT.test\",\"interval\":\"1w\""));
@@ -524,7 +537,8 @@ static void test_analyze_candles_body(void **state) {
     r = http(port, "POST", "/v1/analyze", body);
     assert_error(r, 400, "candles[1].open");
     resp_free(r);
-    r = http(port, "POST", "/v1/analyze", "{\"candles\":[[\"2024-01-01\",1,2,1,1.5],[\"2024-01-02\",1,2,1,1.5]]}");
+    r = http(port, "POST", "/v1/analyze",
+             "{\"candles\":[[\"2024-01-01\",1,2,1,1.5],[\"2024-01-02\",1,2,1,1.5]]}");
     assert_error(r, 400, "candles"); /* too short a history */
     assert_non_null(strstr(r->body, "at least"));
     resp_free(r);
@@ -535,18 +549,21 @@ static void test_analyze_candles_body(void **state) {
 static void test_batch_ranking(void **state) {
     (void)state;
     int port = kr_server_port(g_srv);
-    http_resp *r = http(port, "POST", "/v1/analyze/batch",
-                        "{\"symbols\":[\"MSFT\",\"BTCUSDT\",\"AAPL\"],\"horizon\":6,\"paths\":8,\"seed\":3}");
+    http_resp *r =
+        http(port, "POST", "/v1/analyze/batch",
+             "{\"symbols\":[\"MSFT\",\"BTCUSDT\",\"AAPL\"],\"horizon\":6,\"paths\":8,\"seed\":3}");
     assert_int_equal(r->status, 200);
     cJSON *j = json_of(r);
-    cJSON *reports = cJSON_GetObjectItem(j, "reports"), *ranking = cJSON_GetObjectItem(j, "ranking");
+    cJSON *reports = cJSON_GetObjectItem(j, "reports"),
+          *ranking = cJSON_GetObjectItem(j, "ranking");
     assert_int_equal(cJSON_GetArraySize(reports), 3);
     assert_int_equal(cJSON_GetArraySize(ranking), 3);
-    const char *order[3] = {"MSFT", "BTCUSDT", "AAPL"}; /* reports keep the request's order */
+    const char *order[3] = { "MSFT", "BTCUSDT", "AAPL" }; /* reports keep the request's order */
     for (int k = 0; k < 3; k++)
-        assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(reports, k), "symbol")->valuestring,
-                            order[k]);
-    assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(reports, 1), "interval")->valuestring, "1h");
+        assert_string_equal(
+            cJSON_GetObjectItem(cJSON_GetArrayItem(reports, k), "symbol")->valuestring, order[k]);
+    assert_string_equal(
+        cJSON_GetObjectItem(cJSON_GetArrayItem(reports, 1), "interval")->valuestring, "1h");
     double prev = 1e300;
     for (int k = 0; k < 3; k++) {
         cJSON *row = cJSON_GetArrayItem(ranking, k);
@@ -575,7 +592,8 @@ static void test_batch_ranking(void **state) {
 static void test_batch_stream(void **state) {
     (void)state;
     int port = kr_server_port(g_srv);
-    const char *req = "\"symbols\":[\"AAPL\",\"MSFT\",\"BTCUSDT\"],\"horizon\":4,\"paths\":4,\"calibrate\":2";
+    const char *req =
+        "\"symbols\":[\"AAPL\",\"MSFT\",\"BTCUSDT\"],\"horizon\":4,\"paths\":4,\"calibrate\":2";
     char body[256];
     snprintf(body, sizeof body, "{%s,\"stream\":true}", req);
     http_resp *r = http(port, "POST", "/v1/analyze/batch", body);
@@ -585,9 +603,10 @@ static void test_batch_stream(void **state) {
     char *data[32];
     int n = sse_events(r->body, ev, data, 32);
     /* 3 loads, 1 forecast, 3 calibrations, 1 render, then the result. */
-    static const char *const phases[8] = {"load", "load", "load", "forecast",
-                                          "calibrate", "calibrate", "calibrate", "render"};
-    static const char *const symbols[8] = {"AAPL", "MSFT", "BTCUSDT", NULL, "AAPL", "MSFT", "BTCUSDT", NULL};
+    static const char *const phases[8] = { "load",      "load",      "load",      "forecast",
+                                           "calibrate", "calibrate", "calibrate", "render" };
+    static const char *const symbols[8] = { "AAPL", "MSFT", "BTCUSDT", NULL,
+                                            "AAPL", "MSFT", "BTCUSDT", NULL };
     assert_int_equal(n, 9);
     for (int k = 0; k < 8; k++) {
         assert_string_equal(ev[k], "progress");
@@ -597,8 +616,10 @@ static void test_batch_stream(void **state) {
         assert_int_equal(cJSON_GetObjectItem(p, "step")->valueint, k + 1);
         assert_int_equal(cJSON_GetObjectItem(p, "steps")->valueint, 8);
         cJSON *sym = cJSON_GetObjectItem(p, "symbol");
-        if (symbols[k]) assert_string_equal(sym->valuestring, symbols[k]);
-        else assert_null(sym);
+        if (symbols[k])
+            assert_string_equal(sym->valuestring, symbols[k]);
+        else
+            assert_null(sym);
         assert_true(cJSON_IsString(cJSON_GetObjectItem(p, "message")));
         cJSON_Delete(p);
     }
@@ -617,7 +638,8 @@ static void test_batch_stream(void **state) {
     resp_free(r);
 
     /* A problem found once streaming has begun arrives as an "error" event. */
-    r = http(port, "POST", "/v1/analyze/batch", "{\"symbols\":[\"AAPL\",\"NOPE\"],\"stream\":true}");
+    r = http(port, "POST", "/v1/analyze/batch",
+             "{\"symbols\":[\"AAPL\",\"NOPE\"],\"stream\":true}");
     assert_int_equal(r->status, 200);
     n = sse_events(r->body, ev, data, 32);
     assert_true(n >= 2);
@@ -626,7 +648,8 @@ static void test_batch_stream(void **state) {
     for (int k = 0; k < n; k++) free(data[k]);
     resp_free(r);
     /* Markdown streams wrapped in JSON. */
-    r = http(port, "POST", "/v1/analyze", "{\"symbol\":\"AAPL\",\"horizon\":3,\"paths\":2,\"format\":\"md\",\"stream\":true}");
+    r = http(port, "POST", "/v1/analyze",
+             "{\"symbol\":\"AAPL\",\"horizon\":3,\"paths\":2,\"format\":\"md\",\"stream\":true}");
     n = sse_events(r->body, ev, data, 32);
     assert_string_equal(ev[n - 1], "result");
     cJSON *res = cJSON_Parse(data[n - 1]);
@@ -666,7 +689,8 @@ static void test_stream_client_leaves(void **state) {
     assert_int_equal(curl_easy_perform(h), CURLE_WRITE_ERROR);
     curl_easy_cleanup(h);
     assert_true(seen);
-    http_resp *r = http(port, "POST", "/v1/analyze", "{\"symbol\":\"AAPL\",\"horizon\":3,\"paths\":2}");
+    http_resp *r =
+        http(port, "POST", "/v1/analyze", "{\"symbol\":\"AAPL\",\"horizon\":3,\"paths\":2}");
     assert_int_equal(r->status, 200);
     resp_free(r);
 }
@@ -674,7 +698,7 @@ static void test_stream_client_leaves(void **state) {
 typedef struct stream_client {
     int port;
     sbuf body;
-    volatile int started;   /* a progress event arrived */
+    volatile int started; /* a progress event arrived */
     long status;
 } stream_client;
 
@@ -691,8 +715,9 @@ static void *run_stream(void *arg) {
     char url[128];
     snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/analyze/batch", sc->port);
     curl_easy_setopt(h, CURLOPT_URL, url);
-    curl_easy_setopt(h, CURLOPT_POSTFIELDS, "{\"symbols\":[\"AAPL\",\"MSFT\"],\"horizon\":8,"
-                                            "\"paths\":16,\"calibrate\":4,\"stream\":true}");
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS,
+                     "{\"symbols\":[\"AAPL\",\"MSFT\"],\"horizon\":8,"
+                     "\"paths\":16,\"calibrate\":4,\"stream\":true}");
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, keep_stream);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, sc);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
@@ -709,9 +734,9 @@ static void test_drain_waits_for_analysis(void **state) {
     kr_server_config c = base_config();
     snprintf(c.db, sizeof c.db, "%s", g_db);
     kr_server *s = NULL;
-    kr_error err = {0};
+    kr_error err = { 0 };
     assert_int_equal(kr_server_create(g_model, &c, &s, &err), KR_OK);
-    stream_client sc = {.port = kr_server_port(s)};
+    stream_client sc = { .port = kr_server_port(s) };
     pthread_t th;
     assert_int_equal(pthread_create(&th, NULL, run_stream, &sc), 0);
     for (int i = 0; i < 6000 && !sc.started; i++) usleep(10000);
@@ -761,7 +786,7 @@ static void test_static_files(void **state) {
         "/assets//etc/passwd",
         "/assets/./app.js",
         "/assets/.hidden",
-        "/assets/leak.txt",          /* symlink out of the root */
+        "/assets/leak.txt", /* symlink out of the root */
         "/assets/",
         "/secret.txt",
         "/index.html",
@@ -793,7 +818,7 @@ static void test_no_store_and_auth(void **state) {
     snprintf(c.api_key, sizeof c.api_key, "%s", API_KEY);
     snprintf(c.web_root, sizeof c.web_root, "%s", g_web);
     kr_server *s = NULL;
-    kr_error err = {0};
+    kr_error err = { 0 };
     if (kr_server_create(g_model, &c, &s, &err) != KR_OK) fail_msg("%s", err.message);
     int port = kr_server_port(s);
     http_resp *r = http(port, "GET", "/v1/symbols", NULL);
@@ -832,8 +857,9 @@ static void test_analyze_parse(void **state) {
     (void)state;
     kr_api_analyze_request q;
     kr_api_error e;
-    const char *j = "{\"symbol\":\"AAPL\",\"seed\":\"18446744073709551615\",\"format\":\"markdown\","
-                    "\"temperature\":0.5,\"top_k\":3,\"lookback\":100,\"max_context\":256,\"horizon\":null}";
+    const char *j =
+        "{\"symbol\":\"AAPL\",\"seed\":\"18446744073709551615\",\"format\":\"markdown\","
+        "\"temperature\":0.5,\"top_k\":3,\"lookback\":100,\"max_context\":256,\"horizon\":null}";
     assert_int_equal(kr_api_analyze_parse(j, strlen(j), 0, NULL, &q, &e), KR_OK);
     assert_true(q.params.seed == UINT64_MAX);
     assert_int_equal(q.format, KR_FORMAT_MD);
@@ -854,10 +880,11 @@ static void test_analyze_parse(void **state) {
 static void test_serve_flags(void **state) {
     (void)state;
     char cmd[2048];
-    snprintf(cmd, sizeof cmd, "%s/kronos serve --port 0 --web-root %s/does-not-exist 2>&1", KR_BINARY_DIR, g_tmp);
+    snprintf(cmd, sizeof cmd, "%s/kronos serve --port 0 --web-root %s/does-not-exist 2>&1",
+             KR_BINARY_DIR, g_tmp);
     FILE *f = popen(cmd, "r");
     assert_non_null(f);
-    char out[1024] = {0};
+    char out[1024] = { 0 };
     size_t n = fread(out, 1, sizeof out - 1, f);
     out[n] = '\0';
     int st = pclose(f);

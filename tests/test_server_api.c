@@ -37,13 +37,13 @@ static kr_api_request parse_ok(const char *json) {
 
 static void test_request_array_rows(void **state) {
     (void)state;
-    kr_api_request r = parse_ok(
-        "{\"candles\": [[\"2024-01-02 09:30\", 10, 11, 9.5, 10.5, 100, 1050],"
-        "               [\"2024-01-02 09:35\", 10.5, 11.5, 10, 11, 200, 2150]],"
-        " \"pred_len\": 3, \"paths\": 4, \"seed\": 42, \"temperature\": 0.5, \"top_k\": 3,"
-        " \"top_p\": 0.8, \"window\": \"rolling\", \"quantiles\": [0.25, 0.75],"
-        " \"return_paths\": true, \"stream\": true, \"timeout_s\": 2.5, \"lookback\": 2,"
-        " \"max_context\": 256}");
+    kr_api_request r =
+        parse_ok("{\"candles\": [[\"2024-01-02 09:30\", 10, 11, 9.5, 10.5, 100, 1050],"
+                 "               [\"2024-01-02 09:35\", 10.5, 11.5, 10, 11, 200, 2150]],"
+                 " \"pred_len\": 3, \"paths\": 4, \"seed\": 42, \"temperature\": 0.5, \"top_k\": 3,"
+                 " \"top_p\": 0.8, \"window\": \"rolling\", \"quantiles\": [0.25, 0.75],"
+                 " \"return_paths\": true, \"stream\": true, \"timeout_s\": 2.5, \"lookback\": 2,"
+                 " \"max_context\": 256}");
     assert_int_equal(r.candles->n, 2);
     assert_int_equal(r.candles->has_volume, 1);
     assert_int_equal(r.candles->has_amount, 1);
@@ -78,15 +78,20 @@ static void test_request_array_rows(void **state) {
 static void test_request_layouts_agree(void **state) {
     (void)state;
     const char *bodies[] = {
-        "{\"pred_len\":1,\"candles\":[[1704186000,10,11,9.5,10.5,100],[1704186300,10.5,11.5,10,11,200]]}",
-        "{\"pred_len\":1,\"candles\":[{\"timestamps\":\"2024-01-02 09:00:00\",\"open\":10,\"high\":11,"
+        "{\"pred_len\":1,\"candles\":[[1704186000,10,11,9.5,10.5,100],[1704186300,10.5,11.5,10,11,"
+        "200]]}",
+        "{\"pred_len\":1,\"candles\":[{\"timestamps\":\"2024-01-02 "
+        "09:00:00\",\"open\":10,\"high\":11,"
         "\"low\":9.5,\"close\":10.5,\"volume\":100,\"symbol\":\"X\"},{\"timestamps\":\"2024-01-02 "
         "09:05\",\"open\":10.5,\"high\":11.5,\"low\":10,\"close\":11,\"volume\":200}]}",
         "{\"pred_len\":1,\"candles\":{\"date\":[\"2024-01-02T09:00:00Z\",\"2024-01-02 09:05\"],"
-        "\"open\":[10,10.5],\"high\":[11,11.5],\"low\":[9.5,10],\"close\":[10.5,11],\"volume\":[100,200]}}",
+        "\"open\":[10,10.5],\"high\":[11,11.5],\"low\":[9.5,10],\"close\":[10.5,11],\"volume\":["
+        "100,200]}}",
         "{\"pred_len\":1,\"columns\":[\"volume\",\"close\",\"low\",\"high\",\"open\",\"time\"],"
-        "\"candles\":[[100,10.5,9.5,11,10,\"2024-01-02 09:00\"],[200,11,10,11.5,10.5,\"2024-01-02 09:05\"]]}",
-        "{\"pred_len\":1,\"candles\":\"timestamps,open,high,low,close,volume\\n2024-01-02 09:00,10,11,"
+        "\"candles\":[[100,10.5,9.5,11,10,\"2024-01-02 09:00\"],[200,11,10,11.5,10.5,\"2024-01-02 "
+        "09:05\"]]}",
+        "{\"pred_len\":1,\"candles\":\"timestamps,open,high,low,close,volume\\n2024-01-02 "
+        "09:00,10,11,"
         "9.5,10.5,100\\n2024-01-02 09:05,10.5,11.5,10,11,200\\n\"}",
     };
     kr_api_request ref = parse_ok(bodies[0]);
@@ -105,9 +110,10 @@ static void test_request_layouts_agree(void **state) {
     kr_api_request_free(&ref);
 
     /* Without volume: volume and amount are 0 even when an amount is given. */
-    kr_api_request nv = parse_ok("{\"pred_len\":1,\"candles\":[{\"timestamps\":\"2024-01-02\",\"open\":1,"
-                                 "\"high\":2,\"low\":1,\"close\":2,\"amount\":5},{\"timestamps\":"
-                                 "\"2024-01-03\",\"open\":1,\"high\":2,\"low\":1,\"close\":2}]}");
+    kr_api_request nv =
+        parse_ok("{\"pred_len\":1,\"candles\":[{\"timestamps\":\"2024-01-02\",\"open\":1,"
+                 "\"high\":2,\"low\":1,\"close\":2,\"amount\":5},{\"timestamps\":"
+                 "\"2024-01-03\",\"open\":1,\"high\":2,\"low\":1,\"close\":2}]}");
     assert_int_equal(nv.candles->has_volume, 0);
     assert_int_equal(nv.candles->has_amount, 0);
     assert_true(nv.candles->values[KR_VOLUME] == 0.0 && nv.candles->values[KR_AMOUNT] == 0.0);
@@ -140,8 +146,8 @@ static void test_request_defaults_and_future(void **state) {
 
 typedef struct bad_case {
     const char *body;
-    const char *field;    /* expected err.field */
-    const char *needle;   /* expected substring of err.message */
+    const char *field; /* expected err.field */
+    const char *needle; /* expected substring of err.message */
 } bad_case;
 
 #define ROW0 "[\"2024-01-02 09:30\",10,11,9.5,10.5,100]"
@@ -149,105 +155,110 @@ typedef struct bad_case {
 #define OK2 "\"candles\":[" ROW0 "," ROW1 "]"
 
 static const bad_case k_bad[] = {
-    {"", "body", "empty"},
-    {"{\"pred_len\": 3,", "body", "invalid JSON at line 1"},
-    {"{\n\"pred_len\": 3,\n  oops}", "body", "line 3"},
-    {"[1,2]", "body", "must be a JSON object"},
-    {"{\"pred_len\":3}", "candles", "required"},
-    {"{" OK2 "}", "pred_len", "required"},
-    {"{" OK2 ",\"pred_length\":3}", "pred_length", "unknown field"},
-    {"{" OK2 ",\"pred_len\":3,\"pred_len\":4}", "pred_len", "given twice"},
-    {"{" OK2 ",\"pred_len\":0}", "pred_len", "1..2048"},
-    {"{" OK2 ",\"pred_len\":2.5}", "pred_len", "integer"},
-    {"{" OK2 ",\"pred_len\":\"5\"}", "pred_len", "got a string"},
-    {"{" OK2 ",\"pred_len\":600}", "pred_len", "at most max_context (512)"},
-    {"{" OK2 ",\"pred_len\":3,\"paths\":100000}", "paths", "1..256"},
-    {"{" OK2 ",\"pred_len\":3,\"temperature\":-1}", "temperature", "(0, 1e+06]"},
-    {"{" OK2 ",\"pred_len\":3,\"top_p\":0}", "top_p", "(0, 1]"},
-    {"{" OK2 ",\"pred_len\":3,\"top_k\":-2}", "top_k", "integer"},
-    {"{" OK2 ",\"pred_len\":3,\"window\":\"fast\"}", "window", "'fast'"},
-    {"{" OK2 ",\"pred_len\":3,\"seed\":-1}", "seed", "0..2^53"},
-    {"{" OK2 ",\"pred_len\":3,\"seed\":\"12a\"}", "seed", "not an unsigned 64-bit"},
-    {"{" OK2 ",\"pred_len\":3,\"seed\":\"18446744073709551616\"}", "seed", "not an unsigned"},
-    {"{" OK2 ",\"pred_len\":3,\"lookback\":5}", "lookback", "exceeds the 2 candles"},
-    {"{" OK2 ",\"pred_len\":3,\"max_context\":0}", "max_context", "1..65536"},
-    {"{" OK2 ",\"pred_len\":3,\"return_paths\":\"yes\"}", "return_paths", "true or false"},
-    {"{" OK2 ",\"pred_len\":3,\"stream\":1}", "stream", "true or false"},
-    {"{" OK2 ",\"pred_len\":3,\"timeout_s\":0}", "timeout_s", "(0, 86400]"},
-    {"{" OK2 ",\"pred_len\":1,\"quantiles\":[0.1,1.5]}", "quantiles[1]", "[0, 1]"},
-    {"{" OK2 ",\"pred_len\":1,\"quantiles\":0.5}", "quantiles", "array"},
-    {"{" OK2 ",\"pred_len\":2,\"future_timestamps\":[\"2024-01-03\"]}", "future_timestamps",
-     "has 1 timestamps, pred_len is 2"},
-    {"{" OK2 ",\"pred_len\":1,\"future_timestamps\":[\"2024-01-02 09:35\"]}", "future_timestamps[0]",
-     "not after the last candle"},
-    {"{" OK2 ",\"pred_len\":2,\"future_timestamps\":[\"2024-01-03\",\"2024-01-03\"]}",
-     "future_timestamps[1]", "not after the previous"},
-    {"{\"pred_len\":1,\"candles\":[" ROW0 "]}", "candles", "needs 2.."},
-    {"{\"pred_len\":1,\"candles\":[]}", "candles", "got 0"},
-    {"{\"pred_len\":1,\"candles\":5}", "candles", "got a number"},
-    {"{\"pred_len\":1,\"candles\":[1,2]}", "candles[0]", "got a number"},
-    {"{\"pred_len\":1,\"candles\":[[1,2,3],[1,2,3]]}", "candles[0]", "has 3 values"},
-    {"{\"pred_len\":1,\"candles\":[" ROW0 ",[\"2024-01-02 09:35\",10,11,9.5,10.5]]}", "candles[1]",
-     "has 5 values, expected 6"},
-    {"{\"pred_len\":1,\"candles\":[" ROW0 ",{\"open\":1}]}", "candles[1]", "must be an array"},
-    {"{\"pred_len\":1,\"candles\":[" ROW0 ",[\"2024-01-02 09:35\",10,9.1,9.3,9.2,1]]}",
-     "candles[1].high", "9.1 is below low 9.3"},
-    {"{\"pred_len\":1,\"candles\":[" ROW0 ",[\"2024-01-02 09:35\",-10,11,9,10,1]]}",
-     "candles[1].open", "must be positive"},
-    {"{\"pred_len\":1,\"candles\":[" ROW0 ",[\"2024-01-02 09:35\",10,11,9,0,1]]}",
-     "candles[1].close", "must be positive"},
-    {"{\"pred_len\":1,\"candles\":[" ROW0 ",[\"2024-01-02 09:35\",10,11,9,10,-1]]}",
-     "candles[1].volume", "non-negative"},
-    {"{\"pred_len\":1,\"candles\":[" ROW0 ",[\"2024-01-02 09:35\",10,11,9,\"10\",1]]}",
-     "candles[1].close", "must be a number, got a string"},
-    {"{\"pred_len\":1,\"candles\":[" ROW0 ",[\"2024-01-02 09:35\",10,11,9,null,1]]}",
-     "candles[1].close", "got null"},
-    {"{\"pred_len\":1,\"candles\":[" ROW0 ",[\"2024-01-02 09:35\",10,11,9,1e999,1]]}",
-     "candles[1].close", "not finite"},
-    {"{\"pred_len\":1,\"candles\":[" ROW0 ",[\"2024-01-02 09:35\",10,1e39,9,10,1]]}",
-     "candles[1].high", "out of range"},
-    {"{\"pred_len\":1,\"candles\":[" ROW0 ",[\"2024-01-02 09:35\",10,11,9,10,1e38]]}",
-     "candles[1].volume", "derived amount"},
-    {"{\"pred_len\":1,\"candles\":[" ROW0 "," ROW1 ",[\"2024-01-02 09:35\",10,11,9,10,1]]}",
-     "candles[2].timestamps", "repeats"},
-    {"{\"pred_len\":1,\"candles\":[" ROW1 "," ROW0 "]}", "candles[1].timestamps", "is before"},
-    {"{\"pred_len\":1,\"candles\":[" ROW0 ",[\"2024-13-02\",10,11,9,10,1]]}",
-     "candles[1].timestamps", "cannot parse '2024-13-02'"},
-    {"{\"pred_len\":1,\"candles\":[" ROW0 ",[12345,10,11,9,10,1]]}", "candles[1].timestamps",
-     "12345 is not an epoch"},
-    {"{\"pred_len\":1,\"candles\":[" ROW0 ",[true,10,11,9,10,1]]}", "candles[1].timestamps",
-     "got a boolean"},
-    {"{\"pred_len\":1,\"candles\":[{\"timestamps\":\"2024-01-02\",\"open\":1,\"high\":2,\"low\":1,"
-     "\"close\":1},{\"timestamps\":\"2024-01-03\",\"open\":1,\"high\":2,\"low\":1}]}",
-     "candles[1].close", "required"},
-    {"{\"pred_len\":1,\"candles\":[{\"timestamps\":\"2024-01-02\",\"open\":1,\"high\":2,\"low\":1,"
-     "\"close\":1},{\"timestamps\":\"2024-01-03\",\"open\":1,\"high\":2,\"low\":1,\"close\":1,"
-     "\"volume\":5}]}",
-     "candles[1].volume", "first row has no volume"},
-    {"{\"pred_len\":1,\"candles\":[{\"date\":\"2024-01-02\",\"time\":\"2024-01-02\",\"open\":1}]}",
-     "candles", "needs 2"},
-    {"{\"pred_len\":1,\"candles\":[{\"date\":\"2024-01-02\",\"time\":\"2024-01-02\",\"open\":1},{}]}",
-     "candles[0].time", "same field as 'date'"},
-    {"{\"pred_len\":1,\"candles\":{\"timestamps\":[\"2024-01-02\",\"2024-01-03\"],\"open\":[1,1],"
-     "\"high\":[2,2],\"low\":[1,1],\"close\":[1]}}",
-     "candles.close", "has 1 values, the other columns 2"},
-    {"{\"pred_len\":1,\"candles\":{\"timestamps\":[\"2024-01-02\",\"2024-01-03\"],\"open\":[1,1],"
-     "\"high\":[2,0.5],\"low\":[1,1],\"close\":[1,1]}}",
-     "candles.high[1]", "0.5 is below low 1"},
-    {"{\"pred_len\":1,\"candles\":{\"timestamps\":[\"2024-01-02\",\"2024-01-03\"],\"open\":[1,1],"
-     "\"high\":[2,2],\"low\":[1,1]}}",
-     "candles", "missing the 'close' column"},
-    {"{\"pred_len\":1,\"columns\":[\"timestamps\",\"open\",\"high\",\"low\",\"volume\"],\"candles\":["
-     "[\"2024-01-02\",1,2,1,1],[\"2024-01-03\",1,2,1,1]]}",
-     "columns", "missing the 'close' column"},
-    {"{\"pred_len\":1,\"columns\":[\"timestamps\",\"open\",\"high\",\"low\",\"close\"],\"candles\":{}}",
-     "columns", "only applies"},
-    {"{\"pred_len\":1,\"columns\":[\"timestamps\",\"open\",\"high\",\"low\",\"close\"],\"candles\":"
-     "[[\"2024-01-02\",1,2,1,1],[\"2024-01-03\",1,2,1]]}",
-     "candles[1]", "one per \"columns\" entry"},
-    {"{\"pred_len\":1,\"candles\":\"timestamps,open,high,low,close\\n2024-01-02,1,2,1,1\\n2024-01-03,"
-     "1,0.5,1,1\\n\"}",
-     "candles", "candles: line 3, column 'high'"},
+    { "", "body", "empty" },
+    { "{\"pred_len\": 3,", "body", "invalid JSON at line 1" },
+    { "{\n\"pred_len\": 3,\n  oops}", "body", "line 3" },
+    { "[1,2]", "body", "must be a JSON object" },
+    { "{\"pred_len\":3}", "candles", "required" },
+    { "{" OK2 "}", "pred_len", "required" },
+    { "{" OK2 ",\"pred_length\":3}", "pred_length", "unknown field" },
+    { "{" OK2 ",\"pred_len\":3,\"pred_len\":4}", "pred_len", "given twice" },
+    { "{" OK2 ",\"pred_len\":0}", "pred_len", "1..2048" },
+    { "{" OK2 ",\"pred_len\":2.5}", "pred_len", "integer" },
+    { "{" OK2 ",\"pred_len\":\"5\"}", "pred_len", "got a string" },
+    { "{" OK2 ",\"pred_len\":600}", "pred_len", "at most max_context (512)" },
+    { "{" OK2 ",\"pred_len\":3,\"paths\":100000}", "paths", "1..256" },
+    { "{" OK2 ",\"pred_len\":3,\"temperature\":-1}", "temperature", "(0, 1e+06]" },
+    { "{" OK2 ",\"pred_len\":3,\"top_p\":0}", "top_p", "(0, 1]" },
+    { "{" OK2 ",\"pred_len\":3,\"top_k\":-2}", "top_k", "integer" },
+    { "{" OK2 ",\"pred_len\":3,\"window\":\"fast\"}", "window", "'fast'" },
+    { "{" OK2 ",\"pred_len\":3,\"seed\":-1}", "seed", "0..2^53" },
+    { "{" OK2 ",\"pred_len\":3,\"seed\":\"12a\"}", "seed", "not an unsigned 64-bit" },
+    { "{" OK2 ",\"pred_len\":3,\"seed\":\"18446744073709551616\"}", "seed", "not an unsigned" },
+    { "{" OK2 ",\"pred_len\":3,\"lookback\":5}", "lookback", "exceeds the 2 candles" },
+    { "{" OK2 ",\"pred_len\":3,\"max_context\":0}", "max_context", "1..65536" },
+    { "{" OK2 ",\"pred_len\":3,\"return_paths\":\"yes\"}", "return_paths", "true or false" },
+    { "{" OK2 ",\"pred_len\":3,\"stream\":1}", "stream", "true or false" },
+    { "{" OK2 ",\"pred_len\":3,\"timeout_s\":0}", "timeout_s", "(0, 86400]" },
+    { "{" OK2 ",\"pred_len\":1,\"quantiles\":[0.1,1.5]}", "quantiles[1]", "[0, 1]" },
+    { "{" OK2 ",\"pred_len\":1,\"quantiles\":0.5}", "quantiles", "array" },
+    { "{" OK2 ",\"pred_len\":2,\"future_timestamps\":[\"2024-01-03\"]}", "future_timestamps",
+      "has 1 timestamps, pred_len is 2" },
+    { "{" OK2 ",\"pred_len\":1,\"future_timestamps\":[\"2024-01-02 09:35\"]}",
+      "future_timestamps[0]", "not after the last candle" },
+    { "{" OK2 ",\"pred_len\":2,\"future_timestamps\":[\"2024-01-03\",\"2024-01-03\"]}",
+      "future_timestamps[1]", "not after the previous" },
+    { "{\"pred_len\":1,\"candles\":[" ROW0 "]}", "candles", "needs 2.." },
+    { "{\"pred_len\":1,\"candles\":[]}", "candles", "got 0" },
+    { "{\"pred_len\":1,\"candles\":5}", "candles", "got a number" },
+    { "{\"pred_len\":1,\"candles\":[1,2]}", "candles[0]", "got a number" },
+    { "{\"pred_len\":1,\"candles\":[[1,2,3],[1,2,3]]}", "candles[0]", "has 3 values" },
+    { "{\"pred_len\":1,\"candles\":[" ROW0 ",[\"2024-01-02 09:35\",10,11,9.5,10.5]]}", "candles[1]",
+      "has 5 values, expected 6" },
+    { "{\"pred_len\":1,\"candles\":[" ROW0 ",{\"open\":1}]}", "candles[1]", "must be an array" },
+    { "{\"pred_len\":1,\"candles\":[" ROW0 ",[\"2024-01-02 09:35\",10,9.1,9.3,9.2,1]]}",
+      "candles[1].high", "9.1 is below low 9.3" },
+    { "{\"pred_len\":1,\"candles\":[" ROW0 ",[\"2024-01-02 09:35\",-10,11,9,10,1]]}",
+      "candles[1].open", "must be positive" },
+    { "{\"pred_len\":1,\"candles\":[" ROW0 ",[\"2024-01-02 09:35\",10,11,9,0,1]]}",
+      "candles[1].close", "must be positive" },
+    { "{\"pred_len\":1,\"candles\":[" ROW0 ",[\"2024-01-02 09:35\",10,11,9,10,-1]]}",
+      "candles[1].volume", "non-negative" },
+    { "{\"pred_len\":1,\"candles\":[" ROW0 ",[\"2024-01-02 09:35\",10,11,9,\"10\",1]]}",
+      "candles[1].close", "must be a number, got a string" },
+    { "{\"pred_len\":1,\"candles\":[" ROW0 ",[\"2024-01-02 09:35\",10,11,9,null,1]]}",
+      "candles[1].close", "got null" },
+    { "{\"pred_len\":1,\"candles\":[" ROW0 ",[\"2024-01-02 09:35\",10,11,9,1e999,1]]}",
+      "candles[1].close", "not finite" },
+    { "{\"pred_len\":1,\"candles\":[" ROW0 ",[\"2024-01-02 09:35\",10,1e39,9,10,1]]}",
+      "candles[1].high", "out of range" },
+    { "{\"pred_len\":1,\"candles\":[" ROW0 ",[\"2024-01-02 09:35\",10,11,9,10,1e38]]}",
+      "candles[1].volume", "derived amount" },
+    { "{\"pred_len\":1,\"candles\":[" ROW0 "," ROW1 ",[\"2024-01-02 09:35\",10,11,9,10,1]]}",
+      "candles[2].timestamps", "repeats" },
+    { "{\"pred_len\":1,\"candles\":[" ROW1 "," ROW0 "]}", "candles[1].timestamps", "is before" },
+    { "{\"pred_len\":1,\"candles\":[" ROW0 ",[\"2024-13-02\",10,11,9,10,1]]}",
+      "candles[1].timestamps", "cannot parse '2024-13-02'" },
+    { "{\"pred_len\":1,\"candles\":[" ROW0 ",[12345,10,11,9,10,1]]}", "candles[1].timestamps",
+      "12345 is not an epoch" },
+    { "{\"pred_len\":1,\"candles\":[" ROW0 ",[true,10,11,9,10,1]]}", "candles[1].timestamps",
+      "got a boolean" },
+    { "{\"pred_len\":1,\"candles\":[{\"timestamps\":\"2024-01-02\",\"open\":1,\"high\":2,\"low\":1,"
+      "\"close\":1},{\"timestamps\":\"2024-01-03\",\"open\":1,\"high\":2,\"low\":1}]}",
+      "candles[1].close", "required" },
+    { "{\"pred_len\":1,\"candles\":[{\"timestamps\":\"2024-01-02\",\"open\":1,\"high\":2,\"low\":1,"
+      "\"close\":1},{\"timestamps\":\"2024-01-03\",\"open\":1,\"high\":2,\"low\":1,\"close\":1,"
+      "\"volume\":5}]}",
+      "candles[1].volume", "first row has no volume" },
+    { "{\"pred_len\":1,\"candles\":[{\"date\":\"2024-01-02\",\"time\":\"2024-01-02\",\"open\":1}]}",
+      "candles", "needs 2" },
+    { "{\"pred_len\":1,\"candles\":[{\"date\":\"2024-01-02\",\"time\":\"2024-01-02\",\"open\":1},{}"
+      "]}",
+      "candles[0].time", "same field as 'date'" },
+    { "{\"pred_len\":1,\"candles\":{\"timestamps\":[\"2024-01-02\",\"2024-01-03\"],\"open\":[1,1],"
+      "\"high\":[2,2],\"low\":[1,1],\"close\":[1]}}",
+      "candles.close", "has 1 values, the other columns 2" },
+    { "{\"pred_len\":1,\"candles\":{\"timestamps\":[\"2024-01-02\",\"2024-01-03\"],\"open\":[1,1],"
+      "\"high\":[2,0.5],\"low\":[1,1],\"close\":[1,1]}}",
+      "candles.high[1]", "0.5 is below low 1" },
+    { "{\"pred_len\":1,\"candles\":{\"timestamps\":[\"2024-01-02\",\"2024-01-03\"],\"open\":[1,1],"
+      "\"high\":[2,2],\"low\":[1,1]}}",
+      "candles", "missing the 'close' column" },
+    { "{\"pred_len\":1,\"columns\":[\"timestamps\",\"open\",\"high\",\"low\",\"volume\"],"
+      "\"candles\":["
+      "[\"2024-01-02\",1,2,1,1],[\"2024-01-03\",1,2,1,1]]}",
+      "columns", "missing the 'close' column" },
+    { "{\"pred_len\":1,\"columns\":[\"timestamps\",\"open\",\"high\",\"low\",\"close\"],"
+      "\"candles\":{}}",
+      "columns", "only applies" },
+    { "{\"pred_len\":1,\"columns\":[\"timestamps\",\"open\",\"high\",\"low\",\"close\"],"
+      "\"candles\":"
+      "[[\"2024-01-02\",1,2,1,1],[\"2024-01-03\",1,2,1]]}",
+      "candles[1]", "one per \"columns\" entry" },
+    { "{\"pred_len\":1,\"candles\":\"timestamps,open,high,low,close\\n2024-01-02,1,2,1,1\\n2024-01-"
+      "03,"
+      "1,0.5,1,1\\n\"}",
+      "candles", "candles: line 3, column 'high'" },
 };
 
 static void test_request_errors(void **state) {
@@ -279,8 +290,9 @@ static void test_request_limits(void **state) {
     lim.max_paths = 4;
     lim.max_pred_len = 8;
     lim.max_rows = 3;
-    const char *rows4 = "{\"pred_len\":1,\"candles\":[[\"2024-01-02\",1,2,1,1],[\"2024-01-03\",1,2,1,1],"
-                        "[\"2024-01-04\",1,2,1,1],[\"2024-01-05\",1,2,1,1]]}";
+    const char *rows4 =
+        "{\"pred_len\":1,\"candles\":[[\"2024-01-02\",1,2,1,1],[\"2024-01-03\",1,2,1,1],"
+        "[\"2024-01-04\",1,2,1,1],[\"2024-01-05\",1,2,1,1]]}";
     kr_api_request r;
     kr_api_error e;
     assert_int_not_equal(kr_api_forecast_parse(rows4, strlen(rows4), &lim, &r, &e), KR_OK);
@@ -309,7 +321,7 @@ static void test_request_limits(void **state) {
 
 static kr_model *load_demo(void) {
     kr_model *m = NULL;
-    kr_error err = {0};
+    kr_error err = { 0 };
     kr_model_params mp = kr_model_default_params();
     mp.n_threads = 2;
     if (kr_model_load(KR_SOURCE_DIR "/models/kronos-demo/predictor",
@@ -322,8 +334,9 @@ static void test_response_forecast_json(void **state) {
     (void)state;
     kr_model *m = load_demo();
     kr_candles *c = NULL;
-    kr_error err = {0};
-    assert_int_equal(kr_candles_read_csv(KR_SOURCE_DIR "/data/XSHG_5min_600977.csv", &c, &err), KR_OK);
+    kr_error err = { 0 };
+    assert_int_equal(kr_candles_read_csv(KR_SOURCE_DIR "/data/XSHG_5min_600977.csv", &c, &err),
+                     KR_OK);
     kr_api_request req;
     memset(&req, 0, sizeof req);
     req.candles = c;
@@ -339,9 +352,9 @@ static void test_response_forecast_json(void **state) {
     kr_series s = kr_candles_slice(c, 0, 100);
     kr_forecast *fc = NULL;
     assert_int_equal(kr_forecast_run(m, &s, &req.params, &fc, &err), KR_OK);
-    kr_api_model_desc md = {"kronos-demo", "f32", {0}};
+    kr_api_model_desc md = { "kronos-demo", "f32", { 0 } };
     kr_model_get_info(m, &md.info);
-    kr_api_usage u = {7, 64, 0, 96, 0.01, 0.02, 0.03};
+    kr_api_usage u = { 7, 64, 0, 96, 0.01, 0.02, 0.03 };
 
     for (int rp = 0; rp <= 1; rp++) {
         req.return_paths = rp;
@@ -352,12 +365,13 @@ static void test_response_forecast_json(void **state) {
         cJSON *root = cJSON_Parse(json);
         assert_non_null(root);
         assert_string_equal(cJSON_GetObjectItem(root, "id")->valuestring, "fc-7");
-        assert_string_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(root, "model"), "name")->valuestring,
-                            "kronos-demo");
+        assert_string_equal(
+            cJSON_GetObjectItem(cJSON_GetObjectItem(root, "model"), "name")->valuestring,
+            "kronos-demo");
         cJSON *mean = cJSON_GetObjectItem(root, "mean");
         assert_int_equal(cJSON_GetArraySize(mean), 12);
         /* Every value reads back bit for bit (cJSON's own printer can be one ulp off). */
-        static const char *k_cols[] = {"open", "high", "low", "close", "volume", "amount"};
+        static const char *k_cols[] = { "open", "high", "low", "close", "volume", "amount" };
         const double *mv = kr_forecast_mean(fc);
         for (int i = 0; i < 12; i++) {
             cJSON *row = cJSON_GetArrayItem(mean, i);
@@ -375,7 +389,8 @@ static void test_response_forecast_json(void **state) {
         cJSON *usage = cJSON_GetObjectItem(root, "usage");
         assert_int_equal(cJSON_GetObjectItem(usage, "prefill_tokens")->valuedouble, 64);
         assert_int_equal(cJSON_GetObjectItem(usage, "generated_tokens")->valuedouble, 96);
-        assert_true(cJSON_GetObjectItem(cJSON_GetObjectItem(root, "timing"), "total_seconds")->valuedouble == 0.03);
+        assert_true(cJSON_GetObjectItem(cJSON_GetObjectItem(root, "timing"), "total_seconds")
+                        ->valuedouble == 0.03);
         cJSON *paths = cJSON_GetObjectItem(root, "paths");
         if (!rp) {
             assert_null(paths);
@@ -390,9 +405,10 @@ static void test_response_forecast_json(void **state) {
                 assert_int_equal(cJSON_GetArraySize(pc), 12);
                 for (int i = 0; i < 12; i++)
                     for (int k = 0; k < 6; k++)
-                        if (cJSON_GetObjectItem(cJSON_GetArrayItem(pc, i), k_cols[k])->valuedouble !=
-                            kr_forecast_path(fc, p)[i * 6 + k])
-                            fail_msg("paths[%d].candles[%d].%s differs from the result", p, i, k_cols[k]);
+                        if (cJSON_GetObjectItem(cJSON_GetArrayItem(pc, i), k_cols[k])
+                                ->valuedouble != kr_forecast_path(fc, p)[i * 6 + k])
+                            fail_msg("paths[%d].candles[%d].%s differs from the result", p, i,
+                                     k_cols[k]);
             }
         }
         cJSON_Delete(root);
@@ -418,7 +434,7 @@ static void test_response_error_and_models(void **state) {
     assert_null(strstr(e, "field"));
     free(e);
 
-    kr_api_model_desc md = {"kronos-demo", "f32", {0}};
+    kr_api_model_desc md = { "kronos-demo", "f32", { 0 } };
     md.info.d_model = 128;
     char *ms = kr_api_models_json(&md);
     root = cJSON_Parse(ms);
@@ -479,7 +495,7 @@ static void test_auth(void **state) {
 
     char *tmp = kr_test_tmpdir();
     char path[4200], key[64];
-    kr_error err = {0};
+    kr_error err = { 0 };
     snprintf(path, sizeof path, "%s/key", tmp);
     assert_int_equal(kr_test_write_file(path, "  k-123 \n second line\n", 23), 0);
     assert_int_equal(kr_auth_load_key_file(path, key, sizeof key, &err), KR_OK);
@@ -512,10 +528,11 @@ static void test_config_file(void **state) {
         "\"request_timeout_s\":30,\"max_body_bytes\":65536,\"batch_wait_ms\":10,"
         "\"max_batch_tokens\":2048,\"max_queue\":8,\"max_running\":4,\"target_queue_p95_s\":0.2,"
         "\"target_ttft_p95_s\":1,\"static_batching\":true,\"prefix_cache\":false,"
-        "\"profiles\":[{\"name\":\"session\",\"from\":\"09:30\",\"to\":\"16:00\",\"batch_wait_ms\":20},"
+        "\"profiles\":[{\"name\":\"session\",\"from\":\"09:30\",\"to\":\"16:00\",\"batch_wait_ms\":"
+        "20},"
         "{\"name\":\"night\",\"from\":\"22:00\",\"to\":\"06:00\",\"max_running\":2,"
         "\"target_ttft_p95_s\":5}]}";
-    kr_error err = {0};
+    kr_error err = { 0 };
     assert_int_equal(kr_server_config_parse(doc, strlen(doc), "test.json", &c, &err), KR_OK);
     assert_string_equal(c.host, "0.0.0.0");
     assert_int_equal(c.port, 0);
@@ -573,51 +590,56 @@ static void test_config_errors(void **state) {
     static const struct {
         const char *doc, *needle;
     } k_cases[] = {
-        {"{\"prot\":1}", "cfg: prot: unknown key"},
-        {"{\"port\":70000}", "cfg: port: must be an integer in 0..65535"},
-        {"{\"port\":\"80\"}", "port: must be an integer"},
-        {"{\"batch_wait_ms\":-1}", "batch_wait_ms"},
-        {"{\"quant\":\"int4\"}", "quant: 'int4' is not one of f32, bf16, int8, fp8, q4"},
-        {"{\"kv_dtype\":\"f16\"}", "kv_dtype: 'f16' is not one of f32, bf16, int8"},
-        {"{\"drift_sample\":1.5}", "drift_sample: must be a number in [0, 1]"},
-        {"{\"tune\":1}", "tune: must be true or false"},
-        {"{\"request_timeout_s\":0}", "request_timeout_s: must be a number in (0, 86400]"},
-        {"{\"max_body_bytes\":10}", "max_body_bytes"},
-        {"{\"kv_budget\":\"95%\"}", "max 90%"},
-        {"{\"kv_budget\":\"12 parsecs\"}", "kv_budget"},
-        {"{\"kv_budget\":true}", "kv_budget"},
-        {"{\"host\":\"\"}", "host: must not be empty"},
-        {"{\"port\":1,\"port\":2}", "port: duplicate key"},
-        {"[1]", "top level must be a JSON object"},
-        {"{\"port\":", "invalid JSON"},
-        {"{\"profiles\":{}}", "profiles: must be an array"},
-        {"{\"profiles\":[{\"name\":\"a\",\"from\":\"9:30\",\"to\":\"10:00\"}]}",
-         "profiles[0].from: must be a local time"},
-        {"{\"profiles\":[{\"name\":\"a\",\"from\":\"24:00\",\"to\":\"10:00\"}]}", "profiles[0].from"},
-        {"{\"profiles\":[{\"from\":\"09:00\",\"to\":\"10:00\"}]}", "profiles[0]: needs a \"name\""},
-        {"{\"profiles\":[{\"name\":\"a\",\"from\":\"09:00\"}]}", "needs \"from\" and \"to\""},
-        {"{\"profiles\":[{\"name\":\"a\",\"from\":\"09:00\",\"to\":\"09:00\"}]}", "would cover no time"},
-        {"{\"profiles\":[{\"name\":\"a\",\"from\":\"09:00\",\"to\":\"10:00\",\"port\":1}]}",
-         "profiles[0].port: unknown profile key"},
-        {"{\"profiles\":[{\"name\":\"a\",\"from\":\"09:00\",\"to\":\"10:00\",\"batch_wait_ms\":-5}]}",
-         "profiles[0].batch_wait_ms"},
-        {"{\"profiles\":[{\"name\":\"a\",\"from\":\"09:00\",\"to\":\"10:00\"},"
-         "{\"name\":\"b\",\"from\":\"09:59\",\"to\":\"11:00\"}]}",
-         "profiles[1]: overlaps profile 'a' at 09:59"},
-        {"{\"profiles\":[{\"name\":\"a\",\"from\":\"22:00\",\"to\":\"02:00\"},"
-         "{\"name\":\"b\",\"from\":\"01:00\",\"to\":\"03:00\"}]}",
-         "overlaps profile 'a' at 01:00"},
-        {"{\"profiles\":[{\"name\":\"a\",\"from\":\"09:00\",\"to\":\"10:00\"},"
-         "{\"name\":\"a\",\"from\":\"11:00\",\"to\":\"12:00\"}]}",
-         "duplicate profile name"},
-        {"{\"profiles\":[{\"name\":\"a b\",\"from\":\"09:00\",\"to\":\"10:00\"}]}",
-         "profiles[0].name"},
+        { "{\"prot\":1}", "cfg: prot: unknown key" },
+        { "{\"port\":70000}", "cfg: port: must be an integer in 0..65535" },
+        { "{\"port\":\"80\"}", "port: must be an integer" },
+        { "{\"batch_wait_ms\":-1}", "batch_wait_ms" },
+        { "{\"quant\":\"int4\"}", "quant: 'int4' is not one of f32, bf16, int8, fp8, q4" },
+        { "{\"kv_dtype\":\"f16\"}", "kv_dtype: 'f16' is not one of f32, bf16, int8" },
+        { "{\"drift_sample\":1.5}", "drift_sample: must be a number in [0, 1]" },
+        { "{\"tune\":1}", "tune: must be true or false" },
+        { "{\"request_timeout_s\":0}", "request_timeout_s: must be a number in (0, 86400]" },
+        { "{\"max_body_bytes\":10}", "max_body_bytes" },
+        { "{\"kv_budget\":\"95%\"}", "max 90%" },
+        { "{\"kv_budget\":\"12 parsecs\"}", "kv_budget" },
+        { "{\"kv_budget\":true}", "kv_budget" },
+        { "{\"host\":\"\"}", "host: must not be empty" },
+        { "{\"port\":1,\"port\":2}", "port: duplicate key" },
+        { "[1]", "top level must be a JSON object" },
+        { "{\"port\":", "invalid JSON" },
+        { "{\"profiles\":{}}", "profiles: must be an array" },
+        { "{\"profiles\":[{\"name\":\"a\",\"from\":\"9:30\",\"to\":\"10:00\"}]}",
+          "profiles[0].from: must be a local time" },
+        { "{\"profiles\":[{\"name\":\"a\",\"from\":\"24:00\",\"to\":\"10:00\"}]}",
+          "profiles[0].from" },
+        { "{\"profiles\":[{\"from\":\"09:00\",\"to\":\"10:00\"}]}",
+          "profiles[0]: needs a \"name\"" },
+        { "{\"profiles\":[{\"name\":\"a\",\"from\":\"09:00\"}]}", "needs \"from\" and \"to\"" },
+        { "{\"profiles\":[{\"name\":\"a\",\"from\":\"09:00\",\"to\":\"09:00\"}]}",
+          "would cover no time" },
+        { "{\"profiles\":[{\"name\":\"a\",\"from\":\"09:00\",\"to\":\"10:00\",\"port\":1}]}",
+          "profiles[0].port: unknown profile key" },
+        { "{\"profiles\":[{\"name\":\"a\",\"from\":\"09:00\",\"to\":\"10:00\",\"batch_wait_ms\":-5}"
+          "]}",
+          "profiles[0].batch_wait_ms" },
+        { "{\"profiles\":[{\"name\":\"a\",\"from\":\"09:00\",\"to\":\"10:00\"},"
+          "{\"name\":\"b\",\"from\":\"09:59\",\"to\":\"11:00\"}]}",
+          "profiles[1]: overlaps profile 'a' at 09:59" },
+        { "{\"profiles\":[{\"name\":\"a\",\"from\":\"22:00\",\"to\":\"02:00\"},"
+          "{\"name\":\"b\",\"from\":\"01:00\",\"to\":\"03:00\"}]}",
+          "overlaps profile 'a' at 01:00" },
+        { "{\"profiles\":[{\"name\":\"a\",\"from\":\"09:00\",\"to\":\"10:00\"},"
+          "{\"name\":\"a\",\"from\":\"11:00\",\"to\":\"12:00\"}]}",
+          "duplicate profile name" },
+        { "{\"profiles\":[{\"name\":\"a b\",\"from\":\"09:00\",\"to\":\"10:00\"}]}",
+          "profiles[0].name" },
     };
     for (size_t i = 0; i < sizeof k_cases / sizeof k_cases[0]; i++) {
         kr_server_config c;
         kr_server_config_defaults(&c);
-        kr_error err = {0};
-        if (kr_server_config_parse(k_cases[i].doc, strlen(k_cases[i].doc), "cfg", &c, &err) == KR_OK)
+        kr_error err = { 0 };
+        if (kr_server_config_parse(k_cases[i].doc, strlen(k_cases[i].doc), "cfg", &c, &err) ==
+            KR_OK)
             fail_msg("case %zu accepted: %s", i, k_cases[i].doc);
         if (!strstr(err.message, k_cases[i].needle))
             fail_msg("case %zu: '%s' lacks '%s'", i, err.message, k_cases[i].needle);
@@ -629,7 +651,7 @@ static void test_config_errors(void **state) {
 static void test_kv_budget_and_clock(void **state) {
     (void)state;
     size_t b = 0;
-    kr_error err = {0};
+    kr_error err = { 0 };
     assert_int_equal(kr_server_parse_kv_budget("1048576", &b, &err), KR_OK);
     assert_int_equal(b, 1048576);
     assert_int_equal(kr_server_parse_kv_budget("2GiB", &b, &err), KR_OK);
@@ -658,7 +680,7 @@ static void test_kv_budget_and_clock(void **state) {
 
 static void test_sse_framing(void **state) {
     (void)state;
-    kr_sse_buf b = {0};
+    kr_sse_buf b = { 0 };
     assert_int_equal(kr_sse_event(&b, "progress", "{\"step\":1,\"pred_len\":2}"), 0);
     assert_int_equal(kr_sse_event(&b, "result", "line1\nline2\r\nline3"), 0);
     assert_int_equal(kr_sse_comment(&b, "keep-alive"), 0);
@@ -723,7 +745,7 @@ static void test_job_rendezvous(void **state) {
     for (int fail = 0; fail <= 1; fail++) {
         kr_job *j = kr_job_create();
         kr_job_ref(j); /* the scheduler's */
-        fake_sched f = {j, 20, fail};
+        fake_sched f = { j, 20, fail };
         pthread_t th;
         pthread_create(&th, NULL, fake_sched_run, &f);
         int seen = 0, wakeups = 0;
@@ -756,7 +778,7 @@ static void test_job_rendezvous(void **state) {
     kr_job *j = kr_job_create();
     kr_job_ref(j);
     kr_job_unref(j);
-    fake_sched f = {j, 3, 0};
+    fake_sched f = { j, 3, 0 };
     fake_sched_run(&f);
     /* A timeout with nothing happening. */
     j = kr_job_create();

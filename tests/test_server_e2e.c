@@ -89,14 +89,14 @@ typedef kr_sbuf sbuf;
 
 /* {"candles": rows [start, start+n) of the bundled data, <extra>} ; caller frees. */
 static char *forecast_body(int64_t start, int64_t n, const char *extra) {
-    sbuf b = {0};
+    sbuf b = { 0 };
     sb_printf(&b, "{\"candles\":[");
     for (int64_t i = start; i < start + n; i++) {
         char ts[32];
         kr_format_timestamp(g_candles->timestamps[i], 0, ts, sizeof ts);
         const double *v = g_candles->values + i * 6;
-        sb_printf(&b, "%s[\"%s\",%.17g,%.17g,%.17g,%.17g,%.17g,%.17g]", i > start ? "," : "", ts, v[0],
-                  v[1], v[2], v[3], v[4], v[5]);
+        sb_printf(&b, "%s[\"%s\",%.17g,%.17g,%.17g,%.17g,%.17g,%.17g]", i > start ? "," : "", ts,
+                  v[0], v[1], v[2], v[3], v[4], v[5]);
     }
     sb_printf(&b, "],%s}", extra);
     return b.s;
@@ -108,7 +108,7 @@ static char *forecast_body(int64_t start, int64_t n, const char *extra) {
 
 static kr_server *start_server(const kr_server_config *cfg) {
     kr_server *s = NULL;
-    kr_error err = {0};
+    kr_error err = { 0 };
     if (kr_server_create(g_model, cfg, &s, &err) != KR_OK) fail_msg("server: %s", err.message);
     assert_true(kr_server_port(s) > 0);
     return s;
@@ -131,15 +131,17 @@ static kr_server_config base_config(void) {
 static int setup(void **state) {
     (void)state;
     curl_global_init(CURL_GLOBAL_DEFAULT);
-    kr_error err = {0};
+    kr_error err = { 0 };
     kr_model_params mp = kr_model_default_params();
     mp.n_threads = 2;
     if (kr_model_load(KR_SOURCE_DIR "/models/kronos-demo/predictor",
-                      KR_SOURCE_DIR "/models/kronos-demo/tokenizer", &mp, &g_model, &err) != KR_OK) {
+                      KR_SOURCE_DIR "/models/kronos-demo/tokenizer", &mp, &g_model,
+                      &err) != KR_OK) {
         fprintf(stderr, "%s\n", err.message);
         return -1;
     }
-    if (kr_candles_read_csv(KR_SOURCE_DIR "/data/XSHG_5min_600977.csv", &g_candles, &err) != KR_OK) {
+    if (kr_candles_read_csv(KR_SOURCE_DIR "/data/XSHG_5min_600977.csv", &g_candles, &err) !=
+        KR_OK) {
         fprintf(stderr, "%s\n", err.message);
         return -1;
     }
@@ -195,8 +197,9 @@ static void test_routes_auth_errors(void **state) {
     assert_int_equal(r->status, 200);
     assert_non_null(strstr(r->content_type, "application/json"));
     cJSON *root = json_of(r);
-    assert_string_equal(cJSON_GetArrayItem(cJSON_GetObjectItem(root, "data"), 0)->child->valuestring,
-                        "kronos-demo");
+    assert_string_equal(
+        cJSON_GetArrayItem(cJSON_GetObjectItem(root, "data"), 0)->child->valuestring,
+        "kronos-demo");
     cJSON_Delete(root);
     resp_free(r);
 
@@ -218,7 +221,7 @@ static void test_routes_auth_errors(void **state) {
     assert_int_equal(r->status, 400);
     assert_string_equal(error_field(r), "body");
     resp_free(r);
-    sbuf b = {0};
+    sbuf b = { 0 };
     sb_printf(&b, "{\"pred_len\":3,\"candles\":[");
     for (int i = 0; i < 20; i++)
         sb_printf(&b, "%s[%lld,10,%s,9.3,9.5,100]", i ? "," : "", 1718700000LL + i * 300LL,
@@ -349,7 +352,8 @@ static void test_concurrent_equals_alone(void **state) {
 static void test_server_matches_library(void **state) {
     (void)state;
     int port = kr_server_port(g_srv);
-    char *body = forecast_body(300, 120, "\"pred_len\":7,\"paths\":3,\"seed\":99,\"return_paths\":true");
+    char *body =
+        forecast_body(300, 120, "\"pred_len\":7,\"paths\":3,\"seed\":99,\"return_paths\":true");
     http_resp *r = http(port, "POST", "/v1/forecast", body, API_KEY);
     assert_int_equal(r->status, 200);
     kr_forecast_params p = kr_forecast_default_params();
@@ -359,22 +363,24 @@ static void test_server_matches_library(void **state) {
     p.keep_paths = 1;
     kr_series s = kr_candles_slice(g_candles, 300, 120);
     kr_forecast *fc = NULL;
-    kr_error err = {0};
+    kr_error err = { 0 };
     assert_int_equal(kr_forecast_run(g_model, &s, &p, &fc, &err), KR_OK);
     cJSON *root = json_of(r);
     cJSON *mean = cJSON_GetObjectItem(root, "mean");
     const double *mv = kr_forecast_mean(fc);
     for (int i = 0; i < 7; i++)
         for (int c = 0; c < 6; c++) {
-            static const char *k_cols[] = {"open", "high", "low", "close", "volume", "amount"};
+            static const char *k_cols[] = { "open", "high", "low", "close", "volume", "amount" };
             double got = cJSON_GetObjectItem(cJSON_GetArrayItem(mean, i), k_cols[c])->valuedouble;
             if (got != mv[i * 6 + c])
-                fail_msg("mean[%d].%s: server %.17g, library %.17g", i, k_cols[c], got, mv[i * 6 + c]);
+                fail_msg("mean[%d].%s: server %.17g, library %.17g", i, k_cols[c], got,
+                         mv[i * 6 + c]);
         }
     cJSON *p1 = cJSON_GetArrayItem(cJSON_GetObjectItem(root, "paths"), 1);
     cJSON *s1 = cJSON_GetObjectItem(p1, "s1");
     for (int i = 0; i < 7; i++)
-        assert_int_equal((int)cJSON_GetArrayItem(s1, i)->valuedouble, kr_forecast_path_s1(fc, 1)[i]);
+        assert_int_equal((int)cJSON_GetArrayItem(s1, i)->valuedouble,
+                         kr_forecast_path_s1(fc, 1)[i]);
     cJSON_Delete(root);
     kr_forecast_free(fc);
     resp_free(r);
@@ -396,7 +402,8 @@ static void test_prefix_cache_reuse(void **state) {
     double cached_a = cJSON_GetObjectItem(ua, "cached_tokens")->valuedouble;
     double cached_b = cJSON_GetObjectItem(ub, "cached_tokens")->valuedouble;
     double prefill_a = cJSON_GetObjectItem(ua, "prefill_tokens")->valuedouble;
-    fprintf(stderr, "first: prefill %g cached %g; second: cached %g\n", prefill_a, cached_a, cached_b);
+    fprintf(stderr, "first: prefill %g cached %g; second: cached %g\n", prefill_a, cached_a,
+            cached_b);
     assert_true(prefill_a > 0);
     assert_true(cached_b > 0);
     assert_true(cached_b > cached_a);
@@ -421,17 +428,17 @@ static void test_prefix_cache_reuse(void **state) {
  * second forecast. */
 static void test_quant_drift_metric(void **state) {
     (void)state;
-    kr_error err = {0};
+    kr_error err = { 0 };
     kr_model_params mp = kr_model_default_params();
     mp.n_threads = 1;
     mp.quant = "q4";
     kr_model *q = NULL, *shadow = NULL;
-    if (kr_model_load(KR_SOURCE_DIR "/models/kronos-demo/predictor", KR_SOURCE_DIR "/models/kronos-demo/tokenizer",
-                      &mp, &q, &err) != KR_OK)
+    if (kr_model_load(KR_SOURCE_DIR "/models/kronos-demo/predictor",
+                      KR_SOURCE_DIR "/models/kronos-demo/tokenizer", &mp, &q, &err) != KR_OK)
         fail_msg("%s", err.message);
     mp.quant = NULL;
-    if (kr_model_load(KR_SOURCE_DIR "/models/kronos-demo/predictor", KR_SOURCE_DIR "/models/kronos-demo/tokenizer",
-                      &mp, &shadow, &err) != KR_OK)
+    if (kr_model_load(KR_SOURCE_DIR "/models/kronos-demo/predictor",
+                      KR_SOURCE_DIR "/models/kronos-demo/tokenizer", &mp, &shadow, &err) != KR_OK)
         fail_msg("%s", err.message);
     kr_server_config c = base_config();
     c.drift_sample = 0.5;
@@ -530,7 +537,8 @@ static void test_deadline_504(void **state) {
     resp_free(r);
     free(body);
     /* Streamed: the deadline arrives as an error event. */
-    body = forecast_body(0, 300, "\"pred_len\":200,\"paths\":64,\"timeout_s\":0.001,\"stream\":true");
+    body =
+        forecast_body(0, 300, "\"pred_len\":200,\"paths\":64,\"timeout_s\":0.001,\"stream\":true");
     r = http(port, "POST", "/v1/forecast", body, API_KEY);
     assert_int_equal(r->status, 200);
     assert_non_null(strstr(r->body, "event: error"));
@@ -549,7 +557,8 @@ static void test_cancel_frees_kv(void **state) {
     (void)state;
     int port = kr_server_port(g_srv);
     double cancelled0 = metric_value(port, "kronos_requests_total{outcome=\"cancelled\"}");
-    char *body = forecast_body(500, 400, "\"pred_len\":400,\"paths\":128,\"seed\":5,\"stream\":true");
+    char *body =
+        forecast_body(500, 400, "\"pred_len\":400,\"paths\":128,\"seed\":5,\"stream\":true");
     http_resp *r = calloc(1, sizeof *r);
     r->abort_after_progress = 3;
     CURLcode cc = http_ex(port, "POST", "/v1/forecast", body, API_KEY, 0, r);
@@ -572,15 +581,17 @@ static void test_cancel_frees_kv(void **state) {
         usleep(10000);
     }
     assert_true(cancelled1 >= cancelled0 + 1);
-    assert_true(metric_value(port, "kronos_http_requests_total{route=\"/v1/forecast\",code=\"499\"}") >= 1);
+    assert_true(
+        metric_value(port, "kronos_http_requests_total{route=\"/v1/forecast\",code=\"499\"}") >= 1);
     resp_free(r);
     free(body);
 
     /* A plain (non-streaming) request whose client gives up: noticed while waiting. */
     body = forecast_body(600, 400, "\"pred_len\":400,\"paths\":128,\"seed\":6");
-    http_resp sink = {0};
+    http_resp sink = { 0 };
     sink.timeout_ms = 300;
-    assert_int_equal(http_ex(port, "POST", "/v1/forecast", body, API_KEY, 0, &sink), CURLE_OPERATION_TIMEDOUT);
+    assert_int_equal(http_ex(port, "POST", "/v1/forecast", body, API_KEY, 0, &sink),
+                     CURLE_OPERATION_TIMEDOUT);
     free(sink.body);
     t0 = kr_now_seconds();
     while (!kv_settled(&st) && kr_now_seconds() - t0 < 20) usleep(10000);
@@ -618,13 +629,15 @@ static void test_busy_429(void **state) {
     for (int i = 0; i < N_BUSY; i++) pthread_join(th[i], NULL);
     int ok = 0, busy = 0;
     for (int i = 0; i < N_BUSY; i++) {
-        if (jobs[i].resp.status == 200) ok++;
+        if (jobs[i].resp.status == 200)
+            ok++;
         else if (jobs[i].resp.status == 429) {
             busy++;
             assert_string_equal(jobs[i].resp.retry_after, "1");
             assert_non_null(strstr(jobs[i].resp.body, "\"code\":429"));
         } else {
-            fail_msg("request %d: unexpected %ld %.200s", i, jobs[i].resp.status, jobs[i].resp.body);
+            fail_msg("request %d: unexpected %ld %.200s", i, jobs[i].resp.status,
+                     jobs[i].resp.body);
         }
         free(jobs[i].body);
         free(jobs[i].resp.body);
@@ -632,7 +645,8 @@ static void test_busy_429(void **state) {
     fprintf(stderr, "max_queue 1: %d ok, %d busy\n", ok, busy);
     assert_true(ok >= 1);
     assert_true(busy >= 1);
-    assert_true(metric_value(kr_server_port(s), "kronos_http_rejected_total{reason=\"busy\"}") == busy);
+    assert_true(metric_value(kr_server_port(s), "kronos_http_rejected_total{reason=\"busy\"}") ==
+                busy);
     kr_server_free(s);
 }
 
@@ -656,7 +670,9 @@ static void test_drain(void **state) {
     kr_server_config c = base_config();
     kr_server *s = start_server(&c);
     int port = kr_server_port(s);
-    conc_job inflight = {port, forecast_body(200, 300, "\"pred_len\":150,\"paths\":32,\"seed\":8"), {0}};
+    conc_job inflight = { port,
+                          forecast_body(200, 300, "\"pred_len\":150,\"paths\":32,\"seed\":8"),
+                          { 0 } };
     pthread_t th, dth;
     pthread_create(&th, NULL, conc_run, &inflight);
     kr_sched_stats st;
@@ -667,7 +683,7 @@ static void test_drain(void **state) {
     } while (st.running == 0 && kr_now_seconds() - t0 < 10);
     assert_int_equal(st.running, 1);
 
-    drain_arg d = {s, 0};
+    drain_arg d = { s, 0 };
     pthread_create(&dth, NULL, drain_run, &d);
     t0 = kr_now_seconds();
     while (!kr_server_is_draining(s) && kr_now_seconds() - t0 < 5) usleep(1000);
@@ -685,7 +701,8 @@ static void test_drain(void **state) {
     free(body);
 
     pthread_join(th, NULL);
-    if (inflight.resp.status != 200) fail_msg("in-flight: %ld %.200s", inflight.resp.status, inflight.resp.body);
+    if (inflight.resp.status != 200)
+        fail_msg("in-flight: %ld %.200s", inflight.resp.status, inflight.resp.body);
     cJSON *root = cJSON_Parse(inflight.resp.body);
     assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(root, "mean")), 150);
     cJSON_Delete(root);
@@ -700,7 +717,7 @@ static void test_drain(void **state) {
 
 typedef struct proc {
     pid_t pid;
-    int err_fd;          /* read end of its stderr */
+    int err_fd; /* read end of its stderr */
     char err[8192];
     size_t err_len;
 } proc;
@@ -715,7 +732,7 @@ static void spawn_serve(proc *p, const char *const *args) {
         dup2(fds[1], 2);
         close(fds[0]);
         close(fds[1]);
-        const char *argv[32] = {KR_BINARY_DIR "/kronos", "serve"};
+        const char *argv[32] = { KR_BINARY_DIR "/kronos", "serve" };
         int n = 2;
         for (int i = 0; args[i] && n < 31; i++) argv[n++] = args[i];
         argv[n] = NULL;
@@ -730,7 +747,7 @@ static void spawn_serve(proc *p, const char *const *args) {
 static const char *read_err_until(proc *p, const char *needle, double timeout_s) {
     double t0 = kr_now_seconds();
     while (!strstr(p->err, needle) && kr_now_seconds() - t0 < timeout_s) {
-        struct pollfd pf = {.fd = p->err_fd, .events = POLLIN};
+        struct pollfd pf = { .fd = p->err_fd, .events = POLLIN };
         if (poll(&pf, 1, 100) <= 0) continue;
         ssize_t n = read(p->err_fd, p->err + p->err_len, sizeof p->err - 1 - p->err_len);
         if (n <= 0) break;
@@ -759,7 +776,7 @@ static int wait_exit(proc *p, double timeout_s) {
 static void test_serve_process(void **state) {
     (void)state;
     proc p;
-    const char *args[] = {"--port", "0", "--no-tune", "--request-timeout", "60", NULL};
+    const char *args[] = { "--port", "0", "--no-tune", "--request-timeout", "60", NULL };
     spawn_serve(&p, args);
     const char *l = read_err_until(&p, "listening on http://127.0.0.1:", 30);
     if (!l) fail_msg("no 'listening on' line: %s", p.err);
@@ -769,12 +786,14 @@ static void test_serve_process(void **state) {
     assert_int_equal(r->status, 200);
     resp_free(r);
     /* SIGTERM with a request in flight: it is answered, then the process exits 0. */
-    conc_job inflight = {port, forecast_body(200, 300, "\"pred_len\":120,\"paths\":32"), {0}};
+    conc_job inflight = { port, forecast_body(200, 300, "\"pred_len\":120,\"paths\":32"), { 0 } };
     pthread_t th;
     pthread_create(&th, NULL, conc_run, &inflight);
     /* Wait until the server has accepted it (running or queued), then stop the process. */
     double t0 = kr_now_seconds();
-    while (metric_value(port, "kronos_requests_running") + metric_value(port, "kronos_requests_waiting") < 1 &&
+    while (metric_value(port, "kronos_requests_running") +
+                   metric_value(port, "kronos_requests_waiting") <
+               1 &&
            kr_now_seconds() - t0 < 20)
         usleep(5000);
     kill(p.pid, SIGTERM);
@@ -786,7 +805,7 @@ static void test_serve_process(void **state) {
     free(inflight.resp.body);
 
     /* Usage errors exit 2 and say what is wrong. */
-    const char *quant[] = {"--quant", "int4", NULL};
+    const char *quant[] = { "--quant", "int4", NULL };
     spawn_serve(&p, quant);
     assert_int_equal(wait_exit(&p, 30), 2);
     assert_non_null(strstr(p.err, "--quant must be one of f32, bf16, int8, fp8, q4, got 'int4'"));
@@ -794,11 +813,11 @@ static void test_serve_process(void **state) {
     char cfg[4200];
     snprintf(cfg, sizeof cfg, "%s/serve.json", tmp);
     assert_int_equal(kr_test_write_file(cfg, "{\"batch_wait_ms\": -1}", 21), 0);
-    const char *badcfg[] = {"--config", cfg, NULL};
+    const char *badcfg[] = { "--config", cfg, NULL };
     spawn_serve(&p, badcfg);
     assert_int_equal(wait_exit(&p, 30), 2);
     assert_non_null(strstr(p.err, "serve.json: batch_wait_ms: must be an integer in 0..60000"));
-    const char *badport[] = {"--port", "99999", NULL};
+    const char *badport[] = { "--port", "99999", NULL };
     spawn_serve(&p, badport);
     assert_int_equal(wait_exit(&p, 30), 2);
     assert_non_null(strstr(p.err, "--port"));

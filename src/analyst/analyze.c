@@ -91,10 +91,14 @@ static void fill_meta(kr_model *model, const kr_analyze_params *p, kr_report_met
     memset(m, 0, sizeof *m);
     kr_model_info info;
     kr_model_get_info(model, &info);
-    if (p->model_name) snprintf(m->model_name, sizeof m->model_name, "%s", p->model_name);
-    else model_name_from_dir(p->predictor_dir, m->model_name, sizeof m->model_name);
-    snprintf(m->predictor_dir, sizeof m->predictor_dir, "%s", p->predictor_dir ? p->predictor_dir : "");
-    snprintf(m->tokenizer_dir, sizeof m->tokenizer_dir, "%s", p->tokenizer_dir ? p->tokenizer_dir : "");
+    if (p->model_name)
+        snprintf(m->model_name, sizeof m->model_name, "%s", p->model_name);
+    else
+        model_name_from_dir(p->predictor_dir, m->model_name, sizeof m->model_name);
+    snprintf(m->predictor_dir, sizeof m->predictor_dir, "%s",
+             p->predictor_dir ? p->predictor_dir : "");
+    snprintf(m->tokenizer_dir, sizeof m->tokenizer_dir, "%s",
+             p->tokenizer_dir ? p->tokenizer_dir : "");
     m->d_model = info.d_model;
     m->n_layers = info.n_layers;
     m->n_heads = info.n_heads;
@@ -137,11 +141,10 @@ kr_status kr_analyze(kr_model *model, const kr_analyze_item *items, int n,
         if (!c || !items[i].symbol)
             return kr_error_set(err, KR_ERR_INVALID_ARG, "analyze: item %d has no history", i);
         if (c->n < need)
-            return kr_error_set(err, KR_ERR_INVALID_ARG,
-                                "%s %s: %lld rows, need at least %lld (horizon %d%s)",
-                                items[i].symbol, items[i].interval ? items[i].interval : "",
-                                (long long)c->n, (long long)need, p->horizon,
-                                p->calibrate > 0 ? " and calibration windows" : "");
+            return kr_error_set(
+                err, KR_ERR_INVALID_ARG, "%s %s: %lld rows, need at least %lld (horizon %d%s)",
+                items[i].symbol, items[i].interval ? items[i].interval : "", (long long)c->n,
+                (long long)need, p->horizon, p->calibrate > 0 ? " and calibration windows" : "");
     }
 
     kr_report_set *set = calloc(1, sizeof *set);
@@ -190,8 +193,8 @@ kr_status kr_analyze(kr_model *model, const kr_analyze_item *items, int n,
     kr_report_meta meta;
     fill_meta(model, p, &meta);
     for (int i = 0; i < n; i++)
-        if ((st = kr_report_build(items[i].symbol, items[i].interval, items[i].candles,
-                                  lookback[i], fc[i], &meta, &set->reports[i], err)) != KR_OK)
+        if ((st = kr_report_build(items[i].symbol, items[i].interval, items[i].candles, lookback[i],
+                                  fc[i], &meta, &set->reports[i], err)) != KR_OK)
             goto done;
 
     for (int i = 0; i < n && p->calibrate > 0; i++) {

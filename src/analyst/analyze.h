@@ -16,8 +16,8 @@
 #include "market/candles.h"
 
 typedef struct kr_analyze_item {
-    const char *symbol, *interval;   /* borrowed; copied into the report */
-    const kr_candles *candles;       /* borrowed: the history, ascending, all rows */
+    const char *symbol, *interval; /* borrowed; copied into the report */
+    const kr_candles *candles; /* borrowed: the history, ascending, all rows */
 } kr_analyze_item;
 
 /* Called before each phase (step = 0..n_steps-1) and once more with step == n_steps when
@@ -25,16 +25,16 @@ typedef struct kr_analyze_item {
 typedef void (*kr_analyze_progress_fn)(void *user, int step, int n_steps, const char *what);
 
 typedef struct kr_analyze_params {
-    int horizon;            /* bars to forecast (pred_len), default 20 */
-    int paths;              /* sample paths, default 32 */
-    int lookback;           /* history rows the model sees; 0: min(rows, max_context - horizon) */
-    int max_context;        /* predictor window, default 512 */
-    int top_k;              /* default 0 (off) */
-    float temperature;      /* default 1.0 */
-    float top_p;            /* default 0.9 */
-    uint64_t seed;          /* default 0; each path has its own stream */
-    int calibrate;          /* walk-forward windows per symbol; 0 = none */
-    kr_analyze_progress_fn progress;   /* may be NULL */
+    int horizon; /* bars to forecast (pred_len), default 20 */
+    int paths; /* sample paths, default 32 */
+    int lookback; /* history rows the model sees; 0: min(rows, max_context - horizon) */
+    int max_context; /* predictor window, default 512 */
+    int top_k; /* default 0 (off) */
+    float temperature; /* default 1.0 */
+    float top_p; /* default 0.9 */
+    uint64_t seed; /* default 0; each path has its own stream */
+    int calibrate; /* walk-forward windows per symbol; 0 = none */
+    kr_analyze_progress_fn progress; /* may be NULL */
     void *progress_user;
     /* Metadata for the reports (borrowed; may be NULL). */
     const char *model_name, *predictor_dir, *tokenizer_dir;
@@ -42,9 +42,9 @@ typedef struct kr_analyze_params {
 
 typedef struct kr_report_set {
     int n;
-    kr_report **reports;    /* [n], in input order, owned */
-    int *rank;              /* [n] indices into reports: highest expected return first */
-    int64_t generated_at;   /* Unix seconds (UTC) */
+    kr_report **reports; /* [n], in input order, owned */
+    int *rank; /* [n] indices into reports: highest expected return first */
+    int64_t generated_at; /* Unix seconds (UTC) */
 } kr_report_set;
 
 kr_analyze_params kr_analyze_default_params(void);

@@ -111,8 +111,8 @@ kr_status kr_calibration_score(const kr_candles *c, int windows, int horizon,
             const double real = c->values[(end + k) * KR_N_FEATURES + KR_CLOSE];
             int64_t nr = 0;
             for (int64_t i = 0; i + k + 1 < L; i++)
-                rets[nr++] = hist_close[(i + k + 1) * KR_N_FEATURES] /
-                                 hist_close[i * KR_N_FEATURES] - 1.0;
+                rets[nr++] =
+                    hist_close[(i + k + 1) * KR_N_FEATURES] / hist_close[i * KR_N_FEATURES] - 1.0;
             if (nr < 1) {
                 st = kr_error_set(err, KR_ERR_INVALID_ARG,
                                   "calibration window %d: lookback %lld too short for %d-bar "
@@ -188,8 +188,8 @@ kr_status kr_calibrate(kr_model *model, const kr_candles *c, int windows,
     kr_forecast_params p = *params;
     p.keep_paths = 1;
     p.lookback = 0; /* each view holds exactly its lookback rows */
-    if ((st = kr_calibration_plan(c, windows, p.pred_len, p.max_context, requested_lookback,
-                                  series, err)) != KR_OK)
+    if ((st = kr_calibration_plan(c, windows, p.pred_len, p.max_context, requested_lookback, series,
+                                  err)) != KR_OK)
         goto done;
     if ((st = kr_forecast_run_batch(model, series, windows, &p, fc, err)) != KR_OK) {
         kr_error_prefix(err, "calibration");

@@ -26,27 +26,27 @@
 #include "market/candles.h"
 
 typedef struct kr_calib_scores {
-    double coverage;            /* fraction in [0, 1] */
-    double *coverage_by_step;   /* [horizon] fractions in [0, 1] */
-    double direction_hit_rate;  /* fraction in [0, 1] */
-    double mape;                /* fraction (0.02 = 2%) */
+    double coverage; /* fraction in [0, 1] */
+    double *coverage_by_step; /* [horizon] fractions in [0, 1] */
+    double direction_hit_rate; /* fraction in [0, 1] */
+    double mape; /* fraction (0.02 = 2%) */
 } kr_calib_scores;
 
 typedef struct kr_calib_window {
-    int64_t history_end_ts;     /* timestamp of the window's last history bar */
-    int lookback;               /* history rows the model saw */
-    double last_close;          /* close of the last history bar */
-    double realized_close;      /* realised close at the horizon */
-    double model_close;         /* mean-path close at the horizon */
-    double model_p10, model_p90;    /* forecast band of the close at the horizon */
-    double naive_p10, naive_p90;    /* naive band of the close at the horizon */
-    double naive_drift;         /* mean h-bar return in the lookback (fraction) */
+    int64_t history_end_ts; /* timestamp of the window's last history bar */
+    int lookback; /* history rows the model saw */
+    double last_close; /* close of the last history bar */
+    double realized_close; /* realised close at the horizon */
+    double model_close; /* mean-path close at the horizon */
+    double model_p10, model_p90; /* forecast band of the close at the horizon */
+    double naive_p10, naive_p90; /* naive band of the close at the horizon */
+    double naive_drift; /* mean h-bar return in the lookback (fraction) */
 } kr_calib_window;
 
 typedef struct kr_calibration {
     int windows, horizon;
     kr_calib_scores model, naive;
-    kr_calib_window *window;    /* [windows], oldest first */
+    kr_calib_window *window; /* [windows], oldest first */
 } kr_calibration;
 
 /* Rows of history the forecast uses: `requested` (> 0) capped at the rows there are, else all

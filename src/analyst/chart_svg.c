@@ -27,21 +27,26 @@ void kr_chart_nice_ticks(double lo, double hi, int target, double *first, double
     double raw = range / (target > 1 ? target : 1);
     double mag = pow(10.0, floor(log10(raw)));
     double m = raw / mag, s;
-    if (m <= 1.0) s = 1.0;
-    else if (m <= 2.0) s = 2.0;
-    else if (m <= 2.5) s = 2.5;
-    else if (m <= 5.0) s = 5.0;
-    else s = 10.0;
+    if (m <= 1.0)
+        s = 1.0;
+    else if (m <= 2.0)
+        s = 2.0;
+    else if (m <= 2.5)
+        s = 2.5;
+    else if (m <= 5.0)
+        s = 5.0;
+    else
+        s = 10.0;
     *step = s * mag;
     *first = ceil(lo / *step - 1e-9) * *step;
 }
 
 typedef struct frame {
-    double x0, w_slot;          /* left edge of the plot, slot width */
-    double py0, py1;            /* price panel top / bottom (SVG y grows down) */
-    double vy0, vy1;            /* volume panel */
-    double lo, hi;              /* price range */
-    double vmax;                /* volume range top */
+    double x0, w_slot; /* left edge of the plot, slot width */
+    double py0, py1; /* price panel top / bottom (SVG y grows down) */
+    double vy0, vy1; /* volume panel */
+    double lo, hi; /* price range */
+    double vmax; /* volume range top */
     double plot_right;
 } frame;
 
@@ -62,8 +67,10 @@ static void price_label(double v, double step, char *buf) {
 /* Tick label for a bar time: a date for daily bars, "MM-DD HH:MM" intraday. */
 static void time_label(int64_t t, int date_only, char *buf) {
     kr_civil c = kr_civil_from_unix(t);
-    if (date_only) snprintf(buf, 32, "%04d-%02d-%02d", c.year, c.month, c.day);
-    else snprintf(buf, 32, "%02d-%02d %02d:%02d", c.month, c.day, c.hour, c.minute);
+    if (date_only)
+        snprintf(buf, 32, "%04d-%02d-%02d", c.year, c.month, c.day);
+    else
+        snprintf(buf, 32, "%02d-%02d %02d:%02d", c.month, c.day, c.hour, c.minute);
 }
 
 static void ranges(const kr_report *r, frame *f) {
@@ -76,7 +83,8 @@ static void ranges(const kr_report *r, frame *f) {
     }
     for (int i = 0; i < r->horizon; i++) {
         const size_t o = (size_t)i * KR_N_FEATURES;
-        const double cs[3] = {r->fc_p10[o + KR_CLOSE], r->fc_p90[o + KR_CLOSE], r->fc_mean[o + KR_CLOSE]};
+        const double cs[3] = { r->fc_p10[o + KR_CLOSE], r->fc_p90[o + KR_CLOSE],
+                               r->fc_mean[o + KR_CLOSE] };
         for (int k = 0; k < 3; k++) {
             if (cs[k] < lo) lo = cs[k];
             if (cs[k] > hi) hi = cs[k];
@@ -99,10 +107,12 @@ static void price_axis(kr_sb *sb, const frame *f, double y_avoid, double avoid_p
         double y = yp(f, v);
         char lab[32];
         price_label(v, step, lab);
-        kr_sb_appendf(sb, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"" COL_GRID "\"/>",
-                      f->x0, y, f->plot_right, y);
+        kr_sb_appendf(
+            sb, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"" COL_GRID "\"/>",
+            f->x0, y, f->plot_right, y);
         if (fabs(y - y_avoid) >= avoid_px)
-            kr_sb_appendf(sb, "<text x=\"%.1f\" y=\"%.1f\" class=\"ax\">%s</text>\n", f->plot_right + 6, y + 4, lab);
+            kr_sb_appendf(sb, "<text x=\"%.1f\" y=\"%.1f\" class=\"ax\">%s</text>\n",
+                          f->plot_right + 6, y + 4, lab);
     }
 }
 
@@ -115,12 +125,15 @@ static void time_axis(kr_sb *sb, const kr_report *r, const frame *f, int total, 
         char lab[32];
         time_label(t, r->date_only, lab);
         double x = xc(f, s);
-        kr_sb_appendf(sb, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"" COL_GRID "\"/>",
-                      x, f->py0, x, f->vy1);
-        kr_sb_appendf(sb, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"" COL_AXIS "\"/>",
-                      x, ybottom, x, ybottom + 4);
-        kr_sb_appendf(sb, "<text x=\"%.1f\" y=\"%.1f\" class=\"ax\" text-anchor=\"middle\">%s</text>\n", x,
-                      ybottom + 17, lab);
+        kr_sb_appendf(
+            sb, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"" COL_GRID "\"/>",
+            x, f->py0, x, f->vy1);
+        kr_sb_appendf(
+            sb, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"" COL_AXIS "\"/>",
+            x, ybottom, x, ybottom + 4);
+        kr_sb_appendf(sb,
+                      "<text x=\"%.1f\" y=\"%.1f\" class=\"ax\" text-anchor=\"middle\">%s</text>\n",
+                      x, ybottom + 17, lab);
     }
 }
 
@@ -135,16 +148,21 @@ static void candles(kr_sb *sb, const kr_report *r, const frame *f) {
         double x = xc(f, i), top = yp(f, up ? v[KR_CLOSE] : v[KR_OPEN]),
                bot = yp(f, up ? v[KR_OPEN] : v[KR_CLOSE]);
         if (bot - top < 0.8) bot = top + 0.8; /* a doji still shows */
-        kr_sb_appendf(sb, "<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" stroke=\"%s\"/>", x,
-                      yp(f, v[KR_HIGH]), x, yp(f, v[KR_LOW]), col);
-        kr_sb_appendf(sb, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"%s\"/>\n",
+        kr_sb_appendf(sb, "<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" stroke=\"%s\"/>",
+                      x, yp(f, v[KR_HIGH]), x, yp(f, v[KR_LOW]), col);
+        kr_sb_appendf(sb,
+                      "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"%s\"/>\n",
                       x - bw / 2, top, bw, bot - top, up ? "#ffffff" : col);
         if (up)
-            kr_sb_appendf(sb, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"none\" "
-                              "stroke=\"%s\"/>\n", x - bw / 2, top, bw, bot - top, col);
+            kr_sb_appendf(
+                sb,
+                "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"none\" "
+                "stroke=\"%s\"/>\n",
+                x - bw / 2, top, bw, bot - top, col);
         if (f->vmax > 0)
-            kr_sb_appendf(sb, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"%s\" "
-                              "fill-opacity=\"0.45\"/>\n",
+            kr_sb_appendf(sb,
+                          "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"%s\" "
+                          "fill-opacity=\"0.45\"/>\n",
                           x - bw / 2, yv(f, v[KR_VOLUME]), bw, f->vy1 - yv(f, v[KR_VOLUME]), col);
     }
     kr_sb_append(sb, "</g>\n");
@@ -155,50 +173,68 @@ static void fan(kr_sb *sb, const kr_report *r, const frame *f) {
     const double ax = xc(f, n0), ay = yp(f, r->last_close);
     kr_sb_appendf(sb, "<path d=\"M%.2f,%.2f", ax, ay);
     for (int i = 0; i < r->horizon; i++)
-        kr_sb_appendf(sb, " L%.2f,%.2f", xc(f, n0 + 1 + i), yp(f, r->fc_p90[(size_t)i * KR_N_FEATURES + KR_CLOSE]));
+        kr_sb_appendf(sb, " L%.2f,%.2f", xc(f, n0 + 1 + i),
+                      yp(f, r->fc_p90[(size_t)i * KR_N_FEATURES + KR_CLOSE]));
     for (int i = r->horizon - 1; i >= 0; i--)
-        kr_sb_appendf(sb, " L%.2f,%.2f", xc(f, n0 + 1 + i), yp(f, r->fc_p10[(size_t)i * KR_N_FEATURES + KR_CLOSE]));
+        kr_sb_appendf(sb, " L%.2f,%.2f", xc(f, n0 + 1 + i),
+                      yp(f, r->fc_p10[(size_t)i * KR_N_FEATURES + KR_CLOSE]));
     kr_sb_append(sb, " Z\" fill=\"" COL_FAN "\" fill-opacity=\"0.16\" stroke=\"" COL_FAN "\" "
                      "stroke-opacity=\"0.35\" stroke-width=\"0.8\"/>\n");
-    const double *lines[2] = {r->fc_p50, r->fc_mean};
-    const char *style[2] = {"stroke=\"" COL_FAN "\" stroke-width=\"2\"",
-                            "stroke=\"" COL_MEAN "\" stroke-width=\"1.8\" stroke-dasharray=\"5 3\""};
+    const double *lines[2] = { r->fc_p50, r->fc_mean };
+    const char *style[2] = { "stroke=\"" COL_FAN "\" stroke-width=\"2\"",
+                             "stroke=\"" COL_MEAN
+                             "\" stroke-width=\"1.8\" stroke-dasharray=\"5 3\"" };
     for (int k = 0; k < 2; k++) {
         kr_sb_appendf(sb, "<polyline fill=\"none\" %s points=\"%.2f,%.2f", style[k], ax, ay);
         for (int i = 0; i < r->horizon; i++)
-            kr_sb_appendf(sb, " %.2f,%.2f", xc(f, n0 + 1 + i), yp(f, lines[k][(size_t)i * KR_N_FEATURES + KR_CLOSE]));
+            kr_sb_appendf(sb, " %.2f,%.2f", xc(f, n0 + 1 + i),
+                          yp(f, lines[k][(size_t)i * KR_N_FEATURES + KR_CLOSE]));
         kr_sb_append(sb, "\"/>\n");
     }
     /* Forecast volume (mean path) as outlined bars. */
     double bw = f->w_slot * 0.64;
     for (int i = 0; i < r->horizon && f->vmax > 0; i++) {
         double v = r->fc_mean[(size_t)i * KR_N_FEATURES + KR_VOLUME];
-        kr_sb_appendf(sb, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"" COL_FAN "\" "
-                          "fill-opacity=\"0.18\" stroke=\"" COL_FAN "\" stroke-opacity=\"0.5\" stroke-width=\"0.6\"/>\n",
+        kr_sb_appendf(sb,
+                      "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"" COL_FAN
+                      "\" "
+                      "fill-opacity=\"0.18\" stroke=\"" COL_FAN
+                      "\" stroke-opacity=\"0.5\" stroke-width=\"0.6\"/>\n",
                       xc(f, n0 + 1 + i) - bw / 2, yv(f, v), bw, f->vy1 - yv(f, v));
     }
     /* Last close: a dotted level across the forecast, a dot, and a value tag on the axis. */
     char lab[32];
     snprintf(lab, sizeof lab, "%.2f", r->last_close);
     if (fabs(r->last_close) < 1) snprintf(lab, sizeof lab, "%.4g", r->last_close);
-    kr_sb_appendf(sb, "<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" stroke=\"#111827\" "
-                      "stroke-width=\"1\" stroke-dasharray=\"2 3\"/>\n", ax, ay, f->plot_right, ay);
+    kr_sb_appendf(sb,
+                  "<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" stroke=\"#111827\" "
+                  "stroke-width=\"1\" stroke-dasharray=\"2 3\"/>\n",
+                  ax, ay, f->plot_right, ay);
     kr_sb_appendf(sb, "<circle cx=\"%.2f\" cy=\"%.2f\" r=\"3.5\" fill=\"#111827\"/>\n", ax, ay);
-    kr_sb_appendf(sb, "<rect x=\"%.1f\" y=\"%.1f\" width=\"60\" height=\"16\" rx=\"3\" fill=\"#111827\"/>"
-                      "<text x=\"%.1f\" y=\"%.1f\" class=\"tag\">%s</text>\n",
-                  f->plot_right + 2, ay - 8, f->plot_right + 6, ay + 4, lab);
+    kr_sb_appendf(
+        sb,
+        "<rect x=\"%.1f\" y=\"%.1f\" width=\"60\" height=\"16\" rx=\"3\" fill=\"#111827\"/>"
+        "<text x=\"%.1f\" y=\"%.1f\" class=\"tag\">%s</text>\n",
+        f->plot_right + 2, ay - 8, f->plot_right + 6, ay + 4, lab);
 }
 
 static void legend(kr_sb *sb, double x, double y) {
-    kr_sb_appendf(sb, "<g class=\"legend\" transform=\"translate(%.1f,%.1f)\">"
-                      "<rect x=\"0\" y=\"-9\" width=\"14\" height=\"10\" fill=\"" COL_FAN "\" fill-opacity=\"0.16\" "
-                      "stroke=\"" COL_FAN "\" stroke-opacity=\"0.35\"/><text x=\"19\" y=\"0\">p10-p90 band</text>"
-                      "<line x1=\"112\" y1=\"-4\" x2=\"130\" y2=\"-4\" stroke=\"" COL_FAN "\" stroke-width=\"2\"/>"
-                      "<text x=\"135\" y=\"0\">median (p50)</text>"
-                      "<line x1=\"222\" y1=\"-4\" x2=\"240\" y2=\"-4\" stroke=\"" COL_MEAN "\" stroke-width=\"1.8\" "
-                      "stroke-dasharray=\"5 3\"/><text x=\"245\" y=\"0\">mean path</text>"
-                      "<circle cx=\"318\" cy=\"-4\" r=\"3.5\" fill=\"#111827\"/><text x=\"326\" y=\"0\">last close</text>"
-                      "</g>\n", x, y);
+    kr_sb_appendf(sb,
+                  "<g class=\"legend\" transform=\"translate(%.1f,%.1f)\">"
+                  "<rect x=\"0\" y=\"-9\" width=\"14\" height=\"10\" fill=\"" COL_FAN
+                  "\" fill-opacity=\"0.16\" "
+                  "stroke=\"" COL_FAN
+                  "\" stroke-opacity=\"0.35\"/><text x=\"19\" y=\"0\">p10-p90 band</text>"
+                  "<line x1=\"112\" y1=\"-4\" x2=\"130\" y2=\"-4\" stroke=\"" COL_FAN
+                  "\" stroke-width=\"2\"/>"
+                  "<text x=\"135\" y=\"0\">median (p50)</text>"
+                  "<line x1=\"222\" y1=\"-4\" x2=\"240\" y2=\"-4\" stroke=\"" COL_MEAN
+                  "\" stroke-width=\"1.8\" "
+                  "stroke-dasharray=\"5 3\"/><text x=\"245\" y=\"0\">mean path</text>"
+                  "<circle cx=\"318\" cy=\"-4\" r=\"3.5\" fill=\"#111827\"/><text x=\"326\" "
+                  "y=\"0\">last close</text>"
+                  "</g>\n",
+                  x, y);
 }
 
 void kr_chart_forecast_svg(kr_sb *sb, const kr_report *r, int width, int height) {
@@ -214,30 +250,42 @@ void kr_chart_forecast_svg(kr_sb *sb, const kr_report *r, int width, int height)
     f.vy0 = f.py1 + gap;
     f.vy1 = height - bottom;
     ranges(r, &f);
-    kr_sb_appendf(sb, "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 %d %d\" width=\"%d\" "
-                      "height=\"%d\" role=\"img\" class=\"chart\" aria-label=\"%s: last %d bars and a %d-bar "
-                      "forecast fan\">\n",
-                  width, height, width, height, r->symbol, r->n_chart, r->horizon);
-    kr_sb_append(sb, "<style>.ax{font:11px system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;fill:" COL_AXIS
-                     "}.tag{font:bold 11px system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;fill:#fff}"
-                     ".legend text{font:12px system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;fill:" COL_TEXT
-                     "}.pl{font:600 11px system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;fill:" COL_AXIS "}"
-                     "</style>\n");
+    kr_sb_appendf(
+        sb,
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 %d %d\" width=\"%d\" "
+        "height=\"%d\" role=\"img\" class=\"chart\" aria-label=\"%s: last %d bars and a %d-bar "
+        "forecast fan\">\n",
+        width, height, width, height, r->symbol, r->n_chart, r->horizon);
+    kr_sb_append(
+        sb,
+        "<style>.ax{font:11px system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;fill:" COL_AXIS
+        "}.tag{font:bold 11px system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;fill:#fff}"
+        ".legend text{font:12px system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;fill:" COL_TEXT
+        "}.pl{font:600 11px system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;fill:" COL_AXIS "}"
+        "</style>\n");
     /* Forecast region background and the history/forecast boundary. */
     double bx = f.x0 + r->n_chart * f.w_slot;
-    kr_sb_appendf(sb, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"#f1f5f9\"/>\n", bx,
-                  f.py0, f.plot_right - bx, f.vy1 - f.py0);
+    kr_sb_appendf(sb,
+                  "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"#f1f5f9\"/>\n",
+                  bx, f.py0, f.plot_right - bx, f.vy1 - f.py0);
     price_axis(sb, &f, yp(&f, r->last_close), 14.0);
     time_axis(sb, r, &f, total, f.vy1);
-    kr_sb_appendf(sb, "<line x1=\"%.2f\" y1=\"%.1f\" x2=\"%.2f\" y2=\"%.1f\" stroke=\"" COL_AXIS "\" "
-                      "stroke-dasharray=\"4 3\"/>\n", bx, f.py0, bx, f.vy1);
-    kr_sb_appendf(sb, "<text x=\"%.2f\" y=\"%.1f\" class=\"pl\">forecast &#8594;</text>\n", bx + 5, f.py0 + 13);
+    kr_sb_appendf(sb,
+                  "<line x1=\"%.2f\" y1=\"%.1f\" x2=\"%.2f\" y2=\"%.1f\" stroke=\"" COL_AXIS "\" "
+                  "stroke-dasharray=\"4 3\"/>\n",
+                  bx, f.py0, bx, f.vy1);
+    kr_sb_appendf(sb, "<text x=\"%.2f\" y=\"%.1f\" class=\"pl\">forecast &#8594;</text>\n", bx + 5,
+                  f.py0 + 13);
     kr_sb_appendf(sb, "<text x=\"%.2f\" y=\"%.1f\" class=\"pl\">%s</text>\n", f.x0 + 4, f.vy0 + 11,
                   f.vmax > 0 ? "volume" : "no volume in the data");
     /* Panel frames and the volume baseline. */
-    kr_sb_appendf(sb, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" stroke=\"#d1d5db\"/>\n",
+    kr_sb_appendf(sb,
+                  "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
+                  "stroke=\"#d1d5db\"/>\n",
                   f.x0, f.py0, f.plot_right - f.x0, f.py1 - f.py0);
-    kr_sb_appendf(sb, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" stroke=\"#d1d5db\"/>\n",
+    kr_sb_appendf(sb,
+                  "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
+                  "stroke=\"#d1d5db\"/>\n",
                   f.x0, f.vy0, f.plot_right - f.x0, f.vy1 - f.vy0);
     candles(sb, r, &f);
     fan(sb, r, &f);

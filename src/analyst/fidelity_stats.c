@@ -31,7 +31,7 @@ static int cmp_value_index(const void *pa, const void *pb) {
 static kr_status average_ranks(const double *x, int64_t n, double *ranks) {
     value_index *vi = malloc((size_t)(n > 0 ? n : 1) * sizeof *vi);
     if (!vi) return KR_ERR_NOMEM;
-    for (int64_t k = 0; k < n; k++) vi[k] = (value_index){x[k], k};
+    for (int64_t k = 0; k < n; k++) vi[k] = (value_index){ x[k], k };
     qsort(vi, (size_t)n, sizeof *vi, cmp_value_index);
     for (int64_t lo = 0; lo < n;) {
         int64_t hi = lo + 1;

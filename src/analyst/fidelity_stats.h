@@ -87,10 +87,11 @@ int kr_top1(const float *logits, int n);
  * (predicted, reference) pairs; accumulators of separate workers combine by adding fields.
  */
 typedef struct kr_err_acc {
-    double sum_abs;  /* Σ |predicted - reference| */
-    double sum_ape;  /* Σ |predicted - reference| / |reference|, over pairs with a usable reference */
-    int64_t n;       /* pairs added */
-    int64_t n_ape;   /* pairs that entered sum_ape */
+    double sum_abs; /* Σ |predicted - reference| */
+    double
+        sum_ape; /* Σ |predicted - reference| / |reference|, over pairs with a usable reference */
+    int64_t n; /* pairs added */
+    int64_t n_ape; /* pairs that entered sum_ape */
 } kr_err_acc;
 
 /* Below this |reference| a percentage error is meaningless (a price of 0, a flat return) and

@@ -13,8 +13,8 @@
 #include "base/error.h"
 #include "base/timeutil.h"
 
-static kr_status check_args(const void *x, int64_t n, int period, const void *out,
-                            const char *name, kr_error *err) {
+static kr_status check_args(const void *x, int64_t n, int period, const void *out, const char *name,
+                            kr_error *err) {
     if (!x || !out || n < 0)
         return kr_error_set(err, KR_ERR_INVALID_ARG, "%s: NULL argument", name);
     if (period < 1)
@@ -93,8 +93,8 @@ kr_status kr_ind_rsi(const double *close, int64_t n, int period, double *out, kr
     return KR_OK;
 }
 
-kr_status kr_ind_macd(const double *close, int64_t n, int fast, int slow, int signal,
-                      double *line, double *sig, double *hist, kr_error *err) {
+kr_status kr_ind_macd(const double *close, int64_t n, int fast, int slow, int signal, double *line,
+                      double *sig, double *hist, kr_error *err) {
     kr_status st = check_args(close, n, fast < signal ? fast : signal, line, "macd", err);
     if (st != KR_OK) return st;
     if (!sig || !hist) return kr_error_set(err, KR_ERR_INVALID_ARG, "macd: NULL argument");

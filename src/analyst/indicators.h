@@ -29,8 +29,8 @@
 kr_status kr_ind_sma(const double *x, int64_t n, int period, double *out, kr_error *err);
 kr_status kr_ind_ema(const double *x, int64_t n, int period, double *out, kr_error *err);
 kr_status kr_ind_rsi(const double *close, int64_t n, int period, double *out, kr_error *err);
-kr_status kr_ind_macd(const double *close, int64_t n, int fast, int slow, int signal,
-                      double *line, double *sig, double *hist, kr_error *err);
+kr_status kr_ind_macd(const double *close, int64_t n, int fast, int slow, int signal, double *line,
+                      double *sig, double *hist, kr_error *err);
 /* Any of the five outputs may be NULL. */
 kr_status kr_ind_bollinger(const double *close, int64_t n, int period, double k, double *middle,
                            double *upper, double *lower, double *percent_b, double *bandwidth,
@@ -52,23 +52,23 @@ kr_status kr_ind_bars_per_year(const int64_t *ts, int64_t n, double *bars_per_ye
 /* The indicators at the last bar. NaN marks a value the history is too short for (or, for
  * the volume fields, a history without volume). */
 typedef struct kr_tech_snapshot {
-    double close;                       /* last close */
+    double close; /* last close */
     double sma5, sma20, sma60;
     double ema5, ema20, ema60;
-    double rsi14;                       /* 0..100 */
-    double macd_line, macd_signal, macd_hist;   /* MACD(12, 26, 9), price units */
-    double bb_middle, bb_upper, bb_lower;       /* Bollinger(20, 2) */
-    double bb_percent_b;                /* 0 at the lower band, 1 at the upper */
-    double bb_bandwidth;                /* (upper - lower) / middle, a fraction */
-    double atr14;                       /* price units */
+    double rsi14; /* 0..100 */
+    double macd_line, macd_signal, macd_hist; /* MACD(12, 26, 9), price units */
+    double bb_middle, bb_upper, bb_lower; /* Bollinger(20, 2) */
+    double bb_percent_b; /* 0 at the lower band, 1 at the upper */
+    double bb_bandwidth; /* (upper - lower) / middle, a fraction */
+    double atr14; /* price units */
     int has_volume;
-    double volume_avg5, volume_avg20;   /* mean volume of the last 5 / 20 bars */
-    double volume_ratio;                /* volume_avg5 / volume_avg20 */
-    int volume_slope_sign;              /* sign of the least-squares slope of the last 20
+    double volume_avg5, volume_avg20; /* mean volume of the last 5 / 20 bars */
+    double volume_ratio; /* volume_avg5 / volume_avg20 */
+    int volume_slope_sign; /* sign of the least-squares slope of the last 20
                                            volumes: -1, 0, +1 (0 also when unknown) */
-    int rv_window;                      /* log returns used for realised volatility */
-    double rv_per_bar;                  /* std of those log returns (fraction per bar) */
-    double rv_annualized;               /* rv_per_bar * sqrt(bars_per_year) */
+    int rv_window; /* log returns used for realised volatility */
+    double rv_per_bar; /* std of those log returns (fraction per bar) */
+    double rv_annualized; /* rv_per_bar * sqrt(bars_per_year) */
     double bars_per_year, bars_per_day;
 } kr_tech_snapshot;
 

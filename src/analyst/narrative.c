@@ -58,10 +58,12 @@ kr_status kr_narrative_endpoint(const char *url, char *out, size_t cap, kr_error
     if (!url || !*url) return kr_error_set(err, KR_ERR_INVALID_ARG, "LLM URL is empty");
     size_t scheme = !strncasecmp(url, "http://", 7) ? 7 : !strncasecmp(url, "https://", 8) ? 8 : 0;
     if (!scheme)
-        return kr_error_set(err, KR_ERR_INVALID_ARG, "LLM URL '%s' is not an http:// or https:// URL", url);
+        return kr_error_set(err, KR_ERR_INVALID_ARG,
+                            "LLM URL '%s' is not an http:// or https:// URL", url);
     for (const char *c = url; *c; c++)
         if ((unsigned char)*c <= ' ' || *c == 0x7f)
-            return kr_error_set(err, KR_ERR_INVALID_ARG, "LLM URL '%s' contains a space or control character", url);
+            return kr_error_set(err, KR_ERR_INVALID_ARG,
+                                "LLM URL '%s' contains a space or control character", url);
     if (strcspn(url + scheme, "/?#") == 0)
         return kr_error_set(err, KR_ERR_INVALID_ARG, "LLM URL '%s' has no host", url);
     size_t n = strlen(url);
@@ -70,7 +72,8 @@ kr_status kr_narrative_endpoint(const char *url, char *out, size_t cap, kr_error
     const int has = n >= scheme + sl && !memcmp(url + n - sl, ENDPOINT_SUFFIX, sl);
     int len = snprintf(out, cap, "%.*s%s", (int)n, url, has ? "" : ENDPOINT_SUFFIX);
     if (len < 0 || (size_t)len >= cap)
-        return kr_error_set(err, KR_ERR_INVALID_ARG, "LLM URL is too long (%zu bytes)", strlen(url));
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "LLM URL is too long (%zu bytes)",
+                            strlen(url));
     return KR_OK;
 }
 
@@ -97,8 +100,10 @@ static void redact(const char *url, char *out, size_t cap) {
 /* A figure as the report prints it, as a raw JSON number (null when not computable). The
  * text formatters give "n/a" for NaN; "+" and "%" never appear in these variants. */
 static void fig(cJSON *o, const char *key, const char *formatted) {
-    if (!strcmp(formatted, "n/a")) cJSON_AddNullToObject(o, key);
-    else cJSON_AddRawToObject(o, key, formatted);
+    if (!strcmp(formatted, "n/a"))
+        cJSON_AddNullToObject(o, key);
+    else
+        cJSON_AddRawToObject(o, key, formatted);
 }
 
 static void fig_pct(cJSON *o, const char *key, double frac, int dec) {
@@ -114,7 +119,8 @@ static void fig_price(cJSON *o, const char *key, double x) {
 kr_status kr_narrative_facts(const kr_report *r, char **out, kr_error *err) {
     if (!r || !out) return kr_error_set(err, KR_ERR_INVALID_ARG, "narrative: NULL argument");
     *out = NULL;
-    if (r->horizon < 1) return kr_error_set(err, KR_ERR_INVALID_ARG, "narrative: report without a forecast");
+    if (r->horizon < 1)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "narrative: report without a forecast");
     const size_t last = (size_t)(r->horizon - 1) * KR_N_FEATURES + KR_CLOSE;
     const kr_tech_snapshot *t = &r->tech;
     char b[32];
@@ -122,10 +128,12 @@ kr_status kr_narrative_facts(const kr_report *r, char **out, kr_error *err) {
     if (!o) return kr_error_set(err, KR_ERR_NOMEM, "narrative: out of memory");
     cJSON_AddStringToObject(o, "symbol", r->symbol);
     cJSON_AddStringToObject(o, "interval", r->interval);
-    cJSON_AddStringToObject(o, "last_bar", kr_format_timestamp(r->last_ts, r->date_only, b, sizeof b));
+    cJSON_AddStringToObject(o, "last_bar",
+                            kr_format_timestamp(r->last_ts, r->date_only, b, sizeof b));
     fig_price(o, "last_close", r->last_close);
     cJSON_AddNumberToObject(o, "horizon_bars", r->horizon);
-    cJSON_AddStringToObject(o, "horizon_end", kr_format_timestamp(r->fc_ts[r->horizon - 1], r->date_only, b, sizeof b));
+    cJSON_AddStringToObject(
+        o, "horizon_end", kr_format_timestamp(r->fc_ts[r->horizon - 1], r->date_only, b, sizeof b));
     cJSON_AddNumberToObject(o, "sampled_paths", r->paths);
     fig_pct(o, "prob_up_pct", r->prob_up, 1);
     fig_pct(o, "expected_return_pct", r->expected_return, 2);
@@ -164,7 +172,8 @@ kr_status kr_narrative_facts(const kr_report *r, char **out, kr_error *err) {
         cJSON_AddNullToObject(o, "calibration");
     }
     cJSON *s = cJSON_AddArrayToObject(o, "summary");
-    for (int i = 0; i < r->n_summary; i++) cJSON_AddItemToArray(s, cJSON_CreateString(r->summary[i]));
+    for (int i = 0; i < r->n_summary; i++)
+        cJSON_AddItemToArray(s, cJSON_CreateString(r->summary[i]));
     char *text = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     if (!text) return kr_error_set(err, KR_ERR_NOMEM, "narrative: out of memory");
@@ -174,7 +183,7 @@ kr_status kr_narrative_facts(const kr_report *r, char **out, kr_error *err) {
 }
 
 static kr_status prompt_from_facts(const char *facts, char **out, kr_error *err) {
-    kr_sb sb = {0};
+    kr_sb sb = { 0 };
     kr_sb_append(&sb, k_instructions);
     kr_sb_append(&sb, facts);
     kr_sb_append(&sb, "\n");
@@ -190,8 +199,10 @@ kr_status kr_narrative_prompt(const kr_report *r, char **out, kr_error *err) {
     return st;
 }
 
-kr_status kr_narrative_request_body(const char *model, const char *prompt, char **out, kr_error *err) {
-    if (!model || !prompt || !out) return kr_error_set(err, KR_ERR_INVALID_ARG, "narrative: NULL argument");
+kr_status kr_narrative_request_body(const char *model, const char *prompt, char **out,
+                                    kr_error *err) {
+    if (!model || !prompt || !out)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "narrative: NULL argument");
     *out = NULL;
     cJSON *o = cJSON_CreateObject();
     if (!o) return kr_error_set(err, KR_ERR_NOMEM, "narrative: out of memory");
@@ -215,7 +226,7 @@ kr_status kr_narrative_request_body(const char *model, const char *prompt, char 
 typedef struct answer_state {
     kr_sb text;
     int objects, has_response;
-    int last_done;          /* -1: no "done" seen yet; else the last object's value */
+    int last_done; /* -1: no "done" seen yet; else the last object's value */
 } answer_state;
 
 /* Takes one answer object. 0, or -1 with the reason in err. */
@@ -250,7 +261,7 @@ static int all_space(const char *s, const char *e) {
 kr_status kr_narrative_parse_answer(const char *body, size_t len, char **text, kr_error *err) {
     if (!body || !text) return kr_error_set(err, KR_ERR_INVALID_ARG, "narrative: NULL argument");
     *text = NULL;
-    answer_state a = {.last_done = -1};
+    answer_state a = { .last_done = -1 };
     kr_status st = KR_OK;
     const char *end = NULL;
     /* One object, possibly pretty-printed over several lines, is the documented answer;
@@ -274,8 +285,9 @@ kr_status kr_narrative_parse_answer(const char *body, size_t len, char **text, k
                     while (q < le && isspace((unsigned char)*q)) q++;
                     int show = (int)(le - q < 60 ? le - q : 60);
                     while (show > 0 && (q[show - 1] == '\r' || q[show - 1] == '\n')) show--;
-                    st = kr_error_set(err, KR_ERR_FORMAT, "the answer is not Ollama JSON (line %d: '%.*s')", line,
-                                      show, q);
+                    st = kr_error_set(err, KR_ERR_FORMAT,
+                                      "the answer is not Ollama JSON (line %d: '%.*s')", line, show,
+                                      q);
                 } else if (take_object(&a, o, err) != 0) {
                     st = KR_ERR_FORMAT;
                 }
@@ -325,9 +337,9 @@ kr_status kr_narrative_parse_answer(const char *body, size_t len, char **text, k
 /* ------------------------------------------------------------------ guard */
 
 typedef struct numtok {
-    double value;     /* absolute value: signs are ignored ("a loss of 2%" vs "-2") */
-    int dec;          /* decimals written, less any exponent; >= 0 */
-    size_t len;       /* characters consumed */
+    double value; /* absolute value: signs are ignored ("a loss of 2%" vs "-2") */
+    int dec; /* decimals written, less any exponent; >= 0 */
+    size_t len; /* characters consumed */
 } numtok;
 
 /* Reads the number whose first digit is s[0]: digits, "," thousands groups when
@@ -336,13 +348,17 @@ static numtok read_number(const char *s, int thousands) {
     char buf[96];
     size_t j = 0, k = 0;
     int frac = 0, ex = 0;
-    numtok t = {0, 0, 0};
-#define PUT(c) do { if (k + 1 < sizeof buf) buf[k++] = (c); } while (0)
+    numtok t = { 0, 0, 0 };
+#define PUT(c)                                  \
+    do {                                        \
+        if (k + 1 < sizeof buf) buf[k++] = (c); \
+    } while (0)
     while (isdigit((unsigned char)s[j])) PUT(s[j++]);
     /* "1,234,567": a lead of one to three digits, then groups of exactly three. */
     const int lead_ok = thousands && j <= 3;
-    while (lead_ok && s[j] == ',' && isdigit((unsigned char)s[j + 1]) && isdigit((unsigned char)s[j + 2]) &&
-           isdigit((unsigned char)s[j + 3]) && !isdigit((unsigned char)s[j + 4])) {
+    while (lead_ok && s[j] == ',' && isdigit((unsigned char)s[j + 1]) &&
+           isdigit((unsigned char)s[j + 2]) && isdigit((unsigned char)s[j + 3]) &&
+           !isdigit((unsigned char)s[j + 4])) {
         PUT(s[j + 1]);
         PUT(s[j + 2]);
         PUT(s[j + 3]);
@@ -356,7 +372,8 @@ static numtok read_number(const char *s, int thousands) {
         }
     }
     if ((s[j] == 'e' || s[j] == 'E') &&
-        (isdigit((unsigned char)s[j + 1]) || ((s[j + 1] == '+' || s[j + 1] == '-') && isdigit((unsigned char)s[j + 2])))) {
+        (isdigit((unsigned char)s[j + 1]) ||
+         ((s[j + 1] == '+' || s[j + 1] == '-') && isdigit((unsigned char)s[j + 2])))) {
         size_t e0 = ++j;
         if (s[j] == '+' || s[j] == '-') j++;
         while (isdigit((unsigned char)s[j])) j++;
@@ -452,8 +469,8 @@ static void http_failure(long code, const char *body, size_t len, char *out, siz
 /* POSTs the JSON body to endpoint and collects the answer in *ans. KR_OK when an HTTP answer
  * arrived, whatever its status (in *status); otherwise the failure (KR_ERR_IO, _TIMEOUT,
  * _FORMAT for an oversized answer, _NOMEM) with its reason in reason, *status 0. */
-static kr_status post_json(const char *endpoint, const char *body, double timeout_s, long *status, http_body *ans,
-                           char *reason, size_t cap) {
+static kr_status post_json(const char *endpoint, const char *body, double timeout_s, long *status,
+                           http_body *ans, char *reason, size_t cap) {
     *status = 0;
     pthread_once(&g_curl_once, curl_init_once);
     if (g_curl_init_rc != CURLE_OK) {
@@ -462,7 +479,8 @@ static kr_status post_json(const char *endpoint, const char *body, double timeou
     }
     CURL *c = curl_easy_init();
     struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
-    struct curl_slist *h2 = h ? curl_slist_append(h, "Accept: application/json, application/x-ndjson") : NULL;
+    struct curl_slist *h2 =
+        h ? curl_slist_append(h, "Accept: application/json, application/x-ndjson") : NULL;
     /* No "Expect: 100-continue" round trip (curl adds it for bodies over 1 KiB): a server
      * that ignores it costs a second of waiting per request. */
     struct curl_slist *h3 = h2 ? curl_slist_append(h2, "Expect:") : NULL;
@@ -473,13 +491,14 @@ static kr_status post_json(const char *endpoint, const char *body, double timeou
         return KR_ERR_NOMEM;
     }
     h = h3;
-    char errbuf[CURL_ERROR_SIZE] = {0}, ua[48];
+    char errbuf[CURL_ERROR_SIZE] = { 0 }, ua[48];
     snprintf(ua, sizeof ua, "kronos/%s", kr_version());
     double ms = timeout_s * 1000.0;
     long tmo = ms < 1.0 ? 1L : ms > 1e9 ? 1000000000L : (long)ms;
     curl_easy_setopt(c, CURLOPT_URL, endpoint);
     curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L); /* no SIGALRM for timeouts: callers may be threaded */
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL,
+                     1L); /* no SIGALRM for timeouts: callers may be threaded */
     curl_easy_setopt(c, CURLOPT_USERAGENT, ua);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
     curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
@@ -506,8 +525,13 @@ static kr_status post_json(const char *endpoint, const char *body, double timeou
     } else if (rc == CURLE_COULDNT_CONNECT) {
         long os = 0;
         curl_easy_getinfo(c, CURLINFO_OS_ERRNO, &os);
-        if (os == ECONNREFUSED) snprintf(reason, cap, "connection refused (is the server running?)");
-        else snprintf(reason, cap, "cannot connect: %s", os ? strerror((int)os) : errbuf[0] ? errbuf : curl_easy_strerror(rc));
+        if (os == ECONNREFUSED)
+            snprintf(reason, cap, "connection refused (is the server running?)");
+        else
+            snprintf(reason, cap, "cannot connect: %s",
+                     os          ? strerror((int)os)
+                     : errbuf[0] ? errbuf
+                                 : curl_easy_strerror(rc));
         st = KR_ERR_IO;
     } else {
         snprintf(reason, cap, "%s", errbuf[0] ? errbuf : curl_easy_strerror(rc));
@@ -531,12 +555,13 @@ static void fail(kr_narrative *n, kr_status st, const char *reason) {
     snprintf(n->error, sizeof n->error, "%s: %s", n->url, reason);
 }
 
-kr_status kr_narrative_generate(const kr_report *r, const kr_narrative_params *p, kr_narrative **out,
-                                kr_error *err) {
+kr_status kr_narrative_generate(const kr_report *r, const kr_narrative_params *p,
+                                kr_narrative **out, kr_error *err) {
     if (!r || !p || !out) return kr_error_set(err, KR_ERR_INVALID_ARG, "narrative: NULL argument");
     *out = NULL;
     if (!(p->timeout_s > 0) || !isfinite(p->timeout_s))
-        return kr_error_set(err, KR_ERR_INVALID_ARG, "narrative: the timeout must be a positive number of seconds");
+        return kr_error_set(err, KR_ERR_INVALID_ARG,
+                            "narrative: the timeout must be a positive number of seconds");
     char endpoint[1024];
     kr_status st = kr_narrative_endpoint(p->url, endpoint, sizeof endpoint, err);
     if (st != KR_OK) return st;
@@ -547,8 +572,9 @@ kr_status kr_narrative_generate(const kr_report *r, const kr_narrative_params *p
     redact(endpoint, n->url, sizeof n->url);
 
     char *facts = NULL, *prompt = NULL, *body = NULL;
-    http_body ans = {{0}, 0};
-    if ((st = kr_narrative_facts(r, &facts, err)) != KR_OK || (st = prompt_from_facts(facts, &prompt, err)) != KR_OK ||
+    http_body ans = { { 0 }, 0 };
+    if ((st = kr_narrative_facts(r, &facts, err)) != KR_OK ||
+        (st = prompt_from_facts(facts, &prompt, err)) != KR_OK ||
         (st = kr_narrative_request_body(model, prompt, &body, err)) != KR_OK)
         goto done;
 
@@ -568,15 +594,17 @@ kr_status kr_narrative_generate(const kr_report *r, const kr_narrative_params *p
         http_failure(status, ans.sb.data, ans.sb.len, reason, sizeof reason);
         fail(n, KR_ERR_IO, reason);
     } else {
-        kr_error perr = {0};
-        kr_status ps = kr_narrative_parse_answer(ans.sb.data ? ans.sb.data : "", ans.sb.len, &n->text, &perr);
+        kr_error perr = { 0 };
+        kr_status ps =
+            kr_narrative_parse_answer(ans.sb.data ? ans.sb.data : "", ans.sb.len, &n->text, &perr);
         if (ps == KR_ERR_NOMEM) {
             st = kr_error_set(err, KR_ERR_NOMEM, "narrative: out of memory");
             goto done;
         }
         if (ps != KR_OK) {
             fail(n, ps, perr.message);
-        } else if (kr_narrative_unsupported_figures(n->text, facts, n->unsupported, sizeof n->unsupported) > 0) {
+        } else if (kr_narrative_unsupported_figures(n->text, facts, n->unsupported,
+                                                    sizeof n->unsupported) > 0) {
             snprintf(n->warning, sizeof n->warning, "%s", KR_NARRATIVE_WARNING);
         }
     }
@@ -599,9 +627,10 @@ void kr_narrative_free_all(kr_narrative **v, int n) {
     free(v);
 }
 
-kr_status kr_narrative_attach_all(kr_report_set *set, const kr_narrative_params *p, kr_narrative ***out,
-                                  kr_error *err) {
-    if (!set || !p || !out) return kr_error_set(err, KR_ERR_INVALID_ARG, "narrative: NULL argument");
+kr_status kr_narrative_attach_all(kr_report_set *set, const kr_narrative_params *p,
+                                  kr_narrative ***out, kr_error *err) {
+    if (!set || !p || !out)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "narrative: NULL argument");
     *out = NULL;
     kr_narrative **v = calloc((size_t)(set->n > 0 ? set->n : 1), sizeof *v);
     if (!v) return kr_error_set(err, KR_ERR_NOMEM, "narrative: out of memory");
@@ -619,8 +648,9 @@ kr_status kr_narrative_attach_all(kr_report_set *set, const kr_narrative_params 
             }
             *v[i] = *dead; /* text is NULL: dead is a failure */
             v[i]->seconds = 0;
-            snprintf(v[i]->error, sizeof v[i]->error, "%.1000s (not asked again after the failure for %s)",
-                     dead->error, dead_symbol);
+            snprintf(v[i]->error, sizeof v[i]->error,
+                     "%.1000s (not asked again after the failure for %s)", dead->error,
+                     dead_symbol);
         } else {
             if (p->progress) {
                 char what[200];

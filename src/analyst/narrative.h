@@ -30,9 +30,9 @@
 #define KR_NARRATIVE_MAX_ANSWER ((size_t)4 << 20)
 
 typedef struct kr_narrative_params {
-    const char *url;       /* server ("http://127.0.0.1:11434") or its ".../api/generate"; borrowed */
-    const char *model;     /* model name; NULL: KR_NARRATIVE_DEFAULT_MODEL; borrowed */
-    double timeout_s;      /* the whole request (connect + answer), seconds; > 0 */
+    const char *url; /* server ("http://127.0.0.1:11434") or its ".../api/generate"; borrowed */
+    const char *model; /* model name; NULL: KR_NARRATIVE_DEFAULT_MODEL; borrowed */
+    double timeout_s; /* the whole request (connect + answer), seconds; > 0 */
     /* Called before each symbol's request (step 0..n-1) and once with step == n; may be NULL. */
     kr_analyze_progress_fn progress;
     void *progress_user;
@@ -40,16 +40,16 @@ typedef struct kr_narrative_params {
 
 /* One report's narrative, or why there is none. */
 typedef struct kr_narrative {
-    char *text;            /* the model's prose, trimmed, UTF-8; NULL when the request failed */
-    char model[128];       /* the model asked for */
-    char url[1024];        /* the endpoint posted to, without any user:password@ part */
-    double seconds;        /* wall time of the request */
-    long http_status;      /* status of the server's answer; 0 when none came */
-    char warning[96];      /* "" or KR_NARRATIVE_WARNING */
-    char unsupported[48];  /* with a warning: the first figure of the text not in the data */
-    kr_status status;      /* KR_OK with text; else KR_ERR_IO (connection, HTTP status),
+    char *text; /* the model's prose, trimmed, UTF-8; NULL when the request failed */
+    char model[128]; /* the model asked for */
+    char url[1024]; /* the endpoint posted to, without any user:password@ part */
+    double seconds; /* wall time of the request */
+    long http_status; /* status of the server's answer; 0 when none came */
+    char warning[96]; /* "" or KR_NARRATIVE_WARNING */
+    char unsupported[48]; /* with a warning: the first figure of the text not in the data */
+    kr_status status; /* KR_OK with text; else KR_ERR_IO (connection, HTTP status),
                               KR_ERR_TIMEOUT or KR_ERR_FORMAT (unreadable answer) */
-    char error[1200];      /* "" with text; else "<url>: <reason>" */
+    char error[1200]; /* "" with text; else "<url>: <reason>" */
 } kr_narrative;
 
 kr_narrative_params kr_narrative_default_params(void);
@@ -69,7 +69,8 @@ kr_status kr_narrative_prompt(const kr_report *r, char **out, kr_error *err);
 
 /* The request body: {"model", "prompt", "stream": false, "options": {"temperature": 0}}.
  * Caller frees *out. */
-kr_status kr_narrative_request_body(const char *model, const char *prompt, char **out, kr_error *err);
+kr_status kr_narrative_request_body(const char *model, const char *prompt, char **out,
+                                    kr_error *err);
 
 /* The text of an /api/generate answer of len bytes: one JSON object, or NDJSON (one object
  * per line, as a server that streams despite "stream": false sends) whose "response" pieces

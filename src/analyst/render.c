@@ -7,10 +7,14 @@
 
 int kr_report_format_parse(const char *s, kr_report_format *out) {
     if (!s) return -1;
-    if (!strcmp(s, "json")) *out = KR_FORMAT_JSON;
-    else if (!strcmp(s, "md") || !strcmp(s, "markdown")) *out = KR_FORMAT_MD;
-    else if (!strcmp(s, "html")) *out = KR_FORMAT_HTML;
-    else return -1;
+    if (!strcmp(s, "json"))
+        *out = KR_FORMAT_JSON;
+    else if (!strcmp(s, "md") || !strcmp(s, "markdown"))
+        *out = KR_FORMAT_MD;
+    else if (!strcmp(s, "html"))
+        *out = KR_FORMAT_HTML;
+    else
+        return -1;
     return 0;
 }
 

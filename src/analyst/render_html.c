@@ -18,23 +18,29 @@
 #include "base/timeutil.h"
 
 static const char k_css[] =
-    ":root{--fg:#111827;--muted:#6b7280;--line:#e5e7eb;--bg:#ffffff;--panel:#f9fafb;--accent:#1d4ed8;"
+    ":root{--fg:#111827;--muted:#6b7280;--line:#e5e7eb;--bg:#ffffff;--panel:#f9fafb;--accent:#"
+    "1d4ed8;"
     "--up:#15803d;--down:#b91c1c}\n"
     "*{box-sizing:border-box}\n"
-    "body{margin:0;background:#f3f4f6;color:var(--fg);font:14px/1.5 system-ui,-apple-system,'Segoe UI',"
+    "body{margin:0;background:#f3f4f6;color:var(--fg);font:14px/1.5 system-ui,-apple-system,'Segoe "
+    "UI',"
     "Roboto,'Helvetica Neue',Arial,sans-serif;-webkit-font-smoothing:antialiased}\n"
     "main{max-width:1080px;margin:0 auto;padding:28px 24px 40px}\n"
     "header.page{margin-bottom:18px}\n"
     "h1{font-size:24px;margin:0 0 4px;letter-spacing:-.01em}\n"
     "h2{font-size:20px;margin:0 0 2px}\n"
-    "h3{font-size:13px;text-transform:uppercase;letter-spacing:.06em;color:var(--muted);margin:22px 0 8px}\n"
+    "h3{font-size:13px;text-transform:uppercase;letter-spacing:.06em;color:var(--muted);margin:"
+    "22px 0 8px}\n"
     ".sub{color:var(--muted);font-size:13px}\n"
-    ".disclaimer{border:1px solid #fcd34d;background:#fffbeb;color:#78350f;border-radius:6px;padding:10px 14px;"
+    ".disclaimer{border:1px solid "
+    "#fcd34d;background:#fffbeb;color:#78350f;border-radius:6px;padding:10px 14px;"
     "font-size:13px;margin:14px 0}\n"
-    "section.card{background:var(--bg);border:1px solid var(--line);border-radius:10px;padding:22px 24px;"
+    "section.card{background:var(--bg);border:1px solid "
+    "var(--line);border-radius:10px;padding:22px 24px;"
     "margin:18px 0;box-shadow:0 1px 2px rgba(0,0,0,.04)}\n"
     ".kpis{display:grid;grid-template-columns:repeat(6,1fr);gap:10px;margin:16px 0 6px}\n"
-    ".kpi{background:var(--panel);border:1px solid var(--line);border-radius:8px;padding:10px 12px}\n"
+    ".kpi{background:var(--panel);border:1px solid var(--line);border-radius:8px;padding:10px "
+    "12px}\n"
     ".kpi .l{font-size:11px;color:var(--muted);text-transform:uppercase;letter-spacing:.05em}\n"
     ".kpi .v{font-size:19px;font-weight:600;font-variant-numeric:tabular-nums;margin-top:2px}\n"
     ".kpi .n{font-size:12px;color:var(--muted)}\n"
@@ -49,7 +55,8 @@ static const char k_css[] =
     ".grid2{display:grid;grid-template-columns:1fr 1fr;gap:24px}\n"
     "table{border-collapse:collapse;width:100%;font-size:13px;font-variant-numeric:tabular-nums}\n"
     "table.sp{margin-top:12px}\n"
-    "th,td{padding:5px 8px;border-bottom:1px solid var(--line);text-align:right;vertical-align:top}\n"
+    "th,td{padding:5px 8px;border-bottom:1px solid "
+    "var(--line);text-align:right;vertical-align:top}\n"
     "th:first-child,td:first-child{text-align:left}\n"
     "thead th{font-size:11px;text-transform:uppercase;letter-spacing:.04em;color:var(--muted);"
     "font-weight:600;border-bottom:1px solid #d1d5db}\n"
@@ -59,7 +66,9 @@ static const char k_css[] =
     "a{color:var(--accent);text-decoration:none}\n"
     "footer{color:var(--muted);font-size:12px;margin-top:26px}\n"
     "code{font:12px ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;word-break:break-all}\n"
-    "@media (max-width:820px){.kpis{grid-template-columns:repeat(3,1fr)}.grid2{grid-template-columns:1fr}}\n"
+    "@media "
+    "(max-width:820px){.kpis{grid-template-columns:repeat(3,1fr)}.grid2{grid-template-columns:1fr}}"
+    "\n"
     "@media print{body{background:#fff;font-size:11px}main{max-width:none;padding:0}"
     "section.card{border:none;box-shadow:none;padding:0;margin:0 0 14px}"
     "section.card+section.card{break-before:page}"
@@ -113,7 +122,8 @@ static void kpis(kr_sb *sb, const kr_report *r) {
     kpi(sb, "P(close up)", kr_fmt_pct(r->prob_up, 0, a), n, 0);
     snprintf(n, sizeof n, "std %s", kr_fmt_pct(r->return_std, 2, b));
     kpi(sb, "Expected return", kr_fmt_pct_signed(r->expected_return, a), n, r->expected_return);
-    snprintf(v, sizeof v, "%s \xe2\x80\x93 %s", kr_fmt_price(r->fc_p10[last], a), kr_fmt_price(r->fc_p90[last], b));
+    snprintf(v, sizeof v, "%s \xe2\x80\x93 %s", kr_fmt_price(r->fc_p10[last], a),
+             kr_fmt_price(r->fc_p90[last], b));
     kpi(sb, "80% band at horizon", v, "p10 \xe2\x80\x93 p90 close", 0);
     snprintf(n, sizeof n, "ES %s", kr_fmt_pct(r->es95, 2, b));
     kpi(sb, "VaR 95%", kr_fmt_pct(r->var95, 2, a), n, 0);
@@ -128,16 +138,17 @@ static void horizon_table(kr_sb *sb, const kr_report *r) {
     row2(sb, l, kr_fmt_pct(r->prob_up, 1, b));
     row2(sb, "Expected return (mean over paths)", kr_fmt_pct_signed(r->expected_return, a));
     row2(sb, "Standard deviation of return", kr_fmt_pct(r->return_std, 2, a));
-    snprintf(v, sizeof v, "%s / %s / %s", kr_fmt_pct_signed(r->return_p10, a), kr_fmt_pct_signed(r->return_p50, b),
-             kr_fmt_pct_signed(r->return_p90, c));
+    snprintf(v, sizeof v, "%s / %s / %s", kr_fmt_pct_signed(r->return_p10, a),
+             kr_fmt_pct_signed(r->return_p50, b), kr_fmt_pct_signed(r->return_p90, c));
     row2(sb, "Return p10 / p50 / p90", v);
     row2(sb, "Value at risk 95% (loss)", kr_fmt_pct(r->var95, 2, a));
     row2(sb, "Expected shortfall 95% (loss)", kr_fmt_pct(r->es95, 2, a));
-    snprintf(v, sizeof v, "%s / %s / %s", kr_fmt_pct(r->drawdown_mean, 2, a), kr_fmt_pct(r->drawdown_p50, 2, b),
-             kr_fmt_pct(r->drawdown_p90, 2, c));
+    snprintf(v, sizeof v, "%s / %s / %s", kr_fmt_pct(r->drawdown_mean, 2, a),
+             kr_fmt_pct(r->drawdown_p50, 2, b), kr_fmt_pct(r->drawdown_p90, 2, c));
     row2(sb, "Max drawdown mean / p50 / p90", v);
     snprintf(l, sizeof l, "Volatility per bar: forecast / realised (last %d)", r->horizon);
-    snprintf(v, sizeof v, "%s / %s", kr_fmt_pct(r->forecast_vol, 2, a), kr_fmt_pct(r->realized_vol_h, 2, b));
+    snprintf(v, sizeof v, "%s / %s", kr_fmt_pct(r->forecast_vol, 2, a),
+             kr_fmt_pct(r->realized_vol_h, 2, b));
     row2(sb, l, v);
     row2(sb, "P(forecast volatility > realised)", kr_fmt_pct(r->prob_vol_above, 0, a));
     kr_sb_append(sb, "</tbody></table></div>\n");
@@ -147,30 +158,37 @@ static void technical_table(kr_sb *sb, const kr_report *r) {
     const kr_tech_snapshot *t = &r->tech;
     char a[32], b[32], c[32], v[160];
     kr_sb_append(sb, "<div><h3>Technical snapshot</h3><table><tbody>\n");
-    snprintf(v, sizeof v, "%s / %s / %s", kr_fmt_price(t->sma5, a), kr_fmt_price(t->sma20, b), kr_fmt_price(t->sma60, c));
+    snprintf(v, sizeof v, "%s / %s / %s", kr_fmt_price(t->sma5, a), kr_fmt_price(t->sma20, b),
+             kr_fmt_price(t->sma60, c));
     row2(sb, "SMA 5 / 20 / 60", v);
-    snprintf(v, sizeof v, "%s / %s / %s", kr_fmt_price(t->ema5, a), kr_fmt_price(t->ema20, b), kr_fmt_price(t->ema60, c));
+    snprintf(v, sizeof v, "%s / %s / %s", kr_fmt_price(t->ema5, a), kr_fmt_price(t->ema20, b),
+             kr_fmt_price(t->ema60, c));
     row2(sb, "EMA 5 / 20 / 60", v);
     snprintf(v, sizeof v, "%s (%s)", kr_fmt_num(t->rsi14, 1, a), kr_rsi_state(t->rsi14));
     row2(sb, "RSI 14", v);
-    snprintf(v, sizeof v, "%s / %s / %s", kr_fmt_sig(t->macd_line, 3, a), kr_fmt_sig(t->macd_signal, 3, b),
-             kr_fmt_sig(t->macd_hist, 3, c));
+    snprintf(v, sizeof v, "%s / %s / %s", kr_fmt_sig(t->macd_line, 3, a),
+             kr_fmt_sig(t->macd_signal, 3, b), kr_fmt_sig(t->macd_hist, 3, c));
     row2(sb, "MACD line / signal / histogram", v);
-    snprintf(v, sizeof v, "%s / %s / %s", kr_fmt_price(t->bb_lower, a), kr_fmt_price(t->bb_middle, b),
-             kr_fmt_price(t->bb_upper, c));
+    snprintf(v, sizeof v, "%s / %s / %s", kr_fmt_price(t->bb_lower, a),
+             kr_fmt_price(t->bb_middle, b), kr_fmt_price(t->bb_upper, c));
     row2(sb, "Bollinger lower / middle / upper", v);
-    snprintf(v, sizeof v, "%s / %s", kr_fmt_num(t->bb_percent_b, 2, a), kr_fmt_pct(t->bb_bandwidth, 2, b));
+    snprintf(v, sizeof v, "%s / %s", kr_fmt_num(t->bb_percent_b, 2, a),
+             kr_fmt_pct(t->bb_bandwidth, 2, b));
     row2(sb, "Bollinger %b / bandwidth", v);
-    snprintf(v, sizeof v, "%s (%s)", kr_fmt_price(t->atr14, a), kr_fmt_pct(t->atr14 / t->close, 2, b));
+    snprintf(v, sizeof v, "%s (%s)", kr_fmt_price(t->atr14, a),
+             kr_fmt_pct(t->atr14 / t->close, 2, b));
     row2(sb, "ATR 14 (of close)", v);
     if (t->has_volume) {
         snprintf(v, sizeof v, "%s (%s)", kr_fmt_num(t->volume_ratio, 2, a),
-                 t->volume_slope_sign > 0 ? "20-bar slope up" : t->volume_slope_sign < 0 ? "20-bar slope down" : "flat");
+                 t->volume_slope_sign > 0   ? "20-bar slope up"
+                 : t->volume_slope_sign < 0 ? "20-bar slope down"
+                                            : "flat");
         row2(sb, "Volume 5/20-bar average ratio", v);
     } else {
         row2(sb, "Volume", "not in the data");
     }
-    snprintf(v, sizeof v, "%s / %s", kr_fmt_pct(t->rv_per_bar, 2, a), kr_fmt_pct(t->rv_annualized, 1, b));
+    snprintf(v, sizeof v, "%s / %s", kr_fmt_pct(t->rv_per_bar, 2, a),
+             kr_fmt_pct(t->rv_annualized, 1, b));
     snprintf(c, sizeof c, "Realised vol (%d bars)", t->rv_window);
     row2(sb, c, v);
     kr_sb_append(sb, "</tbody></table></div>\n");
@@ -178,16 +196,20 @@ static void technical_table(kr_sb *sb, const kr_report *r) {
 
 static void path_table(kr_sb *sb, const kr_report *r) {
     char t[32], a[32], b[32], c[32], d[32], e[32];
-    kr_sb_append(sb, "<h3>Forecast per step</h3><table><thead><tr><th>Step</th><th>Time</th><th>Mean close</th>"
-                     "<th>p10</th><th>p50 (median)</th><th>p90</th><th>Mean volume</th></tr></thead><tbody>\n");
+    kr_sb_append(
+        sb,
+        "<h3>Forecast per step</h3><table><thead><tr><th>Step</th><th>Time</th><th>Mean close</th>"
+        "<th>p10</th><th>p50 (median)</th><th>p90</th><th>Mean volume</th></tr></thead><tbody>\n");
     for (int i = 0; i < r->horizon; i++) {
         const size_t o = (size_t)i * KR_N_FEATURES;
-        kr_sb_appendf(sb, "<tr><td>%d</td><td class=\"t\">%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td>"
-                          "<td>%s</td></tr>\n",
-                      i + 1, kr_format_timestamp(r->fc_ts[i], r->date_only, t, sizeof t),
-                      kr_fmt_price(r->fc_mean[o + KR_CLOSE], a), kr_fmt_price(r->fc_p10[o + KR_CLOSE], b),
-                      kr_fmt_price(r->fc_p50[o + KR_CLOSE], c), kr_fmt_price(r->fc_p90[o + KR_CLOSE], d),
-                      kr_fmt_compact(r->fc_mean[o + KR_VOLUME], e));
+        kr_sb_appendf(
+            sb,
+            "<tr><td>%d</td><td class=\"t\">%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td>"
+            "<td>%s</td></tr>\n",
+            i + 1, kr_format_timestamp(r->fc_ts[i], r->date_only, t, sizeof t),
+            kr_fmt_price(r->fc_mean[o + KR_CLOSE], a), kr_fmt_price(r->fc_p10[o + KR_CLOSE], b),
+            kr_fmt_price(r->fc_p50[o + KR_CLOSE], c), kr_fmt_price(r->fc_p90[o + KR_CLOSE], d),
+            kr_fmt_compact(r->fc_mean[o + KR_VOLUME], e));
     }
     kr_sb_append(sb, "</tbody></table>\n");
 }
@@ -196,25 +218,34 @@ static void calibration(kr_sb *sb, const kr_report *r) {
     const kr_calibration *c = r->calibration;
     if (!c) return;
     char a[32], b[32], t[32], d[32], lo[32], hi[32], nlo[32], nhi[32];
-    kr_sb_appendf(sb, "<h3>Calibration: last %d windows of %d bars</h3><table><thead><tr>"
-                      "<th>Figure</th><th>Model</th><th>Naive (no change)</th></tr></thead><tbody>\n",
+    kr_sb_appendf(sb,
+                  "<h3>Calibration: last %d windows of %d bars</h3><table><thead><tr>"
+                  "<th>Figure</th><th>Model</th><th>Naive (no change)</th></tr></thead><tbody>\n",
                   c->windows, c->horizon);
     kr_sb_appendf(sb, "<tr><td>p10-p90 coverage (target 80%%)</td><td>%s</td><td>%s</td></tr>\n",
                   kr_fmt_pct(c->model.coverage, 0, a), kr_fmt_pct(c->naive.coverage, 0, b));
     kr_sb_appendf(sb, "<tr><td>Direction hit rate</td><td>%s</td><td>%s</td></tr>\n",
-                  kr_fmt_pct(c->model.direction_hit_rate, 0, a), kr_fmt_pct(c->naive.direction_hit_rate, 0, b));
-    kr_sb_appendf(sb, "<tr><td>MAPE of the point forecast</td><td>%s</td><td>%s</td></tr>\n</tbody></table>\n",
-                  kr_fmt_pct(c->model.mape, 2, a), kr_fmt_pct(c->naive.mape, 2, b));
-    kr_sb_append(sb, "<table class=\"sp\"><thead><tr><th>Window: history ends</th><th>Last close</th><th>Realised at horizon</th>"
-                     "<th>Model mean</th><th>Model p10 \xe2\x80\x93 p90</th><th>Naive p10 \xe2\x80\x93 p90</th></tr></thead><tbody>\n");
+                  kr_fmt_pct(c->model.direction_hit_rate, 0, a),
+                  kr_fmt_pct(c->naive.direction_hit_rate, 0, b));
+    kr_sb_appendf(
+        sb,
+        "<tr><td>MAPE of the point forecast</td><td>%s</td><td>%s</td></tr>\n</tbody></table>\n",
+        kr_fmt_pct(c->model.mape, 2, a), kr_fmt_pct(c->naive.mape, 2, b));
+    kr_sb_append(sb, "<table class=\"sp\"><thead><tr><th>Window: history ends</th><th>Last "
+                     "close</th><th>Realised at horizon</th>"
+                     "<th>Model mean</th><th>Model p10 \xe2\x80\x93 p90</th><th>Naive p10 "
+                     "\xe2\x80\x93 p90</th></tr></thead><tbody>\n");
     for (int j = 0; j < c->windows; j++) {
         const kr_calib_window *w = &c->window[j];
-        kr_sb_appendf(sb, "<tr><td class=\"t\">%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s \xe2\x80\x93 %s</td>"
-                          "<td>%s \xe2\x80\x93 %s</td></tr>\n",
-                      kr_format_timestamp(w->history_end_ts, r->date_only, t, sizeof t), kr_fmt_price(w->last_close, b),
-                      kr_fmt_price(w->realized_close, a), kr_fmt_price(w->model_close, d),
-                      kr_fmt_price(w->model_p10, lo), kr_fmt_price(w->model_p90, hi),
-                      kr_fmt_price(w->naive_p10, nlo), kr_fmt_price(w->naive_p90, nhi));
+        kr_sb_appendf(sb,
+                      "<tr><td class=\"t\">%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s "
+                      "\xe2\x80\x93 %s</td>"
+                      "<td>%s \xe2\x80\x93 %s</td></tr>\n",
+                      kr_format_timestamp(w->history_end_ts, r->date_only, t, sizeof t),
+                      kr_fmt_price(w->last_close, b), kr_fmt_price(w->realized_close, a),
+                      kr_fmt_price(w->model_close, d), kr_fmt_price(w->model_p10, lo),
+                      kr_fmt_price(w->model_p90, hi), kr_fmt_price(w->naive_p10, nlo),
+                      kr_fmt_price(w->naive_p90, nhi));
     }
     kr_sb_append(sb, "</tbody></table>\n");
 }
@@ -223,20 +254,24 @@ static void metadata(kr_sb *sb, const kr_report *r) {
     const kr_report_meta *m = &r->meta;
     char a[32], v[2400];
     kr_sb_append(sb, "<h3>Model and run</h3><table><tbody>\n");
-    snprintf(v, sizeof v, "%s — d_model %d, %d layers, %d heads, %s parameters, %s", m->model_name, m->d_model,
-             m->n_layers, m->n_heads, kr_fmt_compact((double)m->n_params, a), m->quantization);
+    snprintf(v, sizeof v, "%s — d_model %d, %d layers, %d heads, %s parameters, %s", m->model_name,
+             m->d_model, m->n_layers, m->n_heads, kr_fmt_compact((double)m->n_params, a),
+             m->quantization);
     row2(sb, "Model", v);
     kr_sb_append(sb, "<tr><td>Directories</td><td><code>");
     kr_sb_append_html(sb, m->predictor_dir);
     kr_sb_append(sb, "</code><br><code>");
     kr_sb_append_html(sb, m->tokenizer_dir);
     kr_sb_append(sb, "</code></td></tr>\n");
-    snprintf(v, sizeof v, "%d paths, horizon %d, lookback %d of %lld rows, max_context %d, temperature %g, "
-             "top_p %g, top_k %d, seed %llu", r->paths, r->horizon, r->lookback, (long long)r->rows_available,
-             m->max_context, m->temperature, m->top_p, m->top_k, (unsigned long long)m->seed);
+    snprintf(v, sizeof v,
+             "%d paths, horizon %d, lookback %d of %lld rows, max_context %d, temperature %g, "
+             "top_p %g, top_k %d, seed %llu",
+             r->paths, r->horizon, r->lookback, (long long)r->rows_available, m->max_context,
+             m->temperature, m->top_p, m->top_k, (unsigned long long)m->seed);
     row2(sb, "Sampling", v);
-    snprintf(v, sizeof v, "%.3f s total (prefill %.3f s, decode %.3f s, tokenizer %.3f s)", r->timing.seconds_total,
-             r->timing.seconds_prefill, r->timing.seconds_decode, r->timing.seconds_tokenizer);
+    snprintf(v, sizeof v, "%.3f s total (prefill %.3f s, decode %.3f s, tokenizer %.3f s)",
+             r->timing.seconds_total, r->timing.seconds_prefill, r->timing.seconds_decode,
+             r->timing.seconds_tokenizer);
     row2(sb, "Timing", v);
     snprintf(v, sizeof v, "kronos %s", m->engine_version);
     row2(sb, "Engine", v);
@@ -255,17 +290,20 @@ static void narrative(kr_sb *sb, const kr_report *r) {
         return;
     }
     char label[256];
-    snprintf(label, sizeof label, "Narrative (written by %s from the numbers above; the numbers come from kronos, "
-             "not from the language model)", n->model);
+    snprintf(label, sizeof label,
+             "Narrative (written by %s from the numbers above; the numbers come from kronos, "
+             "not from the language model)",
+             n->model);
     kr_sb_append(sb, "<div class=\"narrative\"><div class=\"nl\">");
     kr_sb_append_html(sb, label);
     kr_sb_append(sb, "</div>\n<p>");
     /* Blank lines separate paragraphs; single newlines become <br>. */
-    kr_sb para = {0};
+    kr_sb para = { 0 };
     for (const char *p = n->text; *p;) {
         size_t len = strcspn(p, "\n");
         size_t show = len;
-        while (show > 0 && (p[show - 1] == '\r' || p[show - 1] == ' ' || p[show - 1] == '\t')) show--;
+        while (show > 0 && (p[show - 1] == '\r' || p[show - 1] == ' ' || p[show - 1] == '\t'))
+            show--;
         if (show == 0) {
             if (para.len) {
                 kr_sb_append(sb, para.data);
@@ -338,9 +376,12 @@ static void report_section(kr_sb *sb, const kr_report *r) {
 
 static void ranking(kr_sb *sb, const kr_report_set *set) {
     char a[32], b[32], c[32], d[32], e[32];
-    kr_sb_append(sb, "<section class=\"card\"><h2>Ranking by expected return</h2><table><thead><tr><th>#</th>"
-                     "<th>Symbol</th><th>Interval</th><th>Last close</th><th>Expected return</th><th>P(up)</th>"
-                     "<th>Volatility (std of return)</th><th>VaR 95%</th><th>Direction</th></tr></thead><tbody>\n");
+    kr_sb_append(
+        sb,
+        "<section class=\"card\"><h2>Ranking by expected return</h2><table><thead><tr><th>#</th>"
+        "<th>Symbol</th><th>Interval</th><th>Last close</th><th>Expected return</th><th>P(up)</th>"
+        "<th>Volatility (std of return)</th><th>VaR "
+        "95%</th><th>Direction</th></tr></thead><tbody>\n");
     for (int k = 0; k < set->n; k++) {
         const kr_report *r = set->reports[set->rank[k]];
         kr_sb_appendf(sb, "<tr><td>%d</td><td><a href=\"#", k + 1);
@@ -362,28 +403,39 @@ static void ranking(kr_sb *sb, const kr_report_set *set) {
 }
 
 kr_status kr_render_html(const kr_report_set *set, char **out, kr_error *err) {
-    if (!set || !out || set->n < 1) return kr_error_set(err, KR_ERR_INVALID_ARG, "render html: no reports");
-    kr_sb sb = {0};
+    if (!set || !out || set->n < 1)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "render html: no reports");
+    kr_sb sb = { 0 };
     const kr_report *r0 = set->reports[0];
     char title[160];
-    if (set->n == 1) snprintf(title, sizeof title, "%s (%s)", r0->symbol, r0->interval);
-    else snprintf(title, sizeof title, "%d symbols", set->n);
+    if (set->n == 1)
+        snprintf(title, sizeof title, "%s (%s)", r0->symbol, r0->interval);
+    else
+        snprintf(title, sizeof title, "%d symbols", set->n);
     kr_civil g = kr_civil_from_unix(set->generated_at);
     kr_sb_append(&sb, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
-                      "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>Kronos analysis: ");
+                      "<meta name=\"viewport\" content=\"width=device-width, "
+                      "initial-scale=1\">\n<title>Kronos analysis: ");
     kr_sb_append_html(&sb, title);
-    kr_sb_appendf(&sb, "</title>\n<style>\n%s</style></head>\n<body><main>\n<header class=\"page\"><h1>Kronos analysis: ", k_css);
+    kr_sb_appendf(&sb,
+                  "</title>\n<style>\n%s</style></head>\n<body><main>\n<header "
+                  "class=\"page\"><h1>Kronos analysis: ",
+                  k_css);
     kr_sb_append_html(&sb, title);
-    kr_sb_appendf(&sb, "</h1><div class=\"sub\">Generated %04d-%02d-%02d %02d:%02d UTC by kronos %s with model ",
-                  g.year, g.month, g.day, g.hour, g.minute, kr_version());
+    kr_sb_appendf(
+        &sb,
+        "</h1><div class=\"sub\">Generated %04d-%02d-%02d %02d:%02d UTC by kronos %s with model ",
+        g.year, g.month, g.day, g.hour, g.minute, kr_version());
     kr_sb_append_html(&sb, r0->meta.model_name);
-    kr_sb_appendf(&sb, " &middot; %d sampled paths, %d-bar horizon</div>\n<div class=\"disclaimer\">",
+    kr_sb_appendf(&sb,
+                  " &middot; %d sampled paths, %d-bar horizon</div>\n<div class=\"disclaimer\">",
                   r0->paths, r0->horizon);
     disclaimer(&sb);
     kr_sb_append(&sb, "</div></header>\n");
     if (set->n > 1) ranking(&sb, set);
     for (int i = 0; i < set->n; i++) report_section(&sb, set->reports[i]);
-    kr_sb_append(&sb, "<footer>Figures are statistics of the model's sampled paths; see docs/report.md for how each "
+    kr_sb_append(&sb, "<footer>Figures are statistics of the model's sampled paths; see "
+                      "docs/report.md for how each "
                       "is computed. ");
     kr_sb_append_html(&sb, KR_REPORT_DISCLAIMER);
     kr_sb_append(&sb, "</footer>\n</main></body></html>\n");

@@ -16,11 +16,13 @@
 #include "base/error.h"
 #include "base/timeutil.h"
 
-static const char *k_cols[KR_N_FEATURES] = {"open", "high", "low", "close", "volume", "amount"};
+static const char *k_cols[KR_N_FEATURES] = { "open", "high", "low", "close", "volume", "amount" };
 
 static void num(cJSON *o, const char *key, double v) {
-    if (isfinite(v)) cJSON_AddNumberToObject(o, key, v);
-    else cJSON_AddNullToObject(o, key);
+    if (isfinite(v))
+        cJSON_AddNumberToObject(o, key, v);
+    else
+        cJSON_AddNullToObject(o, key);
 }
 
 static void pct(cJSON *o, const char *key, double frac) { num(o, key, frac * 100.0); }
@@ -116,7 +118,8 @@ static cJSON *scores(const kr_calib_scores *s, int horizon) {
     cJSON *o = cJSON_CreateObject();
     num(o, "coverage_p10_p90", s->coverage);
     cJSON *by = cJSON_AddArrayToObject(o, "coverage_by_step");
-    for (int k = 0; k < horizon; k++) cJSON_AddItemToArray(by, cJSON_CreateNumber(s->coverage_by_step[k]));
+    for (int k = 0; k < horizon; k++)
+        cJSON_AddItemToArray(by, cJSON_CreateNumber(s->coverage_by_step[k]));
     num(o, "direction_hit_rate", s->direction_hit_rate);
     pct(o, "mape_pct", s->mape);
     return o;
@@ -196,13 +199,17 @@ static void add_narrative(cJSON *root, const kr_report *r) {
         cJSON_AddStringToObject(o, "model", n->model);
         cJSON_AddStringToObject(o, "url", n->url);
         num(o, "seconds", n->seconds);
-        if (n->warning[0]) cJSON_AddStringToObject(o, "warning", n->warning);
-        else cJSON_AddNullToObject(o, "warning");
+        if (n->warning[0])
+            cJSON_AddStringToObject(o, "warning", n->warning);
+        else
+            cJSON_AddNullToObject(o, "warning");
     } else {
         cJSON_AddNullToObject(root, "narrative");
     }
-    if (n && !n->text) cJSON_AddStringToObject(root, "narrative_error", n->error);
-    else cJSON_AddNullToObject(root, "narrative_error");
+    if (n && !n->text)
+        cJSON_AddStringToObject(root, "narrative_error", n->error);
+    else
+        cJSON_AddNullToObject(root, "narrative_error");
 }
 
 static cJSON *report_json(const kr_report *r) {
@@ -222,7 +229,8 @@ static cJSON *report_json(const kr_report *r) {
     add_technical(o, r);
     add_calibration(o, r);
     cJSON *s = cJSON_AddArrayToObject(o, "summary");
-    for (int i = 0; i < r->n_summary; i++) cJSON_AddItemToArray(s, cJSON_CreateString(r->summary[i]));
+    for (int i = 0; i < r->n_summary; i++)
+        cJSON_AddItemToArray(s, cJSON_CreateString(r->summary[i]));
     add_narrative(o, r);
     add_metadata(o, r);
     return o;

@@ -15,7 +15,8 @@
 static void ranking(kr_sb *sb, const kr_report_set *set) {
     char a[32], b[32], c[32], d[32], e[32], f[32];
     kr_sb_append(sb, "## Ranking by expected return\n\n"
-                     "| # | Symbol | Interval | Last close | Expected return | P(up) | Volatility (std of return) "
+                     "| # | Symbol | Interval | Last close | Expected return | P(up) | Volatility "
+                     "(std of return) "
                      "| VaR 95% | ES 95% |\n|---:|---|---|---:|---:|---:|---:|---:|---:|\n");
     for (int k = 0; k < set->n; k++) {
         const kr_report *r = set->reports[set->rank[k]];
@@ -38,23 +39,26 @@ static void horizon_table(kr_sb *sb, const kr_report *r) {
     kr_sb_appendf(sb, "| Expected return (mean of %d paths) | %s |\n", r->paths,
                   kr_fmt_pct_signed(r->expected_return, a));
     kr_sb_appendf(sb, "| Standard deviation of return | %s |\n", kr_fmt_pct(r->return_std, 2, a));
-    kr_sb_appendf(sb, "| Return p10 / p50 / p90 | %s / %s / %s |\n", kr_fmt_pct_signed(r->return_p10, a),
-                  kr_fmt_pct_signed(r->return_p50, b), kr_fmt_pct_signed(r->return_p90, c));
+    kr_sb_appendf(sb, "| Return p10 / p50 / p90 | %s / %s / %s |\n",
+                  kr_fmt_pct_signed(r->return_p10, a), kr_fmt_pct_signed(r->return_p50, b),
+                  kr_fmt_pct_signed(r->return_p90, c));
     kr_sb_appendf(sb, "| Value at risk 95%% (loss) | %s |\n", kr_fmt_pct(r->var95, 2, a));
     kr_sb_appendf(sb, "| Expected shortfall 95%% (loss) | %s |\n", kr_fmt_pct(r->es95, 2, a));
     kr_sb_appendf(sb, "| Max drawdown mean / p50 / p90 | %s / %s / %s |\n",
                   kr_fmt_pct(r->drawdown_mean, 2, a), kr_fmt_pct(r->drawdown_p50, 2, b),
                   kr_fmt_pct(r->drawdown_p90, 2, c));
     kr_sb_appendf(sb, "| Volatility per bar: forecast / realised (last %d bars) | %s / %s |\n",
-                  r->horizon, kr_fmt_pct(r->forecast_vol, 2, a), kr_fmt_pct(r->realized_vol_h, 2, b));
+                  r->horizon, kr_fmt_pct(r->forecast_vol, 2, a),
+                  kr_fmt_pct(r->realized_vol_h, 2, b));
     kr_sb_appendf(sb, "| Probability forecast volatility > realised | %s |\n\n",
                   kr_fmt_pct(r->prob_vol_above, 0, a));
 }
 
 static void path_table(kr_sb *sb, const kr_report *r) {
     char t[32], a[32], b[32], c[32], d[32];
-    kr_sb_append(sb, "### Forecast close per step\n\n| Step | Time | Mean | p10 | p50 (median) | p90 |\n"
-                     "|---:|---|---:|---:|---:|---:|\n");
+    kr_sb_append(
+        sb, "### Forecast close per step\n\n| Step | Time | Mean | p10 | p50 (median) | p90 |\n"
+            "|---:|---|---:|---:|---:|---:|\n");
     for (int i = 0; i < r->horizon; i++) {
         const size_t o = (size_t)i * KR_N_FEATURES + KR_CLOSE;
         kr_sb_appendf(sb, "| %d | %s | %s | %s | %s | %s |\n", i + 1,
@@ -78,36 +82,45 @@ static void technical_table(kr_sb *sb, const kr_report *r) {
                   kr_fmt_sig(t->macd_line, 3, a), kr_fmt_sig(t->macd_signal, 3, b),
                   kr_fmt_sig(t->macd_hist, 3, c));
     kr_sb_appendf(sb, "| Bollinger 20/2 lower / middle / upper | %s / %s / %s |\n",
-                  kr_fmt_price(t->bb_lower, a), kr_fmt_price(t->bb_middle, b), kr_fmt_price(t->bb_upper, c));
-    kr_sb_appendf(sb, "| Bollinger %%b / bandwidth | %s / %s |\n", kr_fmt_num(t->bb_percent_b, 2, a),
-                  kr_fmt_pct(t->bb_bandwidth, 2, b));
+                  kr_fmt_price(t->bb_lower, a), kr_fmt_price(t->bb_middle, b),
+                  kr_fmt_price(t->bb_upper, c));
+    kr_sb_appendf(sb, "| Bollinger %%b / bandwidth | %s / %s |\n",
+                  kr_fmt_num(t->bb_percent_b, 2, a), kr_fmt_pct(t->bb_bandwidth, 2, b));
     kr_sb_appendf(sb, "| ATR 14 | %s (%s of close) |\n", kr_fmt_price(t->atr14, a),
                   kr_fmt_pct(t->atr14 / t->close, 2, b));
     if (t->has_volume)
         kr_sb_appendf(sb, "| Volume 5 / 20-bar average, ratio, 20-bar slope | %s / %s, %s, %s |\n",
                       kr_fmt_compact(t->volume_avg5, a), kr_fmt_compact(t->volume_avg20, b),
                       kr_fmt_num(t->volume_ratio, 2, c),
-                      t->volume_slope_sign > 0 ? "rising" : t->volume_slope_sign < 0 ? "falling" : "flat");
+                      t->volume_slope_sign > 0   ? "rising"
+                      : t->volume_slope_sign < 0 ? "falling"
+                                                 : "flat");
     else
         kr_sb_append(sb, "| Volume | not in the data |\n");
     kr_sb_appendf(sb, "| Realised volatility (%d bars): per bar / annualised | %s / %s |\n\n",
-                  t->rv_window, kr_fmt_pct(t->rv_per_bar, 2, a), kr_fmt_pct(t->rv_annualized, 1, b));
+                  t->rv_window, kr_fmt_pct(t->rv_per_bar, 2, a),
+                  kr_fmt_pct(t->rv_annualized, 1, b));
 }
 
 static void calibration_tables(kr_sb *sb, const kr_report *r) {
     const kr_calibration *c = r->calibration;
     if (!c) return;
     char a[32], b[32], t[32], d[32];
-    kr_sb_appendf(sb, "### Calibration (last %d windows of %d bars)\n\n"
-                      "| Figure | Model | Naive (no change) |\n|---|---:|---:|\n", c->windows, c->horizon);
+    kr_sb_appendf(sb,
+                  "### Calibration (last %d windows of %d bars)\n\n"
+                  "| Figure | Model | Naive (no change) |\n|---|---:|---:|\n",
+                  c->windows, c->horizon);
     kr_sb_appendf(sb, "| p10-p90 coverage of realised closes (target 80%%) | %s | %s |\n",
                   kr_fmt_pct(c->model.coverage, 0, a), kr_fmt_pct(c->naive.coverage, 0, b));
     kr_sb_appendf(sb, "| Direction hit rate at the horizon | %s | %s |\n",
-                  kr_fmt_pct(c->model.direction_hit_rate, 0, a), kr_fmt_pct(c->naive.direction_hit_rate, 0, b));
-    kr_sb_appendf(sb, "| MAPE of the point forecast | %s | %s |\n\n", kr_fmt_pct(c->model.mape, 2, a),
-                  kr_fmt_pct(c->naive.mape, 2, b));
-    kr_sb_append(sb, "| History ends | Last close | Realised | Model mean | Model p10-p90 | Naive p10-p90 |\n"
-                     "|---|---:|---:|---:|---:|---:|\n");
+                  kr_fmt_pct(c->model.direction_hit_rate, 0, a),
+                  kr_fmt_pct(c->naive.direction_hit_rate, 0, b));
+    kr_sb_appendf(sb, "| MAPE of the point forecast | %s | %s |\n\n",
+                  kr_fmt_pct(c->model.mape, 2, a), kr_fmt_pct(c->naive.mape, 2, b));
+    kr_sb_append(
+        sb,
+        "| History ends | Last close | Realised | Model mean | Model p10-p90 | Naive p10-p90 |\n"
+        "|---|---:|---:|---:|---:|---:|\n");
     for (int j = 0; j < c->windows; j++) {
         const kr_calib_window *w = &c->window[j];
         char lo[32], hi[32], nlo[32], nhi[32];
@@ -129,11 +142,13 @@ static void metadata_table(kr_sb *sb, const kr_report *r) {
                   m->model_name, m->d_model, m->n_layers, m->n_heads,
                   kr_fmt_compact((double)m->n_params, a), m->quantization);
     kr_sb_appendf(sb, "| Directories | `%s`, `%s` |\n", m->predictor_dir, m->tokenizer_dir);
-    kr_sb_appendf(sb, "| Sampling | %d paths, horizon %d, lookback %d of %lld rows, max_context %d, "
-                      "temperature %g, top_p %g, top_k %d, seed %llu |\n",
+    kr_sb_appendf(sb,
+                  "| Sampling | %d paths, horizon %d, lookback %d of %lld rows, max_context %d, "
+                  "temperature %g, top_p %g, top_k %d, seed %llu |\n",
                   r->paths, r->horizon, r->lookback, (long long)r->rows_available, m->max_context,
                   m->temperature, m->top_p, m->top_k, (unsigned long long)m->seed);
-    kr_sb_appendf(sb, "| Timing | %.3f s total (prefill %.3f s, decode %.3f s, tokenizer %.3f s) |\n",
+    kr_sb_appendf(sb,
+                  "| Timing | %.3f s total (prefill %.3f s, decode %.3f s, tokenizer %.3f s) |\n",
                   r->timing.seconds_total, r->timing.seconds_prefill, r->timing.seconds_decode,
                   r->timing.seconds_tokenizer);
     kr_sb_appendf(sb, "| Engine | kronos %s |\n\n", m->engine_version);
@@ -165,7 +180,8 @@ static void narrative_md(kr_sb *sb, const kr_report *r) {
     }
     kr_sb_append(sb, "**Narrative (written by ");
     md_text(sb, n->model, strlen(n->model));
-    kr_sb_append(sb, " from the numbers above; the numbers come from kronos, not from the language model)**\n\n");
+    kr_sb_append(sb, " from the numbers above; the numbers come from kronos, not from the language "
+                     "model)**\n\n");
     for (const char *p = n->text; *p;) {
         size_t len = strcspn(p, "\n");
         size_t show = len;
@@ -190,8 +206,9 @@ static void narrative_md(kr_sb *sb, const kr_report *r) {
 static void report_md(kr_sb *sb, const kr_report *r) {
     char a[32], d[32];
     kr_sb_appendf(sb, "## %s (%s)\n\n", r->symbol, r->interval);
-    kr_sb_appendf(sb, "Last close **%s** on %s; %lld rows of history.\n\n", kr_fmt_price(r->last_close, a),
-                  kr_format_timestamp(r->last_ts, r->date_only, d, sizeof d), (long long)r->rows_available);
+    kr_sb_appendf(
+        sb, "Last close **%s** on %s; %lld rows of history.\n\n", kr_fmt_price(r->last_close, a),
+        kr_format_timestamp(r->last_ts, r->date_only, d, sizeof d), (long long)r->rows_available);
     kr_sb_append(sb, "**Summary**\n\n");
     for (int i = 0; i < r->n_summary; i++) kr_sb_appendf(sb, "- %s\n", r->summary[i]);
     kr_sb_append(sb, "\n");
@@ -204,14 +221,18 @@ static void report_md(kr_sb *sb, const kr_report *r) {
 }
 
 kr_status kr_render_md(const kr_report_set *set, char **out, kr_error *err) {
-    if (!set || !out || set->n < 1) return kr_error_set(err, KR_ERR_INVALID_ARG, "render md: no reports");
-    kr_sb sb = {0};
+    if (!set || !out || set->n < 1)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "render md: no reports");
+    kr_sb sb = { 0 };
     kr_civil g = kr_civil_from_unix(set->generated_at);
-    if (set->n > 1) kr_sb_appendf(&sb, "# Kronos analysis: %d symbols\n\n", set->n);
-    else kr_sb_appendf(&sb, "# Kronos analysis: %s (%s)\n\n", set->reports[0]->symbol,
-                       set->reports[0]->interval);
+    if (set->n > 1)
+        kr_sb_appendf(&sb, "# Kronos analysis: %d symbols\n\n", set->n);
+    else
+        kr_sb_appendf(&sb, "# Kronos analysis: %s (%s)\n\n", set->reports[0]->symbol,
+                      set->reports[0]->interval);
     kr_sb_appendf(&sb, "*Generated %04d-%02d-%02d %02d:%02d UTC by kronos %s with model %s.*\n\n",
-                  g.year, g.month, g.day, g.hour, g.minute, kr_version(), set->reports[0]->meta.model_name);
+                  g.year, g.month, g.day, g.hour, g.minute, kr_version(),
+                  set->reports[0]->meta.model_name);
     kr_sb_appendf(&sb, "> **%s**\n\n", KR_REPORT_DISCLAIMER);
     if (set->n > 1) ranking(&sb, set);
     for (int i = 0; i < set->n; i++) report_md(&sb, set->reports[i]);

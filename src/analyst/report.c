@@ -166,8 +166,8 @@ kr_status kr_report_build(const char *symbol, const char *interval, const kr_can
     r->fc_p10 = malloc(cell);
     r->fc_p50 = malloc(cell);
     r->fc_p90 = malloc(cell);
-    if (!r->chart_ts || !r->chart_values || !r->fc_ts || !r->fc_mean || !r->fc_p10 ||
-        !r->fc_p50 || !r->fc_p90) {
+    if (!r->chart_ts || !r->chart_values || !r->fc_ts || !r->fc_mean || !r->fc_p10 || !r->fc_p50 ||
+        !r->fc_p90) {
         st = kr_error_set(err, KR_ERR_NOMEM, "report %s: out of memory", symbol);
         goto fail;
     }

@@ -33,7 +33,7 @@
 #define KR_REPORT_RV_WINDOW 20
 #define KR_REPORT_DISCLAIMER                                                                    \
     "Not investment advice. This report is generated automatically from a statistical model's " \
-    "sampled forecasts and simple indicators; forecasts can be wrong, past behaviour does not "  \
+    "sampled forecasts and simple indicators; forecasts can be wrong, past behaviour does not " \
     "predict future results, and nothing here is a recommendation to buy, sell or hold any "    \
     "instrument."
 
@@ -43,32 +43,32 @@ typedef struct kr_report_meta {
     char predictor_dir[1024], tokenizer_dir[1024];
     int d_model, n_layers, n_heads;
     int64_t n_params;
-    char quantization[16];      /* weight format the forecast ran with: "f32" */
+    char quantization[16]; /* weight format the forecast ran with: "f32" */
     int max_context, top_k;
     double temperature, top_p;
     uint64_t seed;
-    char engine_version[32];    /* kr_version() */
+    char engine_version[32]; /* kr_version() */
 } kr_report_meta;
 
 typedef struct kr_report {
     char symbol[40], interval[40];
-    int date_only;                  /* format timestamps as dates */
-    int64_t rows_available;         /* history rows given */
-    int64_t first_ts;               /* first history timestamp */
-    int lookback;                   /* rows the model saw */
+    int date_only; /* format timestamps as dates */
+    int64_t rows_available; /* history rows given */
+    int64_t first_ts; /* first history timestamp */
+    int lookback; /* rows the model saw */
     int64_t last_ts;
     double last_close;
 
     /* The last n_chart history bars, for charts. */
     int n_chart;
-    int64_t *chart_ts;              /* [n_chart] */
-    double *chart_values;           /* [n_chart][6] */
+    int64_t *chart_ts; /* [n_chart] */
+    double *chart_values; /* [n_chart][6] */
 
     /* Forecast per step: mean path and per-step quantiles over paths (p50 = the median
      * path), all six columns. */
     int horizon, paths;
-    int64_t *fc_ts;                 /* [horizon] */
-    double *fc_mean, *fc_p10, *fc_p50, *fc_p90;   /* [horizon][6] */
+    int64_t *fc_ts; /* [horizon] */
+    double *fc_mean, *fc_p10, *fc_p50, *fc_p90; /* [horizon][6] */
 
     /* Horizon statistics (see the header comment). */
     double prob_up;
@@ -78,9 +78,9 @@ typedef struct kr_report {
     double forecast_vol, realized_vol_h, prob_vol_above;
 
     kr_tech_snapshot tech;
-    kr_calibration *calibration;    /* NULL unless calibrated; owned */
+    kr_calibration *calibration; /* NULL unless calibrated; owned */
 
-    char **summary;                 /* [n_summary] sentences, owned */
+    char **summary; /* [n_summary] sentences, owned */
     int n_summary;
 
     /* Prose by a language model from the figures above (analyst/narrative): NULL unless
@@ -88,7 +88,7 @@ typedef struct kr_report {
     const struct kr_narrative *narrative;
 
     kr_report_meta meta;
-    kr_forecast_stats timing;       /* of the forecast call (a batch shares its wall time) */
+    kr_forecast_stats timing; /* of the forecast call (a batch shares its wall time) */
 } kr_report;
 
 /* Builds the report of one symbol from its history c (all rows; indicators use them all) and

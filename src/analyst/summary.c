@@ -45,7 +45,8 @@ static void sentence_move(const kr_report *r, kr_sb *sb) {
     char er[32], sd[32], lo[32], hi[32], rlo[32], rhi[32];
     const size_t last = (size_t)(r->horizon - 1) * KR_N_FEATURES + KR_CLOSE;
     kr_sb_appendf(sb, "Expected return %s", kr_fmt_pct_signed(r->expected_return, er));
-    if (!isnan(r->return_std)) kr_sb_appendf(sb, " (standard deviation %s)", kr_fmt_pct(r->return_std, 2, sd));
+    if (!isnan(r->return_std))
+        kr_sb_appendf(sb, " (standard deviation %s)", kr_fmt_pct(r->return_std, 2, sd));
     kr_sb_appendf(sb, "; 80%% of paths end between %s and %s (%s to %s).",
                   kr_fmt_price(r->fc_p10[last], lo), kr_fmt_price(r->fc_p90[last], hi),
                   kr_fmt_pct_signed(r->return_p10, rlo), kr_fmt_pct_signed(r->return_p90, rhi));
@@ -87,11 +88,15 @@ static int sentence_technical(const kr_report *r, kr_sb *sb) {
         kr_sb_appendf(sb, " RSI %s (%s)", kr_fmt_num(t->rsi14, 0, a), kr_rsi_state(t->rsi14));
         parts++;
     }
-    const struct { const char *name; double v; } mas[] = {{"SMA 20", t->sma20}, {"SMA 60", t->sma60}};
+    const struct {
+        const char *name;
+        double v;
+    } mas[] = { { "SMA 20", t->sma20 }, { "SMA 60", t->sma60 } };
     for (int i = 0; i < 2; i++) {
         if (isnan(mas[i].v)) continue;
         kr_sb_appendf(sb, "%s close %s %s (%s)", parts ? "," : "",
-                      t->close >= mas[i].v ? "above" : "below", mas[i].name, kr_fmt_price(mas[i].v, a));
+                      t->close >= mas[i].v ? "above" : "below", mas[i].name,
+                      kr_fmt_price(mas[i].v, a));
         parts++;
     }
     if (!isnan(t->macd_hist)) {
@@ -107,7 +112,9 @@ static int sentence_technical(const kr_report *r, kr_sb *sb) {
     if (!isnan(t->volume_ratio)) {
         kr_sb_appendf(sb, "%s volume 5/20-bar ratio %s (%s)", parts ? "," : "",
                       kr_fmt_num(t->volume_ratio, 2, b),
-                      t->volume_ratio > 1.1 ? "rising" : t->volume_ratio < 0.9 ? "falling" : "steady");
+                      t->volume_ratio > 1.1   ? "rising"
+                      : t->volume_ratio < 0.9 ? "falling"
+                                              : "steady");
         parts++;
     }
     kr_sb_append(sb, ".");
@@ -123,7 +130,8 @@ static void sentence_calibration(const kr_report *r, kr_sb *sb) {
                   "of windows (naive %s) and the mean path's MAPE was %s (naive %s), so the model "
                   "%s the no-change forecast on MAPE.",
                   c->windows, c->horizon, kr_fmt_pct(c->model.coverage, 0, mc),
-                  kr_fmt_pct(c->naive.coverage, 0, nc), kr_fmt_pct(c->model.direction_hit_rate, 0, mh),
+                  kr_fmt_pct(c->naive.coverage, 0, nc),
+                  kr_fmt_pct(c->model.direction_hit_rate, 0, mh),
                   kr_fmt_pct(c->naive.direction_hit_rate, 0, nh), kr_fmt_pct(c->model.mape, 2, mm),
                   kr_fmt_pct(c->naive.mape, 2, nm),
                   c->model.mape < c->naive.mape ? "beats" : "does not beat");
@@ -142,7 +150,7 @@ kr_status kr_summary_build(const kr_report *r, char ***out, int *n, kr_error *er
     if (!s) return kr_error_set(err, KR_ERR_NOMEM, "summary: out of memory");
     int count = 0;
     for (int k = 0; k < 6; k++) {
-        kr_sb sb = {0};
+        kr_sb sb = { 0 };
         int keep = 1;
         switch (k) {
         case 0: sentence_direction(r, &sb); break;

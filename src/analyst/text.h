@@ -1,5 +1,5 @@
 /*
- * analyst/text — a growable string buffer and the number formats shared by the summary and
+ * analyst/text — the number formats shared by the summary and
  * the Markdown / HTML renderers, so "+1.23%" or "207.57" reads the same everywhere.
  */
 #ifndef KR_ANALYST_TEXT_H
@@ -8,23 +8,8 @@
 #include <stddef.h>
 
 #include "base/error.h"
+#include "base/strbuf.h"
 #include "kronos.h"
-
-typedef struct kr_sb {
-    char *data;     /* NUL-terminated; NULL until the first append */
-    size_t len, cap;
-    int oom;        /* an allocation failed: later appends are ignored */
-} kr_sb;
-
-void kr_sb_append(kr_sb *sb, const char *s);
-void kr_sb_appendn(kr_sb *sb, const char *s, size_t n);
-void kr_sb_appendf(kr_sb *sb, const char *fmt, ...) KR_PRINTF(2, 3);
-/* Appends s with & < > " ' escaped for HTML text and attribute values. */
-void kr_sb_append_html(kr_sb *sb, const char *s);
-/* Hands the text to the caller (who frees it) or reports the allocation failure; the
- * buffer is reset either way. */
-kr_status kr_sb_finish(kr_sb *sb, char **out, kr_error *err);
-void kr_sb_free(kr_sb *sb);
 
 /* Formatters write into buf (>= 32 bytes) and return it; NaN prints as "n/a". */
 /* A price with 2 decimals (more below 1, e.g. 0.001234). */

@@ -5,7 +5,7 @@
 #ifndef KR_BASE_ERROR_H
 #define KR_BASE_ERROR_H
 
-#include "kronos.h"
+#include "kronos/status.h"
 
 #if defined(__GNUC__)
 #define KR_PRINTF(a, b) __attribute__((format(printf, a, b)))

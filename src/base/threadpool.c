@@ -33,19 +33,19 @@ typedef struct kr_worker {
 } kr_worker;
 
 struct kr_pool {
-    int n;              /* threads per region, caller included */
+    int n; /* threads per region, caller included */
     kr_worker *workers; /* n - 1 */
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    atomic_uint gen;     /* bumped once per region (and at shutdown) */
-    atomic_int done;     /* workers finished with the current region */
+    atomic_uint gen; /* bumped once per region (and at shutdown) */
+    atomic_int done; /* workers finished with the current region */
     atomic_int sleepers; /* workers blocked (or about to block) on cv */
     atomic_int stop;
     /* Written by the caller before the release bump of gen, read by workers after the
      * acquire load; the done counter orders the next write after every read. */
     kr_pool_fn fn;
     void *ctx;
-    void *scratch;       /* kr_pool_scratch: grow-only, 64-byte aligned */
+    void *scratch; /* kr_pool_scratch: grow-only, 64-byte aligned */
     size_t scratch_bytes;
 };
 

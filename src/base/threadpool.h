@@ -9,7 +9,9 @@
 #ifndef KR_BASE_THREADPOOL_H
 #define KR_BASE_THREADPOOL_H
 
-#include "kronos.h"
+#include <stddef.h>
+
+#include "kronos/status.h"
 
 typedef struct kr_pool kr_pool;
 typedef void (*kr_pool_fn)(void *ctx, int ith, int nth);

@@ -33,22 +33,22 @@ static int64_t days_from_civil(int64_t y, int64_t m, int64_t d) {
     /* Normalise the month first so callers may pass e.g. month 13 = January next year. */
     y += floor_div(m - 1, 12);
     m = floor_mod(m - 1, 12) + 1;
-    y -= m <= 2;                                  /* years start on March 1 */
+    y -= m <= 2; /* years start on March 1 */
     const int64_t era = floor_div(y, 400);
-    const int64_t yoe = y - era * 400;            /* [0, 399] */
-    const int64_t mp = (m + 9) % 12;              /* March = 0 ... February = 11 */
+    const int64_t yoe = y - era * 400; /* [0, 399] */
+    const int64_t mp = (m + 9) % 12; /* March = 0 ... February = 11 */
     const int64_t doy = (153 * mp + 2) / 5 + d - 1; /* [0, 365] for valid d */
     const int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy; /* [0, 146096] */
-    return era * 146097 + doe - 719468;           /* 719468 = days from 0000-03-01 to 1970-01-01 */
+    return era * 146097 + doe - 719468; /* 719468 = days from 0000-03-01 to 1970-01-01 */
 }
 
 static void civil_from_days(int64_t z, int64_t *y, int *m, int *d) {
     z += 719468;
     const int64_t era = floor_div(z, 146097);
-    const int64_t doe = z - era * 146097;                               /* [0, 146096] */
+    const int64_t doe = z - era * 146097; /* [0, 146096] */
     const int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365; /* [0, 399] */
-    const int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);        /* [0, 365] */
-    const int64_t mp = (5 * doy + 2) / 153;                             /* [0, 11] */
+    const int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100); /* [0, 365] */
+    const int64_t mp = (5 * doy + 2) / 153; /* [0, 11] */
     *d = (int)(doy - (153 * mp + 2) / 5 + 1);
     *m = (int)(mp < 10 ? mp + 3 : mp - 9);
     *y = yoe + era * 400 + (*m <= 2);

@@ -8,9 +8,9 @@
 #include <stdint.h>
 
 typedef struct kr_civil {
-    int year, month, day;        /* month 1-12, day 1-31 */
+    int year, month, day; /* month 1-12, day 1-31 */
     int hour, minute, second;
-    int weekday;                 /* Monday = 0 ... Sunday = 6 (pandas dt.weekday) */
+    int weekday; /* Monday = 0 ... Sunday = 6 (pandas dt.weekday) */
 } kr_civil;
 
 /* Proleptic Gregorian; valid for any int64 seconds within ±1e12 years-safe range. */

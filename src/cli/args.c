@@ -58,8 +58,9 @@ static int is_file(const char *dir, const char *sub, const char *name) {
  * so relative paths like models/kronos-demo keep working. */
 static int resolve_hub_name(const char *value, char *buf, char *msg, size_t msglen) {
     struct stat sb;
-    if (!value || !kr_hub_is_repo_id(value) || (stat(value, &sb) == 0 && S_ISDIR(sb.st_mode))) return 0;
-    kr_error err = {0};
+    if (!value || !kr_hub_is_repo_id(value) || (stat(value, &sb) == 0 && S_ISDIR(sb.st_mode)))
+        return 0;
+    kr_error err = { 0 };
     if (kr_hub_resolve_cached(value, NULL, buf, PATH_MAX, &err) == KR_OK) return 1;
     if (err.status == KR_ERR_INVALID_ARG) /* no usable cache location (HOME unset, ...) */
         snprintf(msg, msglen, "%s", err.message);
@@ -68,8 +69,8 @@ static int resolve_hub_name(const char *value, char *buf, char *msg, size_t msgl
     return -1;
 }
 
-int kr_resolve_model_dirs(const char *model, const char *tokenizer, char *pred_dir,
-                          char *tok_dir, char *msg, size_t msglen) {
+int kr_resolve_model_dirs(const char *model, const char *tokenizer, char *pred_dir, char *tok_dir,
+                          char *msg, size_t msglen) {
     char model_snap[PATH_MAX], tok_snap[PATH_MAX];
     int r = resolve_hub_name(model, model_snap, msg, msglen);
     if (r < 0) return -2;
@@ -86,7 +87,8 @@ int kr_resolve_model_dirs(const char *model, const char *tokenizer, char *pred_d
             snprintf(fallback, sizeof fallback, "%s", KR_DEFAULT_MODEL_DIR);
         model = fallback;
     }
-    if (model && !is_file(model, NULL, "config.json") && is_file(model, "predictor", "config.json")) {
+    if (model && !is_file(model, NULL, "config.json") &&
+        is_file(model, "predictor", "config.json")) {
         snprintf(pred_dir, PATH_MAX, "%s/predictor", model);
         if (tokenizer)
             snprintf(tok_dir, PATH_MAX, "%s", tokenizer);
@@ -99,8 +101,9 @@ int kr_resolve_model_dirs(const char *model, const char *tokenizer, char *pred_d
         return 0;
     }
     if (!model || !tokenizer) {
-        snprintf(msg, msglen, "give both --model DIR and --tokenizer DIR (or --model DIR holding "
-                              "predictor/ and tokenizer/)");
+        snprintf(msg, msglen,
+                 "give both --model DIR and --tokenizer DIR (or --model DIR holding "
+                 "predictor/ and tokenizer/)");
         return -1;
     }
     snprintf(pred_dir, PATH_MAX, "%s", model);
@@ -121,7 +124,7 @@ int kr_cli_usage_error(const char *cmd, const char *fmt, const char *arg) {
 }
 
 int kr_arg_quant(const char *s) {
-    static const char *const names[] = {"f32", "bf16", "int8", "fp8", "q4"};
+    static const char *const names[] = { "f32", "bf16", "int8", "fp8", "q4" };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strcmp(s, names[i]) == 0) return 1;
     return 0;

@@ -20,8 +20,8 @@ int kr_arg_kv_dtype(const char *s);
  * for both; a hub name (org/name) already fetched by `kronos pull` stands for its snapshot;
  * with neither given, the bundled demo model is used. Writes into the buffers (PATH_MAX).
  * Returns 0; -1 with a message for a usage error; -2 for a hub name not downloaded yet. */
-int kr_resolve_model_dirs(const char *model, const char *tokenizer, char *pred_dir,
-                          char *tok_dir, char *msg, size_t msglen);
+int kr_resolve_model_dirs(const char *model, const char *tokenizer, char *pred_dir, char *tok_dir,
+                          char *msg, size_t msglen);
 
 /* Prints "kronos <cmd>: error: <msg>" to stderr and returns exit code 1. */
 int kr_cli_fail(const char *cmd, const char *msg);

@@ -29,42 +29,44 @@
 #define READ_LIMIT 100000
 
 static void usage(FILE *f) {
-    fputs("usage: kronos analyze SYMBOL... [flags]\n"
-          "\n"
-          "Forecasts each stored symbol with many sample paths and reports the probability of\n"
-          "finishing up, expected return and volatility, VaR / expected shortfall, drawdowns, a\n"
-          "technical snapshot and a plain-language summary. Several symbols run as one batch\n"
-          "and the report ranks them. Not investment advice.\n"
-          "\n"
-          "  --db FILE             database written by 'kronos ingest' (default: $KRONOS_DB, else\n"
-          "                        $XDG_DATA_HOME/kronos/kronos.db or ~/.local/share/kronos/kronos.db)\n"
-          "  --interval I          which stored interval (default: the symbol's only one, else the\n"
-          "                        most recently updated)\n"
-          "  --model DIR           predictor directory, or a directory with predictor/ and\n"
-          "                        tokenizer/ (default: the bundled demo model)\n"
-          "  --tokenizer DIR       tokenizer directory\n"
-          "  --horizon N           bars to forecast (default 20)\n"
-          "  --paths N             sample paths (default 32)\n"
-          "  --lookback N          history rows the model sees (default: all, up to\n"
-          "                        max-context - horizon)\n"
-          "  --max-context N       predictor window (default 512)\n"
-          "  --seed S              random seed (default 0)\n"
-          "  --temperature T       sampling temperature (default 1.0)\n"
-          "  --top-p P             nucleus sampling threshold (default 0.9)\n"
-          "  --top-k K             keep the K most likely tokens (default 0 = off)\n"
-          "  --calibrate K         also score the last K walk-forward windows against the naive\n"
-          "                        no-change forecast (default 0 = off)\n"
-          "  --llm-url URL         also ask a language model behind an Ollama-compatible server\n"
-          "                        (e.g. http://127.0.0.1:11434) to rewrite each symbol's summary\n"
-          "                        as prose, shown beside it; the numbers never come from the\n"
-          "                        model, and a failure only warns (default: off)\n"
-          "  --llm-model NAME      model to ask (default gemma3)\n"
-          "  --llm-timeout S       seconds to wait for each answer (default 60)\n"
-          "  --format json|md|html report format (default json)\n"
-          "  --out FILE            write the report there instead of stdout\n"
-          "  --threads N           compute threads (default: all CPUs)\n"
-          "  -h, --help            this text\n",
-          f);
+    fputs(
+        "usage: kronos analyze SYMBOL... [flags]\n"
+        "\n"
+        "Forecasts each stored symbol with many sample paths and reports the probability of\n"
+        "finishing up, expected return and volatility, VaR / expected shortfall, drawdowns, a\n"
+        "technical snapshot and a plain-language summary. Several symbols run as one batch\n"
+        "and the report ranks them. Not investment advice.\n"
+        "\n"
+        "  --db FILE             database written by 'kronos ingest' (default: $KRONOS_DB, else\n"
+        "                        $XDG_DATA_HOME/kronos/kronos.db or "
+        "~/.local/share/kronos/kronos.db)\n"
+        "  --interval I          which stored interval (default: the symbol's only one, else the\n"
+        "                        most recently updated)\n"
+        "  --model DIR           predictor directory, or a directory with predictor/ and\n"
+        "                        tokenizer/ (default: the bundled demo model)\n"
+        "  --tokenizer DIR       tokenizer directory\n"
+        "  --horizon N           bars to forecast (default 20)\n"
+        "  --paths N             sample paths (default 32)\n"
+        "  --lookback N          history rows the model sees (default: all, up to\n"
+        "                        max-context - horizon)\n"
+        "  --max-context N       predictor window (default 512)\n"
+        "  --seed S              random seed (default 0)\n"
+        "  --temperature T       sampling temperature (default 1.0)\n"
+        "  --top-p P             nucleus sampling threshold (default 0.9)\n"
+        "  --top-k K             keep the K most likely tokens (default 0 = off)\n"
+        "  --calibrate K         also score the last K walk-forward windows against the naive\n"
+        "                        no-change forecast (default 0 = off)\n"
+        "  --llm-url URL         also ask a language model behind an Ollama-compatible server\n"
+        "                        (e.g. http://127.0.0.1:11434) to rewrite each symbol's summary\n"
+        "                        as prose, shown beside it; the numbers never come from the\n"
+        "                        model, and a failure only warns (default: off)\n"
+        "  --llm-model NAME      model to ask (default gemma3)\n"
+        "  --llm-timeout S       seconds to wait for each answer (default 60)\n"
+        "  --format json|md|html report format (default json)\n"
+        "  --out FILE            write the report there instead of stdout\n"
+        "  --threads N           compute threads (default: all CPUs)\n"
+        "  -h, --help            this text\n",
+        f);
 }
 
 /* getopt codes of the flags without a short letter. */
@@ -73,7 +75,7 @@ enum { OPT_LLM_URL = 256, OPT_LLM_MODEL, OPT_LLM_TIMEOUT };
 typedef struct opts {
     const char *db, *interval, *model, *tokenizer, *out;
     const char *llm_url, *llm_model;
-    float llm_timeout;          /* seconds; 0: not given */
+    float llm_timeout; /* seconds; 0: not given */
     const char *symbols[MAX_SYMBOLS];
     int n_symbols, threads;
     kr_report_format format;
@@ -82,18 +84,27 @@ typedef struct opts {
 
 static int parse_opts(int argc, char **argv, opts *o) {
     static const struct option longopts[] = {
-        {"db", required_argument, NULL, 'd'},          {"interval", required_argument, NULL, 'i'},
-        {"model", required_argument, NULL, 'm'},       {"tokenizer", required_argument, NULL, 't'},
-        {"horizon", required_argument, NULL, 'n'},     {"paths", required_argument, NULL, 'p'},
-        {"lookback", required_argument, NULL, 'l'},    {"max-context", required_argument, NULL, 'c'},
-        {"seed", required_argument, NULL, 's'},        {"temperature", required_argument, NULL, 'T'},
-        {"top-p", required_argument, NULL, 'P'},       {"top-k", required_argument, NULL, 'k'},
-        {"calibrate", required_argument, NULL, 'K'},   {"format", required_argument, NULL, 'F'},
-        {"out", required_argument, NULL, 'o'},         {"threads", required_argument, NULL, 'j'},
-        {"llm-url", required_argument, NULL, OPT_LLM_URL},
-        {"llm-model", required_argument, NULL, OPT_LLM_MODEL},
-        {"llm-timeout", required_argument, NULL, OPT_LLM_TIMEOUT},
-        {"help", no_argument, NULL, 'h'},              {NULL, 0, NULL, 0},
+        { "db", required_argument, NULL, 'd' },
+        { "interval", required_argument, NULL, 'i' },
+        { "model", required_argument, NULL, 'm' },
+        { "tokenizer", required_argument, NULL, 't' },
+        { "horizon", required_argument, NULL, 'n' },
+        { "paths", required_argument, NULL, 'p' },
+        { "lookback", required_argument, NULL, 'l' },
+        { "max-context", required_argument, NULL, 'c' },
+        { "seed", required_argument, NULL, 's' },
+        { "temperature", required_argument, NULL, 'T' },
+        { "top-p", required_argument, NULL, 'P' },
+        { "top-k", required_argument, NULL, 'k' },
+        { "calibrate", required_argument, NULL, 'K' },
+        { "format", required_argument, NULL, 'F' },
+        { "out", required_argument, NULL, 'o' },
+        { "threads", required_argument, NULL, 'j' },
+        { "llm-url", required_argument, NULL, OPT_LLM_URL },
+        { "llm-model", required_argument, NULL, OPT_LLM_MODEL },
+        { "llm-timeout", required_argument, NULL, OPT_LLM_TIMEOUT },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
     };
     o->p = kr_analyze_default_params();
     o->format = KR_FORMAT_JSON;
@@ -107,27 +118,33 @@ static int parse_opts(int argc, char **argv, opts *o) {
         case 't': o->tokenizer = optarg; break;
         case 'n':
             if (!kr_arg_int(optarg, 1, 65535, &o->p.horizon))
-                return kr_cli_usage_error(CMD, "--horizon must be a positive integer, got '%s'", optarg);
+                return kr_cli_usage_error(CMD, "--horizon must be a positive integer, got '%s'",
+                                          optarg);
             break;
         case 'p':
             if (!kr_arg_int(optarg, 1, 4096, &o->p.paths))
-                return kr_cli_usage_error(CMD, "--paths must be an integer in 1..4096, got '%s'", optarg);
+                return kr_cli_usage_error(CMD, "--paths must be an integer in 1..4096, got '%s'",
+                                          optarg);
             break;
         case 'l':
             if (!kr_arg_int(optarg, 2, 1 << 20, &o->p.lookback))
-                return kr_cli_usage_error(CMD, "--lookback must be an integer >= 2, got '%s'", optarg);
+                return kr_cli_usage_error(CMD, "--lookback must be an integer >= 2, got '%s'",
+                                          optarg);
             break;
         case 'c':
             if (!kr_arg_int(optarg, 2, 65536, &o->p.max_context))
-                return kr_cli_usage_error(CMD, "--max-context must be an integer in 2..65536, got '%s'", optarg);
+                return kr_cli_usage_error(
+                    CMD, "--max-context must be an integer in 2..65536, got '%s'", optarg);
             break;
         case 's':
             if (!kr_arg_u64(optarg, &o->p.seed))
-                return kr_cli_usage_error(CMD, "--seed must be an unsigned integer, got '%s'", optarg);
+                return kr_cli_usage_error(CMD, "--seed must be an unsigned integer, got '%s'",
+                                          optarg);
             break;
         case 'T':
             if (!kr_arg_float(optarg, 1e-6, 1e6, &o->p.temperature))
-                return kr_cli_usage_error(CMD, "--temperature must be a positive number, got '%s'", optarg);
+                return kr_cli_usage_error(CMD, "--temperature must be a positive number, got '%s'",
+                                          optarg);
             break;
         case 'P':
             if (!kr_arg_float(optarg, 1e-9, 1.0, &o->p.top_p))
@@ -135,20 +152,24 @@ static int parse_opts(int argc, char **argv, opts *o) {
             break;
         case 'k':
             if (!kr_arg_int(optarg, 0, 1 << 20, &o->p.top_k))
-                return kr_cli_usage_error(CMD, "--top-k must be a non-negative integer, got '%s'", optarg);
+                return kr_cli_usage_error(CMD, "--top-k must be a non-negative integer, got '%s'",
+                                          optarg);
             break;
         case 'K':
             if (!kr_arg_int(optarg, 0, 1000, &o->p.calibrate))
-                return kr_cli_usage_error(CMD, "--calibrate must be an integer in 0..1000, got '%s'", optarg);
+                return kr_cli_usage_error(
+                    CMD, "--calibrate must be an integer in 0..1000, got '%s'", optarg);
             break;
         case 'F':
             if (kr_report_format_parse(optarg, &o->format) != 0)
-                return kr_cli_usage_error(CMD, "--format must be json, md or html, got '%s'", optarg);
+                return kr_cli_usage_error(CMD, "--format must be json, md or html, got '%s'",
+                                          optarg);
             break;
         case 'o': o->out = optarg; break;
         case 'j':
             if (!kr_arg_int(optarg, 1, 1024, &o->threads))
-                return kr_cli_usage_error(CMD, "--threads must be an integer in 1..1024, got '%s'", optarg);
+                return kr_cli_usage_error(CMD, "--threads must be an integer in 1..1024, got '%s'",
+                                          optarg);
             break;
         case OPT_LLM_URL: {
             char endpoint[1024];
@@ -164,8 +185,9 @@ static int parse_opts(int argc, char **argv, opts *o) {
             break;
         case OPT_LLM_TIMEOUT:
             if (!kr_arg_float(optarg, 1e-3, 86400.0, &o->llm_timeout))
-                return kr_cli_usage_error(CMD, "--llm-timeout must be a number of seconds in (0, 86400], got '%s'",
-                                          optarg);
+                return kr_cli_usage_error(
+                    CMD, "--llm-timeout must be a number of seconds in (0, 86400], got '%s'",
+                    optarg);
             break;
         case 'h': usage(stdout); return -1;
         default: return kr_cli_usage_error(CMD, "%s", "unknown flag");
@@ -173,10 +195,13 @@ static int parse_opts(int argc, char **argv, opts *o) {
     }
     for (int i = optind; i < argc; i++) {
         kr_error err;
-        if (o->n_symbols >= MAX_SYMBOLS) return kr_cli_usage_error(CMD, "more than %s symbols", "256");
-        if (kr_store_check_symbol(argv[i], &err) != KR_OK) return kr_cli_usage_error(CMD, "%s", err.message);
+        if (o->n_symbols >= MAX_SYMBOLS)
+            return kr_cli_usage_error(CMD, "more than %s symbols", "256");
+        if (kr_store_check_symbol(argv[i], &err) != KR_OK)
+            return kr_cli_usage_error(CMD, "%s", err.message);
         for (int j = 0; j < o->n_symbols; j++)
-            if (!strcmp(o->symbols[j], argv[i])) return kr_cli_usage_error(CMD, "symbol '%s' given twice", argv[i]);
+            if (!strcmp(o->symbols[j], argv[i]))
+                return kr_cli_usage_error(CMD, "symbol '%s' given twice", argv[i]);
         o->symbols[o->n_symbols++] = argv[i];
     }
     if (o->n_symbols == 0) return kr_cli_usage_error(CMD, "%s", "give at least one SYMBOL");
@@ -184,7 +209,8 @@ static int parse_opts(int argc, char **argv, opts *o) {
         return kr_cli_usage_error(CMD, "%s", "--llm-model and --llm-timeout need --llm-url");
     if (o->interval) {
         kr_error err;
-        if (kr_store_check_interval(o->interval, &err) != KR_OK) return kr_cli_usage_error(CMD, "--%s", err.message);
+        if (kr_store_check_interval(o->interval, &err) != KR_OK)
+            return kr_cli_usage_error(CMD, "--%s", err.message);
     }
     if (o->p.horizon >= o->p.max_context) {
         char b[32];
@@ -222,7 +248,10 @@ static void stored_list(const kr_store_entry *e, int64_t n, char *buf, size_t ca
     buf[0] = 0;
     for (int64_t i = 0; i < n && len + 64 < cap; i++) {
         int same = i > 0 && !strcmp(e[i].symbol, e[i - 1].symbol);
-        len += (size_t)snprintf(buf + len, cap - len, "%s%s%s", same ? ", " : i ? "), " : "",
+        len += (size_t)snprintf(buf + len, cap - len, "%s%s%s",
+                                same ? ", "
+                                : i  ? "), "
+                                     : "",
                                 same ? "" : e[i].symbol, same ? "" : " (");
         len += (size_t)snprintf(buf + len, cap - len, "%s", e[i].interval);
     }
@@ -231,8 +260,8 @@ static void stored_list(const kr_store_entry *e, int64_t n, char *buf, size_t ca
 }
 
 /* Picks the interval of symbol `sym` (see --interval). Returns 0, or an exit code. */
-static int pick_interval(const opts *o, const char *sym, const char *db, const kr_store_entry *all, int64_t n_all,
-                         const char **out) {
+static int pick_interval(const opts *o, const char *sym, const char *db, const kr_store_entry *all,
+                         int64_t n_all, const char **out) {
     char msg[2048], list[1400];
     const kr_store_entry *first = NULL;
     for (int64_t i = 0; i < n_all; i++) {
@@ -245,7 +274,8 @@ static int pick_interval(const opts *o, const char *sym, const char *db, const k
     }
     if (!first) {
         stored_list(all, n_all, list, sizeof list);
-        snprintf(msg, sizeof msg, "unknown symbol '%s' in %s; stored: %s (add one with 'kronos ingest')", sym, db,
+        snprintf(msg, sizeof msg,
+                 "unknown symbol '%s' in %s; stored: %s (add one with 'kronos ingest')", sym, db,
                  list);
         return kr_cli_fail(CMD, msg);
     }
@@ -253,7 +283,8 @@ static int pick_interval(const opts *o, const char *sym, const char *db, const k
         int64_t k = first - all, m = 0;
         while (k + m < n_all && !strcmp(all[k + m].symbol, sym)) m++;
         stored_list(first, m, list, sizeof list);
-        snprintf(msg, sizeof msg, "%s has no '%s' candles in %s; stored: %s", sym, o->interval, db, list);
+        snprintf(msg, sizeof msg, "%s has no '%s' candles in %s; stored: %s", sym, o->interval, db,
+                 list);
         return kr_cli_fail(CMD, msg);
     }
     *out = first->interval;
@@ -268,15 +299,19 @@ static int add_narratives(const opts *o, kr_report_set *set, kr_narrative ***nar
     if (o->llm_model) np.model = o->llm_model;
     if (o->llm_timeout > 0) np.timeout_s = o->llm_timeout;
     if (isatty(STDERR_FILENO)) np.progress = progress;
-    kr_error err = {0};
-    if (kr_narrative_attach_all(set, &np, narr, &err) != KR_OK) return kr_cli_fail(CMD, err.message);
+    kr_error err = { 0 };
+    if (kr_narrative_attach_all(set, &np, narr, &err) != KR_OK)
+        return kr_cli_fail(CMD, err.message);
     for (int i = 0; i < set->n; i++) {
         const kr_narrative *n = (*narr)[i];
         if (!n->text)
-            fprintf(stderr, "kronos %s: warning: no narrative for %s: %s\n", CMD, set->reports[i]->symbol, n->error);
+            fprintf(stderr, "kronos %s: warning: no narrative for %s: %s\n", CMD,
+                    set->reports[i]->symbol, n->error);
         else if (n->warning[0])
-            fprintf(stderr, "kronos %s: warning: %s: %s (e.g. '%s'); it is kept, marked with that warning\n", CMD,
-                    set->reports[i]->symbol, n->warning, n->unsupported);
+            fprintf(
+                stderr,
+                "kronos %s: warning: %s: %s (e.g. '%s'); it is kept, marked with that warning\n",
+                CMD, set->reports[i]->symbol, n->warning, n->unsupported);
     }
     return 0;
 }
@@ -289,8 +324,10 @@ static int write_output(const char *out, const char *text) {
         return kr_cli_fail(CMD, msg);
     }
     int bad = fputs(text, f) < 0;
-    if (f != stdout) bad |= fclose(f) != 0;
-    else bad |= fflush(f) != 0;
+    if (f != stdout)
+        bad |= fclose(f) != 0;
+    else
+        bad |= fflush(f) != 0;
     if (bad) {
         snprintf(msg, sizeof msg, "%s: write failed", out ? out : "stdout");
         return kr_cli_fail(CMD, msg);
@@ -306,11 +343,11 @@ int kr_cmd_analyze(int argc, char **argv) {
     if (rc != 0) return rc < 0 ? 0 : rc;
 
     char db[PATH_MAX], pred_dir[PATH_MAX], tok_dir[PATH_MAX], msg[2048];
-    kr_error err = {0};
+    kr_error err = { 0 };
     kr_store *store = NULL;
     kr_store_entry *all = NULL;
     int64_t n_all = 0;
-    kr_candles *cs[MAX_SYMBOLS] = {0};
+    kr_candles *cs[MAX_SYMBOLS] = { 0 };
     kr_analyze_item items[MAX_SYMBOLS];
     kr_model *model = NULL;
     kr_report_set *set = NULL;
@@ -330,12 +367,15 @@ int kr_cmd_analyze(int argc, char **argv) {
     }
     struct stat sb;
     if (stat(db, &sb) != 0) {
-        snprintf(msg, sizeof msg, "%s: no database (store candles first with 'kronos ingest --symbol SYM "
-                 "--interval I FILE.csv')", db);
+        snprintf(msg, sizeof msg,
+                 "%s: no database (store candles first with 'kronos ingest --symbol SYM "
+                 "--interval I FILE.csv')",
+                 db);
         rc = kr_cli_fail(CMD, msg);
         goto done;
     }
-    if (kr_store_open(db, &store, &err) != KR_OK || kr_store_list(store, NULL, &all, &n_all, &err) != KR_OK) {
+    if (kr_store_open(db, &store, &err) != KR_OK ||
+        kr_store_list(store, NULL, &all, &n_all, &err) != KR_OK) {
         rc = kr_cli_fail(CMD, err.message);
         goto done;
     }
@@ -349,7 +389,8 @@ int kr_cmd_analyze(int argc, char **argv) {
             goto done;
         }
         if (cs[i]->n < need) {
-            snprintf(msg, sizeof msg, "%s %s: too few rows: %lld stored, need at least %lld for --horizon %d%s",
+            snprintf(msg, sizeof msg,
+                     "%s %s: too few rows: %lld stored, need at least %lld for --horizon %d%s",
                      o.symbols[i], interval, (long long)cs[i]->n, (long long)need, o.p.horizon,
                      o.p.calibrate ? " and --calibrate" : "");
             rc = kr_cli_fail(CMD, msg);

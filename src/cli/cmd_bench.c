@@ -30,33 +30,36 @@
 #endif
 
 static void usage(FILE *f) {
-    fputs("usage: kronos bench [--shape mini|small|base] [flags]\n"
-          "\n"
-          "Times forecasts with the KV-cached engine and, with --naive, the full-recompute path\n"
-          "(the reference algorithm on the same kernels), in one run, and prints a table.\n"
-          "\n"
-          "  --shape NAME     tiny|mini|small|base random-weight model (default small)\n"
-          "  --model DIR      use this checkpoint (predictor/ + tokenizer/) instead\n"
-          "  --data FILE      candles (default: bundled data/XSHG_5min_600977.csv)\n"
-          "  --lookback N     history rows (default 400)\n"
-          "  --pred-len N     candles to forecast (default 120)\n"
-          "  --paths LIST     comma list of path counts (default 1,8)\n"
-          "  --series N       series forecast together (default 1); series start up to 250 rows apart\n"
-          "  --lookback-max N with --series: lookbacks spread evenly from --lookback to N\n"
-          "  --threads N      compute threads (default: all CPUs)\n"
-          "  --repeat N       timed repeats of the cached path; the median is reported (default 3)\n"
-          "  --naive          also time the naive full-recompute path (once per path count)\n"
-          "  --window MODE    exact (default) or rolling\n"
-          "  --quant FMT      weights: f32 (default), bf16, int8, fp8, q4 (quantised at load)\n"
-          "  --kv-dtype T     KV-cache precision: f32 (default), bf16, int8\n"
-          "  --json           print JSON instead of Markdown\n"
-          "  -h, --help       this text\n",
-          f);
+    fputs(
+        "usage: kronos bench [--shape mini|small|base] [flags]\n"
+        "\n"
+        "Times forecasts with the KV-cached engine and, with --naive, the full-recompute path\n"
+        "(the reference algorithm on the same kernels), in one run, and prints a table.\n"
+        "\n"
+        "  --shape NAME     tiny|mini|small|base random-weight model (default small)\n"
+        "  --model DIR      use this checkpoint (predictor/ + tokenizer/) instead\n"
+        "  --data FILE      candles (default: bundled data/XSHG_5min_600977.csv)\n"
+        "  --lookback N     history rows (default 400)\n"
+        "  --pred-len N     candles to forecast (default 120)\n"
+        "  --paths LIST     comma list of path counts (default 1,8)\n"
+        "  --series N       series forecast together (default 1); series start up to 250 rows "
+        "apart\n"
+        "  --lookback-max N with --series: lookbacks spread evenly from --lookback to N\n"
+        "  --threads N      compute threads (default: all CPUs)\n"
+        "  --repeat N       timed repeats of the cached path; the median is reported (default 3)\n"
+        "  --naive          also time the naive full-recompute path (once per path count)\n"
+        "  --window MODE    exact (default) or rolling\n"
+        "  --quant FMT      weights: f32 (default), bf16, int8, fp8, q4 (quantised at load)\n"
+        "  --kv-dtype T     KV-cache precision: f32 (default), bf16, int8\n"
+        "  --json           print JSON instead of Markdown\n"
+        "  -h, --help       this text\n",
+        f);
 }
 
 /* The official KronosPredictor on this machine class (shared/anchors/reference_bench.md,
  * OpenBLAS, 2 threads, lookback 400, pred_len 120): seconds by (shape, paths). */
-static double reference_seconds(const char *shape, int lookback, int pred_len, int paths, int series) {
+static double reference_seconds(const char *shape, int lookback, int pred_len, int paths,
+                                int series) {
     if (lookback != 400 || pred_len != 120 || series != 1) return 0;
     if (!strcmp(shape, "small") && paths == 1) return 25.3;
     if (!strcmp(shape, "small") && paths == 8) return 236.9; /* row-loop SDPA shim */
@@ -94,7 +97,7 @@ typedef struct row {
 static int run_once(kr_model *m, const kr_series *s, int n, const kr_forecast_params *p, int naive,
                     double *secs, kr_forecast_stats *stats, kr_error *err) {
     kr_forecast **res = calloc((size_t)n, sizeof *res);
-    kr_gen_options opt = {.naive = naive};
+    kr_gen_options opt = { .naive = naive };
     double t0 = kr_now_seconds();
     kr_status st = kr_forecast_run_ex(m, s, n, p, &opt, res, err);
     *secs = kr_now_seconds() - t0;
@@ -114,39 +117,52 @@ static int run_once(kr_model *m, const kr_series *s, int n, const kr_forecast_pa
 
 int kr_cmd_bench(int argc, char **argv) {
     static const struct option longopts[] = {
-        {"shape", required_argument, NULL, 's'},   {"model", required_argument, NULL, 'm'},
-        {"data", required_argument, NULL, 'd'},    {"lookback", required_argument, NULL, 'l'},
-        {"pred-len", required_argument, NULL, 'n'}, {"paths", required_argument, NULL, 'p'},
-        {"series", required_argument, NULL, 'S'},  {"threads", required_argument, NULL, 'j'},
-        {"lookback-max", required_argument, NULL, 'L'},
-        {"repeat", required_argument, NULL, 'r'},  {"naive", no_argument, NULL, 'N'},
-        {"window", required_argument, NULL, 'w'},  {"json", no_argument, NULL, 'J'},
-        {"quant", required_argument, NULL, 'Q'},   {"kv-dtype", required_argument, NULL, 'K'},
-        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
+        { "shape", required_argument, NULL, 's' },
+        { "model", required_argument, NULL, 'm' },
+        { "data", required_argument, NULL, 'd' },
+        { "lookback", required_argument, NULL, 'l' },
+        { "pred-len", required_argument, NULL, 'n' },
+        { "paths", required_argument, NULL, 'p' },
+        { "series", required_argument, NULL, 'S' },
+        { "threads", required_argument, NULL, 'j' },
+        { "lookback-max", required_argument, NULL, 'L' },
+        { "repeat", required_argument, NULL, 'r' },
+        { "naive", no_argument, NULL, 'N' },
+        { "window", required_argument, NULL, 'w' },
+        { "json", no_argument, NULL, 'J' },
+        { "quant", required_argument, NULL, 'Q' },
+        { "kv-dtype", required_argument, NULL, 'K' },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
     };
     const char *shape = "small", *model_dir = NULL, *data = KR_DEFAULT_DATA_FILE, *quant = NULL,
                *kv_dtype = NULL;
-    int lookback = 400, lookback_max = 0, pred_len = 120, series = 1, threads = 0, repeat = 3, naive = 0, json = 0;
-    int paths_list[16] = {1, 8}, n_paths = 2;
+    int lookback = 400, lookback_max = 0, pred_len = 120, series = 1, threads = 0, repeat = 3,
+        naive = 0, json = 0;
+    int paths_list[16] = { 1, 8 }, n_paths = 2;
     kr_window_mode window = KR_WINDOW_EXACT;
     optind = 1;
     int c;
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (c) {
         case 's':
-            if (!kr_random_shape_find(optarg)) return kr_cli_usage_error(CMD, "unknown --shape '%s'", optarg);
+            if (!kr_random_shape_find(optarg))
+                return kr_cli_usage_error(CMD, "unknown --shape '%s'", optarg);
             shape = optarg;
             break;
         case 'm': model_dir = optarg; break;
         case 'd': data = optarg; break;
         case 'l':
-            if (!kr_arg_int(optarg, 2, 1 << 16, &lookback)) return kr_cli_usage_error(CMD, "bad --lookback '%s'", optarg);
+            if (!kr_arg_int(optarg, 2, 1 << 16, &lookback))
+                return kr_cli_usage_error(CMD, "bad --lookback '%s'", optarg);
             break;
         case 'L':
-            if (!kr_arg_int(optarg, 2, 1 << 16, &lookback_max)) return kr_cli_usage_error(CMD, "bad --lookback-max '%s'", optarg);
+            if (!kr_arg_int(optarg, 2, 1 << 16, &lookback_max))
+                return kr_cli_usage_error(CMD, "bad --lookback-max '%s'", optarg);
             break;
         case 'n':
-            if (!kr_arg_int(optarg, 1, 1 << 16, &pred_len)) return kr_cli_usage_error(CMD, "bad --pred-len '%s'", optarg);
+            if (!kr_arg_int(optarg, 1, 1 << 16, &pred_len))
+                return kr_cli_usage_error(CMD, "bad --pred-len '%s'", optarg);
             break;
         case 'p': {
             char buf[256];
@@ -161,27 +177,36 @@ int kr_cmd_bench(int argc, char **argv) {
             break;
         }
         case 'S':
-            if (!kr_arg_int(optarg, 1, 256, &series)) return kr_cli_usage_error(CMD, "bad --series '%s'", optarg);
+            if (!kr_arg_int(optarg, 1, 256, &series))
+                return kr_cli_usage_error(CMD, "bad --series '%s'", optarg);
             break;
         case 'j':
-            if (!kr_arg_int(optarg, 1, 1024, &threads)) return kr_cli_usage_error(CMD, "bad --threads '%s'", optarg);
+            if (!kr_arg_int(optarg, 1, 1024, &threads))
+                return kr_cli_usage_error(CMD, "bad --threads '%s'", optarg);
             break;
         case 'r':
-            if (!kr_arg_int(optarg, 1, 1000, &repeat)) return kr_cli_usage_error(CMD, "bad --repeat '%s'", optarg);
+            if (!kr_arg_int(optarg, 1, 1000, &repeat))
+                return kr_cli_usage_error(CMD, "bad --repeat '%s'", optarg);
             break;
         case 'N': naive = 1; break;
         case 'Q':
-            if (!kr_arg_quant(optarg)) return kr_cli_usage_error(CMD, "bad --quant '%s' (f32, bf16, int8, fp8, q4)", optarg);
+            if (!kr_arg_quant(optarg))
+                return kr_cli_usage_error(CMD, "bad --quant '%s' (f32, bf16, int8, fp8, q4)",
+                                          optarg);
             quant = optarg;
             break;
         case 'K':
-            if (!kr_arg_kv_dtype(optarg)) return kr_cli_usage_error(CMD, "bad --kv-dtype '%s' (f32, bf16, int8)", optarg);
+            if (!kr_arg_kv_dtype(optarg))
+                return kr_cli_usage_error(CMD, "bad --kv-dtype '%s' (f32, bf16, int8)", optarg);
             kv_dtype = optarg;
             break;
         case 'w':
-            if (!strcmp(optarg, "exact")) window = KR_WINDOW_EXACT;
-            else if (!strcmp(optarg, "rolling")) window = KR_WINDOW_ROLLING;
-            else return kr_cli_usage_error(CMD, "bad --window '%s'", optarg);
+            if (!strcmp(optarg, "exact"))
+                window = KR_WINDOW_EXACT;
+            else if (!strcmp(optarg, "rolling"))
+                window = KR_WINDOW_ROLLING;
+            else
+                return kr_cli_usage_error(CMD, "bad --window '%s'", optarg);
             break;
         case 'J': json = 1; break;
         case 'h': usage(stdout); return 0;
@@ -190,7 +215,7 @@ int kr_cmd_bench(int argc, char **argv) {
     }
     if (optind < argc) return kr_cli_usage_error(CMD, "unexpected argument '%s'", argv[optind]);
 
-    kr_error err = {0};
+    kr_error err = { 0 };
     char msg[1200], dir[PATH_MAX], pred_dir[PATH_MAX], tok_dir[PATH_MAX];
     double gen_s = 0;
     if (!model_dir) {
@@ -207,7 +232,8 @@ int kr_cmd_bench(int argc, char **argv) {
         }
         model_dir = dir;
     }
-    if (kr_resolve_model_dirs(model_dir, NULL, pred_dir, tok_dir, msg, sizeof msg) != 0) return kr_cli_fail(CMD, msg);
+    if (kr_resolve_model_dirs(model_dir, NULL, pred_dir, tok_dir, msg, sizeof msg) != 0)
+        return kr_cli_fail(CMD, msg);
     kr_candles *cs = NULL;
     if (kr_candles_read_csv(data, &cs, &err) != KR_OK) return kr_cli_fail(CMD, err.message);
     if (lookback_max < lookback) lookback_max = lookback;
@@ -231,7 +257,9 @@ int kr_cmd_bench(int argc, char **argv) {
     /* Series i: history rows [stride·i, stride·i + lookback_i), future stamps from the next rows. */
     kr_series *ss = calloc((size_t)series, sizeof *ss);
     for (int i = 0; i < series; i++) {
-        int lb = series > 1 ? lookback + (int)((int64_t)(lookback_max - lookback) * i / (series - 1)) : lookback;
+        int lb = series > 1
+                     ? lookback + (int)((int64_t)(lookback_max - lookback) * i / (series - 1))
+                     : lookback;
         ss[i] = kr_candles_slice(cs, stride * i, lb);
         ss[i].future_timestamps = cs->timestamps + stride * i + lb;
     }
@@ -248,7 +276,7 @@ int kr_cmd_bench(int argc, char **argv) {
         for (int mode = 0; mode < (naive ? 2 : 1) && rc == 0; mode++) {
             int reps = mode == 0 ? repeat : 1;
             double times[1000];
-            kr_forecast_stats stats = {0};
+            kr_forecast_stats stats = { 0 };
             for (int r = 0; r < reps; r++)
                 if (run_once(m, ss, series, &p, mode, &times[r], &stats, &err) != 0) {
                     rc = kr_cli_fail(CMD, err.message);
@@ -261,7 +289,8 @@ int kr_cmd_bench(int argc, char **argv) {
             rw->mode = mode == 0 ? "kv-cache" : "naive";
             rw->seconds = times[reps / 2];
             rw->tokens_per_s = (double)series * p.paths * pred_len / rw->seconds;
-            rw->gflops = (double)(stats.prefill_tokens + stats.decode_tokens) * fpt / rw->seconds / 1e9;
+            rw->gflops =
+                (double)(stats.prefill_tokens + stats.decode_tokens) * fpt / rw->seconds / 1e9;
             rw->rss_mb = peak_rss_mb();
             rw->ref_s = reference_seconds(shape, lookback, pred_len, p.paths, series);
             rw->prefill_tokens = stats.prefill_tokens;
@@ -297,7 +326,8 @@ int kr_cmd_bench(int argc, char **argv) {
                 cJSON_AddNumberToObject(o, "prefill_tokens", (double)rows[i].prefill_tokens);
                 cJSON_AddNumberToObject(o, "decode_tokens", (double)rows[i].decode_tokens);
                 cJSON_AddNumberToObject(o, "window_recomputes", (double)rows[i].recomputes);
-                if (rows[i].ref_s > 0) cJSON_AddNumberToObject(o, "reference_seconds", rows[i].ref_s);
+                if (rows[i].ref_s > 0)
+                    cJSON_AddNumberToObject(o, "reference_seconds", rows[i].ref_s);
                 cJSON_AddItemToArray(arr, o);
             }
             char *text = cJSON_Print(root);
@@ -305,27 +335,33 @@ int kr_cmd_bench(int argc, char **argv) {
             free(text);
             cJSON_Delete(root);
         } else {
-            printf("kronos bench: shape %s (d_model %d, %d layers, %zu params), lookback %d, pred_len %d, "
+            printf("kronos bench: shape %s (d_model %d, %d layers, %zu params), lookback %d, "
+                   "pred_len %d, "
                    "series %d, %s, isa %s, model load %.1f ms%s\n\n",
-                   model_dir == dir ? shape : model_dir, mi.d_model, mi.n_layers, mi.n_params, lookback, pred_len,
-                   series, window == KR_WINDOW_EXACT ? "exact window" : "rolling window", kr_isa_name(kr_isa_active()),
-                   mi.load_seconds * 1e3, gen_s > 0 ? " (weights generated now)" : "");
+                   model_dir == dir ? shape : model_dir, mi.d_model, mi.n_layers, mi.n_params,
+                   lookback, pred_len, series,
+                   window == KR_WINDOW_EXACT ? "exact window" : "rolling window",
+                   kr_isa_name(kr_isa_active()), mi.load_seconds * 1e3,
+                   gen_s > 0 ? " (weights generated now)" : "");
             printf("weights %s, %.1f MB (quantised at load in %.2f s), KV cache %s\n\n", mi.quant,
                    mi.weight_bytes / 1048576.0, mi.quant_seconds, mi.kv_dtype);
-            printf("| paths | path | wall s (median) | tokens/s | ~GFLOP/s | peak RSS MB | KV MB | vs naive | official predictor s | speed-up vs official |\n");
+            printf("| paths | path | wall s (median) | tokens/s | ~GFLOP/s | peak RSS MB | KV MB | "
+                   "vs naive | official predictor s | speed-up vs official |\n");
             printf("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
             for (int i = 0; i < n_rows; i++) {
                 double naive_s = 0;
                 for (int j = 0; j < n_rows; j++)
-                    if (rows[j].paths == rows[i].paths && !strcmp(rows[j].mode, "naive")) naive_s = rows[j].seconds;
+                    if (rows[j].paths == rows[i].paths && !strcmp(rows[j].mode, "naive"))
+                        naive_s = rows[j].seconds;
                 char vs[32] = "", ref[32] = "", up[32] = "";
                 if (naive_s > 0) snprintf(vs, sizeof vs, "%.1fx", naive_s / rows[i].seconds);
                 if (rows[i].ref_s > 0) {
                     snprintf(ref, sizeof ref, "%.1f", rows[i].ref_s);
                     snprintf(up, sizeof up, "%.0fx", rows[i].ref_s / rows[i].seconds);
                 }
-                printf("| %d | %s | %.3f | %.0f | %.1f | %.0f | %.0f | %s | %s | %s |\n", rows[i].paths, rows[i].mode,
-                       rows[i].seconds, rows[i].tokens_per_s, rows[i].gflops, rows[i].rss_mb, rows[i].kv_mb, vs, ref, up);
+                printf("| %d | %s | %.3f | %.0f | %.1f | %.0f | %.0f | %s | %s | %s |\n",
+                       rows[i].paths, rows[i].mode, rows[i].seconds, rows[i].tokens_per_s,
+                       rows[i].gflops, rows[i].rss_mb, rows[i].kv_mb, vs, ref, up);
             }
         }
     }

@@ -73,15 +73,24 @@ typedef struct opts {
 
 static int parse(int argc, char **argv, opts *o) {
     static const struct option longopts[] = {
-        {"model", required_argument, NULL, 'm'},     {"tokenizer", required_argument, NULL, 't'},
-        {"quant", required_argument, NULL, 'q'},     {"quant-model", required_argument, NULL, 'Q'},
-        {"group", required_argument, NULL, 'g'},     {"calib", required_argument, NULL, 'c'},
-        {"kv-dtype", required_argument, NULL, 'K'},  {"data", required_argument, NULL, 'd'},
-        {"windows", required_argument, NULL, 'w'},   {"lookback", required_argument, NULL, 'l'},
-        {"pred-len", required_argument, NULL, 'n'},  {"paths", required_argument, NULL, 'p'},
-        {"seed", required_argument, NULL, 's'},      {"threads", required_argument, NULL, 'j'},
-        {"json", required_argument, NULL, 'J'},      {"markdown", required_argument, NULL, 'M'},
-        {"help", no_argument, NULL, 'h'},            {NULL, 0, NULL, 0},
+        { "model", required_argument, NULL, 'm' },
+        { "tokenizer", required_argument, NULL, 't' },
+        { "quant", required_argument, NULL, 'q' },
+        { "quant-model", required_argument, NULL, 'Q' },
+        { "group", required_argument, NULL, 'g' },
+        { "calib", required_argument, NULL, 'c' },
+        { "kv-dtype", required_argument, NULL, 'K' },
+        { "data", required_argument, NULL, 'd' },
+        { "windows", required_argument, NULL, 'w' },
+        { "lookback", required_argument, NULL, 'l' },
+        { "pred-len", required_argument, NULL, 'n' },
+        { "paths", required_argument, NULL, 'p' },
+        { "seed", required_argument, NULL, 's' },
+        { "threads", required_argument, NULL, 'j' },
+        { "json", required_argument, NULL, 'J' },
+        { "markdown", required_argument, NULL, 'M' },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
     };
     memset(o, 0, sizeof *o);
     o->group = 32;
@@ -98,7 +107,8 @@ static int parse(int argc, char **argv, opts *o) {
         case 't': o->tokenizer = optarg; break;
         case 'q':
             if (!kr_arg_quant(optarg))
-                return kr_cli_usage_error(CMD, "--quant must be one of f32, bf16, int8, fp8, q4, got '%s'", optarg);
+                return kr_cli_usage_error(
+                    CMD, "--quant must be one of f32, bf16, int8, fp8, q4, got '%s'", optarg);
             o->quant = optarg;
             break;
         case 'Q': o->quant_model = optarg; break;
@@ -107,40 +117,49 @@ static int parse(int argc, char **argv, opts *o) {
                 return kr_cli_usage_error(CMD, "--group must be 32 or 64, got '%s'", optarg);
             break;
         case 'c':
-            if (o->n_calib == MAX_FILES) return kr_cli_usage_error(CMD, "too many --calib files: '%s'", optarg);
+            if (o->n_calib == MAX_FILES)
+                return kr_cli_usage_error(CMD, "too many --calib files: '%s'", optarg);
             o->calib[o->n_calib++] = optarg;
             break;
         case 'K':
             if (!kr_arg_kv_dtype(optarg))
-                return kr_cli_usage_error(CMD, "--kv-dtype must be one of f32, bf16, int8, got '%s'", optarg);
+                return kr_cli_usage_error(
+                    CMD, "--kv-dtype must be one of f32, bf16, int8, got '%s'", optarg);
             o->kv_dtype = optarg;
             break;
         case 'd':
-            if (o->n_data == MAX_FILES) return kr_cli_usage_error(CMD, "too many --data files: '%s'", optarg);
+            if (o->n_data == MAX_FILES)
+                return kr_cli_usage_error(CMD, "too many --data files: '%s'", optarg);
             o->data[o->n_data++] = optarg;
             break;
         case 'w':
             if (!kr_arg_int(optarg, 1, 1000, &o->windows))
-                return kr_cli_usage_error(CMD, "--windows must be an integer in 1..1000, got '%s'", optarg);
+                return kr_cli_usage_error(CMD, "--windows must be an integer in 1..1000, got '%s'",
+                                          optarg);
             break;
         case 'l':
             if (!kr_arg_int(optarg, 16, 512, &o->lookback))
-                return kr_cli_usage_error(CMD, "--lookback must be an integer in 16..512, got '%s'", optarg);
+                return kr_cli_usage_error(CMD, "--lookback must be an integer in 16..512, got '%s'",
+                                          optarg);
             break;
         case 'n':
             if (!kr_arg_int(optarg, 1, 512, &o->pred_len))
-                return kr_cli_usage_error(CMD, "--pred-len must be an integer in 1..512, got '%s'", optarg);
+                return kr_cli_usage_error(CMD, "--pred-len must be an integer in 1..512, got '%s'",
+                                          optarg);
             break;
         case 'p':
             if (!kr_arg_int(optarg, 2, 4096, &o->paths))
-                return kr_cli_usage_error(CMD, "--paths must be an integer in 2..4096, got '%s'", optarg);
+                return kr_cli_usage_error(CMD, "--paths must be an integer in 2..4096, got '%s'",
+                                          optarg);
             break;
         case 's':
-            if (!kr_arg_u64(optarg, &o->seed)) return kr_cli_usage_error(CMD, "bad --seed '%s'", optarg);
+            if (!kr_arg_u64(optarg, &o->seed))
+                return kr_cli_usage_error(CMD, "bad --seed '%s'", optarg);
             break;
         case 'j':
             if (!kr_arg_int(optarg, 1, 1024, &o->threads))
-                return kr_cli_usage_error(CMD, "--threads must be an integer in 1..1024, got '%s'", optarg);
+                return kr_cli_usage_error(CMD, "--threads must be an integer in 1..1024, got '%s'",
+                                          optarg);
             break;
         case 'J': o->json = optarg; break;
         case 'M': o->markdown = optarg; break;
@@ -149,10 +168,11 @@ static int parse(int argc, char **argv, opts *o) {
         }
     }
     if (optind < argc) return kr_cli_usage_error(CMD, "unexpected argument '%s'", argv[optind]);
-    if (!o->quant && !o->quant_model) return kr_cli_usage_error(CMD, "--quant or --quant-model is required%s", "");
+    if (!o->quant && !o->quant_model)
+        return kr_cli_usage_error(CMD, "--quant or --quant-model is required%s", "");
     if (!o->n_data) {
-        static const char *const bundled[] = {"XSHG_5min_600977.csv", "AAPL_1d.csv", "MSFT_1d.csv",
-                                              "BTCUSDT_1h.csv"};
+        static const char *const bundled[] = { "XSHG_5min_600977.csv", "AAPL_1d.csv", "MSFT_1d.csv",
+                                               "BTCUSDT_1h.csv" };
         static char paths[4][PATH_MAX];
         for (int i = 0; i < 4; i++) {
             snprintf(paths[i], sizeof paths[i], "%s/%s", KR_DEFAULT_DATA_DIR, bundled[i]);
@@ -174,11 +194,11 @@ typedef struct results {
     double kl_s1, kl_s2;
     kr_err_acc vs_ref, q_vs_actual, ref_vs_actual;
     int64_t dir_agree, windows;
-    double *ret_ref, *ret_q;          /* pooled path returns */
+    double *ret_ref, *ret_q; /* pooled path returns */
     int64_t n_ret;
-    double *pup_ref, *pup_q, *er_ref, *er_q;  /* per window */
+    double *pup_ref, *pup_q, *er_ref, *er_q; /* per window */
     int *up;
-    double *sym_er_ref, *sym_er_q;    /* latest window of each file */
+    double *sym_er_ref, *sym_er_q; /* latest window of each file */
     int n_sym;
     double ks_d, ks_p, auc_ref, auc_q, rho_windows, rho_symbols;
     double seconds_teacher, seconds_forecast;
@@ -192,15 +212,16 @@ static double top_gap(const float *logits, int n, int top) {
     return (double)logits[top] - (double)second;
 }
 
-static kr_status teacher_window(kr_model *ref, kr_model *q, const kr_series *s, int L, int V1, int V2,
-                                results *r, kr_error *err) {
+static kr_status teacher_window(kr_model *ref, kr_model *q, const kr_series *s, int L, int V1,
+                                int V2, results *r, kr_error *err) {
     size_t n = (size_t)(L - 1);
     int32_t *t1 = malloc((size_t)L * 4), *t2 = malloc((size_t)L * 4), *u1 = malloc((size_t)L * 4),
             *u2 = malloc((size_t)L * 4);
     float *a1 = malloc(n * (size_t)V1 * 4), *a2 = malloc(n * (size_t)V2 * 4);
     float *b1 = malloc(n * (size_t)V1 * 4), *b2 = malloc(n * (size_t)V2 * 4);
     kr_status st = KR_OK;
-    if (!t1 || !t2 || !u1 || !u2 || !a1 || !a2 || !b1 || !b2) st = kr_error_set(err, KR_ERR_NOMEM, "out of memory");
+    if (!t1 || !t2 || !u1 || !u2 || !a1 || !a2 || !b1 || !b2)
+        st = kr_error_set(err, KR_ERR_NOMEM, "out of memory");
     if (st == KR_OK) st = kr_teacher_logits(ref, s, L, NULL, NULL, t1, t2, a1, a2, err);
     if (st == KR_OK) st = kr_teacher_logits(q, s, L, t1, t2, u1, u2, b1, b2, err);
     for (size_t t = 0; st == KR_OK && t < n; t++) {
@@ -225,12 +246,20 @@ static kr_status teacher_window(kr_model *ref, kr_model *q, const kr_series *s, 
         r->tok_s2_agree += t2[t] == u2[t];
         r->tok_rows++;
     }
-    free(t1); free(t2); free(u1); free(u2); free(a1); free(a2); free(b1); free(b2);
+    free(t1);
+    free(t2);
+    free(u1);
+    free(u2);
+    free(a1);
+    free(a2);
+    free(b1);
+    free(b2);
     return st;
 }
 
 /* Return of each path at the horizon, P(up) and the expected return of one forecast. */
-static void path_returns(const kr_forecast *f, double last_close, double *ret, double *pup, double *er) {
+static void path_returns(const kr_forecast *f, double last_close, double *ret, double *pup,
+                         double *er) {
     int P = kr_forecast_pred_len(f), n = kr_forecast_paths(f), up = 0;
     double sum = 0;
     for (int p = 0; p < n; p++) {
@@ -244,42 +273,53 @@ static void path_returns(const kr_forecast *f, double last_close, double *ret, d
 }
 
 static void add_json(cJSON *o, const char *k, double v) {
-    if (isfinite(v)) cJSON_AddNumberToObject(o, k, v);
-    else cJSON_AddNullToObject(o, k);
+    if (isfinite(v))
+        cJSON_AddNumberToObject(o, k, v);
+    else
+        cJSON_AddNullToObject(o, k);
 }
 
 static void write_reports(const opts *o, const kr_model_info *qi, const results *r, FILE *md) {
-    double np = (double)(r->positions ? r->positions : 1), nt = (double)(r->tok_rows ? r->tok_rows : 1);
+    double np = (double)(r->positions ? r->positions : 1),
+           nt = (double)(r->tok_rows ? r->tok_rows : 1);
     double nw = (double)(r->windows ? r->windows : 1);
     char label[64];
     snprintf(label, sizeof label, "%s%s%s, kv %s", qi->quant, qi->quant_method[0] ? " " : "",
              qi->quant_method, qi->kv_dtype);
     fprintf(md, "### %s vs f32\n\n", label);
-    fprintf(md, "%d files, %lld windows of %d rows, horizon %d, %d paths, seed %llu; weights %.1f MB\n\n",
-            o->n_data, (long long)r->windows, o->lookback, o->pred_len, o->paths,
-            (unsigned long long)o->seed, qi->weight_bytes / 1048576.0);
+    fprintf(
+        md,
+        "%d files, %lld windows of %d rows, horizon %d, %d paths, seed %llu; weights %.1f MB\n\n",
+        o->n_data, (long long)r->windows, o->lookback, o->pred_len, o->paths,
+        (unsigned long long)o->seed, qi->weight_bytes / 1048576.0);
     fprintf(md, "| metric | value |\n|---|---:|\n");
-    fprintf(md, "| s1 top-1 agreement (teacher-forced, %lld positions) | %.2f%% |\n", (long long)r->positions,
-            100.0 * (double)r->s1_agree / np);
-    fprintf(md, "| s1 top-1 agreement where f32's top-1 leads by >= %.1f nats (%.1f%% of positions) | %.2f%% |\n",
+    fprintf(md, "| s1 top-1 agreement (teacher-forced, %lld positions) | %.2f%% |\n",
+            (long long)r->positions, 100.0 * (double)r->s1_agree / np);
+    fprintf(md,
+            "| s1 top-1 agreement where f32's top-1 leads by >= %.1f nats (%.1f%% of positions) | "
+            "%.2f%% |\n",
             DECISIVE_NATS, 100.0 * (double)r->s1_decisive / np,
             r->s1_decisive ? 100.0 * (double)r->s1_decisive_agree / (double)r->s1_decisive : NAN);
     fprintf(md, "| s2 top-1 agreement | %.2f%% |\n", 100.0 * (double)r->s2_agree / np);
     fprintf(md, "| mean KL(f32 ‖ quant) s1 | %.5f |\n", r->kl_s1 / np);
     fprintf(md, "| mean KL(f32 ‖ quant) s2 | %.5f |\n", r->kl_s2 / np);
-    fprintf(md, "| tokenizer s1 / s2 token agreement | %.2f%% / %.2f%% |\n", 100.0 * (double)r->tok_s1_agree / nt,
-            100.0 * (double)r->tok_s2_agree / nt);
+    fprintf(md, "| tokenizer s1 / s2 token agreement | %.2f%% / %.2f%% |\n",
+            100.0 * (double)r->tok_s1_agree / nt, 100.0 * (double)r->tok_s2_agree / nt);
     fprintf(md, "| mean-path close MAE vs f32 | %.6g |\n", kr_err_acc_mae(&r->vs_ref));
     fprintf(md, "| mean-path close MAPE vs f32 | %.3f%% |\n", kr_err_acc_mape(&r->vs_ref));
-    fprintf(md, "| MAPE vs actual: f32 / quant | %.3f%% / %.3f%% |\n", kr_err_acc_mape(&r->ref_vs_actual),
-            kr_err_acc_mape(&r->q_vs_actual));
-    fprintf(md, "| direction agreement (mean path at horizon) | %.2f%% |\n", 100.0 * (double)r->dir_agree / nw);
-    fprintf(md, "| KS two-sample, path returns at horizon (n = %lld each) | D = %.4f, p = %.4f%s |\n",
-            (long long)r->n_ret, r->ks_d, r->ks_p, r->ks_p < 0.05 ? " (rejects at 5%)" : " (not rejected at 5%)");
-    fprintf(md, "| ROC-AUC of P(up) vs realised direction: f32 / quant | %.4f / %.4f |\n", r->auc_ref, r->auc_q);
+    fprintf(md, "| MAPE vs actual: f32 / quant | %.3f%% / %.3f%% |\n",
+            kr_err_acc_mape(&r->ref_vs_actual), kr_err_acc_mape(&r->q_vs_actual));
+    fprintf(md, "| direction agreement (mean path at horizon) | %.2f%% |\n",
+            100.0 * (double)r->dir_agree / nw);
+    fprintf(md,
+            "| KS two-sample, path returns at horizon (n = %lld each) | D = %.4f, p = %.4f%s |\n",
+            (long long)r->n_ret, r->ks_d, r->ks_p,
+            r->ks_p < 0.05 ? " (rejects at 5%)" : " (not rejected at 5%)");
+    fprintf(md, "| ROC-AUC of P(up) vs realised direction: f32 / quant | %.4f / %.4f |\n",
+            r->auc_ref, r->auc_q);
     fprintf(md, "| Spearman of expected returns across windows | %.4f |\n", r->rho_windows);
-    fprintf(md, "| Spearman of expected returns across symbols (%d, latest window) | %.4f |\n", r->n_sym,
-            r->rho_symbols);
+    fprintf(md, "| Spearman of expected returns across symbols (%d, latest window) | %.4f |\n",
+            r->n_sym, r->rho_symbols);
     fprintf(md, "\n");
 
     if (!o->json) return;
@@ -334,8 +374,8 @@ static void write_reports(const opts *o, const kr_model_info *qi, const results 
     cJSON_Delete(root);
 }
 
-static kr_status load_models(const opts *o, const char *pred_dir, const char *tok_dir, kr_model **ref,
-                             kr_model **q, kr_error *err) {
+static kr_status load_models(const opts *o, const char *pred_dir, const char *tok_dir,
+                             kr_model **ref, kr_model **q, kr_error *err) {
     kr_model_params mp = kr_model_default_params();
     mp.n_threads = o->threads;
     kr_status st = kr_model_load(pred_dir, tok_dir, &mp, ref, err);
@@ -371,9 +411,9 @@ int kr_cmd_eval_quant(int argc, char **argv) {
     if (r0 == -1) return kr_cli_usage_error(CMD, "%s", msg);
     if (r0 != 0) return kr_cli_fail(CMD, msg);
 
-    kr_error err = {0};
+    kr_error err = { 0 };
     kr_model *ref = NULL, *q = NULL;
-    kr_candles *files[MAX_FILES] = {0};
+    kr_candles *files[MAX_FILES] = { 0 };
     int rc = 0, L = o.lookback, H = o.pred_len;
     int cap = o.n_data * o.windows;
     kr_series *ws = calloc((size_t)cap, sizeof *ws);
@@ -381,10 +421,12 @@ int kr_cmd_eval_quant(int argc, char **argv) {
     const double **actual = calloc((size_t)cap, sizeof *actual);
     int *file_of = calloc((size_t)cap, sizeof *file_of);
     kr_forecast **fr = calloc((size_t)cap, sizeof *fr), **fq = calloc((size_t)cap, sizeof *fq);
-    results r = {0};
+    results r = { 0 };
     int nw = 0;
-    if (!ws || !last_close || !actual || !file_of || !fr || !fq) rc = kr_cli_fail(CMD, "out of memory");
-    if (rc == 0 && load_models(&o, pred_dir, tok_dir, &ref, &q, &err) != KR_OK) rc = kr_cli_fail(CMD, err.message);
+    if (!ws || !last_close || !actual || !file_of || !fr || !fq)
+        rc = kr_cli_fail(CMD, "out of memory");
+    if (rc == 0 && load_models(&o, pred_dir, tok_dir, &ref, &q, &err) != KR_OK)
+        rc = kr_cli_fail(CMD, err.message);
     /* Windows end at evenly spaced rows, each followed by H real candles. */
     for (int f = 0; rc == 0 && f < o.n_data; f++) {
         if (kr_candles_read_csv(o.data[f], &files[f], &err) != KR_OK) {
@@ -393,7 +435,8 @@ int kr_cmd_eval_quant(int argc, char **argv) {
         }
         int64_t n = files[f]->n;
         if (n < L + H) {
-            snprintf(msg, sizeof msg, "%s: %lld rows, a window needs %d + %d", o.data[f], (long long)n, L, H);
+            snprintf(msg, sizeof msg, "%s: %lld rows, a window needs %d + %d", o.data[f],
+                     (long long)n, L, H);
             rc = kr_cli_fail(CMD, msg);
             break;
         }
@@ -416,7 +459,8 @@ int kr_cmd_eval_quant(int argc, char **argv) {
     int V1 = rc == 0 ? 1 << ri.s1_bits : 0, V2 = rc == 0 ? 1 << ri.s2_bits : 0;
     double t0 = kr_now_seconds();
     for (int i = 0; rc == 0 && i < nw; i++)
-        if (teacher_window(ref, q, &ws[i], L, V1, V2, &r, &err) != KR_OK) rc = kr_cli_fail(CMD, err.message);
+        if (teacher_window(ref, q, &ws[i], L, V1, V2, &r, &err) != KR_OK)
+            rc = kr_cli_fail(CMD, err.message);
     r.seconds_teacher = kr_now_seconds() - t0;
 
     kr_forecast_params p = kr_forecast_default_params();
@@ -426,8 +470,10 @@ int kr_cmd_eval_quant(int argc, char **argv) {
     p.seed = o.seed;
     p.keep_paths = 1;
     t0 = kr_now_seconds();
-    if (rc == 0 && kr_forecast_run_batch(ref, ws, nw, &p, fr, &err) != KR_OK) rc = kr_cli_fail(CMD, err.message);
-    if (rc == 0 && kr_forecast_run_batch(q, ws, nw, &p, fq, &err) != KR_OK) rc = kr_cli_fail(CMD, err.message);
+    if (rc == 0 && kr_forecast_run_batch(ref, ws, nw, &p, fr, &err) != KR_OK)
+        rc = kr_cli_fail(CMD, err.message);
+    if (rc == 0 && kr_forecast_run_batch(q, ws, nw, &p, fq, &err) != KR_OK)
+        rc = kr_cli_fail(CMD, err.message);
     r.seconds_forecast = kr_now_seconds() - t0;
     if (rc == 0) {
         r.ret_ref = malloc((size_t)nw * (size_t)o.paths * sizeof(double));
@@ -439,8 +485,8 @@ int kr_cmd_eval_quant(int argc, char **argv) {
         r.up = malloc((size_t)nw * sizeof(int));
         r.sym_er_ref = malloc((size_t)o.n_data * sizeof(double));
         r.sym_er_q = malloc((size_t)o.n_data * sizeof(double));
-        if (!r.ret_ref || !r.ret_q || !r.pup_ref || !r.pup_q || !r.er_ref || !r.er_q || !r.up || !r.sym_er_ref ||
-            !r.sym_er_q)
+        if (!r.ret_ref || !r.ret_q || !r.pup_ref || !r.pup_q || !r.er_ref || !r.er_q || !r.up ||
+            !r.sym_er_ref || !r.sym_er_q)
             rc = kr_cli_fail(CMD, "out of memory");
     }
     for (int i = 0; rc == 0 && i < nw; i++) {
@@ -484,9 +530,21 @@ int kr_cmd_eval_quant(int argc, char **argv) {
         kr_forecast_free(fr ? fr[i] : NULL);
         kr_forecast_free(fq ? fq[i] : NULL);
     }
-    free(r.ret_ref); free(r.ret_q); free(r.pup_ref); free(r.pup_q); free(r.er_ref); free(r.er_q); free(r.up);
-    free(r.sym_er_ref); free(r.sym_er_q);
-    free(ws); free(last_close); free(actual); free(file_of); free(fr); free(fq);
+    free(r.ret_ref);
+    free(r.ret_q);
+    free(r.pup_ref);
+    free(r.pup_q);
+    free(r.er_ref);
+    free(r.er_q);
+    free(r.up);
+    free(r.sym_er_ref);
+    free(r.sym_er_q);
+    free(ws);
+    free(last_close);
+    free(actual);
+    free(file_of);
+    free(fr);
+    free(fq);
     for (int f = 0; f < o.n_data; f++) kr_candles_free(files[f]);
     kr_model_free(ref);
     kr_model_free(q);

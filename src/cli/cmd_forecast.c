@@ -24,39 +24,40 @@
 #define MAX_INPUTS 4096
 
 static void usage(FILE *f) {
-    fputs("usage: kronos forecast --input CANDLES.csv --pred-len N [flags]\n"
-          "\n"
-          "Forecasts the next N candles of each input series with a Kronos model.\n"
-          "\n"
-          "  --model DIR              predictor directory (config.json + model.safetensors), or a\n"
-          "                           directory holding predictor/ and tokenizer/ (default: the\n"
-          "                           bundled demo model)\n"
-          "  --tokenizer DIR          tokenizer directory\n"
-          "  --input FILE|DIR         candle CSV (timestamps,open,high,low,close[,volume,amount]);\n"
-          "                           repeat it, or give a directory, to forecast a batch\n"
-          "  --pred-len N             candles to forecast (required)\n"
-          "  --lookback N             history rows used (default: all, up to max-context)\n"
-          "  --max-context N          predictor window (default 512)\n"
-          "  --paths N                sample paths (default 1); the mean path is the forecast\n"
-          "  --temperature T          sampling temperature (default 1.0)\n"
-          "  --top-k K                keep the K most likely tokens (default 0 = off; 1 = greedy)\n"
-          "  --top-p P                nucleus sampling threshold (default 0.9)\n"
-          "  --seed S                 random seed (default 0); each path has its own stream\n"
-          "  --window exact|rolling   past max-context: re-run the window like the reference\n"
-          "                           (exact, default) or slide the KV cache (rolling, faster,\n"
-          "                           approximate)\n"
-          "  --future-timestamps FILE CSV with a timestamps column (pred-len rows); default:\n"
-          "                           inferred from the history (interval, weekdays, sessions)\n"
-          "  --quantiles LIST         quantiles for --format json (default 0.1,0.5,0.9)\n"
-          "  --format csv|json        csv: the mean path; json: mean, quantiles, every path with\n"
-          "                           its tokens, timing (default csv)\n"
-          "  --output FILE|DIR        write there instead of stdout (a directory for a batch)\n"
-          "  --threads N              compute threads (default: all CPUs)\n"
-          "  --quant FMT              weights: f32 (default), bf16, int8, fp8, q4 (quantised at\n"
-          "                           load; a kronos quantize checkpoint keeps its own format)\n"
-          "  --kv-dtype T             KV-cache precision: f32 (default), bf16, int8\n"
-          "  -h, --help               this text\n",
-          f);
+    fputs(
+        "usage: kronos forecast --input CANDLES.csv --pred-len N [flags]\n"
+        "\n"
+        "Forecasts the next N candles of each input series with a Kronos model.\n"
+        "\n"
+        "  --model DIR              predictor directory (config.json + model.safetensors), or a\n"
+        "                           directory holding predictor/ and tokenizer/ (default: the\n"
+        "                           bundled demo model)\n"
+        "  --tokenizer DIR          tokenizer directory\n"
+        "  --input FILE|DIR         candle CSV (timestamps,open,high,low,close[,volume,amount]);\n"
+        "                           repeat it, or give a directory, to forecast a batch\n"
+        "  --pred-len N             candles to forecast (required)\n"
+        "  --lookback N             history rows used (default: all, up to max-context)\n"
+        "  --max-context N          predictor window (default 512)\n"
+        "  --paths N                sample paths (default 1); the mean path is the forecast\n"
+        "  --temperature T          sampling temperature (default 1.0)\n"
+        "  --top-k K                keep the K most likely tokens (default 0 = off; 1 = greedy)\n"
+        "  --top-p P                nucleus sampling threshold (default 0.9)\n"
+        "  --seed S                 random seed (default 0); each path has its own stream\n"
+        "  --window exact|rolling   past max-context: re-run the window like the reference\n"
+        "                           (exact, default) or slide the KV cache (rolling, faster,\n"
+        "                           approximate)\n"
+        "  --future-timestamps FILE CSV with a timestamps column (pred-len rows); default:\n"
+        "                           inferred from the history (interval, weekdays, sessions)\n"
+        "  --quantiles LIST         quantiles for --format json (default 0.1,0.5,0.9)\n"
+        "  --format csv|json        csv: the mean path; json: mean, quantiles, every path with\n"
+        "                           its tokens, timing (default csv)\n"
+        "  --output FILE|DIR        write there instead of stdout (a directory for a batch)\n"
+        "  --threads N              compute threads (default: all CPUs)\n"
+        "  --quant FMT              weights: f32 (default), bf16, int8, fp8, q4 (quantised at\n"
+        "                           load; a kronos quantize checkpoint keeps its own format)\n"
+        "  --kv-dtype T             KV-cache precision: f32 (default), bf16, int8\n"
+        "  -h, --help               this text\n",
+        f);
 }
 
 typedef struct opts {
@@ -68,7 +69,7 @@ typedef struct opts {
     kr_forecast_params p;
 } opts;
 
-static const char *k_cols[6] = {"open", "high", "low", "close", "volume", "amount"};
+static const char *k_cols[6] = { "open", "high", "low", "close", "volume", "amount" };
 
 static int parse_quantiles(const char *s, opts *o) {
     char buf[512];
@@ -109,7 +110,9 @@ static int add_input(opts *o, const char *path, char ***owned, int *n_owned) {
     return 0;
 }
 
-static void fmt_ts(int64_t t, int date_only, char *buf) { kr_format_timestamp(t, date_only, buf, 32); }
+static void fmt_ts(int64_t t, int date_only, char *buf) {
+    kr_format_timestamp(t, date_only, buf, 32);
+}
 
 static int write_csv(FILE *f, const kr_forecast *fc, int date_only) {
     int P = kr_forecast_pred_len(fc);
@@ -174,7 +177,8 @@ static int write_json(FILE *f, const kr_forecast *fc, const opts *o, const char 
     cJSON *parr = cJSON_AddArrayToObject(root, "paths");
     for (int p = 0; p < paths; p++) {
         cJSON *po = cJSON_CreateObject();
-        cJSON_AddItemToObject(po, "candles", candle_rows(kr_forecast_path(fc, p), ts, P, date_only));
+        cJSON_AddItemToObject(po, "candles",
+                              candle_rows(kr_forecast_path(fc, p), ts, P, date_only));
         cJSON *s1 = cJSON_AddArrayToObject(po, "s1"), *s2 = cJSON_AddArrayToObject(po, "s2");
         const int32_t *a = kr_forecast_path_s1(fc, p), *b = kr_forecast_path_s2(fc, p);
         for (int i = 0; i < P; i++) {
@@ -203,17 +207,27 @@ static int write_json(FILE *f, const kr_forecast *fc, const opts *o, const char 
 
 static int parse_opts(int argc, char **argv, opts *o, char ***owned, int *n_owned) {
     static const struct option longopts[] = {
-        {"model", required_argument, NULL, 'm'},       {"tokenizer", required_argument, NULL, 't'},
-        {"input", required_argument, NULL, 'i'},       {"pred-len", required_argument, NULL, 'n'},
-        {"lookback", required_argument, NULL, 'l'},    {"max-context", required_argument, NULL, 'c'},
-        {"paths", required_argument, NULL, 'p'},       {"temperature", required_argument, NULL, 'T'},
-        {"top-k", required_argument, NULL, 'k'},       {"top-p", required_argument, NULL, 'P'},
-        {"seed", required_argument, NULL, 's'},        {"window", required_argument, NULL, 'w'},
-        {"future-timestamps", required_argument, NULL, 'f'},
-        {"format", required_argument, NULL, 'F'},      {"output", required_argument, NULL, 'o'},
-        {"threads", required_argument, NULL, 'j'},     {"quantiles", required_argument, NULL, 'q'},
-        {"quant", required_argument, NULL, 'Q'},       {"kv-dtype", required_argument, NULL, 'K'},
-        {"help", no_argument, NULL, 'h'},              {NULL, 0, NULL, 0},
+        { "model", required_argument, NULL, 'm' },
+        { "tokenizer", required_argument, NULL, 't' },
+        { "input", required_argument, NULL, 'i' },
+        { "pred-len", required_argument, NULL, 'n' },
+        { "lookback", required_argument, NULL, 'l' },
+        { "max-context", required_argument, NULL, 'c' },
+        { "paths", required_argument, NULL, 'p' },
+        { "temperature", required_argument, NULL, 'T' },
+        { "top-k", required_argument, NULL, 'k' },
+        { "top-p", required_argument, NULL, 'P' },
+        { "seed", required_argument, NULL, 's' },
+        { "window", required_argument, NULL, 'w' },
+        { "future-timestamps", required_argument, NULL, 'f' },
+        { "format", required_argument, NULL, 'F' },
+        { "output", required_argument, NULL, 'o' },
+        { "threads", required_argument, NULL, 'j' },
+        { "quantiles", required_argument, NULL, 'q' },
+        { "quant", required_argument, NULL, 'Q' },
+        { "kv-dtype", required_argument, NULL, 'K' },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
     };
     o->p = kr_forecast_default_params();
     o->format = "csv";
@@ -233,27 +247,33 @@ static int parse_opts(int argc, char **argv, opts *o, char ***owned, int *n_owne
             break;
         case 'n':
             if (!kr_arg_int(optarg, 1, 65536, &o->p.pred_len))
-                return kr_cli_usage_error(CMD, "--pred-len must be an integer in 1..65536, got '%s'", optarg);
+                return kr_cli_usage_error(
+                    CMD, "--pred-len must be an integer in 1..65536, got '%s'", optarg);
             break;
         case 'l':
             if (!kr_arg_int(optarg, 1, 1 << 20, &o->p.lookback))
-                return kr_cli_usage_error(CMD, "--lookback must be a positive integer, got '%s'", optarg);
+                return kr_cli_usage_error(CMD, "--lookback must be a positive integer, got '%s'",
+                                          optarg);
             break;
         case 'c':
             if (!kr_arg_int(optarg, 1, 65536, &o->p.max_context))
-                return kr_cli_usage_error(CMD, "--max-context must be an integer in 1..65536, got '%s'", optarg);
+                return kr_cli_usage_error(
+                    CMD, "--max-context must be an integer in 1..65536, got '%s'", optarg);
             break;
         case 'p':
             if (!kr_arg_int(optarg, 1, 4096, &o->p.paths))
-                return kr_cli_usage_error(CMD, "--paths must be an integer in 1..4096, got '%s'", optarg);
+                return kr_cli_usage_error(CMD, "--paths must be an integer in 1..4096, got '%s'",
+                                          optarg);
             break;
         case 'T':
             if (!kr_arg_float(optarg, 1e-6, 1e6, &o->p.temperature))
-                return kr_cli_usage_error(CMD, "--temperature must be a positive number, got '%s'", optarg);
+                return kr_cli_usage_error(CMD, "--temperature must be a positive number, got '%s'",
+                                          optarg);
             break;
         case 'k':
             if (!kr_arg_int(optarg, 0, 1 << 20, &o->p.top_k))
-                return kr_cli_usage_error(CMD, "--top-k must be a non-negative integer, got '%s'", optarg);
+                return kr_cli_usage_error(CMD, "--top-k must be a non-negative integer, got '%s'",
+                                          optarg);
             break;
         case 'P':
             if (!kr_arg_float(optarg, 1e-9, 1.0, &o->p.top_p))
@@ -261,12 +281,17 @@ static int parse_opts(int argc, char **argv, opts *o, char ***owned, int *n_owne
             break;
         case 's':
             if (!kr_arg_u64(optarg, &o->p.seed))
-                return kr_cli_usage_error(CMD, "--seed must be an unsigned integer, got '%s'", optarg);
+                return kr_cli_usage_error(CMD, "--seed must be an unsigned integer, got '%s'",
+                                          optarg);
             break;
         case 'w':
-            if (!strcmp(optarg, "exact")) o->p.window = KR_WINDOW_EXACT;
-            else if (!strcmp(optarg, "rolling")) o->p.window = KR_WINDOW_ROLLING;
-            else return kr_cli_usage_error(CMD, "--window must be exact or rolling, got '%s'", optarg);
+            if (!strcmp(optarg, "exact"))
+                o->p.window = KR_WINDOW_EXACT;
+            else if (!strcmp(optarg, "rolling"))
+                o->p.window = KR_WINDOW_ROLLING;
+            else
+                return kr_cli_usage_error(CMD, "--window must be exact or rolling, got '%s'",
+                                          optarg);
             break;
         case 'f': o->future_file = optarg; break;
         case 'F':
@@ -277,21 +302,25 @@ static int parse_opts(int argc, char **argv, opts *o, char ***owned, int *n_owne
         case 'o': o->output = optarg; break;
         case 'Q':
             if (!kr_arg_quant(optarg))
-                return kr_cli_usage_error(CMD, "--quant must be one of f32, bf16, int8, fp8, q4, got '%s'", optarg);
+                return kr_cli_usage_error(
+                    CMD, "--quant must be one of f32, bf16, int8, fp8, q4, got '%s'", optarg);
             o->quant = optarg;
             break;
         case 'K':
             if (!kr_arg_kv_dtype(optarg))
-                return kr_cli_usage_error(CMD, "--kv-dtype must be one of f32, bf16, int8, got '%s'", optarg);
+                return kr_cli_usage_error(
+                    CMD, "--kv-dtype must be one of f32, bf16, int8, got '%s'", optarg);
             o->kv_dtype = optarg;
             break;
         case 'j':
             if (!kr_arg_int(optarg, 1, 1024, &o->threads))
-                return kr_cli_usage_error(CMD, "--threads must be an integer in 1..1024, got '%s'", optarg);
+                return kr_cli_usage_error(CMD, "--threads must be an integer in 1..1024, got '%s'",
+                                          optarg);
             break;
         case 'q':
             if (!parse_quantiles(optarg, o))
-                return kr_cli_usage_error(CMD, "--quantiles must be a comma list of numbers in [0, 1], got '%s'", optarg);
+                return kr_cli_usage_error(
+                    CMD, "--quantiles must be a comma list of numbers in [0, 1], got '%s'", optarg);
             break;
         case 'h': usage(stdout); return -1;
         default: return kr_cli_usage_error(CMD, "%s", "unknown flag");
@@ -325,7 +354,7 @@ int kr_cmd_forecast(int argc, char **argv) {
     kr_model *model = NULL;
     int64_t *future = NULL;
     char msg[1024];
-    kr_error err = {0};
+    kr_error err = { 0 };
     if (rc != 0) {
         rc = rc < 0 ? 0 : rc;
         goto done;
@@ -374,8 +403,10 @@ int kr_cmd_forecast(int argc, char **argv) {
     }
     o.p.keep_paths = 1;
     if (kr_forecast_run_batch(model, series, o.n_inputs, &o.p, res, &err) != KR_OK) {
-        if (o.n_inputs == 1) snprintf(msg, sizeof msg, "%s: %s", o.inputs[0], err.message);
-        else snprintf(msg, sizeof msg, "%s", err.message);
+        if (o.n_inputs == 1)
+            snprintf(msg, sizeof msg, "%s: %s", o.inputs[0], err.message);
+        else
+            snprintf(msg, sizeof msg, "%s", err.message);
         rc = kr_cli_fail(CMD, msg);
         goto done;
     }
@@ -387,8 +418,10 @@ int kr_cmd_forecast(int argc, char **argv) {
         FILE *f = stdout;
         char path[PATH_MAX];
         if (o.output) {
-            if (o.n_inputs > 1) batch_output_path(o.output, o.inputs[i], o.format, path);
-            else snprintf(path, sizeof path, "%s", o.output);
+            if (o.n_inputs > 1)
+                batch_output_path(o.output, o.inputs[i], o.format, path);
+            else
+                snprintf(path, sizeof path, "%s", o.output);
             f = fopen(path, "w");
             if (!f) {
                 snprintf(msg, sizeof msg, "%s: cannot write: %s", path, strerror(errno));

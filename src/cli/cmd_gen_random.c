@@ -51,11 +51,11 @@ static int parse_u64(const char *s, uint64_t *out) {
 
 int kr_cmd_gen_random(int argc, char **argv) {
     static const struct option opts[] = {
-        {"shape", required_argument, NULL, 's'},
-        {"seed", required_argument, NULL, 'S'},
-        {"out", required_argument, NULL, 'o'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+        { "shape", required_argument, NULL, 's' },
+        { "seed", required_argument, NULL, 'S' },
+        { "out", required_argument, NULL, 'o' },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
     };
     const char *shape_name = NULL, *out = NULL;
     uint64_t seed = 0;
@@ -84,7 +84,7 @@ int kr_cmd_gen_random(int argc, char **argv) {
         return usage_error("--shape: unknown shape '%s' (expected tiny, mini, small or base)",
                            shape_name);
 
-    kr_error err = {0};
+    kr_error err = { 0 };
     if (kr_model_write_random(shape, seed, out, &err) != KR_OK) {
         fprintf(stderr, "kronos gen-random: %s\n", err.message);
         return 1;

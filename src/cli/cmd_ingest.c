@@ -56,12 +56,14 @@ static void check_spacing(const kr_candles *c, const char *interval, const char 
 
 int kr_cmd_ingest(int argc, char **argv) {
     static const struct option longopts[] = {
-        {"symbol", required_argument, NULL, 's'}, {"interval", required_argument, NULL, 'i'},
-        {"db", required_argument, NULL, 'd'},     {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+        { "symbol", required_argument, NULL, 's' },
+        { "interval", required_argument, NULL, 'i' },
+        { "db", required_argument, NULL, 'd' },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
     };
     const char *symbol = NULL, *interval = NULL, *db_flag = NULL;
-    kr_error err = {0};
+    kr_error err = { 0 };
     optind = 1;
     int ch;
     while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -75,11 +77,13 @@ int kr_cmd_ingest(int argc, char **argv) {
     }
     if (!symbol) return kr_cli_usage_error(CMD, "%s", "--symbol is required");
     if (!interval) return kr_cli_usage_error(CMD, "%s", "--interval is required");
-    if (kr_store_check_symbol(symbol, &err) != KR_OK) return kr_cli_usage_error(CMD, "--%s", err.message);
+    if (kr_store_check_symbol(symbol, &err) != KR_OK)
+        return kr_cli_usage_error(CMD, "--%s", err.message);
     if (kr_store_check_interval(interval, &err) != KR_OK)
         return kr_cli_usage_error(CMD, "--%s", err.message);
     if (optind >= argc) return kr_cli_usage_error(CMD, "%s", "a CSV file is required");
-    if (optind + 1 < argc) return kr_cli_usage_error(CMD, "unexpected argument '%s'", argv[optind + 1]);
+    if (optind + 1 < argc)
+        return kr_cli_usage_error(CMD, "unexpected argument '%s'", argv[optind + 1]);
     const char *file = argv[optind];
 
     kr_candles *c = NULL;

@@ -39,9 +39,9 @@ static void usage(FILE *f) {
 }
 
 typedef struct progress_out {
-    int tty;             /* stderr is a terminal: redraw a bar in place */
-    int bar_drawn;       /* a bar line without its newline is on screen */
-    double last_print;   /* monotonic seconds of the last redraw / line */
+    int tty; /* stderr is a terminal: redraw a bar in place */
+    int bar_drawn; /* a bar line without its newline is on screen */
+    double last_print; /* monotonic seconds of the last redraw / line */
 } progress_out;
 
 static double mono_seconds(void) {
@@ -76,10 +76,11 @@ static void draw_bar(progress_out *o, const kr_hub_progress *p) {
     for (int i = 0; i < WIDTH; i++) bar[i] = i < fill ? '#' : '.';
     bar[WIDTH] = '\0';
     if (p->total >= 0)
-        fprintf(stderr, "\r  %-20s [%s] %s / %s %3d%% %6.1f MB/s\033[K", p->file, bar, human(p->done, a, sizeof a),
-                human(p->total, b, sizeof b), pct, speed_mbs(p));
+        fprintf(stderr, "\r  %-20s [%s] %s / %s %3d%% %6.1f MB/s\033[K", p->file, bar,
+                human(p->done, a, sizeof a), human(p->total, b, sizeof b), pct, speed_mbs(p));
     else
-        fprintf(stderr, "\r  %-20s %s %6.1f MB/s\033[K", p->file, human(p->done, a, sizeof a), speed_mbs(p));
+        fprintf(stderr, "\r  %-20s %s %6.1f MB/s\033[K", p->file, human(p->done, a, sizeof a),
+                speed_mbs(p));
     fflush(stderr);
     o->bar_drawn = 1;
 }
@@ -101,7 +102,8 @@ static int on_progress(const kr_hub_progress *p, void *user) {
         if (o->tty) {
             draw_bar(o, p); /* the bar names the file and size */
         } else if (p->done > 0) {
-            fprintf(stderr, "%s: %s: resuming at %s of %s\n", p->repo, p->file, human(p->done, a, sizeof a),
+            fprintf(stderr, "%s: %s: resuming at %s of %s\n", p->repo, p->file,
+                    human(p->done, a, sizeof a),
                     p->total >= 0 ? human(p->total, b, sizeof b) : "?");
         } else {
             fprintf(stderr, "%s: %s: downloading %s\n", p->repo, p->file,
@@ -115,28 +117,32 @@ static int on_progress(const kr_hub_progress *p, void *user) {
             draw_bar(o, p);
             o->last_print = now;
         } else if (!o->tty && now - o->last_print >= 10) {
-            fprintf(stderr, "%s: %s: %s / %s (%d%%), %.1f MB/s\n", p->repo, p->file, human(p->done, a, sizeof a),
-                    p->total >= 0 ? human(p->total, b, sizeof b) : "?",
-                    p->total > 0 ? (int)(100.0 * (double)p->done / (double)p->total) : 0, speed_mbs(p));
+            fprintf(stderr, "%s: %s: %s / %s (%d%%), %.1f MB/s\n", p->repo, p->file,
+                    human(p->done, a, sizeof a), p->total >= 0 ? human(p->total, b, sizeof b) : "?",
+                    p->total > 0 ? (int)(100.0 * (double)p->done / (double)p->total) : 0,
+                    speed_mbs(p));
             o->last_print = now;
         }
         break;
     case KR_HUB_FILE_RETRY:
         line_start(o);
-        fprintf(stderr, "%s: %s: connection lost at %s, resuming\n", p->repo, p->file, human(p->done, a, sizeof a));
+        fprintf(stderr, "%s: %s: connection lost at %s, resuming\n", p->repo, p->file,
+                human(p->done, a, sizeof a));
         break;
     case KR_HUB_FILE_VERIFY:
         if (o->tty) {
             line_start(o);
-            fprintf(stderr, "  %-20s checking sha256 of %s ...", p->file, human(p->done, a, sizeof a));
+            fprintf(stderr, "  %-20s checking sha256 of %s ...", p->file,
+                    human(p->done, a, sizeof a));
             fflush(stderr);
             o->bar_drawn = 1;
         }
         break;
     case KR_HUB_FILE_DONE:
         line_start(o);
-        fprintf(stderr, "%s: %s: %s in %.1f s (%.1f MB/s), %s\n", p->repo, p->file, human(p->done, a, sizeof a),
-                p->seconds, speed_mbs(p), p->sha256_verified ? "sha256 ok" : "size ok");
+        fprintf(stderr, "%s: %s: %s in %.1f s (%.1f MB/s), %s\n", p->repo, p->file,
+                human(p->done, a, sizeof a), p->seconds, speed_mbs(p),
+                p->sha256_verified ? "sha256 ok" : "size ok");
         break;
     case KR_HUB_FILE_CACHED:
         line_start(o);
@@ -152,11 +158,11 @@ static int on_progress(const kr_hub_progress *p, void *user) {
 
 int kr_cmd_pull(int argc, char **argv) {
     static const struct option opts[] = {
-        {"revision", required_argument, NULL, 'r'},
-        {"cache-dir", required_argument, NULL, 'c'},
-        {"quiet", no_argument, NULL, 'q'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+        { "revision", required_argument, NULL, 'r' },
+        { "cache-dir", required_argument, NULL, 'c' },
+        { "quiet", no_argument, NULL, 'q' },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
     };
     const char *revision = "main", *cache_dir = NULL;
     int quiet = 0;
@@ -174,15 +180,18 @@ int kr_cmd_pull(int argc, char **argv) {
         default: return kr_cli_usage_error(CMD, "unknown option '%s'", argv[optind - 1]);
         }
     }
-    if (optind >= argc) return kr_cli_usage_error(CMD, "%s", "REPO is required (e.g. NeoQuasar/Kronos-small)");
-    if (optind + 1 < argc) return kr_cli_usage_error(CMD, "unexpected argument '%s'", argv[optind + 1]);
+    if (optind >= argc)
+        return kr_cli_usage_error(CMD, "%s", "REPO is required (e.g. NeoQuasar/Kronos-small)");
+    if (optind + 1 < argc)
+        return kr_cli_usage_error(CMD, "unexpected argument '%s'", argv[optind + 1]);
     const char *repo = argv[optind];
     if (!kr_hub_is_repo_id(repo))
         return kr_cli_usage_error(CMD, "'%s' is not a hub model id of the form org/name", repo);
     if (!*revision) return kr_cli_usage_error(CMD, "%s", "--revision must not be empty");
-    if (cache_dir && !*cache_dir) return kr_cli_usage_error(CMD, "%s", "--cache-dir must not be empty");
+    if (cache_dir && !*cache_dir)
+        return kr_cli_usage_error(CMD, "%s", "--cache-dir must not be empty");
 
-    progress_out out = {.tty = isatty(STDERR_FILENO)};
+    progress_out out = { .tty = isatty(STDERR_FILENO) };
     kr_hub_params params = kr_hub_default_params();
     params.cache_dir = cache_dir;
     if (!quiet) {
@@ -190,7 +199,7 @@ int kr_cmd_pull(int argc, char **argv) {
         params.progress_user = &out;
     }
     char snapshot[PATH_MAX];
-    kr_error err = {0};
+    kr_error err = { 0 };
     kr_status st = kr_hub_pull(&params, repo, revision, snapshot, sizeof snapshot, &err);
     if (out.bar_drawn) fputc('\n', stderr); /* keep the bar where it stopped, above the error */
     if (st != KR_OK) return kr_cli_fail(CMD, err.message);

@@ -21,7 +21,8 @@
 #define MAX_CALIB 32
 
 static void usage(FILE *f) {
-    fputs("usage: kronos quantize --quant bf16|int8|fp8|q4 --out DIR [--model DIR] [--tokenizer DIR]\n"
+    fputs("usage: kronos quantize --quant bf16|int8|fp8|q4 --out DIR [--model DIR] [--tokenizer "
+          "DIR]\n"
           "                       [--calib CSV]... [flags]\n"
           "\n"
           "Quantises every Linear of an f32 checkpoint and writes DIR/predictor and\n"
@@ -46,12 +47,17 @@ static void usage(FILE *f) {
 
 int kr_cmd_quantize(int argc, char **argv) {
     static const struct option longopts[] = {
-        {"model", required_argument, NULL, 'm'},    {"tokenizer", required_argument, NULL, 't'},
-        {"quant", required_argument, NULL, 'q'},    {"group", required_argument, NULL, 'g'},
-        {"calib", required_argument, NULL, 'c'},    {"windows", required_argument, NULL, 'w'},
-        {"lookback", required_argument, NULL, 'l'}, {"threads", required_argument, NULL, 'j'},
-        {"out", required_argument, NULL, 'o'},      {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+        { "model", required_argument, NULL, 'm' },
+        { "tokenizer", required_argument, NULL, 't' },
+        { "quant", required_argument, NULL, 'q' },
+        { "group", required_argument, NULL, 'g' },
+        { "calib", required_argument, NULL, 'c' },
+        { "windows", required_argument, NULL, 'w' },
+        { "lookback", required_argument, NULL, 'l' },
+        { "threads", required_argument, NULL, 'j' },
+        { "out", required_argument, NULL, 'o' },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
     };
     const char *model = NULL, *tokenizer = NULL, *quant = NULL, *out = NULL;
     const char *calib[MAX_CALIB];
@@ -65,7 +71,8 @@ int kr_cmd_quantize(int argc, char **argv) {
         case 't': tokenizer = optarg; break;
         case 'q':
             if (!kr_arg_quant(optarg) || strcmp(optarg, "f32") == 0)
-                return kr_cli_usage_error(CMD, "--quant must be one of bf16, int8, fp8, q4, got '%s'", optarg);
+                return kr_cli_usage_error(
+                    CMD, "--quant must be one of bf16, int8, fp8, q4, got '%s'", optarg);
             quant = optarg;
             break;
         case 'g':
@@ -73,20 +80,24 @@ int kr_cmd_quantize(int argc, char **argv) {
                 return kr_cli_usage_error(CMD, "--group must be 32 or 64, got '%s'", optarg);
             break;
         case 'c':
-            if (n_calib == MAX_CALIB) return kr_cli_usage_error(CMD, "too many --calib files (max 32): '%s'", optarg);
+            if (n_calib == MAX_CALIB)
+                return kr_cli_usage_error(CMD, "too many --calib files (max 32): '%s'", optarg);
             calib[n_calib++] = optarg;
             break;
         case 'w':
             if (!kr_arg_int(optarg, 1, 256, &windows))
-                return kr_cli_usage_error(CMD, "--windows must be an integer in 1..256, got '%s'", optarg);
+                return kr_cli_usage_error(CMD, "--windows must be an integer in 1..256, got '%s'",
+                                          optarg);
             break;
         case 'l':
             if (!kr_arg_int(optarg, 16, 512, &lookback))
-                return kr_cli_usage_error(CMD, "--lookback must be an integer in 16..512, got '%s'", optarg);
+                return kr_cli_usage_error(CMD, "--lookback must be an integer in 16..512, got '%s'",
+                                          optarg);
             break;
         case 'j':
             if (!kr_arg_int(optarg, 1, 1024, &threads))
-                return kr_cli_usage_error(CMD, "--threads must be an integer in 1..1024, got '%s'", optarg);
+                return kr_cli_usage_error(CMD, "--threads must be an integer in 1..1024, got '%s'",
+                                          optarg);
             break;
         case 'o': out = optarg; break;
         case 'h': usage(stdout); return 0;
@@ -102,27 +113,32 @@ int kr_cmd_quantize(int argc, char **argv) {
     if (r == -1) return kr_cli_usage_error(CMD, "%s", msg);
     if (r != 0) return kr_cli_fail(CMD, msg);
 
-    kr_error err = {0};
+    kr_error err = { 0 };
     kr_calib_set cs;
     int rc = 0;
     kr_model *m = NULL;
-    if (kr_calib_set_load(calib, n_calib, windows, lookback, &cs, &err) != KR_OK) return kr_cli_fail(CMD, err.message);
+    if (kr_calib_set_load(calib, n_calib, windows, lookback, &cs, &err) != KR_OK)
+        return kr_cli_fail(CMD, err.message);
     kr_model_params mp = kr_model_default_params();
     mp.n_threads = threads;
-    if (rc == 0 && kr_model_load(pred_dir, tok_dir, &mp, &m, &err) != KR_OK) rc = kr_cli_fail(CMD, err.message);
+    if (rc == 0 && kr_model_load(pred_dir, tok_dir, &mp, &m, &err) != KR_OK)
+        rc = kr_cli_fail(CMD, err.message);
     double t0 = kr_now_seconds();
     if (rc == 0 && kr_model_quantize(m, quant, group, cs.series, cs.n_series, &err) != KR_OK)
         rc = kr_cli_fail(CMD, err.message);
     double tq = kr_now_seconds() - t0;
-    if (rc == 0 && kr_model_save_quantized(m, out, &err) != KR_OK) rc = kr_cli_fail(CMD, err.message);
+    if (rc == 0 && kr_model_save_quantized(m, out, &err) != KR_OK)
+        rc = kr_cli_fail(CMD, err.message);
     if (rc == 0) {
         kr_model_info mi;
         kr_model_get_info(m, &mi);
-        fprintf(stderr,
-                "kronos quantize: %s (%s%s) from %s: %d calibration windows, %.2f s; weights %.1f MB; "
-                "wrote %s/predictor and %s/tokenizer\n",
-                mi.quant, mi.quant_method, mi.quant_group ? (group == 64 ? ", group 64" : ", group 32") : "",
-                pred_dir, cs.n_series, tq, mi.weight_bytes / 1048576.0, out, out);
+        fprintf(
+            stderr,
+            "kronos quantize: %s (%s%s) from %s: %d calibration windows, %.2f s; weights %.1f MB; "
+            "wrote %s/predictor and %s/tokenizer\n",
+            mi.quant, mi.quant_method,
+            mi.quant_group ? (group == 64 ? ", group 64" : ", group 32") : "", pred_dir,
+            cs.n_series, tq, mi.weight_bytes / 1048576.0, out, out);
     }
     kr_model_free(m);
     kr_calib_set_free(&cs);

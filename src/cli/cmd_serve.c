@@ -28,38 +28,39 @@
 #endif
 
 static void usage(FILE *f) {
-    fputs("usage: kronos serve [flags]\n"
-          "\n"
-          "Serves forecasts over HTTP: POST /v1/forecast, GET /v1/models, /health, /ready,\n"
-          "/metrics; the candle store and reports: /v1/symbols, /v1/candles/SYMBOL,\n"
-          "/v1/analyze, /v1/analyze/batch; and a web page at / (see docs/api.md).\n"
-          "\n"
-          "  --model DIR              predictor directory, or a directory holding predictor/ and\n"
-          "                           tokenizer/ (default: the bundled demo model)\n"
-          "  --tokenizer DIR          tokenizer directory\n"
-          "  --host ADDR              address to bind (default 127.0.0.1)\n"
-          "  --port N                 port (default 8080; 0 = any free port)\n"
-          "  --config FILE            JSON settings: every flag plus batch_wait_ms,\n"
-          "                           max_batch_tokens, max_running, max_queue,\n"
-          "                           target_queue_p95_s, target_ttft_p95_s, max_body_bytes,\n"
-          "                           request_timeout_s, drift_sample, profiles (flags override\n"
-          "                           the file)\n"
-          "  --quant FMT              weight format: f32 (default), bf16, int8, fp8, q4 —\n"
-          "                           quantised at load; a kronos quantize checkpoint keeps its own\n"
-          "  --kv-dtype T             KV-cache precision: f32 (default), bf16, int8\n"
-          "                           (quantised: drift_sample of the forecasts, default 5%, are\n"
-          "                           re-run on the f32 original -> kronos_quant_drift)\n"
-          "  --threads N              compute threads (default: all CPUs)\n"
-          "  --kv-budget BYTES|PCT%   KV cache memory: running requests + prefix cache\n"
-          "                           (default 25% of RAM)\n"
-          "  --api-key-file FILE      require 'Authorization: Bearer <key>' on /v1 routes\n"
-          "  --no-tune                keep batch_wait_ms and the batch limit fixed\n"
-          "  --request-timeout S      per-request deadline in seconds (default 120) -> 504\n"
-          "  --db FILE                candle store of /v1/candles and /v1/analyze (default as for\n"
-          "                           'kronos analyze': $KRONOS_DB, else the XDG data directory)\n"
-          "  --web-root DIR           files of the web page (default: the built web/dist)\n"
-          "  -h, --help               this text\n",
-          f);
+    fputs(
+        "usage: kronos serve [flags]\n"
+        "\n"
+        "Serves forecasts over HTTP: POST /v1/forecast, GET /v1/models, /health, /ready,\n"
+        "/metrics; the candle store and reports: /v1/symbols, /v1/candles/SYMBOL,\n"
+        "/v1/analyze, /v1/analyze/batch; and a web page at / (see docs/api.md).\n"
+        "\n"
+        "  --model DIR              predictor directory, or a directory holding predictor/ and\n"
+        "                           tokenizer/ (default: the bundled demo model)\n"
+        "  --tokenizer DIR          tokenizer directory\n"
+        "  --host ADDR              address to bind (default 127.0.0.1)\n"
+        "  --port N                 port (default 8080; 0 = any free port)\n"
+        "  --config FILE            JSON settings: every flag plus batch_wait_ms,\n"
+        "                           max_batch_tokens, max_running, max_queue,\n"
+        "                           target_queue_p95_s, target_ttft_p95_s, max_body_bytes,\n"
+        "                           request_timeout_s, drift_sample, profiles (flags override\n"
+        "                           the file)\n"
+        "  --quant FMT              weight format: f32 (default), bf16, int8, fp8, q4 —\n"
+        "                           quantised at load; a kronos quantize checkpoint keeps its own\n"
+        "  --kv-dtype T             KV-cache precision: f32 (default), bf16, int8\n"
+        "                           (quantised: drift_sample of the forecasts, default 5%, are\n"
+        "                           re-run on the f32 original -> kronos_quant_drift)\n"
+        "  --threads N              compute threads (default: all CPUs)\n"
+        "  --kv-budget BYTES|PCT%   KV cache memory: running requests + prefix cache\n"
+        "                           (default 25% of RAM)\n"
+        "  --api-key-file FILE      require 'Authorization: Bearer <key>' on /v1 routes\n"
+        "  --no-tune                keep batch_wait_ms and the batch limit fixed\n"
+        "  --request-timeout S      per-request deadline in seconds (default 120) -> 504\n"
+        "  --db FILE                candle store of /v1/candles and /v1/analyze (default as for\n"
+        "                           'kronos analyze': $KRONOS_DB, else the XDG data directory)\n"
+        "  --web-root DIR           files of the web page (default: the built web/dist)\n"
+        "  -h, --help               this text\n",
+        f);
 }
 
 typedef struct flags {
@@ -70,15 +71,22 @@ typedef struct flags {
 
 static int parse_flags(int argc, char **argv, flags *fl) {
     static const struct option longopts[] = {
-        {"model", required_argument, NULL, 'm'},         {"tokenizer", required_argument, NULL, 't'},
-        {"host", required_argument, NULL, 'H'},          {"port", required_argument, NULL, 'p'},
-        {"config", required_argument, NULL, 'c'},        {"quant", required_argument, NULL, 'q'},
-        {"kv-dtype", required_argument, NULL, 'K'},
-        {"threads", required_argument, NULL, 'j'},       {"kv-budget", required_argument, NULL, 'k'},
-        {"api-key-file", required_argument, NULL, 'a'},  {"no-tune", no_argument, NULL, 'n'},
-        {"request-timeout", required_argument, NULL, 'r'}, {"help", no_argument, NULL, 'h'},
-        {"db", required_argument, NULL, 'd'},            {"web-root", required_argument, NULL, 'w'},
-        {NULL, 0, NULL, 0},
+        { "model", required_argument, NULL, 'm' },
+        { "tokenizer", required_argument, NULL, 't' },
+        { "host", required_argument, NULL, 'H' },
+        { "port", required_argument, NULL, 'p' },
+        { "config", required_argument, NULL, 'c' },
+        { "quant", required_argument, NULL, 'q' },
+        { "kv-dtype", required_argument, NULL, 'K' },
+        { "threads", required_argument, NULL, 'j' },
+        { "kv-budget", required_argument, NULL, 'k' },
+        { "api-key-file", required_argument, NULL, 'a' },
+        { "no-tune", no_argument, NULL, 'n' },
+        { "request-timeout", required_argument, NULL, 'r' },
+        { "help", no_argument, NULL, 'h' },
+        { "db", required_argument, NULL, 'd' },
+        { "web-root", required_argument, NULL, 'w' },
+        { NULL, 0, NULL, 0 },
     };
     optind = 1;
     int c;
@@ -116,8 +124,8 @@ static int apply_flags(const flags *fl, kr_server_config *cfg) {
         return kr_cli_usage_error(CMD, "--port must be an integer in 0..65535, got '%s'", fl->port);
     if (fl->quant) {
         if (!kr_arg_quant(fl->quant))
-            return kr_cli_usage_error(CMD, "--quant must be one of f32, bf16, int8, fp8, q4, got '%s'",
-                                      fl->quant);
+            return kr_cli_usage_error(
+                CMD, "--quant must be one of f32, bf16, int8, fp8, q4, got '%s'", fl->quant);
         snprintf(cfg->quant, sizeof cfg->quant, "%s", fl->quant);
     }
     if (fl->kv_dtype) {
@@ -130,7 +138,7 @@ static int apply_flags(const flags *fl, kr_server_config *cfg) {
         return kr_cli_usage_error(CMD, "--threads must be an integer in 1..1024, got '%s'",
                                   fl->threads);
     if (fl->kv_budget) {
-        kr_error err = {0};
+        kr_error err = { 0 };
         if (kr_server_parse_kv_budget(fl->kv_budget, &cfg->sched.kv_budget_bytes, &err) != KR_OK) {
             snprintf(msg, sizeof msg, "--%s", err.message);
             return kr_cli_usage_error(CMD, "%s", msg);
@@ -142,20 +150,23 @@ static int apply_flags(const flags *fl, kr_server_config *cfg) {
     if (fl->timeout) {
         float t;
         if (!kr_arg_float(fl->timeout, 1e-3, 86400, &t))
-            return kr_cli_usage_error(CMD, "--request-timeout must be seconds in (0, 86400], got '%s'",
-                                      fl->timeout);
+            return kr_cli_usage_error(
+                CMD, "--request-timeout must be seconds in (0, 86400], got '%s'", fl->timeout);
         cfg->request_timeout_s = t;
     }
     struct stat sb;
     if (fl->web_root && (stat(fl->web_root, &sb) != 0 || !S_ISDIR(sb.st_mode)))
         return kr_cli_usage_error(CMD, "--web-root '%s' is not a directory", fl->web_root);
-    snprintf(cfg->web_root, sizeof cfg->web_root, "%s", fl->web_root ? fl->web_root : KR_DEFAULT_WEB_ROOT);
+    snprintf(cfg->web_root, sizeof cfg->web_root, "%s",
+             fl->web_root ? fl->web_root : KR_DEFAULT_WEB_ROOT);
     /* The store is optional for serving forecasts: without one only its routes fail (503). */
-    kr_error err = {0};
+    kr_error err = { 0 };
     if (kr_store_resolve_path(fl->db, cfg->db, sizeof cfg->db, &err) != KR_OK) {
         if (fl->db) return kr_cli_fail(CMD, err.message);
-        fprintf(stderr, "kronos %s: warning: no candle store (%s); /v1/candles and /v1/analyze "
-                        "answer 503\n", CMD, err.message);
+        fprintf(stderr,
+                "kronos %s: warning: no candle store (%s); /v1/candles and /v1/analyze "
+                "answer 503\n",
+                CMD, err.message);
         cfg->db[0] = '\0';
     }
     return 0;
@@ -181,14 +192,16 @@ static int attach_shadow(kr_server *srv, const kr_model *model, const kr_server_
     int quantised = strcmp(mi.quant, "f32") != 0 || strcmp(mi.kv_dtype, "f32") != 0;
     if (!quantised || cfg->drift_sample <= 0) return 0;
     if (strcmp(mi.quant, "f32") != 0 && mi.quant_seconds <= 0) {
-        fprintf(stderr, "kronos serve: %s is quantised on disk: no f32 original to shadow, "
-                        "kronos_quant_drift is not exported\n", pred_dir);
+        fprintf(stderr,
+                "kronos serve: %s is quantised on disk: no f32 original to shadow, "
+                "kronos_quant_drift is not exported\n",
+                pred_dir);
         return 0;
     }
     kr_model_params sp = kr_model_default_params();
     sp.n_threads = 1;
     kr_model *shadow = NULL;
-    kr_error err = {0};
+    kr_error err = { 0 };
     if (kr_model_load(pred_dir, tok_dir, &sp, &shadow, &err) != KR_OK ||
         kr_server_attach_shadow(srv, shadow, cfg->drift_sample, &err) != KR_OK)
         return kr_cli_fail(CMD, err.message);
@@ -205,11 +218,12 @@ int kr_cmd_serve(int argc, char **argv) {
 
     static kr_server_config cfg; /* ~30 KB of paths: keep it off the stack */
     kr_server_config_defaults(&cfg);
-    kr_error err = {0};
+    kr_error err = { 0 };
     if (fl.config && kr_server_config_load(fl.config, &cfg, &err) != KR_OK)
         return kr_cli_usage_error(CMD, "%s", err.message);
     if ((rc = apply_flags(&fl, &cfg)) != 0) return rc;
-    if (kr_server_config_validate(&cfg, &err) != KR_OK) return kr_cli_usage_error(CMD, "%s", err.message);
+    if (kr_server_config_validate(&cfg, &err) != KR_OK)
+        return kr_cli_usage_error(CMD, "%s", err.message);
     cfg.sched.log = log_line;
 
     char pred_dir[PATH_MAX], tok_dir[PATH_MAX], msg[1024];
@@ -235,7 +249,8 @@ int kr_cmd_serve(int argc, char **argv) {
     mp.quant = cfg.quant;
     mp.kv_dtype = cfg.kv_dtype;
     kr_model *model = NULL;
-    if (kr_model_load(pred_dir, tok_dir, &mp, &model, &err) != KR_OK) return kr_cli_fail(CMD, err.message);
+    if (kr_model_load(pred_dir, tok_dir, &mp, &model, &err) != KR_OK)
+        return kr_cli_fail(CMD, err.message);
     kr_server *srv = NULL;
     if (kr_server_create(model, &cfg, &srv, &err) != KR_OK) {
         kr_model_free(model);

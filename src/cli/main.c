@@ -15,19 +15,28 @@ typedef struct command {
 } command;
 
 static const command k_commands[] = {
-    {"forecast", kr_cmd_forecast, "forecast candles from CSV files (mean path, paths, quantiles)"},
-    {"gen-random", kr_cmd_gen_random, "write a random-weight checkpoint of a real Kronos shape"},
-    {"bench", kr_cmd_bench, "time forecasts: KV cache vs full recomputation, paths, shapes"},
-    {"serve", kr_cmd_serve, "serve forecasts over HTTP (continuous batching, prefix cache, metrics)"},
-    {"ingest", kr_cmd_ingest, "store a candle CSV under a symbol and interval in the local database"},
-    {"analyze", kr_cmd_analyze, "report on stored symbols: forecast statistics, risk, technicals"},
-    {"quantize", kr_cmd_quantize, "write a bf16 / int8 / fp8 / q4 checkpoint, calibrated on candle files"},
-    {"eval-quant", kr_cmd_eval_quant, "measure what a quantised format costs in accuracy against f32"},
-    {"pull", kr_cmd_pull, "download a Kronos checkpoint from the Hugging Face hub into its cache"},
+    { "forecast", kr_cmd_forecast,
+      "forecast candles from CSV files (mean path, paths, quantiles)" },
+    { "gen-random", kr_cmd_gen_random, "write a random-weight checkpoint of a real Kronos shape" },
+    { "bench", kr_cmd_bench, "time forecasts: KV cache vs full recomputation, paths, shapes" },
+    { "serve", kr_cmd_serve,
+      "serve forecasts over HTTP (continuous batching, prefix cache, metrics)" },
+    { "ingest", kr_cmd_ingest,
+      "store a candle CSV under a symbol and interval in the local database" },
+    { "analyze", kr_cmd_analyze,
+      "report on stored symbols: forecast statistics, risk, technicals" },
+    { "quantize", kr_cmd_quantize,
+      "write a bf16 / int8 / fp8 / q4 checkpoint, calibrated on candle files" },
+    { "eval-quant", kr_cmd_eval_quant,
+      "measure what a quantised format costs in accuracy against f32" },
+    { "pull", kr_cmd_pull,
+      "download a Kronos checkpoint from the Hugging Face hub into its cache" },
 };
 
 static void usage(FILE *f) {
-    fprintf(f, "kronos %s — Kronos K-line foundation models on the CPU\n\nusage: kronos <command> [flags]\n\ncommands:\n",
+    fprintf(f,
+            "kronos %s — Kronos K-line foundation models on the CPU\n\nusage: kronos <command> "
+            "[flags]\n\ncommands:\n",
             kr_version());
     for (size_t i = 0; i < sizeof k_commands / sizeof k_commands[0]; i++)
         fprintf(f, "  %-12s %s\n", k_commands[i].name, k_commands[i].summary);

@@ -41,13 +41,16 @@ kr_status kr_forecast_check_params(const kr_forecast_params *p, kr_error *err) {
         return kr_error_set(err, KR_ERR_INVALID_ARG, "max_context must be in 1..%d, got %d",
                             KR_MAX_CONTEXT_LIMIT, p->max_context);
     if (p->pred_len < 1 || p->pred_len > p->max_context)
-        return kr_error_set(err, KR_ERR_INVALID_ARG, "pred_len must be in 1..max_context (%d), got %d",
-                            p->max_context, p->pred_len);
+        return kr_error_set(err, KR_ERR_INVALID_ARG,
+                            "pred_len must be in 1..max_context (%d), got %d", p->max_context,
+                            p->pred_len);
     if (p->paths < 1 || p->paths > KR_MAX_PATHS)
-        return kr_error_set(err, KR_ERR_INVALID_ARG, "paths must be in 1..%d, got %d", KR_MAX_PATHS, p->paths);
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "paths must be in 1..%d, got %d", KR_MAX_PATHS,
+                            p->paths);
     if (!(p->temperature > 0.0f) || !isfinite(p->temperature))
         return kr_error_set(err, KR_ERR_INVALID_ARG, "temperature must be a positive number");
-    if (p->top_k < 0) return kr_error_set(err, KR_ERR_INVALID_ARG, "top_k must be >= 0, got %d", p->top_k);
+    if (p->top_k < 0)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "top_k must be >= 0, got %d", p->top_k);
     if (!(p->top_p > 0.0f) || isnan(p->top_p))
         return kr_error_set(err, KR_ERR_INVALID_ARG, "top_p must be in (0, 1]");
     if (!(p->clip > 0.0f)) return kr_error_set(err, KR_ERR_INVALID_ARG, "clip must be positive");
@@ -55,7 +58,8 @@ kr_status kr_forecast_check_params(const kr_forecast_params *p, kr_error *err) {
         return kr_error_set(err, KR_ERR_INVALID_ARG, "window must be exact or rolling");
     if (p->lookback < 0) return kr_error_set(err, KR_ERR_INVALID_ARG, "lookback must be >= 0");
     if (p->first_path < 0 || p->first_path > INT32_MAX - p->paths)
-        return kr_error_set(err, KR_ERR_INVALID_ARG, "first_path must be >= 0, got %d", p->first_path);
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "first_path must be >= 0, got %d",
+                            p->first_path);
     return KR_OK;
 }
 
@@ -76,13 +80,14 @@ static kr_status prepare(const kr_series *s, int index, int n_series, const kr_f
     if (!s || !s->timestamps || !s->values)
         return kr_error_set(err, KR_ERR_INVALID_ARG, "%sno candles given", where);
     if (s->n < 2)
-        return kr_error_set(err, KR_ERR_INVALID_ARG, "%stoo few rows: %lld (need at least 2)", where,
-                            (long long)s->n);
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "%stoo few rows: %lld (need at least 2)",
+                            where, (long long)s->n);
     int64_t L = p->lookback > 0 ? p->lookback : (s->n < p->max_context ? s->n : p->max_context);
     if (L > s->n)
-        return kr_error_set(err, KR_ERR_INVALID_ARG, "%slookback %lld exceeds the %lld rows given", where,
-                            (long long)L, (long long)s->n);
-    if (L < 1 || L > (1 << 20)) return kr_error_set(err, KR_ERR_INVALID_ARG, "%sbad lookback %lld", where, (long long)L);
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "%slookback %lld exceeds the %lld rows given",
+                            where, (long long)L, (long long)s->n);
+    if (L < 1 || L > (1 << 20))
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "%sbad lookback %lld", where, (long long)L);
     int64_t first = s->n - L;
     int P = p->pred_len;
     pr->L = (int)L;
@@ -91,23 +96,27 @@ static kr_status prepare(const kr_series *s, int index, int n_series, const kr_f
     pr->stamps = malloc((size_t)(L + P) * 5 * sizeof(float));
     pr->future = malloc((size_t)P * sizeof(int64_t));
     if (!pr->x || !pr->x_norm || !pr->stamps || !pr->future)
-        return kr_error_set(err, KR_ERR_NOMEM, "%sout of memory for %lld rows", where, (long long)L);
-    static const char *names[6] = {"open", "high", "low", "close", "volume", "amount"};
+        return kr_error_set(err, KR_ERR_NOMEM, "%sout of memory for %lld rows", where,
+                            (long long)L);
+    static const char *names[6] = { "open", "high", "low", "close", "volume", "amount" };
     for (int64_t i = 0; i < L; i++) {
         const double *v = s->values + (size_t)(first + i) * 6;
         int64_t row = first + i;
         if (i > 0 && s->timestamps[row] <= s->timestamps[row - 1])
-            return kr_error_set(err, KR_ERR_INVALID_ARG, "%srow %lld: timestamps not strictly increasing",
-                                where, (long long)row);
+            return kr_error_set(err, KR_ERR_INVALID_ARG,
+                                "%srow %lld: timestamps not strictly increasing", where,
+                                (long long)row);
         double vol = s->has_volume ? v[KR_VOLUME] : 0.0;
         /* pandas: amount = volume × row mean of the four prices, in float64, then float32. */
-        double amt = s->has_amount ? v[KR_AMOUNT]
-                     : s->has_volume ? vol * ((((v[0] + v[1]) + v[2]) + v[3]) / 4.0) : 0.0;
-        double vals[6] = {v[0], v[1], v[2], v[3], vol, amt};
+        double amt = s->has_amount   ? v[KR_AMOUNT]
+                     : s->has_volume ? vol * ((((v[0] + v[1]) + v[2]) + v[3]) / 4.0)
+                                     : 0.0;
+        double vals[6] = { v[0], v[1], v[2], v[3], vol, amt };
         for (int c = 0; c < 6; c++) {
             if (!isfinite(vals[c]))
-                return kr_error_set(err, KR_ERR_INVALID_ARG, "%srow %lld, field '%s': not a finite number",
-                                    where, (long long)row, names[c]);
+                return kr_error_set(err, KR_ERR_INVALID_ARG,
+                                    "%srow %lld, field '%s': not a finite number", where,
+                                    (long long)row, names[c]);
             pr->x[i * 6 + c] = (float)vals[c];
         }
     }
@@ -190,8 +199,8 @@ static kr_status finish(kr_forecast *f, const prepared *pr, kr_error *err) {
     return KR_OK;
 }
 
-kr_status kr_forecast_job_init(kr_forecast_job *j, const kr_series *series, int index,
-                               int n_series, const kr_forecast_params *params, kr_error *err) {
+kr_status kr_forecast_job_init(kr_forecast_job *j, const kr_series *series, int index, int n_series,
+                               const kr_forecast_params *params, kr_error *err) {
     memset(j, 0, sizeof *j);
     kr_status st = kr_forecast_check_params(params, err);
     if (st != KR_OK) return st;
@@ -253,7 +262,9 @@ kr_status kr_forecast_run_ex(kr_model *model, const kr_series *series, int n_ser
     kr_forecast_job *jobs = calloc((size_t)n_series, sizeof *jobs);
     kr_gen_input *in = calloc((size_t)n_series, sizeof *in);
     kr_gen_output *go = calloc((size_t)n_series, sizeof *go);
-    kr_status st = jobs && in && go ? KR_OK : kr_error_set(err, KR_ERR_NOMEM, "kr_forecast_run: out of memory");
+    kr_status st = jobs && in && go
+                       ? KR_OK
+                       : kr_error_set(err, KR_ERR_NOMEM, "kr_forecast_run: out of memory");
     double t0 = kr_now_seconds();
     for (int i = 0; i < n_series && st == KR_OK; i++) {
         st = kr_forecast_job_init(&jobs[i], &series[i], i, n_series, params, err);
@@ -321,8 +332,10 @@ static int cmp_double(const void *a, const void *b) {
 
 kr_status kr_forecast_quantile(const kr_forecast *f, double q, double *out, kr_error *err) {
     if (!f || !out) return kr_error_set(err, KR_ERR_INVALID_ARG, "quantile: NULL argument");
-    if (!(q >= 0.0 && q <= 1.0)) return kr_error_set(err, KR_ERR_INVALID_ARG, "quantile %g not in [0, 1]", q);
-    if (!f->path_values) return kr_error_set(err, KR_ERR_INVALID_ARG, "quantile: paths were not kept");
+    if (!(q >= 0.0 && q <= 1.0))
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "quantile %g not in [0, 1]", q);
+    if (!f->path_values)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "quantile: paths were not kept");
     double *col = malloc((size_t)f->paths * sizeof(double));
     if (!col) return kr_error_set(err, KR_ERR_NOMEM, "quantile: out of memory");
     int P = f->pred_len;

@@ -10,12 +10,12 @@
 
 struct kr_forecast {
     int pred_len, paths, lookback;
-    int64_t *timestamps;     /* [pred_len] */
-    double *mean;            /* [pred_len][6] */
-    double *path_values;     /* [paths][pred_len][6] or NULL */
-    int32_t *gen_s1, *gen_s2;   /* [paths][pred_len] */
+    int64_t *timestamps; /* [pred_len] */
+    double *mean; /* [pred_len][6] */
+    double *path_values; /* [paths][pred_len][6] or NULL */
+    int32_t *gen_s1, *gen_s2; /* [paths][pred_len] */
     int32_t *hist_s1, *hist_s2; /* [lookback] */
-    float *pred_norm;        /* [paths][pred_len][6] */
+    float *pred_norm; /* [paths][pred_len][6] */
     float x_mean[6], x_std[6];
     kr_forecast_stats stats;
 };
@@ -23,9 +23,9 @@ struct kr_forecast {
 /* Per-series inputs in the reference's float32 form. */
 typedef struct kr_prepared {
     int L;
-    float *x;        /* [L][6] raw */
-    float *x_norm;   /* [L][6] */
-    float *stamps;   /* [L + pred_len][5] */
+    float *x; /* [L][6] raw */
+    float *x_norm; /* [L][6] */
+    float *stamps; /* [L + pred_len][5] */
     int64_t *future; /* [pred_len] */
     float mean[6], std[6];
 } kr_prepared;
@@ -33,17 +33,17 @@ typedef struct kr_prepared {
 /* One series' forecast from request to result: validated and normalised inputs, the
  * generator's input/output views and the result they fill. */
 typedef struct kr_forecast_job {
-    kr_forecast_params params;  /* validated copy (future timestamps come with the series) */
+    kr_forecast_params params; /* validated copy (future timestamps come with the series) */
     kr_prepared pr;
     kr_gen_input in;
     kr_gen_output out;
-    kr_forecast *result;        /* owned until taken (set to NULL by the taker) */
+    kr_forecast *result; /* owned until taken (set to NULL by the taker) */
 } kr_forecast_job;
 
 kr_status kr_forecast_check_params(const kr_forecast_params *p, kr_error *err);
 /* Validates and prepares series `index` of n_series (errors name the series when n > 1). */
-kr_status kr_forecast_job_init(kr_forecast_job *j, const kr_series *series, int index,
-                               int n_series, const kr_forecast_params *params, kr_error *err);
+kr_status kr_forecast_job_init(kr_forecast_job *j, const kr_series *series, int index, int n_series,
+                               const kr_forecast_params *params, kr_error *err);
 /* After generation: mean, paths, stats into j->result. */
 kr_status kr_forecast_job_finish(kr_forecast_job *j, double seconds_total, kr_error *err);
 void kr_forecast_job_release(kr_forecast_job *j);

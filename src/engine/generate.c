@@ -22,23 +22,23 @@ struct kr_gen_group {
     const kr_gen_input *in;
     kr_gen_output *out;
     kr_gen_options opt;
-    int index;              /* position in a kr_generate batch (observer argument) */
+    int index; /* position in a kr_generate batch (observer argument) */
     int P, paths, C, exact;
-    uint64_t first_path;    /* random stream of path 0 */
+    uint64_t first_path; /* random stream of path 0 */
     kr_sampler_params sp;
     int state, step;
     int L, start0, W0;
-    kr_prefix *shared;      /* the whole window when it was cached (sr = W0), or NULL */
+    kr_prefix *shared; /* the whole window when it was cached (sr = W0), or NULL */
     int sr;
-    kr_prefix *own;         /* window rows [sr, W0) (row 0 = window row sr); the rows of a
+    kr_prefix *own; /* window rows [sr, W0) (row 0 = window row sr); the rows of a
                              * partial cache hit are its first blocks, by reference */
-    int prefilled;          /* window rows ready (>= sr) */
-    kr_kv_store slide;      /* exact mode: history part of a re-run window (C rows) */
-    kr_kv_store gen;        /* paths × pred_len rows: generated tokens */
-    kr_kv_store naive;      /* naive mode: paths × C rows, the whole window */
-    int mode, ws, win;      /* current window: layout, start index, length */
-    float *logits;          /* [paths][V1] s1 logits at the window's last position */
-    float *ctx;             /* [paths][d] context row of that position */
+    int prefilled; /* window rows ready (>= sr) */
+    kr_kv_store slide; /* exact mode: history part of a re-run window (C rows) */
+    kr_kv_store gen; /* paths × pred_len rows: generated tokens */
+    kr_kv_store naive; /* naive mode: paths × C rows, the whole window */
+    int mode, ws, win; /* current window: layout, start index, length */
+    float *logits; /* [paths][V1] s1 logits at the window's last position */
+    float *ctx; /* [paths][d] context row of that position */
 };
 
 /* ---------------------------------------------------------------- prefixes */
@@ -56,7 +56,8 @@ static int gcd(int a, int b) {
  * of both the self-attention and the dep layer, so no scale spans two heads (transformer.h). */
 static kr_status pred_store_init(const kr_model *m, kr_kv_store *s, int cap, kr_error *err) {
     const kr_predictor_weights *w = m->pred;
-    int group = w->cfg.n_layers > 0 ? gcd(w->blocks[0].attn.head_dim, w->dep.head_dim) : w->dep.head_dim;
+    int group =
+        w->cfg.n_layers > 0 ? gcd(w->blocks[0].attn.head_dim, w->dep.head_dim) : w->dep.head_dim;
     return kr_kv_store_init_dtype(s, kr_predictor_store_layers(w), w->cfg.d_model, cap, m->kv_dtype,
                                   group, err);
 }
@@ -115,9 +116,9 @@ kr_status kr_gen_group_create(kr_model *model, const kr_gen_input *in, kr_gen_ou
     int d = model->pred->cfg.d_model, V1 = 1 << model->pred->cfg.s1_bits;
     g->logits = malloc((size_t)g->paths * V1 * sizeof(float));
     g->ctx = malloc((size_t)g->paths * d * sizeof(float));
-    kr_status st = (g->logits && g->ctx) ? KR_OK : kr_error_set(err, KR_ERR_NOMEM, "generate: out of memory");
-    if (st == KR_OK && g->opt.naive)
-        st = pred_store_init(model, &g->naive, g->paths * g->C, err);
+    kr_status st =
+        (g->logits && g->ctx) ? KR_OK : kr_error_set(err, KR_ERR_NOMEM, "generate: out of memory");
+    if (st == KR_OK && g->opt.naive) st = pred_store_init(model, &g->naive, g->paths * g->C, err);
     if (st == KR_OK && !g->opt.naive) {
         st = pred_store_init(model, &g->gen, g->paths * g->P, err);
         if (st == KR_OK && g->exact && g->L + g->P - 1 > g->C)
@@ -150,8 +151,8 @@ int kr_gen_group_steps(const kr_gen_group *g) { return g->step; }
 size_t kr_gen_group_kv_bytes(const kr_gen_group *g) {
     /* A prefill the prefix cache holds too is charged to the cache, not twice. */
     int own_only = g->own && g->own->refs == 1;
-    return kr_kv_store_bytes(&g->slide) + kr_kv_store_bytes(&g->gen) + kr_kv_store_bytes(&g->naive) +
-           (own_only ? kr_kv_store_bytes(&g->own->kv) : 0);
+    return kr_kv_store_bytes(&g->slide) + kr_kv_store_bytes(&g->gen) +
+           kr_kv_store_bytes(&g->naive) + (own_only ? kr_kv_store_bytes(&g->own->kv) : 0);
 }
 
 /* ---------------------------------------------------------------- batch builder */
@@ -189,7 +190,8 @@ static kr_status batch_grow(batch *b, int chunks, int rows, kr_error *err) {
         if (t) b->chunk_tag = t;
         int *l = realloc(b->chunk_last, (size_t)cap * sizeof(int));
         if (l) b->chunk_last = l;
-        if (!c || !g || !t || !l) return kr_error_set(err, KR_ERR_NOMEM, "generate: out of memory for %d chunks", cap);
+        if (!c || !g || !t || !l)
+            return kr_error_set(err, KR_ERR_NOMEM, "generate: out of memory for %d chunks", cap);
         b->cap_chunks = cap;
     }
     if (b->rows + rows > b->cap_rows) {
@@ -200,7 +202,8 @@ static kr_status batch_grow(batch *b, int chunks, int rows, kr_error *err) {
         if (c) b->s2 = c;
         float *s = realloc(b->stamps, (size_t)cap * 5 * sizeof(float));
         if (s) b->stamps = s;
-        if (!a || !c || !s) return kr_error_set(err, KR_ERR_NOMEM, "generate: out of memory for %d rows", cap);
+        if (!a || !c || !s)
+            return kr_error_set(err, KR_ERR_NOMEM, "generate: out of memory for %d rows", cap);
         b->cap_rows = cap;
     }
     return KR_OK;
@@ -231,12 +234,12 @@ static void chunk_past(kr_chunk *c, const kr_kv_store *s, int start, int n) {
 static void add_prefix_refs(kr_kv_ref *refs, int *n, const kr_gen_group *g, int from, int to) {
     if (from < g->sr) {
         int e = to < g->sr ? to : g->sr;
-        refs[*n] = (kr_kv_ref){&g->shared->kv, from, e - from};
+        refs[*n] = (kr_kv_ref){ &g->shared->kv, from, e - from };
         (*n)++;
     }
     int a = from > g->sr ? from : g->sr;
     if (to > a) {
-        refs[*n] = (kr_kv_ref){&g->own->kv, a - g->sr, to - a};
+        refs[*n] = (kr_kv_ref){ &g->own->kv, a - g->sr, to - a };
         (*n)++;
     }
 }
@@ -286,13 +289,15 @@ static kr_status batch_run(kr_model *m, batch *b, kr_error *err) {
     int n = 0;
     for (int c0 = 0, row0 = 0; c0 < b->n_chunks;) {
         int c1 = c0, rows = 0;
-        while (c1 < b->n_chunks && (c1 == c0 || rows + b->chunks[c1].n <= KR_FORWARD_MAX_ROWS)) rows += b->chunks[c1++].n;
+        while (c1 < b->n_chunks && (c1 == c0 || rows + b->chunks[c1].n <= KR_FORWARD_MAX_ROWS))
+            rows += b->chunks[c1++].n;
         st = kr_predictor_forward(pw, m->pool, b->chunks + c0, c1 - c0, b->s1 + row0, b->s2 + row0,
                                   b->stamps + (size_t)row0 * 5, context, err);
         if (st != KR_OK) goto done;
         for (int c = c0; c < c1; c++) {
             if (b->chunk_tag[c] == TAG_CONTEXT) continue;
-            memcpy(last + (size_t)n * d, context + (size_t)(b->chunk_last[c] - row0) * d, d * sizeof(float));
+            memcpy(last + (size_t)n * d, context + (size_t)(b->chunk_last[c] - row0) * d,
+                   d * sizeof(float));
             n++;
         }
         row0 += rows;
@@ -336,7 +341,8 @@ static kr_status add_prefill(batch *b, kr_gen_group *g, int *budget, kr_error *e
     kr_status st = batch_grow(b, 1, n, err);
     if (st != KR_OK) return st;
     int a = g->prefilled;
-    kr_chunk *c = batch_chunk(b, g, a + n == g->W0 ? TAG_PREFILL_LAST : TAG_CONTEXT, a, &g->own->kv, a - g->sr);
+    kr_chunk *c = batch_chunk(b, g, a + n == g->W0 ? TAG_PREFILL_LAST : TAG_CONTEXT, a, &g->own->kv,
+                              a - g->sr);
     chunk_prefix(c, g, 0, a);
     for (int t = a; t < a + n; t++) batch_token(b, g, -1, g->start0 + t);
     g->prefilled += n;
@@ -404,15 +410,15 @@ static void s2_view(const kr_gen_group *g, int p, int i, kr_kv_view *v) {
     v->n = 0;
     int L = g->L, P = g->P;
     if (g->mode == WIN_NAIVE) {
-        v->ref[v->n++] = (kr_kv_ref){&g->naive, p * g->C, g->win};
+        v->ref[v->n++] = (kr_kv_ref){ &g->naive, p * g->C, g->win };
     } else if (g->mode == WIN_SLID) {
-        v->ref[v->n++] = (kr_kv_ref){&g->slide, 0, L - g->ws};
-        if (i > 0) v->ref[v->n++] = (kr_kv_ref){&g->gen, p * P, i};
+        v->ref[v->n++] = (kr_kv_ref){ &g->slide, 0, L - g->ws };
+        if (i > 0) v->ref[v->n++] = (kr_kv_ref){ &g->gen, p * P, i };
     } else {
         int pre_from = g->ws > g->start0 ? g->ws - g->start0 : 0;
         int gen_from = g->ws > L ? g->ws - L : 0;
         add_prefix_refs(v->ref, &v->n, g, pre_from, g->W0);
-        if (i > gen_from) v->ref[v->n++] = (kr_kv_ref){&g->gen, p * P + gen_from, i - gen_from};
+        if (i > gen_from) v->ref[v->n++] = (kr_kv_ref){ &g->gen, p * P + gen_from, i - gen_from };
     }
 }
 
@@ -426,7 +432,7 @@ static kr_status sample_step(kr_model *m, kr_gen_group **gs, int n_groups, kr_er
     float *ctx = malloc((size_t)n * d * sizeof(float));
     float *logits2 = malloc((size_t)n * V2 * sizeof(float));
     kr_kv_view *views = malloc((size_t)n * sizeof *views);
-    kr_sampler_scratch sc1 = {0}, sc2 = {0};
+    kr_sampler_scratch sc1 = { 0 }, sc2 = { 0 };
     kr_status st = KR_OK;
     if (!s1 || !ctx || !logits2 || !views) {
         st = kr_error_set(err, KR_ERR_NOMEM, "generate: out of memory sampling %d paths", n);
@@ -439,24 +445,28 @@ static kr_status sample_step(kr_model *m, kr_gen_group **gs, int n_groups, kr_er
         for (int p = 0; p < g->paths; p++, r++) {
             /* Stream = path, counter = 2·step (+1 for s2): a path's draws are a function of
              * (seed, path, step) only, whatever else is batched with it. */
-            s1[r] = kr_sampler_draw(g->logits + (size_t)p * V1, &g->sp,
-                                    kr_rng_uniform(g->in->seed, g->first_path + (uint64_t)p, 2ull * g->step), &sc1);
+            s1[r] = kr_sampler_draw(
+                g->logits + (size_t)p * V1, &g->sp,
+                kr_rng_uniform(g->in->seed, g->first_path + (uint64_t)p, 2ull * g->step), &sc1);
             memcpy(ctx + (size_t)r * d, g->ctx + (size_t)p * d, d * sizeof(float));
             s2_view(g, p, g->step, &views[r]);
         }
     }
-    if ((st = kr_predictor_s2_logits(pw, m->pool, n, s1, ctx, d, views, logits2, err)) != KR_OK) goto done;
+    if ((st = kr_predictor_s2_logits(pw, m->pool, n, s1, ctx, d, views, logits2, err)) != KR_OK)
+        goto done;
     for (int k = 0, r = 0; k < n_groups; k++) {
         kr_gen_group *g = gs[k];
         int i = g->step;
         for (int p = 0; p < g->paths; p++, r++) {
             const float *lg2 = logits2 + (size_t)r * V2;
-            int32_t s2 = kr_sampler_draw(lg2, &g->sp, kr_rng_uniform(g->in->seed, g->first_path + (uint64_t)p, 2ull * i + 1), &sc2);
+            int32_t s2 = kr_sampler_draw(
+                lg2, &g->sp, kr_rng_uniform(g->in->seed, g->first_path + (uint64_t)p, 2ull * i + 1),
+                &sc2);
             g->out->gen_s1[(size_t)p * g->P + i] = s1[r];
             g->out->gen_s2[(size_t)p * g->P + i] = s2;
             if (g->opt.observer)
-                g->opt.observer(g->opt.observer_user, g->index, p, i, g->logits + (size_t)p * V1, lg2, s1[r], s2,
-                                g->ws, g->win);
+                g->opt.observer(g->opt.observer_user, g->index, p, i, g->logits + (size_t)p * V1,
+                                lg2, s1[r], s2, g->ws, g->win);
         }
         g->step++;
     }
@@ -482,7 +492,8 @@ static kr_prefix *dec_prefix_new(const kr_tokenizer_weights *tw, int rows, kr_er
     }
     p->refs = 1;
     p->n = rows;
-    if (kr_kv_store_init(&p->kv, kr_tokenizer_store_layers(tw), tw->cfg.d_model, rows, err) != KR_OK) {
+    if (kr_kv_store_init(&p->kv, kr_tokenizer_store_layers(tw), tw->cfg.d_model, rows, err) !=
+        KR_OK) {
         kr_prefix_release(p);
         return NULL;
     }
@@ -499,17 +510,19 @@ static kr_status decode_groups(kr_model *m, kr_gen_group **gs, int n_groups,
     kr_kv_store *stores = calloc((size_t)n_groups, sizeof *stores);
     kr_prefix **ctx = calloc((size_t)n_groups, sizeof *ctx);
     unsigned char *fresh = calloc((size_t)n_groups, 1);
-    batch b = {0};
+    batch b = { 0 };
     float *dec = NULL;
     kr_status st = KR_OK;
-    if (!stores || !ctx || !fresh) st = kr_error_set(err, KR_ERR_NOMEM, "generate: out of memory for decode");
+    if (!stores || !ctx || !fresh)
+        st = kr_error_set(err, KR_ERR_NOMEM, "generate: out of memory for decode");
     int cache = hooks && hooks->dec_lookup && hooks->dec_publish;
     for (int k = 0; k < n_groups && st == KR_OK; k++) {
         kr_gen_group *g = gs[k];
         int total = g->L + g->P, dws = total > g->C ? total - g->C : 0, h = g->L - dws;
         if (g->opt.naive) {
             int rows = g->paths * (total - dws);
-            st = kr_kv_store_init(&stores[k], kr_tokenizer_store_layers(tw), tw->cfg.d_model, rows, err);
+            st = kr_kv_store_init(&stores[k], kr_tokenizer_store_layers(tw), tw->cfg.d_model, rows,
+                                  err);
             if (st == KR_OK) st = batch_grow(&b, g->paths, rows, err);
             for (int p = 0; st == KR_OK && p < g->paths; p++) {
                 batch_chunk(&b, g, p, 0, &stores[k], p * (total - dws));
@@ -518,7 +531,8 @@ static kr_status decode_groups(kr_model *m, kr_gen_group **gs, int n_groups,
             continue;
         }
         if (h > 0 && cache)
-            ctx[k] = hooks->dec_lookup(hooks->user, g->out->hist_s1 + dws, g->out->hist_s2 + dws, h);
+            ctx[k] =
+                hooks->dec_lookup(hooks->user, g->out->hist_s1 + dws, g->out->hist_s2 + dws, h);
         if (h > 0 && !ctx[k]) {
             if (!(ctx[k] = dec_prefix_new(tw, h, err))) {
                 st = err ? err->status : KR_ERR_NOMEM;
@@ -527,7 +541,8 @@ static kr_status decode_groups(kr_model *m, kr_gen_group **gs, int n_groups,
             fresh[k] = 1;
         }
         int rows = g->paths * g->P;
-        st = kr_kv_store_init(&stores[k], kr_tokenizer_store_layers(tw), tw->cfg.d_model, rows, err);
+        st =
+            kr_kv_store_init(&stores[k], kr_tokenizer_store_layers(tw), tw->cfg.d_model, rows, err);
         if (st == KR_OK) st = batch_grow(&b, g->paths + 1, rows + (fresh[k] ? h : 0), err);
         if (st != KR_OK) break;
         if (fresh[k]) {
@@ -545,7 +560,8 @@ static kr_status decode_groups(kr_model *m, kr_gen_group **gs, int n_groups,
     /* In slices of whole chunks, like batch_run: bounded activations, same numbers. */
     for (int c0 = 0, row0 = 0; st == KR_OK && c0 < b.n_chunks;) {
         int c1 = c0, rows = 0;
-        while (c1 < b.n_chunks && (c1 == c0 || rows + b.chunks[c1].n <= KR_FORWARD_MAX_ROWS)) rows += b.chunks[c1++].n;
+        while (c1 < b.n_chunks && (c1 == c0 || rows + b.chunks[c1].n <= KR_FORWARD_MAX_ROWS))
+            rows += b.chunks[c1++].n;
         st = kr_tokenizer_decode(tw, m->pool, b.chunks + c0, c1 - c0, b.s1 + row0, b.s2 + row0,
                                  dec + (size_t)row0 * 6, err);
         row0 += rows;
@@ -556,8 +572,8 @@ static kr_status decode_groups(kr_model *m, kr_gen_group **gs, int n_groups,
         if (p < 0) continue;
         kr_gen_group *g = b.chunk_group[c];
         /* The last pred_len rows of the window are the forecast. */
-        memcpy(g->out->pred_norm + (size_t)p * g->P * 6, dec + (size_t)(row + b.chunks[c].n - g->P) * 6,
-               (size_t)g->P * 6 * sizeof(float));
+        memcpy(g->out->pred_norm + (size_t)p * g->P * 6,
+               dec + (size_t)(row + b.chunks[c].n - g->P) * 6, (size_t)g->P * 6 * sizeof(float));
     }
     for (int k = 0; k < n_groups; k++) {
         if (st == KR_OK && cache && fresh[k]) {
@@ -578,14 +594,16 @@ static kr_status decode_groups(kr_model *m, kr_gen_group **gs, int n_groups,
 
 /* Encodes a new group's history and takes what it can of its window from the prefix cache. */
 static kr_status admit(kr_model *m, kr_gen_group *g, const kr_prefix_hooks *hooks, kr_error *err) {
-    int hit = !g->opt.naive && hooks && hooks->encode_lookup &&
-              hooks->encode_lookup(hooks->user, g->in->x_norm, g->L, g->out->hist_s1, g->out->hist_s2);
+    int hit =
+        !g->opt.naive && hooks && hooks->encode_lookup &&
+        hooks->encode_lookup(hooks->user, g->in->x_norm, g->L, g->out->hist_s1, g->out->hist_s2);
     if (!hit) {
         kr_status st = kr_tokenizer_encode(m->tok, m->pool, g->in->x_norm, g->L, g->out->hist_s1,
                                            g->out->hist_s2, NULL, err);
         if (st != KR_OK) return st;
         if (!g->opt.naive && hooks && hooks->encode_publish)
-            hooks->encode_publish(hooks->user, g->in->x_norm, g->L, g->out->hist_s1, g->out->hist_s2);
+            hooks->encode_publish(hooks->user, g->in->x_norm, g->L, g->out->hist_s1,
+                                  g->out->hist_s2);
     }
     if (g->opt.naive) {
         g->state = G_RUN;
@@ -593,8 +611,9 @@ static kr_status admit(kr_model *m, kr_gen_group *g, const kr_prefix_hooks *hook
     }
     if (hooks && hooks->lookup) {
         int rows = 0;
-        kr_prefix *p = hooks->lookup(hooks->user, g->out->hist_s1 + g->start0, g->out->hist_s2 + g->start0,
-                                     g->in->stamps + (size_t)g->start0 * 5, g->W0, &rows);
+        kr_prefix *p =
+            hooks->lookup(hooks->user, g->out->hist_s1 + g->start0, g->out->hist_s2 + g->start0,
+                          g->in->stamps + (size_t)g->start0 * 5, g->W0, &rows);
         if (p && rows > 0 && rows == g->W0 && rows <= p->n) {
             g->shared = p;
             g->sr = rows;
@@ -604,8 +623,10 @@ static kr_status admit(kr_model *m, kr_gen_group *g, const kr_prefix_hooks *hook
              * group pins only those blocks, not the whole cached window, and its window is
              * then self-contained, so it can be offered to the cache in turn. */
             kr_status st = KR_OK;
-            if (!(g->own = prefix_new(m, g->W0, err))) st = err ? err->status : KR_ERR_NOMEM;
-            else st = kr_kv_store_share_prefix(&g->own->kv, &p->kv, rows, err);
+            if (!(g->own = prefix_new(m, g->W0, err)))
+                st = err ? err->status : KR_ERR_NOMEM;
+            else
+                st = kr_kv_store_share_prefix(&g->own->kv, &p->kv, rows, err);
             kr_prefix_release(p);
             if (st != KR_OK) return st;
             g->prefilled = rows;
@@ -623,7 +644,8 @@ static kr_status admit(kr_model *m, kr_gen_group *g, const kr_prefix_hooks *hook
         }
         g->state = G_RUN;
     } else {
-        if (!g->own && !(g->own = prefix_new(m, g->W0 - g->sr, err))) return err ? err->status : KR_ERR_NOMEM;
+        if (!g->own && !(g->own = prefix_new(m, g->W0 - g->sr, err)))
+            return err ? err->status : KR_ERR_NOMEM;
         g->out->kv_bytes = kr_gen_group_kv_bytes(g);
         g->state = G_PREFILL;
     }
@@ -638,7 +660,7 @@ kr_status kr_gen_step(kr_model *m, kr_gen_group **groups, int n_groups,
     const kr_prefix_hooks *hooks = sp ? sp->prefix : NULL;
     int budget = sp && sp->max_prefill_rows > 0 ? sp->max_prefill_rows : 0;
     kr_gen_group **ready = malloc((size_t)(n_groups > 0 ? n_groups : 1) * sizeof *ready);
-    batch b = {0};
+    batch b = { 0 };
     kr_status st = ready ? KR_OK : kr_error_set(err, KR_ERR_NOMEM, "generate: out of memory");
     double t0 = kr_now_seconds();
     for (int k = 0; k < n_groups && st == KR_OK; k++)
@@ -650,9 +672,12 @@ kr_status kr_gen_step(kr_model *m, kr_gen_group **groups, int n_groups,
     /* One forward pass: prefill chunks of new groups, the next window of running ones. */
     for (int k = 0; k < n_groups && st == KR_OK; k++) {
         kr_gen_group *g = groups[k];
-        if (g->state == G_PREFILL) st = add_prefill(&b, g, &budget, err);
-        else if (g->state == G_RUN && g->opt.naive) st = add_naive(&b, g, g->step, err);
-        else if (g->state == G_RUN && g->step > 0) st = add_advance(&b, g, g->step, err);
+        if (g->state == G_PREFILL)
+            st = add_prefill(&b, g, &budget, err);
+        else if (g->state == G_RUN && g->opt.naive)
+            st = add_naive(&b, g, g->step, err);
+        else if (g->state == G_RUN && g->step > 0)
+            st = add_advance(&b, g, g->step, err);
     }
     if (st == KR_OK && b.n_chunks > 0) st = batch_run(m, &b, err);
     double t1 = kr_now_seconds();
@@ -663,8 +688,8 @@ kr_status kr_gen_step(kr_model *m, kr_gen_group **groups, int n_groups,
             g->state = G_RUN;
             /* Only a window prefilled entirely here is offered: it is then self-contained. */
             if (hooks && hooks->publish && g->sr == 0)
-                hooks->publish(hooks->user, g->own, g->out->hist_s1 + g->start0, g->out->hist_s2 + g->start0,
-                               g->in->stamps + (size_t)g->start0 * 5);
+                hooks->publish(hooks->user, g->own, g->out->hist_s1 + g->start0,
+                               g->out->hist_s2 + g->start0, g->in->stamps + (size_t)g->start0 * 5);
         }
         if (g->state == G_RUN) ready[n_ready++] = g;
     }
@@ -672,8 +697,10 @@ kr_status kr_gen_step(kr_model *m, kr_gen_group **groups, int n_groups,
     double t2 = kr_now_seconds();
     for (int k = 0; k < n_ready; k++) {
         kr_gen_group *g = ready[k];
-        if (g->step == 1) g->out->seconds_prefill += t1 - t0;
-        else g->out->seconds_decode += t2 - t0;
+        if (g->step == 1)
+            g->out->seconds_prefill += t1 - t0;
+        else
+            g->out->seconds_decode += t2 - t0;
     }
     int n_done = 0;
     for (int k = 0; k < n_ready && st == KR_OK; k++)
@@ -692,8 +719,7 @@ kr_status kr_gen_step(kr_model *m, kr_gen_group **groups, int n_groups,
 }
 
 kr_status kr_generate(kr_model *model, const kr_gen_input *in, kr_gen_output *out, int n_groups,
-                      const kr_forecast_params *params, const kr_gen_options *opt,
-                      kr_error *err) {
+                      const kr_forecast_params *params, const kr_gen_options *opt, kr_error *err) {
     kr_gen_group **gs = calloc((size_t)n_groups, sizeof *gs);
     kr_gen_group **live = calloc((size_t)n_groups, sizeof *live);
     kr_status st = gs && live ? KR_OK : kr_error_set(err, KR_ERR_NOMEM, "generate: out of memory");

@@ -25,42 +25,42 @@
 #include "model/transformer.h"
 
 /* Observes every step (tests, debugging). Pointers valid during the call only. */
-typedef void (*kr_step_observer)(void *user, int group, int path, int step,
-                                 const float *s1_logits, const float *s2_logits, int s1, int s2,
-                                 int window_start, int window_len);
+typedef void (*kr_step_observer)(void *user, int group, int path, int step, const float *s1_logits,
+                                 const float *s2_logits, int s1, int s2, int window_start,
+                                 int window_len);
 
 typedef struct kr_gen_options {
-    int naive;                  /* recompute the whole window for every path at every step */
-    kr_step_observer observer;  /* may be NULL */
+    int naive; /* recompute the whole window for every path at every step */
+    kr_step_observer observer; /* may be NULL */
     void *observer_user;
 } kr_gen_options;
 
 /* Inputs of one group, already normalised (see forecast.c). Borrowed until the group ends. */
 typedef struct kr_gen_input {
-    int L;                  /* history rows (tokens) */
-    const float *x_norm;    /* [L][6] */
-    const float *stamps;    /* [L + pred_len][5]: history then future */
+    int L; /* history rows (tokens) */
+    const float *x_norm; /* [L][6] */
+    const float *stamps; /* [L + pred_len][5]: history then future */
     uint64_t seed;
 } kr_gen_input;
 
 /* Outputs of one group; arrays allocated by the caller. */
 typedef struct kr_gen_output {
-    int32_t *hist_s1, *hist_s2;  /* [L] */
-    int32_t *gen_s1, *gen_s2;    /* [paths][pred_len] */
-    float *pred_norm;            /* [paths][pred_len][6] decoded, normalised space */
+    int32_t *hist_s1, *hist_s2; /* [L] */
+    int32_t *gen_s1, *gen_s2; /* [paths][pred_len] */
+    float *pred_norm; /* [paths][pred_len][6] decoded, normalised space */
     int64_t prefill_tokens, cached_tokens, decode_tokens, window_recomputes;
-    size_t kv_bytes;             /* predictor KV memory held by the group */
+    size_t kv_bytes; /* predictor KV memory held by the group */
     double seconds_prefill, seconds_decode, seconds_tokenizer;
 } kr_gen_output;
 
 /* A prefilled context window that later groups with the same window may reuse
  * (engine/prefix_cache.c). Immutable once published; shared by reference count. */
 typedef struct kr_prefix {
-    kr_kv_store kv;          /* rows [0, n) of the window, all predictor layers + dep layer */
-    int n;                   /* rows */
-    float *logits;           /* [V1] s1 logits of the last row */
-    float *ctx;              /* [d] context row of the last row */
-    int refs;                /* owners (cache + groups); free at 0 */
+    kr_kv_store kv; /* rows [0, n) of the window, all predictor layers + dep layer */
+    int n; /* rows */
+    float *logits; /* [V1] s1 logits of the last row */
+    float *ctx; /* [d] context row of the last row */
+    int refs; /* owners (cache + groups); free at 0 */
 } kr_prefix;
 
 /* Looks up / offers prefilled windows. lookup returns a prefix whose first *rows rows equal
@@ -100,7 +100,7 @@ int kr_gen_group_steps(const kr_gen_group *g);
 size_t kr_gen_group_kv_bytes(const kr_gen_group *g);
 
 typedef struct kr_gen_step_params {
-    int max_prefill_rows;         /* prefill rows per step across groups (<= 0: unlimited) */
+    int max_prefill_rows; /* prefill rows per step across groups (<= 0: unlimited) */
     const kr_prefix_hooks *prefix; /* may be NULL */
 } kr_gen_step_params;
 
@@ -112,7 +112,6 @@ kr_status kr_gen_step(kr_model *model, kr_gen_group **groups, int n_groups,
 
 /* Runs a fixed batch to completion (each group with the same params). */
 kr_status kr_generate(kr_model *model, const kr_gen_input *in, kr_gen_output *out, int n_groups,
-                      const kr_forecast_params *params, const kr_gen_options *opt,
-                      kr_error *err);
+                      const kr_forecast_params *params, const kr_gen_options *opt, kr_error *err);
 
 #endif

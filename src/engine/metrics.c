@@ -17,11 +17,11 @@ struct kr_metric {
     kr_metrics *owner;
     int kind;
     char *name, *labels, *help;
-    double value;            /* counter / gauge */
-    double *bounds;          /* histogram upper bounds */
+    double value; /* counter / gauge */
+    double *bounds; /* histogram upper bounds */
     int n_bounds;
-    uint64_t *buckets;       /* [n_bounds + 1] non-cumulative counts, last = +Inf */
-    uint64_t *window;        /* [n_bounds + 1] since the last window reset */
+    uint64_t *buckets; /* [n_bounds + 1] non-cumulative counts, last = +Inf */
+    uint64_t *window; /* [n_bounds + 1] since the last window reset */
     double sum;
     uint64_t count;
 };
@@ -32,8 +32,8 @@ struct kr_metrics {
     int n, cap;
 };
 
-const double kr_latency_buckets[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
-                                     1.0, 2.5, 5.0, 10.0, 30.0, 60.0};
+const double kr_latency_buckets[] = { 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+                                      0.5,   1.0,    2.5,   5.0,  10.0,  30.0, 60.0 };
 const int kr_latency_buckets_n = (int)(sizeof kr_latency_buckets / sizeof kr_latency_buckets[0]);
 
 kr_status kr_metrics_create(kr_metrics **out, kr_error *err) {
@@ -62,14 +62,15 @@ void kr_metrics_free(kr_metrics *m) {
     free(m);
 }
 
-static kr_metric *reg(kr_metrics *m, int kind, const char *name, const char *labels, const char *help,
-                      const double *bounds, int n_bounds) {
+static kr_metric *reg(kr_metrics *m, int kind, const char *name, const char *labels,
+                      const char *help, const double *bounds, int n_bounds) {
     if (!m || !name) return NULL;
     if (!labels) labels = "";
     pthread_mutex_lock(&m->lock);
     kr_metric *found = NULL;
     for (int i = 0; i < m->n && !found; i++)
-        if (!strcmp(m->items[i]->name, name) && !strcmp(m->items[i]->labels, labels)) found = m->items[i];
+        if (!strcmp(m->items[i]->name, name) && !strcmp(m->items[i]->labels, labels))
+            found = m->items[i];
     if (!found && m->n == m->cap) {
         int cap = m->cap ? 2 * m->cap : 32;
         kr_metric **items = realloc(m->items, (size_t)cap * sizeof *items);
@@ -91,9 +92,11 @@ static kr_metric *reg(kr_metrics *m, int kind, const char *name, const char *lab
                 x->bounds = malloc((size_t)(n_bounds > 0 ? n_bounds : 1) * sizeof(double));
                 x->buckets = calloc((size_t)n_bounds + 1, sizeof(uint64_t));
                 x->window = calloc((size_t)n_bounds + 1, sizeof(uint64_t));
-                if (x->bounds && n_bounds > 0) memcpy(x->bounds, bounds, (size_t)n_bounds * sizeof(double));
+                if (x->bounds && n_bounds > 0)
+                    memcpy(x->bounds, bounds, (size_t)n_bounds * sizeof(double));
             }
-            if (!x->name || !x->labels || !x->help || (kind == M_HISTOGRAM && (!x->bounds || !x->buckets || !x->window))) {
+            if (!x->name || !x->labels || !x->help ||
+                (kind == M_HISTOGRAM && (!x->bounds || !x->buckets || !x->window))) {
                 metric_free(x);
             } else {
                 m->items[m->n++] = x;
@@ -105,14 +108,15 @@ static kr_metric *reg(kr_metrics *m, int kind, const char *name, const char *lab
     return found;
 }
 
-kr_metric *kr_metrics_counter(kr_metrics *m, const char *name, const char *labels, const char *help) {
+kr_metric *kr_metrics_counter(kr_metrics *m, const char *name, const char *labels,
+                              const char *help) {
     return reg(m, M_COUNTER, name, labels, help, NULL, 0);
 }
 kr_metric *kr_metrics_gauge(kr_metrics *m, const char *name, const char *labels, const char *help) {
     return reg(m, M_GAUGE, name, labels, help, NULL, 0);
 }
-kr_metric *kr_metrics_histogram(kr_metrics *m, const char *name, const char *labels, const char *help,
-                                const double *bounds, int n_bounds) {
+kr_metric *kr_metrics_histogram(kr_metrics *m, const char *name, const char *labels,
+                                const char *help, const double *bounds, int n_bounds) {
     return reg(m, M_HISTOGRAM, name, labels, help, bounds, n_bounds);
 }
 
@@ -212,9 +216,12 @@ static void emit(text *t, const char *fmt, ...) {
 }
 
 static void fmt_value(char *out, size_t n, double v) {
-    if (isinf(v)) snprintf(out, n, v > 0 ? "+Inf" : "-Inf");
-    else if (v == floor(v) && fabs(v) < 1e15) snprintf(out, n, "%.0f", v);
-    else snprintf(out, n, "%.9g", v);
+    if (isinf(v))
+        snprintf(out, n, v > 0 ? "+Inf" : "-Inf");
+    else if (v == floor(v) && fabs(v) < 1e15)
+        snprintf(out, n, "%.0f", v);
+    else
+        snprintf(out, n, "%.9g", v);
 }
 
 static void render_series(text *t, const kr_metric *x) {
@@ -222,17 +229,22 @@ static void render_series(text *t, const kr_metric *x) {
     const char *sep = x->labels[0] ? "," : "";
     if (x->kind != M_HISTOGRAM) {
         fmt_value(v, sizeof v, x->value);
-        if (x->labels[0]) emit(t, "%s{%s} %s\n", x->name, x->labels, v);
-        else emit(t, "%s %s\n", x->name, v);
+        if (x->labels[0])
+            emit(t, "%s{%s} %s\n", x->name, x->labels, v);
+        else
+            emit(t, "%s %s\n", x->name, v);
         return;
     }
     uint64_t cum = 0;
     for (int b = 0; b <= x->n_bounds; b++) {
         cum += x->buckets[b];
         char le[64];
-        if (b < x->n_bounds) fmt_value(le, sizeof le, x->bounds[b]);
-        else snprintf(le, sizeof le, "+Inf");
-        emit(t, "%s_bucket{%s%sle=\"%s\"} %llu\n", x->name, x->labels, sep, le, (unsigned long long)cum);
+        if (b < x->n_bounds)
+            fmt_value(le, sizeof le, x->bounds[b]);
+        else
+            snprintf(le, sizeof le, "+Inf");
+        emit(t, "%s_bucket{%s%sle=\"%s\"} %llu\n", x->name, x->labels, sep, le,
+             (unsigned long long)cum);
     }
     fmt_value(v, sizeof v, x->sum);
     if (x->labels[0]) {
@@ -245,18 +257,18 @@ static void render_series(text *t, const kr_metric *x) {
 }
 
 kr_status kr_metrics_render(kr_metrics *m, char **out, size_t *len, kr_error *err) {
-    text t = {malloc(4096), 0, 4096, 0};
+    text t = { malloc(4096), 0, 4096, 0 };
     if (!t.buf) return kr_error_set(err, KR_ERR_NOMEM, "metrics: out of memory");
     t.buf[0] = 0;
     pthread_mutex_lock(&m->lock);
-    static const char *kinds[] = {"counter", "gauge", "histogram"};
+    static const char *kinds[] = { "counter", "gauge", "histogram" };
     /* A family's series must be contiguous: render each name once, with all its series. */
     for (int i = 0; i < m->n; i++) {
         int seen = 0;
         for (int j = 0; j < i && !seen; j++) seen = !strcmp(m->items[j]->name, m->items[i]->name);
         if (seen) continue;
-        emit(&t, "# HELP %s %s\n# TYPE %s %s\n", m->items[i]->name, m->items[i]->help, m->items[i]->name,
-             kinds[m->items[i]->kind]);
+        emit(&t, "# HELP %s %s\n# TYPE %s %s\n", m->items[i]->name, m->items[i]->help,
+             m->items[i]->name, kinds[m->items[i]->kind]);
         for (int j = i; j < m->n; j++)
             if (!strcmp(m->items[j]->name, m->items[i]->name)) render_series(&t, m->items[j]);
     }

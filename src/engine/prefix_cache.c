@@ -13,12 +13,12 @@ enum { KIND_WINDOW = 0, KIND_DECODER = 1 };
 
 typedef struct entry {
     int kind;
-    kr_prefix *p;          /* one reference held by the cache */
-    int n;                 /* rows */
-    uint64_t *chain;       /* [n / BLOCK + 1]: chain[k] = hash of the first k blocks */
-    uint64_t full;         /* hash of all n rows (incl. a partial last block) */
-    int32_t *s1, *s2;      /* [n] tokens, to confirm a hash match */
-    float *stamps;         /* [n][5]; NULL for KIND_DECODER */
+    kr_prefix *p; /* one reference held by the cache */
+    int n; /* rows */
+    uint64_t *chain; /* [n / BLOCK + 1]: chain[k] = hash of the first k blocks */
+    uint64_t full; /* hash of all n rows (incl. a partial last block) */
+    int32_t *s1, *s2; /* [n] tokens, to confirm a hash match */
+    float *stamps; /* [n][5]; NULL for KIND_DECODER */
     uint64_t last_used;
     size_t bytes;
 } entry;
@@ -27,8 +27,8 @@ typedef struct entry {
 typedef struct enc_entry {
     uint64_t hash;
     int L;
-    float *x;              /* [L][6] x_norm, to confirm a hash match */
-    int32_t *s1, *s2;      /* [L] */
+    float *x; /* [L][6] x_norm, to confirm a hash match */
+    int32_t *s1, *s2; /* [L] */
     uint64_t last_used;
 } enc_entry;
 
@@ -44,12 +44,11 @@ struct kr_prefix_cache {
     int64_t queried, hits, evictions;
 };
 
-static size_t prefix_bytes(const kr_prefix *p) {
-    return kr_kv_store_bytes(&p->kv);
-}
+static size_t prefix_bytes(const kr_prefix *p) { return kr_kv_store_bytes(&p->kv); }
 
 /* Hash of rows [a, b) chained on h. */
-static uint64_t hash_rows(uint64_t h, const int32_t *s1, const int32_t *s2, const float *stamps, int a, int b) {
+static uint64_t hash_rows(uint64_t h, const int32_t *s1, const int32_t *s2, const float *stamps,
+                          int a, int b) {
     h = XXH3_64bits_withSeed(s1 + a, (size_t)(b - a) * sizeof(int32_t), h);
     h = XXH3_64bits_withSeed(s2 + a, (size_t)(b - a) * sizeof(int32_t), h);
     if (!stamps) return h;
@@ -57,7 +56,8 @@ static uint64_t hash_rows(uint64_t h, const int32_t *s1, const int32_t *s2, cons
 }
 
 /* chain[0..n/BLOCK] and the full-window hash. */
-static uint64_t chain_of(const int32_t *s1, const int32_t *s2, const float *stamps, int n, uint64_t *chain) {
+static uint64_t chain_of(const int32_t *s1, const int32_t *s2, const float *stamps, int n,
+                         uint64_t *chain) {
     uint64_t h = 0x6b726f6e6f73ull; /* "kronos" */
     chain[0] = h;
     int k = 0;
@@ -69,8 +69,10 @@ static uint64_t chain_of(const int32_t *s1, const int32_t *s2, const float *stam
     return full ^ ((uint64_t)n * 0x9e3779b97f4a7c15ull);
 }
 
-static int same_rows(const entry *e, const int32_t *s1, const int32_t *s2, const float *stamps, int rows) {
-    return !memcmp(e->s1, s1, (size_t)rows * sizeof(int32_t)) && !memcmp(e->s2, s2, (size_t)rows * sizeof(int32_t)) &&
+static int same_rows(const entry *e, const int32_t *s1, const int32_t *s2, const float *stamps,
+                     int rows) {
+    return !memcmp(e->s1, s1, (size_t)rows * sizeof(int32_t)) &&
+           !memcmp(e->s2, s2, (size_t)rows * sizeof(int32_t)) &&
            (!stamps || !memcmp(e->stamps, stamps, (size_t)rows * 5 * sizeof(float)));
 }
 
@@ -103,7 +105,8 @@ void kr_prefix_cache_set_budget(kr_prefix_cache *c, size_t budget) {
     if (c->bytes > budget) kr_prefix_cache_evict(c, c->bytes - budget);
 }
 
-static kr_prefix *lookup(void *user, const int32_t *s1, const int32_t *s2, const float *stamps, int n, int *rows) {
+static kr_prefix *lookup(void *user, const int32_t *s1, const int32_t *s2, const float *stamps,
+                         int n, int *rows) {
     kr_prefix_cache *c = user;
     c->queried += n;
     *rows = 0;
@@ -192,7 +195,8 @@ static void publish_kind(kr_prefix_cache *c, int kind, kr_prefix *p, const int32
     c->n++;
 }
 
-static void publish(void *user, kr_prefix *p, const int32_t *s1, const int32_t *s2, const float *stamps) {
+static void publish(void *user, kr_prefix *p, const int32_t *s1, const int32_t *s2,
+                    const float *stamps) {
     publish_kind(user, KIND_WINDOW, p, s1, s2, stamps);
 }
 
@@ -205,7 +209,8 @@ static kr_prefix *dec_lookup(void *user, const int32_t *s1, const int32_t *s2, i
     free(chain);
     for (int i = 0; i < c->n; i++) {
         entry *e = &c->e[i];
-        if (e->kind == KIND_DECODER && e->n == n && e->full == full && same_rows(e, s1, s2, NULL, n)) {
+        if (e->kind == KIND_DECODER && e->n == n && e->full == full &&
+            same_rows(e, s1, s2, NULL, n)) {
             e->last_used = ++c->tick;
             e->p->refs++;
             return e->p;
@@ -285,13 +290,13 @@ void kr_prefix_cache_free(kr_prefix_cache *c) {
 }
 
 kr_prefix_hooks kr_prefix_cache_hooks(kr_prefix_cache *c) {
-    kr_prefix_hooks h = {.lookup = lookup,
-                         .publish = publish,
-                         .encode_lookup = enc_lookup,
-                         .encode_publish = enc_publish,
-                         .dec_lookup = dec_lookup,
-                         .dec_publish = dec_publish,
-                         .user = c};
+    kr_prefix_hooks h = { .lookup = lookup,
+                          .publish = publish,
+                          .encode_lookup = enc_lookup,
+                          .encode_publish = enc_publish,
+                          .dec_lookup = dec_lookup,
+                          .dec_publish = dec_publish,
+                          .user = c };
     return h;
 }
 

@@ -27,7 +27,7 @@ typedef struct kr_prefix_cache kr_prefix_cache;
 typedef struct kr_prefix_cache_stats {
     int entries;
     size_t bytes, budget;
-    int decoder_entries;        /* of which tokenizer-decoder history contexts */
+    int decoder_entries; /* of which tokenizer-decoder history contexts */
     size_t decoder_bytes;
     int64_t queried_tokens, hit_tokens, evictions;
 } kr_prefix_cache_stats;

@@ -47,9 +47,11 @@ static void net_release(net *t) {
 static kr_status net_attach(net *t, uint64_t seed, kr_error *err) {
     t->stats = calloc((size_t)t->n, sizeof *t->stats);
     t->scales = calloc((size_t)t->n, sizeof *t->scales);
-    if (!t->stats || !t->scales) return kr_error_set(err, KR_ERR_NOMEM, "calibration: out of memory");
+    if (!t->stats || !t->scales)
+        return kr_error_set(err, KR_ERR_NOMEM, "calibration: out of memory");
     for (int i = 0; i < t->n; i++) {
-        kr_status st = kr_act_stats_init(&t->stats[i], t->ls[i].l->n_in, SAMPLE_ROWS, seed + (uint64_t)i, err);
+        kr_status st =
+            kr_act_stats_init(&t->stats[i], t->ls[i].l->n_in, SAMPLE_ROWS, seed + (uint64_t)i, err);
         if (st != KR_OK) return st;
         t->ls[i].l->stats = &t->stats[i];
     }
@@ -109,8 +111,8 @@ static void candidate_scales(const kr_linear *l, const kr_act_stats *s, kr_wfmt 
 
 /* Chooses t->scales[i] (NULL = none) for every Linear that saw inputs. */
 static kr_status choose_scales(net *t, kr_wfmt fmt, int group, kr_error *err) {
-    static const double k_int8_alpha[] = {0.25, 0.5, 0.75};
-    static const double k_q4_alpha[] = {0.2, 0.4, 0.5, 0.6, 0.8};
+    static const double k_int8_alpha[] = { 0.25, 0.5, 0.75 };
+    static const double k_q4_alpha[] = { 0.2, 0.4, 0.5, 0.6, 0.8 };
     const double *alphas = fmt == KR_WFMT_INT8 ? k_int8_alpha : k_q4_alpha;
     int n_alpha = fmt == KR_WFMT_INT8 ? 3 : 5;
     for (int i = 0; i < t->n; i++) {
@@ -122,9 +124,11 @@ static kr_status choose_scales(net *t, kr_wfmt fmt, int group, kr_error *err) {
         float *wmax = calloc((size_t)l->n_in, sizeof *wmax);
         float *cs = malloc((size_t)l->n_in * sizeof *cs);
         kr_status st = KR_OK;
-        if (!yref || !y || !wmax || !cs) st = kr_error_set(err, KR_ERR_NOMEM, "calibration: out of memory");
+        if (!yref || !y || !wmax || !cs)
+            st = kr_error_set(err, KR_ERR_NOMEM, "calibration: out of memory");
         if (st == KR_OK) {
-            kr_gemm_f32(s->n_sample, l->n_out, l->n_in, s->sample, s->k, l->w, NULL, yref, l->n_out, 0, 1);
+            kr_gemm_f32(s->n_sample, l->n_out, l->n_in, s->sample, s->k, l->w, NULL, yref, l->n_out,
+                        0, 1);
             for (int r = 0; r < l->n_out; r++)
                 for (int j = 0; j < l->n_in; j++)
                     wmax[j] = fmaxf(wmax[j], fabsf(l->w[(size_t)r * (size_t)l->n_in + (size_t)j]));
@@ -138,8 +142,10 @@ static kr_status choose_scales(net *t, kr_wfmt fmt, int group, kr_error *err) {
             if (st == KR_OK && e < best) {
                 best = e;
                 if (!t->scales[i]) t->scales[i] = malloc((size_t)l->n_in * sizeof(float));
-                if (!t->scales[i]) st = kr_error_set(err, KR_ERR_NOMEM, "calibration: out of memory");
-                else memcpy(t->scales[i], cs, (size_t)l->n_in * sizeof(float));
+                if (!t->scales[i])
+                    st = kr_error_set(err, KR_ERR_NOMEM, "calibration: out of memory");
+                else
+                    memcpy(t->scales[i], cs, (size_t)l->n_in * sizeof(float));
             }
         }
         free(yref);
@@ -151,8 +157,8 @@ static kr_status choose_scales(net *t, kr_wfmt fmt, int group, kr_error *err) {
     return KR_OK;
 }
 
-static kr_status calibrate(kr_model *m, kr_wfmt fmt, const kr_series *calib, int n_calib,
-                           net *tok, net *pred, kr_error *err) {
+static kr_status calibrate(kr_model *m, kr_wfmt fmt, const kr_series *calib, int n_calib, net *tok,
+                           net *pred, kr_error *err) {
     kr_status st = net_attach(tok, 1, err);
     if (st == KR_OK) st = net_attach(pred, 1001, err);
     if (st != KR_OK) return st;
@@ -189,13 +195,14 @@ kr_status kr_model_quantize(kr_model *m, const char *fmt_name, int group, const 
                             "quantize: format '%s' is not one of bf16, int8, fp8, q4", fmt_name);
     if (group <= 0) group = KR_Q4_GROUP_DEFAULT;
     if (group != 32 && group != 64)
-        return kr_error_set(err, KR_ERR_INVALID_ARG, "quantize: q4 group %d is not 32 or 64", group);
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "quantize: q4 group %d is not 32 or 64",
+                            group);
     if (m->pred->blocks[0].w1.q || m->pred->cfg.quant.format != KR_WFMT_F32)
         return kr_error_set(err, KR_ERR_INVALID_ARG,
                             "quantize: the model is already %s; quantise from the f32 checkpoint",
                             m->info.quant);
     double t0 = kr_now_seconds();
-    net tok = {0}, pred = {0};
+    net tok = { 0 }, pred = { 0 };
     kr_status st = kr_tokenizer_linears(m->tok, &tok.ls, &tok.n, err);
     if (st == KR_OK) st = kr_predictor_linears(m->pred, &pred.ls, &pred.n, err);
     const char *method = "rtn";
@@ -215,7 +222,8 @@ kr_status kr_model_quantize(kr_model *m, const char *fmt_name, int group, const 
 }
 
 kr_status kr_model_save_quantized(const kr_model *m, const char *out_dir, kr_error *err) {
-    if (!m || !out_dir) return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_model_save_quantized: NULL argument");
+    if (!m || !out_dir)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_model_save_quantized: NULL argument");
     if (!m->pred->blocks[0].w1.q)
         return kr_error_set(err, KR_ERR_INVALID_ARG, "save: the model is not quantised");
     size_t n = strlen(out_dir) + 16;

@@ -41,9 +41,9 @@ struct kr_sched {
     pthread_t thread;
     pthread_mutex_t lock;
     pthread_cond_t wake, idle;
-    req *wait_head, *wait_tail;   /* FIFO of submitted requests */
+    req *wait_head, *wait_tail; /* FIFO of submitted requests */
     int n_waiting;
-    uint64_t *cancels;            /* ids to cancel, consumed by the thread */
+    uint64_t *cancels; /* ids to cancel, consumed by the thread */
     int n_cancels, cap_cancels;
     int stop, draining, thread_started;
     uint64_t next_id;
@@ -91,42 +91,58 @@ static void logf_(kr_sched *s, const char *fmt, ...) {
 
 static void register_metrics(kr_sched *s) {
     kr_metrics *m = s->metrics;
-    static const double batch_bounds[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024};
+    static const double batch_bounds[] = { 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024 };
     s->m_ttft = kr_metrics_histogram(m, "kronos_time_to_first_step_seconds", "",
                                      "Time from submission to the first sampled step (TTFT)",
                                      kr_latency_buckets, kr_latency_buckets_n);
     s->m_itl = kr_metrics_histogram(m, "kronos_inter_step_latency_seconds", "",
-                                    "Time between consecutive steps of a request", kr_latency_buckets,
-                                    kr_latency_buckets_n);
+                                    "Time between consecutive steps of a request",
+                                    kr_latency_buckets, kr_latency_buckets_n);
     s->m_queue = kr_metrics_histogram(m, "kronos_queue_wait_seconds", "",
                                       "Time a request waited before joining the running batch",
                                       kr_latency_buckets, kr_latency_buckets_n);
     s->m_e2e = kr_metrics_histogram(m, "kronos_request_latency_seconds", "",
-                                    "End-to-end time of a request in the engine", kr_latency_buckets,
-                                    kr_latency_buckets_n);
-    s->m_batch = kr_metrics_histogram(m, "kronos_batch_size", "",
-                                      "Sample paths advanced together in one engine step", batch_bounds,
-                                      (int)(sizeof batch_bounds / sizeof batch_bounds[0]));
-    s->m_running = kr_metrics_gauge(m, "kronos_requests_running", "", "Requests in the running batch");
-    s->m_waiting = kr_metrics_gauge(m, "kronos_requests_waiting", "", "Requests waiting to be admitted");
-    s->m_kv_used = kr_metrics_gauge(m, "kronos_kv_cache_used_bytes", "", "KV memory held by running requests and the prefix cache");
+                                    "End-to-end time of a request in the engine",
+                                    kr_latency_buckets, kr_latency_buckets_n);
+    s->m_batch = kr_metrics_histogram(
+        m, "kronos_batch_size", "", "Sample paths advanced together in one engine step",
+        batch_bounds, (int)(sizeof batch_bounds / sizeof batch_bounds[0]));
+    s->m_running =
+        kr_metrics_gauge(m, "kronos_requests_running", "", "Requests in the running batch");
+    s->m_waiting =
+        kr_metrics_gauge(m, "kronos_requests_waiting", "", "Requests waiting to be admitted");
+    s->m_kv_used = kr_metrics_gauge(m, "kronos_kv_cache_used_bytes", "",
+                                    "KV memory held by running requests and the prefix cache");
     s->m_kv_budget = kr_metrics_gauge(m, "kronos_kv_cache_budget_bytes", "", "KV memory budget");
-    s->m_kv_usage = kr_metrics_gauge(m, "kronos_kv_cache_usage_ratio", "", "KV memory used / budget");
-    s->m_kv_blocks_used = kr_metrics_gauge(m, "kronos_kv_blocks_used", "",
-                                           "KV blocks held by any store of the process (requests, prefix cache, tokenizer)");
-    s->m_kv_blocks_free = kr_metrics_gauge(m, "kronos_kv_blocks_free", "",
-                                           "Freed KV blocks kept for reuse");
-    s->m_busy = kr_metrics_gauge(m, "kronos_engine_busy_ratio", "", "Fraction of the last interval the engine computed");
-    s->m_q_tokens = kr_metrics_counter(m, "kronos_prefix_cache_queried_tokens_total", "", "Context tokens looked up in the prefix cache");
-    s->m_h_tokens = kr_metrics_counter(m, "kronos_prefix_cache_hit_tokens_total", "", "Context tokens served from the prefix cache");
-    s->m_cache_bytes = kr_metrics_gauge(m, "kronos_prefix_cache_bytes", "", "Bytes held by the prefix cache");
-    s->m_ok = kr_metrics_counter(m, "kronos_requests_total", "outcome=\"ok\"", "Finished requests by outcome");
-    s->m_failed = kr_metrics_counter(m, "kronos_requests_total", "outcome=\"error\"", "Finished requests by outcome");
-    s->m_cancelled = kr_metrics_counter(m, "kronos_requests_total", "outcome=\"cancelled\"", "Finished requests by outcome");
-    s->m_timeout = kr_metrics_counter(m, "kronos_requests_total", "outcome=\"timeout\"", "Finished requests by outcome");
-    s->m_rejected = kr_metrics_counter(m, "kronos_requests_total", "outcome=\"rejected\"", "Finished requests by outcome");
-    s->m_gen_tokens = kr_metrics_counter(m, "kronos_generated_tokens_total", "", "Tokens sampled (all paths)");
-    s->m_prefill_tokens = kr_metrics_counter(m, "kronos_prefill_tokens_total", "", "Context tokens prefilled");
+    s->m_kv_usage =
+        kr_metrics_gauge(m, "kronos_kv_cache_usage_ratio", "", "KV memory used / budget");
+    s->m_kv_blocks_used = kr_metrics_gauge(
+        m, "kronos_kv_blocks_used", "",
+        "KV blocks held by any store of the process (requests, prefix cache, tokenizer)");
+    s->m_kv_blocks_free =
+        kr_metrics_gauge(m, "kronos_kv_blocks_free", "", "Freed KV blocks kept for reuse");
+    s->m_busy = kr_metrics_gauge(m, "kronos_engine_busy_ratio", "",
+                                 "Fraction of the last interval the engine computed");
+    s->m_q_tokens = kr_metrics_counter(m, "kronos_prefix_cache_queried_tokens_total", "",
+                                       "Context tokens looked up in the prefix cache");
+    s->m_h_tokens = kr_metrics_counter(m, "kronos_prefix_cache_hit_tokens_total", "",
+                                       "Context tokens served from the prefix cache");
+    s->m_cache_bytes =
+        kr_metrics_gauge(m, "kronos_prefix_cache_bytes", "", "Bytes held by the prefix cache");
+    s->m_ok = kr_metrics_counter(m, "kronos_requests_total", "outcome=\"ok\"",
+                                 "Finished requests by outcome");
+    s->m_failed = kr_metrics_counter(m, "kronos_requests_total", "outcome=\"error\"",
+                                     "Finished requests by outcome");
+    s->m_cancelled = kr_metrics_counter(m, "kronos_requests_total", "outcome=\"cancelled\"",
+                                        "Finished requests by outcome");
+    s->m_timeout = kr_metrics_counter(m, "kronos_requests_total", "outcome=\"timeout\"",
+                                      "Finished requests by outcome");
+    s->m_rejected = kr_metrics_counter(m, "kronos_requests_total", "outcome=\"rejected\"",
+                                       "Finished requests by outcome");
+    s->m_gen_tokens =
+        kr_metrics_counter(m, "kronos_generated_tokens_total", "", "Tokens sampled (all paths)");
+    s->m_prefill_tokens =
+        kr_metrics_counter(m, "kronos_prefill_tokens_total", "", "Context tokens prefilled");
     kr_metric_set(s->m_kv_budget, (double)s->p.kv_budget_bytes);
 }
 
@@ -135,7 +151,8 @@ static void register_metrics(kr_sched *s) {
 kr_status kr_sched_submit(kr_sched *s, const kr_series *series, const kr_forecast_params *params,
                           double deadline_s, kr_sched_cb cb, void *user, uint64_t *id,
                           kr_error *err) {
-    if (!s || !series || !params) return kr_error_set(err, KR_ERR_INVALID_ARG, "submit: NULL argument");
+    if (!s || !series || !params)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "submit: NULL argument");
     req *r = calloc(1, sizeof *r);
     if (!r) return kr_error_set(err, KR_ERR_NOMEM, "submit: out of memory");
     kr_status st = kr_forecast_job_init(&r->job, series, 0, 1, params, err);
@@ -154,11 +171,14 @@ kr_status kr_sched_submit(kr_sched *s, const kr_series *series, const kr_forecas
         kr_forecast_job_release(&r->job);
         free(r);
         kr_metric_add(s->m_rejected, 1);
-        return kr_error_set(err, KR_ERR_BUSY, draining ? "the server is shutting down" : "the request queue is full");
+        return kr_error_set(err, KR_ERR_BUSY,
+                            draining ? "the server is shutting down" : "the request queue is full");
     }
     r->id = ++s->next_id;
-    if (s->wait_tail) s->wait_tail->next = r;
-    else s->wait_head = r;
+    if (s->wait_tail)
+        s->wait_tail->next = r;
+    else
+        s->wait_head = r;
     s->wait_tail = r;
     s->n_waiting++;
     if (id) *id = r->id;
@@ -211,7 +231,7 @@ static void finish_req(kr_sched *s, req *r, kr_status st, const char *msg) {
     kr_sched_event ev;
     if (st == KR_OK) {
         event_base(r, &ev, KR_SCHED_DONE);
-        kr_error e = {0};
+        kr_error e = { 0 };
         if (kr_forecast_job_finish(&r->job, ev.total_seconds, &e) == KR_OK) {
             ev.result = r->job.result;
             r->job.result = NULL;
@@ -225,7 +245,10 @@ static void finish_req(kr_sched *s, req *r, kr_status st, const char *msg) {
     } else {
         event_base(r, &ev, KR_SCHED_FAILED);
         kr_error_set(&ev.error, st, "%s", msg);
-        kr_metric_add(st == KR_ERR_CANCELLED ? s->m_cancelled : st == KR_ERR_TIMEOUT ? s->m_timeout : s->m_failed, 1);
+        kr_metric_add(st == KR_ERR_CANCELLED ? s->m_cancelled
+                      : st == KR_ERR_TIMEOUT ? s->m_timeout
+                                             : s->m_failed,
+                      1);
     }
     if (r->group) {
         s->kv_used -= r->kv_bytes;
@@ -255,9 +278,10 @@ static void admit(kr_sched *s, double now) {
     if (s->p.static_batching && s->n_running > 0) return;
     while (s->wait_head && s->n_running < s->p.max_running) {
         req *r = s->wait_head;
-        kr_error e = {0};
+        kr_error e = { 0 };
         kr_gen_group *g = NULL;
-        if (kr_gen_group_create(s->m, &r->job.in, &r->job.out, &r->job.params, NULL, &g, &e) != KR_OK) {
+        if (kr_gen_group_create(s->m, &r->job.in, &r->job.out, &r->job.params, NULL, &g, &e) !=
+            KR_OK) {
             /* Out of memory for this one: leave it queued unless nothing runs (then fail it). */
             if (s->n_running > 0) return;
             s->wait_head = r->next;
@@ -346,7 +370,7 @@ static req *reap_queue(kr_sched *s, uint64_t *ids, int n_ids, double now, req **
 }
 
 static void publish_stats(kr_sched *s) {
-    kr_sched_stats st = {0};
+    kr_sched_stats st = { 0 };
     st.running = s->n_running;
     st.kv_bytes_budget = s->p.kv_budget_bytes;
     if (s->cache) {
@@ -364,7 +388,8 @@ static void publish_stats(kr_sched *s) {
     kr_metric_set(s->m_running, st.running);
     kr_metric_set(s->m_waiting, s->n_waiting);
     kr_metric_set(s->m_kv_used, (double)st.kv_bytes_used);
-    kr_metric_set(s->m_kv_usage, st.kv_bytes_budget ? (double)st.kv_bytes_used / (double)st.kv_bytes_budget : 0);
+    kr_metric_set(s->m_kv_usage,
+                  st.kv_bytes_budget ? (double)st.kv_bytes_used / (double)st.kv_bytes_budget : 0);
     kr_metric_set(s->m_cache_bytes, (double)st.prefix_cache_bytes);
     /* The pool is process-wide: with one scheduler per process these are its blocks. */
     kr_kv_pool_stats ps;
@@ -399,7 +424,8 @@ static void *sched_main(void *arg) {
             }
             double oldest = s->wait_head ? s->wait_head->t_submit : now;
             double wait = s->p.batch_wait_ms / 1000.0 - (now - oldest);
-            if (s->wait_head && wait > 0 && s->n_waiting < s->p.max_running && !s->draining && s->n_cancels == 0) {
+            if (s->wait_head && wait > 0 && s->n_waiting < s->p.max_running && !s->draining &&
+                s->n_cancels == 0) {
                 timed_wait(s, wait);
                 continue;
             }
@@ -409,7 +435,8 @@ static void *sched_main(void *arg) {
         if (n_ids > 64) n_ids = 64;
         if (n_ids > 0) {
             memcpy(ids, s->cancels, (size_t)n_ids * sizeof(uint64_t));
-            memmove(s->cancels, s->cancels + n_ids, (size_t)(s->n_cancels - n_ids) * sizeof(uint64_t));
+            memmove(s->cancels, s->cancels + n_ids,
+                    (size_t)(s->n_cancels - n_ids) * sizeof(uint64_t));
             s->n_cancels -= n_ids;
         }
         req *expired = NULL, *cancelled = reap_queue(s, ids, n_ids, now, &expired);
@@ -439,15 +466,18 @@ static void *sched_main(void *arg) {
         }
         if (s->n_running > 0) {
             kr_gen_group **gs = malloc((size_t)s->n_running * sizeof *gs);
-            kr_error e = {0};
+            kr_error e = { 0 };
             kr_status st = gs ? KR_OK : KR_ERR_NOMEM;
             if (gs) {
                 for (int i = 0; i < s->n_running; i++) gs[i] = s->running[i]->group;
-                kr_prefix_hooks hooks = s->cache ? kr_prefix_cache_hooks(s->cache) : (kr_prefix_hooks){0};
+                kr_prefix_hooks hooks =
+                    s->cache ? kr_prefix_cache_hooks(s->cache) : (kr_prefix_hooks){ 0 };
                 int decode_rows = running_paths(s);
-                kr_gen_step_params sp = {.max_prefill_rows = s->p.max_batch_tokens > decode_rows
-                                                                 ? s->p.max_batch_tokens - decode_rows : 16,
-                                         .prefix = s->cache ? &hooks : NULL};
+                kr_gen_step_params sp = { .max_prefill_rows =
+                                              s->p.max_batch_tokens > decode_rows
+                                                  ? s->p.max_batch_tokens - decode_rows
+                                                  : 16,
+                                          .prefix = s->cache ? &hooks : NULL };
                 double t0 = kr_now_seconds();
                 pthread_mutex_lock(&s->m->lock);
                 st = kr_gen_step(s->m, gs, s->n_running, &sp, &e);
@@ -480,7 +510,8 @@ static void *sched_main(void *arg) {
                         kr_metric_observe(s->m_itl, t - r->t_last);
                     }
                     r->t_last = t;
-                    kr_metric_add(s->m_gen_tokens, (double)(steps - r->reported_steps) * r->job.params.paths);
+                    kr_metric_add(s->m_gen_tokens,
+                                  (double)(steps - r->reported_steps) * r->job.params.paths);
                     r->reported_steps = steps;
                     if (r->cb && !kr_gen_group_done(r->group)) {
                         kr_sched_event ev;
@@ -513,8 +544,9 @@ static void *sched_main(void *arg) {
             busy_since = t;
         }
         pthread_mutex_lock(&s->lock);
-        if (s->p.tune) kr_tuner_tick(&s->tuner, t, s->n_waiting, s->n_running, &s->p.batch_wait_ms,
-                                     &s->p.max_batch_tokens, s->cache);
+        if (s->p.tune)
+            kr_tuner_tick(&s->tuner, t, s->n_waiting, s->n_running, &s->p.batch_wait_ms,
+                          &s->p.max_batch_tokens, s->cache);
         publish_stats(s);
     }
     publish_stats(s);
@@ -555,7 +587,9 @@ kr_status kr_sched_create(kr_model *model, kr_metrics *metrics, const kr_sched_p
         return st;
     }
     s->thread_started = 1;
-    logf_(s, "scheduler: batch_wait_ms=%d max_batch_tokens=%d max_running=%d max_queue=%d kv_budget=%zu MB",
+    logf_(s,
+          "scheduler: batch_wait_ms=%d max_batch_tokens=%d max_running=%d max_queue=%d "
+          "kv_budget=%zu MB",
           s->p.batch_wait_ms, s->p.max_batch_tokens, s->p.max_running, s->p.max_queue,
           s->p.kv_budget_bytes >> 20);
     *out = s;

@@ -27,16 +27,16 @@
 typedef struct kr_sched kr_sched;
 
 typedef struct kr_sched_params {
-    int batch_wait_ms;          /* max wait of a new request for company (default 50) */
-    int max_batch_tokens;       /* tokens (prefill rows + decode paths) per step (default 4096) */
-    int max_running;            /* requests in the running batch (default 64) */
-    int max_queue;              /* waiting requests before KR_ERR_BUSY (default 256) */
-    size_t kv_budget_bytes;     /* KV memory: running requests + prefix cache (default 25% RAM) */
-    int tune;                   /* adaptive tuner on (default 1) */
-    double target_queue_p95_s;  /* tuner objective: p95 queue wait (default 0.5 s) */
-    double target_ttft_p95_s;   /* tuner objective: p95 time to first step (default 2 s) */
-    int prefix_cache;           /* prefix cache on (default 1) */
-    int static_batching;        /* baseline mode for benchmarks: admit a new batch only when the
+    int batch_wait_ms; /* max wait of a new request for company (default 50) */
+    int max_batch_tokens; /* tokens (prefill rows + decode paths) per step (default 4096) */
+    int max_running; /* requests in the running batch (default 64) */
+    int max_queue; /* waiting requests before KR_ERR_BUSY (default 256) */
+    size_t kv_budget_bytes; /* KV memory: running requests + prefix cache (default 25% RAM) */
+    int tune; /* adaptive tuner on (default 1) */
+    double target_queue_p95_s; /* tuner objective: p95 queue wait (default 0.5 s) */
+    double target_ttft_p95_s; /* tuner objective: p95 time to first step (default 2 s) */
+    int prefix_cache; /* prefix cache on (default 1) */
+    int static_batching; /* baseline mode for benchmarks: admit a new batch only when the
                                    running one has finished (default 0 = continuous) */
     void (*log)(void *user, const char *line); /* tuner and lifecycle log lines; may be NULL */
     void *log_user;
@@ -55,18 +55,18 @@ void kr_sched_drain(kr_sched *s);
 void kr_sched_free(kr_sched *s);
 
 typedef enum kr_sched_event_kind {
-    KR_SCHED_STARTED = 0,   /* admitted into the running batch (queue wait known) */
-    KR_SCHED_STEP = 1,      /* one more step sampled for every path */
-    KR_SCHED_DONE = 2,      /* result ready (event.result, owned by the receiver) */
-    KR_SCHED_FAILED = 3     /* error (event.error): cancelled, timed out, invalid, internal */
+    KR_SCHED_STARTED = 0, /* admitted into the running batch (queue wait known) */
+    KR_SCHED_STEP = 1, /* one more step sampled for every path */
+    KR_SCHED_DONE = 2, /* result ready (event.result, owned by the receiver) */
+    KR_SCHED_FAILED = 3 /* error (event.error): cancelled, timed out, invalid, internal */
 } kr_sched_event_kind;
 
 typedef struct kr_sched_event {
     kr_sched_event_kind kind;
     uint64_t id;
-    int step, pred_len;             /* steps sampled so far */
-    kr_forecast *result;            /* DONE: caller of the callback owns it (kr_forecast_free) */
-    kr_error error;                 /* FAILED */
+    int step, pred_len; /* steps sampled so far */
+    kr_forecast *result; /* DONE: caller of the callback owns it (kr_forecast_free) */
+    kr_error error; /* FAILED */
     /* usage and timing (valid from STARTED on) */
     int64_t prefill_tokens, cached_tokens, generated_tokens;
     double queue_seconds, ttft_seconds, total_seconds;
@@ -96,7 +96,7 @@ typedef struct kr_sched_stats {
     size_t kv_bytes_used, kv_bytes_budget, prefix_cache_bytes;
     size_t prefix_cache_decoder_bytes; /* of prefix_cache_bytes: tokenizer-decoder contexts */
     int64_t prefix_queried_tokens, prefix_hit_tokens;
-    int batch_wait_ms, max_batch_tokens;   /* current (tuned) values */
+    int batch_wait_ms, max_batch_tokens; /* current (tuned) values */
     int draining;
 } kr_sched_stats;
 void kr_sched_get_stats(kr_sched *s, kr_sched_stats *st);

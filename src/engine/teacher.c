@@ -15,13 +15,14 @@ static kr_status run(kr_model *m, const kr_forecast_job *j, int L, const int32_t
     const kr_predictor_weights *pw = m->pred;
     int d = pw->cfg.d_model;
     kr_status st = KR_OK;
-    kr_kv_store store = {0};
+    kr_kv_store store = { 0 };
     float *context = malloc((size_t)L * (size_t)d * sizeof(float));
     kr_kv_view *views = malloc((size_t)L * sizeof *views);
-    if (!context || !views) st = kr_error_set(err, KR_ERR_NOMEM, "teacher: out of memory for %d rows", L);
+    if (!context || !views)
+        st = kr_error_set(err, KR_ERR_NOMEM, "teacher: out of memory for %d rows", L);
     if (st == KR_OK) st = kr_kv_store_init(&store, kr_predictor_store_layers(pw), d, L, err);
     if (st == KR_OK) {
-        kr_chunk ch = {.n = L, .pos0 = 0, .n_past = 0, .out = &store, .out_start = 0};
+        kr_chunk ch = { .n = L, .pos0 = 0, .n_past = 0, .out = &store, .out_start = 0 };
         st = kr_predictor_forward(pw, m->pool, &ch, 1, s1, s2, j->pr.stamps, context, err);
     }
     if (st == KR_OK) st = kr_predictor_s1_logits(pw, m->pool, context, L - 1, d, s1_logits, err);
@@ -29,7 +30,7 @@ static kr_status run(kr_model *m, const kr_forecast_job *j, int L, const int32_t
         /* Row t's s2 query sees the window up to t, as a forecast ending at t would. */
         for (int t = 0; t < L - 1; t++) {
             views[t].n = 1;
-            views[t].ref[0] = (kr_kv_ref){&store, 0, t + 1};
+            views[t].ref[0] = (kr_kv_ref){ &store, 0, t + 1 };
         }
         st = kr_predictor_s2_logits(pw, m->pool, L - 1, s1 + 1, context, d, views, s2_logits, err);
     }
@@ -45,14 +46,16 @@ kr_status kr_teacher_logits(kr_model *m, const kr_series *s, int lookback, const
     if (!m || !s || !s1_logits || !s2_logits)
         return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_teacher_logits: NULL argument");
     if (lookback < 2 || lookback > 512 || lookback > s->n)
-        return kr_error_set(err, KR_ERR_INVALID_ARG, "teacher: lookback %d must be in 2..min(512, %lld rows)",
-                            lookback, (long long)s->n);
+        return kr_error_set(err, KR_ERR_INVALID_ARG,
+                            "teacher: lookback %d must be in 2..min(512, %lld rows)", lookback,
+                            (long long)s->n);
     kr_forecast_params p = kr_forecast_default_params();
     p.pred_len = 1;
     p.lookback = lookback;
     kr_forecast_job j;
     kr_status st = kr_forecast_job_init(&j, s, 0, 1, &p, err);
-    int32_t *s1 = malloc((size_t)lookback * sizeof *s1), *s2 = malloc((size_t)lookback * sizeof *s2);
+    int32_t *s1 = malloc((size_t)lookback * sizeof *s1),
+            *s2 = malloc((size_t)lookback * sizeof *s2);
     if (st == KR_OK && (!s1 || !s2)) st = kr_error_set(err, KR_ERR_NOMEM, "teacher: out of memory");
     if (st == KR_OK) {
         pthread_mutex_lock(&m->lock);

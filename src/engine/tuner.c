@@ -27,19 +27,29 @@ void kr_tuner_init(kr_tuner *t, const kr_sched_params *p, kr_metrics *m,
     t->cache_budget_max = p->kv_budget_bytes;
     t->log = log;
     t->log_user = log_user;
-    t->m_wait = kr_metrics_gauge(m, "kronos_tuner_batch_wait_seconds", "", "Current batch_wait (tuned)");
-    t->m_tokens = kr_metrics_gauge(m, "kronos_tuner_max_batch_tokens", "", "Current max_batch_tokens (tuned)");
-    t->m_cache_budget = kr_metrics_gauge(m, "kronos_tuner_prefix_cache_budget_bytes", "", "Current prefix cache budget (tuned)");
-    t->m_adj_wait = kr_metrics_counter(m, "kronos_tuner_adjustments_total", "parameter=\"batch_wait\"", "Changes made by the tuner");
-    t->m_adj_tokens = kr_metrics_counter(m, "kronos_tuner_adjustments_total", "parameter=\"max_batch_tokens\"", "Changes made by the tuner");
-    t->m_adj_cache = kr_metrics_counter(m, "kronos_tuner_adjustments_total", "parameter=\"prefix_cache_budget\"", "Changes made by the tuner");
+    t->m_wait =
+        kr_metrics_gauge(m, "kronos_tuner_batch_wait_seconds", "", "Current batch_wait (tuned)");
+    t->m_tokens = kr_metrics_gauge(m, "kronos_tuner_max_batch_tokens", "",
+                                   "Current max_batch_tokens (tuned)");
+    t->m_cache_budget = kr_metrics_gauge(m, "kronos_tuner_prefix_cache_budget_bytes", "",
+                                         "Current prefix cache budget (tuned)");
+    t->m_adj_wait = kr_metrics_counter(m, "kronos_tuner_adjustments_total",
+                                       "parameter=\"batch_wait\"", "Changes made by the tuner");
+    t->m_adj_tokens =
+        kr_metrics_counter(m, "kronos_tuner_adjustments_total", "parameter=\"max_batch_tokens\"",
+                           "Changes made by the tuner");
+    t->m_adj_cache =
+        kr_metrics_counter(m, "kronos_tuner_adjustments_total", "parameter=\"prefix_cache_budget\"",
+                           "Changes made by the tuner");
     export_limits(t, p->batch_wait_ms, p->max_batch_tokens);
     kr_metric_set(t->m_cache_budget, (double)(p->kv_budget_bytes / 2));
 }
 
 static void push(double *arr, int *n, double v) {
-    if (*n < KR_TUNER_SAMPLES) arr[(*n)++] = v;
-    else arr[rand() % KR_TUNER_SAMPLES] = v; /* reservoir-ish: keeps a recent sample */
+    if (*n < KR_TUNER_SAMPLES)
+        arr[(*n)++] = v;
+    else
+        arr[rand() % KR_TUNER_SAMPLES] = v; /* reservoir-ish: keeps a recent sample */
 }
 
 void kr_tuner_observe_queue(kr_tuner *t, double s) { push(t->queue, &t->n_queue, s); }
@@ -64,7 +74,8 @@ static double p95(double *v, int n) {
 
 void kr_tuner_note(kr_tuner *t, int wait_ms, int tokens, const char *reason) {
     char line[256];
-    snprintf(line, sizeof line, "tuner: %s: batch_wait_ms=%d max_batch_tokens=%d", reason, wait_ms, tokens);
+    snprintf(line, sizeof line, "tuner: %s: batch_wait_ms=%d max_batch_tokens=%d", reason, wait_ms,
+             tokens);
     say(t, line);
     export_limits(t, wait_ms, tokens);
 }
@@ -95,9 +106,10 @@ void kr_tuner_tick(kr_tuner *t, double now, int waiting, int running, int *wait_
     } else if (nq >= 2 && waiting == 0 && running <= 1 && q95 < t->target_queue / 4 &&
                (t->n_ttft == 0 || f95 < t->target_ttft / 4) && *wait_ms < TUNER_MAX_WAIT_MS) {
         int w = *wait_ms + 10 > TUNER_MAX_WAIT_MS ? TUNER_MAX_WAIT_MS : *wait_ms + 10;
-        snprintf(line, sizeof line,
-                 "tuner: light load, p95 queue wait %.3f s well under %.3f s: batch_wait_ms %d -> %d", q95,
-                 t->target_queue, *wait_ms, w);
+        snprintf(
+            line, sizeof line,
+            "tuner: light load, p95 queue wait %.3f s well under %.3f s: batch_wait_ms %d -> %d",
+            q95, t->target_queue, *wait_ms, w);
         say(t, line);
         kr_metric_add(t->m_adj_wait, 1);
         *wait_ms = w;
@@ -114,12 +126,15 @@ void kr_tuner_tick(kr_tuner *t, double now, int waiting, int running, int *wait_
         if (t->low_hit_ticks >= 3 && budget > ((size_t)16 << 20)) {
             budget -= budget / 4;
             t->low_hit_ticks = 0;
-            snprintf(line, sizeof line, "tuner: prefix cache hit rate %.0f%% < 40%% for 3 ticks: budget -> %zu MB",
+            snprintf(line, sizeof line,
+                     "tuner: prefix cache hit rate %.0f%% < 40%% for 3 ticks: budget -> %zu MB",
                      rate * 100, budget >> 20);
-        } else if (rate >= 0.4 && cs.evictions > t->last_evictions && budget < t->cache_budget_max) {
+        } else if (rate >= 0.4 && cs.evictions > t->last_evictions &&
+                   budget < t->cache_budget_max) {
             budget += budget / 4;
             if (budget > t->cache_budget_max) budget = t->cache_budget_max;
-            snprintf(line, sizeof line, "tuner: prefix cache hit rate %.0f%% with evictions: budget -> %zu MB",
+            snprintf(line, sizeof line,
+                     "tuner: prefix cache hit rate %.0f%% with evictions: budget -> %zu MB",
                      rate * 100, budget >> 20);
         }
         if (budget != cs.budget) {

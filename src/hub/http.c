@@ -181,10 +181,10 @@ kr_status kr_hub_http_head(kr_hub_http *h, const char *url, kr_hub_meta *m, kr_e
 typedef struct get_ctx {
     kr_hub_sink *sink;
     kr_hub_meta *meta;
-    int started;       /* the first body byte of the final response was seen */
-    int discard;       /* an error response: its body is not the file */
-    int write_errno;   /* errno of a failed write, 0 if none */
-    char bad[256];     /* why the body was refused (size or range contradiction) */
+    int started; /* the first body byte of the final response was seen */
+    int discard; /* an error response: its body is not the file */
+    int write_errno; /* errno of a failed write, 0 if none */
+    char bad[256]; /* why the body was refused (size or range contradiction) */
 } get_ctx;
 
 /* Decides, at the first body byte, where the body goes; returns 0 to refuse it. */
@@ -194,12 +194,14 @@ static int start_body(get_ctx *g) {
     g->started = 1;
     if (m->status == 206) {
         if (m->range_start != s->offset) {
-            snprintf(g->bad, sizeof g->bad, "asked for bytes from %" PRId64 ", the server sent from %" PRId64,
-                     s->offset, m->range_start);
+            snprintf(g->bad, sizeof g->bad,
+                     "asked for bytes from %" PRId64 ", the server sent from %" PRId64, s->offset,
+                     m->range_start);
             return 0;
         }
         if (s->expected >= 0 && m->range_total >= 0 && m->range_total != s->expected) {
-            snprintf(g->bad, sizeof g->bad, "the server's Content-Range says %" PRId64 " bytes, expected %" PRId64,
+            snprintf(g->bad, sizeof g->bad,
+                     "the server's Content-Range says %" PRId64 " bytes, expected %" PRId64,
                      m->range_total, s->expected);
             return 0;
         }
@@ -228,7 +230,8 @@ static size_t on_body(char *ptr, size_t size, size_t nmemb, void *user) {
     if (g->discard) return len;
     kr_hub_sink *s = g->sink;
     if (s->expected >= 0 && s->offset + (int64_t)len > s->expected) {
-        snprintf(g->bad, sizeof g->bad, "the server sent more than the expected %" PRId64 " bytes", s->expected);
+        snprintf(g->bad, sizeof g->bad, "the server sent more than the expected %" PRId64 " bytes",
+                 s->expected);
         return 0;
     }
     for (size_t done = 0; done < len;) {
@@ -244,7 +247,8 @@ static size_t on_body(char *ptr, size_t size, size_t nmemb, void *user) {
     return len;
 }
 
-static int on_xfer(void *user, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal, curl_off_t ulnow) {
+static int on_xfer(void *user, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                   curl_off_t ulnow) {
     (void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
     get_ctx *g = user;
     kr_hub_sink *s = g->sink;
@@ -260,10 +264,8 @@ static int is_transient(CURLcode rc) {
     case CURLE_GOT_NOTHING:
     case CURLE_OPERATION_TIMEDOUT:
     case CURLE_HTTP2:
-    case CURLE_HTTP2_STREAM:
-        return 1;
-    default:
-        return 0;
+    case CURLE_HTTP2_STREAM: return 1;
+    default: return 0;
     }
 }
 
@@ -271,7 +273,7 @@ kr_status kr_hub_http_get(kr_hub_http *h, const char *url, kr_hub_sink *s, kr_hu
                           int *transient, kr_error *err) {
     meta_init(m);
     *transient = 0;
-    get_ctx g = {.sink = s, .meta = m};
+    get_ctx g = { .sink = s, .meta = m };
     common_options(h, url, m);
     CURL *c = h->curl;
     curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
@@ -291,9 +293,11 @@ kr_status kr_hub_http_get(kr_hub_http *h, const char *url, kr_hub_sink *s, kr_hu
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
     if (status) m->status = status;
     if (g.write_errno)
-        return kr_error_set(err, KR_ERR_IO, "cannot write %s: %s", s->path, strerror(g.write_errno));
+        return kr_error_set(err, KR_ERR_IO, "cannot write %s: %s", s->path,
+                            strerror(g.write_errno));
     if (g.bad[0]) return kr_error_set(err, KR_ERR_FORMAT, "GET %s: %s", url, g.bad);
-    if (rc == CURLE_ABORTED_BY_CALLBACK) return kr_error_set(err, KR_ERR_CANCELLED, "GET %s: cancelled", url);
+    if (rc == CURLE_ABORTED_BY_CALLBACK)
+        return kr_error_set(err, KR_ERR_CANCELLED, "GET %s: cancelled", url);
     if (rc != CURLE_OK) {
         *transient = is_transient(rc);
         return transport_error(h, rc, "GET", url, err);

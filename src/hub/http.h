@@ -15,16 +15,16 @@
 
 /* Response headers of one request (and its redirects). */
 typedef struct kr_hub_meta {
-    long status;              /* HTTP status of the last response of the chain */
-    char commit[96];          /* X-Repo-Commit of the first response that has one */
-    char linked_etag[160];    /* X-Linked-Etag (an LFS file's sha256), first that has one */
-    int64_t linked_size;      /* X-Linked-Size in bytes; -1 absent */
-    char etag[160];           /* ETag of the last response, as sent (quotes, W/) */
-    int64_t content_length;   /* Content-Length of the last response; -1 absent */
-    int64_t range_start;      /* Content-Range "bytes START-END/TOTAL" of the last response; */
-    int64_t range_total;      /*   -1 absent ("*" total is -1 too) */
-    char error_code[64];      /* X-Error-Code: RepoNotFound, EntryNotFound, GatedRepo, ... */
-    char error_message[256];  /* X-Error-Message */
+    long status; /* HTTP status of the last response of the chain */
+    char commit[96]; /* X-Repo-Commit of the first response that has one */
+    char linked_etag[160]; /* X-Linked-Etag (an LFS file's sha256), first that has one */
+    int64_t linked_size; /* X-Linked-Size in bytes; -1 absent */
+    char etag[160]; /* ETag of the last response, as sent (quotes, W/) */
+    int64_t content_length; /* Content-Length of the last response; -1 absent */
+    int64_t range_start; /* Content-Range "bytes START-END/TOTAL" of the last response; */
+    int64_t range_total; /*   -1 absent ("*" total is -1 too) */
+    char error_code[64]; /* X-Error-Code: RepoNotFound, EntryNotFound, GatedRepo, ... */
+    char error_message[256]; /* X-Error-Message */
 } kr_hub_meta;
 
 /* One connection cache (an easy handle) and the request headers shared by its requests.
@@ -50,11 +50,11 @@ kr_status kr_hub_http_head(kr_hub_http *h, const char *url, kr_hub_meta *m, kr_e
 
 /* Where a GET writes. */
 typedef struct kr_hub_sink {
-    int fd;                 /* the partial file, open for writing */
-    const char *path;       /* its name, for messages */
-    int64_t offset;         /* in: bytes already in the file (Range asked from here when > 0);
+    int fd; /* the partial file, open for writing */
+    const char *path; /* its name, for messages */
+    int64_t offset; /* in: bytes already in the file (Range asked from here when > 0);
                                out: bytes in the file after the transfer */
-    int64_t expected;       /* full size the hub announced; -1 unknown */
+    int64_t expected; /* full size the hub announced; -1 unknown */
     /* Called as bytes arrive with the bytes on disk; non-zero cancels. May be NULL. */
     int (*on_bytes)(void *user, int64_t on_disk);
     void *user;

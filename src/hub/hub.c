@@ -84,7 +84,9 @@ static int valid_revision(const char *r) {
     for (const char *p = r;; p++) {
         if (*p == '/' || *p == '\0') {
             size_t plen = (size_t)(p - part);
-            if (plen == 0 || (plen == 1 && part[0] == '.') || (plen == 2 && !strncmp(part, "..", 2))) return 0;
+            if (plen == 0 || (plen == 1 && part[0] == '.') ||
+                (plen == 2 && !strncmp(part, "..", 2)))
+                return 0;
             if (*p == '\0') break;
             part = p + 1;
         } else if (!is_name_char(*p)) {
@@ -98,7 +100,8 @@ static int is_sha256_hex(const char *s) {
     if (strlen(s) != 64) return 0;
     for (int i = 0; i < 64; i++) {
         char ch = s[i];
-        if (!((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f') || (ch >= 'A' && ch <= 'F'))) return 0;
+        if (!((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f') || (ch >= 'A' && ch <= 'F')))
+            return 0;
     }
     return 1;
 }
@@ -133,11 +136,11 @@ static void url_escape(const char *s, char *out, size_t n) {
 
 /* ---------------------------------------------------------------- paths */
 
-#define FMT_PATH(buf, ...)                                                                          \
-    do {                                                                                           \
-        int len_ = snprintf(buf, sizeof buf, __VA_ARGS__);                                         \
-        if (len_ < 0 || (size_t)len_ >= sizeof buf)                                                \
-            return kr_error_set(err, KR_ERR_INVALID_ARG, "path too long: %.200s...", buf);          \
+#define FMT_PATH(buf, ...)                                                                 \
+    do {                                                                                   \
+        int len_ = snprintf(buf, sizeof buf, __VA_ARGS__);                                 \
+        if (len_ < 0 || (size_t)len_ >= sizeof buf)                                        \
+            return kr_error_set(err, KR_ERR_INVALID_ARG, "path too long: %.200s...", buf); \
     } while (0)
 
 /* "~/x" -> "$HOME/x"; other paths unchanged. Then suffix appended. */
@@ -164,8 +167,9 @@ kr_status kr_hub_cache_dir(const char *cache_dir, char *out, size_t n, kr_error 
     else if (home && *home)
         len = snprintf(out, n, "%s/.cache/huggingface/hub", home);
     else
-        return kr_error_set(err, KR_ERR_INVALID_ARG,
-                            "no hub cache directory: HOME is not set (set HF_HOME or pass --cache-dir)");
+        return kr_error_set(
+            err, KR_ERR_INVALID_ARG,
+            "no hub cache directory: HOME is not set (set HF_HOME or pass --cache-dir)");
     if (len < 0 || (size_t)len >= n)
         return kr_error_set(err, KR_ERR_INVALID_ARG, "hub cache path too long");
     return KR_OK;
@@ -199,10 +203,12 @@ static int read_saved_token(char *out, size_t n) {
 }
 
 /* "<cache>/models--org--name" */
-static kr_status repo_folder(const char *cache, const char *repo, char *out, size_t n, kr_error *err) {
+static kr_status repo_folder(const char *cache, const char *repo, char *out, size_t n,
+                             kr_error *err) {
     const char *slash = strchr(repo, '/');
     int len = snprintf(out, n, "%s/models--%.*s--%s", cache, (int)(slash - repo), repo, slash + 1);
-    if (len < 0 || (size_t)len >= n) return kr_error_set(err, KR_ERR_INVALID_ARG, "hub cache path too long");
+    if (len < 0 || (size_t)len >= n)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "hub cache path too long");
     return KR_OK;
 }
 
@@ -210,14 +216,16 @@ static kr_status repo_folder(const char *cache, const char *repo, char *out, siz
 static kr_status make_dirs(const char *path, kr_error *err) {
     char tmp[PATH_MAX];
     size_t len = strlen(path);
-    if (len >= sizeof tmp) return kr_error_set(err, KR_ERR_INVALID_ARG, "path too long: %.200s", path);
+    if (len >= sizeof tmp)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "path too long: %.200s", path);
     memcpy(tmp, path, len + 1);
     for (size_t i = 1; i <= len; i++) {
         if (tmp[i] != '/' && tmp[i] != '\0') continue;
         char saved = tmp[i];
         tmp[i] = '\0';
         if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
-            return kr_error_set(err, KR_ERR_IO, "cannot create directory %s: %s", tmp, strerror(errno));
+            return kr_error_set(err, KR_ERR_IO, "cannot create directory %s: %s", tmp,
+                                strerror(errno));
         tmp[i] = saved;
     }
     struct stat sb;
@@ -252,15 +260,15 @@ static double now_seconds(void) {
 typedef struct pull_ctx {
     const kr_hub_params *p;
     const char *repo;
-    char repo_dir[PATH_MAX];   /* <cache>/models--org--name */
-    char lock_dir[PATH_MAX];   /* <cache>/.locks/models--org--name */
-    char endpoint[1024];       /* without a trailing '/' */
+    char repo_dir[PATH_MAX]; /* <cache>/models--org--name */
+    char lock_dir[PATH_MAX]; /* <cache>/.locks/models--org--name */
+    char endpoint[1024]; /* without a trailing '/' */
     int have_token;
     kr_hub_http http;
     /* the file being transferred, for progress reports */
     const char *file;
     int64_t total, resumed;
-    double t0, t_end;          /* transfer start and end (0: still running), monotonic s */
+    double t0, t_end; /* transfer start and end (0: still running), monotonic s */
     int sha256_verified;
     /* the snapshot being filled: learnt from the first HEAD */
     char commit[128];
@@ -298,30 +306,34 @@ static int on_bytes(void *user, int64_t on_disk) {
 }
 
 /* An HTTP status that ends the pull, as a message naming the URL. */
-static kr_status status_error(const pull_ctx *c, const kr_hub_meta *m, const char *url, kr_error *err) {
+static kr_status status_error(const pull_ctx *c, const kr_hub_meta *m, const char *url,
+                              kr_error *err) {
     const char *code = m->error_code, *msg = m->error_message;
     if (m->status == 404)
-        return kr_error_set(err, KR_ERR_IO, "repository or file not found: %s%s%s%s", url, code[0] ? " (" : "",
-                            code, code[0] ? ")" : "");
+        return kr_error_set(err, KR_ERR_IO, "repository or file not found: %s%s%s%s", url,
+                            code[0] ? " (" : "", code, code[0] ? ")" : "");
     if (m->status == 401 || m->status == 403) {
         if (c->have_token)
-            return kr_error_set(err, KR_ERR_IO,
-                                "access denied (HTTP %ld) for %s: the token sent (HF_TOKEN, or the one "
-                                "'huggingface-cli login' saved) was refused or has no access to this repository "
-                                "(a gated one needs its terms accepted on the hub)%s%s",
-                                m->status, url, msg[0] ? ": " : "", msg);
+            return kr_error_set(
+                err, KR_ERR_IO,
+                "access denied (HTTP %ld) for %s: the token sent (HF_TOKEN, or the one "
+                "'huggingface-cli login' saved) was refused or has no access to this repository "
+                "(a gated one needs its terms accepted on the hub)%s%s",
+                m->status, url, msg[0] ? ": " : "", msg);
         /* The hub answers 401 for a repository that does not exist too, so as not to reveal
          * private ones: say both. */
-        return kr_error_set(err, KR_ERR_IO,
-                            "access denied (HTTP %ld) for %s: the repository is private, gated or does not "
-                            "exist; a private or gated one needs HF_TOKEN set to an access token",
-                            m->status, url);
+        return kr_error_set(
+            err, KR_ERR_IO,
+            "access denied (HTTP %ld) for %s: the repository is private, gated or does not "
+            "exist; a private or gated one needs HF_TOKEN set to an access token",
+            m->status, url);
     }
-    return kr_error_set(err, KR_ERR_IO, "HTTP %ld from %s%s%s", m->status, url, msg[0] ? ": " : "", msg);
+    return kr_error_set(err, KR_ERR_IO, "HTTP %ld from %s%s%s", m->status, url, msg[0] ? ": " : "",
+                        msg);
 }
 
 static void backoff(int attempt) {
-    struct timespec ts = {0, 250000000L * (attempt < 4 ? attempt : 4)};
+    struct timespec ts = { 0, 250000000L * (attempt < 4 ? attempt : 4) };
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
     }
 }
@@ -342,7 +354,8 @@ static kr_status download_blob(pull_ctx *c, const char *file, const char *url, c
 
     /* Another pull of the same blob (a second process) waits here, then finds it done. */
     int lock_fd = open(lock, O_CREAT | O_RDWR | O_CLOEXEC, 0644);
-    if (lock_fd < 0) return kr_error_set(err, KR_ERR_IO, "cannot open lock file %s: %s", lock, strerror(errno));
+    if (lock_fd < 0)
+        return kr_error_set(err, KR_ERR_IO, "cannot open lock file %s: %s", lock, strerror(errno));
     while (flock(lock_fd, LOCK_EX) != 0) {
         if (errno != EINTR) {
             int e = errno;
@@ -394,10 +407,16 @@ static kr_status download_blob(pull_ctx *c, const char *file, const char *url, c
         st = kr_error_set(err, KR_ERR_CANCELLED, "%s: cancelled", url);
         goto out;
     }
-    kr_hub_sink sink = {.fd = fd, .path = part, .offset = have, .expected = expected, .on_bytes = on_bytes, .user = c};
+    kr_hub_sink sink = { .fd = fd,
+                         .path = part,
+                         .offset = have,
+                         .expected = expected,
+                         .on_bytes = on_bytes,
+                         .user = c };
     int max_attempts = c->p->max_attempts > 0 ? c->p->max_attempts : 1;
     for (int attempt = 1;; attempt++) {
-        if (expected >= 0 && sink.offset == expected) break; /* all there: an earlier run died before the rename */
+        if (expected >= 0 && sink.offset == expected)
+            break; /* all there: an earlier run died before the rename */
         kr_hub_meta m;
         int transient = 0;
         st = kr_hub_http_get(&c->http, url, &sink, &m, &transient, err);
@@ -406,7 +425,8 @@ static kr_status download_blob(pull_ctx *c, const char *file, const char *url, c
             if (m.status == 416 && sink.offset > 0) {
                 /* The server says our partial file is no prefix of the file: start over. */
                 if (ftruncate(fd, 0) != 0) {
-                    st = kr_error_set(err, KR_ERR_IO, "cannot truncate %s: %s", part, strerror(errno));
+                    st = kr_error_set(err, KR_ERR_IO, "cannot truncate %s: %s", part,
+                                      strerror(errno));
                     goto out;
                 }
                 sink.offset = 0;
@@ -414,7 +434,8 @@ static kr_status download_blob(pull_ctx *c, const char *file, const char *url, c
                 transient = 1;
             } else {
                 st = status_error(c, &m, url, err);
-                transient = m.status >= 500 || m.status == 429; /* overloaded or rate-limited: wait, resume */
+                transient = m.status >= 500 ||
+                            m.status == 429; /* overloaded or rate-limited: wait, resume */
             }
         }
         if (st == KR_ERR_FORMAT) {
@@ -440,8 +461,8 @@ static kr_status download_blob(pull_ctx *c, const char *file, const char *url, c
     if (expected >= 0 && (int64_t)sb.st_size != expected) {
         unlink(part);
         st = kr_error_set(err, KR_ERR_FORMAT,
-                          "%s: size mismatch: downloaded %" PRId64 " bytes, the hub announced %" PRId64
-                          "; deleted the partial download %s",
+                          "%s: size mismatch: downloaded %" PRId64
+                          " bytes, the hub announced %" PRId64 "; deleted the partial download %s",
                           url, (int64_t)sb.st_size, expected, part);
         goto out;
     }
@@ -452,17 +473,19 @@ static kr_status download_blob(pull_ctx *c, const char *file, const char *url, c
         if (st != KR_OK) goto out;
         if (etag[0] && strcasecmp(sha, etag) != 0) {
             unlink(part);
-            st = kr_error_set(err, KR_ERR_FORMAT,
-                              "%s: sha256 mismatch: the download hashes to %s, the hub says %s; deleted the "
-                              "partial download %s",
-                              url, sha, etag, part);
+            st = kr_error_set(
+                err, KR_ERR_FORMAT,
+                "%s: sha256 mismatch: the download hashes to %s, the hub says %s; deleted the "
+                "partial download %s",
+                url, sha, etag, part);
             goto out;
         }
         c->sha256_verified = etag[0] != '\0';
         if (!etag[0]) {
             int len = snprintf(final_path, sizeof final_path, "%s/blobs/%s", c->repo_dir, sha);
             if (len < 0 || (size_t)len >= sizeof final_path) {
-                st = kr_error_set(err, KR_ERR_INVALID_ARG, "path too long: %s/blobs/...", c->repo_dir);
+                st = kr_error_set(err, KR_ERR_INVALID_ARG, "path too long: %s/blobs/...",
+                                  c->repo_dir);
                 goto out;
             }
         }
@@ -473,7 +496,8 @@ static kr_status download_blob(pull_ctx *c, const char *file, const char *url, c
         goto out;
     }
     if (rename(part, final_path) != 0) {
-        st = kr_error_set(err, KR_ERR_IO, "cannot rename %s to %s: %s", part, final_path, strerror(errno));
+        st = kr_error_set(err, KR_ERR_IO, "cannot rename %s to %s: %s", part, final_path,
+                          strerror(errno));
         goto out;
     }
     snprintf(blob, n, "%s", etag[0] ? etag : sha);
@@ -503,7 +527,8 @@ static kr_status link_snapshot(pull_ctx *c, const char *commit, const char *file
     if (rename(tmp, link_path) != 0) {
         int e = errno;
         unlink(tmp);
-        return kr_error_set(err, KR_ERR_IO, "cannot rename %s to %s: %s", tmp, link_path, strerror(e));
+        return kr_error_set(err, KR_ERR_IO, "cannot rename %s to %s: %s", tmp, link_path,
+                            strerror(e));
     }
     return KR_OK;
 }
@@ -517,7 +542,8 @@ static int read_ref(const char *repo_dir, const char *revision, char *commit, si
     if (!f) return 0;
     size_t got = fread(commit, 1, n - 1, f);
     fclose(f);
-    while (got && (commit[got - 1] == '\n' || commit[got - 1] == '\r' || commit[got - 1] == ' ')) got--;
+    while (got && (commit[got - 1] == '\n' || commit[got - 1] == '\r' || commit[got - 1] == ' '))
+        got--;
     commit[got] = '\0';
     return got > 0;
 }
@@ -551,9 +577,9 @@ typedef struct repo_file {
 /* What a Kronos checkpoint directory needs (kr_model_load reads config.json and
  * model.safetensors), and its model card when there is one. */
 static const repo_file k_files[] = {
-    {"config.json", 0},
-    {"model.safetensors", 0},
-    {"README.md", 1},
+    { "config.json", 0 },
+    { "model.safetensors", 0 },
+    { "README.md", 1 },
 };
 
 /* Fetches one file of the repository into the snapshot of c->commit (learnt from this
@@ -569,7 +595,8 @@ static kr_status pull_file(pull_ctx *c, const repo_file *f, const char *revision
             return KR_OK;
         }
     }
-    FMT_PATH(url, "%s/%s/resolve/%s/%s", c->endpoint, c->repo, commit[0] ? commit : revision_escaped, f->name);
+    FMT_PATH(url, "%s/%s/resolve/%s/%s", c->endpoint, c->repo,
+             commit[0] ? commit : revision_escaped, f->name);
     kr_hub_meta m;
     kr_status st = kr_hub_http_head(&c->http, url, &m, err);
     if (st != KR_OK) return st;
@@ -582,15 +609,17 @@ static kr_status pull_file(pull_ctx *c, const repo_file *f, const char *revision
     if (!commit[0]) {
         if (m.commit[0]) {
             if (!safe_component(m.commit))
-                return kr_error_set(err, KR_ERR_FORMAT, "HEAD %s: malformed X-Repo-Commit '%s'", url, m.commit);
+                return kr_error_set(err, KR_ERR_FORMAT, "HEAD %s: malformed X-Repo-Commit '%s'",
+                                    url, m.commit);
             snprintf(commit, sizeof c->commit, "%s", m.commit);
             c->commit_from_server = 1;
         } else if (safe_component(revision)) {
             snprintf(commit, sizeof c->commit, "%s", revision); /* a server without commit ids */
         } else {
-            return kr_error_set(err, KR_ERR_FORMAT,
-                                "HEAD %s: no X-Repo-Commit header, and revision '%s' cannot name a snapshot",
-                                url, revision);
+            return kr_error_set(
+                err, KR_ERR_FORMAT,
+                "HEAD %s: no X-Repo-Commit header, and revision '%s' cannot name a snapshot", url,
+                revision);
         }
         FMT_PATH(snap, "%s/snapshots/%s/%s", c->repo_dir, commit, f->name);
         if (is_regular(snap)) {
@@ -615,12 +644,13 @@ kr_status kr_hub_pull(const kr_hub_params *params, const char *repo, const char 
     kr_hub_params defaults = kr_hub_default_params();
     if (!params) params = &defaults;
     if (!kr_hub_is_repo_id(repo))
-        return kr_error_set(err, KR_ERR_INVALID_ARG, "'%s' is not a hub model id of the form org/name",
+        return kr_error_set(err, KR_ERR_INVALID_ARG,
+                            "'%s' is not a hub model id of the form org/name",
                             repo ? repo : "(null)");
     if (!revision || !*revision) revision = "main";
     if (!valid_revision(revision))
-        return kr_error_set(err, KR_ERR_INVALID_ARG, "'%s' is not a valid revision (branch, tag or commit)",
-                            revision);
+        return kr_error_set(err, KR_ERR_INVALID_ARG,
+                            "'%s' is not a valid revision (branch, tag or commit)", revision);
     pull_ctx *c = calloc(1, sizeof *c);
     if (!c) return kr_error_set(err, KR_ERR_NOMEM, "out of memory");
     c->p = params;
@@ -639,18 +669,21 @@ kr_status kr_hub_pull(const kr_hub_params *params, const char *repo, const char 
     if (!endpoint || !*endpoint) endpoint = getenv("HF_ENDPOINT");
     if (!endpoint || !*endpoint) endpoint = KR_HUB_DEFAULT_ENDPOINT;
     snprintf(c->endpoint, sizeof c->endpoint, "%s", endpoint);
-    for (size_t len = strlen(c->endpoint); len && c->endpoint[len - 1] == '/'; len--) c->endpoint[len - 1] = '\0';
+    for (size_t len = strlen(c->endpoint); len && c->endpoint[len - 1] == '/'; len--)
+        c->endpoint[len - 1] = '\0';
     const char *token = params->token;
     if (!token || !*token) token = getenv("HF_TOKEN");
     char saved_token[1024];
-    if ((!token || !*token) && read_saved_token(saved_token, sizeof saved_token)) token = saved_token;
+    if ((!token || !*token) && read_saved_token(saved_token, sizeof saved_token))
+        token = saved_token;
     c->have_token = token && *token;
 
     char dir[PATH_MAX];
     if (st == KR_OK) {
         int len = snprintf(dir, sizeof dir, "%s/blobs", c->repo_dir);
-        st = len < 0 || (size_t)len >= sizeof dir ? kr_error_set(err, KR_ERR_INVALID_ARG, "hub cache path too long")
-                                                  : make_dirs(dir, err);
+        st = len < 0 || (size_t)len >= sizeof dir
+                 ? kr_error_set(err, KR_ERR_INVALID_ARG, "hub cache path too long")
+                 : make_dirs(dir, err);
     }
     if (st == KR_OK) st = make_dirs(c->lock_dir, err);
     int http_open = 0;
@@ -671,7 +704,8 @@ kr_status kr_hub_pull(const kr_hub_params *params, const char *repo, const char 
     if (st == KR_OK) {
         int len = snprintf(snapshot_dir_out, n, "%s/snapshots/%s", c->repo_dir, c->commit);
         if (len < 0 || (size_t)len >= n)
-            st = kr_error_set(err, KR_ERR_INVALID_ARG, "snapshot path does not fit the output buffer");
+            st = kr_error_set(err, KR_ERR_INVALID_ARG,
+                              "snapshot path does not fit the output buffer");
     }
     if (http_open) kr_hub_http_close(&c->http);
     free(c);
@@ -683,7 +717,8 @@ kr_status kr_hub_pull(const kr_hub_params *params, const char *repo, const char 
 kr_status kr_hub_resolve_cached_in(const char *cache_dir, const char *repo, const char *revision,
                                    char *out_dir, size_t n, kr_error *err) {
     if (!kr_hub_is_repo_id(repo))
-        return kr_error_set(err, KR_ERR_INVALID_ARG, "'%s' is not a hub model id of the form org/name",
+        return kr_error_set(err, KR_ERR_INVALID_ARG,
+                            "'%s' is not a hub model id of the form org/name",
                             repo ? repo : "(null)");
     if (!revision || !*revision) revision = "main";
     if (!valid_revision(revision))
@@ -702,14 +737,17 @@ kr_status kr_hub_resolve_cached_in(const char *cache_dir, const char *repo, cons
         for (size_t i = 0; found && i < sizeof k_files / sizeof k_files[0]; i++) {
             char p[PATH_MAX];
             int len = snprintf(p, sizeof p, "%s/%s", snap, k_files[i].name);
-            if (!k_files[i].optional && (len < 0 || (size_t)len >= sizeof p || !is_regular(p))) found = 0;
+            if (!k_files[i].optional && (len < 0 || (size_t)len >= sizeof p || !is_regular(p)))
+                found = 0;
         }
     }
     if (!found)
-        return kr_error_set(err, KR_ERR_IO, "%s (revision %s) is not in the hub cache %s", repo, revision, cache);
+        return kr_error_set(err, KR_ERR_IO, "%s (revision %s) is not in the hub cache %s", repo,
+                            revision, cache);
     int len = snprintf(out_dir, n, "%s", snap);
     if (len < 0 || (size_t)len >= n)
-        return kr_error_set(err, KR_ERR_INVALID_ARG, "snapshot path does not fit the output buffer");
+        return kr_error_set(err, KR_ERR_INVALID_ARG,
+                            "snapshot path does not fit the output buffer");
     return KR_OK;
 }
 

@@ -28,23 +28,23 @@
 #include "kronos.h"
 
 typedef enum kr_hub_event {
-    KR_HUB_FILE_START = 0,    /* a download begins (done = bytes resumed from) */
+    KR_HUB_FILE_START = 0, /* a download begins (done = bytes resumed from) */
     KR_HUB_FILE_PROGRESS = 1, /* bytes arrived */
-    KR_HUB_FILE_DONE = 2,     /* downloaded and verified; the blob is in place */
-    KR_HUB_FILE_CACHED = 3,   /* already in the cache: nothing downloaded */
-    KR_HUB_FILE_ABSENT = 4,   /* an optional file (README.md) does not exist in the repo */
-    KR_HUB_FILE_RETRY = 5,    /* the connection broke; resuming from `done` */
-    KR_HUB_FILE_VERIFY = 6    /* all bytes arrived; hashing them against the hub's sha256 */
+    KR_HUB_FILE_DONE = 2, /* downloaded and verified; the blob is in place */
+    KR_HUB_FILE_CACHED = 3, /* already in the cache: nothing downloaded */
+    KR_HUB_FILE_ABSENT = 4, /* an optional file (README.md) does not exist in the repo */
+    KR_HUB_FILE_RETRY = 5, /* the connection broke; resuming from `done` */
+    KR_HUB_FILE_VERIFY = 6 /* all bytes arrived; hashing them against the hub's sha256 */
 } kr_hub_event;
 
 typedef struct kr_hub_progress {
     kr_hub_event event;
-    const char *repo;   /* "org/name"; borrowed for the callback's duration */
-    const char *file;   /* repo-relative file name, e.g. "model.safetensors" */
-    int64_t done;       /* bytes of the file on disk, a resumed prefix included */
-    int64_t total;      /* expected size in bytes; -1 when the server does not say */
-    int64_t resumed;    /* bytes that were already on disk when this file's transfer began */
-    double seconds;     /* wall time of this file's transfer so far (verification excluded) */
+    const char *repo; /* "org/name"; borrowed for the callback's duration */
+    const char *file; /* repo-relative file name, e.g. "model.safetensors" */
+    int64_t done; /* bytes of the file on disk, a resumed prefix included */
+    int64_t total; /* expected size in bytes; -1 when the server does not say */
+    int64_t resumed; /* bytes that were already on disk when this file's transfer began */
+    double seconds; /* wall time of this file's transfer so far (verification excluded) */
     int sha256_verified; /* DONE: 1 if the contents matched the hub's sha256, 0 if only the size
                             could be checked (non-LFS files have a git id as ETag) */
 } kr_hub_progress;
@@ -54,16 +54,18 @@ typedef struct kr_hub_progress {
 typedef int (*kr_hub_progress_fn)(const kr_hub_progress *p, void *user);
 
 typedef struct kr_hub_params {
-    const char *endpoint;   /* NULL: $HF_ENDPOINT, else https://huggingface.co */
-    const char *cache_dir;  /* hub cache directory; NULL: $HF_HUB_CACHE, $HF_HOME/hub, ~/.cache/... */
-    const char *token;      /* NULL: $HF_TOKEN, else the token file `huggingface-cli login`
+    const char *endpoint; /* NULL: $HF_ENDPOINT, else https://huggingface.co */
+    const char
+        *cache_dir; /* hub cache directory; NULL: $HF_HUB_CACHE, $HF_HOME/hub, ~/.cache/... */
+    const char *token; /* NULL: $HF_TOKEN, else the token file `huggingface-cli login`
                                saved ($HF_TOKEN_PATH, $HF_HOME/token); sent as "Authorization:
                                Bearer" (curl drops it on redirects to another host) */
     kr_hub_progress_fn progress; /* may be NULL */
     void *progress_user;
     long connect_timeout_s; /* TCP + TLS connect timeout (default 30) */
-    long stall_timeout_s;   /* abort (then resume) a transfer that moved no byte for this long (default 60) */
-    int max_attempts;       /* transfers per file before giving up on a broken connection (default 5) */
+    long
+        stall_timeout_s; /* abort (then resume) a transfer that moved no byte for this long (default 60) */
+    int max_attempts; /* transfers per file before giving up on a broken connection (default 5) */
 } kr_hub_params;
 
 kr_hub_params kr_hub_default_params(void);

@@ -24,8 +24,8 @@ static inline uint32_t rotr(uint32_t x, unsigned n) { return (x >> n) | (x << (3
 static void compress(uint32_t st[8], const uint8_t *p) {
     uint32_t w[64];
     for (int i = 0; i < 16; i++)
-        w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 | (uint32_t)p[4 * i + 2] << 8 |
-               (uint32_t)p[4 * i + 3];
+        w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 |
+               (uint32_t)p[4 * i + 2] << 8 | (uint32_t)p[4 * i + 3];
     for (int i = 16; i < 64; i++) {
         uint32_t s0 = rotr(w[i - 15], 7) ^ rotr(w[i - 15], 18) ^ (w[i - 15] >> 3);
         uint32_t s1 = rotr(w[i - 2], 17) ^ rotr(w[i - 2], 19) ^ (w[i - 2] >> 10);
@@ -33,7 +33,8 @@ static void compress(uint32_t st[8], const uint8_t *p) {
     }
     uint32_t a = st[0], b = st[1], c = st[2], d = st[3], e = st[4], f = st[5], g = st[6], h = st[7];
     for (int i = 0; i < 64; i++) {
-        uint32_t t1 = h + (rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)) + ((e & f) ^ (~e & g)) + k_round[i] + w[i];
+        uint32_t t1 =
+            h + (rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)) + ((e & f) ^ (~e & g)) + k_round[i] + w[i];
         uint32_t t2 = (rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
         h = g;
         g = f;
@@ -55,8 +56,8 @@ static void compress(uint32_t st[8], const uint8_t *p) {
 }
 
 void kr_sha256_init(kr_sha256 *s) {
-    static const uint32_t h0[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-                                   0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+    static const uint32_t h0[8] = { 0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+                                    0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19 };
     memcpy(s->state, h0, sizeof h0);
     s->length = 0;
     s->block_len = 0;
@@ -84,7 +85,7 @@ void kr_sha256_update(kr_sha256 *s, const void *data, size_t len) {
 void kr_sha256_final(kr_sha256 *s, uint8_t digest[32]) {
     uint64_t bits = s->length * 8;
     /* Padding: 0x80, zeros up to 56 mod 64, then the message length in bits, big-endian. */
-    uint8_t pad[72] = {0x80};
+    uint8_t pad[72] = { 0x80 };
     size_t npad = (s->block_len < 56 ? 56 : 120) - s->block_len;
     for (int i = 0; i < 8; i++) pad[npad + (size_t)i] = (uint8_t)(bits >> (56 - 8 * i));
     kr_sha256_update(s, pad, npad + 8);

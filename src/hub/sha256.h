@@ -12,10 +12,10 @@
 #include "kronos.h"
 
 typedef struct kr_sha256 {
-    uint32_t state[8];     /* running hash H0..H7 */
-    uint64_t length;       /* message bytes consumed so far */
-    uint8_t block[64];     /* pending partial block */
-    size_t block_len;      /* bytes used in block, < 64 */
+    uint32_t state[8]; /* running hash H0..H7 */
+    uint64_t length; /* message bytes consumed so far */
+    uint8_t block[64]; /* pending partial block */
+    size_t block_len; /* bytes used in block, < 64 */
 } kr_sha256;
 
 void kr_sha256_init(kr_sha256 *s);

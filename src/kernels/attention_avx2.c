@@ -192,7 +192,7 @@ static void multi_tile(int nq, const float *const *q, int head_dim, float scale,
     for (int s = 0; s < n_shared; n_sh += shared[s].n, s++)
         for (int j0 = 0; j0 < shared[s].n; j0 += bk) {
             int nk = shared[s].n - j0 < bk ? shared[s].n - j0 : bk;
-            kr_kv_span blk = {NULL, NULL, nk, 0}; /* K rows, in L1 after the first query */
+            kr_kv_span blk = { NULL, NULL, nk, 0 }; /* K rows, in L1 after the first query */
             blk.k =
                 kr_attn_rows(shared[s].k, shared[s].stride, j0, nk, head_dim, pack, &blk.stride);
             for (int i = 0; i < nq; i++)

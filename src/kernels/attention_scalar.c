@@ -85,17 +85,14 @@ static void multi_tile(int nq, const float *const *q, int head_dim, float scale,
             const float *k =
                 kr_attn_rows(shared[s].k, shared[s].stride, j0, nk, head_dim, pack, &ks);
             for (int i = 0; i < nq; i++)
-                for (int j = 0; j < nk; j++)
-                    ROW(i)
-                    [n_sh + j0 + j] = score(q[i], k + (size_t)j * (size_t)ks, head_dim, scale);
+                for (int j = 0; j < nk; j++) ROW(i)
+            [n_sh + j0 + j] = score(q[i], k + (size_t)j * (size_t)ks, head_dim, scale);
         }
     for (int i = 0; i < nq; i++) {
         int n = n_sh, ns = own && n_own ? n_own[i] : 0;
         for (int s = 0; s < ns; s++)
-            for (int j = 0; j < own[i][s].n; j++)
-                ROW(i)
-                [n++] = score(q[i], own[i][s].k + (size_t)j * (size_t)own[i][s].stride, head_dim,
-                              scale);
+            for (int j = 0; j < own[i][s].n; j++) ROW(i)
+        [n++] = score(q[i], own[i][s].k + (size_t)j * (size_t)own[i][s].stride, head_dim, scale);
         n_keys[i] = n;
         sum[i] = n > 0 ? exp_sum(ROW(i), n) : 0.0f;
     }

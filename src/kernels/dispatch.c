@@ -38,15 +38,15 @@ typedef struct kr_kernel_table {
 } kr_kernel_table;
 
 static const kr_kernel_table k_tables[KR_ISA_COUNT] = {
-    [KR_ISA_SCALAR] = {kr_gemm_f32_scalar, kr_attend_f32_scalar, kr_attend_multi_f32_scalar,
-                       kr_rmsnorm_f32_scalar, kr_rope_f32_scalar, kr_silu_mul_f32_scalar,
-                       kr_add_f32_scalar, kr_softmax_f32_scalar},
-    [KR_ISA_AVX2] = {kr_gemm_f32_avx2, kr_attend_f32_avx2, kr_attend_multi_f32_avx2,
-                     kr_rmsnorm_f32_avx2, kr_rope_f32_avx2, kr_silu_mul_f32_avx2, kr_add_f32_avx2,
-                     kr_softmax_f32_avx2},
-    [KR_ISA_AVX512] = {kr_gemm_f32_avx512, kr_attend_f32_avx512, kr_attend_multi_f32_avx512,
-                       kr_rmsnorm_f32_avx512, kr_rope_f32_avx512, kr_silu_mul_f32_avx512,
-                       kr_add_f32_avx512, kr_softmax_f32_avx512},
+    [KR_ISA_SCALAR] = { kr_gemm_f32_scalar, kr_attend_f32_scalar, kr_attend_multi_f32_scalar,
+                        kr_rmsnorm_f32_scalar, kr_rope_f32_scalar, kr_silu_mul_f32_scalar,
+                        kr_add_f32_scalar, kr_softmax_f32_scalar },
+    [KR_ISA_AVX2] = { kr_gemm_f32_avx2, kr_attend_f32_avx2, kr_attend_multi_f32_avx2,
+                      kr_rmsnorm_f32_avx2, kr_rope_f32_avx2, kr_silu_mul_f32_avx2, kr_add_f32_avx2,
+                      kr_softmax_f32_avx2 },
+    [KR_ISA_AVX512] = { kr_gemm_f32_avx512, kr_attend_f32_avx512, kr_attend_multi_f32_avx512,
+                        kr_rmsnorm_f32_avx512, kr_rope_f32_avx512, kr_silu_mul_f32_avx512,
+                        kr_add_f32_avx512, kr_softmax_f32_avx512 },
 };
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
@@ -136,13 +136,9 @@ kr_isa kr_isa_set(kr_isa isa) {
     return kr_isa_active();
 }
 
-int kr_cpu_has_avx512_vnni(void) {
-    return kr_isa_active() == KR_ISA_AVX512 && g_avx512_vnni;
-}
+int kr_cpu_has_avx512_vnni(void) { return kr_isa_active() == KR_ISA_AVX512 && g_avx512_vnni; }
 
-int kr_cpu_has_avx512_bf16(void) {
-    return kr_isa_active() == KR_ISA_AVX512 && g_avx512_bf16;
-}
+int kr_cpu_has_avx512_bf16(void) { return kr_isa_active() == KR_ISA_AVX512 && g_avx512_bf16; }
 
 const char *kr_isa_name(kr_isa isa) {
     switch (isa) {

@@ -14,8 +14,8 @@
                            const float *bias, float *C, int ldc, int ith, int nth) {               \
         kr_gemm_f32_scalar(M, N, K, A, lda, W, bias, C, ldc, ith, nth);                            \
     }                                                                                              \
-    void kr_attend_f32_##isa(const float *q, int head_dim, float scale,                            \
-                             const kr_kv_span *spans, int n_spans, float *scratch, float *out) {   \
+    void kr_attend_f32_##isa(const float *q, int head_dim, float scale, const kr_kv_span *spans,   \
+                             int n_spans, float *scratch, float *out) {                            \
         kr_attend_f32_scalar(q, head_dim, scale, spans, n_spans, scratch, out);                    \
     }                                                                                              \
     void kr_rmsnorm_f32_##isa(int n_rows, int d, const float *x, int ldx, const float *w,          \
@@ -37,34 +37,34 @@ KR_FALLBACK(avx2)
 KR_FALLBACK(avx512)
 
 /* W8A8 (quant.h). */
-#define KR_FALLBACK_INT8(isa)                                                                      \
-    void kr_quant_act_u8_##isa(int m0, int m1, int k, int kp, const float *A, int lda,             \
-                               const float *in_scale, uint8_t *q, float *scale, int32_t *zero) {   \
-        kr_quant_act_u8_scalar(m0, m1, k, kp, A, lda, in_scale, q, scale, zero);                   \
-    }                                                                                              \
-    void kr_qgemm_int8_##isa(int M, const kr_qmat *w, const uint8_t *aq, const float *ascale,      \
-                             const int32_t *azero, const float *bias, float *C, int ldc, int ith,  \
-                             int nth) {                                                            \
-        kr_qgemm_int8_scalar(M, w, aq, ascale, azero, bias, C, ldc, ith, nth);                     \
+#define KR_FALLBACK_INT8(isa)                                                                     \
+    void kr_quant_act_u8_##isa(int m0, int m1, int k, int kp, const float *A, int lda,            \
+                               const float *in_scale, uint8_t *q, float *scale, int32_t *zero) {  \
+        kr_quant_act_u8_scalar(m0, m1, k, kp, A, lda, in_scale, q, scale, zero);                  \
+    }                                                                                             \
+    void kr_qgemm_int8_##isa(int M, const kr_qmat *w, const uint8_t *aq, const float *ascale,     \
+                             const int32_t *azero, const float *bias, float *C, int ldc, int ith, \
+                             int nth) {                                                           \
+        kr_qgemm_int8_scalar(M, w, aq, ascale, azero, bias, C, ldc, ith, nth);                    \
     }
 
 KR_FALLBACK_INT8(avx2)
 KR_FALLBACK_INT8(avx512)
 
 /* KV-cache conversions (kv_convert.h). */
-#define KR_FALLBACK_KV(isa)                                                                        \
-    void kr_kv_pack_bf16_##isa(const float *x, uint16_t *out, size_t n) {                          \
-        kr_kv_pack_bf16_scalar(x, out, n);                                                         \
-    }                                                                                              \
-    void kr_kv_unpack_bf16_##isa(const uint16_t *h, float *out, size_t n) {                        \
-        kr_kv_unpack_bf16_scalar(h, out, n);                                                       \
-    }                                                                                              \
-    void kr_kv_pack_int8_##isa(const float *x, int8_t *q, float *scale, int d, int group) {        \
-        kr_kv_pack_int8_scalar(x, q, scale, d, group);                                             \
-    }                                                                                              \
-    void kr_kv_unpack_int8_##isa(const int8_t *q, const float *scale, float *out, int d,           \
-                                 int group) {                                                      \
-        kr_kv_unpack_int8_scalar(q, scale, out, d, group);                                         \
+#define KR_FALLBACK_KV(isa)                                                                 \
+    void kr_kv_pack_bf16_##isa(const float *x, uint16_t *out, size_t n) {                   \
+        kr_kv_pack_bf16_scalar(x, out, n);                                                  \
+    }                                                                                       \
+    void kr_kv_unpack_bf16_##isa(const uint16_t *h, float *out, size_t n) {                 \
+        kr_kv_unpack_bf16_scalar(h, out, n);                                                \
+    }                                                                                       \
+    void kr_kv_pack_int8_##isa(const float *x, int8_t *q, float *scale, int d, int group) { \
+        kr_kv_pack_int8_scalar(x, q, scale, d, group);                                      \
+    }                                                                                       \
+    void kr_kv_unpack_int8_##isa(const int8_t *q, const float *scale, float *out, int d,    \
+                                 int group) {                                               \
+        kr_kv_unpack_int8_scalar(q, scale, out, d, group);                                  \
     }
 
 KR_FALLBACK_KV(avx2)

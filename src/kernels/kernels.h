@@ -38,8 +38,8 @@ const char *kr_isa_name(kr_isa isa);
  * lda/ldc are row strides in floats; bias may be NULL. Threads split the N dimension. */
 typedef void (*kr_gemm_f32_fn)(int M, int N, int K, const float *A, int lda, const float *W,
                                const float *bias, float *C, int ldc, int ith, int nth);
-void kr_gemm_f32(int M, int N, int K, const float *A, int lda, const float *W,
-                 const float *bias, float *C, int ldc, int ith, int nth);
+void kr_gemm_f32(int M, int N, int K, const float *A, int lda, const float *W, const float *bias,
+                 float *C, int ldc, int ith, int nth);
 void kr_gemm_f32_scalar(int M, int N, int K, const float *A, int lda, const float *W,
                         const float *bias, float *C, int ldc, int ith, int nth);
 void kr_gemm_f32_avx2(int M, int N, int K, const float *A, int lda, const float *W,
@@ -55,14 +55,13 @@ void kr_gemm_f32_avx512(int M, int N, int K, const float *A, int lda, const floa
 typedef struct kr_kv_span {
     const float *k;
     const float *v;
-    int n;       /* keys in this span */
-    int stride;  /* floats between consecutive keys (and values) */
+    int n; /* keys in this span */
+    int stride; /* floats between consecutive keys (and values) */
 } kr_kv_span;
-typedef void (*kr_attend_f32_fn)(const float *q, int head_dim, float scale,
-                                 const kr_kv_span *spans, int n_spans, float *scratch,
-                                 float *out);
-void kr_attend_f32(const float *q, int head_dim, float scale, const kr_kv_span *spans,
-                   int n_spans, float *scratch, float *out);
+typedef void (*kr_attend_f32_fn)(const float *q, int head_dim, float scale, const kr_kv_span *spans,
+                                 int n_spans, float *scratch, float *out);
+void kr_attend_f32(const float *q, int head_dim, float scale, const kr_kv_span *spans, int n_spans,
+                   float *scratch, float *out);
 void kr_attend_f32_scalar(const float *q, int head_dim, float scale, const kr_kv_span *spans,
                           int n_spans, float *scratch, float *out);
 void kr_attend_f32_avx2(const float *q, int head_dim, float scale, const kr_kv_span *spans,
@@ -88,9 +87,9 @@ void kr_attend_multi_f32_scalar(int nq, const float *const *q, int head_dim, flo
                                 const kr_kv_span *const *own, const int *n_own, float *scratch,
                                 int scratch_stride, float *const *out);
 void kr_attend_multi_f32_avx2(int nq, const float *const *q, int head_dim, float scale,
-                              const kr_kv_span *shared, int n_shared,
-                              const kr_kv_span *const *own, const int *n_own, float *scratch,
-                              int scratch_stride, float *const *out);
+                              const kr_kv_span *shared, int n_shared, const kr_kv_span *const *own,
+                              const int *n_own, float *scratch, int scratch_stride,
+                              float *const *out);
 void kr_attend_multi_f32_avx512(int nq, const float *const *q, int head_dim, float scale,
                                 const kr_kv_span *shared, int n_shared,
                                 const kr_kv_span *const *own, const int *n_own, float *scratch,
@@ -99,8 +98,8 @@ void kr_attend_multi_f32_avx512(int nq, const float *const *q, int head_dim, flo
 /* ---- Row-wise ops (dispatched; _scalar/_avx2/_avx512 variants exist with the same
  * signatures). */
 /* y[i] = x[i] · rsqrt(mean(x²) + eps) · w[i] for each of n_rows rows of length d. */
-void kr_rmsnorm_f32(int n_rows, int d, const float *x, int ldx, const float *w, float eps,
-                    float *y, int ldy);
+void kr_rmsnorm_f32(int n_rows, int d, const float *x, int ldx, const float *w, float eps, float *y,
+                    int ldy);
 /* In-place half-split RoPE on n_rows rows, each n_heads × head_dim: for position
  * p = pos0 + row and i < head_dim/2, with θ = (float)p · inv_freq[i]:
  *   x[i] ← x[i]·cos θ − x[i+h/2]·sin θ;  x[i+h/2] ← x[i+h/2]·cos θ + x[i]·sin θ. */

@@ -27,7 +27,7 @@ static inline void kr_gemm_split(int N, int ith, int nth, int *n0, int *n1) {
  * about 8 KB of K (then V) rows, each block used by every query of a tile of KR_ATTN_TILE
  * queries before the next block is read. Neither size changes a result. */
 enum {
-    KR_ATTN_TILE = 64,   /* queries per pass; bounds the per-query sums kept on the stack */
+    KR_ATTN_TILE = 64, /* queries per pass; bounds the per-query sums kept on the stack */
     KR_ATTN_PACK = 4096, /* floats of the block copy buffer (16 KB, on the stack) */
 };
 

@@ -20,10 +20,10 @@ void kr_kv_unpack_bf16(const uint16_t *h, float *out, size_t n);
 void kr_kv_pack_int8(const float *x, int8_t *q, float *scale, int d, int group);
 void kr_kv_unpack_int8(const int8_t *q, const float *scale, float *out, int d, int group);
 
-#define KR_KV_CONVERT_VARIANT(isa)                                                                  \
-    void kr_kv_pack_bf16_##isa(const float *x, uint16_t *out, size_t n);                            \
-    void kr_kv_unpack_bf16_##isa(const uint16_t *h, float *out, size_t n);                          \
-    void kr_kv_pack_int8_##isa(const float *x, int8_t *q, float *scale, int d, int group);          \
+#define KR_KV_CONVERT_VARIANT(isa)                                                         \
+    void kr_kv_pack_bf16_##isa(const float *x, uint16_t *out, size_t n);                   \
+    void kr_kv_unpack_bf16_##isa(const uint16_t *h, float *out, size_t n);                 \
+    void kr_kv_pack_int8_##isa(const float *x, int8_t *q, float *scale, int d, int group); \
     void kr_kv_unpack_int8_##isa(const int8_t *q, const float *scale, float *out, int d, int group);
 KR_KV_CONVERT_VARIANT(scalar)
 KR_KV_CONVERT_VARIANT(avx2)

@@ -22,7 +22,8 @@ void kr_kv_pack_bf16_avx2(const float *x, uint16_t *out, size_t n) {
     for (; i + 8 <= n; i += 8) {
         __m256i u = _mm256_castps_si256(_mm256_loadu_ps(x + i));
         __m256i hi = _mm256_srli_epi32(u, 16);
-        __m256i rne = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, bias), _mm256_and_si256(hi, one)), 16);
+        __m256i rne = _mm256_srli_epi32(
+            _mm256_add_epi32(_mm256_add_epi32(u, bias), _mm256_and_si256(hi, one)), 16);
         /* |u| as a signed int is non-negative, so the signed compare is the unsigned one */
         __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, abs), inf);
         __m256i r = _mm256_blendv_epi8(rne, _mm256_or_si256(hi, quiet), nan);
@@ -55,14 +56,16 @@ static inline int8_t code_one(float x, float sc) {
 
 void kr_kv_pack_int8_avx2(const float *x, int8_t *q, float *scale, int d, int group) {
     const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
-    const __m256 magic = _mm256_set1_ps(12582912.0f), hi = _mm256_set1_ps(127.0f), lo = _mm256_set1_ps(-127.0f);
+    const __m256 magic = _mm256_set1_ps(12582912.0f), hi = _mm256_set1_ps(127.0f),
+                 lo = _mm256_set1_ps(-127.0f);
     for (int g0 = 0; g0 < d; g0 += group) {
         const float *xg = x + g0;
         int8_t *qg = q + g0;
         __m256 m = _mm256_setzero_ps();
         int j = 0;
         /* max(a, m) returns m when a is NaN: a NaN never wins, as in the scalar loop. */
-        for (; j + 8 <= group; j += 8) m = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(xg + j), absmask), m);
+        for (; j + 8 <= group; j += 8)
+            m = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(xg + j), absmask), m);
         float lanes[8], amax = 0.0f;
         _mm256_storeu_ps(lanes, m);
         for (int t = 0; t < 8; t++)
@@ -79,7 +82,8 @@ void kr_kv_pack_int8_avx2(const float *x, int8_t *q, float *scale, int d, int gr
         }
         __m256 scv = _mm256_set1_ps(sc);
         for (j = 0; j + 8 <= group; j += 8) {
-            __m256 t = _mm256_sub_ps(_mm256_add_ps(_mm256_div_ps(_mm256_loadu_ps(xg + j), scv), magic), magic);
+            __m256 t = _mm256_sub_ps(
+                _mm256_add_ps(_mm256_div_ps(_mm256_loadu_ps(xg + j), scv), magic), magic);
             __m256 nan = _mm256_cmp_ps(t, t, _CMP_UNORD_Q);
             t = _mm256_blendv_ps(t, hi, _mm256_cmp_ps(t, hi, _CMP_GT_OQ));
             t = _mm256_blendv_ps(t, lo, _mm256_cmp_ps(t, lo, _CMP_LT_OQ));

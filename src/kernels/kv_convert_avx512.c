@@ -10,7 +10,8 @@
 static inline __m256i bf16_bits16(__m512 x) {
     __m512i u = _mm512_castps_si512(x);
     __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-    __m512i rne = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)), lsb), 16);
+    __m512i rne = _mm512_srli_epi32(
+        _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)), lsb), 16);
     __m512i nan = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x0040));
     __mmask16 is_nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)),
                                                _mm512_set1_epi32(0x7F800000));
@@ -60,7 +61,8 @@ void kr_kv_pack_int8_avx512(const float *x, int8_t *q, float *scale, int d, int 
         __m512 m = _mm512_setzero_ps();
         int j = 0;
         /* max(a, m) returns m when a is NaN: a NaN never wins, as in the scalar loop. */
-        for (; j + 16 <= group; j += 16) m = _mm512_max_ps(_mm512_and_ps(_mm512_loadu_ps(xg + j), absmask), m);
+        for (; j + 16 <= group; j += 16)
+            m = _mm512_max_ps(_mm512_and_ps(_mm512_loadu_ps(xg + j), absmask), m);
         if (j < group) {
             __mmask16 k = kr_mask16(group - j);
             m = _mm512_max_ps(_mm512_and_ps(_mm512_maskz_loadu_ps(k, xg + j), absmask), m);
@@ -90,7 +92,8 @@ void kr_kv_unpack_int8_avx512(const int8_t *q, const float *scale, float *out, i
         float *og = out + g0;
         int j = 0;
         for (; j + 16 <= group; j += 16) {
-            __m512 v = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(qg + j))));
+            __m512 v = _mm512_cvtepi32_ps(
+                _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(qg + j))));
             _mm512_storeu_ps(og + j, _mm512_mul_ps(v, sc));
         }
         if (j < group) {

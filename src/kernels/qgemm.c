@@ -51,16 +51,16 @@ static path choose(const kr_qmat *w) {
 }
 
 typedef struct layout {
-    size_t act;      /* offset of the prepared activations (0) */
-    size_t ascale;   /* INT8: per-row scales */
-    size_t azero;    /* INT8: per-row zero points */
-    size_t panels;   /* weight-only: first thread panel */
+    size_t act; /* offset of the prepared activations (0) */
+    size_t ascale; /* INT8: per-row scales */
+    size_t azero; /* INT8: per-row zero points */
+    size_t panels; /* weight-only: first thread panel */
     size_t panel_floats;
     size_t total;
 } layout;
 
 static layout plan(const kr_qmat *w, int M, int nth) {
-    layout l = {0};
+    layout l = { 0 };
     size_t m = M > 0 ? (size_t)M : 0;
     size_t off = 0;
     switch (choose(w)) {
@@ -100,13 +100,11 @@ void kr_qgemm_prepare(const kr_qmat *w, int M, const float *A, int lda, void *sc
     char *s = scratch;
     switch (choose(w)) {
     case PATH_INT8:
-        k_act_u8[kr_isa_active()](m0, m1, w->k, w->kp, A, lda, w->in_scale,
-                                  (uint8_t *)(s + l.act), (float *)(s + l.ascale),
-                                  (int32_t *)(s + l.azero));
+        k_act_u8[kr_isa_active()](m0, m1, w->k, w->kp, A, lda, w->in_scale, (uint8_t *)(s + l.act),
+                                  (float *)(s + l.ascale), (int32_t *)(s + l.azero));
         break;
     case PATH_BF16DOT:
-        kr_quant_act_bf16_avx512(m0, m1, w->k, w->kp, A, lda, w->in_scale,
-                                 (uint16_t *)(s + l.act));
+        kr_quant_act_bf16_avx512(m0, m1, w->k, w->kp, A, lda, w->in_scale, (uint16_t *)(s + l.act));
         break;
     case PATH_WONLY:
         if (w->in_scale) {
@@ -127,9 +125,8 @@ void kr_qgemm_run(const kr_qmat *w, int M, const float *A, int lda, const float 
     char *s = scratch;
     switch (choose(w)) {
     case PATH_INT8:
-        k_int8[kr_isa_active()](M, w, (const uint8_t *)(s + l.act),
-                                (const float *)(s + l.ascale), (const int32_t *)(s + l.azero),
-                                bias, C, ldc, ith, nth);
+        k_int8[kr_isa_active()](M, w, (const uint8_t *)(s + l.act), (const float *)(s + l.ascale),
+                                (const int32_t *)(s + l.azero), bias, C, ldc, ith, nth);
         break;
     case PATH_BF16DOT:
         kr_qgemm_bf16_avx512bf16(M, w, (const uint16_t *)(s + l.act), bias, C, ldc, ith, nth);
@@ -141,8 +138,8 @@ void kr_qgemm_run(const kr_qmat *w, int M, const float *A, int lda, const float 
             a = (const float *)(s + l.act);
             ld = w->k;
         }
-        float *panel = (float *)(s + l.panels +
-                                 (size_t)ith * align64(l.panel_floats * sizeof(float)));
+        float *panel =
+            (float *)(s + l.panels + (size_t)ith * align64(l.panel_floats * sizeof(float)));
         kr_qgemm_wonly(M, w, a, ld, bias, C, ldc, panel, l.panel_floats, ith, nth);
         break;
     }

@@ -112,7 +112,7 @@ KR_INLINE __m256i reduce8_epi32(const __m256i x[8]) {
     for (int i = 0; i < 4; i++)
         y[i] = _mm256_add_epi32(_mm256_permute2x128_si256(x[2 * i], x[2 * i + 1], 0x20),
                                 _mm256_permute2x128_si256(x[2 * i], x[2 * i + 1], 0x31));
-#define SHUF(a, b, imm)                                                                            \
+#define SHUF(a, b, imm) \
     _mm256_castps_si256(_mm256_shuffle_ps(_mm256_castsi256_ps(a), _mm256_castsi256_ps(b), imm))
     __m256i w0 = _mm256_add_epi32(SHUF(y[0], y[1], 0x44), SHUF(y[0], y[1], 0xEE));
     __m256i w1 = _mm256_add_epi32(SHUF(y[2], y[3], 0x44), SHUF(y[2], y[3], 0xEE));
@@ -178,8 +178,8 @@ void kr_qgemm_int8_avx2(int M, const kr_qmat *w, const uint8_t *aq, const float 
     int n0, n1;
     kr_gemm_split(w->n, ith, nth, &n0, &n1);
     if (n0 >= n1 || M <= 0) return;
-    q8gemm g = {aq, (const int8_t *)w->data, w->kp, ascale, w->scale, bias, azero, w->row_sum, C,
-                ldc};
+    q8gemm g = { aq, (const int8_t *)w->data, w->kp, ascale, w->scale, bias, azero, w->row_sum, C,
+                 ldc };
     /* W block of ~192 KB reused from L2 across all row tiles (see qgemm_int8_avx512.c). */
     int nb_cols = w->kp > 0 ? 192 * 1024 / w->kp : n1 - n0;
     nb_cols = nb_cols / KR_GEMM_NUNIT * KR_GEMM_NUNIT;

@@ -115,7 +115,7 @@ KR_INLINE __m512i reduce16_epi32(const __m512i x[16]) {
     for (int i = 0; i < 4; i++)
         z[i] = _mm512_add_epi32(_mm512_shuffle_i32x4(y[2 * i], y[2 * i + 1], 0x88),
                                 _mm512_shuffle_i32x4(y[2 * i], y[2 * i + 1], 0xDD));
-#define SHUF(a, b, imm)                                                                            \
+#define SHUF(a, b, imm) \
     _mm512_castps_si512(_mm512_shuffle_ps(_mm512_castsi512_ps(a), _mm512_castsi512_ps(b), imm))
     __m512i w0 = _mm512_add_epi32(SHUF(z[0], z[1], 0x44), SHUF(z[0], z[1], 0xEE));
     __m512i w1 = _mm512_add_epi32(SHUF(z[2], z[3], 0x44), SHUF(z[2], z[3], 0xEE));
@@ -135,7 +135,7 @@ KR_INLINE __m512i reduce8_epi32(const __m512i x[8]) {
     for (int i = 0; i < 2; i++) /* 128-bit block b of z[i] holds x[4i + b] */
         z[i] = _mm512_add_epi32(_mm512_shuffle_i32x4(y[2 * i], y[2 * i + 1], 0x88),
                                 _mm512_shuffle_i32x4(y[2 * i], y[2 * i + 1], 0xDD));
-#define SHUF(a, b, imm)                                                                            \
+#define SHUF(a, b, imm) \
     _mm512_castps_si512(_mm512_shuffle_ps(_mm512_castsi512_ps(a), _mm512_castsi512_ps(b), imm))
     /* block b: lanes 0-1 hold x[b], lanes 2-3 x[b + 4] */
     __m512i w = _mm512_add_epi32(SHUF(z[0], z[1], 0x44), SHUF(z[0], z[1], 0xEE));
@@ -264,8 +264,8 @@ void kr_qgemm_int8_avx512_impl(int M, const kr_qmat *w, const uint8_t *aq, const
     int n0, n1;
     kr_gemm_split(w->n, ith, nth, &n0, &n1);
     if (n0 >= n1 || M <= 0) return;
-    q8gemm g = {aq, (const int8_t *)w->data, w->kp, ascale, w->scale, bias, azero, w->row_sum, C,
-                ldc};
+    q8gemm g = { aq, (const int8_t *)w->data, w->kp, ascale, w->scale, bias, azero, w->row_sum, C,
+                 ldc };
     /* W block of ~192 KB (as gemm_avx512.c): stays in L2 while every row tile passes. */
     int nb_cols = w->kp > 0 ? 192 * 1024 / w->kp : n1 - n0;
     nb_cols = nb_cols / KR_GEMM_NUNIT * KR_GEMM_NUNIT;

@@ -14,8 +14,8 @@
 
 #include "kernels/kernels_internal.h"
 
-void kr_qgemm_wonly(int M, const kr_qmat *w, const float *A, int lda, const float *bias,
-                    float *C, int ldc, float *panel, size_t panel_floats, int ith, int nth) {
+void kr_qgemm_wonly(int M, const kr_qmat *w, const float *A, int lda, const float *bias, float *C,
+                    int ldc, float *panel, size_t panel_floats, int ith, int nth) {
     int n0, n1, k = w->k;
     kr_gemm_split(w->n, ith, nth, &n0, &n1);
     if (n0 >= n1 || M <= 0) return;

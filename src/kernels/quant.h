@@ -52,28 +52,28 @@ int kr_wfmt_parse(const char *name, kr_wfmt *out);
 #define KR_Q4_GROUP_DEFAULT 32
 
 typedef struct kr_qmat {
-    kr_wfmt fmt;               /* never F32 for a kr_qmat in use */
-    int n, k;                  /* outputs × inputs */
-    int kp;                    /* padded row length in elements (see the format table) */
-    int group;                 /* Q4 only: 32 or 64 */
+    kr_wfmt fmt; /* never F32 for a kr_qmat in use */
+    int n, k; /* outputs × inputs */
+    int kp; /* padded row length in elements (see the format table) */
+    int group; /* Q4 only: 32 or 64 */
     const void *data;
-    const float *scale;        /* INT8, FP8: [n] */
-    const int32_t *row_sum;    /* INT8: [n] */
-    const uint16_t *gscale;    /* Q4: f16 [n][kp / group] */
-    const uint8_t *gzero;      /* Q4: [n][kp / group] */
-    const float *in_scale;     /* optional [k] */
+    const float *scale; /* INT8, FP8: [n] */
+    const int32_t *row_sum; /* INT8: [n] */
+    const uint16_t *gscale; /* Q4: f16 [n][kp / group] */
+    const uint8_t *gzero; /* Q4: [n][kp / group] */
+    const float *in_scale; /* optional [k] */
 } kr_qmat;
 
 /* Row padding of a format (32, 64 or the Q4 group); 1 for F32. */
 int kr_wfmt_row_align(kr_wfmt fmt, int group);
 
 /* ---- Scalar conversions (exact definitions; used when quantising and as references). */
-uint16_t kr_f32_to_bf16(float x);   /* round to nearest even; NaN stays NaN */
+uint16_t kr_f32_to_bf16(float x); /* round to nearest even; NaN stays NaN */
 float kr_bf16_to_f32(uint16_t h);
-uint16_t kr_f32_to_f16(float x);    /* IEEE binary16, round to nearest even, subnormals, inf */
+uint16_t kr_f32_to_f16(float x); /* IEEE binary16, round to nearest even, subnormals, inf */
 float kr_f16_to_f32(uint16_t h);
-uint8_t kr_f32_to_e4m3(float x);    /* e4m3fn: RNE, saturates to ±448, NaN → 0x7F */
-float kr_e4m3_to_f32(uint8_t b);    /* 0x7F / 0xFF → NaN */
+uint8_t kr_f32_to_e4m3(float x); /* e4m3fn: RNE, saturates to ±448, NaN → 0x7F */
+float kr_e4m3_to_f32(uint8_t b); /* 0x7F / 0xFF → NaN */
 
 /* ---- Quantising a weight (offline / at load time; scalar).
  * w: [n][k] f32 row-major. col_scale (optional [k], > 0): weight column j is multiplied by
@@ -103,8 +103,8 @@ void kr_dequant_rows_avx512(const kr_qmat *w, int r0, int r1, float *out, int ld
  * gives larger panels) and multiplied by the dispatched kr_gemm_f32. A is used as given
  * (in_scale must already be applied by the caller). Threads split N like kr_gemm_f32. The
  * result is bit-identical to kr_gemm_f32 on the fully dequantised W. */
-void kr_qgemm_wonly(int M, const kr_qmat *w, const float *A, int lda, const float *bias,
-                    float *C, int ldc, float *panel, size_t panel_floats, int ith, int nth);
+void kr_qgemm_wonly(int M, const kr_qmat *w, const float *A, int lda, const float *bias, float *C,
+                    int ldc, float *panel, size_t panel_floats, int ith, int nth);
 
 /* ---- W8A8 (INT8).
  * Activation rows quantised asymmetrically to u8: per row m, lo = min(0, min_j x), hi =
@@ -113,8 +113,7 @@ void kr_qgemm_wonly(int M, const kr_qmat *w, const float *A, int lda, const floa
  * q_j = clamp((int32)nearbyintf(x_j · inv) + z, 0, 255). Padding columns j in [k, kp) are 0.
  * scale[m] = s, zero[m] = z. Rows [m0, m1) only (threads split M). Bit-identical across ISAs. */
 typedef void (*kr_quant_act_u8_fn)(int m0, int m1, int k, int kp, const float *A, int lda,
-                                   const float *in_scale, uint8_t *q, float *scale,
-                                   int32_t *zero);
+                                   const float *in_scale, uint8_t *q, float *scale, int32_t *zero);
 void kr_quant_act_u8_scalar(int m0, int m1, int k, int kp, const float *A, int lda,
                             const float *in_scale, uint8_t *q, float *scale, int32_t *zero);
 void kr_quant_act_u8_avx2(int m0, int m1, int k, int kp, const float *A, int lda,
@@ -125,9 +124,9 @@ void kr_quant_act_u8_avx512(int m0, int m1, int k, int kp, const float *A, int l
  *           (+ bias[n]), evaluated in exactly that order; aq rows are w->kp bytes apart.
  * Threads split N (kr_gemm_split). Bit-identical across ISAs (the integer sum is exact). The
  * AVX-512 variant uses VPDPBUSD when the CPU has AVX512_VNNI, VPMADDWD otherwise. */
-typedef void (*kr_qgemm_int8_fn)(int M, const kr_qmat *w, const uint8_t *aq,
-                                 const float *ascale, const int32_t *azero, const float *bias,
-                                 float *C, int ldc, int ith, int nth);
+typedef void (*kr_qgemm_int8_fn)(int M, const kr_qmat *w, const uint8_t *aq, const float *ascale,
+                                 const int32_t *azero, const float *bias, float *C, int ldc,
+                                 int ith, int nth);
 void kr_qgemm_int8_scalar(int M, const kr_qmat *w, const uint8_t *aq, const float *ascale,
                           const int32_t *azero, const float *bias, float *C, int ldc, int ith,
                           int nth);
@@ -150,8 +149,8 @@ void kr_quant_act_bf16_avx512(int m0, int m1, int k, int kp, const float *A, int
 void kr_qgemm_bf16_avx512bf16(int M, const kr_qmat *w, const uint16_t *abf, const float *bias,
                               float *C, int ldc, int ith, int nth);
 /* The same products summed in plain f32 (reference for tests). */
-void kr_qgemm_bf16_scalar(int M, const kr_qmat *w, const uint16_t *abf, const float *bias,
-                          float *C, int ldc, int ith, int nth);
+void kr_qgemm_bf16_scalar(int M, const kr_qmat *w, const uint16_t *abf, const float *bias, float *C,
+                          int ldc, int ith, int nth);
 
 /* CPU features beyond the kr_isa levels (0 when KRONOS_ISA lowered the level below AVX-512). */
 int kr_cpu_has_avx512_vnni(void);
@@ -167,7 +166,7 @@ size_t kr_qgemm_scratch_bytes(const kr_qmat *w, int M, int nth);
 int kr_qgemm_needs_prepare(const kr_qmat *w);
 void kr_qgemm_prepare(const kr_qmat *w, int M, const float *A, int lda, void *scratch, int m0,
                       int m1);
-void kr_qgemm_run(const kr_qmat *w, int M, const float *A, int lda, const float *bias,
-                  float *C, int ldc, void *scratch, int ith, int nth);
+void kr_qgemm_run(const kr_qmat *w, int M, const float *A, int lda, const float *bias, float *C,
+                  int ldc, void *scratch, int ith, int nth);
 
 #endif

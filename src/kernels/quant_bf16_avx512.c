@@ -98,8 +98,8 @@ KR_INLINE void tile(const int MR, const int NR, int kp, const uint16_t *A, const
     }
 }
 
-static void block(int M, int kp, const uint16_t *A, const uint16_t *W, const float *bias,
-                  float *C, int ldc, int nb, int ne) {
+static void block(int M, int kp, const uint16_t *A, const uint16_t *W, const float *bias, float *C,
+                  int ldc, int nb, int ne) {
     int m = 0;
     for (; m + 4 <= M; m += 4)
         for (int n = nb; n < ne; n += 4)

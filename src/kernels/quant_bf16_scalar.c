@@ -30,8 +30,8 @@ void kr_quant_act_bf16_scalar(int m0, int m1, int k, int kp, const float *A, int
     }
 }
 
-void kr_qgemm_bf16_scalar(int M, const kr_qmat *w, const uint16_t *abf, const float *bias,
-                          float *C, int ldc, int ith, int nth) {
+void kr_qgemm_bf16_scalar(int M, const kr_qmat *w, const uint16_t *abf, const float *bias, float *C,
+                          int ldc, int ith, int nth) {
     int n0, n1, kp = w->kp;
     kr_gemm_split(w->n, ith, nth, &n0, &n1);
     const uint16_t *W = w->data;

@@ -52,8 +52,8 @@ KR_INLINE __m256 fp8_8(const uint8_t *src, __m256 s1, __m256 s2, int fused, int 
     __m256 v = _mm256_mul_ps(_mm256_cvtph_ps(_mm_and_si128(x, _mm_set1_epi16((short)0xBF80))), s1);
     if (!fused) v = _mm256_mul_ps(v, s2);
     if (check_nan) {
-        __m128i nan = _mm_cmpeq_epi8(_mm_or_si128(b, _mm_set1_epi8((char)0x80)),
-                                     _mm_set1_epi8((char)0xFF));
+        __m128i nan =
+            _mm_cmpeq_epi8(_mm_or_si128(b, _mm_set1_epi8((char)0x80)), _mm_set1_epi8((char)0xFF));
         if (_mm_movemask_epi8(nan) & 0xFF) {
             __m256i bi = _mm256_cvtepi8_epi32(b);
             __m256i sign = _mm256_and_si256(bi, _mm256_set1_epi32((int)0x80000000u));
@@ -113,7 +113,7 @@ static void row_q4(const uint8_t *src, int k, int group, const uint16_t *gs, con
     }
 }
 
-static const kr_dequant_row_fns k_rows = {row_bf16, row_int8, row_fp8, row_q4};
+static const kr_dequant_row_fns k_rows = { row_bf16, row_int8, row_fp8, row_q4 };
 
 void kr_dequant_rows_avx2(const kr_qmat *w, int r0, int r1, float *out, int ldo) {
     kr_dequant_rows_with(&k_rows, w, r0, r1, out, ldo);

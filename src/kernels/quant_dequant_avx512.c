@@ -56,8 +56,8 @@ KR_INLINE __m512 e4m3_div256(__m128i b) {
 /* NaN bytes (0x7F / 0xFF, which the path above decodes as ±480) get kr_e4m3_to_f32's
  * fixed NaN: the byte's sign over 0x7FC00000. */
 KR_INLINE __m512 fix_nan(__m512 v, __m128i b) {
-    __mmask16 nan = _mm_cmpeq_epi8_mask(_mm_or_si128(b, _mm_set1_epi8((char)0x80)),
-                                        _mm_set1_epi8((char)0xFF));
+    __mmask16 nan =
+        _mm_cmpeq_epi8_mask(_mm_or_si128(b, _mm_set1_epi8((char)0x80)), _mm_set1_epi8((char)0xFF));
     __m512i sign = _mm512_slli_epi32(_mm512_srli_epi32(_mm512_cvtepu8_epi32(b), 7), 31);
     __m512i q = _mm512_or_si512(sign, _mm512_set1_epi32(0x7FC00000));
     return _mm512_mask_mov_ps(v, nan, _mm512_castsi512_ps(q));
@@ -122,8 +122,8 @@ static void row_q4(const uint8_t *src, int k, int group, const uint16_t *gs, con
         __m512i z = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(gm, gz + g0));
         _mm512_storeu_ps(zv, _mm512_cvtepi32_ps(z));
         for (int g = 0; g < ng; g++) {
-            __m512 lut = _mm512_mul_ps(_mm512_set1_ps(sv[g]),
-                                       _mm512_sub_ps(iota, _mm512_set1_ps(zv[g])));
+            __m512 lut =
+                _mm512_mul_ps(_mm512_set1_ps(sv[g]), _mm512_sub_ps(iota, _mm512_set1_ps(zv[g])));
             int j0 = (g0 + g) * group;
             run32(src, lut, o, j0, k);
             if (group == 64 && j0 + 32 < k) run32(src, lut, o, j0 + 32, k);
@@ -131,7 +131,7 @@ static void row_q4(const uint8_t *src, int k, int group, const uint16_t *gs, con
     }
 }
 
-static const kr_dequant_row_fns k_rows = {row_bf16, row_int8, row_fp8, row_q4};
+static const kr_dequant_row_fns k_rows = { row_bf16, row_int8, row_fp8, row_q4 };
 
 void kr_dequant_rows_avx512(const kr_qmat *w, int r0, int r1, float *out, int ldo) {
     kr_dequant_rows_with(&k_rows, w, r0, r1, out, ldo);

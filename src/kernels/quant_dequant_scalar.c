@@ -41,7 +41,7 @@ static void row_q4(const uint8_t *src, int k, int group, const uint16_t *gs, con
     }
 }
 
-static const kr_dequant_row_fns k_rows = {row_bf16, row_int8, row_fp8, row_q4};
+static const kr_dequant_row_fns k_rows = { row_bf16, row_int8, row_fp8, row_q4 };
 
 void kr_dequant_rows_scalar(const kr_qmat *w, int r0, int r1, float *out, int ldo) {
     kr_dequant_rows_with(&k_rows, w, r0, r1, out, ldo);

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const k_fmt_names[KR_WFMT_COUNT] = {"f32", "bf16", "int8", "fp8", "q4"};
+static const char *const k_fmt_names[KR_WFMT_COUNT] = { "f32", "bf16", "int8", "fp8", "q4" };
 
 const char *kr_wfmt_name(kr_wfmt fmt) {
     return (int)fmt >= 0 && fmt < KR_WFMT_COUNT ? k_fmt_names[fmt] : "unknown";
@@ -161,7 +161,7 @@ typedef struct layout {
 } layout;
 
 static layout layout_of(kr_wfmt fmt, size_t n, size_t k, size_t kp, int group, int has_in) {
-    layout l = {0, 0, 0, 0, 0, 0};
+    layout l = { 0, 0, 0, 0, 0, 0 };
     switch (fmt) {
     case KR_WFMT_F32: l.data = n * kp * 4; break;
     case KR_WFMT_BF16: l.data = n * kp * 2; break;
@@ -202,8 +202,7 @@ void kr_qmat_owned_free(kr_qmat_owned *q) {
 
 /* Every weight (after col_scale) must be finite; checked for the whole matrix before any
  * quantising, so the error names the first bad element whatever the format. */
-static kr_status check_finite(const float *w, const float *col_scale, int n, int k,
-                              kr_error *err) {
+static kr_status check_finite(const float *w, const float *col_scale, int n, int k, kr_error *err) {
     for (int r = 0; r < n; r++) {
         const float *src = w + (size_t)r * (size_t)k;
         for (int j = 0; j < k; j++) {
@@ -311,16 +310,14 @@ static kr_status quant_q4(const float *x, int r, int k, int kp, int group, uint8
 
 kr_status kr_qmat_quantize(kr_wfmt fmt, int n, int k, const float *w, const float *col_scale,
                            int group, kr_qmat_owned *out, kr_error *err) {
-    if (!out)
-        return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_qmat_quantize: out is NULL");
+    if (!out) return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_qmat_quantize: out is NULL");
     memset(out, 0, sizeof *out);
     if (fmt != KR_WFMT_BF16 && fmt != KR_WFMT_INT8 && fmt != KR_WFMT_FP8 && fmt != KR_WFMT_Q4)
         return kr_error_set(err, KR_ERR_INVALID_ARG,
-                            "kr_qmat_quantize: format %d (%s) is not a quantised format",
-                            (int)fmt, kr_wfmt_name(fmt));
+                            "kr_qmat_quantize: format %d (%s) is not a quantised format", (int)fmt,
+                            kr_wfmt_name(fmt));
     if (n < 1 || k < 1 || k > INT_MAX - 64)
-        return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_qmat_quantize: bad shape n=%d k=%d", n,
-                            k);
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_qmat_quantize: bad shape n=%d k=%d", n, k);
     if (!w) return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_qmat_quantize: w is NULL");
     if (fmt == KR_WFMT_Q4) {
         if (group == 0) group = KR_Q4_GROUP_DEFAULT;
@@ -332,8 +329,7 @@ kr_status kr_qmat_quantize(kr_wfmt fmt, int n, int k, const float *w, const floa
     }
     if (col_scale)
         for (int j = 0; j < k; j++)
-            if (!(col_scale[j] > 0.0f) || !isfinite(col_scale[j]) ||
-                !isfinite(1.0f / col_scale[j]))
+            if (!(col_scale[j] > 0.0f) || !isfinite(col_scale[j]) || !isfinite(1.0f / col_scale[j]))
                 return kr_error_set(err, KR_ERR_INVALID_ARG,
                                     "kr_qmat_quantize: col_scale[%d] = %g (must be finite, > 0 "
                                     "and have a finite inverse)",
@@ -345,8 +341,7 @@ kr_status kr_qmat_quantize(kr_wfmt fmt, int n, int k, const float *w, const floa
     int align = kr_wfmt_row_align(fmt, group);
     int kp = (k + align - 1) / align * align;
     if ((size_t)n > SIZE_MAX / 8 / (size_t)kp)
-        return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_qmat_quantize: n=%d k=%d too large", n,
-                            k);
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_qmat_quantize: n=%d k=%d too large", n, k);
     layout l = layout_of(fmt, (size_t)n, (size_t)k, (size_t)kp, group, col_scale != NULL);
     /* Each array starts on a 64-byte line so the SIMD kernels may use aligned loads and no
      * two arrays share a cache line. */

@@ -56,8 +56,10 @@ static int contains(const int64_t *sorted, int64_t n, int64_t key) {
     int64_t lo = 0, hi = n;
     while (lo < hi) {
         int64_t mid = lo + (hi - lo) / 2;
-        if (sorted[mid] < key) lo = mid + 1;
-        else hi = mid;
+        if (sorted[mid] < key)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
     return lo < n && sorted[lo] == key;
 }
@@ -151,8 +153,8 @@ kr_status kr_calendar_future(const int64_t *ts, int64_t n, int pred_len, int64_t
                               "calendar: no time after %s within %lld steps of %lld s fits the "
                               "weekdays and session times seen in the history; pass future "
                               "timestamps explicitly",
-                              kr_format_timestamp(from, 0, buf, sizeof buf),
-                              (long long)max_steps, (long long)interval);
+                              kr_format_timestamp(from, 0, buf, sizeof buf), (long long)max_steps,
+                              (long long)interval);
             break;
         }
         out[k] = t;

@@ -15,10 +15,10 @@
 #include "kronos.h"
 
 typedef struct kr_calendar_info {
-    int64_t interval_seconds;  /* inferred bar interval */
-    int intraday;              /* interval < 1 day */
-    int weekday_mask;          /* bit d set: weekday d (Monday = 0) seen */
-    int n_slots;               /* distinct intraday times of day seen (0 for daily) */
+    int64_t interval_seconds; /* inferred bar interval */
+    int intraday; /* interval < 1 day */
+    int weekday_mask; /* bit d set: weekday d (Monday = 0) seen */
+    int n_slots; /* distinct intraday times of day seen (0 for daily) */
 } kr_calendar_info;
 
 /* Writes pred_len future timestamps after ts[n-1] into out. Needs n >= 2. info may be NULL. */

@@ -34,15 +34,15 @@
 /* ------------------------------------------------------------------ tokenizer */
 
 typedef struct csv_field {
-    size_t off, len;   /* unescaped text at buf + off, NUL-terminated at buf[off + len] */
+    size_t off, len; /* unescaped text at buf + off, NUL-terminated at buf[off + len] */
     int quoted;
 } csv_field;
 
 typedef struct csv_reader {
     const char *p, *end;
-    int64_t line;        /* 1-based physical line of *p */
-    int64_t rec_line;    /* line on which the current record starts */
-    char *buf;           /* unescaped text of the current record's fields */
+    int64_t line; /* 1-based physical line of *p */
+    int64_t rec_line; /* line on which the current record starts */
+    char *buf; /* unescaped text of the current record's fields */
     size_t buf_len, buf_cap;
     csv_field *fields;
     int n_fields, fields_cap;
@@ -93,8 +93,8 @@ static kr_status csv_read_record(csv_reader *r, const char *label, kr_error *err
     for (;;) {
         if (r->n_fields == r->fields_cap) {
             if (r->fields_cap >= KR_CSV_MAX_FIELDS)
-                return kr_error_set(err, KR_ERR_FORMAT, "%s: line %lld: more than %d fields",
-                                    label, (long long)r->rec_line, KR_CSV_MAX_FIELDS);
+                return kr_error_set(err, KR_ERR_FORMAT, "%s: line %lld: more than %d fields", label,
+                                    (long long)r->rec_line, KR_CSV_MAX_FIELDS);
             int cap = r->fields_cap ? r->fields_cap * 2 : 16;
             csv_field *nf = realloc(r->fields, (size_t)cap * sizeof *nf);
             if (!nf) return kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory", label);
@@ -116,8 +116,7 @@ static kr_status csv_read_record(csv_reader *r, const char *label, kr_error *err
                 while (r->p < r->end && *r->p != '"') {
                     /* Count line breaks inside the quotes so later errors point at the
                      * right line: LF, CRLF (counted once) and a lone CR. */
-                    if (*r->p == '\n' ||
-                        (*r->p == '\r' && (r->p + 1 == r->end || r->p[1] != '\n')))
+                    if (*r->p == '\n' || (*r->p == '\r' && (r->p + 1 == r->end || r->p[1] != '\n')))
                         r->line++;
                     r->p++;
                 }
@@ -125,8 +124,8 @@ static kr_status csv_read_record(csv_reader *r, const char *label, kr_error *err
                     return kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory", label);
                 if (r->p >= r->end)
                     return kr_error_set(err, KR_ERR_FORMAT,
-                                        "%s: line %lld, field %d: unterminated quoted field",
-                                        label, (long long)r->rec_line, r->n_fields);
+                                        "%s: line %lld, field %d: unterminated quoted field", label,
+                                        (long long)r->rec_line, r->n_fields);
                 r->p++; /* the quote */
                 if (r->p < r->end && *r->p == '"') { /* "" is an escaped quote */
                     if (csv_append(r, "\"", 1) != 0)
@@ -181,15 +180,17 @@ static int csv_next(csv_reader *r, const char *label, kr_error *err) {
 /* ------------------------------------------------------------------ field helpers */
 
 static void trim_span(const char **s, size_t *len) {
-    while (*len > 0 && is_blank_char(**s)) { (*s)++; (*len)--; }
+    while (*len > 0 && is_blank_char(**s)) {
+        (*s)++;
+        (*len)--;
+    }
     while (*len > 0 && is_blank_char((*s)[*len - 1])) (*len)--;
 }
 
 /* A printable excerpt of a field for error messages (fuzzed input may hold any byte). */
 static const char *excerpt(const char *s, size_t len, char *out, size_t cap) {
     size_t j = 0, i = 0;
-    for (; i < len && j + 4 < cap; i++)
-        out[j++] = (isprint((unsigned char)s[i])) ? s[i] : '?';
+    for (; i < len && j + 4 < cap; i++) out[j++] = (isprint((unsigned char)s[i])) ? s[i] : '?';
     if (i < len && cap >= 4) {
         j = j > cap - 4 ? cap - 4 : j;
         memcpy(out + j, "...", 3);
@@ -231,7 +232,7 @@ static enum number_result parse_number(const char *s, size_t len, double *out) {
 /* ------------------------------------------------------------------ timestamps */
 
 static int days_in_month(int y, int m) {
-    static const int k_days[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    static const int k_days[12] = { 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 };
     if (m == 2 && ((y % 4 == 0 && y % 100 != 0) || y % 400 == 0)) return 29;
     return k_days[m - 1];
 }
@@ -345,16 +346,16 @@ int kr_parse_timestamp(const char *s, size_t len, int64_t *out, int *has_time) {
 /* Column roles in kr_candles.values order, then the timestamp. */
 enum { ROLE_TS = KR_N_FEATURES, N_ROLES };
 
-static const char *const k_role_names[KR_N_FEATURES] = {"open",   "high",   "low",
-                                                        "close",  "volume", "amount"};
+static const char *const k_role_names[KR_N_FEATURES] = { "open",  "high",   "low",
+                                                         "close", "volume", "amount" };
 /* Accepted when no `timestamps` column exists, in this order of preference. */
-static const char *const k_ts_aliases[] = {"timestamp", "datetime", "date", "time"};
+static const char *const k_ts_aliases[] = { "timestamp", "datetime", "date", "time" };
 enum { N_TS_ALIASES = (int)(sizeof k_ts_aliases / sizeof k_ts_aliases[0]) };
 
 typedef struct table_cols {
-    int col[N_ROLES];          /* field index per role, -1 when absent */
-    char name[N_ROLES][64];    /* header text of that column, for messages */
-    int n_header;              /* fields in the header */
+    int col[N_ROLES]; /* field index per role, -1 when absent */
+    char name[N_ROLES][64]; /* header text of that column, for messages */
+    int n_header; /* fields in the header */
 } table_cols;
 
 /* Maps header fields to roles (only the timestamp when want_values is 0); rejects duplicates
@@ -392,20 +393,17 @@ static kr_status map_header(csv_reader *r, const char *label, int want_values, t
     }
 
     tc->col[ROLE_TS] = ts_primary;
-    for (int k = 0; tc->col[ROLE_TS] < 0 && k < N_TS_ALIASES; k++)
-        tc->col[ROLE_TS] = alias_col[k];
+    for (int k = 0; tc->col[ROLE_TS] < 0 && k < N_TS_ALIASES; k++) tc->col[ROLE_TS] = alias_col[k];
 
-    const int required[] = {ROLE_TS, KR_OPEN, KR_HIGH, KR_LOW, KR_CLOSE};
+    const int required[] = { ROLE_TS, KR_OPEN, KR_HIGH, KR_LOW, KR_CLOSE };
     const int n_required = want_values ? 5 : 1;
     for (int k = 0; k < n_required; k++) {
         if (tc->col[required[k]] >= 0) continue;
         const char *what = required[k] == ROLE_TS ? "timestamps" : k_role_names[required[k]];
-        return kr_error_set(err, KR_ERR_FORMAT,
-                            "%s: line %lld, column '%s': missing required column%s", label,
-                            (long long)r->rec_line, what,
-                            required[k] == ROLE_TS
-                                ? " (also accepted: timestamp, datetime, date, time)"
-                                : "");
+        return kr_error_set(
+            err, KR_ERR_FORMAT, "%s: line %lld, column '%s': missing required column%s", label,
+            (long long)r->rec_line, what,
+            required[k] == ROLE_TS ? " (also accepted: timestamp, datetime, date, time)" : "");
     }
     for (int k = 0; k < N_ROLES; k++) {
         if (tc->col[k] < 0) continue;
@@ -440,9 +438,8 @@ static int table_grow(table_out *t, int want_values) {
     return 0;
 }
 
-static kr_status parse_row_timestamp(const csv_reader *r, const table_cols *tc,
-                                     const char *label, long long line, int64_t *ts,
-                                     int *has_time, kr_error *err) {
+static kr_status parse_row_timestamp(const csv_reader *r, const table_cols *tc, const char *label,
+                                     long long line, int64_t *ts, int *has_time, kr_error *err) {
     const char *s = csv_text(r, tc->col[ROLE_TS]);
     size_t n = r->fields[tc->col[ROLE_TS]].len;
     trim_span(&s, &n);
@@ -477,8 +474,8 @@ static kr_status parse_row_values(const csv_reader *r, const table_cols *tc, con
             return kr_error_set(err, KR_ERR_FORMAT, "%s: line %lld, column '%s': empty field",
                                 label, line, tc->name[k]);
         if (nr != NUM_OK)
-            return kr_error_set(err, KR_ERR_FORMAT, "%s: line %lld, column '%s': '%s' %s",
-                                label, line, tc->name[k], ex,
+            return kr_error_set(err, KR_ERR_FORMAT, "%s: line %lld, column '%s': '%s' %s", label,
+                                line, tc->name[k], ex,
                                 nr == NUM_NAN   ? "(NaN) is not allowed"
                                 : nr == NUM_INF ? "is not finite"
                                                 : "is not a number");
@@ -490,10 +487,9 @@ static kr_status parse_row_values(const csv_reader *r, const table_cols *tc, con
                                 "reads float32, max %.3g)",
                                 label, line, tc->name[k], ex, (double)FLT_MAX);
         if (k <= KR_CLOSE ? !(v[k] > 0.0) : v[k] < 0.0)
-            return kr_error_set(err, KR_ERR_FORMAT,
-                                "%s: line %lld, column '%s': %s (%s) must be %s",
-                                label, line, tc->name[k], k_role_names[k], ex,
-                                k <= KR_CLOSE ? "positive" : "non-negative");
+            return kr_error_set(
+                err, KR_ERR_FORMAT, "%s: line %lld, column '%s': %s (%s) must be %s", label, line,
+                tc->name[k], k_role_names[k], ex, k <= KR_CLOSE ? "positive" : "non-negative");
     }
     if (v[KR_HIGH] < v[KR_LOW]) {
         const char *hs = csv_text(r, tc->col[KR_HIGH]), *ls = csv_text(r, tc->col[KR_LOW]);
@@ -501,8 +497,8 @@ static kr_status parse_row_values(const csv_reader *r, const table_cols *tc, con
         trim_span(&hs, &hn);
         trim_span(&ls, &ln);
         return kr_error_set(err, KR_ERR_FORMAT,
-                            "%s: line %lld, column '%s': high (%s) is below low (%s)", label,
-                            line, tc->name[KR_HIGH], excerpt(hs, hn, ex, sizeof ex),
+                            "%s: line %lld, column '%s': high (%s) is below low (%s)", label, line,
+                            tc->name[KR_HIGH], excerpt(hs, hn, ex, sizeof ex),
                             excerpt(ls, ln, ex2, sizeof ex2));
     }
     if (tc->col[KR_VOLUME] < 0) {
@@ -537,14 +533,17 @@ static kr_status parse_table(const char *data, size_t len, const char *label, in
 
     csv_reader r;
     csv_init(&r, data ? data : "", len);
-    table_out t = {0};
+    table_out t = { 0 };
     table_cols tc;
     kr_status st = KR_OK;
     int any_time = 0;
     int64_t prev_line = 0;
 
     int got = csv_next(&r, label, err);
-    if (got < 0) { st = got; goto fail; }
+    if (got < 0) {
+        st = got;
+        goto fail;
+    }
     if (got == 0) {
         st = kr_error_set(err, KR_ERR_FORMAT, "%s: line 1: empty file (no header row)", label);
         goto fail;
@@ -585,30 +584,31 @@ static kr_status parse_table(const char *data, size_t len, const char *label, in
             goto fail;
         if (t.n > 0 && ts <= t.ts[t.n - 1]) {
             char a[32], b[32];
-            st = kr_error_set(err, KR_ERR_FORMAT,
-                              "%s: line %lld, column '%s': %s %s line %lld (%s); timestamps "
-                              "must be strictly increasing",
-                              label, line, tc.name[ROLE_TS],
-                              kr_format_timestamp(ts, 0, a, sizeof a),
-                              ts == t.ts[t.n - 1] ? "repeats" : "is before",
-                              (long long)prev_line,
-                              kr_format_timestamp(t.ts[t.n - 1], 0, b, sizeof b));
+            st =
+                kr_error_set(err, KR_ERR_FORMAT,
+                             "%s: line %lld, column '%s': %s %s line %lld (%s); timestamps "
+                             "must be strictly increasing",
+                             label, line, tc.name[ROLE_TS], kr_format_timestamp(ts, 0, a, sizeof a),
+                             ts == t.ts[t.n - 1] ? "repeats" : "is before", (long long)prev_line,
+                             kr_format_timestamp(t.ts[t.n - 1], 0, b, sizeof b));
             goto fail;
         }
         any_time |= has_time;
         prev_line = r.rec_line;
         t.ts[t.n] = ts;
 
-        if (want_values &&
-            (st = parse_row_values(&r, &tc, label, line, t.values + t.n * KR_N_FEATURES,
-                                   err)) != KR_OK)
+        if (want_values && (st = parse_row_values(&r, &tc, label, line,
+                                                  t.values + t.n * KR_N_FEATURES, err)) != KR_OK)
             goto fail;
         t.n++;
     }
-    if (got < 0) { st = got; goto fail; }
+    if (got < 0) {
+        st = got;
+        goto fail;
+    }
     if (t.n == 0) {
-        st = kr_error_set(err, KR_ERR_FORMAT, "%s: line %lld: no data rows after the header",
-                          label, (long long)r.line);
+        st = kr_error_set(err, KR_ERR_FORMAT, "%s: line %lld: no data rows after the header", label,
+                          (long long)r.line);
         goto fail;
     }
 
@@ -675,8 +675,7 @@ static kr_status read_file(const char *path, char **out, size_t *out_len, kr_err
             if (cap > KR_CSV_MAX_BYTES) {
                 free(buf);
                 fclose(f);
-                return kr_error_set(err, KR_ERR_FORMAT, "%s: larger than the 1 GiB limit",
-                                    path);
+                return kr_error_set(err, KR_ERR_FORMAT, "%s: larger than the 1 GiB limit", path);
             }
             size_t ncap = cap > KR_CSV_MAX_BYTES / 2 ? KR_CSV_MAX_BYTES + 1 : cap * 2;
             char *nb = realloc(buf, ncap);
@@ -710,8 +709,8 @@ static kr_status read_file(const char *path, char **out, size_t *out_len, kr_err
 
 /* ------------------------------------------------------------------ public API */
 
-kr_status kr_candles_parse_csv(const char *data, size_t len, const char *label,
-                               kr_candles **out, kr_error *err) {
+kr_status kr_candles_parse_csv(const char *data, size_t len, const char *label, kr_candles **out,
+                               kr_error *err) {
     return parse_table(data, len, label, 1, out, err);
 }
 
@@ -736,7 +735,7 @@ void kr_candles_free(kr_candles *c) {
 }
 
 kr_series kr_candles_series(const kr_candles *c) {
-    kr_series s = {0};
+    kr_series s = { 0 };
     if (!c) return s;
     return kr_candles_slice(c, 0, c->n);
 }
@@ -744,7 +743,7 @@ kr_series kr_candles_series(const kr_candles *c) {
 /* An out-of-range request yields an empty view (n = 0) rather than a clamped one, so a
  * caller's off-by-one surfaces as "no data" instead of silently forecasting other rows. */
 kr_series kr_candles_slice(const kr_candles *c, int64_t start, int64_t n) {
-    kr_series s = {0};
+    kr_series s = { 0 };
     if (!c || start < 0 || n < 0 || start > c->n || n > c->n - start) return s;
     s.n = n;
     s.timestamps = c->timestamps + start;

@@ -22,17 +22,17 @@
 
 typedef struct kr_candles {
     int64_t n;
-    int64_t *timestamps;   /* [n] naive seconds since epoch */
-    double *values;        /* [n][6] open, high, low, close, volume, amount (0 when absent) */
+    int64_t *timestamps; /* [n] naive seconds since epoch */
+    double *values; /* [n][6] open, high, low, close, volume, amount (0 when absent) */
     int has_volume, has_amount;
-    int date_only;         /* every timestamp had no time of day (daily data) */
+    int date_only; /* every timestamp had no time of day (daily data) */
 } kr_candles;
 
 /* Reads a CSV file. Caller owns *out; free with kr_candles_free. */
 kr_status kr_candles_read_csv(const char *path, kr_candles **out, kr_error *err);
 /* Parses CSV text (borrowed); label names it in errors (file name or "request body"). */
-kr_status kr_candles_parse_csv(const char *data, size_t len, const char *label,
-                               kr_candles **out, kr_error *err);
+kr_status kr_candles_parse_csv(const char *data, size_t len, const char *label, kr_candles **out,
+                               kr_error *err);
 void kr_candles_free(kr_candles *c);
 
 /* A view for the forecast API (borrowed from c). */

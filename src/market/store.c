@@ -65,9 +65,12 @@ int64_t kr_store_interval_seconds(const char *interval) {
     errno = 0;
     long long count = strtoll(interval, &end, 10);
     if (errno || count <= 0 || count > 100000) return 0;
-    static const struct { const char *unit; int64_t secs; } units[] = {
-        {"s", 1}, {"m", 60}, {"min", 60}, {"h", 3600}, {"d", 86400}, {"w", 7 * 86400},
-        {"mo", 30 * 86400},
+    static const struct {
+        const char *unit;
+        int64_t secs;
+    } units[] = {
+        { "s", 1 },     { "m", 60 },        { "min", 60 },        { "h", 3600 },
+        { "d", 86400 }, { "w", 7 * 86400 }, { "mo", 30 * 86400 },
     };
     for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
         if (!strcmp(end, units[i].unit)) return (int64_t)count * units[i].secs;
@@ -113,10 +116,14 @@ kr_status kr_store_resolve_path(const char *flag, char *out, size_t cap, kr_erro
     const char *env_db = getenv("KRONOS_DB"), *xdg = getenv("XDG_DATA_HOME"),
                *home = getenv("HOME");
     int n;
-    if (flag && *flag) n = snprintf(out, cap, "%s", flag);
-    else if (env_db && *env_db) n = snprintf(out, cap, "%s", env_db);
-    else if (xdg && *xdg) n = snprintf(out, cap, "%s/kronos/kronos.db", xdg);
-    else if (home && *home) n = snprintf(out, cap, "%s/.local/share/kronos/kronos.db", home);
+    if (flag && *flag)
+        n = snprintf(out, cap, "%s", flag);
+    else if (env_db && *env_db)
+        n = snprintf(out, cap, "%s", env_db);
+    else if (xdg && *xdg)
+        n = snprintf(out, cap, "%s/kronos/kronos.db", xdg);
+    else if (home && *home)
+        n = snprintf(out, cap, "%s/.local/share/kronos/kronos.db", home);
     else
         return kr_error_set(err, KR_ERR_INVALID_ARG,
                             "no database path: pass --db FILE or set KRONOS_DB (HOME is unset)");
@@ -131,8 +138,8 @@ kr_status kr_store_resolve_path(const char *flag, char *out, size_t cap, kr_erro
 static kr_status db_error(const kr_store *s, const char *step, kr_error *err) {
     int code = sqlite3_extended_errcode(s->db) & 0xff;
     kr_status st = (code == SQLITE_NOTADB || code == SQLITE_CORRUPT) ? KR_ERR_FORMAT
-                   : code == SQLITE_NOMEM                             ? KR_ERR_NOMEM
-                                                                      : KR_ERR_IO;
+                   : code == SQLITE_NOMEM                            ? KR_ERR_NOMEM
+                                                                     : KR_ERR_IO;
     if (code == SQLITE_NOTADB || code == SQLITE_CORRUPT)
         return kr_error_set(err, st, "%s: not a usable kronos database (%s: %s)", s->path, step,
                             sqlite3_errmsg(s->db));
@@ -247,8 +254,10 @@ kr_status kr_store_open(const char *path, kr_store **out, kr_error *err) {
     int wal = mode && !strcmp(mode, "wal");
     sqlite3_finalize(q);
     if (!wal) {
-        st = kr_error_set(err, KR_ERR_IO, "%s: cannot use WAL journal mode (a network or "
-                                          "read-only file system?)", path);
+        st = kr_error_set(err, KR_ERR_IO,
+                          "%s: cannot use WAL journal mode (a network or "
+                          "read-only file system?)",
+                          path);
         goto fail;
     }
     /* NORMAL is durable across application crashes in WAL mode; FULL only adds power-loss
@@ -272,7 +281,9 @@ void kr_store_close(kr_store *store) {
 
 /* Checks one row; row is 0-based, messages name it 1-based with its timestamp. */
 static kr_status check_row(const kr_candles *c, int64_t i, const char *where, kr_error *err) {
-    static const char *names[KR_N_FEATURES] = {"open", "high", "low", "close", "volume", "amount"};
+    static const char *names[KR_N_FEATURES] = {
+        "open", "high", "low", "close", "volume", "amount"
+    };
     const double *v = c->values + i * KR_N_FEATURES;
     char ts[32];
     kr_format_timestamp(c->timestamps[i], c->date_only, ts, sizeof ts);
@@ -288,8 +299,8 @@ static kr_status check_row(const kr_candles *c, int64_t i, const char *where, kr
                                 where, (long long)i + 1, ts, names[k]);
         if (k <= KR_CLOSE ? !(v[k] > 0.0) : v[k] < 0.0)
             return kr_error_set(err, KR_ERR_INVALID_ARG,
-                                "%s: row %lld (%s), %s: %g must be %s; nothing was written",
-                                where, (long long)i + 1, ts, names[k], v[k],
+                                "%s: row %lld (%s), %s: %g must be %s; nothing was written", where,
+                                (long long)i + 1, ts, names[k], v[k],
                                 k <= KR_CLOSE ? "positive" : "non-negative");
     }
     if (v[KR_HIGH] < v[KR_LOW])
@@ -301,7 +312,8 @@ static kr_status check_row(const kr_candles *c, int64_t i, const char *where, kr
 
 kr_status kr_store_upsert(kr_store *store, const char *symbol, const char *interval,
                           const kr_candles *c, kr_error *err) {
-    if (!store || !c) return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_store_upsert: NULL argument");
+    if (!store || !c)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_store_upsert: NULL argument");
     kr_status st;
     if ((st = kr_store_check_symbol(symbol, err)) != KR_OK) return st;
     if ((st = kr_store_check_interval(interval, err)) != KR_OK) return st;
@@ -371,7 +383,8 @@ fail:
 
 kr_status kr_store_read(kr_store *store, const char *symbol, const char *interval,
                         int64_t limit_last_n, kr_candles **out, kr_error *err) {
-    if (!store || !out) return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_store_read: NULL argument");
+    if (!store || !out)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_store_read: NULL argument");
     *out = NULL;
     kr_status st;
     if ((st = kr_store_check_symbol(symbol, err)) != KR_OK) return st;
@@ -403,8 +416,8 @@ kr_status kr_store_read(kr_store *store, const char *symbol, const char *interva
             double *nv = realloc(c->values, (size_t)ncap * KR_N_FEATURES * sizeof *nv);
             if (nv) c->values = nv;
             if (!nt || !nv) {
-                st = kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory reading %s %s",
-                                  store->path, symbol, interval);
+                st = kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory reading %s %s", store->path,
+                                  symbol, interval);
                 goto fail;
             }
             cap = ncap;
@@ -452,7 +465,8 @@ fail:
 
 kr_status kr_store_list(kr_store *store, const char *symbol, kr_store_entry **out, int64_t *n,
                         kr_error *err) {
-    if (!store || !out || !n) return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_store_list: NULL argument");
+    if (!store || !out || !n)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_store_list: NULL argument");
     *out = NULL;
     *n = 0;
     kr_status st;

@@ -34,9 +34,9 @@ typedef struct kr_store kr_store;
 typedef struct kr_store_entry {
     char symbol[KR_STORE_NAME_MAX + 1];
     char interval[KR_STORE_NAME_MAX + 1];
-    int64_t first_ts, last_ts;   /* naive seconds of the first and last stored candle */
-    int64_t rows;                /* candles stored */
-    int64_t updated_at;          /* Unix seconds of the last upsert */
+    int64_t first_ts, last_ts; /* naive seconds of the first and last stored candle */
+    int64_t rows; /* candles stored */
+    int64_t updated_at; /* Unix seconds of the last upsert */
 } kr_store_entry;
 
 /* The database path: `flag` (--db) when non-NULL and non-empty, else $KRONOS_DB, else

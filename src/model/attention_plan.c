@@ -32,18 +32,18 @@ typedef struct kref {
 
 typedef struct plan {
     const kr_attn_keys *keys;
-    int *order;          /* rows sorted so that rows with the same first ref are adjacent */
-    int *group_start;    /* [n_groups + 1] into order */
+    int *order; /* rows sorted so that rows with the same first ref are adjacent */
+    int *group_start; /* [n_groups + 1] into order */
     unsigned char *causal; /* [n_groups]: causal siblings (else: rows sharing the first ref) */
     int n_groups;
     int layer, n_heads, head_dim, d, max_keys;
     float scale;
     const float *q;
     float *out;
-    float *scratch;      /* [nth][PLAN_MAX_GROUP × max_keys] */
-    kref *base;          /* [n_rows][KR_MAX_PAST_REFS + 1]: where each ref's rows are */
-    int max_spans;       /* spans any row's keys can make */
-    kr_kv_span *spans;   /* [nth][(PLAN_MAX_GROUP + 1) × max_spans] */
+    float *scratch; /* [nth][PLAN_MAX_GROUP × max_keys] */
+    kref *base; /* [n_rows][KR_MAX_PAST_REFS + 1]: where each ref's rows are */
+    int max_spans; /* spans any row's keys can make */
+    kr_kv_span *spans; /* [nth][(PLAN_MAX_GROUP + 1) × max_spans] */
 } plan;
 
 /* A run of rows of one non-f32 store, dequantised at k/v + off (floats). */
@@ -92,20 +92,21 @@ static int causal_siblings(const kr_attn_keys *a, const kr_attn_keys *b) {
 }
 
 /* Spans of head h in `layer` over rows [from, from + n) of a ref; returns how many. */
-static int ref_spans(const kref *r, int layer, int from, int n, int h, int head_dim, kr_kv_span *sp) {
+static int ref_spans(const kref *r, int layer, int from, int n, int h, int head_dim,
+                     kr_kv_span *sp) {
     if (n <= 0) return 0;
     size_t off = (size_t)h * (size_t)head_dim;
     if (!r->store) {
         size_t row = (size_t)from * (size_t)r->stride;
-        sp[0] = (kr_kv_span){r->k + row + off, r->v + row + off, n, r->stride};
+        sp[0] = (kr_kv_span){ r->k + row + off, r->v + row + off, n, r->stride };
         return 1;
     }
     int m = 0;
     for (int row = r->start + from, end = row + n; row < end; m++) {
         int c = KR_KV_BLOCK_ROWS - row % KR_KV_BLOCK_ROWS;
         if (c > end - row) c = end - row;
-        sp[m] = (kr_kv_span){kr_kv_k(r->store, layer, row) + off, kr_kv_v(r->store, layer, row) + off, c,
-                             r->stride};
+        sp[m] = (kr_kv_span){ kr_kv_k(r->store, layer, row) + off,
+                              kr_kv_v(r->store, layer, row) + off, c, r->stride };
         row += c;
     }
     return m;
@@ -130,8 +131,10 @@ static int cmp_segments(const void *pa, const void *pb) {
 /* Rows are split evenly over threads, across segment boundaries. */
 static void dequant_worker(void *ctx, int ith, int nth) {
     const dequant_job *j = ctx;
-    int r0 = (int)((long long)j->total_rows * ith / nth), r1 = (int)((long long)j->total_rows * (ith + 1) / nth);
-    for (int s = 0, first = 0; s < j->n_seg && first < r1; first += j->seg[s].end - j->seg[s].start, s++) {
+    int r0 = (int)((long long)j->total_rows * ith / nth),
+        r1 = (int)((long long)j->total_rows * (ith + 1) / nth);
+    for (int s = 0, first = 0; s < j->n_seg && first < r1;
+         first += j->seg[s].end - j->seg[s].start, s++) {
         const segment *g = &j->seg[s];
         int n = g->end - g->start;
         int a = r0 > first ? r0 - first : 0, b = r1 - first < n ? r1 - first : n;
@@ -147,8 +150,10 @@ static const segment *find_segment(const segment *seg, int n_seg, const kr_kv_st
     while (lo < hi) {
         int mid = (lo + hi + 1) / 2;
         const segment *m = &seg[mid];
-        if ((uintptr_t)m->store < (uintptr_t)s || (m->store == s && m->start <= row)) lo = mid;
-        else hi = mid - 1;
+        if ((uintptr_t)m->store < (uintptr_t)s || (m->store == s && m->start <= row))
+            lo = mid;
+        else
+            hi = mid - 1;
     }
     return &seg[lo];
 }
@@ -167,13 +172,14 @@ static kr_status resolve_keys(kr_pool *pool, plan *p, int n_rows, float **copy, 
     *copy = NULL;
     if (n_seg > 0) {
         if (!(seg = malloc((size_t)n_seg * sizeof *seg)))
-            return kr_error_set(err, KR_ERR_NOMEM, "attention: out of memory for %d key runs", n_seg);
+            return kr_error_set(err, KR_ERR_NOMEM, "attention: out of memory for %d key runs",
+                                n_seg);
         n_seg = 0;
         for (int r = 0; r < n_rows; r++)
             for (int i = 0; i < p->keys[r].n; i++) {
                 const kr_kv_ref *ref = &p->keys[r].ref[i];
                 if (ref->n > 0 && ref->store->dtype != KR_KV_F32)
-                    seg[n_seg++] = (segment){ref->store, ref->start, ref->start + ref->n, 0};
+                    seg[n_seg++] = (segment){ ref->store, ref->start, ref->start + ref->n, 0 };
             }
         /* Overlapping or touching runs of a store merge: a causal chunk's rows reference
          * growing prefixes of the same rows, which must not be converted once per row. */
@@ -195,16 +201,17 @@ static kr_status resolve_keys(kr_pool *pool, plan *p, int n_rows, float **copy, 
         }
         if (!(k = malloc(2 * floats * sizeof(float)))) {
             free(seg);
-            return kr_error_set(err, KR_ERR_NOMEM, "attention: out of memory dequantising %d key rows", rows);
+            return kr_error_set(err, KR_ERR_NOMEM,
+                                "attention: out of memory dequantising %d key rows", rows);
         }
-        dequant_job job = {seg, n_seg, rows, p->layer, k, k + floats};
+        dequant_job job = { seg, n_seg, rows, p->layer, k, k + floats };
         kr_pool_run(pool, dequant_worker, &job);
     }
     for (int r = 0; r < n_rows; r++)
         for (int i = 0; i < p->keys[r].n; i++) {
             const kr_kv_ref *ref = &p->keys[r].ref[i];
             kref *b = &p->base[(size_t)r * R + i];
-            *b = (kref){NULL, ref->start, ref->n, ref->store->d, NULL, NULL};
+            *b = (kref){ NULL, ref->start, ref->n, ref->store->d, NULL, NULL };
             if (ref->n <= 0) {
                 continue;
             } else if (ref->store->dtype == KR_KV_F32) {
@@ -231,7 +238,8 @@ static void worker(void *ctx, int ith, int nth) {
     /* shared spans, then each query's own spans, max_spans apart */
     kr_kv_span *shared = p->spans + (size_t)ith * (PLAN_MAX_GROUP + 1) * (size_t)p->max_spans;
     kr_kv_span *own_sp[PLAN_MAX_GROUP];
-    for (int i = 0; i < PLAN_MAX_GROUP; i++) own_sp[i] = shared + (size_t)(i + 1) * (size_t)p->max_spans;
+    for (int i = 0; i < PLAN_MAX_GROUP; i++)
+        own_sp[i] = shared + (size_t)(i + 1) * (size_t)p->max_spans;
     const kr_kv_span *own[PLAN_MAX_GROUP];
     int n_own[PLAN_MAX_GROUP];
     const float *qs[PLAN_MAX_GROUP];
@@ -254,21 +262,25 @@ static void worker(void *ctx, int ith, int nth) {
             for (int i = 0; i < nq; i++) {
                 int r = p->order[a + i];
                 const kref *tail = &p->base[(size_t)r * R + last];
-                n_own[i] = ref_spans(tail, p->layer, n0, p->keys[r].ref[last].n - n0, h, p->head_dim, own_sp[i]);
+                n_own[i] = ref_spans(tail, p->layer, n0, p->keys[r].ref[last].n - n0, h,
+                                     p->head_dim, own_sp[i]);
                 own[i] = own_sp[i];
                 qs[i] = p->q + (size_t)r * p->d + h * p->head_dim;
                 outs[i] = p->out + (size_t)r * p->d + h * p->head_dim;
             }
-            kr_attend_multi_f32(nq, qs, p->head_dim, p->scale, shared, n_shared, own, n_own, scratch,
-                                p->max_keys, outs);
+            kr_attend_multi_f32(nq, qs, p->head_dim, p->scale, shared, n_shared, own, n_own,
+                                scratch, p->max_keys, outs);
             continue;
         }
-        if (nq > 1) n_shared = to_spans(p->base + (size_t)p->order[a] * R, 1, p->layer, h, p->head_dim, shared);
+        if (nq > 1)
+            n_shared =
+                to_spans(p->base + (size_t)p->order[a] * R, 1, p->layer, h, p->head_dim, shared);
         for (int i = 0; i < nq; i++) {
             int r = p->order[a + i];
             const kr_attn_keys *kk = &p->keys[r];
             int skip = nq > 1 ? 1 : 0; /* a lone row keeps all its refs as its own keys */
-            n_own[i] = to_spans(p->base + (size_t)r * R + skip, kk->n - skip, p->layer, h, p->head_dim, own_sp[i]);
+            n_own[i] = to_spans(p->base + (size_t)r * R + skip, kk->n - skip, p->layer, h,
+                                p->head_dim, own_sp[i]);
             own[i] = own_sp[i];
             qs[i] = p->q + (size_t)r * p->d + h * p->head_dim;
             outs[i] = p->out + (size_t)r * p->d + h * p->head_dim;
@@ -276,8 +288,8 @@ static void worker(void *ctx, int ith, int nth) {
         if (nq == 1)
             kr_attend_f32(qs[0], p->head_dim, p->scale, own_sp[0], n_own[0], scratch, outs[0]);
         else
-            kr_attend_multi_f32(nq, qs, p->head_dim, p->scale, shared, n_shared, own, n_own, scratch,
-                                p->max_keys, outs);
+            kr_attend_multi_f32(nq, qs, p->head_dim, p->scale, shared, n_shared, own, n_own,
+                                scratch, p->max_keys, outs);
     }
 }
 
@@ -285,7 +297,7 @@ kr_status kr_attention_rows(kr_pool *pool, int n_rows, const kr_attn_keys *keys,
                             int n_heads, int head_dim, int d, const float *q, float *out,
                             kr_error *err) {
     if (n_rows <= 0) return KR_OK;
-    plan p = {0};
+    plan p = { 0 };
     p.keys = keys;
     p.layer = layer;
     p.n_heads = n_heads;

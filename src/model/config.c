@@ -18,6 +18,7 @@
 #include <cjson/cJSON.h>
 
 #include "base/error.h"
+#include "base/fsutil.h"
 #include "kernels/quant.h"
 
 /* Real configs are ~300 bytes; anything far larger is not a config. */
@@ -25,37 +26,14 @@
 
 /* Reads a whole (small) file. Caller frees *out. */
 static kr_status read_small_file(const char *path, char **out, size_t *len, kr_error *err) {
-    *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return kr_error_set(err, KR_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    char *buf = malloc(CONFIG_MAX_BYTES + 1);
-    if (!buf) {
-        fclose(f);
-        return kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory", path);
-    }
-    size_t n = fread(buf, 1, CONFIG_MAX_BYTES + 1, f);
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        free(buf);
-        return kr_error_set(err, KR_ERR_IO, "%s: read error", path);
-    }
-    if (n > CONFIG_MAX_BYTES) {
-        free(buf);
-        return kr_error_set(err, KR_ERR_FORMAT, "%s: larger than %d bytes, not a config", path,
-                            CONFIG_MAX_BYTES);
-    }
-    *out = buf;
-    *len = n;
-    return KR_OK;
+    return kr_read_file(path, CONFIG_MAX_BYTES, "model config", out, len, err);
 }
 
 /* Parses the text as one JSON object (trailing whitespace allowed). */
 static kr_status parse_object(const char *json, size_t len, const char *label, cJSON **out,
                               kr_error *err) {
     *out = NULL;
-    if (!json && len)
-        return kr_error_set(err, KR_ERR_INVALID_ARG, "%s: NULL config text", label);
+    if (!json && len) return kr_error_set(err, KR_ERR_INVALID_ARG, "%s: NULL config text", label);
     const char *end = NULL;
     cJSON *root = len ? cJSON_ParseWithLengthOpts(json, len, &end, 0) : NULL;
     if (!root) {
@@ -78,8 +56,7 @@ static kr_status parse_object(const char *json, size_t len, const char *label, c
     for (const cJSON *a = root->child; a; a = a->next) {
         for (const cJSON *b = a->next; b; b = b->next) {
             if (a->string && b->string && strcmp(a->string, b->string) == 0) {
-                kr_error_set(err, KR_ERR_FORMAT, "%s: key '%.64s' appears twice", label,
-                             a->string);
+                kr_error_set(err, KR_ERR_FORMAT, "%s: key '%.64s' appears twice", label, a->string);
                 cJSON_Delete(root);
                 return KR_ERR_FORMAT;
             }
@@ -105,8 +82,8 @@ static kr_status get_int(const cJSON *root, const char *key, int lo, int hi, con
 }
 
 /* An optional boolean key; absent gives `def` (the constructor default). */
-static kr_status get_bool(const cJSON *root, const char *key, int def, const char *label,
-                          int *out, kr_error *err) {
+static kr_status get_bool(const cJSON *root, const char *key, int def, const char *label, int *out,
+                          kr_error *err) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
     if (!v) {
         *out = def;
@@ -166,13 +143,13 @@ static kr_status get_quant(const cJSON *root, const char *label, kr_quant_config
     return KR_OK;
 }
 
-#define TRY(x)                                                                                    \
-    do {                                                                                          \
-        kr_status rc_ = (x);                                                                      \
-        if (rc_ != KR_OK) {                                                                       \
-            cJSON_Delete(root);                                                                   \
-            return rc_;                                                                           \
-        }                                                                                         \
+#define TRY(x)                  \
+    do {                        \
+        kr_status rc_ = (x);    \
+        if (rc_ != KR_OK) {     \
+            cJSON_Delete(root); \
+            return rc_;         \
+        }                       \
     } while (0)
 
 kr_status kr_predictor_config_parse(const char *json, size_t len, const char *label,

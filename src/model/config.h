@@ -13,26 +13,26 @@
 /* The "quantization" block a kronos quantize checkpoint carries ({"format": "q4",
  * "group_size": 32, "method": "awq"}); format 0 (KR_WFMT_F32) when absent. */
 typedef struct kr_quant_config {
-    int format;             /* kr_wfmt */
-    int group_size;         /* Q4 only */
-    char method[16];        /* "rtn", "smoothquant", "awq" (informational) */
+    int format; /* kr_wfmt */
+    int group_size; /* Q4 only */
+    char method[16]; /* "rtn", "smoothquant", "awq" (informational) */
 } kr_quant_config;
 
 typedef struct kr_predictor_config {
-    int s1_bits, s2_bits;   /* vocabularies 2^s1_bits, 2^s2_bits */
+    int s1_bits, s2_bits; /* vocabularies 2^s1_bits, 2^s2_bits */
     int n_layers;
     int d_model;
-    int n_heads;            /* self-attention heads; head_dim = d_model / n_heads (even) */
+    int n_heads; /* self-attention heads; head_dim = d_model / n_heads (even) */
     int ff_dim;
-    int learn_te;           /* 1: time_emb.<f>_embed.weight; 0: time_emb.<f>_embed.emb.weight */
+    int learn_te; /* 1: time_emb.<f>_embed.weight; 0: time_emb.<f>_embed.emb.weight */
     kr_quant_config quant;
 } kr_predictor_config;
 
 typedef struct kr_tokenizer_config {
-    int d_in;               /* 6 */
+    int d_in; /* 6 */
     int d_model, n_heads, ff_dim;
-    int n_enc_layers, n_dec_layers;   /* blocks = layers - 1 (reference quirk) */
-    int s1_bits, s2_bits;   /* must be equal (indices_to_bits assumes it) */
+    int n_enc_layers, n_dec_layers; /* blocks = layers - 1 (reference quirk) */
+    int s1_bits, s2_bits; /* must be equal (indices_to_bits assumes it) */
     kr_quant_config quant;
 } kr_tokenizer_config;
 

@@ -16,9 +16,9 @@
 
 typedef struct kr_kv_block {
     atomic_int refs;
-    size_t bytes;               /* payload */
-    struct kr_kv_block *next;   /* free list link */
-    unsigned char *data;        /* payload, 64-byte aligned */
+    size_t bytes; /* payload */
+    struct kr_kv_block *next; /* free list link */
+    unsigned char *data; /* payload, 64-byte aligned */
 } kr_kv_block;
 
 /* A block of `bytes` payload with one reference, or NULL when out of memory. */
@@ -32,9 +32,9 @@ static inline int kr_kv_block_refs(const kr_kv_block *b) {
 }
 
 typedef struct kr_kv_pool_stats {
-    long long blocks_used;   /* blocks with at least one holder */
-    long long bytes_used;    /* their payload */
-    long long blocks_free;   /* kept on free lists for reuse */
+    long long blocks_used; /* blocks with at least one holder */
+    long long bytes_used; /* their payload */
+    long long blocks_free; /* kept on free lists for reuse */
     long long bytes_free;
 } kr_kv_pool_stats;
 

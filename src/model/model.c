@@ -10,21 +10,24 @@
 #include "model/quantize.h"
 
 kr_model_params kr_model_default_params(void) {
-    kr_model_params p = {.n_threads = 0, .quant = NULL, .quant_group = 0, .kv_dtype = NULL};
+    kr_model_params p = { .n_threads = 0, .quant = NULL, .quant_group = 0, .kv_dtype = NULL };
     return p;
 }
 
 static kr_status parse_kv_dtype(const char *s, kr_kv_dtype *out, kr_error *err) {
-    if (!s || !*s || strcmp(s, "f32") == 0) *out = KR_KV_F32;
-    else if (strcmp(s, "bf16") == 0) *out = KR_KV_BF16;
-    else if (strcmp(s, "int8") == 0) *out = KR_KV_INT8;
+    if (!s || !*s || strcmp(s, "f32") == 0)
+        *out = KR_KV_F32;
+    else if (strcmp(s, "bf16") == 0)
+        *out = KR_KV_BF16;
+    else if (strcmp(s, "int8") == 0)
+        *out = KR_KV_INT8;
     else
-        return kr_error_set(err, KR_ERR_INVALID_ARG,
-                            "kv dtype '%s' is not one of f32, bf16, int8", s);
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "kv dtype '%s' is not one of f32, bf16, int8",
+                            s);
     return KR_OK;
 }
 
-static const char *const k_kv_names[] = {"f32", "bf16", "int8"};
+static const char *const k_kv_names[] = { "f32", "bf16", "int8" };
 
 /* Sets the info's quantisation fields from what the Linears hold now. */
 static void describe_quant(kr_model *m, const char *method) {
@@ -41,7 +44,8 @@ static void describe_quant(kr_model *m, const char *method) {
  * average it out. Like most low-bit recipes (an LLM's lm_head is usually kept at 16 bits),
  * the 8- and 4-bit formats keep them in bf16: 2 of ~60 Linears, about 4% of the weights. */
 static int keeps_bf16(const char *name, kr_wfmt fmt) {
-    return fmt != KR_WFMT_BF16 && (strcmp(name, "head.proj_s1") == 0 || strcmp(name, "head.proj_s2") == 0);
+    return fmt != KR_WFMT_BF16 &&
+           (strcmp(name, "head.proj_s1") == 0 || strcmp(name, "head.proj_s2") == 0);
 }
 
 static kr_status quantize_net(kr_named_linear *ls, int n, kr_wfmt fmt, int group,
@@ -63,9 +67,8 @@ static kr_status quantize_net(kr_named_linear *ls, int n, kr_wfmt fmt, int group
 }
 
 kr_status kr_model_quantize_linears(kr_model *m, kr_wfmt fmt, int group,
-                                    const float *const *tok_scales,
-                                    const float *const *pred_scales, const char *method,
-                                    kr_error *err) {
+                                    const float *const *tok_scales, const float *const *pred_scales,
+                                    const char *method, kr_error *err) {
     if (m->tok->cfg.quant.format != KR_WFMT_F32 || m->pred->cfg.quant.format != KR_WFMT_F32 ||
         m->pred->blocks[0].w1.q)
         return kr_error_set(err, KR_ERR_INVALID_ARG,
@@ -109,11 +112,13 @@ kr_status kr_model_load(const char *predictor_dir, const char *tokenizer_dir,
     kr_status st = kr_tokenizer_weights_load(tokenizer_dir, &m->tok, err);
     if (st == KR_OK) st = kr_predictor_weights_load(predictor_dir, &m->pred, err);
     if (st == KR_OK && m->tok->cfg.s1_bits != m->pred->cfg.s1_bits)
-        st = kr_error_set(err, KR_ERR_MODEL, "%s and %s: tokenizer s1_bits %d != predictor s1_bits %d",
-                          tokenizer_dir, predictor_dir, m->tok->cfg.s1_bits, m->pred->cfg.s1_bits);
+        st = kr_error_set(err, KR_ERR_MODEL,
+                          "%s and %s: tokenizer s1_bits %d != predictor s1_bits %d", tokenizer_dir,
+                          predictor_dir, m->tok->cfg.s1_bits, m->pred->cfg.s1_bits);
     if (st == KR_OK && m->tok->cfg.s2_bits != m->pred->cfg.s2_bits)
-        st = kr_error_set(err, KR_ERR_MODEL, "%s and %s: tokenizer s2_bits %d != predictor s2_bits %d",
-                          tokenizer_dir, predictor_dir, m->tok->cfg.s2_bits, m->pred->cfg.s2_bits);
+        st = kr_error_set(err, KR_ERR_MODEL,
+                          "%s and %s: tokenizer s2_bits %d != predictor s2_bits %d", tokenizer_dir,
+                          predictor_dir, m->tok->cfg.s2_bits, m->pred->cfg.s2_bits);
     if (st == KR_OK && m->tok->cfg.quant.format != m->pred->cfg.quant.format)
         st = kr_error_set(err, KR_ERR_MODEL, "%s is %s-quantised but %s is %s-quantised",
                           tokenizer_dir, kr_wfmt_name((kr_wfmt)m->tok->cfg.quant.format),
@@ -154,7 +159,8 @@ kr_status kr_model_load(const char *predictor_dir, const char *tokenizer_dir,
     snprintf(in->kv_dtype, sizeof in->kv_dtype, "%s", k_kv_names[kv]);
     describe_quant(m, m->pred->cfg.quant.method[0] ? m->pred->cfg.quant.method : "rtn");
     if (fmt != KR_WFMT_F32 && !m->pred->blocks[0].w1.q) {
-        st = kr_model_quantize_linears(m, fmt, p.quant_group > 0 ? p.quant_group : KR_Q4_GROUP_DEFAULT,
+        st = kr_model_quantize_linears(m, fmt,
+                                       p.quant_group > 0 ? p.quant_group : KR_Q4_GROUP_DEFAULT,
                                        NULL, NULL, "rtn", err);
         if (st != KR_OK) {
             kr_model_free(m);

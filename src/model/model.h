@@ -28,8 +28,7 @@ struct kr_model {
  * scales in the order of kr_tokenizer_linears / kr_predictor_linears (NULL: none). Updates
  * the info (format, method, bytes). Only for an f32 model that has not been quantised. */
 kr_status kr_model_quantize_linears(kr_model *m, kr_wfmt fmt, int group,
-                                    const float *const *tok_scales,
-                                    const float *const *pred_scales, const char *method,
-                                    kr_error *err);
+                                    const float *const *tok_scales, const float *const *pred_scales,
+                                    const char *method, kr_error *err);
 
 #endif

@@ -27,13 +27,16 @@ float kr_pairwise_sum_f32(const float *a, int64_t n, int64_t stride) {
     }
     int64_t n2 = n / 2;
     n2 -= n2 % 8;
-    return kr_pairwise_sum_f32(a, n2, stride) + kr_pairwise_sum_f32(a + n2 * stride, n - n2, stride);
+    return kr_pairwise_sum_f32(a, n2, stride) +
+           kr_pairwise_sum_f32(a + n2 * stride, n - n2, stride);
 }
 
 kr_status kr_norm_stats(const float *x, int64_t n, float mean[6], float std[6], kr_error *err) {
     if (n < 1) return kr_error_set(err, KR_ERR_INVALID_ARG, "normalize: empty series");
     float *col = malloc((size_t)n * sizeof(float));
-    if (!col) return kr_error_set(err, KR_ERR_NOMEM, "normalize: out of memory for %lld rows", (long long)n);
+    if (!col)
+        return kr_error_set(err, KR_ERR_NOMEM, "normalize: out of memory for %lld rows",
+                            (long long)n);
     float fn = (float)n;
     for (int c = 0; c < 6; c++) {
         float m = kr_pairwise_sum_f32(x + c, n, 6) / fn;
@@ -60,7 +63,8 @@ void kr_normalize(const float *x, int64_t n, const float mean[6], const float st
         }
 }
 
-void kr_denormalize(const float *x, int64_t n, const float mean[6], const float std[6], float *out) {
+void kr_denormalize(const float *x, int64_t n, const float mean[6], const float std[6],
+                    float *out) {
     for (int64_t i = 0; i < n; i++)
         for (int c = 0; c < 6; c++) out[i * 6 + c] = x[i * 6 + c] * (std[c] + 1e-5f) + mean[c];
 }

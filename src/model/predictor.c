@@ -20,13 +20,14 @@ static int clamp_index(float v, int rows) {
 }
 
 kr_status kr_predictor_embed(const kr_predictor_weights *w, kr_pool *pool, int n, const int32_t *s1,
-                             const int32_t *s2, const float *stamps, float *x,
-                             float *tok_emb_dbg, float *time_emb_dbg, kr_error *err) {
+                             const int32_t *s2, const float *stamps, float *x, float *tok_emb_dbg,
+                             float *time_emb_dbg, kr_error *err) {
     int d = w->cfg.d_model;
     if (n <= 0) return KR_OK;
     float scale = (float)sqrt((double)d);
     float *cat = malloc((size_t)n * 2 * (size_t)d * sizeof(float));
-    if (!cat) return kr_error_set(err, KR_ERR_NOMEM, "predictor: out of memory embedding %d rows", n);
+    if (!cat)
+        return kr_error_set(err, KR_ERR_NOMEM, "predictor: out of memory embedding %d rows", n);
     for (int i = 0; i < n; i++) {
         const float *e1 = w->emb_s1 + (size_t)s1[i] * d;
         const float *e2 = w->emb_s2 + (size_t)s2[i] * d;
@@ -60,15 +61,14 @@ static kr_status check_ids(const kr_predictor_weights *w, int n, const int32_t *
     int v1 = 1 << w->cfg.s1_bits, v2 = 1 << w->cfg.s2_bits;
     for (int i = 0; i < n; i++)
         if (s1[i] < 0 || s1[i] >= v1 || s2[i] < 0 || s2[i] >= v2)
-            return kr_error_set(err, KR_ERR_INVALID_ARG, "predictor: token %d (%d, %d) out of vocabulary",
-                                i, s1[i], s2[i]);
+            return kr_error_set(err, KR_ERR_INVALID_ARG,
+                                "predictor: token %d (%d, %d) out of vocabulary", i, s1[i], s2[i]);
     return KR_OK;
 }
 
-kr_status kr_predictor_forward(const kr_predictor_weights *w, kr_pool *pool,
-                               const kr_chunk *chunks, int n_chunks, const int32_t *s1,
-                               const int32_t *s2, const float *stamps, float *context,
-                               kr_error *err) {
+kr_status kr_predictor_forward(const kr_predictor_weights *w, kr_pool *pool, const kr_chunk *chunks,
+                               int n_chunks, const int32_t *s1, const int32_t *s2,
+                               const float *stamps, float *context, kr_error *err) {
     int total = 0, d = w->cfg.d_model, L = w->cfg.n_layers;
     kr_status st = kr_chunks_check(chunks, n_chunks, L + 1, &total, err);
     if (st != KR_OK) return st;
@@ -76,7 +76,8 @@ kr_status kr_predictor_forward(const kr_predictor_weights *w, kr_pool *pool,
     float *x = malloc((size_t)total * d * sizeof(float));
     float *kt = malloc((size_t)total * d * sizeof(float));
     if (!x || !kt) {
-        free(x); free(kt);
+        free(x);
+        free(kt);
         return kr_error_set(err, KR_ERR_NOMEM, "predictor: out of memory for %d rows", total);
     }
     st = kr_predictor_embed(w, pool, total, s1, s2, stamps, x, NULL, NULL, err);
@@ -89,7 +90,8 @@ kr_status kr_predictor_forward(const kr_predictor_weights *w, kr_pool *pool,
             st = kr_linear_run(pool, &w->dep.v, context, total, d, kt, d, err);
         for (int c = 0, row = 0; st == KR_OK && c < n_chunks; c++) {
             const kr_chunk *ch = &chunks[c];
-            kr_kv_store_write(ch->out, L, ch->out_start, x + (size_t)row * d, kt + (size_t)row * d, ch->n);
+            kr_kv_store_write(ch->out, L, ch->out_start, x + (size_t)row * d, kt + (size_t)row * d,
+                              ch->n);
             row += ch->n;
         }
     }
@@ -98,9 +100,8 @@ kr_status kr_predictor_forward(const kr_predictor_weights *w, kr_pool *pool,
     return st;
 }
 
-kr_status kr_predictor_s1_logits(const kr_predictor_weights *w, kr_pool *pool,
-                                 const float *context, int m, int ld, float *logits,
-                                 kr_error *err) {
+kr_status kr_predictor_s1_logits(const kr_predictor_weights *w, kr_pool *pool, const float *context,
+                                 int m, int ld, float *logits, kr_error *err) {
     return kr_linear_run(pool, &w->head_s1, context, m, ld, logits, w->head_s1.n_out, err);
 }
 
@@ -111,15 +112,19 @@ kr_status kr_predictor_s2_logits(const kr_predictor_weights *w, kr_pool *pool, i
     if (m <= 0) return KR_OK;
     for (int r = 0; r < m; r++) {
         if (s1[r] < 0 || s1[r] >= v1)
-            return kr_error_set(err, KR_ERR_INVALID_ARG, "predictor: s1 id %d out of vocabulary", s1[r]);
+            return kr_error_set(err, KR_ERR_INVALID_ARG, "predictor: s1 id %d out of vocabulary",
+                                s1[r]);
         int keys = 0;
         for (int i = 0; i < views[r].n; i++) {
             const kr_kv_ref *ref = &views[r].ref[i];
-            if (!ref->store || ref->start < 0 || ref->start + ref->n > ref->store->cap || ref->store->n_layers < L + 1)
-                return kr_error_set(err, KR_ERR_INTERNAL, "predictor: s2 view %d ref %d out of range", r, i);
+            if (!ref->store || ref->start < 0 || ref->start + ref->n > ref->store->cap ||
+                ref->store->n_layers < L + 1)
+                return kr_error_set(err, KR_ERR_INTERNAL,
+                                    "predictor: s2 view %d ref %d out of range", r, i);
             keys += ref->n;
         }
-        if (keys < 1) return kr_error_set(err, KR_ERR_INTERNAL, "predictor: s2 view %d is empty", r);
+        if (keys < 1)
+            return kr_error_set(err, KR_ERR_INTERNAL, "predictor: s2 view %d is empty", r);
     }
     size_t md = (size_t)m * d;
     float *buf = malloc(3 * md * sizeof(float));
@@ -135,7 +140,8 @@ kr_status kr_predictor_s2_logits(const kr_predictor_weights *w, kr_pool *pool, i
         for (int i = 0; i < views[r].n; i++)
             if (views[r].ref[i].n > 0) keys[r].ref[keys[r].n++] = views[r].ref[i];
     }
-    for (int r = 0; r < m; r++) memcpy(sib + (size_t)r * d, w->emb_s1 + (size_t)s1[r] * d, d * sizeof(float));
+    for (int r = 0; r < m; r++)
+        memcpy(sib + (size_t)r * d, w->emb_s1 + (size_t)s1[r] * d, d * sizeof(float));
     kr_status st = kr_linear_run(pool, &w->dep.q, sib, m, d, q, d, err);
     /* No mask, no rotation: one query per path over the window's cached dep K/V. */
     if (st == KR_OK)

@@ -21,7 +21,8 @@ typedef struct lister {
     int oom;
 } lister;
 
-static void add(lister *ls, kr_linear *l, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void add(lister *ls, kr_linear *l, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static void add(lister *ls, kr_linear *l, const char *fmt, ...) {
     if (ls->oom) return;
     if (ls->n == ls->cap) {
@@ -70,7 +71,7 @@ static kr_status finish_list(lister *ls, kr_named_linear **out, int *n, kr_error
 
 kr_status kr_tokenizer_linears(kr_tokenizer_weights *w, kr_named_linear **out, int *n,
                                kr_error *err) {
-    lister ls = {0};
+    lister ls = { 0 };
     add(&ls, &w->embed, "embed");
     for (int i = 0; i < w->n_enc; i++) add_block(&ls, &w->enc[i], "encoder", i);
     for (int i = 0; i < w->n_dec; i++) add_block(&ls, &w->dec[i], "decoder", i);
@@ -82,7 +83,7 @@ kr_status kr_tokenizer_linears(kr_tokenizer_weights *w, kr_named_linear **out, i
 
 kr_status kr_predictor_linears(kr_predictor_weights *w, kr_named_linear **out, int *n,
                                kr_error *err) {
-    lister ls = {0};
+    lister ls = { 0 };
     add(&ls, &w->fusion, "embedding.fusion_proj");
     for (int i = 0; i < w->cfg.n_layers; i++) add_block(&ls, &w->blocks[i], "transformer", i);
     add_attn(&ls, &w->dep, "dep_layer.cross_attn");
@@ -155,8 +156,10 @@ kr_status kr_quantize_linears(kr_named_linear *ls, int n, kr_wfmt fmt, int group
         kr_status st = q ? kr_qmat_quantize(fmt, l->n_out, l->n_in, l->w,
                                             col_scales ? col_scales[i] : NULL, group, q, err)
                          : kr_error_set(err, KR_ERR_NOMEM, "quantize: out of memory");
-        if (st == KR_OK) o->q[o->n] = q;
-        else free(q);
+        if (st == KR_OK)
+            o->q[o->n] = q;
+        else
+            free(q);
         if (st != KR_OK) {
             for (int j = first; j < o->n; j++) owned_free(o->q[j]);
             o->n = first;
@@ -227,7 +230,8 @@ void kr_act_stats_add(kr_act_stats *s, const float *x, int m, int ldx) {
             uint64_t j = next_u64(&s->rng) % (uint64_t)(s->rows + 1);
             if (j < (uint64_t)s->cap) slot = (int64_t)j;
         }
-        if (slot >= 0) memcpy(s->sample + (size_t)slot * (size_t)s->k, row, (size_t)s->k * sizeof *row);
+        if (slot >= 0)
+            memcpy(s->sample + (size_t)slot * (size_t)s->k, row, (size_t)s->k * sizeof *row);
         s->rows++;
     }
 }
@@ -247,7 +251,7 @@ static kr_status add_q(kr_st_writer *wr, const char *prefix, const char *suffix,
                        int64_t d0, int64_t d1, const void *data, kr_error *err) {
     char name[160];
     snprintf(name, sizeof name, "%s.%s", prefix, suffix);
-    int64_t shape[2] = {d0, d1};
+    int64_t shape[2] = { d0, d1 };
     return kr_st_writer_add(wr, name, dt, d1 < 0 ? 1 : 2, shape, data, err);
 }
 
@@ -318,7 +322,7 @@ static kr_status check_source(const void *owner, const char *what, const kr_quan
 
 /* The body's format (the output heads may be bf16: model.c). */
 static kr_quant_config quant_of(const kr_named_linear *ls, int n, const char *method) {
-    kr_quant_config q = {0};
+    kr_quant_config q = { 0 };
     for (int i = 0; i < n; i++)
         if (ls[i].l->q && strncmp(ls[i].name, "head.", 5) != 0) {
             q.format = (int)ls[i].l->q->fmt;
@@ -356,7 +360,8 @@ kr_status kr_tokenizer_save_quantized(const kr_tokenizer_weights *w, const char 
     if (st != KR_OK) return st;
     char *cfg_path;
     kr_tokenizer_config cfg = w->cfg;
-    st = write_net(w->owner, &w->cfg.quant, "tokenizer", ls, n, method, dir, &cfg_path, &cfg.quant, err);
+    st = write_net(w->owner, &w->cfg.quant, "tokenizer", ls, n, method, dir, &cfg_path, &cfg.quant,
+                   err);
     if (st == KR_OK) st = kr_tokenizer_config_save(cfg_path, &cfg, err);
     free(cfg_path);
     free(ls);
@@ -371,7 +376,8 @@ kr_status kr_predictor_save_quantized(const kr_predictor_weights *w, const char 
     if (st != KR_OK) return st;
     char *cfg_path;
     kr_predictor_config cfg = w->cfg;
-    st = write_net(w->owner, &w->cfg.quant, "predictor", ls, n, method, dir, &cfg_path, &cfg.quant, err);
+    st = write_net(w->owner, &w->cfg.quant, "predictor", ls, n, method, dir, &cfg_path, &cfg.quant,
+                   err);
     if (st == KR_OK) st = kr_predictor_config_save(cfg_path, &cfg, err);
     free(cfg_path);
     free(ls);

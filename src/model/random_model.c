@@ -24,25 +24,57 @@
 
 /* ---------------------------------------------------------------- shapes */
 
-#define TOK_BASE {.d_in = 6, .d_model = 256, .n_heads = 4, .ff_dim = 512, \
-                  .n_enc_layers = 4, .n_dec_layers = 4, .s1_bits = 10, .s2_bits = 10}
+#define TOK_BASE                                                                   \
+    {                                                                              \
+        .d_in = 6, .d_model = 256, .n_heads = 4, .ff_dim = 512, .n_enc_layers = 4, \
+        .n_dec_layers = 4, .s1_bits = 10, .s2_bits = 10                            \
+    }
 
 static const kr_random_shape k_shapes[] = {
-    {"tiny",
-     {.d_in = 6, .d_model = 32, .n_heads = 2, .ff_dim = 64, .n_enc_layers = 2,
-      .n_dec_layers = 2, .s1_bits = 10, .s2_bits = 10},
-     {.s1_bits = 10, .s2_bits = 10, .n_layers = 2, .d_model = 32, .n_heads = 2, .ff_dim = 64,
-      .learn_te = 0}},
+    { "tiny",
+      { .d_in = 6,
+        .d_model = 32,
+        .n_heads = 2,
+        .ff_dim = 64,
+        .n_enc_layers = 2,
+        .n_dec_layers = 2,
+        .s1_bits = 10,
+        .s2_bits = 10 },
+      { .s1_bits = 10,
+        .s2_bits = 10,
+        .n_layers = 2,
+        .d_model = 32,
+        .n_heads = 2,
+        .ff_dim = 64,
+        .learn_te = 0 } },
     /* mini/small/base pair with the Kronos-Tokenizer-base shape, as the public models do. */
-    {"mini", TOK_BASE,
-     {.s1_bits = 10, .s2_bits = 10, .n_layers = 4, .d_model = 256, .n_heads = 4, .ff_dim = 512,
-      .learn_te = 1}},
-    {"small", TOK_BASE,
-     {.s1_bits = 10, .s2_bits = 10, .n_layers = 8, .d_model = 512, .n_heads = 8, .ff_dim = 1024,
-      .learn_te = 1}},
-    {"base", TOK_BASE,
-     {.s1_bits = 10, .s2_bits = 10, .n_layers = 12, .d_model = 832, .n_heads = 16,
-      .ff_dim = 2048, .learn_te = 1}},
+    { "mini",
+      TOK_BASE,
+      { .s1_bits = 10,
+        .s2_bits = 10,
+        .n_layers = 4,
+        .d_model = 256,
+        .n_heads = 4,
+        .ff_dim = 512,
+        .learn_te = 1 } },
+    { "small",
+      TOK_BASE,
+      { .s1_bits = 10,
+        .s2_bits = 10,
+        .n_layers = 8,
+        .d_model = 512,
+        .n_heads = 8,
+        .ff_dim = 1024,
+        .learn_te = 1 } },
+    { "base",
+      TOK_BASE,
+      { .s1_bits = 10,
+        .s2_bits = 10,
+        .n_layers = 12,
+        .d_model = 832,
+        .n_heads = 16,
+        .ff_dim = 2048,
+        .learn_te = 1 } },
 };
 
 const kr_random_shape *kr_random_shape_find(const char *name) {
@@ -116,8 +148,8 @@ static double rng_normal(rng *r) {
 typedef struct gen {
     kr_st_writer *w;
     uint64_t seed;
-    const char *model;   /* "tokenizer" / "predictor": separates the two models' streams */
-    float *buf;          /* scratch, large enough for the biggest tensor */
+    const char *model; /* "tokenizer" / "predictor": separates the two models' streams */
+    float *buf; /* scratch, large enough for the biggest tensor */
     kr_status status;
     kr_error *err;
 } gen;
@@ -126,7 +158,7 @@ typedef struct gen {
 static void emit_normal(gen *g, const char *name, int64_t d0, int64_t d1, double std,
                         double scale) {
     if (g->status != KR_OK) return;
-    int64_t shape[2] = {d0, d1};
+    int64_t shape[2] = { d0, d1 };
     int ndim = d1 < 0 ? 1 : 2;
     size_t n = (size_t)(d1 < 0 ? d0 : d0 * d1);
     char stream[192];
@@ -166,7 +198,7 @@ static void emit_linear(gen *g, const char *prefix, int n_out, int n_in, int wit
 }
 
 static void emit_attn(gen *g, const char *prefix, int d_model, int n_heads) {
-    static const char *const proj[4] = {"q_proj", "k_proj", "v_proj", "out_proj"};
+    static const char *const proj[4] = { "q_proj", "k_proj", "v_proj", "out_proj" };
     char name[128];
     for (int i = 0; i < 4; i++) {
         snprintf(name, sizeof name, "%s.%s", prefix, proj[i]);
@@ -200,7 +232,6 @@ static void emit_i64(gen *g, const char *name, const int64_t *v, int64_t n) {
 
 /* ---------------------------------------------------------------- directories */
 
-
 static char *join_path(const char *dir, const char *file) {
     size_t n = strlen(dir) + strlen(file) + 2;
     char *p = malloc(n);
@@ -211,7 +242,7 @@ static char *join_path(const char *dir, const char *file) {
 /* Runs `fill` into a fresh writer and saves dir/model.safetensors. */
 static kr_status write_model(const char *dir, const char *model, uint64_t seed, size_t max_numel,
                              void (*fill)(gen *, const void *), const void *cfg, kr_error *err) {
-    gen g = {.seed = seed, .model = model, .err = err};
+    gen g = { .seed = seed, .model = model, .err = err };
     g.buf = malloc(max_numel * sizeof(float));
     if (!g.buf) return kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory", dir);
     g.status = kr_st_writer_create(&g.w, err);
@@ -241,15 +272,15 @@ static void fill_tokenizer(gen *g, const void *p) {
     emit_linear(g, "head", c->d_in, d, 1, 1.0);
     /* BSQ buffers: basis is MSB first over the whole code, group_basis over one group of 4
      * (the reference's group_size). Neither is read at inference. */
-    int64_t basis[32], group[4] = {8, 4, 2, 1};
+    int64_t basis[32], group[4] = { 8, 4, 2, 1 };
     for (int i = 0; i < q; i++) basis[i] = (int64_t)1 << (q - 1 - i);
     emit_i64(g, "tokenizer.bsq.basis", basis, q);
     emit_i64(g, "tokenizer.bsq.group_basis", group, 4);
 }
 
 static void fill_predictor(gen *g, const void *p) {
-    static const char *const te[5] = {"minute", "hour", "weekday", "day", "month"};
-    static const int te_rows[5] = {60, 24, 7, 32, 13};
+    static const char *const te[5] = { "minute", "hour", "weekday", "day", "month" };
+    static const int te_rows[5] = { 60, 24, 7, 32, 13 };
     const kr_predictor_config *c = p;
     const int d = c->d_model;
     const int v1 = 1 << c->s1_bits, v2 = 1 << c->s2_bits;
@@ -260,8 +291,7 @@ static void fill_predictor(gen *g, const void *p) {
     char name[160];
     for (int i = 0; i < 5; i++) {
         snprintf(name, sizeof name,
-                 c->learn_te ? "time_emb.%s_embed.weight" : "time_emb.%s_embed.emb.weight",
-                 te[i]);
+                 c->learn_te ? "time_emb.%s_embed.weight" : "time_emb.%s_embed.emb.weight", te[i]);
         emit_normal(g, name, te_rows[i], d, emb_std, 1.0);
     }
     for (int i = 0; i < c->n_layers; i++) emit_block(g, "transformer", i, d, c->n_heads, c->ff_dim);
@@ -276,8 +306,8 @@ static void fill_predictor(gen *g, const void *p) {
 
 static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
 
-kr_status kr_model_write_random(const kr_random_shape *shape, uint64_t seed,
-                                const char *out_dir, kr_error *err) {
+kr_status kr_model_write_random(const kr_random_shape *shape, uint64_t seed, const char *out_dir,
+                                kr_error *err) {
     if (!shape || !out_dir)
         return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_model_write_random: NULL argument");
     const kr_tokenizer_config *tc = &shape->tok;
@@ -296,9 +326,9 @@ kr_status kr_model_write_random(const kr_random_shape *shape, uint64_t seed,
                          max_sz((size_t)tc->d_model * (size_t)tc->d_model,
                                 (size_t)(tc->s1_bits + tc->s2_bits) * (size_t)tc->d_model));
     size_t v = (size_t)1 << (pc->s1_bits > pc->s2_bits ? pc->s1_bits : pc->s2_bits);
-    size_t pmax = max_sz(v * (size_t)pc->d_model,
-                         max_sz((size_t)pc->ff_dim * (size_t)pc->d_model,
-                                2 * (size_t)pc->d_model * (size_t)pc->d_model));
+    size_t pmax =
+        max_sz(v * (size_t)pc->d_model, max_sz((size_t)pc->ff_dim * (size_t)pc->d_model,
+                                               2 * (size_t)pc->d_model * (size_t)pc->d_model));
     pmax = max_sz(pmax, 60 * (size_t)pc->d_model);
 
     if ((rc = kr_mkdir_p(tdir, err)) != KR_OK) goto out;

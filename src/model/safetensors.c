@@ -32,15 +32,15 @@
 #define ST_MAX_EXACT_INT 9007199254740992.0
 
 struct kr_safetensors {
-    char *label;              /* path or caller's label, owned */
-    void *map;                /* mmap base (NULL for in-memory images) */
+    char *label; /* path or caller's label, owned */
+    void *map; /* mmap base (NULL for in-memory images) */
     size_t map_len;
-    const uint8_t *data;      /* first byte after the header */
+    const uint8_t *data; /* first byte after the header */
     size_t data_len;
-    kr_st_tensor *tensors;    /* [n] in header order */
+    kr_st_tensor *tensors; /* [n] in header order */
     int n;
     const kr_st_tensor **by_name; /* [n] sorted by name, for kr_st_find */
-    char *names;              /* one block holding every tensor name */
+    char *names; /* one block holding every tensor name */
 };
 
 /* ---------------------------------------------------------------- dtypes */
@@ -49,15 +49,13 @@ static const struct {
     const char *name;
     size_t size;
 } k_dtypes[KR_DT_COUNT] = {
-    [KR_DT_F32] = {"F32", 4},  [KR_DT_F16] = {"F16", 2},   [KR_DT_BF16] = {"BF16", 2},
-    [KR_DT_F64] = {"F64", 8},  [KR_DT_I64] = {"I64", 8},   [KR_DT_I32] = {"I32", 4},
-    [KR_DT_I16] = {"I16", 2},  [KR_DT_I8] = {"I8", 1},     [KR_DT_U8] = {"U8", 1},
-    [KR_DT_BOOL] = {"BOOL", 1}, [KR_DT_F8_E4M3] = {"F8_E4M3", 1},
+    [KR_DT_F32] = { "F32", 4 },   [KR_DT_F16] = { "F16", 2 },         [KR_DT_BF16] = { "BF16", 2 },
+    [KR_DT_F64] = { "F64", 8 },   [KR_DT_I64] = { "I64", 8 },         [KR_DT_I32] = { "I32", 4 },
+    [KR_DT_I16] = { "I16", 2 },   [KR_DT_I8] = { "I8", 1 },           [KR_DT_U8] = { "U8", 1 },
+    [KR_DT_BOOL] = { "BOOL", 1 }, [KR_DT_F8_E4M3] = { "F8_E4M3", 1 },
 };
 
-size_t kr_dtype_size(kr_dtype dt) {
-    return ((unsigned)dt < KR_DT_COUNT) ? k_dtypes[dt].size : 0;
-}
+size_t kr_dtype_size(kr_dtype dt) { return ((unsigned)dt < KR_DT_COUNT) ? k_dtypes[dt].size : 0; }
 
 const char *kr_dtype_name(kr_dtype dt) {
     return ((unsigned)dt < KR_DT_COUNT) ? k_dtypes[dt].name : "?";
@@ -107,27 +105,26 @@ static kr_status check_metadata(const cJSON *meta, const char *label, kr_error *
         return kr_error_set(err, KR_ERR_FORMAT, "%s: '__metadata__' is not an object", label);
     for (const cJSON *m = meta->child; m; m = m->next) {
         if (!cJSON_IsString(m))
-            return kr_error_set(err, KR_ERR_FORMAT,
-                                "%s: '__metadata__' entry '%s' is not a string", label,
-                                m->string ? m->string : "");
+            return kr_error_set(err, KR_ERR_FORMAT, "%s: '__metadata__' entry '%s' is not a string",
+                                label, m->string ? m->string : "");
     }
     return KR_OK;
 }
 
 /* Validates one header entry and fills t (name left for the caller). `name` is only used
  * in messages. */
-static kr_status parse_entry(const cJSON *e, const char *name, const char *label,
-                             size_t data_len, kr_st_tensor *t, range_ref *r, kr_error *err) {
+static kr_status parse_entry(const cJSON *e, const char *name, const char *label, size_t data_len,
+                             kr_st_tensor *t, range_ref *r, kr_error *err) {
     if (!cJSON_IsObject(e))
-        return kr_error_set(err, KR_ERR_FORMAT, "%s: tensor '%s': entry is not an object",
-                            label, name);
+        return kr_error_set(err, KR_ERR_FORMAT, "%s: tensor '%s': entry is not an object", label,
+                            name);
 
     const cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");
     if (!dt)
         return kr_error_set(err, KR_ERR_FORMAT, "%s: tensor '%s': missing 'dtype'", label, name);
     if (!cJSON_IsString(dt))
-        return kr_error_set(err, KR_ERR_FORMAT, "%s: tensor '%s': 'dtype' is not a string",
-                            label, name);
+        return kr_error_set(err, KR_ERR_FORMAT, "%s: tensor '%s': 'dtype' is not a string", label,
+                            name);
     if (!dtype_from_name(dt->valuestring, &t->dtype))
         return kr_error_set(err, KR_ERR_FORMAT, "%s: tensor '%s': unknown dtype '%.32s'", label,
                             name, dt->valuestring);
@@ -136,8 +133,8 @@ static kr_status parse_entry(const cJSON *e, const char *name, const char *label
     if (!shape)
         return kr_error_set(err, KR_ERR_FORMAT, "%s: tensor '%s': missing 'shape'", label, name);
     if (!cJSON_IsArray(shape))
-        return kr_error_set(err, KR_ERR_FORMAT, "%s: tensor '%s': 'shape' is not an array",
-                            label, name);
+        return kr_error_set(err, KR_ERR_FORMAT, "%s: tensor '%s': 'shape' is not an array", label,
+                            name);
     int ndim = cJSON_GetArraySize(shape);
     if (ndim > KR_ST_MAX_DIMS)
         return kr_error_set(err, KR_ERR_FORMAT, "%s: tensor '%s': %d dimensions (at most %d)",
@@ -149,8 +146,8 @@ static kr_status parse_entry(const cJSON *e, const char *name, const char *label
         uint64_t v;
         if (!json_uint(d, &v))
             return kr_error_set(err, KR_ERR_FORMAT,
-                                "%s: tensor '%s': shape[%d] is not a non-negative integer",
-                                label, name, i);
+                                "%s: tensor '%s': shape[%d] is not a non-negative integer", label,
+                                name, i);
         t->shape[i] = (int64_t)v;
         /* Checked multiplication: a header like [2^40, 2^40] must not wrap to a small size. */
         if (__builtin_mul_overflow(numel, (int64_t)v, &numel))
@@ -188,8 +185,8 @@ static kr_status parse_entry(const cJSON *e, const char *name, const char *label
         return kr_error_set(err, KR_ERR_FORMAT,
                             "%s: tensor '%s': data_offsets span %llu bytes but shape × %s "
                             "needs %llu",
-                            label, name, (unsigned long long)(end - begin),
-                            k_dtypes[t->dtype].name, (unsigned long long)want_bytes);
+                            label, name, (unsigned long long)(end - begin), k_dtypes[t->dtype].name,
+                            (unsigned long long)want_bytes);
     t->nbytes = (size_t)want_bytes;
     r->begin = begin;
     r->end = end;
@@ -197,17 +194,15 @@ static kr_status parse_entry(const cJSON *e, const char *name, const char *label
 }
 
 /* Parses and validates the header of image [base, base+len); fills st. */
-static kr_status parse_image(kr_safetensors *st, const uint8_t *base, size_t len,
-                             kr_error *err) {
+static kr_status parse_image(kr_safetensors *st, const uint8_t *base, size_t len, kr_error *err) {
     const char *label = st->label;
     if (len < 8)
         return kr_error_set(err, KR_ERR_FORMAT,
-                            "%s: file is %zu bytes, shorter than the 8-byte header length",
-                            label, len);
+                            "%s: file is %zu bytes, shorter than the 8-byte header length", label,
+                            len);
     uint64_t hlen = 0;
     for (int i = 7; i >= 0; i--) hlen = (hlen << 8) | base[i];
-    if (hlen == 0)
-        return kr_error_set(err, KR_ERR_FORMAT, "%s: header length is 0", label);
+    if (hlen == 0) return kr_error_set(err, KR_ERR_FORMAT, "%s: header length is 0", label);
     if (hlen > ST_MAX_HEADER)
         return kr_error_set(err, KR_ERR_FORMAT,
                             "%s: header length %llu exceeds the %llu-byte limit", label,
@@ -350,8 +345,8 @@ void kr_st_close(kr_safetensors *st) {
     free(st);
 }
 
-kr_status kr_st_open_memory(const void *data, size_t len, const char *label,
-                            kr_safetensors **out, kr_error *err) {
+kr_status kr_st_open_memory(const void *data, size_t len, const char *label, kr_safetensors **out,
+                            kr_error *err) {
     if (!out || (!data && len))
         return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_st_open_memory: NULL argument");
     *out = NULL;
@@ -427,8 +422,10 @@ const kr_st_tensor *kr_st_find(const kr_safetensors *st, const char *name) {
         const kr_st_tensor *t = st->by_name[mid];
         int c = strcmp(name, t->name);
         if (c == 0) return t;
-        if (c < 0) hi = mid - 1;
-        else lo = mid + 1;
+        if (c < 0)
+            hi = mid - 1;
+        else
+            lo = mid + 1;
     }
     return NULL;
 }
@@ -593,8 +590,7 @@ void kr_st_writer_free(kr_st_writer *w) {
     free(w);
 }
 
-kr_status kr_st_writer_meta(kr_st_writer *w, const char *key, const char *value,
-                            kr_error *err) {
+kr_status kr_st_writer_meta(kr_st_writer *w, const char *key, const char *value, kr_error *err) {
     if (!w || !key || !value)
         return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_st_writer_meta: NULL argument");
     char *v = strdup(value);
@@ -632,8 +628,7 @@ kr_status kr_st_writer_add(kr_st_writer *w, const char *name, kr_dtype dtype, in
     if (!w || !name || (ndim > 0 && !shape))
         return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_st_writer_add: NULL argument");
     if (!name[0] || strcmp(name, "__metadata__") == 0)
-        return kr_error_set(err, KR_ERR_INVALID_ARG, "safetensors writer: invalid name '%s'",
-                            name);
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "safetensors writer: invalid name '%s'", name);
     if ((unsigned)dtype >= KR_DT_COUNT)
         return kr_error_set(err, KR_ERR_INVALID_ARG, "safetensors writer: tensor '%s': bad dtype",
                             name);
@@ -648,11 +643,11 @@ kr_status kr_st_writer_add(kr_st_writer *w, const char *name, kr_dtype dtype, in
     }
     size_t nbytes;
     if (__builtin_mul_overflow((size_t)numel, k_dtypes[dtype].size, &nbytes))
-        return kr_error_set(err, KR_ERR_INVALID_ARG,
-                            "safetensors writer: tensor '%s': too large", name);
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "safetensors writer: tensor '%s': too large",
+                            name);
     if (nbytes && !data)
-        return kr_error_set(err, KR_ERR_INVALID_ARG,
-                            "safetensors writer: tensor '%s': NULL data", name);
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "safetensors writer: tensor '%s': NULL data",
+                            name);
     for (int i = 0; i < w->n; i++) {
         if (strcmp(w->t[i].name, name) == 0)
             return kr_error_set(err, KR_ERR_INVALID_ARG,
@@ -722,7 +717,7 @@ static void sb_json_string(sbuf *b, const char *s) {
     sb_put(b, "\"", 1);
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         if (*p == '"' || *p == '\\') {
-            char esc[2] = {'\\', (char)*p};
+            char esc[2] = { '\\', (char)*p };
             sb_put(b, esc, 2);
         } else if (*p < 0x20) {
             sb_fmt(b, "\\u%04llx", *p);
@@ -751,7 +746,7 @@ kr_status kr_st_writer_save(kr_st_writer *w, const char *path, kr_error *err) {
     for (int i = 0; i < w->n; i++) order[i] = &w->t[i];
     qsort(order, (size_t)w->n, sizeof *order, cmp_wr);
 
-    sbuf h = {0};
+    sbuf h = { 0 };
     sb_str(&h, "{");
     int first = 1;
     if (w->n_meta) {

@@ -17,20 +17,29 @@
 #include "kronos.h"
 
 typedef enum kr_dtype {
-    KR_DT_F32, KR_DT_F16, KR_DT_BF16, KR_DT_F64,
-    KR_DT_I64, KR_DT_I32, KR_DT_I16, KR_DT_I8, KR_DT_U8, KR_DT_BOOL,
-    KR_DT_F8_E4M3, KR_DT_COUNT
+    KR_DT_F32,
+    KR_DT_F16,
+    KR_DT_BF16,
+    KR_DT_F64,
+    KR_DT_I64,
+    KR_DT_I32,
+    KR_DT_I16,
+    KR_DT_I8,
+    KR_DT_U8,
+    KR_DT_BOOL,
+    KR_DT_F8_E4M3,
+    KR_DT_COUNT
 } kr_dtype;
 
 #define KR_ST_MAX_DIMS 8
 
 typedef struct kr_st_tensor {
-    const char *name;        /* borrowed from the file object */
+    const char *name; /* borrowed from the file object */
     kr_dtype dtype;
     int ndim;
     int64_t shape[KR_ST_MAX_DIMS];
     int64_t numel;
-    const void *data;        /* inside the mapping; may be unaligned for its dtype */
+    const void *data; /* inside the mapping; may be unaligned for its dtype */
     size_t nbytes;
 } kr_st_tensor;
 
@@ -40,18 +49,18 @@ typedef struct kr_safetensors kr_safetensors;
 kr_status kr_st_open(const char *path, kr_safetensors **out, kr_error *err);
 /* Validates an in-memory image (borrowed; must outlive the object). `label` names it in
  * errors. Used by the fuzzer and tests. */
-kr_status kr_st_open_memory(const void *data, size_t len, const char *label,
-                            kr_safetensors **out, kr_error *err);
+kr_status kr_st_open_memory(const void *data, size_t len, const char *label, kr_safetensors **out,
+                            kr_error *err);
 void kr_st_close(kr_safetensors *st);
 
-const char *kr_st_label(const kr_safetensors *st);  /* the path or label */
+const char *kr_st_label(const kr_safetensors *st); /* the path or label */
 int kr_st_count(const kr_safetensors *st);
 const kr_st_tensor *kr_st_at(const kr_safetensors *st, int i);
 /* NULL when absent. */
 const kr_st_tensor *kr_st_find(const kr_safetensors *st, const char *name);
 
 size_t kr_dtype_size(kr_dtype dt);
-const char *kr_dtype_name(kr_dtype dt);  /* "F32", "BF16", ... */
+const char *kr_dtype_name(kr_dtype dt); /* "F32", "BF16", ... */
 
 /* Copies/converts a tensor to f32 (F32, F16, BF16, F64, I64, I32 accepted); dst has numel
  * floats. Returns KR_ERR_MODEL for other dtypes. */

@@ -60,9 +60,12 @@ static float kth_largest(const float *v, int n, int k, float *tmp) {
                 j--;
             }
         }
-        if (want <= j) hi = j;
-        else if (want >= i) lo = i;
-        else break;
+        if (want <= j)
+            hi = j;
+        else if (want >= i)
+            lo = i;
+        else
+            break;
     }
     return tmp[want];
 }
@@ -98,7 +101,7 @@ int kr_sampler_filter(const float *logits, const kr_sampler_params *p, kr_sample
         for (float thr = 1.0f / 64;; thr /= 64) {
             int m = 0;
             for (int i = 0; i < n; i++)
-                if (s->probs[i] >= thr || thr < 1e-30f) it[m++] = (sort_item){s->probs[i], i};
+                if (s->probs[i] >= thr || thr < 1e-30f) it[m++] = (sort_item){ s->probs[i], i };
             qsort(it, (size_t)m, sizeof *it, cmp_desc);
             float cum = 0.0f;
             int cut = -1;

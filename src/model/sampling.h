@@ -13,18 +13,18 @@
 #include "kronos.h"
 
 typedef struct kr_sampler_params {
-    float temperature;  /* > 0 */
-    int top_k;          /* 0: off */
-    float top_p;        /* >= 1: off */
+    float temperature; /* > 0 */
+    int top_k; /* 0: off */
+    float top_p; /* >= 1: off */
 } kr_sampler_params;
 
 /* Working memory for one vocabulary size; reuse it across draws (no allocation per draw). */
 typedef struct kr_sampler_scratch {
     int n;
-    float *scaled;         /* [n] logits / T */
-    float *probs;          /* [n] */
-    unsigned char *keep;   /* [n] filter mask */
-    void *pairs;           /* [n] (value, index) for sorting */
+    float *scaled; /* [n] logits / T */
+    float *probs; /* [n] */
+    unsigned char *keep; /* [n] filter mask */
+    void *pairs; /* [n] (value, index) for sorting */
 } kr_sampler_scratch;
 
 kr_status kr_sampler_scratch_init(kr_sampler_scratch *s, int n, kr_error *err);

@@ -7,12 +7,12 @@
 
 #include "base/error.h"
 
-kr_status kr_tokenizer_encode(const kr_tokenizer_weights *w, kr_pool *pool, const float *x,
-                              int T, int32_t *s1, int32_t *s2, float *z, kr_error *err) {
+kr_status kr_tokenizer_encode(const kr_tokenizer_weights *w, kr_pool *pool, const float *x, int T,
+                              int32_t *s1, int32_t *s2, float *z, kr_error *err) {
     int d = w->cfg.d_model, nb1 = w->cfg.s1_bits, cb = w->cfg.s1_bits + w->cfg.s2_bits;
     if (T <= 0) return kr_error_set(err, KR_ERR_INVALID_ARG, "tokenizer: nothing to encode");
     kr_status st = KR_OK;
-    kr_kv_store store = {0};
+    kr_kv_store store = { 0 };
     float *h = malloc((size_t)T * d * sizeof(float));
     float *zz = malloc((size_t)T * cb * sizeof(float));
     if (!h || !zz) {
@@ -22,7 +22,7 @@ kr_status kr_tokenizer_encode(const kr_tokenizer_weights *w, kr_pool *pool, cons
     if ((st = kr_linear_run(pool, &w->embed, x, T, w->cfg.d_in, h, d, err)) != KR_OK) goto done;
     if (w->n_enc > 0) {
         if ((st = kr_kv_store_init(&store, w->n_enc, d, T, err)) != KR_OK) goto done;
-        kr_chunk ch = {.n = T, .pos0 = 0, .n_past = 0, .out = &store, .out_start = 0};
+        kr_chunk ch = { .n = T, .pos0 = 0, .n_past = 0, .out = &store, .out_start = 0 };
         st = kr_transformer_run(w->enc, w->n_enc, 0, d, w->cfg.ff_dim, pool, h, &ch, 1, err);
         if (st != KR_OK) goto done;
     }
@@ -44,9 +44,9 @@ done:
     return st;
 }
 
-kr_status kr_tokenizer_decode(const kr_tokenizer_weights *w, kr_pool *pool,
-                              const kr_chunk *chunks, int n_chunks, const int32_t *s1,
-                              const int32_t *s2, float *out, kr_error *err) {
+kr_status kr_tokenizer_decode(const kr_tokenizer_weights *w, kr_pool *pool, const kr_chunk *chunks,
+                              int n_chunks, const int32_t *s1, const int32_t *s2, float *out,
+                              kr_error *err) {
     int d = w->cfg.d_model, nb1 = w->cfg.s1_bits, cb = w->cfg.s1_bits + w->cfg.s2_bits;
     int total = 0;
     kr_status st = kr_chunks_check(chunks, n_chunks, kr_tokenizer_store_layers(w), &total, err);
@@ -54,12 +54,13 @@ kr_status kr_tokenizer_decode(const kr_tokenizer_weights *w, kr_pool *pool,
     int v1 = 1 << w->cfg.s1_bits, v2 = 1 << w->cfg.s2_bits;
     for (int i = 0; i < total; i++)
         if (s1[i] < 0 || s1[i] >= v1 || s2[i] < 0 || s2[i] >= v2)
-            return kr_error_set(err, KR_ERR_INVALID_ARG, "tokenizer: token %d (%d, %d) out of vocabulary",
-                                i, s1[i], s2[i]);
+            return kr_error_set(err, KR_ERR_INVALID_ARG,
+                                "tokenizer: token %d (%d, %d) out of vocabulary", i, s1[i], s2[i]);
     float *bits = malloc((size_t)total * cb * sizeof(float));
     float *h = malloc((size_t)total * d * sizeof(float));
     if (!bits || !h) {
-        free(bits); free(h);
+        free(bits);
+        free(h);
         return kr_error_set(err, KR_ERR_NOMEM, "tokenizer: out of memory for %d rows", total);
     }
     /* q_scale = 1/√codebook_dim in double, rounded once to float as torch multiplies by it. */
@@ -71,7 +72,8 @@ kr_status kr_tokenizer_decode(const kr_tokenizer_weights *w, kr_pool *pool,
     }
     st = kr_linear_run(pool, &w->post_quant_embed, bits, total, cb, h, d, err);
     if (st == KR_OK && w->n_dec > 0)
-        st = kr_transformer_run(w->dec, w->n_dec, 0, d, w->cfg.ff_dim, pool, h, chunks, n_chunks, err);
+        st = kr_transformer_run(w->dec, w->n_dec, 0, d, w->cfg.ff_dim, pool, h, chunks, n_chunks,
+                                err);
     if (st == KR_OK) st = kr_linear_run(pool, &w->head, h, total, d, out, w->cfg.d_in, err);
     free(bits);
     free(h);

@@ -22,21 +22,25 @@ kr_status kr_kv_store_init(kr_kv_store *s, int n_layers, int d, int cap, kr_erro
     return kr_kv_store_init_dtype(s, n_layers, d, cap, KR_KV_F32, 0, err);
 }
 
-kr_status kr_kv_store_init_dtype(kr_kv_store *s, int n_layers, int d, int cap,
-                                 kr_kv_dtype dtype, int group, kr_error *err) {
+kr_status kr_kv_store_init_dtype(kr_kv_store *s, int n_layers, int d, int cap, kr_kv_dtype dtype,
+                                 int group, kr_error *err) {
     memset(s, 0, sizeof *s);
     if (n_layers <= 0 || d <= 0 || cap <= 0)
-        return kr_error_set(err, KR_ERR_INVALID_ARG, "kv store: bad size %d×%d×%d", n_layers, cap, d);
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "kv store: bad size %d×%d×%d", n_layers, cap,
+                            d);
     if (dtype != KR_KV_F32 && dtype != KR_KV_BF16 && dtype != KR_KV_INT8)
         return kr_error_set(err, KR_ERR_INVALID_ARG, "kv store: unknown dtype %d", (int)dtype);
     if (dtype == KR_KV_INT8 && (group <= 0 || d % group != 0))
-        return kr_error_set(err, KR_ERR_INVALID_ARG, "kv store: int8 group %d does not divide %d", group, d);
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "kv store: int8 group %d does not divide %d",
+                            group, d);
     s->n_layers = n_layers;
     s->d = d;
     s->cap = cap;
     s->dtype = dtype;
     s->group = dtype == KR_KV_INT8 ? group : 0;
-    s->elt = dtype == KR_KV_F32 ? sizeof(float) : dtype == KR_KV_BF16 ? sizeof(uint16_t) : sizeof(int8_t);
+    s->elt = dtype == KR_KV_F32    ? sizeof(float)
+             : dtype == KR_KV_BF16 ? sizeof(uint16_t)
+                                   : sizeof(int8_t);
     size_t values = (size_t)n_layers * KVB * (size_t)d;
     size_t scales = dtype == KR_KV_INT8 ? values / (size_t)group * sizeof(float) : 0;
     /* Each region starts on a cache line, as a separately allocated array would. */
@@ -48,7 +52,8 @@ kr_status kr_kv_store_init_dtype(kr_kv_store *s, int n_layers, int d, int cap,
     s->n_blocks = (cap + KVB - 1) / KVB;
     s->blocks = calloc((size_t)s->n_blocks, sizeof *s->blocks);
     int ok = s->blocks != NULL;
-    for (int i = 0; ok && i < s->n_blocks; i++) ok = (s->blocks[i] = kr_kv_block_alloc(s->block_bytes)) != NULL;
+    for (int i = 0; ok && i < s->n_blocks; i++)
+        ok = (s->blocks[i] = kr_kv_block_alloc(s->block_bytes)) != NULL;
     if (!ok) {
         size_t bytes = (size_t)s->n_blocks * s->block_bytes;
         kr_kv_store_release(s);
@@ -76,12 +81,15 @@ int kr_kv_store_row_refs(const kr_kv_store *s, int row) {
 }
 
 /* Rows [r, r + n) of every layer of one block, raw (codes and scales as stored). */
-static void copy_block_rows(const kr_kv_store *s, unsigned char *dst, const unsigned char *src, int r, int n) {
-    size_t row_bytes = (size_t)s->d * s->elt, srow = s->group ? (size_t)(s->d / s->group) * sizeof(float) : 0;
+static void copy_block_rows(const kr_kv_store *s, unsigned char *dst, const unsigned char *src,
+                            int r, int n) {
+    size_t row_bytes = (size_t)s->d * s->elt,
+           srow = s->group ? (size_t)(s->d / s->group) * sizeof(float) : 0;
     for (int l = 0; l < s->n_layers; l++) {
         size_t i = (size_t)l * KVB + (size_t)r;
         memcpy(dst + i * row_bytes, src + i * row_bytes, (size_t)n * row_bytes);
-        memcpy(dst + s->v_off + i * row_bytes, src + s->v_off + i * row_bytes, (size_t)n * row_bytes);
+        memcpy(dst + s->v_off + i * row_bytes, src + s->v_off + i * row_bytes,
+               (size_t)n * row_bytes);
         if (srow) {
             memcpy(dst + s->sk_off + i * srow, src + s->sk_off + i * srow, (size_t)n * srow);
             memcpy(dst + s->sv_off + i * srow, src + s->sv_off + i * srow, (size_t)n * srow);
@@ -89,17 +97,22 @@ static void copy_block_rows(const kr_kv_store *s, unsigned char *dst, const unsi
     }
 }
 
-kr_status kr_kv_store_share_prefix(kr_kv_store *dst, const kr_kv_store *src, int rows, kr_error *err) {
+kr_status kr_kv_store_share_prefix(kr_kv_store *dst, const kr_kv_store *src, int rows,
+                                   kr_error *err) {
     if (dst->n_layers != src->n_layers || dst->d != src->d || dst->dtype != src->dtype ||
         dst->group != src->group || rows < 0 || rows > src->cap || rows > dst->cap)
-        return kr_error_set(err, KR_ERR_INVALID_ARG, "kv store: cannot share %d rows between stores of "
-                            "different shapes", rows);
+        return kr_error_set(err, KR_ERR_INVALID_ARG,
+                            "kv store: cannot share %d rows between stores of "
+                            "different shapes",
+                            rows);
     int whole = rows / KVB, part = rows % KVB;
     if (part > 0 && dst->blocks[whole] == src->blocks[whole]) part = 0; /* already shared */
     if (part > 0 && kr_kv_block_refs(dst->blocks[whole]) > 1) {
         /* The copy must not land in a block another store still reads. */
         kr_kv_block *own = kr_kv_block_alloc(dst->block_bytes);
-        if (!own) return kr_error_set(err, KR_ERR_NOMEM, "kv store: cannot allocate %zu bytes", dst->block_bytes);
+        if (!own)
+            return kr_error_set(err, KR_ERR_NOMEM, "kv store: cannot allocate %zu bytes",
+                                dst->block_bytes);
         copy_block_rows(dst, own->data, dst->blocks[whole]->data, 0, KVB);
         kr_kv_block_unref(dst->blocks[whole]);
         dst->blocks[whole] = own;
@@ -116,7 +129,8 @@ kr_status kr_kv_store_share_prefix(kr_kv_store *dst, const kr_kv_store *src, int
 
 /* Rows [row, row + n) of one block of a layer: the unit a conversion runs over, since rows
  * are contiguous only within a block. */
-static void write_rows(kr_kv_store *s, int layer, int row, const float *k_rows, const float *v_rows, int n) {
+static void write_rows(kr_kv_store *s, int layer, int row, const float *k_rows, const float *v_rows,
+                       int n) {
     size_t values = (size_t)n * (size_t)s->d;
     if (s->dtype == KR_KV_F32) {
         memcpy(kr_kv_row(s, 0, layer, row), k_rows, values * sizeof(float));
@@ -129,8 +143,10 @@ static void write_rows(kr_kv_store *s, int layer, int row, const float *k_rows, 
         int8_t *qk = kr_kv_row(s, 0, layer, row), *qv = kr_kv_row(s, 1, layer, row);
         float *sk = kr_kv_row_scales(s, 0, layer, row), *sv = kr_kv_row_scales(s, 1, layer, row);
         for (int r = 0; r < n; r++) {
-            kr_kv_pack_int8(k_rows + (size_t)r * d, qk + (size_t)r * d, sk + (size_t)r * ns, d, s->group);
-            kr_kv_pack_int8(v_rows + (size_t)r * d, qv + (size_t)r * d, sv + (size_t)r * ns, d, s->group);
+            kr_kv_pack_int8(k_rows + (size_t)r * d, qk + (size_t)r * d, sk + (size_t)r * ns, d,
+                            s->group);
+            kr_kv_pack_int8(v_rows + (size_t)r * d, qv + (size_t)r * d, sv + (size_t)r * ns, d,
+                            s->group);
         }
     }
 }
@@ -146,16 +162,19 @@ static void read_rows(const kr_kv_store *s, int layer, int row, int n, float *k_
     } else {
         int d = s->d, ns = d / s->group;
         const int8_t *qk = kr_kv_row(s, 0, layer, row), *qv = kr_kv_row(s, 1, layer, row);
-        const float *sk = kr_kv_row_scales(s, 0, layer, row), *sv = kr_kv_row_scales(s, 1, layer, row);
+        const float *sk = kr_kv_row_scales(s, 0, layer, row),
+                    *sv = kr_kv_row_scales(s, 1, layer, row);
         for (int r = 0; r < n; r++) {
-            kr_kv_unpack_int8(qk + (size_t)r * d, sk + (size_t)r * ns, k_out + (size_t)r * d, d, s->group);
-            kr_kv_unpack_int8(qv + (size_t)r * d, sv + (size_t)r * ns, v_out + (size_t)r * d, d, s->group);
+            kr_kv_unpack_int8(qk + (size_t)r * d, sk + (size_t)r * ns, k_out + (size_t)r * d, d,
+                              s->group);
+            kr_kv_unpack_int8(qv + (size_t)r * d, sv + (size_t)r * ns, v_out + (size_t)r * d, d,
+                              s->group);
         }
     }
 }
 
-void kr_kv_store_write(kr_kv_store *s, int layer, int row, const float *k_rows,
-                       const float *v_rows, int n_rows) {
+void kr_kv_store_write(kr_kv_store *s, int layer, int row, const float *k_rows, const float *v_rows,
+                       int n_rows) {
     size_t d = (size_t)s->d;
     for (int done = 0; done < n_rows;) {
         int r = row + done, n = KVB - r % KVB;
@@ -186,8 +205,8 @@ typedef struct gemm_task {
 
 static void gemm_worker(void *ctx, int ith, int nth) {
     const gemm_task *t = ctx;
-    kr_gemm_f32(t->m, t->l->n_out, t->l->n_in, t->x, t->ldx, t->l->w, t->l->b, t->y, t->ldy,
-                ith, nth);
+    kr_gemm_f32(t->m, t->l->n_out, t->l->n_in, t->x, t->ldx, t->l->w, t->l->b, t->y, t->ldy, ith,
+                nth);
 }
 
 static void qprepare_worker(void *ctx, int ith, int nth) {
@@ -201,11 +220,11 @@ static void qgemm_worker(void *ctx, int ith, int nth) {
     kr_qgemm_run(t->l->q, t->m, t->x, t->ldx, t->l->b, t->y, t->ldy, t->scratch, ith, nth);
 }
 
-kr_status kr_linear_run(kr_pool *pool, const kr_linear *l, const float *x, int m, int ldx,
-                        float *y, int ldy, kr_error *err) {
+kr_status kr_linear_run(kr_pool *pool, const kr_linear *l, const float *x, int m, int ldx, float *y,
+                        int ldy, kr_error *err) {
     if (m <= 0) return KR_OK;
     if (l->stats) kr_act_stats_add(l->stats, x, m, ldx);
-    gemm_task t = {l, x, m, ldx, ldy, y, NULL};
+    gemm_task t = { l, x, m, ldx, ldy, y, NULL };
     if (!l->q) {
         kr_pool_run(pool, gemm_worker, &t);
         return KR_OK;
@@ -215,8 +234,10 @@ kr_status kr_linear_run(kr_pool *pool, const kr_linear *l, const float *x, int m
     t.scratch = kr_pool_scratch(pool, bytes);
     if (!t.scratch && !pool && posix_memalign(&own, 64, bytes) == 0) t.scratch = own;
     if (!t.scratch)
-        return kr_error_set(err, KR_ERR_NOMEM, "linear %d×%d: out of memory for %zu bytes of "
-                            "quantised-GEMM scratch", l->n_out, l->n_in, bytes);
+        return kr_error_set(err, KR_ERR_NOMEM,
+                            "linear %d×%d: out of memory for %zu bytes of "
+                            "quantised-GEMM scratch",
+                            l->n_out, l->n_in, bytes);
     /* Activation preparation is split over rows, the GEMM over output columns. */
     if (kr_qgemm_needs_prepare(l->q)) kr_pool_run(pool, qprepare_worker, &t);
     kr_pool_run(pool, qgemm_worker, &t);
@@ -224,21 +245,24 @@ kr_status kr_linear_run(kr_pool *pool, const kr_linear *l, const float *x, int m
     return KR_OK;
 }
 
-kr_status kr_chunks_check(const kr_chunk *chunks, int n_chunks, int n_layers_needed,
-                          int *total, kr_error *err) {
+kr_status kr_chunks_check(const kr_chunk *chunks, int n_chunks, int n_layers_needed, int *total,
+                          kr_error *err) {
     int sum = 0;
     for (int c = 0; c < n_chunks; c++) {
         const kr_chunk *ch = &chunks[c];
-        if (ch->n <= 0 || ch->pos0 < 0 || !ch->out || ch->n_past < 0 || ch->n_past > KR_MAX_PAST_REFS)
+        if (ch->n <= 0 || ch->pos0 < 0 || !ch->out || ch->n_past < 0 ||
+            ch->n_past > KR_MAX_PAST_REFS)
             return kr_error_set(err, KR_ERR_INTERNAL, "chunk %d: bad shape", c);
-        if (ch->out_start < 0 || ch->out_start + ch->n > ch->out->cap || ch->out->n_layers < n_layers_needed)
-            return kr_error_set(err, KR_ERR_INTERNAL, "chunk %d: output rows %d..%d exceed store", c,
-                                ch->out_start, ch->out_start + ch->n);
+        if (ch->out_start < 0 || ch->out_start + ch->n > ch->out->cap ||
+            ch->out->n_layers < n_layers_needed)
+            return kr_error_set(err, KR_ERR_INTERNAL, "chunk %d: output rows %d..%d exceed store",
+                                c, ch->out_start, ch->out_start + ch->n);
         for (int r = 0; r < ch->n_past; r++) {
             const kr_kv_ref *ref = &ch->past[r];
-            if (!ref->store || ref->start < 0 || ref->n < 0 || ref->start + ref->n > ref->store->cap ||
-                ref->store->n_layers < n_layers_needed)
-                return kr_error_set(err, KR_ERR_INTERNAL, "chunk %d: past ref %d out of range", c, r);
+            if (!ref->store || ref->start < 0 || ref->n < 0 ||
+                ref->start + ref->n > ref->store->cap || ref->store->n_layers < n_layers_needed)
+                return kr_error_set(err, KR_ERR_INTERNAL, "chunk %d: past ref %d out of range", c,
+                                    r);
         }
         sum += ch->n;
     }
@@ -274,7 +298,7 @@ kr_status kr_transformer_run(const kr_block_weights *blocks, int n_blocks, int l
             k->n = 0;
             for (int r = 0; r < chunks[c].n_past; r++)
                 if (chunks[c].past[r].n > 0) k->ref[k->n++] = chunks[c].past[r];
-            k->ref[k->n++] = (kr_kv_ref){chunks[c].out, chunks[c].out_start, i + 1};
+            k->ref[k->n++] = (kr_kv_ref){ chunks[c].out, chunks[c].out_start, i + 1 };
         }
 
     for (int b = 0; b < n_blocks; b++) {
@@ -288,10 +312,12 @@ kr_status kr_transformer_run(const kr_block_weights *blocks, int n_blocks, int l
             goto done;
         for (int c = 0, row = 0; c < n_chunks; c++) {
             const kr_chunk *ch = &chunks[c];
-            kr_rope_f32(ch->n, aw->n_heads, aw->head_dim, q + (size_t)row * d, d, ch->pos0, aw->inv_freq);
-            kr_rope_f32(ch->n, aw->n_heads, aw->head_dim, kt + (size_t)row * d, d, ch->pos0, aw->inv_freq);
-            kr_kv_store_write(ch->out, layer, ch->out_start, kt + (size_t)row * d, vt + (size_t)row * d,
-                              ch->n);
+            kr_rope_f32(ch->n, aw->n_heads, aw->head_dim, q + (size_t)row * d, d, ch->pos0,
+                        aw->inv_freq);
+            kr_rope_f32(ch->n, aw->n_heads, aw->head_dim, kt + (size_t)row * d, d, ch->pos0,
+                        aw->inv_freq);
+            kr_kv_store_write(ch->out, layer, ch->out_start, kt + (size_t)row * d,
+                              vt + (size_t)row * d, ch->n);
             row += ch->n;
         }
         st = kr_attention_rows(pool, total, keys, layer, aw->n_heads, aw->head_dim, d, q, att, err);
@@ -308,7 +334,13 @@ kr_status kr_transformer_run(const kr_block_weights *blocks, int n_blocks, int l
         kr_add_f32((int)td, h, x);
     }
 done:
-    free(h); free(q); free(kt); free(vt); free(att); free(f1); free(f3);
+    free(h);
+    free(q);
+    free(kt);
+    free(vt);
+    free(att);
+    free(f1);
+    free(f3);
     free(keys);
     return st;
 }

@@ -38,17 +38,17 @@ typedef enum kr_kv_dtype { KR_KV_F32 = 0, KR_KV_BF16, KR_KV_INT8 } kr_kv_dtype;
 #define KR_KV_BLOCK_ROWS 16
 
 typedef struct kr_kv_store {
-    int n_layers;   /* layers stored (the predictor adds one for the s2 cross-attention) */
-    int d;          /* values per row (d_model) */
-    int cap;        /* rows per layer */
+    int n_layers; /* layers stored (the predictor adds one for the s2 cross-attention) */
+    int d; /* values per row (d_model) */
+    int cap; /* rows per layer */
     kr_kv_dtype dtype;
     /* INT8: values per scale. It divides the head_dim of every layer using the store, so no
      * scale spans two heads: with the self-attention head_dim it is exactly per head there,
      * and finer on the predictor's dep layer, whose 4 heads are wider. */
     int group;
-    int n_blocks;                /* ceil(cap / KR_KV_BLOCK_ROWS) */
-    kr_kv_block **blocks;        /* [n_blocks], each held with one reference */
-    size_t elt;                  /* bytes per stored value: 4 f32, 2 bf16, 1 int8 */
+    int n_blocks; /* ceil(cap / KR_KV_BLOCK_ROWS) */
+    kr_kv_block **blocks; /* [n_blocks], each held with one reference */
+    size_t elt; /* bytes per stored value: 4 f32, 2 bf16, 1 int8 */
     /* Byte offsets in a block's payload: K values [n_layers][B][d], then V values, then
      * (INT8) K scales [n_layers][B][d / group], then V scales. */
     size_t v_off, sk_off, sv_off, block_bytes;
@@ -58,8 +58,8 @@ typedef struct kr_kv_store {
 kr_status kr_kv_store_init(kr_kv_store *s, int n_layers, int d, int cap, kr_error *err);
 /* A store of any dtype; group (INT8 only, ignored otherwise) must divide d. All its blocks are
  * allocated here, so a store never fails later for want of memory. */
-kr_status kr_kv_store_init_dtype(kr_kv_store *s, int n_layers, int d, int cap,
-                                 kr_kv_dtype dtype, int group, kr_error *err);
+kr_status kr_kv_store_init_dtype(kr_kv_store *s, int n_layers, int d, int cap, kr_kv_dtype dtype,
+                                 int group, kr_error *err);
 /* Drops the store's block references (a block shared with another store lives on). */
 void kr_kv_store_release(kr_kv_store *s);
 /* Bytes of the blocks the store holds (rows and scales, whole blocks, shared ones included):
@@ -74,8 +74,8 @@ kr_status kr_kv_store_share_prefix(kr_kv_store *dst, const kr_kv_store *src, int
 int kr_kv_store_row_refs(const kr_kv_store *s, int row);
 /* Stores K and V rows [row, row + n_rows) of a layer from k_rows / v_rows (row stride d),
  * converting to the store's dtype. */
-void kr_kv_store_write(kr_kv_store *s, int layer, int row, const float *k_rows,
-                       const float *v_rows, int n_rows);
+void kr_kv_store_write(kr_kv_store *s, int layer, int row, const float *k_rows, const float *v_rows,
+                       int n_rows);
 /* The f32 values of rows [row, row + n_rows) of a layer into k_out / v_out (row stride d):
  * a copy for F32, the dequantised rows otherwise (the values attention uses). */
 void kr_kv_store_read(const kr_kv_store *s, int layer, int row, int n_rows, float *k_out,
@@ -86,7 +86,8 @@ void kr_kv_store_read(const kr_kv_store *s, int layer, int row, int n_rows, floa
  * (row % KR_KV_BLOCK_ROWS < KR_KV_BLOCK_ROWS - 1), elsewhere otherwise. */
 static inline void *kr_kv_row(const kr_kv_store *s, int which, int layer, int row) {
     size_t i = (size_t)layer * KR_KV_BLOCK_ROWS + (size_t)(row % KR_KV_BLOCK_ROWS);
-    return s->blocks[row / KR_KV_BLOCK_ROWS]->data + (which ? s->v_off : 0) + i * (size_t)s->d * s->elt;
+    return s->blocks[row / KR_KV_BLOCK_ROWS]->data + (which ? s->v_off : 0) +
+           i * (size_t)s->d * s->elt;
 }
 /* INT8 stores: the d / group scales of one row (which as above). */
 static inline float *kr_kv_row_scales(const kr_kv_store *s, int which, int layer, int row) {
@@ -111,19 +112,19 @@ typedef struct kr_kv_ref {
 #define KR_MAX_PAST_REFS 4
 
 typedef struct kr_chunk {
-    int n;                               /* new tokens (rows of x, consecutive) */
-    int pos0;                            /* RoPE position of the first new token */
-    kr_kv_ref past[KR_MAX_PAST_REFS];    /* keys before this chunk, in order */
+    int n; /* new tokens (rows of x, consecutive) */
+    int pos0; /* RoPE position of the first new token */
+    kr_kv_ref past[KR_MAX_PAST_REFS]; /* keys before this chunk, in order */
     int n_past;
-    kr_kv_store *out;                    /* receives this chunk's K/V rows */
+    kr_kv_store *out; /* receives this chunk's K/V rows */
     int out_start;
 } kr_chunk;
 
 /* y[m][n_out] = x[m][n_in]·wᵀ + b on the pool, with the f32 or the quantised weight (the
  * latter needs scratch: fails only when that cannot be allocated). Records x into l->stats
  * when calibrating. */
-kr_status kr_linear_run(kr_pool *pool, const kr_linear *l, const float *x, int m, int ldx,
-                        float *y, int ldy, kr_error *err);
+kr_status kr_linear_run(kr_pool *pool, const kr_linear *l, const float *x, int m, int ldx, float *y,
+                        int ldy, kr_error *err);
 
 /* Runs blocks[0..n_blocks) over x[total][d] (total = Σ chunk n), in place. Store layer of
  * block i is layer0 + i. `causal` is always 1 for Kronos blocks. */
@@ -132,7 +133,7 @@ kr_status kr_transformer_run(const kr_block_weights *blocks, int n_blocks, int l
                              int n_chunks, kr_error *err);
 
 /* Σ chunk n; validates refs and capacities. */
-kr_status kr_chunks_check(const kr_chunk *chunks, int n_chunks, int n_layers_needed,
-                          int *total, kr_error *err);
+kr_status kr_chunks_check(const kr_chunk *chunks, int n_chunks, int n_layers_needed, int *total,
+                          kr_error *err);
 
 #endif

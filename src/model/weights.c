@@ -20,8 +20,8 @@
 #include "model/safetensors.h"
 
 /* Sizes of the temporal embedding tables, in the reference's order of fields below. */
-static const char *const k_te_names[5] = {"minute", "hour", "weekday", "day", "month"};
-static const int k_te_rows[5] = {60, 24, 7, 32, 13};
+static const char *const k_te_names[5] = { "minute", "hour", "weekday", "day", "month" };
+static const int k_te_rows[5] = { 60, 24, 7, 32, 13 };
 
 /* The s2 cross-attention always uses the DependencyAwareLayer constructor default. */
 #define DEP_HEADS 4
@@ -31,15 +31,15 @@ static const int k_te_rows[5] = {60, 24, 7, 32, 13};
 typedef struct weights_owner {
     kr_safetensors *st;
     float *arena;
-    kr_qmat *qmats;          /* quantised Linears bound from a kronos quantize checkpoint */
-    void **copies;           /* their arrays that were misaligned in the file, copied */
+    kr_qmat *qmats; /* quantised Linears bound from a kronos quantize checkpoint */
+    void **copies; /* their arrays that were misaligned in the file, copied */
     int n_copies;
 } weights_owner;
 
 /* A quantised Linear found in the file, turned into a kr_qmat by binder_finish. */
 typedef struct qslot {
     kr_linear *l;
-    kr_qmat m;               /* pointers into the mapping (may be misaligned until finish) */
+    kr_qmat m; /* pointers into the mapping (may be misaligned until finish) */
 } qslot;
 
 typedef struct slot {
@@ -50,17 +50,17 @@ typedef struct slot {
 
 typedef struct binder {
     const kr_safetensors *st;
-    const char *label;     /* model.safetensors path, for messages */
+    const char *label; /* model.safetensors path, for messages */
     slot *slots;
     int n, cap;
-    size_t arena_floats;   /* floats needing conversion or computation */
-    size_t n_params;       /* learnable parameters bound (buffers excluded) */
-    size_t n_floats;       /* every float bound, buffers included */
+    size_t arena_floats; /* floats needing conversion or computation */
+    size_t n_params; /* learnable parameters bound (buffers excluded) */
+    size_t n_floats; /* every float bound, buffers included */
     kr_quant_config quant; /* the checkpoint's quantisation (format 0: f32) */
     qslot *q;
     int nq, capq;
-    size_t q_bytes;        /* bytes of the quantised Linears */
-    kr_status status;      /* first error; later binds are no-ops */
+    size_t q_bytes; /* bytes of the quantised Linears */
+    kr_status status; /* first error; later binds are no-ops */
     kr_error *err;
 } binder;
 
@@ -92,19 +92,19 @@ static int push_slot(binder *b, const float **dst, const kr_st_tensor *t, int64_
         b->slots = s;
         b->cap = cap;
     }
-    b->slots[b->n++] = (slot){dst, t, n};
+    b->slots[b->n++] = (slot){ dst, t, n };
     return 1;
 }
 
 /* Binds tensor `name` of shape [d0] (d1 < 0) or [d0, d1] to *dst. `param` says whether it
  * counts as a learnable parameter. With `rotary_dim` > 0 the tensor is the rotary inv_freq
  * buffer [rotary_dim/2] and is computed when the file lacks it. */
-static void bind_v(binder *b, const float **dst, int param, int64_t d0, int64_t d1,
-                   int rotary_dim, const char *fmt, va_list ap) {
+static void bind_v(binder *b, const float **dst, int param, int64_t d0, int64_t d1, int rotary_dim,
+                   const char *fmt, va_list ap) {
     if (b->status != KR_OK) return;
     char name[NAME_MAX_LEN];
     vsnprintf(name, sizeof name, fmt, ap);
-    int64_t want[2] = {d0, d1};
+    int64_t want[2] = { d0, d1 };
     int want_ndim = d1 < 0 ? 1 : 2;
     int64_t numel = d1 < 0 ? d0 : d0 * d1;
 
@@ -181,7 +181,7 @@ static const kr_st_tensor *find_exact(binder *b, const char *prefix, const char 
                                      b->label, name, kr_wfmt_name((kr_wfmt)b->quant.format));
         return NULL;
     }
-    int64_t want[2] = {d0, d1};
+    int64_t want[2] = { d0, d1 };
     int nd = d1 < 0 ? 1 : 2;
     int same = t->dtype == dt && t->ndim == nd;
     for (int i = 0; same && i < nd; i++) same = t->shape[i] == want[i];
@@ -189,9 +189,9 @@ static const kr_st_tensor *find_exact(binder *b, const char *prefix, const char 
         char got[128], exp[64];
         fmt_shape(got, sizeof got, t->ndim, t->shape);
         fmt_shape(exp, sizeof exp, nd, want);
-        b->status = kr_error_set(b->err, KR_ERR_MODEL,
-                                 "%s: tensor '%s' is %s %s, expected %s %s", b->label, name,
-                                 kr_dtype_name(t->dtype), got, kr_dtype_name(dt), exp);
+        b->status =
+            kr_error_set(b->err, KR_ERR_MODEL, "%s: tensor '%s' is %s %s, expected %s %s", b->label,
+                         name, kr_dtype_name(t->dtype), got, kr_dtype_name(dt), exp);
         return NULL;
     }
     return t;
@@ -205,11 +205,15 @@ static void bind_qlinear(binder *b, kr_linear *l, const char *prefix) {
     char name[NAME_MAX_LEN];
     snprintf(name, sizeof name, "%s.qweight", prefix);
     const kr_st_tensor *t = kr_st_find(b->st, name);
-    kr_qmat m = {.fmt = (kr_wfmt)b->quant.format, .n = l->n_out, .k = l->n_in};
-    if (t && t->dtype == KR_DT_BF16) m.fmt = KR_WFMT_BF16;
-    else if (t && t->dtype == KR_DT_I8) m.fmt = KR_WFMT_INT8;
-    else if (t && t->dtype == KR_DT_F8_E4M3) m.fmt = KR_WFMT_FP8;
-    else if (t && t->dtype == KR_DT_U8) m.fmt = KR_WFMT_Q4;
+    kr_qmat m = { .fmt = (kr_wfmt)b->quant.format, .n = l->n_out, .k = l->n_in };
+    if (t && t->dtype == KR_DT_BF16)
+        m.fmt = KR_WFMT_BF16;
+    else if (t && t->dtype == KR_DT_I8)
+        m.fmt = KR_WFMT_INT8;
+    else if (t && t->dtype == KR_DT_F8_E4M3)
+        m.fmt = KR_WFMT_FP8;
+    else if (t && t->dtype == KR_DT_U8)
+        m.fmt = KR_WFMT_Q4;
     m.group = m.fmt == KR_WFMT_Q4 ? b->quant.group_size : 0;
     int align = kr_wfmt_row_align(m.fmt, m.group);
     m.kp = (m.k + align - 1) / align * align;
@@ -253,7 +257,7 @@ static void bind_qlinear(binder *b, kr_linear *l, const char *prefix) {
         b->q = q;
         b->capq = cap;
     }
-    b->q[b->nq++] = (qslot){l, m};
+    b->q[b->nq++] = (qslot){ l, m };
     b->q_bytes += kr_qmat_bytes(&m);
     b->n_params += (size_t)m.n * (size_t)m.k;
 }
@@ -275,8 +279,8 @@ static void bind_linear(binder *b, kr_linear *l, int n_out, int n_in, int with_b
  * never rotates (query length 1), so its buffer is ignored rather than validated. */
 static void bind_attn(binder *b, kr_attn_weights *a, int d_model, int n_heads, int file_rotary,
                       const char *prefix) {
-    static const char *const proj[4] = {"q_proj", "k_proj", "v_proj", "out_proj"};
-    kr_linear *dst[4] = {&a->q, &a->k, &a->v, &a->out};
+    static const char *const proj[4] = { "q_proj", "k_proj", "v_proj", "out_proj" };
+    kr_linear *dst[4] = { &a->q, &a->k, &a->v, &a->out };
     char name[NAME_MAX_LEN];
     a->n_heads = n_heads;
     a->head_dim = d_model / n_heads;
@@ -486,7 +490,7 @@ kr_status kr_tokenizer_weights_load(const char *dir, kr_tokenizer_weights **out,
     if (rc != KR_OK) return rc;
 
     kr_tokenizer_weights *w = calloc(1, sizeof *w);
-    binder b = {.st = st, .label = st_path, .err = err, .quant = cfg.quant};
+    binder b = { .st = st, .label = st_path, .err = err, .quant = cfg.quant };
     if (!w) {
         rc = kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory", st_path);
         goto fail;
@@ -574,7 +578,7 @@ kr_status kr_predictor_weights_load(const char *dir, kr_predictor_weights **out,
     if (rc != KR_OK) return rc;
 
     kr_predictor_weights *w = calloc(1, sizeof *w);
-    binder b = {.st = st, .label = st_path, .err = err, .quant = cfg.quant};
+    binder b = { .st = st, .label = st_path, .err = err, .quant = cfg.quant };
     if (!w) {
         rc = kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory", st_path);
         goto fail;
@@ -592,11 +596,11 @@ kr_status kr_predictor_weights_load(const char *dir, kr_predictor_weights **out,
     bind(&b, &w->emb_s1, v1, d, "embedding.emb_s1.weight");
     bind(&b, &w->emb_s2, v2, d, "embedding.emb_s2.weight");
     bind_linear(&b, &w->fusion, d, 2 * d, 1, "embedding.fusion_proj");
-    const float **te[5] = {&w->te_minute, &w->te_hour, &w->te_weekday, &w->te_day, &w->te_month};
+    const float **te[5] = { &w->te_minute, &w->te_hour, &w->te_weekday, &w->te_day, &w->te_month };
     for (int i = 0; i < 5; i++) {
         /* learn_te=False wraps the table in FixedEmbedding, whose nn.Embedding is `.emb`. */
-        bind(&b, te[i], k_te_rows[i], d, cfg.learn_te ? "time_emb.%s_embed.weight"
-                                                      : "time_emb.%s_embed.emb.weight",
+        bind(&b, te[i], k_te_rows[i], d,
+             cfg.learn_te ? "time_emb.%s_embed.weight" : "time_emb.%s_embed.emb.weight",
              k_te_names[i]);
     }
     for (int i = 0; i < cfg.n_layers; i++)

@@ -21,10 +21,10 @@
  * whole input rows for the activation-aware scale search. */
 typedef struct kr_act_stats {
     int k;
-    int64_t rows;            /* rows seen */
-    float *max_abs;          /* [k] */
-    double *sum_abs;         /* [k] */
-    float *sample;           /* [cap][k] */
+    int64_t rows; /* rows seen */
+    float *max_abs; /* [k] */
+    double *sum_abs; /* [k] */
+    float *sample; /* [cap][k] */
     int n_sample, cap;
     uint64_t rng;
 } kr_act_stats;
@@ -36,49 +36,50 @@ typedef struct kr_linear {
     const float *b;
     int n_out, n_in;
     const kr_qmat *q;
-    kr_act_stats *stats;     /* non-NULL only while calibrating */
+    kr_act_stats *stats; /* non-NULL only while calibrating */
 } kr_linear;
 
 typedef struct kr_attn_weights {
-    kr_linear q, k, v, out;     /* each [d_model][d_model] with bias */
-    const float *inv_freq;      /* [head_dim/2] rotary buffer (computed if absent) */
+    kr_linear q, k, v, out; /* each [d_model][d_model] with bias */
+    const float *inv_freq; /* [head_dim/2] rotary buffer (computed if absent) */
     int n_heads, head_dim;
 } kr_attn_weights;
 
 typedef struct kr_block_weights {
     const float *norm1, *norm2; /* [d_model] RMSNorm weights */
     kr_attn_weights attn;
-    kr_linear w1, w2, w3;       /* w1,w3: [ff_dim][d_model]; w2: [d_model][ff_dim]; no bias */
+    kr_linear w1, w2, w3; /* w1,w3: [ff_dim][d_model]; w2: [d_model][ff_dim]; no bias */
 } kr_block_weights;
 
 typedef struct kr_tokenizer_weights {
     kr_tokenizer_config cfg;
-    kr_linear embed;            /* [d_model][d_in] */
-    kr_block_weights *enc;      /* [n_enc] = n_enc_layers - 1 */
+    kr_linear embed; /* [d_model][d_in] */
+    kr_block_weights *enc; /* [n_enc] = n_enc_layers - 1 */
     int n_enc;
-    kr_block_weights *dec;      /* [n_dec] = n_dec_layers - 1 */
+    kr_block_weights *dec; /* [n_dec] = n_dec_layers - 1 */
     int n_dec;
-    kr_linear quant_embed;      /* [s1_bits+s2_bits][d_model] */
+    kr_linear quant_embed; /* [s1_bits+s2_bits][d_model] */
     kr_linear post_quant_embed; /* [d_model][s1_bits+s2_bits] */
-    kr_linear head;             /* [d_in][d_model] */
-    size_t n_params, bytes;     /* bytes: every weight as held in memory (quantised or f32) */
-    void *owner;                /* private: mapping + arena */
-    void *qowner;               /* private: quantised weights made at load (model/quantize.h) */
-    char *dir;                  /* the checkpoint directory */
+    kr_linear head; /* [d_in][d_model] */
+    size_t n_params, bytes; /* bytes: every weight as held in memory (quantised or f32) */
+    void *owner; /* private: mapping + arena */
+    void *qowner; /* private: quantised weights made at load (model/quantize.h) */
+    char *dir; /* the checkpoint directory */
 } kr_tokenizer_weights;
 
 typedef struct kr_predictor_weights {
     kr_predictor_config cfg;
-    const float *emb_s1;        /* [2^s1_bits][d_model] */
-    const float *emb_s2;        /* [2^s2_bits][d_model] */
-    kr_linear fusion;           /* [d_model][2·d_model] */
-    const float *te_minute, *te_hour, *te_weekday, *te_day, *te_month; /* [60|24|7|32|13][d_model] */
-    kr_block_weights *blocks;   /* [n_layers] */
-    const float *norm;          /* [d_model] final RMSNorm */
-    kr_attn_weights dep;        /* dependency-aware cross-attention: always 4 heads */
-    const float *dep_norm;      /* [d_model] */
-    kr_linear head_s1;          /* [2^s1_bits][d_model] */
-    kr_linear head_s2;          /* [2^s2_bits][d_model] */
+    const float *emb_s1; /* [2^s1_bits][d_model] */
+    const float *emb_s2; /* [2^s2_bits][d_model] */
+    kr_linear fusion; /* [d_model][2·d_model] */
+    const float *te_minute, *te_hour, *te_weekday, *te_day,
+        *te_month; /* [60|24|7|32|13][d_model] */
+    kr_block_weights *blocks; /* [n_layers] */
+    const float *norm; /* [d_model] final RMSNorm */
+    kr_attn_weights dep; /* dependency-aware cross-attention: always 4 heads */
+    const float *dep_norm; /* [d_model] */
+    kr_linear head_s1; /* [2^s1_bits][d_model] */
+    kr_linear head_s2; /* [2^s2_bits][d_model] */
     size_t n_params, bytes;
     void *owner;
     void *qowner;
@@ -108,7 +109,7 @@ const kr_random_shape *kr_random_shape_find(const char *name);
 /* Writes out_dir/tokenizer and out_dir/predictor (config.json + model.safetensors, every
  * tensor a real checkpoint has, incl. I64 buffers) with deterministic random weights from
  * seed. Creates the directories. */
-kr_status kr_model_write_random(const kr_random_shape *shape, uint64_t seed,
-                                const char *out_dir, kr_error *err);
+kr_status kr_model_write_random(const kr_random_shape *shape, uint64_t seed, const char *out_dir,
+                                kr_error *err);
 
 #endif

@@ -5,20 +5,22 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "base/error.h"
+#include "base/fsutil.h"
 
 static int is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
 
 kr_status kr_auth_load_key_file(const char *path, char *key, size_t cap, kr_error *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return kr_error_set(err, KR_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    char line[1024];
-    size_t n = fread(line, 1, sizeof line - 1, f);
-    fclose(f);
-    line[n] = '\0';
+    char *text = NULL;
+    kr_status rst = kr_read_file(path, 4096, "API key file", &text, NULL, err);
+    if (rst != KR_OK) return rst;
+    char line[4097];
+    snprintf(line, sizeof line, "%s", text);
+    free(text);
     char *nl = strchr(line, '\n');
     if (nl) *nl = '\0';
     char *s = line;

@@ -17,6 +17,7 @@
 #include <cjson/cJSON.h>
 
 #include "base/error.h"
+#include "base/fsutil.h"
 
 /* A config file larger than this is not a config file. */
 #define KR_CONFIG_MAX_BYTES ((size_t)1 << 20)
@@ -45,8 +46,9 @@ static kr_status bad(kr_error *err, const char *label, const char *key, const ch
 static kr_status get_int(const cJSON *it, const char *label, const char *key, long min, long max,
                          int *out, kr_error *err) {
     char msg[160];
-    if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble) || it->valuedouble != floor(it->valuedouble) ||
-        it->valuedouble < (double)min || it->valuedouble > (double)max) {
+    if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble) ||
+        it->valuedouble != floor(it->valuedouble) || it->valuedouble < (double)min ||
+        it->valuedouble > (double)max) {
         snprintf(msg, sizeof msg, "must be an integer in %ld..%ld", min, max);
         return bad(err, label, key, msg);
     }
@@ -119,17 +121,24 @@ kr_status kr_server_parse_kv_budget(const char *s, size_t *bytes, kr_error *err)
         *bytes = (size_t)((double)pages * (double)page * v / 100.0);
         return KR_OK;
     }
-    static const struct { const char *suffix; double mul; } k_units[] = {
-        {"", 1.0},           {"K", 1e3},           {"M", 1e6},          {"G", 1e9},
-        {"KiB", 1024.0},     {"MiB", 1048576.0},   {"GiB", 1073741824.0},
+    static const struct {
+        const char *suffix;
+        double mul;
+    } k_units[] = {
+        { "", 1.0 },
+        { "K", 1e3 },
+        { "M", 1e6 },
+        { "G", 1e9 },
+        { "KiB", 1024.0 },
+        { "MiB", 1048576.0 },
+        { "GiB", 1073741824.0 },
     };
     for (size_t i = 0; i < sizeof k_units / sizeof k_units[0]; i++) {
         if (strcmp(end, k_units[i].suffix)) continue;
         double b = v * k_units[i].mul;
         if (b < 65536 || b > 1e15 || (k_units[i].mul == 1.0 && v != floor(v)))
             return kr_error_set(err, KR_ERR_INVALID_ARG,
-                                "kv_budget: '%s' must be a whole number of bytes in 64KiB..1PB",
-                                s);
+                                "kv_budget: '%s' must be a whole number of bytes in 64KiB..1PB", s);
         *bytes = (size_t)b;
         return KR_OK;
     }
@@ -145,23 +154,23 @@ kr_status kr_server_parse_kv_budget(const char *s, size_t *bytes, kr_error *err)
 typedef struct int_key {
     const char *key;
     long min, max;
-    size_t off;        /* offset into kr_server_config */
-    size_t prof_off;   /* offset into kr_server_profile, or 0 when not overridable */
+    size_t off; /* offset into kr_server_config */
+    size_t prof_off; /* offset into kr_server_profile, or 0 when not overridable */
 } int_key;
 
 #define CFG_OFF(f) offsetof(kr_server_config, f)
 #define PROF_OFF(f) offsetof(kr_server_profile, f)
 
 static const int_key k_int_keys[] = {
-    {"port", 0, 65535, CFG_OFF(port), 0},
-    {"threads", 0, 1024, CFG_OFF(threads), 0},
-    {"max_paths", 1, 4096, CFG_OFF(max_paths), 0},
-    {"max_pred_len", 1, 65536, CFG_OFF(max_pred_len), 0},
-    {"max_connections", 4, 65536, CFG_OFF(max_connections), 0},
-    {"batch_wait_ms", 0, 60000, CFG_OFF(sched.batch_wait_ms), PROF_OFF(batch_wait_ms)},
-    {"max_batch_tokens", 1, 1 << 24, CFG_OFF(sched.max_batch_tokens), PROF_OFF(max_batch_tokens)},
-    {"max_running", 1, 65536, CFG_OFF(sched.max_running), PROF_OFF(max_running)},
-    {"max_queue", 0, 1 << 20, CFG_OFF(sched.max_queue), PROF_OFF(max_queue)},
+    { "port", 0, 65535, CFG_OFF(port), 0 },
+    { "threads", 0, 1024, CFG_OFF(threads), 0 },
+    { "max_paths", 1, 4096, CFG_OFF(max_paths), 0 },
+    { "max_pred_len", 1, 65536, CFG_OFF(max_pred_len), 0 },
+    { "max_connections", 4, 65536, CFG_OFF(max_connections), 0 },
+    { "batch_wait_ms", 0, 60000, CFG_OFF(sched.batch_wait_ms), PROF_OFF(batch_wait_ms) },
+    { "max_batch_tokens", 1, 1 << 24, CFG_OFF(sched.max_batch_tokens), PROF_OFF(max_batch_tokens) },
+    { "max_running", 1, 65536, CFG_OFF(sched.max_running), PROF_OFF(max_running) },
+    { "max_queue", 0, 1 << 20, CFG_OFF(sched.max_queue), PROF_OFF(max_queue) },
 };
 
 typedef struct dbl_key {
@@ -171,12 +180,12 @@ typedef struct dbl_key {
 } dbl_key;
 
 static const dbl_key k_dbl_keys[] = {
-    {"request_timeout_s", 0.0, 86400.0, CFG_OFF(request_timeout_s), 0},
-    {"drift_sample", -1e-300, 1.0, CFG_OFF(drift_sample), 0},
-    {"target_queue_p95_s", 0.0, 3600.0, CFG_OFF(sched.target_queue_p95_s),
-     PROF_OFF(target_queue_p95_s)},
-    {"target_ttft_p95_s", 0.0, 3600.0, CFG_OFF(sched.target_ttft_p95_s),
-     PROF_OFF(target_ttft_p95_s)},
+    { "request_timeout_s", 0.0, 86400.0, CFG_OFF(request_timeout_s), 0 },
+    { "drift_sample", -1e-300, 1.0, CFG_OFF(drift_sample), 0 },
+    { "target_queue_p95_s", 0.0, 3600.0, CFG_OFF(sched.target_queue_p95_s),
+      PROF_OFF(target_queue_p95_s) },
+    { "target_ttft_p95_s", 0.0, 3600.0, CFG_OFF(sched.target_ttft_p95_s),
+      PROF_OFF(target_ttft_p95_s) },
 };
 
 typedef struct bool_key {
@@ -185,9 +194,9 @@ typedef struct bool_key {
 } bool_key;
 
 static const bool_key k_bool_keys[] = {
-    {"tune", CFG_OFF(sched.tune)},
-    {"prefix_cache", CFG_OFF(sched.prefix_cache)},
-    {"static_batching", CFG_OFF(sched.static_batching)},
+    { "tune", CFG_OFF(sched.tune) },
+    { "prefix_cache", CFG_OFF(sched.prefix_cache) },
+    { "static_batching", CFG_OFF(sched.static_batching) },
 };
 
 typedef struct str_key {
@@ -196,12 +205,12 @@ typedef struct str_key {
 } str_key;
 
 static const str_key k_str_keys[] = {
-    {"model", CFG_OFF(model), KR_SERVER_PATH_MAX},
-    {"tokenizer", CFG_OFF(tokenizer), KR_SERVER_PATH_MAX},
-    {"host", CFG_OFF(host), 256},
-    {"quant", CFG_OFF(quant), 16},
-    {"kv_dtype", CFG_OFF(kv_dtype), 8},
-    {"api_key_file", CFG_OFF(api_key_file), KR_SERVER_PATH_MAX},
+    { "model", CFG_OFF(model), KR_SERVER_PATH_MAX },
+    { "tokenizer", CFG_OFF(tokenizer), KR_SERVER_PATH_MAX },
+    { "host", CFG_OFF(host), 256 },
+    { "quant", CFG_OFF(quant), 16 },
+    { "kv_dtype", CFG_OFF(kv_dtype), 8 },
+    { "api_key_file", CFG_OFF(api_key_file), KR_SERVER_PATH_MAX },
 };
 
 #define N_OF(a) (sizeof(a) / sizeof((a)[0]))
@@ -234,8 +243,10 @@ static kr_status parse_profile(const cJSON *po, int index, const char *label, kr
             int *dst = it->string[0] == 'f' ? &p->from_min : &p->to_min;
             if (!cJSON_IsString(it) || kr_server_parse_clock(it->valuestring, dst) != 0)
                 return bad(err, label, key, "must be a local time \"HH:MM\" (00:00..23:59)");
-            if (it->string[0] == 'f') have_from = 1;
-            else have_to = 1;
+            if (it->string[0] == 'f')
+                have_from = 1;
+            else
+                have_to = 1;
         }
         for (size_t k = 0; !known && k < N_OF(k_int_keys); k++) {
             if (!k_int_keys[k].prof_off || strcmp(it->string, k_int_keys[k].key)) continue;
@@ -256,7 +267,8 @@ static kr_status parse_profile(const cJSON *po, int index, const char *label, kr
         if (st != KR_OK) return st;
     }
     if (!p->name[0]) return bad(err, label, where, "needs a \"name\"");
-    if (!have_from || !have_to) return bad(err, label, where, "needs \"from\" and \"to\" (\"HH:MM\")");
+    if (!have_from || !have_to)
+        return bad(err, label, where, "needs \"from\" and \"to\" (\"HH:MM\")");
     if (p->from_min == p->to_min)
         return bad(err, label, where, "\"from\" equals \"to\": the profile would cover no time");
     return KR_OK;
@@ -390,39 +402,30 @@ done:
 }
 
 kr_status kr_server_config_load(const char *path, kr_server_config *c, kr_error *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return kr_error_set(err, KR_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    char *buf = malloc(KR_CONFIG_MAX_BYTES + 1);
-    if (!buf) {
-        fclose(f);
-        return kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory", path);
-    }
-    size_t n = fread(buf, 1, KR_CONFIG_MAX_BYTES + 1, f);
-    int rerr = ferror(f);
-    fclose(f);
-    kr_status st;
-    if (rerr) st = kr_error_set(err, KR_ERR_IO, "%s: read error", path);
-    else if (n > KR_CONFIG_MAX_BYTES) st = kr_error_set(err, KR_ERR_FORMAT, "%s: larger than 1 MiB", path);
-    else st = kr_server_config_parse(buf, n, path, c, err);
+    char *buf = NULL;
+    size_t n = 0;
+    kr_status st = kr_read_file(path, KR_CONFIG_MAX_BYTES, "server config", &buf, &n, err);
+    if (st == KR_OK) st = kr_server_config_parse(buf, n, path, c, err);
     free(buf);
     return st;
 }
 
 kr_status kr_server_config_validate(const kr_server_config *c, kr_error *err) {
-    static const char *const fmts[] = {"f32", "bf16", "int8", "fp8", "q4"};
+    static const char *const fmts[] = { "f32", "bf16", "int8", "fp8", "q4" };
     int ok = 0;
     for (size_t i = 0; i < N_OF(fmts); i++) ok |= strcmp(c->quant, fmts[i]) == 0;
     if (!ok)
         return kr_error_set(err, KR_ERR_INVALID_ARG,
                             "quant: '%s' is not one of f32, bf16, int8, fp8, q4", c->quant);
     if (strcmp(c->kv_dtype, "f32") && strcmp(c->kv_dtype, "bf16") && strcmp(c->kv_dtype, "int8"))
-        return kr_error_set(err, KR_ERR_INVALID_ARG,
-                            "kv_dtype: '%s' is not one of f32, bf16, int8", c->kv_dtype);
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "kv_dtype: '%s' is not one of f32, bf16, int8",
+                            c->kv_dtype);
     for (size_t i = 0; i < N_OF(k_int_keys); i++) {
         int v = *(const int *)((const char *)c + k_int_keys[i].off);
         if (v < k_int_keys[i].min || v > k_int_keys[i].max)
-            return kr_error_set(err, KR_ERR_INVALID_ARG, "%s: must be an integer in %ld..%ld, got %d",
-                                k_int_keys[i].key, k_int_keys[i].min, k_int_keys[i].max, v);
+            return kr_error_set(err, KR_ERR_INVALID_ARG,
+                                "%s: must be an integer in %ld..%ld, got %d", k_int_keys[i].key,
+                                k_int_keys[i].min, k_int_keys[i].max, v);
     }
     for (size_t i = 0; i < N_OF(k_dbl_keys); i++) {
         double v = *(const double *)((const char *)c + k_dbl_keys[i].off);

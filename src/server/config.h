@@ -30,13 +30,13 @@
  * a shorter batch wait during the trading session. Fields left < 0 keep the base value. */
 typedef struct kr_server_profile {
     char name[64];
-    int from_min, to_min;            /* minutes after local midnight; to < from wraps midnight */
-    int batch_wait_ms;               /* -1: keep */
-    int max_batch_tokens;            /* -1: keep */
-    int max_running;                 /* -1: keep */
-    int max_queue;                   /* -1: keep */
-    double target_queue_p95_s;       /* < 0: keep */
-    double target_ttft_p95_s;        /* < 0: keep */
+    int from_min, to_min; /* minutes after local midnight; to < from wraps midnight */
+    int batch_wait_ms; /* -1: keep */
+    int max_batch_tokens; /* -1: keep */
+    int max_running; /* -1: keep */
+    int max_queue; /* -1: keep */
+    double target_queue_p95_s; /* < 0: keep */
+    double target_ttft_p95_s; /* < 0: keep */
 } kr_server_profile;
 
 /* Called when the active profile changes (NULL = back to the base parameters) with the
@@ -47,28 +47,28 @@ typedef void (*kr_server_profile_cb)(void *user, const kr_server_profile *active
                                      const kr_sched_params *effective);
 
 typedef struct kr_server_config {
-    char model[KR_SERVER_PATH_MAX];      /* predictor dir (or dir with predictor/, tokenizer/) */
-    char tokenizer[KR_SERVER_PATH_MAX];  /* "" = from model / the bundled demo model */
-    char host[256];                      /* bind address (default 127.0.0.1) */
-    int port;                            /* 0 = ephemeral (default 8080) */
-    char quant[16];                      /* weight format: f32, bf16, int8, fp8, q4 */
-    char kv_dtype[8];                    /* KV-cache precision: f32, bf16, int8 */
-    double drift_sample;                 /* fraction of forecasts re-run on the f32 shadow when
+    char model[KR_SERVER_PATH_MAX]; /* predictor dir (or dir with predictor/, tokenizer/) */
+    char tokenizer[KR_SERVER_PATH_MAX]; /* "" = from model / the bundled demo model */
+    char host[256]; /* bind address (default 127.0.0.1) */
+    int port; /* 0 = ephemeral (default 8080) */
+    char quant[16]; /* weight format: f32, bf16, int8, fp8, q4 */
+    char kv_dtype[8]; /* KV-cache precision: f32, bf16, int8 */
+    double drift_sample; /* fraction of forecasts re-run on the f32 shadow when
                                             serving quantised weights (default 0.05; 0: off) */
-    int threads;                         /* compute threads; 0 = all CPUs */
+    int threads; /* compute threads; 0 = all CPUs */
     char api_key_file[KR_SERVER_PATH_MAX];
-    char api_key[256];                   /* "" = no auth; loaded from api_key_file when empty */
-    double request_timeout_s;            /* per-request deadline (default 120 s) */
-    size_t max_body_bytes;               /* request body limit (default 8 MiB) -> 413 */
-    int max_paths;                       /* per request (default 256) -> 400 */
-    int max_pred_len;                    /* per request (default 512) -> 400 */
-    int max_connections;                 /* concurrent HTTP connections (default 512) */
-    char db[KR_SERVER_PATH_MAX];         /* candle store for /v1/candles, /v1/analyze ("" = 503) */
-    char web_root[KR_SERVER_PATH_MAX];   /* files of the page at / ("" = 404) */
-    kr_sched_params sched;               /* scheduler parameters (kv_budget_bytes 0 = default) */
+    char api_key[256]; /* "" = no auth; loaded from api_key_file when empty */
+    double request_timeout_s; /* per-request deadline (default 120 s) */
+    size_t max_body_bytes; /* request body limit (default 8 MiB) -> 413 */
+    int max_paths; /* per request (default 256) -> 400 */
+    int max_pred_len; /* per request (default 512) -> 400 */
+    int max_connections; /* concurrent HTTP connections (default 512) */
+    char db[KR_SERVER_PATH_MAX]; /* candle store for /v1/candles, /v1/analyze ("" = 503) */
+    char web_root[KR_SERVER_PATH_MAX]; /* files of the page at / ("" = 404) */
+    kr_sched_params sched; /* scheduler parameters (kv_budget_bytes 0 = default) */
     int n_profiles;
     kr_server_profile profiles[KR_SERVER_MAX_PROFILES];
-    kr_server_profile_cb on_profile;     /* may be NULL */
+    kr_server_profile_cb on_profile; /* may be NULL */
     void *on_profile_user;
 } kr_server_config;
 

@@ -22,7 +22,7 @@ typedef struct shadow_job {
 
 struct kr_drift {
     kr_model *shadow;
-    double sample, credit;   /* every forecast adds `sample` credit; a whole unit samples one */
+    double sample, credit; /* every forecast adds `sample` credit; a whole unit samples one */
     pthread_mutex_t mu;
     pthread_cond_t cv, idle;
     shadow_job *queue[QUEUE_CAP];
@@ -49,11 +49,14 @@ static void horizon_returns(const kr_forecast *f, double last_close, double *out
 }
 
 static void compare(kr_drift *d, shadow_job *j) {
-    kr_series s = {.n = j->n, .timestamps = j->timestamps, .values = j->values,
-                   .has_volume = j->has_volume, .has_amount = j->has_amount,
-                   .future_timestamps = j->future};
+    kr_series s = { .n = j->n,
+                    .timestamps = j->timestamps,
+                    .values = j->values,
+                    .has_volume = j->has_volume,
+                    .has_amount = j->has_amount,
+                    .future_timestamps = j->future };
     kr_forecast *f = NULL;
-    kr_error err = {0};
+    kr_error err = { 0 };
     if (kr_forecast_run(d->shadow, &s, &j->params, &f, &err) != KR_OK) return;
     int P = kr_forecast_paths(f);
     double *ref = malloc((size_t)P * sizeof *ref);
@@ -96,7 +99,8 @@ kr_status kr_drift_create(kr_model *shadow, double sample, kr_metrics *metrics, 
     *out = NULL;
     if (!shadow || !metrics || !(sample > 0.0) || sample > 1.0) {
         kr_model_free(shadow);
-        return kr_error_set(err, KR_ERR_INVALID_ARG, "drift: need a shadow model and a sample in (0, 1]");
+        return kr_error_set(err, KR_ERR_INVALID_ARG,
+                            "drift: need a shadow model and a sample in (0, 1]");
     }
     kr_drift *d = calloc(1, sizeof *d);
     if (!d) {
@@ -108,12 +112,13 @@ kr_status kr_drift_create(kr_model *shadow, double sample, kr_metrics *metrics, 
     pthread_mutex_init(&d->mu, NULL);
     pthread_cond_init(&d->cv, NULL);
     pthread_cond_init(&d->idle, NULL);
-    d->m_drift = kr_metrics_gauge(metrics, "kronos_quant_drift", NULL,
-                                  "KS statistic between the f32 shadow's and the served model's path "
-                                  "returns at the horizon, latest sampled request");
+    d->m_drift =
+        kr_metrics_gauge(metrics, "kronos_quant_drift", NULL,
+                         "KS statistic between the f32 shadow's and the served model's path "
+                         "returns at the horizon, latest sampled request");
     d->m_p = kr_metrics_gauge(metrics, "kronos_quant_drift_p_value", NULL,
                               "p-value of the latest kronos_quant_drift KS statistic");
-    static const double bounds[] = {0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0};
+    static const double bounds[] = { 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0 };
     d->m_hist = kr_metrics_histogram(metrics, "kronos_quant_drift_ks", NULL,
                                      "KS statistics of the sampled shadow comparisons", bounds, 9);
     d->m_samples = kr_metrics_counter(metrics, "kronos_quant_drift_samples_total", NULL,

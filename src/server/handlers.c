@@ -44,7 +44,7 @@ enum MHD_Result kr_handle_ready(struct MHD_Connection *mc, kr_conn *c) {
 enum MHD_Result kr_handle_metrics(struct MHD_Connection *mc, kr_conn *c) {
     char *text = NULL;
     size_t len = 0;
-    kr_error err = {0};
+    kr_error err = { 0 };
     if (kr_metrics_render(c->srv->metrics, &text, &len, &err) != KR_OK)
         return kr_srv_reply_error(mc, c, 500, err.message, NULL);
     return kr_srv_reply(mc, c, 200, "text/plain; version=0.0.4; charset=utf-8", text, len, NULL,
@@ -62,9 +62,10 @@ enum MHD_Result kr_handle_models(struct MHD_Connection *mc, kr_conn *c) {
 /* The engine names parameters at the start of its messages ("pred_len must be ..."); pass
  * that on as the field when it is one of ours. */
 static const char *guess_field(const char *msg) {
-    static const char *const k_names[] = {"pred_len", "paths", "temperature", "top_k", "top_p",
-                                          "seed", "lookback", "max_context", "window",
-                                          "future_timestamps", "candles"};
+    static const char *const k_names[] = {
+        "pred_len",    "paths",  "temperature",       "top_k",  "top_p", "seed", "lookback",
+        "max_context", "window", "future_timestamps", "candles"
+    };
     for (size_t i = 0; i < sizeof k_names / sizeof k_names[0]; i++) {
         size_t n = strlen(k_names[i]);
         if (!strncmp(msg, k_names[i], n) && (msg[n] == ' ' || msg[n] == ':')) return k_names[i];
@@ -118,8 +119,9 @@ static char *final_body(kr_conn *c, const kr_job_state *st, int *status, size_t 
         return b;
     }
     char *json = NULL;
-    kr_error err = {0};
-    kr_status rs = kr_api_forecast_json(&c->req, fc, &st->usage, &c->srv->model_desc, &json, len, &err);
+    kr_error err = { 0 };
+    kr_status rs =
+        kr_api_forecast_json(&c->req, fc, &st->usage, &c->srv->model_desc, &json, len, &err);
     if (rs == KR_OK && c->srv->drift) {
         kr_series series = kr_api_request_series(&c->req);
         kr_drift_offer(c->srv->drift, &series, &c->req.params, fc);
@@ -260,7 +262,7 @@ enum MHD_Result kr_handle_forecast(struct MHD_Connection *mc, kr_conn *c) {
     kr_job_ref(c->job); /* the scheduler's reference, dropped by its DONE/FAILED event */
     kr_series series = kr_api_request_series(&c->req);
     uint64_t id = 0;
-    kr_error err = {0};
+    kr_error err = { 0 };
     kr_status st = kr_sched_submit(s->sched, &series, &c->req.params, timeout, kr_job_on_event,
                                    c->job, &id, &err);
     if (st != KR_OK) {
@@ -274,8 +276,8 @@ enum MHD_Result kr_handle_forecast(struct MHD_Connection *mc, kr_conn *c) {
         }
         if (st == KR_ERR_BUSY) {
             kr_http_metrics_reject(s->http, "busy");
-            char *body = kr_api_error_json(429, err.message[0] ? err.message
-                                                               : "the request queue is full", NULL);
+            char *body = kr_api_error_json(
+                429, err.message[0] ? err.message : "the request queue is full", NULL);
             return kr_srv_reply(mc, c, 429, "application/json", body, body ? strlen(body) : 0,
                                 MHD_HTTP_HEADER_RETRY_AFTER, "1");
         }

@@ -20,13 +20,13 @@ kr_http_metrics *kr_http_metrics_create(kr_metrics *m) {
     kr_http_metrics *hm = calloc(1, sizeof *hm);
     if (!hm) return NULL;
     hm->m = m;
-    hm->in_flight = kr_metrics_gauge(m, "kronos_http_requests_in_flight", "",
-                                     "HTTP requests being handled");
+    hm->in_flight =
+        kr_metrics_gauge(m, "kronos_http_requests_in_flight", "", "HTTP requests being handled");
     hm->draining = kr_metrics_gauge(m, "kronos_server_draining", "",
                                     "1 while the server drains before exiting");
     /* Pre-register the duration histograms so every route shows up from the first scrape. */
-    static const char *const k_labels[] = {"/health", "/ready", "/metrics", "/v1/models",
-                                           "/v1/forecast", "other"};
+    static const char *const k_labels[] = { "/health",    "/ready",       "/metrics",
+                                            "/v1/models", "/v1/forecast", "other" };
     char lab[64];
     for (size_t i = 0; i < sizeof k_labels / sizeof k_labels[0]; i++) {
         snprintf(lab, sizeof lab, "route=\"%s\"", k_labels[i]);

@@ -13,11 +13,11 @@
 
 struct kr_job {
     pthread_mutex_t mu;
-    pthread_cond_t cv;      /* signalled on every event */
+    pthread_cond_t cv; /* signalled on every event */
     int refs;
     uint64_t id;
     kr_job_state st;
-    kr_forecast *result;    /* owned until taken */
+    kr_forecast *result; /* owned until taken */
 };
 
 kr_job *kr_job_create(void) {

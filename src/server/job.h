@@ -19,12 +19,12 @@ typedef struct kr_job kr_job;
 
 /* A consistent copy of a job's progress. */
 typedef struct kr_job_state {
-    int started;           /* admitted into the running batch */
-    int steps, pred_len;   /* steps sampled so far, of pred_len */
-    int done;              /* DONE or FAILED arrived */
-    kr_status status;      /* when done: KR_OK or the failure */
-    kr_error error;        /* when failed */
-    kr_api_usage usage;    /* usage and timing (from STARTED on) */
+    int started; /* admitted into the running batch */
+    int steps, pred_len; /* steps sampled so far, of pred_len */
+    int done; /* DONE or FAILED arrived */
+    kr_status status; /* when done: KR_OK or the failure */
+    kr_error error; /* when failed */
+    kr_api_usage usage; /* usage and timing (from STARTED on) */
 } kr_job_state;
 
 /* A new job with one reference (the caller's). NULL when out of memory. */

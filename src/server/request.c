@@ -38,8 +38,10 @@ kr_status kr_api_error_set(kr_api_error *err, int status, const char *field, con
     va_end(ap);
     err->status = status;
     snprintf(err->field, sizeof err->field, "%s", field ? field : "");
-    if (field && *field) snprintf(err->message, sizeof err->message, "%s: %s", field, msg);
-    else snprintf(err->message, sizeof err->message, "%s", msg);
+    if (field && *field)
+        snprintf(err->message, sizeof err->message, "%s: %s", field, msg);
+    else
+        snprintf(err->message, sizeof err->message, "%s", msg);
     return KR_ERR_INVALID_ARG;
 }
 
@@ -73,8 +75,8 @@ static const char *type_name(const cJSON *v) {
 static kr_status get_int(const cJSON *v, const char *field, long min, long max, int *out,
                          kr_api_error *err) {
     if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
-        return kr_api_error_set(err, 400, field, "must be an integer in %ld..%ld, got %s", min,
-                                max, type_name(v));
+        return kr_api_error_set(err, 400, field, "must be an integer in %ld..%ld, got %s", min, max,
+                                type_name(v));
     if (v->valuedouble != floor(v->valuedouble) || v->valuedouble < (double)min ||
         v->valuedouble > (double)max)
         return kr_api_error_set(err, 400, field, "must be an integer in %ld..%ld, got %.10g", min,
@@ -123,9 +125,12 @@ static kr_status get_seed(const cJSON *v, uint64_t *out, kr_api_error *err) {
         uint64_t acc = 0;
         int ok = n > 0 && n <= 20;
         for (size_t i = 0; ok && i < n; i++) {
-            if (s[i] < '0' || s[i] > '9') ok = 0;
-            else if (acc > (UINT64_MAX - (uint64_t)(s[i] - '0')) / 10) ok = 0;
-            else acc = acc * 10 + (uint64_t)(s[i] - '0');
+            if (s[i] < '0' || s[i] > '9')
+                ok = 0;
+            else if (acc > (UINT64_MAX - (uint64_t)(s[i] - '0')) / 10)
+                ok = 0;
+            else
+                acc = acc * 10 + (uint64_t)(s[i] - '0');
         }
         if (ok) {
             *out = acc;
@@ -171,9 +176,9 @@ static kr_status get_timestamp(const cJSON *v, const char *field, int64_t *ts, i
 
 enum { ROLE_TS = KR_N_FEATURES, N_ROLES };
 
-static const char *const k_role_names[N_ROLES] = {"open", "high", "low", "close",
-                                                  "volume", "amount", "timestamps"};
-static const char *const k_ts_aliases[] = {"timestamps", "timestamp", "datetime", "date", "time"};
+static const char *const k_role_names[N_ROLES] = { "open",   "high",   "low",       "close",
+                                                   "volume", "amount", "timestamps" };
+static const char *const k_ts_aliases[] = { "timestamps", "timestamp", "datetime", "date", "time" };
 
 /* Role of a column/key name, or -1 when it has none (ignored, as the CSV reader does). */
 static int role_of(const char *name) {
@@ -189,15 +194,17 @@ typedef enum layout { LAYOUT_ROWS, LAYOUT_COLUMNS } layout;
 /* The cells of one row, whatever the layout, and how to name them in errors. */
 typedef struct row_cells {
     const cJSON *cell[N_ROLES];
-    const char *name[N_ROLES];   /* key/column name as the client spelled it */
+    const char *name[N_ROLES]; /* key/column name as the client spelled it */
     layout lay;
     int64_t row;
 } row_cells;
 
 static void field_name(const row_cells *rc, int role, char *out, size_t cap) {
     const char *nm = rc->name[role] ? rc->name[role] : k_role_names[role];
-    if (rc->lay == LAYOUT_ROWS) snprintf(out, cap, "candles[%lld].%s", (long long)rc->row, nm);
-    else snprintf(out, cap, "candles.%s[%lld]", nm, (long long)rc->row);
+    if (rc->lay == LAYOUT_ROWS)
+        snprintf(out, cap, "candles[%lld].%s", (long long)rc->row, nm);
+    else
+        snprintf(out, cap, "candles.%s[%lld]", nm, (long long)rc->row);
 }
 
 /* Growable table being built. */
@@ -244,8 +251,8 @@ static kr_status add_row(table *t, const row_cells *rc, kr_api_error *err) {
         v[k] = 0.0;
         field_name(rc, k, f, sizeof f);
         const cJSON *c = rc->cell[k];
-        int wanted = k <= KR_CLOSE || (k == KR_VOLUME && t->has_volume) ||
-                     (k == KR_AMOUNT && t->has_amount);
+        int wanted =
+            k <= KR_CLOSE || (k == KR_VOLUME && t->has_volume) || (k == KR_AMOUNT && t->has_amount);
         if (!c) {
             if (wanted) return kr_api_error_set(err, 400, f, "required");
             continue;
@@ -256,8 +263,7 @@ static kr_status add_row(table *t, const row_cells *rc, kr_api_error *err) {
                                     k_role_names[k]);
         if (!cJSON_IsNumber(c))
             return kr_api_error_set(err, 400, f, "must be a number, got %s", type_name(c));
-        if (!isfinite(c->valuedouble))
-            return kr_api_error_set(err, 400, f, "is not finite");
+        if (!isfinite(c->valuedouble)) return kr_api_error_set(err, 400, f, "is not finite");
         v[k] = c->valuedouble;
         /* The model reads float32: a larger magnitude would be inf there and poison the
          * window's statistics. */
@@ -310,14 +316,12 @@ static kr_status map_names(const char *const *names, int n, const char *what, co
         seen[col_role[i]] = i;
         role_name[col_role[i]] = names[i];
     }
-    const int required[] = {ROLE_TS, KR_OPEN, KR_HIGH, KR_LOW, KR_CLOSE};
+    const int required[] = { ROLE_TS, KR_OPEN, KR_HIGH, KR_LOW, KR_CLOSE };
     for (int k = 0; k < 5; k++)
         if (seen[required[k]] < 0)
-            return kr_api_error_set(err, 400, owner,
-                                    "missing the '%s' column%s", k_role_names[required[k]],
-                                    required[k] == ROLE_TS
-                                        ? " (also accepted: timestamp, datetime, date, time)"
-                                        : "");
+            return kr_api_error_set(
+                err, 400, owner, "missing the '%s' column%s", k_role_names[required[k]],
+                required[k] == ROLE_TS ? " (also accepted: timestamp, datetime, date, time)" : "");
     return KR_OK;
 }
 
@@ -413,8 +417,7 @@ static kr_status parse_object_rows(const cJSON *arr, table *t, kr_api_error *err
             if (rc.cell[role]) {
                 snprintf(f, sizeof f, "candles[%lld].%s", (long long)r,
                          sanitize(c->string, ex, sizeof ex));
-                return kr_api_error_set(err, 400, f, "names the same field as '%s'",
-                                        rc.name[role]);
+                return kr_api_error_set(err, 400, f, "names the same field as '%s'", rc.name[role]);
             }
             rc.cell[role] = c;
             rc.name[role] = c->string;
@@ -434,7 +437,7 @@ static kr_status parse_object_rows(const cJSON *arr, table *t, kr_api_error *err
 
 /* {"timestamps": [...], "open": [...], ...}: pandas' "list" orient. */
 static kr_status parse_columns(const cJSON *obj, table *t, kr_api_error *err) {
-    const char *names[MAX_COLUMNS] = {0};
+    const char *names[MAX_COLUMNS] = { 0 };
     const cJSON *cols[MAX_COLUMNS];
     int col_role[MAX_COLUMNS], n = 0;
     const char *role_name[N_ROLES];
@@ -447,7 +450,7 @@ static kr_status parse_columns(const cJSON *obj, table *t, kr_api_error *err) {
     }
     kr_status st = map_names(names, n, "candles.", "candles", col_role, role_name, err);
     if (st != KR_OK) return st;
-    const cJSON *by_role[N_ROLES] = {0};
+    const cJSON *by_role[N_ROLES] = { 0 };
     for (int i = 0; i < n; i++)
         if (col_role[i] >= 0) by_role[col_role[i]] = cols[i];
     int rows = -1;
@@ -459,7 +462,8 @@ static kr_status parse_columns(const cJSON *obj, table *t, kr_api_error *err) {
         int m = cJSON_GetArraySize(by_role[k]);
         if (k == ROLE_TS || rows < 0) {
             if (rows >= 0 && m != rows)
-                return kr_api_error_set(err, 400, f, "has %d values, the other columns %d", m, rows);
+                return kr_api_error_set(err, 400, f, "has %d values, the other columns %d", m,
+                                        rows);
             rows = m;
         } else if (m != rows) {
             return kr_api_error_set(err, 400, f, "has %d values, the other columns %d", m, rows);
@@ -501,9 +505,10 @@ static kr_status parse_candles(const cJSON *v, const cJSON *columns, const kr_ap
                                 "only applies when candles are rows of arrays");
     if (cJSON_IsString(v)) {
         /* CSV text: the market layer's own reader, so its rules and messages apply as is. */
-        kr_error e = {0};
+        kr_error e = { 0 };
         kr_candles *c = NULL;
-        if (kr_candles_parse_csv(v->valuestring, strlen(v->valuestring), "candles", &c, &e) != KR_OK) {
+        if (kr_candles_parse_csv(v->valuestring, strlen(v->valuestring), "candles", &c, &e) !=
+            KR_OK) {
             kr_api_error_set(err, 400, NULL, "%s", e.message);
             snprintf(err->field, sizeof err->field, "candles");
             return KR_ERR_INVALID_ARG;
@@ -525,8 +530,10 @@ static kr_status parse_candles(const cJSON *v, const cJSON *columns, const kr_ap
         if (n < 2 || n > lim->max_rows)
             return kr_api_error_set(err, 400, "candles", "needs 2..%lld rows, got %lld",
                                     (long long)lim->max_rows, (long long)n);
-        if (cJSON_IsArray(v->child)) st = parse_array_rows(v, columns, &t, err);
-        else if (cJSON_IsObject(v->child)) st = parse_object_rows(v, &t, err);
+        if (cJSON_IsArray(v->child))
+            st = parse_array_rows(v, columns, &t, err);
+        else if (cJSON_IsObject(v->child))
+            st = parse_object_rows(v, &t, err);
         else
             st = kr_api_error_set(err, 400, "candles[0]",
                                   "must be an array [timestamps, open, high, low, close, volume?, "
@@ -565,9 +572,9 @@ static kr_status parse_candles(const cJSON *v, const cJSON *columns, const kr_ap
 /* ------------------------------------------------------------------ document */
 
 static const char *const k_fields[] = {
-    "candles", "columns", "pred_len", "paths", "temperature", "top_k", "top_p", "seed",
-    "lookback", "max_context", "window", "future_timestamps", "quantiles", "return_paths",
-    "stream", "timeout_s",
+    "candles",   "columns",      "pred_len", "paths",       "temperature", "top_k",
+    "top_p",     "seed",         "lookback", "max_context", "window",      "future_timestamps",
+    "quantiles", "return_paths", "stream",   "timeout_s",
 };
 enum { N_FIELDS = (int)(sizeof k_fields / sizeof k_fields[0]) };
 
@@ -602,11 +609,14 @@ static kr_status parse_scalars(const cJSON *const *f, const kr_api_limits *lim, 
         if (!cJSON_IsString(f[10]))
             return kr_api_error_set(err, 400, "window", "must be \"exact\" or \"rolling\", got %s",
                                     type_name(f[10]));
-        if (!strcmp(f[10]->valuestring, "exact")) p->window = KR_WINDOW_EXACT;
-        else if (!strcmp(f[10]->valuestring, "rolling")) p->window = KR_WINDOW_ROLLING;
+        if (!strcmp(f[10]->valuestring, "exact"))
+            p->window = KR_WINDOW_EXACT;
+        else if (!strcmp(f[10]->valuestring, "rolling"))
+            p->window = KR_WINDOW_ROLLING;
         else {
             char ex[48];
-            return kr_api_error_set(err, 400, "window", "must be \"exact\" or \"rolling\", got '%s'",
+            return kr_api_error_set(err, 400, "window",
+                                    "must be \"exact\" or \"rolling\", got '%s'",
                                     sanitize(f[10]->valuestring, ex, sizeof ex));
         }
     }
@@ -635,13 +645,15 @@ static kr_status parse_scalars(const cJSON *const *f, const kr_api_limits *lim, 
 static kr_status parse_future(const cJSON *v, kr_api_request *r, kr_api_error *err) {
     int P = r->params.pred_len;
     if (!cJSON_IsArray(v))
-        return kr_api_error_set(err, 400, "future_timestamps", "must be an array of %d timestamps", P);
+        return kr_api_error_set(err, 400, "future_timestamps", "must be an array of %d timestamps",
+                                P);
     int n = cJSON_GetArraySize(v);
     if (n != P)
-        return kr_api_error_set(err, 400, "future_timestamps", "has %d timestamps, pred_len is %d", n,
-                                P);
+        return kr_api_error_set(err, 400, "future_timestamps", "has %d timestamps, pred_len is %d",
+                                n, P);
     r->future_timestamps = malloc((size_t)P * sizeof(int64_t));
-    if (!r->future_timestamps) return kr_api_error_set(err, 400, "future_timestamps", "out of memory");
+    if (!r->future_timestamps)
+        return kr_api_error_set(err, 400, "future_timestamps", "out of memory");
     const kr_candles *c = r->candles;
     int64_t prev = c->timestamps[c->n - 1];
     int i = 0;
@@ -699,7 +711,7 @@ kr_status kr_api_forecast_parse(const char *json, size_t len, const kr_api_limit
         return KR_ERR_FORMAT;
     }
     kr_status st = KR_OK;
-    const cJSON *f[N_FIELDS] = {0};
+    const cJSON *f[N_FIELDS] = { 0 };
     char ex[64];
     if (!cJSON_IsObject(root)) {
         st = kr_api_error_set(err, 400, "body", "must be a JSON object, got %s", type_name(root));

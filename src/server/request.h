@@ -36,22 +36,22 @@ typedef struct kr_api_error {
 
 /* Server-side bounds a request must respect (named size limits -> 400). */
 typedef struct kr_api_limits {
-    int max_paths;       /* default 256 */
-    int max_pred_len;    /* default 2048 */
-    int64_t max_rows;    /* candles per request (default 1,000,000) */
+    int max_paths; /* default 256 */
+    int max_pred_len; /* default 2048 */
+    int64_t max_rows; /* candles per request (default 1,000,000) */
 } kr_api_limits;
 
 kr_api_limits kr_api_default_limits(void);
 
 typedef struct kr_api_request {
-    kr_candles *candles;                 /* owned; validated table */
-    int64_t *future_timestamps;          /* [params.pred_len] or NULL (inferred); owned */
-    kr_forecast_params params;           /* keep_paths is always 1: quantiles need the paths */
+    kr_candles *candles; /* owned; validated table */
+    int64_t *future_timestamps; /* [params.pred_len] or NULL (inferred); owned */
+    kr_forecast_params params; /* keep_paths is always 1: quantiles need the paths */
     double quantiles[KR_API_MAX_QUANTILES];
-    int n_quantiles;                     /* default 3: 0.1, 0.5, 0.9 */
-    int return_paths;                    /* include every path's candles and s1/s2 ids */
-    int stream;                          /* answer as text/event-stream */
-    double timeout_s;                    /* 0: the server's request_timeout_s */
+    int n_quantiles; /* default 3: 0.1, 0.5, 0.9 */
+    int return_paths; /* include every path's candles and s1/s2 ids */
+    int stream; /* answer as text/event-stream */
+    double timeout_s; /* 0: the server's request_timeout_s */
 } kr_api_request;
 
 /* Parses and validates a request body (len bytes, need not be NUL-terminated). limits NULL =

@@ -13,7 +13,8 @@
 #include "base/error.h"
 #include "base/timeutil.h"
 
-static const char *const k_cols[KR_N_FEATURES] = {"open", "high", "low", "close", "volume", "amount"};
+static const char *const k_cols[KR_N_FEATURES] = { "open",  "high",   "low",
+                                                   "close", "volume", "amount" };
 
 /* A JSON number that reads back as exactly v. cJSON's own printer accepts 15 digits when they
  * come back within a relative DBL_EPSILON, i.e. it may be off by one ulp; forecasts must
@@ -57,7 +58,10 @@ static void add_model(cJSON *o, const kr_api_model_desc *m) {
     cJSON_AddStringToObject(o, "name", m->name ? m->name : "kronos");
     /* What the loaded weights are (a quantised checkpoint keeps its format whatever the
      * config asked for). */
-    cJSON_AddStringToObject(o, "quant", m->info.quant[0] ? m->info.quant : m->quant ? m->quant : "f32");
+    cJSON_AddStringToObject(o, "quant",
+                            m->info.quant[0] ? m->info.quant
+                            : m->quant       ? m->quant
+                                             : "f32");
     cJSON_AddNumberToObject(o, "d_model", m->info.d_model);
     cJSON_AddNumberToObject(o, "n_layers", m->info.n_layers);
     cJSON_AddNumberToObject(o, "n_heads", m->info.n_heads);
@@ -88,9 +92,11 @@ kr_status kr_api_forecast_json(const kr_api_request *req, const kr_forecast *fc,
     cJSON *po = cJSON_AddObjectToObject(root, "params");
     cJSON_AddNumberToObject(po, "pred_len", p->pred_len);
     cJSON_AddNumberToObject(po, "paths", p->paths);
-    cJSON_AddNumberToObject(po, "lookback", p->lookback > 0 ? p->lookback
-                                            : (double)(req->candles->n < p->max_context
-                                                           ? req->candles->n : p->max_context));
+    cJSON_AddNumberToObject(
+        po, "lookback",
+        p->lookback > 0
+            ? p->lookback
+            : (double)(req->candles->n < p->max_context ? req->candles->n : p->max_context));
     cJSON_AddNumberToObject(po, "max_context", p->max_context);
     /* float32 values echoed with the digits the client sent (0.9, not 0.899999976). */
     cJSON_AddNumberToObject(po, "temperature", short_float(p->temperature));
@@ -99,8 +105,10 @@ kr_status kr_api_forecast_json(const kr_api_request *req, const kr_forecast *fc,
     /* Seeds above 2^53 would lose digits as a JSON number. */
     char seed[32];
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)p->seed);
-    if (p->seed <= (1ull << 53)) cJSON_AddNumberToObject(po, "seed", (double)p->seed);
-    else cJSON_AddStringToObject(po, "seed", seed);
+    if (p->seed <= (1ull << 53))
+        cJSON_AddNumberToObject(po, "seed", (double)p->seed);
+    else
+        cJSON_AddStringToObject(po, "seed", seed);
     cJSON_AddStringToObject(po, "window", p->window == KR_WINDOW_ROLLING ? "rolling" : "exact");
 
     cJSON_AddItemToObject(root, "mean", candle_rows(kr_forecast_mean(fc), ts, P, date_only));
@@ -151,8 +159,10 @@ kr_status kr_api_forecast_json(const kr_api_request *req, const kr_forecast *fc,
     cJSON_AddNumberToObject(t, "total_seconds", usage->total_seconds);
 
     *out = cJSON_PrintUnformatted(root);
-    if (!*out) st = kr_error_set(err, KR_ERR_NOMEM, "response: out of memory");
-    else if (len) *len = strlen(*out);
+    if (!*out)
+        st = kr_error_set(err, KR_ERR_NOMEM, "response: out of memory");
+    else if (len)
+        *len = strlen(*out);
 done:
     free(qv);
     cJSON_Delete(root);

@@ -14,17 +14,17 @@
 
 /* What the server says about the model it serves. Borrowed strings. */
 typedef struct kr_api_model_desc {
-    const char *name;       /* directory name of the predictor, e.g. "kronos-demo" */
-    const char *quant;      /* weight format: "f32" */
+    const char *name; /* directory name of the predictor, e.g. "kronos-demo" */
+    const char *quant; /* weight format: "f32" */
     kr_model_info info;
 } kr_api_model_desc;
 
 /* Usage and timing of one request, from the scheduler's events. */
 typedef struct kr_api_usage {
     uint64_t id;
-    int64_t prefill_tokens;    /* context tokens run through the predictor */
-    int64_t cached_tokens;     /* context tokens served from the prefix cache */
-    int64_t generated_tokens;  /* pred_len x paths */
+    int64_t prefill_tokens; /* context tokens run through the predictor */
+    int64_t cached_tokens; /* context tokens served from the prefix cache */
+    int64_t generated_tokens; /* pred_len x paths */
     double queue_seconds, ttft_seconds, total_seconds;
 } kr_api_usage;
 

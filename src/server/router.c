@@ -6,18 +6,18 @@
 #include <string.h>
 
 static const kr_route k_routes[KR_ROUTE_COUNT] = {
-    {KR_ROUTE_HEALTH, "GET", "/health", 0},
-    {KR_ROUTE_READY, "GET", "/ready", 0},
-    {KR_ROUTE_METRICS, "GET", "/metrics", 0},
-    {KR_ROUTE_MODELS, "GET", "/v1/models", 1},
-    {KR_ROUTE_FORECAST, "POST", "/v1/forecast", 1},
-    {KR_ROUTE_SYMBOLS, "GET", "/v1/symbols", 1},
-    {KR_ROUTE_CANDLES_GET, "GET", "/v1/candles/", 1},
-    {KR_ROUTE_CANDLES_POST, "POST", "/v1/candles/", 1},
-    {KR_ROUTE_ANALYZE, "POST", "/v1/analyze", 1},
-    {KR_ROUTE_ANALYZE_BATCH, "POST", "/v1/analyze/batch", 1},
-    {KR_ROUTE_PAGE, "GET", "/", 0},
-    {KR_ROUTE_ASSETS, "GET", "/assets/", 0},
+    { KR_ROUTE_HEALTH, "GET", "/health", 0 },
+    { KR_ROUTE_READY, "GET", "/ready", 0 },
+    { KR_ROUTE_METRICS, "GET", "/metrics", 0 },
+    { KR_ROUTE_MODELS, "GET", "/v1/models", 1 },
+    { KR_ROUTE_FORECAST, "POST", "/v1/forecast", 1 },
+    { KR_ROUTE_SYMBOLS, "GET", "/v1/symbols", 1 },
+    { KR_ROUTE_CANDLES_GET, "GET", "/v1/candles/", 1 },
+    { KR_ROUTE_CANDLES_POST, "POST", "/v1/candles/", 1 },
+    { KR_ROUTE_ANALYZE, "POST", "/v1/analyze", 1 },
+    { KR_ROUTE_ANALYZE_BATCH, "POST", "/v1/analyze/batch", 1 },
+    { KR_ROUTE_PAGE, "GET", "/", 0 },
+    { KR_ROUTE_ASSETS, "GET", "/assets/", 0 },
 };
 
 int kr_route_match(const char *method, const char *url, const kr_route **route) {
@@ -30,7 +30,7 @@ int kr_route_match(const char *method, const char *url, const kr_route **route) 
         size_t pn = strlen(r->path);
         int prefix = pn > 1 && r->path[pn - 1] == '/';
         if (prefix ? n <= pn || strncmp(r->path, url, pn) != 0
-                      : pn != n || strncmp(r->path, url, n) != 0)
+                   : pn != n || strncmp(r->path, url, n) != 0)
             continue;
         if (!strcmp(method, r->method) || (!strcmp(r->method, "GET") && !strcmp(method, "HEAD"))) {
             *route = r;

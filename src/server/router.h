@@ -7,27 +7,27 @@
 #define KR_SERVER_ROUTER_H
 
 typedef enum kr_route_id {
-    KR_ROUTE_HEALTH = 0,   /* GET /health: the process is alive */
-    KR_ROUTE_READY,        /* GET /ready: model loaded and not draining */
-    KR_ROUTE_METRICS,      /* GET /metrics: Prometheus text */
-    KR_ROUTE_MODELS,       /* GET /v1/models */
-    KR_ROUTE_FORECAST,     /* POST /v1/forecast */
-    KR_ROUTE_SYMBOLS,      /* GET /v1/symbols: stored candle series (routes_analyst.c) */
-    KR_ROUTE_CANDLES_GET,  /* GET /v1/candles/{symbol} */
+    KR_ROUTE_HEALTH = 0, /* GET /health: the process is alive */
+    KR_ROUTE_READY, /* GET /ready: model loaded and not draining */
+    KR_ROUTE_METRICS, /* GET /metrics: Prometheus text */
+    KR_ROUTE_MODELS, /* GET /v1/models */
+    KR_ROUTE_FORECAST, /* POST /v1/forecast */
+    KR_ROUTE_SYMBOLS, /* GET /v1/symbols: stored candle series (routes_analyst.c) */
+    KR_ROUTE_CANDLES_GET, /* GET /v1/candles/{symbol} */
     KR_ROUTE_CANDLES_POST, /* POST /v1/candles/{symbol} */
-    KR_ROUTE_ANALYZE,      /* POST /v1/analyze */
-    KR_ROUTE_ANALYZE_BATCH,/* POST /v1/analyze/batch */
-    KR_ROUTE_PAGE,         /* GET /: the web page (static_files.c) */
-    KR_ROUTE_ASSETS,       /* GET /assets/...: its scripts and styles */
+    KR_ROUTE_ANALYZE, /* POST /v1/analyze */
+    KR_ROUTE_ANALYZE_BATCH, /* POST /v1/analyze/batch */
+    KR_ROUTE_PAGE, /* GET /: the web page (static_files.c) */
+    KR_ROUTE_ASSETS, /* GET /assets/...: its scripts and styles */
     KR_ROUTE_COUNT
 } kr_route_id;
 
 typedef struct kr_route {
     kr_route_id id;
-    const char *method;    /* "GET" or "POST"; GET routes also answer HEAD */
-    const char *path;      /* exact path, no query string; ending in '/' (other than "/"): a
+    const char *method; /* "GET" or "POST"; GET routes also answer HEAD */
+    const char *path; /* exact path, no query string; ending in '/' (other than "/"): a
                             * prefix, matching itself plus 1+ characters ("/v1/candles/AAPL") */
-    int v1;                /* under /v1: needs the API key, refused while draining */
+    int v1; /* under /v1: needs the API key, refused while draining */
 } kr_route;
 
 /* Matches a request. Returns 200 with *route set, 404 for an unknown path, or 405 for a

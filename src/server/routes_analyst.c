@@ -69,8 +69,10 @@ static kr_status parse_json(const char *json, size_t len, cJSON **root, kr_api_e
     size_t off = end && end >= json && end <= json + len ? (size_t)(end - json) : len;
     long line = 1, col = 1;
     for (size_t i = 0; i < off; i++) {
-        if (json[i] == '\n') line++, col = 1;
-        else col++;
+        if (json[i] == '\n')
+            line++, col = 1;
+        else
+            col++;
     }
     kr_api_error_set(err, 400, "body", "invalid JSON at line %ld, column %ld (byte %zu)", line, col,
                      off);
@@ -155,7 +157,7 @@ static kr_status get_name(const cJSON *v, const char *field, int interval, char 
                           kr_api_error *err) {
     if (!cJSON_IsString(v))
         return kr_api_error_set(err, 400, field, "must be a string, got %s", type_name(v));
-    kr_error e = {0};
+    kr_error e = { 0 };
     kr_status st = interval ? kr_store_check_interval(v->valuestring, &e)
                             : kr_store_check_symbol(v->valuestring, &e);
     if (st != KR_OK) return name_error(err, field, e.message);
@@ -200,8 +202,9 @@ kr_status kr_api_candles_parse(const char *body, size_t len, int csv, kr_candles
     memset(err, 0, sizeof *err);
     *out = NULL;
     if (csv) {
-        kr_error e = {0};
-        if (!body || len == 0) return kr_api_error_set(err, 400, "body", "empty; expected CSV text");
+        kr_error e = { 0 };
+        if (!body || len == 0)
+            return kr_api_error_set(err, 400, "body", "empty; expected CSV text");
         if (kr_candles_parse_csv(body, len, "body", out, &e) != KR_OK) {
             kr_api_error_set(err, 400, NULL, "%s", e.message); /* "body: line 18, ..." */
             snprintf(err->field, sizeof err->field, "body");
@@ -268,23 +271,45 @@ static void infer_interval(const kr_candles *c, char *out, size_t cap) {
         if (count > best_count || (count == best_count && g < best)) best = g, best_count = count;
     }
     long long g = (long long)best;
-    if (g <= 0) snprintf(out, cap, "1d");
-    else if (g % 604800 == 0) snprintf(out, cap, "%lldw", g / 604800);
-    else if (g % 86400 == 0) snprintf(out, cap, "%lldd", g / 86400);
-    else if (g % 3600 == 0) snprintf(out, cap, "%lldh", g / 3600);
-    else if (g % 60 == 0) snprintf(out, cap, "%lldm", g / 60);
-    else snprintf(out, cap, "%llds", g);
+    if (g <= 0)
+        snprintf(out, cap, "1d");
+    else if (g % 604800 == 0)
+        snprintf(out, cap, "%lldw", g / 604800);
+    else if (g % 86400 == 0)
+        snprintf(out, cap, "%lldd", g / 86400);
+    else if (g % 3600 == 0)
+        snprintf(out, cap, "%lldh", g / 3600);
+    else if (g % 60 == 0)
+        snprintf(out, cap, "%lldm", g / 60);
+    else
+        snprintf(out, cap, "%llds", g);
 }
 
 /* ------------------------------------------------------------------ analyze body */
 
 enum {
-    F_SYMBOL, F_SYMBOLS, F_INTERVAL, F_CANDLES, F_COLUMNS, F_HORIZON, F_PATHS, F_LOOKBACK,
-    F_MAX_CONTEXT, F_SEED, F_TEMPERATURE, F_TOP_P, F_TOP_K, F_CALIBRATE, F_FORMAT, F_STREAM, F_N
+    F_SYMBOL,
+    F_SYMBOLS,
+    F_INTERVAL,
+    F_CANDLES,
+    F_COLUMNS,
+    F_HORIZON,
+    F_PATHS,
+    F_LOOKBACK,
+    F_MAX_CONTEXT,
+    F_SEED,
+    F_TEMPERATURE,
+    F_TOP_P,
+    F_TOP_K,
+    F_CALIBRATE,
+    F_FORMAT,
+    F_STREAM,
+    F_N
 };
 static const char *const k_fields[F_N] = {
-    "symbol", "symbols", "interval", "candles", "columns", "horizon", "paths", "lookback",
-    "max_context", "seed", "temperature", "top_p", "top_k", "calibrate", "format", "stream",
+    "symbol", "symbols",   "interval",    "candles", "columns",     "horizon",
+    "paths",  "lookback",  "max_context", "seed",    "temperature", "top_p",
+    "top_k",  "calibrate", "format",      "stream",
 };
 
 static kr_status parse_symbols(const cJSON *v, kr_api_analyze_request *r, kr_api_error *err) {
@@ -310,8 +335,8 @@ static kr_status parse_params(const cJSON *const *f, const kr_api_limits *lim,
                               kr_api_analyze_request *r, kr_api_error *err) {
     kr_analyze_params *p = &r->params;
     kr_status st;
-    if (f[F_MAX_CONTEXT] && (st = get_int(f[F_MAX_CONTEXT], "max_context", 2, 65536,
-                                          &p->max_context, err)))
+    if (f[F_MAX_CONTEXT] &&
+        (st = get_int(f[F_MAX_CONTEXT], "max_context", 2, 65536, &p->max_context, err)))
         return st;
     int max_h = p->max_context - 1 < lim->max_pred_len ? p->max_context - 1 : lim->max_pred_len;
     if (f[F_HORIZON] && (st = get_int(f[F_HORIZON], "horizon", 1, max_h, &p->horizon, err)))
@@ -325,13 +350,13 @@ static kr_status parse_params(const cJSON *const *f, const kr_api_limits *lim,
         (st = get_int(f[F_LOOKBACK], "lookback", 2, p->max_context, &p->lookback, err)))
         return st;
     if (f[F_SEED] && (st = get_seed(f[F_SEED], &p->seed, err))) return st;
-    if (f[F_TEMPERATURE] && (st = get_positive(f[F_TEMPERATURE], "temperature", 1e6,
-                                               &p->temperature, err)))
+    if (f[F_TEMPERATURE] &&
+        (st = get_positive(f[F_TEMPERATURE], "temperature", 1e6, &p->temperature, err)))
         return st;
     if (f[F_TOP_P] && (st = get_positive(f[F_TOP_P], "top_p", 1.0, &p->top_p, err))) return st;
     if (f[F_TOP_K] && (st = get_int(f[F_TOP_K], "top_k", 0, 1 << 20, &p->top_k, err))) return st;
-    if (f[F_CALIBRATE] && (st = get_int(f[F_CALIBRATE], "calibrate", 0, KR_API_MAX_CALIBRATE,
-                                        &p->calibrate, err)))
+    if (f[F_CALIBRATE] &&
+        (st = get_int(f[F_CALIBRATE], "calibrate", 0, KR_API_MAX_CALIBRATE, &p->calibrate, err)))
         return st;
     if (f[F_FORMAT]) {
         char ex[32];
@@ -357,7 +382,7 @@ kr_status kr_api_analyze_parse(const char *json, size_t len, int batch, const kr
     cJSON *root;
     kr_status st = parse_json(json, len, &root, err);
     if (st != KR_OK) return st;
-    const cJSON *f[F_N] = {0};
+    const cJSON *f[F_N] = { 0 };
     char ex[64];
     if (!cJSON_IsObject(root)) {
         st = kr_api_error_set(err, 400, "body", "must be a JSON object, got %s", type_name(root));
@@ -367,16 +392,17 @@ kr_status kr_api_analyze_parse(const char *json, size_t len, int batch, const kr
         int k = 0;
         while (k < F_N && strcmp(it->string, k_fields[k]) != 0) k++;
         /* Each route takes its own subset: one symbol or candles, or a list of symbols. */
-        int allowed = k < F_N && (batch ? k != F_SYMBOL && k != F_CANDLES && k != F_COLUMNS
-                                        : k != F_SYMBOLS);
+        int allowed =
+            k < F_N && (batch ? k != F_SYMBOL && k != F_CANDLES && k != F_COLUMNS : k != F_SYMBOLS);
         if (!allowed) {
-            st = kr_api_error_set(err, 400, sanitize(it->string, ex, sizeof ex), "%s",
-                                  batch ? "unknown field (expected symbols, interval, horizon, paths, "
-                                          "lookback, max_context, seed, temperature, top_p, top_k, "
-                                          "calibrate, format, stream)"
-                                        : "unknown field (expected symbol or candles, columns, "
-                                          "interval, horizon, paths, lookback, max_context, seed, "
-                                          "temperature, top_p, top_k, calibrate, format, stream)");
+            st = kr_api_error_set(
+                err, 400, sanitize(it->string, ex, sizeof ex), "%s",
+                batch ? "unknown field (expected symbols, interval, horizon, paths, "
+                        "lookback, max_context, seed, temperature, top_p, top_k, "
+                        "calibrate, format, stream)"
+                      : "unknown field (expected symbol or candles, columns, "
+                        "interval, horizon, paths, lookback, max_context, seed, "
+                        "temperature, top_p, top_k, calibrate, format, stream)");
             goto fail;
         }
         if (f[k]) {
@@ -400,7 +426,8 @@ kr_status kr_api_analyze_parse(const char *json, size_t len, int batch, const kr
         if ((st = parse_symbols(f[F_SYMBOLS], out, err)) != KR_OK) goto fail;
     } else {
         if (!f[F_SYMBOL] && !f[F_CANDLES]) {
-            st = kr_api_error_set(err, 400, "symbol", "required (a stored symbol), or give candles");
+            st =
+                kr_api_error_set(err, 400, "symbol", "required (a stored symbol), or give candles");
             goto fail;
         }
         if (f[F_COLUMNS] && !f[F_CANDLES]) {
@@ -420,14 +447,14 @@ kr_status kr_api_analyze_parse(const char *json, size_t len, int batch, const kr
                 goto fail;
             int64_t need = kr_analyze_min_rows(&out->params);
             if (out->candles->n < need) {
-                st = kr_api_error_set(err, 400, "candles",
-                                      "%lld rows given, at least %lld needed for horizon %d%s",
-                                      (long long)out->candles->n, (long long)need,
-                                      out->params.horizon,
-                                      out->params.calibrate ? " and calibrate" : "");
+                st = kr_api_error_set(
+                    err, 400, "candles", "%lld rows given, at least %lld needed for horizon %d%s",
+                    (long long)out->candles->n, (long long)need, out->params.horizon,
+                    out->params.calibrate ? " and calibrate" : "");
                 goto fail;
             }
-            if (!out->interval[0]) infer_interval(out->candles, out->interval, sizeof out->interval);
+            if (!out->interval[0])
+                infer_interval(out->candles, out->interval, sizeof out->interval);
         }
     }
     cJSON_Delete(root);
@@ -460,7 +487,7 @@ static kr_store *open_store(kr_server *s, int must_exist, int *status, kr_api_er
     struct stat sb;
     if (must_exist && stat(s->cfg.db, &sb) != 0) return NULL; /* empty: status stays 0 */
     kr_store *st = NULL;
-    kr_error e = {0};
+    kr_error e = { 0 };
     if (kr_store_open(s->cfg.db, &st, &e) != KR_OK) {
         *status = 500;
         kr_api_error_set(err, 500, NULL, "%s", e.message);
@@ -486,7 +513,7 @@ static int pick_interval(kr_store *store, const char *symbol, const char *want, 
                          int not_found_status, char *out, size_t cap, kr_api_error *err) {
     kr_store_entry *e = NULL;
     int64_t n = 0;
-    kr_error ke = {0};
+    kr_error ke = { 0 };
     if (store && kr_store_list(store, symbol, &e, &n, &ke) != KR_OK) {
         kr_api_error_set(err, 500, NULL, "%s", ke.message);
         return 500;
@@ -494,10 +521,11 @@ static int pick_interval(kr_store *store, const char *symbol, const char *want, 
     char list[512];
     int status = 0;
     if (n == 0) {
-        kr_api_error_set(err, not_found_status, field,
-                         "no candles stored for '%s' (add some with POST /v1/candles/%s?interval=1d "
-                         "or kronos ingest)",
-                         symbol, symbol);
+        kr_api_error_set(
+            err, not_found_status, field,
+            "no candles stored for '%s' (add some with POST /v1/candles/%s?interval=1d "
+            "or kronos ingest)",
+            symbol, symbol);
         status = not_found_status;
     } else if (want && want[0]) {
         int64_t i = 0;
@@ -545,13 +573,13 @@ static void format_ts(int64_t t, int daily, char *buf, int cap) {
 /* ------------------------------------------------------------------ GET /v1/symbols */
 
 enum MHD_Result kr_handle_symbols(struct MHD_Connection *mc, kr_conn *c) {
-    kr_api_error aerr = {0};
+    kr_api_error aerr = { 0 };
     int status;
     kr_store *store = open_store(c->srv, 1, &status, &aerr);
     if (status) return reply_api_error(mc, c, &aerr);
     kr_store_entry *e = NULL;
     int64_t n = 0;
-    kr_error ke = {0};
+    kr_error ke = { 0 };
     if (store && kr_store_list(store, NULL, &e, &n, &ke) != KR_OK) {
         kr_store_close(store);
         return kr_srv_reply_error(mc, c, 500, ke.message, NULL);
@@ -585,7 +613,7 @@ enum MHD_Result kr_handle_symbols(struct MHD_Connection *mc, kr_conn *c) {
 /* The symbol from the path; 0, or 400 with err set. */
 static int path_symbol(const char *url, char *out, size_t cap, kr_api_error *err) {
     const char *sym = url + strlen(CANDLES_PREFIX);
-    kr_error e = {0};
+    kr_error e = { 0 };
     if (kr_store_check_symbol(sym, &e) != KR_OK) {
         name_error(err, "symbol", e.message);
         return 400;
@@ -599,7 +627,7 @@ static int query_interval(struct MHD_Connection *mc, char *out, size_t cap, kr_a
     const char *v = MHD_lookup_connection_value(mc, MHD_GET_ARGUMENT_KIND, "interval");
     out[0] = '\0';
     if (!v) return 0;
-    kr_error e = {0};
+    kr_error e = { 0 };
     if (kr_store_check_interval(v, &e) != KR_OK) {
         name_error(err, "interval", e.message);
         return 400;
@@ -612,12 +640,13 @@ static int query_interval(struct MHD_Connection *mc, char *out, size_t cap, kr_a
  * rows of arrays, a layout /v1/forecast and POST /v1/candles take, so what is read can be
  * posted back ({"candles", "columns"}). Volume and amount appear only when stored. */
 static char *candles_json(const char *symbol, const char *interval, const kr_candles *cs) {
-    static const char *const k_cols[7] = {"timestamps", "open", "high", "low",
-                                          "close", "volume", "amount"};
+    static const char *const k_cols[7] = { "timestamps", "open",   "high",  "low",
+                                           "close",      "volume", "amount" };
     int ncols = 5 + (cs->has_volume ? 1 + (cs->has_amount ? 1 : 0) : 0);
-    kr_sb sb = {0};
-    kr_sb_appendf(&sb, "{\"object\":\"candles\",\"symbol\":\"%s\",\"interval\":\"%s\",\"rows\":%lld,"
-                       "\"columns\":[",
+    kr_sb sb = { 0 };
+    kr_sb_appendf(&sb,
+                  "{\"object\":\"candles\",\"symbol\":\"%s\",\"interval\":\"%s\",\"rows\":%lld,"
+                  "\"columns\":[",
                   symbol, interval, (long long)cs->n);
     for (int k = 0; k < ncols; k++) kr_sb_appendf(&sb, "%s\"%s\"", k ? "," : "", k_cols[k]);
     kr_sb_append(&sb, "],\"candles\":[");
@@ -639,9 +668,11 @@ static char *candles_json(const char *symbol, const char *interval, const kr_can
 }
 
 enum MHD_Result kr_handle_candles_get(struct MHD_Connection *mc, kr_conn *c, const char *url) {
-    kr_api_error aerr = {0};
-    char symbol[KR_STORE_NAME_MAX + 1], want[KR_STORE_NAME_MAX + 1], interval[KR_STORE_NAME_MAX + 1];
-    if (path_symbol(url, symbol, sizeof symbol, &aerr) || query_interval(mc, want, sizeof want, &aerr))
+    kr_api_error aerr = { 0 };
+    char symbol[KR_STORE_NAME_MAX + 1], want[KR_STORE_NAME_MAX + 1],
+        interval[KR_STORE_NAME_MAX + 1];
+    if (path_symbol(url, symbol, sizeof symbol, &aerr) ||
+        query_interval(mc, want, sizeof want, &aerr))
         return reply_api_error(mc, c, &aerr);
     int limit = KR_API_CANDLES_LIMIT;
     const char *lv = MHD_lookup_connection_value(mc, MHD_GET_ARGUMENT_KIND, "limit");
@@ -664,7 +695,7 @@ enum MHD_Result kr_handle_candles_get(struct MHD_Connection *mc, kr_conn *c, con
         return reply_api_error(mc, c, &aerr);
     }
     kr_candles *cs = NULL;
-    kr_error ke = {0};
+    kr_error ke = { 0 };
     kr_status st = kr_store_read(store, symbol, interval, limit, &cs, &ke);
     kr_store_close(store);
     if (st != KR_OK)
@@ -681,14 +712,16 @@ static int body_is_csv(struct MHD_Connection *mc) {
 }
 
 enum MHD_Result kr_handle_candles_post(struct MHD_Connection *mc, kr_conn *c, const char *url) {
-    kr_api_error aerr = {0};
+    kr_api_error aerr = { 0 };
     char symbol[KR_STORE_NAME_MAX + 1], interval[KR_STORE_NAME_MAX + 1];
     if (path_symbol(url, symbol, sizeof symbol, &aerr) ||
         query_interval(mc, interval, sizeof interval, &aerr))
         return reply_api_error(mc, c, &aerr);
     if (!interval[0])
-        return kr_srv_reply_error(mc, c, 400, "interval: required as a query parameter "
-                                              "(?interval=1d, 5m, 1h, ...)", "interval");
+        return kr_srv_reply_error(mc, c, 400,
+                                  "interval: required as a query parameter "
+                                  "(?interval=1d, 5m, 1h, ...)",
+                                  "interval");
     kr_candles *cs = NULL;
     if (kr_api_candles_parse(c->body, c->len, body_is_csv(mc), &cs, &aerr) != KR_OK)
         return reply_api_error(mc, c, &aerr);
@@ -699,7 +732,7 @@ enum MHD_Result kr_handle_candles_post(struct MHD_Connection *mc, kr_conn *c, co
         return reply_api_error(mc, c, &aerr);
     }
     /* The store validates again and writes in one transaction: all rows or none. */
-    kr_error ke = {0};
+    kr_error ke = { 0 };
     kr_status st = kr_store_upsert(store, symbol, interval, cs, &ke);
     int64_t written = cs->n;
     kr_candles_free(cs);
@@ -743,23 +776,23 @@ enum MHD_Result kr_handle_candles_post(struct MHD_Connection *mc, kr_conn *c, co
 typedef struct analyze_task {
     kr_server *srv;
     kr_api_analyze_request req;
-    kr_candles *cs[KR_API_MAX_SYMBOLS];          /* histories read from the store (owned) */
+    kr_candles *cs[KR_API_MAX_SYMBOLS]; /* histories read from the store (owned) */
     char intervals[KR_API_MAX_SYMBOLS][KR_STORE_NAME_MAX + 1];
     kr_analyze_item items[KR_API_MAX_SYMBOLS];
     /* outcome */
-    int status;                                  /* HTTP status */
-    char *body;                                  /* report text or error JSON (owned) */
+    int status; /* HTTP status */
+    char *body; /* report text or error JSON (owned) */
     const char *content_type;
     /* streaming: events for the connection, guarded by mu */
     int streaming;
     pthread_mutex_t mu;
     pthread_cond_t cv;
     kr_sse_buf sse;
-    int step, steps;                             /* progress numbering, 1..steps */
-    int done;                                    /* final event queued */
+    int step, steps; /* progress numbering, 1..steps */
+    int done; /* final event queued */
     int thread_started, joined;
     pthread_t thread;
-    int fd;                                      /* the client's socket, for disconnects */
+    int fd; /* the client's socket, for disconnects */
     double last_write;
 } analyze_task;
 
@@ -830,12 +863,12 @@ static void task_fail(analyze_task *t, int status, const char *message, const ch
 static void task_run(analyze_task *t) {
     kr_server *s = t->srv;
     kr_api_analyze_request *r = &t->req;
-    kr_api_error aerr = {0};
-    kr_error err = {0};
+    kr_api_error aerr = { 0 };
+    kr_error err = { 0 };
     char field[40], msg[160];
     if (r->candles) {
         snprintf(t->intervals[0], sizeof t->intervals[0], "%s", r->interval);
-        t->items[0] = (kr_analyze_item){r->symbols[0], t->intervals[0], r->candles};
+        t->items[0] = (kr_analyze_item){ r->symbols[0], t->intervals[0], r->candles };
     } else {
         int status;
         kr_store *store = open_store(s, 1, &status, &aerr);
@@ -846,8 +879,10 @@ static void task_run(analyze_task *t) {
         const int64_t need = kr_analyze_min_rows(&r->params);
         for (int i = 0; i < r->n; i++) {
             const char *sym = r->symbols[i];
-            if (r->batch) snprintf(field, sizeof field, "symbols[%d]", i);
-            else snprintf(field, sizeof field, "symbol");
+            if (r->batch)
+                snprintf(field, sizeof field, "symbols[%d]", i);
+            else
+                snprintf(field, sizeof field, "symbol");
             snprintf(msg, sizeof msg, "reading %s", sym);
             emit(t, "load", sym, msg);
             if (pick_interval(store, sym, r->interval, field, 400, t->intervals[i],
@@ -863,15 +898,16 @@ static void task_run(analyze_task *t) {
                 return;
             }
             if (t->cs[i]->n < need) {
-                snprintf(msg, sizeof msg, "%s: %s %s has %lld rows, at least %lld needed for "
-                         "horizon %d%s", field, sym, t->intervals[i], (long long)t->cs[i]->n,
-                         (long long)need, r->params.horizon,
-                         r->params.calibrate ? " and calibrate" : "");
+                snprintf(msg, sizeof msg,
+                         "%s: %s %s has %lld rows, at least %lld needed for "
+                         "horizon %d%s",
+                         field, sym, t->intervals[i], (long long)t->cs[i]->n, (long long)need,
+                         r->params.horizon, r->params.calibrate ? " and calibrate" : "");
                 kr_store_close(store);
                 task_fail(t, 400, msg, field);
                 return;
             }
-            t->items[i] = (kr_analyze_item){sym, t->intervals[i], t->cs[i]};
+            t->items[i] = (kr_analyze_item){ sym, t->intervals[i], t->cs[i] };
         }
         kr_store_close(store);
     }
@@ -893,9 +929,10 @@ static void task_run(analyze_task *t) {
         task_fail(t, code, err.message, NULL);
         return;
     }
-    emit(t, "render", NULL, r->format == KR_FORMAT_JSON ? "writing the JSON report"
-                            : r->format == KR_FORMAT_MD ? "writing the Markdown report"
-                                                        : "writing the HTML report");
+    emit(t, "render", NULL,
+         r->format == KR_FORMAT_JSON ? "writing the JSON report"
+         : r->format == KR_FORMAT_MD ? "writing the Markdown report"
+                                     : "writing the HTML report");
     char *text = NULL;
     st = kr_render(set, r->format, &text, &err);
     kr_report_set_free(set);
@@ -987,8 +1024,8 @@ static enum MHD_Result start_stream(struct MHD_Connection *mc, kr_conn *c, analy
         return kr_srv_reply_error(mc, c, 503, "cannot start the analysis thread", NULL);
     }
     t->thread_started = 1;
-    struct MHD_Response *resp =
-        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, task_reader, t, task_release);
+    struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024,
+                                                                  task_reader, t, task_release);
     if (!resp) {
         task_free(t);
         return MHD_NO;
@@ -1037,9 +1074,9 @@ static enum MHD_Result handle_analyze(struct MHD_Connection *mc, kr_conn *c, int
     task_run(t);
     char *body = t->body;
     t->body = NULL;
-    enum MHD_Result ok = body ? kr_srv_reply(mc, c, t->status, t->content_type, body,
-                                             strlen(body), NULL, NULL)
-                              : kr_srv_reply_error(mc, c, 503, "out of memory", NULL);
+    enum MHD_Result ok =
+        body ? kr_srv_reply(mc, c, t->status, t->content_type, body, strlen(body), NULL, NULL)
+             : kr_srv_reply_error(mc, c, 503, "out of memory", NULL);
     task_free(t);
     return ok;
 }

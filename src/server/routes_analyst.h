@@ -33,21 +33,21 @@
 #include "server/request.h"
 #include "server/server_internal.h"
 
-#define KR_API_MAX_SYMBOLS 64       /* symbols per /v1/analyze/batch -> 400 beyond */
-#define KR_API_MAX_CALIBRATE 50     /* walk-forward windows per symbol -> 400 beyond */
-#define KR_API_CANDLES_LIMIT 1000   /* GET /v1/candles rows when no ?limit= is given */
-#define KR_API_CANDLES_MAX 100000   /* largest ?limit=, and rows read per analysed symbol */
+#define KR_API_MAX_SYMBOLS 64 /* symbols per /v1/analyze/batch -> 400 beyond */
+#define KR_API_MAX_CALIBRATE 50 /* walk-forward windows per symbol -> 400 beyond */
+#define KR_API_CANDLES_LIMIT 1000 /* GET /v1/candles rows when no ?limit= is given */
+#define KR_API_CANDLES_MAX 100000 /* largest ?limit=, and rows read per analysed symbol */
 
 /* A validated POST /v1/analyze or /v1/analyze/batch body. */
 typedef struct kr_api_analyze_request {
-    int batch;                                   /* parsed as /v1/analyze/batch */
-    int n;                                       /* symbols (1 for /v1/analyze) */
+    int batch; /* parsed as /v1/analyze/batch */
+    int n; /* symbols (1 for /v1/analyze) */
     char symbols[KR_API_MAX_SYMBOLS][KR_STORE_NAME_MAX + 1];
-    char interval[KR_STORE_NAME_MAX + 1];        /* "" = each symbol's only / latest interval */
-    kr_candles *candles;                         /* owned; "candles" given (symbols[0] labels it) */
-    kr_analyze_params params;                    /* progress and model metadata left NULL */
-    kr_report_format format;                     /* default JSON */
-    int stream;                                  /* answer as text/event-stream */
+    char interval[KR_STORE_NAME_MAX + 1]; /* "" = each symbol's only / latest interval */
+    kr_candles *candles; /* owned; "candles" given (symbols[0] labels it) */
+    kr_analyze_params params; /* progress and model metadata left NULL */
+    kr_report_format format; /* default JSON */
+    int stream; /* answer as text/event-stream */
 } kr_api_analyze_request;
 
 /* Parses and validates an analyze body (len bytes, need not be NUL-terminated); batch selects

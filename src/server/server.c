@@ -36,13 +36,15 @@ void kr_srv_log(kr_server *s, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
-    if (s && s->cfg.sched.log) s->cfg.sched.log(s->cfg.sched.log_user, line);
-    else fprintf(stderr, "kronos serve: %s\n", line);
+    if (s && s->cfg.sched.log)
+        s->cfg.sched.log(s->cfg.sched.log_user, line);
+    else
+        fprintf(stderr, "kronos serve: %s\n", line);
 }
 
 int kr_srv_client_gone(int fd) {
     if (fd < 0) return 0;
-    struct pollfd p = {.fd = fd, .events = POLLIN | POLLRDHUP};
+    struct pollfd p = { .fd = fd, .events = POLLIN | POLLRDHUP };
     if (poll(&p, 1, 0) <= 0) return 0;
     if (p.revents & (POLLERR | POLLHUP | POLLRDHUP | POLLNVAL)) return 1;
     if (p.revents & POLLIN) {
@@ -117,7 +119,8 @@ static void check_profile(kr_server *s) {
 
 static enum MHD_Result reply_too_large(struct MHD_Connection *mc, kr_conn *c) {
     char msg[128];
-    snprintf(msg, sizeof msg, "request body exceeds max_body_bytes (%zu)", c->srv->cfg.max_body_bytes);
+    snprintf(msg, sizeof msg, "request body exceeds max_body_bytes (%zu)",
+             c->srv->cfg.max_body_bytes);
     return kr_srv_reply_error(mc, c, 413, msg, NULL);
 }
 
@@ -142,8 +145,10 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *mc, const cha
         int m = kr_route_match(method, url, &c->route);
         if (m == 404) {
             c->route = NULL;
-            return kr_srv_reply_error(mc, c, 404, "no such route (see GET /v1/models, POST "
-                                                  "/v1/forecast, /health, /ready, /metrics)", NULL);
+            return kr_srv_reply_error(mc, c, 404,
+                                      "no such route (see GET /v1/models, POST "
+                                      "/v1/forecast, /health, /ready, /metrics)",
+                                      NULL);
         }
         if (m == 405) {
             char msg[128];
@@ -160,23 +165,25 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *mc, const cha
             if (draining) {
                 kr_http_metrics_reject(s->http, "draining");
                 char *body = kr_api_error_json(503, "the server is shutting down", NULL);
-                return kr_srv_reply(mc, c, 503, "application/json", body,
-                                    body ? strlen(body) : 0, MHD_HTTP_HEADER_CONNECTION, "close");
+                return kr_srv_reply(mc, c, 503, "application/json", body, body ? strlen(body) : 0,
+                                    MHD_HTTP_HEADER_CONNECTION, "close");
             }
             if (s->cfg.api_key[0] &&
-                !kr_auth_check(MHD_lookup_connection_value(mc, MHD_HEADER_KIND,
-                                                           MHD_HTTP_HEADER_AUTHORIZATION),
-                               s->cfg.api_key)) {
+                !kr_auth_check(
+                    MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION),
+                    s->cfg.api_key)) {
                 kr_http_metrics_reject(s->http, "auth");
-                char *body = kr_api_error_json(401, "missing or wrong API key: send "
-                                                    "'Authorization: Bearer <key>'", NULL);
+                char *body = kr_api_error_json(401,
+                                               "missing or wrong API key: send "
+                                               "'Authorization: Bearer <key>'",
+                                               NULL);
                 return kr_srv_reply(mc, c, 401, "application/json", body, body ? strlen(body) : 0,
                                     MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"kronos\"");
             }
         }
         /* Refuse an oversized body from its declared length, before reading any of it. */
-        const char *cl = MHD_lookup_connection_value(mc, MHD_HEADER_KIND,
-                                                     MHD_HTTP_HEADER_CONTENT_LENGTH);
+        const char *cl =
+            MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (cl) {
             char *end = NULL;
             errno = 0;
@@ -240,7 +247,8 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *mc, const cha
     case KR_ROUTE_CANDLES_POST: return kr_handle_candles_post(mc, c, url);
     case KR_ROUTE_ANALYZE: return kr_handle_analyze(mc, c);
     case KR_ROUTE_ANALYZE_BATCH: return kr_handle_analyze_batch(mc, c);
-    case KR_ROUTE_PAGE: case KR_ROUTE_ASSETS: return kr_handle_static(mc, c, url);
+    case KR_ROUTE_PAGE:
+    case KR_ROUTE_ASSETS: return kr_handle_static(mc, c, url);
     default: return kr_srv_reply_error(mc, c, 500, "unrouted request", NULL);
     }
 }
@@ -253,8 +261,10 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls,
     if (!c) return;
     *con_cls = NULL;
     int status = c->status ? c->status : 499;
-    if (c->job || c->counted) status = kr_forecast_conn_done(c, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK);
-    else if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && !c->status) status = 499;
+    if (c->job || c->counted)
+        status = kr_forecast_conn_done(c, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK);
+    else if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && !c->status)
+        status = 499;
     kr_http_metrics_record(s->http, kr_route_label(c->route), status, kr_now_seconds() - c->t0);
     kr_http_metrics_in_flight(s->http, -1);
     free(c->body);
@@ -304,15 +314,16 @@ static kr_status start_daemon(kr_server *s, kr_error *err) {
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
                      MHD_USE_POLL | MHD_USE_ERROR_LOG;
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
-    s->daemon = MHD_start_daemon(
-        flags, 0, NULL, NULL, on_access, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
-        MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->cfg.max_connections,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60, MHD_OPTION_END);
+    s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_access, s, MHD_OPTION_EXTERNAL_LOGGER,
+                                 mhd_log, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+                                 MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                                 MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->cfg.max_connections,
+                                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60, MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!s->daemon)
-        return kr_error_set(err, KR_ERR_IO, "cannot listen on %s:%d (in use, or not an address "
-                                            "of this machine?)",
+        return kr_error_set(err, KR_ERR_IO,
+                            "cannot listen on %s:%d (in use, or not an address "
+                            "of this machine?)",
                             s->cfg.host, s->cfg.port);
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
     s->port = di && di->port ? di->port : s->cfg.port;
@@ -358,11 +369,11 @@ fail:
     return st;
 }
 
-kr_status kr_server_attach_shadow(kr_server *s, kr_model *f32_model, double sample,
-                                  kr_error *err) {
+kr_status kr_server_attach_shadow(kr_server *s, kr_model *f32_model, double sample, kr_error *err) {
     if (!s || s->drift) {
         kr_model_free(f32_model);
-        return kr_error_set(err, KR_ERR_INVALID_ARG, "drift: no server, or a shadow is attached already");
+        return kr_error_set(err, KR_ERR_INVALID_ARG,
+                            "drift: no server, or a shadow is attached already");
     }
     return kr_drift_create(f32_model, sample, s->metrics, &s->drift, err);
 }
@@ -406,8 +417,10 @@ void kr_server_drain(kr_server *s, double grace_s) {
     s->drained = 1;
     pthread_cond_broadcast(&s->idle);
     pthread_mutex_unlock(&s->mu);
-    if (left) kr_srv_log(s, "drained with %d response(s) still unsent after %.0f s", left, grace_s);
-    else kr_srv_log(s, "drained");
+    if (left)
+        kr_srv_log(s, "drained with %d response(s) still unsent after %.0f s", left, grace_s);
+    else
+        kr_srv_log(s, "drained");
 }
 
 void kr_server_free(kr_server *s) {

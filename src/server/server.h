@@ -35,8 +35,7 @@ kr_status kr_server_create(kr_model *model, const kr_server_config *cfg, kr_serv
 /* Serving a quantised model: runs a `sample` fraction of the answered forecasts again on
  * f32_model (the f32 original; owned by the server from now on) and exports
  * kronos_quant_drift (server/drift.h). Call right after kr_server_create. */
-kr_status kr_server_attach_shadow(kr_server *s, kr_model *f32_model, double sample,
-                                  kr_error *err);
+kr_status kr_server_attach_shadow(kr_server *s, kr_model *f32_model, double sample, kr_error *err);
 struct kr_drift *kr_server_drift(kr_server *s); /* NULL without a shadow (tests flush it) */
 
 /* The port actually bound (useful with port 0). */

@@ -23,7 +23,7 @@
 
 struct kr_server {
     kr_server_config cfg;
-    kr_model *model;               /* borrowed */
+    kr_model *model; /* borrowed */
     kr_sched *sched;
     kr_metrics *metrics;
     kr_http_metrics *http;
@@ -31,33 +31,33 @@ struct kr_server {
     int port;
     char model_name[256];
     kr_api_model_desc model_desc;
-    kr_drift *drift;               /* f32 shadow of a quantised model, or NULL */
+    kr_drift *drift; /* f32 shadow of a quantised model, or NULL */
 
-    pthread_mutex_t mu;            /* guards the fields below */
-    pthread_cond_t idle;           /* signalled when active_jobs drops */
+    pthread_mutex_t mu; /* guards the fields below */
+    pthread_cond_t idle; /* signalled when active_jobs drops */
     int draining, drained;
-    int active_jobs;               /* forecasts submitted whose response is not yet finished */
-    double profile_checked_at;     /* monotonic seconds of the last time-of-day check */
-    int active_profile;            /* index into cfg.profiles, -1 = base parameters */
+    int active_jobs; /* forecasts submitted whose response is not yet finished */
+    double profile_checked_at; /* monotonic seconds of the last time-of-day check */
+    int active_profile; /* index into cfg.profiles, -1 = base parameters */
 };
 
 /* Per-connection (per-request) state, created on the first access-handler call and freed
  * when libmicrohttpd reports the request complete. */
 typedef struct kr_conn {
     kr_server *srv;
-    double t0;                     /* monotonic start, for the duration histogram */
-    const kr_route *route;         /* NULL for unknown paths */
-    int status;                    /* status of the queued response (0: none yet) */
-    int fd;                        /* client socket, for disconnect checks */
-    char *body;                    /* request body so far */
+    double t0; /* monotonic start, for the duration histogram */
+    const kr_route *route; /* NULL for unknown paths */
+    int status; /* status of the queued response (0: none yet) */
+    int fd; /* client socket, for disconnect checks */
+    char *body; /* request body so far */
     size_t len, cap;
-    int too_large;                 /* body past max_body_bytes: discarding, 413 at the end */
-    size_t discarded;              /* bytes dropped since */
+    int too_large; /* body past max_body_bytes: discarding, 413 at the end */
+    size_t discarded; /* bytes dropped since */
     /* forecast */
-    kr_job *job;                   /* set once submitted (one reference held) */
-    int counted;                   /* counted in srv->active_jobs */
+    kr_job *job; /* set once submitted (one reference held) */
+    int counted; /* counted in srv->active_jobs */
     kr_api_request req;
-    double hard_deadline;          /* monotonic; the server's own guard past the engine's */
+    double hard_deadline; /* monotonic; the server's own guard past the engine's */
     /* streaming */
     kr_sse_buf sse;
     int seen_steps, stream_done;

@@ -10,8 +10,8 @@
 
 typedef struct kr_sse_buf {
     char *data;
-    size_t len;    /* bytes written */
-    size_t pos;    /* bytes already handed to the socket */
+    size_t len; /* bytes written */
+    size_t pos; /* bytes already handed to the socket */
     size_t cap;
 } kr_sse_buf;
 

@@ -49,9 +49,12 @@ static int safe_relative(const char *rel) {
 int kr_static_resolve(const char *root, const char *url, char *out, size_t cap) {
     if (!root || !*root || !url || cap < PATH_MAX) return 404;
     const char *rel;
-    if (!strcmp(url, "/")) rel = "index.html";
-    else if (!strncmp(url, ASSETS_PREFIX, strlen(ASSETS_PREFIX))) rel = url + 1; /* "assets/..." */
-    else return 404;
+    if (!strcmp(url, "/"))
+        rel = "index.html";
+    else if (!strncmp(url, ASSETS_PREFIX, strlen(ASSETS_PREFIX)))
+        rel = url + 1; /* "assets/..." */
+    else
+        return 404;
     if (!safe_relative(rel)) return 404;
 
     char root_real[PATH_MAX], joined[PATH_MAX + MAX_URL_PATH + 2], file_real[PATH_MAX];
@@ -61,8 +64,9 @@ int kr_static_resolve(const char *root, const char *url, char *out, size_t cap) 
     if (!realpath(joined, file_real)) return 404;
     size_t rn = strlen(root_real);
     /* Inside the root: its real path plus a separator ("/" as root is its own case). */
-    int inside = !strcmp(root_real, "/") ? file_real[0] == '/'
-                                         : !strncmp(file_real, root_real, rn) && file_real[rn] == '/';
+    int inside = !strcmp(root_real, "/")
+                     ? file_real[0] == '/'
+                     : !strncmp(file_real, root_real, rn) && file_real[rn] == '/';
     if (!inside) return 404;
     struct stat sb;
     if (stat(file_real, &sb) != 0 || !S_ISREG(sb.st_mode)) return 404;
@@ -74,17 +78,17 @@ const char *kr_static_content_type(const char *path) {
     static const struct {
         const char *ext, *type;
     } k_types[] = {
-        {".html", "text/html; charset=utf-8"},
-        {".js", "text/javascript; charset=utf-8"},
-        {".mjs", "text/javascript; charset=utf-8"},
-        {".css", "text/css; charset=utf-8"},
-        {".json", "application/json"},
-        {".map", "application/json"},
-        {".svg", "image/svg+xml"},
-        {".png", "image/png"},
-        {".ico", "image/x-icon"},
-        {".txt", "text/plain; charset=utf-8"},
-        {".woff2", "font/woff2"},
+        { ".html", "text/html; charset=utf-8" },
+        { ".js", "text/javascript; charset=utf-8" },
+        { ".mjs", "text/javascript; charset=utf-8" },
+        { ".css", "text/css; charset=utf-8" },
+        { ".json", "application/json" },
+        { ".map", "application/json" },
+        { ".svg", "image/svg+xml" },
+        { ".png", "image/png" },
+        { ".ico", "image/x-icon" },
+        { ".txt", "text/plain; charset=utf-8" },
+        { ".woff2", "font/woff2" },
     };
     const char *dot = strrchr(path, '.');
     const char *slash = strrchr(path, '/');
@@ -125,9 +129,11 @@ enum MHD_Result kr_handle_static(struct MHD_Connection *mc, kr_conn *c, const ch
     char path[PATH_MAX];
     if (kr_static_resolve(root, url, path, sizeof path) != 0) {
         if (!strcmp(url, "/"))
-            return kr_srv_reply_error(mc, c, 404, "the web page is not built: run 'npm ci && npm "
-                                                  "run build' in web/, or start kronos serve with "
-                                                  "--web-root DIR", NULL);
+            return kr_srv_reply_error(mc, c, 404,
+                                      "the web page is not built: run 'npm ci && npm "
+                                      "run build' in web/, or start kronos serve with "
+                                      "--web-root DIR",
+                                      NULL);
         return kr_srv_reply_error(mc, c, 404, "no such file", NULL);
     }
     size_t len = 0;

@@ -75,7 +75,7 @@ CURLcode kr_http_perform(int port, const char *method, const char *path, const c
         snprintf(hdr, sizeof hdr, "Authorization: Bearer %s", auth);
         hl = curl_slist_append(hl, hdr);
     }
-    chunked_src src = {chunked_bytes};
+    chunked_src src = { chunked_bytes };
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_PATH_AS_IS, 1L);
     curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
@@ -149,17 +149,20 @@ int kr_sse_events(const char *body, char ev[][32], char **data, int max) {
         const char *end = strstr(p, "\n\n");
         if (!end) break;
         ev[n][0] = '\0';
-        kr_sbuf d = {0};
+        kr_sbuf d = { 0 };
         for (const char *line = p; line < end;) {
             const char *nl = memchr(line, '\n', (size_t)(end - line));
             if (!nl) nl = end;
-            if (!strncmp(line, "event: ", 7)) snprintf(ev[n], 32, "%.*s", (int)(nl - line - 7), line + 7);
+            if (!strncmp(line, "event: ", 7))
+                snprintf(ev[n], 32, "%.*s", (int)(nl - line - 7), line + 7);
             else if (!strncmp(line, "data: ", 6))
                 kr_sb_printf(&d, "%s%.*s", d.len ? "\n" : "", (int)(nl - line - 6), line + 6);
             line = nl + 1;
         }
-        if (ev[n][0]) data[n++] = d.s ? d.s : strdup("");
-        else free(d.s);
+        if (ev[n][0])
+            data[n++] = d.s ? d.s : strdup("");
+        else
+            free(d.s);
         p = end + 2;
     }
     return n;

@@ -9,13 +9,13 @@
 
 typedef struct kr_http_resp {
     long status;
-    char *body;   /* NUL-terminated */
+    char *body; /* NUL-terminated */
     size_t len;
     char retry_after[32], allow[64], content_type[128], www_auth[128], csp[512];
     /* streaming abort: stop after this many "event: progress" frames (0 = never) */
     int abort_after_progress;
     int progress_seen;
-    long timeout_ms;   /* set before the call: the client gives up after this (0: 300 s) */
+    long timeout_ms; /* set before the call: the client gives up after this (0: 300 s) */
 } kr_http_resp;
 
 /* One request to http://127.0.0.1:port<path> (path sent as is, no "../" folding).

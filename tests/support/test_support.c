@@ -64,8 +64,10 @@ static char *slurp_all(const char *path) {
         }
         fclose(f);
     }
-    if (!buf) buf = calloc(1, 1);
-    else buf[len] = 0;
+    if (!buf)
+        buf = calloc(1, 1);
+    else
+        buf[len] = 0;
     return buf;
 }
 
@@ -78,8 +80,8 @@ const kr_test_run *kr_test_kronos(const char *dir, const char *env, const char *
     snprintf(errp, sizeof errp, "%s/stderr", dir);
     size_t n = strlen(args) + strlen(env ? env : "") + 2 * sizeof out + 256;
     char *cmd = malloc(n);
-    snprintf(cmd, n, "env -u KRONOS_DB %s %s/kronos %s >%s 2>%s </dev/null", env ? env : "", KR_BINARY_DIR, args,
-             out, errp);
+    snprintf(cmd, n, "env -u KRONOS_DB %s %s/kronos %s >%s 2>%s </dev/null", env ? env : "",
+             KR_BINARY_DIR, args, out, errp);
     int st = system(cmd);
     free(cmd);
     r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;

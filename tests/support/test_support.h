@@ -19,7 +19,7 @@ void kr_test_slurp(const char *path, char *buf, size_t cap);
 
 /* Result of running the built `kronos` executable; out/err hold all it printed. */
 typedef struct kr_test_run {
-    int code;   /* exit status, -1 if it did not exit normally */
+    int code; /* exit status, -1 if it did not exit normally */
     char *out;
     char *err;
 } kr_test_run;

@@ -1,0 +1,50 @@
+/*
+ * kronos/status.h — the status codes and error detail every kronos function reports with.
+ *
+ * Its own small header so that the lowest layers (and programs that only pass errors along)
+ * need not include the whole API: kronos.h includes it.
+ *   - Every fallible function returns a kr_status: 0 ok, negative on error.
+ *   - Detail goes into a caller-supplied kr_error (may be NULL); there is no global error
+ *     state. The message names the place: file, row, field, tensor, request.
+ */
+#ifndef KRONOS_STATUS_H
+#define KRONOS_STATUS_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Symbols of the shared library's public API (everything else is hidden). */
+#if defined(KRONOS_BUILDING_LIBRARY) && defined(__GNUC__)
+#define KR_API __attribute__((visibility("default")))
+#else
+#define KR_API
+#endif
+
+typedef enum kr_status {
+    KR_OK = 0,
+    KR_ERR_INVALID_ARG = -1, /* a parameter is out of range or inconsistent */
+    KR_ERR_IO = -2, /* a file could not be opened, read, mapped or written */
+    KR_ERR_FORMAT = -3, /* malformed file or input data (CSV, JSON, safetensors) */
+    KR_ERR_MODEL = -4, /* a checkpoint lacks a tensor or has the wrong shape/dtype */
+    KR_ERR_NOMEM = -5, /* an allocation failed */
+    KR_ERR_UNSUPPORTED = -6, /* valid but not supported by this build */
+    KR_ERR_INTERNAL = -7, /* a broken invariant: a bug, please report */
+    KR_ERR_CANCELLED = -8, /* the caller cancelled the operation */
+    KR_ERR_BUSY = -9, /* a queue or memory budget is full: retry later */
+    KR_ERR_TIMEOUT = -10 /* a deadline passed before the work finished */
+} kr_status;
+
+/* Caller-supplied error detail. `message` names the place: file, row, field, tensor. */
+typedef struct kr_error {
+    kr_status status;
+    char message[512];
+} kr_error;
+
+/* Static string for a status code ("invalid argument", ...). Never NULL. */
+KR_API const char *kr_strerror(kr_status status);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KRONOS_STATUS_H */
