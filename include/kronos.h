@@ -6,9 +6,37 @@
  * each `config.json` + `model.safetensors`), reproduces the official PyTorch predictor's
  * numbers and forecasts candles with a KV cache, shared prefill and many sample paths.
  *
+ * Two objects, as in llama.h:
+ *   kr_model    the weights. Immutable once loaded: any number of threads and contexts use
+ *               one model at the same time, with no lock.
+ *   kr_context  what running needs: a thread pool, a workspace allocated once from the batch
+ *               limits, the KV block pool and prefix cache, and the engine thread that batches
+ *               every request submitted to it (continuous batching). Several contexts may run
+ *               on one model at once (e.g. one per worker, or a low-priority one for offline
+ *               scoring).
+ * Every forecast goes through a context's batching API: kr_submit (asynchronous: events by
+ * callback, cancel, deadline, priority) or the synchronous kr_forecast_run /
+ * kr_forecast_run_batch built on it, so deadlines, cancellation, back-pressure and metrics
+ * hold for every caller alike.
+ *
+ * Thread safety:
+ *   - kr_model: every function may be called from any thread at any time, except
+ *     kr_model_quantize, which changes the weights and is load-time only (no context may
+ *     exist on the model), and kr_model_free (after every context on it is freed).
+ *   - kr_context: kr_submit, kr_cancel, kr_forecast_run*, kr_context_get_stats,
+ *     kr_context_set_limits and kr_context_metrics may be called from any thread at once.
+ *     kr_context_drain and kr_context_free from one thread, not from a callback.
+ *   - Callbacks (events, abort checks, logs) run on the context's engine thread: keep them
+ *     short, and do not call kr_context_drain/free or kr_forecast_run* from them (kr_submit
+ *     and kr_cancel are fine).
+ *   - kr_forecast results are immutable: read them from any thread.
+ *
+ * Numbers: results are bit-for-bit deterministic. A seeded request returns the same paths
+ * whatever else is batched with it, on any number of threads, through any of the APIs.
+ *
  * Conventions (as in libuv / llama.h):
- *   - Every fallible function returns a kr_status: 0 ok, negative on error. Detail goes into
- *     a caller-supplied kr_error (may be NULL); there is no global error state.
+ *   - Every fallible function returns a kr_status (kronos/status.h): 0 ok, negative on
+ *     error, detail in a caller-supplied kr_error (may be NULL); no global error state.
  *   - Handles are opaque; each create/load has a free, and free(NULL) is a no-op.
  *   - Ownership is stated on each function: "caller owns" or "borrowed".
  *   - Dimension names are the model's: d_model, n_layers, n_heads, max_context, pred_len, paths.
@@ -25,34 +53,43 @@
 extern "C" {
 #endif
 
-/* Library version string, e.g. "0.1.0". */
-const char *kr_version(void);
+/* ---------------------------------------------------------------- version */
+
+#define KRONOS_VERSION_MAJOR 0
+#define KRONOS_VERSION_MINOR 2
+#define KRONOS_VERSION_PATCH 0
+#define KRONOS_VERSION "0.2.0"
+/* Encoded as major * 10000 + minor * 100 + patch, for #if comparisons. */
+#define KRONOS_VERSION_NUMBER \
+    (KRONOS_VERSION_MAJOR * 10000 + KRONOS_VERSION_MINOR * 100 + KRONOS_VERSION_PATCH)
+
+/* The library's version string (the one it was built as; may differ from KRONOS_VERSION of
+ * the header a program was compiled with). */
+KR_API const char *kr_version(void);
 
 /* ---------------------------------------------------------------- model */
 
 typedef struct kr_model kr_model; /* tokenizer + predictor pair, immutable after load */
 
 typedef struct kr_model_params {
-    int n_threads; /* worker threads for compute; <= 0: number of online CPUs */
     /* Weight format: NULL or "f32" keeps the checkpoint as stored (a kronos quantize
      * checkpoint stays in its format); "bf16", "int8", "fp8" or "q4" quantises every Linear
      * of an f32 checkpoint at load, round-to-nearest (kronos quantize adds calibration). */
     const char *quant;
     int quant_group; /* q4 group size, 32 or 64; <= 0: 32 */
-    /* KV-cache precision: NULL or "f32", "bf16" (half the memory), "int8" (a quarter). */
-    const char *kv_dtype;
 } kr_model_params;
 
-kr_model_params kr_model_default_params(void);
+KR_API kr_model_params kr_model_default_params(void);
 
 /* Loads a predictor directory and a tokenizer directory (Hugging Face layout: config.json +
  * model.safetensors). F32 tensors are used in place from the mmapped file; F16/BF16 are
  * converted to f32 at load. Every tensor the architecture needs is checked for presence,
  * dtype and shape; errors name the file and the tensor.
  * On success *out is set; caller owns it, free with kr_model_free. */
-kr_status kr_model_load(const char *predictor_dir, const char *tokenizer_dir,
-                        const kr_model_params *params, kr_model **out, kr_error *err);
-void kr_model_free(kr_model *model);
+KR_API kr_status kr_model_load(const char *predictor_dir, const char *tokenizer_dir,
+                               const kr_model_params *params, kr_model **out, kr_error *err);
+/* After every context on the model has been freed. */
+KR_API void kr_model_free(kr_model *model);
 
 typedef struct kr_model_info {
     int d_model, n_layers, n_heads, ff_dim; /* predictor shape */
@@ -67,21 +104,20 @@ typedef struct kr_model_info {
     char quant_method[16]; /* "rtn", "smoothquant", "awq" ("" for f32) */
     int quant_group; /* q4 group size (0 otherwise) */
     double quant_seconds; /* part of load_seconds spent quantising (0 if none) */
-    char kv_dtype[8]; /* "f32", "bf16", "int8" */
 } kr_model_info;
 
-void kr_model_get_info(const kr_model *model, kr_model_info *info);
+KR_API void kr_model_get_info(const kr_model *model, kr_model_info *info);
 
 /* ---------------------------------------------------------------- series (input candles) */
 
 /* Column order used everywhere: open, high, low, close, volume, amount. */
 enum { KR_OPEN = 0, KR_HIGH, KR_LOW, KR_CLOSE, KR_VOLUME, KR_AMOUNT, KR_N_FEATURES };
 
-/* A candle history. Borrowed by the forecast calls; values are as read (double), the
- * engine converts them to float32 exactly as the reference does. */
+/* A candle history. Borrowed by the forecast calls (copied by kr_submit); values are as read
+ * (double), the engine converts them to float32 exactly as the reference does. */
 typedef struct kr_series {
     int64_t n; /* rows */
-    const int64_t *timestamps; /* [n] seconds since 1970-01-01, naive wall-clock taken as UTC */
+    const int64_t *timestamps; /* [n] seconds since 1970-01-01, naive wall-clock as UTC */
     const double *values; /* [n][6] open, high, low, close, volume, amount */
     int has_volume; /* 0: volume and amount are filled with 0 */
     int has_amount; /* 0: amount = volume * mean(open, high, low, close) */
@@ -90,22 +126,7 @@ typedef struct kr_series {
                                          session hours) */
 } kr_series;
 
-/* ---------------------------------------------------------------- quantisation */
-
-/* Quantises every Linear of an f32 model in place to fmt ("bf16", "int8", "fp8", "q4";
- * q4 group 32 or 64, <= 0: 32). With calibration series (n_calib > 0) the model first
- * forecasts each of them while recording every Linear's inputs, then chooses per Linear the
- * smoothing factors (int8, SmoothQuant-style) or activation-aware channel scales (q4,
- * AWQ-style) that minimise the Linear's output error on the recorded inputs (no scaling is
- * one of the candidates, so calibration never does worse on them than round-to-nearest).
- * Not while forecasts run on the model. */
-kr_status kr_model_quantize(kr_model *model, const char *fmt, int group, const kr_series *calib,
-                            int n_calib, kr_error *err);
-/* Writes a quantised model as out_dir/predictor and out_dir/tokenizer (config.json +
- * model.safetensors) that kr_model_load maps without converting anything. */
-kr_status kr_model_save_quantized(const kr_model *model, const char *out_dir, kr_error *err);
-
-/* ---------------------------------------------------------------- forecasting */
+/* ---------------------------------------------------------------- forecast parameters */
 
 typedef enum kr_window_mode {
     KR_WINDOW_EXACT = 0, /* past max_context: re-run the trailing window (the reference) */
@@ -125,38 +146,185 @@ typedef struct kr_forecast_params {
     float clip; /* normalised-input clip (default 5) */
     int keep_paths; /* non-zero: keep every path's candles and tokens in the result */
     int first_path; /* random stream of path 0 (default 0): paths [first_path,
-                                first_path + paths) of a larger run, so a run can be extended
-                                with more paths that equal those of one bigger run */
+                              first_path + paths) of a larger run, so a run can be extended
+                              with more paths that equal those of one bigger run */
 } kr_forecast_params;
 
-kr_forecast_params kr_forecast_default_params(void);
+KR_API kr_forecast_params kr_forecast_default_params(void);
 
+/* ---------------------------------------------------------------- context */
+
+typedef struct kr_context kr_context;
 typedef struct kr_forecast kr_forecast; /* result; caller owns, free with kr_forecast_free */
 
-/* Runs one forecast: normalise -> encode -> prefill once -> fork into `paths` -> generate
- * pred_len steps -> decode -> denormalise. Thread-safe on a shared model. */
-kr_status kr_forecast_run(kr_model *model, const kr_series *series,
-                          const kr_forecast_params *params, kr_forecast **out, kr_error *err);
+/* Polled by the engine thread; returns non-zero to stop (see where it is used). */
+typedef int (*kr_abort_callback)(void *user);
+/* A log line (no trailing newline) from the engine thread: lifecycle and tuner decisions. */
+typedef void (*kr_log_callback)(void *user, const char *line);
 
-/* Several independent series in one call (batch / backtest mode); out[i] receives series i.
- * Any mix of lengths. Each result equals the one kr_forecast_run gives for that series. */
-kr_status kr_forecast_run_batch(kr_model *model, const kr_series *series, int n_series,
-                                const kr_forecast_params *params, kr_forecast **out, kr_error *err);
-void kr_forecast_free(kr_forecast *f);
+typedef struct kr_context_params {
+    int n_threads; /* compute threads, the engine thread included; <= 0: online CPUs */
+    const char *kv_dtype; /* KV-cache precision: NULL or "f32", "bf16" (half), "int8" (a quarter) */
+    /* Batching. An engine step computes at most about max_batch_tokens rows (prefill rows,
+     * one row per decoding path, re-run windows), shared among the running requests by
+     * priority; a request's step may spread over several engine steps. */
+    int max_batch_tokens; /* default 4096 */
+    int max_running; /* requests in the running batch (default 64) */
+    int max_queue; /* waiting requests before kr_submit says KR_ERR_BUSY (default 256) */
+    int batch_wait_ms; /* a lone new request waits this long for company (default 0;
+                             servers: 20-100) */
+    size_t kv_budget_bytes; /* KV memory for running requests + prefix cache; 0: 25% of RAM */
+    int prefix_cache; /* reuse identical context windows across requests (default 1) */
+    int static_batching; /* admit a new batch only when the running one has finished
+                               (offline baseline; default 0 = continuous) */
+    /* When higher-priority work runs, lower-priority requests get at most this share of an
+     * engine step's rows (and at least background_min_rows), so a heavy job slows but does
+     * not stall interactive ones (default 0.5, 8). */
+    double background_share;
+    int background_min_rows;
+    int tune; /* adaptive tuner of batch_wait_ms / max_batch_tokens (default 0) */
+    double target_queue_p95_s; /* tuner objectives (defaults 0.5 s, 2 s) */
+    double target_ttft_p95_s;
+    /* Polled once per engine step: non-zero fails every queued and running request with
+     * KR_ERR_CANCELLED (e.g. a global shutdown flag). May be NULL. */
+    kr_abort_callback abort_callback;
+    void *abort_user;
+    kr_log_callback log; /* may be NULL */
+    void *log_user;
+} kr_context_params;
 
-int kr_forecast_pred_len(const kr_forecast *f);
-int kr_forecast_paths(const kr_forecast *f);
+KR_API kr_context_params kr_context_default_params(void);
+
+/* Creates a context on a model (borrowed: must outlive the context) and starts its engine
+ * thread. The workspace is sized from the batch limits here, so the steady-state decode loop
+ * allocates nothing. Caller owns *out; free with kr_context_free. */
+KR_API kr_status kr_context_create(const kr_model *model, const kr_context_params *params,
+                                   kr_context **out, kr_error *err);
+/* Stops accepting (kr_submit answers KR_ERR_BUSY "shutting down"), lets queued and running
+ * requests finish for up to timeout_s seconds (< 0: no limit), then cancels the rest (their
+ * FAILED events say so) and stops the engine thread. KR_ERR_TIMEOUT when it had to cancel.
+ * Idempotent. */
+KR_API kr_status kr_context_drain(kr_context *ctx, double timeout_s);
+/* Cancels whatever is still queued or running (FAILED events are delivered), stops the
+ * engine thread and frees. */
+KR_API void kr_context_free(kr_context *ctx);
+/* The model the context runs (borrowed). */
+KR_API const kr_model *kr_context_model(const kr_context *ctx);
+
+/* ---------------------------------------------------------------- requests */
+
+typedef enum kr_event_kind {
+    KR_EVENT_STARTED = 0, /* admitted into the running batch (queue wait known) */
+    KR_EVENT_STEP = 1, /* one more token sampled for every path (progress; the last, step
+                             == pred_len, comes before the tokenizer decodes the paths) */
+    KR_EVENT_DONE = 2, /* result ready: event.result, owned by the receiver */
+    KR_EVENT_FAILED = 3 /* error: cancelled, timed out, rejected, invalid, internal */
+} kr_event_kind;
+
+/* Per-request statistics, filled from STARTED on. */
+typedef struct kr_request_stats {
+    int64_t prefill_tokens; /* context rows run through the predictor (re-runs included) */
+    int64_t cached_tokens; /* context rows taken from the prefix cache instead */
+    int64_t generated_tokens; /* tokens sampled, all paths */
+    double queue_seconds; /* submission to admission */
+    double ttft_seconds; /* submission to the first sampled step */
+    double total_seconds; /* submission to now / to the end */
+} kr_request_stats;
+
+typedef struct kr_event {
+    kr_event_kind kind;
+    uint64_t id;
+    int index; /* position in a kr_forecast_run_batch* call (0 for kr_submit) */
+    int step, pred_len; /* steps sampled so far, of pred_len */
+    kr_forecast *result; /* DONE: the receiver owns it (kr_forecast_free) */
+    kr_error error; /* FAILED */
+    kr_request_stats stats;
+} kr_event;
+
+/* Called on the engine thread. After DONE or FAILED no further event comes for the request. */
+typedef void (*kr_event_callback)(void *user, const kr_event *event);
+
+/* Priorities: higher runs first and takes the step budget first; equal priorities share it
+ * round-robin. */
+enum {
+    KR_PRIORITY_BACKGROUND = -10,
+    KR_PRIORITY_LOW = -1,
+    KR_PRIORITY_NORMAL = 0,
+    KR_PRIORITY_HIGH = 1
+};
+
+typedef struct kr_request_params {
+    double deadline_s; /* > 0: fail with KR_ERR_TIMEOUT when not done that many seconds after
+                          submission (queued or running) */
+    int priority; /* default KR_PRIORITY_NORMAL */
+    kr_event_callback on_event; /* may be NULL */
+    void *user;
+    /* Polled once per engine step while the request is queued or running: non-zero cancels
+     * it (KR_ERR_CANCELLED), e.g. "the client has gone". May be NULL. */
+    kr_abort_callback should_abort;
+    void *abort_user;
+    /* kr_forecast_run_batch*: when the context's queue is full, wait for room (default 1: a
+     * batch larger than the queue is fed as it drains) or fail at once with KR_ERR_BUSY (0:
+     * a server answering 429). kr_submit never waits. */
+    int wait_for_room;
+} kr_request_params;
+
+KR_API kr_request_params kr_request_default_params(void);
+
+/* Queues a forecast of one series. The series and params are validated here (errors name the
+ * field and row) and copied. KR_ERR_BUSY when the queue is full or the context is draining:
+ * retry later. *id (may be NULL) identifies it for kr_cancel and in its events. */
+KR_API kr_status kr_submit(kr_context *ctx, const kr_series *series,
+                           const kr_forecast_params *params, const kr_request_params *request,
+                           uint64_t *id, kr_error *err);
+/* Cancels a queued or running request: its FAILED event (KR_ERR_CANCELLED) follows and its
+ * KV memory is freed. Unknown or finished ids are ignored. */
+KR_API void kr_cancel(kr_context *ctx, uint64_t id);
+
+/* ---------------------------------------------------------------- synchronous forecasts */
+
+/* Runs one forecast through the context and waits for it: normalise -> encode -> prefill
+ * once -> fork into `paths` -> generate pred_len steps -> decode -> denormalise. */
+KR_API kr_status kr_forecast_run(kr_context *ctx, const kr_series *series,
+                                 const kr_forecast_params *params, kr_forecast **out,
+                                 kr_error *err);
+
+/* Several independent series (batch / backtest mode), any mix of lengths, batched together;
+ * out[i] receives series i, equal to what kr_forecast_run gives for it. Errors name the
+ * series ("series 3: row 17, field 'close': ..."); on an error no result is returned. */
+KR_API kr_status kr_forecast_run_batch(kr_context *ctx, const kr_series *series, int n_series,
+                                       const kr_forecast_params *params, kr_forecast **out,
+                                       kr_error *err);
+
+/* The same with request parameters: one deadline for the whole batch, a priority, an abort
+ * check and progress events (event.index = the series). The first failure cancels the rest. */
+KR_API kr_status kr_forecast_run_batch_ex(kr_context *ctx, const kr_series *series, int n_series,
+                                          const kr_forecast_params *params,
+                                          const kr_request_params *request, kr_forecast **out,
+                                          kr_error *err);
+
+/* ---------------------------------------------------------------- results */
+
+KR_API void kr_forecast_free(kr_forecast *f);
+
+KR_API int kr_forecast_pred_len(const kr_forecast *f);
+KR_API int kr_forecast_paths(const kr_forecast *f);
+/* History rows the model saw. */
+KR_API int kr_forecast_lookback(const kr_forecast *f);
 /* Borrowed, valid until kr_forecast_free. */
-const int64_t *kr_forecast_timestamps(const kr_forecast *f); /* [pred_len] */
-const double *kr_forecast_mean(const kr_forecast *f); /* [pred_len][6], denormalised */
+KR_API const int64_t *kr_forecast_timestamps(const kr_forecast *f); /* [pred_len] */
+KR_API const double *kr_forecast_mean(const kr_forecast *f); /* [pred_len][6] */
 /* [pred_len][6] candles of one path; NULL if paths were not kept. */
-const double *kr_forecast_path(const kr_forecast *f, int path);
-/* [pred_len] generated token ids of one path; NULL if paths were not kept. */
-const int32_t *kr_forecast_path_s1(const kr_forecast *f, int path);
-const int32_t *kr_forecast_path_s2(const kr_forecast *f, int path);
+KR_API const double *kr_forecast_path(const kr_forecast *f, int path);
+/* [pred_len] generated token ids of one path. */
+KR_API const int32_t *kr_forecast_path_s1(const kr_forecast *f, int path);
+KR_API const int32_t *kr_forecast_path_s2(const kr_forecast *f, int path);
+/* [lookback] token ids of the history the model saw. */
+KR_API const int32_t *kr_forecast_history_s1(const kr_forecast *f);
+KR_API const int32_t *kr_forecast_history_s2(const kr_forecast *f);
 /* Linear-interpolated quantile q in [0,1] across paths, per step and feature, into
  * out[pred_len][6]. Needs kept paths. */
-kr_status kr_forecast_quantile(const kr_forecast *f, double q, double *out, kr_error *err);
+KR_API kr_status kr_forecast_quantile(const kr_forecast *f, double q, double *out, kr_error *err);
 
 /* Statistics of the run: tokens and timing. */
 typedef struct kr_forecast_stats {
@@ -166,8 +334,63 @@ typedef struct kr_forecast_stats {
     int64_t window_recomputes; /* exact-mode window re-runs past max_context */
     size_t kv_bytes; /* KV cache memory the forecast held (predictor) */
     double seconds_total, seconds_prefill, seconds_decode, seconds_tokenizer;
+    double seconds_queue; /* waiting for admission */
+    double seconds_ttft; /* submission to the first sampled step */
 } kr_forecast_stats;
-void kr_forecast_get_stats(const kr_forecast *f, kr_forecast_stats *stats);
+KR_API void kr_forecast_get_stats(const kr_forecast *f, kr_forecast_stats *stats);
+
+/* ---------------------------------------------------------------- context state */
+
+typedef struct kr_context_stats {
+    int running, waiting, draining;
+    size_t kv_bytes_used, kv_bytes_budget, prefix_cache_bytes;
+    size_t prefix_cache_decoder_bytes; /* of prefix_cache_bytes: tokenizer-decoder contexts */
+    int64_t prefix_queried_tokens, prefix_hit_tokens;
+    int batch_wait_ms, max_batch_tokens, max_running, max_queue; /* current (tuned) values */
+    int static_batching;
+    int64_t steps; /* engine steps run */
+    int64_t completed, failed; /* requests finished either way */
+    size_t workspace_bytes; /* the arena's size */
+    int64_t workspace_grows; /* times a step needed more than the sizing foresaw */
+    int n_threads;
+    char kv_dtype[8];
+} kr_context_stats;
+/* running, waiting and kv_bytes_used of running requests are current; the other figures
+ * are as of the last engine step. */
+KR_API void kr_context_get_stats(kr_context *ctx, kr_context_stats *stats);
+
+/* Limits that can change while running (time-of-day profiles, operators). A field < 0 (or 0
+ * for max_batch_tokens / max_running / max_queue, NaN or < 0 for the targets) keeps the
+ * current value. Logged with the reason; the tuner continues from the new values. */
+typedef struct kr_context_limits {
+    int batch_wait_ms, max_batch_tokens, max_running, max_queue;
+    int static_batching; /* -1 keep, 0 continuous, 1 static */
+    double target_queue_p95_s, target_ttft_p95_s;
+} kr_context_limits;
+KR_API kr_context_limits kr_context_limits_keep(void);
+KR_API void kr_context_set_limits(kr_context *ctx, const kr_context_limits *limits,
+                                  const char *reason);
+
+/* The context's metrics in Prometheus text format (TTFT, inter-step latency, queue wait,
+ * batch size, busy ratio, KV usage, prefix-cache hits, request outcomes). Caller frees *out. */
+KR_API kr_status kr_context_metrics(kr_context *ctx, char **out, kr_error *err);
+
+/* ---------------------------------------------------------------- quantisation */
+
+/* Quantises every Linear of an f32 model in place to fmt ("bf16", "int8", "fp8", "q4";
+ * q4 group 32 or 64, <= 0: 32). With calibration series (n_calib > 0) the model first
+ * forecasts each of them (on a temporary context of n_threads) while recording every Linear's
+ * inputs, then chooses per Linear the smoothing factors (int8, SmoothQuant-style) or
+ * activation-aware channel scales (q4, AWQ-style) that minimise the Linear's output error on
+ * the recorded inputs (no scaling is one of the candidates, so calibration never does worse
+ * on them than round-to-nearest).
+ * Load-time only: the model must have no context (it changes the weights). */
+KR_API kr_status kr_model_quantize(kr_model *model, const char *fmt, int group,
+                                   const kr_series *calib, int n_calib, int n_threads,
+                                   kr_error *err);
+/* Writes a quantised model as out_dir/predictor and out_dir/tokenizer (config.json +
+ * model.safetensors) that kr_model_load maps without converting anything. */
+KR_API kr_status kr_model_save_quantized(const kr_model *model, const char *out_dir, kr_error *err);
 
 #ifdef __cplusplus
 }

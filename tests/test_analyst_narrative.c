@@ -30,6 +30,7 @@
 #include <cjson/cJSON.h>
 #include <microhttpd.h>
 
+#include "engine_helpers.h"
 #include "test_support.h"
 
 #include "analyst/analyze.h"
@@ -248,6 +249,7 @@ static int closed_port(void) {
 /* ------------------------------------------------------------------ fixtures */
 
 static kr_model *g_model;
+static kr_context *g_ctx; /* forecasts and analyses in the test itself */
 static kr_candles *g_aapl, *g_msft;
 static kr_report_set *g_set; /* AAPL, MSFT: 5 bars, 8 paths, seed 3 */
 static char *g_tmp;
@@ -298,9 +300,14 @@ static int setup(void **state) {
     }
     kr_error err;
     kr_model_params mp = kr_model_default_params();
-    mp.n_threads = 2;
     if (kr_model_load(MODEL_DIR "/predictor", MODEL_DIR "/tokenizer", &mp, &g_model, &err) !=
         KR_OK) {
+        fprintf(stderr, "%s\n", err.message);
+        return -1;
+    }
+    kr_context_params cp = kr_context_default_params();
+    cp.n_threads = 2;
+    if (kr_context_create(g_model, &cp, &g_ctx, &err) != KR_OK) {
         fprintf(stderr, "%s\n", err.message);
         return -1;
     }
@@ -314,7 +321,7 @@ static int setup(void **state) {
     p.horizon = 5;
     p.paths = 8;
     p.seed = 3;
-    if (kr_analyze(g_model, items, 2, &p, &g_set, &err) != KR_OK) {
+    if (kr_analyze(g_ctx, items, 2, &p, &g_set, &err) != KR_OK) {
         fprintf(stderr, "%s\n", err.message);
         return -1;
     }
@@ -329,6 +336,8 @@ static int teardown(void **state) {
     atomic_store(&g_stop, 1);
     if (g_mhd) MHD_stop_daemon(g_mhd);
     kr_report_set_free(g_set);
+    kr_context_free(g_ctx);
+    g_ctx = NULL;
     kr_model_free(g_model);
     kr_candles_free(g_aapl);
     kr_candles_free(g_msft);

@@ -21,11 +21,13 @@
 #include "analyst/analyze.h"
 #include "analyst/render.h"
 #include "analyst/report.h"
+#include "engine_helpers.h"
 #include "test_support.h"
 
 #define MODEL_DIR KR_SOURCE_DIR "/models/kronos-demo"
 
 static kr_model *g_model;
+static kr_context *g_ctx; /* forecasts and analyses in the test itself */
 static kr_candles *g_aapl, *g_msft, *g_btc;
 
 static kr_candles *read_csv(const char *path) {
@@ -46,9 +48,14 @@ static int setup(void **state) {
     (void)state;
     kr_error err;
     kr_model_params mp = kr_model_default_params();
-    mp.n_threads = 2;
     if (kr_model_load(MODEL_DIR "/predictor", MODEL_DIR "/tokenizer", &mp, &g_model, &err) !=
         KR_OK) {
+        fprintf(stderr, "%s\n", err.message);
+        return -1;
+    }
+    kr_context_params cp = kr_context_default_params();
+    cp.n_threads = 2;
+    if (kr_context_create(g_model, &cp, &g_ctx, &err) != KR_OK) {
         fprintf(stderr, "%s\n", err.message);
         return -1;
     }
@@ -63,6 +70,8 @@ static int setup(void **state) {
 
 static int teardown(void **state) {
     (void)state;
+    kr_context_free(g_ctx);
+    g_ctx = NULL;
     kr_model_free(g_model);
     kr_candles_free(g_aapl);
     kr_candles_free(g_msft);
@@ -119,7 +128,7 @@ static void test_report_numbers_independent(void **state) {
     kr_series s = kr_candles_slice(g_aapl, g_aapl->n - L, L);
     kr_forecast *f = NULL;
     kr_error err;
-    if (kr_forecast_run(g_model, &s, &fp, &f, &err) != KR_OK) fail_msg("%s", err.message);
+    if (kr_forecast_run(g_ctx, &s, &fp, &f, &err) != KR_OK) fail_msg("%s", err.message);
     kr_report_meta meta = test_meta();
     kr_report *r = NULL;
     if (kr_report_build("AAPL", "1d", g_aapl, L, f, &meta, &r, &err) != KR_OK)
@@ -224,7 +233,7 @@ static void test_report_numbers_independent(void **state) {
     fp.pred_len = 1;
     fp.paths = 1;
     kr_forecast *f1 = NULL;
-    assert_int_equal(kr_forecast_run(g_model, &s, &fp, &f1, &err), KR_OK);
+    assert_int_equal(kr_forecast_run(g_ctx, &s, &fp, &f1, &err), KR_OK);
     assert_int_equal(kr_report_build("AAPL", "1d", g_aapl, L, f1, &meta, &r, &err), KR_OK);
     assert_true(isnan(r->return_std) && isnan(r->forecast_vol) && isnan(r->prob_vol_above));
     assert_true(r->prob_up == 0.0 || r->prob_up == 1.0);
@@ -243,7 +252,8 @@ static void test_calibration_independent(void **state) {
     fp.seed = 3;
     kr_calibration *cal = NULL;
     kr_error err;
-    if (kr_calibrate(g_model, g_msft, K, &fp, 0, &cal, &err) != KR_OK) fail_msg("%s", err.message);
+    if (kr_calibrate(g_ctx, g_msft, K, &fp, 0, NULL, &cal, &err) != KR_OK)
+        fail_msg("%s", err.message);
     assert_int_equal(cal->windows, K);
     assert_int_equal(cal->horizon, H);
     const kr_candles *c = g_msft;
@@ -256,7 +266,7 @@ static void test_calibration_independent(void **state) {
         kr_forecast *f = NULL;
         kr_forecast_params p1 = fp;
         p1.keep_paths = 1;
-        assert_int_equal(kr_forecast_run(g_model, &s, &p1, &f, &err), KR_OK);
+        assert_int_equal(kr_forecast_run(g_ctx, &s, &p1, &f, &err), KR_OK);
         assert_memory_equal(kr_forecast_timestamps(f), c->timestamps + end,
                             (size_t)H * sizeof(int64_t));
         double p10[64 * 6], p90[64 * 6];
@@ -310,7 +320,8 @@ static void test_calibration_independent(void **state) {
     /* Too little history for the windows: a clear error. */
     kr_candles short_c = *g_msft;
     short_c.n = 40;
-    assert_int_equal(kr_calibrate(g_model, &short_c, 10, &fp, 0, &cal, &err), KR_ERR_INVALID_ARG);
+    assert_int_equal(kr_calibrate(g_ctx, &short_c, 10, &fp, 0, NULL, &cal, &err),
+                     KR_ERR_INVALID_ARG);
     assert_non_null(strstr(err.message, "need at least"));
 }
 
@@ -494,7 +505,7 @@ static kr_report_set *analyze3(int calibrate, int horizon) {
     p.tokenizer_dir = MODEL_DIR "/tokenizer";
     kr_report_set *set = NULL;
     kr_error err;
-    if (kr_analyze(g_model, items, 3, &p, &set, &err) != KR_OK) fail_msg("%s", err.message);
+    if (kr_analyze(g_ctx, items, 3, &p, &set, &err) != KR_OK) fail_msg("%s", err.message);
     return set;
 }
 
@@ -517,7 +528,7 @@ static void test_batch_equals_single_and_ranks(void **state) {
     p.seed = 11;
     kr_report_set *solo = NULL;
     kr_error err;
-    assert_int_equal(kr_analyze(g_model, &one, 1, &p, &solo, &err), KR_OK);
+    assert_int_equal(kr_analyze(g_ctx, &one, 1, &p, &solo, &err), KR_OK);
     const kr_report *a = set->reports[1], *b = solo->reports[0];
     assert_true(a->expected_return == b->expected_return && a->var95 == b->var95 &&
                 a->prob_up == b->prob_up);
@@ -528,7 +539,7 @@ static void test_batch_equals_single_and_ranks(void **state) {
     kr_candles tiny = *g_aapl;
     tiny.n = 10;
     kr_analyze_item bad = { "TINY", "1d", &tiny };
-    assert_int_equal(kr_analyze(g_model, &bad, 1, &p, &solo, &err), KR_ERR_INVALID_ARG);
+    assert_int_equal(kr_analyze(g_ctx, &bad, 1, &p, &solo, &err), KR_ERR_INVALID_ARG);
     assert_non_null(strstr(err.message, "TINY 1d: 10 rows"));
     kr_report_set_free(set);
 }
@@ -601,7 +612,7 @@ static void test_renderers(void **state) {
     p.horizon = 1;
     p.paths = 1;
     set = NULL;
-    assert_int_equal(kr_analyze(g_model, &one, 1, &p, &set, &err), KR_OK);
+    assert_int_equal(kr_analyze(g_ctx, &one, 1, &p, &set, &err), KR_OK);
     free(json);
     assert_int_equal(kr_render_json(set, &json, &err), KR_OK);
     expect_valid(schema, json);

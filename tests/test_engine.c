@@ -13,19 +13,13 @@
 #include "engine/forecast_internal.h"
 #include "market/candles.h"
 #include "model/weights.h"
+#include "engine_helpers.h"
 #include "test_support.h"
 
 static char g_tiny_dir[1024];
 
-static kr_model *load_dirs(const char *root) {
-    char pred[1100], tok[1100];
-    snprintf(pred, sizeof pred, "%s/predictor", root);
-    snprintf(tok, sizeof tok, "%s/tokenizer", root);
-    kr_model *m = NULL;
-    kr_error err = { 0 };
-    if (kr_model_load(pred, tok, NULL, &m, &err) != KR_OK)
-        fail_msg("load %s: %s", root, err.message);
-    return m;
+static kr_test_engine load_dirs(const char *root) {
+    return kr_test_engine_load(root, NULL, 0, NULL);
 }
 
 static kr_candles *g_candles;
@@ -55,13 +49,9 @@ static int teardown(void **state) {
     return 0;
 }
 
-static kr_forecast *run(kr_model *m, kr_series s, const kr_forecast_params *p, int naive) {
-    kr_forecast *f = NULL;
-    kr_error err = { 0 };
+static kr_forecast *run(kr_context *ctx, kr_series s, const kr_forecast_params *p, int naive) {
     kr_gen_options opt = { .naive = naive };
-    if (kr_forecast_run_ex(m, &s, 1, p, &opt, &f, &err) != KR_OK)
-        fail_msg("forecast: %s", err.message);
-    return f;
+    return kr_test_run_opt(ctx, &s, p, &opt);
 }
 
 static void expect_same(const kr_forecast *a, const kr_forecast *b, const char *what) {
@@ -79,7 +69,7 @@ static void expect_same(const kr_forecast *a, const kr_forecast *b, const char *
 
 /* KV cache == full recomputation, bit for bit, for sampled multi-path runs. */
 static void cached_equals_naive(const char *root, int max_context) {
-    kr_model *m = load_dirs(root);
+    kr_test_engine E = load_dirs(root);
     const int cases[][2] = {
         { 40, 8 }, { max_context - 5, 12 }, { max_context, 6 }, { max_context + 9, 7 }
     };
@@ -93,7 +83,7 @@ static void cached_equals_naive(const char *root, int max_context) {
         p.temperature = 1.0f;
         p.top_p = 0.95f;
         kr_series s = slice(300, cases[c][0] + 5);
-        kr_forecast *a = run(m, s, &p, 0), *b = run(m, s, &p, 1);
+        kr_forecast *a = run(E.ctx, s, &p, 0), *b = run(E.ctx, s, &p, 1);
         char what[128];
         snprintf(what, sizeof what, "%s lookback %d pred_len %d ctx %d", root, cases[c][0],
                  cases[c][1], max_context);
@@ -101,7 +91,7 @@ static void cached_equals_naive(const char *root, int max_context) {
         kr_forecast_free(a);
         kr_forecast_free(b);
     }
-    kr_model_free(m);
+    kr_test_engine_free(&E);
 }
 
 static void test_cached_equals_naive_tiny(void **s) {
@@ -121,30 +111,30 @@ static void test_cached_equals_naive_demo(void **s) {
 
 static void test_seeded_reproducible(void **state) {
     (void)state;
-    kr_model *m = load_dirs(g_tiny_dir);
+    kr_test_engine E = load_dirs(g_tiny_dir);
     kr_forecast_params p = kr_forecast_default_params();
     p.pred_len = 10;
     p.paths = 8;
     p.seed = 42;
     kr_series s = slice(0, 120);
-    kr_forecast *a = run(m, s, &p, 0), *b = run(m, s, &p, 0);
+    kr_forecast *a = run(E.ctx, s, &p, 0), *b = run(E.ctx, s, &p, 0);
     expect_same(a, b, "same seed twice");
     /* Paths differ from each other, and another seed gives other paths. */
     assert_true(memcmp(a->gen_s1, a->gen_s1 + p.pred_len, p.pred_len * sizeof(int32_t)) != 0 ||
                 memcmp(a->gen_s2, a->gen_s2 + p.pred_len, p.pred_len * sizeof(int32_t)) != 0);
     p.seed = 43;
-    kr_forecast *c = run(m, s, &p, 0);
+    kr_forecast *c = run(E.ctx, s, &p, 0);
     assert_true(memcmp(a->gen_s1, c->gen_s1, (size_t)p.paths * p.pred_len * sizeof(int32_t)) != 0);
     /* Path k of an 8-path run equals path k of a 3-path run (one RNG stream per path). */
     p.seed = 42;
     p.paths = 3;
-    kr_forecast *d = run(m, s, &p, 0);
+    kr_forecast *d = run(E.ctx, s, &p, 0);
     assert_memory_equal(a->gen_s1, d->gen_s1, 3 * p.pred_len * sizeof(int32_t));
     assert_memory_equal(a->pred_norm, d->pred_norm, 3 * (size_t)p.pred_len * 6 * sizeof(float));
     /* first_path extends a run: paths 3..7 of the 8-path run, on their own. */
     p.paths = 5;
     p.first_path = 3;
-    kr_forecast *e = run(m, s, &p, 0);
+    kr_forecast *e = run(E.ctx, s, &p, 0);
     assert_memory_equal(a->gen_s1 + 3 * p.pred_len, e->gen_s1, 5 * p.pred_len * sizeof(int32_t));
     assert_memory_equal(a->gen_s2 + 3 * p.pred_len, e->gen_s2, 5 * p.pred_len * sizeof(int32_t));
     assert_memory_equal(a->pred_norm + 3 * (size_t)p.pred_len * 6, e->pred_norm,
@@ -162,13 +152,13 @@ static void test_seeded_reproducible(void **state) {
     kr_forecast_free(b);
     kr_forecast_free(c);
     kr_forecast_free(d);
-    kr_model_free(m);
+    kr_test_engine_free(&E);
 }
 
 /* A series returns the same paths alone or batched with series of other lengths. */
 static void test_batch_invariance(void **state) {
     (void)state;
-    kr_model *m = load_dirs(kr_test_fixture("odd"));
+    kr_test_engine E = load_dirs(kr_test_fixture("odd"));
     kr_forecast_params p = kr_forecast_default_params();
     p.pred_len = 9;
     p.paths = 4;
@@ -177,28 +167,28 @@ static void test_batch_invariance(void **state) {
     kr_series batch[3] = { slice(100, 50), slice(700, 70), slice(1500, 33) };
     kr_forecast *together[3] = { 0 };
     kr_error err = { 0 };
-    assert_int_equal(kr_forecast_run_batch(m, batch, 3, &p, together, &err), KR_OK);
+    assert_int_equal(kr_forecast_run_batch(E.ctx, batch, 3, &p, together, &err), KR_OK);
     for (int i = 0; i < 3; i++) {
-        kr_forecast *alone = run(m, batch[i], &p, 0);
+        kr_forecast *alone = run(E.ctx, batch[i], &p, 0);
         expect_same(alone, together[i], "alone vs batched");
         kr_forecast_free(alone);
         kr_forecast_free(together[i]);
     }
-    kr_model_free(m);
+    kr_test_engine_free(&E);
 }
 
 /* Rolling mode equals exact mode until the window slides, then is its own approximation. */
 static void test_rolling_window(void **state) {
     (void)state;
-    kr_model *m = load_dirs(g_tiny_dir);
+    kr_test_engine E = load_dirs(g_tiny_dir);
     kr_forecast_params p = kr_forecast_default_params();
     p.pred_len = 20;
     p.max_context = 50;
     p.top_k = 1;
     kr_series s = slice(0, 40);
-    kr_forecast *exact = run(m, s, &p, 0);
+    kr_forecast *exact = run(E.ctx, s, &p, 0);
     p.window = KR_WINDOW_ROLLING;
-    kr_forecast *roll = run(m, s, &p, 0);
+    kr_forecast *roll = run(E.ctx, s, &p, 0);
     /* Steps 0..10 see the same window (40 + 10 = 50 tokens). */
     assert_memory_equal(exact->gen_s1, roll->gen_s1, 11 * sizeof(int32_t));
     assert_memory_equal(exact->gen_s2, roll->gen_s2, 11 * sizeof(int32_t));
@@ -209,14 +199,14 @@ static void test_rolling_window(void **state) {
     assert_true(sr.window_recomputes == 0);
     kr_forecast_free(exact);
     kr_forecast_free(roll);
-    kr_model_free(m);
+    kr_test_engine_free(&E);
 }
 
-static void expect_error(kr_model *m, kr_series s, kr_forecast_params p, kr_status want,
+static void expect_error(kr_context *ctx, kr_series s, kr_forecast_params p, kr_status want,
                          const char *needle) {
     kr_forecast *f = NULL;
     kr_error err = { 0 };
-    kr_status st = kr_forecast_run(m, &s, &p, &f, &err);
+    kr_status st = kr_forecast_run(ctx, &s, &p, &f, &err);
     if (st != want || !strstr(err.message, needle))
         fail_msg("expected status %d with '%s', got %d: %s", want, needle, st, err.message);
     assert_null(f);
@@ -224,37 +214,37 @@ static void expect_error(kr_model *m, kr_series s, kr_forecast_params p, kr_stat
 
 static void test_bad_requests(void **state) {
     (void)state;
-    kr_model *m = load_dirs(g_tiny_dir);
+    kr_test_engine E = load_dirs(g_tiny_dir);
     kr_forecast_params p = kr_forecast_default_params();
     p.pred_len = 4;
     kr_series s = slice(0, 30);
     kr_forecast_params q = p;
     q.pred_len = 0;
-    expect_error(m, s, q, KR_ERR_INVALID_ARG, "pred_len");
+    expect_error(E.ctx, s, q, KR_ERR_INVALID_ARG, "pred_len");
     q = p;
     q.pred_len = 600;
-    expect_error(m, s, q, KR_ERR_INVALID_ARG, "pred_len");
+    expect_error(E.ctx, s, q, KR_ERR_INVALID_ARG, "pred_len");
     q = p;
     q.paths = 0;
-    expect_error(m, s, q, KR_ERR_INVALID_ARG, "paths");
+    expect_error(E.ctx, s, q, KR_ERR_INVALID_ARG, "paths");
     q = p;
     q.temperature = 0;
-    expect_error(m, s, q, KR_ERR_INVALID_ARG, "temperature");
+    expect_error(E.ctx, s, q, KR_ERR_INVALID_ARG, "temperature");
     q = p;
     q.top_p = 0;
-    expect_error(m, s, q, KR_ERR_INVALID_ARG, "top_p");
+    expect_error(E.ctx, s, q, KR_ERR_INVALID_ARG, "top_p");
     q = p;
     q.lookback = 31;
-    expect_error(m, s, q, KR_ERR_INVALID_ARG, "lookback");
-    expect_error(m, slice(0, 1), p, KR_ERR_INVALID_ARG, "too few rows");
+    expect_error(E.ctx, s, q, KR_ERR_INVALID_ARG, "lookback");
+    expect_error(E.ctx, slice(0, 1), p, KR_ERR_INVALID_ARG, "too few rows");
     double vals[3 * 6] = { 1, 1, 1, 1, 1, 1, 1, 1, 1, NAN, 1, 1, 1, 1, 1, 1, 1, 1 };
     int64_t ts[3] = { 0, 60, 120 };
     kr_series bad = { .n = 3, .timestamps = ts, .values = vals, .has_volume = 1, .has_amount = 1 };
-    expect_error(m, bad, p, KR_ERR_INVALID_ARG, "row 1, field 'close'");
+    expect_error(E.ctx, bad, p, KR_ERR_INVALID_ARG, "row 1, field 'close'");
     vals[9] = 1;
     ts[2] = 60;
-    expect_error(m, bad, p, KR_ERR_INVALID_ARG, "row 2: timestamps");
-    kr_model_free(m);
+    expect_error(E.ctx, bad, p, KR_ERR_INVALID_ARG, "row 2: timestamps");
+    kr_test_engine_free(&E);
 }
 
 int main(void) {

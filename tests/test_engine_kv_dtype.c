@@ -1,5 +1,5 @@
 /*
- * KV-cache precision (kr_model_params.kv_dtype): bf16 and int8 stores round-trip within their
+ * KV-cache precision (kr_context_params.kv_dtype): bf16 and int8 stores round-trip within their
  * format's bound (bf16 bit-identical to kr_f32_to_bf16), attention over a quantised store
  * equals attention over its dequantised f32 copy bit for bit, forecasts stay close to f32
  * while kv_bytes shrinks to 1/2 and ~1/4, and within each dtype the KV-cached path (and a
@@ -13,12 +13,12 @@
 
 #include "base/threadpool.h"
 #include "engine/forecast_internal.h"
-#include "engine/scheduler.h"
 #include "kernels/quant.h"
 #include "market/candles.h"
 #include "model/attention_plan.h"
 #include "model/model.h"
 #include "model/weights.h"
+#include "engine_helpers.h"
 #include "test_support.h"
 
 static const char *const k_dtypes[] = { "f32", "bf16", "int8" };
@@ -51,17 +51,8 @@ static int teardown(void **state) {
     return 0;
 }
 
-static kr_model *load(const char *root, const char *kv_dtype) {
-    char pred[1100], tok[1100];
-    snprintf(pred, sizeof pred, "%s/predictor", root);
-    snprintf(tok, sizeof tok, "%s/tokenizer", root);
-    kr_model_params mp = kr_model_default_params();
-    mp.kv_dtype = kv_dtype;
-    kr_model *m = NULL;
-    kr_error err = { 0 };
-    if (kr_model_load(pred, tok, &mp, &m, &err) != KR_OK)
-        fail_msg("load %s (%s): %s", root, kv_dtype, err.message);
-    return m;
+static kr_test_engine load(const char *root, const char *kv_dtype) {
+    return kr_test_engine_load(root, NULL, 0, kv_dtype);
 }
 
 /* Deterministic values with a wide spread of magnitudes (xorshift). */
@@ -235,16 +226,18 @@ static void test_attention_reads_dequantised(void **state) {
     }
     float qv[ROWS * D], out_q[ROWS * D], out_f[ROWS * D];
     for (int i = 0; i < ROWS * D; i++) qv[i] = rnd();
-    kr_pool *pool = NULL;
-    assert_int_equal(kr_pool_create(3, &pool, &err), KR_OK);
+    kr_exec *three = NULL, *one = NULL;
+    assert_int_equal(kr_exec_create(3, 0, &three, &err), KR_OK);
+    assert_int_equal(kr_exec_create(1, 0, &one, &err), KR_OK);
     for (int l = 0; l < LAYERS; l++)
         for (int withpool = 0; withpool < 2; withpool++) {
-            kr_pool *p = withpool ? pool : NULL;
+            const kr_exec *p = withpool ? three : one;
             assert_int_equal(kr_attention_rows(p, ROWS, kq, l, H, HD, D, qv, out_q, &err), KR_OK);
             assert_int_equal(kr_attention_rows(p, ROWS, kf, l, H, HD, D, qv, out_f, &err), KR_OK);
             assert_memory_equal(out_q, out_f, sizeof out_q);
         }
-    kr_pool_free(pool);
+    kr_exec_free(three);
+    kr_exec_free(one);
     for (int s = 0; s < 3; s++) {
         kr_kv_store_release(&q[s]);
         kr_kv_store_release(&f[s]);
@@ -253,13 +246,9 @@ static void test_attention_reads_dequantised(void **state) {
 
 /* ---------------------------------------------------------------- forecasts */
 
-static kr_forecast *run(kr_model *m, kr_series s, const kr_forecast_params *p,
+static kr_forecast *run(kr_context *ctx, kr_series s, const kr_forecast_params *p,
                         const kr_gen_options *opt) {
-    kr_forecast *f = NULL;
-    kr_error err = { 0 };
-    if (kr_forecast_run_ex(m, &s, 1, p, opt, &f, &err) != KR_OK)
-        fail_msg("forecast: %s", err.message);
-    return f;
+    return kr_test_run_opt(ctx, &s, p, opt);
 }
 
 static void expect_same(const kr_forecast *a, const kr_forecast *b, const char *what) {
@@ -282,7 +271,7 @@ static void cached_equals_naive(const char *root, int max_context) {
         { 40, 8 }, { max_context - 5, 12 }, { max_context, 6 }, { max_context + 9, 7 }
     };
     for (int t = 0; t < 3; t++) {
-        kr_model *m = load(root, k_dtypes[t]);
+        kr_test_engine E = load(root, k_dtypes[t]);
         for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
             kr_forecast_params p = kr_forecast_default_params();
             p.lookback = cases[c][0];
@@ -294,7 +283,7 @@ static void cached_equals_naive(const char *root, int max_context) {
             p.top_p = 0.95f;
             kr_series s = kr_candles_slice(g_candles, 300, cases[c][0] + 5);
             kr_gen_options cached = { 0 }, naive = { .naive = 1 };
-            kr_forecast *a = run(m, s, &p, &cached), *b = run(m, s, &p, &naive);
+            kr_forecast *a = run(E.ctx, s, &p, &cached), *b = run(E.ctx, s, &p, &naive);
             char what[256];
             snprintf(what, sizeof what, "%s kv %s lookback %d pred_len %d ctx %d", root,
                      k_dtypes[t], cases[c][0], cases[c][1], max_context);
@@ -302,7 +291,7 @@ static void cached_equals_naive(const char *root, int max_context) {
             kr_forecast_free(a);
             kr_forecast_free(b);
         }
-        kr_model_free(m);
+        kr_test_engine_free(&E);
     }
 }
 
@@ -364,15 +353,15 @@ static void test_close_to_f32_demo(void **state) {
     kr_forecast *f[3];
     kr_forecast_stats st[3];
     for (int t = 0; t < 3; t++) {
-        kr_model *m = load(g_demo_dir, k_dtypes[t]);
-        kr_model_info mi;
-        kr_model_get_info(m, &mi);
-        assert_string_equal(mi.kv_dtype, k_dtypes[t]);
+        kr_test_engine E = load(g_demo_dir, k_dtypes[t]);
+        kr_context_stats cs;
+        kr_context_get_stats(E.ctx, &cs);
+        assert_string_equal(cs.kv_dtype, k_dtypes[t]);
         kr_gen_options opt = { .observer = observe, .observer_user = &fs[t] };
-        f[t] = run(m, s, &p, &opt);
+        f[t] = run(E.ctx, s, &p, &opt);
         assert_true(fs[t].have);
         kr_forecast_get_stats(f[t], &st[t]);
-        kr_model_free(m);
+        kr_test_engine_free(&E);
     }
     double level = 0;
     for (int64_t i = 0; i < s.n; i++) level += s.values[i * 6 + KR_CLOSE];
@@ -413,26 +402,28 @@ typedef struct waiter {
     int64_t cached_tokens;
 } waiter;
 
-static void on_event(void *user, const kr_sched_event *ev) {
+static void on_event(void *user, const kr_event *ev) {
     waiter *w = user;
     pthread_mutex_lock(&w->lock);
-    if (ev->kind == KR_SCHED_DONE || ev->kind == KR_SCHED_FAILED) {
+    if (ev->kind == KR_EVENT_DONE || ev->kind == KR_EVENT_FAILED) {
         w->done = 1;
-        w->status = ev->kind == KR_SCHED_DONE ? KR_OK : ev->error.status;
+        w->status = ev->kind == KR_EVENT_DONE ? KR_OK : ev->error.status;
         w->result = ev->result;
-        w->cached_tokens = ev->cached_tokens;
+        w->cached_tokens = ev->stats.cached_tokens;
         pthread_cond_broadcast(&w->cond);
     }
     pthread_mutex_unlock(&w->lock);
 }
 
-static void submit_wait(kr_sched *s, kr_series ser, const kr_forecast_params *p, waiter *w) {
+static void submit_wait(kr_context *ctx, kr_series ser, const kr_forecast_params *p, waiter *w) {
     kr_error err = { 0 };
     memset(w, 0, sizeof *w);
     pthread_mutex_init(&w->lock, NULL);
     pthread_cond_init(&w->cond, NULL);
-    if (kr_sched_submit(s, &ser, p, 0, on_event, w, NULL, &err) != KR_OK)
-        fail_msg("%s", err.message);
+    kr_request_params rp = kr_request_default_params();
+    rp.on_event = on_event;
+    rp.user = w;
+    if (kr_submit(ctx, &ser, p, &rp, NULL, &err) != KR_OK) fail_msg("%s", err.message);
     pthread_mutex_lock(&w->lock);
     while (!w->done) pthread_cond_wait(&w->cond, &w->lock);
     pthread_mutex_unlock(&w->lock);
@@ -442,13 +433,8 @@ static void submit_wait(kr_sched *s, kr_series ser, const kr_forecast_params *p,
 static void test_prefix_cache_quantised(void **state) {
     (void)state;
     for (int t = 1; t < 3; t++) {
-        kr_model *m = load(g_demo_dir, k_dtypes[t]);
-        kr_metrics *metrics = NULL;
-        kr_sched *s = NULL;
+        kr_test_engine E = load(g_demo_dir, k_dtypes[t]);
         kr_error err = { 0 };
-        assert_int_equal(kr_metrics_create(&metrics, &err), KR_OK);
-        kr_sched_params sp = kr_sched_default_params();
-        assert_int_equal(kr_sched_create(m, metrics, &sp, &s, &err), KR_OK);
         kr_forecast_params p = kr_forecast_default_params();
         p.pred_len = 8;
         p.paths = 3;
@@ -456,27 +442,28 @@ static void test_prefix_cache_quantised(void **state) {
         p.max_context = 128;
         kr_series ser = kr_candles_slice(g_candles, 500, 100);
         waiter a, b;
-        submit_wait(s, ser, &p, &a);
-        kr_sched_stats ss;
-        kr_sched_get_stats(s, &ss);
+        submit_wait(E.ctx, ser, &p, &a);
+        kr_context_stats ss;
+        kr_context_get_stats(E.ctx, &ss);
         /* One cached window of 100 rows, held as whole blocks: 5 layers × 112 rows × 128
          * values, K and V. */
         size_t n = (size_t)5 * HELD_ROWS(100) * 128;
         /* (plus the tokenizer decoder's f32 context of the same history, counted apart) */
         assert_int_equal(ss.prefix_cache_bytes - ss.prefix_cache_decoder_bytes,
                          t == 1 ? 2 * n * 2 : 2 * (n + n / 32 * 4));
-        submit_wait(s, ser, &p, &b);
+        submit_wait(E.ctx, ser, &p, &b);
         assert_true(b.cached_tokens == ser.n);
+        /* A context of its own (no shared cache) gives the same numbers. */
+        kr_context *fresh = kr_test_context(E.model, 0, k_dtypes[t]);
         kr_forecast *alone = NULL;
-        assert_int_equal(kr_forecast_run(m, &ser, &p, &alone, &err), KR_OK);
-        expect_same(alone, a.result, "scheduler vs alone");
+        assert_int_equal(kr_forecast_run(fresh, &ser, &p, &alone, &err), KR_OK);
+        kr_context_free(fresh);
+        expect_same(alone, a.result, "context vs alone");
         expect_same(alone, b.result, "prefix-cache hit vs alone");
         kr_forecast_free(alone);
         kr_forecast_free(a.result);
         kr_forecast_free(b.result);
-        kr_sched_free(s);
-        kr_metrics_free(metrics);
-        kr_model_free(m);
+        kr_test_engine_free(&E);
     }
 }
 
@@ -485,13 +472,16 @@ static void test_bad_dtype(void **state) {
     char pred[1100], tok[1100];
     snprintf(pred, sizeof pred, "%s/predictor", g_tiny_dir);
     snprintf(tok, sizeof tok, "%s/tokenizer", g_tiny_dir);
-    kr_model_params mp = kr_model_default_params();
-    mp.kv_dtype = "fp8";
-    kr_model *m = (kr_model *)1;
+    kr_model *m = NULL;
     kr_error err = { 0 };
-    assert_int_equal(kr_model_load(pred, tok, &mp, &m, &err), KR_ERR_INVALID_ARG);
-    assert_null(m);
+    assert_int_equal(kr_model_load(pred, tok, NULL, &m, &err), KR_OK);
+    kr_context_params cp = kr_context_default_params();
+    cp.kv_dtype = "fp8";
+    kr_context *ctx = (kr_context *)1;
+    assert_int_equal(kr_context_create(m, &cp, &ctx, &err), KR_ERR_INVALID_ARG);
+    assert_null(ctx);
     assert_non_null(strstr(err.message, "fp8"));
+    kr_model_free(m);
 }
 
 int main(void) {

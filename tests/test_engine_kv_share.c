@@ -63,6 +63,12 @@ typedef struct result {
 
 /* One group of the first L history rows, run to the end with the cache (or none). */
 static void run_group(kr_model *m, int L, kr_prefix_cache *cache, result *res) {
+    static kr_exec *ex;
+    if (!ex) {
+        kr_error e = { 0 };
+        if (kr_exec_create(2, 0, &ex, &e) != KR_OK) fail_msg("exec: %s", e.message);
+    }
+    kr_engine eng = { m, *ex, KR_KV_F32 };
     memset(res, 0, sizeof *res);
     res->out.hist_s1 = res->hist_s1;
     res->out.hist_s2 = res->hist_s2;
@@ -79,7 +85,7 @@ static void run_group(kr_model *m, int L, kr_prefix_cache *cache, result *res) {
     p.max_context = 256;
     kr_gen_group *g = NULL;
     kr_error err = { 0 };
-    assert_int_equal(kr_gen_group_create(m, &in, &res->out, &p, NULL, &g, &err), KR_OK);
+    assert_int_equal(kr_gen_group_create(&eng, &in, &res->out, &p, NULL, &g, &err), KR_OK);
     kr_prefix_hooks hooks;
     if (cache) {
         hooks = kr_prefix_cache_hooks(cache);
@@ -87,9 +93,10 @@ static void run_group(kr_model *m, int L, kr_prefix_cache *cache, result *res) {
         hooks.dec_lookup = NULL;
         hooks.dec_publish = NULL;
     }
-    kr_gen_step_params sp = { .max_prefill_rows = 0, .prefix = cache ? &hooks : NULL };
+    const int64_t budget = 1 << 20;
     while (!kr_gen_group_done(g))
-        if (kr_gen_step(m, &g, 1, &sp, &err) != KR_OK) fail_msg("step: %s", err.message);
+        if (kr_gen_step(&eng, &g, &budget, 1, cache ? &hooks : NULL, &err) != KR_OK)
+            fail_msg("step: %s", err.message);
     kr_gen_group_free(g);
 }
 

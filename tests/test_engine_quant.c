@@ -14,6 +14,7 @@
 #include "engine/teacher.h"
 #include "market/candles.h"
 #include "model/model.h"
+#include "engine_helpers.h"
 #include "test_support.h"
 
 #define DEMO KR_SOURCE_DIR "/models/kronos-demo"
@@ -67,10 +68,9 @@ static kr_forecast *forecast(kr_model *m, int64_t end, int naive) {
     kr_series s = kr_candles_slice(g_candles, end - 300, 300);
     kr_forecast_params p = params();
     kr_gen_options opt = { .naive = naive };
-    kr_forecast *f = NULL;
-    kr_error err = { 0 };
-    if (kr_forecast_run_ex(m, &s, 1, &p, &opt, &f, &err) != KR_OK)
-        fail_msg("forecast: %s", err.message);
+    kr_context *ctx = kr_test_context(m, 0, NULL);
+    kr_forecast *f = kr_test_run_opt(ctx, &s, &p, &opt);
+    kr_context_free(ctx);
     return f;
 }
 
@@ -153,7 +153,7 @@ static void test_calibrated_checkpoint_round_trip(void **state) {
         kr_series calib[2] = { kr_candles_slice(g_candles, 0, 300),
                                kr_candles_slice(g_candles, 1500, 300) };
         kr_error err = { 0 };
-        assert_int_equal(kr_model_quantize(m, fmts[i], 64, calib, 2, &err), KR_OK);
+        assert_int_equal(kr_model_quantize(m, fmts[i], 64, calib, 2, 0, &err), KR_OK);
         char *dir = kr_test_tmpdir();
         assert_int_equal(kr_model_save_quantized(m, dir, &err), KR_OK);
         kr_model *r = load_ok(dir, NULL);
@@ -179,7 +179,7 @@ static void test_calibrated_checkpoint_round_trip(void **state) {
             assert_non_null(strstr(err.message, "cannot be re-quantised"));
         }
         kr_model_free(bad);
-        assert_int_not_equal(kr_model_quantize(r, "q4", 32, NULL, 0, &err), KR_OK);
+        assert_int_not_equal(kr_model_quantize(r, "q4", 32, NULL, 0, 0, &err), KR_OK);
         assert_non_null(strstr(err.message, "already"));
         kr_model_free(m);
         kr_model_free(r);
@@ -199,11 +199,11 @@ static void test_bad_requests(void **state) {
     assert_int_not_equal(kr_model_load(DEMO "/predictor", DEMO "/tokenizer", &p, &m, &err), KR_OK);
     assert_non_null(strstr(err.message, "48"));
     m = load_ok(DEMO, NULL);
-    assert_int_not_equal(kr_model_quantize(m, "f32", 0, NULL, 0, &err), KR_OK);
-    assert_int_not_equal(kr_model_quantize(m, "q4", 16, NULL, 0, &err), KR_OK);
+    assert_int_not_equal(kr_model_quantize(m, "f32", 0, NULL, 0, 0, &err), KR_OK);
+    assert_int_not_equal(kr_model_quantize(m, "q4", 16, NULL, 0, 0, &err), KR_OK);
     assert_int_not_equal(kr_model_save_quantized(m, "/nonexistent-dir-x", &err), KR_OK);
     /* A tokenizer and a predictor quantised to different formats are refused. */
-    assert_int_equal(kr_model_quantize(m, "int8", 0, NULL, 0, &err), KR_OK);
+    assert_int_equal(kr_model_quantize(m, "int8", 0, NULL, 0, 0, &err), KR_OK);
     char *dir = kr_test_tmpdir();
     assert_int_equal(kr_model_save_quantized(m, dir, &err), KR_OK);
     char pred[1100];
@@ -220,6 +220,7 @@ static void test_bad_requests(void **state) {
 static void test_teacher_logits_shape_and_tokens(void **state) {
     (void)state;
     kr_model *m = load_ok(DEMO, NULL);
+    kr_context *ctx = kr_test_context(m, 0, NULL);
     kr_model_info mi;
     kr_model_get_info(m, &mi);
     int L = 64, V1 = 1 << mi.s1_bits, V2 = 1 << mi.s2_bits;
@@ -228,13 +229,14 @@ static void test_teacher_logits_shape_and_tokens(void **state) {
     float *a1 = malloc((size_t)(L - 1) * V1 * 4), *a2 = malloc((size_t)(L - 1) * V2 * 4);
     float *b1 = malloc((size_t)(L - 1) * V1 * 4), *b2 = malloc((size_t)(L - 1) * V2 * 4);
     kr_error err = { 0 };
-    assert_int_equal(kr_teacher_logits(m, &s, L, NULL, NULL, t1, t2, a1, a2, &err), KR_OK);
-    assert_int_equal(kr_teacher_logits(m, &s, L, t1, t2, u1, u2, b1, b2, &err), KR_OK);
+    assert_int_equal(kr_teacher_logits(ctx, &s, L, NULL, NULL, t1, t2, a1, a2, &err), KR_OK);
+    assert_int_equal(kr_teacher_logits(ctx, &s, L, t1, t2, u1, u2, b1, b2, &err), KR_OK);
     assert_memory_equal(t1, u1, L * 4);
     assert_memory_equal(a1, b1, (size_t)(L - 1) * V1 * 4);
     assert_memory_equal(a2, b2, (size_t)(L - 1) * V2 * 4);
     for (size_t i = 0; i < (size_t)(L - 1) * V1; i++) assert_true(isfinite(a1[i]));
-    assert_int_not_equal(kr_teacher_logits(m, &s, 1, NULL, NULL, NULL, NULL, a1, a2, &err), KR_OK);
+    assert_int_not_equal(kr_teacher_logits(ctx, &s, 1, NULL, NULL, NULL, NULL, a1, a2, &err),
+                         KR_OK);
     free(t1);
     free(t2);
     free(u1);
@@ -243,6 +245,7 @@ static void test_teacher_logits_shape_and_tokens(void **state) {
     free(a2);
     free(b1);
     free(b2);
+    kr_context_free(ctx);
     kr_model_free(m);
 }
 
@@ -261,7 +264,7 @@ static void test_malformed_quantised_checkpoint(void **state) {
     (void)state;
     kr_model *m = load_ok(DEMO, NULL);
     kr_error err = { 0 };
-    assert_int_equal(kr_model_quantize(m, "q4", 32, NULL, 0, &err), KR_OK);
+    assert_int_equal(kr_model_quantize(m, "q4", 32, NULL, 0, 0, &err), KR_OK);
     char *dir = kr_test_tmpdir();
     assert_int_equal(kr_model_save_quantized(m, dir, &err), KR_OK);
     kr_model_free(m);

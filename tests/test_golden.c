@@ -17,6 +17,7 @@
 #include "model/safetensors.h"
 #include "model/sampling.h"
 #include "model/tokenizer.h"
+#include "engine_helpers.h"
 #include "test_support.h"
 
 typedef struct config_dir {
@@ -37,6 +38,14 @@ static void resolve_configs(void) {
         snprintf(g_cfg[2].root, sizeof g_cfg[2].root, "%s", mini);
         g_cfg[2].present = 1;
     }
+}
+
+/* The forward passes run on an exec of their own (threads + workspace), as a context's do. */
+static kr_exec *exec_for_tests(void) {
+    static kr_exec *ex;
+    kr_error err = { 0 };
+    if (!ex && kr_exec_create(0, 0, &ex, &err) != KR_OK) fail_msg("exec: %s", err.message);
+    return ex;
 }
 
 static kr_model *load_model(const config_dir *c) {
@@ -125,8 +134,9 @@ static void tokenizer_roundtrip(const config_dir *c) {
     float *z = malloc((size_t)T * cb * sizeof(float)), *dec = malloc((size_t)T * 6 * sizeof(float));
     kr_error err = { 0 };
     for (int b = 0; b < B; b++) {
-        assert_int_equal(
-            kr_tokenizer_encode(m->tok, m->pool, x + (size_t)b * T * 6, T, s1, s2, z, &err), KR_OK);
+        assert_int_equal(kr_tokenizer_encode(m->tok, exec_for_tests(), x + (size_t)b * T * 6, T, s1,
+                                             s2, z, &err),
+                         KR_OK);
         expect_close("tokenizer z", z, z_ref + (size_t)b * T * cb, (size_t)T * cb, 1e-5);
         for (int t = 0; t < T; t++) {
             assert_int_equal(s1[t], s1_ref[b * T + t]);
@@ -137,7 +147,8 @@ static void tokenizer_roundtrip(const config_dir *c) {
                                           m->tok->cfg.d_model, T, &err),
                          KR_OK);
         kr_chunk ch = { .n = T, .pos0 = 0, .out = &store, .out_start = 0 };
-        assert_int_equal(kr_tokenizer_decode(m->tok, m->pool, &ch, 1, s1, s2, dec, &err), KR_OK);
+        assert_int_equal(kr_tokenizer_decode(m->tok, exec_for_tests(), &ch, 1, s1, s2, dec, &err),
+                         KR_OK);
         expect_close("tokenizer decoded", dec, dec_ref + (size_t)b * T * 6, (size_t)T * 6, 1e-5);
         kr_kv_store_release(&store);
     }
@@ -181,8 +192,9 @@ static void predictor_forward(const config_dir *c) {
           *tim = malloc((size_t)B * T * d * sizeof(float));
     float *x = malloc((size_t)B * T * d * sizeof(float));
     kr_error err = { 0 };
-    assert_int_equal(kr_predictor_embed(m->pred, m->pool, B * T, s1, s2, stamp, x, tok, tim, &err),
-                     KR_OK);
+    assert_int_equal(
+        kr_predictor_embed(m->pred, exec_for_tests(), B * T, s1, s2, stamp, x, tok, tim, &err),
+        KR_OK);
     expect_close("token_emb", tok, tok_ref, (size_t)B * T * d, 1e-4);
     expect_close("time_emb", tim, time_ref, (size_t)B * T * d, 1e-4);
 
@@ -197,9 +209,10 @@ static void predictor_forward(const config_dir *c) {
         ch[b].out = &store;
         ch[b].out_start = b * T;
     }
-    assert_int_equal(kr_predictor_forward(m->pred, m->pool, ch, B, s1, s2, stamp, ctx, &err),
+    assert_int_equal(
+        kr_predictor_forward(m->pred, exec_for_tests(), ch, B, s1, s2, stamp, ctx, &err), KR_OK);
+    assert_int_equal(kr_predictor_s1_logits(m->pred, exec_for_tests(), ctx, B * T, d, lg, &err),
                      KR_OK);
-    assert_int_equal(kr_predictor_s1_logits(m->pred, m->pool, ctx, B * T, d, lg, &err), KR_OK);
     expect_close("context", ctx, ctx_ref, (size_t)B * T * d, 1e-4);
     expect_close("s1_logits", lg, lg_ref, (size_t)B * T * V, 1e-4);
 
@@ -216,7 +229,8 @@ static void predictor_forward(const config_dir *c) {
     }
     float *s2lg = malloc((size_t)B * V * sizeof(float));
     assert_int_equal(
-        kr_predictor_s2_logits(m->pred, m->pool, B, sib32, lastctx, d, views, s2lg, &err), KR_OK);
+        kr_predictor_s2_logits(m->pred, exec_for_tests(), B, sib32, lastctx, d, views, s2lg, &err),
+        KR_OK);
     expect_close("s2_logits_last", s2lg, s2_ref, (size_t)B * V, 1e-4);
     kr_kv_store_release(&store);
     free(s1l);
@@ -310,8 +324,10 @@ static void e2e_case(const config_dir *c, const char *name, int naive) {
     kr_gen_options opt = { .naive = naive, .observer = on_step, .observer_user = &rec };
     kr_forecast *res[3] = { 0 };
     kr_error err = { 0 };
-    if (kr_forecast_run_ex(m, series, B, &p, &opt, res, &err) != KR_OK)
+    kr_context *ctx = kr_test_context(m, 0, NULL);
+    if (kr_forecast_run_batch_opt(ctx, series, B, &p, NULL, &opt, res, &err) != KR_OK)
         fail_msg("%s: %s", name, err.message);
+    kr_context_free(ctx);
     for (int b = 0; b < B; b++) {
         const kr_forecast *f = res[b];
         for (int k = 0; k < 6; k++) {
@@ -410,7 +426,8 @@ static void test_sampling_masks(void **state) {
         { 1.0f, 0, 0.9f }, { 1.0f, 5, 1.0f }, { 1.0f, 0, 0.5f }, { 0.7f, 0, 0.9f }
     };
     kr_sampler_scratch sc;
-    assert_int_equal(kr_sampler_scratch_init(&sc, 1024, &err), KR_OK);
+    size_t mark = kr_arena_mark(exec_for_tests()->arena);
+    assert_int_equal(kr_sampler_scratch_init(&sc, 1024, exec_for_tests()->arena, &err), KR_OK);
     for (int s = 0; s < 4; s++)
         for (int v = 0; v < 4; v++) {
             kr_sampler_filter(logits + v * 1024, &settings[s], &sc);
@@ -426,7 +443,7 @@ static void test_sampling_masks(void **state) {
         if (logits[i] > logits[am]) am = i;
     for (int k = 0; k < 10; k++)
         assert_int_equal(kr_sampler_draw(logits, &greedy, k / 10.0, &sc), am);
-    kr_sampler_scratch_release(&sc);
+    kr_arena_release(exec_for_tests()->arena, mark);
     free(logits);
     free(masks);
     kr_st_close(st);

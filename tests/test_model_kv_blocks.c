@@ -277,8 +277,10 @@ static void test_attention_blocks_vs_contiguous(void **state) {
           *vc = malloc((size_t)3 * CAP * D * sizeof(float));
     float *scratch = malloc((size_t)3 * CAP * sizeof(float));
     assert_true(kc && vc && scratch);
+    kr_exec *ex = NULL;
+    assert_int_equal(kr_exec_create(1, 0, &ex, &err), KR_OK);
     for (int layer = 0; layer < LAYERS; layer++) {
-        assert_int_equal(kr_attention_rows(NULL, NQ, keys, layer, H, HD, D, q, out, &err), KR_OK);
+        assert_int_equal(kr_attention_rows(ex, NQ, keys, layer, H, HD, D, q, out, &err), KR_OK);
         for (int r = 0; r < NQ; r++) {
             int n = 0;
             for (int i = 0; i < keys[r].n; i++) {
@@ -298,6 +300,7 @@ static void test_attention_blocks_vs_contiguous(void **state) {
     free(q);
     free(kc);
     free(vc);
+    kr_exec_free(ex);
     free(scratch);
     kr_kv_store_release(&ctx);
     kr_kv_store_release(&own);

@@ -16,9 +16,11 @@
 
 #include "kronos.h"
 #include "market/candles.h"
+#include "engine_helpers.h"
 #include "test_support.h"
 
 static kr_model *g_model;
+static kr_context *g_ctx; /* forecasts and analyses in the test itself */
 static kr_candles *g_input;
 
 static int setup(void **state) {
@@ -30,6 +32,12 @@ static int setup(void **state) {
         fprintf(stderr, "%s\n", err.message);
         return -1;
     }
+    kr_context_params cp = kr_context_default_params();
+    cp.n_threads = 2;
+    if (kr_context_create(g_model, &cp, &g_ctx, &err) != KR_OK) {
+        fprintf(stderr, "%s\n", err.message);
+        return -1;
+    }
     if (kr_candles_read_csv(kr_test_fixture("regression_input.csv"), &g_input, &err) != KR_OK)
         return -1;
     return 0;
@@ -37,6 +45,8 @@ static int setup(void **state) {
 
 static int teardown(void **state) {
     (void)state;
+    kr_context_free(g_ctx);
+    g_ctx = NULL;
     kr_model_free(g_model);
     kr_candles_free(g_input);
     return 0;
@@ -62,7 +72,7 @@ static kr_forecast *greedy(int64_t start, int ctx, int pred_len) {
     p.temperature = 1.0f;
     kr_forecast *f = NULL;
     kr_error err = { 0 };
-    if (kr_forecast_run(g_model, &s, &p, &f, &err) != KR_OK) fail_msg("%s", err.message);
+    if (kr_forecast_run(g_ctx, &s, &p, &f, &err) != KR_OK) fail_msg("%s", err.message);
     return f;
 }
 

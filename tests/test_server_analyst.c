@@ -31,6 +31,7 @@
 #include <curl/curl.h>
 
 #include "http_client.h"
+#include "engine_helpers.h"
 #include "test_support.h"
 
 #include "analyst/analyze.h"
@@ -47,6 +48,7 @@
 #define API_KEY "analyst-key-42"
 
 static kr_model *g_model;
+static kr_context *g_ctx; /* forecasts and analyses in the test itself */
 static kr_candles *g_aapl, *g_msft;
 static char *g_tmp; /* owned temp dir: the store and the web root */
 static char g_db[1024], g_web[1024];
@@ -167,12 +169,17 @@ static int setup(void **state) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     kr_error err = { 0 };
     kr_model_params mp = kr_model_default_params();
-    mp.n_threads = 2;
     if (kr_model_load(KR_SOURCE_DIR "/models/kronos-demo/predictor",
                       KR_SOURCE_DIR "/models/kronos-demo/tokenizer", &mp, &g_model,
                       &err) != KR_OK ||
         kr_candles_read_csv(KR_SOURCE_DIR "/data/AAPL_1d.csv", &g_aapl, &err) != KR_OK ||
         kr_candles_read_csv(KR_SOURCE_DIR "/data/MSFT_1d.csv", &g_msft, &err) != KR_OK) {
+        fprintf(stderr, "%s\n", err.message);
+        return -1;
+    }
+    kr_context_params cp = kr_context_default_params();
+    cp.n_threads = 2;
+    if (kr_context_create(g_model, &cp, &g_ctx, &err) != KR_OK) {
         fprintf(stderr, "%s\n", err.message);
         return -1;
     }
@@ -214,6 +221,8 @@ static int setup(void **state) {
 static int teardown(void **state) {
     (void)state;
     kr_server_free(g_srv);
+    kr_context_free(g_ctx);
+    g_ctx = NULL;
     kr_model_free(g_model);
     kr_candles_free(g_aapl);
     kr_candles_free(g_msft);
@@ -428,7 +437,7 @@ static char *library_report(const char *symbol, int horizon, int paths, uint64_t
     p.tokenizer_dir = KR_SOURCE_DIR "/models/kronos-demo/tokenizer";
     kr_analyze_item it = { symbol, "1d", c };
     kr_report_set *set = NULL;
-    assert_int_equal(kr_analyze(g_model, &it, 1, &p, &set, &err), KR_OK);
+    assert_int_equal(kr_analyze(g_ctx, &it, 1, &p, &set, &err), KR_OK);
     char *text = NULL;
     assert_int_equal(kr_render_json(set, &text, &err), KR_OK);
     kr_report_set_free(set);

@@ -13,6 +13,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "engine_helpers.h"
 #include "test_support.h"
 
 #include "kronos.h"
@@ -323,7 +324,6 @@ static kr_model *load_demo(void) {
     kr_model *m = NULL;
     kr_error err = { 0 };
     kr_model_params mp = kr_model_default_params();
-    mp.n_threads = 2;
     if (kr_model_load(KR_SOURCE_DIR "/models/kronos-demo/predictor",
                       KR_SOURCE_DIR "/models/kronos-demo/tokenizer", &mp, &m, &err) != KR_OK)
         fail_msg("%s", err.message);
@@ -351,8 +351,10 @@ static void test_response_forecast_json(void **state) {
     req.n_quantiles = 2;
     kr_series s = kr_candles_slice(c, 0, 100);
     kr_forecast *fc = NULL;
-    assert_int_equal(kr_forecast_run(m, &s, &req.params, &fc, &err), KR_OK);
-    kr_api_model_desc md = { "kronos-demo", "f32", { 0 } };
+    kr_context *ctx = kr_test_context(m, 2, NULL);
+    assert_int_equal(kr_forecast_run(ctx, &s, &req.params, &fc, &err), KR_OK);
+    kr_context_free(ctx);
+    kr_api_model_desc md = { "kronos-demo", "f32", "f32", { 0 } };
     kr_model_get_info(m, &md.info);
     kr_api_usage u = { 7, 64, 0, 96, 0.01, 0.02, 0.03 };
 
@@ -434,7 +436,7 @@ static void test_response_error_and_models(void **state) {
     assert_null(strstr(e, "field"));
     free(e);
 
-    kr_api_model_desc md = { "kronos-demo", "f32", { 0 } };
+    kr_api_model_desc md = { "kronos-demo", "f32", "f32", { 0 } };
     md.info.d_model = 128;
     char *ms = kr_api_models_json(&md);
     root = cJSON_Parse(ms);
@@ -553,7 +555,7 @@ static void test_config_file(void **state) {
     assert_null(kr_server_profile_at(&c, 16 * 60));
     assert_string_equal(kr_server_profile_at(&c, 23 * 60)->name, "night");
     assert_string_equal(kr_server_profile_at(&c, 3 * 60)->name, "night");
-    kr_sched_params eff = kr_server_profile_apply(&c.sched, kr_server_profile_at(&c, 600));
+    kr_context_params eff = kr_server_profile_apply(&c.sched, kr_server_profile_at(&c, 600));
     assert_int_equal(eff.batch_wait_ms, 20);
     assert_int_equal(eff.max_running, 4); /* kept */
     eff = kr_server_profile_apply(&c.sched, kr_server_profile_at(&c, 60));
@@ -715,26 +717,26 @@ typedef struct fake_sched {
 /* Plays the scheduler thread: STARTED, STEP..., then DONE (result NULL stands in) or FAILED. */
 static void *fake_sched_run(void *arg) {
     fake_sched *f = arg;
-    kr_sched_event ev;
+    kr_event ev;
     memset(&ev, 0, sizeof ev);
     ev.id = 77;
     ev.pred_len = f->steps;
-    ev.kind = KR_SCHED_STARTED;
-    ev.queue_seconds = 0.25;
+    ev.kind = KR_EVENT_STARTED;
+    ev.stats.queue_seconds = 0.25;
     kr_job_on_event(f->job, &ev);
     for (int k = 1; k <= f->steps; k++) {
         usleep(2000);
-        ev.kind = KR_SCHED_STEP;
+        ev.kind = KR_EVENT_STEP;
         ev.step = k;
         kr_job_on_event(f->job, &ev);
     }
     if (f->fail) {
-        ev.kind = KR_SCHED_FAILED;
+        ev.kind = KR_EVENT_FAILED;
         ev.error.status = KR_ERR_TIMEOUT;
         snprintf(ev.error.message, sizeof ev.error.message, "deadline passed");
     } else {
-        ev.kind = KR_SCHED_DONE;
-        ev.generated_tokens = f->steps;
+        ev.kind = KR_EVENT_DONE;
+        ev.stats.generated_tokens = f->steps;
     }
     kr_job_on_event(f->job, &ev);
     return NULL;

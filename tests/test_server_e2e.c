@@ -30,6 +30,7 @@
 
 #include "http_client.h"
 #include "server/drift.h"
+#include "engine_helpers.h"
 #include "test_support.h"
 
 #include "base/timeutil.h"
@@ -133,7 +134,6 @@ static int setup(void **state) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     kr_error err = { 0 };
     kr_model_params mp = kr_model_default_params();
-    mp.n_threads = 2;
     if (kr_model_load(KR_SOURCE_DIR "/models/kronos-demo/predictor",
                       KR_SOURCE_DIR "/models/kronos-demo/tokenizer", &mp, &g_model,
                       &err) != KR_OK) {
@@ -364,7 +364,9 @@ static void test_server_matches_library(void **state) {
     kr_series s = kr_candles_slice(g_candles, 300, 120);
     kr_forecast *fc = NULL;
     kr_error err = { 0 };
-    assert_int_equal(kr_forecast_run(g_model, &s, &p, &fc, &err), KR_OK);
+    kr_context *ctx = kr_test_context(g_model, 2, NULL);
+    assert_int_equal(kr_forecast_run(ctx, &s, &p, &fc, &err), KR_OK);
+    kr_context_free(ctx);
     cJSON *root = json_of(r);
     cJSON *mean = cJSON_GetObjectItem(root, "mean");
     const double *mv = kr_forecast_mean(fc);
@@ -430,7 +432,6 @@ static void test_quant_drift_metric(void **state) {
     (void)state;
     kr_error err = { 0 };
     kr_model_params mp = kr_model_default_params();
-    mp.n_threads = 1;
     mp.quant = "q4";
     kr_model *q = NULL, *shadow = NULL;
     if (kr_model_load(KR_SOURCE_DIR "/models/kronos-demo/predictor",
@@ -548,8 +549,8 @@ static void test_deadline_504(void **state) {
     free(body);
 }
 
-static int kv_settled(kr_sched_stats *st) {
-    kr_sched_get_stats(kr_server_sched(g_srv), st);
+static int kv_settled(kr_context_stats *st) {
+    kr_context_get_stats(kr_server_context(g_srv), st);
     return st->running == 0 && st->waiting == 0;
 }
 
@@ -566,7 +567,7 @@ static void test_cancel_frees_kv(void **state) {
     assert_true(r->progress_seen >= 3);
     assert_null(strstr(r->body, "event: result"));
     /* The scheduler drops the request at its next step; its KV goes, the cache stays. */
-    kr_sched_stats st;
+    kr_context_stats st;
     double t0 = kr_now_seconds();
     while (!kv_settled(&st) && kr_now_seconds() - t0 < 20) usleep(10000);
     assert_int_equal(st.running, 0);
@@ -675,11 +676,11 @@ static void test_drain(void **state) {
                           { 0 } };
     pthread_t th, dth;
     pthread_create(&th, NULL, conc_run, &inflight);
-    kr_sched_stats st;
+    kr_context_stats st;
     double t0 = kr_now_seconds();
     do {
         usleep(2000);
-        kr_sched_get_stats(kr_server_sched(s), &st);
+        kr_context_get_stats(kr_server_context(s), &st);
     } while (st.running == 0 && kr_now_seconds() - t0 < 10);
     assert_int_equal(st.running, 1);
 

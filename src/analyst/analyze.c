@@ -87,7 +87,7 @@ static void model_name_from_dir(const char *dir, char *out, size_t cap) {
     snprintf(out, cap, "%s", base ? base + 1 : buf);
 }
 
-static void fill_meta(kr_model *model, const kr_analyze_params *p, kr_report_meta *m) {
+static void fill_meta(const kr_model *model, const kr_analyze_params *p, kr_report_meta *m) {
     memset(m, 0, sizeof *m);
     kr_model_info info;
     kr_model_get_info(model, &info);
@@ -128,9 +128,9 @@ static kr_status check_params(const kr_analyze_params *p, kr_error *err) {
     return KR_OK;
 }
 
-kr_status kr_analyze(kr_model *model, const kr_analyze_item *items, int n,
+kr_status kr_analyze(kr_context *ctx, const kr_analyze_item *items, int n,
                      const kr_analyze_params *p, kr_report_set **out, kr_error *err) {
-    if (!model || !items || n < 1 || !p || !out)
+    if (!ctx || !items || n < 1 || !p || !out)
         return kr_error_set(err, KR_ERR_INVALID_ARG, "analyze: NULL argument or no symbols");
     *out = NULL;
     kr_status st = check_params(p, err);
@@ -185,13 +185,13 @@ kr_status kr_analyze(kr_model *model, const kr_analyze_item *items, int n,
     snprintf(what, sizeof what, "forecasting %d symbol%s (%d paths, %d bars)", n, n == 1 ? "" : "s",
              p->paths, p->horizon);
     progress(p, 0, n_steps, what);
-    if ((st = kr_forecast_run_batch(model, series, n, &fp, fc, err)) != KR_OK) {
+    if ((st = kr_forecast_run_batch_ex(ctx, series, n, &fp, p->request, fc, err)) != KR_OK) {
         /* The engine names "series i"; say which symbol that is. */
         if (n == 1) kr_error_prefix(err, "%s %s", items[0].symbol, items[0].interval);
         goto done;
     }
     kr_report_meta meta;
-    fill_meta(model, p, &meta);
+    fill_meta(kr_context_model(ctx), p, &meta);
     for (int i = 0; i < n; i++)
         if ((st = kr_report_build(items[i].symbol, items[i].interval, items[i].candles, lookback[i],
                                   fc[i], &meta, &set->reports[i], err)) != KR_OK)
@@ -202,8 +202,8 @@ kr_status kr_analyze(kr_model *model, const kr_analyze_item *items, int n,
                  p->calibrate);
         progress(p, 1 + i, n_steps, what);
         kr_calibration *cal = NULL;
-        if ((st = kr_calibrate(model, items[i].candles, p->calibrate, &fp, p->lookback, &cal,
-                               err)) != KR_OK) {
+        if ((st = kr_calibrate(ctx, items[i].candles, p->calibrate, &fp, p->lookback, p->request,
+                               &cal, err)) != KR_OK) {
             kr_error_prefix(err, "%s %s", items[i].symbol, items[i].interval);
             goto done;
         }

@@ -2,7 +2,7 @@
  * analyst/analyze — the analysis pipeline behind `kronos analyze` (and the server's
  * /v1/analyze): histories in, a set of reports out.
  *
- * One kr_forecast_run_batch call forecasts every symbol (any mix of lengths), then, when
+ * One batch on the context forecasts every symbol (any mix of lengths), then, when
  * calibration is asked for, one batch call per symbol runs its K walk-forward windows. Each
  * symbol's report is built from its own forecast; the set adds a ranking by expected return.
  */
@@ -36,6 +36,9 @@ typedef struct kr_analyze_params {
     int calibrate; /* walk-forward windows per symbol; 0 = none */
     kr_analyze_progress_fn progress; /* may be NULL */
     void *progress_user;
+    /* Deadline, priority, abort check of the forecasts (borrowed; may be NULL): a server
+     * passes its request timeout and "the client has gone". */
+    const kr_request_params *request;
     /* Metadata for the reports (borrowed; may be NULL). */
     const char *model_name, *predictor_dir, *tokenizer_dir;
 } kr_analyze_params;
@@ -54,7 +57,7 @@ int64_t kr_analyze_min_rows(const kr_analyze_params *p);
 
 /* Runs the pipeline for items[n]. Errors name the symbol. Caller owns *out; free with
  * kr_report_set_free. */
-kr_status kr_analyze(kr_model *model, const kr_analyze_item *items, int n,
+kr_status kr_analyze(kr_context *ctx, const kr_analyze_item *items, int n,
                      const kr_analyze_params *p, kr_report_set **out, kr_error *err);
 
 void kr_report_set_free(kr_report_set *set);

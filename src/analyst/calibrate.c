@@ -172,10 +172,10 @@ fail:
     return st;
 }
 
-kr_status kr_calibrate(kr_model *model, const kr_candles *c, int windows,
+kr_status kr_calibrate(kr_context *ctx, const kr_candles *c, int windows,
                        const kr_forecast_params *params, int requested_lookback,
-                       kr_calibration **out, kr_error *err) {
-    if (!model || !c || !params || !out || windows < 1)
+                       const kr_request_params *request, kr_calibration **out, kr_error *err) {
+    if (!ctx || !c || !params || !out || windows < 1)
         return kr_error_set(err, KR_ERR_INVALID_ARG, "calibrate: bad argument");
     *out = NULL;
     kr_series *series = calloc((size_t)windows, sizeof *series);
@@ -191,7 +191,7 @@ kr_status kr_calibrate(kr_model *model, const kr_candles *c, int windows,
     if ((st = kr_calibration_plan(c, windows, p.pred_len, p.max_context, requested_lookback, series,
                                   err)) != KR_OK)
         goto done;
-    if ((st = kr_forecast_run_batch(model, series, windows, &p, fc, err)) != KR_OK) {
+    if ((st = kr_forecast_run_batch_ex(ctx, series, windows, &p, request, fc, err)) != KR_OK) {
         kr_error_prefix(err, "calibration");
         goto done;
     }

@@ -19,6 +19,7 @@
 #include "analyst/render.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/engine_open.h"
 #include "kronos.h"
 #include "market/store.h"
 
@@ -349,7 +350,7 @@ int kr_cmd_analyze(int argc, char **argv) {
     int64_t n_all = 0;
     kr_candles *cs[MAX_SYMBOLS] = { 0 };
     kr_analyze_item items[MAX_SYMBOLS];
-    kr_model *model = NULL;
+    kr_cli_engine eng = { 0 };
     kr_report_set *set = NULL;
     kr_narrative **narr = NULL;
     int n_narr = 0;
@@ -401,16 +402,13 @@ int kr_cmd_analyze(int argc, char **argv) {
         items[i].candles = cs[i];
     }
 
-    kr_model_params mp = kr_model_default_params();
-    mp.n_threads = o.threads;
-    if (kr_model_load(pred_dir, tok_dir, &mp, &model, &err) != KR_OK) {
-        rc = kr_cli_fail(CMD, err.message);
+    if ((rc = kr_cli_engine_open(CMD, pred_dir, tok_dir, NULL, o.threads, NULL, &eng)) != 0)
         goto done;
-    }
+    rc = 1;
     o.p.predictor_dir = pred_dir;
     o.p.tokenizer_dir = tok_dir;
     if (isatty(STDERR_FILENO) && (o.n_symbols > 1 || o.p.calibrate > 0)) o.p.progress = progress;
-    if (kr_analyze(model, items, o.n_symbols, &o.p, &set, &err) != KR_OK) {
+    if (kr_analyze(eng.ctx, items, o.n_symbols, &o.p, &set, &err) != KR_OK) {
         if (o.p.progress) fprintf(stderr, "\r\033[K");
         rc = kr_cli_fail(CMD, err.message);
         goto done;
@@ -429,7 +427,7 @@ done:
     free(text);
     kr_report_set_free(set);
     kr_narrative_free_all(narr, n_narr); /* after the set: its reports borrow them */
-    kr_model_free(model);
+    kr_cli_engine_close(&eng);
     for (int i = 0; i < o.n_symbols; i++) kr_candles_free(cs[i]);
     free(all);
     kr_store_close(store);

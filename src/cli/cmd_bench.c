@@ -18,6 +18,7 @@
 #include "base/timeutil.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "engine/context.h"
 #include "engine/forecast_internal.h"
 #include "kernels/kernels.h"
 #include "market/candles.h"
@@ -94,12 +95,12 @@ typedef struct row {
     int64_t prefill_tokens, decode_tokens, recomputes;
 } row;
 
-static int run_once(kr_model *m, const kr_series *s, int n, const kr_forecast_params *p, int naive,
-                    double *secs, kr_forecast_stats *stats, kr_error *err) {
+static int run_once(kr_context *ctx, const kr_series *s, int n, const kr_forecast_params *p,
+                    int naive, double *secs, kr_forecast_stats *stats, kr_error *err) {
     kr_forecast **res = calloc((size_t)n, sizeof *res);
     kr_gen_options opt = { .naive = naive };
     double t0 = kr_now_seconds();
-    kr_status st = kr_forecast_run_ex(m, s, n, p, &opt, res, err);
+    kr_status st = kr_forecast_run_batch_opt(ctx, s, n, p, NULL, &opt, res, err);
     *secs = kr_now_seconds() - t0;
     memset(stats, 0, sizeof *stats);
     for (int i = 0; i < n && st == KR_OK; i++) {
@@ -245,10 +246,19 @@ int kr_cmd_bench(int argc, char **argv) {
     }
     kr_model *m = NULL;
     kr_model_params mp = kr_model_default_params();
-    mp.n_threads = threads;
     mp.quant = quant;
-    mp.kv_dtype = kv_dtype;
     if (kr_model_load(pred_dir, tok_dir, &mp, &m, &err) != KR_OK) {
+        kr_candles_free(cs);
+        return kr_cli_fail(CMD, err.message);
+    }
+    /* No prefix cache: every repeat computes everything, as the reference would. */
+    kr_context *ctx = NULL;
+    kr_context_params cp = kr_context_default_params();
+    cp.n_threads = threads;
+    cp.kv_dtype = kv_dtype;
+    cp.prefix_cache = 0;
+    if (kr_context_create(m, &cp, &ctx, &err) != KR_OK) {
+        kr_model_free(m);
         kr_candles_free(cs);
         return kr_cli_fail(CMD, err.message);
     }
@@ -278,7 +288,7 @@ int kr_cmd_bench(int argc, char **argv) {
             double times[1000];
             kr_forecast_stats stats = { 0 };
             for (int r = 0; r < reps; r++)
-                if (run_once(m, ss, series, &p, mode, &times[r], &stats, &err) != 0) {
+                if (run_once(ctx, ss, series, &p, mode, &times[r], &stats, &err) != 0) {
                     rc = kr_cli_fail(CMD, err.message);
                     break;
                 }
@@ -311,7 +321,7 @@ int kr_cmd_bench(int argc, char **argv) {
             cJSON_AddNumberToObject(root, "model_load_seconds", mi.load_seconds);
             cJSON_AddNumberToObject(root, "weight_bytes", (double)mi.weight_bytes);
             cJSON_AddStringToObject(root, "quant", mi.quant);
-            cJSON_AddStringToObject(root, "kv_dtype", mi.kv_dtype);
+            cJSON_AddStringToObject(root, "kv_dtype", kv_dtype ? kv_dtype : "f32");
             cJSON_AddNumberToObject(root, "quantize_seconds", mi.quant_seconds);
             cJSON *arr = cJSON_AddArrayToObject(root, "results");
             for (int i = 0; i < n_rows; i++) {
@@ -344,7 +354,7 @@ int kr_cmd_bench(int argc, char **argv) {
                    kr_isa_name(kr_isa_active()), mi.load_seconds * 1e3,
                    gen_s > 0 ? " (weights generated now)" : "");
             printf("weights %s, %.1f MB (quantised at load in %.2f s), KV cache %s\n\n", mi.quant,
-                   mi.weight_bytes / 1048576.0, mi.quant_seconds, mi.kv_dtype);
+                   mi.weight_bytes / 1048576.0, mi.quant_seconds, kv_dtype ? kv_dtype : "f32");
             printf("| paths | path | wall s (median) | tokens/s | ~GFLOP/s | peak RSS MB | KV MB | "
                    "vs naive | official predictor s | speed-up vs official |\n");
             printf("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
@@ -366,6 +376,7 @@ int kr_cmd_bench(int argc, char **argv) {
         }
     }
     free(ss);
+    kr_context_free(ctx);
     kr_model_free(m);
     kr_candles_free(cs);
     return rc;

@@ -212,7 +212,7 @@ static double top_gap(const float *logits, int n, int top) {
     return (double)logits[top] - (double)second;
 }
 
-static kr_status teacher_window(kr_model *ref, kr_model *q, const kr_series *s, int L, int V1,
+static kr_status teacher_window(kr_context *ref, kr_context *q, const kr_series *s, int L, int V1,
                                 int V2, results *r, kr_error *err) {
     size_t n = (size_t)(L - 1);
     int32_t *t1 = malloc((size_t)L * 4), *t2 = malloc((size_t)L * 4), *u1 = malloc((size_t)L * 4),
@@ -285,7 +285,7 @@ static void write_reports(const opts *o, const kr_model_info *qi, const results 
     double nw = (double)(r->windows ? r->windows : 1);
     char label[64];
     snprintf(label, sizeof label, "%s%s%s, kv %s", qi->quant, qi->quant_method[0] ? " " : "",
-             qi->quant_method, qi->kv_dtype);
+             qi->quant_method, o->kv_dtype ? o->kv_dtype : "f32");
     fprintf(md, "### %s vs f32\n\n", label);
     fprintf(
         md,
@@ -326,7 +326,7 @@ static void write_reports(const opts *o, const kr_model_info *qi, const results 
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "quant", qi->quant);
     cJSON_AddStringToObject(root, "method", qi->quant_method);
-    cJSON_AddStringToObject(root, "kv_dtype", qi->kv_dtype);
+    cJSON_AddStringToObject(root, "kv_dtype", o->kv_dtype ? o->kv_dtype : "f32");
     cJSON_AddNumberToObject(root, "weight_bytes", (double)qi->weight_bytes);
     cJSON_AddNumberToObject(root, "files", o->n_data);
     cJSON_AddNumberToObject(root, "windows", (double)r->windows);
@@ -377,10 +377,8 @@ static void write_reports(const opts *o, const kr_model_info *qi, const results 
 static kr_status load_models(const opts *o, const char *pred_dir, const char *tok_dir,
                              kr_model **ref, kr_model **q, kr_error *err) {
     kr_model_params mp = kr_model_default_params();
-    mp.n_threads = o->threads;
     kr_status st = kr_model_load(pred_dir, tok_dir, &mp, ref, err);
     if (st != KR_OK) return st;
-    mp.kv_dtype = o->kv_dtype;
     if (o->quant_model) {
         char qp[PATH_MAX], qt[PATH_MAX], msg[PATH_MAX + 128];
         if (kr_resolve_model_dirs(o->quant_model, NULL, qp, qt, msg, sizeof msg) != 0)
@@ -397,7 +395,7 @@ static kr_status load_models(const opts *o, const char *pred_dir, const char *to
     if ((st = kr_calib_set_load(o->calib, o->n_calib, KR_CALIB_DEFAULT_WINDOWS,
                                 KR_CALIB_DEFAULT_LOOKBACK, &cs, err)) != KR_OK)
         return st;
-    st = kr_model_quantize(*q, o->quant, o->group, cs.series, cs.n_series, err);
+    st = kr_model_quantize(*q, o->quant, o->group, cs.series, cs.n_series, o->threads, err);
     kr_calib_set_free(&cs);
     return st;
 }
@@ -426,6 +424,15 @@ int kr_cmd_eval_quant(int argc, char **argv) {
     if (!ws || !last_close || !actual || !file_of || !fr || !fq)
         rc = kr_cli_fail(CMD, "out of memory");
     if (rc == 0 && load_models(&o, pred_dir, tok_dir, &ref, &q, &err) != KR_OK)
+        rc = kr_cli_fail(CMD, err.message);
+    /* The reference runs with f32 KV, the quantised model with --kv-dtype. */
+    kr_context *ref_ctx = NULL, *q_ctx = NULL;
+    kr_context_params cp = kr_context_default_params();
+    cp.n_threads = o.threads;
+    if (rc == 0 && kr_context_create(ref, &cp, &ref_ctx, &err) != KR_OK)
+        rc = kr_cli_fail(CMD, err.message);
+    cp.kv_dtype = o.kv_dtype;
+    if (rc == 0 && kr_context_create(q, &cp, &q_ctx, &err) != KR_OK)
         rc = kr_cli_fail(CMD, err.message);
     /* Windows end at evenly spaced rows, each followed by H real candles. */
     for (int f = 0; rc == 0 && f < o.n_data; f++) {
@@ -459,7 +466,7 @@ int kr_cmd_eval_quant(int argc, char **argv) {
     int V1 = rc == 0 ? 1 << ri.s1_bits : 0, V2 = rc == 0 ? 1 << ri.s2_bits : 0;
     double t0 = kr_now_seconds();
     for (int i = 0; rc == 0 && i < nw; i++)
-        if (teacher_window(ref, q, &ws[i], L, V1, V2, &r, &err) != KR_OK)
+        if (teacher_window(ref_ctx, q_ctx, &ws[i], L, V1, V2, &r, &err) != KR_OK)
             rc = kr_cli_fail(CMD, err.message);
     r.seconds_teacher = kr_now_seconds() - t0;
 
@@ -470,9 +477,9 @@ int kr_cmd_eval_quant(int argc, char **argv) {
     p.seed = o.seed;
     p.keep_paths = 1;
     t0 = kr_now_seconds();
-    if (rc == 0 && kr_forecast_run_batch(ref, ws, nw, &p, fr, &err) != KR_OK)
+    if (rc == 0 && kr_forecast_run_batch(ref_ctx, ws, nw, &p, fr, &err) != KR_OK)
         rc = kr_cli_fail(CMD, err.message);
-    if (rc == 0 && kr_forecast_run_batch(q, ws, nw, &p, fq, &err) != KR_OK)
+    if (rc == 0 && kr_forecast_run_batch(q_ctx, ws, nw, &p, fq, &err) != KR_OK)
         rc = kr_cli_fail(CMD, err.message);
     r.seconds_forecast = kr_now_seconds() - t0;
     if (rc == 0) {
@@ -546,6 +553,8 @@ int kr_cmd_eval_quant(int argc, char **argv) {
     free(fr);
     free(fq);
     for (int f = 0; f < o.n_data; f++) kr_candles_free(files[f]);
+    kr_context_free(ref_ctx);
+    kr_context_free(q_ctx);
     kr_model_free(ref);
     kr_model_free(q);
     return rc;

@@ -17,6 +17,7 @@
 #include "base/timeutil.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/engine_open.h"
 #include "kronos.h"
 #include "market/candles.h"
 
@@ -351,7 +352,8 @@ int kr_cmd_forecast(int argc, char **argv) {
     kr_candles **cs = NULL;
     kr_series *series = NULL;
     kr_forecast **res = NULL;
-    kr_model *model = NULL;
+    kr_model *model = NULL; /* eng's */
+    kr_cli_engine eng = { 0 };
     int64_t *future = NULL;
     char msg[1024];
     kr_error err = { 0 };
@@ -393,16 +395,13 @@ int kr_cmd_forecast(int argc, char **argv) {
         }
         series[0].future_timestamps = future;
     }
-    kr_model_params mp = kr_model_default_params();
-    mp.n_threads = o.threads;
-    mp.quant = o.quant;
-    mp.kv_dtype = o.kv_dtype;
-    if (kr_model_load(pred_dir, tok_dir, &mp, &model, &err) != KR_OK) {
-        rc = kr_cli_fail(CMD, err.message);
+    if ((rc = kr_cli_engine_open(CMD, pred_dir, tok_dir, o.quant, o.threads, o.kv_dtype, &eng)) !=
+        0)
         goto done;
-    }
+    model = eng.model;
+    rc = 1;
     o.p.keep_paths = 1;
-    if (kr_forecast_run_batch(model, series, o.n_inputs, &o.p, res, &err) != KR_OK) {
+    if (kr_forecast_run_batch(eng.ctx, series, o.n_inputs, &o.p, res, &err) != KR_OK) {
         if (o.n_inputs == 1)
             snprintf(msg, sizeof msg, "%s: %s", o.inputs[0], err.message);
         else
@@ -450,7 +449,7 @@ done:
     free(cs);
     free(series);
     free(future);
-    kr_model_free(model);
+    kr_cli_engine_close(&eng);
     for (int i = 0; i < n_owned; i++) free(owned[i]);
     free(owned);
     return rc;

@@ -120,11 +120,11 @@ int kr_cmd_quantize(int argc, char **argv) {
     if (kr_calib_set_load(calib, n_calib, windows, lookback, &cs, &err) != KR_OK)
         return kr_cli_fail(CMD, err.message);
     kr_model_params mp = kr_model_default_params();
-    mp.n_threads = threads;
     if (rc == 0 && kr_model_load(pred_dir, tok_dir, &mp, &m, &err) != KR_OK)
         rc = kr_cli_fail(CMD, err.message);
     double t0 = kr_now_seconds();
-    if (rc == 0 && kr_model_quantize(m, quant, group, cs.series, cs.n_series, &err) != KR_OK)
+    if (rc == 0 &&
+        kr_model_quantize(m, quant, group, cs.series, cs.n_series, threads, &err) != KR_OK)
         rc = kr_cli_fail(CMD, err.message);
     double tq = kr_now_seconds() - t0;
     if (rc == 0 && kr_model_save_quantized(m, out, &err) != KR_OK)

@@ -189,7 +189,7 @@ static int attach_shadow(kr_server *srv, const kr_model *model, const kr_server_
                          const char *pred_dir, const char *tok_dir) {
     kr_model_info mi;
     kr_model_get_info(model, &mi);
-    int quantised = strcmp(mi.quant, "f32") != 0 || strcmp(mi.kv_dtype, "f32") != 0;
+    int quantised = strcmp(mi.quant, "f32") != 0 || strcmp(cfg->kv_dtype, "f32") != 0;
     if (!quantised || cfg->drift_sample <= 0) return 0;
     if (strcmp(mi.quant, "f32") != 0 && mi.quant_seconds <= 0) {
         fprintf(stderr,
@@ -199,7 +199,6 @@ static int attach_shadow(kr_server *srv, const kr_model *model, const kr_server_
         return 0;
     }
     kr_model_params sp = kr_model_default_params();
-    sp.n_threads = 1;
     kr_model *shadow = NULL;
     kr_error err = { 0 };
     if (kr_model_load(pred_dir, tok_dir, &sp, &shadow, &err) != KR_OK ||
@@ -245,9 +244,7 @@ int kr_cmd_serve(int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN);
 
     kr_model_params mp = kr_model_default_params();
-    mp.n_threads = cfg.threads;
     mp.quant = cfg.quant;
-    mp.kv_dtype = cfg.kv_dtype;
     kr_model *model = NULL;
     if (kr_model_load(pred_dir, tok_dir, &mp, &model, &err) != KR_OK)
         return kr_cli_fail(CMD, err.message);

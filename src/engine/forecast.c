@@ -1,7 +1,7 @@
 /*
  * engine/forecast — the public forecasting API: validates a request, turns candles into the
  * reference's float32 inputs (amount fill, statistics, clip, time stamps, future timestamps),
- * runs kr_generate and turns decoded paths back into candles, mean and quantiles.
+ * hands the job to a context (generate.c via scheduler.c) and turns decoded paths back into candles, mean and quantiles.
  */
 #include "engine/forecast_internal.h"
 
@@ -253,62 +253,11 @@ void kr_forecast_job_release(kr_forecast_job *j) {
     j->result = NULL;
 }
 
-kr_status kr_forecast_run_ex(kr_model *model, const kr_series *series, int n_series,
-                             const kr_forecast_params *params, const kr_gen_options *opt,
-                             kr_forecast **out, kr_error *err) {
-    if (!model || !series || !params || !out || n_series < 1)
-        return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_forecast_run: NULL argument or no series");
-    for (int i = 0; i < n_series; i++) out[i] = NULL;
-    kr_forecast_job *jobs = calloc((size_t)n_series, sizeof *jobs);
-    kr_gen_input *in = calloc((size_t)n_series, sizeof *in);
-    kr_gen_output *go = calloc((size_t)n_series, sizeof *go);
-    kr_status st = jobs && in && go
-                       ? KR_OK
-                       : kr_error_set(err, KR_ERR_NOMEM, "kr_forecast_run: out of memory");
-    double t0 = kr_now_seconds();
-    for (int i = 0; i < n_series && st == KR_OK; i++) {
-        st = kr_forecast_job_init(&jobs[i], &series[i], i, n_series, params, err);
-        if (st == KR_OK) {
-            in[i] = jobs[i].in;
-            go[i] = jobs[i].out;
-        }
-    }
-    if (st == KR_OK) {
-        pthread_mutex_lock(&model->lock);
-        st = kr_generate(model, in, go, n_series, &jobs[0].params, opt, err);
-        pthread_mutex_unlock(&model->lock);
-    }
-    double t1 = kr_now_seconds();
-    for (int i = 0; i < n_series && st == KR_OK; i++) {
-        jobs[i].out = go[i];
-        st = kr_forecast_job_finish(&jobs[i], t1 - t0, err);
-    }
-    for (int i = 0; i < n_series && jobs; i++) {
-        if (st == KR_OK) {
-            out[i] = jobs[i].result;
-            jobs[i].result = NULL;
-        }
-        kr_forecast_job_release(&jobs[i]);
-    }
-    free(jobs);
-    free(in);
-    free(go);
-    return st;
-}
-
-kr_status kr_forecast_run(kr_model *model, const kr_series *series,
-                          const kr_forecast_params *params, kr_forecast **out, kr_error *err) {
-    return kr_forecast_run_ex(model, series, 1, params, NULL, out, err);
-}
-
-kr_status kr_forecast_run_batch(kr_model *model, const kr_series *series, int n_series,
-                                const kr_forecast_params *params, kr_forecast **out,
-                                kr_error *err) {
-    return kr_forecast_run_ex(model, series, n_series, params, NULL, out, err);
-}
-
 int kr_forecast_pred_len(const kr_forecast *f) { return f ? f->pred_len : 0; }
 int kr_forecast_paths(const kr_forecast *f) { return f ? f->paths : 0; }
+int kr_forecast_lookback(const kr_forecast *f) { return f ? f->lookback : 0; }
+const int32_t *kr_forecast_history_s1(const kr_forecast *f) { return f ? f->hist_s1 : NULL; }
+const int32_t *kr_forecast_history_s2(const kr_forecast *f) { return f ? f->hist_s2 : NULL; }
 const int64_t *kr_forecast_timestamps(const kr_forecast *f) { return f ? f->timestamps : NULL; }
 const double *kr_forecast_mean(const kr_forecast *f) { return f ? f->mean : NULL; }
 

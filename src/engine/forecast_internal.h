@@ -1,6 +1,6 @@
 /*
- * engine/forecast_internal — the kr_forecast result layout and the extended entry point the
- * tests and the benchmark use (naive recomputation, step observers, teacher forcing).
+ * engine/forecast_internal — the kr_forecast result layout and the forecast job (validated,
+ * normalised inputs and the result they fill) that the context runs.
  */
 #ifndef KR_ENGINE_FORECAST_INTERNAL_H
 #define KR_ENGINE_FORECAST_INTERNAL_H
@@ -47,9 +47,5 @@ kr_status kr_forecast_job_init(kr_forecast_job *j, const kr_series *series, int 
 /* After generation: mean, paths, stats into j->result. */
 kr_status kr_forecast_job_finish(kr_forecast_job *j, double seconds_total, kr_error *err);
 void kr_forecast_job_release(kr_forecast_job *j);
-
-kr_status kr_forecast_run_ex(kr_model *model, const kr_series *series, int n_series,
-                             const kr_forecast_params *params, const kr_gen_options *opt,
-                             kr_forecast **out, kr_error *err);
 
 #endif

@@ -1,30 +1,48 @@
 /*
- * engine/generate — autoregressive generation, one step at a time, for any set of sequence
- * groups (continuous batching) or for a fixed batch (kr_generate).
+ * engine/generate — autoregressive generation for any set of sequence groups, advanced one
+ * engine step at a time within a row budget per group (continuous batching with bounded
+ * steps).
  *
- * A group is one series forecast with `paths` sample paths and its own parameters. On
- * admission its history is encoded; its context window is prefilled once (shared by all its
- * paths; possibly in chunks across steps, possibly partly taken from a prefix cache); then
- * each step advances every live path of every group in one batched forward pass; when a
- * group reaches pred_len its paths are decoded by the tokenizer (the window's history prefix
- * once per group) and the group is done.
+ * A group is one series forecast with `paths` sample paths and its own parameters. It moves
+ * through phases:
+ *   ADMIT     its history is encoded by the tokenizer (or found in the prefix cache);
+ *   PREFILL   its context window is prefilled once for all paths, in chunks of at most its
+ *             budget, possibly partly or wholly taken from a prefix cache;
+ *   GENERATE  each generation step samples one token per path: the window ending at the
+ *             previous token is brought up to date (one row per path while the KV cache
+ *             holds the window; past max_context in exact mode the trailing window's history
+ *             part once, then each path's generated part on top of it), each path's s1 is
+ *             sampled from its logits and s2 from the dependency-aware layer;
+ *   DECODE    the tokenizer decodes each path's final window (its history part once);
+ *   DONE.
+ * A generation step's rows may spread over several engine steps (paths in turns, the
+ * re-run history in chunks, a long path chunk in pieces), so one heavy group never makes an
+ * engine step longer than the budgets the scheduler hands out; what is computed does not
+ * change, only when.
  *
- * Window semantics (max_context C): while the window still starts where the prefill started,
- * the cached path is used — bit-identical to recomputation, because kernels are
- * row-deterministic. Past C, exact mode re-runs the trailing window like the reference (the
- * history part once per group, each path's generated part on top of it); rolling mode keeps
- * the cache and lets the oldest keys fall out (an approximation, opt-in).
+ * Results never depend on the budgets or on which groups share a step: kernels are
+ * row-deterministic, a chunk's rows do not depend on how its past is split into references,
+ * and each path draws from its own random stream (seed, path, step).
  */
 #ifndef KR_ENGINE_GENERATE_H
 #define KR_ENGINE_GENERATE_H
 
 #include <stdint.h>
 
+#include "base/workspace.h"
 #include "kronos.h"
 #include "model/model.h"
 #include "model/transformer.h"
 
-/* Observes every step (tests, debugging). Pointers valid during the call only. */
+/* What generation runs with: the weights, the context's threads and workspace, and the KV
+ * precision. Owned by the context. */
+typedef struct kr_engine {
+    const kr_model *model;
+    kr_exec ex;
+    kr_kv_dtype kv_dtype;
+} kr_engine;
+
+/* Observes every sampled token (tests, debugging). Pointers valid during the call only. */
 typedef void (*kr_step_observer)(void *user, int group, int path, int step, const float *s1_logits,
                                  const float *s2_logits, int s1, int s2, int window_start,
                                  int window_len);
@@ -33,6 +51,7 @@ typedef struct kr_gen_options {
     int naive; /* recompute the whole window for every path at every step */
     kr_step_observer observer; /* may be NULL */
     void *observer_user;
+    int index; /* passed to the observer as `group` */
 } kr_gen_options;
 
 /* Inputs of one group, already normalised (see forecast.c). Borrowed until the group ends. */
@@ -87,31 +106,28 @@ void kr_prefix_release(kr_prefix *p);
 
 typedef struct kr_gen_group kr_gen_group;
 
-/* Creates a group (allocates its KV stores); caller owns it. */
-kr_status kr_gen_group_create(kr_model *model, const kr_gen_input *in, kr_gen_output *out,
+/* Creates a group (allocates its KV stores and per-path state); caller owns it. */
+kr_status kr_gen_group_create(const kr_engine *eng, const kr_gen_input *in, kr_gen_output *out,
                               const kr_forecast_params *params, const kr_gen_options *opt,
                               kr_gen_group **group, kr_error *err);
 void kr_gen_group_free(kr_gen_group *g);
 int kr_gen_group_done(const kr_gen_group *g);
-/* Steps sampled so far (0..pred_len). */
+/* Generation steps completed (0..pred_len): every path has sampled that many tokens. */
 int kr_gen_group_steps(const kr_gen_group *g);
+/* In the generation phase (sampling steps), as opposed to prefill or decode. */
+int kr_gen_group_generating(const kr_gen_group *g);
+/* Rows of work left before the group's current phase or generation step completes (prefill
+ * rows, re-run rows, path rows, decode rows); at least 1 while the group is not done. */
+int64_t kr_gen_group_pending_rows(const kr_gen_group *g);
 /* Bytes of the KV blocks the group holds; a prefill the prefix cache also holds is left to
  * the cache's account. */
 size_t kr_gen_group_kv_bytes(const kr_gen_group *g);
 
-typedef struct kr_gen_step_params {
-    int max_prefill_rows; /* prefill rows per step across groups (<= 0: unlimited) */
-    const kr_prefix_hooks *prefix; /* may be NULL */
-} kr_gen_step_params;
-
-/* Advances every not-done group by one step: new groups are encoded and (partly) prefilled,
- * running groups sample one token per path, groups reaching pred_len are decoded. A group's
- * results never depend on which other groups share the step. */
-kr_status kr_gen_step(kr_model *model, kr_gen_group **groups, int n_groups,
-                      const kr_gen_step_params *sp, kr_error *err);
-
-/* Runs a fixed batch to completion (each group with the same params). */
-kr_status kr_generate(kr_model *model, const kr_gen_input *in, kr_gen_output *out, int n_groups,
-                      const kr_forecast_params *params, const kr_gen_options *opt, kr_error *err);
+/* Runs one engine step: every group with budget[k] > 0 advances by up to that many rows of
+ * work (and by at least one unit of work — a prefill row, a path's chunk piece, a sampling
+ * round — even when its next unit is larger); groups with budget 0 wait. New groups are
+ * encoded first. hooks (may be NULL) connect the prefix cache. */
+kr_status kr_gen_step(const kr_engine *eng, kr_gen_group **groups, const int64_t *budget,
+                      int n_groups, const kr_prefix_hooks *hooks, kr_error *err);
 
 #endif

@@ -157,8 +157,8 @@ static kr_status choose_scales(net *t, kr_wfmt fmt, int group, kr_error *err) {
     return KR_OK;
 }
 
-static kr_status calibrate(kr_model *m, kr_wfmt fmt, const kr_series *calib, int n_calib, net *tok,
-                           net *pred, kr_error *err) {
+static kr_status calibrate(kr_model *m, kr_wfmt fmt, const kr_series *calib, int n_calib,
+                           int n_threads, net *tok, net *pred, kr_error *err) {
     kr_status st = net_attach(tok, 1, err);
     if (st == KR_OK) st = net_attach(pred, 1001, err);
     if (st != KR_OK) return st;
@@ -170,7 +170,15 @@ static kr_status calibrate(kr_model *m, kr_wfmt fmt, const kr_series *calib, int
     p.seed = 7;
     kr_forecast **out = calloc((size_t)n_calib, sizeof *out);
     if (!out) return kr_error_set(err, KR_ERR_NOMEM, "calibration: out of memory");
-    st = kr_forecast_run_batch(m, calib, n_calib, &p, out, err);
+    /* A context of its own, without the prefix cache: every window's rows are computed, so
+     * every Linear sees them. The model has no other context (load-time only). */
+    kr_context_params cp = kr_context_default_params();
+    cp.n_threads = n_threads;
+    cp.prefix_cache = 0;
+    kr_context *ctx = NULL;
+    st = kr_context_create(m, &cp, &ctx, err);
+    if (st == KR_OK) st = kr_forecast_run_batch(ctx, calib, n_calib, &p, out, err);
+    kr_context_free(ctx);
     for (int i = 0; i < n_calib; i++) kr_forecast_free(out[i]);
     free(out);
     for (int i = 0; i < tok->n; i++) tok->ls[i].l->stats = NULL;
@@ -186,7 +194,7 @@ static kr_status calibrate(kr_model *m, kr_wfmt fmt, const kr_series *calib, int
 }
 
 kr_status kr_model_quantize(kr_model *m, const char *fmt_name, int group, const kr_series *calib,
-                            int n_calib, kr_error *err) {
+                            int n_calib, int n_threads, kr_error *err) {
     if (!m || !fmt_name || (n_calib > 0 && !calib))
         return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_model_quantize: NULL argument");
     kr_wfmt fmt;
@@ -208,7 +216,7 @@ kr_status kr_model_quantize(kr_model *m, const char *fmt_name, int group, const 
     const char *method = "rtn";
     if (st == KR_OK && n_calib > 0) {
         m->info.quant_group = group; /* read by calibrate */
-        st = calibrate(m, fmt, calib, n_calib, &tok, &pred, err);
+        st = calibrate(m, fmt, calib, n_calib, n_threads, &tok, &pred, err);
         if (fmt == KR_WFMT_INT8) method = "smoothquant";
         if (fmt == KR_WFMT_Q4) method = "awq";
     }

@@ -1,629 +1,470 @@
 /*
- * engine/scheduler — see scheduler.h. The scheduler thread is the only one that touches the
- * model's compute, the running groups and the prefix cache; other threads only append to the
- * waiting queue or the cancel list under `lock`. Callbacks run on the scheduler thread with
- * no lock held.
+ * engine/scheduler — the engine thread of a kr_context (llama.cpp's update_slots, vLLM's
+ * engine loop): it alone drives the thread pool, the workspace, the running groups and the
+ * prefix cache, and loops
+ *   tasks → cancellations, deadlines, aborts → admission → one engine step → events.
+ *
+ * Admission takes waiting requests in priority order while the running set has room and the
+ * KV budget allows (a lone newcomer waits batch_wait_ms for company). Each engine step hands
+ * out at most max_batch_tokens rows: the highest priority present first — its generating
+ * groups before its prefills, round-robin among equals — and lower priorities at most
+ * background_share of the step (at least background_min_rows), so a heavy low-priority job
+ * progresses without stalling interactive requests. A request's results never depend on its
+ * budgets (generate.h).
+ *
+ * Callbacks (request events, abort checks, logs) run here with no lock held.
  */
-#include "engine/scheduler.h"
-
 #include <math.h>
-#include <pthread.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "base/error.h"
 #include "base/timeutil.h"
-#include "engine/forecast_internal.h"
-#include "engine/prefix_cache.h"
-#include "engine/tuner.h"
-#include "model/kv_pool.h"
+#include "engine/context_internal.h"
 
-typedef struct req {
-    uint64_t id;
-    kr_forecast_job job;
-    kr_gen_group *group;
-    kr_sched_cb cb;
-    void *user;
-    double t_submit, t_start, t_first, t_last, deadline;
-    int cancelled, reported_steps;
-    size_t kv_bytes;
-    struct req *next;
-} req;
+/* How often queued requests' should_abort callbacks are polled. */
+#define KR_QUEUED_ABORT_POLL_S 0.05
 
-struct kr_sched {
-    kr_model *m;
-    kr_metrics *metrics;
-    kr_sched_params p;
-    pthread_t thread;
-    pthread_mutex_t lock;
-    pthread_cond_t wake, idle;
-    req *wait_head, *wait_tail; /* FIFO of submitted requests */
-    int n_waiting;
-    uint64_t *cancels; /* ids to cancel, consumed by the thread */
-    int n_cancels, cap_cancels;
-    int stop, draining, thread_started;
-    uint64_t next_id;
-    /* scheduler-thread state */
-    req **running;
-    int n_running, cap_running;
-    kr_prefix_cache *cache;
-    size_t kv_used;
-    kr_tuner tuner;
-    /* published for kr_sched_get_stats (under lock) */
-    kr_sched_stats stats;
-    /* metrics */
-    kr_metric *m_ttft, *m_itl, *m_queue, *m_e2e, *m_batch, *m_running, *m_waiting, *m_kv_used,
-        *m_kv_budget, *m_kv_usage, *m_busy, *m_q_tokens, *m_h_tokens, *m_ok, *m_failed,
-        *m_cancelled, *m_timeout, *m_rejected, *m_cache_bytes, *m_gen_tokens, *m_prefill_tokens,
-        *m_kv_blocks_used, *m_kv_blocks_free;
-};
-
-kr_sched_params kr_sched_default_params(void) {
-    kr_sched_params p;
-    memset(&p, 0, sizeof p);
-    p.batch_wait_ms = 50;
-    p.max_batch_tokens = 4096;
-    p.max_running = 64;
-    p.max_queue = 256;
-    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-    p.kv_budget_bytes = pages > 0 && page > 0 ? (size_t)pages * (size_t)page / 4 : (size_t)1 << 30;
-    p.tune = 1;
-    p.target_queue_p95_s = 0.5;
-    p.target_ttft_p95_s = 2.0;
-    p.prefix_cache = 1;
-    return p;
-}
-
-static void logf_(kr_sched *s, const char *fmt, ...) KR_PRINTF(2, 3);
-static void logf_(kr_sched *s, const char *fmt, ...) {
-    if (!s->p.log) return;
-    char line[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    s->p.log(s->p.log_user, line);
-}
-
-static void register_metrics(kr_sched *s) {
-    kr_metrics *m = s->metrics;
-    static const double batch_bounds[] = { 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024 };
-    s->m_ttft = kr_metrics_histogram(m, "kronos_time_to_first_step_seconds", "",
-                                     "Time from submission to the first sampled step (TTFT)",
-                                     kr_latency_buckets, kr_latency_buckets_n);
-    s->m_itl = kr_metrics_histogram(m, "kronos_inter_step_latency_seconds", "",
-                                    "Time between consecutive steps of a request",
-                                    kr_latency_buckets, kr_latency_buckets_n);
-    s->m_queue = kr_metrics_histogram(m, "kronos_queue_wait_seconds", "",
-                                      "Time a request waited before joining the running batch",
-                                      kr_latency_buckets, kr_latency_buckets_n);
-    s->m_e2e = kr_metrics_histogram(m, "kronos_request_latency_seconds", "",
-                                    "End-to-end time of a request in the engine",
-                                    kr_latency_buckets, kr_latency_buckets_n);
-    s->m_batch = kr_metrics_histogram(
-        m, "kronos_batch_size", "", "Sample paths advanced together in one engine step",
-        batch_bounds, (int)(sizeof batch_bounds / sizeof batch_bounds[0]));
-    s->m_running =
-        kr_metrics_gauge(m, "kronos_requests_running", "", "Requests in the running batch");
-    s->m_waiting =
-        kr_metrics_gauge(m, "kronos_requests_waiting", "", "Requests waiting to be admitted");
-    s->m_kv_used = kr_metrics_gauge(m, "kronos_kv_cache_used_bytes", "",
-                                    "KV memory held by running requests and the prefix cache");
-    s->m_kv_budget = kr_metrics_gauge(m, "kronos_kv_cache_budget_bytes", "", "KV memory budget");
-    s->m_kv_usage =
-        kr_metrics_gauge(m, "kronos_kv_cache_usage_ratio", "", "KV memory used / budget");
-    s->m_kv_blocks_used = kr_metrics_gauge(
-        m, "kronos_kv_blocks_used", "",
-        "KV blocks held by any store of the process (requests, prefix cache, tokenizer)");
-    s->m_kv_blocks_free =
-        kr_metrics_gauge(m, "kronos_kv_blocks_free", "", "Freed KV blocks kept for reuse");
-    s->m_busy = kr_metrics_gauge(m, "kronos_engine_busy_ratio", "",
-                                 "Fraction of the last interval the engine computed");
-    s->m_q_tokens = kr_metrics_counter(m, "kronos_prefix_cache_queried_tokens_total", "",
-                                       "Context tokens looked up in the prefix cache");
-    s->m_h_tokens = kr_metrics_counter(m, "kronos_prefix_cache_hit_tokens_total", "",
-                                       "Context tokens served from the prefix cache");
-    s->m_cache_bytes =
-        kr_metrics_gauge(m, "kronos_prefix_cache_bytes", "", "Bytes held by the prefix cache");
-    s->m_ok = kr_metrics_counter(m, "kronos_requests_total", "outcome=\"ok\"",
-                                 "Finished requests by outcome");
-    s->m_failed = kr_metrics_counter(m, "kronos_requests_total", "outcome=\"error\"",
-                                     "Finished requests by outcome");
-    s->m_cancelled = kr_metrics_counter(m, "kronos_requests_total", "outcome=\"cancelled\"",
-                                        "Finished requests by outcome");
-    s->m_timeout = kr_metrics_counter(m, "kronos_requests_total", "outcome=\"timeout\"",
-                                      "Finished requests by outcome");
-    s->m_rejected = kr_metrics_counter(m, "kronos_requests_total", "outcome=\"rejected\"",
-                                       "Finished requests by outcome");
-    s->m_gen_tokens =
-        kr_metrics_counter(m, "kronos_generated_tokens_total", "", "Tokens sampled (all paths)");
-    s->m_prefill_tokens =
-        kr_metrics_counter(m, "kronos_prefill_tokens_total", "", "Context tokens prefilled");
-    kr_metric_set(s->m_kv_budget, (double)s->p.kv_budget_bytes);
-}
-
-/* ---------------------------------------------------------------- submission (any thread) */
-
-kr_status kr_sched_submit(kr_sched *s, const kr_series *series, const kr_forecast_params *params,
-                          double deadline_s, kr_sched_cb cb, void *user, uint64_t *id,
-                          kr_error *err) {
-    if (!s || !series || !params)
-        return kr_error_set(err, KR_ERR_INVALID_ARG, "submit: NULL argument");
-    req *r = calloc(1, sizeof *r);
-    if (!r) return kr_error_set(err, KR_ERR_NOMEM, "submit: out of memory");
-    kr_status st = kr_forecast_job_init(&r->job, series, 0, 1, params, err);
-    if (st != KR_OK) {
-        free(r);
-        return st;
-    }
-    r->cb = cb;
-    r->user = user;
-    r->t_submit = kr_now_seconds();
-    r->deadline = deadline_s > 0 ? r->t_submit + deadline_s : 0;
-    pthread_mutex_lock(&s->lock);
-    if (s->draining || s->stop || s->n_waiting >= s->p.max_queue) {
-        int draining = s->draining || s->stop;
-        pthread_mutex_unlock(&s->lock);
-        kr_forecast_job_release(&r->job);
-        free(r);
-        kr_metric_add(s->m_rejected, 1);
-        return kr_error_set(err, KR_ERR_BUSY,
-                            draining ? "the server is shutting down" : "the request queue is full");
-    }
-    r->id = ++s->next_id;
-    if (s->wait_tail)
-        s->wait_tail->next = r;
-    else
-        s->wait_head = r;
-    s->wait_tail = r;
-    s->n_waiting++;
-    if (id) *id = r->id;
-    pthread_cond_signal(&s->wake);
-    pthread_mutex_unlock(&s->lock);
-    return KR_OK;
-}
-
-void kr_sched_cancel(kr_sched *s, uint64_t id) {
-    if (!s) return;
-    pthread_mutex_lock(&s->lock);
-    if (s->n_cancels == s->cap_cancels) {
-        int cap = s->cap_cancels ? 2 * s->cap_cancels : 16;
-        uint64_t *c = realloc(s->cancels, (size_t)cap * sizeof *c);
-        if (c) {
-            s->cancels = c;
-            s->cap_cancels = cap;
-        }
-    }
-    if (s->n_cancels < s->cap_cancels) s->cancels[s->n_cancels++] = id;
-    pthread_cond_signal(&s->wake);
-    pthread_mutex_unlock(&s->lock);
-}
-
-void kr_sched_get_stats(kr_sched *s, kr_sched_stats *st) {
-    pthread_mutex_lock(&s->lock);
-    *st = s->stats;
-    st->waiting = s->n_waiting;
-    st->draining = s->draining;
-    pthread_mutex_unlock(&s->lock);
-}
-
-/* ---------------------------------------------------------------- scheduler thread */
-
-static void event_base(const req *r, kr_sched_event *ev, kr_sched_event_kind kind) {
+static void event_base(const kr_req *r, kr_event *ev, kr_event_kind kind) {
     memset(ev, 0, sizeof *ev);
     ev->kind = kind;
     ev->id = r->id;
+    ev->index = r->index;
     ev->step = r->group ? kr_gen_group_steps(r->group) : 0;
     ev->pred_len = r->job.params.pred_len;
-    ev->prefill_tokens = r->job.out.prefill_tokens;
-    ev->cached_tokens = r->job.out.cached_tokens;
-    ev->generated_tokens = (int64_t)ev->step * r->job.params.paths;
-    ev->queue_seconds = r->t_start > 0 ? r->t_start - r->t_submit : kr_now_seconds() - r->t_submit;
-    ev->ttft_seconds = r->t_first > 0 ? r->t_first - r->t_submit : 0;
-    ev->total_seconds = kr_now_seconds() - r->t_submit;
+    double now = kr_now_seconds();
+    kr_request_stats *s = &ev->stats;
+    s->prefill_tokens = r->job.out.prefill_tokens;
+    s->cached_tokens = r->job.out.cached_tokens;
+    s->generated_tokens = (int64_t)ev->step * r->job.params.paths;
+    s->queue_seconds = r->t_start > 0 ? r->t_start - r->t_submit : now - r->t_submit;
+    s->ttft_seconds = r->t_first > 0 ? r->t_first - r->t_submit : 0;
+    s->total_seconds = now - r->t_submit;
 }
 
-static void finish_req(kr_sched *s, req *r, kr_status st, const char *msg) {
-    kr_sched_event ev;
+static void emit(const kr_req *r, const kr_event *ev) {
+    if (r->rp.on_event) r->rp.on_event(r->rp.user, ev);
+}
+
+/* Ends a request: its DONE (with the result) or FAILED event, metrics, memory. No lock held. */
+static void finish_req(kr_context *c, kr_req *r, kr_status st, const char *msg) {
+    kr_event ev;
     if (st == KR_OK) {
-        event_base(r, &ev, KR_SCHED_DONE);
+        event_base(r, &ev, KR_EVENT_DONE);
         kr_error e = { 0 };
-        if (kr_forecast_job_finish(&r->job, ev.total_seconds, &e) == KR_OK) {
+        if (kr_forecast_job_finish(&r->job, ev.stats.total_seconds, &e) == KR_OK) {
             ev.result = r->job.result;
             r->job.result = NULL;
-            kr_metric_add(s->m_ok, 1);
-            kr_metric_observe(s->m_e2e, ev.total_seconds);
+            ev.result->stats.seconds_queue = ev.stats.queue_seconds;
+            ev.result->stats.seconds_ttft = ev.stats.ttft_seconds;
+            kr_metric_add(c->m_ok, 1);
+            kr_metric_observe(c->m_e2e, ev.stats.total_seconds);
+            c->completed++;
         } else {
-            ev.kind = KR_SCHED_FAILED;
+            ev.kind = KR_EVENT_FAILED;
             ev.error = e;
-            kr_metric_add(s->m_failed, 1);
+            kr_metric_add(c->m_failed, 1);
+            c->failed++;
         }
     } else {
-        event_base(r, &ev, KR_SCHED_FAILED);
-        kr_error_set(&ev.error, st, "%s", msg);
-        kr_metric_add(st == KR_ERR_CANCELLED ? s->m_cancelled
-                      : st == KR_ERR_TIMEOUT ? s->m_timeout
-                                             : s->m_failed,
+        event_base(r, &ev, KR_EVENT_FAILED);
+        kr_error_set(&ev.error, st, "%s", msg ? msg : kr_strerror(st));
+        kr_metric_add(st == KR_ERR_CANCELLED ? c->m_cancelled
+                      : st == KR_ERR_TIMEOUT ? c->m_timeout
+                                             : c->m_failed,
                       1);
+        c->failed++;
     }
     if (r->group) {
-        s->kv_used -= r->kv_bytes;
+        c->kv_used -= r->kv_bytes;
+        atomic_store(&c->kv_used_now, c->kv_used);
         kr_gen_group_free(r->group);
+        r->group = NULL;
     }
     kr_forecast_job_release(&r->job);
-    if (r->cb) r->cb(r->user, &ev);
+    emit(r, &ev);
     free(r);
 }
 
-/* Takes the cancel list and expired deadlines out; returns requests to fail (linked). */
-static void apply_cancels(kr_sched *s, uint64_t *ids, int n) {
-    for (int k = 0; k < n; k++)
-        for (int i = 0; i < s->n_running; i++)
-            if (s->running[i]->id == ids[k]) s->running[i]->cancelled = 1;
+static void remove_running(kr_context *c, int i) {
+    c->running[i] = c->running[--c->n_running];
+    atomic_store(&c->running_now, c->n_running);
 }
 
-static int running_paths(const kr_sched *s) {
-    int n = 0;
-    for (int i = 0; i < s->n_running; i++) n += s->running[i]->job.params.paths;
-    return n;
+/* Room in the per-step arrays for the running set (max_running may have been raised). */
+static int ensure_running_capacity(kr_context *c, int n) {
+    if (n <= c->cap_running) return 1;
+    int cap = n;
+    kr_req **run = realloc(c->running, (size_t)cap * sizeof *run);
+    if (run) c->running = run;
+    kr_gen_group **gs = realloc(c->step_groups, (size_t)cap * sizeof *gs);
+    if (gs) c->step_groups = gs;
+    int64_t *bu = realloc(c->step_budget, (size_t)cap * sizeof *bu);
+    if (bu) c->step_budget = bu;
+    int *ord = realloc(c->step_order, (size_t)cap * sizeof *ord);
+    if (ord) c->step_order = ord;
+    if (!run || !gs || !bu || !ord) return 0;
+    c->cap_running = cap;
+    return 1;
 }
 
-/* Moves admissible waiting requests to the running set. Called with the lock held; creating a
- * group allocates its KV, so the budget is checked here. */
-static void admit(kr_sched *s, double now) {
-    if (s->p.static_batching && s->n_running > 0) return;
-    while (s->wait_head && s->n_running < s->p.max_running) {
-        req *r = s->wait_head;
+/* ---------------------------------------------------------------- admission (lock held) */
+
+/* Moves admissible waiting requests to the end of the running set, in priority order.
+ * Creating a group allocates its KV, so the memory budget is checked here. Requests that
+ * cannot start at all are added to *failed. */
+static void admit(kr_context *c, double now, kr_req **failed) {
+    if (c->p.static_batching && c->n_running > 0) return;
+    while (c->wait_head && c->n_running < c->p.max_running) {
+        kr_req *r = c->wait_head;
         kr_error e = { 0 };
         kr_gen_group *g = NULL;
-        if (kr_gen_group_create(s->m, &r->job.in, &r->job.out, &r->job.params, NULL, &g, &e) !=
-            KR_OK) {
+        if (!ensure_running_capacity(c, c->n_running + 1) ||
+            kr_gen_group_create(&c->eng, &r->job.in, &r->job.out, &r->job.params, &r->opt, &g,
+                                &e) != KR_OK) {
             /* Out of memory for this one: leave it queued unless nothing runs (then fail it). */
-            if (s->n_running > 0) return;
-            s->wait_head = r->next;
-            if (!s->wait_head) s->wait_tail = NULL;
-            s->n_waiting--;
-            r->next = NULL;
-            pthread_mutex_unlock(&s->lock);
-            finish_req(s, r, e.status ? e.status : KR_ERR_NOMEM, e.message);
-            pthread_mutex_lock(&s->lock);
+            if (c->n_running > 0) return;
+            c->wait_head = r->next;
+            c->n_waiting--;
+            r->next = *failed;
+            r->cancelled = e.status ? e.status : KR_ERR_NOMEM;
+            *failed = r;
             continue;
         }
-        size_t bytes = kr_gen_group_kv_bytes(g);
-        size_t cache = 0;
-        if (s->cache) {
+        size_t bytes = kr_gen_group_kv_bytes(g), cache = 0;
+        if (c->cache) {
             kr_prefix_cache_stats cs;
-            kr_prefix_cache_get_stats(s->cache, &cs);
-            cache = cs.bytes;
-            if (s->kv_used + cache + bytes > s->p.kv_budget_bytes)
-                kr_prefix_cache_evict(s->cache, s->kv_used + cache + bytes - s->p.kv_budget_bytes);
-            kr_prefix_cache_get_stats(s->cache, &cs);
+            kr_prefix_cache_get_stats(c->cache, &cs);
+            if (c->kv_used + cs.bytes + bytes > c->p.kv_budget_bytes)
+                kr_prefix_cache_evict(c->cache,
+                                      c->kv_used + cs.bytes + bytes - c->p.kv_budget_bytes);
+            kr_prefix_cache_get_stats(c->cache, &cs);
             cache = cs.bytes;
         }
-        if (s->kv_used + cache + bytes > s->p.kv_budget_bytes && s->n_running > 0) {
+        if (c->kv_used + cache + bytes > c->p.kv_budget_bytes && c->n_running > 0) {
             kr_gen_group_free(g); /* wait for memory: running requests will finish */
             return;
         }
-        s->wait_head = r->next;
-        if (!s->wait_head) s->wait_tail = NULL;
-        s->n_waiting--;
+        c->wait_head = r->next;
+        c->n_waiting--;
         r->next = NULL;
         r->group = g;
         r->kv_bytes = bytes;
         r->t_start = now;
-        s->kv_used += bytes;
-        if (s->n_running == s->cap_running) {
-            int cap = s->cap_running ? 2 * s->cap_running : 16;
-            req **run = realloc(s->running, (size_t)cap * sizeof *run);
-            if (!run) { /* keep it simple: fail this request */
-                pthread_mutex_unlock(&s->lock);
-                finish_req(s, r, KR_ERR_NOMEM, "scheduler: out of memory");
-                pthread_mutex_lock(&s->lock);
-                continue;
-            }
-            s->running = run;
-            s->cap_running = cap;
-        }
-        s->running[s->n_running++] = r;
-        kr_metric_observe(s->m_queue, now - r->t_submit);
-        kr_tuner_observe_queue(&s->tuner, now - r->t_submit);
-        if (r->cb) {
-            kr_sched_event ev;
-            event_base(r, &ev, KR_SCHED_STARTED);
-            pthread_mutex_unlock(&s->lock);
-            r->cb(r->user, &ev);
-            pthread_mutex_lock(&s->lock);
-        }
+        c->kv_used += bytes;
+        atomic_store(&c->kv_used_now, c->kv_used);
+        c->running[c->n_running++] = r;
+        atomic_store(&c->running_now, c->n_running);
+        kr_metric_observe(c->m_queue, now - r->t_submit);
+        kr_tuner_observe_queue(&c->tuner, now - r->t_submit);
     }
 }
 
-/* Waiting requests whose deadline passed or that were cancelled leave the queue. */
-static req *reap_queue(kr_sched *s, uint64_t *ids, int n_ids, double now, req **expired) {
-    req *cancelled = NULL, **pp = &s->wait_head, *prev = NULL;
-    *expired = NULL;
+/* Takes cancelled, expired and aborted requests out of the queue (lock held). */
+static kr_req *reap_queue(kr_context *c, double now) {
+    kr_req *out = NULL, **pp = &c->wait_head;
     while (*pp) {
-        req *r = *pp;
-        int cancel = 0;
-        for (int k = 0; k < n_ids && !cancel; k++) cancel = ids[k] == r->id;
+        kr_req *r = *pp;
+        int cancel = c->cancel_all || r->aborted;
+        for (int k = 0; k < c->n_cancels && !cancel; k++) cancel = c->cancels[k] == r->id;
         int late = r->deadline > 0 && now > r->deadline;
         if (cancel || late) {
             *pp = r->next;
-            if (s->wait_tail == r) s->wait_tail = prev;
-            s->n_waiting--;
-            if (cancel) {
-                r->next = cancelled;
-                cancelled = r;
-            } else {
-                r->next = *expired;
-                *expired = r;
-            }
+            c->n_waiting--;
+            r->cancelled = cancel ? KR_ERR_CANCELLED : KR_ERR_TIMEOUT;
+            r->next = out;
+            out = r;
             continue;
         }
-        prev = r;
         pp = &r->next;
     }
-    return cancelled;
+    return out;
 }
 
-static void publish_stats(kr_sched *s) {
-    kr_sched_stats st = { 0 };
-    st.running = s->n_running;
-    st.kv_bytes_budget = s->p.kv_budget_bytes;
-    if (s->cache) {
-        kr_prefix_cache_stats cs;
-        kr_prefix_cache_get_stats(s->cache, &cs);
-        st.prefix_cache_bytes = cs.bytes;
-        st.prefix_cache_decoder_bytes = cs.decoder_bytes;
-        st.prefix_queried_tokens = cs.queried_tokens;
-        st.prefix_hit_tokens = cs.hit_tokens;
+/* Polls queued requests' should_abort callbacks without holding the lock while they run: only
+ * this thread removes requests from the queue, so the pointers stay valid. Lock held on entry
+ * and exit. */
+static void poll_queued_aborts(kr_context *c, double now) {
+    if (now - c->abort_checked_at < KR_QUEUED_ABORT_POLL_S) return;
+    c->abort_checked_at = now;
+    int n = 0;
+    for (kr_req *r = c->wait_head; r; r = r->next)
+        if (r->rp.should_abort) n++;
+    if (n == 0) return;
+    if (n > c->cap_abort_checks) {
+        kr_req **a = realloc(c->abort_checks, (size_t)n * sizeof *a);
+        if (!a) return;
+        c->abort_checks = a;
+        c->cap_abort_checks = n;
     }
-    st.kv_bytes_used = s->kv_used + st.prefix_cache_bytes;
-    st.batch_wait_ms = s->p.batch_wait_ms;
-    st.max_batch_tokens = s->p.max_batch_tokens;
-    s->stats = st;
-    kr_metric_set(s->m_running, st.running);
-    kr_metric_set(s->m_waiting, s->n_waiting);
-    kr_metric_set(s->m_kv_used, (double)st.kv_bytes_used);
-    kr_metric_set(s->m_kv_usage,
-                  st.kv_bytes_budget ? (double)st.kv_bytes_used / (double)st.kv_bytes_budget : 0);
-    kr_metric_set(s->m_cache_bytes, (double)st.prefix_cache_bytes);
-    /* The pool is process-wide: with one scheduler per process these are its blocks. */
-    kr_kv_pool_stats ps;
-    kr_kv_pool_get_stats(&ps);
-    kr_metric_set(s->m_kv_blocks_used, (double)ps.blocks_used);
-    kr_metric_set(s->m_kv_blocks_free, (double)ps.blocks_free);
+    n = 0;
+    for (kr_req *r = c->wait_head; r; r = r->next)
+        if (r->rp.should_abort) c->abort_checks[n++] = r;
+    pthread_mutex_unlock(&c->lock);
+    for (int i = 0; i < n; i++) {
+        kr_req *r = c->abort_checks[i];
+        if (r->rp.should_abort(r->rp.abort_user)) r->aborted = 1;
+    }
+    pthread_mutex_lock(&c->lock);
 }
 
-static void timed_wait(kr_sched *s, double seconds) {
+/* ---------------------------------------------------------------- step budgets */
+
+static int is_generating(const kr_req *r) { return kr_gen_group_generating(r->group); }
+
+/* Orders the running requests for this step's budget: priority descending, generating
+ * groups before prefills, then round-robin from rr_offset. */
+static void order_running(kr_context *c) {
+    int n = c->n_running;
+    for (int i = 0; i < n; i++) c->step_order[i] = (i + c->rr_offset) % n;
+    for (int i = 1; i < n; i++) {
+        int v = c->step_order[i], j = i;
+        const kr_req *rv = c->running[v];
+        while (j > 0) {
+            const kr_req *ru = c->running[c->step_order[j - 1]];
+            int before =
+                rv->rp.priority > ru->rp.priority ||
+                (rv->rp.priority == ru->rp.priority && is_generating(rv) && !is_generating(ru));
+            if (!before) break;
+            c->step_order[j] = c->step_order[j - 1];
+            j--;
+        }
+        c->step_order[j] = v;
+    }
+    c->rr_offset = n > 0 ? (c->rr_offset + 1) % n : 0;
+}
+
+/* Fills step_groups / step_budget in step order; returns the rows handed out. */
+static int64_t plan_budgets(kr_context *c) {
+    order_running(c);
+    int n = c->n_running;
+    int64_t left = c->p.max_batch_tokens, top_rows = 0, bg_left = -1;
+    int top = n > 0 ? c->running[c->step_order[0]]->rp.priority : 0;
+    for (int k = 0; k < n; k++) {
+        kr_req *r = c->running[c->step_order[k]];
+        int64_t pending = kr_gen_group_pending_rows(r->group), give;
+        if (r->rp.priority == top) {
+            give = pending < left ? pending : left;
+            top_rows += give;
+        } else {
+            if (bg_left < 0) {
+                /* Lower priorities share what keeps them within background_share of the step. */
+                double s = c->p.background_share;
+                int64_t cap = s >= 1 ? left : (int64_t)ceil((double)top_rows * s / (1.0 - s));
+                if (cap < c->p.background_min_rows) cap = c->p.background_min_rows;
+                bg_left = cap < left ? cap : left;
+                if (bg_left < 1) bg_left = 1;
+            }
+            give = pending < bg_left ? pending : bg_left;
+            bg_left -= give;
+        }
+        if (give < 0) give = 0;
+        left -= give;
+        c->step_groups[k] = r->group;
+        c->step_budget[k] = give;
+    }
+    return (int64_t)c->p.max_batch_tokens - left;
+}
+
+/* ---------------------------------------------------------------- the loop */
+
+static void timed_wait(kr_context *c, double seconds) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     double t = (double)ts.tv_sec + ts.tv_nsec * 1e-9 + seconds;
     ts.tv_sec = (time_t)t;
     ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
-    pthread_cond_timedwait(&s->wake, &s->lock, &ts);
+    pthread_cond_timedwait(&c->wake, &c->lock, &ts);
 }
 
-static void *sched_main(void *arg) {
-    kr_sched *s = arg;
+/* Runs queued tasks (lock held on entry and exit, released while each runs). */
+static void run_tasks(kr_context *c) {
+    while (c->tasks) {
+        kr_task *t = c->tasks;
+        c->tasks = t->next;
+        pthread_mutex_unlock(&c->lock);
+        t->status = t->fn(t->user, &c->eng, &t->err);
+        pthread_mutex_lock(&c->lock);
+        t->done = 1;
+        pthread_cond_broadcast(&c->event);
+    }
+}
+
+static void fail_list(kr_context *c, kr_req *list, int abort_all) {
+    for (kr_req *r = list, *nx; r; r = nx) {
+        nx = r->next;
+        kr_status st = (kr_status)r->cancelled;
+        finish_req(
+            c, r, st,
+            st == KR_ERR_CANCELLED
+                ? (abort_all ? "cancelled: the engine is shutting down or aborted" : "cancelled")
+            : st == KR_ERR_TIMEOUT ? "deadline passed while queued"
+                                   : "could not start: out of memory");
+    }
+}
+
+/* One engine step over the running set, then events. No lock held. */
+static void step(kr_context *c, double *busy) {
+    int64_t rows = plan_budgets(c);
+    int paths = 0;
+    for (int i = 0; i < c->n_running; i++) paths += c->running[i]->job.params.paths;
+    kr_prefix_hooks hooks = c->cache ? kr_prefix_cache_hooks(c->cache) : (kr_prefix_hooks){ 0 };
+    kr_error e = { 0 };
+    double t0 = kr_now_seconds();
+    kr_status st = kr_gen_step(&c->eng, c->step_groups, c->step_budget, c->n_running,
+                               c->cache ? &hooks : NULL, &e);
+    double t = kr_now_seconds();
+    *busy += t - t0;
+    c->steps++;
+    kr_metric_observe(c->m_batch, paths);
+    kr_metric_observe(c->m_rows, (double)rows);
+    for (int i = 0; i < c->n_running;) {
+        kr_req *r = c->running[i];
+        if (st != KR_OK) { /* a failed step fails the whole batch: its state is unknown */
+            remove_running(c, i);
+            finish_req(c, r, st, e.message[0] ? e.message : "engine step failed");
+            continue;
+        }
+        /* Charge the blocks the group holds now: its prefill store exists once it is
+         * admitted, stops being its own once the prefix cache shares it, and the predictor's
+         * stores are dropped when decoding starts. */
+        size_t held = kr_gen_group_kv_bytes(r->group);
+        c->kv_used = c->kv_used - r->kv_bytes + held;
+        atomic_store(&c->kv_used_now, c->kv_used);
+        r->kv_bytes = held;
+        int steps = kr_gen_group_steps(r->group);
+        if (steps > r->reported_steps) {
+            if (r->reported_steps == 0) {
+                r->t_first = t;
+                kr_metric_observe(c->m_ttft, t - r->t_submit);
+                kr_tuner_observe_ttft(&c->tuner, t - r->t_submit);
+            } else {
+                kr_metric_observe(c->m_itl, t - r->t_last);
+            }
+            r->t_last = t;
+            kr_metric_add(c->m_gen_tokens,
+                          (double)(steps - r->reported_steps) * r->job.params.paths);
+            r->reported_steps = steps;
+            if (!kr_gen_group_done(r->group)) {
+                kr_event ev;
+                event_base(r, &ev, KR_EVENT_STEP);
+                emit(r, &ev);
+            }
+        }
+        if (kr_gen_group_done(r->group)) {
+            remove_running(c, i);
+            kr_metric_add(c->m_prefill_tokens, (double)r->job.out.prefill_tokens);
+            finish_req(c, r, KR_OK, NULL);
+            continue;
+        }
+        i++;
+    }
+}
+
+/* Fails running requests that were cancelled, ran out of time or whose should_abort says so. */
+static void reap_running(kr_context *c, double now, int abort_all) {
+    for (int i = 0; i < c->n_running;) {
+        kr_req *r = c->running[i];
+        int late = r->deadline > 0 && now > r->deadline;
+        int abort = abort_all || r->cancelled ||
+                    (!late && r->rp.should_abort && r->rp.should_abort(r->rp.abort_user));
+        if (abort || late) {
+            remove_running(c, i);
+            finish_req(c, r, abort ? KR_ERR_CANCELLED : KR_ERR_TIMEOUT,
+                       abort ? (abort_all ? "cancelled: the engine is shutting down or aborted"
+                                          : "cancelled")
+                             : "deadline passed");
+            continue;
+        }
+        i++;
+    }
+}
+
+void *kr_ctx_engine_main(void *arg) {
+    kr_context *c = arg;
     double busy = 0, busy_since = kr_now_seconds();
     int64_t last_q = 0, last_h = 0;
-    pthread_mutex_lock(&s->lock);
+    pthread_mutex_lock(&c->lock);
     for (;;) {
+        run_tasks(c);
         double now = kr_now_seconds();
-        /* Sleep while there is nothing to run; a lone newcomer waits batch_wait_ms for company. */
-        if (s->n_running == 0) {
-            if (!s->wait_head && s->n_cancels == 0) {
-                if (s->stop || s->draining) break;
-                pthread_cond_broadcast(&s->idle);
-                timed_wait(s, 0.25);
-                continue;
-            }
-            double oldest = s->wait_head ? s->wait_head->t_submit : now;
-            double wait = s->p.batch_wait_ms / 1000.0 - (now - oldest);
-            if (s->wait_head && wait > 0 && s->n_waiting < s->p.max_running && !s->draining &&
-                s->n_cancels == 0) {
-                timed_wait(s, wait);
+        int has_work = c->n_running > 0 || c->wait_head || c->n_cancels > 0;
+        if (!has_work) {
+            if (c->stop || c->draining) break;
+            timed_wait(c, 0.25);
+            continue;
+        }
+        if (c->n_running == 0 && c->wait_head && !c->draining && !c->cancel_all &&
+            c->n_cancels == 0) {
+            /* A lone newcomer waits batch_wait_ms for company (polling its abort meanwhile). */
+            double wait = c->p.batch_wait_ms / 1000.0 - (now - c->wait_head->t_submit);
+            if (wait > 0 && c->n_waiting < c->p.max_running) {
+                poll_queued_aborts(c, now);
+                timed_wait(c, wait < KR_QUEUED_ABORT_POLL_S ? wait : KR_QUEUED_ABORT_POLL_S);
                 continue;
             }
         }
-        int n_ids = s->n_cancels;
-        uint64_t ids[64];
-        if (n_ids > 64) n_ids = 64;
-        if (n_ids > 0) {
-            memcpy(ids, s->cancels, (size_t)n_ids * sizeof(uint64_t));
-            memmove(s->cancels, s->cancels + n_ids,
-                    (size_t)(s->n_cancels - n_ids) * sizeof(uint64_t));
-            s->n_cancels -= n_ids;
+        int abort_all = c->cancel_all;
+        if (!abort_all && c->p.abort_callback) {
+            pthread_mutex_unlock(&c->lock);
+            abort_all = c->p.abort_callback(c->p.abort_user) != 0;
+            pthread_mutex_lock(&c->lock);
         }
-        req *expired = NULL, *cancelled = reap_queue(s, ids, n_ids, now, &expired);
-        apply_cancels(s, ids, n_ids);
-        admit(s, now);
-        pthread_mutex_unlock(&s->lock);
+        poll_queued_aborts(c, now);
+        if (abort_all) c->cancel_all = 1; /* reap_queue takes everything */
+        kr_req *failed = reap_queue(c, now);
+        /* Cancel ids of running requests. */
+        for (int k = 0; k < c->n_cancels; k++)
+            for (int i = 0; i < c->n_running; i++)
+                if (c->running[i]->id == c->cancels[k]) c->running[i]->cancelled = 1;
+        c->n_cancels = 0;
+        int first_new = c->n_running;
+        if (!abort_all) admit(c, now, &failed);
+        int last_new = c->n_running;
+        /* An abort callback's verdict holds for this round; a shutdown's for good. */
+        if (!(c->draining || c->stop)) c->cancel_all = 0;
+        pthread_mutex_unlock(&c->lock);
 
-        for (req *r = cancelled, *nx; r; r = nx) {
-            nx = r->next;
-            finish_req(s, r, KR_ERR_CANCELLED, "cancelled by the client");
+        fail_list(c, failed, abort_all);
+        for (int i = first_new; i < last_new && i < c->n_running; i++) {
+            kr_event ev;
+            event_base(c->running[i], &ev, KR_EVENT_STARTED);
+            emit(c->running[i], &ev);
         }
-        for (req *r = expired, *nx; r; r = nx) {
-            nx = r->next;
-            finish_req(s, r, KR_ERR_TIMEOUT, "deadline passed while queued");
-        }
-        /* Running requests that were cancelled or ran out of time leave before the step. */
-        for (int i = 0; i < s->n_running;) {
-            req *r = s->running[i];
-            int late = r->deadline > 0 && now > r->deadline;
-            if (r->cancelled || late) {
-                s->running[i] = s->running[--s->n_running];
-                finish_req(s, r, r->cancelled ? KR_ERR_CANCELLED : KR_ERR_TIMEOUT,
-                           r->cancelled ? "cancelled by the client" : "deadline passed");
-                continue;
-            }
-            i++;
-        }
-        if (s->n_running > 0) {
-            kr_gen_group **gs = malloc((size_t)s->n_running * sizeof *gs);
-            kr_error e = { 0 };
-            kr_status st = gs ? KR_OK : KR_ERR_NOMEM;
-            if (gs) {
-                for (int i = 0; i < s->n_running; i++) gs[i] = s->running[i]->group;
-                kr_prefix_hooks hooks =
-                    s->cache ? kr_prefix_cache_hooks(s->cache) : (kr_prefix_hooks){ 0 };
-                int decode_rows = running_paths(s);
-                kr_gen_step_params sp = { .max_prefill_rows =
-                                              s->p.max_batch_tokens > decode_rows
-                                                  ? s->p.max_batch_tokens - decode_rows
-                                                  : 16,
-                                          .prefix = s->cache ? &hooks : NULL };
-                double t0 = kr_now_seconds();
-                pthread_mutex_lock(&s->m->lock);
-                st = kr_gen_step(s->m, gs, s->n_running, &sp, &e);
-                pthread_mutex_unlock(&s->m->lock);
-                double t1 = kr_now_seconds();
-                busy += t1 - t0;
-                kr_metric_observe(s->m_batch, decode_rows);
-                free(gs);
-            }
-            double t = kr_now_seconds();
-            for (int i = 0; i < s->n_running;) {
-                req *r = s->running[i];
-                if (st != KR_OK) { /* a failed step fails the whole batch: state is unknown */
-                    s->running[i] = s->running[--s->n_running];
-                    finish_req(s, r, st, e.message[0] ? e.message : "engine step failed");
-                    continue;
-                }
-                /* Charge the blocks the group holds now: its prefill store only exists once the
-                 * engine admitted it, and stops being its own once the prefix cache shares it. */
-                size_t held = kr_gen_group_kv_bytes(r->group);
-                s->kv_used = s->kv_used - r->kv_bytes + held;
-                r->kv_bytes = held;
-                int steps = kr_gen_group_steps(r->group);
-                if (steps > r->reported_steps) {
-                    if (r->reported_steps == 0) {
-                        r->t_first = t;
-                        kr_metric_observe(s->m_ttft, t - r->t_submit);
-                        kr_tuner_observe_ttft(&s->tuner, t - r->t_submit);
-                    } else {
-                        kr_metric_observe(s->m_itl, t - r->t_last);
-                    }
-                    r->t_last = t;
-                    kr_metric_add(s->m_gen_tokens,
-                                  (double)(steps - r->reported_steps) * r->job.params.paths);
-                    r->reported_steps = steps;
-                    if (r->cb && !kr_gen_group_done(r->group)) {
-                        kr_sched_event ev;
-                        event_base(r, &ev, KR_SCHED_STEP);
-                        r->cb(r->user, &ev);
-                    }
-                }
-                if (kr_gen_group_done(r->group)) {
-                    s->running[i] = s->running[--s->n_running];
-                    kr_metric_add(s->m_prefill_tokens, (double)r->job.out.prefill_tokens);
-                    finish_req(s, r, KR_OK, NULL);
-                    continue;
-                }
-                i++;
-            }
-        }
-        if (s->cache) {
+        reap_running(c, now, abort_all);
+        if (c->n_running > 0) step(c, &busy);
+        if (c->cache) {
             kr_prefix_cache_stats cs;
-            kr_prefix_cache_get_stats(s->cache, &cs);
-            kr_metric_add(s->m_q_tokens, (double)(cs.queried_tokens - last_q));
-            kr_metric_add(s->m_h_tokens, (double)(cs.hit_tokens - last_h));
-            kr_tuner_observe_cache(&s->tuner, cs.queried_tokens - last_q, cs.hit_tokens - last_h);
+            kr_prefix_cache_get_stats(c->cache, &cs);
+            kr_metric_add(c->m_q_tokens, (double)(cs.queried_tokens - last_q));
+            kr_metric_add(c->m_h_tokens, (double)(cs.hit_tokens - last_h));
+            kr_tuner_observe_cache(&c->tuner, cs.queried_tokens - last_q, cs.hit_tokens - last_h);
             last_q = cs.queried_tokens;
             last_h = cs.hit_tokens;
         }
         double t = kr_now_seconds();
         if (t - busy_since >= 1.0) {
-            kr_metric_set(s->m_busy, busy / (t - busy_since));
+            kr_metric_set(c->m_busy, busy / (t - busy_since));
             busy = 0;
             busy_since = t;
         }
-        pthread_mutex_lock(&s->lock);
-        if (s->p.tune)
-            kr_tuner_tick(&s->tuner, t, s->n_waiting, s->n_running, &s->p.batch_wait_ms,
-                          &s->p.max_batch_tokens, s->cache);
-        publish_stats(s);
+        pthread_mutex_lock(&c->lock);
+        if (c->p.tune)
+            kr_tuner_tick(&c->tuner, t, c->n_waiting, c->n_running, &c->p.batch_wait_ms,
+                          &c->p.max_batch_tokens, c->cache);
+        kr_ctx_publish_stats(c);
     }
-    publish_stats(s);
-    pthread_cond_broadcast(&s->idle);
-    pthread_mutex_unlock(&s->lock);
+    /* Tasks that came too late to run. */
+    for (kr_task *t = c->tasks; t; t = t->next) {
+        kr_error_set(&t->err, KR_ERR_BUSY, "the engine is shutting down");
+        t->status = KR_ERR_BUSY;
+        t->done = 1;
+    }
+    c->tasks = NULL;
+    kr_ctx_publish_stats(c);
+    c->thread_exited = 1;
+    pthread_cond_broadcast(&c->event);
+    pthread_mutex_unlock(&c->lock);
     return NULL;
-}
-
-/* ---------------------------------------------------------------- lifecycle */
-
-kr_status kr_sched_create(kr_model *model, kr_metrics *metrics, const kr_sched_params *params,
-                          kr_sched **out, kr_error *err) {
-    if (!model || !out) return kr_error_set(err, KR_ERR_INVALID_ARG, "scheduler: NULL argument");
-    kr_sched *s = calloc(1, sizeof *s);
-    if (!s) return kr_error_set(err, KR_ERR_NOMEM, "scheduler: out of memory");
-    s->m = model;
-    s->metrics = metrics;
-    s->p = params ? *params : kr_sched_default_params();
-    if (s->p.batch_wait_ms < 0) s->p.batch_wait_ms = 0;
-    if (s->p.max_batch_tokens < 1) s->p.max_batch_tokens = 1;
-    if (s->p.max_running < 1) s->p.max_running = 1;
-    if (s->p.max_queue < 1) s->p.max_queue = 1;
-    pthread_mutex_init(&s->lock, NULL);
-    pthread_cond_init(&s->wake, NULL);
-    pthread_cond_init(&s->idle, NULL);
-    register_metrics(s);
-    kr_status st = KR_OK;
-    if (s->p.prefix_cache) st = kr_prefix_cache_create(s->p.kv_budget_bytes / 2, &s->cache, err);
-    if (st == KR_OK) kr_tuner_init(&s->tuner, &s->p, metrics, s->p.log, s->p.log_user);
-    if (st == KR_OK && pthread_create(&s->thread, NULL, sched_main, s) != 0)
-        st = kr_error_set(err, KR_ERR_INTERNAL, "scheduler: cannot start its thread");
-    if (st != KR_OK) {
-        kr_prefix_cache_free(s->cache);
-        pthread_mutex_destroy(&s->lock);
-        pthread_cond_destroy(&s->wake);
-        pthread_cond_destroy(&s->idle);
-        free(s);
-        return st;
-    }
-    s->thread_started = 1;
-    logf_(s,
-          "scheduler: batch_wait_ms=%d max_batch_tokens=%d max_running=%d max_queue=%d "
-          "kv_budget=%zu MB",
-          s->p.batch_wait_ms, s->p.max_batch_tokens, s->p.max_running, s->p.max_queue,
-          s->p.kv_budget_bytes >> 20);
-    *out = s;
-    return KR_OK;
-}
-
-void kr_sched_set_limits(kr_sched *s, int batch_wait_ms, int max_batch_tokens, const char *reason) {
-    if (!s) return;
-    pthread_mutex_lock(&s->lock);
-    if (batch_wait_ms >= 0) s->p.batch_wait_ms = batch_wait_ms;
-    if (max_batch_tokens > 0) s->p.max_batch_tokens = max_batch_tokens;
-    kr_tuner_note(&s->tuner, s->p.batch_wait_ms, s->p.max_batch_tokens, reason ? reason : "set");
-    publish_stats(s);
-    pthread_mutex_unlock(&s->lock);
-}
-
-void kr_sched_drain(kr_sched *s) {
-    if (!s || !s->thread_started) return;
-    pthread_mutex_lock(&s->lock);
-    s->draining = 1;
-    pthread_cond_broadcast(&s->wake);
-    pthread_mutex_unlock(&s->lock);
-    pthread_join(s->thread, NULL);
-    s->thread_started = 0;
-}
-
-void kr_sched_free(kr_sched *s) {
-    if (!s) return;
-    kr_sched_drain(s);
-    kr_prefix_cache_free(s->cache);
-    free(s->running);
-    free(s->cancels);
-    pthread_mutex_destroy(&s->lock);
-    pthread_cond_destroy(&s->wake);
-    pthread_cond_destroy(&s->idle);
-    free(s);
 }

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/sort.h"
+
 #define TUNER_MAX_WAIT_MS 200
 #define TUNER_MAX_TOKENS 32768
 
@@ -18,7 +20,7 @@ static void export_limits(kr_tuner *t, int wait_ms, int tokens) {
     kr_metric_set(t->m_tokens, tokens);
 }
 
-void kr_tuner_init(kr_tuner *t, const kr_sched_params *p, kr_metrics *m,
+void kr_tuner_init(kr_tuner *t, const kr_context_params *p, kr_metrics *m,
                    void (*log)(void *user, const char *line), void *log_user) {
     memset(t, 0, sizeof *t);
     t->target_queue = p->target_queue_p95_s > 0 ? p->target_queue_p95_s : 0.5;
@@ -60,14 +62,15 @@ void kr_tuner_observe_cache(kr_tuner *t, int64_t queried, int64_t hits) {
     t->cache_hits += hits;
 }
 
-static int cmp_d(const void *a, const void *b) {
+static int cmp_d(const void *a, const void *b, void *ctx) {
+    (void)ctx;
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
 }
 
-static double p95(double *v, int n) {
+static double p95(double *v, int n, double *tmp) {
     if (n == 0) return NAN;
-    qsort(v, (size_t)n, sizeof(double), cmp_d);
+    kr_sort(v, (size_t)n, sizeof(double), cmp_d, NULL, tmp);
     int i = (int)ceil(0.95 * n) - 1;
     return v[i < 0 ? 0 : i];
 }
@@ -86,7 +89,7 @@ void kr_tuner_tick(kr_tuner *t, double now, int waiting, int running, int *wait_
     if (now - t->last_tick < t->period) return;
     t->last_tick = now;
     int nq = t->n_queue;
-    double q95 = p95(t->queue, t->n_queue), f95 = p95(t->ttft, t->n_ttft);
+    double q95 = p95(t->queue, t->n_queue, t->sort_tmp), f95 = p95(t->ttft, t->n_ttft, t->sort_tmp);
     char line[256];
     int missed = nq >= 3 && (q95 > t->target_queue || (t->n_ttft >= 3 && f95 > t->target_ttft));
     if (missed) {

@@ -15,13 +15,14 @@
 
 #include "engine/metrics.h"
 #include "engine/prefix_cache.h"
-#include "engine/scheduler.h"
+#include "kronos.h"
 
 #define KR_TUNER_SAMPLES 512
 
 typedef struct kr_tuner {
     double target_queue, target_ttft, last_tick, period;
     double queue[KR_TUNER_SAMPLES], ttft[KR_TUNER_SAMPLES];
+    double sort_tmp[KR_TUNER_SAMPLES]; /* so a tick never allocates */
     int n_queue, n_ttft;
     int64_t cache_queried, cache_hits, last_evictions;
     int low_hit_ticks;
@@ -31,7 +32,7 @@ typedef struct kr_tuner {
     void *log_user;
 } kr_tuner;
 
-void kr_tuner_init(kr_tuner *t, const kr_sched_params *p, kr_metrics *metrics,
+void kr_tuner_init(kr_tuner *t, const kr_context_params *p, kr_metrics *metrics,
                    void (*log)(void *user, const char *line), void *log_user);
 void kr_tuner_observe_queue(kr_tuner *t, double seconds);
 void kr_tuner_observe_ttft(kr_tuner *t, double seconds);

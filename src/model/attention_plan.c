@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "base/sort.h"
 
 /* Rows per kr_attend_multi_f32 call: bounds scratch and keeps work items balanced. */
 #define PLAN_MAX_GROUP 32
@@ -121,7 +122,8 @@ static int to_spans(const kref *base, int n, int layer, int h, int head_dim, kr_
     return m;
 }
 
-static int cmp_segments(const void *pa, const void *pb) {
+static int cmp_segments(const void *pa, const void *pb, void *ctx) {
+    (void)ctx;
     const segment *a = pa, *b = pb;
     uintptr_t sa = (uintptr_t)a->store, sb = (uintptr_t)b->store;
     if (sa != sb) return sa < sb ? -1 : 1;
@@ -158,9 +160,9 @@ static const segment *find_segment(const segment *seg, int n_seg, const kr_kv_st
     return &seg[lo];
 }
 
-/* Fills p->base: in place for f32 stores, into a fresh dequantised copy (*copy, caller frees)
- * for the others. */
-static kr_status resolve_keys(kr_pool *pool, plan *p, int n_rows, float **copy, kr_error *err) {
+/* Fills p->base: in place for f32 stores, into a dequantised copy (from the arena) for the
+ * others. */
+static kr_status resolve_keys(const kr_exec *ex, plan *p, int n_rows, kr_error *err) {
     const int R = KR_MAX_PAST_REFS + 1;
     int n_seg = 0;
     for (int r = 0; r < n_rows; r++)
@@ -169,9 +171,9 @@ static kr_status resolve_keys(kr_pool *pool, plan *p, int n_rows, float **copy, 
     segment *seg = NULL;
     float *k = NULL;
     size_t floats = 0; /* of K in the copy; V follows */
-    *copy = NULL;
     if (n_seg > 0) {
-        if (!(seg = malloc((size_t)n_seg * sizeof *seg)))
+        segment *sort_tmp = KR_ARENA_NEW(ex->arena, segment, n_seg);
+        if (!sort_tmp || !(seg = KR_ARENA_NEW(ex->arena, segment, n_seg)))
             return kr_error_set(err, KR_ERR_NOMEM, "attention: out of memory for %d key runs",
                                 n_seg);
         n_seg = 0;
@@ -183,7 +185,7 @@ static kr_status resolve_keys(kr_pool *pool, plan *p, int n_rows, float **copy, 
             }
         /* Overlapping or touching runs of a store merge: a causal chunk's rows reference
          * growing prefixes of the same rows, which must not be converted once per row. */
-        qsort(seg, (size_t)n_seg, sizeof *seg, cmp_segments);
+        kr_sort(seg, (size_t)n_seg, sizeof *seg, cmp_segments, NULL, sort_tmp);
         int m = 0;
         for (int i = 1; i < n_seg; i++) {
             if (seg[i].store == seg[m].store && seg[i].start <= seg[m].end) {
@@ -199,13 +201,12 @@ static kr_status resolve_keys(kr_pool *pool, plan *p, int n_rows, float **copy, 
             floats += (size_t)(seg[i].end - seg[i].start) * (size_t)seg[i].store->d;
             rows += seg[i].end - seg[i].start;
         }
-        if (!(k = malloc(2 * floats * sizeof(float)))) {
-            free(seg);
+        if (!(k = KR_ARENA_NEW(ex->arena, float, 2 * floats))) {
             return kr_error_set(err, KR_ERR_NOMEM,
                                 "attention: out of memory dequantising %d key rows", rows);
         }
         dequant_job job = { seg, n_seg, rows, p->layer, k, k + floats };
-        kr_pool_run(pool, dequant_worker, &job);
+        kr_pool_run(ex->pool, dequant_worker, &job);
     }
     for (int r = 0; r < n_rows; r++)
         for (int i = 0; i < p->keys[r].n; i++) {
@@ -223,8 +224,6 @@ static kr_status resolve_keys(kr_pool *pool, plan *p, int n_rows, float **copy, 
                 b->v = k + floats + off;
             }
         }
-    free(seg);
-    *copy = k;
     return KR_OK;
 }
 
@@ -293,7 +292,7 @@ static void worker(void *ctx, int ith, int nth) {
     }
 }
 
-kr_status kr_attention_rows(kr_pool *pool, int n_rows, const kr_attn_keys *keys, int layer,
+kr_status kr_attention_rows(const kr_exec *ex, int n_rows, const kr_attn_keys *keys, int layer,
                             int n_heads, int head_dim, int d, const float *q, float *out,
                             kr_error *err) {
     if (n_rows <= 0) return KR_OK;
@@ -316,33 +315,30 @@ kr_status kr_attention_rows(kr_pool *pool, int n_rows, const kr_attn_keys *keys,
         if (nk > p.max_keys) p.max_keys = nk;
         if (ns > p.max_spans) p.max_spans = ns;
     }
-    int nth = kr_pool_size(pool);
-    p.order = malloc((size_t)n_rows * sizeof(int));
-    p.group_start = malloc(((size_t)n_rows + 1) * sizeof(int));
-    p.causal = malloc((size_t)n_rows + 1);
-    p.scratch = malloc((size_t)nth * PLAN_MAX_GROUP * (size_t)p.max_keys * sizeof(float));
-    p.base = malloc((size_t)n_rows * (KR_MAX_PAST_REFS + 1) * sizeof *p.base);
-    p.spans = malloc((size_t)nth * (PLAN_MAX_GROUP + 1) * (size_t)p.max_spans * sizeof *p.spans);
-    float *copy = NULL;
+    int nth = kr_pool_size(ex->pool);
+    size_t mark = kr_arena_mark(ex->arena);
+    kr_arena *a = ex->arena;
+    p.order = KR_ARENA_NEW(a, int, n_rows);
+    p.group_start = KR_ARENA_NEW(a, int, (size_t)n_rows + 1);
+    p.causal = KR_ARENA_NEW(a, unsigned char, (size_t)n_rows + 1);
+    p.scratch = KR_ARENA_NEW(a, float, (size_t)nth *PLAN_MAX_GROUP *(size_t)p.max_keys);
+    p.base = KR_ARENA_NEW(a, kref, (size_t)n_rows * (KR_MAX_PAST_REFS + 1));
+    p.spans = KR_ARENA_NEW(a, kr_kv_span, (size_t)nth * (PLAN_MAX_GROUP + 1) * (size_t)p.max_spans);
+    int *order_tmp = KR_ARENA_NEW(a, int, n_rows);
     kr_status st = KR_OK;
-    if (!p.order || !p.group_start || !p.causal || !p.scratch || !p.base || !p.spans)
+    if (!p.order || !p.group_start || !p.causal || !p.scratch || !p.base || !p.spans || !order_tmp)
         st = kr_error_set(err, KR_ERR_NOMEM, "attention: out of memory for %d rows", n_rows);
     else
-        st = resolve_keys(pool, &p, n_rows, &copy, err);
+        st = resolve_keys(ex, &p, n_rows, err);
     if (st != KR_OK) {
-        free(p.order);
-        free(p.group_start);
-        free(p.causal);
-        free(p.scratch);
-        free(p.base);
-        free(p.spans);
+        kr_arena_release(a, mark);
         return st;
     }
     for (int r = 0; r < n_rows; r++) p.order[r] = r;
     /* Groups: consecutive rows of one causal chunk (a prefill or a re-run window), which
      * share all keys up to the first row's; else rows whose keys start with the same rows of
      * the same store (the paths of a forecast over their shared context). */
-    qsort_r(p.order, (size_t)n_rows, sizeof(int), cmp_rows, (void *)keys);
+    kr_sort(p.order, (size_t)n_rows, sizeof(int), cmp_rows, (void *)keys, order_tmp);
     for (int i = 0; i < n_rows;) {
         int j = i + 1;
         const kr_attn_keys *ki = &keys[p.order[i]];
@@ -356,13 +352,7 @@ kr_status kr_attention_rows(kr_pool *pool, int n_rows, const kr_attn_keys *keys,
         i = j;
     }
     p.group_start[p.n_groups] = n_rows;
-    kr_pool_run(pool, worker, &p);
-    free(p.order);
-    free(p.group_start);
-    free(p.causal);
-    free(p.scratch);
-    free(p.base);
-    free(p.spans);
-    free(copy);
+    kr_pool_run(ex->pool, worker, &p);
+    kr_arena_release(a, mark);
     return KR_OK;
 }

@@ -10,7 +10,7 @@
 #ifndef KR_MODEL_ATTENTION_PLAN_H
 #define KR_MODEL_ATTENTION_PLAN_H
 
-#include "base/threadpool.h"
+#include "base/workspace.h"
 #include "model/transformer.h"
 
 /* The keys of one query row: rows of KV stores, in order. */
@@ -21,7 +21,7 @@ typedef struct kr_attn_keys {
 
 /* out[r][h·head_dim ..] = attention of q[r][h·head_dim ..] over keys[r] in store layer
  * `layer`, for every row r < n_rows and head h < n_heads; rows have d floats (q, out). */
-kr_status kr_attention_rows(kr_pool *pool, int n_rows, const kr_attn_keys *keys, int layer,
+kr_status kr_attention_rows(const kr_exec *ex, int n_rows, const kr_attn_keys *keys, int layer,
                             int n_heads, int head_dim, int d, const float *q, float *out,
                             kr_error *err);
 

@@ -10,24 +10,9 @@
 #include "model/quantize.h"
 
 kr_model_params kr_model_default_params(void) {
-    kr_model_params p = { .n_threads = 0, .quant = NULL, .quant_group = 0, .kv_dtype = NULL };
+    kr_model_params p = { .quant = NULL, .quant_group = 0 };
     return p;
 }
-
-static kr_status parse_kv_dtype(const char *s, kr_kv_dtype *out, kr_error *err) {
-    if (!s || !*s || strcmp(s, "f32") == 0)
-        *out = KR_KV_F32;
-    else if (strcmp(s, "bf16") == 0)
-        *out = KR_KV_BF16;
-    else if (strcmp(s, "int8") == 0)
-        *out = KR_KV_INT8;
-    else
-        return kr_error_set(err, KR_ERR_INVALID_ARG, "kv dtype '%s' is not one of f32, bf16, int8",
-                            s);
-    return KR_OK;
-}
-
-static const char *const k_kv_names[] = { "f32", "bf16", "int8" };
 
 /* Sets the info's quantisation fields from what the Linears hold now. */
 static void describe_quant(kr_model *m, const char *method) {
@@ -97,15 +82,12 @@ kr_status kr_model_load(const char *predictor_dir, const char *tokenizer_dir,
         return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_model_load: a model directory is NULL");
     kr_model_params p = params ? *params : kr_model_default_params();
     kr_wfmt fmt = KR_WFMT_F32;
-    kr_kv_dtype kv = KR_KV_F32;
     if (p.quant && *p.quant && kr_wfmt_parse(p.quant, &fmt) != 0)
         return kr_error_set(err, KR_ERR_INVALID_ARG,
                             "quant '%s' is not one of f32, bf16, int8, fp8, q4", p.quant);
     if (p.quant_group > 0 && p.quant_group != 32 && p.quant_group != 64)
         return kr_error_set(err, KR_ERR_INVALID_ARG, "q4 group size %d is not 32 or 64",
                             p.quant_group);
-    kr_status kst = parse_kv_dtype(p.kv_dtype, &kv, err);
-    if (kst != KR_OK) return kst;
     double t0 = kr_now_seconds();
     kr_model *m = calloc(1, sizeof *m);
     if (!m) return kr_error_set(err, KR_ERR_NOMEM, "kr_model_load: out of memory");
@@ -130,15 +112,12 @@ kr_status kr_model_load(const char *predictor_dir, const char *tokenizer_dir,
                           "the f32 checkpoint instead)",
                           predictor_dir, kr_wfmt_name((kr_wfmt)m->pred->cfg.quant.format),
                           kr_wfmt_name(fmt));
-    if (st == KR_OK) st = kr_pool_create(p.n_threads, &m->pool, err);
     if (st != KR_OK) {
         kr_tokenizer_weights_free(m->tok);
         kr_predictor_weights_free(m->pred);
-        kr_pool_free(m->pool);
         free(m);
         return st;
     }
-    pthread_mutex_init(&m->lock, NULL);
     kr_model_info *in = &m->info;
     const kr_predictor_config *pc = &m->pred->cfg;
     const kr_tokenizer_config *tc = &m->tok->cfg;
@@ -155,8 +134,6 @@ kr_status kr_model_load(const char *predictor_dir, const char *tokenizer_dir,
     in->s2_bits = pc->s2_bits;
     in->learn_te = pc->learn_te;
     in->n_params = m->tok->n_params + m->pred->n_params;
-    m->kv_dtype = kv;
-    snprintf(in->kv_dtype, sizeof in->kv_dtype, "%s", k_kv_names[kv]);
     describe_quant(m, m->pred->cfg.quant.method[0] ? m->pred->cfg.quant.method : "rtn");
     if (fmt != KR_WFMT_F32 && !m->pred->blocks[0].w1.q) {
         st = kr_model_quantize_linears(m, fmt,
@@ -176,8 +153,6 @@ void kr_model_free(kr_model *m) {
     if (!m) return;
     kr_tokenizer_weights_free(m->tok);
     kr_predictor_weights_free(m->pred);
-    kr_pool_free(m->pool);
-    pthread_mutex_destroy(&m->lock);
     free(m);
 }
 

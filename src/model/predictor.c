@@ -19,13 +19,14 @@ static int clamp_index(float v, int rows) {
     return (int)i;
 }
 
-kr_status kr_predictor_embed(const kr_predictor_weights *w, kr_pool *pool, int n, const int32_t *s1,
-                             const int32_t *s2, const float *stamps, float *x, float *tok_emb_dbg,
-                             float *time_emb_dbg, kr_error *err) {
+kr_status kr_predictor_embed(const kr_predictor_weights *w, const kr_exec *ex, int n,
+                             const int32_t *s1, const int32_t *s2, const float *stamps, float *x,
+                             float *tok_emb_dbg, float *time_emb_dbg, kr_error *err) {
     int d = w->cfg.d_model;
     if (n <= 0) return KR_OK;
     float scale = (float)sqrt((double)d);
-    float *cat = malloc((size_t)n * 2 * (size_t)d * sizeof(float));
+    size_t mark = kr_arena_mark(ex->arena);
+    float *cat = KR_ARENA_NEW(ex->arena, float, (size_t)n * 2 * (size_t)d);
     if (!cat)
         return kr_error_set(err, KR_ERR_NOMEM, "predictor: out of memory embedding %d rows", n);
     for (int i = 0; i < n; i++) {
@@ -35,8 +36,8 @@ kr_status kr_predictor_embed(const kr_predictor_weights *w, kr_pool *pool, int n
         for (int j = 0; j < d; j++) row[j] = e1[j] * scale;
         for (int j = 0; j < d; j++) row[d + j] = e2[j] * scale;
     }
-    kr_status st = kr_linear_run(pool, &w->fusion, cat, n, 2 * d, x, d, err);
-    free(cat);
+    kr_status st = kr_linear_run(ex, &w->fusion, cat, n, 2 * d, x, d, err);
+    kr_arena_release(ex->arena, mark);
     if (st != KR_OK) return st;
     if (tok_emb_dbg) memcpy(tok_emb_dbg, x, (size_t)n * d * sizeof(float));
     for (int i = 0; i < n; i++) {
@@ -66,28 +67,29 @@ static kr_status check_ids(const kr_predictor_weights *w, int n, const int32_t *
     return KR_OK;
 }
 
-kr_status kr_predictor_forward(const kr_predictor_weights *w, kr_pool *pool, const kr_chunk *chunks,
-                               int n_chunks, const int32_t *s1, const int32_t *s2,
-                               const float *stamps, float *context, kr_error *err) {
+kr_status kr_predictor_forward(const kr_predictor_weights *w, const kr_exec *ex,
+                               const kr_chunk *chunks, int n_chunks, const int32_t *s1,
+                               const int32_t *s2, const float *stamps, float *context,
+                               kr_error *err) {
     int total = 0, d = w->cfg.d_model, L = w->cfg.n_layers;
     kr_status st = kr_chunks_check(chunks, n_chunks, L + 1, &total, err);
     if (st != KR_OK) return st;
     if ((st = check_ids(w, total, s1, s2, err)) != KR_OK) return st;
-    float *x = malloc((size_t)total * d * sizeof(float));
-    float *kt = malloc((size_t)total * d * sizeof(float));
+    size_t mark = kr_arena_mark(ex->arena);
+    float *x = KR_ARENA_NEW(ex->arena, float, (size_t)total *d);
+    float *kt = KR_ARENA_NEW(ex->arena, float, (size_t)total *d);
     if (!x || !kt) {
-        free(x);
-        free(kt);
+        kr_arena_release(ex->arena, mark);
         return kr_error_set(err, KR_ERR_NOMEM, "predictor: out of memory for %d rows", total);
     }
-    st = kr_predictor_embed(w, pool, total, s1, s2, stamps, x, NULL, NULL, err);
+    st = kr_predictor_embed(w, ex, total, s1, s2, stamps, x, NULL, NULL, err);
     if (st == KR_OK)
-        st = kr_transformer_run(w->blocks, L, 0, d, w->cfg.ff_dim, pool, x, chunks, n_chunks, err);
+        st = kr_transformer_run(w->blocks, L, 0, d, w->cfg.ff_dim, ex, x, chunks, n_chunks, err);
     if (st == KR_OK) {
         kr_rmsnorm_f32(total, d, x, d, w->norm, KR_RMS_EPS, context, d);
         /* Cross-attention K/V of every new context row, cached in layer L of the store. */
-        if ((st = kr_linear_run(pool, &w->dep.k, context, total, d, x, d, err)) == KR_OK)
-            st = kr_linear_run(pool, &w->dep.v, context, total, d, kt, d, err);
+        if ((st = kr_linear_run(ex, &w->dep.k, context, total, d, x, d, err)) == KR_OK)
+            st = kr_linear_run(ex, &w->dep.v, context, total, d, kt, d, err);
         for (int c = 0, row = 0; st == KR_OK && c < n_chunks; c++) {
             const kr_chunk *ch = &chunks[c];
             kr_kv_store_write(ch->out, L, ch->out_start, x + (size_t)row * d, kt + (size_t)row * d,
@@ -95,17 +97,17 @@ kr_status kr_predictor_forward(const kr_predictor_weights *w, kr_pool *pool, con
             row += ch->n;
         }
     }
-    free(x);
-    free(kt);
+    kr_arena_release(ex->arena, mark);
     return st;
 }
 
-kr_status kr_predictor_s1_logits(const kr_predictor_weights *w, kr_pool *pool, const float *context,
-                                 int m, int ld, float *logits, kr_error *err) {
-    return kr_linear_run(pool, &w->head_s1, context, m, ld, logits, w->head_s1.n_out, err);
+kr_status kr_predictor_s1_logits(const kr_predictor_weights *w, const kr_exec *ex,
+                                 const float *context, int m, int ld, float *logits,
+                                 kr_error *err) {
+    return kr_linear_run(ex, &w->head_s1, context, m, ld, logits, w->head_s1.n_out, err);
 }
 
-kr_status kr_predictor_s2_logits(const kr_predictor_weights *w, kr_pool *pool, int m,
+kr_status kr_predictor_s2_logits(const kr_predictor_weights *w, const kr_exec *ex, int m,
                                  const int32_t *s1, const float *ctx_last, int ld,
                                  const kr_kv_view *views, float *logits, kr_error *err) {
     int d = w->cfg.d_model, L = w->cfg.n_layers, v1 = 1 << w->cfg.s1_bits;
@@ -127,11 +129,11 @@ kr_status kr_predictor_s2_logits(const kr_predictor_weights *w, kr_pool *pool, i
             return kr_error_set(err, KR_ERR_INTERNAL, "predictor: s2 view %d is empty", r);
     }
     size_t md = (size_t)m * d;
-    float *buf = malloc(3 * md * sizeof(float));
-    kr_attn_keys *keys = malloc((size_t)m * sizeof *keys);
+    size_t mark = kr_arena_mark(ex->arena);
+    float *buf = KR_ARENA_NEW(ex->arena, float, 3 * md);
+    kr_attn_keys *keys = KR_ARENA_NEW(ex->arena, kr_attn_keys, m);
     if (!buf || !keys) {
-        free(buf);
-        free(keys);
+        kr_arena_release(ex->arena, mark);
         return kr_error_set(err, KR_ERR_NOMEM, "predictor: out of memory for s2");
     }
     float *sib = buf, *q = buf + md, *att = buf + 2 * md;
@@ -142,21 +144,20 @@ kr_status kr_predictor_s2_logits(const kr_predictor_weights *w, kr_pool *pool, i
     }
     for (int r = 0; r < m; r++)
         memcpy(sib + (size_t)r * d, w->emb_s1 + (size_t)s1[r] * d, d * sizeof(float));
-    kr_status st = kr_linear_run(pool, &w->dep.q, sib, m, d, q, d, err);
+    kr_status st = kr_linear_run(ex, &w->dep.q, sib, m, d, q, d, err);
     /* No mask, no rotation: one query per path over the window's cached dep K/V. */
     if (st == KR_OK)
-        st = kr_attention_rows(pool, m, keys, L, w->dep.n_heads, w->dep.head_dim, d, q, att, err);
-    free(keys);
+        st = kr_attention_rows(ex, m, keys, L, w->dep.n_heads, w->dep.head_dim, d, q, att, err);
     if (st != KR_OK) {
-        free(buf);
+        kr_arena_release(ex->arena, mark);
         return st;
     }
-    st = kr_linear_run(pool, &w->dep.out, att, m, d, sib, d, err);
+    st = kr_linear_run(ex, &w->dep.out, att, m, d, sib, d, err);
     if (st == KR_OK) {
         for (int r = 0; r < m; r++) kr_add_f32(d, ctx_last + (size_t)r * ld, sib + (size_t)r * d);
         kr_rmsnorm_f32(m, d, sib, d, w->dep_norm, KR_RMS_EPS, q, d);
-        st = kr_linear_run(pool, &w->head_s2, q, m, d, logits, w->head_s2.n_out, err);
+        st = kr_linear_run(ex, &w->head_s2, q, m, d, logits, w->head_s2.n_out, err);
     }
-    free(buf);
+    kr_arena_release(ex->arena, mark);
     return st;
 }

@@ -31,23 +31,24 @@ static inline int kr_predictor_store_layers(const kr_predictor_weights *w) {
 
 /* Runs chunks of new tokens: s1/s2 ids [total], stamps [total][5] (minute, hour, weekday, day,
  * month). Writes context[total][d] and each chunk's K/V rows (all layers + dep layer). */
-kr_status kr_predictor_forward(const kr_predictor_weights *w, kr_pool *pool, const kr_chunk *chunks,
-                               int n_chunks, const int32_t *s1, const int32_t *s2,
-                               const float *stamps, float *context, kr_error *err);
+kr_status kr_predictor_forward(const kr_predictor_weights *w, const kr_exec *ex,
+                               const kr_chunk *chunks, int n_chunks, const int32_t *s1,
+                               const int32_t *s2, const float *stamps, float *context,
+                               kr_error *err);
 
 /* logits[m][2^s1_bits] = head_s1(context rows). */
-kr_status kr_predictor_s1_logits(const kr_predictor_weights *w, kr_pool *pool, const float *context,
-                                 int m, int ld, float *logits, kr_error *err);
+kr_status kr_predictor_s1_logits(const kr_predictor_weights *w, const kr_exec *ex,
+                                 const float *context, int m, int ld, float *logits, kr_error *err);
 
 /* For m queries: s2 logits [m][2^s2_bits] given the sampled s1 of each, the context row of the
  * last window position (ctx_last, row stride ld) and the window's dep-layer rows (views[m]). */
-kr_status kr_predictor_s2_logits(const kr_predictor_weights *w, kr_pool *pool, int m,
+kr_status kr_predictor_s2_logits(const kr_predictor_weights *w, const kr_exec *ex, int m,
                                  const int32_t *s1, const float *ctx_last, int ld,
                                  const kr_kv_view *views, float *logits, kr_error *err);
 
 /* Debug taps for the golden tests (NULL when unused): token and time embeddings. */
-kr_status kr_predictor_embed(const kr_predictor_weights *w, kr_pool *pool, int n, const int32_t *s1,
-                             const int32_t *s2, const float *stamps, float *x, float *tok_emb_dbg,
-                             float *time_emb_dbg, kr_error *err);
+kr_status kr_predictor_embed(const kr_predictor_weights *w, const kr_exec *ex, int n,
+                             const int32_t *s1, const int32_t *s2, const float *stamps, float *x,
+                             float *tok_emb_dbg, float *time_emb_dbg, kr_error *err);
 
 #endif

@@ -6,36 +6,29 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "base/sort.h"
 
 typedef struct sort_item {
     float v;
     int i;
 } sort_item;
 
-kr_status kr_sampler_scratch_init(kr_sampler_scratch *s, int n, kr_error *err) {
+kr_status kr_sampler_scratch_init(kr_sampler_scratch *s, int n, kr_arena *arena, kr_error *err) {
     memset(s, 0, sizeof *s);
     s->n = n;
-    s->scaled = malloc((size_t)n * sizeof(float));
-    s->probs = malloc((size_t)n * sizeof(float));
-    s->keep = malloc((size_t)n);
-    s->pairs = malloc((size_t)n * sizeof(sort_item));
-    if (!s->scaled || !s->probs || !s->keep || !s->pairs) {
-        kr_sampler_scratch_release(s);
+    s->scaled = KR_ARENA_NEW(arena, float, n);
+    s->probs = KR_ARENA_NEW(arena, float, n);
+    s->keep = KR_ARENA_NEW(arena, unsigned char, n);
+    s->pairs = KR_ARENA_NEW(arena, sort_item, n);
+    s->pairs_tmp = KR_ARENA_NEW(arena, sort_item, n);
+    if (!s->scaled || !s->probs || !s->keep || !s->pairs || !s->pairs_tmp)
         return kr_error_set(err, KR_ERR_NOMEM, "sampler: out of memory");
-    }
     return KR_OK;
 }
 
-void kr_sampler_scratch_release(kr_sampler_scratch *s) {
-    free(s->scaled);
-    free(s->probs);
-    free(s->keep);
-    free(s->pairs);
-    memset(s, 0, sizeof *s);
-}
-
 /* Descending by value; equal values by index, so the order is deterministic. */
-static int cmp_desc(const void *a, const void *b) {
+static int cmp_desc(const void *a, const void *b, void *ctx) {
+    (void)ctx;
     const sort_item *x = a, *y = b;
     if (x->v > y->v) return -1;
     if (x->v < y->v) return 1;
@@ -102,7 +95,7 @@ int kr_sampler_filter(const float *logits, const kr_sampler_params *p, kr_sample
             int m = 0;
             for (int i = 0; i < n; i++)
                 if (s->probs[i] >= thr || thr < 1e-30f) it[m++] = (sort_item){ s->probs[i], i };
-            qsort(it, (size_t)m, sizeof *it, cmp_desc);
+            kr_sort(it, (size_t)m, sizeof *it, cmp_desc, NULL, s->pairs_tmp);
             float cum = 0.0f;
             int cut = -1;
             for (int j = 0; j < m; j++) {

@@ -10,6 +10,7 @@
 
 #include <stdint.h>
 
+#include "base/workspace.h"
 #include "kronos.h"
 
 typedef struct kr_sampler_params {
@@ -25,10 +26,11 @@ typedef struct kr_sampler_scratch {
     float *probs; /* [n] */
     unsigned char *keep; /* [n] filter mask */
     void *pairs; /* [n] (value, index) for sorting */
+    void *pairs_tmp; /* [n] the sort's scratch */
 } kr_sampler_scratch;
 
-kr_status kr_sampler_scratch_init(kr_sampler_scratch *s, int n, kr_error *err);
-void kr_sampler_scratch_release(kr_sampler_scratch *s);
+/* Takes the scratch for a vocabulary of n from the arena (released with it). */
+kr_status kr_sampler_scratch_init(kr_sampler_scratch *s, int n, kr_arena *arena, kr_error *err);
 
 /* Applies T and the top-k/top-p filter; s->keep[i] = 1 for survivors. Returns their count. */
 int kr_sampler_filter(const float *logits, const kr_sampler_params *p, kr_sampler_scratch *s);

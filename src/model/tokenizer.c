@@ -7,26 +7,27 @@
 
 #include "base/error.h"
 
-kr_status kr_tokenizer_encode(const kr_tokenizer_weights *w, kr_pool *pool, const float *x, int T,
-                              int32_t *s1, int32_t *s2, float *z, kr_error *err) {
+kr_status kr_tokenizer_encode(const kr_tokenizer_weights *w, const kr_exec *ex, const float *x,
+                              int T, int32_t *s1, int32_t *s2, float *z, kr_error *err) {
     int d = w->cfg.d_model, nb1 = w->cfg.s1_bits, cb = w->cfg.s1_bits + w->cfg.s2_bits;
     if (T <= 0) return kr_error_set(err, KR_ERR_INVALID_ARG, "tokenizer: nothing to encode");
     kr_status st = KR_OK;
     kr_kv_store store = { 0 };
-    float *h = malloc((size_t)T * d * sizeof(float));
-    float *zz = malloc((size_t)T * cb * sizeof(float));
+    size_t mark = kr_arena_mark(ex->arena);
+    float *h = KR_ARENA_NEW(ex->arena, float, (size_t)T *d);
+    float *zz = KR_ARENA_NEW(ex->arena, float, (size_t)T *cb);
     if (!h || !zz) {
         st = kr_error_set(err, KR_ERR_NOMEM, "tokenizer: out of memory for %d rows", T);
         goto done;
     }
-    if ((st = kr_linear_run(pool, &w->embed, x, T, w->cfg.d_in, h, d, err)) != KR_OK) goto done;
+    if ((st = kr_linear_run(ex, &w->embed, x, T, w->cfg.d_in, h, d, err)) != KR_OK) goto done;
     if (w->n_enc > 0) {
         if ((st = kr_kv_store_init(&store, w->n_enc, d, T, err)) != KR_OK) goto done;
         kr_chunk ch = { .n = T, .pos0 = 0, .n_past = 0, .out = &store, .out_start = 0 };
-        st = kr_transformer_run(w->enc, w->n_enc, 0, d, w->cfg.ff_dim, pool, h, &ch, 1, err);
+        st = kr_transformer_run(w->enc, w->n_enc, 0, d, w->cfg.ff_dim, ex, h, &ch, 1, err);
         if (st != KR_OK) goto done;
     }
-    if ((st = kr_linear_run(pool, &w->quant_embed, h, T, d, zz, cb, err)) != KR_OK) goto done;
+    if ((st = kr_linear_run(ex, &w->quant_embed, h, T, d, zz, cb, err)) != KR_OK) goto done;
     for (int t = 0; t < T; t++) {
         const float *zr = zz + (size_t)t * cb;
         int32_t a = 0, b = 0;
@@ -39,14 +40,13 @@ kr_status kr_tokenizer_encode(const kr_tokenizer_weights *w, kr_pool *pool, cons
     if (z) memcpy(z, zz, (size_t)T * cb * sizeof(float));
 done:
     kr_kv_store_release(&store);
-    free(h);
-    free(zz);
+    kr_arena_release(ex->arena, mark);
     return st;
 }
 
-kr_status kr_tokenizer_decode(const kr_tokenizer_weights *w, kr_pool *pool, const kr_chunk *chunks,
-                              int n_chunks, const int32_t *s1, const int32_t *s2, float *out,
-                              kr_error *err) {
+kr_status kr_tokenizer_decode(const kr_tokenizer_weights *w, const kr_exec *ex,
+                              const kr_chunk *chunks, int n_chunks, const int32_t *s1,
+                              const int32_t *s2, float *out, kr_error *err) {
     int d = w->cfg.d_model, nb1 = w->cfg.s1_bits, cb = w->cfg.s1_bits + w->cfg.s2_bits;
     int total = 0;
     kr_status st = kr_chunks_check(chunks, n_chunks, kr_tokenizer_store_layers(w), &total, err);
@@ -56,11 +56,11 @@ kr_status kr_tokenizer_decode(const kr_tokenizer_weights *w, kr_pool *pool, cons
         if (s1[i] < 0 || s1[i] >= v1 || s2[i] < 0 || s2[i] >= v2)
             return kr_error_set(err, KR_ERR_INVALID_ARG,
                                 "tokenizer: token %d (%d, %d) out of vocabulary", i, s1[i], s2[i]);
-    float *bits = malloc((size_t)total * cb * sizeof(float));
-    float *h = malloc((size_t)total * d * sizeof(float));
+    size_t mark = kr_arena_mark(ex->arena);
+    float *bits = KR_ARENA_NEW(ex->arena, float, (size_t)total *cb);
+    float *h = KR_ARENA_NEW(ex->arena, float, (size_t)total *d);
     if (!bits || !h) {
-        free(bits);
-        free(h);
+        kr_arena_release(ex->arena, mark);
         return kr_error_set(err, KR_ERR_NOMEM, "tokenizer: out of memory for %d rows", total);
     }
     /* q_scale = 1/√codebook_dim in double, rounded once to float as torch multiplies by it. */
@@ -70,12 +70,11 @@ kr_status kr_tokenizer_decode(const kr_tokenizer_weights *w, kr_pool *pool, cons
         for (int i = 0; i < nb1; i++) br[i] = ((s1[t] >> i) & 1) ? q : -q;
         for (int i = nb1; i < cb; i++) br[i] = ((s2[t] >> (i - nb1)) & 1) ? q : -q;
     }
-    st = kr_linear_run(pool, &w->post_quant_embed, bits, total, cb, h, d, err);
+    st = kr_linear_run(ex, &w->post_quant_embed, bits, total, cb, h, d, err);
     if (st == KR_OK && w->n_dec > 0)
-        st = kr_transformer_run(w->dec, w->n_dec, 0, d, w->cfg.ff_dim, pool, h, chunks, n_chunks,
-                                err);
-    if (st == KR_OK) st = kr_linear_run(pool, &w->head, h, total, d, out, w->cfg.d_in, err);
-    free(bits);
-    free(h);
+        st =
+            kr_transformer_run(w->dec, w->n_dec, 0, d, w->cfg.ff_dim, ex, h, chunks, n_chunks, err);
+    if (st == KR_OK) st = kr_linear_run(ex, &w->head, h, total, d, out, w->cfg.d_in, err);
+    kr_arena_release(ex->arena, mark);
     return st;
 }

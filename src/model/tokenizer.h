@@ -17,14 +17,14 @@
 #include "model/transformer.h"
 
 /* x[T][d_in] → s1[T], s2[T]; z (optional, [T][s1_bits+s2_bits]) receives quant_embed's output. */
-kr_status kr_tokenizer_encode(const kr_tokenizer_weights *w, kr_pool *pool, const float *x, int T,
-                              int32_t *s1, int32_t *s2, float *z, kr_error *err);
+kr_status kr_tokenizer_encode(const kr_tokenizer_weights *w, const kr_exec *ex, const float *x,
+                              int T, int32_t *s1, int32_t *s2, float *z, kr_error *err);
 
 /* Decodes chunks of ids (s1/s2 [total]) into out[total][d_in]. Stores need n_dec layers
  * (a chunk of a tokenizer without decoder blocks still needs a store of >= 1 layer). */
-kr_status kr_tokenizer_decode(const kr_tokenizer_weights *w, kr_pool *pool, const kr_chunk *chunks,
-                              int n_chunks, const int32_t *s1, const int32_t *s2, float *out,
-                              kr_error *err);
+kr_status kr_tokenizer_decode(const kr_tokenizer_weights *w, const kr_exec *ex,
+                              const kr_chunk *chunks, int n_chunks, const int32_t *s1,
+                              const int32_t *s2, float *out, kr_error *err);
 
 /* Layers a decode store needs (max(1, n_dec)). */
 static inline int kr_tokenizer_store_layers(const kr_tokenizer_weights *w) {

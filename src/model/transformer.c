@@ -220,28 +220,27 @@ static void qgemm_worker(void *ctx, int ith, int nth) {
     kr_qgemm_run(t->l->q, t->m, t->x, t->ldx, t->l->b, t->y, t->ldy, t->scratch, ith, nth);
 }
 
-kr_status kr_linear_run(kr_pool *pool, const kr_linear *l, const float *x, int m, int ldx, float *y,
-                        int ldy, kr_error *err) {
+kr_status kr_linear_run(const kr_exec *ex, const kr_linear *l, const float *x, int m, int ldx,
+                        float *y, int ldy, kr_error *err) {
     if (m <= 0) return KR_OK;
     if (l->stats) kr_act_stats_add(l->stats, x, m, ldx);
     gemm_task t = { l, x, m, ldx, ldy, y, NULL };
     if (!l->q) {
-        kr_pool_run(pool, gemm_worker, &t);
+        kr_pool_run(ex->pool, gemm_worker, &t);
         return KR_OK;
     }
-    size_t bytes = kr_qgemm_scratch_bytes(l->q, m, kr_pool_size(pool));
-    void *own = NULL;
-    t.scratch = kr_pool_scratch(pool, bytes);
-    if (!t.scratch && !pool && posix_memalign(&own, 64, bytes) == 0) t.scratch = own;
+    size_t bytes = kr_qgemm_scratch_bytes(l->q, m, kr_pool_size(ex->pool));
+    size_t mark = kr_arena_mark(ex->arena);
+    t.scratch = kr_arena_alloc(ex->arena, bytes);
     if (!t.scratch)
         return kr_error_set(err, KR_ERR_NOMEM,
                             "linear %d×%d: out of memory for %zu bytes of "
                             "quantised-GEMM scratch",
                             l->n_out, l->n_in, bytes);
     /* Activation preparation is split over rows, the GEMM over output columns. */
-    if (kr_qgemm_needs_prepare(l->q)) kr_pool_run(pool, qprepare_worker, &t);
-    kr_pool_run(pool, qgemm_worker, &t);
-    free(own);
+    if (kr_qgemm_needs_prepare(l->q)) kr_pool_run(ex->pool, qprepare_worker, &t);
+    kr_pool_run(ex->pool, qgemm_worker, &t);
+    kr_arena_release(ex->arena, mark);
     return KR_OK;
 }
 
@@ -271,7 +270,7 @@ kr_status kr_chunks_check(const kr_chunk *chunks, int n_chunks, int n_layers_nee
 }
 
 kr_status kr_transformer_run(const kr_block_weights *blocks, int n_blocks, int layer0, int d,
-                             int ff_dim, kr_pool *pool, float *x, const kr_chunk *chunks,
+                             int ff_dim, const kr_exec *ex, float *x, const kr_chunk *chunks,
                              int n_chunks, kr_error *err) {
     int total = 0;
     kr_status st = kr_chunks_check(chunks, n_chunks, layer0 + n_blocks, &total, err);
@@ -279,14 +278,15 @@ kr_status kr_transformer_run(const kr_block_weights *blocks, int n_blocks, int l
     if (n_blocks == 0 || total == 0) return KR_OK;
 
     size_t td = (size_t)total * (size_t)d, tf = (size_t)total * (size_t)ff_dim;
-    float *h = malloc(td * sizeof(float));
-    float *q = malloc(td * sizeof(float));
-    float *kt = malloc(td * sizeof(float));
-    float *vt = malloc(td * sizeof(float));
-    float *att = malloc(td * sizeof(float));
-    float *f1 = malloc(tf * sizeof(float));
-    float *f3 = malloc(tf * sizeof(float));
-    kr_attn_keys *keys = malloc((size_t)total * sizeof *keys);
+    size_t mark = kr_arena_mark(ex->arena);
+    float *h = KR_ARENA_NEW(ex->arena, float, td);
+    float *q = KR_ARENA_NEW(ex->arena, float, td);
+    float *kt = KR_ARENA_NEW(ex->arena, float, td);
+    float *vt = KR_ARENA_NEW(ex->arena, float, td);
+    float *att = KR_ARENA_NEW(ex->arena, float, td);
+    float *f1 = KR_ARENA_NEW(ex->arena, float, tf);
+    float *f3 = KR_ARENA_NEW(ex->arena, float, tf);
+    kr_attn_keys *keys = KR_ARENA_NEW(ex->arena, kr_attn_keys, total);
     if (!h || !q || !kt || !vt || !att || !f1 || !f3 || !keys) {
         st = kr_error_set(err, KR_ERR_NOMEM, "transformer: out of memory for %d rows", total);
         goto done;
@@ -306,9 +306,9 @@ kr_status kr_transformer_run(const kr_block_weights *blocks, int n_blocks, int l
         const kr_attn_weights *aw = &bw->attn;
         int layer = layer0 + b;
         kr_rmsnorm_f32(total, d, x, d, bw->norm1, KR_RMS_EPS, h, d);
-        if ((st = kr_linear_run(pool, &aw->q, h, total, d, q, d, err)) != KR_OK ||
-            (st = kr_linear_run(pool, &aw->k, h, total, d, kt, d, err)) != KR_OK ||
-            (st = kr_linear_run(pool, &aw->v, h, total, d, vt, d, err)) != KR_OK)
+        if ((st = kr_linear_run(ex, &aw->q, h, total, d, q, d, err)) != KR_OK ||
+            (st = kr_linear_run(ex, &aw->k, h, total, d, kt, d, err)) != KR_OK ||
+            (st = kr_linear_run(ex, &aw->v, h, total, d, vt, d, err)) != KR_OK)
             goto done;
         for (int c = 0, row = 0; c < n_chunks; c++) {
             const kr_chunk *ch = &chunks[c];
@@ -320,27 +320,20 @@ kr_status kr_transformer_run(const kr_block_weights *blocks, int n_blocks, int l
                               vt + (size_t)row * d, ch->n);
             row += ch->n;
         }
-        st = kr_attention_rows(pool, total, keys, layer, aw->n_heads, aw->head_dim, d, q, att, err);
+        st = kr_attention_rows(ex, total, keys, layer, aw->n_heads, aw->head_dim, d, q, att, err);
         if (st != KR_OK) goto done;
-        if ((st = kr_linear_run(pool, &aw->out, att, total, d, h, d, err)) != KR_OK) goto done;
+        if ((st = kr_linear_run(ex, &aw->out, att, total, d, h, d, err)) != KR_OK) goto done;
         kr_add_f32((int)td, h, x);
 
         kr_rmsnorm_f32(total, d, x, d, bw->norm2, KR_RMS_EPS, h, d);
-        if ((st = kr_linear_run(pool, &bw->w1, h, total, d, f1, ff_dim, err)) != KR_OK ||
-            (st = kr_linear_run(pool, &bw->w3, h, total, d, f3, ff_dim, err)) != KR_OK)
+        if ((st = kr_linear_run(ex, &bw->w1, h, total, d, f1, ff_dim, err)) != KR_OK ||
+            (st = kr_linear_run(ex, &bw->w3, h, total, d, f3, ff_dim, err)) != KR_OK)
             goto done;
         kr_silu_mul_f32((int)tf, f1, f3, f1);
-        if ((st = kr_linear_run(pool, &bw->w2, f1, total, ff_dim, h, d, err)) != KR_OK) goto done;
+        if ((st = kr_linear_run(ex, &bw->w2, f1, total, ff_dim, h, d, err)) != KR_OK) goto done;
         kr_add_f32((int)td, h, x);
     }
 done:
-    free(h);
-    free(q);
-    free(kt);
-    free(vt);
-    free(att);
-    free(f1);
-    free(f3);
-    free(keys);
+    kr_arena_release(ex->arena, mark);
     return st;
 }

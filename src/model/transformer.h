@@ -16,7 +16,7 @@
 
 #include <stddef.h>
 
-#include "base/threadpool.h"
+#include "base/workspace.h"
 #include "kernels/kernels.h"
 #include "kronos.h"
 #include "model/kv_pool.h"
@@ -123,13 +123,13 @@ typedef struct kr_chunk {
 /* y[m][n_out] = x[m][n_in]·wᵀ + b on the pool, with the f32 or the quantised weight (the
  * latter needs scratch: fails only when that cannot be allocated). Records x into l->stats
  * when calibrating. */
-kr_status kr_linear_run(kr_pool *pool, const kr_linear *l, const float *x, int m, int ldx, float *y,
-                        int ldy, kr_error *err);
+kr_status kr_linear_run(const kr_exec *ex, const kr_linear *l, const float *x, int m, int ldx,
+                        float *y, int ldy, kr_error *err);
 
 /* Runs blocks[0..n_blocks) over x[total][d] (total = Σ chunk n), in place. Store layer of
  * block i is layer0 + i. `causal` is always 1 for Kronos blocks. */
 kr_status kr_transformer_run(const kr_block_weights *blocks, int n_blocks, int layer0, int d,
-                             int ff_dim, kr_pool *pool, float *x, const kr_chunk *chunks,
+                             int ff_dim, const kr_exec *ex, float *x, const kr_chunk *chunks,
                              int n_chunks, kr_error *err);
 
 /* Σ chunk n; validates refs and capacities. */

@@ -34,7 +34,10 @@ void kr_server_config_defaults(kr_server_config *c) {
     c->max_paths = 256;
     c->max_pred_len = 2048;
     c->max_connections = 512;
-    c->sched = kr_sched_default_params();
+    c->sched = kr_context_default_params();
+    c->sched.batch_wait_ms = 50; /* a server batches: requests arrive independently */
+    c->sched.tune = 1;
+    c->analysis_priority = KR_PRIORITY_LOW;
 }
 
 /* ------------------------------------------------------------------ helpers */
@@ -317,8 +320,9 @@ const kr_server_profile *kr_server_profile_at(const kr_server_config *c, int min
     return NULL;
 }
 
-kr_sched_params kr_server_profile_apply(const kr_sched_params *base, const kr_server_profile *p) {
-    kr_sched_params r = *base;
+kr_context_params kr_server_profile_apply(const kr_context_params *base,
+                                          const kr_server_profile *p) {
+    kr_context_params r = *base;
     if (!p) return r;
     if (p->batch_wait_ms >= 0) r.batch_wait_ms = p->batch_wait_ms;
     if (p->max_batch_tokens >= 0) r.max_batch_tokens = p->max_batch_tokens;

@@ -20,7 +20,6 @@
 
 #include <stddef.h>
 
-#include "engine/scheduler.h"
 #include "kronos.h"
 
 #define KR_SERVER_MAX_PROFILES 16
@@ -41,10 +40,10 @@ typedef struct kr_server_profile {
 
 /* Called when the active profile changes (NULL = back to the base parameters) with the
  * parameters that now apply; the server has already set the scheduler's batch_wait_ms and
- * max_batch_tokens (kr_sched_set_limits, logged and exported by the tuner). Called from an
+ * max_batch_tokens (kr_context_set_limits, logged and exported by the tuner). Called from an
  * HTTP connection thread; keep it short. */
 typedef void (*kr_server_profile_cb)(void *user, const kr_server_profile *active,
-                                     const kr_sched_params *effective);
+                                     const kr_context_params *effective);
 
 typedef struct kr_server_config {
     char model[KR_SERVER_PATH_MAX]; /* predictor dir (or dir with predictor/, tokenizer/) */
@@ -65,14 +64,18 @@ typedef struct kr_server_config {
     int max_connections; /* concurrent HTTP connections (default 512) */
     char db[KR_SERVER_PATH_MAX]; /* candle store for /v1/candles, /v1/analyze ("" = 503) */
     char web_root[KR_SERVER_PATH_MAX]; /* files of the page at / ("" = 404) */
-    kr_sched_params sched; /* scheduler parameters (kv_budget_bytes 0 = default) */
+    kr_context_params sched; /* engine parameters (kv_budget_bytes 0 = default; n_threads and
+                                kv_dtype come from `threads` and `kv_dtype`) */
+    int analysis_priority; /* priority of analyses against forecasts (default
+                                KR_PRIORITY_LOW: a heavy report slows, never stalls, forecasts) */
     int n_profiles;
     kr_server_profile profiles[KR_SERVER_MAX_PROFILES];
     kr_server_profile_cb on_profile; /* may be NULL */
     void *on_profile_user;
 } kr_server_config;
 
-/* Defaults for every field (scheduler defaults from kr_sched_default_params). */
+/* Defaults for every field (engine defaults from kr_context_default_params, with a 50 ms
+ * batch wait and the tuner on). */
 void kr_server_config_defaults(kr_server_config *c);
 
 /* Overlays the keys present in a JSON config document onto c. label names the source in
@@ -98,6 +101,7 @@ int kr_server_parse_clock(const char *s, int *minutes);
 const kr_server_profile *kr_server_profile_at(const kr_server_config *c, int minute_of_day);
 
 /* base with p's overrides applied (p NULL: base unchanged). */
-kr_sched_params kr_server_profile_apply(const kr_sched_params *base, const kr_server_profile *p);
+kr_context_params kr_server_profile_apply(const kr_context_params *base,
+                                          const kr_server_profile *p);
 
 #endif

@@ -22,6 +22,7 @@ typedef struct shadow_job {
 
 struct kr_drift {
     kr_model *shadow;
+    kr_context *ctx; /* one thread, f32 KV, no prefix cache: the reference it compares with */
     double sample, credit; /* every forecast adds `sample` credit; a whole unit samples one */
     pthread_mutex_t mu;
     pthread_cond_t cv, idle;
@@ -57,7 +58,7 @@ static void compare(kr_drift *d, shadow_job *j) {
                     .future_timestamps = j->future };
     kr_forecast *f = NULL;
     kr_error err = { 0 };
-    if (kr_forecast_run(d->shadow, &s, &j->params, &f, &err) != KR_OK) return;
+    if (kr_forecast_run(d->ctx, &s, &j->params, &f, &err) != KR_OK) return;
     int P = kr_forecast_paths(f);
     double *ref = malloc((size_t)P * sizeof *ref);
     if (ref) {
@@ -109,6 +110,17 @@ kr_status kr_drift_create(kr_model *shadow, double sample, kr_metrics *metrics, 
     }
     d->shadow = shadow;
     d->sample = sample;
+    kr_context_params cp = kr_context_default_params();
+    cp.n_threads = 1;
+    cp.prefix_cache = 0;
+    cp.max_running = 4;
+    cp.max_queue = 4;
+    kr_status st = kr_context_create(shadow, &cp, &d->ctx, err);
+    if (st != KR_OK) {
+        kr_model_free(shadow);
+        free(d);
+        return st;
+    }
     pthread_mutex_init(&d->mu, NULL);
     pthread_cond_init(&d->cv, NULL);
     pthread_cond_init(&d->idle, NULL);
@@ -212,6 +224,7 @@ void kr_drift_free(kr_drift *d) {
     pthread_cond_destroy(&d->cv);
     pthread_cond_destroy(&d->idle);
     pthread_mutex_destroy(&d->mu);
+    kr_context_free(d->ctx);
     kr_model_free(d->shadow);
     free(d);
 }

@@ -1,7 +1,7 @@
 /*
  * server/handlers — what each route does once its request has fully arrived.
  *
- * POST /v1/forecast: parse and validate (server/request), submit to the scheduler with a job
+ * POST /v1/forecast: parse and validate (server/request), submit to the engine context with a job
  * as the callback target, then either block this connection's thread until the job is done
  * (plain JSON) or hand libmicrohttpd a content reader that turns the job's progress into
  * Server-Sent Events. Both waits poll the socket every 100 ms so a client that goes away
@@ -90,7 +90,7 @@ int kr_forecast_conn_done(kr_conn *c, int terminated_ok) {
         kr_job_wait(c->job, INT_MAX, 0, &st);
         if (!st.done) {
             /* The client left before the answer: stop spending compute (and KV) on it. */
-            kr_sched_cancel(c->srv->sched, kr_job_id(c->job));
+            kr_cancel(c->srv->ctx, kr_job_id(c->job));
             status = 499;
         }
         kr_job_unref(c->job);
@@ -180,7 +180,7 @@ static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max) {
         if (kr_srv_client_gone(c->fd)) return MHD_CONTENT_READER_END_WITH_ERROR;
         double now = kr_now_seconds();
         if (now > c->hard_deadline) {
-            kr_sched_cancel(s->sched, kr_job_id(c->job));
+            kr_cancel(s->ctx, kr_job_id(c->job));
             char *body = kr_api_error_json(504, "request_timeout_s passed", NULL);
             kr_sse_event(&c->sse, "error", body ? body : "");
             free(body);
@@ -213,11 +213,11 @@ static enum MHD_Result wait_and_reply(struct MHD_Connection *mc, kr_conn *c) {
     for (;;) {
         if (kr_job_wait(c->job, INT_MAX, KR_POLL_S, &st)) break;
         if (kr_srv_client_gone(c->fd)) {
-            kr_sched_cancel(s->sched, kr_job_id(c->job));
+            kr_cancel(s->ctx, kr_job_id(c->job));
             return MHD_NO; /* closes the connection; completion records 499 */
         }
         if (kr_now_seconds() > c->hard_deadline) {
-            kr_sched_cancel(s->sched, kr_job_id(c->job));
+            kr_cancel(s->ctx, kr_job_id(c->job));
             if (kr_job_wait(c->job, INT_MAX, 1.0, &st) && st.status == KR_OK) break;
             return kr_srv_reply_error(mc, c, 504, "request_timeout_s passed", NULL);
         }
@@ -263,8 +263,11 @@ enum MHD_Result kr_handle_forecast(struct MHD_Connection *mc, kr_conn *c) {
     kr_series series = kr_api_request_series(&c->req);
     uint64_t id = 0;
     kr_error err = { 0 };
-    kr_status st = kr_sched_submit(s->sched, &series, &c->req.params, timeout, kr_job_on_event,
-                                   c->job, &id, &err);
+    kr_request_params rp = kr_request_default_params();
+    rp.deadline_s = timeout;
+    rp.on_event = kr_job_on_event;
+    rp.user = c->job;
+    kr_status st = kr_submit(s->ctx, &series, &c->req.params, &rp, &id, &err);
     if (st != KR_OK) {
         kr_job_unref(c->job); /* not accepted: the scheduler holds no reference */
         kr_job_unref(c->job);

@@ -56,41 +56,41 @@ void kr_job_unref(kr_job *j) {
     free(j);
 }
 
-static void copy_usage(kr_job *j, const kr_sched_event *ev) {
+static void copy_usage(kr_job *j, const kr_event *ev) {
     kr_api_usage *u = &j->st.usage;
     u->id = ev->id;
-    u->prefill_tokens = ev->prefill_tokens;
-    u->cached_tokens = ev->cached_tokens;
-    u->generated_tokens = ev->generated_tokens;
-    u->queue_seconds = ev->queue_seconds;
-    u->ttft_seconds = ev->ttft_seconds;
-    u->total_seconds = ev->total_seconds;
+    u->prefill_tokens = ev->stats.prefill_tokens;
+    u->cached_tokens = ev->stats.cached_tokens;
+    u->generated_tokens = ev->stats.generated_tokens;
+    u->queue_seconds = ev->stats.queue_seconds;
+    u->ttft_seconds = ev->stats.ttft_seconds;
+    u->total_seconds = ev->stats.total_seconds;
 }
 
-void kr_job_on_event(void *user, const kr_sched_event *ev) {
+void kr_job_on_event(void *user, const kr_event *ev) {
     kr_job *j = user;
-    int final = ev->kind == KR_SCHED_DONE || ev->kind == KR_SCHED_FAILED;
+    int final = ev->kind == KR_EVENT_DONE || ev->kind == KR_EVENT_FAILED;
     pthread_mutex_lock(&j->mu);
     if (j->st.done) {
         /* Nothing may follow DONE/FAILED; a stray result is freed, not leaked. */
         pthread_mutex_unlock(&j->mu);
-        if (ev->kind == KR_SCHED_DONE) kr_forecast_free(ev->result);
+        if (ev->kind == KR_EVENT_DONE) kr_forecast_free(ev->result);
         return;
     }
     if (!j->id) j->id = ev->id;
     switch (ev->kind) {
-    case KR_SCHED_STARTED:
+    case KR_EVENT_STARTED:
         j->st.started = 1;
         j->st.pred_len = ev->pred_len;
         copy_usage(j, ev);
         break;
-    case KR_SCHED_STEP:
+    case KR_EVENT_STEP:
         j->st.started = 1;
         if (ev->step > j->st.steps) j->st.steps = ev->step;
         j->st.pred_len = ev->pred_len;
         copy_usage(j, ev);
         break;
-    case KR_SCHED_DONE:
+    case KR_EVENT_DONE:
         j->st.started = 1;
         j->st.done = 1;
         j->st.status = KR_OK;
@@ -98,7 +98,7 @@ void kr_job_on_event(void *user, const kr_sched_event *ev) {
         if (ev->pred_len > 0) j->st.steps = j->st.pred_len = ev->pred_len;
         copy_usage(j, ev);
         break;
-    case KR_SCHED_FAILED:
+    case KR_EVENT_FAILED:
         j->st.done = 1;
         j->st.error = ev->error;
         j->st.status = ev->error.status != KR_OK ? ev->error.status : KR_ERR_INTERNAL;

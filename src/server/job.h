@@ -11,7 +11,7 @@
 #ifndef KR_SERVER_JOB_H
 #define KR_SERVER_JOB_H
 
-#include "engine/scheduler.h"
+#include "engine/context.h"
 #include "kronos.h"
 #include "server/response.h"
 
@@ -33,11 +33,11 @@ void kr_job_ref(kr_job *j);
 /* Drops a reference; the last one frees the job and any result not taken. NULL is a no-op. */
 void kr_job_unref(kr_job *j);
 
-/* The kr_sched_cb to pass to kr_sched_submit with user = the job, after kr_job_ref for the
+/* The kr_event_callback to pass to kr_submit with user = the job, after kr_job_ref for the
  * scheduler's reference, which this callback drops on DONE and FAILED. */
-void kr_job_on_event(void *user, const kr_sched_event *ev);
+void kr_job_on_event(void *user, const kr_event *ev);
 
-/* Records the scheduler's id (for cancel) once kr_sched_submit has returned. */
+/* Records the scheduler's id (for cancel) once kr_submit has returned. */
 void kr_job_set_id(kr_job *j, uint64_t id);
 uint64_t kr_job_id(kr_job *j);
 

@@ -192,7 +192,7 @@ char *kr_api_models_json(const kr_api_model_desc *m) {
     cJSON_AddNumberToObject(one, "s2_bits", m->info.s2_bits);
     cJSON_AddNumberToObject(one, "tokenizer_d_model", m->info.tok_d_model);
     cJSON_AddNumberToObject(one, "weight_bytes", (double)m->info.weight_bytes);
-    cJSON_AddStringToObject(one, "kv_dtype", m->info.kv_dtype[0] ? m->info.kv_dtype : "f32");
+    cJSON_AddStringToObject(one, "kv_dtype", m->kv_dtype && m->kv_dtype[0] ? m->kv_dtype : "f32");
     cJSON_AddItemToArray(data, one);
     char *s = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);

@@ -16,6 +16,7 @@
 typedef struct kr_api_model_desc {
     const char *name; /* directory name of the predictor, e.g. "kronos-demo" */
     const char *quant; /* weight format: "f32" */
+    const char *kv_dtype; /* KV-cache precision of the serving context */
     kr_model_info info;
 } kr_api_model_desc;
 

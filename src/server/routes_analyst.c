@@ -10,6 +10,7 @@
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -781,6 +782,7 @@ typedef struct analyze_task {
     kr_analyze_item items[KR_API_MAX_SYMBOLS];
     /* outcome */
     int status; /* HTTP status */
+    int retry_after; /* 429: tell the client when to retry */
     char *body; /* report text or error JSON (owned) */
     const char *content_type;
     /* streaming: events for the connection, guarded by mu */
@@ -793,6 +795,7 @@ typedef struct analyze_task {
     int thread_started, joined;
     pthread_t thread;
     int fd; /* the client's socket, for disconnects */
+    atomic_int abandoned; /* the client has gone: the engine cancels the forecasts */
     double last_write;
 } analyze_task;
 
@@ -849,6 +852,18 @@ static void on_analyze_progress(void *user, int step, int n_steps, const char *w
     if (step >= n_steps) return; /* "done": the render phase follows */
     emit(t, step == 0 ? "forecast" : "calibrate", step == 0 ? NULL : t->items[step - 1].symbol,
          what);
+}
+
+/* Polled by the engine thread once per step while the analysis' forecasts are queued or
+ * running: a client that has gone cancels them. */
+static int task_should_abort(void *user) {
+    analyze_task *t = user;
+    if (atomic_load(&t->abandoned)) return 1;
+    if (kr_srv_client_gone(t->fd)) {
+        atomic_store(&t->abandoned, 1);
+        return 1;
+    }
+    return 0;
 }
 
 static void task_fail(analyze_task *t, int status, const char *message, const char *field) {
@@ -920,12 +935,22 @@ static void task_run(analyze_task *t) {
         p.progress = on_analyze_progress;
         p.progress_user = t;
     }
+    /* The forecasts join the engine's continuous batch like /v1/forecast requests, at the
+     * analysis priority, within the request timeout, cancelled when the client goes. */
+    kr_request_params rp = kr_request_default_params();
+    rp.deadline_s = s->cfg.request_timeout_s;
+    rp.priority = s->cfg.analysis_priority;
+    rp.wait_for_room = 0; /* a full queue is a 429, not a wait */
+    rp.should_abort = task_should_abort;
+    rp.abort_user = t;
+    p.request = &rp;
     kr_report_set *set = NULL;
-    /* Holds the model's mutex while it generates: safe beside the scheduler, not batched
-     * with it (routes_analyst.h). */
-    kr_status st = kr_analyze(s->model, t->items, r->n, &p, &set, &err);
+    kr_status st = kr_analyze(s->ctx, t->items, r->n, &p, &set, &err);
     if (st != KR_OK) {
         int code = kr_api_http_status(st);
+        if (st == KR_ERR_BUSY && kr_server_is_draining(s)) code = 503;
+        if (st == KR_ERR_BUSY) t->retry_after = 1;
+        if (code == 429) kr_http_metrics_reject(s->http, "busy");
         task_fail(t, code, err.message, NULL);
         return;
     }
@@ -1002,7 +1027,8 @@ static ssize_t task_reader(void *cls, uint64_t pos, char *buf, size_t max) {
         pthread_cond_timedwait(&t->cv, &t->mu, &dl);
         if (kr_sse_pending(&t->sse) || t->done) continue;
         if (kr_srv_client_gone(t->fd)) {
-            /* kr_analyze cannot be cancelled: wait for it, then drop the stream. */
+            /* The engine cancels the forecasts at its next step; then drop the stream. */
+            atomic_store(&t->abandoned, 1);
             pthread_mutex_unlock(&t->mu);
             task_join(t);
             return MHD_CONTENT_READER_END_WITH_ERROR;
@@ -1070,13 +1096,15 @@ static enum MHD_Result handle_analyze(struct MHD_Connection *mc, kr_conn *c, int
     }
     c->counted = 1;
 
+    t->fd = c->fd;
     if (t->req.stream) return start_stream(mc, c, t);
     task_run(t);
     char *body = t->body;
     t->body = NULL;
-    enum MHD_Result ok =
-        body ? kr_srv_reply(mc, c, t->status, t->content_type, body, strlen(body), NULL, NULL)
-             : kr_srv_reply_error(mc, c, 503, "out of memory", NULL);
+    enum MHD_Result ok = body ? kr_srv_reply(mc, c, t->status, t->content_type, body, strlen(body),
+                                             t->retry_after ? MHD_HTTP_HEADER_RETRY_AFTER : NULL,
+                                             t->retry_after ? "1" : NULL)
+                              : kr_srv_reply_error(mc, c, 503, "out of memory", NULL);
     task_free(t);
     return ok;
 }

@@ -14,12 +14,13 @@
  * (store.h: one handle per thread; WAL lets readers and a writer overlap).
  *
  * Threads and the engine: an analysis runs kr_analyze on the connection's thread (or, when
- * streamed, on a worker thread the connection waits for). kr_analyze calls
- * kr_forecast_run_batch, which holds the model's mutex for its whole generation; the
- * scheduler takes the same mutex for each batched step. So an analysis is safe next to
- * /v1/forecast traffic, but it is not batched with it: while an analysis generates, the
- * scheduler's steps wait, and the other way round. Analyses count as active requests, so a
- * drain waits for them.
+ * streamed, on a worker thread the connection waits for). Its forecasts (and calibration
+ * windows) are submitted to the server's engine context like /v1/forecast requests: they
+ * join the continuous batch at the analysis priority (cfg.analysis_priority, below
+ * forecasts by default, so a heavy report slows but never stalls them), within
+ * request_timeout_s (504 after), cancelled when the client goes (499), refused with 429 and
+ * Retry-After when the queue is full, counted in the engine's metrics. Analyses count as
+ * active requests, so a drain waits for them up to its bound, then cancels them.
  */
 #ifndef KR_SERVER_ROUTES_ANALYST_H
 #define KR_SERVER_ROUTES_ANALYST_H

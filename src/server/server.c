@@ -3,7 +3,7 @@
  *
  * Threading: libmicrohttpd runs one thread per connection (MHD_USE_THREAD_PER_CONNECTION), so
  * a handler may block while its forecast runs — that is what makes the plain JSON path simple
- * — and the scheduler thread only ever touches kr_job objects. Each request walks:
+ * — and the engine thread only ever touches kr_job objects. Each request walks:
  *   first call  -> context, route match, early refusals (404, 405, 503 draining, 401, 413 by
  *                  Content-Length) before any body byte is read;
  *   body calls  -> accumulate up to max_body_bytes (413 beyond, for chunked uploads);
@@ -103,12 +103,19 @@ static void check_profile(kr_server *s) {
     if (idx == prev) return;
     if (prev >= 0) kr_http_metrics_profile(s->http, s->cfg.profiles[prev].name, 0);
     if (p) kr_http_metrics_profile(s->http, p->name, 1);
-    kr_sched_params eff = kr_server_profile_apply(&s->cfg.sched, p);
+    kr_context_params eff = kr_server_profile_apply(&s->cfg.sched, p);
     kr_srv_log(s, "profile %s in effect (batch_wait_ms %d, max_batch_tokens %d, max_running %d)",
                p ? p->name : "base", eff.batch_wait_ms, eff.max_batch_tokens, eff.max_running);
     char reason[96];
     snprintf(reason, sizeof reason, "time-of-day profile %s", p ? p->name : "base");
-    kr_sched_set_limits(s->sched, eff.batch_wait_ms, eff.max_batch_tokens, reason);
+    kr_context_limits lim = kr_context_limits_keep();
+    lim.batch_wait_ms = eff.batch_wait_ms;
+    lim.max_batch_tokens = eff.max_batch_tokens;
+    lim.max_running = eff.max_running;
+    lim.max_queue = eff.max_queue;
+    lim.target_queue_p95_s = eff.target_queue_p95_s;
+    lim.target_ttft_p95_s = eff.target_ttft_p95_s;
+    kr_context_set_limits(s->ctx, &lim, reason);
     if (s->cfg.on_profile) s->cfg.on_profile(s->cfg.on_profile_user, p, &eff);
 }
 
@@ -330,7 +337,7 @@ static kr_status start_daemon(kr_server *s, kr_error *err) {
     return KR_OK;
 }
 
-kr_status kr_server_create(kr_model *model, const kr_server_config *cfg, kr_server **out,
+kr_status kr_server_create(const kr_model *model, const kr_server_config *cfg, kr_server **out,
                            kr_error *err) {
     if (!model || !cfg || !out)
         return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_server_create: NULL argument");
@@ -351,6 +358,7 @@ kr_status kr_server_create(kr_model *model, const kr_server_config *cfg, kr_serv
     model_name_of(s->cfg.model, s->model_name, sizeof s->model_name);
     s->model_desc.name = s->model_name;
     s->model_desc.quant = s->cfg.quant;
+    s->model_desc.kv_dtype = s->cfg.kv_dtype;
     kr_model_get_info(model, &s->model_desc.info);
 
     if ((st = kr_metrics_create(&s->metrics, err)) != KR_OK) goto fail;
@@ -358,8 +366,10 @@ kr_status kr_server_create(kr_model *model, const kr_server_config *cfg, kr_serv
         st = kr_error_set(err, KR_ERR_NOMEM, "server: out of memory");
         goto fail;
     }
-    kr_sched_params sp = s->cfg.sched;
-    if ((st = kr_sched_create(model, s->metrics, &sp, &s->sched, err)) != KR_OK) goto fail;
+    kr_context_params cp = s->cfg.sched;
+    cp.n_threads = s->cfg.threads;
+    cp.kv_dtype = s->cfg.kv_dtype;
+    if ((st = kr_context_create_ex(model, &cp, s->metrics, &s->ctx, err)) != KR_OK) goto fail;
     if ((st = start_daemon(s, err)) != KR_OK) goto fail;
     check_profile(s);
     *out = s;
@@ -381,7 +391,7 @@ kr_status kr_server_attach_shadow(kr_server *s, kr_model *f32_model, double samp
 kr_drift *kr_server_drift(kr_server *s) { return s ? s->drift : NULL; }
 
 int kr_server_port(const kr_server *s) { return s ? s->port : 0; }
-kr_sched *kr_server_sched(kr_server *s) { return s ? s->sched : NULL; }
+kr_context *kr_server_context(kr_server *s) { return s ? s->ctx : NULL; }
 kr_metrics *kr_server_metrics(kr_server *s) { return s ? s->metrics : NULL; }
 
 int kr_server_is_draining(kr_server *s) {
@@ -404,12 +414,30 @@ void kr_server_drain(kr_server *s, double grace_s) {
     pthread_mutex_unlock(&s->mu);
     kr_http_metrics_draining(s->http, 1);
     kr_srv_log(s, "draining: refusing new requests, finishing the accepted ones");
-    if (s->sched) kr_sched_drain(s->sched);
-
-    /* The scheduler has posted every result; wait for the connections to send them. */
+    /* Accepted requests (forecasts, and analyses, which submit several batches in turn) get
+     * grace_s to finish while the engine keeps accepting their work; then the engine drains,
+     * cancelling what is left (its clients get 504/499), so a drain is bounded even behind a
+     * heavy analysis. */
+    double deadline = kr_now_seconds() + (grace_s > 0 ? grace_s : 0);
     struct timespec dl;
+    pthread_mutex_lock(&s->mu);
+    while (s->active_jobs > 0) {
+        double left_s = deadline - kr_now_seconds();
+        if (left_s <= 0) break;
+        clock_gettime(CLOCK_REALTIME, &dl);
+        double t = (double)dl.tv_sec + dl.tv_nsec * 1e-9 + (left_s < 0.25 ? left_s : 0.25);
+        dl.tv_sec = (time_t)t;
+        dl.tv_nsec = (long)((t - (double)dl.tv_sec) * 1e9);
+        pthread_cond_timedwait(&s->idle, &s->mu, &dl);
+    }
+    pthread_mutex_unlock(&s->mu);
+    double left_s = deadline - kr_now_seconds();
+    if (s->ctx && kr_context_drain(s->ctx, left_s > 0 ? left_s : 0) == KR_ERR_TIMEOUT)
+        kr_srv_log(s, "drain: cancelled the requests still running after %.0f s", grace_s);
+
+    /* The engine has posted every result; give the connections a moment to send them. */
     clock_gettime(CLOCK_REALTIME, &dl);
-    dl.tv_sec += (time_t)(grace_s > 0 ? grace_s : 0) + 1;
+    dl.tv_sec += 1;
     pthread_mutex_lock(&s->mu);
     while (s->active_jobs > 0)
         if (pthread_cond_timedwait(&s->idle, &s->mu, &dl) == ETIMEDOUT) break;
@@ -429,7 +457,7 @@ void kr_server_free(kr_server *s) {
         kr_server_drain(s, s->cfg.request_timeout_s);
         MHD_stop_daemon(s->daemon);
     }
-    kr_sched_free(s->sched);
+    kr_context_free(s->ctx);
     kr_drift_free(s->drift);
     kr_http_metrics_free(s->http);
     kr_metrics_free(s->metrics);

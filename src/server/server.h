@@ -19,7 +19,7 @@
 #define KR_SERVER_SERVER_H
 
 #include "engine/metrics.h"
-#include "engine/scheduler.h"
+#include "engine/context.h"
 #include "kronos.h"
 #include "server/config.h"
 
@@ -29,7 +29,7 @@ typedef struct kr_server kr_server;
  * on cfg->host:cfg->port (port 0: an ephemeral port, see kr_server_port). cfg is copied. When
  * cfg->api_key is empty and cfg->api_key_file is set, the key is read from the file.
  * Caller owns *out; free with kr_server_free. */
-kr_status kr_server_create(kr_model *model, const kr_server_config *cfg, kr_server **out,
+kr_status kr_server_create(const kr_model *model, const kr_server_config *cfg, kr_server **out,
                            kr_error *err);
 
 /* Serving a quantised model: runs a `sample` fraction of the answered forecasts again on
@@ -40,8 +40,8 @@ struct kr_drift *kr_server_drift(kr_server *s); /* NULL without a shadow (tests 
 
 /* The port actually bound (useful with port 0). */
 int kr_server_port(const kr_server *s);
-/* The scheduler (borrowed), e.g. for kr_sched_get_stats in tests. */
-kr_sched *kr_server_sched(kr_server *s);
+/* The engine context (borrowed), e.g. for kr_context_get_stats in tests. */
+kr_context *kr_server_context(kr_server *s);
 /* The metrics registry (borrowed). */
 kr_metrics *kr_server_metrics(kr_server *s);
 

@@ -23,8 +23,8 @@
 
 struct kr_server {
     kr_server_config cfg;
-    kr_model *model; /* borrowed */
-    kr_sched *sched;
+    const kr_model *model; /* borrowed */
+    kr_context *ctx; /* the engine every route submits to */
     kr_metrics *metrics;
     kr_http_metrics *http;
     struct MHD_Daemon *daemon;

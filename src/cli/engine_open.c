@@ -1,0 +1,31 @@
+/* cli/engine_open — see engine_open.h. */
+#include "cli/engine_open.h"
+
+#include <string.h>
+
+#include "cli/args.h"
+
+int kr_cli_engine_open(const char *cmd, const char *pred_dir, const char *tok_dir,
+                       const char *quant, int threads, const char *kv_dtype, kr_cli_engine *e) {
+    memset(e, 0, sizeof *e);
+    kr_error err = { 0 };
+    kr_model_params mp = kr_model_default_params();
+    mp.quant = quant;
+    if (kr_model_load(pred_dir, tok_dir, &mp, &e->model, &err) != KR_OK)
+        return kr_cli_fail(cmd, err.message);
+    kr_context_params cp = kr_context_default_params();
+    cp.n_threads = threads;
+    cp.kv_dtype = kv_dtype;
+    if (kr_context_create(e->model, &cp, &e->ctx, &err) != KR_OK) {
+        kr_model_free(e->model);
+        e->model = NULL;
+        return kr_cli_fail(cmd, err.message);
+    }
+    return 0;
+}
+
+void kr_cli_engine_close(kr_cli_engine *e) {
+    kr_context_free(e->ctx);
+    kr_model_free(e->model);
+    memset(e, 0, sizeof *e);
+}

@@ -1,0 +1,499 @@
+/*
+ * engine/context — kr_context: creation (pool, workspace, prefix cache, metrics, engine
+ * thread), submission and cancellation from any thread, limits, stats, metrics text, tasks,
+ * drain and free. The engine thread's loop is in scheduler.c.
+ */
+#include "engine/context_internal.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/error.h"
+#include "base/timeutil.h"
+#include "model/model.h"
+
+/* Rows one forward pass computes at most (generate.c splits larger work into such chunks). */
+#define KR_WORKSPACE_ROWS 1024
+/* Keys per attention row the workspace is sized for (the default max_context); longer
+ * windows make the workspace grow once, visibly (kr_context_stats.workspace_grows). */
+#define KR_WORKSPACE_KEYS 512
+
+kr_context_params kr_context_default_params(void) {
+    kr_context_params p;
+    memset(&p, 0, sizeof p);
+    p.n_threads = 0;
+    p.kv_dtype = NULL;
+    p.max_batch_tokens = 4096;
+    p.max_running = 64;
+    p.max_queue = 256;
+    p.batch_wait_ms = 0;
+    p.kv_budget_bytes = 0;
+    p.prefix_cache = 1;
+    p.static_batching = 0;
+    p.background_share = 0.5;
+    p.background_min_rows = 8;
+    p.tune = 0;
+    p.target_queue_p95_s = 0.5;
+    p.target_ttft_p95_s = 2.0;
+    return p;
+}
+
+kr_request_params kr_request_default_params(void) {
+    kr_request_params r;
+    memset(&r, 0, sizeof r);
+    r.priority = KR_PRIORITY_NORMAL;
+    r.wait_for_room = 1;
+    return r;
+}
+
+kr_context_limits kr_context_limits_keep(void) {
+    kr_context_limits l = { -1, 0, 0, 0, -1, -1.0, -1.0 };
+    return l;
+}
+
+void kr_ctx_log(kr_context *c, const char *fmt, ...) {
+    if (!c->p.log) return;
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    c->p.log(c->p.log_user, line);
+}
+
+static size_t default_kv_budget(void) {
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    return pages > 0 && page > 0 ? (size_t)pages * (size_t)page / 4 : (size_t)1 << 30;
+}
+
+static kr_status parse_kv_dtype(const char *s, kr_kv_dtype *out, kr_error *err) {
+    if (!s || !*s || strcmp(s, "f32") == 0)
+        *out = KR_KV_F32;
+    else if (strcmp(s, "bf16") == 0)
+        *out = KR_KV_BF16;
+    else if (strcmp(s, "int8") == 0)
+        *out = KR_KV_INT8;
+    else
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "kv_dtype '%s' is not one of f32, bf16, int8",
+                            s);
+    return KR_OK;
+}
+
+static const char *const k_kv_names[] = { "f32", "bf16", "int8" };
+
+/* Bytes a step of the context's limits needs: the activations of one forward pass of
+ * KR_WORKSPACE_ROWS rows, attention scratch, logits and sampling of as many rows, the batch's
+ * token arrays. An estimate with margin; the arena grows (once, counted) past it. */
+static size_t workspace_estimate(const kr_model *m, const kr_context_params *p, int nth) {
+    const kr_predictor_config *pc = &m->pred->cfg;
+    const kr_tokenizer_config *tc = &m->tok->cfg;
+    size_t rows =
+        (size_t)(p->max_batch_tokens < KR_WORKSPACE_ROWS ? p->max_batch_tokens : KR_WORKSPACE_ROWS);
+    rows += (size_t)p->max_running;
+    size_t d = (size_t)(pc->d_model > tc->d_model ? pc->d_model : tc->d_model);
+    size_t ff = (size_t)(pc->ff_dim > tc->ff_dim ? pc->ff_dim : tc->ff_dim);
+    int bits = pc->s1_bits > pc->s2_bits ? pc->s1_bits : pc->s2_bits;
+    size_t vocab = (size_t)1 << bits;
+    size_t floats = rows * (8 * d + 2 * ff) /* block activations */
+                    + rows * 2 * (vocab + d) /* logits, context rows */
+                    + (size_t)nth * 17 * KR_WORKSPACE_KEYS * 2 /* attention scratch */
+                    + 8 * vocab; /* sampler scratch */
+    size_t bytes = floats * sizeof(float) + rows * 512; /* key refs, plans, batch arrays */
+    if (p->kv_dtype && strcmp(p->kv_dtype, "f32") != 0)
+        bytes += rows * KR_WORKSPACE_KEYS * d * sizeof(float) / 8; /* dequantised keys */
+    return bytes + bytes / 4;
+}
+
+static void register_metrics(kr_context *c) {
+    kr_metrics *m = c->metrics;
+    static const double batch_bounds[] = { 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024 };
+    static const double row_bounds[] = { 1, 4, 16, 64, 256, 1024, 4096, 16384, 65536 };
+    c->m_ttft = kr_metrics_histogram(m, "kronos_time_to_first_step_seconds", "",
+                                     "Time from submission to the first sampled step (TTFT)",
+                                     kr_latency_buckets, kr_latency_buckets_n);
+    c->m_itl = kr_metrics_histogram(m, "kronos_inter_step_latency_seconds", "",
+                                    "Time between consecutive steps of a request",
+                                    kr_latency_buckets, kr_latency_buckets_n);
+    c->m_queue = kr_metrics_histogram(m, "kronos_queue_wait_seconds", "",
+                                      "Time a request waited before joining the running batch",
+                                      kr_latency_buckets, kr_latency_buckets_n);
+    c->m_e2e = kr_metrics_histogram(m, "kronos_request_latency_seconds", "",
+                                    "End-to-end time of a request in the engine",
+                                    kr_latency_buckets, kr_latency_buckets_n);
+    c->m_batch = kr_metrics_histogram(
+        m, "kronos_batch_size", "", "Sample paths of the running requests at an engine step",
+        batch_bounds, (int)(sizeof batch_bounds / sizeof batch_bounds[0]));
+    c->m_rows = kr_metrics_histogram(m, "kronos_step_rows", "",
+                                     "Rows (prefill, decode, re-run) computed in one engine step",
+                                     row_bounds, (int)(sizeof row_bounds / sizeof row_bounds[0]));
+    c->m_running =
+        kr_metrics_gauge(m, "kronos_requests_running", "", "Requests in the running batch");
+    c->m_waiting =
+        kr_metrics_gauge(m, "kronos_requests_waiting", "", "Requests waiting to be admitted");
+    c->m_kv_used = kr_metrics_gauge(m, "kronos_kv_cache_used_bytes", "",
+                                    "KV memory held by running requests and the prefix cache");
+    c->m_kv_budget = kr_metrics_gauge(m, "kronos_kv_cache_budget_bytes", "", "KV memory budget");
+    c->m_kv_usage =
+        kr_metrics_gauge(m, "kronos_kv_cache_usage_ratio", "", "KV memory used / budget");
+    c->m_kv_blocks_used = kr_metrics_gauge(
+        m, "kronos_kv_blocks_used", "",
+        "KV blocks held by any store of the process (requests, prefix cache, tokenizer)");
+    c->m_kv_blocks_free =
+        kr_metrics_gauge(m, "kronos_kv_blocks_free", "", "Freed KV blocks kept for reuse");
+    c->m_busy = kr_metrics_gauge(m, "kronos_engine_busy_ratio", "",
+                                 "Fraction of the last interval the engine computed");
+    c->m_q_tokens = kr_metrics_counter(m, "kronos_prefix_cache_queried_tokens_total", "",
+                                       "Context tokens looked up in the prefix cache");
+    c->m_h_tokens = kr_metrics_counter(m, "kronos_prefix_cache_hit_tokens_total", "",
+                                       "Context tokens served from the prefix cache");
+    c->m_cache_bytes =
+        kr_metrics_gauge(m, "kronos_prefix_cache_bytes", "", "Bytes held by the prefix cache");
+    c->m_ok = kr_metrics_counter(m, "kronos_requests_total", "outcome=\"ok\"",
+                                 "Finished requests by outcome");
+    c->m_failed = kr_metrics_counter(m, "kronos_requests_total", "outcome=\"error\"",
+                                     "Finished requests by outcome");
+    c->m_cancelled = kr_metrics_counter(m, "kronos_requests_total", "outcome=\"cancelled\"",
+                                        "Finished requests by outcome");
+    c->m_timeout = kr_metrics_counter(m, "kronos_requests_total", "outcome=\"timeout\"",
+                                      "Finished requests by outcome");
+    c->m_rejected = kr_metrics_counter(m, "kronos_requests_total", "outcome=\"rejected\"",
+                                       "Finished requests by outcome");
+    c->m_gen_tokens =
+        kr_metrics_counter(m, "kronos_generated_tokens_total", "", "Tokens sampled (all paths)");
+    c->m_prefill_tokens =
+        kr_metrics_counter(m, "kronos_prefill_tokens_total", "", "Context tokens prefilled");
+    c->m_workspace =
+        kr_metrics_gauge(m, "kronos_workspace_bytes", "",
+                         "Workspace arena of the engine (sized from the batch limits)");
+    kr_metric_set(c->m_kv_budget, (double)c->p.kv_budget_bytes);
+}
+
+static void context_destroy(kr_context *c) {
+    kr_prefix_cache_free(c->cache);
+    kr_pool_free(c->eng.ex.pool);
+    kr_arena_free(c->eng.ex.arena);
+    if (c->own_metrics) kr_metrics_free(c->metrics);
+    free(c->running);
+    free(c->step_groups);
+    free(c->step_budget);
+    free(c->step_order);
+    free(c->abort_checks);
+    free(c->cancels);
+    pthread_mutex_destroy(&c->lock);
+    pthread_cond_destroy(&c->wake);
+    pthread_cond_destroy(&c->event);
+    free(c);
+}
+
+kr_status kr_context_create_ex(const kr_model *model, const kr_context_params *params,
+                               kr_metrics *metrics, kr_context **out, kr_error *err) {
+    if (!model || !out)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_context_create: NULL argument");
+    *out = NULL;
+    kr_context_params p = params ? *params : kr_context_default_params();
+    kr_kv_dtype kv = KR_KV_F32;
+    kr_status st = parse_kv_dtype(p.kv_dtype, &kv, err);
+    if (st != KR_OK) return st;
+    if (p.max_batch_tokens < 1 || p.max_running < 1 || p.max_queue < 1 || p.batch_wait_ms < 0)
+        return kr_error_set(err, KR_ERR_INVALID_ARG,
+                            "context: max_batch_tokens, max_running and max_queue must be >= 1 "
+                            "and batch_wait_ms >= 0");
+    if (!(p.background_share > 0 && p.background_share <= 1)) p.background_share = 0.5;
+    if (p.background_min_rows < 1) p.background_min_rows = 1;
+    if (p.kv_budget_bytes == 0) p.kv_budget_bytes = default_kv_budget();
+    kr_context *c = calloc(1, sizeof *c);
+    if (!c) return kr_error_set(err, KR_ERR_NOMEM, "context: out of memory");
+    pthread_mutex_init(&c->lock, NULL);
+    pthread_cond_init(&c->wake, NULL);
+    pthread_cond_init(&c->event, NULL);
+    c->model = model;
+    c->p = p;
+    c->p.kv_dtype = k_kv_names[kv]; /* the caller's string need not outlive the call */
+    c->eng.model = model;
+    c->eng.kv_dtype = kv;
+    c->metrics = metrics;
+    if (!c->metrics) {
+        if ((st = kr_metrics_create(&c->metrics, err)) != KR_OK) {
+            context_destroy(c);
+            return st;
+        }
+        c->own_metrics = 1;
+    }
+    st = kr_pool_create(p.n_threads, &c->eng.ex.pool, err);
+    if (st == KR_OK)
+        st = kr_arena_create(workspace_estimate(model, &c->p, kr_pool_size(c->eng.ex.pool)),
+                             &c->eng.ex.arena, err);
+    c->cap_running = p.max_running;
+    c->running = calloc((size_t)c->cap_running, sizeof *c->running);
+    c->step_groups = calloc((size_t)c->cap_running, sizeof *c->step_groups);
+    c->step_budget = calloc((size_t)c->cap_running, sizeof *c->step_budget);
+    c->step_order = calloc((size_t)c->cap_running, sizeof *c->step_order);
+    c->cap_cancels = 64;
+    c->cancels = calloc((size_t)c->cap_cancels, sizeof *c->cancels);
+    if (st == KR_OK &&
+        (!c->running || !c->step_groups || !c->step_budget || !c->step_order || !c->cancels))
+        st = kr_error_set(err, KR_ERR_NOMEM, "context: out of memory");
+    if (st == KR_OK && p.prefix_cache)
+        st = kr_prefix_cache_create(c->p.kv_budget_bytes / 2, &c->cache, err);
+    if (st != KR_OK) {
+        context_destroy(c);
+        return st;
+    }
+    register_metrics(c);
+    kr_tuner_init(&c->tuner, &c->p, c->metrics, c->p.log, c->p.log_user);
+    pthread_mutex_lock(&c->lock);
+    kr_ctx_publish_stats(c);
+    pthread_mutex_unlock(&c->lock);
+    if (pthread_create(&c->thread, NULL, kr_ctx_engine_main, c) != 0) {
+        context_destroy(c);
+        return kr_error_set(err, KR_ERR_INTERNAL, "context: cannot start the engine thread");
+    }
+    c->thread_started = 1;
+    kr_arena_stats as;
+    kr_arena_get_stats(c->eng.ex.arena, &as);
+    kr_ctx_log(c,
+               "context: threads=%d kv_dtype=%s max_batch_tokens=%d max_running=%d max_queue=%d "
+               "batch_wait_ms=%d kv_budget=%zu MB workspace=%zu MB",
+               kr_pool_size(c->eng.ex.pool), c->p.kv_dtype, c->p.max_batch_tokens, c->p.max_running,
+               c->p.max_queue, c->p.batch_wait_ms, c->p.kv_budget_bytes >> 20, as.capacity >> 20);
+    *out = c;
+    return KR_OK;
+}
+
+kr_status kr_context_create(const kr_model *model, const kr_context_params *params,
+                            kr_context **out, kr_error *err) {
+    return kr_context_create_ex(model, params, NULL, out, err);
+}
+
+kr_metrics *kr_context_registry(kr_context *ctx) { return ctx ? ctx->metrics : NULL; }
+const kr_model *kr_context_model(const kr_context *ctx) { return ctx ? ctx->model : NULL; }
+
+/* ---------------------------------------------------------------- submission (any thread) */
+
+kr_status kr_submit_ex(kr_context *c, const kr_series *series, int index, int n_series,
+                       const kr_forecast_params *params, const kr_request_params *request,
+                       const kr_gen_options *opt, uint64_t *id, kr_error *err) {
+    if (!c || !series || !params)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "submit: NULL argument");
+    kr_req *r = calloc(1, sizeof *r);
+    if (!r) return kr_error_set(err, KR_ERR_NOMEM, "submit: out of memory");
+    kr_status st = kr_forecast_job_init(&r->job, series, index, n_series, params, err);
+    if (st != KR_OK) {
+        free(r);
+        return st;
+    }
+    r->rp = request ? *request : kr_request_default_params();
+    if (opt) r->opt = *opt;
+    r->opt.index = index;
+    r->index = index;
+    r->t_submit = kr_now_seconds();
+    r->deadline = r->rp.deadline_s > 0 ? r->t_submit + r->rp.deadline_s : 0;
+    pthread_mutex_lock(&c->lock);
+    if (c->draining || c->stop || c->n_waiting >= c->p.max_queue) {
+        int draining = c->draining || c->stop;
+        int limit = c->p.max_queue;
+        pthread_mutex_unlock(&c->lock);
+        kr_forecast_job_release(&r->job);
+        free(r);
+        kr_metric_add(c->m_rejected, 1);
+        return draining ? kr_error_set(err, KR_ERR_BUSY, "the engine is shutting down")
+                        : kr_error_set(err, KR_ERR_BUSY, "the request queue is full (%d waiting)",
+                                       limit);
+    }
+    r->id = ++c->next_id;
+    /* Priority descending, then first come first served. */
+    kr_req **pp = &c->wait_head;
+    while (*pp && (*pp)->rp.priority >= r->rp.priority) pp = &(*pp)->next;
+    r->next = *pp;
+    *pp = r;
+    c->n_waiting++;
+    if (id) *id = r->id;
+    pthread_cond_signal(&c->wake);
+    pthread_mutex_unlock(&c->lock);
+    return KR_OK;
+}
+
+kr_status kr_submit(kr_context *ctx, const kr_series *series, const kr_forecast_params *params,
+                    const kr_request_params *request, uint64_t *id, kr_error *err) {
+    return kr_submit_ex(ctx, series, 0, 1, params, request, NULL, id, err);
+}
+
+void kr_cancel(kr_context *c, uint64_t id) {
+    if (!c) return;
+    pthread_mutex_lock(&c->lock);
+    if (c->n_cancels == c->cap_cancels) {
+        int cap = 2 * c->cap_cancels;
+        uint64_t *n = realloc(c->cancels, (size_t)cap * sizeof *n);
+        if (n) {
+            c->cancels = n;
+            c->cap_cancels = cap;
+        }
+    }
+    if (c->n_cancels < c->cap_cancels) c->cancels[c->n_cancels++] = id;
+    pthread_cond_signal(&c->wake);
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* ---------------------------------------------------------------- tasks */
+
+kr_status kr_context_run_task(kr_context *c, kr_context_task fn, void *user, kr_error *err) {
+    if (!c || !fn) return kr_error_set(err, KR_ERR_INVALID_ARG, "run_task: NULL argument");
+    kr_task t = { fn, user, KR_OK, { 0 }, 0, NULL };
+    pthread_mutex_lock(&c->lock);
+    if (c->stop || c->thread_exited) {
+        pthread_mutex_unlock(&c->lock);
+        return kr_error_set(err, KR_ERR_BUSY, "the engine is shutting down");
+    }
+    kr_task **pp = &c->tasks;
+    while (*pp) pp = &(*pp)->next;
+    *pp = &t;
+    pthread_cond_signal(&c->wake);
+    while (!t.done) pthread_cond_wait(&c->event, &c->lock);
+    pthread_mutex_unlock(&c->lock);
+    if (t.status != KR_OK && err) *err = t.err;
+    return t.status;
+}
+
+/* ---------------------------------------------------------------- state */
+
+void kr_ctx_publish_stats(kr_context *c) {
+    kr_context_stats st;
+    memset(&st, 0, sizeof st);
+    st.running = c->n_running;
+    st.waiting = c->n_waiting;
+    st.draining = c->draining;
+    st.kv_bytes_budget = c->p.kv_budget_bytes;
+    if (c->cache) {
+        kr_prefix_cache_stats cs;
+        kr_prefix_cache_get_stats(c->cache, &cs);
+        st.prefix_cache_bytes = cs.bytes;
+        st.prefix_cache_decoder_bytes = cs.decoder_bytes;
+        st.prefix_queried_tokens = cs.queried_tokens;
+        st.prefix_hit_tokens = cs.hit_tokens;
+    }
+    st.kv_bytes_used = c->kv_used + st.prefix_cache_bytes;
+    st.batch_wait_ms = c->p.batch_wait_ms;
+    st.max_batch_tokens = c->p.max_batch_tokens;
+    st.max_running = c->p.max_running;
+    st.max_queue = c->p.max_queue;
+    st.static_batching = c->p.static_batching;
+    st.steps = c->steps;
+    st.completed = c->completed;
+    st.failed = c->failed;
+    kr_arena_stats as;
+    kr_arena_get_stats(c->eng.ex.arena, &as);
+    st.workspace_bytes = as.capacity;
+    st.workspace_grows = as.grows;
+    st.n_threads = kr_pool_size(c->eng.ex.pool);
+    snprintf(st.kv_dtype, sizeof st.kv_dtype, "%s", c->p.kv_dtype);
+    c->stats = st;
+    kr_metric_set(c->m_running, st.running);
+    kr_metric_set(c->m_waiting, st.waiting);
+    kr_metric_set(c->m_kv_used, (double)st.kv_bytes_used);
+    kr_metric_set(c->m_kv_usage,
+                  st.kv_bytes_budget ? (double)st.kv_bytes_used / (double)st.kv_bytes_budget : 0);
+    kr_metric_set(c->m_cache_bytes, (double)st.prefix_cache_bytes);
+    kr_metric_set(c->m_workspace, (double)st.workspace_bytes);
+    /* The block pool is process-wide: with one context per process these are its blocks. */
+    kr_kv_pool_stats ps;
+    kr_kv_pool_get_stats(&ps);
+    kr_metric_set(c->m_kv_blocks_used, (double)ps.blocks_used);
+    kr_metric_set(c->m_kv_blocks_free, (double)ps.blocks_free);
+}
+
+void kr_context_get_stats(kr_context *c, kr_context_stats *st) {
+    if (!c || !st) return;
+    pthread_mutex_lock(&c->lock);
+    *st = c->stats;
+    st->running = atomic_load(&c->running_now);
+    st->kv_bytes_used = atomic_load(&c->kv_used_now) + st->prefix_cache_bytes;
+    st->waiting = c->n_waiting;
+    st->draining = c->draining;
+    pthread_mutex_unlock(&c->lock);
+}
+
+void kr_context_set_limits(kr_context *c, const kr_context_limits *l, const char *reason) {
+    if (!c || !l) return;
+    pthread_mutex_lock(&c->lock);
+    if (l->batch_wait_ms >= 0) c->p.batch_wait_ms = l->batch_wait_ms;
+    if (l->max_batch_tokens > 0) c->p.max_batch_tokens = l->max_batch_tokens;
+    if (l->max_running > 0) c->p.max_running = l->max_running;
+    if (l->max_queue > 0) c->p.max_queue = l->max_queue;
+    if (l->static_batching >= 0) c->p.static_batching = l->static_batching != 0;
+    if (l->target_queue_p95_s > 0)
+        c->tuner.target_queue = c->p.target_queue_p95_s = l->target_queue_p95_s;
+    if (l->target_ttft_p95_s > 0)
+        c->tuner.target_ttft = c->p.target_ttft_p95_s = l->target_ttft_p95_s;
+    kr_tuner_note(&c->tuner, c->p.batch_wait_ms, c->p.max_batch_tokens, reason ? reason : "set");
+    kr_ctx_log(c,
+               "limits (%s): batch_wait_ms=%d max_batch_tokens=%d max_running=%d max_queue=%d %s",
+               reason ? reason : "set", c->p.batch_wait_ms, c->p.max_batch_tokens, c->p.max_running,
+               c->p.max_queue, c->p.static_batching ? "static" : "continuous");
+    kr_ctx_publish_stats(c);
+    pthread_cond_signal(&c->wake);
+    pthread_mutex_unlock(&c->lock);
+}
+
+kr_status kr_context_metrics(kr_context *c, char **out, kr_error *err) {
+    if (!c || !out) return kr_error_set(err, KR_ERR_INVALID_ARG, "metrics: NULL argument");
+    pthread_mutex_lock(&c->lock);
+    kr_ctx_publish_stats(c);
+    pthread_mutex_unlock(&c->lock);
+    size_t len = 0;
+    return kr_metrics_render(c->metrics, out, &len, err);
+}
+
+/* ---------------------------------------------------------------- shutdown */
+
+static int wait_exit(kr_context *c, double timeout_s) {
+    if (timeout_s < 0) {
+        while (!c->thread_exited) pthread_cond_wait(&c->event, &c->lock);
+        return 1;
+    }
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    double t = (double)dl.tv_sec + dl.tv_nsec * 1e-9 + timeout_s;
+    dl.tv_sec = (time_t)t;
+    dl.tv_nsec = (long)((t - (double)dl.tv_sec) * 1e9);
+    while (!c->thread_exited)
+        if (pthread_cond_timedwait(&c->event, &c->lock, &dl) != 0) break;
+    return c->thread_exited;
+}
+
+kr_status kr_context_drain(kr_context *c, double timeout_s) {
+    if (!c) return KR_OK;
+    kr_status st = KR_OK;
+    pthread_mutex_lock(&c->lock);
+    if (c->thread_started) {
+        c->draining = 1;
+        pthread_cond_broadcast(&c->wake);
+        if (!wait_exit(c, timeout_s)) {
+            /* Out of time: what is left is cancelled, its FAILED events delivered. */
+            c->cancel_all = 1;
+            pthread_cond_broadcast(&c->wake);
+            wait_exit(c, -1);
+            st = KR_ERR_TIMEOUT;
+        }
+        pthread_mutex_unlock(&c->lock);
+        pthread_join(c->thread, NULL);
+        pthread_mutex_lock(&c->lock);
+        if (st == KR_ERR_TIMEOUT) kr_ctx_log(c, "drain: time limit reached, cancelled the rest");
+        c->thread_started = 0;
+    }
+    pthread_mutex_unlock(&c->lock);
+    return st;
+}
+
+void kr_context_free(kr_context *c) {
+    if (!c) return;
+    pthread_mutex_lock(&c->lock);
+    c->cancel_all = 1;
+    pthread_mutex_unlock(&c->lock);
+    kr_context_drain(c, -1);
+    context_destroy(c);
+}

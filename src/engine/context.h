@@ -1,0 +1,41 @@
+/*
+ * engine/context — what the rest of the library (server, tools) and the tests may do with a
+ * kr_context beyond the public API: share a metrics registry, pass generation options, and
+ * run a computation on the engine thread with the context's threads and workspace.
+ */
+#ifndef KR_ENGINE_CONTEXT_H
+#define KR_ENGINE_CONTEXT_H
+
+#include "engine/generate.h"
+#include "engine/metrics.h"
+#include "kronos.h"
+
+/* kr_context_create with the metrics registry to report into (borrowed, must outlive the
+ * context; NULL: the context makes its own). A server passes the registry its HTTP series
+ * live in, so one /metrics page shows both. */
+kr_status kr_context_create_ex(const kr_model *model, const kr_context_params *params,
+                               kr_metrics *metrics, kr_context **out, kr_error *err);
+
+/* The registry the context reports into. */
+kr_metrics *kr_context_registry(kr_context *ctx);
+
+/* kr_submit with generation options (naive recomputation, a step observer): tests and
+ * benchmarks. index and n_series name the series in errors and events. */
+kr_status kr_submit_ex(kr_context *ctx, const kr_series *series, int index, int n_series,
+                       const kr_forecast_params *params, const kr_request_params *request,
+                       const kr_gen_options *opt, uint64_t *id, kr_error *err);
+
+/* kr_forecast_run_batch_ex with generation options (opt may be NULL; opt->index is set per
+ * series). */
+kr_status kr_forecast_run_batch_opt(kr_context *ctx, const kr_series *series, int n_series,
+                                    const kr_forecast_params *params,
+                                    const kr_request_params *request, const kr_gen_options *opt,
+                                    kr_forecast **out, kr_error *err);
+
+/* A computation outside the forecast pipeline (teacher forcing, benchmarks of the forward
+ * passes) run with the context's engine: on the engine thread, between steps, alone. */
+typedef kr_status (*kr_context_task)(void *user, const kr_engine *eng, kr_error *err);
+/* Runs fn on the engine thread and waits for it; its status and error come back. */
+kr_status kr_context_run_task(kr_context *ctx, kr_context_task fn, void *user, kr_error *err);
+
+#endif

@@ -1,0 +1,101 @@
+/*
+ * engine/context_internal — the kr_context struct shared by the engine's files:
+ *   context.c    lifecycle, submission, cancellation, limits, stats, metrics, tasks;
+ *   scheduler.c  the engine thread: admission by priority and memory, step budgets, events;
+ *   sync.c       the synchronous kr_forecast_run* on top of kr_submit.
+ * Nothing outside src/engine includes it (engine/context.h is the library-internal API).
+ *
+ * Locking: `lock` guards the waiting queue, the cancel list, the task list, the limits and
+ * the published stats. The engine thread alone touches the running set, the groups, the
+ * prefix cache, the tuner and the workspace; it calls callbacks with no lock held.
+ */
+#ifndef KR_ENGINE_CONTEXT_INTERNAL_H
+#define KR_ENGINE_CONTEXT_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "engine/context.h"
+#include "engine/forecast_internal.h"
+#include "engine/prefix_cache.h"
+#include "engine/tuner.h"
+
+typedef struct kr_req {
+    uint64_t id;
+    int index; /* in a batch call, for events */
+    kr_forecast_job job;
+    kr_gen_options opt;
+    kr_gen_group *group;
+    kr_request_params rp;
+    double t_submit, t_start, t_first, t_last, deadline;
+    int cancelled, aborted, reported_steps;
+    size_t kv_bytes;
+    struct kr_req *next;
+} kr_req;
+
+/* A function to run on the engine thread between steps (kr_context_run_task). */
+typedef struct kr_task {
+    kr_context_task fn;
+    void *user;
+    kr_status status;
+    kr_error err;
+    int done;
+    struct kr_task *next;
+} kr_task;
+
+struct kr_context {
+    const kr_model *model;
+    kr_engine eng; /* the model, the pool + arena, the KV precision */
+    kr_context_params p;
+    kr_metrics *metrics;
+    int own_metrics;
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t wake; /* new work, cancels, tasks, limits, drain */
+    pthread_cond_t event; /* the engine thread finished something (tasks, exit) */
+    kr_req *wait_head; /* waiting requests: priority descending, then submission order */
+    int n_waiting;
+    uint64_t *cancels; /* ids to cancel, consumed by the engine thread */
+    int n_cancels, cap_cancels;
+    int cancel_all; /* fail everything queued and running (drain timeout, free) */
+    kr_task *tasks;
+    int stop, draining, thread_started, thread_exited;
+    uint64_t next_id;
+
+    /* engine-thread state */
+    kr_req **running;
+    int n_running, cap_running;
+    atomic_int running_now; /* n_running for other threads, updated as it changes */
+    atomic_size_t kv_used_now; /* kv_used likewise */
+    kr_gen_group **step_groups; /* [cap_running], per step */
+    int64_t *step_budget;
+    int *step_order;
+    kr_req **abort_checks; /* [cap_abort_checks]: queued requests to poll, outside the lock */
+    int cap_abort_checks;
+    double abort_checked_at;
+    int rr_offset; /* round-robin start among equal priorities */
+    kr_prefix_cache *cache;
+    size_t kv_used;
+    kr_tuner tuner;
+    int64_t steps, completed, failed;
+
+    kr_context_stats stats; /* published under lock */
+
+    kr_metric *m_ttft, *m_itl, *m_queue, *m_e2e, *m_batch, *m_rows, *m_running, *m_waiting,
+        *m_kv_used, *m_kv_budget, *m_kv_usage, *m_busy, *m_q_tokens, *m_h_tokens, *m_ok, *m_failed,
+        *m_cancelled, *m_timeout, *m_rejected, *m_cache_bytes, *m_gen_tokens, *m_prefill_tokens,
+        *m_kv_blocks_used, *m_kv_blocks_free, *m_workspace;
+};
+
+/* context.c */
+void kr_ctx_log(kr_context *c, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+void kr_ctx_publish_stats(kr_context *c); /* with lock held */
+
+/* scheduler.c: the engine thread's main loop. */
+void *kr_ctx_engine_main(void *arg);
+
+#endif

@@ -1,0 +1,591 @@
+/*
+ * Contexts and the public batching API: concurrent seeded requests equal the same requests run
+ * alone (whatever the step budget: chunked prefills, re-run windows and paths spread over
+ * several engine steps); a repeated window comes from the prefix cache with identical
+ * results; cancellation, a full queue, deadlines, abort callbacks and draining behave as
+ * kronos.h says; priorities order the work; several contexts run on one model at once; the
+ * metrics registry renders valid Prometheus text.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/forecast_internal.h"
+#include "engine_helpers.h"
+#include "market/candles.h"
+#include "test_support.h"
+
+static kr_model *g_model;
+static kr_candles *g_data;
+
+typedef struct waiter {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int done, steps, started;
+    kr_status status;
+    char message[512];
+    kr_forecast *result;
+    kr_request_stats stats;
+    int order; /* completion order (g_finished at the time) */
+} waiter;
+
+static atomic_int g_finished;
+
+static void waiter_init(waiter *w) {
+    memset(w, 0, sizeof *w);
+    pthread_mutex_init(&w->lock, NULL);
+    pthread_cond_init(&w->cond, NULL);
+}
+
+static void on_event(void *user, const kr_event *ev) {
+    waiter *w = user;
+    pthread_mutex_lock(&w->lock);
+    if (ev->kind == KR_EVENT_STARTED) w->started = 1;
+    if (ev->kind == KR_EVENT_STEP) w->steps++;
+    if (ev->kind == KR_EVENT_DONE || ev->kind == KR_EVENT_FAILED) {
+        w->done = 1;
+        w->status = ev->kind == KR_EVENT_DONE ? KR_OK : ev->error.status;
+        snprintf(w->message, sizeof w->message, "%s", ev->error.message);
+        w->result = ev->result;
+        w->stats = ev->stats;
+        w->order = atomic_fetch_add(&g_finished, 1);
+        pthread_cond_broadcast(&w->cond);
+    }
+    pthread_mutex_unlock(&w->lock);
+}
+
+static void wait_done(waiter *w) {
+    pthread_mutex_lock(&w->lock);
+    while (!w->done) pthread_cond_wait(&w->cond, &w->lock);
+    pthread_mutex_unlock(&w->lock);
+}
+
+static kr_request_params req_for(waiter *w) {
+    kr_request_params rp = kr_request_default_params();
+    rp.on_event = on_event;
+    rp.user = w;
+    return rp;
+}
+
+static int setup(void **state) {
+    (void)state;
+    char pred[1024], tok[1024];
+    snprintf(pred, sizeof pred, "%s/models/kronos-demo/predictor", KR_SOURCE_DIR);
+    snprintf(tok, sizeof tok, "%s/models/kronos-demo/tokenizer", KR_SOURCE_DIR);
+    kr_error err = { 0 };
+    if (kr_model_load(pred, tok, NULL, &g_model, &err) != KR_OK) return -1;
+    if (kr_candles_read_csv(kr_test_fixture("regression_input.csv"), &g_data, &err) != KR_OK)
+        return -1;
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    kr_model_free(g_model);
+    kr_candles_free(g_data);
+    return 0;
+}
+
+static kr_forecast_params params_for(int k) {
+    kr_forecast_params p = kr_forecast_default_params();
+    p.pred_len = 6 + k % 5;
+    p.paths = 1 + k % 4;
+    p.seed = 100 + (uint64_t)k;
+    p.max_context = 128;
+    return p;
+}
+
+static kr_series series_for(int k) { return kr_candles_slice(g_data, 37 * k, 60 + 13 * (k % 7)); }
+
+static void expect_same(const kr_forecast *a, const kr_forecast *b) {
+    assert_int_equal(a->paths, b->paths);
+    assert_int_equal(a->pred_len, b->pred_len);
+    assert_memory_equal(a->gen_s1, b->gen_s1, (size_t)a->paths * a->pred_len * sizeof(int32_t));
+    assert_memory_equal(a->gen_s2, b->gen_s2, (size_t)a->paths * a->pred_len * sizeof(int32_t));
+    assert_memory_equal(a->pred_norm, b->pred_norm,
+                        (size_t)a->paths * a->pred_len * 6 * sizeof(float));
+}
+
+static kr_context *context_with(int max_batch_tokens, int max_running, int max_queue,
+                                int prefix_cache) {
+    kr_context_params cp = kr_context_default_params();
+    cp.n_threads = 2;
+    cp.max_batch_tokens = max_batch_tokens;
+    cp.max_running = max_running;
+    cp.max_queue = max_queue;
+    cp.prefix_cache = prefix_cache;
+    kr_context *ctx = NULL;
+    kr_error err = { 0 };
+    if (kr_context_create(g_model, &cp, &ctx, &err) != KR_OK) fail_msg("%s", err.message);
+    return ctx;
+}
+
+static kr_forecast *alone(const kr_series *s, const kr_forecast_params *p) {
+    kr_context *ctx = context_with(1 << 20, 4, 4, 0);
+    kr_forecast *f = NULL;
+    kr_error err = { 0 };
+    if (kr_forecast_run(ctx, s, p, &f, &err) != KR_OK) fail_msg("%s", err.message);
+    kr_context_free(ctx);
+    return f;
+}
+
+static void test_concurrent_equals_alone(void **state) {
+    (void)state;
+    kr_context *ctx = context_with(96, 64, 256, 1); /* chunked prefill, shared steps */
+    kr_error err = { 0 };
+    enum { N = 12 };
+    waiter w[N];
+    for (int k = 0; k < N; k++) {
+        waiter_init(&w[k]);
+        kr_series ser = series_for(k);
+        kr_forecast_params p = params_for(k);
+        kr_request_params rp = req_for(&w[k]);
+        if (kr_submit(ctx, &ser, &p, &rp, NULL, &err) != KR_OK) fail_msg("%s", err.message);
+    }
+    for (int k = 0; k < N; k++) {
+        wait_done(&w[k]);
+        assert_int_equal(w[k].status, KR_OK);
+        assert_int_equal(w[k].steps, params_for(k).pred_len); /* the last one precedes the decode */
+        kr_series ser = series_for(k);
+        kr_forecast_params p = params_for(k);
+        kr_forecast *one = alone(&ser, &p);
+        expect_same(one, w[k].result);
+        /* Per-request statistics come with the result too. */
+        kr_forecast_stats fs;
+        kr_forecast_get_stats(w[k].result, &fs);
+        assert_true(fs.seconds_ttft >= fs.seconds_queue);
+        assert_true(fs.seconds_total >= fs.seconds_ttft);
+        kr_forecast_free(one);
+        kr_forecast_free(w[k].result);
+    }
+    /* Every distinct history left its tokenizer-decoder context in the cache too. */
+    kr_context_stats cs;
+    kr_context_get_stats(ctx, &cs);
+    assert_true(cs.prefix_cache_decoder_bytes > 0);
+    assert_int_equal(cs.completed, N);
+    /* The same window again: taken from the prefix cache (predictor window and decoder
+     * context), same paths and the same decoded candles bit for bit. */
+    waiter again;
+    waiter_init(&again);
+    kr_series ser = series_for(3);
+    kr_forecast_params p = params_for(3);
+    kr_request_params rp = req_for(&again);
+    assert_int_equal(kr_submit(ctx, &ser, &p, &rp, NULL, &err), KR_OK);
+    wait_done(&again);
+    assert_int_equal(again.status, KR_OK);
+    assert_true(again.stats.cached_tokens == ser.n);
+    kr_forecast *one = alone(&ser, &p);
+    expect_same(one, again.result);
+    kr_forecast_stats fs;
+    kr_forecast_get_stats(again.result, &fs);
+    assert_int_equal(fs.prefill_tokens, 0);
+    kr_forecast_free(one);
+    kr_forecast_free(again.result);
+
+    char *text = NULL;
+    assert_int_equal(kr_context_metrics(ctx, &text, &err), KR_OK);
+    assert_non_null(strstr(text, "# TYPE kronos_time_to_first_step_seconds histogram"));
+    assert_non_null(strstr(text, "kronos_requests_total{outcome=\"ok\"} 13"));
+    assert_non_null(strstr(text, "kronos_prefix_cache_hit_tokens_total"));
+    assert_non_null(strstr(text, "kronos_step_rows_bucket"));
+    /* The prefix cache still holds a window: its blocks are in use. */
+    const char *blocks = strstr(text, "\nkronos_kv_blocks_used ");
+    assert_non_null(blocks);
+    assert_true(atof(blocks + strlen("\nkronos_kv_blocks_used ")) > 0);
+    free(text);
+    kr_context_free(ctx);
+}
+
+/* A budget of a few rows per step spreads prefills, re-run windows (past max_context, exact
+ * mode), path chunks and decodes over many engine steps: the numbers do not change. */
+static void test_tiny_budgets_change_nothing(void **state) {
+    (void)state;
+    kr_forecast_params p = kr_forecast_default_params();
+    p.pred_len = 24;
+    p.paths = 5;
+    p.seed = 9;
+    p.max_context = 64;
+    kr_series a = kr_candles_slice(g_data, 500, 60); /* 60 + 24 > 64: re-runs */
+    kr_series b = kr_candles_slice(g_data, 900, 40);
+    kr_forecast *ra = alone(&a, &p), *rb = alone(&b, &p);
+    kr_forecast_stats st;
+    kr_forecast_get_stats(ra, &st);
+    assert_true(st.window_recomputes > 0);
+    const int budgets[] = { 1, 3, 7, 33 };
+    for (size_t i = 0; i < sizeof budgets / sizeof budgets[0]; i++) {
+        kr_context *ctx = context_with(budgets[i], 8, 16, 0);
+        kr_series both[2] = { a, b };
+        kr_forecast *out[2] = { 0 };
+        kr_error err = { 0 };
+        assert_int_equal(kr_forecast_run_batch(ctx, both, 2, &p, out, &err), KR_OK);
+        expect_same(ra, out[0]);
+        expect_same(rb, out[1]);
+        kr_context_stats cs;
+        kr_context_get_stats(ctx, &cs);
+        /* Many more engine steps than generation steps: the work really was spread. */
+        if (budgets[i] < 8) assert_true(cs.steps > 4 * p.pred_len);
+        kr_forecast_free(out[0]);
+        kr_forecast_free(out[1]);
+        kr_context_free(ctx);
+    }
+    kr_forecast_free(ra);
+    kr_forecast_free(rb);
+}
+
+static void test_cancel_busy_deadline_drain(void **state) {
+    (void)state;
+    kr_context *ctx = context_with(4096, 1, 2, 0);
+    kr_error err = { 0 };
+    kr_series ser = kr_candles_slice(g_data, 0, 100);
+    kr_forecast_params p = kr_forecast_default_params();
+    p.pred_len = 100;
+    p.paths = 8;
+    kr_forecast_params long_p = p; /* runs long enough to be cancelled mid-way */
+    long_p.pred_len = 400;
+    long_p.max_context = 512;
+    waiter a, b, c, d;
+    waiter_init(&a);
+    waiter_init(&b);
+    waiter_init(&c);
+    waiter_init(&d);
+    uint64_t id_a = 0;
+    kr_request_params ra = req_for(&a), rb = req_for(&b), rc = req_for(&c), rd = req_for(&d);
+    assert_int_equal(kr_submit(ctx, &ser, &long_p, &ra, &id_a, &err), KR_OK);
+    /* Wait until a runs, then fill the queue. */
+    for (int i = 0; i < 2000 && !a.started; i++) usleep(1000);
+    assert_true(a.started);
+    rb.deadline_s = 0.01;
+    assert_int_equal(kr_submit(ctx, &ser, &p, &rb, NULL, &err), KR_OK);
+    assert_int_equal(kr_submit(ctx, &ser, &p, &rc, NULL, &err), KR_OK);
+    assert_int_equal(kr_submit(ctx, &ser, &p, &rd, NULL, &err), KR_ERR_BUSY);
+    assert_non_null(strstr(err.message, "queue is full"));
+    /* b's deadline passes while it waits behind a; then cancel a: it fails as cancelled and
+     * its KV is freed. */
+    usleep(30000);
+    kr_cancel(ctx, id_a);
+    wait_done(&a);
+    assert_int_equal(a.status, KR_ERR_CANCELLED);
+    wait_done(&b);
+    assert_int_equal(b.status, KR_ERR_TIMEOUT);
+    /* Draining finishes the accepted request and refuses new ones. */
+    assert_int_equal(kr_context_drain(ctx, -1), KR_OK);
+    assert_true(c.done);
+    assert_int_equal(c.status, KR_OK);
+    kr_forecast_free(c.result);
+    kr_context_stats st;
+    kr_context_get_stats(ctx, &st);
+    assert_int_equal(st.kv_bytes_used, 0);
+    assert_int_equal(st.running, 0);
+    assert_int_equal(kr_submit(ctx, &ser, &p, &rd, NULL, &err), KR_ERR_BUSY);
+    assert_non_null(strstr(err.message, "shutting down"));
+    kr_context_free(ctx);
+}
+
+/* A drain with a time limit cancels what is still running then, and says so. */
+static void test_drain_bound(void **state) {
+    (void)state;
+    kr_context *ctx = context_with(4096, 4, 8, 0);
+    kr_error err = { 0 };
+    kr_series ser = kr_candles_slice(g_data, 0, 400);
+    kr_forecast_params p = kr_forecast_default_params();
+    p.pred_len = 400;
+    p.paths = 64;
+    p.max_context = 512;
+    waiter w;
+    waiter_init(&w);
+    kr_request_params rp = req_for(&w);
+    assert_int_equal(kr_submit(ctx, &ser, &p, &rp, NULL, &err), KR_OK);
+    for (int i = 0; i < 5000 && !w.started; i++) usleep(1000);
+    assert_int_equal(kr_context_drain(ctx, 0.05), KR_ERR_TIMEOUT);
+    assert_true(w.done);
+    assert_int_equal(w.status, KR_ERR_CANCELLED);
+    assert_non_null(strstr(w.message, "shutting down"));
+    kr_context_free(ctx);
+}
+
+static int abort_flag(void *user) { return atomic_load((atomic_int *)user); }
+
+/* should_abort cancels one request (queued or running); the context's abort callback all. */
+static void test_abort_callbacks(void **state) {
+    (void)state;
+    atomic_int stop_one = 0, stop_all = 0;
+    kr_context_params cp = kr_context_default_params();
+    cp.n_threads = 2;
+    cp.max_running = 1;
+    cp.abort_callback = abort_flag;
+    cp.abort_user = &stop_all;
+    kr_context *ctx = NULL;
+    kr_error err = { 0 };
+    assert_int_equal(kr_context_create(g_model, &cp, &ctx, &err), KR_OK);
+    kr_series ser = kr_candles_slice(g_data, 0, 200);
+    kr_forecast_params p = kr_forecast_default_params();
+    p.pred_len = 300;
+    p.paths = 16;
+    p.max_context = 512;
+    waiter running, queued, other;
+    waiter_init(&running);
+    waiter_init(&queued);
+    waiter_init(&other);
+    kr_request_params r1 = req_for(&running), r2 = req_for(&queued), r3 = req_for(&other);
+    r1.should_abort = abort_flag;
+    r1.abort_user = &stop_one;
+    r2.should_abort = abort_flag;
+    r2.abort_user = &stop_one;
+    assert_int_equal(kr_submit(ctx, &ser, &p, &r1, NULL, &err), KR_OK);
+    for (int i = 0; i < 2000 && !running.started; i++) usleep(1000);
+    assert_int_equal(kr_submit(ctx, &ser, &p, &r2, NULL, &err), KR_OK);
+    assert_int_equal(kr_submit(ctx, &ser, &p, &r3, NULL, &err), KR_OK);
+    atomic_store(&stop_one, 1);
+    wait_done(&running);
+    wait_done(&queued);
+    assert_int_equal(running.status, KR_ERR_CANCELLED);
+    assert_int_equal(queued.status, KR_ERR_CANCELLED);
+    for (int i = 0; i < 2000 && !other.started; i++) usleep(1000);
+    assert_true(other.started);
+    assert_false(other.done);
+    atomic_store(&stop_all, 1);
+    wait_done(&other);
+    assert_int_equal(other.status, KR_ERR_CANCELLED);
+    /* The verdict holds while it says so; once it stops, new work runs again. */
+    atomic_store(&stop_all, 0);
+    kr_forecast_params small = p;
+    small.pred_len = 3;
+    small.paths = 1;
+    kr_forecast *f = NULL;
+    assert_int_equal(kr_forecast_run(ctx, &ser, &small, &f, &err), KR_OK);
+    kr_forecast_free(f);
+    kr_context_free(ctx);
+}
+
+/* A task that holds the engine thread until released: what is submitted meanwhile queues. */
+typedef struct gate {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int entered, open;
+    kr_context *ctx;
+} gate;
+
+static kr_status gate_task(void *user, const kr_engine *eng, kr_error *err) {
+    (void)eng;
+    (void)err;
+    gate *g = user;
+    pthread_mutex_lock(&g->mu);
+    g->entered = 1;
+    pthread_cond_broadcast(&g->cv);
+    while (!g->open) pthread_cond_wait(&g->cv, &g->mu);
+    pthread_mutex_unlock(&g->mu);
+    return KR_OK;
+}
+
+static void *gate_thread(void *arg) {
+    gate *g = arg;
+    kr_context_run_task(g->ctx, gate_task, g, NULL);
+    return NULL;
+}
+
+/* Higher priority first: requests queued together are admitted by priority, then in
+ * submission order; with room for all, a heavy background job shares the steps and still
+ * gives the same numbers. */
+static void test_priorities(void **state) {
+    (void)state;
+    kr_error err = { 0 };
+    kr_series ser = kr_candles_slice(g_data, 100, 120);
+    kr_forecast_params p = kr_forecast_default_params();
+    p.pred_len = 20;
+    p.paths = 2;
+    kr_context *ctx = context_with(4096, 1, 16, 0);
+    gate g = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, ctx };
+    pthread_t gt;
+    pthread_create(&gt, NULL, gate_thread, &g);
+    pthread_mutex_lock(&g.mu);
+    while (!g.entered) pthread_cond_wait(&g.cv, &g.mu);
+    pthread_mutex_unlock(&g.mu);
+    waiter w[5];
+    atomic_store(&g_finished, 0);
+    const int prio[5] = { KR_PRIORITY_LOW, KR_PRIORITY_LOW, KR_PRIORITY_LOW, KR_PRIORITY_NORMAL,
+                          KR_PRIORITY_HIGH };
+    for (int k = 0; k < 5; k++) {
+        waiter_init(&w[k]);
+        kr_request_params rp = req_for(&w[k]);
+        rp.priority = prio[k];
+        assert_int_equal(kr_submit(ctx, &ser, &p, &rp, NULL, &err), KR_OK);
+    }
+    pthread_mutex_lock(&g.mu);
+    g.open = 1;
+    pthread_cond_broadcast(&g.cv);
+    pthread_mutex_unlock(&g.mu);
+    pthread_join(gt, NULL);
+    for (int k = 0; k < 5; k++) {
+        wait_done(&w[k]);
+        assert_int_equal(w[k].status, KR_OK);
+    }
+    /* One slot: high, normal, then the low ones in submission order. */
+    assert_int_equal(w[4].order, 0);
+    assert_int_equal(w[3].order, 1);
+    assert_int_equal(w[0].order, 2);
+    assert_int_equal(w[1].order, 3);
+    assert_int_equal(w[2].order, 4);
+    for (int k = 0; k < 5; k++) kr_forecast_free(w[k].result);
+    kr_context_free(ctx);
+
+    /* Background and foreground together: the background job is bit-identical to alone. */
+    ctx = context_with(64, 8, 16, 0);
+    kr_forecast_params heavy = p;
+    heavy.pred_len = 60;
+    heavy.paths = 32;
+    heavy.max_context = 128;
+    kr_series hs = kr_candles_slice(g_data, 300, 110); /* past max_context: re-runs */
+    waiter bg, fg[4];
+    waiter_init(&bg);
+    kr_request_params rb = req_for(&bg);
+    rb.priority = KR_PRIORITY_BACKGROUND;
+    assert_int_equal(kr_submit(ctx, &hs, &heavy, &rb, NULL, &err), KR_OK);
+    for (int k = 0; k < 4; k++) {
+        waiter_init(&fg[k]);
+        kr_request_params rf = req_for(&fg[k]);
+        kr_series s = kr_candles_slice(g_data, 40 * k, 80);
+        assert_int_equal(kr_submit(ctx, &s, &p, &rf, NULL, &err), KR_OK);
+    }
+    for (int k = 0; k < 4; k++) {
+        wait_done(&fg[k]);
+        assert_int_equal(fg[k].status, KR_OK);
+        kr_series s = kr_candles_slice(g_data, 40 * k, 80);
+        kr_forecast *one = alone(&s, &p);
+        expect_same(one, fg[k].result);
+        kr_forecast_free(one);
+        kr_forecast_free(fg[k].result);
+    }
+    wait_done(&bg);
+    assert_int_equal(bg.status, KR_OK);
+    kr_forecast *one = alone(&hs, &heavy);
+    expect_same(one, bg.result);
+    kr_forecast_free(one);
+    kr_forecast_free(bg.result);
+    kr_context_free(ctx);
+}
+
+/* A synchronous batch larger than the queue is fed as it drains; with wait_for_room 0 it is
+ * refused instead (a server's 429), and nothing is left running. */
+static void test_batch_larger_than_queue(void **state) {
+    (void)state;
+    kr_context *ctx = context_with(4096, 2, 3, 1);
+    enum { N = 10 };
+    kr_series s[N];
+    for (int k = 0; k < N; k++) s[k] = series_for(k);
+    kr_forecast_params p = params_for(1);
+    kr_forecast *out[N] = { 0 };
+    kr_error err = { 0 };
+    assert_int_equal(kr_forecast_run_batch(ctx, s, N, &p, out, &err), KR_OK);
+    for (int k = 0; k < N; k++) {
+        kr_forecast *one = alone(&s[k], &p);
+        expect_same(one, out[k]);
+        kr_forecast_free(one);
+        kr_forecast_free(out[k]);
+    }
+    kr_request_params rp = kr_request_default_params();
+    rp.wait_for_room = 0;
+    assert_int_equal(kr_forecast_run_batch_ex(ctx, s, N, &p, &rp, out, &err), KR_ERR_BUSY);
+    for (int k = 0; k < N; k++) assert_null(out[k]);
+    kr_context_stats st;
+    kr_context_get_stats(ctx, &st);
+    assert_int_equal(st.running, 0);
+    assert_int_equal(st.waiting, 0);
+    /* A bad series in a batch is named, and no result comes back. */
+    s[4].n = 1;
+    assert_int_equal(kr_forecast_run_batch(ctx, s, N, &p, out, &err), KR_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.message, "series 4"));
+    kr_context_free(ctx);
+}
+
+/* Several contexts run on one model at once, each giving the numbers of a lone run. */
+typedef struct ctx_job {
+    kr_forecast *out[4];
+    kr_status st;
+} ctx_job;
+
+static void *run_context(void *arg) {
+    ctx_job *j = arg;
+    kr_context *ctx = context_with(256, 8, 16, 1);
+    kr_series s[4];
+    for (int k = 0; k < 4; k++) s[k] = series_for(k + 2);
+    kr_forecast_params p = params_for(2);
+    kr_error err = { 0 };
+    j->st = kr_forecast_run_batch(ctx, s, 4, &p, j->out, &err);
+    kr_context_free(ctx);
+    return NULL;
+}
+
+static void test_contexts_share_a_model(void **state) {
+    (void)state;
+    ctx_job jobs[3];
+    pthread_t th[3];
+    memset(jobs, 0, sizeof jobs);
+    for (int t = 0; t < 3; t++) pthread_create(&th[t], NULL, run_context, &jobs[t]);
+    for (int t = 0; t < 3; t++) pthread_join(th[t], NULL);
+    kr_forecast_params p = params_for(2);
+    for (int k = 0; k < 4; k++) {
+        kr_series s = series_for(k + 2);
+        kr_forecast *one = alone(&s, &p);
+        for (int t = 0; t < 3; t++) {
+            assert_int_equal(jobs[t].st, KR_OK);
+            expect_same(one, jobs[t].out[k]);
+            kr_forecast_free(jobs[t].out[k]);
+        }
+        kr_forecast_free(one);
+    }
+}
+
+static kr_status count_layers(void *user, const kr_engine *eng, kr_error *err) {
+    (void)err;
+    *(int *)user = eng->model->pred->cfg.n_layers;
+    return eng->ex.arena ? KR_OK : KR_ERR_INTERNAL;
+}
+
+/* Tasks run on the engine thread with the context's workspace; bad parameters are refused. */
+static void test_tasks_and_bad_params(void **state) {
+    (void)state;
+    kr_context *ctx = context_with(128, 4, 4, 0);
+    int layers = 0;
+    kr_error err = { 0 };
+    assert_int_equal(kr_context_run_task(ctx, count_layers, &layers, &err), KR_OK);
+    assert_int_equal(layers, g_model->pred->cfg.n_layers);
+    kr_context_limits lim = kr_context_limits_keep();
+    lim.max_running = 7;
+    lim.batch_wait_ms = 3;
+    kr_context_set_limits(ctx, &lim, "test");
+    kr_context_stats st;
+    kr_context_get_stats(ctx, &st);
+    assert_int_equal(st.max_running, 7);
+    assert_int_equal(st.batch_wait_ms, 3);
+    assert_int_equal(st.max_batch_tokens, 128);
+    assert_true(st.workspace_bytes > 0);
+    assert_ptr_equal(kr_context_model(ctx), g_model);
+    kr_context_free(ctx);
+    kr_context_params cp = kr_context_default_params();
+    cp.kv_dtype = "fp8";
+    kr_context *bad = NULL;
+    assert_int_equal(kr_context_create(g_model, &cp, &bad, &err), KR_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.message, "kv_dtype"));
+    cp = kr_context_default_params();
+    cp.max_running = 0;
+    assert_int_equal(kr_context_create(g_model, &cp, &bad, &err), KR_ERR_INVALID_ARG);
+    assert_null(bad);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_concurrent_equals_alone),
+        cmocka_unit_test(test_tiny_budgets_change_nothing),
+        cmocka_unit_test(test_cancel_busy_deadline_drain),
+        cmocka_unit_test(test_drain_bound),
+        cmocka_unit_test(test_abort_callbacks),
+        cmocka_unit_test(test_priorities),
+        cmocka_unit_test(test_batch_larger_than_queue),
+        cmocka_unit_test(test_contexts_share_a_model),
+        cmocka_unit_test(test_tasks_and_bad_params),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
