@@ -471,10 +471,10 @@ typedef struct allowance {
     int used_any;
 } allowance;
 
-/* How many of `want` rows to take now (0: stop). */
+/* How many of `want` rows to take now (0: stop), at most one forward pass's worth. */
 static int take_rows(allowance *a, int want) {
     if (want <= 0) return 0;
-    int64_t n = want;
+    int64_t n = want < KR_FORWARD_MAX_ROWS ? want : KR_FORWARD_MAX_ROWS;
     if (a->used_any) {
         if (a->left <= 0) return 0;
         if (n > a->left) n = a->left;
