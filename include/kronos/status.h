@@ -14,8 +14,9 @@
 extern "C" {
 #endif
 
-/* Symbols of the shared library's public API (everything else is hidden). */
-#if defined(KRONOS_BUILDING_LIBRARY) && defined(__GNUC__)
+/* Marks the shared library's public API: the library is built with hidden visibility, so
+ * only KR_API functions are exported from libkronos.so. */
+#if defined(__GNUC__)
 #define KR_API __attribute__((visibility("default")))
 #else
 #define KR_API

@@ -1,5 +1,6 @@
 /* cli/args — see args.h. */
 #include "cli/args.h"
+#include "cli/share_paths.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -9,10 +10,6 @@
 #include <sys/stat.h>
 
 #include "hub/hub.h"
-
-#ifndef KR_DEFAULT_MODEL_DIR
-#define KR_DEFAULT_MODEL_DIR "models/kronos-demo"
-#endif
 
 int kr_arg_int(const char *s, long min, long max, int *out) {
     if (!s || !*s) return 0;
@@ -78,13 +75,9 @@ int kr_resolve_model_dirs(const char *model, const char *tokenizer, char *pred_d
     r = resolve_hub_name(tokenizer, tok_snap, msg, msglen);
     if (r < 0) return -2;
     if (r > 0) tokenizer = tok_snap;
-    const char *env_home = getenv("KRONOS_HOME");
     char fallback[PATH_MAX];
     if (!model && !tokenizer) {
-        if (env_home && *env_home)
-            snprintf(fallback, sizeof fallback, "%s/models/kronos-demo", env_home);
-        else
-            snprintf(fallback, sizeof fallback, "%s", KR_DEFAULT_MODEL_DIR);
+        kr_share_path("models/kronos-demo", fallback, sizeof fallback);
         model = fallback;
     }
     if (model && !is_file(model, NULL, "config.json") &&

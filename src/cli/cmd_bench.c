@@ -18,6 +18,7 @@
 #include "base/timeutil.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/share_paths.h"
 #include "engine/context.h"
 #include "engine/forecast_internal.h"
 #include "kernels/kernels.h"
@@ -25,10 +26,6 @@
 #include "model/weights.h"
 
 #define CMD "bench"
-
-#ifndef KR_DEFAULT_DATA_FILE
-#define KR_DEFAULT_DATA_FILE "data/XSHG_5min_600977.csv"
-#endif
 
 static void usage(FILE *f) {
     fputs(
@@ -136,8 +133,7 @@ int kr_cmd_bench(int argc, char **argv) {
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
-    const char *shape = "small", *model_dir = NULL, *data = KR_DEFAULT_DATA_FILE, *quant = NULL,
-               *kv_dtype = NULL;
+    const char *shape = "small", *model_dir = NULL, *data = NULL, *quant = NULL, *kv_dtype = NULL;
     int lookback = 400, lookback_max = 0, pred_len = 120, series = 1, threads = 0, repeat = 3,
         naive = 0, json = 0;
     int paths_list[16] = { 1, 8 }, n_paths = 2;
@@ -236,6 +232,11 @@ int kr_cmd_bench(int argc, char **argv) {
     if (kr_resolve_model_dirs(model_dir, NULL, pred_dir, tok_dir, msg, sizeof msg) != 0)
         return kr_cli_fail(CMD, msg);
     kr_candles *cs = NULL;
+    char bundled[PATH_MAX];
+    if (!data) { /* the bundled 5-minute candles */
+        kr_share_path("data/XSHG_5min_600977.csv", bundled, sizeof bundled);
+        data = bundled;
+    }
     if (kr_candles_read_csv(data, &cs, &err) != KR_OK) return kr_cli_fail(CMD, err.message);
     if (lookback_max < lookback) lookback_max = lookback;
     int64_t stride = series > 1 ? (cs->n - lookback_max - pred_len) / (series - 1) : 0;

@@ -28,6 +28,7 @@
 #include "cli/args.h"
 #include "cli/calib_windows.h"
 #include "cli/commands.h"
+#include "cli/share_paths.h"
 #include "engine/teacher.h"
 #include "kronos.h"
 #include "market/candles.h"
@@ -175,7 +176,9 @@ static int parse(int argc, char **argv, opts *o) {
                                                "BTCUSDT_1h.csv" };
         static char paths[4][PATH_MAX];
         for (int i = 0; i < 4; i++) {
-            snprintf(paths[i], sizeof paths[i], "%s/%s", KR_DEFAULT_DATA_DIR, bundled[i]);
+            char rel[64];
+            snprintf(rel, sizeof rel, "data/%s", bundled[i]);
+            kr_share_path(rel, paths[i], sizeof paths[i]);
             o->data[o->n_data++] = paths[i];
         }
     }

@@ -17,15 +17,13 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/share_paths.h"
 #include "kronos.h"
 #include "market/store.h"
 #include "server/config.h"
 #include "server/server.h"
 
 #define CMD "serve"
-#ifndef KR_DEFAULT_WEB_ROOT
-#define KR_DEFAULT_WEB_ROOT "web/dist"
-#endif
 
 static void usage(FILE *f) {
     fputs(
@@ -157,8 +155,10 @@ static int apply_flags(const flags *fl, kr_server_config *cfg) {
     struct stat sb;
     if (fl->web_root && (stat(fl->web_root, &sb) != 0 || !S_ISDIR(sb.st_mode)))
         return kr_cli_usage_error(CMD, "--web-root '%s' is not a directory", fl->web_root);
-    snprintf(cfg->web_root, sizeof cfg->web_root, "%s",
-             fl->web_root ? fl->web_root : KR_DEFAULT_WEB_ROOT);
+    if (fl->web_root)
+        snprintf(cfg->web_root, sizeof cfg->web_root, "%s", fl->web_root);
+    else
+        kr_share_path("web", cfg->web_root, sizeof cfg->web_root);
     /* The store is optional for serving forecasts: without one only its routes fail (503). */
     kr_error err = { 0 };
     if (kr_store_resolve_path(fl->db, cfg->db, sizeof cfg->db, &err) != KR_OK) {
