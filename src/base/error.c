@@ -22,7 +22,6 @@ const char *kr_strerror(kr_status status) {
     return "unknown error";
 }
 
-
 kr_status kr_error_set(kr_error *err, kr_status status, const char *fmt, ...) {
     if (err) {
         err->status = status;
