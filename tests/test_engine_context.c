@@ -204,17 +204,17 @@ static void test_concurrent_equals_alone(void **state) {
 static void test_tiny_budgets_change_nothing(void **state) {
     (void)state;
     kr_forecast_params p = kr_forecast_default_params();
-    p.pred_len = 24;
-    p.paths = 5;
+    p.pred_len = 16;
+    p.paths = 3;
     p.seed = 9;
-    p.max_context = 64;
-    kr_series a = kr_candles_slice(g_data, 500, 60); /* 60 + 24 > 64: re-runs */
-    kr_series b = kr_candles_slice(g_data, 900, 40);
+    p.max_context = 48;
+    kr_series a = kr_candles_slice(g_data, 500, 40); /* 40 + 16 > 48: re-runs */
+    kr_series b = kr_candles_slice(g_data, 900, 30);
     kr_forecast *ra = alone(&a, &p), *rb = alone(&b, &p);
     kr_forecast_stats st;
     kr_forecast_get_stats(ra, &st);
     assert_true(st.window_recomputes > 0);
-    const int budgets[] = { 1, 3, 7, 33 };
+    const int budgets[] = { 2, 7, 33 };
     for (size_t i = 0; i < sizeof budgets / sizeof budgets[0]; i++) {
         kr_context *ctx = context_with(budgets[i], 8, 16, 0);
         kr_series both[2] = { a, b };
@@ -434,10 +434,10 @@ static void test_priorities(void **state) {
     /* Background and foreground together: the background job is bit-identical to alone. */
     ctx = context_with(64, 8, 16, 0);
     kr_forecast_params heavy = p;
-    heavy.pred_len = 60;
-    heavy.paths = 32;
-    heavy.max_context = 128;
-    kr_series hs = kr_candles_slice(g_data, 300, 110); /* past max_context: re-runs */
+    heavy.pred_len = 30;
+    heavy.paths = 12;
+    heavy.max_context = 96;
+    kr_series hs = kr_candles_slice(g_data, 300, 80); /* past max_context: re-runs */
     waiter bg, fg[4];
     waiter_init(&bg);
     kr_request_params rb = req_for(&bg);
