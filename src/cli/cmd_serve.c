@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -159,10 +160,14 @@ static int apply_flags(const flags *fl, kr_server_config *cfg) {
         return kr_cli_usage_error(CMD, "--web-root '%s' is not a directory", fl->web_root);
     snprintf(cfg->web_root, sizeof cfg->web_root, "%s",
              fl->web_root ? fl->web_root : KR_DEFAULT_WEB_ROOT);
-    /* The store is optional for serving forecasts: without one only its routes fail (503). */
+    /* The store is optional for serving forecasts: without one only its routes fail (503).
+     * One that was asked for (--db, KRONOS_DB) must be usable now, not at the first write. */
     kr_error err = { 0 };
-    if (kr_store_resolve_path(fl->db, cfg->db, sizeof cfg->db, &err) != KR_OK) {
-        if (fl->db) return kr_cli_fail(CMD, err.message);
+    const char *env_db = getenv("KRONOS_DB");
+    int asked = fl->db || (env_db && *env_db);
+    if (kr_store_resolve_path(fl->db, cfg->db, sizeof cfg->db, &err) != KR_OK ||
+        kr_store_check_writable(cfg->db, &err) != KR_OK) {
+        if (asked) return kr_cli_fail(CMD, err.message);
         fprintf(stderr,
                 "kronos %s: warning: no candle store (%s); /v1/candles and /v1/analyze "
                 "answer 503\n",
