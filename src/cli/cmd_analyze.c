@@ -65,6 +65,9 @@ static void usage(FILE *f) {
         "  --format json|md|html report format (default json)\n"
         "  --out FILE            write the report there instead of stdout\n"
         "  --threads N           compute threads (default: all CPUs)\n"
+        "  --allow-nonfinite-weights\n"
+        "                        load a checkpoint even if a weight is NaN or infinite\n"
+        "                        (refused by default: such weights corrupt forecasts)\n"
         "  -h, --help            this text\n",
         f);
 }
@@ -77,7 +80,7 @@ typedef struct opts {
     const char *llm_url, *llm_model;
     float llm_timeout; /* seconds; 0: not given */
     const char *symbols[MAX_SYMBOLS];
-    int n_symbols, threads;
+    int n_symbols, threads, allow_nonfinite;
     kr_report_format format;
     kr_analyze_params p;
 } opts;
@@ -103,6 +106,7 @@ static int parse_opts(int argc, char **argv, opts *o) {
         { "llm-url", required_argument, NULL, OPT_LLM_URL },
         { "llm-model", required_argument, NULL, OPT_LLM_MODEL },
         { "llm-timeout", required_argument, NULL, OPT_LLM_TIMEOUT },
+        KR_OPT_ALLOW_NONFINITE_ENTRY,
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -166,6 +170,7 @@ static int parse_opts(int argc, char **argv, opts *o) {
                                           optarg);
             break;
         case 'o': o->out = optarg; break;
+        case KR_OPT_ALLOW_NONFINITE: o->allow_nonfinite = 1; break;
         case 'j':
             if (!kr_arg_int(optarg, 1, 1024, &o->threads))
                 return kr_cli_usage_error(CMD, "--threads must be an integer in 1..1024, got '%s'",
@@ -403,6 +408,7 @@ int kr_cmd_analyze(int argc, char **argv) {
 
     kr_model_params mp = kr_model_default_params();
     mp.n_threads = o.threads;
+    mp.allow_nonfinite = o.allow_nonfinite;
     if (kr_model_load(pred_dir, tok_dir, &mp, &model, &err) != KR_OK) {
         rc = kr_cli_fail(CMD, err.message);
         goto done;

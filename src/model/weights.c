@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "model/finite.h"
 #include "model/safetensors.h"
 
 /* Sizes of the temporal embedding tables, in the reference's order of fields below. */
@@ -60,6 +61,7 @@ typedef struct binder {
     qslot *q;
     int nq, capq;
     size_t q_bytes; /* bytes of the quantised Linears */
+    int check_finite; /* refuse NaN / infinite weights (kr_weights_opts) */
     kr_status status; /* first error; later binds are no-ops */
     kr_error *err;
 } binder;
@@ -79,6 +81,24 @@ static void fmt_shape(char *buf, size_t cap, int ndim, const int64_t *shape) {
     for (int i = 0; i < ndim && at < cap; i++)
         at += (size_t)snprintf(buf + at, cap - at, i ? ", %lld" : "%lld", (long long)shape[i]);
     if (at < cap) snprintf(buf + at, cap - at, "]");
+}
+
+/* A weight the forward pass reads must be finite: one NaN spreads through every row it
+ * touches and turns forecasts into garbage without any other sign. */
+static void check_finite(binder *b, const kr_st_tensor *t) {
+    if (!b->check_finite || b->status != KR_OK || !t) return;
+    int64_t i = kr_first_nonfinite(t->data, t->dtype, t->numel);
+    if (i < 0) return;
+    char at[64] = "";
+    if (t->ndim == 2 && t->shape[1] > 0)
+        snprintf(at, sizeof at, " ([%lld, %lld])", (long long)(i / t->shape[1]),
+                 (long long)(i % t->shape[1]));
+    b->status =
+        kr_error_set(b->err, KR_ERR_MODEL,
+                     "%s: tensor '%s' element %lld%s is %s (its first non-finite value): "
+                     "the checkpoint is corrupt (allow_nonfinite, the CLI's "
+                     "--allow-nonfinite-weights, loads it anyway)",
+                     b->label, t->name, (long long)i, at, kr_nonfinite_kind(t->data, t->dtype, i));
 }
 
 static int push_slot(binder *b, const float **dst, const kr_st_tensor *t, int64_t n) {
@@ -143,7 +163,8 @@ static void bind_v(binder *b, const float **dst, int param, int64_t d0, int64_t 
          * value is a pure function of head_dim, so recompute it instead. */
         t = NULL;
     }
-    if (!push_slot(b, dst, t, numel)) return;
+    check_finite(b, t);
+    if (b->status != KR_OK || !push_slot(b, dst, t, numel)) return;
     if (!t || !usable_in_place(t)) b->arena_floats += (size_t)numel;
     b->n_floats += (size_t)numel;
     if (param) b->n_params += (size_t)numel;
@@ -194,7 +215,8 @@ static const kr_st_tensor *find_exact(binder *b, const char *prefix, const char 
                          name, kr_dtype_name(t->dtype), got, kr_dtype_name(dt), exp);
         return NULL;
     }
-    return t;
+    check_finite(b, t); /* bf16 / fp8 weights and every scale; integers have no NaN */
+    return b->status == KR_OK ? t : NULL;
 }
 
 /* A Linear of a kronos quantize checkpoint: `prefix`.qweight and its scales (quant.h). The
@@ -473,7 +495,8 @@ void kr_tokenizer_weights_free(kr_tokenizer_weights *w) {
     free(w);
 }
 
-kr_status kr_tokenizer_weights_load(const char *dir, kr_tokenizer_weights **out, kr_error *err) {
+kr_status kr_tokenizer_weights_load(const char *dir, const kr_weights_opts *opts,
+                                    kr_tokenizer_weights **out, kr_error *err) {
     if (!dir || !out)
         return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_tokenizer_weights_load: NULL argument");
     *out = NULL;
@@ -490,7 +513,11 @@ kr_status kr_tokenizer_weights_load(const char *dir, kr_tokenizer_weights **out,
     if (rc != KR_OK) return rc;
 
     kr_tokenizer_weights *w = calloc(1, sizeof *w);
-    binder b = { .st = st, .label = st_path, .err = err, .quant = cfg.quant };
+    binder b = { .st = st,
+                 .label = st_path,
+                 .err = err,
+                 .quant = cfg.quant,
+                 .check_finite = !(opts && opts->allow_nonfinite) };
     if (!w) {
         rc = kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory", st_path);
         goto fail;
@@ -561,7 +588,8 @@ void kr_predictor_weights_free(kr_predictor_weights *w) {
     free(w);
 }
 
-kr_status kr_predictor_weights_load(const char *dir, kr_predictor_weights **out, kr_error *err) {
+kr_status kr_predictor_weights_load(const char *dir, const kr_weights_opts *opts,
+                                    kr_predictor_weights **out, kr_error *err) {
     if (!dir || !out)
         return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_predictor_weights_load: NULL argument");
     *out = NULL;
@@ -578,7 +606,11 @@ kr_status kr_predictor_weights_load(const char *dir, kr_predictor_weights **out,
     if (rc != KR_OK) return rc;
 
     kr_predictor_weights *w = calloc(1, sizeof *w);
-    binder b = { .st = st, .label = st_path, .err = err, .quant = cfg.quant };
+    binder b = { .st = st,
+                 .label = st_path,
+                 .err = err,
+                 .quant = cfg.quant,
+                 .check_finite = !(opts && opts->allow_nonfinite) };
     if (!w) {
         rc = kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory", st_path);
         goto fail;
