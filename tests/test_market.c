@@ -439,10 +439,11 @@ static void test_hostile_inputs(void **state) {
         CASE("timestamps,open,high,low,close\n\"", KR_ERR_FORMAT),
         CASE("\"", KR_ERR_FORMAT),
         CASE(",,,,,,,,\n,,,,,,,,", KR_ERR_FORMAT),
-        CASE("timestamps,open,high,low,close\n9999-12-31 23:59:59,1,2,1,2\n", KR_OK),
-        CASE("timestamps,open,high,low,close\n9999999999999,1,2,1,2\n", KR_OK),
-        CASE("timestamps,open,high,low,close\n0001-01-01,1e-320,1e308,1e-320,1\n", KR_ERR_FORMAT),
-        CASE("timestamps,open,high,low,close\n0001-01-01,1e-320,3e38,1e-320,1\n", KR_OK),
+        CASE("timestamps,open,high,low,close\n9999-12-31 23:59:59,1,2,1,2\n", KR_ERR_FORMAT),
+        CASE("timestamps,open,high,low,close\n9999999999999,1,2,1,2\n", KR_ERR_FORMAT),
+        CASE("timestamps,open,high,low,close\n2200-12-31 23:59:59,1,2,1,2\n", KR_OK),
+        CASE("timestamps,open,high,low,close\n1900-01-01,1e-320,1e308,1e-320,1\n", KR_ERR_FORMAT),
+        CASE("timestamps,open,high,low,close\n1900-01-01,1e-320,3e38,1e-320,1\n", KR_OK),
     };
 #undef CASE
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -469,8 +470,8 @@ static void test_hostile_inputs(void **state) {
 static void test_fuzz_crash_derived_amount_overflow(void **state) {
     (void)state;
     static const char crash[] = "timestamps,open,high,low,close,volume,amo\n"
-                                "1013-06-11 18:15:00,11.27,11.28,11.26,11.27,379.0,4271\n"
-                                "1024-06-18 22:20:40,1e308,11.28,11.27,11.27,270.0,426954.0\n";
+                                "2013-06-11 18:15:00,11.27,11.28,11.26,11.27,379.0,4271\n"
+                                "2024-06-18 22:20:40,1e308,11.28,11.27,11.27,270.0,426954.0\n";
     expect_error(crash, KR_ERR_FORMAT, "line 3, column 'open'", "'1e308' is out of range", NULL);
     /* The same overflow through values that each fit float32. */
     expect_error("timestamps,open,high,low,close,volume\n"
@@ -520,7 +521,8 @@ static void test_parse_timestamp_valid(void **state) {
         { "2000-02-29", ymdhms(2000, 2, 29, 0, 0, 0), 0 },
         { "2024-02-29 23:59:59", ymdhms(2024, 2, 29, 23, 59, 59), 1 },
         { "1969-12-31 23:59:59", -1, 1 },
-        { "0001-01-01", ymdhms(1, 1, 1, 0, 0, 0), 0 },
+        { "1900-01-01", ymdhms(1900, 1, 1, 0, 0, 0), 0 },
+        { "2200-12-31 23:59:59", ymdhms(2200, 12, 31, 23, 59, 59), 1 },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int64_t v = 0;
@@ -582,6 +584,33 @@ static void test_parse_timestamp_invalid(void **state) {
     int64_t v;
     assert_int_not_equal(kr_parse_timestamp(NULL, 3, &v, NULL), 0);
     assert_int_not_equal(kr_parse_timestamp("2024-01-01", 10, NULL, NULL), 0);
+}
+
+/* Stamps of a valid format but outside 1900-2200 are refused, with their own code and, in a
+ * file, a message naming the line and the column: they are unit or typing mistakes that used to
+ * turn into future stamps like 69993-12-20. */
+static void test_parse_timestamp_out_of_range(void **state) {
+    (void)state;
+    const char *out[] = {
+        "0001-01-01", "1899-12-31 23:59:59",  "2201-01-01", "9999-12-31 23:59:59",
+        "9999999999", "9999999999999",        "99991231",   "18991231",
+        "7289654400", "2201-01-01T00:00:00Z",
+    };
+    for (size_t i = 0; i < sizeof out / sizeof out[0]; i++) {
+        int64_t v = 0;
+        int rc = kr_parse_timestamp(out[i], strlen(out[i]), &v, NULL);
+        if (rc != KR_TS_OUT_OF_RANGE) fail_msg("'%s': %d, want out of range", out[i], rc);
+    }
+    assert_true(kr_timestamp_in_range(ymdhms(1900, 1, 1, 0, 0, 0)));
+    assert_false(kr_timestamp_in_range(ymdhms(1900, 1, 1, 0, 0, 0) - 1));
+    assert_true(kr_timestamp_in_range(ymdhms(2200, 12, 31, 23, 59, 59)));
+    assert_false(kr_timestamp_in_range(ymdhms(2201, 1, 1, 0, 0, 0)));
+    expect_error(HDR "2024-01-02,1,2,1,2,3,4\n2924-01-03,1,2,1,2,3,4\n", KR_ERR_FORMAT,
+                 "data.csv: line 3, column 'timestamps'",
+                 "'2924-01-03' is outside the years 1900-2200", NULL);
+    expect_error(HDR "9999999999,1,2,1,2,3,4\n", KR_ERR_FORMAT,
+                 "data.csv: line 2, column 'timestamps'", "'9999999999' is outside the years",
+                 NULL);
 }
 
 static void test_timestamps_read_csv(void **state) {
@@ -860,6 +889,7 @@ int main(void) {
         cmocka_unit_test(test_fuzz_crash_derived_amount_overflow),
         cmocka_unit_test(test_parse_timestamp_valid),
         cmocka_unit_test(test_parse_timestamp_invalid),
+        cmocka_unit_test(test_parse_timestamp_out_of_range),
         cmocka_unit_test(test_timestamps_read_csv),
         cmocka_unit_test(test_calendar_a_share_5min),
         cmocka_unit_test(test_calendar_us_daily),

@@ -215,6 +215,16 @@ static void test_bad_batch_writes_nothing(void **state) {
     expect_bad_batch(s, bad, "volume");
     kr_candles_free(bad);
 
+    /* Epoch seconds far outside 1900-2200 (a C caller's unit mistake) are refused too. */
+    bad = make_candles(5, 20, 900.0);
+    bad->timestamps[19] = 2000000000000LL; /* milliseconds, year 2033, read as seconds */
+    expect_bad_batch(s, bad, "row 20, timestamp 2000000000000");
+    kr_candles_free(bad);
+    bad = make_candles(5, 20, 900.0);
+    bad->timestamps[0] = -2500000000LL; /* 1890 */
+    expect_bad_batch(s, bad, "outside the years 1900-2200");
+    kr_candles_free(bad);
+
     /* A bad first batch of a new symbol leaves no symbols row behind. */
     bad = make_candles(0, 3, 1.0);
     bad->values[2 * 6 + 5] = INFINITY;

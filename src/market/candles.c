@@ -249,7 +249,25 @@ static int read_digits(const char *s, size_t len, size_t *i, int min_d, int max_
     return n < min_d ? -1 : v;
 }
 
+int kr_timestamp_in_range(int64_t t) {
+    return t >= kr_unix_from_civil(KR_CANDLE_YEAR_MIN, 1, 1, 0, 0, 0) &&
+           t < kr_unix_from_civil(KR_CANDLE_YEAR_MAX + 1, 1, 1, 0, 0, 0);
+}
+
+/* Every format's parse, before the range check. */
+static int parse_timestamp_any(const char *s, size_t len, int64_t *out, int *has_time);
+
 int kr_parse_timestamp(const char *s, size_t len, int64_t *out, int *has_time) {
+    if (!out) return KR_TS_UNPARSABLE;
+    int64_t t = 0;
+    int rc = parse_timestamp_any(s, len, &t, has_time);
+    if (rc != 0) return rc;
+    if (!kr_timestamp_in_range(t)) return KR_TS_OUT_OF_RANGE;
+    *out = t;
+    return 0;
+}
+
+static int parse_timestamp_any(const char *s, size_t len, int64_t *out, int *has_time) {
     if (!s || !out) return -1;
     trim_span(&s, &len);
     if (len == 0) return -1;
@@ -447,7 +465,16 @@ static kr_status parse_row_timestamp(const csv_reader *r, const table_cols *tc, 
     if (n == 0)
         return kr_error_set(err, KR_ERR_FORMAT, "%s: line %lld, column '%s': empty field", label,
                             line, tc->name[ROLE_TS]);
-    if (kr_parse_timestamp(s, n, ts, has_time) != 0) {
+    const int rc = kr_parse_timestamp(s, n, ts, has_time);
+    if (rc == KR_TS_OUT_OF_RANGE) {
+        char ex[64];
+        return kr_error_set(err, KR_ERR_FORMAT,
+                            "%s: line %lld, column '%s': '%s' is outside the years %d-%d "
+                            "(milliseconds or nanoseconds given as seconds? a typo in the year?)",
+                            label, line, tc->name[ROLE_TS], excerpt(s, n, ex, sizeof ex),
+                            KR_CANDLE_YEAR_MIN, KR_CANDLE_YEAR_MAX);
+    }
+    if (rc != 0) {
         char ex[64];
         return kr_error_set(err, KR_ERR_FORMAT,
                             "%s: line %lld, column '%s': cannot parse '%s' as a timestamp "

@@ -374,6 +374,12 @@ static kr_status check_row(const kr_candles *c, int64_t i, const char *where, kr
     const double *v = c->values + i * KR_N_FEATURES;
     char ts[32];
     kr_format_timestamp(c->timestamps[i], c->date_only, ts, sizeof ts);
+    if (!kr_timestamp_in_range(c->timestamps[i]))
+        return kr_error_set(err, KR_ERR_INVALID_ARG,
+                            "%s: row %lld, timestamp %lld (%s): outside the years %d-%d; nothing "
+                            "was written",
+                            where, (long long)i + 1, (long long)c->timestamps[i], ts,
+                            KR_CANDLE_YEAR_MIN, KR_CANDLE_YEAR_MAX);
     if (i > 0 && c->timestamps[i] <= c->timestamps[i - 1])
         return kr_error_set(err, KR_ERR_INVALID_ARG,
                             "%s: row %lld (%s): timestamp not after the previous row's; rows "
