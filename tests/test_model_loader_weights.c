@@ -1036,7 +1036,7 @@ static void test_nonfinite_quantised(void **state) {
     static const struct {
         kr_wfmt fmt;
         const char *tensor;
-        int bytes; /* 4: f32 NaN, 2: the u16 bits below, 1: the byte below */
+        int bytes; /* 5: f32 1e38, 4: f32 NaN, 2: the u16 bits below, 1: the byte below */
         uint16_t bits;
         const char *kind;
     } cases[] = {
@@ -1045,6 +1045,8 @@ static void test_nonfinite_quantised(void **state) {
         { KR_WFMT_FP8, "transformer.1.self_attn.v_proj.qweight", 1, 0xff, "NaN" },
         { KR_WFMT_Q4, "transformer.1.self_attn.v_proj.qgscale", 2, 0xfc00, "-inf" },
         { KR_WFMT_BF16, "transformer.1.self_attn.v_proj.qweight", 2, 0x7f80, "+inf" },
+        /* Finite, but 1e38 times an int8 code of 127 is infinite (the fuzzer found it). */
+        { KR_WFMT_INT8, "transformer.1.self_attn.v_proj.qscale", 5, 0, "overflows float32" },
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         kr_predictor_weights *pw = NULL;
@@ -1062,7 +1064,9 @@ static void test_nonfinite_quantised(void **state) {
         if (kr_predictor_save_quantized(pw, "rtn", dst, &err) != KR_OK) fail_msg("%s", err.message);
         kr_predictor_weights_free(pw);
         expect_predictor(dst, 0, KR_OK, NULL, NULL);
-        if (cases[c].bytes == 4) {
+        if (cases[c].bytes == 5) {
+            poison_f32(dst, cases[c].tensor, 5, 1e38f);
+        } else if (cases[c].bytes == 4) {
             poison_f32(dst, cases[c].tensor, 5, NAN);
         } else if (cases[c].bytes == 2) {
             poison_u16(dst, cases[c].tensor, 5, cases[c].bits);

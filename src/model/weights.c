@@ -10,6 +10,7 @@
  */
 #include "model/weights.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -99,6 +100,25 @@ static void check_finite(binder *b, const kr_st_tensor *t) {
                      "the checkpoint is corrupt (allow_nonfinite, the CLI's "
                      "--allow-nonfinite-weights, loads it anyway)",
                      b->label, t->name, (long long)i, at, kr_nonfinite_kind(t->data, t->dtype, i));
+}
+
+/* A finite scale can still make infinite weights: an int8 code (up to 128 in magnitude) or an
+ * fp8 one (up to 448) times a scale near FLT_MAX overflows float32. */
+static void check_scale_range(binder *b, const kr_st_tensor *t, float max_code) {
+    if (!b->check_finite || b->status != KR_OK || !t) return;
+    const float limit = FLT_MAX / max_code;
+    for (int64_t i = 0; i < t->numel; i++) {
+        float s;
+        memcpy(&s, (const uint8_t *)t->data + 4 * i, 4);
+        if (!(fabsf(s) <= limit)) {
+            b->status = kr_error_set(b->err, KR_ERR_MODEL,
+                                     "%s: tensor '%s' element %lld: scale %g times a code of up "
+                                     "to %g overflows float32 (infinite weights): the checkpoint "
+                                     "is corrupt (allow_nonfinite loads it anyway)",
+                                     b->label, t->name, (long long)i, (double)s, (double)max_code);
+            return;
+        }
+    }
 }
 
 static int push_slot(binder *b, const float **dst, const kr_st_tensor *t, int64_t n) {
@@ -258,6 +278,7 @@ static void bind_qlinear(binder *b, kr_linear *l, const char *prefix) {
     if (t) m.data = t->data;
     if (m.fmt == KR_WFMT_INT8 || m.fmt == KR_WFMT_FP8) {
         if ((t = find_exact(b, prefix, "qscale", KR_DT_F32, m.n, -1, 0))) m.scale = t->data;
+        check_scale_range(b, t, m.fmt == KR_WFMT_INT8 ? 128.0f : 448.0f);
     }
     if (m.fmt == KR_WFMT_INT8) {
         if ((t = find_exact(b, prefix, "qrowsum", KR_DT_I32, m.n, -1, 0))) m.row_sum = t->data;
