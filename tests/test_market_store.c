@@ -415,7 +415,7 @@ static void *open_main(void *arg) {
 
 static void test_concurrent_create(void **state) {
     (void)state;
-    for (int round = 0; round < 5; round++) {
+    for (int round = 0; round < 20; round++) {
         char path[1200];
         snprintf(path, sizeof path, "%s/create%d.db", g_tmp, round);
         pthread_t th[4];

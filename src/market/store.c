@@ -266,6 +266,30 @@ static kr_status init_schema(kr_store *s, kr_error *err) {
     return st;
 }
 
+/* WAL mode, then the schema: the steps of an open after sqlite3_open_v2. */
+static kr_status first_steps(kr_store *s, kr_error *err) {
+    /* The first statement reads the header: this is where a foreign or corrupted file fails. */
+    sqlite3_stmt *q = NULL;
+    if (sqlite3_prepare_v2(s->db, "PRAGMA journal_mode = WAL", -1, &q, NULL) != SQLITE_OK ||
+        sqlite3_step(q) != SQLITE_ROW) {
+        kr_status st = db_error(s, "setting WAL mode", err);
+        sqlite3_finalize(q);
+        return st;
+    }
+    const char *mode = (const char *)sqlite3_column_text(q, 0);
+    int wal = mode && !strcmp(mode, "wal");
+    sqlite3_finalize(q);
+    if (!wal)
+        return kr_error_set(err, KR_ERR_IO,
+                            "%s: cannot use WAL journal mode (a network or read-only file "
+                            "system?)",
+                            s->path);
+    /* NORMAL is durable across application crashes in WAL mode; FULL only adds power-loss
+     * safety of the last commit at the price of an fsync per ingest. */
+    kr_status st = exec(s, "PRAGMA synchronous = NORMAL", "configuring", err);
+    return st == KR_OK ? init_schema(s, err) : st;
+}
+
 kr_status kr_store_open(const char *path, kr_store **out, kr_error *err) {
     if (!out || !path || !*path)
         return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_store_open: no path");
@@ -285,28 +309,17 @@ kr_status kr_store_open(const char *path, kr_store **out, kr_error *err) {
     }
     s->busy_ms = KR_STORE_BUSY_MS;
     sqlite3_busy_timeout(s->db, s->busy_ms);
-    /* The first statement reads the header: this is where a foreign or corrupted file fails. */
-    sqlite3_stmt *q = NULL;
-    if (sqlite3_prepare_v2(s->db, "PRAGMA journal_mode = WAL", -1, &q, NULL) != SQLITE_OK ||
-        sqlite3_step(q) != SQLITE_ROW) {
-        st = db_error(s, "setting WAL mode", err);
-        sqlite3_finalize(q);
-        goto fail;
+    /* SQLite answers some lock conflicts of these first steps with SQLITE_BUSY without
+     * consulting the busy handler (two connections turning a fresh file into WAL at once), so
+     * they are retried here for as long as the handler would have waited. */
+    double t0 = kr_now_seconds();
+    for (;;) {
+        st = first_steps(s, err);
+        if (st != KR_ERR_BUSY || (kr_now_seconds() - t0) * 1000.0 >= s->busy_ms) break;
+        struct timespec ts = { 0, 5 * 1000 * 1000 };
+        nanosleep(&ts, NULL);
     }
-    const char *mode = (const char *)sqlite3_column_text(q, 0);
-    int wal = mode && !strcmp(mode, "wal");
-    sqlite3_finalize(q);
-    if (!wal) {
-        st = kr_error_set(err, KR_ERR_IO,
-                          "%s: cannot use WAL journal mode (a network or "
-                          "read-only file system?)",
-                          path);
-        goto fail;
-    }
-    /* NORMAL is durable across application crashes in WAL mode; FULL only adds power-loss
-     * safety of the last commit at the price of an fsync per ingest. */
-    if ((st = exec(s, "PRAGMA synchronous = NORMAL", "configuring", err)) != KR_OK) goto fail;
-    if ((st = init_schema(s, err)) != KR_OK) goto fail;
+    if (st != KR_OK) goto fail;
     *out = s;
     return KR_OK;
 fail:
