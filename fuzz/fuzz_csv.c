@@ -26,6 +26,7 @@ static void check_candles(const kr_candles *c) {
     for (int64_t i = 0; i < c->n; i++) {
         const double *v = c->values + i * KR_N_FEATURES;
         if (i > 0) CHECK(c->timestamps[i] > c->timestamps[i - 1]);
+        CHECK(kr_timestamp_in_range(c->timestamps[i]));
         for (int k = 0; k < KR_N_FEATURES; k++) CHECK(isfinite(v[k]));
         for (int k = KR_OPEN; k <= KR_CLOSE; k++) CHECK(v[k] > 0.0);
         CHECK(v[KR_HIGH] >= v[KR_LOW]);

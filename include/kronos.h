@@ -77,6 +77,9 @@ typedef struct kr_model_params {
      * of an f32 checkpoint at load, round-to-nearest (kronos quantize adds calibration). */
     const char *quant;
     int quant_group; /* q4 group size, 32 or 64; <= 0: 32 */
+    /* 0 (default): a NaN or infinite weight (quantised scales included) fails the load with
+     * KR_ERR_MODEL naming the tensor and element; 1: load the checkpoint unchecked. */
+    int allow_nonfinite;
 } kr_model_params;
 
 KR_API kr_model_params kr_model_default_params(void);
@@ -84,7 +87,9 @@ KR_API kr_model_params kr_model_default_params(void);
 /* Loads a predictor directory and a tokenizer directory (Hugging Face layout: config.json +
  * model.safetensors). F32 tensors are used in place from the mmapped file; F16/BF16 are
  * converted to f32 at load. Every tensor the architecture needs is checked for presence,
- * dtype and shape; errors name the file and the tensor.
+ * dtype, shape and (unless params->allow_nonfinite) NaN / infinite values; errors name the
+ * file and the tensor. config.json and model.safetensors must be regular files (a FIFO or a
+ * device is refused, never waited on).
  * On success *out is set; caller owns it, free with kr_model_free. */
 KR_API kr_status kr_model_load(const char *predictor_dir, const char *tokenizer_dir,
                                const kr_model_params *params, kr_model **out, kr_error *err);

@@ -274,6 +274,15 @@ static void test_errors(void **state) {
     snprintf(args, sizeof args, "ingest --symbol X --interval 1d --db %s %s/data/AAPL_1d.csv", p,
              KR_SOURCE_DIR);
     expect_fail(args, 1, "junk.db", "not a usable kronos database");
+
+    /* A database that cannot be written: said before the CSV is read, naming the path. */
+    snprintf(args, sizeof args, "ingest --symbol X --interval 1d --db %s/k.db %s/data/AAPL_1d.csv",
+             p, KR_SOURCE_DIR);
+    expect_fail(args, 1, "junk.db/k.db: cannot be a database", "not a directory");
+    snprintf(args, sizeof args,
+             "ingest --symbol X --interval 1d --db /proc/kronos-test.db %s/does-not-exist.csv",
+             KR_SOURCE_DIR);
+    expect_fail(args, 1, "/proc/kronos-test.db: not writable", NULL);
 }
 
 int main(void) {

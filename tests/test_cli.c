@@ -3,6 +3,7 @@
  * a batch of inputs, gen-random round trip, and every bad-input case exits non-zero with a
  * message naming the file, line and field.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -196,11 +197,60 @@ static void test_bad_input(void **state) {
     expect_fail("frobnicate", 2, "unknown command", NULL);
 }
 
+/* Overwrites float `index` of tensor `name` in an F32 safetensors file with v. */
+static void poison_f32(const char *path, const char *name, int index, float v) {
+    FILE *f = fopen(path, "r+b");
+    assert_non_null(f);
+    unsigned char len8[8];
+    assert_int_equal(fread(len8, 1, 8, f), 8);
+    size_t hl = 0;
+    for (int i = 7; i >= 0; i--) hl = hl << 8 | len8[i];
+    char *h = malloc(hl + 1);
+    assert_int_equal(fread(h, 1, hl, f), hl);
+    h[hl] = 0;
+    cJSON *j = cJSON_Parse(h);
+    const cJSON *t = cJSON_GetObjectItem(j, name);
+    assert_non_null(t);
+    long off = 8 + (long)hl +
+               (long)cJSON_GetArrayItem(cJSON_GetObjectItem(t, "data_offsets"), 0)->valuedouble +
+               4L * index;
+    assert_int_equal(fseek(f, off, SEEK_SET), 0);
+    assert_int_equal(fwrite(&v, 4, 1, f), 1);
+    fclose(f);
+    cJSON_Delete(j);
+    free(h);
+}
+
+/* A NaN weight fails the load (exit 1, naming the tensor) for every command that loads a
+ * model; --allow-nonfinite-weights loads it anyway. */
+static void test_nonfinite_weights(void **state) {
+    (void)state;
+    char args[4096], dir[1200], st[1300];
+    snprintf(dir, sizeof dir, "%s/nonfinite", g_tmp);
+    snprintf(args, sizeof args, "gen-random --shape tiny --seed 5 --out %s", dir);
+    const run_result *r = kronos(args);
+    if (r->code != 0) fail_msg("gen-random: %s", r->err);
+    snprintf(st, sizeof st, "%s/predictor/model.safetensors", dir);
+    poison_f32(st, "transformer.0.ffn.w1.weight", 7, NAN);
+    snprintf(args, sizeof args, "forecast --model %s --input %s --pred-len 2", dir,
+             kr_test_fixture("regression_input.csv"));
+    expect_fail(args, 1, "tensor 'transformer.0.ffn.w1.weight' element 7", "is NaN");
+    snprintf(args, sizeof args,
+             "forecast --model %s --input %s --pred-len 2 "
+             "--allow-nonfinite-weights",
+             dir, kr_test_fixture("regression_input.csv"));
+    r = kronos(args);
+    if (r->code != 0) fail_msg("--allow-nonfinite-weights: exit %d: %s", r->code, r->err);
+    snprintf(args, sizeof args, "quantize --model %s --quant int8 --out %s/q", dir, g_tmp);
+    expect_fail(args, 1, "transformer.0.ffn.w1.weight", "is NaN");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_forecast_csv_and_json),
         cmocka_unit_test(test_batch_and_gen_random),
         cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_nonfinite_weights),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -556,6 +556,23 @@ static void test_pull_layout_and_noop(void **state) {
                                               "main", found, sizeof found, &err),
                      KR_OK);
     assert_string_equal(found, snap);
+
+    /* A FIFO in the cache (a ref, a blob) is refused, never waited on: the lookup of a model
+     * by hub name must not hang. alarm() turns a hang into a failure. */
+    alarm(30);
+    snprintf(path, sizeof path, "%s/models--NeoQuasar--Kronos-Tokenizer-demo/refs/fifo",
+             explicit_dir);
+    assert_int_equal(mkfifo(path, 0600), 0);
+    assert_int_equal(kr_hub_resolve_cached_in(explicit_dir, "NeoQuasar/Kronos-Tokenizer-demo",
+                                              "fifo", found, sizeof found, &err),
+                     KR_ERR_IO);
+    assert_non_null(strstr(err.message, "not in the hub cache"));
+    snprintf(path, sizeof path, "%s/fifo.blob", g_tmp);
+    assert_int_equal(mkfifo(path, 0600), 0);
+    char hex[65];
+    assert_int_equal(kr_sha256_file(path, hex, &err), KR_ERR_IO);
+    assert_non_null(strstr(err.message, "not a regular file (a FIFO)"));
+    alarm(0);
 }
 
 static void test_resume_after_dropped_connection(void **state) {

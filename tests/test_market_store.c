@@ -1,7 +1,9 @@
 /*
  * market/store: the SQLite candle store. Round trip, upsert replacing equal timestamps, a bad
  * batch leaving the file untouched, a reader running while another connection writes (WAL),
- * name validation, path resolution and foreign / corrupted / newer files refused cleanly.
+ * name validation, path resolution and foreign / corrupted / newer files refused cleanly;
+ * readers (other handles, another process) never wait for a writer's open transaction, a
+ * second writer gets a clear "busy" error; the start-up writability check.
  */
 #include <math.h>
 #include <pthread.h>
@@ -9,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <sqlite3.h>
 
@@ -211,6 +215,16 @@ static void test_bad_batch_writes_nothing(void **state) {
     expect_bad_batch(s, bad, "volume");
     kr_candles_free(bad);
 
+    /* Epoch seconds far outside 1900-2200 (a C caller's unit mistake) are refused too. */
+    bad = make_candles(5, 20, 900.0);
+    bad->timestamps[19] = 2000000000000LL; /* milliseconds, year 2033, read as seconds */
+    expect_bad_batch(s, bad, "row 20, timestamp 2000000000000");
+    kr_candles_free(bad);
+    bad = make_candles(5, 20, 900.0);
+    bad->timestamps[0] = -2500000000LL; /* 1890 */
+    expect_bad_batch(s, bad, "outside the years 1900-2200");
+    kr_candles_free(bad);
+
     /* A bad first batch of a new symbol leaves no symbols row behind. */
     bad = make_candles(0, 3, 1.0);
     bad->values[2 * 6 + 5] = INFINITY;
@@ -287,6 +301,190 @@ static void test_concurrent_reader(void **state) {
     assert_true(reads > 0);
     print_message("reads during writes: %d, partial states seen: %d\n", reads, seen_partial);
     kr_store_close(r);
+}
+
+/* ---- an ingest in progress: another connection holds its write transaction open. */
+
+static void exec_ok(sqlite3 *db, const char *sql) {
+    char *msg = NULL;
+    if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK) fail_msg("%s: %s", sql, msg);
+}
+
+/* Rows stored for AAPL 1d as a fresh handle sees them, or -1 with the error printed. A busy
+ * timeout of 0 turns any wait for a lock into an immediate failure. */
+static int64_t rows_seen(const char *path) {
+    kr_store *s = NULL;
+    kr_candles *c = NULL;
+    kr_error err = { 0 };
+    int64_t n = -1;
+    if (kr_store_open(path, &s, &err) == KR_OK) {
+        kr_store_set_busy_timeout(s, 0);
+        if (kr_store_read(s, "AAPL", "1d", 0, &c, &err) == KR_OK) n = c->n;
+    }
+    if (n < 0) print_message("read: %s\n", err.message);
+    kr_candles_free(c);
+    kr_store_close(s);
+    return n;
+}
+
+static void test_readers_do_not_wait_for_a_writer(void **state) {
+    (void)state;
+    char path[1200];
+    snprintf(path, sizeof path, "%s", db_path("held.db"));
+    kr_store *s = open_ok(path);
+    kr_candles *c = make_candles(0, 50, 10.0);
+    kr_error err = { 0 };
+    assert_int_equal(kr_store_upsert(s, "AAPL", "1d", c, &err), KR_OK);
+    kr_store_close(s);
+
+    /* The writer: an uncommitted 51st row, as an ingest holds it until its COMMIT. */
+    sqlite3 *w = NULL;
+    assert_int_equal(sqlite3_open(path, &w), SQLITE_OK);
+    exec_ok(w, "BEGIN IMMEDIATE");
+    char sql[512];
+    snprintf(sql, sizeof sql,
+             "INSERT INTO candles VALUES ('AAPL', '1d', %lld, 1, 2, 0.5, 1.5, 10, 15, 1, 1);"
+             "UPDATE symbols SET rows = rows + 1 WHERE symbol = 'AAPL'",
+             (long long)c->timestamps[49] + 86400);
+    exec_ok(w, sql);
+
+    /* Other handles in this process open and read the last commit without waiting. */
+    assert_int_equal(rows_seen(path), 50);
+    kr_store *r = open_ok(path);
+    kr_store_set_busy_timeout(r, 0);
+    kr_store_entry *list = NULL;
+    int64_t n = 0;
+    if (kr_store_list(r, NULL, &list, &n, &err) != KR_OK) fail_msg("list: %s", err.message);
+    assert_int_equal(n, 1);
+    assert_int_equal(list[0].rows, 50);
+    free(list);
+
+    /* And so does another process (what `kronos analyze` is while `kronos ingest` runs). */
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        alarm(60); /* a hang is a failure, not a stuck test run */
+        _exit(rows_seen(path) == 50 ? 0 : 1);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+
+    /* A second writer waits for the lock, then says so and writes nothing. */
+    kr_store *w2 = open_ok(path);
+    kr_store_set_busy_timeout(w2, 50);
+    kr_candles *more = make_candles(100, 5, 10.0);
+    assert_int_equal(kr_store_upsert(w2, "AAPL", "1d", more, &err), KR_ERR_BUSY);
+    assert_non_null(strstr(err.message, path));
+    assert_non_null(strstr(err.message, "locked by another writer"));
+    assert_non_null(strstr(err.message, "nothing was written"));
+
+    /* The writer commits: readers see it, the second writer's retry goes through. */
+    exec_ok(w, "COMMIT");
+    sqlite3_close(w);
+    kr_candles *got = NULL;
+    assert_int_equal(kr_store_read(r, "AAPL", "1d", 0, &got, &err), KR_OK);
+    assert_int_equal(got->n, 51);
+    kr_candles_free(got);
+    if (kr_store_upsert(w2, "AAPL", "1d", more, &err) != KR_OK) fail_msg("%s", err.message);
+    assert_int_equal(rows_seen(path), 56);
+    kr_store_close(w2);
+    kr_store_close(r);
+
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    sqlite3_stmt *q = NULL;
+    assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &q, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+    assert_string_equal((const char *)sqlite3_column_text(q, 0), "ok");
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+    kr_candles_free(more);
+    kr_candles_free(c);
+}
+
+/* Two handles creating one new file at once: one creates the schema, both open it. */
+static void *open_main(void *arg) {
+    kr_store *s = NULL;
+    kr_error err = { 0 };
+    if (kr_store_open(arg, &s, &err) != KR_OK) return strdup(err.message);
+    kr_store_close(s);
+    return NULL;
+}
+
+static void test_concurrent_create(void **state) {
+    (void)state;
+    for (int round = 0; round < 20; round++) {
+        char path[1200];
+        snprintf(path, sizeof path, "%s/create%d.db", g_tmp, round);
+        pthread_t th[4];
+        for (int i = 0; i < 4; i++)
+            assert_int_equal(pthread_create(&th[i], NULL, open_main, path), 0);
+        for (int i = 0; i < 4; i++) {
+            void *msg = NULL;
+            pthread_join(th[i], &msg);
+            if (msg) fail_msg("open: %s", (char *)msg);
+        }
+        kr_store *s = open_ok(path);
+        kr_store_entry *list = NULL;
+        int64_t n = -1;
+        kr_error err = { 0 };
+        assert_int_equal(kr_store_list(s, NULL, &list, &n, &err), KR_OK);
+        assert_int_equal(n, 0);
+        free(list);
+        kr_store_close(s);
+    }
+}
+
+/* ---- the start-up check of `kronos serve --db` and `kronos ingest`. */
+
+static void test_check_writable(void **state) {
+    (void)state;
+    kr_error err = { 0 };
+    /* A new file in a writable directory: fine, and nothing is left behind. */
+    char dir[1200], path[1300];
+    snprintf(dir, sizeof dir, "%s/w", g_tmp);
+    assert_int_equal(mkdir(dir, 0755), 0);
+    snprintf(path, sizeof path, "%s/new.db", dir);
+    if (kr_store_check_writable(path, &err) != KR_OK) fail_msg("%s", err.message);
+    struct stat sb;
+    assert_int_not_equal(stat(path, &sb), 0);
+    assert_int_equal(rmdir(dir), 0); /* empty: the probe was removed */
+
+    /* An existing store: fine. */
+    kr_store *s = open_ok(db_path("ok.db"));
+    kr_store_close(s);
+    assert_int_equal(kr_store_check_writable(db_path("ok.db"), &err), KR_OK);
+
+    /* Under a regular file (mkdir -p of the parents let it through). */
+    assert_int_equal(kr_test_write_file(db_path("plain"), "x", 1), 0);
+    snprintf(path, sizeof path, "%s/plain/k.db", g_tmp);
+    assert_int_equal(kr_store_check_writable(path, &err), KR_ERR_IO);
+    assert_non_null(strstr(err.message, path));
+    assert_non_null(strstr(err.message, "not a directory"));
+
+    /* A directory nobody can create files in, even root. */
+    assert_int_equal(kr_store_check_writable("/proc/kronos-test.db", &err), KR_ERR_IO);
+    assert_non_null(strstr(err.message, "/proc/kronos-test.db: not writable"));
+
+    /* Not a database. */
+    assert_int_equal(
+        kr_test_write_file(db_path("junk.db"), "not sqlite at all, just text......", 34), 0);
+    assert_int_equal(kr_store_check_writable(db_path("junk.db"), &err), KR_ERR_FORMAT);
+    assert_non_null(strstr(err.message, "junk.db"));
+    assert_int_equal(kr_store_check_writable(g_tmp, &err), KR_ERR_IO);
+
+    /* Permission bits (root is exempt from them, so only checked for other users). */
+    if (geteuid() != 0) {
+        snprintf(dir, sizeof dir, "%s/ro", g_tmp);
+        assert_int_equal(mkdir(dir, 0555), 0);
+        snprintf(path, sizeof path, "%s/k.db", dir);
+        assert_int_equal(kr_store_check_writable(path, &err), KR_ERR_IO);
+        assert_non_null(strstr(err.message, "not writable"));
+        chmod(dir, 0755);
+        rmdir(dir);
+    }
 }
 
 static void test_bad_names(void **state) {
@@ -433,6 +631,9 @@ int main(void) {
         cmocka_unit_test(test_upsert_overwrites),
         cmocka_unit_test(test_bad_batch_writes_nothing),
         cmocka_unit_test(test_concurrent_reader),
+        cmocka_unit_test(test_readers_do_not_wait_for_a_writer),
+        cmocka_unit_test(test_concurrent_create),
+        cmocka_unit_test(test_check_writable),
         cmocka_unit_test(test_bad_names),
         cmocka_unit_test(test_corrupted_and_foreign_files),
         cmocka_unit_test(test_resolve_path),

@@ -17,9 +17,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "model/config.h"
 #include "model/safetensors.h"
+#include "model/quantize.h"
 #include "model/weights.h"
 
 #define assert_contains(hay, needle)                                             \
@@ -223,7 +225,7 @@ static void check_model_dir(const char *dir, size_t tok_sd, size_t pred_sd) {
     path2(pdir, sizeof pdir, dir, "predictor");
 
     kr_tokenizer_weights *tw = NULL;
-    if (kr_tokenizer_weights_load(tdir, &tw, &err) != KR_OK) fail_msg("%s", err.message);
+    if (kr_tokenizer_weights_load(tdir, NULL, &tw, &err) != KR_OK) fail_msg("%s", err.message);
     blist *l = malloc(sizeof *l);
     list_tokenizer(tw, l);
     path2(p, sizeof p, tdir, "model.safetensors");
@@ -237,7 +239,7 @@ static void check_model_dir(const char *dir, size_t tok_sd, size_t pred_sd) {
     kr_tokenizer_weights_free(tw);
 
     kr_predictor_weights *pw = NULL;
-    if (kr_predictor_weights_load(pdir, &pw, &err) != KR_OK) fail_msg("%s", err.message);
+    if (kr_predictor_weights_load(pdir, NULL, &pw, &err) != KR_OK) fail_msg("%s", err.message);
     list_predictor(pw, l);
     path2(p, sizeof p, pdir, "model.safetensors");
     seen = check_against_file(l, p, 0.0, 1);
@@ -264,7 +266,7 @@ static void test_load_golden_odd(void **state) {
     kr_predictor_weights *pw;
     kr_error err = { 0 };
     FMT(dir, "%s", kr_test_fixture("odd/predictor"));
-    assert_int_equal(kr_predictor_weights_load(dir, &pw, &err), KR_OK);
+    assert_int_equal(kr_predictor_weights_load(dir, NULL, &pw, &err), KR_OK);
     assert_int_equal(pw->blocks[0].attn.head_dim, 52);
     assert_int_equal(pw->dep.head_dim, 52);
     assert_int_equal(pw->cfg.learn_te, 1);
@@ -405,10 +407,12 @@ static void test_half_precision_variants(void **state) {
             kr_tokenizer_weights *tw = NULL;
             kr_predictor_weights *pw = NULL;
             if (which == 0) {
-                if (kr_tokenizer_weights_load(dst, &tw, &err) != KR_OK) fail_msg("%s", err.message);
+                if (kr_tokenizer_weights_load(dst, NULL, &tw, &err) != KR_OK)
+                    fail_msg("%s", err.message);
                 list_tokenizer(tw, l);
             } else {
-                if (kr_predictor_weights_load(dst, &pw, &err) != KR_OK) fail_msg("%s", err.message);
+                if (kr_predictor_weights_load(dst, NULL, &pw, &err) != KR_OK)
+                    fail_msg("%s", err.message);
                 list_predictor(pw, l);
             }
             /* Against the F32 original: relative error of one rounding. */
@@ -467,7 +471,7 @@ static void test_unaligned_f32(void **state) {
 
     kr_predictor_weights *pw;
     kr_error err = { 0 };
-    if (kr_predictor_weights_load(tmp, &pw, &err) != KR_OK) fail_msg("%s", err.message);
+    if (kr_predictor_weights_load(tmp, NULL, &pw, &err) != KR_OK) fail_msg("%s", err.message);
     assert_int_equal((uintptr_t)pw->norm % 4, 0);
     blist *l = malloc(sizeof *l);
     list_predictor(pw, l);
@@ -496,10 +500,12 @@ static void test_inv_freq_computed(void **state) {
         kr_predictor_weights *pw = NULL;
         kr_tokenizer_weights *tw = NULL;
         if (m < 2) {
-            if (kr_predictor_weights_load(dst, &pw, &err) != KR_OK) fail_msg("%s", err.message);
+            if (kr_predictor_weights_load(dst, NULL, &pw, &err) != KR_OK)
+                fail_msg("%s", err.message);
             list_predictor(pw, l);
         } else {
-            if (kr_tokenizer_weights_load(dst, &tw, &err) != KR_OK) fail_msg("%s", err.message);
+            if (kr_tokenizer_weights_load(dst, NULL, &tw, &err) != KR_OK)
+                fail_msg("%s", err.message);
             list_tokenizer(tw, l);
         }
         check_against_file(l, path2(p, sizeof p, src, "model.safetensors"), 0.0, 0);
@@ -600,11 +606,11 @@ static void test_model_errors(void **state) {
         kr_status rc;
         if (strstr(c->src, "predictor")) {
             kr_predictor_weights *pw = (kr_predictor_weights *)1;
-            rc = kr_predictor_weights_load(dst, &pw, &err);
+            rc = kr_predictor_weights_load(dst, NULL, &pw, &err);
             assert_null(pw);
         } else {
             kr_tokenizer_weights *tw = (kr_tokenizer_weights *)1;
-            rc = kr_tokenizer_weights_load(dst, &tw, &err);
+            rc = kr_tokenizer_weights_load(dst, NULL, &tw, &err);
             assert_null(tw);
         }
         if (rc != KR_ERR_MODEL) fail_msg("case %zu: status %d (%s)", i, rc, err.message);
@@ -637,34 +643,34 @@ static void test_config_checkpoint_mismatch(void **state) {
     /* Fewer layers in the config than in the file: the extra block is named. */
     write_config(dst, "{\"d_model\": 32, \"ff_dim\": 64, \"learn_te\": false, \"n_heads\": 2,"
                       " \"n_layers\": 1, \"s1_bits\": 10, \"s2_bits\": 10}");
-    assert_int_equal(kr_predictor_weights_load(dst, &pw, &err), KR_ERR_MODEL);
+    assert_int_equal(kr_predictor_weights_load(dst, NULL, &pw, &err), KR_ERR_MODEL);
     assert_contains(err.message, "model.safetensors: tensor 'transformer.1.");
     assert_contains(err.message, "n_layers = 1");
     /* More layers in the config than in the file. */
     write_config(dst, "{\"d_model\": 32, \"ff_dim\": 64, \"learn_te\": false, \"n_heads\": 2,"
                       " \"n_layers\": 3, \"s1_bits\": 10, \"s2_bits\": 10}");
-    assert_int_equal(kr_predictor_weights_load(dst, &pw, &err), KR_ERR_MODEL);
+    assert_int_equal(kr_predictor_weights_load(dst, NULL, &pw, &err), KR_ERR_MODEL);
     assert_contains(err.message, "missing tensor 'transformer.2.norm1.weight'");
     /* learn_te true against a learn_te=False checkpoint. */
     write_config(dst, "{\"d_model\": 32, \"ff_dim\": 64, \"learn_te\": true, \"n_heads\": 2,"
                       " \"n_layers\": 2, \"s1_bits\": 10, \"s2_bits\": 10}");
-    assert_int_equal(kr_predictor_weights_load(dst, &pw, &err), KR_ERR_MODEL);
+    assert_int_equal(kr_predictor_weights_load(dst, NULL, &pw, &err), KR_ERR_MODEL);
     assert_contains(err.message, "missing tensor 'time_emb.minute_embed.weight'");
     /* A d_model the file does not have. */
     write_config(dst, "{\"d_model\": 64, \"ff_dim\": 64, \"learn_te\": false, \"n_heads\": 2,"
                       " \"n_layers\": 2, \"s1_bits\": 10, \"s2_bits\": 10}");
-    assert_int_equal(kr_predictor_weights_load(dst, &pw, &err), KR_ERR_MODEL);
+    assert_int_equal(kr_predictor_weights_load(dst, NULL, &pw, &err), KR_ERR_MODEL);
     assert_contains(err.message,
                     "tensor 'embedding.emb_s1.weight' has shape [1024, 32], expected [1024, 64]");
     /* Missing key and bad value: the config file and the key are named. */
     write_config(dst, "{\"ff_dim\": 64, \"learn_te\": false, \"n_heads\": 2,"
                       " \"n_layers\": 2, \"s1_bits\": 10, \"s2_bits\": 10}");
-    assert_int_equal(kr_predictor_weights_load(dst, &pw, &err), KR_ERR_FORMAT);
+    assert_int_equal(kr_predictor_weights_load(dst, NULL, &pw, &err), KR_ERR_FORMAT);
     assert_contains(err.message, "config.json: missing key 'd_model'");
     assert_contains(err.message, dst);
     write_config(dst, "{\"d_model\": 32, \"ff_dim\": -64, \"learn_te\": false, \"n_heads\": 2,"
                       " \"n_layers\": 2, \"s1_bits\": 10, \"s2_bits\": 10}");
-    assert_int_equal(kr_predictor_weights_load(dst, &pw, &err), KR_ERR_FORMAT);
+    assert_int_equal(kr_predictor_weights_load(dst, NULL, &pw, &err), KR_ERR_FORMAT);
     assert_contains(err.message, "config.json: key 'ff_dim' = -64 is out of range");
     assert_null(pw);
     rm_model_dir(dst);
@@ -674,16 +680,16 @@ static void test_config_checkpoint_mismatch(void **state) {
     rewrite_model(src, dst, EDIT_COPY, NULL, 0, NULL);
     write_config(dst, "{\"d_in\": 6, \"d_model\": 32, \"ff_dim\": 64, \"n_dec_layers\": 2,"
                       " \"n_enc_layers\": 1, \"n_heads\": 2, \"s1_bits\": 10, \"s2_bits\": 10}");
-    assert_int_equal(kr_tokenizer_weights_load(dst, &tw, &err), KR_ERR_MODEL);
+    assert_int_equal(kr_tokenizer_weights_load(dst, NULL, &tw, &err), KR_ERR_MODEL);
     assert_contains(err.message, "tensor 'encoder.0.");
     assert_contains(err.message, "n_enc_layers = 1");
     write_config(dst, "{\"d_in\": 6, \"d_model\": 32, \"ff_dim\": 64, \"n_dec_layers\": 2,"
                       " \"n_enc_layers\": 2, \"n_heads\": 2, \"s1_bits\": 10, \"s2_bits\": 9}");
-    assert_int_equal(kr_tokenizer_weights_load(dst, &tw, &err), KR_ERR_FORMAT);
+    assert_int_equal(kr_tokenizer_weights_load(dst, NULL, &tw, &err), KR_ERR_FORMAT);
     assert_contains(err.message, "config.json: key 's2_bits' = 9");
     write_config(dst, "{\"d_in\": 6, \"d_model\": 32, \"ff_dim\": 64, \"n_dec_layers\": 2,"
                       " \"n_enc_layers\": 2, \"n_heads\": 2, \"s1_bits\": 8, \"s2_bits\": 8}");
-    assert_int_equal(kr_tokenizer_weights_load(dst, &tw, &err), KR_ERR_MODEL);
+    assert_int_equal(kr_tokenizer_weights_load(dst, NULL, &tw, &err), KR_ERR_MODEL);
     assert_contains(err.message,
                     "tensor 'quant_embed.weight' has shape [20, 32], expected [16, 32]");
     assert_null(tw);
@@ -691,12 +697,12 @@ static void test_config_checkpoint_mismatch(void **state) {
 
     /* No directory at all, and a directory with a config but no weights. */
     FMT(dst, "%s/none", tmp);
-    assert_int_equal(kr_tokenizer_weights_load(dst, &tw, &err), KR_ERR_IO);
+    assert_int_equal(kr_tokenizer_weights_load(dst, NULL, &tw, &err), KR_ERR_IO);
     assert_contains(err.message, "none/config.json: cannot open");
     assert_int_equal(mkdir(dst, 0755), 0);
     write_config(dst, "{\"d_in\": 6, \"d_model\": 32, \"ff_dim\": 64, \"n_dec_layers\": 2,"
                       " \"n_enc_layers\": 2, \"n_heads\": 2, \"s1_bits\": 10, \"s2_bits\": 10}");
-    assert_int_equal(kr_tokenizer_weights_load(dst, &tw, &err), KR_ERR_IO);
+    assert_int_equal(kr_tokenizer_weights_load(dst, NULL, &tw, &err), KR_ERR_IO);
     assert_contains(err.message, "none/model.safetensors: cannot open");
     rm_model_dir(dst);
     kr_tokenizer_weights_free(NULL);
@@ -733,7 +739,7 @@ static void test_bad_model_fixtures(void **state) {
         FMT(dir, "%s/%s", kr_test_fixture("bad_models"), cases[i].dir);
         kr_tokenizer_weights *tw = NULL;
         kr_error err = { 0 };
-        kr_status rc = kr_tokenizer_weights_load(dir, &tw, &err);
+        kr_status rc = kr_tokenizer_weights_load(dir, NULL, &tw, &err);
         if (rc != cases[i].status) fail_msg("%s: status %d (%s)", cases[i].dir, rc, err.message);
         assert_null(tw);
         assert_contains(err.message, cases[i].expect);
@@ -837,7 +843,7 @@ static void test_gen_random_tiny(void **state) {
 
     /* Value sanity: norms are 1, the heads are scaled ×4 relative to a plain Linear. */
     kr_predictor_weights *pw;
-    assert_int_equal(kr_predictor_weights_load(path2(p, sizeof p, a, "predictor"), &pw, &err),
+    assert_int_equal(kr_predictor_weights_load(path2(p, sizeof p, a, "predictor"), NULL, &pw, &err),
                      KR_OK);
     for (int i = 0; i < 32; i++) assert_true(pw->norm[i] == 1.0f && pw->blocks[1].norm2[i] == 1.0f);
     double ss_head = 0, ss_w1 = 0;
@@ -875,8 +881,8 @@ static void test_gen_random_mini(void **state) {
     check_model_dir(tmp, 3958042, 4108032);
     kr_tokenizer_weights *tw;
     char p[4096];
-    assert_int_equal(kr_tokenizer_weights_load(path2(p, sizeof p, tmp, "tokenizer"), &tw, &err),
-                     KR_OK);
+    assert_int_equal(
+        kr_tokenizer_weights_load(path2(p, sizeof p, tmp, "tokenizer"), NULL, &tw, &err), KR_OK);
     assert_int_equal(tw->n_enc, 3);
     assert_int_equal(tw->n_dec, 3);
     kr_tokenizer_weights_free(tw);
@@ -894,6 +900,190 @@ static void test_gen_random_mini(void **state) {
     assert_int_equal(ba->tok.d_model, 256);
 }
 
+/* ---------------------------------------------------------------- non-regular files */
+
+/* A FIFO as config.json or model.safetensors used to block the open for ever (no writer); it
+ * is refused at once, naming the file. alarm() turns a hang into a failure. */
+static void test_fifo_files(void **state) {
+    (void)state;
+    char *tmp = kr_test_tmpdir();
+    char src[4096], dst[4096], p[4096];
+    kr_error err = { 0 };
+    FMT(src, "%s", kr_test_fixture("tiny/predictor"));
+    FMT(dst, "%s/fifo", tmp);
+    rewrite_model(src, dst, EDIT_COPY, NULL, 0, NULL);
+    alarm(30);
+    kr_predictor_weights *pw = NULL;
+    path2(p, sizeof p, dst, "model.safetensors");
+    assert_int_equal(remove(p), 0);
+    assert_int_equal(mkfifo(p, 0600), 0);
+    assert_int_equal(kr_predictor_weights_load(dst, NULL, &pw, &err), KR_ERR_IO);
+    assert_contains(err.message, "fifo/model.safetensors: not a regular file (a FIFO)");
+    assert_null(pw);
+    /* The public entry point, the predictor directory used as the tokenizer's too. */
+    kr_model *m = NULL;
+    assert_int_equal(kr_model_load(dst, kr_test_fixture("tiny/tokenizer"), NULL, &m, &err),
+                     KR_ERR_IO);
+    assert_contains(err.message, "model.safetensors: not a regular file (a FIFO)");
+    path2(p, sizeof p, dst, "config.json");
+    assert_int_equal(remove(p), 0);
+    assert_int_equal(mkfifo(p, 0600), 0);
+    assert_int_equal(kr_predictor_weights_load(dst, NULL, &pw, &err), KR_ERR_IO);
+    assert_contains(err.message, "fifo/config.json: not a regular file (a FIFO)");
+    assert_int_equal(kr_model_load(dst, kr_test_fixture("tiny/tokenizer"), NULL, &m, &err),
+                     KR_ERR_IO);
+    assert_contains(err.message, "config.json: not a regular file (a FIFO)");
+    assert_null(m);
+    alarm(0);
+    rm_model_dir(dst);
+    remove(tmp);
+    free(tmp);
+}
+
+/* ---------------------------------------------------------------- non-finite weights */
+
+/* Overwrites element `index` of tensor `name` in dir/model.safetensors with `size` bytes. */
+static void poison(const char *dir, const char *name, int64_t index, const void *bytes,
+                   size_t size) {
+    char p[4096];
+    path2(p, sizeof p, dir, "model.safetensors");
+    FILE *f = fopen(p, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *buf = malloc((size_t)len);
+    assert_int_equal(fread(buf, 1, (size_t)len, f), (size_t)len);
+    fclose(f);
+    kr_safetensors *st = NULL;
+    kr_error err = { 0 };
+    assert_int_equal(kr_st_open_memory(buf, (size_t)len, p, &st, &err), KR_OK);
+    const kr_st_tensor *t = kr_st_find(st, name);
+    if (!t) fail_msg("no tensor '%s' in %s", name, p);
+    assert_int_equal(kr_dtype_size(t->dtype), size);
+    assert_true(index < t->numel);
+    memcpy(buf + ((const uint8_t *)t->data - buf) + (size_t)index * size, bytes, size);
+    kr_st_close(st);
+    assert_int_equal(kr_test_write_file(p, buf, (size_t)len), 0);
+    free(buf);
+}
+
+static void poison_f32(const char *dir, const char *name, int64_t index, float v) {
+    poison(dir, name, index, &v, sizeof v);
+}
+
+static void poison_u16(const char *dir, const char *name, int64_t index, uint16_t bits) {
+    poison(dir, name, index, &bits, sizeof bits);
+}
+
+/* Loads dir as a predictor: the expected status; on an error, every needle in the message. */
+static void expect_predictor(const char *dir, int allow, kr_status want, const char *needle1,
+                             const char *needle2) {
+    kr_weights_opts o = { .allow_nonfinite = allow };
+    kr_predictor_weights *pw = NULL;
+    kr_error err = { 0 };
+    kr_status st = kr_predictor_weights_load(dir, &o, &pw, &err);
+    if (st != want)
+        fail_msg("%s (allow %d): status %d, want %d: %s", dir, allow, st, want, err.message);
+    if (needle1) assert_contains(err.message, needle1);
+    if (needle2) assert_contains(err.message, needle2);
+    kr_predictor_weights_free(pw);
+}
+
+/* One NaN and one infinity in different tensors: the load fails naming the first one met
+ * (tensor, element, what it is); with the opt-out it loads. In F32, F16 and BF16 files. */
+static void test_nonfinite_weights(void **state) {
+    (void)state;
+    char *tmp = kr_test_tmpdir();
+    char src[4096], dst[4096];
+    FMT(src, "%s", kr_test_fixture("tiny/predictor"));
+    static const edit_mode modes[3] = { EDIT_COPY, EDIT_F16, EDIT_BF16 };
+    static const uint16_t nan16[3] = { 0, 0x7e00, 0x7fc0 }, inf16[3] = { 0, 0x7c00, 0x7f80 };
+    for (int m = 0; m < 3; m++) {
+        FMT(dst, "%s/nf%d", tmp, m);
+        rewrite_model(src, dst, modes[m], NULL, 0, NULL);
+        expect_predictor(dst, 0, KR_OK, NULL, NULL);
+        if (m == 0) {
+            poison_f32(dst, "transformer.0.ffn.w1.weight", 37, NAN);
+            poison_f32(dst, "norm.weight", 3, INFINITY);
+        } else {
+            poison_u16(dst, "transformer.0.ffn.w1.weight", 37, nan16[m]);
+            poison_u16(dst, "norm.weight", 3, inf16[m]);
+        }
+        /* transformer.* is bound before the final norm: its NaN is the one named. */
+        expect_predictor(dst, 0, KR_ERR_MODEL,
+                         "model.safetensors: tensor 'transformer.0.ffn.w1.weight' element 37",
+                         "is NaN");
+        expect_predictor(dst, 1, KR_OK, NULL, NULL);
+        if (m == 0)
+            poison_f32(dst, "transformer.0.ffn.w1.weight", 37, 0.5f);
+        else
+            poison_u16(dst, "transformer.0.ffn.w1.weight", 37, 0x3800);
+        expect_predictor(dst, 0, KR_ERR_MODEL, "tensor 'norm.weight' element 3 is +inf", NULL);
+        rm_model_dir(dst);
+    }
+    remove(tmp);
+    free(tmp);
+}
+
+/* Quantised checkpoints: a NaN or infinity in a scale (int8 / fp8 qscale, q4 qgscale, the
+ * smoothing qinscale) or in bf16 / fp8 weights fails the load the same way. */
+static void test_nonfinite_quantised(void **state) {
+    (void)state;
+    char *tmp = kr_test_tmpdir();
+    char dst[4096];
+    kr_error err = { 0 };
+    static const struct {
+        kr_wfmt fmt;
+        const char *tensor;
+        int bytes; /* 5: f32 1e38, 4: f32 NaN, 2: the u16 bits below, 1: the byte below */
+        uint16_t bits;
+        const char *kind;
+    } cases[] = {
+        { KR_WFMT_INT8, "transformer.1.self_attn.v_proj.qscale", 4, 0, "NaN" },
+        { KR_WFMT_FP8, "transformer.1.self_attn.v_proj.qscale", 4, 0, "NaN" },
+        { KR_WFMT_FP8, "transformer.1.self_attn.v_proj.qweight", 1, 0xff, "NaN" },
+        { KR_WFMT_Q4, "transformer.1.self_attn.v_proj.qgscale", 2, 0xfc00, "-inf" },
+        { KR_WFMT_BF16, "transformer.1.self_attn.v_proj.qweight", 2, 0x7f80, "+inf" },
+        /* Finite, but 1e38 times an int8 code of 127 is infinite (the fuzzer found it). */
+        { KR_WFMT_INT8, "transformer.1.self_attn.v_proj.qscale", 5, 0, "overflows float32" },
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        kr_predictor_weights *pw = NULL;
+        if (kr_predictor_weights_load(kr_test_fixture("tiny/predictor"), NULL, &pw, &err) != KR_OK)
+            fail_msg("%s", err.message);
+        kr_named_linear *ls = NULL;
+        int n = 0;
+        size_t qb = 0, fb = 0;
+        assert_int_equal(kr_predictor_linears(pw, &ls, &n, &err), KR_OK);
+        if (kr_quantize_linears(ls, n, cases[c].fmt, 32, NULL, &pw->qowner, &qb, &fb, &err) !=
+            KR_OK)
+            fail_msg("%s", err.message);
+        free(ls);
+        FMT(dst, "%s/q%zu", tmp, c);
+        if (kr_predictor_save_quantized(pw, "rtn", dst, &err) != KR_OK) fail_msg("%s", err.message);
+        kr_predictor_weights_free(pw);
+        expect_predictor(dst, 0, KR_OK, NULL, NULL);
+        if (cases[c].bytes == 5) {
+            poison_f32(dst, cases[c].tensor, 5, 1e38f);
+        } else if (cases[c].bytes == 4) {
+            poison_f32(dst, cases[c].tensor, 5, NAN);
+        } else if (cases[c].bytes == 2) {
+            poison_u16(dst, cases[c].tensor, 5, cases[c].bits);
+        } else {
+            uint8_t b = (uint8_t)cases[c].bits;
+            poison(dst, cases[c].tensor, 5, &b, 1);
+        }
+        char want[256];
+        FMT(want, "tensor '%s' element 5", cases[c].tensor);
+        expect_predictor(dst, 0, KR_ERR_MODEL, want, cases[c].kind);
+        expect_predictor(dst, 1, KR_OK, NULL, NULL);
+        rm_model_dir(dst);
+    }
+    remove(tmp);
+    free(tmp);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_load_golden_tiny),
@@ -907,6 +1097,9 @@ int main(void) {
         cmocka_unit_test(test_bad_model_fixtures),
         cmocka_unit_test(test_gen_random_tiny),
         cmocka_unit_test(test_gen_random_mini),
+        cmocka_unit_test(test_fifo_files),
+        cmocka_unit_test(test_nonfinite_weights),
+        cmocka_unit_test(test_nonfinite_quantised),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

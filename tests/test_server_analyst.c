@@ -900,6 +900,29 @@ static void test_serve_flags(void **state) {
     assert_true(WIFEXITED(st));
     assert_int_equal(WEXITSTATUS(st), 2);
     assert_non_null(strstr(out, "--web-root"));
+
+    /* An unusable --db fails at start-up (exit 1, naming it), before the model loads, instead
+     * of starting and answering 500 at the first write. `timeout` turns a server that started
+     * anyway into a failure rather than a hung test. */
+    char plain[1300];
+    snprintf(plain, sizeof plain, "%s/plain-file", g_tmp);
+    assert_int_equal(kr_test_write_file(plain, "x", 1), 0);
+    const char *dbs[] = { "%s/plain-file/k.db", "/proc/kronos-test.db" };
+    const char *why[] = { "not a directory", "not writable" };
+    for (int i = 0; i < 2; i++) {
+        char db[1400];
+        snprintf(db, sizeof db, dbs[i], g_tmp);
+        snprintf(cmd, sizeof cmd, "timeout 60 %s/kronos serve --port 0 --db %s 2>&1", KR_BINARY_DIR,
+                 db);
+        f = popen(cmd, "r");
+        assert_non_null(f);
+        n = fread(out, 1, sizeof out - 1, f);
+        out[n] = '\0';
+        st = pclose(f);
+        assert_true(WIFEXITED(st));
+        if (WEXITSTATUS(st) != 1 || !strstr(out, db) || !strstr(out, why[i]))
+            fail_msg("serve --db %s: exit %d, '%s'", db, WEXITSTATUS(st), out);
+    }
 }
 
 int main(void) {

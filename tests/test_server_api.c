@@ -222,6 +222,13 @@ static const bad_case k_bad[] = {
       "candles[1].timestamps", "cannot parse '2024-13-02'" },
     { "{\"pred_len\":1,\"candles\":[" ROW0 ",[12345,10,11,9,10,1]]}", "candles[1].timestamps",
       "12345 is not an epoch" },
+    { "{\"pred_len\":1,\"candles\":[" ROW0 ",[\"9999-12-20\",10,11,9,10,1]]}",
+      "candles[1].timestamps", "'9999-12-20' is outside the years 1900-2200" },
+    { "{\"pred_len\":1,\"candles\":[" ROW0 ",[9999999999,10,11,9,10,1]]}", "candles[1].timestamps",
+      "9999999999 is outside the years 1900-2200" },
+    { "{\"pred_len\":1,\"candles\":\"timestamps,open,high,low,close\\n2024-01-02,1,2,1,1\\n2924-01-"
+      "03,1,2,1,1\\n\"}",
+      "candles", "candles: line 3, column 'timestamps': '2924-01-03' is outside the years" },
     { "{\"pred_len\":1,\"candles\":[" ROW0 ",[true,10,11,9,10,1]]}", "candles[1].timestamps",
       "got a boolean" },
     { "{\"pred_len\":1,\"candles\":[{\"timestamps\":\"2024-01-02\",\"open\":1,\"high\":2,\"low\":1,"

@@ -1,27 +1,26 @@
 /*
  * analyst/narrative — the language-model narrative (see narrative.h): the prompt built from
- * a report's figures, one POST to an Ollama-compatible /api/generate through libcurl, the
- * answer's text (one JSON object or NDJSON pieces) and the numeric-token guard.
+ * a report's figures, one POST to an Ollama-compatible /api/generate through the library's
+ * HTTP client (net/http_client.h), the answer's text (one JSON object or NDJSON pieces) and
+ * the numeric-token guard.
  *
  * Nothing here touches the report's numbers; a narrative only ever adds text beside them.
  */
 #include "analyst/narrative.h"
 
 #include <ctype.h>
-#include <errno.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include <cjson/cJSON.h>
-#include <curl/curl.h>
 
 #include "analyst/text.h"
 #include "base/error.h"
 #include "base/timeutil.h"
+#include "net/http_client.h"
 
 #define ENDPOINT_SUFFIX "/api/generate"
 
@@ -75,24 +74,6 @@ kr_status kr_narrative_endpoint(const char *url, char *out, size_t cap, kr_error
         return kr_error_set(err, KR_ERR_INVALID_ARG, "LLM URL is too long (%zu bytes)",
                             strlen(url));
     return KR_OK;
-}
-
-/* url without a "user:password@" part: the endpoint is written into reports and messages,
- * credentials must not be. */
-static void redact(const char *url, char *out, size_t cap) {
-    const char *p = strstr(url, "://");
-    if (p) {
-        p += 3;
-        size_t auth = strcspn(p, "/?#");
-        const char *at = NULL;
-        for (size_t i = 0; i < auth; i++)
-            if (p[i] == '@') at = p + i;
-        if (at) {
-            snprintf(out, cap, "%.*s%s", (int)(p - url), url, at + 1);
-            return;
-        }
-    }
-    snprintf(out, cap, "%s", url);
 }
 
 /* ------------------------------------------------------------------ prompt */
@@ -426,28 +407,6 @@ int kr_narrative_unsupported_figures(const char *text, const char *data, char *f
 
 /* ------------------------------------------------------------------ HTTP */
 
-static pthread_once_t g_curl_once = PTHREAD_ONCE_INIT;
-static CURLcode g_curl_init_rc = CURLE_FAILED_INIT;
-
-/* curl_global_init is not thread-safe on every libcurl build; once per process is enough. */
-static void curl_init_once(void) { g_curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT); }
-
-typedef struct http_body {
-    kr_sb sb;
-    int too_big;
-} http_body;
-
-static size_t on_body(char *p, size_t sz, size_t n, void *ud) {
-    http_body *b = ud;
-    const size_t k = sz * n;
-    if (b->sb.len + k > KR_NARRATIVE_MAX_ANSWER) {
-        b->too_big = 1;
-        return 0; /* curl stops with CURLE_WRITE_ERROR */
-    }
-    kr_sb_appendn(&b->sb, p, k);
-    return b->sb.oom ? 0 : k;
-}
-
 /* "HTTP 404: <the server's "error" or the start of its body>" into out. */
 static void http_failure(long code, const char *body, size_t len, char *out, size_t cap) {
     cJSON *o = body ? cJSON_ParseWithLength(body, len) : NULL;
@@ -466,79 +425,40 @@ static void http_failure(long code, const char *body, size_t len, char *out, siz
     cJSON_Delete(o);
 }
 
-/* POSTs the JSON body to endpoint and collects the answer in *ans. KR_OK when an HTTP answer
- * arrived, whatever its status (in *status); otherwise the failure (KR_ERR_IO, _TIMEOUT,
- * _FORMAT for an oversized answer, _NOMEM) with its reason in reason, *status 0. */
+/* POSTs the JSON body to endpoint and collects the answer in *ans (at most
+ * KR_NARRATIVE_MAX_ANSWER bytes). KR_OK when an HTTP answer arrived, whatever its status (in
+ * *status); otherwise the failure (KR_ERR_IO, _TIMEOUT, _FORMAT for an oversized answer,
+ * _NOMEM) with its reason in reason, *status 0. */
 static kr_status post_json(const char *endpoint, const char *body, double timeout_s, long *status,
-                           http_body *ans, char *reason, size_t cap) {
+                           kr_sb *ans, char *reason, size_t cap) {
     *status = 0;
-    pthread_once(&g_curl_once, curl_init_once);
-    if (g_curl_init_rc != CURLE_OK) {
-        snprintf(reason, cap, "libcurl: %s", curl_easy_strerror(g_curl_init_rc));
-        return KR_ERR_IO;
-    }
-    CURL *c = curl_easy_init();
-    struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
-    struct curl_slist *h2 =
-        h ? curl_slist_append(h, "Accept: application/json, application/x-ndjson") : NULL;
-    /* No "Expect: 100-continue" round trip (curl adds it for bodies over 1 KiB): a server
-     * that ignores it costs a second of waiting per request. */
-    struct curl_slist *h3 = h2 ? curl_slist_append(h2, "Expect:") : NULL;
-    if (!c || !h3) {
-        curl_easy_cleanup(c);
-        curl_slist_free_all(h3 ? h3 : h2 ? h2 : h);
-        snprintf(reason, cap, "out of memory");
-        return KR_ERR_NOMEM;
-    }
-    h = h3;
-    char errbuf[CURL_ERROR_SIZE] = { 0 }, ua[48];
-    snprintf(ua, sizeof ua, "kronos/%s", kr_version());
     double ms = timeout_s * 1000.0;
     long tmo = ms < 1.0 ? 1L : ms > 1e9 ? 1000000000L : (long)ms;
-    curl_easy_setopt(c, CURLOPT_URL, endpoint);
-    curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL,
-                     1L); /* no SIGALRM for timeouts: callers may be threaded */
-    curl_easy_setopt(c, CURLOPT_USERAGENT, ua);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(body));
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, tmo);
-    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, tmo);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, ans);
-#if LIBCURL_VERSION_NUM >= 0x075500
-    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-#else
-    curl_easy_setopt(c, CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
-#endif
-    CURLcode rc = curl_easy_perform(c);
-    kr_status st = KR_OK;
-    if (rc == CURLE_OK) {
-        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
-    } else if (ans->too_big) {
-        snprintf(reason, cap, "the answer is larger than %zu MiB", KR_NARRATIVE_MAX_ANSWER >> 20);
-        st = KR_ERR_FORMAT;
-    } else if (rc == CURLE_OPERATION_TIMEDOUT) {
-        snprintf(reason, cap, "no complete answer within %g s (timeout)", timeout_s);
-        st = KR_ERR_TIMEOUT;
-    } else if (rc == CURLE_COULDNT_CONNECT) {
-        long os = 0;
-        curl_easy_getinfo(c, CURLINFO_OS_ERRNO, &os);
-        if (os == ECONNREFUSED)
-            snprintf(reason, cap, "connection refused (is the server running?)");
-        else
-            snprintf(reason, cap, "cannot connect: %s",
-                     os          ? strerror((int)os)
-                     : errbuf[0] ? errbuf
-                                 : curl_easy_strerror(rc));
-        st = KR_ERR_IO;
-    } else {
-        snprintf(reason, cap, "%s", errbuf[0] ? errbuf : curl_easy_strerror(rc));
-        st = ans->sb.oom ? KR_ERR_NOMEM : KR_ERR_IO;
+    const kr_http_options o = { .connect_timeout_ms = tmo,
+                                .timeout_ms = tmo,
+                                .max_body = KR_NARRATIVE_MAX_ANSWER };
+    kr_http_client *c = NULL;
+    kr_error err = { 0 };
+    kr_status st = kr_http_client_create(&o, &c, &err);
+    if (st != KR_OK) {
+        snprintf(reason, cap, "%s", err.message);
+        return st;
     }
-    curl_slist_free_all(h);
-    curl_easy_cleanup(c);
+    static const char *const headers[] = { "Content-Type: application/json",
+                                           "Accept: application/json, application/x-ndjson", NULL };
+    const kr_http_request rq = { .method = "POST",
+                                 .url = endpoint,
+                                 .headers = headers,
+                                 .body = body,
+                                 .body_len = strlen(body),
+                                 .body_out = ans };
+    kr_http_response rs;
+    st = kr_http_perform(c, &rq, &rs, &err);
+    kr_http_client_free(c);
+    if (st == KR_OK)
+        *status = rs.status;
+    else
+        snprintf(reason, cap, "%s", rs.reason[0] ? rs.reason : err.message);
     return st;
 }
 
@@ -569,10 +489,10 @@ kr_status kr_narrative_generate(const kr_report *r, const kr_narrative_params *p
     kr_narrative *n = calloc(1, sizeof *n);
     if (!n) return kr_error_set(err, KR_ERR_NOMEM, "narrative: out of memory");
     snprintf(n->model, sizeof n->model, "%s", model);
-    redact(endpoint, n->url, sizeof n->url);
+    kr_http_redact_url(endpoint, n->url, sizeof n->url);
 
     char *facts = NULL, *prompt = NULL, *body = NULL;
-    http_body ans = { { 0 }, 0 };
+    kr_sb ans = { 0 };
     if ((st = kr_narrative_facts(r, &facts, err)) != KR_OK ||
         (st = prompt_from_facts(facts, &prompt, err)) != KR_OK ||
         (st = kr_narrative_request_body(model, prompt, &body, err)) != KR_OK)
@@ -591,12 +511,12 @@ kr_status kr_narrative_generate(const kr_report *r, const kr_narrative_params *p
     if (hs != KR_OK) {
         fail(n, hs, reason);
     } else if (status < 200 || status > 299) {
-        http_failure(status, ans.sb.data, ans.sb.len, reason, sizeof reason);
+        http_failure(status, ans.data, ans.len, reason, sizeof reason);
         fail(n, KR_ERR_IO, reason);
     } else {
         kr_error perr = { 0 };
         kr_status ps =
-            kr_narrative_parse_answer(ans.sb.data ? ans.sb.data : "", ans.sb.len, &n->text, &perr);
+            kr_narrative_parse_answer(ans.data ? ans.data : "", ans.len, &n->text, &perr);
         if (ps == KR_ERR_NOMEM) {
             st = kr_error_set(err, KR_ERR_NOMEM, "narrative: out of memory");
             goto done;
@@ -609,7 +529,7 @@ kr_status kr_narrative_generate(const kr_report *r, const kr_narrative_params *p
         }
     }
 done:
-    kr_sb_free(&ans.sb);
+    kr_sb_free(&ans);
     free(facts);
     free(prompt);
     free(body);

@@ -16,6 +16,13 @@ int kr_arg_float(const char *s, double min, double max, float *out);
 int kr_arg_quant(const char *s);
 int kr_arg_kv_dtype(const char *s);
 
+/* --allow-nonfinite-weights, taken by every command that loads a model: sets
+ * kr_model_params.allow_nonfinite, so a checkpoint with NaN or infinite weights loads (it is
+ * refused by default). The getopt code is outside the range of the short letters. */
+enum { KR_OPT_ALLOW_NONFINITE = 0x4000 };
+#define KR_OPT_ALLOW_NONFINITE_ENTRY \
+    { "allow-nonfinite-weights", no_argument, NULL, KR_OPT_ALLOW_NONFINITE }
+
 /* Resolves --model / --tokenizer: a DIR with predictor/ and tokenizer/ subdirectories stands
  * for both; a hub name (org/name) already fetched by `kronos pull` stands for its snapshot;
  * with neither given, the bundled demo model is used. Writes into the buffers (PATH_MAX).

@@ -66,6 +66,9 @@ static void usage(FILE *f) {
         "  --format json|md|html report format (default json)\n"
         "  --out FILE            write the report there instead of stdout\n"
         "  --threads N           compute threads (default: all CPUs)\n"
+        "  --allow-nonfinite-weights\n"
+        "                        load a checkpoint even if a weight is NaN or infinite\n"
+        "                        (refused by default: such weights corrupt forecasts)\n"
         "  -h, --help            this text\n",
         f);
 }
@@ -78,7 +81,7 @@ typedef struct opts {
     const char *llm_url, *llm_model;
     float llm_timeout; /* seconds; 0: not given */
     const char *symbols[MAX_SYMBOLS];
-    int n_symbols, threads;
+    int n_symbols, threads, allow_nonfinite;
     kr_report_format format;
     kr_analyze_params p;
 } opts;
@@ -104,6 +107,7 @@ static int parse_opts(int argc, char **argv, opts *o) {
         { "llm-url", required_argument, NULL, OPT_LLM_URL },
         { "llm-model", required_argument, NULL, OPT_LLM_MODEL },
         { "llm-timeout", required_argument, NULL, OPT_LLM_TIMEOUT },
+        KR_OPT_ALLOW_NONFINITE_ENTRY,
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -167,6 +171,7 @@ static int parse_opts(int argc, char **argv, opts *o) {
                                           optarg);
             break;
         case 'o': o->out = optarg; break;
+        case KR_OPT_ALLOW_NONFINITE: o->allow_nonfinite = 1; break;
         case 'j':
             if (!kr_arg_int(optarg, 1, 1024, &o->threads))
                 return kr_cli_usage_error(CMD, "--threads must be an integer in 1..1024, got '%s'",
@@ -402,7 +407,8 @@ int kr_cmd_analyze(int argc, char **argv) {
         items[i].candles = cs[i];
     }
 
-    if ((rc = kr_cli_engine_open(CMD, pred_dir, tok_dir, NULL, o.threads, NULL, &eng)) != 0)
+    if ((rc = kr_cli_engine_open(CMD, pred_dir, tok_dir, NULL, o.allow_nonfinite, o.threads, NULL,
+                                 &eng)) != 0)
         goto done;
     rc = 1;
     o.p.predictor_dir = pred_dir;

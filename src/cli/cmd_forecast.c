@@ -57,6 +57,9 @@ static void usage(FILE *f) {
         "  --quant FMT              weights: f32 (default), bf16, int8, fp8, q4 (quantised at\n"
         "                           load; a kronos quantize checkpoint keeps its own format)\n"
         "  --kv-dtype T             KV-cache precision: f32 (default), bf16, int8\n"
+        "  --allow-nonfinite-weights\n"
+        "                           load a checkpoint even if a weight is NaN or infinite\n"
+        "                           (refused by default: such weights corrupt forecasts)\n"
         "  -h, --help               this text\n",
         f);
 }
@@ -64,7 +67,7 @@ static void usage(FILE *f) {
 typedef struct opts {
     const char *model, *tokenizer, *future_file, *output, *format, *quant, *kv_dtype;
     const char *inputs[MAX_INPUTS];
-    int n_inputs, threads;
+    int n_inputs, threads, allow_nonfinite;
     double quantiles[16];
     int n_quantiles;
     kr_forecast_params p;
@@ -227,6 +230,7 @@ static int parse_opts(int argc, char **argv, opts *o, char ***owned, int *n_owne
         { "quantiles", required_argument, NULL, 'q' },
         { "quant", required_argument, NULL, 'Q' },
         { "kv-dtype", required_argument, NULL, 'K' },
+        KR_OPT_ALLOW_NONFINITE_ENTRY,
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -313,6 +317,7 @@ static int parse_opts(int argc, char **argv, opts *o, char ***owned, int *n_owne
                     CMD, "--kv-dtype must be one of f32, bf16, int8, got '%s'", optarg);
             o->kv_dtype = optarg;
             break;
+        case KR_OPT_ALLOW_NONFINITE: o->allow_nonfinite = 1; break;
         case 'j':
             if (!kr_arg_int(optarg, 1, 1024, &o->threads))
                 return kr_cli_usage_error(CMD, "--threads must be an integer in 1..1024, got '%s'",
@@ -395,8 +400,8 @@ int kr_cmd_forecast(int argc, char **argv) {
         }
         series[0].future_timestamps = future;
     }
-    if ((rc = kr_cli_engine_open(CMD, pred_dir, tok_dir, o.quant, o.threads, o.kv_dtype, &eng)) !=
-        0)
+    if ((rc = kr_cli_engine_open(CMD, pred_dir, tok_dir, o.quant, o.allow_nonfinite, o.threads,
+                                 o.kv_dtype, &eng)) != 0)
         goto done;
     model = eng.model;
     rc = 1;

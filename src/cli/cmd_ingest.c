@@ -91,13 +91,15 @@ int kr_cmd_ingest(int argc, char **argv) {
     kr_store_entry *list = NULL;
     int rc = 1;
     char path[PATH_MAX];
-    if (kr_candles_read_csv(file, &c, &err) != KR_OK) {
+    /* The database first: an unwritable one fails before a large file is parsed. */
+    if (kr_store_resolve_path(db_flag, path, sizeof path, &err) != KR_OK ||
+        kr_store_check_writable(path, &err) != KR_OK ||
+        kr_candles_read_csv(file, &c, &err) != KR_OK) {
         rc = kr_cli_fail(CMD, err.message);
         goto done;
     }
     check_spacing(c, interval, file);
-    if (kr_store_resolve_path(db_flag, path, sizeof path, &err) != KR_OK ||
-        kr_store_open(path, &store, &err) != KR_OK ||
+    if (kr_store_open(path, &store, &err) != KR_OK ||
         kr_store_upsert(store, symbol, interval, c, &err) != KR_OK) {
         rc = kr_cli_fail(CMD, err.message);
         goto done;

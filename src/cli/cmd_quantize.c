@@ -41,28 +41,25 @@ static void usage(FILE *f) {
           "  --lookback N       rows per calibration window (default 400)\n"
           "  --threads N        compute threads (default: all CPUs)\n"
           "  --out DIR          output directory (created)\n"
+          "  --allow-nonfinite-weights\n"
+          "                     quantise a checkpoint even if a weight is NaN or infinite\n"
           "  -h, --help         this text\n",
           f);
 }
 
 int kr_cmd_quantize(int argc, char **argv) {
     static const struct option longopts[] = {
-        { "model", required_argument, NULL, 'm' },
-        { "tokenizer", required_argument, NULL, 't' },
-        { "quant", required_argument, NULL, 'q' },
-        { "group", required_argument, NULL, 'g' },
-        { "calib", required_argument, NULL, 'c' },
-        { "windows", required_argument, NULL, 'w' },
-        { "lookback", required_argument, NULL, 'l' },
-        { "threads", required_argument, NULL, 'j' },
-        { "out", required_argument, NULL, 'o' },
-        { "help", no_argument, NULL, 'h' },
-        { NULL, 0, NULL, 0 },
+        { "model", required_argument, NULL, 'm' },    { "tokenizer", required_argument, NULL, 't' },
+        { "quant", required_argument, NULL, 'q' },    { "group", required_argument, NULL, 'g' },
+        { "calib", required_argument, NULL, 'c' },    { "windows", required_argument, NULL, 'w' },
+        { "lookback", required_argument, NULL, 'l' }, { "threads", required_argument, NULL, 'j' },
+        { "out", required_argument, NULL, 'o' },      KR_OPT_ALLOW_NONFINITE_ENTRY,
+        { "help", no_argument, NULL, 'h' },           { NULL, 0, NULL, 0 },
     };
     const char *model = NULL, *tokenizer = NULL, *quant = NULL, *out = NULL;
     const char *calib[MAX_CALIB];
     int n_calib = 0, group = 32, windows = KR_CALIB_DEFAULT_WINDOWS,
-        lookback = KR_CALIB_DEFAULT_LOOKBACK, threads = 0;
+        lookback = KR_CALIB_DEFAULT_LOOKBACK, threads = 0, allow_nonfinite = 0;
     optind = 1;
     int c;
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -100,6 +97,7 @@ int kr_cmd_quantize(int argc, char **argv) {
                                           optarg);
             break;
         case 'o': out = optarg; break;
+        case KR_OPT_ALLOW_NONFINITE: allow_nonfinite = 1; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -120,6 +118,7 @@ int kr_cmd_quantize(int argc, char **argv) {
     if (kr_calib_set_load(calib, n_calib, windows, lookback, &cs, &err) != KR_OK)
         return kr_cli_fail(CMD, err.message);
     kr_model_params mp = kr_model_default_params();
+    mp.allow_nonfinite = allow_nonfinite;
     if (rc == 0 && kr_model_load(pred_dir, tok_dir, &mp, &m, &err) != KR_OK)
         rc = kr_cli_fail(CMD, err.message);
     double t0 = kr_now_seconds();

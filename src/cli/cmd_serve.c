@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -57,6 +58,9 @@ static void usage(FILE *f) {
         "  --db FILE                candle store of /v1/candles and /v1/analyze (default as for\n"
         "                           'kronos analyze': $KRONOS_DB, else the XDG data directory)\n"
         "  --web-root DIR           files of the web page (default: the built web/dist)\n"
+        "  --allow-nonfinite-weights\n"
+        "                           load a checkpoint even if a weight is NaN or infinite\n"
+        "                           (refused by default: such weights corrupt forecasts)\n"
         "  -h, --help               this text\n",
         f);
 }
@@ -64,7 +68,7 @@ static void usage(FILE *f) {
 typedef struct flags {
     const char *model, *tokenizer, *host, *port, *config, *quant, *kv_dtype, *threads, *kv_budget,
         *api_key_file, *timeout, *db, *web_root;
-    int no_tune;
+    int no_tune, allow_nonfinite;
 } flags;
 
 static int parse_flags(int argc, char **argv, flags *fl) {
@@ -84,6 +88,7 @@ static int parse_flags(int argc, char **argv, flags *fl) {
         { "help", no_argument, NULL, 'h' },
         { "db", required_argument, NULL, 'd' },
         { "web-root", required_argument, NULL, 'w' },
+        KR_OPT_ALLOW_NONFINITE_ENTRY,
         { NULL, 0, NULL, 0 },
     };
     optind = 1;
@@ -104,6 +109,7 @@ static int parse_flags(int argc, char **argv, flags *fl) {
         case 'r': fl->timeout = optarg; break;
         case 'd': fl->db = optarg; break;
         case 'w': fl->web_root = optarg; break;
+        case KR_OPT_ALLOW_NONFINITE: fl->allow_nonfinite = 1; break;
         case 'h': usage(stdout); return -1;
         default: return kr_cli_usage_error(CMD, "%s", "unknown flag");
         }
@@ -159,10 +165,14 @@ static int apply_flags(const flags *fl, kr_server_config *cfg) {
         snprintf(cfg->web_root, sizeof cfg->web_root, "%s", fl->web_root);
     else
         kr_share_path("web", cfg->web_root, sizeof cfg->web_root);
-    /* The store is optional for serving forecasts: without one only its routes fail (503). */
+    /* The store is optional for serving forecasts: without one only its routes fail (503).
+     * One that was asked for (--db, KRONOS_DB) must be usable now, not at the first write. */
     kr_error err = { 0 };
-    if (kr_store_resolve_path(fl->db, cfg->db, sizeof cfg->db, &err) != KR_OK) {
-        if (fl->db) return kr_cli_fail(CMD, err.message);
+    const char *env_db = getenv("KRONOS_DB");
+    int asked = fl->db || (env_db && *env_db);
+    if (kr_store_resolve_path(fl->db, cfg->db, sizeof cfg->db, &err) != KR_OK ||
+        kr_store_check_writable(cfg->db, &err) != KR_OK) {
+        if (asked) return kr_cli_fail(CMD, err.message);
         fprintf(stderr,
                 "kronos %s: warning: no candle store (%s); /v1/candles and /v1/analyze "
                 "answer 503\n",
@@ -186,7 +196,7 @@ static void log_line(void *user, const char *line) {
  * checkpoint again as the one-thread f32 shadow behind kronos_quant_drift. A checkpoint that
  * is quantised on disk has no f32 original here, so there is no shadow (said once). */
 static int attach_shadow(kr_server *srv, const kr_model *model, const kr_server_config *cfg,
-                         const char *pred_dir, const char *tok_dir) {
+                         const char *pred_dir, const char *tok_dir, int allow_nonfinite) {
     kr_model_info mi;
     kr_model_get_info(model, &mi);
     int quantised = strcmp(mi.quant, "f32") != 0 || strcmp(cfg->kv_dtype, "f32") != 0;
@@ -199,6 +209,7 @@ static int attach_shadow(kr_server *srv, const kr_model *model, const kr_server_
         return 0;
     }
     kr_model_params sp = kr_model_default_params();
+    sp.allow_nonfinite = allow_nonfinite;
     kr_model *shadow = NULL;
     kr_error err = { 0 };
     if (kr_model_load(pred_dir, tok_dir, &sp, &shadow, &err) != KR_OK ||
@@ -245,6 +256,7 @@ int kr_cmd_serve(int argc, char **argv) {
 
     kr_model_params mp = kr_model_default_params();
     mp.quant = cfg.quant;
+    mp.allow_nonfinite = fl.allow_nonfinite;
     kr_model *model = NULL;
     if (kr_model_load(pred_dir, tok_dir, &mp, &model, &err) != KR_OK)
         return kr_cli_fail(CMD, err.message);
@@ -253,7 +265,7 @@ int kr_cmd_serve(int argc, char **argv) {
         kr_model_free(model);
         return kr_cli_fail(CMD, err.message);
     }
-    if (attach_shadow(srv, model, &cfg, pred_dir, tok_dir) != 0) {
+    if (attach_shadow(srv, model, &cfg, pred_dir, tok_dir, fl.allow_nonfinite) != 0) {
         kr_server_free(srv);
         kr_model_free(model);
         return 1;

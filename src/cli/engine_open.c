@@ -6,11 +6,13 @@
 #include "cli/args.h"
 
 int kr_cli_engine_open(const char *cmd, const char *pred_dir, const char *tok_dir,
-                       const char *quant, int threads, const char *kv_dtype, kr_cli_engine *e) {
+                       const char *quant, int allow_nonfinite, int threads, const char *kv_dtype,
+                       kr_cli_engine *e) {
     memset(e, 0, sizeof *e);
     kr_error err = { 0 };
     kr_model_params mp = kr_model_default_params();
     mp.quant = quant;
+    mp.allow_nonfinite = allow_nonfinite;
     if (kr_model_load(pred_dir, tok_dir, &mp, &e->model, &err) != KR_OK)
         return kr_cli_fail(cmd, err.message);
     kr_context_params cp = kr_context_default_params();

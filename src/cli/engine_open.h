@@ -12,10 +12,12 @@ typedef struct kr_cli_engine {
     kr_context *ctx;
 } kr_cli_engine;
 
-/* Loads pred_dir/tok_dir (quant may be NULL) and creates a context of `threads` (<= 0: all
- * CPUs) with kv_dtype (may be NULL). Returns 0, or 1 after printing the error for `cmd`. */
+/* Loads pred_dir/tok_dir (quant may be NULL; allow_nonfinite: skip the NaN/inf check) and
+ * creates a context of `threads` (<= 0: all CPUs) with kv_dtype (may be NULL). Returns 0, or
+ * 1 after printing the error for `cmd`. */
 int kr_cli_engine_open(const char *cmd, const char *pred_dir, const char *tok_dir,
-                       const char *quant, int threads, const char *kv_dtype, kr_cli_engine *e);
+                       const char *quant, int allow_nonfinite, int threads, const char *kv_dtype,
+                       kr_cli_engine *e);
 void kr_cli_engine_close(kr_cli_engine *e);
 
 #endif

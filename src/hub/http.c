@@ -4,7 +4,6 @@
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,45 +12,24 @@
 
 #include "base/error.h"
 
-static pthread_once_t g_curl_once = PTHREAD_ONCE_INIT;
-static CURLcode g_curl_init_rc = CURLE_FAILED_INIT;
-
-/* curl_global_init is not guaranteed thread-safe on every libcurl build; once is enough. */
-static void curl_init_once(void) { g_curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT); }
-
 kr_status kr_hub_http_open(kr_hub_http *h, const char *token, long connect_timeout_s,
                            long stall_timeout_s, kr_error *err) {
     memset(h, 0, sizeof *h);
-    pthread_once(&g_curl_once, curl_init_once);
-    if (g_curl_init_rc != CURLE_OK)
-        return kr_error_set(err, KR_ERR_IO, "libcurl: %s", curl_easy_strerror(g_curl_init_rc));
-    h->curl = curl_easy_init();
-    if (!h->curl) return kr_error_set(err, KR_ERR_NOMEM, "libcurl: cannot create a handle");
-    h->connect_timeout_s = connect_timeout_s;
-    h->stall_timeout_s = stall_timeout_s;
-    snprintf(h->user_agent, sizeof h->user_agent, "kronos/%s", kr_version());
-    if (token && *token) {
-        char line[4096];
-        int len = snprintf(line, sizeof line, "Authorization: Bearer %s", token);
-        if (len < 0 || (size_t)len >= sizeof line) {
-            kr_hub_http_close(h);
-            return kr_error_set(err, KR_ERR_INVALID_ARG, "HF_TOKEN is too long (%d bytes)", len);
-        }
-        h->headers = curl_slist_append(NULL, line);
-        if (!h->headers) {
-            kr_hub_http_close(h);
-            return kr_error_set(err, KR_ERR_NOMEM, "libcurl: out of memory");
-        }
-    }
-    return KR_OK;
+    if (token && strlen(token) > 4000)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "HF_TOKEN is too long (%zu bytes)",
+                            strlen(token));
+    kr_http_options o = {
+        .connect_timeout_ms = connect_timeout_s * 1000,
+        .stall_timeout_s = stall_timeout_s,
+        .bearer_token = token,
+    };
+    return kr_http_client_create(&o, &h->client, err);
 }
 
 void kr_hub_http_close(kr_hub_http *h) {
     if (!h) return;
-    if (h->curl) curl_easy_cleanup(h->curl);
-    curl_slist_free_all(h->headers);
-    h->curl = NULL;
-    h->headers = NULL;
+    kr_http_client_free(h->client);
+    h->client = NULL;
 }
 
 static void meta_init(kr_hub_meta *m) {
@@ -76,9 +54,8 @@ static int64_t parse_i64(const char *s) {
     return (int64_t)v;
 }
 
-static size_t on_header(char *line, size_t size, size_t nmemb, void *user) {
+static int on_header(void *user, const char *line, size_t len) {
     kr_hub_meta *m = user;
-    size_t len = size * nmemb;
     /* A status line starts the headers of the next response of a redirect chain: fields that
      * describe "the" response are reset, the hub's metadata (first hop) is kept. */
     if (len > 5 && !strncmp(line, "HTTP/", 5)) {
@@ -86,10 +63,10 @@ static size_t on_header(char *line, size_t size, size_t nmemb, void *user) {
         m->status = sp ? strtol(sp + 1, NULL, 10) : 0;
         m->etag[0] = '\0';
         m->content_length = m->range_start = m->range_total = -1;
-        return len;
+        return 0;
     }
     const char *colon = memchr(line, ':', len);
-    if (!colon) return len;
+    if (!colon) return 0;
     size_t name_len = (size_t)(colon - line);
     const char *v = colon + 1;
     size_t vlen = len - name_len - 1;
@@ -120,37 +97,7 @@ static size_t on_header(char *line, size_t size, size_t nmemb, void *user) {
         copy_value(m->error_message, sizeof m->error_message, v, vlen);
     }
 #undef IS
-    return len;
-}
-
-/* Options every request gets; the handle is reset in between so nothing leaks from a HEAD
- * into a GET (NOBODY, RANGE), while its connection cache survives. */
-static void common_options(kr_hub_http *h, const char *url, kr_hub_meta *m) {
-    CURL *c = h->curl;
-    curl_easy_reset(c);
-    h->errbuf[0] = '\0';
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_ERRORBUFFER, h->errbuf);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c, CURLOPT_USERAGENT, h->user_agent);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h->headers);
-    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(c, CURLOPT_HEADERDATA, m);
-    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, h->connect_timeout_s);
-    /* A transfer that moves no byte for stall_timeout_s is cut and later resumed, rather than
-     * hanging for ever on a dead connection. */
-    curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
-    curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, h->stall_timeout_s);
-#if LIBCURL_VERSION_NUM >= 0x075500
-    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-#endif
-}
-
-static kr_status transport_error(kr_hub_http *h, CURLcode rc, const char *what, const char *url,
-                                 kr_error *err) {
-    return kr_error_set(err, KR_ERR_IO, "%s %s: %s", what, url,
-                        h->errbuf[0] ? h->errbuf : curl_easy_strerror(rc));
+    return 0;
 }
 
 static int is_redirect(long status) {
@@ -162,18 +109,15 @@ kr_status kr_hub_http_head(kr_hub_http *h, const char *url, kr_hub_meta *m, kr_e
     char cur[4096];
     snprintf(cur, sizeof cur, "%s", url);
     for (int hop = 0; hop < 10; hop++) {
-        common_options(h, cur, m);
-        curl_easy_setopt(h->curl, CURLOPT_NOBODY, 1L);
-        curl_easy_setopt(h->curl, CURLOPT_FOLLOWLOCATION, 0L);
-        CURLcode rc = curl_easy_perform(h->curl);
-        if (rc != CURLE_OK) return transport_error(h, rc, "HEAD", cur, err);
-        curl_easy_getinfo(h->curl, CURLINFO_RESPONSE_CODE, &m->status);
+        kr_http_request rq = { .method = "HEAD", .url = cur, .on_header = on_header, .user = m };
+        kr_http_response rs;
+        kr_status st = kr_http_perform(h->client, &rq, &rs, err);
+        if (st != KR_OK) return st;
+        m->status = rs.status;
         if (!is_redirect(m->status) || m->commit[0] || m->linked_etag[0]) return KR_OK;
         /* A redirect without metadata (a renamed repo, a mirror): the answer is further on. */
-        char *next = NULL;
-        curl_easy_getinfo(h->curl, CURLINFO_REDIRECT_URL, &next);
-        if (!next) return KR_OK;
-        snprintf(cur, sizeof cur, "%s", next);
+        if (!rs.redirect_url[0]) return KR_OK;
+        snprintf(cur, sizeof cur, "%s", rs.redirect_url);
     }
     return kr_error_set(err, KR_ERR_IO, "HEAD %s: too many redirects", url);
 }
@@ -184,6 +128,7 @@ typedef struct get_ctx {
     int started; /* the first body byte of the final response was seen */
     int discard; /* an error response: its body is not the file */
     int write_errno; /* errno of a failed write, 0 if none */
+    int cancelled; /* the sink's on_bytes asked to stop */
     char bad[256]; /* why the body was refused (size or range contradiction) */
 } get_ctx;
 
@@ -223,50 +168,47 @@ static int start_body(get_ctx *g) {
     return 1;
 }
 
-static size_t on_body(char *ptr, size_t size, size_t nmemb, void *user) {
+/* The body's bytes into the partial file; non-zero stops the transfer (the reason is kept in
+ * g for kr_hub_http_get). */
+static int on_body(void *user, const char *ptr, size_t len) {
     get_ctx *g = user;
-    size_t len = size * nmemb;
-    if (!g->started && !start_body(g)) return 0;
-    if (g->discard) return len;
+    if (!g->started && !start_body(g)) return 1;
+    if (g->discard) return 0;
     kr_hub_sink *s = g->sink;
     if (s->expected >= 0 && s->offset + (int64_t)len > s->expected) {
         snprintf(g->bad, sizeof g->bad, "the server sent more than the expected %" PRId64 " bytes",
                  s->expected);
-        return 0;
+        return 1;
     }
     for (size_t done = 0; done < len;) {
         ssize_t w = pwrite(s->fd, ptr + done, len - done, (off_t)(s->offset + (int64_t)done));
         if (w < 0) {
             if (errno == EINTR) continue;
             g->write_errno = errno;
-            return 0;
+            return 1;
         }
         done += (size_t)w;
     }
     s->offset += (int64_t)len;
-    return len;
+    return 0;
 }
 
-static int on_xfer(void *user, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
-                   curl_off_t ulnow) {
-    (void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
+static int on_progress(void *user) {
     get_ctx *g = user;
     kr_hub_sink *s = g->sink;
     if (!s->on_bytes || g->discard) return 0;
-    return s->on_bytes(s->user, s->offset) ? 1 : 0;
+    if (s->on_bytes(s->user, s->offset)) {
+        g->cancelled = 1;
+        return 1;
+    }
+    return 0;
 }
 
-static int is_transient(CURLcode rc) {
-    switch (rc) {
-    case CURLE_PARTIAL_FILE:
-    case CURLE_RECV_ERROR:
-    case CURLE_SEND_ERROR:
-    case CURLE_GOT_NOTHING:
-    case CURLE_OPERATION_TIMEDOUT:
-    case CURLE_HTTP2:
-    case CURLE_HTTP2_STREAM: return 1;
-    default: return 0;
-    }
+/* The body callback and the header one share the request's user pointer: headers go to the
+ * meta of the context. */
+static int on_get_header(void *user, const char *line, size_t len) {
+    get_ctx *g = user;
+    return on_header(g->meta, line, len);
 }
 
 kr_status kr_hub_http_get(kr_hub_http *h, const char *url, kr_hub_sink *s, kr_hub_meta *m,
@@ -274,33 +216,32 @@ kr_status kr_hub_http_get(kr_hub_http *h, const char *url, kr_hub_sink *s, kr_hu
     meta_init(m);
     *transient = 0;
     get_ctx g = { .sink = s, .meta = m };
-    common_options(h, url, m);
-    CURL *c = h->curl;
-    curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
-    curl_easy_setopt(c, CURLOPT_MAXREDIRS, 10L);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &g);
-    curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_xfer);
-    curl_easy_setopt(c, CURLOPT_XFERINFODATA, &g);
-    curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
     char range[48];
-    if (s->offset > 0) {
-        snprintf(range, sizeof range, "%" PRId64 "-", s->offset);
-        curl_easy_setopt(c, CURLOPT_RANGE, range);
-    }
-    CURLcode rc = curl_easy_perform(c);
-    long status = 0;
-    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-    if (status) m->status = status;
+    if (s->offset > 0) snprintf(range, sizeof range, "%" PRId64 "-", s->offset);
+    kr_http_request rq = {
+        .method = "GET",
+        .url = url,
+        .range = s->offset > 0 ? range : NULL,
+        .max_redirects = 10,
+        .on_header = on_get_header,
+        .on_body = on_body,
+        .on_progress = on_progress,
+        .user = &g,
+    };
+    kr_http_response rs;
+    kr_error perr = { 0 };
+    kr_status st = kr_http_perform(h->client, &rq, &rs, &perr);
+    if (rs.status) m->status = rs.status;
+    /* Why a callback stopped the transfer is known here, not in the client. */
     if (g.write_errno)
         return kr_error_set(err, KR_ERR_IO, "cannot write %s: %s", s->path,
                             strerror(g.write_errno));
     if (g.bad[0]) return kr_error_set(err, KR_ERR_FORMAT, "GET %s: %s", url, g.bad);
-    if (rc == CURLE_ABORTED_BY_CALLBACK)
-        return kr_error_set(err, KR_ERR_CANCELLED, "GET %s: cancelled", url);
-    if (rc != CURLE_OK) {
-        *transient = is_transient(rc);
-        return transport_error(h, rc, "GET", url, err);
+    if (g.cancelled) return kr_error_set(err, KR_ERR_CANCELLED, "GET %s: cancelled", url);
+    if (st != KR_OK) {
+        *transient = rs.transient;
+        if (err) *err = perr;
+        return st;
     }
     /* An empty 200 body never reaches on_body: the restart from 0 still applies. */
     if (!g.started && m->status == 200 && s->offset > 0) {

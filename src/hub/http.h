@@ -1,17 +1,17 @@
 /*
- * hub/http — the libcurl side of the hub layer, internal to src/hub: a HEAD that collects the
- * hub's metadata headers (X-Repo-Commit, X-Linked-Etag, X-Linked-Size, ETag) and a GET that
- * appends to a partial file from a given offset with a Range request. Status codes are not
- * judged here (the caller knows which ones are fatal); only transport, disk and size
- * problems are errors.
+ * hub/http — the hub's requests over the library's HTTP client (net/http_client.h), internal
+ * to src/hub: a HEAD that collects the hub's metadata headers (X-Repo-Commit, X-Linked-Etag,
+ * X-Linked-Size, ETag) and a GET that appends to a partial file from a given offset with a
+ * Range request. Status codes are not judged here (the caller knows which ones are fatal);
+ * only transport, disk and size problems are errors.
  */
 #ifndef KR_HUB_HTTP_H
 #define KR_HUB_HTTP_H
 
-#include <curl/curl.h>
 #include <stdint.h>
 
 #include "kronos.h"
+#include "net/http_client.h"
 
 /* Response headers of one request (and its redirects). */
 typedef struct kr_hub_meta {
@@ -27,15 +27,10 @@ typedef struct kr_hub_meta {
     char error_message[256]; /* X-Error-Message */
 } kr_hub_meta;
 
-/* One connection cache (an easy handle) and the request headers shared by its requests.
- * Not thread-safe: one per pulling thread. */
+/* One connection cache and the token its requests carry. Not thread-safe: one per pulling
+ * thread. */
 typedef struct kr_hub_http {
-    CURL *curl;
-    struct curl_slist *headers; /* Authorization (when a token is set) */
-    long connect_timeout_s;
-    long stall_timeout_s;
-    char user_agent[64];
-    char errbuf[CURL_ERROR_SIZE];
+    kr_http_client *client;
 } kr_hub_http;
 
 kr_status kr_hub_http_open(kr_hub_http *h, const char *token, long connect_timeout_s,

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "base/error.h"
+#include "base/fsutil.h"
 #include "hub/http.h"
 #include "hub/sha256.h"
 
@@ -175,6 +176,20 @@ kr_status kr_hub_cache_dir(const char *cache_dir, char *out, size_t n, kr_error 
     return KR_OK;
 }
 
+/* A one-line file of the cache (a token, a ref) into out[n], trailing blanks trimmed; 0 if
+ * absent, unreadable, empty, longer than out, or not a regular file (a FIFO in the cache must
+ * not hang a pull or a model lookup). */
+static int read_small_file(const char *path, char *out, size_t n) {
+    char *text = NULL;
+    size_t got = 0;
+    if (kr_read_file(path, n - 1, "hub cache file", &text, &got, NULL) != KR_OK) return 0;
+    while (got && (text[got - 1] == '\n' || text[got - 1] == '\r' || text[got - 1] == ' ')) got--;
+    memcpy(out, text, got);
+    out[got] = '\0';
+    free(text);
+    return got > 0;
+}
+
 /* The token `huggingface-cli login` saved, so a logged-in machine needs no HF_TOKEN:
  * $HF_TOKEN_PATH, else $HF_HOME/token, else ~/.cache/huggingface/token. 1 if one was read. */
 static int read_saved_token(char *out, size_t n) {
@@ -193,13 +208,7 @@ static int read_saved_token(char *out, size_t n) {
     else
         return 0;
     if (len < 0 || (size_t)len >= sizeof path) return 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return 0;
-    size_t got = fread(out, 1, n - 1, f);
-    fclose(f);
-    while (got && (out[got - 1] == '\n' || out[got - 1] == '\r' || out[got - 1] == ' ')) got--;
-    out[got] = '\0';
-    return got > 0;
+    return read_small_file(path, out, n);
 }
 
 /* "<cache>/models--org--name" */
@@ -538,14 +547,7 @@ static int read_ref(const char *repo_dir, const char *revision, char *commit, si
     char path[PATH_MAX];
     int len = snprintf(path, sizeof path, "%s/refs/%s", repo_dir, revision);
     if (len < 0 || (size_t)len >= sizeof path) return 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return 0;
-    size_t got = fread(commit, 1, n - 1, f);
-    fclose(f);
-    while (got && (commit[got - 1] == '\n' || commit[got - 1] == '\r' || commit[got - 1] == ' '))
-        got--;
-    commit[got] = '\0';
-    return got > 0;
+    return read_small_file(path, commit, n);
 }
 
 static kr_status write_ref(pull_ctx *c, const char *revision, const char *commit, kr_error *err) {

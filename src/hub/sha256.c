@@ -5,8 +5,10 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/error.h"
+#include "base/fsutil.h"
 
 static const uint32_t k_round[64] = {
     0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
@@ -107,16 +109,23 @@ void kr_sha256_hex(const uint8_t digest[32], char hex[65]) {
 }
 
 kr_status kr_sha256_file(const char *path, char hex[65], kr_error *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return kr_error_set(err, KR_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    int fd = kr_open_regular(path, NULL, err); /* a FIFO is refused, not waited on */
+    if (fd < 0) return err ? err->status : KR_ERR_IO;
     kr_sha256 s;
     kr_sha256_init(&s);
     uint8_t buf[1 << 16];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, f)) > 0) kr_sha256_update(&s, buf, n);
-    int failed = ferror(f);
-    fclose(f);
-    if (failed) return kr_error_set(err, KR_ERR_IO, "%s: read error", path);
+    for (;;) {
+        ssize_t n = read(fd, buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            int e = errno;
+            close(fd);
+            return kr_error_set(err, KR_ERR_IO, "%s: read error: %s", path, strerror(e));
+        }
+        if (n == 0) break;
+        kr_sha256_update(&s, buf, (size_t)n);
+    }
+    close(fd);
     uint8_t d[32];
     kr_sha256_final(&s, d);
     kr_sha256_hex(d, hex);

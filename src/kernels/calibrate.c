@@ -1,5 +1,6 @@
 /*
- * kernels/calibrate — see calibrate.h. Scalar body and the ISA switch.
+ * kernels/calibrate — see calibrate.h. The scalar body; kr_fma_burn dispatches through the
+ * kernel table (dispatch.c).
  */
 #include "kernels/calibrate.h"
 
@@ -14,13 +15,4 @@ double kr_fma_burn_scalar(long iters) {
     for (int i = 0; i < 8; i++) s += a[i];
     seed = s;
     return 2.0 * 8.0 * (double)iters;
-}
-
-double kr_fma_burn(kr_isa isa, long iters) {
-    if (!kr_isa_supported(isa)) return 0.0;
-    switch (isa) {
-    case KR_ISA_AVX2: return kr_fma_burn_avx2(iters);
-    case KR_ISA_AVX512: return kr_fma_burn_avx512(iters);
-    default: return kr_fma_burn_scalar(iters);
-    }
 }

@@ -1,15 +1,13 @@
 /*
- * kernels/dispatch — picks the kernel variant once per process and routes the kr_* entry
- * points to it.
+ * kernels/dispatch — the kernel dispatch table (dispatch.h) and the dispatched entry points.
  *
  * CPUID says what the CPU has; XGETBV says whether the OS saves the wide registers (a
  * hypervisor can hide them), so both are checked. KRONOS_ISA lowers the choice (never
- * raises it above what the CPU runs). The choice is made under pthread_once; afterwards each
+ * raises it above what the CPU runs). The rows are filled under pthread_once; afterwards each
  * call is one atomic load and an indirect call. Off x86 only the scalar row is ever chosen
  * (isa_fallback.c gives the other names a body so this table still links).
  */
-#include "kernels/kernels.h"
-#include "kernels/quant.h"
+#include "kernels/dispatch.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -20,34 +18,25 @@
 #include <cpuid.h>
 #endif
 
-typedef void (*rmsnorm_fn)(int, int, const float *, int, const float *, float, float *, int);
-typedef void (*rope_fn)(int, int, int, float *, int, int, const float *);
-typedef void (*silu_mul_fn)(int, const float *, const float *, float *);
-typedef void (*add_fn)(int, const float *, float *);
-typedef void (*softmax_fn)(int, const float *, float *);
+/* The rows, complete but for the CPU-feature entries (bf16 products), which init_once adds. */
+#define KR_TABLE_ROW(ISA, sfx)                                                              \
+    {                                                                                       \
+        .isa = ISA, .gemm_f32 = kr_gemm_f32_##sfx, .attend_f32 = kr_attend_f32_##sfx,       \
+        .attend_multi_f32 = kr_attend_multi_f32_##sfx, .rmsnorm_f32 = kr_rmsnorm_f32_##sfx, \
+        .rope_f32 = kr_rope_f32_##sfx, .silu_mul_f32 = kr_silu_mul_f32_##sfx,               \
+        .add_f32 = kr_add_f32_##sfx, .softmax_f32 = kr_softmax_f32_##sfx,                   \
+        .dequant_rows = kr_dequant_rows_##sfx, .quant_act_u8 = kr_quant_act_u8_##sfx,       \
+        .qgemm_int8 = kr_qgemm_int8_##sfx, .kv_pack_bf16 = kr_kv_pack_bf16_##sfx,           \
+        .kv_unpack_bf16 = kr_kv_unpack_bf16_##sfx, .kv_pack_int8 = kr_kv_pack_int8_##sfx,   \
+        .kv_unpack_int8 = kr_kv_unpack_int8_##sfx, .fma_burn = kr_fma_burn_##sfx,           \
+    }
 
-typedef struct kr_kernel_table {
-    kr_gemm_f32_fn gemm_f32;
-    kr_attend_f32_fn attend_f32;
-    kr_attend_multi_f32_fn attend_multi_f32;
-    rmsnorm_fn rmsnorm_f32;
-    rope_fn rope_f32;
-    silu_mul_fn silu_mul_f32;
-    add_fn add_f32;
-    softmax_fn softmax_f32;
-} kr_kernel_table;
-
-static const kr_kernel_table k_tables[KR_ISA_COUNT] = {
-    [KR_ISA_SCALAR] = { kr_gemm_f32_scalar, kr_attend_f32_scalar, kr_attend_multi_f32_scalar,
-                        kr_rmsnorm_f32_scalar, kr_rope_f32_scalar, kr_silu_mul_f32_scalar,
-                        kr_add_f32_scalar, kr_softmax_f32_scalar },
-    [KR_ISA_AVX2] = { kr_gemm_f32_avx2, kr_attend_f32_avx2, kr_attend_multi_f32_avx2,
-                      kr_rmsnorm_f32_avx2, kr_rope_f32_avx2, kr_silu_mul_f32_avx2, kr_add_f32_avx2,
-                      kr_softmax_f32_avx2 },
-    [KR_ISA_AVX512] = { kr_gemm_f32_avx512, kr_attend_f32_avx512, kr_attend_multi_f32_avx512,
-                        kr_rmsnorm_f32_avx512, kr_rope_f32_avx512, kr_silu_mul_f32_avx512,
-                        kr_add_f32_avx512, kr_softmax_f32_avx512 },
+static kr_kernel_table g_tables[KR_ISA_COUNT] = {
+    [KR_ISA_SCALAR] = KR_TABLE_ROW(KR_ISA_SCALAR, scalar),
+    [KR_ISA_AVX2] = KR_TABLE_ROW(KR_ISA_AVX2, avx2),
+    [KR_ISA_AVX512] = KR_TABLE_ROW(KR_ISA_AVX512, avx512),
 };
+#undef KR_TABLE_ROW
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static int g_supported[KR_ISA_COUNT];
@@ -104,16 +93,25 @@ static void init_once(void) {
             if (strcmp(env, kr_isa_name((kr_isa)i)) == 0 && i < (int)best) best = (kr_isa)i;
     }
     g_best = best;
+    if (g_avx512_bf16) {
+        g_tables[KR_ISA_AVX512].quant_act_bf16 = kr_quant_act_bf16_avx512;
+        g_tables[KR_ISA_AVX512].qgemm_bf16 = kr_qgemm_bf16_avx512bf16;
+    }
+    /* The release store publishes the filled rows to every thread that loads g_active. */
     atomic_store_explicit(&g_active, (int)best, memory_order_release);
 }
 
-static inline const kr_kernel_table *table(void) {
+const kr_kernel_table *kr_kernels(void) {
     int a = atomic_load_explicit(&g_active, memory_order_acquire);
     if (a < 0) {
         pthread_once(&g_once, init_once);
         a = atomic_load_explicit(&g_active, memory_order_acquire);
     }
-    return &k_tables[a];
+    return &g_tables[a];
+}
+
+const kr_kernel_table *kr_kernels_for(kr_isa isa) {
+    return kr_isa_supported(isa) ? &g_tables[isa] : NULL;
 }
 
 kr_isa kr_isa_best(void) {
@@ -149,37 +147,64 @@ const char *kr_isa_name(kr_isa isa) {
     }
 }
 
+/* ---- the dispatched entry points of every family */
+
 void kr_gemm_f32(int M, int N, int K, const float *A, int lda, const float *W, const float *bias,
                  float *C, int ldc, int ith, int nth) {
-    table()->gemm_f32(M, N, K, A, lda, W, bias, C, ldc, ith, nth);
+    kr_kernels()->gemm_f32(M, N, K, A, lda, W, bias, C, ldc, ith, nth);
 }
 
 void kr_attend_f32(const float *q, int head_dim, float scale, const kr_kv_span *spans, int n_spans,
                    float *scratch, float *out) {
-    table()->attend_f32(q, head_dim, scale, spans, n_spans, scratch, out);
+    kr_kernels()->attend_f32(q, head_dim, scale, spans, n_spans, scratch, out);
 }
 
 void kr_attend_multi_f32(int nq, const float *const *q, int head_dim, float scale,
                          const kr_kv_span *shared, int n_shared, const kr_kv_span *const *own,
                          const int *n_own, float *scratch, int scratch_stride, float *const *out) {
-    table()->attend_multi_f32(nq, q, head_dim, scale, shared, n_shared, own, n_own, scratch,
-                              scratch_stride, out);
+    kr_kernels()->attend_multi_f32(nq, q, head_dim, scale, shared, n_shared, own, n_own, scratch,
+                                   scratch_stride, out);
 }
 
 void kr_rmsnorm_f32(int n_rows, int d, const float *x, int ldx, const float *w, float eps, float *y,
                     int ldy) {
-    table()->rmsnorm_f32(n_rows, d, x, ldx, w, eps, y, ldy);
+    kr_kernels()->rmsnorm_f32(n_rows, d, x, ldx, w, eps, y, ldy);
 }
 
 void kr_rope_f32(int n_rows, int n_heads, int head_dim, float *x, int ldx, int pos0,
                  const float *inv_freq) {
-    table()->rope_f32(n_rows, n_heads, head_dim, x, ldx, pos0, inv_freq);
+    kr_kernels()->rope_f32(n_rows, n_heads, head_dim, x, ldx, pos0, inv_freq);
 }
 
 void kr_silu_mul_f32(int n, const float *a, const float *b, float *out) {
-    table()->silu_mul_f32(n, a, b, out);
+    kr_kernels()->silu_mul_f32(n, a, b, out);
 }
 
-void kr_add_f32(int n, const float *x, float *y) { table()->add_f32(n, x, y); }
+void kr_add_f32(int n, const float *x, float *y) { kr_kernels()->add_f32(n, x, y); }
 
-void kr_softmax_f32(int n, const float *x, float *y) { table()->softmax_f32(n, x, y); }
+void kr_softmax_f32(int n, const float *x, float *y) { kr_kernels()->softmax_f32(n, x, y); }
+
+void kr_dequant_rows(const kr_qmat *w, int r0, int r1, float *out, int ldo) {
+    kr_kernels()->dequant_rows(w, r0, r1, out, ldo);
+}
+
+void kr_kv_pack_bf16(const float *x, uint16_t *out, size_t n) {
+    kr_kernels()->kv_pack_bf16(x, out, n);
+}
+
+void kr_kv_unpack_bf16(const uint16_t *h, float *out, size_t n) {
+    kr_kernels()->kv_unpack_bf16(h, out, n);
+}
+
+void kr_kv_pack_int8(const float *x, int8_t *q, float *scale, int d, int group) {
+    kr_kernels()->kv_pack_int8(x, q, scale, d, group);
+}
+
+void kr_kv_unpack_int8(const int8_t *q, const float *scale, float *out, int d, int group) {
+    kr_kernels()->kv_unpack_int8(q, scale, out, d, group);
+}
+
+double kr_fma_burn(kr_isa isa, long iters) {
+    const kr_kernel_table *t = kr_kernels_for(isa);
+    return t ? t->fma_burn(iters) : 0.0;
+}

@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Dispatched (kr_isa_active()). int8: d values of one row, d a multiple of group. */
+/* Dispatched (dispatch.h). int8: d values of one row, d a multiple of group. */
 void kr_kv_pack_bf16(const float *x, uint16_t *out, size_t n);
 void kr_kv_unpack_bf16(const uint16_t *h, float *out, size_t n);
 void kr_kv_pack_int8(const float *x, int8_t *q, float *scale, int d, int group);

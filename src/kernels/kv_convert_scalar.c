@@ -1,4 +1,5 @@
-/* kernels/kv_convert_scalar — the reference KV conversions (kv_convert.h), and the dispatch. */
+/* kernels/kv_convert_scalar — the reference KV conversions (kv_convert.h); dispatched through
+ * dispatch.c. */
 #include <math.h>
 #include <string.h>
 
@@ -51,39 +52,5 @@ void kr_kv_unpack_int8_scalar(const int8_t *q, const float *scale, float *out, i
     for (int g0 = 0; g0 < d; g0 += group) {
         float sc = scale[g0 / group];
         for (int j = 0; j < group; j++) out[g0 + j] = (float)q[g0 + j] * sc;
-    }
-}
-
-/* ---- dispatch */
-
-void kr_kv_pack_bf16(const float *x, uint16_t *out, size_t n) {
-    switch (kr_isa_active()) {
-    case KR_ISA_AVX512: kr_kv_pack_bf16_avx512(x, out, n); break;
-    case KR_ISA_AVX2: kr_kv_pack_bf16_avx2(x, out, n); break;
-    default: kr_kv_pack_bf16_scalar(x, out, n); break;
-    }
-}
-
-void kr_kv_unpack_bf16(const uint16_t *h, float *out, size_t n) {
-    switch (kr_isa_active()) {
-    case KR_ISA_AVX512: kr_kv_unpack_bf16_avx512(h, out, n); break;
-    case KR_ISA_AVX2: kr_kv_unpack_bf16_avx2(h, out, n); break;
-    default: kr_kv_unpack_bf16_scalar(h, out, n); break;
-    }
-}
-
-void kr_kv_pack_int8(const float *x, int8_t *q, float *scale, int d, int group) {
-    switch (kr_isa_active()) {
-    case KR_ISA_AVX512: kr_kv_pack_int8_avx512(x, q, scale, d, group); break;
-    case KR_ISA_AVX2: kr_kv_pack_int8_avx2(x, q, scale, d, group); break;
-    default: kr_kv_pack_int8_scalar(x, q, scale, d, group); break;
-    }
-}
-
-void kr_kv_unpack_int8(const int8_t *q, const float *scale, float *out, int d, int group) {
-    switch (kr_isa_active()) {
-    case KR_ISA_AVX512: kr_kv_unpack_int8_avx512(q, scale, out, d, group); break;
-    case KR_ISA_AVX2: kr_kv_unpack_int8_avx2(q, scale, out, d, group); break;
-    default: kr_kv_unpack_int8_scalar(q, scale, out, d, group); break;
     }
 }

@@ -1,6 +1,7 @@
 /*
  * kernels/qgemm — the dispatched quantised Linear: picks, per format and CPU, how
- * activations are prepared and which GEMM runs (quant.h).
+ * activations are prepared and which GEMM runs (quant.h); the variants come from the dispatch
+ * table (dispatch.h).
  *
  *   INT8                 W8A8: activations → u8 per row, integer dot (VNNI where present).
  *   BF16 + AVX512_BF16   activations → bf16, VDPBF16PS.
@@ -13,8 +14,8 @@
  * on it without passing anything else.
  */
 
+#include "kernels/dispatch.h"
 #include "kernels/kernels_internal.h"
-#include "kernels/quant.h"
 
 /* ~192 KB of f32 weights per panel: the f32 GEMM's own W block size, so a panel stays in L2
  * while every row tile of A passes over it. */
@@ -22,31 +23,11 @@ enum { PANEL_FLOATS = 192 * 1024 / 4 };
 
 static size_t align64(size_t x) { return (x + 63) & ~(size_t)63; }
 
-static const kr_dequant_rows_fn k_dequant[KR_ISA_COUNT] = {
-    [KR_ISA_SCALAR] = kr_dequant_rows_scalar,
-    [KR_ISA_AVX2] = kr_dequant_rows_avx2,
-    [KR_ISA_AVX512] = kr_dequant_rows_avx512,
-};
-static const kr_quant_act_u8_fn k_act_u8[KR_ISA_COUNT] = {
-    [KR_ISA_SCALAR] = kr_quant_act_u8_scalar,
-    [KR_ISA_AVX2] = kr_quant_act_u8_avx2,
-    [KR_ISA_AVX512] = kr_quant_act_u8_avx512,
-};
-static const kr_qgemm_int8_fn k_int8[KR_ISA_COUNT] = {
-    [KR_ISA_SCALAR] = kr_qgemm_int8_scalar,
-    [KR_ISA_AVX2] = kr_qgemm_int8_avx2,
-    [KR_ISA_AVX512] = kr_qgemm_int8_avx512,
-};
-
-void kr_dequant_rows(const kr_qmat *w, int r0, int r1, float *out, int ldo) {
-    k_dequant[kr_isa_active()](w, r0, r1, out, ldo);
-}
-
 typedef enum path { PATH_INT8, PATH_BF16DOT, PATH_WONLY } path;
 
 static path choose(const kr_qmat *w) {
     if (w->fmt == KR_WFMT_INT8) return PATH_INT8;
-    if (w->fmt == KR_WFMT_BF16 && kr_cpu_has_avx512_bf16()) return PATH_BF16DOT;
+    if (w->fmt == KR_WFMT_BF16 && kr_kernels()->qgemm_bf16) return PATH_BF16DOT;
     return PATH_WONLY;
 }
 
@@ -100,11 +81,12 @@ void kr_qgemm_prepare(const kr_qmat *w, int M, const float *A, int lda, void *sc
     char *s = scratch;
     switch (choose(w)) {
     case PATH_INT8:
-        k_act_u8[kr_isa_active()](m0, m1, w->k, w->kp, A, lda, w->in_scale, (uint8_t *)(s + l.act),
-                                  (float *)(s + l.ascale), (int32_t *)(s + l.azero));
+        kr_kernels()->quant_act_u8(m0, m1, w->k, w->kp, A, lda, w->in_scale, (uint8_t *)(s + l.act),
+                                   (float *)(s + l.ascale), (int32_t *)(s + l.azero));
         break;
     case PATH_BF16DOT:
-        kr_quant_act_bf16_avx512(m0, m1, w->k, w->kp, A, lda, w->in_scale, (uint16_t *)(s + l.act));
+        kr_kernels()->quant_act_bf16(m0, m1, w->k, w->kp, A, lda, w->in_scale,
+                                     (uint16_t *)(s + l.act));
         break;
     case PATH_WONLY:
         if (w->in_scale) {
@@ -125,11 +107,11 @@ void kr_qgemm_run(const kr_qmat *w, int M, const float *A, int lda, const float 
     char *s = scratch;
     switch (choose(w)) {
     case PATH_INT8:
-        k_int8[kr_isa_active()](M, w, (const uint8_t *)(s + l.act), (const float *)(s + l.ascale),
-                                (const int32_t *)(s + l.azero), bias, C, ldc, ith, nth);
+        kr_kernels()->qgemm_int8(M, w, (const uint8_t *)(s + l.act), (const float *)(s + l.ascale),
+                                 (const int32_t *)(s + l.azero), bias, C, ldc, ith, nth);
         break;
     case PATH_BF16DOT:
-        kr_qgemm_bf16_avx512bf16(M, w, (const uint16_t *)(s + l.act), bias, C, ldc, ith, nth);
+        kr_kernels()->qgemm_bf16(M, w, (const uint16_t *)(s + l.act), bias, C, ldc, ith, nth);
         break;
     case PATH_WONLY: {
         const float *a = A;

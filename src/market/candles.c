@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 
 #include "base/error.h"
+#include "base/fsutil.h"
 #include "base/timeutil.h"
 
 /* Larger inputs are refused before reading: a candle file of that size is a mistake (or an
@@ -248,7 +249,25 @@ static int read_digits(const char *s, size_t len, size_t *i, int min_d, int max_
     return n < min_d ? -1 : v;
 }
 
+int kr_timestamp_in_range(int64_t t) {
+    return t >= kr_unix_from_civil(KR_CANDLE_YEAR_MIN, 1, 1, 0, 0, 0) &&
+           t < kr_unix_from_civil(KR_CANDLE_YEAR_MAX + 1, 1, 1, 0, 0, 0);
+}
+
+/* Every format's parse, before the range check. */
+static int parse_timestamp_any(const char *s, size_t len, int64_t *out, int *has_time);
+
 int kr_parse_timestamp(const char *s, size_t len, int64_t *out, int *has_time) {
+    if (!out) return KR_TS_UNPARSABLE;
+    int64_t t = 0;
+    int rc = parse_timestamp_any(s, len, &t, has_time);
+    if (rc != 0) return rc;
+    if (!kr_timestamp_in_range(t)) return KR_TS_OUT_OF_RANGE;
+    *out = t;
+    return 0;
+}
+
+static int parse_timestamp_any(const char *s, size_t len, int64_t *out, int *has_time) {
     if (!s || !out) return -1;
     trim_span(&s, &len);
     if (len == 0) return -1;
@@ -446,7 +465,16 @@ static kr_status parse_row_timestamp(const csv_reader *r, const table_cols *tc, 
     if (n == 0)
         return kr_error_set(err, KR_ERR_FORMAT, "%s: line %lld, column '%s': empty field", label,
                             line, tc->name[ROLE_TS]);
-    if (kr_parse_timestamp(s, n, ts, has_time) != 0) {
+    const int rc = kr_parse_timestamp(s, n, ts, has_time);
+    if (rc == KR_TS_OUT_OF_RANGE) {
+        char ex[64];
+        return kr_error_set(err, KR_ERR_FORMAT,
+                            "%s: line %lld, column '%s': '%s' is outside the years %d-%d "
+                            "(milliseconds or nanoseconds given as seconds? a typo in the year?)",
+                            label, line, tc->name[ROLE_TS], excerpt(s, n, ex, sizeof ex),
+                            KR_CANDLE_YEAR_MIN, KR_CANDLE_YEAR_MAX);
+    }
+    if (rc != 0) {
         char ex[64];
         return kr_error_set(err, KR_ERR_FORMAT,
                             "%s: line %lld, column '%s': cannot parse '%s' as a timestamp "
@@ -639,72 +667,11 @@ fail:
 
 /* ------------------------------------------------------------------ files */
 
-/* Reads a whole file into a malloc'd buffer (caller frees). Refuses more than 1 GiB. */
+/* Reads a whole candle file (caller frees). Only regular files: a FIFO, a device or a
+ * directory is refused at once, never waited on (a FIFO without a writer would block the open
+ * for ever) or read without end (/dev/zero). Refuses more than 1 GiB before reading. */
 static kr_status read_file(const char *path, char **out, size_t *out_len, kr_error *err) {
-    *out = NULL;
-    *out_len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return kr_error_set(err, KR_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-
-    /* Regular files are checked up front; pipes are bounded while reading below. */
-    size_t cap = 65536;
-    struct stat sb;
-    if (fstat(fileno(f), &sb) == 0) {
-        if (S_ISDIR(sb.st_mode)) {
-            fclose(f);
-            return kr_error_set(err, KR_ERR_IO, "%s: cannot read: %s", path, strerror(EISDIR));
-        }
-        if (S_ISREG(sb.st_mode) && (uint64_t)sb.st_size > KR_CSV_MAX_BYTES) {
-            fclose(f);
-            return kr_error_set(err, KR_ERR_FORMAT,
-                                "%s: file of %lld bytes is larger than the 1 GiB limit", path,
-                                (long long)sb.st_size);
-        }
-        if (S_ISREG(sb.st_mode) && sb.st_size > 0) cap = (size_t)sb.st_size + 1;
-    }
-
-    size_t len = 0;
-    char *buf = malloc(cap);
-    if (!buf) {
-        fclose(f);
-        return kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory", path);
-    }
-    for (;;) {
-        if (len == cap) {
-            /* One byte past the limit is enough to know the input is too large. */
-            if (cap > KR_CSV_MAX_BYTES) {
-                free(buf);
-                fclose(f);
-                return kr_error_set(err, KR_ERR_FORMAT, "%s: larger than the 1 GiB limit", path);
-            }
-            size_t ncap = cap > KR_CSV_MAX_BYTES / 2 ? KR_CSV_MAX_BYTES + 1 : cap * 2;
-            char *nb = realloc(buf, ncap);
-            if (!nb) {
-                free(buf);
-                fclose(f);
-                return kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory", path);
-            }
-            buf = nb;
-            cap = ncap;
-        }
-        size_t got = fread(buf + len, 1, cap - len, f);
-        len += got;
-        if (got == 0) break;
-    }
-    if (ferror(f)) {
-        int e = errno;
-        free(buf);
-        fclose(f);
-        return kr_error_set(err, KR_ERR_IO, "%s: read error: %s", path, strerror(e));
-    }
-    fclose(f);
-    if (len > KR_CSV_MAX_BYTES) {
-        free(buf);
-        return kr_error_set(err, KR_ERR_FORMAT, "%s: larger than the 1 GiB limit", path);
-    }
-    *out = buf;
-    *out_len = len;
-    return KR_OK;
+    return kr_read_file(path, KR_CSV_MAX_BYTES, "candle file", out, out_len, err);
 }
 
 /* ------------------------------------------------------------------ public API */

@@ -44,7 +44,18 @@ kr_series kr_candles_slice(const kr_candles *c, int64_t start, int64_t n);
  * --future-timestamps file. Caller owns *out (free()). */
 kr_status kr_timestamps_read_csv(const char *path, int64_t **out, int64_t *n, kr_error *err);
 
-/* Parses one timestamp string (see formats above). Returns 0 on success. */
+/* Candle timestamps must lie in these years (inclusive). A stamp outside is a unit or typing
+ * mistake (nanoseconds, a year 20024) that would otherwise flow into the model's time features
+ * and into future stamps like 69993-12-20. */
+#define KR_CANDLE_YEAR_MIN 1900
+#define KR_CANDLE_YEAR_MAX 2200
+
+/* 1 if t (naive seconds) lies in [KR_CANDLE_YEAR_MIN-01-01, KR_CANDLE_YEAR_MAX-12-31 23:59:59]. */
+int kr_timestamp_in_range(int64_t t);
+
+/* Parses one timestamp string (see formats above). Returns 0 on success, KR_TS_UNPARSABLE when
+ * it is none of the formats, KR_TS_OUT_OF_RANGE when it is one but outside the years above. */
+enum { KR_TS_UNPARSABLE = -1, KR_TS_OUT_OF_RANGE = -2 };
 int kr_parse_timestamp(const char *s, size_t len, int64_t *out, int *has_time);
 
 #endif

@@ -7,12 +7,18 @@
  *   - An upsert validates the whole batch in memory before it touches the file, then writes
  *     inside BEGIN IMMEDIATE ... COMMIT; any failure rolls back, so a batch is all or nothing
  *     and the symbols row always agrees with the candles rows.
- *   - WAL lets `kronos analyze` (or the server) read while `kronos ingest` writes; the busy
- *     timeout covers the brief checkpoint / write-lock moments instead of failing at once.
+ *   - WAL lets `kronos analyze` (or the server) read while `kronos ingest` writes. Opening a
+ *     store therefore takes no write lock: the schema is checked with a read (a snapshot of
+ *     the last commit), and only a file without a schema takes the write lock to create it,
+ *     re-checking under the lock (another process may have created it meanwhile). A reader
+ *     never waits behind a writer's open transaction.
+ *   - The busy timeout is for writers: a second writer waits for the first to commit, and
+ *     past the timeout gets KR_ERR_BUSY ("locked by another writer") with nothing written.
  */
 #include "market/store.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -20,6 +26,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <sqlite3.h>
 
@@ -30,6 +37,7 @@
 
 struct kr_store {
     sqlite3 *db;
+    int busy_ms; /* how long a write waits for another writer's lock */
     char path[PATH_MAX];
 };
 
@@ -137,6 +145,10 @@ kr_status kr_store_resolve_path(const char *flag, char *out, size_t cap, kr_erro
 /* Fills err from the connection's last error, naming the store path and the step. */
 static kr_status db_error(const kr_store *s, const char *step, kr_error *err) {
     int code = sqlite3_extended_errcode(s->db) & 0xff;
+    if (code == SQLITE_BUSY || code == SQLITE_LOCKED)
+        return kr_error_set(err, KR_ERR_BUSY,
+                            "%s: %s: the database is locked by another writer (waited %.1f s)",
+                            s->path, step, s->busy_ms / 1000.0);
     kr_status st = (code == SQLITE_NOTADB || code == SQLITE_CORRUPT) ? KR_ERR_FORMAT
                    : code == SQLITE_NOMEM                            ? KR_ERR_NOMEM
                                                                      : KR_ERR_IO;
@@ -181,47 +193,101 @@ static const char k_schema_v1[] =
     " PRIMARY KEY (symbol, interval, ts)) WITHOUT ROWID;"
     "PRAGMA user_version = 1;";
 
-/* Creates the schema in an empty file, or checks that an existing file carries it. */
-static kr_status init_schema(kr_store *s, kr_error *err) {
-    int64_t version = 0, ours = 0, other = 0;
+/* What the file holds: its schema version, whether our two tables exist, whether it has any
+ * table at all. */
+typedef struct schema_state {
+    int64_t version, ours, other;
+} schema_state;
+
+/* The three queries of the schema state, inside the caller's transaction. */
+static kr_status query_schema(kr_store *s, schema_state *out, kr_error *err) {
     kr_status st;
-    /* IMMEDIATE: two processes opening a fresh file at once must not both create tables. */
-    if ((st = exec(s, "BEGIN IMMEDIATE", "starting the schema check", err)) != KR_OK) return st;
-    if ((st = query_int(s, "PRAGMA user_version", "reading the schema version", &version, err)) !=
-        KR_OK)
-        goto fail;
+    if ((st = query_int(s, "PRAGMA user_version", "reading the schema version", &out->version,
+                        err)) != KR_OK)
+        return st;
     if ((st = query_int(s,
                         "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN "
                         "('symbols', 'candles')",
-                        "reading the schema", &ours, err)) != KR_OK)
-        goto fail;
-    if ((st = query_int(s, "SELECT count(*) FROM sqlite_master", "reading the schema", &other,
-                        err)) != KR_OK)
-        goto fail;
-    if (version == 0 && other == 0) {
-        if ((st = exec(s, k_schema_v1, "creating the schema", err)) != KR_OK) goto fail;
-    } else if (version == 0) {
-        st = kr_error_set(err, KR_ERR_FORMAT,
-                          "%s: an SQLite database of another application (it has tables but no "
-                          "kronos schema version); pass another --db",
-                          s->path);
-        goto fail;
-    } else if (version > KR_STORE_SCHEMA_VERSION) {
-        st = kr_error_set(err, KR_ERR_UNSUPPORTED,
-                          "%s: schema version %lld was written by a newer kronos (this one "
-                          "reads version %d)",
-                          s->path, (long long)version, KR_STORE_SCHEMA_VERSION);
-        goto fail;
-    } else if (ours != 2) {
-        st = kr_error_set(err, KR_ERR_FORMAT,
-                          "%s: schema version %lld but the symbols/candles tables are missing",
-                          s->path, (long long)version);
-        goto fail;
+                        "reading the schema", &out->ours, err)) != KR_OK)
+        return st;
+    return query_int(s, "SELECT count(*) FROM sqlite_master", "reading the schema", &out->other,
+                     err);
+}
+
+/* Reads the schema state in one read transaction, so the three answers describe one commit.
+ * A read in WAL mode takes no lock a writer holds: this never waits for an ingest. */
+static kr_status read_schema(kr_store *s, schema_state *out, kr_error *err) {
+    kr_status st = exec(s, "BEGIN DEFERRED", "starting the schema check", err);
+    if (st != KR_OK) return st;
+    st = query_schema(s, out, err);
+    sqlite3_exec(s->db, st == KR_OK ? "COMMIT" : "ROLLBACK", NULL, NULL, NULL);
+    return st;
+}
+
+static int schema_empty(const schema_state *ss) { return ss->version == 0 && ss->other == 0; }
+
+/* Checks that an existing file carries our schema. */
+static kr_status check_schema(const kr_store *s, const schema_state *ss, kr_error *err) {
+    if (ss->version == 0)
+        return kr_error_set(err, KR_ERR_FORMAT,
+                            "%s: an SQLite database of another application (it has tables but no "
+                            "kronos schema version); pass another --db",
+                            s->path);
+    if (ss->version > KR_STORE_SCHEMA_VERSION)
+        return kr_error_set(err, KR_ERR_UNSUPPORTED,
+                            "%s: schema version %lld was written by a newer kronos (this one "
+                            "reads version %d)",
+                            s->path, (long long)ss->version, KR_STORE_SCHEMA_VERSION);
+    if (ss->ours != 2)
+        return kr_error_set(err, KR_ERR_FORMAT,
+                            "%s: schema version %lld but the symbols/candles tables are missing",
+                            s->path, (long long)ss->version);
+    return KR_OK;
+}
+
+/* Checks the schema with a read; creates it, under the write lock, only in an empty file. */
+static kr_status init_schema(kr_store *s, kr_error *err) {
+    schema_state ss;
+    kr_status st = read_schema(s, &ss, err);
+    if (st != KR_OK) return st;
+    if (!schema_empty(&ss)) return check_schema(s, &ss, err);
+    /* IMMEDIATE: two processes opening a fresh file at once must not both create tables, so
+     * the state is read again under the lock before anything is written. */
+    if ((st = exec(s, "BEGIN IMMEDIATE", "creating the schema", err)) != KR_OK) return st;
+    if ((st = query_schema(s, &ss, err)) == KR_OK) {
+        if (!schema_empty(&ss)) {
+            sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+            return check_schema(s, &ss, err); /* the other process won */
+        }
+        if ((st = exec(s, k_schema_v1, "creating the schema", err)) == KR_OK)
+            return exec(s, "COMMIT", "committing the schema", err);
     }
-    return exec(s, "COMMIT", "committing the schema", err);
-fail:
     sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
     return st;
+}
+
+/* WAL mode, then the schema: the steps of an open after sqlite3_open_v2. */
+static kr_status first_steps(kr_store *s, kr_error *err) {
+    /* The first statement reads the header: this is where a foreign or corrupted file fails. */
+    sqlite3_stmt *q = NULL;
+    if (sqlite3_prepare_v2(s->db, "PRAGMA journal_mode = WAL", -1, &q, NULL) != SQLITE_OK ||
+        sqlite3_step(q) != SQLITE_ROW) {
+        kr_status st = db_error(s, "setting WAL mode", err);
+        sqlite3_finalize(q);
+        return st;
+    }
+    const char *mode = (const char *)sqlite3_column_text(q, 0);
+    int wal = mode && !strcmp(mode, "wal");
+    sqlite3_finalize(q);
+    if (!wal)
+        return kr_error_set(err, KR_ERR_IO,
+                            "%s: cannot use WAL journal mode (a network or read-only file "
+                            "system?)",
+                            s->path);
+    /* NORMAL is durable across application crashes in WAL mode; FULL only adds power-loss
+     * safety of the last commit at the price of an fsync per ingest. */
+    kr_status st = exec(s, "PRAGMA synchronous = NORMAL", "configuring", err);
+    return st == KR_OK ? init_schema(s, err) : st;
 }
 
 kr_status kr_store_open(const char *path, kr_store **out, kr_error *err) {
@@ -241,34 +307,68 @@ kr_status kr_store_open(const char *path, kr_store **out, kr_error *err) {
                    : kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory opening", path);
         goto fail;
     }
-    sqlite3_busy_timeout(s->db, KR_STORE_BUSY_MS);
-    /* The first statement reads the header: this is where a foreign or corrupted file fails. */
-    sqlite3_stmt *q = NULL;
-    if (sqlite3_prepare_v2(s->db, "PRAGMA journal_mode = WAL", -1, &q, NULL) != SQLITE_OK ||
-        sqlite3_step(q) != SQLITE_ROW) {
-        st = db_error(s, "setting WAL mode", err);
-        sqlite3_finalize(q);
-        goto fail;
+    s->busy_ms = KR_STORE_BUSY_MS;
+    sqlite3_busy_timeout(s->db, s->busy_ms);
+    /* SQLite answers some lock conflicts of these first steps with SQLITE_BUSY without
+     * consulting the busy handler (two connections turning a fresh file into WAL at once), so
+     * they are retried here for as long as the handler would have waited. */
+    double t0 = kr_now_seconds();
+    for (;;) {
+        st = first_steps(s, err);
+        if (st != KR_ERR_BUSY || (kr_now_seconds() - t0) * 1000.0 >= s->busy_ms) break;
+        struct timespec ts = { 0, 5 * 1000 * 1000 };
+        nanosleep(&ts, NULL);
     }
-    const char *mode = (const char *)sqlite3_column_text(q, 0);
-    int wal = mode && !strcmp(mode, "wal");
-    sqlite3_finalize(q);
-    if (!wal) {
-        st = kr_error_set(err, KR_ERR_IO,
-                          "%s: cannot use WAL journal mode (a network or "
-                          "read-only file system?)",
-                          path);
-        goto fail;
-    }
-    /* NORMAL is durable across application crashes in WAL mode; FULL only adds power-loss
-     * safety of the last commit at the price of an fsync per ingest. */
-    if ((st = exec(s, "PRAGMA synchronous = NORMAL", "configuring", err)) != KR_OK) goto fail;
-    if ((st = init_schema(s, err)) != KR_OK) goto fail;
+    if (st != KR_OK) goto fail;
     *out = s;
     return KR_OK;
 fail:
     kr_store_close(s);
     return st;
+}
+
+kr_status kr_store_check_writable(const char *path, kr_error *err) {
+    if (!path || !*path) return kr_error_set(err, KR_ERR_INVALID_ARG, "database path is empty");
+    char dir[PATH_MAX], probe[PATH_MAX + 32];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == dir)
+        dir[1] = '\0';
+    else
+        *slash = '\0';
+    struct stat sb;
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        return kr_error_set(err, KR_ERR_IO, "%s: cannot be a database: %s is not a directory", path,
+                            dir);
+    /* Permission bits do not tell (root ignores them; a read-only mount does not show in
+     * them): create and remove a file where SQLite will create its own. */
+    snprintf(probe, sizeof probe, "%s/.kronos-db-probe-XXXXXX", dir);
+    int fd = mkstemp(probe);
+    if (fd < 0)
+        return kr_error_set(err, KR_ERR_IO,
+                            "%s: not writable: cannot create files in %s (%s); the store needs "
+                            "to write the database and its -wal and -shm files there",
+                            path, dir, strerror(errno));
+    close(fd);
+    unlink(probe);
+    if (stat(path, &sb) != 0) return KR_OK; /* created at the first write */
+    if (!S_ISREG(sb.st_mode))
+        return kr_error_set(err, KR_ERR_IO, "%s: not a regular file, cannot be a database", path);
+    fd = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return kr_error_set(err, KR_ERR_IO, "%s: not writable: %s", path, strerror(errno));
+    close(fd);
+    kr_store *s = NULL;
+    kr_status st = kr_store_open(path, &s, err);
+    kr_store_close(s);
+    return st;
+}
+
+void kr_store_set_busy_timeout(kr_store *store, int ms) {
+    if (!store) return;
+    store->busy_ms = ms > 0 ? ms : 0;
+    sqlite3_busy_timeout(store->db, store->busy_ms);
 }
 
 void kr_store_close(kr_store *store) {
@@ -287,6 +387,12 @@ static kr_status check_row(const kr_candles *c, int64_t i, const char *where, kr
     const double *v = c->values + i * KR_N_FEATURES;
     char ts[32];
     kr_format_timestamp(c->timestamps[i], c->date_only, ts, sizeof ts);
+    if (!kr_timestamp_in_range(c->timestamps[i]))
+        return kr_error_set(err, KR_ERR_INVALID_ARG,
+                            "%s: row %lld, timestamp %lld (%s): outside the years %d-%d; nothing "
+                            "was written",
+                            where, (long long)i + 1, (long long)c->timestamps[i], ts,
+                            KR_CANDLE_YEAR_MIN, KR_CANDLE_YEAR_MAX);
     if (i > 0 && c->timestamps[i] <= c->timestamps[i - 1])
         return kr_error_set(err, KR_ERR_INVALID_ARG,
                             "%s: row %lld (%s): timestamp not after the previous row's; rows "
@@ -324,8 +430,8 @@ kr_status kr_store_upsert(kr_store *store, const char *symbol, const char *inter
     for (int64_t i = 0; i < c->n; i++)
         if ((st = check_row(c, i, where, err)) != KR_OK) return st;
 
-    if ((st = exec(store, "BEGIN IMMEDIATE", "starting the write", err)) != KR_OK) return st;
     sqlite3_stmt *ins = NULL, *sym = NULL;
+    if ((st = exec(store, "BEGIN IMMEDIATE", "starting the write", err)) != KR_OK) goto fail;
     if (sqlite3_prepare_v2(store->db,
                            "INSERT OR REPLACE INTO candles (symbol, interval, ts, open, high, low, "
                            "close, volume, amount, has_volume, has_amount) "
@@ -376,6 +482,11 @@ fail:
     sqlite3_finalize(ins);
     sqlite3_finalize(sym);
     sqlite3_exec(store->db, "ROLLBACK", NULL, NULL, NULL);
+    if (st == KR_ERR_BUSY && err) {
+        size_t n = strlen(err->message);
+        snprintf(err->message + n, sizeof err->message - n,
+                 "; nothing was written, retry when it has finished");
+    }
     return st;
 }
 

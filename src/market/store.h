@@ -14,7 +14,9 @@
  * ("5m", "5min", "1h", "1d", "1w").
  *
  * Threads: a kr_store handle is used by one thread at a time; open one handle per thread (or
- * process) for concurrency, which WAL makes safe.
+ * process) for concurrency, which WAL makes safe: opening and reading never wait for a writer
+ * (a read sees the last committed upsert), a second writer waits for the first (busy timeout,
+ * 10 s by default) and then fails with KR_ERR_BUSY, writing nothing.
  */
 #ifndef KR_MARKET_STORE_H
 #define KR_MARKET_STORE_H
@@ -46,9 +48,21 @@ kr_status kr_store_resolve_path(const char *flag, char *out, size_t cap, kr_erro
 
 /* Opens (creating when absent) the store at path. A file that is not an SQLite database, or
  * one of another application or a newer schema, is refused with an error naming the path.
- * On success caller owns *out; close with kr_store_close. */
+ * Takes no write lock unless the file is new (the schema is created then), so it does not
+ * wait for an ingest in progress. On success caller owns *out; close with kr_store_close. */
 kr_status kr_store_open(const char *path, kr_store **out, kr_error *err);
 void kr_store_close(kr_store *store);
+
+/* How long an upsert waits for another writer's lock before failing with KR_ERR_BUSY
+ * (default 10000 ms; 0 fails at once). */
+void kr_store_set_busy_timeout(kr_store *store, int ms);
+
+/* A start-up check for commands that will write the store (`kronos serve`, `kronos ingest`):
+ * KR_ERR_IO naming path and the reason unless new files can be created in its directory
+ * (SQLite keeps -wal and -shm files beside the database) and an existing file may be
+ * written; an existing file must also open as a kronos store (its errors as kr_store_open).
+ * Creates nothing that stays: a missing database is not created. */
+kr_status kr_store_check_writable(const char *path, kr_error *err);
 
 /* Inserts the candles of c for (symbol, interval), replacing stored candles with the same
  * timestamp. One transaction: every row is validated first (timestamps strictly increasing,

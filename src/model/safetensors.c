@@ -23,6 +23,7 @@
 #include <cjson/cJSON.h>
 
 #include "base/error.h"
+#include "base/fsutil.h"
 
 /* A header this large is certainly not a model (the Kronos-base header is ~15 KB); refusing
  * it bounds the memory cJSON may allocate for a hostile file. */
@@ -364,24 +365,16 @@ kr_status kr_st_open_memory(const void *data, size_t len, const char *label, kr_
 kr_status kr_st_open(const char *path, kr_safetensors **out, kr_error *err) {
     if (!path || !out) return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_st_open: NULL argument");
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return kr_error_set(err, KR_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) != 0) {
-        int e = errno;
-        close(fd);
-        return kr_error_set(err, KR_ERR_IO, "%s: cannot stat: %s", path, strerror(e));
-    }
-    if (!S_ISREG(sb.st_mode)) {
-        close(fd);
-        return kr_error_set(err, KR_ERR_IO, "%s: not a regular file", path);
-    }
+    /* A FIFO, device or directory is refused without blocking (a FIFO without a writer
+     * would hold the open for ever). */
+    size_t len = 0;
+    int fd = kr_open_regular(path, &len, err);
+    if (fd < 0) return err ? err->status : KR_ERR_IO;
     kr_safetensors *st = st_alloc(path);
     if (!st) {
         close(fd);
         return kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory", path);
     }
-    size_t len = (size_t)sb.st_size;
     if (len > 0) {
         /* Read-only private mapping: tensors are used in place, pages come from the page
          * cache and are shared between processes serving the same model. */

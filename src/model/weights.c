@@ -10,6 +10,7 @@
  */
 #include "model/weights.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -17,6 +18,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "model/finite.h"
 #include "model/safetensors.h"
 
 /* Sizes of the temporal embedding tables, in the reference's order of fields below. */
@@ -60,6 +62,7 @@ typedef struct binder {
     qslot *q;
     int nq, capq;
     size_t q_bytes; /* bytes of the quantised Linears */
+    int check_finite; /* refuse NaN / infinite weights (kr_weights_opts) */
     kr_status status; /* first error; later binds are no-ops */
     kr_error *err;
 } binder;
@@ -79,6 +82,43 @@ static void fmt_shape(char *buf, size_t cap, int ndim, const int64_t *shape) {
     for (int i = 0; i < ndim && at < cap; i++)
         at += (size_t)snprintf(buf + at, cap - at, i ? ", %lld" : "%lld", (long long)shape[i]);
     if (at < cap) snprintf(buf + at, cap - at, "]");
+}
+
+/* A weight the forward pass reads must be finite: one NaN spreads through every row it
+ * touches and turns forecasts into garbage without any other sign. */
+static void check_finite(binder *b, const kr_st_tensor *t) {
+    if (!b->check_finite || b->status != KR_OK || !t) return;
+    int64_t i = kr_first_nonfinite(t->data, t->dtype, t->numel);
+    if (i < 0) return;
+    char at[64] = "";
+    if (t->ndim == 2 && t->shape[1] > 0)
+        snprintf(at, sizeof at, " ([%lld, %lld])", (long long)(i / t->shape[1]),
+                 (long long)(i % t->shape[1]));
+    b->status =
+        kr_error_set(b->err, KR_ERR_MODEL,
+                     "%s: tensor '%s' element %lld%s is %s (its first non-finite value): "
+                     "the checkpoint is corrupt (allow_nonfinite, the CLI's "
+                     "--allow-nonfinite-weights, loads it anyway)",
+                     b->label, t->name, (long long)i, at, kr_nonfinite_kind(t->data, t->dtype, i));
+}
+
+/* A finite scale can still make infinite weights: an int8 code (up to 128 in magnitude) or an
+ * fp8 one (up to 448) times a scale near FLT_MAX overflows float32. */
+static void check_scale_range(binder *b, const kr_st_tensor *t, float max_code) {
+    if (!b->check_finite || b->status != KR_OK || !t) return;
+    const float limit = FLT_MAX / max_code;
+    for (int64_t i = 0; i < t->numel; i++) {
+        float s;
+        memcpy(&s, (const uint8_t *)t->data + 4 * i, 4);
+        if (!(fabsf(s) <= limit)) {
+            b->status = kr_error_set(b->err, KR_ERR_MODEL,
+                                     "%s: tensor '%s' element %lld: scale %g times a code of up "
+                                     "to %g overflows float32 (infinite weights): the checkpoint "
+                                     "is corrupt (allow_nonfinite loads it anyway)",
+                                     b->label, t->name, (long long)i, (double)s, (double)max_code);
+            return;
+        }
+    }
 }
 
 static int push_slot(binder *b, const float **dst, const kr_st_tensor *t, int64_t n) {
@@ -143,7 +183,8 @@ static void bind_v(binder *b, const float **dst, int param, int64_t d0, int64_t 
          * value is a pure function of head_dim, so recompute it instead. */
         t = NULL;
     }
-    if (!push_slot(b, dst, t, numel)) return;
+    check_finite(b, t);
+    if (b->status != KR_OK || !push_slot(b, dst, t, numel)) return;
     if (!t || !usable_in_place(t)) b->arena_floats += (size_t)numel;
     b->n_floats += (size_t)numel;
     if (param) b->n_params += (size_t)numel;
@@ -194,7 +235,8 @@ static const kr_st_tensor *find_exact(binder *b, const char *prefix, const char 
                          name, kr_dtype_name(t->dtype), got, kr_dtype_name(dt), exp);
         return NULL;
     }
-    return t;
+    check_finite(b, t); /* bf16 / fp8 weights and every scale; integers have no NaN */
+    return b->status == KR_OK ? t : NULL;
 }
 
 /* A Linear of a kronos quantize checkpoint: `prefix`.qweight and its scales (quant.h). The
@@ -236,6 +278,7 @@ static void bind_qlinear(binder *b, kr_linear *l, const char *prefix) {
     if (t) m.data = t->data;
     if (m.fmt == KR_WFMT_INT8 || m.fmt == KR_WFMT_FP8) {
         if ((t = find_exact(b, prefix, "qscale", KR_DT_F32, m.n, -1, 0))) m.scale = t->data;
+        check_scale_range(b, t, m.fmt == KR_WFMT_INT8 ? 128.0f : 448.0f);
     }
     if (m.fmt == KR_WFMT_INT8) {
         if ((t = find_exact(b, prefix, "qrowsum", KR_DT_I32, m.n, -1, 0))) m.row_sum = t->data;
@@ -473,7 +516,8 @@ void kr_tokenizer_weights_free(kr_tokenizer_weights *w) {
     free(w);
 }
 
-kr_status kr_tokenizer_weights_load(const char *dir, kr_tokenizer_weights **out, kr_error *err) {
+kr_status kr_tokenizer_weights_load(const char *dir, const kr_weights_opts *opts,
+                                    kr_tokenizer_weights **out, kr_error *err) {
     if (!dir || !out)
         return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_tokenizer_weights_load: NULL argument");
     *out = NULL;
@@ -490,7 +534,11 @@ kr_status kr_tokenizer_weights_load(const char *dir, kr_tokenizer_weights **out,
     if (rc != KR_OK) return rc;
 
     kr_tokenizer_weights *w = calloc(1, sizeof *w);
-    binder b = { .st = st, .label = st_path, .err = err, .quant = cfg.quant };
+    binder b = { .st = st,
+                 .label = st_path,
+                 .err = err,
+                 .quant = cfg.quant,
+                 .check_finite = !(opts && opts->allow_nonfinite) };
     if (!w) {
         rc = kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory", st_path);
         goto fail;
@@ -561,7 +609,8 @@ void kr_predictor_weights_free(kr_predictor_weights *w) {
     free(w);
 }
 
-kr_status kr_predictor_weights_load(const char *dir, kr_predictor_weights **out, kr_error *err) {
+kr_status kr_predictor_weights_load(const char *dir, const kr_weights_opts *opts,
+                                    kr_predictor_weights **out, kr_error *err) {
     if (!dir || !out)
         return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_predictor_weights_load: NULL argument");
     *out = NULL;
@@ -578,7 +627,11 @@ kr_status kr_predictor_weights_load(const char *dir, kr_predictor_weights **out,
     if (rc != KR_OK) return rc;
 
     kr_predictor_weights *w = calloc(1, sizeof *w);
-    binder b = { .st = st, .label = st_path, .err = err, .quant = cfg.quant };
+    binder b = { .st = st,
+                 .label = st_path,
+                 .err = err,
+                 .quant = cfg.quant,
+                 .check_finite = !(opts && opts->allow_nonfinite) };
     if (!w) {
         rc = kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory", st_path);
         goto fail;

@@ -3,7 +3,8 @@
  * checkpoint directory and checked for presence, dtype and shape.
  *
  * F32 tensors point into the mmapped file when 4-byte aligned (no copy); F16/BF16 (and
- * unaligned F32) are converted into one owned f32 arena at load. I64 buffers
+ * unaligned F32) are converted into one owned f32 arena at load. Every tensor bound is
+ * checked for NaN / infinities at load unless the caller opts out (kr_weights_opts). I64 buffers
  * (tokenizer.bsq.*) and unused tensors (post_quant_embed_pre.*) are accepted and ignored.
  */
 #ifndef KR_MODEL_WEIGHTS_H
@@ -86,10 +87,21 @@ typedef struct kr_predictor_weights {
     char *dir;
 } kr_predictor_weights;
 
-/* Loads dir/config.json + dir/model.safetensors. Caller owns *out; free with the _free. */
-kr_status kr_tokenizer_weights_load(const char *dir, kr_tokenizer_weights **out, kr_error *err);
+/* How a checkpoint is loaded; all-zero (or a NULL pointer) is the default. */
+typedef struct kr_weights_opts {
+    /* 0: every tensor the forward pass reads (quantised weights' scales included) is checked
+     * for NaN and infinities, and one is KR_ERR_MODEL naming the tensor and the element.
+     * 1: loaded as stored, unchecked. */
+    int allow_nonfinite;
+} kr_weights_opts;
+
+/* Loads dir/config.json + dir/model.safetensors (opts may be NULL). Caller owns *out; free
+ * with the _free. */
+kr_status kr_tokenizer_weights_load(const char *dir, const kr_weights_opts *opts,
+                                    kr_tokenizer_weights **out, kr_error *err);
 void kr_tokenizer_weights_free(kr_tokenizer_weights *w);
-kr_status kr_predictor_weights_load(const char *dir, kr_predictor_weights **out, kr_error *err);
+kr_status kr_predictor_weights_load(const char *dir, const kr_weights_opts *opts,
+                                    kr_predictor_weights **out, kr_error *err);
 void kr_predictor_weights_free(kr_predictor_weights *w);
 
 /* The checkpoint a set of weights was loaded from (for kronos quantize, which copies every

@@ -151,7 +151,12 @@ static kr_status get_timestamp(const cJSON *v, const char *field, int64_t *ts, i
     char buf[64], ex[48];
     if (cJSON_IsString(v)) {
         const char *s = v->valuestring;
-        if (kr_parse_timestamp(s, strlen(s), ts, has_time) == 0) return KR_OK;
+        int rc = kr_parse_timestamp(s, strlen(s), ts, has_time);
+        if (rc == 0) return KR_OK;
+        if (rc == KR_TS_OUT_OF_RANGE)
+            return kr_api_error_set(err, 400, field, "'%s' is outside the years %d-%d",
+                                    sanitize(s, ex, sizeof ex), KR_CANDLE_YEAR_MIN,
+                                    KR_CANDLE_YEAR_MAX);
         return kr_api_error_set(err, 400, field,
                                 "cannot parse '%s' as a timestamp (expected YYYY-MM-DD[ "
                                 "HH:MM[:SS]] or epoch seconds)",
@@ -161,7 +166,11 @@ static kr_status get_timestamp(const cJSON *v, const char *field, int64_t *ts, i
         double x = v->valuedouble;
         if (isfinite(x) && x == floor(x) && x >= 0 && x < 1e13) {
             snprintf(buf, sizeof buf, "%.0f", x);
-            if (kr_parse_timestamp(buf, strlen(buf), ts, has_time) == 0) return KR_OK;
+            int rc = kr_parse_timestamp(buf, strlen(buf), ts, has_time);
+            if (rc == 0) return KR_OK;
+            if (rc == KR_TS_OUT_OF_RANGE)
+                return kr_api_error_set(err, 400, field, "%.10g is outside the years %d-%d", x,
+                                        KR_CANDLE_YEAR_MIN, KR_CANDLE_YEAR_MAX);
         }
         return kr_api_error_set(err, 400, field,
                                 "%.10g is not an epoch timestamp (10-digit seconds or 13-digit "

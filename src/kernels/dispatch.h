@@ -1,0 +1,72 @@
+/*
+ * kernels/dispatch — the one kernel dispatch table (internal to src/kernels/): a row per ISA
+ * holding that ISA's variant of every kernel family, filled once on first use from CPUID
+ * (+ XGETBV), and the active row chosen at run time (KRONOS_ISA=scalar|avx2|avx512 lowers it;
+ * kr_isa_set switches it). Every dispatched entry point — kernels.h, quant.h, kv_convert.h,
+ * calibrate.h — goes through it, so adding a family is one field and one entry per ISA here,
+ * and which variant runs is never decided anywhere else (as ggml's type_traits).
+ *
+ * Off x86 only the scalar row is ever chosen (isa_fallback.c gives the other names a body so
+ * the rows still link).
+ */
+#ifndef KR_KERNELS_DISPATCH_H
+#define KR_KERNELS_DISPATCH_H
+
+#include "kernels/calibrate.h"
+#include "kernels/kernels.h"
+#include "kernels/kv_convert.h"
+#include "kernels/quant.h"
+
+typedef void (*kr_rmsnorm_f32_fn)(int n_rows, int d, const float *x, int ldx, const float *w,
+                                  float eps, float *y, int ldy);
+typedef void (*kr_rope_f32_fn)(int n_rows, int n_heads, int head_dim, float *x, int ldx, int pos0,
+                               const float *inv_freq);
+typedef void (*kr_silu_mul_f32_fn)(int n, const float *a, const float *b, float *out);
+typedef void (*kr_add_f32_fn)(int n, const float *x, float *y);
+typedef void (*kr_softmax_f32_fn)(int n, const float *x, float *y);
+typedef void (*kr_quant_act_bf16_fn)(int m0, int m1, int k, int kp, const float *A, int lda,
+                                     const float *in_scale, uint16_t *out);
+typedef void (*kr_qgemm_bf16_fn)(int M, const kr_qmat *w, const uint16_t *abf, const float *bias,
+                                 float *C, int ldc, int ith, int nth);
+typedef void (*kr_kv_pack_bf16_fn)(const float *x, uint16_t *out, size_t n);
+typedef void (*kr_kv_unpack_bf16_fn)(const uint16_t *h, float *out, size_t n);
+typedef void (*kr_kv_pack_int8_fn)(const float *x, int8_t *q, float *scale, int d, int group);
+typedef void (*kr_kv_unpack_int8_fn)(const int8_t *q, const float *scale, float *out, int d,
+                                     int group);
+typedef double (*kr_fma_burn_fn)(long iters);
+
+/* One ISA's variant of every family. */
+typedef struct kr_kernel_table {
+    kr_isa isa;
+    /* f32 (kernels.h) */
+    kr_gemm_f32_fn gemm_f32;
+    kr_attend_f32_fn attend_f32;
+    kr_attend_multi_f32_fn attend_multi_f32;
+    kr_rmsnorm_f32_fn rmsnorm_f32;
+    kr_rope_f32_fn rope_f32;
+    kr_silu_mul_f32_fn silu_mul_f32;
+    kr_add_f32_fn add_f32;
+    kr_softmax_f32_fn softmax_f32;
+    /* quantised weights (quant.h) */
+    kr_dequant_rows_fn dequant_rows;
+    kr_quant_act_u8_fn quant_act_u8;
+    kr_qgemm_int8_fn qgemm_int8;
+    /* bf16 × bf16 products: only in the AVX-512 row of a CPU with AVX512_BF16, else NULL
+     * (bf16 weights then run weight-only) */
+    kr_quant_act_bf16_fn quant_act_bf16;
+    kr_qgemm_bf16_fn qgemm_bf16;
+    /* KV-cache storage (kv_convert.h) */
+    kr_kv_pack_bf16_fn kv_pack_bf16;
+    kr_kv_unpack_bf16_fn kv_unpack_bf16;
+    kr_kv_pack_int8_fn kv_pack_int8;
+    kr_kv_unpack_int8_fn kv_unpack_int8;
+    /* machine-peak probe (calibrate.h) */
+    kr_fma_burn_fn fma_burn;
+} kr_kernel_table;
+
+/* The active row. Cheap (one atomic load after the first call); thread-safe. */
+const kr_kernel_table *kr_kernels(void);
+/* The row of isa, or NULL when this CPU does not run it. */
+const kr_kernel_table *kr_kernels_for(kr_isa isa);
+
+#endif

@@ -1,0 +1,116 @@
+/*
+ * kernels/dispatch: the one dispatch table. Every row a CPU runs is complete (every family has
+ * a variant, and it is that ISA's own), the active row follows KRONOS_ISA (in a fresh child,
+ * as the choice is made once per process) and kr_isa_set, and the CPU-feature entries (the
+ * AVX512_BF16 products) are present exactly when kr_cpu_has_avx512_bf16 says so.
+ */
+#include "test_support.h"
+
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "kernels/dispatch.h"
+
+/* Row r holds ISA r's variants, named by suffix. */
+#define EXPECT_ROW(t, sfx)                                                  \
+    do {                                                                    \
+        assert_ptr_equal((t)->gemm_f32, kr_gemm_f32_##sfx);                 \
+        assert_ptr_equal((t)->attend_f32, kr_attend_f32_##sfx);             \
+        assert_ptr_equal((t)->attend_multi_f32, kr_attend_multi_f32_##sfx); \
+        assert_ptr_equal((t)->rmsnorm_f32, kr_rmsnorm_f32_##sfx);           \
+        assert_ptr_equal((t)->rope_f32, kr_rope_f32_##sfx);                 \
+        assert_ptr_equal((t)->silu_mul_f32, kr_silu_mul_f32_##sfx);         \
+        assert_ptr_equal((t)->add_f32, kr_add_f32_##sfx);                   \
+        assert_ptr_equal((t)->softmax_f32, kr_softmax_f32_##sfx);           \
+        assert_ptr_equal((t)->dequant_rows, kr_dequant_rows_##sfx);         \
+        assert_ptr_equal((t)->quant_act_u8, kr_quant_act_u8_##sfx);         \
+        assert_ptr_equal((t)->qgemm_int8, kr_qgemm_int8_##sfx);             \
+        assert_ptr_equal((t)->kv_pack_bf16, kr_kv_pack_bf16_##sfx);         \
+        assert_ptr_equal((t)->kv_unpack_bf16, kr_kv_unpack_bf16_##sfx);     \
+        assert_ptr_equal((t)->kv_pack_int8, kr_kv_pack_int8_##sfx);         \
+        assert_ptr_equal((t)->kv_unpack_int8, kr_kv_unpack_int8_##sfx);     \
+        assert_ptr_equal((t)->fma_burn, kr_fma_burn_##sfx);                 \
+    } while (0)
+
+static void check_row(const kr_kernel_table *t, kr_isa isa) {
+    assert_non_null(t);
+    assert_int_equal(t->isa, isa);
+    switch (isa) {
+    case KR_ISA_SCALAR: EXPECT_ROW(t, scalar); break;
+    case KR_ISA_AVX2: EXPECT_ROW(t, avx2); break;
+    default: EXPECT_ROW(t, avx512); break;
+    }
+}
+
+static void test_rows_complete(void **state) {
+    (void)state;
+    for (int i = 0; i < KR_ISA_COUNT; i++) {
+        kr_isa isa = (kr_isa)i;
+        const kr_kernel_table *t = kr_kernels_for(isa);
+        if (!kr_isa_supported(isa)) {
+            assert_null(t);
+            continue;
+        }
+        check_row(t, isa);
+        /* The bf16 products only where the CPU has them, and then both. */
+        int bf16 = isa == KR_ISA_AVX512 && kr_isa_set(KR_ISA_AVX512) == KR_ISA_AVX512 &&
+                   kr_cpu_has_avx512_bf16();
+        assert_int_equal(t->qgemm_bf16 != NULL, bf16);
+        assert_int_equal(t->quant_act_bf16 != NULL, bf16);
+    }
+    kr_isa_set(kr_isa_best());
+}
+
+static void test_active_row_follows_isa_set(void **state) {
+    (void)state;
+    kr_isa best = kr_isa_best();
+    for (int i = 0; i <= (int)best; i++) {
+        if (!kr_isa_supported((kr_isa)i)) continue;
+        assert_int_equal(kr_isa_set((kr_isa)i), i);
+        assert_ptr_equal(kr_kernels(), kr_kernels_for((kr_isa)i));
+        check_row(kr_kernels(), (kr_isa)i);
+        /* A dispatched entry point runs that row: the probe reports its width's FLOPs. */
+        assert_true(kr_fma_burn((kr_isa)i, 10) > 0.0);
+    }
+    kr_isa_set(best);
+    assert_ptr_equal(kr_kernels(), kr_kernels_for(best));
+}
+
+/* The row a fresh process picks with KRONOS_ISA = value (NULL: unset); its ISA as the exit
+ * code. Only meaningful while this process has not used the table itself (a forked child
+ * inherits the choice): this test runs first. */
+static int row_with_env(const char *value) {
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        if (value)
+            setenv("KRONOS_ISA", value, 1);
+        else
+            unsetenv("KRONOS_ISA");
+        const kr_kernel_table *t = kr_kernels(); /* the very first use */
+        _exit(t == kr_kernels_for(t->isa) && t->isa == kr_isa_active() ? (int)t->isa : 100);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    return WEXITSTATUS(status);
+}
+
+static void test_env_picks_the_row(void **state) {
+    (void)state;
+    int native = row_with_env(NULL);
+    assert_true(native >= KR_ISA_SCALAR && native < KR_ISA_COUNT);
+    assert_int_equal(row_with_env("scalar"), KR_ISA_SCALAR);
+    assert_int_equal(row_with_env("avx2"), native < KR_ISA_AVX2 ? native : KR_ISA_AVX2);
+    assert_int_equal(row_with_env("avx512"), native);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_env_picks_the_row), /* first: before this process picks a row */
+        cmocka_unit_test(test_rows_complete),
+        cmocka_unit_test(test_active_row_follows_isa_set),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
