@@ -310,12 +310,42 @@ static kr_status check_row(const kr_candles *c, int64_t i, const char *where, kr
     return KR_OK;
 }
 
-kr_status kr_store_upsert(kr_store *store, const char *symbol, const char *interval,
+kr_status kr_store_canonical_symbol(kr_store *store, const char *symbol, char *out, size_t cap,
+                                    kr_error *err) {
+    if (!store || !symbol || !out || cap < 1)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_store_canonical_symbol: bad argument");
+    kr_status st = kr_store_check_symbol(symbol, err);
+    if (st != KR_OK) return st;
+    snprintf(out, cap, "%s", symbol);
+    sqlite3_stmt *q = NULL;
+    /* An exact spelling wins over another case of it (a store written before names were
+     * matched without case may hold both). */
+    if (sqlite3_prepare_v2(store->db,
+                           "SELECT symbol FROM symbols WHERE symbol = ?1 COLLATE NOCASE "
+                           "ORDER BY symbol = ?1 DESC, symbol LIMIT 1",
+                           -1, &q, NULL) != SQLITE_OK)
+        return db_error(store, "preparing the symbol lookup", err);
+    sqlite3_bind_text(q, 1, symbol, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(q);
+    if (rc == SQLITE_ROW) {
+        const char *sy = (const char *)sqlite3_column_text(q, 0);
+        if (sy) snprintf(out, cap, "%s", sy);
+    } else if (rc != SQLITE_DONE) {
+        st = db_error(store, "looking up the symbol", err);
+    }
+    sqlite3_finalize(q);
+    return st;
+}
+
+kr_status kr_store_upsert(kr_store *store, const char *symbol_in, const char *interval,
                           const kr_candles *c, kr_error *err) {
     if (!store || !c)
         return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_store_upsert: NULL argument");
     kr_status st;
-    if ((st = kr_store_check_symbol(symbol, err)) != KR_OK) return st;
+    char symbol[KR_STORE_NAME_MAX + 1];
+    if ((st = kr_store_check_symbol(symbol_in, err)) != KR_OK) return st;
+    if ((st = kr_store_canonical_symbol(store, symbol_in, symbol, sizeof symbol, err)) != KR_OK)
+        return st;
     if ((st = kr_store_check_interval(interval, err)) != KR_OK) return st;
     char where[PATH_MAX + 100];
     snprintf(where, sizeof where, "%s: %s %s", store->path, symbol, interval);
@@ -381,13 +411,15 @@ fail:
 
 /* ------------------------------------------------------------------ read / list */
 
-kr_status kr_store_read(kr_store *store, const char *symbol, const char *interval,
+kr_status kr_store_read(kr_store *store, const char *symbol_in, const char *interval,
                         int64_t limit_last_n, kr_candles **out, kr_error *err) {
     if (!store || !out)
         return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_store_read: NULL argument");
     *out = NULL;
     kr_status st;
-    if ((st = kr_store_check_symbol(symbol, err)) != KR_OK) return st;
+    char symbol[KR_STORE_NAME_MAX + 1];
+    if ((st = kr_store_canonical_symbol(store, symbol_in, symbol, sizeof symbol, err)) != KR_OK)
+        return st;
     if ((st = kr_store_check_interval(interval, err)) != KR_OK) return st;
     sqlite3_stmt *q = NULL;
     /* Newest first so LIMIT keeps the most recent rows; reversed below. */
@@ -474,7 +506,7 @@ kr_status kr_store_list(kr_store *store, const char *symbol, kr_store_entry **ou
     sqlite3_stmt *q = NULL;
     if (sqlite3_prepare_v2(store->db,
                            "SELECT symbol, interval, first_ts, last_ts, rows, updated_at FROM "
-                           "symbols WHERE ?1 IS NULL OR symbol = ?1 "
+                           "symbols WHERE ?1 IS NULL OR symbol = ?1 COLLATE NOCASE "
                            "ORDER BY symbol, updated_at DESC, last_ts DESC, interval",
                            -1, &q, NULL) != SQLITE_OK)
         return db_error(store, "preparing the list", err);

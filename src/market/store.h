@@ -9,6 +9,9 @@
  *           has_volume, has_amount)                                  PRIMARY KEY(symbol, interval, ts)
  * Timestamps are the naive seconds since 1970 used everywhere in kronos (market/candles.h).
  *
+ * Symbols match without regard to case ("aapl" reads and extends the stored "AAPL"): a
+ * symbol is stored with the spelling of its first upsert.
+ *
  * Names: a symbol or interval is 1..32 characters of [A-Za-z0-9._-^=] ("600977.SH", "^GSPC",
  * "EURUSD=X", "BRK-B"); an interval is also a count and a unit: s, m, min, h, d, w, mo
  * ("5m", "5min", "1h", "1d", "1w").
@@ -68,6 +71,11 @@ kr_status kr_store_read(kr_store *store, const char *symbol, const char *interva
  * most recently updated first. *out may be NULL when *n is 0. Caller owns *out (free()). */
 kr_status kr_store_list(kr_store *store, const char *symbol, kr_store_entry **out, int64_t *n,
                         kr_error *err);
+
+/* The stored spelling of symbol (matched without case; an exact match first), or symbol itself
+ * when nothing is stored under it. */
+kr_status kr_store_canonical_symbol(kr_store *store, const char *symbol, char *out, size_t cap,
+                                    kr_error *err);
 
 /* Name checks (what = "symbol" or "interval" in the message). */
 kr_status kr_store_check_symbol(const char *symbol, kr_error *err);

@@ -346,6 +346,13 @@ static kr_status parse_params(const cJSON *const *f, const kr_api_limits *lim,
                                 p->horizon, max_h);
     if (f[F_PATHS] && (st = get_int(f[F_PATHS], "paths", 1, lim->max_paths, &p->paths, err)))
         return st;
+    /* "paths": N asks for exactly N (as kronos analyze --paths N); else adaptive within the
+     * server's max_paths. */
+    if (f[F_PATHS])
+        p->max_paths = p->paths;
+    else if (p->max_paths > lim->max_paths)
+        p->max_paths = lim->max_paths;
+    if (p->paths > p->max_paths) p->paths = p->max_paths;
     if (f[F_LOOKBACK] &&
         (st = get_int(f[F_LOOKBACK], "lookback", 2, p->max_context, &p->lookback, err)))
         return st;
@@ -868,7 +875,7 @@ static void task_run(analyze_task *t) {
     char field[40], msg[160];
     if (r->candles) {
         snprintf(t->intervals[0], sizeof t->intervals[0], "%s", r->interval);
-        t->items[0] = (kr_analyze_item){ r->symbols[0], t->intervals[0], r->candles };
+        t->items[0] = (kr_analyze_item){ r->symbols[0], t->intervals[0], r->candles, NULL };
     } else {
         int status;
         kr_store *store = open_store(s, 1, &status, &aerr);
@@ -907,7 +914,7 @@ static void task_run(analyze_task *t) {
                 task_fail(t, 400, msg, field);
                 return;
             }
-            t->items[i] = (kr_analyze_item){ sym, t->intervals[i], t->cs[i] };
+            t->items[i] = (kr_analyze_item){ sym, t->intervals[i], t->cs[i], NULL };
         }
         kr_store_close(store);
     }
