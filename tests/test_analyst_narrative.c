@@ -309,7 +309,8 @@ static int setup(void **state) {
     if (!g_aapl || !g_msft) return -1;
     keep_last(g_aapl, 300);
     keep_last(g_msft, 300);
-    kr_analyze_item items[2] = { { "AAPL", "1d", g_aapl, NULL }, { "MSFT", "1d", g_msft, NULL } };
+    kr_analyze_item items[2] = { { "AAPL", "1d", g_aapl, NULL, NULL },
+                                 { "MSFT", "1d", g_msft, NULL, NULL } };
     kr_analyze_params p = kr_analyze_default_params();
     p.horizon = 5;
     p.paths = 8;

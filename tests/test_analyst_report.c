@@ -491,9 +491,9 @@ static void test_validator_rejects(void **state) {
 /* ---------------------------------------------------------------- batch + renderers */
 
 static kr_report_set *analyze3(int calibrate, int horizon) {
-    kr_analyze_item items[3] = { { "MSFT", "1d", g_msft, NULL },
-                                 { "AAPL", "1d", g_aapl, NULL },
-                                 { "BTCUSDT", "1h", g_btc, NULL } };
+    kr_analyze_item items[3] = { { "MSFT", "1d", g_msft, NULL, NULL },
+                                 { "AAPL", "1d", g_aapl, NULL, NULL },
+                                 { "BTCUSDT", "1h", g_btc, NULL, NULL } };
     kr_analyze_params p = kr_analyze_default_params();
     p.horizon = horizon;
     p.paths = 8;
@@ -528,7 +528,7 @@ static void test_batch_equals_single_and_ranks(void **state) {
         }
     }
     /* The AAPL report from the batch equals one from a lone analysis. */
-    kr_analyze_item one = { "AAPL", "1d", g_aapl, NULL };
+    kr_analyze_item one = { "AAPL", "1d", g_aapl, NULL, NULL };
     kr_analyze_params p = kr_analyze_default_params();
     p.horizon = 5;
     p.paths = 8;
@@ -546,7 +546,7 @@ static void test_batch_equals_single_and_ranks(void **state) {
     /* Too few rows: the error names the symbol. */
     kr_candles tiny = *g_aapl;
     tiny.n = 10;
-    kr_analyze_item bad = { "TINY", "1d", &tiny, NULL };
+    kr_analyze_item bad = { "TINY", "1d", &tiny, NULL, NULL };
     assert_int_equal(kr_analyze(g_model, &bad, 1, &p, &solo, &err), KR_ERR_INVALID_ARG);
     assert_non_null(strstr(err.message, "TINY 1d: 10 rows"));
     kr_report_set_free(set);
@@ -616,7 +616,7 @@ static void test_renderers(void **state) {
 
     /* A single-report set without calibration and with NaN figures stays schema-valid. */
     kr_report_set_free(set);
-    kr_analyze_item one = { "BTC-USD", "1h", g_btc, NULL };
+    kr_analyze_item one = { "BTC-USD", "1h", g_btc, NULL, NULL };
     kr_analyze_params p = kr_analyze_default_params();
     p.horizon = 1;
     p.paths = 1;
@@ -715,7 +715,7 @@ static void test_ohlc_modes(void **state) {
  * shrinking with more paths. */
 static void test_standard_errors(void **state) {
     (void)state;
-    kr_analyze_item one = { "AAPL", "1d", g_aapl, NULL };
+    kr_analyze_item one = { "AAPL", "1d", g_aapl, NULL, NULL };
     kr_analyze_params p = kr_analyze_default_params();
     p.horizon = 5;
     p.paths = 32;

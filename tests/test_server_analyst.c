@@ -427,7 +427,7 @@ static char *library_report(const char *symbol, int horizon, int paths, uint64_t
     p.model_name = "kronos-demo";
     p.predictor_dir = KR_SOURCE_DIR "/models/kronos-demo/predictor";
     p.tokenizer_dir = KR_SOURCE_DIR "/models/kronos-demo/tokenizer";
-    kr_analyze_item it = { symbol, "1d", c, NULL };
+    kr_analyze_item it = { symbol, "1d", c, NULL, NULL };
     kr_report_set *set = NULL;
     assert_int_equal(kr_analyze(g_model, &it, 1, &p, &set, &err), KR_OK);
     char *text = NULL;

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "base/error.h"
+#include "market/calendar.h"
 #include "market/store.h"
 
 /* Fewer rows than this make the normalisation statistics and most indicators meaningless. */
@@ -229,6 +230,8 @@ typedef struct sym_state {
     kr_forecast *rounds[16];
     int n_rounds, paths; /* paths so far */
     int done; /* targets met (or no targets) */
+    int64_t *future; /* [horizon] stamps of the forecast bars, by the symbol's calendar */
+    kr_calendar_info cal;
     kr_status status;
     char message[512];
 } sym_state;
@@ -378,6 +381,23 @@ kr_status kr_analyze(kr_model *model, const kr_analyze_item *items, int n,
         } else {
             s->lookback = kr_analyst_lookback(c->n, p->horizon, p->max_context, p->lookback);
             s->series = kr_candles_slice(c, c->n - s->lookback, s->lookback);
+            /* The future bars follow the market's calendar, inferred from the whole history
+             * (more bars tell the markets apart better than the lookback alone). */
+            const kr_calendar *cal = NULL;
+            s->future = malloc((size_t)p->horizon * sizeof *s->future);
+            kr_status cs = s->future
+                               ? kr_calendar_resolve(items[i].market, items[i].symbol, &cal, &e)
+                               : kr_error_set(&e, KR_ERR_NOMEM, "out of memory");
+            if (cs == KR_OK)
+                cs = kr_calendar_future_in(cal, c->timestamps, c->n, p->horizon, s->future, &s->cal,
+                                           &e);
+            if (cs != KR_OK) {
+                kr_error_prefix(&e, "%s %s", items[i].symbol,
+                                items[i].interval ? items[i].interval : "");
+                fail_symbol(s, cs, &e);
+            } else {
+                s->series.future_timestamps = s->future;
+            }
         }
     }
 
@@ -462,6 +482,10 @@ kr_status kr_analyze(kr_model *model, const kr_analyze_item *items, int n,
             continue;
         }
         rep->rounds = s->n_rounds;
+        kr_calendar_describe(&s->cal, rep->calendar, sizeof rep->calendar);
+        snprintf(rep->market, sizeof rep->market, "%s",
+                 s->cal.calendar ? s->cal.calendar->name : "");
+        rep->holidays_known = s->cal.holidays_known;
         int want = 0;
         rep->target_met = s->paths < cap ||
                           (check_targets(s, &items[i], p, &want, &e) == KR_OK && want <= s->paths);
@@ -526,8 +550,10 @@ kr_status kr_analyze(kr_model *model, const kr_analyze_item *items, int n,
 done:
     kr_report_set_free(set);
     if (syms)
-        for (int i = 0; i < n; i++)
+        for (int i = 0; i < n; i++) {
             for (int r = 0; r < syms[i].n_rounds; r++) kr_forecast_free(syms[i].rounds[r]);
+            free(syms[i].future);
+        }
     free(syms);
     free(idx);
     return st;

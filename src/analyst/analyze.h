@@ -24,6 +24,8 @@ typedef struct kr_analyze_item {
     const kr_candles *candles; /* borrowed: the history, ascending, all rows */
     const char *error; /* non-NULL: the caller could not load this symbol (unknown, unreadable);
                           it becomes a failure of the set with this message */
+    const char *market; /* exchange calendar of the future bars (market/calendar.h); NULL or
+                           "": the symbol's suffix, else inferred from the history */
 } kr_analyze_item;
 
 /* Called before each phase (step = 0..n_steps-1) and once more with step == n_steps when

@@ -45,6 +45,10 @@ int kr_report_model_notice(const kr_report_set *set, char *buf, size_t cap) {
 
 void kr_report_paths_note(kr_sb *sb, const kr_report *r) {
     const kr_report_meta *m = &r->meta;
+    if (r->calendar[0])
+        kr_sb_appendf(sb, "Forecast bars follow the calendar: %s%s. ", r->calendar,
+                      r->market[0] && !r->holidays_known ? "; holidays past its years are unknown"
+                                                         : "");
     kr_sb_appendf(sb, "%d sampled paths in %d round%s", r->paths, r->rounds,
                   r->rounds == 1 ? "" : "s");
     if (m->target_prob_se > 0 || m->target_var_rel_se > 0) {

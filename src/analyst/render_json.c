@@ -43,6 +43,9 @@ static void add_forecast(cJSON *root, const kr_report *r) {
     cJSON_AddNumberToObject(f, "horizon", r->horizon);
     cJSON_AddNumberToObject(f, "paths", r->paths);
     cJSON_AddNumberToObject(f, "rounds", r->rounds);
+    cJSON_AddStringToObject(f, "market", r->market);
+    cJSON_AddStringToObject(f, "calendar", r->calendar);
+    cJSON_AddBoolToObject(f, "holidays_known", r->holidays_known);
     cJSON_AddStringToObject(f, "ohlc", kr_ohlc_mode_name(r->meta.ohlc));
     cJSON_AddNumberToObject(f, "repaired_candles", (double)r->repaired_candles);
     cJSON_AddNumberToObject(f, "raw_inconsistent_candles", (double)r->raw_inconsistent);

@@ -102,6 +102,9 @@ typedef struct kr_report {
     int target_met; /* the error targets were reached within the cap (1 without targets) */
     int64_t repaired_candles; /* path candles the consistent OHLC mode changed */
     int64_t raw_inconsistent; /* path candles with open or close outside [low, high] as written */
+    char market[24]; /* calendar of the forecast bars ("" when learned from the history) */
+    char calendar[128]; /* how it was chosen: "SSE (inferred from the history)" */
+    int holidays_known; /* the forecast bars lie within the calendar's holiday years */
     /* Set by kr_report_set_rank: */
     double stale_days; /* how far the last bar lies behind the newest last bar of the set */
     int stale; /* stale_days beyond max(14 days, 5 bars) */

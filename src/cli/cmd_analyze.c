@@ -22,6 +22,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "kronos.h"
+#include "market/calendar.h"
 #include "market/store.h"
 
 #define CMD "analyze"
@@ -59,6 +60,10 @@ static void usage(FILE *f) {
         "                        (default 1024)\n"
         "  --target-prob-se X    P(up) standard error to reach (default 0.02 = 2 pp)\n"
         "  --target-var-rel X    VaR95 standard error relative to its size (default 0.2)\n"
+        "  --market NAME         exchange calendar of the forecast bars for every symbol: NYSE,\n"
+        "                        SSE, HKEX, CRYPTO, ... (default: the market stored with\n"
+        "                        'kronos ingest --market', else the symbol's suffix, else\n"
+        "                        inferred from the history; data/calendars/README.md)\n"
         "  --ohlc MODE           consistent (default: high >= max(open, close), low <=\n"
         "                        min(open, close), volume >= 0 on every path before the\n"
         "                        statistics) or raw (the model's numbers)\n"
@@ -94,7 +99,8 @@ enum {
     OPT_TARGET_VAR,
     OPT_OHLC,
     OPT_WATCHLIST,
-    OPT_ALL
+    OPT_ALL,
+    OPT_MARKET
 };
 
 typedef struct opts {
@@ -105,7 +111,7 @@ typedef struct opts {
     const char *sym_interval[MAX_SYMBOLS]; /* from a watch-list line, else NULL */
     int n_symbols, threads;
     int paths_given, max_paths_given, all;
-    const char *watchlist;
+    const char *watchlist, *market;
     char *watch_text; /* the watch-list file, owned; symbols point into it */
     kr_report_format format;
     kr_analyze_params p;
@@ -202,6 +208,7 @@ static int parse_opts(int argc, char **argv, opts *o) {
         { "ohlc", required_argument, NULL, OPT_OHLC },
         { "watchlist", required_argument, NULL, OPT_WATCHLIST },
         { "all", no_argument, NULL, OPT_ALL },
+        { "market", required_argument, NULL, OPT_MARKET },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -255,6 +262,14 @@ static int parse_opts(int argc, char **argv, opts *o) {
             break;
         case OPT_WATCHLIST: o->watchlist = optarg; break;
         case OPT_ALL: o->all = 1; break;
+        case OPT_MARKET: {
+            const kr_calendar *cal;
+            kr_error err;
+            if (kr_calendar_find(optarg, &cal, &err) != KR_OK)
+                return kr_cli_usage_error(CMD, "--market: %s", err.message);
+            o->market = optarg;
+            break;
+        }
         case 'l':
             if (!kr_arg_int(optarg, 2, 1 << 20, &o->p.lookback))
                 return kr_cli_usage_error(CMD, "--lookback must be an integer >= 2, got '%s'",
@@ -545,6 +560,7 @@ int kr_cmd_analyze(int argc, char **argv) {
         }
         items[i].symbol = e->symbol; /* the stored spelling */
         items[i].interval = e->interval;
+        items[i].market = o.market ? o.market : e->market;
         if (kr_store_read(store, e->symbol, e->interval, READ_LIMIT, &cs[i], &err) != KR_OK) {
             snprintf(errors[i], sizeof errors[i], "%s", err.message);
             items[i].error = errors[i];

@@ -181,6 +181,12 @@ static const char k_schema_v1[] =
     " PRIMARY KEY (symbol, interval, ts)) WITHOUT ROWID;"
     "PRAGMA user_version = 1;";
 
+/* Version 2 adds each symbol's market (its exchange calendar, market/calendar.h). */
+static const char k_schema_v2[] = "CREATE TABLE markets ("
+                                  " symbol TEXT NOT NULL PRIMARY KEY, market TEXT NOT NULL"
+                                  ") WITHOUT ROWID;"
+                                  "PRAGMA user_version = 2;";
+
 /* Creates the schema in an empty file, or checks that an existing file carries it. */
 static kr_status init_schema(kr_store *s, kr_error *err) {
     int64_t version = 0, ours = 0, other = 0;
@@ -200,6 +206,7 @@ static kr_status init_schema(kr_store *s, kr_error *err) {
         goto fail;
     if (version == 0 && other == 0) {
         if ((st = exec(s, k_schema_v1, "creating the schema", err)) != KR_OK) goto fail;
+        if ((st = exec(s, k_schema_v2, "creating the schema", err)) != KR_OK) goto fail;
     } else if (version == 0) {
         st = kr_error_set(err, KR_ERR_FORMAT,
                           "%s: an SQLite database of another application (it has tables but no "
@@ -216,6 +223,9 @@ static kr_status init_schema(kr_store *s, kr_error *err) {
         st = kr_error_set(err, KR_ERR_FORMAT,
                           "%s: schema version %lld but the symbols/candles tables are missing",
                           s->path, (long long)version);
+        goto fail;
+    } else if (version == 1 &&
+               (st = exec(s, k_schema_v2, "upgrading the schema to version 2", err)) != KR_OK) {
         goto fail;
     }
     return exec(s, "COMMIT", "committing the schema", err);
@@ -504,11 +514,13 @@ kr_status kr_store_list(kr_store *store, const char *symbol, kr_store_entry **ou
     kr_status st;
     if (symbol && (st = kr_store_check_symbol(symbol, err)) != KR_OK) return st;
     sqlite3_stmt *q = NULL;
-    if (sqlite3_prepare_v2(store->db,
-                           "SELECT symbol, interval, first_ts, last_ts, rows, updated_at FROM "
-                           "symbols WHERE ?1 IS NULL OR symbol = ?1 COLLATE NOCASE "
-                           "ORDER BY symbol, updated_at DESC, last_ts DESC, interval",
-                           -1, &q, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(
+            store->db,
+            "SELECT s.symbol, s.interval, s.first_ts, s.last_ts, s.rows, s.updated_at, "
+            "coalesce(m.market, '') FROM symbols s LEFT JOIN markets m ON "
+            "m.symbol = s.symbol WHERE ?1 IS NULL OR s.symbol = ?1 COLLATE NOCASE "
+            "ORDER BY s.symbol, s.updated_at DESC, s.last_ts DESC, s.interval",
+            -1, &q, NULL) != SQLITE_OK)
         return db_error(store, "preparing the list", err);
     if (symbol) sqlite3_bind_text(q, 1, symbol, -1, SQLITE_STATIC);
     kr_store_entry *list = NULL;
@@ -536,6 +548,8 @@ kr_status kr_store_list(kr_store *store, const char *symbol, kr_store_entry **ou
         e->last_ts = sqlite3_column_int64(q, 3);
         e->rows = sqlite3_column_int64(q, 4);
         e->updated_at = sqlite3_column_int64(q, 5);
+        const char *mk = (const char *)sqlite3_column_text(q, 6);
+        snprintf(e->market, sizeof e->market, "%s", mk ? mk : "");
     }
     if (rc != SQLITE_DONE) {
         st = db_error(store, "listing symbols", err);
@@ -547,4 +561,25 @@ kr_status kr_store_list(kr_store *store, const char *symbol, kr_store_entry **ou
     *out = list;
     *n = count;
     return KR_OK;
+}
+
+kr_status kr_store_set_market(kr_store *store, const char *symbol_in, const char *market,
+                              kr_error *err) {
+    if (!store) return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_store_set_market: NULL store");
+    char symbol[KR_STORE_NAME_MAX + 1];
+    kr_status st = kr_store_canonical_symbol(store, symbol_in, symbol, sizeof symbol, err);
+    if (st != KR_OK) return st;
+    if (market && strlen(market) >= KR_STORE_MARKET_MAX)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "market '%.40s' is too long", market);
+    sqlite3_stmt *q = NULL;
+    const char *sql = market && *market
+                          ? "INSERT OR REPLACE INTO markets (symbol, market) VALUES (?1, ?2)"
+                          : "DELETE FROM markets WHERE symbol = ?1";
+    if (sqlite3_prepare_v2(store->db, sql, -1, &q, NULL) != SQLITE_OK)
+        return db_error(store, "preparing the market update", err);
+    sqlite3_bind_text(q, 1, symbol, -1, SQLITE_STATIC);
+    if (market && *market) sqlite3_bind_text(q, 2, market, -1, SQLITE_STATIC);
+    if (sqlite3_step(q) != SQLITE_DONE) st = db_error(store, "storing the market", err);
+    sqlite3_finalize(q);
+    return st;
 }

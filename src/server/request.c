@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <cjson/cJSON.h>
 
@@ -180,12 +181,13 @@ static const char *const k_role_names[N_ROLES] = { "open",   "high",   "low",   
                                                    "volume", "amount", "timestamps" };
 static const char *const k_ts_aliases[] = { "timestamps", "timestamp", "datetime", "date", "time" };
 
-/* Role of a column/key name, or -1 when it has none (ignored, as the CSV reader does). */
+/* Role of a column/key name, or -1 when it has none (ignored, as the CSV reader does). Case
+ * does not matter, as in CSV headers: pandas frames say "Date", "Open", "Volume". */
 static int role_of(const char *name) {
     for (size_t k = 0; k < sizeof k_ts_aliases / sizeof k_ts_aliases[0]; k++)
-        if (!strcmp(name, k_ts_aliases[k])) return ROLE_TS;
+        if (!strcasecmp(name, k_ts_aliases[k])) return ROLE_TS;
     for (int k = 0; k < KR_N_FEATURES; k++)
-        if (!strcmp(name, k_role_names[k])) return k;
+        if (!strcasecmp(name, k_role_names[k])) return k;
     return -1;
 }
 
@@ -493,8 +495,105 @@ static kr_status parse_columns(const cJSON *obj, table *t, kr_api_error *err) {
     return KR_OK;
 }
 
+/* pandas DataFrame.to_json layouts that are not already rows or column lists become rows of
+ * arrays plus "columns" (the index, when no column holds the timestamps, is the timestamps):
+ *   orient='split'    {"columns": [...], "index": [...], "data": [[...], ...]}
+ *   orient='columns'  {"Open": {"<index>": 1.0, ...}, ...}   (to_json's default)
+ *   orient='index'    {"<index>": {"Open": 1.0, ...}, ...}
+ * Returns 1 with *rows and *cols set (caller deletes both), 0 when v is none of these, or a
+ * negative status with err set. */
+static int pandas_layout(const cJSON *v, cJSON **rows, cJSON **cols, kr_api_error *err) {
+    *rows = *cols = NULL;
+    if (!cJSON_IsObject(v) || !v->child) return 0;
+    const cJSON *scol = cJSON_GetObjectItemCaseSensitive(v, "columns");
+    const cJSON *sidx = cJSON_GetObjectItemCaseSensitive(v, "index");
+    const cJSON *sdata = cJSON_GetObjectItemCaseSensitive(v, "data");
+    int split = scol && sdata;
+    int by_col = !split && cJSON_IsObject(v->child) && role_of(v->child->string) >= 0;
+    int by_idx = !split && !by_col && cJSON_IsObject(v->child);
+    if (!split && !by_col && !by_idx) return 0;
+    cJSON *r = cJSON_CreateArray(), *c = cJSON_CreateArray();
+    if (!r || !c) goto nomem;
+    if (split) {
+        if (!cJSON_IsArray(scol) || !cJSON_IsArray(sdata) || (sidx && !cJSON_IsArray(sidx))) {
+            cJSON_Delete(r);
+            cJSON_Delete(c);
+            return kr_api_error_set(err, 400, "candles",
+                                    "a pandas 'split' frame needs \"columns\" and \"data\" arrays "
+                                    "(and an \"index\" array)");
+        }
+        int has_ts = 0;
+        for (const cJSON *n = scol->child; n; n = n->next)
+            has_ts |= cJSON_IsString(n) && role_of(n->valuestring) == ROLE_TS;
+        const int use_index = !has_ts && sidx;
+        if (use_index) cJSON_AddItemToArray(c, cJSON_CreateString("timestamps"));
+        for (const cJSON *n = scol->child; n; n = n->next)
+            cJSON_AddItemToArray(c, cJSON_Duplicate(n, 1));
+        const cJSON *ix = sidx ? sidx->child : NULL;
+        for (const cJSON *row = sdata->child; row; row = row->next, ix = ix ? ix->next : NULL) {
+            cJSON *nr = cJSON_Duplicate(row, 1);
+            if (!nr) goto nomem;
+            if (use_index && cJSON_IsArray(nr)) {
+                cJSON *t = ix ? cJSON_Duplicate(ix, 1) : cJSON_CreateNull();
+                if (!t) goto nomem;
+                cJSON_InsertItemInArray(nr, 0, t);
+            }
+            cJSON_AddItemToArray(r, nr);
+        }
+    } else {
+        /* Columns of {index: value} (or rows of {column: value}): one row per index key, in
+         * the order of the first column (row). */
+        const cJSON *first = v->child;
+        int has_ts = 0;
+        if (by_col)
+            for (const cJSON *col = v->child; col; col = col->next)
+                has_ts |= role_of(col->string) == ROLE_TS;
+        else
+            for (const cJSON *f = first->child; f; f = f->next)
+                has_ts |= role_of(f->string) == ROLE_TS;
+        if (!has_ts) cJSON_AddItemToArray(c, cJSON_CreateString("timestamps"));
+        const cJSON *names = by_col ? v : first;
+        for (const cJSON *n = names->child; n; n = n->next)
+            cJSON_AddItemToArray(c, cJSON_CreateString(n->string));
+        const cJSON *keys = by_col ? first : v;
+        for (const cJSON *k = keys->child; k; k = k->next) {
+            cJSON *nr = cJSON_CreateArray();
+            if (!nr) goto nomem;
+            if (!has_ts) cJSON_AddItemToArray(nr, cJSON_CreateString(k->string));
+            for (const cJSON *n = names->child; n; n = n->next) {
+                const cJSON *cell = by_col ? cJSON_GetObjectItemCaseSensitive(n, k->string)
+                                           : cJSON_GetObjectItemCaseSensitive(k, n->string);
+                cJSON_AddItemToArray(nr, cell ? cJSON_Duplicate(cell, 1) : cJSON_CreateNull());
+            }
+            cJSON_AddItemToArray(r, nr);
+        }
+    }
+    *rows = r;
+    *cols = c;
+    return 1;
+nomem:
+    cJSON_Delete(r);
+    cJSON_Delete(c);
+    return kr_api_error_set(err, 503, "candles", "out of memory");
+}
+
+static kr_status parse_candles_value(const cJSON *v, const cJSON *columns, const kr_api_limits *lim,
+                                     kr_candles **out, kr_api_error *err);
+
 static kr_status parse_candles(const cJSON *v, const cJSON *columns, const kr_api_limits *lim,
                                kr_candles **out, kr_api_error *err) {
+    cJSON *rows = NULL, *cols = NULL;
+    int pd = columns ? 0 : pandas_layout(v, &rows, &cols, err);
+    if (pd < 0) return pd;
+    if (pd == 0) return parse_candles_value(v, columns, lim, out, err);
+    kr_status st = parse_candles_value(rows, cols, lim, out, err);
+    cJSON_Delete(rows);
+    cJSON_Delete(cols);
+    return st;
+}
+
+static kr_status parse_candles_value(const cJSON *v, const cJSON *columns, const kr_api_limits *lim,
+                                     kr_candles **out, kr_api_error *err) {
     *out = NULL;
     if (!v) return kr_api_error_set(err, 400, "candles", "required");
     if (columns && !cJSON_IsArray(v))

@@ -216,6 +216,14 @@ kr_status kr_api_candles_parse(const char *body, size_t len, int csv, kr_candles
     kr_status st = parse_json(body, len, &root, err);
     if (st != KR_OK) return st;
     const cJSON *candles = root, *columns = NULL;
+    /* A pandas frame as to_json writes it ('split', 'columns', 'index') is the candles. */
+    if (cJSON_IsObject(root) && !cJSON_GetObjectItemCaseSensitive(root, "candles") &&
+        ((cJSON_GetObjectItemCaseSensitive(root, "columns") &&
+          cJSON_GetObjectItemCaseSensitive(root, "data")) ||
+         cJSON_IsObject(root->child))) {
+        st = candles_from_json(root, NULL, out, err);
+        goto done;
+    }
     if (cJSON_IsObject(root)) {
         candles = NULL;
         char ex[64];
@@ -875,7 +883,7 @@ static void task_run(analyze_task *t) {
     char field[40], msg[160];
     if (r->candles) {
         snprintf(t->intervals[0], sizeof t->intervals[0], "%s", r->interval);
-        t->items[0] = (kr_analyze_item){ r->symbols[0], t->intervals[0], r->candles, NULL };
+        t->items[0] = (kr_analyze_item){ r->symbols[0], t->intervals[0], r->candles, NULL, NULL };
     } else {
         int status;
         kr_store *store = open_store(s, 1, &status, &aerr);
@@ -914,7 +922,7 @@ static void task_run(analyze_task *t) {
                 task_fail(t, 400, msg, field);
                 return;
             }
-            t->items[i] = (kr_analyze_item){ sym, t->intervals[i], t->cs[i], NULL };
+            t->items[i] = (kr_analyze_item){ sym, t->intervals[i], t->cs[i], NULL, NULL };
         }
         kr_store_close(store);
     }
