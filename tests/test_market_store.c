@@ -434,8 +434,7 @@ static void test_case_and_market(void **state) {
     const char *path = db_path("case.db");
     kr_store *st = open_ok(path);
     kr_error err = { 0 };
-    kr_candles *a = make_candles(1700000000, 10, 100),
-               *b = make_candles(1700000000 + 10 * 86400, 5, 110);
+    kr_candles *a = make_candles(0, 10, 100), *b = make_candles(10, 5, 110);
     assert_int_equal(kr_store_upsert(st, "AAPL", "1d", a, &err), KR_OK);
     assert_int_equal(kr_store_upsert(st, "aapl", "1d", b, &err), KR_OK);
     kr_store_entry *e = NULL;
