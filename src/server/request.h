@@ -21,24 +21,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <cjson/cJSON.h>
+
 #include "kronos.h"
 #include "market/candles.h"
+#include "server/fields.h"
 
 #define KR_API_MAX_QUANTILES 16
-
-/* An HTTP-facing error: the status to send, the offending JSON field ("" when the error is
- * not about one field) and a message that starts with that field. */
-typedef struct kr_api_error {
-    int status;
-    char field[128];
-    char message[512];
-} kr_api_error;
 
 /* Server-side bounds a request must respect (named size limits -> 400). */
 typedef struct kr_api_limits {
     int max_paths; /* default 256 */
     int max_pred_len; /* default 2048 */
     int64_t max_rows; /* candles per request (default 1,000,000) */
+    /* the config keys these limits come from, named in errors ("max_paths"); NULL: none */
+    const char *max_paths_key, *max_pred_len_key, *max_rows_key;
 } kr_api_limits;
 
 kr_api_limits kr_api_default_limits(void);
@@ -61,18 +58,17 @@ typedef struct kr_api_request {
 kr_status kr_api_forecast_parse(const char *json, size_t len, const kr_api_limits *limits,
                                 kr_api_request *out, kr_api_error *err);
 
+/* A "candles" value (and the optional "columns") of a parsed body, in any of the four
+ * layouts, validated by the rules above; v NULL: "candles: required". The route-independent
+ * core of kr_api_forecast_parse, used by the analyst routes for their candles. limits NULL =
+ * defaults. Caller owns *out (kr_candles_free). */
+kr_status kr_api_candles_from_json(const cJSON *v, const cJSON *columns, const kr_api_limits *lim,
+                                   kr_candles **out, kr_api_error *err);
+
 /* Frees what a parsed request owns; safe on a zeroed or already-freed request. */
 void kr_api_request_free(kr_api_request *r);
 
 /* The series view the scheduler takes (borrowed from r). */
 kr_series kr_api_request_series(const kr_api_request *r);
-
-/* Sets err to status with a field and a printf message (the message gets "field: " in front
- * when field is non-empty). Returns KR_ERR_INVALID_ARG for convenience. */
-kr_status kr_api_error_set(kr_api_error *err, int status, const char *field, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 4, 5)))
-#endif
-    ;
 
 #endif

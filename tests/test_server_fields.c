@@ -1,0 +1,221 @@
+/*
+ * The JSON request-field readers (server/fields) and the body parser (server/json_body) that
+ * every JSON route uses, without sockets: descriptor tables (types, ranges, required fields,
+ * defaults, the config key of a cap), unknown and duplicate fields, and the same answers from
+ * every route's parser (/v1/forecast, /v1/analyze, /v1/analyze/batch, /v1/candles).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "test_support.h"
+
+#include "server/analyst_request.h"
+#include "server/fields.h"
+#include "server/json_body.h"
+#include "server/request.h"
+
+/* Every error message starts with the field it names. */
+static void assert_names(const kr_api_error *e, const char *field, const char *needle) {
+    if (strcmp(e->field, field) != 0)
+        fail_msg("field '%s', expected '%s' (message: %s)", e->field, field, e->message);
+    if (!strstr(e->message, needle)) fail_msg("message '%s' lacks '%s'", e->message, needle);
+    if (e->field[0] && strncmp(e->message, e->field, strlen(e->field)) != 0)
+        fail_msg("message '%s' does not start with '%s'", e->message, e->field);
+    assert_int_equal(e->status, 400);
+}
+
+typedef struct sample {
+    int count, flag, choice;
+    double ratio;
+    float scale;
+    uint64_t seed;
+    const cJSON *rows;
+} sample;
+
+static const char *const k_modes[] = { "fast", "exact", "slow", NULL };
+
+/* Reads json into s against a small table; returns the status (err filled). */
+static kr_status read_sample(const char *json, sample *s, kr_api_error *err) {
+    s->count = 7; /* the defaults: what the destination holds before the call */
+    s->flag = 0;
+    s->choice = 1;
+    s->ratio = 0.5;
+    s->scale = 1.0f;
+    s->seed = 3;
+    s->rows = NULL;
+    kr_field f[] = {
+        KR_F_INT("count", &s->count, 1, 100, 0),
+        KR_F_BOOL("flag", &s->flag),
+        KR_F_CHOICE("mode", &s->choice, k_modes),
+        KR_F_NUM("ratio", &s->ratio, 0.0, 1.0, 0),
+        KR_F_FLOAT("scale", &s->scale, 0.0, 10.0, KR_FIELD_MIN_EXCL),
+        KR_F_SEED("seed", &s->seed),
+        KR_F_VALUE("rows", &s->rows, KR_FIELD_REQUIRED),
+    };
+    f[0].max_key = "max_count";
+    cJSON *root = NULL;
+    memset(err, 0, sizeof *err);
+    kr_status st = kr_json_body_parse(json, strlen(json), &root, err);
+    if (st == KR_OK) st = kr_fields_read(root, f, (int)(sizeof f / sizeof f[0]), err);
+    /* present says which fields were given (not null) */
+    if (st == KR_OK && strstr(json, "\"count\":null")) assert_int_equal(f[0].present, 0);
+    cJSON_Delete(root);
+    return st;
+}
+
+static void test_descriptor_table(void **state) {
+    (void)state;
+    sample s;
+    kr_api_error e;
+    /* Absent and null fields keep the defaults; given ones are converted. */
+    assert_int_equal(read_sample("{\"rows\":[1],\"count\":null}", &s, &e), KR_OK);
+    assert_int_equal(s.count, 7);
+    assert_int_equal(s.choice, 1);
+    assert_true(s.ratio == 0.5 && s.scale == 1.0f && s.seed == 3);
+    assert_int_equal(read_sample("{\"rows\":[],\"count\":100,\"flag\":true,\"mode\":\"slow\","
+                                 "\"ratio\":0,\"scale\":0.25,\"seed\":\"18446744073709551615\"}",
+                                 &s, &e),
+                     KR_OK);
+    assert_int_equal(s.count, 100);
+    assert_int_equal(s.flag, 1);
+    assert_int_equal(s.choice, 2);
+    assert_true(s.ratio == 0.0 && s.scale == 0.25f && s.seed == UINT64_MAX);
+
+    static const struct {
+        const char *json, *field, *needle;
+    } bad[] = {
+        { "{\"count\":5}", "rows", "required" },
+        { "{\"rows\":null}", "rows", "required" },
+        { "{\"rows\":1,\"cuont\":5}", "cuont",
+          "unknown field (expected count, flag, mode, ratio, scale, seed, rows)" },
+        { "{\"rows\":1,\"count\":5,\"count\":6}", "count", "given twice" },
+        { "{\"rows\":1,\"count\":101}", "count",
+          "must be an integer in 1..100 (max_count), got 101" },
+        { "{\"rows\":1,\"count\":2.5}", "count", "got 2.5" },
+        { "{\"rows\":1,\"count\":\"5\"}", "count", "got a string" },
+        { "{\"rows\":1,\"count\":1e999}", "count", "got a number" },
+        { "{\"rows\":1,\"flag\":1}", "flag", "must be true or false, got a number" },
+        { "{\"rows\":1,\"mode\":\"quick\"}", "mode",
+          "must be \"fast\", \"exact\" or \"slow\", got 'quick'" },
+        { "{\"rows\":1,\"mode\":3}", "mode", "got a number" },
+        { "{\"rows\":1,\"ratio\":1.5}", "ratio", "must be a number in [0, 1], got 1.5" },
+        { "{\"rows\":1,\"ratio\":1e999}", "ratio", "non-finite" },
+        { "{\"rows\":1,\"scale\":0}", "scale", "(0, 10]" },
+        { "{\"rows\":1,\"scale\":1e-50}", "scale", "in float32" },
+        { "{\"rows\":1,\"seed\":-1}", "seed", "0..2^53" },
+        { "{\"rows\":1,\"seed\":\"1x\"}", "seed", "'1x' is not an unsigned 64-bit integer" },
+        { "{\"rows\":1,\"seed\":\"18446744073709551616\"}", "seed", "not an unsigned" },
+        { "{\"rows\":1,\"seed\":[]}", "seed", "got an array" },
+        { "[1]", "body", "must be a JSON object, got an array" },
+        { "", "body", "empty" },
+        { "{\"rows\":", "body", "invalid JSON at line 1" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        if (read_sample(bad[i].json, &s, &e) == KR_OK) fail_msg("accepted: %s", bad[i].json);
+        assert_names(&e, bad[i].field, bad[i].needle);
+    }
+    /* Client text in a field name is quoted safely. */
+    assert_int_not_equal(read_sample("{\"rows\":1,\"a\\\"b\\n\":1}", &s, &e), KR_OK);
+    assert_string_equal(e.field, "a?b?");
+}
+
+static void test_single_value(void **state) {
+    (void)state;
+    double q = -1;
+    kr_field f = KR_F_NUM("quantiles[3]", &q, 0.0, 1.0, KR_FIELD_REQUIRED);
+    cJSON *v = cJSON_CreateNumber(0.25);
+    kr_api_error e;
+    assert_int_equal(kr_field_read_value(&f, v, &e), KR_OK);
+    assert_true(q == 0.25);
+    cJSON_SetNumberValue(v, 2);
+    assert_int_not_equal(kr_field_read_value(&f, v, &e), KR_OK);
+    assert_names(&e, "quantiles[3]", "[0, 1]");
+    assert_int_not_equal(kr_field_read_value(&f, NULL, &e), KR_OK);
+    assert_names(&e, "quantiles[3]", "required");
+    cJSON_Delete(v);
+}
+
+/* The routes read their fields through the same tables: each route's unknown-field message
+ * lists that route's own fields, and the caps name their config keys. */
+static void test_routes_share_readers(void **state) {
+    (void)state;
+    kr_api_error e;
+    kr_api_request fr;
+    const char *j = "{\"candles\":[[\"2024-01-02\",1,2,1,1],[\"2024-01-03\",1,2,1,1]],"
+                    "\"pred_len\":1,\"horizon\":3}";
+    assert_int_not_equal(kr_api_forecast_parse(j, strlen(j), NULL, &fr, &e), KR_OK);
+    assert_names(&e, "horizon", "unknown field (expected candles, columns, pred_len, paths");
+    j = "{\"candles\":[[\"2024-01-02\",1,2,1,1],[\"2024-01-03\",1,2,1,1]],\"pred_len\":1,"
+        "\"paths\":9999}";
+    assert_int_not_equal(kr_api_forecast_parse(j, strlen(j), NULL, &fr, &e), KR_OK);
+    assert_names(&e, "paths", "1..256 (max_paths), got 9999");
+
+    kr_api_analyze_request ar;
+    j = "{\"symbol\":\"AAPL\",\"pred_len\":3}";
+    assert_int_not_equal(kr_api_analyze_parse(j, strlen(j), 0, NULL, &ar, &e), KR_OK);
+    assert_names(&e, "pred_len",
+                 "unknown field (expected symbol, interval, candles, columns, horizon");
+    j = "{\"symbols\":[\"AAPL\"],\"symbol\":\"AAPL\"}";
+    assert_int_not_equal(kr_api_analyze_parse(j, strlen(j), 1, NULL, &ar, &e), KR_OK);
+    assert_names(&e, "symbol", "unknown field (expected symbols, interval, horizon");
+    j = "{\"interval\":\"1d\"}";
+    assert_int_not_equal(kr_api_analyze_parse(j, strlen(j), 1, NULL, &ar, &e), KR_OK);
+    assert_names(&e, "symbols", "required");
+    j = "{\"symbol\":\"AAPL\",\"paths\":0}";
+    assert_int_not_equal(kr_api_analyze_parse(j, strlen(j), 0, NULL, &ar, &e), KR_OK);
+    assert_names(&e, "paths", "(max_paths), got 0");
+    j = "{\"symbol\":\"AAPL\",\"format\":\"pdf\"}";
+    assert_int_not_equal(kr_api_analyze_parse(j, strlen(j), 0, NULL, &ar, &e), KR_OK);
+    assert_names(&e, "format", "must be \"json\", \"md\", \"markdown\" or \"html\", got 'pdf'");
+    j = "{\"symbol\":\"AAPL\",\"format\":\"markdown\",\"stream\":null}";
+    assert_int_equal(kr_api_analyze_parse(j, strlen(j), 0, NULL, &ar, &e), KR_OK);
+    assert_int_equal(ar.format, KR_FORMAT_MD);
+    kr_api_analyze_request_free(&ar);
+
+    kr_candles *cs = NULL;
+    j = "{\"candles\":[[\"2024-01-02\",1,2,1,1],[\"2024-01-03\",1,2,1,1]],\"rows\":1}";
+    assert_int_not_equal(kr_api_candles_parse(j, strlen(j), 0, NULL, &cs, &e), KR_OK);
+    assert_names(&e, "rows", "unknown field (expected candles, columns)");
+    j = "{\"columns\":[\"timestamps\",\"open\",\"high\",\"low\",\"close\"]}";
+    assert_int_not_equal(kr_api_candles_parse(j, strlen(j), 0, NULL, &cs, &e), KR_OK);
+    assert_names(&e, "candles", "required");
+    assert_null(cs);
+}
+
+/* The GET /v1/candles query parameters. */
+static void test_candles_query(void **state) {
+    (void)state;
+    char iv[64];
+    int limit = 0;
+    kr_api_error e;
+    assert_int_equal(kr_api_candles_query(NULL, NULL, iv, sizeof iv, &limit, &e), KR_OK);
+    assert_string_equal(iv, "");
+    assert_int_equal(limit, KR_API_CANDLES_LIMIT);
+    assert_int_equal(kr_api_candles_query("5m", "250", iv, sizeof iv, &limit, &e), KR_OK);
+    assert_string_equal(iv, "5m");
+    assert_int_equal(limit, 250);
+    const char *bad_limits[] = { "",     "0",      "-5",
+                                 "+5",   " 5",     "5 ",
+                                 "0x10", "100001", "99999999999999999999" };
+    for (size_t i = 0; i < sizeof bad_limits / sizeof bad_limits[0]; i++) {
+        if (kr_api_candles_query(NULL, bad_limits[i], iv, sizeof iv, &limit, &e) == KR_OK)
+            fail_msg("limit '%s' accepted", bad_limits[i]);
+        assert_names(&e, "limit", "must be an integer in 1..100000");
+    }
+    assert_int_not_equal(kr_api_candles_query("5 minutes", NULL, iv, sizeof iv, &limit, &e), KR_OK);
+    assert_string_equal(e.field, "interval");
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_descriptor_table),
+        cmocka_unit_test(test_single_value),
+        cmocka_unit_test(test_routes_share_readers),
+        cmocka_unit_test(test_candles_query),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
