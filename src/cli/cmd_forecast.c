@@ -18,6 +18,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "kronos.h"
+#include "kronos/forecast_json.h"
 #include "market/candles.h"
 
 #define CMD "forecast"
@@ -69,16 +70,15 @@ typedef struct opts {
     kr_forecast_params p;
 } opts;
 
-static const char *k_cols[6] = { "open", "high", "low", "close", "volume", "amount" };
-
 static int parse_quantiles(const char *s, opts *o) {
     char buf[512];
     snprintf(buf, sizeof buf, "%s", s);
     o->n_quantiles = 0;
     for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
-        float q;
-        if (o->n_quantiles >= 16 || !kr_arg_float(tok, 0.0, 1.0, &q)) return 0;
-        o->quantiles[o->n_quantiles++] = q;
+        /* A double, as HTTP clients send them, so both ask the engine the same quantile. */
+        if (o->n_quantiles >= 16 || !kr_arg_double(tok, 0.0, 1.0, &o->quantiles[o->n_quantiles]))
+            return 0;
+        o->n_quantiles++;
     }
     return o->n_quantiles > 0;
 }
@@ -129,77 +129,37 @@ static int write_csv(FILE *f, const kr_forecast *fc, int date_only) {
     return ferror(f) ? -1 : 0;
 }
 
-static cJSON *candle_rows(const double *v, const int64_t *ts, int P, int date_only) {
-    cJSON *arr = cJSON_CreateArray();
-    for (int i = 0; i < P; i++) {
-        cJSON *row = cJSON_CreateObject();
-        char b[32];
-        fmt_ts(ts[i], date_only, b);
-        cJSON_AddStringToObject(row, "timestamps", b);
-        for (int c = 0; c < 6; c++) cJSON_AddNumberToObject(row, k_cols[c], v[i * 6 + c]);
-        cJSON_AddItemToArray(arr, row);
-    }
-    return arr;
-}
-
+/* The library's forecast JSON (kronos/forecast_json.h, the HTTP answer's writer too) with
+ * the input file and the model's shape in front. */
 static int write_json(FILE *f, const kr_forecast *fc, const opts *o, const char *input,
-                      int date_only, const kr_model_info *mi) {
-    int P = kr_forecast_pred_len(fc), paths = kr_forecast_paths(fc);
-    const int64_t *ts = kr_forecast_timestamps(fc);
-    cJSON *root = cJSON_CreateObject();
-    cJSON_AddStringToObject(root, "input", input);
-    cJSON *model = cJSON_AddObjectToObject(root, "model");
+                      const kr_candles *cs, const kr_model_info *mi) {
+    cJSON *head = cJSON_CreateObject();
+    cJSON_AddStringToObject(head, "input", input);
+    cJSON *model = cJSON_AddObjectToObject(head, "model");
     cJSON_AddNumberToObject(model, "d_model", mi->d_model);
     cJSON_AddNumberToObject(model, "n_layers", mi->n_layers);
     cJSON_AddNumberToObject(model, "n_heads", mi->n_heads);
     cJSON_AddNumberToObject(model, "n_params", (double)mi->n_params);
-    cJSON *params = cJSON_AddObjectToObject(root, "params");
-    cJSON_AddNumberToObject(params, "pred_len", o->p.pred_len);
-    cJSON_AddNumberToObject(params, "lookback", o->p.lookback);
-    cJSON_AddNumberToObject(params, "max_context", o->p.max_context);
-    cJSON_AddNumberToObject(params, "paths", o->p.paths);
-    cJSON_AddNumberToObject(params, "temperature", o->p.temperature);
-    cJSON_AddNumberToObject(params, "top_k", o->p.top_k);
-    cJSON_AddNumberToObject(params, "top_p", o->p.top_p);
-    cJSON_AddNumberToObject(params, "seed", (double)o->p.seed);
-    cJSON_AddStringToObject(params, "window", o->p.window == KR_WINDOW_EXACT ? "exact" : "rolling");
-    cJSON_AddItemToObject(root, "mean", candle_rows(kr_forecast_mean(fc), ts, P, date_only));
-    cJSON *qs = cJSON_AddObjectToObject(root, "quantiles");
-    double *qv = malloc((size_t)P * 6 * sizeof(double));
-    for (int k = 0; k < o->n_quantiles && qv; k++) {
-        kr_error e;
-        if (kr_forecast_quantile(fc, o->quantiles[k], qv, &e) != KR_OK) continue;
-        char key[32];
-        snprintf(key, sizeof key, "%g", o->quantiles[k]);
-        cJSON_AddItemToObject(qs, key, candle_rows(qv, ts, P, date_only));
+    char *members = cJSON_PrintUnformatted(head);
+    cJSON_Delete(head);
+    if (!members) return -1;
+    members[strlen(members) - 1] = '\0'; /* the object's members, without its braces */
+    kr_forecast_json_params jp = kr_forecast_json_default_params();
+    jp.params = &o->p;
+    jp.history_rows = cs->n;
+    jp.date_only = cs->date_only;
+    jp.quantiles = o->quantiles;
+    jp.n_quantiles = o->n_quantiles;
+    jp.include_paths = 1;
+    jp.head = members + 1;
+    char *text = NULL;
+    kr_error err = { 0 };
+    kr_status st = kr_forecast_json(fc, &jp, &text, NULL, &err);
+    free(members);
+    if (st != KR_OK) {
+        fprintf(stderr, "kronos %s: %s\n", CMD, err.message);
+        return -1;
     }
-    free(qv);
-    cJSON *parr = cJSON_AddArrayToObject(root, "paths");
-    for (int p = 0; p < paths; p++) {
-        cJSON *po = cJSON_CreateObject();
-        cJSON_AddItemToObject(po, "candles",
-                              candle_rows(kr_forecast_path(fc, p), ts, P, date_only));
-        cJSON *s1 = cJSON_AddArrayToObject(po, "s1"), *s2 = cJSON_AddArrayToObject(po, "s2");
-        const int32_t *a = kr_forecast_path_s1(fc, p), *b = kr_forecast_path_s2(fc, p);
-        for (int i = 0; i < P; i++) {
-            cJSON_AddItemToArray(s1, cJSON_CreateNumber(a[i]));
-            cJSON_AddItemToArray(s2, cJSON_CreateNumber(b[i]));
-        }
-        cJSON_AddItemToArray(parr, po);
-    }
-    kr_forecast_stats st;
-    kr_forecast_get_stats(fc, &st);
-    cJSON *stats = cJSON_AddObjectToObject(root, "stats");
-    cJSON_AddNumberToObject(stats, "prefill_tokens", (double)st.prefill_tokens);
-    cJSON_AddNumberToObject(stats, "decode_tokens", (double)st.decode_tokens);
-    cJSON_AddNumberToObject(stats, "window_recomputes", (double)st.window_recomputes);
-    cJSON_AddNumberToObject(stats, "seconds_total", st.seconds_total);
-    cJSON_AddNumberToObject(stats, "seconds_prefill", st.seconds_prefill);
-    cJSON_AddNumberToObject(stats, "seconds_decode", st.seconds_decode);
-    cJSON_AddNumberToObject(stats, "seconds_tokenizer", st.seconds_tokenizer);
-    char *text = cJSON_Print(root);
-    cJSON_Delete(root);
-    if (!text) return -1;
     fprintf(f, "%s\n", text);
     free(text);
     return ferror(f) ? -1 : 0;
@@ -431,7 +391,7 @@ int kr_cmd_forecast(int argc, char **argv) {
         } else if (o.n_inputs > 1) {
             fprintf(f, "%s# %s\n", i ? "\n" : "", o.inputs[i]);
         }
-        int wr = json ? write_json(f, res[i], &o, o.inputs[i], cs[i]->date_only, &mi)
+        int wr = json ? write_json(f, res[i], &o, o.inputs[i], cs[i], &mi)
                       : write_csv(f, res[i], cs[i]->date_only);
         if (f != stdout && fclose(f) != 0) wr = -1;
         if (wr != 0) {
