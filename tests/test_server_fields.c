@@ -59,7 +59,7 @@ static kr_status read_sample(const char *json, sample *s, kr_api_error *err) {
     f[0].max_key = "max_count";
     cJSON *root = NULL;
     memset(err, 0, sizeof *err);
-    kr_status st = kr_json_body_parse(json, strlen(json), &root, err);
+    kr_status st = kr_json_body_parse(json, strlen(json), NULL, &root, err);
     if (st == KR_OK) st = kr_fields_read(root, f, (int)(sizeof f / sizeof f[0]), err);
     /* present says which fields were given (not null) */
     if (st == KR_OK && strstr(json, "\"count\":null")) assert_int_equal(f[0].present, 0);
@@ -210,12 +210,144 @@ static void test_candles_query(void **state) {
     assert_string_equal(e.field, "interval");
 }
 
+/* Defect 7: bytes after the document are refused on every JSON route's parser. */
+static void test_trailing_bytes(void **state) {
+    (void)state;
+    static const char *const k_tails[] = { "xyz", "}", "{}", "\n{\"pred_len\":2}", "\x01", "0" };
+    const char *rows = "[[\"2024-01-02\",1,2,1,1],[\"2024-01-03\",1,2,1,1]]";
+    for (size_t t = 0; t < sizeof k_tails / sizeof k_tails[0]; t++) {
+        char fc[512], an[256], ba[256], ca[256];
+        snprintf(fc, sizeof fc, "{\"candles\":%s,\"pred_len\":1} %s", rows, k_tails[t]);
+        snprintf(an, sizeof an, "{\"symbol\":\"AAPL\"}%s", k_tails[t]);
+        snprintf(ba, sizeof ba, "{\"symbols\":[\"AAPL\"]}\r\n%s", k_tails[t]);
+        snprintf(ca, sizeof ca, "%s%s", rows, k_tails[t]);
+        kr_api_error e;
+        kr_api_request fr;
+        kr_api_analyze_request ar;
+        kr_candles *cs = NULL;
+        if (kr_api_forecast_parse(fc, strlen(fc), NULL, &fr, &e) == KR_OK)
+            fail_msg("forecast accepted %s", fc);
+        assert_names(&e, "body", "after the JSON document");
+        if (kr_api_analyze_parse(an, strlen(an), 0, NULL, &ar, &e) == KR_OK)
+            fail_msg("analyze accepted %s", an);
+        assert_names(&e, "body", "after the JSON document");
+        if (kr_api_analyze_parse(ba, strlen(ba), 1, NULL, &ar, &e) == KR_OK)
+            fail_msg("batch accepted %s", ba);
+        assert_names(&e, "body", "after the JSON document at line ");
+        if (kr_api_candles_parse(ca, strlen(ca), 0, NULL, &cs, &e) == KR_OK)
+            fail_msg("candles accepted %s", ca);
+        assert_names(&e, "body", "after the JSON document");
+        assert_null(cs);
+    }
+    /* Trailing whitespace is not a second document. */
+    kr_api_analyze_request ar;
+    kr_api_error e;
+    const char *ok = "{\"symbol\":\"AAPL\"} \r\n\t ";
+    assert_int_equal(kr_api_analyze_parse(ok, strlen(ok), 0, NULL, &ar, &e), KR_OK);
+    kr_api_analyze_request_free(&ar);
+}
+
+/* Defect 11: a NUL inside a string is refused, naming the field, instead of truncating it. */
+static void test_nul_in_strings(void **state) {
+    (void)state;
+    static const struct {
+        const char *json, *field, *needle;
+        int route; /* 0 forecast, 1 analyze, 2 batch, 3 candles */
+    } k_cases[] = {
+        { "{\"symbol\":\"AAPL\\u0000.TO\"}", "symbol", "NUL (\\u0000)", 1 },
+        { "{\"symbol\":\"AAPL\",\"interval\":\"1d\\u0000\"}", "interval", "NUL", 1 },
+        { "{\"symbols\":[\"A\",\"B\\u0000C\"]}", "symbols[1]", "NUL", 2 },
+        { "{\"pred_len\":1,\"candles\":[[\"2024-01-02\",1,2,1,1],[\"2024-01-03\\u0000x\",1,2,1,1]]"
+          "}",
+          "candles[1][0]", "NUL", 0 },
+        { "{\"pred_len\":1,\"seed\":\"12\\u00003\",\"candles\":[]}", "seed", "NUL", 0 },
+        { "{\"pred_len\":1,\"candles\":{\"timestamps\":[\"2024-01-02\",\"2024\\u0000\"]}}",
+          "candles.timestamps[1]", "NUL", 0 },
+        { "[[\"2024-01-02\",1,2,1,1],{\"date\\u0000\":\"2024-01-03\"}]", "[1].date?", "a key holds",
+          3 },
+        { "{\"symbol\":\"AA\tPL\"}", "symbol", "raw control", 1 },
+        { "{\"symbol\":\"AA\x01PL\"}", "symbol", "raw control", 1 },
+    };
+    for (size_t i = 0; i < sizeof k_cases / sizeof k_cases[0]; i++) {
+        const char *j = k_cases[i].json;
+        kr_api_error e;
+        kr_api_request fr;
+        kr_api_analyze_request ar;
+        kr_candles *cs = NULL;
+        kr_status st =
+            k_cases[i].route == 0 ? kr_api_forecast_parse(j, strlen(j), NULL, &fr, &e)
+            : k_cases[i].route == 3
+                ? kr_api_candles_parse(j, strlen(j), 0, NULL, &cs, &e)
+                : kr_api_analyze_parse(j, strlen(j), k_cases[i].route == 2, NULL, &ar, &e);
+        if (st == KR_OK) fail_msg("case %zu accepted: %s", i, j);
+        assert_names(&e, k_cases[i].field, k_cases[i].needle);
+    }
+    /* An escaped backslash before "u0000" is text, not a NUL. */
+    const char *ok = "{\"symbol\":\"AAPL\",\"interval\":\"1d\"}";
+    kr_api_analyze_request ar;
+    kr_api_error e;
+    assert_int_equal(kr_api_analyze_parse(ok, strlen(ok), 0, NULL, &ar, &e), KR_OK);
+    kr_api_analyze_request_free(&ar);
+    kr_json_scan scan;
+    const char *text = "{\"a\":\"x\\\\u0000\"}";
+    assert_int_equal(kr_json_body_scan(text, strlen(text), NULL, &scan, &e), KR_OK);
+}
+
+/* Defect 4: the value count is checked before any tree is built, and the tree's memory is
+ * estimated from the scan. */
+static void test_value_limit(void **state) {
+    (void)state;
+    /* {"pred_len":1,"candles":[0,0,0,...]}: 2 bytes a value, ~90 in a tree. */
+    const size_t n = 200000;
+    char *body = malloc(n * 2 + 64);
+    size_t len = (size_t)sprintf(body, "{\"pred_len\":1,\"candles\":[");
+    for (size_t i = 0; i < n; i++) body[len++] = '0', body[len++] = ',';
+    len--;
+    len += (size_t)sprintf(body + len, "]}");
+    kr_json_scan scan;
+    kr_api_error e;
+    assert_int_equal(kr_json_body_scan(body, len, NULL, &scan, &e), KR_OK);
+    assert_int_equal(scan.values, n + 3); /* the zeros, the array, the object, pred_len's 1 */
+    assert_int_equal(scan.strings, 2); /* the two keys */
+    assert_int_equal(scan.max_depth, 2);
+    assert_true(kr_json_scan_tree_bytes(&scan) >= n * sizeof(cJSON));
+    /* With max_rows 1000 the body is refused (413) before a tree exists. */
+    kr_api_limits lim = kr_api_default_limits();
+    lim.max_rows = 1000;
+    lim.max_rows_key = "max_rows";
+    kr_api_request r;
+    assert_int_not_equal(kr_api_forecast_parse(body, len, &lim, &r, &e), KR_OK);
+    assert_int_equal(e.status, 413);
+    assert_string_equal(e.field, "body");
+    assert_non_null(strstr(e.message, "follows from max_rows"));
+    kr_api_analyze_request ar;
+    assert_int_not_equal(kr_api_analyze_parse(body, len, 0, &lim, &ar, &e), KR_OK);
+    assert_int_equal(e.status, 413);
+    kr_candles *cs = NULL;
+    assert_int_not_equal(kr_api_candles_parse(body, len, 0, &lim, &cs, &e), KR_OK);
+    assert_int_equal(e.status, 413);
+    free(body);
+    /* Rows past max_rows (within the value limit) name the cap. */
+    const char *rows3 = "{\"pred_len\":1,\"candles\":[[\"2024-01-02\",1,2,1,1],"
+                        "[\"2024-01-03\",1,2,1,1],[\"2024-01-04\",1,2,1,1]]}";
+    lim.max_rows = 2;
+    assert_int_not_equal(kr_api_forecast_parse(rows3, strlen(rows3), &lim, &r, &e), KR_OK);
+    assert_names(&e, "candles", "needs 2..2 rows (max_rows), got 3");
+    /* Nesting is bounded. */
+    char deep[KR_JSON_MAX_DEPTH * 2 + 8];
+    memset(deep, '[', KR_JSON_MAX_DEPTH + 1);
+    memset(deep + KR_JSON_MAX_DEPTH + 1, ']', KR_JSON_MAX_DEPTH + 1);
+    deep[2 * KR_JSON_MAX_DEPTH + 2] = '\0';
+    assert_int_not_equal(kr_api_candles_parse(deep, strlen(deep), 0, NULL, &cs, &e), KR_OK);
+    assert_non_null(strstr(e.message, "deeper than 64"));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_descriptor_table),
-        cmocka_unit_test(test_single_value),
-        cmocka_unit_test(test_routes_share_readers),
-        cmocka_unit_test(test_candles_query),
+        cmocka_unit_test(test_descriptor_table),     cmocka_unit_test(test_single_value),
+        cmocka_unit_test(test_routes_share_readers), cmocka_unit_test(test_candles_query),
+        cmocka_unit_test(test_trailing_bytes),       cmocka_unit_test(test_nul_in_strings),
+        cmocka_unit_test(test_value_limit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

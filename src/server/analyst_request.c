@@ -82,8 +82,11 @@ kr_status kr_api_candles_parse(const char *body, size_t len, int csv, const kr_a
         }
         return KR_OK;
     }
+    kr_api_limits dl = kr_api_default_limits();
+    if (!lim) lim = &dl;
     cJSON *root;
-    kr_status st = kr_json_body_parse(body, len, &root, err);
+    kr_json_limits jl = kr_api_json_limits(lim);
+    kr_status st = kr_json_body_parse(body, len, &jl, &root, err);
     if (st != KR_OK) return st;
     const cJSON *candles = root, *columns = NULL;
     if (cJSON_IsObject(root)) {
@@ -226,7 +229,8 @@ kr_status kr_api_analyze_parse(const char *json, size_t len, int batch, const kr
     memset(err, 0, sizeof *err);
     memset(out, 0, sizeof *out);
     cJSON *root;
-    kr_status st = kr_json_body_parse(json, len, &root, err);
+    kr_json_limits jl = kr_api_json_limits(lim);
+    kr_status st = kr_json_body_parse(json, len, &jl, &root, err);
     if (st != KR_OK) return st;
     analyze_values v = { 0 };
     out->batch = batch;

@@ -391,6 +391,8 @@ kr_status kr_api_candles_from_json(const cJSON *v, const cJSON *columns, const k
     kr_api_limits dl = kr_api_default_limits();
     if (!lim) lim = &dl;
     *out = NULL;
+    char rows_note[64] = "";
+    if (lim->max_rows_key) snprintf(rows_note, sizeof rows_note, " (%s)", lim->max_rows_key);
     if (!v) return kr_api_error_set(err, 400, "candles", "required");
     if (columns && !cJSON_IsArray(v))
         return kr_api_error_set(err, 400, "columns",
@@ -411,8 +413,8 @@ kr_status kr_api_candles_from_json(const cJSON *v, const cJSON *columns, const k
         if (c->n < 2 || c->n > lim->max_rows) {
             int64_t n = c->n;
             kr_candles_free(c);
-            return kr_api_error_set(err, 400, "candles", "needs 2..%lld rows, got %lld",
-                                    (long long)lim->max_rows, (long long)n);
+            return kr_api_error_set(err, 400, "candles", "needs 2..%lld rows%s, got %lld",
+                                    (long long)lim->max_rows, rows_note, (long long)n);
         }
         *out = c;
         return KR_OK;
@@ -423,8 +425,8 @@ kr_status kr_api_candles_from_json(const cJSON *v, const cJSON *columns, const k
     if (cJSON_IsArray(v)) {
         int64_t n = cJSON_GetArraySize(v);
         if (n < 2 || n > lim->max_rows)
-            return kr_api_error_set(err, 400, "candles", "needs 2..%lld rows, got %lld",
-                                    (long long)lim->max_rows, (long long)n);
+            return kr_api_error_set(err, 400, "candles", "needs 2..%lld rows%s, got %lld",
+                                    (long long)lim->max_rows, rows_note, (long long)n);
         if (cJSON_IsArray(v->child))
             st = parse_array_rows(v, columns, &t, err);
         else if (cJSON_IsObject(v->child))
@@ -437,8 +439,8 @@ kr_status kr_api_candles_from_json(const cJSON *v, const cJSON *columns, const k
     } else if (cJSON_IsObject(v)) {
         st = parse_columns(v, &t, err);
         if (st == KR_OK && (t.n < 2 || t.n > lim->max_rows))
-            st = kr_api_error_set(err, 400, "candles", "needs 2..%lld rows, got %lld",
-                                  (long long)lim->max_rows, (long long)t.n);
+            st = kr_api_error_set(err, 400, "candles", "needs 2..%lld rows%s, got %lld",
+                                  (long long)lim->max_rows, rows_note, (long long)t.n);
     } else {
         st = kr_api_error_set(err, 400, "candles",
                               "must be an array of rows, an object of columns or CSV text, got %s",
@@ -465,6 +467,15 @@ kr_status kr_api_candles_from_json(const cJSON *v, const cJSON *columns, const k
 }
 
 /* ------------------------------------------------------------------ document */
+
+kr_json_limits kr_api_json_limits(const kr_api_limits *lim) {
+    kr_json_limits jl;
+    /* A candle row is at most 7 cells and its container; the rest (pred_len future stamps,
+     * 16 quantiles, 64 column names, the scalars) fits in the slack. */
+    jl.max_values = (size_t)lim->max_rows * 8 + (size_t)lim->max_pred_len + 1024;
+    jl.values_key = lim->max_rows_key ? lim->max_rows_key : "max_rows";
+    return jl;
+}
 
 static kr_status parse_quantiles(const cJSON *v, kr_api_request *r, kr_api_error *err) {
     if (!cJSON_IsArray(v))
@@ -566,7 +577,8 @@ kr_status kr_api_forecast_parse(const char *json, size_t len, const kr_api_limit
     if (!out) return kr_api_error_set(err, 400, NULL, "no request");
     memset(out, 0, sizeof *out);
     cJSON *root = NULL;
-    kr_status st = kr_json_body_parse(json, len, &root, err);
+    kr_json_limits jl = kr_api_json_limits(&lim);
+    kr_status st = kr_json_body_parse(json, len, &jl, &root, err);
     if (st != KR_OK) return st;
     out->params = kr_forecast_default_params();
     out->params.keep_paths = 1;

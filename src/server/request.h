@@ -26,6 +26,7 @@
 #include "kronos.h"
 #include "market/candles.h"
 #include "server/fields.h"
+#include "server/json_body.h"
 
 #define KR_API_MAX_QUANTILES 16
 
@@ -39,6 +40,10 @@ typedef struct kr_api_limits {
 } kr_api_limits;
 
 kr_api_limits kr_api_default_limits(void);
+
+/* The JSON value limit of a body under these limits (server/json_body): enough for max_rows
+ * candle rows and every other field, far below what a max_body_bytes body could hold. */
+kr_json_limits kr_api_json_limits(const kr_api_limits *lim);
 
 typedef struct kr_api_request {
     kr_candles *candles; /* owned; validated table */
