@@ -167,7 +167,7 @@ static void test_routes_share_readers(void **state) {
     assert_names(&e, "symbols", "required");
     j = "{\"symbol\":\"AAPL\",\"paths\":0}";
     assert_int_not_equal(kr_api_analyze_parse(j, strlen(j), 0, NULL, &ar, &e), KR_OK);
-    assert_names(&e, "paths", "(max_paths), got 0");
+    assert_names(&e, "paths", "(max_analyze_paths), got 0");
     j = "{\"symbol\":\"AAPL\",\"format\":\"pdf\"}";
     assert_int_not_equal(kr_api_analyze_parse(j, strlen(j), 0, NULL, &ar, &e), KR_OK);
     assert_names(&e, "format", "must be \"json\", \"md\", \"markdown\" or \"html\", got 'pdf'");
@@ -342,12 +342,79 @@ static void test_value_limit(void **state) {
     assert_non_null(strstr(e.message, "deeper than 64"));
 }
 
+/* Defect 1 (request size): an analysis's horizon, paths, lookback, calibration windows and
+ * symbols are capped by the server config, and the error names the field and the cap. */
+static void test_analysis_caps(void **state) {
+    (void)state;
+    kr_api_limits lim = kr_api_default_limits();
+    static const struct {
+        const char *json, *field, *needle;
+        int batch;
+    } k_defaults[] = {
+        /* the heavy analysis of issue 10, refused by the default caps */
+        { "{\"symbol\":\"AAPL\",\"horizon\":400,\"paths\":256,\"lookback\":1000,"
+          "\"max_context\":1024,\"calibrate\":3}",
+          "horizon", "1..256 (max_horizon), got 400", 0 },
+        { "{\"symbol\":\"AAPL\",\"paths\":257}", "paths", "1..256 (max_analyze_paths), got 257",
+          0 },
+        { "{\"symbol\":\"AAPL\",\"lookback\":4096,\"max_context\":8192}", "lookback",
+          "2..2048 (max_lookback), got 4096", 0 },
+        { "{\"symbols\":[\"AAPL\"],\"calibrate\":11}", "calibrate", "0..10 (max_calibrate), got 11",
+          1 },
+    };
+    kr_api_analyze_request r;
+    kr_api_error e;
+    for (size_t i = 0; i < sizeof k_defaults / sizeof k_defaults[0]; i++) {
+        const char *j = k_defaults[i].json;
+        if (kr_api_analyze_parse(j, strlen(j), k_defaults[i].batch, &lim, &r, &e) == KR_OK)
+            fail_msg("accepted %s", j);
+        assert_names(&e, k_defaults[i].field, k_defaults[i].needle);
+    }
+    /* Configured lower. */
+    lim.max_horizon = 5;
+    lim.max_analyze_paths = 4;
+    lim.max_lookback = 50;
+    lim.max_calibrate = 1;
+    lim.max_symbols = 2;
+    const char *j = "{\"symbol\":\"AAPL\",\"horizon\":6}";
+    assert_int_not_equal(kr_api_analyze_parse(j, strlen(j), 0, &lim, &r, &e), KR_OK);
+    assert_names(&e, "horizon", "1..5 (max_horizon), got 6");
+    j = "{\"symbol\":\"AAPL\",\"horizon\":5,\"paths\":5}";
+    assert_int_not_equal(kr_api_analyze_parse(j, strlen(j), 0, &lim, &r, &e), KR_OK);
+    assert_names(&e, "paths", "1..4 (max_analyze_paths)");
+    j = "{\"symbol\":\"AAPL\",\"horizon\":5,\"lookback\":51}";
+    assert_int_not_equal(kr_api_analyze_parse(j, strlen(j), 0, &lim, &r, &e), KR_OK);
+    assert_names(&e, "lookback", "2..50 (max_lookback)");
+    j = "{\"symbols\":[\"A\",\"B\",\"C\"],\"horizon\":5,\"paths\":4}";
+    assert_int_not_equal(kr_api_analyze_parse(j, strlen(j), 1, &lim, &r, &e), KR_OK);
+    assert_names(&e, "symbols", "1..2 symbols (max_symbols), got 3");
+    j = "{\"symbols\":[\"A\",\"B\"],\"horizon\":5,\"paths\":4,\"lookback\":50,\"calibrate\":1}";
+    assert_int_equal(kr_api_analyze_parse(j, strlen(j), 1, &lim, &r, &e), KR_OK);
+    assert_int_equal(r.n, 2);
+    assert_int_equal(r.params.calibrate, 1);
+    kr_api_analyze_request_free(&r);
+    /* A default above a configured cap is refused with the cap named. */
+    j = "{\"symbol\":\"AAPL\",\"paths\":4}";
+    lim.max_horizon = 10;
+    assert_int_not_equal(kr_api_analyze_parse(j, strlen(j), 0, &lim, &r, &e), KR_OK);
+    assert_names(&e, "horizon", "the default 20 exceeds max_horizon (10)");
+    /* The automatic lookback obeys max_lookback (given as the analyst's upper bound). */
+    j = "{\"symbol\":\"AAPL\",\"paths\":4,\"horizon\":5}";
+    assert_int_equal(kr_api_analyze_parse(j, strlen(j), 0, &lim, &r, &e), KR_OK);
+    assert_int_equal(r.params.lookback, 50);
+    kr_api_analyze_request_free(&r);
+    lim = kr_api_default_limits();
+    assert_int_equal(kr_api_analyze_parse(j, strlen(j), 0, &lim, &r, &e), KR_OK);
+    assert_int_equal(r.params.lookback, 0); /* 512 - 5 is within 2048: automatic */
+    kr_api_analyze_request_free(&r);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_descriptor_table),     cmocka_unit_test(test_single_value),
         cmocka_unit_test(test_routes_share_readers), cmocka_unit_test(test_candles_query),
         cmocka_unit_test(test_trailing_bytes),       cmocka_unit_test(test_nul_in_strings),
-        cmocka_unit_test(test_value_limit),
+        cmocka_unit_test(test_value_limit),          cmocka_unit_test(test_analysis_caps),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

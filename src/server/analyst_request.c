@@ -145,11 +145,17 @@ static void infer_interval(const kr_candles *c, char *out, size_t cap) {
         snprintf(out, cap, "%llds", g);
 }
 
-static kr_status parse_symbols(const cJSON *v, kr_api_analyze_request *r, kr_api_error *err) {
-    if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) < 1 ||
-        cJSON_GetArraySize(v) > KR_API_MAX_SYMBOLS)
-        return kr_api_error_set(err, 400, "symbols", "must be an array of 1..%d symbol names",
-                                KR_API_MAX_SYMBOLS);
+static kr_status parse_symbols(const cJSON *v, int max_symbols, kr_api_analyze_request *r,
+                               kr_api_error *err) {
+    if (max_symbols > KR_API_MAX_SYMBOLS || max_symbols < 1) max_symbols = KR_API_MAX_SYMBOLS;
+    if (!cJSON_IsArray(v))
+        return kr_api_error_set(err, 400, "symbols",
+                                "must be an array of 1..%d symbol names (max_symbols), got %s",
+                                max_symbols, kr_json_type_name(v));
+    int n = cJSON_GetArraySize(v);
+    if (n < 1 || n > max_symbols)
+        return kr_api_error_set(err, 400, "symbols",
+                                "must name 1..%d symbols (max_symbols), got %d", max_symbols, n);
     char f[32];
     for (const cJSON *it = v->child; it; it = it->next) {
         snprintf(f, sizeof f, "symbols[%d]", r->n);
@@ -185,20 +191,24 @@ static kr_status read_fields(const cJSON *root, int batch, const kr_api_limits *
         KR_F_VALUE("interval", &v->interval, 0),
         KR_F_VALUE("candles", &v->candles, 0),
         KR_F_VALUE("columns", &v->columns, 0),
-        KR_F_INT("horizon", &p->horizon, 1, lim->max_pred_len, 0),
-        KR_F_INT("paths", &p->paths, 1, lim->max_paths, 0),
-        KR_F_INT("lookback", &p->lookback, 2, 65536, 0),
+        KR_F_INT("horizon", &p->horizon, 1, lim->max_horizon, 0),
+        KR_F_INT("paths", &p->paths, 1, lim->max_analyze_paths, 0),
+        KR_F_INT("lookback", &p->lookback, 2, lim->max_lookback, 0),
         KR_F_INT("max_context", &p->max_context, 2, 65536, 0),
         KR_F_SEED("seed", &p->seed),
         KR_F_FLOAT("temperature", &p->temperature, 0.0, 1e6, KR_FIELD_MIN_EXCL),
         KR_F_FLOAT("top_p", &p->top_p, 0.0, 1.0, KR_FIELD_MIN_EXCL),
         KR_F_INT("top_k", &p->top_k, 0, 1 << 20, 0),
-        KR_F_INT("calibrate", &p->calibrate, 0, KR_API_MAX_CALIBRATE, 0),
+        KR_F_INT("calibrate", &p->calibrate, 0, lim->max_calibrate, 0),
         KR_F_CHOICE("format", &format, k_formats),
         KR_F_BOOL("stream", &r->stream),
     };
-    all[5].max_key = lim->max_pred_len_key;
-    all[6].max_key = lim->max_paths_key;
+    /* The caps bound what one analysis costs: (1 + calibrate) forecasts of paths x horizon
+     * steps per symbol. Each names its config key when exceeded. */
+    all[5].max_key = "max_horizon";
+    all[6].max_key = "max_analyze_paths";
+    all[7].max_key = "max_lookback";
+    all[13].max_key = "max_calibrate";
     kr_field f[sizeof all / sizeof all[0]];
     int n = 0;
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
@@ -209,9 +219,23 @@ static kr_status read_fields(const cJSON *root, int batch, const kr_api_limits *
     kr_status st = kr_fields_read(root, f, n, err);
     if (st != KR_OK) return st;
     r->format = k_format_of[format];
-    int horizon_given = 0;
-    for (int i = 0; i < n; i++)
+    if (p->horizon > lim->max_pred_len)
+        return kr_api_error_set(err, 400, "horizon", "%d exceeds max_pred_len (%d)", p->horizon,
+                                lim->max_pred_len);
+    int horizon_given = 0, lookback_given = 0;
+    for (int i = 0; i < n; i++) {
         if (!strcmp(f[i].name, "horizon")) horizon_given = f[i].present;
+        if (!strcmp(f[i].name, "lookback")) lookback_given = f[i].present;
+        /* A default above a cap the server set lower is refused like a value given. */
+        if (f[i].type == KR_FIELD_INT && !f[i].present && f[i].max_key &&
+            *(int *)f[i].out > (int)f[i].max)
+            return kr_api_error_set(err, 400, f[i].name, "the default %d exceeds %s (%d); give %s",
+                                    *(int *)f[i].out, f[i].max_key, (int)f[i].max, f[i].name);
+    }
+    /* The automatic lookback (max_context - horizon rows) is held to the cap too: the
+     * analyst takes a given lookback as an upper bound on the rows it uses. */
+    if (!lookback_given && p->max_context - p->horizon > lim->max_lookback)
+        p->lookback = lim->max_lookback;
     if (p->horizon > p->max_context - 1)
         return kr_api_error_set(err, 400, "horizon", "%s%d exceeds max_context - 1 (%d)",
                                 horizon_given ? "" : "the default ", p->horizon,
@@ -241,7 +265,7 @@ kr_status kr_api_analyze_parse(const char *json, size_t len, int batch, const kr
                                      err)) != KR_OK)
         goto fail;
     if (batch) {
-        if ((st = parse_symbols(v.symbols, out, err)) != KR_OK) goto fail;
+        if ((st = parse_symbols(v.symbols, lim->max_symbols, out, err)) != KR_OK) goto fail;
     } else {
         if (!v.symbol && !v.candles) {
             st =

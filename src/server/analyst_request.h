@@ -17,7 +17,6 @@
 #include "server/request.h"
 
 #define KR_API_MAX_SYMBOLS 64 /* symbols per /v1/analyze/batch -> 400 beyond */
-#define KR_API_MAX_CALIBRATE 50 /* walk-forward windows per symbol -> 400 beyond */
 #define KR_API_CANDLES_LIMIT 1000 /* GET /v1/candles rows when no ?limit= is given */
 #define KR_API_CANDLES_MAX 100000 /* largest ?limit=, and rows read per analysed symbol */
 

@@ -31,6 +31,11 @@ kr_api_limits kr_api_default_limits(void) {
     l.max_paths_key = "max_paths";
     l.max_pred_len_key = "max_pred_len";
     l.max_rows_key = NULL;
+    l.max_horizon = 256;
+    l.max_analyze_paths = 256;
+    l.max_lookback = 2048;
+    l.max_calibrate = 10;
+    l.max_symbols = 64;
     return l;
 }
 

@@ -37,6 +37,12 @@ typedef struct kr_api_limits {
     int64_t max_rows; /* candles per request (default 1,000,000) */
     /* the config keys these limits come from, named in errors ("max_paths"); NULL: none */
     const char *max_paths_key, *max_pred_len_key, *max_rows_key;
+    /* /v1/analyze and /v1/analyze/batch (config keys of the same names; each 400 beyond) */
+    int max_horizon; /* default 256 */
+    int max_analyze_paths; /* default 256 */
+    int max_lookback; /* default 2048 */
+    int max_calibrate; /* walk-forward windows per symbol, default 10 */
+    int max_symbols; /* per batch, default 64 (KR_API_MAX_SYMBOLS at most) */
 } kr_api_limits;
 
 kr_api_limits kr_api_default_limits(void);

@@ -258,7 +258,8 @@ enum MHD_Result kr_handle_candles_post(struct MHD_Connection *mc, kr_conn *c, co
                                   "(?interval=1d, 5m, 1h, ...)",
                                   "interval");
     kr_candles *cs = NULL;
-    if (kr_api_candles_parse(c->body, c->len, body_is_csv(mc), NULL, &cs, &aerr) != KR_OK)
+    if (kr_api_candles_parse(c->body, c->len, body_is_csv(mc), &c->srv->limits, &cs, &aerr) !=
+        KR_OK)
         return reply_api_error(mc, c, &aerr);
     int status;
     kr_store *store = open_store(c->srv, 0, &status, &aerr);
@@ -559,38 +560,21 @@ static enum MHD_Result start_stream(struct MHD_Connection *mc, kr_conn *c, analy
         return kr_srv_reply_error(mc, c, 503, "cannot start the analysis thread", NULL);
     }
     t->thread_started = 1;
-    struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024,
-                                                                  task_reader, t, task_release);
-    if (!resp) {
-        task_free(t);
-        return MHD_NO;
-    }
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
-    MHD_add_response_header(resp, "X-Accel-Buffering", "no");
-    enum MHD_Result ok = MHD_queue_response(mc, 200, resp);
-    /* Drops our reference: a queued response keeps its own until the connection is done with
-     * it, an unqueued one goes now; either way task_release then frees t (joining the worker). */
-    MHD_destroy_response(resp);
-    if (ok == MHD_YES) c->status = 200;
-    return ok;
+    /* The response owns t from here: task_release frees it (joining the worker) when the
+     * response is gone, or now if it cannot be queued. */
+    return kr_srv_stream(mc, c, task_reader, t, task_release);
 }
 
 static enum MHD_Result handle_analyze(struct MHD_Connection *mc, kr_conn *c, int batch) {
     kr_server *s = c->srv;
-    kr_api_limits lim = kr_api_default_limits();
-    lim.max_paths = s->cfg.max_paths;
-    lim.max_pred_len = s->cfg.max_pred_len;
     analyze_task *t = task_new(s);
     if (!t) return kr_srv_reply_error(mc, c, 503, "out of memory", NULL);
     kr_api_error aerr;
-    if (kr_api_analyze_parse(c->body, c->len, batch, &lim, &t->req, &aerr) != KR_OK) {
+    if (kr_api_analyze_parse(c->body, c->len, batch, &s->limits, &t->req, &aerr) != KR_OK) {
         task_free(t);
         return reply_api_error(mc, c, &aerr);
     }
-    free(c->body);
-    c->body = NULL;
-    c->len = c->cap = 0;
+    kr_srv_drop_body(c);
 
     /* Counted like a forecast (server_internal.h: c->counted, released when the connection
      * completes), under the lock drain takes, so a drain waits for the analysis. */
