@@ -94,7 +94,7 @@ static void test_forecast_csv_and_json(void **state) {
     assert_non_null(cJSON_GetObjectItem(q, "0.25"));
     assert_non_null(cJSON_GetObjectItem(q, "0.75"));
     assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(j, "mean")), 4);
-    /* Same seed, same paths and mean (timing in "stats" differs). */
+    /* Same seed, same paths and mean (timing in "timing" differs). */
     r = kronos(args);
     cJSON *j2 = cJSON_Parse(r->out);
     assert_non_null(j2);

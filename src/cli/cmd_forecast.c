@@ -21,6 +21,7 @@
 #include "cli/commands.h"
 #include "cli/progress.h"
 #include "kronos.h"
+#include "kronos/forecast_json.h"
 #include "market/calendar.h"
 #include "market/candles.h"
 #include "server/routes_analyst.h"
@@ -86,16 +87,15 @@ typedef struct opts {
     kr_forecast_params p;
 } opts;
 
-static const char *k_cols[6] = { "open", "high", "low", "close", "volume", "amount" };
-
 static int parse_quantiles(const char *s, opts *o) {
     char buf[512];
     snprintf(buf, sizeof buf, "%s", s);
     o->n_quantiles = 0;
     for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
-        float q;
-        if (o->n_quantiles >= 16 || !kr_arg_float(tok, 0.0, 1.0, &q)) return 0;
-        o->quantiles[o->n_quantiles++] = q;
+        /* A double, as HTTP clients send them, so both ask the engine the same quantile. */
+        if (o->n_quantiles >= 16 || !kr_arg_double(tok, 0.0, 1.0, &o->quantiles[o->n_quantiles]))
+            return 0;
+        o->n_quantiles++;
     }
     return o->n_quantiles > 0;
 }
@@ -133,6 +133,8 @@ static void fmt_ts(int64_t t, int date_only, char *buf) {
     kr_format_timestamp(t, date_only, buf, 32);
 }
 
+static const char *const k_cols[6] = { "open", "high", "low", "close", "volume", "amount" };
+
 /* The mean path; with --quantiles, one more column per quantile and candle field,
  * <field>_q<q> ("close_q0.1"), after the reference's seven. */
 static int write_csv(FILE *f, const kr_path_set *ps, const opts *o, int date_only) {
@@ -163,78 +165,50 @@ static int write_csv(FILE *f, const kr_path_set *ps, const opts *o, int date_onl
     return ferror(f) ? -1 : 0;
 }
 
-static cJSON *candle_rows(const double *v, const int64_t *ts, int P, int date_only) {
-    cJSON *arr = cJSON_CreateArray();
-    for (int i = 0; i < P; i++) {
-        cJSON *row = cJSON_CreateObject();
-        char b[32];
-        fmt_ts(ts[i], date_only, b);
-        cJSON_AddStringToObject(row, "timestamps", b);
-        for (int c = 0; c < 6; c++) cJSON_AddNumberToObject(row, k_cols[c], v[i * 6 + c]);
-        cJSON_AddItemToArray(arr, row);
-    }
-    return arr;
+static kr_status path_set_quantile(void *user, double q, double *out, kr_error *err) {
+    return kr_path_set_quantile(user, q, out, err);
 }
 
+/* The library's forecast JSON (kronos/forecast_json.h, the HTTP answer's writer too) with
+ * the input file and the model's shape in front. */
 static int write_json(FILE *f, const kr_forecast *fc, const kr_path_set *ps, const opts *o,
-                      const char *input, int date_only, const kr_model_info *mi) {
-    int P = kr_forecast_pred_len(fc), paths = kr_forecast_paths(fc);
-    const int64_t *ts = kr_forecast_timestamps(fc);
-    cJSON *root = cJSON_CreateObject();
-    cJSON_AddStringToObject(root, "input", input);
-    cJSON *model = cJSON_AddObjectToObject(root, "model");
+                      const char *input, const kr_candles *cs, const kr_model_info *mi) {
+    cJSON *head = cJSON_CreateObject();
+    cJSON_AddStringToObject(head, "input", input);
+    cJSON_AddStringToObject(head, "ohlc", kr_ohlc_mode_name(o->ohlc));
+    cJSON *model = cJSON_AddObjectToObject(head, "model");
     cJSON_AddNumberToObject(model, "d_model", mi->d_model);
     cJSON_AddNumberToObject(model, "n_layers", mi->n_layers);
     cJSON_AddNumberToObject(model, "n_heads", mi->n_heads);
     cJSON_AddNumberToObject(model, "n_params", (double)mi->n_params);
-    cJSON *params = cJSON_AddObjectToObject(root, "params");
-    cJSON_AddNumberToObject(params, "pred_len", o->p.pred_len);
-    cJSON_AddNumberToObject(params, "lookback", o->p.lookback);
-    cJSON_AddNumberToObject(params, "max_context", o->p.max_context);
-    cJSON_AddNumberToObject(params, "paths", o->p.paths);
-    cJSON_AddNumberToObject(params, "temperature", o->p.temperature);
-    cJSON_AddNumberToObject(params, "top_k", o->p.top_k);
-    cJSON_AddNumberToObject(params, "top_p", o->p.top_p);
-    cJSON_AddNumberToObject(params, "seed", (double)o->p.seed);
-    cJSON_AddStringToObject(params, "window", o->p.window == KR_WINDOW_EXACT ? "exact" : "rolling");
-    cJSON_AddStringToObject(params, "ohlc", kr_ohlc_mode_name(o->ohlc));
-    cJSON_AddItemToObject(root, "mean", candle_rows(ps->mean, ts, P, date_only));
-    cJSON *qs = cJSON_AddObjectToObject(root, "quantiles");
-    double *qv = malloc((size_t)P * 6 * sizeof(double));
-    for (int k = 0; k < o->n_quantiles && qv; k++) {
-        kr_error e;
-        if (kr_path_set_quantile(ps, o->quantiles[k], qv, &e) != KR_OK) continue;
-        char key[32];
-        snprintf(key, sizeof key, "%g", o->quantiles[k]);
-        cJSON_AddItemToObject(qs, key, candle_rows(qv, ts, P, date_only));
+    char *members = cJSON_PrintUnformatted(head);
+    cJSON_Delete(head);
+    if (!members) return -1;
+    members[strlen(members) - 1] = '\0'; /* the object's members, without its braces */
+    kr_forecast_json_params jp = kr_forecast_json_default_params();
+    jp.params = &o->p;
+    jp.history_rows = cs->n;
+    jp.date_only = cs->date_only;
+    jp.quantiles = o->quantiles;
+    jp.n_quantiles = o->n_quantiles;
+    jp.include_paths = 1;
+    jp.head = members + 1;
+    /* Repaired candles (consistent mode, or a zero-volume history's volumes); in raw mode the
+     * engine's own numbers, untouched. */
+    if (o->ohlc == KR_OHLC_CONSISTENT || ps->zero_volume) {
+        jp.mean = ps->mean;
+        jp.values = ps->values;
+        jp.quantile = path_set_quantile;
+        jp.quantile_user = (void *)ps;
     }
-    free(qv);
-    cJSON *parr = cJSON_AddArrayToObject(root, "paths");
-    for (int p = 0; p < paths; p++) {
-        cJSON *po = cJSON_CreateObject();
-        cJSON_AddItemToObject(po, "candles",
-                              candle_rows(kr_path_set_path(ps, p), ts, P, date_only));
-        cJSON *s1 = cJSON_AddArrayToObject(po, "s1"), *s2 = cJSON_AddArrayToObject(po, "s2");
-        const int32_t *a = kr_forecast_path_s1(fc, p), *b = kr_forecast_path_s2(fc, p);
-        for (int i = 0; i < P; i++) {
-            cJSON_AddItemToArray(s1, cJSON_CreateNumber(a[i]));
-            cJSON_AddItemToArray(s2, cJSON_CreateNumber(b[i]));
-        }
-        cJSON_AddItemToArray(parr, po);
+    char *text = NULL;
+    kr_error err = { 0 };
+    kr_status st = kr_forecast_json(fc, &jp, &text, NULL, &err);
+    free(members);
+    if (st != KR_OK) {
+        fprintf(stderr, "kronos %s: %s\n", CMD, err.message);
+        return -1;
     }
-    kr_forecast_stats st;
-    kr_forecast_get_stats(fc, &st);
-    cJSON *stats = cJSON_AddObjectToObject(root, "stats");
-    cJSON_AddNumberToObject(stats, "prefill_tokens", (double)st.prefill_tokens);
-    cJSON_AddNumberToObject(stats, "decode_tokens", (double)st.decode_tokens);
-    cJSON_AddNumberToObject(stats, "window_recomputes", (double)st.window_recomputes);
-    cJSON_AddNumberToObject(stats, "seconds_total", st.seconds_total);
-    cJSON_AddNumberToObject(stats, "seconds_prefill", st.seconds_prefill);
-    cJSON_AddNumberToObject(stats, "seconds_decode", st.seconds_decode);
-    cJSON_AddNumberToObject(stats, "seconds_tokenizer", st.seconds_tokenizer);
-    char *text = cJSON_Print(root);
-    cJSON_Delete(root);
-    if (!text) return -1;
     fprintf(f, "%s\n", text);
     free(text);
     return ferror(f) ? -1 : 0;
@@ -417,7 +391,7 @@ static int load_input(const char *path, kr_candles **out, char *msg, size_t cap)
     int rc = 0;
     if (*p == '{' || *p == '[') {
         kr_api_error aerr;
-        if (kr_api_candles_parse(text, len, 0, out, &aerr) != KR_OK) {
+        if (kr_api_candles_parse(text, len, 0, NULL, out, &aerr) != KR_OK) {
             snprintf(msg, cap, "%s: %s", label, aerr.message);
             rc = -1;
         }
@@ -586,7 +560,7 @@ int kr_cmd_forecast(int argc, char **argv) {
         } else if (o.n_inputs > 1) {
             fprintf(f, "%s# %s\n", i ? "\n" : "", o.inputs[i]);
         }
-        int wr = json ? write_json(f, res[i], sets[i], &o, o.inputs[i], cs[i]->date_only, &mi)
+        int wr = json ? write_json(f, res[i], sets[i], &o, o.inputs[i], cs[i], &mi)
                       : write_csv(f, sets[i], &o, cs[i]->date_only);
         if (f != stdout && fclose(f) != 0) wr = -1;
         if (wr != 0) {
