@@ -37,6 +37,8 @@ static const char k_css[] =
     "16px;font-size:15px;margin:14px 0}.demo strong{font-size:18px;letter-spacing:.02em}\n"
     ".pm{color:var(--muted);font-weight:400;font-size:.8em;white-space:nowrap}\n"
     ".stale{color:#92400e;font-weight:600}.tie{color:var(--muted)}\n"
+    "#ranking td:nth-child(2),#ranking th:nth-child(2),#ranking td:last-child,#ranking "
+    "th:last-child{text-align:left}\n"
     ".fail{border:1px solid #fca5a5;background:#fff7f7;border-radius:8px;padding:10px 14px}\n"
     ".note{color:var(--muted);font-size:12px;margin:6px 0 0}\n"
     ".disclaimer{border:1px solid "
@@ -468,7 +470,8 @@ static void failures(kr_sb *sb, const kr_report_set *set) {
     for (int i = 0; i < set->n_failures; i++) {
         kr_sb_append(sb, "<li><strong>");
         kr_sb_append_html(sb, set->failures[i].symbol);
-        kr_sb_append(sb, "</strong> ");
+        kr_sb_append(sb, "</strong>");
+        if (set->failures[i].interval[0]) kr_sb_append(sb, " ");
         kr_sb_append_html(sb, set->failures[i].interval);
         kr_sb_append(sb, ": ");
         kr_sb_append_html(sb, set->failures[i].message);
@@ -502,11 +505,8 @@ kr_status kr_render_html(const kr_report_set *set, char **out, kr_error *err) {
         "</h1><div class=\"sub\">Generated %04d-%02d-%02d %02d:%02d UTC by kronos %s with model ",
         g.year, g.month, g.day, g.hour, g.minute, kr_version());
     kr_sb_append_html(&sb, r0->meta.model_name);
-    kr_sb_appendf(&sb,
-                  " &middot; %d sampled paths, %d-bar horizon</div>\n<div class=\"disclaimer\">",
-                  r0->paths, r0->horizon);
-    disclaimer(&sb);
-    kr_sb_append(&sb, "</div>");
+    kr_sb_appendf(&sb, " &middot; %d sampled paths, %d-bar horizon</div>\n", r0->paths,
+                  r0->horizon);
     char notice[1024];
     if (kr_report_model_notice(set, notice, sizeof notice)) {
         const char *colon = strchr(notice, ':');
@@ -517,8 +517,11 @@ kr_status kr_render_html(const kr_report_set *set, char **out, kr_error *err) {
         kr_sb_append_html(&sb, h);
         kr_sb_append(&sb, "</strong>");
         kr_sb_append_html(&sb, notice + head);
-        kr_sb_append(&sb, "</div>");
+        kr_sb_append(&sb, "</div>\n");
     }
+    kr_sb_append(&sb, "<div class=\"disclaimer\">");
+    disclaimer(&sb);
+    kr_sb_append(&sb, "</div>");
     kr_sb_append(&sb, "</header>\n");
     failures(&sb, set);
     if (set->n > 1) ranking(&sb, set);
