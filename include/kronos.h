@@ -109,6 +109,9 @@ typedef struct kr_model_info {
     char quant_method[16]; /* "rtn", "smoothquant", "awq" ("" for f32) */
     int quant_group; /* q4 group size (0 otherwise) */
     double quant_seconds; /* part of load_seconds spent quantising (0 if none) */
+    int demo; /* predictor config.json "intended_use": "demo" or "test": runs the software,
+                 is no forecasting model (reports and the server say so) */
+    char source[256]; /* predictor config.json "source" (where the weights come from), or "" */
 } kr_model_info;
 
 KR_API void kr_model_get_info(const kr_model *model, kr_model_info *info);

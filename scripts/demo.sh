@@ -10,18 +10,19 @@ cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build/release -j"$(nproc)" --target kronos_cli >/dev/null
 kronos=./build/release/kronos
 $kronos forecast --input data/XSHG_5min_600977.csv --pred-len 24 \
-    --paths 32 --seed 1 --output build/forecast-600977.json --format json
+    --paths 32 --output build/forecast-600977.json --format json
 $kronos forecast --input data/XSHG_5min_600977.csv --pred-len 24 \
-    --paths 32 --seed 1
+    --paths 32
 echo "(every path, its tokens and the 10/50/90% quantiles: build/forecast-600977.json)"
 
-# The analyst: candles into the store (re-running replaces the same rows), then a report.
+# The analyst: candles into the store (re-running replaces the same rows), then a report with
+# the defaults the web page uses too (seed 0, paths added until P(up) is within 2 pp).
 db=build/kronos.db
 $kronos ingest --db "$db" --symbol AAPL --interval 1d data/AAPL_1d.csv
 $kronos ingest --db "$db" --symbol MSFT --interval 1d data/MSFT_1d.csv
 $kronos ingest --db "$db" --symbol 600977.SH --interval 5m data/XSHG_5min_600977.csv
 $kronos ingest --db "$db" --symbol BTCUSDT --interval 1h data/BTCUSDT_1h.csv
-$kronos analyze AAPL --db "$db" --horizon 20 --paths 32 --seed 1 --calibrate 3 \
+$kronos analyze AAPL --db "$db" --horizon 20 --calibrate 3 \
     --format html --out build/report-AAPL.html
 echo "(AAPL analysis report, open in a browser: $(pwd)/build/report-AAPL.html;"
 echo " try: $kronos analyze AAPL MSFT 600977.SH BTCUSDT --db $db --format md)"

@@ -162,12 +162,15 @@ static void test_analyze_batch_and_calibrate(void **state) {
     cJSON *rank = cJSON_GetObjectItem(j, "ranking");
     assert_int_equal(cJSON_GetArraySize(rank), 3);
     double prev = 1e300;
+    const char *prev_iv = "";
     for (int k = 0; k < 3; k++) {
         cJSON *row = cJSON_GetArrayItem(rank, k);
         assert_int_equal(cJSON_GetObjectItem(row, "rank")->valueint, k + 1);
+        const char *iv = cJSON_GetObjectItem(row, "interval")->valuestring;
         double er = cJSON_GetObjectItem(row, "expected_return_pct")->valuedouble;
-        assert_true(er <= prev);
+        if (!strcmp(iv, prev_iv)) assert_true(er <= prev); /* ranked within an interval */
         prev = er;
+        prev_iv = iv;
     }
     assert_string_equal(
         cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "reports"), 2), "symbol")
@@ -202,8 +205,7 @@ static void test_errors(void **state) {
     char args[4096], p[1300];
     snprintf(args, sizeof args, "analyze NOPE --db %s", g_db);
     expect_fail(args, 1, "unknown symbol 'NOPE'", "AAPL (1d)");
-    snprintf(args, sizeof args, "analyze AAPL NOPE --db %s", g_db);
-    expect_fail(args, 1, "unknown symbol 'NOPE'", "600977.SH (5m)");
+    /* In a batch a failing symbol is reported beside the others (see test_watchlists). */
     snprintf(args, sizeof args, "analyze AAPL --interval 1h --db %s", g_db);
     expect_fail(args, 1, "AAPL has no '1h' candles", "stored: AAPL (1d)");
     snprintf(args, sizeof args, "analyze AAPL --db %s/none.db", g_tmp);
@@ -285,12 +287,133 @@ static void test_errors(void **state) {
     expect_fail(args, 1, "/proc/kronos-test.db: not writable", NULL);
 }
 
+/* A batch reports each symbol's failure beside the others' results; symbols match without
+ * case; --watchlist and --all; the ranking groups by interval and flags stale data. */
+static void test_watchlists(void **state) {
+    (void)state;
+    char args[4096], wl[1300];
+    snprintf(args, sizeof args, "analyze aapl NOPE TINY --db %s --paths 8 --horizon 5", g_db);
+    const run_result *r = ok(args);
+    assert_non_null(strstr(r->err, "warning: NOPE not analysed: unknown symbol 'NOPE'"));
+    assert_non_null(strstr(r->err, "TINY not analysed"));
+    cJSON *j = cJSON_Parse(r->out);
+    assert_non_null(j);
+    cJSON *reps = cJSON_GetObjectItem(j, "reports"), *fails = cJSON_GetObjectItem(j, "failures");
+    assert_int_equal(cJSON_GetArraySize(reps), 1);
+    assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(reps, 0), "symbol")->valuestring,
+                        "AAPL"); /* the stored spelling */
+    assert_int_equal(cJSON_GetArraySize(fails), 2);
+    assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(fails, 0), "symbol")->valuestring,
+                        "NOPE");
+    assert_non_null(strstr(cJSON_GetObjectItem(cJSON_GetArrayItem(fails, 1), "error")->valuestring,
+                           "too few rows"));
+    cJSON_Delete(j);
+    snprintf(args, sizeof args, "analyze aapl AAPL --db %s", g_db);
+    expect_fail(args, 2, "given twice", NULL);
+
+    /* A watch-list: comments, an interval per line; the Markdown ranking groups intervals. */
+    snprintf(wl, sizeof wl, "%s/watch.txt", g_tmp);
+    const char *text = "# my list\nmsft\n\nBTCUSDT 1h  # crypto\n600977.sh\nAAPL 1d\n";
+    assert_int_equal(kr_test_write_file(wl, text, strlen(text)), 0);
+    snprintf(args, sizeof args, "analyze --watchlist %s --db %s --paths 8 --horizon 5 --format md",
+             wl, g_db);
+    r = ok(args);
+    assert_non_null(strstr(r->out, "### 5m bars (5-bar horizon)"));
+    assert_non_null(strstr(r->out, "### 1h bars"));
+    assert_non_null(strstr(r->out, "### 1d bars"));
+    /* 600977.SH ends 2024-08-29 and BTCUSDT 2021-06-10, long before AAPL's 2025-08-01. */
+    assert_non_null(strstr(r->out, "| 600977.SH | 2024-08-29 11:30:00 |"));
+    assert_non_null(strstr(r->out, "stale: "));
+    snprintf(args, sizeof args, "analyze --watchlist %s --db %s --paths 8 --horizon 5", wl, g_db);
+    r = ok(args);
+    j = cJSON_Parse(r->out);
+    cJSON *rank = cJSON_GetObjectItem(j, "ranking");
+    assert_int_equal(cJSON_GetArraySize(rank), 4);
+    int stale = 0;
+    for (int k = 0; k < 4; k++) {
+        cJSON *row = cJSON_GetArrayItem(rank, k);
+        assert_non_null(cJSON_GetObjectItem(row, "last_timestamp"));
+        assert_non_null(cJSON_GetObjectItem(row, "indistinguishable_from"));
+        if (cJSON_IsTrue(cJSON_GetObjectItem(row, "stale"))) {
+            stale++;
+            assert_true(strcmp(cJSON_GetObjectItem(row, "symbol")->valuestring, "AAPL"));
+        }
+    }
+    assert_int_equal(stale, 2);
+    cJSON_Delete(j);
+    const char *badwl = "AAPL 1d extra\n";
+    assert_int_equal(kr_test_write_file(wl, badwl, strlen(badwl)), 0);
+    snprintf(args, sizeof args, "analyze --watchlist %s --db %s", wl, g_db);
+    expect_fail(args, 2, "watch.txt: line 1", NULL);
+
+    /* --all: every stored series. */
+    snprintf(args, sizeof args, "analyze --all --db %s --paths 4 --horizon 3", g_db);
+    r = ok(args);
+    j = cJSON_Parse(r->out);
+    int n = cJSON_GetArraySize(cJSON_GetObjectItem(j, "reports")) +
+            cJSON_GetArraySize(cJSON_GetObjectItem(j, "failures"));
+    assert_true(n >= 6); /* AAPL, MSFT, 600977.SH, BTCUSDT, AAPL.B, BTC1M, TINY */
+    cJSON_Delete(j);
+    snprintf(args, sizeof args, "analyze --all AAPL --db %s", g_db);
+    expect_fail(args, 2, "--all", NULL);
+}
+
+/* Default analysis: adaptive paths with standard errors, consistent candles, and the demo
+ * model named on the cover. */
+static void test_uncertainty_and_cover(void **state) {
+    (void)state;
+    char args[4096];
+    snprintf(args, sizeof args, "analyze AAPL --db %s --horizon 5", g_db);
+    const run_result *r = ok(args);
+    assert_non_null(strstr(r->err, "DEMO MODEL"));
+    cJSON *j = cJSON_Parse(r->out);
+    assert_non_null(j);
+    assert_non_null(strstr(cJSON_GetObjectItem(j, "model_notice")->valuestring,
+                           "DEMO MODEL \xe2\x80\x94 not a forecast"));
+    cJSON *rep = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "reports"), 0);
+    cJSON *meta = cJSON_GetObjectItem(rep, "metadata");
+    cJSON *model = cJSON_GetObjectItem(meta, "model");
+    assert_true(cJSON_IsTrue(cJSON_GetObjectItem(model, "demo")));
+    assert_string_equal(cJSON_GetObjectItem(model, "quantization")->valuestring, "f32");
+    assert_non_null(strstr(cJSON_GetObjectItem(model, "source")->valuestring, "kronos-demo"));
+    cJSON *params = cJSON_GetObjectItem(meta, "params");
+    int paths = cJSON_GetObjectItem(params, "paths")->valueint;
+    assert_int_equal(cJSON_GetObjectItem(params, "paths_first_round")->valueint, 128);
+    assert_true(paths >= 128 && paths <= 1024);
+    assert_string_equal(cJSON_GetObjectItem(params, "ohlc")->valuestring, "consistent");
+    cJSON *st = cJSON_GetObjectItem(rep, "statistics");
+    cJSON *se = cJSON_GetObjectItem(st, "standard_error");
+    double pse = cJSON_GetObjectItem(se, "prob_up")->valuedouble;
+    /* Either the target was met or the cap was reached. */
+    assert_true(pse <= 0.02 + 1e-12 || paths == 1024);
+    assert_true(cJSON_GetObjectItem(se, "var95_pct")->valuedouble > 0);
+    /* Consistent candles: every mean and median candle brackets its open and close. */
+    cJSON *steps = cJSON_GetObjectItem(cJSON_GetObjectItem(rep, "forecast"), "steps");
+    for (int k = 0; k < cJSON_GetArraySize(steps); k++) {
+        cJSON *m = cJSON_GetObjectItem(cJSON_GetArrayItem(steps, k), "mean");
+        double o = cJSON_GetObjectItem(m, "open")->valuedouble,
+               h = cJSON_GetObjectItem(m, "high")->valuedouble,
+               l = cJSON_GetObjectItem(m, "low")->valuedouble,
+               c = cJSON_GetObjectItem(m, "close")->valuedouble;
+        assert_true(h >= o && h >= c && l <= o && l <= c);
+    }
+    cJSON_Delete(j);
+    snprintf(args, sizeof args, "analyze AAPL --db %s --horizon 5 --format html", g_db);
+    r = ok(args);
+    assert_non_null(strstr(r->out, "id=\"model-notice\""));
+    assert_non_null(strstr(r->out, "\xc2\xb1"));
+    snprintf(args, sizeof args, "analyze AAPL --db %s --horizon 5 --ohlc bogus", g_db);
+    expect_fail(args, 2, "--ohlc", NULL);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ingest),
         cmocka_unit_test(test_analyze_one_symbol_formats),
         cmocka_unit_test(test_analyze_batch_and_calibrate),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_watchlists),
+        cmocka_unit_test(test_uncertainty_and_cover),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -316,10 +316,12 @@ static int setup(void **state) {
     if (!g_aapl || !g_msft) return -1;
     keep_last(g_aapl, 300);
     keep_last(g_msft, 300);
-    kr_analyze_item items[2] = { { "AAPL", "1d", g_aapl }, { "MSFT", "1d", g_msft } };
+    kr_analyze_item items[2] = { { "AAPL", "1d", g_aapl, NULL, NULL },
+                                 { "MSFT", "1d", g_msft, NULL, NULL } };
     kr_analyze_params p = kr_analyze_default_params();
     p.horizon = 5;
     p.paths = 8;
+    p.max_paths = 8;
     p.seed = 3;
     if (kr_analyze(g_ctx, items, 2, &p, &g_set, &err) != KR_OK) {
         fprintf(stderr, "%s\n", err.message);

@@ -117,6 +117,16 @@ static kr_report_meta test_meta(void) {
     return m;
 }
 
+/* A report of one raw forecast (the engine's mean and quantiles, unchanged). */
+static kr_status build_raw(const char *sym, const kr_candles *c, int L, const kr_forecast *f,
+                           const kr_report_meta *meta, kr_report **r, kr_error *err) {
+    kr_path_set *ps = NULL;
+    kr_status st = kr_path_set_create(&f, 1, KR_OHLC_RAW, 0, &ps, err);
+    if (st == KR_OK) st = kr_report_build(sym, "1d", c, L, ps, NULL, meta, r, err);
+    kr_path_set_free(ps);
+    return st;
+}
+
 static void test_report_numbers_independent(void **state) {
     (void)state;
     const int H = 6, N = 12, L = 200;
@@ -131,8 +141,7 @@ static void test_report_numbers_independent(void **state) {
     if (kr_forecast_run(g_ctx, &s, &fp, &f, &err) != KR_OK) fail_msg("%s", err.message);
     kr_report_meta meta = test_meta();
     kr_report *r = NULL;
-    if (kr_report_build("AAPL", "1d", g_aapl, L, f, &meta, &r, &err) != KR_OK)
-        fail_msg("%s", err.message);
+    if (build_raw("AAPL", g_aapl, L, f, &meta, &r, &err) != KR_OK) fail_msg("%s", err.message);
 
     const double last = g_aapl->values[(g_aapl->n - 1) * 6 + KR_CLOSE];
     assert_true(r->last_close == last);
@@ -234,7 +243,7 @@ static void test_report_numbers_independent(void **state) {
     fp.paths = 1;
     kr_forecast *f1 = NULL;
     assert_int_equal(kr_forecast_run(g_ctx, &s, &fp, &f1, &err), KR_OK);
-    assert_int_equal(kr_report_build("AAPL", "1d", g_aapl, L, f1, &meta, &r, &err), KR_OK);
+    assert_int_equal(build_raw("AAPL", g_aapl, L, f1, &meta, &r, &err), KR_OK);
     assert_true(isnan(r->return_std) && isnan(r->forecast_vol) && isnan(r->prob_vol_above));
     assert_true(r->prob_up == 0.0 || r->prob_up == 1.0);
     kr_report_free(r);
@@ -493,12 +502,13 @@ static void test_validator_rejects(void **state) {
 /* ---------------------------------------------------------------- batch + renderers */
 
 static kr_report_set *analyze3(int calibrate, int horizon) {
-    kr_analyze_item items[3] = { { "MSFT", "1d", g_msft },
-                                 { "AAPL", "1d", g_aapl },
-                                 { "BTCUSDT", "1h", g_btc } };
+    kr_analyze_item items[3] = { { "MSFT", "1d", g_msft, NULL, NULL },
+                                 { "AAPL", "1d", g_aapl, NULL, NULL },
+                                 { "BTCUSDT", "1h", g_btc, NULL, NULL } };
     kr_analyze_params p = kr_analyze_default_params();
     p.horizon = horizon;
     p.paths = 8;
+    p.max_paths = 8; /* exactly 8: no adaptive rounds */
     p.seed = 11;
     p.calibrate = calibrate;
     p.predictor_dir = MODEL_DIR "/predictor";
@@ -517,14 +527,23 @@ static void test_batch_equals_single_and_ranks(void **state) {
     assert_string_equal(set->reports[1]->meta.model_name, "kronos-demo");
     assert_int_equal(set->reports[1]->meta.d_model, 128);
     assert_int_equal(set->reports[1]->lookback, 400); /* all 400 rows < 512 - 5 */
-    for (int k = 1; k < 3; k++)
-        assert_true(set->reports[set->rank[k - 1]]->expected_return >=
-                    set->reports[set->rank[k]]->expected_return);
+    /* Grouped by interval (1h before 1d), expected return descending within a group. */
+    assert_string_equal(set->reports[set->rank[0]]->interval, "1h");
+    for (int k = 1; k < 3; k++) {
+        const kr_report *a = set->reports[set->rank[k - 1]], *b = set->reports[set->rank[k]];
+        if (!strcmp(a->interval, b->interval)) {
+            assert_true(a->expected_return >= b->expected_return);
+            assert_int_equal(b->group_rank, a->group_rank + 1);
+        } else {
+            assert_int_equal(b->group_rank, 1);
+        }
+    }
     /* The AAPL report from the batch equals one from a lone analysis. */
-    kr_analyze_item one = { "AAPL", "1d", g_aapl };
+    kr_analyze_item one = { "AAPL", "1d", g_aapl, NULL, NULL };
     kr_analyze_params p = kr_analyze_default_params();
     p.horizon = 5;
     p.paths = 8;
+    p.max_paths = 8;
     p.seed = 11;
     kr_report_set *solo = NULL;
     kr_error err;
@@ -538,7 +557,7 @@ static void test_batch_equals_single_and_ranks(void **state) {
     /* Too few rows: the error names the symbol. */
     kr_candles tiny = *g_aapl;
     tiny.n = 10;
-    kr_analyze_item bad = { "TINY", "1d", &tiny };
+    kr_analyze_item bad = { "TINY", "1d", &tiny, NULL, NULL };
     assert_int_equal(kr_analyze(g_ctx, &bad, 1, &p, &solo, &err), KR_ERR_INVALID_ARG);
     assert_non_null(strstr(err.message, "TINY 1d: 10 rows"));
     kr_report_set_free(set);
@@ -579,7 +598,8 @@ static void test_renderers(void **state) {
 
     /* Markdown and HTML: key numbers, ranking, chart, disclaimer; HTML self-contained. */
     char pct[32], close[32];
-    snprintf(pct, sizeof pct, "%.1f%%", r->prob_up * 100);
+    /* P(up) with its Monte Carlo error: whole percent, then "± N pp". */
+    snprintf(pct, sizeof pct, "%.0f%% \xc2\xb1 ", r->prob_up * 100);
     snprintf(close, sizeof close, "%.2f", r->last_close);
     assert_non_null(strstr(md, "## Ranking by expected return"));
     assert_non_null(strstr(md, "## AAPL (1d)"));
@@ -607,7 +627,7 @@ static void test_renderers(void **state) {
 
     /* A single-report set without calibration and with NaN figures stays schema-valid. */
     kr_report_set_free(set);
-    kr_analyze_item one = { "BTC-USD", "1h", g_btc };
+    kr_analyze_item one = { "BTC-USD", "1h", g_btc, NULL, NULL };
     kr_analyze_params p = kr_analyze_default_params();
     p.horizon = 1;
     p.paths = 1;
@@ -632,6 +652,119 @@ static void test_renderers(void **state) {
     kr_report_set_free(set);
 }
 
+/* The consistent OHLC mode: every path candle brackets its open and close, volume >= 0, opens
+ * and closes untouched (so every return figure is the raw one), the mean is consistent too;
+ * a zero-volume history gets zero forecast volume in both modes. */
+static void test_ohlc_modes(void **state) {
+    (void)state;
+    double rows[3][6] = { { 10, 9, 8, 11, -1, -5 }, { 10, 12, 11, 9, 3, 4 }, { 5, 6, 4, 5, 1, 1 } };
+    assert_int_equal(kr_ohlc_make_consistent(&rows[0][0], 3), 2);
+    assert_true(rows[0][KR_HIGH] == 11 && rows[0][KR_LOW] == 8 && rows[0][KR_VOLUME] == 0 &&
+                rows[0][KR_AMOUNT] == 0);
+    assert_true(rows[1][KR_HIGH] == 12 && rows[1][KR_LOW] == 9);
+    assert_true(rows[2][KR_HIGH] == 6 && rows[2][KR_LOW] == 4);
+    kr_ohlc_mode m;
+    assert_int_equal(kr_ohlc_mode_parse("consistent", &m), 0);
+    assert_int_equal(m, KR_OHLC_CONSISTENT);
+    assert_int_equal(kr_ohlc_mode_parse("Raw", &m), -1);
+
+    const int H = 6, N = 16, L = 200;
+    kr_forecast_params fp = kr_forecast_default_params();
+    fp.pred_len = H;
+    fp.paths = N;
+    fp.seed = 5;
+    kr_series s = kr_candles_slice(g_aapl, g_aapl->n - L, L);
+    kr_forecast *f = NULL;
+    kr_error err;
+    assert_int_equal(kr_forecast_run(g_ctx, &s, &fp, &f, &err), KR_OK);
+    kr_path_set *raw = NULL, *con = NULL;
+    const kr_forecast *rounds[1] = { f };
+    assert_int_equal(kr_path_set_create(rounds, 1, KR_OHLC_RAW, 0, &raw, &err), KR_OK);
+    assert_int_equal(kr_path_set_create(rounds, 1, KR_OHLC_CONSISTENT, 0, &con, &err), KR_OK);
+    assert_memory_equal(raw->mean, kr_forecast_mean(f), (size_t)H * 6 * sizeof(double));
+    assert_true(raw->raw_inconsistent > 0); /* the demo model's candles need the repair */
+    assert_int_equal(con->raw_inconsistent, raw->raw_inconsistent);
+    for (int p = 0; p < N; p++)
+        for (int t = 0; t < H; t++) {
+            const double *a = kr_path_set_path(raw, p) + t * 6,
+                         *b = kr_path_set_path(con, p) + t * 6;
+            assert_true(a[KR_OPEN] == b[KR_OPEN] && a[KR_CLOSE] == b[KR_CLOSE]);
+            assert_true(b[KR_HIGH] >= b[KR_OPEN] && b[KR_HIGH] >= b[KR_CLOSE]);
+            assert_true(b[KR_LOW] <= b[KR_OPEN] && b[KR_LOW] <= b[KR_CLOSE]);
+            assert_true(b[KR_VOLUME] >= 0 && b[KR_AMOUNT] >= 0);
+        }
+    for (int t = 0; t < H; t++) {
+        const double *mm = con->mean + t * 6;
+        assert_true(mm[KR_HIGH] >= mm[KR_OPEN] && mm[KR_HIGH] >= mm[KR_CLOSE]);
+        assert_true(mm[KR_LOW] <= mm[KR_OPEN] && mm[KR_LOW] <= mm[KR_CLOSE]);
+    }
+    kr_path_set_free(raw);
+    kr_path_set_free(con);
+    kr_forecast_free(f);
+
+    /* Zero volume in (an index, FX): never a negative volume out, raw mode included. */
+    kr_candles z = *g_aapl;
+    z.n = L;
+    z.timestamps = g_aapl->timestamps + g_aapl->n - L;
+    double *vals = malloc((size_t)L * 6 * sizeof *vals);
+    memcpy(vals, g_aapl->values + (g_aapl->n - L) * 6, (size_t)L * 6 * sizeof *vals);
+    for (int i = 0; i < L; i++) vals[i * 6 + KR_VOLUME] = vals[i * 6 + KR_AMOUNT] = 0;
+    z.values = vals;
+    kr_series zs = kr_candles_series(&z);
+    assert_true(kr_series_zero_volume(&zs));
+    assert_int_equal(kr_forecast_run(g_ctx, &zs, &fp, &f, &err), KR_OK);
+    rounds[0] = f;
+    assert_int_equal(kr_path_set_create(rounds, 1, KR_OHLC_RAW, 1, &raw, &err), KR_OK);
+    for (int i = 0; i < N * H; i++) assert_true(raw->values[i * 6 + KR_VOLUME] == 0.0);
+    for (int t = 0; t < H; t++) assert_true(raw->mean[t * 6 + KR_AMOUNT] == 0.0);
+    kr_path_set_free(raw);
+    kr_forecast_free(f);
+    free(vals);
+}
+
+/* Standard errors: the binomial one by its formula, the bootstrap ones reproducible and
+ * shrinking with more paths. */
+static void test_standard_errors(void **state) {
+    (void)state;
+    kr_analyze_item one = { "AAPL", "1d", g_aapl, NULL, NULL };
+    kr_analyze_params p = kr_analyze_default_params();
+    p.horizon = 5;
+    p.paths = 32;
+    p.max_paths = 32;
+    kr_report_set *a = NULL, *b = NULL, *c = NULL;
+    kr_error err;
+    assert_int_equal(kr_analyze(g_ctx, &one, 1, &p, &a, &err), KR_OK);
+    assert_int_equal(kr_analyze(g_ctx, &one, 1, &p, &b, &err), KR_OK);
+    const kr_report *r = a->reports[0];
+    int k = (int)lround(r->prob_up * 32);
+    double pt = (k + 2.0) / 36.0;
+    close_to(r->prob_up_se, sqrt(pt * (1 - pt) / 36.0), 1e-15, "prob_up_se");
+    close_to(r->expected_return_se, r->return_std / sqrt(32.0), 1e-15, "expected_return_se");
+    assert_true(r->var95_se > 0 && r->es95_se > 0 && r->drawdown_p90_se > 0);
+    assert_true(r->var95_se == b->reports[0]->var95_se); /* fixed bootstrap stream */
+    p.paths = 256;
+    p.max_paths = 256;
+    assert_int_equal(kr_analyze(g_ctx, &one, 1, &p, &c, &err), KR_OK);
+    assert_true(c->reports[0]->expected_return_se < r->expected_return_se);
+    assert_true(c->reports[0]->prob_up_se < r->prob_up_se);
+    /* Adaptive: rounds of 32 extended to reach the P(up) target give exactly the paths of one
+     * bigger run (first_path), whatever the rounds. */
+    p.paths = 32;
+    p.max_paths = 256;
+    p.target_prob_se = 0.001; /* unreachable: runs to the cap */
+    kr_report_set *d = NULL;
+    assert_int_equal(kr_analyze(g_ctx, &one, 1, &p, &d, &err), KR_OK);
+    assert_int_equal(d->reports[0]->paths, 256);
+    assert_true(d->reports[0]->rounds > 1);
+    assert_false(d->reports[0]->target_met);
+    assert_true(d->reports[0]->prob_up == c->reports[0]->prob_up);
+    assert_true(d->reports[0]->var95 == c->reports[0]->var95);
+    kr_report_set_free(a);
+    kr_report_set_free(b);
+    kr_report_set_free(c);
+    kr_report_set_free(d);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_report_numbers_independent),
@@ -639,6 +772,8 @@ int main(void) {
         cmocka_unit_test(test_validator_rejects),
         cmocka_unit_test(test_batch_equals_single_and_ranks),
         cmocka_unit_test(test_renderers),
+        cmocka_unit_test(test_ohlc_modes),
+        cmocka_unit_test(test_standard_errors),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -95,7 +95,7 @@ static void test_forecast_csv_and_json(void **state) {
     assert_non_null(cJSON_GetObjectItem(q, "0.25"));
     assert_non_null(cJSON_GetObjectItem(q, "0.75"));
     assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(j, "mean")), 4);
-    /* Same seed, same paths and mean (timing in "stats" differs). */
+    /* Same seed, same paths and mean (timing in "timing" differs). */
     r = kronos(args);
     cJSON *j2 = cJSON_Parse(r->out);
     assert_non_null(j2);
@@ -245,12 +245,108 @@ static void test_nonfinite_weights(void **state) {
     expect_fail(args, 1, "transformer.0.ffn.w1.weight", "is NaN");
 }
 
+/* Runs `kronos ARGS < in` and returns its exit status; stdout into out (a file). */
+static int kronos_stdin(const char *args, const char *in, const char *out) {
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "env -u KRONOS_DB %s/kronos %s <%s >%s 2>/dev/null", KR_BINARY_DIR,
+             args, in, out);
+    int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* Inputs people have: pandas JSON frames (records with Date/Open keys, split), standard input,
+ * quantile columns in CSV, consistent candles, a named market, and the hints for a semicolon
+ * file, swapped model directories and an overflowing window. */
+static void test_inputs_people_have(void **state) {
+    (void)state;
+    char args[4096], out[1300];
+    const char *split = write_csv(
+        "split.json",
+        "{\"columns\":[\"Open\",\"High\",\"Low\",\"Close\",\"Volume\"],"
+        "\"index\":[\"2024-06-18 11:15:00\",\"2024-06-18 11:20:00\",\"2024-06-18 11:25:00\"],"
+        "\"data\":[[11.27,11.28,11.26,11.27,379],[11.27,11.28,11.27,11.27,277],"
+        "[11.27,11.29,11.26,11.28,410]]}");
+    /* The docs/api.md example: after 11:30 comes the afternoon session (SSE, inferred). */
+    snprintf(args, sizeof args, "forecast --input %s --pred-len 3 --paths 2", split);
+    const run_result *r = kronos(args);
+    if (r->code) fail_msg("%s", r->err);
+    assert_non_null(strstr(r->out, "\n2024-06-18 11:30:00,"));
+    assert_non_null(strstr(r->out, "\n2024-06-18 13:05:00,"));
+    assert_non_null(strstr(r->err, "DEMO MODEL"));
+    /* As NYSE bars: on through the morning. */
+    snprintf(args, sizeof args, "forecast --input %s --pred-len 3 --paths 2 --market nyse", split);
+    r = kronos(args);
+    assert_non_null(strstr(r->out, "\n2024-06-18 11:35:00,"));
+    /* Records with pandas' capitalised keys; a DatetimeIndex written as epoch milliseconds. */
+    char rec[1300];
+    snprintf(rec, sizeof rec, "%s",
+             write_csv("records.json", "[{\"Date\":1704153600000,\"Open\":10,\"High\":11,\"Low\":9,"
+                                       "\"Close\":10.5,\"Volume\":5},"
+                                       "{\"Date\":1704240000000,\"Open\":10.5,\"High\":11,\"Low\":"
+                                       "10,\"Close\":10.8,\"Volume\":6},"
+                                       "{\"Date\":1704326400000,\"Open\":10.8,\"High\":11.5,"
+                                       "\"Low\":10.5,\"Close\":11,\"Volume\":"
+                                       "4}]"));
+    snprintf(args, sizeof args, "forecast --input %s --pred-len 2 --quantiles 0.1,0.9", rec);
+    r = kronos(args);
+    if (r->code) fail_msg("%s", r->err);
+    assert_non_null(strstr(r->out, "timestamps,open,high,low,close,volume,amount,open_q0.1,"));
+    assert_non_null(strstr(r->out, "close_q0.9,volume_q0.9,amount_q0.9\n2024-01-05 00:00:00,"));
+    /* Standard input, consistent candles: every row's high brackets open and close. */
+    snprintf(out, sizeof out, "%s/stdin.csv", g_tmp);
+    snprintf(args, sizeof args, "forecast --input - --pred-len 6 --paths 8 --ohlc consistent");
+    assert_int_equal(kronos_stdin(args, KR_SOURCE_DIR "/data/AAPL_1d.csv", out), 0);
+    FILE *f = fopen(out, "r");
+    assert_non_null(f);
+    char line[512];
+    int rows = 0;
+    assert_non_null(fgets(line, sizeof line, f));
+    while (fgets(line, sizeof line, f)) {
+        double o, h, l, c, v, a;
+        char ts[32];
+        assert_int_equal(
+            sscanf(line, "%31[^,],%lf,%lf,%lf,%lf,%lf,%lf", ts, &o, &h, &l, &c, &v, &a), 7);
+        assert_true(h >= o && h >= c && l <= o && l <= c && v >= 0 && a >= 0);
+        rows++;
+    }
+    fclose(f);
+    assert_int_equal(rows, 6);
+    /* Hints. */
+    const char *semi =
+        write_csv("semi.csv", "timestamps;open;high;low;close\n2024-01-01;1;2;0.5;1\n");
+    snprintf(args, sizeof args, "forecast --input %s --pred-len 2", semi);
+    expect_fail(args, 1, "missing required column", "the header contains ';'");
+    snprintf(args, sizeof args,
+             "forecast --model %s/models/kronos-demo/tokenizer --tokenizer "
+             "%s/models/kronos-demo/predictor --input %s --pred-len 2",
+             KR_SOURCE_DIR, KR_SOURCE_DIR, rec);
+    expect_fail(args, 1, "are --model and --tokenizer swapped?", NULL);
+    snprintf(args, sizeof args, "forecast --input %s/data/AAPL_1d.csv --pred-len 4", KR_SOURCE_DIR);
+    r = kronos(args);
+    assert_non_null(strstr(r->err, "lookback 512 + pred-len 4 > max-context 512"));
+    assert_non_null(strstr(r->err, "--lookback 508"));
+    snprintf(args, sizeof args, "forecast --input %s/data/AAPL_1d.csv --pred-len 4 --lookback 508",
+             KR_SOURCE_DIR);
+    r = kronos(args);
+    assert_null(strstr(r->err, "max-context"));
+    snprintf(args, sizeof args, "forecast --input %s --pred-len 2 --market LSE", rec);
+    expect_fail(args, 2, "unknown market 'LSE'", NULL);
+    snprintf(args, sizeof args, "forecast --input %s --pred-len 2 --ohlc tidy", rec);
+    expect_fail(args, 2, "--ohlc", NULL);
+    /* kronos help CMD. */
+    r = kronos("help forecast");
+    assert_int_equal(r->code, 0);
+    assert_non_null(strstr(r->out, "usage: kronos forecast"));
+    expect_fail("help nothing", 2, "unknown command 'nothing'", NULL);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_forecast_csv_and_json),
         cmocka_unit_test(test_batch_and_gen_random),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_nonfinite_weights),
+        cmocka_unit_test(test_inputs_people_have),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

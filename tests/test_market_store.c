@@ -625,6 +625,56 @@ static void test_resolve_path(void **state) {
     free(saved_xdg);
 }
 
+/* Symbols match without case ("aapl" extends and reads "AAPL"); a symbol's market is stored,
+ * listed, cleared; a version-1 file is upgraded in place. */
+static void test_case_and_market(void **state) {
+    (void)state;
+    const char *path = db_path("case.db");
+    kr_store *st = open_ok(path);
+    kr_error err = { 0 };
+    kr_candles *a = make_candles(0, 10, 100), *b = make_candles(10, 5, 110);
+    assert_int_equal(kr_store_upsert(st, "AAPL", "1d", a, &err), KR_OK);
+    assert_int_equal(kr_store_upsert(st, "aapl", "1d", b, &err), KR_OK);
+    kr_store_entry *e = NULL;
+    int64_t n = 0;
+    assert_int_equal(kr_store_list(st, "Aapl", &e, &n, &err), KR_OK);
+    assert_int_equal(n, 1);
+    assert_string_equal(e[0].symbol, "AAPL");
+    assert_int_equal(e[0].rows, 15);
+    assert_string_equal(e[0].market, "");
+    free(e);
+    kr_candles *c = NULL;
+    assert_int_equal(kr_store_read(st, "aaPL", "1d", 0, &c, &err), KR_OK);
+    assert_int_equal(c->n, 15);
+    kr_candles_free(c);
+    char canon[64];
+    assert_int_equal(kr_store_canonical_symbol(st, "aapl", canon, sizeof canon, &err), KR_OK);
+    assert_string_equal(canon, "AAPL");
+    assert_int_equal(kr_store_canonical_symbol(st, "msft", canon, sizeof canon, &err), KR_OK);
+    assert_string_equal(canon, "msft"); /* not stored: as given */
+    assert_int_equal(kr_store_set_market(st, "aapl", "NYSE", &err), KR_OK);
+    assert_int_equal(kr_store_list(st, NULL, &e, &n, &err), KR_OK);
+    assert_string_equal(e[0].market, "NYSE");
+    free(e);
+    assert_int_equal(kr_store_set_market(st, "AAPL", "", &err), KR_OK);
+    assert_int_equal(kr_store_list(st, NULL, &e, &n, &err), KR_OK);
+    assert_string_equal(e[0].market, "");
+    free(e);
+    kr_store_close(st);
+    /* A version-1 file (no markets table) opens and gets one. */
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_equal(
+        sqlite3_exec(db, "DROP TABLE markets; PRAGMA user_version = 1", NULL, NULL, NULL),
+        SQLITE_OK);
+    sqlite3_close(db);
+    st = open_ok(path);
+    assert_int_equal(kr_store_set_market(st, "AAPL", "NYSE", &err), KR_OK);
+    kr_store_close(st);
+    kr_candles_free(a);
+    kr_candles_free(b);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),
@@ -637,6 +687,7 @@ int main(void) {
         cmocka_unit_test(test_bad_names),
         cmocka_unit_test(test_corrupted_and_foreign_files),
         cmocka_unit_test(test_resolve_path),
+        cmocka_unit_test(test_case_and_market),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

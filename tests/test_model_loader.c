@@ -500,6 +500,39 @@ static void test_config_ok(void **state) {
     free(dir);
 }
 
+/* "intended_use" / "source": parsed, kept through save -> load, and the bundled demo model
+ * declares itself a demo (so every report of it says so). */
+static void test_config_intended_use(void **state) {
+    (void)state;
+    kr_predictor_config p, p2;
+    kr_error err = { 0 };
+    const char *demo = "{\"s1_bits\": 10, \"s2_bits\": 10, \"n_layers\": 1, \"d_model\": 8,"
+                       " \"n_heads\": 2, \"ff_dim\": 3, \"intended_use\": \"demo\","
+                       " \"source\": \"a \\\"quoted\\\" origin\"}";
+    assert_int_equal(kr_predictor_config_parse(demo, strlen(demo), "p", &p, &err), KR_OK);
+    assert_string_equal(p.intended_use, "demo");
+    assert_string_equal(p.source, "a \"quoted\" origin");
+    char *dir = kr_test_tmpdir();
+    char path[4096];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    assert_int_equal(kr_predictor_config_save(path, &p, &err), KR_OK);
+    assert_int_equal(kr_predictor_config_load(path, &p2, &err), KR_OK);
+    assert_memory_equal(&p, &p2, sizeof p);
+    remove(path);
+    remove(dir);
+    free(dir);
+    /* "forecast" is the same as no key. */
+    const char *fc = "{\"s1_bits\": 10, \"s2_bits\": 10, \"n_layers\": 1, \"d_model\": 8,"
+                     " \"n_heads\": 2, \"ff_dim\": 3, \"intended_use\": \"forecast\"}";
+    assert_int_equal(kr_predictor_config_parse(fc, strlen(fc), "p", &p, &err), KR_OK);
+    assert_string_equal(p.intended_use, "");
+    assert_int_equal(kr_predictor_config_load(
+                         KR_SOURCE_DIR "/models/kronos-demo/predictor/config.json", &p, &err),
+                     KR_OK);
+    assert_string_equal(p.intended_use, "demo");
+    assert_true(strstr(p.source, "not the official Kronos weights") != NULL);
+}
+
 /* The tokenizer config the golden generator wrote must be reproduced byte for byte. */
 static void test_config_save_matches_golden(void **state) {
     (void)state;
@@ -593,6 +626,14 @@ static const cfg_case k_cfg_bad[] = {
       " \"ff_dim\": 8, \"learn_te\": 1}",
       "key 'learn_te' must be true or false" },
     { 0, "{\"s1_bits\": 10, \"s1_bits\": 11}", "key 's1_bits' appears twice" },
+    { 0,
+      "{\"s1_bits\": 10, \"s2_bits\": 10, \"n_layers\": 2, \"d_model\": 32, \"n_heads\": 2,"
+      " \"ff_dim\": 8, \"intended_use\": \"demonstration\"}",
+      "key 'intended_use' must be \"demo\", \"test\" or \"forecast\"" },
+    { 0,
+      "{\"s1_bits\": 10, \"s2_bits\": 10, \"n_layers\": 2, \"d_model\": 32, \"n_heads\": 2,"
+      " \"ff_dim\": 8, \"source\": 7}",
+      "key 'source' must be a string" },
     { 1, "{\"d_in\": 5}", "key 'd_in' = 5 is out of range [6, 6]" },
     { 1,
       "{\"d_in\": 6, \"d_model\": 64, \"n_heads\": 4, \"ff_dim\": 128, \"n_enc_layers\": 0,"
@@ -633,11 +674,17 @@ static void test_config_bad(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_malformed_table),   cmocka_unit_test(test_short_files),
-        cmocka_unit_test(test_every_truncation),  cmocka_unit_test(test_f16_special_values),
-        cmocka_unit_test(test_bf16_and_ints),     cmocka_unit_test(test_dtype_names),
-        cmocka_unit_test(test_writer_round_trip), cmocka_unit_test(test_writer_empty),
-        cmocka_unit_test(test_config_ok),         cmocka_unit_test(test_config_save_matches_golden),
+        cmocka_unit_test(test_malformed_table),
+        cmocka_unit_test(test_short_files),
+        cmocka_unit_test(test_every_truncation),
+        cmocka_unit_test(test_f16_special_values),
+        cmocka_unit_test(test_bf16_and_ints),
+        cmocka_unit_test(test_dtype_names),
+        cmocka_unit_test(test_writer_round_trip),
+        cmocka_unit_test(test_writer_empty),
+        cmocka_unit_test(test_config_ok),
+        cmocka_unit_test(test_config_save_matches_golden),
+        cmocka_unit_test(test_config_intended_use),
         cmocka_unit_test(test_config_bad),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -389,6 +389,96 @@ static void test_server_matches_library(void **state) {
     free(body);
 }
 
+/* The bytes of a forecast JSON from "params" up to (not including) ",\"usage\"": the part both
+ * writers share exactly. What legitimately differs is around it: the head members (the CLI's
+ * "input" and "model", the server's "id", "object" and "model"), "timing" (wall clock) and in
+ * "usage" the split between prefill_tokens and cached_tokens (a prefix-cache hit moves tokens
+ * from one to the other). */
+static char *forecast_part(const char *json, long long *usage_sum, long long *decode) {
+    const char *a = strstr(json, "\"params\":"), *b = strstr(json, ",\"usage\":");
+    if (!a || !b || b < a) fail_msg("no params..usage in %.300s", json);
+    char *s = strndup(a, (size_t)(b - a));
+    cJSON *root = cJSON_Parse(json);
+    cJSON *u = cJSON_GetObjectItem(root, "usage");
+    *usage_sum = (long long)(cJSON_GetObjectItem(u, "prefill_tokens")->valuedouble +
+                             cJSON_GetObjectItem(u, "cached_tokens")->valuedouble);
+    *decode = (long long)cJSON_GetObjectItem(u, "decode_tokens")->valuedouble;
+    assert_non_null(cJSON_GetObjectItem(cJSON_GetObjectItem(root, "timing"), "total_seconds"));
+    cJSON_Delete(root);
+    return s;
+}
+
+/* One forecast serializer: `kronos forecast --format json` and POST /v1/forecast print the
+ * same forecast part byte for byte (same candles, parameters and seed). */
+static void test_cli_and_http_print_alike(void **state) {
+    (void)state;
+    char *dir = kr_test_tmpdir();
+    char csv[4200];
+    snprintf(csv, sizeof csv, "%s/in.csv", dir);
+    sbuf text = { 0 };
+    sb_printf(&text, "timestamps,open,high,low,close,volume,amount\n");
+    for (int64_t i = 700; i < 900; i++) {
+        char ts[32];
+        kr_format_timestamp(g_candles->timestamps[i], 0, ts, sizeof ts);
+        const double *v = g_candles->values + i * 6;
+        sb_printf(&text, "%s,%.17g,%.17g,%.17g,%.17g,%.17g,%.17g\n", ts, v[0], v[1], v[2], v[3],
+                  v[4], v[5]);
+    }
+    assert_int_equal(kr_test_write_file(csv, text.s, text.len), 0);
+    char args[8600];
+    snprintf(args, sizeof args,
+             "forecast --input %s --pred-len 9 --paths 5 --seed 12345678901234567890 "
+             "--top-k 30 --temperature 0.7 --quantiles 0.1,0.5,0.9,0.5 --format json",
+             csv);
+    const kr_test_run *run = kr_test_kronos(dir, "", args);
+    if (run->code != 0) fail_msg("kronos forecast: %s", run->err);
+    long long cli_sum, cli_decode, http_sum, http_decode;
+    char *cli = forecast_part(run->out, &cli_sum, &cli_decode);
+
+    cJSON *req = cJSON_CreateObject();
+    cJSON_AddStringToObject(req, "candles", text.s);
+    cJSON_AddNumberToObject(req, "pred_len", 9);
+    cJSON_AddNumberToObject(req, "paths", 5);
+    cJSON_AddStringToObject(req, "seed", "12345678901234567890");
+    cJSON_AddNumberToObject(req, "top_k", 30);
+    cJSON_AddNumberToObject(req, "temperature", 0.7);
+    cJSON_AddItemToObject(req, "quantiles",
+                          cJSON_CreateDoubleArray((double[]){ 0.1, 0.5, 0.9, 0.5 }, 4));
+    cJSON_AddTrueToObject(req, "return_paths");
+    char *body = cJSON_PrintUnformatted(req);
+    cJSON_Delete(req);
+    http_resp *r = http(kr_server_port(g_srv), "POST", "/v1/forecast", body, API_KEY);
+    if (r->status != 200) fail_msg("%ld %.300s", r->status, r->body);
+    char *srv = forecast_part(r->body, &http_sum, &http_decode);
+    if (strcmp(cli, srv) != 0) {
+        size_t i = 0;
+        while (cli[i] && cli[i] == srv[i]) i++;
+        fail_msg("CLI and HTTP differ at byte %zu:\n cli  ...%.120s\n http ...%.120s", i,
+                 cli + (i > 40 ? i - 40 : 0), srv + (i > 40 ? i - 40 : 0));
+    }
+    assert_true(strstr(cli, "\"lookback\":200,") != NULL); /* the rows the model saw */
+    assert_true(strstr(cli, "\"seed\":\"12345678901234567890\"") != NULL);
+    assert_true(strstr(cli, "\"temperature\":0.7,") != NULL);
+    assert_int_equal(cli_sum, http_sum);
+    assert_int_equal(cli_decode, http_decode);
+    assert_true(cli_decode > 0);
+    /* The CLI's head: the input and the model. */
+    assert_true(!strncmp(run->out, "{\"input\":\"", 10));
+    free(cli);
+    free(srv);
+    free(body);
+    resp_free(r);
+    free(text.s);
+    unlink(csv);
+    char p[4300];
+    snprintf(p, sizeof p, "%s/stdout", dir);
+    unlink(p);
+    snprintf(p, sizeof p, "%s/stderr", dir);
+    unlink(p);
+    rmdir(dir);
+    free(dir);
+}
+
 static void test_prefix_cache_reuse(void **state) {
     (void)state;
     int port = kr_server_port(g_srv);
@@ -833,6 +923,7 @@ int main(void) {
         cmocka_unit_test(test_body_too_large),
         cmocka_unit_test(test_concurrent_equals_alone),
         cmocka_unit_test(test_server_matches_library),
+        cmocka_unit_test(test_cli_and_http_print_alike),
         cmocka_unit_test(test_prefix_cache_reuse),
         cmocka_unit_test(test_quant_drift_metric),
         cmocka_unit_test(test_stream_shape),

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analyst/analyze.h"
 #include "analyst/stats.h"
 #include "base/error.h"
 
@@ -191,7 +192,7 @@ kr_status kr_calibrate(kr_context *ctx, const kr_candles *c, int windows,
     if ((st = kr_calibration_plan(c, windows, p.pred_len, p.max_context, requested_lookback, series,
                                   err)) != KR_OK)
         goto done;
-    if ((st = kr_forecast_run_batch_ex(ctx, series, windows, &p, request, fc, err)) != KR_OK) {
+    if ((st = kr_analyst_run_batch(ctx, request, series, windows, &p, fc, err)) != KR_OK) {
         kr_error_prefix(err, "calibration");
         goto done;
     }

@@ -67,9 +67,8 @@ kr_status kr_calibration_score(const kr_candles *c, int windows, int horizon,
                                const kr_series *series, kr_forecast *const *fc,
                                kr_calibration **out, kr_error *err);
 
-/* Plans the windows, runs them as ONE batch on the context (params->pred_len is the
- * horizon; lookback and keep_paths are set here; request: deadline, priority, abort, may be
- * NULL) and scores them. Caller owns *out. */
+/* Plans the windows, runs them as ONE kr_forecast_run_batch call (params->pred_len is the
+ * horizon; lookback and keep_paths are set here) and scores them. Caller owns *out. */
 kr_status kr_calibrate(kr_context *ctx, const kr_candles *c, int windows,
                        const kr_forecast_params *params, int requested_lookback,
                        const kr_request_params *request, kr_calibration **out, kr_error *err);

@@ -1,6 +1,7 @@
 /* analyst/render — format names and the dispatcher (see render.h). */
 #include "analyst/render.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "base/error.h"
@@ -25,4 +26,52 @@ kr_status kr_render(const kr_report_set *set, kr_report_format fmt, char **out, 
     case KR_FORMAT_HTML: return kr_render_html(set, out, err);
     }
     return kr_error_set(err, KR_ERR_INVALID_ARG, "render: unknown format %d", (int)fmt);
+}
+
+int kr_report_model_notice(const kr_report_set *set, char *buf, size_t cap) {
+    buf[0] = 0;
+    for (int i = 0; set && i < set->n; i++) {
+        const kr_report_meta *m = &set->reports[i]->meta;
+        if (!m->demo) continue;
+        snprintf(buf, cap,
+                 KR_REPORT_DEMO_BANNER ": %s is a demo/test checkpoint that exists to run the "
+                                       "software, and its numbers say nothing about the market "
+                                       "(source: %s).",
+                 m->model_name, m->source);
+        return 1;
+    }
+    return 0;
+}
+
+void kr_report_paths_note(kr_sb *sb, const kr_report *r) {
+    const kr_report_meta *m = &r->meta;
+    if (r->calendar[0])
+        kr_sb_appendf(sb, "Forecast bars follow the calendar: %s%s. ", r->calendar,
+                      r->market[0] && !r->holidays_known ? "; holidays past its years are unknown"
+                                                         : "");
+    kr_sb_appendf(sb, "%d sampled paths in %d round%s", r->paths, r->rounds,
+                  r->rounds == 1 ? "" : "s");
+    if (m->target_prob_se > 0 || m->target_var_rel_se > 0) {
+        kr_sb_append(sb, " (targets:");
+        if (m->target_prob_se > 0)
+            kr_sb_appendf(sb, " P(up) \u00b1 %.0f pp", m->target_prob_se * 100.0);
+        if (m->target_var_rel_se > 0)
+            kr_sb_appendf(sb, "%s VaR95 \u00b1 %.0f%% of its size",
+                          m->target_prob_se > 0 ? "," : "", m->target_var_rel_se * 100.0);
+        if (r->target_met)
+            kr_sb_append(sb, ": met)");
+        else
+            kr_sb_appendf(sb, ": not met within the cap of %d paths)", m->paths_max);
+    } else {
+        kr_sb_append(sb, " (a fixed number, no error target)");
+    }
+    if (m->ohlc == KR_OHLC_CONSISTENT)
+        kr_sb_appendf(sb,
+                      ". Candles: consistent (high \u2265 max(open, close), low \u2264 min(open, "
+                      "close), volume \u2265 0, applied to every path before the statistics; the "
+                      "model wrote open > high in %lld of %lld path candles).",
+                      (long long)r->raw_inconsistent, (long long)r->paths * r->horizon);
+    else
+        kr_sb_append(sb, ". Candles: raw (the model's numbers; a candle's open or close may lie "
+                         "outside its high-low range).");
 }

@@ -7,6 +7,7 @@
 #define KR_ANALYST_RENDER_H
 
 #include "analyst/analyze.h"
+#include "base/strbuf.h"
 #include "kronos.h"
 
 typedef enum kr_report_format {
@@ -23,6 +24,16 @@ kr_status kr_render_json(const kr_report_set *set, char **out, kr_error *err);
 kr_status kr_render_md(const kr_report_set *set, char **out, kr_error *err);
 kr_status kr_render_html(const kr_report_set *set, char **out, kr_error *err);
 kr_status kr_render(const kr_report_set *set, kr_report_format fmt, char **out, kr_error *err);
+
+/* The model notice every format leads with when a report's model declares itself a demo or
+ * test checkpoint: "DEMO MODEL — not a forecast: NAME is ... (SOURCE)". Returns 1 and fills
+ * buf, or 0 (no notice; buf empty). */
+int kr_report_model_notice(const kr_report_set *set, char *buf, size_t cap);
+
+/* "128 paths in 1 round (targets: P(up) ± 2 pp, VaR95 ± 10%: met). Candles: consistent ..."
+ * — how many paths made the figures and what was done to the candles, for MD/HTML (plain
+ * text; HTML escapes it). */
+void kr_report_paths_note(kr_sb *sb, const kr_report *r);
 
 /* The JSON "schema_version" this build writes. */
 #define KR_REPORT_SCHEMA_VERSION 1

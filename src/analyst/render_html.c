@@ -32,6 +32,15 @@ static const char k_css[] =
     "h3{font-size:13px;text-transform:uppercase;letter-spacing:.06em;color:var(--muted);margin:"
     "22px 0 8px}\n"
     ".sub{color:var(--muted);font-size:13px}\n"
+    ".demo{border:2px solid "
+    "#b91c1c;background:#fef2f2;color:#7f1d1d;border-radius:8px;padding:12px "
+    "16px;font-size:15px;margin:14px 0}.demo strong{font-size:18px;letter-spacing:.02em}\n"
+    ".pm{color:var(--muted);font-weight:400;font-size:.8em;white-space:nowrap}\n"
+    ".stale{color:#92400e;font-weight:600}.tie{color:var(--muted)}\n"
+    "#ranking td:nth-child(2),#ranking th:nth-child(2),#ranking td:last-child,#ranking "
+    "th:last-child{text-align:left}\n"
+    ".fail{border:1px solid #fca5a5;background:#fff7f7;border-radius:8px;padding:10px 14px}\n"
+    ".note{color:var(--muted);font-size:12px;margin:6px 0 0}\n"
     ".disclaimer{border:1px solid "
     "#fcd34d;background:#fffbeb;color:#78350f;border-radius:6px;padding:10px 14px;"
     "font-size:13px;margin:14px 0}\n"
@@ -118,14 +127,19 @@ static void kpis(kr_sb *sb, const kr_report *r) {
     kr_sb_append(sb, "<div class=\"kpis\">\n");
     kr_format_timestamp(r->last_ts, r->date_only, a, sizeof a);
     kpi(sb, "Last close", kr_fmt_price(r->last_close, b), a, 0);
-    snprintf(n, sizeof n, "%d paths, %d bars", r->paths, r->horizon);
+    char pm[64];
+    snprintf(n, sizeof n, "\xc2\xb1 %.0f pp, %d paths, %d bars", r->prob_up_se * 100.0, r->paths,
+             r->horizon);
     kpi(sb, "P(close up)", kr_fmt_pct(r->prob_up, 0, a), n, 0);
-    snprintf(n, sizeof n, "std %s", kr_fmt_pct(r->return_std, 2, b));
+    snprintf(n, sizeof n, "\xc2\xb1 %.2f%% \xc2\xb7 std %s", r->expected_return_se * 100.0,
+             kr_fmt_pct(r->return_std, 2, b));
     kpi(sb, "Expected return", kr_fmt_pct_signed(r->expected_return, a), n, r->expected_return);
+    (void)pm;
     snprintf(v, sizeof v, "%s \xe2\x80\x93 %s", kr_fmt_price(r->fc_p10[last], a),
              kr_fmt_price(r->fc_p90[last], b));
     kpi(sb, "80% band at horizon", v, "p10 \xe2\x80\x93 p90 close", 0);
-    snprintf(n, sizeof n, "ES %s", kr_fmt_pct(r->es95, 2, b));
+    snprintf(n, sizeof n, "\xc2\xb1 %.2f%% \xc2\xb7 ES %s", r->var95_se * 100.0,
+             kr_fmt_pct(r->es95, 2, b));
     kpi(sb, "VaR 95%", kr_fmt_pct(r->var95, 2, a), n, 0);
     kpi(sb, "RSI 14", kr_fmt_num(r->tech.rsi14, 0, a), kr_rsi_state(r->tech.rsi14), 0);
     kr_sb_append(sb, "</div>\n");
@@ -135,23 +149,40 @@ static void horizon_table(kr_sb *sb, const kr_report *r) {
     char a[32], b[32], c[32], l[96], v[128];
     kr_sb_append(sb, "<div><h3>At the horizon</h3><table><tbody>\n");
     snprintf(l, sizeof l, "Probability of closing above %s", kr_fmt_price(r->last_close, a));
-    row2(sb, l, kr_fmt_pct(r->prob_up, 1, b));
-    row2(sb, "Expected return (mean over paths)", kr_fmt_pct_signed(r->expected_return, a));
-    row2(sb, "Standard deviation of return", kr_fmt_pct(r->return_std, 2, a));
-    snprintf(v, sizeof v, "%s / %s / %s", kr_fmt_pct_signed(r->return_p10, a),
-             kr_fmt_pct_signed(r->return_p50, b), kr_fmt_pct_signed(r->return_p90, c));
-    row2(sb, "Return p10 / p50 / p90", v);
-    row2(sb, "Value at risk 95% (loss)", kr_fmt_pct(r->var95, 2, a));
-    row2(sb, "Expected shortfall 95% (loss)", kr_fmt_pct(r->es95, 2, a));
-    snprintf(v, sizeof v, "%s / %s / %s", kr_fmt_pct(r->drawdown_mean, 2, a),
-             kr_fmt_pct(r->drawdown_p50, 2, b), kr_fmt_pct(r->drawdown_p90, 2, c));
-    row2(sb, "Max drawdown mean / p50 / p90", v);
+    char w[64], x[64], y[64], big[256];
+    row2(sb, l, kr_fmt_pm_prob(r->prob_up, r->prob_up_se, w));
+    row2(sb, "Expected return (mean over paths)",
+         kr_fmt_pm_pct(r->expected_return, r->expected_return_se, 2, 1, w));
+    row2(sb, "Standard deviation of return",
+         kr_fmt_pm_pct(r->return_std, r->return_std_se, 2, 0, w));
+    snprintf(big, sizeof big, "%s / %s / %s",
+             kr_fmt_pm_pct(r->return_p10, r->return_p10_se, 2, 1, w),
+             kr_fmt_pm_pct(r->return_p50, r->return_p50_se, 2, 1, x),
+             kr_fmt_pm_pct(r->return_p90, r->return_p90_se, 2, 1, y));
+    row2(sb, "Return p10 / p50 / p90", big);
+    row2(sb, "Value at risk 95% (loss)", kr_fmt_pm_pct(r->var95, r->var95_se, 2, 0, w));
+    row2(sb, "Expected shortfall 95% (loss)", kr_fmt_pm_pct(r->es95, r->es95_se, 2, 0, w));
+    snprintf(big, sizeof big, "%s / %s / %s",
+             kr_fmt_pm_pct(r->drawdown_mean, r->drawdown_mean_se, 2, 0, w),
+             kr_fmt_pm_pct(r->drawdown_p50, r->drawdown_p50_se, 2, 0, x),
+             kr_fmt_pm_pct(r->drawdown_p90, r->drawdown_p90_se, 2, 0, y));
+    row2(sb, "Max drawdown mean / p50 / p90", big);
     snprintf(l, sizeof l, "Volatility per bar: forecast / realised (last %d)", r->horizon);
-    snprintf(v, sizeof v, "%s / %s", kr_fmt_pct(r->forecast_vol, 2, a),
+    snprintf(v, sizeof v, "%s / %s", kr_fmt_pm_pct(r->forecast_vol, r->forecast_vol_se, 2, 0, w),
              kr_fmt_pct(r->realized_vol_h, 2, b));
     row2(sb, l, v);
-    row2(sb, "P(forecast volatility > realised)", kr_fmt_pct(r->prob_vol_above, 0, a));
-    kr_sb_append(sb, "</tbody></table></div>\n");
+    row2(sb, "P(forecast volatility > realised)",
+         kr_fmt_pm_prob(r->prob_vol_above, r->prob_vol_above_se, w));
+    (void)a;
+    (void)c;
+    kr_sb_append(sb, "</tbody></table><p class=\"note\">\xc2\xb1: Monte Carlo standard error (how "
+                     "much a figure moves between seeds at this number of paths); pp = percentage "
+                     "points. ");
+    kr_sb e = { 0 };
+    kr_report_paths_note(&e, r);
+    if (e.data) kr_sb_append_html(sb, e.data);
+    kr_sb_free(&e);
+    kr_sb_append(sb, "</p></div>\n");
 }
 
 static void technical_table(kr_sb *sb, const kr_report *r) {
@@ -254,10 +285,12 @@ static void metadata(kr_sb *sb, const kr_report *r) {
     const kr_report_meta *m = &r->meta;
     char a[32], v[2400];
     kr_sb_append(sb, "<h3>Model and run</h3><table><tbody>\n");
-    snprintf(v, sizeof v, "%s — d_model %d, %d layers, %d heads, %s parameters, %s", m->model_name,
-             m->d_model, m->n_layers, m->n_heads, kr_fmt_compact((double)m->n_params, a),
-             m->quantization);
+    snprintf(v, sizeof v, "%s%s — d_model %d, %d layers, %d heads, %s parameters, weights %s%s%s",
+             m->model_name, m->demo ? " (DEMO MODEL, not a forecast)" : "", m->d_model, m->n_layers,
+             m->n_heads, kr_fmt_compact((double)m->n_params, a), m->quantization,
+             m->quant_method[0] ? " " : "", m->quant_method);
     row2(sb, "Model", v);
+    row2(sb, "Source", m->source);
     kr_sb_append(sb, "<tr><td>Directories</td><td><code>");
     kr_sb_append_html(sb, m->predictor_dir);
     kr_sb_append(sb, "</code><br><code>");
@@ -353,6 +386,11 @@ static void report_section(kr_sb *sb, const kr_report *r) {
     kr_sb_appendf(sb, " bars, %lld rows from %s to %s</span></h2>\n", (long long)r->rows_available,
                   kr_format_timestamp(r->first_ts, r->date_only, a, sizeof a),
                   kr_format_timestamp(r->last_ts, r->date_only, b, sizeof b));
+    if (r->stale)
+        kr_sb_appendf(sb,
+                      "<p class=\"stale\">Stale data: the last bar is %.0f days behind the "
+                      "newest symbol of this report.</p>\n",
+                      r->stale_days);
     kpis(sb, r);
     kr_sb_append(sb, "<h3>Summary</h3><ul class=\"summary\">\n");
     for (int i = 0; i < r->n_summary; i++) {
@@ -374,32 +412,72 @@ static void report_section(kr_sb *sb, const kr_report *r) {
     kr_sb_append(sb, "</section>\n");
 }
 
+/* One table per interval (their horizons are not comparable), with each symbol's last bar, a
+ * stale flag and the symbols it cannot be told apart from at the Monte Carlo error. */
 static void ranking(kr_sb *sb, const kr_report_set *set) {
-    char a[32], b[32], c[32], d[32], e[32];
-    kr_sb_append(
-        sb,
-        "<section class=\"card\"><h2>Ranking by expected return</h2><table><thead><tr><th>#</th>"
-        "<th>Symbol</th><th>Interval</th><th>Last close</th><th>Expected return</th><th>P(up)</th>"
-        "<th>Volatility (std of return)</th><th>VaR "
-        "95%</th><th>Direction</th></tr></thead><tbody>\n");
+    char a[32], b[64], c[64], d[32], e[64], t[32];
+    kr_sb_append(sb, "<section class=\"card\" id=\"ranking\"><h2>Ranking by expected return</h2>"
+                     "<p class=\"note\">Ranked within each interval; \xc2\xb1 is the Monte Carlo "
+                     "standard error; \xe2\x89\x88 names symbols whose expected return differs by "
+                     "less than two combined standard errors (indistinguishable at this number of "
+                     "paths).</p>\n");
     for (int k = 0; k < set->n; k++) {
         const kr_report *r = set->reports[set->rank[k]];
-        kr_sb_appendf(sb, "<tr><td>%d</td><td><a href=\"#", k + 1);
+        if (r->group_rank == 1) {
+            if (k) kr_sb_append(sb, "</tbody></table>\n");
+            kr_sb_append(sb, "<h3>");
+            kr_sb_append_html(sb, r->interval);
+            kr_sb_appendf(sb,
+                          " bars, %d-bar horizon</h3><table><thead><tr><th>#</th><th>Symbol</th>"
+                          "<th>Last bar</th><th>Last close</th><th>Expected return</th>"
+                          "<th>P(up)</th><th>Volatility (std of return)</th><th>VaR 95%%</th>"
+                          "<th>Direction</th><th>Note</th></tr></thead><tbody>\n",
+                          r->horizon);
+        }
+        kr_sb_appendf(sb, "<tr><td>%d</td><td><a href=\"#", r->group_rank);
         kr_sb_append_html(sb, r->symbol);
         kr_sb_append(sb, "-");
         kr_sb_append_html(sb, r->interval);
         kr_sb_append(sb, "\">");
         kr_sb_append_html(sb, r->symbol);
-        kr_sb_append(sb, "</a></td><td>");
-        kr_sb_append_html(sb, r->interval);
-        kr_sb_appendf(sb, "</td><td>%s</td><td class=\"", kr_fmt_price(r->last_close, a));
+        kr_sb_appendf(sb, "</a></td><td class=\"t\">%s</td><td>%s</td><td class=\"",
+                      kr_format_timestamp(r->last_ts, r->date_only, t, sizeof t),
+                      kr_fmt_price(r->last_close, a));
         signed_class(sb, r->expected_return);
-        kr_sb_appendf(sb, "\">%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>\n",
-                      kr_fmt_pct_signed(r->expected_return, b), kr_fmt_pct(r->prob_up, 0, c),
-                      kr_fmt_pct(r->return_std, 2, d), kr_fmt_pct(r->var95, 2, e),
-                      kr_summary_direction(r->prob_up));
+        kr_sb_append(sb, "\">");
+        kr_sb_append_html(sb, kr_fmt_pm_pct(r->expected_return, r->expected_return_se, 2, 1, b));
+        kr_sb_append(sb, "</td><td>");
+        kr_sb_append_html(sb, kr_fmt_pm_prob(r->prob_up, r->prob_up_se, c));
+        kr_sb_appendf(sb, "</td><td>%s</td><td>", kr_fmt_pct(r->return_std, 2, d));
+        kr_sb_append_html(sb, kr_fmt_pm_pct(r->var95, r->var95_se, 2, 0, e));
+        kr_sb_appendf(sb, "</td><td>%s</td><td>", kr_summary_direction(r->prob_up));
+        if (r->stale)
+            kr_sb_appendf(sb, "<span class=\"stale\">stale (%.0f days behind)</span> ",
+                          r->stale_days);
+        if (r->tied_with[0]) {
+            kr_sb_append(sb, "<span class=\"tie\">\xe2\x89\x88 ");
+            kr_sb_append_html(sb, r->tied_with);
+            kr_sb_append(sb, "</span>");
+        }
+        kr_sb_append(sb, "</td></tr>\n");
     }
     kr_sb_append(sb, "</tbody></table></section>\n");
+}
+
+static void failures(kr_sb *sb, const kr_report_set *set) {
+    if (!set->n_failures) return;
+    kr_sb_append(sb, "<section class=\"card fail\" id=\"failures\"><h2>Not analysed</h2><ul>\n");
+    for (int i = 0; i < set->n_failures; i++) {
+        kr_sb_append(sb, "<li><strong>");
+        kr_sb_append_html(sb, set->failures[i].symbol);
+        kr_sb_append(sb, "</strong>");
+        if (set->failures[i].interval[0]) kr_sb_append(sb, " ");
+        kr_sb_append_html(sb, set->failures[i].interval);
+        kr_sb_append(sb, ": ");
+        kr_sb_append_html(sb, set->failures[i].message);
+        kr_sb_append(sb, "</li>\n");
+    }
+    kr_sb_append(sb, "</ul></section>\n");
 }
 
 kr_status kr_render_html(const kr_report_set *set, char **out, kr_error *err) {
@@ -427,11 +505,25 @@ kr_status kr_render_html(const kr_report_set *set, char **out, kr_error *err) {
         "</h1><div class=\"sub\">Generated %04d-%02d-%02d %02d:%02d UTC by kronos %s with model ",
         g.year, g.month, g.day, g.hour, g.minute, kr_version());
     kr_sb_append_html(&sb, r0->meta.model_name);
-    kr_sb_appendf(&sb,
-                  " &middot; %d sampled paths, %d-bar horizon</div>\n<div class=\"disclaimer\">",
-                  r0->paths, r0->horizon);
+    kr_sb_appendf(&sb, " &middot; %d sampled paths, %d-bar horizon</div>\n", r0->paths,
+                  r0->horizon);
+    char notice[1024];
+    if (kr_report_model_notice(set, notice, sizeof notice)) {
+        const char *colon = strchr(notice, ':');
+        size_t head = colon ? (size_t)(colon - notice) : strlen(notice);
+        kr_sb_append(&sb, "<div class=\"demo\" id=\"model-notice\"><strong>");
+        char h[128];
+        snprintf(h, sizeof h, "%.*s", (int)(head < sizeof h ? head : sizeof h - 1), notice);
+        kr_sb_append_html(&sb, h);
+        kr_sb_append(&sb, "</strong>");
+        kr_sb_append_html(&sb, notice + head);
+        kr_sb_append(&sb, "</div>\n");
+    }
+    kr_sb_append(&sb, "<div class=\"disclaimer\">");
     disclaimer(&sb);
-    kr_sb_append(&sb, "</div></header>\n");
+    kr_sb_append(&sb, "</div>");
+    kr_sb_append(&sb, "</header>\n");
+    failures(&sb, set);
     if (set->n > 1) ranking(&sb, set);
     for (int i = 0; i < set->n; i++) report_section(&sb, set->reports[i]);
     kr_sb_append(&sb, "<footer>Figures are statistics of the model's sampled paths; see "

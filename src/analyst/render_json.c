@@ -42,6 +42,13 @@ static void add_forecast(cJSON *root, const kr_report *r) {
     cJSON *f = cJSON_AddObjectToObject(root, "forecast");
     cJSON_AddNumberToObject(f, "horizon", r->horizon);
     cJSON_AddNumberToObject(f, "paths", r->paths);
+    cJSON_AddNumberToObject(f, "rounds", r->rounds);
+    cJSON_AddStringToObject(f, "market", r->market);
+    cJSON_AddStringToObject(f, "calendar", r->calendar);
+    cJSON_AddBoolToObject(f, "holidays_known", r->holidays_known);
+    cJSON_AddStringToObject(f, "ohlc", kr_ohlc_mode_name(r->meta.ohlc));
+    cJSON_AddNumberToObject(f, "repaired_candles", (double)r->repaired_candles);
+    cJSON_AddNumberToObject(f, "raw_inconsistent_candles", (double)r->raw_inconsistent);
     cJSON *steps = cJSON_AddArrayToObject(f, "steps");
     for (int i = 0; i < r->horizon; i++) {
         cJSON *s = cJSON_CreateObject();
@@ -74,6 +81,23 @@ static void add_statistics(cJSON *root, const kr_report *r) {
     pct(s, "forecast_volatility_pct", r->forecast_vol);
     pct(s, "realized_volatility_pct", r->realized_vol_h);
     num(s, "prob_volatility_above_realized", r->prob_vol_above);
+    /* The same keys again, holding each figure's Monte Carlo standard error (same units). */
+    cJSON *se = cJSON_AddObjectToObject(s, "standard_error");
+    num(se, "prob_up", r->prob_up_se);
+    num(se, "expected_close", r->last_close * r->expected_return_se);
+    pct(se, "expected_return_pct", r->expected_return_se);
+    pct(se, "return_std_pct", r->return_std_se);
+    pct(se, "return_p10_pct", r->return_p10_se);
+    pct(se, "return_p50_pct", r->return_p50_se);
+    pct(se, "return_p90_pct", r->return_p90_se);
+    pct(se, "var95_pct", r->var95_se);
+    pct(se, "es95_pct", r->es95_se);
+    cJSON *sdd = cJSON_AddObjectToObject(se, "max_drawdown_pct");
+    pct(sdd, "mean", r->drawdown_mean_se);
+    pct(sdd, "p50", r->drawdown_p50_se);
+    pct(sdd, "p90", r->drawdown_p90_se);
+    pct(se, "forecast_volatility_pct", r->forecast_vol_se);
+    num(se, "prob_volatility_above_realized", r->prob_vol_above_se);
 }
 
 static void add_technical(cJSON *root, const kr_report *r) {
@@ -167,9 +191,18 @@ static void add_metadata(cJSON *root, const kr_report *r) {
     cJSON_AddNumberToObject(mo, "n_heads", m->n_heads);
     cJSON_AddNumberToObject(mo, "n_params", (double)m->n_params);
     cJSON_AddStringToObject(mo, "quantization", m->quantization);
+    cJSON_AddStringToObject(mo, "quant_method", m->quant_method);
+    cJSON_AddBoolToObject(mo, "demo", m->demo);
+    cJSON_AddStringToObject(mo, "source", m->source);
     cJSON *p = cJSON_AddObjectToObject(o, "params");
     cJSON_AddNumberToObject(p, "horizon", r->horizon);
     cJSON_AddNumberToObject(p, "paths", r->paths);
+    cJSON_AddNumberToObject(p, "paths_first_round", m->paths_min);
+    cJSON_AddNumberToObject(p, "max_paths", m->paths_max);
+    num(p, "target_prob_se", m->target_prob_se > 0 ? m->target_prob_se : NAN);
+    num(p, "target_var_rel_se", m->target_var_rel_se > 0 ? m->target_var_rel_se : NAN);
+    cJSON_AddBoolToObject(p, "target_met", r->target_met);
+    cJSON_AddStringToObject(p, "ohlc", kr_ohlc_mode_name(m->ohlc));
     cJSON_AddNumberToObject(p, "lookback", r->lookback);
     cJSON_AddNumberToObject(p, "max_context", m->max_context);
     /* Raw digits: a 64-bit seed does not survive a trip through a double. */
@@ -251,6 +284,11 @@ kr_status kr_render_json(const kr_report_set *set, char **out, kr_error *err) {
     cJSON_AddStringToObject(eng, "name", "kronos");
     cJSON_AddStringToObject(eng, "version", kr_version());
     cJSON_AddStringToObject(root, "disclaimer", KR_REPORT_DISCLAIMER);
+    char notice[1024];
+    if (kr_report_model_notice(set, notice, sizeof notice))
+        cJSON_AddStringToObject(root, "model_notice", notice);
+    else
+        cJSON_AddNullToObject(root, "model_notice");
     cJSON *reps = cJSON_AddArrayToObject(root, "reports");
     for (int i = 0; i < set->n; i++) cJSON_AddItemToArray(reps, report_json(set->reports[i]));
     cJSON *rank = cJSON_AddArrayToObject(root, "ranking");
@@ -266,7 +304,31 @@ kr_status kr_render_json(const kr_report_set *set, char **out, kr_error *err) {
         pct(x, "return_std_pct", r->return_std);
         pct(x, "var95_pct", r->var95);
         pct(x, "es95_pct", r->es95);
+        cJSON_AddNumberToObject(x, "group_rank", r->group_rank);
+        ts(x, "last_timestamp", r->last_ts, r->date_only);
+        cJSON_AddBoolToObject(x, "stale", r->stale);
+        num(x, "stale_days", r->stale_days);
+        cJSON *xse = cJSON_AddObjectToObject(x, "standard_error");
+        pct(xse, "expected_return_pct", r->expected_return_se);
+        num(xse, "prob_up", r->prob_up_se);
+        cJSON *tied = cJSON_AddArrayToObject(x, "indistinguishable_from");
+        for (const char *t = r->tied_with; *t;) {
+            size_t len = strcspn(t, ",");
+            char sym[64];
+            snprintf(sym, sizeof sym, "%.*s", (int)(len < sizeof sym ? len : sizeof sym - 1), t);
+            cJSON_AddItemToArray(tied, cJSON_CreateString(sym));
+            t += len;
+            while (*t == ',' || *t == ' ') t++;
+        }
         cJSON_AddItemToArray(rank, x);
+    }
+    cJSON *fails = cJSON_AddArrayToObject(root, "failures");
+    for (int i = 0; i < set->n_failures; i++) {
+        cJSON *x = cJSON_CreateObject();
+        cJSON_AddStringToObject(x, "symbol", set->failures[i].symbol);
+        cJSON_AddStringToObject(x, "interval", set->failures[i].interval);
+        cJSON_AddStringToObject(x, "error", set->failures[i].message);
+        cJSON_AddItemToArray(fails, x);
     }
     char *text = cJSON_Print(root);
     cJSON_Delete(root);

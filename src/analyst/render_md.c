@@ -12,19 +12,46 @@
 #include "base/error.h"
 #include "base/timeutil.h"
 
+static void md_text(kr_sb *sb, const char *s, size_t n);
+
+/* One table per interval: horizons of 5-minute and daily bars are not comparable. */
 static void ranking(kr_sb *sb, const kr_report_set *set) {
-    char a[32], b[32], c[32], d[32], e[32], f[32];
+    char a[32], b[64], c[64], d[32], e[64], t[32];
     kr_sb_append(sb, "## Ranking by expected return\n\n"
-                     "| # | Symbol | Interval | Last close | Expected return | P(up) | Volatility "
-                     "(std of return) "
-                     "| VaR 95% | ES 95% |\n|---:|---|---|---:|---:|---:|---:|---:|---:|\n");
+                     "Ranked within each interval; \u00b1 is the Monte Carlo standard error. "
+                     "Symbols marked \u2248 are indistinguishable from the named ones at that "
+                     "error (their expected returns differ by less than two combined standard "
+                     "errors).\n\n");
     for (int k = 0; k < set->n; k++) {
         const kr_report *r = set->reports[set->rank[k]];
-        kr_sb_appendf(sb, "| %d | %s | %s | %s | %s | %s | %s | %s | %s |\n", k + 1, r->symbol,
-                      r->interval, kr_fmt_price(r->last_close, a),
-                      kr_fmt_pct_signed(r->expected_return, b), kr_fmt_pct(r->prob_up, 0, c),
-                      kr_fmt_pct(r->return_std, 2, d), kr_fmt_pct(r->var95, 2, e),
-                      kr_fmt_pct(r->es95, 2, f));
+        if (r->group_rank == 1)
+            kr_sb_appendf(sb,
+                          "%s### %s bars (%d-bar horizon)\n\n"
+                          "| # | Symbol | Last bar | Last close | Expected return | P(up) | "
+                          "Volatility (std of return) | VaR 95%% | Note |\n"
+                          "|---:|---|---|---:|---:|---:|---:|---:|---|\n",
+                          k ? "\n" : "", r->interval, r->horizon);
+        kr_sb_appendf(sb, "| %d | %s | %s | %s | %s | %s | %s | %s | ", r->group_rank, r->symbol,
+                      kr_format_timestamp(r->last_ts, r->date_only, t, sizeof t),
+                      kr_fmt_price(r->last_close, a),
+                      kr_fmt_pm_pct(r->expected_return, r->expected_return_se, 2, 1, b),
+                      kr_fmt_pm_prob(r->prob_up, r->prob_up_se, c), kr_fmt_pct(r->return_std, 2, d),
+                      kr_fmt_pm_pct(r->var95, r->var95_se, 2, 0, e));
+        if (r->stale) kr_sb_appendf(sb, "stale: %.0f days behind the newest; ", r->stale_days);
+        if (r->tied_with[0]) kr_sb_appendf(sb, "\u2248 %s", r->tied_with);
+        kr_sb_append(sb, " |\n");
+    }
+    kr_sb_append(sb, "\n");
+}
+
+static void failures_md(kr_sb *sb, const kr_report_set *set) {
+    if (!set->n_failures) return;
+    kr_sb_append(sb, "## Not analysed\n\n");
+    for (int i = 0; i < set->n_failures; i++) {
+        const kr_analyze_failure *f = &set->failures[i];
+        kr_sb_appendf(sb, "- **%s**%s%s: ", f->symbol, f->interval[0] ? " " : "", f->interval);
+        md_text(sb, f->message, strlen(f->message));
+        kr_sb_append(sb, "\n");
     }
     kr_sb_append(sb, "\n");
 }
@@ -34,24 +61,35 @@ static void horizon_table(kr_sb *sb, const kr_report *r) {
     kr_format_timestamp(r->fc_ts[r->horizon - 1], r->date_only, d, sizeof d);
     kr_sb_appendf(sb, "### At the horizon (%d bars, %s)\n\n| Figure | Value |\n|---|---:|\n",
                   r->horizon, d);
+    char w[64], x[64], y[64];
     kr_sb_appendf(sb, "| Probability of closing above %s | %s |\n", kr_fmt_price(r->last_close, a),
-                  kr_fmt_pct(r->prob_up, 1, b));
+                  kr_fmt_pm_prob(r->prob_up, r->prob_up_se, w));
     kr_sb_appendf(sb, "| Expected return (mean of %d paths) | %s |\n", r->paths,
-                  kr_fmt_pct_signed(r->expected_return, a));
-    kr_sb_appendf(sb, "| Standard deviation of return | %s |\n", kr_fmt_pct(r->return_std, 2, a));
+                  kr_fmt_pm_pct(r->expected_return, r->expected_return_se, 2, 1, w));
+    kr_sb_appendf(sb, "| Standard deviation of return | %s |\n",
+                  kr_fmt_pm_pct(r->return_std, r->return_std_se, 2, 0, w));
     kr_sb_appendf(sb, "| Return p10 / p50 / p90 | %s / %s / %s |\n",
-                  kr_fmt_pct_signed(r->return_p10, a), kr_fmt_pct_signed(r->return_p50, b),
-                  kr_fmt_pct_signed(r->return_p90, c));
-    kr_sb_appendf(sb, "| Value at risk 95%% (loss) | %s |\n", kr_fmt_pct(r->var95, 2, a));
-    kr_sb_appendf(sb, "| Expected shortfall 95%% (loss) | %s |\n", kr_fmt_pct(r->es95, 2, a));
+                  kr_fmt_pm_pct(r->return_p10, r->return_p10_se, 2, 1, w),
+                  kr_fmt_pm_pct(r->return_p50, r->return_p50_se, 2, 1, x),
+                  kr_fmt_pm_pct(r->return_p90, r->return_p90_se, 2, 1, y));
+    kr_sb_appendf(sb, "| Value at risk 95%% (loss) | %s |\n",
+                  kr_fmt_pm_pct(r->var95, r->var95_se, 2, 0, w));
+    kr_sb_appendf(sb, "| Expected shortfall 95%% (loss) | %s |\n",
+                  kr_fmt_pm_pct(r->es95, r->es95_se, 2, 0, w));
     kr_sb_appendf(sb, "| Max drawdown mean / p50 / p90 | %s / %s / %s |\n",
-                  kr_fmt_pct(r->drawdown_mean, 2, a), kr_fmt_pct(r->drawdown_p50, 2, b),
-                  kr_fmt_pct(r->drawdown_p90, 2, c));
+                  kr_fmt_pm_pct(r->drawdown_mean, r->drawdown_mean_se, 2, 0, w),
+                  kr_fmt_pm_pct(r->drawdown_p50, r->drawdown_p50_se, 2, 0, x),
+                  kr_fmt_pm_pct(r->drawdown_p90, r->drawdown_p90_se, 2, 0, y));
     kr_sb_appendf(sb, "| Volatility per bar: forecast / realised (last %d bars) | %s / %s |\n",
-                  r->horizon, kr_fmt_pct(r->forecast_vol, 2, a),
+                  r->horizon, kr_fmt_pm_pct(r->forecast_vol, r->forecast_vol_se, 2, 0, w),
                   kr_fmt_pct(r->realized_vol_h, 2, b));
     kr_sb_appendf(sb, "| Probability forecast volatility > realised | %s |\n\n",
-                  kr_fmt_pct(r->prob_vol_above, 0, a));
+                  kr_fmt_pm_prob(r->prob_vol_above, r->prob_vol_above_se, w));
+    (void)c;
+    kr_sb_append(sb, "\u00b1: Monte Carlo standard error (how much the figure moves between seeds "
+                     "at this number of paths); pp = percentage points. ");
+    kr_report_paths_note(sb, r);
+    kr_sb_append(sb, "\n\n");
 }
 
 static void path_table(kr_sb *sb, const kr_report *r) {
@@ -138,9 +176,14 @@ static void metadata_table(kr_sb *sb, const kr_report *r) {
     const kr_report_meta *m = &r->meta;
     char a[32];
     kr_sb_append(sb, "### Model and run\n\n| | |\n|---|---|\n");
-    kr_sb_appendf(sb, "| Model | %s (d_model %d, %d layers, %d heads, %s parameters, %s) |\n",
-                  m->model_name, m->d_model, m->n_layers, m->n_heads,
-                  kr_fmt_compact((double)m->n_params, a), m->quantization);
+    kr_sb_appendf(
+        sb, "| Model | %s%s (d_model %d, %d layers, %d heads, %s parameters, weights %s%s%s) |\n",
+        m->model_name, m->demo ? " \u2014 **DEMO MODEL, not a forecast**" : "", m->d_model,
+        m->n_layers, m->n_heads, kr_fmt_compact((double)m->n_params, a), m->quantization,
+        m->quant_method[0] ? " " : "", m->quant_method);
+    kr_sb_append(sb, "| Source | ");
+    md_text(sb, m->source, strlen(m->source));
+    kr_sb_append(sb, " |\n");
     kr_sb_appendf(sb, "| Directories | `%s`, `%s` |\n", m->predictor_dir, m->tokenizer_dir);
     kr_sb_appendf(sb,
                   "| Sampling | %d paths, horizon %d, lookback %d of %lld rows, max_context %d, "
@@ -209,6 +252,11 @@ static void report_md(kr_sb *sb, const kr_report *r) {
     kr_sb_appendf(
         sb, "Last close **%s** on %s; %lld rows of history.\n\n", kr_fmt_price(r->last_close, a),
         kr_format_timestamp(r->last_ts, r->date_only, d, sizeof d), (long long)r->rows_available);
+    if (r->stale)
+        kr_sb_appendf(sb,
+                      "**Stale data:** the last bar is %.0f days behind the newest symbol of this "
+                      "report.\n\n",
+                      r->stale_days);
     kr_sb_append(sb, "**Summary**\n\n");
     for (int i = 0; i < r->n_summary; i++) kr_sb_appendf(sb, "- %s\n", r->summary[i]);
     kr_sb_append(sb, "\n");
@@ -233,7 +281,14 @@ kr_status kr_render_md(const kr_report_set *set, char **out, kr_error *err) {
     kr_sb_appendf(&sb, "*Generated %04d-%02d-%02d %02d:%02d UTC by kronos %s with model %s.*\n\n",
                   g.year, g.month, g.day, g.hour, g.minute, kr_version(),
                   set->reports[0]->meta.model_name);
+    char notice[1024];
+    if (kr_report_model_notice(set, notice, sizeof notice)) {
+        kr_sb_append(&sb, "> **");
+        md_text(&sb, notice, strlen(notice));
+        kr_sb_append(&sb, "**\n\n");
+    }
     kr_sb_appendf(&sb, "> **%s**\n\n", KR_REPORT_DISCLAIMER);
+    failures_md(&sb, set);
     if (set->n > 1) ranking(&sb, set);
     for (int i = 0; i < set->n; i++) report_md(&sb, set->reports[i]);
     return kr_sb_finish(&sb, out, err);

@@ -13,6 +13,7 @@
 #include "analyst/stats.h"
 #include "analyst/summary.h"
 #include "base/error.h"
+#include "base/rng.h"
 
 double kr_path_return(const double *closes, int horizon, double last_close) {
     return closes[horizon - 1] / last_close - 1.0;
@@ -56,36 +57,92 @@ void kr_report_free(kr_report *r) {
     free(r);
 }
 
-/* Fills the horizon statistics from the kept paths. */
-static kr_status horizon_stats(kr_report *r, const kr_forecast *f, const kr_candles *c,
-                               kr_error *err) {
+/* Agresti-Coull standard error of a proportion k/n (report.h). */
+static double prop_se(int k, int n) {
+    double pt = (k + 2.0) / (n + 4.0);
+    return sqrt(pt * (1.0 - pt) / (n + 4.0));
+}
+
+/* The statistics of one (sorted or not) sample of horizon returns and drawdowns that the
+ * bootstrap recomputes: sorts ret and dd in place. */
+typedef struct tail_stats {
+    double std, p10, p50, p90, var95, es95, dd_p50, dd_p90;
+} tail_stats;
+
+static void tail_of(double *ret, double *dd, int n, tail_stats *t) {
+    t->std = kr_stat_std(ret, n, 1);
+    kr_stat_sort(ret, n);
+    t->p10 = kr_stat_quantile_sorted(ret, n, 0.10);
+    t->p50 = kr_stat_quantile_sorted(ret, n, 0.50);
+    t->p90 = kr_stat_quantile_sorted(ret, n, 0.90);
+    double q05 = kr_stat_quantile_sorted(ret, n, 0.05);
+    t->var95 = -q05;
+    /* Expected shortfall: the mean of the tail at or below the 5% quantile; the worst path
+     * is always in it, so it is defined for any number of paths. */
+    double tail = 0.0;
+    int n_tail = 0;
+    for (int p = 0; p < n && (ret[p] <= q05 || p == 0); p++) {
+        tail += ret[p];
+        n_tail++;
+    }
+    t->es95 = -tail / n_tail;
+    kr_stat_sort(dd, n);
+    t->dd_p50 = kr_stat_quantile_sorted(dd, n, 0.50);
+    t->dd_p90 = kr_stat_quantile_sorted(dd, n, 0.90);
+}
+
+/* Bootstrap standard errors of the tail statistics: KR_REPORT_BOOTSTRAP resamples of the
+ * paths, drawn from a fixed counter-based stream so a report never changes between runs. */
+static kr_status bootstrap(const double *ret, const double *dd, int n, tail_stats *se,
+                           kr_error *err) {
+    const int B = KR_REPORT_BOOTSTRAP;
+    double *br = malloc((size_t)n * sizeof *br), *bd = malloc((size_t)n * sizeof *bd);
+    double *acc = calloc(16, sizeof *acc); /* sum and sum of squares of the 8 figures */
+    if (!br || !bd || !acc) {
+        free(br);
+        free(bd);
+        free(acc);
+        return kr_error_set(err, KR_ERR_NOMEM, "bootstrap: out of memory");
+    }
+    for (int b = 0; b < B; b++) {
+        for (int i = 0; i < n; i++) {
+            uint64_t k = kr_rng_u64(0x6b726f6e6f73ull, (uint64_t)b, (uint64_t)i) % (uint64_t)n;
+            br[i] = ret[k];
+            bd[i] = dd[k];
+        }
+        tail_stats t;
+        tail_of(br, bd, n, &t);
+        const double v[8] = { t.std, t.p10, t.p50, t.p90, t.var95, t.es95, t.dd_p50, t.dd_p90 };
+        for (int j = 0; j < 8; j++) {
+            acc[j] += v[j];
+            acc[8 + j] += v[j] * v[j];
+        }
+    }
+    double out[8];
+    for (int j = 0; j < 8; j++) {
+        double m = acc[j] / B, var = (acc[8 + j] - B * m * m) / (B - 1);
+        out[j] = var > 0 ? sqrt(var) : 0.0;
+    }
+    *se = (tail_stats){ out[0], out[1], out[2], out[3], out[4], out[5], out[6], out[7] };
+    free(br);
+    free(bd);
+    free(acc);
+    return KR_OK;
+}
+
+kr_status kr_report_horizon_stats(kr_report *r, const kr_path_set *ps, kr_error *err) {
     const int h = r->horizon, n = r->paths;
     double *ret = malloc((size_t)n * sizeof *ret), *dd = malloc((size_t)n * sizeof *dd);
     double *vol = malloc((size_t)n * sizeof *vol), *cl = malloc((size_t)h * sizeof *cl);
+    double *ret2 = malloc((size_t)n * sizeof *ret2), *dd2 = malloc((size_t)n * sizeof *dd2);
     kr_status st = KR_OK;
-    if (!ret || !dd || !vol || !cl) {
+    if (!ret || !dd || !vol || !cl || !ret2 || !dd2) {
         st = kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory for statistics", r->symbol);
         goto done;
     }
     int up = 0, vol_above = 0, vol_known = 0;
-    r->realized_vol_h = NAN;
-    {
-        /* Realised volatility over the last h bars (h log returns, h + 1 closes): the same
-         * number of bars as the forecast, so the two are comparable. */
-        double *hist = malloc((size_t)(h + 1) * sizeof *hist);
-        if (!hist) {
-            st = kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory", r->symbol);
-            goto done;
-        }
-        if (c->n >= h + 1) {
-            for (int i = 0; i <= h; i++)
-                hist[i] = c->values[(c->n - h - 1 + i) * KR_N_FEATURES + KR_CLOSE];
-            r->realized_vol_h = kr_ind_realized_vol(hist, h + 1, h);
-        }
-        free(hist);
-    }
     for (int p = 0; p < n; p++) {
-        const double *path = kr_forecast_path(f, p);
+        const double *path = kr_path_set_path(ps, p);
         for (int t = 0; t < h; t++) cl[t] = path[t * KR_N_FEATURES + KR_CLOSE];
         ret[p] = kr_path_return(cl, h, r->last_close);
         dd[p] = kr_path_max_drawdown(cl, h, r->last_close);
@@ -97,56 +154,80 @@ static kr_status horizon_stats(kr_report *r, const kr_forecast *f, const kr_cand
         }
     }
     r->prob_up = (double)up / n;
+    r->prob_up_se = prop_se(up, n);
     r->expected_return = kr_stat_mean(ret, n);
-    r->return_std = kr_stat_std(ret, n, 1);
     r->forecast_vol = h >= 2 ? kr_stat_mean(vol, n) : NAN;
+    r->forecast_vol_se = h >= 2 && n >= 2 ? kr_stat_std(vol, n, 1) / sqrt(n) : NAN;
     r->prob_vol_above = vol_known == n ? (double)vol_above / n : NAN;
-    kr_stat_sort(ret, n);
-    r->return_p10 = kr_stat_quantile_sorted(ret, n, 0.10);
-    r->return_p50 = kr_stat_quantile_sorted(ret, n, 0.50);
-    r->return_p90 = kr_stat_quantile_sorted(ret, n, 0.90);
-    double q05 = kr_stat_quantile_sorted(ret, n, 0.05);
-    r->var95 = -q05;
-    /* Expected shortfall: the mean of the tail at or below the 5% quantile; the worst path
-     * is always in it, so it is defined for any number of paths. */
-    double tail = 0.0;
-    int n_tail = 0;
-    for (int p = 0; p < n && (ret[p] <= q05 || p == 0); p++) {
-        tail += ret[p];
-        n_tail++;
-    }
-    r->es95 = -tail / n_tail;
-    kr_stat_sort(dd, n);
+    r->prob_vol_above_se = vol_known == n ? prop_se(vol_above, n) : NAN;
     r->drawdown_mean = kr_stat_mean(dd, n);
-    r->drawdown_p50 = kr_stat_quantile_sorted(dd, n, 0.50);
-    r->drawdown_p90 = kr_stat_quantile_sorted(dd, n, 0.90);
+    r->drawdown_mean_se = n >= 2 ? kr_stat_std(dd, n, 1) / sqrt(n) : NAN;
+    memcpy(ret2, ret, (size_t)n * sizeof *ret);
+    memcpy(dd2, dd, (size_t)n * sizeof *dd);
+    tail_stats t, se = { NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN };
+    tail_of(ret2, dd2, n, &t);
+    r->return_std = t.std;
+    r->expected_return_se = n >= 2 ? t.std / sqrt(n) : NAN;
+    r->return_p10 = t.p10;
+    r->return_p50 = t.p50;
+    r->return_p90 = t.p90;
+    r->var95 = t.var95;
+    r->es95 = t.es95;
+    r->drawdown_p50 = t.dd_p50;
+    r->drawdown_p90 = t.dd_p90;
+    if (n >= 2 && (st = bootstrap(ret, dd, n, &se, err)) != KR_OK) goto done;
+    r->return_std_se = n >= 3 ? se.std : NAN;
+    r->return_p10_se = se.p10;
+    r->return_p50_se = se.p50;
+    r->return_p90_se = se.p90;
+    r->var95_se = se.var95;
+    r->es95_se = se.es95;
+    r->drawdown_p50_se = se.dd_p50;
+    r->drawdown_p90_se = se.dd_p90;
 done:
     free(ret);
     free(dd);
     free(vol);
     free(cl);
+    free(ret2);
+    free(dd2);
     return st;
 }
 
+/* Realised volatility over the last h bars (h log returns, h + 1 closes): the same number of
+ * bars as the forecast, so the two are comparable. */
+static double realized_vol_h(const kr_candles *c, int h) {
+    if (c->n < h + 1) return NAN;
+    double *hist = malloc((size_t)(h + 1) * sizeof *hist);
+    if (!hist) return NAN;
+    for (int i = 0; i <= h; i++) hist[i] = c->values[(c->n - h - 1 + i) * KR_N_FEATURES + KR_CLOSE];
+    double v = kr_ind_realized_vol(hist, h + 1, h);
+    free(hist);
+    return v;
+}
+
 kr_status kr_report_build(const char *symbol, const char *interval, const kr_candles *c,
-                          int lookback, const kr_forecast *f, const kr_report_meta *meta,
-                          kr_report **out, kr_error *err) {
-    if (!symbol || !c || !f || !out)
+                          int lookback, const kr_path_set *ps, const kr_forecast_stats *timing,
+                          const kr_report_meta *meta, kr_report **out, kr_error *err) {
+    if (!symbol || !c || !ps || !out)
         return kr_error_set(err, KR_ERR_INVALID_ARG, "report: NULL argument");
     *out = NULL;
     if (c->n < 2)
         return kr_error_set(err, KR_ERR_INVALID_ARG, "report %s: need at least 2 history rows",
                             symbol);
-    const int h = kr_forecast_pred_len(f), n = kr_forecast_paths(f);
-    if (h < 1 || n < 1 || !kr_forecast_path(f, 0))
-        return kr_error_set(err, KR_ERR_INVALID_ARG,
-                            "report %s: the forecast must keep its paths (keep_paths)", symbol);
+    const int h = ps->pred_len, n = ps->paths;
+    if (h < 1 || n < 1)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "report %s: a forecast without paths", symbol);
     kr_report *r = calloc(1, sizeof *r);
     if (!r) return kr_error_set(err, KR_ERR_NOMEM, "report %s: out of memory", symbol);
     snprintf(r->symbol, sizeof r->symbol, "%s", symbol);
     snprintf(r->interval, sizeof r->interval, "%s", interval ? interval : "");
     if (meta) r->meta = *meta;
-    kr_forecast_get_stats(f, &r->timing);
+    if (timing) r->timing = *timing;
+    r->rounds = 1;
+    r->target_met = 1;
+    r->repaired_candles = ps->repaired_rows;
+    r->raw_inconsistent = ps->raw_inconsistent;
     r->date_only = c->date_only;
     r->rows_available = c->n;
     r->first_ts = c->timestamps[0];
@@ -175,13 +256,14 @@ kr_status kr_report_build(const char *symbol, const char *interval, const kr_can
     memcpy(r->chart_ts, c->timestamps + first, (size_t)r->n_chart * sizeof *r->chart_ts);
     memcpy(r->chart_values, c->values + first * KR_N_FEATURES,
            (size_t)r->n_chart * KR_N_FEATURES * sizeof *r->chart_values);
-    memcpy(r->fc_ts, kr_forecast_timestamps(f), (size_t)h * sizeof *r->fc_ts);
-    memcpy(r->fc_mean, kr_forecast_mean(f), cell);
-    if ((st = kr_forecast_quantile(f, 0.1, r->fc_p10, err)) != KR_OK ||
-        (st = kr_forecast_quantile(f, 0.5, r->fc_p50, err)) != KR_OK ||
-        (st = kr_forecast_quantile(f, 0.9, r->fc_p90, err)) != KR_OK)
+    memcpy(r->fc_ts, ps->timestamps, (size_t)h * sizeof *r->fc_ts);
+    memcpy(r->fc_mean, ps->mean, cell);
+    if ((st = kr_path_set_quantile(ps, 0.1, r->fc_p10, err)) != KR_OK ||
+        (st = kr_path_set_quantile(ps, 0.5, r->fc_p50, err)) != KR_OK ||
+        (st = kr_path_set_quantile(ps, 0.9, r->fc_p90, err)) != KR_OK)
         goto fail;
-    if ((st = horizon_stats(r, f, c, err)) != KR_OK) goto fail;
+    r->realized_vol_h = realized_vol_h(c, h);
+    if ((st = kr_report_horizon_stats(r, ps, err)) != KR_OK) goto fail;
     if ((st = kr_tech_snapshot_compute(c, KR_REPORT_RV_WINDOW, &r->tech, err)) != KR_OK) goto fail;
     if ((st = kr_summary_build(r, &r->summary, &r->n_summary, err)) != KR_OK) goto fail;
     *out = r;

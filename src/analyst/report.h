@@ -17,6 +17,13 @@
  *   realized_vol_h     sample std of the last h log returns of the history
  *   prob_vol_above     fraction of paths whose forecast_vol exceeds realized_vol_h
  * NaN marks a figure that cannot be computed (e.g. a std with one path or horizon 1).
+ *
+ * Each of these figures carries its Monte Carlo standard error (`_se`, same units): how much it
+ * would move between runs with other seeds and the same number of paths. Probabilities use the
+ * Agresti-Coull binomial error sqrt(p~(1-p~)/(N+4)) with p~ = (k+2)/(N+4), so 32 of 32 paths
+ * up is not "100% +- 0"; means use s/sqrt(N); quantiles, VaR, ES, the standard deviation and
+ * the drawdown quantiles use the bootstrap (KR_REPORT_BOOTSTRAP resamples of the paths, drawn
+ * with a fixed stream, so a report is reproducible).
  */
 #ifndef KR_ANALYST_REPORT_H
 #define KR_ANALYST_REPORT_H
@@ -29,7 +36,11 @@
 #include "kronos.h"
 #include "market/candles.h"
 
+#include "analyst/paths.h"
+
 #define KR_REPORT_CHART_BARS 120
+#define KR_REPORT_BOOTSTRAP 400
+#define KR_REPORT_DEMO_BANNER "DEMO MODEL \xe2\x80\x94 not a forecast"
 #define KR_REPORT_RV_WINDOW 20
 #define KR_REPORT_DISCLAIMER                                                                    \
     "Not investment advice. This report is generated automatically from a statistical model's " \
@@ -43,10 +54,17 @@ typedef struct kr_report_meta {
     char predictor_dir[1024], tokenizer_dir[1024];
     int d_model, n_layers, n_heads;
     int64_t n_params;
-    char quantization[16]; /* weight format the forecast ran with: "f32" */
+    char quantization[16]; /* weight format the forecast ran with (kr_model_info.quant) */
+    char quant_method[16]; /* "rtn", "smoothquant", "awq"; "" for f32 */
+    int demo; /* the checkpoint declares itself a demo/test model (kr_model_info.demo) */
+    char source[512]; /* where the weights come from: config "source", a hub repo, or the dir */
     int max_context, top_k;
     double temperature, top_p;
     uint64_t seed;
+    kr_ohlc_mode ohlc; /* candles repaired before the statistics (analyst/paths.h) */
+    int paths_min, paths_max; /* the first round's paths and the cap (adaptive paths) */
+    double target_prob_se; /* stop adding paths when prob_up_se <= this ... */
+    double target_var_rel_se; /* ... and var95_se <= this x |var95| (0: no target) */
     char engine_version[32]; /* kr_version() */
 } kr_report_meta;
 
@@ -76,6 +94,23 @@ typedef struct kr_report {
     double var95, es95;
     double drawdown_mean, drawdown_p50, drawdown_p90;
     double forecast_vol, realized_vol_h, prob_vol_above;
+    /* Their Monte Carlo standard errors (header comment). */
+    double prob_up_se, expected_return_se, return_std_se, return_p10_se, return_p50_se,
+        return_p90_se, var95_se, es95_se, drawdown_mean_se, drawdown_p50_se, drawdown_p90_se,
+        forecast_vol_se, prob_vol_above_se;
+    int rounds; /* engine runs that made the paths (adaptive paths) */
+    int target_met; /* the error targets were reached within the cap (1 without targets) */
+    int64_t repaired_candles; /* path candles the consistent OHLC mode changed */
+    int64_t raw_inconsistent; /* path candles with open or close outside [low, high] as written */
+    char market[24]; /* calendar of the forecast bars ("" when learned from the history) */
+    char calendar[128]; /* how it was chosen: "SSE (inferred from the history)" */
+    int holidays_known; /* the forecast bars lie within the calendar's holiday years */
+    /* Set by kr_report_set_rank: */
+    double stale_days; /* how far the last bar lies behind the newest last bar of the set */
+    int stale; /* stale_days beyond max(14 days, 5 bars) */
+    int group_rank; /* rank within its interval, from 1 */
+    char tied_with[256]; /* symbols of the same interval whose expected return lies within 2
+                            combined standard errors of this one, comma-separated */
 
     kr_tech_snapshot tech;
     kr_calibration *calibration; /* NULL unless calibrated; owned */
@@ -92,11 +127,17 @@ typedef struct kr_report {
 } kr_report;
 
 /* Builds the report of one symbol from its history c (all rows; indicators use them all) and
- * a forecast f of its last `lookback` rows with kept paths. Strings are copied; c and f are
- * borrowed. The summary is built too. Caller owns *out; free with kr_report_free. */
+ * the paths ps forecast from its last `lookback` rows; timing may be NULL. Strings are copied;
+ * c, ps and timing are borrowed. The summary is built too. Caller owns *out; free with
+ * kr_report_free. */
 kr_status kr_report_build(const char *symbol, const char *interval, const kr_candles *c,
-                          int lookback, const kr_forecast *f, const kr_report_meta *meta,
-                          kr_report **out, kr_error *err);
+                          int lookback, const kr_path_set *ps, const kr_forecast_stats *timing,
+                          const kr_report_meta *meta, kr_report **out, kr_error *err);
+
+/* The horizon statistics and their standard errors from the paths alone (r->last_close,
+ * horizon, paths and realized_vol_h must be set): what kr_report_build computes, exposed so
+ * the adaptive path count can test its targets between rounds. */
+kr_status kr_report_horizon_stats(kr_report *r, const kr_path_set *ps, kr_error *err);
 
 /* Hands a calibration to the report (which then owns it) and rebuilds the summary. */
 kr_status kr_report_attach_calibration(kr_report *r, kr_calibration *cal, kr_error *err);

@@ -63,3 +63,28 @@ char *kr_fmt_compact(double x, char *buf) {
         snprintf(buf, 32, "%.0f", x);
     return buf;
 }
+
+char *kr_fmt_pm_pct(double frac, double se, int dec, int sign, char *buf) {
+    char v[32];
+    if (sign)
+        kr_fmt_pct_signed(frac, v);
+    else
+        kr_fmt_pct(frac, dec, v);
+    if (!isfinite(frac) || !isfinite(se))
+        snprintf(buf, 64, "%s", v);
+    else
+        snprintf(buf, 64, "%s \xc2\xb1 %.*f%%", v, sign ? 2 : dec, se * 100.0);
+    return buf;
+}
+
+char *kr_fmt_pm_prob(double p, double se, char *buf) {
+    char v[32];
+    kr_fmt_pct(p, 0, v);
+    if (!isfinite(p) || !isfinite(se))
+        snprintf(buf, 64, "%s", v);
+    else if (se * 100.0 < 0.5)
+        snprintf(buf, 64, "%s \xc2\xb1 <1 pp", v);
+    else
+        snprintf(buf, 64, "%s \xc2\xb1 %.0f pp", v, se * 100.0);
+    return buf;
+}

@@ -25,4 +25,10 @@ char *kr_fmt_sig(double x, int sig, char *buf);
 /* A large count compactly: 1234567 -> "1.23M". */
 char *kr_fmt_compact(double x, char *buf);
 
+/* A figure with its Monte Carlo standard error, into buf (>= 64 bytes): a fraction as a
+ * percentage "3.77% \u00b1 0.90%" (sign: "+3.83% \u00b1 0.45%"), a probability "81% \u00b1 7 pp"
+ * (percentage points). A NaN error prints the figure alone. */
+char *kr_fmt_pm_pct(double frac, double se, int dec, int sign, char *buf);
+char *kr_fmt_pm_prob(double p, double se, char *buf);
+
 #endif

@@ -31,12 +31,19 @@ int kr_arg_u64(const char *s, uint64_t *out) {
     return 1;
 }
 
-int kr_arg_float(const char *s, double min, double max, float *out) {
+int kr_arg_double(const char *s, double min, double max, double *out) {
     if (!s || !*s) return 0;
     errno = 0;
     char *end;
     double v = strtod(s, &end);
     if (errno || *end || !isfinite(v) || v < min || v > max) return 0;
+    *out = v;
+    return 1;
+}
+
+int kr_arg_float(const char *s, double min, double max, float *out) {
+    double v;
+    if (!kr_arg_double(s, min, max, &v)) return 0;
     *out = (float)v;
     return 1;
 }

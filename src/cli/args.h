@@ -11,6 +11,7 @@
 int kr_arg_int(const char *s, long min, long max, int *out);
 int kr_arg_u64(const char *s, uint64_t *out);
 int kr_arg_float(const char *s, double min, double max, float *out);
+int kr_arg_double(const char *s, double min, double max, double *out);
 
 /* 1 if s names a weight format (f32, bf16, int8, fp8, q4) / a KV dtype (f32, bf16, int8). */
 int kr_arg_quant(const char *s);

@@ -11,16 +11,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "analyst/analyze.h"
 #include "analyst/narrative.h"
 #include "analyst/render.h"
+#include "base/fsutil.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/engine_open.h"
 #include "kronos.h"
+#include "market/calendar.h"
 #include "market/store.h"
 
 #define CMD "analyze"
@@ -31,13 +34,18 @@
 
 static void usage(FILE *f) {
     fputs(
-        "usage: kronos analyze SYMBOL... [flags]\n"
+        "usage: kronos analyze SYMBOL... | --watchlist FILE | --all [flags]\n"
         "\n"
         "Forecasts each stored symbol with many sample paths and reports the probability of\n"
         "finishing up, expected return and volatility, VaR / expected shortfall, drawdowns, a\n"
         "technical snapshot and a plain-language summary. Several symbols run as one batch\n"
-        "and the report ranks them. Not investment advice.\n"
+        "and the report ranks them within each interval; a symbol that fails is listed beside\n"
+        "the others' reports. Symbols match the stored ones without regard to case. Not\n"
+        "investment advice.\n"
         "\n"
+        "  --watchlist FILE      analyse the symbols listed in FILE: one per line, optionally\n"
+        "                        followed by an interval ('AAPL 1d'); '#' starts a comment\n"
+        "  --all                 analyse every stored series (each symbol and interval)\n"
         "  --db FILE             database written by 'kronos ingest' (default: $KRONOS_DB, else\n"
         "                        $XDG_DATA_HOME/kronos/kronos.db or "
         "~/.local/share/kronos/kronos.db)\n"
@@ -47,7 +55,19 @@ static void usage(FILE *f) {
         "                        tokenizer/ (default: the bundled demo model)\n"
         "  --tokenizer DIR       tokenizer directory\n"
         "  --horizon N           bars to forecast (default 20)\n"
-        "  --paths N             sample paths (default 32)\n"
+        "  --paths N             exactly N sample paths (default: adaptive, below)\n"
+        "  --max-paths N         adaptive paths: start with --paths (default 128) and add\n"
+        "                        paths in rounds until the error targets are met, up to N\n"
+        "                        (default 1024)\n"
+        "  --target-prob-se X    P(up) standard error to reach (default 0.02 = 2 pp)\n"
+        "  --target-var-rel X    VaR95 standard error relative to its size (default 0.2)\n"
+        "  --market NAME         exchange calendar of the forecast bars for every symbol: NYSE,\n"
+        "                        SSE, HKEX, CRYPTO, ... (default: the market stored with\n"
+        "                        'kronos ingest --market', else the symbol's suffix, else\n"
+        "                        inferred from the history; data/calendars/README.md)\n"
+        "  --ohlc MODE           consistent (default: high >= max(open, close), low <=\n"
+        "                        min(open, close), volume >= 0 on every path before the\n"
+        "                        statistics) or raw (the model's numbers)\n"
         "  --lookback N          history rows the model sees (default: all, up to\n"
         "                        max-context - horizon)\n"
         "  --max-context N       predictor window (default 512)\n"
@@ -74,17 +94,96 @@ static void usage(FILE *f) {
 }
 
 /* getopt codes of the flags without a short letter. */
-enum { OPT_LLM_URL = 256, OPT_LLM_MODEL, OPT_LLM_TIMEOUT };
+enum {
+    OPT_LLM_URL = 256,
+    OPT_LLM_MODEL,
+    OPT_LLM_TIMEOUT,
+    OPT_MAX_PATHS,
+    OPT_TARGET_PROB,
+    OPT_TARGET_VAR,
+    OPT_OHLC,
+    OPT_WATCHLIST,
+    OPT_ALL,
+    OPT_MARKET
+};
 
 typedef struct opts {
     const char *db, *interval, *model, *tokenizer, *out;
     const char *llm_url, *llm_model;
     float llm_timeout; /* seconds; 0: not given */
     const char *symbols[MAX_SYMBOLS];
+    const char *sym_interval[MAX_SYMBOLS]; /* from a watch-list line, else NULL */
     int n_symbols, threads, allow_nonfinite;
+    int paths_given, max_paths_given, all;
+    const char *watchlist, *market;
+    char *watch_text; /* the watch-list file, owned; symbols point into it */
     kr_report_format format;
     kr_analyze_params p;
 } opts;
+
+/* Adds a symbol (and its watch-list interval); duplicates are refused whatever their case. */
+static int add_symbol(opts *o, const char *sym, const char *interval, const char *file, int line) {
+    kr_error err;
+    char where[1200] = "";
+    if (file) snprintf(where, sizeof where, "%s: line %d: ", file, line);
+    if (o->n_symbols >= MAX_SYMBOLS) return kr_cli_usage_error(CMD, "more than %s symbols", "256");
+    if (kr_store_check_symbol(sym, &err) != KR_OK) {
+        char m[1600];
+        snprintf(m, sizeof m, "%s%s", where, err.message);
+        return kr_cli_usage_error(CMD, "%s", m);
+    }
+    if (interval && kr_store_check_interval(interval, &err) != KR_OK) {
+        char m[1600];
+        snprintf(m, sizeof m, "%s%s", where, err.message);
+        return kr_cli_usage_error(CMD, "%s", m);
+    }
+    for (int j = 0; j < o->n_symbols; j++)
+        if (!strcasecmp(o->symbols[j], sym) &&
+            !strcmp(o->sym_interval[j] ? o->sym_interval[j] : "", interval ? interval : ""))
+            return kr_cli_usage_error(CMD, "symbol '%s' given twice", sym);
+    o->sym_interval[o->n_symbols] = interval;
+    o->symbols[o->n_symbols++] = sym;
+    return 0;
+}
+
+/* --watchlist FILE: "SYMBOL [INTERVAL]" per line, blank lines and '#' comments skipped. */
+static int read_watchlist(opts *o) {
+    kr_error err = { 0 };
+    size_t len = 0;
+    if (kr_read_file(o->watchlist, 1 << 20, "watch-list", &o->watch_text, &len, &err) != KR_OK) {
+        fprintf(stderr, "kronos %s: error: %s\n", CMD, err.message);
+        return 2;
+    }
+    int line = 0, added = 0;
+    for (char *p = o->watch_text; p && *p;) {
+        char *nl = strchr(p, '\n');
+        if (nl) *nl = 0;
+        line++;
+        char *hash = strchr(p, '#');
+        if (hash) *hash = 0;
+        char *save = NULL, *sym = strtok_r(p, " \t\r,;", &save);
+        char *iv = sym ? strtok_r(NULL, " \t\r,;", &save) : NULL;
+        char *extra = iv ? strtok_r(NULL, " \t\r,;", &save) : NULL;
+        if (extra) {
+            char m[1400];
+            snprintf(m, sizeof m, "%s: line %d: expected 'SYMBOL [INTERVAL]', got more",
+                     o->watchlist, line);
+            return kr_cli_usage_error(CMD, "%s", m);
+        }
+        if (sym) {
+            int rc = add_symbol(o, sym, iv, o->watchlist, line);
+            if (rc) return rc;
+            added++;
+        }
+        p = nl ? nl + 1 : NULL;
+    }
+    if (!added) {
+        char m[1200];
+        snprintf(m, sizeof m, "%s: no symbols in the watch-list", o->watchlist);
+        return kr_cli_usage_error(CMD, "%s", m);
+    }
+    return 0;
+}
 
 static int parse_opts(int argc, char **argv, opts *o) {
     static const struct option longopts[] = {
@@ -108,6 +207,13 @@ static int parse_opts(int argc, char **argv, opts *o) {
         { "llm-model", required_argument, NULL, OPT_LLM_MODEL },
         { "llm-timeout", required_argument, NULL, OPT_LLM_TIMEOUT },
         KR_OPT_ALLOW_NONFINITE_ENTRY,
+        { "max-paths", required_argument, NULL, OPT_MAX_PATHS },
+        { "target-prob-se", required_argument, NULL, OPT_TARGET_PROB },
+        { "target-var-rel", required_argument, NULL, OPT_TARGET_VAR },
+        { "ohlc", required_argument, NULL, OPT_OHLC },
+        { "watchlist", required_argument, NULL, OPT_WATCHLIST },
+        { "all", no_argument, NULL, OPT_ALL },
+        { "market", required_argument, NULL, OPT_MARKET },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -130,7 +236,45 @@ static int parse_opts(int argc, char **argv, opts *o) {
             if (!kr_arg_int(optarg, 1, 4096, &o->p.paths))
                 return kr_cli_usage_error(CMD, "--paths must be an integer in 1..4096, got '%s'",
                                           optarg);
+            o->paths_given = 1;
             break;
+        case OPT_MAX_PATHS:
+            if (!kr_arg_int(optarg, 1, 65536, &o->p.max_paths))
+                return kr_cli_usage_error(
+                    CMD, "--max-paths must be an integer in 1..65536, got '%s'", optarg);
+            o->max_paths_given = 1;
+            break;
+        case OPT_TARGET_PROB: {
+            float x;
+            if (!kr_arg_float(optarg, 0.0, 0.5, &x))
+                return kr_cli_usage_error(
+                    CMD, "--target-prob-se must be a number in [0, 0.5], got '%s'", optarg);
+            o->p.target_prob_se = x;
+            break;
+        }
+        case OPT_TARGET_VAR: {
+            float x;
+            if (!kr_arg_float(optarg, 0.0, 10.0, &x))
+                return kr_cli_usage_error(
+                    CMD, "--target-var-rel must be a number in [0, 10], got '%s'", optarg);
+            o->p.target_var_rel_se = x;
+            break;
+        }
+        case OPT_OHLC:
+            if (kr_ohlc_mode_parse(optarg, &o->p.ohlc) != 0)
+                return kr_cli_usage_error(CMD, "--ohlc must be raw or consistent, got '%s'",
+                                          optarg);
+            break;
+        case OPT_WATCHLIST: o->watchlist = optarg; break;
+        case OPT_ALL: o->all = 1; break;
+        case OPT_MARKET: {
+            const kr_calendar *cal;
+            kr_error err;
+            if (kr_calendar_find(optarg, &cal, &err) != KR_OK)
+                return kr_cli_usage_error(CMD, "--market: %s", err.message);
+            o->market = optarg;
+            break;
+        }
         case 'l':
             if (!kr_arg_int(optarg, 2, 1 << 20, &o->p.lookback))
                 return kr_cli_usage_error(CMD, "--lookback must be an integer >= 2, got '%s'",
@@ -200,17 +344,20 @@ static int parse_opts(int argc, char **argv, opts *o) {
         }
     }
     for (int i = optind; i < argc; i++) {
-        kr_error err;
-        if (o->n_symbols >= MAX_SYMBOLS)
-            return kr_cli_usage_error(CMD, "more than %s symbols", "256");
-        if (kr_store_check_symbol(argv[i], &err) != KR_OK)
-            return kr_cli_usage_error(CMD, "%s", err.message);
-        for (int j = 0; j < o->n_symbols; j++)
-            if (!strcmp(o->symbols[j], argv[i]))
-                return kr_cli_usage_error(CMD, "symbol '%s' given twice", argv[i]);
-        o->symbols[o->n_symbols++] = argv[i];
+        int rc = add_symbol(o, argv[i], NULL, NULL, 0);
+        if (rc) return rc;
     }
-    if (o->n_symbols == 0) return kr_cli_usage_error(CMD, "%s", "give at least one SYMBOL");
+    if (o->watchlist) {
+        int rc = read_watchlist(o);
+        if (rc) return rc;
+    }
+    if (o->all && o->n_symbols)
+        return kr_cli_usage_error(CMD, "%s", "--all analyses every stored series; give no SYMBOL");
+    if (o->n_symbols == 0 && !o->all)
+        return kr_cli_usage_error(CMD, "%s",
+                                  "give at least one SYMBOL (or --watchlist FILE, --all)");
+    /* --paths alone asks for exactly that many paths; with --max-paths it is the first round. */
+    if (o->paths_given && !o->max_paths_given) o->p.max_paths = o->p.paths;
     if (!o->llm_url && (o->llm_model || o->llm_timeout > 0))
         return kr_cli_usage_error(CMD, "%s", "--llm-model and --llm-timeout need --llm-url");
     if (o->interval) {
@@ -266,34 +413,35 @@ static void stored_list(const kr_store_entry *e, int64_t n, char *buf, size_t ca
 }
 
 /* Picks the interval of symbol `sym` (see --interval). Returns 0, or an exit code. */
-static int pick_interval(const opts *o, const char *sym, const char *db, const kr_store_entry *all,
-                         int64_t n_all, const char **out) {
-    char msg[2048], list[1400];
+static int pick_interval(const opts *o, const char *sym, const char *want, const char *db,
+                         const kr_store_entry *all, int64_t n_all, const kr_store_entry **out,
+                         char *msg, size_t cap) {
+    char list[1400];
     const kr_store_entry *first = NULL;
+    if (!want) want = o->interval;
     for (int64_t i = 0; i < n_all; i++) {
-        if (strcmp(all[i].symbol, sym)) continue;
+        if (strcasecmp(all[i].symbol, sym)) continue;
         if (!first) first = &all[i]; /* most recently updated: kr_store_list's order */
-        if (o->interval && !strcmp(all[i].interval, o->interval)) {
-            *out = all[i].interval;
+        if (want && !strcmp(all[i].interval, want)) {
+            *out = &all[i];
             return 0;
         }
     }
     if (!first) {
         stored_list(all, n_all, list, sizeof list);
-        snprintf(msg, sizeof msg,
-                 "unknown symbol '%s' in %s; stored: %s (add one with 'kronos ingest')", sym, db,
-                 list);
-        return kr_cli_fail(CMD, msg);
+        snprintf(msg, cap, "unknown symbol '%s' in %s; stored: %s (add one with 'kronos ingest')",
+                 sym, db, list);
+        return 1;
     }
-    if (o->interval) {
-        int64_t k = first - all, m = 0;
-        while (k + m < n_all && !strcmp(all[k + m].symbol, sym)) m++;
+    if (want) {
+        int64_t m = 0;
+        for (int64_t i = 0; i < n_all; i++) m += !strcasecmp(all[i].symbol, sym);
         stored_list(first, m, list, sizeof list);
-        snprintf(msg, sizeof msg, "%s has no '%s' candles in %s; stored: %s", sym, o->interval, db,
+        snprintf(msg, cap, "%s has no '%s' candles in %s; stored: %s", first->symbol, want, db,
                  list);
-        return kr_cli_fail(CMD, msg);
+        return 1;
     }
-    *out = first->interval;
+    *out = first;
     return 0;
 }
 
@@ -320,6 +468,12 @@ static int add_narratives(const opts *o, kr_report_set *set, kr_narrative ***nar
                 CMD, set->reports[i]->symbol, n->warning, n->unsupported);
     }
     return 0;
+}
+
+static int model_demo(const kr_model *m) {
+    kr_model_info info;
+    kr_model_get_info(m, &info);
+    return info.demo;
 }
 
 static int write_output(const char *out, const char *text) {
@@ -353,8 +507,11 @@ int kr_cmd_analyze(int argc, char **argv) {
     kr_store *store = NULL;
     kr_store_entry *all = NULL;
     int64_t n_all = 0;
-    kr_candles *cs[MAX_SYMBOLS] = { 0 };
-    kr_analyze_item items[MAX_SYMBOLS];
+    static kr_candles *cs[MAX_SYMBOLS];
+    static kr_analyze_item items[MAX_SYMBOLS];
+    static char errors[MAX_SYMBOLS][1024];
+    memset(cs, 0, sizeof cs);
+    memset(items, 0, sizeof items);
     kr_cli_engine eng = { 0 };
     kr_report_set *set = NULL;
     kr_narrative **narr = NULL;
@@ -385,25 +542,44 @@ int kr_cmd_analyze(int argc, char **argv) {
         rc = kr_cli_fail(CMD, err.message);
         goto done;
     }
-    const int64_t need = kr_analyze_min_rows(&o.p);
-    for (int i = 0; i < o.n_symbols; i++) {
-        const char *interval = NULL;
-        if ((rc = pick_interval(&o, o.symbols[i], db, all, n_all, &interval)) != 0) goto done;
-        rc = 1;
-        if (kr_store_read(store, o.symbols[i], interval, READ_LIMIT, &cs[i], &err) != KR_OK) {
-            rc = kr_cli_fail(CMD, err.message);
-            goto done;
+    if (o.all) {
+        for (int64_t i = 0; i < n_all && o.n_symbols < MAX_SYMBOLS; i++) {
+            o.symbols[o.n_symbols] = all[i].symbol;
+            o.sym_interval[o.n_symbols++] = all[i].interval;
         }
-        if (cs[i]->n < need) {
-            snprintf(msg, sizeof msg,
-                     "%s %s: too few rows: %lld stored, need at least %lld for --horizon %d%s",
-                     o.symbols[i], interval, (long long)cs[i]->n, (long long)need, o.p.horizon,
-                     o.p.calibrate ? " and --calibrate" : "");
+        if (o.n_symbols == 0) {
+            snprintf(msg, sizeof msg, "%s: nothing stored (add candles with 'kronos ingest')", db);
             rc = kr_cli_fail(CMD, msg);
             goto done;
         }
+    }
+    /* A symbol that cannot be loaded is a failure of the report set, beside the others. */
+    const int64_t need = kr_analyze_min_rows(&o.p);
+    for (int i = 0; i < o.n_symbols; i++) {
+        const kr_store_entry *e = NULL;
         items[i].symbol = o.symbols[i];
-        items[i].interval = interval;
+        items[i].interval = o.sym_interval[i] ? o.sym_interval[i] : o.interval;
+        if (pick_interval(&o, o.symbols[i], o.sym_interval[i], db, all, n_all, &e, errors[i],
+                          sizeof errors[i])) {
+            items[i].error = errors[i];
+            continue;
+        }
+        items[i].symbol = e->symbol; /* the stored spelling */
+        items[i].interval = e->interval;
+        items[i].market = o.market ? o.market : e->market;
+        if (kr_store_read(store, e->symbol, e->interval, READ_LIMIT, &cs[i], &err) != KR_OK) {
+            snprintf(errors[i], sizeof errors[i], "%s", err.message);
+            items[i].error = errors[i];
+            continue;
+        }
+        if (cs[i]->n < need) {
+            snprintf(errors[i], sizeof errors[i],
+                     "%s %s: too few rows: %lld stored, need at least %lld for --horizon %d%s",
+                     e->symbol, e->interval, (long long)cs[i]->n, (long long)need, o.p.horizon,
+                     o.p.calibrate ? " and --calibrate" : "");
+            items[i].error = errors[i];
+            continue;
+        }
         items[i].candles = cs[i];
     }
 
@@ -419,6 +595,14 @@ int kr_cmd_analyze(int argc, char **argv) {
         rc = kr_cli_fail(CMD, err.message);
         goto done;
     }
+    for (int i = 0; i < set->n_failures; i++)
+        fprintf(stderr, "kronos %s: warning: %s not analysed: %s\n", CMD, set->failures[i].symbol,
+                set->failures[i].message);
+    if (model_demo(eng.model))
+        fprintf(stderr,
+                "kronos %s: note: DEMO MODEL \xe2\x80\x94 not a forecast (the model "
+                "declares itself a demo/test checkpoint)\n",
+                CMD);
     if (o.llm_url) {
         n_narr = set->n;
         if ((rc = add_narratives(&o, set, &narr)) != 0) goto done;
@@ -437,5 +621,6 @@ done:
     for (int i = 0; i < o.n_symbols; i++) kr_candles_free(cs[i]);
     free(all);
     kr_store_close(store);
+    free(o.watch_text);
     return rc;
 }

@@ -14,12 +14,18 @@
 
 #include <cjson/cJSON.h>
 
+#include "analyst/paths.h"
+#include "base/fsutil.h"
 #include "base/timeutil.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/engine_open.h"
+#include "cli/progress.h"
 #include "kronos.h"
+#include "kronos/forecast_json.h"
+#include "market/calendar.h"
 #include "market/candles.h"
+#include "server/routes_analyst.h"
 
 #define CMD "forecast"
 #define MAX_INPUTS 4096
@@ -34,8 +40,11 @@ static void usage(FILE *f) {
         "                           directory holding predictor/ and tokenizer/ (default: the\n"
         "                           bundled demo model)\n"
         "  --tokenizer DIR          tokenizer directory\n"
-        "  --input FILE|DIR         candle CSV (timestamps,open,high,low,close[,volume,amount]);\n"
-        "                           repeat it, or give a directory, to forecast a batch\n"
+        "  --input FILE|DIR|-       candle CSV (timestamps,open,high,low,close[,volume,amount])\n"
+        "                           or JSON (rows, columns, or a pandas to_json frame:\n"
+        "                           records, split, columns, index; keys like Date, Open);\n"
+        "                           '-' reads standard input; repeat it, or give a directory,\n"
+        "                           to forecast a batch\n"
         "  --pred-len N             candles to forecast (required)\n"
         "  --lookback N             history rows used (default: all, up to max-context)\n"
         "  --max-context N          predictor window (default 512)\n"
@@ -48,8 +57,15 @@ static void usage(FILE *f) {
         "                           (exact, default) or slide the KV cache (rolling, faster,\n"
         "                           approximate)\n"
         "  --future-timestamps FILE CSV with a timestamps column (pred-len rows); default:\n"
-        "                           inferred from the history (interval, weekdays, sessions)\n"
-        "  --quantiles LIST         quantiles for --format json (default 0.1,0.5,0.9)\n"
+        "                           the market's calendar (holidays, sessions)\n"
+        "  --market NAME            exchange calendar of the forecast bars: NYSE, SSE, HKEX,\n"
+        "                           CRYPTO, ... (default: inferred from the history;\n"
+        "                           data/calendars/README.md)\n"
+        "  --ohlc raw|consistent    raw (default): the model's candles, as the reference;\n"
+        "                           consistent: every path's high >= max(open, close), low <=\n"
+        "                           min(open, close), volume >= 0, before the mean and quantiles\n"
+        "  --quantiles LIST         quantiles for --format json (default 0.1,0.5,0.9); given\n"
+        "                           with csv, adds columns <col>_q<q> (close_q0.1, ...)\n"
         "  --format csv|json        csv: the mean path; json: mean, quantiles, every path with\n"
         "                           its tokens, timing (default csv)\n"
         "  --output FILE|DIR        write there instead of stdout (a directory for a batch)\n"
@@ -65,7 +81,9 @@ static void usage(FILE *f) {
 }
 
 typedef struct opts {
-    const char *model, *tokenizer, *future_file, *output, *format, *quant, *kv_dtype;
+    const char *model, *tokenizer, *future_file, *output, *format, *quant, *kv_dtype, *market;
+    kr_ohlc_mode ohlc;
+    int quantiles_given;
     const char *inputs[MAX_INPUTS];
     int n_inputs, threads, allow_nonfinite;
     double quantiles[16];
@@ -73,16 +91,15 @@ typedef struct opts {
     kr_forecast_params p;
 } opts;
 
-static const char *k_cols[6] = { "open", "high", "low", "close", "volume", "amount" };
-
 static int parse_quantiles(const char *s, opts *o) {
     char buf[512];
     snprintf(buf, sizeof buf, "%s", s);
     o->n_quantiles = 0;
     for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
-        float q;
-        if (o->n_quantiles >= 16 || !kr_arg_float(tok, 0.0, 1.0, &q)) return 0;
-        o->quantiles[o->n_quantiles++] = q;
+        /* A double, as HTTP clients send them, so both ask the engine the same quantile. */
+        if (o->n_quantiles >= 16 || !kr_arg_double(tok, 0.0, 1.0, &o->quantiles[o->n_quantiles]))
+            return 0;
+        o->n_quantiles++;
     }
     return o->n_quantiles > 0;
 }
@@ -95,7 +112,9 @@ static int add_input(opts *o, const char *path, char ***owned, int *n_owned) {
         if (n < 0) return -1;
         for (int i = 0; i < n; i++) {
             size_t len = strlen(list[i]->d_name);
-            if (len > 4 && !strcmp(list[i]->d_name + len - 4, ".csv") && o->n_inputs < MAX_INPUTS) {
+            int csv = len > 4 && !strcmp(list[i]->d_name + len - 4, ".csv");
+            int json = len > 5 && !strcmp(list[i]->d_name + len - 5, ".json");
+            if ((csv || json) && o->n_inputs < MAX_INPUTS) {
                 char *full = malloc(strlen(path) + len + 2);
                 if (full) {
                     sprintf(full, "%s/%s", path, list[i]->d_name);
@@ -118,92 +137,82 @@ static void fmt_ts(int64_t t, int date_only, char *buf) {
     kr_format_timestamp(t, date_only, buf, 32);
 }
 
-static int write_csv(FILE *f, const kr_forecast *fc, int date_only) {
-    int P = kr_forecast_pred_len(fc);
-    const double *mean = kr_forecast_mean(fc);
-    const int64_t *ts = kr_forecast_timestamps(fc);
-    fprintf(f, "timestamps,open,high,low,close,volume,amount\n");
+static const char *const k_cols[6] = { "open", "high", "low", "close", "volume", "amount" };
+
+/* The mean path; with --quantiles, one more column per quantile and candle field,
+ * <field>_q<q> ("close_q0.1"), after the reference's seven. */
+static int write_csv(FILE *f, const kr_path_set *ps, const opts *o, int date_only) {
+    int P = ps->pred_len, nq = o->quantiles_given ? o->n_quantiles : 0;
+    double *qv = nq ? malloc((size_t)nq * P * 6 * sizeof *qv) : NULL;
+    if (nq && !qv) return -1;
+    for (int k = 0; k < nq; k++) {
+        kr_error e;
+        if (kr_path_set_quantile(ps, o->quantiles[k], qv + (size_t)k * P * 6, &e) != KR_OK) {
+            free(qv);
+            return -1;
+        }
+    }
+    fprintf(f, "timestamps,open,high,low,close,volume,amount");
+    for (int k = 0; k < nq; k++)
+        for (int c = 0; c < 6; c++) fprintf(f, ",%s_q%g", k_cols[c], o->quantiles[k]);
+    fprintf(f, "\n");
     for (int i = 0; i < P; i++) {
         char b[32];
-        fmt_ts(ts[i], date_only, b);
+        fmt_ts(ps->timestamps[i], date_only, b);
         fprintf(f, "%s", b);
-        for (int c = 0; c < 6; c++) fprintf(f, ",%.9g", mean[i * 6 + c]);
+        for (int c = 0; c < 6; c++) fprintf(f, ",%.9g", ps->mean[i * 6 + c]);
+        for (int k = 0; k < nq; k++)
+            for (int c = 0; c < 6; c++) fprintf(f, ",%.9g", qv[((size_t)k * P + i) * 6 + c]);
         fprintf(f, "\n");
     }
+    free(qv);
     return ferror(f) ? -1 : 0;
 }
 
-static cJSON *candle_rows(const double *v, const int64_t *ts, int P, int date_only) {
-    cJSON *arr = cJSON_CreateArray();
-    for (int i = 0; i < P; i++) {
-        cJSON *row = cJSON_CreateObject();
-        char b[32];
-        fmt_ts(ts[i], date_only, b);
-        cJSON_AddStringToObject(row, "timestamps", b);
-        for (int c = 0; c < 6; c++) cJSON_AddNumberToObject(row, k_cols[c], v[i * 6 + c]);
-        cJSON_AddItemToArray(arr, row);
-    }
-    return arr;
+static kr_status path_set_quantile(void *user, double q, double *out, kr_error *err) {
+    return kr_path_set_quantile(user, q, out, err);
 }
 
-static int write_json(FILE *f, const kr_forecast *fc, const opts *o, const char *input,
-                      int date_only, const kr_model_info *mi) {
-    int P = kr_forecast_pred_len(fc), paths = kr_forecast_paths(fc);
-    const int64_t *ts = kr_forecast_timestamps(fc);
-    cJSON *root = cJSON_CreateObject();
-    cJSON_AddStringToObject(root, "input", input);
-    cJSON *model = cJSON_AddObjectToObject(root, "model");
+/* The library's forecast JSON (kronos/forecast_json.h, the HTTP answer's writer too) with
+ * the input file and the model's shape in front. */
+static int write_json(FILE *f, const kr_forecast *fc, const kr_path_set *ps, const opts *o,
+                      const char *input, const kr_candles *cs, const kr_model_info *mi) {
+    cJSON *head = cJSON_CreateObject();
+    cJSON_AddStringToObject(head, "input", input);
+    cJSON_AddStringToObject(head, "ohlc", kr_ohlc_mode_name(o->ohlc));
+    cJSON *model = cJSON_AddObjectToObject(head, "model");
     cJSON_AddNumberToObject(model, "d_model", mi->d_model);
     cJSON_AddNumberToObject(model, "n_layers", mi->n_layers);
     cJSON_AddNumberToObject(model, "n_heads", mi->n_heads);
     cJSON_AddNumberToObject(model, "n_params", (double)mi->n_params);
-    cJSON *params = cJSON_AddObjectToObject(root, "params");
-    cJSON_AddNumberToObject(params, "pred_len", o->p.pred_len);
-    cJSON_AddNumberToObject(params, "lookback", o->p.lookback);
-    cJSON_AddNumberToObject(params, "max_context", o->p.max_context);
-    cJSON_AddNumberToObject(params, "paths", o->p.paths);
-    cJSON_AddNumberToObject(params, "temperature", o->p.temperature);
-    cJSON_AddNumberToObject(params, "top_k", o->p.top_k);
-    cJSON_AddNumberToObject(params, "top_p", o->p.top_p);
-    cJSON_AddNumberToObject(params, "seed", (double)o->p.seed);
-    cJSON_AddStringToObject(params, "window", o->p.window == KR_WINDOW_EXACT ? "exact" : "rolling");
-    cJSON_AddItemToObject(root, "mean", candle_rows(kr_forecast_mean(fc), ts, P, date_only));
-    cJSON *qs = cJSON_AddObjectToObject(root, "quantiles");
-    double *qv = malloc((size_t)P * 6 * sizeof(double));
-    for (int k = 0; k < o->n_quantiles && qv; k++) {
-        kr_error e;
-        if (kr_forecast_quantile(fc, o->quantiles[k], qv, &e) != KR_OK) continue;
-        char key[32];
-        snprintf(key, sizeof key, "%g", o->quantiles[k]);
-        cJSON_AddItemToObject(qs, key, candle_rows(qv, ts, P, date_only));
+    char *members = cJSON_PrintUnformatted(head);
+    cJSON_Delete(head);
+    if (!members) return -1;
+    members[strlen(members) - 1] = '\0'; /* the object's members, without its braces */
+    kr_forecast_json_params jp = kr_forecast_json_default_params();
+    jp.params = &o->p;
+    jp.history_rows = cs->n;
+    jp.date_only = cs->date_only;
+    jp.quantiles = o->quantiles;
+    jp.n_quantiles = o->n_quantiles;
+    jp.include_paths = 1;
+    jp.head = members + 1;
+    /* Repaired candles (consistent mode, or a zero-volume history's volumes); in raw mode the
+     * engine's own numbers, untouched. */
+    if (o->ohlc == KR_OHLC_CONSISTENT || ps->zero_volume) {
+        jp.mean = ps->mean;
+        jp.values = ps->values;
+        jp.quantile = path_set_quantile;
+        jp.quantile_user = (void *)ps;
     }
-    free(qv);
-    cJSON *parr = cJSON_AddArrayToObject(root, "paths");
-    for (int p = 0; p < paths; p++) {
-        cJSON *po = cJSON_CreateObject();
-        cJSON_AddItemToObject(po, "candles",
-                              candle_rows(kr_forecast_path(fc, p), ts, P, date_only));
-        cJSON *s1 = cJSON_AddArrayToObject(po, "s1"), *s2 = cJSON_AddArrayToObject(po, "s2");
-        const int32_t *a = kr_forecast_path_s1(fc, p), *b = kr_forecast_path_s2(fc, p);
-        for (int i = 0; i < P; i++) {
-            cJSON_AddItemToArray(s1, cJSON_CreateNumber(a[i]));
-            cJSON_AddItemToArray(s2, cJSON_CreateNumber(b[i]));
-        }
-        cJSON_AddItemToArray(parr, po);
+    char *text = NULL;
+    kr_error err = { 0 };
+    kr_status st = kr_forecast_json(fc, &jp, &text, NULL, &err);
+    free(members);
+    if (st != KR_OK) {
+        fprintf(stderr, "kronos %s: %s\n", CMD, err.message);
+        return -1;
     }
-    kr_forecast_stats st;
-    kr_forecast_get_stats(fc, &st);
-    cJSON *stats = cJSON_AddObjectToObject(root, "stats");
-    cJSON_AddNumberToObject(stats, "prefill_tokens", (double)st.prefill_tokens);
-    cJSON_AddNumberToObject(stats, "decode_tokens", (double)st.decode_tokens);
-    cJSON_AddNumberToObject(stats, "window_recomputes", (double)st.window_recomputes);
-    cJSON_AddNumberToObject(stats, "seconds_total", st.seconds_total);
-    cJSON_AddNumberToObject(stats, "seconds_prefill", st.seconds_prefill);
-    cJSON_AddNumberToObject(stats, "seconds_decode", st.seconds_decode);
-    cJSON_AddNumberToObject(stats, "seconds_tokenizer", st.seconds_tokenizer);
-    char *text = cJSON_Print(root);
-    cJSON_Delete(root);
-    if (!text) return -1;
     fprintf(f, "%s\n", text);
     free(text);
     return ferror(f) ? -1 : 0;
@@ -231,6 +240,8 @@ static int parse_opts(int argc, char **argv, opts *o, char ***owned, int *n_owne
         { "quant", required_argument, NULL, 'Q' },
         { "kv-dtype", required_argument, NULL, 'K' },
         KR_OPT_ALLOW_NONFINITE_ENTRY,
+        { "market", required_argument, NULL, 'M' },
+        { "ohlc", required_argument, NULL, 'O' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -299,6 +310,19 @@ static int parse_opts(int argc, char **argv, opts *o, char ***owned, int *n_owne
                                           optarg);
             break;
         case 'f': o->future_file = optarg; break;
+        case 'M': {
+            const kr_calendar *cal;
+            kr_error err;
+            if (kr_calendar_find(optarg, &cal, &err) != KR_OK)
+                return kr_cli_usage_error(CMD, "--market: %s", err.message);
+            o->market = optarg;
+            break;
+        }
+        case 'O':
+            if (kr_ohlc_mode_parse(optarg, &o->ohlc) != 0)
+                return kr_cli_usage_error(CMD, "--ohlc must be raw or consistent, got '%s'",
+                                          optarg);
+            break;
         case 'F':
             if (strcmp(optarg, "csv") && strcmp(optarg, "json"))
                 return kr_cli_usage_error(CMD, "--format must be csv or json, got '%s'", optarg);
@@ -327,6 +351,7 @@ static int parse_opts(int argc, char **argv, opts *o, char ***owned, int *n_owne
             if (!parse_quantiles(optarg, o))
                 return kr_cli_usage_error(
                     CMD, "--quantiles must be a comma list of numbers in [0, 1], got '%s'", optarg);
+            o->quantiles_given = 1;
             break;
         case 'h': usage(stdout); return -1;
         default: return kr_cli_usage_error(CMD, "%s", "unknown flag");
@@ -337,15 +362,61 @@ static int parse_opts(int argc, char **argv, opts *o, char ***owned, int *n_owne
     if (o->p.pred_len == 0) return kr_cli_usage_error(CMD, "%s", "--pred-len is required");
     if (o->future_file && o->n_inputs > 1)
         return kr_cli_usage_error(CMD, "%s", "--future-timestamps applies to a single --input");
+    if (o->future_file && o->market)
+        return kr_cli_usage_error(CMD, "%s", "--future-timestamps and --market exclude each other");
+    int stdin_inputs = 0;
+    for (int i = 0; i < o->n_inputs; i++) stdin_inputs += !strcmp(o->inputs[i], "-");
+    if (stdin_inputs > 1) return kr_cli_usage_error(CMD, "%s", "--input - can be given once");
     return 0;
+}
+
+/* Reads one input: '-' is standard input; JSON (a .json name, or text that starts with '{' or
+ * '[') goes through the HTTP API's candle reader (every layout it takes, pandas frames
+ * included), anything else through the CSV reader. Returns 0 or -1 with msg set. */
+static int load_input(const char *path, kr_candles **out, char *msg, size_t cap) {
+    const int from_stdin = !strcmp(path, "-");
+    const char *label = from_stdin ? "stdin" : path;
+    size_t n = strlen(path);
+    const int json_name = n > 5 && !strcmp(path + n - 5, ".json");
+    kr_error err = { 0 };
+    if (!from_stdin && !json_name) {
+        if (kr_candles_read_csv(path, out, &err) == KR_OK) return 0;
+        snprintf(msg, cap, "%s", err.message);
+        return -1;
+    }
+    char *text = NULL;
+    size_t len = 0;
+    if (from_stdin) {
+        if (kr_cli_read_stdin((size_t)1 << 30, &text, &len, msg, cap) != 0) return -1;
+    } else if (kr_read_file(path, (size_t)1 << 30, "candle file", &text, &len, &err) != KR_OK) {
+        snprintf(msg, cap, "%s", err.message);
+        return -1;
+    }
+    const char *p = text;
+    while (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n') p++;
+    int rc = 0;
+    if (*p == '{' || *p == '[') {
+        kr_api_error aerr;
+        if (kr_api_candles_parse(text, len, 0, NULL, out, &aerr) != KR_OK) {
+            snprintf(msg, cap, "%s: %s", label, aerr.message);
+            rc = -1;
+        }
+    } else if (kr_candles_parse_csv(text, len, label, out, &err) != KR_OK) {
+        snprintf(msg, cap, "%s", err.message);
+        rc = -1;
+    }
+    free(text);
+    return rc;
 }
 
 /* Output path for input i of a batch: DIR/<stem>.forecast.<ext>. */
 static void batch_output_path(const char *dir, const char *input, const char *ext, char *out) {
     const char *base = strrchr(input, '/');
     base = base ? base + 1 : input;
+    if (!strcmp(base, "-")) base = "stdin";
     size_t len = strlen(base);
     if (len > 4 && !strcmp(base + len - 4, ".csv")) len -= 4;
+    if (len > 5 && !strcmp(base + len - 5, ".json")) len -= 5;
     snprintf(out, PATH_MAX, "%s/%.*s.forecast.%s", dir, (int)len, base, ext);
 }
 
@@ -360,7 +431,10 @@ int kr_cmd_forecast(int argc, char **argv) {
     kr_model *model = NULL; /* eng's */
     kr_cli_engine eng = { 0 };
     int64_t *future = NULL;
-    char msg[1024];
+    kr_path_set **sets = NULL;
+    int64_t **futures = NULL;
+    int hinted = 0;
+    char msg[1024 + 2 * PATH_MAX];
     kr_error err = { 0 };
     if (rc != 0) {
         rc = rc < 0 ? 0 : rc;
@@ -379,12 +453,47 @@ int kr_cmd_forecast(int argc, char **argv) {
         rc = kr_cli_fail(CMD, "out of memory");
         goto done;
     }
+    sets = calloc((size_t)o.n_inputs, sizeof *sets);
+    futures = calloc((size_t)o.n_inputs, sizeof *futures);
+    if (!sets || !futures) {
+        rc = kr_cli_fail(CMD, "out of memory");
+        goto done;
+    }
     for (int i = 0; i < o.n_inputs; i++) {
-        if (kr_candles_read_csv(o.inputs[i], &cs[i], &err) != KR_OK) {
-            rc = kr_cli_fail(CMD, err.message);
+        if (load_input(o.inputs[i], &cs[i], msg, sizeof msg) != 0) {
+            rc = kr_cli_fail(CMD, msg);
             goto done;
         }
         series[i] = kr_candles_series(cs[i]);
+        /* A named market: its calendar gives the forecast bars' stamps (the engine infers
+         * one from the history otherwise). */
+        if (o.market && cs[i]->n >= 2) {
+            const kr_calendar *cal = NULL;
+            futures[i] = malloc((size_t)o.p.pred_len * sizeof *futures[i]);
+            if (!futures[i] || kr_calendar_find(o.market, &cal, &err) != KR_OK ||
+                kr_calendar_future_in(cal, cs[i]->timestamps, cs[i]->n, o.p.pred_len, futures[i],
+                                      NULL, &err) != KR_OK) {
+                snprintf(msg, sizeof msg, "%s: %s", o.inputs[i],
+                         futures[i] ? err.message : "out of memory");
+                rc = kr_cli_fail(CMD, msg);
+                goto done;
+            }
+            series[i].future_timestamps = futures[i];
+        }
+        /* Past max_context the exact window re-runs the whole window at every later step. */
+        int64_t L = o.p.lookback > 0 ? o.p.lookback
+                                     : (cs[i]->n < o.p.max_context ? cs[i]->n : o.p.max_context);
+        if (o.p.window == KR_WINDOW_EXACT && L + o.p.pred_len > o.p.max_context && !hinted) {
+            fprintf(stderr,
+                    "kronos %s: note: lookback %lld + pred-len %d > max-context %d: the window "
+                    "is re-run from scratch at each of the last %lld steps (as the reference does; "
+                    "slow). To avoid it pass --lookback %d (or less), or --window rolling (a "
+                    "sliding KV cache, approximate).\n",
+                    CMD, (long long)L, o.p.pred_len, o.p.max_context,
+                    (long long)(L + o.p.pred_len - o.p.max_context),
+                    o.p.max_context - o.p.pred_len > 0 ? o.p.max_context - o.p.pred_len : 1);
+            hinted = 1;
+        }
     }
     if (o.future_file) {
         int64_t n = 0;
@@ -406,7 +515,13 @@ int kr_cmd_forecast(int argc, char **argv) {
     model = eng.model;
     rc = 1;
     o.p.keep_paths = 1;
-    if (kr_forecast_run_batch(eng.ctx, series, o.n_inputs, &o.p, res, &err) != KR_OK) {
+    char what[160];
+    snprintf(what, sizeof what, "forecasting %d series (%d paths x %d bars)", o.n_inputs, o.p.paths,
+             o.p.pred_len);
+    kr_ticker *ticker = kr_ticker_start(what);
+    kr_status fst = kr_forecast_run_batch(eng.ctx, series, o.n_inputs, &o.p, res, &err);
+    kr_ticker_stop(ticker);
+    if (fst != KR_OK) {
         if (o.n_inputs == 1)
             snprintf(msg, sizeof msg, "%s: %s", o.inputs[0], err.message);
         else
@@ -414,8 +529,19 @@ int kr_cmd_forecast(int argc, char **argv) {
         rc = kr_cli_fail(CMD, msg);
         goto done;
     }
+    for (int i = 0; i < o.n_inputs; i++) {
+        const kr_forecast *one[1] = { res[i] };
+        if (kr_path_set_create(one, 1, o.ohlc, kr_series_zero_volume(&series[i]), &sets[i], &err) !=
+            KR_OK) {
+            rc = kr_cli_fail(CMD, err.message);
+            goto done;
+        }
+    }
     kr_model_info mi;
     kr_model_get_info(model, &mi);
+    if (mi.demo)
+        fprintf(stderr, "kronos %s: note: DEMO MODEL \xe2\x80\x94 not a forecast (%s)\n", CMD,
+                mi.source[0] ? mi.source : "the model declares itself a demo/test checkpoint");
     int json = !strcmp(o.format, "json");
     if (o.n_inputs > 1 && o.output) mkdir(o.output, 0777);
     for (int i = 0; i < o.n_inputs; i++) {
@@ -435,8 +561,8 @@ int kr_cmd_forecast(int argc, char **argv) {
         } else if (o.n_inputs > 1) {
             fprintf(f, "%s# %s\n", i ? "\n" : "", o.inputs[i]);
         }
-        int wr = json ? write_json(f, res[i], &o, o.inputs[i], cs[i]->date_only, &mi)
-                      : write_csv(f, res[i], cs[i]->date_only);
+        int wr = json ? write_json(f, res[i], sets[i], &o, o.inputs[i], cs[i], &mi)
+                      : write_csv(f, sets[i], &o, cs[i]->date_only);
         if (f != stdout && fclose(f) != 0) wr = -1;
         if (wr != 0) {
             snprintf(msg, sizeof msg, "%s: write failed", o.output ? path : "stdout");
@@ -446,6 +572,10 @@ int kr_cmd_forecast(int argc, char **argv) {
     }
     rc = 0;
 done:
+    for (int i = 0; sets && i < o.n_inputs; i++) kr_path_set_free(sets[i]);
+    for (int i = 0; futures && i < o.n_inputs; i++) free(futures[i]);
+    free(sets);
+    free(futures);
     if (res)
         for (int i = 0; i < o.n_inputs; i++) kr_forecast_free(res[i]);
     if (cs)

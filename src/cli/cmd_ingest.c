@@ -19,7 +19,7 @@
 #define CMD "ingest"
 
 static void usage(FILE *f) {
-    fputs("usage: kronos ingest --symbol SYM --interval I [--db FILE] FILE.csv\n"
+    fputs("usage: kronos ingest --symbol SYM --interval I [--market NAME] [--db FILE] FILE.csv\n"
           "\n"
           "Stores the candles of FILE.csv under SYM and I in the local database, replacing\n"
           "stored candles with the same timestamps. A bad row rejects the whole file.\n"
@@ -27,6 +27,9 @@ static void usage(FILE *f) {
           "  --symbol SYM     up to 32 characters of A-Z a-z 0-9 . _ - ^ = (e.g. AAPL, 600977.SH)\n"
           "  --interval I     bar length: a count and a unit s, m, min, h, d, w, mo (1m, 5m, 1h,\n"
           "                   4h, 1d, 1w)\n"
+          "  --market NAME    the symbol's exchange calendar (NYSE, SSE, HKEX, CRYPTO, ...),\n"
+          "                   used by 'kronos analyze' for the forecast bars' timestamps\n"
+          "                   (default: the symbol's suffix, else inferred from the history)\n"
           "  --db FILE        database file (default: $KRONOS_DB, else\n"
           "                   $XDG_DATA_HOME/kronos/kronos.db or ~/.local/share/kronos/kronos.db)\n"
           "  FILE.csv         timestamps,open,high,low,close[,volume,amount] (as for forecast)\n"
@@ -56,13 +59,11 @@ static void check_spacing(const kr_candles *c, const char *interval, const char 
 
 int kr_cmd_ingest(int argc, char **argv) {
     static const struct option longopts[] = {
-        { "symbol", required_argument, NULL, 's' },
-        { "interval", required_argument, NULL, 'i' },
-        { "db", required_argument, NULL, 'd' },
-        { "help", no_argument, NULL, 'h' },
-        { NULL, 0, NULL, 0 },
+        { "symbol", required_argument, NULL, 's' }, { "interval", required_argument, NULL, 'i' },
+        { "db", required_argument, NULL, 'd' },     { "market", required_argument, NULL, 'M' },
+        { "help", no_argument, NULL, 'h' },         { NULL, 0, NULL, 0 },
     };
-    const char *symbol = NULL, *interval = NULL, *db_flag = NULL;
+    const char *symbol = NULL, *interval = NULL, *db_flag = NULL, *market = NULL;
     kr_error err = { 0 };
     optind = 1;
     int ch;
@@ -71,6 +72,13 @@ int kr_cmd_ingest(int argc, char **argv) {
         case 's': symbol = optarg; break;
         case 'i': interval = optarg; break;
         case 'd': db_flag = optarg; break;
+        case 'M': {
+            const kr_calendar *cal;
+            if (kr_calendar_find(optarg, &cal, &err) != KR_OK)
+                return kr_cli_usage_error(CMD, "--market: %s", err.message);
+            market = cal->name;
+            break;
+        }
         case 'h': usage(stdout); return 0;
         default: return kr_cli_usage_error(CMD, "%s", "unknown flag");
         }
@@ -100,7 +108,8 @@ int kr_cmd_ingest(int argc, char **argv) {
     }
     check_spacing(c, interval, file);
     if (kr_store_open(path, &store, &err) != KR_OK ||
-        kr_store_upsert(store, symbol, interval, c, &err) != KR_OK) {
+        kr_store_upsert(store, symbol, interval, c, &err) != KR_OK ||
+        (market && kr_store_set_market(store, symbol, market, &err) != KR_OK)) {
         rc = kr_cli_fail(CMD, err.message);
         goto done;
     }
@@ -112,10 +121,11 @@ int kr_cmd_ingest(int argc, char **argv) {
     for (int64_t i = 0; i < n; i++) {
         if (strcmp(list[i].interval, interval)) continue;
         char a[32], b[32];
-        printf("%s %s: %lld rows written to %s (now %lld rows, %s to %s)\n", symbol, interval,
-               (long long)c->n, path, (long long)list[i].rows,
+        printf("%s %s: %lld rows written to %s (now %lld rows, %s to %s%s%s)\n", list[i].symbol,
+               interval, (long long)c->n, path, (long long)list[i].rows,
                kr_format_timestamp(list[i].first_ts, c->date_only, a, sizeof a),
-               kr_format_timestamp(list[i].last_ts, c->date_only, b, sizeof b));
+               kr_format_timestamp(list[i].last_ts, c->date_only, b, sizeof b),
+               list[i].market[0] ? ", market " : "", list[i].market);
     }
     rc = 0;
 done:

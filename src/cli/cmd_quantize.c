@@ -14,6 +14,7 @@
 #include "cli/args.h"
 #include "cli/calib_windows.h"
 #include "cli/commands.h"
+#include "cli/progress.h"
 #include "kronos.h"
 #include "market/candles.h"
 
@@ -122,9 +123,14 @@ int kr_cmd_quantize(int argc, char **argv) {
     if (rc == 0 && kr_model_load(pred_dir, tok_dir, &mp, &m, &err) != KR_OK)
         rc = kr_cli_fail(CMD, err.message);
     double t0 = kr_now_seconds();
-    if (rc == 0 &&
-        kr_model_quantize(m, quant, group, cs.series, cs.n_series, threads, &err) != KR_OK)
-        rc = kr_cli_fail(CMD, err.message);
+    char what[160];
+    snprintf(what, sizeof what, "quantising to %s%s (%d calibration windows)", quant,
+             cs.n_series ? ", calibrating" : "", cs.n_series);
+    kr_ticker *ticker = rc == 0 ? kr_ticker_start(what) : NULL;
+    kr_status qst =
+        rc == 0 ? kr_model_quantize(m, quant, group, cs.series, cs.n_series, threads, &err) : KR_OK;
+    kr_ticker_stop(ticker);
+    if (qst != KR_OK) rc = kr_cli_fail(CMD, err.message);
     double tq = kr_now_seconds() - t0;
     if (rc == 0 && kr_model_save_quantized(m, out, &err) != KR_OK)
         rc = kr_cli_fail(CMD, err.message);

@@ -270,6 +270,13 @@ int kr_cmd_serve(int argc, char **argv) {
         kr_model_free(model);
         return 1;
     }
+    kr_model_info mi;
+    kr_model_get_info(model, &mi);
+    if (mi.demo)
+        fprintf(stderr,
+                "kronos serve: DEMO MODEL \xe2\x80\x94 not a forecast: %s declares itself a "
+                "demo/test checkpoint (%s); every report and the web page say so\n",
+                pred_dir, mi.source[0] ? mi.source : "no source given");
     const char *host = cfg.host;
     int v6 = strchr(host, ':') != NULL;
     fprintf(stderr, "listening on http://%s%s%s:%d\n", v6 ? "[" : "", host, v6 ? "]" : "",

@@ -1,9 +1,12 @@
 /* cli/engine_open — see engine_open.h. */
 #include "cli/engine_open.h"
 
+#include <limits.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "cli/args.h"
+#include "cli/progress.h"
 
 int kr_cli_engine_open(const char *cmd, const char *pred_dir, const char *tok_dir,
                        const char *quant, int allow_nonfinite, int threads, const char *kv_dtype,
@@ -13,8 +16,13 @@ int kr_cli_engine_open(const char *cmd, const char *pred_dir, const char *tok_di
     kr_model_params mp = kr_model_default_params();
     mp.quant = quant;
     mp.allow_nonfinite = allow_nonfinite;
-    if (kr_model_load(pred_dir, tok_dir, &mp, &e->model, &err) != KR_OK)
-        return kr_cli_fail(cmd, err.message);
+    if (kr_model_load(pred_dir, tok_dir, &mp, &e->model, &err) != KR_OK) {
+        /* Swapped --model / --tokenizer and the like get a hint. */
+        char hint[2 * PATH_MAX + 128], msg[sizeof err.message + sizeof hint];
+        kr_cli_model_hint(pred_dir, tok_dir, hint, sizeof hint);
+        snprintf(msg, sizeof msg, "%s%s", err.message, hint);
+        return kr_cli_fail(cmd, msg);
+    }
     kr_context_params cp = kr_context_default_params();
     cp.n_threads = threads;
     cp.kv_dtype = kv_dtype;

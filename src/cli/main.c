@@ -40,11 +40,23 @@ static void usage(FILE *f) {
             kr_version());
     for (size_t i = 0; i < sizeof k_commands / sizeof k_commands[0]; i++)
         fprintf(f, "  %-12s %s\n", k_commands[i].name, k_commands[i].summary);
-    fprintf(f, "\n'kronos <command> --help' describes a command's flags.\n");
+    fprintf(f, "\n'kronos help <command>' (or 'kronos <command> --help') describes a command's "
+               "flags.\n");
 }
 
 int main(int argc, char **argv) {
     if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "help") && argc >= 3) {
+        /* kronos help CMD = kronos CMD --help */
+        for (size_t i = 0; i < sizeof k_commands / sizeof k_commands[0]; i++)
+            if (!strcmp(argv[2], k_commands[i].name)) {
+                char *help_argv[] = { argv[2], "--help", NULL };
+                return k_commands[i].run(2, help_argv);
+            }
+        fprintf(stderr, "kronos help: unknown command '%s'\n\n", argv[2]);
         usage(stderr);
         return 2;
     }

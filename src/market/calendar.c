@@ -1,19 +1,28 @@
 /*
- * market/calendar — future timestamps inferred from the history (see calendar.h).
+ * market/calendar — exchange calendars and future timestamps (see calendar.h).
  *
- * The predictor embeds each future candle's minute/hour/weekday/day/month, so a forecast
- * needs the stamps the market will actually print. Holidays cannot be known from the data, but
- * the weekly and daily shape can: the weekdays that ever traded and, for intraday bars, the
- * times of day (session slots) that ever printed a bar. Stepping by the usual bar interval and
- * keeping only candidates that fit that shape reproduces weekend gaps, overnight gaps and
- * lunch breaks (A-shares 11:30 -> 13:05) without a per-exchange table.
+ * The predictor embeds each future candle's minute/hour/weekday/day/month, so a forecast needs
+ * the stamps the market will actually print: a US holiday gets no bar, an A-share morning ends
+ * at 11:30 and the afternoon starts at 13:05, a monthly bar follows 2025-09-01 with 10-01.
+ * The calendars are the JSON files of data/calendars, embedded at build time
+ * (embed_calendars.cmake) and parsed once on first use; they are immutable afterwards, so every
+ * thread may use them.
  */
 #include "market/calendar.h"
 
+#include <ctype.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <cjson/cJSON.h>
 
 #include "base/error.h"
 #include "base/timeutil.h"
+#include "market/candles.h"
 
 enum { SECONDS_PER_DAY = 86400 };
 /* How far past the previous stamp a candidate may lie before we give up: longer than any
@@ -21,6 +30,17 @@ enum { SECONDS_PER_DAY = 86400 };
 #define KR_CAL_SEARCH_SECONDS (14 * (int64_t)SECONDS_PER_DAY)
 /* |timestamp| bound (about 317,000 years): keeps every gap and step far from int64 overflow. */
 #define KR_CAL_MAX_ABS ((int64_t)10000000000000)
+/* A calendar still fits a history with this share of odd bars (a vendor's stray print). */
+#define KR_CAL_MISFIT_PER 500
+
+/* The embedded files (calendars_data.c, generated). */
+extern const struct {
+    const char *name, *text;
+    size_t len;
+} kr_calendar_files[];
+extern const int kr_calendar_n_files;
+
+/* ------------------------------------------------------------------ small helpers */
 
 static int64_t floor_div(int64_t a, int64_t b) {
     int64_t q = a / b;
@@ -28,22 +48,22 @@ static int64_t floor_div(int64_t a, int64_t b) {
     return q;
 }
 
-static int weekday_of(int64_t t) {
-    const int64_t d = floor_div(t, SECONDS_PER_DAY);
+static int64_t day_of(int64_t t) { return floor_div(t, SECONDS_PER_DAY); }
+
+static int weekday_of_day(int64_t d) {
     int64_t w = (d + 3) % 7; /* 1970-01-01 was a Thursday (3, Monday = 0) */
     return (int)(w < 0 ? w + 7 : w);
 }
 
-static int64_t second_of_day(int64_t t) {
-    return t - floor_div(t, SECONDS_PER_DAY) * SECONDS_PER_DAY;
-}
+static int weekday_of(int64_t t) { return weekday_of_day(day_of(t)); }
+
+static int64_t second_of_day(int64_t t) { return t - day_of(t) * SECONDS_PER_DAY; }
 
 static int cmp_i64(const void *a, const void *b) {
     const int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
     return (x > y) - (x < y);
 }
 
-/* Sorts v in place and returns the number of distinct values, compacted to the front. */
 static int64_t sort_unique(int64_t *v, int64_t n) {
     qsort(v, (size_t)n, sizeof *v, cmp_i64);
     int64_t m = 0;
@@ -52,7 +72,8 @@ static int64_t sort_unique(int64_t *v, int64_t n) {
     return m;
 }
 
-static int contains(const int64_t *sorted, int64_t n, int64_t key) {
+/* Index of key in sorted[n], or -1. */
+static int64_t find_sorted(const int64_t *sorted, int64_t n, int64_t key) {
     int64_t lo = 0, hi = n;
     while (lo < hi) {
         int64_t mid = lo + (hi - lo) / 2;
@@ -61,11 +82,10 @@ static int contains(const int64_t *sorted, int64_t n, int64_t key) {
         else
             hi = mid;
     }
-    return lo < n && sorted[lo] == key;
+    return lo < n && sorted[lo] == key ? lo : -1;
 }
 
-/* Most common gap; ties go to the smallest, so a history with as many 1-day as 3-day gaps
- * still steps daily. gaps is scratch (sorted in place). */
+/* Most common gap; ties go to the smallest. gaps is scratch (sorted in place). */
 static int64_t mode_gap(int64_t *gaps, int64_t n) {
     qsort(gaps, (size_t)n, sizeof *gaps, cmp_i64);
     int64_t best = gaps[0], best_count = 0;
@@ -81,8 +101,516 @@ static int64_t mode_gap(int64_t *gaps, int64_t n) {
     return best;
 }
 
-kr_status kr_calendar_future(const int64_t *ts, int64_t n, int pred_len, int64_t *out,
-                             kr_calendar_info *info, kr_error *err) {
+/* ------------------------------------------------------------------ parsing the files */
+
+static kr_calendar *g_cals;
+static const kr_calendar **g_list;
+static int g_n;
+static char g_error[512];
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+/* "HH:MM" (00:00 .. 24:00) -> seconds of day, or -1. */
+static int parse_hhmm(const cJSON *v) {
+    if (!cJSON_IsString(v)) return -1;
+    int h, m;
+    char tail;
+    if (sscanf(v->valuestring, "%d:%d%c", &h, &m, &tail) != 2) return -1;
+    if (h < 0 || m < 0 || m > 59 || h > 24 || (h == 24 && m)) return -1;
+    return h * 3600 + m * 60;
+}
+
+/* "YYYY-MM-DD" -> day number, or 0 with *ok = 0. */
+static int64_t parse_day(const cJSON *v, int *ok) {
+    int64_t t;
+    int has_time = 0;
+    *ok = cJSON_IsString(v) &&
+          kr_parse_timestamp(v->valuestring, strlen(v->valuestring), &t, &has_time) == 0 &&
+          !has_time;
+    return *ok ? day_of(t) : 0;
+}
+
+static int copy_str(const cJSON *o, const char *key, char *out, size_t cap, int required) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!v) return !required;
+    if (!cJSON_IsString(v) || strlen(v->valuestring) >= cap) return 0;
+    snprintf(out, cap, "%s", v->valuestring);
+    return 1;
+}
+
+#define BAD(field)                                                                                 \
+    do {                                                                                           \
+        snprintf(g_error, sizeof g_error, "data/calendars/%s: field '%s' is missing or malformed", \
+                 file, field);                                                                     \
+        goto fail;                                                                                 \
+    } while (0)
+
+static int parse_calendar(const char *file, const char *text, size_t len, kr_calendar *c) {
+    static const char *const k_days[7] = { "Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun" };
+    memset(c, 0, sizeof *c);
+    snprintf(c->file, sizeof c->file, "%s", file);
+    cJSON *root = cJSON_ParseWithLength(text, len);
+    if (!cJSON_IsObject(root)) {
+        snprintf(g_error, sizeof g_error, "data/calendars/%s: not a JSON object", file);
+        cJSON_Delete(root);
+        return -1;
+    }
+    const cJSON *v;
+    if (!copy_str(root, "name", c->name, sizeof c->name, 1) || !c->name[0]) BAD("name");
+    if (!copy_str(root, "title", c->title, sizeof c->title, 1)) BAD("title");
+    if (!copy_str(root, "source", c->source, sizeof c->source, 1)) BAD("source");
+    if (!copy_str(root, "timezone", c->timezone, sizeof c->timezone, 0)) BAD("timezone");
+    v = cJSON_GetObjectItemCaseSensitive(root, "aliases");
+    if (v && (!cJSON_IsArray(v) || cJSON_GetArraySize(v) > KR_CAL_MAX_NAMES)) BAD("aliases");
+    for (const cJSON *a = v ? v->child : NULL; a; a = a->next) {
+        if (!cJSON_IsString(a) || strlen(a->valuestring) >= sizeof c->aliases[0]) BAD("aliases");
+        snprintf(c->aliases[c->n_aliases++], sizeof c->aliases[0], "%s", a->valuestring);
+    }
+    v = cJSON_GetObjectItemCaseSensitive(root, "years");
+    if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != 2 || !cJSON_IsNumber(v->child) ||
+        !cJSON_IsNumber(v->child->next))
+        BAD("years");
+    c->year_first = v->child->valueint;
+    c->year_last = v->child->next->valueint;
+    if (c->year_first > c->year_last) BAD("years");
+    v = cJSON_GetObjectItemCaseSensitive(root, "weekdays");
+    if (!cJSON_IsArray(v)) BAD("weekdays");
+    for (const cJSON *d = v->child; d; d = d->next) {
+        int k = 0;
+        while (k < 7 && !(cJSON_IsString(d) && !strcmp(d->valuestring, k_days[k]))) k++;
+        if (k == 7) BAD("weekdays");
+        c->weekday_mask |= 1 << k;
+    }
+    if (!c->weekday_mask) BAD("weekdays");
+    v = cJSON_GetObjectItemCaseSensitive(root, "sessions");
+    if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) < 1 ||
+        cJSON_GetArraySize(v) > KR_CAL_MAX_SESSIONS)
+        BAD("sessions");
+    for (const cJSON *s = v->child; s; s = s->next) {
+        if (!cJSON_IsArray(s) || cJSON_GetArraySize(s) != 2) BAD("sessions");
+        int o = parse_hhmm(s->child), e = parse_hhmm(s->child->next);
+        int prev = c->n_sessions ? c->session_close[c->n_sessions - 1] : -1;
+        if (o < 0 || e <= o || o < prev) BAD("sessions");
+        c->session_open[c->n_sessions] = o;
+        c->session_close[c->n_sessions++] = e;
+    }
+    v = cJSON_GetObjectItemCaseSensitive(root, "bar_label");
+    if (!cJSON_IsString(v) || (strcmp(v->valuestring, "start") && strcmp(v->valuestring, "end")))
+        BAD("bar_label");
+    c->label_end = !strcmp(v->valuestring, "end");
+    v = cJSON_GetObjectItemCaseSensitive(root, "symbol_suffixes");
+    if (v && (!cJSON_IsArray(v) || cJSON_GetArraySize(v) > KR_CAL_MAX_SUFFIXES))
+        BAD("symbol_suffixes");
+    for (const cJSON *a = v ? v->child : NULL; a; a = a->next) {
+        if (!cJSON_IsString(a) || !a->valuestring[0] ||
+            strlen(a->valuestring) >= sizeof c->suffixes[0])
+            BAD("symbol_suffixes");
+        snprintf(c->suffixes[c->n_suffixes++], sizeof c->suffixes[0], "%s", a->valuestring);
+    }
+    v = cJSON_GetObjectItemCaseSensitive(root, "holidays");
+    if (!cJSON_IsArray(v)) BAD("holidays");
+    c->holidays = malloc(((size_t)cJSON_GetArraySize(v) + 1) * sizeof *c->holidays);
+    if (!c->holidays) BAD("holidays (out of memory)");
+    for (const cJSON *d = v->child; d; d = d->next) {
+        int ok;
+        int64_t day = parse_day(d, &ok);
+        if (!ok || (c->n_holidays && day <= c->holidays[c->n_holidays - 1])) BAD("holidays");
+        c->holidays[c->n_holidays++] = day;
+    }
+    v = cJSON_GetObjectItemCaseSensitive(root, "early_closes");
+    if (!cJSON_IsArray(v)) BAD("early_closes");
+    size_t ne = (size_t)cJSON_GetArraySize(v) + 1;
+    c->early_days = malloc(ne * sizeof *c->early_days);
+    c->early_close = malloc(ne * sizeof *c->early_close);
+    if (!c->early_days || !c->early_close) BAD("early_closes (out of memory)");
+    for (const cJSON *d = v->child; d; d = d->next) {
+        int ok;
+        if (!cJSON_IsArray(d) || cJSON_GetArraySize(d) != 2) BAD("early_closes");
+        int64_t day = parse_day(d->child, &ok);
+        int close = parse_hhmm(d->child->next);
+        if (!ok || close < 0 || (c->n_early && day <= c->early_days[c->n_early - 1]))
+            BAD("early_closes");
+        c->early_days[c->n_early] = day;
+        c->early_close[c->n_early++] = close;
+    }
+    cJSON_Delete(root);
+    return 0;
+fail:
+    cJSON_Delete(root);
+    return -1;
+}
+
+#undef BAD
+
+static void load_all(void) {
+    g_cals = calloc((size_t)kr_calendar_n_files + 1, sizeof *g_cals);
+    g_list = calloc((size_t)kr_calendar_n_files + 1, sizeof *g_list);
+    if (!g_cals || !g_list) {
+        snprintf(g_error, sizeof g_error, "calendars: out of memory");
+        return;
+    }
+    for (int i = 0; i < kr_calendar_n_files; i++) {
+        if (parse_calendar(kr_calendar_files[i].name, kr_calendar_files[i].text,
+                           kr_calendar_files[i].len, &g_cals[i]) != 0)
+            return;
+        g_list[i] = &g_cals[i];
+    }
+    g_n = kr_calendar_n_files;
+}
+
+kr_status kr_calendar_list(const kr_calendar *const **out, int *n, kr_error *err) {
+    pthread_once(&g_once, load_all);
+    if (g_error[0]) return kr_error_set(err, KR_ERR_FORMAT, "%s", g_error);
+    *out = g_list;
+    *n = g_n;
+    return KR_OK;
+}
+
+static int names_match(const kr_calendar *c, const char *name) {
+    if (!strcasecmp(c->name, name)) return 1;
+    for (int i = 0; i < c->n_aliases; i++)
+        if (!strcasecmp(c->aliases[i], name)) return 1;
+    return 0;
+}
+
+kr_status kr_calendar_find(const char *name, const kr_calendar **out, kr_error *err) {
+    const kr_calendar *const *list = NULL;
+    int n = 0;
+    *out = NULL;
+    kr_status st = kr_calendar_list(&list, &n, err);
+    if (st != KR_OK) return st;
+    for (int i = 0; name && i < n; i++)
+        if (names_match(list[i], name)) {
+            *out = list[i];
+            return KR_OK;
+        }
+    char known[256] = "";
+    size_t len = 0;
+    for (int i = 0; i < n && len + 32 < sizeof known; i++)
+        len +=
+            (size_t)snprintf(known + len, sizeof known - len, "%s%s", i ? ", " : "", list[i]->name);
+    return kr_error_set(err, KR_ERR_INVALID_ARG,
+                        "unknown market '%.40s' (known: %s; see data/calendars/README.md)",
+                        name ? name : "", known);
+}
+
+const kr_calendar *kr_calendar_for_symbol(const char *symbol) {
+    const kr_calendar *const *list = NULL;
+    int n = 0;
+    kr_error err;
+    if (!symbol || kr_calendar_list(&list, &n, &err) != KR_OK) return NULL;
+    size_t sl = strlen(symbol);
+    const kr_calendar *best = NULL;
+    size_t best_len = 0;
+    /* The longest matching suffix wins ("-USDT" over "USDT"). */
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < list[i]->n_suffixes; k++) {
+            size_t l = strlen(list[i]->suffixes[k]);
+            if (l < sl && l > best_len && !strcasecmp(symbol + sl - l, list[i]->suffixes[k])) {
+                best = list[i];
+                best_len = l;
+            }
+        }
+    return best;
+}
+
+kr_status kr_calendar_resolve(const char *market, const char *symbol, const kr_calendar **out,
+                              kr_error *err) {
+    *out = NULL;
+    if (market && *market) return kr_calendar_find(market, out, err);
+    const kr_calendar *const *list = NULL;
+    int n = 0;
+    kr_status st = kr_calendar_list(&list, &n, err);
+    if (st != KR_OK) return st;
+    *out = kr_calendar_for_symbol(symbol);
+    return KR_OK;
+}
+
+/* ------------------------------------------------------------------ calendar arithmetic */
+
+static int year_of_day(int64_t day) { return kr_civil_from_unix(day * SECONDS_PER_DAY).year; }
+
+static int is_holiday(const kr_calendar *c, int64_t day) {
+    return find_sorted(c->holidays, c->n_holidays, day) >= 0;
+}
+
+static int trading_day(const kr_calendar *c, int64_t day) {
+    return (c->weekday_mask & (1 << weekday_of_day(day))) && !is_holiday(c, day);
+}
+
+/* The close of session s on day (an early close cuts it; -1 when the session is gone). */
+static int session_close_on(const kr_calendar *c, int s, int64_t day) {
+    int64_t k = find_sorted(c->early_days, c->n_early, day);
+    int close = c->session_close[s];
+    if (k >= 0 && c->early_close[k] < close) close = c->early_close[k];
+    return close > c->session_open[s] ? close : -1;
+}
+
+/* The session of day holding time of day tod for the label convention, or -1. */
+static int session_at(const kr_calendar *c, int64_t day, int64_t tod, int label_end) {
+    for (int s = 0; s < c->n_sessions; s++) {
+        int close = session_close_on(c, s, day);
+        if (close < 0) continue;
+        if (label_end ? (tod > c->session_open[s] && tod <= close)
+                      : (tod >= c->session_open[s] && tod < close))
+            return s;
+    }
+    return -1;
+}
+
+static int is_continuous(const kr_calendar *c) {
+    return c->weekday_mask == 0x7F && c->n_holidays == 0 && c->n_sessions == 1 &&
+           c->session_open[0] == 0 && c->session_close[0] == SECONDS_PER_DAY;
+}
+
+/* Seconds of trading a week (the lower, the more specific a calendar). */
+static double open_seconds_week(const kr_calendar *c) {
+    double s = 0;
+    for (int k = 0; k < c->n_sessions; k++) s += c->session_close[k] - c->session_open[k];
+    int days = 0;
+    for (int d = 0; d < 7; d++) days += (c->weekday_mask >> d) & 1;
+    return s * days;
+}
+
+static double holidays_per_year(const kr_calendar *c) {
+    return (double)c->n_holidays / (c->year_last - c->year_first + 1);
+}
+
+/* ------------------------------------------------------------------ the history */
+
+typedef struct hist_shape {
+    int64_t interval;
+    int intraday;
+    int months; /* 1, 3, 12 or 0 */
+    int weekday_mask;
+    int64_t n_slots;
+    int64_t *slots; /* [n_slots] distinct times of day (intraday) */
+    int64_t n_dates; /* distinct dates */
+    int sat, sun; /* bars seen on a Saturday / Sunday */
+} hist_shape;
+
+static kr_status shape_of(const int64_t *ts, int64_t n, hist_shape *h, kr_error *err) {
+    memset(h, 0, sizeof *h);
+    int64_t *scratch = malloc((size_t)n * sizeof *scratch);
+    if (!scratch) return kr_error_set(err, KR_ERR_NOMEM, "calendar: out of memory");
+    for (int64_t i = 1; i < n; i++) scratch[i - 1] = ts[i] - ts[i - 1];
+    h->interval = mode_gap(scratch, n - 1);
+    const int64_t median = scratch[(n - 1) / 2];
+    h->intraday = h->interval < SECONDS_PER_DAY;
+    const int64_t day = SECONDS_PER_DAY;
+    if (median >= 27 * day && median <= 32 * day && h->interval >= 28 * day)
+        h->months = 1;
+    else if (median >= 88 * day && median <= 93 * day)
+        h->months = 3;
+    else if (median >= 360 * day && median <= 370 * day)
+        h->months = 12;
+    for (int64_t i = 0; i < n; i++) {
+        int w = weekday_of(ts[i]);
+        h->weekday_mask |= 1 << w;
+        h->sat |= w == 5;
+        h->sun |= w == 6;
+    }
+    for (int64_t i = 0; i < n; i++) scratch[i] = day_of(ts[i]);
+    h->n_dates = sort_unique(scratch, n);
+    if (h->intraday) {
+        for (int64_t i = 0; i < n; i++) scratch[i] = second_of_day(ts[i]);
+        h->n_slots = sort_unique(scratch, n);
+        h->slots = scratch;
+    } else {
+        free(scratch);
+    }
+    return KR_OK;
+}
+
+/* Bars of ts that a calendar does not hold, for each label convention; and how many sit
+ * exactly on a session's open or close (evidence for the convention). */
+static void misfits(const kr_calendar *c, const int64_t *ts, int64_t n, int intraday,
+                    int64_t *bad_start, int64_t *bad_end, int64_t *at_open, int64_t *at_close) {
+    *bad_start = *bad_end = *at_open = *at_close = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t day = day_of(ts[i]);
+        const int covered = year_of_day(day) >= c->year_first && year_of_day(day) <= c->year_last;
+        const int wd_ok = (c->weekday_mask >> weekday_of_day(day)) & 1;
+        const int open_day = wd_ok && !(covered && is_holiday(c, day));
+        if (!intraday) {
+            *bad_start += !open_day;
+            *bad_end += !open_day;
+            continue;
+        }
+        if (!open_day) {
+            (*bad_start)++;
+            (*bad_end)++;
+            continue;
+        }
+        const int64_t tod = second_of_day(ts[i]);
+        *bad_start += session_at(c, day, tod, 0) < 0;
+        *bad_end += session_at(c, day, tod, 1) < 0;
+        for (int s = 0; s < c->n_sessions; s++) {
+            *at_open += tod == c->session_open[s];
+            *at_close += tod == session_close_on(c, s, day);
+        }
+    }
+}
+
+/* The label convention for a calendar and a history: the history's evidence, else the
+ * calendar's own. */
+static int label_for(const kr_calendar *c, const int64_t *ts, int64_t n, int intraday) {
+    int64_t bs, be, ao, ac;
+    misfits(c, ts, n, intraday, &bs, &be, &ao, &ac);
+    if (bs != be) return be < bs;
+    if (ao != ac) return ac > ao;
+    return c->label_end;
+}
+
+kr_status kr_calendar_infer(const int64_t *ts, int64_t n, const kr_calendar **out, kr_error *err) {
+    *out = NULL;
+    const kr_calendar *const *list = NULL;
+    int nc = 0;
+    kr_status st = kr_calendar_list(&list, &nc, err);
+    if (st != KR_OK) return st;
+    if (!ts || n < 2) return KR_OK;
+    hist_shape h;
+    if ((st = shape_of(ts, n, &h, err)) != KR_OK) return st;
+    const int64_t allowed = n / KR_CAL_MISFIT_PER;
+    const kr_calendar *best = NULL;
+    for (int i = 0; i < nc; i++) {
+        const kr_calendar *c = list[i];
+        /* A 24/7 calendar holds any history: it is the answer only for one that trades on
+         * both weekend days (otherwise an odd session would be taken for crypto). */
+        if (is_continuous(c) && !(h.sat && h.sun)) continue;
+        int64_t bs, be, ao, ac;
+        misfits(c, ts, n, h.intraday, &bs, &be, &ao, &ac);
+        if ((bs < be ? bs : be) > allowed) continue;
+        if (!best) {
+            best = c;
+            continue;
+        }
+        double a = open_seconds_week(c), b = open_seconds_week(best);
+        if (a < b || (a == b && holidays_per_year(c) > holidays_per_year(best))) best = c;
+    }
+    free(h.slots);
+    *out = best;
+    return KR_OK;
+}
+
+/* ------------------------------------------------------------------ future stamps */
+
+/* The first bar of a session strictly after t (start label: the open; end label: one interval
+ * in, or the close for a session shorter than that). */
+static int64_t next_session_bar(const kr_calendar *c, int64_t t, int64_t interval, int label_end,
+                                int64_t limit) {
+    for (int64_t day = day_of(t); day * SECONDS_PER_DAY <= limit; day++) {
+        if (!trading_day(c, day)) continue;
+        for (int s = 0; s < c->n_sessions; s++) {
+            int close = session_close_on(c, s, day);
+            if (close < 0) continue;
+            int64_t first = c->session_open[s];
+            if (label_end) first = first + interval < close ? first + interval : close;
+            int64_t cand = day * SECONDS_PER_DAY + first;
+            if (cand > t) return cand;
+        }
+    }
+    return INT64_MIN;
+}
+
+static int64_t next_intraday(const kr_calendar *c, int64_t prev, int64_t interval, int label_end) {
+    const int64_t limit = prev + KR_CAL_SEARCH_SECONDS;
+    if (is_continuous(c)) return prev + interval;
+    const int64_t day = day_of(prev), tod = second_of_day(prev);
+    const int s = trading_day(c, day) ? session_at(c, day, tod, label_end) : -1;
+    if (s >= 0) {
+        const int close = session_close_on(c, s, day);
+        const int64_t cand = tod + interval;
+        if (label_end ? cand <= close : cand < close) return prev + interval;
+        if (label_end && tod < close) return day * SECONDS_PER_DAY + close; /* partial bar */
+    }
+    return next_session_bar(c, prev, interval, label_end, limit);
+}
+
+static int64_t next_trading_day(const kr_calendar *c, int64_t prev) {
+    const int64_t tod = second_of_day(prev);
+    for (int64_t day = day_of(prev) + 1, k = 0; k < 60; day++, k++)
+        if (trading_day(c, day)) return day * SECONDS_PER_DAY + tod;
+    return INT64_MIN;
+}
+
+static int days_in_month(int y, int m) {
+    static const int k_days[12] = { 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 };
+    if (m == 2 && ((y % 4 == 0 && y % 100 != 0) || y % 400 == 0)) return 29;
+    return k_days[m - 1];
+}
+
+/* The last trading day of a month (weekdays when there is no calendar). */
+static int last_trading_day(const kr_calendar *c, int y, int m) {
+    for (int d = days_in_month(y, m); d > 1; d--) {
+        int64_t day = day_of(kr_unix_from_civil(y, m, d, 0, 0, 0));
+        if (c ? trading_day(c, day) : weekday_of_day(day) < 5) return d;
+    }
+    return 1;
+}
+
+typedef enum { ANCHOR_DAY, ANCHOR_FIRST, ANCHOR_MONTH_END, ANCHOR_LAST_TRADING } anchor;
+
+static anchor month_anchor(const kr_calendar *c, const int64_t *ts, int64_t n) {
+    int first = 1, end = 1, last_trading = 1;
+    for (int64_t i = 0; i < n; i++) {
+        kr_civil g = kr_civil_from_unix(ts[i]);
+        first &= g.day == 1;
+        end &= g.day == days_in_month(g.year, g.month);
+        last_trading &= g.day == last_trading_day(c, g.year, g.month);
+    }
+    return first          ? ANCHOR_FIRST
+           : end          ? ANCHOR_MONTH_END
+           : last_trading ? ANCHOR_LAST_TRADING
+                          : ANCHOR_DAY;
+}
+
+static int64_t add_months(const kr_calendar *c, int64_t prev, int months, anchor a, int day0) {
+    kr_civil g = kr_civil_from_unix(prev);
+    int m0 = g.year * 12 + (g.month - 1) + months;
+    int y = m0 / 12, m = m0 % 12 + 1;
+    int d = a == ANCHOR_FIRST          ? 1
+            : a == ANCHOR_MONTH_END    ? days_in_month(y, m)
+            : a == ANCHOR_LAST_TRADING ? last_trading_day(c, y, m)
+                                       : (day0 < days_in_month(y, m) ? day0 : days_in_month(y, m));
+    return kr_unix_from_civil(y, m, d, g.hour, g.minute, g.second);
+}
+
+/* The pre-calendar rule, for histories no calendar holds: step by the interval over the
+ * weekdays seen and, intraday, the times of day seen. */
+static kr_status future_learned(const hist_shape *h, int64_t last, int pred_len, int64_t *out,
+                                kr_error *err) {
+    int64_t max_steps = KR_CAL_SEARCH_SECONDS / h->interval;
+    if (!h->intraday && max_steps < 7) max_steps = 7;
+    if (max_steps < 1) max_steps = 1;
+    int64_t t = last;
+    for (int k = 0; k < pred_len; k++) {
+        const int64_t from = t;
+        int found = 0;
+        for (int64_t step = 0; step < max_steps; step++) {
+            if (t > KR_CAL_MAX_ABS) break;
+            t += h->interval;
+            if (!(h->weekday_mask & (1 << weekday_of(t)))) continue;
+            if (h->intraday && find_sorted(h->slots, h->n_slots, second_of_day(t)) < 0) continue;
+            found = 1;
+            break;
+        }
+        if (!found) {
+            char buf[32];
+            return kr_error_set(err, KR_ERR_FORMAT,
+                                "calendar: no time after %s within %lld steps of %lld s fits the "
+                                "weekdays and session times seen in the history, and no exchange "
+                                "calendar holds it; pass a market or future timestamps "
+                                "explicitly",
+                                kr_format_timestamp(from, 0, buf, sizeof buf), (long long)max_steps,
+                                (long long)h->interval);
+        }
+        out[k] = t;
+    }
+    return KR_OK;
+}
+
+static kr_status check_input(const int64_t *ts, int64_t n, int pred_len, const int64_t *out,
+                             kr_error *err) {
     if (!ts || n < 2)
         return kr_error_set(err, KR_ERR_INVALID_ARG,
                             "calendar: need at least 2 timestamps to infer the bar interval "
@@ -102,63 +630,93 @@ kr_status kr_calendar_future(const int64_t *ts, int64_t n, int pred_len, int64_t
                                 "is not after index %lld)",
                                 (long long)i, (long long)(i - 1));
     }
+    return KR_OK;
+}
 
-    int64_t *scratch = malloc((size_t)n * sizeof *scratch);
-    if (!scratch) return kr_error_set(err, KR_ERR_NOMEM, "calendar: out of memory");
-
-    for (int64_t i = 1; i < n; i++) scratch[i - 1] = ts[i] - ts[i - 1];
-    const int64_t interval = mode_gap(scratch, n - 1);
-    const int intraday = interval < SECONDS_PER_DAY;
-
-    int mask = 0;
-    for (int64_t i = 0; i < n; i++) mask |= 1 << weekday_of(ts[i]);
-
-    /* Session slots (seconds since midnight) only matter within the day; for daily and longer
-     * bars the time of day simply carries over from the last stamp. */
-    int64_t n_slots = 0;
-    if (intraday) {
-        for (int64_t i = 0; i < n; i++) scratch[i] = second_of_day(ts[i]);
-        n_slots = sort_unique(scratch, n);
+kr_status kr_calendar_future_in(const kr_calendar *cal, const int64_t *ts, int64_t n, int pred_len,
+                                int64_t *out, kr_calendar_info *info, kr_error *err) {
+    kr_status st = check_input(ts, n, pred_len, out, err);
+    if (st != KR_OK) return st;
+    kr_calendar_how how = KR_CAL_GIVEN;
+    if (!cal) {
+        if ((st = kr_calendar_infer(ts, n, &cal, err)) != KR_OK) return st;
+        how = KR_CAL_INFERRED;
     }
-
+    hist_shape h;
+    if ((st = shape_of(ts, n, &h, err)) != KR_OK) return st;
+    if (!cal && h.months == 0)
+        how = h.n_dates >= 2 || !h.intraday ? KR_CAL_LEARNED : KR_CAL_CONTINUOUS;
+    const int label_end = cal && h.intraday ? label_for(cal, ts, n, 1) : 0;
     if (info) {
-        info->interval_seconds = interval;
-        info->intraday = intraday;
-        info->weekday_mask = mask;
-        info->n_slots = (int)n_slots;
+        memset(info, 0, sizeof *info);
+        info->interval_seconds = h.interval;
+        info->intraday = h.intraday;
+        info->weekday_mask = h.weekday_mask;
+        info->n_slots = (int)h.n_slots;
+        info->months = h.months;
+        info->calendar = cal;
+        info->how = how;
+        info->label_end = label_end;
     }
-
-    /* For daily bars at least a week of candidates: with an interval of whole days the
-     * weekdays cycle within 7 steps, so a seen weekday is always reached. */
-    int64_t max_steps = KR_CAL_SEARCH_SECONDS / interval;
-    if (!intraday && max_steps < 7) max_steps = 7;
-    if (max_steps < 1) max_steps = 1;
-
-    kr_status st = KR_OK;
     int64_t t = ts[n - 1];
-    for (int k = 0; k < pred_len; k++) {
-        const int64_t from = t;
-        int found = 0;
-        for (int64_t step = 0; step < max_steps; step++) {
-            if (t > KR_CAL_MAX_ABS) break; /* far past any real date; also bounds overflow */
-            t += interval;
-            if (!(mask & (1 << weekday_of(t)))) continue;
-            if (intraday && !contains(scratch, n_slots, second_of_day(t))) continue;
-            found = 1;
-            break;
+    if (how == KR_CAL_LEARNED) {
+        st = future_learned(&h, t, pred_len, out, err);
+    } else {
+        const anchor a = h.months ? month_anchor(cal, ts, n) : ANCHOR_DAY;
+        const int day0 = kr_civil_from_unix(t).day;
+        for (int k = 0; k < pred_len && st == KR_OK; k++) {
+            int64_t next;
+            if (h.months)
+                next = add_months(cal, t, h.months * (k + 1), a, day0);
+            else if (how == KR_CAL_CONTINUOUS || h.interval >= 7 * SECONDS_PER_DAY)
+                next = t + h.interval;
+            else if (h.intraday)
+                next = next_intraday(cal, t, h.interval, label_end);
+            else
+                next = next_trading_day(cal, t);
+            if (next == INT64_MIN || next > KR_CAL_MAX_ABS || next <= t) {
+                char buf[32];
+                st = kr_error_set(err, KR_ERR_FORMAT,
+                                  "calendar %s: no trading time after %s within 14 days; pass "
+                                  "future timestamps explicitly",
+                                  cal ? cal->name : "", kr_format_timestamp(t, 0, buf, sizeof buf));
+                break;
+            }
+            /* Monthly stamps count from the last bar, so a clamped day (the 31st) does not
+             * drift; the others step from the previous stamp. */
+            out[k] = next;
+            if (!h.months) t = next;
         }
-        if (!found) {
-            char buf[32];
-            st = kr_error_set(err, KR_ERR_FORMAT,
-                              "calendar: no time after %s within %lld steps of %lld s fits the "
-                              "weekdays and session times seen in the history; pass future "
-                              "timestamps explicitly",
-                              kr_format_timestamp(from, 0, buf, sizeof buf), (long long)max_steps,
-                              (long long)interval);
-            break;
-        }
-        out[k] = t;
+        if (h.months && pred_len > 0) t = out[pred_len - 1];
     }
-    free(scratch);
+    if (info && st == KR_OK && cal && pred_len > 0)
+        info->holidays_known = year_of_day(day_of(ts[n - 1])) >= cal->year_first &&
+                               year_of_day(day_of(out[pred_len - 1])) <= cal->year_last;
+    free(h.slots);
     return st;
+}
+
+kr_status kr_calendar_future(const int64_t *ts, int64_t n, int pred_len, int64_t *out,
+                             kr_calendar_info *info, kr_error *err) {
+    return kr_calendar_future_in(NULL, ts, n, pred_len, out, info, err);
+}
+
+const char *kr_calendar_describe(const kr_calendar_info *info, char *buf, int cap) {
+    if (!info->calendar && (info->how == KR_CAL_GIVEN || info->how == KR_CAL_INFERRED)) {
+        snprintf(buf, (size_t)cap, "calendar months (no exchange calendar fits the history)");
+        return buf;
+    }
+    switch (info->how) {
+    case KR_CAL_GIVEN: snprintf(buf, (size_t)cap, "%s", info->calendar->name); break;
+    case KR_CAL_INFERRED:
+        snprintf(buf, (size_t)cap, "%s (inferred from the history)", info->calendar->name);
+        break;
+    case KR_CAL_LEARNED:
+        snprintf(buf, (size_t)cap, "learned from the history (no exchange calendar fits it)");
+        break;
+    case KR_CAL_CONTINUOUS:
+        snprintf(buf, (size_t)cap, "every interval (one day of history, no calendar fits)");
+        break;
+    }
+    return buf;
 }

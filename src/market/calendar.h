@@ -1,11 +1,22 @@
 /*
- * market/calendar — future timestamps for a forecast, inferred from the history when the
- * user gives none.
+ * market/calendar — exchange calendars and the future timestamps of a forecast.
  *
- * The bar interval is the most common positive gap. Daily and longer bars step by the
- * interval over the weekdays seen in the history (so equities skip weekends, crypto does
- * not). Intraday bars step by the interval and keep only the times of day (the session slots)
- * and weekdays seen in the history, so an A-share 5-minute series skips lunch and nights.
+ * A calendar (data/calendars/NAME.json, compiled into the library; README there) knows a
+ * market's trading weekdays, its sessions (lunch breaks), holidays and early closes for the
+ * years it covers, and whether its intraday bars are stamped with their opening or closing
+ * time. Future timestamps:
+ *   intraday bars   step by the bar interval inside a session; past the session's close the
+ *                   next bar is the first of the next session (a partial last bar is stamped
+ *                   at the close, as vendors do); holidays and weekends are skipped;
+ *   daily bars      the next trading day, at the last bar's time of day;
+ *   weekly bars     seven days on;
+ *   monthly, quarterly and yearly bars
+ *                   one, three or twelve calendar months on, keeping the history's anchor (the
+ *                   1st, the month's last day, its last trading day, or the same day number).
+ * The calendar is the one named (kr_calendar_find), else the symbol's (kr_calendar_for_symbol),
+ * else inferred from the history (kr_calendar_infer: the most specific calendar whose trading
+ * days and sessions hold every bar); when none fits, the weekdays and times of day the history
+ * printed are used (the "learned" calendar), and a history of one day steps around the clock.
  */
 #ifndef KR_MARKET_CALENDAR_H
 #define KR_MARKET_CALENDAR_H
@@ -14,15 +25,86 @@
 
 #include "kronos.h"
 
+#define KR_CAL_MAX_SESSIONS 4
+#define KR_CAL_MAX_NAMES 8
+#define KR_CAL_MAX_SUFFIXES 12
+
+/* One market's calendar, parsed from its JSON file (static lifetime, read-only). */
+typedef struct kr_calendar {
+    char name[24];
+    char aliases[KR_CAL_MAX_NAMES][24];
+    int n_aliases;
+    char title[160];
+    char source[1024];
+    char timezone[48];
+    char file[64]; /* data/calendars/FILE */
+    int year_first, year_last; /* years whose holidays are listed */
+    int weekday_mask; /* bit d: weekday d trades (Monday = 0) */
+    int n_sessions;
+    int session_open[KR_CAL_MAX_SESSIONS], session_close[KR_CAL_MAX_SESSIONS]; /* s of day */
+    int label_end; /* intraday bars stamped with their close (1) or their open (0) */
+    char suffixes[KR_CAL_MAX_SUFFIXES][16];
+    int n_suffixes;
+    int64_t *holidays; /* [n_holidays] day numbers (days since 1970-01-01), ascending */
+    int n_holidays;
+    int64_t *early_days; /* [n_early] ascending, with early_close[i] (s of day) */
+    int *early_close;
+    int n_early;
+} kr_calendar;
+
+/* How the calendar of a forecast was chosen. */
+typedef enum kr_calendar_how {
+    KR_CAL_GIVEN = 0, /* named by the caller (or by the symbol) */
+    KR_CAL_INFERRED = 1, /* the most specific calendar holding every history bar */
+    KR_CAL_LEARNED = 2, /* none fits: the history's weekdays and times of day */
+    KR_CAL_CONTINUOUS = 3 /* none fits and the history spans one day: every interval */
+} kr_calendar_how;
+
 typedef struct kr_calendar_info {
-    int64_t interval_seconds; /* inferred bar interval */
+    int64_t interval_seconds; /* inferred bar interval (most common gap) */
     int intraday; /* interval < 1 day */
-    int weekday_mask; /* bit d set: weekday d (Monday = 0) seen */
+    int weekday_mask; /* bit d set: weekday d (Monday = 0) seen in the history */
     int n_slots; /* distinct intraday times of day seen (0 for daily) */
+    int months; /* 1, 3 or 12 for monthly / quarterly / yearly bars, else 0 */
+    const kr_calendar *calendar; /* the calendar used; NULL when learned or continuous */
+    kr_calendar_how how;
+    int label_end; /* intraday bars stamped with their close */
+    int holidays_known; /* every future stamp lies within the calendar's years */
 } kr_calendar_info;
 
-/* Writes pred_len future timestamps after ts[n-1] into out. Needs n >= 2. info may be NULL. */
+/* Every compiled-in calendar. Fails only if a calendar file is malformed (a build defect; the
+ * message names the file and field). *out is borrowed (static). */
+kr_status kr_calendar_list(const kr_calendar *const **out, int *n, kr_error *err);
+
+/* The calendar called `name` (or one of its aliases; case-insensitive). Unknown names are an
+ * error listing the known ones. */
+kr_status kr_calendar_find(const char *name, const kr_calendar **out, kr_error *err);
+
+/* The calendar whose symbol suffix the symbol carries ("600977.SH" -> SSE, "0700.HK" -> HKEX,
+ * "BTC-USD", "BTCUSDT" -> CRYPTO), else NULL. */
+const kr_calendar *kr_calendar_for_symbol(const char *symbol);
+
+/* market (a name) when non-empty, else the symbol's suffix, else NULL with KR_OK (the history
+ * decides). An unknown market name is an error. */
+kr_status kr_calendar_resolve(const char *market, const char *symbol, const kr_calendar **out,
+                              kr_error *err);
+
+/* The most specific calendar holding every bar of ts[n] (up to 1 in 500 exceptions), or NULL
+ * when none does. */
+kr_status kr_calendar_infer(const int64_t *ts, int64_t n, const kr_calendar **out, kr_error *err);
+
+/* Writes pred_len future timestamps after ts[n-1] into out, following cal (NULL: inferred from
+ * the history, see the header comment). Needs n >= 2. info may be NULL. */
+kr_status kr_calendar_future_in(const kr_calendar *cal, const int64_t *ts, int64_t n, int pred_len,
+                                int64_t *out, kr_calendar_info *info, kr_error *err);
+
+/* kr_calendar_future_in with the calendar inferred from the history (what the engine does when
+ * a series carries no future timestamps). */
 kr_status kr_calendar_future(const int64_t *ts, int64_t n, int pred_len, int64_t *out,
                              kr_calendar_info *info, kr_error *err);
+
+/* "SSE (given)", "NYSE (inferred from the history)", "learned from the history", ... into buf
+ * (>= 96 bytes). */
+const char *kr_calendar_describe(const kr_calendar_info *info, char *buf, int cap);
 
 #endif

@@ -419,10 +419,18 @@ static kr_status map_header(csv_reader *r, const char *label, int want_values, t
     for (int k = 0; k < n_required; k++) {
         if (tc->col[required[k]] >= 0) continue;
         const char *what = required[k] == ROLE_TS ? "timestamps" : k_role_names[required[k]];
+        /* A European spreadsheet export separates with ';': the whole header is then one
+         * field. Say so instead of only "missing column". */
+        int semicolons = 0;
+        for (int i = 0; i < r->n_fields; i++) semicolons |= strchr(csv_text(r, i), ';') != NULL;
         return kr_error_set(
-            err, KR_ERR_FORMAT, "%s: line %lld, column '%s': missing required column%s", label,
+            err, KR_ERR_FORMAT, "%s: line %lld, column '%s': missing required column%s%s", label,
             (long long)r->rec_line, what,
-            required[k] == ROLE_TS ? " (also accepted: timestamp, datetime, date, time)" : "");
+            required[k] == ROLE_TS ? " (also accepted: timestamp, datetime, date, time)" : "",
+            semicolons ? "; the header contains ';': kronos reads comma-separated files (convert "
+                         "with: sed 's/;/,/g', after checking no field uses ',' as the decimal "
+                         "point)"
+                       : "");
     }
     for (int k = 0; k < N_ROLES; k++) {
         if (tc->col[k] < 0) continue;

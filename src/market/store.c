@@ -193,6 +193,12 @@ static const char k_schema_v1[] =
     " PRIMARY KEY (symbol, interval, ts)) WITHOUT ROWID;"
     "PRAGMA user_version = 1;";
 
+/* Version 2 adds each symbol's market (its exchange calendar, market/calendar.h). */
+static const char k_schema_v2[] = "CREATE TABLE markets ("
+                                  " symbol TEXT NOT NULL PRIMARY KEY, market TEXT NOT NULL"
+                                  ") WITHOUT ROWID;"
+                                  "PRAGMA user_version = 2;";
+
 /* What the file holds: its schema version, whether our two tables exist, whether it has any
  * table at all. */
 typedef struct schema_state {
@@ -250,17 +256,22 @@ static kr_status init_schema(kr_store *s, kr_error *err) {
     schema_state ss;
     kr_status st = read_schema(s, &ss, err);
     if (st != KR_OK) return st;
-    if (!schema_empty(&ss)) return check_schema(s, &ss, err);
-    /* IMMEDIATE: two processes opening a fresh file at once must not both create tables, so
-     * the state is read again under the lock before anything is written. */
+    if (!schema_empty(&ss)) {
+        if ((st = check_schema(s, &ss, err)) != KR_OK) return st;
+        if (ss.version >= KR_STORE_SCHEMA_VERSION) return KR_OK; /* the usual case: a read */
+    }
+    /* Creating (an empty file) or upgrading (version 1) writes. IMMEDIATE: two processes
+     * opening the file at once must not both do it, so the state is read again under the
+     * lock before anything is written. */
     if ((st = exec(s, "BEGIN IMMEDIATE", "creating the schema", err)) != KR_OK) return st;
     if ((st = query_schema(s, &ss, err)) == KR_OK) {
-        if (!schema_empty(&ss)) {
-            sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
-            return check_schema(s, &ss, err); /* the other process won */
+        if (schema_empty(&ss)) {
+            if ((st = exec(s, k_schema_v1, "creating the schema", err)) == KR_OK)
+                st = exec(s, k_schema_v2, "creating the schema", err);
+        } else if ((st = check_schema(s, &ss, err)) == KR_OK && ss.version == 1) {
+            st = exec(s, k_schema_v2, "upgrading the schema to version 2", err);
         }
-        if ((st = exec(s, k_schema_v1, "creating the schema", err)) == KR_OK)
-            return exec(s, "COMMIT", "committing the schema", err);
+        if (st == KR_OK) return exec(s, "COMMIT", "committing the schema", err);
     }
     sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
     return st;
@@ -416,12 +427,42 @@ static kr_status check_row(const kr_candles *c, int64_t i, const char *where, kr
     return KR_OK;
 }
 
-kr_status kr_store_upsert(kr_store *store, const char *symbol, const char *interval,
+kr_status kr_store_canonical_symbol(kr_store *store, const char *symbol, char *out, size_t cap,
+                                    kr_error *err) {
+    if (!store || !symbol || !out || cap < 1)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_store_canonical_symbol: bad argument");
+    kr_status st = kr_store_check_symbol(symbol, err);
+    if (st != KR_OK) return st;
+    snprintf(out, cap, "%s", symbol);
+    sqlite3_stmt *q = NULL;
+    /* An exact spelling wins over another case of it (a store written before names were
+     * matched without case may hold both). */
+    if (sqlite3_prepare_v2(store->db,
+                           "SELECT symbol FROM symbols WHERE symbol = ?1 COLLATE NOCASE "
+                           "ORDER BY symbol = ?1 DESC, symbol LIMIT 1",
+                           -1, &q, NULL) != SQLITE_OK)
+        return db_error(store, "preparing the symbol lookup", err);
+    sqlite3_bind_text(q, 1, symbol, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(q);
+    if (rc == SQLITE_ROW) {
+        const char *sy = (const char *)sqlite3_column_text(q, 0);
+        if (sy) snprintf(out, cap, "%s", sy);
+    } else if (rc != SQLITE_DONE) {
+        st = db_error(store, "looking up the symbol", err);
+    }
+    sqlite3_finalize(q);
+    return st;
+}
+
+kr_status kr_store_upsert(kr_store *store, const char *symbol_in, const char *interval,
                           const kr_candles *c, kr_error *err) {
     if (!store || !c)
         return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_store_upsert: NULL argument");
     kr_status st;
-    if ((st = kr_store_check_symbol(symbol, err)) != KR_OK) return st;
+    char symbol[KR_STORE_NAME_MAX + 1];
+    if ((st = kr_store_check_symbol(symbol_in, err)) != KR_OK) return st;
+    if ((st = kr_store_canonical_symbol(store, symbol_in, symbol, sizeof symbol, err)) != KR_OK)
+        return st;
     if ((st = kr_store_check_interval(interval, err)) != KR_OK) return st;
     char where[PATH_MAX + 100];
     snprintf(where, sizeof where, "%s: %s %s", store->path, symbol, interval);
@@ -492,13 +533,15 @@ fail:
 
 /* ------------------------------------------------------------------ read / list */
 
-kr_status kr_store_read(kr_store *store, const char *symbol, const char *interval,
+kr_status kr_store_read(kr_store *store, const char *symbol_in, const char *interval,
                         int64_t limit_last_n, kr_candles **out, kr_error *err) {
     if (!store || !out)
         return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_store_read: NULL argument");
     *out = NULL;
     kr_status st;
-    if ((st = kr_store_check_symbol(symbol, err)) != KR_OK) return st;
+    char symbol[KR_STORE_NAME_MAX + 1];
+    if ((st = kr_store_canonical_symbol(store, symbol_in, symbol, sizeof symbol, err)) != KR_OK)
+        return st;
     if ((st = kr_store_check_interval(interval, err)) != KR_OK) return st;
     sqlite3_stmt *q = NULL;
     /* Newest first so LIMIT keeps the most recent rows; reversed below. */
@@ -583,11 +626,13 @@ kr_status kr_store_list(kr_store *store, const char *symbol, kr_store_entry **ou
     kr_status st;
     if (symbol && (st = kr_store_check_symbol(symbol, err)) != KR_OK) return st;
     sqlite3_stmt *q = NULL;
-    if (sqlite3_prepare_v2(store->db,
-                           "SELECT symbol, interval, first_ts, last_ts, rows, updated_at FROM "
-                           "symbols WHERE ?1 IS NULL OR symbol = ?1 "
-                           "ORDER BY symbol, updated_at DESC, last_ts DESC, interval",
-                           -1, &q, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(
+            store->db,
+            "SELECT s.symbol, s.interval, s.first_ts, s.last_ts, s.rows, s.updated_at, "
+            "coalesce(m.market, '') FROM symbols s LEFT JOIN markets m ON "
+            "m.symbol = s.symbol WHERE ?1 IS NULL OR s.symbol = ?1 COLLATE NOCASE "
+            "ORDER BY s.symbol, s.updated_at DESC, s.last_ts DESC, s.interval",
+            -1, &q, NULL) != SQLITE_OK)
         return db_error(store, "preparing the list", err);
     if (symbol) sqlite3_bind_text(q, 1, symbol, -1, SQLITE_STATIC);
     kr_store_entry *list = NULL;
@@ -615,6 +660,8 @@ kr_status kr_store_list(kr_store *store, const char *symbol, kr_store_entry **ou
         e->last_ts = sqlite3_column_int64(q, 3);
         e->rows = sqlite3_column_int64(q, 4);
         e->updated_at = sqlite3_column_int64(q, 5);
+        const char *mk = (const char *)sqlite3_column_text(q, 6);
+        snprintf(e->market, sizeof e->market, "%s", mk ? mk : "");
     }
     if (rc != SQLITE_DONE) {
         st = db_error(store, "listing symbols", err);
@@ -626,4 +673,25 @@ kr_status kr_store_list(kr_store *store, const char *symbol, kr_store_entry **ou
     *out = list;
     *n = count;
     return KR_OK;
+}
+
+kr_status kr_store_set_market(kr_store *store, const char *symbol_in, const char *market,
+                              kr_error *err) {
+    if (!store) return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_store_set_market: NULL store");
+    char symbol[KR_STORE_NAME_MAX + 1];
+    kr_status st = kr_store_canonical_symbol(store, symbol_in, symbol, sizeof symbol, err);
+    if (st != KR_OK) return st;
+    if (market && strlen(market) >= KR_STORE_MARKET_MAX)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "market '%.40s' is too long", market);
+    sqlite3_stmt *q = NULL;
+    const char *sql = market && *market
+                          ? "INSERT OR REPLACE INTO markets (symbol, market) VALUES (?1, ?2)"
+                          : "DELETE FROM markets WHERE symbol = ?1";
+    if (sqlite3_prepare_v2(store->db, sql, -1, &q, NULL) != SQLITE_OK)
+        return db_error(store, "preparing the market update", err);
+    sqlite3_bind_text(q, 1, symbol, -1, SQLITE_STATIC);
+    if (market && *market) sqlite3_bind_text(q, 2, market, -1, SQLITE_STATIC);
+    if (sqlite3_step(q) != SQLITE_DONE) st = db_error(store, "storing the market", err);
+    sqlite3_finalize(q);
+    return st;
 }

@@ -7,7 +7,11 @@
  *   symbols(symbol, interval, first_ts, last_ts, rows, updated_at)   one row per series
  *   candles(symbol, interval, ts, open, high, low, close, volume, amount,
  *           has_volume, has_amount)                                  PRIMARY KEY(symbol, interval, ts)
+ *   markets(symbol, market)       the exchange calendar of a symbol (market/calendar.h), if set
  * Timestamps are the naive seconds since 1970 used everywhere in kronos (market/candles.h).
+ *
+ * Symbols match without regard to case ("aapl" reads and extends the stored "AAPL"): a
+ * symbol is stored with the spelling of its first upsert.
  *
  * Names: a symbol or interval is 1..32 characters of [A-Za-z0-9._-^=] ("600977.SH", "^GSPC",
  * "EURUSD=X", "BRK-B"); an interval is also a count and a unit: s, m, min, h, d, w, mo
@@ -28,7 +32,8 @@
 #include "market/candles.h"
 
 #define KR_STORE_NAME_MAX 32
-#define KR_STORE_SCHEMA_VERSION 1
+#define KR_STORE_SCHEMA_VERSION 2 /* 2: markets(symbol, market); version 1 files are upgraded */
+#define KR_STORE_MARKET_MAX 24
 
 typedef struct kr_store kr_store;
 
@@ -39,6 +44,7 @@ typedef struct kr_store_entry {
     int64_t first_ts, last_ts; /* naive seconds of the first and last stored candle */
     int64_t rows; /* candles stored */
     int64_t updated_at; /* Unix seconds of the last upsert */
+    char market[KR_STORE_MARKET_MAX]; /* the symbol's market (calendar name), "" if not set */
 } kr_store_entry;
 
 /* The database path: `flag` (--db) when non-NULL and non-empty, else $KRONOS_DB, else
@@ -82,6 +88,16 @@ kr_status kr_store_read(kr_store *store, const char *symbol, const char *interva
  * most recently updated first. *out may be NULL when *n is 0. Caller owns *out (free()). */
 kr_status kr_store_list(kr_store *store, const char *symbol, kr_store_entry **out, int64_t *n,
                         kr_error *err);
+
+/* The stored spelling of symbol (matched without case; an exact match first), or symbol itself
+ * when nothing is stored under it. */
+kr_status kr_store_canonical_symbol(kr_store *store, const char *symbol, char *out, size_t cap,
+                                    kr_error *err);
+
+/* Sets the market of a symbol (any case of it; "" or NULL clears it). The name is not checked
+ * here: callers pass a calendar name (kr_calendar_find). */
+kr_status kr_store_set_market(kr_store *store, const char *symbol, const char *market,
+                              kr_error *err);
 
 /* Name checks (what = "symbol" or "interval" in the message). */
 kr_status kr_store_check_symbol(const char *symbol, kr_error *err);

@@ -143,6 +143,37 @@ static kr_status get_quant(const cJSON *root, const char *label, kr_quant_config
     return KR_OK;
 }
 
+/* An optional string key of at most cap - 1 bytes; absent leaves out empty. */
+static kr_status get_string(const cJSON *root, const char *key, const char *label, char *out,
+                            size_t cap, kr_error *err) {
+    out[0] = 0;
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
+    if (!v || cJSON_IsNull(v)) return KR_OK;
+    if (!cJSON_IsString(v) || strlen(v->valuestring) >= cap)
+        return kr_error_set(err, KR_ERR_FORMAT,
+                            "%s: key '%s' must be a string of at most %zu bytes", label, key,
+                            cap - 1);
+    snprintf(out, cap, "%s", v->valuestring);
+    return KR_OK;
+}
+
+/* "intended_use": "demo" | "test" | "forecast" (the default when absent). A checkpoint that
+ * calls itself a demo must never pass for a forecasting model, so a misspelt value is an error
+ * rather than silently "forecast". */
+static kr_status get_intended_use(const cJSON *root, const char *label, char *out, size_t cap,
+                                  kr_error *err) {
+    kr_status st = get_string(root, "intended_use", label, out, cap, err);
+    if (st != KR_OK) return st;
+    if (out[0] && strcmp(out, "demo") && strcmp(out, "test") && strcmp(out, "forecast"))
+        return kr_error_set(
+            err, KR_ERR_FORMAT,
+            "%s: key 'intended_use' must be \"demo\", \"test\" or \"forecast\", got "
+            "'%.32s'",
+            label, out);
+    if (!strcmp(out, "forecast")) out[0] = 0;
+    return KR_OK;
+}
+
 #define TRY(x)                  \
     do {                        \
         kr_status rc_ = (x);    \
@@ -170,6 +201,8 @@ kr_status kr_predictor_config_parse(const char *json, size_t len, const char *la
     /* Kronos.__init__ defaults learn_te to True; real configs always spell it out. */
     TRY(get_bool(root, "learn_te", 1, label, &c.learn_te, err));
     TRY(get_quant(root, label, &c.quant, err));
+    TRY(get_intended_use(root, label, c.intended_use, sizeof c.intended_use, err));
+    TRY(get_string(root, "source", label, c.source, sizeof c.source, err));
     TRY(check_n_heads(label, c.d_model, c.n_heads, err));
     /* The dependency-aware layer's cross-attention always has 4 heads. */
     TRY(check_heads(label, c.d_model, 4, "the 4 heads of the s2 cross-attention", err));
@@ -246,6 +279,20 @@ static void put_int(FILE *f, const char *key, int v, int last) {
     put_line(f, key, buf, last);
 }
 
+/* A string value with JSON escapes for the characters that need them. */
+static void put_string(FILE *f, const char *key, const char *v) {
+    fprintf(f, "  \"%s\": \"", key);
+    for (const unsigned char *p = (const unsigned char *)v; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            fprintf(f, "\\%c", *p);
+        else if (*p < 0x20)
+            fprintf(f, "\\u%04x", *p);
+        else
+            fputc(*p, f);
+    }
+    fputs("\",\n", f);
+}
+
 static void put_quant(FILE *f, const kr_quant_config *q) {
     if (q->format == KR_WFMT_F32) return;
     fprintf(f, "  \"quantization\": {\n    \"format\": \"%s\",\n",
@@ -273,6 +320,7 @@ kr_status kr_predictor_config_save(const char *path, const kr_predictor_config *
     put_int(f, "d_model", cfg->d_model, 0);
     put_int(f, "ff_dim", cfg->ff_dim, 0);
     put_line(f, "ffn_dropout_p", "0.0", 0);
+    if (cfg->intended_use[0]) put_string(f, "intended_use", cfg->intended_use);
     put_line(f, "learn_te", cfg->learn_te ? "true" : "false", 0);
     put_int(f, "n_heads", cfg->n_heads, 0);
     put_int(f, "n_layers", cfg->n_layers, 0);
@@ -280,6 +328,7 @@ kr_status kr_predictor_config_save(const char *path, const kr_predictor_config *
     put_line(f, "resid_dropout_p", "0.0", 0);
     put_int(f, "s1_bits", cfg->s1_bits, 0);
     put_int(f, "s2_bits", cfg->s2_bits, 0);
+    if (cfg->source[0]) put_string(f, "source", cfg->source);
     put_line(f, "token_dropout_p", "0.0", 1);
     fputs("}\n", f);
     return finish_file(f, path, err);

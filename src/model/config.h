@@ -26,6 +26,12 @@ typedef struct kr_predictor_config {
     int ff_dim;
     int learn_te; /* 1: time_emb.<f>_embed.weight; 0: time_emb.<f>_embed.emb.weight */
     kr_quant_config quant;
+    /* Optional provenance keys (not constructor arguments; from_pretrained ignores them):
+     * "intended_use": "demo" or "test" marks a checkpoint that exists to run the software,
+     * not to forecast (every report then says so); "" when absent (a forecasting model).
+     * "source": where the weights come from, free text. Both survive kronos quantize. */
+    char intended_use[16];
+    char source[256];
 } kr_predictor_config;
 
 typedef struct kr_tokenizer_config {

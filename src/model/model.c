@@ -134,6 +134,8 @@ kr_status kr_model_load(const char *predictor_dir, const char *tokenizer_dir,
     in->s1_bits = pc->s1_bits;
     in->s2_bits = pc->s2_bits;
     in->learn_te = pc->learn_te;
+    in->demo = pc->intended_use[0] != 0;
+    snprintf(in->source, sizeof in->source, "%s", pc->source);
     in->n_params = m->tok->n_params + m->pred->n_params;
     describe_quant(m, m->pred->cfg.quant.method[0] ? m->pred->cfg.quant.method : "rtn");
     if (fmt != KR_WFMT_F32 && !m->pred->blocks[0].w1.q) {

@@ -19,6 +19,8 @@
 #include "base/error.h"
 #include "base/fsutil.h"
 
+#define N_OF(a) (sizeof(a) / sizeof((a)[0]))
+
 /* A config file larger than this is not a config file. */
 #define KR_CONFIG_MAX_BYTES ((size_t)1 << 20)
 
@@ -34,6 +36,16 @@ void kr_server_config_defaults(kr_server_config *c) {
     c->max_paths = 256;
     c->max_pred_len = 2048;
     c->max_connections = 512;
+    c->max_connections_per_ip = 128;
+    c->read_timeout_s = 30.0;
+    c->max_rows = 100000;
+    c->max_request_memory = (size_t)128 << 20;
+    c->max_memory_in_flight = (size_t)512 << 20;
+    c->max_horizon = 256;
+    c->max_analyze_paths = 1024; /* the analyst's adaptive cap */
+    c->max_lookback = 2048;
+    c->max_calibrate = 10;
+    c->max_symbols = 64;
     c->sched = kr_context_default_params();
     c->sched.batch_wait_ms = 50; /* a server batches: requests arrive independently */
     c->sched.tune = 1;
@@ -170,6 +182,13 @@ static const int_key k_int_keys[] = {
     { "max_paths", 1, 4096, CFG_OFF(max_paths), 0 },
     { "max_pred_len", 1, 65536, CFG_OFF(max_pred_len), 0 },
     { "max_connections", 4, 65536, CFG_OFF(max_connections), 0 },
+    { "max_connections_per_ip", 0, 65536, CFG_OFF(max_connections_per_ip), 0 },
+    { "max_rows", 2, 10000000, CFG_OFF(max_rows), 0 },
+    { "max_horizon", 1, 65536, CFG_OFF(max_horizon), 0 },
+    { "max_analyze_paths", 1, 4096, CFG_OFF(max_analyze_paths), 0 },
+    { "max_lookback", 2, 65536, CFG_OFF(max_lookback), 0 },
+    { "max_calibrate", 0, 1000, CFG_OFF(max_calibrate), 0 },
+    { "max_symbols", 1, 64, CFG_OFF(max_symbols), 0 },
     { "batch_wait_ms", 0, 60000, CFG_OFF(sched.batch_wait_ms), PROF_OFF(batch_wait_ms) },
     { "max_batch_tokens", 1, 1 << 24, CFG_OFF(sched.max_batch_tokens), PROF_OFF(max_batch_tokens) },
     { "max_running", 1, 65536, CFG_OFF(sched.max_running), PROF_OFF(max_running) },
@@ -184,6 +203,7 @@ typedef struct dbl_key {
 
 static const dbl_key k_dbl_keys[] = {
     { "request_timeout_s", 0.0, 86400.0, CFG_OFF(request_timeout_s), 0 },
+    { "read_timeout_s", 0.0, 3600.0, CFG_OFF(read_timeout_s), 0 },
     { "drift_sample", -1e-300, 1.0, CFG_OFF(drift_sample), 0 },
     { "target_queue_p95_s", 0.0, 3600.0, CFG_OFF(sched.target_queue_p95_s),
       PROF_OFF(target_queue_p95_s) },
@@ -214,9 +234,52 @@ static const str_key k_str_keys[] = {
     { "quant", CFG_OFF(quant), 16 },
     { "kv_dtype", CFG_OFF(kv_dtype), 8 },
     { "api_key_file", CFG_OFF(api_key_file), KR_SERVER_PATH_MAX },
+    { "db", CFG_OFF(db), KR_SERVER_PATH_MAX },
+    { "web_root", CFG_OFF(web_root), KR_SERVER_PATH_MAX },
+    { "access_log", CFG_OFF(access_log), KR_SERVER_PATH_MAX },
 };
 
-#define N_OF(a) (sizeof(a) / sizeof((a)[0]))
+/* Byte sizes: a number of bytes or a string with a unit ("128MiB"), range in bytes. */
+typedef struct size_key {
+    const char *key;
+    size_t min, max, off;
+} size_key;
+
+static const size_key k_size_keys[] = {
+    { "max_body_bytes", 1024, (size_t)1 << 30, CFG_OFF(max_body_bytes) },
+    { "max_request_memory", (size_t)1 << 20, (size_t)1 << 40, CFG_OFF(max_request_memory) },
+    { "max_memory_in_flight", (size_t)1 << 20, (size_t)1 << 40, CFG_OFF(max_memory_in_flight) },
+};
+
+/* A byte count: an integer number, or a string "N" / "N<unit>" (K, M, G, KiB, MiB, GiB). */
+static kr_status get_size(const cJSON *it, const char *label, const size_key *sk, size_t *out,
+                          kr_error *err) {
+    char msg[160];
+    snprintf(msg, sizeof msg, "must be a number of bytes in %zu..%zu, or a string like \"128MiB\"",
+             sk->min, sk->max);
+    double v = -1;
+    if (cJSON_IsNumber(it)) {
+        v = it->valuedouble;
+    } else if (cJSON_IsString(it)) {
+        static const struct {
+            const char *suffix;
+            double mul;
+        } k_units[] = {
+            { "", 1.0 },       { "K", 1e3 },         { "M", 1e6 },           { "G", 1e9 },
+            { "KiB", 1024.0 }, { "MiB", 1048576.0 }, { "GiB", 1073741824.0 }
+        };
+        char *end = NULL;
+        errno = 0;
+        double x = strtod(it->valuestring, &end);
+        if (end != it->valuestring && !errno && isfinite(x))
+            for (size_t i = 0; i < N_OF(k_units); i++)
+                if (!strcmp(end, k_units[i].suffix)) v = x * k_units[i].mul;
+    }
+    if (!isfinite(v) || v != floor(v) || v < (double)sk->min || v > (double)sk->max)
+        return bad(err, label, sk->key, msg);
+    *out = (size_t)v;
+    return KR_OK;
+}
 
 /* ------------------------------------------------------------------ profiles */
 
@@ -351,13 +414,10 @@ static kr_status parse_key(const cJSON *it, const char *label, kr_server_config 
     for (size_t i = 0; i < N_OF(k_str_keys); i++)
         if (!strcmp(k, k_str_keys[i].key))
             return get_string(it, label, k, (char *)c + k_str_keys[i].off, k_str_keys[i].cap, err);
-    if (!strcmp(k, "max_body_bytes")) {
-        if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble) ||
-            it->valuedouble < 1024 || it->valuedouble > (double)(1u << 30))
-            return bad(err, label, k, "must be an integer in 1024..1073741824");
-        c->max_body_bytes = (size_t)it->valuedouble;
-        return KR_OK;
-    }
+    for (size_t i = 0; i < N_OF(k_size_keys); i++)
+        if (!strcmp(k, k_size_keys[i].key))
+            return get_size(it, label, &k_size_keys[i], (size_t *)((char *)c + k_size_keys[i].off),
+                            err);
     if (!strcmp(k, "kv_budget")) {
         char buf[64];
         if (cJSON_IsNumber(it) && isfinite(it->valuedouble))
@@ -437,10 +497,17 @@ kr_status kr_server_config_validate(const kr_server_config *c, kr_error *err) {
             return kr_error_set(err, KR_ERR_INVALID_ARG, "%s: must be a number in (%g, %g], got %g",
                                 k_dbl_keys[i].key, k_dbl_keys[i].min_excl, k_dbl_keys[i].max, v);
     }
-    if (c->max_body_bytes < 1024 || c->max_body_bytes > ((size_t)1 << 30))
+    for (size_t i = 0; i < N_OF(k_size_keys); i++) {
+        size_t v = *(const size_t *)((const char *)c + k_size_keys[i].off);
+        if (v < k_size_keys[i].min || v > k_size_keys[i].max)
+            return kr_error_set(err, KR_ERR_INVALID_ARG, "%s: must be in %zu..%zu bytes, got %zu",
+                                k_size_keys[i].key, k_size_keys[i].min, k_size_keys[i].max, v);
+    }
+    if (c->max_request_memory > c->max_memory_in_flight)
         return kr_error_set(err, KR_ERR_INVALID_ARG,
-                            "max_body_bytes: must be an integer in 1024..1073741824, got %zu",
-                            c->max_body_bytes);
+                            "max_request_memory (%zu) exceeds max_memory_in_flight (%zu): no "
+                            "request that large could ever be admitted",
+                            c->max_request_memory, c->max_memory_in_flight);
     if (!c->host[0]) return kr_error_set(err, KR_ERR_INVALID_ARG, "host: must not be empty");
     return KR_OK;
 }

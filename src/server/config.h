@@ -7,13 +7,19 @@
  * File format (every key optional, unknown keys are errors so a typo is never silently a
  * default):
  *   {"model": DIR, "tokenizer": DIR, "host": "127.0.0.1", "port": 8080, "quant": "f32",
- *    "threads": N, "kv_budget": BYTES | "BYTES" | "PCT%", "api_key_file": FILE,
- *    "tune": true, "request_timeout_s": 120, "max_body_bytes": 8388608,
- *    "max_paths": 256, "max_pred_len": 512, "max_connections": 512,
+ *    "kv_dtype": "f32", "threads": N, "kv_budget": BYTES | "BYTES" | "PCT%",
+ *    "api_key_file": FILE, "db": FILE, "web_root": DIR, "access_log": FILE | "-",
+ *    "tune": true, "request_timeout_s": 120, "read_timeout_s": 30, "max_body_bytes": 8388608,
+ *    "max_rows": 100000, "max_request_memory": "128MiB", "max_memory_in_flight": "512MiB",
+ *    "max_paths": 256, "max_pred_len": 2048, "max_connections": 512,
+ *    "max_connections_per_ip": 128, "max_horizon": 256, "max_analyze_paths": 1024,
+ *    "max_lookback": 2048, "max_calibrate": 10, "max_symbols": 64,
  *    "batch_wait_ms": 50, "max_batch_tokens": 4096, "max_running": 64, "max_queue": 256,
  *    "target_queue_p95_s": 0.5, "target_ttft_p95_s": 2, "prefix_cache": true,
  *    "static_batching": false,
  *    "profiles": [{"name": "session", "from": "09:30", "to": "16:00", "batch_wait_ms": 20}]}
+ * Every `kronos serve` flag has its key (--no-tune is "tune": false, --request-timeout is
+ * request_timeout_s), so a deployment can live in the file alone.
  */
 #ifndef KR_SERVER_CONFIG_H
 #define KR_SERVER_CONFIG_H
@@ -62,8 +68,26 @@ typedef struct kr_server_config {
     int max_paths; /* per request (default 256) -> 400 */
     int max_pred_len; /* per request (default 512) -> 400 */
     int max_connections; /* concurrent HTTP connections (default 512) */
+    int max_connections_per_ip; /* concurrent connections from one client address (default
+                                   128; 0 = no limit, e.g. behind a reverse proxy) */
+    double read_timeout_s; /* a request's headers and body must have arrived this long after
+                              the connection was accepted (or the previous answer was sent);
+                              a slow trickle cannot extend it (default 30 s) */
+    int max_rows; /* candles in one JSON body (default 100,000) -> 400; also bounds the
+                     number of JSON values a body may hold (413 beyond) */
+    size_t max_request_memory; /* estimated memory of one request's body and parse tree
+                                  (default 128 MiB) -> 413 */
+    size_t max_memory_in_flight; /* the same summed over the requests being read and parsed
+                                    (default 512 MiB) -> 503 with Retry-After */
+    int max_horizon; /* /v1/analyze: horizon (default 256) -> 400 */
+    int max_analyze_paths; /* /v1/analyze: paths and max_paths (default 1024) -> 400 */
+    int max_lookback; /* /v1/analyze: lookback (default 2048) -> 400 */
+    int max_calibrate; /* /v1/analyze: calibration windows (default 10) -> 400 */
+    int max_symbols; /* /v1/analyze/batch: symbols (default 64, at most 64) -> 400 */
     char db[KR_SERVER_PATH_MAX]; /* candle store for /v1/candles, /v1/analyze ("" = 503) */
     char web_root[KR_SERVER_PATH_MAX]; /* files of the page at / ("" = 404) */
+    char access_log[KR_SERVER_PATH_MAX]; /* JSON lines, one per request: a file (appended),
+                                            "-" for stdout, "" for none */
     kr_context_params sched; /* engine parameters (kv_budget_bytes 0 = default; n_threads and
                                 kv_dtype come from `threads` and `kv_dtype`) */
     int analysis_priority; /* priority of analyses against forecasts (default

@@ -42,6 +42,7 @@ enum MHD_Result kr_handle_ready(struct MHD_Connection *mc, kr_conn *c) {
 }
 
 enum MHD_Result kr_handle_metrics(struct MHD_Connection *mc, kr_conn *c) {
+    kr_process_metrics_update(c->srv->pmetrics);
     char *text = NULL;
     size_t len = 0;
     kr_error err = { 0 };
@@ -84,14 +85,16 @@ static void uncount(kr_conn *c) {
 }
 
 int kr_forecast_conn_done(kr_conn *c, int terminated_ok) {
+    /* An answer that went out whole keeps its status, even when the job is still running:
+     * that is the server's own 504 when the engine is stuck past the deadline. */
     int status = c->status ? c->status : 499;
     if (c->job) {
         kr_job_state st;
         kr_job_wait(c->job, INT_MAX, 0, &st);
         if (!st.done) {
-            /* The client left before the answer: stop spending compute (and KV) on it. */
+            /* The client left before the answer (or the server gave up on the engine): stop
+             * spending compute (and KV) on it. */
             kr_cancel(c->srv->ctx, kr_job_id(c->job));
-            status = 499;
         }
         kr_job_unref(c->job);
         c->job = NULL;
@@ -104,6 +107,7 @@ int kr_forecast_conn_done(kr_conn *c, int terminated_ok) {
 /* The final answer (JSON body) for a finished job; NULL with *status/message on failure. */
 static char *final_body(kr_conn *c, const kr_job_state *st, int *status, size_t *len) {
     *len = 0;
+    c->queue_wait = st->usage.queue_seconds;
     if (st->status != KR_OK) {
         *status = kr_api_http_status(st->status);
         const char *msg = st->error.message[0] ? st->error.message : kr_strerror(st->status);
@@ -174,6 +178,7 @@ static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max) {
             kr_sse_event(&c->sse, status == 200 ? "result" : "error",
                          body ? body : "{\"error\":{\"code\":500,\"message\":\"out of memory\"}}");
             free(body);
+            c->status = status; /* a stream counts with the status of its final event */
             c->stream_done = 1;
             continue;
         }
@@ -184,6 +189,8 @@ static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max) {
             char *body = kr_api_error_json(504, "request_timeout_s passed", NULL);
             kr_sse_event(&c->sse, "error", body ? body : "");
             free(body);
+            c->status = 504;
+            snprintf(c->error, sizeof c->error, "request_timeout_s passed");
             c->stream_done = 1;
             continue;
         }
@@ -193,17 +200,7 @@ static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max) {
 
 static enum MHD_Result start_stream(struct MHD_Connection *mc, kr_conn *c) {
     c->last_write = kr_now_seconds();
-    struct MHD_Response *r =
-        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, sse_reader, c, NULL);
-    if (!r) return MHD_NO;
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
-    /* nginx and friends buffer responses by default, which would defeat streaming. */
-    MHD_add_response_header(r, "X-Accel-Buffering", "no");
-    enum MHD_Result ok = MHD_queue_response(mc, 200, r);
-    MHD_destroy_response(r);
-    if (ok == MHD_YES) c->status = 200;
-    return ok;
+    return kr_srv_stream(mc, c, sse_reader, c, NULL);
 }
 
 /* Blocks until the job is done, the client leaves or the deadline guard fires. */
@@ -230,15 +227,10 @@ static enum MHD_Result wait_and_reply(struct MHD_Connection *mc, kr_conn *c) {
 
 enum MHD_Result kr_handle_forecast(struct MHD_Connection *mc, kr_conn *c) {
     kr_server *s = c->srv;
-    kr_api_limits lim = kr_api_default_limits();
-    lim.max_paths = s->cfg.max_paths;
-    lim.max_pred_len = s->cfg.max_pred_len;
     kr_api_error aerr;
-    if (kr_api_forecast_parse(c->body, c->len, &lim, &c->req, &aerr) != KR_OK)
+    if (kr_api_forecast_parse(c->body, c->len, &s->limits, &c->req, &aerr) != KR_OK)
         return kr_srv_reply_error(mc, c, aerr.status ? aerr.status : 400, aerr.message, aerr.field);
-    free(c->body);
-    c->body = NULL;
-    c->len = c->cap = 0;
+    kr_srv_drop_body(c);
 
     double timeout = s->cfg.request_timeout_s;
     if (c->req.timeout_s > 0 && c->req.timeout_s < timeout) timeout = c->req.timeout_s;
@@ -279,8 +271,9 @@ enum MHD_Result kr_handle_forecast(struct MHD_Connection *mc, kr_conn *c) {
         }
         if (st == KR_ERR_BUSY) {
             kr_http_metrics_reject(s->http, "busy");
-            char *body = kr_api_error_json(
-                429, err.message[0] ? err.message : "the request queue is full", NULL);
+            snprintf(c->error, sizeof c->error, "%s",
+                     err.message[0] ? err.message : "the request queue is full");
+            char *body = kr_api_error_json(429, c->error, NULL);
             return kr_srv_reply(mc, c, 429, "application/json", body, body ? strlen(body) : 0,
                                 MHD_HTTP_HEADER_RETRY_AFTER, "1");
         }

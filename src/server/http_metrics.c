@@ -13,7 +13,7 @@
 
 struct kr_http_metrics {
     kr_metrics *m;
-    kr_metric *in_flight, *draining;
+    kr_metric *in_flight, *draining, *memory;
 };
 
 kr_http_metrics *kr_http_metrics_create(kr_metrics *m) {
@@ -24,6 +24,9 @@ kr_http_metrics *kr_http_metrics_create(kr_metrics *m) {
         kr_metrics_gauge(m, "kronos_http_requests_in_flight", "", "HTTP requests being handled");
     hm->draining = kr_metrics_gauge(m, "kronos_server_draining", "",
                                     "1 while the server drains before exiting");
+    hm->memory = kr_metrics_gauge(m, "kronos_http_memory_in_flight_bytes", "",
+                                  "Memory budget held by request bodies being read and parsed "
+                                  "(max_memory_in_flight caps it)");
     /* Pre-register the duration histograms so every route shows up from the first scrape. */
     static const char *const k_labels[] = { "/health",    "/ready",       "/metrics",
                                             "/v1/models", "/v1/forecast", "other" };
@@ -68,6 +71,10 @@ void kr_http_metrics_reject(kr_http_metrics *hm, const char *reason) {
 
 void kr_http_metrics_draining(kr_http_metrics *hm, int draining) {
     if (hm) kr_metric_set(hm->draining, draining ? 1.0 : 0.0);
+}
+
+void kr_http_metrics_memory(kr_http_metrics *hm, size_t bytes) {
+    if (hm) kr_metric_set(hm->memory, (double)bytes);
 }
 
 void kr_http_metrics_profile(kr_http_metrics *hm, const char *name, int on) {

@@ -1,11 +1,12 @@
 /*
  * server/request — parsing and validating a POST /v1/forecast body (see request.h).
  *
- * Structure: the document is parsed by cJSON; top-level keys are checked against one table
- * (unknown keys are errors: a typo such as "pred_length" must not silently become a default);
- * scalars first (pred_len bounds the future stamps), then the candles, whichever of the four
- * layouts they use, are mapped to the same per-row cells and validated by one function that
- * mirrors market/candles.c's CSV rules, then the cross-field checks.
+ * Structure: the document is parsed by server/json_body and its fields are read against one
+ * descriptor table (server/fields: unknown keys are errors, a typo such as "pred_length"
+ * must not silently become a default); then the candles, whichever of the four layouts they
+ * use, are mapped to the same per-row cells and validated by one function that mirrors
+ * market/candles.c's CSV rules, then the cross-field checks (pred_len bounds the future
+ * stamps).
  */
 #include "server/request.h"
 
@@ -16,131 +17,28 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <cjson/cJSON.h>
 
 #include "base/timeutil.h"
+#include "market/calendar.h"
+#include "server/json_body.h"
 
 kr_api_limits kr_api_default_limits(void) {
     kr_api_limits l;
     l.max_paths = 256;
     l.max_pred_len = 2048;
     l.max_rows = 1000000;
+    l.max_paths_key = "max_paths";
+    l.max_pred_len_key = "max_pred_len";
+    l.max_rows_key = NULL;
+    l.max_horizon = 256;
+    l.max_analyze_paths = 1024; /* the analyst's adaptive cap */
+    l.max_lookback = 2048;
+    l.max_calibrate = 10;
+    l.max_symbols = 64;
     return l;
-}
-
-kr_status kr_api_error_set(kr_api_error *err, int status, const char *field, const char *fmt, ...) {
-    if (!err) return KR_ERR_INVALID_ARG;
-    char msg[sizeof err->message];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    err->status = status;
-    snprintf(err->field, sizeof err->field, "%s", field ? field : "");
-    if (field && *field)
-        snprintf(err->message, sizeof err->message, "%s: %s", field, msg);
-    else
-        snprintf(err->message, sizeof err->message, "%s", msg);
-    return KR_ERR_INVALID_ARG;
-}
-
-/* Printable, bounded copy of client text for messages and field names. */
-static const char *sanitize(const char *s, char *out, size_t cap) {
-    size_t j = 0;
-    for (size_t i = 0; s && s[i] && j + 4 < cap; i++)
-        out[j++] = (s[i] >= 0x20 && s[i] < 0x7f && s[i] != '"' && s[i] != '\\') ? s[i] : '?';
-    if (s && strlen(s) > j && cap >= 4) {
-        if (j > cap - 4) j = cap - 4;
-        memcpy(out + j, "...", 3);
-        j += 3;
-    }
-    out[j] = '\0';
-    return out;
-}
-
-static const char *type_name(const cJSON *v) {
-    if (!v) return "nothing";
-    if (cJSON_IsNull(v)) return "null";
-    if (cJSON_IsBool(v)) return "a boolean";
-    if (cJSON_IsNumber(v)) return "a number";
-    if (cJSON_IsString(v)) return "a string";
-    if (cJSON_IsArray(v)) return "an array";
-    if (cJSON_IsObject(v)) return "an object";
-    return "an unknown value";
-}
-
-/* ------------------------------------------------------------------ scalar fields */
-
-static kr_status get_int(const cJSON *v, const char *field, long min, long max, int *out,
-                         kr_api_error *err) {
-    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
-        return kr_api_error_set(err, 400, field, "must be an integer in %ld..%ld, got %s", min, max,
-                                type_name(v));
-    if (v->valuedouble != floor(v->valuedouble) || v->valuedouble < (double)min ||
-        v->valuedouble > (double)max)
-        return kr_api_error_set(err, 400, field, "must be an integer in %ld..%ld, got %.10g", min,
-                                max, v->valuedouble);
-    *out = (int)v->valuedouble;
-    return KR_OK;
-}
-
-static kr_status get_bool(const cJSON *v, const char *field, int *out, kr_api_error *err) {
-    if (!cJSON_IsBool(v))
-        return kr_api_error_set(err, 400, field, "must be true or false, got %s", type_name(v));
-    *out = cJSON_IsTrue(v) ? 1 : 0;
-    return KR_OK;
-}
-
-/* A number in (lo, hi] (lo_incl: [lo, hi]). */
-static kr_status get_number(const cJSON *v, const char *field, double lo, int lo_incl, double hi,
-                            double *out, kr_api_error *err) {
-    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
-        return kr_api_error_set(err, 400, field, "must be a number in %s%g, %g], got %s",
-                                lo_incl ? "[" : "(", lo, hi,
-                                cJSON_IsNumber(v) ? "a non-finite number" : type_name(v));
-    double x = v->valuedouble;
-    if ((lo_incl ? x < lo : !(x > lo)) || x > hi)
-        return kr_api_error_set(err, 400, field, "must be a number in %s%g, %g], got %.10g",
-                                lo_incl ? "[" : "(", lo, hi, x);
-    *out = x;
-    return KR_OK;
-}
-
-/* Seeds are u64; JSON numbers are exact only up to 2^53, so larger seeds come as strings. */
-static kr_status get_seed(const cJSON *v, uint64_t *out, kr_api_error *err) {
-    if (cJSON_IsNumber(v)) {
-        double x = v->valuedouble;
-        if (!isfinite(x) || x != floor(x) || x < 0 || x > 9007199254740992.0)
-            return kr_api_error_set(err, 400, "seed",
-                                    "must be an integer in 0..2^53 (or a decimal string for "
-                                    "larger 64-bit seeds), got %.10g",
-                                    x);
-        *out = (uint64_t)x;
-        return KR_OK;
-    }
-    if (cJSON_IsString(v)) {
-        const char *s = v->valuestring;
-        size_t n = strlen(s);
-        uint64_t acc = 0;
-        int ok = n > 0 && n <= 20;
-        for (size_t i = 0; ok && i < n; i++) {
-            if (s[i] < '0' || s[i] > '9')
-                ok = 0;
-            else if (acc > (UINT64_MAX - (uint64_t)(s[i] - '0')) / 10)
-                ok = 0;
-            else
-                acc = acc * 10 + (uint64_t)(s[i] - '0');
-        }
-        if (ok) {
-            *out = acc;
-            return KR_OK;
-        }
-        char ex[48];
-        return kr_api_error_set(err, 400, "seed", "'%s' is not an unsigned 64-bit integer",
-                                sanitize(s, ex, sizeof ex));
-    }
-    return kr_api_error_set(err, 400, "seed", "must be an unsigned integer, got %s", type_name(v));
 }
 
 /* A timestamp cell: a string in the CSV formats or an epoch number. Numbers go through the
@@ -155,12 +53,12 @@ static kr_status get_timestamp(const cJSON *v, const char *field, int64_t *ts, i
         if (rc == 0) return KR_OK;
         if (rc == KR_TS_OUT_OF_RANGE)
             return kr_api_error_set(err, 400, field, "'%s' is outside the years %d-%d",
-                                    sanitize(s, ex, sizeof ex), KR_CANDLE_YEAR_MIN,
+                                    kr_json_sanitize(s, ex, sizeof ex), KR_CANDLE_YEAR_MIN,
                                     KR_CANDLE_YEAR_MAX);
         return kr_api_error_set(err, 400, field,
                                 "cannot parse '%s' as a timestamp (expected YYYY-MM-DD[ "
                                 "HH:MM[:SS]] or epoch seconds)",
-                                sanitize(s, ex, sizeof ex));
+                                kr_json_sanitize(s, ex, sizeof ex));
     }
     if (cJSON_IsNumber(v)) {
         double x = v->valuedouble;
@@ -178,7 +76,7 @@ static kr_status get_timestamp(const cJSON *v, const char *field, int64_t *ts, i
                                 x);
     }
     return kr_api_error_set(err, 400, field, "must be a timestamp string or epoch number, got %s",
-                            type_name(v));
+                            kr_json_type_name(v));
 }
 
 /* ------------------------------------------------------------------ candles */
@@ -189,12 +87,13 @@ static const char *const k_role_names[N_ROLES] = { "open",   "high",   "low",   
                                                    "volume", "amount", "timestamps" };
 static const char *const k_ts_aliases[] = { "timestamps", "timestamp", "datetime", "date", "time" };
 
-/* Role of a column/key name, or -1 when it has none (ignored, as the CSV reader does). */
+/* Role of a column/key name, or -1 when it has none (ignored, as the CSV reader does). Case
+ * does not matter, as in CSV headers: pandas frames say "Date", "Open", "Volume". */
 static int role_of(const char *name) {
     for (size_t k = 0; k < sizeof k_ts_aliases / sizeof k_ts_aliases[0]; k++)
-        if (!strcmp(name, k_ts_aliases[k])) return ROLE_TS;
+        if (!strcasecmp(name, k_ts_aliases[k])) return ROLE_TS;
     for (int k = 0; k < KR_N_FEATURES; k++)
-        if (!strcmp(name, k_role_names[k])) return k;
+        if (!strcasecmp(name, k_role_names[k])) return k;
     return -1;
 }
 
@@ -271,7 +170,7 @@ static kr_status add_row(table *t, const row_cells *rc, kr_api_error *err) {
                                     "the first row has no %s; every row needs the same fields",
                                     k_role_names[k]);
         if (!cJSON_IsNumber(c))
-            return kr_api_error_set(err, 400, f, "must be a number, got %s", type_name(c));
+            return kr_api_error_set(err, 400, f, "must be a number, got %s", kr_json_type_name(c));
         if (!isfinite(c->valuedouble)) return kr_api_error_set(err, 400, f, "is not finite");
         v[k] = c->valuedouble;
         /* The model reads float32: a larger magnitude would be inf there and poison the
@@ -318,9 +217,9 @@ static kr_status map_names(const char *const *names, int n, const char *what, co
         col_role[i] = role_of(names[i]);
         if (col_role[i] < 0) continue;
         if (seen[col_role[i]] >= 0) {
-            snprintf(f, sizeof f, "%s%s", what, sanitize(names[i], ex, sizeof ex));
+            snprintf(f, sizeof f, "%s%s", what, kr_json_sanitize(names[i], ex, sizeof ex));
             return kr_api_error_set(err, 400, f, "names the same column as '%s'",
-                                    sanitize(names[seen[col_role[i]]], ex, sizeof ex));
+                                    kr_json_sanitize(names[seen[col_role[i]]], ex, sizeof ex));
         }
         seen[col_role[i]] = i;
         role_name[col_role[i]] = names[i];
@@ -354,7 +253,8 @@ static kr_status parse_array_rows(const cJSON *arr, const cJSON *columns, table 
         for (const cJSON *c = columns->child; c; c = c->next, i++) {
             if (!cJSON_IsString(c)) {
                 snprintf(f, sizeof f, "columns[%d]", i);
-                return kr_api_error_set(err, 400, f, "must be a string, got %s", type_name(c));
+                return kr_api_error_set(err, 400, f, "must be a string, got %s",
+                                        kr_json_type_name(c));
             }
             names[i] = c->valuestring;
         }
@@ -388,7 +288,7 @@ static kr_status parse_array_rows(const cJSON *arr, const cJSON *columns, table 
         snprintf(f, sizeof f, "candles[%lld]", (long long)r);
         if (!cJSON_IsArray(row))
             return kr_api_error_set(err, 400, f, "must be an array like candles[0], got %s",
-                                    type_name(row));
+                                    kr_json_type_name(row));
         int n = cJSON_GetArraySize(row);
         if (n != ncols)
             return kr_api_error_set(err, 400, f, "has %d values, expected %d%s", n, ncols,
@@ -418,14 +318,14 @@ static kr_status parse_object_rows(const cJSON *arr, table *t, kr_api_error *err
         snprintf(f, sizeof f, "candles[%lld]", (long long)r);
         if (!cJSON_IsObject(row))
             return kr_api_error_set(err, 400, f, "must be an object like candles[0], got %s",
-                                    type_name(row));
+                                    kr_json_type_name(row));
         for (int k = 0; k < N_ROLES; k++) rc.cell[k] = NULL, rc.name[k] = NULL;
         for (const cJSON *c = row->child; c; c = c->next) {
             int role = role_of(c->string);
             if (role < 0) continue;
             if (rc.cell[role]) {
                 snprintf(f, sizeof f, "candles[%lld].%s", (long long)r,
-                         sanitize(c->string, ex, sizeof ex));
+                         kr_json_sanitize(c->string, ex, sizeof ex));
                 return kr_api_error_set(err, 400, f, "names the same field as '%s'", rc.name[role]);
             }
             rc.cell[role] = c;
@@ -465,9 +365,10 @@ static kr_status parse_columns(const cJSON *obj, table *t, kr_api_error *err) {
     int rows = -1;
     for (int k = 0; k < N_ROLES; k++) {
         if (!by_role[k]) continue;
-        snprintf(f, sizeof f, "candles.%s", sanitize(role_name[k], ex, sizeof ex));
+        snprintf(f, sizeof f, "candles.%s", kr_json_sanitize(role_name[k], ex, sizeof ex));
         if (!cJSON_IsArray(by_role[k]))
-            return kr_api_error_set(err, 400, f, "must be an array, got %s", type_name(by_role[k]));
+            return kr_api_error_set(err, 400, f, "must be an array, got %s",
+                                    kr_json_type_name(by_role[k]));
         int m = cJSON_GetArraySize(by_role[k]);
         if (k == ROLE_TS || rows < 0) {
             if (rows >= 0 && m != rows)
@@ -502,9 +403,110 @@ static kr_status parse_columns(const cJSON *obj, table *t, kr_api_error *err) {
     return KR_OK;
 }
 
-static kr_status parse_candles(const cJSON *v, const cJSON *columns, const kr_api_limits *lim,
-                               kr_candles **out, kr_api_error *err) {
+/* pandas DataFrame.to_json layouts that are not already rows or column lists become rows of
+ * arrays plus "columns" (the index, when no column holds the timestamps, is the timestamps):
+ *   orient='split'    {"columns": [...], "index": [...], "data": [[...], ...]}
+ *   orient='columns'  {"Open": {"<index>": 1.0, ...}, ...}   (to_json's default)
+ *   orient='index'    {"<index>": {"Open": 1.0, ...}, ...}
+ * Returns 1 with *rows and *cols set (caller deletes both), 0 when v is none of these, or a
+ * negative status with err set. */
+static int pandas_layout(const cJSON *v, cJSON **rows, cJSON **cols, kr_api_error *err) {
+    *rows = *cols = NULL;
+    if (!cJSON_IsObject(v) || !v->child) return 0;
+    const cJSON *scol = cJSON_GetObjectItemCaseSensitive(v, "columns");
+    const cJSON *sidx = cJSON_GetObjectItemCaseSensitive(v, "index");
+    const cJSON *sdata = cJSON_GetObjectItemCaseSensitive(v, "data");
+    int split = scol && sdata;
+    int by_col = !split && cJSON_IsObject(v->child) && role_of(v->child->string) >= 0;
+    int by_idx = !split && !by_col && cJSON_IsObject(v->child);
+    if (!split && !by_col && !by_idx) return 0;
+    cJSON *r = cJSON_CreateArray(), *c = cJSON_CreateArray();
+    if (!r || !c) goto nomem;
+    if (split) {
+        if (!cJSON_IsArray(scol) || !cJSON_IsArray(sdata) || (sidx && !cJSON_IsArray(sidx))) {
+            cJSON_Delete(r);
+            cJSON_Delete(c);
+            return kr_api_error_set(err, 400, "candles",
+                                    "a pandas 'split' frame needs \"columns\" and \"data\" arrays "
+                                    "(and an \"index\" array)");
+        }
+        int has_ts = 0;
+        for (const cJSON *n = scol->child; n; n = n->next)
+            has_ts |= cJSON_IsString(n) && role_of(n->valuestring) == ROLE_TS;
+        const int use_index = !has_ts && sidx;
+        if (use_index) cJSON_AddItemToArray(c, cJSON_CreateString("timestamps"));
+        for (const cJSON *n = scol->child; n; n = n->next)
+            cJSON_AddItemToArray(c, cJSON_Duplicate(n, 1));
+        const cJSON *ix = sidx ? sidx->child : NULL;
+        for (const cJSON *row = sdata->child; row; row = row->next, ix = ix ? ix->next : NULL) {
+            cJSON *nr = cJSON_Duplicate(row, 1);
+            if (!nr) goto nomem;
+            if (use_index && cJSON_IsArray(nr)) {
+                cJSON *t = ix ? cJSON_Duplicate(ix, 1) : cJSON_CreateNull();
+                if (!t) goto nomem;
+                cJSON_InsertItemInArray(nr, 0, t);
+            }
+            cJSON_AddItemToArray(r, nr);
+        }
+    } else {
+        /* Columns of {index: value} (or rows of {column: value}): one row per index key, in
+         * the order of the first column (row). */
+        const cJSON *first = v->child;
+        int has_ts = 0;
+        if (by_col)
+            for (const cJSON *col = v->child; col; col = col->next)
+                has_ts |= role_of(col->string) == ROLE_TS;
+        else
+            for (const cJSON *f = first->child; f; f = f->next)
+                has_ts |= role_of(f->string) == ROLE_TS;
+        if (!has_ts) cJSON_AddItemToArray(c, cJSON_CreateString("timestamps"));
+        const cJSON *names = by_col ? v : first;
+        for (const cJSON *n = names->child; n; n = n->next)
+            cJSON_AddItemToArray(c, cJSON_CreateString(n->string));
+        const cJSON *keys = by_col ? first : v;
+        for (const cJSON *k = keys->child; k; k = k->next) {
+            cJSON *nr = cJSON_CreateArray();
+            if (!nr) goto nomem;
+            if (!has_ts) cJSON_AddItemToArray(nr, cJSON_CreateString(k->string));
+            for (const cJSON *n = names->child; n; n = n->next) {
+                const cJSON *cell = by_col ? cJSON_GetObjectItemCaseSensitive(n, k->string)
+                                           : cJSON_GetObjectItemCaseSensitive(k, n->string);
+                cJSON_AddItemToArray(nr, cell ? cJSON_Duplicate(cell, 1) : cJSON_CreateNull());
+            }
+            cJSON_AddItemToArray(r, nr);
+        }
+    }
+    *rows = r;
+    *cols = c;
+    return 1;
+nomem:
+    cJSON_Delete(r);
+    cJSON_Delete(c);
+    return kr_api_error_set(err, 503, "candles", "out of memory");
+}
+
+static kr_status candles_from_value(const cJSON *v, const cJSON *columns, const kr_api_limits *lim,
+                                    kr_candles **out, kr_api_error *err);
+
+kr_status kr_api_candles_from_json(const cJSON *v, const cJSON *columns, const kr_api_limits *lim,
+                                   kr_candles **out, kr_api_error *err) {
+    cJSON *rows = NULL, *cols = NULL;
+    int pd = columns ? 0 : pandas_layout(v, &rows, &cols, err);
+    if (pd < 0) return pd;
+    if (pd == 0) return candles_from_value(v, columns, lim, out, err);
+    kr_status st = candles_from_value(rows, cols, lim, out, err);
+    cJSON_Delete(rows);
+    cJSON_Delete(cols);
+    return st;
+}
+
+static kr_status candles_from_value(const cJSON *v, const cJSON *columns, const kr_api_limits *lim,
+                                    kr_candles **out, kr_api_error *err) {
+    kr_api_limits dl = kr_api_default_limits();
+    if (!lim) lim = &dl;
     *out = NULL;
+    char rows_note[64] = "";
+    if (lim->max_rows_key) snprintf(rows_note, sizeof rows_note, " (%s)", lim->max_rows_key);
     if (!v) return kr_api_error_set(err, 400, "candles", "required");
     if (columns && !cJSON_IsArray(v))
         return kr_api_error_set(err, 400, "columns",
@@ -525,8 +527,8 @@ static kr_status parse_candles(const cJSON *v, const cJSON *columns, const kr_ap
         if (c->n < 2 || c->n > lim->max_rows) {
             int64_t n = c->n;
             kr_candles_free(c);
-            return kr_api_error_set(err, 400, "candles", "needs 2..%lld rows, got %lld",
-                                    (long long)lim->max_rows, (long long)n);
+            return kr_api_error_set(err, 400, "candles", "needs 2..%lld rows%s, got %lld",
+                                    (long long)lim->max_rows, rows_note, (long long)n);
         }
         *out = c;
         return KR_OK;
@@ -537,8 +539,8 @@ static kr_status parse_candles(const cJSON *v, const cJSON *columns, const kr_ap
     if (cJSON_IsArray(v)) {
         int64_t n = cJSON_GetArraySize(v);
         if (n < 2 || n > lim->max_rows)
-            return kr_api_error_set(err, 400, "candles", "needs 2..%lld rows, got %lld",
-                                    (long long)lim->max_rows, (long long)n);
+            return kr_api_error_set(err, 400, "candles", "needs 2..%lld rows%s, got %lld",
+                                    (long long)lim->max_rows, rows_note, (long long)n);
         if (cJSON_IsArray(v->child))
             st = parse_array_rows(v, columns, &t, err);
         else if (cJSON_IsObject(v->child))
@@ -547,16 +549,16 @@ static kr_status parse_candles(const cJSON *v, const cJSON *columns, const kr_ap
             st = kr_api_error_set(err, 400, "candles[0]",
                                   "must be an array [timestamps, open, high, low, close, volume?, "
                                   "amount?] or an object, got %s",
-                                  type_name(v->child));
+                                  kr_json_type_name(v->child));
     } else if (cJSON_IsObject(v)) {
         st = parse_columns(v, &t, err);
         if (st == KR_OK && (t.n < 2 || t.n > lim->max_rows))
-            st = kr_api_error_set(err, 400, "candles", "needs 2..%lld rows, got %lld",
-                                  (long long)lim->max_rows, (long long)t.n);
+            st = kr_api_error_set(err, 400, "candles", "needs 2..%lld rows%s, got %lld",
+                                  (long long)lim->max_rows, rows_note, (long long)t.n);
     } else {
         st = kr_api_error_set(err, 400, "candles",
                               "must be an array of rows, an object of columns or CSV text, got %s",
-                              type_name(v));
+                              kr_json_type_name(v));
     }
     if (st == KR_OK) {
         kr_candles *c = calloc(1, sizeof *c);
@@ -580,74 +582,32 @@ static kr_status parse_candles(const cJSON *v, const cJSON *columns, const kr_ap
 
 /* ------------------------------------------------------------------ document */
 
-static const char *const k_fields[] = {
-    "candles",   "columns",      "pred_len", "paths",       "temperature", "top_k",
-    "top_p",     "seed",         "lookback", "max_context", "window",      "future_timestamps",
-    "quantiles", "return_paths", "stream",   "timeout_s",
-};
-enum { N_FIELDS = (int)(sizeof k_fields / sizeof k_fields[0]) };
+kr_json_limits kr_api_json_limits(const kr_api_limits *lim) {
+    kr_json_limits jl;
+    /* A candle row is at most 7 cells and its container; the rest (pred_len future stamps,
+     * 16 quantiles, 64 column names, the scalars) fits in the slack. */
+    jl.max_values = (size_t)lim->max_rows * 8 + (size_t)lim->max_pred_len + 1024;
+    jl.values_key = lim->max_rows_key ? lim->max_rows_key : "max_rows";
+    return jl;
+}
 
-static kr_status parse_scalars(const cJSON *const *f, const kr_api_limits *lim, kr_api_request *r,
-                               kr_api_error *err) {
-    kr_forecast_params *p = &r->params;
-    kr_status st = KR_OK;
-    double d;
-    /* Index order follows k_fields. */
-    if (f[9] && (st = get_int(f[9], "max_context", 1, 65536, &p->max_context, err))) return st;
-    if (!f[2]) return kr_api_error_set(err, 400, "pred_len", "required");
-    if ((st = get_int(f[2], "pred_len", 1, lim->max_pred_len, &p->pred_len, err))) return st;
-    /* The engine generates inside one window: the horizon cannot exceed it. */
-    if (p->pred_len > p->max_context)
-        return kr_api_error_set(err, 400, "pred_len", "must be at most max_context (%d), got %d",
-                                p->max_context, p->pred_len);
-    if (f[3] && (st = get_int(f[3], "paths", 1, lim->max_paths, &p->paths, err))) return st;
-    if (f[4]) {
-        if ((st = get_number(f[4], "temperature", 0.0, 0, 1e6, &d, err))) return st;
-        p->temperature = (float)d;
+static kr_status parse_quantiles(const cJSON *v, kr_api_request *r, kr_api_error *err) {
+    if (!cJSON_IsArray(v))
+        return kr_api_error_set(err, 400, "quantiles", "must be an array of numbers in [0, 1]");
+    int n = cJSON_GetArraySize(v);
+    if (n > KR_API_MAX_QUANTILES)
+        return kr_api_error_set(err, 400, "quantiles", "at most %d quantiles, got %d",
+                                KR_API_MAX_QUANTILES, n);
+    char name[32];
+    kr_field q = KR_F_NUM(name, NULL, 0.0, 1.0, KR_FIELD_REQUIRED);
+    int i = 0;
+    for (const cJSON *it = v->child; it; it = it->next, i++) {
+        snprintf(name, sizeof name, "quantiles[%d]", i);
+        q.out = &r->quantiles[i];
+        kr_status st = kr_field_read_value(&q, it, err);
+        if (st != KR_OK) return st;
     }
-    if (f[5] && (st = get_int(f[5], "top_k", 0, 1 << 20, &p->top_k, err))) return st;
-    if (f[6]) {
-        if ((st = get_number(f[6], "top_p", 0.0, 0, 1.0, &d, err))) return st;
-        p->top_p = (float)d;
-        if (!(p->top_p > 0.0f))
-            return kr_api_error_set(err, 400, "top_p", "%.10g is zero in float32", d);
-    }
-    if (f[7] && (st = get_seed(f[7], &p->seed, err))) return st;
-    if (f[8] && (st = get_int(f[8], "lookback", 1, 1 << 20, &p->lookback, err))) return st;
-    if (f[10]) {
-        if (!cJSON_IsString(f[10]))
-            return kr_api_error_set(err, 400, "window", "must be \"exact\" or \"rolling\", got %s",
-                                    type_name(f[10]));
-        if (!strcmp(f[10]->valuestring, "exact"))
-            p->window = KR_WINDOW_EXACT;
-        else if (!strcmp(f[10]->valuestring, "rolling"))
-            p->window = KR_WINDOW_ROLLING;
-        else {
-            char ex[48];
-            return kr_api_error_set(err, 400, "window",
-                                    "must be \"exact\" or \"rolling\", got '%s'",
-                                    sanitize(f[10]->valuestring, ex, sizeof ex));
-        }
-    }
-    if (f[12]) {
-        if (!cJSON_IsArray(f[12]))
-            return kr_api_error_set(err, 400, "quantiles", "must be an array of numbers in [0, 1]");
-        int n = cJSON_GetArraySize(f[12]);
-        if (n > KR_API_MAX_QUANTILES)
-            return kr_api_error_set(err, 400, "quantiles", "at most %d quantiles, got %d",
-                                    KR_API_MAX_QUANTILES, n);
-        int i = 0;
-        char name[32];
-        for (const cJSON *q = f[12]->child; q; q = q->next, i++) {
-            snprintf(name, sizeof name, "quantiles[%d]", i);
-            if ((st = get_number(q, name, 0.0, 1, 1.0, &r->quantiles[i], err))) return st;
-        }
-        r->n_quantiles = n;
-    }
-    if (f[13] && (st = get_bool(f[13], "return_paths", &r->return_paths, err))) return st;
-    if (f[14] && (st = get_bool(f[14], "stream", &r->stream, err))) return st;
-    if (f[15] && (st = get_number(f[15], "timeout_s", 0.0, 0, 86400.0, &r->timeout_s, err)))
-        return st;
+    r->n_quantiles = n;
     return KR_OK;
 }
 
@@ -682,19 +642,72 @@ static kr_status parse_future(const cJSON *v, kr_api_request *r, kr_api_error *e
     return KR_OK;
 }
 
-static void json_error_position(const char *json, size_t len, const char *end, long *line,
-                                long *col, size_t *off) {
-    *off = end && end >= json && end <= json + len ? (size_t)(end - json) : len;
-    *line = 1;
-    *col = 1;
-    for (size_t i = 0; i < *off; i++) {
-        if (json[i] == '\n') {
-            (*line)++;
-            *col = 1;
-        } else {
-            (*col)++;
-        }
-    }
+static const char *const k_windows[] = { "exact", "rolling", NULL };
+
+/* "market": the named calendar gives the forecast's timestamps (instead of the engine's
+ * inference from the history). */
+static kr_status market_future(const cJSON *v, int have_future, kr_api_request *r,
+                               kr_api_error *err) {
+    if (!cJSON_IsString(v))
+        return kr_api_error_set(err, 400, "market", "must be a market name, got %s",
+                                kr_json_type_name(v));
+    if (have_future)
+        return kr_api_error_set(err, 400, "market", "give market or future_timestamps, not both");
+    const kr_calendar *cal = NULL;
+    kr_error e = { 0 };
+    if (kr_calendar_find(v->valuestring, &cal, &e) != KR_OK)
+        return kr_api_error_set(err, 400, "market", "%s", e.message);
+    const int P = r->params.pred_len;
+    r->future_timestamps = malloc((size_t)P * sizeof(int64_t));
+    if (!r->future_timestamps) return kr_api_error_set(err, 503, "market", "out of memory");
+    if (kr_calendar_future_in(cal, r->candles->timestamps, r->candles->n, P, r->future_timestamps,
+                              NULL, &e) != KR_OK)
+        return kr_api_error_set(err, 400, "market", "%s", e.message);
+    snprintf(r->market, sizeof r->market, "%s", cal->name);
+    return KR_OK;
+}
+
+/* The fields of a forecast request, read into out (whose params hold the defaults). */
+static const char *const k_ohlc[] = { "raw", "consistent", NULL };
+
+static kr_status read_fields(const cJSON *root, const kr_api_limits *lim, kr_api_request *out,
+                             const cJSON **candles, const cJSON **columns, const cJSON **future,
+                             const cJSON **market, kr_api_error *err) {
+    kr_forecast_params *p = &out->params;
+    const cJSON *quantiles = NULL;
+    int window = p->window == KR_WINDOW_ROLLING, ohlc = 0;
+    kr_field f[] = {
+        KR_F_VALUE("candles", candles, KR_FIELD_REQUIRED),
+        KR_F_VALUE("columns", columns, 0),
+        KR_F_INT("pred_len", &p->pred_len, 1, lim->max_pred_len, KR_FIELD_REQUIRED),
+        KR_F_INT("paths", &p->paths, 1, lim->max_paths, 0),
+        KR_F_FLOAT("temperature", &p->temperature, 0.0, 1e6, KR_FIELD_MIN_EXCL),
+        KR_F_INT("top_k", &p->top_k, 0, 1 << 20, 0),
+        KR_F_FLOAT("top_p", &p->top_p, 0.0, 1.0, KR_FIELD_MIN_EXCL),
+        KR_F_SEED("seed", &p->seed),
+        KR_F_INT("lookback", &p->lookback, 1, 1 << 20, 0),
+        KR_F_INT("max_context", &p->max_context, 1, 65536, 0),
+        KR_F_CHOICE("window", &window, k_windows),
+        KR_F_VALUE("future_timestamps", future, 0),
+        KR_F_VALUE("quantiles", &quantiles, 0),
+        KR_F_BOOL("return_paths", &out->return_paths),
+        KR_F_BOOL("stream", &out->stream),
+        KR_F_NUM("timeout_s", &out->timeout_s, 0.0, 86400.0, KR_FIELD_MIN_EXCL),
+        KR_F_CHOICE("ohlc", &ohlc, k_ohlc),
+        KR_F_VALUE("market", market, 0),
+    };
+    f[2].max_key = lim->max_pred_len_key;
+    f[3].max_key = lim->max_paths_key;
+    kr_status st = kr_fields_read(root, f, (int)(sizeof f / sizeof f[0]), err);
+    if (st != KR_OK) return st;
+    p->window = window ? KR_WINDOW_ROLLING : KR_WINDOW_EXACT;
+    out->ohlc = ohlc ? KR_OHLC_CONSISTENT : KR_OHLC_RAW;
+    /* The engine generates inside one window: the horizon cannot exceed it. */
+    if (p->pred_len > p->max_context)
+        return kr_api_error_set(err, 400, "pred_len", "must be at most max_context (%d), got %d",
+                                p->max_context, p->pred_len);
+    if (quantiles) return parse_quantiles(quantiles, out, err);
+    return KR_OK;
 }
 
 kr_status kr_api_forecast_parse(const char *json, size_t len, const kr_api_limits *limits,
@@ -705,58 +718,28 @@ kr_status kr_api_forecast_parse(const char *json, size_t len, const kr_api_limit
     memset(err, 0, sizeof *err);
     if (!out) return kr_api_error_set(err, 400, NULL, "no request");
     memset(out, 0, sizeof *out);
-    if (!json || len == 0) {
-        kr_api_error_set(err, 400, "body", "empty; expected a JSON object");
-        return KR_ERR_FORMAT;
-    }
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(json, len, &end, 0);
-    if (!root) {
-        long line, col;
-        size_t off;
-        json_error_position(json, len, end, &line, &col, &off);
-        kr_api_error_set(err, 400, "body", "invalid JSON at line %ld, column %ld (byte %zu)", line,
-                         col, off);
-        return KR_ERR_FORMAT;
-    }
-    kr_status st = KR_OK;
-    const cJSON *f[N_FIELDS] = { 0 };
-    char ex[64];
-    if (!cJSON_IsObject(root)) {
-        st = kr_api_error_set(err, 400, "body", "must be a JSON object, got %s", type_name(root));
-        goto fail;
-    }
-    for (const cJSON *it = root->child; it; it = it->next) {
-        int k = 0;
-        while (k < N_FIELDS && strcmp(it->string, k_fields[k]) != 0) k++;
-        if (k == N_FIELDS) {
-            st = kr_api_error_set(err, 400, sanitize(it->string, ex, sizeof ex),
-                                  "unknown field (expected candles, columns, pred_len, paths, "
-                                  "temperature, top_k, top_p, seed, lookback, max_context, window, "
-                                  "future_timestamps, quantiles, return_paths, stream, timeout_s)");
-            goto fail;
-        }
-        if (f[k]) {
-            st = kr_api_error_set(err, 400, k_fields[k], "given twice");
-            goto fail;
-        }
-        /* null means "use the default" for every optional field. */
-        f[k] = cJSON_IsNull(it) ? NULL : it;
-    }
+    cJSON *root = NULL;
+    kr_json_limits jl = kr_api_json_limits(&lim);
+    kr_status st = kr_json_body_parse(json, len, &jl, &root, err);
+    if (st != KR_OK) return st;
     out->params = kr_forecast_default_params();
     out->params.keep_paths = 1;
     out->quantiles[0] = 0.1;
     out->quantiles[1] = 0.5;
     out->quantiles[2] = 0.9;
     out->n_quantiles = 3;
-    if ((st = parse_scalars(f, &lim, out, err)) != KR_OK) goto fail;
-    if ((st = parse_candles(f[0], f[1], &lim, &out->candles, err)) != KR_OK) goto fail;
+    const cJSON *candles = NULL, *columns = NULL, *future = NULL, *market = NULL;
+    if ((st = read_fields(root, &lim, out, &candles, &columns, &future, &market, err)) != KR_OK)
+        goto fail;
+    if ((st = kr_api_candles_from_json(candles, columns, &lim, &out->candles, err)) != KR_OK)
+        goto fail;
     if (out->params.lookback > out->candles->n) {
         st = kr_api_error_set(err, 400, "lookback", "%d exceeds the %lld candles given",
                               out->params.lookback, (long long)out->candles->n);
         goto fail;
     }
-    if (f[11] && (st = parse_future(f[11], out, err)) != KR_OK) goto fail;
+    if (future && (st = parse_future(future, out, err)) != KR_OK) goto fail;
+    if (market && (st = market_future(market, future != NULL, out, err)) != KR_OK) goto fail;
     cJSON_Delete(root);
     return KR_OK;
 fail:

@@ -3,7 +3,6 @@
  */
 #include "server/response.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,48 +10,8 @@
 #include <cjson/cJSON.h>
 
 #include "base/error.h"
-#include "base/timeutil.h"
-
-static const char *const k_cols[KR_N_FEATURES] = { "open",  "high",   "low",
-                                                   "close", "volume", "amount" };
-
-/* A JSON number that reads back as exactly v. cJSON's own printer accepts 15 digits when they
- * come back within a relative DBL_EPSILON, i.e. it may be off by one ulp; forecasts must
- * compare bit for bit across runs, so print the shortest of %.15g..%.17g that is exact. */
-static cJSON *exact_number(double v) {
-    if (!isfinite(v)) return cJSON_CreateNull();
-    char buf[40];
-    for (int prec = 15; prec <= 17; prec++) {
-        snprintf(buf, sizeof buf, "%.*g", prec, v);
-        if (strtod(buf, NULL) == v) break;
-    }
-    return cJSON_CreateRaw(buf);
-}
-
-static cJSON *candle_rows(const double *v, const int64_t *ts, int P, int date_only) {
-    cJSON *arr = cJSON_CreateArray();
-    for (int i = 0; arr && i < P; i++) {
-        cJSON *row = cJSON_CreateObject();
-        if (!row) break;
-        char b[32];
-        kr_format_timestamp(ts[i], date_only, b, sizeof b);
-        cJSON_AddStringToObject(row, "timestamps", b);
-        for (int c = 0; c < KR_N_FEATURES; c++)
-            cJSON_AddItemToObject(row, k_cols[c], exact_number(v[i * KR_N_FEATURES + c]));
-        cJSON_AddItemToArray(arr, row);
-    }
-    return arr;
-}
-
-/* The shortest decimal that reads back as the same float32. */
-static double short_float(float f) {
-    char buf[32];
-    for (int prec = 6; prec <= 9; prec++) {
-        snprintf(buf, sizeof buf, "%.*g", prec, (double)f);
-        if (strtof(buf, NULL) == f) break;
-    }
-    return strtod(buf, NULL);
-}
+#include "base/strbuf.h"
+#include "kronos/forecast_json.h"
 
 static void add_model(cJSON *o, const kr_api_model_desc *m) {
     cJSON_AddStringToObject(o, "name", m->name ? m->name : "kronos");
@@ -67,6 +26,13 @@ static void add_model(cJSON *o, const kr_api_model_desc *m) {
     cJSON_AddNumberToObject(o, "n_heads", m->info.n_heads);
     cJSON_AddNumberToObject(o, "ff_dim", m->info.ff_dim);
     cJSON_AddNumberToObject(o, "n_params", (double)m->info.n_params);
+    /* A checkpoint that declares itself a demo/test model says so wherever it is named. */
+    cJSON_AddBoolToObject(o, "demo", m->info.demo);
+    cJSON_AddStringToObject(o, "source", m->info.source);
+}
+
+static kr_status path_set_quantile(void *user, double q, double *out, kr_error *err) {
+    return kr_path_set_quantile(user, q, out, err);
 }
 
 kr_status kr_api_forecast_json(const kr_api_request *req, const kr_forecast *fc,
@@ -74,98 +40,53 @@ kr_status kr_api_forecast_json(const kr_api_request *req, const kr_forecast *fc,
                                char **out, size_t *len, kr_error *err) {
     *out = NULL;
     if (len) *len = 0;
-    const int P = kr_forecast_pred_len(fc), paths = kr_forecast_paths(fc);
-    const int64_t *ts = kr_forecast_timestamps(fc);
-    const int date_only = req->candles ? req->candles->date_only : 0;
-    const kr_forecast_params *p = &req->params;
-    double *qv = NULL;
-    kr_status st = KR_OK;
-    cJSON *root = cJSON_CreateObject();
-    if (!root) return kr_error_set(err, KR_ERR_NOMEM, "response: out of memory");
-
-    char id[32];
-    snprintf(id, sizeof id, "fc-%llu", (unsigned long long)usage->id);
-    cJSON_AddStringToObject(root, "id", id);
-    cJSON_AddStringToObject(root, "object", "forecast");
-    add_model(cJSON_AddObjectToObject(root, "model"), model);
-
-    cJSON *po = cJSON_AddObjectToObject(root, "params");
-    cJSON_AddNumberToObject(po, "pred_len", p->pred_len);
-    cJSON_AddNumberToObject(po, "paths", p->paths);
-    cJSON_AddNumberToObject(
-        po, "lookback",
-        p->lookback > 0
-            ? p->lookback
-            : (double)(req->candles->n < p->max_context ? req->candles->n : p->max_context));
-    cJSON_AddNumberToObject(po, "max_context", p->max_context);
-    /* float32 values echoed with the digits the client sent (0.9, not 0.899999976). */
-    cJSON_AddNumberToObject(po, "temperature", short_float(p->temperature));
-    cJSON_AddNumberToObject(po, "top_k", p->top_k);
-    cJSON_AddNumberToObject(po, "top_p", short_float(p->top_p));
-    /* Seeds above 2^53 would lose digits as a JSON number. */
-    char seed[32];
-    snprintf(seed, sizeof seed, "%llu", (unsigned long long)p->seed);
-    if (p->seed <= (1ull << 53))
-        cJSON_AddNumberToObject(po, "seed", (double)p->seed);
-    else
-        cJSON_AddStringToObject(po, "seed", seed);
-    cJSON_AddStringToObject(po, "window", p->window == KR_WINDOW_ROLLING ? "rolling" : "exact");
-
-    cJSON_AddItemToObject(root, "mean", candle_rows(kr_forecast_mean(fc), ts, P, date_only));
-
-    cJSON *qs = cJSON_AddObjectToObject(root, "quantiles");
-    if (req->n_quantiles > 0) {
-        qv = malloc((size_t)P * KR_N_FEATURES * sizeof *qv);
-        if (!qv) {
-            st = kr_error_set(err, KR_ERR_NOMEM, "response: out of memory");
-            goto done;
+    /* The envelope (id, object, model) goes in front of the library's forecast JSON, which
+     * `kronos forecast --format json` writes too. */
+    cJSON *m = cJSON_CreateObject();
+    if (!m) return kr_error_set(err, KR_ERR_NOMEM, "response: out of memory");
+    add_model(m, model);
+    char *mtext = cJSON_PrintUnformatted(m);
+    cJSON_Delete(m);
+    if (!mtext) return kr_error_set(err, KR_ERR_NOMEM, "response: out of memory");
+    kr_sb head = { 0 };
+    kr_sb_appendf(&head, "\"id\":\"fc-%llu\",\"object\":\"forecast\",\"model\":%s",
+                  (unsigned long long)usage->id, mtext);
+    kr_sb_appendf(&head, ",\"ohlc\":\"%s\"", kr_ohlc_mode_name(req->ohlc));
+    if (req->market[0]) kr_sb_appendf(&head, ",\"market\":\"%s\"", req->market);
+    free(mtext);
+    char *head_text = NULL;
+    kr_status st = kr_sb_finish(&head, &head_text, err);
+    if (st != KR_OK) return st;
+    kr_forecast_json_params jp = kr_forecast_json_default_params();
+    jp.params = &req->params;
+    jp.history_rows = req->candles ? req->candles->n : 0;
+    jp.date_only = req->candles ? req->candles->date_only : 0;
+    jp.quantiles = req->quantiles;
+    jp.n_quantiles = req->n_quantiles;
+    jp.include_paths = req->return_paths;
+    jp.head = head_text;
+    jp.queue_seconds = usage->queue_seconds;
+    jp.ttft_seconds = usage->ttft_seconds;
+    /* Consistent candles (or a zero-volume history's zero volumes) replace the engine's before
+     * the mean and quantiles; raw answers keep the engine's numbers untouched. */
+    kr_path_set *ps = NULL;
+    kr_series s = kr_api_request_series(req);
+    const int zero_volume = req->candles && kr_series_zero_volume(&s);
+    if (req->ohlc == KR_OHLC_CONSISTENT || zero_volume) {
+        const kr_forecast *one[1] = { fc };
+        st = kr_path_set_create(one, 1, req->ohlc, zero_volume, &ps, err);
+        if (st != KR_OK) {
+            free(head_text);
+            return st;
         }
+        jp.mean = ps->mean;
+        jp.values = ps->values;
+        jp.quantile = path_set_quantile;
+        jp.quantile_user = ps;
     }
-    for (int k = 0; k < req->n_quantiles; k++) {
-        if ((st = kr_forecast_quantile(fc, req->quantiles[k], qv, err)) != KR_OK) goto done;
-        char key[32];
-        snprintf(key, sizeof key, "%g", req->quantiles[k]);
-        cJSON_DeleteItemFromObjectCaseSensitive(qs, key); /* a repeated quantile: keep one */
-        cJSON_AddItemToObject(qs, key, candle_rows(qv, ts, P, date_only));
-    }
-
-    if (req->return_paths) {
-        cJSON *parr = cJSON_AddArrayToObject(root, "paths");
-        for (int i = 0; i < paths; i++) {
-            const double *pv = kr_forecast_path(fc, i);
-            const int32_t *s1 = kr_forecast_path_s1(fc, i), *s2 = kr_forecast_path_s2(fc, i);
-            if (!pv || !s1 || !s2) {
-                st = kr_error_set(err, KR_ERR_INTERNAL, "response: path %d was not kept", i);
-                goto done;
-            }
-            cJSON *one = cJSON_CreateObject();
-            cJSON_AddItemToObject(one, "candles", candle_rows(pv, ts, P, date_only));
-            cJSON *a = cJSON_AddArrayToObject(one, "s1"), *b = cJSON_AddArrayToObject(one, "s2");
-            for (int j = 0; j < P; j++) {
-                cJSON_AddItemToArray(a, cJSON_CreateNumber(s1[j]));
-                cJSON_AddItemToArray(b, cJSON_CreateNumber(s2[j]));
-            }
-            cJSON_AddItemToArray(parr, one);
-        }
-    }
-
-    cJSON *u = cJSON_AddObjectToObject(root, "usage");
-    cJSON_AddNumberToObject(u, "prefill_tokens", (double)usage->prefill_tokens);
-    cJSON_AddNumberToObject(u, "cached_tokens", (double)usage->cached_tokens);
-    cJSON_AddNumberToObject(u, "generated_tokens", (double)usage->generated_tokens);
-    cJSON *t = cJSON_AddObjectToObject(root, "timing");
-    cJSON_AddNumberToObject(t, "queue_seconds", usage->queue_seconds);
-    cJSON_AddNumberToObject(t, "ttft_seconds", usage->ttft_seconds);
-    cJSON_AddNumberToObject(t, "total_seconds", usage->total_seconds);
-
-    *out = cJSON_PrintUnformatted(root);
-    if (!*out)
-        st = kr_error_set(err, KR_ERR_NOMEM, "response: out of memory");
-    else if (len)
-        *len = strlen(*out);
-done:
-    free(qv);
-    cJSON_Delete(root);
+    st = kr_forecast_json(fc, &jp, out, len, err);
+    kr_path_set_free(ps);
+    free(head_text);
     return st;
 }
 

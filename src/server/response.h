@@ -20,7 +20,9 @@ typedef struct kr_api_model_desc {
     kr_model_info info;
 } kr_api_model_desc;
 
-/* Usage and timing of one request, from the scheduler's events. */
+/* Usage and timing of one request, from the scheduler's events. The response takes the id,
+ * queue_seconds and ttft_seconds from here; token counts and the other timings come from the
+ * forecast itself (kr_forecast_get_stats), as in the CLI's JSON. */
 typedef struct kr_api_usage {
     uint64_t id;
     int64_t prefill_tokens; /* context tokens run through the predictor */
@@ -29,12 +31,10 @@ typedef struct kr_api_usage {
     double queue_seconds, ttft_seconds, total_seconds;
 } kr_api_usage;
 
-/* The forecast response:
- *   {"id", "object": "forecast", "model": {...}, "params": {...}, "mean": [rows],
- *    "quantiles": {"0.1": [rows], ...}, "paths": [{"candles": [rows], "s1": [...], "s2": [...]}]
- *    (when return_paths), "usage": {...}, "timing": {...}}
- * with rows {"timestamps", "open", "high", "low", "close", "volume", "amount"} (the CLI's
- * --format json shape). Numbers round-trip exactly. Caller frees *out (free()). */
+/* The forecast response: {"id": "fc-N", "object": "forecast", "model": {...}, then the
+ * library's forecast JSON (kronos/forecast_json.h: params, mean, quantiles, paths when
+ * return_paths, usage, timing)}. The part after "model" is byte for byte what
+ * `kronos forecast --format json` writes for the same forecast. Caller frees *out (free()). */
 kr_status kr_api_forecast_json(const kr_api_request *req, const kr_forecast *fc,
                                const kr_api_usage *usage, const kr_api_model_desc *model,
                                char **out, size_t *len, kr_error *err);

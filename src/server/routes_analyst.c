@@ -2,8 +2,8 @@
  * server/routes_analyst — the candle store and the analyst's reports over HTTP (see
  * routes_analyst.h for the routes and how an analysis shares the model with the scheduler).
  *
- * Body parsing reuses /v1/forecast's candle parser (server/request) so a candle table is
- * validated by one set of rules, with one set of messages, whichever route it arrives on.
+ * The request bodies are parsed in server/analyst_request, with the field readers and the
+ * candle parser of /v1/forecast.
  */
 #include "server/routes_analyst.h"
 
@@ -30,449 +30,6 @@
 /* SSE comment interval while nothing else is sent (as for streamed forecasts). */
 #define KEEPALIVE_S 15.0
 #define CANDLES_PREFIX "/v1/candles/"
-
-/* ------------------------------------------------------------------ small JSON helpers */
-
-static const char *type_name(const cJSON *v) {
-    if (!v) return "nothing";
-    if (cJSON_IsNull(v)) return "null";
-    if (cJSON_IsBool(v)) return "a boolean";
-    if (cJSON_IsNumber(v)) return "a number";
-    if (cJSON_IsString(v)) return "a string";
-    if (cJSON_IsArray(v)) return "an array";
-    return "an object";
-}
-
-/* Client text made safe to quote in a message: printable ASCII, bounded. */
-static const char *sanitize(const char *s, char *out, size_t cap) {
-    size_t j = 0;
-    for (size_t i = 0; s && s[i] && j + 4 < cap; i++)
-        out[j++] = (s[i] >= 0x20 && s[i] < 0x7f && s[i] != '"' && s[i] != '\\') ? s[i] : '?';
-    if (s && strlen(s) > j && cap >= 4) {
-        if (j > cap - 4) j = cap - 4;
-        memcpy(out + j, "...", 3);
-        j += 3;
-    }
-    out[j] = '\0';
-    return out;
-}
-
-/* Parses a body into a JSON value; a syntax error names line, column and byte. */
-static kr_status parse_json(const char *json, size_t len, cJSON **root, kr_api_error *err) {
-    *root = NULL;
-    if (!json || len == 0) {
-        kr_api_error_set(err, 400, "body", "empty; expected JSON");
-        return KR_ERR_FORMAT;
-    }
-    const char *end = NULL;
-    *root = cJSON_ParseWithLengthOpts(json, len, &end, 0);
-    if (*root) return KR_OK;
-    size_t off = end && end >= json && end <= json + len ? (size_t)(end - json) : len;
-    long line = 1, col = 1;
-    for (size_t i = 0; i < off; i++) {
-        if (json[i] == '\n')
-            line++, col = 1;
-        else
-            col++;
-    }
-    kr_api_error_set(err, 400, "body", "invalid JSON at line %ld, column %ld (byte %zu)", line, col,
-                     off);
-    return KR_ERR_FORMAT;
-}
-
-static kr_status get_int(const cJSON *v, const char *name, int lo, int hi, int *out,
-                         kr_api_error *err) {
-    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < lo ||
-        v->valuedouble > hi) {
-        if (cJSON_IsNumber(v))
-            return kr_api_error_set(err, 400, name, "must be an integer in %d..%d, got %.10g", lo,
-                                    hi, v->valuedouble);
-        return kr_api_error_set(err, 400, name, "must be an integer in %d..%d, got %s", lo, hi,
-                                type_name(v));
-    }
-    *out = (int)v->valuedouble;
-    return KR_OK;
-}
-
-/* A number in (lo, hi]. */
-static kr_status get_positive(const cJSON *v, const char *name, double hi, float *out,
-                              kr_api_error *err) {
-    if (!cJSON_IsNumber(v) || !(v->valuedouble > 0.0) || v->valuedouble > hi ||
-        !((float)v->valuedouble > 0.0f)) {
-        if (cJSON_IsNumber(v))
-            return kr_api_error_set(err, 400, name, "must be a number in (0, %g], got %.10g", hi,
-                                    v->valuedouble);
-        return kr_api_error_set(err, 400, name, "must be a number in (0, %g], got %s", hi,
-                                type_name(v));
-    }
-    *out = (float)v->valuedouble;
-    return KR_OK;
-}
-
-static kr_status get_bool(const cJSON *v, const char *name, int *out, kr_api_error *err) {
-    if (!cJSON_IsBool(v))
-        return kr_api_error_set(err, 400, name, "must be true or false, got %s", type_name(v));
-    *out = cJSON_IsTrue(v);
-    return KR_OK;
-}
-
-/* An integer up to 2^53 (exact in a double) or a string of decimal digits up to 2^64 - 1,
- * as /v1/forecast takes seeds. */
-static kr_status get_seed(const cJSON *v, uint64_t *out, kr_api_error *err) {
-    if (cJSON_IsNumber(v) && v->valuedouble >= 0 && v->valuedouble <= 9007199254740992.0 &&
-        v->valuedouble == floor(v->valuedouble)) {
-        *out = (uint64_t)v->valuedouble;
-        return KR_OK;
-    }
-    if (cJSON_IsString(v) && v->valuestring[0] && strlen(v->valuestring) <= 20) {
-        uint64_t x = 0;
-        const char *p = v->valuestring;
-        for (; *p >= '0' && *p <= '9'; p++) {
-            unsigned d = (unsigned)(*p - '0');
-            if (x > (UINT64_MAX - d) / 10) break;
-            x = x * 10 + d;
-        }
-        if (!*p) {
-            *out = x;
-            return KR_OK;
-        }
-    }
-    return kr_api_error_set(err, 400, "seed",
-                            "must be an integer in 0..2^53 or a string of digits up to 2^64-1");
-}
-
-/* A store-name error: the store's message already starts with "symbol" / "interval", so it is
- * not prefixed a second time when the field is that word. */
-static kr_status name_error(kr_api_error *err, const char *field, const char *msg) {
-    size_t n = strlen(field);
-    if (strncmp(msg, field, n) != 0 || (msg[n] != ' ' && msg[n] != ':'))
-        return kr_api_error_set(err, 400, field, "%s", msg);
-    err->status = 400;
-    snprintf(err->field, sizeof err->field, "%s", field);
-    snprintf(err->message, sizeof err->message, "%s", msg);
-    return KR_ERR_INVALID_ARG;
-}
-
-/* A store name (symbol or interval) from a JSON string. */
-static kr_status get_name(const cJSON *v, const char *field, int interval, char *out, size_t cap,
-                          kr_api_error *err) {
-    if (!cJSON_IsString(v))
-        return kr_api_error_set(err, 400, field, "must be a string, got %s", type_name(v));
-    kr_error e = { 0 };
-    kr_status st = interval ? kr_store_check_interval(v->valuestring, &e)
-                            : kr_store_check_symbol(v->valuestring, &e);
-    if (st != KR_OK) return name_error(err, field, e.message);
-    snprintf(out, cap, "%s", v->valuestring);
-    return KR_OK;
-}
-
-/* ------------------------------------------------------------------ candles in a body */
-
-/* Runs a candles value (and optional columns) through /v1/forecast's parser, so the layouts,
- * rules and "candles[17].high" field names are exactly that route's. */
-static kr_status candles_from_json(const cJSON *candles, const cJSON *columns, kr_candles **out,
-                                   kr_api_error *err) {
-    *out = NULL;
-    cJSON *doc = cJSON_CreateObject();
-    cJSON *cv = candles ? cJSON_Duplicate(candles, 1) : NULL;
-    cJSON *colv = columns ? cJSON_Duplicate(columns, 1) : NULL;
-    char *text = NULL;
-    if (doc && (!candles || cv) && (!columns || colv)) {
-        if (cv) cJSON_AddItemToObject(doc, "candles", cv), cv = NULL;
-        if (colv) cJSON_AddItemToObject(doc, "columns", colv), colv = NULL;
-        cJSON_AddNumberToObject(doc, "pred_len", 1); /* required there; irrelevant here */
-        text = cJSON_PrintUnformatted(doc);
-    }
-    cJSON_Delete(cv);
-    cJSON_Delete(colv);
-    cJSON_Delete(doc);
-    if (!text) return kr_api_error_set(err, 503, NULL, "out of memory");
-    kr_api_limits lim = kr_api_default_limits();
-    kr_api_request req;
-    kr_status st = kr_api_forecast_parse(text, strlen(text), &lim, &req, err);
-    free(text);
-    if (st != KR_OK) return st;
-    *out = req.candles;
-    req.candles = NULL;
-    kr_api_request_free(&req);
-    return KR_OK;
-}
-
-kr_status kr_api_candles_parse(const char *body, size_t len, int csv, kr_candles **out,
-                               kr_api_error *err) {
-    memset(err, 0, sizeof *err);
-    *out = NULL;
-    if (csv) {
-        kr_error e = { 0 };
-        if (!body || len == 0)
-            return kr_api_error_set(err, 400, "body", "empty; expected CSV text");
-        if (kr_candles_parse_csv(body, len, "body", out, &e) != KR_OK) {
-            kr_api_error_set(err, 400, NULL, "%s", e.message); /* "body: line 18, ..." */
-            snprintf(err->field, sizeof err->field, "body");
-            return KR_ERR_INVALID_ARG;
-        }
-        return KR_OK;
-    }
-    cJSON *root;
-    kr_status st = parse_json(body, len, &root, err);
-    if (st != KR_OK) return st;
-    const cJSON *candles = root, *columns = NULL;
-    if (cJSON_IsObject(root)) {
-        candles = NULL;
-        char ex[64];
-        for (const cJSON *it = root->child; it; it = it->next) {
-            const cJSON **slot = !strcmp(it->string, "candles")   ? &candles
-                                 : !strcmp(it->string, "columns") ? &columns
-                                                                  : NULL;
-            if (!slot) {
-                st = kr_api_error_set(err, 400, sanitize(it->string, ex, sizeof ex),
-                                      "unknown field (expected candles, columns)");
-                goto done;
-            }
-            if (*slot) {
-                st = kr_api_error_set(err, 400, it->string, "given twice");
-                goto done;
-            }
-            *slot = cJSON_IsNull(it) ? NULL : it;
-        }
-        if (!candles) {
-            st = kr_api_error_set(err, 400, "candles", "required");
-            goto done;
-        }
-    } else if (!cJSON_IsArray(root)) {
-        st = kr_api_error_set(err, 400, "body",
-                              "must be an array of candle rows or {\"candles\": ...}, got %s",
-                              type_name(root));
-        goto done;
-    }
-    /* The forecast parser wants a history (2+ rows); one new bar is a fine upsert, but a
-     * single JSON row would need its own validator, so point at CSV instead. */
-    if (cJSON_IsArray(candles) && cJSON_GetArraySize(candles) == 1) {
-        st = kr_api_error_set(err, 400, "candles",
-                              "JSON bodies need at least 2 rows; send a single candle as text/csv");
-        goto done;
-    }
-    st = candles_from_json(candles, columns, out, err);
-done:
-    cJSON_Delete(root);
-    return st;
-}
-
-/* An interval name for candles that came without one: the most common gap ("1d", "5m"). */
-static void infer_interval(const kr_candles *c, char *out, size_t cap) {
-    int64_t best = 0;
-    int best_count = 0;
-    /* The gap seen most often among the last few hundred bars is the bar interval. */
-    int64_t start = c->n > 512 ? c->n - 512 : 1;
-    for (int64_t i = start; i < c->n; i++) {
-        int64_t g = c->timestamps[i] - c->timestamps[i - 1];
-        int count = 0;
-        for (int64_t j = start; j < c->n; j++)
-            count += c->timestamps[j] - c->timestamps[j - 1] == g;
-        if (count > best_count || (count == best_count && g < best)) best = g, best_count = count;
-    }
-    long long g = (long long)best;
-    if (g <= 0)
-        snprintf(out, cap, "1d");
-    else if (g % 604800 == 0)
-        snprintf(out, cap, "%lldw", g / 604800);
-    else if (g % 86400 == 0)
-        snprintf(out, cap, "%lldd", g / 86400);
-    else if (g % 3600 == 0)
-        snprintf(out, cap, "%lldh", g / 3600);
-    else if (g % 60 == 0)
-        snprintf(out, cap, "%lldm", g / 60);
-    else
-        snprintf(out, cap, "%llds", g);
-}
-
-/* ------------------------------------------------------------------ analyze body */
-
-enum {
-    F_SYMBOL,
-    F_SYMBOLS,
-    F_INTERVAL,
-    F_CANDLES,
-    F_COLUMNS,
-    F_HORIZON,
-    F_PATHS,
-    F_LOOKBACK,
-    F_MAX_CONTEXT,
-    F_SEED,
-    F_TEMPERATURE,
-    F_TOP_P,
-    F_TOP_K,
-    F_CALIBRATE,
-    F_FORMAT,
-    F_STREAM,
-    F_N
-};
-static const char *const k_fields[F_N] = {
-    "symbol", "symbols",   "interval",    "candles", "columns",     "horizon",
-    "paths",  "lookback",  "max_context", "seed",    "temperature", "top_p",
-    "top_k",  "calibrate", "format",      "stream",
-};
-
-static kr_status parse_symbols(const cJSON *v, kr_api_analyze_request *r, kr_api_error *err) {
-    if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) < 1 ||
-        cJSON_GetArraySize(v) > KR_API_MAX_SYMBOLS)
-        return kr_api_error_set(err, 400, "symbols", "must be an array of 1..%d symbol names",
-                                KR_API_MAX_SYMBOLS);
-    char f[32];
-    for (const cJSON *it = v->child; it; it = it->next) {
-        snprintf(f, sizeof f, "symbols[%d]", r->n);
-        kr_status st = get_name(it, f, 0, r->symbols[r->n], sizeof r->symbols[0], err);
-        if (st != KR_OK) return st;
-        for (int j = 0; j < r->n; j++)
-            if (!strcmp(r->symbols[j], r->symbols[r->n]))
-                return kr_api_error_set(err, 400, f, "'%s' is already symbols[%d]",
-                                        r->symbols[r->n], j);
-        r->n++;
-    }
-    return KR_OK;
-}
-
-static kr_status parse_params(const cJSON *const *f, const kr_api_limits *lim,
-                              kr_api_analyze_request *r, kr_api_error *err) {
-    kr_analyze_params *p = &r->params;
-    kr_status st;
-    if (f[F_MAX_CONTEXT] &&
-        (st = get_int(f[F_MAX_CONTEXT], "max_context", 2, 65536, &p->max_context, err)))
-        return st;
-    int max_h = p->max_context - 1 < lim->max_pred_len ? p->max_context - 1 : lim->max_pred_len;
-    if (f[F_HORIZON] && (st = get_int(f[F_HORIZON], "horizon", 1, max_h, &p->horizon, err)))
-        return st;
-    if (!f[F_HORIZON] && p->horizon > max_h)
-        return kr_api_error_set(err, 400, "horizon", "the default %d exceeds %d (max_context - 1)",
-                                p->horizon, max_h);
-    if (f[F_PATHS] && (st = get_int(f[F_PATHS], "paths", 1, lim->max_paths, &p->paths, err)))
-        return st;
-    if (f[F_LOOKBACK] &&
-        (st = get_int(f[F_LOOKBACK], "lookback", 2, p->max_context, &p->lookback, err)))
-        return st;
-    if (f[F_SEED] && (st = get_seed(f[F_SEED], &p->seed, err))) return st;
-    if (f[F_TEMPERATURE] &&
-        (st = get_positive(f[F_TEMPERATURE], "temperature", 1e6, &p->temperature, err)))
-        return st;
-    if (f[F_TOP_P] && (st = get_positive(f[F_TOP_P], "top_p", 1.0, &p->top_p, err))) return st;
-    if (f[F_TOP_K] && (st = get_int(f[F_TOP_K], "top_k", 0, 1 << 20, &p->top_k, err))) return st;
-    if (f[F_CALIBRATE] &&
-        (st = get_int(f[F_CALIBRATE], "calibrate", 0, KR_API_MAX_CALIBRATE, &p->calibrate, err)))
-        return st;
-    if (f[F_FORMAT]) {
-        char ex[32];
-        if (!cJSON_IsString(f[F_FORMAT]))
-            return kr_api_error_set(err, 400, "format",
-                                    "must be \"json\", \"md\" or \"html\", got %s",
-                                    type_name(f[F_FORMAT]));
-        if (kr_report_format_parse(f[F_FORMAT]->valuestring, &r->format) != 0)
-            return kr_api_error_set(err, 400, "format",
-                                    "must be \"json\", \"md\" or \"html\", got '%s'",
-                                    sanitize(f[F_FORMAT]->valuestring, ex, sizeof ex));
-    }
-    if (f[F_STREAM] && (st = get_bool(f[F_STREAM], "stream", &r->stream, err))) return st;
-    return KR_OK;
-}
-
-kr_status kr_api_analyze_parse(const char *json, size_t len, int batch, const kr_api_limits *lim,
-                               kr_api_analyze_request *out, kr_api_error *err) {
-    kr_api_limits dl = kr_api_default_limits();
-    if (!lim) lim = &dl;
-    memset(err, 0, sizeof *err);
-    memset(out, 0, sizeof *out);
-    cJSON *root;
-    kr_status st = parse_json(json, len, &root, err);
-    if (st != KR_OK) return st;
-    const cJSON *f[F_N] = { 0 };
-    char ex[64];
-    if (!cJSON_IsObject(root)) {
-        st = kr_api_error_set(err, 400, "body", "must be a JSON object, got %s", type_name(root));
-        goto fail;
-    }
-    for (const cJSON *it = root->child; it; it = it->next) {
-        int k = 0;
-        while (k < F_N && strcmp(it->string, k_fields[k]) != 0) k++;
-        /* Each route takes its own subset: one symbol or candles, or a list of symbols. */
-        int allowed =
-            k < F_N && (batch ? k != F_SYMBOL && k != F_CANDLES && k != F_COLUMNS : k != F_SYMBOLS);
-        if (!allowed) {
-            st = kr_api_error_set(
-                err, 400, sanitize(it->string, ex, sizeof ex), "%s",
-                batch ? "unknown field (expected symbols, interval, horizon, paths, "
-                        "lookback, max_context, seed, temperature, top_p, top_k, "
-                        "calibrate, format, stream)"
-                      : "unknown field (expected symbol or candles, columns, "
-                        "interval, horizon, paths, lookback, max_context, seed, "
-                        "temperature, top_p, top_k, calibrate, format, stream)");
-            goto fail;
-        }
-        if (f[k]) {
-            st = kr_api_error_set(err, 400, k_fields[k], "given twice");
-            goto fail;
-        }
-        f[k] = cJSON_IsNull(it) ? NULL : it; /* null: the default */
-    }
-    out->batch = batch;
-    out->params = kr_analyze_default_params();
-    out->format = KR_FORMAT_JSON;
-    if ((st = parse_params(f, lim, out, err)) != KR_OK) goto fail;
-    if (f[F_INTERVAL] && (st = get_name(f[F_INTERVAL], "interval", 1, out->interval,
-                                        sizeof out->interval, err)) != KR_OK)
-        goto fail;
-    if (batch) {
-        if (!f[F_SYMBOLS]) {
-            st = kr_api_error_set(err, 400, "symbols", "required");
-            goto fail;
-        }
-        if ((st = parse_symbols(f[F_SYMBOLS], out, err)) != KR_OK) goto fail;
-    } else {
-        if (!f[F_SYMBOL] && !f[F_CANDLES]) {
-            st =
-                kr_api_error_set(err, 400, "symbol", "required (a stored symbol), or give candles");
-            goto fail;
-        }
-        if (f[F_COLUMNS] && !f[F_CANDLES]) {
-            st = kr_api_error_set(err, 400, "columns", "only applies with candles");
-            goto fail;
-        }
-        out->n = 1;
-        if (f[F_SYMBOL]) {
-            if ((st = get_name(f[F_SYMBOL], "symbol", 0, out->symbols[0], sizeof out->symbols[0],
-                               err)) != KR_OK)
-                goto fail;
-        } else {
-            snprintf(out->symbols[0], sizeof out->symbols[0], "series");
-        }
-        if (f[F_CANDLES]) {
-            if ((st = candles_from_json(f[F_CANDLES], f[F_COLUMNS], &out->candles, err)) != KR_OK)
-                goto fail;
-            int64_t need = kr_analyze_min_rows(&out->params);
-            if (out->candles->n < need) {
-                st = kr_api_error_set(
-                    err, 400, "candles", "%lld rows given, at least %lld needed for horizon %d%s",
-                    (long long)out->candles->n, (long long)need, out->params.horizon,
-                    out->params.calibrate ? " and calibrate" : "");
-                goto fail;
-            }
-            if (!out->interval[0])
-                infer_interval(out->candles, out->interval, sizeof out->interval);
-        }
-    }
-    cJSON_Delete(root);
-    return KR_OK;
-fail:
-    cJSON_Delete(root);
-    kr_api_analyze_request_free(out);
-    memset(out, 0, sizeof *out);
-    if (!err->status) err->status = 400;
-    return st == KR_OK ? KR_ERR_INVALID_ARG : st;
-}
-
-void kr_api_analyze_request_free(kr_api_analyze_request *r) {
-    if (!r) return;
-    kr_candles_free(r->candles);
-    r->candles = NULL;
-}
 
 /* ------------------------------------------------------------------ store access */
 
@@ -511,7 +68,8 @@ static void stored_list(const kr_store_entry *e, int64_t n, char *buf, size_t ca
  * updated one (kr_store_list's order), as `kronos analyze` does. 0 and *out set, or an HTTP
  * status with err filled (field names the symbol's place in the request). */
 static int pick_interval(kr_store *store, const char *symbol, const char *want, const char *field,
-                         int not_found_status, char *out, size_t cap, kr_api_error *err) {
+                         int not_found_status, char *out, size_t cap, char *market,
+                         size_t market_cap, kr_api_error *err) {
     kr_store_entry *e = NULL;
     int64_t n = 0;
     kr_error ke = { 0 };
@@ -542,6 +100,7 @@ static int pick_interval(kr_store *store, const char *symbol, const char *want, 
     } else {
         snprintf(out, cap, "%s", e[0].interval);
     }
+    if (market) snprintf(market, market_cap, "%s", n > 0 ? e[0].market : "");
     free(e);
     return status;
 }
@@ -614,13 +173,7 @@ enum MHD_Result kr_handle_symbols(struct MHD_Connection *mc, kr_conn *c) {
 /* The symbol from the path; 0, or 400 with err set. */
 static int path_symbol(const char *url, char *out, size_t cap, kr_api_error *err) {
     const char *sym = url + strlen(CANDLES_PREFIX);
-    kr_error e = { 0 };
-    if (kr_store_check_symbol(sym, &e) != KR_OK) {
-        name_error(err, "symbol", e.message);
-        return 400;
-    }
-    snprintf(out, cap, "%s", sym);
-    return 0;
+    return kr_api_store_name(sym, "symbol", 0, out, cap, err) == KR_OK ? 0 : 400;
 }
 
 /* An optional name from the query string; 0, or 400 with err set. */
@@ -628,13 +181,7 @@ static int query_interval(struct MHD_Connection *mc, char *out, size_t cap, kr_a
     const char *v = MHD_lookup_connection_value(mc, MHD_GET_ARGUMENT_KIND, "interval");
     out[0] = '\0';
     if (!v) return 0;
-    kr_error e = { 0 };
-    if (kr_store_check_interval(v, &e) != KR_OK) {
-        name_error(err, "interval", e.message);
-        return 400;
-    }
-    snprintf(out, cap, "%s", v);
-    return 0;
+    return kr_api_store_name(v, "interval", 1, out, cap, err) == KR_OK ? 0 : 400;
 }
 
 /* {"object":"candles","symbol","interval","rows","columns":[...],"candles":[[ts,o,h,l,c,v,a]]}:
@@ -672,26 +219,16 @@ enum MHD_Result kr_handle_candles_get(struct MHD_Connection *mc, kr_conn *c, con
     kr_api_error aerr = { 0 };
     char symbol[KR_STORE_NAME_MAX + 1], want[KR_STORE_NAME_MAX + 1],
         interval[KR_STORE_NAME_MAX + 1];
+    int limit = 0;
     if (path_symbol(url, symbol, sizeof symbol, &aerr) ||
-        query_interval(mc, want, sizeof want, &aerr))
+        kr_api_candles_query(MHD_lookup_connection_value(mc, MHD_GET_ARGUMENT_KIND, "interval"),
+                             MHD_lookup_connection_value(mc, MHD_GET_ARGUMENT_KIND, "limit"), want,
+                             sizeof want, &limit, &aerr) != KR_OK)
         return reply_api_error(mc, c, &aerr);
-    int limit = KR_API_CANDLES_LIMIT;
-    const char *lv = MHD_lookup_connection_value(mc, MHD_GET_ARGUMENT_KIND, "limit");
-    if (lv) {
-        char *end = NULL;
-        long v = strtol(lv, &end, 10);
-        if (end == lv || *end || v < 1 || v > KR_API_CANDLES_MAX) {
-            char ex[32];
-            kr_api_error_set(&aerr, 400, "limit", "must be an integer in 1..%d, got '%s'",
-                             KR_API_CANDLES_MAX, sanitize(lv, ex, sizeof ex));
-            return reply_api_error(mc, c, &aerr);
-        }
-        limit = (int)v;
-    }
     int status;
     kr_store *store = open_store(c->srv, 1, &status, &aerr);
     if (status) return reply_api_error(mc, c, &aerr);
-    if (pick_interval(store, symbol, want, NULL, 404, interval, sizeof interval, &aerr)) {
+    if (pick_interval(store, symbol, want, NULL, 404, interval, sizeof interval, NULL, 0, &aerr)) {
         kr_store_close(store);
         return reply_api_error(mc, c, &aerr);
     }
@@ -724,7 +261,8 @@ enum MHD_Result kr_handle_candles_post(struct MHD_Connection *mc, kr_conn *c, co
                                   "(?interval=1d, 5m, 1h, ...)",
                                   "interval");
     kr_candles *cs = NULL;
-    if (kr_api_candles_parse(c->body, c->len, body_is_csv(mc), &cs, &aerr) != KR_OK)
+    if (kr_api_candles_parse(c->body, c->len, body_is_csv(mc), &c->srv->limits, &cs, &aerr) !=
+        KR_OK)
         return reply_api_error(mc, c, &aerr);
     int status;
     kr_store *store = open_store(c->srv, 0, &status, &aerr);
@@ -779,6 +317,10 @@ typedef struct analyze_task {
     kr_api_analyze_request req;
     kr_candles *cs[KR_API_MAX_SYMBOLS]; /* histories read from the store (owned) */
     char intervals[KR_API_MAX_SYMBOLS][KR_STORE_NAME_MAX + 1];
+    char want[KR_API_MAX_SYMBOLS][KR_STORE_NAME_MAX + 1]; /* "all": each series' interval */
+    char names[KR_API_MAX_SYMBOLS][KR_STORE_NAME_MAX + 1]; /* stored spellings */
+    char markets[KR_API_MAX_SYMBOLS][KR_STORE_MARKET_MAX];
+    char errors[KR_API_MAX_SYMBOLS][512]; /* per-symbol load failures (batch) */
     kr_analyze_item items[KR_API_MAX_SYMBOLS];
     /* outcome */
     int status; /* HTTP status */
@@ -883,13 +425,39 @@ static void task_run(analyze_task *t) {
     char field[40], msg[160];
     if (r->candles) {
         snprintf(t->intervals[0], sizeof t->intervals[0], "%s", r->interval);
-        t->items[0] = (kr_analyze_item){ r->symbols[0], t->intervals[0], r->candles };
+        t->items[0] = (kr_analyze_item){ r->symbols[0], t->intervals[0], r->candles, NULL,
+                                         r->market[0] ? r->market : NULL };
     } else {
         int status;
         kr_store *store = open_store(s, 1, &status, &aerr);
         if (status) {
             task_fail(t, status, aerr.message, NULL);
             return;
+        }
+        if (r->all) {
+            /* Every stored series: each symbol with each of its intervals. */
+            kr_store_entry *e = NULL;
+            int64_t n = 0;
+            if (store && kr_store_list(store, NULL, &e, &n, &err) != KR_OK) {
+                kr_store_close(store);
+                task_fail(t, 500, err.message, NULL);
+                return;
+            }
+            r->n = 0;
+            for (int64_t i = 0; i < n && r->n < KR_API_MAX_SYMBOLS; i++, r->n++) {
+                snprintf(r->symbols[r->n], sizeof r->symbols[0], "%s", e[i].symbol);
+                snprintf(t->want[r->n], sizeof t->want[0], "%s", e[i].interval);
+            }
+            free(e);
+            if (r->n == 0) {
+                kr_store_close(store);
+                task_fail(t, 400, "all: nothing is stored (add candles with POST /v1/candles)",
+                          "all");
+                return;
+            }
+            pthread_mutex_lock(&t->mu);
+            t->steps = r->n + 2 + (r->params.calibrate > 0 ? r->n : 0);
+            pthread_mutex_unlock(&t->mu);
         }
         const int64_t need = kr_analyze_min_rows(&r->params);
         for (int i = 0; i < r->n; i++) {
@@ -900,29 +468,54 @@ static void task_run(analyze_task *t) {
                 snprintf(field, sizeof field, "symbol");
             snprintf(msg, sizeof msg, "reading %s", sym);
             emit(t, "load", sym, msg);
-            if (pick_interval(store, sym, r->interval, field, 400, t->intervals[i],
-                              sizeof t->intervals[i], &aerr)) {
-                kr_store_close(store);
-                task_fail(t, aerr.status, aerr.message, aerr.field);
-                return;
+            /* A batch reports a symbol it cannot load beside the others' reports; a single
+             * analysis answers with the error. */
+            const char *want = t->want[i][0] ? t->want[i] : r->interval;
+            if (pick_interval(store, sym, want, field, 400, t->intervals[i], sizeof t->intervals[i],
+                              t->markets[i], sizeof t->markets[i], &aerr)) {
+                if (!r->batch) {
+                    kr_store_close(store);
+                    task_fail(t, aerr.status, aerr.message, aerr.field);
+                    return;
+                }
+                snprintf(t->errors[i], sizeof t->errors[i], "%s", aerr.message);
+                t->items[i] = (kr_analyze_item){ sym, want ? want : "", NULL, t->errors[i], NULL };
+                continue;
             }
-            if (kr_store_read(store, sym, t->intervals[i], KR_API_CANDLES_MAX, &t->cs[i], &err) !=
-                KR_OK) {
-                kr_store_close(store);
-                task_fail(t, 500, err.message, NULL);
-                return;
+            /* Symbols ignore case: the report carries the stored spelling. */
+            if (kr_store_canonical_symbol(store, sym, t->names[i], sizeof t->names[i], &err) !=
+                    KR_OK ||
+                kr_store_read(store, sym, t->intervals[i], KR_API_CANDLES_MAX, &t->cs[i], &err) !=
+                    KR_OK) {
+                if (!r->batch) {
+                    kr_store_close(store);
+                    task_fail(t, 500, err.message, NULL);
+                    return;
+                }
+                snprintf(t->errors[i], sizeof t->errors[i], "%s", err.message);
+                t->items[i] = (kr_analyze_item){ sym, t->intervals[i], NULL, t->errors[i], NULL };
+                continue;
             }
             if (t->cs[i]->n < need) {
                 snprintf(msg, sizeof msg,
                          "%s: %s %s has %lld rows, at least %lld needed for "
                          "horizon %d%s",
-                         field, sym, t->intervals[i], (long long)t->cs[i]->n, (long long)need,
-                         r->params.horizon, r->params.calibrate ? " and calibrate" : "");
-                kr_store_close(store);
-                task_fail(t, 400, msg, field);
-                return;
+                         field, t->names[i], t->intervals[i], (long long)t->cs[i]->n,
+                         (long long)need, r->params.horizon,
+                         r->params.calibrate ? " and calibrate" : "");
+                if (!r->batch) {
+                    kr_store_close(store);
+                    task_fail(t, 400, msg, field);
+                    return;
+                }
+                snprintf(t->errors[i], sizeof t->errors[i], "%s", msg);
+                t->items[i] =
+                    (kr_analyze_item){ t->names[i], t->intervals[i], NULL, t->errors[i], NULL };
+                continue;
             }
-            t->items[i] = (kr_analyze_item){ sym, t->intervals[i], t->cs[i] };
+            const char *market = r->market[0] ? r->market : t->markets[i];
+            t->items[i] = (kr_analyze_item){ t->names[i], t->intervals[i], t->cs[i], NULL,
+                                             market[0] ? market : NULL };
         }
         kr_store_close(store);
     }
@@ -1050,38 +643,21 @@ static enum MHD_Result start_stream(struct MHD_Connection *mc, kr_conn *c, analy
         return kr_srv_reply_error(mc, c, 503, "cannot start the analysis thread", NULL);
     }
     t->thread_started = 1;
-    struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024,
-                                                                  task_reader, t, task_release);
-    if (!resp) {
-        task_free(t);
-        return MHD_NO;
-    }
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
-    MHD_add_response_header(resp, "X-Accel-Buffering", "no");
-    enum MHD_Result ok = MHD_queue_response(mc, 200, resp);
-    /* Drops our reference: a queued response keeps its own until the connection is done with
-     * it, an unqueued one goes now; either way task_release then frees t (joining the worker). */
-    MHD_destroy_response(resp);
-    if (ok == MHD_YES) c->status = 200;
-    return ok;
+    /* The response owns t from here: task_release frees it (joining the worker) when the
+     * response is gone, or now if it cannot be queued. */
+    return kr_srv_stream(mc, c, task_reader, t, task_release);
 }
 
 static enum MHD_Result handle_analyze(struct MHD_Connection *mc, kr_conn *c, int batch) {
     kr_server *s = c->srv;
-    kr_api_limits lim = kr_api_default_limits();
-    lim.max_paths = s->cfg.max_paths;
-    lim.max_pred_len = s->cfg.max_pred_len;
     analyze_task *t = task_new(s);
     if (!t) return kr_srv_reply_error(mc, c, 503, "out of memory", NULL);
     kr_api_error aerr;
-    if (kr_api_analyze_parse(c->body, c->len, batch, &lim, &t->req, &aerr) != KR_OK) {
+    if (kr_api_analyze_parse(c->body, c->len, batch, &s->limits, &t->req, &aerr) != KR_OK) {
         task_free(t);
         return reply_api_error(mc, c, &aerr);
     }
-    free(c->body);
-    c->body = NULL;
-    c->len = c->cap = 0;
+    kr_srv_drop_body(c);
 
     /* Counted like a forecast (server_internal.h: c->counted, released when the connection
      * completes), under the lock drain takes, so a drain waits for the analysis. */

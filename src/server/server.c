@@ -1,32 +1,26 @@
 /*
- * server/server — lifecycle and the libmicrohttpd glue (see server.h).
- *
- * Threading: libmicrohttpd runs one thread per connection (MHD_USE_THREAD_PER_CONNECTION), so
- * a handler may block while its forecast runs — that is what makes the plain JSON path simple
- * — and the engine thread only ever touches kr_job objects. Each request walks:
- *   first call  -> context, route match, early refusals (404, 405, 503 draining, 401, 413 by
- *                  Content-Length) before any body byte is read;
- *   body calls  -> accumulate up to max_body_bytes (413 beyond, for chunked uploads);
- *   last call   -> the route's handler (handlers.c);
- *   completion  -> cancel if the client left early, HTTP metrics, free.
+ * server/server — lifecycle (see server.h): the listening socket, libmicrohttpd's daemon with
+ * the connection limits (max_connections, max_connections_per_ip), the read watchdog, the
+ * access log, drain and free. What happens to each connection and request is in
+ * connection.c.
  */
 #include "server/server_internal.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
-#include <poll.h>
+#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "base/error.h"
 #include "base/timeutil.h"
 #include "server/auth.h"
-#include "server/routes_analyst.h"
-#include "server/static_files.h"
 
 /* ------------------------------------------------------------------ helpers */
 
@@ -42,49 +36,9 @@ void kr_srv_log(kr_server *s, const char *fmt, ...) {
         fprintf(stderr, "kronos serve: %s\n", line);
 }
 
-int kr_srv_client_gone(int fd) {
-    if (fd < 0) return 0;
-    struct pollfd p = { .fd = fd, .events = POLLIN | POLLRDHUP };
-    if (poll(&p, 1, 0) <= 0) return 0;
-    if (p.revents & (POLLERR | POLLHUP | POLLRDHUP | POLLNVAL)) return 1;
-    if (p.revents & POLLIN) {
-        /* Readable: either a pipelined request (data) or an orderly close (0 bytes). */
-        char b;
-        ssize_t n = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-        return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
-    }
-    return 0;
-}
-
-enum MHD_Result kr_srv_reply(struct MHD_Connection *mc, kr_conn *c, int status,
-                             const char *content_type, char *body, size_t len,
-                             const char *extra_name, const char *extra_value) {
-    struct MHD_Response *r =
-        MHD_create_response_from_buffer(body ? len : 0, body ? body : (void *)"",
-                                        body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
-    if (!r) {
-        free(body);
-        return MHD_NO;
-    }
-    if (content_type) MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
-    if (extra_name) MHD_add_response_header(r, extra_name, extra_value);
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
-    enum MHD_Result ok = MHD_queue_response(mc, (unsigned)status, r);
-    MHD_destroy_response(r);
-    if (ok == MHD_YES) c->status = status;
-    return ok;
-}
-
-enum MHD_Result kr_srv_reply_error(struct MHD_Connection *mc, kr_conn *c, int status,
-                                   const char *message, const char *field) {
-    char *body = kr_api_error_json(status, message, field);
-    return kr_srv_reply(mc, c, status, "application/json", body, body ? strlen(body) : 0, NULL,
-                        NULL);
-}
-
 /* Applies the time-of-day profile that covers the current local time (checked at most once
  * a second, on whichever connection thread comes by). */
-static void check_profile(kr_server *s) {
+void kr_srv_check_profile(kr_server *s) {
     if (s->cfg.n_profiles == 0) return;
     double now = kr_now_seconds();
     pthread_mutex_lock(&s->mu);
@@ -119,167 +73,6 @@ static void check_profile(kr_server *s) {
     if (s->cfg.on_profile) s->cfg.on_profile(s->cfg.on_profile_user, p, &eff);
 }
 
-/* ------------------------------------------------------------------ libmicrohttpd callbacks */
-
-/* Bytes of an oversized chunked body read and dropped before giving up on the client. */
-#define KR_DISCARD_MAX ((size_t)64 << 20)
-
-static enum MHD_Result reply_too_large(struct MHD_Connection *mc, kr_conn *c) {
-    char msg[128];
-    snprintf(msg, sizeof msg, "request body exceeds max_body_bytes (%zu)",
-             c->srv->cfg.max_body_bytes);
-    return kr_srv_reply_error(mc, c, 413, msg, NULL);
-}
-
-static enum MHD_Result on_access(void *cls, struct MHD_Connection *mc, const char *url,
-                                 const char *method, const char *version, const char *upload,
-                                 size_t *upload_size, void **con_cls) {
-    kr_server *s = cls;
-    kr_conn *c = *con_cls;
-    if (!c) {
-        c = calloc(1, sizeof *c);
-        if (!c) return MHD_NO;
-        *con_cls = c;
-        c->srv = s;
-        c->t0 = kr_now_seconds();
-        c->fd = -1;
-        const union MHD_ConnectionInfo *ci =
-            MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
-        if (ci) c->fd = ci->connect_fd;
-        kr_http_metrics_in_flight(s->http, 1);
-        check_profile(s);
-
-        int m = kr_route_match(method, url, &c->route);
-        if (m == 404) {
-            c->route = NULL;
-            return kr_srv_reply_error(mc, c, 404,
-                                      "no such route (see GET /v1/models, POST "
-                                      "/v1/forecast, /health, /ready, /metrics)",
-                                      NULL);
-        }
-        if (m == 405) {
-            char msg[128];
-            snprintf(msg, sizeof msg, "%s only accepts %s", c->route->path, c->route->method);
-            char *body = kr_api_error_json(405, msg, NULL);
-            return kr_srv_reply(mc, c, 405, "application/json", body, body ? strlen(body) : 0,
-                                MHD_HTTP_HEADER_ALLOW,
-                                !strcmp(c->route->method, "GET") ? "GET, HEAD" : c->route->method);
-        }
-        if (c->route->v1) {
-            pthread_mutex_lock(&s->mu);
-            int draining = s->draining;
-            pthread_mutex_unlock(&s->mu);
-            if (draining) {
-                kr_http_metrics_reject(s->http, "draining");
-                char *body = kr_api_error_json(503, "the server is shutting down", NULL);
-                return kr_srv_reply(mc, c, 503, "application/json", body, body ? strlen(body) : 0,
-                                    MHD_HTTP_HEADER_CONNECTION, "close");
-            }
-            if (s->cfg.api_key[0] &&
-                !kr_auth_check(
-                    MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION),
-                    s->cfg.api_key)) {
-                kr_http_metrics_reject(s->http, "auth");
-                char *body = kr_api_error_json(401,
-                                               "missing or wrong API key: send "
-                                               "'Authorization: Bearer <key>'",
-                                               NULL);
-                return kr_srv_reply(mc, c, 401, "application/json", body, body ? strlen(body) : 0,
-                                    MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"kronos\"");
-            }
-        }
-        /* Refuse an oversized body from its declared length, before reading any of it. */
-        const char *cl =
-            MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (cl) {
-            char *end = NULL;
-            errno = 0;
-            unsigned long long n = strtoull(cl, &end, 10);
-            if (errno || end == cl || n > s->cfg.max_body_bytes) {
-                kr_http_metrics_reject(s->http, "too_large");
-                char msg[128];
-                snprintf(msg, sizeof msg, "request body of %s bytes exceeds max_body_bytes (%zu)",
-                         cl, s->cfg.max_body_bytes);
-                return kr_srv_reply_error(mc, c, 413, msg, NULL);
-            }
-        }
-        return MHD_YES;
-    }
-    (void)version; /* HTTP/1.0 and 1.1 are handled alike */
-
-    if (*upload_size > 0) {
-        size_t n = *upload_size;
-        *upload_size = 0;
-        if (c->status) return MHD_YES; /* already answered: discard the rest */
-        if (c->too_large || c->len + n > s->cfg.max_body_bytes) {
-            /* A chunked upload past the limit. Answering mid-upload makes most clients see a
-             * broken pipe instead of the 413, so keep reading and discarding (memory stays
-             * flat) and answer at the end — unless the client keeps going far beyond any
-             * honest mistake, then answer now and let the connection close. */
-            if (!c->too_large) {
-                c->too_large = 1;
-                free(c->body);
-                c->body = NULL;
-                c->len = c->cap = 0;
-                kr_http_metrics_reject(s->http, "too_large");
-            }
-            c->discarded += n;
-            if (c->discarded > KR_DISCARD_MAX) return reply_too_large(mc, c);
-            return MHD_YES;
-        }
-        if (c->cap < c->len + n + 1) {
-            size_t cap = c->cap ? c->cap : 4096;
-            while (cap < c->len + n + 1) cap *= 2;
-            char *nb = realloc(c->body, cap);
-            if (!nb) return MHD_NO;
-            c->body = nb;
-            c->cap = cap;
-        }
-        memcpy(c->body + c->len, upload, n);
-        c->len += n;
-        c->body[c->len] = '\0';
-        return MHD_YES;
-    }
-    if (c->status) return MHD_YES; /* answered early; libmicrohttpd sends it */
-    if (c->too_large) return reply_too_large(mc, c);
-
-    switch (c->route->id) {
-    case KR_ROUTE_HEALTH: return kr_handle_health(mc, c);
-    case KR_ROUTE_READY: return kr_handle_ready(mc, c);
-    case KR_ROUTE_METRICS: return kr_handle_metrics(mc, c);
-    case KR_ROUTE_MODELS: return kr_handle_models(mc, c);
-    case KR_ROUTE_FORECAST: return kr_handle_forecast(mc, c);
-    case KR_ROUTE_SYMBOLS: return kr_handle_symbols(mc, c);
-    case KR_ROUTE_CANDLES_GET: return kr_handle_candles_get(mc, c, url);
-    case KR_ROUTE_CANDLES_POST: return kr_handle_candles_post(mc, c, url);
-    case KR_ROUTE_ANALYZE: return kr_handle_analyze(mc, c);
-    case KR_ROUTE_ANALYZE_BATCH: return kr_handle_analyze_batch(mc, c);
-    case KR_ROUTE_PAGE:
-    case KR_ROUTE_ASSETS: return kr_handle_static(mc, c, url);
-    default: return kr_srv_reply_error(mc, c, 500, "unrouted request", NULL);
-    }
-}
-
-static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls,
-                         enum MHD_RequestTerminationCode toe) {
-    (void)mc;
-    kr_server *s = cls;
-    kr_conn *c = *con_cls;
-    if (!c) return;
-    *con_cls = NULL;
-    int status = c->status ? c->status : 499;
-    if (c->job || c->counted)
-        status = kr_forecast_conn_done(c, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK);
-    else if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && !c->status)
-        status = 499;
-    kr_http_metrics_record(s->http, kr_route_label(c->route), status, kr_now_seconds() - c->t0);
-    kr_http_metrics_in_flight(s->http, -1);
-    free(c->body);
-    kr_api_request_free(&c->req);
-    kr_sse_free(&c->sse);
-    free(c);
-}
-
 static void mhd_log(void *cls, const char *fmt, va_list ap) {
     char line[512];
     vsnprintf(line, sizeof line, fmt, ap);
@@ -306,6 +99,43 @@ static void model_name_of(const char *dir, char *out, size_t cap) {
     snprintf(out, cap, "%s", base ? base + 1 : buf);
 }
 
+/* 1 for an address only this machine can reach (127/8, ::1, ::ffff:127/104). */
+static int is_loopback(const struct sockaddr *sa) {
+    if (sa->sa_family == AF_INET)
+        return (ntohl(((const struct sockaddr_in *)(const void *)sa)->sin_addr.s_addr) >> 24) ==
+               127;
+    if (sa->sa_family == AF_INET6) {
+        const struct in6_addr *a = &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr;
+        return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+    }
+    return 0;
+}
+
+/* The listening socket, bound here rather than by libmicrohttpd so a failure names the
+ * address and port asked for and the reason ("Address already in use"). */
+static int listen_on(kr_server *s, const struct addrinfo *ai, kr_error *err) {
+    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        kr_error_set(err, KR_ERR_IO, "cannot listen on %s:%d: %s", s->cfg.host, s->cfg.port,
+                     strerror(errno));
+        return -1;
+    }
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, SOMAXCONN) != 0) {
+        int e = errno;
+        close(fd);
+        kr_error_set(err, KR_ERR_IO, "cannot listen on %s:%d: %s%s", s->cfg.host, s->cfg.port,
+                     strerror(e),
+                     e == EADDRINUSE      ? " (another process has the port; pick another "
+                                            "with --port, or 0 for any free one)"
+                     : e == EADDRNOTAVAIL ? " (not an address of this machine)"
+                                          : "");
+        return -1;
+    }
+    return fd;
+}
+
 static kr_status start_daemon(kr_server *s, kr_error *err) {
     struct addrinfo hints, *ai = NULL;
     memset(&hints, 0, sizeof hints);
@@ -318,23 +148,41 @@ static kr_status start_daemon(kr_server *s, kr_error *err) {
     if (gai != 0 || !ai)
         return kr_error_set(err, KR_ERR_INVALID_ARG, "host: cannot resolve '%s': %s", s->cfg.host,
                             gai_strerror(gai));
+    int fd = listen_on(s, ai, err);
+    int loopback = is_loopback(ai->ai_addr);
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
                      MHD_USE_POLL | MHD_USE_ERROR_LOG;
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
-    s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_access, s, MHD_OPTION_EXTERNAL_LOGGER,
-                                 mhd_log, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-                                 MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-                                 MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->cfg.max_connections,
-                                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60, MHD_OPTION_END);
     freeaddrinfo(ai);
-    if (!s->daemon)
-        return kr_error_set(err, KR_ERR_IO,
-                            "cannot listen on %s:%d (in use, or not an address "
-                            "of this machine?)",
-                            s->cfg.host, s->cfg.port);
+    if (fd < 0) return err ? err->status : KR_ERR_IO;
+    /* libmicrohttpd closes the listening socket when it stops. */
+    s->daemon = MHD_start_daemon(
+        flags, 0, NULL, NULL, kr_srv_on_access, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
+        MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_NOTIFY_COMPLETED, kr_srv_on_completed, s,
+        MHD_OPTION_NOTIFY_CONNECTION, kr_srv_on_connection, s, MHD_OPTION_CONNECTION_LIMIT,
+        (unsigned)s->cfg.max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+        (unsigned)s->cfg.max_connections_per_ip, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60,
+        MHD_OPTION_END);
+    if (!s->daemon) {
+        close(fd);
+        return kr_error_set(err, KR_ERR_IO, "cannot start the HTTP server on %s:%d", s->cfg.host,
+                            s->cfg.port);
+    }
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
     s->port = di && di->port ? di->port : s->cfg.port;
+    if (!loopback && !s->cfg.api_key[0])
+        kr_srv_log(s,
+                   "WARNING: listening on %s:%d, an address other machines can reach, WITHOUT an "
+                   "API key: anyone who reaches it can run forecasts and write to the candle "
+                   "store. Set api_key_file (--api-key-file), or bind 127.0.0.1 behind a proxy.",
+                   s->cfg.host, s->port);
     return KR_OK;
+}
+
+/* A request cut by the read watchdog (conn_watch.h). */
+static void on_read_cut(void *user) {
+    kr_server *s = user;
+    kr_http_metrics_reject(s->http, "read_timeout");
 }
 
 kr_status kr_server_create(const kr_model *model, const kr_server_config *cfg, kr_server **out,
@@ -370,8 +218,27 @@ kr_status kr_server_create(const kr_model *model, const kr_server_config *cfg, k
     cp.n_threads = s->cfg.threads;
     cp.kv_dtype = s->cfg.kv_dtype;
     if ((st = kr_context_create_ex(model, &cp, s->metrics, &s->ctx, err)) != KR_OK) goto fail;
+    if (!(s->pmetrics = kr_process_metrics_create(s->metrics))) {
+        st = kr_error_set(err, KR_ERR_NOMEM, "server: out of memory");
+        goto fail;
+    }
+    if (s->cfg.access_log[0] &&
+        (st = kr_access_log_open(s->cfg.access_log, &s->access_log, err)) != KR_OK)
+        goto fail;
+    s->limits = kr_api_default_limits();
+    s->limits.max_paths = s->cfg.max_paths;
+    s->limits.max_pred_len = s->cfg.max_pred_len;
+    s->limits.max_rows = s->cfg.max_rows;
+    s->limits.max_rows_key = "max_rows";
+    s->limits.max_horizon = s->cfg.max_horizon;
+    s->limits.max_analyze_paths = s->cfg.max_analyze_paths;
+    s->limits.max_lookback = s->cfg.max_lookback;
+    s->limits.max_calibrate = s->cfg.max_calibrate;
+    s->limits.max_symbols = s->cfg.max_symbols;
+    if ((st = kr_conn_watch_create(s->cfg.read_timeout_s, on_read_cut, s, &s->watch, err)) != KR_OK)
+        goto fail;
     if ((st = start_daemon(s, err)) != KR_OK) goto fail;
-    check_profile(s);
+    kr_srv_check_profile(s);
     *out = s;
     return KR_OK;
 fail:
@@ -457,6 +324,9 @@ void kr_server_free(kr_server *s) {
         kr_server_drain(s, s->cfg.request_timeout_s);
         MHD_stop_daemon(s->daemon);
     }
+    kr_conn_watch_free(s->watch); /* after the daemon: every connection is closed */
+    kr_access_log_close(s->access_log);
+    kr_process_metrics_free(s->pmetrics);
     kr_context_free(s->ctx);
     kr_drift_free(s->drift);
     kr_http_metrics_free(s->http);

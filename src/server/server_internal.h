@@ -11,10 +11,13 @@
 
 #include <microhttpd.h>
 
+#include "server/access_log.h"
 #include "server/config.h"
+#include "server/conn_watch.h"
 #include "server/drift.h"
 #include "server/http_metrics.h"
 #include "server/job.h"
+#include "server/process_metrics.h"
 #include "server/request.h"
 #include "server/response.h"
 #include "server/router.h"
@@ -32,8 +35,13 @@ struct kr_server {
     char model_name[256];
     kr_api_model_desc model_desc;
     kr_drift *drift; /* f32 shadow of a quantised model, or NULL */
+    kr_conn_watch *watch; /* request read deadlines (slow clients) */
+    kr_access_log *access_log; /* NULL: none */
+    kr_process_metrics *pmetrics;
+    kr_api_limits limits; /* the request-size limits of cfg, for every route's parser */
 
     pthread_mutex_t mu; /* guards the fields below */
+    size_t mem_in_flight; /* memory budget held by requests being read and parsed */
     pthread_cond_t idle; /* signalled when active_jobs drops */
     int draining, drained;
     int active_jobs; /* forecasts submitted whose response is not yet finished */
@@ -46,9 +54,19 @@ struct kr_server {
 typedef struct kr_conn {
     kr_server *srv;
     double t0; /* monotonic start, for the duration histogram */
+    double t0_wall; /* Unix seconds, for the access log */
     const kr_route *route; /* NULL for unknown paths */
-    int status; /* status of the queued response (0: none yet) */
+    int status; /* status of the response: what was queued, or for a stream the status of
+                   its final event (0: none yet) */
     int fd; /* client socket, for disconnect checks */
+    kr_conn_slot *slot; /* its connection's read deadline */
+    char request_id[KR_REQUEST_ID_MAX + 1]; /* the client's X-Request-Id or a fresh one */
+    char client[64]; /* peer address */
+    char method[16];
+    char error[256]; /* why the request failed, for the access log ("" = it did not) */
+    uint64_t bytes_sent; /* response body bytes */
+    double queue_wait; /* seconds queued in the scheduler; < 0: did not queue */
+    size_t reserved; /* bytes of the server's memory budget held (body + parse estimate) */
     char *body; /* request body so far */
     size_t len, cap;
     int too_large; /* body past max_body_bytes: discarding, 413 at the end */
@@ -65,19 +83,43 @@ typedef struct kr_conn {
 } kr_conn;
 
 /* Queues a response with body (malloc'd, ownership passes to libmicrohttpd; NULL = empty).
- * Also records c->status. extra_name/extra_value: one optional extra header. */
+ * Also records c->status and the bytes, and sends X-Request-Id. extra_name/extra_value: one
+ * optional extra header. */
 enum MHD_Result kr_srv_reply(struct MHD_Connection *mc, kr_conn *c, int status,
                              const char *content_type, char *body, size_t len,
                              const char *extra_name, const char *extra_value);
 /* An error reply: {"error": {...}} with the status. */
 enum MHD_Result kr_srv_reply_error(struct MHD_Connection *mc, kr_conn *c, int status,
                                    const char *message, const char *field);
+/* Queues a prepared response (X-Request-Id added, c->status and bytes recorded) and drops
+ * the caller's reference to it. */
+enum MHD_Result kr_srv_queue(struct MHD_Connection *mc, kr_conn *c, int status,
+                             struct MHD_Response *r, size_t body_len);
+/* Starts a text/event-stream answer read from reader(cls) (MHD's content reader contract);
+ * free_cb(cls) runs when the response is gone (also when this fails). Sets c->status 200. */
+enum MHD_Result kr_srv_stream(struct MHD_Connection *mc, kr_conn *c,
+                              MHD_ContentReaderCallback reader, void *cls,
+                              MHD_ContentReaderFreeCallback free_cb);
+/* Frees the request body once parsed and gives its memory budget back. */
+void kr_srv_drop_body(kr_conn *c);
 /* A lifecycle log line through cfg.sched.log (or stderr when none). */
 void kr_srv_log(kr_server *s, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
+
+/* Applies the time-of-day profile now in effect (at most one look a second). */
+void kr_srv_check_profile(kr_server *s);
+
+/* libmicrohttpd's callbacks (connection.c), cls = the server. */
+enum MHD_Result kr_srv_on_access(void *cls, struct MHD_Connection *mc, const char *url,
+                                 const char *method, const char *version, const char *upload,
+                                 size_t *upload_size, void **con_cls);
+void kr_srv_on_completed(void *cls, struct MHD_Connection *mc, void **con_cls,
+                         enum MHD_RequestTerminationCode toe);
+void kr_srv_on_connection(void *cls, struct MHD_Connection *mc, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code);
 
 /* 1 when the peer has closed the socket (checked without blocking). */
 int kr_srv_client_gone(int fd);

@@ -152,8 +152,5 @@ enum MHD_Result kr_handle_static(struct MHD_Connection *mc, kr_conn *c, const ch
         MHD_add_response_header(r, "Content-Security-Policy", PAGE_CSP);
         MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
     }
-    enum MHD_Result ok = MHD_queue_response(mc, 200, r);
-    MHD_destroy_response(r);
-    if (ok == MHD_YES) c->status = 200;
-    return ok;
+    return kr_srv_queue(mc, c, 200, r, len);
 }

@@ -46,6 +46,8 @@ static size_t on_header(char *p, size_t sz, size_t n, void *ud) {
     copy_header(p, k, "Content-Type:", r->content_type, sizeof r->content_type);
     copy_header(p, k, "WWW-Authenticate:", r->www_auth, sizeof r->www_auth);
     copy_header(p, k, "Content-Security-Policy:", r->csp, sizeof r->csp);
+    copy_header(p, k, "X-Request-Id:", r->request_id, sizeof r->request_id);
+    copy_header(p, k, "Connection:", r->connection, sizeof r->connection);
     return k;
 }
 
@@ -73,6 +75,10 @@ CURLcode kr_http_perform(int port, const char *method, const char *path, const c
     hl = curl_slist_append(hl, "Expect:");
     if (auth) {
         snprintf(hdr, sizeof hdr, "Authorization: Bearer %s", auth);
+        hl = curl_slist_append(hl, hdr);
+    }
+    if (r->send_request_id) {
+        snprintf(hdr, sizeof hdr, "X-Request-Id: %s", r->send_request_id);
         hl = curl_slist_append(hl, hdr);
     }
     chunked_src src = { chunked_bytes };

@@ -1,7 +1,10 @@
 // The web page end to end, as a person uses it: a real `kronos serve` over a fresh candle store
 // (AAPL and MSFT ingested from data/), Debian's Chromium driven by playwright-core, and the
 // page doing what it is for — pick AAPL, Analyze, read the chart and the numbers, watch the
-// live metrics move. Any failure exits non-zero; a screenshot is written either way.
+// live metrics move; the interval picked is the one analysed, the sampling fields are sent, a
+// CSV file is analysed, a backtest compares a past forecast with what happened, and the demo
+// model is named on the page. Any failure exits non-zero; screenshots of the page and of a
+// report's HTML are written either way.
 //
 //   node tests/web/e2e.mjs --kronos build/release/kronos [--web-root web/dist]
 //        [--data data] [--screenshot build/web-e2e.png] [--chromium /usr/bin/chromium]
@@ -62,8 +65,8 @@ function startServer(db) {
   });
 }
 
-function ingest(db, symbol, file) {
-  const r = spawnSync(opts.kronos, ['ingest', '--db', db, '--symbol', symbol, '--interval', '1d', file],
+function ingest(db, symbol, file, interval = '1d') {
+  const r = spawnSync(opts.kronos, ['ingest', '--db', db, '--symbol', symbol, '--interval', interval, file],
     { encoding: 'utf8' });
   if (r.status !== 0) fail(`kronos ingest ${symbol} failed (${r.status}): ${r.stderr}`);
 }
@@ -92,8 +95,12 @@ async function main() {
   try {
     ingest(db, 'AAPL', join(opts.data, 'AAPL_1d.csv'));
     ingest(db, 'MSFT', join(opts.data, 'MSFT_1d.csv'));
+    // A second, more recent AAPL series (hourly): the server's default for "AAPL" would be
+    // this one, so the page must send the interval the user clicked.
+    ingest(db, 'AAPL', join(opts.data, 'BTCUSDT_1h.csv'), '1h');
     server = await startServer(db);
     step(`server at ${server.url}`);
+    if (!/DEMO MODEL — not a forecast/.test(server.log())) fail(`the start-up log does not name the demo model:\n${server.log()}`);
     const origin = new URL(server.url).origin;
 
     browser = await chromium.launchPersistentContext(join(tmp, 'profile'), {
@@ -108,11 +115,15 @@ async function main() {
     const offsite = [];
     await browser.route('**/*', (route) => {
       const url = route.request().url();
-      if (url.startsWith(`${origin}/`) || url.startsWith('data:')) return route.continue();
+      if (url.startsWith(`${origin}/`) || url.startsWith('data:') || url.startsWith('file:')) return route.continue();
       offsite.push(url);
       return route.abort();
     });
     page = browser.pages()[0] || await browser.newPage();
+    const analyzeBodies = [];
+    page.on('request', (req) => {
+      if (req.url().endsWith('/v1/analyze') && req.method() === 'POST') analyzeBodies.push(JSON.parse(req.postData()));
+    });
     page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
     page.on('console', (m) => {
       // The unknown symbol below gets its 400 on purpose; Chromium logs that as an error.
@@ -127,14 +138,21 @@ async function main() {
     const res = await page.goto(`${origin}/`, { waitUntil: 'load' });
     if (res.status() !== 200) fail(`GET / answered ${res.status()}`);
     if (!/text\/html/.test(res.headers()['content-type'] || '')) fail('GET / is not text/html');
-    await page.waitForSelector('#symbol-list li[data-symbol="AAPL"] button', { timeout: 15_000 });
+    const aapl1d = '#symbol-list li[data-symbol="AAPL"][data-interval="1d"] button';
+    await page.waitForSelector(aapl1d, { timeout: 15_000 });
     step('page loaded, stored symbols listed');
+    await waitFor('the demo-model banner', async () => page.isVisible('#demo-banner'), 10_000);
+    if (!/DEMO MODEL — not a forecast/.test(await page.textContent('#demo-banner'))) fail('the demo banner says something else');
+    step('demo model banner shown');
 
-    // Pick AAPL from the stored list and analyse it.
-    await page.click('#symbol-list li[data-symbol="AAPL"] button');
+    // Pick AAPL 1d from the stored list (AAPL 1h is stored too, more recently) and analyse it
+    // with sampling fields of our own.
+    await page.click(aapl1d);
     if ((await page.inputValue('#symbol')) !== 'AAPL') fail('clicking AAPL did not select it');
     await page.fill('#horizon', '20');
     await page.fill('#paths', '32');
+    await page.fill('#temperature', '0.8');
+    await page.fill('#top-p', '0.85');
     await page.click('#analyze');
     const prob = await waitFor('the probability-up figure', async () => {
       const t = (await page.textContent('#prob-up').catch(() => null)) || '';
@@ -158,6 +176,12 @@ async function main() {
 
     const title = await page.textContent('#chart-title');
     if (!/^AAPL · 1d$/.test(title.trim())) fail(`chart title is '${title}'`);
+    const sent = analyzeBodies[analyzeBodies.length - 1] || {};
+    if (sent.interval !== '1d' || sent.temperature !== 0.8 || sent.top_p !== 0.85 || sent.paths !== 32) {
+      fail(`the page sent ${JSON.stringify(sent)}`);
+    }
+    if (!/±/.test(await page.textContent('#cards'))) fail('the figures carry no Monte Carlo error');
+    step(`interval and sampling fields sent: ${JSON.stringify(sent)}`);
     const summary = await page.$$eval('#summary li', (xs) => xs.map((x) => x.textContent));
     if (summary.length < 3 || !/sampled paths/.test(summary[0])) fail(`summary looks wrong: ${JSON.stringify(summary)}`);
     const cards = await page.$$eval('#cards .card-value', (xs) => xs.map((x) => x.textContent.trim()));
@@ -197,14 +221,49 @@ async function main() {
       /no candles stored for 'NOPE'/.test((await page.textContent('#status')) || ''), 30_000);
     step('unknown symbol reported');
 
+    // A CSV file from disk, analysed without storing it.
+    await page.setInputFiles('#csv-file', join(opts.data, 'MSFT_1d.csv'));
+    await page.fill('#paths', '16');
+    await page.click('#analyze');
+    await waitFor('the uploaded file\'s report', async () =>
+      /^MSFT_1d · 1d$/.test(((await page.textContent('#chart-title')) || '').trim()), 90_000);
+    step('uploaded CSV analysed');
+
+    // A backtest: the forecast made 20 bars before the last stored AAPL 1d bar, against what
+    // happened.
+    await page.click(aapl1d);
+    await page.fill('#backtest-bars', '20');
+    await page.click('#backtest');
+    await waitFor('the backtest result', async () =>
+      /^\d{1,3}%$/.test(((await page.textContent('#bt-coverage').catch(() => '')) || '').trim()), 90_000);
+    if (await page.isHidden('#legend-actual')) fail('the backtest shows no realised line');
+    step(`backtest: ${(await page.textContent('#backtest-result')).trim()}`);
+    await page.waitForTimeout(300);
+    await page.screenshot({ path: opts.screenshot.replace(/\.png$/, '-backtest.png'), fullPage: true }).catch(() => {});
+
     // Back to AAPL, with walk-forward calibration, for the screenshot.
-    await page.click('#symbol-list li[data-symbol="AAPL"] button');
+    await page.click(aapl1d);
+    await page.fill('#paths', '');
     await page.selectOption('#calibrate', '3');
     await page.click('#analyze');
     await waitFor('the report again', async () => /analysed/.test((await page.textContent('#status')) || ''), 90_000);
     if (await page.isHidden('#calibration-panel')) fail('the calibration panel is not shown');
     if ((await page.$$('#calibration tr')).length < 3) fail('the calibration table is empty');
     await page.waitForTimeout(300); // let the chart finish its animation frame
+
+    // The report's HTML as kronos analyze writes it, looked at in the same browser.
+    const htmlReport = join(tmp, 'report.html');
+    const ar = spawnSync(opts.kronos, ['analyze', 'AAPL', 'MSFT', 'NOPE', '--interval', '1d', '--db', db, '--horizon', '10',
+      '--format', 'html', '--out', htmlReport], { encoding: 'utf8' });
+    if (ar.status !== 0) fail(`kronos analyze --format html failed (${ar.status}): ${ar.stderr}`);
+    const rp = await browser.newPage();
+    await rp.goto(`file://${htmlReport}`, { waitUntil: 'load' });
+    const notice = (await rp.textContent('#model-notice')) || '';
+    if (!/DEMO MODEL — not a forecast/.test(notice)) fail('the HTML report has no demo notice');
+    if (!/NOPE/.test((await rp.textContent('#failures')) || '')) fail('the HTML report does not list the failed symbol');
+    await rp.screenshot({ path: opts.screenshot.replace(/\.png$/, '-report.png'), fullPage: true });
+    await rp.close();
+    step('report HTML rendered');
 
     if (offsite.length) fail(`the page tried to reach other hosts: ${offsite.join(', ')}`);
     if (problems.length) fail(`browser problems:\n  ${problems.join('\n  ')}`);

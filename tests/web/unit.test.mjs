@@ -98,3 +98,31 @@ test('symbol names follow the store', () => {
   for (const ok of ['AAPL', '600977.SH', '^GSPC', 'EURUSD=X', 'BRK-B']) assert.ok(isSymbol(ok), ok);
   for (const bad of ['', 'A B', 'x'.repeat(33), 'a/b', null]) assert.ok(!isSymbol(bad), String(bad));
 });
+
+import { parseCsvCandles, scoreBacktest, splitForBacktest } from '../../web/src/backtest.js';
+
+test('parseCsvCandles reads the columns the server reads, in any case and order', () => {
+  const h = parseCsvCandles('\uFEFFDate,Close,Open,High,Low,Volume,Extra\n2024-01-02,10.5,10,11,9,5,x\n2024-01-03,10.8,10.5,11,10,6,y\n');
+  assert.deepEqual(h.columns, ['timestamps', 'open', 'high', 'low', 'close', 'volume']);
+  assert.deepEqual(h.candles[1], ['2024-01-03', 10.5, 11, 10, 10.8, 6]);
+  assert.throws(() => parseCsvCandles('timestamps;open;high;low;close\n2024-01-01;1;2;0.5;1\n'), /";"/);
+  assert.throws(() => parseCsvCandles('timestamps,open,high,low,close\n'), /no data rows/);
+});
+
+test('a backtest cuts the history and scores the forecast against what followed', () => {
+  const rows = [];
+  for (let i = 0; i < 10; i++) rows.push([`2024-01-${String(i + 1).padStart(2, '0')}`, 10, 11, 9, 10 + i]);
+  const history = { columns: ['timestamps', 'open', 'high', 'low', 'close'], candles: rows };
+  const { past, after } = splitForBacktest(history, 3);
+  assert.equal(past.candles.length, 7);
+  assert.deepEqual(after.map((r) => r[4]), [17, 18, 19]);
+  assert.throws(() => splitForBacktest(history, 9), /1\.\.8/);
+  const step = (lo, mid, hi) => ({ p10: { close: lo }, p90: { close: hi }, mean: { close: mid } });
+  const report = { last: { close: 16 }, forecast: { steps: [step(16, 17, 18), step(15, 16, 17), step(18, 20, 22)] } };
+  const sc = scoreBacktest(report, history.columns, after);
+  assert.equal(sc.bars, 3);
+  assert.ok(Math.abs(sc.coverage - 2 / 3) < 1e-12); // 17 in, 18 out, 19 in
+  assert.equal(sc.realised, 19);
+  assert.equal(sc.forecast, 20);
+  assert.equal(sc.directionRight, true);
+});

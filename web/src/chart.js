@@ -10,6 +10,7 @@ const COLORS = {
   down: '#ef5350',
   median: '#58a6ff',
   mean: '#f0b429',
+  actual: '#e6edf3',
   text: '#c4cdd8',
   grid: 'rgba(125, 138, 156, 0.14)',
   border: 'rgba(125, 138, 156, 0.35)',
@@ -64,13 +65,16 @@ export class PriceChart {
       lineStyle: LC.LineStyle.Dashed,
       title: 'mean',
     });
+    // A backtest's realised closes after the cut, drawn over the forecast.
+    this.actual = this.chart.addSeries(LC.LineSeries, { ...line, lineWidth: 3, color: COLORS.actual, title: 'actual' });
   }
 
   /**
-   * history: GET /v1/candles's answer (rows of arrays); report: one report of /v1/analyze.
+   * history: GET /v1/candles's answer (rows of arrays); report: one report of /v1/analyze;
+   * after: for a backtest, the rows that followed the history (same columns), else null.
    * The forecast lines and the band start at the last close, so they visibly grow out of it.
    */
-  show(history, report) {
+  show(history, report, after = null) {
     const LC = this.LC;
     const col = Object.fromEntries(history.columns.map((name, i) => [name, i]));
     const bars = history.candles.map((r) => ({
@@ -99,6 +103,9 @@ export class PriceChart {
     ]);
     this.median.setData([anchor, ...steps.map((s) => ({ time: s.time, value: s.p50.close }))]);
     this.mean.setData([anchor, ...steps.map((s) => ({ time: s.time, value: s.mean.close }))]);
+    this.actual.setData(after
+      ? [anchor, ...after.map((r) => ({ time: toChartTime(r[col.timestamps]), value: r[col.close] }))]
+      : []);
 
     const intraday = history.candles.some((r) => String(r[col.timestamps]).length > 10);
     this.chart.applyOptions({ timeScale: { timeVisible: intraday, secondsVisible: false } });

@@ -1,0 +1,131 @@
+/* cli/progress — see progress.h. */
+#include "cli/progress.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/fsutil.h"
+#include "base/timeutil.h"
+
+struct kr_ticker {
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int stop;
+    char what[200];
+    double t0;
+};
+
+static void *tick(void *arg) {
+    kr_ticker *t = arg;
+    static const char spin[] = "|/-\\";
+    pthread_mutex_lock(&t->mu);
+    for (int k = 0; !t->stop; k++) {
+        fprintf(stderr, "\r\033[K%c %s ... %.1f s", spin[k % 4], t->what, kr_now_seconds() - t->t0);
+        fflush(stderr);
+        struct timespec dl;
+        clock_gettime(CLOCK_REALTIME, &dl);
+        dl.tv_nsec += 250 * 1000000L;
+        if (dl.tv_nsec >= 1000000000L) dl.tv_sec++, dl.tv_nsec -= 1000000000L;
+        pthread_cond_timedwait(&t->cv, &t->mu, &dl);
+    }
+    pthread_mutex_unlock(&t->mu);
+    fprintf(stderr, "\r\033[K");
+    fflush(stderr);
+    return NULL;
+}
+
+kr_ticker *kr_ticker_start(const char *what) {
+    if (!isatty(STDERR_FILENO)) return NULL;
+    kr_ticker *t = calloc(1, sizeof *t);
+    if (!t) return NULL;
+    snprintf(t->what, sizeof t->what, "%s", what);
+    t->t0 = kr_now_seconds();
+    pthread_mutex_init(&t->mu, NULL);
+    pthread_cond_init(&t->cv, NULL);
+    if (pthread_create(&t->thread, NULL, tick, t) != 0) {
+        pthread_cond_destroy(&t->cv);
+        pthread_mutex_destroy(&t->mu);
+        free(t);
+        return NULL;
+    }
+    return t;
+}
+
+void kr_ticker_stop(kr_ticker *t) {
+    if (!t) return;
+    pthread_mutex_lock(&t->mu);
+    t->stop = 1;
+    pthread_cond_signal(&t->cv);
+    pthread_mutex_unlock(&t->mu);
+    pthread_join(t->thread, NULL);
+    pthread_cond_destroy(&t->cv);
+    pthread_mutex_destroy(&t->mu);
+    free(t);
+}
+
+/* 1 when dir/config.json mentions key (a cheap look: configs are a few hundred bytes). */
+static int config_has(const char *dir, const char *key) {
+    char path[4200], *text = NULL;
+    size_t len = 0;
+    kr_error err;
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    if (kr_read_file(path, 1 << 16, "config", &text, &len, &err) != KR_OK) return 0;
+    char quoted[64];
+    snprintf(quoted, sizeof quoted, "\"%s\"", key);
+    int has = strstr(text, quoted) != NULL;
+    free(text);
+    return has;
+}
+
+void kr_cli_model_hint(const char *pred_dir, const char *tok_dir, char *hint, size_t cap) {
+    hint[0] = 0;
+    /* Only a tokenizer config has n_enc_layers; only a predictor config has n_layers. */
+    if (config_has(pred_dir, "n_enc_layers") || config_has(tok_dir, "n_layers"))
+        snprintf(hint, cap,
+                 " (hint: %s looks like a tokenizer and %s like a predictor: are --model and "
+                 "--tokenizer swapped?)",
+                 pred_dir, tok_dir);
+}
+
+int kr_cli_read_stdin(size_t max, char **out, size_t *len, char *msg, size_t cap) {
+    size_t n = 0, sz = 65536;
+    char *buf = malloc(sz + 1);
+    if (!buf) {
+        snprintf(msg, cap, "out of memory reading standard input");
+        return -1;
+    }
+    for (;;) {
+        if (n == sz) {
+            if (sz > max) {
+                free(buf);
+                snprintf(msg, cap, "standard input is larger than %zu bytes", max);
+                return -1;
+            }
+            char *nb = realloc(buf, sz * 2 + 1);
+            if (!nb) {
+                free(buf);
+                snprintf(msg, cap, "out of memory reading standard input");
+                return -1;
+            }
+            buf = nb;
+            sz *= 2;
+        }
+        size_t got = fread(buf + n, 1, sz - n, stdin);
+        n += got;
+        if (got == 0) break;
+    }
+    if (ferror(stdin)) {
+        free(buf);
+        snprintf(msg, cap, "cannot read standard input");
+        return -1;
+    }
+    buf[n] = 0;
+    *out = buf;
+    *len = n;
+    return 0;
+}

@@ -1,0 +1,29 @@
+/*
+ * cli/progress — what the CLI shows while one long library call runs, and its hints.
+ *
+ * A forecast or a calibration is one engine call with no step callback, so the ticker shows
+ * what runs and for how long: "\r[forecasting 3 series: 32 paths x 24 bars] 4.2 s", rewritten
+ * from a thread a few times a second, on stderr and only when stderr is a terminal (a log
+ * file or a pipe gets nothing). kr_ticker_stop clears the line.
+ */
+#ifndef KR_CLI_PROGRESS_H
+#define KR_CLI_PROGRESS_H
+
+#include <stddef.h>
+
+typedef struct kr_ticker kr_ticker;
+
+/* Starts a ticker labelled `what`; NULL (a no-op ticker) when stderr is not a terminal. */
+kr_ticker *kr_ticker_start(const char *what);
+/* Stops and clears the line; NULL is a no-op. */
+void kr_ticker_stop(kr_ticker *t);
+
+/* After a failed model load: a hint when the two directories look swapped (the predictor
+ * directory holds a tokenizer config or the other way round). Writes "" when nothing fits. */
+void kr_cli_model_hint(const char *pred_dir, const char *tok_dir, char *hint, size_t cap);
+
+/* Reads all of standard input (at most max bytes) into a NUL-terminated buffer the caller
+ * frees. Returns 0, or -1 with a message. */
+int kr_cli_read_stdin(size_t max, char **out, size_t *len, char *msg, size_t cap);
+
+#endif

@@ -1,0 +1,375 @@
+/*
+ * server/analyst_request — analyze and candle-upsert bodies (see analyst_request.h).
+ */
+#include "server/analyst_request.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <cjson/cJSON.h>
+
+#include "market/calendar.h"
+
+#include "server/json_body.h"
+
+/* ------------------------------------------------------------------ store names */
+
+/* A store-name error: the store's message already starts with "symbol" / "interval", so it is
+ * not prefixed a second time when the field is that word. */
+static kr_status name_error(kr_api_error *err, const char *field, const char *msg) {
+    size_t n = strlen(field);
+    if (strncmp(msg, field, n) != 0 || (msg[n] != ' ' && msg[n] != ':'))
+        return kr_api_error_set(err, 400, field, "%s", msg);
+    err->status = 400;
+    snprintf(err->field, sizeof err->field, "%s", field);
+    snprintf(err->message, sizeof err->message, "%s", msg);
+    return KR_ERR_INVALID_ARG;
+}
+
+kr_status kr_api_store_name(const char *s, const char *field, int interval, char *out, size_t cap,
+                            kr_api_error *err) {
+    kr_error e = { 0 };
+    kr_status st = interval ? kr_store_check_interval(s, &e) : kr_store_check_symbol(s, &e);
+    if (st != KR_OK) return name_error(err, field, e.message);
+    snprintf(out, cap, "%s", s);
+    return KR_OK;
+}
+
+/* A store name (symbol or interval) from a JSON string. */
+static kr_status get_name(const cJSON *v, const char *field, int interval, char *out, size_t cap,
+                          kr_api_error *err) {
+    if (!cJSON_IsString(v))
+        return kr_api_error_set(err, 400, field, "must be a string, got %s", kr_json_type_name(v));
+    return kr_api_store_name(v->valuestring, field, interval, out, cap, err);
+}
+
+kr_status kr_api_candles_query(const char *interval, const char *limit, char *interval_out,
+                               size_t cap, int *limit_out, kr_api_error *err) {
+    interval_out[0] = '\0';
+    *limit_out = KR_API_CANDLES_LIMIT;
+    if (interval && kr_api_store_name(interval, "interval", 1, interval_out, cap, err) != KR_OK)
+        return KR_ERR_INVALID_ARG;
+    if (!limit) return KR_OK;
+    /* Digits only: strtol would also take " 5", "+5" and "0x5". */
+    long v = 0;
+    int ok = limit[0] != '\0';
+    for (const char *p = limit; ok && *p; p++) {
+        ok = *p >= '0' && *p <= '9' && v <= KR_API_CANDLES_MAX;
+        v = v * 10 + (*p - '0');
+    }
+    if (!ok || v < 1 || v > KR_API_CANDLES_MAX) {
+        char ex[32];
+        return kr_api_error_set(err, 400, "limit", "must be an integer in 1..%d, got '%s'",
+                                KR_API_CANDLES_MAX, kr_json_sanitize(limit, ex, sizeof ex));
+    }
+    *limit_out = (int)v;
+    return KR_OK;
+}
+
+/* ------------------------------------------------------------------ POST /v1/candles */
+
+kr_status kr_api_candles_parse(const char *body, size_t len, int csv, const kr_api_limits *lim,
+                               kr_candles **out, kr_api_error *err) {
+    memset(err, 0, sizeof *err);
+    *out = NULL;
+    if (csv) {
+        kr_error e = { 0 };
+        if (!body || len == 0)
+            return kr_api_error_set(err, 400, "body", "empty; expected CSV text");
+        if (kr_candles_parse_csv(body, len, "body", out, &e) != KR_OK) {
+            kr_api_error_set(err, 400, NULL, "%s", e.message); /* "body: line 18, ..." */
+            snprintf(err->field, sizeof err->field, "body");
+            return KR_ERR_INVALID_ARG;
+        }
+        return KR_OK;
+    }
+    kr_api_limits dl = kr_api_default_limits();
+    if (!lim) lim = &dl;
+    cJSON *root;
+    kr_json_limits jl = kr_api_json_limits(lim);
+    kr_status st = kr_json_body_parse(body, len, &jl, &root, err);
+    if (st != KR_OK) return st;
+    const cJSON *candles = root, *columns = NULL;
+    /* A pandas frame as to_json writes it ('split', 'columns', 'index') is the candles. */
+    if (cJSON_IsObject(root) && !cJSON_GetObjectItemCaseSensitive(root, "candles") &&
+        ((cJSON_GetObjectItemCaseSensitive(root, "columns") &&
+          cJSON_GetObjectItemCaseSensitive(root, "data")) ||
+         cJSON_IsObject(root->child))) {
+        st = kr_api_candles_from_json(root, NULL, lim, out, err);
+        goto done;
+    }
+    if (cJSON_IsObject(root)) {
+        kr_field f[] = {
+            KR_F_VALUE("candles", &candles, KR_FIELD_REQUIRED),
+            KR_F_VALUE("columns", &columns, 0),
+        };
+        candles = NULL;
+        if ((st = kr_fields_read(root, f, 2, err)) != KR_OK) goto done;
+    } else if (!cJSON_IsArray(root)) {
+        st = kr_api_error_set(err, 400, "body",
+                              "must be an array of candle rows or {\"candles\": ...}, got %s",
+                              kr_json_type_name(root));
+        goto done;
+    }
+    /* The candle parser wants a history (2+ rows); one new bar is a fine upsert, but a single
+     * JSON row would need its own validator, so point at CSV instead. */
+    if (cJSON_IsArray(candles) && cJSON_GetArraySize(candles) == 1) {
+        st = kr_api_error_set(err, 400, "candles",
+                              "JSON bodies need at least 2 rows; send a single candle as text/csv");
+        goto done;
+    }
+    st = kr_api_candles_from_json(candles, columns, lim, out, err);
+done:
+    cJSON_Delete(root);
+    return st;
+}
+
+/* ------------------------------------------------------------------ POST /v1/analyze */
+
+/* An interval name for candles that came without one: the most common gap ("1d", "5m"). */
+static void infer_interval(const kr_candles *c, char *out, size_t cap) {
+    int64_t best = 0;
+    int best_count = 0;
+    /* The gap seen most often among the last few hundred bars is the bar interval. */
+    int64_t start = c->n > 512 ? c->n - 512 : 1;
+    for (int64_t i = start; i < c->n; i++) {
+        int64_t g = c->timestamps[i] - c->timestamps[i - 1];
+        int count = 0;
+        for (int64_t j = start; j < c->n; j++)
+            count += c->timestamps[j] - c->timestamps[j - 1] == g;
+        if (count > best_count || (count == best_count && g < best)) best = g, best_count = count;
+    }
+    long long g = (long long)best;
+    if (g <= 0)
+        snprintf(out, cap, "1d");
+    else if (g % 604800 == 0)
+        snprintf(out, cap, "%lldw", g / 604800);
+    else if (g % 86400 == 0)
+        snprintf(out, cap, "%lldd", g / 86400);
+    else if (g % 3600 == 0)
+        snprintf(out, cap, "%lldh", g / 3600);
+    else if (g % 60 == 0)
+        snprintf(out, cap, "%lldm", g / 60);
+    else
+        snprintf(out, cap, "%llds", g);
+}
+
+static kr_status parse_symbols(const cJSON *v, int max_symbols, kr_api_analyze_request *r,
+                               kr_api_error *err) {
+    if (max_symbols > KR_API_MAX_SYMBOLS || max_symbols < 1) max_symbols = KR_API_MAX_SYMBOLS;
+    if (!cJSON_IsArray(v))
+        return kr_api_error_set(err, 400, "symbols",
+                                "must be an array of 1..%d symbol names (max_symbols), got %s",
+                                max_symbols, kr_json_type_name(v));
+    int n = cJSON_GetArraySize(v);
+    if (n < 1 || n > max_symbols)
+        return kr_api_error_set(err, 400, "symbols",
+                                "must name 1..%d symbols (max_symbols), got %d", max_symbols, n);
+    char f[32];
+    for (const cJSON *it = v->child; it; it = it->next) {
+        snprintf(f, sizeof f, "symbols[%d]", r->n);
+        kr_status st = get_name(it, f, 0, r->symbols[r->n], sizeof r->symbols[0], err);
+        if (st != KR_OK) return st;
+        for (int j = 0; j < r->n; j++)
+            if (!strcasecmp(r->symbols[j], r->symbols[r->n])) /* symbols ignore case */
+                return kr_api_error_set(err, 400, f, "'%s' is already symbols[%d]",
+                                        r->symbols[r->n], j);
+        r->n++;
+    }
+    return KR_OK;
+}
+
+/* Report formats; "markdown" is the long name of "md". */
+static const char *const k_formats[] = { "json", "md", "markdown", "html", NULL };
+static const kr_report_format k_format_of[] = { KR_FORMAT_JSON, KR_FORMAT_MD, KR_FORMAT_MD,
+                                                KR_FORMAT_HTML };
+
+/* The values a route reads itself (names, candles) after the scalars. */
+typedef struct analyze_values {
+    const cJSON *symbol, *symbols, *interval, *candles, *columns, *market;
+} analyze_values;
+
+static const char *const k_ohlc_modes[] = { "raw", "consistent", NULL };
+
+static kr_status read_fields(const cJSON *root, int batch, const kr_api_limits *lim,
+                             kr_api_analyze_request *r, analyze_values *v, kr_api_error *err) {
+    kr_analyze_params *p = &r->params;
+    int format = 0, ohlc = p->ohlc == KR_OHLC_CONSISTENT;
+    int max_paths = 0;
+    /* One table; each route takes its own subset (one symbol or candles, or a list). */
+    kr_field all[] = {
+        KR_F_VALUE("symbol", &v->symbol, 0),
+        KR_F_VALUE("symbols", &v->symbols, KR_FIELD_REQUIRED),
+        KR_F_VALUE("interval", &v->interval, 0),
+        KR_F_VALUE("candles", &v->candles, 0),
+        KR_F_VALUE("columns", &v->columns, 0),
+        KR_F_INT("horizon", &p->horizon, 1, lim->max_horizon, 0),
+        KR_F_INT("paths", &p->paths, 1, lim->max_analyze_paths, 0),
+        KR_F_INT("lookback", &p->lookback, 2, lim->max_lookback, 0),
+        KR_F_INT("max_context", &p->max_context, 2, 65536, 0),
+        KR_F_SEED("seed", &p->seed),
+        KR_F_FLOAT("temperature", &p->temperature, 0.0, 1e6, KR_FIELD_MIN_EXCL),
+        KR_F_FLOAT("top_p", &p->top_p, 0.0, 1.0, KR_FIELD_MIN_EXCL),
+        KR_F_INT("top_k", &p->top_k, 0, 1 << 20, 0),
+        KR_F_INT("calibrate", &p->calibrate, 0, lim->max_calibrate, 0),
+        KR_F_CHOICE("format", &format, k_formats),
+        KR_F_BOOL("stream", &r->stream),
+        /* Added after the others so the indices above (max_key) stay put. */
+        KR_F_INT("max_paths", &max_paths, 1, lim->max_analyze_paths, 0),
+        KR_F_NUM("target_prob_se", &p->target_prob_se, 0.0, 0.5, 0),
+        KR_F_NUM("target_var_rel_se", &p->target_var_rel_se, 0.0, 10.0, 0),
+        KR_F_CHOICE("ohlc", &ohlc, k_ohlc_modes),
+        KR_F_VALUE("market", &v->market, 0),
+        KR_F_BOOL("all", &r->all),
+    };
+    /* The caps bound what one analysis costs: (1 + calibrate) forecasts of paths x horizon
+     * steps per symbol. Each names its config key when exceeded. */
+    all[5].max_key = "max_horizon";
+    all[6].max_key = "max_analyze_paths";
+    all[7].max_key = "max_lookback";
+    all[13].max_key = "max_calibrate";
+    all[16].max_key = "max_analyze_paths";
+    kr_field f[sizeof all / sizeof all[0]];
+    int n = 0;
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        const char *nm = all[i].name;
+        int single_only = !strcmp(nm, "symbol") || !strcmp(nm, "candles") || !strcmp(nm, "columns");
+        int batch_only = !strcmp(nm, "symbols") || !strcmp(nm, "all");
+        if (batch ? !single_only : !batch_only) f[n++] = all[i];
+    }
+    /* "symbols" is required unless "all" asks for every stored series. */
+    const cJSON *all_v =
+        batch && cJSON_IsObject(root) ? cJSON_GetObjectItemCaseSensitive(root, "all") : NULL;
+    if (cJSON_IsTrue(all_v))
+        for (int i = 0; i < n; i++)
+            if (!strcmp(f[i].name, "symbols")) f[i].flags &= ~(unsigned)KR_FIELD_REQUIRED;
+    kr_status st = kr_fields_read(root, f, n, err);
+    if (st != KR_OK) return st;
+    r->format = k_format_of[format];
+    p->ohlc = ohlc ? KR_OHLC_CONSISTENT : KR_OHLC_RAW;
+    /* Paths: "paths" alone asks for exactly that many (as kronos analyze --paths); else the
+     * first round, with more rounds up to "max_paths" (default: the library's cap, held to the
+     * server's max_analyze_paths) until the error targets are met. */
+    int paths_given = 0;
+    for (int i = 0; i < n; i++)
+        if (!strcmp(f[i].name, "paths")) paths_given = f[i].present;
+    if (max_paths)
+        p->max_paths = max_paths;
+    else if (paths_given)
+        p->max_paths = p->paths;
+    else if (p->max_paths > lim->max_analyze_paths)
+        p->max_paths = lim->max_analyze_paths;
+    if (p->paths > p->max_paths) p->paths = p->max_paths;
+    if (v->market) {
+        const kr_calendar *cal = NULL;
+        kr_error e = { 0 };
+        if (!cJSON_IsString(v->market))
+            return kr_api_error_set(err, 400, "market", "must be a market name, got %s",
+                                    kr_json_type_name(v->market));
+        if (kr_calendar_find(v->market->valuestring, &cal, &e) != KR_OK)
+            return kr_api_error_set(err, 400, "market", "%s", e.message);
+        snprintf(r->market, sizeof r->market, "%s", cal->name);
+    }
+    if (p->horizon > lim->max_pred_len)
+        return kr_api_error_set(err, 400, "horizon", "%d exceeds max_pred_len (%d)", p->horizon,
+                                lim->max_pred_len);
+    int horizon_given = 0, lookback_given = 0;
+    for (int i = 0; i < n; i++) {
+        if (!strcmp(f[i].name, "horizon")) horizon_given = f[i].present;
+        if (!strcmp(f[i].name, "lookback")) lookback_given = f[i].present;
+        /* A default above a cap the server set lower is refused like a value given. */
+        if (f[i].type == KR_FIELD_INT && !f[i].present && f[i].max_key &&
+            *(int *)f[i].out > (int)f[i].max)
+            return kr_api_error_set(err, 400, f[i].name, "the default %d exceeds %s (%d); give %s",
+                                    *(int *)f[i].out, f[i].max_key, (int)f[i].max, f[i].name);
+    }
+    /* The automatic lookback (max_context - horizon rows) is held to the cap too: the
+     * analyst takes a given lookback as an upper bound on the rows it uses. */
+    if (!lookback_given && p->max_context - p->horizon > lim->max_lookback)
+        p->lookback = lim->max_lookback;
+    if (p->horizon > p->max_context - 1)
+        return kr_api_error_set(err, 400, "horizon", "%s%d exceeds max_context - 1 (%d)",
+                                horizon_given ? "" : "the default ", p->horizon,
+                                p->max_context - 1);
+    if (p->lookback > p->max_context)
+        return kr_api_error_set(err, 400, "lookback", "%d exceeds max_context (%d)", p->lookback,
+                                p->max_context);
+    return KR_OK;
+}
+
+kr_status kr_api_analyze_parse(const char *json, size_t len, int batch, const kr_api_limits *lim,
+                               kr_api_analyze_request *out, kr_api_error *err) {
+    kr_api_limits dl = kr_api_default_limits();
+    if (!lim) lim = &dl;
+    memset(err, 0, sizeof *err);
+    memset(out, 0, sizeof *out);
+    cJSON *root;
+    kr_json_limits jl = kr_api_json_limits(lim);
+    kr_status st = kr_json_body_parse(json, len, &jl, &root, err);
+    if (st != KR_OK) return st;
+    analyze_values v = { 0 };
+    out->batch = batch;
+    out->params = kr_analyze_default_params();
+    out->format = KR_FORMAT_JSON;
+    if ((st = read_fields(root, batch, lim, out, &v, err)) != KR_OK) goto fail;
+    if (v.interval && (st = get_name(v.interval, "interval", 1, out->interval, sizeof out->interval,
+                                     err)) != KR_OK)
+        goto fail;
+    if (batch && out->all) {
+        if (v.symbols) {
+            st = kr_api_error_set(err, 400, "all", "analyses every stored series; give no symbols");
+            goto fail;
+        }
+    } else if (batch) {
+        if ((st = parse_symbols(v.symbols, lim->max_symbols, out, err)) != KR_OK) goto fail;
+    } else {
+        if (!v.symbol && !v.candles) {
+            st =
+                kr_api_error_set(err, 400, "symbol", "required (a stored symbol), or give candles");
+            goto fail;
+        }
+        if (v.columns && !v.candles) {
+            st = kr_api_error_set(err, 400, "columns", "only applies with candles");
+            goto fail;
+        }
+        out->n = 1;
+        if (v.symbol) {
+            if ((st = get_name(v.symbol, "symbol", 0, out->symbols[0], sizeof out->symbols[0],
+                               err)) != KR_OK)
+                goto fail;
+        } else {
+            snprintf(out->symbols[0], sizeof out->symbols[0], "series");
+        }
+        if (v.candles) {
+            if ((st = kr_api_candles_from_json(v.candles, v.columns, lim, &out->candles, err)) !=
+                KR_OK)
+                goto fail;
+            int64_t need = kr_analyze_min_rows(&out->params);
+            if (out->candles->n < need) {
+                st = kr_api_error_set(
+                    err, 400, "candles", "%lld rows given, at least %lld needed for horizon %d%s",
+                    (long long)out->candles->n, (long long)need, out->params.horizon,
+                    out->params.calibrate ? " and calibrate" : "");
+                goto fail;
+            }
+            if (!out->interval[0])
+                infer_interval(out->candles, out->interval, sizeof out->interval);
+        }
+    }
+    cJSON_Delete(root);
+    return KR_OK;
+fail:
+    cJSON_Delete(root);
+    kr_api_analyze_request_free(out);
+    memset(out, 0, sizeof *out);
+    if (!err->status) err->status = 400;
+    return st == KR_OK ? KR_ERR_INVALID_ARG : st;
+}
+
+void kr_api_analyze_request_free(kr_api_analyze_request *r) {
+    if (!r) return;
+    kr_candles_free(r->candles);
+    r->candles = NULL;
+}

@@ -1,0 +1,500 @@
+/*
+ * server/connection — one connection's requests through libmicrohttpd (the callbacks
+ * server.c registers), and the reply helpers every handler uses.
+ *
+ * libmicrohttpd runs one thread per connection (MHD_USE_THREAD_PER_CONNECTION), so a handler
+ * may block while its forecast runs — that is what makes the plain JSON path simple — and the
+ * scheduler thread only ever touches kr_job objects. Each request walks:
+ *   connection  -> registered with the read watchdog (conn_watch.h): headers and body must
+ *                  arrive within read_timeout_s, whatever the client trickles;
+ *   first call  -> context and request id, framing checks (conflicting Content-Length,
+ *                  Transfer-Encoding with Content-Length: 400 and close), route match, early
+ *                  refusals (404, 405, 503 draining, 401, 413 by Content-Length, 503 when the
+ *                  memory budget cannot take the body) before any body byte is read;
+ *   body calls  -> accumulate up to max_body_bytes (413 beyond, for chunked uploads);
+ *   last call   -> a JSON body is scanned (json_body.h) and its parse tree's estimated memory
+ *                  admitted against the budget; then the route's handler (handlers.c,
+ *                  routes_analyst.c, static_files.c);
+ *   completion  -> cancel if the client left early, HTTP metrics, access log line, memory
+ *                  budget back, the next request's read deadline, free.
+ *
+ * Memory budget: a request holds its body and, while it is parsed, a cJSON tree of ~90 bytes
+ * per JSON value. Both are reserved (cfg.max_request_memory per request -> 413,
+ * cfg.max_memory_in_flight in total -> 503 with Retry-After) before they are allocated, and
+ * given back when the handler drops the body (kr_srv_drop_body) or the request completes.
+ */
+#include "server/server_internal.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "base/timeutil.h"
+#include "server/auth.h"
+#include "server/framing.h"
+#include "server/json_body.h"
+#include "server/routes_analyst.h"
+#include "server/static_files.h"
+
+/* Bytes of an oversized chunked body read and dropped before giving up on the client. */
+#define KR_DISCARD_MAX ((size_t)64 << 20)
+/* Header lines looked at by the framing check. */
+#define KR_MAX_HEADERS 128
+
+/* ------------------------------------------------------------------ replies */
+
+int kr_srv_client_gone(int fd) {
+    if (fd < 0) return 0;
+    struct pollfd p = { .fd = fd, .events = POLLIN | POLLRDHUP };
+    if (poll(&p, 1, 0) <= 0) return 0;
+    if (p.revents & (POLLERR | POLLHUP | POLLRDHUP | POLLNVAL)) return 1;
+    if (p.revents & POLLIN) {
+        /* Readable: either a pipelined request (data) or an orderly close (0 bytes). */
+        char b;
+        ssize_t n = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+        return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+    }
+    return 0;
+}
+
+enum MHD_Result kr_srv_queue(struct MHD_Connection *mc, kr_conn *c, int status,
+                             struct MHD_Response *r, size_t body_len) {
+    MHD_add_response_header(r, "X-Request-Id", c->request_id);
+    enum MHD_Result ok = MHD_queue_response(mc, (unsigned)status, r);
+    MHD_destroy_response(r);
+    if (ok == MHD_YES) {
+        c->status = status;
+        c->bytes_sent = body_len;
+    }
+    return ok;
+}
+
+enum MHD_Result kr_srv_reply(struct MHD_Connection *mc, kr_conn *c, int status,
+                             const char *content_type, char *body, size_t len,
+                             const char *extra_name, const char *extra_value) {
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(body ? len : 0, body ? body : (void *)"",
+                                        body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+    if (!r) {
+        free(body);
+        return MHD_NO;
+    }
+    if (content_type) MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+    if (extra_name) MHD_add_response_header(r, extra_name, extra_value);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    return kr_srv_queue(mc, c, status, r, body ? len : 0);
+}
+
+enum MHD_Result kr_srv_reply_error(struct MHD_Connection *mc, kr_conn *c, int status,
+                                   const char *message, const char *field) {
+    snprintf(c->error, sizeof c->error, "%s", message ? message : kr_api_reason(status));
+    char *body = kr_api_error_json(status, message, field);
+    return kr_srv_reply(mc, c, status, "application/json", body, body ? strlen(body) : 0, NULL,
+                        NULL);
+}
+
+/* An error answer with one extra header (Retry-After, Connection: close, Allow, ...). */
+static enum MHD_Result reply_error_with(struct MHD_Connection *mc, kr_conn *c, int status,
+                                        const char *message, const char *name, const char *value) {
+    snprintf(c->error, sizeof c->error, "%s", message);
+    char *body = kr_api_error_json(status, message, NULL);
+    return kr_srv_reply(mc, c, status, "application/json", body, body ? strlen(body) : 0, name,
+                        value);
+}
+
+/* A streamed response's reader, counting what it hands libmicrohttpd. The response may
+ * outlive the connection's context (libmicrohttpd drops it after the completion callback),
+ * so the free callback never touches the context. */
+typedef struct stream_wrap {
+    kr_conn *c;
+    MHD_ContentReaderCallback reader;
+    void *cls;
+    MHD_ContentReaderFreeCallback free_cb;
+} stream_wrap;
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
+    stream_wrap *w = cls;
+    ssize_t n = w->reader(w->cls, pos, buf, max);
+    if (n > 0) w->c->bytes_sent += (uint64_t)n;
+    return n;
+}
+
+static void stream_free(void *cls) {
+    stream_wrap *w = cls;
+    if (w->free_cb) w->free_cb(w->cls);
+    free(w);
+}
+
+enum MHD_Result kr_srv_stream(struct MHD_Connection *mc, kr_conn *c,
+                              MHD_ContentReaderCallback reader, void *cls,
+                              MHD_ContentReaderFreeCallback free_cb) {
+    stream_wrap *w = malloc(sizeof *w);
+    if (!w) {
+        if (free_cb) free_cb(cls);
+        return MHD_NO;
+    }
+    *w = (stream_wrap){ c, reader, cls, free_cb };
+    struct MHD_Response *r =
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_read, w, stream_free);
+    if (!r) {
+        stream_free(w);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    /* nginx and friends buffer responses by default, which would defeat streaming. */
+    MHD_add_response_header(r, "X-Accel-Buffering", "no");
+    return kr_srv_queue(mc, c, 200, r, 0);
+}
+
+/* ------------------------------------------------------------------ memory budget */
+
+/* Reserves bytes more for c. 0, or the status to answer (413 past max_request_memory, 503
+ * past max_memory_in_flight) with a message. */
+static int mem_reserve(kr_conn *c, size_t bytes, char *msg, size_t cap) {
+    kr_server *s = c->srv;
+    if (c->reserved + bytes > s->cfg.max_request_memory) {
+        snprintf(msg, cap,
+                 "the request would take about %zu MiB of memory to read and parse, more than "
+                 "max_request_memory (%zu MiB); send fewer candles",
+                 (c->reserved + bytes) >> 20, s->cfg.max_request_memory >> 20);
+        return 413;
+    }
+    pthread_mutex_lock(&s->mu);
+    int ok = s->mem_in_flight + bytes <= s->cfg.max_memory_in_flight;
+    if (ok) s->mem_in_flight += bytes;
+    kr_http_metrics_memory(s->http, s->mem_in_flight);
+    pthread_mutex_unlock(&s->mu);
+    if (!ok) {
+        snprintf(msg, cap,
+                 "the server is reading and parsing as many request bodies as its memory "
+                 "budget allows (max_memory_in_flight); retry shortly");
+        return 503;
+    }
+    c->reserved += bytes;
+    return 0;
+}
+
+static void mem_release(kr_conn *c) {
+    if (!c->reserved) return;
+    kr_server *s = c->srv;
+    pthread_mutex_lock(&s->mu);
+    s->mem_in_flight -= c->reserved;
+    kr_http_metrics_memory(s->http, s->mem_in_flight);
+    pthread_mutex_unlock(&s->mu);
+    c->reserved = 0;
+}
+
+void kr_srv_drop_body(kr_conn *c) {
+    free(c->body);
+    c->body = NULL;
+    c->len = c->cap = 0;
+    mem_release(c);
+}
+
+static enum MHD_Result reply_mem_refusal(struct MHD_Connection *mc, kr_conn *c, int status,
+                                         const char *msg) {
+    kr_http_metrics_reject(c->srv->http, status == 413 ? "too_large" : "memory");
+    /* The body is not read: close rather than leave its bytes in the connection. */
+    if (status == 503) return reply_error_with(mc, c, 503, msg, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+    return reply_error_with(mc, c, status, msg, MHD_HTTP_HEADER_CONNECTION, "close");
+}
+
+/* ------------------------------------------------------------------ first call */
+
+typedef struct header_list {
+    int n;
+    const char *names[KR_MAX_HEADERS], *values[KR_MAX_HEADERS];
+} header_list;
+
+static enum MHD_Result collect_header(void *cls, enum MHD_ValueKind kind, const char *key,
+                                      const char *value) {
+    (void)kind;
+    header_list *h = cls;
+    if (h->n == KR_MAX_HEADERS) return MHD_NO;
+    h->names[h->n] = key;
+    h->values[h->n++] = value;
+    return MHD_YES;
+}
+
+static void start_request(kr_server *s, struct MHD_Connection *mc, kr_conn *c, const char *method) {
+    c->srv = s;
+    c->t0 = kr_now_seconds();
+    c->t0_wall = (double)time(NULL);
+    struct timespec ts;
+    if (clock_gettime(CLOCK_REALTIME, &ts) == 0) c->t0_wall = ts.tv_sec + ts.tv_nsec * 1e-9;
+    c->fd = -1;
+    c->queue_wait = -1;
+    snprintf(c->method, sizeof c->method, "%s", method ? method : "");
+    const char *rid = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "X-Request-Id");
+    if (kr_request_id_valid(rid))
+        snprintf(c->request_id, sizeof c->request_id, "%s", rid);
+    else
+        kr_request_id_new(c->request_id);
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (ci) c->fd = ci->connect_fd;
+    ci = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    if (ci) c->slot = ci->socket_context;
+    ci = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (ci && ci->client_addr) {
+        const struct sockaddr *sa = ci->client_addr;
+        if (sa->sa_family == AF_INET)
+            inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, c->client,
+                      sizeof c->client);
+        else if (sa->sa_family == AF_INET6)
+            inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr,
+                      c->client, sizeof c->client);
+    }
+}
+
+/* Everything decided before the body: the answer, or MHD_YES to read on. */
+static enum MHD_Result first_call(kr_server *s, struct MHD_Connection *mc, kr_conn *c,
+                                  const char *url, const char *method) {
+    /* Where the body ends must be unambiguous before anything else is decided. */
+    header_list h = { 0 };
+    MHD_get_connection_values(mc, MHD_HEADER_KIND, collect_header, &h);
+    char msg[256];
+    if (kr_http_check_framing(h.n, h.names, h.values, msg, sizeof msg) != 0) {
+        kr_http_metrics_reject(s->http, "framing");
+        return reply_error_with(mc, c, 400, msg, MHD_HTTP_HEADER_CONNECTION, "close");
+    }
+    int m = kr_route_match(method, url, &c->route);
+    if (m == 404) {
+        c->route = NULL;
+        return kr_srv_reply_error(mc, c, 404,
+                                  "no such route (see GET /v1/models, POST "
+                                  "/v1/forecast, /health, /ready, /metrics)",
+                                  NULL);
+    }
+    if (m == 405) {
+        snprintf(msg, sizeof msg, "%s only accepts %s", c->route->path, c->route->method);
+        return reply_error_with(mc, c, 405, msg, MHD_HTTP_HEADER_ALLOW,
+                                !strcmp(c->route->method, "GET") ? "GET, HEAD" : c->route->method);
+    }
+    if (c->route->v1) {
+        if (kr_server_is_draining(s)) {
+            kr_http_metrics_reject(s->http, "draining");
+            return reply_error_with(mc, c, 503, "the server is shutting down",
+                                    MHD_HTTP_HEADER_CONNECTION, "close");
+        }
+        if (s->cfg.api_key[0] &&
+            !kr_auth_check(
+                MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION),
+                s->cfg.api_key)) {
+            kr_http_metrics_reject(s->http, "auth");
+            return reply_error_with(mc, c, 401,
+                                    "missing or wrong API key: send 'Authorization: Bearer <key>'",
+                                    MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"kronos\"");
+        }
+    }
+    /* Refuse an oversized body from its declared length, before reading any of it. */
+    const char *cl =
+        MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl) {
+        char *end = NULL;
+        errno = 0;
+        unsigned long long n = strtoull(cl, &end, 10);
+        if (errno || end == cl || n > s->cfg.max_body_bytes) {
+            kr_http_metrics_reject(s->http, "too_large");
+            snprintf(msg, sizeof msg, "request body of %.40s bytes exceeds max_body_bytes (%zu)",
+                     cl, s->cfg.max_body_bytes);
+            return kr_srv_reply_error(mc, c, 413, msg, NULL);
+        }
+        /* The body's buffer, admitted against the memory budget and allocated once. */
+        if (n > 0) {
+            int st = mem_reserve(c, (size_t)n + 1, msg, sizeof msg);
+            if (st) return reply_mem_refusal(mc, c, st, msg);
+            c->body = malloc((size_t)n + 1);
+            if (!c->body) return MHD_NO;
+            c->cap = (size_t)n + 1;
+        }
+    }
+    return MHD_YES;
+}
+
+/* ------------------------------------------------------------------ body and dispatch */
+
+static enum MHD_Result reply_too_large(struct MHD_Connection *mc, kr_conn *c) {
+    char msg[128];
+    snprintf(msg, sizeof msg, "request body exceeds max_body_bytes (%zu)",
+             c->srv->cfg.max_body_bytes);
+    return kr_srv_reply_error(mc, c, 413, msg, NULL);
+}
+
+/* Appends n body bytes. MHD_YES, or the answer when the body cannot be taken. */
+static enum MHD_Result body_bytes(struct MHD_Connection *mc, kr_conn *c, const char *upload,
+                                  size_t n) {
+    kr_server *s = c->srv;
+    if (c->too_large || c->len + n > s->cfg.max_body_bytes) {
+        /* A chunked upload past the limit. Answering mid-upload makes most clients see a
+         * broken pipe instead of the 413, so keep reading and discarding (memory stays
+         * flat) and answer at the end — unless the client keeps going far beyond any
+         * honest mistake, then answer now and let the connection close. */
+        if (!c->too_large) {
+            c->too_large = 1;
+            kr_srv_drop_body(c);
+            kr_http_metrics_reject(s->http, "too_large");
+        }
+        c->discarded += n;
+        if (c->discarded > KR_DISCARD_MAX) return reply_too_large(mc, c);
+        return MHD_YES;
+    }
+    if (c->cap < c->len + n + 1) {
+        /* A chunked body (no Content-Length): grow, admitting each growth. */
+        size_t cap = c->cap ? c->cap : 4096;
+        while (cap < c->len + n + 1) cap *= 2;
+        if (cap > s->cfg.max_body_bytes + 1) cap = s->cfg.max_body_bytes + 1;
+        char msg[256];
+        int st = mem_reserve(c, cap - c->cap, msg, sizeof msg);
+        if (st) return reply_mem_refusal(mc, c, st, msg);
+        char *nb = realloc(c->body, cap);
+        if (!nb) return MHD_NO;
+        c->body = nb;
+        c->cap = cap;
+    }
+    memcpy(c->body + c->len, upload, n);
+    c->len += n;
+    c->body[c->len] = '\0';
+    return MHD_YES;
+}
+
+/* A JSON body is scanned before any handler parses it: too many values (413), a NUL in a
+ * string (400), and its tree's estimated memory admitted against the budget. */
+static int json_route(struct MHD_Connection *mc, const kr_conn *c) {
+    switch (c->route->id) {
+    case KR_ROUTE_FORECAST:
+    case KR_ROUTE_ANALYZE:
+    case KR_ROUTE_ANALYZE_BATCH: return 1;
+    case KR_ROUTE_CANDLES_POST: {
+        const char *ct =
+            MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+        return !(ct &&
+                 (!strncasecmp(ct, "text/csv", 8) || !strncasecmp(ct, "application/csv", 15)));
+    }
+    default: return 0;
+    }
+}
+
+static enum MHD_Result admit_json(struct MHD_Connection *mc, kr_conn *c) {
+    if (!c->body || !json_route(mc, c)) return MHD_YES;
+    kr_json_limits jl = kr_api_json_limits(&c->srv->limits);
+    kr_json_scan scan;
+    kr_api_error aerr = { 0 };
+    if (kr_json_body_scan(c->body, c->len, &jl, &scan, &aerr) != KR_OK) {
+        if (aerr.status == 413) kr_http_metrics_reject(c->srv->http, "too_large");
+        return kr_srv_reply_error(mc, c, aerr.status, aerr.message,
+                                  aerr.field[0] ? aerr.field : NULL);
+    }
+    char msg[256];
+    int st = mem_reserve(c, kr_json_scan_tree_bytes(&scan), msg, sizeof msg);
+    if (st) return reply_mem_refusal(mc, c, st, msg);
+    return MHD_YES;
+}
+
+static enum MHD_Result dispatch(struct MHD_Connection *mc, kr_conn *c, const char *url) {
+    switch (c->route->id) {
+    case KR_ROUTE_HEALTH: return kr_handle_health(mc, c);
+    case KR_ROUTE_READY: return kr_handle_ready(mc, c);
+    case KR_ROUTE_METRICS: return kr_handle_metrics(mc, c);
+    case KR_ROUTE_MODELS: return kr_handle_models(mc, c);
+    case KR_ROUTE_FORECAST: return kr_handle_forecast(mc, c);
+    case KR_ROUTE_SYMBOLS: return kr_handle_symbols(mc, c);
+    case KR_ROUTE_CANDLES_GET: return kr_handle_candles_get(mc, c, url);
+    case KR_ROUTE_CANDLES_POST: return kr_handle_candles_post(mc, c, url);
+    case KR_ROUTE_ANALYZE: return kr_handle_analyze(mc, c);
+    case KR_ROUTE_ANALYZE_BATCH: return kr_handle_analyze_batch(mc, c);
+    case KR_ROUTE_PAGE:
+    case KR_ROUTE_ASSETS: return kr_handle_static(mc, c, url);
+    default: return kr_srv_reply_error(mc, c, 500, "unrouted request", NULL);
+    }
+}
+
+enum MHD_Result kr_srv_on_access(void *cls, struct MHD_Connection *mc, const char *url,
+                                 const char *method, const char *version, const char *upload,
+                                 size_t *upload_size, void **con_cls) {
+    (void)version; /* HTTP/1.0 and 1.1 are handled alike */
+    kr_server *s = cls;
+    kr_conn *c = *con_cls;
+    if (!c) {
+        c = calloc(1, sizeof *c);
+        if (!c) return MHD_NO;
+        *con_cls = c;
+        start_request(s, mc, c, method);
+        kr_http_metrics_in_flight(s->http, 1);
+        kr_srv_check_profile(s);
+        return first_call(s, mc, c, url, method);
+    }
+    if (*upload_size > 0) {
+        size_t n = *upload_size;
+        *upload_size = 0;
+        if (c->status) return MHD_YES; /* already answered: discard the rest */
+        return body_bytes(mc, c, upload, n);
+    }
+    /* The whole request has arrived: no read deadline while it is handled. */
+    kr_conn_watch_received(s->watch, c->slot);
+    if (c->status) return MHD_YES; /* answered early; libmicrohttpd sends it */
+    if (c->too_large) return reply_too_large(mc, c);
+    enum MHD_Result admitted = admit_json(mc, c);
+    if (admitted != MHD_YES || c->status) return admitted; /* refused (or failed to) */
+    return dispatch(mc, c, url);
+}
+
+/* ------------------------------------------------------------------ completion */
+
+void kr_srv_on_completed(void *cls, struct MHD_Connection *mc, void **con_cls,
+                         enum MHD_RequestTerminationCode toe) {
+    (void)mc;
+    kr_server *s = cls;
+    kr_conn *c = *con_cls;
+    if (!c) return;
+    *con_cls = NULL;
+    const int sent = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK;
+    int status = c->status ? c->status : 499;
+    if (c->job || c->counted)
+        status = kr_forecast_conn_done(c, sent);
+    else if (!sent)
+        status = 499;
+    if (!sent && !c->status && kr_conn_watch_was_cut(s->watch, c->slot)) {
+        status = 408; /* what nginx logs for a request not received in time */
+        snprintf(c->error, sizeof c->error,
+                 "the request did not arrive within read_timeout_s (%g s)", s->cfg.read_timeout_s);
+    } else if (status == 499 && !c->error[0]) {
+        snprintf(c->error, sizeof c->error, "the client closed the connection");
+    }
+    const double duration = kr_now_seconds() - c->t0;
+    kr_http_metrics_record(s->http, kr_route_label(c->route), status, duration);
+    kr_http_metrics_in_flight(s->http, -1);
+    if (s->access_log) {
+        kr_access_entry e = {
+            c->t0_wall, c->request_id, c->client, c->method,     kr_route_label(c->route),
+            status,     c->bytes_sent, duration,  c->queue_wait, status >= 400 ? c->error : NULL
+        };
+        kr_access_log_write(s->access_log, &e);
+    }
+    kr_srv_drop_body(c);
+    /* A kept-alive connection's next request must arrive within the timeout again. */
+    kr_conn_watch_rearm(s->watch, c->slot);
+    kr_api_request_free(&c->req);
+    kr_sse_free(&c->sse);
+    free(c);
+}
+
+void kr_srv_on_connection(void *cls, struct MHD_Connection *mc, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code) {
+    kr_server *s = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
+        *socket_context = kr_conn_watch_open(s->watch, ci ? ci->connect_fd : -1);
+    } else {
+        kr_conn_watch_close(s->watch, *socket_context);
+        *socket_context = NULL;
+    }
+}
