@@ -14,6 +14,7 @@ typedef struct kr_http_resp {
     char retry_after[32], allow[64], content_type[128], www_auth[128], csp[512];
     char request_id[128], connection[32]; /* X-Request-Id and Connection headers received */
     const char *send_request_id; /* set before the call: an X-Request-Id to send (NULL: none) */
+    int expect_continue; /* set before the call: send "Expect: 100-continue" with a body */
     /* streaming abort: stop after this many "event: progress" frames (0 = never) */
     int abort_after_progress;
     int progress_seen;
