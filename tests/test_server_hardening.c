@@ -564,6 +564,9 @@ static void test_access_log(void **state) {
     char *st = forecast_body(0, 40, "\"pred_len\":3,\"stream\":true");
     http_resp *r4 = http_opts(port, "POST", "/v1/forecast", st, "st-1");
     assert_int_equal(r4->status, 200);
+    /* A failure answered from a body built elsewhere (the analysis: no store configured). */
+    http_resp *r5 = http_opts(port, "POST", "/v1/analyze", "{\"symbol\":\"AAPL\"}", "an-1");
+    assert_int_equal(r5->status, 503);
     kr_server_free(s); /* completes and flushes every line */
 
     char path[4200], text[16384];
@@ -596,6 +599,10 @@ static void test_access_log(void **state) {
             assert_true(bytes == (double)r2->len);
             assert_null(cJSON_GetObjectItem(j, "queue_wait_s"));
             assert_non_null(strstr(cJSON_GetObjectItem(j, "error")->valuestring, "candles"));
+        } else if (!strcmp(rid, "an-1")) {
+            assert_int_equal(status, 503);
+            assert_non_null(
+                strstr(cJSON_GetObjectItem(j, "error")->valuestring, "no candle store"));
         } else if (!strcmp(rid, "st-1")) {
             assert_int_equal(status, 200);
             assert_true(bytes == (double)r4->len); /* every streamed byte counted */
@@ -607,11 +614,12 @@ static void test_access_log(void **state) {
         }
         cJSON_Delete(j);
     }
-    assert_int_equal(lines, 4);
+    assert_int_equal(lines, 5);
     kr_http_resp_free(r1);
     kr_http_resp_free(r2);
     kr_http_resp_free(r3);
     kr_http_resp_free(r4);
+    kr_http_resp_free(r5);
     free(ok);
     free(st);
     unlink(path);
