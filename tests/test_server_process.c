@@ -21,6 +21,7 @@
 #include <curl/curl.h>
 
 #include "http_client.h"
+#include "serve_proc.h"
 #include "test_support.h"
 
 #include "base/timeutil.h"
@@ -30,111 +31,15 @@
 
 static kr_candles *g_candles;
 
-/* ------------------------------------------------------------------ the child process */
+/* ------------------------------------------------------------------ helpers */
 
-typedef struct proc {
-    pid_t pid;
-    int err_fd; /* read end of its stderr */
-    char err[16384];
-    size_t err_len;
-    int port;
-} proc;
-
-static void spawn(proc *p, const char *const *args) {
-    int fds[2];
-    assert_int_equal(pipe(fds), 0);
-    memset(p, 0, sizeof *p);
-    p->pid = fork();
-    assert_true(p->pid >= 0);
-    if (p->pid == 0) {
-        dup2(fds[1], 2);
-        close(fds[0]);
-        close(fds[1]);
-        const char *argv[48] = { KR_BINARY_DIR "/kronos", "serve" };
-        int n = 2;
-        for (int i = 0; args[i] && n < 47; i++) argv[n++] = args[i];
-        argv[n] = NULL;
-        unsetenv("KRONOS_DB");
-        execv(argv[0], (char *const *)argv);
-        _exit(127);
-    }
-    close(fds[1]);
-    p->err_fd = fds[0];
-}
-
-/* Reads the child's stderr until needle shows up or it closes / times out. */
-static const char *read_err_until(proc *p, const char *needle, double timeout_s) {
-    double t0 = kr_now_seconds();
-    while (!strstr(p->err, needle) && kr_now_seconds() - t0 < timeout_s) {
-        struct pollfd pf = { .fd = p->err_fd, .events = POLLIN };
-        if (poll(&pf, 1, 100) <= 0) continue;
-        ssize_t n = read(p->err_fd, p->err + p->err_len, sizeof p->err - 1 - p->err_len);
-        if (n <= 0) break;
-        p->err_len += (size_t)n;
-        p->err[p->err_len] = '\0';
-    }
-    return strstr(p->err, needle);
-}
-
-static void spawn_serving(proc *p, const char *const *args) {
-    spawn(p, args);
-    const char *l = read_err_until(p, "listening on http://127.0.0.1:", 60);
-    if (!l) fail_msg("no 'listening on' line: %s", p->err);
-    p->port = atoi(l + strlen("listening on http://127.0.0.1:"));
-    assert_true(p->port > 0);
-}
-
-/* Waits for the child; returns its wait status, or -1 (and kills it) after timeout_s. */
-static int wait_child(proc *p, double timeout_s) {
-    double t0 = kr_now_seconds();
-    int st = 0;
-    while (waitpid(p->pid, &st, WNOHANG) == 0) {
-        if (kr_now_seconds() - t0 > timeout_s) {
-            kill(p->pid, SIGKILL);
-            waitpid(p->pid, &st, 0);
-            close(p->err_fd);
-            return -1;
-        }
-        read_err_until(p, "\x01never", 0.01);
-    }
-    read_err_until(p, "\x01never", 0.2);
-    close(p->err_fd);
-    return st;
-}
-
-static double metric_value(int port, const char *series) {
-    kr_http_resp r = { 0 };
-    if (kr_http_perform(port, "GET", "/metrics", NULL, NULL, NULL, 0, &r) != CURLE_OK) {
-        free(r.body);
-        return -1;
-    }
-    double v = -1;
-    size_t n = strlen(series);
-    for (const char *line = r.body; line && *line;) {
-        if (!strncmp(line, series, n) && line[n] == ' ') {
-            v = strtod(line + n + 1, NULL);
-            break;
-        }
-        const char *nl = strchr(line, '\n');
-        line = nl ? nl + 1 : NULL;
-    }
-    free(r.body);
-    return v;
-}
-
-static char *forecast_body(int64_t start, int64_t n, const char *extra) {
-    kr_sbuf b = { 0 };
-    kr_sb_printf(&b, "{\"candles\":[");
-    for (int64_t i = start; i < start + n; i++) {
-        char ts[32];
-        kr_format_timestamp(g_candles->timestamps[i], 0, ts, sizeof ts);
-        const double *v = g_candles->values + i * 6;
-        kr_sb_printf(&b, "%s[\"%s\",%.17g,%.17g,%.17g,%.17g,%.17g,%.17g]", i > start ? "," : "", ts,
-                     v[0], v[1], v[2], v[3], v[4], v[5]);
-    }
-    kr_sb_printf(&b, "],%s}", extra);
-    return b.s;
-}
+typedef kr_serve_proc proc;
+#define spawn kr_serve_spawn
+#define spawn_serving kr_serve_start
+#define read_err_until kr_serve_read_err
+#define wait_child kr_serve_wait
+#define metric_value kr_http_metric
+#define forecast_body(start, n, extra) kr_http_forecast_body(g_candles, start, n, extra)
 
 typedef struct job {
     int port;
