@@ -477,6 +477,8 @@ int main(int argc, char **argv) {
             cfg.sched.static_batching = md->static_batching;
             cfg.sched.tune = md->tune;
             cfg.sched.max_queue = 4096;
+            /* Every simulated client is this process's one address. */
+            cfg.max_connections_per_ip = 0;
             cfg.sched.log = quiet;
             kr_server *srv = NULL;
             if (kr_server_create(model, &cfg, &srv, &err) != KR_OK) {

@@ -29,6 +29,7 @@
 #include <curl/curl.h>
 
 #include "http_client.h"
+#include "serve_proc.h"
 #include "server/drift.h"
 #include "engine_helpers.h"
 #include "test_support.h"
@@ -69,16 +70,7 @@ static http_resp *http(int port, const char *method, const char *path, const cha
 static double metric_value(int port, const char *series) {
     http_resp *r = http(port, "GET", "/metrics", NULL, NULL);
     assert_int_equal(r->status, 200);
-    double v = -1;
-    size_t n = strlen(series);
-    for (const char *line = r->body; line && *line;) {
-        if (!strncmp(line, series, n) && line[n] == ' ') {
-            v = strtod(line + n + 1, NULL);
-            break;
-        }
-        const char *nl = strchr(line, '\n');
-        line = nl ? nl + 1 : NULL;
-    }
+    double v = kr_metric_in(r->body, series);
     resp_free(r);
     return v;
 }
@@ -88,20 +80,8 @@ static double metric_value(int port, const char *series) {
 typedef kr_sbuf sbuf;
 #define sb_printf kr_sb_printf
 
-/* {"candles": rows [start, start+n) of the bundled data, <extra>} ; caller frees. */
-static char *forecast_body(int64_t start, int64_t n, const char *extra) {
-    sbuf b = { 0 };
-    sb_printf(&b, "{\"candles\":[");
-    for (int64_t i = start; i < start + n; i++) {
-        char ts[32];
-        kr_format_timestamp(g_candles->timestamps[i], 0, ts, sizeof ts);
-        const double *v = g_candles->values + i * 6;
-        sb_printf(&b, "%s[\"%s\",%.17g,%.17g,%.17g,%.17g,%.17g,%.17g]", i > start ? "," : "", ts,
-                  v[0], v[1], v[2], v[3], v[4], v[5]);
-    }
-    sb_printf(&b, "],%s}", extra);
-    return b.s;
-}
+/* {"candles": rows [start, start+n) of the bundled data, <extra>}; caller frees. */
+#define forecast_body(start, n, extra) kr_http_forecast_body(g_candles, start, n, extra)
 
 #define json_of kr_http_json
 
@@ -806,62 +786,14 @@ static void test_drain(void **state) {
 
 /* ---- the kronos serve process */
 
-typedef struct proc {
-    pid_t pid;
-    int err_fd; /* read end of its stderr */
-    char err[8192];
-    size_t err_len;
-} proc;
+typedef kr_serve_proc proc;
+#define spawn_serve kr_serve_spawn
+#define read_err_until kr_serve_read_err
 
-static void spawn_serve(proc *p, const char *const *args) {
-    int fds[2];
-    assert_int_equal(pipe(fds), 0);
-    memset(p, 0, sizeof *p);
-    p->pid = fork();
-    assert_true(p->pid >= 0);
-    if (p->pid == 0) {
-        dup2(fds[1], 2);
-        close(fds[0]);
-        close(fds[1]);
-        const char *argv[32] = { KR_BINARY_DIR "/kronos", "serve" };
-        int n = 2;
-        for (int i = 0; args[i] && n < 31; i++) argv[n++] = args[i];
-        argv[n] = NULL;
-        execv(argv[0], (char *const *)argv);
-        _exit(127);
-    }
-    close(fds[1]);
-    p->err_fd = fds[0];
-}
-
-/* Reads the child's stderr until `needle` shows up or it closes / times out. */
-static const char *read_err_until(proc *p, const char *needle, double timeout_s) {
-    double t0 = kr_now_seconds();
-    while (!strstr(p->err, needle) && kr_now_seconds() - t0 < timeout_s) {
-        struct pollfd pf = { .fd = p->err_fd, .events = POLLIN };
-        if (poll(&pf, 1, 100) <= 0) continue;
-        ssize_t n = read(p->err_fd, p->err + p->err_len, sizeof p->err - 1 - p->err_len);
-        if (n <= 0) break;
-        p->err_len += (size_t)n;
-        p->err[p->err_len] = '\0';
-    }
-    return strstr(p->err, needle);
-}
-
+/* Waits for the process; its exit code, or -1 (killed after timeout_s, or killed by a signal). */
 static int wait_exit(proc *p, double timeout_s) {
-    double t0 = kr_now_seconds();
-    int st = 0;
-    while (waitpid(p->pid, &st, WNOHANG) == 0) {
-        if (kr_now_seconds() - t0 > timeout_s) {
-            kill(p->pid, SIGKILL);
-            waitpid(p->pid, &st, 0);
-            return -1;
-        }
-        read_err_until(p, "\x01never", 0.01);
-    }
-    read_err_until(p, "\x01never", 0.2);
-    close(p->err_fd);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    int st = kr_serve_wait(p, timeout_s);
+    return st >= 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
 static void test_serve_process(void **state) {

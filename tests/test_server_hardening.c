@@ -54,39 +54,9 @@ static http_resp *http(int port, const char *method, const char *path, const cha
     return http_opts(port, method, path, body, NULL);
 }
 
-/* Value of one exact series line in a /metrics scrape, or -1 when absent. */
-static double metric_in(const char *text, const char *series) {
-    size_t n = strlen(series);
-    for (const char *line = text; line && *line;) {
-        if (!strncmp(line, series, n) && line[n] == ' ') return strtod(line + n + 1, NULL);
-        const char *nl = strchr(line, '\n');
-        line = nl ? nl + 1 : NULL;
-    }
-    return -1;
-}
-
-static double metric_value(int port, const char *series) {
-    http_resp *r = http(port, "GET", "/metrics", NULL);
-    assert_int_equal(r->status, 200);
-    double v = metric_in(r->body, series);
-    kr_http_resp_free(r);
-    return v;
-}
-
-/* {"candles": rows [start, start+n) of the bundled data, <extra>}; caller frees. */
-static char *forecast_body(int64_t start, int64_t n, const char *extra) {
-    kr_sbuf b = { 0 };
-    kr_sb_printf(&b, "{\"candles\":[");
-    for (int64_t i = start; i < start + n; i++) {
-        char ts[32];
-        kr_format_timestamp(g_candles->timestamps[i], 0, ts, sizeof ts);
-        const double *v = g_candles->values + i * 6;
-        kr_sb_printf(&b, "%s[\"%s\",%.17g,%.17g,%.17g,%.17g,%.17g,%.17g]", i > start ? "," : "", ts,
-                     v[0], v[1], v[2], v[3], v[4], v[5]);
-    }
-    kr_sb_printf(&b, "],%s}", extra);
-    return b.s;
-}
+#define metric_in kr_metric_in
+#define metric_value kr_http_metric
+#define forecast_body(start, n, extra) kr_http_forecast_body(g_candles, start, n, extra)
 
 /* Log lines of a server, for the tests that read them. */
 typedef struct log_capture {
@@ -565,6 +535,9 @@ static void test_access_log(void **state) {
     char *st = forecast_body(0, 40, "\"pred_len\":3,\"stream\":true");
     http_resp *r4 = http_opts(port, "POST", "/v1/forecast", st, "st-1");
     assert_int_equal(r4->status, 200);
+    /* A failure answered from a body built elsewhere (the analysis: no store configured). */
+    http_resp *r5 = http_opts(port, "POST", "/v1/analyze", "{\"symbol\":\"AAPL\"}", "an-1");
+    assert_int_equal(r5->status, 503);
     kr_server_free(s); /* completes and flushes every line */
 
     char path[4200], text[16384];
@@ -597,6 +570,10 @@ static void test_access_log(void **state) {
             assert_true(bytes == (double)r2->len);
             assert_null(cJSON_GetObjectItem(j, "queue_wait_s"));
             assert_non_null(strstr(cJSON_GetObjectItem(j, "error")->valuestring, "candles"));
+        } else if (!strcmp(rid, "an-1")) {
+            assert_int_equal(status, 503);
+            assert_non_null(
+                strstr(cJSON_GetObjectItem(j, "error")->valuestring, "no candle store"));
         } else if (!strcmp(rid, "st-1")) {
             assert_int_equal(status, 200);
             assert_true(bytes == (double)r4->len); /* every streamed byte counted */
@@ -608,11 +585,12 @@ static void test_access_log(void **state) {
         }
         cJSON_Delete(j);
     }
-    assert_int_equal(lines, 4);
+    assert_int_equal(lines, 5);
     kr_http_resp_free(r1);
     kr_http_resp_free(r2);
     kr_http_resp_free(r3);
     kr_http_resp_free(r4);
+    kr_http_resp_free(r5);
     free(ok);
     free(st);
     unlink(path);

@@ -1,26 +1,34 @@
 /*
- * cli/cmd_serve — `kronos serve`: loads a model and runs the HTTP server (src/server) until
- * SIGTERM or SIGINT, then drains: /ready turns 503, new requests get 503, accepted ones
- * finish and are answered, and the process exits 0.
+ * cli/cmd_serve — `kronos serve`: loads a model and runs the HTTP server (src/server) until a
+ * signal, then drains: /ready turns 503, new requests get 503, accepted ones finish and are
+ * answered, and the process exits 0. SIGTERM, SIGINT and SIGHUP all drain (SIGHUP is not a
+ * reload: settings change with a restart); a second SIGTERM or SIGINT during the drain stops
+ * the process at once, as operators expect of a second Ctrl-C.
  *
- * Settings come from defaults, then --config FILE (JSON, every flag plus scheduler knobs and
- * time-of-day profiles), then the flags, so a flag always wins over the file.
+ * Settings come from defaults, then --config FILE (JSON: every flag has a key, plus the
+ * scheduler knobs, limits and time-of-day profiles), then the flags, so a flag always wins
+ * over the file. --check-config validates all of it and exits without serving.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <limits.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/share_paths.h"
 #include "kronos.h"
 #include "market/store.h"
+#include "server/auth.h"
 #include "server/config.h"
 #include "server/server.h"
 
@@ -37,13 +45,15 @@ static void usage(FILE *f) {
         "  --model DIR              predictor directory, or a directory holding predictor/ and\n"
         "                           tokenizer/ (default: the bundled demo model)\n"
         "  --tokenizer DIR          tokenizer directory\n"
-        "  --host ADDR              address to bind (default 127.0.0.1)\n"
+        "  --host ADDR              address to bind (default 127.0.0.1; another address without\n"
+        "                           an API key is warned about at start-up)\n"
         "  --port N                 port (default 8080; 0 = any free port)\n"
-        "  --config FILE            JSON settings: every flag plus batch_wait_ms,\n"
-        "                           max_batch_tokens, max_running, max_queue,\n"
-        "                           target_queue_p95_s, target_ttft_p95_s, max_body_bytes,\n"
-        "                           request_timeout_s, drift_sample, profiles (flags override\n"
-        "                           the file)\n"
+        "  --config FILE            JSON settings: every flag as a key (db, web_root,\n"
+        "                           access_log, tune, request_timeout_s, ...) plus limits,\n"
+        "                           scheduler knobs and profiles (docs/api.md); flags override\n"
+        "                           the file\n"
+        "  --check-config           check the settings and the files they name, print them,\n"
+        "                           exit 0 (or 2 naming the problem) without serving\n"
         "  --quant FMT              weight format: f32 (default), bf16, int8, fp8, q4 —\n"
         "                           quantised at load; a kronos quantize checkpoint keeps its own\n"
         "  --kv-dtype T             KV-cache precision: f32 (default), bf16, int8\n"
@@ -61,14 +71,19 @@ static void usage(FILE *f) {
         "  --allow-nonfinite-weights\n"
         "                           load a checkpoint even if a weight is NaN or infinite\n"
         "                           (refused by default: such weights corrupt forecasts)\n"
-        "  -h, --help               this text\n",
+        "  --access-log FILE|-      one JSON line per request (appended; - = stdout)\n"
+        "  -h, --help               this text\n"
+        "\n"
+        "Signals: SIGTERM, SIGINT and SIGHUP drain (/ready 503, new requests 503, accepted\n"
+        "ones answered) and exit 0; SIGHUP does not reload (restart to change settings). A\n"
+        "second SIGTERM or SIGINT during the drain stops at once.\n",
         f);
 }
 
 typedef struct flags {
     const char *model, *tokenizer, *host, *port, *config, *quant, *kv_dtype, *threads, *kv_budget,
-        *api_key_file, *timeout, *db, *web_root;
-    int no_tune, allow_nonfinite;
+        *api_key_file, *timeout, *db, *web_root, *access_log;
+    int no_tune, check, allow_nonfinite;
 } flags;
 
 static int parse_flags(int argc, char **argv, flags *fl) {
@@ -89,6 +104,8 @@ static int parse_flags(int argc, char **argv, flags *fl) {
         { "db", required_argument, NULL, 'd' },
         { "web-root", required_argument, NULL, 'w' },
         KR_OPT_ALLOW_NONFINITE_ENTRY,
+        { "access-log", required_argument, NULL, 'L' },
+        { "check-config", no_argument, NULL, 'C' },
         { NULL, 0, NULL, 0 },
     };
     optind = 1;
@@ -110,6 +127,8 @@ static int parse_flags(int argc, char **argv, flags *fl) {
         case 'd': fl->db = optarg; break;
         case 'w': fl->web_root = optarg; break;
         case KR_OPT_ALLOW_NONFINITE: fl->allow_nonfinite = 1; break;
+        case 'L': fl->access_log = optarg; break;
+        case 'C': fl->check = 1; break;
         case 'h': usage(stdout); return -1;
         default: return kr_cli_usage_error(CMD, "%s", "unknown flag");
         }
@@ -158,19 +177,27 @@ static int apply_flags(const flags *fl, kr_server_config *cfg) {
                 CMD, "--request-timeout must be seconds in (0, 86400], got '%s'", fl->timeout);
         cfg->request_timeout_s = t;
     }
+    if (fl->access_log) snprintf(cfg->access_log, sizeof cfg->access_log, "%s", fl->access_log);
+    /* The web root: the flag, else the config's web_root, else the built page. One named
+     * explicitly must exist. */
     struct stat sb;
-    if (fl->web_root && (stat(fl->web_root, &sb) != 0 || !S_ISDIR(sb.st_mode)))
-        return kr_cli_usage_error(CMD, "--web-root '%s' is not a directory", fl->web_root);
-    if (fl->web_root)
-        snprintf(cfg->web_root, sizeof cfg->web_root, "%s", fl->web_root);
-    else
-        kr_share_path("web", cfg->web_root, sizeof cfg->web_root);
-    /* The store is optional for serving forecasts: without one only its routes fail (503).
-     * One that was asked for (--db, KRONOS_DB) must be usable now, not at the first write. */
-    kr_error err = { 0 };
+    if (fl->web_root) snprintf(cfg->web_root, sizeof cfg->web_root, "%s", fl->web_root);
+    if (cfg->web_root[0] && (stat(cfg->web_root, &sb) != 0 || !S_ISDIR(sb.st_mode)))
+        return kr_cli_usage_error(CMD,
+                                  fl->web_root ? "--web-root '%s' is not a directory"
+                                               : "web_root '%s' is not a directory",
+                                  cfg->web_root);
+    if (!cfg->web_root[0]) kr_share_path("web", cfg->web_root, sizeof cfg->web_root);
+    /* The store: the flag, else the config's db, else $KRONOS_DB / the XDG data directory. It
+     * is optional for serving forecasts: without one only its routes fail (503). One that was
+     * asked for (--db, the config's db, KRONOS_DB) must be usable now, not at the first write. */
+    char db[KR_SERVER_PATH_MAX];
+    snprintf(db, sizeof db, "%s", fl->db ? fl->db : cfg->db);
+    const int db_named = db[0] != '\0';
     const char *env_db = getenv("KRONOS_DB");
-    int asked = fl->db || (env_db && *env_db);
-    if (kr_store_resolve_path(fl->db, cfg->db, sizeof cfg->db, &err) != KR_OK ||
+    const int asked = db_named || (env_db && *env_db);
+    kr_error err = { 0 };
+    if (kr_store_resolve_path(db_named ? db : NULL, cfg->db, sizeof cfg->db, &err) != KR_OK ||
         kr_store_check_writable(cfg->db, &err) != KR_OK) {
         if (asked) return kr_cli_fail(CMD, err.message);
         fprintf(stderr,
@@ -179,6 +206,50 @@ static int apply_flags(const flags *fl, kr_server_config *cfg) {
                 CMD, err.message);
         cfg->db[0] = '\0';
     }
+    return 0;
+}
+
+/* --check-config: what start-up would refuse, refused now; the rest printed. */
+static int check_config(const kr_server_config *cfg, const char *pred_dir, const char *tok_dir) {
+    kr_error err = { 0 };
+    char key[256];
+    if (cfg->api_key_file[0] &&
+        kr_auth_load_key_file(cfg->api_key_file, key, sizeof key, &err) != KR_OK)
+        return kr_cli_usage_error(CMD, "api_key_file: %s", err.message);
+    if (cfg->access_log[0] && strcmp(cfg->access_log, "-") != 0) {
+        /* The file is appended to: its directory must take a new file, or it must be
+         * writable already. */
+        if (access(cfg->access_log, W_OK) != 0) {
+            char dir[KR_SERVER_PATH_MAX];
+            snprintf(dir, sizeof dir, "%s", cfg->access_log);
+            char *slash = strrchr(dir, '/');
+            if (slash)
+                *(slash == dir ? slash + 1 : slash) = '\0';
+            else
+                snprintf(dir, sizeof dir, ".");
+            if (errno != ENOENT || access(dir, W_OK | X_OK) != 0)
+                return kr_cli_usage_error(CMD, "access_log: '%s' cannot be written",
+                                          cfg->access_log);
+        }
+    }
+    printf("kronos serve: config OK\n"
+           "  listen      %s:%d\n"
+           "  model       %s\n"
+           "  tokenizer   %s\n"
+           "  quant       %s, kv %s\n"
+           "  api key     %s\n"
+           "  db          %s\n"
+           "  web root    %s\n"
+           "  access log  %s\n"
+           "  limits      body %zu B, rows %d, request memory %zu B, in flight %zu B,\n"
+           "              read timeout %g s, request timeout %g s, connections %d (%d per "
+           "address)\n",
+           cfg->host, cfg->port, pred_dir, tok_dir, cfg->quant, cfg->kv_dtype,
+           cfg->api_key_file[0] ? cfg->api_key_file : "none (no authentication)",
+           cfg->db[0] ? cfg->db : "none (/v1/candles and /v1/analyze answer 503)", cfg->web_root,
+           cfg->access_log[0] ? cfg->access_log : "off", cfg->max_body_bytes, cfg->max_rows,
+           cfg->max_request_memory, cfg->max_memory_in_flight, cfg->read_timeout_s,
+           cfg->request_timeout_s, cfg->max_connections, cfg->max_connections_per_ip);
     return 0;
 }
 
@@ -220,6 +291,64 @@ static int attach_shadow(kr_server *srv, const kr_model *model, const kr_server_
     return 0;
 }
 
+/* The drain runs on its own thread so the main thread keeps listening for a second signal. */
+typedef struct drain_job {
+    kr_server *srv;
+    double grace_s;
+    atomic_int done;
+} drain_job;
+
+static void *drain_main(void *arg) {
+    drain_job *d = arg;
+    kr_server_drain(d->srv, d->grace_s);
+    atomic_store(&d->done, 1);
+    return NULL;
+}
+
+static const char *sig_name(int sig) {
+    return sig == SIGINT ? "SIGINT" : sig == SIGHUP ? "SIGHUP" : "SIGTERM";
+}
+
+/* Waits for the first signal, drains, and returns when the drain is over; a second SIGTERM or
+ * SIGINT meanwhile ends the process at once, by that signal. */
+static void serve_until_signal(kr_server *srv, const sigset_t *sigs, double grace_s) {
+    int sig = 0;
+    sigwait(sigs, &sig);
+    char line[160];
+    snprintf(line, sizeof line,
+             "%s: draining (SIGTERM or SIGINT again stops at once, cutting what is in flight)",
+             sig_name(sig));
+    log_line(NULL, line);
+    drain_job d = { srv, grace_s, 0 };
+    pthread_t th;
+    if (pthread_create(&th, NULL, drain_main, &d) != 0) {
+        drain_main(&d);
+        return;
+    }
+    const struct timespec tick = { 0, 100 * 1000 * 1000 };
+    while (!atomic_load(&d.done)) {
+        siginfo_t si;
+        int again = sigtimedwait(sigs, &si, &tick);
+        if (again < 0) continue; /* EAGAIN: a tick; EINTR */
+        if (again == SIGHUP) {
+            log_line(NULL, "SIGHUP during the drain: ignored (SIGTERM or SIGINT stops at once)");
+            continue;
+        }
+        snprintf(line, sizeof line, "second %s during the drain: stopping now", sig_name(again));
+        log_line(NULL, line);
+        fflush(stderr);
+        /* Die by the signal itself, so the exit status says what happened. */
+        signal(again, SIG_DFL);
+        sigset_t one;
+        sigemptyset(&one);
+        sigaddset(&one, again);
+        pthread_sigmask(SIG_UNBLOCK, &one, NULL);
+        raise(again);
+        _exit(128 + again); /* not reached */
+    }
+    pthread_join(th, NULL);
+}
+
 int kr_cmd_serve(int argc, char **argv) {
     flags fl;
     memset(&fl, 0, sizeof fl);
@@ -244,19 +373,25 @@ int kr_cmd_serve(int argc, char **argv) {
         return resolved == -2 ? kr_cli_fail(CMD, msg) : kr_cli_usage_error(CMD, "%s", msg);
     snprintf(cfg.model, sizeof cfg.model, "%s", pred_dir);
     snprintf(cfg.tokenizer, sizeof cfg.tokenizer, "%s", tok_dir);
+    if (fl.check) return check_config(&cfg, pred_dir, tok_dir);
 
-    /* SIGTERM/SIGINT are blocked before any thread starts, so every thread inherits the mask
-     * and only sigwait below receives them: no async-signal-safety puzzles in handlers. */
+    /* The signals are blocked before any thread starts, so every thread inherits the mask
+     * and only the main thread's sigwait receives them: no async-signal-safety puzzles. */
     sigset_t sigs;
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGTERM);
     sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
+    /* Request bodies (up to max_body_bytes) are large, short-lived buffers: a fixed mmap
+     * threshold hands them back to the system when freed, where glibc's adaptive threshold
+     * would soon keep them in the heap after the first free. */
+    mallopt(M_MMAP_THRESHOLD, 1 << 20);
 
     kr_model_params mp = kr_model_default_params();
     mp.quant = cfg.quant;
-    mp.allow_nonfinite = fl.allow_nonfinite;
+    mp.allow_nonfinite = fl.allow_nonfinite || cfg.allow_nonfinite_weights;
     kr_model *model = NULL;
     if (kr_model_load(pred_dir, tok_dir, &mp, &model, &err) != KR_OK)
         return kr_cli_fail(CMD, err.message);
@@ -265,7 +400,8 @@ int kr_cmd_serve(int argc, char **argv) {
         kr_model_free(model);
         return kr_cli_fail(CMD, err.message);
     }
-    if (attach_shadow(srv, model, &cfg, pred_dir, tok_dir, fl.allow_nonfinite) != 0) {
+    if (attach_shadow(srv, model, &cfg, pred_dir, tok_dir,
+                      fl.allow_nonfinite || cfg.allow_nonfinite_weights) != 0) {
         kr_server_free(srv);
         kr_model_free(model);
         return 1;
@@ -283,10 +419,7 @@ int kr_cmd_serve(int argc, char **argv) {
             kr_server_port(srv));
     fflush(stderr);
 
-    int sig = 0;
-    sigwait(&sigs, &sig);
-    log_line(NULL, sig == SIGINT ? "SIGINT: draining" : "SIGTERM: draining");
-    kr_server_drain(srv, cfg.request_timeout_s);
+    serve_until_signal(srv, &sigs, cfg.request_timeout_s);
     kr_server_free(srv);
     kr_model_free(model);
     log_line(NULL, "stopped");

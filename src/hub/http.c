@@ -32,7 +32,7 @@ void kr_hub_http_close(kr_hub_http *h) {
     h->client = NULL;
 }
 
-static void meta_init(kr_hub_meta *m) {
+void kr_hub_meta_init(kr_hub_meta *m) {
     memset(m, 0, sizeof *m);
     m->linked_size = m->content_length = m->range_start = m->range_total = -1;
 }
@@ -54,8 +54,7 @@ static int64_t parse_i64(const char *s) {
     return (int64_t)v;
 }
 
-static int on_header(void *user, const char *line, size_t len) {
-    kr_hub_meta *m = user;
+void kr_hub_meta_header(kr_hub_meta *m, const char *line, size_t len) {
     /* A status line starts the headers of the next response of a redirect chain: fields that
      * describe "the" response are reset, the hub's metadata (first hop) is kept. */
     if (len > 5 && !strncmp(line, "HTTP/", 5)) {
@@ -63,10 +62,10 @@ static int on_header(void *user, const char *line, size_t len) {
         m->status = sp ? strtol(sp + 1, NULL, 10) : 0;
         m->etag[0] = '\0';
         m->content_length = m->range_start = m->range_total = -1;
-        return 0;
+        return;
     }
     const char *colon = memchr(line, ':', len);
-    if (!colon) return 0;
+    if (!colon) return;
     size_t name_len = (size_t)(colon - line);
     const char *v = colon + 1;
     size_t vlen = len - name_len - 1;
@@ -97,6 +96,10 @@ static int on_header(void *user, const char *line, size_t len) {
         copy_value(m->error_message, sizeof m->error_message, v, vlen);
     }
 #undef IS
+}
+
+static int on_header(void *user, const char *line, size_t len) {
+    kr_hub_meta_header(user, line, len);
     return 0;
 }
 
@@ -105,7 +108,7 @@ static int is_redirect(long status) {
 }
 
 kr_status kr_hub_http_head(kr_hub_http *h, const char *url, kr_hub_meta *m, kr_error *err) {
-    meta_init(m);
+    kr_hub_meta_init(m);
     char cur[4096];
     snprintf(cur, sizeof cur, "%s", url);
     for (int hop = 0; hop < 10; hop++) {
@@ -213,7 +216,7 @@ static int on_get_header(void *user, const char *line, size_t len) {
 
 kr_status kr_hub_http_get(kr_hub_http *h, const char *url, kr_hub_sink *s, kr_hub_meta *m,
                           int *transient, kr_error *err) {
-    meta_init(m);
+    kr_hub_meta_init(m);
     *transient = 0;
     get_ctx g = { .sink = s, .meta = m };
     char range[48];

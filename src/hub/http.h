@@ -27,6 +27,12 @@ typedef struct kr_hub_meta {
     char error_message[256]; /* X-Error-Message */
 } kr_hub_meta;
 
+/* Resets every field to "absent". */
+void kr_hub_meta_init(kr_hub_meta *m);
+/* Takes one response header line (len bytes, not NUL-terminated, as libcurl hands them over,
+ * with or without its CRLF) into m. Untrusted input: the server's bytes (fuzz_hub_headers). */
+void kr_hub_meta_header(kr_hub_meta *m, const char *line, size_t len);
+
 /* One connection cache and the token its requests carry. Not thread-safe: one per pulling
  * thread. */
 typedef struct kr_hub_http {

@@ -14,30 +14,37 @@
 
 static int is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
 
+kr_status kr_auth_parse_key(const char *text, size_t len, const char *label, char *key, size_t cap,
+                            kr_error *err) {
+    /* The first line; a NUL ends it too (a C string could not carry what follows). */
+    size_t end = 0;
+    while (end < len && text[end] != '\n' && text[end] != '\0') end++;
+    size_t a = 0, b = end;
+    while (a < b && is_space(text[a])) a++;
+    while (b > a && is_space(text[b - 1])) b--;
+    const size_t n = b - a;
+    if (n == 0) return kr_error_set(err, KR_ERR_FORMAT, "%s: the API key is empty", label);
+    if (n >= cap)
+        return kr_error_set(err, KR_ERR_FORMAT, "%s: the API key is longer than %zu bytes", label,
+                            cap - 1);
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)text[a + i] < 0x20 || text[a + i] == 0x7f)
+            return kr_error_set(err, KR_ERR_FORMAT,
+                                "%s: the API key contains a control character at byte %zu", label,
+                                i + 1);
+    memcpy(key, text + a, n);
+    key[n] = '\0';
+    return KR_OK;
+}
+
 kr_status kr_auth_load_key_file(const char *path, char *key, size_t cap, kr_error *err) {
     char *text = NULL;
-    kr_status rst = kr_read_file(path, 4096, "API key file", &text, NULL, err);
-    if (rst != KR_OK) return rst;
-    char line[4097];
-    snprintf(line, sizeof line, "%s", text);
+    size_t len = 0;
+    kr_status st = kr_read_file(path, 4096, "API key file", &text, &len, err);
+    if (st != KR_OK) return st;
+    st = kr_auth_parse_key(text, len, path, key, cap, err);
     free(text);
-    char *nl = strchr(line, '\n');
-    if (nl) *nl = '\0';
-    char *s = line;
-    while (*s && is_space(*s)) s++;
-    size_t len = strlen(s);
-    while (len > 0 && is_space(s[len - 1])) s[--len] = '\0';
-    if (len == 0) return kr_error_set(err, KR_ERR_FORMAT, "%s: the API key is empty", path);
-    if (len >= cap)
-        return kr_error_set(err, KR_ERR_FORMAT, "%s: the API key is longer than %zu bytes", path,
-                            cap - 1);
-    for (size_t i = 0; i < len; i++)
-        if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
-            return kr_error_set(err, KR_ERR_FORMAT,
-                                "%s: the API key contains a control character at byte %zu", path,
-                                i + 1);
-    memcpy(key, s, len + 1);
-    return KR_OK;
+    return st;
 }
 
 int kr_auth_equal(const char *a, size_t alen, const char *b, size_t blen) {

@@ -14,6 +14,9 @@
  * one longer than cap - 1 bytes and keys with control characters (they could never be sent
  * in a header). */
 kr_status kr_auth_load_key_file(const char *path, char *key, size_t cap, kr_error *err);
+/* The same rules on a key file's text (len bytes); label names it in errors. Pure. */
+kr_status kr_auth_parse_key(const char *text, size_t len, const char *label, char *key, size_t cap,
+                            kr_error *err);
 
 /* 1 when the Authorization header value (may be NULL) carries exactly `key` as a bearer
  * token, else 0. The scheme name is case-insensitive (RFC 7235). */

@@ -220,6 +220,7 @@ static const bool_key k_bool_keys[] = {
     { "tune", CFG_OFF(sched.tune) },
     { "prefix_cache", CFG_OFF(sched.prefix_cache) },
     { "static_batching", CFG_OFF(sched.static_batching) },
+    { "allow_nonfinite_weights", CFG_OFF(allow_nonfinite_weights) },
 };
 
 typedef struct str_key {

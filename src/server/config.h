@@ -90,6 +90,7 @@ typedef struct kr_server_config {
                                             "-" for stdout, "" for none */
     kr_context_params sched; /* engine parameters (kv_budget_bytes 0 = default; n_threads and
                                 kv_dtype come from `threads` and `kv_dtype`) */
+    int allow_nonfinite_weights; /* load a checkpoint even with NaN/inf weights (default 0) */
     int analysis_priority; /* priority of analyses against forecasts (default
                                 KR_PRIORITY_LOW: a heavy report slows, never stalls, forecasts) */
     int n_profiles;

@@ -35,6 +35,8 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include <cjson/cJSON.h>
+
 #include "base/timeutil.h"
 #include "server/auth.h"
 #include "server/framing.h"
@@ -88,6 +90,14 @@ enum MHD_Result kr_srv_reply(struct MHD_Connection *mc, kr_conn *c, int status,
     if (content_type) MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
     if (extra_name) MHD_add_response_header(r, extra_name, extra_value);
     MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    if (status >= 400 && !c->error[0] && body && len < 8192) {
+        /* An error body built elsewhere ({"error": {"message": ...}}): its message is the
+         * cause the access log records. */
+        cJSON *j = cJSON_ParseWithLength(body, len);
+        const cJSON *m = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "error"), "message");
+        if (cJSON_IsString(m)) snprintf(c->error, sizeof c->error, "%s", m->valuestring);
+        cJSON_Delete(j);
+    }
     return kr_srv_queue(mc, c, status, r, body ? len : 0);
 }
 
@@ -467,6 +477,8 @@ void kr_srv_on_completed(void *cls, struct MHD_Connection *mc, void **con_cls,
                  "the request did not arrive within read_timeout_s (%g s)", s->cfg.read_timeout_s);
     } else if (status == 499 && !c->error[0]) {
         snprintf(c->error, sizeof c->error, "the client closed the connection");
+    } else if (status >= 400 && !c->error[0]) {
+        snprintf(c->error, sizeof c->error, "%s", kr_api_reason(status));
     }
     const double duration = kr_now_seconds() - c->t0;
     kr_http_metrics_record(s->http, kr_route_label(c->route), status, duration);

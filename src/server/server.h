@@ -9,11 +9,14 @@
  *   GET  /ready         200 when the model is loaded and the server is not draining, else 503
  *   GET  /metrics       Prometheus text: engine series + HTTP series
  *
- * Limits map to statuses: bad input 400 (field and row named), missing/wrong API key 401,
- * unknown path 404, wrong method 405, body over max_body_bytes 413, queue full 429 with
- * Retry-After, draining 503, deadline passed 504. A client that disconnects cancels its
- * request. The server never installs signal handlers; the caller (cli/cmd_serve.c) turns
- * SIGTERM into kr_server_drain.
+ * Limits map to statuses: bad input 400 (field and row named; also an ambiguous body length,
+ * then the connection closes), missing/wrong API key 401, unknown path 404, wrong method 405,
+ * body over max_body_bytes or max_request_memory 413, queue full 429 with Retry-After,
+ * draining 503, memory budget (max_memory_in_flight) full 503 with Retry-After, deadline
+ * passed 504. A client that disconnects cancels its request; one whose request has not
+ * arrived read_timeout_s after accept is cut. Every answer carries X-Request-Id. The server
+ * never installs signal handlers; the caller (cli/cmd_serve.c) turns signals into
+ * kr_server_drain.
  */
 #ifndef KR_SERVER_SERVER_H
 #define KR_SERVER_SERVER_H

@@ -10,6 +10,9 @@
 
 #include <cmocka.h>
 
+#include "base/timeutil.h"
+#include "market/candles.h"
+
 static size_t on_body(char *p, size_t sz, size_t n, void *ud) {
     kr_http_resp *r = ud;
     size_t k = sz * n;
@@ -72,7 +75,9 @@ CURLcode kr_http_perform(int port, const char *method, const char *path, const c
     struct curl_slist *hl = NULL;
     snprintf(hdr, sizeof hdr, "Content-Type: %s", content_type ? content_type : "application/json");
     hl = curl_slist_append(hl, hdr);
-    hl = curl_slist_append(hl, "Expect:");
+    /* No "Expect: 100-continue" unless asked for: a server that refuses a body before reading
+     * it answers such a client cleanly instead of resetting a connection mid-upload. */
+    if (!r->expect_continue) hl = curl_slist_append(hl, "Expect:");
     if (auth) {
         snprintf(hdr, sizeof hdr, "Authorization: Bearer %s", auth);
         hl = curl_slist_append(hl, hdr);
@@ -172,4 +177,39 @@ int kr_sse_events(const char *body, char ev[][32], char **data, int max) {
         p = end + 2;
     }
     return n;
+}
+
+double kr_metric_in(const char *text, const char *series) {
+    size_t n = strlen(series);
+    for (const char *line = text; line && *line;) {
+        if (!strncmp(line, series, n) && line[n] == ' ') return strtod(line + n + 1, NULL);
+        const char *nl = strchr(line, '\n');
+        line = nl ? nl + 1 : NULL;
+    }
+    return -1;
+}
+
+double kr_http_metric(int port, const char *series) {
+    kr_http_resp r = { 0 };
+    double v = -1;
+    if (kr_http_perform(port, "GET", "/metrics", NULL, NULL, NULL, 0, &r) == CURLE_OK &&
+        r.status == 200)
+        v = kr_metric_in(r.body, series);
+    free(r.body);
+    return v;
+}
+
+char *kr_http_forecast_body(const struct kr_candles *c, int64_t start, int64_t n,
+                            const char *extra) {
+    kr_sbuf b = { 0 };
+    kr_sb_printf(&b, "{\"candles\":[");
+    for (int64_t i = start; i < start + n; i++) {
+        char ts[32];
+        kr_format_timestamp(c->timestamps[i], 0, ts, sizeof ts);
+        const double *v = c->values + i * 6;
+        kr_sb_printf(&b, "%s[\"%s\",%.17g,%.17g,%.17g,%.17g,%.17g,%.17g]", i > start ? "," : "", ts,
+                     v[0], v[1], v[2], v[3], v[4], v[5]);
+    }
+    kr_sb_printf(&b, "],%s}", extra);
+    return b.s;
 }

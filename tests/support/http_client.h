@@ -3,6 +3,7 @@
 #define KR_TEST_HTTP_CLIENT_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include <cjson/cJSON.h>
 #include <curl/curl.h>
@@ -14,6 +15,7 @@ typedef struct kr_http_resp {
     char retry_after[32], allow[64], content_type[128], www_auth[128], csp[512];
     char request_id[128], connection[32]; /* X-Request-Id and Connection headers received */
     const char *send_request_id; /* set before the call: an X-Request-Id to send (NULL: none) */
+    int expect_continue; /* set before the call: send "Expect: 100-continue" with a body */
     /* streaming abort: stop after this many "event: progress" frames (0 = never) */
     int abort_after_progress;
     int progress_seen;
@@ -32,12 +34,23 @@ const char *kr_http_error_field(const kr_http_resp *r);
 /* The body as JSON; fails the test when it is not JSON. Caller deletes. */
 cJSON *kr_http_json(const kr_http_resp *r);
 
+/* Value of one exact series line ("name{labels}") in a Prometheus text scrape, or -1. */
+double kr_metric_in(const char *text, const char *series);
+/* Scrapes GET /metrics on port and returns kr_metric_in of it (-1 when absent or unreachable). */
+double kr_http_metric(int port, const char *series);
+
 /* A growable string. */
 typedef struct kr_sbuf {
     char *s;
     size_t len, cap;
 } kr_sbuf;
 void kr_sb_printf(kr_sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* {"candles": rows [start, start+n) of c as arrays with exact numbers, <extra members>};
+ * caller frees. */
+struct kr_candles;
+char *kr_http_forecast_body(const struct kr_candles *c, int64_t start, int64_t n,
+                            const char *extra);
 
 /* Splits an SSE body into (event, data) pairs (multi-line data joined with \n); returns the
  * count. data[i] are malloc'd. */

@@ -1,0 +1,64 @@
+/*
+ * fuzz_query — libFuzzer target for what the server reads from a request's URL and headers
+ * besides the body: the GET /v1/candles query parameters (kr_api_candles_query: interval,
+ * limit), the path's symbol (kr_api_store_name), the X-Request-Id check and the framing check
+ * of Content-Length / Transfer-Encoding (server/framing). The input is split at '&' into
+ * values, as a query string would be.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/access_log.h"
+#include "server/analyst_request.h"
+#include "server/framing.h"
+
+#define CHECK(cond)           \
+    do {                      \
+        if (!(cond)) abort(); \
+    } while (0)
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    char text[4096];
+    size_t n = size < sizeof text - 1 ? size : sizeof text - 1;
+    memcpy(text, data, n);
+    text[n] = '\0';
+    const char *v[4] = { "", "", "", "" };
+    char *p = text;
+    for (int i = 0; i < 4 && p; i++) {
+        v[i] = p;
+        p = strchr(p, '&');
+        if (p) *p++ = '\0';
+    }
+
+    char interval[64];
+    int limit = -1;
+    kr_api_error err;
+    if (kr_api_candles_query(v[0][0] ? v[0] : NULL, v[1][0] ? v[1] : NULL, interval,
+                             sizeof interval, &limit, &err) == KR_OK) {
+        CHECK(limit >= 1 && limit <= KR_API_CANDLES_MAX);
+        kr_error e;
+        CHECK(!interval[0] || kr_store_check_interval(interval, &e) == KR_OK);
+    } else {
+        CHECK(err.status == 400 && err.message[0]);
+        CHECK(!strcmp(err.field, "interval") || !strcmp(err.field, "limit"));
+    }
+    char symbol[64];
+    if (kr_api_store_name(v[2], "symbol", 0, symbol, sizeof symbol, &err) == KR_OK)
+        CHECK(symbol[0] && strlen(symbol) <= KR_STORE_NAME_MAX);
+
+    /* An X-Request-Id accepted as is is safe in a header and a log line. */
+    if (kr_request_id_valid(v[3]))
+        for (const char *c = v[3]; *c; c++) CHECK(*c > 0x20 && *c < 0x7f && *c != '"');
+
+    const char *names[3] = { "Content-Length", "Content-Length", "Transfer-Encoding" };
+    const char *values[3] = { v[0], v[1], v[2] };
+    char msg[256];
+    int st = kr_http_check_framing(3, names, values, msg, sizeof msg);
+    CHECK(st == 400); /* Transfer-Encoding with Content-Length is always refused */
+    st = kr_http_check_framing(2, names, values, msg, sizeof msg);
+    CHECK(st == 0 || st == 400);
+    if (st == 0) CHECK(strtoll(v[0], NULL, 10) == strtoll(v[1], NULL, 10));
+    return 0;
+}
