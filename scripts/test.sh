@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test suite: installs what is missing, then a Release build and an ASan+UBSan build,
 # each running the whole ctest suite, then every libFuzzer target for a bounded time.
-# FUZZ_SECONDS (default 60) sets the time per fuzzer; FUZZ_SECONDS=0 skips fuzzing.
+# FUZZ_SECONDS (default 30) sets the time per fuzzer; FUZZ_SECONDS=0 skips fuzzing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
@@ -29,7 +29,7 @@ cmake --build build/asan -j"$jobs" >/dev/null
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build/asan --output-on-failure -j"$jobs"
 
-secs=${FUZZ_SECONDS:-60}
+secs=${FUZZ_SECONDS:-30}
 if [ "$secs" -gt 0 ]; then
   echo "== libFuzzer (${secs}s per target)"
   CC=clang cmake -S . -B build/fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKRONOS_FUZZ=ON >/dev/null
