@@ -355,8 +355,10 @@ class KronosPredictor:
             out.append(q)
         return tuple(out)
 
-    def _run_prepared(self, prepared, pred_len, T, top_k, top_p, sample_count, seed,
-                      return_paths, quantiles, quant, kv_dtype, window, threads):
+    def _raw(self, prepared, pred_len, T=1.0, top_k=0, top_p=0.9, sample_count=1, seed=0,
+             return_paths=False, quantiles=None, quant=None, kv_dtype=None, window="exact",
+             threads=None):
+        """Runs prepared series; one dict of numpy arrays per series (see run)."""
         params = self._params(pred_len, T, top_k, top_p, sample_count, seed, window)
         qs = self._quantiles(quantiles)
         d_threads, d_kv, d_quant = self._defaults
@@ -364,22 +366,25 @@ class KronosPredictor:
                             d_kv if kv_dtype is None else kv_dtype,
                             d_quant if quant is None else quant)
         # Official semantics: the whole frame is the lookback (the predictor's window slides
-        # over it past max_context; the tokenizer encodes all of it).
-        params.lookback = 0
-        out = []
-        # One batch call per history length: lookback is a batch-wide parameter.
+        # over it past max_context; the tokenizer encodes all of it). lookback is a batch-wide
+        # parameter, so one batch call per history length.
         by_len = {}
         for i, p in enumerate(prepared):
             by_len.setdefault(len(p.ts), []).append(i)
         results = [None] * len(prepared)
         for n, idx in by_len.items():
             params.lookback = n
-            rs = run(ctx, [prepared[i] for i in idx], params, bool(return_paths), qs)
-            for i, r in zip(idx, rs):
+            for i, r in zip(idx, run(ctx, [prepared[i] for i in idx], params,
+                                     bool(return_paths), qs)):
                 results[i] = r
-        for p, r in zip(prepared, results):
-            out.append(to_output(r, p.index, return_paths, qs))
-        return out
+        return results
+
+    def _run_prepared(self, prepared, pred_len, T, top_k, top_p, sample_count, seed,
+                      return_paths, quantiles, quant, kv_dtype, window, threads):
+        qs = self._quantiles(quantiles)
+        results = self._raw(prepared, pred_len, T, top_k, top_p, sample_count, seed,
+                            return_paths, qs, quant, kv_dtype, window, threads)
+        return [to_output(r, p.index, return_paths, qs) for p, r in zip(prepared, results)]
 
     def predict(self, df, x_timestamp, y_timestamp, pred_len, T=1.0, top_k=0, top_p=0.9,
                 sample_count=1, verbose=True, use_kv_cache=False, *, seed=0,
