@@ -253,7 +253,7 @@ def _read(f, keep_paths, quantiles):
         for q in quantiles:
             _lib.check(_lib.kr_forecast_quantile(
                 f, q, buf.ctypes.data_as(ctypes.POINTER(ctypes.c_double)), ctypes.byref(err)), err)
-            r["quantiles"][q] = buf.astype(np.float32)
+            r["quantiles"][q] = buf.copy()  # interpolated in double by the engine
     st = _lib.kr_forecast_stats()
     _lib.kr_forecast_get_stats(f, ctypes.byref(st))
     r["stats"] = {name: getattr(st, name) for name, _ in st._fields_}
