@@ -18,6 +18,10 @@ from .predictor import KronosPredictor, prepare, to_output
 from .errors import InvalidArgumentError
 
 
+# Predictors this worker process has loaded (what the tests read to check "once per worker").
+setups = 0
+
+
 class KronosWorkerPlugin(WorkerPlugin):
     """Loads a KronosPredictor when a worker starts (or joins), frees it when it stops."""
 
@@ -34,6 +38,8 @@ class KronosWorkerPlugin(WorkerPlugin):
         self.args, self.name, self.predictor = state["args"], state["name"], None
 
     def setup(self, worker=None):
+        global setups
+        setups += 1
         model, tokenizer, max_context, clip, threads, kv_dtype, quant = self.args
         self.predictor = KronosPredictor(Kronos.from_pretrained(model),
                                          KronosTokenizer.from_pretrained(tokenizer),
@@ -44,6 +50,10 @@ class KronosWorkerPlugin(WorkerPlugin):
         if self.predictor is not None:
             self.predictor.close()
             self.predictor = None
+
+
+def _registered(name, dask_scheduler=None):
+    return name in dask_scheduler.worker_plugins
 
 
 def _forecast_chunk(plugin_name, chunk, pred_len, kwargs):
@@ -83,7 +93,10 @@ def forecast_many(client, df_list, x_timestamp_list, y_timestamp_list, pred_len,
                 for i, (d, x, y) in enumerate(zip(df_list, x_timestamp_list, y_timestamp_list))]
     plugin = KronosWorkerPlugin(_path(model, Kronos), _path(tokenizer, KronosTokenizer),
                                 max_context, clip, threads, kv_dtype, quant)
-    client.register_worker_plugin(plugin, name=plugin.name)
+    # Registering again would make every worker reload: only the first call (per model and
+    # settings) registers; workers that join later get it from the scheduler.
+    if not client.run_on_scheduler(_registered, plugin.name):
+        client.register_worker_plugin(plugin, name=plugin.name)
     kwargs = dict(T=T, top_k=top_k, top_p=top_p, sample_count=sample_count, seed=seed,
                   return_paths=return_paths, quantiles=quantiles, window=window)
     futures = []

@@ -10,9 +10,10 @@ import kronos.dask as kd  # noqa: E402
 from conftest import DEMO  # noqa: E402
 
 
-def _loaded_models(dask_worker=None):
+def _loads(dask_worker=None):
+    import kronos.dask
     import kronos.model
-    return len(kronos.model._models)
+    return len(kronos.model._models), kronos.dask.setups
 
 
 def test_forecast_many_equals_predict_batch(predictor, candles):
@@ -30,8 +31,13 @@ def test_forecast_many_equals_predict_batch(predictor, candles):
             distributed.Client(cluster) as client:
         got = kd.forecast_many(client, dfs, xs, ys, 4, model=DEMO, tokenizer=DEMO, threads=1,
                                batch_size=16, **kw)
-        per_worker = client.run(_loaded_models)
-    assert len(per_worker) == 2 and set(per_worker.values()) == {1}
+        # A second call finds the model loaded: still one load per worker.
+        again = kd.forecast_many(client, dfs[:8], xs[:8], ys[:8], 4, model=DEMO, tokenizer=DEMO,
+                                 threads=1, batch_size=4, **kw)
+        per_worker = client.run(_loads)
+    assert len(per_worker) == 2 and set(per_worker.values()) == {(1, 1)}
+    for a, b in zip(ref, again):
+        assert a.mean.equals(b.mean)
     assert len(got) == len(ref) == 200
     for a, b in zip(ref, got):
         assert a.mean.equals(b.mean)
