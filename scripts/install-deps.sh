@@ -9,14 +9,25 @@
 # --web: also what the web page's tests need (scripts/test.sh): Debian's Chromium, which
 # tests/web/e2e.mjs drives headless through playwright-core, and Node.js/npm when the machine
 # has none (the page's packages come from `npm ci` in web/, never from here).
+# --python: also what the Python package in python/ needs (Debian's python3 3.11 with numpy,
+# pandas, setuptools and pip to install it offline, pytest and distributed for its tests).
 set -euo pipefail
 packages=(build-essential cmake pkg-config clang clang-format libclang-rt-14-dev
           libcjson-dev libcmocka-dev libopenblas-dev libxxhash-dev libsqlite3-dev
           libmicrohttpd-dev libcurl4-openssl-dev systemd)
-if [ "${1:-}" = "--web" ]; then
-  packages+=(chromium)
-  command -v node >/dev/null && command -v npm >/dev/null || packages+=(nodejs npm)
-fi
+for opt in "$@"; do
+  case "$opt" in
+    --web)
+      packages+=(chromium)
+      command -v node >/dev/null && command -v npm >/dev/null || packages+=(nodejs npm)
+      ;;
+    --python)
+      packages+=(python3 python3-numpy python3-pandas python3-setuptools python3-pip
+                 python3-pytest python3-distributed)
+      ;;
+    *) echo "install-deps.sh: unknown option '$opt' (--web, --python)" >&2; exit 2 ;;
+  esac
+done
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

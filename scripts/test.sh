@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The test suite: installs what is missing, then a Release build and an ASan+UBSan build,
 # each running the whole ctest suite, then every libFuzzer target for a bounded time.
+# Then the Python package (python/): installed from the Release library into a throwaway venv
+# over Debian's numpy/pandas/distributed, and its pytest suite.
 # FUZZ_SECONDS (default 30) sets the time per fuzzer; FUZZ_SECONDS=0 skips fuzzing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,6 +30,17 @@ cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKRONOS_SANITIZE=ON 
 cmake --build build/asan -j"$jobs" >/dev/null
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build/asan --output-on-failure -j"$jobs"
+
+echo "== Python package"
+bash scripts/install-deps.sh --python
+# Debian's python3 (not a pyenv one on PATH); the venv sees the system's numpy, pandas,
+# pytest and distributed, and pip installs offline with no build isolation, bundling
+# build/release/lib/libkronos.so.0 into the package.
+rm -rf build/pyvenv
+/usr/bin/python3 -m venv --system-site-packages --without-pip build/pyvenv
+build/pyvenv/bin/python -m pip install -q --no-build-isolation --no-index ./python
+# From build/, so the tests import the installed package, not the source folder.
+(cd build && KRONOS_CLI="$PWD/release/kronos" pyvenv/bin/python -m pytest -q ../python/tests)
 
 secs=${FUZZ_SECONDS:-30}
 if [ "$secs" -gt 0 ]; then

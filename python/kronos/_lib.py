@@ -1,0 +1,174 @@
+"""ctypes view of libkronos.so: the structures of include/kronos.h and the function prototypes.
+
+Kept in one place so that a change of the C header has one Python counterpart to update; the
+layouts are checked at import against the library's own defaults (see _check_layout).
+"""
+
+import ctypes
+import os
+
+from . import errors
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_SONAME = "libkronos.so.0"
+
+
+class kr_error(ctypes.Structure):
+    _fields_ = [("status", ctypes.c_int), ("message", ctypes.c_char * 512)]
+
+
+class kr_model_params(ctypes.Structure):
+    _fields_ = [("quant", ctypes.c_char_p), ("quant_group", ctypes.c_int)]
+
+
+class kr_model_info(ctypes.Structure):
+    _fields_ = [
+        ("d_model", ctypes.c_int), ("n_layers", ctypes.c_int), ("n_heads", ctypes.c_int),
+        ("ff_dim", ctypes.c_int), ("tok_d_model", ctypes.c_int), ("tok_n_heads", ctypes.c_int),
+        ("tok_ff_dim", ctypes.c_int), ("tok_enc_blocks", ctypes.c_int),
+        ("tok_dec_blocks", ctypes.c_int), ("s1_bits", ctypes.c_int), ("s2_bits", ctypes.c_int),
+        ("learn_te", ctypes.c_int), ("n_params", ctypes.c_size_t),
+        ("weight_bytes", ctypes.c_size_t), ("load_seconds", ctypes.c_double),
+        ("quant", ctypes.c_char * 8), ("quant_method", ctypes.c_char * 16),
+        ("quant_group", ctypes.c_int), ("quant_seconds", ctypes.c_double),
+    ]
+
+
+class kr_series(ctypes.Structure):
+    _fields_ = [
+        ("n", ctypes.c_int64), ("timestamps", ctypes.c_void_p), ("values", ctypes.c_void_p),
+        ("has_volume", ctypes.c_int), ("has_amount", ctypes.c_int),
+        ("future_timestamps", ctypes.c_void_p),
+    ]
+
+
+class kr_forecast_params(ctypes.Structure):
+    _fields_ = [
+        ("pred_len", ctypes.c_int), ("lookback", ctypes.c_int), ("max_context", ctypes.c_int),
+        ("paths", ctypes.c_int), ("temperature", ctypes.c_float), ("top_k", ctypes.c_int),
+        ("top_p", ctypes.c_float), ("seed", ctypes.c_uint64), ("window", ctypes.c_int),
+        ("clip", ctypes.c_float), ("keep_paths", ctypes.c_int), ("first_path", ctypes.c_int),
+    ]
+
+
+class kr_context_params(ctypes.Structure):
+    _fields_ = [
+        ("n_threads", ctypes.c_int), ("kv_dtype", ctypes.c_char_p),
+        ("max_batch_tokens", ctypes.c_int), ("max_running", ctypes.c_int),
+        ("max_queue", ctypes.c_int), ("batch_wait_ms", ctypes.c_int),
+        ("kv_budget_bytes", ctypes.c_size_t), ("prefix_cache", ctypes.c_int),
+        ("static_batching", ctypes.c_int), ("background_share", ctypes.c_double),
+        ("background_min_rows", ctypes.c_int), ("tune", ctypes.c_int),
+        ("target_queue_p95_s", ctypes.c_double), ("target_ttft_p95_s", ctypes.c_double),
+        ("abort_callback", ctypes.c_void_p), ("abort_user", ctypes.c_void_p),
+        ("log", ctypes.c_void_p), ("log_user", ctypes.c_void_p),
+    ]
+
+
+class kr_forecast_stats(ctypes.Structure):
+    _fields_ = [
+        ("prefill_tokens", ctypes.c_int64), ("cached_tokens", ctypes.c_int64),
+        ("decode_tokens", ctypes.c_int64), ("window_recomputes", ctypes.c_int64),
+        ("kv_bytes", ctypes.c_size_t), ("seconds_total", ctypes.c_double),
+        ("seconds_prefill", ctypes.c_double), ("seconds_decode", ctypes.c_double),
+        ("seconds_tokenizer", ctypes.c_double), ("seconds_queue", ctypes.c_double),
+        ("seconds_ttft", ctypes.c_double),
+    ]
+
+
+def _candidates():
+    """Where the library is looked for, first match wins (README "Finding the library")."""
+    env = os.environ.get("KRONOS_LIBRARY")
+    if env:
+        return [("$KRONOS_LIBRARY", env)]
+    out = [("bundled", os.path.join(_HERE, _SONAME))]
+    # A source checkout: python/kronos -> <repo>/build/release/lib.
+    repo = os.path.dirname(os.path.dirname(_HERE))
+    for build in ("release", "relwithdebinfo", "debug"):
+        out.append(("build tree", os.path.join(repo, "build", build, "lib", _SONAME)))
+    out.append(("system loader path", _SONAME))
+    return out
+
+
+def _load():
+    tried = []
+    for where, path in _candidates():
+        if os.sep in path and not os.path.exists(path):
+            tried.append(f"{where}: {path} (absent)")
+            continue
+        try:
+            return ctypes.CDLL(path), path
+        except OSError as e:
+            tried.append(f"{where}: {e}")
+    raise ImportError(
+        "kronos: cannot load libkronos.so.0; tried " + "; ".join(tried) +
+        ". Build it (cmake --build build/release) or set KRONOS_LIBRARY to its path.")
+
+
+lib, library_path = _load()
+
+_P = ctypes.POINTER
+_c = ctypes.c_void_p
+_status = ctypes.c_int
+
+
+def _proto(name, restype, *argtypes):
+    fn = getattr(lib, name)
+    fn.restype = restype
+    fn.argtypes = list(argtypes)
+    return fn
+
+
+kr_version = _proto("kr_version", ctypes.c_char_p)
+kr_strerror = _proto("kr_strerror", ctypes.c_char_p, ctypes.c_int)
+kr_model_default_params = _proto("kr_model_default_params", kr_model_params)
+kr_model_load = _proto("kr_model_load", _status, ctypes.c_char_p, ctypes.c_char_p,
+                       _P(kr_model_params), _P(_c), _P(kr_error))
+kr_model_free = _proto("kr_model_free", None, _c)
+kr_model_get_info = _proto("kr_model_get_info", None, _c, _P(kr_model_info))
+kr_forecast_default_params = _proto("kr_forecast_default_params", kr_forecast_params)
+kr_context_default_params = _proto("kr_context_default_params", kr_context_params)
+kr_context_create = _proto("kr_context_create", _status, _c, _P(kr_context_params), _P(_c),
+                           _P(kr_error))
+kr_context_free = _proto("kr_context_free", None, _c)
+kr_forecast_run_batch = _proto("kr_forecast_run_batch", _status, _c, _P(kr_series), ctypes.c_int,
+                               _P(kr_forecast_params), _P(_c), _P(kr_error))
+kr_forecast_free = _proto("kr_forecast_free", None, _c)
+kr_forecast_pred_len = _proto("kr_forecast_pred_len", ctypes.c_int, _c)
+kr_forecast_paths = _proto("kr_forecast_paths", ctypes.c_int, _c)
+kr_forecast_lookback = _proto("kr_forecast_lookback", ctypes.c_int, _c)
+kr_forecast_timestamps = _proto("kr_forecast_timestamps", _P(ctypes.c_int64), _c)
+kr_forecast_mean = _proto("kr_forecast_mean", _P(ctypes.c_double), _c)
+kr_forecast_path = _proto("kr_forecast_path", _P(ctypes.c_double), _c, ctypes.c_int)
+kr_forecast_path_s1 = _proto("kr_forecast_path_s1", _P(ctypes.c_int32), _c, ctypes.c_int)
+kr_forecast_path_s2 = _proto("kr_forecast_path_s2", _P(ctypes.c_int32), _c, ctypes.c_int)
+kr_forecast_history_s1 = _proto("kr_forecast_history_s1", _P(ctypes.c_int32), _c)
+kr_forecast_history_s2 = _proto("kr_forecast_history_s2", _P(ctypes.c_int32), _c)
+kr_forecast_quantile = _proto("kr_forecast_quantile", _status, _c, ctypes.c_double,
+                              _P(ctypes.c_double), _P(kr_error))
+kr_forecast_get_stats = _proto("kr_forecast_get_stats", None, _c, _P(kr_forecast_stats))
+
+
+def check(status, err):
+    """Raises the KronosError subclass of a failed kr_status, with the C message."""
+    if status != 0:
+        msg = err.message.decode("utf-8", "replace") or kr_strerror(status).decode()
+        raise errors.from_status(status, msg)
+
+
+def _check_layout():
+    # A structure out of step with the header shows up as nonsense in the defaults (the
+    # header documents them), long before it corrupts a forecast.
+    fp = kr_forecast_default_params()
+    cp = kr_context_default_params()
+    ok = (fp.max_context == 512 and fp.paths == 1 and abs(fp.top_p - 0.9) < 1e-6 and
+          abs(fp.clip - 5.0) < 1e-6 and cp.max_batch_tokens == 4096 and cp.max_running == 64 and
+          cp.max_queue == 256 and abs(cp.background_share - 0.5) < 1e-12 and
+          cp.background_min_rows == 8)
+    if not ok:
+        raise ImportError(f"kronos: {library_path} does not match this package's structure "
+                          "layouts (a library from another version?)")
+
+
+_check_layout()
+version = kr_version().decode()

@@ -1,0 +1,111 @@
+"""Many series on a Dask `distributed` cluster: kronos.dask.forecast_many.
+
+Each worker loads the model once (a worker plugin holding a KronosPredictor, so one kr_model
+and one kr_context per worker process); each task forecasts a batch of series through it. The
+engine's numbers do not depend on what is batched together or on the thread count, so the
+results equal, bit for bit, predict_batch on the same series in one process.
+
+The model directories (or hub names) must resolve on every worker: on a multi-machine cluster,
+a shared filesystem or the same `kronos pull` on each machine.
+"""
+
+import hashlib
+
+from distributed import WorkerPlugin, get_worker
+
+from .model import Kronos, KronosTokenizer
+from .predictor import KronosPredictor, prepare, to_output
+from .errors import InvalidArgumentError
+
+
+# Predictors this worker process has loaded (what the tests read to check "once per worker").
+setups = 0
+
+
+class KronosWorkerPlugin(WorkerPlugin):
+    """Loads a KronosPredictor when a worker starts (or joins), frees it when it stops."""
+
+    def __init__(self, model, tokenizer, max_context=512, clip=5, threads=None, kv_dtype=None,
+                 quant=None):
+        self.args = (model, tokenizer, max_context, clip, threads, kv_dtype, quant)
+        self.name = "kronos-" + hashlib.sha1(repr(self.args).encode()).hexdigest()[:16]
+        self.predictor = None
+
+    def __getstate__(self):  # ship the arguments, never a loaded model
+        return {"args": self.args, "name": self.name}
+
+    def __setstate__(self, state):
+        self.args, self.name, self.predictor = state["args"], state["name"], None
+
+    def setup(self, worker=None):
+        global setups
+        setups += 1
+        model, tokenizer, max_context, clip, threads, kv_dtype, quant = self.args
+        self.predictor = KronosPredictor(Kronos.from_pretrained(model),
+                                         KronosTokenizer.from_pretrained(tokenizer),
+                                         max_context=max_context, clip=clip, threads=threads,
+                                         kv_dtype=kv_dtype, quant=quant)
+
+    def teardown(self, worker=None):
+        if self.predictor is not None:
+            self.predictor.close()
+            self.predictor = None
+
+
+def _registered(name, dask_scheduler=None):
+    return name in dask_scheduler.worker_plugins
+
+
+def _forecast_chunk(plugin_name, chunk, pred_len, kwargs):
+    plugin = get_worker().plugins[plugin_name]
+    return plugin.predictor._raw(chunk, pred_len, **kwargs)
+
+
+def _path(x, cls):
+    if isinstance(x, cls):
+        return x.path
+    return cls.from_pretrained(x).path
+
+
+def forecast_many(client, df_list, x_timestamp_list, y_timestamp_list, pred_len, *, model,
+                  tokenizer, batch_size=32, max_context=512, clip=5, T=1.0, top_k=0, top_p=0.9,
+                  sample_count=1, seed=0, return_paths=False, quantiles=None, window="exact",
+                  threads=None, kv_dtype=None, quant=None):
+    """predict_batch over a distributed.Client's workers, `batch_size` series per task.
+
+    model / tokenizer: Kronos / KronosTokenizer objects, directories or hub names (resolved
+    here and again on each worker). The inputs are checked here, by predict_batch's rules,
+    before anything is sent; x_timestamp_list / y_timestamp_list entries may be None as in
+    predict. threads is per worker (default: all the machine's CPUs, so set it to
+    cores / workers per machine). Returns what predict_batch returns, in input order.
+    """
+    seqs = (list, tuple)
+    if not isinstance(df_list, seqs) or not isinstance(x_timestamp_list, seqs) or \
+            not isinstance(y_timestamp_list, seqs):
+        raise InvalidArgumentError(
+            "df_list, x_timestamp_list, y_timestamp_list must be list or tuple types.")
+    if not len(df_list) == len(x_timestamp_list) == len(y_timestamp_list):
+        raise InvalidArgumentError(
+            "df_list, x_timestamp_list, y_timestamp_list must have consistent lengths.")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise InvalidArgumentError(f"batch_size: expected an integer >= 1, got {batch_size!r}")
+    prepared = [prepare(d, x, y, pred_len, index=i)
+                for i, (d, x, y) in enumerate(zip(df_list, x_timestamp_list, y_timestamp_list))]
+    plugin = KronosWorkerPlugin(_path(model, Kronos), _path(tokenizer, KronosTokenizer),
+                                max_context, clip, threads, kv_dtype, quant)
+    # Registering again would make every worker reload: only the first call (per model and
+    # settings) registers; workers that join later get it from the scheduler.
+    if not client.run_on_scheduler(_registered, plugin.name):
+        client.register_worker_plugin(plugin, name=plugin.name)
+    kwargs = dict(T=T, top_k=top_k, top_p=top_p, sample_count=sample_count, seed=seed,
+                  return_paths=return_paths, quantiles=quantiles, window=window)
+    futures = []
+    for start in range(0, len(prepared), batch_size):
+        # The output index stays here: tasks carry only the arrays the engine reads.
+        chunk = [type(p)(p.values, p.ts, p.future, None)
+                 for p in prepared[start:start + batch_size]]
+        futures.append(client.submit(_forecast_chunk, plugin.name, chunk, pred_len, kwargs,
+                                     pure=False))
+    raw = [r for chunk in client.gather(futures) for r in chunk]
+    qs = KronosPredictor._quantiles(quantiles)
+    return [to_output(r, p.index, return_paths, qs) for p, r in zip(prepared, raw)]

@@ -1,0 +1,151 @@
+"""Kronos and KronosTokenizer: checkpoint directories, as the official classes' from_pretrained
+gives them, and the loaded engine model they become once a KronosPredictor pairs them."""
+
+import ctypes
+import json
+import os
+import threading
+import weakref
+
+from . import _lib
+from .errors import InvalidArgumentError, KronosIOError
+
+
+def hub_cache_dir():
+    """The Hugging Face hub cache, with huggingface_hub's (and `kronos pull`'s) precedence."""
+    if os.environ.get("HF_HUB_CACHE"):
+        return os.path.expanduser(os.environ["HF_HUB_CACHE"])
+    if os.environ.get("HF_HOME"):
+        return os.path.join(os.path.expanduser(os.environ["HF_HOME"]), "hub")
+    if os.environ.get("XDG_CACHE_HOME"):
+        return os.path.join(os.environ["XDG_CACHE_HOME"], "huggingface", "hub")
+    return os.path.join(os.path.expanduser("~"), ".cache", "huggingface", "hub")
+
+
+def _resolve_hub(name, revision, cache_dir):
+    org, _, repo = name.partition("/")
+    root = os.path.join(cache_dir or hub_cache_dir(), f"models--{org}--{repo}")
+    commit = revision
+    ref = os.path.join(root, "refs", revision)
+    if os.path.isfile(ref):
+        with open(ref, encoding="utf-8") as f:
+            commit = f.read().strip()
+    snap = os.path.join(root, "snapshots", commit)
+    if not os.path.isdir(snap):
+        raise KronosIOError(f"{name} is not downloaded (looked in {root}); run: kronos pull {name}")
+    return snap
+
+
+def resolve_dir(name_or_dir, part, revision="main", cache_dir=None):
+    """A checkpoint directory from a path or an `org/name` already in the hub cache. A directory
+    holding predictor/ and tokenizer/ (the bundled demo model's layout) gives its `part`."""
+    if not isinstance(name_or_dir, (str, os.PathLike)):
+        raise InvalidArgumentError(
+            f"from_pretrained: expected a directory or a hub name like 'NeoQuasar/Kronos-small', "
+            f"got {type(name_or_dir).__name__}")
+    path = os.path.expanduser(os.fspath(name_or_dir))
+    if os.path.isdir(path):
+        if os.path.isdir(os.path.join(path, part)) and not os.path.exists(
+                os.path.join(path, "config.json")):
+            path = os.path.join(path, part)
+    elif path.count("/") == 1 and not path.startswith((".", "/")):
+        path = _resolve_hub(path, revision, cache_dir)
+    else:
+        raise KronosIOError(f"{path}: no such directory")
+    for f in ("config.json", "model.safetensors"):
+        if not os.path.isfile(os.path.join(path, f)):
+            raise KronosIOError(f"{path}: no {f} (a checkpoint directory holds config.json and "
+                                "model.safetensors)")
+    return os.path.realpath(path)
+
+
+class _Checkpoint:
+    _part = ""
+
+    def __init__(self, path, config):
+        self.path = path
+        self.config = config
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path, revision="main", cache_dir=None,
+                        **_hub_kwargs):
+        """A local checkpoint directory, or a hub name (`NeoQuasar/Kronos-small`) already in the
+        hub cache (`kronos pull` fetches it; nothing is downloaded here). Keyword arguments of
+        huggingface_hub this does not need (token, force_download, ...) are accepted and
+        ignored."""
+        path = resolve_dir(pretrained_model_name_or_path, cls._part, revision, cache_dir)
+        cfg_path = os.path.join(path, "config.json")
+        try:
+            with open(cfg_path, encoding="utf-8") as f:
+                config = json.load(f)
+        except ValueError as e:
+            raise InvalidArgumentError(f"{cfg_path}: not valid JSON: {e}") from None
+        if not isinstance(config, dict):
+            raise InvalidArgumentError(f"{cfg_path}: expected a JSON object")
+        return cls(path, config)
+
+    # The official classes are torch modules; scripts call these on them.
+    def to(self, *_args, **_kwargs):
+        return self
+
+    def eval(self):
+        return self
+
+    def __repr__(self):
+        return f"{type(self).__name__}.from_pretrained({self.path!r})"
+
+
+class Kronos(_Checkpoint):
+    """The predictor checkpoint (config.json + model.safetensors)."""
+    _part = "predictor"
+
+
+class KronosTokenizer(_Checkpoint):
+    """The tokenizer checkpoint (config.json + model.safetensors)."""
+    _part = "tokenizer"
+
+
+class LoadedModel:
+    """A kr_model: immutable weights, shared by every context (and thread) that runs it."""
+
+    def __init__(self, predictor_dir, tokenizer_dir, quant=None):
+        params = _lib.kr_model_default_params()
+        if quant is not None:
+            if not isinstance(quant, str):
+                raise InvalidArgumentError(f"quant: expected a string such as 'int8', got {quant!r}")
+            params.quant = quant.encode()
+        err = _lib.kr_error()
+        handle = ctypes.c_void_p()
+        st = _lib.kr_model_load(predictor_dir.encode(), tokenizer_dir.encode(),
+                                ctypes.byref(params), ctypes.byref(handle), ctypes.byref(err))
+        _lib.check(st, err)
+        self._handle = handle
+        self._free = weakref.finalize(self, _lib.kr_model_free, handle)
+        self.predictor_dir, self.tokenizer_dir, self.quant = predictor_dir, tokenizer_dir, quant
+
+    @property
+    def handle(self):
+        return self._handle
+
+    def info(self):
+        mi = _lib.kr_model_info()
+        _lib.kr_model_get_info(self._handle, ctypes.byref(mi))
+        out = {name: getattr(mi, name) for name, _ in mi._fields_}
+        for k in ("quant", "quant_method"):
+            out[k] = out[k].decode()
+        return out
+
+
+_models = weakref.WeakValueDictionary()
+_models_lock = threading.Lock()
+
+
+def load_model(predictor_dir, tokenizer_dir, quant=None):
+    """The process's one LoadedModel of this pair and weight format (loaded on first use)."""
+    key = (predictor_dir, tokenizer_dir, quant or "f32")
+    with _models_lock:
+        m = _models.get(key)
+        if m is None:
+            m = LoadedModel(predictor_dir, tokenizer_dir, quant)
+            _models[key] = m
+        return m
