@@ -180,6 +180,12 @@ int main(int argc, char **argv) {
     kr_server_config_defaults(&cfg);
     cfg.port = 0;
     cfg.request_timeout_s = timeout;
+    /* The per-request caps would refuse the heavy analysis outright (400): lift them, so it
+     * runs into its deadline instead, as it would on a server configured to allow it. */
+    cfg.max_horizon = 1024;
+    cfg.max_pred_len = 1024;
+    cfg.max_lookback = 4096;
+    cfg.max_analyze_paths = 4096;
     cfg.sched.tune = 0;
     snprintf(cfg.db, sizeof cfg.db, "%s", db);
     snprintf(cfg.model, sizeof cfg.model, "%s", KR_SOURCE_DIR "/models/kronos-demo/predictor");

@@ -231,7 +231,7 @@ int64_t kr_gen_group_pending_rows(const kr_gen_group *g) {
             int ws = window_start(g, i);
             rows = (int64_t)left * (g->hist_len + i - ws);
         } else if (i == 0) {
-            rows = 1; /* sampling from the prefill's logits */
+            rows = left; /* sampling from the prefill's logits */
         } else if (g->exact && window_start(g, i) > g->window_start0) {
             int h = g->step_begun ? g->hist_len - g->win_start : g->hist_len - window_start(g, i);
             rows =
@@ -539,11 +539,10 @@ static kr_status plan_generate(batch *b, ready_list *ready, kr_arena *arena, kr_
     int i = g->step, L = g->hist_len, P = g->pred_len;
     kr_status st = KR_OK;
     if (i == 0 && !g->opt.naive) {
-        /* The prefill left every path's logits: sampling only. */
-        a->used_any = 1;
-        for (int p = g->next_path; p < g->paths && st == KR_OK; p++)
-            st = ready_add(ready, arena, g, p, err);
-        g->next_path = g->paths;
+        /* The prefill left every path's logits: sampling only, a path per budget row (the
+         * dep-layer query and the draws of hundreds of paths are work too). */
+        while (st == KR_OK && g->next_path < g->paths && take_unit(a, 1))
+            st = ready_add(ready, arena, g, g->next_path++, err);
         return st;
     }
     if (!g->step_begun) begin_step(g, i);
@@ -855,8 +854,9 @@ kr_status kr_gen_step(const kr_engine *eng, kr_gen_group **groups, const int64_t
     ready_list ready = { 0 };
     /* What each group did this step, for its time accounts. */
     unsigned char *did = KR_ARENA_NEW(arena, unsigned char, n_groups > 0 ? n_groups : 1);
+    int64_t *left = KR_ARENA_NEW(arena, int64_t, n_groups > 0 ? n_groups : 1); /* of budget */
     enum { DID_PREFILL = 1, DID_GENERATE = 2, DID_DECODE = 4 };
-    kr_status st = did ? KR_OK : kr_error_set(err, KR_ERR_NOMEM, "generate: out of memory");
+    kr_status st = did && left ? KR_OK : kr_error_set(err, KR_ERR_NOMEM, "generate: out of memory");
     if (st == KR_OK) memset(did, 0, (size_t)(n_groups > 0 ? n_groups : 1));
     for (int k = 0; k < n_groups && st == KR_OK; k++) {
         kr_gen_group *g = groups[k];
@@ -881,6 +881,7 @@ kr_status kr_gen_step(const kr_engine *eng, kr_gen_group **groups, const int64_t
             st = plan_decode(eng, &db, g, hooks, &a, err);
             did[k] |= DID_DECODE;
         }
+        left[k] = a.left;
     }
     if (st == KR_OK && pb.n_chunks > 0) st = run_predictor(eng, &pb, err);
     /* A window prefilled in this step is sampled in it too (first token as soon as possible). */
@@ -893,7 +894,7 @@ kr_status kr_gen_step(const kr_engine *eng, kr_gen_group **groups, const int64_t
             hooks->publish(hooks->user, g->own_window, g->out->hist_s1 + g->window_start0,
                            g->out->hist_s2 + g->window_start0,
                            g->in->stamps + (size_t)g->window_start0 * 5);
-        allowance a = { 1, 0 };
+        allowance a = { left[k], 0 }; /* what its prefill left (at least one path) */
         st = plan_generate(&pb, &ready, arena, g, &a, err);
     }
     if (st == KR_OK && ready.n > 0) st = sample_paths(eng, &ready, err);
