@@ -500,7 +500,10 @@ int kr_cmd_analyze(int argc, char **argv) {
     opts o;
     memset(&o, 0, sizeof o);
     int rc = parse_opts(argc, argv, &o);
-    if (rc != 0) return rc < 0 ? 0 : rc;
+    if (rc != 0) {
+        free(o.watch_text);
+        return rc < 0 ? 0 : rc;
+    }
 
     char db[PATH_MAX], pred_dir[PATH_MAX], tok_dir[PATH_MAX], msg[2048];
     kr_error err = { 0 };
