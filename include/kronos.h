@@ -190,6 +190,10 @@ typedef struct kr_context_params {
      * not stall interactive ones (default 0.5, 8). */
     double background_share;
     int background_min_rows;
+    /* When only lower-priority (< KR_PRIORITY_NORMAL) work runs, an engine step computes at
+     * most this many rows (default 256), so an interactive request arriving meanwhile waits
+     * for a short step, not a max_batch_tokens one. */
+    int background_step_rows;
     int tune; /* adaptive tuner of batch_wait_ms / max_batch_tokens (default 0) */
     double target_queue_p95_s; /* tuner objectives (defaults 0.5 s, 2 s) */
     double target_ttft_p95_s;

@@ -37,6 +37,7 @@ kr_context_params kr_context_default_params(void) {
     p.static_batching = 0;
     p.background_share = 0.5;
     p.background_min_rows = 8;
+    p.background_step_rows = 256;
     p.tune = 0;
     p.target_queue_p95_s = 0.5;
     p.target_ttft_p95_s = 2.0;
@@ -205,6 +206,7 @@ kr_status kr_context_create_ex(const kr_model *model, const kr_context_params *p
                             "and batch_wait_ms >= 0");
     if (!(p.background_share > 0 && p.background_share <= 1)) p.background_share = 0.5;
     if (p.background_min_rows < 1) p.background_min_rows = 1;
+    if (p.background_step_rows < 1) p.background_step_rows = 256;
     if (p.kv_budget_bytes == 0) p.kv_budget_bytes = default_kv_budget();
     kr_context *c = calloc(1, sizeof *c);
     if (!c) return kr_error_set(err, KR_ERR_NOMEM, "context: out of memory");

@@ -239,8 +239,11 @@ static void order_running(kr_context *c) {
 static int64_t plan_budgets(kr_context *c) {
     order_running(c);
     int n = c->n_running;
-    int64_t left = c->p.max_batch_tokens, top_rows = 0, bg_left = -1;
     int top = n > 0 ? c->running[c->step_order[0]]->rp.priority : 0;
+    int64_t step_rows = c->p.max_batch_tokens;
+    if (top < KR_PRIORITY_NORMAL && c->p.background_step_rows < step_rows)
+        step_rows = c->p.background_step_rows; /* keep steps short for whoever comes next */
+    int64_t left = step_rows, top_rows = 0, bg_left = -1;
     for (int k = 0; k < n; k++) {
         kr_req *r = c->running[c->step_order[k]];
         int64_t pending = kr_gen_group_pending_rows(r->group), give;
@@ -264,7 +267,7 @@ static int64_t plan_budgets(kr_context *c) {
         c->step_groups[k] = r->group;
         c->step_budget[k] = give;
     }
-    return (int64_t)c->p.max_batch_tokens - left;
+    return step_rows - left;
 }
 
 /* ---------------------------------------------------------------- the loop */
