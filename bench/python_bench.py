@@ -139,7 +139,8 @@ def dask_vs_one_process(lines):
     lines += ["## 200 series: Dask (2 worker processes) vs one process", "",
               f"Demo model, {n} windows of {lookback} rows of `data/XSHG_5min_600977.csv`, "
               f"pred_len {pred_len}, 1 path, seed 0. One process: `predict_batch` on a "
-              "predictor with threads=1 and with threads=2 (the machine's 2 CPUs). Dask: `kronos.dask.forecast_many(client, ..., "
+              "predictor with threads=1 and with threads=2 (the machine's 2 CPUs). Dask: "
+              "`kronos.dask.forecast_many(client, ..., "
               "threads=1, batch_size=25)` on `LocalCluster(n_workers=2, threads_per_worker=1)`; "
               "the first call includes the workers loading the model (the plugin), the second "
               "(windows one row later, so nothing comes from the prefix cache) finds it loaded. "
@@ -148,7 +149,8 @@ def dask_vs_one_process(lines):
               "|---|---:|---:|---|",
               f"| one process, predict_batch, threads=1 | {one[1]:.3f} | {one[1] / one[2]:.2f} | |",
               f"| one process, predict_batch, threads=2 | {one[2]:.3f} | 1.00 | |",
-              f"| Dask, first call (model load on 2 workers) | {first:.3f} | {first / one[2]:.2f} | "
+              f"| Dask, first call (model load on 2 workers) | {first:.3f} | "
+              f"{first / one[2]:.2f} | "
               f"{'yes, bit for bit' if same else 'NO'} |",
               f"| Dask, second call (warm workers) | {second:.3f} | {second / one[2]:.2f} | |",
               f"| (cluster start, not counted) | {start:.3f} | | |", ""]

@@ -112,7 +112,8 @@ class LoadedModel:
         params = _lib.kr_model_default_params()
         if quant is not None:
             if not isinstance(quant, str):
-                raise InvalidArgumentError(f"quant: expected a string such as 'int8', got {quant!r}")
+                raise InvalidArgumentError(
+                    f"quant: expected a string such as 'int8', got {quant!r}")
             params.quant = quant.encode()
         err = _lib.kr_error()
         handle = ctypes.c_void_p()

@@ -27,7 +27,8 @@ class Context:
             cp.n_threads = _as_int("threads", threads, 1)
         if kv_dtype is not None:
             if not isinstance(kv_dtype, str):
-                raise InvalidArgumentError(f"kv_dtype: expected 'f32', 'bf16' or 'int8', got {kv_dtype!r}")
+                raise InvalidArgumentError(
+                    f"kv_dtype: expected 'f32', 'bf16' or 'int8', got {kv_dtype!r}")
             cp.kv_dtype = kv_dtype.encode()
         err = _lib.kr_error()
         handle = ctypes.c_void_p()

@@ -10,7 +10,7 @@ import pytest
 
 import kronos
 from conftest import DEMO
-from kronos import InvalidArgumentError, Kronos, KronosError, KronosIOError, KronosTokenizer
+from kronos import Kronos, KronosError, KronosIOError, KronosTokenizer
 from kronos import errors
 
 COLS = ["open", "high", "low", "close", "volume", "amount"]
@@ -116,7 +116,8 @@ def test_bad_frames(predictor, hist, candles, name, mutate, match):
 
 
 @pytest.mark.parametrize("x,y,match", [
-    (lambda h: h["timestamps"].iloc[:-1], None, "Inconsistent lengths: x has 80 rows vs x_timestamp has 79"),
+    (lambda h: h["timestamps"].iloc[:-1], None,
+     "Inconsistent lengths: x has 80 rows vs x_timestamp has 79"),
     (lambda h: h["timestamps"].astype("int64") // 10**9, None, "expected datetimes, got numbers"),
     (lambda h: h["timestamps"].where(h.index != 4), None, "row 4 is not a valid timestamp"),
     (lambda h: ["not a date"] * len(h), None, "not datetimes"),

@@ -32,7 +32,13 @@ done
 echo "libkronos.so: $(echo "$exports" | wc -l) exported functions, all public"
 
 export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
-cc -std=c11 -Wall -Wextra -Werror "$src/tests/install/consumer.c" \
+# A sanitizer build's library needs the ASan runtime first in the process ("ASan runtime does
+# not come first"): build the consumer with the same sanitizers then.
+san=""
+if readelf -d "$prefix/lib/libkronos.so" | grep -q 'libasan'; then
+  san="-fsanitize=address,undefined"
+fi
+cc -std=c11 -Wall -Wextra -Werror $san "$src/tests/install/consumer.c" \
    $(pkg-config --cflags --libs kronos) -lm -lpthread -Wl,-rpath,"$prefix/lib" -o "$tmp/consumer"
 "$tmp/consumer" "$prefix/share/kronos/models/kronos-demo"
 
