@@ -1,16 +1,9 @@
 #!/usr/bin/env bash
 # The test suite: installs what is missing, then a Release build and an ASan+UBSan build,
-<<<<<<< HEAD
-# each running the whole ctest suite, then every libFuzzer target for a bounded time.
-# Then the Python package (python/): installed from the Release library into a throwaway venv
-# over Debian's numpy/pandas/distributed, and its pytest suite.
-# FUZZ_SECONDS (default 30) sets the time per fuzzer; FUZZ_SECONDS=0 skips fuzzing.
-=======
 # each running the whole ctest suite, then the Python package (python/, installed with the
 # Release library into a throwaway venv over Debian's numpy/pandas/distributed) with its pytest
 # suite, then every libFuzzer target for a bounded time.
-# FUZZ_SECONDS (default 60) sets the time per fuzzer; FUZZ_SECONDS=0 skips fuzzing.
->>>>>>> python
+# FUZZ_SECONDS (default 30) sets the time per fuzzer; FUZZ_SECONDS=0 skips fuzzing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
