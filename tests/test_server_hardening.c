@@ -231,6 +231,14 @@ static void test_framing(void **state) {
     const char *bad_cl =
         "POST /v1/forecast HTTP/1.1\r\nHost: x\r\nContent-Length: 5, 6\r\n\r\n12345";
     assert_int_equal(raw_exchange(port, bad_cl, &closed), 400);
+    /* Many other headers first do not hide the conflict. */
+    kr_sbuf padded = { 0 };
+    kr_sb_printf(&padded, "POST /v1/forecast HTTP/1.1\r\nHost: x\r\n");
+    for (int i = 0; i < 150; i++) kr_sb_printf(&padded, "X-Pad-%d: %d\r\n", i, i);
+    kr_sb_printf(&padded, "Content-Length: 2\r\nContent-Length: 3\r\n\r\n{}");
+    assert_int_equal(raw_exchange(port, padded.s, &closed), 400);
+    assert_true(closed);
+    free(padded.s);
     /* The same length twice is one length (RFC 9110 allows the repeat). */
     const char *same =
         "GET /health HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nContent-Length: 0\r\n"

@@ -46,8 +46,8 @@
 
 /* Bytes of an oversized chunked body read and dropped before giving up on the client. */
 #define KR_DISCARD_MAX ((size_t)64 << 20)
-/* Header lines looked at by the framing check. */
-#define KR_MAX_HEADERS 128
+/* Content-Length / Transfer-Encoding lines looked at by the framing check (more: 400). */
+#define KR_MAX_HEADERS 64
 
 /* ------------------------------------------------------------------ replies */
 
@@ -211,15 +211,18 @@ void kr_srv_drop_body(kr_conn *c) {
 static enum MHD_Result reply_mem_refusal(struct MHD_Connection *mc, kr_conn *c, int status,
                                          const char *msg) {
     kr_http_metrics_reject(c->srv->http, status == 413 ? "too_large" : "memory");
-    /* The body is not read: close rather than leave its bytes in the connection. */
+    /* Answered before (all of) the body was read: a 503 says when to come back, a 413 that
+     * the connection closes. */
     if (status == 503) return reply_error_with(mc, c, 503, msg, MHD_HTTP_HEADER_RETRY_AFTER, "1");
     return reply_error_with(mc, c, status, msg, MHD_HTTP_HEADER_CONNECTION, "close");
 }
 
 /* ------------------------------------------------------------------ first call */
 
+/* The header lines that say where the body ends (every one of them, however many other
+ * headers come first). */
 typedef struct header_list {
-    int n;
+    int n, overflow;
     const char *names[KR_MAX_HEADERS], *values[KR_MAX_HEADERS];
 } header_list;
 
@@ -227,7 +230,12 @@ static enum MHD_Result collect_header(void *cls, enum MHD_ValueKind kind, const 
                                       const char *value) {
     (void)kind;
     header_list *h = cls;
-    if (h->n == KR_MAX_HEADERS) return MHD_NO;
+    if (!key || (strcasecmp(key, "Content-Length") && strcasecmp(key, "Transfer-Encoding")))
+        return MHD_YES;
+    if (h->n == KR_MAX_HEADERS) {
+        h->overflow = 1;
+        return MHD_NO;
+    }
     h->names[h->n] = key;
     h->values[h->n++] = value;
     return MHD_YES;
@@ -271,7 +279,10 @@ static enum MHD_Result first_call(kr_server *s, struct MHD_Connection *mc, kr_co
     header_list h = { 0 };
     MHD_get_connection_values(mc, MHD_HEADER_KIND, collect_header, &h);
     char msg[256];
-    if (kr_http_check_framing(h.n, h.names, h.values, msg, sizeof msg) != 0) {
+    if (h.overflow)
+        snprintf(msg, sizeof msg, "more than %d Content-Length / Transfer-Encoding headers",
+                 KR_MAX_HEADERS);
+    if (h.overflow || kr_http_check_framing(h.n, h.names, h.values, msg, sizeof msg) != 0) {
         kr_http_metrics_reject(s->http, "framing");
         return reply_error_with(mc, c, 400, msg, MHD_HTTP_HEADER_CONNECTION, "close");
     }
