@@ -18,6 +18,7 @@
 #include "base/timeutil.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/progress.h"
 #include "cli/share_paths.h"
 #include "engine/context.h"
 #include "engine/forecast_internal.h"
@@ -288,11 +289,18 @@ int kr_cmd_bench(int argc, char **argv) {
             int reps = mode == 0 ? repeat : 1;
             double times[1000];
             kr_forecast_stats stats = { 0 };
-            for (int r = 0; r < reps; r++)
-                if (run_once(ctx, ss, series, &p, mode, &times[r], &stats, &err) != 0) {
+            for (int r = 0; r < reps; r++) {
+                char what[160];
+                snprintf(what, sizeof what, "%s, %d paths: run %d of %d",
+                         mode == 0 ? "kv-cache" : "naive", p.paths, r + 1, reps);
+                kr_ticker *ticker = kr_ticker_start(what); /* terminals only */
+                int failed = run_once(ctx, ss, series, &p, mode, &times[r], &stats, &err) != 0;
+                kr_ticker_stop(ticker);
+                if (failed) {
                     rc = kr_cli_fail(CMD, err.message);
                     break;
                 }
+            }
             if (rc) break;
             qsort(times, (size_t)reps, sizeof(double), cmp_double);
             row *rw = &rows[n_rows++];

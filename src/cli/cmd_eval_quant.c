@@ -28,6 +28,7 @@
 #include "cli/args.h"
 #include "cli/calib_windows.h"
 #include "cli/commands.h"
+#include "cli/progress.h"
 #include "cli/share_paths.h"
 #include "engine/teacher.h"
 #include "kronos.h"
@@ -468,9 +469,14 @@ int kr_cmd_eval_quant(int argc, char **argv) {
     }
     int V1 = rc == 0 ? 1 << ri.s1_bits : 0, V2 = rc == 0 ? 1 << ri.s2_bits : 0;
     double t0 = kr_now_seconds();
+    char what[160];
+    snprintf(what, sizeof what, "teacher-forced logits of %d windows, f32 and %s", nw,
+             o.quant ? o.quant : "quantised");
+    kr_ticker *ticker = rc == 0 ? kr_ticker_start(what) : NULL; /* terminals only */
     for (int i = 0; rc == 0 && i < nw; i++)
         if (teacher_window(ref_ctx, q_ctx, &ws[i], L, V1, V2, &r, &err) != KR_OK)
             rc = kr_cli_fail(CMD, err.message);
+    kr_ticker_stop(ticker);
     r.seconds_teacher = kr_now_seconds() - t0;
 
     kr_forecast_params p = kr_forecast_default_params();
@@ -480,10 +486,14 @@ int kr_cmd_eval_quant(int argc, char **argv) {
     p.seed = o.seed;
     p.keep_paths = 1;
     t0 = kr_now_seconds();
+    snprintf(what, sizeof what, "forecasting %d windows x %d paths, f32 and quantised", nw,
+             o.paths);
+    ticker = rc == 0 ? kr_ticker_start(what) : NULL;
     if (rc == 0 && kr_forecast_run_batch(ref_ctx, ws, nw, &p, fr, &err) != KR_OK)
         rc = kr_cli_fail(CMD, err.message);
     if (rc == 0 && kr_forecast_run_batch(q_ctx, ws, nw, &p, fq, &err) != KR_OK)
         rc = kr_cli_fail(CMD, err.message);
+    kr_ticker_stop(ticker);
     r.seconds_forecast = kr_now_seconds() - t0;
     if (rc == 0) {
         r.ret_ref = malloc((size_t)nw * (size_t)o.paths * sizeof(double));
