@@ -32,8 +32,8 @@ def test_same_seed_same_numbers_as_cli(tmp_path, candles, predictor, kronos_cli,
     # The frame as a script reads that CSV back.
     df = pd.read_csv(csv, float_precision="round_trip")
     df["timestamps"] = pd.to_datetime(df["timestamps"])
-    # The CLI reads --quantiles as float32: ask for the same q.
-    qs = [float(np.float32(q)) for q in (0.1, 0.5, 0.9)]
+    # The CLI reads --quantiles as doubles: ask for the same q.
+    qs = [0.1, 0.5, 0.9]
     r = predictor.predict(df[COLS], df["timestamps"], None, pred_len=12, sample_count=paths,
                           top_k=top_k, seed=seed, return_paths=True, quantiles=qs)
     assert [t.strftime("%Y-%m-%d %H:%M:%S") for t in r.mean.index] == \
