@@ -257,8 +257,11 @@ static void test_soak(void **state) {
     assert_int_equal(atomic_load(&g_unexpected), 0);
     assert_int_equal(atomic_load(&g_refused_no_retry), 0);
     /* No growth after the warm-up beyond allocator noise (the prefix cache is bounded and
-     * filled in the warm-up: the same windows repeat). */
+     * filled in the warm-up: the same windows repeat). Not under AddressSanitizer, whose
+     * quarantine keeps freed memory resident by design (and its leak check covers leaks). */
+#if !defined(__SANITIZE_ADDRESS__)
     assert_true(rss_max_after <= rss_warm + (32u << 10));
+#endif
     /* The engine is idle again and holds only what the prefix cache keeps. */
     kr_context_stats st;
     for (int i = 0; i < 500; i++) {
