@@ -58,7 +58,10 @@ void kr_hub_meta_header(kr_hub_meta *m, const char *line, size_t len) {
     /* A status line starts the headers of the next response of a redirect chain: fields that
      * describe "the" response are reset, the hub's metadata (first hop) is kept. */
     if (len > 5 && !strncmp(line, "HTTP/", 5)) {
-        const char *sp = memchr(line, ' ', len);
+        /* The line is not NUL-terminated (libcurl's contract): parse a bounded copy. */
+        char status[64];
+        copy_value(status, sizeof status, line, len);
+        const char *sp = strchr(status, ' ');
         m->status = sp ? strtol(sp + 1, NULL, 10) : 0;
         m->etag[0] = '\0';
         m->content_length = m->range_start = m->range_total = -1;
