@@ -15,16 +15,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "analyst/analyze.h"
-#include "analyst/narrative.h"
-#include "analyst/render.h"
-#include "base/fsutil.h"
+#include "kronos/analyst.h"
+#include "kronos/util.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/engine_open.h"
 #include "kronos.h"
-#include "market/calendar.h"
-#include "market/store.h"
+#include "kronos/market.h"
 
 #define CMD "analyze"
 #define MAX_SYMBOLS 256
@@ -460,12 +457,12 @@ static int add_narratives(const opts *o, kr_report_set *set, kr_narrative ***nar
         const kr_narrative *n = (*narr)[i];
         if (!n->text)
             fprintf(stderr, "kronos %s: warning: no narrative for %s: %s\n", CMD,
-                    set->reports[i]->symbol, n->error);
+                    kr_report_symbol(set->reports[i]), n->error);
         else if (n->warning[0])
             fprintf(
                 stderr,
                 "kronos %s: warning: %s: %s (e.g. '%s'); it is kept, marked with that warning\n",
-                CMD, set->reports[i]->symbol, n->warning, n->unsupported);
+                CMD, kr_report_symbol(set->reports[i]), n->warning, n->unsupported);
     }
     return 0;
 }

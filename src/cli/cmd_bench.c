@@ -12,14 +12,14 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "base/timeutil.h"
+#include "kronos/util.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/progress.h"
 #include "cli/share_paths.h"
 #include "kronos.h"
 #include "kronos/eval.h"
-#include "market/candles.h"
+#include "kronos/market.h"
 
 #define CMD "bench"
 

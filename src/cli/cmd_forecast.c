@@ -14,17 +14,15 @@
 
 #include <cjson/cJSON.h>
 
-#include "analyst/paths.h"
-#include "base/fsutil.h"
-#include "base/timeutil.h"
+#include "kronos/analyst.h"
+#include "kronos/util.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/engine_open.h"
 #include "cli/progress.h"
 #include "kronos.h"
 #include "kronos/forecast_json.h"
-#include "market/calendar.h"
-#include "market/candles.h"
+#include "kronos/market.h"
 #include "server/routes_analyst.h"
 
 #define CMD "forecast"

@@ -8,13 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/timeutil.h"
+#include "kronos/util.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "kronos.h"
-#include "market/calendar.h"
-#include "market/candles.h"
-#include "market/store.h"
+#include "kronos/market.h"
 
 #define CMD "ingest"
 
@@ -76,7 +74,7 @@ int kr_cmd_ingest(int argc, char **argv) {
             const kr_calendar *cal;
             if (kr_calendar_find(optarg, &cal, &err) != KR_OK)
                 return kr_cli_usage_error(CMD, "--market: %s", err.message);
-            market = cal->name;
+            market = kr_calendar_name(cal);
             break;
         }
         case 'h': usage(stdout); return 0;

@@ -27,7 +27,7 @@
 #include "cli/commands.h"
 #include "cli/share_paths.h"
 #include "kronos.h"
-#include "market/store.h"
+#include "kronos/market.h"
 #include "server/auth.h"
 #include "server/config.h"
 #include "server/server.h"
