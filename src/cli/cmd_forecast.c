@@ -23,7 +23,7 @@
 #include "kronos.h"
 #include "kronos/forecast_json.h"
 #include "kronos/market.h"
-#include "server/routes_analyst.h"
+#include "kronos/server.h"
 
 #define CMD "forecast"
 #define MAX_INPUTS 4096
@@ -390,16 +390,8 @@ static int load_input(const char *path, kr_candles **out, char *msg, size_t cap)
         snprintf(msg, cap, "%s", err.message);
         return -1;
     }
-    const char *p = text;
-    while (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n') p++;
     int rc = 0;
-    if (*p == '{' || *p == '[') {
-        kr_api_error aerr;
-        if (kr_api_candles_parse(text, len, 0, NULL, out, &aerr) != KR_OK) {
-            snprintf(msg, cap, "%s: %s", label, aerr.message);
-            rc = -1;
-        }
-    } else if (kr_candles_parse_csv(text, len, label, out, &err) != KR_OK) {
+    if (kr_server_parse_candles(text, len, label, out, &err) != KR_OK) {
         snprintf(msg, cap, "%s", err.message);
         rc = -1;
     }

@@ -28,9 +28,7 @@
 #include "cli/share_paths.h"
 #include "kronos.h"
 #include "kronos/market.h"
-#include "server/auth.h"
-#include "server/config.h"
-#include "server/server.h"
+#include "kronos/server.h"
 
 #define CMD "serve"
 

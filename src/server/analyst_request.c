@@ -10,6 +10,8 @@
 
 #include <cjson/cJSON.h>
 
+#include "base/error.h"
+#include "kronos/server.h"
 #include "market/calendar.h"
 
 #include "server/json_body.h"
@@ -124,6 +126,19 @@ kr_status kr_api_candles_parse(const char *body, size_t len, int csv, const kr_a
 done:
     cJSON_Delete(root);
     return st;
+}
+
+kr_status kr_server_parse_candles(const char *text, size_t len, const char *label, kr_candles **out,
+                                  kr_error *err) {
+    *out = NULL;
+    size_t i = 0;
+    while (i < len && (text[i] == ' ' || text[i] == '\t' || text[i] == '\r' || text[i] == '\n'))
+        i++;
+    if (i == len || (text[i] != '{' && text[i] != '['))
+        return kr_candles_parse_csv(text, len, label, out, err);
+    kr_api_error aerr;
+    if (kr_api_candles_parse(text, len, 0, NULL, out, &aerr) == KR_OK) return KR_OK;
+    return kr_error_set(err, KR_ERR_FORMAT, "%s: %s", label, aerr.message);
 }
 
 /* ------------------------------------------------------------------ POST /v1/analyze */
