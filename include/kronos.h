@@ -194,8 +194,9 @@ typedef struct kr_context_params {
      * most this many rows (default 256), so an interactive request arriving meanwhile waits
      * for a short step, not a max_batch_tokens one. */
     int background_step_rows;
-    int tune; /* adaptive tuner of batch_wait_ms / max_batch_tokens (default 0) */
-    double target_queue_p95_s; /* tuner objectives (defaults 0.5 s, 2 s) */
+    int tune; /* adaptive tuner of batch_wait_ms, max_batch_tokens, max_running and the
+                 prefix-cache budget (default 0; rules in docs/api.md, "Tuner") */
+    double target_queue_p95_s; /* tuner objectives (defaults 0.1 s, 2 s) */
     double target_ttft_p95_s;
     /* Polled once per engine step: non-zero fails every queued and running request with
      * KR_ERR_CANCELLED (e.g. a global shutdown flag). May be NULL. */
@@ -203,6 +204,9 @@ typedef struct kr_context_params {
     void *abort_user;
     kr_log_callback log; /* may be NULL */
     void *log_user;
+    /* How long a tuner signal must hold before it acts: pressure (queue wait or TTFT over
+     * target) tune_window_s, relief tune_relax_s (<= 0: 300 s and 600 s). */
+    double tune_window_s, tune_relax_s;
 } kr_context_params;
 
 KR_API kr_context_params kr_context_default_params(void);

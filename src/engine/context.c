@@ -39,7 +39,7 @@ kr_context_params kr_context_default_params(void) {
     p.background_min_rows = 8;
     p.background_step_rows = 256;
     p.tune = 0;
-    p.target_queue_p95_s = 0.5;
+    p.target_queue_p95_s = 0.1;
     p.target_ttft_p95_s = 2.0;
     return p;
 }
@@ -247,7 +247,10 @@ kr_status kr_context_create_ex(const kr_model *model, const kr_context_params *p
         return st;
     }
     register_metrics(c);
-    kr_tuner_init(&c->tuner, &c->p, c->metrics, c->p.log, c->p.log_user);
+    /* The prefix cache starts at half the KV budget; the tuner may grow it to three quarters,
+     * leaving a quarter for running requests. */
+    kr_tuner_init(&c->tuner, &c->p, c->cache ? c->p.kv_budget_bytes / 2 : 0,
+                  c->cache ? c->p.kv_budget_bytes / 4 * 3 : 0, c->metrics, c->p.log, c->p.log_user);
     pthread_mutex_lock(&c->lock);
     kr_ctx_publish_stats(c);
     pthread_mutex_unlock(&c->lock);
@@ -427,11 +430,12 @@ void kr_context_set_limits(kr_context *c, const kr_context_limits *l, const char
     if (l->max_running > 0) c->p.max_running = l->max_running;
     if (l->max_queue > 0) c->p.max_queue = l->max_queue;
     if (l->static_batching >= 0) c->p.static_batching = l->static_batching != 0;
-    if (l->target_queue_p95_s > 0)
-        c->tuner.target_queue = c->p.target_queue_p95_s = l->target_queue_p95_s;
-    if (l->target_ttft_p95_s > 0)
-        c->tuner.target_ttft = c->p.target_ttft_p95_s = l->target_ttft_p95_s;
-    kr_tuner_note(&c->tuner, c->p.batch_wait_ms, c->p.max_batch_tokens, reason ? reason : "set");
+    if (l->target_queue_p95_s > 0) c->p.target_queue_p95_s = l->target_queue_p95_s;
+    if (l->target_ttft_p95_s > 0) c->p.target_ttft_p95_s = l->target_ttft_p95_s;
+    /* The new values are the tuner's home: it moves from them, inside bounds derived from them. */
+    kr_tuner_limits home = { c->p.batch_wait_ms, c->p.max_batch_tokens, c->p.max_running, 0 };
+    kr_tuner_set_home(&c->tuner, &home, c->p.target_queue_p95_s, c->p.target_ttft_p95_s,
+                      reason ? reason : "set");
     kr_ctx_log(c,
                "limits (%s): batch_wait_ms=%d max_batch_tokens=%d max_running=%d max_queue=%d %s",
                reason ? reason : "set", c->p.batch_wait_ms, c->p.max_batch_tokens, c->p.max_running,
