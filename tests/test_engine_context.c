@@ -575,8 +575,58 @@ static void test_tasks_and_bad_params(void **state) {
     assert_null(bad);
 }
 
+static atomic_int g_live, g_live_max;
+
+static void count_live(void *user, const kr_event *ev) {
+    if (ev->kind == KR_EVENT_STARTED) {
+        int n = atomic_fetch_add(&g_live, 1) + 1;
+        if (n > atomic_load(&g_live_max)) atomic_store(&g_live_max, n);
+    }
+    if (ev->kind == KR_EVENT_DONE || ev->kind == KR_EVENT_FAILED) atomic_fetch_sub(&g_live, 1);
+    on_event(user, ev);
+}
+
+/* Limits set while running (a time-of-day profile) all apply: max_running 1 runs one request
+ * at a time, and the limits in force are exported as gauges. */
+static void test_set_limits_apply(void **state) {
+    (void)state;
+    kr_context *ctx = context_with(4096, 8, 16, 0);
+    kr_context_limits lim = kr_context_limits_keep();
+    lim.max_running = 1;
+    lim.max_queue = 9;
+    lim.static_batching = 1;
+    kr_context_set_limits(ctx, &lim, "profile test");
+    atomic_store(&g_live, 0);
+    atomic_store(&g_live_max, 0);
+    waiter w[4];
+    for (int k = 0; k < 4; k++) {
+        waiter_init(&w[k]);
+        kr_request_params rp = req_for(&w[k]);
+        rp.on_event = count_live;
+        kr_series s = series_for(k);
+        kr_forecast_params p = params_for(k);
+        kr_error err = { 0 };
+        assert_int_equal(kr_submit(ctx, &s, &p, &rp, NULL, &err), KR_OK);
+    }
+    for (int k = 0; k < 4; k++) {
+        wait_done(&w[k]);
+        assert_int_equal(w[k].status, KR_OK);
+        kr_forecast_free(w[k].result);
+    }
+    assert_int_equal(atomic_load(&g_live_max), 1);
+    char *text = NULL;
+    kr_error err = { 0 };
+    assert_int_equal(kr_context_metrics(ctx, &text, &err), KR_OK);
+    assert_non_null(strstr(text, "kronos_scheduler_max_running 1\n"));
+    assert_non_null(strstr(text, "kronos_scheduler_max_queue 9\n"));
+    assert_non_null(strstr(text, "kronos_scheduler_static_batching 1\n"));
+    free(text);
+    kr_context_free(ctx);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_set_limits_apply),
         cmocka_unit_test(test_concurrent_equals_alone),
         cmocka_unit_test(test_tiny_budgets_change_nothing),
         cmocka_unit_test(test_cancel_busy_deadline_drain),

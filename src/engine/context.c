@@ -171,6 +171,17 @@ static void register_metrics(kr_context *c) {
     c->m_workspace =
         kr_metrics_gauge(m, "kronos_workspace_bytes", "",
                          "Workspace arena of the engine (sized from the batch limits)");
+    /* The limits in force (profile, then tuner), so a dashboard shows what the engine does. */
+    c->m_lim_wait = kr_metrics_gauge(m, "kronos_scheduler_batch_wait_seconds", "",
+                                     "batch_wait in force (profile, then tuner)");
+    c->m_lim_tokens = kr_metrics_gauge(m, "kronos_scheduler_max_batch_tokens", "",
+                                       "max_batch_tokens in force (profile, then tuner)");
+    c->m_lim_running = kr_metrics_gauge(m, "kronos_scheduler_max_running", "",
+                                        "max_running in force (profile, then tuner)");
+    c->m_lim_queue =
+        kr_metrics_gauge(m, "kronos_scheduler_max_queue", "", "max_queue in force (profile)");
+    c->m_lim_static = kr_metrics_gauge(m, "kronos_scheduler_static_batching", "",
+                                       "1: static batches (offline), 0: continuous batching");
     kr_metric_set(c->m_kv_budget, (double)c->p.kv_budget_bytes);
 }
 
@@ -404,6 +415,11 @@ void kr_ctx_publish_stats(kr_context *c) {
                   st.kv_bytes_budget ? (double)st.kv_bytes_used / (double)st.kv_bytes_budget : 0);
     kr_metric_set(c->m_cache_bytes, (double)st.prefix_cache_bytes);
     kr_metric_set(c->m_workspace, (double)st.workspace_bytes);
+    kr_metric_set(c->m_lim_wait, st.batch_wait_ms / 1000.0);
+    kr_metric_set(c->m_lim_tokens, st.max_batch_tokens);
+    kr_metric_set(c->m_lim_running, st.max_running);
+    kr_metric_set(c->m_lim_queue, st.max_queue);
+    kr_metric_set(c->m_lim_static, st.static_batching);
     /* The block pool is process-wide: with one context per process these are its blocks. */
     kr_kv_pool_stats ps;
     kr_kv_pool_get_stats(&ps);

@@ -29,11 +29,9 @@ static void say(kr_tuner *t, const char *line) {
     if (t->log) t->log(t->log_user, line);
 }
 
+/* The batch limits themselves are exported by the context (kronos_scheduler_*). */
 static void export_limits(kr_tuner *t, const kr_tuner_limits *l) {
-    kr_metric_set(t->m_wait, l->batch_wait_ms / 1000.0);
-    kr_metric_set(t->m_tokens, l->max_batch_tokens);
-    kr_metric_set(t->m_running, l->max_running);
-    kr_metric_set(t->m_cache_budget, (double)l->cache_budget);
+    if (l->cache_budget) kr_metric_set(t->m_cache_budget, (double)l->cache_budget);
 }
 
 static kr_metric *decision_counter(kr_tuner *t, int rule, const char *param, const char *dir) {
@@ -75,12 +73,6 @@ void kr_tuner_init(kr_tuner *t, const kr_context_params *p, size_t cache_budget,
     t->log = log;
     t->log_user = log_user;
     t->metrics = m;
-    t->m_wait = kr_metrics_gauge(m, "kronos_tuner_batch_wait_seconds", "",
-                                 "Current batch_wait (profile, then tuner)");
-    t->m_tokens = kr_metrics_gauge(m, "kronos_tuner_max_batch_tokens", "",
-                                   "Current max_batch_tokens (profile, then tuner)");
-    t->m_running = kr_metrics_gauge(m, "kronos_tuner_max_running", "",
-                                    "Current max_running (profile, then tuner)");
     t->m_cache_budget = kr_metrics_gauge(m, "kronos_tuner_prefix_cache_budget_bytes", "",
                                          "Current prefix cache budget (tuned)");
     /* Registered up front so every series reads 0 before its first decision. */

@@ -89,7 +89,7 @@ typedef struct kr_tuner {
     int n_queue, n_ttft, seen_queue, seen_ttft;
     int64_t cache_queried, cache_hits, last_evictions;
     kr_metrics *metrics;
-    kr_metric *m_wait, *m_tokens, *m_running, *m_cache_budget;
+    kr_metric *m_cache_budget;
     void (*log)(void *user, const char *line);
     void *log_user;
 } kr_tuner;

@@ -16,8 +16,12 @@
  *    "max_lookback": 2048, "max_calibrate": 10, "max_symbols": 64,
  *    "batch_wait_ms": 50, "max_batch_tokens": 4096, "max_running": 64, "max_queue": 256,
  *    "target_queue_p95_s": 0.5, "target_ttft_p95_s": 2, "prefix_cache": true,
- *    "static_batching": false,
- *    "profiles": [{"name": "session", "from": "09:30", "to": "16:00", "batch_wait_ms": 20}]}
+ *    "static_batching": false, "latency_mode": "normal" | "tight", "tune_window_s": 300,
+ *    "tune_relax_s": 600, "market": "SSE", "timezone": "Asia/Shanghai", "llm_url": URL,
+ *    "profiles": [{"name": "session", "from": "09:30", "to": "11:30", "latency_mode": "tight",
+ *                  "batch_wait_ms": 15, "max_running": 64, "max_queue": 512,
+ *                  "target_queue_p95_s": 0.05, "target_ttft_p95_s": 0.5,
+ *                  "static_batching": false}]}
  * Every `kronos serve` flag has its key (--no-tune is "tune": false, --request-timeout is
  * request_timeout_s), so a deployment can live in the file alone.
  */
@@ -31,8 +35,14 @@
 #define KR_SERVER_MAX_PROFILES 16
 #define KR_SERVER_PATH_MAX 4096
 
-/* A named set of scheduler overrides that applies between two local wall-clock times, e.g.
- * a shorter batch wait during the trading session. Fields left < 0 keep the base value. */
+/* The batch wait latency_mode "tight" implies when none is given, and the most it allows:
+ * latency-critical work trades some throughput for a short wait (docs/api.md). */
+#define KR_TIGHT_WAIT_MS 15
+#define KR_TIGHT_WAIT_MAX_MS 20
+
+/* A named set of scheduler overrides that applies between two wall-clock times of the
+ * market's time zone (timezone / market keys; the machine's when neither is given), e.g. a
+ * short batch wait during the trading session. Fields left < 0 keep the base value. */
 typedef struct kr_server_profile {
     char name[64];
     int from_min, to_min; /* minutes after local midnight; to < from wraps midnight */
@@ -42,6 +52,8 @@ typedef struct kr_server_profile {
     int max_queue; /* -1: keep */
     double target_queue_p95_s; /* < 0: keep */
     double target_ttft_p95_s; /* < 0: keep */
+    int static_batching; /* -1: keep, 0: continuous, 1: static batches of max_running */
+    int latency_tight; /* latency_mode "tight": wait <= KR_TIGHT_WAIT_MAX_MS (default 15) */
 } kr_server_profile;
 
 /* Called when the active profile changes (NULL = back to the base parameters) with the
@@ -93,6 +105,13 @@ typedef struct kr_server_config {
     int allow_nonfinite_weights; /* load a checkpoint even with NaN/inf weights (default 0) */
     int analysis_priority; /* priority of analyses against forecasts (default
                                 KR_PRIORITY_LOW: a heavy report slows, never stalls, forecasts) */
+    int latency_tight; /* top-level latency_mode "tight" (the base parameters) */
+    char timezone[64]; /* IANA zone of the profiles' times ("" = from market, else the
+                          machine's local time) */
+    char market[32]; /* a calendar name (SSE, NYSE, ...): its zone when timezone is "" */
+    char llm_url[KR_SERVER_PATH_MAX]; /* LLM endpoint of the optional narrative of the
+                                         analyses (a request asks with "narrative": true;
+                                         "" = none; requests never name URLs themselves) */
     int n_profiles;
     kr_server_profile profiles[KR_SERVER_MAX_PROFILES];
     kr_server_profile_cb on_profile; /* may be NULL */
@@ -128,5 +147,12 @@ const kr_server_profile *kr_server_profile_at(const kr_server_config *c, int min
 /* base with p's overrides applied (p NULL: base unchanged). */
 kr_context_params kr_server_profile_apply(const kr_context_params *base,
                                           const kr_server_profile *p);
+
+/* The IANA zone the profiles' times are read in ("" = the machine's local time). */
+const char *kr_server_profile_zone(const kr_server_config *c);
+
+/* Minute of the day (0..1439) at Unix time utc in the profiles' zone. */
+kr_status kr_server_profile_minute(const kr_server_config *c, int64_t utc, int *minute,
+                                   kr_error *err);
 
 #endif
