@@ -49,10 +49,10 @@ static kr_server *g_srv; /* the shared server: API key, 256 KiB body limit */
 
 typedef kr_http_resp http_resp;
 
-/* One request (see kr_http_perform); auth: the bearer key or NULL. */
+/* One request (see kr_test_http_perform); auth: the bearer key or NULL. */
 static CURLcode http_ex(int port, const char *method, const char *path, const char *body,
                         const char *auth, size_t chunked_bytes, http_resp *r) {
-    return kr_http_perform(port, method, path, body, NULL, auth, chunked_bytes, r);
+    return kr_test_http_perform(port, method, path, body, NULL, auth, chunked_bytes, r);
 }
 
 static http_resp *http(int port, const char *method, const char *path, const char *body,

@@ -18,6 +18,7 @@
 #include <cjson/cJSON.h>
 
 #include "base/error.h"
+#include "analyst/narrative.h"
 #include "base/fsutil.h"
 #include "market/calendar.h"
 #include "market/timezone.h"
@@ -54,6 +55,7 @@ void kr_server_config_defaults(kr_server_config *c) {
     c->sched.tune = 1;
     c->sched.tune_window_s = 300; /* pressure must hold 5 minutes, relief 10 (the tuner) */
     c->sched.tune_relax_s = 600;
+    c->llm_timeout_s = 60.0;
     c->analysis_priority = KR_PRIORITY_LOW;
 }
 
@@ -216,6 +218,7 @@ static const dbl_key k_dbl_keys[] = {
       PROF_OFF(target_ttft_p95_s) },
     { "tune_window_s", 0.0, 86400.0, CFG_OFF(sched.tune_window_s), 0 },
     { "tune_relax_s", 0.0, 86400.0, CFG_OFF(sched.tune_relax_s), 0 },
+    { "llm_timeout_s", 0.0, 86400.0, CFG_OFF(llm_timeout_s), 0 },
 };
 
 typedef struct bool_key {
@@ -248,6 +251,7 @@ static const str_key k_str_keys[] = {
     { "timezone", CFG_OFF(timezone), 64 },
     { "market", CFG_OFF(market), 32 },
     { "llm_url", CFG_OFF(llm_url), KR_SERVER_PATH_MAX },
+    { "llm_model", CFG_OFF(llm_model), 128 },
 };
 
 /* Byte sizes: a number of bytes or a string with a unit ("128MiB"), range in bytes. */
@@ -600,8 +604,13 @@ kr_status kr_server_config_validate(const kr_server_config *c, kr_error *err) {
             return st;
         }
     }
-    if (c->llm_url[0] && strncmp(c->llm_url, "http://", 7) && strncmp(c->llm_url, "https://", 8))
-        return kr_error_set(err, KR_ERR_INVALID_ARG,
-                            "llm_url: '%s' must start with http:// or https://", c->llm_url);
+    if (c->llm_url[0]) {
+        char endpoint[KR_SERVER_PATH_MAX + 32];
+        kr_status st = kr_narrative_endpoint(c->llm_url, endpoint, sizeof endpoint, err);
+        if (st != KR_OK) {
+            kr_error_prefix(err, "llm_url");
+            return st;
+        }
+    }
     return KR_OK;
 }

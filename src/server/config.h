@@ -18,6 +18,7 @@
  *    "target_queue_p95_s": 0.5, "target_ttft_p95_s": 2, "prefix_cache": true,
  *    "static_batching": false, "latency_mode": "normal" | "tight", "tune_window_s": 300,
  *    "tune_relax_s": 600, "market": "SSE", "timezone": "Asia/Shanghai", "llm_url": URL,
+ *    "llm_model": "gemma3", "llm_timeout_s": 60,
  *    "profiles": [{"name": "session", "from": "09:30", "to": "11:30", "latency_mode": "tight",
  *                  "batch_wait_ms": 15, "max_running": 64, "max_queue": 512,
  *                  "target_queue_p95_s": 0.05, "target_ttft_p95_s": 0.5,
@@ -112,6 +113,8 @@ typedef struct kr_server_config {
     char llm_url[KR_SERVER_PATH_MAX]; /* LLM endpoint of the optional narrative of the
                                          analyses (a request asks with "narrative": true;
                                          "" = none; requests never name URLs themselves) */
+    char llm_model[128]; /* its model ("" = KR_NARRATIVE_DEFAULT_MODEL) */
+    double llm_timeout_s; /* per narrative request (default 60 s) */
     int n_profiles;
     kr_server_profile profiles[KR_SERVER_MAX_PROFILES];
     kr_server_profile_cb on_profile; /* may be NULL */
