@@ -283,7 +283,20 @@ typedef struct kr_request_params {
      * batch larger than the queue is fed as it drains) or fail at once with KR_ERR_BUSY (0:
      * a server answering 429). kr_submit never waits. */
     int wait_for_room;
+    /* kr_forecast_run_batch*: run the series in static batches of at most this many rows
+     * (series x paths; at least one series a batch), each finished before the next is
+     * submitted: offline scoring with bounded memory (kr_static_batch_series tells the
+     * series per batch). 0 (default): submit every series at once. */
+    int static_batch_rows;
 } kr_request_params;
+
+/* The offline commands' static batch size (kronos forecast / analyze --batch-size, the
+ * server's batch analyses), in series x paths rows; measured in
+ * bench/results/serving-tradeoff-2026-12-01.md. */
+#define KR_STATIC_BATCH_ROWS_DEFAULT 64
+
+/* Series per static batch for kr_request_params.static_batch_rows (n_series when <= 0). */
+KR_API int kr_static_batch_series(int batch_rows, int paths, int n_series);
 
 KR_API kr_request_params kr_request_default_params(void);
 

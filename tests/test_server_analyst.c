@@ -576,6 +576,10 @@ static void test_batch_ranking(void **state) {
           *ranking = cJSON_GetObjectItem(j, "ranking");
     assert_int_equal(cJSON_GetArraySize(reports), 3);
     assert_int_equal(cJSON_GetArraySize(ranking), 3);
+    /* A batch analysis runs in static batches of the server's batch_size, and says so. */
+    assert_int_equal(
+        cJSON_GetObjectItem(cJSON_GetObjectItem(j, "engine"), "static_batch_rows")->valueint,
+        KR_STATIC_BATCH_ROWS_DEFAULT);
     const char *order[3] = { "MSFT", "BTCUSDT", "AAPL" }; /* reports keep the request's order */
     for (int k = 0; k < 3; k++)
         assert_string_equal(
@@ -1029,6 +1033,8 @@ static void test_analyze_alias(void **state) {
     assert_int_equal(c->status, 200);
     assert_string_equal(a->content_type, "application/json");
     cJSON *ja = stable_report(a->body), *jb = stable_report(b->body), *jc = stable_report(c->body);
+    assert_true(
+        cJSON_IsNull(cJSON_GetObjectItem(cJSON_GetObjectItem(ja, "engine"), "static_batch_rows")));
     assert_true(cJSON_Compare(ja, jb, 1));
     assert_true(cJSON_Compare(jc, jb, 1));
     cJSON_Delete(ja);

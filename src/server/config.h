@@ -13,7 +13,7 @@
  *    "max_rows": 100000, "max_request_memory": "128MiB", "max_memory_in_flight": "512MiB",
  *    "max_paths": 256, "max_pred_len": 2048, "max_connections": 512,
  *    "max_connections_per_ip": 128, "max_horizon": 256, "max_analyze_paths": 1024,
- *    "max_lookback": 2048, "max_calibrate": 10, "max_symbols": 64,
+ *    "max_lookback": 2048, "max_calibrate": 10, "max_symbols": 64, "batch_size": 64,
  *    "batch_wait_ms": 50, "max_batch_tokens": 4096, "max_running": 64, "max_queue": 256,
  *    "target_queue_p95_s": 0.5, "target_ttft_p95_s": 2, "prefix_cache": true,
  *    "static_batching": false, "latency_mode": "normal" | "tight", "tune_window_s": 300,
@@ -97,6 +97,8 @@ typedef struct kr_server_config {
     int max_lookback; /* /v1/analyze: lookback (default 2048) -> 400 */
     int max_calibrate; /* /v1/analyze: calibration windows (default 10) -> 400 */
     int max_symbols; /* /v1/analyze/batch: symbols (default 64, at most 64) -> 400 */
+    int batch_size; /* /v1/analyze/batch: forecasts in static batches of this many series x
+                       paths rows (default KR_STATIC_BATCH_ROWS_DEFAULT; 0: all at once) */
     char db[KR_SERVER_PATH_MAX]; /* candle store for /v1/candles, /v1/analyze ("" = 503) */
     char web_root[KR_SERVER_PATH_MAX]; /* files of the page at / ("" = 404) */
     char access_log[KR_SERVER_PATH_MAX]; /* JSON lines, one per request: a file (appended),

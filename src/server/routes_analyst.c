@@ -525,6 +525,8 @@ static void task_run(analyze_task *t) {
     p.model_name = s->model_name;
     p.predictor_dir = s->cfg.model;
     p.tokenizer_dir = s->cfg.tokenizer;
+    /* A batch of symbols is offline-style scoring: static batches (the report says which). */
+    if (r->batch) p.static_batch_rows = s->cfg.batch_size;
     if (t->streaming) {
         p.progress = on_analyze_progress;
         p.progress_user = t;
