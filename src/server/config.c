@@ -17,8 +17,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "base/error.h"
 #include "analyst/narrative.h"
+#include "base/error.h"
 #include "base/fsutil.h"
 #include "market/calendar.h"
 #include "market/timezone.h"
