@@ -194,8 +194,9 @@ typedef struct kr_context_params {
      * most this many rows (default 256), so an interactive request arriving meanwhile waits
      * for a short step, not a max_batch_tokens one. */
     int background_step_rows;
-    int tune; /* adaptive tuner of batch_wait_ms / max_batch_tokens (default 0) */
-    double target_queue_p95_s; /* tuner objectives (defaults 0.5 s, 2 s) */
+    int tune; /* adaptive tuner of batch_wait_ms, max_batch_tokens, max_running and the
+                 prefix-cache budget (default 0; rules in docs/api.md, "Tuner") */
+    double target_queue_p95_s; /* tuner objectives (defaults 0.1 s, 2 s) */
     double target_ttft_p95_s;
     /* Polled once per engine step: non-zero fails every queued and running request with
      * KR_ERR_CANCELLED (e.g. a global shutdown flag). May be NULL. */
@@ -203,6 +204,9 @@ typedef struct kr_context_params {
     void *abort_user;
     kr_log_callback log; /* may be NULL */
     void *log_user;
+    /* How long a tuner signal must hold before it acts: pressure (queue wait or TTFT over
+     * target) tune_window_s, relief tune_relax_s (<= 0: 300 s and 600 s). */
+    double tune_window_s, tune_relax_s;
 } kr_context_params;
 
 KR_API kr_context_params kr_context_default_params(void);
@@ -279,7 +283,20 @@ typedef struct kr_request_params {
      * batch larger than the queue is fed as it drains) or fail at once with KR_ERR_BUSY (0:
      * a server answering 429). kr_submit never waits. */
     int wait_for_room;
+    /* kr_forecast_run_batch*: run the series in static batches of at most this many rows
+     * (series x paths; at least one series a batch), each finished before the next is
+     * submitted: offline scoring with bounded memory (kr_static_batch_series tells the
+     * series per batch). 0 (default): submit every series at once. */
+    int static_batch_rows;
 } kr_request_params;
+
+/* The offline commands' static batch size (kronos forecast / analyze --batch-size, the
+ * server's batch analyses), in series x paths rows; measured in
+ * bench/results/serving-tradeoff-2026-12-01.md. */
+#define KR_STATIC_BATCH_ROWS_DEFAULT 64
+
+/* Series per static batch for kr_request_params.static_batch_rows (n_series when <= 0). */
+KR_API int kr_static_batch_series(int batch_rows, int paths, int n_series);
 
 KR_API kr_request_params kr_request_default_params(void);
 

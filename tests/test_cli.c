@@ -133,6 +133,21 @@ static void test_batch_and_gen_random(void **state) {
     snprintf(path, sizeof path, "%s/out/b.forecast.csv", g_tmp);
     kr_test_slurp(path, body, sizeof body);
     assert_non_null(strstr(body, "timestamps,open"));
+    /* The batch size is reported; static batches give the same forecasts as one batch. */
+    assert_non_null(strstr(r->err, "2 series in 1 static batch of up to 2 series (2 rows)"));
+    char first[4096];
+    snprintf(first, sizeof first, "%s", body);
+    snprintf(args, sizeof args,
+             "forecast --model %s --input %s --input %s --pred-len 3 --batch-size 1 --output "
+             "%s/out",
+             dir, pa, pb, g_tmp);
+    r = kronos(args);
+    if (r->code != 0) fail_msg("batch: %s", r->err);
+    assert_non_null(strstr(r->err, "2 series in 2 static batches of up to 1 series (1 rows)"));
+    kr_test_slurp(path, body, sizeof body);
+    assert_string_equal(body, first);
+    snprintf(args, sizeof args, "forecast --input %s --pred-len 3 --batch-size -4", pa);
+    expect_fail(args, 2, "--batch-size must be an integer in 0..1048576", NULL);
 }
 
 static void test_bad_input(void **state) {

@@ -50,7 +50,7 @@ typedef struct job {
 
 static void *job_run(void *arg) {
     job *j = arg;
-    j->cc = kr_http_perform(j->port, "POST", "/v1/forecast", j->body, NULL, NULL, 0, &j->resp);
+    j->cc = kr_test_http_perform(j->port, "POST", "/v1/forecast", j->body, NULL, NULL, 0, &j->resp);
     return NULL;
 }
 
@@ -356,7 +356,8 @@ static void test_rss_bound_under_big_bodies(void **state) {
     assert_true(peak_kb < bound_kb);
     /* Still serving. */
     kr_http_resp r = { 0 };
-    assert_int_equal(kr_http_perform(p.port, "GET", "/health", NULL, NULL, NULL, 0, &r), CURLE_OK);
+    assert_int_equal(kr_test_http_perform(p.port, "GET", "/health", NULL, NULL, NULL, 0, &r),
+                     CURLE_OK);
     assert_int_equal(r.status, 200);
     free(r.body);
     kill(p.pid, SIGTERM);

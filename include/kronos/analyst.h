@@ -104,6 +104,9 @@ typedef struct kr_analyze_params {
     const kr_request_params *request;
     /* Metadata for the reports (borrowed; may be NULL). */
     const char *model_name, *predictor_dir, *tokenizer_dir;
+    /* > 0: the forecasts run in static batches of at most this many series x paths rows
+     * (kr_request_params.static_batch_rows; offline scoring); 0: the request's setting. */
+    int static_batch_rows;
 } kr_analyze_params;
 
 /* A symbol that could not be reported, and why. */
@@ -119,6 +122,7 @@ typedef struct kr_report_set {
     int64_t generated_at; /* Unix seconds (UTC) */
     int n_failures;
     kr_analyze_failure *failures; /* [n_failures], in input order */
+    int static_batch_rows; /* the forecasts' static batch size in rows (0: all at once) */
 } kr_report_set;
 
 KR_API kr_analyze_params kr_analyze_default_params(void);

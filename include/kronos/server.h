@@ -38,8 +38,14 @@ extern "C" {
 #define KR_SERVER_MAX_PROFILES 16
 #define KR_SERVER_PATH_MAX 4096
 
-/* A named set of scheduler overrides that applies between two local wall-clock times, e.g.
- * a shorter batch wait during the trading session. Fields left < 0 keep the base value. */
+/* The batch wait latency_mode "tight" implies when none is given, and the most it allows:
+ * latency-critical work trades some throughput for a short wait (docs/api.md). */
+#define KR_TIGHT_WAIT_MS 15
+#define KR_TIGHT_WAIT_MAX_MS 20
+
+/* A named set of scheduler overrides that applies between two wall-clock times of the
+ * market's time zone (timezone / market keys; the machine's when neither is given), e.g. a
+ * short batch wait during the trading session. Fields left < 0 keep the base value. */
 typedef struct kr_server_profile {
     char name[64];
     int from_min, to_min; /* minutes after local midnight; to < from wraps midnight */
@@ -49,6 +55,8 @@ typedef struct kr_server_profile {
     int max_queue; /* -1: keep */
     double target_queue_p95_s; /* < 0: keep */
     double target_ttft_p95_s; /* < 0: keep */
+    int static_batching; /* -1: keep, 0: continuous, 1: static batches of max_running */
+    int latency_tight; /* latency_mode "tight": wait <= KR_TIGHT_WAIT_MAX_MS (default 15) */
 } kr_server_profile;
 
 /* Called when the active profile changes (NULL = back to the base parameters) with the
@@ -91,6 +99,8 @@ typedef struct kr_server_config {
     int max_lookback; /* /v1/analyze: lookback (default 2048) -> 400 */
     int max_calibrate; /* /v1/analyze: calibration windows (default 10) -> 400 */
     int max_symbols; /* /v1/analyze/batch: symbols (default 64, at most 64) -> 400 */
+    int batch_size; /* /v1/analyze/batch: forecasts in static batches of this many series x
+                       paths rows (default KR_STATIC_BATCH_ROWS_DEFAULT; 0: all at once) */
     char db[KR_SERVER_PATH_MAX]; /* candle store for /v1/candles, /v1/analyze ("" = 503) */
     char web_root[KR_SERVER_PATH_MAX]; /* files of the page at / ("" = 404) */
     char access_log[KR_SERVER_PATH_MAX]; /* JSON lines, one per request: a file (appended),
@@ -100,6 +110,15 @@ typedef struct kr_server_config {
     int allow_nonfinite_weights; /* load a checkpoint even with NaN/inf weights (default 0) */
     int analysis_priority; /* priority of analyses against forecasts (default
                                 KR_PRIORITY_LOW: a heavy report slows, never stalls, forecasts) */
+    int latency_tight; /* top-level latency_mode "tight" (the base parameters) */
+    char timezone[64]; /* IANA zone of the profiles' times ("" = from market, else the
+                          machine's local time) */
+    char market[32]; /* a calendar name (SSE, NYSE, ...): its zone when timezone is "" */
+    char llm_url[KR_SERVER_PATH_MAX]; /* LLM endpoint of the optional narrative of the
+                                         analyses (a request asks with "narrative": true;
+                                         "" = none; requests never name URLs themselves) */
+    char llm_model[128]; /* its model ("" = KR_NARRATIVE_DEFAULT_MODEL) */
+    double llm_timeout_s; /* per narrative request (default 60 s) */
     int n_profiles;
     kr_server_profile profiles[KR_SERVER_MAX_PROFILES];
     kr_server_profile_cb on_profile; /* may be NULL */

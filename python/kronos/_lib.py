@@ -58,10 +58,12 @@ class kr_context_params(ctypes.Structure):
         ("max_queue", ctypes.c_int), ("batch_wait_ms", ctypes.c_int),
         ("kv_budget_bytes", ctypes.c_size_t), ("prefix_cache", ctypes.c_int),
         ("static_batching", ctypes.c_int), ("background_share", ctypes.c_double),
-        ("background_min_rows", ctypes.c_int), ("tune", ctypes.c_int),
+        ("background_min_rows", ctypes.c_int), ("background_step_rows", ctypes.c_int),
+        ("tune", ctypes.c_int),
         ("target_queue_p95_s", ctypes.c_double), ("target_ttft_p95_s", ctypes.c_double),
         ("abort_callback", ctypes.c_void_p), ("abort_user", ctypes.c_void_p),
         ("log", ctypes.c_void_p), ("log_user", ctypes.c_void_p),
+        ("tune_window_s", ctypes.c_double), ("tune_relax_s", ctypes.c_double),
     ]
 
 

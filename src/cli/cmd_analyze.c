@@ -83,6 +83,9 @@ static void usage(FILE *f) {
         "  --format json|md|html report format (default json)\n"
         "  --out FILE            write the report there instead of stdout\n"
         "  --threads N           compute threads (default: all CPUs)\n"
+        "  --batch-size N        forecasts run in static batches of N series x paths rows\n"
+        "                        (default 64; 0 = all at once); the report's\n"
+        "                        engine.static_batch_rows says which\n"
         "  --allow-nonfinite-weights\n"
         "                        load a checkpoint even if a weight is NaN or infinite\n"
         "                        (refused by default: such weights corrupt forecasts)\n"
@@ -95,6 +98,7 @@ enum {
     OPT_LLM_URL = 256,
     OPT_LLM_MODEL,
     OPT_LLM_TIMEOUT,
+    OPT_BATCH_SIZE,
     OPT_MAX_PATHS,
     OPT_TARGET_PROB,
     OPT_TARGET_VAR,
@@ -203,6 +207,7 @@ static int parse_opts(int argc, char **argv, opts *o) {
         { "llm-url", required_argument, NULL, OPT_LLM_URL },
         { "llm-model", required_argument, NULL, OPT_LLM_MODEL },
         { "llm-timeout", required_argument, NULL, OPT_LLM_TIMEOUT },
+        { "batch-size", required_argument, NULL, OPT_BATCH_SIZE },
         KR_OPT_ALLOW_NONFINITE_ENTRY,
         { "max-paths", required_argument, NULL, OPT_MAX_PATHS },
         { "target-prob-se", required_argument, NULL, OPT_TARGET_PROB },
@@ -215,6 +220,7 @@ static int parse_opts(int argc, char **argv, opts *o) {
         { NULL, 0, NULL, 0 },
     };
     o->p = kr_analyze_default_params();
+    o->p.static_batch_rows = KR_STATIC_BATCH_ROWS_DEFAULT;
     o->format = KR_FORMAT_JSON;
     optind = 1;
     int c;
@@ -329,6 +335,11 @@ static int parse_opts(int argc, char **argv, opts *o) {
         case OPT_LLM_MODEL:
             if (!*optarg) return kr_cli_usage_error(CMD, "%s", "--llm-model must not be empty");
             o->llm_model = optarg;
+            break;
+        case OPT_BATCH_SIZE:
+            if (!kr_arg_int(optarg, 0, 1 << 20, &o->p.static_batch_rows))
+                return kr_cli_usage_error(
+                    CMD, "--batch-size must be an integer in 0..1048576 (rows), got '%s'", optarg);
             break;
         case OPT_LLM_TIMEOUT:
             if (!kr_arg_float(optarg, 1e-3, 86400.0, &o->llm_timeout))

@@ -13,11 +13,16 @@
  *    "max_rows": 100000, "max_request_memory": "128MiB", "max_memory_in_flight": "512MiB",
  *    "max_paths": 256, "max_pred_len": 2048, "max_connections": 512,
  *    "max_connections_per_ip": 128, "max_horizon": 256, "max_analyze_paths": 1024,
- *    "max_lookback": 2048, "max_calibrate": 10, "max_symbols": 64,
+ *    "max_lookback": 2048, "max_calibrate": 10, "max_symbols": 64, "batch_size": 64,
  *    "batch_wait_ms": 50, "max_batch_tokens": 4096, "max_running": 64, "max_queue": 256,
  *    "target_queue_p95_s": 0.5, "target_ttft_p95_s": 2, "prefix_cache": true,
- *    "static_batching": false,
- *    "profiles": [{"name": "session", "from": "09:30", "to": "16:00", "batch_wait_ms": 20}]}
+ *    "static_batching": false, "latency_mode": "normal" | "tight", "tune_window_s": 300,
+ *    "tune_relax_s": 600, "market": "SSE", "timezone": "Asia/Shanghai", "llm_url": URL,
+ *    "llm_model": "gemma3", "llm_timeout_s": 60,
+ *    "profiles": [{"name": "session", "from": "09:30", "to": "11:30", "latency_mode": "tight",
+ *                  "batch_wait_ms": 15, "max_running": 64, "max_queue": 512,
+ *                  "target_queue_p95_s": 0.05, "target_ttft_p95_s": 0.5,
+ *                  "static_batching": false}]}
  * Every `kronos serve` flag has its key (--no-tune is "tune": false, --request-timeout is
  * request_timeout_s), so a deployment can live in the file alone.
  */
@@ -41,5 +46,12 @@ const kr_server_profile *kr_server_profile_at(const kr_server_config *c, int min
 /* base with p's overrides applied (p NULL: base unchanged). */
 kr_context_params kr_server_profile_apply(const kr_context_params *base,
                                           const kr_server_profile *p);
+
+/* The IANA zone the profiles' times are read in ("" = the machine's local time). */
+const char *kr_server_profile_zone(const kr_server_config *c);
+
+/* Minute of the day (0..1439) at Unix time utc in the profiles' zone. */
+kr_status kr_server_profile_minute(const kr_server_config *c, int64_t utc, int *minute,
+                                   kr_error *err);
 
 #endif

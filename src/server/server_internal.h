@@ -11,6 +11,7 @@
 
 #include <microhttpd.h>
 
+#include "market/timezone.h"
 #include "server/access_log.h"
 #include "server/config.h"
 #include "server/conn_watch.h"
@@ -47,6 +48,8 @@ struct kr_server {
     int active_jobs; /* forecasts submitted whose response is not yet finished */
     double profile_checked_at; /* monotonic seconds of the last time-of-day check */
     int active_profile; /* index into cfg.profiles, -1 = base parameters */
+    kr_tz tz; /* the profiles' zone (have_tz), loaded once at start */
+    int have_tz;
 };
 
 /* Per-connection (per-request) state, created on the first access-handler call and freed
