@@ -1,8 +1,21 @@
 /*
- * market/store — the local market-data store: candles per (symbol, interval) in one SQLite
- * file, so `kronos ingest` writes once and `kronos analyze` (and the server) read many times.
+ * market/store — the market-data store: candles per (symbol, interval) in one SQLite file
+ * (the embedded default) or a PostgreSQL database (a postgresql:// or postgres:// URL, which
+ * several `kronos serve` replicas share), so `kronos ingest` writes once and `kronos analyze`
+ * (and the server) read many times. Both backends hold the same tables with the same meaning;
+ * the backend is chosen by the target's scheme (market/store_backend.h).
  *
- * File: WAL journal (readers never block the writer, nor the writer them), a busy timeout
+ * PostgreSQL: the URL is libpq's (postgresql://user:secret@host:5432/db?sslmode=require,
+ * or a Unix socket: postgresql:///db?host=/run/postgresql). Messages name it with the password
+ * replaced by *** (kr_store_display_name). MVCC: a read sees the last committed upsert and never
+ * waits for a writer; upserts of one symbol are serialised by a transaction-scoped advisory
+ * lock (of different symbols they run in parallel), a writer waiting longer than the busy
+ * timeout fails with KR_ERR_BUSY, writing nothing. The schema version is kept in a table
+ * kronos_schema(version, applied_at), one row per applied migration, checked at every open; a
+ * version newer than this build's is refused. Connections are kept for reuse by the process
+ * (kr_store_close returns an idle one to a small pool), so a handle per request stays cheap.
+ *
+ * SQLite file: WAL journal (readers never block the writer, nor the writer them), a busy timeout
  * for the short exclusive moments, schema versioned with PRAGMA user_version. Tables:
  *   symbols(symbol, interval, first_ts, last_ts, rows, updated_at)   one row per series
  *   candles(symbol, interval, ts, open, high, low, close, volume, amount,
@@ -47,13 +60,22 @@ typedef struct kr_store_entry {
     char market[KR_STORE_MARKET_MAX]; /* the symbol's market (calendar name), "" if not set */
 } kr_store_entry;
 
+/* Whether target names a PostgreSQL database (postgresql:// or postgres://) rather than a
+ * file. */
+int kr_store_is_url(const char *target);
+
+/* target as messages and logs show it: a URL with its password (user:PASSWORD@ or
+ * ?password=) replaced by ***, a file path unchanged. Writes at most cap bytes. */
+void kr_store_display_name(const char *target, char *out, size_t cap);
+
 /* The database path: `flag` (--db) when non-NULL and non-empty, else $KRONOS_DB, else
  * $XDG_DATA_HOME/kronos/kronos.db, else ~/.local/share/kronos/kronos.db. Creates the missing
- * parent directories. Writes at most cap bytes into out. */
+ * parent directories of a file (a URL is taken as it is). Writes at most cap bytes into out. */
 kr_status kr_store_resolve_path(const char *flag, char *out, size_t cap, kr_error *err);
 
-/* Opens (creating when absent) the store at path. A file that is not an SQLite database, or
- * one of another application or a newer schema, is refused with an error naming the path.
+/* Opens (creating when absent) the store at path (a file or a URL). A file that is not an
+ * SQLite database, a database of another application or with a newer schema, or a server that
+ * cannot be reached, is refused with an error naming the path.
  * Takes no write lock unless the file is new (the schema is created then), so it does not
  * wait for an ingest in progress. On success caller owns *out; close with kr_store_close. */
 kr_status kr_store_open(const char *path, kr_store **out, kr_error *err);
@@ -67,7 +89,8 @@ void kr_store_set_busy_timeout(kr_store *store, int ms);
  * KR_ERR_IO naming path and the reason unless new files can be created in its directory
  * (SQLite keeps -wal and -shm files beside the database) and an existing file may be
  * written; an existing file must also open as a kronos store (its errors as kr_store_open).
- * Creates nothing that stays: a missing database is not created. */
+ * Creates nothing that stays: a missing database is not created. A URL: the server must
+ * accept the connection and the schema must check (it is created in an empty database). */
 kr_status kr_store_check_writable(const char *path, kr_error *err);
 
 /* Inserts the candles of c for (symbol, interval), replacing stored candles with the same
