@@ -20,8 +20,9 @@
  *     reads. A version newer than this build's is refused.
  *   - The server opens a store per request, and a new PostgreSQL connection costs a process
  *     fork on the server (milliseconds): idle connections are kept in a small per-process pool
- *     keyed by the target, and a pooled one, already checked, skips the schema check. A pooled
- *     connection is never handed to a forked child (the socket is the parent's).
+ *     keyed by the target; a pooled one, checked when it was made, re-reads only the version
+ *     (one query). A pooled connection is never handed to a forked child (the socket is the
+ *     parent's).
  */
 #include <limits.h>
 #include <math.h>
@@ -217,17 +218,24 @@ static kr_status check_schema(const kr_store *s, const schema_state *ss, kr_erro
     return KR_OK;
 }
 
-/* Checks the schema with reads; applies the missing migrations, under a lock, when needed. */
+/* Checks the schema with reads; applies the missing migrations, under a lock, when needed.
+ * Only the lock makes the answer final: catalog lookups outside a transaction can see another
+ * process's migration half committed, so anything but "current" or "newer" is read again
+ * under it. */
 static kr_status init_schema(kr_store *s, kr_error *err) {
     schema_state ss;
     kr_status st = read_schema(s, &ss, err);
     if (st != KR_OK) return st;
-    if ((st = check_schema(s, &ss, err)) != KR_OK) return st;
     if (ss.version == KR_STORE_SCHEMA_VERSION) return KR_OK; /* the usual case: two reads */
-    char lock[96];
-    snprintf(lock, sizeof lock, "SELECT pg_advisory_xact_lock(%lld)", SCHEMA_LOCK_KEY);
+    if (ss.version > KR_STORE_SCHEMA_VERSION) return check_schema(s, &ss, err);
+    /* A session lock taken before the transaction: a transaction started after the lock is
+     * granted sees the catalog as the previous holder committed it (one started before, and
+     * waiting inside, could still look at the old one). */
+    char lock[96], unlock[96];
+    snprintf(lock, sizeof lock, "SELECT pg_advisory_lock(%lld)", SCHEMA_LOCK_KEY);
+    snprintf(unlock, sizeof unlock, "SELECT pg_advisory_unlock(%lld)", SCHEMA_LOCK_KEY);
+    if ((st = exec(s, lock, "locking the schema", err)) != KR_OK) return st;
     if ((st = exec(s, "BEGIN", "creating the schema", err)) != KR_OK ||
-        (st = exec(s, lock, "locking the schema", err)) != KR_OK ||
         /* Another process may have migrated while this one waited: read again. */
         (st = read_schema(s, &ss, err)) != KR_OK || (st = check_schema(s, &ss, err)) != KR_OK)
         goto fail;
@@ -241,9 +249,10 @@ static kr_status init_schema(kr_store *s, kr_error *err) {
             (st = exec(s, mark, step, err)) != KR_OK)
             goto fail;
     }
-    if ((st = exec(s, "COMMIT", "committing the schema", err)) == KR_OK) return KR_OK;
+    st = exec(s, "COMMIT", "committing the schema", err);
 fail:
     rollback(s);
+    PQclear(PQexec(CONN(s), unlock));
     return st;
 }
 
@@ -254,6 +263,8 @@ static void quiet_notices(void *arg, const char *message) {
     (void)message; /* "relation already exists"-style notices are not errors */
 }
 
+static kr_status pg_open_new(kr_store *s, pg_handle *h, const char *target, kr_error *err);
+
 static kr_status pg_open(kr_store *s, const char *target, kr_error *err) {
     pg_handle *h = calloc(1, sizeof *h);
     if (!h || !(h->target = strdup(target))) {
@@ -262,7 +273,30 @@ static kr_status pg_open(kr_store *s, const char *target, kr_error *err) {
     }
     s->impl = h;
     h->conn = pool_take(target);
-    if (h->conn) return KR_OK; /* checked when it was made */
+    if (h->conn) {
+        /* Checked when it was made; one read tells whether another kronos migrated since. */
+        PGresult *r = PQexec(h->conn, "SELECT coalesce(max(version), 0) FROM kronos_schema");
+        int current = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 &&
+                      atoll(PQgetvalue(r, 0, 0)) == KR_STORE_SCHEMA_VERSION;
+        PQclear(r);
+        if (current) return KR_OK;
+        if (PQstatus(h->conn) != CONNECTION_OK) {
+            PQfinish(h->conn);
+            h->conn = NULL;
+            return pg_open_new(s, h, target, err);
+        }
+        kr_status st = init_schema(s, err);
+        if (st != KR_OK) {
+            PQfinish(h->conn);
+            h->conn = NULL;
+        }
+        return st;
+    }
+    return pg_open_new(s, h, target, err);
+}
+
+/* A new connection to target, its schema checked or created. */
+static kr_status pg_open_new(kr_store *s, pg_handle *h, const char *target, kr_error *err) {
     /* The URL's own settings come last, so they win over these defaults. */
     const char *const keys[] = { "connect_timeout", "application_name", "dbname", NULL };
     const char *const vals[] = { "10", "kronos", target, NULL };
@@ -275,7 +309,7 @@ static kr_status pg_open(kr_store *s, const char *target, kr_error *err) {
     }
     PQsetNoticeProcessor(h->conn, quiet_notices, NULL);
     kr_status st = init_schema(s, err);
-    if (st != KR_OK) { /* never pooled: a pooled connection skips the schema check */
+    if (st != KR_OK) { /* never pooled */
         PQfinish(h->conn);
         h->conn = NULL;
     }
