@@ -64,6 +64,9 @@ typedef struct kr_server_config {
     char api_key_file[KR_SERVER_PATH_MAX];
     char api_key[256]; /* "" = no auth; loaded from api_key_file when empty */
     double request_timeout_s; /* per-request deadline (default 120 s) */
+    double drain_delay_s; /* on a drain, /ready answers 503 this long while requests are still
+                             served, so a load balancer's health check takes the replica out
+                             before it refuses anything (default 0) */
     size_t max_body_bytes; /* request body limit (default 8 MiB) -> 413 */
     int max_paths; /* per request (default 256) -> 400 */
     int max_pred_len; /* per request (default 512) -> 400 */

@@ -48,12 +48,16 @@ kr_context *kr_server_context(kr_server *s);
 /* The metrics registry (borrowed). */
 kr_metrics *kr_server_metrics(kr_server *s);
 
-/* Graceful stop, blocking: from now on /ready and new /v1 requests answer 503; every request
- * already accepted runs to completion and its response is sent (waiting at most grace_s
- * seconds for the responses after the scheduler has drained). Idempotent; thread-safe. */
+/* Graceful stop, blocking: /ready answers 503 at once; after cfg.drain_delay_s (requests are
+ * still served meanwhile, so a load balancer checking /ready stops sending first) new /v1
+ * requests answer 503 too; every request already accepted runs to completion and its response
+ * is sent (waiting at most grace_s seconds for the responses after the scheduler has drained).
+ * Idempotent; thread-safe. */
 void kr_server_drain(kr_server *s, double grace_s);
-/* 1 once kr_server_drain has started. */
+/* 1 once kr_server_drain refuses new requests (after the drain delay). */
 int kr_server_is_draining(kr_server *s);
+/* 1 once kr_server_drain was called (what /ready answers 503 for). */
+int kr_server_is_leaving(kr_server *s);
 
 /* Drains (if not yet), stops listening and frees everything. NULL is a no-op. */
 void kr_server_free(kr_server *s);
