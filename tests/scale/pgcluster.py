@@ -7,12 +7,14 @@ PostgreSQL refuses to run as root, and CI runs the tests as root: then the clust
 run as the `postgres` user (runuser), and connected to as the database user `postgres` (trust
 authentication: the socket directory is the only way in).
 
-    python3 pgcluster.py run -- COMMAND ARGS...
+    python3 pgcluster.py run [--durable] -- COMMAND ARGS...
 
 starts a cluster, runs COMMAND with KRONOS_TEST_PG_ADMIN_URL (the `postgres` database, to
 create more) and KRONOS_TEST_PG_URL (an empty database `kronos_test`) set, stops the cluster,
-and exits with COMMAND's status. Exits 77 (ctest's skip code) when PostgreSQL is not installed:
-`bash scripts/install-deps.sh --scale` installs it.
+and exits with COMMAND's status. The cluster runs with fsync off (fast, and a test's data need
+not survive a power cut) unless --durable (for benchmarks: PostgreSQL's defaults). Exits 77
+(ctest's skip code) when PostgreSQL is not installed: `bash scripts/install-deps.sh --scale`
+installs it.
 """
 import glob
 import os
@@ -37,7 +39,8 @@ def find_bin(name):
 
 
 class Cluster:
-    def __init__(self):
+    def __init__(self, durable=False):
+        self.durable = durable
         self.initdb, self.pg_ctl = find_bin("initdb"), find_bin("pg_ctl")
         if not self.initdb or not self.pg_ctl:
             raise FileNotFoundError("PostgreSQL is not installed (initdb, pg_ctl not found); "
@@ -68,9 +71,9 @@ class Cluster:
         try:
             self._run([self.initdb, "-D", self.data, "-U", "postgres", "-A", "trust",
                        "-E", "UTF8", "--locale=C", "--no-sync"])
-            # fsync off: a test cluster need not survive a power cut, and it is much faster.
-            opts = (f"-k {self.sock} -p {self.port} -c listen_addresses='' -c fsync=off "
-                    f"-c full_page_writes=off -c max_connections=200")
+            opts = f"-k {self.sock} -p {self.port} -c listen_addresses='' -c max_connections=200"
+            if not self.durable:
+                opts += " -c fsync=off -c full_page_writes=off"
             self._run([self.pg_ctl, "-D", self.data, "-l", self.log, "-o", opts, "-w",
                        "-t", "60", "start"])
         except subprocess.CalledProcessError as e:
@@ -118,7 +121,7 @@ def main(argv):
         return 2
     cmd = argv[argv.index("--") + 1:]
     try:
-        cluster = Cluster()
+        cluster = Cluster(durable="--durable" in argv[:argv.index("--")])
     except FileNotFoundError as e:
         print(f"SKIPPED: {e}")
         return SKIP
