@@ -10,7 +10,9 @@
  * integer epoch seconds. Every error names the file, the 1-based line and the column.
  *
  * Store: candles per (symbol, interval) in one SQLite file (WAL: readers never block the
- * writer, nor the writer them); a handle is used by one thread at a time — open one per thread.
+ * writer, nor the writer them) or a PostgreSQL database named by a postgresql:// URL (which
+ * several replicas share; same tables and meaning); a handle is used by one thread at a time —
+ * open one per thread.
  * Symbols match without regard to case; a symbol or interval is 1..32 characters of
  * [A-Za-z0-9._-^=]; an interval is also a count and a unit: s, m, min, h, d, w, mo.
  */
@@ -112,13 +114,22 @@ typedef struct kr_store_entry {
     char market[KR_STORE_MARKET_MAX]; /* the symbol's market (calendar name), "" if not set */
 } kr_store_entry;
 
-/* The database path: `flag` (--db) when non-NULL and non-empty, else $KRONOS_DB, else
+/* Whether target names a PostgreSQL database (postgresql:// or postgres://) rather than a
+ * file. */
+KR_API int kr_store_is_url(const char *target);
+
+/* target as messages and logs show it: a URL with its password (user:PASSWORD@ or
+ * ?password=) replaced by ***, a file path unchanged. Writes at most cap bytes. */
+KR_API void kr_store_display_name(const char *target, char *out, size_t cap);
+
+/* The database: `flag` (--db) when non-NULL and non-empty, else $KRONOS_DB, else
  * $XDG_DATA_HOME/kronos/kronos.db, else ~/.local/share/kronos/kronos.db. Creates the missing
- * parent directories. Writes at most cap bytes into out. */
+ * parent directories of a file (a URL is taken as it is). Writes at most cap bytes into out. */
 KR_API kr_status kr_store_resolve_path(const char *flag, char *out, size_t cap, kr_error *err);
 
-/* Opens (creating when absent) the store at path. A file that is not a kronos store, or one
- * of a newer schema, is refused with an error naming the path. Does not wait for an ingest in
+/* Opens (creating when absent) the store at path (a file or a URL). A file or database that
+ * is not a kronos store, one of a newer schema, or a server that cannot be reached is refused
+ * with an error naming the path (a URL without its password). Does not wait for an ingest in
  * progress. Caller owns *out; close with kr_store_close. */
 KR_API kr_status kr_store_open(const char *path, kr_store **out, kr_error *err);
 KR_API void kr_store_close(kr_store *store);
@@ -129,7 +140,8 @@ KR_API void kr_store_set_busy_timeout(kr_store *store, int ms);
 
 /* A start-up check for commands that will write the store: KR_ERR_IO naming path and the
  * reason unless it can be written; an existing file must also open as a kronos store.
- * Creates nothing that stays. */
+ * Creates nothing that stays. A URL: the server must accept the connection and the schema
+ * must check (it is created in an empty database). */
 KR_API kr_status kr_store_check_writable(const char *path, kr_error *err);
 
 /* Inserts the candles of c for (symbol, interval), replacing stored candles with the same

@@ -79,6 +79,9 @@ typedef struct kr_server_config {
     char api_key_file[KR_SERVER_PATH_MAX];
     char api_key[256]; /* "" = no auth; loaded from api_key_file when empty */
     double request_timeout_s; /* per-request deadline (default 120 s) */
+    double drain_delay_s; /* on a drain, /ready answers 503 this long while requests are still
+                             served, so a load balancer's health check takes the replica out
+                             before it refuses anything (default 0) */
     size_t max_body_bytes; /* request body limit (default 8 MiB) -> 413 */
     int max_paths; /* per request (default 256) -> 400 */
     int max_pred_len; /* per request (default 512) -> 400 */
@@ -166,12 +169,16 @@ KR_API int kr_server_port(const kr_server *s);
 /* The engine context (borrowed), e.g. for kr_context_get_stats in tests. */
 KR_API kr_context *kr_server_context(kr_server *s);
 
-/* Graceful stop, blocking: from now on /ready and new /v1 requests answer 503; every request
- * already accepted runs to completion and its response is sent (waiting at most grace_s
- * seconds for the responses after the scheduler has drained). Idempotent; thread-safe. */
+/* Graceful stop, blocking: /ready answers 503 at once; after cfg.drain_delay_s (requests are
+ * still served meanwhile, so a load balancer checking /ready stops sending first) new /v1
+ * requests answer 503 too; every request already accepted runs to completion and its response
+ * is sent (waiting at most grace_s seconds for the responses after the scheduler has drained).
+ * Idempotent; thread-safe. */
 KR_API void kr_server_drain(kr_server *s, double grace_s);
-/* 1 once kr_server_drain has started. */
+/* 1 once kr_server_drain refuses new requests (after the drain delay). */
 KR_API int kr_server_is_draining(kr_server *s);
+/* 1 once kr_server_drain was called (what /ready answers 503 for). */
+KR_API int kr_server_is_leaving(kr_server *s);
 
 /* Drains (if not yet), stops listening and frees everything. NULL is a no-op. */
 KR_API void kr_server_free(kr_server *s);

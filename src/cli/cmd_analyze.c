@@ -43,7 +43,8 @@ static void usage(FILE *f) {
         "  --watchlist FILE      analyse the symbols listed in FILE: one per line, optionally\n"
         "                        followed by an interval ('AAPL 1d'); '#' starts a comment\n"
         "  --all                 analyse every stored series (each symbol and interval)\n"
-        "  --db FILE             database written by 'kronos ingest' (default: $KRONOS_DB, else\n"
+        "  --db FILE|URL         database written by 'kronos ingest', a file or a PostgreSQL\n"
+        "                        URL postgresql://... (default: $KRONOS_DB, else\n"
         "                        $XDG_DATA_HOME/kronos/kronos.db or "
         "~/.local/share/kronos/kronos.db)\n"
         "  --interval I          which stored interval (default: the symbol's only one, else the\n"
@@ -539,12 +540,15 @@ int kr_cmd_analyze(int argc, char **argv) {
         rc = kr_cli_fail(CMD, err.message);
         goto done;
     }
+    /* Messages name a URL without its password. */
+    char shown[PATH_MAX];
+    kr_store_display_name(db, shown, sizeof shown);
     struct stat sb;
-    if (stat(db, &sb) != 0) {
+    if (!kr_store_is_url(db) && stat(db, &sb) != 0) {
         snprintf(msg, sizeof msg,
                  "%s: no database (store candles first with 'kronos ingest --symbol SYM "
                  "--interval I FILE.csv')",
-                 db);
+                 shown);
         rc = kr_cli_fail(CMD, msg);
         goto done;
     }
@@ -559,7 +563,8 @@ int kr_cmd_analyze(int argc, char **argv) {
             o.sym_interval[o.n_symbols++] = all[i].interval;
         }
         if (o.n_symbols == 0) {
-            snprintf(msg, sizeof msg, "%s: nothing stored (add candles with 'kronos ingest')", db);
+            snprintf(msg, sizeof msg, "%s: nothing stored (add candles with 'kronos ingest')",
+                     shown);
             rc = kr_cli_fail(CMD, msg);
             goto done;
         }
@@ -570,7 +575,7 @@ int kr_cmd_analyze(int argc, char **argv) {
         const kr_store_entry *e = NULL;
         items[i].symbol = o.symbols[i];
         items[i].interval = o.sym_interval[i] ? o.sym_interval[i] : o.interval;
-        if (pick_interval(&o, o.symbols[i], o.sym_interval[i], db, all, n_all, &e, errors[i],
+        if (pick_interval(&o, o.symbols[i], o.sym_interval[i], shown, all, n_all, &e, errors[i],
                           sizeof errors[i])) {
             items[i].error = errors[i];
             continue;

@@ -1,8 +1,21 @@
 /*
- * market/store — the local market-data store: candles per (symbol, interval) in one SQLite
- * file, so `kronos ingest` writes once and `kronos analyze` (and the server) read many times.
+ * market/store — the market-data store: candles per (symbol, interval) in one SQLite file
+ * (the embedded default) or a PostgreSQL database (a postgresql:// or postgres:// URL, which
+ * several `kronos serve` replicas share), so `kronos ingest` writes once and `kronos analyze`
+ * (and the server) read many times. Both backends hold the same tables with the same meaning;
+ * the backend is chosen by the target's scheme (market/store_backend.h).
  *
- * File: WAL journal (readers never block the writer, nor the writer them), a busy timeout
+ * PostgreSQL: the URL is libpq's (postgresql://user:secret@host:5432/db?sslmode=require,
+ * or a Unix socket: postgresql:///db?host=/run/postgresql). Messages name it with the password
+ * replaced by *** (kr_store_display_name). MVCC: a read sees the last committed upsert and never
+ * waits for a writer; upserts of one symbol are serialised by a transaction-scoped advisory
+ * lock (of different symbols they run in parallel), a writer waiting longer than the busy
+ * timeout fails with KR_ERR_BUSY, writing nothing. The schema version is kept in a table
+ * kronos_schema(version, applied_at), one row per applied migration, checked at every open; a
+ * version newer than this build's is refused. Connections are kept for reuse by the process
+ * (kr_store_close returns an idle one to a small pool), so a handle per request stays cheap.
+ *
+ * SQLite file: WAL journal (readers never block the writer, nor the writer them), a busy timeout
  * for the short exclusive moments, schema versioned with PRAGMA user_version. Tables:
  *   symbols(symbol, interval, first_ts, last_ts, rows, updated_at)   one row per series
  *   candles(symbol, interval, ts, open, high, low, close, volume, amount,

@@ -213,6 +213,7 @@ typedef struct dbl_key {
 static const dbl_key k_dbl_keys[] = {
     { "request_timeout_s", 0.0, 86400.0, CFG_OFF(request_timeout_s), 0 },
     { "read_timeout_s", 0.0, 3600.0, CFG_OFF(read_timeout_s), 0 },
+    { "drain_delay_s", -1e-300, 600.0, CFG_OFF(drain_delay_s), 0 },
     { "drift_sample", -1e-300, 1.0, CFG_OFF(drift_sample), 0 },
     { "target_queue_p95_s", 0.0, 3600.0, CFG_OFF(sched.target_queue_p95_s),
       PROF_OFF(target_queue_p95_s) },

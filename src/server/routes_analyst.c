@@ -44,7 +44,8 @@ static kr_store *open_store(kr_server *s, int must_exist, int *status, kr_api_er
         return NULL;
     }
     struct stat sb;
-    if (must_exist && stat(s->cfg.db, &sb) != 0) return NULL; /* empty: status stays 0 */
+    if (must_exist && !kr_store_is_url(s->cfg.db) && stat(s->cfg.db, &sb) != 0)
+        return NULL; /* empty: status stays 0 */
     kr_store *st = NULL;
     kr_error e = { 0 };
     if (kr_store_open(s->cfg.db, &st, &e) != KR_OK) {

@@ -289,8 +289,29 @@ int kr_server_is_draining(kr_server *s) {
     return d;
 }
 
+int kr_server_is_leaving(kr_server *s) {
+    pthread_mutex_lock(&s->mu);
+    int d = s->leaving || s->draining;
+    pthread_mutex_unlock(&s->mu);
+    return d;
+}
+
 void kr_server_drain(kr_server *s, double grace_s) {
     if (!s) return;
+    pthread_mutex_lock(&s->mu);
+    const double delay_s = s->cfg.drain_delay_s;
+    const int announce = !s->leaving && !s->draining && delay_s > 0;
+    s->leaving = 1;
+    pthread_mutex_unlock(&s->mu);
+    if (announce) {
+        /* Health checks see 503 now and take this replica out; what they still send in the
+         * meantime is served, so the switch loses no request. */
+        kr_http_metrics_draining(s->http, 1);
+        kr_srv_log(s, "leaving: /ready answers 503, refusing new requests in %.1f s", delay_s);
+        struct timespec ts = { (time_t)delay_s, (long)((delay_s - (double)(time_t)delay_s) * 1e9) };
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+        }
+    }
     pthread_mutex_lock(&s->mu);
     if (s->draining) {
         /* A second caller waits for the first one's drain to finish. */

@@ -44,6 +44,7 @@ struct kr_server {
     pthread_mutex_t mu; /* guards the fields below */
     size_t mem_in_flight; /* memory budget held by requests being read and parsed */
     pthread_cond_t idle; /* signalled when active_jobs drops */
+    int leaving; /* a drain was asked for: /ready answers 503 (from before draining) */
     int draining, drained;
     int active_jobs; /* forecasts submitted whose response is not yet finished */
     double profile_checked_at; /* monotonic seconds of the last time-of-day check */
