@@ -106,7 +106,7 @@ typedef struct kr_model_info {
     size_t weight_bytes; /* bytes of weights as held in memory (after quantisation) */
     double load_seconds; /* wall time of kr_model_load (quantisation included) */
     char quant[8]; /* weight format of the Linears: "f32", "bf16", "int8", "fp8", "q4" */
-    char quant_method[16]; /* "rtn", "smoothquant", "awq" ("" for f32) */
+    char quant_method[16]; /* "rtn", "smoothquant", "awq", "gptq" ("" for f32) */
     int quant_group; /* q4 group size (0 otherwise) */
     double quant_seconds; /* part of load_seconds spent quantising (0 if none) */
     int demo; /* predictor config.json "intended_use": "demo" or "test": runs the software,
@@ -417,6 +417,23 @@ KR_API kr_status kr_context_metrics(kr_context *ctx, char **out, kr_error *err);
 KR_API kr_status kr_model_quantize(kr_model *model, const char *fmt, int group,
                                    const kr_series *calib, int n_calib, int n_threads,
                                    kr_error *err);
+
+/* kr_model_quantize with the method chosen (kr_quantize_default_params, then set fmt). */
+typedef struct kr_quantize_params {
+    const char *fmt; /* "bf16", "int8", "fp8", "q4" (required) */
+    /* NULL or "auto": as kr_model_quantize (calibrated: smoothquant for int8, awq for q4;
+     * otherwise rtn). "rtn": round-to-nearest, calibration series unused. "awq": q4,
+     * "smoothquant": int8 (as above). "gptq": q4 or int8, GPTQ second-order error
+     * compensation from every calibration row's inputs (XᵀX per Linear). awq, smoothquant and
+     * gptq need calibration series. */
+    const char *method;
+    int group; /* q4 group size, 32 or 64; <= 0: 32 */
+    int n_threads; /* calibration and GPTQ threads; <= 0: all CPUs */
+    double gptq_damp; /* GPTQ: added to XᵀX's diagonal, as a fraction of its mean (0.01) */
+} kr_quantize_params;
+KR_API kr_quantize_params kr_quantize_default_params(void);
+KR_API kr_status kr_model_quantize_with(kr_model *model, const kr_quantize_params *params,
+                                        const kr_series *calib, int n_calib, kr_error *err);
 /* Writes a quantised model as out_dir/predictor and out_dir/tokenizer (config.json +
  * model.safetensors) that kr_model_load maps without converting anything. */
 KR_API kr_status kr_model_save_quantized(const kr_model *model, const char *out_dir, kr_error *err);

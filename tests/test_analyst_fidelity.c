@@ -18,7 +18,7 @@
  *     values 1.2238 / 1.3581 / 1.6276 found in every table.
  *   - KL divergence: log-softmax and the sum in 60-digit Python Decimal on the same float32
  *     logits (the perturbed ones rounded to float32 as the C float addition rounds them).
- *   - AUC, Spearman, MAE / MAPE: by hand, derivations in the comments.
+ *   - AUC, KS separation, Spearman, MAE / MAPE: by hand, derivations in the comments.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -250,6 +250,48 @@ static void test_roc_auc(void **state) {
     assert_int_equal(kr_roc_auc(s, y, -1, &auc), KR_ERR_INVALID_ARG);
 }
 
+/* ---------------------------------------------------------------- KS separation */
+
+static void test_ks_separation(void **state) {
+    (void)state;
+    double d, p, d2, p2;
+    int64_t np = -1, nn = -1;
+    /* Perfect separation: every up window scores above every down one. */
+    const double s[] = { 0.6, 0.1, 0.9, 0.2, 0.7 };
+    const int y[] = { 1, 0, 1, 0, 1 };
+    assert_int_equal(kr_ks_separation(s, y, 5, &d, &p, &np, &nn), KR_OK);
+    assert_true(d == 1.0);
+    assert_int_equal(np, 3);
+    assert_int_equal(nn, 2);
+    /* By hand, ties across classes (P(up) is a fraction of paths, so ties are the rule): up
+     * {.5 .75 .75 1}, down {.25 .5 .75}. F_up − F_down after each value: .25: 0 − 1/3; .5:
+     * 1/4 − 2/3 = −5/12; .75: 3/4 − 1 = −1/4; 1: 0 → D = 5/12. The p-value is the two-sample
+     * test's on the split scores, whatever order the windows come in. */
+    const double t[] = { 0.75, 0.25, 0.5, 1.0, 0.5, 0.75, 0.75 };
+    const int yt[] = { 1, 0, 1, 1, 0, 0, 1 };
+    assert_int_equal(kr_ks_separation(t, yt, 7, &d, &p, NULL, NULL), KR_OK);
+    expect_rel(d, 5.0 / 12.0, 1e-15, "separation D");
+    const double up[] = { 0.75, 0.5, 1.0, 0.75 }, down[] = { 0.25, 0.5, 0.75 };
+    ks(up, 4, down, 3, &d2, &p2);
+    assert_true(d == d2 && p == p2);
+    /* No separation: the same scores in both classes. */
+    const double same[] = { 0.3, 0.3, 0.6, 0.6 };
+    const int ys[] = { 1, 0, 1, 0 };
+    assert_int_equal(kr_ks_separation(same, ys, 4, &d, &p, NULL, NULL), KR_OK);
+    assert_true(d == 0.0 && p == 1.0);
+    /* Degenerate: one class or a NaN → NaN; a bad label → error. */
+    const int all_up[] = { 1, 1, 1, 1, 1 };
+    assert_int_equal(kr_ks_separation(s, all_up, 5, &d, &p, &np, &nn), KR_OK);
+    assert_true(isnan(d) && isnan(p));
+    assert_int_equal(nn, 0);
+    const double sn[] = { 0.6, NAN, 0.9, 0.2, 0.7 };
+    assert_int_equal(kr_ks_separation(sn, y, 5, &d, &p, NULL, NULL), KR_OK);
+    assert_true(isnan(d));
+    const int bad[] = { 1, 0, 2, 0, 1 };
+    assert_int_equal(kr_ks_separation(s, bad, 5, &d, &p, NULL, NULL), KR_ERR_INVALID_ARG);
+    assert_int_equal(kr_ks_separation(s, y, 5, NULL, &p, NULL, NULL), KR_ERR_INVALID_ARG);
+}
+
 /* ---------------------------------------------------------------- Spearman */
 
 static void test_spearman(void **state) {
@@ -432,6 +474,7 @@ int main(void) {
         cmocka_unit_test(test_ks_asymptotic),
         cmocka_unit_test(test_ks_degenerate),
         cmocka_unit_test(test_roc_auc),
+        cmocka_unit_test(test_ks_separation),
         cmocka_unit_test(test_spearman),
         cmocka_unit_test(test_kl_divergence),
         cmocka_unit_test(test_top1),

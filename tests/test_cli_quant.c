@@ -2,6 +2,8 @@
  * The quantisation commands as a user runs them: `kronos quantize` writes a checkpoint that
  * `kronos forecast --model` loads, `--quant` quantises at load, `kronos eval-quant` prints
  * and writes its fidelity report, and bad flags are usage errors naming the flag.
+ * `quantize --method gptq` writes a GPTQ checkpoint; `eval-quant --gate FILE` exits 0 when
+ * every gate holds, 3 naming each failed gate and by how much, 1 on a malformed gate file.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -120,11 +122,70 @@ static void test_usage_errors(void **state) {
     assert_int_equal(r->code, 2);
 }
 
+static void test_gptq_and_gates(void **state) {
+    (void)state;
+    char args[4096];
+    snprintf(args, sizeof args,
+             "quantize --quant q4 --method gptq --calib %s --windows 2 --lookback 200 --out %s/gq",
+             KR_SOURCE_DIR "/data/MSFT_1d.csv", g_tmp);
+    const kr_test_run *r = kronos(args);
+    if (r->code != 0) fail_msg("exit %d: %s", r->code, r->err);
+    assert_non_null(strstr(r->err, "q4 (gptq, group 32)"));
+    char cfg[4096];
+    snprintf(args, sizeof args, "%s/gq/predictor/config.json", g_tmp);
+    kr_test_slurp(args, cfg, sizeof cfg);
+    assert_non_null(strstr(cfg, "\"method\": \"gptq\""));
+
+    char pass[256], fail[256], bad[256];
+    snprintf(pass, sizeof pass, "%s/pass.json", g_tmp);
+    snprintf(fail, sizeof fail, "%s/fail.json", g_tmp);
+    snprintf(bad, sizeof bad, "%s/bad.json", g_tmp);
+    static const char pass_text[] = "{\"s1_top1_agreement_min\": 0.5, \"s1_kl_max\": 1}";
+    static const char fail_text[] = "{\"s1_top1_agreement_min\": 0.5, \"s1_kl_max\": 0}";
+    static const char bad_text[] = "{\"s1_kl_max\": 1, \"kl_maximum\": 1}";
+    assert_int_equal(kr_test_write_file(pass, pass_text, strlen(pass_text)), 0);
+    assert_int_equal(kr_test_write_file(fail, fail_text, strlen(fail_text)), 0);
+    assert_int_equal(kr_test_write_file(bad, bad_text, strlen(bad_text)), 0);
+    const char *common = "--data " KR_SOURCE_DIR "/data/AAPL_1d.csv --windows 2 --lookback 64 "
+                         "--pred-len 4 --paths 4";
+    snprintf(args, sizeof args, "eval-quant --quant-model %s/gq %s --gate %s", g_tmp, common, pass);
+    r = kronos(args);
+    if (r->code != 0) fail_msg("exit %d: %s", r->code, r->err);
+    assert_non_null(strstr(r->err, "every gate holds"));
+    assert_non_null(strstr(r->out, "**pass**"));
+    assert_non_null(strstr(r->out, "Risk control"));
+
+    snprintf(args, sizeof args, "eval-quant --quant-model %s/gq %s --gate %s", g_tmp, common, fail);
+    r = kronos(args);
+    assert_int_equal(r->code, 3);
+    assert_non_null(strstr(r->err, "gate s1_kl_max failed: mean KL(f32 ‖ quant) s1 = "));
+    assert_non_null(strstr(r->err, "above the maximum 0 by"));
+    assert_non_null(strstr(r->err, "1 gate failed"));
+    assert_non_null(strstr(r->out, "**FAIL**"));
+
+    snprintf(args, sizeof args, "eval-quant --quant int8 %s --gate %s", common, bad);
+    r = kronos(args);
+    assert_int_equal(r->code, 1);
+    assert_non_null(strstr(r->err, "bad.json: unknown gate 'kl_maximum'"));
+    assert_null(strstr(r->out, "###")); /* refused before evaluating */
+
+    /* --method misuse is a usage error naming the flag. */
+    r = kronos("quantize --quant q4 --method gptq --out x");
+    assert_int_equal(r->code, 2);
+    assert_non_null(strstr(r->err, "--method gptq needs --calib"));
+    r = kronos("quantize --quant q4 --method optq --out x");
+    assert_int_equal(r->code, 2);
+    assert_non_null(strstr(r->err, "--method"));
+    r = kronos("eval-quant --quant q4 --method awq");
+    assert_int_equal(r->code, 2);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_quantize_then_forecast),
         cmocka_unit_test(test_eval_quant_report),
         cmocka_unit_test(test_usage_errors),
+        cmocka_unit_test(test_gptq_and_gates),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

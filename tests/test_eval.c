@@ -2,7 +2,9 @@
  * The eval layer (kronos/eval.h) through its public API: eval-quant of a model against
  * itself agrees everywhere (the statistics are wired to the right inputs); a quantised model
  * is compared on every window; bad files and parameters fail with a message naming the place;
- * bench times every (paths, mode) pair and writes a parseable JSON report.
+ * bench times every (paths, mode) pair and writes a parseable JSON report. Acceptance gates:
+ * the model against itself passes strict gates, the int8 model fails a zero-KL gate with the
+ * figure and the miss printed, and malformed gate files are refused naming file and key.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,6 +108,17 @@ static void test_model_against_itself_agrees_everywhere(void **state) {
                 number_at(j, "forecast", "roc_auc_quant"));
     const cJSON *ks = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "forecast"), "ks_path_returns");
     assert_true(cJSON_GetObjectItem(ks, "statistic")->valuedouble == 0.0);
+    /* Risk control, both models side by side: the same P(up) separates outcomes the same. */
+    const cJSON *risk = cJSON_GetObjectItem(j, "risk_control");
+    assert_non_null(risk);
+    assert_int_equal((int)(number_at(j, "risk_control", "windows_up") +
+                           number_at(j, "risk_control", "windows_down")),
+                     6);
+    const cJSON *kf = cJSON_GetObjectItem(risk, "ks_f32"),
+                *kq = cJSON_GetObjectItem(risk, "ks_quant");
+    assert_true((cJSON_IsNull(kf) && cJSON_IsNull(kq)) || kf->valuedouble == kq->valuedouble);
+    assert_true(number_at(j, "risk_control", "roc_auc_f32") ==
+                number_at(j, "forecast", "roc_auc_f32"));
     cJSON_Delete(j);
     kr_eval_quant_report_free(r);
     kr_context_free(twin);
@@ -238,12 +251,136 @@ static void test_bench_times_every_row(void **state) {
     kr_candles_free(cs);
 }
 
+static kr_quant_gate *gate_of(const char *text) {
+    kr_quant_gate *g = NULL;
+    kr_error err = { 0 };
+    if (kr_quant_gate_parse(text, strlen(text), "test-gate.json", &g, &err) != KR_OK)
+        fail_msg("%s", err.message);
+    return g;
+}
+
+static char *markdown_of(const kr_eval_quant_report *r) {
+    char *md = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&md, &len);
+    kr_error err = { 0 };
+    assert_int_equal(kr_eval_quant_write_markdown(r, f, &err), KR_OK);
+    fclose(f);
+    return md;
+}
+
+static void test_gate_pass_and_fail(void **state) {
+    (void)state;
+    kr_eval_quant_params p = small_params();
+    kr_eval_quant_report *self = NULL, *q = NULL;
+    kr_error err = { 0 };
+    kr_context *twin = context_on(g_ref);
+    if (kr_eval_quant_run(g_ref_ctx, twin, &p, &self, &err) != KR_OK) fail_msg("%s", err.message);
+    if (kr_eval_quant_run(g_ref_ctx, g_q_ctx, &p, &q, &err) != KR_OK) fail_msg("%s", err.message);
+    /* The model against itself meets the strictest gates there are. */
+    kr_quant_gate *strict = gate_of("{\"description\": \"strict\", \"s1_top1_agreement_min\": 1, "
+                                    "\"s2_top1_agreement_min\": 1, \"s1_kl_max\": 0, "
+                                    "\"ks_p_value_min\": 0.99, \"roc_auc_drop_max\": 0}");
+    int failed = -1;
+    assert_int_equal(kr_eval_quant_apply_gate(self, strict, &failed, &err), KR_OK);
+    assert_int_equal(failed, 0);
+    cJSON *j = report_json(self);
+    const cJSON *g = cJSON_GetObjectItem(j, "gates");
+    assert_true(cJSON_IsTrue(cJSON_GetObjectItem(g, "passed")));
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(g, "results")), 5);
+    cJSON_Delete(j);
+    char *md = markdown_of(self);
+    assert_non_null(strstr(md, "Acceptance gates (test-gate.json): **pass**"));
+    free(md);
+
+    /* int8 moves the logits: a zero-KL gate fails, naming the gate, the figure and the miss;
+     * the agreement gate at 0 holds. */
+    kr_quant_gate *zero_kl = gate_of("{\"s1_kl_max\": 0, \"s1_top1_agreement_min\": 0}");
+    assert_int_equal(kr_eval_quant_apply_gate(q, zero_kl, &failed, &err), KR_OK);
+    assert_int_equal(failed, 1);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_int_equal(kr_eval_quant_write_gate_failures(q, f, &err), KR_OK);
+    fclose(f);
+    assert_non_null(strstr(buf, "gate s1_kl_max failed: mean KL(f32 ‖ quant) s1 = "));
+    assert_non_null(strstr(buf, "above the maximum 0 by "));
+    assert_null(strstr(buf, "s1_top1_agreement_min"));
+    free(buf);
+    j = report_json(q);
+    g = cJSON_GetObjectItem(j, "gates");
+    assert_true(cJSON_IsFalse(cJSON_GetObjectItem(g, "passed")));
+    assert_int_equal((int)number_at(j, "gates", "failed"), 1);
+    cJSON_Delete(j);
+    md = markdown_of(q);
+    assert_non_null(strstr(md, "**FAIL**"));
+    assert_non_null(strstr(md, "| **fail** |"));
+    free(md);
+    /* One window: a single outcome class, so ROC-AUC is NaN — unmeasurable fails its gate. */
+    kr_eval_quant_report *one = NULL;
+    p.n_data = 1;
+    p.windows = 1;
+    if (kr_eval_quant_run(g_ref_ctx, twin, &p, &one, &err) != KR_OK) fail_msg("%s", err.message);
+    kr_quant_gate *auc = gate_of("{\"roc_auc_drop_max\": 1}");
+    assert_int_equal(kr_eval_quant_apply_gate(one, auc, &failed, &err), KR_OK);
+    assert_int_equal(failed, 1);
+    buf = NULL;
+    f = open_memstream(&buf, &len);
+    assert_int_equal(kr_eval_quant_write_gate_failures(one, f, &err), KR_OK);
+    fclose(f);
+    assert_non_null(strstr(buf, "could not be measured (NaN)"));
+    free(buf);
+    kr_quant_gate_free(auc);
+    kr_eval_quant_report_free(one);
+    kr_quant_gate_free(strict);
+    kr_quant_gate_free(zero_kl);
+    kr_eval_quant_report_free(self);
+    kr_eval_quant_report_free(q);
+    kr_context_free(twin);
+}
+
+static void test_malformed_gate_files(void **state) {
+    (void)state;
+    static const struct {
+        const char *text, *says;
+    } bad[] = {
+        { "{\"s1_kl_max\": 0.01,\n \"ks_p_value_min\": }", "not valid JSON (line 2)" },
+        { "[0.95]", "must be a JSON object" },
+        { "{\"s1_kl_max\": 0.01, \"top1_min\": 0.9}", "unknown gate 'top1_min' (known: " },
+        { "{\"s1_kl_max\": 0.01, \"s1_kl_max\": 0.02}", "gate 's1_kl_max' is given twice" },
+        { "{\"s1_kl_max\": \"0.01\"}", "gate 's1_kl_max' must be a number" },
+        { "{\"s1_top1_agreement_min\": 95}", "gate 's1_top1_agreement_min' = 95 is outside 0..1" },
+        { "{\"s1_kl_max\": -1}", "is outside 0..inf" },
+        { "{}", "no gate thresholds" },
+        { "{\"description\": \"nothing\"}", "no gate thresholds" },
+        { "{\"description\": 3, \"s1_kl_max\": 1}", "'description' must be a string" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        kr_quant_gate *g = NULL;
+        kr_error err = { 0 };
+        assert_int_not_equal(
+            kr_quant_gate_parse(bad[i].text, strlen(bad[i].text), "gates.json", &g, &err), KR_OK);
+        assert_null(g);
+        if (!strstr(err.message, bad[i].says) || strncmp(err.message, "gates.json: ", 12) != 0)
+            fail_msg("'%s' gave '%s', not '%s'", bad[i].text, err.message, bad[i].says);
+    }
+    kr_quant_gate *g = NULL;
+    kr_error err = { 0 };
+    assert_int_not_equal(kr_quant_gate_load("/nonexistent/gate.json", &g, &err), KR_OK);
+    assert_non_null(strstr(err.message, "/nonexistent/gate.json"));
+    /* The shipped defaults parse. */
+    assert_int_equal(kr_quant_gate_load(KR_SOURCE_DIR "/deploy/quant-gate.json", &g, &err), KR_OK);
+    kr_quant_gate_free(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_model_against_itself_agrees_everywhere),
         cmocka_unit_test(test_quantised_model_is_measured_on_every_window),
         cmocka_unit_test(test_bad_inputs_name_the_place),
         cmocka_unit_test(test_bench_times_every_row),
+        cmocka_unit_test(test_gate_pass_and_fail),
+        cmocka_unit_test(test_malformed_gate_files),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

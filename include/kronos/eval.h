@@ -9,6 +9,7 @@
 #ifndef KRONOS_EVAL_H
 #define KRONOS_EVAL_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -74,7 +75,9 @@ typedef struct kr_eval_quant_report kr_eval_quant_report;
 KR_API kr_eval_quant_params kr_eval_quant_default_params(void);
 /* Compares the model of `quant` with the f32 model of `ref` on the same windows: teacher-forced
  * next-token agreement and KL, forecast error against f32 and against what happened, direction
- * agreement, a KS test of path returns, ROC-AUC of P(up), rank correlation of expected returns.
+ * agreement, a KS test of path returns, ROC-AUC of P(up) and the risk-control KS of P(up)
+ * (separation of windows that went up from those that went down) for both models, rank
+ * correlation of expected returns.
  * Errors name the file. */
 KR_API kr_status kr_eval_quant_run(kr_context *ref, kr_context *quant,
                                    const kr_eval_quant_params *params, kr_eval_quant_report **out,
@@ -84,6 +87,31 @@ KR_API kr_status kr_eval_quant_write_markdown(const kr_eval_quant_report *report
 KR_API kr_status kr_eval_quant_write_json(const kr_eval_quant_report *report, FILE *f,
                                           kr_error *err);
 KR_API void kr_eval_quant_report_free(kr_eval_quant_report *report);
+
+/* ---- acceptance gates ------------------------------------------------------------------
+ * A JSON object of thresholds (deploy/quant-gate.json documents each); any subset may be
+ * given, plus an optional "description" string:
+ *   s1_top1_agreement_min, s2_top1_agreement_min   teacher-forced top-1 agreement, 0..1
+ *   s1_kl_max, s2_kl_max                           mean KL(f32 ‖ quant), nats
+ *   ks_p_value_min                                 KS p-value of the path returns at horizon
+ *   roc_auc_drop_max                               ROC-AUC of P(up), f32 − quant
+ *   rank_correlation_min                           Spearman of expected returns over windows
+ *   risk_ks_drop_max                               risk-control KS of P(up), f32 − quant
+ * An unknown or repeated key, a value that is not a number or out of range, or an object with
+ * no gate is refused naming the file and key. */
+typedef struct kr_quant_gate kr_quant_gate;
+KR_API kr_status kr_quant_gate_load(const char *path, kr_quant_gate **out, kr_error *err);
+/* text[0..len) (need not be NUL-terminated); origin names it in errors. */
+KR_API kr_status kr_quant_gate_parse(const char *text, size_t len, const char *origin,
+                                     kr_quant_gate **out, kr_error *err);
+KR_API void kr_quant_gate_free(kr_quant_gate *gate);
+/* Checks the report against every gate of the file; *failed = gates that do not hold (a
+ * figure that is NaN fails). The results join the report's Markdown and JSON. */
+KR_API kr_status kr_eval_quant_apply_gate(kr_eval_quant_report *report, const kr_quant_gate *gate,
+                                          int *failed, kr_error *err);
+/* One line per failed gate: its key, the figure, the threshold and by how much it missed. */
+KR_API kr_status kr_eval_quant_write_gate_failures(const kr_eval_quant_report *report, FILE *f,
+                                                   kr_error *err);
 
 #ifdef __cplusplus
 }

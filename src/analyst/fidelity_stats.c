@@ -218,6 +218,34 @@ kr_status kr_roc_auc(const double *score, const int *label, int64_t n, double *a
     return st;
 }
 
+kr_status kr_ks_separation(const double *score, const int *label, int64_t n, double *statistic,
+                           double *p_value, int64_t *n_pos, int64_t *n_neg) {
+    if (!statistic || !p_value || n < 0 || (n > 0 && (!score || !label))) return KR_ERR_INVALID_ARG;
+    int64_t npos = 0;
+    for (int64_t k = 0; k < n; k++) {
+        if (label[k] != 0 && label[k] != 1) return KR_ERR_INVALID_ARG;
+        npos += label[k];
+    }
+    if (n_pos) *n_pos = npos;
+    if (n_neg) *n_neg = n - npos;
+    *statistic = NAN;
+    *p_value = NAN;
+    if (npos == 0 || npos == n) return KR_OK;
+    double *pos = malloc((size_t)n * sizeof *pos);
+    if (!pos) return KR_ERR_NOMEM;
+    double *neg = pos + npos;
+    int64_t ip = 0, in = 0;
+    for (int64_t k = 0; k < n; k++) {
+        if (label[k])
+            pos[ip++] = score[k];
+        else
+            neg[in++] = score[k];
+    }
+    kr_status st = kr_ks2_test(pos, npos, neg, n - npos, statistic, p_value);
+    free(pos);
+    return st;
+}
+
 kr_status kr_spearman(const double *x, const double *y, int64_t n, double *rho) {
     if (!rho || n < 0 || (n > 0 && (!x || !y))) return KR_ERR_INVALID_ARG;
     *rho = NAN;

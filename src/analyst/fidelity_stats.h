@@ -1,7 +1,7 @@
 /*
  * analyst/fidelity_stats — the statistics behind the quantisation fidelity report ("does the
  * quantised model predict like the f32 one?"): a two-sample Kolmogorov–Smirnov test on the
- * forecast distributions, ROC AUC and Spearman correlation of scores, KL divergence and top-1
+ * forecast distributions, ROC AUC, KS separation and Spearman correlation of scores, KL divergence and top-1
  * agreement of next-token logits, and running MAE / MAPE accumulators.
  *
  * All functions are pure (no global state, nothing kept between calls) and compute in double.
@@ -59,6 +59,18 @@ double kr_ks_sf(double lambda);
  * score is NaN.
  */
 kr_status kr_roc_auc(const double *score, const int *label, int64_t n, double *auc);
+
+/*
+ * The risk-control KS statistic: how well `score` separates the outcomes of `label` (1 = the
+ * window went up, 0 = down). *statistic = sup_s |F_1(s) − F_0(s)| between the empirical CDFs
+ * of the scores of the two classes (the Kolmogorov–Smirnov distance banks use to rate a
+ * score's separation: 0 = none, 1 = perfect); *p_value = kr_ks2_test's p of "both classes'
+ * scores come from one distribution". *n_pos / *n_neg (optional) receive the class sizes.
+ * A label other than 0 or 1 is KR_ERR_INVALID_ARG; a single class, n == 0 or a NaN score give
+ * NaN outputs.
+ */
+kr_status kr_ks_separation(const double *score, const int *label, int64_t n, double *statistic,
+                           double *p_value, int64_t *n_pos, int64_t *n_neg);
 
 /*
  * Spearman rank correlation: the Pearson correlation of the average ranks of x and of y

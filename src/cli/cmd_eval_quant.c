@@ -27,8 +27,9 @@ static void usage(FILE *f) {
           "\n"
           "Compares a quantised model with its f32 original on real windows of candle files:\n"
           "next-token agreement and KL, forecast error against f32 and against what happened,\n"
-          "direction agreement, KS test of path returns, ROC-AUC of P(up), rank correlation of\n"
-          "expected returns. Prints Markdown; --json writes the numbers.\n"
+          "direction agreement, KS test of path returns, ROC-AUC and risk-control KS of P(up)\n"
+          "for both, rank correlation of expected returns. Prints Markdown; --json writes the\n"
+          "numbers. With --gate, exits 3 when a gate fails (1: error, 2: usage).\n"
           "\n"
           "  --model DIR         f32 checkpoint (default: the bundled demo model)\n"
           "  --tokenizer DIR     tokenizer dir when --model is the predictor dir\n"
@@ -37,6 +38,10 @@ static void usage(FILE *f) {
           "  --group N           q4 group size, 32 (default) or 64\n"
           "  --calib CSV         calibrate the quantisation on this file (repeatable), with\n"
           "                      kronos quantize's default windows\n"
+          "  --method M          rtn, awq (q4), smoothquant (int8) or gptq (q4, int8), as\n"
+          "                      kronos quantize --method (awq/smoothquant/gptq need --calib)\n"
+          "  --gate FILE         acceptance thresholds (JSON, e.g. deploy/quant-gate.json):\n"
+          "                      prints each failed gate and by how much, exits 3\n"
           "  --kv-dtype T        KV-cache precision of the quantised run (f32, bf16, int8)\n"
           "  --data CSV          evaluation candles (repeatable; default: the bundled data/)\n"
           "  --windows N         windows per file (default 16)\n"
@@ -52,7 +57,8 @@ static void usage(FILE *f) {
 }
 
 typedef struct opts {
-    const char *model, *tokenizer, *quant, *quant_model, *kv_dtype, *json, *markdown;
+    const char *model, *tokenizer, *quant, *quant_model, *kv_dtype, *json, *markdown, *method,
+        *gate;
     const char *data[MAX_FILES], *calib[MAX_FILES];
     int n_data, n_calib, group, windows, lookback, pred_len, paths, threads;
     uint64_t seed;
@@ -76,6 +82,8 @@ static int parse(int argc, char **argv, opts *o) {
         { "threads", required_argument, NULL, 'j' },
         { "json", required_argument, NULL, 'J' },
         { "markdown", required_argument, NULL, 'M' },
+        { "method", required_argument, NULL, 'E' },
+        { "gate", required_argument, NULL, 'G' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -150,6 +158,14 @@ static int parse(int argc, char **argv, opts *o) {
             break;
         case 'J': o->json = optarg; break;
         case 'M': o->markdown = optarg; break;
+        case 'E':
+            if (strcmp(optarg, "rtn") != 0 && strcmp(optarg, "awq") != 0 &&
+                strcmp(optarg, "smoothquant") != 0 && strcmp(optarg, "gptq") != 0)
+                return kr_cli_usage_error(
+                    CMD, "--method must be one of rtn, awq, smoothquant, gptq, got '%s'", optarg);
+            o->method = optarg;
+            break;
+        case 'G': o->gate = optarg; break;
         case 'h': usage(stdout); return -1;
         default: usage(stderr); return 2;
         }
@@ -157,6 +173,11 @@ static int parse(int argc, char **argv, opts *o) {
     if (optind < argc) return kr_cli_usage_error(CMD, "unexpected argument '%s'", argv[optind]);
     if (!o->quant && !o->quant_model)
         return kr_cli_usage_error(CMD, "--quant or --quant-model is required%s", "");
+    if (o->method && (o->quant_model || !o->quant))
+        return kr_cli_usage_error(CMD, "--method %s quantises --quant FMT, not --quant-model",
+                                  o->method);
+    if (o->method && strcmp(o->method, "rtn") != 0 && !o->n_calib)
+        return kr_cli_usage_error(CMD, "--method %s needs --calib CSV", o->method);
     if (!o->n_data) {
         static const char *const bundled[] = { "XSHG_5min_600977.csv", "AAPL_1d.csv", "MSFT_1d.csv",
                                                "BTCUSDT_1h.csv" };
@@ -217,7 +238,7 @@ static kr_status load_models(const opts *o, const char *pred_dir, const char *to
             return kr_error_set(err, KR_ERR_INVALID_ARG, "%s", msg);
         return kr_model_load(qp, qt, &mp, q, err);
     }
-    if (!o->n_calib) {
+    if (!o->n_calib || (o->method && strcmp(o->method, "rtn") == 0)) {
         mp.quant = o->quant;
         mp.quant_group = o->group;
         return kr_model_load(pred_dir, tok_dir, &mp, q, err);
@@ -227,7 +248,12 @@ static kr_status load_models(const opts *o, const char *pred_dir, const char *to
     if ((st = kr_calib_set_load(o->calib, o->n_calib, KR_CALIB_DEFAULT_WINDOWS,
                                 KR_CALIB_DEFAULT_LOOKBACK, &cs, err)) != KR_OK)
         return st;
-    st = kr_model_quantize(*q, o->quant, o->group, cs.series, cs.n_series, o->threads, err);
+    kr_quantize_params qp = kr_quantize_default_params();
+    qp.fmt = o->quant;
+    qp.method = o->method;
+    qp.group = o->group;
+    qp.n_threads = o->threads;
+    st = kr_model_quantize_with(*q, &qp, cs.series, cs.n_series, err);
     kr_calib_set_free(&cs);
     return st;
 }
@@ -244,7 +270,11 @@ int kr_cmd_eval_quant(int argc, char **argv) {
     kr_error err = { 0 };
     kr_model *ref = NULL, *q = NULL;
     kr_context *ref_ctx = NULL, *q_ctx = NULL;
-    int rc = 0;
+    kr_quant_gate *gate = NULL;
+    int rc = 0, failed = 0;
+    /* A bad gate file fails before the (long) evaluation, not after it. */
+    if (o.gate && kr_quant_gate_load(o.gate, &gate, &err) != KR_OK)
+        return kr_cli_fail(CMD, err.message);
     if (load_models(&o, pred_dir, tok_dir, &ref, &q, &err) != KR_OK)
         rc = kr_cli_fail(CMD, err.message);
     /* The reference runs with f32 KV, the quantised model with --kv-dtype. */
@@ -270,7 +300,20 @@ int kr_cmd_eval_quant(int argc, char **argv) {
     kr_eval_quant_report *report = NULL;
     if (rc == 0 && kr_eval_quant_run(ref_ctx, q_ctx, &ep, &report, &err) != KR_OK)
         rc = kr_cli_fail(CMD, err.message);
+    if (rc == 0 && gate && kr_eval_quant_apply_gate(report, gate, &failed, &err) != KR_OK)
+        rc = kr_cli_fail(CMD, err.message);
     if (rc == 0) rc = write_reports(&o, report, &err);
+    if (rc == 0 && gate) {
+        kr_eval_quant_write_gate_failures(report, stderr, &err);
+        if (failed) {
+            fprintf(stderr, "kronos %s: %s: %d gate%s failed\n", CMD, o.gate, failed,
+                    failed == 1 ? "" : "s");
+            rc = 3;
+        } else {
+            fprintf(stderr, "kronos %s: %s: every gate holds\n", CMD, o.gate);
+        }
+    }
+    kr_quant_gate_free(gate);
     kr_eval_quant_report_free(report);
     kr_context_free(ref_ctx);
     kr_context_free(q_ctx);

@@ -24,7 +24,7 @@
 static void usage(FILE *f) {
     fputs("usage: kronos quantize --quant bf16|int8|fp8|q4 --out DIR [--model DIR] [--tokenizer "
           "DIR]\n"
-          "                       [--calib CSV]... [flags]\n"
+          "                       [--method rtn|awq|smoothquant|gptq] [--calib CSV]... [flags]\n"
           "\n"
           "Quantises every Linear of an f32 checkpoint and writes DIR/predictor and\n"
           "DIR/tokenizer (config.json with a \"quantization\" block + model.safetensors), which\n"
@@ -38,6 +38,12 @@ static void usage(FILE *f) {
           "  --calib CSV        candles to calibrate on (repeatable): int8 then uses\n"
           "                     SmoothQuant-style smoothing, q4 AWQ-style channel scales;\n"
           "                     without it every format is plain round-to-nearest\n"
+          "  --method M         rtn, awq (q4), smoothquant (int8) or gptq (q4, int8: GPTQ\n"
+          "                     error compensation from the calibration inputs); awq,\n"
+          "                     smoothquant and gptq need --calib (default: awq / smoothquant\n"
+          "                     with --calib, rtn without)\n"
+          "  --damp F           gptq: damping added to XᵀX's diagonal, a fraction of its\n"
+          "                     mean (default 0.01; raised x10 until XᵀX factorises)\n"
           "  --windows N        calibration windows cut from each file (default 8)\n"
           "  --lookback N       rows per calibration window (default 400)\n"
           "  --threads N        compute threads (default: all CPUs)\n"
@@ -55,9 +61,11 @@ int kr_cmd_quantize(int argc, char **argv) {
         { "calib", required_argument, NULL, 'c' },    { "windows", required_argument, NULL, 'w' },
         { "lookback", required_argument, NULL, 'l' }, { "threads", required_argument, NULL, 'j' },
         { "out", required_argument, NULL, 'o' },      KR_OPT_ALLOW_NONFINITE_ENTRY,
+        { "method", required_argument, NULL, 'M' },   { "damp", required_argument, NULL, 'D' },
         { "help", no_argument, NULL, 'h' },           { NULL, 0, NULL, 0 },
     };
-    const char *model = NULL, *tokenizer = NULL, *quant = NULL, *out = NULL;
+    const char *model = NULL, *tokenizer = NULL, *quant = NULL, *out = NULL, *method = NULL;
+    double damp = kr_quantize_default_params().gptq_damp;
     const char *calib[MAX_CALIB];
     int n_calib = 0, group = 32, windows = KR_CALIB_DEFAULT_WINDOWS,
         lookback = KR_CALIB_DEFAULT_LOOKBACK, threads = 0, allow_nonfinite = 0;
@@ -98,6 +106,17 @@ int kr_cmd_quantize(int argc, char **argv) {
                                           optarg);
             break;
         case 'o': out = optarg; break;
+        case 'M':
+            if (strcmp(optarg, "rtn") != 0 && strcmp(optarg, "awq") != 0 &&
+                strcmp(optarg, "smoothquant") != 0 && strcmp(optarg, "gptq") != 0)
+                return kr_cli_usage_error(
+                    CMD, "--method must be one of rtn, awq, smoothquant, gptq, got '%s'", optarg);
+            method = optarg;
+            break;
+        case 'D':
+            if (!kr_arg_double(optarg, 0.0, 1.0, &damp))
+                return kr_cli_usage_error(CMD, "--damp must be a number in 0..1, got '%s'", optarg);
+            break;
         case KR_OPT_ALLOW_NONFINITE: allow_nonfinite = 1; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
@@ -106,6 +125,8 @@ int kr_cmd_quantize(int argc, char **argv) {
     if (optind < argc) return kr_cli_usage_error(CMD, "unexpected argument '%s'", argv[optind]);
     if (!quant) return kr_cli_usage_error(CMD, "--quant is required%s", "");
     if (!out) return kr_cli_usage_error(CMD, "--out is required%s", "");
+    if (method && strcmp(method, "rtn") != 0 && n_calib == 0)
+        return kr_cli_usage_error(CMD, "--method %s needs --calib CSV", method);
 
     char pred_dir[PATH_MAX], tok_dir[PATH_MAX], msg[PATH_MAX + 128];
     int r = kr_resolve_model_dirs(model, tokenizer, pred_dir, tok_dir, msg, sizeof msg);
@@ -124,11 +145,16 @@ int kr_cmd_quantize(int argc, char **argv) {
         rc = kr_cli_fail(CMD, err.message);
     double t0 = kr_now_seconds();
     char what[160];
-    snprintf(what, sizeof what, "quantising to %s%s (%d calibration windows)", quant,
-             cs.n_series ? ", calibrating" : "", cs.n_series);
+    snprintf(what, sizeof what, "quantising to %s%s%s (%d calibration windows)", quant,
+             method ? " with " : "", method ? method : "", cs.n_series);
     kr_ticker *ticker = rc == 0 ? kr_ticker_start(what) : NULL;
-    kr_status qst =
-        rc == 0 ? kr_model_quantize(m, quant, group, cs.series, cs.n_series, threads, &err) : KR_OK;
+    kr_quantize_params qp = kr_quantize_default_params();
+    qp.fmt = quant;
+    qp.method = method;
+    qp.group = group;
+    qp.n_threads = threads;
+    qp.gptq_damp = damp;
+    kr_status qst = rc == 0 ? kr_model_quantize_with(m, &qp, cs.series, cs.n_series, &err) : KR_OK;
     kr_ticker_stop(ticker);
     if (qst != KR_OK) rc = kr_cli_fail(CMD, err.message);
     double tq = kr_now_seconds() - t0;

@@ -11,6 +11,9 @@
  *                activations from 4-bit rounding.
  * "No scaling" is always a candidate, so on the calibration data the chosen scales are never
  * worse than round-to-nearest.
+ * GPTQ (q4, int8; model/gptq.h) instead accumulates every Linear's XᵀX over all the
+ * calibration rows and quantises each weight with second-order error compensation. A Linear
+ * no calibration row reached (none in the shipped architectures) is round-to-nearest.
  */
 #include <math.h>
 #include <stdio.h>
@@ -20,16 +23,22 @@
 #include "base/error.h"
 #include "base/timeutil.h"
 #include "kronos.h"
+#include "base/threadpool.h"
+#include "model/gptq.h"
 #include "model/model.h"
 #include "model/quantize.h"
 
 enum { SAMPLE_ROWS = 256 };
+
+typedef enum method { M_AUTO, M_RTN, M_AWQ, M_SMOOTHQUANT, M_GPTQ } method;
 
 typedef struct net {
     kr_named_linear *ls;
     int n;
     kr_act_stats *stats;
     float **scales;
+    kr_gptq_hessian *hess; /* GPTQ only */
+    kr_qmat_owned **ready; /* GPTQ only: the quantised weights (malloc'd) */
 } net;
 
 static void net_release(net *t) {
@@ -37,23 +46,66 @@ static void net_release(net *t) {
         t->ls[i].l->stats = NULL;
         if (t->stats) kr_act_stats_release(&t->stats[i]);
         if (t->scales) free(t->scales[i]);
+        if (t->hess) kr_gptq_hessian_release(&t->hess[i]);
+        if (t->ready && t->ready[i]) {
+            kr_qmat_owned_free(t->ready[i]);
+            free(t->ready[i]);
+        }
     }
     free(t->ls);
     free(t->stats);
     free(t->scales);
+    free(t->hess);
+    free(t->ready);
     memset(t, 0, sizeof *t);
 }
 
-static kr_status net_attach(net *t, uint64_t seed, kr_error *err) {
+static kr_status net_attach(net *t, uint64_t seed, int gptq, kr_error *err) {
     t->stats = calloc((size_t)t->n, sizeof *t->stats);
     t->scales = calloc((size_t)t->n, sizeof *t->scales);
-    if (!t->stats || !t->scales)
+    if (gptq) {
+        t->hess = calloc((size_t)t->n, sizeof *t->hess);
+        t->ready = calloc((size_t)t->n, sizeof *t->ready);
+    }
+    if (!t->stats || !t->scales || (gptq && (!t->hess || !t->ready)))
         return kr_error_set(err, KR_ERR_NOMEM, "calibration: out of memory");
     for (int i = 0; i < t->n; i++) {
-        kr_status st =
-            kr_act_stats_init(&t->stats[i], t->ls[i].l->n_in, SAMPLE_ROWS, seed + (uint64_t)i, err);
-        if (st != KR_OK) return st;
+        /* GPTQ needs no row sample (it has every row in XᵀX). */
+        kr_status st = kr_act_stats_init(&t->stats[i], t->ls[i].l->n_in, gptq ? 0 : SAMPLE_ROWS,
+                                         seed + (uint64_t)i, err);
+        if (st == KR_OK && gptq) {
+            st = kr_gptq_hessian_init(&t->hess[i], t->ls[i].l->n_in, err);
+            t->stats[i].hessian = &t->hess[i];
+        }
+        if (st != KR_OK) {
+            kr_error_prefix(err, "calibration: Linear '%s'", t->ls[i].name);
+            return st;
+        }
         t->ls[i].l->stats = &t->stats[i];
+    }
+    return KR_OK;
+}
+
+/* GPTQ-quantises into t->ready every Linear that saw calibration rows and is not kept bf16. */
+static kr_status gptq_net(net *t, kr_wfmt fmt, int group, double damp, kr_pool *pool,
+                          kr_error *err) {
+    kr_gptq_params gp = kr_gptq_default_params();
+    gp.damp = damp;
+    for (int i = 0; i < t->n; i++) {
+        const kr_linear *l = t->ls[i].l;
+        if (kr_model_linear_keeps_bf16(t->ls[i].name, fmt) || t->hess[i].rows == 0) continue;
+        kr_qmat_owned *q = calloc(1, sizeof *q);
+        if (!q) return kr_error_set(err, KR_ERR_NOMEM, "gptq: out of memory");
+        kr_status st = kr_gptq_quantize(fmt, l->n_out, l->n_in, l->w, &t->hess[i], group, &gp, pool,
+                                        q, NULL, err);
+        if (st != KR_OK) {
+            free(q);
+            kr_error_prefix(err, "quantize: Linear '%s'", t->ls[i].name);
+            return st;
+        }
+        t->ready[i] = q;
+        /* The Hessian is done with: give its memory back before the next one is factorised. */
+        kr_gptq_hessian_release(&t->hess[i]);
     }
     return KR_OK;
 }
@@ -157,10 +209,11 @@ static kr_status choose_scales(net *t, kr_wfmt fmt, int group, kr_error *err) {
     return KR_OK;
 }
 
-static kr_status calibrate(kr_model *m, kr_wfmt fmt, const kr_series *calib, int n_calib,
-                           int n_threads, net *tok, net *pred, kr_error *err) {
-    kr_status st = net_attach(tok, 1, err);
-    if (st == KR_OK) st = net_attach(pred, 1001, err);
+static kr_status calibrate(kr_model *m, kr_wfmt fmt, method meth, const kr_series *calib,
+                           int n_calib, int n_threads, net *tok, net *pred, kr_error *err) {
+    int gptq = meth == M_GPTQ;
+    kr_status st = net_attach(tok, 1, gptq, err);
+    if (st == KR_OK) st = net_attach(pred, 1001, gptq, err);
     if (st != KR_OK) return st;
     /* Short forecasts: the prefill supplies most rows; a few steps and two paths make the
      * decode, the s2 head and the tokenizer decoder record their inputs too. */
@@ -189,14 +242,62 @@ static kr_status calibrate(kr_model *m, kr_wfmt fmt, const kr_series *calib, int
     }
     if (fmt != KR_WFMT_INT8 && fmt != KR_WFMT_Q4) return KR_OK;
     int group = m->info.quant_group;
+    if (gptq) return KR_OK; /* quantised by the caller, from the Hessians */
     if ((st = choose_scales(tok, fmt, group, err)) != KR_OK) return st;
     return choose_scales(pred, fmt, group, err);
 }
 
-kr_status kr_model_quantize(kr_model *m, const char *fmt_name, int group, const kr_series *calib,
-                            int n_calib, int n_threads, kr_error *err) {
-    if (!m || !fmt_name || (n_calib > 0 && !calib))
+kr_quantize_params kr_quantize_default_params(void) {
+    kr_quantize_params p = {
+        .fmt = NULL, .method = NULL, .group = 0, .n_threads = 0, .gptq_damp = 0.01
+    };
+    return p;
+}
+
+static kr_status parse_method(const char *name, kr_wfmt fmt, int n_calib, method *out,
+                              kr_error *err) {
+    static const char *const names[] = { "auto", "rtn", "awq", "smoothquant", "gptq" };
+    int found = -1;
+    for (int i = 0; i < 5; i++)
+        if (!name || strcmp(name, names[i]) == 0) {
+            found = name ? i : 0;
+            break;
+        }
+    if (found < 0)
+        return kr_error_set(err, KR_ERR_INVALID_ARG,
+                            "quantize: method '%s' is not one of rtn, awq, smoothquant, gptq",
+                            name);
+    *out = (method)found;
+    const char *fn = kr_wfmt_name(fmt);
+    if (*out == M_AWQ && fmt != KR_WFMT_Q4)
+        return kr_error_set(
+            err, KR_ERR_INVALID_ARG, "quantize: method awq applies to q4, not %s%s", fn,
+            fmt == KR_WFMT_INT8 ? " (int8's calibrated method is smoothquant)" : "");
+    if (*out == M_SMOOTHQUANT && fmt != KR_WFMT_INT8)
+        return kr_error_set(err, KR_ERR_INVALID_ARG,
+                            "quantize: method smoothquant applies to int8, not %s", fn);
+    if (*out == M_GPTQ && fmt != KR_WFMT_Q4 && fmt != KR_WFMT_INT8)
+        return kr_error_set(err, KR_ERR_INVALID_ARG,
+                            "quantize: method gptq applies to q4 and int8, not %s", fn);
+    if ((*out == M_AWQ || *out == M_SMOOTHQUANT || *out == M_GPTQ) && n_calib <= 0)
+        return kr_error_set(err, KR_ERR_INVALID_ARG,
+                            "quantize: method %s needs calibration series (kronos quantize "
+                            "--calib CSV)",
+                            names[found]);
+    if (*out == M_AUTO)
+        *out = n_calib <= 0          ? M_RTN
+               : fmt == KR_WFMT_Q4   ? M_AWQ
+               : fmt == KR_WFMT_INT8 ? M_SMOOTHQUANT
+                                     : M_RTN;
+    return KR_OK;
+}
+
+kr_status kr_model_quantize_with(kr_model *m, const kr_quantize_params *params,
+                                 const kr_series *calib, int n_calib, kr_error *err) {
+    if (!m || !params || !params->fmt || (n_calib > 0 && !calib))
         return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_model_quantize: NULL argument");
+    const char *fmt_name = params->fmt;
+    int group = params->group, n_threads = params->n_threads;
     kr_wfmt fmt;
     if (kr_wfmt_parse(fmt_name, &fmt) != 0 || fmt == KR_WFMT_F32)
         return kr_error_set(err, KR_ERR_INVALID_ARG,
@@ -205,28 +306,49 @@ kr_status kr_model_quantize(kr_model *m, const char *fmt_name, int group, const 
     if (group != 32 && group != 64)
         return kr_error_set(err, KR_ERR_INVALID_ARG, "quantize: q4 group %d is not 32 or 64",
                             group);
+    method meth = M_AUTO;
+    kr_status st = parse_method(params->method, fmt, n_calib, &meth, err);
+    if (st != KR_OK) return st;
+    if (meth == M_GPTQ && !(params->gptq_damp >= 0.0 && params->gptq_damp <= 1.0))
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "quantize: gptq damp %g is not in [0, 1]",
+                            params->gptq_damp);
     if (m->pred->blocks[0].w1.q || m->pred->cfg.quant.format != KR_WFMT_F32)
         return kr_error_set(err, KR_ERR_INVALID_ARG,
                             "quantize: the model is already %s; quantise from the f32 checkpoint",
                             m->info.quant);
     double t0 = kr_now_seconds();
     net tok = { 0 }, pred = { 0 };
-    kr_status st = kr_tokenizer_linears(m->tok, &tok.ls, &tok.n, err);
+    st = kr_tokenizer_linears(m->tok, &tok.ls, &tok.n, err);
     if (st == KR_OK) st = kr_predictor_linears(m->pred, &pred.ls, &pred.n, err);
-    const char *method = "rtn";
-    if (st == KR_OK && n_calib > 0) {
+    static const char *const method_names[] = { "rtn", "rtn", "awq", "smoothquant", "gptq" };
+    if (st == KR_OK && meth != M_RTN) {
         m->info.quant_group = group; /* read by calibrate */
-        st = calibrate(m, fmt, calib, n_calib, n_threads, &tok, &pred, err);
-        if (fmt == KR_WFMT_INT8) method = "smoothquant";
-        if (fmt == KR_WFMT_Q4) method = "awq";
+        st = calibrate(m, fmt, meth, calib, n_calib, n_threads, &tok, &pred, err);
+    }
+    if (st == KR_OK && meth == M_GPTQ) {
+        kr_pool *pool = NULL;
+        st = kr_pool_create(n_threads, &pool, err);
+        if (st == KR_OK) st = gptq_net(&tok, fmt, group, params->gptq_damp, pool, err);
+        if (st == KR_OK) st = gptq_net(&pred, fmt, group, params->gptq_damp, pool, err);
+        kr_pool_free(pool);
     }
     if (st == KR_OK)
         st = kr_model_quantize_linears(m, fmt, group, (const float *const *)tok.scales,
-                                       (const float *const *)pred.scales, method, err);
+                                       (const float *const *)pred.scales, tok.ready, pred.ready,
+                                       method_names[meth], err);
     net_release(&tok);
     net_release(&pred);
     if (st == KR_OK) m->info.quant_seconds = kr_now_seconds() - t0;
     return st;
+}
+
+kr_status kr_model_quantize(kr_model *m, const char *fmt_name, int group, const kr_series *calib,
+                            int n_calib, int n_threads, kr_error *err) {
+    kr_quantize_params p = kr_quantize_default_params();
+    p.fmt = fmt_name;
+    p.group = group;
+    p.n_threads = n_threads;
+    return kr_model_quantize_with(m, &p, calib, n_calib, err);
 }
 
 kr_status kr_model_save_quantized(const kr_model *m, const char *out_dir, kr_error *err) {

@@ -7,8 +7,9 @@
  *     tokenizer agreement (the quantised tokenizer's own tokens vs f32's);
  *   forecast fidelity (same seed, same paths): MAE / MAPE of the mean close path against
  *     f32 and against the candles that followed, direction agreement, a two-sample KS test of
- *     the pooled path returns, ROC-AUC of P(up) against the realised direction for both, and
- *     the Spearman correlation of expected returns across windows and across symbols
+ *     the pooled path returns, ROC-AUC of P(up) against the realised direction for both, the
+ *     risk-control KS statistic of P(up) (the distance between its CDFs over windows that went
+ *     up and windows that went down) for both, and the Spearman correlation of expected returns across windows and across symbols
  *     (latest window of each file).
  */
 #include <math.h>
@@ -192,6 +193,9 @@ static kr_status compare_forecasts(const window_set *w, kr_forecast **fr, kr_for
         kr_ks2_test(ret_ref, r->n_ret, ret_q, r->n_ret, &r->ks_d, &r->ks_p);
         kr_roc_auc(pup_ref, up, nw, &r->auc_ref);
         kr_roc_auc(pup_q, up, nw, &r->auc_q);
+        kr_ks_separation(pup_ref, up, nw, &r->risk_ks_ref, &r->risk_ks_p_ref, &r->windows_up,
+                         &r->windows_down);
+        kr_ks_separation(pup_q, up, nw, &r->risk_ks_q, &r->risk_ks_p_q, NULL, NULL);
         kr_spearman(er_ref, er_q, nw, &r->rho_windows);
         kr_spearman(sym_ref, sym_q, r->n_sym, &r->rho_symbols);
     }

@@ -54,6 +54,17 @@ kr_status kr_eval_quant_write_markdown(const kr_eval_quant_report *r, FILE *md, 
     fprintf(md, "| Spearman of expected returns across symbols (%d, latest window) | %.4f |\n",
             r->n_sym, r->rho_symbols);
     fprintf(md, "\n");
+    fprintf(md,
+            "Risk control — how P(up) separates the %lld windows that went up from the %lld "
+            "that went down (KS: the largest distance between the two groups' CDFs of P(up)):\n\n",
+            (long long)r->windows_up, (long long)r->windows_down);
+    fprintf(md, "| measure | f32 | quant | quant − f32 |\n|---|---:|---:|---:|\n");
+    fprintf(md, "| KS statistic | %.4f | %.4f | %+.4f |\n", r->risk_ks_ref, r->risk_ks_q,
+            r->risk_ks_q - r->risk_ks_ref);
+    fprintf(md, "| KS p-value | %.4f | %.4f | |\n", r->risk_ks_p_ref, r->risk_ks_p_q);
+    fprintf(md, "| ROC-AUC | %.4f | %.4f | %+.4f |\n", r->auc_ref, r->auc_q, r->auc_q - r->auc_ref);
+    fprintf(md, "\n");
+    kr_eval_gate_write_markdown(r, md);
     if (ferror(md)) return kr_error_set(err, KR_ERR_IO, "eval-quant: writing the report failed");
     return KR_OK;
 }
@@ -104,6 +115,16 @@ kr_status kr_eval_quant_write_json(const kr_eval_quant_report *r, FILE *f, kr_er
     add_number(fc, "roc_auc_quant", r->auc_q);
     add_number(fc, "spearman_expected_return_windows", r->rho_windows);
     add_number(fc, "spearman_expected_return_symbols", r->rho_symbols);
+    cJSON *risk = cJSON_AddObjectToObject(root, "risk_control");
+    cJSON_AddNumberToObject(risk, "windows_up", (double)r->windows_up);
+    cJSON_AddNumberToObject(risk, "windows_down", (double)r->windows_down);
+    add_number(risk, "ks_f32", r->risk_ks_ref);
+    add_number(risk, "ks_quant", r->risk_ks_q);
+    add_number(risk, "ks_p_value_f32", r->risk_ks_p_ref);
+    add_number(risk, "ks_p_value_quant", r->risk_ks_p_q);
+    add_number(risk, "roc_auc_f32", r->auc_ref);
+    add_number(risk, "roc_auc_quant", r->auc_q);
+    kr_eval_gate_add_json(r, root);
     cJSON_AddNumberToObject(root, "seconds_teacher", r->seconds_teacher);
     cJSON_AddNumberToObject(root, "seconds_forecast", r->seconds_forecast);
     char *text = cJSON_Print(root);

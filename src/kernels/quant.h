@@ -87,6 +87,22 @@ typedef struct kr_qmat_owned {
 kr_status kr_qmat_quantize(kr_wfmt fmt, int n, int k, const float *w, const float *col_scale,
                            int group, kr_qmat_owned *out, kr_error *err);
 void kr_qmat_owned_free(kr_qmat_owned *q);
+
+/* ---- Building a weight from integer codes chosen elsewhere (GPTQ, model/gptq.h), so that
+ * any quantiser produces exactly the arrays the kernels run.
+ * codes: [n][k]; INT8: -127..127 with row_scale [n] (w = row_scale[r] · code); Q4: 0..15 with
+ * gscale (f16) / gzero [n][ceil(k / group)] (w = f16(gscale) · (code − gzero)). Codes, scales
+ * and zero points out of range are refused naming the row. */
+kr_status kr_qmat_from_codes(kr_wfmt fmt, int n, int k, int group, const int8_t *codes,
+                             const float *row_scale, const uint16_t *gscale, const uint8_t *gzero,
+                             kr_qmat_owned *out, kr_error *err);
+/* The Q4 group parameters kr_qmat_quantize picks for the values x[0..len): the range [min(0,
+ * min x), max(0, max x)] over 15 steps, the scale rounded up to f16, the zero point rounded.
+ * Returns -1 (nothing written) if the scale does not fit an f16. */
+int kr_q4_group_params(const float *x, int len, uint16_t *gscale, uint8_t *gzero);
+/* The Q4 code of x with scale s (= f16 gscale as f32) and zero point zero, as kr_qmat_quantize
+ * rounds it: clamp(round(x / s) + zero, 0, 15). */
+int kr_q4_code(float x, float s, int zero);
 /* Bytes a quantised weight occupies (same formula as kr_qmat_owned.bytes). */
 size_t kr_qmat_bytes(const kr_qmat *m);
 

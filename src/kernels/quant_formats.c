@@ -269,64 +269,137 @@ static uint16_t f16_round_up(float t) {
 
 static int clamp15(float v) { return v < 0.0f ? 0 : v > 15.0f ? 15 : (int)v; }
 
+int kr_q4_group_params(const float *x, int len, uint16_t *gscale, uint8_t *gzero) {
+    float lo = 0.0f, hi = 0.0f;
+    for (int j = 0; j < len; j++) {
+        if (x[j] < lo) lo = x[j];
+        if (x[j] > hi) hi = x[j];
+    }
+    /* The scale is rounded UP to f16, so s · 15 still spans [lo, hi] and no weight is
+     * clamped by more than s/2 (rounding to nearest could shrink the range by 2^-11 and
+     * clip the extremes a little further). */
+    float t = (hi - lo) / 15.0f;
+    uint16_t hs = f16_round_up(t);
+    if (!isfinite(t) || (hs & 0x7FFFu) >= 0x7C00u) return -1;
+    float s = kr_f16_to_f32(hs);
+    *gscale = hs;
+    *gzero = (uint8_t)(s > 0.0f ? clamp15(nearbyintf(-lo / s)) : 0);
+    return 0;
+}
+
+int kr_q4_code(float x, float s, int zero) {
+    if (!(s > 0.0f)) return zero;
+    return clamp15(nearbyintf(x / s) + (float)zero); /* |x/s| <= 15.5 in range: fits */
+}
+
+/* Stores code qi of element j of a Q4 row (the nibble layout of quant.h). */
+static void q4_put(uint8_t *q, int j, int qi) {
+    int i = j & 31;
+    uint8_t *byte = q + (j - i) / 2 + (i & 15);
+    *byte = (uint8_t)(*byte | (i < 16 ? qi : qi << 4));
+}
+
 static kr_status quant_q4(const float *x, int r, int k, int kp, int group, uint8_t *q,
                           uint16_t *gscale, uint8_t *gzero, kr_error *err) {
     int groups = kp / group;
     memset(q, 0, (size_t)kp / 2);
     for (int g = 0; g < groups; g++) {
         int j0 = g * group, j1 = j0 + group < k ? j0 + group : k;
-        float lo = 0.0f, hi = 0.0f;
-        for (int j = j0; j < j1; j++) {
-            if (x[j] < lo) lo = x[j];
-            if (x[j] > hi) hi = x[j];
-        }
-        /* The scale is rounded UP to f16, so s · 15 still spans [lo, hi] and no weight is
-         * clamped by more than s/2 (rounding to nearest could shrink the range by 2^-11 and
-         * clip the extremes a little further). */
-        float t = (hi - lo) / 15.0f;
-        uint16_t hs = f16_round_up(t);
-        if (!isfinite(t) || (hs & 0x7FFFu) >= 0x7C00u)
+        if (kr_q4_group_params(x + j0, j1 - j0, &gscale[g], &gzero[g]) != 0) {
+            float lo = 0.0f, hi = 0.0f;
+            for (int j = j0; j < j1; j++) {
+                lo = fminf(lo, x[j]);
+                hi = fmaxf(hi, x[j]);
+            }
             return kr_error_set(err, KR_ERR_INVALID_ARG,
                                 "kr_qmat_quantize: q4 row %d group %d: weight range [%g, %g] "
                                 "needs a scale beyond f16",
                                 r, g, (double)lo, (double)hi);
-        float s = kr_f16_to_f32(hs);
-        int z = s > 0.0f ? clamp15(nearbyintf(-lo / s)) : 0;
-        gscale[g] = hs;
-        gzero[g] = (uint8_t)z;
-        for (int j = j0; j < j0 + group; j++) {
-            int qi = z;
-            if (j < j1 && s > 0.0f) {
-                float v = nearbyintf(x[j] / s); /* |x/s| <= 15.5: fits an int */
-                qi = clamp15(v + (float)z);
-            }
-            int i = j & 31;
-            uint8_t *byte = q + (j - i) / 2 + (i & 15);
-            *byte = (uint8_t)(*byte | (i < 16 ? qi : qi << 4));
         }
+        float s = kr_f16_to_f32(gscale[g]);
+        int z = gzero[g];
+        for (int j = j0; j < j0 + group; j++) q4_put(q, j, j < j1 ? kr_q4_code(x[j], s, z) : z);
     }
     return KR_OK;
+}
+
+/* Arrays of a kr_qmat being built: one 64-byte aligned allocation. */
+typedef struct qmat_arrays {
+    char *mem;
+    size_t total;
+    void *data;
+    float *scale, *in_scale;
+    int32_t *row_sum;
+    uint16_t *gscale;
+    uint8_t *gzero;
+} qmat_arrays;
+
+/* Checks the shape and group (group: 0 = default for Q4, ignored otherwise), fills the
+ * header of out->m and allocates every array zeroed. `who` names the caller in errors. */
+static kr_status qmat_alloc(const char *who, kr_wfmt fmt, int n, int k, int *group, int has_in,
+                            kr_qmat_owned *out, qmat_arrays *a, kr_error *err) {
+    memset(out, 0, sizeof *out);
+    memset(a, 0, sizeof *a);
+    if (fmt != KR_WFMT_BF16 && fmt != KR_WFMT_INT8 && fmt != KR_WFMT_FP8 && fmt != KR_WFMT_Q4)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "%s: format %d (%s) is not a quantised format",
+                            who, (int)fmt, kr_wfmt_name(fmt));
+    if (n < 1 || k < 1 || k > INT_MAX - 64)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "%s: bad shape n=%d k=%d", who, n, k);
+    if (fmt == KR_WFMT_Q4) {
+        if (*group == 0) *group = KR_Q4_GROUP_DEFAULT;
+        if (*group != 32 && *group != 64)
+            return kr_error_set(err, KR_ERR_INVALID_ARG, "%s: q4 group %d (must be 32 or 64)", who,
+                                *group);
+    } else {
+        *group = 0;
+    }
+    int align = kr_wfmt_row_align(fmt, *group);
+    int kp = (k + align - 1) / align * align;
+    if ((size_t)n > SIZE_MAX / 8 / (size_t)kp)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "%s: n=%d k=%d too large", who, n, k);
+    layout l = layout_of(fmt, (size_t)n, (size_t)k, (size_t)kp, *group, has_in);
+    /* Each array starts on a 64-byte line so the SIMD kernels may use aligned loads and no
+     * two arrays share a cache line. */
+    size_t off_scale = round64(l.data), off_rsum = off_scale + round64(l.scale);
+    size_t off_gs = off_rsum + round64(l.row_sum), off_gz = off_gs + round64(l.gscale);
+    size_t off_in = off_gz + round64(l.gzero), total = off_in + round64(l.in_scale);
+    char *mem = aligned_alloc(64, total);
+    if (!mem) return kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory (%zu bytes)", who, total);
+    memset(mem, 0, total);
+    a->mem = mem;
+    a->total = total;
+    a->data = mem;
+    a->scale = l.scale ? (float *)(mem + off_scale) : NULL;
+    a->row_sum = l.row_sum ? (int32_t *)(mem + off_rsum) : NULL;
+    a->gscale = l.gscale ? (uint16_t *)(mem + off_gs) : NULL;
+    a->gzero = l.gzero ? (uint8_t *)(mem + off_gz) : NULL;
+    a->in_scale = l.in_scale ? (float *)(mem + off_in) : NULL;
+    kr_qmat *m = &out->m;
+    m->fmt = fmt;
+    m->n = n;
+    m->k = k;
+    m->kp = kp;
+    m->group = *group;
+    m->data = mem;
+    m->scale = a->scale;
+    m->row_sum = a->row_sum;
+    m->gscale = a->gscale;
+    m->gzero = a->gzero;
+    m->in_scale = NULL; /* set once filled */
+    return KR_OK;
+}
+
+static void qmat_finish(kr_qmat_owned *out, qmat_arrays *a) {
+    out->m.in_scale = a->in_scale;
+    out->mem = a->mem;
+    out->bytes = kr_qmat_bytes(&out->m);
 }
 
 kr_status kr_qmat_quantize(kr_wfmt fmt, int n, int k, const float *w, const float *col_scale,
                            int group, kr_qmat_owned *out, kr_error *err) {
     if (!out) return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_qmat_quantize: out is NULL");
     memset(out, 0, sizeof *out);
-    if (fmt != KR_WFMT_BF16 && fmt != KR_WFMT_INT8 && fmt != KR_WFMT_FP8 && fmt != KR_WFMT_Q4)
-        return kr_error_set(err, KR_ERR_INVALID_ARG,
-                            "kr_qmat_quantize: format %d (%s) is not a quantised format", (int)fmt,
-                            kr_wfmt_name(fmt));
-    if (n < 1 || k < 1 || k > INT_MAX - 64)
-        return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_qmat_quantize: bad shape n=%d k=%d", n, k);
     if (!w) return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_qmat_quantize: w is NULL");
-    if (fmt == KR_WFMT_Q4) {
-        if (group == 0) group = KR_Q4_GROUP_DEFAULT;
-        if (group != 32 && group != 64)
-            return kr_error_set(err, KR_ERR_INVALID_ARG,
-                                "kr_qmat_quantize: q4 group %d (must be 32 or 64)", group);
-    } else {
-        group = 0;
-    }
     if (col_scale)
         for (int j = 0; j < k; j++)
             if (!(col_scale[j] > 0.0f) || !isfinite(col_scale[j]) || !isfinite(1.0f / col_scale[j]))
@@ -334,77 +407,104 @@ kr_status kr_qmat_quantize(kr_wfmt fmt, int n, int k, const float *w, const floa
                                     "kr_qmat_quantize: col_scale[%d] = %g (must be finite, > 0 "
                                     "and have a finite inverse)",
                                     j, (double)col_scale[j]);
-
-    kr_status st = check_finite(w, col_scale, n, k, err);
-    if (st != KR_OK) return st;
-
-    int align = kr_wfmt_row_align(fmt, group);
-    int kp = (k + align - 1) / align * align;
-    if ((size_t)n > SIZE_MAX / 8 / (size_t)kp)
-        return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_qmat_quantize: n=%d k=%d too large", n, k);
-    layout l = layout_of(fmt, (size_t)n, (size_t)k, (size_t)kp, group, col_scale != NULL);
-    /* Each array starts on a 64-byte line so the SIMD kernels may use aligned loads and no
-     * two arrays share a cache line. */
-    size_t off_scale = round64(l.data), off_rsum = off_scale + round64(l.scale);
-    size_t off_gs = off_rsum + round64(l.row_sum), off_gz = off_gs + round64(l.gscale);
-    size_t off_in = off_gz + round64(l.gzero), total = off_in + round64(l.in_scale);
-    char *mem = aligned_alloc(64, total);
-    float *x = malloc((size_t)k * sizeof *x);
-    if (!mem || !x) {
-        free(mem);
-        free(x);
-        return kr_error_set(err, KR_ERR_NOMEM, "kr_qmat_quantize: out of memory (%zu bytes)",
-                            total);
-    }
-    memset(mem, 0, total);
-
-    kr_qmat *m = &out->m;
-    m->fmt = fmt;
-    m->n = n;
-    m->k = k;
-    m->kp = kp;
-    m->group = group;
-    m->data = mem;
-    m->scale = l.scale ? (const float *)(mem + off_scale) : NULL;
-    m->row_sum = l.row_sum ? (const int32_t *)(mem + off_rsum) : NULL;
-    m->gscale = l.gscale ? (const uint16_t *)(mem + off_gs) : NULL;
-    m->gzero = l.gzero ? (const uint8_t *)(mem + off_gz) : NULL;
-    m->in_scale = NULL;
-
-    int groups = group ? kp / group : 0;
+    qmat_arrays a;
+    kr_status st =
+        qmat_alloc("kr_qmat_quantize", fmt, n, k, &group, col_scale != NULL, out, &a, err);
+    if (st == KR_OK) st = check_finite(w, col_scale, n, k, err);
+    float *x = st == KR_OK ? malloc((size_t)k * sizeof *x) : NULL;
+    if (st == KR_OK && !x) st = kr_error_set(err, KR_ERR_NOMEM, "kr_qmat_quantize: out of memory");
+    int kp = out->m.kp, groups = group ? kp / group : 0;
     for (int r = 0; r < n && st == KR_OK; r++) {
         const float *src = w + (size_t)r * (size_t)k;
         for (int j = 0; j < k; j++) x[j] = col_scale ? src[j] * col_scale[j] : src[j];
         size_t ro = (size_t)r * (size_t)kp;
         switch (fmt) {
-        case KR_WFMT_BF16: st = quant_bf16(x, r, k, (uint16_t *)mem + ro, err); break;
+        case KR_WFMT_BF16: st = quant_bf16(x, r, k, (uint16_t *)a.data + ro, err); break;
         case KR_WFMT_INT8:
-            quant_int8(x, k, (int8_t *)mem + ro, (float *)(mem + off_scale) + r,
-                       (int32_t *)(mem + off_rsum) + r);
+            quant_int8(x, k, (int8_t *)a.data + ro, a.scale + r, a.row_sum + r);
             break;
-        case KR_WFMT_FP8:
-            quant_fp8(x, k, (uint8_t *)mem + ro, (float *)(mem + off_scale) + r);
-            break;
+        case KR_WFMT_FP8: quant_fp8(x, k, (uint8_t *)a.data + ro, a.scale + r); break;
         case KR_WFMT_Q4:
-            st = quant_q4(x, r, k, kp, group, (uint8_t *)mem + ro / 2,
-                          (uint16_t *)(mem + off_gs) + (size_t)r * (size_t)groups,
-                          (uint8_t *)(mem + off_gz) + (size_t)r * (size_t)groups, err);
+            st = quant_q4(x, r, k, kp, group, (uint8_t *)a.data + ro / 2,
+                          a.gscale + (size_t)r * (size_t)groups,
+                          a.gzero + (size_t)r * (size_t)groups, err);
             break;
         default: break;
         }
     }
     free(x);
     if (st != KR_OK) {
-        free(mem);
+        free(a.mem);
         memset(out, 0, sizeof *out);
         return st;
     }
-    if (col_scale) {
-        float *in = (float *)(mem + off_in);
-        for (int j = 0; j < k; j++) in[j] = 1.0f / col_scale[j];
-        m->in_scale = in;
+    if (col_scale)
+        for (int j = 0; j < k; j++) a.in_scale[j] = 1.0f / col_scale[j];
+    else
+        a.in_scale = NULL;
+    qmat_finish(out, &a);
+    return KR_OK;
+}
+
+kr_status kr_qmat_from_codes(kr_wfmt fmt, int n, int k, int group, const int8_t *codes,
+                             const float *row_scale, const uint16_t *gscale, const uint8_t *gzero,
+                             kr_qmat_owned *out, kr_error *err) {
+    static const char who[] = "kr_qmat_from_codes";
+    if (!out) return kr_error_set(err, KR_ERR_INVALID_ARG, "%s: out is NULL", who);
+    memset(out, 0, sizeof *out);
+    if (fmt != KR_WFMT_INT8 && fmt != KR_WFMT_Q4)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "%s: format %s has no integer codes", who,
+                            kr_wfmt_name(fmt));
+    if (!codes || (fmt == KR_WFMT_INT8 && !row_scale) || (fmt == KR_WFMT_Q4 && (!gscale || !gzero)))
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "%s: missing codes or scales", who);
+    qmat_arrays a;
+    kr_status st = qmat_alloc(who, fmt, n, k, &group, 0, out, &a, err);
+    if (st != KR_OK) return st;
+    int kp = out->m.kp, groups = group ? kp / group : 0;
+    for (int r = 0; r < n && st == KR_OK; r++) {
+        const int8_t *c = codes + (size_t)r * (size_t)k;
+        if (fmt == KR_WFMT_INT8) {
+            if (!isfinite(row_scale[r]) || row_scale[r] < 0.0f)
+                st = kr_error_set(err, KR_ERR_INVALID_ARG, "%s: row %d scale %g", who, r,
+                                  (double)row_scale[r]);
+            int8_t *q = (int8_t *)a.data + (size_t)r * (size_t)kp;
+            int32_t sum = 0;
+            for (int j = 0; j < k && st == KR_OK; j++) {
+                if (c[j] < -127)
+                    st = kr_error_set(err, KR_ERR_INVALID_ARG,
+                                      "%s: row %d column %d code %d outside -127..127", who, r, j,
+                                      c[j]);
+                q[j] = c[j];
+                sum += c[j];
+            }
+            a.scale[r] = row_scale[r];
+            a.row_sum[r] = sum;
+            continue;
+        }
+        uint8_t *q = (uint8_t *)a.data + (size_t)r * (size_t)kp / 2;
+        for (int g = 0; g < groups && st == KR_OK; g++) {
+            size_t gi = (size_t)r * (size_t)groups + (size_t)g;
+            if ((gscale[gi] & 0x7FFFu) >= 0x7C00u || (gscale[gi] & 0x8000u) || gzero[gi] > 15)
+                st = kr_error_set(err, KR_ERR_INVALID_ARG,
+                                  "%s: row %d group %d: scale 0x%04x or zero %d out of range", who,
+                                  r, g, gscale[gi], gzero[gi]);
+            a.gscale[gi] = gscale[gi];
+            a.gzero[gi] = gzero[gi];
+            for (int j = g * group; j < (g + 1) * group && st == KR_OK; j++) {
+                int qi = j < k ? c[j] : gzero[gi]; /* padding decodes to 0 */
+                if (qi < 0 || qi > 15)
+                    st = kr_error_set(err, KR_ERR_INVALID_ARG,
+                                      "%s: row %d column %d code %d outside 0..15", who, r, j, qi);
+                else
+                    q4_put(q, j, qi);
+            }
+        }
     }
-    out->mem = mem;
-    out->bytes = kr_qmat_bytes(m);
+    if (st != KR_OK) {
+        free(a.mem);
+        memset(out, 0, sizeof *out);
+        return st;
+    }
+    qmat_finish(out, &a);
     return KR_OK;
 }

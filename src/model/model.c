@@ -28,22 +28,23 @@ static void describe_quant(kr_model *m, const char *method) {
  * rounding there moves probability between near-tied tokens directly, with no later layer to
  * average it out. Like most low-bit recipes (an LLM's lm_head is usually kept at 16 bits),
  * the 8- and 4-bit formats keep them in bf16: 2 of ~60 Linears, about 4% of the weights. */
-static int keeps_bf16(const char *name, kr_wfmt fmt) {
+int kr_model_linear_keeps_bf16(const char *name, kr_wfmt fmt) {
     return fmt != KR_WFMT_BF16 &&
            (strcmp(name, "head.proj_s1") == 0 || strcmp(name, "head.proj_s2") == 0);
 }
 
 static kr_status quantize_net(kr_named_linear *ls, int n, kr_wfmt fmt, int group,
-                              const float *const *scales, void **qowner, size_t *bytes,
-                              kr_error *err) {
+                              const float *const *scales, kr_qmat_owned **ready, void **qowner,
+                              size_t *bytes, kr_error *err) {
     kr_status st = KR_OK;
     /* One call per run of Linears sharing a format, in list order. */
     for (int i = 0; st == KR_OK && i < n;) {
-        int keep = keeps_bf16(ls[i].name, fmt), j = i + 1;
-        while (j < n && keeps_bf16(ls[j].name, fmt) == keep) j++;
+        int keep = kr_model_linear_keeps_bf16(ls[i].name, fmt), j = i + 1;
+        while (j < n && kr_model_linear_keeps_bf16(ls[j].name, fmt) == keep) j++;
         size_t qb = 0, fb = 0;
-        st = kr_quantize_linears(ls + i, j - i, keep ? KR_WFMT_BF16 : fmt, group,
-                                 scales && !keep ? scales + i : NULL, qowner, &qb, &fb, err);
+        st = kr_quantize_linears_ready(ls + i, j - i, keep ? KR_WFMT_BF16 : fmt, group,
+                                       scales && !keep ? scales + i : NULL,
+                                       ready && !keep ? ready + i : NULL, qowner, &qb, &fb, err);
         if (st == KR_OK) *bytes = *bytes - fb + qb;
         i = j;
     }
@@ -53,6 +54,7 @@ static kr_status quantize_net(kr_named_linear *ls, int n, kr_wfmt fmt, int group
 
 kr_status kr_model_quantize_linears(kr_model *m, kr_wfmt fmt, int group,
                                     const float *const *tok_scales, const float *const *pred_scales,
+                                    kr_qmat_owned **tok_ready, kr_qmat_owned **pred_ready,
                                     const char *method, kr_error *err) {
     if (m->tok->cfg.quant.format != KR_WFMT_F32 || m->pred->cfg.quant.format != KR_WFMT_F32 ||
         m->pred->blocks[0].w1.q)
@@ -64,10 +66,12 @@ kr_status kr_model_quantize_linears(kr_model *m, kr_wfmt fmt, int group,
     int n;
     kr_status st = kr_tokenizer_linears(m->tok, &ls, &n, err);
     if (st == KR_OK)
-        st = quantize_net(ls, n, fmt, group, tok_scales, &m->tok->qowner, &m->tok->bytes, err);
+        st = quantize_net(ls, n, fmt, group, tok_scales, tok_ready, &m->tok->qowner, &m->tok->bytes,
+                          err);
     if (st == KR_OK) st = kr_predictor_linears(m->pred, &ls, &n, err);
     if (st == KR_OK)
-        st = quantize_net(ls, n, fmt, group, pred_scales, &m->pred->qowner, &m->pred->bytes, err);
+        st = quantize_net(ls, n, fmt, group, pred_scales, pred_ready, &m->pred->qowner,
+                          &m->pred->bytes, err);
     if (st != KR_OK) return st;
     describe_quant(m, method ? method : "rtn");
     m->info.quant_seconds += kr_now_seconds() - t0;
@@ -141,7 +145,7 @@ kr_status kr_model_load(const char *predictor_dir, const char *tokenizer_dir,
     if (fmt != KR_WFMT_F32 && !m->pred->blocks[0].w1.q) {
         st = kr_model_quantize_linears(m, fmt,
                                        p.quant_group > 0 ? p.quant_group : KR_Q4_GROUP_DEFAULT,
-                                       NULL, NULL, "rtn", err);
+                                       NULL, NULL, NULL, NULL, "rtn", err);
         if (st != KR_OK) {
             kr_model_free(m);
             return st;

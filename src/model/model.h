@@ -19,10 +19,16 @@ struct kr_model {
 };
 
 /* Quantises every Linear of both nets to fmt (group: q4), with optional per-Linear column
- * scales in the order of kr_tokenizer_linears / kr_predictor_linears (NULL: none). Updates
- * the info (format, method, bytes). Only for an f32 model that has not been quantised. */
+ * scales in the order of kr_tokenizer_linears / kr_predictor_linears (NULL: none), or
+ * weights quantised elsewhere in the same order (ready: see kr_quantize_linears_ready; the
+ * Linears kept in bf16 ignore theirs, which stay the caller's). Updates the info (format,
+ * method, bytes). Only for an f32 model that has not been quantised. */
 kr_status kr_model_quantize_linears(kr_model *m, kr_wfmt fmt, int group,
                                     const float *const *tok_scales, const float *const *pred_scales,
+                                    kr_qmat_owned **tok_ready, kr_qmat_owned **pred_ready,
                                     const char *method, kr_error *err);
+/* 1 if the Linear of that checkpoint name stays bf16 when the model is quantised to fmt (the
+ * output heads under the 8- and 4-bit formats). */
+int kr_model_linear_keeps_bf16(const char *name, kr_wfmt fmt);
 
 #endif

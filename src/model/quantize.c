@@ -11,6 +11,7 @@
 
 #include "base/error.h"
 #include "base/fsutil.h"
+#include "model/gptq.h"
 #include "model/safetensors.h"
 
 /* ---------------------------------------------------------------- enumerating Linears */
@@ -126,11 +127,21 @@ static void release_pages(const float *w, size_t bytes) {
     if (b > a) madvise((void *)a, b - a, MADV_DONTNEED);
 }
 
-kr_status kr_quantize_linears(kr_named_linear *ls, int n, kr_wfmt fmt, int group,
-                              const float *const *col_scales, void **qowner, size_t *q_bytes,
-                              size_t *f32_bytes, kr_error *err) {
+kr_status kr_quantize_linears_ready(kr_named_linear *ls, int n, kr_wfmt fmt, int group,
+                                    const float *const *col_scales, kr_qmat_owned **ready,
+                                    void **qowner, size_t *q_bytes, size_t *f32_bytes,
+                                    kr_error *err) {
     if (fmt <= KR_WFMT_F32 || fmt >= KR_WFMT_COUNT)
         return kr_error_set(err, KR_ERR_INVALID_ARG, "quantize: no format to quantise to");
+    for (int i = 0; ready && i < n; i++) {
+        const kr_qmat *q = ready[i] ? &ready[i]->m : NULL;
+        if (q && (q->fmt != fmt || q->n != ls[i].l->n_out || q->k != ls[i].l->n_in))
+            return kr_error_set(err, KR_ERR_INTERNAL,
+                                "quantize: Linear '%s': the prepared weight is %s %d×%d, the "
+                                "Linear %s %d×%d",
+                                ls[i].name, kr_wfmt_name(q->fmt), q->n, q->k, kr_wfmt_name(fmt),
+                                ls[i].l->n_out, ls[i].l->n_in);
+    }
     quant_owner *o = *qowner;
     if (!o) {
         o = calloc(1, sizeof *o);
@@ -149,9 +160,17 @@ kr_status kr_quantize_linears(kr_named_linear *ls, int n, kr_wfmt fmt, int group
     int first = o->n;
     for (int i = 0; i < n; i++) {
         kr_linear *l = ls[i].l;
-        if (l->q || !l->w)
+        if (l->q || !l->w) {
+            for (int j = first; j < o->n; j++)
+                if (!ready || !ready[j - first]) owned_free(o->q[j]);
+            o->n = first;
             return kr_error_set(err, KR_ERR_INVALID_ARG,
                                 "quantize: Linear '%s' is already quantised", ls[i].name);
+        }
+        if (ready && ready[i]) {
+            o->q[o->n++] = ready[i];
+            continue;
+        }
         kr_qmat_owned *q = calloc(1, sizeof *q);
         kr_status st = q ? kr_qmat_quantize(fmt, l->n_out, l->n_in, l->w,
                                             col_scales ? col_scales[i] : NULL, group, q, err)
@@ -161,7 +180,8 @@ kr_status kr_quantize_linears(kr_named_linear *ls, int n, kr_wfmt fmt, int group
         else
             free(q);
         if (st != KR_OK) {
-            for (int j = first; j < o->n; j++) owned_free(o->q[j]);
+            for (int j = first; j < o->n; j++)
+                if (!ready || !ready[j - first]) owned_free(o->q[j]);
             o->n = first;
             kr_error_prefix(err, "quantize: Linear '%s'", ls[i].name);
             return st;
@@ -176,10 +196,18 @@ kr_status kr_quantize_linears(kr_named_linear *ls, int n, kr_wfmt fmt, int group
         qb += o->q[first + i]->bytes;
         l->q = &o->q[first + i]->m;
         l->w = NULL;
+        if (ready) ready[i] = NULL;
     }
     if (q_bytes) *q_bytes = qb;
     if (f32_bytes) *f32_bytes = fb;
     return KR_OK;
+}
+
+kr_status kr_quantize_linears(kr_named_linear *ls, int n, kr_wfmt fmt, int group,
+                              const float *const *col_scales, void **qowner, size_t *q_bytes,
+                              size_t *f32_bytes, kr_error *err) {
+    return kr_quantize_linears_ready(ls, n, fmt, group, col_scales, NULL, qowner, q_bytes,
+                                     f32_bytes, err);
 }
 
 /* ---------------------------------------------------------------- calibration statistics */
@@ -215,6 +243,7 @@ static uint64_t next_u64(uint64_t *x) { /* splitmix64: reproducible reservoir ch
 }
 
 void kr_act_stats_add(kr_act_stats *s, const float *x, int m, int ldx) {
+    if (s->hessian) kr_gptq_hessian_add(s->hessian, x, m, ldx);
     for (int r = 0; r < m; r++) {
         const float *row = x + (size_t)r * (size_t)ldx;
         for (int j = 0; j < s->k; j++) {

@@ -34,11 +34,20 @@ kr_status kr_predictor_linears(kr_predictor_weights *w, kr_named_linear **out, i
 kr_status kr_quantize_linears(kr_named_linear *ls, int n, kr_wfmt fmt, int group,
                               const float *const *col_scales, void **qowner, size_t *q_bytes,
                               size_t *f32_bytes, kr_error *err);
+/* The same with weights already quantised elsewhere (GPTQ): ready (optional, [n] of optional
+ * pointers, each from malloc) — where ready[i] is set, its weight is installed as is (it must be fmt and the
+ * Linear's shape) and ownership moves to *qowner (ready[i] becomes NULL); elsewhere the
+ * Linear is quantised as kr_quantize_linears does. On failure nothing is installed and the
+ * ready weights stay the caller's. */
+kr_status kr_quantize_linears_ready(kr_named_linear *ls, int n, kr_wfmt fmt, int group,
+                                    const float *const *col_scales, kr_qmat_owned **ready,
+                                    void **qowner, size_t *q_bytes, size_t *f32_bytes,
+                                    kr_error *err);
 
 /* Calibration statistics (weights.h kr_act_stats). cap: rows to keep as a sample. */
 kr_status kr_act_stats_init(kr_act_stats *s, int k, int cap, uint64_t seed, kr_error *err);
 void kr_act_stats_release(kr_act_stats *s);
-/* Adds m rows of x (row stride ldx). */
+/* Adds m rows of x (row stride ldx), to s->hessian too when set (the caller owns it). */
 void kr_act_stats_add(kr_act_stats *s, const float *x, int m, int ldx);
 
 /* Writes dir/config.json (the source's config + the "quantization" block) and

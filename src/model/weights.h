@@ -28,6 +28,7 @@ typedef struct kr_act_stats {
     float *sample; /* [cap][k] */
     int n_sample, cap;
     uint64_t rng;
+    struct kr_gptq_hessian *hessian; /* optional: Σ xᵀx of every row, for GPTQ (model/gptq.h) */
 } kr_act_stats;
 
 /* y = x·wᵀ + b; w is [n_out][n_in]; b may be NULL (SwiGLU FFN has no biases).
