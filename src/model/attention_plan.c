@@ -296,6 +296,7 @@ kr_status kr_attention_rows(const kr_exec *ex, int n_rows, const kr_attn_keys *k
                             int n_heads, int head_dim, int d, const float *q, float *out,
                             kr_error *err) {
     if (n_rows <= 0) return KR_OK;
+    double t0 = kr_prof_begin(ex->prof), keys_read = 0;
     plan p = { 0 };
     p.keys = keys;
     p.layer = layer;
@@ -312,6 +313,7 @@ kr_status kr_attention_rows(const kr_exec *ex, int n_rows, const kr_attn_keys *k
             ns += ref_max_spans(keys[r].ref[i].n);
         }
         if (nk < 1) return kr_error_set(err, KR_ERR_INTERNAL, "attention: row %d has no keys", r);
+        keys_read += nk;
         if (nk > p.max_keys) p.max_keys = nk;
         if (ns > p.max_spans) p.max_spans = ns;
     }
@@ -354,5 +356,9 @@ kr_status kr_attention_rows(const kr_exec *ex, int n_rows, const kr_attn_keys *k
     p.group_start[p.n_groups] = n_rows;
     kr_pool_run(ex->pool, worker, &p);
     kr_arena_release(a, mark);
+    /* Per key and head: q·k and the weighted sum of v, 2 FLOPs per value each; bytes as if
+     * every row read its keys (a group reads its shared keys once, so fewer in fact). */
+    double values = keys_read * n_heads * head_dim;
+    kr_prof_end(ex->prof, KR_PROF_PART_ATTENTION, t0, 4.0 * values, 8.0 * values);
     return KR_OK;
 }

@@ -220,13 +220,24 @@ static void qgemm_worker(void *ctx, int ith, int nth) {
     kr_qgemm_run(t->l->q, t->m, t->x, t->ldx, t->l->b, t->y, t->ldy, t->scratch, ith, nth);
 }
 
+/* What the profile counts for y[m][n_out] = x·wᵀ + b: 2·m·n_out·n_in FLOPs; the weight bytes
+ * (as stored) plus the activations read and written. */
+static void prof_linear(const kr_exec *ex, const kr_linear *l, int m, double t0) {
+    if (!ex->prof) return;
+    double wbytes = l->q ? (double)kr_qmat_bytes(l->q) : 4.0 * l->n_out * l->n_in;
+    kr_prof_end(ex->prof, KR_PROF_PART_GEMM, t0, 2.0 * m * l->n_out * l->n_in,
+                wbytes + 4.0 * m * (l->n_in + l->n_out));
+}
+
 kr_status kr_linear_run(const kr_exec *ex, const kr_linear *l, const float *x, int m, int ldx,
                         float *y, int ldy, kr_error *err) {
     if (m <= 0) return KR_OK;
     if (l->stats) kr_act_stats_add(l->stats, x, m, ldx);
+    double t0 = kr_prof_begin(ex->prof);
     gemm_task t = { l, x, m, ldx, ldy, y, NULL };
     if (!l->q) {
         kr_pool_run(ex->pool, gemm_worker, &t);
+        prof_linear(ex, l, m, t0);
         return KR_OK;
     }
     size_t bytes = kr_qgemm_scratch_bytes(l->q, m, kr_pool_size(ex->pool));
@@ -241,6 +252,7 @@ kr_status kr_linear_run(const kr_exec *ex, const kr_linear *l, const float *x, i
     if (kr_qgemm_needs_prepare(l->q)) kr_pool_run(ex->pool, qprepare_worker, &t);
     kr_pool_run(ex->pool, qgemm_worker, &t);
     kr_arena_release(ex->arena, mark);
+    prof_linear(ex, l, m, t0);
     return KR_OK;
 }
 
@@ -305,11 +317,14 @@ kr_status kr_transformer_run(const kr_block_weights *blocks, int n_blocks, int l
         const kr_block_weights *bw = &blocks[b];
         const kr_attn_weights *aw = &bw->attn;
         int layer = layer0 + b;
+        double t0 = kr_prof_begin(ex->prof);
         kr_rmsnorm_f32(total, d, x, d, bw->norm1, KR_RMS_EPS, h, d);
+        kr_prof_end(ex->prof, KR_PROF_PART_NORM_ACT, t0, 4.0 * (double)td, 8.0 * (double)td);
         if ((st = kr_linear_run(ex, &aw->q, h, total, d, q, d, err)) != KR_OK ||
             (st = kr_linear_run(ex, &aw->k, h, total, d, kt, d, err)) != KR_OK ||
             (st = kr_linear_run(ex, &aw->v, h, total, d, vt, d, err)) != KR_OK)
             goto done;
+        t0 = kr_prof_begin(ex->prof);
         for (int c = 0, row = 0; c < n_chunks; c++) {
             const kr_chunk *ch = &chunks[c];
             kr_rope_f32(ch->n, aw->n_heads, aw->head_dim, q + (size_t)row * d, d, ch->pos0,
@@ -320,18 +335,24 @@ kr_status kr_transformer_run(const kr_block_weights *blocks, int n_blocks, int l
                               vt + (size_t)row * d, ch->n);
             row += ch->n;
         }
+        kr_prof_end(ex->prof, KR_PROF_PART_NORM_ACT, t0, 6.0 * (double)td, 24.0 * (double)td);
         st = kr_attention_rows(ex, total, keys, layer, aw->n_heads, aw->head_dim, d, q, att, err);
         if (st != KR_OK) goto done;
         if ((st = kr_linear_run(ex, &aw->out, att, total, d, h, d, err)) != KR_OK) goto done;
+        t0 = kr_prof_begin(ex->prof);
         kr_add_f32((int)td, h, x);
-
         kr_rmsnorm_f32(total, d, x, d, bw->norm2, KR_RMS_EPS, h, d);
+        kr_prof_end(ex->prof, KR_PROF_PART_NORM_ACT, t0, 5.0 * (double)td, 20.0 * (double)td);
         if ((st = kr_linear_run(ex, &bw->w1, h, total, d, f1, ff_dim, err)) != KR_OK ||
             (st = kr_linear_run(ex, &bw->w3, h, total, d, f3, ff_dim, err)) != KR_OK)
             goto done;
+        t0 = kr_prof_begin(ex->prof);
         kr_silu_mul_f32((int)tf, f1, f3, f1);
+        kr_prof_end(ex->prof, KR_PROF_PART_NORM_ACT, t0, 5.0 * (double)tf, 12.0 * (double)tf);
         if ((st = kr_linear_run(ex, &bw->w2, f1, total, ff_dim, h, d, err)) != KR_OK) goto done;
+        t0 = kr_prof_begin(ex->prof);
         kr_add_f32((int)td, h, x);
+        kr_prof_end(ex->prof, KR_PROF_PART_NORM_ACT, t0, (double)td, 12.0 * (double)td);
     }
 done:
     kr_arena_release(ex->arena, mark);
