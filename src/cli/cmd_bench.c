@@ -22,6 +22,7 @@
 #include "cli/share_paths.h"
 #include "engine/context.h"
 #include "engine/forecast_internal.h"
+#include "engine/profile.h"
 #include "kernels/kernels.h"
 #include "market/candles.h"
 #include "model/weights.h"
@@ -50,6 +51,8 @@ static void usage(FILE *f) {
         "  --window MODE    exact (default) or rolling\n"
         "  --quant FMT      weights: f32 (default), bf16, int8, fp8, q4 (quantised at load)\n"
         "  --kv-dtype T     KV-cache precision: f32 (default), bf16, int8\n"
+        "  --profile        also print the step profile of each row (GEMM, attention, norms,\n"
+        "                   sampling, tokenizer, the rest; GFLOP/s and GB/s against the peak)\n"
         "  --json           print JSON instead of Markdown\n"
         "  -h, --help       this text\n",
         f);
@@ -91,6 +94,7 @@ typedef struct row {
     const char *mode;
     double seconds, tokens_per_s, gflops, rss_mb, ref_s, kv_mb;
     int64_t prefill_tokens, decode_tokens, recomputes;
+    kr_step_profile profile; /* of the last repeat */
 } row;
 
 static int run_once(kr_context *ctx, const kr_series *s, int n, const kr_forecast_params *p,
@@ -108,6 +112,7 @@ static int run_once(kr_context *ctx, const kr_series *s, int n, const kr_forecas
         stats->decode_tokens += one.decode_tokens;
         stats->window_recomputes += one.window_recomputes;
         stats->kv_bytes += one.kv_bytes;
+        kr_step_profile_add(&stats->profile, &one.profile);
     }
     for (int i = 0; i < n; i++) kr_forecast_free(res[i]);
     free(res);
@@ -129,6 +134,7 @@ int kr_cmd_bench(int argc, char **argv) {
         { "naive", no_argument, NULL, 'N' },
         { "window", required_argument, NULL, 'w' },
         { "json", no_argument, NULL, 'J' },
+        { "profile", no_argument, NULL, 'P' },
         { "quant", required_argument, NULL, 'Q' },
         { "kv-dtype", required_argument, NULL, 'K' },
         { "help", no_argument, NULL, 'h' },
@@ -136,7 +142,7 @@ int kr_cmd_bench(int argc, char **argv) {
     };
     const char *shape = "small", *model_dir = NULL, *data = NULL, *quant = NULL, *kv_dtype = NULL;
     int lookback = 400, lookback_max = 0, pred_len = 120, series = 1, threads = 0, repeat = 3,
-        naive = 0, json = 0;
+        naive = 0, json = 0, profile = 0;
     int paths_list[16] = { 1, 8 }, n_paths = 2;
     kr_window_mode window = KR_WINDOW_EXACT;
     optind = 1;
@@ -207,6 +213,7 @@ int kr_cmd_bench(int argc, char **argv) {
                 return kr_cli_usage_error(CMD, "bad --window '%s'", optarg);
             break;
         case 'J': json = 1; break;
+        case 'P': profile = 1; break;
         case 'h': usage(stdout); return 0;
         default: return kr_cli_usage_error(CMD, "%s", "unknown flag");
         }
@@ -316,14 +323,19 @@ int kr_cmd_bench(int argc, char **argv) {
             rw->decode_tokens = stats.decode_tokens;
             rw->recomputes = stats.window_recomputes;
             rw->kv_mb = stats.kv_bytes / 1048576.0;
+            rw->profile = stats.profile;
         }
     }
+    /* Every output names the ISA and the peak the figures are to be read against. */
+    double peak = rc == 0 ? kr_machine_fma_peak(threads) : 0;
+    int n_threads = threads > 0 ? threads : kr_cpu_count();
     if (rc == 0) {
         if (json) {
             cJSON *root = cJSON_CreateObject();
             cJSON_AddStringToObject(root, "shape", model_dir == dir ? shape : model_dir);
             cJSON_AddStringToObject(root, "isa", kr_isa_name(kr_isa_active()));
-            cJSON_AddNumberToObject(root, "threads", threads);
+            cJSON_AddNumberToObject(root, "threads", n_threads);
+            cJSON_AddNumberToObject(root, "fma_peak_gflops", peak);
             cJSON_AddNumberToObject(root, "lookback", lookback);
             cJSON_AddNumberToObject(root, "pred_len", pred_len);
             cJSON_AddNumberToObject(root, "series", series);
@@ -347,6 +359,14 @@ int kr_cmd_bench(int argc, char **argv) {
                 cJSON_AddNumberToObject(o, "window_recomputes", (double)rows[i].recomputes);
                 if (rows[i].ref_s > 0)
                     cJSON_AddNumberToObject(o, "reference_seconds", rows[i].ref_s);
+                if (profile) {
+                    kr_sb sb = { 0 };
+                    kr_step_profile_json(&sb, &rows[i].profile);
+                    char *text = NULL;
+                    if (kr_sb_finish(&sb, &text, NULL) == KR_OK)
+                        cJSON_AddItemToObject(o, "profile", cJSON_CreateRaw(text));
+                    free(text);
+                }
                 cJSON_AddItemToArray(arr, o);
             }
             char *text = cJSON_Print(root);
@@ -356,17 +376,19 @@ int kr_cmd_bench(int argc, char **argv) {
         } else {
             printf("kronos bench: shape %s (d_model %d, %d layers, %zu params), lookback %d, "
                    "pred_len %d, "
-                   "series %d, %s, isa %s, model load %.1f ms%s\n\n",
+                   "series %d, %s, isa %s, %d threads (FMA peak %.1f GFLOP/s, measured now), "
+                   "model load %.1f ms%s\n\n",
                    model_dir == dir ? shape : model_dir, mi.d_model, mi.n_layers, mi.n_params,
                    lookback, pred_len, series,
                    window == KR_WINDOW_EXACT ? "exact window" : "rolling window",
-                   kr_isa_name(kr_isa_active()), mi.load_seconds * 1e3,
+                   kr_isa_name(kr_isa_active()), n_threads, peak, mi.load_seconds * 1e3,
                    gen_s > 0 ? " (weights generated now)" : "");
             printf("weights %s, %.1f MB (quantised at load in %.2f s), KV cache %s\n\n", mi.quant,
                    mi.weight_bytes / 1048576.0, mi.quant_seconds, kv_dtype ? kv_dtype : "f32");
-            printf("| paths | path | wall s (median) | tokens/s | ~GFLOP/s | peak RSS MB | KV MB | "
-                   "vs naive | official predictor s | speed-up vs official |\n");
-            printf("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+            printf(
+                "| paths | path | wall s (median) | tokens/s | ~GFLOP/s | of FMA peak | peak RSS "
+                "MB | KV MB | vs naive | official predictor s | speed-up vs official |\n");
+            printf("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
             for (int i = 0; i < n_rows; i++) {
                 double naive_s = 0;
                 for (int j = 0; j < n_rows; j++)
@@ -378,9 +400,19 @@ int kr_cmd_bench(int argc, char **argv) {
                     snprintf(ref, sizeof ref, "%.1f", rows[i].ref_s);
                     snprintf(up, sizeof up, "%.0fx", rows[i].ref_s / rows[i].seconds);
                 }
-                printf("| %d | %s | %.3f | %.0f | %.1f | %.0f | %.0f | %s | %s | %s |\n",
+                printf("| %d | %s | %.3f | %.0f | %.1f | %.0f %% | %.0f | %.0f | %s | %s | %s |\n",
                        rows[i].paths, rows[i].mode, rows[i].seconds, rows[i].tokens_per_s,
-                       rows[i].gflops, rows[i].rss_mb, rows[i].kv_mb, vs, ref, up);
+                       rows[i].gflops, peak > 0 ? 100.0 * rows[i].gflops / peak : 0.0,
+                       rows[i].rss_mb, rows[i].kv_mb, vs, ref, up);
+            }
+            for (int i = 0; profile && i < n_rows; i++) {
+                kr_sb sb = { 0 };
+                kr_step_profile_markdown(&sb, &rows[i].profile, peak);
+                char *text = NULL;
+                if (kr_sb_finish(&sb, &text, NULL) == KR_OK)
+                    printf("\nStep profile, %d paths, %s (last repeat):\n\n%s", rows[i].paths,
+                           rows[i].mode, text);
+                free(text);
             }
         }
     }

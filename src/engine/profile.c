@@ -4,6 +4,9 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "base/threadpool.h"
+#include "kernels/calibrate.h"
+
 const char *kr_profile_part_name(int part) {
     static const char *const names[KR_PART_COUNT] = {
         "gemm",  "attention", "norm_act", "sampling", "tokenizer_encode", "tokenizer_decode",
@@ -90,4 +93,12 @@ void kr_step_profile_markdown(kr_sb *sb, const kr_step_profile *p, double peak_g
                   "engine thread waiting for the others at their ends\n",
                   (long long)p->pool_regions, p->seconds_pool_wait,
                   100.0 * rate(p->seconds_pool_wait, p->seconds_steps));
+}
+
+double kr_machine_fma_peak(int n_threads) {
+    kr_pool *pool = NULL;
+    if (kr_pool_create(n_threads, &pool, NULL) != KR_OK) return 0.0;
+    double peak = kr_fma_peak_gflops(pool, kr_isa_active(), 5);
+    kr_pool_free(pool);
+    return peak;
 }

@@ -18,6 +18,11 @@ void kr_step_profile_json(kr_sb *sb, const kr_step_profile *p);
  * peak_gflops > 0. */
 void kr_step_profile_markdown(kr_sb *sb, const kr_step_profile *p, double peak_gflops);
 
+/* The f32 FMA peak of this machine in GFLOP/s on n_threads threads (<= 0: all CPUs) with
+ * the active ISA's vectors (kr_fma_peak_gflops, best of 5 bursts of ~10 ms): what a
+ * benchmark states beside its figures. 0 if no thread pool could be made. */
+double kr_machine_fma_peak(int n_threads);
+
 /* *acc += *p, part by part (profiles of several forecasts of one bench run). */
 void kr_step_profile_add(kr_step_profile *acc, const kr_step_profile *p);
 
