@@ -92,8 +92,10 @@ kr_status kr_predictor_forward(const kr_predictor_weights *w, const kr_exec *ex,
         kr_rmsnorm_f32(total, d, x, d, w->norm, KR_RMS_EPS, context, d);
         kr_prof_end(ex->prof, KR_PROF_PART_NORM_ACT, t0, 4.0 * total * d, 8.0 * total * d);
         /* Cross-attention K/V of every new context row, cached in layer L of the store. */
-        if ((st = kr_linear_run(ex, &w->dep.k, context, total, d, x, d, err)) == KR_OK)
-            st = kr_linear_run(ex, &w->dep.v, context, total, d, kt, d, err);
+        const kr_linear *kv[2] = { &w->dep.k, &w->dep.v };
+        float *kv_out[2] = { x, kt };
+        const int ld2[2] = { d, d };
+        st = kr_linear_run_multi(ex, 2, kv, context, total, d, kv_out, ld2, err);
         for (int c = 0, row = 0; st == KR_OK && c < n_chunks; c++) {
             const kr_chunk *ch = &chunks[c];
             kr_kv_store_write(ch->out, L, ch->out_start, x + (size_t)row * d, kt + (size_t)row * d,
