@@ -449,6 +449,17 @@ KR_API kr_status kr_model_quantize(kr_model *model, const char *fmt, int group,
  * model.safetensors) that kr_model_load maps without converting anything. */
 KR_API kr_status kr_model_save_quantized(const kr_model *model, const char *out_dir, kr_error *err);
 
+/* ---------------------------------------------------------------- random-weight checkpoints */
+
+/* Checkpoints with deterministic random weights and the tensor names, shapes and dtypes of a
+ * real one, for tests and benchmarks without the public weights: shapes "tiny", "mini",
+ * "small", "base". Non-zero if the name is one of them. */
+KR_API int kr_random_shape_exists(const char *shape);
+/* Writes out_dir/tokenizer and out_dir/predictor (config.json + model.safetensors), creating
+ * the directories; the same shape and seed always give identical files. */
+KR_API kr_status kr_model_write_random_shape(const char *shape, uint64_t seed, const char *out_dir,
+                                             kr_error *err);
+
 #ifdef __cplusplus
 }
 #endif

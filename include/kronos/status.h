@@ -45,6 +45,18 @@ typedef struct kr_error {
 /* Static string for a status code ("invalid argument", ...). Never NULL. */
 KR_API const char *kr_strerror(kr_status status);
 
+#if defined(__GNUC__)
+#define KR_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define KR_PRINTF(a, b)
+#endif
+
+/* Sets err (if non-NULL) to status and a printf-formatted message; returns status so a
+ * caller can write `return kr_error_set(err, KR_ERR_FORMAT, "%s: row %d ...", ...);`. For
+ * programs that report their own failures the way the library does. */
+KR_API kr_status kr_error_set(kr_error *err, kr_status status, const char *fmt, ...)
+    KR_PRINTF(3, 4);
+
 #ifdef __cplusplus
 }
 #endif

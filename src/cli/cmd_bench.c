@@ -3,29 +3,23 @@
  * gen-random unless --model is given) and compares, in one run, the KV-cached engine with the
  * naive full-recompute path (the reference's algorithm on our kernels) and with the official
  * predictor's figures measured on this machine class (shared anchors). Prints Markdown or JSON.
+ * Flag parsing and data loading only: the measuring is kr_bench_run (kronos/eval.h).
  */
-#include <errno.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
-
-#include <cjson/cJSON.h>
 
 #include "base/timeutil.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/progress.h"
 #include "cli/share_paths.h"
-#include "engine/context.h"
-#include "engine/forecast_internal.h"
-#include "engine/profile.h"
-#include "kernels/kernels.h"
+#include "kronos.h"
+#include "kronos/eval.h"
 #include "market/candles.h"
-#include "model/weights.h"
 
 #define CMD "bench"
 
@@ -58,65 +52,13 @@ static void usage(FILE *f) {
         f);
 }
 
-/* The official KronosPredictor on this machine class (shared/anchors/reference_bench.md,
- * OpenBLAS, 2 threads, lookback 400, pred_len 120): seconds by (shape, paths). */
-static double reference_seconds(const char *shape, int lookback, int pred_len, int paths,
-                                int series) {
-    if (lookback != 400 || pred_len != 120 || series != 1) return 0;
-    if (!strcmp(shape, "small") && paths == 1) return 25.3;
-    if (!strcmp(shape, "small") && paths == 8) return 236.9; /* row-loop SDPA shim */
-    if (!strcmp(shape, "mini") && paths == 1) return 5.4;
-    if (!strcmp(shape, "base") && paths == 1) return 202.3;
-    return 0;
-}
-
-static double peak_rss_mb(void) {
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return ru.ru_maxrss / 1024.0;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Approximate FLOPs of the predictor's matrix products per token (weights only). */
-static double flops_per_token(const kr_model_info *mi) {
-    double d = mi->d_model, ff = mi->ff_dim;
-    double per_layer = 4 * d * d + 3 * d * ff;
-    double heads = 2.0 * d * 1024 + 2 * d * d * 2; /* s1/s2 heads + dep q/k/v/out (amortised) */
-    return 2.0 * (mi->n_layers * per_layer + 2 * d * 2 * d + heads);
-}
-
-typedef struct row {
-    int paths;
-    const char *mode;
-    double seconds, tokens_per_s, gflops, rss_mb, ref_s, kv_mb;
-    int64_t prefill_tokens, decode_tokens, recomputes;
-    kr_step_profile profile; /* of the last repeat */
-} row;
-
-static int run_once(kr_context *ctx, const kr_series *s, int n, const kr_forecast_params *p,
-                    int naive, double *secs, kr_forecast_stats *stats, kr_error *err) {
-    kr_forecast **res = calloc((size_t)n, sizeof *res);
-    kr_gen_options opt = { .naive = naive };
-    double t0 = kr_now_seconds();
-    kr_status st = kr_forecast_run_batch_opt(ctx, s, n, p, NULL, &opt, res, err);
-    *secs = kr_now_seconds() - t0;
-    memset(stats, 0, sizeof *stats);
-    for (int i = 0; i < n && st == KR_OK; i++) {
-        kr_forecast_stats one;
-        kr_forecast_get_stats(res[i], &one);
-        stats->prefill_tokens += one.prefill_tokens;
-        stats->decode_tokens += one.decode_tokens;
-        stats->window_recomputes += one.window_recomputes;
-        stats->kv_bytes += one.kv_bytes;
-        kr_step_profile_add(&stats->profile, &one.profile);
-    }
-    for (int i = 0; i < n; i++) kr_forecast_free(res[i]);
-    free(res);
-    return st == KR_OK ? 0 : -1;
+/* The ticker shows on terminals only, while a timed run goes. */
+static void on_progress(const char *what, int finished, void *user) {
+    kr_ticker **t = user;
+    if (!finished)
+        *t = kr_ticker_start(what);
+    else
+        kr_ticker_stop(*t);
 }
 
 int kr_cmd_bench(int argc, char **argv) {
@@ -150,7 +92,7 @@ int kr_cmd_bench(int argc, char **argv) {
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (c) {
         case 's':
-            if (!kr_random_shape_find(optarg))
+            if (!kr_random_shape_exists(optarg))
                 return kr_cli_usage_error(CMD, "unknown --shape '%s'", optarg);
             shape = optarg;
             break;
@@ -231,7 +173,7 @@ int kr_cmd_bench(int argc, char **argv) {
         struct stat sb;
         if (stat(pred_dir, &sb) != 0) {
             double t0 = kr_now_seconds();
-            if (kr_model_write_random(kr_random_shape_find(shape), 1, dir, &err) != KR_OK)
+            if (kr_model_write_random_shape(shape, 1, dir, &err) != KR_OK)
                 return kr_cli_fail(CMD, err.message);
             gen_s = kr_now_seconds() - t0;
         }
@@ -271,151 +213,39 @@ int kr_cmd_bench(int argc, char **argv) {
         kr_candles_free(cs);
         return kr_cli_fail(CMD, err.message);
     }
-    kr_model_info mi;
-    kr_model_get_info(m, &mi);
     /* Series i: history rows [stride·i, stride·i + lookback_i), future stamps from the next rows. */
     kr_series *ss = calloc((size_t)series, sizeof *ss);
-    for (int i = 0; i < series; i++) {
+    for (int i = 0; ss && i < series; i++) {
         int lb = series > 1
                      ? lookback + (int)((int64_t)(lookback_max - lookback) * i / (series - 1))
                      : lookback;
         ss[i] = kr_candles_slice(cs, stride * i, lb);
         ss[i].future_timestamps = cs->timestamps + stride * i + lb;
     }
-    row rows[64];
-    int n_rows = 0, rc = 0;
-    double fpt = flops_per_token(&mi);
-    for (int k = 0; k < n_paths && rc == 0; k++) {
-        kr_forecast_params p = kr_forecast_default_params();
-        p.lookback = 0; /* each series uses all its rows (they are cut to their lookback) */
-        p.pred_len = pred_len;
-        p.paths = paths_list[k];
-        p.window = window;
-        p.keep_paths = 1;
-        for (int mode = 0; mode < (naive ? 2 : 1) && rc == 0; mode++) {
-            int reps = mode == 0 ? repeat : 1;
-            double times[1000];
-            kr_forecast_stats stats = { 0 };
-            for (int r = 0; r < reps; r++) {
-                char what[160];
-                snprintf(what, sizeof what, "%s, %d paths: run %d of %d",
-                         mode == 0 ? "kv-cache" : "naive", p.paths, r + 1, reps);
-                kr_ticker *ticker = kr_ticker_start(what); /* terminals only */
-                int failed = run_once(ctx, ss, series, &p, mode, &times[r], &stats, &err) != 0;
-                kr_ticker_stop(ticker);
-                if (failed) {
-                    rc = kr_cli_fail(CMD, err.message);
-                    break;
-                }
-            }
-            if (rc) break;
-            qsort(times, (size_t)reps, sizeof(double), cmp_double);
-            row *rw = &rows[n_rows++];
-            rw->paths = p.paths;
-            rw->mode = mode == 0 ? "kv-cache" : "naive";
-            rw->seconds = times[reps / 2];
-            rw->tokens_per_s = (double)series * p.paths * pred_len / rw->seconds;
-            rw->gflops =
-                (double)(stats.prefill_tokens + stats.decode_tokens) * fpt / rw->seconds / 1e9;
-            rw->rss_mb = peak_rss_mb();
-            rw->ref_s = reference_seconds(shape, lookback, pred_len, p.paths, series);
-            rw->prefill_tokens = stats.prefill_tokens;
-            rw->decode_tokens = stats.decode_tokens;
-            rw->recomputes = stats.window_recomputes;
-            rw->kv_mb = stats.kv_bytes / 1048576.0;
-            rw->profile = stats.profile;
-        }
-    }
-    /* Every output names the ISA and the peak the figures are to be read against. */
-    double peak = rc == 0 ? kr_machine_fma_peak(threads) : 0;
-    int n_threads = threads > 0 ? threads : kr_cpu_count();
-    if (rc == 0) {
-        if (json) {
-            cJSON *root = cJSON_CreateObject();
-            cJSON_AddStringToObject(root, "shape", model_dir == dir ? shape : model_dir);
-            cJSON_AddStringToObject(root, "isa", kr_isa_name(kr_isa_active()));
-            cJSON_AddNumberToObject(root, "threads", n_threads);
-            cJSON_AddNumberToObject(root, "fma_peak_gflops", peak);
-            cJSON_AddNumberToObject(root, "lookback", lookback);
-            cJSON_AddNumberToObject(root, "pred_len", pred_len);
-            cJSON_AddNumberToObject(root, "series", series);
-            cJSON_AddNumberToObject(root, "model_load_seconds", mi.load_seconds);
-            cJSON_AddNumberToObject(root, "weight_bytes", (double)mi.weight_bytes);
-            cJSON_AddStringToObject(root, "quant", mi.quant);
-            cJSON_AddStringToObject(root, "kv_dtype", kv_dtype ? kv_dtype : "f32");
-            cJSON_AddNumberToObject(root, "quantize_seconds", mi.quant_seconds);
-            cJSON *arr = cJSON_AddArrayToObject(root, "results");
-            for (int i = 0; i < n_rows; i++) {
-                cJSON *o = cJSON_CreateObject();
-                cJSON_AddNumberToObject(o, "paths", rows[i].paths);
-                cJSON_AddStringToObject(o, "mode", rows[i].mode);
-                cJSON_AddNumberToObject(o, "seconds", rows[i].seconds);
-                cJSON_AddNumberToObject(o, "tokens_per_second", rows[i].tokens_per_s);
-                cJSON_AddNumberToObject(o, "gflops", rows[i].gflops);
-                cJSON_AddNumberToObject(o, "peak_rss_mb", rows[i].rss_mb);
-                cJSON_AddNumberToObject(o, "kv_cache_mb", rows[i].kv_mb);
-                cJSON_AddNumberToObject(o, "prefill_tokens", (double)rows[i].prefill_tokens);
-                cJSON_AddNumberToObject(o, "decode_tokens", (double)rows[i].decode_tokens);
-                cJSON_AddNumberToObject(o, "window_recomputes", (double)rows[i].recomputes);
-                if (rows[i].ref_s > 0)
-                    cJSON_AddNumberToObject(o, "reference_seconds", rows[i].ref_s);
-                if (profile) {
-                    kr_sb sb = { 0 };
-                    kr_step_profile_json(&sb, &rows[i].profile);
-                    char *text = NULL;
-                    if (kr_sb_finish(&sb, &text, NULL) == KR_OK)
-                        cJSON_AddItemToObject(o, "profile", cJSON_CreateRaw(text));
-                    free(text);
-                }
-                cJSON_AddItemToArray(arr, o);
-            }
-            char *text = cJSON_Print(root);
-            printf("%s\n", text);
-            free(text);
-            cJSON_Delete(root);
-        } else {
-            printf("kronos bench: shape %s (d_model %d, %d layers, %zu params), lookback %d, "
-                   "pred_len %d, "
-                   "series %d, %s, isa %s, %d threads (FMA peak %.1f GFLOP/s, measured now), "
-                   "model load %.1f ms%s\n\n",
-                   model_dir == dir ? shape : model_dir, mi.d_model, mi.n_layers, mi.n_params,
-                   lookback, pred_len, series,
-                   window == KR_WINDOW_EXACT ? "exact window" : "rolling window",
-                   kr_isa_name(kr_isa_active()), n_threads, peak, mi.load_seconds * 1e3,
-                   gen_s > 0 ? " (weights generated now)" : "");
-            printf("weights %s, %.1f MB (quantised at load in %.2f s), KV cache %s\n\n", mi.quant,
-                   mi.weight_bytes / 1048576.0, mi.quant_seconds, kv_dtype ? kv_dtype : "f32");
-            printf(
-                "| paths | path | wall s (median) | tokens/s | ~GFLOP/s | of FMA peak | peak RSS "
-                "MB | KV MB | vs naive | official predictor s | speed-up vs official |\n");
-            printf("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
-            for (int i = 0; i < n_rows; i++) {
-                double naive_s = 0;
-                for (int j = 0; j < n_rows; j++)
-                    if (rows[j].paths == rows[i].paths && !strcmp(rows[j].mode, "naive"))
-                        naive_s = rows[j].seconds;
-                char vs[32] = "", ref[32] = "", up[32] = "";
-                if (naive_s > 0) snprintf(vs, sizeof vs, "%.1fx", naive_s / rows[i].seconds);
-                if (rows[i].ref_s > 0) {
-                    snprintf(ref, sizeof ref, "%.1f", rows[i].ref_s);
-                    snprintf(up, sizeof up, "%.0fx", rows[i].ref_s / rows[i].seconds);
-                }
-                printf("| %d | %s | %.3f | %.0f | %.1f | %.0f %% | %.0f | %.0f | %s | %s | %s |\n",
-                       rows[i].paths, rows[i].mode, rows[i].seconds, rows[i].tokens_per_s,
-                       rows[i].gflops, peak > 0 ? 100.0 * rows[i].gflops / peak : 0.0,
-                       rows[i].rss_mb, rows[i].kv_mb, vs, ref, up);
-            }
-            for (int i = 0; profile && i < n_rows; i++) {
-                kr_sb sb = { 0 };
-                kr_step_profile_markdown(&sb, &rows[i].profile, peak);
-                char *text = NULL;
-                if (kr_sb_finish(&sb, &text, NULL) == KR_OK)
-                    printf("\nStep profile, %d paths, %s (last repeat):\n\n%s", rows[i].paths,
-                           rows[i].mode, text);
-                free(text);
-            }
-        }
-    }
+    kr_ticker *ticker = NULL;
+    kr_bench_params bp = kr_bench_default_params();
+    bp.paths = paths_list;
+    bp.n_paths = n_paths;
+    bp.pred_len = pred_len;
+    bp.repeat = repeat;
+    bp.naive = naive;
+    bp.window = window;
+    bp.label = model_dir == dir ? shape : model_dir;
+    bp.shape = model_dir == dir ? shape : NULL;
+    bp.lookback = lookback;
+    bp.threads = threads;
+    bp.weights_generated_seconds = gen_s;
+    bp.profile = profile;
+    bp.progress = on_progress;
+    bp.user = &ticker;
+    kr_bench_report *report = NULL;
+    int rc = 0;
+    if (!ss)
+        rc = kr_cli_fail(CMD, "out of memory");
+    else if (kr_bench_run(ctx, ss, series, &bp, &report, &err) != KR_OK ||
+             kr_bench_write(report, stdout, json, &err) != KR_OK)
+        rc = kr_cli_fail(CMD, err.message);
+    kr_bench_report_free(report);
     free(ss);
     kr_context_free(ctx);
     kr_model_free(m);

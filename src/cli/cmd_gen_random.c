@@ -2,7 +2,7 @@
  * cli/cmd_gen_random — `kronos gen-random`: writes a tokenizer + predictor checkpoint pair
  * with random weights at a named public shape (tiny, mini, small, base), for tests and
  * benchmarks that need real-sized models without downloading them. Flag parsing only; the
- * work is kr_model_write_random (model/weights.h).
+ * work is kr_model_write_random_shape (kronos.h).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
-#include "model/weights.h"
+#include "kronos.h"
 
 static void usage(FILE *f) {
     fputs("usage: kronos gen-random --shape tiny|mini|small|base --out DIR [--seed S]\n"
@@ -79,17 +79,16 @@ int kr_cmd_gen_random(int argc, char **argv) {
     if (optind < argc) return usage_error("unexpected argument '%s'", argv[optind]);
     if (!shape_name) return usage_error("%s", "--shape is required");
     if (!out || !*out) return usage_error("%s", "--out is required");
-    const kr_random_shape *shape = kr_random_shape_find(shape_name);
-    if (!shape)
+    if (!kr_random_shape_exists(shape_name))
         return usage_error("--shape: unknown shape '%s' (expected tiny, mini, small or base)",
                            shape_name);
 
     kr_error err = { 0 };
-    if (kr_model_write_random(shape, seed, out, &err) != KR_OK) {
+    if (kr_model_write_random_shape(shape_name, seed, out, &err) != KR_OK) {
         fprintf(stderr, "kronos gen-random: %s\n", err.message);
         return 1;
     }
     printf("wrote %s/tokenizer and %s/predictor (shape %s, seed %" PRIu64 ")\n", out, out,
-           shape->name, seed);
+           shape_name, seed);
     return 0;
 }

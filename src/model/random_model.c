@@ -345,3 +345,15 @@ out:
     free(pcfg);
     return rc;
 }
+
+int kr_random_shape_exists(const char *shape) { return kr_random_shape_find(shape) != NULL; }
+
+kr_status kr_model_write_random_shape(const char *shape, uint64_t seed, const char *out_dir,
+                                      kr_error *err) {
+    const kr_random_shape *s = kr_random_shape_find(shape);
+    if (!s)
+        return kr_error_set(err, KR_ERR_INVALID_ARG,
+                            "unknown random shape '%s' (expected tiny, mini, small or base)",
+                            shape ? shape : "(null)");
+    return kr_model_write_random(s, seed, out_dir, err);
+}

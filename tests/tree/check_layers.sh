@@ -15,7 +15,8 @@ BEGIN {
   allow["engine"] = "base kernels market model engine"
   allow["analyst"] = "base net kernels market model engine analyst"
   allow["server"] = "base net kernels market model hub engine analyst server"
-  allow["cli"] = "base net kernels market model hub engine analyst server cli"
+  allow["eval"] = "base kernels market model engine analyst eval"
+  allow["cli"] = "base net kernels market model hub engine analyst server eval cli"
   bad = 0
 }
 {

@@ -1,0 +1,118 @@
+/*
+ * eval/eval_quant_report — the eval-quant report as Markdown (a table to read) and JSON (the
+ * numbers, NaN as null).
+ */
+#include <math.h>
+#include <stdlib.h>
+
+#include <cjson/cJSON.h>
+
+#include "base/error.h"
+#include "eval/eval_quant_internal.h"
+
+static double ratio(int64_t num, int64_t den) { return den ? (double)num / (double)den : NAN; }
+
+kr_status kr_eval_quant_write_markdown(const kr_eval_quant_report *r, FILE *md, kr_error *err) {
+    if (!r || !md) return kr_error_set(err, KR_ERR_INVALID_ARG, "eval-quant: no report or file");
+    const kr_model_info *qi = &r->quant_info;
+    fprintf(md, "### %s%s%s, kv %s vs f32\n\n", qi->quant, qi->quant_method[0] ? " " : "",
+            qi->quant_method, r->kv_dtype);
+    fprintf(
+        md,
+        "%d files, %lld windows of %d rows, horizon %d, %d paths, seed %llu; weights %.1f MB\n\n",
+        r->n_files, (long long)r->windows, r->lookback, r->pred_len, r->paths,
+        (unsigned long long)r->seed, qi->weight_bytes / 1048576.0);
+    fprintf(md, "| metric | value |\n|---|---:|\n");
+    fprintf(md, "| s1 top-1 agreement (teacher-forced, %lld positions) | %.2f%% |\n",
+            (long long)r->positions, 100.0 * ratio(r->s1_agree, r->positions));
+    fprintf(md,
+            "| s1 top-1 agreement where f32's top-1 leads by >= %.1f nats (%.1f%% of positions) | "
+            "%.2f%% |\n",
+            KR_EVAL_DECISIVE_NATS, 100.0 * ratio(r->s1_decisive, r->positions),
+            100.0 * ratio(r->s1_decisive_agree, r->s1_decisive));
+    fprintf(md, "| s2 top-1 agreement | %.2f%% |\n", 100.0 * ratio(r->s2_agree, r->positions));
+    fprintf(md, "| mean KL(f32 ‖ quant) s1 | %.5f |\n",
+            r->positions ? r->kl_s1 / (double)r->positions : NAN);
+    fprintf(md, "| mean KL(f32 ‖ quant) s2 | %.5f |\n",
+            r->positions ? r->kl_s2 / (double)r->positions : NAN);
+    fprintf(md, "| tokenizer s1 / s2 token agreement | %.2f%% / %.2f%% |\n",
+            100.0 * ratio(r->tok_s1_agree, r->tok_rows),
+            100.0 * ratio(r->tok_s2_agree, r->tok_rows));
+    fprintf(md, "| mean-path close MAE vs f32 | %.6g |\n", kr_err_acc_mae(&r->vs_ref));
+    fprintf(md, "| mean-path close MAPE vs f32 | %.3f%% |\n", kr_err_acc_mape(&r->vs_ref));
+    fprintf(md, "| MAPE vs actual: f32 / quant | %.3f%% / %.3f%% |\n",
+            kr_err_acc_mape(&r->ref_vs_actual), kr_err_acc_mape(&r->q_vs_actual));
+    fprintf(md, "| direction agreement (mean path at horizon) | %.2f%% |\n",
+            100.0 * ratio(r->dir_agree, r->windows));
+    fprintf(md,
+            "| KS two-sample, path returns at horizon (n = %lld each) | D = %.4f, p = %.4f%s |\n",
+            (long long)r->n_ret, r->ks_d, r->ks_p,
+            r->ks_p < 0.05 ? " (rejects at 5%)" : " (not rejected at 5%)");
+    fprintf(md, "| ROC-AUC of P(up) vs realised direction: f32 / quant | %.4f / %.4f |\n",
+            r->auc_ref, r->auc_q);
+    fprintf(md, "| Spearman of expected returns across windows | %.4f |\n", r->rho_windows);
+    fprintf(md, "| Spearman of expected returns across symbols (%d, latest window) | %.4f |\n",
+            r->n_sym, r->rho_symbols);
+    fprintf(md, "\n");
+    if (ferror(md)) return kr_error_set(err, KR_ERR_IO, "eval-quant: writing the report failed");
+    return KR_OK;
+}
+
+static void add_number(cJSON *o, const char *k, double v) {
+    if (isfinite(v))
+        cJSON_AddNumberToObject(o, k, v);
+    else
+        cJSON_AddNullToObject(o, k);
+}
+
+kr_status kr_eval_quant_write_json(const kr_eval_quant_report *r, FILE *f, kr_error *err) {
+    if (!r || !f) return kr_error_set(err, KR_ERR_INVALID_ARG, "eval-quant: no report or file");
+    const kr_model_info *qi = &r->quant_info;
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "quant", qi->quant);
+    cJSON_AddStringToObject(root, "method", qi->quant_method);
+    cJSON_AddStringToObject(root, "kv_dtype", r->kv_dtype);
+    cJSON_AddNumberToObject(root, "weight_bytes", (double)qi->weight_bytes);
+    cJSON_AddNumberToObject(root, "files", r->n_files);
+    cJSON_AddNumberToObject(root, "windows", (double)r->windows);
+    cJSON_AddNumberToObject(root, "lookback", r->lookback);
+    cJSON_AddNumberToObject(root, "pred_len", r->pred_len);
+    cJSON_AddNumberToObject(root, "paths", r->paths);
+    cJSON *tok = cJSON_AddObjectToObject(root, "next_token");
+    cJSON_AddNumberToObject(tok, "positions", (double)r->positions);
+    add_number(tok, "s1_top1_agreement", ratio(r->s1_agree, r->positions));
+    add_number(tok, "s2_top1_agreement", ratio(r->s2_agree, r->positions));
+    add_number(tok, "s1_decisive_fraction", ratio(r->s1_decisive, r->positions));
+    add_number(tok, "s1_top1_agreement_decisive", ratio(r->s1_decisive_agree, r->s1_decisive));
+    add_number(tok, "s1_mean_kl", r->positions ? r->kl_s1 / (double)r->positions : NAN);
+    add_number(tok, "s2_mean_kl", r->positions ? r->kl_s2 / (double)r->positions : NAN);
+    add_number(tok, "tokenizer_s1_agreement", ratio(r->tok_s1_agree, r->tok_rows));
+    add_number(tok, "tokenizer_s2_agreement", ratio(r->tok_s2_agree, r->tok_rows));
+    cJSON *fc = cJSON_AddObjectToObject(root, "forecast");
+    add_number(fc, "mae_vs_f32", kr_err_acc_mae(&r->vs_ref));
+    add_number(fc, "mape_vs_f32_percent", kr_err_acc_mape(&r->vs_ref));
+    add_number(fc, "mape_vs_actual_f32_percent", kr_err_acc_mape(&r->ref_vs_actual));
+    add_number(fc, "mape_vs_actual_quant_percent", kr_err_acc_mape(&r->q_vs_actual));
+    add_number(fc, "mae_vs_actual_f32", kr_err_acc_mae(&r->ref_vs_actual));
+    add_number(fc, "mae_vs_actual_quant", kr_err_acc_mae(&r->q_vs_actual));
+    add_number(fc, "direction_agreement", ratio(r->dir_agree, r->windows));
+    cJSON *ks = cJSON_AddObjectToObject(fc, "ks_path_returns");
+    add_number(ks, "statistic", r->ks_d);
+    add_number(ks, "p_value", r->ks_p);
+    cJSON_AddNumberToObject(ks, "n", (double)r->n_ret);
+    add_number(fc, "roc_auc_f32", r->auc_ref);
+    add_number(fc, "roc_auc_quant", r->auc_q);
+    add_number(fc, "spearman_expected_return_windows", r->rho_windows);
+    add_number(fc, "spearman_expected_return_symbols", r->rho_symbols);
+    cJSON_AddNumberToObject(root, "seconds_teacher", r->seconds_teacher);
+    cJSON_AddNumberToObject(root, "seconds_forecast", r->seconds_forecast);
+    char *text = cJSON_Print(root);
+    kr_status st = KR_OK;
+    if (!text)
+        st = kr_error_set(err, KR_ERR_NOMEM, "eval-quant: out of memory");
+    else if (fprintf(f, "%s\n", text) < 0 || ferror(f))
+        st = kr_error_set(err, KR_ERR_IO, "eval-quant: writing the JSON failed");
+    free(text);
+    cJSON_Delete(root);
+    return st;
+}
