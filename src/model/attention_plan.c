@@ -230,8 +230,6 @@ static kr_status resolve_keys(const kr_exec *ex, plan *p, int n_rows, kr_error *
 static void worker(void *ctx, int ith, int nth) {
     const plan *p = ctx;
     int items = p->n_groups * p->n_heads;
-    int per = (items + nth - 1) / nth;
-    int begin = ith * per, end = begin + per < items ? begin + per : items;
     const int R = KR_MAX_PAST_REFS + 1;
     float *scratch = p->scratch + (size_t)ith * PLAN_MAX_GROUP * (size_t)p->max_keys;
     /* shared spans, then each query's own spans, max_spans apart */
@@ -243,7 +241,10 @@ static void worker(void *ctx, int ith, int nth) {
     int n_own[PLAN_MAX_GROUP];
     const float *qs[PLAN_MAX_GROUP];
     float *outs[PLAN_MAX_GROUP];
-    for (int it = begin; it < end; it++) {
+    /* Items dealt round-robin: the groups of a causal chunk grow in keys from first to last,
+     * so contiguous halves would give the last thread most of the work. Where an item runs
+     * does not change its numbers (its own outputs, this thread's scratch). */
+    for (int it = ith; it < items; it += nth) {
         int g = it / p->n_heads, h = it % p->n_heads;
         int a = p->group_start[g], nq = p->group_start[g + 1] - a;
         int n_shared = 0;
