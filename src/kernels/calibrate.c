@@ -39,12 +39,22 @@ double kr_fma_peak_gflops(kr_pool *pool, kr_isa isa, int rounds) {
     kr_pool_run(pool, burn_worker, &j);
     double s = kr_prof_clock() - t0;
     if (s > 0) j.iters = (long)(j.iters * (0.01 / s)) + 1;
-    double best = 0;
-    for (int r = 0; r < (rounds > 0 ? rounds : 1); r++) {
+    /* The best and second best rates: a virtual machine's clock occasionally steps during a
+     * burst and makes one look impossibly fast, so with 3 or more bursts the second best is
+     * taken. */
+    double best = 0, second = 0;
+    if (rounds < 1) rounds = 1;
+    for (int r = 0; r < rounds; r++) {
         t0 = kr_prof_clock();
         kr_pool_run(pool, burn_worker, &j);
         s = kr_prof_clock() - t0;
-        if (s > 0 && j.flops / s > best) best = j.flops / s;
+        double rate = s > 0 ? j.flops / s : 0;
+        if (rate > best) {
+            second = best;
+            best = rate;
+        } else if (rate > second) {
+            second = rate;
+        }
     }
-    return best * 1e-9;
+    return (rounds >= 3 ? second : best) * 1e-9;
 }
