@@ -207,6 +207,9 @@ typedef struct kr_context_params {
     /* How long a tuner signal must hold before it acts: pressure (queue wait or TTFT over
      * target) tune_window_s, relief tune_relax_s (<= 0: 300 s and 600 s). */
     double tune_window_s, tune_relax_s;
+    /* Step profile (kr_step_profile in the stats): 1 (default) on, 0 off. Costs two clock
+     * reads per kernel call, well under 1 % of a step. */
+    int profile;
 } kr_context_params;
 
 KR_API kr_context_params kr_context_default_params(void);
@@ -355,6 +358,44 @@ KR_API const int32_t *kr_forecast_history_s2(const kr_forecast *f);
  * out[pred_len][6]. Needs kept paths. */
 KR_API kr_status kr_forecast_quantile(const kr_forecast *f, double q, double *out, kr_error *err);
 
+/* The step profile: where the engine steps' time went, part by part. Parts are exclusive
+ * (their seconds add up to seconds_steps, KR_PART_OTHER being the remainder); the predictor's
+ * kernels are in GEMM / ATTENTION / NORM_ACT, the tokenizer's whole passes in TOK_ENCODE /
+ * TOK_DECODE. FLOPs and bytes are what the part's work needs (2 per multiply-add; weights as
+ * stored plus activations; attention as if each row read its keys), so flops / seconds is
+ * the rate it ran at. */
+typedef enum kr_profile_part {
+    KR_PART_GEMM =
+        0, /* the predictor's Linear layers (blocks, embedding fusion, heads, s2 layer) */
+    KR_PART_ATTENTION, /* the predictor's self-attention and the s2 cross-attention */
+    KR_PART_NORM_ACT, /* RMSNorm, RoPE, SwiGLU, residual adds, embeddings, KV-row writes */
+    KR_PART_SAMPLING, /* the draws: temperature, top-k / top-p, softmax, multinomial */
+    KR_PART_TOK_ENCODE, /* the tokenizer's encoder over the history */
+    KR_PART_TOK_DECODE, /* the tokenizer's decoder over the paths */
+    KR_PART_OTHER, /* the rest: scheduling, batch building, copies, thread hand-offs */
+    KR_PART_COUNT
+} kr_profile_part;
+
+typedef struct kr_profile_entry {
+    double seconds, flops, bytes;
+    int64_t calls;
+} kr_profile_entry;
+
+typedef struct kr_step_profile {
+    int enabled; /* 0: the context runs without the profile (kr_context_params.profile) */
+    double seconds_steps; /* wall time of the engine steps (of the forecast: those it was in) */
+    kr_profile_entry part[KR_PART_COUNT];
+    /* Exact mode past max_context: the predictor passes of the steps that re-ran the window
+     * (a view across GEMM / ATTENTION / NORM_ACT, not an extra part). */
+    kr_profile_entry rerun;
+    int64_t pool_regions; /* parallel regions run on the thread pool (round trips) */
+    double seconds_pool_wait; /* of the parts' time: the engine thread waiting for the others at
+                               * the end of a region (imbalance and hand-off latency) */
+} kr_step_profile;
+/* "gemm", "attention", "norm_act", "sampling", "tokenizer_encode", "tokenizer_decode",
+ * "other"; NULL out of range. */
+KR_API const char *kr_profile_part_name(int part);
+
 /* Statistics of the run: tokens and timing. */
 typedef struct kr_forecast_stats {
     int64_t prefill_tokens; /* tokens run through the predictor as prefill */
@@ -365,6 +406,9 @@ typedef struct kr_forecast_stats {
     double seconds_total, seconds_prefill, seconds_decode, seconds_tokenizer;
     double seconds_queue; /* waiting for admission */
     double seconds_ttft; /* submission to the first sampled step */
+    /* The engine steps this forecast took part in. A step batched with other requests counts
+     * whole for each of them, as seconds_prefill / _decode do. */
+    kr_step_profile profile;
 } kr_forecast_stats;
 KR_API void kr_forecast_get_stats(const kr_forecast *f, kr_forecast_stats *stats);
 
@@ -383,6 +427,7 @@ typedef struct kr_context_stats {
     int64_t workspace_grows; /* times a step needed more than the sizing foresaw */
     int n_threads;
     char kv_dtype[8];
+    kr_step_profile profile; /* every engine step since the context was created */
 } kr_context_stats;
 /* running, waiting and kv_bytes_used of running requests are current; the other figures
  * are as of the last engine step. */
@@ -434,6 +479,12 @@ typedef struct kr_quantize_params {
 KR_API kr_quantize_params kr_quantize_default_params(void);
 KR_API kr_status kr_model_quantize_with(kr_model *model, const kr_quantize_params *params,
                                         const kr_series *calib, int n_calib, kr_error *err);
+/* Quantising at load is worth a note when it cost more than 5 % of the forecasts it served
+ * (forecast_seconds): writes one into buf ("quantising to int8 at load took 0.17 s, 15 % of
+ * this forecast: run `kronos quantize --quant int8 --out DIR` once and load DIR") and returns
+ * 1; else returns 0 and leaves buf alone. */
+KR_API int kr_quantize_at_load_note(const kr_model_info *mi, double forecast_seconds, char *buf,
+                                    size_t size);
 /* Writes a quantised model as out_dir/predictor and out_dir/tokenizer (config.json +
  * model.safetensors) that kr_model_load maps without converting anything. */
 KR_API kr_status kr_model_save_quantized(const kr_model *model, const char *out_dir, kr_error *err);

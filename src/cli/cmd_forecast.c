@@ -550,6 +550,14 @@ int kr_cmd_forecast(int argc, char **argv) {
     if (mi.demo)
         fprintf(stderr, "kronos %s: note: DEMO MODEL \xe2\x80\x94 not a forecast (%s)\n", CMD,
                 mi.source[0] ? mi.source : "the model declares itself a demo/test checkpoint");
+    double forecast_s = 0;
+    for (int i = 0; i < o.n_inputs; i++) {
+        kr_forecast_stats st;
+        kr_forecast_get_stats(res[i], &st);
+        if (st.seconds_total > forecast_s) forecast_s = st.seconds_total; /* one batch */
+    }
+    if (kr_quantize_at_load_note(&mi, forecast_s, msg, sizeof msg))
+        fprintf(stderr, "kronos %s: note: %s\n", CMD, msg);
     int json = !strcmp(o.format, "json");
     if (o.n_inputs > 1 && o.output) mkdir(o.output, 0777);
     for (int i = 0; i < o.n_inputs; i++) {

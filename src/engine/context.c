@@ -41,6 +41,7 @@ kr_context_params kr_context_default_params(void) {
     p.tune = 0;
     p.target_queue_p95_s = 0.1;
     p.target_ttft_p95_s = 2.0;
+    p.profile = 1;
     return p;
 }
 
@@ -182,6 +183,13 @@ static void register_metrics(kr_context *c) {
         kr_metrics_gauge(m, "kronos_scheduler_max_queue", "", "max_queue in force (profile)");
     c->m_lim_static = kr_metrics_gauge(m, "kronos_scheduler_static_batching", "",
                                        "1: static batches (offline), 0: continuous batching");
+    for (int i = 0; i < KR_PART_COUNT; i++) {
+        char labels[64];
+        snprintf(labels, sizeof labels, "part=\"%s\"", kr_profile_part_name(i));
+        c->m_part_seconds[i] =
+            kr_metrics_counter(m, "kronos_step_part_seconds_total", labels,
+                               "Engine step time by part (the step profile; 0 when it is off)");
+    }
     kr_metric_set(c->m_kv_budget, (double)c->p.kv_budget_bytes);
 }
 
@@ -229,6 +237,11 @@ kr_status kr_context_create_ex(const kr_model *model, const kr_context_params *p
     c->p.kv_dtype = k_kv_names[kv]; /* the caller's string need not outlive the call */
     c->eng.model = model;
     c->eng.kv_dtype = kv;
+    if (p.profile) {
+        c->profile.enabled = c->profile_shared.enabled = 1;
+        c->eng.profile = &c->profile;
+        c->eng.ex.prof = &c->profile.parts;
+    }
     c->metrics = metrics;
     if (!c->metrics) {
         if ((st = kr_metrics_create(&c->metrics, err)) != KR_OK) {
@@ -407,6 +420,14 @@ void kr_ctx_publish_stats(kr_context *c) {
     st.workspace_grows = as.grows;
     st.n_threads = kr_pool_size(c->eng.ex.pool);
     snprintf(st.kv_dtype, sizeof st.kv_dtype, "%s", c->p.kv_dtype);
+    kr_gen_profile_export(&c->profile_shared, &st.profile);
+    for (int i = 0; i < KR_PART_COUNT; i++) {
+        double v = st.profile.part[i].seconds, grew = v - c->part_seconds_published[i];
+        if (grew > 0) {
+            kr_metric_add(c->m_part_seconds[i], grew);
+            c->part_seconds_published[i] = v;
+        }
+    }
     c->stats = st;
     kr_metric_set(c->m_running, st.running);
     kr_metric_set(c->m_waiting, st.waiting);

@@ -456,6 +456,7 @@ void *kr_ctx_engine_main(void *arg) {
         if (c->p.tune)
             kr_tuner_tick(&c->tuner, t, c->n_waiting, c->wait_head ? t - c->wait_head->t_submit : 0,
                           &c->p.batch_wait_ms, &c->p.max_batch_tokens, &c->p.max_running, c->cache);
+        c->profile_shared = c->profile;
         kr_ctx_publish_stats(c);
     }
     /* Tasks that came too late to run. */
