@@ -195,7 +195,7 @@ typedef struct kr_context_params {
      * for a short step, not a max_batch_tokens one. */
     int background_step_rows;
     int tune; /* adaptive tuner of batch_wait_ms, max_batch_tokens, max_running and the
-                 prefix-cache budget (default 0; rules in docs/api.md, "Tuner") */
+                 prefix-cache budget (default 0; rules in docs/api.md, "The tuner") */
     double target_queue_p95_s; /* tuner objectives (defaults 0.1 s, 2 s) */
     double target_ttft_p95_s;
     /* Polled once per engine step: non-zero fails every queued and running request with

@@ -6,6 +6,7 @@
  */
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,7 @@
 #include "market/candles.h"
 #include "server/auth.h"
 #include "server/config.h"
+#include "server/conn_watch.h"
 #include "server/job.h"
 #include "server/request.h"
 #include "server/response.h"
@@ -874,6 +876,30 @@ static void test_job_rendezvous(void **state) {
     kr_job_unref(NULL);
 }
 
+static atomic_int g_ticks;
+
+static void count_tick(void *user) {
+    (void)user;
+    atomic_fetch_add(&g_ticks, 1);
+}
+
+/* The watchdog's tick (what switches profiles when no request comes) runs on its own, and
+ * never after the watchdog is freed. */
+static void test_watch_tick(void **state) {
+    (void)state;
+    kr_conn_watch *w = NULL;
+    kr_error err = { 0 };
+    assert_int_equal(kr_conn_watch_create(30, NULL, NULL, &w, &err), KR_OK);
+    atomic_store(&g_ticks, 0);
+    kr_conn_watch_set_tick(w, count_tick, NULL);
+    for (int i = 0; i < 1000 && atomic_load(&g_ticks) < 3; i++) usleep(10000);
+    assert_true(atomic_load(&g_ticks) >= 3);
+    kr_conn_watch_free(w);
+    int after = atomic_load(&g_ticks);
+    usleep(300000);
+    assert_int_equal(atomic_load(&g_ticks), after);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_request_array_rows),
@@ -887,6 +913,7 @@ int main(void) {
         cmocka_unit_test(test_auth),
         cmocka_unit_test(test_config_file),
         cmocka_unit_test(test_config_errors),
+        cmocka_unit_test(test_watch_tick),
         cmocka_unit_test(test_kv_budget_and_clock),
         cmocka_unit_test(test_sse_framing),
         cmocka_unit_test(test_job_rendezvous),

@@ -36,8 +36,8 @@ void kr_srv_log(kr_server *s, const char *fmt, ...) {
         fprintf(stderr, "kronos serve: %s\n", line);
 }
 
-/* Applies the time-of-day profile that covers the current local time (checked at most once
- * a second, on whichever connection thread comes by). */
+/* Applies the time-of-day profile that covers the current time in the profiles' zone (checked
+ * at most once a second, by the watchdog's tick and by whichever connection thread comes by). */
 void kr_srv_check_profile(kr_server *s) {
     if (s->cfg.n_profiles == 0) return;
     double now = kr_now_seconds();
@@ -193,6 +193,9 @@ static kr_status start_daemon(kr_server *s, kr_error *err) {
     return KR_OK;
 }
 
+/* The watchdog's tick: profiles switch at their time even when no request comes. */
+static void on_watch_tick(void *user) { kr_srv_check_profile(user); }
+
 /* A request cut by the read watchdog (conn_watch.h). */
 static void on_read_cut(void *user) {
     kr_server *s = user;
@@ -260,6 +263,7 @@ kr_status kr_server_create(const kr_model *model, const kr_server_config *cfg, k
     if ((st = start_daemon(s, err)) != KR_OK) goto fail;
     if (s->cfg.n_profiles > 0) kr_http_metrics_profile(s->http, "base", 1);
     kr_srv_check_profile(s);
+    kr_conn_watch_set_tick(s->watch, on_watch_tick, s);
     *out = s;
     return KR_OK;
 fail:
