@@ -619,18 +619,28 @@ static void test_config_file(void **state) {
         fail_msg("%s", err.message);
     assert_int_equal(c.n_profiles, 4);
     assert_string_equal(kr_server_profile_zone(&c), "Asia/Shanghai");
+    /* The brief: 50-100 ms waits while the market trades (the peak: throughput), offline
+     * scoring in static batches of 32-64 before the open and after the close, and a tight wait
+     * when few clients come (overnight). */
     const kr_server_profile *sp = kr_server_profile_at(&c, 10 * 60);
     assert_string_equal(sp->name, "session");
     eff = kr_server_profile_apply(&c.sched, sp);
-    assert_true(sp->latency_tight && eff.batch_wait_ms <= KR_TIGHT_WAIT_MAX_MS);
+    assert_true(!sp->latency_tight && eff.batch_wait_ms >= 50 && eff.batch_wait_ms <= 100);
     assert_int_equal(eff.static_batching, 0);
-    assert_string_equal(kr_server_profile_at(&c, 9 * 60)->name, "pre-market");
-    assert_string_equal(kr_server_profile_at(&c, 16 * 60)->name, "post-market");
+    static const int offline_minutes[] = { 9 * 60, 16 * 60 };
+    static const char *const offline_names[] = { "pre-market", "post-market" };
+    for (int k = 0; k < 2; k++) {
+        sp = kr_server_profile_at(&c, offline_minutes[k]);
+        assert_string_equal(sp->name, offline_names[k]);
+        eff = kr_server_profile_apply(&c.sched, sp);
+        assert_int_equal(eff.static_batching, 1);
+        assert_true(eff.max_running >= 32 && eff.max_running <= 64);
+    }
     sp = kr_server_profile_at(&c, 2 * 60);
     assert_string_equal(sp->name, "overnight");
     eff = kr_server_profile_apply(&c.sched, sp);
-    assert_int_equal(eff.static_batching, 1);
-    assert_true(eff.max_running >= 32 && eff.max_running <= 64);
+    assert_true(sp->latency_tight && eff.batch_wait_ms <= KR_TIGHT_WAIT_MAX_MS);
+    assert_int_equal(eff.static_batching, 0);
     /* Every minute of the day has a profile, and the normal ones wait 50..100 ms. */
     for (int m = 0; m < 24 * 60; m++) {
         sp = kr_server_profile_at(&c, m);
