@@ -4,7 +4,8 @@ database, N symbols at a bar interval need -- computed from measured per-replica
 (bench/results/scale-2026-12-01.md), standard library only.
 
 At every bar close each symbol gets one request (a forecast or an analysis), and all of them
-must be answered within the deadline D = min(deadline_fraction x interval, max_deadline).
+must be answered within the deadline D = min(deadline_fraction x interval, max_deadline)
+(defaults 0.1 and 120 s).
 The requests are routed by consistent hashing on the symbol (deploy/haproxy.cfg), so the
 replicas do not get equal shares: the busiest replica decides when the bar is done. The
 simulation places the symbols on a hash ring (points per replica as HAProxy's consistent
@@ -23,19 +24,37 @@ import json
 import math
 import sys
 
-# Measured on the 2-vCPU AVX-512 VM, demo model (bench/results/scale-2026-12-01.md): requests
-# per second per core at saturation, and the stores' rates through one connection.
+# Measured on the 2-vCPU AVX-512 VM while four other agents loaded it (load average 16-19):
+# requests per second per core at saturation (bench/load, continuous batching, lookback 128,
+# pred_len a mix around 12; analyses: bench/analyses, ten at once, horizon 20, 32 paths), and
+# the stores' rates through one connection (bench/bench_store). All in
+# bench/results/scale-2026-12-01.md. On an idle machine expect higher figures.
 MEASURED = {
-    "machine": "2 vCPU x86-64 AVX-512, loaded by other agents (load average 17-18)",
-    "model": "kronos-demo (1.3 M parameters), lookback 128, pred_len 12",
-    "per_core": {
-        "forecast_1path": 0.0,
-        "forecast_8path": 0.0,
-        "analysis": 0.0,
+    "models": {
+        # The same shape on an idle machine: bench/results/load-2026-11-29.md (61.2 and 15.2
+        # req/s on 2 cores).
+        "kronos-small-idle": {
+            "conditions": "idle 2-vCPU AVX-512 VM, 2026-11-29",
+            "forecast_1path": 30.6,
+            "forecast_8path": 7.6,
+            "analysis": None,
+        },
+        "kronos-small": {  # random weights of the Kronos-small shape (d_model 512, 8 layers)
+            "conditions": "2-vCPU AVX-512 VM shared with 4 other agents (load 16-19), 2026-12-01",
+            "forecast_1path": 13.1,
+            "forecast_8path": 1.25,
+            "analysis": None,  # not measured on this shape
+        },
+        "kronos-demo": {  # the bundled 1.3 M-parameter demo model
+            "conditions": "2-vCPU AVX-512 VM shared with 4 other agents (load 16-19), 2026-12-01",
+            "forecast_1path": 84.3,
+            "forecast_8path": 29.2,
+            "analysis": 2.2,
+        },
     },
-    "db": {
-        "sqlite": {"upserts_per_s": 0.0, "reads_per_s": 0.0, "candles_per_s": 0.0},
-        "postgresql": {"upserts_per_s": 0.0, "reads_per_s": 0.0, "candles_per_s": 0.0},
+    "db": {  # one connection; PostgreSQL 15 with its default durability (fsync on)
+        "sqlite": {"upserts_per_s": 1143, "reads_per_s": 576, "candles_per_s": 278982},
+        "postgresql": {"upserts_per_s": 127, "reads_per_s": 246, "candles_per_s": 33943},
     },
 }
 
@@ -56,6 +75,16 @@ def ring(replicas, points=64):
     return pts
 
 
+_SYMBOL_HASHES = []
+
+
+def symbol_hashes(n):
+    while len(_SYMBOL_HASHES) < n:
+        s = len(_SYMBOL_HASHES)
+        _SYMBOL_HASHES.append(int.from_bytes(hashlib.sha1(f"SYM{s}".encode()).digest()[:8], "big"))
+    return _SYMBOL_HASHES[:n]
+
+
 def busiest_share(n_symbols, replicas, points=64):
     """Symbols on the busiest replica when n_symbols are hashed onto the ring."""
     if replicas == 1:
@@ -63,10 +92,8 @@ def busiest_share(n_symbols, replicas, points=64):
     pts = ring(replicas, points)
     keys = [p[0] for p in pts]
     load = [0] * replicas
-    for s in range(n_symbols):
-        h = int.from_bytes(hashlib.sha1(f"SYM{s}".encode()).digest()[:8], "big")
-        i = bisect.bisect(keys, h) % len(pts)
-        load[pts[i][1]] += 1
+    for h in symbol_hashes(n_symbols):
+        load[pts[bisect.bisect(keys, h) % len(pts)][1]] += 1
     return max(load)
 
 
@@ -103,14 +130,16 @@ def table(headers, rows, markdown):
 
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--figures", help="JSON with the shape of MEASURED (per_core, db)")
+    ap.add_argument("--figures", help="JSON with the shape of MEASURED (models, db)")
+    ap.add_argument("--model", default="kronos-small", help="which measured model (default "
+                    "kronos-small; also kronos-demo)")
     ap.add_argument("--cores-per-replica", type=int, default=2)
     ap.add_argument("--headroom", type=float, default=0.7,
                     help="fraction of the measured saturation rate to plan for (default 0.7)")
-    ap.add_argument("--deadline-fraction", type=float, default=0.2,
-                    help="answers due within this fraction of the bar (default 0.2)")
-    ap.add_argument("--max-deadline", type=float, default=60.0,
-                    help="and within this many seconds at most (default 60)")
+    ap.add_argument("--deadline-fraction", type=float, default=0.1,
+                    help="answers due within this fraction of the bar (default 0.1)")
+    ap.add_argument("--max-deadline", type=float, default=120.0,
+                    help="and within this many seconds at most (default 120)")
     ap.add_argument("--machines", type=int, default=100)
     ap.add_argument("--markdown", action="store_true")
     a = ap.parse_args(argv[1:])
@@ -119,20 +148,25 @@ def main(argv):
         with open(a.figures) as f:
             fig = json.load(f)
     md = a.markdown
-    per_core = fig["per_core"]
-    print(f"Figures: {fig.get('machine', '?')}; {fig.get('model', '?')}.")
+    if a.model not in fig["models"]:
+        print(f"capacity.py: no figures for model '{a.model}' (have: {', '.join(fig['models'])})",
+              file=sys.stderr)
+        return 2
+    per_core = fig["models"][a.model]
+    print(f"Figures: model {a.model}, {per_core.get('conditions', 'conditions not given')}.")
     print(f"Plan: {a.cores_per_replica} cores per replica, {a.headroom:.0%} of saturation; a bar's "
           f"answers due within min({a.deadline_fraction:g} x interval, {a.max_deadline:g} s).\n")
 
+    workloads = [(k, n) for k, n in WORKLOADS if per_core.get(k)]
     rows = []
-    for key, name in WORKLOADS:
+    for key, name in workloads:
         r = per_core[key] * a.cores_per_replica
         rows.append([name, f"{per_core[key]:.2f}", f"{r:.1f}", f"{r * a.headroom:.1f}"])
     print(table(["workload", "req/s per core (measured)", "req/s per replica (saturated)",
                  "planned req/s per replica"], rows, md))
     print()
 
-    for key, name in WORKLOADS:
+    for key, name in workloads:
         rps = per_core[key] * a.cores_per_replica * a.headroom
         rows = []
         for n in SYMBOLS:
@@ -166,7 +200,7 @@ def main(argv):
 
     rows = []
     m = a.machines
-    for key, name in WORKLOADS:
+    for key, name in workloads:
         rps = per_core[key] * a.cores_per_replica * a.headroom
         row = [name]
         for iname, secs in INTERVALS:

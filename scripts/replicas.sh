@@ -106,6 +106,8 @@ start)
   [ -n "$db" ] || db="$dir/kronos.db"
   # Behind the proxy every connection comes from 127.0.0.1: HAProxy's maxconn bounds them.
   echo '{"max_connections_per_ip": 0}' >"$dir/replica.json"
+  # Written first, so `stop` finds whatever was started even when the start fails half way.
+  echo "$n" >"$dir/replicas"
   servers=""
   for i in $(seq 1 "$n"); do
     p=$((port + i))
@@ -117,7 +119,8 @@ start)
     servers+="    server r$i 127.0.0.1:$p"$'\n'
   done
   for i in $(seq 1 "$n"); do
-    wait_until 120 "replica $i (log: $dir/r$i.log)" ready $((port + i))
+    wait_until 120 "replica $i (log: $dir/r$i.log; stop the others: $0 stop --dir $dir)" \
+      ready $((port + i))
   done
   # deploy/haproxy.cfg with this run's address, socket and servers.
   awk -v bind="    bind 127.0.0.1:$port" -v sock="    stats socket $dir/haproxy.sock mode 600 level admin" \
@@ -130,7 +133,6 @@ start)
   haproxy -c -q -f "$dir/haproxy.cfg" || die "haproxy refused $dir/haproxy.cfg"
   haproxy -db -f "$dir/haproxy.cfg" >"$dir/haproxy.log" 2>&1 &
   echo $! >"$dir/haproxy.pid"
-  echo "$n" >"$dir/replicas"
   wait_until 30 "HAProxy's socket" test -S "$dir/haproxy.sock"
   for i in $(seq 1 "$n"); do wait_until 30 "HAProxy to see replica $i up" hap_up "$i"; done
   echo "kronos: http://127.0.0.1:$port ($n replicas on ports $((port + 1))..$((port + n)), store $(

@@ -437,6 +437,16 @@ static void test_url_display(void **state) {
     if (!strstr(err.message, "postgresql://kronos:***@127.0.0.1:1/k") ||
         !strstr(err.message, "cannot connect"))
         fail_msg("message: %s", err.message);
+    /* A malformed URL: libpq's message would quote the bad part, here the password. */
+    assert_int_equal(kr_store_open("postgresql://kronos:pa%zzss@127.0.0.1:1/k", &s, &err),
+                     KR_ERR_INVALID_ARG);
+    assert_null(strstr(err.message, "pa%zz"));
+    if (!strstr(err.message, "postgresql://kronos:***@127.0.0.1:1/k: not a valid PostgreSQL URL"))
+        fail_msg("message: %s", err.message);
+    /* Without a password the reason is given. */
+    assert_int_equal(kr_store_open("postgresql://kronos@127.0.0.1:1/k?nosuch=1", &s, &err),
+                     KR_ERR_INVALID_ARG);
+    if (!strstr(err.message, "nosuch")) fail_msg("message: %s", err.message);
     /* A URL is not a file: resolving it creates no directories. */
     char path[1024];
     assert_int_equal(kr_store_resolve_path("postgresql://u@h/k", path, sizeof path, &err), KR_OK);

@@ -110,6 +110,15 @@ static void first_line(const char *msg, char *out, size_t cap) {
     if (!strncmp(out, "ERROR:  ", 8)) memmove(out, out + 8, strlen(out + 8) + 1);
 }
 
+/* Replaces every occurrence of secret in msg by *** (by as many * when shorter), in place. */
+static void scrub(char *msg, const char *secret) {
+    size_t n = strlen(secret), k = n < 3 ? n : 3;
+    for (char *p = strstr(msg, secret); p; p = strstr(p + k, secret)) {
+        memset(p, '*', k);
+        memmove(p + k, p + n, strlen(p + n) + 1);
+    }
+}
+
 /* Fills err from a failed result (or the connection when res is NULL). */
 static kr_status pg_error(const kr_store *s, const PGresult *res, const char *step, kr_error *err) {
     const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
@@ -300,13 +309,32 @@ static kr_status pg_open_new(kr_store *s, pg_handle *h, const char *target, kr_e
     /* The URL's own settings come last, so they win over these defaults. */
     const char *const keys[] = { "connect_timeout", "application_name", "dbname", NULL };
     const char *const vals[] = { "10", "kronos", target, NULL };
+    /* libpq's messages about a malformed URL quote the bad part, which can be the password:
+     * repeated only when the URL holds none (s->path is the URL with passwords as ***). */
+    char *perr = NULL;
+    PQconninfoOption *opts = PQconninfoParse(target, &perr);
+    if (!opts) {
+        char msg[512];
+        first_line(perr, msg, sizeof msg);
+        PQfreemem(perr);
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "%s: not a valid PostgreSQL URL%s%s", s->path,
+                            strcmp(s->path, target) ? "" : ": ",
+                            strcmp(s->path, target) ? "" : msg);
+    }
     h->conn = PQconnectdbParams(keys, vals, 1);
-    if (!h->conn) return kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory connecting", s->path);
+    if (!h->conn) {
+        PQconninfoFree(opts);
+        return kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory connecting", s->path);
+    }
     if (PQstatus(h->conn) != CONNECTION_OK) {
         char msg[512];
         first_line(PQerrorMessage(h->conn), msg, sizeof msg);
+        for (PQconninfoOption *o = opts; o->keyword; o++)
+            if (!strcmp(o->keyword, "password") && o->val && *o->val) scrub(msg, o->val);
+        PQconninfoFree(opts);
         return kr_error_set(err, KR_ERR_IO, "%s: cannot connect: %s", s->path, msg);
     }
+    PQconninfoFree(opts);
     PQsetNoticeProcessor(h->conn, quiet_notices, NULL);
     kr_status st = init_schema(s, err);
     if (st != KR_OK) { /* never pooled */

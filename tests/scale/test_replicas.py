@@ -2,6 +2,8 @@
 """Three `kronos serve` replicas behind HAProxy (deploy/haproxy.cfg, through
 scripts/replicas.sh), sharing a throwaway PostgreSQL store (pgcluster.py):
 
+  0. the CLI (ingest, analyze, serve --check-config) on the PostgreSQL store, a password in
+     the URL never shown;
   1. shared store: candles ingested through replica 1 are analysed through replica 2 and 3 and
      through HAProxy: the same report (the analysis is seeded, so equal inputs give equal
      reports);
@@ -288,6 +290,28 @@ def main(argv):
     try:
         cluster.start()
         db = cluster.createdb("kronos_scale")
+        # ---- 0. the CLI on the same database, with a password in the URL (trust
+        # authentication ignores it): it works, and no output shows it.
+        secret_db = db.replace("postgresql://postgres@", "postgresql://postgres:s3cr3t@")
+        cli = [
+            [kronos, "ingest", "--symbol", "CLI", "--interval", "1d", "--db", secret_db,
+             os.path.join(source, "data", "AAPL_1d.csv")],
+            [kronos, "analyze", "CLI", "--db", secret_db, "--horizon", "3", "--paths", "4",
+             "--format", "json"],
+            [kronos, "serve", "--db", secret_db, "--check-config"],
+            [kronos, "analyze", "NOPE", "--db", secret_db],
+        ]
+        for i, args in enumerate(cli):
+            r = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               timeout=300)
+            assert "s3cr3t" not in r.stdout, f"{args[1]} showed the password: {r.stdout[-500:]}"
+            want = 1 if args[2] == "NOPE" else 0
+            assert r.returncode == want, f"{args[1]} exit {r.returncode}: {r.stdout[-500:]}"
+            if args[1] in ("ingest", "serve"):
+                assert "postgres:***@" in r.stdout, r.stdout[-500:]
+        print("CLI on the PostgreSQL store: ingest, analyze, serve --check-config; the password "
+              "never shown")
+
         reps = Replicas(source, kronos, db, top)
         print(reps.start().strip())
         front = reps.port
