@@ -410,6 +410,13 @@ static void test_response_forecast_json(void **state) {
         assert_true(cJSON_GetObjectItem(timing, "total_seconds")->valuedouble == fs.seconds_total);
         assert_true(cJSON_GetObjectItem(timing, "queue_seconds")->valuedouble == 0.01);
         assert_true(cJSON_GetObjectItem(timing, "ttft_seconds")->valuedouble == 0.02);
+        /* The step profile rides along in timing (on by default in a context). */
+        cJSON *gemm = cJSON_GetObjectItem(
+            cJSON_GetObjectItem(cJSON_GetObjectItem(timing, "profile"), "parts"), "gemm");
+        assert_non_null(gemm);
+        assert_true(fabs(cJSON_GetObjectItem(gemm, "gflop")->valuedouble -
+                         fs.profile.part[KR_PART_GEMM].flops * 1e-9) <=
+                    1e-5 * fs.profile.part[KR_PART_GEMM].flops * 1e-9);
         cJSON *paths = cJSON_GetObjectItem(root, "paths");
         if (!rp) {
             assert_null(paths);

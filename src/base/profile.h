@@ -5,9 +5,10 @@
  * (kr_step_profile in kronos.h has the same parts).
  *
  * A context owns one and hangs it on its kr_exec; NULL turns every probe into a branch. A
- * probe is two monotonic-clock reads (vDSO, ~20 ns each) around a call that takes
- * microseconds to milliseconds, so it stays on by default (the overhead is measured in
- * bench/results/speed-2026-12-01.md). Only the thread driving the exec writes it.
+ * probe is two monotonic-clock reads (vDSO: tens of ns on bare metal, 0.1-0.5 µs measured on
+ * a loaded KVM guest) around a call that takes microseconds to milliseconds, so it stays on
+ * by default (what it costs: bench/results/speed-2026-12-01.md). Only the thread driving the
+ * exec writes it.
  */
 #ifndef KR_BASE_PROFILE_H
 #define KR_BASE_PROFILE_H

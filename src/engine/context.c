@@ -103,7 +103,7 @@ static size_t workspace_estimate(const kr_model *m, const kr_context_params *p, 
     size_t vocab = (size_t)1 << bits;
     size_t floats = rows * (8 * d + 2 * ff) /* block activations */
                     + rows * 2 * (vocab + d) /* logits, context rows */
-                    + (size_t)nth * 17 * KR_WORKSPACE_KEYS * 2 /* attention scratch */
+                    + (size_t)nth * 33 * KR_WORKSPACE_KEYS * 2 /* attention scratch */
                     + 8 * vocab; /* sampler scratch */
     size_t bytes = floats * sizeof(float) + rows * 512; /* key refs, plans, batch arrays */
     if (p->kv_dtype && strcmp(p->kv_dtype, "f32") != 0)

@@ -20,8 +20,12 @@
 #include "base/error.h"
 #include "base/sort.h"
 
-/* Rows per kr_attend_multi_f32 call: bounds scratch and keeps work items balanced. */
-#define PLAN_MAX_GROUP 32
+/* Rows per kr_attend_multi_f32 call: bounds scratch and keeps work items balanced. Paths
+ * over one shared context go up to the kernel's tile (each group copies the shared K/V blocks
+ * it reads once, so 64 paths are one copy, not two); the rows of a causal chunk in 32s, their
+ * own keys growing with the group. */
+#define PLAN_MAX_GROUP 64
+#define PLAN_MAX_CAUSAL_GROUP 32
 
 /* A ref's rows of this layer: in an F32 store's blocks (store set), or contiguous in the
  * dequantised copy (k, v with `stride` floats per row). */
@@ -345,7 +349,9 @@ kr_status kr_attention_rows(const kr_exec *ex, int n_rows, const kr_attn_keys *k
     for (int i = 0; i < n_rows;) {
         int j = i + 1;
         const kr_attn_keys *ki = &keys[p.order[i]];
-        while (j < n_rows && j - i < PLAN_MAX_GROUP && causal_siblings(&keys[p.order[j]], ki)) j++;
+        while (j < n_rows && j - i < PLAN_MAX_CAUSAL_GROUP &&
+               causal_siblings(&keys[p.order[j]], ki))
+            j++;
         p.causal[p.n_groups] = j - i > 1;
         if (j - i == 1 && ki->n >= 2)
             while (j < n_rows && j - i < PLAN_MAX_GROUP && keys[p.order[j]].n >= 2 &&
