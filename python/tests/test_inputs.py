@@ -268,5 +268,5 @@ def test_context_params_mirror_the_c_struct():
     cp = _lib.kr_context_default_params()
     assert cp.max_batch_tokens == 4096 and cp.prefix_cache == 1
     assert cp.background_min_rows == 8 and cp.background_step_rows == 256 and cp.tune == 0
-    assert cp.target_queue_p95_s == 0.5 and cp.target_ttft_p95_s == 2.0
+    assert cp.target_queue_p95_s == 0.1 and cp.target_ttft_p95_s == 2.0
     assert cp.profile == 1
