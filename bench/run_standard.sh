@@ -9,11 +9,16 @@
 #   GEMM        our f32 GEMM vs OpenBLAS cblas_sgemm on the model's shapes, FMA peak
 # Each job runs in its own process, so its peak RSS is its own. Also times a whole
 # `kronos forecast` process for S1 (start + mmap load + forecast + output).
-# Writes bench/results/forecast-<date>.md; every job also prints JSON with --json.
-# Usage: bash bench/run_standard.sh [build dir, default build/release]
+#   table       the kronos columns of issue 15's table (S1, S8, lookback 392 without overflow,
+#               Kronos-base S1; exact and rolling), on every ISA this CPU runs (KRONOS_ISA)
+# Writes bench/results/forecast-<date>.md; every job also prints JSON with --json. Every job
+# states the ISA and the FMA peak measured at its start.
+# Usage: bash bench/run_standard.sh [build dir, default build/release] [table]
+#   (with "table" only the issue-15 table is run)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build/release}
+only=${2:-}
 if [ ! -x "$build/kronos" ] || [ ! -x "$build/bench/bench_gemm" ]; then
   cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
   cmake --build "$build" -j"$(nproc)" >/dev/null
@@ -32,6 +37,41 @@ job() { # title, then kronos bench flags
   "$kronos" bench "$@"
   echo
 }
+# Median wall seconds of one `kronos bench --json` job (its first result row).
+secs() {
+  "$kronos" bench --json "$@" | sed -n 's/^[[:space:]]*"seconds":[[:space:]]*\([0-9.e+-]*\),*$/\1/p' | head -1
+}
+peak() {
+  "$kronos" bench --json --shape tiny --lookback 16 --pred-len 1 --paths 1 --repeat 1 |
+    sed -n 's/^[[:space:]]*"fma_peak_gflops":[[:space:]]*\([0-9.e+-]*\),*$/\1/p'
+}
+# Issue 15's table, kronos columns: lookback 400 / pred_len 120 unless said, random weights.
+issue_table() {
+  echo "### Issue 15 table (kronos columns)"
+  echo
+  echo "Load average before: $(cut -d' ' -f1-3 /proc/loadavg). Median of 3 (base: 1) forecast calls, seconds."
+  echo
+  echo "| ISA | FMA peak GFLOP/s | S1 exact | S1 rolling | S8 exact | S8 rolling | lookback 392, 1 path | base S1 exact | base S1 rolling |"
+  echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+  for isa in avx512 avx2; do
+    export KRONOS_ISA=$isa
+    got=$("$kronos" bench --json --shape tiny --lookback 16 --pred-len 1 --paths 1 --repeat 1 |
+      sed -n 's/^[[:space:]]*"isa":[[:space:]]*"\(.*\)",*$/\1/p')
+    [ "$got" = "$isa" ] || continue # this CPU does not run it
+    local small=(--shape small --lookback 400 --pred-len 120 --repeat 3)
+    local base=(--shape base --lookback 400 --pred-len 120 --repeat 1)
+    echo "| $isa | $(peak) | $(secs "${small[@]}" --paths 1) | $(secs "${small[@]}" --paths 1 --window rolling) |" \
+      "$(secs "${small[@]}" --paths 8) | $(secs "${small[@]}" --paths 8 --window rolling) |" \
+      "$(secs --shape small --lookback 392 --pred-len 120 --repeat 3 --paths 1) |" \
+      "$(secs "${base[@]}" --paths 1) | $(secs "${base[@]}" --paths 1 --window rolling) |"
+  done
+  unset KRONOS_ISA
+  echo
+}
+if [ "$only" = table ]; then
+  issue_table
+  exit 0
+fi
 {
   echo "# kronos bench — $(date -u +%Y-%m-%dT%H:%MZ)"
   echo
@@ -40,6 +80,7 @@ job() { # title, then kronos bench flags
   echo "(normalise, encode, prefill, generate, decode), model already loaded; \"~GFLOP/s\" counts the"
   echo "predictor's matrix products only. Official predictor figures: shared anchors (same machine class)."
   echo
+  issue_table
   job "S1, S8 + naive (small)" --shape small --lookback 400 --pred-len 120 --paths 1,8 --repeat 3 --naive
   job "S32 (small)" --shape small --lookback 400 --pred-len 120 --paths 32 --repeat 3
   job "NW (small, no overflow)" --shape small --lookback 392 --pred-len 120 --paths 1,32 --repeat 3

@@ -194,8 +194,9 @@ typedef struct kr_context_params {
      * most this many rows (default 256), so an interactive request arriving meanwhile waits
      * for a short step, not a max_batch_tokens one. */
     int background_step_rows;
-    int tune; /* adaptive tuner of batch_wait_ms / max_batch_tokens (default 0) */
-    double target_queue_p95_s; /* tuner objectives (defaults 0.5 s, 2 s) */
+    int tune; /* adaptive tuner of batch_wait_ms, max_batch_tokens, max_running and the
+                 prefix-cache budget (default 0; rules in docs/api.md, "The tuner") */
+    double target_queue_p95_s; /* tuner objectives (defaults 0.1 s, 2 s) */
     double target_ttft_p95_s;
     /* Polled once per engine step: non-zero fails every queued and running request with
      * KR_ERR_CANCELLED (e.g. a global shutdown flag). May be NULL. */
@@ -203,6 +204,12 @@ typedef struct kr_context_params {
     void *abort_user;
     kr_log_callback log; /* may be NULL */
     void *log_user;
+    /* How long a tuner signal must hold before it acts: pressure (queue wait or TTFT over
+     * target) tune_window_s, relief tune_relax_s (<= 0: 300 s and 600 s). */
+    double tune_window_s, tune_relax_s;
+    /* Step profile (kr_step_profile in the stats): 1 (default) on, 0 off. Costs two clock
+     * reads per kernel call, well under 1 % of a step. */
+    int profile;
 } kr_context_params;
 
 KR_API kr_context_params kr_context_default_params(void);
@@ -279,7 +286,20 @@ typedef struct kr_request_params {
      * batch larger than the queue is fed as it drains) or fail at once with KR_ERR_BUSY (0:
      * a server answering 429). kr_submit never waits. */
     int wait_for_room;
+    /* kr_forecast_run_batch*: run the series in static batches of at most this many rows
+     * (series x paths; at least one series a batch), each finished before the next is
+     * submitted: offline scoring with bounded memory (kr_static_batch_series tells the
+     * series per batch). 0 (default): submit every series at once. */
+    int static_batch_rows;
 } kr_request_params;
+
+/* The offline commands' static batch size (kronos forecast / analyze --batch-size, the
+ * server's batch analyses), in series x paths rows; measured in
+ * bench/results/serving-tradeoff-2026-12-01.md. */
+#define KR_STATIC_BATCH_ROWS_DEFAULT 64
+
+/* Series per static batch for kr_request_params.static_batch_rows (n_series when <= 0). */
+KR_API int kr_static_batch_series(int batch_rows, int paths, int n_series);
 
 KR_API kr_request_params kr_request_default_params(void);
 
@@ -338,6 +358,44 @@ KR_API const int32_t *kr_forecast_history_s2(const kr_forecast *f);
  * out[pred_len][6]. Needs kept paths. */
 KR_API kr_status kr_forecast_quantile(const kr_forecast *f, double q, double *out, kr_error *err);
 
+/* The step profile: where the engine steps' time went, part by part. Parts are exclusive
+ * (their seconds add up to seconds_steps, KR_PART_OTHER being the remainder); the predictor's
+ * kernels are in GEMM / ATTENTION / NORM_ACT, the tokenizer's whole passes in TOK_ENCODE /
+ * TOK_DECODE. FLOPs and bytes are what the part's work needs (2 per multiply-add; weights as
+ * stored plus activations; attention as if each row read its keys), so flops / seconds is
+ * the rate it ran at. */
+typedef enum kr_profile_part {
+    KR_PART_GEMM =
+        0, /* the predictor's Linear layers (blocks, embedding fusion, heads, s2 layer) */
+    KR_PART_ATTENTION, /* the predictor's self-attention and the s2 cross-attention */
+    KR_PART_NORM_ACT, /* RMSNorm, RoPE, SwiGLU, residual adds, embeddings, KV-row writes */
+    KR_PART_SAMPLING, /* the draws: temperature, top-k / top-p, softmax, multinomial */
+    KR_PART_TOK_ENCODE, /* the tokenizer's encoder over the history */
+    KR_PART_TOK_DECODE, /* the tokenizer's decoder over the paths */
+    KR_PART_OTHER, /* the rest: scheduling, batch building, copies, thread hand-offs */
+    KR_PART_COUNT
+} kr_profile_part;
+
+typedef struct kr_profile_entry {
+    double seconds, flops, bytes;
+    int64_t calls;
+} kr_profile_entry;
+
+typedef struct kr_step_profile {
+    int enabled; /* 0: the context runs without the profile (kr_context_params.profile) */
+    double seconds_steps; /* wall time of the engine steps (of the forecast: those it was in) */
+    kr_profile_entry part[KR_PART_COUNT];
+    /* Exact mode past max_context: the predictor passes of the steps that re-ran the window
+     * (a view across GEMM / ATTENTION / NORM_ACT, not an extra part). */
+    kr_profile_entry rerun;
+    int64_t pool_regions; /* parallel regions run on the thread pool (round trips) */
+    double seconds_pool_wait; /* of the parts' time: the engine thread waiting for the others at
+                               * the end of a region (imbalance and hand-off latency) */
+} kr_step_profile;
+/* "gemm", "attention", "norm_act", "sampling", "tokenizer_encode", "tokenizer_decode",
+ * "other"; NULL out of range. */
+KR_API const char *kr_profile_part_name(int part);
+
 /* Statistics of the run: tokens and timing. */
 typedef struct kr_forecast_stats {
     int64_t prefill_tokens; /* tokens run through the predictor as prefill */
@@ -348,6 +406,9 @@ typedef struct kr_forecast_stats {
     double seconds_total, seconds_prefill, seconds_decode, seconds_tokenizer;
     double seconds_queue; /* waiting for admission */
     double seconds_ttft; /* submission to the first sampled step */
+    /* The engine steps this forecast took part in. A step batched with other requests counts
+     * whole for each of them, as seconds_prefill / _decode do. */
+    kr_step_profile profile;
 } kr_forecast_stats;
 KR_API void kr_forecast_get_stats(const kr_forecast *f, kr_forecast_stats *stats);
 
@@ -366,6 +427,7 @@ typedef struct kr_context_stats {
     int64_t workspace_grows; /* times a step needed more than the sizing foresaw */
     int n_threads;
     char kv_dtype[8];
+    kr_step_profile profile; /* every engine step since the context was created */
 } kr_context_stats;
 /* running, waiting and kv_bytes_used of running requests are current; the other figures
  * are as of the last engine step. */
@@ -417,6 +479,12 @@ typedef struct kr_quantize_params {
 KR_API kr_quantize_params kr_quantize_default_params(void);
 KR_API kr_status kr_model_quantize_with(kr_model *model, const kr_quantize_params *params,
                                         const kr_series *calib, int n_calib, kr_error *err);
+/* Quantising at load is worth a note when it cost more than 5 % of the forecasts it served
+ * (forecast_seconds): writes one into buf ("quantising to int8 at load took 0.17 s, 15 % of
+ * this forecast: run `kronos quantize --quant int8 --out DIR` once and load DIR") and returns
+ * 1; else returns 0 and leaves buf alone. */
+KR_API int kr_quantize_at_load_note(const kr_model_info *mi, double forecast_seconds, char *buf,
+                                    size_t size);
 /* Writes a quantised model as out_dir/predictor and out_dir/tokenizer (config.json +
  * model.safetensors) that kr_model_load maps without converting anything. */
 KR_API kr_status kr_model_save_quantized(const kr_model *model, const char *out_dir, kr_error *err);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages kronos builds, tests and fuzzes with (skips apt when all are
 # present, so it is quick and offline on a prepared machine). Needs root or sudo.
-# libsqlite3-dev: the candle store behind `kronos ingest` / `kronos analyze`.
+# libsqlite3-dev: the candle store behind `kronos ingest` / `kronos analyze`; libpq-dev: its
+# PostgreSQL backend (`--db postgresql://...`, shared by replicas).
 # libmicrohttpd-dev: the HTTP server behind `kronos serve` (and the stand-in LLM server of the
 # narrative test); libcurl4-openssl-dev: its tests, the bench/load client and the optional
 # `kronos analyze --llm-url` narrative. systemd: systemd-analyze, which checks the shipped unit
@@ -11,9 +12,11 @@
 # has none (the page's packages come from `npm ci` in web/, never from here).
 # --python: also what the Python package in python/ needs (Debian's python3 3.11 with numpy,
 # pandas, setuptools and pip to install it offline, pytest and distributed for its tests).
+# --scale: also the servers of the scale-out tests (tests/scale/): PostgreSQL (a throwaway
+# cluster, initdb into a temporary directory) and HAProxy in front of `kronos serve` replicas.
 set -euo pipefail
 packages=(build-essential cmake pkg-config clang clang-format libclang-rt-14-dev
-          libcjson-dev libcmocka-dev libopenblas-dev libxxhash-dev libsqlite3-dev
+          libcjson-dev libcmocka-dev libopenblas-dev libxxhash-dev libsqlite3-dev libpq-dev
           libmicrohttpd-dev libcurl4-openssl-dev systemd)
 for opt in "$@"; do
   case "$opt" in
@@ -25,7 +28,10 @@ for opt in "$@"; do
       packages+=(python3 python3-numpy python3-pandas python3-setuptools python3-pip
                  python3-pytest python3-distributed)
       ;;
-    *) echo "install-deps.sh: unknown option '$opt' (--web, --python)" >&2; exit 2 ;;
+    --scale)
+      packages+=(postgresql haproxy)
+      ;;
+    *) echo "install-deps.sh: unknown option '$opt' (--web, --python, --scale)" >&2; exit 2 ;;
   esac
 done
 missing=()

@@ -7,6 +7,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
+# PostgreSQL and HAProxy for the scale-out tests (tests/scale/: ctest market_store_pg and
+# scale_replicas), which report themselves skipped without them.
+bash scripts/install-deps.sh --scale
 jobs=$(nproc)
 # The 32 MB `mini` golden set is not copied into the project; use it when it is beside us.
 if [ -z "${KRONOS_GOLDEN_MINI_DIR:-}" ] && [ -d ../shared/golden/mini ]; then

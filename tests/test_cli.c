@@ -133,6 +133,21 @@ static void test_batch_and_gen_random(void **state) {
     snprintf(path, sizeof path, "%s/out/b.forecast.csv", g_tmp);
     kr_test_slurp(path, body, sizeof body);
     assert_non_null(strstr(body, "timestamps,open"));
+    /* The batch size is reported; static batches give the same forecasts as one batch. */
+    assert_non_null(strstr(r->err, "2 series in 1 static batch of up to 2 series (2 rows)"));
+    char first[4096];
+    snprintf(first, sizeof first, "%s", body);
+    snprintf(args, sizeof args,
+             "forecast --model %s --input %s --input %s --pred-len 3 --batch-size 1 --output "
+             "%s/out",
+             dir, pa, pb, g_tmp);
+    r = kronos(args);
+    if (r->code != 0) fail_msg("batch: %s", r->err);
+    assert_non_null(strstr(r->err, "2 series in 2 static batches of up to 1 series (1 rows)"));
+    kr_test_slurp(path, body, sizeof body);
+    assert_string_equal(body, first);
+    snprintf(args, sizeof args, "forecast --input %s --pred-len 3 --batch-size -4", pa);
+    expect_fail(args, 2, "--batch-size must be an integer in 0..1048576", NULL);
 }
 
 static void test_bad_input(void **state) {
@@ -340,9 +355,52 @@ static void test_inputs_people_have(void **state) {
     expect_fail("help nothing", 2, "unknown command 'nothing'", NULL);
 }
 
+/* `kronos bench` states its ISA and the measured FMA peak in every output, and --profile adds
+ * each row's step profile, whose GEMM part did the predictor's work. */
+static void test_bench_states_isa_peak_and_profile(void **state) {
+    (void)state;
+    char args[1400];
+    snprintf(args, sizeof args,
+             "bench --model %s/models/kronos-demo --lookback 60 --pred-len 4 --paths 1,2 "
+             "--repeat 1 --threads 2 --profile --json",
+             KR_SOURCE_DIR);
+    const run_result *r = kronos(args);
+    assert_int_equal(r->code, 0);
+    cJSON *root = cJSON_Parse(r->out);
+    assert_non_null(root);
+    const char *isa = cJSON_GetStringValue(cJSON_GetObjectItem(root, "isa"));
+    assert_non_null(isa);
+    assert_true(!strcmp(isa, "scalar") || !strcmp(isa, "avx2") || !strcmp(isa, "avx512"));
+    assert_true(cJSON_GetNumberValue(cJSON_GetObjectItem(root, "fma_peak_gflops")) > 0);
+    assert_int_equal((int)cJSON_GetNumberValue(cJSON_GetObjectItem(root, "threads")), 2);
+    cJSON *rows = cJSON_GetObjectItem(root, "results");
+    assert_int_equal(cJSON_GetArraySize(rows), 2);
+    cJSON *row;
+    cJSON_ArrayForEach(row, rows) {
+        cJSON *prof = cJSON_GetObjectItem(row, "profile");
+        assert_non_null(prof);
+        cJSON *gemm = cJSON_GetObjectItem(cJSON_GetObjectItem(prof, "parts"), "gemm");
+        assert_true(cJSON_GetNumberValue(cJSON_GetObjectItem(gemm, "gflop")) > 0);
+        assert_true(cJSON_GetNumberValue(cJSON_GetObjectItem(prof, "steps_seconds")) > 0);
+    }
+    cJSON_Delete(root);
+    /* Markdown: the header names both, the profile table follows the results. */
+    snprintf(args, sizeof args,
+             "bench --model %s/models/kronos-demo --lookback 60 --pred-len 4 --paths 1 "
+             "--repeat 1 --profile",
+             KR_SOURCE_DIR);
+    r = kronos(args);
+    assert_int_equal(r->code, 0);
+    assert_non_null(strstr(r->out, "FMA peak "));
+    assert_non_null(strstr(r->out, ", isa "));
+    assert_non_null(strstr(r->out, "| gemm | "));
+    assert_non_null(strstr(r->out, "| tokenizer_decode | "));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_forecast_csv_and_json),
+        cmocka_unit_test(test_bench_states_isa_peak_and_profile),
         cmocka_unit_test(test_batch_and_gen_random),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_nonfinite_weights),

@@ -575,8 +575,112 @@ static void test_tasks_and_bad_params(void **state) {
     assert_null(bad);
 }
 
+static atomic_int g_live, g_live_max;
+
+static void count_live(void *user, const kr_event *ev) {
+    if (ev->kind == KR_EVENT_STARTED) {
+        int n = atomic_fetch_add(&g_live, 1) + 1;
+        if (n > atomic_load(&g_live_max)) atomic_store(&g_live_max, n);
+    }
+    if (ev->kind == KR_EVENT_DONE || ev->kind == KR_EVENT_FAILED) atomic_fetch_sub(&g_live, 1);
+    on_event(user, ev);
+}
+
+/* Limits set while running (a time-of-day profile) all apply: max_running 1 runs one request
+ * at a time, and the limits in force are exported as gauges. */
+static void test_set_limits_apply(void **state) {
+    (void)state;
+    kr_context *ctx = context_with(4096, 8, 16, 0);
+    kr_context_limits lim = kr_context_limits_keep();
+    lim.max_running = 1;
+    lim.max_queue = 9;
+    lim.static_batching = 1;
+    kr_context_set_limits(ctx, &lim, "profile test");
+    atomic_store(&g_live, 0);
+    atomic_store(&g_live_max, 0);
+    waiter w[4];
+    for (int k = 0; k < 4; k++) {
+        waiter_init(&w[k]);
+        kr_request_params rp = req_for(&w[k]);
+        rp.on_event = count_live;
+        kr_series s = series_for(k);
+        kr_forecast_params p = params_for(k);
+        kr_error err = { 0 };
+        assert_int_equal(kr_submit(ctx, &s, &p, &rp, NULL, &err), KR_OK);
+    }
+    for (int k = 0; k < 4; k++) {
+        wait_done(&w[k]);
+        assert_int_equal(w[k].status, KR_OK);
+        kr_forecast_free(w[k].result);
+    }
+    assert_int_equal(atomic_load(&g_live_max), 1);
+    char *text = NULL;
+    kr_error err = { 0 };
+    assert_int_equal(kr_context_metrics(ctx, &text, &err), KR_OK);
+    assert_non_null(strstr(text, "kronos_scheduler_max_running 1\n"));
+    assert_non_null(strstr(text, "kronos_scheduler_max_queue 9\n"));
+    assert_non_null(strstr(text, "kronos_scheduler_static_batching 1\n"));
+    free(text);
+    kr_context_free(ctx);
+}
+
+static atomic_int g_max_index;
+
+static void note_index(void *user, const kr_event *ev) {
+    (void)user;
+    if (ev->kind == KR_EVENT_STARTED) {
+        int n = atomic_fetch_add(&g_live, 1) + 1;
+        if (n > atomic_load(&g_live_max)) atomic_store(&g_live_max, n);
+    }
+    if (ev->kind == KR_EVENT_DONE || ev->kind == KR_EVENT_FAILED) atomic_fetch_sub(&g_live, 1);
+    if (ev->index > atomic_load(&g_max_index)) atomic_store(&g_max_index, ev->index);
+}
+
+/* kr_request_params.static_batch_rows: the batch runs in static batches of at most that many
+ * series x paths rows (never more at once in the engine), with the same results, events that
+ * name the series in the whole batch, and errors that do too. */
+static void test_static_batches(void **state) {
+    (void)state;
+    assert_int_equal(kr_static_batch_series(0, 8, 10), 10);
+    assert_int_equal(kr_static_batch_series(64, 8, 10), 8);
+    assert_int_equal(kr_static_batch_series(64, 128, 10), 1);
+    assert_int_equal(kr_static_batch_series(64, 1, 10), 10);
+    kr_context *ctx = context_with(4096, 64, 256, 0);
+    enum { N = 7 };
+    kr_series s[N];
+    for (int k = 0; k < N; k++) s[k] = series_for(k);
+    kr_forecast_params p = params_for(0);
+    p.paths = 3;
+    kr_forecast *all[N], *chunked[N];
+    kr_error err = { 0 };
+    assert_int_equal(kr_forecast_run_batch(ctx, s, N, &p, all, &err), KR_OK);
+    kr_request_params rq = kr_request_default_params();
+    rq.static_batch_rows = 6; /* two series of three paths a batch */
+    rq.on_event = note_index;
+    atomic_store(&g_live, 0);
+    atomic_store(&g_live_max, 0);
+    atomic_store(&g_max_index, 0);
+    assert_int_equal(kr_forecast_run_batch_ex(ctx, s, N, &p, &rq, chunked, &err), KR_OK);
+    assert_int_equal(atomic_load(&g_live_max), 2);
+    assert_int_equal(atomic_load(&g_max_index), N - 1);
+    for (int k = 0; k < N; k++) {
+        expect_same(all[k], chunked[k]);
+        kr_forecast_free(all[k]);
+        kr_forecast_free(chunked[k]);
+    }
+    /* A bad series in the third batch: the error names it, nothing is returned. */
+    s[5].n = 1;
+    rq.on_event = NULL;
+    assert_int_not_equal(kr_forecast_run_batch_ex(ctx, s, N, &p, &rq, chunked, &err), KR_OK);
+    assert_non_null(strstr(err.message, "series 5"));
+    for (int k = 0; k < N; k++) assert_null(chunked[k]);
+    kr_context_free(ctx);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_static_batches),
+        cmocka_unit_test(test_set_limits_apply),
         cmocka_unit_test(test_concurrent_equals_alone),
         cmocka_unit_test(test_tiny_budgets_change_nothing),
         cmocka_unit_test(test_cancel_busy_deadline_drain),

@@ -68,7 +68,7 @@ static void run_group(kr_model *m, int L, kr_prefix_cache *cache, result *res) {
         kr_error e = { 0 };
         if (kr_exec_create(2, 0, &ex, &e) != KR_OK) fail_msg("exec: %s", e.message);
     }
-    kr_engine eng = { m, *ex, KR_KV_F32 };
+    kr_engine eng = { m, *ex, KR_KV_F32, NULL };
     memset(res, 0, sizeof *res);
     res->out.hist_s1 = res->hist_s1;
     res->out.hist_s2 = res->hist_s2;

@@ -21,7 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "hub/hub.h"
+#include "kronos/hub.h"
 #include "hub/sha256.h"
 #include "test_support.h"
 

@@ -106,11 +106,33 @@ static void test_env_picks_the_row(void **state) {
     assert_int_equal(row_with_env("avx512"), native);
 }
 
+/* The peak probe: a positive, finite rate on every ISA this CPU runs (on one thread and on a
+ * pool), 0 for one it does not. */
+static void test_fma_peak_probe(void **state) {
+    (void)state;
+    kr_pool *pool = NULL;
+    kr_error err = { 0 };
+    assert_int_equal(kr_pool_create(2, &pool, &err), KR_OK);
+    for (int i = 0; i < KR_ISA_COUNT; i++) {
+        double one = kr_fma_peak_gflops(NULL, (kr_isa)i, 3);
+        double two = kr_fma_peak_gflops(pool, (kr_isa)i, 1);
+        if (kr_isa_supported((kr_isa)i)) {
+            assert_true(one > 0 && one < 1e6);
+            assert_true(two > 0 && two < 1e6);
+        } else {
+            assert_true(one == 0 && two == 0);
+        }
+    }
+    assert_true(kr_fma_peak_gflops(NULL, (kr_isa)KR_ISA_COUNT, 1) == 0);
+    kr_pool_free(pool);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_env_picks_the_row), /* first: before this process picks a row */
         cmocka_unit_test(test_rows_complete),
         cmocka_unit_test(test_active_row_follows_isa_set),
+        cmocka_unit_test(test_fma_peak_probe),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -90,7 +90,8 @@ typedef struct call {
 static void *run_call(void *arg) {
     call *c = arg;
     c->r.timeout_ms = c->timeout_ms;
-    c->cc = kr_http_perform(c->port, "POST", c->path, c->body, "application/json", NULL, 0, &c->r);
+    c->cc =
+        kr_test_http_perform(c->port, "POST", c->path, c->body, "application/json", NULL, 0, &c->r);
     return NULL;
 }
 
@@ -199,7 +200,7 @@ static void test_forecasts_beside_heavy_analysis(void **state) {
             kr_http_forecast_body(g_aapl, 100 + 50 * k, 200, "\"pred_len\":12,\"paths\":4");
         kr_http_resp r = { 0 };
         double f0 = kr_now_seconds();
-        kr_http_perform(port, "POST", "/v1/forecast", body, "application/json", NULL, 0, &r);
+        kr_test_http_perform(port, "POST", "/v1/forecast", body, "application/json", NULL, 0, &r);
         print_message("forecast %d beside the analysis: %.3f s\n", k, kr_now_seconds() - f0);
         assert_int_equal(r.status, 200);
         free(r.body);

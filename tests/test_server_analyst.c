@@ -29,6 +29,9 @@
 
 #include <cjson/cJSON.h>
 #include <curl/curl.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <stdatomic.h>
 
 #include "http_client.h"
 #include "engine_helpers.h"
@@ -62,7 +65,7 @@ typedef kr_http_resp http_resp;
 static http_resp *http_ct(int port, const char *method, const char *path, const char *body,
                           const char *content_type, const char *auth) {
     http_resp *r = calloc(1, sizeof *r);
-    CURLcode cc = kr_http_perform(port, method, path, body, content_type, auth, 0, r);
+    CURLcode cc = kr_test_http_perform(port, method, path, body, content_type, auth, 0, r);
     if (cc != CURLE_OK) fail_msg("%s %s: curl: %s", method, path, curl_easy_strerror(cc));
     return r;
 }
@@ -253,6 +256,11 @@ static void test_router(void **state) {
     assert_int_equal(kr_route_match("POST", "/v1/analyze/batch", &r), 200);
     assert_int_equal(r->id, KR_ROUTE_ANALYZE_BATCH);
     assert_int_equal(kr_route_match("GET", "/v1/analyze", &r), 405);
+    /* The brief's name: an alias with the /v1 rules (API key, drain). */
+    assert_int_equal(kr_route_match("POST", "/analyze", &r), 200);
+    assert_int_equal(r->id, KR_ROUTE_ANALYZE_ALIAS);
+    assert_int_equal(r->v1, 1);
+    assert_int_equal(kr_route_match("GET", "/analyze", &r), 405);
     assert_int_equal(kr_route_match("GET", "/v1/symbols", &r), 200);
     assert_int_equal(kr_route_match("GET", "/", &r), 200);
     assert_int_equal(r->id, KR_ROUTE_PAGE);
@@ -568,6 +576,10 @@ static void test_batch_ranking(void **state) {
           *ranking = cJSON_GetObjectItem(j, "ranking");
     assert_int_equal(cJSON_GetArraySize(reports), 3);
     assert_int_equal(cJSON_GetArraySize(ranking), 3);
+    /* A batch analysis runs in static batches of the server's batch_size, and says so. */
+    assert_int_equal(
+        cJSON_GetObjectItem(cJSON_GetObjectItem(j, "engine"), "static_batch_rows")->valueint,
+        KR_STATIC_BATCH_ROWS_DEFAULT);
     const char *order[3] = { "MSFT", "BTCUSDT", "AAPL" }; /* reports keep the request's order */
     for (int k = 0; k < 3; k++)
         assert_string_equal(
@@ -1006,6 +1018,161 @@ static void test_serve_flags(void **state) {
     }
 }
 
+/* POST /analyze {"stock_code": ...} is /v1/analyze {"symbol": ...}: the same report. */
+static void test_analyze_alias(void **state) {
+    (void)state;
+    int port = kr_server_port(g_srv);
+    http_resp *a = http(port, "POST", "/analyze",
+                        "{\"stock_code\":\"AAPL\",\"horizon\":10,\"paths\":8,\"seed\":\"7\"}");
+    http_resp *b = http(port, "POST", "/v1/analyze",
+                        "{\"symbol\":\"AAPL\",\"horizon\":10,\"paths\":8,\"seed\":\"7\"}");
+    http_resp *c = http(port, "POST", "/v1/analyze",
+                        "{\"stock_code\":\"AAPL\",\"horizon\":10,\"paths\":8,\"seed\":\"7\"}");
+    assert_int_equal(a->status, 200);
+    assert_int_equal(b->status, 200);
+    assert_int_equal(c->status, 200);
+    assert_string_equal(a->content_type, "application/json");
+    cJSON *ja = stable_report(a->body), *jb = stable_report(b->body), *jc = stable_report(c->body);
+    assert_true(
+        cJSON_IsNull(cJSON_GetObjectItem(cJSON_GetObjectItem(ja, "engine"), "static_batch_rows")));
+    assert_true(cJSON_Compare(ja, jb, 1));
+    assert_true(cJSON_Compare(jc, jb, 1));
+    cJSON_Delete(ja);
+    cJSON_Delete(jb);
+    cJSON_Delete(jc);
+    resp_free(a);
+    resp_free(b);
+    resp_free(c);
+    static const struct {
+        const char *body, *field;
+        int status;
+    } bad[] = {
+        { "{\"stock_code\":\"AAPL\",\"symbol\":\"AAPL\"}", "stock_code", 400 },
+        { "{\"stock_code\":7}", "stock_code", 400 },
+        { "{\"stock_code\":\"NOPE\"}", "symbol", 400 },
+        { "{\"horizon\":5}", "symbol", 400 },
+        /* No llm_url on this server: a narrative cannot be had. */
+        { "{\"stock_code\":\"AAPL\",\"narrative\":true}", "narrative", 400 },
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        http_resp *r = http(port, "POST", "/analyze", bad[k].body);
+        if (r->status != bad[k].status || strcmp(error_field(r), bad[k].field) != 0)
+            fail_msg("%s: want %d on %s, got %ld %s", bad[k].body, bad[k].status, bad[k].field,
+                     r->status, r->body);
+        resp_free(r);
+    }
+}
+
+/* ------------------------------------------------------------------ stand-in LLM */
+
+#define STAND_IN_TEXT "The sampled forecast paths lean upward, with wide uncertainty."
+
+static atomic_int g_llm_calls;
+
+typedef struct llm_req {
+    size_t len;
+} llm_req;
+
+static enum MHD_Result llm_access(void *cls, struct MHD_Connection *mc, const char *url,
+                                  const char *method, const char *version, const char *upload,
+                                  size_t *upload_size, void **ctx) {
+    (void)cls;
+    (void)version;
+    (void)upload;
+    if (!*ctx) {
+        *ctx = calloc(1, sizeof(llm_req));
+        return *ctx ? MHD_YES : MHD_NO;
+    }
+    llm_req *q = *ctx;
+    if (*upload_size) {
+        q->len += *upload_size;
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    int ok = !strcmp(method, "POST") && !strcmp(url, "/api/generate") && q->len > 0;
+    atomic_fetch_add(&g_llm_calls, 1);
+    const char *body = ok ? "{\"model\":\"gemma3\",\"response\":\"" STAND_IN_TEXT
+                            "\",\"done\":true}"
+                          : "{\"error\":\"not found\"}";
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(strlen(body), (void *)body, MHD_RESPMEM_PERSISTENT);
+    MHD_add_response_header(r, "Content-Type", "application/json");
+    enum MHD_Result ret = MHD_queue_response(mc, ok ? 200 : 404, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static void llm_completed(void *cls, struct MHD_Connection *c, void **ctx,
+                          enum MHD_RequestTerminationCode toe) {
+    (void)cls;
+    (void)c;
+    (void)toe;
+    free(*ctx);
+    *ctx = NULL;
+}
+
+/* The optional narrative over HTTP: the server's llm_url, asked per request with
+ * "narrative": true; the report carries the model's text. A dead LLM is an explained
+ * absence in a 200 report, never a failed analysis. */
+static void test_analyze_narrative(void **state) {
+    (void)state;
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    struct MHD_Daemon *llm = MHD_start_daemon(
+        MHD_USE_INTERNAL_POLLING_THREAD, 0, NULL, NULL, llm_access, NULL, MHD_OPTION_SOCK_ADDR,
+        (struct sockaddr *)&a, MHD_OPTION_NOTIFY_COMPLETED, llm_completed, NULL, MHD_OPTION_END);
+    assert_non_null(llm);
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(llm, MHD_DAEMON_INFO_BIND_PORT);
+    kr_server_config c = base_config();
+    snprintf(c.db, sizeof c.db, "%s", g_db);
+    snprintf(c.llm_url, sizeof c.llm_url, "http://127.0.0.1:%u", (unsigned)di->port);
+    c.llm_timeout_s = 30;
+    kr_server *s = NULL;
+    kr_error err = { 0 };
+    if (kr_server_create(g_model, &c, &s, &err) != KR_OK) fail_msg("%s", err.message);
+    int port = kr_server_port(s);
+    atomic_store(&g_llm_calls, 0);
+    http_resp *r = http(port, "POST", "/analyze",
+                        "{\"stock_code\":\"AAPL\",\"horizon\":5,\"paths\":4,\"narrative\":true}");
+    assert_int_equal(r->status, 200);
+    assert_int_equal(atomic_load(&g_llm_calls), 1);
+    cJSON *root = cJSON_Parse(r->body);
+    cJSON *rep = cJSON_GetArrayItem(cJSON_GetObjectItem(root, "reports"), 0);
+    cJSON *n = cJSON_GetObjectItem(rep, "narrative");
+    assert_true(cJSON_IsObject(n));
+    assert_string_equal(cJSON_GetObjectItem(n, "text")->valuestring, STAND_IN_TEXT);
+    assert_true(cJSON_IsNull(cJSON_GetObjectItem(n, "warning")));
+    assert_true(cJSON_IsNull(cJSON_GetObjectItem(rep, "narrative_error")));
+    cJSON_Delete(root);
+    resp_free(r);
+    /* Without the flag no narrative is asked for. */
+    r = http(port, "POST", "/v1/analyze", "{\"symbol\":\"AAPL\",\"horizon\":5,\"paths\":4}");
+    assert_int_equal(r->status, 200);
+    assert_int_equal(atomic_load(&g_llm_calls), 1);
+    root = cJSON_Parse(r->body);
+    rep = cJSON_GetArrayItem(cJSON_GetObjectItem(root, "reports"), 0);
+    assert_true(cJSON_IsNull(cJSON_GetObjectItem(rep, "narrative")));
+    cJSON_Delete(root);
+    resp_free(r);
+    kr_server_free(s);
+    MHD_stop_daemon(llm);
+
+    /* The LLM gone: the report still comes, saying why it has no narrative. */
+    if (kr_server_create(g_model, &c, &s, &err) != KR_OK) fail_msg("%s", err.message);
+    r = http(kr_server_port(s), "POST", "/analyze",
+             "{\"stock_code\":\"AAPL\",\"horizon\":5,\"paths\":4,\"narrative\":true}");
+    assert_int_equal(r->status, 200);
+    root = cJSON_Parse(r->body);
+    rep = cJSON_GetArrayItem(cJSON_GetObjectItem(root, "reports"), 0);
+    assert_true(cJSON_IsNull(cJSON_GetObjectItem(rep, "narrative")));
+    assert_true(cJSON_IsString(cJSON_GetObjectItem(rep, "narrative_error")));
+    cJSON_Delete(root);
+    resp_free(r);
+    kr_server_free(s);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_router),
@@ -1013,6 +1180,8 @@ int main(void) {
         cmocka_unit_test(test_candles_round_trip),
         cmocka_unit_test(test_symbols),
         cmocka_unit_test(test_analyze_stored),
+        cmocka_unit_test(test_analyze_alias),
+        cmocka_unit_test(test_analyze_narrative),
         cmocka_unit_test(test_analyze_candles_body),
         cmocka_unit_test(test_batch_ranking),
         cmocka_unit_test(test_batch_stream),

@@ -6,6 +6,7 @@
  */
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,7 @@
 #include "market/candles.h"
 #include "server/auth.h"
 #include "server/config.h"
+#include "server/conn_watch.h"
 #include "server/job.h"
 #include "server/request.h"
 #include "server/response.h"
@@ -578,14 +580,80 @@ static void test_config_file(void **state) {
     assert_true(eff.target_ttft_p95_s == 5.0);
     assert_int_equal(eff.batch_wait_ms, 10);
 
+    /* Every key a profile holds applies: static batching and the tight latency mode too. */
+    int minute = -1;
+    kr_server_config_defaults(&c);
+    const char *doc2 =
+        "{\"batch_wait_ms\":80,\"timezone\":\"America/New_York\",\"profiles\":["
+        "{\"name\":\"live\",\"from\":\"09:30\",\"to\":\"16:00\",\"latency_mode\":\"tight\","
+        "\"max_running\":1,\"max_queue\":7},"
+        "{\"name\":\"batch\",\"from\":\"20:00\",\"to\":\"06:00\",\"static_batching\":true,"
+        "\"max_running\":32,\"latency_mode\":\"normal\"}]}";
+    if (kr_server_config_parse(doc2, strlen(doc2), "cfg", &c, &err) != KR_OK)
+        fail_msg("%s", err.message);
+    eff = kr_server_profile_apply(&c.sched, kr_server_profile_at(&c, 10 * 60));
+    assert_int_equal(eff.batch_wait_ms, KR_TIGHT_WAIT_MS);
+    assert_int_equal(eff.max_running, 1);
+    assert_int_equal(eff.max_queue, 7);
+    assert_int_equal(eff.static_batching, 0);
+    eff = kr_server_profile_apply(&c.sched, kr_server_profile_at(&c, 22 * 60));
+    assert_int_equal(eff.static_batching, 1);
+    assert_int_equal(eff.max_running, 32);
+    assert_int_equal(eff.batch_wait_ms, 80);
+    /* New York in July is UTC-4, in December UTC-5. */
+    assert_int_equal(
+        kr_server_profile_minute(&c, 1783000800 /* 2026-07-02 14:00 UTC */, &minute, &err), KR_OK);
+    assert_int_equal(minute, 10 * 60);
+    assert_int_equal(
+        kr_server_profile_minute(&c, 1796137200 /* 2026-12-01 15:00 UTC */, &minute, &err), KR_OK);
+    assert_int_equal(minute, 10 * 60);
+    /* A top-level tight mode shortens the base wait unless the file sets one. */
+    kr_server_config_defaults(&c);
+    assert_int_equal(kr_server_config_parse("{\"latency_mode\":\"tight\"}", 25, "cfg", &c, &err),
+                     KR_OK);
+    assert_int_equal(c.sched.batch_wait_ms, KR_TIGHT_WAIT_MS);
+
     /* The example shipped in deploy/ stays valid. */
     kr_server_config_defaults(&c);
     if (kr_server_config_load(KR_SOURCE_DIR "/deploy/kronos-serve.json", &c, &err) != KR_OK)
         fail_msg("%s", err.message);
-    assert_int_equal(c.n_profiles, 3);
-    assert_string_equal(kr_server_profile_at(&c, 10 * 60)->name, "cn-session-am");
-    assert_null(kr_server_profile_at(&c, 12 * 60));
-    assert_string_equal(kr_server_profile_at(&c, 2 * 60)->name, "overnight");
+    assert_int_equal(c.n_profiles, 4);
+    assert_string_equal(kr_server_profile_zone(&c), "Asia/Shanghai");
+    /* The brief: 50-100 ms waits while the market trades (the peak: throughput), offline
+     * scoring in static batches of 32-64 before the open and after the close, and a tight wait
+     * when few clients come (overnight). */
+    const kr_server_profile *sp = kr_server_profile_at(&c, 10 * 60);
+    assert_string_equal(sp->name, "session");
+    eff = kr_server_profile_apply(&c.sched, sp);
+    assert_true(!sp->latency_tight && eff.batch_wait_ms >= 50 && eff.batch_wait_ms <= 100);
+    assert_int_equal(eff.static_batching, 0);
+    static const int offline_minutes[] = { 9 * 60, 16 * 60 };
+    static const char *const offline_names[] = { "pre-market", "post-market" };
+    for (int k = 0; k < 2; k++) {
+        sp = kr_server_profile_at(&c, offline_minutes[k]);
+        assert_string_equal(sp->name, offline_names[k]);
+        eff = kr_server_profile_apply(&c.sched, sp);
+        assert_int_equal(eff.static_batching, 1);
+        assert_true(eff.max_running >= 32 && eff.max_running <= 64);
+    }
+    sp = kr_server_profile_at(&c, 2 * 60);
+    assert_string_equal(sp->name, "overnight");
+    eff = kr_server_profile_apply(&c.sched, sp);
+    assert_true(sp->latency_tight && eff.batch_wait_ms <= KR_TIGHT_WAIT_MAX_MS);
+    assert_int_equal(eff.static_batching, 0);
+    /* Every minute of the day has a profile, and the normal ones wait 50..100 ms. */
+    for (int m = 0; m < 24 * 60; m++) {
+        sp = kr_server_profile_at(&c, m);
+        assert_non_null(sp);
+        eff = kr_server_profile_apply(&c.sched, sp);
+        if (!sp->latency_tight && !eff.static_batching)
+            assert_true(eff.batch_wait_ms >= 50 && eff.batch_wait_ms <= 100);
+    }
+    /* The profiles' clock is the market's: 01:45 UTC is 09:45 in Shanghai (session). */
+    assert_int_equal(
+        kr_server_profile_minute(&c, 1796089500 /* 2026-12-01 01:45 UTC */, &minute, &err), KR_OK);
+    assert_int_equal(minute, 9 * 60 + 45);
+    assert_string_equal(kr_server_profile_at(&c, minute)->name, "session");
 
     /* A file on disk. */
     char *tmp = kr_test_tmpdir();
@@ -625,6 +693,18 @@ static void test_config_errors(void **state) {
         { "[1]", "top level must be a JSON object" },
         { "{\"port\":", "invalid JSON" },
         { "{\"profiles\":{}}", "profiles: must be an array" },
+        { "{\"latency_mode\":\"fast\"}", "latency_mode: must be \"normal\" or \"tight\"" },
+        { "{\"latency_mode\":\"tight\",\"batch_wait_ms\":50}", "allows at most 20 ms" },
+        { "{\"profiles\":[{\"name\":\"a\",\"from\":\"09:00\",\"to\":\"10:00\","
+          "\"latency_mode\":\"tight\",\"batch_wait_ms\":25}]}",
+          "profiles[0].batch_wait_ms: latency_mode \"tight\" allows at most 20 ms" },
+        { "{\"profiles\":[{\"name\":\"a\",\"from\":\"09:00\",\"to\":\"10:00\","
+          "\"static_batching\":1}]}",
+          "profiles[0].static_batching: must be true or false" },
+        { "{\"timezone\":\"Mars/Olympus\"}", "timezone: time zone 'Mars/Olympus'" },
+        { "{\"market\":\"LSE\"}", "market" },
+        { "{\"llm_url\":\"ftp://x\"}", "llm_url: " },
+        { "{\"tune_window_s\":0}", "tune_window_s" },
         { "{\"profiles\":[{\"name\":\"a\",\"from\":\"9:30\",\"to\":\"10:00\"}]}",
           "profiles[0].from: must be a local time" },
         { "{\"profiles\":[{\"name\":\"a\",\"from\":\"24:00\",\"to\":\"10:00\"}]}",
@@ -806,6 +886,30 @@ static void test_job_rendezvous(void **state) {
     kr_job_unref(NULL);
 }
 
+static atomic_int g_ticks;
+
+static void count_tick(void *user) {
+    (void)user;
+    atomic_fetch_add(&g_ticks, 1);
+}
+
+/* The watchdog's tick (what switches profiles when no request comes) runs on its own, and
+ * never after the watchdog is freed. */
+static void test_watch_tick(void **state) {
+    (void)state;
+    kr_conn_watch *w = NULL;
+    kr_error err = { 0 };
+    assert_int_equal(kr_conn_watch_create(30, NULL, NULL, &w, &err), KR_OK);
+    atomic_store(&g_ticks, 0);
+    kr_conn_watch_set_tick(w, count_tick, NULL);
+    for (int i = 0; i < 1000 && atomic_load(&g_ticks) < 3; i++) usleep(10000);
+    assert_true(atomic_load(&g_ticks) >= 3);
+    kr_conn_watch_free(w);
+    int after = atomic_load(&g_ticks);
+    usleep(300000);
+    assert_int_equal(atomic_load(&g_ticks), after);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_request_array_rows),
@@ -819,6 +923,7 @@ int main(void) {
         cmocka_unit_test(test_auth),
         cmocka_unit_test(test_config_file),
         cmocka_unit_test(test_config_errors),
+        cmocka_unit_test(test_watch_tick),
         cmocka_unit_test(test_kv_budget_and_clock),
         cmocka_unit_test(test_sse_framing),
         cmocka_unit_test(test_job_rendezvous),

@@ -49,10 +49,10 @@ static kr_server *g_srv; /* the shared server: API key, 256 KiB body limit */
 
 typedef kr_http_resp http_resp;
 
-/* One request (see kr_http_perform); auth: the bearer key or NULL. */
+/* One request (see kr_test_http_perform); auth: the bearer key or NULL. */
 static CURLcode http_ex(int port, const char *method, const char *path, const char *body,
                         const char *auth, size_t chunked_bytes, http_resp *r) {
-    return kr_http_perform(port, method, path, body, NULL, auth, chunked_bytes, r);
+    return kr_test_http_perform(port, method, path, body, NULL, auth, chunked_bytes, r);
 }
 
 static http_resp *http(int port, const char *method, const char *path, const char *body,
@@ -721,6 +721,56 @@ static void test_busy_429(void **state) {
     kr_server_free(s);
 }
 
+/* ---- time-of-day profiles */
+
+static char g_profile_log[512];
+
+static void profile_log(void *user, const char *line) {
+    (void)user;
+    if (strstr(line, "profile ") && strstr(line, "in effect"))
+        snprintf(g_profile_log, sizeof g_profile_log, "%s", line);
+}
+
+/* Every key of the profile in force reaches the running scheduler and shows in /metrics and
+ * in the log (two profiles cover the whole day in UTC, so one is always in force). */
+static void test_profiles_apply(void **state) {
+    (void)state;
+    kr_server_config c = base_config();
+    const char *doc = "{\"timezone\":\"UTC\",\"max_running\":8,\"profiles\":["
+                      "{\"name\":\"am\",\"from\":\"00:00\",\"to\":\"12:00\",\"max_running\":1,"
+                      "\"max_queue\":3,\"static_batching\":true,\"latency_mode\":\"tight\","
+                      "\"max_batch_tokens\":1024},"
+                      "{\"name\":\"pm\",\"from\":\"12:00\",\"to\":\"00:00\",\"max_running\":1,"
+                      "\"max_queue\":3,\"static_batching\":true,\"latency_mode\":\"tight\","
+                      "\"max_batch_tokens\":1024}]}";
+    kr_error err = { 0 };
+    if (kr_server_config_parse(doc, strlen(doc), "cfg", &c, &err) != KR_OK)
+        fail_msg("%s", err.message);
+    c.sched.log = profile_log;
+    g_profile_log[0] = '\0';
+    kr_server *s = start_server(&c);
+    int port = kr_server_port(s);
+    assert_true(metric_value(port, "kronos_scheduler_max_running") == 1);
+    assert_true(metric_value(port, "kronos_scheduler_max_queue") == 3);
+    assert_true(metric_value(port, "kronos_scheduler_static_batching") == 1);
+    assert_true(metric_value(port, "kronos_scheduler_max_batch_tokens") == 1024);
+    assert_true(metric_value(port, "kronos_scheduler_batch_wait_seconds") == 0.015);
+    assert_true(metric_value(port, "kronos_server_profile_active{profile=\"base\"}") == 0);
+    double am = metric_value(port, "kronos_server_profile_active{profile=\"am\"}"),
+           pm = metric_value(port, "kronos_server_profile_active{profile=\"pm\"}");
+    assert_true((am == 1) != (pm == 1)); /* exactly one in force */
+    assert_non_null(strstr(g_profile_log, "UTC (batch_wait_ms 15, max_batch_tokens 1024, "
+                                          "max_running 1, max_queue 3, static batching"));
+    assert_non_null(strstr(g_profile_log, "latency_mode tight"));
+    /* It serves under those limits. */
+    char *body = forecast_body(100, 120, "\"pred_len\":4,\"paths\":2");
+    http_resp *r = http(port, "POST", "/v1/forecast", body, API_KEY);
+    free(body);
+    assert_int_equal(r->status, 200);
+    resp_free(r);
+    kr_server_free(s);
+}
+
 /* ---- drain */
 
 typedef struct drain_arg {
@@ -862,6 +912,7 @@ int main(void) {
         cmocka_unit_test(test_deadline_504),
         cmocka_unit_test(test_cancel_frees_kv),
         cmocka_unit_test(test_busy_429),
+        cmocka_unit_test(test_profiles_apply),
         cmocka_unit_test(test_drain),
         cmocka_unit_test(test_serve_process),
     };

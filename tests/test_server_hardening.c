@@ -45,7 +45,7 @@ static http_resp *http_opts(int port, const char *method, const char *path, cons
                             const char *rid) {
     http_resp *r = calloc(1, sizeof *r);
     r->send_request_id = rid;
-    CURLcode cc = kr_http_perform(port, method, path, body, NULL, NULL, 0, r);
+    CURLcode cc = kr_test_http_perform(port, method, path, body, NULL, NULL, 0, r);
     if (cc != CURLE_OK) fail_msg("%s %s: curl: %s", method, path, curl_easy_strerror(cc));
     return r;
 }
@@ -361,7 +361,7 @@ static void probe_health(health_probe *h, int tries) {
     for (h->tries = 0; h->tries < tries && !h->ok; h->tries++) {
         http_resp r = { 0 };
         r.timeout_ms = 2000;
-        CURLcode cc = kr_http_perform(h->port, "GET", "/health", NULL, NULL, NULL, 0, &r);
+        CURLcode cc = kr_test_http_perform(h->port, "GET", "/health", NULL, NULL, NULL, 0, &r);
         h->ok = cc == CURLE_OK && r.status == 200;
         free(r.body);
         if (!h->ok) usleep(100000);

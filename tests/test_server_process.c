@@ -2,6 +2,8 @@
  * The `kronos serve` executable as a child process (issue 11):
  *  - SIGHUP drains like SIGTERM (a stream in flight completes) and exits 0;
  *  - a second SIGTERM during a drain stops the process at once, by that signal;
+ *  - with --drain-delay, a signal turns /ready 503 at once while requests are still served
+ *    (a load balancer takes the replica out before it refuses anything), then it drains;
  *  - every flag in `kronos serve --help` is also a config-file key, and the documented
  *    config check (`--check-config`) exits 0 on a good file and 2 naming the key otherwise;
  *  - 50 concurrent bodies of max_body_bytes ({"pred_len":1,"candles":[0,0,0,...]}) keep the
@@ -50,7 +52,7 @@ typedef struct job {
 
 static void *job_run(void *arg) {
     job *j = arg;
-    j->cc = kr_http_perform(j->port, "POST", "/v1/forecast", j->body, NULL, NULL, 0, &j->resp);
+    j->cc = kr_test_http_perform(j->port, "POST", "/v1/forecast", j->body, NULL, NULL, 0, &j->resp);
     return NULL;
 }
 
@@ -109,6 +111,37 @@ static void test_sighup_drains(void **state) {
     free(body);
 }
 
+static void test_drain_delay_keeps_serving(void **state) {
+    (void)state;
+    proc p;
+    const char *args[] = { "--port", "0", "--no-tune", "--drain-delay", "3", NULL };
+    spawn_serving(&p, args);
+    kr_http_resp r = { 0 };
+    assert_int_equal(kr_test_http_perform(p.port, "GET", "/ready", NULL, NULL, NULL, 0, &r),
+                     CURLE_OK);
+    assert_int_equal(r.status, 200);
+    free(r.body);
+    kill(p.pid, SIGTERM);
+    assert_non_null(read_err_until(&p, "refusing new requests in 3.0 s", 30));
+    /* Inside the delay: not ready, yet a new forecast is answered. */
+    memset(&r, 0, sizeof r);
+    assert_int_equal(kr_test_http_perform(p.port, "GET", "/ready", NULL, NULL, NULL, 0, &r),
+                     CURLE_OK);
+    assert_int_equal(r.status, 503);
+    assert_non_null(strstr(r.body, "draining"));
+    free(r.body);
+    char *body = forecast_body(100, 64, "\"pred_len\":2,\"paths\":1");
+    memset(&r, 0, sizeof r);
+    assert_int_equal(kr_test_http_perform(p.port, "POST", "/v1/forecast", body, NULL, NULL, 0, &r),
+                     CURLE_OK);
+    if (r.status != 200) fail_msg("forecast during the drain delay: %ld %s", r.status, r.body);
+    free(r.body);
+    free(body);
+    int st = wait_child(&p, 60);
+    if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0)) fail_msg("status %d: %s", st, p.err);
+    assert_non_null(strstr(p.err, "drained"));
+}
+
 static void test_second_signal_stops_at_once(void **state) {
     (void)state;
     proc p;
@@ -161,6 +194,7 @@ static const char *value_for(const char *key, const char *dir, char *buf, size_t
         { "kv_budget", "\"64MiB\"" },
         { "tune", "false" },
         { "request_timeout_s", "30" },
+        { "drain_delay_s", "0.5" },
         { "allow_nonfinite_weights", "false" },
     };
     for (size_t i = 0; i < sizeof k_values / sizeof k_values[0]; i++)
@@ -202,6 +236,8 @@ static void test_every_flag_is_a_key(void **state) {
             snprintf(key, sizeof key, "tune");
         else if (!strcmp(flag, "request-timeout"))
             snprintf(key, sizeof key, "request_timeout_s");
+        else if (!strcmp(flag, "drain-delay"))
+            snprintf(key, sizeof key, "drain_delay_s");
         else {
             snprintf(key, sizeof key, "%s", flag);
             for (char *c = key; *c; c++)
@@ -356,7 +392,8 @@ static void test_rss_bound_under_big_bodies(void **state) {
     assert_true(peak_kb < bound_kb);
     /* Still serving. */
     kr_http_resp r = { 0 };
-    assert_int_equal(kr_http_perform(p.port, "GET", "/health", NULL, NULL, NULL, 0, &r), CURLE_OK);
+    assert_int_equal(kr_test_http_perform(p.port, "GET", "/health", NULL, NULL, NULL, 0, &r),
+                     CURLE_OK);
     assert_int_equal(r.status, 200);
     free(r.body);
     kill(p.pid, SIGTERM);
@@ -372,6 +409,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sighup_drains),
         cmocka_unit_test(test_second_signal_stops_at_once),
+        cmocka_unit_test(test_drain_delay_keeps_serving),
         cmocka_unit_test(test_every_flag_is_a_key),
         cmocka_unit_test(test_check_config_as_documented),
         cmocka_unit_test(test_rss_bound_under_big_bodies),

@@ -149,7 +149,8 @@ static void *run_client(void *arg) {
         kr_http_resp *r = calloc(1, sizeof *r);
         if (action <= 4) { /* forecasts, plain and streamed */
             char *body = kr_http_forecast_body(g_data, window_start(w), WINDOW_ROWS, extra);
-            kr_http_perform(cl->port, "POST", "/v1/forecast", body, "application/json", NULL, 0, r);
+            kr_test_http_perform(cl->port, "POST", "/v1/forecast", body, "application/json", NULL,
+                                 0, r);
             free(body);
             if (r->status == 200 && action == 4) {
                 atomic_fetch_add(&g_streams, 1);
@@ -167,9 +168,9 @@ static void *run_client(void *arg) {
                         r->body ? r->body : "");
             }
         } else if (action <= 6) { /* a small analysis */
-            kr_http_perform(cl->port, "POST", "/v1/analyze",
-                            "{\"symbol\":\"AAPL\",\"horizon\":8,\"paths\":16}", "application/json",
-                            NULL, 0, r);
+            kr_test_http_perform(cl->port, "POST", "/v1/analyze",
+                                 "{\"symbol\":\"AAPL\",\"horizon\":8,\"paths\":16}",
+                                 "application/json", NULL, 0, r);
             if (r->status == 200)
                 atomic_fetch_add(&g_analyses, 1);
             else if (r->status == 429 || r->status == 503)
@@ -183,7 +184,8 @@ static void *run_client(void *arg) {
             char *body = kr_http_forecast_body(g_data, window_start(w), WINDOW_ROWS,
                                                "\"pred_len\":64,\"paths\":32");
             r->timeout_ms = 1 + (long)(next(&cl->rng) % 50);
-            kr_http_perform(cl->port, "POST", "/v1/forecast", body, "application/json", NULL, 0, r);
+            kr_test_http_perform(cl->port, "POST", "/v1/forecast", body, "application/json", NULL,
+                                 0, r);
             free(body);
             atomic_fetch_add(&g_vanished, 1);
         } else { /* bad bodies */
@@ -192,8 +194,8 @@ static void *run_client(void *arg) {
                                                "{\"pred_len\":\"a\\u0000b\"}",
                                                "[[[[[[[[[[[[[[[[[[[[",
                                                "{\"pred_len\":-3,\"candles\":[]}" };
-            kr_http_perform(cl->port, "POST", "/v1/forecast", bad[next(&cl->rng) % 5],
-                            "application/json", NULL, 0, r);
+            kr_test_http_perform(cl->port, "POST", "/v1/forecast", bad[next(&cl->rng) % 5],
+                                 "application/json", NULL, 0, r);
             if (r->status == 200)
                 atomic_fetch_add(&g_bad_ok, 1);
             else if (r->status != 400 && r->status != 413 && r->status != 429 && r->status != 503)

@@ -42,6 +42,7 @@ typedef struct kr_bench_params {
     double weights_generated_seconds; /* > 0 when the random weights were written just now */
     kr_eval_progress progress;
     void *user;
+    int profile; /* the report adds each row's step profile (kr_step_profile, last repeat) */
 } kr_bench_params;
 
 typedef struct kr_bench_report kr_bench_report;
@@ -51,7 +52,8 @@ KR_API kr_bench_params kr_bench_default_params(void);
  * repeat computes everything as the reference would). */
 KR_API kr_status kr_bench_run(kr_context *ctx, const kr_series *series, int n_series,
                               const kr_bench_params *params, kr_bench_report **out, kr_error *err);
-/* Markdown table (json 0) or a JSON document (json 1). */
+/* Markdown table (json 0) or a JSON document (json 1). Either names the ISA and the machine's
+ * FMA peak, measured when the run started (kr_machine_fma_peak). */
 KR_API kr_status kr_bench_write(const kr_bench_report *report, FILE *f, int json, kr_error *err);
 KR_API void kr_bench_report_free(kr_bench_report *report);
 

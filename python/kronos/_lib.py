@@ -58,11 +58,41 @@ class kr_context_params(ctypes.Structure):
         ("max_queue", ctypes.c_int), ("batch_wait_ms", ctypes.c_int),
         ("kv_budget_bytes", ctypes.c_size_t), ("prefix_cache", ctypes.c_int),
         ("static_batching", ctypes.c_int), ("background_share", ctypes.c_double),
-        ("background_min_rows", ctypes.c_int), ("tune", ctypes.c_int),
+        ("background_min_rows", ctypes.c_int), ("background_step_rows", ctypes.c_int),
+        ("tune", ctypes.c_int),
         ("target_queue_p95_s", ctypes.c_double), ("target_ttft_p95_s", ctypes.c_double),
         ("abort_callback", ctypes.c_void_p), ("abort_user", ctypes.c_void_p),
         ("log", ctypes.c_void_p), ("log_user", ctypes.c_void_p),
+        ("tune_window_s", ctypes.c_double), ("tune_relax_s", ctypes.c_double),
+        ("profile", ctypes.c_int),
     ]
+
+
+PROFILE_PARTS = ("gemm", "attention", "norm_act", "sampling", "tokenizer_encode",
+                 "tokenizer_decode", "other")
+
+
+class kr_profile_entry(ctypes.Structure):
+    _fields_ = [("seconds", ctypes.c_double), ("flops", ctypes.c_double),
+                ("bytes", ctypes.c_double), ("calls", ctypes.c_int64)]
+
+
+class kr_step_profile(ctypes.Structure):
+    _fields_ = [
+        ("enabled", ctypes.c_int), ("seconds_steps", ctypes.c_double),
+        ("part", kr_profile_entry * len(PROFILE_PARTS)), ("rerun", kr_profile_entry),
+        ("pool_regions", ctypes.c_int64), ("seconds_pool_wait", ctypes.c_double),
+    ]
+
+    def as_dict(self):
+        """The profile as plain numbers (None when the context ran without it)."""
+        if not self.enabled:
+            return None
+        entry = lambda e: {n: getattr(e, n) for n, _ in e._fields_}
+        return {"seconds_steps": self.seconds_steps,
+                "parts": {name: entry(self.part[i]) for i, name in enumerate(PROFILE_PARTS)},
+                "rerun": entry(self.rerun), "pool_regions": self.pool_regions,
+                "seconds_pool_wait": self.seconds_pool_wait}
 
 
 class kr_forecast_stats(ctypes.Structure):
@@ -72,7 +102,7 @@ class kr_forecast_stats(ctypes.Structure):
         ("kv_bytes", ctypes.c_size_t), ("seconds_total", ctypes.c_double),
         ("seconds_prefill", ctypes.c_double), ("seconds_decode", ctypes.c_double),
         ("seconds_tokenizer", ctypes.c_double), ("seconds_queue", ctypes.c_double),
-        ("seconds_ttft", ctypes.c_double),
+        ("seconds_ttft", ctypes.c_double), ("profile", kr_step_profile),
     ]
 
 

@@ -257,7 +257,8 @@ def _read(f, keep_paths, quantiles):
             r["quantiles"][q] = buf.copy()  # interpolated in double by the engine
     st = _lib.kr_forecast_stats()
     _lib.kr_forecast_get_stats(f, ctypes.byref(st))
-    r["stats"] = {name: getattr(st, name) for name, _ in st._fields_}
+    r["stats"] = {name: getattr(st, name) for name, _ in st._fields_ if name != "profile"}
+    r["stats"]["profile"] = st.profile.as_dict()
     return r
 
 

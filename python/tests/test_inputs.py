@@ -198,6 +198,11 @@ def test_extras(predictor, hist, candles):
     assert (r.quantiles[0.1].to_numpy() <= r.quantiles[0.9].to_numpy() + 1e-9).all()
     np.testing.assert_allclose(r.quantiles[0.5].to_numpy(), np.median(stack, axis=0), rtol=1e-12)
     assert r.stats["decode_tokens"] > 0
+    # The step profile comes through as plain numbers (the C struct mirrored field by field).
+    prof = r.stats["profile"]
+    assert prof["parts"]["gemm"]["flops"] > 0 and prof["parts"]["gemm"]["calls"] > 0
+    assert sum(p["seconds"] for p in prof["parts"].values()) == pytest.approx(
+        prof["seconds_steps"], rel=1e-6)
     # Another seed gives other paths; the same seed the same ones.
     r2 = _predict(predictor, hist, None, y, sample_count=5, return_paths=True, seed=6)
     assert not np.array_equal(r.s1, r2.s1)
@@ -254,3 +259,14 @@ def test_status_mapping():
         e = errors.from_status(st, "msg")
         assert isinstance(e, KronosError) and e.status == st and str(e) == "msg"
     assert type(errors.from_status(-99, "x")) is KronosError
+
+
+def test_context_params_mirror_the_c_struct():
+    # kr_context_params is returned by value: a field missing in the ctypes mirror shifts the
+    # ones after it (and the C side writes past the Python buffer).
+    from kronos import _lib
+    cp = _lib.kr_context_default_params()
+    assert cp.max_batch_tokens == 4096 and cp.prefix_cache == 1
+    assert cp.background_min_rows == 8 and cp.background_step_rows == 256 and cp.tune == 0
+    assert cp.target_queue_p95_s == 0.5 and cp.target_ttft_p95_s == 2.0
+    assert cp.profile == 1

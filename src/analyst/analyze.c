@@ -371,6 +371,10 @@ kr_status kr_analyze(kr_context *ctx, const kr_analyze_item *items, int n,
         goto done;
     }
     set->n = n; /* reports[i] at input index i (NULL for a failure) until compacted below */
+    /* Every forecast of the analysis (rounds, calibration) under one request setting. */
+    kr_request_params rq = p->request ? *p->request : kr_request_default_params();
+    if (p->static_batch_rows > 0) rq.static_batch_rows = p->static_batch_rows;
+    set->static_batch_rows = rq.static_batch_rows;
 
     const int64_t need = kr_analyze_min_rows(p);
     for (int i = 0; i < n; i++) {
@@ -439,8 +443,7 @@ kr_status kr_analyze(kr_context *ctx, const kr_analyze_item *items, int n,
     for (int round = 0, active = n_ok, current = 0; active > 0 && round < 16; round++) {
         fp.first_path = current;
         fp.paths = round == 0 ? p->paths : fp.paths;
-        if ((st = run_round(ctx, p->request, syms, idx, active, items, fp, err)) != KR_OK)
-            goto done;
+        if ((st = run_round(ctx, &rq, syms, idx, active, items, fp, err)) != KR_OK) goto done;
         current += fp.paths;
         int next = 0, m = 0;
         for (int k = 0; k < active; k++) {
@@ -517,8 +520,8 @@ kr_status kr_analyze(kr_context *ctx, const kr_analyze_item *items, int n,
         cp.paths = p->paths;
         cp.first_path = 0;
         kr_error e = { 0 };
-        kr_status cs = kr_calibrate(ctx, items[i].candles, p->calibrate, &cp, p->lookback,
-                                    p->request, &cal, &e);
+        kr_status cs =
+            kr_calibrate(ctx, items[i].candles, p->calibrate, &cp, p->lookback, &rq, &cal, &e);
         if (cs == KR_OK) cs = kr_report_attach_calibration(set->reports[i], cal, &e);
         if (cs != KR_OK) {
             kr_calibration_free(cal);

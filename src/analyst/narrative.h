@@ -22,42 +22,12 @@
 #include "analyst/analyze.h"
 #include "analyst/report.h"
 #include "kronos.h"
+#include "kronos/analyst.h"
 
-#define KR_NARRATIVE_DEFAULT_MODEL "gemma3"
-#define KR_NARRATIVE_DEFAULT_TIMEOUT 60.0
-#define KR_NARRATIVE_WARNING "the narrative mentions figures not in the report"
+/* Parameters, kr_narrative and the calls for a whole set are public: kronos/analyst.h. */
+
 /* An answer larger than this is refused: a narrative is a paragraph or two. */
 #define KR_NARRATIVE_MAX_ANSWER ((size_t)4 << 20)
-
-typedef struct kr_narrative_params {
-    const char *url; /* server ("http://127.0.0.1:11434") or its ".../api/generate"; borrowed */
-    const char *model; /* model name; NULL: KR_NARRATIVE_DEFAULT_MODEL; borrowed */
-    double timeout_s; /* the whole request (connect + answer), seconds; > 0 */
-    /* Called before each symbol's request (step 0..n-1) and once with step == n; may be NULL. */
-    kr_analyze_progress_fn progress;
-    void *progress_user;
-} kr_narrative_params;
-
-/* One report's narrative, or why there is none. */
-typedef struct kr_narrative {
-    char *text; /* the model's prose, trimmed, UTF-8; NULL when the request failed */
-    char model[128]; /* the model asked for */
-    char url[1024]; /* the endpoint posted to, without any user:password@ part */
-    double seconds; /* wall time of the request */
-    long http_status; /* status of the server's answer; 0 when none came */
-    char warning[96]; /* "" or KR_NARRATIVE_WARNING */
-    char unsupported[48]; /* with a warning: the first figure of the text not in the data */
-    kr_status status; /* KR_OK with text; else KR_ERR_IO (connection, HTTP status),
-                              KR_ERR_TIMEOUT or KR_ERR_FORMAT (unreadable answer) */
-    char error[1200]; /* "" with text; else "<url>: <reason>" */
-} kr_narrative;
-
-kr_narrative_params kr_narrative_default_params(void);
-
-/* The endpoint for a --llm-url: "/api/generate" appended unless the URL already ends with
- * it (trailing slashes ignored). Only http:// and https:// URLs. KR_ERR_INVALID_ARG when the
- * URL is unusable or does not fit in cap. */
-kr_status kr_narrative_endpoint(const char *url, char *out, size_t cap, kr_error *err);
 
 /* The data the model is given: compact JSON of r's key figures (formatted as the report
  * prints them) and its summary sentences. Caller frees *out. */
@@ -92,15 +62,5 @@ kr_status kr_narrative_generate(const kr_report *r, const kr_narrative_params *p
                                 kr_narrative **out, kr_error *err);
 
 void kr_narrative_free(kr_narrative *n);
-
-/* kr_narrative_generate for every report of set, in order, each attached to its report
- * (r->narrative). After a failure to get any answer (no connection, timeout) the remaining
- * reports are not tried and carry the same error, so a batch against a dead server costs
- * one timeout, not one per symbol. *out receives set->n narratives; caller owns them and
- * frees them with kr_narrative_free_all once the set is no longer rendered (the reports
- * only borrow them). */
-kr_status kr_narrative_attach_all(kr_report_set *set, const kr_narrative_params *p,
-                                  kr_narrative ***out, kr_error *err);
-void kr_narrative_free_all(kr_narrative **v, int n);
 
 #endif

@@ -21,42 +21,13 @@
 #include <stdint.h>
 
 #include "kronos.h"
+#include "kronos/analyst.h"
 
-typedef enum kr_ohlc_mode { KR_OHLC_RAW = 0, KR_OHLC_CONSISTENT = 1 } kr_ohlc_mode;
-
-/* "raw" / "consistent"; 0 on success, -1 otherwise. */
-int kr_ohlc_mode_parse(const char *s, kr_ohlc_mode *out);
-const char *kr_ohlc_mode_name(kr_ohlc_mode mode);
+/* kr_ohlc_mode and its names: kronos/analyst.h. */
 
 /* Makes rows[n][6] consistent candles in place (see above). Returns the rows it changed. */
 int64_t kr_ohlc_make_consistent(double *rows, int64_t n);
 
-typedef struct kr_path_set {
-    int pred_len, paths;
-    kr_ohlc_mode ohlc;
-    int zero_volume; /* the input's volume was all zero: forecast volume/amount are 0 */
-    int64_t *timestamps; /* [pred_len] */
-    double *values; /* [paths][pred_len][6], after the OHLC mode */
-    double *mean; /* [pred_len][6] */
-    int64_t repaired_rows; /* path candles the consistent mode changed */
-    int64_t
-        raw_inconsistent; /* path candles whose open or close lay outside [low, high] as the model wrote them */
-} kr_path_set;
-
-/* Builds the set from rounds[n_rounds] (same series and horizon, kept paths; paths in round
- * order). zero_volume: see above (kr_series_zero_volume). Caller owns *out. */
-kr_status kr_path_set_create(const kr_forecast *const *rounds, int n_rounds, kr_ohlc_mode mode,
-                             int zero_volume, kr_path_set **out, kr_error *err);
-void kr_path_set_free(kr_path_set *s);
-
-/* Candles of path p ([pred_len][6]); borrowed. */
-const double *kr_path_set_path(const kr_path_set *s, int p);
-
-/* Quantile q across paths, per step and column (numpy 'linear', as kr_forecast_quantile),
- * into out[pred_len][6]. */
-kr_status kr_path_set_quantile(const kr_path_set *s, double q, double *out, kr_error *err);
-
-/* 1 when the series has no volume column or every volume in it is 0. */
-int kr_series_zero_volume(const kr_series *s);
+/* kr_path_set, its constructor, quantiles and kr_series_zero_volume: kronos/analyst.h. */
 
 #endif

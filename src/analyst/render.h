@@ -9,21 +9,14 @@
 #include "analyst/analyze.h"
 #include "base/strbuf.h"
 #include "kronos.h"
+#include "kronos/analyst.h"
 
-typedef enum kr_report_format {
-    KR_FORMAT_JSON = 0,
-    KR_FORMAT_MD = 1,
-    KR_FORMAT_HTML = 2
-} kr_report_format;
-
-/* "json", "md" (or "markdown"), "html"; returns 0 on success, -1 for anything else. */
-int kr_report_format_parse(const char *s, kr_report_format *out);
+/* kr_report_format, kr_report_format_parse, kr_render: kronos/analyst.h. */
 
 /* Each writes a NUL-terminated text into *out; caller owns it (free()). */
 kr_status kr_render_json(const kr_report_set *set, char **out, kr_error *err);
 kr_status kr_render_md(const kr_report_set *set, char **out, kr_error *err);
 kr_status kr_render_html(const kr_report_set *set, char **out, kr_error *err);
-kr_status kr_render(const kr_report_set *set, kr_report_format fmt, char **out, kr_error *err);
 
 /* The model notice every format leads with when a report's model declares itself a demo or
  * test checkpoint: "DEMO MODEL — not a forecast: NAME is ... (SOURCE)". Returns 1 and fills
@@ -34,8 +27,5 @@ int kr_report_model_notice(const kr_report_set *set, char *buf, size_t cap);
  * — how many paths made the figures and what was done to the candles, for MD/HTML (plain
  * text; HTML escapes it). */
 void kr_report_paths_note(kr_sb *sb, const kr_report *r);
-
-/* The JSON "schema_version" this build writes. */
-#define KR_REPORT_SCHEMA_VERSION 1
 
 #endif

@@ -283,6 +283,12 @@ kr_status kr_render_json(const kr_report_set *set, char **out, kr_error *err) {
     cJSON *eng = cJSON_AddObjectToObject(root, "engine");
     cJSON_AddStringToObject(eng, "name", "kronos");
     cJSON_AddStringToObject(eng, "version", kr_version());
+    /* How the forecasts were batched: static batches of this many rows, or null (all at once,
+     * continuous batching). */
+    if (set->static_batch_rows > 0)
+        cJSON_AddNumberToObject(eng, "static_batch_rows", set->static_batch_rows);
+    else
+        cJSON_AddNullToObject(eng, "static_batch_rows");
     cJSON_AddStringToObject(root, "disclaimer", KR_REPORT_DISCLAIMER);
     char notice[1024];
     if (kr_report_model_notice(set, notice, sizeof notice))

@@ -287,3 +287,6 @@ kr_status kr_report_attach_calibration(kr_report *r, kr_calibration *cal, kr_err
     r->n_summary = n;
     return KR_OK;
 }
+
+const char *kr_report_symbol(const kr_report *r) { return r ? r->symbol : ""; }
+const char *kr_report_interval(const kr_report *r) { return r ? r->interval : ""; }

@@ -11,6 +11,7 @@
 #include "base/threadpool.h"
 
 #include "base/error.h"
+#include "base/profile.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -47,6 +48,8 @@ struct kr_pool {
     void *ctx;
     void *scratch; /* kr_pool_scratch: grow-only, 64-byte aligned */
     size_t scratch_bytes;
+    int64_t regions; /* kr_pool_counters (driver only) */
+    double wait_seconds;
 };
 
 static inline void cpu_relax(void) {
@@ -197,6 +200,9 @@ void kr_pool_run(kr_pool *pool, kr_pool_fn fn, void *ctx) {
     publish(pool);
     fn(ctx, 0, pool->n);
     const int want = pool->n - 1;
+    pool->regions++;
+    if (atomic_load_explicit(&pool->done, memory_order_acquire) >= want) return;
+    double t0 = kr_prof_clock();
     for (int i = 0; atomic_load_explicit(&pool->done, memory_order_acquire) < want;) {
         if (i < KR_POOL_SPIN) {
             cpu_relax();
@@ -205,4 +211,10 @@ void kr_pool_run(kr_pool *pool, kr_pool_fn fn, void *ctx) {
             sched_yield();
         }
     }
+    pool->wait_seconds += kr_prof_clock() - t0;
+}
+
+void kr_pool_counters(const kr_pool *pool, int64_t *regions, double *wait_seconds) {
+    *regions = pool ? pool->regions : 0;
+    *wait_seconds = pool ? pool->wait_seconds : 0.0;
 }

@@ -10,6 +10,7 @@
 #define KR_BASE_THREADPOOL_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "kronos/status.h"
 
@@ -28,6 +29,10 @@ void kr_pool_run(kr_pool *pool, kr_pool_fn fn, void *ctx);
  * run (its contents do not survive the next call). NULL for a NULL pool or when out of
  * memory. Only the pool's driver calls it. */
 void *kr_pool_scratch(kr_pool *pool, size_t bytes);
+/* Regions run so far, and the seconds the caller spent waiting for the other threads after
+ * finishing its own share (load imbalance + hand-off latency): what splitting work over the
+ * pool cost. Only the pool's driver calls it. */
+void kr_pool_counters(const kr_pool *pool, int64_t *regions, double *wait_seconds);
 /* Number of online CPUs (>= 1). */
 int kr_cpu_count(void);
 

@@ -7,6 +7,8 @@
 
 #include <stdint.h>
 
+#include "kronos/util.h" /* kr_format_timestamp, kr_now_seconds */
+
 typedef struct kr_civil {
     int year, month, day; /* month 1-12, day 1-31 */
     int hour, minute, second;
@@ -19,12 +21,5 @@ int64_t kr_unix_from_civil(int year, int month, int day, int hour, int minute, i
 
 /* The predictor's five time features in its order: minute, hour, weekday, day, month. */
 void kr_time_features(int64_t t, float out[5]);
-
-/* Formats "YYYY-MM-DD" when the time of day is 00:00:00 and date_only is set, else
- * "YYYY-MM-DD HH:MM:SS". buf >= 32 bytes. Returns buf. */
-char *kr_format_timestamp(int64_t t, int date_only, char *buf, int buflen);
-
-/* Monotonic wall clock in seconds (for timing). */
-double kr_now_seconds(void);
 
 #endif

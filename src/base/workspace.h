@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/profile.h"
 #include "base/threadpool.h"
 #include "kronos/status.h"
 
@@ -45,10 +46,12 @@ void kr_arena_get_stats(const kr_arena *a, kr_arena_stats *st);
 
 #define KR_ARENA_NEW(arena, type, n) ((type *)kr_arena_alloc((arena), sizeof(type) * (size_t)(n)))
 
-/* What a compute function runs on: its thread pool (NULL: the caller alone) and its arena. */
+/* What a compute function runs on: its thread pool (NULL: the caller alone), its arena and
+ * the step profile its kernel calls add to (NULL: not profiled; profile.h). */
 typedef struct kr_exec {
     kr_pool *pool;
     kr_arena *arena;
+    kr_prof *prof;
 } kr_exec;
 
 /* An exec with its own pool of n_threads (<= 0: online CPUs; 1: no workers) and arena

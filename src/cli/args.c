@@ -9,7 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "hub/hub.h"
+#include "kronos/hub.h"
 
 int kr_arg_int(const char *s, long min, long max, int *out) {
     if (!s || !*s) return 0;

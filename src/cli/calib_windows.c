@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/error.h"
+#include "kronos/status.h"
 
 kr_status kr_calib_set_load(const char *const *paths, int n_paths, int windows, int lookback,
                             kr_calib_set *out, kr_error *err) {

@@ -15,16 +15,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "analyst/analyze.h"
-#include "analyst/narrative.h"
-#include "analyst/render.h"
-#include "base/fsutil.h"
+#include "kronos/analyst.h"
+#include "kronos/util.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/engine_open.h"
 #include "kronos.h"
-#include "market/calendar.h"
-#include "market/store.h"
+#include "kronos/market.h"
 
 #define CMD "analyze"
 #define MAX_SYMBOLS 256
@@ -46,7 +43,8 @@ static void usage(FILE *f) {
         "  --watchlist FILE      analyse the symbols listed in FILE: one per line, optionally\n"
         "                        followed by an interval ('AAPL 1d'); '#' starts a comment\n"
         "  --all                 analyse every stored series (each symbol and interval)\n"
-        "  --db FILE             database written by 'kronos ingest' (default: $KRONOS_DB, else\n"
+        "  --db FILE|URL         database written by 'kronos ingest', a file or a PostgreSQL\n"
+        "                        URL postgresql://... (default: $KRONOS_DB, else\n"
         "                        $XDG_DATA_HOME/kronos/kronos.db or "
         "~/.local/share/kronos/kronos.db)\n"
         "  --interval I          which stored interval (default: the symbol's only one, else the\n"
@@ -86,6 +84,9 @@ static void usage(FILE *f) {
         "  --format json|md|html report format (default json)\n"
         "  --out FILE            write the report there instead of stdout\n"
         "  --threads N           compute threads (default: all CPUs)\n"
+        "  --batch-size N        forecasts run in static batches of N series x paths rows\n"
+        "                        (default 64; 0 = all at once); the report's\n"
+        "                        engine.static_batch_rows says which\n"
         "  --allow-nonfinite-weights\n"
         "                        load a checkpoint even if a weight is NaN or infinite\n"
         "                        (refused by default: such weights corrupt forecasts)\n"
@@ -98,6 +99,7 @@ enum {
     OPT_LLM_URL = 256,
     OPT_LLM_MODEL,
     OPT_LLM_TIMEOUT,
+    OPT_BATCH_SIZE,
     OPT_MAX_PATHS,
     OPT_TARGET_PROB,
     OPT_TARGET_VAR,
@@ -206,6 +208,7 @@ static int parse_opts(int argc, char **argv, opts *o) {
         { "llm-url", required_argument, NULL, OPT_LLM_URL },
         { "llm-model", required_argument, NULL, OPT_LLM_MODEL },
         { "llm-timeout", required_argument, NULL, OPT_LLM_TIMEOUT },
+        { "batch-size", required_argument, NULL, OPT_BATCH_SIZE },
         KR_OPT_ALLOW_NONFINITE_ENTRY,
         { "max-paths", required_argument, NULL, OPT_MAX_PATHS },
         { "target-prob-se", required_argument, NULL, OPT_TARGET_PROB },
@@ -218,6 +221,7 @@ static int parse_opts(int argc, char **argv, opts *o) {
         { NULL, 0, NULL, 0 },
     };
     o->p = kr_analyze_default_params();
+    o->p.static_batch_rows = KR_STATIC_BATCH_ROWS_DEFAULT;
     o->format = KR_FORMAT_JSON;
     optind = 1;
     int c;
@@ -332,6 +336,11 @@ static int parse_opts(int argc, char **argv, opts *o) {
         case OPT_LLM_MODEL:
             if (!*optarg) return kr_cli_usage_error(CMD, "%s", "--llm-model must not be empty");
             o->llm_model = optarg;
+            break;
+        case OPT_BATCH_SIZE:
+            if (!kr_arg_int(optarg, 0, 1 << 20, &o->p.static_batch_rows))
+                return kr_cli_usage_error(
+                    CMD, "--batch-size must be an integer in 0..1048576 (rows), got '%s'", optarg);
             break;
         case OPT_LLM_TIMEOUT:
             if (!kr_arg_float(optarg, 1e-3, 86400.0, &o->llm_timeout))
@@ -460,12 +469,12 @@ static int add_narratives(const opts *o, kr_report_set *set, kr_narrative ***nar
         const kr_narrative *n = (*narr)[i];
         if (!n->text)
             fprintf(stderr, "kronos %s: warning: no narrative for %s: %s\n", CMD,
-                    set->reports[i]->symbol, n->error);
+                    kr_report_symbol(set->reports[i]), n->error);
         else if (n->warning[0])
             fprintf(
                 stderr,
                 "kronos %s: warning: %s: %s (e.g. '%s'); it is kept, marked with that warning\n",
-                CMD, set->reports[i]->symbol, n->warning, n->unsupported);
+                CMD, kr_report_symbol(set->reports[i]), n->warning, n->unsupported);
     }
     return 0;
 }
@@ -531,12 +540,15 @@ int kr_cmd_analyze(int argc, char **argv) {
         rc = kr_cli_fail(CMD, err.message);
         goto done;
     }
+    /* Messages name a URL without its password. */
+    char shown[PATH_MAX];
+    kr_store_display_name(db, shown, sizeof shown);
     struct stat sb;
-    if (stat(db, &sb) != 0) {
+    if (!kr_store_is_url(db) && stat(db, &sb) != 0) {
         snprintf(msg, sizeof msg,
                  "%s: no database (store candles first with 'kronos ingest --symbol SYM "
                  "--interval I FILE.csv')",
-                 db);
+                 shown);
         rc = kr_cli_fail(CMD, msg);
         goto done;
     }
@@ -551,7 +563,8 @@ int kr_cmd_analyze(int argc, char **argv) {
             o.sym_interval[o.n_symbols++] = all[i].interval;
         }
         if (o.n_symbols == 0) {
-            snprintf(msg, sizeof msg, "%s: nothing stored (add candles with 'kronos ingest')", db);
+            snprintf(msg, sizeof msg, "%s: nothing stored (add candles with 'kronos ingest')",
+                     shown);
             rc = kr_cli_fail(CMD, msg);
             goto done;
         }
@@ -562,7 +575,7 @@ int kr_cmd_analyze(int argc, char **argv) {
         const kr_store_entry *e = NULL;
         items[i].symbol = o.symbols[i];
         items[i].interval = o.sym_interval[i] ? o.sym_interval[i] : o.interval;
-        if (pick_interval(&o, o.symbols[i], o.sym_interval[i], db, all, n_all, &e, errors[i],
+        if (pick_interval(&o, o.symbols[i], o.sym_interval[i], shown, all, n_all, &e, errors[i],
                           sizeof errors[i])) {
             items[i].error = errors[i];
             continue;

@@ -12,14 +12,14 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "base/timeutil.h"
+#include "kronos/util.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/progress.h"
 #include "cli/share_paths.h"
 #include "kronos.h"
 #include "kronos/eval.h"
-#include "market/candles.h"
+#include "kronos/market.h"
 
 #define CMD "bench"
 
@@ -45,6 +45,8 @@ static void usage(FILE *f) {
         "  --window MODE    exact (default) or rolling\n"
         "  --quant FMT      weights: f32 (default), bf16, int8, fp8, q4 (quantised at load)\n"
         "  --kv-dtype T     KV-cache precision: f32 (default), bf16, int8\n"
+        "  --profile        also print the step profile of each row (GEMM, attention, norms,\n"
+        "                   sampling, tokenizer, the rest; GFLOP/s and GB/s against the peak)\n"
         "  --json           print JSON instead of Markdown\n"
         "  -h, --help       this text\n",
         f);
@@ -74,6 +76,7 @@ int kr_cmd_bench(int argc, char **argv) {
         { "naive", no_argument, NULL, 'N' },
         { "window", required_argument, NULL, 'w' },
         { "json", no_argument, NULL, 'J' },
+        { "profile", no_argument, NULL, 'P' },
         { "quant", required_argument, NULL, 'Q' },
         { "kv-dtype", required_argument, NULL, 'K' },
         { "help", no_argument, NULL, 'h' },
@@ -81,7 +84,7 @@ int kr_cmd_bench(int argc, char **argv) {
     };
     const char *shape = "small", *model_dir = NULL, *data = NULL, *quant = NULL, *kv_dtype = NULL;
     int lookback = 400, lookback_max = 0, pred_len = 120, series = 1, threads = 0, repeat = 3,
-        naive = 0, json = 0;
+        naive = 0, json = 0, profile = 0;
     int paths_list[16] = { 1, 8 }, n_paths = 2;
     kr_window_mode window = KR_WINDOW_EXACT;
     optind = 1;
@@ -152,6 +155,7 @@ int kr_cmd_bench(int argc, char **argv) {
                 return kr_cli_usage_error(CMD, "bad --window '%s'", optarg);
             break;
         case 'J': json = 1; break;
+        case 'P': profile = 1; break;
         case 'h': usage(stdout); return 0;
         default: return kr_cli_usage_error(CMD, "%s", "unknown flag");
         }
@@ -231,6 +235,7 @@ int kr_cmd_bench(int argc, char **argv) {
     bp.lookback = lookback;
     bp.threads = threads;
     bp.weights_generated_seconds = gen_s;
+    bp.profile = profile;
     bp.progress = on_progress;
     bp.user = &ticker;
     kr_bench_report *report = NULL;

@@ -14,18 +14,16 @@
 
 #include <cjson/cJSON.h>
 
-#include "analyst/paths.h"
-#include "base/fsutil.h"
-#include "base/timeutil.h"
+#include "kronos/analyst.h"
+#include "kronos/util.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/engine_open.h"
 #include "cli/progress.h"
 #include "kronos.h"
 #include "kronos/forecast_json.h"
-#include "market/calendar.h"
-#include "market/candles.h"
-#include "server/routes_analyst.h"
+#include "kronos/market.h"
+#include "kronos/server.h"
 
 #define CMD "forecast"
 #define MAX_INPUTS 4096
@@ -70,6 +68,9 @@ static void usage(FILE *f) {
         "                           its tokens, timing (default csv)\n"
         "  --output FILE|DIR        write there instead of stdout (a directory for a batch)\n"
         "  --threads N              compute threads (default: all CPUs)\n"
+        "  --batch-size N           a batch of inputs runs in static batches of N series x\n"
+        "                           paths rows, each finished before the next (default 64;\n"
+        "                           0 = every series at once)\n"
         "  --quant FMT              weights: f32 (default), bf16, int8, fp8, q4 (quantised at\n"
         "                           load; a kronos quantize checkpoint keeps its own format)\n"
         "  --kv-dtype T             KV-cache precision: f32 (default), bf16, int8\n"
@@ -86,6 +87,7 @@ typedef struct opts {
     int quantiles_given;
     const char *inputs[MAX_INPUTS];
     int n_inputs, threads, allow_nonfinite;
+    int batch_rows; /* --batch-size */
     double quantiles[16];
     int n_quantiles;
     kr_forecast_params p;
@@ -242,11 +244,13 @@ static int parse_opts(int argc, char **argv, opts *o, char ***owned, int *n_owne
         KR_OPT_ALLOW_NONFINITE_ENTRY,
         { "market", required_argument, NULL, 'M' },
         { "ohlc", required_argument, NULL, 'O' },
+        { "batch-size", required_argument, NULL, 'B' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
     o->p = kr_forecast_default_params();
     o->format = "csv";
+    o->batch_rows = KR_STATIC_BATCH_ROWS_DEFAULT;
     o->quantiles[0] = 0.1;
     o->quantiles[1] = 0.5;
     o->quantiles[2] = 0.9;
@@ -347,6 +351,11 @@ static int parse_opts(int argc, char **argv, opts *o, char ***owned, int *n_owne
                 return kr_cli_usage_error(CMD, "--threads must be an integer in 1..1024, got '%s'",
                                           optarg);
             break;
+        case 'B':
+            if (!kr_arg_int(optarg, 0, 1 << 20, &o->batch_rows))
+                return kr_cli_usage_error(
+                    CMD, "--batch-size must be an integer in 0..1048576 (rows), got '%s'", optarg);
+            break;
         case 'q':
             if (!parse_quantiles(optarg, o))
                 return kr_cli_usage_error(
@@ -392,16 +401,8 @@ static int load_input(const char *path, kr_candles **out, char *msg, size_t cap)
         snprintf(msg, cap, "%s", err.message);
         return -1;
     }
-    const char *p = text;
-    while (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n') p++;
     int rc = 0;
-    if (*p == '{' || *p == '[') {
-        kr_api_error aerr;
-        if (kr_api_candles_parse(text, len, 0, NULL, out, &aerr) != KR_OK) {
-            snprintf(msg, cap, "%s: %s", label, aerr.message);
-            rc = -1;
-        }
-    } else if (kr_candles_parse_csv(text, len, label, out, &err) != KR_OK) {
+    if (kr_server_parse_candles(text, len, label, out, &err) != KR_OK) {
         snprintf(msg, cap, "%s", err.message);
         rc = -1;
     }
@@ -519,8 +520,15 @@ int kr_cmd_forecast(int argc, char **argv) {
     snprintf(what, sizeof what, "forecasting %d series (%d paths x %d bars)", o.n_inputs, o.p.paths,
              o.p.pred_len);
     kr_ticker *ticker = kr_ticker_start(what);
-    kr_status fst = kr_forecast_run_batch(eng.ctx, series, o.n_inputs, &o.p, res, &err);
+    kr_request_params rq = kr_request_default_params();
+    rq.static_batch_rows = o.batch_rows;
+    kr_status fst = kr_forecast_run_batch_ex(eng.ctx, series, o.n_inputs, &o.p, &rq, res, &err);
     kr_ticker_stop(ticker);
+    int per = kr_static_batch_series(o.batch_rows, o.p.paths, o.n_inputs);
+    if (o.n_inputs > 1)
+        fprintf(stderr, "kronos %s: %d series in %d static batch%s of up to %d series (%d rows)\n",
+                CMD, o.n_inputs, (o.n_inputs + per - 1) / per, per < o.n_inputs ? "es" : "", per,
+                per * o.p.paths);
     if (fst != KR_OK) {
         if (o.n_inputs == 1)
             snprintf(msg, sizeof msg, "%s: %s", o.inputs[0], err.message);
@@ -542,6 +550,14 @@ int kr_cmd_forecast(int argc, char **argv) {
     if (mi.demo)
         fprintf(stderr, "kronos %s: note: DEMO MODEL \xe2\x80\x94 not a forecast (%s)\n", CMD,
                 mi.source[0] ? mi.source : "the model declares itself a demo/test checkpoint");
+    double forecast_s = 0;
+    for (int i = 0; i < o.n_inputs; i++) {
+        kr_forecast_stats st;
+        kr_forecast_get_stats(res[i], &st);
+        if (st.seconds_total > forecast_s) forecast_s = st.seconds_total; /* one batch */
+    }
+    if (kr_quantize_at_load_note(&mi, forecast_s, msg, sizeof msg))
+        fprintf(stderr, "kronos %s: note: %s\n", CMD, msg);
     int json = !strcmp(o.format, "json");
     if (o.n_inputs > 1 && o.output) mkdir(o.output, 0777);
     for (int i = 0; i < o.n_inputs; i++) {

@@ -8,33 +8,33 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/timeutil.h"
+#include "kronos/util.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "kronos.h"
-#include "market/calendar.h"
-#include "market/candles.h"
-#include "market/store.h"
+#include "kronos/market.h"
 
 #define CMD "ingest"
 
 static void usage(FILE *f) {
-    fputs("usage: kronos ingest --symbol SYM --interval I [--market NAME] [--db FILE] FILE.csv\n"
-          "\n"
-          "Stores the candles of FILE.csv under SYM and I in the local database, replacing\n"
-          "stored candles with the same timestamps. A bad row rejects the whole file.\n"
-          "\n"
-          "  --symbol SYM     up to 32 characters of A-Z a-z 0-9 . _ - ^ = (e.g. AAPL, 600977.SH)\n"
-          "  --interval I     bar length: a count and a unit s, m, min, h, d, w, mo (1m, 5m, 1h,\n"
-          "                   4h, 1d, 1w)\n"
-          "  --market NAME    the symbol's exchange calendar (NYSE, SSE, HKEX, CRYPTO, ...),\n"
-          "                   used by 'kronos analyze' for the forecast bars' timestamps\n"
-          "                   (default: the symbol's suffix, else inferred from the history)\n"
-          "  --db FILE        database file (default: $KRONOS_DB, else\n"
-          "                   $XDG_DATA_HOME/kronos/kronos.db or ~/.local/share/kronos/kronos.db)\n"
-          "  FILE.csv         timestamps,open,high,low,close[,volume,amount] (as for forecast)\n"
-          "  -h, --help       this text\n",
-          f);
+    fputs(
+        "usage: kronos ingest --symbol SYM --interval I [--market NAME] [--db FILE|URL] FILE.csv\n"
+        "\n"
+        "Stores the candles of FILE.csv under SYM and I in the local database, replacing\n"
+        "stored candles with the same timestamps. A bad row rejects the whole file.\n"
+        "\n"
+        "  --symbol SYM     up to 32 characters of A-Z a-z 0-9 . _ - ^ = (e.g. AAPL, 600977.SH)\n"
+        "  --interval I     bar length: a count and a unit s, m, min, h, d, w, mo (1m, 5m, 1h,\n"
+        "                   4h, 1d, 1w)\n"
+        "  --market NAME    the symbol's exchange calendar (NYSE, SSE, HKEX, CRYPTO, ...),\n"
+        "                   used by 'kronos analyze' for the forecast bars' timestamps\n"
+        "                   (default: the symbol's suffix, else inferred from the history)\n"
+        "  --db FILE|URL    database file, or a PostgreSQL URL postgresql://... (default:\n"
+        "                   $KRONOS_DB, else $XDG_DATA_HOME/kronos/kronos.db or\n"
+        "                   ~/.local/share/kronos/kronos.db)\n"
+        "  FILE.csv         timestamps,open,high,low,close[,volume,amount] (as for forecast)\n"
+        "  -h, --help       this text\n",
+        f);
 }
 
 /* A warning (not an error) when the bars' spacing disagrees with the interval named: the
@@ -76,7 +76,7 @@ int kr_cmd_ingest(int argc, char **argv) {
             const kr_calendar *cal;
             if (kr_calendar_find(optarg, &cal, &err) != KR_OK)
                 return kr_cli_usage_error(CMD, "--market: %s", err.message);
-            market = cal->name;
+            market = kr_calendar_name(cal);
             break;
         }
         case 'h': usage(stdout); return 0;
@@ -121,8 +121,10 @@ int kr_cmd_ingest(int argc, char **argv) {
     for (int64_t i = 0; i < n; i++) {
         if (strcmp(list[i].interval, interval)) continue;
         char a[32], b[32];
+        char shown[sizeof path];
+        kr_store_display_name(path, shown, sizeof shown);
         printf("%s %s: %lld rows written to %s (now %lld rows, %s to %s%s%s)\n", list[i].symbol,
-               interval, (long long)c->n, path, (long long)list[i].rows,
+               interval, (long long)c->n, shown, (long long)list[i].rows,
                kr_format_timestamp(list[i].first_ts, c->date_only, a, sizeof a),
                kr_format_timestamp(list[i].last_ts, c->date_only, b, sizeof b),
                list[i].market[0] ? ", market " : "", list[i].market);

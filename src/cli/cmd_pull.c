@@ -14,7 +14,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "hub/hub.h"
+#include "kronos/hub.h"
 
 #define CMD "pull"
 

@@ -10,13 +10,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/timeutil.h"
+#include "kronos/util.h"
 #include "cli/args.h"
 #include "cli/calib_windows.h"
 #include "cli/commands.h"
 #include "cli/progress.h"
 #include "kronos.h"
-#include "market/candles.h"
+#include "kronos/market.h"
 
 #define CMD "quantize"
 #define MAX_CALIB 32

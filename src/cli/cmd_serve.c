@@ -27,10 +27,8 @@
 #include "cli/commands.h"
 #include "cli/share_paths.h"
 #include "kronos.h"
-#include "market/store.h"
-#include "server/auth.h"
-#include "server/config.h"
-#include "server/server.h"
+#include "kronos/market.h"
+#include "kronos/server.h"
 
 #define CMD "serve"
 
@@ -65,8 +63,13 @@ static void usage(FILE *f) {
         "  --api-key-file FILE      require 'Authorization: Bearer <key>' on /v1 routes\n"
         "  --no-tune                keep batch_wait_ms and the batch limit fixed\n"
         "  --request-timeout S      per-request deadline in seconds (default 120) -> 504\n"
-        "  --db FILE                candle store of /v1/candles and /v1/analyze (default as for\n"
-        "                           'kronos analyze': $KRONOS_DB, else the XDG data directory)\n"
+        "  --drain-delay S          on a signal, /ready answers 503 for S seconds while requests\n"
+        "                           are still served, then the drain (default 0; behind a load\n"
+        "                           balancer: longer than its health-check interval)\n"
+        "  --db FILE|URL            candle store of /v1/candles and /v1/analyze: a file, or a\n"
+        "                           PostgreSQL URL postgresql://... that replicas share\n"
+        "                           (default as for 'kronos analyze': $KRONOS_DB, else the XDG\n"
+        "                           data directory)\n"
         "  --web-root DIR           files of the web page (default: the built web/dist)\n"
         "  --allow-nonfinite-weights\n"
         "                           load a checkpoint even if a weight is NaN or infinite\n"
@@ -74,15 +77,15 @@ static void usage(FILE *f) {
         "  --access-log FILE|-      one JSON line per request (appended; - = stdout)\n"
         "  -h, --help               this text\n"
         "\n"
-        "Signals: SIGTERM, SIGINT and SIGHUP drain (/ready 503, new requests 503, accepted\n"
-        "ones answered) and exit 0; SIGHUP does not reload (restart to change settings). A\n"
-        "second SIGTERM or SIGINT during the drain stops at once.\n",
+        "Signals: SIGTERM, SIGINT and SIGHUP drain (/ready 503; after --drain-delay, new\n"
+        "requests 503; accepted ones answered) and exit 0; SIGHUP does not reload (restart to\n"
+        "change settings). A second SIGTERM or SIGINT during the drain stops at once.\n",
         f);
 }
 
 typedef struct flags {
     const char *model, *tokenizer, *host, *port, *config, *quant, *kv_dtype, *threads, *kv_budget,
-        *api_key_file, *timeout, *db, *web_root, *access_log;
+        *api_key_file, *timeout, *drain_delay, *db, *web_root, *access_log;
     int no_tune, check, allow_nonfinite;
 } flags;
 
@@ -100,6 +103,7 @@ static int parse_flags(int argc, char **argv, flags *fl) {
         { "api-key-file", required_argument, NULL, 'a' },
         { "no-tune", no_argument, NULL, 'n' },
         { "request-timeout", required_argument, NULL, 'r' },
+        { "drain-delay", required_argument, NULL, 'D' },
         { "help", no_argument, NULL, 'h' },
         { "db", required_argument, NULL, 'd' },
         { "web-root", required_argument, NULL, 'w' },
@@ -124,6 +128,7 @@ static int parse_flags(int argc, char **argv, flags *fl) {
         case 'a': fl->api_key_file = optarg; break;
         case 'n': fl->no_tune = 1; break;
         case 'r': fl->timeout = optarg; break;
+        case 'D': fl->drain_delay = optarg; break;
         case 'd': fl->db = optarg; break;
         case 'w': fl->web_root = optarg; break;
         case KR_OPT_ALLOW_NONFINITE: fl->allow_nonfinite = 1; break;
@@ -176,6 +181,13 @@ static int apply_flags(const flags *fl, kr_server_config *cfg) {
             return kr_cli_usage_error(
                 CMD, "--request-timeout must be seconds in (0, 86400], got '%s'", fl->timeout);
         cfg->request_timeout_s = t;
+    }
+    if (fl->drain_delay) {
+        float t;
+        if (!kr_arg_float(fl->drain_delay, 0, 600, &t))
+            return kr_cli_usage_error(CMD, "--drain-delay must be seconds in [0, 600], got '%s'",
+                                      fl->drain_delay);
+        cfg->drain_delay_s = t;
     }
     if (fl->access_log) snprintf(cfg->access_log, sizeof cfg->access_log, "%s", fl->access_log);
     /* The web root: the flag, else the config's web_root, else the built page. One named
@@ -232,6 +244,8 @@ static int check_config(const kr_server_config *cfg, const char *pred_dir, const
                                           cfg->access_log);
         }
     }
+    char db_shown[KR_SERVER_PATH_MAX];
+    kr_store_display_name(cfg->db, db_shown, sizeof db_shown);
     printf("kronos serve: config OK\n"
            "  listen      %s:%d\n"
            "  model       %s\n"
@@ -246,7 +260,7 @@ static int check_config(const kr_server_config *cfg, const char *pred_dir, const
            "address)\n",
            cfg->host, cfg->port, pred_dir, tok_dir, cfg->quant, cfg->kv_dtype,
            cfg->api_key_file[0] ? cfg->api_key_file : "none (no authentication)",
-           cfg->db[0] ? cfg->db : "none (/v1/candles and /v1/analyze answer 503)", cfg->web_root,
+           db_shown[0] ? db_shown : "none (/v1/candles and /v1/analyze answer 503)", cfg->web_root,
            cfg->access_log[0] ? cfg->access_log : "off", cfg->max_body_bytes, cfg->max_rows,
            cfg->max_request_memory, cfg->max_memory_in_flight, cfg->read_timeout_s,
            cfg->request_timeout_s, cfg->max_connections, cfg->max_connections_per_ip);

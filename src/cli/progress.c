@@ -8,8 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "base/fsutil.h"
-#include "base/timeutil.h"
+#include "kronos/util.h"
 
 struct kr_ticker {
     pthread_t thread;

@@ -39,8 +39,9 @@ kr_context_params kr_context_default_params(void) {
     p.background_min_rows = 8;
     p.background_step_rows = 256;
     p.tune = 0;
-    p.target_queue_p95_s = 0.5;
+    p.target_queue_p95_s = 0.1;
     p.target_ttft_p95_s = 2.0;
+    p.profile = 1;
     return p;
 }
 
@@ -171,6 +172,24 @@ static void register_metrics(kr_context *c) {
     c->m_workspace =
         kr_metrics_gauge(m, "kronos_workspace_bytes", "",
                          "Workspace arena of the engine (sized from the batch limits)");
+    /* The limits in force (profile, then tuner), so a dashboard shows what the engine does. */
+    c->m_lim_wait = kr_metrics_gauge(m, "kronos_scheduler_batch_wait_seconds", "",
+                                     "batch_wait in force (profile, then tuner)");
+    c->m_lim_tokens = kr_metrics_gauge(m, "kronos_scheduler_max_batch_tokens", "",
+                                       "max_batch_tokens in force (profile, then tuner)");
+    c->m_lim_running = kr_metrics_gauge(m, "kronos_scheduler_max_running", "",
+                                        "max_running in force (profile, then tuner)");
+    c->m_lim_queue =
+        kr_metrics_gauge(m, "kronos_scheduler_max_queue", "", "max_queue in force (profile)");
+    c->m_lim_static = kr_metrics_gauge(m, "kronos_scheduler_static_batching", "",
+                                       "1: static batches (offline), 0: continuous batching");
+    for (int i = 0; i < KR_PART_COUNT; i++) {
+        char labels[64];
+        snprintf(labels, sizeof labels, "part=\"%s\"", kr_profile_part_name(i));
+        c->m_part_seconds[i] =
+            kr_metrics_counter(m, "kronos_step_part_seconds_total", labels,
+                               "Engine step time by part (the step profile; 0 when it is off)");
+    }
     kr_metric_set(c->m_kv_budget, (double)c->p.kv_budget_bytes);
 }
 
@@ -218,6 +237,11 @@ kr_status kr_context_create_ex(const kr_model *model, const kr_context_params *p
     c->p.kv_dtype = k_kv_names[kv]; /* the caller's string need not outlive the call */
     c->eng.model = model;
     c->eng.kv_dtype = kv;
+    if (p.profile) {
+        c->profile.enabled = c->profile_shared.enabled = 1;
+        c->eng.profile = &c->profile;
+        c->eng.ex.prof = &c->profile.parts;
+    }
     c->metrics = metrics;
     if (!c->metrics) {
         if ((st = kr_metrics_create(&c->metrics, err)) != KR_OK) {
@@ -247,7 +271,10 @@ kr_status kr_context_create_ex(const kr_model *model, const kr_context_params *p
         return st;
     }
     register_metrics(c);
-    kr_tuner_init(&c->tuner, &c->p, c->metrics, c->p.log, c->p.log_user);
+    /* The prefix cache starts at half the KV budget; the tuner may grow it to three quarters,
+     * leaving a quarter for running requests. */
+    kr_tuner_init(&c->tuner, &c->p, c->cache ? c->p.kv_budget_bytes / 2 : 0,
+                  c->cache ? c->p.kv_budget_bytes / 4 * 3 : 0, c->metrics, c->p.log, c->p.log_user);
     pthread_mutex_lock(&c->lock);
     kr_ctx_publish_stats(c);
     pthread_mutex_unlock(&c->lock);
@@ -393,6 +420,14 @@ void kr_ctx_publish_stats(kr_context *c) {
     st.workspace_grows = as.grows;
     st.n_threads = kr_pool_size(c->eng.ex.pool);
     snprintf(st.kv_dtype, sizeof st.kv_dtype, "%s", c->p.kv_dtype);
+    kr_gen_profile_export(&c->profile_shared, &st.profile);
+    for (int i = 0; i < KR_PART_COUNT; i++) {
+        double v = st.profile.part[i].seconds, grew = v - c->part_seconds_published[i];
+        if (grew > 0) {
+            kr_metric_add(c->m_part_seconds[i], grew);
+            c->part_seconds_published[i] = v;
+        }
+    }
     c->stats = st;
     kr_metric_set(c->m_running, st.running);
     kr_metric_set(c->m_waiting, st.waiting);
@@ -401,6 +436,11 @@ void kr_ctx_publish_stats(kr_context *c) {
                   st.kv_bytes_budget ? (double)st.kv_bytes_used / (double)st.kv_bytes_budget : 0);
     kr_metric_set(c->m_cache_bytes, (double)st.prefix_cache_bytes);
     kr_metric_set(c->m_workspace, (double)st.workspace_bytes);
+    kr_metric_set(c->m_lim_wait, st.batch_wait_ms / 1000.0);
+    kr_metric_set(c->m_lim_tokens, st.max_batch_tokens);
+    kr_metric_set(c->m_lim_running, st.max_running);
+    kr_metric_set(c->m_lim_queue, st.max_queue);
+    kr_metric_set(c->m_lim_static, st.static_batching);
     /* The block pool is process-wide: with one context per process these are its blocks. */
     kr_kv_pool_stats ps;
     kr_kv_pool_get_stats(&ps);
@@ -427,11 +467,12 @@ void kr_context_set_limits(kr_context *c, const kr_context_limits *l, const char
     if (l->max_running > 0) c->p.max_running = l->max_running;
     if (l->max_queue > 0) c->p.max_queue = l->max_queue;
     if (l->static_batching >= 0) c->p.static_batching = l->static_batching != 0;
-    if (l->target_queue_p95_s > 0)
-        c->tuner.target_queue = c->p.target_queue_p95_s = l->target_queue_p95_s;
-    if (l->target_ttft_p95_s > 0)
-        c->tuner.target_ttft = c->p.target_ttft_p95_s = l->target_ttft_p95_s;
-    kr_tuner_note(&c->tuner, c->p.batch_wait_ms, c->p.max_batch_tokens, reason ? reason : "set");
+    if (l->target_queue_p95_s > 0) c->p.target_queue_p95_s = l->target_queue_p95_s;
+    if (l->target_ttft_p95_s > 0) c->p.target_ttft_p95_s = l->target_ttft_p95_s;
+    /* The new values are the tuner's home: it moves from them, inside bounds derived from them. */
+    kr_tuner_limits home = { c->p.batch_wait_ms, c->p.max_batch_tokens, c->p.max_running, 0 };
+    kr_tuner_set_home(&c->tuner, &home, c->p.target_queue_p95_s, c->p.target_ttft_p95_s,
+                      reason ? reason : "set");
     kr_ctx_log(c,
                "limits (%s): batch_wait_ms=%d max_batch_tokens=%d max_running=%d max_queue=%d %s",
                reason ? reason : "set", c->p.batch_wait_ms, c->p.max_batch_tokens, c->p.max_running,

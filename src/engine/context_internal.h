@@ -85,6 +85,13 @@ struct kr_context {
         *m_kv_used, *m_kv_budget, *m_kv_usage, *m_busy, *m_q_tokens, *m_h_tokens, *m_ok, *m_failed,
         *m_cancelled, *m_timeout, *m_rejected, *m_cache_bytes, *m_gen_tokens, *m_prefill_tokens,
         *m_kv_blocks_used, *m_kv_blocks_free, *m_workspace;
+    kr_metric *m_lim_wait, *m_lim_tokens, *m_lim_running, *m_lim_queue, *m_lim_static;
+    /* The step profile (kr_context_params.profile): what the engine thread accumulates, and
+     * its parts' seconds as last exported to the metrics (counters grow by the difference). */
+    kr_gen_profile profile; /* engine thread only */
+    kr_gen_profile profile_shared; /* its copy under `lock`, taken after each step */
+    double part_seconds_published[KR_PART_COUNT];
+    kr_metric *m_part_seconds[KR_PART_COUNT];
 };
 
 /* context.c */

@@ -244,6 +244,7 @@ kr_status kr_forecast_job_finish(kr_forecast_job *j, double seconds_total, kr_er
     f->stats.seconds_decode = j->out.seconds_decode;
     f->stats.seconds_tokenizer = j->out.seconds_tokenizer;
     f->stats.seconds_total = seconds_total;
+    kr_gen_profile_export(&j->out.profile, &f->stats.profile);
     return KR_OK;
 }
 

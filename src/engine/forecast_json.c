@@ -12,6 +12,7 @@
 
 #include "base/error.h"
 #include "base/strbuf.h"
+#include "engine/profile.h"
 #include "base/timeutil.h"
 
 static const char *const k_cols[KR_N_FEATURES] = { "open",  "high",   "low",
@@ -171,6 +172,10 @@ static void put_usage_timing(kr_sb *sb, const kr_forecast *fc, const kr_forecast
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
         kr_sb_appendf(sb, "%s\"%s\":", i ? "," : "", t[i].name);
         put_double(sb, t[i].v);
+    }
+    if (st.profile.enabled) {
+        kr_sb_append(sb, ",\"profile\":");
+        kr_step_profile_json(sb, &st.profile);
     }
     kr_sb_append(sb, "}");
 }

@@ -71,6 +71,61 @@ struct kr_gen_group {
     int dec_next_path, dec_path_rows_done;
 };
 
+/* ---------------------------------------------------------------- profile */
+
+/* The tokenizer's passes are parts of their own: their kernels are counted into a scratch
+ * profile (not the predictor's GEMM / attention parts) and booked whole, FLOPs included. */
+static kr_exec tokenizer_exec(const kr_engine *eng, kr_prof *scratch) {
+    kr_exec ex = eng->ex;
+    memset(scratch, 0, sizeof *scratch);
+    ex.prof = eng->ex.prof ? scratch : NULL;
+    return ex;
+}
+
+static void book_tokenizer(const kr_engine *eng, int part, double t0, const kr_prof *scratch) {
+    if (!eng->ex.prof) return;
+    double flops = 0, bytes = 0;
+    for (int i = 0; i < KR_PROF_PART_COUNT; i++) {
+        flops += scratch->part[i].flops;
+        bytes += scratch->part[i].bytes;
+    }
+    kr_prof_end(eng->ex.prof, part, t0, flops, bytes);
+}
+
+void kr_gen_profile_export(const kr_gen_profile *p, kr_step_profile *out) {
+    _Static_assert((int)KR_PROF_PART_COUNT == (int)KR_PART_OTHER,
+                   "kr_prof parts = kr_profile_part");
+    memset(out, 0, sizeof *out);
+    out->enabled = p->enabled;
+    if (!p->enabled) return;
+    out->seconds_steps = p->seconds_steps;
+    double parts = 0;
+    for (int i = 0; i < KR_PROF_PART_COUNT; i++) {
+        const kr_prof_entry *e = &p->parts.part[i];
+        out->part[i] = (kr_profile_entry){ e->seconds, e->flops, e->bytes, e->calls };
+        parts += e->seconds;
+    }
+    double other = p->seconds_steps - parts;
+    out->part[KR_PART_OTHER].seconds = other > 0 ? other : 0;
+    out->rerun =
+        (kr_profile_entry){ p->rerun.seconds, p->rerun.flops, p->rerun.bytes, p->rerun.calls };
+    out->pool_regions = p->pool_regions;
+    out->seconds_pool_wait = p->seconds_pool_wait;
+}
+
+/* acc += b - a */
+static void profile_add_delta(kr_gen_profile *acc, const kr_gen_profile *a,
+                              const kr_gen_profile *b) {
+    kr_prof_add_delta(&acc->parts, &a->parts, &b->parts);
+    acc->seconds_steps += b->seconds_steps - a->seconds_steps;
+    acc->rerun.seconds += b->rerun.seconds - a->rerun.seconds;
+    acc->rerun.flops += b->rerun.flops - a->rerun.flops;
+    acc->rerun.bytes += b->rerun.bytes - a->rerun.bytes;
+    acc->rerun.calls += b->rerun.calls - a->rerun.calls;
+    acc->pool_regions += b->pool_regions - a->pool_regions;
+    acc->seconds_pool_wait += b->seconds_pool_wait - a->seconds_pool_wait;
+}
+
 /* ---------------------------------------------------------------- prefixes */
 
 static int gcd(int a, int b) {
@@ -176,6 +231,8 @@ kr_status kr_gen_group_create(const kr_engine *eng, const kr_gen_input *in, kr_g
         return st;
     }
     out->kv_bytes = kr_gen_group_kv_bytes(g);
+    memset(&out->profile, 0, sizeof out->profile);
+    out->profile.enabled = eng->profile != NULL;
     *group = g;
     return KR_OK;
 }
@@ -645,6 +702,7 @@ static kr_status sample_paths(const kr_engine *eng, const ready_list *ready, kr_
     if (st == KR_OK) st = kr_sampler_scratch_init(&sc1, V1, ex->arena, err);
     if (st == KR_OK) st = kr_sampler_scratch_init(&sc2, V2, ex->arena, err);
     if (st != KR_OK) goto done;
+    double t0 = kr_prof_begin(ex->prof);
     for (int r = 0; r < n; r++) {
         const kr_gen_group *g = ready->group[r];
         int p = ready->path[r];
@@ -655,8 +713,11 @@ static kr_status sample_paths(const kr_engine *eng, const ready_list *ready, kr_
         memcpy(ctx + (size_t)r * d, g->ctx + (size_t)p * d, d * sizeof(float));
         s2_view(g, p, &views[r]);
     }
+    /* Per draw: scale, sort-free top-k/top-p, softmax and the search over the vocabulary. */
+    kr_prof_end(ex->prof, KR_PROF_PART_SAMPLING, t0, 0.0, 4.0 * n * V1);
     if ((st = kr_predictor_s2_logits(pw, ex, n, s1, ctx, d, views, logits2, err)) != KR_OK)
         goto done;
+    t0 = kr_prof_begin(ex->prof);
     for (int r = 0; r < n; r++) {
         kr_gen_group *g = ready->group[r];
         int p = ready->path[r], i = g->step;
@@ -669,6 +730,7 @@ static kr_status sample_paths(const kr_engine *eng, const ready_list *ready, kr_
             g->opt.observer(g->opt.observer_user, g->opt.index, p, i, g->logits + (size_t)p * V1,
                             lg2, s1[r], s2, g->win_start, g->win_len);
     }
+    kr_prof_end(ex->prof, KR_PROF_PART_SAMPLING, t0, 0.0, 4.0 * n * V2);
 done:
     kr_arena_release(ex->arena, mark);
     return st;
@@ -752,7 +814,10 @@ static kr_status plan_decode(const kr_engine *eng, batch *b, kr_gen_group *g,
 
 /* Runs the tokenizer decoder over the batch and stores each path's decoded generated rows. */
 static kr_status run_decoder(const kr_engine *eng, batch *b, kr_error *err) {
-    const kr_exec *ex = &eng->ex;
+    kr_prof scratch;
+    kr_exec tex = tokenizer_exec(eng, &scratch);
+    const kr_exec *ex = &tex;
+    double t0 = kr_prof_begin(eng->ex.prof);
     size_t mark = kr_arena_mark(ex->arena);
     float *dec = KR_ARENA_NEW(ex->arena, float, (size_t)(b->rows > 0 ? b->rows : 1) * 6);
     kr_status st =
@@ -776,6 +841,7 @@ static kr_status run_decoder(const kr_engine *eng, batch *b, kr_error *err) {
                    dec + (size_t)(row + skip) * 6, (size_t)(n - skip) * 6 * sizeof(float));
     }
     kr_arena_release(ex->arena, mark);
+    book_tokenizer(eng, KR_PROF_PART_TOK_DECODE, t0, &scratch);
     return st;
 }
 
@@ -788,9 +854,13 @@ static kr_status admit(const kr_engine *eng, kr_gen_group *g, const kr_prefix_ho
     int hit = !g->opt.naive && hooks && hooks->encode_lookup &&
               hooks->encode_lookup(hooks->user, g->in->x_norm, L, g->out->hist_s1, g->out->hist_s2);
     if (!hit) {
-        kr_status st = kr_tokenizer_encode(eng->model->tok, &eng->ex, g->in->x_norm, L,
-                                           g->out->hist_s1, g->out->hist_s2, NULL, err);
+        kr_prof scratch;
+        kr_exec tex = tokenizer_exec(eng, &scratch);
+        double t0 = kr_prof_begin(eng->ex.prof);
+        kr_status st = kr_tokenizer_encode(eng->model->tok, &tex, g->in->x_norm, L, g->out->hist_s1,
+                                           g->out->hist_s2, NULL, err);
         if (st != KR_OK) return st;
+        book_tokenizer(eng, KR_PROF_PART_TOK_ENCODE, t0, &scratch);
         if (!g->opt.naive && hooks && hooks->encode_publish)
             hooks->encode_publish(hooks->user, g->in->x_norm, L, g->out->hist_s1, g->out->hist_s2);
     }
@@ -850,6 +920,13 @@ kr_status kr_gen_step(const kr_engine *eng, kr_gen_group **groups, const int64_t
                       int n_groups, const kr_prefix_hooks *hooks, kr_error *err) {
     kr_arena *arena = eng->ex.arena;
     size_t mark = kr_arena_mark(arena);
+    kr_gen_profile *prof = eng->profile, prof0;
+    double t_step = 0;
+    if (prof) {
+        kr_pool_counters(eng->ex.pool, &prof->pool_regions, &prof->seconds_pool_wait);
+        prof0 = *prof;
+        t_step = kr_prof_clock();
+    }
     batch pb = { .arena = arena }, db = { .arena = arena };
     ready_list ready = { 0 };
     /* What each group did this step, for its time accounts. */
@@ -883,7 +960,28 @@ kr_status kr_gen_step(const kr_engine *eng, kr_gen_group **groups, const int64_t
         }
         left[k] = a.left;
     }
-    if (st == KR_OK && pb.n_chunks > 0) st = run_predictor(eng, &pb, err);
+    if (st == KR_OK && pb.n_chunks > 0) {
+        int rerun = 0;
+        for (int k = 0; k < n_groups; k++)
+            rerun |= budget[k] > 0 && groups[k]->phase == PHASE_GENERATE && groups[k]->step_begun &&
+                     groups[k]->layout == LAYOUT_RERUN;
+        kr_prof before;
+        double t0 = 0;
+        if (prof && rerun) {
+            before = prof->parts;
+            t0 = kr_prof_clock();
+        }
+        st = run_predictor(eng, &pb, err);
+        if (prof && rerun) {
+            /* The pass's own work: its kernels' FLOPs and bytes, its whole wall time. */
+            prof->rerun.seconds += kr_prof_clock() - t0;
+            prof->rerun.calls++;
+            for (int i = 0; i < KR_PROF_PART_COUNT; i++) {
+                prof->rerun.flops += prof->parts.part[i].flops - before.part[i].flops;
+                prof->rerun.bytes += prof->parts.part[i].bytes - before.part[i].bytes;
+            }
+        }
+    }
     /* A window prefilled in this step is sampled in it too (first token as soon as possible). */
     for (int k = 0; k < n_groups && st == KR_OK; k++) {
         kr_gen_group *g = groups[k];
@@ -931,6 +1029,12 @@ kr_status kr_gen_step(const kr_engine *eng, kr_gen_group **groups, const int64_t
         if (did[k] & DID_PREFILL) out->seconds_prefill += t_sampled - t_admitted;
         if (did[k] & DID_GENERATE) out->seconds_decode += t_sampled - t_admitted;
         if (did[k] & DID_DECODE) out->seconds_tokenizer += t_decoded - t_sampled;
+    }
+    if (prof && st == KR_OK) {
+        prof->seconds_steps += kr_prof_clock() - t_step;
+        kr_pool_counters(eng->ex.pool, &prof->pool_regions, &prof->seconds_pool_wait);
+        for (int k = 0; k < n_groups; k++)
+            if (budget[k] > 0) profile_add_delta(&groups[k]->out->profile, &prof0, prof);
     }
     kr_arena_release(arena, mark);
     return st;

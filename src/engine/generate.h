@@ -34,13 +34,30 @@
 #include "model/model.h"
 #include "model/transformer.h"
 
-/* What generation runs with: the weights, the context's threads and workspace, and the KV
- * precision. Owned by the context. */
+/* The step profile as the engine accumulates it (exported as kr_step_profile): the parts
+ * (kernel probes of the model layer, sampling and the tokenizer passes timed here), the
+ * steps' wall time, the window re-runs and the thread pool's round trips. */
+typedef struct kr_gen_profile {
+    int enabled;
+    kr_prof parts;
+    double seconds_steps;
+    kr_prof_entry rerun;
+    int64_t pool_regions;
+    double seconds_pool_wait;
+} kr_gen_profile;
+
+/* What generation runs with: the weights, the context's threads and workspace, the KV
+ * precision, and the profile every step adds to (NULL: off; ex.prof is then NULL too, else
+ * &profile->parts). Owned by the context. */
 typedef struct kr_engine {
     const kr_model *model;
     kr_exec ex;
     kr_kv_dtype kv_dtype;
+    kr_gen_profile *profile;
 } kr_engine;
+
+/* The public form: OTHER is the steps' time outside the parts. */
+void kr_gen_profile_export(const kr_gen_profile *p, kr_step_profile *out);
 
 /* Observes every sampled token (tests, debugging). Pointers valid during the call only. */
 typedef void (*kr_step_observer)(void *user, int group, int path, int step, const float *s1_logits,
@@ -70,6 +87,7 @@ typedef struct kr_gen_output {
     int64_t prefill_tokens, cached_tokens, decode_tokens, window_recomputes;
     size_t kv_bytes; /* predictor KV memory held by the group */
     double seconds_prefill, seconds_decode, seconds_tokenizer;
+    kr_gen_profile profile; /* the engine steps the group took part in (when profiling) */
 } kr_gen_output;
 
 /* A prefilled context window that later groups with the same window may reuse

@@ -454,8 +454,9 @@ void *kr_ctx_engine_main(void *arg) {
         }
         pthread_mutex_lock(&c->lock);
         if (c->p.tune)
-            kr_tuner_tick(&c->tuner, t, c->n_waiting, c->n_running, &c->p.batch_wait_ms,
-                          &c->p.max_batch_tokens, c->cache);
+            kr_tuner_tick(&c->tuner, t, c->n_waiting, c->wait_head ? t - c->wait_head->t_submit : 0,
+                          &c->p.batch_wait_ms, &c->p.max_batch_tokens, &c->p.max_running, c->cache);
+        c->profile_shared = c->profile;
         kr_ctx_publish_stats(c);
     }
     /* Tasks that came too late to run. */

@@ -63,13 +63,12 @@ static void wait_for(waiter *w, double seconds) {
     pthread_cond_timedwait(&w->cv, &w->mu, &dl);
 }
 
-kr_status kr_forecast_run_batch_opt(kr_context *ctx, const kr_series *series, int n_series,
-                                    const kr_forecast_params *params,
-                                    const kr_request_params *request, const kr_gen_options *opt,
-                                    kr_forecast **out, kr_error *err) {
-    if (!ctx || !series || !params || !out || n_series < 1)
-        return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_forecast_run: NULL argument or no series");
-    for (int i = 0; i < n_series; i++) out[i] = NULL;
+/* Submits series[first, first + count) of a batch of n_series (indices and errors name the
+ * series in the whole batch) and waits for them. On failure out[first, first + count) is freed. */
+static kr_status run_span(kr_context *ctx, const kr_series *series, int first, int count,
+                          int n_series, const kr_forecast_params *params,
+                          const kr_request_params *request, const kr_gen_options *opt,
+                          kr_forecast **out, kr_error *err) {
     waiter w;
     memset(&w, 0, sizeof w);
     w.ctx = ctx;
@@ -84,7 +83,7 @@ kr_status kr_forecast_run_batch_opt(kr_context *ctx, const kr_series *series, in
     rp.on_event = on_event;
     rp.user = &w;
     double t0 = kr_now_seconds(), deadline = rp.deadline_s > 0 ? t0 + rp.deadline_s : 0;
-    for (int i = 0; i < n_series; i++) {
+    for (int i = first; i < first + count; i++) {
         kr_error e = { 0 };
         kr_status st;
         for (;;) {
@@ -118,7 +117,7 @@ kr_status kr_forecast_run_batch_opt(kr_context *ctx, const kr_series *series, in
                 w.err = e;
             }
             pthread_mutex_unlock(&w.mu);
-            for (int j = 0; j < i; j++)
+            for (int j = first; j < i; j++)
                 if (w.ids[j]) kr_cancel(ctx, w.ids[j]);
             break;
         }
@@ -133,7 +132,7 @@ kr_status kr_forecast_run_batch_opt(kr_context *ctx, const kr_series *series, in
     pthread_mutex_unlock(&w.mu);
     if (st != KR_OK) {
         if (err) *err = w.err;
-        for (int i = 0; i < n_series; i++) {
+        for (int i = first; i < first + count; i++) {
             kr_forecast_free(out[i]);
             out[i] = NULL;
         }
@@ -142,6 +141,45 @@ kr_status kr_forecast_run_batch_opt(kr_context *ctx, const kr_series *series, in
     pthread_mutex_destroy(&w.mu);
     free(w.ids);
     return st;
+}
+
+int kr_static_batch_series(int batch_rows, int paths, int n_series) {
+    if (batch_rows <= 0 || n_series < 1) return n_series;
+    int per = batch_rows / (paths > 0 ? paths : 1);
+    return per < 1 ? 1 : per > n_series ? n_series : per;
+}
+
+kr_status kr_forecast_run_batch_opt(kr_context *ctx, const kr_series *series, int n_series,
+                                    const kr_forecast_params *params,
+                                    const kr_request_params *request, const kr_gen_options *opt,
+                                    kr_forecast **out, kr_error *err) {
+    if (!ctx || !series || !params || !out || n_series < 1)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_forecast_run: NULL argument or no series");
+    for (int i = 0; i < n_series; i++) out[i] = NULL;
+    int per =
+        kr_static_batch_series(request ? request->static_batch_rows : 0, params->paths, n_series);
+    if (per >= n_series)
+        return run_span(ctx, series, 0, n_series, n_series, params, request, opt, out, err);
+    /* Static batches: each finished before the next is submitted (offline scoring: bounded
+     * memory, full steps), under one deadline for the whole batch. */
+    kr_request_params rp = *request;
+    double deadline = rp.deadline_s > 0 ? kr_now_seconds() + rp.deadline_s : 0;
+    for (int first = 0; first < n_series; first += per) {
+        if (deadline > 0) {
+            rp.deadline_s = deadline - kr_now_seconds();
+            if (rp.deadline_s <= 0) rp.deadline_s = 1e-9; /* fails as timed out, naming it */
+        }
+        int count = n_series - first < per ? n_series - first : per;
+        kr_status st = run_span(ctx, series, first, count, n_series, params, &rp, opt, out, err);
+        if (st != KR_OK) {
+            for (int i = 0; i < first; i++) {
+                kr_forecast_free(out[i]);
+                out[i] = NULL;
+            }
+            return st;
+        }
+    }
+    return KR_OK;
 }
 
 kr_status kr_forecast_run_batch_ex(kr_context *ctx, const kr_series *series, int n_series,

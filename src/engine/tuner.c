@@ -8,54 +8,252 @@
 
 #include "base/sort.h"
 
-#define TUNER_MAX_WAIT_MS 200
 #define TUNER_MAX_TOKENS 32768
+#define TUNER_MAX_RUNNING 1024
+
+static const char *const k_rule_names[KR_TUNER_N_RULES] = { "queue_pressure", "queue_relaxed",
+                                                            "ttft_high", "ttft_low",
+                                                            "cache_low_hit" };
+
+kr_tuner_rules kr_tuner_default_rules(void) {
+    kr_tuner_rules r;
+    r.tick_s = 2.0;
+    r.window_s = 300.0;
+    r.relax_s = 600.0;
+    r.cache_low_rate = 0.4;
+    r.cache_min_queried = 64;
+    return r;
+}
 
 static void say(kr_tuner *t, const char *line) {
     if (t->log) t->log(t->log_user, line);
 }
 
-static void export_limits(kr_tuner *t, int wait_ms, int tokens) {
-    kr_metric_set(t->m_wait, wait_ms / 1000.0);
-    kr_metric_set(t->m_tokens, tokens);
+/* The batch limits themselves are exported by the context (kronos_scheduler_*). */
+static void export_limits(kr_tuner *t, const kr_tuner_limits *l) {
+    if (l->cache_budget) kr_metric_set(t->m_cache_budget, (double)l->cache_budget);
 }
 
-void kr_tuner_init(kr_tuner *t, const kr_context_params *p, kr_metrics *m,
-                   void (*log)(void *user, const char *line), void *log_user) {
+static kr_metric *decision_counter(kr_tuner *t, int rule, const char *param, const char *dir) {
+    if (!t->metrics) return NULL;
+    char lab[160];
+    snprintf(lab, sizeof lab, "rule=\"%s\",parameter=\"%s\",direction=\"%s\"", k_rule_names[rule],
+             param, dir);
+    return kr_metrics_counter(t->metrics, "kronos_tuner_decisions_total", lab,
+                              "Limit changes made by the tuner, by rule and direction");
+}
+
+static void set_bounds(kr_tuner *t) {
+    const kr_tuner_limits *h = &t->home;
+    /* The wait only ever shortens from home: a tight profile stays tight. */
+    t->lo.batch_wait_ms = 0;
+    t->hi.batch_wait_ms = h->batch_wait_ms;
+    t->lo.max_running = h->max_running;
+    t->hi.max_running =
+        h->max_running * 2 > TUNER_MAX_RUNNING
+            ? (h->max_running > TUNER_MAX_RUNNING ? h->max_running : TUNER_MAX_RUNNING)
+            : h->max_running * 2;
+    t->lo.max_batch_tokens = h->max_batch_tokens;
+    t->hi.max_batch_tokens =
+        h->max_batch_tokens * 4 > TUNER_MAX_TOKENS
+            ? (h->max_batch_tokens > TUNER_MAX_TOKENS ? h->max_batch_tokens : TUNER_MAX_TOKENS)
+            : h->max_batch_tokens * 4;
+    t->lo.cache_budget = h->cache_budget;
+    if (t->hi.cache_budget < h->cache_budget) t->hi.cache_budget = h->cache_budget;
+}
+
+void kr_tuner_init(kr_tuner *t, const kr_context_params *p, size_t cache_budget, size_t cache_max,
+                   kr_metrics *m, void (*log)(void *user, const char *line), void *log_user) {
     memset(t, 0, sizeof *t);
-    t->target_queue = p->target_queue_p95_s > 0 ? p->target_queue_p95_s : 0.5;
+    t->rules = kr_tuner_default_rules();
+    t->target_queue = p->target_queue_p95_s > 0 ? p->target_queue_p95_s : 0.1;
     t->target_ttft = p->target_ttft_p95_s > 0 ? p->target_ttft_p95_s : 2.0;
-    t->period = 2.0;
-    t->cache_budget_max = p->kv_budget_bytes;
+    if (p->tune_window_s > 0) t->rules.window_s = p->tune_window_s;
+    if (p->tune_relax_s > 0) t->rules.relax_s = p->tune_relax_s;
     t->log = log;
     t->log_user = log_user;
-    t->m_wait =
-        kr_metrics_gauge(m, "kronos_tuner_batch_wait_seconds", "", "Current batch_wait (tuned)");
-    t->m_tokens = kr_metrics_gauge(m, "kronos_tuner_max_batch_tokens", "",
-                                   "Current max_batch_tokens (tuned)");
+    t->metrics = m;
     t->m_cache_budget = kr_metrics_gauge(m, "kronos_tuner_prefix_cache_budget_bytes", "",
                                          "Current prefix cache budget (tuned)");
-    t->m_adj_wait = kr_metrics_counter(m, "kronos_tuner_adjustments_total",
-                                       "parameter=\"batch_wait\"", "Changes made by the tuner");
-    t->m_adj_tokens =
-        kr_metrics_counter(m, "kronos_tuner_adjustments_total", "parameter=\"max_batch_tokens\"",
-                           "Changes made by the tuner");
-    t->m_adj_cache =
-        kr_metrics_counter(m, "kronos_tuner_adjustments_total", "parameter=\"prefix_cache_budget\"",
-                           "Changes made by the tuner");
-    export_limits(t, p->batch_wait_ms, p->max_batch_tokens);
-    kr_metric_set(t->m_cache_budget, (double)(p->kv_budget_bytes / 2));
+    /* Registered up front so every series reads 0 before its first decision. */
+    static const struct {
+        int rule;
+        const char *param, *dir;
+    } k_series[] = {
+        { KR_TUNER_QUEUE_HIGH, "batch_wait", "down" },
+        { KR_TUNER_QUEUE_HIGH, "max_running", "up" },
+        { KR_TUNER_QUEUE_LOW, "batch_wait", "up" },
+        { KR_TUNER_QUEUE_LOW, "max_running", "down" },
+        { KR_TUNER_TTFT_HIGH, "max_batch_tokens", "up" },
+        { KR_TUNER_TTFT_LOW, "max_batch_tokens", "down" },
+        { KR_TUNER_CACHE_LOW, "prefix_cache_budget", "up" },
+    };
+    for (size_t i = 0; i < sizeof k_series / sizeof k_series[0]; i++)
+        (void)decision_counter(t, k_series[i].rule, k_series[i].param, k_series[i].dir);
+    t->home.batch_wait_ms = p->batch_wait_ms;
+    t->home.max_batch_tokens = p->max_batch_tokens;
+    t->home.max_running = p->max_running;
+    t->home.cache_budget = cache_budget;
+    t->hi.cache_budget = cache_max;
+    set_bounds(t);
+    for (int r = 0; r < KR_TUNER_N_RULES; r++) t->since[r] = -1;
+    export_limits(t, &t->home);
 }
 
-static void push(double *arr, int *n, double v) {
+void kr_tuner_set_home(kr_tuner *t, const kr_tuner_limits *home, double target_queue,
+                       double target_ttft, const char *reason) {
+    kr_tuner_limits h = *home;
+    if (h.cache_budget == 0) h.cache_budget = t->home.cache_budget;
+    t->home = h;
+    if (target_queue > 0) t->target_queue = target_queue;
+    if (target_ttft > 0) t->target_ttft = target_ttft;
+    set_bounds(t);
+    for (int r = 0; r < KR_TUNER_N_RULES; r++) t->since[r] = -1;
+    char line[320];
+    snprintf(line, sizeof line,
+             "tuner: %s: home batch_wait_ms=%d max_batch_tokens=%d max_running=%d; bounds "
+             "wait 0..%d, tokens %d..%d, running %d..%d",
+             reason ? reason : "set", h.batch_wait_ms, h.max_batch_tokens, h.max_running,
+             t->hi.batch_wait_ms, t->lo.max_batch_tokens, t->hi.max_batch_tokens, t->lo.max_running,
+             t->hi.max_running);
+    say(t, line);
+    export_limits(t, &h);
+}
+
+/* Tracks whether rule r's signal holds; 1 when it has held for `need` seconds. */
+static int sustained(kr_tuner *t, int r, int holds, double now, double need) {
+    if (!holds) {
+        t->since[r] = -1;
+        return 0;
+    }
+    if (t->since[r] < 0) t->since[r] = now;
+    return now - t->since[r] >= need;
+}
+
+static int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+/* Records one parameter move: log line, counter, and the rule's window restarts. */
+static void moved(kr_tuner *t, int rule, const char *param, long from, long to, const char *why,
+                  double now) {
+    char line[320];
+    snprintf(line, sizeof line, "tuner: %s (%s): %s %ld -> %ld", k_rule_names[rule], why, param,
+             from, to);
+    say(t, line);
+    kr_metric_add(decision_counter(t, rule, param, to > from ? "up" : "down"), 1);
+    t->since[rule] = now;
+}
+
+int kr_tuner_decide(kr_tuner *t, double now, const kr_tuner_signals *s, kr_tuner_limits *cur) {
+    const kr_tuner_rules *R = &t->rules;
+    int changes = 0;
+    char why[160];
+    /* Limits set from outside between ticks are held to the bounds too. */
+    cur->batch_wait_ms = clampi(cur->batch_wait_ms, t->lo.batch_wait_ms, t->hi.batch_wait_ms);
+
+    /* A saturated engine may admit nobody for a whole tick: the oldest waiter's age counts. */
+    double qsig = s->n_queue > 0 ? s->queue_p95 : 0;
+    if (s->waiting > 0 && s->oldest_wait_s > qsig) qsig = s->oldest_wait_s;
+    int q_high = qsig > t->target_queue;
+    int q_low = qsig < t->target_queue / 4;
+    if (sustained(t, KR_TUNER_QUEUE_HIGH, q_high, now, R->window_s)) {
+        snprintf(why, sizeof why, "queue wait %.3f s > %.3f s for %.0f s", qsig, t->target_queue,
+                 now - t->since[KR_TUNER_QUEUE_HIGH]);
+        int w = cur->batch_wait_ms / 2 < 2 ? 0 : cur->batch_wait_ms / 2;
+        w = clampi(w, t->lo.batch_wait_ms, t->hi.batch_wait_ms);
+        int r = clampi(cur->max_running + (cur->max_running / 4 > 1 ? cur->max_running / 4 : 1),
+                       t->lo.max_running, t->hi.max_running);
+        if (w != cur->batch_wait_ms) {
+            moved(t, KR_TUNER_QUEUE_HIGH, "batch_wait", cur->batch_wait_ms, w, why, now);
+            cur->batch_wait_ms = w;
+            changes++;
+        }
+        if (r != cur->max_running) {
+            moved(t, KR_TUNER_QUEUE_HIGH, "max_running", cur->max_running, r, why, now);
+            cur->max_running = r;
+            changes++;
+        }
+    }
+    if (sustained(t, KR_TUNER_QUEUE_LOW, q_low, now, R->relax_s)) {
+        snprintf(why, sizeof why, "queue wait %.3f s < %.3f s for %.0f s", qsig,
+                 t->target_queue / 4, now - t->since[KR_TUNER_QUEUE_LOW]);
+        int step = t->home.batch_wait_ms / 4 > 5 ? t->home.batch_wait_ms / 4 : 5;
+        int w = clampi(cur->batch_wait_ms + step, t->lo.batch_wait_ms, t->hi.batch_wait_ms);
+        int r = clampi(cur->max_running - (cur->max_running / 5 > 1 ? cur->max_running / 5 : 1),
+                       t->lo.max_running, t->hi.max_running);
+        if (w != cur->batch_wait_ms) {
+            moved(t, KR_TUNER_QUEUE_LOW, "batch_wait", cur->batch_wait_ms, w, why, now);
+            cur->batch_wait_ms = w;
+            changes++;
+        }
+        if (r != cur->max_running) {
+            moved(t, KR_TUNER_QUEUE_LOW, "max_running", cur->max_running, r, why, now);
+            cur->max_running = r;
+            changes++;
+        }
+    }
+
+    int f_high = s->n_ttft > 0 && s->ttft_p95 > t->target_ttft;
+    int f_low = s->n_ttft == 0 || s->ttft_p95 < t->target_ttft / 4;
+    if (sustained(t, KR_TUNER_TTFT_HIGH, f_high, now, R->window_s)) {
+        snprintf(why, sizeof why, "TTFT p95 %.3f s > target %.3f s for %.0f s", s->ttft_p95,
+                 t->target_ttft, now - t->since[KR_TUNER_TTFT_HIGH]);
+        int k = clampi(cur->max_batch_tokens + cur->max_batch_tokens / 4, t->lo.max_batch_tokens,
+                       t->hi.max_batch_tokens);
+        if (k != cur->max_batch_tokens) {
+            moved(t, KR_TUNER_TTFT_HIGH, "max_batch_tokens", cur->max_batch_tokens, k, why, now);
+            cur->max_batch_tokens = k;
+            changes++;
+        }
+    }
+    if (sustained(t, KR_TUNER_TTFT_LOW, f_low, now, R->relax_s)) {
+        snprintf(why, sizeof why, "TTFT p95 under target/4 (%.3f s) for %.0f s", t->target_ttft / 4,
+                 now - t->since[KR_TUNER_TTFT_LOW]);
+        int k = clampi(cur->max_batch_tokens - cur->max_batch_tokens / 5, t->lo.max_batch_tokens,
+                       t->hi.max_batch_tokens);
+        if (k != cur->max_batch_tokens) {
+            moved(t, KR_TUNER_TTFT_LOW, "max_batch_tokens", cur->max_batch_tokens, k, why, now);
+            cur->max_batch_tokens = k;
+            changes++;
+        }
+    }
+
+    /* A low hit rate is worth more room only when entries are being evicted (capacity misses);
+     * first sightings miss whatever the budget. Ticks without lookups keep the window open. */
+    if (cur->cache_budget > 0 && s->cache_queried >= R->cache_min_queried) {
+        double rate = (double)s->cache_hits / (double)s->cache_queried;
+        int low = rate < R->cache_low_rate && s->cache_evictions > 0;
+        if (sustained(t, KR_TUNER_CACHE_LOW, low, now, R->window_s)) {
+            snprintf(why, sizeof why, "prefix hit rate %.0f%% < %.0f%% with evictions for %.0f s",
+                     rate * 100, R->cache_low_rate * 100, now - t->since[KR_TUNER_CACHE_LOW]);
+            size_t b = cur->cache_budget + cur->cache_budget / 4;
+            if (b > t->hi.cache_budget) b = t->hi.cache_budget;
+            if (b > cur->cache_budget) {
+                moved(t, KR_TUNER_CACHE_LOW, "prefix_cache_budget", (long)cur->cache_budget,
+                      (long)b, why, now);
+                cur->cache_budget = b;
+                changes++;
+            }
+        }
+    }
+    export_limits(t, cur);
+    return changes;
+}
+
+/* ---------------------------------------------------------------- scheduler side */
+
+static void push(double *arr, int *n, int *seen, double v) {
+    /* Reservoir sampling with a deterministic index sequence: a fair sample of the tick. */
+    (*seen)++;
     if (*n < KR_TUNER_SAMPLES)
         arr[(*n)++] = v;
     else
-        arr[rand() % KR_TUNER_SAMPLES] = v; /* reservoir-ish: keeps a recent sample */
+        arr[(unsigned)(*seen * 2654435761u) % KR_TUNER_SAMPLES] = v;
 }
 
-void kr_tuner_observe_queue(kr_tuner *t, double s) { push(t->queue, &t->n_queue, s); }
-void kr_tuner_observe_ttft(kr_tuner *t, double s) { push(t->ttft, &t->n_ttft, s); }
+void kr_tuner_observe_queue(kr_tuner *t, double s) {
+    push(t->queue, &t->n_queue, &t->seen_queue, s);
+}
+void kr_tuner_observe_ttft(kr_tuner *t, double s) { push(t->ttft, &t->n_ttft, &t->seen_ttft, s); }
 
 void kr_tuner_observe_cache(kr_tuner *t, int64_t queried, int64_t hits) {
     t->cache_queried += queried;
@@ -75,78 +273,35 @@ static double p95(double *v, int n, double *tmp) {
     return v[i < 0 ? 0 : i];
 }
 
-void kr_tuner_note(kr_tuner *t, int wait_ms, int tokens, const char *reason) {
-    char line[256];
-    snprintf(line, sizeof line, "tuner: %s: batch_wait_ms=%d max_batch_tokens=%d", reason, wait_ms,
-             tokens);
-    say(t, line);
-    export_limits(t, wait_ms, tokens);
-}
-
-void kr_tuner_tick(kr_tuner *t, double now, int waiting, int running, int *wait_ms, int *tokens,
-                   kr_prefix_cache *cache) {
+void kr_tuner_tick(kr_tuner *t, double now, int waiting, double oldest_wait_s, int *wait_ms,
+                   int *tokens, int *running, kr_prefix_cache *cache) {
     if (t->last_tick == 0) t->last_tick = now;
-    if (now - t->last_tick < t->period) return;
+    if (now - t->last_tick < t->rules.tick_s) return;
     t->last_tick = now;
-    int nq = t->n_queue;
-    double q95 = p95(t->queue, t->n_queue, t->sort_tmp), f95 = p95(t->ttft, t->n_ttft, t->sort_tmp);
-    char line[256];
-    int missed = nq >= 3 && (q95 > t->target_queue || (t->n_ttft >= 3 && f95 > t->target_ttft));
-    if (missed) {
-        int w = *wait_ms / 2 < 5 ? 0 : *wait_ms / 2;
-        int k = *tokens + *tokens / 4 > TUNER_MAX_TOKENS ? TUNER_MAX_TOKENS : *tokens + *tokens / 4;
-        if (w != *wait_ms || k != *tokens) {
-            snprintf(line, sizeof line,
-                     "tuner: p95 queue wait %.3f s (target %.3f), p95 TTFT %.3f s (target %.3f): "
-                     "batch_wait_ms %d -> %d, max_batch_tokens %d -> %d",
-                     q95, t->target_queue, f95, t->target_ttft, *wait_ms, w, *tokens, k);
-            say(t, line);
-            if (w != *wait_ms) kr_metric_add(t->m_adj_wait, 1);
-            if (k != *tokens) kr_metric_add(t->m_adj_tokens, 1);
-            *wait_ms = w;
-            *tokens = k;
-        }
-    } else if (nq >= 2 && waiting == 0 && running <= 1 && q95 < t->target_queue / 4 &&
-               (t->n_ttft == 0 || f95 < t->target_ttft / 4) && *wait_ms < TUNER_MAX_WAIT_MS) {
-        int w = *wait_ms + 10 > TUNER_MAX_WAIT_MS ? TUNER_MAX_WAIT_MS : *wait_ms + 10;
-        snprintf(
-            line, sizeof line,
-            "tuner: light load, p95 queue wait %.3f s well under %.3f s: batch_wait_ms %d -> %d",
-            q95, t->target_queue, *wait_ms, w);
-        say(t, line);
-        kr_metric_add(t->m_adj_wait, 1);
-        *wait_ms = w;
-    }
-    export_limits(t, *wait_ms, *tokens);
-    t->n_queue = t->n_ttft = 0;
-
-    if (cache && t->cache_queried >= 64) {
-        kr_prefix_cache_stats cs;
+    kr_tuner_signals s;
+    memset(&s, 0, sizeof s);
+    s.n_queue = t->n_queue;
+    s.n_ttft = t->n_ttft;
+    s.queue_p95 = p95(t->queue, t->n_queue, t->sort_tmp);
+    s.ttft_p95 = p95(t->ttft, t->n_ttft, t->sort_tmp);
+    s.waiting = waiting;
+    s.oldest_wait_s = waiting > 0 ? oldest_wait_s : 0;
+    kr_tuner_limits cur = { *wait_ms, *tokens, *running, 0 };
+    kr_prefix_cache_stats cs;
+    memset(&cs, 0, sizeof cs);
+    if (cache) {
         kr_prefix_cache_get_stats(cache, &cs);
-        double rate = (double)t->cache_hits / (double)t->cache_queried;
-        t->low_hit_ticks = rate < 0.4 ? t->low_hit_ticks + 1 : 0;
-        size_t budget = cs.budget;
-        if (t->low_hit_ticks >= 3 && budget > ((size_t)16 << 20)) {
-            budget -= budget / 4;
-            t->low_hit_ticks = 0;
-            snprintf(line, sizeof line,
-                     "tuner: prefix cache hit rate %.0f%% < 40%% for 3 ticks: budget -> %zu MB",
-                     rate * 100, budget >> 20);
-        } else if (rate >= 0.4 && cs.evictions > t->last_evictions &&
-                   budget < t->cache_budget_max) {
-            budget += budget / 4;
-            if (budget > t->cache_budget_max) budget = t->cache_budget_max;
-            snprintf(line, sizeof line,
-                     "tuner: prefix cache hit rate %.0f%% with evictions: budget -> %zu MB",
-                     rate * 100, budget >> 20);
-        }
-        if (budget != cs.budget) {
-            say(t, line);
-            kr_prefix_cache_set_budget(cache, budget);
-            kr_metric_add(t->m_adj_cache, 1);
-        }
-        kr_metric_set(t->m_cache_budget, (double)budget);
-        t->last_evictions = cs.evictions;
-        t->cache_queried = t->cache_hits = 0;
+        s.cache_queried = t->cache_queried;
+        s.cache_hits = t->cache_hits;
+        s.cache_evictions = cs.evictions - t->last_evictions;
+        cur.cache_budget = cs.budget;
     }
+    kr_tuner_decide(t, now, &s, &cur);
+    *wait_ms = cur.batch_wait_ms;
+    *tokens = cur.max_batch_tokens;
+    *running = cur.max_running;
+    if (cache && cur.cache_budget != cs.budget) kr_prefix_cache_set_budget(cache, cur.cache_budget);
+    t->last_evictions = cs.evictions;
+    t->n_queue = t->n_ttft = t->seen_queue = t->seen_ttft = 0;
+    t->cache_queried = t->cache_hits = 0;
 }

@@ -13,6 +13,7 @@
 #include "base/error.h"
 #include "base/timeutil.h"
 #include "engine/context.h"
+#include "engine/profile.h"
 #include "kernels/kernels.h"
 #include "kronos/eval.h"
 
@@ -24,6 +25,7 @@ typedef struct bench_row {
     const char *mode;
     double seconds, tokens_per_s, gflops, rss_mb, ref_s, kv_mb;
     int64_t prefill_tokens, decode_tokens, recomputes;
+    kr_step_profile profile; /* of the last repeat */
 } bench_row;
 
 struct kr_bench_report {
@@ -34,6 +36,8 @@ struct kr_bench_report {
     kr_window_mode window;
     double generated_s;
     const char *isa;
+    double peak_gflops; /* f32 FMA peak on `threads` threads, measured at the start */
+    int n_threads, profile;
     bench_row rows[MAX_ROWS];
     int n_rows;
 };
@@ -97,6 +101,7 @@ static kr_status run_once(kr_context *ctx, const kr_series *s, int n, const kr_f
         stats->decode_tokens += one.decode_tokens;
         stats->window_recomputes += one.window_recomputes;
         stats->kv_bytes += one.kv_bytes;
+        kr_step_profile_add(&stats->profile, &one.profile);
     }
     for (int i = 0; i < n; i++) kr_forecast_free(res[i]);
     free(res);
@@ -131,6 +136,7 @@ static kr_status time_row(kr_context *ctx, const kr_series *series, int n_series
     rw->decode_tokens = stats.decode_tokens;
     rw->recomputes = stats.window_recomputes;
     rw->kv_mb = stats.kv_bytes / 1048576.0;
+    rw->profile = stats.profile;
     return KR_OK;
 }
 
@@ -159,6 +165,10 @@ kr_status kr_bench_run(kr_context *ctx, const kr_series *series, int n_series,
     r->window = bp->window;
     r->generated_s = bp->weights_generated_seconds;
     r->isa = kr_isa_name(kr_isa_active());
+    r->n_threads = cs.n_threads;
+    r->profile = bp->profile;
+    /* Every report names the peak its figures are to be read against. */
+    r->peak_gflops = kr_machine_fma_peak(cs.n_threads);
     double fpt = flops_per_token(&r->info);
     for (int k = 0; k < bp->n_paths; k++) {
         kr_forecast_params p = kr_forecast_default_params();
@@ -185,7 +195,8 @@ static void write_json(const kr_bench_report *r, FILE *f) {
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "shape", r->label);
     cJSON_AddStringToObject(root, "isa", r->isa);
-    cJSON_AddNumberToObject(root, "threads", r->threads);
+    cJSON_AddNumberToObject(root, "threads", r->n_threads);
+    cJSON_AddNumberToObject(root, "fma_peak_gflops", r->peak_gflops);
     cJSON_AddNumberToObject(root, "lookback", r->lookback);
     cJSON_AddNumberToObject(root, "pred_len", r->pred_len);
     cJSON_AddNumberToObject(root, "series", r->series);
@@ -209,6 +220,14 @@ static void write_json(const kr_bench_report *r, FILE *f) {
         cJSON_AddNumberToObject(o, "decode_tokens", (double)rw->decode_tokens);
         cJSON_AddNumberToObject(o, "window_recomputes", (double)rw->recomputes);
         if (rw->ref_s > 0) cJSON_AddNumberToObject(o, "reference_seconds", rw->ref_s);
+        if (r->profile) {
+            kr_sb sb = { 0 };
+            kr_step_profile_json(&sb, &rw->profile);
+            char *text = NULL;
+            if (kr_sb_finish(&sb, &text, NULL) == KR_OK)
+                cJSON_AddItemToObject(o, "profile", cJSON_CreateRaw(text));
+            free(text);
+        }
         cJSON_AddItemToArray(arr, o);
     }
     char *text = cJSON_Print(root);
@@ -221,15 +240,17 @@ static void write_markdown(const kr_bench_report *r, FILE *f) {
     const kr_model_info *mi = &r->info;
     fprintf(f,
             "kronos bench: shape %s (d_model %d, %d layers, %zu params), lookback %d, "
-            "pred_len %d, series %d, %s, isa %s, model load %.1f ms%s\n\n",
+            "pred_len %d, series %d, %s, isa %s, %d threads (FMA peak %.1f GFLOP/s, measured "
+            "now), model load %.1f ms%s\n\n",
             r->label, mi->d_model, mi->n_layers, mi->n_params, r->lookback, r->pred_len, r->series,
-            r->window == KR_WINDOW_EXACT ? "exact window" : "rolling window", r->isa,
-            mi->load_seconds * 1e3, r->generated_s > 0 ? " (weights generated now)" : "");
+            r->window == KR_WINDOW_EXACT ? "exact window" : "rolling window", r->isa, r->n_threads,
+            r->peak_gflops, mi->load_seconds * 1e3,
+            r->generated_s > 0 ? " (weights generated now)" : "");
     fprintf(f, "weights %s, %.1f MB (quantised at load in %.2f s), KV cache %s\n\n", mi->quant,
             mi->weight_bytes / 1048576.0, mi->quant_seconds, r->kv_dtype);
-    fprintf(f, "| paths | path | wall s (median) | tokens/s | ~GFLOP/s | peak RSS MB | KV MB | "
-               "vs naive | official predictor s | speed-up vs official |\n");
-    fprintf(f, "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    fprintf(f, "| paths | path | wall s (median) | tokens/s | ~GFLOP/s | of FMA peak | peak RSS MB "
+               "| KV MB | vs naive | official predictor s | speed-up vs official |\n");
+    fprintf(f, "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for (int i = 0; i < r->n_rows; i++) {
         const bench_row *rw = &r->rows[i];
         double naive_s = 0;
@@ -242,9 +263,19 @@ static void write_markdown(const kr_bench_report *r, FILE *f) {
             snprintf(ref, sizeof ref, "%.1f", rw->ref_s);
             snprintf(up, sizeof up, "%.0fx", rw->ref_s / rw->seconds);
         }
-        fprintf(f, "| %d | %s | %.3f | %.0f | %.1f | %.0f | %.0f | %s | %s | %s |\n", rw->paths,
-                rw->mode, rw->seconds, rw->tokens_per_s, rw->gflops, rw->rss_mb, rw->kv_mb, vs, ref,
-                up);
+        fprintf(f, "| %d | %s | %.3f | %.0f | %.1f | %.0f %% | %.0f | %.0f | %s | %s | %s |\n",
+                rw->paths, rw->mode, rw->seconds, rw->tokens_per_s, rw->gflops,
+                r->peak_gflops > 0 ? 100.0 * rw->gflops / r->peak_gflops : 0.0, rw->rss_mb,
+                rw->kv_mb, vs, ref, up);
+    }
+    for (int i = 0; r->profile && i < r->n_rows; i++) {
+        kr_sb sb = { 0 };
+        kr_step_profile_markdown(&sb, &r->rows[i].profile, r->peak_gflops);
+        char *text = NULL;
+        if (kr_sb_finish(&sb, &text, NULL) == KR_OK)
+            fprintf(f, "\nStep profile, %d paths, %s (last repeat):\n\n%s", r->rows[i].paths,
+                    r->rows[i].mode, text);
+        free(text);
     }
 }
 

@@ -10,7 +10,7 @@
  * Every file after the first is fetched at the commit, not the branch, so a branch that moves
  * during a pull cannot mix two commits in one snapshot.
  */
-#include "hub/hub.h"
+#include "kronos/hub.h"
 
 #include <errno.h>
 #include <fcntl.h>

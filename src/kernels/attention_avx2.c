@@ -165,6 +165,55 @@ static void values_add(int head_dim, const float *v, int stride, int nk, const f
     }
 }
 
+/* wsum_add for two queries over the same keys: each V chunk is loaded once for both, and the
+ * two queries' accumulators are independent FMA chains, so twice as many are in flight (one
+ * query's chains are latency-bound). Each query's chain per lane is exactly wsum_add's; the
+ * columns go in 32-float chunks so both queries' accumulators fit the 16 registers. */
+KR_INLINE void wsum_add2(const int NC, int dn, const float *v, int stride, int nk, const float *pa,
+                         const float *pb, float *oa, float *ob) {
+    __m256 a[4], b[4];
+    __m256i tail = kr_mask8(dn - 8 * (NC - 1));
+#pragma GCC unroll 4
+    for (int c = 0; c < NC - 1; c++) {
+        a[c] = _mm256_loadu_ps(oa + 8 * c);
+        b[c] = _mm256_loadu_ps(ob + 8 * c);
+    }
+    a[NC - 1] = _mm256_maskload_ps(oa + 8 * (NC - 1), tail);
+    b[NC - 1] = _mm256_maskload_ps(ob + 8 * (NC - 1), tail);
+    for (int j = 0; j < nk; j++, v += stride) {
+        __m256 ja = _mm256_set1_ps(pa[j]), jb = _mm256_set1_ps(pb[j]);
+#pragma GCC unroll 4
+        for (int c = 0; c < NC; c++) {
+            __m256 x = c < NC - 1 ? _mm256_loadu_ps(v + 8 * c)
+                                  : _mm256_maskload_ps(v + 8 * (NC - 1), tail);
+            a[c] = _mm256_fmadd_ps(ja, x, a[c]);
+            b[c] = _mm256_fmadd_ps(jb, x, b[c]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int c = 0; c < NC - 1; c++) {
+        _mm256_storeu_ps(oa + 8 * c, a[c]);
+        _mm256_storeu_ps(ob + 8 * c, b[c]);
+    }
+    _mm256_maskstore_ps(oa + 8 * (NC - 1), tail, a[NC - 1]);
+    _mm256_maskstore_ps(ob + 8 * (NC - 1), tail, b[NC - 1]);
+}
+
+static void values_add2(int head_dim, const float *v, int stride, int nk, const float *pa,
+                        const float *pb, float *oa, float *ob) {
+    for (int d0 = 0; d0 < head_dim; d0 += 32) {
+        int dn = head_dim - d0 < 32 ? head_dim - d0 : 32;
+        const float *vv = v + d0;
+        float *a = oa + d0, *b = ob + d0;
+        switch ((dn + 7) / 8) {
+        case 1: wsum_add2(1, dn, vv, stride, nk, pa, pb, a, b); break;
+        case 2: wsum_add2(2, dn, vv, stride, nk, pa, pb, a, b); break;
+        case 3: wsum_add2(3, dn, vv, stride, nk, pa, pb, a, b); break;
+        default: wsum_add2(4, dn, vv, stride, nk, pa, pb, a, b); break;
+        }
+    }
+}
+
 /* out[0 .. head_dim) /= sum with the same division wsum ends with (zeros if no keys). */
 static void finish(int head_dim, int n_keys, float sum, float *out) {
     __m256 sv = _mm256_set1_ps(sum);
@@ -216,8 +265,11 @@ static void multi_tile(int nq, const float *const *q, int head_dim, float scale,
             int vs;
             const float *v =
                 kr_attn_rows(shared[s].v, shared[s].stride, j0, nk, head_dim, pack, &vs);
-            for (int i = 0; i < nq; i++)
-                values_add(head_dim, v, vs, nk, ROW(i) + base + j0, out[i]);
+            int i = 0;
+            for (; i + 1 < nq; i += 2)
+                values_add2(head_dim, v, vs, nk, ROW(i) + base + j0, ROW(i + 1) + base + j0, out[i],
+                            out[i + 1]);
+            if (i < nq) values_add(head_dim, v, vs, nk, ROW(i) + base + j0, out[i]);
         }
     for (int i = 0; i < nq; i++) {
         int n = n_sh, ns = own && n_own ? n_own[i] : 0;

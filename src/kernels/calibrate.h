@@ -8,11 +8,19 @@
 #ifndef KR_KERNELS_CALIBRATE_H
 #define KR_KERNELS_CALIBRATE_H
 
+#include "base/threadpool.h"
 #include "kernels/kernels.h"
 
 /* Runs `iters` rounds of independent FMAs on `isa` (must be supported); returns the number
  * of floating-point operations done (2 per lane per FMA). Thread-safe. */
 double kr_fma_burn(kr_isa isa, long iters);
+
+/* The machine's f32 FMA peak in GFLOP/s on every thread of `pool` (NULL: the caller alone)
+ * with isa's widest vectors: the best of `rounds` (>= 1) timed bursts of about 10 ms each,
+ * so a burst that lost its core to another process does not lower the figure (the second
+ * best from 3 rounds on, so one clock glitch does not raise it); 0 when isa is not
+ * supported. What the step profile and the benches rate their parts against. */
+double kr_fma_peak_gflops(kr_pool *pool, kr_isa isa, int rounds);
 
 /* Per-ISA bodies (dispatch through kr_fma_burn). */
 double kr_fma_burn_scalar(long iters);

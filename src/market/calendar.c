@@ -720,3 +720,5 @@ const char *kr_calendar_describe(const kr_calendar_info *info, char *buf, int ca
     }
     return buf;
 }
+
+const char *kr_calendar_name(const kr_calendar *cal) { return cal ? cal->name : ""; }

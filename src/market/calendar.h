@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "kronos.h"
+#include "kronos/market.h" /* kr_calendar_find, kr_calendar_future[_in], kr_calendar_name */
 
 #define KR_CAL_MAX_SESSIONS 4
 #define KR_CAL_MAX_NAMES 8
@@ -52,33 +53,11 @@ typedef struct kr_calendar {
     int n_early;
 } kr_calendar;
 
-/* How the calendar of a forecast was chosen. */
-typedef enum kr_calendar_how {
-    KR_CAL_GIVEN = 0, /* named by the caller (or by the symbol) */
-    KR_CAL_INFERRED = 1, /* the most specific calendar holding every history bar */
-    KR_CAL_LEARNED = 2, /* none fits: the history's weekdays and times of day */
-    KR_CAL_CONTINUOUS = 3 /* none fits and the history spans one day: every interval */
-} kr_calendar_how;
-
-typedef struct kr_calendar_info {
-    int64_t interval_seconds; /* inferred bar interval (most common gap) */
-    int intraday; /* interval < 1 day */
-    int weekday_mask; /* bit d set: weekday d (Monday = 0) seen in the history */
-    int n_slots; /* distinct intraday times of day seen (0 for daily) */
-    int months; /* 1, 3 or 12 for monthly / quarterly / yearly bars, else 0 */
-    const kr_calendar *calendar; /* the calendar used; NULL when learned or continuous */
-    kr_calendar_how how;
-    int label_end; /* intraday bars stamped with their close */
-    int holidays_known; /* every future stamp lies within the calendar's years */
-} kr_calendar_info;
+/* kr_calendar_how, kr_calendar_info: kronos/market.h. */
 
 /* Every compiled-in calendar. Fails only if a calendar file is malformed (a build defect; the
  * message names the file and field). *out is borrowed (static). */
 kr_status kr_calendar_list(const kr_calendar *const **out, int *n, kr_error *err);
-
-/* The calendar called `name` (or one of its aliases; case-insensitive). Unknown names are an
- * error listing the known ones. */
-kr_status kr_calendar_find(const char *name, const kr_calendar **out, kr_error *err);
 
 /* The calendar whose symbol suffix the symbol carries ("600977.SH" -> SSE, "0700.HK" -> HKEX,
  * "BTC-USD", "BTCUSDT" -> CRYPTO), else NULL. */
@@ -92,16 +71,6 @@ kr_status kr_calendar_resolve(const char *market, const char *symbol, const kr_c
 /* The most specific calendar holding every bar of ts[n] (up to 1 in 500 exceptions), or NULL
  * when none does. */
 kr_status kr_calendar_infer(const int64_t *ts, int64_t n, const kr_calendar **out, kr_error *err);
-
-/* Writes pred_len future timestamps after ts[n-1] into out, following cal (NULL: inferred from
- * the history, see the header comment). Needs n >= 2. info may be NULL. */
-kr_status kr_calendar_future_in(const kr_calendar *cal, const int64_t *ts, int64_t n, int pred_len,
-                                int64_t *out, kr_calendar_info *info, kr_error *err);
-
-/* kr_calendar_future_in with the calendar inferred from the history (what the engine does when
- * a series carries no future timestamps). */
-kr_status kr_calendar_future(const int64_t *ts, int64_t n, int pred_len, int64_t *out,
-                             kr_calendar_info *info, kr_error *err);
 
 /* "SSE (given)", "NYSE (inferred from the history)", "learned from the history", ... into buf
  * (>= 96 bytes). */

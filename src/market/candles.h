@@ -19,30 +19,9 @@
 #include <stdint.h>
 
 #include "kronos.h"
+#include "kronos/market.h"
 
-typedef struct kr_candles {
-    int64_t n;
-    int64_t *timestamps; /* [n] naive seconds since epoch */
-    double *values; /* [n][6] open, high, low, close, volume, amount (0 when absent) */
-    int has_volume, has_amount;
-    int date_only; /* every timestamp had no time of day (daily data) */
-} kr_candles;
-
-/* Reads a CSV file. Caller owns *out; free with kr_candles_free. */
-kr_status kr_candles_read_csv(const char *path, kr_candles **out, kr_error *err);
-/* Parses CSV text (borrowed); label names it in errors (file name or "request body"). */
-kr_status kr_candles_parse_csv(const char *data, size_t len, const char *label, kr_candles **out,
-                               kr_error *err);
-void kr_candles_free(kr_candles *c);
-
-/* A view for the forecast API (borrowed from c). */
-kr_series kr_candles_series(const kr_candles *c);
-/* A view of rows [start, start+n) (borrowed). */
-kr_series kr_candles_slice(const kr_candles *c, int64_t start, int64_t n);
-
-/* Reads a timestamps-only CSV (a `timestamps` column; other columns ignored), e.g. the
- * --future-timestamps file. Caller owns *out (free()). */
-kr_status kr_timestamps_read_csv(const char *path, int64_t **out, int64_t *n, kr_error *err);
+/* kr_candles and its readers are public: kronos/market.h. */
 
 /* Candle timestamps must lie in these years (inclusive). A stamp outside is a unit or typing
  * mistake (nanoseconds, a year 20024) that would otherwise flow into the model's time features

@@ -1,45 +1,28 @@
 /*
- * market/store — SQLite-backed candle store (see store.h).
+ * market/store — the candle store's front (see store.h): name and row checks, the backend
+ * picked by the target's scheme (store_backend.h: an SQLite file, or PostgreSQL for a
+ * postgresql:// or postgres:// URL), rows turned into kr_candles.
  *
- * Design notes:
- *   - WITHOUT ROWID tables keyed by (symbol, interval, ts): the candles of one series are
- *     stored together in time order, so "the last N bars" is one index range scan.
- *   - An upsert validates the whole batch in memory before it touches the file, then writes
- *     inside BEGIN IMMEDIATE ... COMMIT; any failure rolls back, so a batch is all or nothing
- *     and the symbols row always agrees with the candles rows.
- *   - WAL lets `kronos analyze` (or the server) read while `kronos ingest` writes. Opening a
- *     store therefore takes no write lock: the schema is checked with a read (a snapshot of
- *     the last commit), and only a file without a schema takes the write lock to create it,
- *     re-checking under the lock (another process may have created it meanwhile). A reader
- *     never waits behind a writer's open transaction.
- *   - The busy timeout is for writers: a second writer waits for the first to commit, and
- *     past the timeout gets KR_ERR_BUSY ("locked by another writer") with nothing written.
+ * An upsert validates the whole batch in memory before the backend touches the database, so a
+ * bad row is refused with nothing written whatever the backend; the backend then writes the
+ * batch in one transaction.
  */
 #include "market/store.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
-
-#include <sqlite3.h>
 
 #include "base/error.h"
 #include "base/timeutil.h"
+#include "market/store_backend.h"
 
 #define KR_STORE_BUSY_MS 10000
-
-struct kr_store {
-    sqlite3 *db;
-    int busy_ms; /* how long a write waits for another writer's lock */
-    char path[PATH_MAX];
-};
 
 /* ------------------------------------------------------------------ names */
 
@@ -119,6 +102,52 @@ static kr_status make_parent_dirs(const char *path, kr_error *err) {
     return KR_OK;
 }
 
+/* ------------------------------------------------------------------ targets */
+
+int kr_store_is_url(const char *target) {
+    return target &&
+           (!strncasecmp(target, "postgresql://", 13) || !strncasecmp(target, "postgres://", 11));
+}
+
+void kr_store_display_name(const char *target, char *out, size_t cap) {
+    if (!out || cap == 0) return;
+    out[0] = '\0';
+    if (!target) return;
+    if (!kr_store_is_url(target)) {
+        snprintf(out, cap, "%s", target);
+        return;
+    }
+    /* The password can be in the user part (user:secret@host) or a query parameter
+     * (?password=secret); both are replaced, whatever else the URL holds is kept. */
+    size_t o = 0;
+    const char *p = target, *scheme_end = strstr(target, "://") + 3;
+    const char *auth_end = scheme_end + strcspn(scheme_end, "/?#");
+    const char *at = NULL;
+    for (const char *q = scheme_end; q < auth_end; q++)
+        if (*q == '@') at = q;
+    const char *colon = at ? memchr(scheme_end, ':', (size_t)(at - scheme_end)) : NULL;
+#define PUT(ch)                           \
+    do {                                  \
+        if (o + 1 < cap) out[o++] = (ch); \
+    } while (0)
+    while (*p) {
+        if (colon && p == colon + 1) {
+            for (const char *m = "***"; *m; m++) PUT(*m);
+            p = at;
+            continue;
+        }
+        if (p > auth_end && (p[-1] == '?' || p[-1] == '&') && !strncasecmp(p, "password=", 9)) {
+            for (const char *m = "password=***"; *m; m++) PUT(*m);
+            p += 9 + strcspn(p + 9, "&#");
+            continue;
+        }
+        PUT(*p);
+        p++;
+    }
+#undef PUT
+    out[o] = '\0';
+}
+
 kr_status kr_store_resolve_path(const char *flag, char *out, size_t cap, kr_error *err) {
     if (!out || cap == 0) return kr_error_set(err, KR_ERR_INVALID_ARG, "store path: no buffer");
     const char *env_db = getenv("KRONOS_DB"), *xdg = getenv("XDG_DATA_HOME"),
@@ -137,239 +166,35 @@ kr_status kr_store_resolve_path(const char *flag, char *out, size_t cap, kr_erro
                             "no database path: pass --db FILE or set KRONOS_DB (HOME is unset)");
     if (n < 0 || (size_t)n >= cap)
         return kr_error_set(err, KR_ERR_INVALID_ARG, "database path is too long");
-    return make_parent_dirs(out, err);
+    return kr_store_is_url(out) ? KR_OK : make_parent_dirs(out, err);
 }
 
 /* ------------------------------------------------------------------ open / close */
-
-/* Fills err from the connection's last error, naming the store path and the step. */
-static kr_status db_error(const kr_store *s, const char *step, kr_error *err) {
-    int code = sqlite3_extended_errcode(s->db) & 0xff;
-    if (code == SQLITE_BUSY || code == SQLITE_LOCKED)
-        return kr_error_set(err, KR_ERR_BUSY,
-                            "%s: %s: the database is locked by another writer (waited %.1f s)",
-                            s->path, step, s->busy_ms / 1000.0);
-    kr_status st = (code == SQLITE_NOTADB || code == SQLITE_CORRUPT) ? KR_ERR_FORMAT
-                   : code == SQLITE_NOMEM                            ? KR_ERR_NOMEM
-                                                                     : KR_ERR_IO;
-    if (code == SQLITE_NOTADB || code == SQLITE_CORRUPT)
-        return kr_error_set(err, st, "%s: not a usable kronos database (%s: %s)", s->path, step,
-                            sqlite3_errmsg(s->db));
-    return kr_error_set(err, st, "%s: %s: %s", s->path, step, sqlite3_errmsg(s->db));
-}
-
-static kr_status exec(kr_store *s, const char *sql, const char *step, kr_error *err) {
-    if (sqlite3_exec(s->db, sql, NULL, NULL, NULL) != SQLITE_OK) return db_error(s, step, err);
-    return KR_OK;
-}
-
-/* Runs a one-row, one-column integer query. */
-static kr_status query_int(kr_store *s, const char *sql, const char *step, int64_t *out,
-                           kr_error *err) {
-    sqlite3_stmt *q = NULL;
-    if (sqlite3_prepare_v2(s->db, sql, -1, &q, NULL) != SQLITE_OK) return db_error(s, step, err);
-    int rc = sqlite3_step(q);
-    if (rc != SQLITE_ROW) {
-        kr_status st = db_error(s, step, err);
-        sqlite3_finalize(q);
-        return st;
-    }
-    *out = sqlite3_column_int64(q, 0);
-    sqlite3_finalize(q);
-    return KR_OK;
-}
-
-static const char k_schema_v1[] =
-    "CREATE TABLE symbols ("
-    " symbol TEXT NOT NULL, interval TEXT NOT NULL,"
-    " first_ts INTEGER NOT NULL, last_ts INTEGER NOT NULL,"
-    " rows INTEGER NOT NULL, updated_at INTEGER NOT NULL,"
-    " PRIMARY KEY (symbol, interval)) WITHOUT ROWID;"
-    "CREATE TABLE candles ("
-    " symbol TEXT NOT NULL, interval TEXT NOT NULL, ts INTEGER NOT NULL,"
-    " open REAL NOT NULL, high REAL NOT NULL, low REAL NOT NULL, close REAL NOT NULL,"
-    " volume REAL NOT NULL, amount REAL NOT NULL,"
-    " has_volume INTEGER NOT NULL, has_amount INTEGER NOT NULL,"
-    " PRIMARY KEY (symbol, interval, ts)) WITHOUT ROWID;"
-    "PRAGMA user_version = 1;";
-
-/* Version 2 adds each symbol's market (its exchange calendar, market/calendar.h). */
-static const char k_schema_v2[] = "CREATE TABLE markets ("
-                                  " symbol TEXT NOT NULL PRIMARY KEY, market TEXT NOT NULL"
-                                  ") WITHOUT ROWID;"
-                                  "PRAGMA user_version = 2;";
-
-/* What the file holds: its schema version, whether our two tables exist, whether it has any
- * table at all. */
-typedef struct schema_state {
-    int64_t version, ours, other;
-} schema_state;
-
-/* The three queries of the schema state, inside the caller's transaction. */
-static kr_status query_schema(kr_store *s, schema_state *out, kr_error *err) {
-    kr_status st;
-    if ((st = query_int(s, "PRAGMA user_version", "reading the schema version", &out->version,
-                        err)) != KR_OK)
-        return st;
-    if ((st = query_int(s,
-                        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN "
-                        "('symbols', 'candles')",
-                        "reading the schema", &out->ours, err)) != KR_OK)
-        return st;
-    return query_int(s, "SELECT count(*) FROM sqlite_master", "reading the schema", &out->other,
-                     err);
-}
-
-/* Reads the schema state in one read transaction, so the three answers describe one commit.
- * A read in WAL mode takes no lock a writer holds: this never waits for an ingest. */
-static kr_status read_schema(kr_store *s, schema_state *out, kr_error *err) {
-    kr_status st = exec(s, "BEGIN DEFERRED", "starting the schema check", err);
-    if (st != KR_OK) return st;
-    st = query_schema(s, out, err);
-    sqlite3_exec(s->db, st == KR_OK ? "COMMIT" : "ROLLBACK", NULL, NULL, NULL);
-    return st;
-}
-
-static int schema_empty(const schema_state *ss) { return ss->version == 0 && ss->other == 0; }
-
-/* Checks that an existing file carries our schema. */
-static kr_status check_schema(const kr_store *s, const schema_state *ss, kr_error *err) {
-    if (ss->version == 0)
-        return kr_error_set(err, KR_ERR_FORMAT,
-                            "%s: an SQLite database of another application (it has tables but no "
-                            "kronos schema version); pass another --db",
-                            s->path);
-    if (ss->version > KR_STORE_SCHEMA_VERSION)
-        return kr_error_set(err, KR_ERR_UNSUPPORTED,
-                            "%s: schema version %lld was written by a newer kronos (this one "
-                            "reads version %d)",
-                            s->path, (long long)ss->version, KR_STORE_SCHEMA_VERSION);
-    if (ss->ours != 2)
-        return kr_error_set(err, KR_ERR_FORMAT,
-                            "%s: schema version %lld but the symbols/candles tables are missing",
-                            s->path, (long long)ss->version);
-    return KR_OK;
-}
-
-/* Checks the schema with a read; creates it, under the write lock, only in an empty file. */
-static kr_status init_schema(kr_store *s, kr_error *err) {
-    schema_state ss;
-    kr_status st = read_schema(s, &ss, err);
-    if (st != KR_OK) return st;
-    if (!schema_empty(&ss)) {
-        if ((st = check_schema(s, &ss, err)) != KR_OK) return st;
-        if (ss.version >= KR_STORE_SCHEMA_VERSION) return KR_OK; /* the usual case: a read */
-    }
-    /* Creating (an empty file) or upgrading (version 1) writes. IMMEDIATE: two processes
-     * opening the file at once must not both do it, so the state is read again under the
-     * lock before anything is written. */
-    if ((st = exec(s, "BEGIN IMMEDIATE", "creating the schema", err)) != KR_OK) return st;
-    if ((st = query_schema(s, &ss, err)) == KR_OK) {
-        if (schema_empty(&ss)) {
-            if ((st = exec(s, k_schema_v1, "creating the schema", err)) == KR_OK)
-                st = exec(s, k_schema_v2, "creating the schema", err);
-        } else if ((st = check_schema(s, &ss, err)) == KR_OK && ss.version == 1) {
-            st = exec(s, k_schema_v2, "upgrading the schema to version 2", err);
-        }
-        if (st == KR_OK) return exec(s, "COMMIT", "committing the schema", err);
-    }
-    sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
-    return st;
-}
-
-/* WAL mode, then the schema: the steps of an open after sqlite3_open_v2. */
-static kr_status first_steps(kr_store *s, kr_error *err) {
-    /* The first statement reads the header: this is where a foreign or corrupted file fails. */
-    sqlite3_stmt *q = NULL;
-    if (sqlite3_prepare_v2(s->db, "PRAGMA journal_mode = WAL", -1, &q, NULL) != SQLITE_OK ||
-        sqlite3_step(q) != SQLITE_ROW) {
-        kr_status st = db_error(s, "setting WAL mode", err);
-        sqlite3_finalize(q);
-        return st;
-    }
-    const char *mode = (const char *)sqlite3_column_text(q, 0);
-    int wal = mode && !strcmp(mode, "wal");
-    sqlite3_finalize(q);
-    if (!wal)
-        return kr_error_set(err, KR_ERR_IO,
-                            "%s: cannot use WAL journal mode (a network or read-only file "
-                            "system?)",
-                            s->path);
-    /* NORMAL is durable across application crashes in WAL mode; FULL only adds power-loss
-     * safety of the last commit at the price of an fsync per ingest. */
-    kr_status st = exec(s, "PRAGMA synchronous = NORMAL", "configuring", err);
-    return st == KR_OK ? init_schema(s, err) : st;
-}
 
 kr_status kr_store_open(const char *path, kr_store **out, kr_error *err) {
     if (!out || !path || !*path)
         return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_store_open: no path");
     *out = NULL;
-    struct stat sb;
-    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
-        return kr_error_set(err, KR_ERR_IO, "%s: is a directory, not a database file", path);
     kr_store *s = calloc(1, sizeof *s);
-    if (!s) return kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory", path);
-    snprintf(s->path, sizeof s->path, "%s", path);
-    kr_status st;
-    int rc = sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
-    if (rc != SQLITE_OK) {
-        st = s->db ? db_error(s, "opening", err)
-                   : kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory opening", path);
-        goto fail;
-    }
+    char shown[PATH_MAX];
+    kr_store_display_name(path, shown, sizeof shown);
+    if (!s) return kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory", shown);
+    snprintf(s->path, sizeof s->path, "%s", shown);
     s->busy_ms = KR_STORE_BUSY_MS;
-    sqlite3_busy_timeout(s->db, s->busy_ms);
-    /* SQLite answers some lock conflicts of these first steps with SQLITE_BUSY without
-     * consulting the busy handler (two connections turning a fresh file into WAL at once), so
-     * they are retried here for as long as the handler would have waited. */
-    double t0 = kr_now_seconds();
-    for (;;) {
-        st = first_steps(s, err);
-        if (st != KR_ERR_BUSY || (kr_now_seconds() - t0) * 1000.0 >= s->busy_ms) break;
-        struct timespec ts = { 0, 5 * 1000 * 1000 };
-        nanosleep(&ts, NULL);
+    s->ops = kr_store_is_url(path) ? &kr_store_pg_ops : &kr_store_sqlite_ops;
+    kr_status st = s->ops->open(s, path, err);
+    if (st != KR_OK) {
+        kr_store_close(s);
+        return st;
     }
-    if (st != KR_OK) goto fail;
     *out = s;
     return KR_OK;
-fail:
-    kr_store_close(s);
-    return st;
 }
 
 kr_status kr_store_check_writable(const char *path, kr_error *err) {
     if (!path || !*path) return kr_error_set(err, KR_ERR_INVALID_ARG, "database path is empty");
-    char dir[PATH_MAX], probe[PATH_MAX + 32];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (!slash)
-        snprintf(dir, sizeof dir, ".");
-    else if (slash == dir)
-        dir[1] = '\0';
-    else
-        *slash = '\0';
-    struct stat sb;
-    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
-        return kr_error_set(err, KR_ERR_IO, "%s: cannot be a database: %s is not a directory", path,
-                            dir);
-    /* Permission bits do not tell (root ignores them; a read-only mount does not show in
-     * them): create and remove a file where SQLite will create its own. */
-    snprintf(probe, sizeof probe, "%s/.kronos-db-probe-XXXXXX", dir);
-    int fd = mkstemp(probe);
-    if (fd < 0)
-        return kr_error_set(err, KR_ERR_IO,
-                            "%s: not writable: cannot create files in %s (%s); the store needs "
-                            "to write the database and its -wal and -shm files there",
-                            path, dir, strerror(errno));
-    close(fd);
-    unlink(probe);
-    if (stat(path, &sb) != 0) return KR_OK; /* created at the first write */
-    if (!S_ISREG(sb.st_mode))
-        return kr_error_set(err, KR_ERR_IO, "%s: not a regular file, cannot be a database", path);
-    fd = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return kr_error_set(err, KR_ERR_IO, "%s: not writable: %s", path, strerror(errno));
-    close(fd);
+    if (!kr_store_is_url(path)) return kr_store_sqlite_check_writable(path, err);
+    /* A database server: connecting and checking (or creating) the schema is the test. */
     kr_store *s = NULL;
     kr_status st = kr_store_open(path, &s, err);
     kr_store_close(s);
@@ -379,12 +204,12 @@ kr_status kr_store_check_writable(const char *path, kr_error *err) {
 void kr_store_set_busy_timeout(kr_store *store, int ms) {
     if (!store) return;
     store->busy_ms = ms > 0 ? ms : 0;
-    sqlite3_busy_timeout(store->db, store->busy_ms);
+    if (store->impl) store->ops->busy_timeout_changed(store);
 }
 
 void kr_store_close(kr_store *store) {
     if (!store) return;
-    sqlite3_close(store->db);
+    if (store->impl) store->ops->close(store);
     free(store);
 }
 
@@ -433,24 +258,9 @@ kr_status kr_store_canonical_symbol(kr_store *store, const char *symbol, char *o
         return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_store_canonical_symbol: bad argument");
     kr_status st = kr_store_check_symbol(symbol, err);
     if (st != KR_OK) return st;
-    snprintf(out, cap, "%s", symbol);
-    sqlite3_stmt *q = NULL;
-    /* An exact spelling wins over another case of it (a store written before names were
-     * matched without case may hold both). */
-    if (sqlite3_prepare_v2(store->db,
-                           "SELECT symbol FROM symbols WHERE symbol = ?1 COLLATE NOCASE "
-                           "ORDER BY symbol = ?1 DESC, symbol LIMIT 1",
-                           -1, &q, NULL) != SQLITE_OK)
-        return db_error(store, "preparing the symbol lookup", err);
-    sqlite3_bind_text(q, 1, symbol, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(q);
-    if (rc == SQLITE_ROW) {
-        const char *sy = (const char *)sqlite3_column_text(q, 0);
-        if (sy) snprintf(out, cap, "%s", sy);
-    } else if (rc != SQLITE_DONE) {
-        st = db_error(store, "looking up the symbol", err);
-    }
-    sqlite3_finalize(q);
+    out[0] = '\0';
+    st = store->ops->canonical_symbol(store, symbol, out, cap, err);
+    if (st == KR_OK && !out[0]) snprintf(out, cap, "%s", symbol);
     return st;
 }
 
@@ -470,59 +280,7 @@ kr_status kr_store_upsert(kr_store *store, const char *symbol_in, const char *in
         return kr_error_set(err, KR_ERR_INVALID_ARG, "%s: no candles to write", where);
     for (int64_t i = 0; i < c->n; i++)
         if ((st = check_row(c, i, where, err)) != KR_OK) return st;
-
-    sqlite3_stmt *ins = NULL, *sym = NULL;
-    if ((st = exec(store, "BEGIN IMMEDIATE", "starting the write", err)) != KR_OK) goto fail;
-    if (sqlite3_prepare_v2(store->db,
-                           "INSERT OR REPLACE INTO candles (symbol, interval, ts, open, high, low, "
-                           "close, volume, amount, has_volume, has_amount) "
-                           "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-                           -1, &ins, NULL) != SQLITE_OK) {
-        st = db_error(store, "preparing the insert", err);
-        goto fail;
-    }
-    sqlite3_bind_text(ins, 1, symbol, -1, SQLITE_STATIC);
-    sqlite3_bind_text(ins, 2, interval, -1, SQLITE_STATIC);
-    sqlite3_bind_int(ins, 10, c->has_volume ? 1 : 0);
-    sqlite3_bind_int(ins, 11, c->has_amount ? 1 : 0);
-    for (int64_t i = 0; i < c->n; i++) {
-        const double *v = c->values + i * KR_N_FEATURES;
-        sqlite3_bind_int64(ins, 3, c->timestamps[i]);
-        for (int k = 0; k < KR_N_FEATURES; k++) sqlite3_bind_double(ins, 4 + k, v[k]);
-        if (sqlite3_step(ins) != SQLITE_DONE) {
-            char step[64];
-            snprintf(step, sizeof step, "writing row %lld", (long long)i + 1);
-            st = db_error(store, step, err);
-            goto fail;
-        }
-        sqlite3_reset(ins);
-    }
-    /* Recomputed from the rows rather than adjusted, so it stays right when the batch
-     * overlaps what was stored. */
-    if (sqlite3_prepare_v2(store->db,
-                           "INSERT OR REPLACE INTO symbols (symbol, interval, first_ts, last_ts, "
-                           "rows, updated_at) SELECT ?1, ?2, min(ts), max(ts), count(*), ?3 FROM "
-                           "candles WHERE symbol = ?1 AND interval = ?2",
-                           -1, &sym, NULL) != SQLITE_OK) {
-        st = db_error(store, "preparing the symbol update", err);
-        goto fail;
-    }
-    sqlite3_bind_text(sym, 1, symbol, -1, SQLITE_STATIC);
-    sqlite3_bind_text(sym, 2, interval, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(sym, 3, (sqlite3_int64)time(NULL));
-    if (sqlite3_step(sym) != SQLITE_DONE) {
-        st = db_error(store, "updating the symbols table", err);
-        goto fail;
-    }
-    sqlite3_finalize(ins);
-    sqlite3_finalize(sym);
-    ins = sym = NULL;
-    if ((st = exec(store, "COMMIT", "committing", err)) != KR_OK) goto fail;
-    return KR_OK;
-fail:
-    sqlite3_finalize(ins);
-    sqlite3_finalize(sym);
-    sqlite3_exec(store->db, "ROLLBACK", NULL, NULL, NULL);
+    st = store->ops->upsert(store, symbol, interval, c, err);
     if (st == KR_ERR_BUSY && err) {
         size_t n = strlen(err->message);
         snprintf(err->message + n, sizeof err->message - n,
@@ -532,6 +290,41 @@ fail:
 }
 
 /* ------------------------------------------------------------------ read / list */
+
+kr_status kr_store_rows_push(kr_store *s, kr_store_rows *r, int64_t ts,
+                             const double v[KR_N_FEATURES], int has_volume, int has_amount,
+                             kr_error *err) {
+    kr_candles *c = r->c;
+    if (c->n == r->cap) {
+        int64_t ncap = r->cap ? r->cap * 2 : 1024;
+        int64_t *nt = realloc(c->timestamps, (size_t)ncap * sizeof *nt);
+        if (nt) c->timestamps = nt;
+        double *nv = realloc(c->values, (size_t)ncap * KR_N_FEATURES * sizeof *nv);
+        if (nv) c->values = nv;
+        if (!nt || !nv)
+            return kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory reading candles", s->path);
+        r->cap = ncap;
+    }
+    c->timestamps[c->n] = ts;
+    memcpy(c->values + c->n * KR_N_FEATURES, v, KR_N_FEATURES * sizeof *v);
+    r->all_volume &= has_volume != 0;
+    r->all_amount &= has_amount != 0;
+    c->n++;
+    return KR_OK;
+}
+
+kr_store_entry *kr_store_entries_push(kr_store_entry **list, int64_t *n, int64_t *cap) {
+    if (*n == *cap) {
+        int64_t ncap = *cap ? *cap * 2 : 16;
+        kr_store_entry *nl = realloc(*list, (size_t)ncap * sizeof *nl);
+        if (!nl) return NULL;
+        *list = nl;
+        *cap = ncap;
+    }
+    kr_store_entry *e = &(*list)[(*n)++];
+    memset(e, 0, sizeof *e);
+    return e;
+}
 
 kr_status kr_store_read(kr_store *store, const char *symbol_in, const char *interval,
                         int64_t limit_last_n, kr_candles **out, kr_error *err) {
@@ -543,59 +336,18 @@ kr_status kr_store_read(kr_store *store, const char *symbol_in, const char *inte
     if ((st = kr_store_canonical_symbol(store, symbol_in, symbol, sizeof symbol, err)) != KR_OK)
         return st;
     if ((st = kr_store_check_interval(interval, err)) != KR_OK) return st;
-    sqlite3_stmt *q = NULL;
-    /* Newest first so LIMIT keeps the most recent rows; reversed below. */
-    if (sqlite3_prepare_v2(store->db,
-                           "SELECT ts, open, high, low, close, volume, amount, has_volume, "
-                           "has_amount FROM candles WHERE symbol = ?1 AND interval = ?2 "
-                           "ORDER BY ts DESC LIMIT ?3",
-                           -1, &q, NULL) != SQLITE_OK)
-        return db_error(store, "preparing the read", err);
-    sqlite3_bind_text(q, 1, symbol, -1, SQLITE_STATIC);
-    sqlite3_bind_text(q, 2, interval, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(q, 3, limit_last_n > 0 ? limit_last_n : -1);
-
-    kr_candles *c = calloc(1, sizeof *c);
-    if (!c) {
-        sqlite3_finalize(q);
-        return kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory", store->path);
-    }
-    int64_t cap = 0;
-    int all_volume = 1, all_amount = 1, all_midnight = 1, rc;
-    while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
-        if (c->n == cap) {
-            int64_t ncap = cap ? cap * 2 : 1024;
-            int64_t *nt = realloc(c->timestamps, (size_t)ncap * sizeof *nt);
-            if (nt) c->timestamps = nt;
-            double *nv = realloc(c->values, (size_t)ncap * KR_N_FEATURES * sizeof *nv);
-            if (nv) c->values = nv;
-            if (!nt || !nv) {
-                st = kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory reading %s %s", store->path,
-                                  symbol, interval);
-                goto fail;
-            }
-            cap = ncap;
-        }
-        int64_t ts = sqlite3_column_int64(q, 0);
-        c->timestamps[c->n] = ts;
-        for (int k = 0; k < KR_N_FEATURES; k++)
-            c->values[c->n * KR_N_FEATURES + k] = sqlite3_column_double(q, 1 + k);
-        all_volume &= sqlite3_column_int(q, 7) != 0;
-        all_amount &= sqlite3_column_int(q, 8) != 0;
-        all_midnight &= ts % 86400 == 0;
-        c->n++;
-    }
-    if (rc != SQLITE_DONE) {
-        st = db_error(store, "reading candles", err);
+    kr_store_rows rows = { calloc(1, sizeof(kr_candles)), 0, 1, 1 };
+    kr_candles *c = rows.c;
+    if (!c) return kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory", store->path);
+    if ((st = store->ops->read(store, symbol, interval, limit_last_n, &rows, err)) != KR_OK)
         goto fail;
-    }
-    sqlite3_finalize(q);
-    q = NULL;
     if (c->n == 0) {
         st = kr_error_set(err, KR_ERR_INVALID_ARG, "%s: no candles stored for %s %s", store->path,
                           symbol, interval);
         goto fail;
     }
+    /* The backends return the newest first (so a limit keeps the most recent rows). */
+    int all_midnight = 1;
     for (int64_t i = 0, j = c->n - 1; i < j; i++, j--) {
         int64_t t = c->timestamps[i];
         c->timestamps[i] = c->timestamps[j];
@@ -606,13 +358,13 @@ kr_status kr_store_read(kr_store *store, const char *symbol_in, const char *inte
             c->values[j * KR_N_FEATURES + k] = v;
         }
     }
-    c->has_volume = all_volume;
-    c->has_amount = all_volume && all_amount;
+    for (int64_t i = 0; i < c->n; i++) all_midnight &= c->timestamps[i] % 86400 == 0;
+    c->has_volume = rows.all_volume;
+    c->has_amount = rows.all_volume && rows.all_amount;
     c->date_only = all_midnight;
     *out = c;
     return KR_OK;
 fail:
-    sqlite3_finalize(q);
     kr_candles_free(c);
     return st;
 }
@@ -625,54 +377,7 @@ kr_status kr_store_list(kr_store *store, const char *symbol, kr_store_entry **ou
     *n = 0;
     kr_status st;
     if (symbol && (st = kr_store_check_symbol(symbol, err)) != KR_OK) return st;
-    sqlite3_stmt *q = NULL;
-    if (sqlite3_prepare_v2(
-            store->db,
-            "SELECT s.symbol, s.interval, s.first_ts, s.last_ts, s.rows, s.updated_at, "
-            "coalesce(m.market, '') FROM symbols s LEFT JOIN markets m ON "
-            "m.symbol = s.symbol WHERE ?1 IS NULL OR s.symbol = ?1 COLLATE NOCASE "
-            "ORDER BY s.symbol, s.updated_at DESC, s.last_ts DESC, s.interval",
-            -1, &q, NULL) != SQLITE_OK)
-        return db_error(store, "preparing the list", err);
-    if (symbol) sqlite3_bind_text(q, 1, symbol, -1, SQLITE_STATIC);
-    kr_store_entry *list = NULL;
-    int64_t count = 0, cap = 0;
-    int rc;
-    while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
-        if (count == cap) {
-            int64_t ncap = cap ? cap * 2 : 16;
-            kr_store_entry *nl = realloc(list, (size_t)ncap * sizeof *nl);
-            if (!nl) {
-                free(list);
-                sqlite3_finalize(q);
-                return kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory listing", store->path);
-            }
-            list = nl;
-            cap = ncap;
-        }
-        kr_store_entry *e = &list[count++];
-        memset(e, 0, sizeof *e);
-        const char *sy = (const char *)sqlite3_column_text(q, 0);
-        const char *iv = (const char *)sqlite3_column_text(q, 1);
-        snprintf(e->symbol, sizeof e->symbol, "%s", sy ? sy : "");
-        snprintf(e->interval, sizeof e->interval, "%s", iv ? iv : "");
-        e->first_ts = sqlite3_column_int64(q, 2);
-        e->last_ts = sqlite3_column_int64(q, 3);
-        e->rows = sqlite3_column_int64(q, 4);
-        e->updated_at = sqlite3_column_int64(q, 5);
-        const char *mk = (const char *)sqlite3_column_text(q, 6);
-        snprintf(e->market, sizeof e->market, "%s", mk ? mk : "");
-    }
-    if (rc != SQLITE_DONE) {
-        st = db_error(store, "listing symbols", err);
-        free(list);
-        sqlite3_finalize(q);
-        return st;
-    }
-    sqlite3_finalize(q);
-    *out = list;
-    *n = count;
-    return KR_OK;
+    return store->ops->list(store, symbol, out, n, err);
 }
 
 kr_status kr_store_set_market(kr_store *store, const char *symbol_in, const char *market,
@@ -683,15 +388,5 @@ kr_status kr_store_set_market(kr_store *store, const char *symbol_in, const char
     if (st != KR_OK) return st;
     if (market && strlen(market) >= KR_STORE_MARKET_MAX)
         return kr_error_set(err, KR_ERR_INVALID_ARG, "market '%.40s' is too long", market);
-    sqlite3_stmt *q = NULL;
-    const char *sql = market && *market
-                          ? "INSERT OR REPLACE INTO markets (symbol, market) VALUES (?1, ?2)"
-                          : "DELETE FROM markets WHERE symbol = ?1";
-    if (sqlite3_prepare_v2(store->db, sql, -1, &q, NULL) != SQLITE_OK)
-        return db_error(store, "preparing the market update", err);
-    sqlite3_bind_text(q, 1, symbol, -1, SQLITE_STATIC);
-    if (market && *market) sqlite3_bind_text(q, 2, market, -1, SQLITE_STATIC);
-    if (sqlite3_step(q) != SQLITE_DONE) st = db_error(store, "storing the market", err);
-    sqlite3_finalize(q);
-    return st;
+    return store->ops->set_market(store, symbol, market, err);
 }

@@ -230,8 +230,6 @@ static kr_status resolve_keys(const kr_exec *ex, plan *p, int n_rows, kr_error *
 static void worker(void *ctx, int ith, int nth) {
     const plan *p = ctx;
     int items = p->n_groups * p->n_heads;
-    int per = (items + nth - 1) / nth;
-    int begin = ith * per, end = begin + per < items ? begin + per : items;
     const int R = KR_MAX_PAST_REFS + 1;
     float *scratch = p->scratch + (size_t)ith * PLAN_MAX_GROUP * (size_t)p->max_keys;
     /* shared spans, then each query's own spans, max_spans apart */
@@ -243,7 +241,10 @@ static void worker(void *ctx, int ith, int nth) {
     int n_own[PLAN_MAX_GROUP];
     const float *qs[PLAN_MAX_GROUP];
     float *outs[PLAN_MAX_GROUP];
-    for (int it = begin; it < end; it++) {
+    /* Items dealt round-robin: the groups of a causal chunk grow in keys from first to last,
+     * so contiguous halves would give the last thread most of the work. Where an item runs
+     * does not change its numbers (its own outputs, this thread's scratch). */
+    for (int it = ith; it < items; it += nth) {
         int g = it / p->n_heads, h = it % p->n_heads;
         int a = p->group_start[g], nq = p->group_start[g + 1] - a;
         int n_shared = 0;
@@ -296,6 +297,7 @@ kr_status kr_attention_rows(const kr_exec *ex, int n_rows, const kr_attn_keys *k
                             int n_heads, int head_dim, int d, const float *q, float *out,
                             kr_error *err) {
     if (n_rows <= 0) return KR_OK;
+    double t0 = kr_prof_begin(ex->prof), keys_read = 0;
     plan p = { 0 };
     p.keys = keys;
     p.layer = layer;
@@ -312,6 +314,7 @@ kr_status kr_attention_rows(const kr_exec *ex, int n_rows, const kr_attn_keys *k
             ns += ref_max_spans(keys[r].ref[i].n);
         }
         if (nk < 1) return kr_error_set(err, KR_ERR_INTERNAL, "attention: row %d has no keys", r);
+        keys_read += nk;
         if (nk > p.max_keys) p.max_keys = nk;
         if (ns > p.max_spans) p.max_spans = ns;
     }
@@ -354,5 +357,9 @@ kr_status kr_attention_rows(const kr_exec *ex, int n_rows, const kr_attn_keys *k
     p.group_start[p.n_groups] = n_rows;
     kr_pool_run(ex->pool, worker, &p);
     kr_arena_release(a, mark);
+    /* Per key and head: q·k and the weighted sum of v, 2 FLOPs per value each; bytes as if
+     * every row read its keys (a group reads its shared keys once, so fewer in fact). */
+    double values = keys_read * n_heads * head_dim;
+    kr_prof_end(ex->prof, KR_PROF_PART_ATTENTION, t0, 4.0 * values, 8.0 * values);
     return KR_OK;
 }

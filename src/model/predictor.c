@@ -40,6 +40,7 @@ kr_status kr_predictor_embed(const kr_predictor_weights *w, const kr_exec *ex, i
     kr_arena_release(ex->arena, mark);
     if (st != KR_OK) return st;
     if (tok_emb_dbg) memcpy(tok_emb_dbg, x, (size_t)n * d * sizeof(float));
+    double t0 = kr_prof_begin(ex->prof);
     for (int i = 0; i < n; i++) {
         const float *ts = stamps + (size_t)i * 5;
         const float *mi = w->te_minute + (size_t)clamp_index(ts[0], 60) * d;
@@ -54,6 +55,7 @@ kr_status kr_predictor_embed(const kr_predictor_weights *w, const kr_exec *ex, i
             row[j] += t;
         }
     }
+    kr_prof_end(ex->prof, KR_PROF_PART_NORM_ACT, t0, 5.0 * n * d, 28.0 * n * d);
     return KR_OK;
 }
 
@@ -86,10 +88,14 @@ kr_status kr_predictor_forward(const kr_predictor_weights *w, const kr_exec *ex,
     if (st == KR_OK)
         st = kr_transformer_run(w->blocks, L, 0, d, w->cfg.ff_dim, ex, x, chunks, n_chunks, err);
     if (st == KR_OK) {
+        double t0 = kr_prof_begin(ex->prof);
         kr_rmsnorm_f32(total, d, x, d, w->norm, KR_RMS_EPS, context, d);
+        kr_prof_end(ex->prof, KR_PROF_PART_NORM_ACT, t0, 4.0 * total * d, 8.0 * total * d);
         /* Cross-attention K/V of every new context row, cached in layer L of the store. */
-        if ((st = kr_linear_run(ex, &w->dep.k, context, total, d, x, d, err)) == KR_OK)
-            st = kr_linear_run(ex, &w->dep.v, context, total, d, kt, d, err);
+        const kr_linear *kv[2] = { &w->dep.k, &w->dep.v };
+        float *kv_out[2] = { x, kt };
+        const int ld2[2] = { d, d };
+        st = kr_linear_run_multi(ex, 2, kv, context, total, d, kv_out, ld2, err);
         for (int c = 0, row = 0; st == KR_OK && c < n_chunks; c++) {
             const kr_chunk *ch = &chunks[c];
             kr_kv_store_write(ch->out, L, ch->out_start, x + (size_t)row * d, kt + (size_t)row * d,
@@ -154,8 +160,10 @@ kr_status kr_predictor_s2_logits(const kr_predictor_weights *w, const kr_exec *e
     }
     st = kr_linear_run(ex, &w->dep.out, att, m, d, sib, d, err);
     if (st == KR_OK) {
+        double t0 = kr_prof_begin(ex->prof);
         for (int r = 0; r < m; r++) kr_add_f32(d, ctx_last + (size_t)r * ld, sib + (size_t)r * d);
         kr_rmsnorm_f32(m, d, sib, d, w->dep_norm, KR_RMS_EPS, q, d);
+        kr_prof_end(ex->prof, KR_PROF_PART_NORM_ACT, t0, 5.0 * m * d, 20.0 * m * d);
         st = kr_linear_run(ex, &w->head_s2, q, m, d, logits, w->head_s2.n_out, err);
     }
     kr_arena_release(ex->arena, mark);

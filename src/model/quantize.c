@@ -11,6 +11,7 @@
 
 #include "base/error.h"
 #include "base/fsutil.h"
+#include "base/threadpool.h"
 #include "model/gptq.h"
 #include "model/safetensors.h"
 
@@ -127,6 +128,42 @@ static void release_pages(const float *w, size_t bytes) {
     if (b > a) madvise((void *)a, b - a, MADV_DONTNEED);
 }
 
+typedef struct quant_job {
+    kr_named_linear *ls;
+    int n;
+    kr_wfmt fmt;
+    int group;
+    const float *const *col_scales;
+    kr_qmat_owned *const *ready; /* [n] or NULL: weights quantised elsewhere (GPTQ) */
+    kr_qmat_owned **out; /* [n] */
+    kr_status *status; /* [n] */
+    kr_error *errs; /* [n] */
+} quant_job;
+
+/* Linears i ≡ ith (mod nth): each is quantised on its own (kr_qmat_quantize is pure); one
+ * prepared elsewhere is taken as it is. */
+static void quant_worker(void *ctx, int ith, int nth) {
+    quant_job *j = ctx;
+    for (int i = ith; i < j->n; i += nth) {
+        if (j->ready && j->ready[i]) {
+            j->out[i] = j->ready[i];
+            j->status[i] = KR_OK;
+            continue;
+        }
+        const kr_linear *l = j->ls[i].l;
+        kr_qmat_owned *q = calloc(1, sizeof *q);
+        j->status[i] =
+            q ? kr_qmat_quantize(j->fmt, l->n_out, l->n_in, l->w,
+                                 j->col_scales ? j->col_scales[i] : NULL, j->group, q, &j->errs[i])
+              : kr_error_set(&j->errs[i], KR_ERR_NOMEM, "quantize: out of memory");
+        if (j->status[i] != KR_OK) {
+            free(q);
+            q = NULL;
+        }
+        j->out[i] = q;
+    }
+}
+
 kr_status kr_quantize_linears_ready(kr_named_linear *ls, int n, kr_wfmt fmt, int group,
                                     const float *const *col_scales, kr_qmat_owned **ready,
                                     void **qowner, size_t *q_bytes, size_t *f32_bytes,
@@ -156,38 +193,40 @@ kr_status kr_quantize_linears_ready(kr_named_linear *ls, int n, kr_wfmt fmt, int
         o->cap = cap;
     }
     size_t qb = 0, fb = 0;
-    /* Quantise all first, then swap: a failure half-way leaves every Linear usable. */
-    int first = o->n;
-    for (int i = 0; i < n; i++) {
-        kr_linear *l = ls[i].l;
-        if (l->q || !l->w) {
-            for (int j = first; j < o->n; j++)
-                if (!ready || !ready[j - first]) owned_free(o->q[j]);
-            o->n = first;
+    for (int i = 0; i < n; i++)
+        if (ls[i].l->q || !ls[i].l->w)
             return kr_error_set(err, KR_ERR_INVALID_ARG,
                                 "quantize: Linear '%s' is already quantised", ls[i].name);
-        }
-        if (ready && ready[i]) {
-            o->q[o->n++] = ready[i];
-            continue;
-        }
-        kr_qmat_owned *q = calloc(1, sizeof *q);
-        kr_status st = q ? kr_qmat_quantize(fmt, l->n_out, l->n_in, l->w,
-                                            col_scales ? col_scales[i] : NULL, group, q, err)
-                         : kr_error_set(err, KR_ERR_NOMEM, "quantize: out of memory");
-        if (st == KR_OK)
-            o->q[o->n] = q;
-        else
-            free(q);
-        if (st != KR_OK) {
-            for (int j = first; j < o->n; j++)
-                if (!ready || !ready[j - first]) owned_free(o->q[j]);
-            o->n = first;
-            kr_error_prefix(err, "quantize: Linear '%s'", ls[i].name);
-            return st;
-        }
-        o->n++;
+    /* Quantise all first (in parallel: at load this is the time before the first forecast,
+     * mostly the first touch of the mapped f32 pages), then swap: a failure half-way leaves
+     * every Linear usable, and the prepared weights with their caller. */
+    int first = o->n;
+    quant_job job = { ls, n, fmt, group, col_scales, ready, o->q + first, NULL, NULL };
+    job.status = calloc((size_t)n, sizeof *job.status);
+    job.errs = calloc((size_t)n, sizeof *job.errs);
+    kr_pool *pool = NULL;
+    if (!job.status || !job.errs) {
+        free(job.status);
+        free(job.errs);
+        return kr_error_set(err, KR_ERR_NOMEM, "quantize: out of memory");
     }
+    if (kr_pool_create(n > 1 ? 0 : 1, &pool, NULL) != KR_OK) pool = NULL; /* then serially */
+    kr_pool_run(pool, quant_worker, &job);
+    kr_pool_free(pool);
+    kr_status st = KR_OK;
+    for (int i = 0; i < n && st == KR_OK; i++)
+        if ((st = job.status[i]) != KR_OK) {
+            if (err) *err = job.errs[i];
+            kr_error_prefix(err, "quantize: Linear '%s'", ls[i].name);
+        }
+    free(job.status);
+    free(job.errs);
+    if (st != KR_OK) {
+        for (int j = 0; j < n; j++)
+            if (!ready || !ready[j]) owned_free(o->q[first + j]);
+        return st;
+    }
+    o->n += n;
     for (int i = 0; i < n; i++) {
         kr_linear *l = ls[i].l;
         size_t bytes = (size_t)l->n_out * (size_t)l->n_in * sizeof(float);

@@ -195,53 +195,101 @@ void kr_kv_store_read(const kr_kv_store *s, int layer, int row, int n_rows, floa
     }
 }
 
+/* Linears that read the same input (q, k, v; w1, w3; the dep layer's k, v) run in one
+ * parallel region: each thread computes its slice of every output, so one pool round trip
+ * serves them all. Each output column is still the same kernel's dot product over the input
+ * in the same order (kernels are split-invariant), so the numbers are those of one call per
+ * Linear. */
+enum { KR_LINEAR_MULTI_MAX = 4 };
+
 typedef struct gemm_task {
-    const kr_linear *l;
+    int n;
+    const kr_linear *l[KR_LINEAR_MULTI_MAX];
+    float *y[KR_LINEAR_MULTI_MAX];
+    int ldy[KR_LINEAR_MULTI_MAX];
+    void *scratch[KR_LINEAR_MULTI_MAX]; /* quantised: kr_qgemm scratch */
     const float *x;
-    int m, ldx, ldy;
-    float *y;
-    void *scratch; /* quantised: kr_qgemm scratch */
+    int m, ldx;
 } gemm_task;
 
 static void gemm_worker(void *ctx, int ith, int nth) {
     const gemm_task *t = ctx;
-    kr_gemm_f32(t->m, t->l->n_out, t->l->n_in, t->x, t->ldx, t->l->w, t->l->b, t->y, t->ldy, ith,
-                nth);
+    for (int i = 0; i < t->n; i++) {
+        const kr_linear *l = t->l[i];
+        if (l->q)
+            kr_qgemm_run(l->q, t->m, t->x, t->ldx, l->b, t->y[i], t->ldy[i], t->scratch[i], ith,
+                         nth);
+        else
+            kr_gemm_f32(t->m, l->n_out, l->n_in, t->x, t->ldx, l->w, l->b, t->y[i], t->ldy[i], ith,
+                        nth);
+    }
 }
 
 static void qprepare_worker(void *ctx, int ith, int nth) {
     const gemm_task *t = ctx;
     int m0 = (int)((long long)t->m * ith / nth), m1 = (int)((long long)t->m * (ith + 1) / nth);
-    kr_qgemm_prepare(t->l->q, t->m, t->x, t->ldx, t->scratch, m0, m1);
+    for (int i = 0; i < t->n; i++)
+        if (t->l[i]->q && kr_qgemm_needs_prepare(t->l[i]->q))
+            kr_qgemm_prepare(t->l[i]->q, t->m, t->x, t->ldx, t->scratch[i], m0, m1);
 }
 
-static void qgemm_worker(void *ctx, int ith, int nth) {
-    const gemm_task *t = ctx;
-    kr_qgemm_run(t->l->q, t->m, t->x, t->ldx, t->l->b, t->y, t->ldy, t->scratch, ith, nth);
+/* Below this much work a region is cheaper on the caller alone than handed to the pool: a
+ * hand-off costs microseconds on an idle machine and far more when other processes hold the
+ * cores, against ~2.5 µs of FMAs here (the small models' decode steps). Results are the same
+ * either way (split-invariant kernels). */
+#define KR_POOL_MIN_FLOPS (1 << 18)
+/* Activation rows below this many values are quantised by the caller, not in a region. */
+#define KR_POOL_MIN_PREPARE (1 << 16)
+
+static void run_region(const kr_exec *ex, kr_pool_fn fn, void *ctx, double work, double min) {
+    if (work < min)
+        fn(ctx, 0, 1);
+    else
+        kr_pool_run(ex->pool, fn, ctx);
+}
+
+kr_status kr_linear_run_multi(const kr_exec *ex, int n, const kr_linear *const *l, const float *x,
+                              int m, int ldx, float *const *y, const int *ldy, kr_error *err) {
+    if (m <= 0 || n <= 0) return KR_OK;
+    if (n > KR_LINEAR_MULTI_MAX)
+        return kr_error_set(err, KR_ERR_INTERNAL, "linear: %d outputs in one call (max %d)", n,
+                            KR_LINEAR_MULTI_MAX);
+    double t0 = kr_prof_begin(ex->prof), flops = 0, bytes = 4.0 * m * l[0]->n_in;
+    gemm_task t = { .n = n, .x = x, .m = m, .ldx = ldx };
+    size_t mark = kr_arena_mark(ex->arena);
+    int prepare = 0;
+    for (int i = 0; i < n; i++) {
+        if (l[i]->stats) kr_act_stats_add(l[i]->stats, x, m, ldx);
+        t.l[i] = l[i];
+        t.y[i] = y[i];
+        t.ldy[i] = ldy[i];
+        flops += 2.0 * m * l[i]->n_out * l[i]->n_in;
+        bytes += (l[i]->q ? (double)kr_qmat_bytes(l[i]->q) : 4.0 * l[i]->n_out * l[i]->n_in) +
+                 4.0 * m * l[i]->n_out;
+        if (!l[i]->q) continue;
+        size_t sb = kr_qgemm_scratch_bytes(l[i]->q, m, kr_pool_size(ex->pool));
+        if (!(t.scratch[i] = kr_arena_alloc(ex->arena, sb))) {
+            kr_arena_release(ex->arena, mark);
+            return kr_error_set(err, KR_ERR_NOMEM,
+                                "linear %d×%d: out of memory for %zu bytes of "
+                                "quantised-GEMM scratch",
+                                l[i]->n_out, l[i]->n_in, sb);
+        }
+        prepare |= kr_qgemm_needs_prepare(l[i]->q);
+    }
+    /* Activation preparation is split over rows, the GEMM over output columns. */
+    if (prepare) run_region(ex, qprepare_worker, &t, (double)m * l[0]->n_in, KR_POOL_MIN_PREPARE);
+    run_region(ex, gemm_worker, &t, flops, KR_POOL_MIN_FLOPS);
+    kr_arena_release(ex->arena, mark);
+    /* What the profile counts: 2·m·n_out·n_in FLOPs per Linear; the weight bytes as stored
+     * plus the activations read and written. */
+    kr_prof_end(ex->prof, KR_PROF_PART_GEMM, t0, flops, bytes);
+    return KR_OK;
 }
 
 kr_status kr_linear_run(const kr_exec *ex, const kr_linear *l, const float *x, int m, int ldx,
                         float *y, int ldy, kr_error *err) {
-    if (m <= 0) return KR_OK;
-    if (l->stats) kr_act_stats_add(l->stats, x, m, ldx);
-    gemm_task t = { l, x, m, ldx, ldy, y, NULL };
-    if (!l->q) {
-        kr_pool_run(ex->pool, gemm_worker, &t);
-        return KR_OK;
-    }
-    size_t bytes = kr_qgemm_scratch_bytes(l->q, m, kr_pool_size(ex->pool));
-    size_t mark = kr_arena_mark(ex->arena);
-    t.scratch = kr_arena_alloc(ex->arena, bytes);
-    if (!t.scratch)
-        return kr_error_set(err, KR_ERR_NOMEM,
-                            "linear %d×%d: out of memory for %zu bytes of "
-                            "quantised-GEMM scratch",
-                            l->n_out, l->n_in, bytes);
-    /* Activation preparation is split over rows, the GEMM over output columns. */
-    if (kr_qgemm_needs_prepare(l->q)) kr_pool_run(ex->pool, qprepare_worker, &t);
-    kr_pool_run(ex->pool, qgemm_worker, &t);
-    kr_arena_release(ex->arena, mark);
-    return KR_OK;
+    return kr_linear_run_multi(ex, 1, &l, x, m, ldx, &y, &ldy, err);
 }
 
 kr_status kr_chunks_check(const kr_chunk *chunks, int n_chunks, int n_layers_needed, int *total,
@@ -305,11 +353,15 @@ kr_status kr_transformer_run(const kr_block_weights *blocks, int n_blocks, int l
         const kr_block_weights *bw = &blocks[b];
         const kr_attn_weights *aw = &bw->attn;
         int layer = layer0 + b;
+        double t0 = kr_prof_begin(ex->prof);
         kr_rmsnorm_f32(total, d, x, d, bw->norm1, KR_RMS_EPS, h, d);
-        if ((st = kr_linear_run(ex, &aw->q, h, total, d, q, d, err)) != KR_OK ||
-            (st = kr_linear_run(ex, &aw->k, h, total, d, kt, d, err)) != KR_OK ||
-            (st = kr_linear_run(ex, &aw->v, h, total, d, vt, d, err)) != KR_OK)
+        kr_prof_end(ex->prof, KR_PROF_PART_NORM_ACT, t0, 4.0 * (double)td, 8.0 * (double)td);
+        const kr_linear *qkv[3] = { &aw->q, &aw->k, &aw->v };
+        float *qkv_out[3] = { q, kt, vt };
+        const int ld3[3] = { d, d, d };
+        if ((st = kr_linear_run_multi(ex, 3, qkv, h, total, d, qkv_out, ld3, err)) != KR_OK)
             goto done;
+        t0 = kr_prof_begin(ex->prof);
         for (int c = 0, row = 0; c < n_chunks; c++) {
             const kr_chunk *ch = &chunks[c];
             kr_rope_f32(ch->n, aw->n_heads, aw->head_dim, q + (size_t)row * d, d, ch->pos0,
@@ -320,18 +372,26 @@ kr_status kr_transformer_run(const kr_block_weights *blocks, int n_blocks, int l
                               vt + (size_t)row * d, ch->n);
             row += ch->n;
         }
+        kr_prof_end(ex->prof, KR_PROF_PART_NORM_ACT, t0, 6.0 * (double)td, 24.0 * (double)td);
         st = kr_attention_rows(ex, total, keys, layer, aw->n_heads, aw->head_dim, d, q, att, err);
         if (st != KR_OK) goto done;
         if ((st = kr_linear_run(ex, &aw->out, att, total, d, h, d, err)) != KR_OK) goto done;
+        t0 = kr_prof_begin(ex->prof);
         kr_add_f32((int)td, h, x);
-
         kr_rmsnorm_f32(total, d, x, d, bw->norm2, KR_RMS_EPS, h, d);
-        if ((st = kr_linear_run(ex, &bw->w1, h, total, d, f1, ff_dim, err)) != KR_OK ||
-            (st = kr_linear_run(ex, &bw->w3, h, total, d, f3, ff_dim, err)) != KR_OK)
+        kr_prof_end(ex->prof, KR_PROF_PART_NORM_ACT, t0, 5.0 * (double)td, 20.0 * (double)td);
+        const kr_linear *gate_up[2] = { &bw->w1, &bw->w3 };
+        float *gate_up_out[2] = { f1, f3 };
+        const int ldf[2] = { ff_dim, ff_dim };
+        if ((st = kr_linear_run_multi(ex, 2, gate_up, h, total, d, gate_up_out, ldf, err)) != KR_OK)
             goto done;
+        t0 = kr_prof_begin(ex->prof);
         kr_silu_mul_f32((int)tf, f1, f3, f1);
+        kr_prof_end(ex->prof, KR_PROF_PART_NORM_ACT, t0, 5.0 * (double)tf, 12.0 * (double)tf);
         if ((st = kr_linear_run(ex, &bw->w2, f1, total, ff_dim, h, d, err)) != KR_OK) goto done;
+        t0 = kr_prof_begin(ex->prof);
         kr_add_f32((int)td, h, x);
+        kr_prof_end(ex->prof, KR_PROF_PART_NORM_ACT, t0, (double)td, 12.0 * (double)td);
     }
 done:
     kr_arena_release(ex->arena, mark);

@@ -126,6 +126,11 @@ typedef struct kr_chunk {
 kr_status kr_linear_run(const kr_exec *ex, const kr_linear *l, const float *x, int m, int ldx,
                         float *y, int ldy, kr_error *err);
 
+/* kr_linear_run for n (<= 4) Linears of the same input x (same n_in): y[i] = x·l[i]ᵀ + b, in
+ * one parallel region, each output equal to its own kr_linear_run. */
+kr_status kr_linear_run_multi(const kr_exec *ex, int n, const kr_linear *const *l, const float *x,
+                              int m, int ldx, float *const *y, const int *ldy, kr_error *err);
+
 /* Runs blocks[0..n_blocks) over x[total][d] (total = Σ chunk n), in place. Store layer of
  * block i is layer0 + i. `causal` is always 1 for Kronos blocks. */
 kr_status kr_transformer_run(const kr_block_weights *blocks, int n_blocks, int layer0, int d,

@@ -10,6 +10,8 @@
 
 #include <cjson/cJSON.h>
 
+#include "base/error.h"
+#include "kronos/server.h"
 #include "market/calendar.h"
 
 #include "server/json_body.h"
@@ -126,6 +128,19 @@ done:
     return st;
 }
 
+kr_status kr_server_parse_candles(const char *text, size_t len, const char *label, kr_candles **out,
+                                  kr_error *err) {
+    *out = NULL;
+    size_t i = 0;
+    while (i < len && (text[i] == ' ' || text[i] == '\t' || text[i] == '\r' || text[i] == '\n'))
+        i++;
+    if (i == len || (text[i] != '{' && text[i] != '['))
+        return kr_candles_parse_csv(text, len, label, out, err);
+    kr_api_error aerr;
+    if (kr_api_candles_parse(text, len, 0, NULL, out, &aerr) == KR_OK) return KR_OK;
+    return kr_error_set(err, KR_ERR_FORMAT, "%s: %s", label, aerr.message);
+}
+
 /* ------------------------------------------------------------------ POST /v1/analyze */
 
 /* An interval name for candles that came without one: the most common gap ("1d", "5m"). */
@@ -188,7 +203,7 @@ static const kr_report_format k_format_of[] = { KR_FORMAT_JSON, KR_FORMAT_MD, KR
 
 /* The values a route reads itself (names, candles) after the scalars. */
 typedef struct analyze_values {
-    const cJSON *symbol, *symbols, *interval, *candles, *columns, *market;
+    const cJSON *symbol, *symbols, *interval, *candles, *columns, *market, *stock_code;
 } analyze_values;
 
 static const char *const k_ohlc_modes[] = { "raw", "consistent", NULL };
@@ -223,6 +238,8 @@ static kr_status read_fields(const cJSON *root, int batch, const kr_api_limits *
         KR_F_CHOICE("ohlc", &ohlc, k_ohlc_modes),
         KR_F_VALUE("market", &v->market, 0),
         KR_F_BOOL("all", &r->all),
+        KR_F_VALUE("stock_code", &v->stock_code, 0),
+        KR_F_BOOL("narrative", &r->narrative),
     };
     /* The caps bound what one analysis costs: (1 + calibrate) forecasts of paths x horizon
      * steps per symbol. Each names its config key when exceeded. */
@@ -235,7 +252,8 @@ static kr_status read_fields(const cJSON *root, int batch, const kr_api_limits *
     int n = 0;
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         const char *nm = all[i].name;
-        int single_only = !strcmp(nm, "symbol") || !strcmp(nm, "candles") || !strcmp(nm, "columns");
+        int single_only = !strcmp(nm, "symbol") || !strcmp(nm, "candles") ||
+                          !strcmp(nm, "columns") || !strcmp(nm, "stock_code");
         int batch_only = !strcmp(nm, "symbols") || !strcmp(nm, "all");
         if (batch ? !single_only : !batch_only) f[n++] = all[i];
     }
@@ -325,6 +343,13 @@ kr_status kr_api_analyze_parse(const char *json, size_t len, int batch, const kr
     } else if (batch) {
         if ((st = parse_symbols(v.symbols, lim->max_symbols, out, err)) != KR_OK) goto fail;
     } else {
+        if (v.stock_code && v.symbol) {
+            st = kr_api_error_set(err, 400, "stock_code",
+                                  "is another name of symbol: give one of them");
+            goto fail;
+        }
+        const char *sym_field = v.stock_code ? "stock_code" : "symbol";
+        if (v.stock_code) v.symbol = v.stock_code;
         if (!v.symbol && !v.candles) {
             st =
                 kr_api_error_set(err, 400, "symbol", "required (a stored symbol), or give candles");
@@ -336,7 +361,7 @@ kr_status kr_api_analyze_parse(const char *json, size_t len, int batch, const kr
         }
         out->n = 1;
         if (v.symbol) {
-            if ((st = get_name(v.symbol, "symbol", 0, out->symbols[0], sizeof out->symbols[0],
+            if ((st = get_name(v.symbol, sym_field, 0, out->symbols[0], sizeof out->symbols[0],
                                err)) != KR_OK)
                 goto fail;
         } else {

@@ -32,10 +32,12 @@ typedef struct kr_api_analyze_request {
     int stream; /* answer as text/event-stream */
     char market[24]; /* "market": every symbol's calendar; "" = stored / suffix / inferred */
     int all; /* batch "all": true: every stored series (symbols empty) */
+    int narrative; /* "narrative": true: the language-model prose too (server llm_url) */
 } kr_api_analyze_request;
 
 /* Parses and validates an analyze body (len bytes, need not be NUL-terminated); batch selects
- * the /v1/analyze/batch fields ("symbols" instead of "symbol"/"candles"). Unknown and
+ * the /v1/analyze/batch fields ("symbols" instead of "symbol"/"candles"). "stock_code" is
+ * another name of "symbol" (POST /analyze {"stock_code": ...}); giving both is a 400. Unknown and
  * duplicate fields are 400s; null means "the default". On success *out owns its candles
  * (kr_api_analyze_request_free). On failure *out is zeroed and err names the field. */
 kr_status kr_api_analyze_parse(const char *json, size_t len, int batch, const kr_api_limits *lim,

@@ -9,11 +9,9 @@
 #include <stddef.h>
 
 #include "kronos.h"
+#include "kronos/server.h"
 
-/* Reads the key: the file's first line, surrounding whitespace removed. Refuses an empty key,
- * one longer than cap - 1 bytes and keys with control characters (they could never be sent
- * in a header). */
-kr_status kr_auth_load_key_file(const char *path, char *key, size_t cap, kr_error *err);
+/* kr_auth_load_key_file is public: kronos/server.h. */
 /* The same rules on a key file's text (len bytes); label names it in errors. Pure. */
 kr_status kr_auth_parse_key(const char *text, size_t len, const char *label, char *key, size_t cap,
                             kr_error *err);

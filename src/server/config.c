@@ -12,12 +12,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
 
+#include "analyst/narrative.h"
 #include "base/error.h"
 #include "base/fsutil.h"
+#include "market/calendar.h"
+#include "market/timezone.h"
 
 #define N_OF(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -46,9 +50,13 @@ void kr_server_config_defaults(kr_server_config *c) {
     c->max_lookback = 2048;
     c->max_calibrate = 10;
     c->max_symbols = 64;
+    c->batch_size = KR_STATIC_BATCH_ROWS_DEFAULT;
     c->sched = kr_context_default_params();
     c->sched.batch_wait_ms = 50; /* a server batches: requests arrive independently */
     c->sched.tune = 1;
+    c->sched.tune_window_s = 300; /* pressure must hold 5 minutes, relief 10 (the tuner) */
+    c->sched.tune_relax_s = 600;
+    c->llm_timeout_s = 60.0;
     c->analysis_priority = KR_PRIORITY_LOW;
 }
 
@@ -189,6 +197,7 @@ static const int_key k_int_keys[] = {
     { "max_lookback", 2, 65536, CFG_OFF(max_lookback), 0 },
     { "max_calibrate", 0, 1000, CFG_OFF(max_calibrate), 0 },
     { "max_symbols", 1, 64, CFG_OFF(max_symbols), 0 },
+    { "batch_size", 0, 1 << 20, CFG_OFF(batch_size), 0 },
     { "batch_wait_ms", 0, 60000, CFG_OFF(sched.batch_wait_ms), PROF_OFF(batch_wait_ms) },
     { "max_batch_tokens", 1, 1 << 24, CFG_OFF(sched.max_batch_tokens), PROF_OFF(max_batch_tokens) },
     { "max_running", 1, 65536, CFG_OFF(sched.max_running), PROF_OFF(max_running) },
@@ -204,11 +213,15 @@ typedef struct dbl_key {
 static const dbl_key k_dbl_keys[] = {
     { "request_timeout_s", 0.0, 86400.0, CFG_OFF(request_timeout_s), 0 },
     { "read_timeout_s", 0.0, 3600.0, CFG_OFF(read_timeout_s), 0 },
+    { "drain_delay_s", -1e-300, 600.0, CFG_OFF(drain_delay_s), 0 },
     { "drift_sample", -1e-300, 1.0, CFG_OFF(drift_sample), 0 },
     { "target_queue_p95_s", 0.0, 3600.0, CFG_OFF(sched.target_queue_p95_s),
       PROF_OFF(target_queue_p95_s) },
     { "target_ttft_p95_s", 0.0, 3600.0, CFG_OFF(sched.target_ttft_p95_s),
       PROF_OFF(target_ttft_p95_s) },
+    { "tune_window_s", 0.0, 86400.0, CFG_OFF(sched.tune_window_s), 0 },
+    { "tune_relax_s", 0.0, 86400.0, CFG_OFF(sched.tune_relax_s), 0 },
+    { "llm_timeout_s", 0.0, 86400.0, CFG_OFF(llm_timeout_s), 0 },
 };
 
 typedef struct bool_key {
@@ -238,6 +251,10 @@ static const str_key k_str_keys[] = {
     { "db", CFG_OFF(db), KR_SERVER_PATH_MAX },
     { "web_root", CFG_OFF(web_root), KR_SERVER_PATH_MAX },
     { "access_log", CFG_OFF(access_log), KR_SERVER_PATH_MAX },
+    { "timezone", CFG_OFF(timezone), 64 },
+    { "market", CFG_OFF(market), 32 },
+    { "llm_url", CFG_OFF(llm_url), KR_SERVER_PATH_MAX },
+    { "llm_model", CFG_OFF(llm_model), 128 },
 };
 
 /* Byte sizes: a number of bytes or a string with a unit ("128MiB"), range in bytes. */
@@ -282,6 +299,16 @@ static kr_status get_size(const cJSON *it, const char *label, const size_key *sk
     return KR_OK;
 }
 
+/* latency_mode: "normal" or "tight". */
+static kr_status get_latency_mode(const cJSON *it, const char *label, const char *key, int *tight,
+                                  kr_error *err) {
+    if (!cJSON_IsString(it) ||
+        (strcmp(it->valuestring, "normal") && strcmp(it->valuestring, "tight")))
+        return bad(err, label, key, "must be \"normal\" or \"tight\"");
+    *tight = !strcmp(it->valuestring, "tight");
+    return KR_OK;
+}
+
 /* ------------------------------------------------------------------ profiles */
 
 static kr_status parse_profile(const cJSON *po, int index, const char *label, kr_server_profile *p,
@@ -292,6 +319,7 @@ static kr_status parse_profile(const cJSON *po, int index, const char *label, kr
     memset(p, 0, sizeof *p);
     p->batch_wait_ms = p->max_batch_tokens = p->max_running = p->max_queue = -1;
     p->target_queue_p95_s = p->target_ttft_p95_s = -1.0;
+    p->static_batching = -1;
     int have_from = 0, have_to = 0;
     char key[160];
     for (const cJSON *it = po->child; it; it = it->next) {
@@ -314,6 +342,12 @@ static kr_status parse_profile(const cJSON *po, int index, const char *label, kr
                 have_from = 1;
             else
                 have_to = 1;
+        } else if (!strcmp(it->string, "static_batching")) {
+            known = 1;
+            st = get_bool(it, label, key, &p->static_batching, err);
+        } else if (!strcmp(it->string, "latency_mode")) {
+            known = 1;
+            st = get_latency_mode(it, label, key, &p->latency_tight, err);
         }
         for (size_t k = 0; !known && k < N_OF(k_int_keys); k++) {
             if (!k_int_keys[k].prof_off || strcmp(it->string, k_int_keys[k].key)) continue;
@@ -329,8 +363,9 @@ static kr_status parse_profile(const cJSON *po, int index, const char *label, kr
         }
         if (!known)
             return bad(err, label, key,
-                       "unknown profile key (name, from, to, batch_wait_ms, max_batch_tokens, "
-                       "max_running, max_queue, target_queue_p95_s, target_ttft_p95_s)");
+                       "unknown profile key (name, from, to, latency_mode, batch_wait_ms, "
+                       "max_batch_tokens, max_running, max_queue, target_queue_p95_s, "
+                       "target_ttft_p95_s, static_batching)");
         if (st != KR_OK) return st;
     }
     if (!p->name[0]) return bad(err, label, where, "needs a \"name\"");
@@ -338,6 +373,10 @@ static kr_status parse_profile(const cJSON *po, int index, const char *label, kr
         return bad(err, label, where, "needs \"from\" and \"to\" (\"HH:MM\")");
     if (p->from_min == p->to_min)
         return bad(err, label, where, "\"from\" equals \"to\": the profile would cover no time");
+    if (p->latency_tight && p->batch_wait_ms > KR_TIGHT_WAIT_MAX_MS) {
+        snprintf(key, sizeof key, "%s.batch_wait_ms", where);
+        return bad(err, label, key, "latency_mode \"tight\" allows at most 20 ms");
+    }
     return KR_OK;
 }
 
@@ -394,7 +433,39 @@ kr_context_params kr_server_profile_apply(const kr_context_params *base,
     if (p->max_queue >= 0) r.max_queue = p->max_queue;
     if (p->target_queue_p95_s >= 0) r.target_queue_p95_s = p->target_queue_p95_s;
     if (p->target_ttft_p95_s >= 0) r.target_ttft_p95_s = p->target_ttft_p95_s;
+    if (p->static_batching >= 0) r.static_batching = p->static_batching;
+    /* Tight without a wait of its own: the tight default, or the base's when shorter. */
+    if (p->latency_tight && p->batch_wait_ms < 0 && r.batch_wait_ms > KR_TIGHT_WAIT_MS)
+        r.batch_wait_ms = KR_TIGHT_WAIT_MS;
     return r;
+}
+
+const char *kr_server_profile_zone(const kr_server_config *c) {
+    if (c->timezone[0]) return c->timezone;
+    const kr_calendar *cal = NULL;
+    if (c->market[0] && kr_calendar_find(c->market, &cal, NULL) == KR_OK && cal)
+        return cal->timezone;
+    return "";
+}
+
+kr_status kr_server_profile_minute(const kr_server_config *c, int64_t utc, int *minute,
+                                   kr_error *err) {
+    const char *zone = kr_server_profile_zone(c);
+    int64_t local;
+    if (zone[0]) {
+        kr_tz tz;
+        kr_status st = kr_tz_load(zone, &tz, err);
+        if (st != KR_OK) return st;
+        local = utc + kr_tz_offset(&tz, utc);
+    } else {
+        time_t t = (time_t)utc;
+        struct tm lt;
+        localtime_r(&t, &lt);
+        local = (int64_t)lt.tm_hour * 3600 + lt.tm_min * 60;
+    }
+    int64_t sod = ((local % 86400) + 86400) % 86400;
+    *minute = (int)(sod / 60);
+    return KR_OK;
 }
 
 /* ------------------------------------------------------------------ document */
@@ -432,6 +503,7 @@ static kr_status parse_key(const cJSON *it, const char *label, kr_server_config 
         return st;
     }
     if (!strcmp(k, "profiles")) return parse_profiles(it, label, c, err);
+    if (!strcmp(k, "latency_mode")) return get_latency_mode(it, label, k, &c->latency_tight, err);
     return bad(err, label, k, "unknown key (see docs/api.md, \"Configuration\")");
 }
 
@@ -458,6 +530,10 @@ kr_status kr_server_config_parse(const char *json, size_t len, const char *label
             }
         st = parse_key(it, label, c, err);
     }
+    if (st == KR_OK && c->latency_tight &&
+        !cJSON_GetObjectItemCaseSensitive(root, "batch_wait_ms") &&
+        c->sched.batch_wait_ms > KR_TIGHT_WAIT_MS)
+        c->sched.batch_wait_ms = KR_TIGHT_WAIT_MS;
     if (st == KR_OK) st = kr_server_config_validate(c, err);
     if (st != KR_OK && err && strncmp(err->message, label, strlen(label)) != 0)
         kr_error_prefix(err, "%s", label);
@@ -510,5 +586,34 @@ kr_status kr_server_config_validate(const kr_server_config *c, kr_error *err) {
                             "request that large could ever be admitted",
                             c->max_request_memory, c->max_memory_in_flight);
     if (!c->host[0]) return kr_error_set(err, KR_ERR_INVALID_ARG, "host: must not be empty");
+    if (c->latency_tight && c->sched.batch_wait_ms > KR_TIGHT_WAIT_MAX_MS)
+        return kr_error_set(err, KR_ERR_INVALID_ARG,
+                            "batch_wait_ms: latency_mode \"tight\" allows at most %d ms, got %d",
+                            KR_TIGHT_WAIT_MAX_MS, c->sched.batch_wait_ms);
+    if (c->market[0]) {
+        const kr_calendar *cal = NULL;
+        kr_status st = kr_calendar_find(c->market, &cal, err);
+        if (st != KR_OK) {
+            kr_error_prefix(err, "market");
+            return st;
+        }
+    }
+    const char *zone = kr_server_profile_zone(c);
+    if (zone[0]) {
+        kr_tz tz;
+        kr_status st = kr_tz_load(zone, &tz, err);
+        if (st != KR_OK) {
+            kr_error_prefix(err, "timezone");
+            return st;
+        }
+    }
+    if (c->llm_url[0]) {
+        char endpoint[KR_SERVER_PATH_MAX + 32];
+        kr_status st = kr_narrative_endpoint(c->llm_url, endpoint, sizeof endpoint, err);
+        if (st != KR_OK) {
+            kr_error_prefix(err, "llm_url");
+            return st;
+        }
+    }
     return KR_OK;
 }

@@ -31,6 +31,8 @@ struct kr_conn_watch {
     kr_conn_slot *head;
     void (*on_cut)(void *user);
     void *user;
+    void (*tick)(void *user);
+    void *tick_user;
 };
 
 static void *watchdog(void *arg) {
@@ -57,6 +59,13 @@ static void *watchdog(void *arg) {
             for (int i = 0; i < cut; i++) w->on_cut(w->user);
             pthread_mutex_lock(&w->mu);
         }
+        if (w->tick && !w->stop) {
+            void (*tick)(void *) = w->tick;
+            void *user = w->tick_user;
+            pthread_mutex_unlock(&w->mu);
+            tick(user);
+            pthread_mutex_lock(&w->mu);
+        }
     }
     pthread_mutex_unlock(&w->mu);
     return NULL;
@@ -80,6 +89,14 @@ kr_status kr_conn_watch_create(double read_timeout_s, void (*on_cut)(void *user)
     }
     *out = w;
     return KR_OK;
+}
+
+void kr_conn_watch_set_tick(kr_conn_watch *w, void (*tick)(void *user), void *user) {
+    if (!w) return;
+    pthread_mutex_lock(&w->mu);
+    w->tick = tick;
+    w->tick_user = user;
+    pthread_mutex_unlock(&w->mu);
 }
 
 void kr_conn_watch_free(kr_conn_watch *w) {

@@ -26,6 +26,9 @@ typedef struct kr_conn_slot kr_conn_slot;
  * held, once per connection cut. Caller owns *out. */
 kr_status kr_conn_watch_create(double read_timeout_s, void (*on_cut)(void *user), void *user,
                                kr_conn_watch **out, kr_error *err);
+/* Also calls tick(user) on the watchdog thread, with no lock held, every tenth of a second:
+ * the server's clock for work that must happen without traffic (profile switches). */
+void kr_conn_watch_set_tick(kr_conn_watch *w, void (*tick)(void *user), void *user);
 /* Stops the watchdog and frees what is left. Call after the HTTP daemon has stopped. */
 void kr_conn_watch_free(kr_conn_watch *w);
 

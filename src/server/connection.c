@@ -392,6 +392,7 @@ static int json_route(struct MHD_Connection *mc, const kr_conn *c) {
     switch (c->route->id) {
     case KR_ROUTE_FORECAST:
     case KR_ROUTE_ANALYZE:
+    case KR_ROUTE_ANALYZE_ALIAS:
     case KR_ROUTE_ANALYZE_BATCH: return 1;
     case KR_ROUTE_CANDLES_POST: {
         const char *ct =
@@ -429,7 +430,8 @@ static enum MHD_Result dispatch(struct MHD_Connection *mc, kr_conn *c, const cha
     case KR_ROUTE_SYMBOLS: return kr_handle_symbols(mc, c);
     case KR_ROUTE_CANDLES_GET: return kr_handle_candles_get(mc, c, url);
     case KR_ROUTE_CANDLES_POST: return kr_handle_candles_post(mc, c, url);
-    case KR_ROUTE_ANALYZE: return kr_handle_analyze(mc, c);
+    case KR_ROUTE_ANALYZE:
+    case KR_ROUTE_ANALYZE_ALIAS: return kr_handle_analyze(mc, c);
     case KR_ROUTE_ANALYZE_BATCH: return kr_handle_analyze_batch(mc, c);
     case KR_ROUTE_PAGE:
     case KR_ROUTE_ASSETS: return kr_handle_static(mc, c, url);

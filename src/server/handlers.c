@@ -31,7 +31,7 @@ enum MHD_Result kr_handle_health(struct MHD_Connection *mc, kr_conn *c) {
 }
 
 enum MHD_Result kr_handle_ready(struct MHD_Connection *mc, kr_conn *c) {
-    int draining = kr_server_is_draining(c->srv);
+    int draining = kr_server_is_leaving(c->srv);
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "status", draining ? "draining" : "ready");
     cJSON_AddStringToObject(o, "model", c->srv->model_name); /* a directory name: escape it */

@@ -18,6 +18,7 @@ static const kr_route k_routes[KR_ROUTE_COUNT] = {
     { KR_ROUTE_ANALYZE_BATCH, "POST", "/v1/analyze/batch", 1 },
     { KR_ROUTE_PAGE, "GET", "/", 0 },
     { KR_ROUTE_ASSETS, "GET", "/assets/", 0 },
+    { KR_ROUTE_ANALYZE_ALIAS, "POST", "/analyze", 1 },
 };
 
 int kr_route_match(const char *method, const char *url, const kr_route **route) {

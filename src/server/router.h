@@ -19,6 +19,8 @@ typedef enum kr_route_id {
     KR_ROUTE_ANALYZE_BATCH, /* POST /v1/analyze/batch */
     KR_ROUTE_PAGE, /* GET /: the web page (static_files.c) */
     KR_ROUTE_ASSETS, /* GET /assets/...: its scripts and styles */
+    KR_ROUTE_ANALYZE_ALIAS, /* POST /analyze: /v1/analyze under the brief's name (key, drain
+                               and body rules of /v1) */
     KR_ROUTE_COUNT
 } kr_route_id;
 
@@ -27,7 +29,8 @@ typedef struct kr_route {
     const char *method; /* "GET" or "POST"; GET routes also answer HEAD */
     const char *path; /* exact path, no query string; ending in '/' (other than "/"): a
                             * prefix, matching itself plus 1+ characters ("/v1/candles/AAPL") */
-    int v1; /* under /v1: needs the API key, refused while draining */
+    int v1; /* under /v1 (or an alias of a /v1 route): needs the API key, refused while
+               draining */
 } kr_route;
 
 /* Matches a request. Returns 200 with *route set, 404 for an unknown path, or 405 for a

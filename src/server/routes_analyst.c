@@ -21,6 +21,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "analyst/narrative.h"
 #include "analyst/text.h"
 #include "base/error.h"
 #include "base/timeutil.h"
@@ -43,7 +44,8 @@ static kr_store *open_store(kr_server *s, int must_exist, int *status, kr_api_er
         return NULL;
     }
     struct stat sb;
-    if (must_exist && stat(s->cfg.db, &sb) != 0) return NULL; /* empty: status stays 0 */
+    if (must_exist && !kr_store_is_url(s->cfg.db) && stat(s->cfg.db, &sb) != 0)
+        return NULL; /* empty: status stays 0 */
     kr_store *st = NULL;
     kr_error e = { 0 };
     if (kr_store_open(s->cfg.db, &st, &e) != KR_OK) {
@@ -524,6 +526,8 @@ static void task_run(analyze_task *t) {
     p.model_name = s->model_name;
     p.predictor_dir = s->cfg.model;
     p.tokenizer_dir = s->cfg.tokenizer;
+    /* A batch of symbols is offline-style scoring: static batches (the report says which). */
+    if (r->batch) p.static_batch_rows = s->cfg.batch_size;
     if (t->streaming) {
         p.progress = on_analyze_progress;
         p.progress_user = t;
@@ -547,6 +551,22 @@ static void task_run(analyze_task *t) {
         task_fail(t, code, err.message, NULL);
         return;
     }
+    /* The optional prose (server llm_url): its failure is recorded in the report, never an
+     * error of the analysis (analyst/narrative.h). */
+    kr_narrative **narrs = NULL;
+    int n_narrs = set->n;
+    if (r->narrative) {
+        emit(t, "narrative", NULL, "asking the language model for the narrative");
+        kr_narrative_params np = kr_narrative_default_params();
+        np.url = s->cfg.llm_url;
+        if (s->cfg.llm_model[0]) np.model = s->cfg.llm_model;
+        np.timeout_s = s->cfg.llm_timeout_s;
+        if (kr_narrative_attach_all(set, &np, &narrs, &err) != KR_OK) {
+            kr_report_set_free(set);
+            task_fail(t, 500, err.message, NULL);
+            return;
+        }
+    }
     emit(t, "render", NULL,
          r->format == KR_FORMAT_JSON ? "writing the JSON report"
          : r->format == KR_FORMAT_MD ? "writing the Markdown report"
@@ -554,6 +574,7 @@ static void task_run(analyze_task *t) {
     char *text = NULL;
     st = kr_render(set, r->format, &text, &err);
     kr_report_set_free(set);
+    kr_narrative_free_all(narrs, n_narrs);
     if (st != KR_OK) {
         task_fail(t, 500, err.message, NULL);
         return;
@@ -637,7 +658,8 @@ static enum MHD_Result start_stream(struct MHD_Connection *mc, kr_conn *c, analy
     t->streaming = 1;
     t->fd = c->fd;
     t->last_write = kr_now_seconds();
-    t->steps = (r->candles ? 0 : r->n) + 1 + (r->params.calibrate > 0 ? r->n : 0) + 1;
+    t->steps = (r->candles ? 0 : r->n) + 1 + (r->params.calibrate > 0 ? r->n : 0) + 1 +
+               (r->narrative ? 1 : 0);
     if (pthread_create(&t->thread, NULL, task_worker, t) != 0) {
         task_free(t);
         return kr_srv_reply_error(mc, c, 503, "cannot start the analysis thread", NULL);
@@ -658,6 +680,13 @@ static enum MHD_Result handle_analyze(struct MHD_Connection *mc, kr_conn *c, int
         return reply_api_error(mc, c, &aerr);
     }
     kr_srv_drop_body(c);
+    if (t->req.narrative && !s->cfg.llm_url[0]) {
+        task_free(t);
+        return kr_srv_reply_error(mc, c, 400,
+                                  "this server has no language model for narratives (set "
+                                  "llm_url in its config)",
+                                  "narrative");
+    }
 
     /* Counted like a forecast (server_internal.h: c->counted, released when the connection
      * completes), under the lock drain takes, so a drain waits for the analysis. */

@@ -36,8 +36,8 @@ void kr_srv_log(kr_server *s, const char *fmt, ...) {
         fprintf(stderr, "kronos serve: %s\n", line);
 }
 
-/* Applies the time-of-day profile that covers the current local time (checked at most once
- * a second, on whichever connection thread comes by). */
+/* Applies the time-of-day profile that covers the current time in the profiles' zone (checked
+ * at most once a second, by the watchdog's tick and by whichever connection thread comes by). */
 void kr_srv_check_profile(kr_server *s) {
     if (s->cfg.n_profiles == 0) return;
     double now = kr_now_seconds();
@@ -47,19 +47,32 @@ void kr_srv_check_profile(kr_server *s) {
         return;
     }
     s->profile_checked_at = now;
-    time_t t = time(NULL);
-    struct tm lt;
-    localtime_r(&t, &lt);
-    const kr_server_profile *p = kr_server_profile_at(&s->cfg, lt.tm_hour * 60 + lt.tm_min);
+    int64_t utc = (int64_t)time(NULL);
+    int minute;
+    if (s->have_tz) {
+        int64_t local = utc + kr_tz_offset(&s->tz, utc);
+        minute = (int)((((local % 86400) + 86400) % 86400) / 60);
+    } else if (kr_server_profile_minute(&s->cfg, utc, &minute, NULL) != KR_OK) {
+        minute = 0; /* unreachable: the zone was checked at start */
+    }
+    const kr_server_profile *p = kr_server_profile_at(&s->cfg, minute);
     int idx = p ? (int)(p - s->cfg.profiles) : -1, prev = s->active_profile;
     s->active_profile = idx;
     pthread_mutex_unlock(&s->mu);
     if (idx == prev) return;
-    if (prev >= 0) kr_http_metrics_profile(s->http, s->cfg.profiles[prev].name, 0);
-    if (p) kr_http_metrics_profile(s->http, p->name, 1);
+    kr_http_metrics_profile(s->http, prev >= 0 ? s->cfg.profiles[prev].name : "base", 0);
+    kr_http_metrics_profile(s->http, p ? p->name : "base", 1);
     kr_context_params eff = kr_server_profile_apply(&s->cfg.sched, p);
-    kr_srv_log(s, "profile %s in effect (batch_wait_ms %d, max_batch_tokens %d, max_running %d)",
-               p ? p->name : "base", eff.batch_wait_ms, eff.max_batch_tokens, eff.max_running);
+    const char *zone = kr_server_profile_zone(&s->cfg);
+    kr_srv_log(s,
+               "profile %s in effect at %02d:%02d %s (batch_wait_ms %d, max_batch_tokens %d, "
+               "max_running %d, max_queue %d, %s batching, targets queue p95 %.3f s, TTFT p95 "
+               "%.3f s%s)",
+               p ? p->name : "base", minute / 60, minute % 60, zone[0] ? zone : "local time",
+               eff.batch_wait_ms, eff.max_batch_tokens, eff.max_running, eff.max_queue,
+               eff.static_batching ? "static" : "continuous", eff.target_queue_p95_s,
+               eff.target_ttft_p95_s,
+               (p ? p->latency_tight : s->cfg.latency_tight) ? ", latency_mode tight" : "");
     char reason[96];
     snprintf(reason, sizeof reason, "time-of-day profile %s", p ? p->name : "base");
     kr_context_limits lim = kr_context_limits_keep();
@@ -67,6 +80,7 @@ void kr_srv_check_profile(kr_server *s) {
     lim.max_batch_tokens = eff.max_batch_tokens;
     lim.max_running = eff.max_running;
     lim.max_queue = eff.max_queue;
+    lim.static_batching = eff.static_batching;
     lim.target_queue_p95_s = eff.target_queue_p95_s;
     lim.target_ttft_p95_s = eff.target_ttft_p95_s;
     kr_context_set_limits(s->ctx, &lim, reason);
@@ -179,6 +193,9 @@ static kr_status start_daemon(kr_server *s, kr_error *err) {
     return KR_OK;
 }
 
+/* The watchdog's tick: profiles switch at their time even when no request comes. */
+static void on_watch_tick(void *user) { kr_srv_check_profile(user); }
+
 /* A request cut by the read watchdog (conn_watch.h). */
 static void on_read_cut(void *user) {
     kr_server *s = user;
@@ -197,6 +214,12 @@ kr_status kr_server_create(const kr_model *model, const kr_server_config *cfg, k
     s->cfg = *cfg;
     s->model = model;
     s->active_profile = -1;
+    const char *zone = kr_server_profile_zone(&s->cfg);
+    if (zone[0] && (st = kr_tz_load(zone, &s->tz, err)) != KR_OK) {
+        free(s);
+        return st;
+    }
+    s->have_tz = zone[0] != 0;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->idle, NULL);
     if (!s->cfg.api_key[0] && s->cfg.api_key_file[0] &&
@@ -238,7 +261,9 @@ kr_status kr_server_create(const kr_model *model, const kr_server_config *cfg, k
     if ((st = kr_conn_watch_create(s->cfg.read_timeout_s, on_read_cut, s, &s->watch, err)) != KR_OK)
         goto fail;
     if ((st = start_daemon(s, err)) != KR_OK) goto fail;
+    if (s->cfg.n_profiles > 0) kr_http_metrics_profile(s->http, "base", 1);
     kr_srv_check_profile(s);
+    kr_conn_watch_set_tick(s->watch, on_watch_tick, s);
     *out = s;
     return KR_OK;
 fail:
@@ -268,8 +293,29 @@ int kr_server_is_draining(kr_server *s) {
     return d;
 }
 
+int kr_server_is_leaving(kr_server *s) {
+    pthread_mutex_lock(&s->mu);
+    int d = s->leaving || s->draining;
+    pthread_mutex_unlock(&s->mu);
+    return d;
+}
+
 void kr_server_drain(kr_server *s, double grace_s) {
     if (!s) return;
+    pthread_mutex_lock(&s->mu);
+    const double delay_s = s->cfg.drain_delay_s;
+    const int announce = !s->leaving && !s->draining && delay_s > 0;
+    s->leaving = 1;
+    pthread_mutex_unlock(&s->mu);
+    if (announce) {
+        /* Health checks see 503 now and take this replica out; what they still send in the
+         * meantime is served, so the switch loses no request. */
+        kr_http_metrics_draining(s->http, 1);
+        kr_srv_log(s, "leaving: /ready answers 503, refusing new requests in %.1f s", delay_s);
+        struct timespec ts = { (time_t)delay_s, (long)((delay_s - (double)(time_t)delay_s) * 1e9) };
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+        }
+    }
     pthread_mutex_lock(&s->mu);
     if (s->draining) {
         /* A second caller waits for the first one's drain to finish. */

@@ -11,6 +11,7 @@
 
 #include <microhttpd.h>
 
+#include "market/timezone.h"
 #include "server/access_log.h"
 #include "server/config.h"
 #include "server/conn_watch.h"
@@ -43,10 +44,13 @@ struct kr_server {
     pthread_mutex_t mu; /* guards the fields below */
     size_t mem_in_flight; /* memory budget held by requests being read and parsed */
     pthread_cond_t idle; /* signalled when active_jobs drops */
+    int leaving; /* a drain was asked for: /ready answers 503 (from before draining) */
     int draining, drained;
     int active_jobs; /* forecasts submitted whose response is not yet finished */
     double profile_checked_at; /* monotonic seconds of the last time-of-day check */
     int active_profile; /* index into cfg.profiles, -1 = base parameters */
+    kr_tz tz; /* the profiles' zone (have_tz), loaded once at start */
+    int have_tz;
 };
 
 /* Per-connection (per-request) state, created on the first access-handler call and freed

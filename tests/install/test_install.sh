@@ -42,6 +42,12 @@ cc -std=c11 -Wall -Wextra -Werror $san "$src/tests/install/consumer.c" \
    $(pkg-config --cflags --libs kronos) -lm -lpthread -Wl,-rpath,"$prefix/lib" -o "$tmp/consumer"
 "$tmp/consumer" "$prefix/share/kronos/models/kronos-demo"
 
+# The binary is a client of the library like any other program: it loads the installed
+# libkronos.so.0 (public API only; its build sees no internal header).
+deps=$(ldd "$prefix/bin/kronos")
+echo "$deps" | grep -q "libkronos.so.0 => $prefix/\(bin/../\)\?lib/" ||
+  { echo "the installed kronos does not load $prefix/lib/libkronos.so.0:"; echo "$deps"; exit 1; }
+
 # The installed binary, run from elsewhere with no hint, uses the installed demo model.
 cd "$tmp"
 env -u KRONOS_HOME "$prefix/bin/kronos" forecast --input "$prefix/share/kronos/data/XSHG_5min_600977.csv" \

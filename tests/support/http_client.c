@@ -66,9 +66,9 @@ static size_t on_read(char *buf, size_t sz, size_t n, void *ud) {
     return k;
 }
 
-CURLcode kr_http_perform(int port, const char *method, const char *path, const char *body,
-                         const char *content_type, const char *auth, size_t chunked_bytes,
-                         kr_http_resp *r) {
+CURLcode kr_test_http_perform(int port, const char *method, const char *path, const char *body,
+                              const char *content_type, const char *auth, size_t chunked_bytes,
+                              kr_http_resp *r) {
     CURL *h = curl_easy_init();
     char url[2048], hdr[256];
     snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, path);
@@ -192,7 +192,7 @@ double kr_metric_in(const char *text, const char *series) {
 double kr_http_metric(int port, const char *series) {
     kr_http_resp r = { 0 };
     double v = -1;
-    if (kr_http_perform(port, "GET", "/metrics", NULL, NULL, NULL, 0, &r) == CURLE_OK &&
+    if (kr_test_http_perform(port, "GET", "/metrics", NULL, NULL, NULL, 0, &r) == CURLE_OK &&
         r.status == 200)
         v = kr_metric_in(r.body, series);
     free(r.body);

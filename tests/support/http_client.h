@@ -25,9 +25,9 @@ typedef struct kr_http_resp {
 /* One request to http://127.0.0.1:port<path> (path sent as is, no "../" folding).
  * content_type NULL: application/json; auth: bearer key or NULL; chunked_bytes > 0: send
  * that many spaces with chunked transfer encoding instead of body. Returns curl's code. */
-CURLcode kr_http_perform(int port, const char *method, const char *path, const char *body,
-                         const char *content_type, const char *auth, size_t chunked_bytes,
-                         kr_http_resp *r);
+CURLcode kr_test_http_perform(int port, const char *method, const char *path, const char *body,
+                              const char *content_type, const char *auth, size_t chunked_bytes,
+                              kr_http_resp *r);
 void kr_http_resp_free(kr_http_resp *r);
 /* The error object's "field" ("" when none); static buffer. */
 const char *kr_http_error_field(const kr_http_resp *r);

@@ -16,7 +16,7 @@ BEGIN {
   allow["analyst"] = "base net kernels market model engine analyst"
   allow["server"] = "base net kernels market model hub engine analyst server"
   allow["eval"] = "base kernels market model engine analyst eval"
-  allow["cli"] = "base net kernels market model hub engine analyst server eval cli"
+  allow["cli"] = "cli"
   bad = 0
 }
 {

@@ -7,6 +7,7 @@ import { test } from 'node:test';
 
 import { compact, duration, fracPct, isSymbol, pct, price, signedPct, toChartTime } from '../../web/src/format.js';
 import { histogramQuantile, parsePrometheus, summarize, value } from '../../web/src/metrics.js';
+import { fnv1a, seriesKey } from '../../web/src/routing.js';
 
 // The shape of a real `GET /metrics` scrape (abridged).
 const SCRAPE = `# HELP kronos_time_to_first_step_seconds submit to first sampled step
@@ -125,4 +126,20 @@ test('a backtest cuts the history and scores the forecast against what followed'
   assert.equal(sc.realised, 19);
   assert.equal(sc.forecast, 20);
   assert.equal(sc.directionRight, true);
+});
+
+test('seriesKey: the symbol(s), else a hash of the first candle, stable across calls', () => {
+  assert.equal(seriesKey({ symbol: 'aapl', horizon: 5 }), 'AAPL');
+  assert.equal(seriesKey({ symbols: ['msft', 'AAPL'] }), 'AAPL,MSFT');
+  const rows = [['2024-01-02', 1, 2, 0.5, 1.5], ['2024-01-03', 1.5, 2, 1, 1.8]];
+  const k = seriesKey({ candles: rows });
+  assert.match(k, /^h[0-9a-f]{8}$/);
+  // One more bar: the same series, the same key; another first candle: another key.
+  assert.equal(seriesKey({ candles: [...rows, ['2024-01-04', 1.8, 2, 1.7, 1.9]] }), k);
+  assert.notEqual(seriesKey({ candles: rows.slice(1) }), k);
+  assert.equal(seriesKey({ candles: 'timestamps,open\n2024-01-02,1\n2024-01-03,2' }),
+    seriesKey({ candles: 'timestamps,open\n2024-01-02,1' }));
+  assert.equal(seriesKey({}), '');
+  assert.equal(fnv1a(''), '811c9dc5');
+  assert.equal(fnv1a('a'), 'e40c292c');
 });

@@ -1,6 +1,8 @@
 // The page's calls to `kronos serve`: same origin only (the page is served by it), JSON in and
 // out, errors turned into Error objects carrying the server's message and status.
 
+import { seriesKey } from './routing.js';
+
 let apiKey = sessionStorage.getItem('kronos-api-key') || '';
 
 /** Uses `key` as the bearer token for /v1 calls from now on (kept for this tab only). */
@@ -18,8 +20,8 @@ export class ApiError extends Error {
   }
 }
 
-async function call(method, path, body) {
-  const headers = { Accept: 'application/json' };
+async function call(method, path, body, extraHeaders = {}) {
+  const headers = { Accept: 'application/json', ...extraHeaders };
   if (body !== undefined) headers['Content-Type'] = 'application/json';
   if (apiKey && path.startsWith('/v1/')) headers.Authorization = `Bearer ${apiKey}`;
   let res;
@@ -60,7 +62,11 @@ export function getCandles(symbol, { interval, limit } = {}) {
 }
 
 /** POST /v1/analyze; returns the report set JSON (docs/report.md). */
-export const analyze = (request) => call('POST', '/v1/analyze', { ...request, format: 'json' });
+export const analyze = (request) => {
+  // Replicas behind HAProxy: the same series goes to the same replica (its prefix cache).
+  const key = seriesKey(request);
+  return call('POST', '/v1/analyze', { ...request, format: 'json' }, key ? { 'X-Kronos-Series': key } : {});
+};
 
 /** GET /metrics as text (the panel parses it). */
 export async function getMetricsText() {

@@ -1,5 +1,5 @@
 /*
- * hub/hub — downloading Kronos checkpoints from the Hugging Face hub into the standard hub
+ * kronos/hub.h — downloading Kronos checkpoints from the Hugging Face hub into the standard hub
  * cache, and finding them there again offline.
  *
  * The cache layout is the one huggingface_hub writes, so a snapshot pulled here is found by
@@ -19,13 +19,20 @@
  * Threads: kr_hub_pull may run in several threads or processes at once on the same cache;
  * concurrent downloads of one blob are serialised by a lock file under <cache>/.locks.
  */
-#ifndef KR_HUB_HUB_H
-#define KR_HUB_HUB_H
+#ifndef KRONOS_HUB_H
+#define KRONOS_HUB_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "kronos.h"
+
+#ifdef __cplusplus
+extern "C" {
+#ifdef __cplusplus
+}
+#endif
+#endif /* KRONOS_HUB_H */
 
 typedef enum kr_hub_event {
     KR_HUB_FILE_START = 0, /* a download begins (done = bytes resumed from) */
@@ -68,7 +75,7 @@ typedef struct kr_hub_params {
     int max_attempts; /* transfers per file before giving up on a broken connection (default 5) */
 } kr_hub_params;
 
-kr_hub_params kr_hub_default_params(void);
+KR_API kr_hub_params kr_hub_default_params(void);
 
 /* Downloads config.json and model.safetensors (required) and README.md (optional) of the
  * model repository `repo` ("org/name") at `revision` (NULL: "main"; a branch, tag or commit
@@ -78,24 +85,28 @@ kr_hub_params kr_hub_default_params(void);
  * (HTTP 404), "... needs HF_TOKEN" (401/403), curl's message for network failures,
  * KR_ERR_FORMAT for a size or sha256 mismatch (the partial file is deleted), KR_ERR_INVALID_ARG
  * for a malformed repo or revision, KR_ERR_CANCELLED when the progress callback asked. */
-kr_status kr_hub_pull(const kr_hub_params *params, const char *repo, const char *revision,
-                      char *snapshot_dir_out, size_t n, kr_error *err);
+KR_API kr_status kr_hub_pull(const kr_hub_params *params, const char *repo, const char *revision,
+                             char *snapshot_dir_out, size_t n, kr_error *err);
 
 /* Finds an already-pulled snapshot without touching the network: refs/<revision> (or the
  * revision itself when it is a commit hash with a snapshot) must name a snapshot holding
  * config.json and model.safetensors. The cache is chosen from the environment as above.
  * KR_ERR_IO "... is not in the cache ..." when it is absent. */
-kr_status kr_hub_resolve_cached(const char *repo, const char *revision, char *out_dir, size_t n,
-                                kr_error *err);
+KR_API kr_status kr_hub_resolve_cached(const char *repo, const char *revision, char *out_dir,
+                                       size_t n, kr_error *err);
 /* The same in an explicit hub cache directory (NULL: from the environment). */
-kr_status kr_hub_resolve_cached_in(const char *cache_dir, const char *repo, const char *revision,
-                                   char *out_dir, size_t n, kr_error *err);
+KR_API kr_status kr_hub_resolve_cached_in(const char *cache_dir, const char *repo,
+                                          const char *revision, char *out_dir, size_t n,
+                                          kr_error *err);
 
 /* The hub cache directory that kr_hub_pull would use for cache_dir (NULL: environment). */
-kr_status kr_hub_cache_dir(const char *cache_dir, char *out, size_t n, kr_error *err);
+KR_API kr_status kr_hub_cache_dir(const char *cache_dir, char *out, size_t n, kr_error *err);
 
 /* 1 if s has the shape of a hub model id "org/name" (letters, digits, '.', '_', '-'; no
  * leading '.' or '-', no ".." or "--"), else 0. Says nothing about whether it exists. */
-int kr_hub_is_repo_id(const char *s);
+KR_API int kr_hub_is_repo_id(const char *s);
 
+#ifdef __cplusplus
+}
 #endif
+#endif /* KRONOS_HUB_H */

@@ -1,0 +1,212 @@
+/*
+ * kronos/analyst.h — the "AI stock analyst": histories in, structured reports out (quantile
+ * bands, probability up, risk, technicals, calibration, a plain-language summary, charts),
+ * rendered as JSON (docs/report.schema.json), Markdown or a self-contained HTML page; and a
+ * forecast's sample paths as the statistics see them.
+ *
+ * One kr_forecast_run_batch call forecasts every symbol; while a symbol's figures are still
+ * noisier than the error targets, more paths run in further rounds (no recomputation) up to
+ * max_paths. A symbol that fails is listed in the set's failures and the others are reported.
+ * Every forecast goes through the context's engine under the request parameters given
+ * (deadline, priority, abort check), so analyses join the continuous batch.
+ */
+#ifndef KRONOS_ANALYST_H
+#define KRONOS_ANALYST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kronos.h"
+#include "kronos/market.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- sample paths */
+
+/* KR_OHLC_CONSISTENT repairs every sampled candle before any statistic (high = max(high,
+ * open, close), low = min(low, open, close), volume, amount >= 0): no open or close moves, so
+ * every return, probability and risk figure is unchanged, and the mean path is a consistent
+ * candle too. KR_OHLC_RAW keeps the model's numbers. */
+typedef enum kr_ohlc_mode { KR_OHLC_RAW = 0, KR_OHLC_CONSISTENT = 1 } kr_ohlc_mode;
+
+/* "raw" / "consistent"; 0 on success, -1 otherwise. */
+KR_API int kr_ohlc_mode_parse(const char *s, kr_ohlc_mode *out);
+KR_API const char *kr_ohlc_mode_name(kr_ohlc_mode mode);
+
+typedef struct kr_path_set {
+    int pred_len, paths;
+    kr_ohlc_mode ohlc;
+    int zero_volume; /* the input's volume was all zero: forecast volume/amount are 0 */
+    int64_t *timestamps; /* [pred_len] */
+    double *values; /* [paths][pred_len][6], after the OHLC mode */
+    double *mean; /* [pred_len][6] */
+    int64_t repaired_rows; /* path candles the consistent mode changed */
+    int64_t raw_inconsistent; /* path candles whose open or close lay outside [low, high] as
+                                 the model wrote them */
+} kr_path_set;
+
+/* Builds the set from rounds[n_rounds] (same series and horizon, kept paths; paths in round
+ * order). zero_volume: forecast volume and amount are 0 (kr_series_zero_volume). Caller owns
+ * *out. */
+KR_API kr_status kr_path_set_create(const kr_forecast *const *rounds, int n_rounds,
+                                    kr_ohlc_mode mode, int zero_volume, kr_path_set **out,
+                                    kr_error *err);
+KR_API void kr_path_set_free(kr_path_set *s);
+/* Candles of path p ([pred_len][6]); borrowed. */
+KR_API const double *kr_path_set_path(const kr_path_set *s, int p);
+/* Quantile q across paths, per step and column (numpy 'linear', as kr_forecast_quantile),
+ * into out[pred_len][6]. */
+KR_API kr_status kr_path_set_quantile(const kr_path_set *s, double q, double *out, kr_error *err);
+/* 1 when the series has no volume column or every volume in it is 0 (FX, indices). */
+KR_API int kr_series_zero_volume(const kr_series *s);
+
+/* ---------------------------------------------------------------- analyses */
+
+typedef struct kr_report kr_report; /* one symbol's report (opaque; render it) */
+
+typedef struct kr_analyze_item {
+    const char *symbol, *interval; /* borrowed; copied into the report */
+    const kr_candles *candles; /* borrowed: the history, ascending, all rows */
+    const char *error; /* non-NULL: the caller could not load this symbol (unknown, unreadable);
+                          it becomes a failure of the set with this message */
+    const char *market; /* exchange calendar of the future bars; NULL or "": the symbol's
+                           suffix, else inferred from the history */
+} kr_analyze_item;
+
+/* Called before each phase (step = 0..n_steps-1) and once more with step == n_steps when
+ * done; `what` describes the phase ("forecasting 3 symbols"). From the calling thread. */
+typedef void (*kr_analyze_progress_fn)(void *user, int step, int n_steps, const char *what);
+
+/* The seed every entry point uses by default (CLI, HTTP, the web page). */
+#define KR_ANALYZE_DEFAULT_SEED 0
+
+typedef struct kr_analyze_params {
+    int horizon; /* bars to forecast (pred_len), default 20 */
+    int paths; /* sample paths of the first round, default 128 */
+    int max_paths; /* cap of the adaptive rounds, default 1024; <= paths: exactly `paths` */
+    double target_prob_se; /* P(up) standard error to reach, default 0.02 (2 pp); 0: none */
+    double target_var_rel_se; /* VaR95 standard error / max(|VaR95|, return std) to reach,
+                                 default 0.20; 0: none */
+    kr_ohlc_mode ohlc; /* candles repaired before the statistics, default consistent */
+    int lookback; /* history rows the model sees; 0: min(rows, max_context - horizon) */
+    int max_context; /* predictor window, default 512 */
+    int top_k; /* default 0 (off) */
+    float temperature; /* default 1.0 */
+    float top_p; /* default 0.9 */
+    uint64_t seed; /* default 0; each path has its own stream */
+    int calibrate; /* walk-forward windows per symbol; 0 = none */
+    kr_analyze_progress_fn progress; /* may be NULL */
+    void *progress_user;
+    /* Deadline, priority, abort check of the forecasts (borrowed; may be NULL): a server
+     * passes its request timeout and "the client has gone". */
+    const kr_request_params *request;
+    /* Metadata for the reports (borrowed; may be NULL). */
+    const char *model_name, *predictor_dir, *tokenizer_dir;
+    /* > 0: the forecasts run in static batches of at most this many series x paths rows
+     * (kr_request_params.static_batch_rows; offline scoring); 0: the request's setting. */
+    int static_batch_rows;
+} kr_analyze_params;
+
+/* A symbol that could not be reported, and why. */
+typedef struct kr_analyze_failure {
+    char symbol[40], interval[40];
+    char message[512];
+} kr_analyze_failure;
+
+typedef struct kr_report_set {
+    int n;
+    kr_report **reports; /* [n], in input order (failed symbols left out), owned */
+    int *rank; /* [n] indices into reports: grouped by interval, highest expected return first */
+    int64_t generated_at; /* Unix seconds (UTC) */
+    int n_failures;
+    kr_analyze_failure *failures; /* [n_failures], in input order */
+    int static_batch_rows; /* the forecasts' static batch size in rows (0: all at once) */
+} kr_report_set;
+
+KR_API kr_analyze_params kr_analyze_default_params(void);
+/* Rows a history needs for these parameters (forecast, indicators, calibration). */
+KR_API int64_t kr_analyze_min_rows(const kr_analyze_params *p);
+
+/* Runs the pipeline for items[n]. A symbol that fails is a failure entry of the set, the
+ * others are reported; only when every symbol fails (or the arguments are bad) is the call an
+ * error, with the first failure's status and message (naming the symbol). Caller owns *out;
+ * free with kr_report_set_free. */
+KR_API kr_status kr_analyze(kr_context *ctx, const kr_analyze_item *items, int n,
+                            const kr_analyze_params *p, kr_report_set **out, kr_error *err);
+KR_API void kr_report_set_free(kr_report_set *set);
+
+/* The symbol and interval a report is about (borrowed). */
+KR_API const char *kr_report_symbol(const kr_report *r);
+KR_API const char *kr_report_interval(const kr_report *r);
+
+/* ---------------------------------------------------------------- rendering */
+
+typedef enum kr_report_format {
+    KR_FORMAT_JSON = 0,
+    KR_FORMAT_MD = 1,
+    KR_FORMAT_HTML = 2
+} kr_report_format;
+
+/* "json", "md" (or "markdown"), "html"; returns 0 on success, -1 for anything else. */
+KR_API int kr_report_format_parse(const char *s, kr_report_format *out);
+/* The set as a NUL-terminated text in *out; caller owns it (free()). JSON follows
+ * docs/report.schema.json (schema_version KR_REPORT_SCHEMA_VERSION). */
+KR_API kr_status kr_render(const kr_report_set *set, kr_report_format fmt, char **out,
+                           kr_error *err);
+
+/* The JSON "schema_version" this build writes. */
+#define KR_REPORT_SCHEMA_VERSION 1
+
+/* ---------------------------------------------------------------- narratives */
+
+/* Optional prose about a report, written by a language model behind an Ollama-compatible
+ * `/api/generate` endpoint, shown beside the deterministic summary, never instead of it. The
+ * model sees only the report's own figures; a narrative quoting figures it was not given is
+ * flagged. A failed request is recorded in the narrative and never fails the analysis. */
+
+#define KR_NARRATIVE_DEFAULT_MODEL "gemma3"
+#define KR_NARRATIVE_DEFAULT_TIMEOUT 60.0
+#define KR_NARRATIVE_WARNING "the narrative mentions figures not in the report"
+
+typedef struct kr_narrative_params {
+    const char *url; /* server ("http://127.0.0.1:11434") or its ".../api/generate"; borrowed */
+    const char *model; /* model name; NULL: KR_NARRATIVE_DEFAULT_MODEL; borrowed */
+    double timeout_s; /* the whole request (connect + answer), seconds; > 0 */
+    /* Called before each symbol's request (step 0..n-1) and once with step == n; may be NULL. */
+    kr_analyze_progress_fn progress;
+    void *progress_user;
+} kr_narrative_params;
+
+/* One report's narrative, or why there is none. */
+typedef struct kr_narrative {
+    char *text; /* the model's prose, trimmed, UTF-8; NULL when the request failed */
+    char model[128]; /* the model asked for */
+    char url[1024]; /* the endpoint posted to, without any user:password@ part */
+    double seconds; /* wall time of the request */
+    long http_status; /* status of the server's answer; 0 when none came */
+    char warning[96]; /* "" or KR_NARRATIVE_WARNING */
+    char unsupported[48]; /* with a warning: the first figure of the text not in the data */
+    kr_status status; /* KR_OK with text; else KR_ERR_IO (connection, HTTP status),
+                              KR_ERR_TIMEOUT or KR_ERR_FORMAT (unreadable answer) */
+    char error[1200]; /* "" with text; else "<url>: <reason>" */
+} kr_narrative;
+
+KR_API kr_narrative_params kr_narrative_default_params(void);
+/* The endpoint for a URL: "/api/generate" appended unless the URL already ends with it
+ * (trailing slashes ignored). Only http:// and https:// URLs. KR_ERR_INVALID_ARG when the URL
+ * is unusable or does not fit in cap. */
+KR_API kr_status kr_narrative_endpoint(const char *url, char *out, size_t cap, kr_error *err);
+/* A narrative for every report of set, in order, each attached to its report. After a failure
+ * to get any answer (no connection, timeout) the remaining reports are not tried and carry the
+ * same error. *out receives set->n narratives; caller frees them with kr_narrative_free_all
+ * after the set (the reports only borrow them). */
+KR_API kr_status kr_narrative_attach_all(kr_report_set *set, const kr_narrative_params *p,
+                                         kr_narrative ***out, kr_error *err);
+KR_API void kr_narrative_free_all(kr_narrative **v, int n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KRONOS_ANALYST_H */

@@ -1,0 +1,182 @@
+/*
+ * kronos/market.h — market data: candle files, exchange calendars (the future timestamps of a
+ * forecast) and the local candle store.
+ *
+ * Candle CSV: a header row naming at least timestamps, open, high, low, close, optionally
+ * volume and amount, in any order (extra columns ignored; the reference's column names).
+ * Quoted fields, CRLF and a UTF-8 BOM are accepted. Timestamps: "YYYY-MM-DD",
+ * "YYYY-MM-DD HH:MM", "YYYY-MM-DD HH:MM:SS[.fff]", with 'T' or ' ' between, optional
+ * "Z"/"±HH:MM" suffix (the wall-clock time is kept, as pandas does for naive stamps), or
+ * integer epoch seconds. Every error names the file, the 1-based line and the column.
+ *
+ * Store: candles per (symbol, interval) in one SQLite file (WAL: readers never block the
+ * writer, nor the writer them) or a PostgreSQL database named by a postgresql:// URL (which
+ * several replicas share; same tables and meaning); a handle is used by one thread at a time —
+ * open one per thread.
+ * Symbols match without regard to case; a symbol or interval is 1..32 characters of
+ * [A-Za-z0-9._-^=]; an interval is also a count and a unit: s, m, min, h, d, w, mo.
+ */
+#ifndef KRONOS_MARKET_H
+#define KRONOS_MARKET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kronos.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- candles */
+
+typedef struct kr_candles {
+    int64_t n;
+    int64_t *timestamps; /* [n] naive seconds since epoch */
+    double *values; /* [n][6] open, high, low, close, volume, amount (0 when absent) */
+    int has_volume, has_amount;
+    int date_only; /* every timestamp had no time of day (daily data) */
+} kr_candles;
+
+/* Reads a CSV file. Caller owns *out; free with kr_candles_free. */
+KR_API kr_status kr_candles_read_csv(const char *path, kr_candles **out, kr_error *err);
+/* Parses CSV text (borrowed); label names it in errors (file name or "request body"). */
+KR_API kr_status kr_candles_parse_csv(const char *data, size_t len, const char *label,
+                                      kr_candles **out, kr_error *err);
+KR_API void kr_candles_free(kr_candles *c);
+
+/* A view for the forecast API (borrowed from c). */
+KR_API kr_series kr_candles_series(const kr_candles *c);
+/* A view of rows [start, start+n) (borrowed). */
+KR_API kr_series kr_candles_slice(const kr_candles *c, int64_t start, int64_t n);
+
+/* Reads a timestamps-only CSV (a `timestamps` column; other columns ignored), e.g. the
+ * --future-timestamps file. Caller owns *out (free()). */
+KR_API kr_status kr_timestamps_read_csv(const char *path, int64_t **out, int64_t *n, kr_error *err);
+
+/* ---------------------------------------------------------------- calendars */
+
+/* One market's calendar (compiled in; static lifetime, read-only): trading weekdays, sessions,
+ * holidays and early closes for the years it covers. */
+typedef struct kr_calendar kr_calendar;
+
+/* How the calendar of a forecast was chosen. */
+typedef enum kr_calendar_how {
+    KR_CAL_GIVEN = 0, /* named by the caller (or by the symbol) */
+    KR_CAL_INFERRED = 1, /* the most specific calendar holding every history bar */
+    KR_CAL_LEARNED = 2, /* none fits: the history's weekdays and times of day */
+    KR_CAL_CONTINUOUS = 3 /* none fits and the history spans one day: every interval */
+} kr_calendar_how;
+
+typedef struct kr_calendar_info {
+    int64_t interval_seconds; /* inferred bar interval (most common gap) */
+    int intraday; /* interval < 1 day */
+    int weekday_mask; /* bit d set: weekday d (Monday = 0) seen in the history */
+    int n_slots; /* distinct intraday times of day seen (0 for daily) */
+    int months; /* 1, 3 or 12 for monthly / quarterly / yearly bars, else 0 */
+    const kr_calendar *calendar; /* the calendar used; NULL when learned or continuous */
+    kr_calendar_how how;
+    int label_end; /* intraday bars stamped with their close */
+    int holidays_known; /* every future stamp lies within the calendar's years */
+} kr_calendar_info;
+
+/* The calendar called `name` (or one of its aliases; case-insensitive). Unknown names are an
+ * error listing the known ones. */
+KR_API kr_status kr_calendar_find(const char *name, const kr_calendar **out, kr_error *err);
+/* Its canonical name ("SSE", "NYSE", "CRYPTO"...). */
+KR_API const char *kr_calendar_name(const kr_calendar *cal);
+
+/* Writes pred_len future timestamps after ts[n-1] into out, following cal (NULL: inferred from
+ * the history: the most specific calendar holding every bar, else the weekdays and times of
+ * day the history printed). Needs n >= 2. info may be NULL. */
+KR_API kr_status kr_calendar_future_in(const kr_calendar *cal, const int64_t *ts, int64_t n,
+                                       int pred_len, int64_t *out, kr_calendar_info *info,
+                                       kr_error *err);
+/* kr_calendar_future_in with the calendar inferred from the history (what the engine does
+ * when a series carries no future timestamps). */
+KR_API kr_status kr_calendar_future(const int64_t *ts, int64_t n, int pred_len, int64_t *out,
+                                    kr_calendar_info *info, kr_error *err);
+
+/* ---------------------------------------------------------------- the candle store */
+
+#define KR_STORE_NAME_MAX 32
+#define KR_STORE_MARKET_MAX 24
+
+typedef struct kr_store kr_store;
+
+/* One stored series, as listed by kr_store_list. */
+typedef struct kr_store_entry {
+    char symbol[KR_STORE_NAME_MAX + 1];
+    char interval[KR_STORE_NAME_MAX + 1];
+    int64_t first_ts, last_ts; /* naive seconds of the first and last stored candle */
+    int64_t rows; /* candles stored */
+    int64_t updated_at; /* Unix seconds of the last upsert */
+    char market[KR_STORE_MARKET_MAX]; /* the symbol's market (calendar name), "" if not set */
+} kr_store_entry;
+
+/* Whether target names a PostgreSQL database (postgresql:// or postgres://) rather than a
+ * file. */
+KR_API int kr_store_is_url(const char *target);
+
+/* target as messages and logs show it: a URL with its password (user:PASSWORD@ or
+ * ?password=) replaced by ***, a file path unchanged. Writes at most cap bytes. */
+KR_API void kr_store_display_name(const char *target, char *out, size_t cap);
+
+/* The database: `flag` (--db) when non-NULL and non-empty, else $KRONOS_DB, else
+ * $XDG_DATA_HOME/kronos/kronos.db, else ~/.local/share/kronos/kronos.db. Creates the missing
+ * parent directories of a file (a URL is taken as it is). Writes at most cap bytes into out. */
+KR_API kr_status kr_store_resolve_path(const char *flag, char *out, size_t cap, kr_error *err);
+
+/* Opens (creating when absent) the store at path (a file or a URL). A file or database that
+ * is not a kronos store, one of a newer schema, or a server that cannot be reached is refused
+ * with an error naming the path (a URL without its password). Does not wait for an ingest in
+ * progress. Caller owns *out; close with kr_store_close. */
+KR_API kr_status kr_store_open(const char *path, kr_store **out, kr_error *err);
+KR_API void kr_store_close(kr_store *store);
+
+/* How long an upsert waits for another writer before failing with KR_ERR_BUSY (default
+ * 10000 ms; 0 fails at once). */
+KR_API void kr_store_set_busy_timeout(kr_store *store, int ms);
+
+/* A start-up check for commands that will write the store: KR_ERR_IO naming path and the
+ * reason unless it can be written; an existing file must also open as a kronos store.
+ * Creates nothing that stays. A URL: the server must accept the connection and the schema
+ * must check (it is created in an empty database). */
+KR_API kr_status kr_store_check_writable(const char *path, kr_error *err);
+
+/* Inserts the candles of c for (symbol, interval), replacing stored candles with the same
+ * timestamp. All or nothing: every row is validated first and a bad row rejects the whole
+ * batch with an error naming the row. */
+KR_API kr_status kr_store_upsert(kr_store *store, const char *symbol, const char *interval,
+                                 const kr_candles *c, kr_error *err);
+
+/* Reads the candles of (symbol, interval) in ascending time; limit_last_n > 0 keeps only the
+ * most recent limit_last_n. No stored rows is an error (KR_ERR_INVALID_ARG). Caller owns *out;
+ * free with kr_candles_free. */
+KR_API kr_status kr_store_read(kr_store *store, const char *symbol, const char *interval,
+                               int64_t limit_last_n, kr_candles **out, kr_error *err);
+
+/* Lists the stored series, of one symbol when symbol is non-NULL, ordered by symbol, then
+ * most recently updated first. *out may be NULL when *n is 0. Caller owns *out (free()). */
+KR_API kr_status kr_store_list(kr_store *store, const char *symbol, kr_store_entry **out,
+                               int64_t *n, kr_error *err);
+
+/* The stored spelling of symbol (matched without case; an exact match first), or symbol itself
+ * when nothing is stored under it. */
+KR_API kr_status kr_store_canonical_symbol(kr_store *store, const char *symbol, char *out,
+                                           size_t cap, kr_error *err);
+
+/* Sets the market of a symbol (any case of it; "" or NULL clears it): a calendar name. */
+KR_API kr_status kr_store_set_market(kr_store *store, const char *symbol, const char *market,
+                                     kr_error *err);
+
+/* Name checks (the message says "symbol" or "interval"). */
+KR_API kr_status kr_store_check_symbol(const char *symbol, kr_error *err);
+KR_API kr_status kr_store_check_interval(const char *interval, kr_error *err);
+/* Nominal length of an interval in seconds ("5m" -> 300, "1mo" -> 30 days); 0 if invalid. */
+KR_API int64_t kr_store_interval_seconds(const char *interval);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KRONOS_MARKET_H */

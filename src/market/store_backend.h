@@ -1,0 +1,70 @@
+/*
+ * market/store_backend — the two places candles can live behind the kr_store_* functions:
+ * an SQLite file (store_sqlite.c, the embedded default) and a PostgreSQL database
+ * (store_pg.c, `postgresql://...`, shared by replicas). Internal to market/.
+ *
+ * store.c does what does not depend on the backend — name and row checks, the canonical
+ * spelling rule's callers, turning rows into kr_candles — and picks the backend by the
+ * target's scheme. A backend gets names already checked and batches already validated, and
+ * keeps the same semantics: an upsert is one transaction (all or nothing), a read sees the
+ * last commit and never waits for a writer, a writer that cannot get its lock within the busy
+ * timeout fails with KR_ERR_BUSY ("locked by another writer"), errors name s->path.
+ */
+#ifndef KR_MARKET_STORE_BACKEND_H
+#define KR_MARKET_STORE_BACKEND_H
+
+#include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "market/store.h"
+
+typedef struct kr_store_ops kr_store_ops;
+
+struct kr_store {
+    const kr_store_ops *ops;
+    void *impl; /* the backend's connection */
+    int busy_ms; /* how long a write waits for another writer's lock */
+    char path[PATH_MAX]; /* what messages name: the file, or the URL without its password */
+};
+
+/* Rows of a read as the backend returns them, newest first; store.c reverses them. */
+typedef struct kr_store_rows {
+    kr_candles *c;
+    int64_t cap;
+    int all_volume, all_amount; /* every row so far had a volume / an amount */
+} kr_store_rows;
+
+/* Appends one row; KR_ERR_NOMEM (message naming the store and series) when memory runs out. */
+kr_status kr_store_rows_push(kr_store *s, kr_store_rows *r, int64_t ts,
+                             const double v[KR_N_FEATURES], int has_volume, int has_amount,
+                             kr_error *err);
+
+/* Appends one zeroed entry to a growing list; NULL when memory runs out. */
+kr_store_entry *kr_store_entries_push(kr_store_entry **list, int64_t *n, int64_t *cap);
+
+struct kr_store_ops {
+    /* Connects s (s->path and s->busy_ms set) to target and checks or creates the schema. */
+    kr_status (*open)(kr_store *s, const char *target, kr_error *err);
+    void (*close)(kr_store *s);
+    void (*busy_timeout_changed)(kr_store *s);
+    /* The stored spelling of symbol (checked), or "" when nothing is stored under it. */
+    kr_status (*canonical_symbol)(kr_store *s, const char *symbol, char *out, size_t cap,
+                                  kr_error *err);
+    /* symbol canonical, interval checked, every row of c validated. */
+    kr_status (*upsert)(kr_store *s, const char *symbol, const char *interval, const kr_candles *c,
+                        kr_error *err);
+    kr_status (*read)(kr_store *s, const char *symbol, const char *interval, int64_t limit_last_n,
+                      kr_store_rows *rows, kr_error *err);
+    kr_status (*list)(kr_store *s, const char *symbol, kr_store_entry **out, int64_t *n,
+                      kr_error *err);
+    kr_status (*set_market)(kr_store *s, const char *symbol, const char *market, kr_error *err);
+};
+
+extern const kr_store_ops kr_store_sqlite_ops;
+extern const kr_store_ops kr_store_pg_ops;
+
+/* The SQLite file checks of kr_store_check_writable (directory, file, then an open). */
+kr_status kr_store_sqlite_check_writable(const char *path, kr_error *err);
+
+#endif

@@ -1,0 +1,539 @@
+/*
+ * market/store_pg — the PostgreSQL backend of the candle store (see store.h,
+ * store_backend.h): the database several `kronos serve` replicas share.
+ *
+ * Design notes:
+ *   - The same tables as the SQLite file, with text columns in the "C" collation so names
+ *     sort byte by byte as SQLite sorts them, and `interval` quoted (a keyword in SQL).
+ *   - An upsert is one transaction: a transaction-scoped advisory lock keyed by the symbol
+ *     (any case of it) serialises writers of one symbol, so the symbols row recomputed from
+ *     the candles always counts every committed batch; writers of other symbols do not wait.
+ *     lock_timeout (the busy timeout) bounds the wait; past it the write fails with
+ *     KR_ERR_BUSY and the transaction rolls back, nothing written.
+ *   - A batch goes in as one INSERT ... SELECT FROM unnest(arrays): one round trip whatever
+ *     its length, ON CONFLICT replacing equal timestamps (store.c has checked that the batch's
+ *     timestamps are strictly increasing, so no row is hit twice).
+ *   - Readers run single statements (one MVCC snapshot each): they never wait for a writer
+ *     and see the last commit.
+ *   - Schema versions are rows of kronos_schema, applied in order under an advisory lock
+ *     (two replicas starting on an empty database create it once); the usual open is two
+ *     reads. A version newer than this build's is refused.
+ *   - The server opens a store per request, and a new PostgreSQL connection costs a process
+ *     fork on the server (milliseconds): idle connections are kept in a small per-process pool
+ *     keyed by the target; a pooled one, checked when it was made, re-reads only the version
+ *     (one query). A pooled connection is never handed to a forked child (the socket is the
+ *     parent's).
+ */
+#include <limits.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <libpq-fe.h>
+
+#include "base/error.h"
+#include "base/strbuf.h"
+#include "market/store_backend.h"
+
+#define CONN(s) (((pg_handle *)(s)->impl)->conn)
+#define POOL_MAX 16
+/* Any constant: the advisory lock the schema migrations take. */
+#define SCHEMA_LOCK_KEY 0x6b726f6e6f73LL /* "kronos" */
+
+typedef struct pg_handle {
+    PGconn *conn;
+    char *target; /* the pool's key */
+} pg_handle;
+
+/* ------------------------------------------------------------------ connection pool */
+
+static struct {
+    pthread_mutex_t mu;
+    struct {
+        PGconn *conn;
+        char *target;
+        pid_t pid;
+    } idle[POOL_MAX];
+    int n;
+} g_pool = { PTHREAD_MUTEX_INITIALIZER, { { 0 } }, 0 };
+
+/* An idle connection to target made by this process, still alive, or NULL. */
+static PGconn *pool_take(const char *target) {
+    PGconn *found = NULL;
+    pid_t me = getpid();
+    pthread_mutex_lock(&g_pool.mu);
+    for (int i = g_pool.n - 1; i >= 0 && !found; i--) {
+        if (g_pool.idle[i].pid != me || strcmp(g_pool.idle[i].target, target) != 0) continue;
+        found = g_pool.idle[i].conn;
+        free(g_pool.idle[i].target);
+        g_pool.idle[i] = g_pool.idle[--g_pool.n];
+    }
+    pthread_mutex_unlock(&g_pool.mu);
+    /* A server restart or an idle timeout closes the socket: reading what is pending notices
+     * it without a round trip. */
+    if (found && (!PQconsumeInput(found) || PQstatus(found) != CONNECTION_OK)) {
+        PQfinish(found);
+        found = NULL;
+    }
+    return found;
+}
+
+/* Keeps conn for reuse when it is healthy and outside a transaction; else closes it. */
+static void pool_give(PGconn *conn, const char *target) {
+    if (PQstatus(conn) == CONNECTION_OK && PQtransactionStatus(conn) == PQTRANS_IDLE) {
+        char *key = strdup(target);
+        pthread_mutex_lock(&g_pool.mu);
+        if (key && g_pool.n < POOL_MAX) {
+            g_pool.idle[g_pool.n].conn = conn;
+            g_pool.idle[g_pool.n].target = key;
+            g_pool.idle[g_pool.n].pid = getpid();
+            g_pool.n++;
+            conn = NULL;
+            key = NULL;
+        }
+        pthread_mutex_unlock(&g_pool.mu);
+        free(key);
+    }
+    if (conn) PQfinish(conn);
+}
+
+/* ------------------------------------------------------------------ errors */
+
+/* The first line of libpq's message (the rest is DETAIL / HINT / the failed statement). */
+static void first_line(const char *msg, char *out, size_t cap) {
+    snprintf(out, cap, "%s", msg && *msg ? msg : "unknown error");
+    out[strcspn(out, "\n")] = '\0';
+    if (!strncmp(out, "ERROR:  ", 8)) memmove(out, out + 8, strlen(out + 8) + 1);
+}
+
+/* Replaces every occurrence of secret in msg by *** (by as many * when shorter), in place. */
+static void scrub(char *msg, const char *secret) {
+    size_t n = strlen(secret), k = n < 3 ? n : 3;
+    for (char *p = strstr(msg, secret); p; p = strstr(p + k, secret)) {
+        memset(p, '*', k);
+        memmove(p + k, p + n, strlen(p + n) + 1);
+    }
+}
+
+/* Fills err from a failed result (or the connection when res is NULL). */
+static kr_status pg_error(const kr_store *s, const PGresult *res, const char *step, kr_error *err) {
+    const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+    char msg[512];
+    first_line(res ? PQresultErrorMessage(res) : NULL, msg, sizeof msg);
+    if (!res || !*PQresultErrorMessage(res)) first_line(PQerrorMessage(CONN(s)), msg, sizeof msg);
+    /* 55P03: lock_timeout expired; 40P01: deadlock; 40001: serialization failure. */
+    if (state && (!strcmp(state, "55P03") || !strcmp(state, "40P01") || !strcmp(state, "40001")))
+        return kr_error_set(err, KR_ERR_BUSY,
+                            "%s: %s: the database is locked by another writer (waited %.1f s)",
+                            s->path, step, s->busy_ms / 1000.0);
+    kr_status st = PQstatus(CONN(s)) != CONNECTION_OK  ? KR_ERR_IO
+                   : state && !strncmp(state, "53", 2) ? KR_ERR_NOMEM /* insufficient resources */
+                                                       : KR_ERR_IO;
+    return kr_error_set(err, st, "%s: %s: %s", s->path, step, msg);
+}
+
+/* Runs a statement without parameters that returns no rows. */
+static kr_status exec(kr_store *s, const char *sql, const char *step, kr_error *err) {
+    PGresult *r = PQexec(CONN(s), sql);
+    kr_status st = PQresultStatus(r) == PGRES_COMMAND_OK || PQresultStatus(r) == PGRES_TUPLES_OK
+                       ? KR_OK
+                       : pg_error(s, r, step, err);
+    PQclear(r);
+    return st;
+}
+
+/* Runs a statement with text parameters; *out holds the result on KR_OK (caller PQclears). */
+static kr_status query(kr_store *s, const char *sql, int n, const char *const *params,
+                       const char *step, PGresult **out, kr_error *err) {
+    PGresult *r = PQexecParams(CONN(s), sql, n, NULL, params, NULL, NULL, 0);
+    ExecStatusType rs = PQresultStatus(r);
+    if (rs != PGRES_TUPLES_OK && rs != PGRES_COMMAND_OK) {
+        kr_status st = pg_error(s, r, step, err);
+        PQclear(r);
+        *out = NULL;
+        return st;
+    }
+    *out = r;
+    return KR_OK;
+}
+
+static void rollback(kr_store *s) {
+    if (PQtransactionStatus(CONN(s)) != PQTRANS_IDLE) PQclear(PQexec(CONN(s), "ROLLBACK"));
+}
+
+/* ------------------------------------------------------------------ schema */
+
+/* The migrations, in order: element v-1 takes a version v-1 database to version v. */
+static const char *const k_migrations[KR_STORE_SCHEMA_VERSION] = {
+    "CREATE TABLE kronos_schema (version integer PRIMARY KEY, applied_at bigint NOT NULL);"
+    "CREATE TABLE symbols ("
+    " symbol text COLLATE \"C\" NOT NULL, \"interval\" text COLLATE \"C\" NOT NULL,"
+    " first_ts bigint NOT NULL, last_ts bigint NOT NULL,"
+    " rows bigint NOT NULL, updated_at bigint NOT NULL,"
+    " PRIMARY KEY (symbol, \"interval\"));"
+    "CREATE TABLE candles ("
+    " symbol text COLLATE \"C\" NOT NULL, \"interval\" text COLLATE \"C\" NOT NULL,"
+    " ts bigint NOT NULL,"
+    " open double precision NOT NULL, high double precision NOT NULL,"
+    " low double precision NOT NULL, close double precision NOT NULL,"
+    " volume double precision NOT NULL, amount double precision NOT NULL,"
+    " has_volume smallint NOT NULL, has_amount smallint NOT NULL,"
+    " PRIMARY KEY (symbol, \"interval\", ts));",
+    /* Version 2 adds each symbol's market (its exchange calendar, market/calendar.h). */
+    "CREATE TABLE markets (symbol text COLLATE \"C\" NOT NULL PRIMARY KEY, market text NOT NULL);",
+};
+
+typedef struct schema_state {
+    int has_version_table, has_ours; /* kronos_schema; candles or symbols */
+    long long version;
+} schema_state;
+
+static kr_status read_schema(kr_store *s, schema_state *ss, kr_error *err) {
+    PGresult *r = NULL;
+    kr_status st = query(s,
+                         "SELECT to_regclass('kronos_schema') IS NOT NULL, "
+                         "to_regclass('candles') IS NOT NULL OR to_regclass('symbols') IS NOT NULL",
+                         0, NULL, "reading the schema", &r, err);
+    if (st != KR_OK) return st;
+    ss->has_version_table = !strcmp(PQgetvalue(r, 0, 0), "t");
+    ss->has_ours = !strcmp(PQgetvalue(r, 0, 1), "t");
+    PQclear(r);
+    ss->version = 0;
+    if (!ss->has_version_table) return KR_OK;
+    st = query(s, "SELECT coalesce(max(version), 0) FROM kronos_schema", 0, NULL,
+               "reading the schema version", &r, err);
+    if (st != KR_OK) return st;
+    ss->version = atoll(PQgetvalue(r, 0, 0));
+    PQclear(r);
+    return KR_OK;
+}
+
+static kr_status check_schema(const kr_store *s, const schema_state *ss, kr_error *err) {
+    if (!ss->has_version_table && ss->has_ours)
+        return kr_error_set(err, KR_ERR_FORMAT,
+                            "%s: a database of another application (it has a candles or "
+                            "symbols table but no kronos_schema version table); pass another "
+                            "--db, or another schema with ?options=-csearch_path%%3DNAME",
+                            s->path);
+    if (ss->version > KR_STORE_SCHEMA_VERSION)
+        return kr_error_set(err, KR_ERR_UNSUPPORTED,
+                            "%s: schema version %lld was written by a newer kronos (this one "
+                            "reads version %d)",
+                            s->path, ss->version, KR_STORE_SCHEMA_VERSION);
+    return KR_OK;
+}
+
+/* Checks the schema with reads; applies the missing migrations, under a lock, when needed.
+ * Only the lock makes the answer final: catalog lookups outside a transaction can see another
+ * process's migration half committed, so anything but "current" or "newer" is read again
+ * under it. */
+static kr_status init_schema(kr_store *s, kr_error *err) {
+    schema_state ss;
+    kr_status st = read_schema(s, &ss, err);
+    if (st != KR_OK) return st;
+    if (ss.version == KR_STORE_SCHEMA_VERSION) return KR_OK; /* the usual case: two reads */
+    if (ss.version > KR_STORE_SCHEMA_VERSION) return check_schema(s, &ss, err);
+    /* A session lock taken before the transaction: a transaction started after the lock is
+     * granted sees the catalog as the previous holder committed it (one started before, and
+     * waiting inside, could still look at the old one). */
+    char lock[96], unlock[96];
+    snprintf(lock, sizeof lock, "SELECT pg_advisory_lock(%lld)", SCHEMA_LOCK_KEY);
+    snprintf(unlock, sizeof unlock, "SELECT pg_advisory_unlock(%lld)", SCHEMA_LOCK_KEY);
+    if ((st = exec(s, lock, "locking the schema", err)) != KR_OK) return st;
+    if ((st = exec(s, "BEGIN", "creating the schema", err)) != KR_OK ||
+        /* Another process may have migrated while this one waited: read again. */
+        (st = read_schema(s, &ss, err)) != KR_OK || (st = check_schema(s, &ss, err)) != KR_OK)
+        goto fail;
+    for (long long v = ss.version + 1; v <= KR_STORE_SCHEMA_VERSION; v++) {
+        char step[64], mark[160];
+        snprintf(step, sizeof step, "applying schema version %lld", v);
+        snprintf(mark, sizeof mark,
+                 "INSERT INTO kronos_schema (version, applied_at) VALUES (%lld, %lld)", v,
+                 (long long)time(NULL));
+        if ((st = exec(s, k_migrations[v - 1], step, err)) != KR_OK ||
+            (st = exec(s, mark, step, err)) != KR_OK)
+            goto fail;
+    }
+    st = exec(s, "COMMIT", "committing the schema", err);
+fail:
+    rollback(s);
+    PQclear(PQexec(CONN(s), unlock));
+    return st;
+}
+
+/* ------------------------------------------------------------------ open / close */
+
+static void quiet_notices(void *arg, const char *message) {
+    (void)arg;
+    (void)message; /* "relation already exists"-style notices are not errors */
+}
+
+static kr_status pg_open_new(kr_store *s, pg_handle *h, const char *target, kr_error *err);
+
+static kr_status pg_open(kr_store *s, const char *target, kr_error *err) {
+    pg_handle *h = calloc(1, sizeof *h);
+    if (!h || !(h->target = strdup(target))) {
+        free(h);
+        return kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory", s->path);
+    }
+    s->impl = h;
+    h->conn = pool_take(target);
+    if (h->conn) {
+        /* Checked when it was made; one read tells whether another kronos migrated since. */
+        PGresult *r = PQexec(h->conn, "SELECT coalesce(max(version), 0) FROM kronos_schema");
+        int current = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 &&
+                      atoll(PQgetvalue(r, 0, 0)) == KR_STORE_SCHEMA_VERSION;
+        PQclear(r);
+        if (current) return KR_OK;
+        if (PQstatus(h->conn) != CONNECTION_OK) {
+            PQfinish(h->conn);
+            h->conn = NULL;
+            return pg_open_new(s, h, target, err);
+        }
+        kr_status st = init_schema(s, err);
+        if (st != KR_OK) {
+            PQfinish(h->conn);
+            h->conn = NULL;
+        }
+        return st;
+    }
+    return pg_open_new(s, h, target, err);
+}
+
+/* A new connection to target, its schema checked or created. */
+static kr_status pg_open_new(kr_store *s, pg_handle *h, const char *target, kr_error *err) {
+    /* The URL's own settings come last, so they win over these defaults. */
+    const char *const keys[] = { "connect_timeout", "application_name", "dbname", NULL };
+    const char *const vals[] = { "10", "kronos", target, NULL };
+    /* libpq's messages about a malformed URL quote the bad part, which can be the password:
+     * repeated only when the URL holds none (s->path is the URL with passwords as ***). */
+    char *perr = NULL;
+    PQconninfoOption *opts = PQconninfoParse(target, &perr);
+    if (!opts) {
+        char msg[512];
+        first_line(perr, msg, sizeof msg);
+        PQfreemem(perr);
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "%s: not a valid PostgreSQL URL%s%s", s->path,
+                            strcmp(s->path, target) ? "" : ": ",
+                            strcmp(s->path, target) ? "" : msg);
+    }
+    h->conn = PQconnectdbParams(keys, vals, 1);
+    if (!h->conn) {
+        PQconninfoFree(opts);
+        return kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory connecting", s->path);
+    }
+    if (PQstatus(h->conn) != CONNECTION_OK) {
+        char msg[512];
+        first_line(PQerrorMessage(h->conn), msg, sizeof msg);
+        for (PQconninfoOption *o = opts; o->keyword; o++)
+            if (!strcmp(o->keyword, "password") && o->val && *o->val) scrub(msg, o->val);
+        PQconninfoFree(opts);
+        return kr_error_set(err, KR_ERR_IO, "%s: cannot connect: %s", s->path, msg);
+    }
+    PQconninfoFree(opts);
+    PQsetNoticeProcessor(h->conn, quiet_notices, NULL);
+    kr_status st = init_schema(s, err);
+    if (st != KR_OK) { /* never pooled */
+        PQfinish(h->conn);
+        h->conn = NULL;
+    }
+    return st;
+}
+
+static void pg_close(kr_store *s) {
+    pg_handle *h = s->impl;
+    if (h->conn) pool_give(h->conn, h->target);
+    free(h->target);
+    free(h);
+    s->impl = NULL;
+}
+
+static void pg_busy_timeout_changed(kr_store *s) {
+    (void)s; /* applied per write (SET LOCAL lock_timeout) */
+}
+
+/* ------------------------------------------------------------------ symbols */
+
+static kr_status pg_canonical_symbol(kr_store *s, const char *symbol, char *out, size_t cap,
+                                     kr_error *err) {
+    const char *p[1] = { symbol };
+    PGresult *r = NULL;
+    /* An exact spelling wins over another case of it, as in the SQLite file. */
+    kr_status st = query(s,
+                         "SELECT symbol FROM symbols WHERE lower(symbol) = lower($1) "
+                         "ORDER BY symbol = $1 DESC, symbol LIMIT 1",
+                         1, p, "looking up the symbol", &r, err);
+    if (st != KR_OK) return st;
+    if (PQntuples(r) > 0) snprintf(out, cap, "%s", PQgetvalue(r, 0, 0));
+    PQclear(r);
+    return KR_OK;
+}
+
+/* ------------------------------------------------------------------ upsert */
+
+/* A PostgreSQL array literal of one column of the batch: {v1,v2,...}. */
+static void array_of(kr_sb *sb, const kr_candles *c, int col) {
+    kr_sb_reset(sb);
+    kr_sb_append(sb, "{");
+    for (int64_t i = 0; i < c->n; i++) {
+        if (i) kr_sb_append(sb, ",");
+        if (col < 0)
+            kr_sb_appendf(sb, "%lld", (long long)c->timestamps[i]);
+        else /* 17 significant digits read back as the same double */
+            kr_sb_appendf(sb, "%.17g", c->values[i * KR_N_FEATURES + col]);
+    }
+    kr_sb_append(sb, "}");
+}
+
+static kr_status pg_upsert(kr_store *s, const char *symbol, const char *interval,
+                           const kr_candles *c, kr_error *err) {
+    kr_sb cols[1 + KR_N_FEATURES] = { { 0 } };
+    kr_status st = KR_OK;
+    for (int k = -1; k < KR_N_FEATURES; k++) array_of(&cols[k + 1], c, k);
+    for (int k = 0; k <= KR_N_FEATURES; k++)
+        if (cols[k].oom || !cols[k].data) {
+            st = kr_error_set(err, KR_ERR_NOMEM, "%s: %s %s: out of memory", s->path, symbol,
+                              interval);
+            goto done;
+        }
+    char timeout[64], now[32];
+    /* lock_timeout 0 would mean "wait forever": a zero busy timeout fails at once instead. */
+    snprintf(timeout, sizeof timeout, "SET LOCAL lock_timeout = %d",
+             s->busy_ms > 0 ? s->busy_ms : 1);
+    snprintf(now, sizeof now, "%lld", (long long)time(NULL));
+    const char *flags[2] = { c->has_volume ? "1" : "0", c->has_amount ? "1" : "0" };
+    const char *ins[11] = { symbol,       interval,     cols[0].data, cols[1].data,
+                            cols[2].data, cols[3].data, cols[4].data, cols[5].data,
+                            cols[6].data, flags[0],     flags[1] };
+    const char *sym[3] = { symbol, interval, now };
+    PGresult *r = NULL;
+    if ((st = exec(s, "BEGIN", "starting the write", err)) != KR_OK ||
+        (st = exec(s, timeout, "starting the write", err)) != KR_OK ||
+        (st = query(s, "SELECT pg_advisory_xact_lock(hashtext('kronos:' || lower($1)))", 1, ins,
+                    "waiting for the write lock", &r, err)) != KR_OK)
+        goto fail;
+    PQclear(r);
+    if ((st = query(s,
+                    "INSERT INTO candles (symbol, \"interval\", ts, open, high, low, close, "
+                    "volume, amount, has_volume, has_amount) "
+                    "SELECT $1, $2, t, o, h, l, c, v, a, $10::smallint, $11::smallint FROM "
+                    "unnest($3::bigint[], $4::float8[], $5::float8[], $6::float8[], "
+                    "$7::float8[], $8::float8[], $9::float8[]) AS u(t, o, h, l, c, v, a) "
+                    "ON CONFLICT (symbol, \"interval\", ts) DO UPDATE SET open = EXCLUDED.open, "
+                    "high = EXCLUDED.high, low = EXCLUDED.low, close = EXCLUDED.close, "
+                    "volume = EXCLUDED.volume, amount = EXCLUDED.amount, "
+                    "has_volume = EXCLUDED.has_volume, has_amount = EXCLUDED.has_amount",
+                    11, ins, "writing the candles", &r, err)) != KR_OK)
+        goto fail;
+    PQclear(r);
+    /* Recomputed from the rows rather than adjusted, so it stays right when the batch
+     * overlaps what was stored. */
+    if ((st = query(s,
+                    "INSERT INTO symbols (symbol, \"interval\", first_ts, last_ts, rows, "
+                    "updated_at) SELECT $1, $2, min(ts), max(ts), count(*), $3::bigint FROM "
+                    "candles WHERE symbol = $1 AND \"interval\" = $2 "
+                    "ON CONFLICT (symbol, \"interval\") DO UPDATE SET first_ts = "
+                    "EXCLUDED.first_ts, last_ts = EXCLUDED.last_ts, rows = EXCLUDED.rows, "
+                    "updated_at = EXCLUDED.updated_at",
+                    3, sym, "updating the symbols table", &r, err)) != KR_OK)
+        goto fail;
+    PQclear(r);
+    if ((st = exec(s, "COMMIT", "committing", err)) == KR_OK) goto done;
+fail:
+    rollback(s);
+done:
+    for (int k = 0; k <= KR_N_FEATURES; k++) kr_sb_free(&cols[k]);
+    return st;
+}
+
+/* ------------------------------------------------------------------ read / list */
+
+static kr_status pg_read(kr_store *s, const char *symbol, const char *interval,
+                         int64_t limit_last_n, kr_store_rows *rows, kr_error *err) {
+    char limit[32];
+    snprintf(limit, sizeof limit, "%lld", (long long)limit_last_n);
+    const char *p[3] = { symbol, interval, limit_last_n > 0 ? limit : NULL };
+    PGresult *r = NULL;
+    /* Newest first so LIMIT keeps the most recent rows (LIMIT NULL: all of them). */
+    kr_status st = query(s,
+                         "SELECT ts, open, high, low, close, volume, amount, has_volume, "
+                         "has_amount FROM candles WHERE symbol = $1 AND \"interval\" = $2 "
+                         "ORDER BY ts DESC LIMIT $3::bigint",
+                         3, p, "reading candles", &r, err);
+    if (st != KR_OK) return st;
+    int n = PQntuples(r);
+    for (int i = 0; i < n && st == KR_OK; i++) {
+        double v[KR_N_FEATURES];
+        for (int k = 0; k < KR_N_FEATURES; k++) v[k] = strtod(PQgetvalue(r, i, 1 + k), NULL);
+        st =
+            kr_store_rows_push(s, rows, strtoll(PQgetvalue(r, i, 0), NULL, 10), v,
+                               atoi(PQgetvalue(r, i, 7)) != 0, atoi(PQgetvalue(r, i, 8)) != 0, err);
+    }
+    PQclear(r);
+    return st;
+}
+
+static kr_status pg_list(kr_store *s, const char *symbol, kr_store_entry **out, int64_t *n,
+                         kr_error *err) {
+    const char *p[1] = { symbol };
+    PGresult *r = NULL;
+    kr_status st = query(s,
+                         "SELECT s.symbol, s.\"interval\", s.first_ts, s.last_ts, s.rows, "
+                         "s.updated_at, coalesce(m.market, '') FROM symbols s LEFT JOIN markets "
+                         "m ON m.symbol = s.symbol WHERE $1::text IS NULL OR lower(s.symbol) = "
+                         "lower($1) ORDER BY s.symbol, s.updated_at DESC, s.last_ts DESC, "
+                         "s.\"interval\"",
+                         1, p, "listing symbols", &r, err);
+    if (st != KR_OK) return st;
+    kr_store_entry *list = NULL;
+    int64_t count = 0, cap = 0;
+    int rows = PQntuples(r);
+    for (int i = 0; i < rows; i++) {
+        kr_store_entry *e = kr_store_entries_push(&list, &count, &cap);
+        if (!e) {
+            free(list);
+            PQclear(r);
+            return kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory listing", s->path);
+        }
+        snprintf(e->symbol, sizeof e->symbol, "%s", PQgetvalue(r, i, 0));
+        snprintf(e->interval, sizeof e->interval, "%s", PQgetvalue(r, i, 1));
+        e->first_ts = strtoll(PQgetvalue(r, i, 2), NULL, 10);
+        e->last_ts = strtoll(PQgetvalue(r, i, 3), NULL, 10);
+        e->rows = strtoll(PQgetvalue(r, i, 4), NULL, 10);
+        e->updated_at = strtoll(PQgetvalue(r, i, 5), NULL, 10);
+        snprintf(e->market, sizeof e->market, "%s", PQgetvalue(r, i, 6));
+    }
+    PQclear(r);
+    *out = list;
+    *n = count;
+    return KR_OK;
+}
+
+static kr_status pg_set_market(kr_store *s, const char *symbol, const char *market, kr_error *err) {
+    const char *p[2] = { symbol, market };
+    PGresult *r = NULL;
+    kr_status st = market && *market
+                       ? query(s,
+                               "INSERT INTO markets (symbol, market) VALUES ($1, $2) "
+                               "ON CONFLICT (symbol) DO UPDATE SET market = EXCLUDED.market",
+                               2, p, "storing the market", &r, err)
+                       : query(s, "DELETE FROM markets WHERE symbol = $1", 1, p,
+                               "storing the market", &r, err);
+    PQclear(r);
+    return st;
+}
+
+const kr_store_ops kr_store_pg_ops = {
+    .open = pg_open,
+    .close = pg_close,
+    .busy_timeout_changed = pg_busy_timeout_changed,
+    .canonical_symbol = pg_canonical_symbol,
+    .upsert = pg_upsert,
+    .read = pg_read,
+    .list = pg_list,
+    .set_market = pg_set_market,
+};

@@ -1,0 +1,449 @@
+/*
+ * market/store_sqlite — the SQLite backend of the candle store (see store.h, store_backend.h):
+ * one file, the embedded default.
+ *
+ * Design notes:
+ *   - WITHOUT ROWID tables keyed by (symbol, interval, ts): the candles of one series are
+ *     stored together in time order, so "the last N bars" is one index range scan.
+ *   - An upsert (its batch validated by store.c) writes inside BEGIN IMMEDIATE ... COMMIT;
+ *     any failure rolls back, so a batch is all or nothing and the symbols row always agrees
+ *     with the candles rows.
+ *   - WAL lets `kronos analyze` (or the server) read while `kronos ingest` writes. Opening a
+ *     store therefore takes no write lock: the schema is checked with a read (a snapshot of
+ *     the last commit), and only a file without a schema takes the write lock to create it,
+ *     re-checking under the lock (another process may have created it meanwhile). A reader
+ *     never waits behind a writer's open transaction.
+ *   - The busy timeout is for writers: a second writer waits for the first to commit, and
+ *     past the timeout gets KR_ERR_BUSY ("locked by another writer") with nothing written.
+ *   - The schema version is SQLite's own slot for it, PRAGMA user_version (the PostgreSQL
+ *     backend keeps the same numbers in a kronos_schema table).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#include "base/error.h"
+#include "base/timeutil.h"
+#include "market/store_backend.h"
+
+#define DB(s) ((sqlite3 *)(s)->impl)
+
+/* Fills err from the connection's last error, naming the store path and the step. */
+static kr_status db_error(const kr_store *s, const char *step, kr_error *err) {
+    int code = sqlite3_extended_errcode(DB(s)) & 0xff;
+    if (code == SQLITE_BUSY || code == SQLITE_LOCKED)
+        return kr_error_set(err, KR_ERR_BUSY,
+                            "%s: %s: the database is locked by another writer (waited %.1f s)",
+                            s->path, step, s->busy_ms / 1000.0);
+    kr_status st = (code == SQLITE_NOTADB || code == SQLITE_CORRUPT) ? KR_ERR_FORMAT
+                   : code == SQLITE_NOMEM                            ? KR_ERR_NOMEM
+                                                                     : KR_ERR_IO;
+    if (code == SQLITE_NOTADB || code == SQLITE_CORRUPT)
+        return kr_error_set(err, st, "%s: not a usable kronos database (%s: %s)", s->path, step,
+                            sqlite3_errmsg(DB(s)));
+    return kr_error_set(err, st, "%s: %s: %s", s->path, step, sqlite3_errmsg(DB(s)));
+}
+
+static kr_status exec(kr_store *s, const char *sql, const char *step, kr_error *err) {
+    if (sqlite3_exec(DB(s), sql, NULL, NULL, NULL) != SQLITE_OK) return db_error(s, step, err);
+    return KR_OK;
+}
+
+/* Runs a one-row, one-column integer query. */
+static kr_status query_int(kr_store *s, const char *sql, const char *step, int64_t *out,
+                           kr_error *err) {
+    sqlite3_stmt *q = NULL;
+    if (sqlite3_prepare_v2(DB(s), sql, -1, &q, NULL) != SQLITE_OK) return db_error(s, step, err);
+    int rc = sqlite3_step(q);
+    if (rc != SQLITE_ROW) {
+        kr_status st = db_error(s, step, err);
+        sqlite3_finalize(q);
+        return st;
+    }
+    *out = sqlite3_column_int64(q, 0);
+    sqlite3_finalize(q);
+    return KR_OK;
+}
+
+static const char k_schema_v1[] =
+    "CREATE TABLE symbols ("
+    " symbol TEXT NOT NULL, interval TEXT NOT NULL,"
+    " first_ts INTEGER NOT NULL, last_ts INTEGER NOT NULL,"
+    " rows INTEGER NOT NULL, updated_at INTEGER NOT NULL,"
+    " PRIMARY KEY (symbol, interval)) WITHOUT ROWID;"
+    "CREATE TABLE candles ("
+    " symbol TEXT NOT NULL, interval TEXT NOT NULL, ts INTEGER NOT NULL,"
+    " open REAL NOT NULL, high REAL NOT NULL, low REAL NOT NULL, close REAL NOT NULL,"
+    " volume REAL NOT NULL, amount REAL NOT NULL,"
+    " has_volume INTEGER NOT NULL, has_amount INTEGER NOT NULL,"
+    " PRIMARY KEY (symbol, interval, ts)) WITHOUT ROWID;"
+    "PRAGMA user_version = 1;";
+
+/* Version 2 adds each symbol's market (its exchange calendar, market/calendar.h). */
+static const char k_schema_v2[] = "CREATE TABLE markets ("
+                                  " symbol TEXT NOT NULL PRIMARY KEY, market TEXT NOT NULL"
+                                  ") WITHOUT ROWID;"
+                                  "PRAGMA user_version = 2;";
+
+/* What the file holds: its schema version, whether our two tables exist, whether it has any
+ * table at all. */
+typedef struct schema_state {
+    int64_t version, ours, other;
+} schema_state;
+
+/* The three queries of the schema state, inside the caller's transaction. */
+static kr_status query_schema(kr_store *s, schema_state *out, kr_error *err) {
+    kr_status st;
+    if ((st = query_int(s, "PRAGMA user_version", "reading the schema version", &out->version,
+                        err)) != KR_OK)
+        return st;
+    if ((st = query_int(s,
+                        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN "
+                        "('symbols', 'candles')",
+                        "reading the schema", &out->ours, err)) != KR_OK)
+        return st;
+    return query_int(s, "SELECT count(*) FROM sqlite_master", "reading the schema", &out->other,
+                     err);
+}
+
+/* Reads the schema state in one read transaction, so the three answers describe one commit.
+ * A read in WAL mode takes no lock a writer holds: this never waits for an ingest. */
+static kr_status read_schema(kr_store *s, schema_state *out, kr_error *err) {
+    kr_status st = exec(s, "BEGIN DEFERRED", "starting the schema check", err);
+    if (st != KR_OK) return st;
+    st = query_schema(s, out, err);
+    sqlite3_exec(DB(s), st == KR_OK ? "COMMIT" : "ROLLBACK", NULL, NULL, NULL);
+    return st;
+}
+
+static int schema_empty(const schema_state *ss) { return ss->version == 0 && ss->other == 0; }
+
+/* Checks that an existing file carries our schema. */
+static kr_status check_schema(const kr_store *s, const schema_state *ss, kr_error *err) {
+    if (ss->version == 0)
+        return kr_error_set(err, KR_ERR_FORMAT,
+                            "%s: an SQLite database of another application (it has tables but no "
+                            "kronos schema version); pass another --db",
+                            s->path);
+    if (ss->version > KR_STORE_SCHEMA_VERSION)
+        return kr_error_set(err, KR_ERR_UNSUPPORTED,
+                            "%s: schema version %lld was written by a newer kronos (this one "
+                            "reads version %d)",
+                            s->path, (long long)ss->version, KR_STORE_SCHEMA_VERSION);
+    if (ss->ours != 2)
+        return kr_error_set(err, KR_ERR_FORMAT,
+                            "%s: schema version %lld but the symbols/candles tables are missing",
+                            s->path, (long long)ss->version);
+    return KR_OK;
+}
+
+/* Checks the schema with a read; creates it, under the write lock, only in an empty file. */
+static kr_status init_schema(kr_store *s, kr_error *err) {
+    schema_state ss;
+    kr_status st = read_schema(s, &ss, err);
+    if (st != KR_OK) return st;
+    if (!schema_empty(&ss)) {
+        if ((st = check_schema(s, &ss, err)) != KR_OK) return st;
+        if (ss.version >= KR_STORE_SCHEMA_VERSION) return KR_OK; /* the usual case: a read */
+    }
+    /* Creating (an empty file) or upgrading (version 1) writes. IMMEDIATE: two processes
+     * opening the file at once must not both do it, so the state is read again under the
+     * lock before anything is written. */
+    if ((st = exec(s, "BEGIN IMMEDIATE", "creating the schema", err)) != KR_OK) return st;
+    if ((st = query_schema(s, &ss, err)) == KR_OK) {
+        if (schema_empty(&ss)) {
+            if ((st = exec(s, k_schema_v1, "creating the schema", err)) == KR_OK)
+                st = exec(s, k_schema_v2, "creating the schema", err);
+        } else if ((st = check_schema(s, &ss, err)) == KR_OK && ss.version == 1) {
+            st = exec(s, k_schema_v2, "upgrading the schema to version 2", err);
+        }
+        if (st == KR_OK) return exec(s, "COMMIT", "committing the schema", err);
+    }
+    sqlite3_exec(DB(s), "ROLLBACK", NULL, NULL, NULL);
+    return st;
+}
+
+/* WAL mode, then the schema: the steps of an open after sqlite3_open_v2. */
+static kr_status first_steps(kr_store *s, kr_error *err) {
+    /* The first statement reads the header: this is where a foreign or corrupted file fails. */
+    sqlite3_stmt *q = NULL;
+    if (sqlite3_prepare_v2(DB(s), "PRAGMA journal_mode = WAL", -1, &q, NULL) != SQLITE_OK ||
+        sqlite3_step(q) != SQLITE_ROW) {
+        kr_status st = db_error(s, "setting WAL mode", err);
+        sqlite3_finalize(q);
+        return st;
+    }
+    const char *mode = (const char *)sqlite3_column_text(q, 0);
+    int wal = mode && !strcmp(mode, "wal");
+    sqlite3_finalize(q);
+    if (!wal)
+        return kr_error_set(err, KR_ERR_IO,
+                            "%s: cannot use WAL journal mode (a network or read-only file "
+                            "system?)",
+                            s->path);
+    /* NORMAL is durable across application crashes in WAL mode; FULL only adds power-loss
+     * safety of the last commit at the price of an fsync per ingest. */
+    kr_status st = exec(s, "PRAGMA synchronous = NORMAL", "configuring", err);
+    return st == KR_OK ? init_schema(s, err) : st;
+}
+
+static kr_status sqlite_open(kr_store *s, const char *path, kr_error *err) {
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+        return kr_error_set(err, KR_ERR_IO, "%s: is a directory, not a database file", s->path);
+    sqlite3 *db = NULL;
+    int rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+    s->impl = db;
+    if (rc != SQLITE_OK)
+        return db ? db_error(s, "opening", err)
+                  : kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory opening", s->path);
+    sqlite3_busy_timeout(db, s->busy_ms);
+    /* SQLite answers some lock conflicts of these first steps with SQLITE_BUSY without
+     * consulting the busy handler (two connections turning a fresh file into WAL at once), so
+     * they are retried here for as long as the handler would have waited. */
+    double t0 = kr_now_seconds();
+    kr_status st;
+    for (;;) {
+        st = first_steps(s, err);
+        if (st != KR_ERR_BUSY || (kr_now_seconds() - t0) * 1000.0 >= s->busy_ms) break;
+        struct timespec ts = { 0, 5 * 1000 * 1000 };
+        nanosleep(&ts, NULL);
+    }
+    return st;
+}
+
+kr_status kr_store_sqlite_check_writable(const char *path, kr_error *err) {
+    if (!path || !*path) return kr_error_set(err, KR_ERR_INVALID_ARG, "database path is empty");
+    char dir[PATH_MAX], probe[PATH_MAX + 32];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == dir)
+        dir[1] = '\0';
+    else
+        *slash = '\0';
+    struct stat sb;
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        return kr_error_set(err, KR_ERR_IO, "%s: cannot be a database: %s is not a directory", path,
+                            dir);
+    /* Permission bits do not tell (root ignores them; a read-only mount does not show in
+     * them): create and remove a file where SQLite will create its own. */
+    snprintf(probe, sizeof probe, "%s/.kronos-db-probe-XXXXXX", dir);
+    int fd = mkstemp(probe);
+    if (fd < 0)
+        return kr_error_set(err, KR_ERR_IO,
+                            "%s: not writable: cannot create files in %s (%s); the store needs "
+                            "to write the database and its -wal and -shm files there",
+                            path, dir, strerror(errno));
+    close(fd);
+    unlink(probe);
+    if (stat(path, &sb) != 0) return KR_OK; /* created at the first write */
+    if (!S_ISREG(sb.st_mode))
+        return kr_error_set(err, KR_ERR_IO, "%s: not a regular file, cannot be a database", path);
+    fd = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return kr_error_set(err, KR_ERR_IO, "%s: not writable: %s", path, strerror(errno));
+    close(fd);
+    kr_store *s = NULL;
+    kr_status st = kr_store_open(path, &s, err);
+    kr_store_close(s);
+    return st;
+}
+
+static void sqlite_busy_timeout_changed(kr_store *s) { sqlite3_busy_timeout(DB(s), s->busy_ms); }
+
+static void sqlite_close(kr_store *s) { sqlite3_close(DB(s)); }
+
+/* ------------------------------------------------------------------ symbols */
+
+static kr_status sqlite_canonical_symbol(kr_store *s, const char *symbol, char *out, size_t cap,
+                                         kr_error *err) {
+    sqlite3_stmt *q = NULL;
+    /* An exact spelling wins over another case of it (a store written before names were
+     * matched without case may hold both). */
+    if (sqlite3_prepare_v2(DB(s),
+                           "SELECT symbol FROM symbols WHERE symbol = ?1 COLLATE NOCASE "
+                           "ORDER BY symbol = ?1 DESC, symbol LIMIT 1",
+                           -1, &q, NULL) != SQLITE_OK)
+        return db_error(s, "preparing the symbol lookup", err);
+    sqlite3_bind_text(q, 1, symbol, -1, SQLITE_STATIC);
+    kr_status st = KR_OK;
+    int rc = sqlite3_step(q);
+    if (rc == SQLITE_ROW) {
+        const char *sy = (const char *)sqlite3_column_text(q, 0);
+        if (sy) snprintf(out, cap, "%s", sy);
+    } else if (rc != SQLITE_DONE) {
+        st = db_error(s, "looking up the symbol", err);
+    }
+    sqlite3_finalize(q);
+    return st;
+}
+
+/* ------------------------------------------------------------------ upsert */
+
+static kr_status sqlite_upsert(kr_store *store, const char *symbol, const char *interval,
+                               const kr_candles *c, kr_error *err) {
+    kr_status st;
+    sqlite3_stmt *ins = NULL, *sym = NULL;
+    if ((st = exec(store, "BEGIN IMMEDIATE", "starting the write", err)) != KR_OK) goto fail;
+    if (sqlite3_prepare_v2(DB(store),
+                           "INSERT OR REPLACE INTO candles (symbol, interval, ts, open, high, low, "
+                           "close, volume, amount, has_volume, has_amount) "
+                           "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                           -1, &ins, NULL) != SQLITE_OK) {
+        st = db_error(store, "preparing the insert", err);
+        goto fail;
+    }
+    sqlite3_bind_text(ins, 1, symbol, -1, SQLITE_STATIC);
+    sqlite3_bind_text(ins, 2, interval, -1, SQLITE_STATIC);
+    sqlite3_bind_int(ins, 10, c->has_volume ? 1 : 0);
+    sqlite3_bind_int(ins, 11, c->has_amount ? 1 : 0);
+    for (int64_t i = 0; i < c->n; i++) {
+        const double *v = c->values + i * KR_N_FEATURES;
+        sqlite3_bind_int64(ins, 3, c->timestamps[i]);
+        for (int k = 0; k < KR_N_FEATURES; k++) sqlite3_bind_double(ins, 4 + k, v[k]);
+        if (sqlite3_step(ins) != SQLITE_DONE) {
+            char step[64];
+            snprintf(step, sizeof step, "writing row %lld", (long long)i + 1);
+            st = db_error(store, step, err);
+            goto fail;
+        }
+        sqlite3_reset(ins);
+    }
+    /* Recomputed from the rows rather than adjusted, so it stays right when the batch
+     * overlaps what was stored. */
+    if (sqlite3_prepare_v2(DB(store),
+                           "INSERT OR REPLACE INTO symbols (symbol, interval, first_ts, last_ts, "
+                           "rows, updated_at) SELECT ?1, ?2, min(ts), max(ts), count(*), ?3 FROM "
+                           "candles WHERE symbol = ?1 AND interval = ?2",
+                           -1, &sym, NULL) != SQLITE_OK) {
+        st = db_error(store, "preparing the symbol update", err);
+        goto fail;
+    }
+    sqlite3_bind_text(sym, 1, symbol, -1, SQLITE_STATIC);
+    sqlite3_bind_text(sym, 2, interval, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(sym, 3, (sqlite3_int64)time(NULL));
+    if (sqlite3_step(sym) != SQLITE_DONE) {
+        st = db_error(store, "updating the symbols table", err);
+        goto fail;
+    }
+    sqlite3_finalize(ins);
+    sqlite3_finalize(sym);
+    ins = sym = NULL;
+    if ((st = exec(store, "COMMIT", "committing", err)) != KR_OK) goto fail;
+    return KR_OK;
+fail:
+    sqlite3_finalize(ins);
+    sqlite3_finalize(sym);
+    sqlite3_exec(DB(store), "ROLLBACK", NULL, NULL, NULL);
+    return st;
+}
+
+/* ------------------------------------------------------------------ read / list */
+
+static kr_status sqlite_read(kr_store *store, const char *symbol, const char *interval,
+                             int64_t limit_last_n, kr_store_rows *rows, kr_error *err) {
+    sqlite3_stmt *q = NULL;
+    /* Newest first so LIMIT keeps the most recent rows. */
+    if (sqlite3_prepare_v2(DB(store),
+                           "SELECT ts, open, high, low, close, volume, amount, has_volume, "
+                           "has_amount FROM candles WHERE symbol = ?1 AND interval = ?2 "
+                           "ORDER BY ts DESC LIMIT ?3",
+                           -1, &q, NULL) != SQLITE_OK)
+        return db_error(store, "preparing the read", err);
+    sqlite3_bind_text(q, 1, symbol, -1, SQLITE_STATIC);
+    sqlite3_bind_text(q, 2, interval, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(q, 3, limit_last_n > 0 ? limit_last_n : -1);
+    kr_status st = KR_OK;
+    int rc;
+    while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+        double v[KR_N_FEATURES];
+        for (int k = 0; k < KR_N_FEATURES; k++) v[k] = sqlite3_column_double(q, 1 + k);
+        st = kr_store_rows_push(store, rows, sqlite3_column_int64(q, 0), v,
+                                sqlite3_column_int(q, 7) != 0, sqlite3_column_int(q, 8) != 0, err);
+        if (st != KR_OK) break;
+    }
+    if (st == KR_OK && rc != SQLITE_DONE) st = db_error(store, "reading candles", err);
+    sqlite3_finalize(q);
+    return st;
+}
+
+static kr_status sqlite_list(kr_store *store, const char *symbol, kr_store_entry **out, int64_t *n,
+                             kr_error *err) {
+    sqlite3_stmt *q = NULL;
+    if (sqlite3_prepare_v2(
+            DB(store),
+            "SELECT s.symbol, s.interval, s.first_ts, s.last_ts, s.rows, s.updated_at, "
+            "coalesce(m.market, '') FROM symbols s LEFT JOIN markets m ON "
+            "m.symbol = s.symbol WHERE ?1 IS NULL OR s.symbol = ?1 COLLATE NOCASE "
+            "ORDER BY s.symbol, s.updated_at DESC, s.last_ts DESC, s.interval",
+            -1, &q, NULL) != SQLITE_OK)
+        return db_error(store, "preparing the list", err);
+    if (symbol) sqlite3_bind_text(q, 1, symbol, -1, SQLITE_STATIC);
+    kr_store_entry *list = NULL;
+    int64_t count = 0, cap = 0;
+    int rc;
+    while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+        kr_store_entry *e = kr_store_entries_push(&list, &count, &cap);
+        if (!e) {
+            free(list);
+            sqlite3_finalize(q);
+            return kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory listing", store->path);
+        }
+        const char *sy = (const char *)sqlite3_column_text(q, 0);
+        const char *iv = (const char *)sqlite3_column_text(q, 1);
+        snprintf(e->symbol, sizeof e->symbol, "%s", sy ? sy : "");
+        snprintf(e->interval, sizeof e->interval, "%s", iv ? iv : "");
+        e->first_ts = sqlite3_column_int64(q, 2);
+        e->last_ts = sqlite3_column_int64(q, 3);
+        e->rows = sqlite3_column_int64(q, 4);
+        e->updated_at = sqlite3_column_int64(q, 5);
+        const char *mk = (const char *)sqlite3_column_text(q, 6);
+        snprintf(e->market, sizeof e->market, "%s", mk ? mk : "");
+    }
+    if (rc != SQLITE_DONE) {
+        kr_status st = db_error(store, "listing symbols", err);
+        free(list);
+        sqlite3_finalize(q);
+        return st;
+    }
+    sqlite3_finalize(q);
+    *out = list;
+    *n = count;
+    return KR_OK;
+}
+
+static kr_status sqlite_set_market(kr_store *store, const char *symbol, const char *market,
+                                   kr_error *err) {
+    sqlite3_stmt *q = NULL;
+    const char *sql = market && *market
+                          ? "INSERT OR REPLACE INTO markets (symbol, market) VALUES (?1, ?2)"
+                          : "DELETE FROM markets WHERE symbol = ?1";
+    if (sqlite3_prepare_v2(DB(store), sql, -1, &q, NULL) != SQLITE_OK)
+        return db_error(store, "preparing the market update", err);
+    sqlite3_bind_text(q, 1, symbol, -1, SQLITE_STATIC);
+    if (market && *market) sqlite3_bind_text(q, 2, market, -1, SQLITE_STATIC);
+    kr_status st = KR_OK;
+    if (sqlite3_step(q) != SQLITE_DONE) st = db_error(store, "storing the market", err);
+    sqlite3_finalize(q);
+    return st;
+}
+
+const kr_store_ops kr_store_sqlite_ops = {
+    .open = sqlite_open,
+    .close = sqlite_close,
+    .busy_timeout_changed = sqlite_busy_timeout_changed,
+    .canonical_symbol = sqlite_canonical_symbol,
+    .upsert = sqlite_upsert,
+    .read = sqlite_read,
+    .list = sqlite_list,
+    .set_market = sqlite_set_market,
+};
