@@ -8,10 +8,15 @@
 #   fidelity  kronos eval-quant for every format (+ int8 and q4 calibrated, + KV bf16/int8)
 #             on the bundled demo model and on the random small model, over the bundled
 #             data/ files: next-token agreement, KL, forecast error, KS, ROC-AUC, Spearman.
-# Writes bench/results/quant-speed-<date>.md and bench/results/quant-fidelity-<date>.md (+ JSON
-# of every eval-quant run under bench/results/quant-fidelity-<date>/).
+#   gptq      q4 and int8 by round-to-nearest, AWQ / SmoothQuant and GPTQ (kronos quantize
+#             --method), calibrated on MSFT_1d + XSHG_5min and evaluated with eval-quant on the
+#             held-out AAPL_1d + BTCUSDT_1h, on the demo and the random small model, each run
+#             through the deploy/quant-gate.json gates.
+# Writes bench/results/quant-speed-<date>.md, bench/results/quant-fidelity-<date>.md and
+# bench/results/quant-gptq-<date>.md (+ JSON of every eval-quant run in a folder of that name).
 # Usage: bash bench/run_quant.sh [build dir, default build/release]
-#        PARTS="speed" or PARTS="fidelity" runs one half (default both).
+#        PARTS="speed", "fidelity" or "gptq" runs one part (default: all three);
+#        MODELS="demo" or "small" limits the gptq part to one model (the other's JSON is reused).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build/release}
@@ -26,7 +31,7 @@ small=$tmp/kronos-bench-small
 [ -f "$small/predictor/model.safetensors" ] || "$kronos" gen-random --shape small --out "$small" >/dev/null
 mkdir -p bench/results "bench/results/quant-fidelity-$stamp"
 formats="f32 bf16 int8 fp8 q4"
-parts=${PARTS:-speed fidelity}
+parts=${PARTS:-speed fidelity gptq}
 
 # ---- speed: one JSON per (format, job)
 if [[ " $parts " == *" speed "* ]]; then
@@ -105,4 +110,78 @@ calib="--calib data/MSFT_1d.csv --calib data/XSHG_5min_600977.csv"
   done
 } > "$out"
 fi
+# ---- gptq: methods side by side, held-out evaluation, gates
+if [[ " $parts " == *" gptq "* ]]; then
+gdir=bench/results/quant-gptq-$stamp
+mkdir -p "$gdir"
+calib="--calib data/MSFT_1d.csv --calib data/XSHG_5min_600977.csv"
+held="--data data/AAPL_1d.csv --data data/BTCUSDT_1h.csv"
+for model in ${MODELS:-demo small}; do
+  if [ "$model" = demo ]; then m=models/kronos-demo; size="--windows 32"; else m=$small; size="--windows 8 --paths 16"; fi
+  "$kronos" eval-quant --model "$m" --quant f32 $held $size --json "$gdir/$model-f32.json" > /dev/null
+  for run in "q4 rtn" "q4 awq" "q4 gptq" "int8 rtn" "int8 smoothquant" "int8 gptq"; do
+    set -- $run
+    qdir=$tmp/kronos-gptq-$model-$1-$2
+    c=$calib; [ "$2" = rtn ] && c=""
+    "$kronos" quantize --model "$m" --quant "$1" --method "$2" $c --out "$qdir" 2> "$gdir/$model-$1-$2.quantize.log"
+    rc=0
+    "$kronos" eval-quant --model "$m" --quant-model "$qdir" $held $size --gate deploy/quant-gate.json \
+      --json "$gdir/$model-$1-$2.json" > "$gdir/$model-$1-$2.md" 2> "$gdir/$model-$1-$2.gate.log" || rc=$?
+    # 3 = a gate failed: a result to report, not an error of the script.
+    [ "$rc" = 0 ] || [ "$rc" = 3 ] || { cat "$gdir/$model-$1-$2.gate.log"; exit 1; }
+  done
+done
+python3 - "$gdir" > "bench/results/quant-gptq-$stamp.md" <<'EOF'
+import json, os, re, sys
+d = sys.argv[1]
+cpu = [l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")][0]
+print("# GPTQ beside round-to-nearest and AWQ / SmoothQuant\n")
+print(f"Machine: {cpu} (AVX-512), 2 cores. Command: `PARTS=gptq bash bench/run_quant.sh`, which runs per")
+print("model and method `kronos quantize --model M --quant F --method X [--calib data/MSFT_1d.csv --calib")
+print("data/XSHG_5min_600977.csv] --out Q` and `kronos eval-quant --model M --quant-model Q --data")
+print("data/AAPL_1d.csv --data data/BTCUSDT_1h.csv --gate deploy/quant-gate.json` (demo: 32 windows per")
+print("file, 32 paths; random small: 8 windows per file, 16 paths; lookback 256, horizon 24, seed 1).")
+print("Calibration (16 windows of 400 rows from MSFT_1d and XSHG_5min) and evaluation files do not")
+print("overlap. Teacher-forced metrics run both predictors on the f32 tokenizer's tokens. Risk KS: the")
+print("distance between the CDFs of P(up) over windows that went up and those that went down (f32 / quant).")
+print("Gate: deploy/quant-gate.json; every eval-quant run is a gate run (exit 3 = a gate failed): the")
+print("failed gates are listed under each table, each run's report with its gate table is in")
+print(f"{d}/<model>-<format>-<method>.md and its stderr in ….gate.log.")
+print(f"'quantise s' is wall time of `kronos quantize` (calibration forecasts included) on a shared machine:")
+print(f"load average {os.getloadavg()[0]:.1f} when the run ended (other jobs), so compare within a table only.\n")
+def fm(v, f):
+    return "n/a" if v is None else f.format(v)
+for model in ["demo", "small"]:
+    f32 = json.load(open(f"{d}/{model}-f32.json"))
+    rc = f32["risk_control"]
+    print(f"## Model: {model}\n")
+    print(f"{rc['windows_up']} windows went up, {rc['windows_down']} down. f32: risk KS {fm(rc['ks_f32'], '{:.4f}')}, "
+          f"ROC-AUC {fm(rc['roc_auc_f32'], '{:.4f}')}.\n")
+    print("| format | method | quantise s | weights MB | s1 top-1 | s1 top-1 decisive | s1 KL | s2 KL | KS p (returns) | MAPE vs f32 | Spearman | risk KS f32 / quant | ROC-AUC f32 / quant | gate |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|")
+    fails = []
+    for fmt in ["q4", "int8"]:
+        for meth in (["rtn", "awq", "gptq"] if fmt == "q4" else ["rtn", "smoothquant", "gptq"]):
+            j = json.load(open(f"{d}/{model}-{fmt}-{meth}.json"))
+            qs = re.search(r"windows, ([0-9.]+) s;", open(f"{d}/{model}-{fmt}-{meth}.quantize.log").read())
+            nt, fc, rk, g = j["next_token"], j["forecast"], j["risk_control"], j["gates"]
+            dec = nt["s1_top1_agreement_decisive"]
+            print(f"| {fmt} | {j['method']} | {qs.group(1) if qs else '?'} | {j['weight_bytes'] / 1048576:.1f} | "
+                  f"{100 * nt['s1_top1_agreement']:.2f}% | {fm(None if dec is None else 100 * dec, '{:.2f}%')} | "
+                  f"{nt['s1_mean_kl']:.5f} | {nt['s2_mean_kl']:.5f} | {fm(fc['ks_path_returns']['p_value'], '{:.3f}')} | "
+                  f"{fm(fc['mape_vs_f32_percent'], '{:.3f}%')} | {fm(fc['spearman_expected_return_windows'], '{:.3f}')} | "
+                  f"{fm(rk['ks_f32'], '{:.3f}')} / {fm(rk['ks_quant'], '{:.3f}')} | "
+                  f"{fm(rk['roc_auc_f32'], '{:.3f}')} / {fm(rk['roc_auc_quant'], '{:.3f}')} | "
+                  f"{'pass' if g['passed'] else 'FAIL (%d)' % g['failed']} |")
+            for line in open(f"{d}/{model}-{fmt}-{meth}.gate.log"):
+                if line.startswith("gate "):
+                    fails.append(f"- {fmt} {meth}: {line.strip()}")
+    print()
+    if fails:
+        print("Failed gates:\n")
+        print("\n".join(fails))
+        print()
+EOF
+fi
+
 echo "wrote bench/results/quant-*-$stamp.md ($parts)"

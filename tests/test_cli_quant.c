@@ -179,6 +179,9 @@ static void test_gptq_and_gates(void **state) {
     assert_non_null(strstr(r->err, "--method"));
     r = kronos("eval-quant --quant q4 --method awq");
     assert_int_equal(r->code, 2);
+    r = kronos("quantize --quant q4 --method rtn --calib x.csv --out x");
+    assert_int_equal(r->code, 2);
+    assert_non_null(strstr(r->err, "--method rtn uses no --calib"));
 }
 
 int main(void) {

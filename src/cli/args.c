@@ -133,3 +133,8 @@ int kr_arg_quant(const char *s) {
 int kr_arg_kv_dtype(const char *s) {
     return strcmp(s, "f32") == 0 || strcmp(s, "bf16") == 0 || strcmp(s, "int8") == 0;
 }
+
+int kr_arg_quant_method(const char *s) {
+    return strcmp(s, "rtn") == 0 || strcmp(s, "awq") == 0 || strcmp(s, "smoothquant") == 0 ||
+           strcmp(s, "gptq") == 0;
+}

@@ -16,6 +16,8 @@ int kr_arg_double(const char *s, double min, double max, double *out);
 /* 1 if s names a weight format (f32, bf16, int8, fp8, q4) / a KV dtype (f32, bf16, int8). */
 int kr_arg_quant(const char *s);
 int kr_arg_kv_dtype(const char *s);
+/* 1 if s is a quantisation method: rtn, awq, smoothquant, gptq. */
+int kr_arg_quant_method(const char *s);
 
 /* --allow-nonfinite-weights, taken by every command that loads a model: sets
  * kr_model_params.allow_nonfinite, so a checkpoint with NaN or infinite weights loads (it is

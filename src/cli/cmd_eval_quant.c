@@ -159,8 +159,7 @@ static int parse(int argc, char **argv, opts *o) {
         case 'J': o->json = optarg; break;
         case 'M': o->markdown = optarg; break;
         case 'E':
-            if (strcmp(optarg, "rtn") != 0 && strcmp(optarg, "awq") != 0 &&
-                strcmp(optarg, "smoothquant") != 0 && strcmp(optarg, "gptq") != 0)
+            if (!kr_arg_quant_method(optarg))
                 return kr_cli_usage_error(
                     CMD, "--method must be one of rtn, awq, smoothquant, gptq, got '%s'", optarg);
             o->method = optarg;
@@ -178,6 +177,8 @@ static int parse(int argc, char **argv, opts *o) {
                                   o->method);
     if (o->method && strcmp(o->method, "rtn") != 0 && !o->n_calib)
         return kr_cli_usage_error(CMD, "--method %s needs --calib CSV", o->method);
+    if (o->method && strcmp(o->method, "rtn") == 0 && o->n_calib)
+        return kr_cli_usage_error(CMD, "--method rtn uses no --calib (got '%s')", o->calib[0]);
     if (!o->n_data) {
         static const char *const bundled[] = { "XSHG_5min_600977.csv", "AAPL_1d.csv", "MSFT_1d.csv",
                                                "BTCUSDT_1h.csv" };
@@ -238,7 +239,7 @@ static kr_status load_models(const opts *o, const char *pred_dir, const char *to
             return kr_error_set(err, KR_ERR_INVALID_ARG, "%s", msg);
         return kr_model_load(qp, qt, &mp, q, err);
     }
-    if (!o->n_calib || (o->method && strcmp(o->method, "rtn") == 0)) {
+    if (!o->n_calib) {
         mp.quant = o->quant;
         mp.quant_group = o->group;
         return kr_model_load(pred_dir, tok_dir, &mp, q, err);

@@ -107,8 +107,7 @@ int kr_cmd_quantize(int argc, char **argv) {
             break;
         case 'o': out = optarg; break;
         case 'M':
-            if (strcmp(optarg, "rtn") != 0 && strcmp(optarg, "awq") != 0 &&
-                strcmp(optarg, "smoothquant") != 0 && strcmp(optarg, "gptq") != 0)
+            if (!kr_arg_quant_method(optarg))
                 return kr_cli_usage_error(
                     CMD, "--method must be one of rtn, awq, smoothquant, gptq, got '%s'", optarg);
             method = optarg;
@@ -127,6 +126,8 @@ int kr_cmd_quantize(int argc, char **argv) {
     if (!out) return kr_cli_usage_error(CMD, "--out is required%s", "");
     if (method && strcmp(method, "rtn") != 0 && n_calib == 0)
         return kr_cli_usage_error(CMD, "--method %s needs --calib CSV", method);
+    if (method && strcmp(method, "rtn") == 0 && n_calib > 0)
+        return kr_cli_usage_error(CMD, "--method rtn uses no --calib (got '%s')", calib[0]);
 
     char pred_dir[PATH_MAX], tok_dir[PATH_MAX], msg[PATH_MAX + 128];
     int r = kr_resolve_model_dirs(model, tokenizer, pred_dir, tok_dir, msg, sizeof msg);

@@ -230,7 +230,11 @@ static kr_status calibrate(kr_model *m, kr_wfmt fmt, method meth, const kr_serie
     cp.prefix_cache = 0;
     kr_context *ctx = NULL;
     st = kr_context_create(m, &cp, &ctx, err);
-    if (st == KR_OK) st = kr_forecast_run_batch(ctx, calib, n_calib, &p, out, err);
+    /* One window at a time: batched, the engine's step composition (and so the order and
+     * grouping in which the Linears see rows) would depend on timing, and with it the AWQ
+     * sample and the rounding of GPTQ's XᵀX sums: the same inputs gave different weights. */
+    for (int i = 0; st == KR_OK && i < n_calib; i++)
+        st = kr_forecast_run(ctx, &calib[i], &p, &out[i], err);
     kr_context_free(ctx);
     for (int i = 0; i < n_calib; i++) kr_forecast_free(out[i]);
     free(out);
