@@ -39,11 +39,15 @@ job() { # title, then kronos bench flags
 }
 # Median wall seconds of one `kronos bench --json` job (its first result row).
 secs() {
-  "$kronos" bench --json "$@" | sed -n 's/^[[:space:]]*"seconds":[[:space:]]*\([0-9.e+-]*\),*$/\1/p' | head -1
+  local s
+  s=$("$kronos" bench --json "$@" | sed -n 's/^[[:space:]]*"seconds":[[:space:]]*\([0-9.e+-]*\),*$/\1/p' | head -1)
+  printf '%.2f' "${s:-nan}"
 }
 peak() {
-  "$kronos" bench --json --shape tiny --lookback 16 --pred-len 1 --paths 1 --repeat 1 |
-    sed -n 's/^[[:space:]]*"fma_peak_gflops":[[:space:]]*\([0-9.e+-]*\),*$/\1/p'
+  local g
+  g=$("$kronos" bench --json --shape tiny --lookback 16 --pred-len 1 --paths 1 --repeat 1 |
+    sed -n 's/^[[:space:]]*"fma_peak_gflops":[[:space:]]*\([0-9.e+-]*\),*$/\1/p')
+  printf '%.0f' "${g:-nan}"
 }
 # Issue 15's table, kronos columns: lookback 400 / pred_len 120 unless said, random weights.
 issue_table() {
