@@ -4,10 +4,14 @@
  * per-request jobs between them.
  *
  *   POST /v1/forecast   forecast (JSON, or text/event-stream with "stream": true)
+ *   POST /v1/analyze    a report (also /v1/analyze/batch, and /analyze {"stock_code"})
+ *   /v1/candles         the candle store (GET, POST)
  *   GET  /v1/models     the served model
  *   GET  /health        200 while the process runs
  *   GET  /ready         200 when the model is loaded and the server is not draining, else 503
  *   GET  /metrics       Prometheus text: engine series + HTTP series
+ *   GET  /              the web page (web_root)
+ * docs/api.md has every route, field and status.
  *
  * Limits map to statuses: bad input 400 (field and row named; also an ambiguous body length,
  * then the connection closes), missing/wrong API key 401, unknown path 404, wrong method 405,
@@ -15,7 +19,7 @@
  * draining 503, memory budget (max_memory_in_flight) full 503 with Retry-After, deadline
  * passed 504. A client that disconnects cancels its request; one whose request has not
  * arrived read_timeout_s after accept is cut. Every answer carries X-Request-Id. The server
- * never installs signal handlers; the caller (cli/cmd_serve.c) turns signals into
+ * never installs signal handlers; the caller (`kronos serve`) turns signals into
  * kr_server_drain.
  */
 #ifndef KRONOS_SERVER_H
