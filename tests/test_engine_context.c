@@ -72,14 +72,7 @@ static kr_request_params req_for(waiter *w) {
 
 static int setup(void **state) {
     (void)state;
-    char pred[1024], tok[1024];
-    snprintf(pred, sizeof pred, "%s/models/kronos-demo/predictor", KR_SOURCE_DIR);
-    snprintf(tok, sizeof tok, "%s/models/kronos-demo/tokenizer", KR_SOURCE_DIR);
-    kr_error err = { 0 };
-    if (kr_model_load(pred, tok, NULL, &g_model, &err) != KR_OK) return -1;
-    if (kr_candles_read_csv(kr_test_fixture("regression_input.csv"), &g_data, &err) != KR_OK)
-        return -1;
-    return 0;
+    return kr_test_load_demo(&g_model, &g_data);
 }
 
 static int teardown(void **state) {

@@ -9,6 +9,7 @@
 
 #include "engine/context.h"
 #include "kronos.h"
+#include "kronos/market.h"
 #include "test_support.h"
 
 typedef struct kr_test_engine {
@@ -57,6 +58,19 @@ static inline kr_forecast *kr_test_run_opt(kr_context *ctx, const kr_series *s,
     if (kr_forecast_run_batch_opt(ctx, s, 1, p, NULL, opt, &f, &err) != KR_OK)
         fail_msg("forecast: %s", err.message);
     return f;
+}
+
+/* The bundled demo model and the regression fixture's candles, for the tests whose setup is
+ * just that. Returns 0, or -1 when either cannot be loaded (a cmocka setup's failure). */
+static inline int kr_test_load_demo(kr_model **model, kr_candles **data) {
+    char pred[1024], tok[1024];
+    snprintf(pred, sizeof pred, "%s/models/kronos-demo/predictor", KR_SOURCE_DIR);
+    snprintf(tok, sizeof tok, "%s/models/kronos-demo/tokenizer", KR_SOURCE_DIR);
+    kr_error err = { 0 };
+    if (kr_model_load(pred, tok, NULL, model, &err) != KR_OK) return -1;
+    if (kr_candles_read_csv(kr_test_fixture("regression_input.csv"), data, &err) != KR_OK)
+        return -1;
+    return 0;
 }
 
 #endif
