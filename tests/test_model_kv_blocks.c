@@ -2,11 +2,13 @@
  * blocks on shapes that fit no power of two, write/read round trips of every dtype across
  * block boundaries, sharing of prefix blocks by reference (counts, survival of a shared block
  * past one holder, byte accounting), and attention over block-split keys equal bit for bit to
- * attention over a contiguous copy. */
+ * attention over a contiguous copy; large blocks cut from shared huge-page regions stay
+ * disjoint, aligned and writable, and every region goes back to the system with its last block. */
 #include "test_support.h"
 
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,6 +43,52 @@ static long long blocks_used(void) {
 /* Value of element j of row r of layer l, K (t = 0) or V (t = 1): unique per position. */
 static float tag(int t, int l, int r, int j) {
     return (float)(t * 1000000 + l * 10000 + r * 100) + (float)j * 0.25f;
+}
+
+/* Virtual memory of this process in kB (VmSize of /proc/self/status), or -1 off Linux. */
+static long vm_kb(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return -1;
+    char line[256];
+    long kb = -1;
+    while (kb < 0 && fgets(line, sizeof line, f))
+        if (strncmp(line, "VmSize:", 7) == 0) kb = strtol(line + 7, NULL, 10);
+    fclose(f);
+    return kb;
+}
+
+static void test_large_blocks_in_regions(void **state) {
+    (void)state;
+    enum { N = 70 };
+    /* 1 MB + a line: 15 per 16 MB region, so 70 blocks span 5 regions and a partial one. */
+    const size_t bytes = ((size_t)1 << 20) + 64;
+    kr_kv_pool_trim();
+    long vm0 = vm_kb();
+    kr_kv_block *b[N];
+    for (int i = 0; i < N; i++) {
+        b[i] = kr_kv_block_alloc(bytes);
+        assert_non_null(b[i]);
+        assert_int_equal((uintptr_t)b[i]->data % 64, 0);
+        memset(b[i]->data, i + 1, bytes);
+    }
+    for (int i = 0; i < N; i++) /* no block overlaps another: each kept its own bytes */
+        for (size_t o = 0; o < bytes; o += 4093)
+            assert_int_equal(b[i]->data[o], (unsigned char)(i + 1));
+    assert_int_equal(b[N - 1]->data[bytes - 1], (unsigned char)N);
+    /* Out of order, and some held twice: a region outlives all but its last block. */
+    for (int i = 0; i < N; i += 3) kr_kv_block_ref(b[i]);
+    for (int i = N - 1; i >= 0; i -= 2) kr_kv_block_unref(b[i]);
+    for (int i = N - 2; i >= 0; i -= 2) kr_kv_block_unref(b[i]);
+    for (int i = 0; i < N; i += 3) assert_int_equal(b[i]->data[bytes / 2], (unsigned char)(i + 1));
+    for (int i = 0; i < N; i += 3) kr_kv_block_unref(b[i]);
+    kr_kv_pool_stats st;
+    kr_kv_pool_get_stats(&st);
+    assert_int_equal(st.blocks_used, 0);
+    kr_kv_pool_trim();
+    kr_kv_pool_get_stats(&st);
+    assert_int_equal(st.blocks_free, 0);
+    /* The 5-6 regions (80+ MB of address space) are unmapped; malloc may keep a little. */
+    if (vm0 >= 0) assert_true(vm_kb() < vm0 + 8 * 1024);
 }
 
 static void test_addressing(void **state) {
@@ -309,6 +357,7 @@ static void test_attention_blocks_vs_contiguous(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_addressing),
+        cmocka_unit_test(test_large_blocks_in_regions),
         cmocka_unit_test(test_round_trip_dtypes),
         cmocka_unit_test(test_share_prefix),
         cmocka_unit_test(test_share_partial_copy_on_shared_block),

@@ -19,6 +19,7 @@ typedef struct kr_kv_block {
     size_t bytes; /* payload */
     struct kr_kv_block *next; /* free list link */
     unsigned char *data; /* payload, 64-byte aligned */
+    struct kv_region *region; /* the huge-page region it was cut from, or NULL (malloc) */
 } kr_kv_block;
 
 /* A block of `bytes` payload with one reference, or NULL when out of memory. */
