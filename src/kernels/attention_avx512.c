@@ -58,6 +58,72 @@ static void span_scores(const float *q, int head_dim, float scale, const kr_kv_s
                  sp->n - j < 16 ? sp->n - j : 16, dst + j);
 }
 
+/* Scores of 4 queries against keys [0, nk) (nk <= 4) starting at k: dst[r][c] for query r
+ * and key c. The multi-query kernel's shared blocks: 4 q and 4 K loads feed 16 FMAs where
+ * scores16 spends 17 loads, and one reduction serves 16 scores. Each score is still one
+ * 16-lane accumulator over head_dim, the same masked tail and the same tree (kr_reduce16
+ * treats every lane alike), times scale — scores16's value bit for bit. */
+KR_INLINE void scores4x4(const float *const *q, int head_dim, float scale, const float *k,
+                         int stride, int nk, float *const *dst) {
+    const float *kp[4];
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) kp[c] = k + (size_t)(c < nk ? c : nk - 1) * (size_t)stride;
+    __m512 acc[16];
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++) acc[i] = _mm512_setzero_ps();
+    int d = 0;
+    for (; d + 16 <= head_dim; d += 16) {
+        __m512 qv[4];
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) qv[r] = _mm512_loadu_ps(q[r] + d);
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            __m512 kv = _mm512_loadu_ps(kp[c] + d);
+#pragma GCC unroll 4
+            for (int r = 0; r < 4; r++)
+                acc[KR_R16(4 * r + c)] = _mm512_fmadd_ps(qv[r], kv, acc[KR_R16(4 * r + c)]);
+        }
+    }
+    if (d < head_dim) {
+        __mmask16 m = kr_mask16(head_dim - d);
+        __m512 qv[4];
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) qv[r] = _mm512_maskz_loadu_ps(m, q[r] + d);
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            __m512 kv = _mm512_maskz_loadu_ps(m, kp[c] + d);
+#pragma GCC unroll 4
+            for (int r = 0; r < 4; r++)
+                acc[KR_R16(4 * r + c)] = _mm512_fmadd_ps(qv[r], kv, acc[KR_R16(4 * r + c)]);
+        }
+    }
+    /* Lanes 4r .. 4r + 3 (the r-th 128-bit part) are query r's scores. */
+    __m512 s = _mm512_mul_ps(kr_reduce16(acc), _mm512_set1_ps(scale));
+    __mmask8 km = (__mmask8)((1u << nk) - 1u);
+    _mm_mask_storeu_ps(dst[0], km, _mm512_extractf32x4_ps(s, 0));
+    _mm_mask_storeu_ps(dst[1], km, _mm512_extractf32x4_ps(s, 1));
+    _mm_mask_storeu_ps(dst[2], km, _mm512_extractf32x4_ps(s, 2));
+    _mm_mask_storeu_ps(dst[3], km, _mm512_extractf32x4_ps(s, 3));
+}
+
+/* Scores of the nq queries against every key of one shared block: dst(i) + j for query i and
+ * key j. Queries in fours through scores4x4, the rest through span_scores. */
+static void block_scores(int nq, const float *const *q, int head_dim, float scale,
+                         const kr_kv_span *blk, float *rows, int row_stride) {
+    int i = 0;
+    for (; i + 4 <= nq; i += 4) {
+        float *dst[4];
+        for (int j = 0; j < blk->n; j += 4) {
+#pragma GCC unroll 4
+            for (int r = 0; r < 4; r++) dst[r] = rows + (size_t)(i + r) * (size_t)row_stride + j;
+            scores4x4(q + i, head_dim, scale, blk->k + (size_t)j * (size_t)blk->stride, blk->stride,
+                      blk->n - j < 4 ? blk->n - j : 4, dst);
+        }
+    }
+    for (; i < nq; i++)
+        span_scores(q[i], head_dim, scale, blk, rows + (size_t)i * (size_t)row_stride);
+}
+
 /* p[0..n) ← exp(p − max p) in place (n >= 1); returns their sum: 16-lane partial sums over
  * the array in key order, then the fixed tree. */
 static float exp_sum16(float *p, int n) {
@@ -256,8 +322,7 @@ static void multi_tile(int nq, const float *const *q, int head_dim, float scale,
             kr_kv_span blk = { NULL, NULL, nk, 0 }; /* K rows, in L1 after the first query */
             blk.k =
                 kr_attn_rows(shared[s].k, shared[s].stride, j0, nk, head_dim, pack, &blk.stride);
-            for (int i = 0; i < nq; i++)
-                span_scores(q[i], head_dim, scale, &blk, ROW(i) + n_sh + j0);
+            block_scores(nq, q, head_dim, scale, &blk, ROW(0) + n_sh + j0, scratch_stride);
         }
     for (int i = 0; i < nq; i++) {
         int n = n_sh, ns = own && n_own ? n_own[i] : 0;
