@@ -7,11 +7,11 @@
  * path) only decides which dots run side by side, so a row's result never depends on M, its
  * position or the thread split — the determinism contract of kernels.h.
  *
- * Cache blocking: a thread walks its N slice in blocks of W rows sized for L2 and, inside a
+ * Cache blocking: a thread walks its N slice in blocks of W rows of half the L2 and, inside a
  * block, sweeps all row tiles of A, so the W block is reused from L2 across M while the 4 A
  * rows of a tile stay in L1 across the block.
  *
- * Packing (M >= KR_PACK_MIN_M): the W block is copied once into 64-byte-aligned micro-panels
+ * Packing (M large, see KR_PACK_MIN_M): the W block is copied once into 64-byte-aligned micro-panels
  * (4 rows interleaved per k block, tail and missing rows zero-filled) and each A row tile
  * likewise, so the tile reads two sequential aligned streams. Weights mapped from a file are
  * only float-aligned, and a 64-byte load that straddles two cache lines costs two load slots:
@@ -26,10 +26,18 @@
 #include "kernels/simd_avx512.h"
 
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 
-/* Rows of A from which the W block is packed (below, W is read in place). */
-enum { KR_PACK_MIN_M = 16 };
+/* Rows of A from which the W block is packed (below, W is read in place): always from 64 rows;
+ * from 16 when rows of A or W straddle cache lines in place. Packing N·K floats costs about
+ * what M <= 32 rows of in-place aligned FMAs lose to it (measured: 32×1024×512 193 GFLOP/s in
+ * place vs 171 packed when aligned; 139 vs 168 when W starts 16 bytes off a line). */
+enum { KR_PACK_MIN_M = 64, KR_PACK_MIN_M_SPLIT = 16 };
+
+static int aligned64(const float *A, int lda, const float *W, int K) {
+    return (uintptr_t)A % 64 == 0 && lda % 16 == 0 && (uintptr_t)W % 64 == 0 && K % 16 == 0;
+}
 
 /* Reduces the MR×NR accumulators of a tile (output r·NR + c at acc[KR_R16(r·NR + c)]) and
  * stores its mr×nr real elements at C[m0..][n0..] with the bias added. */
@@ -225,12 +233,14 @@ void kr_gemm_f32_avx512(int M, int N, int K, const float *A, int lda, const floa
                 C[(size_t)m * (size_t)ldc + (size_t)n] = bias ? 0.0f + bias[n] : 0.0f;
         return;
     }
-    /* W block of ~192 KB: several blocks fit L2 next to the A panel being swept. */
-    int nb_cols = (192 * 1024 / 4) / K;
+    /* W block of ~512 KB, half the L2: fewer blocks mean fewer sweeps (and packings) of A,
+     * which does not fit L2 next to it (measured 192 KB → 512 KB: 400×832×2048 112 → 172
+     * GFLOP/s, 400×1024×512 189 → 197; 704 KB loses again). */
+    int nb_cols = (512 * 1024 / 4) / K;
     nb_cols = nb_cols / KR_GEMM_NUNIT * KR_GEMM_NUNIT;
     if (nb_cols < KR_GEMM_NUNIT) nb_cols = KR_GEMM_NUNIT;
     float *pw = NULL, *pa = NULL;
-    if (M >= KR_PACK_MIN_M) {
+    if (M >= KR_PACK_MIN_M || (M >= KR_PACK_MIN_M_SPLIT && !aligned64(A, lda, W, K))) {
         size_t panel = (size_t)(K + 15) / 16 * 64;
         pw = pack_buffer((size_t)nb_cols / 4 * panel + panel);
         pa = pw ? pw + (size_t)nb_cols / 4 * panel : NULL;
