@@ -11,13 +11,14 @@
  * block, sweeps all row tiles of A, so the W block is reused from L2 across M while the 4 A
  * rows of a tile stay in L1 across the block.
  *
- * Packing (M large, see KR_PACK_MIN_M): the W block is copied once into 64-byte-aligned micro-panels
- * (4 rows interleaved per k block, tail and missing rows zero-filled) and each A row tile
- * likewise, so the tile reads two sequential aligned streams. Weights mapped from a file are
- * only float-aligned, and a 64-byte load that straddles two cache lines costs two load slots:
- * with 8 loads per 16 FMAs that alone held the kernel near 60 % of the FMA peak. The copy is
- * N·K floats per call against M·N·K FMAs, so small M (decode) reads W in place. Copies and
- * zeros (0·0 added to a lane, as the masked tail did) change no value.
+ * Packing (M large, see KR_PACK_MIN_M): the W block is copied once into 64-byte-aligned
+ * micro-panels (4 rows interleaved per k block, tail and missing rows zero-filled) and each A
+ * row tile likewise, so the tile reads two sequential aligned streams. Weights mapped from a
+ * file are only float-aligned, and a 64-byte load that straddles two cache lines costs two
+ * load slots: with 8 loads per 16 FMAs that alone held the kernel near 60-70 % of the FMA
+ * peak. The copy is N·K floats per call against M·N·K FMAs, so small M (decode) reads W in
+ * place. Copies and zeros (0·0 added to a lane, as the masked tail did) change no value. The
+ * buffer (one W block + one A tile, ~520 KB) is per thread, allocated once and kept.
  */
 #include "kernels/kernels.h"
 
