@@ -3,7 +3,12 @@
  * OpenBLAS (cblas_sgemm, same layout: A row-major, W row-major used transposed) and the
  * measured FMA peak, all in one run so the ratios are comparable.
  *
- *   bench_gemm [--json] [--reps N] [--no-scalar]
+ *   bench_gemm [--json] [--reps N] [--no-scalar] [--w-offset BYTES]
+ *
+ * A and C start on a 64-byte line (as the engine's workspace does) and W BYTES past one
+ * (default 0): weights mapped from a safetensors file are only float-aligned — the demo
+ * model's sit 8 bytes past a line — and plain malloc made the alignment, hence the speed of
+ * in-place loads, vary from shape to shape and run to run.
  *
  * Each cell is the median of N repeats (default 7); a repeat runs the GEMM enough times to
  * last ~20 ms. Threads come from kr_pool (ours, N split) or OpenBLAS's own pool.
@@ -26,8 +31,9 @@ typedef struct {
 } shape;
 
 static const shape k_shapes[] = {
-    { 400, 1024, 512 }, { 400, 512, 512 },  { 32, 1024, 512 }, { 8, 1024, 512 },
-    { 1, 1024, 512 },   { 400, 2048, 832 }, { 32, 2048, 832 },
+    { 400, 1024, 512 }, { 400, 512, 512 },  { 32, 1024, 512 },  { 8, 1024, 512 },
+    { 1, 1024, 512 },   { 400, 2048, 832 }, { 32, 2048, 832 },  { 512, 512, 512 },
+    { 512, 1024, 512 }, { 512, 512, 1024 }, { 400, 832, 2048 },
 };
 enum { N_SHAPES = sizeof k_shapes / sizeof k_shapes[0], MAX_REPS = 31 };
 
@@ -35,6 +41,11 @@ static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static float *aligned_floats(size_t n) {
+    void *p = NULL;
+    return posix_memalign(&p, 64, n * sizeof(float)) ? NULL : p;
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -99,7 +110,7 @@ static void run_burn(void *p) {
 enum { MAX_COLS = 2 * KR_ISA_COUNT + 2 };
 
 int main(int argc, char **argv) {
-    int json = 0, reps = 7, no_scalar = 0;
+    int json = 0, reps = 7, no_scalar = 0, w_offset = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json"))
             json = 1;
@@ -107,8 +118,11 @@ int main(int argc, char **argv) {
             no_scalar = 1;
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
             reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--w-offset") && i + 1 < argc)
+            w_offset = atoi(argv[++i]) / 4 * 4 % 64;
         else {
-            fprintf(stderr, "usage: %s [--json] [--reps N] [--no-scalar]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--json] [--reps N] [--no-scalar] [--w-offset BYTES]\n",
+                    argv[0]);
             return 2;
         }
     }
@@ -151,13 +165,14 @@ int main(int argc, char **argv) {
 
     for (int si = 0; si < N_SHAPES; si++) {
         shape sh = k_shapes[si];
-        float *A = malloc((size_t)sh.M * sh.K * sizeof *A),
-              *W = malloc((size_t)sh.N * sh.K * sizeof *W);
-        float *C = malloc((size_t)sh.M * sh.N * sizeof *C);
-        if (!A || !W || !C) {
+        float *A = aligned_floats((size_t)sh.M * sh.K),
+              *Wb = aligned_floats((size_t)sh.N * sh.K + 16);
+        float *C = aligned_floats((size_t)sh.M * sh.N);
+        if (!A || !Wb || !C) {
             fprintf(stderr, "bench_gemm: out of memory\n");
             return 1;
         }
+        float *W = Wb + w_offset / 4;
         for (size_t k = 0; k < (size_t)sh.M * sh.K; k++)
             A[k] = (float)((k * 7919u) % 1000u) * 1e-3f - 0.5f;
         for (size_t k = 0; k < (size_t)sh.N * sh.K; k++)
@@ -179,7 +194,7 @@ int main(int argc, char **argv) {
         }
 #endif
         free(A);
-        free(W);
+        free(Wb);
         free(C);
     }
     kr_pool_free(pools[1]);
@@ -191,7 +206,7 @@ int main(int argc, char **argv) {
         for (int i = 0; i < n_isa; i++)
             printf("%s\"%s\": {\"1\": %.2f, \"2\": %.2f}", i ? ", " : "", kr_isa_name(isas[i]),
                    peak[i][1], peak[i][2]);
-        printf("},\n  \"shapes\": [\n");
+        printf("},\n  \"w_offset\": %d,\n  \"shapes\": [\n", w_offset);
         for (int si = 0; si < N_SHAPES; si++) {
             printf("    {\"M\": %d, \"N\": %d, \"K\": %d, \"gflops\": {", k_shapes[si].M,
                    k_shapes[si].N, k_shapes[si].K);
@@ -210,7 +225,7 @@ int main(int argc, char **argv) {
     printf("FMA peak (GFLOP/s):");
     for (int i = 0; i < n_isa; i++)
         printf("  %s 1T %.1f / 2T %.1f", kr_isa_name(isas[i]), peak[i][1], peak[i][2]);
-    printf("\n\n| M×N×K |");
+    printf("\nW %d bytes past a 64-byte line\n\n| M×N×K |", w_offset);
     for (int c = 0; c < n_cols; c++) printf(" %s |", names[c]);
     if (has_blas)
         printf(" %s/BLAS 1T | %s/BLAS 2T |", kr_isa_name(isas[n_isa - 1]),

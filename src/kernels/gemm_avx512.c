@@ -1,21 +1,66 @@
 /*
- * kernels/gemm_avx512 — C = A·Wᵀ + bias with AVX-512, W used in place ([N×K] row-major).
+ * kernels/gemm_avx512 — C = A·Wᵀ + bias with AVX-512 ([N×K] row-major W).
  *
  * Every C element is one dot product kept in one 16-lane accumulator: k blocks of 16 in
- * order, the K tail as a masked block, then the fixed tree of kr_reduce16, then + bias. A
- * register tile (4 A rows × 4 W rows; 3×4, 2×8 or 1×8 for the last rows) only decides which
- * dots run side by side, so a row's result never depends on M, its position or the thread
- * split — the determinism contract of kernels.h.
+ * order, the K tail as a zero-filled block, then the fixed tree of kr_reduce16, then + bias.
+ * A register tile (4 A rows × 4 W rows; 3×4, 2×8 or 1×8 for the last rows of the unpacked
+ * path) only decides which dots run side by side, so a row's result never depends on M, its
+ * position or the thread split — the determinism contract of kernels.h.
  *
- * Cache blocking: a thread walks its N slice in blocks of W rows sized for L2 and, inside a
+ * Cache blocking: a thread walks its N slice in blocks of W rows of half the L2 and, inside a
  * block, sweeps all row tiles of A, so the W block is reused from L2 across M while the 4 A
  * rows of a tile stay in L1 across the block.
+ *
+ * Packing (M large, see KR_PACK_MIN_M): the W block is copied once into 64-byte-aligned
+ * micro-panels (4 rows interleaved per k block, tail and missing rows zero-filled) and each A
+ * row tile likewise, so the tile reads two sequential aligned streams. Weights mapped from a
+ * file are only float-aligned, and a 64-byte load that straddles two cache lines costs two
+ * load slots: with 8 loads per 16 FMAs that alone held the kernel near 60-70 % of the FMA
+ * peak. The copy is N·K floats per call against M·N·K FMAs, so small M (decode) reads W in
+ * place. Copies and zeros (0·0 added to a lane, as the masked tail did) change no value. The
+ * buffer (one W block + one A tile, ~520 KB) is per thread, allocated once and kept.
  */
 #include "kernels/kernels.h"
 
 #if defined(__x86_64__)
 #include "kernels/kernels_internal.h"
 #include "kernels/simd_avx512.h"
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+/* Rows of A from which the W block is packed (below, W is read in place): always from 64 rows;
+ * from 16 when rows of A or W straddle cache lines in place. Packing N·K floats costs about
+ * what M <= 32 rows of in-place aligned FMAs lose to it (measured: 32×1024×512 193 GFLOP/s in
+ * place vs 171 packed when aligned; 139 vs 168 when W starts 16 bytes off a line). */
+enum { KR_PACK_MIN_M = 64, KR_PACK_MIN_M_SPLIT = 16 };
+
+static int aligned64(const float *A, int lda, const float *W, int K) {
+    return (uintptr_t)A % 64 == 0 && lda % 16 == 0 && (uintptr_t)W % 64 == 0 && K % 16 == 0;
+}
+
+/* Reduces the MR×NR accumulators of a tile (output r·NR + c at acc[KR_R16(r·NR + c)]) and
+ * stores its mr×nr real elements at C[m0..][n0..] with the bias added. */
+KR_INLINE void store_tile(const int MR, const int NR, const __m512 acc[16], const float *bias,
+                          float *C, int ldc, int m0, int mr, int n0, int nr) {
+    /* Lane r·NR + c of s is C[m0 + r][n0 + c] before the bias. */
+    __m512 s = kr_reduce16(acc);
+    __mmask16 nm = kr_mask16(nr);
+    __m512 b = bias ? _mm512_maskz_loadu_ps(nm, bias + n0) : _mm512_setzero_ps();
+#pragma GCC unroll 4
+    for (int r = 0; r < MR; r++) {
+        if (r >= mr) break;
+        __m512 row = s;
+        if (NR < 16) { /* bring lanes r·NR .. r·NR + NR - 1 down to 0 .. NR - 1 */
+            const __m512i iota =
+                _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+            row = _mm512_permutexvar_ps(_mm512_add_epi32(iota, _mm512_set1_epi32(r * NR)), s);
+        }
+        if (bias) row = _mm512_add_ps(row, b);
+        _mm512_mask_storeu_ps(C + (size_t)(m0 + r) * (size_t)ldc + n0, nm, row);
+    }
+}
 
 /* Computes the MR×NR tile at (m0, n0) of which mr×nr elements are real: missing rows and
  * columns reuse the last real one (valid memory, results discarded). */
@@ -58,22 +103,7 @@ KR_INLINE void tile(const int MR, const int NR, int K, const float *A, int lda, 
         }
     }
 
-    /* Lane r·NR + c of s is C[m0 + r][n0 + c] before the bias. */
-    __m512 s = kr_reduce16(acc);
-    __mmask16 nm = kr_mask16(nr);
-    __m512 b = bias ? _mm512_maskz_loadu_ps(nm, bias + n0) : _mm512_setzero_ps();
-#pragma GCC unroll 4
-    for (int r = 0; r < MR; r++) {
-        if (r >= mr) break;
-        __m512 row = s;
-        if (NR < 16) { /* bring lanes r·NR .. r·NR + NR - 1 down to 0 .. NR - 1 */
-            const __m512i iota =
-                _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
-            row = _mm512_permutexvar_ps(_mm512_add_epi32(iota, _mm512_set1_epi32(r * NR)), s);
-        }
-        if (bias) row = _mm512_add_ps(row, b);
-        _mm512_mask_storeu_ps(C + (size_t)(m0 + r) * (size_t)ldc + n0, nm, row);
-    }
+    store_tile(MR, NR, acc, bias, C, ldc, m0, mr, n0, nr);
 }
 
 /* Every row tile of A against W rows [nb, ne). */
@@ -102,6 +132,97 @@ static void block(int M, int K, const float *A, int lda, const float *W, const f
     }
 }
 
+/* ---- Packed path. A panel holds `rows` rows of K floats as nkb k blocks of rows × 16
+ * floats (row r of block b at b·rows·16 + r·16), 64-byte aligned; lanes past K and rows past
+ * the real ones are zero. */
+
+/* Copies rows [r0, r0 + nr) (nr <= rows) of src (ld floats apart) into panel dst. */
+KR_INLINE void pack_panel(const int rows, float *dst, const float *src, size_t ld, int r0, int nr,
+                          int K) {
+    int nkb = (K + 15) / 16;
+    for (int r = 0; r < rows; r++) {
+        float *d = dst + (size_t)r * 16;
+        if (r >= nr) {
+            for (int b = 0; b < nkb; b++)
+                _mm512_store_ps(d + (size_t)b * rows * 16, _mm512_setzero_ps());
+            continue;
+        }
+        const float *x = src + (size_t)(r0 + r) * ld;
+        int b = 0;
+        for (; b < K / 16; b++)
+            _mm512_store_ps(d + (size_t)b * rows * 16, _mm512_loadu_ps(x + b * 16));
+        if (b < nkb)
+            _mm512_store_ps(d + (size_t)b * rows * 16,
+                            _mm512_maskz_loadu_ps(kr_mask16(K - b * 16), x + b * 16));
+    }
+}
+
+/* The 4×4 tile of packed A panel pa (rows m0..) and packed W panel pw (rows n0..). */
+static void tile_packed(int nkb, const float *pa, const float *pw, const float *bias, float *C,
+                        int ldc, int m0, int mr, int n0, int nr) {
+    __m512 acc[16];
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++) acc[i] = _mm512_setzero_ps();
+    for (int b = 0; b < nkb; b++, pa += 64, pw += 64) {
+        __m512 av[4];
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) av[r] = _mm512_load_ps(pa + r * 16);
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            __m512 wv = _mm512_load_ps(pw + c * 16);
+#pragma GCC unroll 4
+            for (int r = 0; r < 4; r++)
+                acc[KR_R16(r * 4 + c)] = _mm512_fmadd_ps(av[r], wv, acc[KR_R16(r * 4 + c)]);
+        }
+    }
+    store_tile(4, 4, acc, bias, C, ldc, m0, mr, n0, nr);
+}
+
+/* The packing buffer of the calling thread: grown, never shrunk, freed when the thread exits
+ * (the key's destructor) or, for the main thread, left reachable through t_pack. */
+static _Thread_local float *t_pack;
+static _Thread_local size_t t_pack_floats;
+static pthread_key_t g_pack_key;
+static pthread_once_t g_pack_once = PTHREAD_ONCE_INIT;
+static int g_pack_key_ok;
+
+static void pack_key_make(void) { g_pack_key_ok = pthread_key_create(&g_pack_key, free) == 0; }
+
+/* NULL when the buffer cannot be had: the caller then reads W in place. */
+static float *pack_buffer(size_t floats) {
+    if (t_pack_floats >= floats) return t_pack;
+    pthread_once(&g_pack_once, pack_key_make);
+    if (!g_pack_key_ok) return NULL;
+    void *p = NULL;
+    if (posix_memalign(&p, 64, floats * sizeof(float)) != 0) return NULL;
+    if (pthread_setspecific(g_pack_key, p) != 0) {
+        free(p);
+        return NULL;
+    }
+    free(t_pack);
+    t_pack = p;
+    t_pack_floats = floats;
+    return p;
+}
+
+/* W rows [nb, ne) packed into 4-row panels at pw, then every 4-row tile of A (packed into pa)
+ * against them. */
+static void block_packed(int M, int K, const float *A, int lda, const float *W, const float *bias,
+                         float *C, int ldc, int nb, int ne, float *pw, float *pa) {
+    int nkb = (K + 15) / 16;
+    size_t panel = (size_t)nkb * 64;
+    for (int n = nb; n < ne; n += 4)
+        pack_panel(4, pw + (size_t)(n - nb) / 4 * panel, W, (size_t)K, n, ne - n < 4 ? ne - n : 4,
+                   K);
+    for (int m = 0; m < M; m += 4) {
+        int mr = M - m < 4 ? M - m : 4;
+        pack_panel(4, pa, A, (size_t)lda, m, mr, K);
+        for (int n = nb; n < ne; n += 4)
+            tile_packed(nkb, pa, pw + (size_t)(n - nb) / 4 * panel, bias, C, ldc, m, mr, n,
+                        ne - n < 4 ? ne - n : 4);
+    }
+}
+
 void kr_gemm_f32_avx512(int M, int N, int K, const float *A, int lda, const float *W,
                         const float *bias, float *C, int ldc, int ith, int nth) {
     int n0, n1;
@@ -113,13 +234,24 @@ void kr_gemm_f32_avx512(int M, int N, int K, const float *A, int lda, const floa
                 C[(size_t)m * (size_t)ldc + (size_t)n] = bias ? 0.0f + bias[n] : 0.0f;
         return;
     }
-    /* W block of ~192 KB: several blocks fit L2 next to the A panel being swept. */
-    int nb_cols = (192 * 1024 / 4) / K;
+    /* W block of ~512 KB, half the L2: fewer blocks mean fewer sweeps (and packings) of A,
+     * which does not fit L2 next to it (measured 192 KB → 512 KB: 400×832×2048 112 → 172
+     * GFLOP/s, 400×1024×512 189 → 197; 704 KB loses again). */
+    int nb_cols = (512 * 1024 / 4) / K;
     nb_cols = nb_cols / KR_GEMM_NUNIT * KR_GEMM_NUNIT;
     if (nb_cols < KR_GEMM_NUNIT) nb_cols = KR_GEMM_NUNIT;
+    float *pw = NULL, *pa = NULL;
+    if (M >= KR_PACK_MIN_M || (M >= KR_PACK_MIN_M_SPLIT && !aligned64(A, lda, W, K))) {
+        size_t panel = (size_t)(K + 15) / 16 * 64;
+        pw = pack_buffer((size_t)nb_cols / 4 * panel + panel);
+        pa = pw ? pw + (size_t)nb_cols / 4 * panel : NULL;
+    }
     for (int nb = n0; nb < n1; nb += nb_cols) {
         int ne = nb + nb_cols < n1 ? nb + nb_cols : n1;
-        block(M, K, A, lda, W, bias, C, ldc, nb, ne);
+        if (pw)
+            block_packed(M, K, A, lda, W, bias, C, ldc, nb, ne, pw, pa);
+        else
+            block(M, K, A, lda, W, bias, C, ldc, nb, ne);
     }
 }
 #endif
