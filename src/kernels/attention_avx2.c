@@ -4,7 +4,8 @@
  * Mirrors attention_avx512.c with 8 lanes: per-key dots reduced by the fixed tree (8 keys
  * side by side), exp-sum over scratch in global key order, value sum one FMA per key in key
  * order — so the output does not depend on how keys are cut into spans. The multi-query
- * kernel runs the same helpers per query, keys outer / queries inner over the shared spans
+ * kernel runs the same helpers per query (the shared blocks' scores two queries × four keys
+ * per register tile: scores2x4, the same per-key tree), keys outer / queries inner over the shared spans
  * (see attention_avx512.c), and equals the single-query kernel bit for bit.
  */
 #include "kernels/kernels.h"
@@ -49,6 +50,64 @@ static void span_scores(const float *q, int head_dim, float scale, const kr_kv_s
     for (int j = 0; j < sp->n; j += 8)
         scores8(q, head_dim, scale, sp->k + (size_t)j * (size_t)sp->stride, sp->stride,
                 sp->n - j < 8 ? sp->n - j : 8, dst + j);
+}
+
+/* Scores of 2 queries against keys [0, nk) (nk <= 4) starting at k: dst[r][c] for query r
+ * and key c. For the multi-query kernel's shared blocks: 2 q and 4 K loads feed 8 FMAs where
+ * scores8 spends 9, and one reduction serves 8 scores. Each score is still one 8-lane
+ * accumulator over head_dim, the same masked tail and the same tree (kr_reduce8 treats every
+ * lane alike), times scale — scores8's value bit for bit. */
+KR_INLINE void scores2x4(const float *const *q, int head_dim, float scale, const float *k,
+                         int stride, int nk, float *const *dst) {
+    const float *kp[4];
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) kp[c] = k + (size_t)(c < nk ? c : nk - 1) * (size_t)stride;
+    __m256 acc[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) acc[i] = _mm256_setzero_ps();
+    int d = 0;
+    for (; d + 8 <= head_dim; d += 8) {
+        __m256 q0 = _mm256_loadu_ps(q[0] + d), q1 = _mm256_loadu_ps(q[1] + d);
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            __m256 kv = _mm256_loadu_ps(kp[c] + d);
+            acc[KR_R8(c)] = _mm256_fmadd_ps(q0, kv, acc[KR_R8(c)]);
+            acc[KR_R8(4 + c)] = _mm256_fmadd_ps(q1, kv, acc[KR_R8(4 + c)]);
+        }
+    }
+    if (d < head_dim) {
+        __m256i m = kr_mask8(head_dim - d);
+        __m256 q0 = _mm256_maskload_ps(q[0] + d, m), q1 = _mm256_maskload_ps(q[1] + d, m);
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            __m256 kv = _mm256_maskload_ps(kp[c] + d, m);
+            acc[KR_R8(c)] = _mm256_fmadd_ps(q0, kv, acc[KR_R8(c)]);
+            acc[KR_R8(4 + c)] = _mm256_fmadd_ps(q1, kv, acc[KR_R8(4 + c)]);
+        }
+    }
+    /* Lanes 0-3 are query 0's scores, lanes 4-7 query 1's. */
+    __m256 s = _mm256_mul_ps(kr_reduce8(acc), _mm256_set1_ps(scale));
+    __m128i km = _mm256_castsi256_si128(kr_mask8(nk));
+    _mm_maskstore_ps(dst[0], km, _mm256_castps256_ps128(s));
+    _mm_maskstore_ps(dst[1], km, _mm256_extractf128_ps(s, 1));
+}
+
+/* Scores of the nq queries against every key of one shared block: rows + i·row_stride + j
+ * for query i and key j. Queries in pairs through scores2x4, an odd one through span_scores. */
+static void block_scores(int nq, const float *const *q, int head_dim, float scale,
+                         const kr_kv_span *blk, float *rows, int row_stride) {
+    int i = 0;
+    for (; i + 2 <= nq; i += 2) {
+        float *dst[2];
+        for (int j = 0; j < blk->n; j += 4) {
+            dst[0] = rows + (size_t)i * (size_t)row_stride + j;
+            dst[1] = dst[0] + row_stride;
+            scores2x4(q + i, head_dim, scale, blk->k + (size_t)j * (size_t)blk->stride, blk->stride,
+                      blk->n - j < 4 ? blk->n - j : 4, dst);
+        }
+    }
+    for (; i < nq; i++)
+        span_scores(q[i], head_dim, scale, blk, rows + (size_t)i * (size_t)row_stride);
 }
 
 /* p[0..n) ← exp(p − max p) in place (n >= 1); returns their sum: 8-lane partial sums over
@@ -244,8 +303,7 @@ static void multi_tile(int nq, const float *const *q, int head_dim, float scale,
             kr_kv_span blk = { NULL, NULL, nk, 0 }; /* K rows, in L1 after the first query */
             blk.k =
                 kr_attn_rows(shared[s].k, shared[s].stride, j0, nk, head_dim, pack, &blk.stride);
-            for (int i = 0; i < nq; i++)
-                span_scores(q[i], head_dim, scale, &blk, ROW(i) + n_sh + j0);
+            block_scores(nq, q, head_dim, scale, &blk, ROW(0) + n_sh + j0, scratch_stride);
         }
     for (int i = 0; i < nq; i++) {
         int n = n_sh, ns = own && n_own ? n_own[i] : 0;
