@@ -5,8 +5,8 @@
  * side by side), exp-sum over scratch in global key order, value sum one FMA per key in key
  * order — so the output does not depend on how keys are cut into spans. The multi-query
  * kernel runs the same helpers per query (the shared blocks' scores two queries × four keys
- * per register tile: scores2x4, the same per-key tree), keys outer / queries inner over the shared spans
- * (see attention_avx512.c), and equals the single-query kernel bit for bit.
+ * per register tile: scores2x4, the same per-key tree), keys outer / queries inner over the
+ * shared spans (see attention_avx512.c), and equals the single-query kernel bit for bit.
  */
 #include "kernels/kernels.h"
 #include "kernels/kernels_internal.h"
