@@ -10,9 +10,9 @@
  * The multi-query kernel runs those same helpers (scores16, exp_sum16, fma_key) per
  * query — the shared blocks' scores four queries × four keys per register tile (scores4x4,
  * the same per-key tree) — only with keys outer and queries inner over the shared spans, so
- * each block of shared K/V is read from memory once and from L1 by every other query. Its value sums
- * round-trip through out between blocks (exact), hence it equals the single-query kernel bit
- * for bit. Both live in this one file so they share the compiled helpers.
+ * each block of shared K/V is read from memory once and from L1 by every other query. Its
+ * value sums round-trip through out between blocks (exact), hence it equals the single-query
+ * kernel bit for bit. Both live in this one file so they share the compiled helpers.
  */
 #include "kernels/kernels.h"
 #include "kernels/kernels_internal.h"
