@@ -40,28 +40,6 @@ static int aligned64(const float *A, int lda, const float *W, int K) {
     return (uintptr_t)A % 64 == 0 && lda % 16 == 0 && (uintptr_t)W % 64 == 0 && K % 16 == 0;
 }
 
-/* Reduces the MR×NR accumulators of a tile (output r·NR + c at acc[KR_R16(r·NR + c)]) and
- * stores its mr×nr real elements at C[m0..][n0..] with the bias added. */
-KR_INLINE void store_tile(const int MR, const int NR, const __m512 acc[16], const float *bias,
-                          float *C, int ldc, int m0, int mr, int n0, int nr) {
-    /* Lane r·NR + c of s is C[m0 + r][n0 + c] before the bias. */
-    __m512 s = kr_reduce16(acc);
-    __mmask16 nm = kr_mask16(nr);
-    __m512 b = bias ? _mm512_maskz_loadu_ps(nm, bias + n0) : _mm512_setzero_ps();
-#pragma GCC unroll 4
-    for (int r = 0; r < MR; r++) {
-        if (r >= mr) break;
-        __m512 row = s;
-        if (NR < 16) { /* bring lanes r·NR .. r·NR + NR - 1 down to 0 .. NR - 1 */
-            const __m512i iota =
-                _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
-            row = _mm512_permutexvar_ps(_mm512_add_epi32(iota, _mm512_set1_epi32(r * NR)), s);
-        }
-        if (bias) row = _mm512_add_ps(row, b);
-        _mm512_mask_storeu_ps(C + (size_t)(m0 + r) * (size_t)ldc + n0, nm, row);
-    }
-}
-
 /* Computes the MR×NR tile at (m0, n0) of which mr×nr elements are real: missing rows and
  * columns reuse the last real one (valid memory, results discarded). */
 KR_INLINE void tile(const int MR, const int NR, int K, const float *A, int lda, const float *W,
@@ -103,7 +81,7 @@ KR_INLINE void tile(const int MR, const int NR, int K, const float *A, int lda, 
         }
     }
 
-    store_tile(MR, NR, acc, bias, C, ldc, m0, mr, n0, nr);
+    kr_store_tile16(MR, NR, acc, bias, C, ldc, m0, mr, n0, nr);
 }
 
 /* Every row tile of A against W rows [nb, ne). */
@@ -175,7 +153,7 @@ static void tile_packed(int nkb, const float *pa, const float *pw, const float *
                 acc[KR_R16(r * 4 + c)] = _mm512_fmadd_ps(av[r], wv, acc[KR_R16(r * 4 + c)]);
         }
     }
-    store_tile(4, 4, acc, bias, C, ldc, m0, mr, n0, nr);
+    kr_store_tile16(4, 4, acc, bias, C, ldc, m0, mr, n0, nr);
 }
 
 /* The packing buffer of the calling thread: grown, never shrunk, freed when the thread exits

@@ -80,22 +80,7 @@ KR_INLINE void tile(const int MR, const int NR, int kp, const uint16_t *A, const
         }
     }
 
-    /* Lane r·NR + c of s is C[m0 + r][n0 + c] before the bias. */
-    __m512 s = kr_reduce16(acc);
-    __mmask16 nm = kr_mask16(nr);
-    __m512 b = bias ? _mm512_maskz_loadu_ps(nm, bias + n0) : _mm512_setzero_ps();
-#pragma GCC unroll 4
-    for (int r = 0; r < MR; r++) {
-        if (r >= mr) break;
-        __m512 row = s;
-        if (NR < 16) {
-            const __m512i iota =
-                _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
-            row = _mm512_permutexvar_ps(_mm512_add_epi32(iota, _mm512_set1_epi32(r * NR)), s);
-        }
-        if (bias) row = _mm512_add_ps(row, b);
-        _mm512_mask_storeu_ps(C + (size_t)(m0 + r) * (size_t)ldc + n0, nm, row);
-    }
+    kr_store_tile16(MR, NR, acc, bias, C, ldc, m0, mr, n0, nr);
 }
 
 static void block(int M, int kp, const uint16_t *A, const uint16_t *W, const float *bias, float *C,

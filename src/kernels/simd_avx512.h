@@ -47,6 +47,29 @@ KR_INLINE __mmask16 kr_mask16(int n) {
     return n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1u);
 }
 
+/* Reduces the MR×NR accumulators of a GEMM register tile (output r·NR + c at
+ * acc[KR_R16(r·NR + c)]) and stores its mr×nr real elements at C[m0..][n0..] with the bias
+ * added: the epilogue of the f32 and the bf16 GEMM tiles. */
+KR_INLINE void kr_store_tile16(const int MR, const int NR, const __m512 acc[16], const float *bias,
+                               float *C, int ldc, int m0, int mr, int n0, int nr) {
+    /* Lane r·NR + c of s is C[m0 + r][n0 + c] before the bias. */
+    __m512 s = kr_reduce16(acc);
+    __mmask16 nm = kr_mask16(nr);
+    __m512 b = bias ? _mm512_maskz_loadu_ps(nm, bias + n0) : _mm512_setzero_ps();
+#pragma GCC unroll 4
+    for (int r = 0; r < MR; r++) {
+        if (r >= mr) break;
+        __m512 row = s;
+        if (NR < 16) { /* bring lanes r·NR .. r·NR + NR - 1 down to 0 .. NR - 1 */
+            const __m512i iota =
+                _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+            row = _mm512_permutexvar_ps(_mm512_add_epi32(iota, _mm512_set1_epi32(r * NR)), s);
+        }
+        if (bias) row = _mm512_add_ps(row, b);
+        _mm512_mask_storeu_ps(C + (size_t)(m0 + r) * (size_t)ldc + n0, nm, row);
+    }
+}
+
 /* expf to ~1 ulp (Cephes polynomial); 2^n applied with scalef so the subnormal range and
  * overflow to +inf come out right. */
 KR_INLINE __m512 kr_exp16(__m512 x) {
