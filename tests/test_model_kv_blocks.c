@@ -45,6 +45,16 @@ static float tag(int t, int l, int r, int j) {
     return (float)(t * 1000000 + l * 10000 + r * 100) + (float)j * 0.25f;
 }
 
+/* kv_pool.c's test for a sanitizer build (GCC names it one way, clang the other). */
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define KV_TEST_HAS_ASAN 1
+#endif
+#endif
+#ifndef KV_TEST_HAS_ASAN
+#define KV_TEST_HAS_ASAN 0
+#endif
+
 /* Virtual memory of this process in kB (VmSize of /proc/self/status), or -1 off Linux. */
 static long vm_kb(void) {
     FILE *f = fopen("/proc/self/status", "r");
@@ -87,8 +97,14 @@ static void test_large_blocks_in_regions(void **state) {
     kr_kv_pool_trim();
     kr_kv_pool_get_stats(&st);
     assert_int_equal(st.blocks_free, 0);
-    /* The 5-6 regions (80+ MB of address space) are unmapped; malloc may keep a little. */
+    /* The 5-6 regions (80+ MB of address space) are unmapped; malloc may keep a little.
+     * Sanitizer builds allocate each block with malloc (kv_pool.c), whose quarantine holds
+     * freed memory, so only the regions' own builds can check this. */
+#if !defined(__SANITIZE_ADDRESS__) && !KV_TEST_HAS_ASAN
     if (vm0 >= 0) assert_true(vm_kb() < vm0 + 8 * 1024);
+#else
+    (void)vm0;
+#endif
 }
 
 static void test_addressing(void **state) {
