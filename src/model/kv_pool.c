@@ -115,13 +115,22 @@ static void *region_carve(size_t bytes, kv_region **region) {
     return mem;
 }
 
-/* Gives a block's memory back: to its region, or to malloc. */
+/* Gives a block's memory back: to its region, or to malloc. A region stays mapped while any
+ * of its blocks lives, so the pages of a block returned early are dropped now (the whole pages
+ * inside it): otherwise blocks freed out of order — prefixes dropped by the cache while other
+ * requests run — would keep resident memory the pool believes it has returned. */
 static void block_free(kr_kv_block *b) {
     if (!b) return;
-    if (b->region)
-        region_release(b->region);
-    else
+    kv_region *r = b->region;
+    if (!r) {
         free(b);
+        return;
+    }
+    const uintptr_t page = 4096;
+    uintptr_t lo = ((uintptr_t)b + page - 1) & ~(page - 1);
+    uintptr_t hi = ((uintptr_t)b->data + b->bytes) & ~(page - 1);
+    if (hi > lo && atomic_load(&r->live) > 1) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+    region_release(r);
 }
 
 kr_kv_block *kr_kv_block_alloc(size_t bytes) {
