@@ -317,6 +317,93 @@ kr_status kr_chunks_check(const kr_chunk *chunks, int n_chunks, int n_layers_nee
     return KR_OK;
 }
 
+/* The row-wise work between a layer's GEMMs. Rows are independent (kernels.h: a row's result
+ * never depends on the rows beside it), so large calls split rows over the pool; each op is
+ * the same kernel call on the same row either way. Fusing the residual add with the norm that
+ * reads its result, and the RoPE with the KV write, makes one pass over the rows instead of
+ * two while they are in cache. */
+typedef enum row_op {
+    ROW_NORM1, /* h = RMSNorm1(x) */
+    ROW_ROPE_KV, /* rotate q and k; write k, v to the chunk's store */
+    ROW_ADD_NORM2, /* x += h; h = RMSNorm2(x) */
+    ROW_SILU, /* f1 = silu(f1) ⊙ f3 */
+    ROW_ADD, /* x += h */
+} row_op;
+
+typedef struct row_task {
+    row_op op;
+    const kr_block_weights *bw;
+    const kr_chunk *chunks;
+    int n_chunks, total, d, ff_dim, layer;
+    float *x, *h, *q, *kt, *vt, *f1, *f3;
+} row_task;
+
+/* RoPE and the KV write for rows [r0, r1) of the call, each in its chunk's positions. */
+static void rope_kv_rows(const row_task *t, int r0, int r1) {
+    const kr_attn_weights *aw = &t->bw->attn;
+    size_t d = (size_t)t->d;
+    for (int c = 0, base = 0; c < t->n_chunks && base < r1; base += t->chunks[c].n, c++) {
+        const kr_chunk *ch = &t->chunks[c];
+        int a = r0 > base ? r0 - base : 0, b = r1 - base < ch->n ? r1 - base : ch->n;
+        if (a >= b) continue;
+        size_t row = (size_t)(base + a);
+        kr_rope_f32(b - a, aw->n_heads, aw->head_dim, t->q + row * d, t->d, ch->pos0 + a,
+                    aw->inv_freq);
+        kr_rope_f32(b - a, aw->n_heads, aw->head_dim, t->kt + row * d, t->d, ch->pos0 + a,
+                    aw->inv_freq);
+        kr_kv_store_write(ch->out, t->layer, ch->out_start + a, t->kt + row * d, t->vt + row * d,
+                          b - a);
+    }
+}
+
+static void row_worker(void *ctx, int ith, int nth) {
+    const row_task *t = ctx;
+    int r0 = (int)((long long)t->total * ith / nth), r1 = (int)((long long)t->total * (ith + 1) / nth);
+    if (r0 >= r1) return;
+    size_t d = (size_t)t->d, off = (size_t)r0 * d, n = (size_t)(r1 - r0);
+    switch (t->op) {
+    case ROW_NORM1:
+        kr_rmsnorm_f32(r1 - r0, t->d, t->x + off, t->d, t->bw->norm1, KR_RMS_EPS, t->h + off, t->d);
+        break;
+    case ROW_ROPE_KV: rope_kv_rows(t, r0, r1); break;
+    case ROW_ADD_NORM2:
+        kr_add_f32((int)(n * d), t->h + off, t->x + off);
+        kr_rmsnorm_f32(r1 - r0, t->d, t->x + off, t->d, t->bw->norm2, KR_RMS_EPS, t->h + off, t->d);
+        break;
+    case ROW_SILU: {
+        size_t fo = (size_t)r0 * (size_t)t->ff_dim;
+        kr_silu_mul_f32((int)(n * (size_t)t->ff_dim), t->f1 + fo, t->f3 + fo, t->f1 + fo);
+        break;
+    }
+    case ROW_ADD: kr_add_f32((int)(n * d), t->h + off, t->x + off); break;
+    }
+}
+
+/* Values per row an op touches, and the profile's FLOP and byte counts per value. */
+static void row_op_costs(const row_task *t, double *values, double *flops, double *bytes) {
+    double td = (double)t->total * t->d, tf = (double)t->total * t->ff_dim;
+    *values = *flops = *bytes = 0;
+    switch (t->op) {
+    case ROW_NORM1: *values = td, *flops = 4.0 * td, *bytes = 8.0 * td; break;
+    case ROW_ROPE_KV: *values = td, *flops = 6.0 * td, *bytes = 24.0 * td; break;
+    case ROW_ADD_NORM2: *values = td, *flops = 5.0 * td, *bytes = 20.0 * td; break;
+    case ROW_SILU: *values = tf, *flops = 5.0 * tf, *bytes = 12.0 * tf; break;
+    case ROW_ADD: *values = td, *flops = td, *bytes = 12.0 * td; break;
+    }
+}
+
+/* Row ops below this many values stay on the caller: a pool round trip costs about what
+ * ~8K values of these ops do. */
+#define KR_POOL_MIN_ROW_VALUES (1 << 15)
+
+static void run_rows(const kr_exec *ex, row_task *t, row_op op) {
+    t->op = op;
+    double t0 = kr_prof_begin(ex->prof), values, flops, bytes;
+    row_op_costs(t, &values, &flops, &bytes);
+    run_region(ex, row_worker, t, values, KR_POOL_MIN_ROW_VALUES);
+    kr_prof_end(ex->prof, KR_PROF_PART_NORM_ACT, t0, flops, bytes);
+}
+
 kr_status kr_transformer_run(const kr_block_weights *blocks, int n_blocks, int layer0, int d,
                              int ff_dim, const kr_exec *ex, float *x, const kr_chunk *chunks,
                              int n_chunks, kr_error *err) {
@@ -349,49 +436,43 @@ kr_status kr_transformer_run(const kr_block_weights *blocks, int n_blocks, int l
             k->ref[k->n++] = (kr_kv_ref){ chunks[c].out, chunks[c].out_start, i + 1 };
         }
 
+    row_task rt = { .chunks = chunks,
+                    .n_chunks = n_chunks,
+                    .total = total,
+                    .d = d,
+                    .ff_dim = ff_dim,
+                    .x = x,
+                    .h = h,
+                    .q = q,
+                    .kt = kt,
+                    .vt = vt,
+                    .f1 = f1,
+                    .f3 = f3 };
     for (int b = 0; b < n_blocks; b++) {
         const kr_block_weights *bw = &blocks[b];
         const kr_attn_weights *aw = &bw->attn;
         int layer = layer0 + b;
-        double t0 = kr_prof_begin(ex->prof);
-        kr_rmsnorm_f32(total, d, x, d, bw->norm1, KR_RMS_EPS, h, d);
-        kr_prof_end(ex->prof, KR_PROF_PART_NORM_ACT, t0, 4.0 * (double)td, 8.0 * (double)td);
+        rt.bw = bw;
+        rt.layer = layer;
+        run_rows(ex, &rt, ROW_NORM1);
         const kr_linear *qkv[3] = { &aw->q, &aw->k, &aw->v };
         float *qkv_out[3] = { q, kt, vt };
         const int ld3[3] = { d, d, d };
         if ((st = kr_linear_run_multi(ex, 3, qkv, h, total, d, qkv_out, ld3, err)) != KR_OK)
             goto done;
-        t0 = kr_prof_begin(ex->prof);
-        for (int c = 0, row = 0; c < n_chunks; c++) {
-            const kr_chunk *ch = &chunks[c];
-            kr_rope_f32(ch->n, aw->n_heads, aw->head_dim, q + (size_t)row * d, d, ch->pos0,
-                        aw->inv_freq);
-            kr_rope_f32(ch->n, aw->n_heads, aw->head_dim, kt + (size_t)row * d, d, ch->pos0,
-                        aw->inv_freq);
-            kr_kv_store_write(ch->out, layer, ch->out_start, kt + (size_t)row * d,
-                              vt + (size_t)row * d, ch->n);
-            row += ch->n;
-        }
-        kr_prof_end(ex->prof, KR_PROF_PART_NORM_ACT, t0, 6.0 * (double)td, 24.0 * (double)td);
+        run_rows(ex, &rt, ROW_ROPE_KV);
         st = kr_attention_rows(ex, total, keys, layer, aw->n_heads, aw->head_dim, d, q, att, err);
         if (st != KR_OK) goto done;
         if ((st = kr_linear_run(ex, &aw->out, att, total, d, h, d, err)) != KR_OK) goto done;
-        t0 = kr_prof_begin(ex->prof);
-        kr_add_f32((int)td, h, x);
-        kr_rmsnorm_f32(total, d, x, d, bw->norm2, KR_RMS_EPS, h, d);
-        kr_prof_end(ex->prof, KR_PROF_PART_NORM_ACT, t0, 5.0 * (double)td, 20.0 * (double)td);
+        run_rows(ex, &rt, ROW_ADD_NORM2);
         const kr_linear *gate_up[2] = { &bw->w1, &bw->w3 };
         float *gate_up_out[2] = { f1, f3 };
         const int ldf[2] = { ff_dim, ff_dim };
         if ((st = kr_linear_run_multi(ex, 2, gate_up, h, total, d, gate_up_out, ldf, err)) != KR_OK)
             goto done;
-        t0 = kr_prof_begin(ex->prof);
-        kr_silu_mul_f32((int)tf, f1, f3, f1);
-        kr_prof_end(ex->prof, KR_PROF_PART_NORM_ACT, t0, 5.0 * (double)tf, 12.0 * (double)tf);
+        run_rows(ex, &rt, ROW_SILU);
         if ((st = kr_linear_run(ex, &bw->w2, f1, total, ff_dim, h, d, err)) != KR_OK) goto done;
-        t0 = kr_prof_begin(ex->prof);
-        kr_add_f32((int)td, h, x);
-        kr_prof_end(ex->prof, KR_PROF_PART_NORM_ACT, t0, (double)td, 12.0 * (double)td);
+        run_rows(ex, &rt, ROW_ADD);
     }
 done:
     kr_arena_release(ex->arena, mark);
