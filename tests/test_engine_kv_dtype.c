@@ -367,8 +367,11 @@ static void test_close_to_f32_demo(void **state) {
     for (int64_t i = 0; i < s.n; i++) level += s.values[i * 6 + KR_CLOSE];
     level /= (double)s.n;
     assert_true(st[0].kv_bytes > 0);
-    assert_true(st[1].kv_bytes * 2 == st[0].kv_bytes);
-    assert_true(st[2].kv_bytes * 32 == st[0].kv_bytes * 9); /* (1 + 4/32) / 4 = 9/32 */
+    /* Bytes per row value: f32 4·S/D (rows padded to kr_kv_f32_stride S for attention's
+     * in-place reads), bf16 2, int8 1 + 4/32 (scales); the demo model's D is 128. */
+    const int64_t D = 128, S = kr_kv_f32_stride(128);
+    assert_true(st[1].kv_bytes * 2 * S == st[0].kv_bytes * D);
+    assert_true(st[2].kv_bytes * 32 * S == st[0].kv_bytes * 9 * D);
     for (int t = 1; t < 3; t++) {
         double range1, range2;
         double d1 = max_abs(fs[0].s1, fs[t].s1, 1 << 10, &range1);

@@ -161,7 +161,7 @@ static float ref_element(int lanes, int K, const float *a, const float *w, const
  * of the AVX-512 kernel's packing choice. */
 static void test_gemm_exact_tree(void **state) {
     (void)state;
-    static const int Ms[] = { 1, 3, 17, 65, 400 };
+    static const int Ms[] = { 1, 3, 8, 13, 17, 65, 400 }; /* 8, 13: the 8-row decode tile */
     static const int Ns[] = { 37, 300 };
     static const int Ks[] = { 52, 100, 513, 832 };
     for (int ki = 0; ki < COUNT(Ks); ki++)

@@ -158,6 +158,13 @@ static void test_addressing(void **state) {
     assert_int_equal(s.n_blocks, 3);
     assert_int_equal(blocks_used(), used0 + 3);
     assert_true(s.block_bytes >= 2u * LAYERS * BR * D * sizeof(float));
+    /* F32 rows (read in place by attention) are an odd number of 64-byte lines apart, so a
+     * head's rows spread over every L1 set. */
+    assert_true(s.stride >= D);
+    assert_int_equal(s.stride % 16, 0);
+    assert_int_equal(s.stride / 16 % 2, 1);
+    assert_int_equal(kr_kv_f32_stride(512), 528);
+    assert_int_equal(kr_kv_f32_stride(52), 80);
     assert_int_equal(kr_kv_store_bytes(&s), 3 * s.block_bytes);
     float k[CAP * D], v[CAP * D];
     for (int l = 0; l < LAYERS; l++) {
@@ -175,13 +182,14 @@ static void test_addressing(void **state) {
                 assert_true(kr[j] == tag(0, l, r, j));
                 assert_true(vr[j] == tag(1, l, r, j));
             }
-            /* Rows are contiguous within a block, and a block boundary moves to another one. */
-            if (r + 1 < CAP && (r + 1) % BR != 0) assert_ptr_equal(kr_kv_k(&s, l, r + 1), kr + D);
-            if (r + 1 < CAP && (r + 1) % BR == 0)
-                assert_ptr_not_equal(kr_kv_k(&s, l, r + 1), kr + D);
+            /* Rows are a stride apart within a block, and a block boundary moves to another
+             * one. */
+            const float *next = kr + s.stride;
+            if (r + 1 < CAP && (r + 1) % BR != 0) assert_ptr_equal(kr_kv_k(&s, l, r + 1), next);
+            if (r + 1 < CAP && (r + 1) % BR == 0) assert_ptr_not_equal(kr_kv_k(&s, l, r + 1), next);
         }
     /* Layers of one block do not overlap: rows at the same offset of layers 0 and 1. */
-    assert_true(kr_kv_k(&s, 1, 17) - kr_kv_k(&s, 0, 17) >= (ptrdiff_t)BR * D);
+    assert_true(kr_kv_k(&s, 1, 17) - kr_kv_k(&s, 0, 17) >= (ptrdiff_t)BR * s.stride);
     kr_kv_store_release(&s);
     assert_int_equal(kr_kv_store_bytes(&s), 0);
     assert_int_equal(blocks_used(), used0);

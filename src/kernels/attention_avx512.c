@@ -293,6 +293,51 @@ static void values_add2(int head_dim, const float *v, int stride, int nk, const 
     }
 }
 
+/* wsum_add for four queries over the same keys (head_dim <= 64, NC <= 4): each V chunk
+ * loaded once feeds four FMAs, and 4·NC independent chains keep both FMA pipes busy. Each
+ * query's chain per lane is exactly wsum_add's. */
+KR_INLINE void wsum_add4(const int NC, int dn, const float *v, int stride, int nk,
+                         const float *const *p, float *const *o) {
+    __m512 acc[4][4];
+    __mmask16 tail = kr_mask16(dn - 16 * (NC - 1));
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; r++) {
+#pragma GCC unroll 4
+        for (int c = 0; c < NC - 1; c++) acc[r][c] = _mm512_loadu_ps(o[r] + 16 * c);
+        acc[r][NC - 1] = _mm512_maskz_loadu_ps(tail, o[r] + 16 * (NC - 1));
+    }
+    for (int j = 0; j < nk; j++, v += stride) {
+        __m512 x[4];
+#pragma GCC unroll 4
+        for (int c = 0; c < NC; c++)
+            x[c] = c < NC - 1 ? _mm512_loadu_ps(v + 16 * c)
+                              : _mm512_maskz_loadu_ps(tail, v + 16 * (NC - 1));
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) {
+            __m512 pj = _mm512_set1_ps(p[r][j]);
+#pragma GCC unroll 4
+            for (int c = 0; c < NC; c++) acc[r][c] = _mm512_fmadd_ps(pj, x[c], acc[r][c]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; r++) {
+#pragma GCC unroll 4
+        for (int c = 0; c < NC - 1; c++) _mm512_storeu_ps(o[r] + 16 * c, acc[r][c]);
+        _mm512_mask_storeu_ps(o[r] + 16 * (NC - 1), tail, acc[r][NC - 1]);
+    }
+}
+
+/* values_add for four queries; only for head_dim <= 64. */
+static void values_add4(int head_dim, const float *v, int stride, int nk, const float *const *p,
+                        float *const *o) {
+    switch ((head_dim + 15) / 16) {
+    case 1: wsum_add4(1, head_dim, v, stride, nk, p, o); break;
+    case 2: wsum_add4(2, head_dim, v, stride, nk, p, o); break;
+    case 3: wsum_add4(3, head_dim, v, stride, nk, p, o); break;
+    default: wsum_add4(4, head_dim, v, stride, nk, p, o); break;
+    }
+}
+
 /* out[0 .. head_dim) /= sum with the same division wsum ends with (zeros if no keys). */
 static void finish(int head_dim, int n_keys, float sum, float *out) {
     __m512 is = _mm512_set1_ps(sum);
@@ -344,6 +389,12 @@ static void multi_tile(int nq, const float *const *q, int head_dim, float scale,
             const float *v =
                 kr_attn_rows(shared[s].v, shared[s].stride, j0, nk, head_dim, pack, &vs);
             int i = 0;
+            if (head_dim <= 64)
+                for (; i + 3 < nq; i += 4) {
+                    const float *p4[4] = { ROW(i) + base + j0, ROW(i + 1) + base + j0,
+                                           ROW(i + 2) + base + j0, ROW(i + 3) + base + j0 };
+                    values_add4(head_dim, v, vs, nk, p4, out + i);
+                }
             for (; i + 1 < nq; i += 2)
                 values_add2(head_dim, v, vs, nk, ROW(i) + base + j0, ROW(i + 1) + base + j0, out[i],
                             out[i + 1]);

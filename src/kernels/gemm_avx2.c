@@ -20,11 +20,16 @@
  * MR FMAs that use it, and the loop becomes load-bound. */
 #define KR_IN_REG(v) __asm__("" : "+x"(v))
 
+/* W rows ahead that the first row tile prefetches, once per 64-byte line: it streams W from
+ * memory, in rows too short for the hardware prefetcher (see gemm_avx512.c). */
+enum { KR_PREFETCH_ROWS = 8 };
+
 /* Computes the MR×NR tile at (m0, n0) of which mr×nr elements are real: missing rows and
  * columns reuse the last real one (valid memory, results discarded). MR·NR <= 16 with
- * MR A vectors + 1 W vector + MR·NR accumulators fitting the 16 ymm registers. */
+ * MR A vectors + 1 W vector + MR·NR accumulators fitting the 16 ymm registers. With pf, also
+ * prefetches the W rows KR_PREFETCH_ROWS below (a hint: never a fault past the end of W). */
 KR_INLINE void tile(const int MR, const int NR, int K, const float *A, int lda, const float *W,
-                    const float *bias, float *C, int ldc, int m0, int mr, int n0, int nr) {
+                    const float *bias, float *C, int ldc, int m0, int mr, int n0, int nr, int pf) {
     const float *a[3];
     const float *w[8];
 #pragma GCC unroll 3
@@ -40,6 +45,11 @@ KR_INLINE void tile(const int MR, const int NR, int K, const float *A, int lda, 
         __m256 av[3];
 #pragma GCC unroll 3
         for (int r = 0; r < MR; r++) av[r] = _mm256_loadu_ps(a[r] + k);
+        if (pf && k % 16 == 0)
+#pragma GCC unroll 8
+            for (int c = 0; c < NR; c++)
+                _mm_prefetch((const char *)(w[c] + k + (size_t)KR_PREFETCH_ROWS * (size_t)K),
+                             _MM_HINT_T0);
 #pragma GCC unroll 8
         for (int c = 0; c < NR; c++) {
             __m256 wv = _mm256_loadu_ps(w[c] + k);
@@ -101,16 +111,17 @@ void kr_gemm_f32_avx2(int M, int N, int K, const float *A, int lda, const float 
     if (nb_cols < KR_GEMM_NUNIT) nb_cols = KR_GEMM_NUNIT;
     for (int nb = n0; nb < n1; nb += nb_cols) {
         int ne = nb + nb_cols < n1 ? nb + nb_cols : n1;
+        /* The first row tile brings the W block in from memory; the others find it in L2. */
         int m = 0;
         for (; m + 3 <= M; m += 3)
             for (int n = nb; n < ne; n += 4)
-                tile(3, 4, K, A, lda, W, bias, C, ldc, m, 3, n, ne - n < 4 ? ne - n : 4);
+                tile(3, 4, K, A, lda, W, bias, C, ldc, m, 3, n, ne - n < 4 ? ne - n : 4, m == 0);
         if (M - m == 2)
             for (int n = nb; n < ne; n += 4)
-                tile(2, 4, K, A, lda, W, bias, C, ldc, m, 2, n, ne - n < 4 ? ne - n : 4);
+                tile(2, 4, K, A, lda, W, bias, C, ldc, m, 2, n, ne - n < 4 ? ne - n : 4, m == 0);
         else if (M - m == 1)
             for (int n = nb; n < ne; n += 8)
-                tile(1, 8, K, A, lda, W, bias, C, ldc, m, 1, n, ne - n < 8 ? ne - n : 8);
+                tile(1, 8, K, A, lda, W, bias, C, ldc, m, 1, n, ne - n < 8 ? ne - n : 8, m == 0);
     }
 }
 #endif

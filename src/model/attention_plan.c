@@ -7,8 +7,9 @@
  * converted once per layer, not once per query row. F32 stores are read in place. The copy
  * holds at most one layer's worth of the referenced rows and is freed when the call returns.
  *
- * An F32 store's rows are contiguous only within a block (KR_KV_BLOCK_ROWS rows), so its refs
- * become one span per block touched; the dequantised copy is contiguous, one span per ref.
+ * An F32 store's rows are evenly spaced only within a block (KR_KV_BLOCK_ROWS rows), so its
+ * refs become one span per block touched; the dequantised copy is one run of rows
+ * kr_kv_f32_stride apart (the store's own F32 layout), one span per ref.
  */
 #include "model/attention_plan.h"
 
@@ -145,8 +146,12 @@ static void dequant_worker(void *ctx, int ith, int nth) {
         int n = g->end - g->start;
         int a = r0 > first ? r0 - first : 0, b = r1 - first < n ? r1 - first : n;
         if (a >= b) continue;
-        size_t off = g->off + (size_t)a * (size_t)g->store->d;
-        kr_kv_store_read(g->store, j->layer, g->start + a, b - a, j->k + off, j->v + off);
+        /* One row at a time into rows kr_kv_f32_stride apart (see resolve_keys). */
+        size_t st = (size_t)kr_kv_f32_stride(g->store->d);
+        for (int r = a; r < b; r++) {
+            size_t off = g->off + (size_t)r * st;
+            kr_kv_store_read(g->store, j->layer, g->start + r, 1, j->k + off, j->v + off);
+        }
     }
 }
 
@@ -202,7 +207,8 @@ static kr_status resolve_keys(const kr_exec *ex, plan *p, int n_rows, kr_error *
         int rows = 0;
         for (int i = 0; i < n_seg; i++) {
             seg[i].off = floats;
-            floats += (size_t)(seg[i].end - seg[i].start) * (size_t)seg[i].store->d;
+            floats +=
+                (size_t)(seg[i].end - seg[i].start) * (size_t)kr_kv_f32_stride(seg[i].store->d);
             rows += seg[i].end - seg[i].start;
         }
         if (!(k = KR_ARENA_NEW(ex->arena, float, 2 * floats))) {
@@ -216,14 +222,15 @@ static kr_status resolve_keys(const kr_exec *ex, plan *p, int n_rows, kr_error *
         for (int i = 0; i < p->keys[r].n; i++) {
             const kr_kv_ref *ref = &p->keys[r].ref[i];
             kref *b = &p->base[(size_t)r * R + i];
-            *b = (kref){ NULL, ref->start, ref->n, ref->store->d, NULL, NULL };
+            *b = (kref){ NULL, ref->start, ref->n, ref->store->stride, NULL, NULL };
             if (ref->n <= 0) {
                 continue;
             } else if (ref->store->dtype == KR_KV_F32) {
                 b->store = ref->store;
             } else {
                 const segment *g = find_segment(seg, n_seg, ref->store, ref->start);
-                size_t off = g->off + (size_t)(ref->start - g->start) * (size_t)ref->store->d;
+                b->stride = kr_kv_f32_stride(ref->store->d);
+                size_t off = g->off + (size_t)(ref->start - g->start) * (size_t)b->stride;
                 b->k = k + off;
                 b->v = k + floats + off;
             }

@@ -41,8 +41,12 @@ kr_status kr_kv_store_init_dtype(kr_kv_store *s, int n_layers, int d, int cap, k
     s->elt = dtype == KR_KV_F32    ? sizeof(float)
              : dtype == KR_KV_BF16 ? sizeof(uint16_t)
                                    : sizeof(int8_t);
-    size_t values = (size_t)n_layers * KVB * (size_t)d;
-    size_t scales = dtype == KR_KV_INT8 ? values / (size_t)group * sizeof(float) : 0;
+    /* BF16 and INT8 rows are converted to f32 copies before attention reads them, so only
+     * F32 rows are laid out for reading in place. */
+    s->stride = dtype == KR_KV_F32 ? kr_kv_f32_stride(d) : d;
+    size_t values = (size_t)n_layers * KVB * (size_t)s->stride;
+    size_t scales =
+        dtype == KR_KV_INT8 ? (size_t)n_layers * KVB * (size_t)(d / group) * sizeof(float) : 0;
     /* Each region starts on a cache line, as a separately allocated array would. */
     size_t vb = (values * s->elt + 63) / 64 * 64, sb = (scales + 63) / 64 * 64;
     s->v_off = vb;
@@ -83,7 +87,7 @@ int kr_kv_store_row_refs(const kr_kv_store *s, int row) {
 /* Rows [r, r + n) of every layer of one block, raw (codes and scales as stored). */
 static void copy_block_rows(const kr_kv_store *s, unsigned char *dst, const unsigned char *src,
                             int r, int n) {
-    size_t row_bytes = (size_t)s->d * s->elt,
+    size_t row_bytes = (size_t)s->stride * s->elt,
            srow = s->group ? (size_t)(s->d / s->group) * sizeof(float) : 0;
     for (int l = 0; l < s->n_layers; l++) {
         size_t i = (size_t)l * KVB + (size_t)r;
@@ -133,8 +137,12 @@ static void write_rows(kr_kv_store *s, int layer, int row, const float *k_rows, 
                        int n) {
     size_t values = (size_t)n * (size_t)s->d;
     if (s->dtype == KR_KV_F32) {
-        memcpy(kr_kv_row(s, 0, layer, row), k_rows, values * sizeof(float));
-        memcpy(kr_kv_row(s, 1, layer, row), v_rows, values * sizeof(float));
+        size_t d = (size_t)s->d, st = (size_t)s->stride;
+        float *k = kr_kv_row(s, 0, layer, row), *v = kr_kv_row(s, 1, layer, row);
+        for (size_t r = 0; r < (size_t)n; r++) {
+            memcpy(k + r * st, k_rows + r * d, d * sizeof(float));
+            memcpy(v + r * st, v_rows + r * d, d * sizeof(float));
+        }
     } else if (s->dtype == KR_KV_BF16) {
         kr_kv_pack_bf16(k_rows, kr_kv_row(s, 0, layer, row), values);
         kr_kv_pack_bf16(v_rows, kr_kv_row(s, 1, layer, row), values);
@@ -154,8 +162,12 @@ static void write_rows(kr_kv_store *s, int layer, int row, const float *k_rows, 
 static void read_rows(const kr_kv_store *s, int layer, int row, int n, float *k_out, float *v_out) {
     size_t values = (size_t)n * (size_t)s->d;
     if (s->dtype == KR_KV_F32) {
-        memcpy(k_out, kr_kv_row(s, 0, layer, row), values * sizeof(float));
-        memcpy(v_out, kr_kv_row(s, 1, layer, row), values * sizeof(float));
+        size_t d = (size_t)s->d, st = (size_t)s->stride;
+        const float *k = kr_kv_row(s, 0, layer, row), *v = kr_kv_row(s, 1, layer, row);
+        for (size_t r = 0; r < (size_t)n; r++) {
+            memcpy(k_out + r * d, k + r * st, d * sizeof(float));
+            memcpy(v_out + r * d, v + r * st, d * sizeof(float));
+        }
     } else if (s->dtype == KR_KV_BF16) {
         kr_kv_unpack_bf16(kr_kv_row(s, 0, layer, row), k_out, values);
         kr_kv_unpack_bf16(kr_kv_row(s, 1, layer, row), v_out, values);
@@ -358,7 +370,8 @@ static void rope_kv_rows(const row_task *t, int r0, int r1) {
 
 static void row_worker(void *ctx, int ith, int nth) {
     const row_task *t = ctx;
-    int r0 = (int)((long long)t->total * ith / nth), r1 = (int)((long long)t->total * (ith + 1) / nth);
+    int r0 = (int)((long long)t->total * ith / nth),
+        r1 = (int)((long long)t->total * (ith + 1) / nth);
     if (r0 >= r1) return;
     size_t d = (size_t)t->d, off = (size_t)r0 * d, n = (size_t)(r1 - r0);
     switch (t->op) {

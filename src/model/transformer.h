@@ -46,10 +46,14 @@ typedef struct kr_kv_store {
      * scale spans two heads: with the self-attention head_dim it is exactly per head there,
      * and finer on the predictor's dep layer, whose 4 heads are wider. */
     int group;
+    /* Values from one row of a layer to the next within a block: d for BF16 and INT8; for F32
+     * d rounded up to an odd number of 64-byte lines (kr_kv_f32_stride), which attention reads
+     * in place, so that the rows of one head spread over every L1 set instead of a few. */
+    int stride;
     int n_blocks; /* ceil(cap / KR_KV_BLOCK_ROWS) */
     kr_kv_block **blocks; /* [n_blocks], each held with one reference */
     size_t elt; /* bytes per stored value: 4 f32, 2 bf16, 1 int8 */
-    /* Byte offsets in a block's payload: K values [n_layers][B][d], then V values, then
+    /* Byte offsets in a block's payload: K values [n_layers][B][stride], then V values, then
      * (INT8) K scales [n_layers][B][d / group], then V scales. */
     size_t v_off, sk_off, sv_off, block_bytes;
 } kr_kv_store;
@@ -81,13 +85,22 @@ void kr_kv_store_write(kr_kv_store *s, int layer, int row, const float *k_rows, 
 void kr_kv_store_read(const kr_kv_store *s, int layer, int row, int n_rows, float *k_out,
                       float *v_out);
 
-/* Where one row of a layer lives: which = 0 for K, 1 for V. Rows are contiguous within a
- * block only: row + 1 is at the returned address + d values when row + 1 is in the same block
- * (row % KR_KV_BLOCK_ROWS < KR_KV_BLOCK_ROWS - 1), elsewhere otherwise. */
+/* Row stride (in floats) of f32 rows of d values that are read in place by attention: d
+ * rounded up to whole 64-byte lines, plus one line when that count is even. Rows a power of
+ * two bytes apart (d_model 512: 2 KB) all start in the same few L1 sets, so a block of keys
+ * evicts itself before the next query reads it; an odd line count walks every set. */
+static inline int kr_kv_f32_stride(int d) {
+    int lines = (d + 15) / 16;
+    return (lines % 2 ? lines : lines + 1) * 16;
+}
+
+/* Where one row of a layer lives: which = 0 for K, 1 for V. Rows are evenly spaced within a
+ * block only: row + 1 is at the returned address + stride values when row + 1 is in the same
+ * block (row % KR_KV_BLOCK_ROWS < KR_KV_BLOCK_ROWS - 1), elsewhere otherwise. */
 static inline void *kr_kv_row(const kr_kv_store *s, int which, int layer, int row) {
     size_t i = (size_t)layer * KR_KV_BLOCK_ROWS + (size_t)(row % KR_KV_BLOCK_ROWS);
     return s->blocks[row / KR_KV_BLOCK_ROWS]->data + (which ? s->v_off : 0) +
-           i * (size_t)s->d * s->elt;
+           i * (size_t)s->stride * s->elt;
 }
 /* INT8 stores: the d / group scales of one row (which as above). */
 static inline float *kr_kv_row_scales(const kr_kv_store *s, int which, int layer, int row) {
@@ -95,7 +108,7 @@ static inline float *kr_kv_row_scales(const kr_kv_store *s, int which, int layer
     return (float *)(s->blocks[row / KR_KV_BLOCK_ROWS]->data + (which ? s->sv_off : s->sk_off)) +
            i * (size_t)(s->d / s->group);
 }
-/* F32 stores: one row in place (see kr_kv_row for its neighbours). */
+/* F32 stores: one row in place (see kr_kv_row for its neighbours, s->stride apart). */
 static inline float *kr_kv_k(const kr_kv_store *s, int layer, int row) {
     return (float *)kr_kv_row(s, 0, layer, row);
 }
