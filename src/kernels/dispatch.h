@@ -64,6 +64,13 @@ typedef struct kr_kernel_table {
     kr_fma_burn_fn fma_burn;
 } kr_kernel_table;
 
+/* The AVX-512 row's int8 GEMM on a CPU with AMX (kr_cpu_has_amx_int8): kr_qgemm_int8_amx
+ * from a measured M up, kr_qgemm_int8_avx512 below (same bits either way). Without AMX the
+ * row holds kr_qgemm_int8_avx512 itself. */
+void kr_qgemm_int8_avx512_auto(int M, const kr_qmat *w, const uint8_t *aq, const float *ascale,
+                               const int32_t *azero, const float *bias, float *C, int ldc, int ith,
+                               int nth);
+
 /* The active row. Cheap (one atomic load after the first call); thread-safe. */
 const kr_kernel_table *kr_kernels(void);
 /* The row of isa, or NULL when this CPU does not run it. */
