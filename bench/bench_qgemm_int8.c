@@ -4,9 +4,11 @@
  *
  *   bench_qgemm_int8 [--reps N]
  *
- * Columns: kr_gemm_f32 on the best ISA; the int8 GEMM alone per variant (AVX-512 with
- * VPDPBUSD when the CPU has AVX512_VNNI, AVX-512 with VPMADDWD, AVX2, scalar for small M);
- * and the best int8 path including the activation quantisation (what a Linear layer pays).
+ * Columns: kr_gemm_f32 on the best ISA; the int8 GEMM alone per variant (AMX when the CPU
+ * has AMX-INT8 — W packed per call, as the dispatched entry runs it from its M threshold —,
+ * AVX-512 with VPDPBUSD when the CPU has AVX512_VNNI, AVX-512 with VPMADDWD, AVX2, scalar for
+ * small M); and the best int8 path including the activation quantisation (what a Linear
+ * layer pays). KRONOS_AMX=0 drops the AMX column.
  * Each cell is the fastest of N repeats (default 15) of enough calls to last ~5 ms: on a shared
  * VM the least disturbed repeat says most about the kernel.
  */
@@ -116,13 +118,17 @@ int main(int argc, char **argv) {
     if (reps < 1) reps = 1;
     if (reps > MAX_REPS) reps = MAX_REPS;
 
-    static const int Ms[] = { 1, 8, 64, 512 };
+    static const int Ms[] = { 1, 8, 16, 32, 64, 512 };
     static const int NKs[][2] = { { 512, 512 }, { 1024, 512 } };
     kr_isa best = kr_isa_set(kr_isa_best());
 
-    const char *names[5];
-    kr_qgemm_int8_fn fns[5];
+    const char *names[6];
+    kr_qgemm_int8_fn fns[6];
     int n_var = 0;
+    if (kr_cpu_has_amx_int8()) {
+        names[n_var] = "amx";
+        fns[n_var++] = kr_qgemm_int8_amx;
+    }
 #if defined(__x86_64__)
     if (kr_isa_supported(KR_ISA_AVX512)) {
         if (kr_cpu_has_avx512_vnni()) {
