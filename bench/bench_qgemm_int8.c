@@ -7,8 +7,8 @@
  * Columns: kr_gemm_f32 on the best ISA; the int8 GEMM alone per variant (AMX when the CPU
  * has AMX-INT8 — W packed per call, as the dispatched entry runs it from its M threshold —,
  * AVX-512 with VPDPBUSD when the CPU has AVX512_VNNI, AVX-512 with VPMADDWD, AVX2, scalar for
- * small M); and the best int8 path including the activation quantisation (what a Linear
- * layer pays). KRONOS_AMX=0 drops the AMX column.
+ * small M); the best int8 path including the activation quantisation (what a Linear layer
+ * pays), and the quantiser alone per element. KRONOS_AMX=0 drops the AMX column.
  * Each cell is the fastest of N repeats (default 15) of enough calls to last ~5 ms: on a shared
  * VM the least disturbed repeat says most about the kernel.
  */
@@ -64,6 +64,9 @@ static void run_f32(job *j) {
 }
 static void run_int8(job *j) {
     j->gemm(j->M, &j->q, j->aq, j->ascale, j->azero, NULL, j->C, j->N, 0, 1);
+}
+static void run_quant(job *j) {
+    j->quant(0, j->M, j->K, j->kp, j->A, j->K, NULL, j->aq, j->ascale, j->azero);
 }
 static void run_int8_quant(job *j) {
     j->quant(0, j->M, j->K, j->kp, j->A, j->K, NULL, j->aq, j->ascale, j->azero);
@@ -153,9 +156,9 @@ int main(int argc, char **argv) {
            kr_isa_name(best));
     printf("| M | N | K | f32 |");
     for (int v = 0; v < n_var; v++) printf(" int8 %s |", names[v]);
-    printf(" int8 best + act quant | best int8 / f32 |\n|---|---|---|---|");
+    printf(" int8 best + act quant | act quant ns/elem | best int8 / f32 |\n|---|---|---|---|");
     for (int v = 0; v < n_var; v++) printf("---|");
-    printf("---|---|\n");
+    printf("---|---|---|\n");
 
     for (int si = 0; si < (int)(sizeof NKs / sizeof NKs[0]); si++)
         for (int mi = 0; mi < (int)(sizeof Ms / sizeof Ms[0]); mi++) {
@@ -216,7 +219,8 @@ int main(int argc, char **argv) {
             }
             j.gemm = best_fn;
             double with_q = flops / time_best(run_int8_quant, &j, reps) * 1e-9;
-            printf(" %.1f | %.2f× |\n", with_q, best_gf / f32);
+            double quant_ns = time_best(run_quant, &j, reps) * 1e9 / ((double)M * K);
+            printf(" %.1f | %.3f | %.2f× |\n", with_q, quant_ns, best_gf / f32);
             fflush(stdout);
             free(A);
             free(W);
