@@ -186,9 +186,10 @@ static void epilogue(const q8amx *g, const int32_t *cb, pending b) {
  * N block [nb, ne) packed at pb. Program order per pair: its tiles, the epilogue of the
  * previous pair (whose dots wait at cb), then the tile store into cb. The TMUL runs the tiles
  * while the vector ports run that epilogue, which, after the store instead, would wait for
- * the whole k loop (measured at M = 512, N = K = 512: ~1.7 → 1.8-1.9 TOPS). Spreading the
- * epilogue rows over the k steps, or packing each pair just before its first tiles, were
- * both slower (the tile loads then wait for the packing stores). */
+ * the whole k loop (measured interleaved, N = K = 512: M = 512 1.67-1.82 → 1.80-1.88 TOPS,
+ * M = 64 1.25-1.36 → 1.31-1.39). Slower, and so not done: packing each pair just before its
+ * first tiles (M = 16..64 by 6-13 %: the tile loads wait for the packing stores), spreading
+ * the epilogue rows over the k steps (M = 512 1.58 TOPS). */
 KR_INLINE void row_block(const int MR, const q8amx *g, const uint8_t *a, size_t kp, int m, int rows,
                          const int8_t *pb, int nb, int ne, int32_t *cb, pending *pend) {
     const size_t panel_bytes = TILE_ROWS * kp;
