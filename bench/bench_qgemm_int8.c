@@ -4,9 +4,11 @@
  *
  *   bench_qgemm_int8 [--reps N]
  *
- * Columns: kr_gemm_f32 on the best ISA; the int8 GEMM alone per variant (AVX-512 with
- * VPDPBUSD when the CPU has AVX512_VNNI, AVX-512 with VPMADDWD, AVX2, scalar for small M);
- * and the best int8 path including the activation quantisation (what a Linear layer pays).
+ * Columns: kr_gemm_f32 on the best ISA; the int8 GEMM alone per variant (AMX when the CPU
+ * has AMX-INT8 — W packed per call, as the dispatched entry runs it from its M threshold —,
+ * AVX-512 with VPDPBUSD when the CPU has AVX512_VNNI, AVX-512 with VPMADDWD, AVX2, scalar for
+ * small M); the best int8 path including the activation quantisation (what a Linear layer
+ * pays), and the quantiser alone per element. KRONOS_AMX=0 drops the AMX column.
  * Each cell is the fastest of N repeats (default 15) of enough calls to last ~5 ms: on a shared
  * VM the least disturbed repeat says most about the kernel.
  */
@@ -40,6 +42,12 @@ typedef struct job {
     kr_quant_act_u8_fn quant;
 } job;
 
+/* 64-byte aligned, as the engine holds weights (kr_qmat_quantize) and the quantised
+ * activations (kr_qgemm_scratch_bytes): from malloc, rows of aq and W started 16 bytes off a
+ * cache line or not depending on the size and the allocation history, and a tile or 64-byte
+ * load across two lines cost AMX ~25 % and VPDPBUSD up to ~45 % at M = 512 in one run. */
+static void *alloc64(size_t bytes) { return aligned_alloc(64, (bytes + 63) / 64 * 64); }
+
 /* Fastest repeat's seconds per call of run(j). */
 static double time_best(void (*run)(job *), job *j, int reps) {
     run(j); /* warm caches and page in */
@@ -62,6 +70,9 @@ static void run_f32(job *j) {
 }
 static void run_int8(job *j) {
     j->gemm(j->M, &j->q, j->aq, j->ascale, j->azero, NULL, j->C, j->N, 0, 1);
+}
+static void run_quant(job *j) {
+    j->quant(0, j->M, j->K, j->kp, j->A, j->K, NULL, j->aq, j->ascale, j->azero);
 }
 static void run_int8_quant(job *j) {
     j->quant(0, j->M, j->K, j->kp, j->A, j->K, NULL, j->aq, j->ascale, j->azero);
@@ -116,13 +127,17 @@ int main(int argc, char **argv) {
     if (reps < 1) reps = 1;
     if (reps > MAX_REPS) reps = MAX_REPS;
 
-    static const int Ms[] = { 1, 8, 64, 512 };
+    static const int Ms[] = { 1, 8, 16, 32, 64, 512 };
     static const int NKs[][2] = { { 512, 512 }, { 1024, 512 } };
     kr_isa best = kr_isa_set(kr_isa_best());
 
-    const char *names[5];
-    kr_qgemm_int8_fn fns[5];
+    const char *names[6];
+    kr_qgemm_int8_fn fns[6];
     int n_var = 0;
+    if (kr_cpu_has_amx_int8()) {
+        names[n_var] = "amx";
+        fns[n_var++] = kr_qgemm_int8_amx;
+    }
 #if defined(__x86_64__)
     if (kr_isa_supported(KR_ISA_AVX512)) {
         if (kr_cpu_has_avx512_vnni()) {
@@ -147,19 +162,19 @@ int main(int argc, char **argv) {
            kr_isa_name(best));
     printf("| M | N | K | f32 |");
     for (int v = 0; v < n_var; v++) printf(" int8 %s |", names[v]);
-    printf(" int8 best + act quant | best int8 / f32 |\n|---|---|---|---|");
+    printf(" int8 best + act quant | act quant ns/elem | best int8 / f32 |\n|---|---|---|---|");
     for (int v = 0; v < n_var; v++) printf("---|");
-    printf("---|---|\n");
+    printf("---|---|---|\n");
 
     for (int si = 0; si < (int)(sizeof NKs / sizeof NKs[0]); si++)
         for (int mi = 0; mi < (int)(sizeof Ms / sizeof Ms[0]); mi++) {
             int M = Ms[mi], N = NKs[si][0], K = NKs[si][1], kp = (K + 63) / 64 * 64;
-            float *A = malloc((size_t)M * K * sizeof *A), *W = malloc((size_t)N * K * sizeof *W);
-            float *C = malloc((size_t)M * N * sizeof *C);
-            int8_t *q = malloc((size_t)N * kp);
+            float *A = alloc64((size_t)M * K * sizeof *A), *W = alloc64((size_t)N * K * sizeof *W);
+            float *C = alloc64((size_t)M * N * sizeof *C);
+            int8_t *q = alloc64((size_t)N * kp);
             float *wscale = malloc((size_t)N * sizeof *wscale);
             int32_t *rsum = malloc((size_t)N * sizeof *rsum);
-            uint8_t *aq = malloc((size_t)M * kp);
+            uint8_t *aq = alloc64((size_t)M * kp);
             float *ascale = malloc((size_t)M * sizeof *ascale);
             int32_t *azero = malloc((size_t)M * sizeof *azero);
             if (!A || !W || !C || !q || !wscale || !rsum || !aq || !ascale || !azero) {
@@ -210,7 +225,8 @@ int main(int argc, char **argv) {
             }
             j.gemm = best_fn;
             double with_q = flops / time_best(run_int8_quant, &j, reps) * 1e-9;
-            printf(" %.1f | %.2f× |\n", with_q, best_gf / f32);
+            double quant_ns = time_best(run_quant, &j, reps) * 1e9 / ((double)M * K);
+            printf(" %.1f | %.3f | %.2f× |\n", with_q, quant_ns, best_gf / f32);
             fflush(stdout);
             free(A);
             free(W);

@@ -2,7 +2,8 @@
  * kernels/dispatch: the one dispatch table. Every row a CPU runs is complete (every family has
  * a variant, and it is that ISA's own), the active row follows KRONOS_ISA (in a fresh child,
  * as the choice is made once per process) and kr_isa_set, and the CPU-feature entries (the
- * AVX512_BF16 products) are present exactly when kr_cpu_has_avx512_bf16 says so.
+ * AVX512_BF16 products, the AMX int8 GEMM picker) are present exactly when
+ * kr_cpu_has_avx512_bf16 / kr_cpu_has_amx_int8 say so; KRONOS_AMX=0 removes the latter.
  */
 #include "test_support.h"
 
@@ -25,7 +26,6 @@
         assert_ptr_equal((t)->softmax_f32, kr_softmax_f32_##sfx);           \
         assert_ptr_equal((t)->dequant_rows, kr_dequant_rows_##sfx);         \
         assert_ptr_equal((t)->quant_act_u8, kr_quant_act_u8_##sfx);         \
-        assert_ptr_equal((t)->qgemm_int8, kr_qgemm_int8_##sfx);             \
         assert_ptr_equal((t)->kv_pack_bf16, kr_kv_pack_bf16_##sfx);         \
         assert_ptr_equal((t)->kv_unpack_bf16, kr_kv_unpack_bf16_##sfx);     \
         assert_ptr_equal((t)->kv_pack_int8, kr_kv_pack_int8_##sfx);         \
@@ -33,13 +33,33 @@
         assert_ptr_equal((t)->fma_burn, kr_fma_burn_##sfx);                 \
     } while (0)
 
+/* kr_cpu_has_amx_int8 answers for the active level; this asks for the AVX-512 one. */
+static int amx_usable(void) {
+    kr_isa was = kr_isa_active();
+    if (kr_isa_set(KR_ISA_AVX512) != KR_ISA_AVX512) return 0;
+    int amx = kr_cpu_has_amx_int8();
+    kr_isa_set(was);
+    return amx;
+}
+
 static void check_row(const kr_kernel_table *t, kr_isa isa) {
     assert_non_null(t);
     assert_int_equal(t->isa, isa);
     switch (isa) {
-    case KR_ISA_SCALAR: EXPECT_ROW(t, scalar); break;
-    case KR_ISA_AVX2: EXPECT_ROW(t, avx2); break;
-    default: EXPECT_ROW(t, avx512); break;
+    case KR_ISA_SCALAR:
+        EXPECT_ROW(t, scalar);
+        assert_ptr_equal(t->qgemm_int8, kr_qgemm_int8_scalar);
+        break;
+    case KR_ISA_AVX2:
+        EXPECT_ROW(t, avx2);
+        assert_ptr_equal(t->qgemm_int8, kr_qgemm_int8_avx2);
+        break;
+    default:
+        EXPECT_ROW(t, avx512);
+        /* With AMX the row's int8 GEMM picks AMX or VPDPBUSD by M; else it is VPDPBUSD. */
+        assert_ptr_equal(t->qgemm_int8,
+                         amx_usable() ? kr_qgemm_int8_avx512_auto : kr_qgemm_int8_avx512);
+        break;
     }
 }
 
@@ -106,6 +126,36 @@ static void test_env_picks_the_row(void **state) {
     assert_int_equal(row_with_env("avx512"), native);
 }
 
+/* What a fresh process with KRONOS_AMX = value (NULL: unset) makes of AMX: bit 0 the AVX-512
+ * row holds the picker, bit 1 kr_cpu_has_amx_int8 at the AVX-512 level. */
+static int amx_with_env(const char *value) {
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        if (value)
+            setenv("KRONOS_AMX", value, 1);
+        else
+            unsetenv("KRONOS_AMX");
+        unsetenv("KRONOS_ISA");
+        const kr_kernel_table *t = kr_kernels_for(KR_ISA_AVX512);
+        int row = t && t->qgemm_int8 == kr_qgemm_int8_avx512_auto;
+        _exit(row | (amx_usable() << 1));
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    return WEXITSTATUS(status);
+}
+
+static void test_env_amx_off(void **state) {
+    (void)state;
+    int native = amx_with_env(NULL);
+    assert_true(native == 0 || native == 3); /* the picker exactly when AMX is usable */
+    assert_int_equal(amx_with_env("0"), 0);
+    assert_int_equal(amx_with_env("1"), native);
+    print_message("AMX-INT8 %s on this machine\n", native ? "usable" : "not usable");
+}
+
 /* The peak probe: a positive, finite rate on every ISA this CPU runs (on one thread and on a
  * pool), 0 for one it does not. */
 static void test_fma_peak_probe(void **state) {
@@ -130,6 +180,7 @@ static void test_fma_peak_probe(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_env_picks_the_row), /* first: before this process picks a row */
+        cmocka_unit_test(test_env_amx_off),
         cmocka_unit_test(test_rows_complete),
         cmocka_unit_test(test_active_row_follows_isa_set),
         cmocka_unit_test(test_fma_peak_probe),

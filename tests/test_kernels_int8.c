@@ -1,6 +1,7 @@
 /* Tests for the W8A8 kernels of quant.h: the activation quantiser and the int8 GEMM.
  *
- * Every variant (scalar, AVX2, AVX-512 with VPDPBUSD and with the VPMADDWD fallback) must
+ * Every variant (scalar, AVX2, AVX-512 with VPDPBUSD and with the VPMADDWD fallback, AMX and
+ * the AVX-512 row's entry that picks AMX or VPDPBUSD by M, where the CPU has AMX) must
  * equal the scalar reference bit for bit — quant.h promises cross-ISA identity for INT8 — on
  * odd shapes, thread splits, with and without bias and in_scale. The scalar reference itself
  * is checked against double precision: the quantiser's reconstruction error is at most half a
@@ -9,6 +10,7 @@
  * padding), so the test depends on nothing but the kernels. */
 #include "test_support.h"
 
+#include "kernels/dispatch.h"
 #include "kernels/kernels.h"
 #include "kernels/qgemm_int8_internal.h"
 #include "kernels/quant.h"
@@ -52,7 +54,7 @@ typedef struct {
 
 static quant_variant g_quant[KR_ISA_COUNT];
 static int g_n_quant;
-static gemm_variant g_gemm[KR_ISA_COUNT + 2];
+static gemm_variant g_gemm[KR_ISA_COUNT + 4];
 static int g_n_gemm;
 
 #if defined(__x86_64__)
@@ -88,6 +90,14 @@ static void setup_variants(void) {
             g_gemm[g_n_gemm++] =
                 (gemm_variant){ "avx512-vpdpbusd", gemm_avx512_vnni, kr_quant_act_u8_avx512 };
 #endif
+        if (kr_cpu_has_amx_int8()) {
+            g_gemm[g_n_gemm++] =
+                (gemm_variant){ "avx512-amx", kr_qgemm_int8_amx, kr_quant_act_u8_avx512 };
+            /* AMX from some M, VPDPBUSD below: row determinism across that switch. */
+            g_gemm[g_n_gemm++] =
+                (gemm_variant){ "avx512-dispatched", kr_kernels_for(KR_ISA_AVX512)->qgemm_int8,
+                                kr_quant_act_u8_avx512 };
+        }
     }
 }
 

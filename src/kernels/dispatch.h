@@ -2,9 +2,10 @@
  * kernels/dispatch — the one kernel dispatch table (internal to src/kernels/): a row per ISA
  * holding that ISA's variant of every kernel family, filled once on first use from CPUID
  * (+ XGETBV), and the active row chosen at run time (KRONOS_ISA=scalar|avx2|avx512 lowers it;
- * kr_isa_set switches it). Every dispatched entry point — kernels.h, quant.h, kv_convert.h,
- * calibrate.h — goes through it, so adding a family is one field and one entry per ISA here,
- * and which variant runs is never decided anywhere else (as ggml's type_traits).
+ * kr_isa_set switches it; KRONOS_AMX=0 keeps the AVX-512 row's int8 GEMM off AMX). Every
+ * dispatched entry point — kernels.h, quant.h, kv_convert.h, calibrate.h — goes through it,
+ * so adding a family is one field and one entry per ISA here, and which variant runs is never
+ * decided anywhere else (as ggml's type_traits).
  *
  * Off x86 only the scalar row is ever chosen (isa_fallback.c gives the other names a body so
  * the rows still link).
@@ -63,6 +64,13 @@ typedef struct kr_kernel_table {
     /* machine-peak probe (calibrate.h) */
     kr_fma_burn_fn fma_burn;
 } kr_kernel_table;
+
+/* The AVX-512 row's int8 GEMM on a CPU with AMX (kr_cpu_has_amx_int8): kr_qgemm_int8_amx
+ * from a measured M up, kr_qgemm_int8_avx512 below (same bits either way). Without AMX the
+ * row holds kr_qgemm_int8_avx512 itself. */
+void kr_qgemm_int8_avx512_auto(int M, const kr_qmat *w, const uint8_t *aq, const float *ascale,
+                               const int32_t *azero, const float *bias, float *C, int ldc, int ith,
+                               int nth);
 
 /* The active row. Cheap (one atomic load after the first call); thread-safe. */
 const kr_kernel_table *kr_kernels(void);

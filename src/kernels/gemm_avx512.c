@@ -26,9 +26,7 @@
 #include "kernels/kernels_internal.h"
 #include "kernels/simd_avx512.h"
 
-#include <pthread.h>
 #include <stdint.h>
-#include <stdlib.h>
 
 /* Rows of A from which the W block is packed (below, W is read in place): always from 64 rows;
  * from 16 when rows of A or W straddle cache lines in place. Packing N·K floats costs about
@@ -172,33 +170,6 @@ static void tile_packed(int nkb, const float *pa, const float *pw, const float *
     kr_store_tile16(4, 4, acc, bias, C, ldc, m0, mr, n0, nr);
 }
 
-/* The packing buffer of the calling thread: grown, never shrunk, freed when the thread exits
- * (the key's destructor) or, for the main thread, left reachable through t_pack. */
-static _Thread_local float *t_pack;
-static _Thread_local size_t t_pack_floats;
-static pthread_key_t g_pack_key;
-static pthread_once_t g_pack_once = PTHREAD_ONCE_INIT;
-static int g_pack_key_ok;
-
-static void pack_key_make(void) { g_pack_key_ok = pthread_key_create(&g_pack_key, free) == 0; }
-
-/* NULL when the buffer cannot be had: the caller then reads W in place. */
-static float *pack_buffer(size_t floats) {
-    if (t_pack_floats >= floats) return t_pack;
-    pthread_once(&g_pack_once, pack_key_make);
-    if (!g_pack_key_ok) return NULL;
-    void *p = NULL;
-    if (posix_memalign(&p, 64, floats * sizeof(float)) != 0) return NULL;
-    if (pthread_setspecific(g_pack_key, p) != 0) {
-        free(p);
-        return NULL;
-    }
-    free(t_pack);
-    t_pack = p;
-    t_pack_floats = floats;
-    return p;
-}
-
 /* W rows [nb, ne) packed into 4-row panels at pw, then every 4-row tile of A (packed into pa)
  * against them. */
 static void block_packed(int M, int K, const float *A, int lda, const float *W, const float *bias,
@@ -237,7 +208,8 @@ void kr_gemm_f32_avx512(int M, int N, int K, const float *A, int lda, const floa
     float *pw = NULL, *pa = NULL;
     if (M >= KR_PACK_MIN_M || (M >= KR_PACK_MIN_M_SPLIT && !aligned64(A, lda, W, K))) {
         size_t panel = (size_t)(K + 15) / 16 * 64;
-        pw = pack_buffer((size_t)nb_cols / 4 * panel + panel);
+        pw = kr_thread_scratch(KR_SCRATCH_GEMM_F32,
+                               ((size_t)nb_cols / 4 * panel + panel) * sizeof(float));
         pa = pw ? pw + (size_t)nb_cols / 4 * panel : NULL;
     }
     for (int nb = n0; nb < n1; nb += nb_cols) {

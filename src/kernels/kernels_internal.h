@@ -23,6 +23,18 @@ static inline void kr_gemm_split(int N, int ith, int nth, int *n0, int *n1) {
     *n1 = b < N ? b : N;
 }
 
+/* ---- Per-thread scratch (thread_scratch.c). */
+typedef enum kr_scratch_slot {
+    KR_SCRATCH_GEMM_F32, /* gemm_avx512.c: packed W block + A row tile */
+    KR_SCRATCH_QGEMM_AMX, /* qgemm_int8_avx512_amx.c: B panels, A tail, C tiles */
+    KR_SCRATCH_SLOTS
+} kr_scratch_slot;
+
+/* The calling thread's buffer of this slot, at least `bytes` long and 64-byte aligned; its
+ * contents are not kept when it grows. NULL when memory cannot be had (the caller then takes
+ * a path without it). Borrowed: valid on this thread until the next call for the same slot. */
+void *kr_thread_scratch(kr_scratch_slot slot, size_t bytes);
+
 /* ---- Multi-query attention (kr_attend_multi_f32_*): shared keys are processed in blocks of
  * about 8 KB of K (then V) rows, each block used by every query of a tile of KR_ATTN_TILE
  * queries before the next block is read. Neither size changes a result. */

@@ -37,58 +37,103 @@ KR_INLINE __m512 load_x_tail(const float *a, const float *is, int j, __mmask16 k
     return is ? _mm512_mul_ps(x, _mm512_maskz_loadu_ps(km, is + j)) : x;
 }
 
-/* The per-element formula of kr_q8_quant1, 16 lanes: the conversion rounds to nearest even
- * under the default MXCSR like nearbyintf does, and the integer clamp is the same. */
+/* The per-element formula of kr_q8_quant1 up to the clamp, 16 lanes: the conversion rounds to
+ * nearest even under the default MXCSR like nearbyintf does. */
+KR_INLINE __m512i quant16_i32(__m512 x, __m512 inv, __m512i z) {
+    return _mm512_add_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(x, inv)), z);
+}
+
+/* With the integer clamp, as bytes. */
 KR_INLINE __m128i quant16(__m512 x, __m512 inv, __m512i z) {
-    __m512i v = _mm512_add_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(x, inv)), z);
+    __m512i v = quant16_i32(x, inv, z);
     v = _mm512_min_epi32(_mm512_max_epi32(v, _mm512_setzero_si512()), _mm512_set1_epi32(255));
     return _mm512_cvtepi32_epi8(v);
 }
 
+/* 64 elements from column j. The signed-saturating pack to int16 and the unsigned-saturating
+ * pack to u8 clamp every int32 to [0, 255] exactly as max/min do: 4 shuffle uops per 64 bytes
+ * (3 packs, 1 permute) where max, min and VPMOVDB (2 uops) take 16. The packs interleave
+ * 128-bit lanes, which the permute puts back in column order. */
+KR_INLINE __m512i quant64(const float *a, const float *is, int j, __m512 inv, __m512i z) {
+    __m512i v0 = quant16_i32(load_x(a, is, j), inv, z);
+    __m512i v1 = quant16_i32(load_x(a, is, j + 16), inv, z);
+    __m512i v2 = quant16_i32(load_x(a, is, j + 32), inv, z);
+    __m512i v3 = quant16_i32(load_x(a, is, j + 48), inv, z);
+    __m512i b = _mm512_packus_epi16(_mm512_packs_epi32(v0, v1), _mm512_packs_epi32(v2, v3));
+    /* dword 4·L + i of b holds elements 4·L .. 4·L + 3 of v_i */
+    const __m512i order = _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
+    return _mm512_permutexvar_epi32(order, b);
+}
+
+/* lo = min(0, min x), hi = max(0, max x) of one row. */
+KR_INLINE void row_range(const float *a, const float *in_scale, int k, float *lo, float *hi) {
+    const int tail = k % 16, kb = k - tail;
+    /* min(x, acc) keeps acc when x is NaN, like the scalar `if (x < lo)`; starting at 0 is the
+     * min(0, ·) of the definition, and zero-filled tail lanes are then harmless. Two
+     * accumulator pairs hide the min/max latency; min/max are exact in any order. */
+    __m512 lo0 = _mm512_setzero_ps(), hi0 = lo0, lo1 = lo0, hi1 = lo0;
+    int j = 0;
+    for (; j + 32 <= kb; j += 32) {
+        __m512 x0 = load_x(a, in_scale, j), x1 = load_x(a, in_scale, j + 16);
+        lo0 = _mm512_min_ps(x0, lo0);
+        hi0 = _mm512_max_ps(x0, hi0);
+        lo1 = _mm512_min_ps(x1, lo1);
+        hi1 = _mm512_max_ps(x1, hi1);
+    }
+    for (; j < kb; j += 16) {
+        __m512 x = load_x(a, in_scale, j);
+        lo0 = _mm512_min_ps(x, lo0);
+        hi0 = _mm512_max_ps(x, hi0);
+    }
+    if (tail) {
+        __m512 x = load_x_tail(a, in_scale, kb, kr_mask16(tail));
+        lo1 = _mm512_min_ps(x, lo1);
+        hi1 = _mm512_max_ps(x, hi1);
+    }
+    *lo = _mm512_reduce_min_ps(_mm512_min_ps(lo0, lo1));
+    *hi = _mm512_reduce_max_ps(_mm512_max_ps(hi0, hi1));
+}
+
+KR_INLINE void quant_row(const float *a, const float *in_scale, int k, int kp, float inv, int32_t z,
+                         uint8_t *qr) {
+    const int tail = k % 16, kb = k - tail;
+    const __m512 vinv = _mm512_set1_ps(inv);
+    const __m512i vz = _mm512_set1_epi32(z);
+    int j = 0;
+    for (; j + 64 <= kb; j += 64) _mm512_storeu_si512(qr + j, quant64(a, in_scale, j, vinv, vz));
+    for (; j < kb; j += 16)
+        _mm_storeu_si128((__m128i *)(qr + j), quant16(load_x(a, in_scale, j), vinv, vz));
+    if (tail) {
+        const __mmask16 km = kr_mask16(tail);
+        _mm_mask_storeu_epi8(qr + kb, km, quant16(load_x_tail(a, in_scale, kb, km), vinv, vz));
+    }
+    if (kp > k) memset(qr + k, 0, (size_t)(kp - k));
+}
+
+/* Rows go in blocks: first the range and parameters of every row of the block, then their
+ * codes. Between the two passes over one row sits a serial chain (horizontal min and max, two
+ * divisions, a rounding: ~80 cycles) that row by row stalled the second pass; across a block
+ * it overlaps the next row's first pass. A block is at most ~16 KB of A, so its second pass
+ * still reads L1. With the packs above, measured against the row-by-row VPMOVDB version
+ * (1 thread, interleaved, best of 300): M = 512, K = 512 0.35 → 0.23 ns per element; K = 832
+ * 0.23 → 0.16; M = 64, K = 4096 0.20 → 0.155; M = 8, K = 512 0.22 → 0.14. */
+enum { QUANT_BLOCK_FLOATS = 4096, QUANT_BLOCK_ROWS = 8 };
+
 void kr_quant_act_u8_avx512(int m0, int m1, int k, int kp, const float *A, int lda,
                             const float *in_scale, uint8_t *q, float *scale, int32_t *zero) {
-    const int tail = k % 16, kb = k - tail;
-    const __mmask16 km = kr_mask16(tail);
-    for (int m = m0; m < m1; m++) {
-        const float *a = A + (size_t)m * (size_t)lda;
-        uint8_t *qr = q + (size_t)m * (size_t)kp;
-        /* min(x, acc) keeps acc when x is NaN, like the scalar `if (x < lo)`; starting at 0
-         * is the min(0, ·) of the definition, and zero-filled tail lanes are then harmless.
-         * Two accumulator pairs hide the min/max latency; min/max are exact in any order. */
-        __m512 lo0 = _mm512_setzero_ps(), hi0 = lo0, lo1 = lo0, hi1 = lo0;
-        int j = 0;
-        for (; j + 32 <= kb; j += 32) {
-            __m512 x0 = load_x(a, in_scale, j), x1 = load_x(a, in_scale, j + 16);
-            lo0 = _mm512_min_ps(x0, lo0);
-            hi0 = _mm512_max_ps(x0, hi0);
-            lo1 = _mm512_min_ps(x1, lo1);
-            hi1 = _mm512_max_ps(x1, hi1);
+    int rows = k > 0 ? QUANT_BLOCK_FLOATS / k : QUANT_BLOCK_ROWS;
+    rows = rows < 1 ? 1 : rows > QUANT_BLOCK_ROWS ? QUANT_BLOCK_ROWS : rows;
+    for (int mb = m0; mb < m1; mb += rows) {
+        const int me = mb + rows < m1 ? mb + rows : m1;
+        float inv[QUANT_BLOCK_ROWS];
+        for (int m = mb; m < me; m++) {
+            float lo, hi;
+            row_range(A + (size_t)m * (size_t)lda, in_scale, k, &lo, &hi);
+            kr_q8_row_params(lo, hi, &scale[m], &inv[m - mb], &zero[m]);
         }
-        for (; j < kb; j += 16) {
-            __m512 x = load_x(a, in_scale, j);
-            lo0 = _mm512_min_ps(x, lo0);
-            hi0 = _mm512_max_ps(x, hi0);
-        }
-        if (tail) {
-            __m512 x = load_x_tail(a, in_scale, kb, km);
-            lo1 = _mm512_min_ps(x, lo1);
-            hi1 = _mm512_max_ps(x, hi1);
-        }
-        float lo = _mm512_reduce_min_ps(_mm512_min_ps(lo0, lo1));
-        float hi = _mm512_reduce_max_ps(_mm512_max_ps(hi0, hi1));
-
-        float s, inv;
-        int32_t z;
-        kr_q8_row_params(lo, hi, &s, &inv, &z);
-        const __m512 vinv = _mm512_set1_ps(inv);
-        const __m512i vz = _mm512_set1_epi32(z);
-        for (j = 0; j < kb; j += 16)
-            _mm_storeu_si128((__m128i *)(qr + j), quant16(load_x(a, in_scale, j), vinv, vz));
-        if (tail)
-            _mm_mask_storeu_epi8(qr + kb, km, quant16(load_x_tail(a, in_scale, kb, km), vinv, vz));
-        if (kp > k) memset(qr + k, 0, (size_t)(kp - k));
-        scale[m] = s;
-        zero[m] = z;
+        for (int m = mb; m < me; m++)
+            quant_row(A + (size_t)m * (size_t)lda, in_scale, k, kp, inv[m - mb], zero[m],
+                      q + (size_t)m * (size_t)kp);
     }
 }
 

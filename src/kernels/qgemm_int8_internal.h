@@ -32,6 +32,10 @@ static inline uint8_t kr_q8_quant1(float x, float inv, int32_t z) {
     return (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
 }
 
+/* 1 when qgemm_int8_avx512_amx.c was compiled with AMX (x86-64 and a compiler that has
+ * -mamx-int8); otherwise kr_qgemm_int8_amx is a stand-in that dispatch never picks. */
+extern const int kr_qgemm_int8_amx_built;
+
 #if defined(__x86_64__)
 /* kr_qgemm_int8_avx512 with the inner product chosen by the caller: use_vnni = 1 runs
  * VPDPBUSD (needs AVX512_VNNI), 0 the AVX512BW VPMADDWD path. Both give the same bits; the

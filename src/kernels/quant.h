@@ -152,6 +152,12 @@ void kr_qgemm_int8_avx2(int M, const kr_qmat *w, const uint8_t *aq, const float 
 void kr_qgemm_int8_avx512(int M, const kr_qmat *w, const uint8_t *aq, const float *ascale,
                           const int32_t *azero, const float *bias, float *C, int ldc, int ith,
                           int nth);
+/* The same on Intel AMX (TDPBUSD on 16×16 tiles; each thread packs its N slice of W into the
+ * tile layout per call, in a buffer of its own). Only call when kr_cpu_has_amx_int8(); the
+ * dispatched AVX-512 entry runs it for M from a threshold, where the packing has paid off. */
+void kr_qgemm_int8_amx(int M, const kr_qmat *w, const uint8_t *aq, const float *ascale,
+                       const int32_t *azero, const float *bias, float *C, int ldc, int ith,
+                       int nth);
 
 /* ---- BF16 × BF16 dot products (AVX512_BF16, VDPBF16PS).
  * Activation rows [m0, m1) rounded to bf16 (RNE, after in_scale) into out rows of w->kp
@@ -171,6 +177,9 @@ void kr_qgemm_bf16_scalar(int M, const kr_qmat *w, const uint16_t *abf, const fl
 /* CPU features beyond the kr_isa levels (0 when KRONOS_ISA lowered the level below AVX-512). */
 int kr_cpu_has_avx512_vnni(void);
 int kr_cpu_has_avx512_bf16(void);
+/* AMX-TILE + AMX-INT8 usable: the CPU has them, the OS saves tile state and granted this
+ * process the tile data (Linux arch_prctl), and KRONOS_AMX is not "0". */
+int kr_cpu_has_amx_int8(void);
 
 /* ---- The dispatched quantised Linear, in two phases so threads can split both:
  *   1. kr_qgemm_prepare over row slices [m0, m1) of A (activation quantisation / in_scale),
