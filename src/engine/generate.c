@@ -685,6 +685,41 @@ static void s2_view(const kr_gen_group *g, int p, kr_kv_view *v) {
     }
 }
 
+/* One sampling pass over the ready paths (s1 or s2): draw r reads logits[r] with its group's
+ * parameters and uniform u[r]. Paths are independent and each draw is a pure function of its
+ * inputs, so the threads split them (round-robin, each with its own scratch) without changing
+ * a token. */
+typedef struct draw_job {
+    const ready_list *ready;
+    const float *const *logits;
+    const double *u;
+    int32_t *tok;
+    kr_sampler_scratch *scratch; /* [threads] */
+} draw_job;
+
+static void draw_worker(void *ctx, int ith, int nth) {
+    const draw_job *j = ctx;
+    for (int r = ith; r < j->ready->n; r += nth)
+        j->tok[r] =
+            kr_sampler_draw(j->logits[r], &j->ready->group[r]->sampling, j->u[r], &j->scratch[ith]);
+}
+
+/* Runs a draw_job, on the pool when there is more than one draw. */
+static kr_status draw_all(const kr_exec *ex, draw_job *j, int vocab, kr_error *err) {
+    int nth = j->ready->n > 1 ? kr_pool_size(ex->pool) : 1;
+    if (!(j->scratch = KR_ARENA_NEW(ex->arena, kr_sampler_scratch, nth)))
+        return kr_error_set(err, KR_ERR_NOMEM, "generate: out of memory sampling");
+    for (int t = 0; t < nth; t++) {
+        kr_status st = kr_sampler_scratch_init(&j->scratch[t], vocab, ex->arena, err);
+        if (st != KR_OK) return st;
+    }
+    if (nth > 1)
+        kr_pool_run(ex->pool, draw_worker, j);
+    else
+        draw_worker(j, 0, 1);
+    return KR_OK;
+}
+
 /* Samples s1, then s2 conditioned on it, for every ready path. */
 static kr_status sample_paths(const kr_engine *eng, const ready_list *ready, kr_error *err) {
     const kr_predictor_weights *pw = eng->model->pred;
@@ -695,12 +730,12 @@ static kr_status sample_paths(const kr_engine *eng, const ready_list *ready, kr_
     float *ctx = KR_ARENA_NEW(ex->arena, float, (size_t)n *d);
     float *logits2 = KR_ARENA_NEW(ex->arena, float, (size_t)n *V2);
     kr_kv_view *views = KR_ARENA_NEW(ex->arena, kr_kv_view, n);
-    kr_sampler_scratch sc1, sc2;
+    int32_t *s2 = KR_ARENA_NEW(ex->arena, int32_t, n);
+    double *u = KR_ARENA_NEW(ex->arena, double, n);
+    const float **lg = KR_ARENA_NEW(ex->arena, const float *, n);
     kr_status st = KR_OK;
-    if (!s1 || !ctx || !logits2 || !views)
+    if (!s1 || !ctx || !logits2 || !views || !s2 || !u || !lg)
         st = kr_error_set(err, KR_ERR_NOMEM, "generate: out of memory sampling %d paths", n);
-    if (st == KR_OK) st = kr_sampler_scratch_init(&sc1, V1, ex->arena, err);
-    if (st == KR_OK) st = kr_sampler_scratch_init(&sc2, V2, ex->arena, err);
     if (st != KR_OK) goto done;
     double t0 = kr_prof_begin(ex->prof);
     for (int r = 0; r < n; r++) {
@@ -708,27 +743,35 @@ static kr_status sample_paths(const kr_engine *eng, const ready_list *ready, kr_
         int p = ready->path[r];
         /* Stream = path, counter = 2·step (+1 for s2): a path's draws are a function of
          * (seed, path, step) only, whatever else is batched with it. */
-        double u = kr_rng_uniform(g->in->seed, g->first_path + (uint64_t)p, 2ull * g->step);
-        s1[r] = kr_sampler_draw(g->logits + (size_t)p * V1, &g->sampling, u, &sc1);
+        u[r] = kr_rng_uniform(g->in->seed, g->first_path + (uint64_t)p, 2ull * g->step);
+        lg[r] = g->logits + (size_t)p * V1;
         memcpy(ctx + (size_t)r * d, g->ctx + (size_t)p * d, d * sizeof(float));
         s2_view(g, p, &views[r]);
     }
+    draw_job j1 = { .ready = ready, .logits = lg, .u = u, .tok = s1 };
+    if ((st = draw_all(ex, &j1, V1, err)) != KR_OK) goto done;
     /* Per draw: scale, sort-free top-k/top-p, softmax and the search over the vocabulary. */
     kr_prof_end(ex->prof, KR_PROF_PART_SAMPLING, t0, 0.0, 4.0 * n * V1);
     if ((st = kr_predictor_s2_logits(pw, ex, n, s1, ctx, d, views, logits2, err)) != KR_OK)
         goto done;
     t0 = kr_prof_begin(ex->prof);
     for (int r = 0; r < n; r++) {
+        const kr_gen_group *g = ready->group[r];
+        u[r] = kr_rng_uniform(g->in->seed, g->first_path + (uint64_t)ready->path[r],
+                              2ull * g->step + 1);
+        lg[r] = logits2 + (size_t)r * V2;
+    }
+    draw_job j2 = { .ready = ready, .logits = lg, .u = u, .tok = s2 };
+    if ((st = draw_all(ex, &j2, V2, err)) != KR_OK) goto done;
+    /* In path order on this thread: observers see the draws as before. */
+    for (int r = 0; r < n; r++) {
         kr_gen_group *g = ready->group[r];
         int p = ready->path[r], i = g->step;
-        const float *lg2 = logits2 + (size_t)r * V2;
-        double u = kr_rng_uniform(g->in->seed, g->first_path + (uint64_t)p, 2ull * i + 1);
-        int32_t s2 = kr_sampler_draw(lg2, &g->sampling, u, &sc2);
         g->out->gen_s1[(size_t)p * g->pred_len + i] = s1[r];
-        g->out->gen_s2[(size_t)p * g->pred_len + i] = s2;
+        g->out->gen_s2[(size_t)p * g->pred_len + i] = s2[r];
         if (g->opt.observer)
             g->opt.observer(g->opt.observer_user, g->opt.index, p, i, g->logits + (size_t)p * V1,
-                            lg2, s1[r], s2, g->win_start, g->win_len);
+                            lg[r], s1[r], s2[r], g->win_start, g->win_len);
     }
     kr_prof_end(ex->prof, KR_PROF_PART_SAMPLING, t0, 0.0, 4.0 * n * V2);
 done:
