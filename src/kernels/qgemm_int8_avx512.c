@@ -206,10 +206,15 @@ KR_INLINE __m512i add_tied(__m512i acc, __m512i p) {
     return acc;
 }
 
+/* W rows ahead that the first row tile prefetches, once per 64-byte line: it streams W from
+ * memory in rows (kp bytes) too short for the hardware prefetcher (see gemm_avx512.c). */
+enum { KR_PREFETCH_ROWS = 8 };
+
 /* Computes the MR×NR tile at (m0, n0) of which mr×nr elements are real: missing rows and
- * columns reuse the last real one (valid memory, results discarded). */
+ * columns reuse the last real one (valid memory, results discarded). With pf, also prefetches
+ * the W rows KR_PREFETCH_ROWS below (a hint: never a fault past the end of W). */
 KR_INLINE void tile(const int MR, const int NR, const int VNNI, const q8gemm *g, int m0, int mr,
-                    int n0, int nr) {
+                    int n0, int nr, int pf) {
     const size_t kp = (size_t)g->kp;
     const uint8_t *a[4];
     const int8_t *w[8];
@@ -229,6 +234,10 @@ KR_INLINE void tile(const int MR, const int NR, const int VNNI, const q8gemm *g,
             __m512i av[4];
 #pragma GCC unroll 4
             for (int r = 0; r < MR; r++) av[r] = _mm512_loadu_si512(a[r] + k);
+            if (pf)
+#pragma GCC unroll 8
+                for (int c = 0; c < NR; c++)
+                    _mm_prefetch((const char *)(w[c] + k + KR_PREFETCH_ROWS * kp), _MM_HINT_T0);
 #pragma GCC unroll 8
             for (int c = 0; c < NR; c++) {
                 __m512i wv = _mm512_loadu_si512(w[c] + k);
@@ -244,6 +253,10 @@ KR_INLINE void tile(const int MR, const int NR, const int VNNI, const q8gemm *g,
 #pragma GCC unroll 4
             for (int r = 0; r < MR; r++)
                 av[r] = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(a[r] + k)));
+            if (pf && k % 64 == 0)
+#pragma GCC unroll 8
+                for (int c = 0; c < NR; c++)
+                    _mm_prefetch((const char *)(w[c] + k + KR_PREFETCH_ROWS * kp), _MM_HINT_T0);
 #pragma GCC unroll 8
             for (int c = 0; c < NR; c++) {
                 __m512i wv = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(w[c] + k)));
@@ -280,20 +293,23 @@ KR_INLINE void tile(const int MR, const int NR, const int VNNI, const q8gemm *g,
     }
 }
 
-/* Every row tile of A against W rows [nb, ne). */
+/* Every row tile of A against W rows [nb, ne). The first row tile brings the W block in
+ * from memory (and prefetches); the others find it in L2. */
 KR_INLINE void block(const int VNNI, const q8gemm *g, int M, int nb, int ne) {
     int m = 0;
     for (; m + 4 <= M; m += 4)
-        for (int n = nb; n < ne; n += 4) tile(4, 4, VNNI, g, m, 4, n, ne - n < 4 ? ne - n : 4);
+        for (int n = nb; n < ne; n += 4)
+            tile(4, 4, VNNI, g, m, 4, n, ne - n < 4 ? ne - n : 4, m == 0);
+    int pf = m == 0;
     switch (M - m) {
     case 3:
-        for (int n = nb; n < ne; n += 4) tile(3, 4, VNNI, g, m, 3, n, ne - n < 4 ? ne - n : 4);
+        for (int n = nb; n < ne; n += 4) tile(3, 4, VNNI, g, m, 3, n, ne - n < 4 ? ne - n : 4, pf);
         break;
     case 2:
-        for (int n = nb; n < ne; n += 8) tile(2, 8, VNNI, g, m, 2, n, ne - n < 8 ? ne - n : 8);
+        for (int n = nb; n < ne; n += 8) tile(2, 8, VNNI, g, m, 2, n, ne - n < 8 ? ne - n : 8, pf);
         break;
     case 1:
-        for (int n = nb; n < ne; n += 8) tile(1, 8, VNNI, g, m, 1, n, ne - n < 8 ? ne - n : 8);
+        for (int n = nb; n < ne; n += 8) tile(1, 8, VNNI, g, m, 1, n, ne - n < 8 ? ne - n : 8, pf);
         break;
     default: break;
     }
