@@ -308,6 +308,11 @@ static void check_bounds(const kr_qmat *m, const float *w, const float *col_scal
                 float s = m->scale[r];
                 assert_true(s == amax / 127.0f);
                 tol = s / 2 * (1 + 1e-6) + 1e-30;
+                /* The code is exactly nearbyintf(x / s) clamped to ±127 (the quantiser rounds
+                 * without the libm call; it must not change a code). */
+                float v = s > 0.0f ? nearbyintf(x / s) : 0.0f;
+                int want = v > 127.0f ? 127 : v < -127.0f ? -127 : (int)v;
+                assert_int_equal(((const int8_t *)m->data)[(size_t)r * m->kp + (size_t)j], want);
                 break;
             }
             case KR_WFMT_FP8: {
