@@ -95,7 +95,6 @@ KR_INLINE void tile(const int MR, const int NR, int K, const float *A, int lda, 
     kr_store_tile16(MR, NR, acc, bias, C, ldc, m0, mr, n0, nr);
 }
 
-/* Every row tile of A against W rows [nb, ne). */
 /* Every row tile of A against W rows [nb, ne). The first row tile brings the W block in
  * from memory (and prefetches); the others find it in L2. */
 static void block(int M, int K, const float *A, int lda, const float *W, const float *bias,
