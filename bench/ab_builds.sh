@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Interleaved A/B of two builds of `kronos` over issue 15's jobs, one forecast per process
+# (--repeat 1: a cold first forecast, as a user runs it), the two builds alternately so that
+# the host's drift lands on both. Prints one line per run and a table of medians at the end.
+#   bash bench/ab_builds.sh BEFORE_KRONOS AFTER_KRONOS [ROUNDS, default 4]
+# Jobs: Kronos-small S1 / S8 (lookback 400, pred_len 120), P64 (64 paths × 30 steps, lookback
+# 380), lookback 392 (no window overflow), Kronos-base S1; f32 and int8; AVX-512 and AVX2
+# (KRONOS_ISA), each skipped where the CPU does not run it.
+set -euo pipefail
+before=$1 after=$2 rounds=${3:-4}
+out=$(mktemp)
+jobs=(
+  "S1|f32|avx512|--shape small --paths 1"
+  "S8|f32|avx512|--shape small --paths 8"
+  "P64|f32|avx512|--shape small --paths 64 --lookback 380 --pred-len 30"
+  "S1|int8|avx512|--shape small --paths 1 --quant int8"
+  "S8|int8|avx512|--shape small --paths 8 --quant int8"
+  "P64|int8|avx512|--shape small --paths 64 --lookback 380 --pred-len 30 --quant int8"
+  "NW392|f32|avx512|--shape small --paths 1 --lookback 392"
+  "baseS1|f32|avx512|--shape base --paths 1"
+  "S1|f32|avx2|--shape small --paths 1"
+  "S8|f32|avx2|--shape small --paths 8"
+  "S1|int8|avx2|--shape small --paths 1 --quant int8"
+  "S8|int8|avx2|--shape small --paths 8 --quant int8"
+)
+for r in $(seq 1 "$rounds"); do
+  for j in "${jobs[@]}"; do
+    IFS='|' read -r name q isa args <<<"$j"
+    for b in before after; do
+      bin=$before
+      [ "$b" = after ] && bin=$after
+      # shellcheck disable=SC2086 # args is a word list
+      line=$(KRONOS_ISA=$isa "$bin" bench --json $args --repeat 1 | python3 -c "
+import json, sys
+d = json.load(sys.stdin)
+print(d['isa'], '%.3f' % d['results'][0]['seconds'], '%.0f' % d['fma_peak_gflops'])")
+      set -- $line
+      [ "$1" = "$isa" ] || continue # this CPU does not run it
+      echo "$r $name $q $isa $b $2 $3" | tee -a "$out"
+    done
+  done
+done
+python3 - "$out" <<'PY'
+import collections, statistics, sys
+d, order = collections.defaultdict(list), []
+for line in open(sys.argv[1]):
+    _, name, q, isa, b, s, _peak = line.split()
+    d[(name, q, isa, b)].append(float(s))
+    if (name, q, isa) not in order: order.append((name, q, isa))
+print("\n| job | ISA | weights | before s | after s | after / before |\n|---|---|---|---:|---:|---:|")
+for k in order:
+    b, a = d[k + ('before',)], d[k + ('after',)]
+    mb, ma = statistics.median(b), statistics.median(a)
+    print(f"| {k[0]} | {k[2]} | {k[1]} | {mb:.3f} ({min(b):.3f}) | {ma:.3f} ({min(a):.3f}) | {ma / mb:.2f} |")
+print("\nmedian (minimum) seconds; int8 speed-up over f32, after:")
+for (name, q, isa) in order:
+    if q == 'int8' and (name, 'f32', isa, 'after') in d:
+        f, i = d[(name, 'f32', isa, 'after')], d[(name, 'int8', isa, 'after')]
+        print(f"  {name} {isa}: {statistics.median(f) / statistics.median(i):.2f}x")
+PY
+rm -f "$out"
