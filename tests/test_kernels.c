@@ -163,13 +163,15 @@ static void test_gemm_exact_tree(void **state) {
     (void)state;
     static const int Ms[] = { 1, 3, 8, 13, 17, 65, 400 }; /* 8, 13: the 8-row decode tile */
     static const int Ns[] = { 37, 300 };
-    static const int Ks[] = { 52, 100, 513, 832 };
+    /* 1537: 97 k blocks, the AVX-512 packed path's K chunks (32 + 32 + 32 + 1) */
+    static const int Ks[] = { 52, 100, 513, 832, 1537 };
     for (int ki = 0; ki < COUNT(Ks); ki++)
         for (int ni = 0; ni < COUNT(Ns); ni++)
             for (int mi = 0; mi < COUNT(Ms); mi++)
                 for (int layout = 0; layout < 2; layout++) {
                     int M = Ms[mi], N = Ns[ni], K = Ks[ki];
                     if (layout == 1 && K % 16) continue;
+                    if (K > 1024 && M != 65) continue; /* the long K: one packed M is enough */
                     /* layout 0: A and W one float past a 64-byte line, lda odd */
                     int lda = layout ? K : K + 1, off = layout ? 0 : 1;
                     float *Ab = NULL, *Wb = NULL;
@@ -296,6 +298,59 @@ static void test_gemm_thread_slices_disjoint(void **state) {
     free(C);
 }
 
+/* The GEMM on A packed once (kr_gemm_f32_pack_a, rows packed in uneven parts as threads
+ * would) == kr_gemm_f32 bit for bit, on 1 and on 7 slices of N; the packing writes nothing
+ * past the size it asked for. Variants that read A in place ask for 0 floats. */
+static void test_gemm_packed_a(void **state) {
+    (void)state;
+    static const int Ms[] = { 1, 63, 64, 65, 67, 400 };
+    static const int Ns[] = { 37, 300 };
+    static const int Ks[] = { 52, 100, 513, 832, 1537, 2048 }; /* the last two in K chunks */
+    for (int v = 0; v < g_n_variants; v++) {
+        kr_isa isa = g_variants[v];
+        for (int mi = 0; mi < COUNT(Ms); mi++)
+            for (int ni = 0; ni < COUNT(Ns); ni++)
+                for (int ki = 0; ki < COUNT(Ks); ki++) {
+                    int M = Ms[mi], N = Ns[ni], K = Ks[ki], lda = K + 1;
+                    kr_isa_set(isa);
+                    size_t floats = kr_gemm_f32_packed_a_floats(M, K);
+                    if (isa != KR_ISA_AVX512 || M < 64) {
+                        assert_int_equal(floats, 0);
+                        continue;
+                    }
+                    assert_true(floats >= (size_t)M * (size_t)K);
+                    float *A = rand_buf((size_t)M * lda + 1) + 1, *W = rand_buf((size_t)N * K);
+                    float *bias = rand_buf((size_t)N), *pa = NULL;
+                    assert_int_equal(posix_memalign((void **)&pa, 64, (floats + 64) * sizeof *pa),
+                                     0);
+                    for (size_t i = 0; i < floats + 64; i++) pa[i] = 1234.5f;
+                    int tiles = (M + 3) / 4, cut1 = tiles / 3 * 4, cut2 = (tiles - 1) * 4;
+                    kr_gemm_f32_pack_a(M, K, A, lda, pa, cut2, M);
+                    kr_gemm_f32_pack_a(M, K, A, lda, pa, 0, cut1);
+                    kr_gemm_f32_pack_a(M, K, A, lda, pa, cut1, cut2);
+                    for (size_t i = floats; i < floats + 64; i++) assert_true(pa[i] == 1234.5f);
+                    float *ref = malloc((size_t)M * N * sizeof *ref),
+                          *C = malloc((size_t)M * N * sizeof *C);
+                    assert_true(ref && C);
+                    gemm(isa, M, N, K, A, lda, W, bias, ref, N, 1);
+                    for (int nth = 1; nth <= 7; nth += 6) {
+                        memset(C, 0xFF, (size_t)M * N * sizeof *C);
+                        for (int ith = 0; ith < nth; ith++)
+                            kr_gemm_f32_packed(M, N, K, A, lda, pa, W, bias, C, N, ith, nth);
+                        if (memcmp(C, ref, (size_t)M * N * sizeof *C) != 0)
+                            fail_msg("%s M=%d N=%d K=%d nth=%d: packed A differs", kr_isa_name(isa),
+                                     M, N, K, nth);
+                    }
+                    free(A - 1);
+                    free(W);
+                    free(bias);
+                    free(pa);
+                    free(ref);
+                    free(C);
+                }
+    }
+}
+
 typedef struct {
     int M, N, K;
     const float *A, *W, *bias;
@@ -343,7 +398,7 @@ int main(void) {
         cmocka_unit_test(test_dispatch_api),    cmocka_unit_test(test_dispatch_routes),
         cmocka_unit_test(test_gemm_vs_double),  cmocka_unit_test(test_gemm_determinism),
         cmocka_unit_test(test_gemm_exact_tree), cmocka_unit_test(test_gemm_thread_slices_disjoint),
-        cmocka_unit_test(test_gemm_on_pool),
+        cmocka_unit_test(test_gemm_on_pool),    cmocka_unit_test(test_gemm_packed_a),
     };
     print_message("kernel variants under test:");
     for (int i = 0; i < g_n_variants; i++) print_message(" %s", kr_isa_name(g_variants[i]));

@@ -42,6 +42,14 @@ static kr_kernel_table g_tables[KR_ISA_COUNT] = {
     [KR_ISA_AVX2] = KR_TABLE_ROW(KR_ISA_AVX2, avx2),
     [KR_ISA_AVX512] = KR_TABLE_ROW(KR_ISA_AVX512, avx512),
 };
+
+/* The AVX-512 row's packed-A GEMM (NULL in the rows that read A in place). */
+static void add_packed_gemm(void) {
+    g_tables[KR_ISA_AVX512].gemm_f32_packed_a_floats = kr_gemm_f32_packed_a_floats_avx512;
+    g_tables[KR_ISA_AVX512].gemm_f32_pack_a = kr_gemm_f32_pack_a_avx512;
+    g_tables[KR_ISA_AVX512].gemm_f32_packed = kr_gemm_f32_packed_avx512;
+    g_tables[KR_ISA_AVX512].gemm_f32_reserve = kr_gemm_f32_reserve_avx512;
+}
 #undef KR_TABLE_ROW
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
@@ -122,6 +130,10 @@ void kr_qgemm_int8_avx512_auto(int M, const kr_qmat *w, const uint8_t *aq, const
         kr_qgemm_int8_avx512(M, w, aq, ascale, azero, bias, C, ldc, ith, nth);
 }
 
+void kr_qgemm_int8_avx512_auto_reserve(int M, const kr_qmat *w) {
+    if (M >= KR_AMX_MIN_M) kr_qgemm_int8_amx_reserve(w);
+}
+
 static void init_once(void) {
     g_supported[KR_ISA_SCALAR] = 1;
 #if defined(__x86_64__)
@@ -139,6 +151,7 @@ static void init_once(void) {
             if (strcmp(env, kr_isa_name((kr_isa)i)) == 0 && i < (int)best) best = (kr_isa)i;
     }
     g_best = best;
+    add_packed_gemm();
     if (g_avx512_bf16) {
         g_tables[KR_ISA_AVX512].quant_act_bf16 = kr_quant_act_bf16_avx512;
         g_tables[KR_ISA_AVX512].qgemm_bf16 = kr_qgemm_bf16_avx512bf16;
@@ -148,7 +161,10 @@ static void init_once(void) {
     const char *amx_env = getenv("KRONOS_AMX");
     if (amx_env && strcmp(amx_env, "0") == 0) g_amx_int8 = 0;
     g_amx_int8 = g_amx_int8 && kr_qgemm_int8_amx_built && amx_permission();
-    if (g_amx_int8) g_tables[KR_ISA_AVX512].qgemm_int8 = kr_qgemm_int8_avx512_auto;
+    if (g_amx_int8) {
+        g_tables[KR_ISA_AVX512].qgemm_int8 = kr_qgemm_int8_avx512_auto;
+        g_tables[KR_ISA_AVX512].qgemm_int8_reserve = kr_qgemm_int8_avx512_auto_reserve;
+    }
 #endif
     /* The release store publishes the filled rows to every thread that loads g_active. */
     atomic_store_explicit(&g_active, (int)best, memory_order_release);
@@ -207,6 +223,30 @@ const char *kr_isa_name(kr_isa isa) {
 void kr_gemm_f32(int M, int N, int K, const float *A, int lda, const float *W, const float *bias,
                  float *C, int ldc, int ith, int nth) {
     kr_kernels()->gemm_f32(M, N, K, A, lda, W, bias, C, ldc, ith, nth);
+}
+
+size_t kr_gemm_f32_packed_a_floats(int M, int K) {
+    const kr_kernel_table *t = kr_kernels();
+    return t->gemm_f32_packed_a_floats ? t->gemm_f32_packed_a_floats(M, K) : 0;
+}
+
+void kr_gemm_f32_reserve(int M, int K) {
+    const kr_kernel_table *t = kr_kernels();
+    if (t->gemm_f32_reserve) t->gemm_f32_reserve(M, K);
+}
+
+void kr_gemm_f32_pack_a(int M, int K, const float *A, int lda, float *pa, int m0, int m1) {
+    const kr_kernel_table *t = kr_kernels();
+    if (t->gemm_f32_pack_a) t->gemm_f32_pack_a(M, K, A, lda, pa, m0, m1);
+}
+
+void kr_gemm_f32_packed(int M, int N, int K, const float *A, int lda, const float *pa,
+                        const float *W, const float *bias, float *C, int ldc, int ith, int nth) {
+    const kr_kernel_table *t = kr_kernels();
+    if (t->gemm_f32_packed)
+        t->gemm_f32_packed(M, N, K, A, lda, pa, W, bias, C, ldc, ith, nth);
+    else
+        t->gemm_f32(M, N, K, A, lda, W, bias, C, ldc, ith, nth);
 }
 
 void kr_attend_f32(const float *q, int head_dim, float scale, const kr_kv_span *spans, int n_spans,

@@ -41,6 +41,11 @@ typedef struct kr_kernel_table {
     kr_isa isa;
     /* f32 (kernels.h) */
     kr_gemm_f32_fn gemm_f32;
+    /* GEMM on a packed A: only in the AVX-512 row (the others read A in place), else NULL */
+    kr_gemm_f32_packed_a_floats_fn gemm_f32_packed_a_floats;
+    kr_gemm_f32_pack_a_fn gemm_f32_pack_a;
+    kr_gemm_f32_packed_fn gemm_f32_packed;
+    kr_gemm_f32_reserve_fn gemm_f32_reserve; /* NULL: the GEMM keeps no per-thread buffer */
     kr_attend_f32_fn attend_f32;
     kr_attend_multi_f32_fn attend_multi_f32;
     kr_rmsnorm_f32_fn rmsnorm_f32;
@@ -52,6 +57,8 @@ typedef struct kr_kernel_table {
     kr_dequant_rows_fn dequant_rows;
     kr_quant_act_u8_fn quant_act_u8;
     kr_qgemm_int8_fn qgemm_int8;
+    /* per-thread buffer of qgemm_int8 (the AMX picker's), else NULL */
+    void (*qgemm_int8_reserve)(int M, const kr_qmat *w);
     /* bf16 × bf16 products: only in the AVX-512 row of a CPU with AVX512_BF16, else NULL
      * (bf16 weights then run weight-only) */
     kr_quant_act_bf16_fn quant_act_bf16;
@@ -71,6 +78,9 @@ typedef struct kr_kernel_table {
 void kr_qgemm_int8_avx512_auto(int M, const kr_qmat *w, const uint8_t *aq, const float *ascale,
                                const int32_t *azero, const float *bias, float *C, int ldc, int ith,
                                int nth);
+
+/* kr_qgemm_int8_avx512_auto's per-thread AMX buffer, when M takes the AMX path. */
+void kr_qgemm_int8_avx512_auto_reserve(int M, const kr_qmat *w);
 
 /* The active row. Cheap (one atomic load after the first call); thread-safe. */
 const kr_kernel_table *kr_kernels(void);

@@ -19,6 +19,10 @@
  * peak. The copy is N·K floats per call against M·N·K FMAs, so small M (decode) reads W in
  * place. Copies and zeros (0·0 added to a lane, as the masked tail did) change no value. The
  * buffer (one W block + one A tile, ~520 KB) is per thread, allocated once and kept.
+ *
+ * A caller that runs several GEMMs on one A, or cuts N into more slices than threads, packs A
+ * once (kr_gemm_f32_pack_a) instead of every slice repacking every row tile: that copy is M·K
+ * floats per W block, 6-12 % of the packed GEMM's time at the re-run shapes (perf).
  */
 #include "kernels/kernels.h"
 
@@ -148,13 +152,27 @@ KR_INLINE void pack_panel(const int rows, float *dst, const float *src, size_t l
     }
 }
 
-/* The 4×4 tile of packed A panel pa (rows m0..) and packed W panel pw (rows n0..). */
-static void tile_packed(int nkb, const float *pa, const float *pw, const float *bias, float *C,
-                        int ldc, int m0, int mr, int n0, int nr) {
+/* Long K: a 4-row A panel of K floats and the W panel streaming past it stop fitting L1 together
+ * (K = 2048: 32 KB each against 48 KB), so every tile would read both from L2. From
+ * KR_KCHUNK_MIN_BLOCKS k blocks the tiles of a W block run KR_KCHUNK_BLOCKS k blocks at a time,
+ * A's chunk staying in L1 across all W panels, each tile's 16 accumulators parked in `spill`
+ * between chunks. A float stored and loaded back is the same float, and each lane still adds
+ * its k blocks in order, so the result is the unchunked tile's bit for bit. */
+enum { KR_KCHUNK_MIN_BLOCKS = 96, KR_KCHUNK_BLOCKS = 32, KR_KCHUNK_MAX_PANELS = 24 };
+
+/* k blocks [b0, b1) of the 4×4 tile of packed A panel pa (rows m0..) and packed W panel pw
+ * (rows n0..), both given at block 0: accumulators from spill (zero at b0 = 0), back to spill
+ * unless b1 = nkb, where the tile is reduced and stored. */
+KR_INLINE void tile_packed_part(int b0, int b1, int nkb, const float *pa, const float *pw,
+                                __m512 *spill, const float *bias, float *C, int ldc, int m0, int mr,
+                                int n0, int nr) {
     __m512 acc[16];
 #pragma GCC unroll 16
-    for (int i = 0; i < 16; i++) acc[i] = _mm512_setzero_ps();
-    for (int b = 0; b < nkb; b++, pa += 64, pw += 64) {
+    for (int i = 0; i < 16; i++)
+        acc[i] = b0 ? _mm512_load_ps((const float *)&spill[i]) : _mm512_setzero_ps();
+    pa += (size_t)b0 * 64;
+    pw += (size_t)b0 * 64;
+    for (int b = b0; b < b1; b++, pa += 64, pw += 64) {
         __m512 av[4];
 #pragma GCC unroll 4
         for (int r = 0; r < 4; r++) av[r] = _mm512_load_ps(pa + r * 16);
@@ -166,13 +184,26 @@ static void tile_packed(int nkb, const float *pa, const float *pw, const float *
                 acc[KR_R16(r * 4 + c)] = _mm512_fmadd_ps(av[r], wv, acc[KR_R16(r * 4 + c)]);
         }
     }
-    kr_store_tile16(4, 4, acc, bias, C, ldc, m0, mr, n0, nr);
+    if (b1 == nkb) {
+        kr_store_tile16(4, 4, acc, bias, C, ldc, m0, mr, n0, nr);
+        return;
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++) _mm512_store_ps((float *)&spill[i], acc[i]);
 }
 
-/* W rows [nb, ne) packed into 4-row panels at pw, then every 4-row tile of A (packed into pa)
- * against them. */
-static void block_packed(int M, int K, const float *A, int lda, const float *W, const float *bias,
-                         float *C, int ldc, int nb, int ne, float *pw, float *pa) {
+/* The whole tile: every k block, no spill. */
+static void tile_packed(int nkb, const float *pa, const float *pw, const float *bias, float *C,
+                        int ldc, int m0, int mr, int n0, int nr) {
+    tile_packed_part(0, nkb, nkb, pa, pw, NULL, bias, C, ldc, m0, mr, n0, nr);
+}
+
+/* W rows [nb, ne) packed into 4-row panels at pw, then every 4-row tile of A against them:
+ * tile t of A read from pa_all when the caller packed A once for the call (tile t at t panels
+ * in), else packed here into pa. */
+static void block_packed(int M, int K, const float *A, int lda, const float *pa_all, const float *W,
+                         const float *bias, float *C, int ldc, int nb, int ne, float *pw,
+                         float *pa) {
     int nkb = (K + 15) / 16;
     size_t panel = (size_t)nkb * 64;
     for (int n = nb; n < ne; n += 4)
@@ -180,15 +211,51 @@ static void block_packed(int M, int K, const float *A, int lda, const float *W, 
                    K);
     for (int m = 0; m < M; m += 4) {
         int mr = M - m < 4 ? M - m : 4;
-        pack_panel(4, pa, A, (size_t)lda, m, mr, K);
-        for (int n = nb; n < ne; n += 4)
-            tile_packed(nkb, pa, pw + (size_t)(n - nb) / 4 * panel, bias, C, ldc, m, mr, n,
-                        ne - n < 4 ? ne - n : 4);
+        const float *a = pa_all + (size_t)m / 4 * panel;
+        if (!pa_all) {
+            pack_panel(4, pa, A, (size_t)lda, m, mr, K);
+            a = pa;
+        }
+        if (nkb < KR_KCHUNK_MIN_BLOCKS || (ne - nb + 3) / 4 > KR_KCHUNK_MAX_PANELS) {
+            for (int n = nb; n < ne; n += 4)
+                tile_packed(nkb, a, pw + (size_t)(n - nb) / 4 * panel, bias, C, ldc, m, mr, n,
+                            ne - n < 4 ? ne - n : 4);
+            continue;
+        }
+        __m512 spill[KR_KCHUNK_MAX_PANELS * 16];
+        for (int b0 = 0; b0 < nkb; b0 += KR_KCHUNK_BLOCKS) {
+            int b1 = b0 + KR_KCHUNK_BLOCKS < nkb ? b0 + KR_KCHUNK_BLOCKS : nkb;
+            for (int n = nb; n < ne; n += 4)
+                tile_packed_part(b0, b1, nkb, a, pw + (size_t)(n - nb) / 4 * panel,
+                                 spill + (n - nb) / 4 * 16, bias, C, ldc, m, mr, n,
+                                 ne - n < 4 ? ne - n : 4);
+        }
     }
 }
 
-void kr_gemm_f32_avx512(int M, int N, int K, const float *A, int lda, const float *W,
-                        const float *bias, float *C, int ldc, int ith, int nth) {
+/* W rows per cache block: ~512 KB of W, half the L2. Fewer blocks mean fewer sweeps (and
+ * packings) of A, which does not fit L2 next to it (measured 192 KB → 512 KB: 400×832×2048
+ * 112 → 172 GFLOP/s, 400×1024×512 189 → 197; 704 KB loses again). */
+static int block_cols(int K) {
+    int nb_cols = (512 * 1024 / 4) / K;
+    nb_cols = nb_cols / KR_GEMM_NUNIT * KR_GEMM_NUNIT;
+    return nb_cols < KR_GEMM_NUNIT ? KR_GEMM_NUNIT : nb_cols;
+}
+
+/* The packing buffer of a K: one W block of panels and one A panel. */
+static size_t scratch_bytes(int K) {
+    size_t panel = (size_t)(K + 15) / 16 * 64;
+    return ((size_t)block_cols(K) / 4 * panel + panel) * sizeof(float);
+}
+
+void kr_gemm_f32_reserve_avx512(int M, int K) {
+    if (M >= KR_PACK_MIN_M_SPLIT && K > 0)
+        (void)kr_thread_scratch(KR_SCRATCH_GEMM_F32, scratch_bytes(K));
+}
+
+/* The GEMM on A in place (pa_all NULL) or on A packed by kr_gemm_f32_pack_a_avx512. */
+static void gemm(int M, int N, int K, const float *A, int lda, const float *pa_all, const float *W,
+                 const float *bias, float *C, int ldc, int ith, int nth) {
     int n0, n1;
     kr_gemm_split(N, ith, nth, &n0, &n1);
     if (n0 >= n1 || M <= 0) return;
@@ -198,25 +265,42 @@ void kr_gemm_f32_avx512(int M, int N, int K, const float *A, int lda, const floa
                 C[(size_t)m * (size_t)ldc + (size_t)n] = bias ? 0.0f + bias[n] : 0.0f;
         return;
     }
-    /* W block of ~512 KB, half the L2: fewer blocks mean fewer sweeps (and packings) of A,
-     * which does not fit L2 next to it (measured 192 KB → 512 KB: 400×832×2048 112 → 172
-     * GFLOP/s, 400×1024×512 189 → 197; 704 KB loses again). */
-    int nb_cols = (512 * 1024 / 4) / K;
-    nb_cols = nb_cols / KR_GEMM_NUNIT * KR_GEMM_NUNIT;
-    if (nb_cols < KR_GEMM_NUNIT) nb_cols = KR_GEMM_NUNIT;
+    int nb_cols = block_cols(K);
     float *pw = NULL, *pa = NULL;
-    if (M >= KR_PACK_MIN_M || (M >= KR_PACK_MIN_M_SPLIT && !aligned64(A, lda, W, K))) {
-        size_t panel = (size_t)(K + 15) / 16 * 64;
-        pw = kr_thread_scratch(KR_SCRATCH_GEMM_F32,
-                               ((size_t)nb_cols / 4 * panel + panel) * sizeof(float));
-        pa = pw ? pw + (size_t)nb_cols / 4 * panel : NULL;
+    if (pa_all || M >= KR_PACK_MIN_M || (M >= KR_PACK_MIN_M_SPLIT && !aligned64(A, lda, W, K))) {
+        pw = kr_thread_scratch(KR_SCRATCH_GEMM_F32, scratch_bytes(K));
+        pa = pw ? pw + (size_t)nb_cols / 4 * ((size_t)(K + 15) / 16 * 64) : NULL;
     }
+    if (!pw) pa_all = NULL; /* no scratch for the W block: A in place, the same bits */
     for (int nb = n0; nb < n1; nb += nb_cols) {
         int ne = nb + nb_cols < n1 ? nb + nb_cols : n1;
         if (pw)
-            block_packed(M, K, A, lda, W, bias, C, ldc, nb, ne, pw, pa);
+            block_packed(M, K, A, lda, pa_all, W, bias, C, ldc, nb, ne, pw, pa);
         else
             block(M, K, A, lda, W, bias, C, ldc, nb, ne);
     }
+}
+
+void kr_gemm_f32_avx512(int M, int N, int K, const float *A, int lda, const float *W,
+                        const float *bias, float *C, int ldc, int ith, int nth) {
+    gemm(M, N, K, A, lda, NULL, W, bias, C, ldc, ith, nth);
+}
+
+size_t kr_gemm_f32_packed_a_floats_avx512(int M, int K) {
+    if (M < KR_PACK_MIN_M || K <= 0) return 0;
+    return (size_t)(M + 3) / 4 * (size_t)((K + 15) / 16) * 64;
+}
+
+void kr_gemm_f32_pack_a_avx512(int M, int K, const float *A, int lda, float *pa, int m0, int m1) {
+    size_t panel = (size_t)((K + 15) / 16) * 64;
+    if (m1 > M) m1 = M;
+    for (int m = m0; m < m1; m += 4)
+        pack_panel(4, pa + (size_t)m / 4 * panel, A, (size_t)lda, m, M - m < 4 ? M - m : 4, K);
+}
+
+void kr_gemm_f32_packed_avx512(int M, int N, int K, const float *A, int lda, const float *pa,
+                               const float *W, const float *bias, float *C, int ldc, int ith,
+                               int nth) {
+    gemm(M, N, K, A, lda, pa, W, bias, C, ldc, ith, nth);
 }
 #endif

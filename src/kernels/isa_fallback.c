@@ -9,6 +9,24 @@
 #include "kernels/quant.h"
 
 #if !defined(__x86_64__)
+void kr_gemm_f32_reserve_avx512(int M, int K) {
+    (void)M;
+    (void)K;
+}
+size_t kr_gemm_f32_packed_a_floats_avx512(int M, int K) {
+    (void)M;
+    (void)K;
+    return 0;
+}
+void kr_gemm_f32_pack_a_avx512(int M, int K, const float *A, int lda, float *pa, int m0, int m1) {
+    (void)M, (void)K, (void)A, (void)lda, (void)pa, (void)m0, (void)m1;
+}
+void kr_gemm_f32_packed_avx512(int M, int N, int K, const float *A, int lda, const float *pa,
+                               const float *W, const float *bias, float *C, int ldc, int ith,
+                               int nth) {
+    (void)pa;
+    kr_gemm_f32_scalar(M, N, K, A, lda, W, bias, C, ldc, ith, nth);
+}
 #define KR_FALLBACK(isa)                                                                           \
     void kr_gemm_f32_##isa(int M, int N, int K, const float *A, int lda, const float *W,           \
                            const float *bias, float *C, int ldc, int ith, int nth) {               \

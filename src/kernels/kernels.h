@@ -47,6 +47,34 @@ void kr_gemm_f32_avx2(int M, int N, int K, const float *A, int lda, const float 
 void kr_gemm_f32_avx512(int M, int N, int K, const float *A, int lda, const float *W,
                         const float *bias, float *C, int ldc, int ith, int nth);
 
+/* ---- The same GEMM with A packed once for several calls (Linears reading one input, N cut
+ * into more slices than threads), where the active ISA's GEMM packs A (AVX-512, M >= 64).
+ * kr_gemm_f32_packed_a_floats: floats of that packed copy (64-byte aligned), 0 when the GEMM
+ * reads A in place (then call kr_gemm_f32). kr_gemm_f32_pack_a fills rows [m0, m1) of it (m0
+ * a multiple of 4, so threads may split the rows). kr_gemm_f32_packed gives kr_gemm_f32's bits
+ * from it; A itself is still passed (read in place if the packed path cannot run). */
+size_t kr_gemm_f32_packed_a_floats(int M, int K);
+void kr_gemm_f32_pack_a(int M, int K, const float *A, int lda, float *pa, int m0, int m1);
+void kr_gemm_f32_packed(int M, int N, int K, const float *A, int lda, const float *pa,
+                        const float *W, const float *bias, float *C, int ldc, int ith, int nth);
+typedef size_t (*kr_gemm_f32_packed_a_floats_fn)(int M, int K);
+typedef void (*kr_gemm_f32_pack_a_fn)(int M, int K, const float *A, int lda, float *pa, int m0,
+                                      int m1);
+typedef void (*kr_gemm_f32_packed_fn)(int M, int N, int K, const float *A, int lda, const float *pa,
+                                      const float *W, const float *bias, float *C, int ldc, int ith,
+                                      int nth);
+/* Allocates the calling thread's packing buffer (kept per thread) at the size an M×·×K GEMM
+ * uses, as its first such call would: a caller whose threads take slices as they go (so a
+ * thread may take none of a region) calls it on each thread so that no later step allocates. */
+void kr_gemm_f32_reserve(int M, int K);
+typedef void (*kr_gemm_f32_reserve_fn)(int M, int K);
+void kr_gemm_f32_reserve_avx512(int M, int K);
+size_t kr_gemm_f32_packed_a_floats_avx512(int M, int K);
+void kr_gemm_f32_pack_a_avx512(int M, int K, const float *A, int lda, float *pa, int m0, int m1);
+void kr_gemm_f32_packed_avx512(int M, int N, int K, const float *A, int lda, const float *pa,
+                               const float *W, const float *bias, float *C, int ldc, int ith,
+                               int nth);
+
 /* ---- Attention for one query and one head over keys given as spans (KV blocks).
  * out[head_dim] = Σ_j softmax_j(scale · q·k_j) · v_j over every key of every span, in span
  * order. k/v rows are head_dim floats at `stride` floats apart. scratch: >= total keys floats.

@@ -69,6 +69,13 @@ size_t kr_qgemm_scratch_bytes(const kr_qmat *w, int M, int nth) {
     return t ? t : 64;
 }
 
+int kr_qgemm_any_split(const kr_qmat *w) { return choose(w) != PATH_WONLY; }
+
+void kr_qgemm_reserve(const kr_qmat *w, int M) {
+    const kr_kernel_table *t = kr_kernels();
+    if (choose(w) == PATH_INT8 && t->qgemm_int8_reserve) t->qgemm_int8_reserve(M, w);
+}
+
 int kr_qgemm_needs_prepare(const kr_qmat *w) {
     return choose(w) != PATH_WONLY || w->in_scale != NULL;
 }

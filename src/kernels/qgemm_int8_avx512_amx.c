@@ -210,6 +210,28 @@ KR_INLINE void row_block(const int MR, const q8amx *g, const uint8_t *a, size_t 
     }
 }
 
+/* Columns per N block of a slice of `cols` columns: all, unless their panels pass
+ * PACK_MAX_BYTES. */
+static int n_block(const kr_qmat *w, int cols) {
+    const size_t kp = (size_t)w->kp;
+    if (kp > 0 && (size_t)cols * kp > PACK_MAX_BYTES) {
+        cols = (int)(PACK_MAX_BYTES / kp) / BLOCK_COLS * BLOCK_COLS;
+        if (cols < BLOCK_COLS) cols = BLOCK_COLS;
+    }
+    return cols;
+}
+
+/* The thread's buffer for N blocks of block_cols: B panels, the tail rows of A, a C block. */
+static size_t scratch_bytes(const kr_qmat *w, int block_cols) {
+    const size_t kp = (size_t)w->kp;
+    return (size_t)((block_cols + 15) / 16) * TILE_ROWS * kp + TILE_ROWS * kp +
+           BLOCK_ROWS * BLOCK_COLS * 4;
+}
+
+void kr_qgemm_int8_amx_reserve(const kr_qmat *w) {
+    (void)kr_thread_scratch(KR_SCRATCH_QGEMM_AMX, scratch_bytes(w, n_block(w, w->n)));
+}
+
 void kr_qgemm_int8_amx(int M, const kr_qmat *w, const uint8_t *aq, const float *ascale,
                        const int32_t *azero, const float *bias, float *C, int ldc, int ith,
                        int nth) {
@@ -218,15 +240,10 @@ void kr_qgemm_int8_amx(int M, const kr_qmat *w, const uint8_t *aq, const float *
     if (n0 >= n1 || M <= 0) return;
     const size_t kp = (size_t)w->kp;
     const size_t panel_bytes = TILE_ROWS * kp;
-    int block_cols = n1 - n0;
-    if (kp > 0 && (size_t)block_cols * kp > PACK_MAX_BYTES) {
-        block_cols = (int)(PACK_MAX_BYTES / kp) / BLOCK_COLS * BLOCK_COLS;
-        if (block_cols < BLOCK_COLS) block_cols = BLOCK_COLS;
-    }
+    const int block_cols = n_block(w, n1 - n0);
     const size_t pack_bytes = (size_t)((block_cols + 15) / 16) * panel_bytes;
     const size_t tail_bytes = TILE_ROWS * kp;
-    uint8_t *buf = kr_thread_scratch(KR_SCRATCH_QGEMM_AMX,
-                                     pack_bytes + tail_bytes + BLOCK_ROWS * BLOCK_COLS * 4);
+    uint8_t *buf = kr_thread_scratch(KR_SCRATCH_QGEMM_AMX, scratch_bytes(w, block_cols));
     if (!buf) {
         kr_qgemm_int8_avx512(M, w, aq, ascale, azero, bias, C, ldc, ith, nth);
         return;
@@ -267,6 +284,8 @@ void kr_qgemm_int8_amx(int M, const kr_qmat *w, const uint8_t *aq, const float *
 /* Not built for AMX (off x86-64, or a compiler without -mamx-int8): dispatch never picks it
  * (kr_cpu_has_amx_int8() is 0), and a direct call still gives the right result. */
 const int kr_qgemm_int8_amx_built = 0;
+
+void kr_qgemm_int8_amx_reserve(const kr_qmat *w) { (void)w; }
 
 void kr_qgemm_int8_amx(int M, const kr_qmat *w, const uint8_t *aq, const float *ascale,
                        const int32_t *azero, const float *bias, float *C, int ldc, int ith,

@@ -35,6 +35,8 @@ static inline uint8_t kr_q8_quant1(float x, float inv, int32_t z) {
 /* 1 when qgemm_int8_avx512_amx.c was compiled with AMX (x86-64 and a compiler that has
  * -mamx-int8); otherwise kr_qgemm_int8_amx is a stand-in that dispatch never picks. */
 extern const int kr_qgemm_int8_amx_built;
+/* Allocates the calling thread's AMX buffer at the size any slice of w needs. */
+void kr_qgemm_int8_amx_reserve(const kr_qmat *w);
 
 #if defined(__x86_64__)
 /* kr_qgemm_int8_avx512 with the inner product chosen by the caller: use_vnni = 1 runs

@@ -193,5 +193,12 @@ void kr_qgemm_prepare(const kr_qmat *w, int M, const float *A, int lda, void *sc
                       int m1);
 void kr_qgemm_run(const kr_qmat *w, int M, const float *A, int lda, const float *bias, float *C,
                   int ldc, void *scratch, int ith, int nth);
+/* 1 when kr_qgemm_run keeps nothing per slice in scratch (int8 and bf16 products), so a caller
+ * may cut N into more slices than it has threads (ith of any nth, scratch sized for M alone);
+ * 0 for the weight-only path, whose dequantisation panel is per ith. */
+int kr_qgemm_any_split(const kr_qmat *w);
+/* kr_gemm_f32_reserve for the quantised Linear: the calling thread's kernel buffer for any
+ * slice of w at M rows, allocated now. */
+void kr_qgemm_reserve(const kr_qmat *w, int M);
 
 #endif
