@@ -14,6 +14,7 @@
 #include "model/attention_plan.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +51,7 @@ typedef struct plan {
     kref *base; /* [n_rows][KR_MAX_PAST_REFS + 1]: where each ref's rows are */
     int max_spans; /* spans any row's keys can make */
     kr_kv_span *spans; /* [nth][(PLAN_MAX_GROUP + 1) × max_spans] */
+    atomic_int next_item; /* the next (group, head) item a thread takes */
 } plan;
 
 /* A run of rows of one non-f32 store, dequantised at k/v + off (floats). */
@@ -239,7 +241,7 @@ static kr_status resolve_keys(const kr_exec *ex, plan *p, int n_rows, kr_error *
 }
 
 static void worker(void *ctx, int ith, int nth) {
-    const plan *p = ctx;
+    plan *p = ctx;
     int items = p->n_groups * p->n_heads;
     const int R = KR_MAX_PAST_REFS + 1;
     float *scratch = p->scratch + (size_t)ith * PLAN_MAX_GROUP * (size_t)p->max_keys;
@@ -252,10 +254,14 @@ static void worker(void *ctx, int ith, int nth) {
     int n_own[PLAN_MAX_GROUP];
     const float *qs[PLAN_MAX_GROUP];
     float *outs[PLAN_MAX_GROUP];
-    /* Items dealt round-robin: the groups of a causal chunk grow in keys from first to last,
-     * so contiguous halves would give the last thread most of the work. Where an item runs
-     * does not change its numbers (its own outputs, this thread's scratch). */
-    for (int it = ith; it < items; it += nth) {
+    /* Each thread takes the next item when done with one, so a thread the host slows down
+     * takes fewer; last group first, since the groups of a causal chunk grow in keys from
+     * first to last and the largest are best not left for the end. Where an item runs does
+     * not change its numbers (its own outputs, this thread's scratch). */
+    (void)nth;
+    for (int taken;
+         (taken = atomic_fetch_add_explicit(&p->next_item, 1, memory_order_relaxed)) < items;) {
+        int it = items - 1 - taken;
         int g = it / p->n_heads, h = it % p->n_heads;
         int a = p->group_start[g], nq = p->group_start[g + 1] - a;
         int n_shared = 0;
@@ -368,6 +374,7 @@ kr_status kr_attention_rows(const kr_exec *ex, int n_rows, const kr_attn_keys *k
         i = j;
     }
     p.group_start[p.n_groups] = n_rows;
+    atomic_init(&p.next_item, 0);
     kr_pool_run(ex->pool, worker, &p);
     kr_arena_release(a, mark);
     /* Per key and head: q·k and the weighted sum of v, 2 FLOPs per value each; bytes as if

@@ -5,6 +5,7 @@
 #include "model/transformer.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -208,11 +209,35 @@ void kr_kv_store_read(const kr_kv_store *s, int layer, int row, int n_rows, floa
 }
 
 /* Linears that read the same input (q, k, v; w1, w3; the dep layer's k, v) run in one
- * parallel region: each thread computes its slice of every output, so one pool round trip
+ * parallel region: each thread computes slices of every output, so one pool round trip
  * serves them all. Each output column is still the same kernel's dot product over the input
  * in the same order (kernels are split-invariant), so the numbers are those of one call per
  * Linear. */
 enum { KR_LINEAR_MULTI_MAX = 4 };
+
+/* Slices of N a region's Linears are cut into: threads take the next slice as they finish
+ * one, so a thread the host slows down (a shared VM's vCPU, another process) takes fewer
+ * instead of holding the others at the region's end — the wait was 4-20 % of a forecast's
+ * steps with a fixed half each, most of it in the re-run windows' GEMMs, and is 1-3 % now.
+ * f32 slices shrink as the work left does (guided self-scheduling: a 1/(2·threads) share of
+ * what is left, in whole KR_SLICE_COL_UNIT columns), so the last ones, which decide the wait,
+ * are small. A quantised Linear is cut into KR_QSLICES_PER_THREAD equal parts of its own split
+ * per thread: its GEMM is several times faster, so a slice's fixed costs (the int8 kernels
+ * sweep all of A per call) weigh more. Below KR_SLICE_MIN_M rows (decode) a thread keeps its
+ * fixed half: there slices cost more than they balance (lookback 392, 1 path, interleaved:
+ * 0.56 s median with slices vs 0.50 without; each slice restarts the W prefetch stream). */
+enum {
+    KR_QSLICES_PER_THREAD = 2,
+    KR_SLICE_MIN_M = 16,
+    KR_SLICE_COL_UNIT = 16, /* the kernels' own split unit: W rows stay 64-byte aligned */
+    KR_SLICE_MIN_COLS = 32,
+    KR_MAX_SLICES = 128
+};
+
+/* f32: columns [a, b) of Linear `linear`; quantised: part a of b of its kr_gemm_split. */
+typedef struct gemm_slice {
+    int linear, a, b;
+} gemm_slice;
 
 typedef struct gemm_task {
     int n;
@@ -222,19 +247,101 @@ typedef struct gemm_task {
     void *scratch[KR_LINEAR_MULTI_MAX]; /* quantised: kr_qgemm scratch */
     const float *x;
     int m, ldx;
+    const float *xp; /* x packed by kr_gemm_f32_pack_a for the f32 Linears, or NULL */
+    int n_slices; /* 0: every thread takes its fixed part of each Linear */
+    atomic_int next;
+    gemm_slice slice[KR_MAX_SLICES];
 } gemm_task;
 
-static void gemm_worker(void *ctx, int ith, int nth) {
+/* Linear i's part ith of nth. */
+static void linear_part(const gemm_task *t, int i, int ith, int nth) {
+    const kr_linear *l = t->l[i];
+    if (l->q)
+        kr_qgemm_run(l->q, t->m, t->x, t->ldx, l->b, t->y[i], t->ldy[i], t->scratch[i], ith, nth);
+    else if (t->xp)
+        kr_gemm_f32_packed(t->m, l->n_out, l->n_in, t->x, t->ldx, t->xp, l->w, l->b, t->y[i],
+                           t->ldy[i], ith, nth);
+    else
+        kr_gemm_f32(t->m, l->n_out, l->n_in, t->x, t->ldx, l->w, l->b, t->y[i], t->ldy[i], ith,
+                    nth);
+}
+
+/* Columns [n0, n1) of f32 Linear i: the GEMM of those W rows, whole (an output's numbers do
+ * not depend on N or the split). */
+static void linear_cols(const gemm_task *t, int i, int n0, int n1) {
+    const kr_linear *l = t->l[i];
+    const float *w = l->w + (size_t)n0 * (size_t)l->n_in, *b = l->b ? l->b + n0 : NULL;
+    float *y = t->y[i] + n0;
+    if (t->xp)
+        kr_gemm_f32_packed(t->m, n1 - n0, l->n_in, t->x, t->ldx, t->xp, w, b, y, t->ldy[i], 0, 1);
+    else
+        kr_gemm_f32(t->m, n1 - n0, l->n_in, t->x, t->ldx, w, b, y, t->ldy[i], 0, 1);
+}
+
+static void pack_x_worker(void *ctx, int ith, int nth) {
     const gemm_task *t = ctx;
+    int tiles = (t->m + 3) / 4;
+    int m0 = (int)((long long)tiles * ith / nth) * 4,
+        m1 = (int)((long long)tiles * (ith + 1) / nth) * 4;
+    kr_gemm_f32_pack_a(t->m, t->l[0]->n_in, t->x, t->ldx, (float *)t->xp, m0, m1);
+}
+
+static void gemm_worker(void *ctx, int ith, int nth) {
+    gemm_task *t = ctx;
+    if (!t->n_slices || nth == 1) {
+        for (int i = 0; i < t->n; i++) linear_part(t, i, ith, nth);
+        return;
+    }
+    /* A thread may take no slice of a Linear this step and some the next: its kernel buffers
+     * are allocated now, in the first steps, not then (test_engine_alloc). */
+    for (int i = 0; i < t->n; i++) {
+        if (t->l[i]->q)
+            kr_qgemm_reserve(t->l[i]->q, t->m);
+        else
+            kr_gemm_f32_reserve(t->m, t->l[i]->n_in);
+    }
+    for (int s; (s = atomic_fetch_add_explicit(&t->next, 1, memory_order_relaxed)) < t->n_slices;) {
+        const gemm_slice *sl = &t->slice[s];
+        if (t->l[sl->linear]->q)
+            linear_part(t, sl->linear, sl->a, sl->b);
+        else
+            linear_cols(t, sl->linear, sl->a, sl->b);
+    }
+}
+
+/* Fills t->slice (see KR_QSLICES_PER_THREAD), or leaves n_slices 0 for decode rows and for the
+ * weight-only path, whose panel is per ith. */
+static void plan_slices(gemm_task *t, int nth) {
+    t->n_slices = 0;
+    if (nth <= 1 || t->m < KR_SLICE_MIN_M) return;
+    int left = 0;
+    for (int i = 0; i < t->n; i++) {
+        if (t->l[i]->q && !kr_qgemm_any_split(t->l[i]->q)) return;
+        if (!t->l[i]->q) left += t->l[i]->n_out;
+    }
+    int ns = 0;
     for (int i = 0; i < t->n; i++) {
         const kr_linear *l = t->l[i];
-        if (l->q)
-            kr_qgemm_run(l->q, t->m, t->x, t->ldx, l->b, t->y[i], t->ldy[i], t->scratch[i], ith,
-                         nth);
-        else
-            kr_gemm_f32(t->m, l->n_out, l->n_in, t->x, t->ldx, l->w, l->b, t->y[i], t->ldy[i], ith,
-                        nth);
+        int room = KR_MAX_SLICES - ns - (t->n - 1 - i); /* one slice kept for each Linear left */
+        if (l->q) {
+            int parts = nth * KR_QSLICES_PER_THREAD;
+            if (parts > KR_MAX_SLICES / t->n) parts = KR_MAX_SLICES / t->n;
+            if (parts > room) parts = room;
+            for (int p = 0; p < parts; p++) t->slice[ns++] = (gemm_slice){ i, p, parts };
+            continue;
+        }
+        for (int n0 = 0; n0 < l->n_out; room--) {
+            int size = (left + 2 * nth - 1) / (2 * nth);
+            size = (size + KR_SLICE_COL_UNIT - 1) / KR_SLICE_COL_UNIT * KR_SLICE_COL_UNIT;
+            if (size < KR_SLICE_MIN_COLS) size = KR_SLICE_MIN_COLS;
+            if (size > l->n_out - n0 || room == 1) size = l->n_out - n0;
+            t->slice[ns++] = (gemm_slice){ i, n0, n0 + size };
+            n0 += size;
+            left -= size;
+        }
     }
+    t->n_slices = ns;
+    atomic_init(&t->next, 0);
 }
 
 static void qprepare_worker(void *ctx, int ith, int nth) {
@@ -291,6 +398,13 @@ kr_status kr_linear_run_multi(const kr_exec *ex, int n, const kr_linear *const *
     }
     /* Activation preparation is split over rows, the GEMM over output columns. */
     if (prepare) run_region(ex, qprepare_worker, &t, (double)m * l[0]->n_in, KR_POOL_MIN_PREPARE);
+    /* f32 Linears on an A the GEMM packs: packed once here, not by every slice of each. */
+    int all_f32 = 1;
+    for (int i = 0; i < n; i++) all_f32 &= !l[i]->q;
+    size_t xp_floats = all_f32 ? kr_gemm_f32_packed_a_floats(m, l[0]->n_in) : 0;
+    if (xp_floats && (t.xp = KR_ARENA_NEW(ex->arena, float, xp_floats)))
+        run_region(ex, pack_x_worker, &t, (double)m * l[0]->n_in, KR_POOL_MIN_PREPARE);
+    if (flops >= KR_POOL_MIN_FLOPS) plan_slices(&t, kr_pool_size(ex->pool));
     run_region(ex, gemm_worker, &t, flops, KR_POOL_MIN_FLOPS);
     kr_arena_release(ex->arena, mark);
     /* What the profile counts: 2·m·n_out·n_in FLOPs per Linear; the weight bytes as stored
