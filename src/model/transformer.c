@@ -217,7 +217,7 @@ enum { KR_LINEAR_MULTI_MAX = 4 };
 
 /* Slices of N a region's Linears are cut into: threads take the next slice as they finish
  * one, so a thread the host slows down (a shared VM's vCPU, another process) takes fewer
- * instead of holding the others at the region's end — the wait was 4-20 % of a forecast's
+ * instead of holding the others at the region's end — the wait was 5-20 % of a forecast's
  * steps with a fixed half each, most of it in the re-run windows' GEMMs, and is 1-3 % now.
  * f32 slices shrink as the work left does (guided self-scheduling: a 1/(2·threads) share of
  * what is left, in whole KR_SLICE_COL_UNIT columns), so the last ones, which decide the wait,
