@@ -5,7 +5,8 @@
 #   bash bench/ab_builds.sh BEFORE_KRONOS AFTER_KRONOS [ROUNDS, default 4]
 # Jobs: Kronos-small S1 / S8 (lookback 400, pred_len 120), P64 (64 paths × 30 steps, lookback
 # 380), lookback 392 (no window overflow), Kronos-base S1; f32 and int8; AVX-512 and AVX2
-# (KRONOS_ISA), each skipped where the CPU does not run it.
+# (KRONOS_ISA), each skipped where the CPU does not run it. AB_FILTER=REGEX keeps the jobs
+# whose "name|weights|isa|args" line matches (e.g. AB_FILTER='int8\|avx2').
 set -euo pipefail
 before=$1 after=$2 rounds=${3:-4}
 out=$(mktemp)
@@ -22,7 +23,16 @@ jobs=(
   "S8|f32|avx2|--shape small --paths 8"
   "S1|int8|avx2|--shape small --paths 1 --quant int8"
   "S8|int8|avx2|--shape small --paths 8 --quant int8"
+  "P64|f32|avx2|--shape small --paths 64 --lookback 380 --pred-len 30"
+  "P64|int8|avx2|--shape small --paths 64 --lookback 380 --pred-len 30 --quant int8"
 )
+if [ -n "${AB_FILTER:-}" ]; then
+  kept=()
+  for j in "${jobs[@]}"; do
+    if grep -qE -- "$AB_FILTER" <<<"$j"; then kept+=("$j"); fi
+  done
+  jobs=("${kept[@]}")
+fi
 for r in $(seq 1 "$rounds"); do
   for j in "${jobs[@]}"; do
     IFS='|' read -r name q isa args <<<"$j"

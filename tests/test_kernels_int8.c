@@ -196,7 +196,7 @@ static void free_act(test_act *t) {
 
 static const int k_Ks[] = { 6, 20, 52, 100, 520, 1024 };
 static const int k_Ns[] = { 1, 3, 17, 100 };
-static const int k_Ms[] = { 1, 2, 3, 5, 64, 130 };
+static const int k_Ms[] = { 1, 2, 3, 5, 17, 64, 130 };
 
 /* ---- (1) The quantiser. */
 
@@ -394,10 +394,10 @@ static void test_gemm_variants_identical(void **state) {
 }
 
 /* Extreme operands: every activation byte 255 or 0 against weights ±127 — the largest
- * products VPMADDWD / VPDPBUSD see; nothing may saturate. */
-static void test_gemm_extremes(void **state) {
-    (void)state;
-    int M = 5, n = 37, k = 1024, kp = 1024;
+ * products VPMADDWD / VPDPBUSD see; nothing may saturate. M rows: 5 reads the operands in
+ * place, 21 takes the widened AVX2 path and AMX. */
+static void gemm_extremes_at(int M) {
+    enum { n = 37, k = 1024, kp = 1024 };
     test_w w;
     make_w(n, k, &w);
     for (int r = 0; r < n; r++) {
@@ -416,7 +416,7 @@ static void test_gemm_extremes(void **state) {
         act.scale[m] = 0.01f * (float)(m + 1);
         act.zero[m] = m * 60;
     }
-    float ref[5 * 37], C[5 * 37];
+    float *ref = xmalloc((size_t)M * n * sizeof *ref), *C = xmalloc((size_t)M * n * sizeof *C);
     run_gemm(kr_qgemm_int8_scalar, M, &w.m, &act, NULL, ref, n, 1);
     /* The scalar reference against the integer dot in 64 bits. */
     for (int m = 0; m < M; m++)
@@ -429,19 +429,33 @@ static void test_gemm_extremes(void **state) {
             assert_true(ref[m * n + r] == want);
         }
     for (int v = 0; v < g_n_gemm; v++) {
-        memset(C, 0, sizeof C);
+        memset(C, 0, (size_t)M * n * sizeof *C);
         run_gemm(g_gemm[v].fn, M, &w.m, &act, NULL, C, n, 2);
-        if (memcmp(C, ref, sizeof C) != 0)
-            fail_msg("%s differs on extreme operands", g_gemm[v].name);
+        if (memcmp(C, ref, (size_t)M * n * sizeof *C) != 0)
+            fail_msg("%s differs on extreme operands (M=%d)", g_gemm[v].name, M);
     }
+    free(ref);
+    free(C);
     free_act(&act);
     free_w(&w);
 }
 
+static void test_gemm_extremes(void **state) {
+    (void)state;
+    gemm_extremes_at(5);
+    gemm_extremes_at(21);
+}
+
 /* A thread slice writes exactly its columns, and the slices cover N. */
+static void thread_slices_at(int M);
 static void test_gemm_thread_slices_disjoint(void **state) {
     (void)state;
-    int M = 5, n = 100, k = 100, kp = 128;
+    for (int M = 5; M <= 19; M += 14) /* 19: the widened AVX2 path and AMX */
+        thread_slices_at(M);
+}
+
+static void thread_slices_at(int M) {
+    int n = 100, k = 100, kp = 128;
     test_w w;
     make_w(n, k, &w);
     float *A = make_a(M, k, k);

@@ -6,6 +6,7 @@
 #include "kernels/calibrate.h"
 #include "kernels/kernels.h"
 #include "kernels/kv_convert.h"
+#include "kernels/qgemm_int8_internal.h"
 #include "kernels/quant.h"
 
 #if !defined(__x86_64__)
@@ -67,6 +68,10 @@ KR_FALLBACK(avx512)
     }
 
 KR_FALLBACK_INT8(avx2)
+void kr_qgemm_int8_avx2_reserve(int M, const kr_qmat *w) {
+    (void)M;
+    (void)w;
+}
 KR_FALLBACK_INT8(avx512)
 
 /* KV-cache conversions (kv_convert.h). */

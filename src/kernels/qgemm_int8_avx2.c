@@ -9,6 +9,17 @@
  * Register tile 2 A rows × 4 W rows (1×8 for a last odd row): 8 accumulators, the widened A
  * rows, one widened W vector and the product fit the 16 ymm registers without spills (3×4
  * would need 17).
+ *
+ * Widened once (M >= Q8_WIDE_MIN_M): read in place, the tile widens every vector it loads —
+ * per 16 k, 6 VPMOVZXBW/VPMOVSXBW (all on the one shuffle port) next to 8 VPMADDWD and 8
+ * VPADDD —, which held the int8 GEMM near the f32 one on compute-bound shapes. So
+ * from Q8_WIDE_MIN_M rows the W block is widened to int16 once per call into 4-row panels and
+ * each 2-row tile of A once per block (M·K against M·N·K/16 products), and the loop is loads,
+ * VPMADDWD and VPADDD only. Same integers, same sums: the same bits. Measured on one thread
+ * (Sapphire Rapids run as AVX2), 512×1536×512: 96 against 85 GOP/s, 1366×512×1024: 100
+ * against 89. That is close to what VPMADDWD allows: 2 vector-ALU uops per 16 products,
+ * against the f32 GEMM's 1 FMA per 8, so at most ~1.5× f32 on 3 vector ports; VPMADDUBSW
+ * would double it only with 7-bit activations (see above).
  */
 #include <string.h>
 
@@ -120,6 +131,33 @@ KR_INLINE __m256i reduce8_epi32(const __m256i x[8]) {
 #undef SHUF
 }
 
+/* The integer dots of an MR×NR tile (MR·NR = 8; acc[KR_R8(r·NR + c)] for C[m0 + r][n0 + c])
+ * to floats at C: zero point, scales, bias; mr×nr of them are real. */
+KR_INLINE void store_tile(const int MR, const int NR, const __m256i acc[8], const q8gemm *g, int m0,
+                          int mr, int n0, int nr) {
+    /* Lane L = r·NR + c of dot is the integer dot of C[m0 + r][n0 + c]. */
+    __m256i dot = reduce8_epi32(acc);
+    const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i ridx = _mm256_srli_epi32(iota, NR == 4 ? 2 : 3);
+    const __m256i cidx = _mm256_and_si256(iota, _mm256_set1_epi32(NR - 1));
+    const __m256i rm = kr_mask8(mr), cm = kr_mask8(nr);
+    __m256i az = _mm256_permutevar8x32_epi32(_mm256_maskload_epi32(g->azero + m0, rm), ridx);
+    __m256 as = _mm256_permutevar8x32_ps(_mm256_maskload_ps(g->ascale + m0, rm), ridx);
+    __m256i rs = _mm256_permutevar8x32_epi32(_mm256_maskload_epi32(g->rsum + n0, cm), cidx);
+    __m256 ws = _mm256_permutevar8x32_ps(_mm256_maskload_ps(g->wscale + n0, cm), cidx);
+    __m256i d = _mm256_sub_epi32(dot, _mm256_mullo_epi32(az, rs));
+    __m256 v = _mm256_mul_ps(_mm256_mul_ps(as, ws), _mm256_cvtepi32_ps(d));
+    if (g->bias)
+        v = _mm256_add_ps(v, _mm256_permutevar8x32_ps(_mm256_maskload_ps(g->bias + n0, cm), cidx));
+#pragma GCC unroll 2
+    for (int r = 0; r < MR; r++) {
+        if (r >= mr) break;
+        __m256 row =
+            r ? _mm256_permutevar8x32_ps(v, _mm256_add_epi32(iota, _mm256_set1_epi32(r * NR))) : v;
+        _mm256_maskstore_ps(g->C + (size_t)(m0 + r) * (size_t)g->ldc + n0, cm, row);
+    }
+}
+
 /* The MR×NR tile (MR·NR = 8) at (m0, n0) of which mr×nr elements are real: missing rows and
  * columns reuse the last real one (valid memory, results discarded). */
 KR_INLINE void tile(const int MR, const int NR, const q8gemm *g, int m0, int mr, int n0, int nr) {
@@ -149,27 +187,97 @@ KR_INLINE void tile(const int MR, const int NR, const q8gemm *g, int m0, int mr,
         }
     }
 
-    /* Lane L = r·NR + c of dot is the integer dot of C[m0 + r][n0 + c]. */
-    __m256i dot = reduce8_epi32(acc);
-    const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    const __m256i ridx = _mm256_srli_epi32(iota, NR == 4 ? 2 : 3);
-    const __m256i cidx = _mm256_and_si256(iota, _mm256_set1_epi32(NR - 1));
-    const __m256i rm = kr_mask8(mr), cm = kr_mask8(nr);
-    __m256i az = _mm256_permutevar8x32_epi32(_mm256_maskload_epi32(g->azero + m0, rm), ridx);
-    __m256 as = _mm256_permutevar8x32_ps(_mm256_maskload_ps(g->ascale + m0, rm), ridx);
-    __m256i rs = _mm256_permutevar8x32_epi32(_mm256_maskload_epi32(g->rsum + n0, cm), cidx);
-    __m256 ws = _mm256_permutevar8x32_ps(_mm256_maskload_ps(g->wscale + n0, cm), cidx);
-    __m256i d = _mm256_sub_epi32(dot, _mm256_mullo_epi32(az, rs));
-    __m256 v = _mm256_mul_ps(_mm256_mul_ps(as, ws), _mm256_cvtepi32_ps(d));
-    if (g->bias)
-        v = _mm256_add_ps(v, _mm256_permutevar8x32_ps(_mm256_maskload_ps(g->bias + n0, cm), cidx));
-#pragma GCC unroll 2
-    for (int r = 0; r < MR; r++) {
-        if (r >= mr) break;
-        __m256 row =
-            r ? _mm256_permutevar8x32_ps(v, _mm256_add_epi32(iota, _mm256_set1_epi32(r * NR))) : v;
-        _mm256_maskstore_ps(g->C + (size_t)(m0 + r) * (size_t)g->ldc + n0, cm, row);
+    store_tile(MR, NR, acc, g, m0, mr, n0, nr);
+}
+
+/* ---- Widened path. A panel holds `rows` rows as kp/16 k blocks of rows × 16 int16 (row r
+ * of block b at b·rows·16 + r·16); rows past the real ones are zero (their dots are
+ * discarded). */
+
+enum {
+    Q8_WIDE_MIN_M = 16, /* rows from which widening once beats widening per load */
+    Q8_WIDE_BLOCK_BYTES = 192 * 1024, /* widened W rows per block: reused from L2 across M */
+};
+
+/* Rows [r0, r0 + nr) (nr <= rows) of the kp-byte rows at src, widened into panel dst: u8 rows
+ * zero-extended (A), s8 rows sign-extended (W). */
+KR_INLINE void widen_panel(const int rows, const int is_signed, int16_t *dst, const void *src,
+                           size_t kp, int r0, int nr) {
+    const uint8_t *base = (const uint8_t *)src + (size_t)r0 * kp;
+    for (int r = 0; r < rows; r++) {
+        int16_t *d = dst + 16 * r;
+        if (r >= nr) {
+            for (size_t k = 0; k < kp; k += 16, d += 16 * rows)
+                _mm256_store_si256((__m256i *)d, _mm256_setzero_si256());
+            continue;
+        }
+        const uint8_t *row = base + (size_t)r * kp;
+        for (size_t k = 0; k < kp; k += 16, d += 16 * rows) {
+            __m128i b = _mm_loadu_si128((const __m128i *)(row + k));
+            _mm256_store_si256((__m256i *)d,
+                               is_signed ? _mm256_cvtepi8_epi16(b) : _mm256_cvtepu8_epi16(b));
+        }
     }
+}
+
+/* The 2×4 tile from a widened 2-row A panel and a widened 4-row W panel: the in-place tile's
+ * products and sums. */
+static void tile_wide(const q8gemm *g, const int16_t *pa, const int16_t *pw, int m0, int mr, int n0,
+                      int nr) {
+    __m256i acc[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) acc[i] = _mm256_setzero_si256();
+    for (int b = 0; b < g->kp / 16; b++, pa += 32, pw += 64) {
+        __m256i a0 = _mm256_load_si256((const __m256i *)pa);
+        __m256i a1 = _mm256_load_si256((const __m256i *)(pa + 16));
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            __m256i wv = _mm256_load_si256((const __m256i *)(pw + 16 * c));
+            acc[KR_R8(c)] = _mm256_add_epi32(acc[KR_R8(c)], _mm256_madd_epi16(a0, wv));
+            acc[KR_R8(4 + c)] = _mm256_add_epi32(acc[KR_R8(4 + c)], _mm256_madd_epi16(a1, wv));
+        }
+    }
+    store_tile(2, 4, acc, g, m0, mr, n0, nr);
+}
+
+/* W rows per widened block: a multiple of the split unit. */
+static int wide_block_cols(int kp) {
+    int nb = kp > 0 ? Q8_WIDE_BLOCK_BYTES / (2 * kp) : KR_GEMM_NUNIT;
+    nb = nb / KR_GEMM_NUNIT * KR_GEMM_NUNIT;
+    return nb < KR_GEMM_NUNIT ? KR_GEMM_NUNIT : nb;
+}
+
+/* The per-thread buffer: one widened W block and one widened A panel. */
+static size_t wide_scratch_bytes(int kp) {
+    return ((size_t)wide_block_cols(kp) + 2) * (size_t)kp * sizeof(int16_t);
+}
+
+void kr_qgemm_int8_avx2_reserve(int M, const kr_qmat *w) {
+    if (M >= Q8_WIDE_MIN_M && w->kp > 0)
+        (void)kr_thread_scratch(KR_SCRATCH_QGEMM_WIDE, wide_scratch_bytes(w->kp));
+}
+
+/* Columns [n0, n1) on the widened path; 0 when the buffer cannot be had. */
+static int gemm_wide(int M, const q8gemm *g, int n0, int n1) {
+    const int nb_cols = wide_block_cols(g->kp);
+    int16_t *pw = kr_thread_scratch(KR_SCRATCH_QGEMM_WIDE, wide_scratch_bytes(g->kp));
+    if (!pw) return 0;
+    int16_t *pa = pw + (size_t)nb_cols * (size_t)g->kp;
+    const size_t panel = 4 * (size_t)g->kp; /* int16 per 4-row W panel */
+    for (int nb = n0; nb < n1; nb += nb_cols) {
+        int ne = nb + nb_cols < n1 ? nb + nb_cols : n1;
+        for (int n = nb; n < ne; n += 4)
+            widen_panel(4, 1, pw + (size_t)(n - nb) / 4 * panel, g->wq, (size_t)g->kp, n,
+                        ne - n < 4 ? ne - n : 4);
+        for (int m = 0; m < M; m += 2) {
+            int mr = M - m < 2 ? M - m : 2;
+            widen_panel(2, 0, pa, g->aq, (size_t)g->kp, m, mr);
+            for (int n = nb; n < ne; n += 4)
+                tile_wide(g, pa, pw + (size_t)(n - nb) / 4 * panel, m, mr, n,
+                          ne - n < 4 ? ne - n : 4);
+        }
+    }
+    return 1;
 }
 
 void kr_qgemm_int8_avx2(int M, const kr_qmat *w, const uint8_t *aq, const float *ascale,
@@ -180,6 +288,7 @@ void kr_qgemm_int8_avx2(int M, const kr_qmat *w, const uint8_t *aq, const float 
     if (n0 >= n1 || M <= 0) return;
     q8gemm g = { aq, (const int8_t *)w->data, w->kp, ascale, w->scale, bias, azero, w->row_sum, C,
                  ldc };
+    if (M >= Q8_WIDE_MIN_M && gemm_wide(M, &g, n0, n1)) return;
     /* W block of ~192 KB reused from L2 across all row tiles (see qgemm_int8_avx512.c). */
     int nb_cols = w->kp > 0 ? 192 * 1024 / w->kp : n1 - n0;
     nb_cols = nb_cols / KR_GEMM_NUNIT * KR_GEMM_NUNIT;

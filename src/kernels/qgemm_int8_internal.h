@@ -37,6 +37,9 @@ static inline uint8_t kr_q8_quant1(float x, float inv, int32_t z) {
 extern const int kr_qgemm_int8_amx_built;
 /* Allocates the calling thread's AMX buffer at the size any slice of w needs. */
 void kr_qgemm_int8_amx_reserve(const kr_qmat *w);
+/* Allocates the calling thread's buffer of kr_qgemm_int8_avx2 for M rows of w (none below
+ * the M it widens from). */
+void kr_qgemm_int8_avx2_reserve(int M, const kr_qmat *w);
 
 #if defined(__x86_64__)
 /* kr_qgemm_int8_avx512 with the inner product chosen by the caller: use_vnni = 1 runs
