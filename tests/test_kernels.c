@@ -158,7 +158,7 @@ static float ref_element(int lanes, int K, const float *a, const float *w, const
 
 /* Every variant == ref_element bit for bit on odd shapes, with and without bias, on 1 and 3
  * threads, with rows in place misaligned and (K a multiple of 16) 64-byte aligned — both sides
- * of the AVX-512 kernel's packing choice. */
+ * of the kernels' packing choices —, and with only W misaligned. */
 static void test_gemm_exact_tree(void **state) {
     (void)state;
     static const int Ms[] = { 1, 3, 8, 13, 17, 65, 400 }; /* 8, 13: the 8-row decode tile */
@@ -168,19 +168,21 @@ static void test_gemm_exact_tree(void **state) {
     for (int ki = 0; ki < COUNT(Ks); ki++)
         for (int ni = 0; ni < COUNT(Ns); ni++)
             for (int mi = 0; mi < COUNT(Ms); mi++)
-                for (int layout = 0; layout < 2; layout++) {
+                for (int layout = 0; layout < 3; layout++) {
                     int M = Ms[mi], N = Ns[ni], K = Ks[ki];
-                    if (layout == 1 && K % 16) continue;
+                    if (layout >= 1 && K % 16) continue;
                     if (K > 1024 && M != 65) continue; /* the long K: one packed M is enough */
-                    /* layout 0: A and W one float past a 64-byte line, lda odd */
-                    int lda = layout ? K : K + 1, off = layout ? 0 : 1;
+                    /* layout 0: A and W one float past a 64-byte line, lda odd; 1: both
+                     * aligned; 2: A aligned, W one float off (the AVX2 kernel packs W only) */
+                    int lda = layout ? K : K + 1, off = layout == 1 ? 0 : 1;
+                    int off_a = layout ? 0 : 1;
                     float *Ab = NULL, *Wb = NULL;
                     assert_int_equal(
                         posix_memalign((void **)&Ab, 64, ((size_t)M * lda + 16) * sizeof(float)),
                         0);
                     assert_int_equal(
                         posix_memalign((void **)&Wb, 64, ((size_t)N * K + 16) * sizeof(float)), 0);
-                    float *A = Ab + off, *W = Wb + off;
+                    float *A = Ab + off_a, *W = Wb + off;
                     for (size_t i = 0; i < (size_t)M * lda; i++) A[i] = frand();
                     for (size_t i = 0; i < (size_t)N * K; i++) W[i] = frand();
                     float *bias = rand_buf((size_t)N);

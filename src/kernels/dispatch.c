@@ -49,6 +49,7 @@ static void add_packed_gemm(void) {
     g_tables[KR_ISA_AVX512].gemm_f32_pack_a = kr_gemm_f32_pack_a_avx512;
     g_tables[KR_ISA_AVX512].gemm_f32_packed = kr_gemm_f32_packed_avx512;
     g_tables[KR_ISA_AVX512].gemm_f32_reserve = kr_gemm_f32_reserve_avx512;
+    g_tables[KR_ISA_AVX2].gemm_f32_reserve = kr_gemm_f32_reserve_avx2;
 }
 #undef KR_TABLE_ROW
 

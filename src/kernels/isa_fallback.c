@@ -14,6 +14,10 @@ void kr_gemm_f32_reserve_avx512(int M, int K) {
     (void)M;
     (void)K;
 }
+void kr_gemm_f32_reserve_avx2(int M, int K) {
+    (void)M;
+    (void)K;
+}
 size_t kr_gemm_f32_packed_a_floats_avx512(int M, int K) {
     (void)M;
     (void)K;

@@ -69,6 +69,7 @@ typedef void (*kr_gemm_f32_packed_fn)(int M, int N, int K, const float *A, int l
 void kr_gemm_f32_reserve(int M, int K);
 typedef void (*kr_gemm_f32_reserve_fn)(int M, int K);
 void kr_gemm_f32_reserve_avx512(int M, int K);
+void kr_gemm_f32_reserve_avx2(int M, int K);
 size_t kr_gemm_f32_packed_a_floats_avx512(int M, int K);
 void kr_gemm_f32_pack_a_avx512(int M, int K, const float *A, int lda, float *pa, int m0, int m1);
 void kr_gemm_f32_packed_avx512(int M, int N, int K, const float *A, int lda, const float *pa,

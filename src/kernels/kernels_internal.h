@@ -25,7 +25,7 @@ static inline void kr_gemm_split(int N, int ith, int nth, int *n0, int *n1) {
 
 /* ---- Per-thread scratch (thread_scratch.c). */
 typedef enum kr_scratch_slot {
-    KR_SCRATCH_GEMM_F32, /* gemm_avx512.c: packed W block + A row tile */
+    KR_SCRATCH_GEMM_F32, /* gemm_avx512.c, gemm_avx2.c: packed W block + A row tile */
     KR_SCRATCH_QGEMM_AMX, /* qgemm_int8_avx512_amx.c: B panels, A tail, C tiles */
     KR_SCRATCH_QGEMM_WIDE, /* qgemm_int8_avx2.c: widened W block + A row tile */
     KR_SCRATCH_SLOTS
