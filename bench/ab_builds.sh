@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Interleaved A/B of two builds of `kronos` over issue 15's jobs, one forecast per process
-# (--repeat 1: a cold first forecast, as a user runs it), the two builds alternately so that
-# the host's drift lands on both. Prints one line per run and a table of medians at the end.
+# (--repeat 1: a cold first forecast, as a user runs it), the two builds alternately (ABBA: the
+# order flips every round) so that the host's drift lands on both. Prints one line per run and a
+# table of medians, and of the per-round after/before ratios, at the end.
 #   bash bench/ab_builds.sh BEFORE_KRONOS AFTER_KRONOS [ROUNDS, default 4]
 # Jobs: Kronos-small S1 / S8 (lookback 400, pred_len 120), P64 (64 paths × 30 steps, lookback
 # 380), lookback 392 (no window overflow), Kronos-base S1; f32 and int8; AVX-512 and AVX2
@@ -36,7 +37,9 @@ fi
 for r in $(seq 1 "$rounds"); do
   for j in "${jobs[@]}"; do
     IFS='|' read -r name q isa args <<<"$j"
-    for b in before after; do
+    pair="before after" # ABBA: odd rounds run before first, even rounds after first
+    [ $((r % 2)) -eq 0 ] && pair="after before"
+    for b in $pair; do
       bin=$before
       [ "$b" = after ] && bin=$after
       # shellcheck disable=SC2086 # args is a word list
@@ -44,6 +47,7 @@ for r in $(seq 1 "$rounds"); do
 import json, sys
 d = json.load(sys.stdin)
 print(d['isa'], '%.3f' % d['results'][0]['seconds'], '%.0f' % d['fma_peak_gflops'])")
+      # shellcheck disable=SC2086 # split the line into its three fields
       set -- $line
       [ "$1" = "$isa" ] || continue # this CPU does not run it
       echo "$r $name $q $isa $b $2 $3" | tee -a "$out"
@@ -53,16 +57,25 @@ done
 python3 - "$out" <<'PY'
 import collections, statistics, sys
 d, order = collections.defaultdict(list), []
+by_round = {}
 for line in open(sys.argv[1]):
-    _, name, q, isa, b, s, _peak = line.split()
+    r, name, q, isa, b, s, _peak = line.split()
     d[(name, q, isa, b)].append(float(s))
+    by_round[(r, name, q, isa, b)] = float(s)
     if (name, q, isa) not in order: order.append((name, q, isa))
-print("\n| job | ISA | weights | before s | after s | after / before |\n|---|---|---|---:|---:|---:|")
+print("\n| job | ISA | weights | before s | after s | after / before | paired |\n"
+      "|---|---|---|---:|---:|---:|---:|")
 for k in order:
     b, a = d[k + ('before',)], d[k + ('after',)]
     mb, ma = statistics.median(b), statistics.median(a)
-    print(f"| {k[0]} | {k[2]} | {k[1]} | {mb:.3f} ({min(b):.3f}) | {ma:.3f} ({min(a):.3f}) | {ma / mb:.2f} |")
-print("\nmedian (minimum) seconds; int8 speed-up over f32, after:")
+    # the same round's two runs sit next to each other in time: their ratio cancels most drift
+    pairs = [by_round[(r,) + k + ('after',)] / by_round[(r,) + k + ('before',)]
+             for (r, *rest) in by_round if tuple(rest) == k + ('before',)
+             and (r,) + k + ('after',) in by_round]
+    print(f"| {k[0]} | {k[2]} | {k[1]} | {mb:.3f} ({min(b):.3f}) | {ma:.3f} ({min(a):.3f}) "
+          f"| {ma / mb:.2f} | {statistics.median(pairs):.2f} |")
+print("\nmedian (minimum) seconds; paired = median over rounds of after / before within a round;"
+      "\nint8 speed-up over f32, after:")
 for (name, q, isa) in order:
     if q == 'int8' and (name, 'f32', isa, 'after') in d:
         f, i = d[(name, 'f32', isa, 'after')], d[(name, 'int8', isa, 'after')]
