@@ -196,7 +196,7 @@ static void free_act(test_act *t) {
 
 static const int k_Ks[] = { 6, 20, 52, 100, 520, 1024 };
 static const int k_Ns[] = { 1, 3, 17, 100 };
-static const int k_Ms[] = { 1, 2, 3, 5, 17, 64, 130 };
+static const int k_Ms[] = { 1, 2, 3, 5, 17, 64, 65, 130 };
 
 /* ---- (1) The quantiser. */
 
@@ -395,7 +395,7 @@ static void test_gemm_variants_identical(void **state) {
 
 /* Extreme operands: every activation byte 255 or 0 against weights ±127 — the largest
  * products VPMADDWD / VPDPBUSD see; nothing may saturate. M rows: 5 reads the operands in
- * place, 21 takes the widened AVX2 path and AMX. */
+ * place, 65 takes the widened AVX2 path and AMX. */
 static void gemm_extremes_at(int M) {
     enum { n = 37, k = 1024, kp = 1024 };
     test_w w;
@@ -443,14 +443,14 @@ static void gemm_extremes_at(int M) {
 static void test_gemm_extremes(void **state) {
     (void)state;
     gemm_extremes_at(5);
-    gemm_extremes_at(21);
+    gemm_extremes_at(65);
 }
 
 /* A thread slice writes exactly its columns, and the slices cover N. */
 static void thread_slices_at(int M);
 static void test_gemm_thread_slices_disjoint(void **state) {
     (void)state;
-    for (int M = 5; M <= 19; M += 14) /* 19: the widened AVX2 path and AMX */
+    for (int M = 5; M <= 67; M += 62) /* 67: the widened AVX2 path and AMX */
         thread_slices_at(M);
 }
 
