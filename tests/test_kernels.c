@@ -39,7 +39,11 @@ static void test_dispatch_api(void **state) {
     assert_false(kr_isa_supported(KR_ISA_COUNT));
     kr_isa best = kr_isa_best();
     assert_true(kr_isa_supported(best));
-    for (int i = best + 1; i < KR_ISA_COUNT; i++) assert_false(kr_isa_supported((kr_isa)i));
+    /* Nothing above the best is supported, unless KRONOS_ISA lowered the best (it honours it:
+     * the suite must also pass as `KRONOS_ISA=avx2 ctest`). */
+    const char *forced = getenv("KRONOS_ISA");
+    if (!forced || !*forced)
+        for (int i = best + 1; i < KR_ISA_COUNT; i++) assert_false(kr_isa_supported((kr_isa)i));
     assert_string_equal(kr_isa_name(KR_ISA_SCALAR), "scalar");
     assert_string_equal(kr_isa_name(KR_ISA_AVX2), "avx2");
     assert_string_equal(kr_isa_name(KR_ISA_AVX512), "avx512");
