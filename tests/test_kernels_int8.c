@@ -414,7 +414,7 @@ static void gemm_extremes_at(int M) {
     for (int m = 0; m < M; m++) {
         for (int j = 0; j < kp; j++) act.q[(size_t)m * kp + j] = (m == 1 && j % 2) ? 0 : 255;
         act.scale[m] = 0.01f * (float)(m + 1);
-        act.zero[m] = m * 60;
+        act.zero[m] = (m * 60) % 256; /* a u8 zero point */
     }
     float *ref = xmalloc((size_t)M * n * sizeof *ref), *C = xmalloc((size_t)M * n * sizeof *C);
     run_gemm(kr_qgemm_int8_scalar, M, &w.m, &act, NULL, ref, n, 1);
