@@ -28,10 +28,20 @@ jobs=(
   "P64|int8|avx2|--shape small --paths 64 --lookback 380 --pred-len 30 --quant int8"
 )
 if [ -n "${AB_FILTER:-}" ]; then
+  rc=0
+  grep -qE -- "$AB_FILTER" <<<"" 2>/dev/null || rc=$?
+  if [ "$rc" -eq 2 ]; then
+    echo "ab_builds.sh: AB_FILTER='$AB_FILTER' is not an extended regular expression" >&2
+    exit 2
+  fi
   kept=()
   for j in "${jobs[@]}"; do
     if grep -qE -- "$AB_FILTER" <<<"$j"; then kept+=("$j"); fi
   done
+  if [ ${#kept[@]} -eq 0 ]; then
+    echo "ab_builds.sh: AB_FILTER='$AB_FILTER' matches none of the jobs (lines 'name|weights|isa|args')" >&2
+    exit 2
+  fi
   jobs=("${kept[@]}")
 fi
 for r in $(seq 1 "$rounds"); do
