@@ -12,6 +12,9 @@ bash scripts/install-deps.sh
 # scale_replicas), which report themselves skipped without them.
 bash scripts/install-deps.sh --scale
 jobs=$(nproc)
+# No test may hang the run: one without a TIMEOUT of its own is stopped (and failed) after
+# 15 minutes; the slowest take ~1 minute under ASan.
+ctest_args=(--output-on-failure --timeout 900 -j"$jobs")
 # The 32 MB `mini` golden set is not copied into the project; use it when it is beside us.
 if [ -z "${KRONOS_GOLDEN_MINI_DIR:-}" ] && [ -d ../shared/golden/mini ]; then
   KRONOS_GOLDEN_MINI_DIR="$(cd ../shared/golden/mini && pwd)"
@@ -28,20 +31,20 @@ bash scripts/install-deps.sh --web
 echo "== Release build"
 cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build/release -j"$jobs" >/dev/null
-ctest --test-dir build/release --output-on-failure -j"$jobs"
+ctest --test-dir build/release "${ctest_args[@]}"
 # On an AVX-512 machine the engine would never run its AVX2 kernels end to end (the kernel
 # suites test every variant directly, the golden and engine suites only the best one): rerun
 # those on the AVX2 row too (~30 s).
 if grep -qw avx512f /proc/cpuinfo 2>/dev/null; then
   echo "== Release, KRONOS_ISA=avx2 (golden, engine and kernel suites)"
-  KRONOS_ISA=avx2 ctest --test-dir build/release --output-on-failure -j"$jobs" -R 'golden|engine|kernels'
+  KRONOS_ISA=avx2 ctest --test-dir build/release "${ctest_args[@]}" -R 'golden|engine|kernels'
 fi
 
 echo "== ASan + UBSan build"
 cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKRONOS_SANITIZE=ON >/dev/null
 cmake --build build/asan -j"$jobs" >/dev/null
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-  ctest --test-dir build/asan --output-on-failure -j"$jobs"
+  ctest --test-dir build/asan "${ctest_args[@]}"
 
 echo "== Python package"
 bash scripts/install-deps.sh --python

@@ -18,16 +18,7 @@
 #include "market/candles.h"
 #include "test_support.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define KR_COUNTING 0
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define KR_COUNTING 0
-#endif
-#endif
-#ifndef KR_COUNTING
-#define KR_COUNTING 1
-#endif
+#define KR_COUNTING (!KR_TEST_ASAN)
 
 static atomic_int g_counting;
 static atomic_long g_allocs;

@@ -45,16 +45,6 @@ static float tag(int t, int l, int r, int j) {
     return (float)(t * 1000000 + l * 10000 + r * 100) + (float)j * 0.25f;
 }
 
-/* kv_pool.c's test for a sanitizer build (GCC names it one way, clang the other). */
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define KV_TEST_HAS_ASAN 1
-#endif
-#endif
-#ifndef KV_TEST_HAS_ASAN
-#define KV_TEST_HAS_ASAN 0
-#endif
-
 /* Virtual memory of this process in kB (VmSize of /proc/self/status), or -1 off Linux. */
 static long vm_kb(void) {
     FILE *f = fopen("/proc/self/status", "r");
@@ -100,13 +90,14 @@ static void test_large_blocks_in_regions(void **state) {
     /* The 5-6 regions (80+ MB of address space) are unmapped; malloc may keep a little.
      * Sanitizer builds allocate each block with malloc (kv_pool.c), whose quarantine holds
      * freed memory, so only the regions' own builds can check this. */
-#if !defined(__SANITIZE_ADDRESS__) && !KV_TEST_HAS_ASAN
+#if !KR_TEST_ASAN
     if (vm0 >= 0) assert_true(vm_kb() < vm0 + 8 * 1024);
 #else
     (void)vm0;
 #endif
 }
 
+#if !KR_TEST_ASAN
 /* Resident memory of this process in kB (VmRSS), or -1 off Linux. */
 static long rss_kb(void) {
     FILE *f = fopen("/proc/self/status", "r");
@@ -118,12 +109,13 @@ static long rss_kb(void) {
     fclose(f);
     return kb;
 }
+#endif
 
 /* Blocks given back while their region lives (every other one here, the rest held) release
  * their pages at once: the region must not keep them resident. */
 static void test_region_block_freed_early_drops_pages(void **state) {
     (void)state;
-#if defined(__SANITIZE_ADDRESS__) || KV_TEST_HAS_ASAN
+#if KR_TEST_ASAN
     skip(); /* sanitizer builds use one malloc per block, no regions */
 #else
     enum { N = 60 };

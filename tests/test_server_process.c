@@ -389,7 +389,12 @@ static void test_rss_bound_under_big_bodies(void **state) {
             N_BIG, too_large, busy, base_kb / 1024, peak_kb / 1024, now_kb / 1024, bound_kb / 1024);
     assert_int_equal(too_large + busy, N_BIG);
     assert_true(too_large >= 1);
+    /* The bound holds for the server's own memory. Under AddressSanitizer the quarantine keeps
+     * the freed bodies resident by design (peaks of 131-157 MiB against 158 seen here), so the
+     * sanitizer run checks the answers and the survival, the release run the bound. */
+#if !KR_TEST_ASAN
     assert_true(peak_kb < bound_kb);
+#endif
     /* Still serving. */
     kr_http_resp r = { 0 };
     assert_int_equal(kr_test_http_perform(p.port, "GET", "/health", NULL, NULL, NULL, 0, &r),

@@ -261,7 +261,7 @@ static void test_soak(void **state) {
     /* No growth after the warm-up beyond allocator noise (the prefix cache is bounded and
      * filled in the warm-up: the same windows repeat). Not under AddressSanitizer, whose
      * quarantine keeps freed memory resident by design (and its leak check covers leaks). */
-#if !defined(__SANITIZE_ADDRESS__)
+#if !KR_TEST_ASAN
     assert_true(rss_max_after <= rss_warm + (32u << 10));
 #endif
     /* The engine is idle again and holds only what the prefix cache keeps. */

@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -23,9 +24,17 @@ void kr_serve_spawn(kr_serve_proc *p, const char *const *args) {
     int fds[2];
     assert_int_equal(pipe(fds), 0);
     memset(p, 0, sizeof *p);
+    pid_t test_pid = getpid();
     p->pid = fork();
     assert_true(p->pid >= 0);
     if (p->pid == 0) {
+        /* A failed assertion longjmps past the test's kill and wait. The server must not
+         * outlive the test: ctest waits for every holder of the test's output pipe, so an
+         * orphaned server hangs the whole run (the CI timeout of 2026-12-02). It dies with
+         * the test process, and its stdout goes to the same pipe as its stderr. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != test_pid) _exit(127); /* the test ended before the prctl */
+        dup2(fds[1], 1);
         dup2(fds[1], 2);
         close(fds[0]);
         close(fds[1]);
@@ -46,6 +55,14 @@ const char *kr_serve_read_err(kr_serve_proc *p, const char *needle, double timeo
     while (!strstr(p->err, needle) && now_s() - t0 < timeout_s) {
         struct pollfd pf = { .fd = p->err_fd, .events = POLLIN };
         if (poll(&pf, 1, 100) <= 0) continue;
+        /* Full: keep the newer half and go on reading, so the server never blocks writing
+         * to a pipe nobody drains. */
+        if (p->err_len >= sizeof p->err / 2 + sizeof p->err / 4) {
+            size_t keep = sizeof p->err / 2;
+            memmove(p->err, p->err + p->err_len - keep, keep);
+            p->err_len = keep;
+            p->err[keep] = '\0';
+        }
         ssize_t n = read(p->err_fd, p->err + p->err_len, sizeof p->err - 1 - p->err_len);
         if (n <= 0) break;
         p->err_len += (size_t)n;

@@ -9,12 +9,13 @@
 typedef struct kr_serve_proc {
     pid_t pid;
     int err_fd; /* read end of its stderr */
-    char err[16384]; /* everything it printed on stderr so far */
+    char err[65536]; /* what it printed on stdout and stderr so far (the newest 32-48 KB) */
     size_t err_len;
     int port; /* from its "listening on" line (kr_serve_start) */
 } kr_serve_proc;
 
-/* Runs KR_BINARY_DIR/kronos serve args... (NULL-terminated; KRONOS_DB unset). */
+/* Runs KR_BINARY_DIR/kronos serve args... (NULL-terminated; KRONOS_DB unset). The server is
+ * killed when the test process ends, however it ends. */
 void kr_serve_spawn(kr_serve_proc *p, const char *const *args);
 /* kr_serve_spawn, then waits for "listening on http://127.0.0.1:PORT" (fails the test after
  * 60 s) and sets p->port. */

@@ -8,6 +8,20 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+/* 1 in an AddressSanitizer build (GCC defines __SANITIZE_ADDRESS__, clang has the feature
+ * test). Such a build owns malloc and keeps freed memory in its quarantine, so resident-memory
+ * bounds and allocation counts are not the program's own there. */
+#if defined(__SANITIZE_ADDRESS__)
+#define KR_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define KR_TEST_ASAN 1
+#endif
+#endif
+#ifndef KR_TEST_ASAN
+#define KR_TEST_ASAN 0
+#endif
+
 /* Path under tests/fixtures (static buffer, valid until the next call). */
 const char *kr_test_fixture(const char *rel);
 /* Fresh empty temp directory (mkdtemp under $TMPDIR or /tmp); caller owns the string. */
