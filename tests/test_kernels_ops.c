@@ -328,6 +328,75 @@ static void test_softmax_masked(void **state) {
     }
 }
 
+/* ---- writes stay inside the output (the partial stores of the vector tails) */
+
+static const float k_guard = -7777.25f;
+
+/* buf[from .. to) still holds the guard. */
+static void expect_guard(const char *what, kr_isa isa, int n, const float *buf, size_t from,
+                         size_t to) {
+    for (size_t i = from; i < to; i++)
+        if (buf[i] != k_guard)
+            fail_msg("%s (%s) n=%d: wrote %g at %zu, past its output", what, kr_isa_name(isa), n,
+                     buf[i], i);
+}
+
+/* Every length 1..40 and the d/head_dim the models use, on every variant: the last vector of a
+ * row is partial (1..7 or 1..15 floats) and must write exactly its floats, neither fewer (the
+ * results are compared elsewhere) nor one more. Rows are laid out with a gap of guards. */
+static void test_no_write_past_the_output(void **state) {
+    (void)state;
+    enum { GAP = 19, MAXN = 208 };
+    float a[MAXN], b[MAXN], out[2 * (MAXN + GAP)], w[MAXN], scratch[MAX_KEYS];
+    for (int i = 0; i < MAXN; i++) a[i] = frand(), b[i] = frand(), w[i] = frand();
+    float *k = rand_buf((size_t)64 * MAXN, 1.0f), *v = rand_buf((size_t)64 * MAXN, 1.0f);
+    for (int vi = 0; vi < g_n_variants; vi++) {
+        kr_isa isa = g_variants[vi];
+        kr_isa_set(isa);
+        for (int n = 1; n <= MAXN; n = n < 40 ? n + 1 : n == 40 ? 52 : n == 52 ? 64 : n + 72) {
+            const size_t all = (size_t)COUNT(out);
+            for (size_t i = 0; i < all; i++) out[i] = k_guard;
+            kr_silu_mul_f32(n, a, b, out);
+            expect_guard("silu_mul", isa, n, out, (size_t)n, all);
+
+            for (size_t i = 0; i < all; i++) out[i] = k_guard;
+            kr_softmax_f32(n, a, out);
+            expect_guard("softmax", isa, n, out, (size_t)n, all);
+
+            for (size_t i = 0; i < all; i++) out[i] = k_guard;
+            kr_rmsnorm_f32(2, n, a, 0, w, 1e-5f, out, n + GAP);
+            expect_guard("rmsnorm row 0", isa, n, out, (size_t)n, (size_t)n + GAP);
+            expect_guard("rmsnorm row 1", isa, n, out, (size_t)2 * n + GAP, all);
+
+            /* RoPE rewrites head_dim floats per head in place: two heads, the guards after. */
+            if (n % 2 == 0 && n / 2 <= 64) {
+                float inv_freq[64];
+                for (int i = 0; i < n / 2; i++) inv_freq[i] = 1.0f / (float)(i + 1);
+                for (size_t i = 0; i < all; i++) out[i] = k_guard;
+                memcpy(out, a, (size_t)n * sizeof *a);
+                memcpy(out + n, a, (size_t)n * sizeof *a);
+                kr_rope_f32(1, 2, n, out, 2 * n, 5, inv_freq);
+                expect_guard("rope", isa, n, out, (size_t)2 * n, all);
+            }
+
+            /* Attention output: head_dim floats, 1..40 keys (partial score vectors too). */
+            int nk = n <= 40 ? n : 37;
+            kr_kv_span span = { k, v, nk, n };
+            for (size_t i = 0; i < all; i++) out[i] = k_guard;
+            kr_attend_f32(a, n, 0.125f, &span, 1, scratch, out);
+            expect_guard("attend", isa, n, out, (size_t)n, all);
+            const float *qs[2] = { a, b };
+            float *outs[2] = { out, out + n + GAP };
+            for (size_t i = 0; i < all; i++) out[i] = k_guard;
+            kr_attend_multi_f32(2, qs, n, 0.125f, &span, 1, NULL, NULL, scratch, nk, outs);
+            expect_guard("attend_multi row 0", isa, n, out, (size_t)n, (size_t)n + GAP);
+            expect_guard("attend_multi row 1", isa, n, out, (size_t)2 * n + GAP, all);
+        }
+    }
+    free(k);
+    free(v);
+}
+
 int main(void) {
     for (int i = 0; i < KR_ISA_COUNT; i++)
         if (kr_isa_supported((kr_isa)i)) g_variants[g_n_variants++] = (kr_isa)i;
@@ -340,6 +409,7 @@ int main(void) {
         cmocka_unit_test(test_add),
         cmocka_unit_test(test_softmax),
         cmocka_unit_test(test_softmax_masked),
+        cmocka_unit_test(test_no_write_past_the_output),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

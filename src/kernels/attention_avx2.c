@@ -37,7 +37,7 @@ KR_INLINE void scores8(const float *q, int head_dim, float scale, const float *k
             acc[KR_R8(j)] = _mm256_fmadd_ps(qv, _mm256_maskload_ps(kp[j] + d, m), acc[KR_R8(j)]);
     }
     __m256 s = _mm256_mul_ps(kr_reduce8(acc), _mm256_set1_ps(scale));
-    _mm256_maskstore_ps(dst, kr_mask8(nk), s);
+    kr_store8(dst, s, nk);
 }
 
 /* Scores of every key of span sp into dst, 8 keys per scores8 call from the span's start:
@@ -87,9 +87,8 @@ KR_INLINE void scores2x4(const float *const *q, int head_dim, float scale, const
     }
     /* Lanes 0-3 are query 0's scores, lanes 4-7 query 1's. */
     __m256 s = _mm256_mul_ps(kr_reduce8(acc), _mm256_set1_ps(scale));
-    __m128i km = _mm256_castsi256_si128(kr_mask8(nk));
-    _mm_maskstore_ps(dst[0], km, _mm256_castps256_ps128(s));
-    _mm_maskstore_ps(dst[1], km, _mm256_extractf128_ps(s, 1));
+    kr_store4(dst[0], _mm256_castps256_ps128(s), nk);
+    kr_store4(dst[1], _mm256_extractf128_ps(s, 1), nk);
 }
 
 /* Scores of the nq queries against every key of one shared block: rows + i·row_stride + j
@@ -122,7 +121,7 @@ static float exp_sum8(float *p, int n) {
         __m256 e = kr_exp8(_mm256_sub_ps(_mm256_maskload_ps(p + j, m), mv));
         e = _mm256_and_ps(e, _mm256_castsi256_ps(m));
         acc = _mm256_add_ps(acc, e);
-        _mm256_maskstore_ps(p + j, m, e);
+        kr_store8(p + j, e, n - j);
     }
     return kr_hsum8(acc);
 }
@@ -154,7 +153,7 @@ KR_INLINE void wsum(const int NC, int d0, int dn, const kr_kv_span *spans, int n
     __m256 sv = _mm256_set1_ps(sum);
 #pragma GCC unroll 8
     for (int c = 0; c < NC - 1; c++) _mm256_storeu_ps(out + d0 + 8 * c, _mm256_div_ps(acc[c], sv));
-    _mm256_maskstore_ps(out + d0 + 8 * (NC - 1), tail, _mm256_div_ps(acc[NC - 1], sv));
+    kr_store8(out + d0 + 8 * (NC - 1), _mm256_div_ps(acc[NC - 1], sv), dn - 8 * (NC - 1));
 }
 
 void kr_attend_f32_avx2(const float *q, int head_dim, float scale, const kr_kv_span *spans,
@@ -203,7 +202,7 @@ KR_INLINE void wsum_add(const int NC, int dn, const float *v, int stride, int nk
     for (int j = 0; j < nk; j++, v += stride) fma_key(NC, acc, tail, v, p[j]);
 #pragma GCC unroll 8
     for (int c = 0; c < NC - 1; c++) _mm256_storeu_ps(out + 8 * c, acc[c]);
-    _mm256_maskstore_ps(out + 8 * (NC - 1), tail, acc[NC - 1]);
+    kr_store8(out + 8 * (NC - 1), acc[NC - 1], dn - 8 * (NC - 1));
 }
 
 /* out[0 .. head_dim) += Σ_j p_j v_j over nk keys, in 64-float column chunks. */
@@ -254,8 +253,8 @@ KR_INLINE void wsum_add2(const int NC, int dn, const float *v, int stride, int n
         _mm256_storeu_ps(oa + 8 * c, a[c]);
         _mm256_storeu_ps(ob + 8 * c, b[c]);
     }
-    _mm256_maskstore_ps(oa + 8 * (NC - 1), tail, a[NC - 1]);
-    _mm256_maskstore_ps(ob + 8 * (NC - 1), tail, b[NC - 1]);
+    kr_store8(oa + 8 * (NC - 1), a[NC - 1], dn - 8 * (NC - 1));
+    kr_store8(ob + 8 * (NC - 1), b[NC - 1], dn - 8 * (NC - 1));
 }
 
 static void values_add2(int head_dim, const float *v, int stride, int nk, const float *pa,
@@ -280,7 +279,7 @@ static void finish(int head_dim, int n_keys, float sum, float *out) {
         __m256i m = kr_mask8(head_dim - d);
         __m256 o =
             n_keys > 0 ? _mm256_div_ps(_mm256_maskload_ps(out + d, m), sv) : _mm256_setzero_ps();
-        _mm256_maskstore_ps(out + d, m, o);
+        kr_store8(out + d, o, head_dim - d);
     }
 }
 
@@ -316,7 +315,7 @@ static void multi_tile(int nq, const float *const *q, int head_dim, float scale,
     /* Zeroed only now that every score is done, so out[i] may alias q[i]. */
     for (int i = 0; i < nq; i++)
         for (int d = 0; d < head_dim; d += 8)
-            _mm256_maskstore_ps(out[i] + d, kr_mask8(head_dim - d), _mm256_setzero_ps());
+            kr_store8(out[i] + d, _mm256_setzero_ps(), head_dim - d);
     for (int s = 0, base = 0; s < n_shared; base += shared[s].n, s++)
         for (int j0 = 0; j0 < shared[s].n; j0 += bk) {
             int nk = shared[s].n - j0 < bk ? shared[s].n - j0 : bk;

@@ -44,7 +44,7 @@ KR_INLINE void store_tile(const int MR, const int NR, const __m256 acc[16], cons
     __m256i nm = kr_mask8(nr);
     if (NR == 8) {
         if (bias) s[0] = _mm256_add_ps(s[0], _mm256_maskload_ps(bias + n0, nm));
-        _mm256_maskstore_ps(C + (size_t)m0 * (size_t)ldc + n0, nm, s[0]);
+        kr_store8(C + (size_t)m0 * (size_t)ldc + n0, s[0], nr);
     } else {
         __m128i nm4 = _mm256_castsi256_si128(nm);
         __m128 b = bias ? _mm_maskload_ps(bias + n0, nm4) : _mm_setzero_ps();
@@ -54,7 +54,7 @@ KR_INLINE void store_tile(const int MR, const int NR, const __m256 acc[16], cons
             __m128 v =
                 r % 2 ? _mm256_extractf128_ps(s[r / 2], 1) : _mm256_castps256_ps128(s[r / 2]);
             if (bias) v = _mm_add_ps(v, b);
-            _mm_maskstore_ps(C + (size_t)(m0 + r) * (size_t)ldc + n0, nm4, v);
+            kr_store4(C + (size_t)(m0 + r) * (size_t)ldc + n0, v, nr);
         }
     }
 }

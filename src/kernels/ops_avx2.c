@@ -25,7 +25,7 @@ void kr_rmsnorm_f32_avx2(int n_rows, int d, const float *x, int ldx, const float
         for (int i = 0; i < d; i += 8) {
             __m256i m = kr_mask8(d - i);
             __m256 v = _mm256_mul_ps(_mm256_maskload_ps(xr + i, m), inv);
-            _mm256_maskstore_ps(yr + i, m, _mm256_mul_ps(v, _mm256_maskload_ps(w + i, m)));
+            kr_store8(yr + i, _mm256_mul_ps(v, _mm256_maskload_ps(w + i, m)), d - i);
         }
     }
 }
@@ -53,8 +53,8 @@ void kr_rope_f32_avx2(int n_rows, int n_heads, int head_dim, float *x, int ldx, 
                     __m256 a = _mm256_maskload_ps(lo + i, m), b = _mm256_maskload_ps(hi + i, m);
                     __m256 na = _mm256_sub_ps(_mm256_mul_ps(a, c), _mm256_mul_ps(b, s));
                     __m256 nb = _mm256_add_ps(_mm256_mul_ps(b, c), _mm256_mul_ps(a, s));
-                    _mm256_maskstore_ps(lo + i, m, na);
-                    _mm256_maskstore_ps(hi + i, m, nb);
+                    kr_store8(lo + i, na, ni - i);
+                    kr_store8(hi + i, nb, ni - i);
                 }
             }
         }
@@ -68,7 +68,7 @@ void kr_silu_mul_f32_avx2(int n, const float *a, const float *b, float *out) {
         __m256 x = _mm256_maskload_ps(a + i, m);
         __m256 e = kr_exp8(_mm256_sub_ps(_mm256_setzero_ps(), x));
         __m256 s = _mm256_div_ps(x, _mm256_add_ps(one, e));
-        _mm256_maskstore_ps(out + i, m, _mm256_mul_ps(s, _mm256_maskload_ps(b + i, m)));
+        kr_store8(out + i, _mm256_mul_ps(s, _mm256_maskload_ps(b + i, m)), n - i);
     }
 }
 
@@ -76,7 +76,7 @@ void kr_add_f32_avx2(int n, const float *x, float *y) {
     for (int i = 0; i < n; i += 8) {
         __m256i m = kr_mask8(n - i);
         __m256 v = _mm256_add_ps(_mm256_maskload_ps(y + i, m), _mm256_maskload_ps(x + i, m));
-        _mm256_maskstore_ps(y + i, m, v);
+        kr_store8(y + i, v, n - i);
     }
 }
 
@@ -91,12 +91,12 @@ void kr_softmax_f32_avx2(int n, const float *x, float *y) {
         __m256 e = kr_exp8(_mm256_sub_ps(_mm256_maskload_ps(x + i, m), mv));
         e = _mm256_and_ps(e, _mm256_castsi256_ps(m));
         sum = _mm256_add_ps(sum, e);
-        _mm256_maskstore_ps(y + i, m, e);
+        kr_store8(y + i, e, n - i);
     }
     __m256 tv = _mm256_set1_ps(kr_hsum8(sum));
     for (int i = 0; i < n; i += 8) {
         __m256i m = kr_mask8(n - i);
-        _mm256_maskstore_ps(y + i, m, _mm256_div_ps(_mm256_maskload_ps(y + i, m), tv));
+        kr_store8(y + i, _mm256_div_ps(_mm256_maskload_ps(y + i, m), tv), n - i);
     }
 }
 #endif

@@ -154,7 +154,7 @@ KR_INLINE void store_tile(const int MR, const int NR, const __m256i acc[8], cons
         if (r >= mr) break;
         __m256 row =
             r ? _mm256_permutevar8x32_ps(v, _mm256_add_epi32(iota, _mm256_set1_epi32(r * NR))) : v;
-        _mm256_maskstore_ps(g->C + (size_t)(m0 + r) * (size_t)g->ldc + n0, cm, row);
+        kr_store8(g->C + (size_t)(m0 + r) * (size_t)g->ldc + n0, row, nr);
     }
 }
 

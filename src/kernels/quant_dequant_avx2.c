@@ -15,9 +15,7 @@
 
 /* Elements j .. k - 1 of v (j < k). The caller checks j < k before it loads, since a block
  * starting at k may lie past the end of the last row. */
-KR_INLINE void store_tail(float *o, int j, int k, __m256 v) {
-    _mm256_maskstore_ps(o + j, kr_mask8(k - j), v);
-}
+KR_INLINE void store_tail(float *o, int j, int k, __m256 v) { kr_store8(o + j, v, k - j); }
 
 KR_INLINE __m256 bf16_8(const uint16_t *src) {
     __m128i h = _mm_loadu_si128((const __m128i *)src);

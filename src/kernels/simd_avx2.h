@@ -40,6 +40,36 @@ KR_INLINE __m256i kr_mask8(int n) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
+/* Stores lanes [0, n) of v at p and nothing past them (all 8 when n >= 8; n >= 1). Never
+ * VMASKMOVPS: its store form is microcoded on AMD Zen, ~12 cycles each (Zen 4: 3.5 ns against
+ * 0.55 ns for a plain store per vector), and the kernels store short rows many times. The
+ * values written are the same, so the results are. (Masked loads are fast everywhere.) */
+KR_INLINE void kr_store4(float *p, __m128 v, int n) {
+    if (n >= 4) {
+        _mm_storeu_ps(p, v);
+        return;
+    }
+    if (n & 2) {
+        _mm_storel_pi((__m64 *)(void *)p, v);
+        p += 2;
+        v = _mm_movehl_ps(v, v);
+    }
+    if (n & 1) _mm_store_ss(p, v);
+}
+KR_INLINE void kr_store8(float *p, __m256 v, int n) {
+    if (n >= 8) {
+        _mm256_storeu_ps(p, v);
+        return;
+    }
+    __m128 lo = _mm256_castps256_ps128(v);
+    if (n >= 4) {
+        _mm_storeu_ps(p, lo);
+        kr_store4(p + 4, _mm256_extractf128_ps(v, 1), n - 4);
+    } else {
+        kr_store4(p, lo, n);
+    }
+}
+
 /* expf to ~1 ulp (Cephes polynomial). 2^n is applied as two halves so the subnormal range
  * works; inputs above ln(FLT_MAX) give +inf. */
 KR_INLINE __m256 kr_exp8(__m256 x0) {
