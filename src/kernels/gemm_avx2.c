@@ -29,9 +29,10 @@
  * MR FMAs that use it, and the loop becomes load-bound. */
 #define KR_IN_REG(v) __asm__("" : "+x"(v))
 
-/* W rows ahead that the first row tile prefetches, once per 64-byte line: it streams W from
- * memory, in rows too short for the hardware prefetcher (see gemm_avx512.c). */
-enum { KR_PREFETCH_ROWS = 8 };
+/* W rows ahead that the first row tile prefetches into L2, once per 64-byte line: it streams
+ * W from memory, in rows too short for the hardware prefetcher (see gemm_avx512.c for the
+ * distance and the L2 hint). */
+enum { KR_PREFETCH_ROWS = 16 };
 
 /* Reduces the MR×NR tile's accumulators (output o = r·NR + c at acc[SLOT(o)]) and stores
  * its mr×nr real elements at C[m0..][n0..] with the bias added. */
@@ -84,7 +85,7 @@ KR_INLINE void tile(const int MR, const int NR, int K, const float *A, int lda, 
 #pragma GCC unroll 8
             for (int c = 0; c < NR; c++)
                 _mm_prefetch((const char *)(w[c] + k + (size_t)KR_PREFETCH_ROWS * (size_t)K),
-                             _MM_HINT_T0);
+                             _MM_HINT_T1);
 #pragma GCC unroll 8
         for (int c = 0; c < NR; c++) {
             __m256 wv = _mm256_loadu_ps(w[c] + k);

@@ -46,8 +46,13 @@ static int aligned64(const float *A, int lda, const float *W, int K) {
  * memory (decode reads every weight once per step), and W rows of 2-3 KB are too short for
  * the hardware prefetcher, which stops at 4 KB pages, to run ahead of 4-8 concurrent streams
  * (measured, 2 threads, 104 MB of 1024×512 weights: M = 4 2.4-4.3 ms vs 4.5-6.0 per sweep,
- * M = 8 4.7-6.1 vs 6.3-8.7; M = 1 about the same). */
-enum { KR_PREFETCH_ROWS = 8 };
+ * M = 8 4.7-6.1 vs 6.3-8.7; M = 1 about the same). The prefetch goes to L2 (T1), 16 rows
+ * ahead: into L1 (T0) each one holds one of the core's few L1 miss buffers until its line
+ * arrives, which caps the lines in flight below what DRAM needs to stream at full rate while
+ * the FMAs run. Zen 4, 2 threads, Kronos-small's decode GEMMs with cold weights (84 MB a
+ * step): M = 1 2.8-3.2 → 2.0-2.9 ms, M = 4 3.4-3.6 → 2.1-2.9, M = 8 4.4-4.6 → 3.1-3.6
+ * (T0 and 8 rows → T1 and 16; 12 or 24 rows read the same as 16). */
+enum { KR_PREFETCH_ROWS = 16 };
 
 /* Computes the MR×NR tile at (m0, n0) of which mr×nr elements are real: missing rows and
  * columns reuse the last real one (valid memory, results discarded). With pf, also prefetches
@@ -73,7 +78,7 @@ KR_INLINE void tile(const int MR, const int NR, int K, const float *A, int lda, 
 #pragma GCC unroll 16
             for (int c = 0; c < NR; c++)
                 _mm_prefetch((const char *)(w[c] + k + (size_t)KR_PREFETCH_ROWS * (size_t)K),
-                             _MM_HINT_T0);
+                             _MM_HINT_T1);
 #pragma GCC unroll 16
         for (int c = 0; c < NR; c++) {
             __m512 wv = _mm512_loadu_ps(w[c] + k);
