@@ -52,6 +52,16 @@ static void span_scores(const float *q, int head_dim, float scale, const kr_kv_s
                 sp->n - j < 8 ? sp->n - j : 8, dst + j);
 }
 
+/* span_scores over every span of a query's own keys, prefetching as it goes. */
+static void own_scores(const float *q, int head_dim, float scale, const kr_kv_span *sp, int ns,
+                       float *dst) {
+    kr_attn_prefetch_start(sp, ns, 0, head_dim);
+    for (int s = 0; s < ns; dst += sp[s].n, s++) {
+        kr_attn_prefetch(sp, ns, s, 0, sp[s].n, 0, head_dim);
+        span_scores(q, head_dim, scale, &sp[s], dst);
+    }
+}
+
 /* Scores of 2 queries against keys [0, nk) (nk <= 4) starting at k: dst[r][c] for query r
  * and key c. For the multi-query kernel's shared blocks: 2 q and 4 K loads feed 8 FMAs where
  * scores8 spends 9, and one reduction serves 8 scores. Each score is still one 8-lane
@@ -137,9 +147,10 @@ KR_INLINE void fma_key(const int NC, __m256 *acc, __m256i tail, const float *v, 
 }
 
 /* out[d0 .. d0 + dn) = Σ_j p_j v_j[...] / sum over every key of spans, keys in order;
- * dn <= 8·NC. The accumulators stay in registers across spans. */
+ * dn <= 8·NC. The accumulators stay in registers across spans. pf_dim > 0: prefetches the
+ * value rows ahead, pf_dim floats of each. */
 KR_INLINE void wsum(const int NC, int d0, int dn, const kr_kv_span *spans, int n_spans,
-                    const float *p, float sum, float *out) {
+                    const float *p, float sum, int pf_dim, float *out) {
     __m256 acc[8];
 #pragma GCC unroll 8
     for (int c = 0; c < NC; c++) acc[c] = _mm256_setzero_ps();
@@ -147,8 +158,11 @@ KR_INLINE void wsum(const int NC, int d0, int dn, const kr_kv_span *spans, int n
     int n = 0;
     for (int s = 0; s < n_spans; s++) {
         const float *v = spans[s].v + d0;
-        for (int j = 0; j < spans[s].n; j++, v += spans[s].stride)
-            fma_key(NC, acc, tail, v, p[n++]);
+        for (int j0 = 0; j0 < spans[s].n; j0 += KR_ATTN_PF_ROWS) {
+            int j1 = j0 + KR_ATTN_PF_ROWS < spans[s].n ? j0 + KR_ATTN_PF_ROWS : spans[s].n;
+            if (pf_dim) kr_attn_prefetch(spans, n_spans, s, j0, KR_ATTN_PF_ROWS, 1, pf_dim);
+            for (int j = j0; j < j1; j++, v += spans[s].stride) fma_key(NC, acc, tail, v, p[n++]);
+        }
     }
     __m256 sv = _mm256_set1_ps(sum);
 #pragma GCC unroll 8
@@ -159,9 +173,12 @@ KR_INLINE void wsum(const int NC, int d0, int dn, const kr_kv_span *spans, int n
 void kr_attend_f32_avx2(const float *q, int head_dim, float scale, const kr_kv_span *spans,
                         int n_spans, float *scratch, float *out) {
     int n = 0;
+    kr_attn_prefetch_start(spans, n_spans, 0, head_dim);
     for (int s = 0; s < n_spans; s++)
         for (int j = 0; j < spans[s].n; j += 8) {
             int nk = spans[s].n - j < 8 ? spans[s].n - j : 8;
+            if (j % KR_ATTN_PF_ROWS == 0)
+                kr_attn_prefetch(spans, n_spans, s, j, KR_ATTN_PF_ROWS, 0, head_dim);
             scores8(q, head_dim, scale, spans[s].k + (size_t)j * (size_t)spans[s].stride,
                     spans[s].stride, nk, scratch + n);
             n += nk;
@@ -170,19 +187,21 @@ void kr_attend_f32_avx2(const float *q, int head_dim, float scale, const kr_kv_s
         for (int i = 0; i < head_dim; i++) out[i] = 0.0f;
         return;
     }
+    kr_attn_prefetch_start(spans, n_spans, 1, head_dim);
     float total = exp_sum8(scratch, n);
 
     for (int d0 = 0; d0 < head_dim; d0 += 64) {
         int dn = head_dim - d0 < 64 ? head_dim - d0 : 64;
+        int pf = d0 ? 0 : head_dim; /* the first column chunk brings whole rows in */
         switch ((dn + 7) / 8) {
-        case 1: wsum(1, d0, dn, spans, n_spans, scratch, total, out); break;
-        case 2: wsum(2, d0, dn, spans, n_spans, scratch, total, out); break;
-        case 3: wsum(3, d0, dn, spans, n_spans, scratch, total, out); break;
-        case 4: wsum(4, d0, dn, spans, n_spans, scratch, total, out); break;
-        case 5: wsum(5, d0, dn, spans, n_spans, scratch, total, out); break;
-        case 6: wsum(6, d0, dn, spans, n_spans, scratch, total, out); break;
-        case 7: wsum(7, d0, dn, spans, n_spans, scratch, total, out); break;
-        default: wsum(8, d0, dn, spans, n_spans, scratch, total, out); break;
+        case 1: wsum(1, d0, dn, spans, n_spans, scratch, total, pf, out); break;
+        case 2: wsum(2, d0, dn, spans, n_spans, scratch, total, pf, out); break;
+        case 3: wsum(3, d0, dn, spans, n_spans, scratch, total, pf, out); break;
+        case 4: wsum(4, d0, dn, spans, n_spans, scratch, total, pf, out); break;
+        case 5: wsum(5, d0, dn, spans, n_spans, scratch, total, pf, out); break;
+        case 6: wsum(6, d0, dn, spans, n_spans, scratch, total, pf, out); break;
+        case 7: wsum(7, d0, dn, spans, n_spans, scratch, total, pf, out); break;
+        default: wsum(8, d0, dn, spans, n_spans, scratch, total, pf, out); break;
         }
     }
 }
@@ -296,18 +315,22 @@ static void multi_tile(int nq, const float *const *q, int head_dim, float scale,
 #define ROW(i) (scratch + (size_t)(i) * (size_t)scratch_stride)
 
     int n_sh = 0; /* shared keys: every query's first n_sh scores */
+    kr_attn_prefetch_start(shared, n_shared, 0, head_dim);
     for (int s = 0; s < n_shared; n_sh += shared[s].n, s++)
         for (int j0 = 0; j0 < shared[s].n; j0 += bk) {
             int nk = shared[s].n - j0 < bk ? shared[s].n - j0 : bk;
+            kr_attn_prefetch(shared, n_shared, s, j0, nk, 0, head_dim);
             kr_kv_span blk = { NULL, NULL, nk, 0 }; /* K rows, in L1 after the first query */
             blk.k =
                 kr_attn_rows(shared[s].k, shared[s].stride, j0, nk, head_dim, pack, &blk.stride);
             block_scores(nq, q, head_dim, scale, &blk, ROW(0) + n_sh + j0, scratch_stride);
         }
+    kr_attn_prefetch_start(shared, n_shared, 1, head_dim);
     for (int i = 0; i < nq; i++) {
-        int n = n_sh, ns = own && n_own ? n_own[i] : 0;
-        for (int s = 0; s < ns; n += own[i][s].n, s++)
-            span_scores(q[i], head_dim, scale, &own[i][s], ROW(i) + n);
+        int ns = own && n_own ? n_own[i] : 0;
+        if (ns) own_scores(q[i], head_dim, scale, own[i], ns, ROW(i) + n_sh);
+        int n = n_sh;
+        for (int s = 0; s < ns; s++) n += own[i][s].n;
         n_keys[i] = n;
         sum[i] = n > 0 ? exp_sum8(ROW(i), n) : 0.0f;
     }
@@ -319,6 +342,7 @@ static void multi_tile(int nq, const float *const *q, int head_dim, float scale,
     for (int s = 0, base = 0; s < n_shared; base += shared[s].n, s++)
         for (int j0 = 0; j0 < shared[s].n; j0 += bk) {
             int nk = shared[s].n - j0 < bk ? shared[s].n - j0 : bk;
+            kr_attn_prefetch(shared, n_shared, s, j0, nk, 1, head_dim);
             int vs;
             const float *v =
                 kr_attn_rows(shared[s].v, shared[s].stride, j0, nk, head_dim, pack, &vs);
@@ -330,8 +354,11 @@ static void multi_tile(int nq, const float *const *q, int head_dim, float scale,
         }
     for (int i = 0; i < nq; i++) {
         int n = n_sh, ns = own && n_own ? n_own[i] : 0;
-        for (int s = 0; s < ns; n += own[i][s].n, s++)
+        if (ns) kr_attn_prefetch_start(own[i], ns, 1, head_dim);
+        for (int s = 0; s < ns; n += own[i][s].n, s++) {
+            kr_attn_prefetch(own[i], ns, s, 0, own[i][s].n, 1, head_dim);
             values_add(head_dim, own[i][s].v, own[i][s].stride, own[i][s].n, ROW(i) + n, out[i]);
+        }
         finish(head_dim, n_keys[i], sum[i], out[i]);
     }
 #undef ROW

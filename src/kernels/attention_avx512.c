@@ -59,6 +59,16 @@ static void span_scores(const float *q, int head_dim, float scale, const kr_kv_s
                  sp->n - j < 16 ? sp->n - j : 16, dst + j);
 }
 
+/* span_scores over every span of a query's own keys, prefetching as it goes. */
+static void own_scores(const float *q, int head_dim, float scale, const kr_kv_span *sp, int ns,
+                       float *dst) {
+    kr_attn_prefetch_start(sp, ns, 0, head_dim);
+    for (int s = 0; s < ns; dst += sp[s].n, s++) {
+        kr_attn_prefetch(sp, ns, s, 0, sp[s].n, 0, head_dim);
+        span_scores(q, head_dim, scale, &sp[s], dst);
+    }
+}
+
 /* Scores of 4 queries against keys [0, nk) (nk <= 4) starting at k: dst[r][c] for query r
  * and key c. The multi-query kernel's shared blocks: 4 q and 4 K loads feed 16 FMAs where
  * scores16 spends 17 loads, and one reduction serves 16 scores. Each score is still one
@@ -155,9 +165,10 @@ KR_INLINE void fma_key(const int NC, __m512 *acc, __mmask16 tail, const float *v
 }
 
 /* out[d0 .. d0 + dn) = Σ_j p_j v_j[...] / sum over every key of spans, keys in order;
- * dn <= 16·NC. The accumulators stay in registers across spans. */
+ * dn <= 16·NC. The accumulators stay in registers across spans. pf_dim > 0: prefetches the
+ * value rows ahead, pf_dim floats of each. */
 KR_INLINE void wsum(const int NC, int d0, int dn, const kr_kv_span *spans, int n_spans,
-                    const float *p, float sum, float *out) {
+                    const float *p, float sum, int pf_dim, float *out) {
     __m512 acc[8];
 #pragma GCC unroll 8
     for (int c = 0; c < NC; c++) acc[c] = _mm512_setzero_ps();
@@ -165,8 +176,11 @@ KR_INLINE void wsum(const int NC, int d0, int dn, const kr_kv_span *spans, int n
     int n = 0;
     for (int s = 0; s < n_spans; s++) {
         const float *v = spans[s].v + d0;
-        for (int j = 0; j < spans[s].n; j++, v += spans[s].stride)
-            fma_key(NC, acc, tail, v, p[n++]);
+        for (int j0 = 0; j0 < spans[s].n; j0 += KR_ATTN_PF_ROWS) {
+            int j1 = j0 + KR_ATTN_PF_ROWS < spans[s].n ? j0 + KR_ATTN_PF_ROWS : spans[s].n;
+            if (pf_dim) kr_attn_prefetch(spans, n_spans, s, j0, KR_ATTN_PF_ROWS, 1, pf_dim);
+            for (int j = j0; j < j1; j++, v += spans[s].stride) fma_key(NC, acc, tail, v, p[n++]);
+        }
     }
     __m512 is = _mm512_set1_ps(sum);
 #pragma GCC unroll 8
@@ -177,9 +191,11 @@ KR_INLINE void wsum(const int NC, int d0, int dn, const kr_kv_span *spans, int n
 void kr_attend_f32_avx512(const float *q, int head_dim, float scale, const kr_kv_span *spans,
                           int n_spans, float *scratch, float *out) {
     int n = 0;
+    kr_attn_prefetch_start(spans, n_spans, 0, head_dim);
     for (int s = 0; s < n_spans; s++)
         for (int j = 0; j < spans[s].n; j += 16) {
             int nk = spans[s].n - j < 16 ? spans[s].n - j : 16;
+            kr_attn_prefetch(spans, n_spans, s, j, 16, 0, head_dim);
             scores16(q, head_dim, scale, spans[s].k + (size_t)j * (size_t)spans[s].stride,
                      spans[s].stride, nk, scratch + n);
             n += nk;
@@ -188,19 +204,21 @@ void kr_attend_f32_avx512(const float *q, int head_dim, float scale, const kr_kv
         for (int i = 0; i < head_dim; i++) out[i] = 0.0f;
         return;
     }
+    kr_attn_prefetch_start(spans, n_spans, 1, head_dim);
     float total = exp_sum16(scratch, n);
 
     for (int d0 = 0; d0 < head_dim; d0 += 128) {
         int dn = head_dim - d0 < 128 ? head_dim - d0 : 128;
+        int pf = d0 ? 0 : head_dim; /* the first column chunk brings whole rows in */
         switch ((dn + 15) / 16) {
-        case 1: wsum(1, d0, dn, spans, n_spans, scratch, total, out); break;
-        case 2: wsum(2, d0, dn, spans, n_spans, scratch, total, out); break;
-        case 3: wsum(3, d0, dn, spans, n_spans, scratch, total, out); break;
-        case 4: wsum(4, d0, dn, spans, n_spans, scratch, total, out); break;
-        case 5: wsum(5, d0, dn, spans, n_spans, scratch, total, out); break;
-        case 6: wsum(6, d0, dn, spans, n_spans, scratch, total, out); break;
-        case 7: wsum(7, d0, dn, spans, n_spans, scratch, total, out); break;
-        default: wsum(8, d0, dn, spans, n_spans, scratch, total, out); break;
+        case 1: wsum(1, d0, dn, spans, n_spans, scratch, total, pf, out); break;
+        case 2: wsum(2, d0, dn, spans, n_spans, scratch, total, pf, out); break;
+        case 3: wsum(3, d0, dn, spans, n_spans, scratch, total, pf, out); break;
+        case 4: wsum(4, d0, dn, spans, n_spans, scratch, total, pf, out); break;
+        case 5: wsum(5, d0, dn, spans, n_spans, scratch, total, pf, out); break;
+        case 6: wsum(6, d0, dn, spans, n_spans, scratch, total, pf, out); break;
+        case 7: wsum(7, d0, dn, spans, n_spans, scratch, total, pf, out); break;
+        default: wsum(8, d0, dn, spans, n_spans, scratch, total, pf, out); break;
         }
     }
 }
@@ -362,18 +380,22 @@ static void multi_tile(int nq, const float *const *q, int head_dim, float scale,
 #define ROW(i) (scratch + (size_t)(i) * (size_t)scratch_stride)
 
     int n_sh = 0; /* shared keys: every query's first n_sh scores */
+    kr_attn_prefetch_start(shared, n_shared, 0, head_dim);
     for (int s = 0; s < n_shared; n_sh += shared[s].n, s++)
         for (int j0 = 0; j0 < shared[s].n; j0 += bk) {
             int nk = shared[s].n - j0 < bk ? shared[s].n - j0 : bk;
+            kr_attn_prefetch(shared, n_shared, s, j0, nk, 0, head_dim);
             kr_kv_span blk = { NULL, NULL, nk, 0 }; /* K rows, in L1 after the first query */
             blk.k =
                 kr_attn_rows(shared[s].k, shared[s].stride, j0, nk, head_dim, pack, &blk.stride);
             block_scores(nq, q, head_dim, scale, &blk, ROW(0) + n_sh + j0, scratch_stride);
         }
+    kr_attn_prefetch_start(shared, n_shared, 1, head_dim);
     for (int i = 0; i < nq; i++) {
-        int n = n_sh, ns = own && n_own ? n_own[i] : 0;
-        for (int s = 0; s < ns; n += own[i][s].n, s++)
-            span_scores(q[i], head_dim, scale, &own[i][s], ROW(i) + n);
+        int ns = own && n_own ? n_own[i] : 0;
+        if (ns) own_scores(q[i], head_dim, scale, own[i], ns, ROW(i) + n_sh);
+        int n = n_sh;
+        for (int s = 0; s < ns; s++) n += own[i][s].n;
         n_keys[i] = n;
         sum[i] = n > 0 ? exp_sum16(ROW(i), n) : 0.0f;
     }
@@ -385,6 +407,7 @@ static void multi_tile(int nq, const float *const *q, int head_dim, float scale,
     for (int s = 0, base = 0; s < n_shared; base += shared[s].n, s++)
         for (int j0 = 0; j0 < shared[s].n; j0 += bk) {
             int nk = shared[s].n - j0 < bk ? shared[s].n - j0 : bk;
+            kr_attn_prefetch(shared, n_shared, s, j0, nk, 1, head_dim);
             int vs;
             const float *v =
                 kr_attn_rows(shared[s].v, shared[s].stride, j0, nk, head_dim, pack, &vs);
@@ -402,8 +425,11 @@ static void multi_tile(int nq, const float *const *q, int head_dim, float scale,
         }
     for (int i = 0; i < nq; i++) {
         int n = n_sh, ns = own && n_own ? n_own[i] : 0;
-        for (int s = 0; s < ns; n += own[i][s].n, s++)
+        if (ns) kr_attn_prefetch_start(own[i], ns, 1, head_dim);
+        for (int s = 0; s < ns; n += own[i][s].n, s++) {
+            kr_attn_prefetch(own[i], ns, s, 0, own[i][s].n, 1, head_dim);
             values_add(head_dim, own[i][s].v, own[i][s].stride, own[i][s].n, ROW(i) + n, out[i]);
+        }
         finish(head_dim, n_keys[i], sum[i], out[i]);
     }
 #undef ROW
