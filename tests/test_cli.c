@@ -361,7 +361,7 @@ static void test_bench_states_isa_peak_and_profile(void **state) {
     (void)state;
     char args[1400];
     snprintf(args, sizeof args,
-             "bench --model %s/models/kronos-demo --lookback 60 --pred-len 4 --paths 1,2 "
+             "bench --model %s/models/kronos-demo --lookback 16 --pred-len 24 --paths 1,2 "
              "--repeat 1 --threads 2 --profile --json",
              KR_SOURCE_DIR);
     const run_result *r = kronos(args);
@@ -372,11 +372,23 @@ static void test_bench_states_isa_peak_and_profile(void **state) {
     assert_non_null(isa);
     assert_true(!strcmp(isa, "scalar") || !strcmp(isa, "avx2") || !strcmp(isa, "avx512"));
     assert_true(cJSON_GetNumberValue(cJSON_GetObjectItem(root, "fma_peak_gflops")) > 0);
+    double bw = cJSON_GetNumberValue(cJSON_GetObjectItem(root, "read_bandwidth_gbs"));
+    assert_true(bw > 0);
+    double weights = cJSON_GetNumberValue(cJSON_GetObjectItem(root, "weight_bytes"));
     assert_int_equal((int)cJSON_GetNumberValue(cJSON_GetObjectItem(root, "threads")), 2);
     cJSON *rows = cJSON_GetObjectItem(root, "results");
     assert_int_equal(cJSON_GetArraySize(rows), 2);
     cJSON *row;
     cJSON_ArrayForEach(row, rows) {
+        /* f32 weights, one series: the roofline floor, at least every decode step streaming
+         * the weights once at the measured bandwidth (a short prefill, so that term rules). */
+        double floor_s = cJSON_GetNumberValue(cJSON_GetObjectItem(row, "floor_seconds"));
+        double steps = cJSON_GetNumberValue(cJSON_GetObjectItem(row, "decode_tokens")) /
+                       cJSON_GetNumberValue(cJSON_GetObjectItem(row, "paths"));
+        assert_true(steps == 23);
+        if (!(floor_s >= steps * weights / (bw * 1e9)))
+            fail_msg("floor %g s below %g steps x %g bytes at %g GB/s", floor_s, steps, weights,
+                     bw);
         cJSON *prof = cJSON_GetObjectItem(row, "profile");
         assert_non_null(prof);
         cJSON *gemm = cJSON_GetObjectItem(cJSON_GetObjectItem(prof, "parts"), "gemm");
@@ -392,9 +404,24 @@ static void test_bench_states_isa_peak_and_profile(void **state) {
     r = kronos(args);
     assert_int_equal(r->code, 0);
     assert_non_null(strstr(r->out, "FMA peak "));
+    assert_non_null(strstr(r->out, "read bandwidth "));
+    assert_non_null(strstr(r->out, "| floor s (share) |"));
     assert_non_null(strstr(r->out, ", isa "));
     assert_non_null(strstr(r->out, "| gemm | "));
     assert_non_null(strstr(r->out, "| tokenizer_decode | "));
+    /* int8 weights run at other peaks than the f32 FMA: no floor claimed. */
+    snprintf(args, sizeof args,
+             "bench --model %s/models/kronos-demo --lookback 60 --pred-len 4 --paths 1 "
+             "--repeat 1 --quant int8 --json",
+             KR_SOURCE_DIR);
+    r = kronos(args);
+    assert_int_equal(r->code, 0);
+    root = cJSON_Parse(r->out);
+    assert_non_null(root);
+    row = cJSON_GetArrayItem(cJSON_GetObjectItem(root, "results"), 0);
+    assert_non_null(row);
+    assert_null(cJSON_GetObjectItem(row, "floor_seconds"));
+    cJSON_Delete(root);
 }
 
 int main(void) {

@@ -229,6 +229,8 @@ static void test_bench_times_every_row(void **state) {
         assert_string_equal(cJSON_GetObjectItem(row, "mode")->valuestring,
                             i % 2 ? "naive" : "kv-cache");
         assert_true(cJSON_GetObjectItem(row, "seconds")->valuedouble > 0);
+        /* Two series mix re-runs and decode in a step: no floor is claimed for them. */
+        assert_null(cJSON_GetObjectItem(row, "floor_seconds"));
         /* Two series, pred_len 4: the cached path samples step 0 from the prefill and decodes
          * the 3 steps after it on every path; the naive path re-runs everything as prefill. */
         double decode = cJSON_GetObjectItem(row, "decode_tokens")->valuedouble;

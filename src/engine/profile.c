@@ -103,6 +103,14 @@ double kr_machine_fma_peak(int n_threads) {
     return peak;
 }
 
+double kr_machine_read_bandwidth(int n_threads) {
+    kr_pool *pool = NULL;
+    if (kr_pool_create(n_threads, &pool, NULL) != KR_OK) return 0.0;
+    double gbs = kr_read_bandwidth_gbs(pool, 5);
+    kr_pool_free(pool);
+    return gbs;
+}
+
 int kr_quantize_at_load_note(const kr_model_info *mi, double forecast_seconds, char *buf,
                              size_t size) {
     if (!mi || mi->quant_seconds <= 0 || !(forecast_seconds > 0) ||

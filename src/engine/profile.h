@@ -23,6 +23,11 @@ void kr_step_profile_markdown(kr_sb *sb, const kr_step_profile *p, double peak_g
  * benchmark states beside its figures. 0 if no thread pool could be made. */
 double kr_machine_fma_peak(int n_threads);
 
+/* This machine's read bandwidth from memory in GB/s on n_threads threads (<= 0: all CPUs),
+ * kr_read_bandwidth_gbs over 5 passes of 256 MiB: what a benchmark states beside its figures
+ * for the steps that stream the weights. 0 if no thread pool or buffer could be made. */
+double kr_machine_read_bandwidth(int n_threads);
+
 /* kr_quantize_at_load_note is public (kronos.h). */
 
 /* *acc += *p, part by part (profiles of several forecasts of one bench run). */

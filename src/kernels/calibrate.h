@@ -22,6 +22,13 @@ double kr_fma_burn(kr_isa isa, long iters);
  * supported. What the step profile and the benches rate their parts against. */
 double kr_fma_peak_gflops(kr_pool *pool, kr_isa isa, int rounds);
 
+/* The machine's sustained read bandwidth from memory in GB/s with every thread of `pool`
+ * (NULL: the caller alone) reading its own part of a buffer far larger than any last-level
+ * cache (256 MiB, allocated and touched here, freed before returning): the second best of
+ * `rounds` (>= 3) passes. What weight-streaming decode steps are judged against. 0 when the
+ * buffer cannot be allocated. */
+double kr_read_bandwidth_gbs(kr_pool *pool, int rounds);
+
 /* Per-ISA bodies (dispatch through kr_fma_burn). */
 double kr_fma_burn_scalar(long iters);
 double kr_fma_burn_avx2(long iters);
