@@ -94,14 +94,14 @@ static inline const float *kr_attn_rows(const float *rows, int stride, int j0, i
     return pack;
 }
 
-/* Key (or value) rows a kernel prefetches ahead of the one it reads: the rows it reads next
- * (KR_ATTN_PF_ROWS at a time where it reads keys one by one), KR_ATTN_PF_AHEAD rows after,
- * across spans. In decode the KV rows of a step come from
- * memory (the weights streamed since the last step evicted them), one head's few lines a row
- * at a row stride of a whole d_model: no pattern the hardware prefetcher follows. Into L2 (T1:
- * an L1 prefetch would hold an L1 miss buffer until the line arrives). Cold KV, 2 threads, Zen
- * 4, one query and 456 keys a head: 0.10-0.15 → 0.06-0.08 ms a layer. A prefetch is a hint:
- * no value, hence no result, depends on it. */
+/* Key (or value) rows a kernel prefetches ahead of the ones it reads: the rows it reads next
+ * (KR_ATTN_PF_ROWS at a time where it reads keys one by one), KR_ATTN_PF_AHEAD rows later,
+ * across spans. In decode a step's KV rows come from memory (the weights streamed since the
+ * last step evicted them), one head's few lines a row at a stride of a whole d_model: no
+ * pattern the hardware prefetcher follows. Into L2 (T1): an L1 prefetch holds one of the few
+ * L1 miss buffers until its line arrives, and read no faster than none. Cold KV, 2 threads,
+ * Zen 4, one query and 456 keys a head: 0.10-0.16 → 0.05-0.08 ms a layer. A prefetch is a
+ * hint: no value, hence no result, depends on it. */
 enum { KR_ATTN_PF_AHEAD = 32, KR_ATTN_PF_ROWS = 16 };
 
 /* Asks for the line holding p in L2. An asm statement on x86: GCC 12 -O2 deletes a loop
