@@ -410,6 +410,53 @@ static void test_rss_bound_under_big_bodies(void **state) {
     free(dir);
 }
 
+/* ------------------------------------------------------------------ the harness itself */
+
+/* 'R', 'S', 'Z'... from /proc/PID/stat, or 0 when the process is gone. */
+static char proc_state(pid_t pid) {
+    char path[64], text[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    text[0] = '\0';
+    kr_test_slurp(path, text, sizeof text);
+    const char *close = strrchr(text, ')');
+    return close && close[1] == ' ' ? close[2] : 0;
+}
+
+/* A test that ends without stopping the server it started (a failed assertion longjmps past its
+ * kill) must not leave it running: it would hold ctest's output pipe and hang the whole run
+ * (the CI timeout of 2026-12-02). Here a child test process starts a server and exits at once. */
+static void test_server_dies_with_its_test(void **state) {
+    (void)state;
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    pid_t test = fork();
+    assert_true(test >= 0);
+    if (test == 0) {
+        close(fds[0]);
+        proc p;
+        const char *args[] = { "--port", "0", "--no-tune", NULL };
+        spawn_serving(&p, args);
+        ssize_t w = write(fds[1], &p.pid, sizeof p.pid);
+        _exit(w == (ssize_t)sizeof p.pid ? 0 : 1);
+    }
+    close(fds[1]);
+    pid_t server = 0;
+    assert_int_equal(read(fds[0], &server, sizeof server), (ssize_t)sizeof server);
+    close(fds[0]);
+    int st = 0;
+    assert_int_equal(waitpid(test, &st, 0), test);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    /* Gone, or a zombie waiting for whoever adopted it: not serving either way. */
+    double t0 = kr_now_seconds();
+    char s;
+    while ((s = proc_state(server)) != 0 && s != 'Z' && kr_now_seconds() - t0 < 10) usleep(10000);
+    if (s != 0 && s != 'Z') {
+        kill(server, SIGKILL);
+        fail_msg("the server (pid %d) outlived the test that started it (state %c)", (int)server,
+                 s);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sighup_drains),
@@ -418,6 +465,7 @@ int main(void) {
         cmocka_unit_test(test_every_flag_is_a_key),
         cmocka_unit_test(test_check_config_as_documented),
         cmocka_unit_test(test_rss_bound_under_big_bodies),
+        cmocka_unit_test(test_server_dies_with_its_test),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
