@@ -37,8 +37,9 @@ struct kr_bench_report {
     kr_window_mode window;
     double generated_s;
     const char *isa;
-    double peak_gflops; /* f32 FMA peak on `threads` threads, measured at the start */
-    double bw_gbs; /* read bandwidth from memory on `threads` threads, measured at the start */
+    double peak_gflops; /* f32 FMA peak on `threads` threads: the higher of the readings
+                         * before and after the timed rows */
+    double bw_gbs; /* read bandwidth from memory on `threads` threads, after the timed rows */
     int n_threads, profile;
     bench_row rows[MAX_ROWS];
     int n_rows;
