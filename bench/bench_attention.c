@@ -7,6 +7,11 @@
  *
  *   bench_attention [--reps N] [--no-scalar]
  *
+ * Then one window re-run's attention (512 rows, each over itself and the rows before it, in
+ * groups of 32 as the engine plans them): the groups through kr_attend_multi_f32 (shared = the
+ * keys before the group, own = each row's part of the group's triangle; the engine's call
+ * until 2026-12-02) against kr_attend_causal_f32, with GFLOP/s (4·head_dim per row-key pair).
+ *
  * Each cell is the median of N repeats (default 7); a repeat runs the step enough times to
  * last ~20 ms. Single-threaded: the speed-up is per core.
  */
@@ -172,6 +177,121 @@ static void run_multi(void *p) {
     }
 }
 
+/* One re-run window of Kronos-small (head_dim 64 × 8) or -base (52 × 16). */
+typedef struct {
+    int hd, n_heads, rows;
+    float *k, *v, *q, *out;
+    float *scratch;
+} window;
+
+enum { WINDOW_ROWS = 512, WINDOW_GROUP = 32 };
+
+static void window_init(window *w, int hd, int n_heads) {
+    uint64_t seed = 7;
+    w->hd = hd;
+    w->n_heads = n_heads;
+    w->rows = WINDOW_ROWS;
+    size_t n = (size_t)WINDOW_ROWS * (size_t)(hd * n_heads);
+    w->k = rand_buf(n, 1.0f, &seed);
+    w->v = rand_buf(n, 1.0f, &seed);
+    w->q = rand_buf(n, 0.3f, &seed);
+    w->out = rand_buf(n, 0.0f, &seed);
+    w->scratch = rand_buf((size_t)WINDOW_GROUP * WINDOW_ROWS, 0.0f, &seed);
+}
+
+static void window_free(window *w) {
+    free(w->k);
+    free(w->v);
+    free(w->q);
+    free(w->out);
+    free(w->scratch);
+}
+
+/* The groups as shared + own spans through the multi-query kernel. */
+static void run_window_multi(void *p) {
+    window *w = p;
+    int d = w->hd * w->n_heads;
+    float scale = 1.0f / sqrtf((float)w->hd);
+    for (int h = 0; h < w->n_heads; h++)
+        for (int r0 = 0; r0 < w->rows; r0 += WINDOW_GROUP) {
+            size_t off = (size_t)h * (size_t)w->hd, next = (size_t)(r0 + 1) * (size_t)d + off;
+            kr_kv_span shared = { w->k + off, w->v + off, r0 + 1, d }, own[WINDOW_GROUP];
+            const kr_kv_span *own_p[WINDOW_GROUP];
+            int n_own[WINDOW_GROUP];
+            const float *qp[WINDOW_GROUP];
+            float *op[WINDOW_GROUP];
+            for (int i = 0; i < WINDOW_GROUP; i++) {
+                own[i] = (kr_kv_span){ w->k + next, w->v + next, i, d };
+                own_p[i] = &own[i];
+                n_own[i] = i > 0;
+                qp[i] = w->q + (size_t)(r0 + i) * (size_t)d + off;
+                op[i] = w->out + (size_t)(r0 + i) * (size_t)d + off;
+            }
+            kr_attend_multi_f32(WINDOW_GROUP, qp, w->hd, scale, &shared, 1, own_p, n_own,
+                                w->scratch, w->rows, op);
+        }
+}
+
+/* The same groups through the causal kernel. */
+static void run_window_causal(void *p) {
+    window *w = p;
+    int d = w->hd * w->n_heads;
+    float scale = 1.0f / sqrtf((float)w->hd);
+    for (int h = 0; h < w->n_heads; h++)
+        for (int r0 = 0; r0 < w->rows; r0 += WINDOW_GROUP) {
+            size_t off = (size_t)h * (size_t)w->hd;
+            kr_kv_span keys = { w->k + off, w->v + off, w->rows, d };
+            int n_keys[WINDOW_GROUP];
+            const float *qp[WINDOW_GROUP];
+            float *op[WINDOW_GROUP];
+            for (int i = 0; i < WINDOW_GROUP; i++) {
+                n_keys[i] = r0 + i + 1;
+                qp[i] = w->q + (size_t)(r0 + i) * (size_t)d + off;
+                op[i] = w->out + (size_t)(r0 + i) * (size_t)d + off;
+            }
+            kr_attend_causal_f32(WINDOW_GROUP, qp, w->hd, scale, &keys, 1, n_keys, w->scratch,
+                                 w->rows, op);
+        }
+}
+
+static void bench_windows(int reps, int no_scalar) {
+    static const struct {
+        const char *name;
+        int hd, n_heads;
+    } shapes[] = { { "small", 64, 8 }, { "base", 52, 16 } };
+    printf("\nattention of one 512-row window re-run (all heads), single thread; median of %d\n",
+           reps);
+    printf("%-8s %6s  %-7s %10s %8s %10s %8s %8s  %s\n", "shape", "hd×h", "isa", "multi µs",
+           "GFLOP/s", "causal µs", "GFLOP/s", "speed-up", "bit-identical");
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        window w;
+        window_init(&w, shapes[si].hd, shapes[si].n_heads);
+        size_t n = (size_t)w.rows * (size_t)(w.hd * w.n_heads);
+        double pairs = (double)w.rows * (w.rows + 1) / 2.0 * w.n_heads;
+        float *ref = malloc(n * sizeof *ref);
+        if (!ref) exit(1);
+        for (int isa = 0; isa < KR_ISA_COUNT; isa++) {
+            if (!kr_isa_supported((kr_isa)isa) || (no_scalar && isa == KR_ISA_SCALAR)) continue;
+            kr_isa_set((kr_isa)isa);
+            run_window_multi(&w);
+            memcpy(ref, w.out, n * sizeof *ref);
+            memset(w.out, 0, n * sizeof *w.out);
+            run_window_causal(&w);
+            int same = memcmp(ref, w.out, n * sizeof *ref) == 0;
+            double tm = time_median(run_window_multi, &w, reps);
+            double tc = time_median(run_window_causal, &w, reps);
+            double flops = pairs * 4.0 * w.hd;
+            char hd[16];
+            snprintf(hd, sizeof hd, "%d×%d", w.hd, w.n_heads);
+            printf("%-8s %6s  %-7s %10.1f %8.1f %10.1f %8.1f %7.2fx  %s\n", shapes[si].name, hd,
+                   kr_isa_name((kr_isa)isa), tm * 1e6, flops / tm * 1e-9, tc * 1e6,
+                   flops / tc * 1e-9, tm / tc, same ? "yes" : "NO");
+        }
+        free(ref);
+        window_free(&w);
+    }
+}
+
 int main(int argc, char **argv) {
     int reps = 7, no_scalar = 0;
     for (int i = 1; i < argc; i++) {
@@ -216,5 +336,6 @@ int main(int argc, char **argv) {
         free(ref);
         step_free(&st);
     }
+    bench_windows(reps, no_scalar);
     return 0;
 }

@@ -374,6 +374,79 @@ void kr_attend_multi_f32_avx2(int nq, const float *const *q, int head_dim, float
                    scratch + (size_t)t * (size_t)scratch_stride, scratch_stride, out + t);
 }
 
+/* ---- causal */
+
+/* Values of the nq queries over keys [key0, key0 + nk) at v, query i taking the first
+ * clamp(n_keys[i] − key0, 0, nk): what a pair shares through values_add2, each query's rest
+ * after it — the same FMA chain per lane in key order. */
+static void causal_values(int nq, int head_dim, const float *v, int vs, int nk, int key0,
+                          const int *n_keys, const float *scratch, int scratch_stride,
+                          float *const *out) {
+#define ROW(i) (scratch + (size_t)(i) * (size_t)scratch_stride + key0)
+    int c[KR_ATTN_TILE];
+    for (int i = 0; i < nq; i++) {
+        int r = n_keys[i] - key0;
+        c[i] = r < 0 ? 0 : r > nk ? nk : r;
+    }
+    int i = 0;
+    for (; i + 1 < nq; i += 2) {
+        int lo = c[i] < c[i + 1] ? c[i] : c[i + 1];
+        if (lo > 0) values_add2(head_dim, v, vs, lo, ROW(i), ROW(i + 1), out[i], out[i + 1]);
+        for (int r = 0; r < 2; r++)
+            if (c[i + r] > lo)
+                values_add(head_dim, v + (size_t)lo * (size_t)vs, vs, c[i + r] - lo,
+                           ROW(i + r) + lo, out[i + r]);
+    }
+    if (i < nq && c[i] > 0) values_add(head_dim, v, vs, c[i], ROW(i), out[i]);
+#undef ROW
+}
+
+/* The causal kernel for nq <= KR_ATTN_TILE queries: every query scored over the tile's
+ * reach with block_scores (a query's scores past its own count are never read), exp_sum8
+ * over its own count, values keys-outer. Per query: the single-query kernel's arithmetic. */
+static void causal_tile(int nq, const float *const *q, int head_dim, float scale,
+                        const kr_kv_span *spans, int n_spans, const int *n_keys, float *scratch,
+                        int scratch_stride, float *const *out) {
+    const int bk = kr_attn_block_keys(head_dim, 8);
+    _Alignas(64) float pack[KR_ATTN_PACK];
+    float sum[KR_ATTN_TILE];
+    int n_max = 0;
+    for (int i = 0; i < nq; i++) n_max = n_keys[i] > n_max ? n_keys[i] : n_max;
+#define ROW(i) (scratch + (size_t)(i) * (size_t)scratch_stride)
+    for (int s = 0, base = 0; s < n_spans && base < n_max; base += spans[s].n, s++)
+        for (int j0 = 0; j0 < spans[s].n && base + j0 < n_max; j0 += bk) {
+            int key0 = base + j0, nk = spans[s].n - j0 < bk ? spans[s].n - j0 : bk;
+            nk = nk < n_max - key0 ? nk : n_max - key0;
+            kr_kv_span blk = { NULL, NULL, nk, 0 };
+            blk.k = kr_attn_rows(spans[s].k, spans[s].stride, j0, nk, head_dim, pack, &blk.stride);
+            block_scores(nq, q, head_dim, scale, &blk, ROW(0) + key0, scratch_stride);
+        }
+    for (int i = 0; i < nq; i++) sum[i] = n_keys[i] > 0 ? exp_sum8(ROW(i), n_keys[i]) : 0.0f;
+
+    /* Zeroed only now that every score is done, so out[i] may alias q[i]. */
+    for (int i = 0; i < nq; i++)
+        for (int d = 0; d < head_dim; d += 8)
+            kr_store8(out[i] + d, _mm256_setzero_ps(), head_dim - d);
+    for (int s = 0, base = 0; s < n_spans && base < n_max; base += spans[s].n, s++)
+        for (int j0 = 0; j0 < spans[s].n && base + j0 < n_max; j0 += bk) {
+            int key0 = base + j0, nk = spans[s].n - j0 < bk ? spans[s].n - j0 : bk, vs;
+            nk = nk < n_max - key0 ? nk : n_max - key0;
+            const float *v = kr_attn_rows(spans[s].v, spans[s].stride, j0, nk, head_dim, pack, &vs);
+            causal_values(nq, head_dim, v, vs, nk, key0, n_keys, scratch, scratch_stride, out);
+        }
+    for (int i = 0; i < nq; i++) finish(head_dim, n_keys[i], sum[i], out[i]);
+#undef ROW
+}
+
+void kr_attend_causal_f32_avx2(int nq, const float *const *q, int head_dim, float scale,
+                               const kr_kv_span *spans, int n_spans, const int *n_keys,
+                               float *scratch, int scratch_stride, float *const *out) {
+    for (int t = 0; t < nq; t += KR_ATTN_TILE)
+        causal_tile(nq - t < KR_ATTN_TILE ? nq - t : KR_ATTN_TILE, q + t, head_dim, scale, spans,
+                    n_spans, n_keys + t, scratch + (size_t)t * (size_t)scratch_stride,
+                    scratch_stride, out + t);
+}
+
 #else
 /* Off x86-64 the name still links (dispatch never selects it there). */
 void kr_attend_multi_f32_avx2(int nq, const float *const *q, int head_dim, float scale,
@@ -382,5 +455,12 @@ void kr_attend_multi_f32_avx2(int nq, const float *const *q, int head_dim, float
                               float *const *out) {
     kr_attend_multi_f32_scalar(nq, q, head_dim, scale, shared, n_shared, own, n_own, scratch,
                                scratch_stride, out);
+}
+
+void kr_attend_causal_f32_avx2(int nq, const float *const *q, int head_dim, float scale,
+                               const kr_kv_span *spans, int n_spans, const int *n_keys,
+                               float *scratch, int scratch_stride, float *const *out) {
+    kr_attend_causal_f32_scalar(nq, q, head_dim, scale, spans, n_spans, n_keys, scratch,
+                                scratch_stride, out);
 }
 #endif

@@ -18,6 +18,7 @@
 #include "kernels/kernels_internal.h"
 
 #if defined(__x86_64__)
+#include "kernels/attn_qt_avx512.h"
 #include "kernels/simd_avx512.h"
 
 /* Scores of keys [0, nk) (nk <= 16) starting at k, into dst. */
@@ -133,6 +134,46 @@ static void block_scores(int nq, const float *const *q, int head_dim, float scal
     }
     for (; i < nq; i++)
         span_scores(q[i], head_dim, scale, blk, rows + (size_t)i * (size_t)row_stride);
+}
+
+/* kr_qt_scores16 with head_dim a constant where the models have it (64: Kronos-small,
+ * -mini and the tokenizers; 52: Kronos-base), so its loops unroll. */
+static void qt_scores(int head_dim, const float *qt, float scale, const float *k, int stride,
+                      int nk, float *const *dst, int nq) {
+    switch (head_dim) {
+    case 64: kr_qt_scores16(64, qt, scale, k, stride, nk, dst, nq); break;
+    case 52: kr_qt_scores16(52, qt, scale, k, stride, nk, dst, nq); break;
+    default: kr_qt_scores16(head_dim, qt, scale, k, stride, nk, dst, nq); break;
+    }
+}
+
+/* Lane groups of one tile: up to KR_ATTN_TILE / 16 groups of 16 queries, transposed. */
+typedef struct qt_groups {
+    int n; /* groups */
+    int nq[KR_ATTN_TILE / KR_QT_LANES]; /* queries in each */
+    _Alignas(64) float qt[KR_ATTN_TILE / KR_QT_LANES][KR_QT_MAX_DIM * KR_QT_LANES];
+} qt_groups;
+
+/* Transposes queries [0, nq) into lane groups of 16 (the last may be partial). */
+static void qt_groups_build(qt_groups *g, int nq, const float *const *q, int head_dim) {
+    g->n = 0;
+    for (int i = 0; i < nq; i += KR_QT_LANES, g->n++) {
+        g->nq[g->n] = nq - i < KR_QT_LANES ? nq - i : KR_QT_LANES;
+        kr_qt_build16(g->qt[g->n], q + i, g->nq[g->n], head_dim);
+    }
+}
+
+/* Scores of lane group gi against the nk keys (nk <= the 16-key groups' sum) at k: column
+ * col of rows row0, row0 + row_stride, ... (one per query of the group). */
+static void qt_group_scores(const qt_groups *g, int gi, int head_dim, float scale, const float *k,
+                            int stride, int nk, float *row0, int row_stride, int col) {
+    float *dst[KR_QT_LANES];
+    for (int j = 0; j < nk; j += 16) {
+        for (int i = 0; i < g->nq[gi]; i++)
+            dst[i] = row0 + (size_t)i * (size_t)row_stride + col + j;
+        qt_scores(head_dim, g->qt[gi], scale, k + (size_t)j * (size_t)stride, stride,
+                  nk - j < 16 ? nk - j : 16, dst, g->nq[gi]);
+    }
 }
 
 /* p[0..n) ← exp(p − max p) in place (n >= 1); returns their sum: 16-lane partial sums over
@@ -379,6 +420,14 @@ static void multi_tile(int nq, const float *const *q, int head_dim, float scale,
     int n_keys[KR_ATTN_TILE];
 #define ROW(i) (scratch + (size_t)(i) * (size_t)scratch_stride)
 
+    /* Shared scores with the queries in lanes (attn_qt_avx512.h) for whole groups of 16 and a
+     * last group of 12 or more; fewer would leave too many lanes idle, and go through
+     * block_scores. */
+    qt_groups g;
+    int n_qt = head_dim <= KR_QT_MAX_DIM ? nq - nq % KR_QT_LANES : 0;
+    if (n_qt && nq % KR_QT_LANES >= 12) n_qt = nq;
+    if (n_qt) qt_groups_build(&g, n_qt, q, head_dim);
+
     int n_sh = 0; /* shared keys: every query's first n_sh scores */
     kr_attn_prefetch_start(shared, n_shared, 0, head_dim);
     for (int s = 0; s < n_shared; n_sh += shared[s].n, s++)
@@ -388,7 +437,12 @@ static void multi_tile(int nq, const float *const *q, int head_dim, float scale,
             kr_kv_span blk = { NULL, NULL, nk, 0 }; /* K rows, in L1 after the first query */
             blk.k =
                 kr_attn_rows(shared[s].k, shared[s].stride, j0, nk, head_dim, pack, &blk.stride);
-            block_scores(nq, q, head_dim, scale, &blk, ROW(0) + n_sh + j0, scratch_stride);
+            for (int gi = 0; n_qt && gi < g.n; gi++)
+                qt_group_scores(&g, gi, head_dim, scale, blk.k, blk.stride, nk,
+                                ROW(gi * KR_QT_LANES), scratch_stride, n_sh + j0);
+            if (n_qt < nq)
+                block_scores(nq - n_qt, q + n_qt, head_dim, scale, &blk, ROW(n_qt) + n_sh + j0,
+                             scratch_stride);
         }
     kr_attn_prefetch_start(shared, n_shared, 1, head_dim);
     for (int i = 0; i < nq; i++) {
@@ -445,6 +499,106 @@ void kr_attend_multi_f32_avx512(int nq, const float *const *q, int head_dim, flo
                    scratch + (size_t)t * (size_t)scratch_stride, scratch_stride, out + t);
 }
 
+/* ---- causal */
+
+/* Values of the nq queries over keys [key0, key0 + nk) at v (rows vs floats apart), query i
+ * taking the first c_i = clamp(n_keys[i] − key0, 0, nk) of them: the count all of a pair or
+ * quad share goes through values_add2/values_add4 and each query's rest after it, which is
+ * the same FMA chain per lane in key order. */
+static void causal_values(int nq, int head_dim, const float *v, int vs, int nk, int key0,
+                          const int *n_keys, const float *scratch, int scratch_stride,
+                          float *const *out) {
+#define ROW(i) (scratch + (size_t)(i) * (size_t)scratch_stride + key0)
+    int c[KR_ATTN_TILE];
+    for (int i = 0; i < nq; i++) {
+        int r = n_keys[i] - key0;
+        c[i] = r < 0 ? 0 : r > nk ? nk : r;
+    }
+    int i = 0, step = head_dim <= 64 ? 4 : 2;
+    for (; i + step <= nq; i += step) {
+        int lo = c[i];
+        for (int r = 1; r < step; r++) lo = c[i + r] < lo ? c[i + r] : lo;
+        if (lo > 0 && step == 4) {
+            const float *p4[4] = { ROW(i), ROW(i + 1), ROW(i + 2), ROW(i + 3) };
+            values_add4(head_dim, v, vs, lo, p4, out + i);
+        } else if (lo > 0) {
+            values_add2(head_dim, v, vs, lo, ROW(i), ROW(i + 1), out[i], out[i + 1]);
+        }
+        for (int r = 0; r < step; r++)
+            if (c[i + r] > lo)
+                values_add(head_dim, v + (size_t)lo * (size_t)vs, vs, c[i + r] - lo,
+                           ROW(i + r) + lo, out[i + r]);
+    }
+    for (; i < nq; i++)
+        if (c[i] > 0) values_add(head_dim, v, vs, c[i], ROW(i), out[i]);
+#undef ROW
+}
+
+/* The causal kernel for nq <= KR_ATTN_TILE queries and head_dim <= KR_QT_MAX_DIM: scores
+ * with the queries in lanes over each group's reach (a query's scores past its own count are
+ * computed with its group's and never read), exp_sum16 over each query's own count, values
+ * keys-outer. Per query: the single-query kernel's scores, exp-sum and FMA chain. */
+static void causal_tile(int nq, const float *const *q, int head_dim, float scale,
+                        const kr_kv_span *spans, int n_spans, const int *n_keys, float *scratch,
+                        int scratch_stride, float *const *out) {
+    const int bk = kr_attn_block_keys(head_dim, 16);
+    _Alignas(64) float pack[KR_ATTN_PACK];
+    float sum[KR_ATTN_TILE];
+    int reach[KR_ATTN_TILE / KR_QT_LANES], n_max = 0;
+    qt_groups g;
+    qt_groups_build(&g, nq, q, head_dim);
+    for (int gi = 0; gi < g.n; gi++) {
+        reach[gi] = 0;
+        for (int i = 0; i < g.nq[gi]; i++) {
+            int n = n_keys[gi * KR_QT_LANES + i];
+            reach[gi] = n > reach[gi] ? n : reach[gi];
+        }
+        n_max = reach[gi] > n_max ? reach[gi] : n_max;
+    }
+#define ROW(i) (scratch + (size_t)(i) * (size_t)scratch_stride)
+    /* Keys outer: a block is read into L1 once for every group. */
+    for (int s = 0, base = 0; s < n_spans && base < n_max; base += spans[s].n, s++)
+        for (int j0 = 0; j0 < spans[s].n && base + j0 < n_max; j0 += bk) {
+            int key0 = base + j0, nk = spans[s].n - j0 < bk ? spans[s].n - j0 : bk, ks;
+            nk = nk < n_max - key0 ? nk : n_max - key0;
+            const float *k = kr_attn_rows(spans[s].k, spans[s].stride, j0, nk, head_dim, pack, &ks);
+            for (int gi = 0; gi < g.n; gi++)
+                if (reach[gi] > key0)
+                    qt_group_scores(&g, gi, head_dim, scale, k, ks,
+                                    nk < reach[gi] - key0 ? nk : reach[gi] - key0,
+                                    ROW(gi * KR_QT_LANES), scratch_stride, key0);
+        }
+    for (int i = 0; i < nq; i++) sum[i] = n_keys[i] > 0 ? exp_sum16(ROW(i), n_keys[i]) : 0.0f;
+
+    /* Zeroed only now that every score is done, so out[i] may alias q[i]. */
+    for (int i = 0; i < nq; i++)
+        for (int d = 0; d < head_dim; d += 16)
+            _mm512_mask_storeu_ps(out[i] + d, kr_mask16(head_dim - d), _mm512_setzero_ps());
+    for (int s = 0, base = 0; s < n_spans && base < n_max; base += spans[s].n, s++)
+        for (int j0 = 0; j0 < spans[s].n && base + j0 < n_max; j0 += bk) {
+            int key0 = base + j0, nk = spans[s].n - j0 < bk ? spans[s].n - j0 : bk, vs;
+            nk = nk < n_max - key0 ? nk : n_max - key0;
+            const float *v = kr_attn_rows(spans[s].v, spans[s].stride, j0, nk, head_dim, pack, &vs);
+            causal_values(nq, head_dim, v, vs, nk, key0, n_keys, scratch, scratch_stride, out);
+        }
+    for (int i = 0; i < nq; i++) finish(head_dim, n_keys[i], sum[i], out[i]);
+#undef ROW
+}
+
+void kr_attend_causal_f32_avx512(int nq, const float *const *q, int head_dim, float scale,
+                                 const kr_kv_span *spans, int n_spans, const int *n_keys,
+                                 float *scratch, int scratch_stride, float *const *out) {
+    if (head_dim > KR_QT_MAX_DIM) {
+        kr_attend_causal_by_rows(kr_attend_multi_f32_avx512, nq, q, head_dim, scale, spans, n_spans,
+                                 n_keys, scratch, out);
+        return;
+    }
+    for (int t = 0; t < nq; t += KR_ATTN_TILE)
+        causal_tile(nq - t < KR_ATTN_TILE ? nq - t : KR_ATTN_TILE, q + t, head_dim, scale, spans,
+                    n_spans, n_keys + t, scratch + (size_t)t * (size_t)scratch_stride,
+                    scratch_stride, out + t);
+}
+
 #else
 /* Off x86-64 the name still links (dispatch never selects it there). */
 void kr_attend_multi_f32_avx512(int nq, const float *const *q, int head_dim, float scale,
@@ -453,5 +607,12 @@ void kr_attend_multi_f32_avx512(int nq, const float *const *q, int head_dim, flo
                                 int scratch_stride, float *const *out) {
     kr_attend_multi_f32_scalar(nq, q, head_dim, scale, shared, n_shared, own, n_own, scratch,
                                scratch_stride, out);
+}
+
+void kr_attend_causal_f32_avx512(int nq, const float *const *q, int head_dim, float scale,
+                                 const kr_kv_span *spans, int n_spans, const int *n_keys,
+                                 float *scratch, int scratch_stride, float *const *out) {
+    kr_attend_causal_f32_scalar(nq, q, head_dim, scale, spans, n_spans, n_keys, scratch,
+                                scratch_stride, out);
 }
 #endif

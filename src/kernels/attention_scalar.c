@@ -127,3 +127,12 @@ void kr_attend_multi_f32_scalar(int nq, const float *const *q, int head_dim, flo
                    n_shared, own ? own + t : NULL, n_own ? n_own + t : NULL,
                    scratch + (size_t)t * (size_t)scratch_stride, scratch_stride, out + t);
 }
+
+/* One query at a time: the reference needs no other order. */
+void kr_attend_causal_f32_scalar(int nq, const float *const *q, int head_dim, float scale,
+                                 const kr_kv_span *spans, int n_spans, const int *n_keys,
+                                 float *scratch, int scratch_stride, float *const *out) {
+    (void)scratch_stride;
+    kr_attend_causal_by_rows(kr_attend_multi_f32_scalar, nq, q, head_dim, scale, spans, n_spans,
+                             n_keys, scratch, out);
+}

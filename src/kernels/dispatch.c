@@ -25,16 +25,17 @@
 
 /* The rows, complete but for the CPU-feature entries (bf16 products, the AMX int8 picker),
  * which init_once adds. */
-#define KR_TABLE_ROW(ISA, sfx)                                                              \
-    {                                                                                       \
-        .isa = ISA, .gemm_f32 = kr_gemm_f32_##sfx, .attend_f32 = kr_attend_f32_##sfx,       \
-        .attend_multi_f32 = kr_attend_multi_f32_##sfx, .rmsnorm_f32 = kr_rmsnorm_f32_##sfx, \
-        .rope_f32 = kr_rope_f32_##sfx, .silu_mul_f32 = kr_silu_mul_f32_##sfx,               \
-        .add_f32 = kr_add_f32_##sfx, .softmax_f32 = kr_softmax_f32_##sfx,                   \
-        .dequant_rows = kr_dequant_rows_##sfx, .quant_act_u8 = kr_quant_act_u8_##sfx,       \
-        .qgemm_int8 = kr_qgemm_int8_##sfx, .kv_pack_bf16 = kr_kv_pack_bf16_##sfx,           \
-        .kv_unpack_bf16 = kr_kv_unpack_bf16_##sfx, .kv_pack_int8 = kr_kv_pack_int8_##sfx,   \
-        .kv_unpack_int8 = kr_kv_unpack_int8_##sfx, .fma_burn = kr_fma_burn_##sfx,           \
+#define KR_TABLE_ROW(ISA, sfx)                                                                \
+    {                                                                                         \
+        .isa = ISA, .gemm_f32 = kr_gemm_f32_##sfx, .attend_f32 = kr_attend_f32_##sfx,         \
+        .attend_multi_f32 = kr_attend_multi_f32_##sfx,                                        \
+        .attend_causal_f32 = kr_attend_causal_f32_##sfx, .rmsnorm_f32 = kr_rmsnorm_f32_##sfx, \
+        .rope_f32 = kr_rope_f32_##sfx, .silu_mul_f32 = kr_silu_mul_f32_##sfx,                 \
+        .add_f32 = kr_add_f32_##sfx, .softmax_f32 = kr_softmax_f32_##sfx,                     \
+        .dequant_rows = kr_dequant_rows_##sfx, .quant_act_u8 = kr_quant_act_u8_##sfx,         \
+        .qgemm_int8 = kr_qgemm_int8_##sfx, .kv_pack_bf16 = kr_kv_pack_bf16_##sfx,             \
+        .kv_unpack_bf16 = kr_kv_unpack_bf16_##sfx, .kv_pack_int8 = kr_kv_pack_int8_##sfx,     \
+        .kv_unpack_int8 = kr_kv_unpack_int8_##sfx, .fma_burn = kr_fma_burn_##sfx,             \
     }
 
 static kr_kernel_table g_tables[KR_ISA_COUNT] = {
@@ -261,6 +262,13 @@ void kr_attend_multi_f32(int nq, const float *const *q, int head_dim, float scal
                          const int *n_own, float *scratch, int scratch_stride, float *const *out) {
     kr_kernels()->attend_multi_f32(nq, q, head_dim, scale, shared, n_shared, own, n_own, scratch,
                                    scratch_stride, out);
+}
+
+void kr_attend_causal_f32(int nq, const float *const *q, int head_dim, float scale,
+                          const kr_kv_span *spans, int n_spans, const int *n_keys, float *scratch,
+                          int scratch_stride, float *const *out) {
+    kr_kernels()->attend_causal_f32(nq, q, head_dim, scale, spans, n_spans, n_keys, scratch,
+                                    scratch_stride, out);
 }
 
 void kr_rmsnorm_f32(int n_rows, int d, const float *x, int ldx, const float *w, float eps, float *y,

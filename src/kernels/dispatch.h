@@ -48,6 +48,7 @@ typedef struct kr_kernel_table {
     kr_gemm_f32_reserve_fn gemm_f32_reserve; /* NULL: the GEMM keeps no per-thread buffer */
     kr_attend_f32_fn attend_f32;
     kr_attend_multi_f32_fn attend_multi_f32;
+    kr_attend_causal_f32_fn attend_causal_f32;
     kr_rmsnorm_f32_fn rmsnorm_f32;
     kr_rope_f32_fn rope_f32;
     kr_silu_mul_f32_fn silu_mul_f32;

@@ -124,6 +124,29 @@ void kr_attend_multi_f32_avx512(int nq, const float *const *q, int head_dim, flo
                                 const kr_kv_span *const *own, const int *n_own, float *scratch,
                                 int scratch_stride, float *const *out);
 
+/* ---- Causal attention for nq queries of one head over one key sequence: query i attends to
+ * the first n_keys[i] keys of the spans (the rows of a prompt or a re-run window, each seeing
+ * itself and what precedes it). out[i] is bit-identical to kr_attend_f32(q[i], head_dim,
+ * scale, those keys, ...) for the active ISA; each block of keys is read once for all queries,
+ * and the AVX-512 variant scores 16 queries per vector (kernels/attn_qt_avx512.h). scratch: nq
+ * × scratch_stride floats, scratch_stride >= every n_keys[i]; n_keys[i] <= the spans' keys.
+ * out[i] may alias q[i]; the out rows must not overlap. A query with no keys gets zeros. */
+typedef void (*kr_attend_causal_f32_fn)(int nq, const float *const *q, int head_dim, float scale,
+                                        const kr_kv_span *spans, int n_spans, const int *n_keys,
+                                        float *scratch, int scratch_stride, float *const *out);
+void kr_attend_causal_f32(int nq, const float *const *q, int head_dim, float scale,
+                          const kr_kv_span *spans, int n_spans, const int *n_keys, float *scratch,
+                          int scratch_stride, float *const *out);
+void kr_attend_causal_f32_scalar(int nq, const float *const *q, int head_dim, float scale,
+                                 const kr_kv_span *spans, int n_spans, const int *n_keys,
+                                 float *scratch, int scratch_stride, float *const *out);
+void kr_attend_causal_f32_avx2(int nq, const float *const *q, int head_dim, float scale,
+                               const kr_kv_span *spans, int n_spans, const int *n_keys,
+                               float *scratch, int scratch_stride, float *const *out);
+void kr_attend_causal_f32_avx512(int nq, const float *const *q, int head_dim, float scale,
+                                 const kr_kv_span *spans, int n_spans, const int *n_keys,
+                                 float *scratch, int scratch_stride, float *const *out);
+
 /* ---- Row-wise ops (dispatched; _scalar/_avx2/_avx512 variants exist with the same
  * signatures). */
 /* y[i] = x[i] · rsqrt(mean(x²) + eps) · w[i] for each of n_rows rows of length d. */

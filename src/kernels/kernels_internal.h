@@ -47,6 +47,29 @@ enum {
     KR_ATTN_PACK = 4096, /* floats of the block copy buffer (16 KB, on the stack) */
 };
 
+/* A causal call one query at a time through a multi-query kernel: query i over the spans cut
+ * after its n_keys[i] keys (the whole spans before the cut as shared, the cut one as its own),
+ * which is the single-query kernel's result (kernels.h). scratch: one row of n_keys[i]. */
+static inline void kr_attend_causal_by_rows(kr_attend_multi_f32_fn multi, int nq,
+                                            const float *const *q, int head_dim, float scale,
+                                            const kr_kv_span *spans, int n_spans, const int *n_keys,
+                                            float *scratch, float *const *out) {
+    for (int i = 0; i < nq; i++) {
+        int whole = 0, left = n_keys[i];
+        while (whole < n_spans && spans[whole].n <= left) left -= spans[whole++].n;
+        kr_kv_span cut = { NULL, NULL, 0, 0 };
+        const kr_kv_span *own = &cut;
+        int n_own = 0;
+        if (left > 0 && whole < n_spans) {
+            cut = spans[whole];
+            cut.n = left;
+            n_own = 1;
+        }
+        multi(1, q + i, head_dim, scale, spans, whole, &own, &n_own, scratch,
+              n_keys[i] > 1 ? n_keys[i] : 1, out + i);
+    }
+}
+
 /* Keys per shared block: a multiple of `group` (the variant's score group, so blocks cut a
  * span where the single-query kernel's groups are cut too) near 2048 floats. */
 static inline int kr_attn_block_keys(int head_dim, int group) {

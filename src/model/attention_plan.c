@@ -266,27 +266,25 @@ static void worker(void *ctx, int ith, int nth) {
         int a = p->group_start[g], nq = p->group_start[g + 1] - a;
         int n_shared = 0;
         if (p->causal[g]) {
-            /* Rows i of one causal chunk (ascending reach n_i): everything up to the first
-             * row's reach n_0 is shared, rows n_0 .. n_i of the last ref are row i's own.
-             * Splitting a span never changes a result (kernels.h), so each row equals its
-             * lone computation while the shared keys are read once for the whole tile. */
-            int r0 = p->order[a];
-            const kr_attn_keys *k0 = &p->keys[r0];
-            int last = k0->n - 1, n0 = k0->ref[last].n;
-            const kref *b0 = p->base + (size_t)r0 * R;
-            n_shared = to_spans(b0, last, p->layer, h, p->head_dim, shared);
-            n_shared += ref_spans(&b0[last], p->layer, 0, n0, h, p->head_dim, shared + n_shared);
+            /* Rows of one causal chunk: the same refs but for how far the last one reaches, so
+             * every row's keys are the first n_i of the farthest row's. The causal kernel reads
+             * each block of them once for the whole group and gives each row its lone
+             * computation over its n_i keys (kernels.h). */
+            int far = a, n_keys[PLAN_MAX_GROUP];
             for (int i = 0; i < nq; i++) {
                 int r = p->order[a + i];
-                const kref *tail = &p->base[(size_t)r * R + last];
-                n_own[i] = ref_spans(tail, p->layer, n0, p->keys[r].ref[last].n - n0, h,
-                                     p->head_dim, own_sp[i]);
-                own[i] = own_sp[i];
+                const kr_attn_keys *kk = &p->keys[r];
+                n_keys[i] = 0;
+                for (int j = 0; j < kk->n; j++) n_keys[i] += kk->ref[j].n;
+                if (n_keys[i] > n_keys[far - a]) far = a + i;
                 qs[i] = p->q + (size_t)r * p->d + h * p->head_dim;
                 outs[i] = p->out + (size_t)r * p->d + h * p->head_dim;
             }
-            kr_attend_multi_f32(nq, qs, p->head_dim, p->scale, shared, n_shared, own, n_own,
-                                scratch, p->max_keys, outs);
+            int rf = p->order[far];
+            n_shared =
+                to_spans(p->base + (size_t)rf * R, p->keys[rf].n, p->layer, h, p->head_dim, shared);
+            kr_attend_causal_f32(nq, qs, p->head_dim, p->scale, shared, n_shared, n_keys, scratch,
+                                 p->max_keys, outs);
             continue;
         }
         if (nq > 1)
