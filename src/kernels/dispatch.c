@@ -155,6 +155,9 @@ static void init_once(void) {
     g_best = best;
     add_packed_gemm();
     g_tables[KR_ISA_AVX2].qgemm_int8_reserve = kr_qgemm_int8_avx2_reserve;
+#if defined(__x86_64__)
+    g_tables[KR_ISA_AVX512].qgemm_int8_reserve = kr_qgemm_int8_avx512_reserve;
+#endif
     if (g_avx512_bf16) {
         g_tables[KR_ISA_AVX512].quant_act_bf16 = kr_quant_act_bf16_avx512;
         g_tables[KR_ISA_AVX512].qgemm_bf16 = kr_qgemm_bf16_avx512bf16;
