@@ -196,7 +196,7 @@ static void free_act(test_act *t) {
 
 static const int k_Ks[] = { 6, 20, 52, 100, 520, 1024 };
 static const int k_Ns[] = { 1, 3, 17, 100, 400 };
-static const int k_Ms[] = { 1, 2, 3, 5, 17, 64, 65, 130 };
+static const int k_Ms[] = { 1, 2, 3, 5, 7, 8, 17, 64, 65, 130 };
 
 /* ---- (1) The quantiser. */
 
