@@ -29,11 +29,13 @@ typedef struct {
 } shape;
 
 /* Kronos-small (d_model 512, 8 heads) and Kronos-base (832, 16 heads); lookback 400 context
- * keys shared by 32 paths, each with 8 generated keys of its own. */
+ * keys shared by 32 paths, each with 8 generated keys of its own; and a late step of issue
+ * 15's P64 job (64 paths over 380 context keys, 20 generated each). */
 static const shape k_shapes[] = {
     { "small", 32, 400, 8, 64, 8 },
     { "base", 32, 400, 8, 52, 16 },
     { "small, 8 paths", 8, 400, 8, 64, 8 },
+    { "small, 64 paths", 64, 380, 20, 64, 8 },
 };
 enum { N_SHAPES = sizeof k_shapes / sizeof k_shapes[0], MAX_REPS = 31 };
 
