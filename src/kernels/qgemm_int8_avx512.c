@@ -345,8 +345,10 @@ static int block_cols(int kp) {
  * no reduction; the epilogue works on whole rows. The sums are the same exact integers, hence
  * the same bits. The repacking costs N·kp bytes of copying per call against M·N·kp/64
  * VPDPBUSDs, so it starts at KR_Q8_PANEL_MIN_M rows; decode keeps the row-dot tiles, which
- * read W in place (measured, 1 Zen 4 core, the 8×48 tile alone: 440 GOPS of ~462). */
-enum { KR_Q8_PANEL_MIN_M = 32, KR_Q8_PANEL_MR = 8, KR_Q8_PANEL_NV = 3 };
+ * read W in place. Measured on 1 Zen 4 core, Kronos-small's shapes (GOPS, peak ~462; the 8×48
+ * tile alone 440): row-dot 330-380 at any M from 8; panels 301-332 at M = 32, 344-385 at 64,
+ * 368-396 at 128, 375-427 at 1330. */
+enum { KR_Q8_PANEL_MIN_M = 64, KR_Q8_PANEL_MR = 8, KR_Q8_PANEL_NV = 3 };
 
 static size_t panel_scratch_bytes(int kp) { return (size_t)block_cols(kp) * (size_t)kp; }
 
