@@ -244,7 +244,7 @@ static void check_batch(const batch *b) {
 
 static void test_multi_bit_identical(void **state) {
     (void)state;
-    static const int nqs[] = { 1, 2, 3, 8, 32, 33 };
+    static const int nqs[] = { 1, 2, 3, 8, 13, 29, 32, 33 };
     static const int hds[] = { 8, 52, 64, 128, 208 };
     static const int shs[] = { 1, 15, 16, 17, 400 };
     for (int hi = 0; hi < COUNT(hds); hi++)

@@ -14,23 +14,24 @@
 #include "kernels/dispatch.h"
 
 /* Row r holds ISA r's variants, named by suffix. */
-#define EXPECT_ROW(t, sfx)                                                  \
-    do {                                                                    \
-        assert_ptr_equal((t)->gemm_f32, kr_gemm_f32_##sfx);                 \
-        assert_ptr_equal((t)->attend_f32, kr_attend_f32_##sfx);             \
-        assert_ptr_equal((t)->attend_multi_f32, kr_attend_multi_f32_##sfx); \
-        assert_ptr_equal((t)->rmsnorm_f32, kr_rmsnorm_f32_##sfx);           \
-        assert_ptr_equal((t)->rope_f32, kr_rope_f32_##sfx);                 \
-        assert_ptr_equal((t)->silu_mul_f32, kr_silu_mul_f32_##sfx);         \
-        assert_ptr_equal((t)->add_f32, kr_add_f32_##sfx);                   \
-        assert_ptr_equal((t)->softmax_f32, kr_softmax_f32_##sfx);           \
-        assert_ptr_equal((t)->dequant_rows, kr_dequant_rows_##sfx);         \
-        assert_ptr_equal((t)->quant_act_u8, kr_quant_act_u8_##sfx);         \
-        assert_ptr_equal((t)->kv_pack_bf16, kr_kv_pack_bf16_##sfx);         \
-        assert_ptr_equal((t)->kv_unpack_bf16, kr_kv_unpack_bf16_##sfx);     \
-        assert_ptr_equal((t)->kv_pack_int8, kr_kv_pack_int8_##sfx);         \
-        assert_ptr_equal((t)->kv_unpack_int8, kr_kv_unpack_int8_##sfx);     \
-        assert_ptr_equal((t)->fma_burn, kr_fma_burn_##sfx);                 \
+#define EXPECT_ROW(t, sfx)                                                    \
+    do {                                                                      \
+        assert_ptr_equal((t)->gemm_f32, kr_gemm_f32_##sfx);                   \
+        assert_ptr_equal((t)->attend_f32, kr_attend_f32_##sfx);               \
+        assert_ptr_equal((t)->attend_multi_f32, kr_attend_multi_f32_##sfx);   \
+        assert_ptr_equal((t)->attend_causal_f32, kr_attend_causal_f32_##sfx); \
+        assert_ptr_equal((t)->rmsnorm_f32, kr_rmsnorm_f32_##sfx);             \
+        assert_ptr_equal((t)->rope_f32, kr_rope_f32_##sfx);                   \
+        assert_ptr_equal((t)->silu_mul_f32, kr_silu_mul_f32_##sfx);           \
+        assert_ptr_equal((t)->add_f32, kr_add_f32_##sfx);                     \
+        assert_ptr_equal((t)->softmax_f32, kr_softmax_f32_##sfx);             \
+        assert_ptr_equal((t)->dequant_rows, kr_dequant_rows_##sfx);           \
+        assert_ptr_equal((t)->quant_act_u8, kr_quant_act_u8_##sfx);           \
+        assert_ptr_equal((t)->kv_pack_bf16, kr_kv_pack_bf16_##sfx);           \
+        assert_ptr_equal((t)->kv_unpack_bf16, kr_kv_unpack_bf16_##sfx);       \
+        assert_ptr_equal((t)->kv_pack_int8, kr_kv_pack_int8_##sfx);           \
+        assert_ptr_equal((t)->kv_unpack_int8, kr_kv_unpack_int8_##sfx);       \
+        assert_ptr_equal((t)->fma_burn, kr_fma_burn_##sfx);                   \
     } while (0)
 
 /* kr_cpu_has_amx_int8 answers for the active level; this asks for the AVX-512 one. */

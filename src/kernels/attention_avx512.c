@@ -424,8 +424,8 @@ static void multi_tile(int nq, const float *const *q, int head_dim, float scale,
      * last group of 12 or more; fewer would leave too many lanes idle, and go through
      * block_scores. */
     qt_groups g;
-    int n_qt = head_dim <= KR_QT_MAX_DIM ? nq - nq % KR_QT_LANES : 0;
-    if (n_qt && nq % KR_QT_LANES >= 12) n_qt = nq;
+    int n_qt = 0;
+    if (head_dim <= KR_QT_MAX_DIM) n_qt = nq % KR_QT_LANES >= 12 ? nq : nq - nq % KR_QT_LANES;
     if (n_qt) qt_groups_build(&g, n_qt, q, head_dim);
 
     int n_sh = 0; /* shared keys: every query's first n_sh scores */

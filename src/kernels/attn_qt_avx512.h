@@ -87,7 +87,8 @@ static inline void kr_qt_build16(float *qt, const float *const *q, int nq, int h
     } while (0)
 
 /* Scores of the 16 lanes of qt against keys [0, nk) (1 <= nk <= 16) at k, `stride` floats
- * apart: dst[i][j] for lanes i < nq. Keys past nk repeat the last one (read, not stored). */
+ * apart: dst[i][j] for lanes i < nq. In the last group of four keys, keys past nk repeat the
+ * last one; groups past it are skipped. Either way their lanes are masked off the stores. */
 KR_INLINE void kr_qt_scores16(const int hd, const float *qt_in, float scale, const float *k,
                               int stride, int nk, float *const *dst, int nq) {
     const int dp = (hd + 15) & ~15;
