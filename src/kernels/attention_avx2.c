@@ -384,10 +384,7 @@ static void causal_values(int nq, int head_dim, const float *v, int vs, int nk, 
                           float *const *out) {
 #define ROW(i) (scratch + (size_t)(i) * (size_t)scratch_stride + key0)
     int c[KR_ATTN_TILE];
-    for (int i = 0; i < nq; i++) {
-        int r = n_keys[i] - key0;
-        c[i] = r < 0 ? 0 : r > nk ? nk : r;
-    }
+    kr_causal_counts(nq, n_keys, key0, nk, c);
     int i = 0;
     for (; i + 1 < nq; i += 2) {
         int lo = c[i] < c[i + 1] ? c[i] : c[i + 1];
@@ -413,27 +410,25 @@ static void causal_tile(int nq, const float *const *q, int head_dim, float scale
     int n_max = 0;
     for (int i = 0; i < nq; i++) n_max = n_keys[i] > n_max ? n_keys[i] : n_max;
 #define ROW(i) (scratch + (size_t)(i) * (size_t)scratch_stride)
-    for (int s = 0, base = 0; s < n_spans && base < n_max; base += spans[s].n, s++)
-        for (int j0 = 0; j0 < spans[s].n && base + j0 < n_max; j0 += bk) {
-            int key0 = base + j0, nk = spans[s].n - j0 < bk ? spans[s].n - j0 : bk;
-            nk = nk < n_max - key0 ? nk : n_max - key0;
-            kr_kv_span blk = { NULL, NULL, nk, 0 };
-            blk.k = kr_attn_rows(spans[s].k, spans[s].stride, j0, nk, head_dim, pack, &blk.stride);
-            block_scores(nq, q, head_dim, scale, &blk, ROW(0) + key0, scratch_stride);
-        }
+    const kr_kv_span *sp;
+    int j0, key0, nk, vs;
+    for (kr_key_blocks it = kr_key_blocks_start(spans, n_spans, n_max, bk);
+         kr_key_blocks_next(&it, &sp, &j0, &key0, &nk);) {
+        kr_kv_span blk = { NULL, NULL, nk, 0 };
+        blk.k = kr_attn_rows(sp->k, sp->stride, j0, nk, head_dim, pack, &blk.stride);
+        block_scores(nq, q, head_dim, scale, &blk, ROW(0) + key0, scratch_stride);
+    }
     for (int i = 0; i < nq; i++) sum[i] = n_keys[i] > 0 ? exp_sum8(ROW(i), n_keys[i]) : 0.0f;
 
     /* Zeroed only now that every score is done, so out[i] may alias q[i]. */
     for (int i = 0; i < nq; i++)
         for (int d = 0; d < head_dim; d += 8)
             kr_store8(out[i] + d, _mm256_setzero_ps(), head_dim - d);
-    for (int s = 0, base = 0; s < n_spans && base < n_max; base += spans[s].n, s++)
-        for (int j0 = 0; j0 < spans[s].n && base + j0 < n_max; j0 += bk) {
-            int key0 = base + j0, nk = spans[s].n - j0 < bk ? spans[s].n - j0 : bk, vs;
-            nk = nk < n_max - key0 ? nk : n_max - key0;
-            const float *v = kr_attn_rows(spans[s].v, spans[s].stride, j0, nk, head_dim, pack, &vs);
-            causal_values(nq, head_dim, v, vs, nk, key0, n_keys, scratch, scratch_stride, out);
-        }
+    for (kr_key_blocks it = kr_key_blocks_start(spans, n_spans, n_max, bk);
+         kr_key_blocks_next(&it, &sp, &j0, &key0, &nk);) {
+        const float *v = kr_attn_rows(sp->v, sp->stride, j0, nk, head_dim, pack, &vs);
+        causal_values(nq, head_dim, v, vs, nk, key0, n_keys, scratch, scratch_stride, out);
+    }
     for (int i = 0; i < nq; i++) finish(head_dim, n_keys[i], sum[i], out[i]);
 #undef ROW
 }

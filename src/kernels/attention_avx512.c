@@ -510,10 +510,7 @@ static void causal_values(int nq, int head_dim, const float *v, int vs, int nk, 
                           float *const *out) {
 #define ROW(i) (scratch + (size_t)(i) * (size_t)scratch_stride + key0)
     int c[KR_ATTN_TILE];
-    for (int i = 0; i < nq; i++) {
-        int r = n_keys[i] - key0;
-        c[i] = r < 0 ? 0 : r > nk ? nk : r;
-    }
+    kr_causal_counts(nq, n_keys, key0, nk, c);
     int i = 0, step = head_dim <= 64 ? 4 : 2;
     for (; i + step <= nq; i += step) {
         int lo = c[i];
@@ -557,30 +554,28 @@ static void causal_tile(int nq, const float *const *q, int head_dim, float scale
     }
 #define ROW(i) (scratch + (size_t)(i) * (size_t)scratch_stride)
     /* Keys outer: a block is read into L1 once for every group. */
-    for (int s = 0, base = 0; s < n_spans && base < n_max; base += spans[s].n, s++)
-        for (int j0 = 0; j0 < spans[s].n && base + j0 < n_max; j0 += bk) {
-            int key0 = base + j0, nk = spans[s].n - j0 < bk ? spans[s].n - j0 : bk, ks;
-            nk = nk < n_max - key0 ? nk : n_max - key0;
-            const float *k = kr_attn_rows(spans[s].k, spans[s].stride, j0, nk, head_dim, pack, &ks);
-            for (int gi = 0; gi < g.n; gi++)
-                if (reach[gi] > key0)
-                    qt_group_scores(&g, gi, head_dim, scale, k, ks,
-                                    nk < reach[gi] - key0 ? nk : reach[gi] - key0,
-                                    ROW(gi * KR_QT_LANES), scratch_stride, key0);
-        }
+    const kr_kv_span *sp;
+    int j0, key0, nk, ks;
+    for (kr_key_blocks it = kr_key_blocks_start(spans, n_spans, n_max, bk);
+         kr_key_blocks_next(&it, &sp, &j0, &key0, &nk);) {
+        const float *k = kr_attn_rows(sp->k, sp->stride, j0, nk, head_dim, pack, &ks);
+        for (int gi = 0; gi < g.n; gi++)
+            if (reach[gi] > key0)
+                qt_group_scores(&g, gi, head_dim, scale, k, ks,
+                                nk < reach[gi] - key0 ? nk : reach[gi] - key0,
+                                ROW(gi * KR_QT_LANES), scratch_stride, key0);
+    }
     for (int i = 0; i < nq; i++) sum[i] = n_keys[i] > 0 ? exp_sum16(ROW(i), n_keys[i]) : 0.0f;
 
     /* Zeroed only now that every score is done, so out[i] may alias q[i]. */
     for (int i = 0; i < nq; i++)
         for (int d = 0; d < head_dim; d += 16)
             _mm512_mask_storeu_ps(out[i] + d, kr_mask16(head_dim - d), _mm512_setzero_ps());
-    for (int s = 0, base = 0; s < n_spans && base < n_max; base += spans[s].n, s++)
-        for (int j0 = 0; j0 < spans[s].n && base + j0 < n_max; j0 += bk) {
-            int key0 = base + j0, nk = spans[s].n - j0 < bk ? spans[s].n - j0 : bk, vs;
-            nk = nk < n_max - key0 ? nk : n_max - key0;
-            const float *v = kr_attn_rows(spans[s].v, spans[s].stride, j0, nk, head_dim, pack, &vs);
-            causal_values(nq, head_dim, v, vs, nk, key0, n_keys, scratch, scratch_stride, out);
-        }
+    for (kr_key_blocks it = kr_key_blocks_start(spans, n_spans, n_max, bk);
+         kr_key_blocks_next(&it, &sp, &j0, &key0, &nk);) {
+        const float *v = kr_attn_rows(sp->v, sp->stride, j0, nk, head_dim, pack, &ks);
+        causal_values(nq, head_dim, v, ks, nk, key0, n_keys, scratch, scratch_stride, out);
+    }
     for (int i = 0; i < nq; i++) finish(head_dim, n_keys[i], sum[i], out[i]);
 #undef ROW
 }

@@ -48,6 +48,47 @@ enum {
     KR_ATTN_PACK = 4096, /* floats of the block copy buffer (16 KB, on the stack) */
 };
 
+/* Walks the first n_max keys of a span list in blocks of at most bk keys, in key order, never
+ * crossing a span: the causal kernels' loop, once for the scores and once for the values. */
+typedef struct kr_key_blocks {
+    const kr_kv_span *spans;
+    int n_spans, n_max, bk;
+    int s, base, j0; /* the next block: span s, its key j0; base = keys in spans before s */
+} kr_key_blocks;
+
+static inline kr_key_blocks kr_key_blocks_start(const kr_kv_span *spans, int n_spans, int n_max,
+                                                int bk) {
+    return (kr_key_blocks){ spans, n_spans, n_max, bk, 0, 0, 0 };
+}
+
+/* The next block: its span *sp, first key j0 within it, global key index *key0 and count *nk;
+ * 0 when the n_max keys are done. */
+static inline int kr_key_blocks_next(kr_key_blocks *it, const kr_kv_span **sp, int *j0, int *key0,
+                                     int *nk) {
+    while (it->s < it->n_spans && it->j0 >= it->spans[it->s].n) {
+        it->base += it->spans[it->s++].n;
+        it->j0 = 0;
+    }
+    if (it->s >= it->n_spans || it->base + it->j0 >= it->n_max) return 0;
+    const kr_kv_span *cur = &it->spans[it->s];
+    int n = cur->n - it->j0 < it->bk ? cur->n - it->j0 : it->bk;
+    int left = it->n_max - (it->base + it->j0);
+    *sp = cur;
+    *j0 = it->j0;
+    *key0 = it->base + it->j0;
+    *nk = n < left ? n : left;
+    it->j0 += it->bk;
+    return 1;
+}
+
+/* c[i] = how many of keys [key0, key0 + nk) query i takes when it sees its first n_keys[i]. */
+static inline void kr_causal_counts(int nq, const int *n_keys, int key0, int nk, int *c) {
+    for (int i = 0; i < nq; i++) {
+        int r = n_keys[i] - key0;
+        c[i] = r < 0 ? 0 : r > nk ? nk : r;
+    }
+}
+
 /* A causal call one query at a time through a multi-query kernel: query i over the spans cut
  * after its n_keys[i] keys (the whole spans before the cut as shared, the cut one as its own),
  * which is the single-query kernel's result (kernels.h). scratch: one row of n_keys[i]. */

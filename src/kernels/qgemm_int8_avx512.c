@@ -357,25 +357,11 @@ void kr_qgemm_int8_avx512_reserve(int M, const kr_qmat *w) {
         (void)kr_thread_scratch(KR_SCRATCH_QGEMM_PANELS, panel_scratch_bytes(w->kp));
 }
 
-/* W rows [nb, ne) into panels at dst (panel p at dst + p·16·kp): panel row j holds columns
- * nb + 16p .. + 15, bytes 4j .. 4j + 3 of each; columns past ne are zero. A 16×16 transpose of
- * dwords per 64 bytes of 16 rows. */
+/* W rows [nb, ne) into panels at dst, panel p (columns nb + 16p ..) at dst + p·16·kp. */
 static void pack_panels(const int8_t *wq, size_t kp, int nb, int ne, int8_t *dst) {
-    for (int p0 = nb; p0 < ne; p0 += 16) {
-        int nr = ne - p0 < 16 ? ne - p0 : 16;
-        int8_t *panel = dst + (size_t)(p0 - nb) * kp;
-        for (size_t kb = 0; kb < kp; kb += 64) {
-            __m512 r[16];
-            for (int c = 0; c < 16; c++)
-                r[c] =
-                    c < nr
-                        ? _mm512_castsi512_ps(_mm512_loadu_si512(wq + (size_t)(p0 + c) * kp + kb))
-                        : _mm512_setzero_ps();
-            kr_transpose16(r);
-            for (int j = 0; j < 16; j++)
-                _mm512_store_si512(panel + (kb / 4 + (size_t)j) * 64, _mm512_castps_si512(r[j]));
-        }
-    }
+    for (int p0 = nb; p0 < ne; p0 += 16)
+        kr_q8_pack_panel16(wq + (size_t)p0 * kp, kp, ne - p0 < 16 ? ne - p0 : 16,
+                           dst + (size_t)(p0 - nb) * kp);
 }
 
 /* Rows m0 .. m0 + mr (mr <= 8; rows past mr repeat the last, computed and not stored) × the NV

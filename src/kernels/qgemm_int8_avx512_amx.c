@@ -66,52 +66,6 @@ typedef struct q8amx {
     int ldc;
 } q8amx;
 
-/* r[i] lane j ← r[j] lane i. */
-KR_INLINE void transpose16_epi32(__m512i r[16]) {
-    __m512i t[16];
-#pragma GCC unroll 8
-    for (int i = 0; i < 8; i++) {
-        t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
-    }
-    /* r[4i + j], 128-bit lane L: element 4L + j of rows 4i .. 4i + 3 */
-#pragma GCC unroll 4
-    for (int i = 0; i < 4; i++) {
-        r[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
-        r[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
-        r[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
-        r[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
-    }
-    /* gather lane L of r[j], r[4 + j], r[8 + j], r[12 + j] into row 4L + j */
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; j++) {
-        __m512i a = _mm512_shuffle_i32x4(r[j], r[4 + j], 0x88);
-        __m512i b = _mm512_shuffle_i32x4(r[j], r[4 + j], 0xDD);
-        __m512i c = _mm512_shuffle_i32x4(r[8 + j], r[12 + j], 0x88);
-        __m512i d = _mm512_shuffle_i32x4(r[8 + j], r[12 + j], 0xDD);
-        t[j] = _mm512_shuffle_i32x4(a, c, 0x88);
-        t[8 + j] = _mm512_shuffle_i32x4(a, c, 0xDD);
-        t[4 + j] = _mm512_shuffle_i32x4(b, d, 0x88);
-        t[12 + j] = _mm512_shuffle_i32x4(b, d, 0xDD);
-    }
-#pragma GCC unroll 16
-    for (int i = 0; i < 16; i++) r[i] = t[i];
-}
-
-/* W rows w[0 .. nc) (nc <= 16; the panel's other columns zero) as one B panel at dst: tile t
- * holds k in [64t, 64t + 64), its row g the bytes k = 64t + 4g .. + 3 of each column. */
-static void pack_panel(const int8_t *w, size_t kp, int nc, int8_t *dst) {
-    for (size_t k = 0; k < kp; k += TILE_K, dst += TILE_BYTES) {
-        __m512i r[16];
-#pragma GCC unroll 16
-        for (int c = 0; c < 16; c++)
-            r[c] = c < nc ? _mm512_loadu_si512(w + (size_t)c * kp + k) : _mm512_setzero_si512();
-        transpose16_epi32(r);
-#pragma GCC unroll 16
-        for (int g = 0; g < 16; g++) _mm512_store_si512(dst + 64 * g, r[g]);
-    }
-}
-
 /* The MR×NR C tiles (MR, NR in {1, 2}) of A rows a (16·MR of them, lda apart) against the NR
  * panels at b (panel_bytes apart), left in tmm0-3. */
 KR_INLINE void tiles(const int MR, const int NR, const uint8_t *a, size_t lda, const int8_t *b,
@@ -267,8 +221,8 @@ void kr_qgemm_int8_amx(int M, const kr_qmat *w, const uint8_t *aq, const float *
     for (int nb = n0; nb < n1; nb += block_cols) {
         const int ne = nb + block_cols < n1 ? nb + block_cols : n1;
         for (int n = nb; n < ne; n += 16)
-            pack_panel(wq + (size_t)n * kp, kp, ne - n < 16 ? ne - n : 16,
-                       pb + (size_t)(n - nb) / 16 * panel_bytes);
+            kr_q8_pack_panel16(wq + (size_t)n * kp, kp, ne - n < 16 ? ne - n : 16,
+                               pb + (size_t)(n - nb) / 16 * panel_bytes);
         for (int m = 0; m < m32; m += BLOCK_ROWS)
             row_block(2, &g, aq + (size_t)m * kp, kp, m, BLOCK_ROWS, pb, nb, ne, cb, &pend);
         if (m16 > m32)

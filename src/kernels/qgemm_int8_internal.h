@@ -52,4 +52,24 @@ void kr_qgemm_int8_avx512_impl(int M, const kr_qmat *w, const uint8_t *aq, const
                                int nth, int use_vnni);
 #endif
 
+#if defined(__AVX512F__)
+#include "kernels/simd_avx512.h"
+
+/* W rows w[0 .. nc) (nc <= 16, rows `kp` bytes apart; the panel's other columns zero) as one
+ * 16-column panel at dst, kp·16 bytes: for every 4 k, the 16 columns' 4 bytes side by side —
+ * one VPDPBUSD operand, or (64 k at a time, 1 KB) one AMX B tile. Shared by the AVX-512
+ * panel path and the AMX kernel. */
+static inline void kr_q8_pack_panel16(const int8_t *w, size_t kp, int nc, int8_t *dst) {
+    for (size_t k = 0; k < kp; k += 64, dst += 1024) {
+        __m512i r[16];
+#pragma GCC unroll 16
+        for (int c = 0; c < 16; c++)
+            r[c] = c < nc ? _mm512_loadu_si512(w + (size_t)c * kp + k) : _mm512_setzero_si512();
+        kr_transpose16_epi32(r);
+#pragma GCC unroll 16
+        for (int g = 0; g < 16; g++) _mm512_store_si512(dst + 64 * g, r[g]);
+    }
+}
+#endif
+
 #endif

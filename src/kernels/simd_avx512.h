@@ -76,6 +76,17 @@ KR_INLINE void kr_transpose16(__m512 r[16]) {
     }
 }
 
+/* kr_transpose16 on 32-bit integer lanes: shuffles move bits without reading them as floats,
+ * so the float view is exact. */
+KR_INLINE void kr_transpose16_epi32(__m512i r[16]) {
+    __m512 f[16];
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++) f[i] = _mm512_castsi512_ps(r[i]);
+    kr_transpose16(f);
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++) r[i] = _mm512_castps_si512(f[i]);
+}
+
 KR_INLINE __mmask16 kr_mask16(int n) {
     return n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1u);
 }
