@@ -6,7 +6,8 @@
  *
  * Columns: kr_gemm_f32 on the best ISA; the int8 GEMM alone per variant (AMX when the CPU
  * has AMX-INT8 — W packed per call, as the dispatched entry runs it from its M threshold —,
- * AVX-512 with VPDPBUSD when the CPU has AVX512_VNNI, AVX-512 with VPMADDWD, AVX2, scalar for
+ * AVX-512 with VPDPBUSD when the CPU has AVX512_VNNI, AVX-512 with VPMADDWD, AVX2 with AVX-VNNI
+ * when the CPU has it, AVX2 (VPMADDWD), scalar for
  * small M); the best int8 path including the activation quantisation (what a Linear layer
  * pays), and the quantiser alone per element. KRONOS_AMX=0 drops the AMX column.
  * Each cell is the fastest of N repeats (default 15) of enough calls to last ~5 ms: on a shared
@@ -131,8 +132,8 @@ int main(int argc, char **argv) {
     static const int NKs[][2] = { { 512, 512 }, { 1024, 512 } };
     kr_isa best = kr_isa_set(kr_isa_best());
 
-    const char *names[6];
-    kr_qgemm_int8_fn fns[6];
+    const char *names[7];
+    kr_qgemm_int8_fn fns[7];
     int n_var = 0;
     if (kr_cpu_has_amx_int8()) {
         names[n_var] = "amx";
@@ -149,6 +150,10 @@ int main(int argc, char **argv) {
     }
 #endif
     if (kr_isa_supported(KR_ISA_AVX2)) {
+        if (kr_cpu_has_avx_vnni()) {
+            names[n_var] = "avx2 avx-vnni";
+            fns[n_var++] = kr_qgemm_int8_avxvnni;
+        }
         names[n_var] = "avx2";
         fns[n_var++] = kr_qgemm_int8_avx2;
     }

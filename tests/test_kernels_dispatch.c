@@ -4,6 +4,7 @@
  * as the choice is made once per process) and kr_isa_set, and the CPU-feature entries (the
  * AVX512_BF16 products, the AMX int8 GEMM picker) are present exactly when
  * kr_cpu_has_avx512_bf16 / kr_cpu_has_amx_int8 say so; KRONOS_AMX=0 removes the latter.
+ * kr_cpu_has_avx_vnni names the AVX2 row's VNNI GEMM; KRONOS_AVXVNNI=0 removes it.
  */
 #include "test_support.h"
 
@@ -43,6 +44,15 @@ static int amx_usable(void) {
     return amx;
 }
 
+/* kr_cpu_has_avx_vnni answers for the active level; this asks for the AVX2 one. */
+static int avxvnni_usable(void) {
+    kr_isa was = kr_isa_active();
+    if (kr_isa_set(KR_ISA_AVX2) != KR_ISA_AVX2) return 0;
+    int vnni = kr_cpu_has_avx_vnni();
+    kr_isa_set(was);
+    return vnni;
+}
+
 static void check_row(const kr_kernel_table *t, kr_isa isa) {
     assert_non_null(t);
     assert_int_equal(t->isa, isa);
@@ -53,7 +63,9 @@ static void check_row(const kr_kernel_table *t, kr_isa isa) {
         break;
     case KR_ISA_AVX2:
         EXPECT_ROW(t, avx2);
-        assert_ptr_equal(t->qgemm_int8, kr_qgemm_int8_avx2);
+        /* With AVX-VNNI the row's int8 GEMM is the VPDPBUSD one; else VPMADDWD. */
+        assert_ptr_equal(t->qgemm_int8,
+                         avxvnni_usable() ? kr_qgemm_int8_avxvnni : kr_qgemm_int8_avx2);
         break;
     default:
         EXPECT_ROW(t, avx512);
@@ -157,6 +169,36 @@ static void test_env_amx_off(void **state) {
     print_message("AMX-INT8 %s on this machine\n", native ? "usable" : "not usable");
 }
 
+/* The same for KRONOS_AVXVNNI: bit 0 the AVX2 row holds the AVX-VNNI GEMM, bit 1
+ * kr_cpu_has_avx_vnni at the AVX2 level. */
+static int avxvnni_with_env(const char *value) {
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        if (value)
+            setenv("KRONOS_AVXVNNI", value, 1);
+        else
+            unsetenv("KRONOS_AVXVNNI");
+        setenv("KRONOS_ISA", "avx2", 1);
+        const kr_kernel_table *t = kr_kernels_for(KR_ISA_AVX2);
+        int row = t && t->qgemm_int8 == kr_qgemm_int8_avxvnni;
+        _exit(row | ((t && kr_cpu_has_avx_vnni()) << 1));
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    return WEXITSTATUS(status);
+}
+
+static void test_env_avxvnni_off(void **state) {
+    (void)state;
+    int native = avxvnni_with_env(NULL);
+    assert_true(native == 0 || native == 3); /* the VNNI GEMM exactly when the CPU has it */
+    assert_int_equal(avxvnni_with_env("0"), 0);
+    assert_int_equal(avxvnni_with_env("1"), native);
+    print_message("AVX-VNNI %s on this machine\n", native ? "usable" : "not usable");
+}
+
 /* The peak probe: a positive, finite rate on every ISA this CPU runs (on one thread and on a
  * pool), 0 for one it does not. */
 static void test_fma_peak_probe(void **state) {
@@ -181,9 +223,8 @@ static void test_fma_peak_probe(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_env_picks_the_row), /* first: before this process picks a row */
-        cmocka_unit_test(test_env_amx_off),
-        cmocka_unit_test(test_rows_complete),
-        cmocka_unit_test(test_active_row_follows_isa_set),
+        cmocka_unit_test(test_env_amx_off),       cmocka_unit_test(test_env_avxvnni_off),
+        cmocka_unit_test(test_rows_complete),     cmocka_unit_test(test_active_row_follows_isa_set),
         cmocka_unit_test(test_fma_peak_probe),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -54,7 +54,7 @@ typedef struct {
 
 static quant_variant g_quant[KR_ISA_COUNT];
 static int g_n_quant;
-static gemm_variant g_gemm[KR_ISA_COUNT + 4];
+static gemm_variant g_gemm[KR_ISA_COUNT + 8];
 static int g_n_gemm;
 
 #if defined(__x86_64__)
@@ -76,6 +76,9 @@ static void setup_variants(void) {
     if (kr_isa_supported(KR_ISA_AVX2)) {
         g_quant[g_n_quant++] = (quant_variant){ "avx2", kr_quant_act_u8_avx2 };
         g_gemm[g_n_gemm++] = (gemm_variant){ "avx2", kr_qgemm_int8_avx2, kr_quant_act_u8_avx2 };
+        if (kr_cpu_has_avx_vnni())
+            g_gemm[g_n_gemm++] =
+                (gemm_variant){ "avx2-vnni", kr_qgemm_int8_avxvnni, kr_quant_act_u8_avx2 };
     }
     if (kr_isa_supported(KR_ISA_AVX512)) {
         /* The public entry picks VPDPBUSD from the active level, so make it AVX-512. */

@@ -59,6 +59,7 @@ static int g_supported[KR_ISA_COUNT];
 static kr_isa g_best = KR_ISA_SCALAR;
 static atomic_int g_active = -1;
 static int g_avx512_vnni, g_avx512_bf16; /* extensions of the AVX-512 level */
+static int g_avx_vnni; /* AVX-VNNI (VEX, ymm): an extension of the AVX2 level */
 static int g_amx_int8; /* AMX-TILE + AMX-INT8 granted to this process (kr_cpu_has_amx_int8) */
 
 #if defined(__x86_64__)
@@ -91,6 +92,7 @@ static void detect_x86(void) {
     if (max_subleaf >= 1) {
         __cpuid_count(7, 1, a, b, c, d);
         g_avx512_bf16 = g_supported[KR_ISA_AVX512] && (int)((a >> 5) & 1);
+        g_avx_vnni = g_supported[KR_ISA_AVX2] && (int)((a >> 4) & 1);
     }
     g_amx_int8 = g_supported[KR_ISA_AVX512] && amx && tiles_os;
 }
@@ -167,6 +169,14 @@ static void init_once(void) {
     const char *amx_env = getenv("KRONOS_AMX");
     if (amx_env && strcmp(amx_env, "0") == 0) g_amx_int8 = 0;
     g_amx_int8 = g_amx_int8 && kr_qgemm_int8_amx_built && amx_permission();
+    /* KRONOS_AVXVNNI=0 keeps the AVX2 row on VPMADDWD (what a CPU without AVX-VNNI runs). */
+    const char *vnni_env = getenv("KRONOS_AVXVNNI");
+    g_avx_vnni =
+        g_avx_vnni && kr_qgemm_int8_avxvnni_built && !(vnni_env && strcmp(vnni_env, "0") == 0);
+    if (g_avx_vnni) {
+        g_tables[KR_ISA_AVX2].qgemm_int8 = kr_qgemm_int8_avxvnni;
+        g_tables[KR_ISA_AVX2].qgemm_int8_reserve = NULL; /* reads W in place: no buffer */
+    }
     if (g_amx_int8) {
         g_tables[KR_ISA_AVX512].qgemm_int8 = kr_qgemm_int8_avx512_auto;
         g_tables[KR_ISA_AVX512].qgemm_int8_reserve = kr_qgemm_int8_avx512_auto_reserve;
@@ -212,6 +222,8 @@ kr_isa kr_isa_set(kr_isa isa) {
 int kr_cpu_has_avx512_vnni(void) { return kr_isa_active() == KR_ISA_AVX512 && g_avx512_vnni; }
 
 int kr_cpu_has_avx512_bf16(void) { return kr_isa_active() == KR_ISA_AVX512 && g_avx512_bf16; }
+
+int kr_cpu_has_avx_vnni(void) { return kr_isa_active() >= KR_ISA_AVX2 && g_avx_vnni; }
 
 int kr_cpu_has_amx_int8(void) { return kr_isa_active() == KR_ISA_AVX512 && g_amx_int8; }
 

@@ -2,7 +2,8 @@
  * kernels/dispatch — the one kernel dispatch table (internal to src/kernels/): a row per ISA
  * holding that ISA's variant of every kernel family, filled once on first use from CPUID
  * (+ XGETBV), and the active row chosen at run time (KRONOS_ISA=scalar|avx2|avx512 lowers it;
- * kr_isa_set switches it; KRONOS_AMX=0 keeps the AVX-512 row's int8 GEMM off AMX). Every
+ * kr_isa_set switches it; KRONOS_AMX=0 keeps the AVX-512 row's int8 GEMM off AMX,
+ * KRONOS_AVXVNNI=0 the AVX2 row's off AVX-VNNI). Every
  * dispatched entry point — kernels.h, quant.h, kv_convert.h, calibrate.h — goes through it,
  * so adding a family is one field and one entry per ISA here, and which variant runs is never
  * decided anywhere else (as ggml's type_traits).

@@ -77,6 +77,12 @@ void kr_qgemm_int8_avx2_reserve(int M, const kr_qmat *w) {
     (void)w;
 }
 KR_FALLBACK_INT8(avx512)
+const int kr_qgemm_int8_avxvnni_built = 0;
+void kr_qgemm_int8_avxvnni(int M, const kr_qmat *w, const uint8_t *aq, const float *ascale,
+                           const int32_t *azero, const float *bias, float *C, int ldc, int ith,
+                           int nth) {
+    kr_qgemm_int8_scalar(M, w, aq, ascale, azero, bias, C, ldc, ith, nth);
+}
 
 /* KV-cache conversions (kv_convert.h). */
 #define KR_FALLBACK_KV(isa)                                                                 \

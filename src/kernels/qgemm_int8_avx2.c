@@ -138,7 +138,7 @@ KR_INLINE void store_tile(const int MR, const int NR, const __m256i acc[8], cons
     /* Lane L = r·NR + c of dot is the integer dot of C[m0 + r][n0 + c]. */
     __m256i dot = reduce8_epi32(acc);
     const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    const __m256i ridx = _mm256_srli_epi32(iota, NR == 4 ? 2 : 3);
+    const __m256i ridx = _mm256_srli_epi32(iota, NR == 2 ? 1 : NR == 4 ? 2 : 3);
     const __m256i cidx = _mm256_and_si256(iota, _mm256_set1_epi32(NR - 1));
     const __m256i rm = kr_mask8(mr), cm = kr_mask8(nr);
     __m256i az = _mm256_permutevar8x32_epi32(_mm256_maskload_epi32(g->azero + m0, rm), ridx);
@@ -149,7 +149,7 @@ KR_INLINE void store_tile(const int MR, const int NR, const __m256i acc[8], cons
     __m256 v = _mm256_mul_ps(_mm256_mul_ps(as, ws), _mm256_cvtepi32_ps(d));
     if (g->bias)
         v = _mm256_add_ps(v, _mm256_permutevar8x32_ps(_mm256_maskload_ps(g->bias + n0, cm), cidx));
-#pragma GCC unroll 2
+#pragma GCC unroll 4
     for (int r = 0; r < MR; r++) {
         if (r >= mr) break;
         __m256 row =
@@ -305,4 +305,85 @@ void kr_qgemm_int8_avx2(int M, const kr_qmat *w, const uint8_t *aq, const float 
             for (int n = nb; n < ne; n += 8) tile(1, 8, &g, m, 1, n, ne - n < 8 ? ne - n : 8);
     }
 }
+
+/* ---- AVX-VNNI (VEX VPDPBUSD on ymm: Alder Lake and later client cores, Sierra Forest, and
+ * Sapphire Rapids run as AVX2). One instruction multiplies 32 u8·s8 pairs and adds each group
+ * of 4 products to an int32 lane with no intermediate saturation: the same exact integers as
+ * VPMADDWD, 4× the products per instruction and no widening. W is read in place (no panels to
+ * build), in blocks of ~192 KB kept in L2 across all row tiles. Tile 4 A rows × 2 W rows: each
+ * W vector, which comes from L2, serves 4 rows (the A rows stay in L1); 1×8 for decode, where W
+ * streams from memory once per step and one A row serves 8 W rows. */
+#if KR_AVXVNNI_BUILT
+const int kr_qgemm_int8_avxvnni_built = 1;
+#define KR_TARGET_AVXVNNI __attribute__((target("avx2,fma,f16c,avxvnni")))
+
+/* The MR×NR tile (MR·NR <= 12) at (m0, n0) of which mr×nr elements are real: missing rows and
+ * columns reuse the last real one (valid memory, results discarded). Output r·NR + c of the
+ * first 8 accumulates in acc[KR_R8(r·NR + c)], the next 4 (3×4's third row) in
+ * acc[8 + KR_R8(c)], stored as a 1×4 tile beside three zero accumulators. */
+KR_TARGET_AVXVNNI static inline __attribute__((always_inline)) void
+tile_vnni(const int MR, const int NR, const q8gemm *g, int m0, int mr, int n0, int nr) {
+    const size_t kp = (size_t)g->kp;
+    const uint8_t *a[3];
+    const int8_t *w[8];
+#pragma GCC unroll 3
+    for (int r = 0; r < MR; r++) a[r] = g->aq + (size_t)(m0 + (r < mr ? r : mr - 1)) * kp;
+#pragma GCC unroll 8
+    for (int c = 0; c < NR; c++) w[c] = g->wq + (size_t)(n0 + (c < nr ? c : nr - 1)) * kp;
+    __m256i acc[16];
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++) acc[i] = _mm256_setzero_si256();
+    for (size_t k = 0; k < kp; k += 32) {
+        __m256i av[3];
+#pragma GCC unroll 3
+        for (int r = 0; r < MR; r++) av[r] = _mm256_loadu_si256((const __m256i *)(a[r] + k));
+#pragma GCC unroll 8
+        for (int c = 0; c < NR; c++) {
+            __m256i wv = _mm256_loadu_si256((const __m256i *)(w[c] + k));
+#pragma GCC unroll 3
+            for (int r = 0; r < MR; r++) {
+                int o = r * NR + c, slot = o < 8 ? KR_R8(o) : 8 + KR_R8(o - 8);
+                acc[slot] = _mm256_dpbusd_avx_epi32(acc[slot], av[r], wv);
+            }
+        }
+    }
+    if (MR * NR <= 8) {
+        store_tile(MR, NR, acc, g, m0, mr, n0, nr);
+        return;
+    }
+    store_tile(2, 4, acc, g, m0, mr < 2 ? mr : 2, n0, nr);
+    if (mr > 2) store_tile(1, 4, acc + 8, g, m0 + 2, 1, n0, nr);
+}
+
+KR_TARGET_AVXVNNI void kr_qgemm_int8_avxvnni(int M, const kr_qmat *w, const uint8_t *aq,
+                                             const float *ascale, const int32_t *azero,
+                                             const float *bias, float *C, int ldc, int ith,
+                                             int nth) {
+    int n0, n1;
+    kr_gemm_split(w->n, ith, nth, &n0, &n1);
+    if (n0 >= n1 || M <= 0) return;
+    q8gemm g = { aq, (const int8_t *)w->data, w->kp, ascale, w->scale, bias, azero, w->row_sum, C,
+                 ldc };
+    int nb_cols = w->kp > 0 ? 192 * 1024 / w->kp : n1 - n0;
+    nb_cols = nb_cols / KR_GEMM_NUNIT * KR_GEMM_NUNIT;
+    if (nb_cols < KR_GEMM_NUNIT) nb_cols = KR_GEMM_NUNIT;
+    for (int nb = n0; nb < n1; nb += nb_cols) {
+        int ne = nb + nb_cols < n1 ? nb + nb_cols : n1;
+        if (M == 1) {
+            for (int n = nb; n < ne; n += 8) tile_vnni(1, 8, &g, 0, 1, n, ne - n < 8 ? ne - n : 8);
+            continue;
+        }
+        for (int m = 0; m < M; m += 3)
+            for (int n = nb; n < ne; n += 4)
+                tile_vnni(3, 4, &g, m, M - m < 3 ? M - m : 3, n, ne - n < 4 ? ne - n : 4);
+    }
+}
+#else
+const int kr_qgemm_int8_avxvnni_built = 0;
+void kr_qgemm_int8_avxvnni(int M, const kr_qmat *w, const uint8_t *aq, const float *ascale,
+                           const int32_t *azero, const float *bias, float *C, int ldc, int ith,
+                           int nth) {
+    kr_qgemm_int8_avx2(M, w, aq, ascale, azero, bias, C, ldc, ith, nth);
+}
+#endif
 #endif

@@ -35,6 +35,15 @@ static inline uint8_t kr_q8_quant1(float x, float inv, int32_t z) {
 /* 1 when qgemm_int8_avx512_amx.c was compiled with AMX (x86-64 and a compiler that has
  * -mamx-int8); otherwise kr_qgemm_int8_amx is a stand-in that dispatch never picks. */
 extern const int kr_qgemm_int8_amx_built;
+/* 1 when qgemm_int8_avx2.c holds the AVX-VNNI variant (x86-64 and a compiler that emits
+ * AVX-VNNI: GCC 11, clang 12 on); otherwise kr_qgemm_int8_avxvnni is the AVX2 GEMM. */
+extern const int kr_qgemm_int8_avxvnni_built;
+#if defined(__x86_64__) && ((defined(__clang__) && __clang_major__ >= 12) || \
+                            (!defined(__clang__) && defined(__GNUC__) && __GNUC__ >= 11))
+#define KR_AVXVNNI_BUILT 1
+#else
+#define KR_AVXVNNI_BUILT 0
+#endif
 /* Allocates the calling thread's AMX buffer at the size any slice of w needs. */
 void kr_qgemm_int8_amx_reserve(const kr_qmat *w);
 /* Allocates the calling thread's buffer of kr_qgemm_int8_avx2 for M rows of w (none below

@@ -152,6 +152,11 @@ void kr_qgemm_int8_avx2(int M, const kr_qmat *w, const uint8_t *aq, const float 
 void kr_qgemm_int8_avx512(int M, const kr_qmat *w, const uint8_t *aq, const float *ascale,
                           const int32_t *azero, const float *bias, float *C, int ldc, int ith,
                           int nth);
+/* The AVX2 row's GEMM on a CPU with AVX-VNNI (VEX VPDPBUSD on ymm; no AVX-512 needed). Only
+ * call when kr_cpu_has_avx_vnni(); the dispatched AVX2 entry runs it then. */
+void kr_qgemm_int8_avxvnni(int M, const kr_qmat *w, const uint8_t *aq, const float *ascale,
+                           const int32_t *azero, const float *bias, float *C, int ldc, int ith,
+                           int nth);
 /* The same on Intel AMX (TDPBUSD on 16×16 tiles; each thread packs its N slice of W into the
  * tile layout per call, in a buffer of its own). Only call when kr_cpu_has_amx_int8(); the
  * dispatched AVX-512 entry runs it for M from a threshold, where the packing has paid off. */
@@ -177,6 +182,9 @@ void kr_qgemm_bf16_scalar(int M, const kr_qmat *w, const uint16_t *abf, const fl
 /* CPU features beyond the kr_isa levels (0 when KRONOS_ISA lowered the level below AVX-512). */
 int kr_cpu_has_avx512_vnni(void);
 int kr_cpu_has_avx512_bf16(void);
+/* AVX-VNNI (the VEX form, on ymm) usable at the active level, AVX2 or above, built in, and
+ * KRONOS_AVXVNNI is not "0". The AVX2 row's int8 GEMM uses it. */
+int kr_cpu_has_avx_vnni(void);
 /* AMX-TILE + AMX-INT8 usable: the CPU has them, the OS saves tile state and granted this
  * process the tile data (Linux arch_prctl), and KRONOS_AMX is not "0". */
 int kr_cpu_has_amx_int8(void);
