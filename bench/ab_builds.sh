@@ -6,8 +6,10 @@
 #   bash bench/ab_builds.sh BEFORE_KRONOS AFTER_KRONOS [ROUNDS, default 4]
 # Jobs: Kronos-small S1 / S8 (lookback 400, pred_len 120), P64 (64 paths × 30 steps, lookback
 # 380), lookback 392 (no window overflow), Kronos-base S1; f32 and int8; AVX-512 and AVX2
-# (KRONOS_ISA), each skipped where the CPU does not run it. AB_FILTER=REGEX keeps the jobs
-# whose "name|weights|isa|args" line matches (e.g. AB_FILTER='int8\|avx2').
+# (KRONOS_ISA), each skipped where the CPU does not run it; int8 also as "avx2-novnni" (the
+# AVX2 row with KRONOS_AVXVNNI=0: VPMADDWD, what an AVX2 CPU without AVX-VNNI runs).
+# AB_FILTER=REGEX keeps the jobs whose "name|weights|isa|args" line matches (e.g.
+# AB_FILTER='int8\|avx2').
 set -euo pipefail
 before=$1 after=$2 rounds=${3:-4}
 out=$(mktemp)
@@ -26,6 +28,9 @@ jobs=(
   "S8|int8|avx2|--shape small --paths 8 --quant int8"
   "P64|f32|avx2|--shape small --paths 64 --lookback 380 --pred-len 30"
   "P64|int8|avx2|--shape small --paths 64 --lookback 380 --pred-len 30 --quant int8"
+  "S1|int8|avx2-novnni|--shape small --paths 1 --quant int8"
+  "S8|int8|avx2-novnni|--shape small --paths 8 --quant int8"
+  "P64|int8|avx2-novnni|--shape small --paths 64 --lookback 380 --pred-len 30 --quant int8"
 )
 if [ -n "${AB_FILTER:-}" ]; then
   rc=0
@@ -53,13 +58,16 @@ for r in $(seq 1 "$rounds"); do
       bin=$before
       [ "$b" = after ] && bin=$after
       # shellcheck disable=SC2086 # args is a word list
-      line=$(KRONOS_ISA=$isa "$bin" bench --json $args --repeat 1 | python3 -c "
+      # avx2-novnni: the AVX2 row without AVX-VNNI (KRONOS_AVXVNNI=0), as a CPU that lacks it
+      vnni=1 level=$isa
+      [ "$isa" = avx2-novnni ] && vnni=0 level=avx2
+      line=$(KRONOS_ISA=$level KRONOS_AVXVNNI=$vnni "$bin" bench --json $args --repeat 1 | python3 -c "
 import json, sys
 d = json.load(sys.stdin)
 print(d['isa'], '%.3f' % d['results'][0]['seconds'], '%.0f' % d['fma_peak_gflops'])")
       # shellcheck disable=SC2086 # split the line into its three fields
       set -- $line
-      [ "$1" = "$isa" ] || continue # this CPU does not run it
+      [ "$1" = "$level" ] || continue # this CPU does not run it
       echo "$r $name $q $isa $b $2 $3" | tee -a "$out"
     done
   done
@@ -87,8 +95,9 @@ for k in order:
 print("\nmedian (minimum) seconds; paired = median over rounds of after / before within a round;"
       "\nint8 speed-up over f32, after:")
 for (name, q, isa) in order:
-    if q == 'int8' and (name, 'f32', isa, 'after') in d:
-        f, i = d[(name, 'f32', isa, 'after')], d[(name, 'int8', isa, 'after')]
+    f32_isa = 'avx2' if isa == 'avx2-novnni' else isa
+    if q == 'int8' and (name, 'f32', f32_isa, 'after') in d:
+        f, i = d[(name, 'f32', f32_isa, 'after')], d[(name, 'int8', isa, 'after')]
         print(f"  {name} {isa}: {statistics.median(f) / statistics.median(i):.2f}x")
 PY
 rm -f "$out"

@@ -122,8 +122,21 @@ static void block_scores(int nq, const float *const *q, int head_dim, float scal
 /* p[0..n) ← exp(p − max p) in place (n >= 1); returns their sum: 8-lane partial sums over
  * the array in key order, then the fixed tree. */
 static float exp_sum8(float *p, int n) {
-    float mx = p[0];
-    for (int j = 1; j < n; j++) mx = p[j] > mx ? p[j] : mx;
+    /* The maximum 8 lanes at a time: one scalar compare per key was a chain of dependent
+     * maxss, ~4 cycles a key, more than the exps after it. max_ps(x, m) is x > m ? x : m, the
+     * scalar rule per lane (a NaN key is skipped, a NaN p[0] stays), and the lanes merge by the
+     * same rule; only the sign of a zero maximum can depend on the order, and p − (±0) is the
+     * same float for every p, so the exps are too. Masked-off lanes keep m. */
+    __m256 m8 = _mm256_set1_ps(p[0]);
+    for (int j = 0; j < n; j += 8) {
+        __m256i m = kr_mask8(n - j);
+        __m256 x = _mm256_blendv_ps(m8, _mm256_maskload_ps(p + j, m), _mm256_castsi256_ps(m));
+        m8 = _mm256_max_ps(x, m8);
+    }
+    float lanes[8];
+    _mm256_storeu_ps(lanes, m8);
+    float mx = lanes[0];
+    for (int l = 1; l < 8; l++) mx = lanes[l] > mx ? lanes[l] : mx;
     __m256 mv = _mm256_set1_ps(mx);
     __m256 acc = _mm256_setzero_ps();
     for (int j = 0; j < n; j += 8) {
