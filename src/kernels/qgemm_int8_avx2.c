@@ -158,16 +158,23 @@ KR_INLINE void store_tile(const int MR, const int NR, const __m256i acc[8], cons
     }
 }
 
-/* The MR×NR tile (MR·NR = 8) at (m0, n0) of which mr×nr elements are real: missing rows and
+/* The A and W rows of an MR×NR tile at (m0, n0) of which mr×nr are real: missing rows and
  * columns reuse the last real one (valid memory, results discarded). */
+KR_INLINE void tile_rows(const int MR, const int NR, const q8gemm *g, int m0, int mr, int n0,
+                         int nr, const uint8_t **a, const int8_t **w) {
+    const size_t kp = (size_t)g->kp;
+#pragma GCC unroll 4
+    for (int r = 0; r < MR; r++) a[r] = g->aq + (size_t)(m0 + (r < mr ? r : mr - 1)) * kp;
+#pragma GCC unroll 8
+    for (int c = 0; c < NR; c++) w[c] = g->wq + (size_t)(n0 + (c < nr ? c : nr - 1)) * kp;
+}
+
+/* The MR×NR tile (MR·NR = 8) at (m0, n0) (tile_rows). */
 KR_INLINE void tile(const int MR, const int NR, const q8gemm *g, int m0, int mr, int n0, int nr) {
     const size_t kp = (size_t)g->kp;
     const uint8_t *a[2];
     const int8_t *w[8];
-#pragma GCC unroll 2
-    for (int r = 0; r < MR; r++) a[r] = g->aq + (size_t)(m0 + (r < mr ? r : mr - 1)) * kp;
-#pragma GCC unroll 8
-    for (int c = 0; c < NR; c++) w[c] = g->wq + (size_t)(n0 + (c < nr ? c : nr - 1)) * kp;
+    tile_rows(MR, NR, g, m0, mr, n0, nr, a, w);
     __m256i acc[8];
 #pragma GCC unroll 8
     for (int i = 0; i < 8; i++) acc[i] = _mm256_setzero_si256();
@@ -283,6 +290,14 @@ static int gemm_wide(int M, const q8gemm *g, int n0, int n1) {
     return 1;
 }
 
+/* W rows per block when W is read in place: ~192 KB, reused from L2 across all row tiles
+ * (see qgemm_int8_avx512.c); a multiple of the split unit. */
+static int inplace_block_cols(int kp, int slice) {
+    int nb_cols = kp > 0 ? 192 * 1024 / kp : slice;
+    nb_cols = nb_cols / KR_GEMM_NUNIT * KR_GEMM_NUNIT;
+    return nb_cols < KR_GEMM_NUNIT ? KR_GEMM_NUNIT : nb_cols;
+}
+
 void kr_qgemm_int8_avx2(int M, const kr_qmat *w, const uint8_t *aq, const float *ascale,
                         const int32_t *azero, const float *bias, float *C, int ldc, int ith,
                         int nth) {
@@ -292,10 +307,7 @@ void kr_qgemm_int8_avx2(int M, const kr_qmat *w, const uint8_t *aq, const float 
     q8gemm g = { aq, (const int8_t *)w->data, w->kp, ascale, w->scale, bias, azero, w->row_sum, C,
                  ldc };
     if (M >= Q8_WIDE_MIN_M && gemm_wide(M, &g, n0, n1)) return;
-    /* W block of ~192 KB reused from L2 across all row tiles (see qgemm_int8_avx512.c). */
-    int nb_cols = w->kp > 0 ? 192 * 1024 / w->kp : n1 - n0;
-    nb_cols = nb_cols / KR_GEMM_NUNIT * KR_GEMM_NUNIT;
-    if (nb_cols < KR_GEMM_NUNIT) nb_cols = KR_GEMM_NUNIT;
+    int nb_cols = inplace_block_cols(w->kp, n1 - n0);
     for (int nb = n0; nb < n1; nb += nb_cols) {
         int ne = nb + nb_cols < n1 ? nb + nb_cols : n1;
         int m = 0;
@@ -317,8 +329,7 @@ void kr_qgemm_int8_avx2(int M, const kr_qmat *w, const uint8_t *aq, const float 
 const int kr_qgemm_int8_avxvnni_built = 1;
 #define KR_TARGET_AVXVNNI __attribute__((target("avx2,fma,f16c,avxvnni")))
 
-/* The MR×NR tile (MR·NR <= 12) at (m0, n0) of which mr×nr elements are real: missing rows and
- * columns reuse the last real one (valid memory, results discarded). Output r·NR + c of the
+/* The MR×NR tile (MR·NR <= 12) at (m0, n0) (tile_rows). Output r·NR + c of the
  * first 8 accumulates in acc[KR_R8(r·NR + c)], the next 4 (3×4's third row) in
  * acc[8 + KR_R8(c)], stored as a 1×4 tile beside three zero accumulators. */
 KR_TARGET_AVXVNNI static inline __attribute__((always_inline)) void
@@ -326,10 +337,7 @@ tile_vnni(const int MR, const int NR, const q8gemm *g, int m0, int mr, int n0, i
     const size_t kp = (size_t)g->kp;
     const uint8_t *a[3];
     const int8_t *w[8];
-#pragma GCC unroll 3
-    for (int r = 0; r < MR; r++) a[r] = g->aq + (size_t)(m0 + (r < mr ? r : mr - 1)) * kp;
-#pragma GCC unroll 8
-    for (int c = 0; c < NR; c++) w[c] = g->wq + (size_t)(n0 + (c < nr ? c : nr - 1)) * kp;
+    tile_rows(MR, NR, g, m0, mr, n0, nr, a, w);
     __m256i acc[16];
 #pragma GCC unroll 16
     for (int i = 0; i < 16; i++) acc[i] = _mm256_setzero_si256();
@@ -364,9 +372,7 @@ KR_TARGET_AVXVNNI void kr_qgemm_int8_avxvnni(int M, const kr_qmat *w, const uint
     if (n0 >= n1 || M <= 0) return;
     q8gemm g = { aq, (const int8_t *)w->data, w->kp, ascale, w->scale, bias, azero, w->row_sum, C,
                  ldc };
-    int nb_cols = w->kp > 0 ? 192 * 1024 / w->kp : n1 - n0;
-    nb_cols = nb_cols / KR_GEMM_NUNIT * KR_GEMM_NUNIT;
-    if (nb_cols < KR_GEMM_NUNIT) nb_cols = KR_GEMM_NUNIT;
+    int nb_cols = inplace_block_cols(w->kp, n1 - n0);
     for (int nb = n0; nb < n1; nb += nb_cols) {
         int ne = nb + nb_cols < n1 ? nb + nb_cols : n1;
         if (M == 1) {
