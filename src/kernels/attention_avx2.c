@@ -101,11 +101,66 @@ KR_INLINE void scores2x4(const float *const *q, int head_dim, float scale, const
     kr_store4(dst[1], _mm256_extractf128_ps(s, 1), nk);
 }
 
+/* scores2x4 for 3 queries: 12 accumulators, 3 q and 1 K vector fill the 16 registers, and
+ * 7 loads feed 12 FMAs (2×4: 6 for 8). Queries 0-1 reduce as in scores2x4; query 2's four
+ * accumulators reduce beside four zero ones (the tree adds a lane only to lanes of its own
+ * accumulator, so the zeros change nothing): every score is scores8's bit for bit. */
+KR_INLINE void scores3x4(const float *const *q, int head_dim, float scale, const float *k,
+                         int stride, int nk, float *const *dst) {
+    const float *kp[4];
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) kp[c] = k + (size_t)(c < nk ? c : nk - 1) * (size_t)stride;
+    __m256 acc[16];
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++) acc[i] = _mm256_setzero_ps();
+    int d = 0;
+    for (; d + 8 <= head_dim; d += 8) {
+        __m256 q0 = _mm256_loadu_ps(q[0] + d), q1 = _mm256_loadu_ps(q[1] + d);
+        __m256 q2 = _mm256_loadu_ps(q[2] + d);
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            __m256 kv = _mm256_loadu_ps(kp[c] + d);
+            acc[KR_R8(c)] = _mm256_fmadd_ps(q0, kv, acc[KR_R8(c)]);
+            acc[KR_R8(4 + c)] = _mm256_fmadd_ps(q1, kv, acc[KR_R8(4 + c)]);
+            acc[8 + KR_R8(c)] = _mm256_fmadd_ps(q2, kv, acc[8 + KR_R8(c)]);
+        }
+    }
+    if (d < head_dim) {
+        __m256i m = kr_mask8(head_dim - d);
+        __m256 q0 = _mm256_maskload_ps(q[0] + d, m), q1 = _mm256_maskload_ps(q[1] + d, m);
+        __m256 q2 = _mm256_maskload_ps(q[2] + d, m);
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            __m256 kv = _mm256_maskload_ps(kp[c] + d, m);
+            acc[KR_R8(c)] = _mm256_fmadd_ps(q0, kv, acc[KR_R8(c)]);
+            acc[KR_R8(4 + c)] = _mm256_fmadd_ps(q1, kv, acc[KR_R8(4 + c)]);
+            acc[8 + KR_R8(c)] = _mm256_fmadd_ps(q2, kv, acc[8 + KR_R8(c)]);
+        }
+    }
+    __m256 vs = _mm256_set1_ps(scale);
+    __m256 s = _mm256_mul_ps(kr_reduce8(acc), vs);
+    kr_store4(dst[0], _mm256_castps256_ps128(s), nk);
+    kr_store4(dst[1], _mm256_extractf128_ps(s, 1), nk);
+    s = _mm256_mul_ps(kr_reduce8(acc + 8), vs);
+    kr_store4(dst[2], _mm256_castps256_ps128(s), nk);
+}
+
 /* Scores of the nq queries against every key of one shared block: rows + i·row_stride + j
- * for query i and key j. Queries in pairs through scores2x4, an odd one through span_scores. */
+ * for query i and key j. Queries in threes through scores3x4, then a pair through scores2x4,
+ * an odd one through span_scores. */
 static void block_scores(int nq, const float *const *q, int head_dim, float scale,
                          const kr_kv_span *blk, float *rows, int row_stride) {
     int i = 0;
+    for (; i + 3 <= nq; i += 3) {
+        float *dst[3];
+        for (int j = 0; j < blk->n; j += 4) {
+            dst[0] = rows + (size_t)i * (size_t)row_stride + j;
+            dst[1] = dst[0] + row_stride;
+            dst[2] = dst[1] + row_stride;
+            scores3x4(q + i, head_dim, scale, blk->k + (size_t)j * (size_t)blk->stride, blk->stride,
+                      blk->n - j < 4 ? blk->n - j : 4, dst);
+        }
+    }
     for (; i + 2 <= nq; i += 2) {
         float *dst[2];
         for (int j = 0; j < blk->n; j += 4) {
@@ -129,8 +184,13 @@ static float exp_sum8(float *p, int n) {
      * same float for every p, so the exps are too. Masked-off lanes keep m. */
     __m256 m8 = _mm256_set1_ps(p[0]);
     for (int j = 0; j < n; j += 8) {
-        __m256i m = kr_mask8(n - j);
-        __m256 x = _mm256_blendv_ps(m8, _mm256_maskload_ps(p + j, m), _mm256_castsi256_ps(m));
+        __m256 x;
+        if (j + 8 <= n) {
+            x = _mm256_loadu_ps(p + j);
+        } else {
+            __m256i m = kr_mask8(n - j);
+            x = _mm256_blendv_ps(m8, _mm256_maskload_ps(p + j, m), _mm256_castsi256_ps(m));
+        }
         m8 = _mm256_max_ps(x, m8);
     }
     float lanes[8];
@@ -138,8 +198,15 @@ static float exp_sum8(float *p, int n) {
     float mx = lanes[0];
     for (int l = 1; l < 8; l++) mx = lanes[l] > mx ? lanes[l] : mx;
     __m256 mv = _mm256_set1_ps(mx);
+    /* Full chunks plainly, the tail masked (its missing lanes add +0, as before). */
     __m256 acc = _mm256_setzero_ps();
-    for (int j = 0; j < n; j += 8) {
+    int j = 0;
+    for (; j + 8 <= n; j += 8) {
+        __m256 e = kr_exp8(_mm256_sub_ps(_mm256_loadu_ps(p + j), mv));
+        acc = _mm256_add_ps(acc, e);
+        _mm256_storeu_ps(p + j, e);
+    }
+    if (j < n) {
         __m256i m = kr_mask8(n - j);
         __m256 e = kr_exp8(_mm256_sub_ps(_mm256_maskload_ps(p + j, m), mv));
         e = _mm256_and_ps(e, _mm256_castsi256_ps(m));
@@ -304,6 +371,53 @@ static void values_add2(int head_dim, const float *v, int stride, int nk, const 
     }
 }
 
+/* wsum_add2 for three queries: 12 independent FMA chains hide the FMA latency that 8 only
+ * just cover, and a V vector serves three queries. The three broadcasts, the V vector and
+ * the 12 accumulators fill the 16 registers. Each query's chain per lane is wsum_add's. */
+KR_INLINE void wsum_add3(const int NC, int dn, const float *v, int stride, int nk,
+                         const float *const *p, float *const *o) {
+    __m256 a[3][4];
+    __m256i tail = kr_mask8(dn - 8 * (NC - 1));
+#pragma GCC unroll 3
+    for (int r = 0; r < 3; r++) {
+#pragma GCC unroll 4
+        for (int c = 0; c < NC - 1; c++) a[r][c] = _mm256_loadu_ps(o[r] + 8 * c);
+        a[r][NC - 1] = _mm256_maskload_ps(o[r] + 8 * (NC - 1), tail);
+    }
+    const float *p0 = p[0], *p1 = p[1], *p2 = p[2];
+    for (int j = 0; j < nk; j++, v += stride) {
+        __m256 j0 = _mm256_set1_ps(p0[j]), j1 = _mm256_set1_ps(p1[j]), j2 = _mm256_set1_ps(p2[j]);
+#pragma GCC unroll 4
+        for (int c = 0; c < NC; c++) {
+            __m256 x = c < NC - 1 ? _mm256_loadu_ps(v + 8 * c)
+                                  : _mm256_maskload_ps(v + 8 * (NC - 1), tail);
+            a[0][c] = _mm256_fmadd_ps(j0, x, a[0][c]);
+            a[1][c] = _mm256_fmadd_ps(j1, x, a[1][c]);
+            a[2][c] = _mm256_fmadd_ps(j2, x, a[2][c]);
+        }
+    }
+#pragma GCC unroll 3
+    for (int r = 0; r < 3; r++) {
+#pragma GCC unroll 4
+        for (int c = 0; c < NC - 1; c++) _mm256_storeu_ps(o[r] + 8 * c, a[r][c]);
+        kr_store8(o[r] + 8 * (NC - 1), a[r][NC - 1], dn - 8 * (NC - 1));
+    }
+}
+
+static void values_add3(int head_dim, const float *v, int stride, int nk, const float *const *p,
+                        float *const *o) {
+    for (int d0 = 0; d0 < head_dim; d0 += 32) {
+        int dn = head_dim - d0 < 32 ? head_dim - d0 : 32;
+        float *oo[3] = { o[0] + d0, o[1] + d0, o[2] + d0 };
+        switch ((dn + 7) / 8) {
+        case 1: wsum_add3(1, dn, v + d0, stride, nk, p, oo); break;
+        case 2: wsum_add3(2, dn, v + d0, stride, nk, p, oo); break;
+        case 3: wsum_add3(3, dn, v + d0, stride, nk, p, oo); break;
+        default: wsum_add3(4, dn, v + d0, stride, nk, p, oo); break;
+        }
+    }
+}
+
 /* out[0 .. head_dim) /= sum with the same division wsum ends with (zeros if no keys). */
 static void finish(int head_dim, int n_keys, float sum, float *out) {
     __m256 sv = _mm256_set1_ps(sum);
@@ -360,6 +474,11 @@ static void multi_tile(int nq, const float *const *q, int head_dim, float scale,
             const float *v =
                 kr_attn_rows(shared[s].v, shared[s].stride, j0, nk, head_dim, pack, &vs);
             int i = 0;
+            for (; i + 2 < nq; i += 3) {
+                const float *p[3] = { ROW(i) + base + j0, ROW(i + 1) + base + j0,
+                                      ROW(i + 2) + base + j0 };
+                values_add3(head_dim, v, vs, nk, p, out + i);
+            }
             for (; i + 1 < nq; i += 2)
                 values_add2(head_dim, v, vs, nk, ROW(i) + base + j0, ROW(i + 1) + base + j0, out[i],
                             out[i + 1]);
@@ -399,6 +518,18 @@ static void causal_values(int nq, int head_dim, const float *v, int vs, int nk, 
     int c[KR_ATTN_TILE];
     kr_causal_counts(nq, n_keys, key0, nk, c);
     int i = 0;
+    for (; i + 2 < nq; i += 3) {
+        int lo = c[i] < c[i + 1] ? c[i] : c[i + 1];
+        lo = c[i + 2] < lo ? c[i + 2] : lo;
+        if (lo > 0) {
+            const float *p[3] = { ROW(i), ROW(i + 1), ROW(i + 2) };
+            values_add3(head_dim, v, vs, lo, p, out + i);
+        }
+        for (int r = 0; r < 3; r++)
+            if (c[i + r] > lo)
+                values_add(head_dim, v + (size_t)lo * (size_t)vs, vs, c[i + r] - lo,
+                           ROW(i + r) + lo, out[i + r]);
+    }
     for (; i + 1 < nq; i += 2) {
         int lo = c[i] < c[i + 1] ? c[i] : c[i + 1];
         if (lo > 0) values_add2(head_dim, v, vs, lo, ROW(i), ROW(i + 1), out[i], out[i + 1]);
