@@ -175,7 +175,7 @@ static void init_once(void) {
         g_avx_vnni && kr_qgemm_int8_avxvnni_built && !(vnni_env && strcmp(vnni_env, "0") == 0);
     if (g_avx_vnni) {
         g_tables[KR_ISA_AVX2].qgemm_int8 = kr_qgemm_int8_avxvnni;
-        g_tables[KR_ISA_AVX2].qgemm_int8_reserve = NULL; /* reads W in place: no buffer */
+        g_tables[KR_ISA_AVX2].qgemm_int8_reserve = kr_qgemm_int8_avxvnni_reserve;
     }
     if (g_amx_int8) {
         g_tables[KR_ISA_AVX512].qgemm_int8 = kr_qgemm_int8_avx512_auto;

@@ -78,6 +78,10 @@ void kr_qgemm_int8_avx2_reserve(int M, const kr_qmat *w) {
 }
 KR_FALLBACK_INT8(avx512)
 const int kr_qgemm_int8_avxvnni_built = 0;
+void kr_qgemm_int8_avxvnni_reserve(int M, const kr_qmat *w) {
+    (void)M;
+    (void)w;
+}
 void kr_qgemm_int8_avxvnni(int M, const kr_qmat *w, const uint8_t *aq, const float *ascale,
                            const int32_t *azero, const float *bias, float *C, int ldc, int ith,
                            int nth) {

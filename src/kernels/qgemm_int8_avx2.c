@@ -329,6 +329,15 @@ void kr_qgemm_int8_avx2(int M, const kr_qmat *w, const uint8_t *aq, const float 
 const int kr_qgemm_int8_avxvnni_built = 1;
 #define KR_TARGET_AVXVNNI __attribute__((target("avx2,fma,f16c,avxvnni")))
 
+/* VEX VPDPBUSD acc += Σ4 a(u8)·w(s8) per int32 lane. Through asm rather than the intrinsic,
+ * as in qgemm_int8_avx512.c: GCC 12 gives the intrinsic's tied accumulator a fresh register
+ * each time, and the panel tile then stored every accumulator to the stack every step. */
+KR_TARGET_AVXVNNI static inline __attribute__((always_inline)) __m256i
+dpbusd_vex(__m256i acc, __m256i a, __m256i w) {
+    __asm__("%{vex%} vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(a), "x"(w));
+    return acc;
+}
+
 /* The MR×NR tile (MR·NR <= 12) at (m0, n0) (tile_rows). Output r·NR + c of the
  * first 8 accumulates in acc[KR_R8(r·NR + c)], the next 4 (3×4's third row) in
  * acc[8 + KR_R8(c)], stored as a 1×4 tile beside three zero accumulators. */
@@ -363,6 +372,135 @@ tile_vnni(const int MR, const int NR, const q8gemm *g, int m0, int mr, int n0, i
     if (mr > 2) store_tile(1, 4, acc + 8, g, m0 + 2, 1, n0, nr);
 }
 
+/* ---- AVX-VNNI panel path (M >= Q8V_PANEL_MIN_M). The row-dot tile above ends every 12 dots
+ * with two 8-way reductions and a permuting epilogue, ~70 vector ops per 192 VPDPBUSD at
+ * K = 512. Here each W block is first repacked into panels of 8 columns (for every 4 k, the 8
+ * columns' 4 bytes side by side), so a VPDPBUSD of 4 broadcast activation bytes against one
+ * panel row adds into 8 outputs of one row: a 4-row × 24-column tile keeps 12 accumulators
+ * over all of K and needs no reduction, and the epilogue works on whole rows, with the
+ * row-dot epilogue's operations per element. Same exact integers, same bits (as the AVX-512
+ * panel path in qgemm_int8_avx512.c). The repacking costs N·kp bytes per call. */
+enum { Q8V_PANEL_MIN_M = 32, Q8V_MR = 4, Q8V_NV = 3 };
+
+static size_t vnni_panel_bytes(int kp) { return (size_t)inplace_block_cols(kp, 0) * (size_t)kp; }
+
+void kr_qgemm_int8_avxvnni_reserve(int M, const kr_qmat *w) {
+    if (M >= Q8V_PANEL_MIN_M && w->kp > 0)
+        (void)kr_thread_scratch(KR_SCRATCH_QGEMM_PANELS, vnni_panel_bytes(w->kp));
+}
+
+/* r[i] lane j ↔ r[j] lane i on 32-bit lanes. */
+KR_TARGET_AVXVNNI static inline __attribute__((always_inline)) void transpose8_epi32(__m256i r[8]) {
+    __m256i t[8], u[8];
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm256_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+    }
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+        u[4 * h] = _mm256_unpacklo_epi64(t[4 * h], t[4 * h + 2]);
+        u[4 * h + 1] = _mm256_unpackhi_epi64(t[4 * h], t[4 * h + 2]);
+        u[4 * h + 2] = _mm256_unpacklo_epi64(t[4 * h + 1], t[4 * h + 3]);
+        u[4 * h + 3] = _mm256_unpackhi_epi64(t[4 * h + 1], t[4 * h + 3]);
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) {
+        r[i] = _mm256_permute2x128_si256(u[i], u[4 + i], 0x20);
+        r[4 + i] = _mm256_permute2x128_si256(u[i], u[4 + i], 0x31);
+    }
+}
+
+/* W rows w[0 .. nc) (nc <= 8, rows kp bytes apart; the panel's other columns zero) as one
+ * 8-column panel at dst, kp·8 bytes: the 4 bytes of k group j of column c at dst + 32j + 4c. */
+KR_TARGET_AVXVNNI static void pack_panel8(const int8_t *w, size_t kp, int nc, int8_t *dst) {
+    for (size_t k = 0; k < kp; k += 32, dst += 256) {
+        __m256i r[8];
+#pragma GCC unroll 8
+        for (int c = 0; c < 8; c++)
+            r[c] = c < nc ? _mm256_loadu_si256((const __m256i *)(w + (size_t)c * kp + k))
+                          : _mm256_setzero_si256();
+        transpose8_epi32(r);
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++) _mm256_storeu_si256((__m256i *)(dst + 32 * j), r[j]);
+    }
+}
+
+/* Rows m0 .. m0 + mr (mr <= 4; rows past mr repeat the last, computed and not stored) × the NV
+ * panels at pw, whose first column is n0 and of which ncols columns are real. */
+KR_TARGET_AVXVNNI static inline __attribute__((always_inline)) void
+panel_tile_vnni(const int NV, const q8gemm *g, const int8_t *pw, int m0, int mr, int n0,
+                int ncols) {
+    const size_t kp = (size_t)g->kp, pstride = 8 * kp;
+    const uint8_t *a[Q8V_MR];
+#pragma GCC unroll 4
+    for (int r = 0; r < Q8V_MR; r++) a[r] = g->aq + (size_t)(m0 + (r < mr ? r : mr - 1)) * kp;
+    __m256i acc[Q8V_MR][Q8V_NV];
+#pragma GCC unroll 4
+    for (int r = 0; r < Q8V_MR; r++)
+#pragma GCC unroll 3
+        for (int v = 0; v < NV; v++) acc[r][v] = _mm256_setzero_si256();
+    for (size_t j = 0; j < kp / 4; j++) {
+        __m256i wv[Q8V_NV];
+#pragma GCC unroll 3
+        for (int v = 0; v < NV; v++)
+            wv[v] = _mm256_loadu_si256((const __m256i *)(pw + v * pstride + j * 32));
+#pragma GCC unroll 4
+        for (int r = 0; r < Q8V_MR; r++) {
+            int32_t a4;
+            memcpy(&a4, a[r] + 4 * j, sizeof a4);
+            __m256i av = _mm256_set1_epi32(a4);
+#pragma GCC unroll 3
+            for (int v = 0; v < NV; v++) acc[r][v] = dpbusd_vex(acc[r][v], av, wv[v]);
+        }
+    }
+    /* store_tile's operations per element: (dot − azero·row_sum), then (as·ws)·that + b. */
+#pragma GCC unroll 3
+    for (int v = 0; v < NV; v++) {
+        int c0 = n0 + 8 * v, nc = ncols - 8 * v;
+        if (nc <= 0) break;
+        __m256i cm = kr_mask8(nc);
+        __m256i rs = _mm256_maskload_epi32(g->rsum + c0, cm);
+        __m256 ws = _mm256_maskload_ps(g->wscale + c0, cm);
+        __m256 b = g->bias ? _mm256_maskload_ps(g->bias + c0, cm) : _mm256_setzero_ps();
+        for (int r = 0; r < mr; r++) {
+            __m256i d = _mm256_sub_epi32(
+                acc[r][v], _mm256_mullo_epi32(_mm256_set1_epi32(g->azero[m0 + r]), rs));
+            __m256 x = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(g->ascale[m0 + r]), ws),
+                                     _mm256_cvtepi32_ps(d));
+            if (g->bias) x = _mm256_add_ps(x, b);
+            kr_store8(g->C + (size_t)(m0 + r) * (size_t)g->ldc + c0, x, nc);
+        }
+    }
+}
+
+/* Columns [n0, n1) on the panel path; 0 when its buffer cannot be had. */
+KR_TARGET_AVXVNNI static int gemm_panels_vnni(int M, const q8gemm *g, int n0, int n1) {
+    const int nb_cols = inplace_block_cols(g->kp, 0);
+    int8_t *pw = kr_thread_scratch(KR_SCRATCH_QGEMM_PANELS, vnni_panel_bytes(g->kp));
+    if (!pw) return 0;
+    const size_t kp = (size_t)g->kp, pstride = 8 * kp;
+    for (int nb = n0; nb < n1; nb += nb_cols) {
+        int ne = nb + nb_cols < n1 ? nb + nb_cols : n1, np = (ne - nb + 7) / 8;
+        for (int p = 0; p < np; p++)
+            pack_panel8(g->wq + (size_t)(nb + 8 * p) * kp, kp,
+                        ne - nb - 8 * p < 8 ? ne - nb - 8 * p : 8, pw + (size_t)p * pstride);
+        for (int m = 0; m < M; m += Q8V_MR) {
+            int mr = M - m < Q8V_MR ? M - m : Q8V_MR;
+            for (int p = 0; p < np; p += Q8V_NV) {
+                const int8_t *pp = pw + (size_t)p * pstride;
+                int c0 = nb + 8 * p, nc = ne - c0;
+                switch (np - p < Q8V_NV ? np - p : Q8V_NV) {
+                case 1: panel_tile_vnni(1, g, pp, m, mr, c0, nc); break;
+                case 2: panel_tile_vnni(2, g, pp, m, mr, c0, nc); break;
+                default: panel_tile_vnni(3, g, pp, m, mr, c0, nc); break;
+                }
+            }
+        }
+    }
+    return 1;
+}
+
 KR_TARGET_AVXVNNI void kr_qgemm_int8_avxvnni(int M, const kr_qmat *w, const uint8_t *aq,
                                              const float *ascale, const int32_t *azero,
                                              const float *bias, float *C, int ldc, int ith,
@@ -372,6 +510,7 @@ KR_TARGET_AVXVNNI void kr_qgemm_int8_avxvnni(int M, const kr_qmat *w, const uint
     if (n0 >= n1 || M <= 0) return;
     q8gemm g = { aq, (const int8_t *)w->data, w->kp, ascale, w->scale, bias, azero, w->row_sum, C,
                  ldc };
+    if (M >= Q8V_PANEL_MIN_M && gemm_panels_vnni(M, &g, n0, n1)) return;
     int nb_cols = inplace_block_cols(w->kp, n1 - n0);
     for (int nb = n0; nb < n1; nb += nb_cols) {
         int ne = nb + nb_cols < n1 ? nb + nb_cols : n1;
@@ -386,6 +525,7 @@ KR_TARGET_AVXVNNI void kr_qgemm_int8_avxvnni(int M, const kr_qmat *w, const uint
 }
 #else
 const int kr_qgemm_int8_avxvnni_built = 0;
+void kr_qgemm_int8_avxvnni_reserve(int M, const kr_qmat *w) { kr_qgemm_int8_avx2_reserve(M, w); }
 void kr_qgemm_int8_avxvnni(int M, const kr_qmat *w, const uint8_t *aq, const float *ascale,
                            const int32_t *azero, const float *bias, float *C, int ldc, int ith,
                            int nth) {

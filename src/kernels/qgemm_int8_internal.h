@@ -49,6 +49,8 @@ void kr_qgemm_int8_amx_reserve(const kr_qmat *w);
 /* Allocates the calling thread's buffer of kr_qgemm_int8_avx2 for M rows of w (none below
  * the M it widens from). */
 void kr_qgemm_int8_avx2_reserve(int M, const kr_qmat *w);
+/* The same for kr_qgemm_int8_avxvnni (its panel buffer, from the M it repacks W at). */
+void kr_qgemm_int8_avxvnni_reserve(int M, const kr_qmat *w);
 /* The same for kr_qgemm_int8_avx512 (its panel buffer, from the M it repacks W at). */
 void kr_qgemm_int8_avx512_reserve(int M, const kr_qmat *w);
 
