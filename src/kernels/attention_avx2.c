@@ -5,7 +5,7 @@
  * side by side), exp-sum over scratch in global key order, value sum one FMA per key in key
  * order — so the output does not depend on how keys are cut into spans. The multi-query
  * kernel runs the same helpers per query (the shared blocks' scores two queries × four keys
- * per register tile: scores2x4, the same per-key tree), keys outer / queries inner over the
+ * per register tile: scores_qx4, the same per-key tree), keys outer / queries inner over the
  * shared spans (see attention_avx512.c), and equals the single-query kernel bit for bit.
  */
 #include "kernels/kernels.h"
@@ -62,51 +62,17 @@ static void own_scores(const float *q, int head_dim, float scale, const kr_kv_sp
     }
 }
 
-/* Scores of 2 queries against keys [0, nk) (nk <= 4) starting at k: dst[r][c] for query r
- * and key c. For the multi-query kernel's shared blocks: 2 q and 4 K loads feed 8 FMAs where
- * scores8 spends 9, and one reduction serves 8 scores. Each score is still one 8-lane
- * accumulator over head_dim, the same masked tail and the same tree (kr_reduce8 treats every
- * lane alike), times scale — scores8's value bit for bit. */
-KR_INLINE void scores2x4(const float *const *q, int head_dim, float scale, const float *k,
-                         int stride, int nk, float *const *dst) {
-    const float *kp[4];
-#pragma GCC unroll 4
-    for (int c = 0; c < 4; c++) kp[c] = k + (size_t)(c < nk ? c : nk - 1) * (size_t)stride;
-    __m256 acc[8];
-#pragma GCC unroll 8
-    for (int i = 0; i < 8; i++) acc[i] = _mm256_setzero_ps();
-    int d = 0;
-    for (; d + 8 <= head_dim; d += 8) {
-        __m256 q0 = _mm256_loadu_ps(q[0] + d), q1 = _mm256_loadu_ps(q[1] + d);
-#pragma GCC unroll 4
-        for (int c = 0; c < 4; c++) {
-            __m256 kv = _mm256_loadu_ps(kp[c] + d);
-            acc[KR_R8(c)] = _mm256_fmadd_ps(q0, kv, acc[KR_R8(c)]);
-            acc[KR_R8(4 + c)] = _mm256_fmadd_ps(q1, kv, acc[KR_R8(4 + c)]);
-        }
-    }
-    if (d < head_dim) {
-        __m256i m = kr_mask8(head_dim - d);
-        __m256 q0 = _mm256_maskload_ps(q[0] + d, m), q1 = _mm256_maskload_ps(q[1] + d, m);
-#pragma GCC unroll 4
-        for (int c = 0; c < 4; c++) {
-            __m256 kv = _mm256_maskload_ps(kp[c] + d, m);
-            acc[KR_R8(c)] = _mm256_fmadd_ps(q0, kv, acc[KR_R8(c)]);
-            acc[KR_R8(4 + c)] = _mm256_fmadd_ps(q1, kv, acc[KR_R8(4 + c)]);
-        }
-    }
-    /* Lanes 0-3 are query 0's scores, lanes 4-7 query 1's. */
-    __m256 s = _mm256_mul_ps(kr_reduce8(acc), _mm256_set1_ps(scale));
-    kr_store4(dst[0], _mm256_castps256_ps128(s), nk);
-    kr_store4(dst[1], _mm256_extractf128_ps(s, 1), nk);
-}
-
-/* scores2x4 for 3 queries: 12 accumulators, 3 q and 1 K vector fill the 16 registers, and
- * 7 loads feed 12 FMAs (2×4: 6 for 8). Queries 0-1 reduce as in scores2x4; query 2's four
+/* Scores of NQ (2 or 3) queries against keys [0, nk) (nk <= 4) starting at k: dst[r][c] for
+ * query r and key c. For the multi-query and causal kernels' shared blocks: NQ q and 4 K loads
+ * feed 4·NQ FMAs where scores8 spends 9 loads on 8, and the 3-query tile fills the 16
+ * registers (12 accumulators, 3 q, 1 K). Queries 0-1 reduce together; query 2's four
  * accumulators reduce beside four zero ones (the tree adds a lane only to lanes of its own
- * accumulator, so the zeros change nothing): every score is scores8's bit for bit. */
-KR_INLINE void scores3x4(const float *const *q, int head_dim, float scale, const float *k,
-                         int stride, int nk, float *const *dst) {
+ * accumulator). Each score is still one 8-lane accumulator over head_dim, the same masked tail
+ * and the same tree (kr_reduce8 treats every lane alike), times scale — scores8's value bit
+ * for bit. */
+KR_INLINE void scores_qx4(const int NQ, const float *const *q, int head_dim, float scale,
+                          const float *k, int stride, int nk, float *const *dst) {
+#define SLOT(r, c) ((r) < 2 ? KR_R8(4 * (r) + (c)) : 8 + KR_R8(c))
     const float *kp[4];
 #pragma GCC unroll 4
     for (int c = 0; c < 4; c++) kp[c] = k + (size_t)(c < nk ? c : nk - 1) * (size_t)stride;
@@ -115,63 +81,65 @@ KR_INLINE void scores3x4(const float *const *q, int head_dim, float scale, const
     for (int i = 0; i < 16; i++) acc[i] = _mm256_setzero_ps();
     int d = 0;
     for (; d + 8 <= head_dim; d += 8) {
-        __m256 q0 = _mm256_loadu_ps(q[0] + d), q1 = _mm256_loadu_ps(q[1] + d);
-        __m256 q2 = _mm256_loadu_ps(q[2] + d);
+        __m256 qv[3];
+#pragma GCC unroll 3
+        for (int r = 0; r < NQ; r++) qv[r] = _mm256_loadu_ps(q[r] + d);
 #pragma GCC unroll 4
         for (int c = 0; c < 4; c++) {
             __m256 kv = _mm256_loadu_ps(kp[c] + d);
-            acc[KR_R8(c)] = _mm256_fmadd_ps(q0, kv, acc[KR_R8(c)]);
-            acc[KR_R8(4 + c)] = _mm256_fmadd_ps(q1, kv, acc[KR_R8(4 + c)]);
-            acc[8 + KR_R8(c)] = _mm256_fmadd_ps(q2, kv, acc[8 + KR_R8(c)]);
+#pragma GCC unroll 3
+            for (int r = 0; r < NQ; r++)
+                acc[SLOT(r, c)] = _mm256_fmadd_ps(qv[r], kv, acc[SLOT(r, c)]);
         }
     }
     if (d < head_dim) {
         __m256i m = kr_mask8(head_dim - d);
-        __m256 q0 = _mm256_maskload_ps(q[0] + d, m), q1 = _mm256_maskload_ps(q[1] + d, m);
-        __m256 q2 = _mm256_maskload_ps(q[2] + d, m);
+        __m256 qv[3];
+#pragma GCC unroll 3
+        for (int r = 0; r < NQ; r++) qv[r] = _mm256_maskload_ps(q[r] + d, m);
 #pragma GCC unroll 4
         for (int c = 0; c < 4; c++) {
             __m256 kv = _mm256_maskload_ps(kp[c] + d, m);
-            acc[KR_R8(c)] = _mm256_fmadd_ps(q0, kv, acc[KR_R8(c)]);
-            acc[KR_R8(4 + c)] = _mm256_fmadd_ps(q1, kv, acc[KR_R8(4 + c)]);
-            acc[8 + KR_R8(c)] = _mm256_fmadd_ps(q2, kv, acc[8 + KR_R8(c)]);
+#pragma GCC unroll 3
+            for (int r = 0; r < NQ; r++)
+                acc[SLOT(r, c)] = _mm256_fmadd_ps(qv[r], kv, acc[SLOT(r, c)]);
         }
     }
+#undef SLOT
     __m256 vs = _mm256_set1_ps(scale);
+    /* Lanes 0-3 are query 0's scores, lanes 4-7 query 1's. */
     __m256 s = _mm256_mul_ps(kr_reduce8(acc), vs);
     kr_store4(dst[0], _mm256_castps256_ps128(s), nk);
     kr_store4(dst[1], _mm256_extractf128_ps(s, 1), nk);
-    s = _mm256_mul_ps(kr_reduce8(acc + 8), vs);
-    kr_store4(dst[2], _mm256_castps256_ps128(s), nk);
+    if (NQ == 3) {
+        s = _mm256_mul_ps(kr_reduce8(acc + 8), vs);
+        kr_store4(dst[2], _mm256_castps256_ps128(s), nk);
+    }
 }
 
 /* Scores of the nq queries against every key of one shared block: rows + i·row_stride + j
- * for query i and key j. Queries in threes through scores3x4, then a pair through scores2x4,
+ * for query i and key j. Queries in threes through scores_qx4, a last pair through the same,
  * an odd one through span_scores. */
 static void block_scores(int nq, const float *const *q, int head_dim, float scale,
                          const kr_kv_span *blk, float *rows, int row_stride) {
-    int i = 0;
-    for (; i + 3 <= nq; i += 3) {
-        float *dst[3];
-        for (int j = 0; j < blk->n; j += 4) {
-            dst[0] = rows + (size_t)i * (size_t)row_stride + j;
-            dst[1] = dst[0] + row_stride;
-            dst[2] = dst[1] + row_stride;
-            scores3x4(q + i, head_dim, scale, blk->k + (size_t)j * (size_t)blk->stride, blk->stride,
-                      blk->n - j < 4 ? blk->n - j : 4, dst);
+    for (int i = 0; i < nq;) {
+        int g = nq - i >= 3 ? 3 : nq - i;
+        float *row = rows + (size_t)i * (size_t)row_stride;
+        if (g == 1) {
+            span_scores(q[i], head_dim, scale, blk, row);
+            break;
         }
-    }
-    for (; i + 2 <= nq; i += 2) {
-        float *dst[2];
         for (int j = 0; j < blk->n; j += 4) {
-            dst[0] = rows + (size_t)i * (size_t)row_stride + j;
-            dst[1] = dst[0] + row_stride;
-            scores2x4(q + i, head_dim, scale, blk->k + (size_t)j * (size_t)blk->stride, blk->stride,
-                      blk->n - j < 4 ? blk->n - j : 4, dst);
+            float *dst[3] = { row + j, row + row_stride + j, row + 2 * (size_t)row_stride + j };
+            const float *k = blk->k + (size_t)j * (size_t)blk->stride;
+            int nk = blk->n - j < 4 ? blk->n - j : 4;
+            if (g == 3)
+                scores_qx4(3, q + i, head_dim, scale, k, blk->stride, nk, dst);
+            else
+                scores_qx4(2, q + i, head_dim, scale, k, blk->stride, nk, dst);
         }
+        i += g;
     }
-    for (; i < nq; i++)
-        span_scores(q[i], head_dim, scale, blk, rows + (size_t)i * (size_t)row_stride);
 }
 
 /* p[0..n) ← exp(p − max p) in place (n >= 1); returns their sum: 8-lane partial sums over
@@ -322,100 +290,65 @@ static void values_add(int head_dim, const float *v, int stride, int nk, const f
     }
 }
 
-/* wsum_add for two queries over the same keys: each V chunk is loaded once for both, and the
- * two queries' accumulators are independent FMA chains, so twice as many are in flight (one
- * query's chains are latency-bound). Each query's chain per lane is exactly wsum_add's; the
- * columns go in 32-float chunks so both queries' accumulators fit the 16 registers. */
-KR_INLINE void wsum_add2(const int NC, int dn, const float *v, int stride, int nk, const float *pa,
-                         const float *pb, float *oa, float *ob) {
-    __m256 a[4], b[4];
-    __m256i tail = kr_mask8(dn - 8 * (NC - 1));
-#pragma GCC unroll 4
-    for (int c = 0; c < NC - 1; c++) {
-        a[c] = _mm256_loadu_ps(oa + 8 * c);
-        b[c] = _mm256_loadu_ps(ob + 8 * c);
-    }
-    a[NC - 1] = _mm256_maskload_ps(oa + 8 * (NC - 1), tail);
-    b[NC - 1] = _mm256_maskload_ps(ob + 8 * (NC - 1), tail);
-    for (int j = 0; j < nk; j++, v += stride) {
-        __m256 ja = _mm256_set1_ps(pa[j]), jb = _mm256_set1_ps(pb[j]);
-#pragma GCC unroll 4
-        for (int c = 0; c < NC; c++) {
-            __m256 x = c < NC - 1 ? _mm256_loadu_ps(v + 8 * c)
-                                  : _mm256_maskload_ps(v + 8 * (NC - 1), tail);
-            a[c] = _mm256_fmadd_ps(ja, x, a[c]);
-            b[c] = _mm256_fmadd_ps(jb, x, b[c]);
-        }
-    }
-#pragma GCC unroll 4
-    for (int c = 0; c < NC - 1; c++) {
-        _mm256_storeu_ps(oa + 8 * c, a[c]);
-        _mm256_storeu_ps(ob + 8 * c, b[c]);
-    }
-    kr_store8(oa + 8 * (NC - 1), a[NC - 1], dn - 8 * (NC - 1));
-    kr_store8(ob + 8 * (NC - 1), b[NC - 1], dn - 8 * (NC - 1));
-}
-
-static void values_add2(int head_dim, const float *v, int stride, int nk, const float *pa,
-                        const float *pb, float *oa, float *ob) {
-    for (int d0 = 0; d0 < head_dim; d0 += 32) {
-        int dn = head_dim - d0 < 32 ? head_dim - d0 : 32;
-        const float *vv = v + d0;
-        float *a = oa + d0, *b = ob + d0;
-        switch ((dn + 7) / 8) {
-        case 1: wsum_add2(1, dn, vv, stride, nk, pa, pb, a, b); break;
-        case 2: wsum_add2(2, dn, vv, stride, nk, pa, pb, a, b); break;
-        case 3: wsum_add2(3, dn, vv, stride, nk, pa, pb, a, b); break;
-        default: wsum_add2(4, dn, vv, stride, nk, pa, pb, a, b); break;
-        }
-    }
-}
-
-/* wsum_add2 for three queries: 12 independent FMA chains hide the FMA latency that 8 only
- * just cover, and a V vector serves three queries. The three broadcasts, the V vector and
- * the 12 accumulators fill the 16 registers. Each query's chain per lane is wsum_add's. */
-KR_INLINE void wsum_add3(const int NC, int dn, const float *v, int stride, int nk,
+/* wsum_add for NQ (2 or 3) queries over the same keys: each V chunk is loaded once for all,
+ * and the queries' accumulators are independent FMA chains — one query's 8 are
+ * latency-bound, two queries' 8 only just cover the latency, three queries' 12 hide it. Each
+ * query's chain per lane is exactly wsum_add's; the columns go in 32-float chunks so the
+ * accumulators, the broadcasts and the V vector fit the 16 registers. */
+KR_INLINE void wsum_addq(const int NQ, const int NC, int dn, const float *v, int stride, int nk,
                          const float *const *p, float *const *o) {
     __m256 a[3][4];
     __m256i tail = kr_mask8(dn - 8 * (NC - 1));
 #pragma GCC unroll 3
-    for (int r = 0; r < 3; r++) {
+    for (int r = 0; r < NQ; r++) {
 #pragma GCC unroll 4
         for (int c = 0; c < NC - 1; c++) a[r][c] = _mm256_loadu_ps(o[r] + 8 * c);
         a[r][NC - 1] = _mm256_maskload_ps(o[r] + 8 * (NC - 1), tail);
     }
-    const float *p0 = p[0], *p1 = p[1], *p2 = p[2];
     for (int j = 0; j < nk; j++, v += stride) {
-        __m256 j0 = _mm256_set1_ps(p0[j]), j1 = _mm256_set1_ps(p1[j]), j2 = _mm256_set1_ps(p2[j]);
+        __m256 pj[3];
+#pragma GCC unroll 3
+        for (int r = 0; r < NQ; r++) pj[r] = _mm256_set1_ps(p[r][j]);
 #pragma GCC unroll 4
         for (int c = 0; c < NC; c++) {
             __m256 x = c < NC - 1 ? _mm256_loadu_ps(v + 8 * c)
                                   : _mm256_maskload_ps(v + 8 * (NC - 1), tail);
-            a[0][c] = _mm256_fmadd_ps(j0, x, a[0][c]);
-            a[1][c] = _mm256_fmadd_ps(j1, x, a[1][c]);
-            a[2][c] = _mm256_fmadd_ps(j2, x, a[2][c]);
+#pragma GCC unroll 3
+            for (int r = 0; r < NQ; r++) a[r][c] = _mm256_fmadd_ps(pj[r], x, a[r][c]);
         }
     }
 #pragma GCC unroll 3
-    for (int r = 0; r < 3; r++) {
+    for (int r = 0; r < NQ; r++) {
 #pragma GCC unroll 4
         for (int c = 0; c < NC - 1; c++) _mm256_storeu_ps(o[r] + 8 * c, a[r][c]);
         kr_store8(o[r] + 8 * (NC - 1), a[r][NC - 1], dn - 8 * (NC - 1));
     }
 }
 
-static void values_add3(int head_dim, const float *v, int stride, int nk, const float *const *p,
-                        float *const *o) {
+KR_INLINE void values_addq(const int NQ, int head_dim, const float *v, int stride, int nk,
+                           const float *const *p, float *const *o) {
     for (int d0 = 0; d0 < head_dim; d0 += 32) {
         int dn = head_dim - d0 < 32 ? head_dim - d0 : 32;
-        float *oo[3] = { o[0] + d0, o[1] + d0, o[2] + d0 };
+        float *oo[3] = { o[0] + d0, o[1] + d0, NQ == 3 ? o[2] + d0 : NULL };
         switch ((dn + 7) / 8) {
-        case 1: wsum_add3(1, dn, v + d0, stride, nk, p, oo); break;
-        case 2: wsum_add3(2, dn, v + d0, stride, nk, p, oo); break;
-        case 3: wsum_add3(3, dn, v + d0, stride, nk, p, oo); break;
-        default: wsum_add3(4, dn, v + d0, stride, nk, p, oo); break;
+        case 1: wsum_addq(NQ, 1, dn, v + d0, stride, nk, p, oo); break;
+        case 2: wsum_addq(NQ, 2, dn, v + d0, stride, nk, p, oo); break;
+        case 3: wsum_addq(NQ, 3, dn, v + d0, stride, nk, p, oo); break;
+        default: wsum_addq(NQ, 4, dn, v + d0, stride, nk, p, oo); break;
         }
     }
+}
+
+/* Values of g (1-3) queries over the same nk keys: p[r] their probabilities, o[r] their
+ * outputs. */
+static void values_group(int g, int head_dim, const float *v, int stride, int nk,
+                         const float *const *p, float *const *o) {
+    if (g == 3)
+        values_addq(3, head_dim, v, stride, nk, p, o);
+    else if (g == 2)
+        values_addq(2, head_dim, v, stride, nk, p, o);
+    else
+        values_add(head_dim, v, stride, nk, p[0], o[0]);
 }
 
 /* out[0 .. head_dim) /= sum with the same division wsum ends with (zeros if no keys). */
@@ -473,16 +406,12 @@ static void multi_tile(int nq, const float *const *q, int head_dim, float scale,
             int vs;
             const float *v =
                 kr_attn_rows(shared[s].v, shared[s].stride, j0, nk, head_dim, pack, &vs);
-            int i = 0;
-            for (; i + 2 < nq; i += 3) {
-                const float *p[3] = { ROW(i) + base + j0, ROW(i + 1) + base + j0,
-                                      ROW(i + 2) + base + j0 };
-                values_add3(head_dim, v, vs, nk, p, out + i);
+            for (int i = 0, g; i < nq; i += g) {
+                g = nq - i >= 3 ? 3 : nq - i;
+                const float *p[3];
+                for (int r = 0; r < 3; r++) p[r] = ROW(i + (r < g ? r : 0)) + base + j0;
+                values_group(g, head_dim, v, vs, nk, p, out + i);
             }
-            for (; i + 1 < nq; i += 2)
-                values_add2(head_dim, v, vs, nk, ROW(i) + base + j0, ROW(i + 1) + base + j0, out[i],
-                            out[i + 1]);
-            if (i < nq) values_add(head_dim, v, vs, nk, ROW(i) + base + j0, out[i]);
         }
     for (int i = 0; i < nq; i++) {
         int n = n_sh, ns = own && n_own ? n_own[i] : 0;
@@ -509,36 +438,26 @@ void kr_attend_multi_f32_avx2(int nq, const float *const *q, int head_dim, float
 /* ---- causal */
 
 /* Values of the nq queries over keys [key0, key0 + nk) at v, query i taking the first
- * clamp(n_keys[i] − key0, 0, nk): what a pair shares through values_add2, each query's rest
- * after it — the same FMA chain per lane in key order. */
+ * clamp(n_keys[i] − key0, 0, nk): what a group of up to three shares through values_group,
+ * each query's rest after it — the same FMA chain per lane in key order. */
 static void causal_values(int nq, int head_dim, const float *v, int vs, int nk, int key0,
                           const int *n_keys, const float *scratch, int scratch_stride,
                           float *const *out) {
 #define ROW(i) (scratch + (size_t)(i) * (size_t)scratch_stride + key0)
     int c[KR_ATTN_TILE];
     kr_causal_counts(nq, n_keys, key0, nk, c);
-    int i = 0;
-    for (; i + 2 < nq; i += 3) {
-        int lo = c[i] < c[i + 1] ? c[i] : c[i + 1];
-        lo = c[i + 2] < lo ? c[i + 2] : lo;
-        if (lo > 0) {
-            const float *p[3] = { ROW(i), ROW(i + 1), ROW(i + 2) };
-            values_add3(head_dim, v, vs, lo, p, out + i);
-        }
-        for (int r = 0; r < 3; r++)
+    for (int i = 0, g; i < nq; i += g) {
+        g = nq - i >= 3 ? 3 : nq - i;
+        int lo = c[i];
+        for (int r = 1; r < g; r++) lo = c[i + r] < lo ? c[i + r] : lo;
+        const float *p[3];
+        for (int r = 0; r < 3; r++) p[r] = ROW(i + (r < g ? r : 0));
+        if (lo > 0) values_group(g, head_dim, v, vs, lo, p, out + i);
+        for (int r = 0; r < g; r++)
             if (c[i + r] > lo)
                 values_add(head_dim, v + (size_t)lo * (size_t)vs, vs, c[i + r] - lo,
                            ROW(i + r) + lo, out[i + r]);
     }
-    for (; i + 1 < nq; i += 2) {
-        int lo = c[i] < c[i + 1] ? c[i] : c[i + 1];
-        if (lo > 0) values_add2(head_dim, v, vs, lo, ROW(i), ROW(i + 1), out[i], out[i + 1]);
-        for (int r = 0; r < 2; r++)
-            if (c[i + r] > lo)
-                values_add(head_dim, v + (size_t)lo * (size_t)vs, vs, c[i + r] - lo,
-                           ROW(i + r) + lo, out[i + r]);
-    }
-    if (i < nq && c[i] > 0) values_add(head_dim, v, vs, c[i], ROW(i), out[i]);
 #undef ROW
 }
 
