@@ -9,8 +9,6 @@
 #include "test_support.h"
 
 #include <stdlib.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "kernels/dispatch.h"
 
@@ -113,21 +111,14 @@ static void test_active_row_follows_isa_set(void **state) {
 /* The row a fresh process picks with KRONOS_ISA = value (NULL: unset); its ISA as the exit
  * code. Only meaningful while this process has not used the table itself (a forked child
  * inherits the choice): this test runs first. */
+static int row_probe(void) {
+    const kr_kernel_table *t = kr_kernels(); /* the very first use */
+    return t == kr_kernels_for(t->isa) && t->isa == kr_isa_active() ? (int)t->isa : 100;
+}
+
 static int row_with_env(const char *value) {
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        if (value)
-            setenv("KRONOS_ISA", value, 1);
-        else
-            unsetenv("KRONOS_ISA");
-        const kr_kernel_table *t = kr_kernels(); /* the very first use */
-        _exit(t == kr_kernels_for(t->isa) && t->isa == kr_isa_active() ? (int)t->isa : 100);
-    }
-    int status = 0;
-    assert_int_equal(waitpid(pid, &status, 0), pid);
-    assert_true(WIFEXITED(status));
-    return WEXITSTATUS(status);
+    const kr_test_env env[] = { { "KRONOS_ISA", value } };
+    return kr_test_in_child(env, 1, row_probe);
 }
 
 static void test_env_picks_the_row(void **state) {
@@ -141,23 +132,15 @@ static void test_env_picks_the_row(void **state) {
 
 /* What a fresh process with KRONOS_AMX = value (NULL: unset) makes of AMX: bit 0 the AVX-512
  * row holds the picker, bit 1 kr_cpu_has_amx_int8 at the AVX-512 level. */
+static int amx_probe(void) {
+    const kr_kernel_table *t = kr_kernels_for(KR_ISA_AVX512);
+    int row = t && t->qgemm_int8 == kr_qgemm_int8_avx512_auto;
+    return row | (amx_usable() << 1);
+}
+
 static int amx_with_env(const char *value) {
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        if (value)
-            setenv("KRONOS_AMX", value, 1);
-        else
-            unsetenv("KRONOS_AMX");
-        unsetenv("KRONOS_ISA");
-        const kr_kernel_table *t = kr_kernels_for(KR_ISA_AVX512);
-        int row = t && t->qgemm_int8 == kr_qgemm_int8_avx512_auto;
-        _exit(row | (amx_usable() << 1));
-    }
-    int status = 0;
-    assert_int_equal(waitpid(pid, &status, 0), pid);
-    assert_true(WIFEXITED(status));
-    return WEXITSTATUS(status);
+    const kr_test_env env[] = { { "KRONOS_AMX", value }, { "KRONOS_ISA", NULL } };
+    return kr_test_in_child(env, 2, amx_probe);
 }
 
 static void test_env_amx_off(void **state) {
@@ -171,23 +154,15 @@ static void test_env_amx_off(void **state) {
 
 /* The same for KRONOS_AVXVNNI: bit 0 the AVX2 row holds the AVX-VNNI GEMM, bit 1
  * kr_cpu_has_avx_vnni at the AVX2 level. */
+static int avxvnni_probe(void) {
+    const kr_kernel_table *t = kr_kernels_for(KR_ISA_AVX2);
+    int row = t && t->qgemm_int8 == kr_qgemm_int8_avxvnni;
+    return row | ((t && kr_cpu_has_avx_vnni()) << 1);
+}
+
 static int avxvnni_with_env(const char *value) {
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        if (value)
-            setenv("KRONOS_AVXVNNI", value, 1);
-        else
-            unsetenv("KRONOS_AVXVNNI");
-        setenv("KRONOS_ISA", "avx2", 1);
-        const kr_kernel_table *t = kr_kernels_for(KR_ISA_AVX2);
-        int row = t && t->qgemm_int8 == kr_qgemm_int8_avxvnni;
-        _exit(row | ((t && kr_cpu_has_avx_vnni()) << 1));
-    }
-    int status = 0;
-    assert_int_equal(waitpid(pid, &status, 0), pid);
-    assert_true(WIFEXITED(status));
-    return WEXITSTATUS(status);
+    const kr_test_env env[] = { { "KRONOS_AVXVNNI", value }, { "KRONOS_ISA", "avx2" } };
+    return kr_test_in_child(env, 2, avxvnni_probe);
 }
 
 static void test_env_avxvnni_off(void **state) {

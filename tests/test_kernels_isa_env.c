@@ -5,27 +5,17 @@
 #include "kernels/kernels.h"
 
 #include <stdlib.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 /* kr_isa_best() in a fresh child with KRONOS_ISA = value (NULL: unset). */
+static int best_probe(void) {
+    kr_isa best = kr_isa_best();
+    /* The dispatched entry points must use it from the first call. */
+    return kr_isa_active() == best ? (int)best : 100;
+}
+
 static int best_with_env(const char *value) {
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        if (value)
-            setenv("KRONOS_ISA", value, 1);
-        else
-            unsetenv("KRONOS_ISA");
-        kr_isa best = kr_isa_best();
-        /* The dispatched entry points must use it from the first call. */
-        int ok = kr_isa_active() == best;
-        _exit(ok ? (int)best : 100);
-    }
-    int status = 0;
-    assert_int_equal(waitpid(pid, &status, 0), pid);
-    assert_true(WIFEXITED(status));
-    return WEXITSTATUS(status);
+    const kr_test_env env[] = { { "KRONOS_ISA", value } };
+    return kr_test_in_child(env, 1, best_probe);
 }
 
 static void test_env_override(void **state) {

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 const char *kr_test_fixture(const char *rel) {
     static char buf[4096];
@@ -88,4 +89,22 @@ const kr_test_run *kr_test_kronos(const char *dir, const char *env, const char *
     r.out = slurp_all(out);
     r.err = slurp_all(errp);
     return &r;
+}
+
+int kr_test_in_child(const kr_test_env *env, int n, int (*probe)(void)) {
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        for (int i = 0; i < n; i++) {
+            if (env[i].value)
+                setenv(env[i].name, env[i].value, 1);
+            else
+                unsetenv(env[i].name);
+        }
+        _exit(probe() & 0xff);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    return WEXITSTATUS(status);
 }

@@ -31,6 +31,15 @@ int kr_test_write_file(const char *path, const void *data, size_t len);
 /* Reads a file into buf (NUL-terminated, truncated to cap - 1); empty if unreadable. */
 void kr_test_slurp(const char *path, char *buf, size_t cap);
 
+/* An environment variable for kr_test_in_child: value NULL unsets it. */
+typedef struct kr_test_env {
+    const char *name, *value;
+} kr_test_env;
+/* Runs probe() in a forked child after setting env[0 .. n) there, and returns the child's exit
+ * code, probe's result (0-255). For what a process decides once, on its first use (the kernel
+ * dispatch table): the parent's own choice stays untouched. */
+int kr_test_in_child(const kr_test_env *env, int n, int (*probe)(void));
+
 /* Result of running the built `kronos` executable; out/err hold all it printed. */
 typedef struct kr_test_run {
     int code; /* exit status, -1 if it did not exit normally */
