@@ -321,17 +321,19 @@ void kr_qgemm_int8_avx2(int M, const kr_qmat *w, const uint8_t *aq, const float 
 /* ---- AVX-VNNI (VEX VPDPBUSD on ymm: Alder Lake and later client cores, Sierra Forest, and
  * Sapphire Rapids run as AVX2). One instruction multiplies 32 u8·s8 pairs and adds each group
  * of 4 products to an int32 lane with no intermediate saturation: the same exact integers as
- * VPMADDWD, 4× the products per instruction and no widening. W is read in place (no panels to
- * build), in blocks of ~192 KB kept in L2 across all row tiles. Tile 4 A rows × 2 W rows: each
- * W vector, which comes from L2, serves 4 rows (the A rows stay in L1); 1×8 for decode, where W
- * streams from memory once per step and one A row serves 8 W rows. */
+ * VPMADDWD, 4× the products per instruction and no widening. Below Q8V_PANEL_MIN_M rows W is
+ * read in place, in blocks of ~192 KB kept in L2 across all row tiles. Tile 3 A rows × 4 W
+ * rows: 12 accumulators, 3 A vectors and 1 W vector fill the 16 registers, and 12 VPDPBUSD
+ * chains cover the instruction's latency (a 4×2 tile with 8 ran 306 GOP/s against 341); 1×8
+ * for one row (decode), where W streams from memory once per step. */
 #if KR_AVXVNNI_BUILT
 const int kr_qgemm_int8_avxvnni_built = 1;
 #define KR_TARGET_AVXVNNI __attribute__((target("avx2,fma,f16c,avxvnni")))
 
-/* VEX VPDPBUSD acc += Σ4 a(u8)·w(s8) per int32 lane. Through asm rather than the intrinsic,
- * as in qgemm_int8_avx512.c: GCC 12 gives the intrinsic's tied accumulator a fresh register
- * each time, and the panel tile then stored every accumulator to the stack every step. */
+/* VEX VPDPBUSD acc += Σ4 a(u8)·w(s8) per int32 lane, for both tiles below. Through asm rather
+ * than the intrinsic, as in qgemm_int8_avx512.c: GCC 12 gives the intrinsic's tied
+ * accumulator a fresh register each time, and the panel tile then stored every accumulator to
+ * the stack every step. */
 KR_TARGET_AVXVNNI static inline __attribute__((always_inline)) __m256i
 dpbusd_vex(__m256i acc, __m256i a, __m256i w) {
     __asm__("%{vex%} vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(a), "x"(w));
@@ -360,7 +362,7 @@ tile_vnni(const int MR, const int NR, const q8gemm *g, int m0, int mr, int n0, i
 #pragma GCC unroll 3
             for (int r = 0; r < MR; r++) {
                 int o = r * NR + c, slot = o < 8 ? KR_R8(o) : 8 + KR_R8(o - 8);
-                acc[slot] = _mm256_dpbusd_avx_epi32(acc[slot], av[r], wv);
+                acc[slot] = dpbusd_vex(acc[slot], av[r], wv);
             }
         }
     }
