@@ -16,6 +16,7 @@
  * last ~20 ms. Single-threaded: the speed-up is per core.
  */
 #include "kernels/kernels.h"
+#include "model/transformer.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -67,11 +68,13 @@ static double time_median(void (*run)(void *), void *ctx, int reps) {
     return s[reps / 2];
 }
 
-/* One step's data, laid out as the engine's: K/V rows [positions][d_model], head h at column
- * h·head_dim; each path's own rows in its own [n_own][d_model] block. */
+/* One step's data, laid out as the engine's: K/V rows [positions][kv_stride], head h at column
+ * h·head_dim, with the f32 KV store's row stride (kr_kv_f32_stride: d_model padded to an odd
+ * number of cache lines, which decides how the rows of a head share the L1 sets); each path's
+ * own rows in its own [n_own][kv_stride] block. */
 typedef struct {
     shape sh;
-    int d, stride;
+    int d, stride, kv_stride;
     float scale;
     float *k, *v, *ok, *ov, *q, *out, *scratch;
     kr_kv_span *shared; /* [n_heads] */
@@ -104,11 +107,12 @@ static void step_init(step *st, shape sh) {
     st->d = sh.n_heads * sh.head_dim;
     st->stride = sh.n_shared + sh.n_own;
     st->scale = 1.0f / sqrtf((float)sh.head_dim);
-    size_t d = (size_t)st->d, nq = (size_t)sh.nq;
-    st->k = rand_buf((size_t)sh.n_shared * d, 1.0f, &seed);
-    st->v = rand_buf((size_t)sh.n_shared * d, 1.0f, &seed);
-    st->ok = rand_buf(nq * (size_t)sh.n_own * d, 1.0f, &seed);
-    st->ov = rand_buf(nq * (size_t)sh.n_own * d, 1.0f, &seed);
+    st->kv_stride = kr_kv_f32_stride(st->d);
+    size_t d = (size_t)st->d, nq = (size_t)sh.nq, kvs = (size_t)st->kv_stride;
+    st->k = rand_buf((size_t)sh.n_shared * kvs, 1.0f, &seed);
+    st->v = rand_buf((size_t)sh.n_shared * kvs, 1.0f, &seed);
+    st->ok = rand_buf(nq * (size_t)sh.n_own * kvs, 1.0f, &seed);
+    st->ov = rand_buf(nq * (size_t)sh.n_own * kvs, 1.0f, &seed);
     st->q = rand_buf(nq * d, 3.0f, &seed);
     st->out = rand_buf(nq * d, 0.0f, &seed);
     st->scratch = rand_buf(nq * (size_t)st->stride, 0.0f, &seed);
@@ -124,11 +128,11 @@ static void step_init(step *st, shape sh) {
     }
     for (int h = 0; h < sh.n_heads; h++) {
         size_t off = (size_t)h * (size_t)sh.head_dim;
-        st->shared[h] = (kr_kv_span){ st->k + off, st->v + off, sh.n_shared, st->d };
+        st->shared[h] = (kr_kv_span){ st->k + off, st->v + off, sh.n_shared, st->kv_stride };
         for (int i = 0; i < sh.nq; i++) {
-            size_t row = (size_t)i * (size_t)sh.n_own * d + off;
+            size_t row = (size_t)i * (size_t)sh.n_own * kvs + off;
             st->own[(size_t)i * sh.n_heads + h] =
-                (kr_kv_span){ st->ok + row, st->ov + row, sh.n_own, st->d };
+                (kr_kv_span){ st->ok + row, st->ov + row, sh.n_own, st->kv_stride };
         }
     }
 }
@@ -179,9 +183,10 @@ static void run_multi(void *p) {
     }
 }
 
-/* One re-run window of Kronos-small (head_dim 64 × 8) or -base (52 × 16). */
+/* One re-run window of Kronos-small (head_dim 64 × 8) or -base (52 × 16); K/V rows with the
+ * f32 KV store's stride, as the engine's re-run reads them. */
 typedef struct {
-    int hd, n_heads, rows;
+    int hd, n_heads, rows, kv_stride;
     float *k, *v, *q, *out;
     float *scratch;
 } window;
@@ -194,8 +199,9 @@ static void window_init(window *w, int hd, int n_heads) {
     w->n_heads = n_heads;
     w->rows = WINDOW_ROWS;
     size_t n = (size_t)WINDOW_ROWS * (size_t)(hd * n_heads);
-    w->k = rand_buf(n, 1.0f, &seed);
-    w->v = rand_buf(n, 1.0f, &seed);
+    w->kv_stride = kr_kv_f32_stride(hd * n_heads);
+    w->k = rand_buf((size_t)WINDOW_ROWS * (size_t)w->kv_stride, 1.0f, &seed);
+    w->v = rand_buf((size_t)WINDOW_ROWS * (size_t)w->kv_stride, 1.0f, &seed);
     w->q = rand_buf(n, 0.3f, &seed);
     w->out = rand_buf(n, 0.0f, &seed);
     w->scratch = rand_buf((size_t)WINDOW_GROUP * WINDOW_ROWS, 0.0f, &seed);
@@ -216,14 +222,15 @@ static void run_window_multi(void *p) {
     float scale = 1.0f / sqrtf((float)w->hd);
     for (int h = 0; h < w->n_heads; h++)
         for (int r0 = 0; r0 < w->rows; r0 += WINDOW_GROUP) {
-            size_t off = (size_t)h * (size_t)w->hd, next = (size_t)(r0 + 1) * (size_t)d + off;
-            kr_kv_span shared = { w->k + off, w->v + off, r0 + 1, d }, own[WINDOW_GROUP];
+            int kvs = w->kv_stride;
+            size_t off = (size_t)h * (size_t)w->hd, next = (size_t)(r0 + 1) * (size_t)kvs + off;
+            kr_kv_span shared = { w->k + off, w->v + off, r0 + 1, kvs }, own[WINDOW_GROUP];
             const kr_kv_span *own_p[WINDOW_GROUP];
             int n_own[WINDOW_GROUP];
             const float *qp[WINDOW_GROUP];
             float *op[WINDOW_GROUP];
             for (int i = 0; i < WINDOW_GROUP; i++) {
-                own[i] = (kr_kv_span){ w->k + next, w->v + next, i, d };
+                own[i] = (kr_kv_span){ w->k + next, w->v + next, i, kvs };
                 own_p[i] = &own[i];
                 n_own[i] = i > 0;
                 qp[i] = w->q + (size_t)(r0 + i) * (size_t)d + off;
@@ -242,7 +249,7 @@ static void run_window_causal(void *p) {
     for (int h = 0; h < w->n_heads; h++)
         for (int r0 = 0; r0 < w->rows; r0 += WINDOW_GROUP) {
             size_t off = (size_t)h * (size_t)w->hd;
-            kr_kv_span keys = { w->k + off, w->v + off, w->rows, d };
+            kr_kv_span keys = { w->k + off, w->v + off, w->rows, w->kv_stride };
             int n_keys[WINDOW_GROUP];
             const float *qp[WINDOW_GROUP];
             float *op[WINDOW_GROUP];
