@@ -3,10 +3,13 @@
  * block boundaries, sharing of prefix blocks by reference (counts, survival of a shared block
  * past one holder, byte accounting), and attention over block-split keys equal bit for bit to
  * attention over a contiguous copy; large blocks cut from shared huge-page regions stay
- * disjoint, aligned and writable, and every region goes back to the system with its last block. */
+ * disjoint, aligned and writable, also when threads allocate, share and free them at once; a
+ * block is handed out without its pages touched; and every region goes back to the system with
+ * its last block. */
 #include "test_support.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -170,6 +173,81 @@ static void test_region_alloc_touches_no_page(void **state) {
     }
     kr_kv_pool_trim();
 #endif
+}
+
+/* Several threads at once allocate region blocks, fill them with their own pattern, hand
+ * every other one to the next thread (which drops it), and check and free the rest: blocks
+ * whose headers live apart from their payload must still never overlap, and a block freed on
+ * another thread than the one that made it must give back exactly its own memory. */
+enum { STRESS_THREADS = 4, STRESS_ROUNDS = 12, STRESS_BLOCKS = 10 };
+typedef struct stress_arg {
+    int id;
+    int bad;
+    kr_kv_block *handoff[STRESS_ROUNDS][STRESS_BLOCKS]; /* filled by thread id - 1 */
+    pthread_mutex_t lock;
+} stress_arg;
+static stress_arg g_stress[STRESS_THREADS];
+
+static void *stress_thread(void *p) {
+    stress_arg *a = p;
+    stress_arg *next = &g_stress[(a->id + 1) % STRESS_THREADS];
+    const size_t bytes = ((size_t)1 << 20) + 64 * (size_t)(a->id + 1); /* four size classes */
+    for (int r = 0; r < STRESS_ROUNDS; r++) {
+        kr_kv_block *b[STRESS_BLOCKS];
+        unsigned char v = (unsigned char)(1 + a->id * STRESS_ROUNDS + r);
+        for (int i = 0; i < STRESS_BLOCKS; i++) {
+            if (!(b[i] = kr_kv_block_alloc(bytes))) {
+                a->bad++;
+                return NULL;
+            }
+            memset(b[i]->data, v, bytes);
+        }
+        pthread_mutex_lock(&next->lock);
+        for (int i = 0; i < STRESS_BLOCKS; i += 2) {
+            kr_kv_block_ref(b[i]);
+            next->handoff[r][i] = b[i];
+        }
+        pthread_mutex_unlock(&next->lock);
+        for (int i = 0; i < STRESS_BLOCKS; i++) {
+            for (size_t o = 0; o < bytes; o += 4099) a->bad += b[i]->data[o] != v;
+            a->bad += b[i]->data[bytes - 1] != v;
+            kr_kv_block_unref(b[i]);
+        }
+        pthread_mutex_lock(&a->lock); /* drop what the previous thread handed over so far */
+        for (int rr = 0; rr <= r; rr++)
+            for (int i = 0; i < STRESS_BLOCKS; i++) {
+                kr_kv_block_unref(a->handoff[rr][i]);
+                a->handoff[rr][i] = NULL;
+            }
+        pthread_mutex_unlock(&a->lock);
+    }
+    return NULL;
+}
+
+static void test_region_blocks_across_threads(void **state) {
+    (void)state;
+    kr_kv_pool_trim();
+    long long used0 = blocks_used();
+    pthread_t t[STRESS_THREADS];
+    for (int i = 0; i < STRESS_THREADS; i++) {
+        memset(&g_stress[i], 0, sizeof g_stress[i]);
+        g_stress[i].id = i;
+        pthread_mutex_init(&g_stress[i].lock, NULL);
+    }
+    for (int i = 0; i < STRESS_THREADS; i++)
+        assert_int_equal(pthread_create(&t[i], NULL, stress_thread, &g_stress[i]), 0);
+    for (int i = 0; i < STRESS_THREADS; i++) assert_int_equal(pthread_join(t[i], NULL), 0);
+    for (int i = 0; i < STRESS_THREADS; i++) { /* hand-offs that arrived after their taker ended */
+        assert_int_equal(g_stress[i].bad, 0);
+        for (int r = 0; r < STRESS_ROUNDS; r++)
+            for (int j = 0; j < STRESS_BLOCKS; j++) kr_kv_block_unref(g_stress[i].handoff[r][j]);
+        pthread_mutex_destroy(&g_stress[i].lock);
+    }
+    assert_int_equal(blocks_used(), used0);
+    kr_kv_pool_trim();
+    kr_kv_pool_stats st;
+    kr_kv_pool_get_stats(&st);
+    assert_int_equal(st.blocks_free, 0);
 }
 
 static void test_addressing(void **state) {
@@ -449,6 +527,7 @@ int main(void) {
         cmocka_unit_test(test_large_blocks_in_regions),
         cmocka_unit_test(test_region_block_freed_early_drops_pages),
         cmocka_unit_test(test_region_alloc_touches_no_page),
+        cmocka_unit_test(test_region_blocks_across_threads),
         cmocka_unit_test(test_round_trip_dtypes),
         cmocka_unit_test(test_share_prefix),
         cmocka_unit_test(test_share_partial_copy_on_shared_block),
