@@ -3,12 +3,17 @@
  * OpenBLAS (cblas_sgemm, same layout: A row-major, W row-major used transposed) and the
  * measured FMA peak, all in one run so the ratios are comparable.
  *
- *   bench_gemm [--json] [--reps N] [--no-scalar] [--w-offset BYTES]
+ *   bench_gemm [--json] [--reps N] [--no-scalar] [--w-offset BYTES] [--cold-weights]
  *
  * A and C start on a 64-byte line (as the engine's workspace does) and W BYTES past one
  * (default 0): weights mapped from a safetensors file are only float-aligned — the demo
  * model's sit 8 bytes past a line — and plain malloc made the alignment, hence the speed of
  * in-place loads, vary from shape to shape and run to run.
+ *
+ * With --cold-weights every call reads the next of enough copies of W to fill 256 MB, so W
+ * comes from memory as the engine's does (a forecast step reads every layer's weights once:
+ * 110 MB for Kronos-small, more than the last-level cache of most machines). Without it W
+ * stays in the caches between calls.
  *
  * Each cell is the median of N repeats (default 7); a repeat runs the GEMM enough times to
  * last ~20 ms. Threads come from kr_pool (ours, N split) or OpenBLAS's own pool.
@@ -36,6 +41,7 @@ static const shape k_shapes[] = {
     { 512, 1024, 512 }, { 512, 512, 1024 }, { 400, 832, 2048 },
 };
 enum { N_SHAPES = sizeof k_shapes / sizeof k_shapes[0], MAX_REPS = 31 };
+#define COLD_BYTES ((size_t)256 << 20)
 
 static double now_s(void) {
     struct timespec ts;
@@ -74,7 +80,9 @@ typedef struct {
     kr_pool *pool;
     kr_isa isa;
     shape sh;
-    const float *A, *W;
+    const float *A;
+    float **W; /* n_w copies, used in turn */
+    int n_w, next_w;
     float *C;
     long burn_iters;
     double burn_flops;
@@ -82,18 +90,21 @@ typedef struct {
 
 static void gemm_slice(void *p, int ith, int nth) {
     job *j = p;
-    kr_gemm_f32(j->sh.M, j->sh.N, j->sh.K, j->A, j->sh.K, j->W, NULL, j->C, j->sh.N, ith, nth);
+    kr_gemm_f32(j->sh.M, j->sh.N, j->sh.K, j->A, j->sh.K, j->W[j->next_w], NULL, j->C, j->sh.N,
+                ith, nth);
 }
 static void run_ours(void *p) {
     job *j = p;
     kr_pool_run(j->pool, gemm_slice, j);
+    j->next_w = (j->next_w + 1) % j->n_w;
 }
 
 #ifdef KR_HAVE_OPENBLAS
 static void run_openblas(void *p) {
     job *j = p;
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, j->sh.M, j->sh.N, j->sh.K, 1.0f, j->A,
-                j->sh.K, j->W, j->sh.K, 0.0f, j->C, j->sh.N);
+                j->sh.K, j->W[j->next_w], j->sh.K, 0.0f, j->C, j->sh.N);
+    j->next_w = (j->next_w + 1) % j->n_w;
 }
 #endif
 
@@ -110,7 +121,7 @@ static void run_burn(void *p) {
 enum { MAX_COLS = 2 * KR_ISA_COUNT + 2 };
 
 int main(int argc, char **argv) {
-    int json = 0, reps = 7, no_scalar = 0, w_offset = 0;
+    int json = 0, reps = 7, no_scalar = 0, w_offset = 0, cold = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json"))
             json = 1;
@@ -120,8 +131,12 @@ int main(int argc, char **argv) {
             reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--w-offset") && i + 1 < argc)
             w_offset = atoi(argv[++i]) / 4 * 4 % 64;
+        else if (!strcmp(argv[i], "--cold-weights"))
+            cold = 1;
         else {
-            fprintf(stderr, "usage: %s [--json] [--reps N] [--no-scalar] [--w-offset BYTES]\n",
+            fprintf(stderr,
+                    "usage: %s [--json] [--reps N] [--no-scalar] [--w-offset BYTES] "
+                    "[--cold-weights]\n",
                     argv[0]);
             return 2;
         }
@@ -165,36 +180,46 @@ int main(int argc, char **argv) {
 
     for (int si = 0; si < N_SHAPES; si++) {
         shape sh = k_shapes[si];
-        float *A = aligned_floats((size_t)sh.M * sh.K),
-              *Wb = aligned_floats((size_t)sh.N * sh.K + 16);
+        size_t w_floats = (size_t)sh.N * sh.K;
+        int n_w = cold ? (int)((COLD_BYTES / sizeof(float) + w_floats - 1) / w_floats) : 1;
+        float *A = aligned_floats((size_t)sh.M * sh.K);
         float *C = aligned_floats((size_t)sh.M * sh.N);
-        if (!A || !Wb || !C) {
+        float **Wb = calloc((size_t)n_w, sizeof *Wb), **W = calloc((size_t)n_w, sizeof *W);
+        int ok = A && C && Wb && W;
+        for (int w = 0; ok && w < n_w; w++) {
+            Wb[w] = aligned_floats(w_floats + 16);
+            ok = Wb[w] != NULL;
+            if (ok) W[w] = Wb[w] + w_offset / 4;
+        }
+        if (!ok) {
             fprintf(stderr, "bench_gemm: out of memory\n");
             return 1;
         }
-        float *W = Wb + w_offset / 4;
         for (size_t k = 0; k < (size_t)sh.M * sh.K; k++)
             A[k] = (float)((k * 7919u) % 1000u) * 1e-3f - 0.5f;
-        for (size_t k = 0; k < (size_t)sh.N * sh.K; k++)
-            W[k] = (float)((k * 104729u) % 1000u) * 1e-3f - 0.5f;
+        for (int w = 0; w < n_w; w++)
+            for (size_t k = 0; k < w_floats; k++)
+                W[w][k] = (float)((k * 104729u) % 1000u) * 1e-3f - 0.5f;
         double flops = 2.0 * sh.M * sh.N * sh.K;
         int c = 0;
         for (int i = 0; i < n_isa; i++) {
             kr_isa_set(isas[i]);
             for (int t = 1; t <= 2; t++) {
-                job j = { .pool = pools[t], .sh = sh, .A = A, .W = W, .C = C };
+                job j = { .pool = pools[t], .sh = sh, .A = A, .W = W, .n_w = n_w, .C = C };
                 gf[si][c++] = flops / time_median(run_ours, &j, reps) * 1e-9;
             }
         }
 #ifdef KR_HAVE_OPENBLAS
         for (int t = 1; t <= 2; t++) {
             openblas_set_num_threads(t);
-            job j = { .sh = sh, .A = A, .W = W, .C = C };
+            job j = { .sh = sh, .A = A, .W = W, .n_w = n_w, .C = C };
             gf[si][c++] = flops / time_median(run_openblas, &j, reps) * 1e-9;
         }
 #endif
         free(A);
+        for (int w = 0; w < n_w; w++) free(Wb[w]);
         free(Wb);
+        free(W);
         free(C);
     }
     kr_pool_free(pools[1]);
@@ -206,7 +231,8 @@ int main(int argc, char **argv) {
         for (int i = 0; i < n_isa; i++)
             printf("%s\"%s\": {\"1\": %.2f, \"2\": %.2f}", i ? ", " : "", kr_isa_name(isas[i]),
                    peak[i][1], peak[i][2]);
-        printf("},\n  \"w_offset\": %d,\n  \"shapes\": [\n", w_offset);
+        printf("},\n  \"w_offset\": %d,\n  \"cold_weights\": %s,\n  \"shapes\": [\n", w_offset,
+               cold ? "true" : "false");
         for (int si = 0; si < N_SHAPES; si++) {
             printf("    {\"M\": %d, \"N\": %d, \"K\": %d, \"gflops\": {", k_shapes[si].M,
                    k_shapes[si].N, k_shapes[si].K);
@@ -225,7 +251,8 @@ int main(int argc, char **argv) {
     printf("FMA peak (GFLOP/s):");
     for (int i = 0; i < n_isa; i++)
         printf("  %s 1T %.1f / 2T %.1f", kr_isa_name(isas[i]), peak[i][1], peak[i][2]);
-    printf("\nW %d bytes past a 64-byte line\n\n| M×N×K |", w_offset);
+    printf("\nW %d bytes past a 64-byte line, %s\n\n| M×N×K |", w_offset,
+           cold ? "cold (each call reads another copy, from memory)" : "warm (in cache)");
     for (int c = 0; c < n_cols; c++) printf(" %s |", names[c]);
     if (has_blas)
         printf(" %s/BLAS 1T | %s/BLAS 2T |", kr_isa_name(isas[n_isa - 1]),
