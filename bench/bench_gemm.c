@@ -90,8 +90,8 @@ typedef struct {
 
 static void gemm_slice(void *p, int ith, int nth) {
     job *j = p;
-    kr_gemm_f32(j->sh.M, j->sh.N, j->sh.K, j->A, j->sh.K, j->W[j->next_w], NULL, j->C, j->sh.N,
-                ith, nth);
+    kr_gemm_f32(j->sh.M, j->sh.N, j->sh.K, j->A, j->sh.K, j->W[j->next_w], NULL, j->C, j->sh.N, ith,
+                nth);
 }
 static void run_ours(void *p) {
     job *j = p;
