@@ -197,9 +197,9 @@ int main(int argc, char **argv) {
         }
         for (size_t k = 0; k < (size_t)sh.M * sh.K; k++)
             A[k] = (float)((k * 7919u) % 1000u) * 1e-3f - 0.5f;
-        for (int w = 0; w < n_w; w++)
-            for (size_t k = 0; k < w_floats; k++)
-                W[w][k] = (float)((k * 104729u) % 1000u) * 1e-3f - 0.5f;
+        for (size_t k = 0; k < w_floats; k++)
+            W[0][k] = (float)((k * 104729u) % 1000u) * 1e-3f - 0.5f;
+        for (int w = 1; w < n_w; w++) memcpy(W[w], W[0], w_floats * sizeof(float));
         double flops = 2.0 * sh.M * sh.N * sh.K;
         int c = 0;
         for (int i = 0; i < n_isa; i++) {
