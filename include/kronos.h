@@ -402,7 +402,13 @@ typedef struct kr_forecast_stats {
     int64_t cached_tokens; /* context tokens taken from the prefix cache instead */
     int64_t decode_tokens; /* tokens run one at a time (per path) */
     int64_t window_recomputes; /* exact-mode window re-runs past max_context */
-    size_t kv_bytes; /* KV cache memory the forecast held (predictor) */
+    /* Re-run tokens (counted in prefill_tokens) whose embedding and first block's Q/K/V were
+     * kept from the token's earlier pass instead of computed again: the same numbers, less
+     * work. */
+    int64_t reused_tokens;
+    /* Predictor memory the forecast held: its KV cache, plus the kept first-stage rows of an
+     * exact window past max_context (4·d_model floats a token). */
+    size_t kv_bytes;
     double seconds_total, seconds_prefill, seconds_decode, seconds_tokenizer;
     double seconds_queue; /* waiting for admission */
     double seconds_ttft; /* submission to the first sampled step */

@@ -6,6 +6,7 @@
  * mode is a separate approximation, and bad requests get clear errors.
  */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +55,40 @@ static kr_forecast *run(kr_context *ctx, kr_series s, const kr_forecast_params *
     return kr_test_run_opt(ctx, &s, p, &opt);
 }
 
+/* Every sampled step's logits, bit for bit: a digest of the s1 and s2 logits of each
+ * (path, step), so a difference too small to flip a token still shows. */
+#define MAX_LOGIT_STEPS 512
+typedef struct logit_digests {
+    int v1, v2;
+    uint64_t digest[MAX_LOGIT_STEPS];
+    int window_len[MAX_LOGIT_STEPS];
+    int seen;
+} logit_digests;
+
+static uint64_t fnv1a(uint64_t h, const void *data, size_t n) {
+    const unsigned char *p = data;
+    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ULL;
+    return h;
+}
+
+static void digest_step(void *user, int group, int path, int step, const float *s1_logits,
+                        const float *s2_logits, int s1, int s2, int window_start, int window_len) {
+    (void)group, (void)s1, (void)s2, (void)window_start;
+    logit_digests *d = user;
+    int i = path * 64 + step;
+    assert_true(path < 8 && step < 64 && i < MAX_LOGIT_STEPS);
+    uint64_t h = fnv1a(14695981039346656037ULL, s1_logits, (size_t)d->v1 * sizeof(float));
+    d->digest[i] = fnv1a(h, s2_logits, (size_t)d->v2 * sizeof(float));
+    d->window_len[i] = window_len;
+    d->seen++;
+}
+
+static kr_forecast *run_digest(kr_context *ctx, kr_series s, const kr_forecast_params *p, int naive,
+                               logit_digests *d) {
+    kr_gen_options opt = { .naive = naive, .observer = digest_step, .observer_user = d };
+    return kr_test_run_opt(ctx, &s, p, &opt);
+}
+
 static void expect_same(const kr_forecast *a, const kr_forecast *b, const char *what) {
     int P = a->pred_len, n = a->paths;
     assert_int_equal(P, b->pred_len);
@@ -67,9 +102,15 @@ static void expect_same(const kr_forecast *a, const kr_forecast *b, const char *
         fail_msg("%s: mean differs", what);
 }
 
-/* KV cache == full recomputation, bit for bit, for sampled multi-path runs. */
-static void cached_equals_naive(const char *root, int max_context) {
-    kr_test_engine E = load_dirs(root);
+/* KV cache == full recomputation, bit for bit, for sampled multi-path runs: tokens, paths and
+ * every step's logits (past max_context the cached path re-runs its windows from kept
+ * first-stage rows, the naive one from scratch). */
+static void cached_equals_naive_quant(const char *root, int max_context, const char *quant) {
+    kr_model_params mp = kr_model_default_params();
+    mp.quant = quant;
+    kr_test_engine E = kr_test_engine_load(root, &mp, 0, NULL);
+    kr_model_info mi;
+    kr_model_get_info(E.model, &mi);
     const int cases[][2] = {
         { 40, 8 }, { max_context - 5, 12 }, { max_context, 6 }, { max_context + 9, 7 }
     };
@@ -83,15 +124,28 @@ static void cached_equals_naive(const char *root, int max_context) {
         p.temperature = 1.0f;
         p.top_p = 0.95f;
         kr_series s = slice(300, cases[c][0] + 5);
-        kr_forecast *a = run(E.ctx, s, &p, 0), *b = run(E.ctx, s, &p, 1);
+        static logit_digests da, db;
+        da = db = (logit_digests){ .v1 = 1 << mi.s1_bits, .v2 = 1 << mi.s2_bits };
+        kr_forecast *a = run_digest(E.ctx, s, &p, 0, &da), *b = run_digest(E.ctx, s, &p, 1, &db);
         char what[128];
         snprintf(what, sizeof what, "%s lookback %d pred_len %d ctx %d", root, cases[c][0],
                  cases[c][1], max_context);
         expect_same(a, b, what);
+        assert_int_equal(da.seen, p.paths * p.pred_len);
+        assert_int_equal(db.seen, da.seen);
+        for (int i = 0; i < p.paths; i++)
+            for (int t = 0; t < p.pred_len; t++)
+                if (da.digest[i * 64 + t] != db.digest[i * 64 + t])
+                    fail_msg("%s: path %d step %d (window %d): logits differ", what, i, t,
+                             da.window_len[i * 64 + t]);
         kr_forecast_free(a);
         kr_forecast_free(b);
     }
     kr_test_engine_free(&E);
+}
+
+static void cached_equals_naive(const char *root, int max_context) {
+    cached_equals_naive_quant(root, max_context, NULL);
 }
 
 static void test_cached_equals_naive_tiny(void **s) {
@@ -107,6 +161,15 @@ static void test_cached_equals_naive_demo(void **s) {
     char root[1024];
     snprintf(root, sizeof root, "%s/models/kronos-demo", KR_SOURCE_DIR);
     cached_equals_naive(root, 96);
+}
+/* Quantised weights: the int8 GEMM's row-local activation scales and the q4 one keep a row's
+ * result independent of the rows computed with it, so kept rows still match. */
+static void test_cached_equals_naive_demo_quant(void **s) {
+    (void)s;
+    char root[1024];
+    snprintf(root, sizeof root, "%s/models/kronos-demo", KR_SOURCE_DIR);
+    cached_equals_naive_quant(root, 96, "int8");
+    cached_equals_naive_quant(root, 96, "q4");
 }
 
 static void test_seeded_reproducible(void **state) {
@@ -252,6 +315,7 @@ int main(void) {
         cmocka_unit_test(test_cached_equals_naive_tiny),
         cmocka_unit_test(test_cached_equals_naive_odd),
         cmocka_unit_test(test_cached_equals_naive_demo),
+        cmocka_unit_test(test_cached_equals_naive_demo_quant),
         cmocka_unit_test(test_seeded_reproducible),
         cmocka_unit_test(test_batch_invariance),
         cmocka_unit_test(test_rolling_window),

@@ -60,17 +60,24 @@ static kr_forecast *run(kr_context *ctx, int rows, int pred_len, int paths) {
 /* The predictor's matrix-product FLOPs of a forecast whose window never slides: the window
  * prefilled once, then one row per path per later step; s1 logits at the window's end and
  * at each of those rows; the s2 layer once per sampled token. */
-static double expected_gemm_flops(int window, int pred_len, int paths) {
+/* rows run through the predictor, of which `reused` kept their first stage (no fusion, no
+ * first Q/K/V), last_rows with s1 logits, samples s2 passes. */
+static double gemm_flops(double rows, double reused, double last_rows, double samples) {
     kr_model_info mi;
     kr_model_get_info(g_model, &mi);
     double d = mi.d_model, ff = mi.ff_dim, v1 = 1 << mi.s1_bits, v2 = 1 << mi.s2_bits;
     double per_row = mi.n_layers * (8 * d * d + 6 * d * ff) /* q k v out, w1 w3 w2 */
                      + 4 * d * d /* embedding fusion [2d -> d] */
                      + 4 * d * d; /* dep k, v of each context row */
+    double first_stage = 4 * d * d + 6 * d * d; /* fusion, first block's q k v */
+    return rows * per_row - reused * first_stage + last_rows * 2 * d * v1 +
+           samples * (4 * d * d + 2 * d * v2);
+}
+
+static double expected_gemm_flops(int window, int pred_len, int paths) {
     double rows = window + (double)paths * (pred_len - 1);
     double last_rows = 1 + (double)paths * (pred_len - 1);
-    double samples = (double)paths * pred_len;
-    return rows * per_row + last_rows * 2 * d * v1 + samples * (4 * d * d + 2 * d * v2);
+    return gemm_flops(rows, 0, last_rows, (double)paths * pred_len);
 }
 
 static void check_consistent(const kr_step_profile *p) {
@@ -105,6 +112,7 @@ static void test_gemm_flops_counted_exactly(void **state) {
     /* No window overflow: no re-run pass. */
     assert_int_equal(st.profile.rerun.calls, 0);
     assert_int_equal(st.window_recomputes, 0);
+    assert_int_equal(st.reused_tokens, 0);
     /* The context's account holds this forecast's steps (and nothing else ran). */
     kr_context_stats cs;
     kr_context_get_stats(ctx, &cs);
@@ -123,6 +131,12 @@ static void test_rerun_view_in_exact_mode(void **state) {
     check_consistent(&st.profile);
     assert_int_equal(st.window_recomputes, 5);
     assert_int_equal(st.profile.rerun.calls, 5);
+    /* Step i re-runs history rows [i, 128), all kept from the prefill, and each path's i
+     * tokens, all but the newest kept from the steps before: Σ (128 − i) + 2·(i − 1). */
+    assert_int_equal(st.prefill_tokens, 128 + 5 * 128 + 15);
+    assert_int_equal(st.reused_tokens, 5 * 126 + 15);
+    double want = gemm_flops(128 + 5 * 128 + 15, 5 * 126 + 15, 1 + 2 * 5, 2 * 6);
+    assert_true(fabs(st.profile.part[KR_PART_GEMM].flops - want) <= 1e-9 * want);
     assert_true(st.profile.rerun.flops > 0);
     assert_true(st.profile.rerun.seconds <= st.profile.seconds_steps);
     /* The re-run passes' work is part of the predictor's parts, not extra. */

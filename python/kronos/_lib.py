@@ -99,6 +99,7 @@ class kr_forecast_stats(ctypes.Structure):
     _fields_ = [
         ("prefill_tokens", ctypes.c_int64), ("cached_tokens", ctypes.c_int64),
         ("decode_tokens", ctypes.c_int64), ("window_recomputes", ctypes.c_int64),
+        ("reused_tokens", ctypes.c_int64),
         ("kv_bytes", ctypes.c_size_t), ("seconds_total", ctypes.c_double),
         ("seconds_prefill", ctypes.c_double), ("seconds_decode", ctypes.c_double),
         ("seconds_tokenizer", ctypes.c_double), ("seconds_queue", ctypes.c_double),

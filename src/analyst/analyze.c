@@ -342,6 +342,7 @@ static void add_stats(kr_forecast_stats *a, const kr_forecast *f) {
     a->cached_tokens += b.cached_tokens;
     a->decode_tokens += b.decode_tokens;
     a->window_recomputes += b.window_recomputes;
+    a->reused_tokens += b.reused_tokens;
     a->seconds_total += b.seconds_total;
     a->seconds_prefill += b.seconds_prefill;
     a->seconds_decode += b.seconds_decode;

@@ -239,6 +239,7 @@ kr_status kr_forecast_job_finish(kr_forecast_job *j, double seconds_total, kr_er
     f->stats.cached_tokens = j->out.cached_tokens;
     f->stats.decode_tokens = j->out.decode_tokens;
     f->stats.window_recomputes = j->out.window_recomputes;
+    f->stats.reused_tokens = j->out.reused_tokens;
     f->stats.kv_bytes = j->out.kv_bytes;
     f->stats.seconds_prefill = j->out.seconds_prefill;
     f->stats.seconds_decode = j->out.seconds_decode;

@@ -57,6 +57,13 @@ struct kr_gen_group {
     kr_kv_store rerun_hist; /* exact mode: history part of a re-run window */
     kr_kv_store generated; /* paths x pred_len rows: the generated tokens */
     kr_kv_store naive; /* naive mode: paths x max_context rows */
+    /* Exact mode with re-runs: the first stage (kr_first_stage) of every row a re-run will
+     * see again, recorded the first time the row is computed: history tokens of the initial
+     * window (slot t - window_start0), then each path's generated tokens (slot window_len0 +
+     * p·pred_len + j). stage_ok marks the slots holding a record. */
+    float *stage;
+    unsigned char *stage_ok;
+    size_t stage_bytes;
     float *logits; /* [paths][vocab1] s1 logits at each path's window end */
     float *ctx; /* [paths][d] context row there */
 
@@ -193,6 +200,28 @@ static kr_prefix *dec_prefix_new(const kr_tokenizer_weights *tw, int rows, kr_er
 
 /* ---------------------------------------------------------------- groups */
 
+/* Exact windows past max_context run every token again at each step; a record of each row's
+ * first stage (embedding, first block's Q/K/V) saves those GEMMs, ~5 % of a re-run pass of
+ * Kronos-small, for 4·d floats a row: charged to the KV budget with the stores. */
+static kr_status stage_init(kr_gen_group *g, kr_error *err) {
+    size_t slots = (size_t)g->window_len0 + (size_t)g->paths * (size_t)g->pred_len;
+    g->stage = malloc(slots * KR_FIRST_STAGE_FLOATS(g->d) * sizeof(float));
+    g->stage_ok = calloc(slots, 1);
+    if (!g->stage || !g->stage_ok)
+        return kr_error_set(err, KR_ERR_NOMEM, "generate: out of memory for %zu re-run row records",
+                            slots);
+    g->stage_bytes = slots * (KR_FIRST_STAGE_FLOATS(g->d) * sizeof(float) + 1);
+    return KR_OK;
+}
+
+static void stage_release(kr_gen_group *g) {
+    free(g->stage);
+    free(g->stage_ok);
+    g->stage = NULL;
+    g->stage_ok = NULL;
+    g->stage_bytes = 0;
+}
+
 kr_status kr_gen_group_create(const kr_engine *eng, const kr_gen_input *in, kr_gen_output *out,
                               const kr_forecast_params *params, const kr_gen_options *opt,
                               kr_gen_group **group, kr_error *err) {
@@ -223,8 +252,10 @@ kr_status kr_gen_group_create(const kr_engine *eng, const kr_gen_input *in, kr_g
         st = pred_store_init(eng, &g->naive, g->paths * g->max_context, err);
     if (st == KR_OK && !g->opt.naive) {
         st = pred_store_init(eng, &g->generated, g->paths * g->pred_len, err);
-        if (st == KR_OK && g->exact && g->hist_len + g->pred_len - 1 > g->max_context)
+        if (st == KR_OK && g->exact && g->hist_len + g->pred_len - 1 > g->max_context) {
             st = pred_store_init(eng, &g->rerun_hist, g->max_context, err);
+            if (st == KR_OK) st = stage_init(g, err);
+        }
     }
     if (st != KR_OK) {
         kr_gen_group_free(g);
@@ -245,6 +276,7 @@ static void release_predictor_state(kr_gen_group *g) {
     kr_kv_store_release(&g->rerun_hist);
     kr_kv_store_release(&g->generated);
     kr_kv_store_release(&g->naive);
+    stage_release(g);
 }
 
 void kr_gen_group_free(kr_gen_group *g) {
@@ -265,7 +297,7 @@ size_t kr_gen_group_kv_bytes(const kr_gen_group *g) {
     /* A prefill the prefix cache holds too is charged to the cache, not twice. */
     int own_only = g->own_window && g->own_window->refs == 1;
     int dec_own = g->dec_history && g->dec_history->refs == 1;
-    return kr_kv_store_bytes(&g->rerun_hist) + kr_kv_store_bytes(&g->generated) +
+    return g->stage_bytes + kr_kv_store_bytes(&g->rerun_hist) + kr_kv_store_bytes(&g->generated) +
            kr_kv_store_bytes(&g->naive) + kr_kv_store_bytes(&g->dec_paths) +
            (own_only ? kr_kv_store_bytes(&g->own_window->kv) : 0) +
            (dec_own ? kr_kv_store_bytes(&g->dec_history->kv) : 0);
@@ -336,6 +368,9 @@ typedef struct batch {
     int n_chunks, cap_chunks;
     int32_t *s1, *s2;
     float *stamps;
+    const float **stage_keep; /* per row: its first-stage record, or NULL */
+    float **stage_save; /* per row: where to record its first stage, or NULL */
+    int staged; /* some row keeps or saves a record */
     int rows, cap_rows;
 } batch;
 
@@ -365,6 +400,8 @@ static kr_status batch_reserve(batch *b, int chunks, int rows, kr_error *err) {
         GROW(b, s1, int32_t, b->rows, cap);
         GROW(b, s2, int32_t, b->rows, cap);
         GROW(b, stamps, float, (size_t)b->rows * 5, (size_t)cap * 5);
+        GROW(b, stage_keep, const float *, b->rows, cap);
+        GROW(b, stage_save, float *, b->rows, cap);
         b->cap_rows = cap;
     }
     return KR_OK;
@@ -401,9 +438,17 @@ static void add_window_refs(kr_kv_ref *refs, int *n, const kr_gen_group *g, int 
     if (to > a) refs[(*n)++] = (kr_kv_ref){ &g->own_window->kv, a - g->cached_rows, to - a };
 }
 
+/* The first-stage slot of token `index` (as in batch_token), or -1 when none is kept. */
+static long stage_slot(const kr_gen_group *g, int path, int index) {
+    if (!g->stage) return -1;
+    if (index < g->hist_len)
+        return index >= g->window_start0 ? (long)(index - g->window_start0) : -1;
+    return (long)g->window_len0 + (long)path * g->pred_len + (index - g->hist_len);
+}
+
 /* Appends token `index` of group g (history if < L, else generated by `path`) to the last
  * chunk. */
-static void batch_token(batch *b, const kr_gen_group *g, int path, int index) {
+static void batch_token(batch *b, kr_gen_group *g, int path, int index) {
     int r = b->rows++;
     if (index < g->hist_len) {
         b->s1[r] = g->out->hist_s1[index];
@@ -413,13 +458,28 @@ static void batch_token(batch *b, const kr_gen_group *g, int path, int index) {
         b->s1[r] = g->out->gen_s1[j];
         b->s2[r] = g->out->gen_s2[j];
     }
+    long slot = stage_slot(g, path, index);
+    b->stage_keep[r] = NULL;
+    b->stage_save[r] = NULL;
+    if (slot >= 0) {
+        float *rec = g->stage + (size_t)slot * KR_FIRST_STAGE_FLOATS(g->d);
+        /* Marked now: a later row of this batch reads what this one records (the forward
+         * pass records before it reads, and runs its slices in order). */
+        if (g->stage_ok[slot]) {
+            b->stage_keep[r] = rec;
+            g->out->reused_tokens++;
+        } else
+            b->stage_save[r] = rec;
+        g->stage_ok[slot] = 1;
+        b->staged = 1;
+    }
     memcpy(b->stamps + (size_t)r * 5, g->in->stamps + (size_t)index * 5, 5 * sizeof(float));
     b->chunks[b->n_chunks - 1].n++;
     b->chunk_last[b->n_chunks - 1] = r;
 }
 
 /* Tokens [from, to) of a path (or the history, path -1) into the last chunk. */
-static void batch_tokens(batch *b, const kr_gen_group *g, int path, int from, int to) {
+static void batch_tokens(batch *b, kr_gen_group *g, int path, int from, int to) {
     for (int t = from; t < to; t++) batch_token(b, g, path, t);
 }
 
@@ -481,8 +541,10 @@ static kr_status run_predictor(const kr_engine *eng, batch *b, kr_error *err) {
         int c1 = c0, rows = 0;
         while (c1 < b->n_chunks && (c1 == c0 || rows + b->chunks[c1].n <= KR_FORWARD_MAX_ROWS))
             rows += b->chunks[c1++].n;
-        st = kr_predictor_forward(pw, ex, b->chunks + c0, c1 - c0, b->s1 + row0, b->s2 + row0,
-                                  b->stamps + (size_t)row0 * 5, context, err);
+        kr_first_stage fs = { b->stage_keep + row0, b->stage_save + row0 };
+        st = kr_predictor_forward_staged(pw, ex, b->chunks + c0, c1 - c0, b->s1 + row0,
+                                         b->s2 + row0, b->stamps + (size_t)row0 * 5,
+                                         b->staged ? &fs : NULL, context, err);
         if (st != KR_OK) goto done;
         for (int c = c0; c < c1; c++) {
             if (b->chunk_kind[c] == CHUNK_CONTEXT) continue;

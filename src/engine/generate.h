@@ -84,8 +84,8 @@ typedef struct kr_gen_output {
     int32_t *hist_s1, *hist_s2; /* [L] */
     int32_t *gen_s1, *gen_s2; /* [paths][pred_len] */
     float *pred_norm; /* [paths][pred_len][6] decoded, normalised space */
-    int64_t prefill_tokens, cached_tokens, decode_tokens, window_recomputes;
-    size_t kv_bytes; /* predictor KV memory held by the group */
+    int64_t prefill_tokens, cached_tokens, decode_tokens, window_recomputes, reused_tokens;
+    size_t kv_bytes; /* predictor KV memory held by the group (and its kept first stages) */
     double seconds_prefill, seconds_decode, seconds_tokenizer;
     kr_gen_profile profile; /* the engine steps the group took part in (when profiling) */
 } kr_gen_output;

@@ -25,7 +25,8 @@ typedef struct bench_row {
     const char *mode;
     double seconds, tokens_per_s, gflops, rss_mb, ref_s, kv_mb;
     double floor_s; /* roofline floor (floor_seconds), 0 when not defined for the row */
-    int64_t prefill_tokens, decode_tokens, recomputes;
+    int64_t prefill_tokens, decode_tokens, recomputes, reused;
+    double sampled; /* tokens sampled: series x paths x pred_len */
     kr_step_profile profile; /* of the last repeat */
 } bench_row;
 
@@ -80,29 +81,45 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* Approximate FLOPs of the predictor's matrix products per token (weights only). */
-static double flops_per_token(const kr_model_info *mi) {
-    double d = mi->d_model, ff = mi->ff_dim;
-    double per_layer = 4 * d * d + 3 * d * ff;
-    double heads = 2.0 * d * 1024 + 2 * d * d * 2; /* s1/s2 heads + dep q/k/v/out (amortised) */
-    return 2.0 * (mi->n_layers * per_layer + 2 * d * 2 * d + heads);
+/* The predictor's weight FLOPs (2 per multiply-add), attention left out. */
+typedef struct work_model {
+    double row; /* every row run: fusion, the blocks' Linears, the dep layer's K/V */
+    double token; /* every sampled token: the s1 and s2 heads, the dep layer's Q and output */
+    double reused; /* saved by a row whose first stage was kept (fusion, first Q/K/V) */
+} work_model;
+
+static work_model work_model_of(const kr_model_info *mi) {
+    double d = mi->d_model, ff = mi->ff_dim, v = (double)(1 << mi->s1_bits) + (1 << mi->s2_bits);
+    work_model w;
+    w.row = 2.0 * (2 * d * d + mi->n_layers * (4 * d * d + 3 * d * ff) + 2 * d * d);
+    w.token = 2.0 * (d * v + 2 * d * d);
+    w.reused = mi->n_layers > 0 ? 2.0 * (2 * d * d + 3 * d * d) : 0;
+    return w;
+}
+
+/* The weight FLOPs a row's forecasts did. */
+static double row_work(const bench_row *rw, const work_model *w) {
+    return (double)(rw->prefill_tokens + rw->decode_tokens) * w->row + rw->sampled * w->token -
+           (double)rw->reused * w->reused;
 }
 
 /* The fastest a KV-cache row with f32 weights and one series could run on this machine: the
- * prefill and window re-run tokens' weight FLOPs at the FMA peak, and each decode step no
- * faster than the longer of streaming every weight once at the read bandwidth (they do not
- * fit any cache) and its weight FLOPs at the peak. Attention, the tokenizer and the rest are
- * left out, so no run can beat it; 0 where the model does not hold (quantised weights run
- * at other peaks, several series mix re-runs and decode in one step). */
+ * prefill and window re-run rows' weight FLOPs at the FMA peak (less what kept first stages
+ * save), and each decode step no faster than the longer of streaming every weight once at the
+ * read bandwidth (they do not fit any cache) and its weight FLOPs at the peak. Attention, the
+ * tokenizer and the rest are left out, so no run can beat it; 0 where the model does not hold
+ * (quantised weights run at other peaks, several series mix re-runs and decode in one
+ * step). */
 static double floor_seconds(const kr_bench_report *r, const bench_row *rw, int n_series,
-                            double fpt) {
+                            const work_model *w) {
     if (strcmp(rw->mode, "kv-cache") || n_series != 1 || strcmp(r->info.quant, "f32") ||
         !(r->peak_gflops > 0) || !(r->bw_gbs > 0) || rw->paths < 1)
         return 0;
     double peak = r->peak_gflops * 1e9, bw = r->bw_gbs * 1e9;
     double steps = (double)rw->decode_tokens / rw->paths;
-    double step_compute = rw->paths * fpt / peak, step_stream = (double)r->info.weight_bytes / bw;
-    return (double)rw->prefill_tokens * fpt / peak +
+    double step_compute = rw->paths * (w->row + w->token) / peak;
+    double step_stream = (double)r->info.weight_bytes / bw;
+    return ((double)rw->prefill_tokens * w->row - (double)rw->reused * w->reused) / peak +
            steps * (step_compute > step_stream ? step_compute : step_stream);
 }
 
@@ -121,6 +138,7 @@ static kr_status run_once(kr_context *ctx, const kr_series *s, int n, const kr_f
         stats->prefill_tokens += one.prefill_tokens;
         stats->decode_tokens += one.decode_tokens;
         stats->window_recomputes += one.window_recomputes;
+        stats->reused_tokens += one.reused_tokens;
         stats->kv_bytes += one.kv_bytes;
         kr_step_profile_add(&stats->profile, &one.profile);
     }
@@ -132,7 +150,7 @@ static kr_status run_once(kr_context *ctx, const kr_series *s, int n, const kr_f
 /* Times one (path count, mode) pair: `reps` runs, the median kept. */
 static kr_status time_row(kr_context *ctx, const kr_series *series, int n_series,
                           const kr_bench_params *bp, const kr_forecast_params *p, int naive,
-                          double fpt, bench_row *rw, kr_error *err) {
+                          const work_model *w, bench_row *rw, kr_error *err) {
     int reps = naive ? 1 : bp->repeat;
     double times[MAX_REPEAT];
     kr_forecast_stats stats = { 0 };
@@ -150,12 +168,14 @@ static kr_status time_row(kr_context *ctx, const kr_series *series, int n_series
     rw->mode = naive ? "naive" : "kv-cache";
     rw->seconds = times[reps / 2];
     rw->tokens_per_s = (double)n_series * p->paths * p->pred_len / rw->seconds;
-    rw->gflops = (double)(stats.prefill_tokens + stats.decode_tokens) * fpt / rw->seconds / 1e9;
     rw->rss_mb = peak_rss_mb();
     rw->ref_s = reference_seconds(bp->shape, bp->lookback, p->pred_len, p->paths, n_series);
     rw->prefill_tokens = stats.prefill_tokens;
     rw->decode_tokens = stats.decode_tokens;
     rw->recomputes = stats.window_recomputes;
+    rw->reused = stats.reused_tokens;
+    rw->sampled = (double)n_series * p->paths * p->pred_len;
+    rw->gflops = row_work(rw, w) / rw->seconds / 1e9;
     rw->kv_mb = stats.kv_bytes / 1048576.0;
     rw->profile = stats.profile;
     return KR_OK;
@@ -190,7 +210,7 @@ kr_status kr_bench_run(kr_context *ctx, const kr_series *series, int n_series,
     r->profile = bp->profile;
     /* Every report names the peak its figures are to be read against. */
     r->peak_gflops = kr_machine_fma_peak(cs.n_threads);
-    double fpt = flops_per_token(&r->info);
+    work_model w = work_model_of(&r->info);
     for (int k = 0; k < bp->n_paths; k++) {
         kr_forecast_params p = kr_forecast_default_params();
         p.lookback = 0; /* each series uses all its rows (the caller cut them) */
@@ -200,7 +220,7 @@ kr_status kr_bench_run(kr_context *ctx, const kr_series *series, int n_series,
         p.keep_paths = 1;
         for (int naive = 0; naive <= (bp->naive ? 1 : 0); naive++) {
             kr_status st =
-                time_row(ctx, series, n_series, bp, &p, naive, fpt, &r->rows[r->n_rows], err);
+                time_row(ctx, series, n_series, bp, &p, naive, &w, &r->rows[r->n_rows], err);
             if (st != KR_OK) {
                 free(r);
                 return st;
@@ -218,7 +238,7 @@ kr_status kr_bench_run(kr_context *ctx, const kr_series *series, int n_series,
     again = kr_machine_read_bandwidth(cs.n_threads);
     if (again > r->bw_gbs) r->bw_gbs = again;
     for (int i = 0; i < r->n_rows; i++)
-        r->rows[i].floor_s = floor_seconds(r, &r->rows[i], n_series, fpt);
+        r->rows[i].floor_s = floor_seconds(r, &r->rows[i], n_series, &w);
     *out = r;
     return KR_OK;
 }
@@ -252,6 +272,7 @@ static void write_json(const kr_bench_report *r, FILE *f) {
         cJSON_AddNumberToObject(o, "prefill_tokens", (double)rw->prefill_tokens);
         cJSON_AddNumberToObject(o, "decode_tokens", (double)rw->decode_tokens);
         cJSON_AddNumberToObject(o, "window_recomputes", (double)rw->recomputes);
+        cJSON_AddNumberToObject(o, "reused_tokens", (double)rw->reused);
         if (rw->ref_s > 0) cJSON_AddNumberToObject(o, "reference_seconds", rw->ref_s);
         if (rw->floor_s > 0) cJSON_AddNumberToObject(o, "floor_seconds", rw->floor_s);
         if (r->profile) {

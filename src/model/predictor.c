@@ -69,24 +69,96 @@ static kr_status check_ids(const kr_predictor_weights *w, int n, const int32_t *
     return KR_OK;
 }
 
-kr_status kr_predictor_forward(const kr_predictor_weights *w, const kr_exec *ex,
-                               const kr_chunk *chunks, int n_chunks, const int32_t *s1,
-                               const int32_t *s2, const float *stamps, float *context,
-                               kr_error *err) {
+/* The embedding and the first block's projections of n rows. */
+static kr_status first_stage(const kr_predictor_weights *w, const kr_exec *ex, int n,
+                             const int32_t *s1, const int32_t *s2, const float *stamps,
+                             const kr_qkv_rows *out, float *x, kr_error *err) {
+    kr_status st = kr_predictor_embed(w, ex, n, s1, s2, stamps, x, NULL, NULL, err);
+    if (st != KR_OK) return st;
+    return kr_transformer_qkv(&w->blocks[0], w->cfg.d_model, ex, x, n, out->q, out->k, out->v, err);
+}
+
+/* Rows of this call without a kept record, in a compact batch, scattered back; then the kept
+ * rows copied in and the computed ones recorded. */
+static kr_status staged_rows(const kr_predictor_weights *w, const kr_exec *ex, int total,
+                             const int32_t *s1, const int32_t *s2, const float *stamps,
+                             const kr_first_stage *fs, const kr_qkv_rows *out, float *x,
+                             kr_error *err) {
+    size_t d = (size_t)w->cfg.d_model, row_bytes = d * sizeof(float);
+    float *const dst[4] = { x, out->q, out->k, out->v };
+    int m = 0;
+    for (int r = 0; r < total; r++) m += fs->keep[r] == NULL;
+    kr_status st = KR_OK;
+    if (m == total) {
+        st = first_stage(w, ex, total, s1, s2, stamps, out, x, err);
+    } else if (m > 0) {
+        size_t mark = kr_arena_mark(ex->arena);
+        int *idx = KR_ARENA_NEW(ex->arena, int, m);
+        int32_t *cs = KR_ARENA_NEW(ex->arena, int32_t, 2 * (size_t)m);
+        float *cstamps = KR_ARENA_NEW(ex->arena, float, 5 * (size_t)m);
+        float *c = KR_ARENA_NEW(ex->arena, float, 4 * (size_t)m * d);
+        if (!idx || !cs || !cstamps || !c) {
+            kr_arena_release(ex->arena, mark);
+            return kr_error_set(err, KR_ERR_NOMEM, "predictor: out of memory for %d rows", m);
+        }
+        for (int r = 0, j = 0; r < total; r++) {
+            if (fs->keep[r]) continue;
+            idx[j] = r;
+            cs[j] = s1[r];
+            cs[m + j] = s2[r];
+            memcpy(cstamps + (size_t)j * 5, stamps + (size_t)r * 5, 5 * sizeof(float));
+            j++;
+        }
+        float *part[4] = { c, c + (size_t)m * d, c + 2 * (size_t)m * d, c + 3 * (size_t)m * d };
+        kr_qkv_rows cq = { part[1], part[2], part[3] };
+        st = first_stage(w, ex, m, cs, cs + m, cstamps, &cq, part[0], err);
+        for (int j = 0; st == KR_OK && j < m; j++)
+            for (int p = 0; p < 4; p++)
+                memcpy(dst[p] + (size_t)idx[j] * d, part[p] + (size_t)j * d, row_bytes);
+        kr_arena_release(ex->arena, mark);
+    }
+    if (st != KR_OK) return st;
+    /* Records first, then kept rows: a record saved and read in one call is complete. */
+    for (int r = 0; r < total; r++)
+        if (!fs->keep[r] && fs->save[r])
+            for (int p = 0; p < 4; p++)
+                memcpy(fs->save[r] + p * d, dst[p] + (size_t)r * d, row_bytes);
+    for (int r = 0; r < total; r++)
+        if (fs->keep[r])
+            for (int p = 0; p < 4; p++)
+                memcpy(dst[p] + (size_t)r * d, fs->keep[r] + p * d, row_bytes);
+    return KR_OK;
+}
+
+kr_status kr_predictor_forward_staged(const kr_predictor_weights *w, const kr_exec *ex,
+                                      const kr_chunk *chunks, int n_chunks, const int32_t *s1,
+                                      const int32_t *s2, const float *stamps,
+                                      const kr_first_stage *fs, float *context, kr_error *err) {
     int total = 0, d = w->cfg.d_model, L = w->cfg.n_layers;
     kr_status st = kr_chunks_check(chunks, n_chunks, L + 1, &total, err);
     if (st != KR_OK) return st;
     if ((st = check_ids(w, total, s1, s2, err)) != KR_OK) return st;
-    size_t mark = kr_arena_mark(ex->arena);
-    float *x = KR_ARENA_NEW(ex->arena, float, (size_t)total *d);
-    float *kt = KR_ARENA_NEW(ex->arena, float, (size_t)total *d);
-    if (!x || !kt) {
+    if (L == 0) fs = NULL;
+    size_t mark = kr_arena_mark(ex->arena), td = (size_t)total * d;
+    float *x = KR_ARENA_NEW(ex->arena, float, td);
+    float *kt = KR_ARENA_NEW(ex->arena, float, td);
+    float *qkv = fs ? KR_ARENA_NEW(ex->arena, float, 3 * td) : NULL;
+    if (!x || !kt || (fs && !qkv)) {
         kr_arena_release(ex->arena, mark);
         return kr_error_set(err, KR_ERR_NOMEM, "predictor: out of memory for %d rows", total);
     }
-    st = kr_predictor_embed(w, ex, total, s1, s2, stamps, x, NULL, NULL, err);
-    if (st == KR_OK)
-        st = kr_transformer_run(w->blocks, L, 0, d, w->cfg.ff_dim, ex, x, chunks, n_chunks, err);
+    if (fs) {
+        kr_qkv_rows first = { qkv, qkv + td, qkv + 2 * td };
+        st = staged_rows(w, ex, total, s1, s2, stamps, fs, &first, x, err);
+        if (st == KR_OK)
+            st = kr_transformer_run_from_qkv(w->blocks, L, 0, d, w->cfg.ff_dim, ex, x, chunks,
+                                             n_chunks, &first, err);
+    } else {
+        st = kr_predictor_embed(w, ex, total, s1, s2, stamps, x, NULL, NULL, err);
+        if (st == KR_OK)
+            st =
+                kr_transformer_run(w->blocks, L, 0, d, w->cfg.ff_dim, ex, x, chunks, n_chunks, err);
+    }
     if (st == KR_OK) {
         double t0 = kr_prof_begin(ex->prof);
         kr_rmsnorm_f32(total, d, x, d, w->norm, KR_RMS_EPS, context, d);
@@ -105,6 +177,13 @@ kr_status kr_predictor_forward(const kr_predictor_weights *w, const kr_exec *ex,
     }
     kr_arena_release(ex->arena, mark);
     return st;
+}
+
+kr_status kr_predictor_forward(const kr_predictor_weights *w, const kr_exec *ex,
+                               const kr_chunk *chunks, int n_chunks, const int32_t *s1,
+                               const int32_t *s2, const float *stamps, float *context,
+                               kr_error *err) {
+    return kr_predictor_forward_staged(w, ex, chunks, n_chunks, s1, s2, stamps, NULL, context, err);
 }
 
 kr_status kr_predictor_s1_logits(const kr_predictor_weights *w, const kr_exec *ex,

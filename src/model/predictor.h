@@ -36,6 +36,27 @@ kr_status kr_predictor_forward(const kr_predictor_weights *w, const kr_exec *ex,
                                const int32_t *s2, const float *stamps, float *context,
                                kr_error *err);
 
+/* A row's first stage: its embedding x and the first block's Q, K, V of it before RoPE,
+ * recorded as [x | q | k | v] (KR_FIRST_STAGE_FLOATS(d) floats). It depends on the token and
+ * its stamp only, not on the position or the rows around it, so a caller that runs a token
+ * again (an exact window past max_context re-runs its tokens at new positions every step) can
+ * keep it instead of paying the fusion and Q/K/V projections a second time. */
+#define KR_FIRST_STAGE_FLOATS(d) (4 * (size_t)(d))
+
+/* Per row r of a forward call: keep[r] a record of that row from an earlier call, used as is
+ * (or NULL: computed); save[r] where to record the row once computed (or NULL). */
+typedef struct kr_first_stage {
+    const float *const *keep;
+    float *const *save;
+} kr_first_stage;
+
+/* kr_predictor_forward with first-stage records (fs may be NULL). The context and K/V rows
+ * are bit-identical to kr_predictor_forward's. */
+kr_status kr_predictor_forward_staged(const kr_predictor_weights *w, const kr_exec *ex,
+                                      const kr_chunk *chunks, int n_chunks, const int32_t *s1,
+                                      const int32_t *s2, const float *stamps,
+                                      const kr_first_stage *fs, float *context, kr_error *err);
+
 /* logits[m][2^s1_bits] = head_s1(context rows). */
 kr_status kr_predictor_s1_logits(const kr_predictor_weights *w, const kr_exec *ex,
                                  const float *context, int m, int ld, float *logits, kr_error *err);

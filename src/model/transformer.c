@@ -531,9 +531,39 @@ static void run_rows(const kr_exec *ex, row_task *t, row_op op) {
     kr_prof_end(ex->prof, KR_PROF_PART_NORM_ACT, t0, flops, bytes);
 }
 
-kr_status kr_transformer_run(const kr_block_weights *blocks, int n_blocks, int layer0, int d,
-                             int ff_dim, const kr_exec *ex, float *x, const kr_chunk *chunks,
-                             int n_chunks, kr_error *err) {
+/* RMSNorm1 and the Q/K/V projections of one block over m rows: what every block does first. */
+static kr_status block_qkv(const kr_exec *ex, row_task *rt, const kr_block_weights *bw, int m,
+                           float *q, float *k, float *v, kr_error *err) {
+    const kr_attn_weights *aw = &bw->attn;
+    int d = rt->d;
+    rt->bw = bw;
+    run_rows(ex, rt, ROW_NORM1);
+    const kr_linear *qkv[3] = { &aw->q, &aw->k, &aw->v };
+    float *qkv_out[3] = { q, k, v };
+    const int ld3[3] = { d, d, d };
+    return kr_linear_run_multi(ex, 3, qkv, rt->h, m, d, qkv_out, ld3, err);
+}
+
+kr_status kr_transformer_qkv(const kr_block_weights *bw, int d, const kr_exec *ex, const float *x,
+                             int m, float *q, float *k, float *v, kr_error *err) {
+    if (m <= 0) return KR_OK;
+    size_t mark = kr_arena_mark(ex->arena);
+    float *h = KR_ARENA_NEW(ex->arena, float, (size_t)m *(size_t)d);
+    kr_status st;
+    if (!h) {
+        st = kr_error_set(err, KR_ERR_NOMEM, "transformer: out of memory for %d rows", m);
+    } else {
+        /* The row op only reads x here (ROW_NORM1 writes h). */
+        row_task rt = { .total = m, .d = d, .x = (float *)x, .h = h };
+        st = block_qkv(ex, &rt, bw, m, q, k, v, err);
+    }
+    kr_arena_release(ex->arena, mark);
+    return st;
+}
+
+static kr_status run_blocks(const kr_block_weights *blocks, int n_blocks, int layer0, int d,
+                            int ff_dim, const kr_exec *ex, float *x, const kr_chunk *chunks,
+                            int n_chunks, const kr_qkv_rows *first, kr_error *err) {
     int total = 0;
     kr_status st = kr_chunks_check(chunks, n_chunks, layer0 + n_blocks, &total, err);
     if (st != KR_OK) return st;
@@ -542,9 +572,10 @@ kr_status kr_transformer_run(const kr_block_weights *blocks, int n_blocks, int l
     size_t td = (size_t)total * (size_t)d, tf = (size_t)total * (size_t)ff_dim;
     size_t mark = kr_arena_mark(ex->arena);
     float *h = KR_ARENA_NEW(ex->arena, float, td);
-    float *q = KR_ARENA_NEW(ex->arena, float, td);
-    float *kt = KR_ARENA_NEW(ex->arena, float, td);
-    float *vt = KR_ARENA_NEW(ex->arena, float, td);
+    /* With the first block's projections given, their buffers serve every block. */
+    float *q = first ? first->q : KR_ARENA_NEW(ex->arena, float, td);
+    float *kt = first ? first->k : KR_ARENA_NEW(ex->arena, float, td);
+    float *vt = first ? first->v : KR_ARENA_NEW(ex->arena, float, td);
     float *att = KR_ARENA_NEW(ex->arena, float, td);
     float *f1 = KR_ARENA_NEW(ex->arena, float, tf);
     float *f3 = KR_ARENA_NEW(ex->arena, float, tf);
@@ -581,11 +612,7 @@ kr_status kr_transformer_run(const kr_block_weights *blocks, int n_blocks, int l
         int layer = layer0 + b;
         rt.bw = bw;
         rt.layer = layer;
-        run_rows(ex, &rt, ROW_NORM1);
-        const kr_linear *qkv[3] = { &aw->q, &aw->k, &aw->v };
-        float *qkv_out[3] = { q, kt, vt };
-        const int ld3[3] = { d, d, d };
-        if ((st = kr_linear_run_multi(ex, 3, qkv, h, total, d, qkv_out, ld3, err)) != KR_OK)
+        if ((b > 0 || !first) && (st = block_qkv(ex, &rt, bw, total, q, kt, vt, err)) != KR_OK)
             goto done;
         run_rows(ex, &rt, ROW_ROPE_KV);
         st = kr_attention_rows(ex, total, keys, layer, aw->n_heads, aw->head_dim, d, q, att, err);
@@ -604,4 +631,17 @@ kr_status kr_transformer_run(const kr_block_weights *blocks, int n_blocks, int l
 done:
     kr_arena_release(ex->arena, mark);
     return st;
+}
+
+kr_status kr_transformer_run(const kr_block_weights *blocks, int n_blocks, int layer0, int d,
+                             int ff_dim, const kr_exec *ex, float *x, const kr_chunk *chunks,
+                             int n_chunks, kr_error *err) {
+    return run_blocks(blocks, n_blocks, layer0, d, ff_dim, ex, x, chunks, n_chunks, NULL, err);
+}
+
+kr_status kr_transformer_run_from_qkv(const kr_block_weights *blocks, int n_blocks, int layer0,
+                                      int d, int ff_dim, const kr_exec *ex, float *x,
+                                      const kr_chunk *chunks, int n_chunks,
+                                      const kr_qkv_rows *first, kr_error *err) {
+    return run_blocks(blocks, n_blocks, layer0, d, ff_dim, ex, x, chunks, n_chunks, first, err);
 }

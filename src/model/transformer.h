@@ -150,6 +150,25 @@ kr_status kr_transformer_run(const kr_block_weights *blocks, int n_blocks, int l
                              int ff_dim, const kr_exec *ex, float *x, const kr_chunk *chunks,
                              int n_chunks, kr_error *err);
 
+/* A block's Q, K and V projections of the same rows (row stride d), before RoPE. */
+typedef struct kr_qkv_rows {
+    float *q, *k, *v;
+} kr_qkv_rows;
+
+/* RMSNorm1 and the Q/K/V projections of block bw over x[m][d]: exactly what
+ * kr_transformer_run computes first for those rows (kernels are row-deterministic), so a
+ * caller can keep them for rows it will run again. */
+kr_status kr_transformer_qkv(const kr_block_weights *bw, int d, const kr_exec *ex, const float *x,
+                             int m, float *q, float *k, float *v, kr_error *err);
+
+/* kr_transformer_run with blocks[0]'s projections of every row given (kr_transformer_qkv of
+ * x, e.g. gathered from earlier calls): the first block starts at RoPE. The buffers are
+ * rotated in place and serve as every block's scratch. */
+kr_status kr_transformer_run_from_qkv(const kr_block_weights *blocks, int n_blocks, int layer0,
+                                      int d, int ff_dim, const kr_exec *ex, float *x,
+                                      const kr_chunk *chunks, int n_chunks,
+                                      const kr_qkv_rows *first, kr_error *err);
+
 /* Σ chunk n; validates refs and capacities. */
 kr_status kr_chunks_check(const kr_chunk *chunks, int n_chunks, int n_layers_needed, int *total,
                           kr_error *err);
