@@ -162,8 +162,9 @@ static void test_cached_equals_naive_demo(void **s) {
     snprintf(root, sizeof root, "%s/models/kronos-demo", KR_SOURCE_DIR);
     cached_equals_naive(root, 96);
 }
-/* Quantised weights: the int8 GEMM's row-local activation scales and the q4 one keep a row's
- * result independent of the rows computed with it, so kept rows still match. */
+/* Quantised weights: int8 quantises activations per row and q4 dequantises weights only, so
+ * a row's result does not depend on the rows computed with it (AMX for a re-run's rows, VNNI
+ * for a new row alone) and kept rows still match. */
 static void test_cached_equals_naive_demo_quant(void **s) {
     (void)s;
     char root[1024];
