@@ -4,7 +4,9 @@
  * several engine steps); a repeated window comes from the prefix cache with identical
  * results; cancellation, a full queue, deadlines, abort callbacks and draining behave as
  * kronos.h says; priorities order the work; several contexts run on one model at once; the
- * metrics registry renders valid Prometheus text.
+ * metrics registry renders valid Prometheus text; a context lets the KV block pool keep freed
+ * blocks within its budget while it lives, its idle engine gives a burst's blocks back after
+ * the decay time, and freeing it gives back what its budget let the pool keep.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -13,7 +15,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/timeutil.h"
 #include "engine/forecast_internal.h"
+#include "model/kv_pool.h"
 #include "engine_helpers.h"
 #include "market/candles.h"
 #include "test_support.h"
@@ -694,6 +698,57 @@ static void test_static_batches(void **state) {
     kr_context_free(ctx);
 }
 
+#if !KR_TEST_ASAN
+static size_t pool_kept(void) {
+    kr_kv_pool_stats st;
+    kr_kv_pool_get_stats(&st);
+    return (size_t)st.bytes_free;
+}
+
+/* 100 blocks of ~1 MB taken and given back at once, as the KV of a burst of requests is. */
+static void kv_burst(void) {
+    enum { N = 100 };
+    kr_kv_block *b[N];
+    for (int i = 0; i < N; i++) {
+        assert_non_null(b[i] = kr_kv_block_alloc(((size_t)1 << 20) + 64));
+        memset(b[i]->data, 0x42, ((size_t)1 << 20) + 64);
+    }
+    for (int i = 0; i < N; i++) kr_kv_block_unref(b[i]);
+}
+#endif
+
+static void test_kv_keep_follows_context(void **state) {
+    (void)state;
+#if KR_TEST_ASAN
+    skip(); /* sanitizer builds keep no freed block */
+#else
+    kr_kv_pool_trim();
+    kv_burst();
+    assert_true(pool_kept() <= KR_KV_POOL_KEEP_FLOOR); /* no engine: the floor only */
+
+    kr_context_params cp = kr_context_default_params();
+    cp.n_threads = 1;
+    cp.kv_budget_bytes = (size_t)512 << 20;
+    kr_context *ctx = NULL;
+    kr_error err = { 0 };
+    assert_int_equal(kr_context_create(g_model, &cp, &ctx, &err), KR_OK);
+    kv_burst();
+    assert_true(pool_kept() > KR_KV_POOL_KEEP_FLOOR); /* within the context's budget */
+    /* The idle engine gives the burst back once it has been free for the decay time. */
+    double t0 = kr_now_seconds();
+    while (pool_kept() > KR_KV_POOL_KEEP_FLOOR && kr_now_seconds() - t0 < 4 * KR_KV_POOL_DECAY_S)
+        usleep(50000);
+    assert_true(pool_kept() <= KR_KV_POOL_KEEP_FLOOR);
+    assert_true(kr_now_seconds() - t0 >= KR_KV_POOL_DECAY_S - 0.5);
+    /* Freeing the context gives back at once what its budget let the pool keep. */
+    kv_burst();
+    assert_true(pool_kept() > KR_KV_POOL_KEEP_FLOOR);
+    kr_context_free(ctx);
+    assert_true(pool_kept() <= KR_KV_POOL_KEEP_FLOOR);
+    kr_kv_pool_trim();
+#endif
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_static_batches),
@@ -707,6 +762,7 @@ int main(void) {
         cmocka_unit_test(test_priorities),
         cmocka_unit_test(test_batch_larger_than_queue),
         cmocka_unit_test(test_contexts_share_a_model),
+        cmocka_unit_test(test_kv_keep_follows_context),
         cmocka_unit_test(test_tasks_and_bad_params),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -4,8 +4,9 @@
  * past one holder, byte accounting), and attention over block-split keys equal bit for bit to
  * attention over a contiguous copy; large blocks cut from shared huge-page regions stay
  * disjoint, aligned and writable, also when threads allocate, share and free them at once; a
- * block is handed out without its pages touched; and every region goes back to the system with
- * its last block. */
+ * block is handed out without its pages touched; every region goes back to the system with
+ * its last block; and freed blocks are kept within the reserved KV budgets, never more, and go
+ * back after a burst (by age, oldest first, down to the floor) or when a budget is released. */
 #include "test_support.h"
 
 #include <math.h>
@@ -15,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/timeutil.h"
 #include "kernels/kernels.h"
 #include "model/attention_plan.h"
 #include "model/kv_pool.h"
@@ -248,6 +250,143 @@ static void test_region_blocks_across_threads(void **state) {
     kr_kv_pool_stats st;
     kr_kv_pool_get_stats(&st);
     assert_int_equal(st.blocks_free, 0);
+}
+
+#if !KR_TEST_ASAN
+enum { BURST = 100 };
+static const size_t k_burst_block = ((size_t)1 << 20) + 64;
+
+static size_t kept_bytes(void) {
+    kr_kv_pool_stats st;
+    kr_kv_pool_get_stats(&st);
+    return (size_t)st.bytes_free;
+}
+
+/* The pool's invariant after any release: kept bytes within the floor, or everything it holds
+ * (in use + kept) within the reservations. */
+static void expect_keep_bound(size_t reserved) {
+    kr_kv_pool_stats st;
+    kr_kv_pool_get_stats(&st);
+    if ((size_t)st.bytes_free > KR_KV_POOL_KEEP_FLOOR)
+        assert_true((size_t)(st.bytes_used + st.bytes_free) <= reserved);
+}
+
+/* Allocates BURST blocks of ~1 MB, writes them, frees them one by one checking the bound. */
+static void burst(size_t reserved) {
+    kr_kv_block *b[BURST];
+    for (int i = 0; i < BURST; i++) {
+        b[i] = kr_kv_block_alloc(k_burst_block);
+        assert_non_null(b[i]);
+        memset(b[i]->data, 0x77, k_burst_block);
+    }
+    for (int i = 0; i < BURST; i++) {
+        kr_kv_block_unref(b[i]);
+        expect_keep_bound(reserved);
+    }
+}
+#endif
+
+/* With no engine's budget reserved, a burst of 100 MB keeps at most the floor; with a 256 MB
+ * reservation it keeps all of it, and a second burst reuses those blocks instead of mapping
+ * new ones; releasing the reservation gives back at once what no longer fits. */
+static void test_keep_follows_reserved_budget(void **state) {
+    (void)state;
+#if KR_TEST_ASAN
+    skip(); /* sanitizer builds keep no freed block */
+#else
+    kr_kv_pool_trim();
+    burst(0);
+    assert_true(kept_bytes() <= KR_KV_POOL_KEEP_FLOOR);
+    assert_true(kept_bytes() + 2 * k_burst_block > KR_KV_POOL_KEEP_FLOOR);
+    kr_kv_pool_trim();
+
+    const size_t reserve = (size_t)256 << 20;
+    kr_kv_pool_keep_reserve(reserve);
+    burst(reserve);
+    assert_int_equal(kept_bytes(), BURST * k_burst_block);
+    long vm0 = vm_kb();
+    burst(reserve); /* served from the free lists: no new region mapped */
+    assert_int_equal(kept_bytes(), BURST * k_burst_block);
+    if (vm0 >= 0) assert_true(vm_kb() <= vm0 + 1024);
+
+    kr_kv_pool_keep_release(reserve);
+    assert_true(kept_bytes() <= KR_KV_POOL_KEEP_FLOOR);
+    assert_true(kept_bytes() + k_burst_block > KR_KV_POOL_KEEP_FLOOR);
+    kr_kv_pool_trim();
+#endif
+}
+
+/* A reservation smaller than the burst: blocks in use count against it, so while most of the
+ * burst is still held little beyond the floor is kept, and the bound holds after every
+ * release. Two reservations add up, and releasing one sheds down to the other. */
+static void test_keep_counts_blocks_in_use(void **state) {
+    (void)state;
+#if KR_TEST_ASAN
+    skip();
+#else
+    kr_kv_pool_trim();
+    const size_t small = (size_t)80 << 20, other = (size_t)40 << 20;
+    kr_kv_pool_keep_reserve(small);
+    burst(small);
+    assert_true(kept_bytes() <= small);
+    kr_kv_pool_keep_reserve(other);
+    burst(small + other);
+    assert_true(kept_bytes() > small); /* the two budgets together let it keep the burst */
+    kr_kv_pool_keep_release(other);
+    assert_true(kept_bytes() <= small);
+    kr_kv_pool_keep_release(small);
+    assert_true(kept_bytes() <= KR_KV_POOL_KEEP_FLOOR);
+    kr_kv_pool_trim();
+#endif
+}
+
+/* After a burst the blocks kept beyond the floor go back once they have been free for the
+ * decay time, oldest first: a decay at a time when only the first half is old enough takes
+ * from that half only, leaves the floor, and a second one finds nothing to do. */
+static void test_decay_returns_a_burst(void **state) {
+    (void)state;
+#if KR_TEST_ASAN
+    skip();
+#else
+    kr_kv_pool_trim();
+    const size_t reserve = (size_t)1 << 30;
+    kr_kv_pool_keep_reserve(reserve);
+    kr_kv_block *b[BURST];
+    for (int i = 0; i < BURST; i++) {
+        b[i] = kr_kv_block_alloc(k_burst_block);
+        assert_non_null(b[i]);
+        memset(b[i]->data, 0x21, k_burst_block);
+    }
+    double t0 = kr_now_seconds();
+    for (int i = 0; i < BURST / 2; i++) kr_kv_block_unref(b[i]);
+    double t_mid = kr_now_seconds();
+    for (int i = BURST / 2; i < BURST; i++) kr_kv_block_unref(b[i]);
+    const size_t all = BURST * k_burst_block;
+    assert_int_equal(kept_bytes(), all);
+
+    /* Not yet old enough: nothing is due, nothing goes. */
+    assert_false(kr_kv_pool_decay_due(t0 - 1e-3 + KR_KV_POOL_DECAY_S, KR_KV_POOL_DECAY_S));
+    assert_int_equal(kr_kv_pool_decay(t0 - 1e-3 + KR_KV_POOL_DECAY_S, KR_KV_POOL_DECAY_S), 0);
+    assert_int_equal(kept_bytes(), all);
+
+    /* Only the first half is old enough: 50 MB, of which the excess over the floor goes. */
+    double when = t_mid + KR_KV_POOL_DECAY_S;
+    assert_true(kr_kv_pool_decay_due(when, KR_KV_POOL_DECAY_S));
+    size_t excess = all - KR_KV_POOL_KEEP_FLOOR;
+    size_t half = (BURST / 2) * k_burst_block;
+    size_t gone = kr_kv_pool_decay(when, KR_KV_POOL_DECAY_S);
+    assert_int_equal(
+        gone, excess < half ? (excess + k_burst_block - 1) / k_burst_block * k_burst_block : half);
+    assert_true(kept_bytes() <= KR_KV_POOL_KEEP_FLOOR);
+    assert_false(kr_kv_pool_decay_due(when + 100, KR_KV_POOL_DECAY_S));
+    assert_int_equal(kr_kv_pool_decay(when + 100, KR_KV_POOL_DECAY_S), 0);
+    /* The newest blocks are the ones kept: the last freed comes back first. */
+    kr_kv_block *again = kr_kv_block_alloc(k_burst_block);
+    assert_ptr_equal(again, b[BURST - 1]);
+    kr_kv_block_unref(again);
+    kr_kv_pool_keep_release(reserve);
+    kr_kv_pool_trim();
+#endif
 }
 
 static void test_addressing(void **state) {
@@ -528,6 +667,9 @@ int main(void) {
         cmocka_unit_test(test_region_block_freed_early_drops_pages),
         cmocka_unit_test(test_region_alloc_touches_no_page),
         cmocka_unit_test(test_region_blocks_across_threads),
+        cmocka_unit_test(test_keep_follows_reserved_budget),
+        cmocka_unit_test(test_keep_counts_blocks_in_use),
+        cmocka_unit_test(test_decay_returns_a_burst),
         cmocka_unit_test(test_round_trip_dtypes),
         cmocka_unit_test(test_share_prefix),
         cmocka_unit_test(test_share_partial_copy_on_shared_block),

@@ -15,6 +15,7 @@
 
 #include "base/error.h"
 #include "base/timeutil.h"
+#include "model/kv_pool.h"
 #include "model/model.h"
 
 /* Rows one forward pass computes at most (generate.c splits larger work into such chunks). */
@@ -147,6 +148,10 @@ static void register_metrics(kr_context *c) {
         "KV blocks held by any store of the process (requests, prefix cache, tokenizer)");
     c->m_kv_blocks_free =
         kr_metrics_gauge(m, "kronos_kv_blocks_free", "", "Freed KV blocks kept for reuse");
+    c->m_kv_blocks_free_bytes = kr_metrics_gauge(
+        m, "kronos_kv_blocks_free_bytes", "",
+        "Payload of the freed KV blocks kept for reuse (within the KV budget; beyond 64 MB "
+        "they go back after 5 s unused)");
     c->m_busy = kr_metrics_gauge(m, "kronos_engine_busy_ratio", "",
                                  "Fraction of the last interval the engine computed");
     c->m_q_tokens = kr_metrics_counter(m, "kronos_prefix_cache_queried_tokens_total", "",
@@ -195,6 +200,8 @@ static void register_metrics(kr_context *c) {
 
 static void context_destroy(kr_context *c) {
     kr_prefix_cache_free(c->cache);
+    /* After the cache's blocks are back: what the pool kept within this budget goes too. */
+    if (c->kv_keep_reserved) kr_kv_pool_keep_release(c->p.kv_budget_bytes);
     kr_pool_free(c->eng.ex.pool);
     kr_arena_free(c->eng.ex.arena);
     if (c->own_metrics) kr_metrics_free(c->metrics);
@@ -234,6 +241,10 @@ kr_status kr_context_create_ex(const kr_model *model, const kr_context_params *p
     pthread_cond_init(&c->event, NULL);
     c->model = model;
     c->p = p;
+    /* The block pool may keep freed blocks within this budget (kv_pool.h): a busy engine then
+     * reuses pages already faulted in instead of writing each request's KV into fresh ones. */
+    kr_kv_pool_keep_reserve(p.kv_budget_bytes);
+    c->kv_keep_reserved = 1;
     c->p.kv_dtype = k_kv_names[kv]; /* the caller's string need not outlive the call */
     c->eng.model = model;
     c->eng.kv_dtype = kv;
@@ -446,6 +457,7 @@ void kr_ctx_publish_stats(kr_context *c) {
     kr_kv_pool_get_stats(&ps);
     kr_metric_set(c->m_kv_blocks_used, (double)ps.blocks_used);
     kr_metric_set(c->m_kv_blocks_free, (double)ps.blocks_free);
+    kr_metric_set(c->m_kv_blocks_free_bytes, (double)ps.bytes_free);
 }
 
 void kr_context_get_stats(kr_context *c, kr_context_stats *st) {

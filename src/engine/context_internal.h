@@ -49,6 +49,7 @@ struct kr_context {
     kr_context_params p;
     kr_metrics *metrics;
     int own_metrics;
+    int kv_keep_reserved; /* kv_budget_bytes reserved with the block pool (kv_pool.h) */
     pthread_t thread;
     pthread_mutex_t lock;
     pthread_cond_t wake; /* new work, cancels, tasks, limits, drain */
@@ -84,7 +85,7 @@ struct kr_context {
     kr_metric *m_ttft, *m_itl, *m_queue, *m_e2e, *m_batch, *m_rows, *m_running, *m_waiting,
         *m_kv_used, *m_kv_budget, *m_kv_usage, *m_busy, *m_q_tokens, *m_h_tokens, *m_ok, *m_failed,
         *m_cancelled, *m_timeout, *m_rejected, *m_cache_bytes, *m_gen_tokens, *m_prefill_tokens,
-        *m_kv_blocks_used, *m_kv_blocks_free, *m_workspace;
+        *m_kv_blocks_used, *m_kv_blocks_free, *m_kv_blocks_free_bytes, *m_workspace;
     kr_metric *m_lim_wait, *m_lim_tokens, *m_lim_running, *m_lim_queue, *m_lim_static;
     /* The step profile (kr_context_params.profile): what the engine thread accumulates, and
      * its parts' seconds as last exported to the metrics (counters grow by the difference). */

@@ -22,6 +22,7 @@
 #include "base/error.h"
 #include "base/timeutil.h"
 #include "engine/context_internal.h"
+#include "model/kv_pool.h"
 
 /* How often queued requests' should_abort callbacks are polled. */
 #define KR_QUEUED_ABORT_POLL_S 0.05
@@ -395,6 +396,14 @@ void *kr_ctx_engine_main(void *arg) {
         int has_work = c->n_running > 0 || c->wait_head || c->n_cancels > 0;
         if (!has_work) {
             if (c->stop || c->draining) break;
+            if (kr_kv_pool_decay_due(now, KR_KV_POOL_DECAY_S)) {
+                /* A burst's kept blocks go back, without holding the lock HTTP threads read
+                 * stats under while pages are unmapped; then everything is looked at again. */
+                pthread_mutex_unlock(&c->lock);
+                kr_kv_pool_decay(now, KR_KV_POOL_DECAY_S);
+                pthread_mutex_lock(&c->lock);
+                continue;
+            }
             timed_wait(c, 0.25);
             continue;
         }
@@ -448,6 +457,7 @@ void *kr_ctx_engine_main(void *arg) {
         }
         double t = kr_now_seconds();
         if (t - busy_since >= 1.0) {
+            kr_kv_pool_decay(t, KR_KV_POOL_DECAY_S); /* blocks no request took back for a while */
             kr_metric_set(c->m_busy, busy / (t - busy_since));
             busy = 0;
             busy_since = t;

@@ -1,6 +1,8 @@
 /* model/kv_pool — see kv_pool.h. */
 #include "model/kv_pool.h"
 
+#include "base/timeutil.h"
+
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -20,8 +22,8 @@ _Static_assert(sizeof(kr_kv_block) <= HEADER, "kv block header exceeds its paddi
 /* A handful of shapes live at once (predictor and tokenizer stores of one or two models); a
  * size that finds no class slot is simply not kept. */
 #define CLASSES 8
-/* Free blocks kept beyond this are returned to the system, so a burst does not pin memory.
- * Under AddressSanitizer none are kept, so a block used after its last release is caught. */
+/* Under AddressSanitizer no freed block is kept, so a block used after its last release is
+ * caught. */
 #if defined(__SANITIZE_ADDRESS__)
 #define SANITIZED 1
 #elif defined(__has_feature)
@@ -30,9 +32,11 @@ _Static_assert(sizeof(kr_kv_block) <= HEADER, "kv block header exceeds its paddi
 #endif
 #endif
 #ifdef SANITIZED
-#define KEEP_BYTES ((size_t)0)
+#define KEEP_FLOOR ((size_t)0)
+#define KEEP_WITHIN_BUDGET 0
 #else
-#define KEEP_BYTES ((size_t)64 << 20)
+#define KEEP_FLOOR KR_KV_POOL_KEEP_FLOOR
+#define KEEP_WITHIN_BUDGET 1
 #endif
 
 /* Blocks of at least REGION_MIN_BLOCK bytes are carved one after another from 2 MB-aligned
@@ -66,6 +70,7 @@ static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static size_class g_class[CLASSES];
 static size_t g_free_bytes;
 static long long g_free_blocks;
+static size_t g_keep_reserved; /* sum of the live engines' KV budgets */
 static atomic_llong g_used_blocks, g_used_bytes;
 static kv_region *g_carving; /* region new blocks are cut from (under g_lock) */
 static size_t g_carve_off, g_carve_len;
@@ -179,12 +184,23 @@ kr_kv_block *kr_kv_block_alloc(size_t bytes) {
 
 void kr_kv_block_ref(kr_kv_block *b) { atomic_fetch_add(&b->refs, 1); }
 
+/* Whether `bytes` more free bytes may be kept (g_lock held, g_used_bytes already without
+ * them): within the floor, or with everything the pool holds inside the reserved budgets. */
+static int may_keep(size_t bytes) {
+    size_t kept = g_free_bytes + bytes;
+    if (kept <= KEEP_FLOOR) return 1;
+    if (!KEEP_WITHIN_BUDGET) return 0;
+    long long used = atomic_load(&g_used_bytes);
+    return (size_t)(used > 0 ? used : 0) + kept <= g_keep_reserved;
+}
+
 void kr_kv_block_unref(kr_kv_block *b) {
     if (!b || atomic_fetch_sub(&b->refs, 1) != 1) return;
     atomic_fetch_sub(&g_used_blocks, 1);
     atomic_fetch_sub(&g_used_bytes, (long long)b->bytes);
+    double now = kr_now_seconds(); /* outside the lock */
     pthread_mutex_lock(&g_lock);
-    if (g_free_bytes + b->bytes <= KEEP_BYTES) {
+    if (may_keep(b->bytes)) {
         size_class *slot = NULL;
         for (int i = 0; i < CLASSES && !slot; i++)
             if (g_class[i].bytes == b->bytes) slot = &g_class[i];
@@ -195,6 +211,7 @@ void kr_kv_block_unref(kr_kv_block *b) {
             }
         if (slot) {
             b->next = slot->head;
+            b->freed_at = now;
             slot->head = b;
             g_free_bytes += b->bytes;
             g_free_blocks++;
@@ -203,6 +220,86 @@ void kr_kv_block_unref(kr_kv_block *b) {
     }
     pthread_mutex_unlock(&g_lock);
     block_free(b);
+}
+
+/* Detaches kept blocks, oldest first, until the kept bytes are down to `target`, taking only
+ * blocks freed at or before `before`; returns them as a chain to free outside the lock. A free
+ * list is pushed and popped at its head, so each list runs from newest to oldest and the
+ * blocks old enough are a suffix of it. Called under g_lock. */
+static kr_kv_block *shed_locked(size_t target, double before) {
+    kr_kv_block *out = NULL;
+    for (int i = 0; i < CLASSES && g_free_bytes > target; i++) {
+        size_class *c = &g_class[i];
+        kr_kv_block **old = &c->head;
+        while (*old && (*old)->freed_at > before) old = &(*old)->next;
+        /* Of the suffix old enough, keep the newest part the target leaves room for. */
+        size_t suffix = 0;
+        for (kr_kv_block *b = *old; b; b = b->next) suffix += b->bytes;
+        size_t excess = g_free_bytes - target;
+        size_t keep = suffix > excess ? suffix - excess : 0;
+        while (*old && keep >= (*old)->bytes) {
+            keep -= (*old)->bytes;
+            old = &(*old)->next;
+        }
+        while (*old) {
+            kr_kv_block *b = *old;
+            *old = b->next;
+            g_free_bytes -= b->bytes;
+            g_free_blocks--;
+            b->next = out;
+            out = b;
+        }
+        if (!c->head) c->bytes = 0;
+    }
+    return out;
+}
+
+static size_t free_chain(kr_kv_block *b) {
+    size_t bytes = 0;
+    while (b) {
+        kr_kv_block *next = b->next;
+        bytes += b->bytes;
+        block_free(b);
+        b = next;
+    }
+    return bytes;
+}
+
+void kr_kv_pool_keep_reserve(size_t bytes) {
+    pthread_mutex_lock(&g_lock);
+    g_keep_reserved += bytes;
+    pthread_mutex_unlock(&g_lock);
+}
+
+void kr_kv_pool_keep_release(size_t bytes) {
+    pthread_mutex_lock(&g_lock);
+    g_keep_reserved -= bytes < g_keep_reserved ? bytes : g_keep_reserved;
+    long long used = atomic_load(&g_used_bytes);
+    size_t in_use = (size_t)(used > 0 ? used : 0);
+    size_t fits = g_keep_reserved > in_use ? g_keep_reserved - in_use : 0;
+    size_t target = fits > KEEP_FLOOR ? fits : KEEP_FLOOR;
+    kr_kv_block *gone = shed_locked(target, 1e300);
+    pthread_mutex_unlock(&g_lock);
+    free_chain(gone);
+}
+
+int kr_kv_pool_decay_due(double now, double max_age_s) {
+    int due = 0;
+    pthread_mutex_lock(&g_lock);
+    for (int i = 0; i < CLASSES && !due && g_free_bytes > KEEP_FLOOR; i++) {
+        const kr_kv_block *oldest = g_class[i].head;
+        while (oldest && oldest->next) oldest = oldest->next;
+        due = oldest && oldest->freed_at <= now - max_age_s;
+    }
+    pthread_mutex_unlock(&g_lock);
+    return due;
+}
+
+size_t kr_kv_pool_decay(double now, double max_age_s) {
+    pthread_mutex_lock(&g_lock);
+    kr_kv_block *gone = g_free_bytes > KEEP_FLOOR ? shed_locked(KEEP_FLOOR, now - max_age_s) : NULL;
+    pthread_mutex_unlock(&g_lock);
+    return free_chain(gone);
 }
 
 void kr_kv_pool_get_stats(kr_kv_pool_stats *st) {
