@@ -6,7 +6,8 @@
  * kronos.h says; priorities order the work; several contexts run on one model at once; the
  * metrics registry renders valid Prometheus text; a context lets the KV block pool keep freed
  * blocks within its budget while it lives, its idle engine gives a burst's blocks back after
- * the decay time, and freeing it gives back what its budget let the pool keep.
+ * the decay time, freeing it gives back what its budget let the pool keep, and the
+ * kronos_kv_blocks_free_bytes gauge reports the kept bytes.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -715,6 +716,18 @@ static void kv_burst(void) {
     }
     for (int i = 0; i < N; i++) kr_kv_block_unref(b[i]);
 }
+
+/* The value of the kronos_kv_blocks_free_bytes gauge in the context's Prometheus text. */
+static double free_bytes_gauge(kr_context *ctx) {
+    char *text = NULL;
+    kr_error err = { 0 };
+    assert_int_equal(kr_context_metrics(ctx, &text, &err), KR_OK);
+    const char *line = strstr(text, "\nkronos_kv_blocks_free_bytes ");
+    assert_non_null(line);
+    double v = strtod(line + strlen("\nkronos_kv_blocks_free_bytes "), NULL);
+    free(text);
+    return v;
+}
 #endif
 
 static void test_kv_keep_follows_context(void **state) {
@@ -734,12 +747,14 @@ static void test_kv_keep_follows_context(void **state) {
     assert_int_equal(kr_context_create(g_model, &cp, &ctx, &err), KR_OK);
     kv_burst();
     assert_true(pool_kept() > KR_KV_POOL_KEEP_FLOOR); /* within the context's budget */
+    assert_true(free_bytes_gauge(ctx) == (double)pool_kept());
     /* The idle engine gives the burst back once it has been free for the decay time. */
     double t0 = kr_now_seconds();
     while (pool_kept() > KR_KV_POOL_KEEP_FLOOR && kr_now_seconds() - t0 < 4 * KR_KV_POOL_DECAY_S)
         usleep(50000);
     assert_true(pool_kept() <= KR_KV_POOL_KEEP_FLOOR);
     assert_true(kr_now_seconds() - t0 >= KR_KV_POOL_DECAY_S - 0.5);
+    assert_true(free_bytes_gauge(ctx) <= (double)KR_KV_POOL_KEEP_FLOOR);
     /* Freeing the context gives back at once what its budget let the pool keep. */
     kv_burst();
     assert_true(pool_kept() > KR_KV_POOL_KEEP_FLOOR);
