@@ -27,7 +27,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "analyst/fidelity_stats.h"
 #include "base/timeutil.h"
@@ -98,12 +97,7 @@ int main(int argc, char **argv) {
     kr_error err = { 0 };
     char dir[PATH_MAX], pred[PATH_MAX + 16], tok[PATH_MAX + 16];
     if (!model_dir && shape) {
-        const char *tmp = getenv("TMPDIR");
-        snprintf(dir, sizeof dir, "%s/kronos-bench-%s-seed1", tmp && *tmp ? tmp : "/tmp", shape);
-        snprintf(pred, sizeof pred, "%s/predictor/model.safetensors", dir);
-        struct stat sb;
-        if (stat(pred, &sb) != 0 &&
-            kr_model_write_random(kr_random_shape_find(shape), 1, dir, &err) != KR_OK)
+        if (kr_model_random_cached(shape, 1, dir, sizeof dir, NULL, &err) != KR_OK)
             die("gen-random", &err);
         model_dir = dir;
     }

@@ -505,6 +505,11 @@ KR_API int kr_random_shape_exists(const char *shape);
  * the directories; the same shape and seed always give identical files. */
 KR_API kr_status kr_model_write_random_shape(const char *shape, uint64_t seed, const char *out_dir,
                                              kr_error *err);
+/* The random checkpoint of (shape, seed) that benchmarks share: dir receives
+ * $TMPDIR/kronos-bench-<shape>-seed<seed> (/tmp without TMPDIR), written there unless its
+ * predictor is already; *written (may be NULL) says whether this call wrote it. */
+KR_API kr_status kr_model_random_cached(const char *shape, uint64_t seed, char *dir,
+                                        size_t dir_size, int *written, kr_error *err);
 
 #ifdef __cplusplus
 }

@@ -6,6 +6,7 @@
  * the model against itself passes strict gates, the int8 model fails a zero-KL gate with the
  * figure and the miss printed, and malformed gate files are refused naming file and key.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,7 @@
 #include <cjson/cJSON.h>
 
 #include "kronos.h"
+#include "eval/draft_acceptance.h"
 #include "kronos/eval.h"
 #include "market/candles.h"
 #include "test_support.h"
@@ -104,6 +106,18 @@ static void test_model_against_itself_agrees_everywhere(void **state) {
     assert_true(number_at(j, "next_token", "s1_mean_kl") < 1e-9);
     assert_true(number_at(j, "forecast", "mae_vs_f32") == 0.0);
     assert_true(number_at(j, "forecast", "direction_agreement") == 1.0);
+    /* As its own draft a model is always accepted: K + 1 tokens a pass, as many bytes. */
+    assert_int_equal((int)number_at(j, "speculative_draft", "positions"), 6 * 47);
+    assert_true(number_at(j, "speculative_draft", "token_draw_agreement") == 1.0);
+    const cJSON *by_k =
+        cJSON_GetObjectItem(cJSON_GetObjectItem(j, "speculative_draft"), "by_draft_length");
+    assert_int_equal(cJSON_GetArraySize(by_k), KR_DRAFT_KS);
+    for (int k = 0; k < KR_DRAFT_KS; k++) {
+        const cJSON *o = cJSON_GetArrayItem(by_k, k);
+        assert_int_equal((int)number_at(o, NULL, "k"), kr_draft_k[k]);
+        assert_true(number_at(o, NULL, "tokens_per_f32_pass") == kr_draft_k[k] + 1);
+        assert_true(fabs(number_at(o, NULL, "weight_bytes_per_token_vs_plain") - 1.0) < 1e-12);
+    }
     assert_true(number_at(j, "forecast", "roc_auc_f32") ==
                 number_at(j, "forecast", "roc_auc_quant"));
     const cJSON *ks = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "forecast"), "ks_path_returns");
@@ -135,6 +149,19 @@ static void test_quantised_model_is_measured_on_every_window(void **state) {
     double agree = number_at(j, "next_token", "s1_top1_agreement");
     assert_true(agree > 0.5 && agree <= 1.0);
     assert_true(number_at(j, "next_token", "s1_mean_kl") >= 0);
+    /* The int8 draft: a smaller model, accepted mostly, a longer draft never yields less. */
+    double draw = number_at(j, "speculative_draft", "token_draw_agreement");
+    assert_true(draw > 0.5 && draw <= 1.0);
+    double beta = number_at(j, "speculative_draft", "weight_bytes_ratio");
+    assert_true(beta > 0.2 && beta < 0.6);
+    const cJSON *by_k =
+        cJSON_GetObjectItem(cJSON_GetObjectItem(j, "speculative_draft"), "by_draft_length");
+    double prev = 1.0;
+    for (int k = 0; k < KR_DRAFT_KS; k++) {
+        double e = number_at(cJSON_GetArrayItem(by_k, k), NULL, "tokens_per_f32_pass");
+        assert_true(e >= prev && e <= kr_draft_k[k] + 1);
+        prev = e;
+    }
     char *md = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&md, &len);
@@ -142,9 +169,53 @@ static void test_quantised_model_is_measured_on_every_window(void **state) {
     fclose(f);
     assert_non_null(strstr(md, "### int8"));
     assert_non_null(strstr(md, "KS two-sample"));
+    assert_non_null(strstr(md, "| draft length K | tokens per f32 pass |"));
     free(md);
     cJSON_Delete(j);
     kr_eval_quant_report_free(r);
+}
+
+/* One-hot logits: every draw takes the hot token whatever the uniform. */
+static void one_hot(float *row, int v, int hot) {
+    for (int i = 0; i < v; i++) row[i] = i == hot ? 50.0f : 0.0f;
+}
+
+/* A draft that disagrees at known positions gives the pass counts by hand: a pass from t
+ * yields the accepted run (at most K) plus one f32 draw. */
+static void test_draft_acceptance_counts_runs(void **state) {
+    (void)state;
+    enum { N = 10, V1 = 16, V2 = 8 };
+    float p1[N * V1], q1[N * V1], p2[N * V2], q2[N * V2];
+    for (int t = 0; t < N; t++) {
+        one_hot(p1 + t * V1, V1, 5);
+        one_hot(q1 + t * V1, V1, t == 3 ? 7 : 5); /* s1 differs at 3 */
+        one_hot(p2 + t * V2, V2, 2);
+        one_hot(q2 + t * V2, V2, t == 8 ? 1 : 2); /* s2 differs at 8 */
+    }
+    kr_sampler_params sp = { 1.0f, 0, 0.9f };
+    kr_draft_acc acc = { 0 };
+    kr_error err = { 0 };
+    assert_int_equal(kr_draft_acceptance_add(&acc, p1, q1, p2, q2, N, V1, V2, &sp, 1, 0, &err),
+                     KR_OK);
+    assert_int_equal((int)acc.positions, N);
+    assert_int_equal((int)acc.s1_agree, N - 1);
+    assert_int_equal((int)acc.s2_agree, N - 1);
+    assert_int_equal((int)acc.both_agree, N - 2);
+    /* accepted: 1 1 1 0 1 1 1 1 0 1 */
+    assert_int_equal((int)acc.rounds[0], 10); /* K = 1 from t = 0..9 */
+    assert_int_equal((int)acc.tokens[0], 8 * 2 + 2 * 1);
+    assert_int_equal((int)acc.rounds[1], 9); /* K = 2 from t = 0..8 */
+    /* t: 0 1 2 3 4 5 6 7 8 -> 3 3 2 1 3 3 3 2 1 */
+    assert_int_equal((int)acc.tokens[1], 21);
+    assert_true(fabs(kr_draft_tokens_per_pass(&acc, 1) - 21.0 / 9.0) < 1e-12);
+    assert_true(fabs(kr_draft_bytes_per_token(&acc, 1, 0.25) - 1.5 / (21.0 / 9.0)) < 1e-12);
+    /* K = 8 from t = 0..2: runs 3, 2, 1 -> 4 + 3 + 2 */
+    assert_int_equal((int)acc.rounds[3], 3);
+    assert_int_equal((int)acc.tokens[3], 9);
+    /* Nothing counted: no figure rather than a made-up one. */
+    kr_draft_acc none = { 0 };
+    assert_true(isnan(kr_draft_tokens_per_pass(&none, 0)));
+    assert_true(isnan(kr_draft_bytes_per_token(&none, 0, 0.25)));
 }
 
 static void test_bad_inputs_name_the_place(void **state) {
@@ -379,6 +450,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_model_against_itself_agrees_everywhere),
         cmocka_unit_test(test_quantised_model_is_measured_on_every_window),
+        cmocka_unit_test(test_draft_acceptance_counts_runs),
         cmocka_unit_test(test_bad_inputs_name_the_place),
         cmocka_unit_test(test_bench_times_every_row),
         cmocka_unit_test(test_gate_pass_and_fail),

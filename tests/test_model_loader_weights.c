@@ -870,6 +870,41 @@ static void test_gen_random_tiny(void **state) {
     free(tmp);
 }
 
+/* The benchmarks' shared random checkpoint: written under $TMPDIR on first use, reused after;
+ * an unknown shape and a directory that does not fit are refused. */
+static void test_random_cached(void **state) {
+    (void)state;
+    char *tmp = kr_test_tmpdir();
+    const char *old = getenv("TMPDIR");
+    char *saved = old ? strdup(old) : NULL;
+    setenv("TMPDIR", tmp, 1);
+    char dir[4096], want[4096];
+    kr_error err = { 0 };
+    int written = -1;
+    if (kr_model_random_cached("tiny", 5, dir, sizeof dir, &written, &err) != KR_OK)
+        fail_msg("%s", err.message);
+    FMT(want, "%s/kronos-bench-tiny-seed5", tmp);
+    assert_string_equal(dir, want);
+    assert_int_equal(written, 1);
+    check_model_dir(dir, 22970, 164704);
+    assert_int_equal(kr_model_random_cached("tiny", 5, dir, sizeof dir, &written, &err), KR_OK);
+    assert_int_equal(written, 0);
+    assert_int_equal(kr_model_random_cached("huge", 5, dir, sizeof dir, &written, &err),
+                     KR_ERR_INVALID_ARG);
+    assert_contains(err.message, "huge");
+    char small[8];
+    assert_int_equal(kr_model_random_cached("tiny", 5, small, sizeof small, NULL, &err),
+                     KR_ERR_INVALID_ARG);
+    if (saved)
+        setenv("TMPDIR", saved, 1);
+    else
+        unsetenv("TMPDIR");
+    free(saved);
+    rm_random(want);
+    remove(tmp);
+    free(tmp);
+}
+
 /* Kronos-mini + Kronos-Tokenizer-base shapes: the public checkpoints' exact counts. */
 static void test_gen_random_mini(void **state) {
     (void)state;
@@ -1097,6 +1132,7 @@ int main(void) {
         cmocka_unit_test(test_bad_model_fixtures),
         cmocka_unit_test(test_gen_random_tiny),
         cmocka_unit_test(test_gen_random_mini),
+        cmocka_unit_test(test_random_cached),
         cmocka_unit_test(test_fifo_files),
         cmocka_unit_test(test_nonfinite_weights),
         cmocka_unit_test(test_nonfinite_quantised),

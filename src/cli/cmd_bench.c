@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "kronos/util.h"
 #include "cli/args.h"
@@ -167,16 +166,11 @@ int kr_cmd_bench(int argc, char **argv) {
     double gen_s = 0;
     if (!model_dir) {
         /* Random weights are deterministic per (shape, seed): generate once, reuse. */
-        const char *tmp = getenv("TMPDIR");
-        snprintf(dir, sizeof dir, "%s/kronos-bench-%s-seed1", tmp && *tmp ? tmp : "/tmp", shape);
-        snprintf(pred_dir, sizeof pred_dir, "%s/predictor/model.safetensors", dir);
-        struct stat sb;
-        if (stat(pred_dir, &sb) != 0) {
-            double t0 = kr_now_seconds();
-            if (kr_model_write_random_shape(shape, 1, dir, &err) != KR_OK)
-                return kr_cli_fail(CMD, err.message);
-            gen_s = kr_now_seconds() - t0;
-        }
+        double t0 = kr_now_seconds();
+        int written = 0;
+        if (kr_model_random_cached(shape, 1, dir, sizeof dir, &written, &err) != KR_OK)
+            return kr_cli_fail(CMD, err.message);
+        if (written) gen_s = kr_now_seconds() - t0;
         model_dir = dir;
     }
     if (kr_resolve_model_dirs(model_dir, NULL, pred_dir, tok_dir, msg, sizeof msg) != 0)

@@ -5,6 +5,8 @@
  *   next-token fidelity (teacher forcing over every window, both predictors on the f32
  *     tokenizer's tokens): top-1 agreement of s1 and s2, mean KL(f32 ‖ quantised);
  *     tokenizer agreement (the quantised tokenizer's own tokens vs f32's);
+ *   the draft acceptance a self-speculative decoder would see with the quantised model as
+ *     its draft (draft_acceptance.h: same draws, same sampling as the forecasts);
  *   forecast fidelity (same seed, same paths): MAE / MAPE of the mean close path against
  *     f32 and against the candles that followed, direction agreement, a two-sample KS test of
  *     the pooled path returns, ROC-AUC of P(up) against the realised direction for both, the
@@ -21,6 +23,8 @@
 #include "engine/teacher.h"
 #include "eval/eval_quant_internal.h"
 #include "market/candles.h"
+#include "model/model.h"
+#include "model/quantize.h"
 
 #define MAX_FILES 256
 
@@ -42,8 +46,15 @@ static double top_gap(const float *logits, int n, int top) {
     return (double)logits[top] - (double)second;
 }
 
+/* The sampling a forecast with default parameters does (run_phases forecasts with them). */
+static kr_sampler_params forecast_sampling(void) {
+    kr_forecast_params fp = kr_forecast_default_params();
+    return (kr_sampler_params){ fp.temperature, fp.top_k, fp.top_p };
+}
+
 static kr_status teacher_window(kr_context *ref, kr_context *q, const kr_series *s, int L, int V1,
-                                int V2, kr_eval_quant_report *r, kr_error *err) {
+                                int V2, uint64_t seed, int window, kr_eval_quant_report *r,
+                                kr_error *err) {
     size_t n = (size_t)(L - 1);
     int32_t *t1 = malloc((size_t)L * 4), *t2 = malloc((size_t)L * 4), *u1 = malloc((size_t)L * 4),
             *u2 = malloc((size_t)L * 4);
@@ -71,6 +82,10 @@ static kr_status teacher_window(kr_context *ref, kr_context *q, const kr_series 
         r->s2_agree += kr_top1(p2, V2) == kr_top1(q2, V2);
         r->positions++;
     }
+    kr_sampler_params sp = forecast_sampling();
+    if (st == KR_OK)
+        st = kr_draft_acceptance_add(&r->draft, a1, b1, a2, b2, (int)n, V1, V2, &sp, seed,
+                                     (uint64_t)window, err);
     for (int t = 0; st == KR_OK && t < L; t++) {
         r->tok_s1_agree += t1[t] == u1[t];
         r->tok_s2_agree += t2[t] == u2[t];
@@ -85,6 +100,23 @@ static kr_status teacher_window(kr_context *ref, kr_context *q, const kr_series 
     free(b1);
     free(b2);
     return st;
+}
+
+/* Bytes of the predictor's Linears as held: what a decode step streams (the embeddings are
+ * read a row per token). 0 when they cannot be listed. */
+static size_t predictor_linear_bytes(const kr_context *ctx) {
+    /* Listing only reads the Linears; the model stays immutable. */
+    kr_predictor_weights *pw = kr_context_model(ctx)->pred;
+    kr_named_linear *ls = NULL;
+    int n = 0;
+    size_t bytes = 0;
+    if (kr_predictor_linears(pw, &ls, &n, NULL) != KR_OK) return 0;
+    for (int i = 0; i < n; i++) {
+        const kr_linear *l = ls[i].l;
+        bytes += l->q ? kr_qmat_bytes(l->q) : (size_t)l->n_out * (size_t)l->n_in * sizeof(float);
+    }
+    free(ls);
+    return bytes;
 }
 
 /* Return of each path at the horizon, P(up) and the expected return of one forecast. */
@@ -224,7 +256,7 @@ static kr_status run_phases(kr_context *ref, kr_context *q, const kr_eval_quant_
     double t0 = kr_now_seconds();
     kr_status st = KR_OK;
     for (int i = 0; st == KR_OK && i < w->n; i++)
-        st = teacher_window(ref, q, &w->series[i], p->lookback, V1, V2, r, err);
+        st = teacher_window(ref, q, &w->series[i], p->lookback, V1, V2, p->seed, i, r, err);
     r->seconds_teacher = kr_now_seconds() - t0;
     if (p->progress) p->progress(what, 1, p->user);
     if (st != KR_OK) return st;
@@ -261,6 +293,8 @@ kr_status kr_eval_quant_run(kr_context *ref, kr_context *q, const kr_eval_quant_
     kr_eval_quant_report *r = calloc(1, sizeof *r);
     if (!r) return kr_error_set(err, KR_ERR_NOMEM, "eval-quant: out of memory");
     kr_model_get_info(kr_context_model(q), &r->quant_info);
+    r->ref_linear_bytes = predictor_linear_bytes(ref);
+    r->quant_linear_bytes = predictor_linear_bytes(q);
     snprintf(r->kv_dtype, sizeof r->kv_dtype, "%s", p->kv_dtype ? p->kv_dtype : "f32");
     r->n_files = p->n_data;
     r->lookback = p->lookback;

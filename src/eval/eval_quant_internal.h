@@ -8,6 +8,7 @@
 #include <cjson/cJSON.h>
 
 #include "analyst/fidelity_stats.h"
+#include "eval/draft_acceptance.h"
 #include "kronos/eval.h"
 
 /* A position where f32's best s1 token leads the runner-up by less than this many nats is a
@@ -34,6 +35,9 @@ struct kr_eval_quant_report {
     int64_t positions, s1_agree, s2_agree, tok_rows, tok_s1_agree, tok_s2_agree;
     int64_t s1_decisive, s1_decisive_agree;
     double kl_s1, kl_s2;
+    /* the quantised model as a speculative draft of the f32 one */
+    kr_draft_acc draft;
+    size_t ref_linear_bytes, quant_linear_bytes; /* the predictors' Linears as held */
     /* forecast fidelity */
     kr_err_acc vs_ref, q_vs_actual, ref_vs_actual;
     int64_t dir_agree, windows;

@@ -12,6 +12,32 @@
 
 static double ratio(int64_t num, int64_t den) { return den ? (double)num / (double)den : NAN; }
 
+/* The draft's predictor Linear bytes over f32's (NaN without both). */
+static double draft_ratio(const kr_eval_quant_report *r) {
+    return r->ref_linear_bytes && r->quant_linear_bytes
+               ? (double)r->quant_linear_bytes / (double)r->ref_linear_bytes
+               : NAN;
+}
+
+static void write_draft_markdown(const kr_eval_quant_report *r, FILE *md) {
+    const kr_draft_acc *a = &r->draft;
+    double beta = draft_ratio(r);
+    fprintf(md,
+            "As the draft of a self-speculative decoder (exact: f32 verifies, the same draws "
+            "decide; teacher-forced over the %lld positions, sampling as the forecasts): the "
+            "draft draws f32's s1 at %.2f%%, its s2 at %.2f%%, both at %.2f%% of positions. "
+            "The draft's predictor Linears are %.3f of f32's bytes.\n\n",
+            (long long)a->positions, 100.0 * ratio(a->s1_agree, a->positions),
+            100.0 * ratio(a->s2_agree, a->positions), 100.0 * ratio(a->both_agree, a->positions),
+            beta);
+    fprintf(md, "| draft length K | tokens per f32 pass | weight bytes per token vs plain |\n"
+                "|---:|---:|---:|\n");
+    for (int k = 0; k < KR_DRAFT_KS; k++)
+        fprintf(md, "| %d | %.3f | %.3f |\n", kr_draft_k[k], kr_draft_tokens_per_pass(a, k),
+                kr_draft_bytes_per_token(a, k, beta));
+    fprintf(md, "\n");
+}
+
 kr_status kr_eval_quant_write_markdown(const kr_eval_quant_report *r, FILE *md, kr_error *err) {
     if (!r || !md) return kr_error_set(err, KR_ERR_INVALID_ARG, "eval-quant: no report or file");
     const kr_model_info *qi = &r->quant_info;
@@ -64,6 +90,7 @@ kr_status kr_eval_quant_write_markdown(const kr_eval_quant_report *r, FILE *md, 
     fprintf(md, "| KS p-value | %.4f | %.4f | |\n", r->risk_ks_p_ref, r->risk_ks_p_q);
     fprintf(md, "| ROC-AUC | %.4f | %.4f | %+.4f |\n", r->auc_ref, r->auc_q, r->auc_q - r->auc_ref);
     fprintf(md, "\n");
+    write_draft_markdown(r, md);
     kr_eval_gate_write_markdown(r, md);
     if (ferror(md)) return kr_error_set(err, KR_ERR_IO, "eval-quant: writing the report failed");
     return KR_OK;
@@ -99,6 +126,22 @@ kr_status kr_eval_quant_write_json(const kr_eval_quant_report *r, FILE *f, kr_er
     add_number(tok, "s2_mean_kl", r->positions ? r->kl_s2 / (double)r->positions : NAN);
     add_number(tok, "tokenizer_s1_agreement", ratio(r->tok_s1_agree, r->tok_rows));
     add_number(tok, "tokenizer_s2_agreement", ratio(r->tok_s2_agree, r->tok_rows));
+    cJSON *draft = cJSON_AddObjectToObject(root, "speculative_draft");
+    const kr_draft_acc *da = &r->draft;
+    cJSON_AddNumberToObject(draft, "positions", (double)da->positions);
+    add_number(draft, "s1_draw_agreement", ratio(da->s1_agree, da->positions));
+    add_number(draft, "s2_draw_agreement", ratio(da->s2_agree, da->positions));
+    add_number(draft, "token_draw_agreement", ratio(da->both_agree, da->positions));
+    add_number(draft, "weight_bytes_ratio", draft_ratio(r));
+    cJSON *per_k = cJSON_AddArrayToObject(draft, "by_draft_length");
+    for (int k = 0; k < KR_DRAFT_KS; k++) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "k", kr_draft_k[k]);
+        add_number(o, "tokens_per_f32_pass", kr_draft_tokens_per_pass(da, k));
+        add_number(o, "weight_bytes_per_token_vs_plain",
+                   kr_draft_bytes_per_token(da, k, draft_ratio(r)));
+        cJSON_AddItemToArray(per_k, o);
+    }
     cJSON *fc = cJSON_AddObjectToObject(root, "forecast");
     add_number(fc, "mae_vs_f32", kr_err_acc_mae(&r->vs_ref));
     add_number(fc, "mape_vs_f32_percent", kr_err_acc_mape(&r->vs_ref));

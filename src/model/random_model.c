@@ -357,3 +357,27 @@ kr_status kr_model_write_random_shape(const char *shape, uint64_t seed, const ch
                             shape ? shape : "(null)");
     return kr_model_write_random(s, seed, out_dir, err);
 }
+
+kr_status kr_model_random_cached(const char *shape, uint64_t seed, char *dir, size_t dir_size,
+                                 int *written, kr_error *err) {
+    if (written) *written = 0;
+    if (!kr_random_shape_find(shape))
+        return kr_error_set(err, KR_ERR_INVALID_ARG,
+                            "unknown random shape '%s' (expected tiny, mini, small or base)",
+                            shape ? shape : "(null)");
+    const char *tmp = getenv("TMPDIR");
+    int n = snprintf(dir, dir_size, "%s/kronos-bench-%s-seed%llu", tmp && *tmp ? tmp : "/tmp",
+                     shape, (unsigned long long)seed);
+    if (n < 0 || (size_t)n >= dir_size)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "random model directory: path too long");
+    char *weights = malloc((size_t)n + 32);
+    if (!weights) return kr_error_set(err, KR_ERR_NOMEM, "random model: out of memory");
+    snprintf(weights, (size_t)n + 32, "%s/predictor/model.safetensors", dir);
+    struct stat sb;
+    int present = stat(weights, &sb) == 0;
+    free(weights);
+    if (present) return KR_OK;
+    kr_status st = kr_model_write_random_shape(shape, seed, dir, err);
+    if (st == KR_OK && written) *written = 1;
+    return st;
+}
