@@ -764,6 +764,58 @@ static void test_kv_keep_follows_context(void **state) {
 #endif
 }
 
+/* A busy engine returns a burst's kept blocks too: it decays the pool once a second between
+ * steps, so memory freed by a burst does not stay pinned while long requests keep it from
+ * ever idling. */
+static void test_kv_keep_decays_while_busy(void **state) {
+    (void)state;
+#if KR_TEST_ASAN
+    skip(); /* sanitizer builds keep no freed block */
+#else
+    kr_kv_pool_trim();
+    kr_context_params cp = kr_context_default_params();
+    cp.n_threads = 2;
+    cp.kv_budget_bytes = (size_t)1 << 30;
+    kr_context *ctx = NULL;
+    kr_error err = { 0 };
+    assert_int_equal(kr_context_create(g_model, &cp, &ctx, &err), KR_OK);
+    kv_burst();
+    double t_burst = kr_now_seconds();
+    assert_true(pool_kept() > KR_KV_POOL_KEEP_FLOOR); /* within the context's budget */
+    /* A request that runs for minutes (re-runs of 64 paths at every step) keeps the engine
+     * busy from here on; it is cancelled once the check is done. */
+    kr_series ser = kr_candles_slice(g_data, 0, 400);
+    kr_forecast_params p = kr_forecast_default_params();
+    p.pred_len = 512;
+    p.paths = 64;
+    p.max_context = 512;
+    waiter a;
+    waiter_init(&a);
+    kr_request_params ra = req_for(&a);
+    uint64_t id = 0;
+    assert_int_equal(kr_submit(ctx, &ser, &p, &ra, &id, &err), KR_OK);
+    for (int i = 0; i < 2000 && !a.started; i++) usleep(1000);
+    assert_true(a.started);
+    while (pool_kept() > KR_KV_POOL_KEEP_FLOOR && !a.done &&
+           kr_now_seconds() - t_burst < 4 * KR_KV_POOL_DECAY_S)
+        usleep(50000);
+    double waited = kr_now_seconds() - t_burst;
+    int still_busy = !a.done;
+    size_t kept = pool_kept();
+    kr_cancel(ctx, id);
+    wait_done(&a);
+    assert_true(still_busy); /* the decay came from the busy loop, not an idle engine */
+    assert_true(kept <= KR_KV_POOL_KEEP_FLOOR);
+    /* Not at once (a block only goes after it has been free for the decay time), and about a
+     * second after being due (a loaded CI machine may stretch a step). */
+    assert_true(waited >= KR_KV_POOL_DECAY_S - 0.5);
+    assert_true(waited <= KR_KV_POOL_DECAY_S + 4.0);
+    assert_int_equal(a.status, KR_ERR_CANCELLED);
+    kr_context_free(ctx);
+    kr_kv_pool_trim();
+#endif
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_static_batches),
@@ -778,6 +830,7 @@ int main(void) {
         cmocka_unit_test(test_batch_larger_than_queue),
         cmocka_unit_test(test_contexts_share_a_model),
         cmocka_unit_test(test_kv_keep_follows_context),
+        cmocka_unit_test(test_kv_keep_decays_while_busy),
         cmocka_unit_test(test_tasks_and_bad_params),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
