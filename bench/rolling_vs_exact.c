@@ -31,6 +31,7 @@
 #include "analyst/fidelity_stats.h"
 #include "base/timeutil.h"
 #include "kernels/kernels.h"
+#include "bench_model.h"
 #include "kronos.h"
 #include "market/candles.h"
 #include "model/weights.h"
@@ -95,15 +96,9 @@ int main(int argc, char **argv) {
         for (int i = 0; i < 4; i++) files[n_files++] = bundled[i];
     }
     kr_error err = { 0 };
-    char dir[PATH_MAX], pred[PATH_MAX + 16], tok[PATH_MAX + 16];
-    if (!model_dir && shape) {
-        if (kr_model_random_cached(shape, 1, dir, sizeof dir, NULL, &err) != KR_OK)
-            die("gen-random", &err);
-        model_dir = dir;
-    }
-    if (!model_dir) model_dir = KR_SOURCE_DIR "/models/kronos-demo";
-    snprintf(pred, sizeof pred, "%s/predictor", model_dir);
-    snprintf(tok, sizeof tok, "%s/tokenizer", model_dir);
+    bench_model_dirs md;
+    if (bench_model_dirs_resolve(model_dir, shape, &md, &err) != KR_OK) die("gen-random", &err);
+    const char *pred = md.predictor, *tok = md.tokenizer;
     kr_model *m = NULL;
     if (kr_model_load(pred, tok, NULL, &m, &err) != KR_OK) die("load", &err);
     kr_context_params cp = kr_context_default_params();
@@ -211,7 +206,7 @@ int main(int argc, char **argv) {
 
     kr_model_info mi;
     kr_model_get_info(m, &mi);
-    const char *name = shape ? shape : model_dir;
+    const char *name = shape ? shape : md.root;
     if (json) {
         printf("{\"model\":\"%s\",\"d_model\":%d,\"n_layers\":%d,\"isa\":\"%s\",\"windows\":%d,"
                "\"max_context\":%d,\"lookback\":%d,\"pred_len\":%d,\"paths\":%d,",

@@ -31,6 +31,7 @@
 #include "engine/context.h"
 #include "engine/forecast_internal.h"
 #include "kernels/kernels.h"
+#include "bench_model.h"
 #include "kronos.h"
 #include "market/candles.h"
 #include "model/model.h"
@@ -256,15 +257,9 @@ int main(int argc, char **argv) {
         return 2;
     }
     kr_error err = { 0 };
-    char dir[PATH_MAX], pred[PATH_MAX + 16], tok[PATH_MAX + 16];
-    if (!model_dir && shape) {
-        if (kr_model_random_cached(shape, 1, dir, sizeof dir, NULL, &err) != KR_OK)
-            die("gen-random", &err);
-        model_dir = dir;
-    }
-    if (!model_dir) model_dir = KR_SOURCE_DIR "/models/kronos-demo";
-    snprintf(pred, sizeof pred, "%s/predictor", model_dir);
-    snprintf(tok, sizeof tok, "%s/tokenizer", model_dir);
+    bench_model_dirs md;
+    if (bench_model_dirs_resolve(model_dir, shape, &md, &err) != KR_OK) die("gen-random", &err);
+    const char *pred = md.predictor, *tok = md.tokenizer;
     kr_model *m = NULL, *dm = NULL;
     if (kr_model_load(pred, tok, NULL, &m, &err) != KR_OK) die("load", &err);
     kr_model_params mp = kr_model_default_params();
@@ -285,7 +280,7 @@ int main(int argc, char **argv) {
     printf("speculative: %s (d_model %d, %d layers), draft %s, %s, isa %s, threads %d (0: all "
            "CPUs); %d "
            "windows of %d rows, pred_len %d, %d repeats, seed %llu\n\n",
-           shape ? shape : model_dir, mi.d_model, mi.n_layers, draft_fmt, file,
+           shape ? shape : md.root, mi.d_model, mi.n_layers, draft_fmt, file,
            kr_isa_name(kr_isa_active()), threads, windows, L, P, repeat, (unsigned long long)seed);
     /* Per decoder (0: plain, then each K): summed over windows, median over repeats. */
     int n_dec = 2 + n_k; /* plain, each K, the draft alone */

@@ -728,6 +728,17 @@ static double free_bytes_gauge(kr_context *ctx) {
     free(text);
     return v;
 }
+
+/* A context whose KV budget lets the pool keep a burst. */
+static kr_context *context_with_kv_budget(int n_threads, size_t kv_budget_bytes) {
+    kr_context_params cp = kr_context_default_params();
+    cp.n_threads = n_threads;
+    cp.kv_budget_bytes = kv_budget_bytes;
+    kr_context *ctx = NULL;
+    kr_error err = { 0 };
+    if (kr_context_create(g_model, &cp, &ctx, &err) != KR_OK) fail_msg("%s", err.message);
+    return ctx;
+}
 #endif
 
 static void test_kv_keep_follows_context(void **state) {
@@ -739,12 +750,7 @@ static void test_kv_keep_follows_context(void **state) {
     kv_burst();
     assert_true(pool_kept() <= KR_KV_POOL_KEEP_FLOOR); /* no engine: the floor only */
 
-    kr_context_params cp = kr_context_default_params();
-    cp.n_threads = 1;
-    cp.kv_budget_bytes = (size_t)512 << 20;
-    kr_context *ctx = NULL;
-    kr_error err = { 0 };
-    assert_int_equal(kr_context_create(g_model, &cp, &ctx, &err), KR_OK);
+    kr_context *ctx = context_with_kv_budget(1, (size_t)512 << 20);
     kv_burst();
     assert_true(pool_kept() > KR_KV_POOL_KEEP_FLOOR); /* within the context's budget */
     assert_true(free_bytes_gauge(ctx) == (double)pool_kept());
@@ -773,12 +779,7 @@ static void test_kv_keep_decays_while_busy(void **state) {
     skip(); /* sanitizer builds keep no freed block */
 #else
     kr_kv_pool_trim();
-    kr_context_params cp = kr_context_default_params();
-    cp.n_threads = 2;
-    cp.kv_budget_bytes = (size_t)1 << 30;
-    kr_context *ctx = NULL;
-    kr_error err = { 0 };
-    assert_int_equal(kr_context_create(g_model, &cp, &ctx, &err), KR_OK);
+    kr_context *ctx = context_with_kv_budget(2, (size_t)1 << 30);
     kv_burst();
     double t_burst = kr_now_seconds();
     assert_true(pool_kept() > KR_KV_POOL_KEEP_FLOOR); /* within the context's budget */
@@ -793,6 +794,7 @@ static void test_kv_keep_decays_while_busy(void **state) {
     waiter_init(&a);
     kr_request_params ra = req_for(&a);
     uint64_t id = 0;
+    kr_error err = { 0 };
     assert_int_equal(kr_submit(ctx, &ser, &p, &ra, &id, &err), KR_OK);
     for (int i = 0; i < 2000 && !a.started; i++) usleep(1000);
     assert_true(a.started);
