@@ -892,6 +892,7 @@ static void test_random_cached(void **state) {
     assert_int_equal(kr_model_random_cached("huge", 5, dir, sizeof dir, &written, &err),
                      KR_ERR_INVALID_ARG);
     assert_contains(err.message, "huge");
+    assert_int_equal(kr_model_random_cached("tiny", 5, NULL, 0, NULL, &err), KR_ERR_INVALID_ARG);
     char small[8];
     assert_int_equal(kr_model_random_cached("tiny", 5, small, sizeof small, NULL, &err),
                      KR_ERR_INVALID_ARG);

@@ -361,6 +361,8 @@ kr_status kr_model_write_random_shape(const char *shape, uint64_t seed, const ch
 kr_status kr_model_random_cached(const char *shape, uint64_t seed, char *dir, size_t dir_size,
                                  int *written, kr_error *err) {
     if (written) *written = 0;
+    if (!dir || dir_size == 0)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "random model directory: no buffer");
     if (!kr_random_shape_find(shape))
         return kr_error_set(err, KR_ERR_INVALID_ARG,
                             "unknown random shape '%s' (expected tiny, mini, small or base)",
