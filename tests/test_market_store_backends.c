@@ -134,9 +134,23 @@ static void test_round_trip(void **state) {
     assert_int_equal(r->timestamps[0], c->timestamps[290]);
     kr_candles_free(r);
 
-    /* Overlapping batch: equal timestamps replaced, the symbols row recomputed. */
+    /* A batch without the amount column would drop the amount of every stored row (reads use
+     * a column only when all rows have it): refused, nothing written. */
     kr_candles *b = make_candles(290, 20, 500.0);
     b->has_amount = 0;
+    assert_int_equal(kr_store_upsert(s, "aapl", "1d", b, &err), KR_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.message, "no amount, but 290 stored rows do"));
+    b->has_volume = 0;
+    assert_int_equal(kr_store_upsert(s, "aapl", "1d", b, &err), KR_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.message, "no volume, but 290 stored rows do"));
+    assert_int_equal(kr_store_read(s, "AAPL", "1d", 0, &r, &err), KR_OK);
+    assert_int_equal(r->n, 300);
+    assert_int_equal(r->has_volume, 1);
+    assert_int_equal(r->has_amount, 1);
+    kr_candles_free(r);
+    /* Overlapping batch: equal timestamps replaced, the symbols row recomputed. */
+    b->has_volume = 1;
+    b->has_amount = 1;
     assert_int_equal(kr_store_upsert(s, "aapl", "1d", b, &err), KR_OK);
     assert_int_equal(kr_store_upsert(s, "600977.SH", "5min", c, &err), KR_OK);
     assert_int_equal(kr_store_set_market(s, "aapl", "XNYS", &err), KR_OK);
@@ -155,7 +169,7 @@ static void test_round_trip(void **state) {
     assert_int_equal(kr_store_read(s, "AAPL", "1d", 0, &r, &err), KR_OK);
     assert_int_equal(r->n, 310);
     assert_true(r->values[295 * 6 + 3] == b->values[5 * 6 + 3]);
-    assert_int_equal(r->has_amount, 0);
+    assert_int_equal(r->has_amount, 1);
     kr_candles_free(r);
     assert_int_equal(kr_store_set_market(s, "AAPL", NULL, &err), KR_OK);
     assert_int_equal(kr_store_list(s, "aapl", &list, &n, &err), KR_OK);

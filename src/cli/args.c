@@ -2,12 +2,15 @@
 #include "cli/args.h"
 #include "cli/share_paths.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "kronos/hub.h"
 
@@ -25,7 +28,11 @@ int kr_arg_u64(const char *s, uint64_t *out) {
     if (!s || !*s || *s == '-' || *s == '+' || *s == ' ') return 0;
     errno = 0;
     char *end;
-    unsigned long long v = strtoull(s, &end, 0);
+    /* Decimal, or hex with 0x: a leading zero is not octal ("010" is ten, as everywhere else). */
+    int hex = s[0] == '0' && (s[1] == 'x' || s[1] == 'X');
+    const char *digits = hex ? s + 2 : s;
+    if (hex ? !isxdigit((unsigned char)*digits) : !isdigit((unsigned char)*digits)) return 0;
+    unsigned long long v = strtoull(digits, &end, hex ? 16 : 10);
     if (errno || *end) return 0;
     *out = (uint64_t)v;
     return 1;
@@ -116,6 +123,24 @@ int kr_cli_fail(const char *cmd, const char *msg) {
     return 1;
 }
 
+int kr_cli_check_writable(const char *cmd, const char *path) {
+    char msg[PATH_MAX + 128];
+    struct stat sb;
+    int existed = stat(path, &sb) == 0;
+    if (existed && S_ISDIR(sb.st_mode)) {
+        snprintf(msg, sizeof msg, "%s: is a directory, not a file to write", path);
+        return kr_cli_fail(cmd, msg);
+    }
+    FILE *f = fopen(path, "a");
+    if (!f) {
+        snprintf(msg, sizeof msg, "%s: cannot write: %s", path, strerror(errno));
+        return kr_cli_fail(cmd, msg);
+    }
+    fclose(f);
+    if (!existed) unlink(path);
+    return 0;
+}
+
 int kr_cli_usage_error(const char *cmd, const char *fmt, const char *arg) {
     fprintf(stderr, "kronos %s: ", cmd);
     fprintf(stderr, fmt, arg);
@@ -137,4 +162,15 @@ int kr_arg_kv_dtype(const char *s) {
 int kr_arg_quant_method(const char *s) {
     return strcmp(s, "rtn") == 0 || strcmp(s, "awq") == 0 || strcmp(s, "smoothquant") == 0 ||
            strcmp(s, "gptq") == 0;
+}
+
+const char *kr_arg_quant_method_mismatch(const char *method, const char *quant) {
+    if (!method || !quant) return NULL;
+    int q4 = !strcmp(quant, "q4"), int8 = !strcmp(quant, "int8");
+    if (!strcmp(method, "awq") && !q4)
+        return int8 ? "--method awq applies to q4 (int8's calibrated method is smoothquant)"
+                    : "--method awq applies to q4";
+    if (!strcmp(method, "smoothquant") && !int8) return "--method smoothquant applies to int8";
+    if (!strcmp(method, "gptq") && !q4 && !int8) return "--method gptq applies to q4 and int8";
+    return NULL;
 }

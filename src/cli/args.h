@@ -18,6 +18,9 @@ int kr_arg_quant(const char *s);
 int kr_arg_kv_dtype(const char *s);
 /* 1 if s is a quantisation method: rtn, awq, smoothquant, gptq. */
 int kr_arg_quant_method(const char *s);
+/* NULL when --method can quantise to --quant (the library's rule, asked before any loading),
+ * else the reason it cannot. */
+const char *kr_arg_quant_method_mismatch(const char *method, const char *quant);
 
 /* --allow-nonfinite-weights, taken by every command that loads a model: sets
  * kr_model_params.allow_nonfinite, so a checkpoint with NaN or infinite weights loads (it is
@@ -35,6 +38,10 @@ int kr_resolve_model_dirs(const char *model, const char *tokenizer, char *pred_d
 
 /* Prints "kronos <cmd>: error: <msg>" to stderr and returns exit code 1. */
 int kr_cli_fail(const char *cmd, const char *msg);
+/* Whether an output file can be written, asked before a long run instead of after it: opens
+ * it for appending (creating it) and removes it again if it was not there. 0, or 1 after an
+ * error naming the path and the reason. */
+int kr_cli_check_writable(const char *cmd, const char *path);
 /* Usage error: prints the message and a --help hint, returns 2. */
 int kr_cli_usage_error(const char *cmd, const char *fmt, const char *arg);
 

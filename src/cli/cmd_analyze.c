@@ -509,6 +509,7 @@ int kr_cmd_analyze(int argc, char **argv) {
     opts o;
     memset(&o, 0, sizeof o);
     int rc = parse_opts(argc, argv, &o);
+    if (rc == 0 && o.out && kr_cli_check_writable(CMD, o.out)) rc = 1;
     if (rc != 0) {
         free(o.watch_text);
         return rc < 0 ? 0 : rc;

@@ -5,6 +5,7 @@
  *
  * Output: Markdown on stdout (or --markdown FILE) and JSON with --json FILE.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
@@ -174,9 +175,16 @@ static int parse(int argc, char **argv, opts *o) {
     if (optind < argc) return kr_cli_usage_error(CMD, "unexpected argument '%s'", argv[optind]);
     if (!o->quant && !o->quant_model)
         return kr_cli_usage_error(CMD, "--quant or --quant-model is required%s", "");
+    if (o->quant && o->quant_model)
+        return kr_cli_usage_error(CMD,
+                                  "--quant %s and --quant-model exclude each other (a quantised "
+                                  "checkpoint keeps its own format)",
+                                  o->quant);
     if (o->method && (o->quant_model || !o->quant))
         return kr_cli_usage_error(CMD, "--method %s quantises --quant FMT, not --quant-model",
                                   o->method);
+    const char *mismatch = kr_arg_quant_method_mismatch(o->method, o->quant);
+    if (mismatch) return kr_cli_usage_error(CMD, "%s", mismatch);
     if (o->method && strcmp(o->method, "rtn") != 0 && !o->n_calib)
         return kr_cli_usage_error(CMD, "--method %s needs --calib CSV", o->method);
     if (o->method && strcmp(o->method, "rtn") == 0 && o->n_calib)
@@ -205,27 +213,28 @@ static void on_progress(const char *what, int finished, void *user) {
 }
 
 static int write_reports(const opts *o, const kr_eval_quant_report *r, kr_error *err) {
+    char msg[PATH_MAX + 128];
     FILE *md = o->markdown ? fopen(o->markdown, "w") : stdout;
     if (!md) {
-        fprintf(stderr, "kronos %s: %s: cannot create\n", CMD, o->markdown);
-        return 1;
+        snprintf(msg, sizeof msg, "%s: cannot write: %s", o->markdown, strerror(errno));
+        return kr_cli_fail(CMD, msg);
     }
     kr_status st = kr_eval_quant_write_markdown(r, md, err);
     if (md != stdout && fclose(md) != 0 && st == KR_OK) {
-        fprintf(stderr, "kronos %s: %s: write failed\n", CMD, o->markdown);
-        return 1;
+        snprintf(msg, sizeof msg, "%s: write failed", o->markdown);
+        return kr_cli_fail(CMD, msg);
     }
     if (st != KR_OK) return kr_cli_fail(CMD, err->message);
     if (!o->json) return 0;
     FILE *js = fopen(o->json, "w");
     if (!js) {
-        fprintf(stderr, "kronos %s: %s: cannot create\n", CMD, o->json);
-        return 1;
+        snprintf(msg, sizeof msg, "%s: cannot write: %s", o->json, strerror(errno));
+        return kr_cli_fail(CMD, msg);
     }
     st = kr_eval_quant_write_json(r, js, err);
     if (fclose(js) != 0 && st == KR_OK) {
-        fprintf(stderr, "kronos %s: %s: write failed\n", CMD, o->json);
-        return 1;
+        snprintf(msg, sizeof msg, "%s: write failed", o->json);
+        return kr_cli_fail(CMD, msg);
     }
     return st == KR_OK ? 0 : kr_cli_fail(CMD, err->message);
 }
@@ -265,6 +274,10 @@ int kr_cmd_eval_quant(int argc, char **argv) {
     opts o;
     int pr = parse(argc, argv, &o);
     if (pr) return pr < 0 ? 0 : pr;
+    /* The evaluation takes minutes: learn that a report cannot be written before it. */
+    if ((o.json && kr_cli_check_writable(CMD, o.json)) ||
+        (o.markdown && kr_cli_check_writable(CMD, o.markdown)))
+        return 1;
     char pred_dir[PATH_MAX], tok_dir[PATH_MAX], msg[PATH_MAX + 128];
     int r0 = kr_resolve_model_dirs(o.model, o.tokenizer, pred_dir, tok_dir, msg, sizeof msg);
     if (r0 == -1) return kr_cli_usage_error(CMD, "%s", msg);

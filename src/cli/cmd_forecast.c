@@ -106,33 +106,58 @@ static int parse_quantiles(const char *s, opts *o) {
     return o->n_quantiles > 0;
 }
 
-static int add_input(opts *o, const char *path, char ***owned, int *n_owned) {
+/* Adds one --input: a file, '-', or every .csv/.json file of a directory (sorted). Returns 0,
+ * or -1 with msg set. */
+static int add_input(opts *o, const char *path, char ***owned, int *n_owned, char *msg,
+                     size_t cap) {
     struct stat sb;
-    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-        struct dirent **list;
-        int n = scandir(path, &list, NULL, alphasort);
-        if (n < 0) return -1;
-        for (int i = 0; i < n; i++) {
-            size_t len = strlen(list[i]->d_name);
-            int csv = len > 4 && !strcmp(list[i]->d_name + len - 4, ".csv");
-            int json = len > 5 && !strcmp(list[i]->d_name + len - 5, ".json");
-            if ((csv || json) && o->n_inputs < MAX_INPUTS) {
-                char *full = malloc(strlen(path) + len + 2);
-                if (full) {
-                    sprintf(full, "%s/%s", path, list[i]->d_name);
-                    *owned = realloc(*owned, (size_t)(*n_owned + 1) * sizeof(char *));
-                    (*owned)[(*n_owned)++] = full;
-                    o->inputs[o->n_inputs++] = full;
-                }
-            }
-            free(list[i]);
+    if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+        if (o->n_inputs >= MAX_INPUTS) {
+            snprintf(msg, cap, "more than %d inputs ('%s' is one too many)", MAX_INPUTS, path);
+            return -1;
         }
-        free(list);
+        o->inputs[o->n_inputs++] = path;
         return 0;
     }
-    if (o->n_inputs >= MAX_INPUTS) return -1;
-    o->inputs[o->n_inputs++] = path;
-    return 0;
+    struct dirent **list;
+    int n = scandir(path, &list, NULL, alphasort), found = 0, rc = 0;
+    if (n < 0) {
+        snprintf(msg, cap, "cannot read input directory '%s': %s", path, strerror(errno));
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        size_t len = strlen(list[i]->d_name);
+        int csv = len > 4 && !strcmp(list[i]->d_name + len - 4, ".csv");
+        int json = len > 5 && !strcmp(list[i]->d_name + len - 5, ".json");
+        if ((csv || json) && rc == 0) {
+            found++;
+            char *full = malloc(strlen(path) + len + 2);
+            char **grown = full ? realloc(*owned, (size_t)(*n_owned + 1) * sizeof(char *)) : NULL;
+            if (!grown) {
+                free(full);
+                snprintf(msg, cap, "%s: out of memory", path);
+                rc = -1;
+            } else if (o->n_inputs >= MAX_INPUTS) {
+                free(full);
+                *owned = grown;
+                snprintf(msg, cap, "%s: more than %d inputs in all; split the batch", path,
+                         MAX_INPUTS);
+                rc = -1;
+            } else {
+                sprintf(full, "%s/%s", path, list[i]->d_name);
+                *owned = grown;
+                (*owned)[(*n_owned)++] = full;
+                o->inputs[o->n_inputs++] = full;
+            }
+        }
+        free(list[i]);
+    }
+    free(list);
+    if (rc == 0 && !found) {
+        snprintf(msg, cap, "input directory '%s' holds no .csv or .json file", path);
+        rc = -1;
+    }
+    return rc;
 }
 
 static void fmt_ts(int64_t t, int date_only, char *buf) {
@@ -220,6 +245,42 @@ static int write_json(FILE *f, const kr_forecast *fc, const kr_path_set *ps, con
     return ferror(f) ? -1 : 0;
 }
 
+/* Output path for input i of a batch: DIR/<stem>.forecast.<ext>. */
+static void batch_output_path(const char *dir, const char *input, const char *ext, char *out) {
+    const char *base = strrchr(input, '/');
+    base = base ? base + 1 : input;
+    if (!strcmp(base, "-")) base = "stdin";
+    size_t len = strlen(base);
+    if (len > 4 && !strcmp(base + len - 4, ".csv")) len -= 4;
+    if (len > 5 && !strcmp(base + len - 5, ".json")) len -= 5;
+    snprintf(out, PATH_MAX, "%s/%.*s.forecast.%s", dir, (int)len, base, ext);
+}
+
+/* 0 when every input of a batch writes its own file under --output; else -1 with msg naming
+ * the first two inputs that would write the same one (x.csv and x.json, or two dirs' x.csv). */
+static int check_batch_outputs(const opts *o, char *msg, size_t cap) {
+    if (!o->output || o->n_inputs < 2) return 0;
+    char(*paths)[PATH_MAX] = malloc((size_t)o->n_inputs * sizeof *paths);
+    if (!paths) {
+        snprintf(msg, cap, "out of memory");
+        return -1;
+    }
+    int rc = 0;
+    for (int i = 0; i < o->n_inputs && rc == 0; i++) {
+        batch_output_path(o->output, o->inputs[i], o->format, paths[i]);
+        for (int j = 0; j < i; j++)
+            if (!strcmp(paths[i], paths[j])) {
+                snprintf(msg, cap,
+                         "inputs '%s' and '%s' would both be written to %s; rename one of them",
+                         o->inputs[j], o->inputs[i], paths[i]);
+                rc = -1;
+                break;
+            }
+    }
+    free(paths);
+    return rc;
+}
+
 static int parse_opts(int argc, char **argv, opts *o, char ***owned, int *n_owned) {
     static const struct option longopts[] = {
         { "model", required_argument, NULL, 'm' },
@@ -257,13 +318,14 @@ static int parse_opts(int argc, char **argv, opts *o, char ***owned, int *n_owne
     o->n_quantiles = 3;
     optind = 1;
     int c;
+    char msg[256 + 2 * PATH_MAX];
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (c) {
         case 'm': o->model = optarg; break;
         case 't': o->tokenizer = optarg; break;
         case 'i':
-            if (add_input(o, optarg, owned, n_owned) != 0)
-                return kr_cli_usage_error(CMD, "cannot read input directory '%s'", optarg);
+            if (add_input(o, optarg, owned, n_owned, msg, sizeof msg) != 0)
+                return kr_cli_usage_error(CMD, "%s", msg);
             break;
         case 'n':
             if (!kr_arg_int(optarg, 1, 65536, &o->p.pred_len))
@@ -271,8 +333,8 @@ static int parse_opts(int argc, char **argv, opts *o, char ***owned, int *n_owne
                     CMD, "--pred-len must be an integer in 1..65536, got '%s'", optarg);
             break;
         case 'l':
-            if (!kr_arg_int(optarg, 1, 1 << 20, &o->p.lookback))
-                return kr_cli_usage_error(CMD, "--lookback must be a positive integer, got '%s'",
+            if (!kr_arg_int(optarg, 2, 1 << 20, &o->p.lookback))
+                return kr_cli_usage_error(CMD, "--lookback must be an integer >= 2, got '%s'",
                                           optarg);
             break;
         case 'c':
@@ -376,7 +438,21 @@ static int parse_opts(int argc, char **argv, opts *o, char ***owned, int *n_owne
     int stdin_inputs = 0;
     for (int i = 0; i < o->n_inputs; i++) stdin_inputs += !strcmp(o->inputs[i], "-");
     if (stdin_inputs > 1) return kr_cli_usage_error(CMD, "%s", "--input - can be given once");
+    if (check_batch_outputs(o, msg, sizeof msg) != 0) return kr_cli_usage_error(CMD, "%s", msg);
     return 0;
+}
+
+/* Whether the file's first byte after white space (and a UTF-8 BOM) is '{' or '['. An
+ * unreadable file answers no and is left to the CSV reader to report. */
+static int starts_like_json(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    unsigned char head[256];
+    size_t n = fread(head, 1, sizeof head, f), i = 0;
+    fclose(f);
+    if (n >= 3 && head[0] == 0xEF && head[1] == 0xBB && head[2] == 0xBF) i = 3;
+    while (i < n && (head[i] == ' ' || head[i] == '\t' || head[i] == '\r' || head[i] == '\n')) i++;
+    return i < n && (head[i] == '{' || head[i] == '[');
 }
 
 /* Reads one input: '-' is standard input; JSON (a .json name, or text that starts with '{' or
@@ -386,9 +462,9 @@ static int load_input(const char *path, kr_candles **out, char *msg, size_t cap)
     const int from_stdin = !strcmp(path, "-");
     const char *label = from_stdin ? "stdin" : path;
     size_t n = strlen(path);
-    const int json_name = n > 5 && !strcmp(path + n - 5, ".json");
+    const int json = n > 5 && !strcmp(path + n - 5, ".json");
     kr_error err = { 0 };
-    if (!from_stdin && !json_name) {
+    if (!from_stdin && !json && !starts_like_json(path)) {
         if (kr_candles_read_csv(path, out, &err) == KR_OK) return 0;
         snprintf(msg, cap, "%s", err.message);
         return -1;
@@ -410,17 +486,6 @@ static int load_input(const char *path, kr_candles **out, char *msg, size_t cap)
     return rc;
 }
 
-/* Output path for input i of a batch: DIR/<stem>.forecast.<ext>. */
-static void batch_output_path(const char *dir, const char *input, const char *ext, char *out) {
-    const char *base = strrchr(input, '/');
-    base = base ? base + 1 : input;
-    if (!strcmp(base, "-")) base = "stdin";
-    size_t len = strlen(base);
-    if (len > 4 && !strcmp(base + len - 4, ".csv")) len -= 4;
-    if (len > 5 && !strcmp(base + len - 5, ".json")) len -= 5;
-    snprintf(out, PATH_MAX, "%s/%.*s.forecast.%s", dir, (int)len, base, ext);
-}
-
 int kr_cmd_forecast(int argc, char **argv) {
     opts o;
     memset(&o, 0, sizeof o);
@@ -439,6 +504,20 @@ int kr_cmd_forecast(int argc, char **argv) {
     kr_error err = { 0 };
     if (rc != 0) {
         rc = rc < 0 ? 0 : rc;
+        goto done;
+    }
+    /* Where the forecasts go is checked before any work: a batch's directory is made now. */
+    if (o.output && o.n_inputs > 1) {
+        struct stat sb;
+        if ((mkdir(o.output, 0777) != 0 && errno != EEXIST) || stat(o.output, &sb) != 0 ||
+            !S_ISDIR(sb.st_mode)) {
+            snprintf(msg, sizeof msg, "%s: cannot make the output directory: %s", o.output,
+                     errno == EEXIST ? "a file of that name exists" : strerror(errno));
+            rc = kr_cli_fail(CMD, msg);
+            goto done;
+        }
+    } else if (o.output && kr_cli_check_writable(CMD, o.output)) {
+        rc = 1;
         goto done;
     }
     char pred_dir[PATH_MAX], tok_dir[PATH_MAX];
@@ -485,14 +564,19 @@ int kr_cmd_forecast(int argc, char **argv) {
         int64_t L = o.p.lookback > 0 ? o.p.lookback
                                      : (cs[i]->n < o.p.max_context ? cs[i]->n : o.p.max_context);
         if (o.p.window == KR_WINDOW_EXACT && L + o.p.pred_len > o.p.max_context && !hinted) {
+            /* A lookback below 2 rows is refused, so past that only the rolling window helps. */
+            char fix[96];
+            if (o.p.max_context - o.p.pred_len >= 2)
+                snprintf(fix, sizeof fix, "pass --lookback %d (or less), or",
+                         o.p.max_context - o.p.pred_len);
+            else
+                snprintf(fix, sizeof fix, "pass a --pred-len below %d, or", o.p.max_context - 1);
             fprintf(stderr,
                     "kronos %s: note: lookback %lld + pred-len %d > max-context %d: the window "
                     "is re-run from scratch at each of the last %lld steps (as the reference does; "
-                    "slow). To avoid it pass --lookback %d (or less), or --window rolling (a "
-                    "sliding KV cache, approximate).\n",
+                    "slow). To avoid it %s --window rolling (a sliding KV cache, approximate).\n",
                     CMD, (long long)L, o.p.pred_len, o.p.max_context,
-                    (long long)(L + o.p.pred_len - o.p.max_context),
-                    o.p.max_context - o.p.pred_len > 0 ? o.p.max_context - o.p.pred_len : 1);
+                    (long long)(L + o.p.pred_len - o.p.max_context), fix);
             hinted = 1;
         }
     }
@@ -559,7 +643,6 @@ int kr_cmd_forecast(int argc, char **argv) {
     if (kr_quantize_at_load_note(&mi, forecast_s, msg, sizeof msg))
         fprintf(stderr, "kronos %s: note: %s\n", CMD, msg);
     int json = !strcmp(o.format, "json");
-    if (o.n_inputs > 1 && o.output) mkdir(o.output, 0777);
     for (int i = 0; i < o.n_inputs; i++) {
         FILE *f = stdout;
         char path[PATH_MAX];

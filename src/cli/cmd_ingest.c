@@ -115,7 +115,11 @@ int kr_cmd_ingest(int argc, char **argv) {
     }
     int64_t n = 0;
     if (kr_store_list(store, symbol, &list, &n, &err) != KR_OK) {
-        rc = kr_cli_fail(CMD, err.message);
+        char msg[sizeof err.message + 96];
+        snprintf(msg, sizeof msg,
+                 "the %lld rows were written, but reading the store back failed: %s",
+                 (long long)c->n, err.message);
+        rc = kr_cli_fail(CMD, msg);
         goto done;
     }
     for (int64_t i = 0; i < n; i++) {

@@ -124,6 +124,8 @@ int kr_cmd_quantize(int argc, char **argv) {
     if (optind < argc) return kr_cli_usage_error(CMD, "unexpected argument '%s'", argv[optind]);
     if (!quant) return kr_cli_usage_error(CMD, "--quant is required%s", "");
     if (!out) return kr_cli_usage_error(CMD, "--out is required%s", "");
+    const char *mismatch = kr_arg_quant_method_mismatch(method, quant);
+    if (mismatch) return kr_cli_usage_error(CMD, "%s", mismatch);
     if (method && strcmp(method, "rtn") != 0 && n_calib == 0)
         return kr_cli_usage_error(CMD, "--method %s needs --calib CSV", method);
     if (method && strcmp(method, "rtn") == 0 && n_calib > 0)

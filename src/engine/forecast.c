@@ -86,8 +86,10 @@ static kr_status prepare(const kr_series *s, int index, int n_series, const kr_f
     if (L > s->n)
         return kr_error_set(err, KR_ERR_INVALID_ARG, "%slookback %lld exceeds the %lld rows given",
                             where, (long long)L, (long long)s->n);
-    if (L < 1 || L > (1 << 20))
-        return kr_error_set(err, KR_ERR_INVALID_ARG, "%sbad lookback %lld", where, (long long)L);
+    /* One row has no spread to normalise by: the model would see only zeros. */
+    if (L < 2 || L > (1 << 20))
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "%sbad lookback %lld (need 2 .. %d rows)",
+                            where, (long long)L, 1 << 20);
     int64_t first = s->n - L;
     int P = p->pred_len;
     pr->L = (int)L;
@@ -118,13 +120,37 @@ static kr_status prepare(const kr_series *s, int index, int n_series, const kr_f
                                     "%srow %lld, field '%s': not a finite number", where,
                                     (long long)row, names[c]);
             pr->x[i * 6 + c] = (float)vals[c];
+            /* A derived amount (volume x mean price) can pass float32's range. */
+            if (!isfinite(pr->x[i * 6 + c]))
+                return kr_error_set(err, KR_ERR_INVALID_ARG,
+                                    "%srow %lld, field '%s': %g is out of float32 range", where,
+                                    (long long)row, names[c], vals[c]);
         }
     }
     kr_status st = kr_norm_stats(pr->x, L, pr->mean, pr->std, err);
     if (st != KR_OK) return st;
+    /* The reference normalises in float32: squared deviations past ~1.8e19 overflow, and the
+     * model would be fed infinities or NaNs. */
+    for (int c = 0; c < 6; c++)
+        if (!isfinite(pr->mean[c]) || !isfinite(pr->std[c]))
+            return kr_error_set(err, KR_ERR_INVALID_ARG,
+                                "%sfield '%s': values too large to normalise in float32 (their "
+                                "spread over the %lld lookback rows overflows); scale the "
+                                "column down",
+                                where, names[c], (long long)L);
     kr_normalize(pr->x, L, pr->mean, pr->std, p->clip, pr->x_norm);
 
     if (s->future_timestamps) {
+        int64_t prev = s->timestamps[s->n - 1];
+        for (int i = 0; i < P; prev = s->future_timestamps[i++])
+            if (s->future_timestamps[i] <= prev) {
+                char a[32], b[32];
+                return kr_error_set(err, KR_ERR_INVALID_ARG,
+                                    "%sfuture timestamp %d (%s) is not after %s (%s)", where, i + 1,
+                                    kr_format_timestamp(s->future_timestamps[i], 0, a, sizeof a),
+                                    i == 0 ? "the last candle" : "the previous one",
+                                    kr_format_timestamp(prev, 0, b, sizeof b));
+            }
         memcpy(pr->future, s->future_timestamps, (size_t)P * sizeof(int64_t));
     } else {
         st = kr_calendar_future(s->timestamps, s->n, P, pr->future, NULL, err);

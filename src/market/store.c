@@ -313,6 +313,21 @@ kr_status kr_store_rows_push(kr_store *s, kr_store_rows *r, int64_t ts,
     return KR_OK;
 }
 
+kr_status kr_store_check_kept_columns(kr_store *s, const char *symbol, const char *interval,
+                                      const kr_candles *c, int64_t with_volume, int64_t with_amount,
+                                      kr_error *err) {
+    const char *column = !c->has_volume && with_volume > 0   ? "volume"
+                         : !c->has_amount && with_amount > 0 ? "amount"
+                                                             : NULL;
+    if (!column) return KR_OK;
+    return kr_error_set(err, KR_ERR_INVALID_ARG,
+                        "%s: %s %s: these candles have no %s, but %lld stored rows do; storing "
+                        "them would drop the %s of the whole series (give the %s column, or "
+                        "store them under another symbol or interval)",
+                        s->path, symbol, interval, column,
+                        (long long)(column[0] == 'v' ? with_volume : with_amount), column, column);
+}
+
 kr_store_entry *kr_store_entries_push(kr_store_entry **list, int64_t *n, int64_t *cap) {
     if (*n == *cap) {
         int64_t ncap = *cap ? *cap * 2 : 16;

@@ -40,6 +40,14 @@ kr_status kr_store_rows_push(kr_store *s, kr_store_rows *r, int64_t ts,
                              const double v[KR_N_FEATURES], int has_volume, int has_amount,
                              kr_error *err);
 
+/* After an upsert's rows are written (in its transaction): the error that makes it roll back
+ * when the batch has no volume (or amount) column while with_volume (with_amount) rows of the
+ * series it did not replace still have one. Reads use a column only when every row has it, so
+ * such a batch would drop it from the whole series. KR_OK when nothing would be lost. */
+kr_status kr_store_check_kept_columns(kr_store *s, const char *symbol, const char *interval,
+                                      const kr_candles *c, int64_t with_volume, int64_t with_amount,
+                                      kr_error *err);
+
 /* Appends one zeroed entry to a growing list; NULL when memory runs out. */
 kr_store_entry *kr_store_entries_push(kr_store_entry **list, int64_t *n, int64_t *cap);
 

@@ -430,6 +430,19 @@ static kr_status pg_upsert(kr_store *s, const char *symbol, const char *interval
                     11, ins, "writing the candles", &r, err)) != KR_OK)
         goto fail;
     PQclear(r);
+    if (!c->has_volume || !c->has_amount) {
+        if ((st = query(s,
+                        "SELECT coalesce(sum(has_volume), 0), coalesce(sum(has_amount), 0) FROM "
+                        "candles WHERE symbol = $1 AND \"interval\" = $2",
+                        2, ins, "checking the stored columns", &r, err)) != KR_OK)
+            goto fail;
+        int64_t with_volume = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+        int64_t with_amount = strtoll(PQgetvalue(r, 0, 1), NULL, 10);
+        PQclear(r);
+        if ((st = kr_store_check_kept_columns(s, symbol, interval, c, with_volume, with_amount,
+                                              err)) != KR_OK)
+            goto fail;
+    }
     /* Recomputed from the rows rather than adjusted, so it stays right when the batch
      * overlaps what was stored. */
     if ((st = query(s,

@@ -220,6 +220,26 @@ static kr_status sqlite_open(kr_store *s, const char *path, kr_error *err) {
     return st;
 }
 
+/* PRAGMA quick_check: a damaged file is refused before a write goes into it (a write can
+ * commit into a file whose other pages are broken, and the next read then fails). */
+static kr_status quick_check(kr_store *s, kr_error *err) {
+    sqlite3_stmt *q = NULL;
+    if (sqlite3_prepare_v2(DB(s), "PRAGMA quick_check(1)", -1, &q, NULL) != SQLITE_OK)
+        return db_error(s, "checking the file", err);
+    kr_status st = KR_OK;
+    int rc = sqlite3_step(q);
+    const char *verdict = rc == SQLITE_ROW ? (const char *)sqlite3_column_text(q, 0) : NULL;
+    if (rc != SQLITE_ROW)
+        st = db_error(s, "checking the file", err);
+    else if (!verdict || strcmp(verdict, "ok") != 0)
+        st = kr_error_set(err, KR_ERR_FORMAT,
+                          "%s: the database is damaged (SQLite quick_check: %.200s); restore it "
+                          "from a backup or use another file",
+                          s->path, verdict ? verdict : "no answer");
+    sqlite3_finalize(q);
+    return st;
+}
+
 kr_status kr_store_sqlite_check_writable(const char *path, kr_error *err) {
     if (!path || !*path) return kr_error_set(err, KR_ERR_INVALID_ARG, "database path is empty");
     char dir[PATH_MAX], probe[PATH_MAX + 32];
@@ -254,6 +274,7 @@ kr_status kr_store_sqlite_check_writable(const char *path, kr_error *err) {
     close(fd);
     kr_store *s = NULL;
     kr_status st = kr_store_open(path, &s, err);
+    if (st == KR_OK) st = quick_check(s, err);
     kr_store_close(s);
     return st;
 }
@@ -289,6 +310,27 @@ static kr_status sqlite_canonical_symbol(kr_store *s, const char *symbol, char *
 
 /* ------------------------------------------------------------------ upsert */
 
+/* kr_store_check_kept_columns on the rows the batch left as they were (it replaced its own). */
+static kr_status check_kept_columns(kr_store *store, const char *symbol, const char *interval,
+                                    const kr_candles *c, kr_error *err) {
+    sqlite3_stmt *q = NULL;
+    if (sqlite3_prepare_v2(DB(store),
+                           "SELECT coalesce(sum(has_volume), 0), coalesce(sum(has_amount), 0) "
+                           "FROM candles WHERE symbol = ?1 AND interval = ?2",
+                           -1, &q, NULL) != SQLITE_OK)
+        return db_error(store, "preparing the column check", err);
+    sqlite3_bind_text(q, 1, symbol, -1, SQLITE_STATIC);
+    sqlite3_bind_text(q, 2, interval, -1, SQLITE_STATIC);
+    kr_status st;
+    if (sqlite3_step(q) == SQLITE_ROW)
+        st = kr_store_check_kept_columns(store, symbol, interval, c, sqlite3_column_int64(q, 0),
+                                         sqlite3_column_int64(q, 1), err);
+    else
+        st = db_error(store, "checking the stored columns", err);
+    sqlite3_finalize(q);
+    return st;
+}
+
 static kr_status sqlite_upsert(kr_store *store, const char *symbol, const char *interval,
                                const kr_candles *c, kr_error *err) {
     kr_status st;
@@ -318,6 +360,9 @@ static kr_status sqlite_upsert(kr_store *store, const char *symbol, const char *
         }
         sqlite3_reset(ins);
     }
+    if ((!c->has_volume || !c->has_amount) &&
+        (st = check_kept_columns(store, symbol, interval, c, err)) != KR_OK)
+        goto fail;
     /* Recomputed from the rows rather than adjusted, so it stays right when the batch
      * overlaps what was stored. */
     if (sqlite3_prepare_v2(DB(store),

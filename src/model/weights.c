@@ -239,6 +239,67 @@ static const kr_st_tensor *find_exact(binder *b, const char *prefix, const char 
     return b->status == KR_OK ? t : NULL;
 }
 
+/* The invariants kronos quantize writes and the kernels rely on, checked once at load (the
+ * tensors may sit misaligned in the mapping, hence memcpy): int8 codes in -127..127 with zero
+ * padding and each qrowsum their exact sum, int8/fp8 scales >= 0, q4 group scales >= 0 and
+ * zero points 0..15. A file that breaks one was damaged or written by something else, and
+ * would forecast wrong numbers without any other sign. */
+static void check_qmat(binder *b, const char *prefix, const kr_qmat *m) {
+    if (b->status != KR_OK) return;
+    const uint8_t *data = m->data;
+    for (int r = 0; r < m->n && b->status == KR_OK; r++) {
+        if (m->fmt == KR_WFMT_INT8 || m->fmt == KR_WFMT_FP8) {
+            float sc;
+            memcpy(&sc, (const uint8_t *)m->scale + 4 * (size_t)r, 4);
+            if (sc < 0.0f && isfinite(sc)) /* NaN and inf: check_finite's (allow_nonfinite) */
+                b->status = kr_error_set(b->err, KR_ERR_MODEL,
+                                         "%s: tensor '%s.qscale' row %d: negative scale %g: the "
+                                         "checkpoint is corrupt",
+                                         b->label, prefix, r, (double)sc);
+        }
+        if (m->fmt == KR_WFMT_INT8 && b->status == KR_OK) {
+            const int8_t *c = (const int8_t *)data + (size_t)r * (size_t)m->kp;
+            int64_t sum = 0;
+            int bad = -1;
+            for (int j = 0; j < m->kp; j++) {
+                if (bad < 0 && (c[j] < -127 || (j >= m->k && c[j] != 0))) bad = j;
+                sum += c[j];
+            }
+            int32_t stored;
+            memcpy(&stored, (const uint8_t *)m->row_sum + 4 * (size_t)r, 4);
+            if (bad >= 0)
+                b->status = kr_error_set(b->err, KR_ERR_MODEL,
+                                         "%s: tensor '%s.qweight' row %d column %d: code %d %s: "
+                                         "the checkpoint is corrupt",
+                                         b->label, prefix, r, bad, c[bad],
+                                         bad >= m->k ? "in the zero padding" : "below -127");
+            else if (sum != stored)
+                b->status = kr_error_set(b->err, KR_ERR_MODEL,
+                                         "%s: tensor '%s.qrowsum' row %d is %d, but the row's "
+                                         "codes sum to %lld: the checkpoint is corrupt",
+                                         b->label, prefix, r, stored, (long long)sum);
+        }
+        if (m->fmt == KR_WFMT_Q4) {
+            int groups = m->kp / m->group;
+            for (int g = 0; g < groups && b->status == KR_OK; g++) {
+                size_t gi = (size_t)r * (size_t)groups + (size_t)g;
+                uint16_t gs;
+                memcpy(&gs, (const uint8_t *)m->gscale + 2 * gi, 2);
+                uint8_t z = m->gzero[gi];
+                /* -0 is harmless; -inf and NaN are check_finite's (allow_nonfinite). */
+                int negative = (gs & 0x8000u) && (gs & 0x7FFFu) && (gs & 0x7C00u) != 0x7C00u;
+                if (negative || z > 15)
+                    b->status = kr_error_set(b->err, KR_ERR_MODEL,
+                                             "%s: '%s' row %d group %d: %s: the checkpoint is "
+                                             "corrupt",
+                                             b->label, prefix, r, g,
+                                             z > 15 ? "zero point above 15 (qgzero)"
+                                                    : "negative scale (qgscale)");
+            }
+        }
+    }
+}
+
 /* A Linear of a kronos quantize checkpoint: `prefix`.qweight and its scales (quant.h). The
  * qweight's dtype names the format, so one checkpoint may mix formats (model.c keeps the
  * output heads of 8- and 4-bit models in bf16). */
@@ -289,6 +350,7 @@ static void bind_qlinear(binder *b, kr_linear *l, const char *prefix) {
         if ((t = find_exact(b, prefix, "qgzero", KR_DT_U8, m.n, g, 0))) m.gzero = t->data;
     }
     if ((t = find_exact(b, prefix, "qinscale", KR_DT_F32, m.k, -1, 1))) m.in_scale = t->data;
+    check_qmat(b, prefix, &m);
     if (b->status != KR_OK) return;
     if (b->nq == b->capq) {
         int cap = b->capq ? 2 * b->capq : 64;
@@ -480,6 +542,32 @@ static void owner_free(void *p) {
     free(o);
 }
 
+/* The end of a load: the bound weights go to an owner, which takes *st over (then *st is
+ * NULL), and dir is copied. On failure nothing is left to the caller but *st when no owner
+ * took it. The binder's lists are freed either way. */
+static kr_status binder_hand_over(binder *b, kr_safetensors **st, const char *dir, void **owner,
+                                  char **dir_copy, size_t *n_params, size_t *bytes) {
+    weights_owner *o;
+    kr_status rc = binder_finish(b, *st, &o);
+    if (o) *st = NULL;
+    char *copy = NULL;
+    if (rc == KR_OK && !(copy = strdup(dir)))
+        rc = kr_error_set(b->err, KR_ERR_NOMEM, "%s: out of memory", b->label);
+    free(b->slots);
+    free(b->q);
+    b->slots = NULL;
+    b->q = NULL;
+    if (rc != KR_OK) {
+        owner_free(o);
+        return rc;
+    }
+    *owner = o;
+    *dir_copy = copy;
+    *n_params = b->n_params;
+    *bytes = b->n_floats * sizeof(float) + b->q_bytes;
+    return KR_OK;
+}
+
 const kr_safetensors *kr_weights_source(const void *owner) {
     return owner ? ((const weights_owner *)owner)->st : NULL;
 }
@@ -567,27 +655,12 @@ kr_status kr_tokenizer_weights_load(const char *dir, const kr_weights_opts *opts
     /* post_quant_embed_pre (s1-only decode, a training loss term) and tokenizer.bsq.*
      * (integer buffers) are deliberately not bound. */
 
-    weights_owner *o;
-    rc = binder_finish(&b, st, &o);
-    if (rc != KR_OK && o) {
-        owner_free(o); /* closes st */
-        st = NULL;
+    rc = binder_hand_over(&b, &st, dir, &w->owner, &w->dir, &w->n_params, &w->bytes);
+    if (rc == KR_OK) {
+        free(st_path);
+        *out = w;
+        return KR_OK;
     }
-    if (rc != KR_OK) goto fail;
-    w->owner = o;
-    w->n_params = b.n_params;
-    w->bytes = b.n_floats * sizeof(float) + b.q_bytes;
-    w->dir = strdup(dir);
-    if (!w->dir) {
-        rc = kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory", st_path);
-        st = NULL; /* owned by w->owner now */
-        goto fail;
-    }
-    free(b.slots);
-    free(b.q);
-    free(st_path);
-    *out = w;
-    return KR_OK;
 
 fail:
     free(b.slots);
@@ -664,27 +737,12 @@ kr_status kr_predictor_weights_load(const char *dir, const kr_weights_opts *opts
     bind_linear(&b, &w->head_s1, (int)v1, d, 1, "head.proj_s1");
     bind_linear(&b, &w->head_s2, (int)v2, d, 1, "head.proj_s2");
 
-    weights_owner *o;
-    rc = binder_finish(&b, st, &o);
-    if (rc != KR_OK && o) {
-        owner_free(o); /* closes st */
-        st = NULL;
+    rc = binder_hand_over(&b, &st, dir, &w->owner, &w->dir, &w->n_params, &w->bytes);
+    if (rc == KR_OK) {
+        free(st_path);
+        *out = w;
+        return KR_OK;
     }
-    if (rc != KR_OK) goto fail;
-    w->owner = o;
-    w->n_params = b.n_params;
-    w->bytes = b.n_floats * sizeof(float) + b.q_bytes;
-    w->dir = strdup(dir);
-    if (!w->dir) {
-        rc = kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory", st_path);
-        st = NULL; /* owned by w->owner now */
-        goto fail;
-    }
-    free(b.slots);
-    free(b.q);
-    free(st_path);
-    *out = w;
-    return KR_OK;
 
 fail:
     free(b.slots);

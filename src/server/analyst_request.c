@@ -72,6 +72,17 @@ kr_status kr_api_candles_query(const char *interval, const char *limit, char *in
 
 /* ------------------------------------------------------------------ POST /v1/candles */
 
+/* Whether an object is the columns layout itself: one of its members is an array named as a
+ * timestamp column is ({"timestamps": [...], "open": [...], ...}). Anything else keeps being
+ * read as {"candles": ..., "columns": ...}, so a misspelt member is named as such. */
+static int has_time_column(const cJSON *root) {
+    static const char *const names[] = { "timestamps", "timestamp", "datetime", "date", "time" };
+    for (const cJSON *it = root->child; it; it = it->next)
+        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+            if (cJSON_IsArray(it) && it->string && !strcasecmp(it->string, names[i])) return 1;
+    return 0;
+}
+
 kr_status kr_api_candles_parse(const char *body, size_t len, int csv, const kr_api_limits *lim,
                                kr_candles **out, kr_api_error *err) {
     memset(err, 0, sizeof *err);
@@ -94,11 +105,12 @@ kr_status kr_api_candles_parse(const char *body, size_t len, int csv, const kr_a
     kr_status st = kr_json_body_parse(body, len, &jl, &root, err);
     if (st != KR_OK) return st;
     const cJSON *candles = root, *columns = NULL;
-    /* A pandas frame as to_json writes it ('split', 'columns', 'index') is the candles. */
+    /* A pandas frame as to_json writes it ('split', 'columns', 'index'), or the columns layout
+     * ({"timestamps": [...], "open": [...], ...}), is the candles. */
     if (cJSON_IsObject(root) && !cJSON_GetObjectItemCaseSensitive(root, "candles") &&
         ((cJSON_GetObjectItemCaseSensitive(root, "columns") &&
           cJSON_GetObjectItemCaseSensitive(root, "data")) ||
-         cJSON_IsObject(root->child))) {
+         cJSON_IsObject(root->child) || has_time_column(root))) {
         st = kr_api_candles_from_json(root, NULL, lim, out, err);
         goto done;
     }
@@ -132,10 +144,13 @@ kr_status kr_server_parse_candles(const char *text, size_t len, const char *labe
                                   kr_error *err) {
     *out = NULL;
     size_t i = 0;
+    if (len >= 3 && !memcmp(text, "\xEF\xBB\xBF", 3)) i = 3; /* a UTF-8 BOM, as editors write */
     while (i < len && (text[i] == ' ' || text[i] == '\t' || text[i] == '\r' || text[i] == '\n'))
         i++;
     if (i == len || (text[i] != '{' && text[i] != '['))
         return kr_candles_parse_csv(text, len, label, out, err);
+    text += i;
+    len -= i;
     kr_api_error aerr;
     if (kr_api_candles_parse(text, len, 0, NULL, out, &aerr) == KR_OK) return KR_OK;
     return kr_error_set(err, KR_ERR_FORMAT, "%s: %s", label, aerr.message);

@@ -685,7 +685,7 @@ static kr_status read_fields(const cJSON *root, const kr_api_limits *lim, kr_api
         KR_F_INT("top_k", &p->top_k, 0, 1 << 20, 0),
         KR_F_FLOAT("top_p", &p->top_p, 0.0, 1.0, KR_FIELD_MIN_EXCL),
         KR_F_SEED("seed", &p->seed),
-        KR_F_INT("lookback", &p->lookback, 1, 1 << 20, 0),
+        KR_F_INT("lookback", &p->lookback, 2, 1 << 20, 0),
         KR_F_INT("max_context", &p->max_context, 1, 65536, 0),
         KR_F_CHOICE("window", &window, k_windows),
         KR_F_VALUE("future_timestamps", future, 0),

@@ -1,0 +1,249 @@
+/*
+ * What the `kronos` commands refuse instead of finishing with a wrong or lost result: candle
+ * values too large to normalise, forecast stamps before the history, batches whose outputs
+ * would overwrite each other or that lose inputs, output files that cannot be written
+ * (checked before the work), flags that contradict each other, writes that would drop a
+ * stored column or go into a damaged database. And what they accept as people write it:
+ * JSON files by their content, decimal seeds with leading zeros.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "test_support.h"
+
+static char *g_tmp;
+
+static int setup(void **state) {
+    (void)state;
+    g_tmp = kr_test_tmpdir();
+    return g_tmp ? 0 : -1;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    free(g_tmp);
+    return 0;
+}
+
+static const kr_test_run *kronos(const char *args) { return kr_test_kronos(g_tmp, "", args); }
+
+/* g_tmp/name (its directory made if needed) holding text; returns the path (static buffer). */
+static const char *put(const char *name, const char *text) {
+    static char path[1400];
+    snprintf(path, sizeof path, "%s/%s", g_tmp, name);
+    char *slash = strrchr(path, '/');
+    *slash = '\0';
+    mkdir(path, 0777);
+    *slash = '/';
+    assert_int_equal(kr_test_write_file(path, text, strlen(text)), 0);
+    return path;
+}
+
+/* n daily rows from 2024-01-01 (every day), the amount column's value given as text. */
+static char *daily_csv(int n, int with_volume, const char *amount) {
+    size_t cap = 128 + (size_t)n * 128;
+    char *s = malloc(cap);
+    size_t len = (size_t)snprintf(s, cap, "timestamps,open,high,low,close%s%s\n",
+                                  with_volume ? ",volume" : "", amount ? ",amount" : "");
+    for (int i = 0; i < n; i++) {
+        int m = 1 + i / 28, d = 1 + i % 28;
+        double c = 100 + (i % 13) - (i % 7) * 0.5;
+        len += (size_t)snprintf(s + len, cap - len, "2024-%02d-%02d,%.2f,%.2f,%.2f,%.2f", m, d,
+                                c - 0.3, c + 1, c - 1, c);
+        if (with_volume) len += (size_t)snprintf(s + len, cap - len, ",%d", 1000 + i);
+        if (amount) len += (size_t)snprintf(s + len, cap - len, ",%s", i % 2 ? amount : "1e19");
+        len += (size_t)snprintf(s + len, cap - len, "\n");
+    }
+    return s;
+}
+
+static void expect(const char *args, int code, const char *needle1, const char *needle2) {
+    const kr_test_run *r = kronos(args);
+    if (r->code != code || (needle1 && !strstr(r->err, needle1)) ||
+        (needle2 && !strstr(r->err, needle2)))
+        fail_msg("kronos %s: exit %d (want %d), stderr: %s (want '%s' and '%s')", args, r->code,
+                 code, r->err, needle1 ? needle1 : "", needle2 ? needle2 : "");
+}
+
+/* Amounts of 1e19..8e19 are float32 values, but their squared spread is not: refused naming
+ * the column (it used to forecast -inf with exit 0). */
+static void test_values_too_large_to_normalise(void **state) {
+    (void)state;
+    char *csv = daily_csv(60, 1, "8e19");
+    char args[2048];
+    snprintf(args, sizeof args, "forecast --input %s --pred-len 3 --top-k 1",
+             put("big_amount.csv", csv));
+    expect(args, 1, "'amount'", "too large to normalise");
+    free(csv);
+}
+
+/* --future-timestamps before the last candle: refused as the HTTP API refuses it. */
+static void test_future_stamps_before_history(void **state) {
+    (void)state;
+    char args[2048];
+    snprintf(args, sizeof args, "forecast --input %s --pred-len 2 --future-timestamps %s",
+             kr_test_fixture("regression_input.csv"),
+             put("past.csv", "timestamps\n2000-01-01\n2000-01-02\n"));
+    expect(args, 1, "future timestamp 1 (2000-01-01", "is not after the last candle");
+    snprintf(args, sizeof args, "forecast --input %s --pred-len 2 --future-timestamps %s",
+             kr_test_fixture("regression_input.csv"),
+             put("back.csv", "timestamps\n2030-01-02\n2030-01-01\n"));
+    expect(args, 1, "back.csv: line 3", "strictly increasing"); /* the file's own check */
+    snprintf(args, sizeof args, "forecast --input %s --pred-len 2 --lookback 1",
+             kr_test_fixture("regression_input.csv"));
+    expect(args, 2, "--lookback must be an integer >= 2", NULL);
+}
+
+/* A batch: outputs that would overwrite each other, an empty directory, more inputs than the
+ * batch holds — each refused before any model is loaded. */
+static void test_batch_guards(void **state) {
+    (void)state;
+    char *csv = daily_csv(40, 1, NULL);
+    char args[4096], out[1400];
+    snprintf(out, sizeof out, "%s/out", g_tmp);
+    char a[1400], b[1400];
+    snprintf(a, sizeof a, "%s", put("b1/x.csv", csv));
+    snprintf(b, sizeof b, "%s", put("b2/x.csv", csv));
+    snprintf(args, sizeof args, "forecast --input %s --input %s --pred-len 2 --output %s", a, b,
+             out);
+    expect(args, 2, "would both be written to", "x.forecast.csv");
+    put("b1/x.json", "[]");
+    snprintf(args, sizeof args, "forecast --input %s/b1 --pred-len 2 --output %s", g_tmp, out);
+    expect(args, 2, "b1/x.csv' and '", "b1/x.json' would both be written");
+
+    snprintf(args, sizeof args, "%s/empty", g_tmp);
+    mkdir(args, 0777);
+    snprintf(args, sizeof args, "forecast --input %s/empty --pred-len 2", g_tmp);
+    expect(args, 2, "holds no .csv or .json file", NULL);
+
+    for (int i = 0; i < 4097; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "many/s%05d.csv", i);
+        put(name, "x\n");
+    }
+    snprintf(args, sizeof args, "forecast --input %s/many --pred-len 2", g_tmp);
+    expect(args, 2, "more than 4096 inputs", NULL);
+
+    snprintf(args, sizeof args, "forecast --input %s --pred-len 2 --output %s/nowhere/f.csv", a,
+             g_tmp);
+    expect(args, 1, "nowhere/f.csv: cannot write", NULL);
+    free(csv);
+}
+
+/* A JSON file is read as JSON whatever its name (a BOM before it too), and the columns layout
+ * works at the top level: the same forecast as the CSV. */
+static void test_json_by_content(void **state) {
+    (void)state;
+    const char *json = "\xEF\xBB\xBF {\"timestamps\": [\"2024-01-01\", \"2024-01-02\", "
+                       "\"2024-01-03\", \"2024-01-04\"], \"open\": [1, 1.1, 1.2, 1.1], "
+                       "\"high\": [2, 2, 2, 2], \"low\": [0.5, 0.5, 0.5, 0.5], "
+                       "\"close\": [1.5, 1.2, 1.3, 1.4]}";
+    const char *csv = "timestamps,open,high,low,close\n2024-01-01,1,2,0.5,1.5\n"
+                      "2024-01-02,1.1,2,0.5,1.2\n2024-01-03,1.2,2,0.5,1.3\n"
+                      "2024-01-04,1.1,2,0.5,1.4\n";
+    char args[2048];
+    snprintf(args, sizeof args, "forecast --input %s --pred-len 2 --top-k 1", put("cols.csv", csv));
+    const kr_test_run *r = kronos(args);
+    if (r->code != 0) fail_msg("%s", r->err);
+    char *want = strdup(r->out);
+    snprintf(args, sizeof args, "forecast --input %s --pred-len 2 --top-k 1",
+             put("cols.txt", json));
+    r = kronos(args);
+    if (r->code != 0) fail_msg("%s", r->err);
+    assert_string_equal(r->out, want);
+    free(want);
+}
+
+/* Seeds are decimal ("010" is ten, not octal eight) or 0x hex. */
+static void test_seed_forms(void **state) {
+    (void)state;
+    char args[2048], *out[4];
+    const char *seeds[4] = { "010", "10", "0x10", "16" };
+    for (int i = 0; i < 4; i++) {
+        snprintf(args, sizeof args, "forecast --input %s --pred-len 3 --paths 2 --seed %s",
+                 kr_test_fixture("regression_input.csv"), seeds[i]);
+        const kr_test_run *r = kronos(args);
+        if (r->code != 0) fail_msg("--seed %s: %s", seeds[i], r->err);
+        out[i] = strdup(r->out);
+    }
+    assert_string_equal(out[0], out[1]);
+    assert_string_equal(out[2], out[3]);
+    assert_string_not_equal(out[1], out[3]);
+    for (int i = 0; i < 4; i++) free(out[i]);
+    snprintf(args, sizeof args, "forecast --input %s --pred-len 3 --seed 0x",
+             kr_test_fixture("regression_input.csv"));
+    expect(args, 2, "--seed", NULL);
+}
+
+/* Contradicting flags are usage errors (exit 2) before any loading, and an unwritable report
+ * fails before minutes of evaluation. */
+static void test_flags_checked_first(void **state) {
+    (void)state;
+    char args[2048];
+    snprintf(args, sizeof args, "eval-quant --quant int8 --json %s/nowhere/r.json", g_tmp);
+    expect(args, 1, "error: ", "nowhere/r.json: cannot write");
+    snprintf(args, sizeof args, "eval-quant --quant q4 --quant-model %s", g_tmp);
+    expect(args, 2, "exclude each other", NULL);
+    snprintf(args, sizeof args, "quantize --quant q4 --method smoothquant --out %s/q --calib %s",
+             g_tmp, kr_test_fixture("regression_input.csv"));
+    expect(args, 2, "--method smoothquant applies to int8", NULL);
+    snprintf(args, sizeof args, "eval-quant --quant fp8 --method gptq --calib %s --json %s/r.json",
+             kr_test_fixture("regression_input.csv"), g_tmp);
+    expect(args, 2, "--method gptq applies to q4 and int8", NULL);
+}
+
+/* Rows without volume would drop the volume of a whole stored series: refused, the series
+ * unchanged. A damaged database is refused before anything is written into it. */
+static void test_ingest_guards(void **state) {
+    (void)state;
+    char *with = daily_csv(300, 1, NULL);
+    char args[4096], db[1400], bad[1400];
+    snprintf(db, sizeof db, "%s/store.db", g_tmp);
+    snprintf(args, sizeof args, "ingest --symbol AAA --interval 1d --db %s %s", db,
+             put("with.csv", with));
+    const kr_test_run *r = kronos(args);
+    if (r->code != 0) fail_msg("%s", r->err);
+    snprintf(args, sizeof args, "ingest --symbol AAA --interval 1d --db %s %s", db,
+             put("without.csv", "timestamps,open,high,low,close\n2030-01-01,1,2,0.5,1\n"
+                                "2030-01-02,1,2,0.5,1\n"));
+    expect(args, 1, "these candles have no volume, but 300 stored rows do", NULL);
+    snprintf(args, sizeof args, "ingest --symbol AAA --interval 1d --db %s %s", db,
+             put("with.csv", with));
+    r = kronos(args);
+    if (r->code != 0 || !strstr(r->out, "now 300 rows")) fail_msg("%s%s", r->out, r->err);
+
+    /* Damage a page in the middle of the file (a copy, its -wal checkpointed by the close). */
+    snprintf(bad, sizeof bad, "%s/bad.db", g_tmp);
+    FILE *in = fopen(db, "rb"), *outf = fopen(bad, "wb");
+    assert_non_null(in);
+    assert_non_null(outf);
+    char buf[4096];
+    size_t n, total = 0;
+    while ((n = fread(buf, 1, sizeof buf, in)) > 0) {
+        if (total == 8192) memset(buf, 0xA5, n);
+        fwrite(buf, 1, n, outf);
+        total += n;
+    }
+    fclose(in);
+    fclose(outf);
+    assert_true(total > 12288);
+    snprintf(args, sizeof args, "ingest --symbol BBB --interval 1d --db %s %s", bad,
+             put("with.csv", with));
+    expect(args, 1, "the database is damaged", NULL);
+    free(with);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_values_too_large_to_normalise),
+        cmocka_unit_test(test_future_stamps_before_history),
+        cmocka_unit_test(test_batch_guards),
+        cmocka_unit_test(test_json_by_content),
+        cmocka_unit_test(test_seed_forms),
+        cmocka_unit_test(test_flags_checked_first),
+        cmocka_unit_test(test_ingest_guards),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
