@@ -60,5 +60,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     st = kr_http_check_framing(2, names, values, msg, sizeof msg);
     CHECK(st == 0 || st == 400);
     if (st == 0) CHECK(strtoll(v[0], NULL, 10) == strtoll(v[1], NULL, 10));
+    /* A Transfer-Encoding alone passes only as one "chunked"; a spaced name never passes. */
+    st = kr_http_check_framing(1, names + 2, values + 2, msg, sizeof msg);
+    if (st == 0) {
+        char low[64] = "";
+        for (size_t i = 0; v[2][i] && i < sizeof low - 1; i++)
+            low[i] = (char)(v[2][i] >= 'A' && v[2][i] <= 'Z' ? v[2][i] + 32 : v[2][i]);
+        CHECK(strstr(low, "chunked") && !strchr(v[2], ','));
+    }
+    const char *spaced[1] = { v[3][0] ? "Content-Length " : "Transfer-Encoding\t" };
+    CHECK(kr_http_check_framing(1, spaced, values, msg, sizeof msg) == 400);
     return 0;
 }

@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sqlite3.h>
 #include <strings.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -268,6 +269,28 @@ static void test_router(void **state) {
     assert_int_equal(r->id, KR_ROUTE_ASSETS);
     assert_int_equal(kr_route_match("POST", "/", &r), 405);
     assert_int_equal(kr_route_match("GET", "/index.html", &r), 404);
+}
+
+/* Another writer holding the store's lock past the busy timeout (10 s): the upsert is a 503
+ * with Retry-After (nothing written; a retry succeeds), not a 500 ("a bug, report it"). */
+static void test_candles_writer_busy(void **state) {
+    (void)state;
+    int port = kr_server_port(g_srv);
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open(g_db, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+    char *body = rows_json(g_aapl, 0, 3, 1);
+    http_resp *r = http(port, "POST", "/v1/candles/BUSY.X?interval=1d", body);
+    assert_int_equal(r->status, 503);
+    assert_string_equal(r->retry_after, "1");
+    assert_non_null(strstr(r->body, "locked by another writer"));
+    resp_free(r);
+    assert_int_equal(sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+    r = http(port, "POST", "/v1/candles/BUSY.X?interval=1d", body);
+    assert_int_equal(r->status, 200);
+    resp_free(r);
+    free(body);
 }
 
 static void test_candles_round_trip(void **state) {
@@ -1178,6 +1201,7 @@ int main(void) {
         cmocka_unit_test(test_router),
         cmocka_unit_test(test_analyze_parse),
         cmocka_unit_test(test_candles_round_trip),
+        cmocka_unit_test(test_candles_writer_busy),
         cmocka_unit_test(test_symbols),
         cmocka_unit_test(test_analyze_stored),
         cmocka_unit_test(test_analyze_alias),

@@ -13,10 +13,13 @@
 
 #include "test_support.h"
 
+#include "base/strbuf.h"
+#include "server/access_log.h"
 #include "server/analyst_request.h"
 #include "server/fields.h"
 #include "server/json_body.h"
 #include "server/request.h"
+#include "server/response.h"
 
 /* Every error message starts with the field it names. */
 static void assert_names(const kr_api_error *e, const char *field, const char *needle) {
@@ -409,12 +412,74 @@ static void test_analysis_caps(void **state) {
     kr_api_analyze_request_free(&r);
 }
 
+/* Whether text is valid UTF-8 throughout. */
+static int valid_utf8(const char *text) {
+    for (const unsigned char *p = (const unsigned char *)text; *p;) {
+        size_t n = kr_utf8_seq_len(p);
+        if (!n) return 0;
+        p += n;
+    }
+    return 1;
+}
+
+/* What a client sends need not be UTF-8; an error body and an access-log line quoting it must
+ * still be valid JSON text: valid sequences kept, anything else U+FFFD. */
+static void test_client_bytes_stay_valid_utf8(void **state) {
+    (void)state;
+    static const char *const bad[] = { "}\xff\xfe",        "G\xffT",  "\xc0\xaf", "\xed\xa0\x80",
+                                       "\xf4\x90\x80\x80", "caf\xc3", "\xe2\x82" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char msg[64];
+        snprintf(msg, sizeof msg, "market: '%s' is not a calendar", bad[i]);
+        char *body = kr_api_error_json(400, msg, bad[i]);
+        assert_non_null(body);
+        if (!valid_utf8(body)) fail_msg("case %zu: error body is not UTF-8: %s", i, body);
+        cJSON *j = cJSON_Parse(body);
+        assert_non_null(j);
+        const char *m =
+            cJSON_GetObjectItem(cJSON_GetObjectItem(j, "error"), "message")->valuestring;
+        assert_non_null(strstr(m, "\xef\xbf\xbd")); /* U+FFFD where the bad bytes were */
+        cJSON_Delete(j);
+        free(body);
+        kr_access_entry e = { .time = 1.7e9,
+                              .request_id = "r",
+                              .client = "127.0.0.1",
+                              .method = bad[i],
+                              .route = "other",
+                              .status = 400,
+                              .queue_wait_s = -1,
+                              .error = msg };
+        kr_sb sb = { 0 };
+        kr_access_log_format(&e, &sb);
+        if (!valid_utf8(sb.data)) fail_msg("case %zu: log line is not UTF-8: %s", i, sb.data);
+        assert_non_null(strstr(sb.data, "\\ufffd"));
+        cJSON *line = cJSON_Parse(sb.data);
+        assert_non_null(line);
+        cJSON_Delete(line);
+        kr_sb_free(&sb);
+    }
+    /* Valid text of every length passes unchanged. */
+    const char *good = "a \xc3\xa9 \xe2\x82\xac \xf0\x9f\x93\x88";
+    char *body = kr_api_error_json(400, good, NULL);
+    assert_non_null(strstr(body, good));
+    free(body);
+    kr_sb sb = { 0 };
+    kr_sb_append_json_escaped(&sb, good);
+    assert_string_equal(sb.data, good);
+    kr_sb_free(&sb);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_descriptor_table),     cmocka_unit_test(test_single_value),
-        cmocka_unit_test(test_routes_share_readers), cmocka_unit_test(test_candles_query),
-        cmocka_unit_test(test_trailing_bytes),       cmocka_unit_test(test_nul_in_strings),
-        cmocka_unit_test(test_value_limit),          cmocka_unit_test(test_analysis_caps),
+        cmocka_unit_test(test_descriptor_table),
+        cmocka_unit_test(test_single_value),
+        cmocka_unit_test(test_routes_share_readers),
+        cmocka_unit_test(test_candles_query),
+        cmocka_unit_test(test_trailing_bytes),
+        cmocka_unit_test(test_nul_in_strings),
+        cmocka_unit_test(test_value_limit),
+        cmocka_unit_test(test_analysis_caps),
+        cmocka_unit_test(test_client_bytes_stay_valid_utf8),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

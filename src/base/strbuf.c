@@ -57,8 +57,46 @@ void kr_sb_appendf(kr_sb *sb, const char *fmt, ...) {
     sb->len += (size_t)n;
 }
 
+size_t kr_utf8_seq_len(const unsigned char *p) {
+    if (p[0] < 0x80) return 1;
+    int n = p[0] >= 0xC2 && p[0] <= 0xDF   ? 2
+            : p[0] >= 0xE0 && p[0] <= 0xEF ? 3
+            : p[0] >= 0xF0 && p[0] <= 0xF4 ? 4
+                                           : 0;
+    if (!n) return 0;
+    /* The second byte's range excludes overlong forms, surrogates and code points past U+10FFFF. */
+    unsigned lo = p[0] == 0xE0 ? 0xA0 : p[0] == 0xF0 ? 0x90 : 0x80;
+    unsigned hi = p[0] == 0xED ? 0x9F : p[0] == 0xF4 ? 0x8F : 0xBF;
+    if (p[1] < lo || p[1] > hi) return 0;
+    for (int i = 2; i < n; i++)
+        if (p[i] < 0x80 || p[i] > 0xBF) return 0;
+    return (size_t)n;
+}
+
+void kr_sb_append_utf8(kr_sb *sb, const char *s) {
+    for (const unsigned char *p = (const unsigned char *)s; *p;) {
+        size_t n = kr_utf8_seq_len(p);
+        if (n) {
+            kr_sb_appendn(sb, (const char *)p, n);
+            p += n;
+        } else {
+            kr_sb_append(sb, "\xEF\xBF\xBD"); /* U+FFFD */
+            p++;
+        }
+    }
+}
+
 void kr_sb_append_json_escaped(kr_sb *sb, const char *s) {
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p >= 0x80) { /* a valid sequence as is, anything else as U+FFFD */
+            size_t n = kr_utf8_seq_len(p);
+            if (n)
+                kr_sb_appendn(sb, (const char *)p, n);
+            else
+                kr_sb_append(sb, "\\ufffd");
+            p += n ? n - 1 : 0;
+            continue;
+        }
         switch (*p) {
         case '"': kr_sb_append(sb, "\\\""); break;
         case '\\': kr_sb_append(sb, "\\\\"); break;

@@ -19,9 +19,11 @@
  *                  budget back, the next request's read deadline, free.
  *
  * Memory budget: a request holds its body and, while it is parsed, a cJSON tree of ~90 bytes
- * per JSON value. Both are reserved (cfg.max_request_memory per request -> 413,
- * cfg.max_memory_in_flight in total -> 503 with Retry-After) before they are allocated, and
- * given back when the handler drops the body (kr_srv_drop_body) or the request completes.
+ * per JSON value (or the candles of CSV text, KR_CSV_ROW_BYTES a line). Both are reserved
+ * (cfg.max_request_memory per request -> 413, cfg.max_memory_in_flight in total -> 503 with
+ * Retry-After) before they are allocated — the body as its bytes arrive, after a declared
+ * length was checked to fit — and given back when the handler drops the body
+ * (kr_srv_drop_body) or the request completes.
  */
 #include "server/server_internal.h"
 
@@ -165,9 +167,10 @@ enum MHD_Result kr_srv_stream(struct MHD_Connection *mc, kr_conn *c,
 
 /* ------------------------------------------------------------------ memory budget */
 
-/* Reserves bytes more for c. 0, or the status to answer (413 past max_request_memory, 503
- * past max_memory_in_flight) with a message. */
-static int mem_reserve(kr_conn *c, size_t bytes, char *msg, size_t cap) {
+/* Reserves bytes more for c (commit 0: only asks whether they would fit now). 0, or the
+ * status to answer (413 past max_request_memory, 503 past max_memory_in_flight) with a
+ * message. */
+static int mem_admit(kr_conn *c, size_t bytes, int commit, char *msg, size_t cap) {
     kr_server *s = c->srv;
     if (c->reserved + bytes > s->cfg.max_request_memory) {
         snprintf(msg, cap,
@@ -178,7 +181,7 @@ static int mem_reserve(kr_conn *c, size_t bytes, char *msg, size_t cap) {
     }
     pthread_mutex_lock(&s->mu);
     int ok = s->mem_in_flight + bytes <= s->cfg.max_memory_in_flight;
-    if (ok) s->mem_in_flight += bytes;
+    if (ok && commit) s->mem_in_flight += bytes;
     kr_http_metrics_memory(s->http, s->mem_in_flight);
     pthread_mutex_unlock(&s->mu);
     if (!ok) {
@@ -187,8 +190,12 @@ static int mem_reserve(kr_conn *c, size_t bytes, char *msg, size_t cap) {
                  "budget allows (max_memory_in_flight); retry shortly");
         return 503;
     }
-    c->reserved += bytes;
+    if (commit) c->reserved += bytes;
     return 0;
+}
+
+static int mem_reserve(kr_conn *c, size_t bytes, char *msg, size_t cap) {
+    return mem_admit(c, bytes, 1, msg, cap);
 }
 
 static void mem_release(kr_conn *c) {
@@ -220,7 +227,7 @@ static enum MHD_Result reply_mem_refusal(struct MHD_Connection *mc, kr_conn *c, 
 /* ------------------------------------------------------------------ first call */
 
 /* The header lines that say where the body ends (every one of them, however many other
- * headers come first). */
+ * headers come first), and any whose name holds white space (a misspelt one of those). */
 typedef struct header_list {
     int n, overflow;
     const char *names[KR_MAX_HEADERS], *values[KR_MAX_HEADERS];
@@ -230,7 +237,8 @@ static enum MHD_Result collect_header(void *cls, enum MHD_ValueKind kind, const 
                                       const char *value) {
     (void)kind;
     header_list *h = cls;
-    if (!key || (strcasecmp(key, "Content-Length") && strcasecmp(key, "Transfer-Encoding")))
+    if (!key || (strcasecmp(key, "Content-Length") && strcasecmp(key, "Transfer-Encoding") &&
+                 !strpbrk(key, " \t")))
         return MHD_YES;
     if (h->n == KR_MAX_HEADERS) {
         h->overflow = 1;
@@ -328,13 +336,13 @@ static enum MHD_Result first_call(kr_server *s, struct MHD_Connection *mc, kr_co
                      cl, s->cfg.max_body_bytes);
             return kr_srv_reply_error(mc, c, 413, msg, NULL);
         }
-        /* The body's buffer, admitted against the memory budget and allocated once. */
+        /* A body the budget could not hold now is refused before any of it is read; one it
+         * can is reserved as its bytes arrive (body_bytes), so a client that declares large
+         * bodies and sends nothing holds none of the budget from the others. */
         if (n > 0) {
-            int st = mem_reserve(c, (size_t)n + 1, msg, sizeof msg);
+            int st = mem_admit(c, (size_t)n + 1, 0, msg, sizeof msg);
             if (st) return reply_mem_refusal(mc, c, st, msg);
-            c->body = malloc((size_t)n + 1);
-            if (!c->body) return MHD_NO;
-            c->cap = (size_t)n + 1;
+            c->expected = (size_t)n + 1;
         }
     }
     return MHD_YES;
@@ -353,6 +361,10 @@ static enum MHD_Result reply_too_large(struct MHD_Connection *mc, kr_conn *c) {
 static enum MHD_Result body_bytes(struct MHD_Connection *mc, kr_conn *c, const char *upload,
                                   size_t n) {
     kr_server *s = c->srv;
+    if (c->refused) {
+        c->discarded += n;
+        return MHD_YES;
+    }
     if (c->too_large || c->len + n > s->cfg.max_body_bytes) {
         /* A chunked upload past the limit. Answering mid-upload makes most clients see a
          * broken pipe instead of the 413, so keep reading and discarding (memory stays
@@ -368,12 +380,24 @@ static enum MHD_Result body_bytes(struct MHD_Connection *mc, kr_conn *c, const c
         return MHD_YES;
     }
     if (c->cap < c->len + n + 1) {
-        /* A chunked body (no Content-Length): grow, admitting each growth. */
+        /* Grow as the bytes arrive, admitting each growth: up to the declared length, or
+         * (chunked) up to max_body_bytes. */
         size_t cap = c->cap ? c->cap : 4096;
         while (cap < c->len + n + 1) cap *= 2;
         if (cap > s->cfg.max_body_bytes + 1) cap = s->cfg.max_body_bytes + 1;
+        if (c->expected && cap > c->expected && c->expected >= c->len + n + 1) cap = c->expected;
         char msg[256];
         int st = mem_reserve(c, cap - c->cap, msg, sizeof msg);
+        if (st == 503 && c->expected) {
+            /* The budget filled up while this declared body was on its way (it fit when its
+             * headers came). Read the rest and drop it, then answer: a client still sending
+             * would see a broken upload instead of the 503. Memory stays flat; the length
+             * is at most max_body_bytes. */
+            c->refused = st;
+            snprintf(c->refusal, sizeof c->refusal, "%s", msg);
+            kr_srv_drop_body(c);
+            return MHD_YES;
+        }
         if (st) return reply_mem_refusal(mc, c, st, msg);
         char *nb = realloc(c->body, cap);
         if (!nb) return MHD_NO;
@@ -386,36 +410,58 @@ static enum MHD_Result body_bytes(struct MHD_Connection *mc, kr_conn *c, const c
     return MHD_YES;
 }
 
-/* A JSON body is scanned before any handler parses it: too many values (413), a NUL in a
- * string (400), and its tree's estimated memory admitted against the budget. */
-static int json_route(struct MHD_Connection *mc, const kr_conn *c) {
+/* How a route's body is parsed: JSON, CSV text (a candle upload sent as text/csv), or not
+ * at all. */
+enum body_kind { BODY_NONE, BODY_JSON, BODY_CSV };
+
+static enum body_kind body_kind(struct MHD_Connection *mc, const kr_conn *c) {
     switch (c->route->id) {
     case KR_ROUTE_FORECAST:
     case KR_ROUTE_ANALYZE:
     case KR_ROUTE_ANALYZE_ALIAS:
-    case KR_ROUTE_ANALYZE_BATCH: return 1;
+    case KR_ROUTE_ANALYZE_BATCH: return BODY_JSON;
     case KR_ROUTE_CANDLES_POST: {
         const char *ct =
             MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
-        return !(ct &&
-                 (!strncasecmp(ct, "text/csv", 8) || !strncasecmp(ct, "application/csv", 15)));
+        return ct && (!strncasecmp(ct, "text/csv", 8) || !strncasecmp(ct, "application/csv", 15))
+                   ? BODY_CSV
+                   : BODY_JSON;
     }
-    default: return 0;
+    default: return BODY_NONE;
     }
 }
 
-static enum MHD_Result admit_json(struct MHD_Connection *mc, kr_conn *c) {
-    if (!c->body || !json_route(mc, c)) return MHD_YES;
+/* A body is sized up before any handler parses it, and what its parse will take admitted
+ * against the memory budget: a JSON body is scanned (too many values or CSV lines: 413; a NUL
+ * in a string: 400) for its tree and the candles of any CSV text in it; a CSV body is counted
+ * in lines (past max_rows: 413) for its candles. */
+static enum MHD_Result admit_body(struct MHD_Connection *mc, kr_conn *c) {
+    enum body_kind kind = c->body ? body_kind(mc, c) : BODY_NONE;
+    if (kind == BODY_NONE) return MHD_YES;
     kr_json_limits jl = kr_api_json_limits(&c->srv->limits);
-    kr_json_scan scan;
+    size_t bytes;
     kr_api_error aerr = { 0 };
-    if (kr_json_body_scan(c->body, c->len, &jl, &scan, &aerr) != KR_OK) {
+    if (kind == BODY_CSV) {
+        size_t lines = kr_csv_lines(c->body, c->len);
+        if (lines > jl.max_lines)
+            kr_api_error_set(&aerr, 413, "body",
+                             "holds %zu CSV lines, more than %zu (%s); split the upload or use "
+                             "kronos ingest",
+                             lines, jl.max_lines, jl.values_key);
+        bytes = lines * (size_t)KR_CSV_ROW_BYTES;
+    } else {
+        kr_json_scan scan;
+        bytes = kr_json_body_scan(c->body, c->len, &jl, &scan, &aerr) == KR_OK
+                    ? kr_json_scan_tree_bytes(&scan)
+                    : 0;
+    }
+    if (aerr.status) {
         if (aerr.status == 413) kr_http_metrics_reject(c->srv->http, "too_large");
         return kr_srv_reply_error(mc, c, aerr.status, aerr.message,
                                   aerr.field[0] ? aerr.field : NULL);
     }
     char msg[256];
-    int st = mem_reserve(c, kr_json_scan_tree_bytes(&scan), msg, sizeof msg);
+    int st = mem_reserve(c, bytes, msg, sizeof msg);
     if (st) return reply_mem_refusal(mc, c, st, msg);
     return MHD_YES;
 }
@@ -464,7 +510,8 @@ enum MHD_Result kr_srv_on_access(void *cls, struct MHD_Connection *mc, const cha
     kr_conn_watch_received(s->watch, c->slot);
     if (c->status) return MHD_YES; /* answered early; libmicrohttpd sends it */
     if (c->too_large) return reply_too_large(mc, c);
-    enum MHD_Result admitted = admit_json(mc, c);
+    if (c->refused) return reply_mem_refusal(mc, c, c->refused, c->refusal);
+    enum MHD_Result admitted = admit_body(mc, c);
     if (admitted != MHD_YES || c->status) return admitted; /* refused (or failed to) */
     return dispatch(mc, c, url);
 }

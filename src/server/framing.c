@@ -5,6 +5,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 #include <strings.h>
 
 /* A Content-Length value: one decimal number, or a comma list repeating it ("5, 5"); -1 for
@@ -28,6 +29,10 @@ static int64_t content_length(const char *v) {
     }
 }
 
+/* Whether v is exactly the coding "chunked" (any case). Not with white space after it:
+ * libmicrohttpd keeps that in the value and then does not read the body as chunked. */
+static int is_chunked(const char *v) { return strcasecmp(v, "chunked") == 0; }
+
 int kr_http_check_framing(int n, const char *const *names, const char *const *values, char *msg,
                           size_t cap) {
     int64_t cl = -1;
@@ -35,7 +40,20 @@ int kr_http_check_framing(int n, const char *const *names, const char *const *va
     for (int i = 0; i < n; i++) {
         if (!names[i]) continue;
         const char *v = values[i] ? values[i] : "";
+        if (strpbrk(names[i], " \t")) {
+            /* "Content-Length : 5" is no length here, but a proxy may read it as one. */
+            snprintf(msg, cap, "header name '%.40s' contains white space", names[i]);
+            return 400;
+        }
         if (!strcasecmp(names[i], "Transfer-Encoding")) {
+            /* Another coding (gzip, a repeated chunked) would leave the body's end to the
+             * connection's close, or to a proxy that reads it differently. */
+            if (has_te || !is_chunked(v)) {
+                snprintf(msg, cap,
+                         "Transfer-Encoding '%.40s'%s: only a single 'chunked' is accepted", v,
+                         has_te ? " (repeated)" : "");
+                return 400;
+            }
             has_te = 1;
         } else if (!strcasecmp(names[i], "Content-Length")) {
             int64_t x = content_length(v);

@@ -13,7 +13,8 @@
 
 /* Checks the n header lines (names[i]: values[i], as received: duplicates kept apart).
  * Content-Length lines must all carry the same decimal value (a comma list of one repeated
- * value counts as that value); Transfer-Encoding must not come with Content-Length.
+ * value counts as that value); Transfer-Encoding must be one line saying "chunked" and must
+ * not come with Content-Length; no header name may hold white space ("Content-Length :").
  * Returns 0, or 400 with a message for the client in msg[cap]. */
 int kr_http_check_framing(int n, const char *const *names, const char *const *values, char *msg,
                           size_t cap);

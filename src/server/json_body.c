@@ -9,6 +9,7 @@
  */
 #include "server/json_body.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -102,6 +103,16 @@ kr_status kr_json_body_scan(const char *json, size_t len, const kr_json_limits *
                     /* \u0000 (any case of hex digits): a NUL that C strings would end at. */
                     if (i + 5 < len && json[i + 1] == 'u' && !memcmp(json + i + 2, "0000", 4))
                         nul = 1;
+                    if (i + 1 < len && json[i + 1] == 'n' && !is_key &&
+                        ++out->string_lines > (lim && lim->max_lines ? lim->max_lines : SIZE_MAX)) {
+                        kr_api_error_set(err, 413, "body",
+                                         "holds CSV text of more than %zu lines%s%s%s; send "
+                                         "fewer candles",
+                                         lim->max_lines, lim->values_key ? " (" : "",
+                                         lim->values_key ? lim->values_key : "",
+                                         lim->values_key ? ")" : "");
+                        return KR_ERR_INVALID_ARG;
+                    }
                     i++; /* the escaped byte is never the closing quote */
                 }
                 if (nul) {
@@ -140,7 +151,19 @@ size_t kr_json_scan_tree_bytes(const kr_json_scan *s) {
     /* A node per value plus malloc's chunk overhead; a key or string value is one more
      * allocation (at least a 32-byte chunk) holding its bytes. */
     const size_t node = sizeof(cJSON) + 16;
-    return s->values * node + s->strings * 32 + s->string_bytes;
+    return s->values * node + s->strings * 32 + s->string_bytes +
+           s->string_lines * (size_t)KR_CSV_ROW_BYTES;
+}
+
+size_t kr_csv_lines(const char *text, size_t len) {
+    size_t n = 0;
+    for (const char *p = text, *end = text + len; p < end; p++) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        if (!nl) return n + 1;
+        n++;
+        p = nl;
+    }
+    return n;
 }
 
 static void position(const char *json, size_t off, long *line, long *col) {

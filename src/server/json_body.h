@@ -26,6 +26,7 @@
 
 typedef struct kr_json_limits {
     size_t max_values; /* scalars and containers; 0: no limit */
+    size_t max_lines; /* \n escapes in strings (rows of CSV candle text); 0: no limit */
     const char *values_key; /* the config key the limit follows from, for the message */
 } kr_json_limits;
 
@@ -34,6 +35,7 @@ typedef struct kr_json_scan {
     size_t values; /* scalars and containers */
     size_t strings; /* string values and object keys (each its own allocation in a tree) */
     size_t string_bytes; /* their bytes, as written */
+    size_t string_lines; /* \n escapes in them: the rows of CSV candle text */
     int max_depth;
 } kr_json_scan;
 
@@ -45,8 +47,19 @@ typedef struct kr_json_scan {
 kr_status kr_json_body_scan(const char *json, size_t len, const kr_json_limits *lim,
                             kr_json_scan *out, kr_api_error *err);
 
-/* Estimated bytes of the cJSON tree for a scanned body (nodes, strings, malloc overhead). */
+/* Memory a candle row parsed from CSV text may take while the reader grows its arrays
+ * (a timestamp and six doubles, twice over for the doubling). */
+enum { KR_CSV_ROW_BYTES = 2 * (8 + 6 * 8) };
+/* Lines CSV candle text may have beyond its max_rows rows: the header and blank lines. */
+enum { KR_CSV_SLACK_LINES = 16 };
+
+/* Estimated bytes of the cJSON tree for a scanned body (nodes, strings, malloc overhead), and
+ * of the candles parsed from the CSV text its strings hold (a row per \n). */
 size_t kr_json_scan_tree_bytes(const kr_json_scan *s);
+
+/* Lines of CSV text (its newlines, plus a last line without one): a text/csv body is admitted
+ * for KR_CSV_ROW_BYTES each, and refused past max_rows of them. */
+size_t kr_csv_lines(const char *text, size_t len);
 
 /* Scans, then parses len bytes (need not be NUL-terminated). On success the caller owns
  * *root (cJSON_Delete). On failure *root is NULL, err names the field ("body" unless a string

@@ -587,6 +587,8 @@ kr_json_limits kr_api_json_limits(const kr_api_limits *lim) {
     /* A candle row is at most 7 cells and its container; the rest (pred_len future stamps,
      * 16 quantiles, 64 column names, the scalars) fits in the slack. */
     jl.max_values = (size_t)lim->max_rows * 8 + (size_t)lim->max_pred_len + 1024;
+    /* CSV text in a string: a header, max_rows rows and a few blank lines. */
+    jl.max_lines = (size_t)lim->max_rows + KR_CSV_SLACK_LINES;
     jl.values_key = lim->max_rows_key ? lim->max_rows_key : "max_rows";
     return jl;
 }

@@ -91,13 +91,20 @@ kr_status kr_api_forecast_json(const kr_api_request *req, const kr_forecast *fc,
 }
 
 char *kr_api_error_json(int status, const char *message, const char *field) {
+    /* Messages quote what the client sent, which need not be UTF-8: cJSON would pass its
+     * bytes through into a body that is then not valid JSON text. */
+    kr_sb msg = { 0 }, fld = { 0 };
+    kr_sb_append_utf8(&msg, message ? message : kr_api_reason(status));
+    if (field) kr_sb_append_utf8(&fld, field);
     cJSON *root = cJSON_CreateObject();
     cJSON *e = cJSON_AddObjectToObject(root, "error");
     cJSON_AddNumberToObject(e, "code", status);
-    cJSON_AddStringToObject(e, "message", message ? message : kr_api_reason(status));
-    if (field && *field) cJSON_AddStringToObject(e, "field", field);
-    char *s = cJSON_PrintUnformatted(root);
+    cJSON_AddStringToObject(e, "message", msg.data ? msg.data : "");
+    if (fld.data && *fld.data) cJSON_AddStringToObject(e, "field", fld.data);
+    char *s = msg.oom || fld.oom ? NULL : cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
+    kr_sb_free(&msg);
+    kr_sb_free(&fld);
     return s;
 }
 

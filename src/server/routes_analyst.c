@@ -115,6 +115,21 @@ static enum MHD_Result reply_api_error(struct MHD_Connection *mc, kr_conn *c,
     return kr_srv_reply_error(mc, c, status, e->message, e->field[0] ? e->field : NULL);
 }
 
+/* A candle store's error: 503 + Retry-After when another writer held the lock past the busy
+ * timeout (nothing was written; a retry succeeds), `bad` (400 / 404) for what the request got
+ * wrong, 500 for the rest. */
+static enum MHD_Result reply_store_error(struct MHD_Connection *mc, kr_conn *c, kr_status st,
+                                         const char *message, int bad, const char *field) {
+    if (st == KR_ERR_BUSY) {
+        snprintf(c->error, sizeof c->error, "%s", message);
+        char *body = kr_api_error_json(503, message, NULL);
+        return kr_srv_reply(mc, c, 503, "application/json", body, body ? strlen(body) : 0,
+                            MHD_HTTP_HEADER_RETRY_AFTER, "1");
+    }
+    int code = st == KR_ERR_INVALID_ARG || st == KR_ERR_FORMAT ? bad : 500;
+    return kr_srv_reply_error(mc, c, code, message, code == 400 ? field : NULL);
+}
+
 static enum MHD_Result reply_json(struct MHD_Connection *mc, kr_conn *c, char *body) {
     if (!body) return kr_srv_reply_error(mc, c, 503, "out of memory", NULL);
     return kr_srv_reply(mc, c, 200, "application/json", body, strlen(body), NULL, NULL);
@@ -238,8 +253,7 @@ enum MHD_Result kr_handle_candles_get(struct MHD_Connection *mc, kr_conn *c, con
     kr_error ke = { 0 };
     kr_status st = kr_store_read(store, symbol, interval, limit, &cs, &ke);
     kr_store_close(store);
-    if (st != KR_OK)
-        return kr_srv_reply_error(mc, c, st == KR_ERR_INVALID_ARG ? 404 : 500, ke.message, NULL);
+    if (st != KR_OK) return reply_store_error(mc, c, st, ke.message, 404, NULL);
     char *body = candles_json(symbol, interval, cs);
     kr_candles_free(cs);
     return reply_json(mc, c, body);
@@ -266,6 +280,7 @@ enum MHD_Result kr_handle_candles_post(struct MHD_Connection *mc, kr_conn *c, co
     if (kr_api_candles_parse(c->body, c->len, body_is_csv(mc), &c->srv->limits, &cs, &aerr) !=
         KR_OK)
         return reply_api_error(mc, c, &aerr);
+    kr_srv_drop_body(c); /* parsed: its budget goes back before a wait for the write lock */
     int status;
     kr_store *store = open_store(c->srv, 0, &status, &aerr);
     if (!store) {
@@ -283,8 +298,7 @@ enum MHD_Result kr_handle_candles_post(struct MHD_Connection *mc, kr_conn *c, co
     kr_store_close(store);
     if (st != KR_OK) {
         free(e);
-        int code = st == KR_ERR_INVALID_ARG || st == KR_ERR_FORMAT ? 400 : 500;
-        return kr_srv_reply_error(mc, c, code, ke.message, code == 400 ? "candles" : NULL);
+        return reply_store_error(mc, c, st, ke.message, 400, "candles");
     }
     const kr_store_entry *mine = NULL;
     for (int64_t i = 0; i < n; i++)

@@ -71,9 +71,13 @@ typedef struct kr_conn {
     uint64_t bytes_sent; /* response body bytes */
     double queue_wait; /* seconds queued in the scheduler; < 0: did not queue */
     size_t reserved; /* bytes of the server's memory budget held (body + parse estimate) */
+    size_t expected; /* Content-Length + 1 when declared: the body buffer's final size */
     char *body; /* request body so far */
     size_t len, cap;
     int too_large; /* body past max_body_bytes: discarding, 413 at the end */
+    int refused; /* a declared body the budget could not take mid-read: discarding, answered
+                  * with this status (503) at the end */
+    char refusal[256]; /* its message */
     size_t discarded; /* bytes dropped since */
     /* forecast */
     kr_job *job; /* set once submitted (one reference held) */
