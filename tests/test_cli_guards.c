@@ -77,6 +77,11 @@ static void test_values_too_large_to_normalise(void **state) {
              put("big_amount.csv", csv));
     expect(args, 1, "'amount'", "too large to normalise");
     free(csv);
+    /* Past double's range: "out of range", as past float32's (it used to say "not finite"). */
+    snprintf(args, sizeof args, "forecast --input %s --pred-len 3",
+             put("e400.csv", "timestamps,open,high,low,close\n2024-01-01,1,2,0.5,1e400\n"
+                             "2024-01-02,1,2,0.5,1\n"));
+    expect(args, 1, "line 2, column 'close': '1e400' is out of range", NULL);
 }
 
 /* --future-timestamps before the last candle: refused as the HTTP API refuses it. */

@@ -224,6 +224,8 @@ static const bad_case k_bad[] = {
       "candles[1].timestamps", "cannot parse '2024-13-02'" },
     { "{\"pred_len\":1,\"candles\":[" ROW0 ",[12345,10,11,9,10,1]]}", "candles[1].timestamps",
       "12345 is not an epoch" },
+    { "{\"pred_len\":1,\"candles\":[" ROW0 ",[1704067200.5,10,11,9,10,1]]}",
+      "candles[1].timestamps", "1704067200.5 is not an epoch" },
     { "{\"pred_len\":1,\"candles\":[" ROW0 ",[\"9999-12-20\",10,11,9,10,1]]}",
       "candles[1].timestamps", "'9999-12-20' is outside the years 1900-2200" },
     { "{\"pred_len\":1,\"candles\":[" ROW0 ",[9999999999,10,11,9,10,1]]}", "candles[1].timestamps",

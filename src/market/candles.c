@@ -209,7 +209,7 @@ static int name_equals(const char *s, size_t len, const char *name) {
     return 1;
 }
 
-enum number_result { NUM_OK, NUM_EMPTY, NUM_BAD, NUM_NAN, NUM_INF };
+enum number_result { NUM_OK, NUM_EMPTY, NUM_BAD, NUM_NAN, NUM_INF, NUM_RANGE };
 
 /* strtod over the whole (trimmed) field. Hex floats are strtod-only syntax that no candle
  * source writes, so they count as garbage rather than being read as numbers. */
@@ -222,10 +222,11 @@ static enum number_result parse_number(const char *s, size_t len, double *out) {
     /* The field is NUL-terminated after its (untrimmed) end, so strtod cannot run off it;
      * the end check catches trailing garbage and embedded NULs. */
     char *endp = NULL;
+    errno = 0;
     double v = strtod(s, &endp);
     if (endp != s + len) return NUM_BAD;
     if (isnan(v)) return NUM_NAN;
-    if (isinf(v)) return NUM_INF;
+    if (isinf(v)) return errno == ERANGE ? NUM_RANGE : NUM_INF; /* "1e400", or "inf" */
     *out = v;
     return NUM_OK;
 }
@@ -509,19 +510,19 @@ static kr_status parse_row_values(const csv_reader *r, const table_cols *tc, con
         if (nr == NUM_EMPTY)
             return kr_error_set(err, KR_ERR_FORMAT, "%s: line %lld, column '%s': empty field",
                                 label, line, tc->name[k]);
+        /* The model reads float32: a larger magnitude would become inf there and poison the
+         * window's mean and std. */
+        if (nr == NUM_RANGE || (nr == NUM_OK && fabs(v[k]) > FLT_MAX))
+            return kr_error_set(err, KR_ERR_FORMAT,
+                                "%s: line %lld, column '%s': '%s' is out of range (the model "
+                                "reads float32, max %.3g)",
+                                label, line, tc->name[k], ex, (double)FLT_MAX);
         if (nr != NUM_OK)
             return kr_error_set(err, KR_ERR_FORMAT, "%s: line %lld, column '%s': '%s' %s", label,
                                 line, tc->name[k], ex,
                                 nr == NUM_NAN   ? "(NaN) is not allowed"
                                 : nr == NUM_INF ? "is not finite"
                                                 : "is not a number");
-        /* The model reads float32: a larger magnitude would become inf there and poison the
-         * window's mean and std. */
-        if (fabs(v[k]) > FLT_MAX)
-            return kr_error_set(err, KR_ERR_FORMAT,
-                                "%s: line %lld, column '%s': '%s' is out of range (the model "
-                                "reads float32, max %.3g)",
-                                label, line, tc->name[k], ex, (double)FLT_MAX);
         if (k <= KR_CLOSE ? !(v[k] > 0.0) : v[k] < 0.0)
             return kr_error_set(
                 err, KR_ERR_FORMAT, "%s: line %lld, column '%s': %s (%s) must be %s", label, line,

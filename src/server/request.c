@@ -70,9 +70,10 @@ static kr_status get_timestamp(const cJSON *v, const char *field, int64_t *ts, i
                 return kr_api_error_set(err, 400, field, "%.10g is outside the years %d-%d", x,
                                         KR_CANDLE_YEAR_MIN, KR_CANDLE_YEAR_MAX);
         }
+        /* %.17g: "%.10g" would show 1704067200.5 as a valid-looking 1704067200. */
         return kr_api_error_set(err, 400, field,
-                                "%.10g is not an epoch timestamp (10-digit seconds or 13-digit "
-                                "milliseconds) or a YYYYMMDD date",
+                                "%.17g is not an epoch timestamp (10-digit whole seconds or "
+                                "13-digit milliseconds) or a YYYYMMDD date",
                                 x);
     }
     return kr_api_error_set(err, 400, field, "must be a timestamp string or epoch number, got %s",
