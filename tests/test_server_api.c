@@ -226,6 +226,10 @@ static const bad_case k_bad[] = {
       "12345 is not an epoch" },
     { "{\"pred_len\":1,\"candles\":[" ROW0 ",[1704067200.5,10,11,9,10,1]]}",
       "candles[1].timestamps", "1704067200.5 is not an epoch" },
+    { "{\"pred_len\":1,\"candles\":{\"columns\":[\"open\",\"high\",\"low\",\"close\"],"
+      "\"index\":[\"2024-01-01\",\"2024-01-02\",\"2024-01-03\"],\"data\":[[1,2,0.5,1],[1,2,"
+      "0.5,1]]}}",
+      "candles", "\"index\" has 3 entries but its \"data\" 2 rows" },
     { "{\"pred_len\":1,\"candles\":[" ROW0 ",[\"9999-12-20\",10,11,9,10,1]]}",
       "candles[1].timestamps", "'9999-12-20' is outside the years 1900-2200" },
     { "{\"pred_len\":1,\"candles\":[" ROW0 ",[9999999999,10,11,9,10,1]]}", "candles[1].timestamps",

@@ -360,6 +360,10 @@ static void test_analysis_caps(void **state) {
           "horizon", "1..256 (max_horizon), got 400", 0 },
         { "{\"symbol\":\"AAPL\",\"paths\":1025}", "paths", "1..1024 (max_analyze_paths), got 1025",
           0 },
+        /* a window of 4 cannot hold a horizon of 3 and a 2-row history (it used to fail later,
+         * naming no field: "too few rows: 1") */
+        { "{\"symbol\":\"AAPL\",\"max_context\":4,\"horizon\":3}", "horizon",
+          "3 exceeds max_context - 2 (2)", 0 },
         { "{\"symbol\":\"AAPL\",\"lookback\":4096,\"max_context\":8192}", "lookback",
           "2..2048 (max_lookback), got 4096", 0 },
         { "{\"symbols\":[\"AAPL\"],\"calibrate\":11}", "calibrate", "0..10 (max_calibrate), got 11",

@@ -278,6 +278,10 @@ static void test_framing(void **state) {
     kr_raw_read(fd, buf, sizeof buf, 10.0, &closed);
     close(fd);
     assert_non_null(strstr(buf, "candles"));
+    /* HTTP/1.1 without Host is a 400 (RFC 9112 §3.2); HTTP/1.0 needs none. */
+    assert_int_equal(
+        raw_exchange(port, "GET /health HTTP/1.1\r\nConnection: close\r\n\r\n", &closed), 400);
+    assert_int_equal(raw_exchange(port, "GET /health HTTP/1.0\r\n\r\n", &closed), 200);
     /* The same length twice is one length (RFC 9110 allows the repeat). */
     const char *same =
         "GET /health HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nContent-Length: 0\r\n"

@@ -374,10 +374,13 @@ static int parse_opts(int argc, char **argv, opts *o) {
         if (kr_store_check_interval(o->interval, &err) != KR_OK)
             return kr_cli_usage_error(CMD, "--%s", err.message);
     }
-    if (o->p.horizon >= o->p.max_context) {
+    if (o->p.horizon > o->p.max_context - 2) {
         char b[32];
-        snprintf(b, sizeof b, "%d", o->p.max_context);
-        return kr_cli_usage_error(CMD, "--horizon must be below --max-context (%s)", b);
+        snprintf(b, sizeof b, "%d", o->p.max_context - 1);
+        return kr_cli_usage_error(
+            CMD,
+            "--horizon must be below --max-context - 1 (%s): the window also holds a 2-row history",
+            b);
     }
     if (o->p.lookback > o->p.max_context) {
         char b[32];

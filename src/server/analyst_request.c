@@ -322,10 +322,13 @@ static kr_status read_fields(const cJSON *root, int batch, const kr_api_limits *
      * analyst takes a given lookback as an upper bound on the rows it uses. */
     if (!lookback_given && p->max_context - p->horizon > lim->max_lookback)
         p->lookback = lim->max_lookback;
-    if (p->horizon > p->max_context - 1)
-        return kr_api_error_set(err, 400, "horizon", "%s%d exceeds max_context - 1 (%d)",
+    /* The window holds the history and the horizon, and a history is at least 2 rows. */
+    if (p->horizon > p->max_context - 2)
+        return kr_api_error_set(err, 400, "horizon",
+                                "%s%d exceeds max_context - 2 (%d): the model's window must also "
+                                "hold at least 2 history rows",
                                 horizon_given ? "" : "the default ", p->horizon,
-                                p->max_context - 1);
+                                p->max_context - 2);
     if (p->lookback > p->max_context)
         return kr_api_error_set(err, 400, "lookback", "%d exceeds max_context (%d)", p->lookback,
                                 p->max_context);

@@ -282,7 +282,7 @@ static void start_request(kr_server *s, struct MHD_Connection *mc, kr_conn *c, c
 
 /* Everything decided before the body: the answer, or MHD_YES to read on. */
 static enum MHD_Result first_call(kr_server *s, struct MHD_Connection *mc, kr_conn *c,
-                                  const char *url, const char *method) {
+                                  const char *url, const char *method, const char *version) {
     /* Where the body ends must be unambiguous before anything else is decided. */
     header_list h = { 0 };
     MHD_get_connection_values(mc, MHD_HEADER_KIND, collect_header, &h);
@@ -293,6 +293,13 @@ static enum MHD_Result first_call(kr_server *s, struct MHD_Connection *mc, kr_co
     if (h.overflow || kr_http_check_framing(h.n, h.names, h.values, msg, sizeof msg) != 0) {
         kr_http_metrics_reject(s->http, "framing");
         return reply_error_with(mc, c, 400, msg, MHD_HTTP_HEADER_CONNECTION, "close");
+    }
+    /* RFC 9112 §3.2: an HTTP/1.1 request without Host is a 400 (libmicrohttpd answers it). */
+    if (version && !strcmp(version, MHD_HTTP_VERSION_1_1) &&
+        !MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST)) {
+        kr_http_metrics_reject(s->http, "framing");
+        return reply_error_with(mc, c, 400, "an HTTP/1.1 request needs a Host header",
+                                MHD_HTTP_HEADER_CONNECTION, "close");
     }
     int m = kr_route_match(method, url, &c->route);
     if (m == 404) {
@@ -488,7 +495,6 @@ static enum MHD_Result dispatch(struct MHD_Connection *mc, kr_conn *c, const cha
 enum MHD_Result kr_srv_on_access(void *cls, struct MHD_Connection *mc, const char *url,
                                  const char *method, const char *version, const char *upload,
                                  size_t *upload_size, void **con_cls) {
-    (void)version; /* HTTP/1.0 and 1.1 are handled alike */
     kr_server *s = cls;
     kr_conn *c = *con_cls;
     if (!c) {
@@ -498,7 +504,7 @@ enum MHD_Result kr_srv_on_access(void *cls, struct MHD_Connection *mc, const cha
         start_request(s, mc, c, method);
         kr_http_metrics_in_flight(s->http, 1);
         kr_srv_check_profile(s);
-        return first_call(s, mc, c, url, method);
+        return first_call(s, mc, c, url, method, version);
     }
     if (*upload_size > 0) {
         size_t n = *upload_size;

@@ -431,6 +431,15 @@ static int pandas_layout(const cJSON *v, cJSON **rows, cJSON **cols, kr_api_erro
                                     "a pandas 'split' frame needs \"columns\" and \"data\" arrays "
                                     "(and an \"index\" array)");
         }
+        if (sidx && cJSON_GetArraySize(sidx) != cJSON_GetArraySize(sdata)) {
+            int ni = cJSON_GetArraySize(sidx), nd = cJSON_GetArraySize(sdata);
+            cJSON_Delete(r);
+            cJSON_Delete(c);
+            return kr_api_error_set(err, 400, "candles",
+                                    "a pandas 'split' frame's \"index\" has %d entries but its "
+                                    "\"data\" %d rows",
+                                    ni, nd);
+        }
         int has_ts = 0;
         for (const cJSON *n = scol->child; n; n = n->next)
             has_ts |= cJSON_IsString(n) && role_of(n->valuestring) == ROLE_TS;
