@@ -197,6 +197,8 @@ static void test_flags_checked_first(void **state) {
     snprintf(args, sizeof args, "eval-quant --quant fp8 --method gptq --calib %s --json %s/r.json",
              kr_test_fixture("regression_input.csv"), g_tmp);
     expect(args, 2, "--method gptq applies to q4 and int8", NULL);
+    snprintf(args, sizeof args, "analyze AAPL --out %s/nowhere/r.html", g_tmp);
+    expect(args, 1, "nowhere/r.html: cannot write", NULL); /* before any store or model */
     expect("analyze AAPL --max-context 4 --horizon 3", 2, "--horizon must be below --max-context",
            "2-row history");
 }

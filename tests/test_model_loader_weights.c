@@ -1062,13 +1062,31 @@ static void test_nonfinite_weights(void **state) {
     free(tmp);
 }
 
+/* The tiny predictor quantised to fmt (round to nearest, q4 groups of 32) and saved as a
+ * kronos quantize checkpoint in dst, which loads. */
+static void save_quantised_tiny(kr_wfmt fmt, const char *dst) {
+    kr_error err = { 0 };
+    kr_predictor_weights *pw = NULL;
+    if (kr_predictor_weights_load(kr_test_fixture("tiny/predictor"), NULL, &pw, &err) != KR_OK)
+        fail_msg("%s", err.message);
+    kr_named_linear *ls = NULL;
+    int n = 0;
+    size_t qb = 0, fb = 0;
+    assert_int_equal(kr_predictor_linears(pw, &ls, &n, &err), KR_OK);
+    if (kr_quantize_linears(ls, n, fmt, 32, NULL, &pw->qowner, &qb, &fb, &err) != KR_OK)
+        fail_msg("%s", err.message);
+    free(ls);
+    if (kr_predictor_save_quantized(pw, "rtn", dst, &err) != KR_OK) fail_msg("%s", err.message);
+    kr_predictor_weights_free(pw);
+    expect_predictor(dst, 0, KR_OK, NULL, NULL);
+}
+
 /* Quantised checkpoints: a NaN or infinity in a scale (int8 / fp8 qscale, q4 qgscale, the
  * smoothing qinscale) or in bf16 / fp8 weights fails the load the same way. */
 static void test_nonfinite_quantised(void **state) {
     (void)state;
     char *tmp = kr_test_tmpdir();
     char dst[4096];
-    kr_error err = { 0 };
     static const struct {
         kr_wfmt fmt;
         const char *tensor;
@@ -1085,21 +1103,8 @@ static void test_nonfinite_quantised(void **state) {
         { KR_WFMT_INT8, "transformer.1.self_attn.v_proj.qscale", 5, 0, "overflows float32" },
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        kr_predictor_weights *pw = NULL;
-        if (kr_predictor_weights_load(kr_test_fixture("tiny/predictor"), NULL, &pw, &err) != KR_OK)
-            fail_msg("%s", err.message);
-        kr_named_linear *ls = NULL;
-        int n = 0;
-        size_t qb = 0, fb = 0;
-        assert_int_equal(kr_predictor_linears(pw, &ls, &n, &err), KR_OK);
-        if (kr_quantize_linears(ls, n, cases[c].fmt, 32, NULL, &pw->qowner, &qb, &fb, &err) !=
-            KR_OK)
-            fail_msg("%s", err.message);
-        free(ls);
         FMT(dst, "%s/q%zu", tmp, c);
-        if (kr_predictor_save_quantized(pw, "rtn", dst, &err) != KR_OK) fail_msg("%s", err.message);
-        kr_predictor_weights_free(pw);
-        expect_predictor(dst, 0, KR_OK, NULL, NULL);
+        save_quantised_tiny(cases[c].fmt, dst);
         if (cases[c].bytes == 5) {
             poison_f32(dst, cases[c].tensor, 5, 1e38f);
         } else if (cases[c].bytes == 4) {
@@ -1128,7 +1133,6 @@ static void test_quantised_invariants(void **state) {
     (void)state;
     char *tmp = kr_test_tmpdir();
     char dst[4096];
-    kr_error err = { 0 };
     const int32_t big_sum = 12345;
     const int8_t below = -128;
     const float negative = -0.5f;
@@ -1151,21 +1155,8 @@ static void test_quantised_invariants(void **state) {
         { KR_WFMT_Q4, "qgscale", 0, &minus_one, 2, "row 0 group 0", "negative scale" },
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        kr_predictor_weights *pw = NULL;
-        if (kr_predictor_weights_load(kr_test_fixture("tiny/predictor"), NULL, &pw, &err) != KR_OK)
-            fail_msg("%s", err.message);
-        kr_named_linear *ls = NULL;
-        int n = 0;
-        size_t qb = 0, fb = 0;
-        assert_int_equal(kr_predictor_linears(pw, &ls, &n, &err), KR_OK);
-        if (kr_quantize_linears(ls, n, cases[c].fmt, 32, NULL, &pw->qowner, &qb, &fb, &err) !=
-            KR_OK)
-            fail_msg("%s", err.message);
-        free(ls);
         FMT(dst, "%s/inv%zu", tmp, c);
-        if (kr_predictor_save_quantized(pw, "rtn", dst, &err) != KR_OK) fail_msg("%s", err.message);
-        kr_predictor_weights_free(pw);
-        expect_predictor(dst, 0, KR_OK, NULL, NULL);
+        save_quantised_tiny(cases[c].fmt, dst);
         char name[256];
         FMT(name, "%s.%s", p, cases[c].suffix);
         poison(dst, name, cases[c].index, cases[c].bytes, cases[c].size);

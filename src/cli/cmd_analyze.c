@@ -69,7 +69,7 @@ static void usage(FILE *f) {
         "  --lookback N          history rows the model sees (default: all, up to\n"
         "                        max-context - horizon)\n"
         "  --max-context N       predictor window (default 512)\n"
-        "  --seed S              random seed (default 0)\n"
+        "  --seed S              random seed, decimal or 0x hex (default 0)\n"
         "  --temperature T       sampling temperature (default 1.0)\n"
         "  --top-p P             nucleus sampling threshold (default 0.9)\n"
         "  --top-k K             keep the K most likely tokens (default 0 = off)\n"

@@ -51,7 +51,7 @@ static void usage(FILE *f) {
           "  --lookback N        rows per window (default 256)\n"
           "  --pred-len N        forecast horizon (default 24)\n"
           "  --paths N           sample paths per forecast (default 32)\n"
-          "  --seed S            sampling seed (default 1)\n"
+          "  --seed S            sampling seed, decimal or 0x hex (default 1)\n"
           "  --threads N         compute threads (default: all CPUs)\n"
           "  --json FILE         write the results as JSON\n"
           "  --markdown FILE     write the Markdown there instead of stdout\n"
