@@ -98,7 +98,7 @@ static void test_future_stamps_before_history(void **state) {
     expect(args, 1, "back.csv: line 3", "strictly increasing"); /* the file's own check */
     snprintf(args, sizeof args, "forecast --input %s --pred-len 2 --lookback 1",
              kr_test_fixture("regression_input.csv"));
-    expect(args, 2, "--lookback must be an integer >= 2", NULL);
+    expect(args, 2, "--lookback must be an integer in 2..1048576", NULL);
 }
 
 /* A batch: outputs that would overwrite each other, an empty directory, more inputs than the
@@ -203,6 +203,42 @@ static void test_flags_checked_first(void **state) {
            "2-row history");
 }
 
+/* forecast, analyze and eval-quant read the sampling flags one way: same ranges, same
+ * words. A window too small for the horizon is a usage error before loading, and the re-run
+ * note never counts more steps than there are nor suggests a length below 1. */
+static void test_sampling_flags_shared(void **state) {
+    (void)state;
+    const char *cmds[3] = { "forecast --input x.csv --pred-len 3", "analyze AAPL",
+                            "eval-quant --quant int8" };
+    char args[2048];
+    for (int i = 0; i < 3; i++) {
+        snprintf(args, sizeof args, "%s --seed -1", cmds[i]);
+        expect(args, 2, "--seed must be an unsigned 64-bit integer (decimal or 0x hex)", "'-1'");
+    }
+    for (int i = 0; i < 2; i++) {
+        snprintf(args, sizeof args, "%s --max-context 1", cmds[i]);
+        expect(args, 2, "--max-context must be an integer in 2..65536", NULL);
+        snprintf(args, sizeof args, "%s --top-p 1.5", cmds[i]);
+        expect(args, 2, "--top-p must be in (0, 1]", NULL);
+        snprintf(args, sizeof args, "%s --lookback 1", cmds[i]);
+        expect(args, 2, "--lookback must be an integer in 2..1048576", NULL);
+    }
+    expect("forecast --input x.csv --pred-len 3 --max-context 2", 2,
+           "--pred-len 3 exceeds --max-context 2", NULL);
+    const char *input = kr_test_fixture("regression_input.csv");
+    snprintf(args, sizeof args,
+             "forecast --input %s --pred-len 2 --max-context 2 --lookback 5 --top-k 1", input);
+    const kr_test_run *r = kronos(args);
+    if (r->code != 0 || !strstr(r->err, "at each of the last 2 steps") ||
+        !strstr(r->err, "To avoid it use --window rolling"))
+        fail_msg("%s: exit %d, stderr %s", args, r->code, r->err);
+    snprintf(args, sizeof args,
+             "forecast --input %s --pred-len 2 --max-context 3 --lookback 3 --top-k 1", input);
+    r = kronos(args);
+    if (r->code != 0 || !strstr(r->err, "pass --lookback 2 and a --pred-len of at most 1"))
+        fail_msg("%s: exit %d, stderr %s", args, r->code, r->err);
+}
+
 /* Rows without volume would drop the volume of a whole stored series: refused, the series
  * unchanged. A damaged database is refused before anything is written into it. */
 static void test_ingest_guards(void **state) {
@@ -253,6 +289,7 @@ int main(void) {
         cmocka_unit_test(test_seed_forms),
         cmocka_unit_test(test_flags_checked_first),
         cmocka_unit_test(test_ingest_guards),
+        cmocka_unit_test(test_sampling_flags_shared),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

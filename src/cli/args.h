@@ -45,4 +45,25 @@ int kr_cli_check_writable(const char *cmd, const char *path);
 /* Usage error: prints the message and a --help hint, returns 2. */
 int kr_cli_usage_error(const char *cmd, const char *fmt, const char *arg);
 
+/* The sampling flags forecast and analyze share, with one spelling, range and message each.
+ * A command points at the fields it has (NULL for a flag it does not take) and registers the
+ * long options with these getopt letters. */
+enum {
+    KR_OPT_LOOKBACK = 'l',
+    KR_OPT_MAX_CONTEXT = 'c',
+    KR_OPT_PATHS = 'p',
+    KR_OPT_SEED = 's',
+    KR_OPT_TEMPERATURE = 'T',
+    KR_OPT_TOP_P = 'P',
+    KR_OPT_TOP_K = 'k',
+};
+typedef struct kr_cli_sampling {
+    int *lookback, *max_context, *paths, *top_k;
+    uint64_t *seed;
+    float *temperature, *top_p;
+} kr_cli_sampling;
+/* -1 when `opt` is not one of those flags (or its field is NULL), 0 when `arg` was stored,
+ * 2 after a usage error was printed. */
+int kr_cli_sampling_flag(const char *cmd, int opt, const char *arg, const kr_cli_sampling *s);
+
 #endif

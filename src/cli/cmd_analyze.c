@@ -225,7 +225,22 @@ static int parse_opts(int argc, char **argv, opts *o) {
     o->format = KR_FORMAT_JSON;
     optind = 1;
     int c;
+    const kr_cli_sampling sampling = {
+        .lookback = &o->p.lookback,
+        .max_context = &o->p.max_context,
+        .paths = &o->p.paths,
+        .top_k = &o->p.top_k,
+        .seed = &o->p.seed,
+        .temperature = &o->p.temperature,
+        .top_p = &o->p.top_p,
+    };
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        int shared = kr_cli_sampling_flag(CMD, c, optarg, &sampling);
+        if (shared == 2) return 2;
+        if (shared == 0) {
+            if (c == KR_OPT_PATHS) o->paths_given = 1;
+            continue;
+        }
         switch (c) {
         case 'd': o->db = optarg; break;
         case 'i': o->interval = optarg; break;
@@ -235,12 +250,6 @@ static int parse_opts(int argc, char **argv, opts *o) {
             if (!kr_arg_int(optarg, 1, 65535, &o->p.horizon))
                 return kr_cli_usage_error(CMD, "--horizon must be a positive integer, got '%s'",
                                           optarg);
-            break;
-        case 'p':
-            if (!kr_arg_int(optarg, 1, 4096, &o->p.paths))
-                return kr_cli_usage_error(CMD, "--paths must be an integer in 1..4096, got '%s'",
-                                          optarg);
-            o->paths_given = 1;
             break;
         case OPT_MAX_PATHS:
             if (!kr_arg_int(optarg, 1, 65536, &o->p.max_paths))
@@ -279,35 +288,6 @@ static int parse_opts(int argc, char **argv, opts *o) {
             o->market = optarg;
             break;
         }
-        case 'l':
-            if (!kr_arg_int(optarg, 2, 1 << 20, &o->p.lookback))
-                return kr_cli_usage_error(CMD, "--lookback must be an integer >= 2, got '%s'",
-                                          optarg);
-            break;
-        case 'c':
-            if (!kr_arg_int(optarg, 2, 65536, &o->p.max_context))
-                return kr_cli_usage_error(
-                    CMD, "--max-context must be an integer in 2..65536, got '%s'", optarg);
-            break;
-        case 's':
-            if (!kr_arg_u64(optarg, &o->p.seed))
-                return kr_cli_usage_error(CMD, "--seed must be an unsigned integer, got '%s'",
-                                          optarg);
-            break;
-        case 'T':
-            if (!kr_arg_float(optarg, 1e-6, 1e6, &o->p.temperature))
-                return kr_cli_usage_error(CMD, "--temperature must be a positive number, got '%s'",
-                                          optarg);
-            break;
-        case 'P':
-            if (!kr_arg_float(optarg, 1e-9, 1.0, &o->p.top_p))
-                return kr_cli_usage_error(CMD, "--top-p must be in (0, 1], got '%s'", optarg);
-            break;
-        case 'k':
-            if (!kr_arg_int(optarg, 0, 1 << 20, &o->p.top_k))
-                return kr_cli_usage_error(CMD, "--top-k must be a non-negative integer, got '%s'",
-                                          optarg);
-            break;
         case 'K':
             if (!kr_arg_int(optarg, 0, 1000, &o->p.calibrate))
                 return kr_cli_usage_error(

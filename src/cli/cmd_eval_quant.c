@@ -99,7 +99,11 @@ static int parse(int argc, char **argv, opts *o) {
     o->seed = 1;
     optind = 1;
     int c;
+    const kr_cli_sampling sampling = { .seed = &o->seed };
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        int shared = kr_cli_sampling_flag(CMD, c, optarg, &sampling);
+        if (shared == 2) return 2;
+        if (shared == 0) continue;
         switch (c) {
         case 'm': o->model = optarg; break;
         case 't': o->tokenizer = optarg; break;
@@ -149,10 +153,6 @@ static int parse(int argc, char **argv, opts *o) {
             if (!kr_arg_int(optarg, 2, 4096, &o->paths))
                 return kr_cli_usage_error(CMD, "--paths must be an integer in 2..4096, got '%s'",
                                           optarg);
-            break;
-        case 's':
-            if (!kr_arg_u64(optarg, &o->seed))
-                return kr_cli_usage_error(CMD, "bad --seed '%s'", optarg);
             break;
         case 'j':
             if (!kr_arg_int(optarg, 1, 1024, &o->threads))

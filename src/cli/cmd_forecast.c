@@ -320,7 +320,19 @@ static int parse_opts(int argc, char **argv, opts *o, char ***owned, int *n_owne
     optind = 1;
     int c;
     char msg[256 + 2 * PATH_MAX];
+    const kr_cli_sampling sampling = {
+        .lookback = &o->p.lookback,
+        .max_context = &o->p.max_context,
+        .paths = &o->p.paths,
+        .top_k = &o->p.top_k,
+        .seed = &o->p.seed,
+        .temperature = &o->p.temperature,
+        .top_p = &o->p.top_p,
+    };
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        int shared = kr_cli_sampling_flag(CMD, c, optarg, &sampling);
+        if (shared == 2) return 2;
+        if (shared == 0) continue;
         switch (c) {
         case 'm': o->model = optarg; break;
         case 't': o->tokenizer = optarg; break;
@@ -332,40 +344,6 @@ static int parse_opts(int argc, char **argv, opts *o, char ***owned, int *n_owne
             if (!kr_arg_int(optarg, 1, 65536, &o->p.pred_len))
                 return kr_cli_usage_error(
                     CMD, "--pred-len must be an integer in 1..65536, got '%s'", optarg);
-            break;
-        case 'l':
-            if (!kr_arg_int(optarg, 2, 1 << 20, &o->p.lookback))
-                return kr_cli_usage_error(CMD, "--lookback must be an integer >= 2, got '%s'",
-                                          optarg);
-            break;
-        case 'c':
-            if (!kr_arg_int(optarg, 1, 65536, &o->p.max_context))
-                return kr_cli_usage_error(
-                    CMD, "--max-context must be an integer in 1..65536, got '%s'", optarg);
-            break;
-        case 'p':
-            if (!kr_arg_int(optarg, 1, 4096, &o->p.paths))
-                return kr_cli_usage_error(CMD, "--paths must be an integer in 1..4096, got '%s'",
-                                          optarg);
-            break;
-        case 'T':
-            if (!kr_arg_float(optarg, 1e-6, 1e6, &o->p.temperature))
-                return kr_cli_usage_error(CMD, "--temperature must be a positive number, got '%s'",
-                                          optarg);
-            break;
-        case 'k':
-            if (!kr_arg_int(optarg, 0, 1 << 20, &o->p.top_k))
-                return kr_cli_usage_error(CMD, "--top-k must be a non-negative integer, got '%s'",
-                                          optarg);
-            break;
-        case 'P':
-            if (!kr_arg_float(optarg, 1e-9, 1.0, &o->p.top_p))
-                return kr_cli_usage_error(CMD, "--top-p must be in (0, 1], got '%s'", optarg);
-            break;
-        case 's':
-            if (!kr_arg_u64(optarg, &o->p.seed))
-                return kr_cli_usage_error(CMD, "--seed must be an unsigned integer, got '%s'",
-                                          optarg);
             break;
         case 'w':
             if (!strcmp(optarg, "exact"))
@@ -432,6 +410,11 @@ static int parse_opts(int argc, char **argv, opts *o, char ***owned, int *n_owne
     if (optind < argc) return kr_cli_usage_error(CMD, "unexpected argument '%s'", argv[optind]);
     if (o->n_inputs == 0) return kr_cli_usage_error(CMD, "%s", "--input is required");
     if (o->p.pred_len == 0) return kr_cli_usage_error(CMD, "%s", "--pred-len is required");
+    if (o->p.pred_len > o->p.max_context) {
+        snprintf(msg, sizeof msg, "--pred-len %d exceeds --max-context %d", o->p.pred_len,
+                 o->p.max_context);
+        return kr_cli_usage_error(CMD, "%s", msg);
+    }
     if (o->future_file && o->n_inputs > 1)
         return kr_cli_usage_error(CMD, "%s", "--future-timestamps applies to a single --input");
     if (o->future_file && o->market)
@@ -566,18 +549,21 @@ int kr_cmd_forecast(int argc, char **argv) {
                                      : (cs[i]->n < o.p.max_context ? cs[i]->n : o.p.max_context);
         if (o.p.window == KR_WINDOW_EXACT && L + o.p.pred_len > o.p.max_context && !hinted) {
             /* A lookback below 2 rows is refused, so past that only the rolling window helps. */
-            char fix[96];
+            char fix[96] = "use";
             if (o.p.max_context - o.p.pred_len >= 2)
                 snprintf(fix, sizeof fix, "pass --lookback %d (or less), or",
                          o.p.max_context - o.p.pred_len);
-            else
-                snprintf(fix, sizeof fix, "pass a --pred-len below %d, or", o.p.max_context - 1);
+            else if (o.p.max_context > 2)
+                snprintf(fix, sizeof fix, "pass --lookback 2 and a --pred-len of at most %d, or",
+                         o.p.max_context - 2);
             fprintf(stderr,
                     "kronos %s: note: lookback %lld + pred-len %d > max-context %d: the window "
                     "is re-run from scratch at each of the last %lld steps (as the reference does; "
                     "slow). To avoid it %s --window rolling (a sliding KV cache, approximate).\n",
                     CMD, (long long)L, o.p.pred_len, o.p.max_context,
-                    (long long)(L + o.p.pred_len - o.p.max_context), fix);
+                    (long long)(L >= o.p.max_context ? o.p.pred_len
+                                                     : L + o.p.pred_len - o.p.max_context),
+                    fix);
             hinted = 1;
         }
     }

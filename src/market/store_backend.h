@@ -72,7 +72,12 @@ struct kr_store_ops {
 extern const kr_store_ops kr_store_sqlite_ops;
 extern const kr_store_ops kr_store_pg_ops;
 
-/* The SQLite file checks of kr_store_check_writable (directory, file, then an open). */
+/* The SQLite file checks of kr_store_check_writable (directory, file, then an open and a
+ * quick_check): every page of files up to KR_STORE_FULL_CHECK_BYTES, only the small tables'
+ * pages past it (_limited takes the bound, for tests). */
+#define KR_STORE_FULL_CHECK_BYTES (64LL << 20)
 kr_status kr_store_sqlite_check_writable(const char *path, kr_error *err);
+kr_status kr_store_sqlite_check_writable_limited(const char *path, long long full_check_bytes,
+                                                 kr_error *err);
 
 #endif
