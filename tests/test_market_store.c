@@ -503,9 +503,9 @@ static long root_page(const char *path, const char *table) {
     sqlite3 *db = NULL;
     sqlite3_stmt *q = NULL;
     assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-    assert_int_equal(sqlite3_prepare_v2(db, "SELECT rootpage FROM sqlite_schema WHERE name = ?",
-                                        -1, &q, NULL),
-                     SQLITE_OK);
+    assert_int_equal(
+        sqlite3_prepare_v2(db, "SELECT rootpage FROM sqlite_schema WHERE name = ?", -1, &q, NULL),
+        SQLITE_OK);
     sqlite3_bind_text(q, 1, table, -1, SQLITE_STATIC);
     assert_int_equal(sqlite3_step(q), SQLITE_ROW);
     long page = (long)sqlite3_column_int64(q, 0);
@@ -548,9 +548,9 @@ static void test_check_bounded(void **state) {
     assert_non_null(strstr(err.message, "the database is damaged"));
     for (int bound = 0; bound < 2; bound++) {
         err.message[0] = '\0';
-        assert_int_equal(kr_store_sqlite_check_writable_limited(path[1], bound ? 1LL << 40 : 0,
-                                                                &err),
-                         KR_ERR_FORMAT);
+        assert_int_equal(
+            kr_store_sqlite_check_writable_limited(path[1], bound ? 1LL << 40 : 0, &err),
+            KR_ERR_FORMAT);
         assert_non_null(strstr(err.message, "sym.db"));
     }
     /* The bounded check left the candle damage to the reads, which report it. */

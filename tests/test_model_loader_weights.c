@@ -1139,26 +1139,29 @@ static void test_quantised_invariants(void **state) {
     const uint8_t zero16 = 16;
     const uint16_t minus_one = 0xBC00; /* f16 -1.0 */
     static const char *const p = "transformer.1.self_attn.v_proj";
+    static const char *const wide = "transformer.1.ffn.w2"; /* 64 inputs: the vector pass */
     const struct {
         kr_wfmt fmt;
-        const char *suffix;
+        const char *prefix, *suffix;
         int64_t index;
         const void *bytes;
         size_t size;
         const char *want1, *want2;
     } cases[] = {
-        { KR_WFMT_INT8, "qrowsum", 5, &big_sum, 4, "qrowsum' row 5 is 12345", "codes sum to" },
-        { KR_WFMT_INT8, "qweight", 3, &below, 1, "qweight' row 0 column 3", "below -127" },
-        { KR_WFMT_INT8, "qscale", 5, &negative, 4, "qscale' row 5", "negative scale" },
-        { KR_WFMT_FP8, "qscale", 2, &negative, 4, "qscale' row 2", "negative scale" },
-        { KR_WFMT_Q4, "qgzero", 0, &zero16, 1, "row 0 group 0", "zero point above 15" },
-        { KR_WFMT_Q4, "qgscale", 0, &minus_one, 2, "row 0 group 0", "negative scale" },
+        { KR_WFMT_INT8, p, "qrowsum", 5, &big_sum, 4, "qrowsum' row 5 is 12345", "codes sum to" },
+        { KR_WFMT_INT8, p, "qweight", 3, &below, 1, "qweight' row 0 column 3", "below -127" },
+        { KR_WFMT_INT8, wide, "qrowsum", 2, &big_sum, 4, "qrowsum' row 2 is 12345", "sum to" },
+        { KR_WFMT_INT8, wide, "qweight", 70, &below, 1, "qweight' row 1 column 6", "below -127" },
+        { KR_WFMT_INT8, p, "qscale", 5, &negative, 4, "qscale' row 5", "negative scale" },
+        { KR_WFMT_FP8, p, "qscale", 2, &negative, 4, "qscale' row 2", "negative scale" },
+        { KR_WFMT_Q4, p, "qgzero", 0, &zero16, 1, "row 0 group 0", "zero point above 15" },
+        { KR_WFMT_Q4, p, "qgscale", 0, &minus_one, 2, "row 0 group 0", "negative scale" },
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         FMT(dst, "%s/inv%zu", tmp, c);
         save_quantised_tiny(cases[c].fmt, dst);
         char name[256];
-        FMT(name, "%s.%s", p, cases[c].suffix);
+        FMT(name, "%s.%s", cases[c].prefix, cases[c].suffix);
         poison(dst, name, cases[c].index, cases[c].bytes, cases[c].size);
         expect_predictor(dst, 0, KR_ERR_MODEL, cases[c].want1, cases[c].want2);
         expect_predictor(dst, 1, KR_ERR_MODEL, cases[c].want1, "the checkpoint is corrupt");

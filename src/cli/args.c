@@ -171,13 +171,14 @@ int kr_cli_sampling_flag(const char *cmd, int opt, const char *arg, const kr_cli
         if (!s->seed) return -1;
         if (!kr_arg_u64(arg, s->seed))
             return kr_cli_usage_error(
-                cmd, "--seed must be an unsigned 64-bit integer (decimal or 0x hex), got '%s'", arg);
+                cmd, "--seed must be an unsigned 64-bit integer (decimal or 0x hex), got '%s'",
+                arg);
         return 0;
     case KR_OPT_TEMPERATURE:
         if (!s->temperature) return -1;
         if (!kr_arg_float(arg, 1e-6, 1e6, s->temperature))
-            return kr_cli_usage_error(cmd, "--temperature must be a number in [1e-6, 1e6], got '%s'",
-                                      arg);
+            return kr_cli_usage_error(
+                cmd, "--temperature must be a number in [1e-6, 1e6], got '%s'", arg);
         return 0;
     case KR_OPT_TOP_P:
         if (!s->top_p) return -1;

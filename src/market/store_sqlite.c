@@ -246,8 +246,7 @@ static kr_status run_quick_check(kr_store *s, const char *sql, kr_error *err) {
  * write or read-back touches are checked by SQLite as it reads them (SQLITE_CORRUPT). */
 static kr_status quick_check(kr_store *s, long long file_bytes, long long full_check_bytes,
                              kr_error *err) {
-    if (file_bytes <= full_check_bytes)
-        return run_quick_check(s, "PRAGMA quick_check(1)", err);
+    if (file_bytes <= full_check_bytes) return run_quick_check(s, "PRAGMA quick_check(1)", err);
     kr_status st = run_quick_check(s, "PRAGMA quick_check(symbols)", err);
     if (st == KR_OK) st = run_quick_check(s, "PRAGMA quick_check(markets)", err);
     return st;

@@ -259,12 +259,30 @@ static void check_qmat(binder *b, const char *prefix, const kr_qmat *m) {
         }
         if (m->fmt == KR_WFMT_INT8 && b->status == KR_OK) {
             const int8_t *c = (const int8_t *)data + (size_t)r * (size_t)m->kp;
-            int64_t sum = 0;
-            int bad = -1;
-            for (int j = 0; j < m->kp; j++) {
-                if (bad < 0 && (c[j] < -127 || (j >= m->k && c[j] != 0))) bad = j;
-                sum += c[j];
+            /* Branch-free sum, minimum and padding OR, so the compiler vectorises the pass
+             * (it read 110 MB of Kronos-base codes at 0.5 GB/s with a branch per code); the
+             * offending column is looked for only once something is off. |sum| <= 127 kp. */
+            int32_t sum = 0;
+            int8_t lowest = 0;
+            uint8_t padding = 0;
+            int j0 = 0;
+            for (; j0 + 64 <= m->k; j0 += 64) { /* a fixed trip count: vectorised at -O2 */
+                int16_t part = 0;
+                for (int j = 0; j < 64; j++) {
+                    part = (int16_t)(part + c[j0 + j]);
+                    lowest = c[j0 + j] < lowest ? c[j0 + j] : lowest;
+                }
+                sum += part;
             }
+            for (int j = j0; j < m->k; j++) {
+                sum += c[j];
+                lowest = c[j] < lowest ? c[j] : lowest;
+            }
+            for (int j = m->k; j < m->kp; j++) padding |= (uint8_t)c[j];
+            int bad = -1;
+            if (lowest < -127 || padding)
+                for (int j = 0; j < m->kp && bad < 0; j++)
+                    if (c[j] < -127 || (j >= m->k && c[j] != 0)) bad = j;
             int32_t stored;
             memcpy(&stored, (const uint8_t *)m->row_sum + 4 * (size_t)r, 4);
             if (bad >= 0)
@@ -276,8 +294,8 @@ static void check_qmat(binder *b, const char *prefix, const kr_qmat *m) {
             else if (sum != stored)
                 b->status = kr_error_set(b->err, KR_ERR_MODEL,
                                          "%s: tensor '%s.qrowsum' row %d is %d, but the row's "
-                                         "codes sum to %lld: the checkpoint is corrupt",
-                                         b->label, prefix, r, stored, (long long)sum);
+                                         "codes sum to %d: the checkpoint is corrupt",
+                                         b->label, prefix, r, stored, sum);
         }
         if (m->fmt == KR_WFMT_Q4) {
             int groups = m->kp / m->group;
