@@ -18,9 +18,8 @@
 #include "market/candles.h"
 #include "market/store.h"
 #include "server/server.h"
+#include "server_fixtures.h"
 #include "test_support.h"
-
-#define DEMO KR_SOURCE_DIR "/models/kronos-demo"
 
 static kr_model *g_model;
 static kr_candles *g_aapl;
@@ -28,11 +27,6 @@ static char g_db[1100];
 
 /* A report this heavy takes the demo model far longer than any timeout used here. */
 #define HEAVY "{\"symbol\":\"AAPL\",\"horizon\":200,\"paths\":512,\"lookback\":400,\"calibrate\":3}"
-
-static void quiet_log(void *user, const char *line) {
-    (void)user;
-    (void)line;
-}
 
 static int setup(void **state) {
     (void)state;
@@ -42,8 +36,8 @@ static int setup(void **state) {
     snprintf(g_db, sizeof g_db, "%s/store.db", dir);
     free(dir);
     kr_store *st = NULL;
-    if (kr_model_load(DEMO "/predictor", DEMO "/tokenizer", NULL, &g_model, &err) != KR_OK ||
-        kr_candles_read_csv(KR_SOURCE_DIR "/data/AAPL_1d.csv", &g_aapl, &err) != KR_OK ||
+    if (!(g_model = kr_test_demo_model(NULL))) return -1;
+    if (kr_candles_read_csv(KR_SOURCE_DIR "/data/AAPL_1d.csv", &g_aapl, &err) != KR_OK ||
         kr_store_open(g_db, &st, &err) != KR_OK ||
         kr_store_upsert(st, "AAPL", "1d", g_aapl, &err) != KR_OK) {
         fprintf(stderr, "%s\n", err.message);
@@ -62,20 +56,13 @@ static int teardown(void **state) {
 }
 
 static kr_server *start(double timeout_s, int max_running, int max_queue) {
-    kr_server_config c;
-    kr_server_config_defaults(&c);
-    c.port = 0;
+    kr_server_config c = kr_test_server_config();
     c.request_timeout_s = timeout_s;
     c.sched.max_running = max_running;
     c.sched.max_queue = max_queue;
     c.sched.tune = 0;
-    c.sched.log = quiet_log;
     snprintf(c.db, sizeof c.db, "%s", g_db);
-    snprintf(c.model, sizeof c.model, "%s", DEMO "/predictor");
-    kr_server *s = NULL;
-    kr_error err = { 0 };
-    if (kr_server_create(g_model, &c, &s, &err) != KR_OK) fail_msg("server: %s", err.message);
-    return s;
+    return kr_test_server_start(g_model, &c);
 }
 
 typedef struct call {

@@ -36,6 +36,7 @@
 
 #include "http_client.h"
 #include "engine_helpers.h"
+#include "server_fixtures.h"
 #include "test_support.h"
 
 #include "analyst/analyze.h"
@@ -136,20 +137,7 @@ static cJSON *stable_report(const char *text) {
 
 /* ------------------------------------------------------------------ fixtures */
 
-static void quiet_log(void *user, const char *line) {
-    (void)user;
-    (void)line;
-}
-
-static kr_server_config base_config(void) {
-    kr_server_config c;
-    kr_server_config_defaults(&c);
-    c.port = 0;
-    snprintf(c.model, sizeof c.model, "%s", KR_SOURCE_DIR "/models/kronos-demo/predictor");
-    snprintf(c.tokenizer, sizeof c.tokenizer, "%s", KR_SOURCE_DIR "/models/kronos-demo/tokenizer");
-    c.sched.log = quiet_log;
-    return c;
-}
+static kr_server_config base_config(void) { return kr_test_server_config(); }
 
 static void write_text(const char *dir, const char *rel, const char *text) {
     char path[2048];
@@ -172,11 +160,8 @@ static int setup(void **state) {
     (void)state;
     curl_global_init(CURL_GLOBAL_DEFAULT);
     kr_error err = { 0 };
-    kr_model_params mp = kr_model_default_params();
-    if (kr_model_load(KR_SOURCE_DIR "/models/kronos-demo/predictor",
-                      KR_SOURCE_DIR "/models/kronos-demo/tokenizer", &mp, &g_model,
-                      &err) != KR_OK ||
-        kr_candles_read_csv(KR_SOURCE_DIR "/data/AAPL_1d.csv", &g_aapl, &err) != KR_OK ||
+    if (!(g_model = kr_test_demo_model(NULL))) return -1;
+    if (kr_candles_read_csv(KR_SOURCE_DIR "/data/AAPL_1d.csv", &g_aapl, &err) != KR_OK ||
         kr_candles_read_csv(KR_SOURCE_DIR "/data/MSFT_1d.csv", &g_msft, &err) != KR_OK) {
         fprintf(stderr, "%s\n", err.message);
         return -1;

@@ -15,6 +15,7 @@
 #include <cjson/cJSON.h>
 
 #include "engine_helpers.h"
+#include "server_fixtures.h"
 #include "test_support.h"
 
 #include "kronos.h"
@@ -336,12 +337,8 @@ static void test_request_limits(void **state) {
 /* ------------------------------------------------------------------ responses */
 
 static kr_model *load_demo(void) {
-    kr_model *m = NULL;
-    kr_error err = { 0 };
-    kr_model_params mp = kr_model_default_params();
-    if (kr_model_load(KR_SOURCE_DIR "/models/kronos-demo/predictor",
-                      KR_SOURCE_DIR "/models/kronos-demo/tokenizer", &mp, &m, &err) != KR_OK)
-        fail_msg("%s", err.message);
+    kr_model *m = kr_test_demo_model(NULL);
+    assert_non_null(m);
     return m;
 }
 

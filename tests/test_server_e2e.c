@@ -32,6 +32,7 @@
 #include "serve_proc.h"
 #include "server/drift.h"
 #include "engine_helpers.h"
+#include "server_fixtures.h"
 #include "test_support.h"
 
 #include "base/timeutil.h"
@@ -88,38 +89,16 @@ typedef kr_sbuf sbuf;
 /* ------------------------------------------------------------------ fixtures */
 
 static kr_server *start_server(const kr_server_config *cfg) {
-    kr_server *s = NULL;
-    kr_error err = { 0 };
-    if (kr_server_create(g_model, cfg, &s, &err) != KR_OK) fail_msg("server: %s", err.message);
-    assert_true(kr_server_port(s) > 0);
-    return s;
+    return kr_test_server_start(g_model, cfg);
 }
 
-static void quiet_log(void *user, const char *line) {
-    (void)user;
-    (void)line;
-}
-
-static kr_server_config base_config(void) {
-    kr_server_config c;
-    kr_server_config_defaults(&c);
-    c.port = 0;
-    snprintf(c.model, sizeof c.model, "%s", KR_SOURCE_DIR "/models/kronos-demo/predictor");
-    c.sched.log = quiet_log;
-    return c;
-}
+static kr_server_config base_config(void) { return kr_test_server_config(); }
 
 static int setup(void **state) {
     (void)state;
     curl_global_init(CURL_GLOBAL_DEFAULT);
     kr_error err = { 0 };
-    kr_model_params mp = kr_model_default_params();
-    if (kr_model_load(KR_SOURCE_DIR "/models/kronos-demo/predictor",
-                      KR_SOURCE_DIR "/models/kronos-demo/tokenizer", &mp, &g_model,
-                      &err) != KR_OK) {
-        fprintf(stderr, "%s\n", err.message);
-        return -1;
-    }
+    if (!(g_model = kr_test_demo_model(NULL))) return -1;
     if (kr_candles_read_csv(KR_SOURCE_DIR "/data/XSHG_5min_600977.csv", &g_candles, &err) !=
         KR_OK) {
         fprintf(stderr, "%s\n", err.message);
@@ -501,16 +480,9 @@ static void test_prefix_cache_reuse(void **state) {
 static void test_quant_drift_metric(void **state) {
     (void)state;
     kr_error err = { 0 };
-    kr_model_params mp = kr_model_default_params();
-    mp.quant = "q4";
-    kr_model *q = NULL, *shadow = NULL;
-    if (kr_model_load(KR_SOURCE_DIR "/models/kronos-demo/predictor",
-                      KR_SOURCE_DIR "/models/kronos-demo/tokenizer", &mp, &q, &err) != KR_OK)
-        fail_msg("%s", err.message);
-    mp.quant = NULL;
-    if (kr_model_load(KR_SOURCE_DIR "/models/kronos-demo/predictor",
-                      KR_SOURCE_DIR "/models/kronos-demo/tokenizer", &mp, &shadow, &err) != KR_OK)
-        fail_msg("%s", err.message);
+    kr_model *q = kr_test_demo_model("q4"), *shadow = kr_test_demo_model(NULL);
+    assert_non_null(q);
+    assert_non_null(shadow);
     kr_server_config c = base_config();
     c.drift_sample = 0.5;
     kr_server *s = NULL;

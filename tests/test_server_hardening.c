@@ -28,6 +28,7 @@
 
 #include "http_client.h"
 #include "raw_http.h"
+#include "server_fixtures.h"
 #include "test_support.h"
 
 #include "base/timeutil.h"
@@ -75,32 +76,23 @@ static void capture_log(void *user, const char *line) {
 }
 
 static kr_server_config base_config(log_capture *lc) {
-    kr_server_config c;
-    kr_server_config_defaults(&c);
-    c.port = 0;
-    snprintf(c.model, sizeof c.model, "%s", KR_SOURCE_DIR "/models/kronos-demo/predictor");
+    kr_server_config c = kr_test_server_config();
     c.sched.log = capture_log;
     c.sched.log_user = lc;
     return c;
 }
 
 static kr_server *start_server(const kr_server_config *cfg) {
-    kr_server *s = NULL;
-    kr_error err = { 0 };
-    if (kr_server_create(g_model, cfg, &s, &err) != KR_OK) fail_msg("server: %s", err.message);
-    return s;
+    return kr_test_server_start(g_model, cfg);
 }
 
 static int setup(void **state) {
     (void)state;
     curl_global_init(CURL_GLOBAL_DEFAULT);
     kr_error err = { 0 };
-    kr_model_params mp = kr_model_default_params();
-    if (kr_model_load(KR_SOURCE_DIR "/models/kronos-demo/predictor",
-                      KR_SOURCE_DIR "/models/kronos-demo/tokenizer", &mp, &g_model,
-                      &err) != KR_OK ||
-        kr_candles_read_csv(KR_SOURCE_DIR "/data/XSHG_5min_600977.csv", &g_candles, &err) !=
-            KR_OK) {
+    if (!(g_model = kr_test_demo_model(NULL))) return -1;
+    if (kr_candles_read_csv(KR_SOURCE_DIR "/data/XSHG_5min_600977.csv", &g_candles, &err) !=
+        KR_OK) {
         fprintf(stderr, "%s\n", err.message);
         return -1;
     }

@@ -22,9 +22,9 @@
 #include "market/candles.h"
 #include "market/store.h"
 #include "server/server.h"
+#include "server_fixtures.h"
 #include "test_support.h"
 
-#define DEMO KR_SOURCE_DIR "/models/kronos-demo"
 #define N_WINDOWS 4
 #define N_THREADS 6
 
@@ -35,11 +35,6 @@ static kr_forecast *g_ref[N_WINDOWS]; /* the library's answer for each window */
 static atomic_int g_stop;
 static atomic_long g_ok, g_wrong, g_refused, g_refused_no_retry, g_bad_ok, g_unexpected, g_vanished,
     g_analyses, g_streams;
-
-static void quiet_log(void *user, const char *line) {
-    (void)user;
-    (void)line;
-}
 
 static kr_forecast_params window_params(int w) {
     kr_forecast_params p = kr_forecast_default_params();
@@ -62,8 +57,8 @@ static int setup(void **state) {
     free(dir);
     kr_store *st = NULL;
     kr_candles *aapl = NULL;
-    if (kr_model_load(DEMO "/predictor", DEMO "/tokenizer", NULL, &g_model, &err) != KR_OK ||
-        kr_candles_read_csv(KR_SOURCE_DIR "/data/XSHG_5min_600977.csv", &g_data, &err) != KR_OK ||
+    if (!(g_model = kr_test_demo_model(NULL))) return -1;
+    if (kr_candles_read_csv(KR_SOURCE_DIR "/data/XSHG_5min_600977.csv", &g_data, &err) != KR_OK ||
         kr_candles_read_csv(KR_SOURCE_DIR "/data/AAPL_1d.csv", &aapl, &err) != KR_OK ||
         kr_store_open(g_db, &st, &err) != KR_OK ||
         kr_store_upsert(st, "AAPL", "1d", aapl, &err) != KR_OK) {
@@ -210,19 +205,13 @@ static void test_soak(void **state) {
     (void)state;
     const char *env = getenv("KRONOS_SOAK_SECONDS");
     double seconds = env && atof(env) > 0 ? atof(env) : 30;
-    kr_server_config c;
-    kr_server_config_defaults(&c);
-    c.port = 0;
+    kr_server_config c = kr_test_server_config();
     c.request_timeout_s = 60;
     c.sched.max_running = 6;
     c.sched.max_queue = 4; /* saturation: refusals happen */
     c.sched.tune = 0;
-    c.sched.log = quiet_log;
     snprintf(c.db, sizeof c.db, "%s", g_db);
-    snprintf(c.model, sizeof c.model, "%s", DEMO "/predictor");
-    kr_server *s = NULL;
-    kr_error err = { 0 };
-    if (kr_server_create(g_model, &c, &s, &err) != KR_OK) fail_msg("server: %s", err.message);
+    kr_server *s = kr_test_server_start(g_model, &c);
     client cl[N_THREADS];
     pthread_t th[N_THREADS];
     for (int k = 0; k < N_THREADS; k++) {
