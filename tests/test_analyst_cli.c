@@ -310,6 +310,15 @@ static void test_watchlists(void **state) {
     cJSON_Delete(j);
     snprintf(args, sizeof args, "analyze aapl AAPL --db %s", g_db);
     expect_fail(args, 2, "given twice", NULL);
+    /* "AAPL" and "AAPL 1d" are one series once the interval is resolved from the store. */
+    snprintf(wl, sizeof wl, "%s/dup.txt", g_tmp);
+    assert_int_equal(kr_test_write_file(wl, "AAPL\nAAPL 1d\nMSFT\n", 17), 0);
+    snprintf(args, sizeof args, "analyze --watchlist %s --db %s --paths 8 --horizon 5", wl, g_db);
+    expect_fail(args, 2, "symbol 'AAPL' given twice (both name the AAPL 1d series)", NULL);
+    /* A calibration window's naive band needs horizon + 10 rows of lookback. */
+    snprintf(args, sizeof args, "analyze AAPL --db %s --horizon 20 --lookback 21 --calibrate 2",
+             g_db);
+    expect_fail(args, 2, "lookback 21 is too short to calibrate a 20-bar horizon", "30 rows");
 
     /* A watch-list: comments, an interval per line; the Markdown ranking groups intervals. */
     snprintf(wl, sizeof wl, "%s/watch.txt", g_tmp);

@@ -521,6 +521,10 @@ static void test_prompt_and_body(void **state) {
     assert_int_equal(cJSON_GetObjectItem(f, "horizon_bars")->valueint, 5);
     assert_int_equal(cJSON_GetObjectItem(f, "sampled_paths")->valueint, 8);
     assert_true(cJSON_IsNull(cJSON_GetObjectItem(f, "calibration")));
+    /* The language model is told when the checkpoint is a demo, and what to say then. */
+    assert_true(cJSON_IsBool(cJSON_GetObjectItem(f, "demo_model")));
+    assert_int_equal(cJSON_IsTrue(cJSON_GetObjectItem(f, "demo_model")), r->meta.demo != 0);
+    assert_non_null(strstr(prompt, "demonstration checkpoint"));
     /* Key figures and the summary only: no per-step forecast, no paths, no metadata. */
     cJSON *s = cJSON_GetObjectItem(f, "summary");
     assert_int_equal(cJSON_GetArraySize(s), r->n_summary);

@@ -21,6 +21,7 @@
 #include "analyst/analyze.h"
 #include "analyst/render.h"
 #include "analyst/report.h"
+#include "analyst/summary.h"
 #include "engine_helpers.h"
 #include "test_support.h"
 
@@ -765,6 +766,190 @@ static void test_standard_errors(void **state) {
     kr_report_set_free(d);
 }
 
+/* n daily candles from 2024-01-01 whose close is price(i): open = close, high/low 1 % around
+ * it unless flat. */
+static kr_candles *synthetic(int n, double (*price)(int i), int flat) {
+    kr_candles *c = calloc(1, sizeof *c);
+    c->n = n;
+    c->timestamps = malloc((size_t)n * sizeof(int64_t));
+    c->values = malloc((size_t)n * 6 * sizeof(double));
+    c->has_volume = 1;
+    c->date_only = 1;
+    for (int i = 0; i < n; i++) {
+        double x = price(i), *v = c->values + (size_t)i * 6;
+        c->timestamps[i] = 1704067200 + (int64_t)i * 86400;
+        v[KR_OPEN] = v[KR_CLOSE] = x;
+        v[KR_HIGH] = flat ? x : x * 1.01;
+        v[KR_LOW] = flat ? x : x * 0.99;
+        v[KR_VOLUME] = 1000;
+        v[KR_AMOUNT] = 1000 * x;
+    }
+    return c;
+}
+
+static double crash_price(int i) { return (i < 200 ? 100.0 : 1.0) * (1.0 + 0.02 * sin(i * 1.7)); }
+static double flat_price(int i) {
+    (void)i;
+    return 50.0;
+}
+static double penny_price(int i) { return 1.2e-5 * (1.0 + 0.001 * sin(i * 0.9)); }
+
+static kr_report_set *analyze_one(const char *sym, const kr_candles *c, int horizon, int paths) {
+    kr_analyze_item one = { sym, "1d", c, NULL, NULL };
+    kr_analyze_params p = kr_analyze_default_params();
+    p.horizon = horizon;
+    p.paths = paths;
+    p.max_paths = paths;
+    p.seed = 3;
+    kr_report_set *set = NULL;
+    kr_error err;
+    if (kr_analyze(g_ctx, &one, 1, &p, &set, &err) != KR_OK) fail_msg("%s", err.message);
+    return set;
+}
+
+/* The price-axis labels of a rendered chart, in order (at most 32). */
+static int axis_labels(const char *html, char labels[][32]) {
+    int n = 0;
+    for (const char *p = html; n < 32 && (p = strstr(p, "class=\"ax\">")); n++) {
+        p += strlen("class=\"ax\">");
+        size_t len = strcspn(p, "<");
+        snprintf(labels[n], 32, "%.*s", (int)(len < 31 ? len : 31), p);
+    }
+    return n;
+}
+
+/* Forecasts that leave the price's domain or never move: the figures stay inside what a price
+ * can do (a loss is at most 100 %), float dust does not read as a direction or a side, and
+ * the words say so. */
+static void test_degenerate_series(void **state) {
+    (void)state;
+    cJSON *schema = load_schema();
+    kr_error err;
+    char *json = NULL, *md = NULL, *html = NULL;
+
+    /* A crash from 100 to 1: the demo model samples prices below zero. */
+    kr_candles *crash = synthetic(300, crash_price, 0);
+    kr_report_set *set = analyze_one("CRASH", crash, 20, 64);
+    const kr_report *r = set->reports[0];
+    assert_true(r->nonpositive_paths > 0);
+    assert_true(r->var95 <= 1.0 && r->es95 <= 1.0 && r->drawdown_p90 <= 1.0);
+    assert_true(r->return_p10 >= -1.0 && r->expected_return >= -1.0);
+    assert_true(r->vol_paths >= r->paths - r->nonpositive_paths); /* closes > 0 throughout */
+    assert_non_null(strstr(r->summary[0], "Caution:"));
+    for (int t = 0; t < r->horizon; t++)
+        assert_true(r->fc_p10[t * 6 + KR_LOW] >= 0.0 && r->fc_mean[t * 6 + KR_CLOSE] >= 0.0);
+    assert_int_equal(kr_render(set, KR_FORMAT_JSON, &json, &err), KR_OK);
+    expect_valid(schema, json); /* drawdowns <= 100 %, as the schema says */
+    assert_non_null(strstr(json, "\"nonpositive_paths\""));
+    free(json);
+    kr_report_set_free(set);
+    kr_candles_free(crash);
+
+    /* A flat series: every path ends within float32 rounding of the last close. */
+    kr_candles *flat = synthetic(300, flat_price, 1);
+    set = analyze_one("FLAT", flat, 20, 32);
+    r = set->reports[0];
+    assert_true(r->prob_up == 0.0 && r->prob_down == 0.0);
+    assert_string_equal(kr_summary_direction(r), "is undecided");
+    assert_true(r->prob_vol_above == 0.0);
+    assert_int_equal(kr_render(set, KR_FORMAT_MD, &md, &err), KR_OK);
+    assert_int_equal(kr_render(set, KR_FORMAT_HTML, &html, &err), KR_OK);
+    assert_null(strstr(md, "-0.00"));
+    assert_null(strstr(md, "+0.00%"));
+    assert_non_null(strstr(md, "close at SMA 20"));
+    assert_non_null(strstr(md, "MACD histogram zero"));
+    assert_null(strstr(md, "leans"));
+    char labels[32][32];
+    int n = axis_labels(html, labels);
+    assert_true(n >= 2);
+    for (int i = 1; i < n; i++)
+        if (!strcmp(labels[i], labels[i - 1])) fail_msg("flat: axis label '%s' twice", labels[i]);
+    free(md);
+    free(html);
+    kr_report_set_free(set);
+    kr_candles_free(flat);
+
+    /* A penny stock moving 0.1 %: labels distinct at its scale. */
+    kr_candles *penny = synthetic(300, penny_price, 0);
+    set = analyze_one("PENNY", penny, 5, 8);
+    assert_int_equal(kr_render(set, KR_FORMAT_HTML, &html, &err), KR_OK);
+    n = axis_labels(html, labels);
+    assert_true(n >= 2);
+    for (int i = 1; i < n; i++)
+        if (!strcmp(labels[i], labels[i - 1])) fail_msg("penny: axis label '%s' twice", labels[i]);
+    free(html);
+    kr_report_set_free(set);
+    kr_candles_free(penny);
+
+    /* One path, one bar: no error to show, and none shown as "nan". */
+    set = analyze_one("AAPL", g_aapl, 1, 1);
+    assert_int_equal(kr_render(set, KR_FORMAT_HTML, &html, &err), KR_OK);
+    assert_null(strstr(html, "nan"));
+    free(html);
+    kr_report_set_free(set);
+    cJSON_Delete(schema);
+}
+
+/* A lean the Monte Carlo error could undo is no lean. */
+static void test_direction_words(void **state) {
+    (void)state;
+    kr_report r;
+    memset(&r, 0, sizeof r);
+    const struct {
+        double up, up_se, down, down_se;
+        const char *want;
+    } cases[] = {
+        { 0.62, 0.01, 0.38, 0.01, "leans up" },
+        { 0.62, 0.07, 0.38, 0.07, "is undecided" }, /* 62 % +- 14 pp straddles one half */
+        { 0.375, 0.14, 0.625, 0.14, "is undecided" }, /* 8 paths: 3 up, 5 down */
+        { 0.10, 0.02, 0.90, 0.02, "leans down" },
+        { 0.0, 0.03, 0.0, 0.03, "is undecided" }, /* nothing moved */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        r.prob_up = cases[i].up;
+        r.prob_up_se = cases[i].up_se;
+        r.prob_down = cases[i].down;
+        r.prob_down_se = cases[i].down_se;
+        assert_string_equal(kr_summary_direction(&r), cases[i].want);
+    }
+}
+
+/* Names from outside (a model directory, its config's "source") cannot break a Markdown table
+ * or quote, nor inject HTML. */
+static void test_markdown_escapes_metadata(void **state) {
+    (void)state;
+    kr_analyze_item one = { "AAPL", "1d", g_aapl, NULL, NULL };
+    kr_analyze_params p = kr_analyze_default_params();
+    p.horizon = 3;
+    p.paths = 4;
+    p.max_paths = 4;
+    p.predictor_dir = "/tmp/we|ird<b>&\"x/predictor";
+    kr_report_set *set = NULL;
+    kr_error err;
+    assert_int_equal(kr_analyze(g_ctx, &one, 1, &p, &set, &err), KR_OK);
+    kr_report *r = set->reports[0];
+    snprintf(r->meta.model_name, sizeof r->meta.model_name, "we|ird<b>&\"x");
+    snprintf(r->meta.source, sizeof r->meta.source, "src | with pipe\nsecond line");
+    r->meta.demo = 1;
+    char *md = NULL;
+    assert_int_equal(kr_render(set, KR_FORMAT_MD, &md, &err), KR_OK);
+    assert_null(strstr(md, "<b>"));
+    assert_null(strstr(md, "\nsecond line"));
+    for (const char *line = md; line && *line;) {
+        size_t len = strcspn(line, "\n");
+        if (!strncmp(line, "| Model |", 9) || !strncmp(line, "| Source |", 10) ||
+            !strncmp(line, "| Directories |", 15)) {
+            int bars = 0;
+            for (size_t i = 0; i < len; i++)
+                bars += line[i] == '|' && (i == 0 || line[i - 1] != '\\');
+            if (bars != 3) fail_msg("%d unescaped bars in '%.*s'", bars, (int)len, line);
+        }
+        line = line[len] ? line + len + 1 : NULL;
+    }
+    free(md);
+    kr_report_set_free(set);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_report_numbers_independent),
@@ -774,6 +959,9 @@ int main(void) {
         cmocka_unit_test(test_renderers),
         cmocka_unit_test(test_ohlc_modes),
         cmocka_unit_test(test_standard_errors),
+        cmocka_unit_test(test_degenerate_series),
+        cmocka_unit_test(test_direction_words),
+        cmocka_unit_test(test_markdown_escapes_metadata),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -25,10 +25,11 @@ extern "C" {
 
 /* ---------------------------------------------------------------- sample paths */
 
-/* KR_OHLC_CONSISTENT repairs every sampled candle before any statistic (high = max(high,
- * open, close), low = min(low, open, close), volume, amount >= 0): no open or close moves, so
- * every return, probability and risk figure is unchanged, and the mean path is a consistent
- * candle too. KR_OHLC_RAW keeps the model's numbers. */
+/* KR_OHLC_CONSISTENT repairs every sampled candle before any statistic (prices >= 0, high =
+ * max(high, open, close), low = min(low, open, close), volume, amount >= 0): an open or close
+ * moves only from below zero to zero, where the statistics floor it in both modes, so every
+ * return, probability and risk figure is unchanged, and the mean path is a consistent candle
+ * too. KR_OHLC_RAW keeps the model's numbers. */
 typedef enum kr_ohlc_mode { KR_OHLC_RAW = 0, KR_OHLC_CONSISTENT = 1 } kr_ohlc_mode;
 
 /* "raw" / "consistent"; 0 on success, -1 otherwise. */
@@ -45,6 +46,9 @@ typedef struct kr_path_set {
     int64_t repaired_rows; /* path candles the consistent mode changed */
     int64_t raw_inconsistent; /* path candles whose open or close lay outside [low, high] as
                                  the model wrote them */
+    int nonpositive_paths; /* paths with a price (open, high, low or close) at or below zero
+                              as the model wrote them: the normalised space it samples in has
+                              no floor, a price has */
 } kr_path_set;
 
 /* Builds the set from rounds[n_rounds] (same series and horizon, kept paths; paths in round
@@ -128,6 +132,9 @@ typedef struct kr_report_set {
 KR_API kr_analyze_params kr_analyze_default_params(void);
 /* Rows a history needs for these parameters (forecast, indicators, calibration). */
 KR_API int64_t kr_analyze_min_rows(const kr_analyze_params *p);
+/* The checks kr_analyze makes of p before any work, for a caller to ask up front: KR_OK, or
+ * KR_ERR_INVALID_ARG with a message naming the parameter. */
+KR_API kr_status kr_analyze_check_params(const kr_analyze_params *p, kr_error *err);
 
 /* Runs the pipeline for items[n]. A symbol that fails is a failure entry of the set, the
  * others are reported; only when every symbol fails (or the arguments are bad) is the call an

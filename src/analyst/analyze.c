@@ -216,7 +216,8 @@ static void progress(const kr_analyze_params *p, int step, int n_steps, const ch
     if (p->progress) p->progress(p->progress_user, step, n_steps, what);
 }
 
-static kr_status check_params(const kr_analyze_params *p, kr_error *err) {
+kr_status kr_analyze_check_params(const kr_analyze_params *p, kr_error *err) {
+    if (!p) return kr_error_set(err, KR_ERR_INVALID_ARG, "analyze: NULL parameters");
     if (p->horizon < 1 || p->horizon >= p->max_context)
         return kr_error_set(err, KR_ERR_INVALID_ARG, "horizon must be in 1..%d, got %d",
                             p->max_context - 1, p->horizon);
@@ -225,6 +226,12 @@ static kr_status check_params(const kr_analyze_params *p, kr_error *err) {
         return kr_error_set(err, KR_ERR_INVALID_ARG, "lookback and calibrate must be >= 0");
     if (p->target_prob_se < 0 || p->target_var_rel_se < 0)
         return kr_error_set(err, KR_ERR_INVALID_ARG, "error targets must be >= 0");
+    if (p->calibrate > 0 && p->lookback > 0 &&
+        p->lookback < kr_calibration_min_lookback(p->horizon))
+        return kr_error_set(err, KR_ERR_INVALID_ARG,
+                            "lookback %d is too short to calibrate a %d-bar horizon: the naive "
+                            "band needs at least %d rows",
+                            p->lookback, p->horizon, kr_calibration_min_lookback(p->horizon));
     return KR_OK;
 }
 
@@ -354,7 +361,7 @@ kr_status kr_analyze(kr_context *ctx, const kr_analyze_item *items, int n,
     if (!ctx || !items || n < 1 || !p || !out)
         return kr_error_set(err, KR_ERR_INVALID_ARG, "analyze: NULL argument or no symbols");
     *out = NULL;
-    kr_status st = check_params(p, err);
+    kr_status st = kr_analyze_check_params(p, err);
     if (st != KR_OK) return st;
     kr_report_set *set = calloc(1, sizeof *set);
     sym_state *syms = calloc((size_t)n, sizeof *syms);
@@ -460,7 +467,10 @@ kr_status kr_analyze(kr_context *ctx, const kr_analyze_item *items, int n,
                     goto done;
                 }
             }
-            if (want <= current) continue;
+            if (want <= current) {
+                s->done = cap > current; /* checked and met; at the cap it was not checked */
+                continue;
+            }
             if (want > next) next = want;
             idx[m++] = idx[k];
         }
@@ -504,8 +514,10 @@ kr_status kr_analyze(kr_context *ctx, const kr_analyze_item *items, int n,
                  s->cal.calendar ? s->cal.calendar->name : "");
         rep->holidays_known = s->cal.holidays_known;
         int want = 0;
-        rep->target_met = s->paths < cap ||
-                          (check_targets(s, &items[i], p, &want, &e) == KR_OK && want <= s->paths);
+        /* Checked again unless met in the rounds: the cap or the round limit may have ended
+         * them short of the targets. */
+        rep->target_met =
+            s->done || (check_targets(s, &items[i], p, &want, &e) == KR_OK && want <= s->paths);
         for (int r = 0; r < s->n_rounds; r++) kr_forecast_free(s->rounds[r]);
         s->n_rounds = 0;
         set->reports[i] = rep;

@@ -26,6 +26,8 @@ int kr_analyst_lookback(int64_t rows, int horizon, int max_context, int requeste
     return (int)(rows < cap ? rows : cap);
 }
 
+int kr_calibration_min_lookback(int horizon) { return horizon + KR_CALIB_MIN_RETURNS; }
+
 int64_t kr_calibration_min_rows(int windows, int horizon) {
     int64_t hist = horizon + KR_CALIB_MIN_RETURNS;
     if (hist < KR_CALIB_MIN_HISTORY) hist = KR_CALIB_MIN_HISTORY;

@@ -55,6 +55,9 @@ int kr_analyst_lookback(int64_t rows, int horizon, int max_context, int requeste
 
 /* Rows a series needs for `windows` calibration windows of `horizon`. */
 int64_t kr_calibration_min_rows(int windows, int horizon);
+/* The shortest lookback a calibration window can use: the naive band needs at least
+ * KR_CALIB_MIN_RETURNS horizon-bar returns inside it. */
+int kr_calibration_min_lookback(int horizon);
 
 /* Fills series[windows] with the windows' histories (views borrowed from c, each with the
  * realised bars' timestamps as future timestamps). */

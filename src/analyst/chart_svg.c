@@ -58,10 +58,13 @@ static double yv(const frame *f, double vol) {
     return f->vmax > 0 ? f->vy1 - vol / f->vmax * (f->vy1 - f->vy0) : f->vy1;
 }
 
+/* As many decimals as the tick step needs, so neighbouring labels always differ (a penny
+ * stock's 0.000005 steps included). */
 static void price_label(double v, double step, char *buf) {
-    int dec = step >= 1.0 ? 0 : step >= 0.1 ? 1 : step >= 0.01 ? 2 : step >= 0.001 ? 3 : 4;
-    if (fmod(step * pow(10, dec), 1.0) > 1e-9 && dec < 6) dec++; /* 2.5-type steps */
-    snprintf(buf, 32, "%.*f", dec, v);
+    int dec = step >= 1.0 ? 0 : (int)ceil(-log10(step) - 1e-9);
+    if (dec > 12) dec = 12;
+    if (fmod(step * pow(10, dec), 1.0) > 1e-6 && dec < 12) dec++; /* 2.5-type steps */
+    snprintf(buf, 32, "%.*f", dec, fabs(v) < step * 1e-6 ? 0.0 : v);
 }
 
 /* Tick label for a bar time: a date for daily bars, "MM-DD HH:MM" intraday. */
@@ -91,8 +94,14 @@ static void ranges(const kr_report *r, frame *f) {
         }
         if (r->fc_mean[o + KR_VOLUME] > vmax) vmax = r->fc_mean[o + KR_VOLUME];
     }
+    /* At least 0.2 % of the price tall: a flat series' float dust is not drawn as a swing. */
+    double min_span = fmax(fabs(hi), fabs(lo)) * 2e-3 + 1e-12;
+    if (hi - lo < min_span) {
+        double mid = 0.5 * (hi + lo);
+        lo = mid - 0.5 * min_span;
+        hi = mid + 0.5 * min_span;
+    }
     double pad = (hi - lo) * 0.06;
-    if (!(pad > 0)) pad = fabs(hi) * 0.01 + 1e-9;
     f->lo = lo - pad;
     f->hi = hi + pad;
     f->vmax = vmax * 1.1;
@@ -103,7 +112,9 @@ static void ranges(const kr_report *r, frame *f) {
 static void price_axis(kr_sb *sb, const frame *f, double y_avoid, double avoid_px) {
     double first, step;
     kr_chart_nice_ticks(f->lo, f->hi, 6, &first, &step);
-    for (double v = first; v <= f->hi + step * 1e-9; v += step) {
+    for (int k = 0; k < 64; k++) {
+        double v = first + k * step; /* not v += step: no drift, and it always advances */
+        if (v > f->hi + step * 1e-9) break;
         double y = yp(f, v);
         char lab[32];
         price_label(v, step, lab);

@@ -39,6 +39,8 @@ static const char k_instructions[] =
     "what the reader should do.\n"
     "- Say that these are statistics of a model's sampled forecasts, and keep the uncertainty "
     "visible; do not present any outcome as certain.\n"
+    "- If \"demo_model\" is true, begin by saying that the model is a demonstration checkpoint "
+    "and that its output is not a forecast.\n"
     "- Answer with the prose only: no heading, list, table, preamble or sign-off.\n"
     "\n"
     "DATA:\n";
@@ -108,6 +110,7 @@ kr_status kr_narrative_facts(const kr_report *r, char **out, kr_error *err) {
     cJSON *o = cJSON_CreateObject();
     if (!o) return kr_error_set(err, KR_ERR_NOMEM, "narrative: out of memory");
     cJSON_AddStringToObject(o, "symbol", r->symbol);
+    cJSON_AddBoolToObject(o, "demo_model", r->meta.demo != 0);
     cJSON_AddStringToObject(o, "interval", r->interval);
     cJSON_AddStringToObject(o, "last_bar",
                             kr_format_timestamp(r->last_ts, r->date_only, b, sizeof b));
@@ -117,6 +120,9 @@ kr_status kr_narrative_facts(const kr_report *r, char **out, kr_error *err) {
         o, "horizon_end", kr_format_timestamp(r->fc_ts[r->horizon - 1], r->date_only, b, sizeof b));
     cJSON_AddNumberToObject(o, "sampled_paths", r->paths);
     fig_pct(o, "prob_up_pct", r->prob_up, 1);
+    fig_pct(o, "prob_down_pct", r->prob_down, 1);
+    if (r->nonpositive_paths > 0)
+        cJSON_AddNumberToObject(o, "paths_reaching_zero_or_below", r->nonpositive_paths);
     fig_pct(o, "expected_return_pct", r->expected_return, 2);
     fig_pct(o, "return_std_pct", r->return_std, 2);
     fig_pct(o, "return_p10_pct", r->return_p10, 2);

@@ -26,12 +26,19 @@ int64_t kr_ohlc_make_consistent(double *rows, int64_t n) {
     int64_t changed = 0;
     for (int64_t i = 0; i < n; i++) {
         double *v = rows + i * KR_N_FEATURES;
+        int floored = 0;
+        for (int f = KR_OPEN; f <= KR_CLOSE; f++)
+            if (v[f] < 0) {
+                v[f] = 0;
+                floored = 1;
+            }
         double hi = v[KR_HIGH], lo = v[KR_LOW];
         if (v[KR_OPEN] > hi) hi = v[KR_OPEN];
         if (v[KR_CLOSE] > hi) hi = v[KR_CLOSE];
         if (v[KR_OPEN] < lo) lo = v[KR_OPEN];
         if (v[KR_CLOSE] < lo) lo = v[KR_CLOSE];
-        int c = hi != v[KR_HIGH] || lo != v[KR_LOW] || v[KR_VOLUME] < 0 || v[KR_AMOUNT] < 0;
+        int c =
+            floored || hi != v[KR_HIGH] || lo != v[KR_LOW] || v[KR_VOLUME] < 0 || v[KR_AMOUNT] < 0;
         v[KR_HIGH] = hi;
         v[KR_LOW] = lo;
         if (v[KR_VOLUME] < 0) v[KR_VOLUME] = 0;
@@ -104,6 +111,13 @@ kr_status kr_path_set_create(const kr_forecast *const *rounds, int n_rounds, kr_
         const double *v = s->values + i * KR_N_FEATURES;
         s->raw_inconsistent += v[KR_OPEN] > v[KR_HIGH] || v[KR_CLOSE] > v[KR_HIGH] ||
                                v[KR_OPEN] < v[KR_LOW] || v[KR_CLOSE] < v[KR_LOW];
+    }
+    for (int q = 0; q < total; q++) {
+        const double *v = s->values + (size_t)q * cell;
+        int below = 0;
+        for (int t = 0; t < h && !below; t++)
+            for (int f = KR_OPEN; f <= KR_CLOSE; f++) below |= v[t * KR_N_FEATURES + f] <= 0.0;
+        s->nonpositive_paths += below;
     }
     if (zero_volume) zero_volume_rows(s->values, (int64_t)total * h);
     if (mode == KR_OHLC_CONSISTENT)

@@ -67,11 +67,19 @@ void kr_report_paths_note(kr_sb *sb, const kr_report *r) {
     }
     if (m->ohlc == KR_OHLC_CONSISTENT)
         kr_sb_appendf(sb,
-                      ". Candles: consistent (high \u2265 max(open, close), low \u2264 min(open, "
-                      "close), volume \u2265 0, applied to every path before the statistics; the "
-                      "model wrote open > high in %lld of %lld path candles).",
+                      ". Candles: consistent (prices \u2265 0, high \u2265 max(open, close), low "
+                      "\u2264 min(open, close), volume \u2265 0, applied to every path before the "
+                      "statistics; the model wrote an open or close outside the high-low range in "
+                      "%lld of %lld path candles)",
                       (long long)r->raw_inconsistent, (long long)r->paths * r->horizon);
     else
         kr_sb_append(sb, ". Candles: raw (the model's numbers; a candle's open or close may lie "
-                         "outside its high-low range).");
+                         "outside its high-low range)");
+    if (r->nonpositive_paths > 0)
+        kr_sb_appendf(sb,
+                      ". %d of %d paths reached a price at or below zero; their closes count as "
+                      "zero in every statistic.",
+                      r->nonpositive_paths, r->paths);
+    else
+        kr_sb_append(sb, ".");
 }

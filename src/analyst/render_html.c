@@ -127,19 +127,19 @@ static void kpis(kr_sb *sb, const kr_report *r) {
     kr_sb_append(sb, "<div class=\"kpis\">\n");
     kr_format_timestamp(r->last_ts, r->date_only, a, sizeof a);
     kpi(sb, "Last close", kr_fmt_price(r->last_close, b), a, 0);
-    char pm[64];
-    snprintf(n, sizeof n, "\xc2\xb1 %.0f pp, %d paths, %d bars", r->prob_up_se * 100.0, r->paths,
-             r->horizon);
+    char e[32];
+    kr_fmt_se_pp(r->prob_up_se, e);
+    snprintf(n, sizeof n, "%s%s%d paths, %d bars", e, e[0] ? ", " : "", r->paths, r->horizon);
     kpi(sb, "P(close up)", kr_fmt_pct(r->prob_up, 0, a), n, 0);
-    snprintf(n, sizeof n, "\xc2\xb1 %.2f%% \xc2\xb7 std %s", r->expected_return_se * 100.0,
+    kr_fmt_se_pct(r->expected_return_se, 2, e);
+    snprintf(n, sizeof n, "%s%sstd %s", e, e[0] ? " \xc2\xb7 " : "",
              kr_fmt_pct(r->return_std, 2, b));
     kpi(sb, "Expected return", kr_fmt_pct_signed(r->expected_return, a), n, r->expected_return);
-    (void)pm;
     snprintf(v, sizeof v, "%s \xe2\x80\x93 %s", kr_fmt_price(r->fc_p10[last], a),
              kr_fmt_price(r->fc_p90[last], b));
     kpi(sb, "80% band at horizon", v, "p10 \xe2\x80\x93 p90 close", 0);
-    snprintf(n, sizeof n, "\xc2\xb1 %.2f%% \xc2\xb7 ES %s", r->var95_se * 100.0,
-             kr_fmt_pct(r->es95, 2, b));
+    kr_fmt_se_pct(r->var95_se, 2, e);
+    snprintf(n, sizeof n, "%s%sES %s", e, e[0] ? " \xc2\xb7 " : "", kr_fmt_pct(r->es95, 2, b));
     kpi(sb, "VaR 95%", kr_fmt_pct(r->var95, 2, a), n, 0);
     kpi(sb, "RSI 14", kr_fmt_num(r->tech.rsi14, 0, a), kr_rsi_state(r->tech.rsi14), 0);
     kr_sb_append(sb, "</div>\n");
@@ -450,7 +450,7 @@ static void ranking(kr_sb *sb, const kr_report_set *set) {
         kr_sb_append_html(sb, kr_fmt_pm_prob(r->prob_up, r->prob_up_se, c));
         kr_sb_appendf(sb, "</td><td>%s</td><td>", kr_fmt_pct(r->return_std, 2, d));
         kr_sb_append_html(sb, kr_fmt_pm_pct(r->var95, r->var95_se, 2, 0, e));
-        kr_sb_appendf(sb, "</td><td>%s</td><td>", kr_summary_direction(r->prob_up));
+        kr_sb_appendf(sb, "</td><td>%s</td><td>", kr_summary_direction(r));
         if (r->stale)
             kr_sb_appendf(sb, "<span class=\"stale\">stale (%.0f days behind)</span> ",
                           r->stale_days);
@@ -505,8 +505,16 @@ kr_status kr_render_html(const kr_report_set *set, char **out, kr_error *err) {
         "</h1><div class=\"sub\">Generated %04d-%02d-%02d %02d:%02d UTC by kronos %s with model ",
         g.year, g.month, g.day, g.hour, g.minute, kr_version());
     kr_sb_append_html(&sb, r0->meta.model_name);
-    kr_sb_appendf(&sb, " &middot; %d sampled paths, %d-bar horizon</div>\n", r0->paths,
-                  r0->horizon);
+    int lo = r0->paths, hi = r0->paths; /* the adaptive rounds give each symbol its count */
+    for (int i = 1; i < set->n; i++) {
+        if (set->reports[i]->paths < lo) lo = set->reports[i]->paths;
+        if (set->reports[i]->paths > hi) hi = set->reports[i]->paths;
+    }
+    if (lo == hi)
+        kr_sb_appendf(&sb, " &middot; %d sampled paths", lo);
+    else
+        kr_sb_appendf(&sb, " &middot; %d\xe2\x80\x93%d sampled paths per symbol", lo, hi);
+    kr_sb_appendf(&sb, ", %d-bar horizon</div>\n", r0->horizon);
     char notice[1024];
     if (kr_report_model_notice(set, notice, sizeof notice)) {
         const char *colon = strchr(notice, ':');

@@ -49,6 +49,7 @@ static void add_forecast(cJSON *root, const kr_report *r) {
     cJSON_AddStringToObject(f, "ohlc", kr_ohlc_mode_name(r->meta.ohlc));
     cJSON_AddNumberToObject(f, "repaired_candles", (double)r->repaired_candles);
     cJSON_AddNumberToObject(f, "raw_inconsistent_candles", (double)r->raw_inconsistent);
+    cJSON_AddNumberToObject(f, "nonpositive_paths", r->nonpositive_paths);
     cJSON *steps = cJSON_AddArrayToObject(f, "steps");
     for (int i = 0; i < r->horizon; i++) {
         cJSON *s = cJSON_CreateObject();
@@ -66,6 +67,7 @@ static void add_forecast(cJSON *root, const kr_report *r) {
 static void add_statistics(cJSON *root, const kr_report *r) {
     cJSON *s = cJSON_AddObjectToObject(root, "statistics");
     num(s, "prob_up", r->prob_up);
+    num(s, "prob_down", r->prob_down);
     num(s, "expected_close", r->last_close * (1.0 + r->expected_return));
     pct(s, "expected_return_pct", r->expected_return);
     pct(s, "return_std_pct", r->return_std);
@@ -79,11 +81,13 @@ static void add_statistics(cJSON *root, const kr_report *r) {
     pct(dd, "p50", r->drawdown_p50);
     pct(dd, "p90", r->drawdown_p90);
     pct(s, "forecast_volatility_pct", r->forecast_vol);
+    cJSON_AddNumberToObject(s, "volatility_paths", r->vol_paths);
     pct(s, "realized_volatility_pct", r->realized_vol_h);
     num(s, "prob_volatility_above_realized", r->prob_vol_above);
     /* The same keys again, holding each figure's Monte Carlo standard error (same units). */
     cJSON *se = cJSON_AddObjectToObject(s, "standard_error");
     num(se, "prob_up", r->prob_up_se);
+    num(se, "prob_down", r->prob_down_se);
     num(se, "expected_close", r->last_close * r->expected_return_se);
     pct(se, "expected_return_pct", r->expected_return_se);
     pct(se, "return_std_pct", r->return_std_se);

@@ -13,6 +13,7 @@
 #include "base/timeutil.h"
 
 static void md_text(kr_sb *sb, const char *s, size_t n);
+static void md_inline(kr_sb *sb, const char *s);
 
 /* One table per interval: horizons of 5-minute and daily bars are not comparable. */
 static void ranking(kr_sb *sb, const kr_report_set *set) {
@@ -49,8 +50,13 @@ static void failures_md(kr_sb *sb, const kr_report_set *set) {
     kr_sb_append(sb, "## Not analysed\n\n");
     for (int i = 0; i < set->n_failures; i++) {
         const kr_analyze_failure *f = &set->failures[i];
-        kr_sb_appendf(sb, "- **%s**%s%s: ", f->symbol, f->interval[0] ? " " : "", f->interval);
-        md_text(sb, f->message, strlen(f->message));
+        kr_sb_append(sb, "- **");
+        md_inline(sb, f->symbol); /* as given: it may be the name that was refused */
+        kr_sb_append(sb, "**");
+        if (f->interval[0]) kr_sb_append(sb, " ");
+        md_inline(sb, f->interval);
+        kr_sb_append(sb, ": ");
+        md_inline(sb, f->message);
         kr_sb_append(sb, "\n");
     }
     kr_sb_append(sb, "\n");
@@ -176,15 +182,19 @@ static void metadata_table(kr_sb *sb, const kr_report *r) {
     const kr_report_meta *m = &r->meta;
     char a[32];
     kr_sb_append(sb, "### Model and run\n\n| | |\n|---|---|\n");
-    kr_sb_appendf(
-        sb, "| Model | %s%s (d_model %d, %d layers, %d heads, %s parameters, weights %s%s%s) |\n",
-        m->model_name, m->demo ? " \u2014 **DEMO MODEL, not a forecast**" : "", m->d_model,
-        m->n_layers, m->n_heads, kr_fmt_compact((double)m->n_params, a), m->quantization,
-        m->quant_method[0] ? " " : "", m->quant_method);
+    kr_sb_append(sb, "| Model | ");
+    md_inline(sb, m->model_name);
+    kr_sb_appendf(sb, "%s (d_model %d, %d layers, %d heads, %s parameters, weights %s%s%s) |\n",
+                  m->demo ? " \u2014 **DEMO MODEL, not a forecast**" : "", m->d_model, m->n_layers,
+                  m->n_heads, kr_fmt_compact((double)m->n_params, a), m->quantization,
+                  m->quant_method[0] ? " " : "", m->quant_method);
     kr_sb_append(sb, "| Source | ");
-    md_text(sb, m->source, strlen(m->source));
+    md_inline(sb, m->source);
+    kr_sb_append(sb, " |\n| Directories | ");
+    md_inline(sb, m->predictor_dir);
+    kr_sb_append(sb, ", ");
+    md_inline(sb, m->tokenizer_dir);
     kr_sb_append(sb, " |\n");
-    kr_sb_appendf(sb, "| Directories | `%s`, `%s` |\n", m->predictor_dir, m->tokenizer_dir);
     kr_sb_appendf(sb,
                   "| Sampling | %d paths, horizon %d, lookback %d of %lld rows, max_context %d, "
                   "temperature %g, top_p %g, top_k %d, seed %llu |\n",
@@ -210,6 +220,23 @@ static void md_text(kr_sb *sb, const char *s, size_t n) {
     }
 }
 
+/* Text from outside (a model's name, its config's "source", an error message) on one line of
+ * a table, a quote or an emphasis: entities as md_text, Markdown's punctuation escaped (a `|`
+ * would split the table's cell, a `*` end the emphasis) and line breaks made spaces. */
+static void md_inline(kr_sb *sb, const char *s) {
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '&' || c == '<' || c == '>')
+            md_text(sb, s, 1);
+        else if (strchr("\\`*_[]|#", c))
+            kr_sb_appendf(sb, "\\%c", c);
+        else if (c < 0x20 || c == 0x7f)
+            kr_sb_append(sb, " ");
+        else
+            kr_sb_appendn(sb, s, 1);
+    }
+}
+
 /* The language model's narrative under the summary, as a block quote so that whatever
  * Markdown it writes stays inside it; or why a requested one is missing. */
 static void narrative_md(kr_sb *sb, const kr_report *r) {
@@ -217,12 +244,12 @@ static void narrative_md(kr_sb *sb, const kr_report *r) {
     if (!n) return;
     if (!n->text) {
         kr_sb_append(sb, "*No narrative: ");
-        md_text(sb, n->error, strlen(n->error));
+        md_inline(sb, n->error);
         kr_sb_append(sb, "*\n\n");
         return;
     }
     kr_sb_append(sb, "**Narrative (written by ");
-    md_text(sb, n->model, strlen(n->model));
+    md_inline(sb, n->model);
     kr_sb_append(sb, " from the numbers above; the numbers come from kronos, not from the language "
                      "model)**\n\n");
     for (const char *p = n->text; *p;) {
@@ -239,7 +266,7 @@ static void narrative_md(kr_sb *sb, const kr_report *r) {
         kr_sb_appendf(sb, "*Warning: %s", n->warning);
         if (n->unsupported[0]) {
             kr_sb_append(sb, " (for example ");
-            md_text(sb, n->unsupported, strlen(n->unsupported));
+            md_inline(sb, n->unsupported);
             kr_sb_append(sb, ")");
         }
         kr_sb_append(sb, ".*\n\n");
@@ -278,13 +305,14 @@ kr_status kr_render_md(const kr_report_set *set, char **out, kr_error *err) {
     else
         kr_sb_appendf(&sb, "# Kronos analysis: %s (%s)\n\n", set->reports[0]->symbol,
                       set->reports[0]->interval);
-    kr_sb_appendf(&sb, "*Generated %04d-%02d-%02d %02d:%02d UTC by kronos %s with model %s.*\n\n",
-                  g.year, g.month, g.day, g.hour, g.minute, kr_version(),
-                  set->reports[0]->meta.model_name);
+    kr_sb_appendf(&sb, "*Generated %04d-%02d-%02d %02d:%02d UTC by kronos %s with model ", g.year,
+                  g.month, g.day, g.hour, g.minute, kr_version());
+    md_inline(&sb, set->reports[0]->meta.model_name);
+    kr_sb_append(&sb, ".*\n\n");
     char notice[1024];
     if (kr_report_model_notice(set, notice, sizeof notice)) {
         kr_sb_append(&sb, "> **");
-        md_text(&sb, notice, strlen(notice));
+        md_inline(&sb, notice);
         kr_sb_append(&sb, "**\n\n");
     }
     kr_sb_appendf(&sb, "> **%s**\n\n", KR_REPORT_DISCLAIMER);

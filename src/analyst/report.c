@@ -15,15 +15,19 @@
 #include "base/error.h"
 #include "base/rng.h"
 
+/* A close below zero counts as zero: the loss of a price is at most all of it. */
+static double floored(double close) { return close > 0.0 ? close : 0.0; }
+
 double kr_path_return(const double *closes, int horizon, double last_close) {
-    return closes[horizon - 1] / last_close - 1.0;
+    return floored(closes[horizon - 1]) / last_close - 1.0;
 }
 
 double kr_path_max_drawdown(const double *closes, int horizon, double last_close) {
     double peak = last_close, dd = 0.0;
     for (int t = 0; t < horizon; t++) {
-        if (closes[t] > peak) peak = closes[t];
-        double d = (peak - closes[t]) / peak;
+        double c = floored(closes[t]);
+        if (c > peak) peak = c;
+        double d = (peak - c) / peak;
         if (d > dd) dd = d;
     }
     return dd;
@@ -31,6 +35,8 @@ double kr_path_max_drawdown(const double *closes, int horizon, double last_close
 
 double kr_path_volatility(const double *closes, int horizon, double last_close) {
     if (horizon < 2) return NAN;
+    for (int t = 0; t < horizon; t++)
+        if (!(closes[t] > 0.0)) return NAN; /* no log return through zero */
     double *r = malloc((size_t)horizon * sizeof *r);
     if (!r) return NAN;
     double prev = last_close;
@@ -140,26 +146,34 @@ kr_status kr_report_horizon_stats(kr_report *r, const kr_path_set *ps, kr_error 
         st = kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory for statistics", r->symbol);
         goto done;
     }
-    int up = 0, vol_above = 0, vol_known = 0;
+    int up = 0, down = 0, vol_above = 0, vol_known = 0;
+    const double up_from = r->last_close * (1.0 + KR_REPORT_FLAT_REL),
+                 down_from = r->last_close * (1.0 - KR_REPORT_FLAT_REL);
     for (int p = 0; p < n; p++) {
         const double *path = kr_path_set_path(ps, p);
         for (int t = 0; t < h; t++) cl[t] = path[t * KR_N_FEATURES + KR_CLOSE];
         ret[p] = kr_path_return(cl, h, r->last_close);
         dd[p] = kr_path_max_drawdown(cl, h, r->last_close);
-        vol[p] = kr_path_volatility(cl, h, r->last_close);
-        up += cl[h - 1] > r->last_close;
-        if (!isnan(vol[p]) && !isnan(r->realized_vol_h)) {
-            vol_known++;
-            vol_above += vol[p] > r->realized_vol_h;
+        up += cl[h - 1] > up_from;
+        down += cl[h - 1] < down_from;
+        double v = kr_path_volatility(cl, h, r->last_close);
+        if (!isnan(v)) {
+            vol[vol_known++] = v;
+            vol_above += !isnan(r->realized_vol_h) && v > r->realized_vol_h + KR_REPORT_VOL_TIE;
         }
     }
+    r->nonpositive_paths = ps->nonpositive_paths;
+    r->vol_paths = vol_known;
     r->prob_up = (double)up / n;
     r->prob_up_se = prop_se(up, n);
+    r->prob_down = (double)down / n;
+    r->prob_down_se = prop_se(down, n);
     r->expected_return = kr_stat_mean(ret, n);
-    r->forecast_vol = h >= 2 ? kr_stat_mean(vol, n) : NAN;
-    r->forecast_vol_se = h >= 2 && n >= 2 ? kr_stat_std(vol, n, 1) / sqrt(n) : NAN;
-    r->prob_vol_above = vol_known == n ? (double)vol_above / n : NAN;
-    r->prob_vol_above_se = vol_known == n ? prop_se(vol_above, n) : NAN;
+    r->forecast_vol = vol_known >= 1 ? kr_stat_mean(vol, vol_known) : NAN;
+    r->forecast_vol_se = vol_known >= 2 ? kr_stat_std(vol, vol_known, 1) / sqrt(vol_known) : NAN;
+    const int vol_compared = vol_known >= 1 && !isnan(r->realized_vol_h);
+    r->prob_vol_above = vol_compared ? (double)vol_above / vol_known : NAN;
+    r->prob_vol_above_se = vol_compared ? prop_se(vol_above, vol_known) : NAN;
     r->drawdown_mean = kr_stat_mean(dd, n);
     r->drawdown_mean_se = n >= 2 ? kr_stat_std(dd, n, 1) / sqrt(n) : NAN;
     memcpy(ret2, ret, (size_t)n * sizeof *ret);

@@ -3,8 +3,11 @@
  * forecast with many sample paths, computed once here and only formatted by the renderers.
  *
  * Returns are simple returns as fractions (0.01 = 1%) of the last close, taken on the close
- * column. "Horizon" is the last forecast step. With N paths:
- *   prob_up            fraction of paths whose close at the horizon is above the last close
+ * column, a close below zero counting as zero (a price has a floor; the model's normalised
+ * space does not). "Horizon" is the last forecast step. With N paths:
+ *   prob_up            fraction of paths whose close at the horizon is above the last close by
+ *                      more than KR_REPORT_FLAT_REL of it; prob_down the same below (the rest
+ *                      ended where they began, to within the float32 the model computes in)
  *   expected_return    mean over paths of the horizon return; return_std its sample std
  *   return_p10/p50/p90 quantiles (numpy 'linear') of the horizon return over paths
  *   var95              -(5% quantile of the horizon return): the loss not exceeded in 95% of
@@ -13,9 +16,10 @@
  *   drawdown           per path: max over steps of (running peak - close) / running peak,
  *                      the peak starting at the last close; mean, p50 and p90 over paths
  *   forecast_vol       per path: sample std of its h per-step log returns (the first from the
- *                      last close); mean over paths
+ *                      last close); mean over the vol_paths paths whose closes stay above zero
  *   realized_vol_h     sample std of the last h log returns of the history
- *   prob_vol_above     fraction of paths whose forecast_vol exceeds realized_vol_h
+ *   prob_vol_above     fraction of those paths whose forecast_vol exceeds realized_vol_h by
+ *                      more than KR_REPORT_VOL_TIE (per-bar log-return units)
  * NaN marks a figure that cannot be computed (e.g. a std with one path or horizon 1).
  *
  * Each of these figures carries its Monte Carlo standard error (`_se`, same units): how much it
@@ -42,6 +46,9 @@
 #define KR_REPORT_BOOTSTRAP 400
 #define KR_REPORT_DEMO_BANNER "DEMO MODEL \xe2\x80\x94 not a forecast"
 #define KR_REPORT_RV_WINDOW 20
+/* Moves smaller than this fraction of the price are float32 rounding, not a direction. */
+#define KR_REPORT_FLAT_REL 1e-6
+#define KR_REPORT_VOL_TIE 1e-6
 #define KR_REPORT_DISCLAIMER                                                                    \
     "Not investment advice. This report is generated automatically from a statistical model's " \
     "sampled forecasts and simple indicators; forecasts can be wrong, past behaviour does not " \
@@ -89,19 +96,21 @@ typedef struct kr_report {
     double *fc_mean, *fc_p10, *fc_p50, *fc_p90; /* [horizon][6] */
 
     /* Horizon statistics (see the header comment). */
-    double prob_up;
+    double prob_up, prob_down;
     double expected_return, return_std, return_p10, return_p50, return_p90;
     double var95, es95;
     double drawdown_mean, drawdown_p50, drawdown_p90;
     double forecast_vol, realized_vol_h, prob_vol_above;
     /* Their Monte Carlo standard errors (header comment). */
-    double prob_up_se, expected_return_se, return_std_se, return_p10_se, return_p50_se,
-        return_p90_se, var95_se, es95_se, drawdown_mean_se, drawdown_p50_se, drawdown_p90_se,
-        forecast_vol_se, prob_vol_above_se;
+    double prob_up_se, prob_down_se, expected_return_se, return_std_se, return_p10_se,
+        return_p50_se, return_p90_se, var95_se, es95_se, drawdown_mean_se, drawdown_p50_se,
+        drawdown_p90_se, forecast_vol_se, prob_vol_above_se;
     int rounds; /* engine runs that made the paths (adaptive paths) */
     int target_met; /* the error targets were reached within the cap (1 without targets) */
     int64_t repaired_candles; /* path candles the consistent OHLC mode changed */
     int64_t raw_inconsistent; /* path candles with open or close outside [low, high] as written */
+    int nonpositive_paths; /* paths with a price at or below zero as written (kr_path_set) */
+    int vol_paths; /* paths whose forecast_vol is defined (closes above zero, h >= 2) */
     char market[24]; /* calendar of the forecast bars ("" when learned from the history) */
     char calendar[128]; /* how it was chosen: "SSE (inferred from the history)" */
     int holidays_known; /* the forecast bars lie within the calendar's holiday years */

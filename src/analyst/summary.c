@@ -6,6 +6,7 @@
 #include "analyst/summary.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,10 +16,18 @@
 
 #define KR_SUMMARY_MAX 8
 
-const char *kr_summary_direction(double prob_up) {
-    if (prob_up >= 0.6) return "leans up";
-    if (prob_up <= 0.4) return "leans down";
+static int clear_majority(double p, double se) { return p >= 0.6 && p - 2.0 * se > 0.5; }
+
+const char *kr_summary_direction(const kr_report *r) {
+    if (clear_majority(r->prob_up, r->prob_up_se)) return "leans up";
+    if (clear_majority(r->prob_down, r->prob_down_se)) return "leans down";
     return "is undecided";
+}
+
+/* Three-way comparison of a and b, equal within a relative 1e-9 (float noise, not a side). */
+static int side_of(double a, double b) {
+    double tol = 1e-9 * fmax(fabs(a), fabs(b));
+    return a > b + tol ? 1 : a < b - tol ? -1 : 0;
 }
 
 static const char *bollinger_words(double pb) {
@@ -35,10 +44,29 @@ static void sentence_direction(const kr_report *r, kr_sb *sb) {
     kr_format_timestamp(r->last_ts, r->date_only, d, sizeof d);
     kr_sb_appendf(sb,
                   "Over the next %d bars (%s) the model %s: %s of %d sampled paths close above "
-                  "the last close of %s (%s); the mean path ends at %s.",
-                  r->horizon, r->interval, kr_summary_direction(r->prob_up),
-                  kr_fmt_pct(r->prob_up, 0, a), r->paths, kr_fmt_price(r->last_close, b), d,
-                  kr_fmt_price(hc[KR_CLOSE], e));
+                  "the last close of %s (%s)",
+                  r->horizon, r->interval, kr_summary_direction(r), kr_fmt_pct(r->prob_up, 0, a),
+                  r->paths, kr_fmt_price(r->last_close, b), d);
+    double flat = 1.0 - r->prob_up - r->prob_down;
+    if (flat > 0.0) {
+        char f[32];
+        kr_sb_appendf(sb, ", %s below it and %s where they began", kr_fmt_pct(r->prob_down, 0, a),
+                      kr_fmt_pct(flat, 0, f));
+    }
+    kr_sb_appendf(sb, "; the mean path ends at %s.", kr_fmt_price(hc[KR_CLOSE], e));
+}
+
+/* Leads the summary when the model sampled prices at or below zero: it is then far outside
+ * what it saw, and a stock's price cannot go there. */
+static int sentence_nonpositive(const kr_report *r, kr_sb *sb) {
+    if (r->nonpositive_paths <= 0) return 0;
+    kr_sb_appendf(sb,
+                  "Caution: %d of %d sampled paths reach a price at or below zero, which the "
+                  "model's normalised space allows and a price does not; such closes count as "
+                  "zero (a total loss) here, and the figures below describe a model far outside "
+                  "the history it saw.",
+                  r->nonpositive_paths, r->paths);
+    return 1;
 }
 
 static void sentence_move(const kr_report *r, kr_sb *sb) {
@@ -54,7 +82,7 @@ static void sentence_move(const kr_report *r, kr_sb *sb) {
 
 static void sentence_risk(const kr_report *r, kr_sb *sb) {
     char v[32], e[32], d50[32], d90[32];
-    if (r->var95 > 0)
+    if (r->var95 >= 5e-5) /* a loss that shows as more than 0.00% */
         kr_sb_appendf(sb,
                       "Risk: the 95%% value-at-risk of the %d-bar return is a loss of %s and the "
                       "expected shortfall beyond it %s",
@@ -64,17 +92,19 @@ static void sentence_risk(const kr_report *r, kr_sb *sb) {
                       "Risk: even the 5th-percentile path ends %s after %d bars (expected "
                       "shortfall %s)",
                       kr_fmt_pct_signed(-r->var95, v), r->horizon, kr_fmt_pct_signed(-r->es95, e));
-    kr_sb_appendf(sb, "; the median path's largest drawdown is %s (p90 %s).",
+    kr_sb_appendf(sb, "; the median of the paths' largest drawdowns is %s (p90 %s).",
                   kr_fmt_pct(r->drawdown_p50, 2, d50), kr_fmt_pct(r->drawdown_p90, 2, d90));
 }
 
 static int sentence_volatility(const kr_report *r, kr_sb *sb) {
     if (isnan(r->forecast_vol) || isnan(r->realized_vol_h) || isnan(r->prob_vol_above)) return 0;
-    char f[32], v[32], p[32];
+    char f[32], v[32], p[32], which[64] = "the paths";
+    if (r->vol_paths < r->paths)
+        snprintf(which, sizeof which, "the %d paths that stay above zero", r->vol_paths);
     kr_sb_appendf(sb,
-                  "Volatility: the paths move %s per bar on average against %s realised over the "
-                  "last %d bars; %s of paths are more volatile than that recent past.",
-                  kr_fmt_pct(r->forecast_vol, 2, f), kr_fmt_pct(r->realized_vol_h, 2, v),
+                  "Volatility: %s move %s per bar on average against %s realised over the "
+                  "last %d bars; %s of them are more volatile than that recent past.",
+                  which, kr_fmt_pct(r->forecast_vol, 2, f), kr_fmt_pct(r->realized_vol_h, 2, v),
                   r->horizon, kr_fmt_pct(r->prob_vol_above, 0, p));
     return 1;
 }
@@ -94,14 +124,18 @@ static int sentence_technical(const kr_report *r, kr_sb *sb) {
     } mas[] = { { "SMA 20", t->sma20 }, { "SMA 60", t->sma60 } };
     for (int i = 0; i < 2; i++) {
         if (isnan(mas[i].v)) continue;
+        static const char *const where[3] = { "below", "at", "above" };
         kr_sb_appendf(sb, "%s close %s %s (%s)", parts ? "," : "",
-                      t->close >= mas[i].v ? "above" : "below", mas[i].name,
+                      where[side_of(t->close, mas[i].v) + 1], mas[i].name,
                       kr_fmt_price(mas[i].v, a));
         parts++;
     }
     if (!isnan(t->macd_hist)) {
-        kr_sb_appendf(sb, "%s MACD histogram %s (%s)", parts ? "," : "",
-                      t->macd_hist >= 0 ? "positive" : "negative", kr_fmt_sig(t->macd_hist, 3, a));
+        /* Relative to the price: a flat history leaves float dust of either sign. */
+        static const char *const sign[3] = { "negative", "zero", "positive" };
+        int s = side_of(t->close + t->macd_hist, t->close);
+        kr_sb_appendf(sb, "%s MACD histogram %s (%s)", parts ? "," : "", sign[s + 1],
+                      kr_fmt_sig(s ? t->macd_hist : 0.0, 3, a));
         parts++;
     }
     if (!isnan(t->bb_percent_b)) {
@@ -149,16 +183,17 @@ kr_status kr_summary_build(const kr_report *r, char ***out, int *n, kr_error *er
     char **s = calloc(KR_SUMMARY_MAX, sizeof *s);
     if (!s) return kr_error_set(err, KR_ERR_NOMEM, "summary: out of memory");
     int count = 0;
-    for (int k = 0; k < 6; k++) {
+    for (int k = 0; k < 7; k++) {
         kr_sb sb = { 0 };
         int keep = 1;
         switch (k) {
-        case 0: sentence_direction(r, &sb); break;
-        case 1: sentence_move(r, &sb); break;
-        case 2: sentence_risk(r, &sb); break;
-        case 3: keep = sentence_volatility(r, &sb); break;
-        case 4: keep = sentence_technical(r, &sb); break;
-        case 5:
+        case 0: keep = sentence_nonpositive(r, &sb); break;
+        case 1: sentence_direction(r, &sb); break;
+        case 2: sentence_move(r, &sb); break;
+        case 3: sentence_risk(r, &sb); break;
+        case 4: keep = sentence_volatility(r, &sb); break;
+        case 5: keep = sentence_technical(r, &sb); break;
+        case 6:
             keep = r->calibration != NULL;
             if (keep) sentence_calibration(r, &sb);
             break;

@@ -15,8 +15,9 @@ struct kr_report;
 kr_status kr_summary_build(const struct kr_report *r, char ***out, int *n, kr_error *err);
 void kr_summary_free(char **s, int n);
 
-/* The words used for a probability of finishing up: "leans up", "leans down", "is
- * undecided". Thresholds 0.6 / 0.4. */
-const char *kr_summary_direction(double prob_up);
+/* The words for where r's paths finish: "leans up" when at least 60 % of them end above the
+ * last close and that share is above one half by more than two standard errors; "leans down"
+ * the same below; else "is undecided" (a lean the Monte Carlo error could undo is none). */
+const char *kr_summary_direction(const struct kr_report *r);
 
 #endif

@@ -7,21 +7,27 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* x, or an unsigned 0 when x shows as zero at dec decimals: no "-0.00" or "+0.00". */
+static double shown(double x, int dec) { return fabs(x) < 0.5 * pow(10.0, -dec) ? 0.0 : x; }
+
 char *kr_fmt_price(double x, char *buf) {
     if (!isfinite(x))
         snprintf(buf, 32, "n/a");
     else if (fabs(x) >= 1.0 || x == 0.0)
-        snprintf(buf, 32, "%.2f", x);
+        snprintf(buf, 32, "%.2f", shown(x, 2));
     else
         snprintf(buf, 32, "%.4g", x);
     return buf;
 }
 
 char *kr_fmt_pct_signed(double frac, char *buf) {
+    double v = isfinite(frac) ? shown(frac * 100.0, 2) : 0.0;
     if (!isfinite(frac))
         snprintf(buf, 32, "n/a");
+    else if (v == 0.0)
+        snprintf(buf, 32, "0.00%%");
     else
-        snprintf(buf, 32, "%+.2f%%", frac * 100.0 == 0.0 ? 0.0 : frac * 100.0);
+        snprintf(buf, 32, "%+.2f%%", v);
     return buf;
 }
 
@@ -29,7 +35,7 @@ char *kr_fmt_pct(double frac, int dec, char *buf) {
     if (!isfinite(frac))
         snprintf(buf, 32, "n/a");
     else
-        snprintf(buf, 32, "%.*f%%", dec, frac * 100.0);
+        snprintf(buf, 32, "%.*f%%", dec, shown(frac * 100.0, dec));
     return buf;
 }
 
@@ -37,7 +43,7 @@ char *kr_fmt_num(double x, int dec, char *buf) {
     if (!isfinite(x))
         snprintf(buf, 32, "n/a");
     else
-        snprintf(buf, 32, "%.*f", dec, x);
+        snprintf(buf, 32, "%.*f", dec, shown(x, dec));
     return buf;
 }
 
@@ -77,14 +83,30 @@ char *kr_fmt_pm_pct(double frac, double se, int dec, int sign, char *buf) {
     return buf;
 }
 
+char *kr_fmt_se_pp(double se, char *buf) {
+    if (!isfinite(se))
+        buf[0] = '\0';
+    else if (se * 100.0 < 0.5)
+        snprintf(buf, 32, "\xc2\xb1 <1 pp");
+    else
+        snprintf(buf, 32, "\xc2\xb1 %.0f pp", se * 100.0);
+    return buf;
+}
+
+char *kr_fmt_se_pct(double se, int dec, char *buf) {
+    if (!isfinite(se))
+        buf[0] = '\0';
+    else
+        snprintf(buf, 32, "\xc2\xb1 %.*f%%", dec, shown(se * 100.0, dec));
+    return buf;
+}
+
 char *kr_fmt_pm_prob(double p, double se, char *buf) {
-    char v[32];
+    char v[32], e[32];
     kr_fmt_pct(p, 0, v);
     if (!isfinite(p) || !isfinite(se))
         snprintf(buf, 64, "%s", v);
-    else if (se * 100.0 < 0.5)
-        snprintf(buf, 64, "%s \xc2\xb1 <1 pp", v);
     else
-        snprintf(buf, 64, "%s \xc2\xb1 %.0f pp", v, se * 100.0);
+        snprintf(buf, 64, "%s %s", v, kr_fmt_se_pp(se, e));
     return buf;
 }

@@ -30,5 +30,9 @@ char *kr_fmt_compact(double x, char *buf);
  * (percentage points). A NaN error prints the figure alone. */
 char *kr_fmt_pm_pct(double frac, double se, int dec, int sign, char *buf);
 char *kr_fmt_pm_prob(double p, double se, char *buf);
+/* The error alone, as those print it: "\u00b1 7 pp" ("\u00b1 <1 pp" below half a point),
+ * "\u00b1 0.45%"; "" for NaN. buf holds 32 bytes. */
+char *kr_fmt_se_pp(double se, char *buf);
+char *kr_fmt_se_pct(double se, int dec, char *buf);
 
 #endif

@@ -367,6 +367,9 @@ static int parse_opts(int argc, char **argv, opts *o) {
         snprintf(b, sizeof b, "%d", o->p.max_context);
         return kr_cli_usage_error(CMD, "--lookback must not exceed --max-context (%s)", b);
     }
+    kr_error err;
+    if (kr_analyze_check_params(&o->p, &err) != KR_OK)
+        return kr_cli_usage_error(CMD, "%s", err.message);
     return 0;
 }
 
@@ -555,6 +558,7 @@ int kr_cmd_analyze(int argc, char **argv) {
     }
     /* A symbol that cannot be loaded is a failure of the report set, beside the others. */
     const int64_t need = kr_analyze_min_rows(&o.p);
+    const kr_store_entry *picked[MAX_SYMBOLS] = { 0 };
     for (int i = 0; i < o.n_symbols; i++) {
         const kr_store_entry *e = NULL;
         items[i].symbol = o.symbols[i];
@@ -564,6 +568,15 @@ int kr_cmd_analyze(int argc, char **argv) {
             items[i].error = errors[i];
             continue;
         }
+        /* "AAPL" and "AAPL 1d" name one series once the interval is resolved. */
+        picked[i] = e;
+        for (int j = 0; j < i; j++)
+            if (picked[j] == e) {
+                snprintf(msg, sizeof msg, "symbol '%s' given twice (both name the %s %s series)",
+                         o.symbols[i], e->symbol, e->interval);
+                rc = kr_cli_usage_error(CMD, "%s", msg);
+                goto done;
+            }
         items[i].symbol = e->symbol; /* the stored spelling */
         items[i].interval = e->interval;
         items[i].market = o.market ? o.market : e->market;
