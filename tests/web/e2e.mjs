@@ -3,8 +3,14 @@
 // page doing what it is for — pick AAPL, Analyze, read the chart and the numbers, watch the
 // live metrics move; the interval picked is the one analysed, the sampling fields are sent, a
 // CSV file is analysed, a backtest compares a past forecast with what happened, and the demo
-// model is named on the page. Any failure exits non-zero; screenshots of the page and of a
-// report's HTML are written either way.
+// model is named on the page. Then what the page must survive: a server that wants an API key
+// (list, model line and Backtest with the key), uploads with every timestamp format the server
+// reads, a ~1e-5 priced and a flat series (price format, minimum visible range), a candle stored
+// between the analysis and the history fetch, a history the chart cannot read (report without a
+// chart), busy answers and a request that never ends (the page's own deadline, on a fake clock),
+// the address bar (back, forward, reload), 3000 stored series (one tab stop, arrow keys), the
+// sticky demo warning, and a server restart (list and model line reloaded). Any failure exits
+// non-zero; screenshots of the page and of a report's HTML are written either way.
 //
 //   node tests/web/e2e.mjs --kronos build/release/kronos [--web-root web/dist]
 //        [--data data] [--screenshot build/web-e2e.png] [--chromium /usr/bin/chromium]
@@ -13,7 +19,7 @@
 // fails the test (the page must work offline, no CDN).
 
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -36,16 +42,16 @@ const opts = {
 // playwright-core lives in web/node_modules (a devDependency of the page), not beside us.
 const { chromium } = createRequire(join(repo, 'web', 'package.json'))('playwright-core');
 
-const TOTAL_TIMEOUT_MS = 240_000;
+const TOTAL_TIMEOUT_MS = 290_000; // ctest gives 300 s
 const step = (msg) => console.log(`web-e2e: ${msg}`);
 const fail = (msg) => {
   throw new Error(msg);
 };
 
 /** Runs `kronos serve` and resolves with {proc, url} once it prints its "listening on" line. */
-function startServer(db) {
-  const proc = spawn(opts.kronos, ['serve', '--port', '0', '--db', db, '--web-root', opts.webRoot,
-    '--threads', '2'], { stdio: ['ignore', 'ignore', 'pipe'] });
+function startServer(db, { port = 0, extra = [] } = {}) {
+  const proc = spawn(opts.kronos, ['serve', '--port', String(port), '--db', db, '--web-root', opts.webRoot,
+    '--threads', '2', ...extra], { stdio: ['ignore', 'ignore', 'pipe'] });
   let log = '';
   return new Promise((resolvePromise, reject) => {
     const timer = setTimeout(() => reject(new Error(`no 'listening on' line within 60 s:\n${log}`)), 60_000);
@@ -82,6 +88,47 @@ async function waitFor(what, fn, timeoutMs = 30_000, everyMs = 100) {
   }
 }
 
+async function stopServer(server) {
+  const exited = new Promise((r) => server.proc.on('exit', (code) => r(code)));
+  server.proc.kill('SIGTERM');
+  const code = await Promise.race([exited, new Promise((r) => setTimeout(() => r('timeout'), 30_000))]);
+  if (code !== 0) {
+    server.proc.kill('SIGKILL');
+    console.error(server.log());
+    fail(`kronos serve did not drain and exit 0 on SIGTERM (got ${code})`);
+  }
+}
+
+/** A CSV file of `rows` (arrays) under `header`, written into `dir`; returns its path. */
+function csvFile(dir, name, header, rows) {
+  const path = join(dir, name);
+  writeFileSync(path, `${header}\n${rows.map((r) => r.join(',')).join('\n')}\n`);
+  return path;
+}
+
+/** The last `n` rows of a data/ CSV as [timestamp, o, h, l, c, v]. */
+function dataRows(file, n) {
+  const lines = readFileSync(join(opts.data, file), 'utf8').trim().split('\n').slice(1).slice(-n);
+  return lines.map((l) => l.split(',').slice(0, 6));
+}
+
+/** Waits for an analysis to finish; resolves with the status line (fails on an error status). */
+async function analysed(page, what, timeoutMs = 90_000) {
+  return waitFor(what, async () => {
+    const cls = (await page.getAttribute('#status', 'class')) || '';
+    const text = ((await page.textContent('#status')) || '').trim();
+    if (/\berror\b/.test(cls)) fail(`${what}: the page says '${text}'`);
+    return /\bok\b/.test(cls) && /analysed|backtested/.test(text) ? text : null;
+  }, timeoutMs);
+}
+
+/** Clicks a button, then waits for the analysis it starts (the previous ok status does not count). */
+async function run(page, selector, what, timeoutMs) {
+  await page.evaluate(() => { document.getElementById('status').className = 'status'; });
+  await page.click(selector);
+  return analysed(page, what, timeoutMs);
+}
+
 async function main() {
   for (const [what, path] of [['kronos binary', opts.kronos], ['web root', join(opts.webRoot, 'index.html')],
     ['chromium', opts.chromium]]) {
@@ -90,8 +137,37 @@ async function main() {
   const tmp = mkdtempSync(join(tmpdir(), 'kronos-web-e2e-'));
   const db = join(tmp, 'kronos.db');
   let server = null;
+  let keyServer = null;
   let browser = null;
+  let clockBrowser = null;
   let page = null;
+  const problems = [];
+  const offsite = [];
+  let outage = false; // the server is down on purpose (the restart below)
+  // Collects what should not happen on a page: page errors, console errors, HTTP errors other
+  // than the expected ones (allowed(status, url)).
+  const watch = (p, allowed) => {
+    p.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
+    p.on('console', (m) => {
+      if (m.type() !== 'error' || outage) return;
+      const where = m.location().url || '';
+      // The answers allowed below are logged by Chromium as errors too.
+      const status = /status of (\d+)/.exec(m.text());
+      if (status && allowed(Number(status[1]), where)) return;
+      problems.push(`console error: ${m.text()} (${where})`);
+    });
+    p.on('response', (r) => {
+      if (r.status() >= 400 && !allowed(r.status(), r.url())) problems.push(`HTTP ${r.status()} ${r.url()}`);
+    });
+  };
+  // The local servers are the only hosts a page may reach (no CDN): anything else is aborted.
+  const local = new Set();
+  const guardOffsite = (ctx) => ctx.route('**/*', (route) => {
+    const url = route.request().url();
+    if (local.has(new URL(url).origin) || url.startsWith('data:') || url.startsWith('file:')) return route.continue();
+    offsite.push(url);
+    return route.abort();
+  });
   try {
     ingest(db, 'AAPL', join(opts.data, 'AAPL_1d.csv'));
     ingest(db, 'MSFT', join(opts.data, 'MSFT_1d.csv'));
@@ -102,6 +178,7 @@ async function main() {
     step(`server at ${server.url}`);
     if (!/DEMO MODEL — not a forecast/.test(server.log())) fail(`the start-up log does not name the demo model:\n${server.log()}`);
     const origin = new URL(server.url).origin;
+    local.add(origin);
 
     browser = await chromium.launchPersistentContext(join(tmp, 'profile'), {
       executablePath: opts.chromium,
@@ -111,34 +188,19 @@ async function main() {
       viewport: { width: 1440, height: 1080 },
       deviceScaleFactor: 1,
     });
-    const problems = [];
-    const offsite = [];
-    await browser.route('**/*', (route) => {
-      const url = route.request().url();
-      if (url.startsWith(`${origin}/`) || url.startsWith('data:') || url.startsWith('file:')) return route.continue();
-      offsite.push(url);
-      return route.abort();
-    });
+    await guardOffsite(browser);
     page = browser.pages()[0] || await browser.newPage();
     const analyzeBodies = [];
     page.on('request', (req) => {
       if (req.url().endsWith('/v1/analyze') && req.method() === 'POST') analyzeBodies.push(JSON.parse(req.postData()));
     });
-    page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
-    page.on('console', (m) => {
-      // The unknown symbol below gets its 400 on purpose; Chromium logs that as an error.
-      const expected = (m.location().url || '').includes('/v1/analyze');
-      if (m.type() === 'error' && !expected) problems.push(`console error: ${m.text()}`);
-    });
-    page.on('response', (r) => {
-      // 4xx on purpose below (the unknown symbol) is expected; anything else is not.
-      if (r.status() >= 400 && !r.url().includes('/v1/analyze')) problems.push(`HTTP ${r.status()} ${r.url()}`);
-    });
+    // 4xx on purpose below (the unknown symbol, busy answers) are expected on /v1/analyze.
+    watch(page, (status, url) => url.includes('/v1/analyze'));
 
     const res = await page.goto(`${origin}/`, { waitUntil: 'load' });
     if (res.status() !== 200) fail(`GET / answered ${res.status()}`);
     if (!/text\/html/.test(res.headers()['content-type'] || '')) fail('GET / is not text/html');
-    const aapl1d = '#symbol-list li[data-symbol="AAPL"][data-interval="1d"] button';
+    const aapl1d = '#symbol-list li[data-symbol="AAPL"][data-interval="1d"]';
     await page.waitForSelector(aapl1d, { timeout: 15_000 });
     step('page loaded, stored symbols listed');
     await waitFor('the demo-model banner', async () => page.isVisible('#demo-banner'), 10_000);
@@ -161,7 +223,7 @@ async function main() {
     step(`probability up shown: ${prob}`);
 
     // The chart: canvases laid out and actually painted (not just created).
-    const painted = await waitFor('a painted chart canvas', () => page.evaluate(() => {
+    const paintedPixels = () => page.evaluate(() => {
       let best = 0;
       for (const c of document.querySelectorAll('#chart canvas')) {
         if (c.width < 100 || c.height < 100) continue;
@@ -171,7 +233,8 @@ async function main() {
         best = Math.max(best, n);
       }
       return best > 2000 ? best : 0;
-    }), 15_000);
+    });
+    const painted = await waitFor('a painted chart canvas', paintedPixels, 15_000);
     step(`chart painted (${painted} px)`);
 
     const title = await page.textContent('#chart-title');
@@ -188,6 +251,37 @@ async function main() {
     if (cards.length < 6 || !/%/.test(cards[1]) || !/–/.test(cards[2])) fail(`figures look wrong: ${JSON.stringify(cards)}`);
     if ((await page.$$('#technicals tr')).length < 6) fail('technicals table is empty');
     step(`figures: ${cards.join(' | ')}`);
+
+    // The analysis is in the address bar.
+    await waitFor('the analysis in the URL', async () => new URL(page.url()).hash === '#symbol=AAPL&interval=1d&horizon=20', 5_000);
+    step(`address bar: ${new URL(page.url()).hash}`);
+
+    // The demo warning stays in view wherever the user looks: the banner sticks at the top of
+    // the scrolled page, and the chart and every card say "demo" themselves.
+    await page.evaluate(() => window.scrollTo(0, document.body.scrollHeight));
+    await page.waitForTimeout(100);
+    const banner = await page.evaluate(() => {
+      const r = document.getElementById('demo-banner').getBoundingClientRect();
+      return { top: r.top, bottom: r.bottom, scrolled: window.scrollY, vh: window.innerHeight };
+    });
+    if (!(banner.scrolled > 0 && banner.top >= 0 && banner.bottom <= banner.vh)) fail(`the demo banner scrolled away: ${JSON.stringify(banner)}`);
+    if (!(await page.isVisible('.chart-wrap .demo-stamp'))) fail('the chart does not say demo');
+    const tags = await page.$$eval('#cards .demo-tag', (xs) => xs.filter((x) => x.offsetWidth > 0).length);
+    if (tags < 6) fail(`only ${tags} cards say demo`);
+    await page.evaluate(() => window.scrollTo(0, 0));
+    step(`demo warning in view after scrolling (banner at ${banner.top}px), on the chart and on ${tags} cards`);
+
+    // Accessibility: the chart is an image with a name; the stored list is one tab stop.
+    if ((await page.getAttribute('#chart', 'role')) !== 'img' || !(await page.getAttribute('#chart', 'aria-label'))) {
+      fail('#chart is not role="img" with a label');
+    }
+    await page.focus('#symbol');
+    await page.keyboard.press('Tab');
+    if ((await page.evaluate(() => document.activeElement.id)) !== 'symbol-list') fail('Tab from the symbol field does not reach the list');
+    await page.keyboard.press('Tab');
+    const after = await page.evaluate(() => document.activeElement.id);
+    if (after !== 'csv-file') fail(`a second Tab lands on '${after}', not past the list`);
+    step('stored list: one tab stop');
 
     // Live metrics: the panel keeps scraping, and a forecast served by this server shows up
     // as a TTFT figure.
@@ -229,6 +323,114 @@ async function main() {
       /^MSFT_1d · 1d$/.test(((await page.textContent('#chart-title')) || '').trim()), 90_000);
     step('uploaded CSV analysed');
 
+    // Uploads in the other timestamp formats the server reads (docs/api.md): the report and
+    // its chart, whole. Epoch milliseconds, epoch seconds, YYYYMMDD, ISO with a fraction and a
+    // zone; then a ~1e-5 priced series (the price axis must not read 0.00) and a flat one.
+    const msft = dataRows('MSFT_1d.csv', 120);
+    const iso = (ts) => new Date(`${ts}T00:00:00Z`);
+    const formats = {
+      epoch_ms: (ts) => String(iso(ts).getTime()),
+      epoch_s: (ts) => String(iso(ts).getTime() / 1000),
+      yyyymmdd: (ts) => ts.replaceAll('-', ''),
+      iso_zone: (ts) => `${ts}T15:30:00.250-04:00`,
+    };
+    const chartState = () => page.evaluate(() => {
+      const c = document.getElementById('chart');
+      const range = window.kronosPage.chart.visiblePriceRange();
+      return {
+        hidden: c.hidden,
+        note: document.getElementById('chart-note').hidden ? '' : document.getElementById('chart-note').textContent,
+        lastTime: c.dataset.lastTime,
+        precision: c.dataset.precision,
+        range,
+        formatted: window.kronosPage.chart.candles.priceFormatter().format(0.00001234),
+      };
+    });
+    for (const [name, fmt] of Object.entries(formats)) {
+      const file = csvFile(tmp, `FMT_${name}.csv`, 'timestamps,open,high,low,close,volume',
+        msft.map(([ts, ...v]) => [fmt(ts), ...v]));
+      await page.setInputFiles('#csv-file', file);
+      await run(page, '#analyze', `the ${name} upload`);
+      const st = await chartState();
+      const want = iso(msft[msft.length - 1][0]).getTime() / 1000 + (name === 'iso_zone' ? 15.5 * 3600 : 0);
+      if (st.hidden || st.note || Number(st.lastTime) !== want) fail(`${name}: the chart is ${JSON.stringify(st)}, want last bar ${want}`);
+      if (!(await waitFor('a painted chart', paintedPixels, 10_000))) fail(`${name}: chart not painted`);
+      if ((await page.$$('#cards .card')).length !== 6) fail(`${name}: the cards are missing`);
+    }
+    step(`uploads with ${Object.keys(formats).join(', ')} timestamps analysed and charted`);
+
+    const tiny = csvFile(tmp, 'TINY.csv', 'timestamps,open,high,low,close,volume',
+      msft.map(([ts, o, h, l, c, v]) => [ts, ...[o, h, l, c].map((x) => (Number(x) * 2.5e-8).toPrecision(6)), v]));
+    await page.setInputFiles('#csv-file', tiny);
+    await run(page, '#analyze', 'the 1e-5 upload');
+    let st = await chartState();
+    if (st.hidden || Number(st.precision) < 7 || st.formatted !== '0.00001234') fail(`1e-5 series: ${JSON.stringify(st)}`);
+    if (!(st.range && st.range.top < 1e-3 && st.range.top > st.range.bottom)) fail(`1e-5 series: price range ${JSON.stringify(st.range)}`);
+    step(`~1e-5 series: precision ${st.precision}, axis ${st.range.bottom.toPrecision(4)}..${st.range.top.toPrecision(4)}`);
+
+    const flat = csvFile(tmp, 'FLAT.csv', 'timestamps,open,high,low,close,volume',
+      msft.map(([ts]) => [ts, 100, 100, 100, 100, 1000]));
+    await page.setInputFiles('#csv-file', flat);
+    await run(page, '#analyze', 'the flat upload');
+    st = await chartState();
+    const span = st.range ? st.range.top - st.range.bottom : 0;
+    if (st.hidden || !(span >= 0.19 && span < 5 && st.range.bottom < 100 && st.range.top > 100)) fail(`flat series: ${JSON.stringify(st)}`);
+    const flatCards = await page.$$eval('#cards .card-value', (xs) => xs.map((x) => x.textContent.trim()));
+    if (flatCards.some((t) => /-0\.00%|NaN|undefined/.test(t))) fail(`flat series figures: ${JSON.stringify(flatCards)}`);
+    step(`flat series: axis ${st.range.bottom.toFixed(3)}..${st.range.top.toFixed(3)} · ${flatCards.join(' | ')}`);
+
+    // A history the chart cannot read: the report without a chart, not a half-drawn one.
+    await page.route('**/v1/candles/MSFT?*', async (route) => {
+      const r = await route.fetch();
+      const body = await r.json();
+      body.candles[body.candles.length - 3][0] = 'garbage';
+      await route.fulfill({ response: r, json: body });
+    });
+    await page.click('#symbol-list li[data-symbol="MSFT"]');
+    await page.fill('#paths', '16');
+    await page.fill('#horizon', '10');
+    await run(page, '#analyze', 'MSFT with an unreadable history');
+    st = await chartState();
+    if (!st.hidden || !/garbage/.test(st.note)) fail(`an unreadable history still draws: ${JSON.stringify(st)}`);
+    if ((await page.$$('#cards .card')).length !== 6 || (await page.$$('#technicals tr')).length < 6) fail('the report is incomplete without its chart');
+    await page.unroute('**/v1/candles/MSFT?*');
+    step(`unreadable history: report shown, chart replaced by '${st.note}'`);
+
+    // A candle stored between POST /v1/analyze and GET /v1/candles: the chart still ends at the
+    // report's last bar (the forecast grows out of the close it was made from).
+    let reportLast = null;
+    await page.route('**/v1/analyze', async (route) => {
+      const r = await route.fetch();
+      const body = await r.json();
+      reportLast = body.reports[0].last.timestamp;
+      const up = await fetch(`${origin}/v1/candles/MSFT?interval=1d`, {
+        method: 'POST',
+        headers: { 'Content-Type': 'text/csv' },
+        body: 'timestamps,open,high,low,close,volume,amount\n2025-08-04,524,530,520,528,1000,528000\n',
+      });
+      if (up.status !== 200) fail(`storing a new MSFT candle answered ${up.status}`);
+      await route.fulfill({ response: r, json: body });
+    }, { times: 1 });
+    await run(page, '#analyze', 'MSFT with a candle arriving meanwhile');
+    st = await chartState();
+    const wantLast = Date.UTC(...reportLast.split('-').map((x, i) => Number(x) - (i === 1 ? 1 : 0))) / 1000;
+    if (reportLast !== '2025-08-01' || Number(st.lastTime) !== wantLast || st.hidden) {
+      fail(`report made at ${reportLast}, chart ends at ${st.lastTime} (${JSON.stringify(st)})`);
+    }
+    step(`candle stored meanwhile: the chart still ends at ${reportLast}`);
+
+    // Busy answers: retried once by the page, then "busy, retry in N s".
+    let busyCalls = 0;
+    await page.route('**/v1/analyze', (route) => {
+      busyCalls += 1;
+      return route.fulfill({ status: 429, headers: { 'Retry-After': '1' }, json: { error: { message: 'queue full', code: 429 } } });
+    });
+    await page.click('#analyze');
+    await waitFor('the busy message', async () => /busy, retry in 1 s/.test((await page.textContent('#status')) || ''), 10_000);
+    if (busyCalls !== 2 || await page.isDisabled('#analyze')) fail(`busy: ${busyCalls} calls, button disabled: ${await page.isDisabled('#analyze')}`);
+    await page.unroute('**/v1/analyze');
+    step(`busy server: '${(await page.textContent('#status')).trim()}' after ${busyCalls} tries`);
+
     // A backtest: the forecast made 20 bars before the last stored AAPL 1d bar, against what
     // happened.
     await page.click(aapl1d);
@@ -241,15 +443,142 @@ async function main() {
     await page.waitForTimeout(300);
     await page.screenshot({ path: opts.screenshot.replace(/\.png$/, '-backtest.png'), fullPage: true }).catch(() => {});
 
+    // The address bar: AAPL then MSFT were analysed from the list; back brings AAPL again,
+    // reload keeps it, forward brings MSFT.
+    const titleIs = (want) => waitFor(`the chart title '${want}'`, async () =>
+      ((await page.textContent('#chart-title')) || '').trim() === want, 90_000);
+    await page.goBack();
+    await titleIs('AAPL · 1d');
+    if ((await page.inputValue('#horizon')) !== '20') fail('back did not restore the horizon');
+    await page.reload({ waitUntil: 'load' });
+    await titleIs('AAPL · 1d');
+    await page.goForward();
+    await titleIs('MSFT · 1d');
+    step(`back, reload and forward restore the analysis (${new URL(page.url()).hash})`);
+
     // Back to AAPL, with walk-forward calibration, for the screenshot.
+    await page.waitForSelector(aapl1d);
     await page.click(aapl1d);
     await page.fill('#paths', '');
     await page.selectOption('#calibrate', '3');
-    await page.click('#analyze');
-    await waitFor('the report again', async () => /analysed/.test((await page.textContent('#status')) || ''), 90_000);
+    await run(page, '#analyze', 'the calibrated report');
     if (await page.isHidden('#calibration-panel')) fail('the calibration panel is not shown');
     if ((await page.$$('#calibration tr')).length < 3) fail('the calibration table is empty');
     await page.waitForTimeout(300); // let the chart finish its animation frame
+
+    // 3000 stored series: listed quickly, one tab stop, arrow keys pick.
+    const many = await browser.newPage();
+    watch(many, () => false);
+    const series = Array.from({ length: 3000 }, (_, i) => ({
+      symbol: `S${String(i).padStart(4, '0')}`, interval: '1d', rows: 500,
+      first_timestamp: '2020-01-01', last_timestamp: '2025-08-01', updated_at: 1764431723,
+    }));
+    await many.route('**/v1/symbols', (route) => route.fulfill({ json: { object: 'list', data: series } }));
+    await many.goto(`${origin}/`, { waitUntil: 'load' });
+    await many.waitForSelector('#symbol-list li[data-symbol="S2999"]', { state: 'attached', timeout: 15_000 });
+    const listed = await many.evaluate(() => {
+      // The list's own work, and a layout of it (what the user waits for).
+      const t0 = performance.now();
+      void document.getElementById('symbol-list').scrollHeight;
+      const [m] = performance.getEntriesByName('kronos:list-symbols');
+      return { options: document.querySelectorAll('#symbol-list [role=option]').length,
+        tabbable: document.querySelectorAll('#symbol-list [tabindex], #symbol-list button, #symbol-list a').length,
+        ms: (m ? m.duration : NaN) + (performance.now() - t0) };
+    });
+    if (listed.options !== 3000 || listed.tabbable !== 0) fail(`3000 series: ${JSON.stringify(listed)}`);
+    if (!(listed.ms < 1000)) fail(`3000 series took ${listed.ms} ms to list`);
+    await many.focus('#symbol');
+    await many.keyboard.press('Tab');
+    if ((await many.evaluate(() => document.activeElement.id)) !== 'symbol-list') fail('Tab does not reach the list');
+    await many.keyboard.press('End');
+    await many.keyboard.press('ArrowUp');
+    const picked = await many.evaluate(() => ({
+      value: document.getElementById('symbol').value,
+      active: document.getElementById('symbol-list').getAttribute('aria-activedescendant'),
+      selected: document.querySelector('#symbol-list [aria-selected=true]')?.dataset.symbol,
+    }));
+    if (picked.value !== 'S2998' || picked.selected !== 'S2998' || !picked.active) fail(`arrow keys: ${JSON.stringify(picked)}`);
+    await many.keyboard.press('Tab');
+    if ((await many.evaluate(() => document.activeElement.id)) !== 'csv-file') fail('3000 series are more than one tab stop');
+    await many.close();
+    step(`3000 series: listed in ${Math.round(listed.ms)} ms, one tab stop, End ↑ picks ${picked.value}`);
+
+    // A server that wants an API key: the list and the model line come once the key is typed,
+    // and Backtest sends the key too.
+    const keyFile = join(tmp, 'key');
+    writeFileSync(keyFile, 's3cret-key\n');
+    keyServer = await startServer(db, { extra: ['--api-key-file', keyFile] });
+    const keyOrigin = new URL(keyServer.url).origin;
+    local.add(keyOrigin);
+    const allow401 = (status, url) => status === 401 && url.includes('/v1/');
+    const kp = await browser.newPage();
+    watch(kp, allow401);
+    await kp.goto(`${keyOrigin}/`, { waitUntil: 'load' });
+    await kp.waitForSelector('#api-key', { state: 'visible', timeout: 15_000 });
+    if (await kp.isVisible('#demo-banner')) fail('the demo banner shows before the model is known');
+    await kp.fill('#api-key', 's3cret-key');
+    await kp.keyboard.press('Tab'); // "change": the key is used at once
+    await kp.waitForSelector('#symbol-list li[data-symbol="MSFT"]', { timeout: 15_000 });
+    await waitFor('the demo banner with a key', async () => kp.isVisible('#demo-banner'), 10_000);
+    if (!/kronos-demo/.test(await kp.textContent('#model-info'))) fail(`model line: ${await kp.textContent('#model-info')}`);
+    await kp.close();
+    const kb = await browser.newPage();
+    watch(kb, allow401);
+    const auth = [];
+    kb.on('request', (req) => { if (req.url().includes('/v1/')) auth.push([req.url(), req.headers().authorization]); });
+    await kb.goto(`${keyOrigin}/`, { waitUntil: 'load' });
+    await kb.waitForSelector('#api-key', { state: 'visible', timeout: 15_000 });
+    await kb.fill('#symbol', 'MSFT');
+    await kb.fill('#api-key', 's3cret-key');
+    await kb.fill('#horizon', '5');
+    await kb.fill('#paths', '8');
+    await kb.fill('#backtest-bars', '10');
+    await run(kb, '#backtest', 'the backtest with a key');
+    const sentKey = auth.filter(([u]) => /\/v1\/(analyze|candles)/.test(u));
+    if (sentKey.length < 2 || sentKey.some(([, a]) => a !== 'Bearer s3cret-key')) fail(`backtest requests: ${JSON.stringify(sentKey)}`);
+    await kb.waitForSelector('#symbol-list li[data-symbol="AAPL"]', { timeout: 15_000 });
+    if (!(await kb.isVisible('#demo-banner'))) fail('no demo banner after an analysis with a key');
+    await kb.close();
+    await stopServer(keyServer);
+    keyServer = null;
+    step('API key: list, model line and demo banner once the key is typed; Backtest sends it');
+
+    // A request that never ends: the page's own deadline frees the button (fake clock, in a
+    // browser of its own: the clock is the whole context's).
+    clockBrowser = await chromium.launch({ executablePath: opts.chromium, headless: true,
+      args: ['--no-sandbox', '--headless', '--disable-gpu'] });
+    const cctx = await clockBrowser.newContext({ viewport: { width: 1280, height: 900 } });
+    await guardOffsite(cctx);
+    await cctx.clock.install();
+    const cp = await cctx.newPage();
+    watch(cp, () => false);
+    await cp.route('**/v1/analyze', () => {}); // never answered
+    await cp.goto(`${origin}/`, { waitUntil: 'load' });
+    await cp.waitForSelector(aapl1d, { timeout: 15_000 });
+    await cp.click('#analyze');
+    if (!(await cp.isDisabled('#analyze'))) fail('the Analyze button is not disabled while waiting');
+    await cp.clock.fastForward(131_000);
+    await waitFor('the timeout message', async () => /no answer within 130 s/.test((await cp.textContent('#status')) || ''), 10_000);
+    if (await cp.isDisabled('#analyze')) fail('the Analyze button stays disabled after the deadline');
+    step(`no answer: '${(await cp.textContent('#status')).trim()}'`);
+    await clockBrowser.close();
+    clockBrowser = null;
+
+    // A restart: the server goes away and comes back on the same port with another series;
+    // the page notices (metrics fail, then answer) and lists it, and its model line is fresh.
+    const port = new URL(server.url).port;
+    outage = true;
+    await stopServer(server);
+    server = null;
+    await waitFor('the metrics panel to notice the outage', async () =>
+      (await page.getAttribute('#metrics-dot', 'class')) === 'live-dot off', 10_000);
+    await page.evaluate(() => { document.getElementById('model-info').textContent = 'model: (stale)'; });
+    ingest(db, 'NEWCO', join(opts.data, 'MSFT_1d.csv'));
+    server = await startServer(db, { port });
+    await page.waitForSelector('#symbol-list li[data-symbol="NEWCO"]', { timeout: 15_000 });
+    await waitFor('the model line again', async () => /kronos-demo/.test(await page.textContent('#model-info')), 10_000);
+    outage = false;
+    step('server restart: symbol list and model line reloaded');
 
     // The report's HTML as kronos analyze writes it, looked at in the same browser.
     const htmlReport = join(tmp, 'report.html');
@@ -273,17 +602,10 @@ async function main() {
       await page.screenshot({ path: opts.screenshot, fullPage: true }).catch(() => {});
       step(`screenshot: ${opts.screenshot}`);
     }
+    if (clockBrowser) await clockBrowser.close().catch(() => {});
     if (browser) await browser.close().catch(() => {});
-    if (server) {
-      const exited = new Promise((r) => server.proc.on('exit', (code) => r(code)));
-      server.proc.kill('SIGTERM');
-      const code = await Promise.race([exited, new Promise((r) => setTimeout(() => r('timeout'), 30_000))]);
-      if (code !== 0) {
-        server.proc.kill('SIGKILL');
-        console.error(server.log());
-        fail(`kronos serve did not drain and exit 0 on SIGTERM (got ${code})`);
-      }
-    }
+    if (keyServer) await stopServer(keyServer).catch((e) => console.error(e.message));
+    if (server) await stopServer(server);
     rmSync(tmp, { recursive: true, force: true });
   }
 }

@@ -1,11 +1,14 @@
 // The page's pure modules under node's test runner: the Prometheus parser and quantile
-// estimate behind the metrics panel, and the number formats of the report cards.
+// estimate behind the metrics panel, the number formats of the report cards, the timestamps the
+// chart reads, the chart's data and scales, the figures, the URL state, the API client's
+// deadlines and retries (with a stand-in fetch) and the page's colour contrast.
 //   node --test tests/web/unit.test.mjs
 
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 
-import { compact, duration, fracPct, isSymbol, pct, price, signedPct, toChartTime } from '../../web/src/format.js';
+import { compact, duration, fracPct, isSymbol, num, pct, price, signedPct, toChartTime } from '../../web/src/format.js';
 import { histogramQuantile, parsePrometheus, summarize, value } from '../../web/src/metrics.js';
 import { fnv1a, seriesKey } from '../../web/src/routing.js';
 
@@ -89,10 +92,135 @@ test('formats', () => {
   assert.equal(duration(null), '–');
 });
 
+test('no minus sign on a value that rounds to zero', () => {
+  assert.equal(signedPct(-0.001), '0.00%'); // "Expected return -0.00%"
+  assert.equal(signedPct(-0.004), '0.00%');
+  assert.equal(signedPct(-0.005001), '-0.01%');
+  assert.equal(signedPct(-0), '0.00%');
+  assert.equal(pct(-0.0001), '0.00%');
+  assert.equal(num(-0.0001, 3), '0.000'); // "MACD histogram -0.000"
+  assert.equal(num(-0.0006, 3), '-0.001');
+  assert.equal(fracPct(-0.001), '0%');
+  assert.equal(fracPct(-0.001, 1), '-0.1%');
+  assert.equal(compact(-0.4), '0');
+  assert.equal(compact(-4), '-4');
+  assert.equal(price(-1e-15), '0.00');
+});
+
+test('a rounding that reaches the next unit moves to it', () => {
+  assert.equal(compact(999999), '1.00M'); // not "1000.00k"
+  assert.equal(compact(999.6), '1.00k');
+  assert.equal(compact(999.4), '999');
+  assert.equal(compact(-999999), '-1.00M');
+  assert.equal(compact(999994), '999.99k');
+  assert.equal(compact(999995000), '1.00B');
+  assert.equal(compact(1e15), '1000.00T'); // no unit above T
+  assert.equal(compact(null), 'n/a');
+  assert.equal(duration(0.99996), '1.00 s');
+  assert.equal(duration(0.0009996), '1.0 ms');
+  assert.equal(duration(0.0004), '400 µs');
+});
+
 test('chart times keep the stored wall-clock time', () => {
   assert.equal(toChartTime('2025-08-01'), Date.UTC(2025, 7, 1) / 1000);
   assert.equal(toChartTime('2024-06-18 11:15:00'), Date.UTC(2024, 5, 18, 11, 15) / 1000);
   assert.throws(() => toChartTime('yesterday'));
+});
+
+import { parseTimestamp } from '../../web/src/timestamps.js';
+
+test('every timestamp the server accepts is read as the server reads it (docs/api.md)', () => {
+  const t = (y, mo, d, h = 0, mi = 0, s = 0) => Date.UTC(y, mo - 1, d, h, mi, s) / 1000;
+  const cases = [
+    ['2024-06-18', t(2024, 6, 18), false],
+    ['2024-06-18 11:15', t(2024, 6, 18, 11, 15), true],
+    ['2024-06-18T11:15:07', t(2024, 6, 18, 11, 15, 7), true],
+    ['2024-06-18 11:15:07.123456', t(2024, 6, 18, 11, 15, 7), true], // fraction truncated
+    ['2024-06-18T11:15:07,5', t(2024, 6, 18, 11, 15, 7), true],
+    ['2024-06-18T11:15:07Z', t(2024, 6, 18, 11, 15, 7), true], // zone: wall-clock kept
+    ['2024-06-18T11:15:07.250+05:30', t(2024, 6, 18, 11, 15, 7), true],
+    ['2024-06-18 11:15:07 -0400', t(2024, 6, 18, 11, 15, 7), true],
+    ['2024-06-18T11:15-04', t(2024, 6, 18, 11, 15), true],
+    ['2024/6/8 9:30', t(2024, 6, 8, 9, 30), true],
+    ['1718709300', 1718709300, true], // epoch seconds
+    ['1718709300123', 1718709300, true], // epoch milliseconds
+    [1718709300, 1718709300, true], // JSON numbers too
+    [1718709300999, 1718709300, true],
+    ['20240618', t(2024, 6, 18), false], // YYYYMMDD
+    [20240618, t(2024, 6, 18), false],
+    ['  2024-06-18  ', t(2024, 6, 18), false],
+  ];
+  for (const [ts, time, hasTime] of cases) assert.deepEqual(parseTimestamp(ts), { time, hasTime }, String(ts));
+  // What the server refuses.
+  for (const bad of ['yesterday', '2024-13-01', '2024-02-30', '2024-06-18 24:00', '2024-06-18 11:15:07 UTC',
+    '2024-06-18T11:15:07+5', '123456789', '12345678901', '1899-12-31', '2201-01-01', '0950-01-01', '2024-06/18',
+    '20241301', 1.5, -1, null, undefined, '']) {
+    assert.equal(parseTimestamp(bad), null, String(bad));
+  }
+});
+
+import { buildChartData, MIN_RANGE_FRACTION, priceFormatFor, withMinRange } from '../../web/src/chart-data.js';
+
+function reportWith(lastClose, steps) {
+  return { last: { close: lastClose }, forecast: { steps } };
+}
+const stepAt = (timestamp, p10, p50, p90, mean) =>
+  ({ timestamp, p10: { close: p10 }, p50: { close: p50 }, p90: { close: p90 }, mean: { close: mean } });
+
+test('the chart reads every timestamp format of an uploaded CSV', () => {
+  const history = parseCsvCandles('time,open,high,low,close,volume\n' +
+    '1718709300000,1,2,0.5,1.5,10\n1718709600000,1.5,2,1,1.8,11\n');
+  const d = buildChartData(history, reportWith(1.8, [stepAt('2024-06-18 11:25:00', 1.7, 1.8, 1.9, 1.8)]));
+  assert.deepEqual(d.bars.map((b) => b.time), [1718709300, 1718709600]);
+  assert.equal(d.intraday, true);
+  assert.equal(d.band.length, 2);
+  const daily = parseCsvCandles('date,open,high,low,close\n20240102,1,2,0.5,1.5\n20240103,1.5,2,1,1.8\n');
+  assert.equal(buildChartData(daily, reportWith(1.8, [stepAt('2024-01-04', 1, 2, 3, 2)])).intraday, false);
+});
+
+test('a history the chart cannot read throws before anything is drawn', () => {
+  const bad = { columns: ['timestamps', 'open', 'high', 'low', 'close'], candles: [['2024-01-02', 1, 2, 0.5, 1.5], ['soon', 1, 2, 1, 1.8]] };
+  assert.throws(() => buildChartData(bad, reportWith(1.8, [stepAt('2024-01-04', 1, 2, 3, 2)])), /unexpected timestamp 'soon'/);
+  const unordered = { ...bad, candles: [['2024-01-03', 1, 2, 0.5, 1.5], ['2024-01-02', 1, 2, 1, 1.8]] };
+  assert.throws(() => buildChartData(unordered, reportWith(1.8, [])), /do not increase/);
+});
+
+test('null forecast figures are gaps on the chart, not zeros', () => {
+  const history = { columns: ['timestamps', 'open', 'high', 'low', 'close'], candles: [['2024-01-02', 1, 2, 0.5, 1.5], ['2024-01-03', 1, 2, 1, 1.8]] };
+  const d = buildChartData(history, reportWith(1.8, [stepAt('2024-01-04', null, null, 2.2, null), stepAt('2024-01-05', 1.5, 1.9, 2.3, 1.95)]));
+  const t4 = Date.UTC(2024, 0, 4) / 1000;
+  assert.deepEqual(d.band[1], { time: t4 });
+  assert.deepEqual(d.median[1], { time: t4 });
+  assert.deepEqual(d.mean[2], { time: t4 + 86400, value: 1.95 });
+  assert.deepEqual(d.band[0], { time: t4 - 86400, lower: 1.8, upper: 1.8 }); // grows out of the last close
+});
+
+test('the price format follows the price level (1e-5 coins, 3e9 indices)', () => {
+  assert.deepEqual(priceFormatFor(202.38), { type: 'price', precision: 2, minMove: 0.01 });
+  assert.deepEqual(priceFormatFor(1.234e-5), { type: 'price', precision: 8, minMove: 1e-8 });
+  assert.deepEqual(priceFormatFor(0.5), { type: 'price', precision: 4, minMove: 0.0001 });
+  assert.deepEqual(priceFormatFor(3e9), { type: 'price', precision: 0, minMove: 1 });
+  assert.deepEqual(priceFormatFor(0), { type: 'price', precision: 2, minMove: 0.01 });
+  // A 1e-5 close formatted with it keeps 4 significant digits, not "0.00".
+  const f = priceFormatFor(1.234e-5);
+  assert.equal((1.234e-5).toFixed(f.precision), '0.00001234');
+  const history = { columns: ['timestamps', 'open', 'high', 'low', 'close'], candles: [['2024-01-02', 1.2e-5, 1.3e-5, 1.1e-5, 1.25e-5], ['2024-01-03', 1.25e-5, 1.3e-5, 1.2e-5, 1.234e-5]] };
+  assert.equal(buildChartData(history, reportWith(1.234e-5, [])).priceFormat.precision, 8);
+});
+
+test('a flat series gets a minimum visible price range', () => {
+  const flat = { priceRange: { minValue: 100 - 1e-6, maxValue: 100 + 1e-6 }, margins: { above: 0, below: 0 } };
+  const w = withMinRange(flat);
+  assert.ok(Math.abs(w.priceRange.maxValue - w.priceRange.minValue - 100 * MIN_RANGE_FRACTION) < 1e-9);
+  assert.ok(Math.abs((w.priceRange.maxValue + w.priceRange.minValue) / 2 - 100) < 1e-9);
+  assert.deepEqual(w.margins, flat.margins);
+  const wide = { priceRange: { minValue: 90, maxValue: 110 } };
+  assert.equal(withMinRange(wide), wide); // a real range is left alone
+  assert.equal(withMinRange(null), null);
+  const tiny = withMinRange({ priceRange: { minValue: 1e-5, maxValue: 1e-5 } });
+  assert.ok(tiny.priceRange.maxValue - tiny.priceRange.minValue > 1e-8 * 1.9);
+  const zero = { priceRange: { minValue: 0, maxValue: 0 } };
+  assert.equal(withMinRange(zero), zero);
 });
 
 test('symbol names follow the store', () => {
@@ -126,6 +254,203 @@ test('a backtest cuts the history and scores the forecast against what followed'
   assert.equal(sc.realised, 19);
   assert.equal(sc.forecast, 20);
   assert.equal(sc.directionRight, true);
+  // Null bands are not scored (null >= x would count as 0), a null mean gives no direction.
+  const nulls = { last: { close: 16 }, forecast: { steps: [step(null, 17, null), step(15, 16, 17), step(18, null, 22)] } };
+  const sn = scoreBacktest(nulls, history.columns, after);
+  assert.equal(sn.coverage, 0.5); // 18 out of (15, 17), 19 in (18, 22)
+  assert.equal(sn.forecast, null);
+  assert.equal(sn.directionRight, null);
+  const none = { last: { close: 16 }, forecast: { steps: [step(null, null, null)] } };
+  assert.equal(scoreBacktest(none, history.columns, after).coverage, null);
+});
+
+import { historyUpTo } from '../../web/src/history.js';
+
+test('the history is pinned to the report\'s last bar', () => {
+  const rows = [['2024-01-02', 1, 2, 0.5, 1.5], ['2024-01-03', 1, 2, 1, 1.8], ['2024-01-04', 1, 2, 1, 1.9]];
+  const h = { object: 'candles', symbol: 'X', columns: ['timestamps', 'open', 'high', 'low', 'close'], rows: 3, candles: rows };
+  // A candle stored between /v1/analyze and /v1/candles is not the chart's last bar.
+  const pinned = historyUpTo(h, '2024-01-03');
+  assert.deepEqual(pinned.candles.map((r) => r[0]), ['2024-01-02', '2024-01-03']);
+  assert.equal(pinned.rows, 2);
+  assert.equal(historyUpTo(h, '2024-01-04'), h);
+  assert.equal(historyUpTo(h, '2024-01-04 00:00:00'), h);
+  const intraday = { ...h, candles: [['1718709300', 1, 2, 0.5, 1.5], ['1718709600', 1, 2, 1, 1.8]] };
+  assert.equal(historyUpTo(intraday, '2024-06-18 11:15:00').candles.length, 1);
+});
+
+import { cardFigures, priceAtReturn, technicalRows } from '../../web/src/figures.js';
+
+// A report whose every nullable figure is null (docs/report.schema.json: number_or_null).
+function nullReport() {
+  return {
+    last: { timestamp: '2025-08-01', close: 202.38 },
+    forecast: { horizon: 20, paths: 32 },
+    statistics: {
+      prob_up: null, expected_close: null, expected_return_pct: null, return_std_pct: null,
+      return_p10_pct: null, return_p50_pct: null, return_p90_pct: null, var95_pct: null, es95_pct: null,
+      max_drawdown_pct: { mean: null, p50: null, p90: null }, forecast_volatility_pct: null,
+      realized_volatility_pct: null, prob_volatility_above_realized: null,
+      standard_error: { prob_up: null, expected_return_pct: null, var95_pct: null },
+    },
+    technical: {
+      close: 202.38, sma_5: null, sma_20: null, sma_60: null, ema_5: null, ema_20: null, ema_60: null,
+      rsi_14: null, rsi_state: 'unknown', macd: { line: null, signal: null, histogram: null },
+      bollinger: { middle: null, upper: null, lower: null, percent_b: null, bandwidth_pct: null },
+      atr_14: null, atr_14_pct: null, volume: { available: true, avg_5: null, avg_20: null, ratio_5_20: null, slope_sign: 0 },
+      realized_volatility: { window_bars: 20, per_bar_pct: null, annualized_pct: null, bars_per_year: null, bars_per_day: null },
+    },
+  };
+}
+
+test('a null figure reads n/a everywhere, never the last close', () => {
+  assert.equal(priceAtReturn(202.38, null), null);
+  assert.equal(priceAtReturn(100, 5), 105);
+  const cards = cardFigures(nullReport());
+  assert.equal(cards.length, 6);
+  for (const c of cards) {
+    assert.doesNotMatch(`${c.value} ${c.sub}`, /202\.38(?! after)/, `${c.label}: ${c.value} / ${c.sub}`);
+    assert.match(c.value, /^n\/a( \/ n\/a)?$/, `${c.label}: ${c.value}`);
+    assert.equal(c.se, null, c.label);
+    assert.equal(c.tone === 'risk' ? '' : c.tone, '', `${c.label} has no tone`);
+  }
+  assert.equal(cards[2].sub, 'n/a to n/a at the horizon');
+  const rows = Object.fromEntries(technicalRows(nullReport().technical));
+  for (const k of ['RSI 14', 'MACD histogram', 'Bollinger %b', 'ATR 14', 'Volume 5/20', 'Realised vol (ann.)']) {
+    assert.equal(rows[k], 'n/a', k);
+  }
+  assert.equal(rows['SMA 20 / 60'], 'n/a / n/a');
+  // Only one band edge known: that edge, and n/a for the other.
+  const half = nullReport();
+  half.statistics.return_p90_pct = 10;
+  assert.equal(cardFigures(half)[2].value, 'n/a – 222.62');
+});
+
+test('the cards of a full report', () => {
+  const r = nullReport();
+  Object.assign(r.statistics, {
+    prob_up: 0.8125, expected_close: 204, expected_return_pct: -0.001, return_std_pct: 2,
+    return_p10_pct: -0.001, return_p90_pct: 0.001, var95_pct: 3, es95_pct: 4,
+    standard_error: { prob_up: 0.004, expected_return_pct: 0.3, var95_pct: 0.5 },
+  });
+  const c = cardFigures(r);
+  assert.equal(c[0].value, '81%');
+  assert.equal(c[0].se, '1 pp');
+  assert.equal(c[0].tone, 'up');
+  assert.equal(c[1].value, '0.00%'); // not "-0.00%"
+  assert.equal(c[2].sub, '0.00% to 0.00% at the horizon');
+});
+
+import { decodeState, encodeState, sameState } from '../../web/src/urlstate.js';
+
+test('the analysis round-trips through the address bar', () => {
+  const st = { symbol: '^GSPC', interval: '1d', horizon: 20 };
+  const hash = encodeState(st);
+  assert.match(hash, /^#symbol=%5EGSPC&interval=1d&horizon=20$/);
+  assert.deepEqual(decodeState(hash), st);
+  assert.deepEqual(decodeState('#symbol=EURUSD%3DX'), { symbol: 'EURUSD=X', interval: null, horizon: null });
+  assert.deepEqual(decodeState('#symbol=AAPL&interval=1 day&horizon=9999'), { symbol: 'AAPL', interval: null, horizon: null });
+  assert.equal(decodeState(''), null);
+  assert.equal(decodeState('#symbol=a/b'), null);
+  assert.ok(sameState(decodeState(hash), st));
+  assert.ok(!sameState(st, { ...st, horizon: 5 }));
+  assert.ok(!sameState(null, st));
+});
+
+import * as api from '../../web/src/api.js';
+
+// A stand-in fetch: `script` answers each call in turn ({status, body, headers} | 'hang' | 'down').
+function fakeFetch(script) {
+  const calls = [];
+  globalThis.fetch = (url, init) => {
+    calls.push({ url, init });
+    const a = script[Math.min(calls.length - 1, script.length - 1)];
+    if (a === 'down') return Promise.reject(new TypeError('Failed to fetch'));
+    if (a === 'hang') {
+      return new Promise((_, reject) => init.signal.addEventListener('abort', () => reject(new DOMException('aborted', 'AbortError'))));
+    }
+    return Promise.resolve(new Response(a.body ?? '{}', { status: a.status ?? 200, headers: a.headers ?? {} }));
+  };
+  return calls;
+}
+
+test('Retry-After is read as seconds or a date', () => {
+  assert.equal(api.retryAfterSeconds('3'), 3);
+  assert.equal(api.retryAfterSeconds(null), null);
+  assert.equal(api.retryAfterSeconds('soon'), null);
+  const now = Date.parse('2025-01-01T00:00:00Z');
+  assert.equal(api.retryAfterSeconds('Wed, 01 Jan 2025 00:00:05 GMT', now), 5);
+});
+
+test('a request with no answer fails at its deadline with a clear message', async () => {
+  api.configure({ analyzeTimeoutMs: 50, getTimeoutMs: 50 });
+  fakeFetch(['hang']);
+  const t0 = Date.now();
+  await assert.rejects(api.analyze({ symbol: 'AAPL' }), (e) => e.kind === 'timeout' && /no answer within/.test(e.message));
+  assert.ok(Date.now() - t0 < 2000);
+  api.configure({ analyzeTimeoutMs: 130_000, getTimeoutMs: 30_000 });
+});
+
+test('busy answers: one retry after a short Retry-After, then "busy, retry in N s"', async () => {
+  const busy = { status: 429, headers: { 'Retry-After': '0' }, body: '{"error":{"message":"queue full"}}' };
+  let calls = fakeFetch([busy, { body: '{"object":"list","data":[]}' }]);
+  const told = [];
+  const set = await api.analyze({ symbol: 'AAPL' }, { onRetry: (s) => told.push(s) });
+  assert.deepEqual(set, { object: 'list', data: [] });
+  assert.equal(calls.length, 2);
+  assert.deepEqual(told, [0]);
+  calls = fakeFetch([busy, busy]);
+  await assert.rejects(api.analyze({ symbol: 'AAPL' }), (e) => e.status === 429 && /busy, retry in 0 s \(queue full\)/.test(e.message));
+  assert.equal(calls.length, 2); // once only
+  // A long wait is not retried by itself.
+  calls = fakeFetch([{ status: 503, headers: { 'Retry-After': '60' } }]);
+  await assert.rejects(api.getSymbols(), (e) => e.retryAfter === 60 && /busy, retry in 60 s/.test(e.message));
+  assert.equal(calls.length, 1);
+  // 503 without Retry-After (draining): the server's message.
+  fakeFetch([{ status: 503, body: '{"error":{"message":"draining"}}' }]);
+  await assert.rejects(api.getSymbols(), (e) => e.message === 'draining');
+});
+
+test('a server that comes back fires onReconnect once; the key goes on /v1 calls only', async () => {
+  let n = 0;
+  api.onReconnect(() => { n += 1; });
+  fakeFetch(['down']);
+  await assert.rejects(api.getMetricsText(), (e) => e.kind === 'network');
+  await assert.rejects(api.getModels(), (e) => e.kind === 'network');
+  assert.equal(n, 0);
+  const metrics = { body: 'kronos_requests_running 0\n' };
+  const calls = fakeFetch([metrics, metrics, { body: '{"object":"list","data":[]}' }]);
+  assert.equal(await api.getMetricsText(), 'kronos_requests_running 0\n');
+  await api.getMetricsText();
+  assert.equal(n, 1);
+  api.setApiKey('sekret');
+  await api.getSymbols();
+  assert.equal(calls[1].init.headers.Authorization, undefined); // /metrics
+  assert.equal(calls[2].init.headers.Authorization, 'Bearer sekret');
+  api.setApiKey('');
+});
+
+// WCAG 2.x contrast of the page's colours (style.css): text 4.5:1, focus rings 3:1.
+function luminance(hex) {
+  const [r, g, b] = [1, 3, 5].map((i) => parseInt(hex.slice(i, i + 2), 16) / 255)
+    .map((c) => (c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4));
+  return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+}
+const contrast = (a, b) => {
+  const [hi, lo] = [luminance(a), luminance(b)].sort((x, y) => y - x);
+  return (hi + 0.05) / (lo + 0.05);
+};
+
+test('colour contrast: the primary button and the focus rings', () => {
+  const css = readFileSync(new URL('../../web/src/style.css', import.meta.url), 'utf8');
+  const accent = /--accent:\s*(#[0-9a-f]{6})/i.exec(css)[1];
+  const primary = /button\.primary \{[^}]*color: #fff; background: linear-gradient\(135deg, (#[0-9a-f]{6}), (#[0-9a-f]{6})\)/i.exec(css);
+  assert.ok(primary, 'the primary button is white text on a two-colour gradient');
+  for (const stop of primary.slice(1)) assert.ok(contrast('#ffffff', stop) >= 4.5, `white on ${stop}: ${contrast('#ffffff', stop).toFixed(2)}`);
+  const focus = /input:focus, select:focus \{ outline: 2px solid ([^;]+);/.exec(css)[1];
+  assert.equal(focus, 'var(--accent)', 'an opaque focus ring');
+  for (const bg of ['#0d131b', '#121821', '#17202b']) assert.ok(contrast(accent, bg) >= 3, `focus ring on ${bg}`);
+  assert.ok(contrast('#ffffff', '#2f81f7') < 4.5); // the old colour, for the record
 });
 
 test('seriesKey: the symbol(s), else a hash of the first candle, stable across calls', () => {

@@ -1,53 +1,151 @@
 // The page's calls to `kronos serve`: same origin only (the page is served by it), JSON in and
 // out, errors turned into Error objects carrying the server's message and status.
+//   - Every call has a deadline (AbortController): an analysis a bit over the server's default
+//     request_timeout_s (120 s), the small GETs less; a call past it fails with a clear message
+//     instead of leaving the page waiting for ever.
+//   - 429 and 503 with Retry-After (queue full, memory budget, lock wait) are retried once by
+//     themselves when the wait is short, else fail with a "busy, retry in N s" message.
+//   - A call that cannot reach the server, then one that can (a restart), fires onReconnect.
 
 import { seriesKey } from './routing.js';
 
-let apiKey = sessionStorage.getItem('kronos-api-key') || '';
+const settings = {
+  analyzeTimeoutMs: 130_000,
+  getTimeoutMs: 30_000,
+  metricsTimeoutMs: 10_000,
+  autoRetryMaxS: 10, // retry a busy answer by itself only when told to wait at most this long
+};
+
+/** Changes the deadlines or the automatic retry limit (tests use short ones). */
+export function configure(options) {
+  Object.assign(settings, options);
+}
+
+const storage = globalThis.sessionStorage || null;
+let apiKey = (storage && storage.getItem('kronos-api-key')) || '';
 
 /** Uses `key` as the bearer token for /v1 calls from now on (kept for this tab only). */
 export function setApiKey(key) {
   apiKey = key;
-  if (key) sessionStorage.setItem('kronos-api-key', key);
-  else sessionStorage.removeItem('kronos-api-key');
+  if (!storage) return;
+  if (key) storage.setItem('kronos-api-key', key);
+  else storage.removeItem('kronos-api-key');
 }
 
+export const hasApiKey = () => apiKey !== '';
+
 export class ApiError extends Error {
-  constructor(status, message, field) {
+  /** kind: 'http' (an answer), 'network' (no connection), 'timeout' (no answer in time). */
+  constructor(status, message, { field, kind = 'http', retryAfter = null } = {}) {
     super(message);
     this.status = status;
     this.field = field;
+    this.kind = kind;
+    this.retryAfter = retryAfter;
   }
 }
 
-async function call(method, path, body, extraHeaders = {}) {
-  const headers = { Accept: 'application/json', ...extraHeaders };
-  if (body !== undefined) headers['Content-Type'] = 'application/json';
-  if (apiKey && path.startsWith('/v1/')) headers.Authorization = `Bearer ${apiKey}`;
-  let res;
-  try {
-    res = await fetch(path, {
-      method,
-      headers,
-      body: body === undefined ? undefined : JSON.stringify(body),
-      cache: 'no-store',
-    });
-  } catch (e) {
-    throw new ApiError(0, `cannot reach the server (${e.message})`);
+/** A Retry-After value (delta-seconds or an HTTP date) in whole seconds, or null. */
+export function retryAfterSeconds(value, now = Date.now()) {
+  if (value === null || value === undefined) return null;
+  const s = String(value).trim();
+  if (/^\d+$/.test(s)) return Number(s);
+  const t = Date.parse(s);
+  return Number.isFinite(t) ? Math.max(0, Math.ceil((t - now) / 1000)) : null;
+}
+
+// ------------------------------------------------------------------ reachability
+
+let reachable = true;
+const reconnectListeners = [];
+
+/** fn() runs when the server answers again after a call could not reach it. */
+export function onReconnect(fn) {
+  reconnectListeners.push(fn);
+}
+
+function markReachable(ok) {
+  if (!ok) {
+    reachable = false;
+    return;
   }
-  const text = await res.text();
+  if (reachable) return;
+  reachable = true;
+  for (const fn of reconnectListeners) fn();
+}
+
+// ------------------------------------------------------------------ calls
+
+const seconds = (ms) => `${Math.round(ms / 1000)} s`;
+
+/** One request under a deadline: {res, text}, or an ApiError (network, timeout). */
+async function send(method, path, { body, headers = {}, timeoutMs }) {
+  const ctl = new AbortController();
+  const timer = setTimeout(() => ctl.abort(), timeoutMs);
+  try {
+    const res = await fetch(path, { method, headers, body, cache: 'no-store', signal: ctl.signal });
+    const text = await res.text(); // the body arrives under the same deadline
+    markReachable(true);
+    return { res, text };
+  } catch (e) {
+    if (ctl.signal.aborted) {
+      throw new ApiError(0, `no answer within ${seconds(timeoutMs)}: the server may be overloaded or the ` +
+        'request too large (fewer paths or a shorter horizon help); try again', { kind: 'timeout' });
+    }
+    markReachable(false);
+    throw new ApiError(0, `cannot reach the server (${e.message})`, { kind: 'network' });
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+function httpError(res, text) {
   let json = null;
   try {
     json = text ? JSON.parse(text) : null;
   } catch {
-    /* not JSON: reported below */
+    /* not JSON: the status alone */
   }
-  if (!res.ok) {
-    const err = json && json.error;
-    throw new ApiError(res.status, err ? err.message : `HTTP ${res.status}`, err && err.field);
+  const err = json && json.error;
+  const message = err && err.message ? err.message : `HTTP ${res.status}`;
+  const wait = res.status === 429 || res.status === 503 ? retryAfterSeconds(res.headers.get('Retry-After')) : null;
+  if (wait !== null) {
+    return new ApiError(res.status, `the server is busy, retry in ${wait} s (${message})`,
+      { field: err && err.field, retryAfter: wait });
   }
-  if (json === null) throw new ApiError(res.status, 'the server answered something that is not JSON');
-  return json;
+  return new ApiError(res.status, message, { field: err && err.field });
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * A call whose answer is text: throws ApiError on a non-2xx answer. A busy answer with a short
+ * Retry-After is retried once after the wait (onRetry(seconds) is told first).
+ */
+async function callText(method, path, { body, headers = {}, timeoutMs, onRetry } = {}) {
+  const h = { ...headers };
+  if (apiKey && path.startsWith('/v1/')) h.Authorization = `Bearer ${apiKey}`;
+  for (let attempt = 0; ; attempt++) {
+    const { res, text } = await send(method, path, { body, headers: h, timeoutMs });
+    if (res.ok) return text;
+    const err = httpError(res, text);
+    if (attempt > 0 || err.retryAfter === null || err.retryAfter > settings.autoRetryMaxS) throw err;
+    if (onRetry) onRetry(err.retryAfter);
+    await sleep(err.retryAfter * 1000);
+  }
+}
+
+async function call(method, path, { body, headers = {}, timeoutMs = settings.getTimeoutMs, onRetry } = {}) {
+  const h = { Accept: 'application/json', ...headers };
+  if (body !== undefined) h['Content-Type'] = 'application/json';
+  const text = await callText(method, path, {
+    body: body === undefined ? undefined : JSON.stringify(body), headers: h, timeoutMs, onRetry,
+  });
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new ApiError(200, 'the server answered something that is not JSON');
+  }
 }
 
 export const getModels = () => call('GET', '/v1/models');
@@ -61,16 +159,19 @@ export function getCandles(symbol, { interval, limit } = {}) {
   return call('GET', `/v1/candles/${encodeURIComponent(symbol)}?${q}`);
 }
 
-/** POST /v1/analyze; returns the report set JSON (docs/report.md). */
-export const analyze = (request) => {
+/** POST /v1/analyze; returns the report set JSON (docs/report.md). onRetry: see callText. */
+export function analyze(request, { onRetry } = {}) {
   // Replicas behind HAProxy: the same series goes to the same replica (its prefix cache).
   const key = seriesKey(request);
-  return call('POST', '/v1/analyze', { ...request, format: 'json' }, key ? { 'X-Kronos-Series': key } : {});
-};
+  return call('POST', '/v1/analyze', {
+    body: { ...request, format: 'json' },
+    headers: key ? { 'X-Kronos-Series': key } : {},
+    timeoutMs: settings.analyzeTimeoutMs,
+    onRetry,
+  });
+}
 
 /** GET /metrics as text (the panel parses it). */
-export async function getMetricsText() {
-  const res = await fetch('/metrics', { cache: 'no-store' });
-  if (!res.ok) throw new ApiError(res.status, `HTTP ${res.status}`);
-  return res.text();
+export function getMetricsText() {
+  return callText('GET', '/metrics', { timeoutMs: settings.metricsTimeoutMs });
 }

@@ -4,16 +4,26 @@
 import * as api from './api.js';
 import { parseCsvCandles, scoreBacktest, splitForBacktest } from './backtest.js';
 import { PriceChart } from './chart.js';
-import { compact, duration, fracPct, isSymbol, num, pct, price, signedPct } from './format.js';
+import { cardFigures, technicalRows } from './figures.js';
+import { compact, duration, fracPct, isSymbol, pct, price, signedPct } from './format.js';
+import { historyUpTo } from './history.js';
 import { parsePrometheus, summarize } from './metrics.js';
+import { SymbolList } from './symbol-list.js';
+import { decodeState, encodeState, sameState } from './urlstate.js';
 
 const $ = (id) => document.getElementById(id);
 const METRICS_EVERY_MS = 2000;
 const HISTORY_BARS = 400; // bars drawn; the model itself sees up to max_context - horizon
+// Extra rows fetched after an analysis, so the history can still end at the report's last bar
+// when candles were stored in between (history.js).
+const PIN_SLACK = 100;
 
 let chart = null;
+let symbolList = null;
 let stored = []; // GET /v1/symbols data
 let selected = null; // {symbol, interval} of the stored series picked in the list
+const loaded = { symbols: false, model: false }; // server info shown yet (an API key may be missing)
+let shownState = null; // the stored-series analysis in the address bar
 
 function setStatus(text, kind = '') {
   const el = $('status');
@@ -25,23 +35,21 @@ function el(tag, attrs = {}, ...children) {
   const e = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs)) {
     if (k === 'class') e.className = v;
-    else if (k.startsWith('data-')) e.setAttribute(k, v);
+    else if (k.startsWith('data-') || k.startsWith('aria-')) e.setAttribute(k, v);
     else e[k] = v;
   }
-  for (const c of children) e.append(c);
+  for (const c of children) if (c !== null && c !== undefined) e.append(c);
   return e;
 }
 
-// ------------------------------------------------------------------ symbols
+// ------------------------------------------------------------------ server info
 
-// A stored series is a symbol and an interval: the one clicked is the one analysed.
+// A stored series is a symbol and an interval: the one picked is the one analysed.
 function selectSymbol(symbol, interval) {
   $('symbol').value = symbol;
   selected = interval ? { symbol, interval } : null;
   $('csv-file').value = '';
-  for (const li of $('symbol-list').children) {
-    li.classList.toggle('selected', li.dataset.symbol === symbol && li.dataset.interval === interval);
-  }
+  if (symbolList) symbolList.mark(symbol, interval);
 }
 
 async function loadSymbols() {
@@ -52,90 +60,81 @@ async function loadSymbols() {
     setStatus(`Cannot list stored symbols: ${e.message}`, 'error');
     return;
   }
-  const list = $('symbol-list');
-  const options = $('symbol-options');
-  list.replaceChildren();
-  options.replaceChildren();
-  if (stored.length === 0) {
-    list.append(el('li', { class: 'empty' },
-      'Nothing stored yet: kronos ingest --symbol AAPL --interval 1d AAPL.csv'));
+  loaded.symbols = true;
+  const t0 = performance.now();
+  symbolList.setItems(stored, 'Nothing stored yet: kronos ingest --symbol AAPL --interval 1d AAPL.csv');
+  const frag = document.createDocumentFragment();
+  for (const sym of new Set(stored.map((s) => s.symbol))) frag.append(el('option', { value: sym }));
+  $('symbol-options').replaceChildren(frag);
+  if (selected) symbolList.mark(selected.symbol, selected.interval);
+  else if (!$('symbol').value && stored.length) selectSymbol(stored[0].symbol, stored[0].interval);
+  performance.measure('kronos:list-symbols', { start: t0 }); // how long a long list takes (the tests read it)
+}
+
+async function loadModel() {
+  try {
+    const d = (await api.getModels()).data[0];
+    loaded.model = true;
+    $('model-info').textContent =
+      `model ${d.name}${d.demo ? ' (DEMO)' : ''} · ${(d.n_params / 1e6).toFixed(2)} M params · d_model ${d.d_model} · ${d.quant}`;
+    $('model-info').title = d.source || '';
+    if (d.demo) showDemo(`${d.name} declares itself a demo/test checkpoint: its numbers say nothing about the market. ${d.source || ''}`);
+    else hideDemo();
+  } catch (e) {
+    if (e.status === 401) needKey();
+    else $('model-info').textContent = 'model: unknown';
   }
-  for (const s of stored) {
-    const button = el('button', { type: 'button', title: `${s.first_timestamp} → ${s.last_timestamp}` },
-      el('span', { class: 'sym' }, s.symbol),
-      el('span', { class: 'meta' }, `${s.interval} · ${s.rows.toLocaleString('en-US')} bars`));
-    button.addEventListener('click', () => selectSymbol(s.symbol, s.interval));
-    button.addEventListener('dblclick', () => {
-      selectSymbol(s.symbol, s.interval);
-      $('analyze-form').requestSubmit();
-    });
-    list.append(el('li', { 'data-symbol': s.symbol, 'data-interval': s.interval }, button));
-    options.append(el('option', { value: s.symbol }));
-  }
-  if (!$('symbol').value && stored.length) selectSymbol(stored[0].symbol, stored[0].interval);
+}
+
+/** The symbol list and the model line, again (after a key is given, or a server restart). */
+function refreshServerInfo() {
+  return Promise.all([loadModel(), loadSymbols()]);
 }
 
 function needKey() {
-  $('api-key-field').hidden = false;
-  $('api-key').focus();
-  setStatus('This server needs an API key: enter it and press Analyze.', 'error');
+  const field = $('api-key-field');
+  const first = field.hidden;
+  field.hidden = false;
+  if (first) $('api-key').focus();
+  setStatus(api.hasApiKey()
+    ? 'The server refused the API key: check it and press Analyze.'
+    : 'This server needs an API key: enter it and press Analyze.', 'error');
+}
+
+// The key as typed, for the next /v1 calls (every action reads it: Analyze, a file, Backtest).
+function applyKey() {
+  if (!$('api-key-field').hidden) api.setApiKey($('api-key').value.trim());
+}
+
+function showDemo(text) {
+  $('demo-banner').hidden = false;
+  $('demo-text').textContent = text.replace(/^DEMO MODEL — not a forecast: ?/, '');
+  document.body.classList.add('demo');
+}
+
+function hideDemo() {
+  $('demo-banner').hidden = true;
+  document.body.classList.remove('demo');
 }
 
 // ------------------------------------------------------------------ report panels
 
-function card(label, value, sub, tone = '') {
-  return el('div', { class: `card ${tone}` },
-    el('div', { class: 'card-label' }, label),
-    el('div', { class: 'card-value' }, value),
-    el('div', { class: 'card-sub' }, sub));
-}
-
 // "81%" with its Monte Carlo error "± 2 pp" in smaller type.
-function withError(value, se) {
-  const v = el('span', {}, value);
+function withError(value, se, id) {
+  const v = el('span', id ? { id } : {}, value);
   return se ? el('span', {}, v, el('span', { class: 'pm' }, `± ${se}`)) : v;
 }
 
 function renderCards(r) {
-  const s = r.statistics;
-  const e = s.standard_error || {};
-  const last = r.last.close;
-  const h = r.forecast.horizon;
-  const lo = last * (1 + s.return_p10_pct / 100);
-  const hi = last * (1 + s.return_p90_pct / 100);
-  const tone = (x) => (x > 0 ? 'up' : x < 0 ? 'down' : '');
-  const probTone = s.prob_up >= 0.6 ? 'up' : s.prob_up <= 0.4 ? 'down' : '';
-  $('cards').replaceChildren(
-    el('div', { class: `card hero ${probTone}`, id: 'prob-up-card' },
-      el('div', { class: 'card-label' }, 'Probability up'),
-      el('div', { class: 'card-value' }, withError(el('span', { id: 'prob-up' }, fracPct(s.prob_up)),
-        e.prob_up == null ? null : `${Math.max(1, Math.round(e.prob_up * 100))} pp`)),
-      el('div', { class: 'card-sub' }, `of ${r.forecast.paths} paths close above ${price(last)} after ${h} bars`)),
-    card('Expected return', withError(signedPct(s.expected_return_pct), e.expected_return_pct == null ? null : pct(e.expected_return_pct)),
-      `σ ${pct(s.return_std_pct)} · close ${price(s.expected_close)}`, tone(s.expected_return_pct)),
-    card('p10 – p90 band', `${price(lo)} – ${price(hi)}`,
-      `${signedPct(s.return_p10_pct)} to ${signedPct(s.return_p90_pct)} at the horizon`),
-    card('VaR 95 / ES 95', withError(`${pct(s.var95_pct)} / ${pct(s.es95_pct)}`, e.var95_pct == null ? null : pct(e.var95_pct)),
-      'loss at the 5% tail, positive = loss; ± VaR error', 'risk'),
-    card('Max drawdown', `${pct(s.max_drawdown_pct.p50)}`, `median path · p90 ${pct(s.max_drawdown_pct.p90)}`),
-    card('Volatility per bar', `${pct(s.forecast_volatility_pct)}`,
-      `forecast vs ${pct(s.realized_volatility_pct)} realised · ${fracPct(s.prob_volatility_above_realized)} of paths above`),
-  );
+  $('cards').replaceChildren(...cardFigures(r).map((f) => el('div',
+    { class: `card ${f.hero ? 'hero ' : ''}${f.tone}`, ...(f.id ? { id: f.id } : {}) },
+    el('div', { class: 'card-label' }, f.label, el('span', { class: 'demo-tag', title: 'demo model: not a forecast' }, 'DEMO')),
+    el('div', { class: 'card-value' }, withError(f.value, f.se, f.valueId)),
+    el('div', { class: 'card-sub' }, f.sub))));
 }
 
 function renderTechnicals(t) {
-  const rows = [
-    ['RSI 14', `${num(t.rsi_14, 1)} (${t.rsi_state})`],
-    ['Close', price(t.close)],
-    ['SMA 20 / 60', `${price(t.sma_20)} / ${price(t.sma_60)}`],
-    ['EMA 20 / 60', `${price(t.ema_20)} / ${price(t.ema_60)}`],
-    ['MACD histogram', num(t.macd.histogram, 3)],
-    ['Bollinger %b', num(t.bollinger.percent_b, 2)],
-    ['ATR 14', `${price(t.atr_14)} (${pct(t.atr_14_pct)})`],
-    ['Volume 5/20', t.volume.available ? `${num(t.volume.ratio_5_20, 2)} (avg ${compact(t.volume.avg_5)})` : 'n/a'],
-    ['Realised vol (ann.)', pct(t.realized_volatility.annualized_pct, 1)],
-  ];
-  $('technicals').replaceChildren(...rows.map(([k, v]) => el('tr', {}, el('th', {}, k), el('td', {}, v))));
+  $('technicals').replaceChildren(...technicalRows(t).map(([k, v]) => el('tr', {}, el('th', {}, k), el('td', {}, v))));
 }
 
 function renderCalibration(cal) {
@@ -157,7 +156,24 @@ function renderCalibration(cal) {
   );
 }
 
-function renderReport(set, history, backtest = null) {
+// The chart, or a note saying why there is none: never a half-drawn one. history: null with
+// `why` when it could not be had.
+function renderChart(history, r, backtest, why) {
+  let problem = why || (chart ? null : 'the chart library did not load');
+  if (!problem) {
+    try {
+      chart.show(history, r, backtest ? backtest.after : null);
+    } catch (e) {
+      problem = e.message;
+    }
+  }
+  if (problem && chart) chart.clear();
+  $('chart').hidden = !!problem;
+  $('chart-note').hidden = !problem;
+  $('chart-note').textContent = problem ? `No chart for this analysis: ${problem}. The figures below are complete.` : '';
+}
+
+function renderReport(set, history, backtest = null, why = null) {
   const r = set.reports[0];
   $('report').hidden = false;
   $('chart-title').textContent = `${r.symbol} · ${r.interval}${backtest ? ' · backtest' : ''}`;
@@ -165,7 +181,8 @@ function renderReport(set, history, backtest = null) {
     `last close ${price(r.last.close)} on ${r.last.timestamp} · ${r.forecast.paths} paths × ` +
     `${r.forecast.horizon} bars · lookback ${r.history.lookback} · ${r.metadata.model.name} ` +
     `(${r.metadata.model.quantization}) · ${r.forecast.calendar}`;
-  chart.show(history, r, backtest ? backtest.after : null);
+  if (set.model_notice) showDemo(set.model_notice);
+  renderChart(history, r, backtest, why);
   $('legend-actual').hidden = !backtest;
   $('backtest-panel').hidden = !backtest;
   if (backtest) renderBacktest(r, history, backtest);
@@ -175,17 +192,13 @@ function renderReport(set, history, backtest = null) {
     `round${r.forecast.rounds === 1 ? '' : 's'}` +
     (p.target_prob_se ? ` (target P(up) ± ${Math.round(p.target_prob_se * 100)} pp${p.target_met ? ': met' : `: not met within ${p.max_paths}`})` : '') +
     `; candles ${r.forecast.ohlc}; seed ${p.seed}.`;
-  if (set.model_notice) showDemo(set.model_notice);
   renderCards(r);
   $('summary').replaceChildren(...r.summary.map((s) => el('li', {}, s)));
   renderTechnicals(r.technical);
   renderCalibration(r.calibration);
   $('disclaimer').textContent = set.disclaimer;
-}
-
-function showDemo(text) {
-  $('demo-banner').hidden = false;
-  $('demo-text').textContent = text.replace(/^DEMO MODEL — not a forecast: ?/, '');
+  // An analysis went through: a list or model line still missing (a key given just now) comes too.
+  if (!loaded.symbols || !loaded.model) refreshServerInfo();
 }
 
 function renderBacktest(r, history, bt) {
@@ -197,7 +210,7 @@ function renderBacktest(r, history, bt) {
     ' of the realised closes fell inside the p10–p90 band (80% expected); at the last bar the close was ',
     el('b', {}, price(sc.realised)), ` (${signedPct(sc.realisedReturnPct)}) against a mean path of `,
     el('b', {}, price(sc.forecast)), ': direction ',
-    el('b', { id: 'bt-direction' }, sc.directionRight ? 'right' : 'wrong'), '.');
+    el('b', { id: 'bt-direction' }, sc.directionRight === null ? 'n/a' : sc.directionRight ? 'right' : 'wrong'), '.');
 }
 
 // ------------------------------------------------------------------ analyze
@@ -222,32 +235,42 @@ function fileLabel(name) {
   return base || 'upload';
 }
 
-async function onBacktest() {
-  const symbol = selected ? selected.symbol : $('symbol').value.trim();
-  const barsBack = Number($('backtest-bars').value);
-  const button = $('backtest');
+const onRetry = (what) => (s) => setStatus(`${what}: the server is busy, retrying in ${s} s…`);
+
+// Runs one action with its button disabled and the page marked busy; errors end up in the status.
+async function busy(button, prefix, fn) {
   button.disabled = true;
   document.body.classList.add('busy');
-  setStatus(`Backtesting ${symbol}: a forecast made ${barsBack} bars ago…`);
   try {
-    const history = await api.getCandles(symbol, { interval: selected ? selected.interval : undefined, limit: HISTORY_BARS + 600 });
-    const { past, after } = splitForBacktest(history, barsBack);
-    const req = { ...samplingFields(), symbol, interval: history.interval, candles: past.candles, columns: past.columns };
-    req.horizon = Math.min(req.horizon, barsBack);
-    const set = await api.analyze(req);
-    renderReport(set, { ...past, candles: past.candles.slice(-HISTORY_BARS) }, { barsBack, after });
-    setStatus(`${symbol} backtested at ${set.reports[0].last.timestamp}.`, 'ok');
+    await fn();
   } catch (e) {
     if (e.status === 401) needKey();
-    else setStatus(e.message, 'error');
+    else setStatus(`${prefix}${e.message}`, 'error');
   } finally {
     button.disabled = false;
     document.body.classList.remove('busy');
   }
 }
 
-async function onAnalyze(ev) {
+function onBacktest() {
+  const symbol = selected ? selected.symbol : $('symbol').value.trim();
+  const barsBack = Number($('backtest-bars').value);
+  applyKey();
+  setStatus(`Backtesting ${symbol}: a forecast made ${barsBack} bars ago…`);
+  return busy($('backtest'), '', async () => {
+    const history = await api.getCandles(symbol, { interval: selected ? selected.interval : undefined, limit: HISTORY_BARS + 600 });
+    const { past, after } = splitForBacktest(history, barsBack);
+    const req = { ...samplingFields(), symbol, interval: history.interval, candles: past.candles, columns: past.columns };
+    req.horizon = Math.min(req.horizon, barsBack);
+    const set = await api.analyze(req, { onRetry: onRetry(`Backtesting ${symbol}`) });
+    renderReport(set, { ...past, candles: past.candles.slice(-HISTORY_BARS) }, { barsBack, after });
+    setStatus(`${symbol} backtested at ${set.reports[0].last.timestamp}.`, 'ok');
+  });
+}
+
+function onAnalyze(ev) {
   ev.preventDefault();
+  applyKey();
   const file = $('csv-file').files[0];
   if (file) return analyzeFile(file);
   let symbol = $('symbol').value.trim();
@@ -259,56 +282,84 @@ async function onAnalyze(ev) {
   }
   if (!isSymbol(symbol)) {
     setStatus('Enter a symbol: letters, digits and . _ - ^ = (at most 32).', 'error');
-    return;
+    return undefined;
   }
-  if (!$('api-key-field').hidden) api.setApiKey($('api-key').value.trim());
   // The interval of the series picked in the list (a symbol may be stored as 1d and 1h).
   const interval = selected && selected.symbol.toLowerCase() === symbol.toLowerCase() ? selected.interval : undefined;
+  return analyzeStored(symbol, interval, ev.restoring === true);
+}
+
+// A stored series: the report, then its history up to the report's last bar.
+function analyzeStored(symbol, interval, restoring) {
   const request = { symbol, ...samplingFields() };
   if (interval) request.interval = interval;
-  const button = $('analyze');
-  button.disabled = true;
-  document.body.classList.add('busy');
-  setStatus(`Forecasting ${symbol}${interval ? ` (${interval})` : ''}: ${request.paths || 'adaptive'} paths × ${request.horizon} bars…`);
+  const what = `Forecasting ${symbol}${interval ? ` (${interval})` : ''}`;
+  setStatus(`${what}: ${request.paths || 'adaptive'} paths × ${request.horizon} bars…`);
   const t0 = performance.now();
-  try {
-    const set = await api.analyze(request);
+  return busy($('analyze'), '', async () => {
+    const set = await api.analyze(request, { onRetry: onRetry(what) });
     const r = set.reports[0];
-    const history = await api.getCandles(symbol, { interval: r.interval, limit: HISTORY_BARS });
-    renderReport(set, history);
+    let history = null;
+    let why = null;
+    try {
+      const h = historyUpTo(await api.getCandles(r.symbol, { interval: r.interval, limit: HISTORY_BARS + PIN_SLACK }),
+        r.last.timestamp);
+      history = { ...h, candles: h.candles.slice(-HISTORY_BARS) };
+    } catch (e) {
+      if (e.status === 401) throw e;
+      why = `the history could not be read (${e.message})`;
+    }
+    renderReport(set, history, null, why);
     setStatus(`${symbol} analysed in ${duration((performance.now() - t0) / 1000)}.`, 'ok');
     selectSymbol(r.symbol, r.interval);
-  } catch (e) {
-    if (e.status === 401) needKey();
-    else setStatus(e.message, 'error');
-  } finally {
-    button.disabled = false;
-    document.body.classList.remove('busy');
-  }
+    rememberState({ symbol: r.symbol, interval: r.interval, horizon: request.horizon }, restoring);
+  });
 }
 
 // An uploaded CSV: the server parses and analyses the text itself (nothing is stored); the
-// page parses it too, for the chart.
-async function analyzeFile(file) {
-  const button = $('analyze');
-  button.disabled = true;
-  document.body.classList.add('busy');
+// page reads it too, for the chart (a file the page cannot chart is still analysed).
+function analyzeFile(file) {
   const t0 = performance.now();
-  try {
+  return busy($('analyze'), `${file.name}: `, async () => {
     const text = await file.text();
-    const history = parseCsvCandles(text);
+    let history = null;
+    let why = null;
+    try {
+      history = parseCsvCandles(text);
+    } catch (e) {
+      why = e.message;
+    }
     const symbol = fileLabel(file.name);
-    setStatus(`Forecasting ${file.name} (${history.candles.length} rows)…`);
-    const set = await api.analyze({ ...samplingFields(), symbol, candles: text });
-    renderReport(set, { ...history, candles: history.candles.slice(-HISTORY_BARS) });
+    const what = `Forecasting ${file.name}`;
+    setStatus(`${what}${history ? ` (${history.candles.length} rows)` : ''}…`);
+    const set = await api.analyze({ ...samplingFields(), symbol, candles: text }, { onRetry: onRetry(what) });
+    renderReport(set, history && { ...history, candles: history.candles.slice(-HISTORY_BARS) }, null, why);
     setStatus(`${file.name} analysed in ${duration((performance.now() - t0) / 1000)}.`, 'ok');
-  } catch (e) {
-    if (e.status === 401) needKey();
-    else setStatus(`${file.name}: ${e.message}`, 'error');
-  } finally {
-    button.disabled = false;
-    document.body.classList.remove('busy');
-  }
+  });
+}
+
+// ------------------------------------------------------------------ address bar
+
+// A stored-series analysis goes into the hash (a new history entry, or the same one when it
+// was itself restored from the address bar).
+function rememberState(state, restoring) {
+  shownState = state;
+  const hash = encodeState(state);
+  if (location.hash === hash) return;
+  if (restoring) history.replaceState(null, '', hash);
+  else history.pushState(null, '', hash);
+}
+
+// The analysis the address bar names (load, back, forward): the fields set, then analysed.
+function restoreState() {
+  const st = decodeState(location.hash);
+  if (!st || sameState(st, shownState)) return;
+  selectSymbol(st.symbol, st.interval);
+  if (st.horizon !== null) $('horizon').value = String(st.horizon);
+  shownState = st;
+  const ev = new Event('submit', { cancelable: true });
+  ev.restoring = true;
+  onAnalyze(ev);
 }
 
 // ------------------------------------------------------------------ metrics
@@ -354,18 +405,32 @@ async function main() {
   } catch (e) {
     setStatus(`Chart unavailable: ${e.message}`, 'error');
   }
+  symbolList = new SymbolList($('symbol-list'), {
+    onPick: (s) => selectSymbol(s.symbol, s.interval),
+    onActivate: (s) => {
+      selectSymbol(s.symbol, s.interval);
+      $('analyze-form').requestSubmit();
+    },
+  });
   $('analyze-form').addEventListener('submit', onAnalyze);
   $('backtest').addEventListener('click', onBacktest);
-  $('symbol').addEventListener('input', () => { selected = null; });
+  $('symbol').addEventListener('input', () => {
+    selected = null;
+    symbolList.mark(null, null);
+  });
+  // A key typed in: the list and the model line load with it at once.
+  $('api-key').addEventListener('change', () => {
+    applyKey();
+    if (api.hasApiKey()) refreshServerInfo();
+  });
+  // A restarted server (or a network back): its list and model may have changed.
+  api.onReconnect(() => refreshServerInfo());
+  window.addEventListener('popstate', restoreState);
+  window.kronosPage = { chart }; // the tests' window into what is drawn
   pollMetrics();
-  api.getModels().then((m) => {
-    const d = m.data[0];
-    $('model-info').textContent =
-      `model ${d.name}${d.demo ? ' (DEMO)' : ''} · ${(d.n_params / 1e6).toFixed(2)} M params · d_model ${d.d_model} · ${d.quant}`;
-    $('model-info').title = d.source || '';
-    if (d.demo) showDemo(`${d.name} declares itself a demo/test checkpoint: its numbers say nothing about the market. ${d.source || ''}`);
-  }).catch(() => { $('model-info').textContent = 'model: unknown'; });
-  await loadSymbols();
+  const info = refreshServerInfo();
+  restoreState();
+  await info;
 }
 
 main();

@@ -45,27 +45,36 @@ export function splitForBacktest(history, barsBack) {
 /**
  * A report made at the cut against the bars that followed (rows in `columns` order): the
  * share of realised closes inside the forecast's p10-p90 band, whether the direction at the
- * last compared step was right, and the realised and forecast closes there.
+ * last compared step was right, and the realised and forecast closes there. A step whose band
+ * or mean the report leaves null is not scored: coverage counts the steps with a band (null
+ * when none has one) and the direction is null when the mean is missing.
  */
 export function scoreBacktest(report, columns, after) {
   const ci = columns.indexOf('close');
   const steps = report.forecast.steps;
   const n = Math.min(steps.length, after.length);
   if (n < 1) throw new Error('no bar after the cut to compare with');
+  const isNum = (x) => typeof x === 'number' && Number.isFinite(x);
   let inside = 0;
+  let banded = 0;
   for (let k = 0; k < n; k++) {
     const c = after[k][ci];
-    if (c >= steps[k].p10.close && c <= steps[k].p90.close) inside += 1;
+    const lo = steps[k].p10 && steps[k].p10.close;
+    const hi = steps[k].p90 && steps[k].p90.close;
+    if (!isNum(lo) || !isNum(hi)) continue;
+    banded += 1;
+    if (c >= lo && c <= hi) inside += 1;
   }
   const last = report.last.close;
   const realised = after[n - 1][ci];
-  const forecast = steps[n - 1].mean.close;
+  const mean = steps[n - 1].mean && steps[n - 1].mean.close;
+  const forecast = isNum(mean) ? mean : null;
   return {
     bars: n,
-    coverage: inside / n,
+    coverage: banded ? inside / banded : null,
     realised,
     forecast,
-    directionRight: Math.sign(realised - last) === Math.sign(forecast - last),
+    directionRight: forecast === null ? null : Math.sign(realised - last) === Math.sign(forecast - last),
     realisedReturnPct: (realised / last - 1) * 100,
   };
 }

@@ -1,9 +1,10 @@
 // The price chart: stored candles (history) continued by the forecast — the p10–p90 band of
 // the sampled closes, the median path and the mean path — with volume underneath. One chart
-// object lives for the page; each analysis replaces its data.
+// object lives for the page; each analysis replaces its data (computed by chart-data.js first,
+// so a history it cannot read leaves the chart empty rather than half-drawn).
 
 import { BandSeries } from './band-series.js';
-import { toChartTime } from './format.js';
+import { buildChartData, withMinRange } from './chart-data.js';
 
 const COLORS = {
   up: '#26a69a',
@@ -24,6 +25,7 @@ export class PriceChart {
     const LC = window.LightweightCharts;
     if (!LC) throw new Error('the chart library did not load');
     this.LC = LC;
+    this.container = container;
     this.chart = LC.createChart(container, {
       autoSize: true,
       layout: {
@@ -44,20 +46,27 @@ export class PriceChart {
       priceLineVisible: false,
     });
     this.chart.priceScale('volume').applyOptions({ scaleMargins: { top: 0.82, bottom: 0 } });
+    // Every series on the price scale keeps a minimum visible range (a flat series would
+    // otherwise magnify its rounding noise into a swing, with no axis labels).
+    const autoscaleInfoProvider = (base) => withMinRange(base());
     this.band = this.chart.addCustomSeries(new BandSeries(LC.customSeriesDefaultOptions), {
+      autoscaleInfoProvider,
       priceLineVisible: false,
       lastValueVisible: false,
       title: '',
     });
     this.candles = this.chart.addSeries(LC.CandlestickSeries, {
+      autoscaleInfoProvider,
       upColor: COLORS.up,
       downColor: COLORS.down,
-      borderVisible: false,
+      // Borders in the body's colour: a flat candle (open = close) still shows as a line.
+      borderUpColor: COLORS.up,
+      borderDownColor: COLORS.down,
       wickUpColor: COLORS.up,
       wickDownColor: COLORS.down,
     });
     this.markers = LC.createSeriesMarkers(this.candles, []);
-    const line = { lineWidth: 2, priceLineVisible: false, crosshairMarkerRadius: 3 };
+    const line = { lineWidth: 2, priceLineVisible: false, crosshairMarkerRadius: 3, autoscaleInfoProvider };
     this.median = this.chart.addSeries(LC.LineSeries, { ...line, color: COLORS.median, title: 'p50' });
     this.mean = this.chart.addSeries(LC.LineSeries, {
       ...line,
@@ -69,57 +78,56 @@ export class PriceChart {
     this.actual = this.chart.addSeries(LC.LineSeries, { ...line, lineWidth: 3, color: COLORS.actual, title: 'actual' });
   }
 
+  /** The price series (the forecast's share their price format). */
+  priceSeries() {
+    return [this.candles, this.band, this.median, this.mean, this.actual];
+  }
+
   /**
    * history: GET /v1/candles's answer (rows of arrays); report: one report of /v1/analyze;
    * after: for a backtest, the rows that followed the history (same columns), else null.
-   * The forecast lines and the band start at the last close, so they visibly grow out of it.
+   * Throws (having drawn nothing new) when a timestamp cannot be read.
    */
   show(history, report, after = null) {
-    const LC = this.LC;
-    const col = Object.fromEntries(history.columns.map((name, i) => [name, i]));
-    const bars = history.candles.map((r) => ({
-      time: toChartTime(r[col.timestamps]),
-      open: r[col.open],
-      high: r[col.high],
-      low: r[col.low],
-      close: r[col.close],
-    }));
-    this.candles.setData(bars);
-    const hasVolume = 'volume' in col;
-    this.volume.setData(hasVolume
-      ? history.candles.map((r, i) => ({
-        time: bars[i].time,
-        value: r[col.volume],
-        color: bars[i].close >= bars[i].open ? 'rgba(38, 166, 154, 0.35)' : 'rgba(239, 83, 80, 0.35)',
-      }))
-      : []);
-
-    const last = bars[bars.length - 1];
-    const anchor = { time: last.time, value: last.close };
-    const steps = report.forecast.steps.map((s) => ({ ...s, time: toChartTime(s.timestamp) }));
-    this.band.setData([
-      { time: last.time, lower: last.close, upper: last.close },
-      ...steps.map((s) => ({ time: s.time, lower: s.p10.close, upper: s.p90.close })),
-    ]);
-    this.median.setData([anchor, ...steps.map((s) => ({ time: s.time, value: s.p50.close }))]);
-    this.mean.setData([anchor, ...steps.map((s) => ({ time: s.time, value: s.mean.close }))]);
-    this.actual.setData(after
-      ? [anchor, ...after.map((r) => ({ time: toChartTime(r[col.timestamps]), value: r[col.close] }))]
-      : []);
-
-    const intraday = history.candles.some((r) => String(r[col.timestamps]).length > 10);
-    this.chart.applyOptions({ timeScale: { timeVisible: intraday, secondsVisible: false } });
+    const d = buildChartData(history, report, after);
+    for (const s of this.priceSeries()) s.applyOptions({ priceFormat: d.priceFormat });
+    this.candles.setData(d.bars);
+    this.volume.setData(d.volume);
+    this.band.setData(d.band);
+    this.median.setData(d.median);
+    this.mean.setData(d.mean);
+    this.actual.setData(d.actual);
+    this.chart.applyOptions({ timeScale: { timeVisible: d.intraday, secondsVisible: false } });
     this.markers.setMarkers([{
-      time: last.time,
+      time: d.lastTime,
       position: 'aboveBar',
       color: COLORS.text,
       shape: 'arrowDown',
       text: 'last close',
     }]);
-    const n = bars.length;
+    const n = d.bars.length;
     this.chart.timeScale().setVisibleLogicalRange({
       from: Math.max(0, n - VISIBLE_HISTORY),
-      to: n + steps.length + 3,
+      to: n + d.band.length + 2,
     });
+    // For the tests and the curious: what is drawn.
+    this.container.dataset.lastTime = String(d.lastTime);
+    this.container.dataset.precision = String(d.priceFormat.precision);
+  }
+
+  /** Empties the chart (an analysis whose history cannot be drawn). */
+  clear() {
+    for (const s of [...this.priceSeries(), this.volume]) s.setData([]);
+    this.markers.setMarkers([]);
+    delete this.container.dataset.lastTime;
+    delete this.container.dataset.precision;
+  }
+
+  /** The prices at the top and bottom of the price pane, or null before anything is drawn. */
+  visiblePriceRange() {
+    const h = this.chart.paneSize().height;
+    const top = this.candles.coordinateToPrice(0);
+    const bottom = this.candles.coordinateToPrice(h);
+    return top === null || bottom === null ? null : { top, bottom };
   }
 }

@@ -1,0 +1,129 @@
+// The stored-series list as one keyboard stop: a listbox (WAI-ARIA pattern) whose options are
+// the stored series; the list itself takes the focus and aria-activedescendant names the
+// picked option. ↑/↓, Home/End and PageUp/PageDown pick, Enter analyses, a click picks and a
+// double click analyses. Thousands of series render in one pass (one fragment, listeners on
+// the list, not on each option).
+
+const PAGE = 10;
+const COUNT = new Intl.NumberFormat('en-US'); // one formatter: toLocaleString per row is slow
+
+export class SymbolList {
+  /**
+   * ul: the <ul role="listbox" tabindex="0">; onPick({symbol, interval}) when an option is
+   * picked (click, keys), onActivate({symbol, interval}) to analyse it (Enter, double click).
+   */
+  constructor(ul, { onPick, onActivate }) {
+    this.ul = ul;
+    this.items = [];
+    this.index = -1;
+    this.onPick = onPick;
+    this.onActivate = onActivate;
+    ul.addEventListener('click', (ev) => {
+      const i = this.indexOf(ev.target);
+      if (i >= 0) this.pick(i);
+    });
+    ul.addEventListener('dblclick', (ev) => {
+      const i = this.indexOf(ev.target);
+      if (i >= 0) this.onActivate(this.items[i]);
+    });
+    ul.addEventListener('keydown', (ev) => this.key(ev));
+  }
+
+  indexOf(target) {
+    const li = target.closest && target.closest('li[role="option"]');
+    return li && this.ul.contains(li) ? Number(li.dataset.index) : -1;
+  }
+
+  /** items: GET /v1/symbols' data ({symbol, interval, rows, first_timestamp, last_timestamp}). */
+  setItems(items, emptyText) {
+    this.items = items;
+    this.index = -1;
+    this.ul.removeAttribute('aria-activedescendant');
+    const frag = document.createDocumentFragment();
+    if (items.length === 0) {
+      const li = document.createElement('li');
+      li.className = 'empty';
+      li.setAttribute('role', 'presentation');
+      li.textContent = emptyText;
+      frag.append(li);
+    }
+    items.forEach((s, i) => {
+      const li = document.createElement('li');
+      li.id = `series-${i}`;
+      li.setAttribute('role', 'option');
+      li.setAttribute('aria-selected', 'false');
+      li.dataset.index = String(i);
+      li.dataset.symbol = s.symbol;
+      li.dataset.interval = s.interval;
+      li.title = `${s.first_timestamp} → ${s.last_timestamp}`;
+      const sym = document.createElement('span');
+      sym.className = 'sym';
+      sym.textContent = s.symbol;
+      const meta = document.createElement('span');
+      meta.className = 'meta';
+      meta.textContent = `${s.interval} · ${COUNT.format(s.rows)} bars`;
+      li.append(sym, meta);
+      frag.append(li);
+    });
+    this.ul.replaceChildren(frag);
+  }
+
+  /** Marks the option of this series as picked (none when it is not listed); no callback. */
+  mark(symbol, interval) {
+    const i = this.items.findIndex((s) => s.symbol === symbol && s.interval === interval);
+    this.highlight(i);
+  }
+
+  highlight(i) {
+    const old = this.index >= 0 ? this.ul.children[this.index] : null;
+    if (old) {
+      old.setAttribute('aria-selected', 'false');
+      old.classList.remove('selected');
+    }
+    this.index = i;
+    if (i < 0) {
+      this.ul.removeAttribute('aria-activedescendant');
+      return;
+    }
+    const li = this.ul.children[i];
+    li.setAttribute('aria-selected', 'true');
+    li.classList.add('selected');
+    this.ul.setAttribute('aria-activedescendant', li.id);
+    // Keep the picked option in view inside the list, without scrolling the page (the list is
+    // position: relative, so offsetTop is within it).
+    const top = li.offsetTop;
+    if (top < this.ul.scrollTop) this.ul.scrollTop = top;
+    else if (top + li.offsetHeight > this.ul.scrollTop + this.ul.clientHeight) {
+      this.ul.scrollTop = top + li.offsetHeight - this.ul.clientHeight;
+    }
+  }
+
+  pick(i) {
+    this.highlight(i);
+    this.onPick(this.items[i]);
+  }
+
+  key(ev) {
+    const n = this.items.length;
+    if (n === 0) return;
+    const at = this.index;
+    let to = null;
+    switch (ev.key) {
+      case 'ArrowDown': to = at < 0 ? 0 : Math.min(n - 1, at + 1); break;
+      case 'ArrowUp': to = at < 0 ? 0 : Math.max(0, at - 1); break;
+      case 'Home': to = 0; break;
+      case 'End': to = n - 1; break;
+      case 'PageDown': to = Math.min(n - 1, Math.max(0, at) + PAGE); break;
+      case 'PageUp': to = Math.max(0, at - PAGE); break;
+      case 'Enter':
+      case ' ':
+        if (at < 0) return;
+        ev.preventDefault();
+        if (ev.key === 'Enter') this.onActivate(this.items[at]);
+        return;
+      default: return;
+    }
+    ev.preventDefault();
+    if (to !== at) this.pick(to);
+  }
+}

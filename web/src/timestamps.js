@@ -1,0 +1,71 @@
+// Timestamps as the server reads them (market/candles.c, kr_parse_timestamp), into the chart's
+// UTCTimestamp (seconds). Pure (no DOM), so tests/web/unit.test.mjs checks it under node.
+//
+// Accepted, as in docs/api.md: YYYY-MM-DD (or YYYY/MM/DD, one- or two-digit month and day),
+// optionally followed by ' ' or 'T' and H:MM[:SS[.fff]] with an optional Z or ±HH[[:]MM] zone
+// suffix (validated, then ignored: the wall-clock time is used), and bare integers — 10 digits
+// epoch seconds, 13 digits epoch milliseconds, 8 digits YYYYMMDD — as strings or JSON numbers.
+// Every stamp must fall in the years 1900–2200. The naive wall-clock time is treated as UTC so
+// the chart's axis shows exactly the data's times, whatever the browser's zone.
+
+const YEAR_MIN = 1900;
+const YEAR_MAX = 2200;
+const T_MIN = Date.UTC(YEAR_MIN, 0, 1) / 1000;
+const T_END = Date.UTC(YEAR_MAX + 1, 0, 1) / 1000;
+
+const DATE_TIME = new RegExp(
+  '^(\\d{4})([-/])(\\d{1,2})\\2(\\d{1,2})' + // date, one separator throughout
+  '(?:[ Tt](\\d{1,2}):(\\d{2})(?::(\\d{2})(?:[.,]\\d+)?)?' + // time, fraction truncated
+  ' ?(?:[Zz]|[+-]\\d{2}(?::?\\d{2})?)?)?$', // zone suffix
+);
+
+function daysInMonth(y, m) {
+  return new Date(Date.UTC(y, m, 0)).getUTCDate();
+}
+
+function civil(y, mo, d, h = 0, mi = 0, s = 0) {
+  if (y < YEAR_MIN || mo < 1 || mo > 12 || d < 1 || d > daysInMonth(y, mo) || h > 23 || mi > 59 || s > 59) return null;
+  return Date.UTC(y, mo - 1, d, h, mi, s) / 1000;
+}
+
+/**
+ * A stamp (string or number) -> {time, hasTime} (time in seconds), or null when the server
+ * would refuse it. hasTime: the stamp carries a time of day (epoch numbers always do).
+ */
+export function parseTimestamp(ts) {
+  let s;
+  if (typeof ts === 'number') {
+    if (!Number.isInteger(ts) || ts < 0) return null;
+    s = String(ts);
+  } else if (typeof ts === 'string') {
+    s = ts.trim();
+  } else {
+    return null;
+  }
+  let time = null;
+  let hasTime = true;
+  if (/^\d+$/.test(s)) {
+    if (s.length === 10) time = Number(s);
+    else if (s.length === 13) time = Math.floor(Number(s) / 1000);
+    else if (s.length === 8) {
+      time = civil(+s.slice(0, 4), +s.slice(4, 6), +s.slice(6, 8));
+      hasTime = false;
+    }
+  } else {
+    const m = DATE_TIME.exec(s);
+    if (m) {
+      const [, y, , mo, d, h, mi, sec = '0'] = m;
+      hasTime = h !== undefined;
+      time = hasTime ? civil(+y, +mo, +d, +h, +mi, +sec) : civil(+y, +mo, +d);
+    }
+  }
+  if (time === null || !(time >= T_MIN && time < T_END)) return null;
+  return { time, hasTime };
+}
+
+/** A stamp as the chart's UTCTimestamp; throws naming the stamp when it cannot be read. */
+export function toChartTime(ts) {
+  const p = parseTimestamp(ts);
+  if (!p) throw new Error(`unexpected timestamp '${ts}'`);
+  return p.time;
+}
