@@ -269,6 +269,8 @@ static void test_candles_writer_busy(void **state) {
     assert_int_equal(r->status, 503);
     assert_string_equal(r->retry_after, "1");
     assert_non_null(strstr(r->body, "locked by another writer"));
+    assert_null(strstr(r->body, g_db)); /* the store's path stays on the server */
+    assert_non_null(strstr(r->body, "candle store"));
     resp_free(r);
     assert_int_equal(sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL), SQLITE_OK);
     sqlite3_close(db);

@@ -11,6 +11,7 @@
 #include <cjson/cJSON.h>
 
 #include "base/error.h"
+#include "kronos/analyst.h"
 #include "kronos/server.h"
 #include "market/calendar.h"
 
@@ -294,7 +295,11 @@ static kr_status read_fields(const cJSON *root, int batch, const kr_api_limits *
         p->max_paths = p->paths;
     else if (p->max_paths > lim->max_analyze_paths)
         p->max_paths = lim->max_analyze_paths;
-    if (p->paths > p->max_paths) p->paths = p->max_paths;
+    /* Only the adaptive default's first round (128) gives way to a lower max_paths. A "paths"
+     * the client gave is never lowered: with a max_paths below it there are no further rounds
+     * and exactly "paths" run, as `kronos analyze --paths 4 --max-paths 2` runs 4 (the
+     * library's cap is the larger of the two). */
+    if (!paths_given && p->paths > p->max_paths) p->paths = p->max_paths;
     if (v->market) {
         const kr_calendar *cal = NULL;
         kr_error e = { 0 };
@@ -332,6 +337,13 @@ static kr_status read_fields(const cJSON *root, int batch, const kr_api_limits *
     if (p->lookback > p->max_context)
         return kr_api_error_set(err, 400, "lookback", "%d exceeds max_context (%d)", p->lookback,
                                 p->max_context);
+    /* The rest of the library's own checks, named by the field they concern. */
+    kr_error e = { 0 };
+    if (kr_analyze_check_params(p, &e) != KR_OK) {
+        const int on_lookback = !strncmp(e.message, "lookback ", 9); /* "lookback: 21 is ..." */
+        return kr_api_error_set(err, 400, on_lookback ? "lookback" : NULL, "%s",
+                                e.message + (on_lookback ? 9 : 0));
+    }
     return KR_OK;
 }
 

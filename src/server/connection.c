@@ -310,9 +310,12 @@ static enum MHD_Result first_call(kr_server *s, struct MHD_Connection *mc, kr_co
                                   NULL);
     }
     if (m == 405) {
-        snprintf(msg, sizeof msg, "%s only accepts %s", c->route->path, c->route->method);
-        return reply_error_with(mc, c, 405, msg, MHD_HTTP_HEADER_ALLOW,
-                                !strcmp(c->route->method, "GET") ? "GET, HEAD" : c->route->method);
+        /* Every method of the path, whichever route matched first (RFC 9110 §15.5.6: Allow
+         * lists what the target resource supports). */
+        char allow[64];
+        kr_route_allow(url, allow, sizeof allow);
+        snprintf(msg, sizeof msg, "%s only accepts %s", c->route->path, allow);
+        return reply_error_with(mc, c, 405, msg, MHD_HTTP_HEADER_ALLOW, allow);
     }
     if (c->route->v1) {
         if (kr_server_is_draining(s)) {

@@ -6,6 +6,8 @@
 #ifndef KR_SERVER_ROUTER_H
 #define KR_SERVER_ROUTER_H
 
+#include <stddef.h>
+
 typedef enum kr_route_id {
     KR_ROUTE_HEALTH = 0, /* GET /health: the process is alive */
     KR_ROUTE_READY, /* GET /ready: model loaded and not draining */
@@ -34,9 +36,15 @@ typedef struct kr_route {
 } kr_route;
 
 /* Matches a request. Returns 200 with *route set, 404 for an unknown path, or 405 for a
- * known path with another method (then *route is the path's route, whose method goes into
- * the Allow header). url may carry a query string, which is ignored. */
+ * known path with another method (then *route is one of the path's routes; the Allow header
+ * comes from kr_route_allow, which names them all). url may carry a query string, which is
+ * ignored. */
 int kr_route_match(const char *method, const char *url, const kr_route **route);
+
+/* The methods any route of url's path accepts, as an Allow header lists them ("GET, HEAD,
+ * POST" for /v1/candles/{symbol}; GET routes bring HEAD), written to out[cap]; returns the
+ * length (0 and "" for an unknown path). url may carry a query string. */
+size_t kr_route_allow(const char *url, char *out, size_t cap);
 
 /* The metrics label of a route ("/v1/forecast"); "other" for NULL (unknown paths share one
  * label so scanners cannot blow up the series count). */

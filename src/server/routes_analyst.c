@@ -34,6 +34,35 @@
 
 /* ------------------------------------------------------------------ store access */
 
+/* What the client is told of a candle store's message. The store names its file first
+ * ("/srv/kronos/k.db: AAPL 1d: ...", a PostgreSQL URL with its password masked), which tells
+ * any client where and how the server keeps its data: every occurrence of that name becomes
+ * "candle store" (the access log records that too: it is what the client was told). The
+ * full message of a 5xx, the operator's to act on, goes to the server log (log_store_error). */
+static void scrub_store_message(const kr_server *s, const char *msg, char *out, size_t cap) {
+    char shown[sizeof s->cfg.db];
+    kr_store_display_name(s->cfg.db, shown, sizeof shown);
+    const size_t sn = strlen(shown);
+    size_t o = 0;
+    if (cap == 0) return;
+    for (const char *p = msg ? msg : ""; *p && o + 1 < cap;) {
+        if (sn > 0 && !strncmp(p, shown, sn)) {
+            int w = snprintf(out + o, cap - o, "candle store");
+            o = w < 0 || (size_t)w >= cap - o ? cap - 1 : o + (size_t)w;
+            p += sn;
+            continue;
+        }
+        out[o++] = *p++;
+    }
+    out[o] = '\0';
+}
+
+/* A store's error message on the server's side: the 5xx ones (a broken or unreachable
+ * store) are the operator's to see, with the path the client no longer gets. */
+static void log_store_error(kr_server *s, int status, const char *msg) {
+    if (status >= 500) kr_srv_log(s, "candle store error (HTTP %d): %s", status, msg);
+}
+
 /* The store for a request: NULL with a reply status when there is none (yet). must_exist: a
  * read of a file that is not there answers "nothing stored" instead of creating it. */
 static kr_store *open_store(kr_server *s, int must_exist, int *status, kr_api_error *err) {
@@ -50,7 +79,10 @@ static kr_store *open_store(kr_server *s, int must_exist, int *status, kr_api_er
     kr_error e = { 0 };
     if (kr_store_open(s->cfg.db, &st, &e) != KR_OK) {
         *status = 500;
-        kr_api_error_set(err, 500, NULL, "%s", e.message);
+        log_store_error(s, 500, e.message);
+        char msg[sizeof e.message];
+        scrub_store_message(s, e.message, msg, sizeof msg);
+        kr_api_error_set(err, 500, NULL, "%s", msg);
         return NULL;
     }
     return st;
@@ -69,14 +101,17 @@ static void stored_list(const kr_store_entry *e, int64_t n, char *buf, size_t ca
 /* Picks the stored interval for symbol: `want` when given, else the only or the most recently
  * updated one (kr_store_list's order), as `kronos analyze` does. 0 and *out set, or an HTTP
  * status with err filled (field names the symbol's place in the request). */
-static int pick_interval(kr_store *store, const char *symbol, const char *want, const char *field,
-                         int not_found_status, char *out, size_t cap, char *market,
-                         size_t market_cap, kr_api_error *err) {
+static int pick_interval(kr_server *s, kr_store *store, const char *symbol, const char *want,
+                         const char *field, int not_found_status, char *out, size_t cap,
+                         char *market, size_t market_cap, kr_api_error *err) {
     kr_store_entry *e = NULL;
     int64_t n = 0;
     kr_error ke = { 0 };
     if (store && kr_store_list(store, symbol, &e, &n, &ke) != KR_OK) {
-        kr_api_error_set(err, 500, NULL, "%s", ke.message);
+        log_store_error(s, 500, ke.message);
+        char msg[sizeof ke.message];
+        scrub_store_message(s, ke.message, msg, sizeof msg);
+        kr_api_error_set(err, 500, NULL, "%s", msg);
         return 500;
     }
     char list[512];
@@ -120,14 +155,18 @@ static enum MHD_Result reply_api_error(struct MHD_Connection *mc, kr_conn *c,
  * wrong, 500 for the rest. */
 static enum MHD_Result reply_store_error(struct MHD_Connection *mc, kr_conn *c, kr_status st,
                                          const char *message, int bad, const char *field) {
+    char msg[sizeof((kr_error *)0)->message];
+    scrub_store_message(c->srv, message, msg, sizeof msg);
     if (st == KR_ERR_BUSY) {
-        snprintf(c->error, sizeof c->error, "%s", message);
-        char *body = kr_api_error_json(503, message, NULL);
+        log_store_error(c->srv, 503, message);
+        snprintf(c->error, sizeof c->error, "%s", msg);
+        char *body = kr_api_error_json(503, msg, NULL);
         return kr_srv_reply(mc, c, 503, "application/json", body, body ? strlen(body) : 0,
                             MHD_HTTP_HEADER_RETRY_AFTER, "1");
     }
     int code = st == KR_ERR_INVALID_ARG || st == KR_ERR_FORMAT ? bad : 500;
-    return kr_srv_reply_error(mc, c, code, message, code == 400 ? field : NULL);
+    log_store_error(c->srv, code, message);
+    return kr_srv_reply_error(mc, c, code, msg, code == 400 ? field : NULL);
 }
 
 static enum MHD_Result reply_json(struct MHD_Connection *mc, kr_conn *c, char *body) {
@@ -159,7 +198,7 @@ enum MHD_Result kr_handle_symbols(struct MHD_Connection *mc, kr_conn *c) {
     kr_error ke = { 0 };
     if (store && kr_store_list(store, NULL, &e, &n, &ke) != KR_OK) {
         kr_store_close(store);
-        return kr_srv_reply_error(mc, c, 500, ke.message, NULL);
+        return reply_store_error(mc, c, ke.status, ke.message, 500, NULL);
     }
     kr_store_close(store);
     cJSON *root = cJSON_CreateObject();
@@ -245,7 +284,8 @@ enum MHD_Result kr_handle_candles_get(struct MHD_Connection *mc, kr_conn *c, con
     int status;
     kr_store *store = open_store(c->srv, 1, &status, &aerr);
     if (status) return reply_api_error(mc, c, &aerr);
-    if (pick_interval(store, symbol, want, NULL, 404, interval, sizeof interval, NULL, 0, &aerr)) {
+    if (pick_interval(c->srv, store, symbol, want, NULL, 404, interval, sizeof interval, NULL, 0,
+                      &aerr)) {
         kr_store_close(store);
         return reply_api_error(mc, c, &aerr);
     }
@@ -424,11 +464,30 @@ static int task_should_abort(void *user) {
     return 0;
 }
 
+/* The analysis' error answer (the plain body, or a stream's "error" event). Messages that may
+ * carry a store's words lose its path (scrub_store_message); such a 5xx is logged whole. */
 static void task_fail(analyze_task *t, int status, const char *message, const char *field) {
+    char msg[1024];
+    scrub_store_message(t->srv, message, msg, sizeof msg);
+    if (status >= 500 && strcmp(msg, message) != 0) log_store_error(t->srv, status, message);
     t->status = status;
     free(t->body);
-    t->body = kr_api_error_json(status, message, field && field[0] ? field : NULL);
+    t->body = kr_api_error_json(status, msg, field && field[0] ? field : NULL);
     t->content_type = "application/json";
+}
+
+/* A batch where no symbol could be analysed is the request's fault at symbols[0] (or "all"):
+ * kr_analyze then reports the first symbol's failure, and every symbol failed, so index 0.
+ * The error names that field and its message starts with it, as every field error does. */
+static void task_fail_batch(analyze_task *t, int status, const char *message) {
+    const char *field = t->req.all ? "all" : "symbols[0]";
+    size_t fn = strlen(field);
+    char msg[1024];
+    if (!strncmp(message, field, fn) && message[fn] == ':')
+        snprintf(msg, sizeof msg, "%s", message);
+    else
+        snprintf(msg, sizeof msg, "%s: %s", field, message);
+    task_fail(t, status, msg, field);
 }
 
 /* Reads the histories (or takes the body's candles), runs the analyst, renders the report.
@@ -438,7 +497,7 @@ static void task_run(analyze_task *t) {
     kr_api_analyze_request *r = &t->req;
     kr_api_error aerr = { 0 };
     kr_error err = { 0 };
-    char field[40], msg[160];
+    char field[40], msg[256];
     if (r->candles) {
         snprintf(t->intervals[0], sizeof t->intervals[0], "%s", r->interval);
         t->items[0] = (kr_analyze_item){ r->symbols[0], t->intervals[0], r->candles, NULL,
@@ -459,8 +518,23 @@ static void task_run(analyze_task *t) {
                 task_fail(t, 500, err.message, NULL);
                 return;
             }
+            /* The same cap as a list of symbols (the config's max_symbols, itself at most the
+             * compiled KR_API_MAX_SYMBOLS): more stored series than that is refused, naming
+             * the limit, never cut silently to the first ones. */
+            int cap = s->limits.max_symbols;
+            if (cap < 1 || cap > KR_API_MAX_SYMBOLS) cap = KR_API_MAX_SYMBOLS;
+            if (n > cap) {
+                free(e);
+                kr_store_close(store);
+                snprintf(msg, sizeof msg,
+                         "all: %lld series are stored, more than max_symbols (%d) one analysis "
+                         "takes; name up to %d in symbols instead",
+                         (long long)n, cap, cap);
+                task_fail(t, 400, msg, "all");
+                return;
+            }
             r->n = 0;
-            for (int64_t i = 0; i < n && r->n < KR_API_MAX_SYMBOLS; i++, r->n++) {
+            for (int64_t i = 0; i < n; i++, r->n++) {
                 snprintf(r->symbols[r->n], sizeof r->symbols[0], "%s", e[i].symbol);
                 snprintf(t->want[r->n], sizeof t->want[0], "%s", e[i].interval);
             }
@@ -478,7 +552,10 @@ static void task_run(analyze_task *t) {
         const int64_t need = kr_analyze_min_rows(&r->params);
         for (int i = 0; i < r->n; i++) {
             const char *sym = r->symbols[i];
-            if (r->batch)
+            /* "all" names no symbols: its series' errors name the field that asked for them. */
+            if (r->batch && r->all)
+                snprintf(field, sizeof field, "all");
+            else if (r->batch)
                 snprintf(field, sizeof field, "symbols[%d]", i);
             else
                 snprintf(field, sizeof field, "symbol");
@@ -487,8 +564,8 @@ static void task_run(analyze_task *t) {
             /* A batch reports a symbol it cannot load beside the others' reports; a single
              * analysis answers with the error. */
             const char *want = t->want[i][0] ? t->want[i] : r->interval;
-            if (pick_interval(store, sym, want, field, 400, t->intervals[i], sizeof t->intervals[i],
-                              t->markets[i], sizeof t->markets[i], &aerr)) {
+            if (pick_interval(s, store, sym, want, field, 400, t->intervals[i],
+                              sizeof t->intervals[i], t->markets[i], sizeof t->markets[i], &aerr)) {
                 if (!r->batch) {
                     kr_store_close(store);
                     task_fail(t, aerr.status, aerr.message, aerr.field);
@@ -508,7 +585,7 @@ static void task_run(analyze_task *t) {
                     task_fail(t, 500, err.message, NULL);
                     return;
                 }
-                snprintf(t->errors[i], sizeof t->errors[i], "%s", err.message);
+                scrub_store_message(s, err.message, t->errors[i], sizeof t->errors[i]);
                 t->items[i] = (kr_analyze_item){ sym, t->intervals[i], NULL, t->errors[i], NULL };
                 continue;
             }
@@ -562,7 +639,11 @@ static void task_run(analyze_task *t) {
         if (st == KR_ERR_BUSY && kr_server_is_draining(s)) code = 503;
         if (st == KR_ERR_BUSY) t->retry_after = 1;
         if (code == 429) kr_http_metrics_reject(s->http, "busy");
-        task_fail(t, code, err.message, NULL);
+        /* Not the deadline, the client or the engine's capacity: every symbol failed. */
+        if (r->batch && !kr_analyst_fatal(st) && code < 500)
+            task_fail_batch(t, code, err.message);
+        else
+            task_fail(t, code, err.message, NULL);
         return;
     }
     /* The optional prose (server llm_url): its failure is recorded in the report, never an

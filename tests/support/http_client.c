@@ -51,6 +51,11 @@ static size_t on_header(char *p, size_t sz, size_t n, void *ud) {
     copy_header(p, k, "Content-Security-Policy:", r->csp, sizeof r->csp);
     copy_header(p, k, "X-Request-Id:", r->request_id, sizeof r->request_id);
     copy_header(p, k, "Connection:", r->connection, sizeof r->connection);
+    copy_header(p, k, "ETag:", r->etag, sizeof r->etag);
+    copy_header(p, k, "Last-Modified:", r->last_modified, sizeof r->last_modified);
+    copy_header(p, k, "Accept-Ranges:", r->accept_ranges, sizeof r->accept_ranges);
+    copy_header(p, k, "Cache-Control:", r->cache_control, sizeof r->cache_control);
+    copy_header(p, k, "Content-Length:", r->content_length, sizeof r->content_length);
     return k;
 }
 
@@ -85,6 +90,10 @@ CURLcode kr_test_http_perform(int port, const char *method, const char *path, co
     if (r->send_request_id) {
         snprintf(hdr, sizeof hdr, "X-Request-Id: %s", r->send_request_id);
         hl = curl_slist_append(hl, hdr);
+    }
+    for (size_t i = 0; i < sizeof r->send_headers / sizeof r->send_headers[0]; i++) {
+        if (!r->send_headers[i]) break;
+        hl = curl_slist_append(hl, r->send_headers[i]);
     }
     chunked_src src = { chunked_bytes };
     curl_easy_setopt(h, CURLOPT_URL, url);

@@ -20,6 +20,11 @@ typedef struct kr_http_resp {
     int abort_after_progress;
     int progress_seen;
     long timeout_ms; /* set before the call: the client gives up after this (0: 300 s) */
+    /* set before the call: extra request header lines ("If-None-Match: W/\"1\""), up to the
+     * first NULL */
+    const char *send_headers[8];
+    /* more headers received ("" when absent) */
+    char etag[128], last_modified[64], accept_ranges[32], cache_control[64], content_length[32];
 } kr_http_resp;
 
 /* One request to http://127.0.0.1:port<path> (path sent as is, no "../" folding).
