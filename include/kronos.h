@@ -21,8 +21,9 @@
  *
  * Thread safety:
  *   - kr_model: every function may be called from any thread at any time, except
- *     kr_model_quantize, which changes the weights and is load-time only (no context may
- *     exist on the model), and kr_model_free (after every context on it is freed).
+ *     kr_model_quantize, which changes the weights and is load-time only (it fails with
+ *     KR_ERR_INVALID_ARG while a context exists on the model, and kr_context_create fails
+ *     with KR_ERR_BUSY while it runs), and kr_model_free (after every context on it is freed).
  *   - kr_context: kr_submit, kr_cancel, kr_forecast_run*, kr_context_get_stats,
  *     kr_context_set_limits and kr_context_metrics may be called from any thread at once.
  *     kr_context_drain and kr_context_free from one thread, not from a callback.
@@ -148,7 +149,7 @@ typedef struct kr_forecast_params {
     int paths; /* sample paths (default 1) */
     float temperature; /* default 1.0 */
     int top_k; /* default 0 (off); 1 = greedy */
-    float top_p; /* default 0.9 */
+    float top_p; /* in (0, 1], default 0.9 (1: off) */
     uint64_t seed; /* RNG seed; each path has its own stream */
     kr_window_mode window; /* default exact */
     float clip; /* normalised-input clip (default 5) */
@@ -176,11 +177,12 @@ typedef struct kr_context_params {
     /* Batching. An engine step computes at most about max_batch_tokens rows (prefill rows,
      * one row per decoding path, re-run windows), shared among the running requests by
      * priority; a request's step may spread over several engine steps. */
-    int max_batch_tokens; /* default 4096 */
-    int max_running; /* requests in the running batch (default 64) */
-    int max_queue; /* waiting requests before kr_submit says KR_ERR_BUSY (default 256) */
-    int batch_wait_ms; /* a lone new request waits this long for company (default 0;
-                             servers: 20-100) */
+    int max_batch_tokens; /* 1 .. 16777216 (2^24), default 4096 */
+    int max_running; /* requests in the running batch: 1 .. 65536, default 64 */
+    int max_queue; /* waiting requests before kr_submit says KR_ERR_BUSY: 1 .. 1048576 (2^20),
+                      default 256 */
+    int batch_wait_ms; /* a lone new request waits this long for company: 0 .. 60000 (default
+                          0; servers: 20-100) */
     size_t kv_budget_bytes; /* KV memory for running requests + prefix cache; 0: 25% of RAM */
     int prefix_cache; /* reuse identical context windows across requests (default 1) */
     int static_batching; /* admit a new batch only when the running one has finished
@@ -216,7 +218,9 @@ KR_API kr_context_params kr_context_default_params(void);
 
 /* Creates a context on a model (borrowed: must outlive the context) and starts its engine
  * thread. The workspace is sized from the batch limits here, so the steady-state decode loop
- * allocates nothing. Caller owns *out; free with kr_context_free. */
+ * allocates nothing. A limit out of its range fails with KR_ERR_INVALID_ARG naming the field
+ * and the value; KR_ERR_BUSY while kr_model_quantize runs on the model. Caller owns *out;
+ * free with kr_context_free. */
 KR_API kr_status kr_context_create(const kr_model *model, const kr_context_params *params,
                                    kr_context **out, kr_error *err);
 /* Stops accepting (kr_submit answers KR_ERR_BUSY "shutting down"), lets queued and running
@@ -236,7 +240,7 @@ typedef enum kr_event_kind {
     KR_EVENT_STARTED = 0, /* admitted into the running batch (queue wait known) */
     KR_EVENT_STEP = 1, /* one more token sampled for every path (progress; the last, step
                              == pred_len, comes before the tokenizer decodes the paths) */
-    KR_EVENT_DONE = 2, /* result ready: event.result, owned by the receiver */
+    KR_EVENT_DONE = 2, /* result ready: event.result, owned by the receiver (see kr_event) */
     KR_EVENT_FAILED = 3 /* error: cancelled, timed out, rejected, invalid, internal */
 } kr_event_kind;
 
@@ -255,7 +259,10 @@ typedef struct kr_event {
     uint64_t id;
     int index; /* position in a kr_forecast_run_batch* call (0 for kr_submit) */
     int step, pred_len; /* steps sampled so far, of pred_len */
-    kr_forecast *result; /* DONE: the receiver owns it (kr_forecast_free) */
+    /* DONE from kr_submit: the receiver owns it (kr_forecast_free); with no on_event the
+     * engine frees it. DONE forwarded by kr_forecast_run_batch_ex: NULL (the result is
+     * returned in out[index]). */
+    kr_forecast *result;
     kr_error error; /* FAILED */
     kr_request_stats stats;
 } kr_event;
@@ -274,9 +281,10 @@ enum {
 
 typedef struct kr_request_params {
     double deadline_s; /* > 0: fail with KR_ERR_TIMEOUT when not done that many seconds after
-                          submission (queued or running) */
+                          submission (queued or running); <= 0: none; NaN is refused
+                          (KR_ERR_INVALID_ARG) */
     int priority; /* default KR_PRIORITY_NORMAL */
-    kr_event_callback on_event; /* may be NULL */
+    kr_event_callback on_event; /* may be NULL (a DONE result is then freed by the engine) */
     void *user;
     /* Polled once per engine step while the request is queued or running: non-zero cancels
      * it (KR_ERR_CANCELLED), e.g. "the client has gone". May be NULL. */
@@ -310,7 +318,8 @@ KR_API kr_status kr_submit(kr_context *ctx, const kr_series *series,
                            const kr_forecast_params *params, const kr_request_params *request,
                            uint64_t *id, kr_error *err);
 /* Cancels a queued or running request: its FAILED event (KR_ERR_CANCELLED) follows and its
- * KV memory is freed. Unknown or finished ids are ignored. */
+ * KV memory is freed. Unknown or finished ids are ignored, and so is every call once
+ * kr_context_drain has returned. */
 KR_API void kr_cancel(kr_context *ctx, uint64_t id);
 
 /* ---------------------------------------------------------------- synchronous forecasts */
@@ -329,7 +338,9 @@ KR_API kr_status kr_forecast_run_batch(kr_context *ctx, const kr_series *series,
                                        kr_error *err);
 
 /* The same with request parameters: one deadline for the whole batch, a priority, an abort
- * check and progress events (event.index = the series). The first failure cancels the rest. */
+ * check and progress events (event.index = the series). The first failure cancels the rest.
+ * request->on_event receives every event of every series, DONE with event.result NULL: the
+ * results are out[]'s alone (freed by the call itself when the batch fails). */
 KR_API kr_status kr_forecast_run_batch_ex(kr_context *ctx, const kr_series *series, int n_series,
                                           const kr_forecast_params *params,
                                           const kr_request_params *request, kr_forecast **out,
@@ -435,24 +446,31 @@ typedef struct kr_context_stats {
     char kv_dtype[8];
     kr_step_profile profile; /* every engine step since the context was created */
 } kr_context_stats;
-/* running, waiting and kv_bytes_used of running requests are current; the other figures
- * are as of the last engine step. */
+/* running, waiting, kv_bytes_used of running requests and the limits are current; the other
+ * figures are as of the last engine step (the engine thread publishes them at each step's
+ * end, so any thread reads them without racing it). */
 KR_API void kr_context_get_stats(kr_context *ctx, kr_context_stats *stats);
 
 /* Limits that can change while running (time-of-day profiles, operators). A field < 0 (or 0
  * for max_batch_tokens / max_running / max_queue, NaN or < 0 for the targets) keeps the
- * current value. Logged with the reason; the tuner continues from the new values. */
+ * current value; the others must be in kr_context_params' ranges. The new values are in
+ * force (and in kr_context_get_stats) when the call returns; the engine's next step and the
+ * tuner, which continues from them, take them at the next step boundary. Logged with the
+ * reason. KR_ERR_INVALID_ARG when a value is out of range: then nothing changes, and the
+ * log callback gets the field and the value. */
 typedef struct kr_context_limits {
     int batch_wait_ms, max_batch_tokens, max_running, max_queue;
     int static_batching; /* -1 keep, 0 continuous, 1 static */
     double target_queue_p95_s, target_ttft_p95_s;
 } kr_context_limits;
 KR_API kr_context_limits kr_context_limits_keep(void);
-KR_API void kr_context_set_limits(kr_context *ctx, const kr_context_limits *limits,
-                                  const char *reason);
+KR_API kr_status kr_context_set_limits(kr_context *ctx, const kr_context_limits *limits,
+                                       const char *reason);
 
 /* The context's metrics in Prometheus text format (TTFT, inter-step latency, queue wait,
- * batch size, busy ratio, KV usage, prefix-cache hits, request outcomes). Caller frees *out. */
+ * batch size, busy ratio, KV usage, prefix-cache hits, request outcomes): the queue, the
+ * limits, running requests and KV use as of the call, the rest as of the last engine step.
+ * Caller frees *out. */
 KR_API kr_status kr_context_metrics(kr_context *ctx, char **out, kr_error *err);
 
 /* ---------------------------------------------------------------- quantisation */
@@ -464,7 +482,9 @@ KR_API kr_status kr_context_metrics(kr_context *ctx, char **out, kr_error *err);
  * activation-aware channel scales (q4, AWQ-style) that minimise the Linear's output error on
  * the recorded inputs (no scaling is one of the candidates, so calibration never does worse
  * on them than round-to-nearest).
- * Load-time only: the model must have no context (it changes the weights). */
+ * Load-time only: the model must have no context (it changes the weights); while one exists
+ * the call fails with KR_ERR_INVALID_ARG saying how many (free them first). n_calib < 0 is
+ * KR_ERR_INVALID_ARG. */
 KR_API kr_status kr_model_quantize(kr_model *model, const char *fmt, int group,
                                    const kr_series *calib, int n_calib, int n_threads,
                                    kr_error *err);

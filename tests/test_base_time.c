@@ -3,6 +3,8 @@
  * (Python's datetime, proleptic Gregorian), the predictor's time features, formatting, and a
  * day-by-day round trip over ±2700 years.
  */
+#include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -131,6 +133,45 @@ static void test_format(void **state) {
     assert_null(kr_format_timestamp(0, 0, NULL, 10));
 }
 
+/* The whole int64 range converts without overflow (UBSan builds check it: days * 86400 once
+ * overflowed near INT64_MIN): the extremes print their full year, kr_civil saturates a year
+ * past int, and the engine's range (±1e13 s) is exact. Expected values: Python's datetime,
+ * shifted by whole 400-year cycles (146097 days, a whole number of weeks) into its range. */
+static void test_extreme_timestamps(void **state) {
+    (void)state;
+    char buf[32];
+    assert_string_equal(kr_format_timestamp(INT64_MIN, 0, buf, sizeof buf),
+                        "-292277022657-01-27 08:29:52");
+    assert_string_equal(kr_format_timestamp(INT64_MAX, 0, buf, sizeof buf),
+                        "292277026596-12-04 15:30:07");
+    assert_string_equal(kr_format_timestamp(INT64_MIN + 86399, 1, buf, sizeof buf),
+                        "-292277022657-01-28 08:29:51");
+    kr_civil lo = kr_civil_from_unix(INT64_MIN), hi = kr_civil_from_unix(INT64_MAX);
+    assert_int_equal(lo.year, INT_MIN);
+    assert_int_equal(hi.year, INT_MAX);
+    assert_int_equal(lo.month, 1);
+    assert_int_equal(lo.day, 27);
+    assert_int_equal(lo.hour, 8);
+    assert_int_equal(lo.minute, 29);
+    assert_int_equal(lo.second, 52);
+    assert_int_equal(lo.weekday, 6);
+    assert_int_equal(hi.weekday, 6);
+    kr_civil a = kr_civil_from_unix(-KR_TIME_MAX_ABS), b = kr_civil_from_unix(KR_TIME_MAX_ABS);
+    assert_int_equal(a.year, -314918);
+    assert_int_equal(a.month, 8);
+    assert_int_equal(a.day, 13);
+    assert_int_equal(a.weekday, 6);
+    assert_int_equal(b.year, 318857);
+    assert_int_equal(b.month, 5);
+    assert_int_equal(b.day, 20);
+    assert_int_equal(b.hour, 17);
+    assert_int_equal(b.minute, 46);
+    assert_int_equal(b.second, 40);
+    float f[5];
+    kr_time_features(INT64_MIN, f); /* defined, whatever the year */
+    assert_true(f[0] == 29.0f && f[1] == 8.0f && f[2] == 6.0f && f[3] == 27.0f && f[4] == 1.0f);
+}
+
 static void test_now_seconds(void **state) {
     (void)state;
     double a = kr_now_seconds();
@@ -147,6 +188,7 @@ int main(void) {
         cmocka_unit_test(test_leap_years),
         cmocka_unit_test(test_unix_from_civil_normalises),
         cmocka_unit_test(test_format),
+        cmocka_unit_test(test_extreme_timestamps),
         cmocka_unit_test(test_now_seconds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -9,6 +9,8 @@
  * the decay time, freeing it gives back what its budget let the pool keep, and the
  * kronos_kv_blocks_free_bytes gauge reports the kept bytes.
  */
+#include <limits.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -17,6 +19,7 @@
 #include <unistd.h>
 
 #include "base/timeutil.h"
+#include "engine/context_internal.h"
 #include "engine/forecast_internal.h"
 #include "model/kv_pool.h"
 #include "engine_helpers.h"
@@ -60,6 +63,21 @@ static void on_event(void *user, const kr_event *ev) {
         pthread_cond_broadcast(&w->cond);
     }
     pthread_mutex_unlock(&w->lock);
+}
+
+/* A waiter's flag read under its lock: the engine thread sets them (ThreadSanitizer-clean). */
+static int started(waiter *w) {
+    pthread_mutex_lock(&w->lock);
+    int v = w->started;
+    pthread_mutex_unlock(&w->lock);
+    return v;
+}
+
+static int is_done(waiter *w) {
+    pthread_mutex_lock(&w->lock);
+    int v = w->done;
+    pthread_mutex_unlock(&w->lock);
+    return v;
 }
 
 static void wait_done(waiter *w) {
@@ -277,8 +295,8 @@ static void test_cancel_busy_deadline_drain(void **state) {
     kr_request_params ra = req_for(&a), rb = req_for(&b), rc = req_for(&c), rd = req_for(&d);
     assert_int_equal(kr_submit(ctx, &ser, &long_p, &ra, &id_a, &err), KR_OK);
     /* Wait until a runs, then fill the queue. */
-    for (int i = 0; i < 2000 && !a.started; i++) usleep(1000);
-    assert_true(a.started);
+    for (int i = 0; i < 2000 && !started(&a); i++) usleep(1000);
+    assert_true(started(&a));
     rb.deadline_s = 0.01;
     assert_int_equal(kr_submit(ctx, &ser, &p, &rb, NULL, &err), KR_OK);
     assert_int_equal(kr_submit(ctx, &ser, &p, &rc, NULL, &err), KR_OK);
@@ -294,7 +312,7 @@ static void test_cancel_busy_deadline_drain(void **state) {
     assert_int_equal(b.status, KR_ERR_TIMEOUT);
     /* Draining finishes the accepted request and refuses new ones. */
     assert_int_equal(kr_context_drain(ctx, -1), KR_OK);
-    assert_true(c.done);
+    assert_true(is_done(&c));
     assert_int_equal(c.status, KR_OK);
     kr_forecast_free(c.result);
     kr_context_stats st;
@@ -320,9 +338,9 @@ static void test_drain_bound(void **state) {
     waiter_init(&w);
     kr_request_params rp = req_for(&w);
     assert_int_equal(kr_submit(ctx, &ser, &p, &rp, NULL, &err), KR_OK);
-    for (int i = 0; i < 5000 && !w.started; i++) usleep(1000);
+    for (int i = 0; i < 5000 && !started(&w); i++) usleep(1000);
     assert_int_equal(kr_context_drain(ctx, 0.05), KR_ERR_TIMEOUT);
-    assert_true(w.done);
+    assert_true(is_done(&w));
     assert_int_equal(w.status, KR_ERR_CANCELLED);
     assert_non_null(strstr(w.message, "shutting down"));
     kr_context_free(ctx);
@@ -357,7 +375,7 @@ static void test_abort_callbacks(void **state) {
     r2.should_abort = abort_flag;
     r2.abort_user = &stop_one;
     assert_int_equal(kr_submit(ctx, &ser, &p, &r1, NULL, &err), KR_OK);
-    for (int i = 0; i < 2000 && !running.started; i++) usleep(1000);
+    for (int i = 0; i < 2000 && !started(&running); i++) usleep(1000);
     assert_int_equal(kr_submit(ctx, &ser, &p, &r2, NULL, &err), KR_OK);
     assert_int_equal(kr_submit(ctx, &ser, &p, &r3, NULL, &err), KR_OK);
     atomic_store(&stop_one, 1);
@@ -365,9 +383,9 @@ static void test_abort_callbacks(void **state) {
     wait_done(&queued);
     assert_int_equal(running.status, KR_ERR_CANCELLED);
     assert_int_equal(queued.status, KR_ERR_CANCELLED);
-    for (int i = 0; i < 2000 && !other.started; i++) usleep(1000);
-    assert_true(other.started);
-    assert_false(other.done);
+    for (int i = 0; i < 2000 && !started(&other); i++) usleep(1000);
+    assert_true(started(&other));
+    assert_false(is_done(&other));
     atomic_store(&stop_all, 1);
     wait_done(&other);
     assert_int_equal(other.status, KR_ERR_CANCELLED);
@@ -608,6 +626,311 @@ static void count_live(void *user, const kr_event *ev) {
     on_event(user, ev);
 }
 
+/* ---------------------------------------------------------------- stats, limits, ownership */
+
+typedef struct hammer {
+    kr_context *ctx;
+    atomic_int stop;
+    long rounds, refused;
+} hammer;
+
+/* What a server's /metrics handler and its profile switcher do, as fast as they can: read
+ * the metrics and the stats, set limits (some out of range, refused). */
+static void *hammer_main(void *arg) {
+    hammer *h = arg;
+    for (long n = 0; !atomic_load(&h->stop); n++) {
+        char *text = NULL;
+        kr_error err = { 0 };
+        if (kr_context_metrics(h->ctx, &text, &err) != KR_OK) fail_msg("%s", err.message);
+        free(text);
+        kr_context_stats st;
+        kr_context_get_stats(h->ctx, &st);
+        kr_context_limits lim = kr_context_limits_keep();
+        lim.max_batch_tokens = n % 3 == 2 ? INT_MAX : 64 + (int)(n % 2) * 4000;
+        lim.max_running = 2 + (int)(n % 50);
+        lim.batch_wait_ms = (int)(n % 3);
+        if (kr_context_set_limits(h->ctx, &lim, "hammer") != KR_OK) h->refused++;
+        h->rounds++;
+    }
+    return NULL;
+}
+
+/* kr_context_metrics, kr_context_get_stats and kr_context_set_limits from other threads while
+ * the engine runs a batch that fills and hits the prefix cache, with the tuner on: the
+ * results are those of a quiet context (budgets never change numbers), and under
+ * ThreadSanitizer (-fsanitize=thread) the run is race-free: the engine publishes its state at
+ * step boundaries and takes new limits there. */
+static void test_stats_and_limits_from_other_threads(void **state) {
+    (void)state;
+    enum { N = 24 };
+    kr_series s[N];
+    for (int k = 0; k < N; k++) s[k] = series_for(k % 6); /* repeats: prefix-cache hits */
+    kr_forecast_params p = params_for(3);
+    p.pred_len = 4;
+    kr_forecast *quiet[N] = { 0 }, *busy[N] = { 0 };
+    kr_error err = { 0 };
+    kr_context *ref = context_with(4096, 8, 64, 1);
+    assert_int_equal(kr_forecast_run_batch(ref, s, N, &p, quiet, &err), KR_OK);
+    kr_context_free(ref);
+
+    kr_context_params cp = kr_context_default_params();
+    cp.n_threads = 2;
+    cp.tune = 1;
+    cp.tune_window_s = 0.001; /* the tuner moves at every tick it may */
+    cp.tune_relax_s = 0.002;
+    kr_context *ctx = NULL;
+    assert_int_equal(kr_context_create(g_model, &cp, &ctx, &err), KR_OK);
+    hammer h[2];
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++) {
+        memset(&h[i], 0, sizeof h[i]);
+        h[i].ctx = ctx;
+        assert_int_equal(pthread_create(&th[i], NULL, hammer_main, &h[i]), 0);
+    }
+    for (int rep = 0; rep < 2; rep++) {
+        assert_int_equal(kr_forecast_run_batch(ctx, s, N, &p, busy, &err), KR_OK);
+        for (int k = 0; k < N; k++) {
+            expect_same(quiet[k], busy[k]);
+            kr_forecast_free(busy[k]);
+        }
+    }
+    for (int i = 0; i < 2; i++) {
+        atomic_store(&h[i].stop, 1);
+        pthread_join(th[i], NULL);
+        assert_true(h[i].rounds > 0);
+        assert_true(h[i].refused > 0);
+    }
+    kr_context_stats st;
+    kr_context_get_stats(ctx, &st);
+    assert_true(st.completed >= 2 * N);
+    assert_true(st.prefix_hit_tokens > 0);
+    assert_true(st.max_batch_tokens < INT_MAX); /* the refused value never applied */
+    kr_context_free(ctx);
+    for (int k = 0; k < N; k++) kr_forecast_free(quiet[k]);
+}
+
+typedef struct log_tail {
+    pthread_mutex_t mu;
+    char last[512];
+} log_tail;
+
+static void keep_log(void *user, const char *line) {
+    log_tail *t = user;
+    pthread_mutex_lock(&t->mu);
+    snprintf(t->last, sizeof t->last, "%s", line);
+    pthread_mutex_unlock(&t->mu);
+}
+
+/* Each batch limit has its range (kronos.h); a value outside it is refused with a message
+ * naming the field and the value, at creation and in kr_context_set_limits (where nothing
+ * changes and the log says why). Values in range apply at once. */
+static void test_limit_ranges(void **state) {
+    (void)state;
+    static const struct {
+        const char *field;
+        int value;
+    } bad[] = {
+        { "max_batch_tokens", 0 },      { "max_batch_tokens", INT_MAX }, { "max_batch_tokens", -7 },
+        { "max_running", 0 },           { "max_running", 65537 },        { "max_queue", 0 },
+        { "max_queue", (1 << 20) + 1 }, { "batch_wait_ms", -5 },         { "batch_wait_ms", 60001 },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        kr_context_params cp = kr_context_default_params();
+        int *f = strcmp(bad[i].field, "max_batch_tokens") == 0 ? &cp.max_batch_tokens
+                 : strcmp(bad[i].field, "max_running") == 0    ? &cp.max_running
+                 : strcmp(bad[i].field, "max_queue") == 0      ? &cp.max_queue
+                                                               : &cp.batch_wait_ms;
+        *f = bad[i].value;
+        kr_context *ctx = NULL;
+        kr_error err = { 0 };
+        assert_int_equal(kr_context_create(g_model, &cp, &ctx, &err), KR_ERR_INVALID_ARG);
+        assert_null(ctx);
+        char want[64];
+        snprintf(want, sizeof want, "got %d", bad[i].value);
+        assert_non_null(strstr(err.message, bad[i].field));
+        assert_non_null(strstr(err.message, want));
+    }
+    /* The upper bounds themselves are fine. */
+    kr_context_params cp = kr_context_default_params();
+    cp.n_threads = 1;
+    cp.max_batch_tokens = 1 << 24;
+    cp.max_queue = 1 << 20;
+    cp.batch_wait_ms = 60000;
+    log_tail tail;
+    memset(&tail, 0, sizeof tail);
+    pthread_mutex_init(&tail.mu, NULL);
+    cp.log = keep_log;
+    cp.log_user = &tail;
+    kr_context *ctx = NULL;
+    kr_error err = { 0 };
+    assert_int_equal(kr_context_create(g_model, &cp, &ctx, &err), KR_OK);
+
+    kr_context_limits lim = kr_context_limits_keep();
+    lim.max_running = 9;
+    lim.max_batch_tokens = 512;
+    assert_int_equal(kr_context_set_limits(ctx, &lim, "ok"), KR_OK);
+    kr_context_stats st;
+    kr_context_get_stats(ctx, &st);
+    assert_int_equal(st.max_running, 9);
+    assert_int_equal(st.max_batch_tokens, 512);
+    lim = kr_context_limits_keep();
+    lim.max_running = 3;
+    lim.max_batch_tokens = INT_MAX;
+    assert_int_equal(kr_context_set_limits(ctx, &lim, "too big"), KR_ERR_INVALID_ARG);
+    pthread_mutex_lock(&tail.mu);
+    assert_non_null(strstr(tail.last, "max_batch_tokens"));
+    assert_non_null(strstr(tail.last, "2147483647"));
+    assert_non_null(strstr(tail.last, "too big"));
+    pthread_mutex_unlock(&tail.mu);
+    kr_context_get_stats(ctx, &st);
+    assert_int_equal(st.max_running, 9); /* all or nothing */
+    assert_int_equal(st.max_batch_tokens, 512);
+    lim = kr_context_limits_keep();
+    lim.batch_wait_ms = 60001;
+    assert_int_equal(kr_context_set_limits(ctx, &lim, "long wait"), KR_ERR_INVALID_ARG);
+    kr_context_get_stats(ctx, &st);
+    assert_int_equal(st.batch_wait_ms, 60000);
+    assert_int_equal(kr_context_set_limits(ctx, NULL, "x"), KR_ERR_INVALID_ARG);
+    kr_context_free(ctx);
+    pthread_mutex_destroy(&tail.mu);
+}
+
+typedef struct forwarded {
+    atomic_int done, done_with_result, failed, steps;
+} forwarded;
+
+static void count_forwarded(void *user, const kr_event *ev) {
+    forwarded *f = user;
+    if (ev->kind == KR_EVENT_STEP) atomic_fetch_add(&f->steps, 1);
+    if (ev->kind == KR_EVENT_FAILED) atomic_fetch_add(&f->failed, 1);
+    if (ev->kind == KR_EVENT_DONE) {
+        atomic_fetch_add(&f->done, 1);
+        if (ev->result) atomic_fetch_add(&f->done_with_result, 1);
+    }
+}
+
+/* kr_forecast_run_batch_ex forwards the events to the caller's on_event, DONE with result
+ * NULL: each result is out[]'s alone, so a callback written for kr_submit ("DONE: the
+ * receiver owns it") cannot free what out[] returns. */
+static void test_batch_ex_done_event_has_no_result(void **state) {
+    (void)state;
+    kr_context *ctx = context_with(4096, 8, 16, 0);
+    enum { N = 3 };
+    kr_series s[N];
+    for (int k = 0; k < N; k++) s[k] = series_for(k);
+    kr_forecast_params p = params_for(2);
+    forwarded f;
+    memset(&f, 0, sizeof f);
+    kr_request_params rp = kr_request_default_params();
+    rp.on_event = count_forwarded;
+    rp.user = &f;
+    kr_forecast *out[N] = { 0 };
+    kr_error err = { 0 };
+    assert_int_equal(kr_forecast_run_batch_ex(ctx, s, N, &p, &rp, out, &err), KR_OK);
+    assert_int_equal(atomic_load(&f.done), N);
+    assert_int_equal(atomic_load(&f.done_with_result), 0);
+    assert_true(atomic_load(&f.steps) > 0);
+    for (int k = 0; k < N; k++) {
+        assert_non_null(out[k]);
+        assert_int_equal(kr_forecast_pred_len(out[k]), p.pred_len);
+        kr_forecast_free(out[k]);
+    }
+    kr_context_free(ctx);
+}
+
+/* Requests the API refuses: top_p outside (0, 1] (1.5 and +inf were once clamped to 1
+ * silently), a NaN deadline (which meant "no deadline" by accident), and timestamps outside
+ * ±1e13 s, in the history or the future stamps, whether or not future stamps are given (the
+ * calendar checked the range only when it inferred them). */
+static void test_refused_requests(void **state) {
+    (void)state;
+    kr_context *ctx = context_with(4096, 4, 8, 0);
+    kr_series s = series_for(1);
+    kr_forecast_params p = params_for(1);
+    kr_forecast *f = NULL;
+    kr_error err = { 0 };
+    const float bad_top_p[] = { 1.5f, INFINITY, NAN, 0.0f, -0.5f, 1.0000001f };
+    for (size_t i = 0; i < sizeof bad_top_p / sizeof bad_top_p[0]; i++) {
+        kr_forecast_params q = p;
+        q.top_p = bad_top_p[i];
+        assert_int_equal(kr_forecast_run(ctx, &s, &q, &f, &err), KR_ERR_INVALID_ARG);
+        assert_non_null(strstr(err.message, "top_p"));
+        assert_null(f);
+    }
+    kr_forecast_params one = p;
+    one.top_p = 1.0f; /* the top of the range */
+    assert_int_equal(kr_forecast_run(ctx, &s, &one, &f, &err), KR_OK);
+    kr_forecast_free(f);
+    f = NULL;
+
+    kr_request_params rp = kr_request_default_params();
+    rp.deadline_s = NAN;
+    assert_int_equal(kr_submit(ctx, &s, &p, &rp, NULL, &err), KR_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.message, "deadline_s"));
+    assert_int_equal(kr_forecast_run_batch_ex(ctx, &s, 1, &p, &rp, &f, &err), KR_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.message, "deadline_s"));
+    assert_null(f);
+
+    enum { ROWS = 50, P = 4 };
+    int64_t ts[ROWS], fut[P];
+    double vals[ROWS * 6];
+    for (int i = 0; i < ROWS; i++) {
+        ts[i] = INT64_MIN + 3600LL * i;
+        for (int c = 0; c < 6; c++) vals[i * 6 + c] = 100.0 + i % 7 + c;
+    }
+    for (int i = 0; i < P; i++) fut[i] = ts[ROWS - 1] + 3600LL * (i + 1);
+    kr_series far = { .n = ROWS,
+                      .timestamps = ts,
+                      .values = vals,
+                      .has_volume = 1,
+                      .has_amount = 1,
+                      .future_timestamps = fut };
+    kr_forecast_params q = kr_forecast_default_params();
+    q.pred_len = P;
+    assert_int_equal(kr_forecast_run(ctx, &far, &q, &f, &err), KR_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.message, "out of range"));
+    assert_null(f);
+    far.future_timestamps = NULL; /* the calendar's check */
+    assert_int_equal(kr_forecast_run(ctx, &far, &q, &f, &err), KR_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.message, "out of range"));
+    /* A history in range with future stamps past it. */
+    for (int i = 0; i < ROWS; i++) ts[i] = 1700000000 + 3600LL * i;
+    fut[0] = ts[ROWS - 1] + 3600;
+    fut[1] = fut[0] + 3600;
+    fut[2] = KR_TIME_MAX_ABS + 1;
+    fut[3] = INT64_MAX;
+    far.future_timestamps = fut;
+    assert_int_equal(kr_forecast_run(ctx, &far, &q, &f, &err), KR_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.message, "future timestamp 3"));
+    assert_non_null(strstr(err.message, "out of range"));
+    fut[2] = fut[1] + 3600;
+    fut[3] = fut[2] + 3600;
+    assert_int_equal(kr_forecast_run(ctx, &far, &q, &f, &err), KR_OK);
+    kr_forecast_free(f);
+    kr_context_free(ctx);
+}
+
+/* Once drained, the context has no engine thread to consume cancellations: kr_cancel is a
+ * no-op then instead of growing the list with every call. */
+static void test_cancel_after_drain(void **state) {
+    (void)state;
+    kr_context *ctx = context_with(4096, 2, 4, 0);
+    kr_series s = series_for(2);
+    kr_forecast_params p = params_for(2);
+    kr_forecast *f = NULL;
+    kr_error err = { 0 };
+    assert_int_equal(kr_forecast_run(ctx, &s, &p, &f, &err), KR_OK);
+    kr_forecast_free(f);
+    assert_int_equal(kr_context_drain(ctx, -1), KR_OK);
+    for (int i = 0; i < 10000; i++) kr_cancel(ctx, (uint64_t)i);
+    pthread_mutex_lock(&ctx->lock);
+    int n = ctx->n_cancels, cap = ctx->cap_cancels;
+    pthread_mutex_unlock(&ctx->lock);
+    assert_int_equal(n, 0);
+    assert_int_equal(cap, 64);
+    kr_context_free(ctx);
+}
+
 /* Limits set while running (a time-of-day profile) all apply: max_running 1 runs one request
  * at a time, and the limits in force are exported as gauges. */
 static void test_set_limits_apply(void **state) {
@@ -770,6 +1093,30 @@ static void test_kv_keep_follows_context(void **state) {
 #endif
 }
 
+/* A context with an "unlimited" KV budget (SIZE_MAX) next to a bounded one: the pool adds the
+ * contexts' reservations, and SIZE_MAX would wrap the sum, so a context reserves at most the
+ * machine's memory. Freeing the unlimited one leaves the other's reservation standing: the
+ * pool still keeps a burst within it. */
+static void test_kv_keep_unlimited_budget(void **state) {
+    (void)state;
+#if KR_TEST_ASAN
+    skip(); /* sanitizer builds keep no freed block */
+#else
+    kr_kv_pool_trim();
+    kr_context *bounded = context_with_kv_budget(1, (size_t)512 << 20);
+    kr_context *unlimited = context_with_kv_budget(1, SIZE_MAX);
+    kr_context_stats st;
+    kr_context_get_stats(unlimited, &st);
+    assert_true(st.kv_bytes_budget == SIZE_MAX); /* the budget itself stays as asked */
+    kr_context_free(unlimited);
+    kv_burst();
+    assert_true(pool_kept() > KR_KV_POOL_KEEP_FLOOR);
+    kr_context_free(bounded);
+    assert_true(pool_kept() <= KR_KV_POOL_KEEP_FLOOR);
+    kr_kv_pool_trim();
+#endif
+}
+
 /* A busy engine returns a burst's kept blocks too: it decays the pool once a second between
  * steps, so memory freed by a burst does not stay pinned while long requests keep it from
  * ever idling. */
@@ -796,13 +1143,13 @@ static void test_kv_keep_decays_while_busy(void **state) {
     uint64_t id = 0;
     kr_error err = { 0 };
     assert_int_equal(kr_submit(ctx, &ser, &p, &ra, &id, &err), KR_OK);
-    for (int i = 0; i < 2000 && !a.started; i++) usleep(1000);
-    assert_true(a.started);
-    while (pool_kept() > KR_KV_POOL_KEEP_FLOOR && !a.done &&
+    for (int i = 0; i < 2000 && !started(&a); i++) usleep(1000);
+    assert_true(started(&a));
+    while (pool_kept() > KR_KV_POOL_KEEP_FLOOR && !is_done(&a) &&
            kr_now_seconds() - t_burst < 4 * KR_KV_POOL_DECAY_S)
         usleep(50000);
     double waited = kr_now_seconds() - t_burst;
-    int still_busy = !a.done;
+    int still_busy = !is_done(&a);
     size_t kept = pool_kept();
     kr_cancel(ctx, id);
     wait_done(&a);
@@ -834,6 +1181,12 @@ int main(void) {
         cmocka_unit_test(test_kv_keep_follows_context),
         cmocka_unit_test(test_kv_keep_decays_while_busy),
         cmocka_unit_test(test_tasks_and_bad_params),
+        cmocka_unit_test(test_stats_and_limits_from_other_threads),
+        cmocka_unit_test(test_limit_ranges),
+        cmocka_unit_test(test_batch_ex_done_event_has_no_result),
+        cmocka_unit_test(test_refused_requests),
+        cmocka_unit_test(test_cancel_after_drain),
+        cmocka_unit_test(test_kv_keep_unlimited_budget),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -471,6 +471,54 @@ static void test_gptq_model(void **state) {
     kr_model_free(ref);
 }
 
+/* kr_model_quantize rewrites the weights every context on the model reads without a lock:
+ * while one lives it is refused (the model untouched, the message says how many), a context
+ * cannot be created while a quantisation runs, and once the contexts are freed it goes
+ * ahead. Calibration (its own context on the model) still works. A negative n_calib is
+ * refused rather than read as "no calibration". */
+static void test_quantize_refused_with_live_contexts(void **state) {
+    (void)state;
+    kr_model *m = load_ok(DEMO, NULL);
+    kr_context *a = kr_test_context(m, 1, NULL), *b = kr_test_context(m, 1, NULL);
+    kr_forecast *before = forecast(m, 900, 0);
+    kr_error err = { 0 };
+    assert_int_equal(kr_model_quantize(m, "q4", 0, NULL, 0, 1, &err), KR_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.message, "2 live contexts"));
+    kr_context_free(b);
+    assert_int_equal(kr_model_quantize(m, "int8", 0, NULL, 0, 1, &err), KR_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.message, "1 live context"));
+    kr_model_info mi;
+    kr_model_get_info(m, &mi);
+    assert_string_equal(mi.quant, "f32");
+    kr_forecast *again = forecast(m, 900, 0); /* a's model is still the f32 one */
+    same_paths(before, again);
+    kr_forecast_free(again);
+    kr_context_free(a);
+
+    /* While a quantisation holds the model, contexts wait for it. */
+    assert_int_equal(kr_model_quantize_begin(m, &err), KR_OK);
+    kr_context *c = NULL;
+    assert_int_equal(kr_context_create(m, NULL, &c, &err), KR_ERR_BUSY);
+    assert_null(c);
+    assert_non_null(strstr(err.message, "being quantised"));
+    assert_int_equal(kr_model_quantize(m, "q4", 0, NULL, 0, 1, &err), KR_ERR_BUSY);
+    kr_model_quantize_end(m);
+
+    assert_int_equal(kr_model_quantize(m, "q4", 0, NULL, -1, 1, &err), KR_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.message, "n_calib"));
+    assert_non_null(strstr(err.message, "-1"));
+    kr_series calib[2] = { kr_candles_slice(g_candles, 100, 200),
+                           kr_candles_slice(g_candles, 700, 200) };
+    assert_int_equal(kr_model_quantize(m, "q4", 0, calib, 2, 1, &err), KR_OK);
+    kr_model_get_info(m, &mi);
+    assert_string_equal(mi.quant, "q4");
+    kr_forecast *after = forecast(m, 900, 0); /* contexts are welcome again */
+    assert_non_null(after);
+    kr_forecast_free(after);
+    kr_forecast_free(before);
+    kr_model_free(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_formats_close_to_f32),
@@ -481,6 +529,7 @@ int main(void) {
         cmocka_unit_test(test_malformed_quantised_checkpoint),
         cmocka_unit_test(test_gptq_model),
         cmocka_unit_test(test_calibration_is_deterministic),
+        cmocka_unit_test(test_quantize_refused_with_live_contexts),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

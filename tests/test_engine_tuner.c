@@ -3,6 +3,7 @@
  * deterministic, no sleeps, no engine. One test per rule, hysteresis, both directions, the
  * bounds of the profile in force, and the log / counter of every decision.
  */
+#include <limits.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -254,6 +255,44 @@ static void test_profile_switch_restarts(void **state) {
     teardown(&f);
 }
 
+/* Home limits at INT_MAX (contexts refuse such values; the tuner must not rely on that): the
+ * bounds (4 x tokens, 2 x running) and every move are computed without int overflow, so the
+ * bounds hold home and hours of pressure or relief leave the limits where they are. */
+static void test_limits_near_int_max(void **state) {
+    (void)state;
+    fixture f;
+    memset(&f, 0, sizeof f);
+    assert_int_equal(kr_metrics_create(&f.m, NULL), KR_OK);
+    kr_context_params p = kr_context_default_params();
+    p.batch_wait_ms = INT_MAX;
+    p.max_batch_tokens = INT_MAX;
+    p.max_running = INT_MAX;
+    kr_tuner_init(&f.t, &p, 0, 0, f.m, on_log, &f);
+    assert_int_equal(f.t.lo.max_batch_tokens, INT_MAX);
+    assert_int_equal(f.t.hi.max_batch_tokens, INT_MAX);
+    assert_int_equal(f.t.lo.max_running, INT_MAX);
+    assert_int_equal(f.t.hi.max_running, INT_MAX);
+    f.cur.batch_wait_ms = f.cur.max_batch_tokens = f.cur.max_running = INT_MAX;
+    f.now = 1000.0;
+    kr_tuner_signals hot = queue_sig(5.0), calm = queue_sig(0.0);
+    hot.ttft_p95 = 30;
+    calm.ttft_p95 = 0.01;
+    run(&f, &hot, 3600);
+    assert_int_equal(f.cur.max_running, INT_MAX);
+    assert_int_equal(f.cur.max_batch_tokens, INT_MAX);
+    f.cur.batch_wait_ms = INT_MAX;
+    run(&f, &calm, 3600);
+    assert_int_equal(f.cur.batch_wait_ms, INT_MAX);
+    assert_int_equal(f.cur.max_running, INT_MAX);
+    assert_int_equal(f.cur.max_batch_tokens, INT_MAX);
+    /* Just under the caps, doubling / quadrupling would pass INT_MAX: the cap holds instead. */
+    kr_tuner_limits home = { 0, INT_MAX / 3, INT_MAX / 2 + 1, 0 };
+    kr_tuner_set_home(&f.t, &home, 0, 0, "test");
+    assert_int_equal(f.t.hi.max_batch_tokens, INT_MAX / 3);
+    assert_int_equal(f.t.hi.max_running, INT_MAX / 2 + 1);
+    teardown(&f);
+}
+
 /* Configurable windows (tune_window_s / tune_relax_s). */
 static void test_configurable_windows(void **state) {
     (void)state;
@@ -287,6 +326,7 @@ int main(void) {
         cmocka_unit_test(test_cache_low_hit_grows),
         cmocka_unit_test(test_profile_switch_restarts),
         cmocka_unit_test(test_configurable_windows),
+        cmocka_unit_test(test_limits_near_int_max),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -29,10 +29,7 @@
 
 #ifdef __cplusplus
 extern "C" {
-#ifdef __cplusplus
-}
 #endif
-#endif /* KRONOS_HUB_H */
 
 typedef enum kr_hub_event {
     KR_HUB_FILE_START = 0, /* a download begins (done = bytes resumed from) */

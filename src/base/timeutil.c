@@ -12,6 +12,7 @@
  */
 #include "base/timeutil.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <time.h>
 
@@ -54,20 +55,31 @@ static void civil_from_days(int64_t z, int64_t *y, int *m, int *d) {
     *y = yoe + era * 400 + (*m <= 2);
 }
 
-kr_civil kr_civil_from_unix(int64_t t) {
+/* The civil fields of t with the year in 64 bits. Day and second of day by truncating
+ * division and a fix-up, never `days * 86400`: for t near INT64_MIN that product (and
+ * t - days * 86400 via floor_mod) overflows. */
+static kr_civil civil_split(int64_t t, int64_t *year) {
     kr_civil c;
-    const int64_t days = floor_div(t, SECONDS_PER_DAY);
-    const int64_t sod = t - days * SECONDS_PER_DAY; /* [0, 86399] */
-    int64_t year;
-    civil_from_days(days, &year, &c.month, &c.day);
-    /* Years beyond int range (|t| > ~6.7e16 s) cannot be represented in kr_civil; the
-     * conversion is implementation-defined there, never undefined. */
-    c.year = (int)year;
+    int64_t days = t / SECONDS_PER_DAY, sod = t % SECONDS_PER_DAY; /* sod in (-86400, 86400) */
+    if (sod < 0) {
+        sod += SECONDS_PER_DAY;
+        days--;
+    }
+    civil_from_days(days, year, &c.month, &c.day);
+    c.year = 0;
     c.hour = (int)(sod / 3600);
     c.minute = (int)(sod / 60 % 60);
     c.second = (int)(sod % 60);
     /* 1970-01-01 was a Thursday: weekday 3 with Monday = 0. */
     c.weekday = (int)floor_mod(days + 3, 7);
+    return c;
+}
+
+kr_civil kr_civil_from_unix(int64_t t) {
+    int64_t year;
+    kr_civil c = civil_split(t, &year);
+    /* |days| <= 1.1e14 keeps civil_from_days inside int64; only the year can pass int. */
+    c.year = year > INT_MAX ? INT_MAX : year < INT_MIN ? INT_MIN : (int)year;
     return c;
 }
 
@@ -88,12 +100,13 @@ void kr_time_features(int64_t t, float out[5]) {
 
 char *kr_format_timestamp(int64_t t, int date_only, char *buf, int buflen) {
     if (!buf || buflen <= 0) return buf;
-    const kr_civil c = kr_civil_from_unix(t);
+    int64_t year;
+    const kr_civil c = civil_split(t, &year); /* the year in full, even past int */
     if (date_only && c.hour == 0 && c.minute == 0 && c.second == 0)
-        snprintf(buf, (size_t)buflen, "%04d-%02d-%02d", c.year, c.month, c.day);
+        snprintf(buf, (size_t)buflen, "%04lld-%02d-%02d", (long long)year, c.month, c.day);
     else
-        snprintf(buf, (size_t)buflen, "%04d-%02d-%02d %02d:%02d:%02d", c.year, c.month, c.day,
-                 c.hour, c.minute, c.second);
+        snprintf(buf, (size_t)buflen, "%04lld-%02d-%02d %02d:%02d:%02d", (long long)year, c.month,
+                 c.day, c.hour, c.minute, c.second);
     return buf;
 }
 

@@ -24,6 +24,14 @@
  * windows make the workspace grow once, visibly (kr_context_stats.workspace_grows). */
 #define KR_WORKSPACE_KEYS 512
 
+/* Upper bounds of the batch limits (kronos.h): those the server's config accepts, far past
+ * what a CPU runs, and low enough that the tuner's bounds (4 x max_batch_tokens, 2 x
+ * max_running) and the per-request arrays stay well inside int and memory. */
+#define KR_LIMIT_BATCH_WAIT_MS 60000
+#define KR_LIMIT_BATCH_TOKENS (1 << 24)
+#define KR_LIMIT_RUNNING 65536
+#define KR_LIMIT_QUEUE (1 << 20)
+
 kr_context_params kr_context_default_params(void) {
     kr_context_params p;
     memset(&p, 0, sizeof p);
@@ -69,9 +77,130 @@ void kr_ctx_log(kr_context *c, const char *fmt, ...) {
     c->p.log(c->p.log_user, line);
 }
 
-static size_t default_kv_budget(void) {
+/* Physical memory in bytes, or 0 when the system does not say. */
+static size_t physical_memory(void) {
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-    return pages > 0 && page > 0 ? (size_t)pages * (size_t)page / 4 : (size_t)1 << 30;
+    return pages > 0 && page > 0 ? (size_t)pages * (size_t)page : 0;
+}
+
+static size_t default_kv_budget(void) {
+    size_t phys = physical_memory();
+    return phys ? phys / 4 : (size_t)1 << 30;
+}
+
+/* One batch limit against its range; the message names the field and the value. */
+static kr_status check_limit(const char *what, const char *field, int v, int lo, int hi,
+                             kr_error *err) {
+    if (v >= lo && v <= hi) return KR_OK;
+    return kr_error_set(err, KR_ERR_INVALID_ARG, "%s: %s must be in %d..%d, got %d", what, field,
+                        lo, hi, v);
+}
+
+/* ---------------------------------------------------------------- live contexts per model */
+
+/* The contexts living on each model. kr_model_quantize rewrites the weights every context on
+ * the model reads without a lock, so it refuses while one exists, and no context may be
+ * created while it runs (but for its own calibration context). The count lives here rather
+ * than in kr_model: the model layer knows nothing of contexts. */
+typedef struct model_use {
+    const kr_model *model;
+    int contexts;
+    int quantizing;
+} model_use;
+
+static pthread_mutex_t g_models_lock = PTHREAD_MUTEX_INITIALIZER;
+static model_use *g_models;
+static int g_n_models, g_cap_models;
+
+/* The model's entry, added if missing (NULL: out of memory). g_models_lock held. */
+static model_use *model_use_get(const kr_model *m) {
+    for (int i = 0; i < g_n_models; i++)
+        if (g_models[i].model == m) return &g_models[i];
+    if (g_n_models == g_cap_models) {
+        int cap = g_cap_models ? 2 * g_cap_models : 8;
+        model_use *n = realloc(g_models, (size_t)cap * sizeof *n);
+        if (!n) return NULL;
+        g_models = n;
+        g_cap_models = cap;
+    }
+    model_use *u = &g_models[g_n_models++];
+    memset(u, 0, sizeof *u);
+    u->model = m;
+    return u;
+}
+
+/* Forgets an entry nobody uses, so a later model at the same address starts clean and an
+ * idle process holds no table. g_models_lock held. */
+static void model_use_drop_if_idle(model_use *u) {
+    if (u->contexts > 0 || u->quantizing) return;
+    *u = g_models[--g_n_models];
+    if (g_n_models == 0) {
+        free(g_models);
+        g_models = NULL;
+        g_cap_models = 0;
+    }
+}
+
+static kr_status model_attach(const kr_model *m, int calibration, kr_error *err) {
+    pthread_mutex_lock(&g_models_lock);
+    model_use *u = model_use_get(m);
+    kr_status st = KR_OK;
+    if (!u)
+        st = kr_error_set(err, KR_ERR_NOMEM, "context: out of memory");
+    else if (u->quantizing && !calibration)
+        st = kr_error_set(err, KR_ERR_BUSY,
+                          "context: the model is being quantised (kr_model_quantize); create "
+                          "contexts once that has returned");
+    else
+        u->contexts++;
+    pthread_mutex_unlock(&g_models_lock);
+    return st;
+}
+
+static void model_detach(const kr_model *m) {
+    pthread_mutex_lock(&g_models_lock);
+    for (int i = 0; i < g_n_models; i++)
+        if (g_models[i].model == m) {
+            g_models[i].contexts--;
+            model_use_drop_if_idle(&g_models[i]);
+            break;
+        }
+    pthread_mutex_unlock(&g_models_lock);
+}
+
+kr_status kr_model_quantize_begin(const kr_model *m, kr_error *err) {
+    pthread_mutex_lock(&g_models_lock);
+    model_use *u = model_use_get(m);
+    kr_status st = KR_OK;
+    if (!u) {
+        st = kr_error_set(err, KR_ERR_NOMEM, "quantize: out of memory");
+    } else if (u->quantizing) {
+        st = kr_error_set(err, KR_ERR_BUSY,
+                          "quantize: the model is already being quantised by another call");
+    } else if (u->contexts > 0) {
+        int n = u->contexts;
+        st = kr_error_set(err, KR_ERR_INVALID_ARG,
+                          "quantize: the model has %d live context%s (kr_context_create), which "
+                          "would run on weights changing under %s; free %s (kr_context_free) "
+                          "before quantising",
+                          n, n == 1 ? "" : "s", n == 1 ? "it" : "them", n == 1 ? "it" : "them");
+    } else {
+        u->quantizing = 1;
+    }
+    if (u && st != KR_OK && !u->quantizing) model_use_drop_if_idle(u);
+    pthread_mutex_unlock(&g_models_lock);
+    return st;
+}
+
+void kr_model_quantize_end(const kr_model *m) {
+    pthread_mutex_lock(&g_models_lock);
+    for (int i = 0; i < g_n_models; i++)
+        if (g_models[i].model == m) {
+            g_models[i].quantizing = 0;
+            model_use_drop_if_idle(&g_models[i]);
+            break;
+        }
+    pthread_mutex_unlock(&g_models_lock);
 }
 
 static kr_status parse_kv_dtype(const char *s, kr_kv_dtype *out, kr_error *err) {
@@ -201,7 +330,7 @@ static void register_metrics(kr_context *c) {
 static void context_destroy(kr_context *c) {
     kr_prefix_cache_free(c->cache);
     /* After the cache's blocks are back: what the pool kept within this budget goes too. */
-    if (c->kv_keep_reserved) kr_kv_pool_keep_release(c->p.kv_budget_bytes);
+    if (c->kv_keep_reserved) kr_kv_pool_keep_release(c->kv_keep_reserved);
     kr_pool_free(c->eng.ex.pool);
     kr_arena_free(c->eng.ex.arena);
     if (c->own_metrics) kr_metrics_free(c->metrics);
@@ -211,14 +340,16 @@ static void context_destroy(kr_context *c) {
     free(c->step_order);
     free(c->abort_checks);
     free(c->cancels);
+    if (c->model_attached) model_detach(c->model);
     pthread_mutex_destroy(&c->lock);
     pthread_cond_destroy(&c->wake);
     pthread_cond_destroy(&c->event);
     free(c);
 }
 
-kr_status kr_context_create_ex(const kr_model *model, const kr_context_params *params,
-                               kr_metrics *metrics, kr_context **out, kr_error *err) {
+static kr_status context_create(const kr_model *model, const kr_context_params *params,
+                                kr_metrics *metrics, int calibration, kr_context **out,
+                                kr_error *err) {
     if (!model || !out)
         return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_context_create: NULL argument");
     *out = NULL;
@@ -226,10 +357,14 @@ kr_status kr_context_create_ex(const kr_model *model, const kr_context_params *p
     kr_kv_dtype kv = KR_KV_F32;
     kr_status st = parse_kv_dtype(p.kv_dtype, &kv, err);
     if (st != KR_OK) return st;
-    if (p.max_batch_tokens < 1 || p.max_running < 1 || p.max_queue < 1 || p.batch_wait_ms < 0)
-        return kr_error_set(err, KR_ERR_INVALID_ARG,
-                            "context: max_batch_tokens, max_running and max_queue must be >= 1 "
-                            "and batch_wait_ms >= 0");
+    if ((st = check_limit("context", "max_batch_tokens", p.max_batch_tokens, 1,
+                          KR_LIMIT_BATCH_TOKENS, err)) != KR_OK ||
+        (st = check_limit("context", "max_running", p.max_running, 1, KR_LIMIT_RUNNING, err)) !=
+            KR_OK ||
+        (st = check_limit("context", "max_queue", p.max_queue, 1, KR_LIMIT_QUEUE, err)) != KR_OK ||
+        (st = check_limit("context", "batch_wait_ms", p.batch_wait_ms, 0, KR_LIMIT_BATCH_WAIT_MS,
+                          err)) != KR_OK)
+        return st;
     if (!(p.background_share > 0 && p.background_share <= 1)) p.background_share = 0.5;
     if (p.background_min_rows < 1) p.background_min_rows = 1;
     if (p.background_step_rows < 1) p.background_step_rows = 256;
@@ -241,10 +376,18 @@ kr_status kr_context_create_ex(const kr_model *model, const kr_context_params *p
     pthread_cond_init(&c->event, NULL);
     c->model = model;
     c->p = p;
+    if ((st = model_attach(model, calibration, err)) != KR_OK) {
+        context_destroy(c);
+        return st;
+    }
+    c->model_attached = 1;
     /* The block pool may keep freed blocks within this budget (kv_pool.h): a busy engine then
-     * reuses pages already faulted in instead of writing each request's KV into fresh ones. */
-    kr_kv_pool_keep_reserve(p.kv_budget_bytes);
-    c->kv_keep_reserved = 1;
+     * reuses pages already faulted in instead of writing each request's KV into fresh ones.
+     * Never more than the machine's memory: the pool adds every context's reservation, and a
+     * budget of SIZE_MAX ("unlimited") would wrap that sum. */
+    size_t phys = physical_memory();
+    c->kv_keep_reserved = phys && p.kv_budget_bytes > phys ? phys : p.kv_budget_bytes;
+    kr_kv_pool_keep_reserve(c->kv_keep_reserved);
     c->p.kv_dtype = k_kv_names[kv]; /* the caller's string need not outlive the call */
     c->eng.model = model;
     c->eng.kv_dtype = kv;
@@ -289,20 +432,32 @@ kr_status kr_context_create_ex(const kr_model *model, const kr_context_params *p
     pthread_mutex_lock(&c->lock);
     kr_ctx_publish_stats(c);
     pthread_mutex_unlock(&c->lock);
+    /* Read before the engine thread owns the arena and the tuner may move the limits. */
+    kr_arena_stats as;
+    kr_arena_get_stats(c->eng.ex.arena, &as);
+    int nth = kr_pool_size(c->eng.ex.pool);
     if (pthread_create(&c->thread, NULL, kr_ctx_engine_main, c) != 0) {
         context_destroy(c);
         return kr_error_set(err, KR_ERR_INTERNAL, "context: cannot start the engine thread");
     }
     c->thread_started = 1;
-    kr_arena_stats as;
-    kr_arena_get_stats(c->eng.ex.arena, &as);
     kr_ctx_log(c,
                "context: threads=%d kv_dtype=%s max_batch_tokens=%d max_running=%d max_queue=%d "
                "batch_wait_ms=%d kv_budget=%zu MB workspace=%zu MB",
-               kr_pool_size(c->eng.ex.pool), c->p.kv_dtype, c->p.max_batch_tokens, c->p.max_running,
-               c->p.max_queue, c->p.batch_wait_ms, c->p.kv_budget_bytes >> 20, as.capacity >> 20);
+               nth, c->p.kv_dtype, p.max_batch_tokens, p.max_running, p.max_queue, p.batch_wait_ms,
+               c->p.kv_budget_bytes >> 20, as.capacity >> 20);
     *out = c;
     return KR_OK;
+}
+
+kr_status kr_context_create_ex(const kr_model *model, const kr_context_params *params,
+                               kr_metrics *metrics, kr_context **out, kr_error *err) {
+    return context_create(model, params, metrics, 0, out, err);
+}
+
+kr_status kr_context_create_calibration(const kr_model *model, const kr_context_params *params,
+                                        kr_context **out, kr_error *err) {
+    return context_create(model, params, NULL, 1, out, err);
 }
 
 kr_status kr_context_create(const kr_model *model, const kr_context_params *params,
@@ -315,11 +470,23 @@ const kr_model *kr_context_model(const kr_context *ctx) { return ctx ? ctx->mode
 
 /* ---------------------------------------------------------------- submission (any thread) */
 
+kr_status kr_request_check(const kr_request_params *r, kr_error *err) {
+    /* NaN would compare false with everything and mean "no deadline" by accident. */
+    if (r && isnan(r->deadline_s))
+        return kr_error_set(err, KR_ERR_INVALID_ARG,
+                            "deadline_s must be a number of seconds (> 0: the deadline, <= 0: "
+                            "none), got %g",
+                            r->deadline_s);
+    return KR_OK;
+}
+
 kr_status kr_submit_ex(kr_context *c, const kr_series *series, int index, int n_series,
                        const kr_forecast_params *params, const kr_request_params *request,
                        const kr_gen_options *opt, uint64_t *id, kr_error *err) {
     if (!c || !series || !params)
         return kr_error_set(err, KR_ERR_INVALID_ARG, "submit: NULL argument");
+    kr_status rst = kr_request_check(request, err);
+    if (rst != KR_OK) return rst;
     kr_req *r = calloc(1, sizeof *r);
     if (!r) return kr_error_set(err, KR_ERR_NOMEM, "submit: out of memory");
     kr_status st = kr_forecast_job_init(&r->job, series, index, n_series, params, err);
@@ -366,6 +533,12 @@ kr_status kr_submit(kr_context *ctx, const kr_series *series, const kr_forecast_
 void kr_cancel(kr_context *c, uint64_t id) {
     if (!c) return;
     pthread_mutex_lock(&c->lock);
+    if (c->thread_exited) {
+        /* Drained: every request has had its last event, and no engine thread is left to
+         * consume the list, which would grow with every call. */
+        pthread_mutex_unlock(&c->lock);
+        return;
+    }
     if (c->n_cancels == c->cap_cancels) {
         int cap = 2 * c->cap_cancels;
         uint64_t *n = realloc(c->cancels, (size_t)cap * sizeof *n);
@@ -401,6 +574,44 @@ kr_status kr_context_run_task(kr_context *c, kr_context_task fn, void *user, kr_
 
 /* ---------------------------------------------------------------- state */
 
+/* The limits in force into the snapshot and their gauges. Lock held; any thread. */
+static void publish_limits(kr_context *c) {
+    c->stats.batch_wait_ms = c->p.batch_wait_ms;
+    c->stats.max_batch_tokens = c->p.max_batch_tokens;
+    c->stats.max_running = c->p.max_running;
+    c->stats.max_queue = c->p.max_queue;
+    c->stats.static_batching = c->p.static_batching;
+    kr_metric_set(c->m_lim_wait, c->p.batch_wait_ms / 1000.0);
+    kr_metric_set(c->m_lim_tokens, c->p.max_batch_tokens);
+    kr_metric_set(c->m_lim_running, c->p.max_running);
+    kr_metric_set(c->m_lim_queue, c->p.max_queue);
+    kr_metric_set(c->m_lim_static, c->p.static_batching);
+}
+
+/* The gauges any thread may bring up to date: the queue and the limits (under the lock), the
+ * running requests and their KV (atomics the engine thread stores as they change), the
+ * prefix cache's bytes as of the last step, and the process-wide block pool (its own lock).
+ * Lock held; any thread. */
+static void publish_shared(kr_context *c) {
+    int running = atomic_load(&c->running_now);
+    size_t kv = atomic_load(&c->kv_used_now) + c->stats.prefix_cache_bytes;
+    size_t budget = c->p.kv_budget_bytes;
+    kr_metric_set(c->m_running, running);
+    kr_metric_set(c->m_waiting, c->n_waiting);
+    kr_metric_set(c->m_kv_used, (double)kv);
+    kr_metric_set(c->m_kv_usage, budget ? (double)kv / (double)budget : 0);
+    publish_limits(c);
+    /* The block pool is process-wide: with one context per process these are its blocks. */
+    kr_kv_pool_stats ps;
+    kr_kv_pool_get_stats(&ps);
+    kr_metric_set(c->m_kv_blocks_used, (double)ps.blocks_used);
+    kr_metric_set(c->m_kv_blocks_free, (double)ps.blocks_free);
+    kr_metric_set(c->m_kv_blocks_free_bytes, (double)ps.bytes_free);
+}
+
+/* Only the engine thread reads the prefix cache, the arena, the pool size and the step
+ * counters (before it starts and after it exits, the creating / draining thread stands in
+ * for it): another thread calling this would read them while the engine changes them. */
 void kr_ctx_publish_stats(kr_context *c) {
     kr_context_stats st;
     memset(&st, 0, sizeof st);
@@ -417,11 +628,6 @@ void kr_ctx_publish_stats(kr_context *c) {
         st.prefix_hit_tokens = cs.hit_tokens;
     }
     st.kv_bytes_used = c->kv_used + st.prefix_cache_bytes;
-    st.batch_wait_ms = c->p.batch_wait_ms;
-    st.max_batch_tokens = c->p.max_batch_tokens;
-    st.max_running = c->p.max_running;
-    st.max_queue = c->p.max_queue;
-    st.static_batching = c->p.static_batching;
     st.steps = c->steps;
     st.completed = c->completed;
     st.failed = c->failed;
@@ -440,24 +646,18 @@ void kr_ctx_publish_stats(kr_context *c) {
         }
     }
     c->stats = st;
-    kr_metric_set(c->m_running, st.running);
-    kr_metric_set(c->m_waiting, st.waiting);
-    kr_metric_set(c->m_kv_used, (double)st.kv_bytes_used);
-    kr_metric_set(c->m_kv_usage,
-                  st.kv_bytes_budget ? (double)st.kv_bytes_used / (double)st.kv_bytes_budget : 0);
     kr_metric_set(c->m_cache_bytes, (double)st.prefix_cache_bytes);
     kr_metric_set(c->m_workspace, (double)st.workspace_bytes);
-    kr_metric_set(c->m_lim_wait, st.batch_wait_ms / 1000.0);
-    kr_metric_set(c->m_lim_tokens, st.max_batch_tokens);
-    kr_metric_set(c->m_lim_running, st.max_running);
-    kr_metric_set(c->m_lim_queue, st.max_queue);
-    kr_metric_set(c->m_lim_static, st.static_batching);
-    /* The block pool is process-wide: with one context per process these are its blocks. */
-    kr_kv_pool_stats ps;
-    kr_kv_pool_get_stats(&ps);
-    kr_metric_set(c->m_kv_blocks_used, (double)ps.blocks_used);
-    kr_metric_set(c->m_kv_blocks_free, (double)ps.blocks_free);
-    kr_metric_set(c->m_kv_blocks_free_bytes, (double)ps.bytes_free);
+    publish_shared(c); /* also the limits into c->stats */
+}
+
+void kr_ctx_apply_limits(kr_context *c) {
+    if (!c->limits_changed) return;
+    c->limits_changed = 0;
+    /* The new values are the tuner's home: it moves from them, inside bounds derived from them. */
+    kr_tuner_limits home = { c->p.batch_wait_ms, c->p.max_batch_tokens, c->p.max_running, 0 };
+    kr_tuner_set_home(&c->tuner, &home, c->p.target_queue_p95_s, c->p.target_ttft_p95_s,
+                      c->limits_reason);
 }
 
 void kr_context_get_stats(kr_context *c, kr_context_stats *st) {
@@ -471,8 +671,32 @@ void kr_context_get_stats(kr_context *c, kr_context_stats *st) {
     pthread_mutex_unlock(&c->lock);
 }
 
-void kr_context_set_limits(kr_context *c, const kr_context_limits *l, const char *reason) {
-    if (!c || !l) return;
+/* A limit of kr_context_limits: `keep` (and below) keeps the current value; above it the
+ * value must be in [lo, hi]. */
+static kr_status check_new_limit(const char *field, int v, int keep, int lo, int hi,
+                                 kr_error *err) {
+    return v <= keep ? KR_OK : check_limit("limits", field, v, lo, hi, err);
+}
+
+kr_status kr_context_set_limits(kr_context *c, const kr_context_limits *l, const char *reason) {
+    if (!c || !l) return KR_ERR_INVALID_ARG;
+    const char *why = reason ? reason : "set";
+    kr_error e = { 0 };
+    kr_status st;
+    /* All or nothing: a value out of range changes no limit, and the log says which. */
+    if ((st = check_new_limit("batch_wait_ms", l->batch_wait_ms, -1, 0, KR_LIMIT_BATCH_WAIT_MS,
+                              &e)) != KR_OK ||
+        (st = check_new_limit("max_batch_tokens", l->max_batch_tokens, 0, 1, KR_LIMIT_BATCH_TOKENS,
+                              &e)) != KR_OK ||
+        (st = check_new_limit("max_running", l->max_running, 0, 1, KR_LIMIT_RUNNING, &e)) !=
+            KR_OK ||
+        (st = check_new_limit("max_queue", l->max_queue, 0, 1, KR_LIMIT_QUEUE, &e)) != KR_OK) {
+        /* Under the lock, as every log line of the context: the callback sees one at a time. */
+        pthread_mutex_lock(&c->lock);
+        kr_ctx_log(c, "limits (%s) refused, nothing changed: %s", why, e.message);
+        pthread_mutex_unlock(&c->lock);
+        return st;
+    }
     pthread_mutex_lock(&c->lock);
     if (l->batch_wait_ms >= 0) c->p.batch_wait_ms = l->batch_wait_ms;
     if (l->max_batch_tokens > 0) c->p.max_batch_tokens = l->max_batch_tokens;
@@ -481,23 +705,25 @@ void kr_context_set_limits(kr_context *c, const kr_context_limits *l, const char
     if (l->static_batching >= 0) c->p.static_batching = l->static_batching != 0;
     if (l->target_queue_p95_s > 0) c->p.target_queue_p95_s = l->target_queue_p95_s;
     if (l->target_ttft_p95_s > 0) c->p.target_ttft_p95_s = l->target_ttft_p95_s;
-    /* The new values are the tuner's home: it moves from them, inside bounds derived from them. */
-    kr_tuner_limits home = { c->p.batch_wait_ms, c->p.max_batch_tokens, c->p.max_running, 0 };
-    kr_tuner_set_home(&c->tuner, &home, c->p.target_queue_p95_s, c->p.target_ttft_p95_s,
-                      reason ? reason : "set");
+    /* The tuner belongs to the engine thread: it takes the new home at its next boundary. */
+    c->limits_changed = 1;
+    snprintf(c->limits_reason, sizeof c->limits_reason, "%s", why);
+    publish_limits(c);
     kr_ctx_log(c,
                "limits (%s): batch_wait_ms=%d max_batch_tokens=%d max_running=%d max_queue=%d %s",
-               reason ? reason : "set", c->p.batch_wait_ms, c->p.max_batch_tokens, c->p.max_running,
-               c->p.max_queue, c->p.static_batching ? "static" : "continuous");
-    kr_ctx_publish_stats(c);
+               why, c->p.batch_wait_ms, c->p.max_batch_tokens, c->p.max_running, c->p.max_queue,
+               c->p.static_batching ? "static" : "continuous");
     pthread_cond_signal(&c->wake);
     pthread_mutex_unlock(&c->lock);
+    return KR_OK;
 }
 
 kr_status kr_context_metrics(kr_context *c, char **out, kr_error *err) {
     if (!c || !out) return kr_error_set(err, KR_ERR_INVALID_ARG, "metrics: NULL argument");
+    /* What the engine thread published at its last step boundary, with the queue, the limits,
+     * the running requests and the block pool as of now. */
     pthread_mutex_lock(&c->lock);
-    kr_ctx_publish_stats(c);
+    publish_shared(c);
     pthread_mutex_unlock(&c->lock);
     size_t len = 0;
     return kr_metrics_render(c->metrics, out, &len, err);

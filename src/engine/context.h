@@ -16,8 +16,23 @@
 kr_status kr_context_create_ex(const kr_model *model, const kr_context_params *params,
                                kr_metrics *metrics, kr_context **out, kr_error *err);
 
+/* kr_context_create for kr_model_quantize's own calibration context: allowed while the
+ * model is being quantised (kr_model_quantize_begin), which refuses every other context. */
+kr_status kr_context_create_calibration(const kr_model *model, const kr_context_params *params,
+                                        kr_context **out, kr_error *err);
+
+/* kr_model_quantize's claim on a model: KR_ERR_INVALID_ARG (naming how many) while contexts
+ * live on it, KR_ERR_BUSY while another quantisation runs; else no context can be created
+ * on it (but the calibration one) until kr_model_quantize_end. Thread-safe. */
+kr_status kr_model_quantize_begin(const kr_model *model, kr_error *err);
+void kr_model_quantize_end(const kr_model *model);
+
 /* The registry the context reports into. */
 kr_metrics *kr_context_registry(kr_context *ctx);
+
+/* The request parameters kr_submit and kr_forecast_run_batch* refuse (request may be NULL:
+ * the defaults): a NaN deadline_s. */
+kr_status kr_request_check(const kr_request_params *request, kr_error *err);
 
 /* kr_submit with generation options (naive recomputation, a step observer): tests and
  * benchmarks. index and n_series name the series in errors and events. */

@@ -5,9 +5,14 @@
  *   sync.c       the synchronous kr_forecast_run* on top of kr_submit.
  * Nothing outside src/engine includes it (engine/context.h is the library-internal API).
  *
- * Locking: `lock` guards the waiting queue, the cancel list, the task list, the limits and
+ * Locking: `lock` guards the waiting queue, the cancel list, the task list, the limits (p's
+ * batch_wait_ms, max_batch_tokens, max_running, max_queue, static_batching and targets) and
  * the published stats. The engine thread alone touches the running set, the groups, the
- * prefix cache, the tuner and the workspace; it calls callbacks with no lock held.
+ * prefix cache, the tuner, the workspace and the step counters; it calls callbacks with no
+ * lock held. Other threads never read engine-thread state: the engine publishes a snapshot
+ * of it (stats, its gauges) under the lock at every step boundary, and they copy that; limits
+ * they set are written under the lock and reach the tuner at the engine's next boundary
+ * (limits_changed), so nothing the engine reads without the lock changes under it.
  */
 #ifndef KR_ENGINE_CONTEXT_INTERNAL_H
 #define KR_ENGINE_CONTEXT_INTERNAL_H
@@ -49,7 +54,8 @@ struct kr_context {
     kr_context_params p;
     kr_metrics *metrics;
     int own_metrics;
-    int kv_keep_reserved; /* kv_budget_bytes reserved with the block pool (kv_pool.h) */
+    size_t kv_keep_reserved; /* bytes reserved with the block pool (kv_pool.h), 0: none */
+    int model_attached; /* counted among the model's live contexts (model_attach) */
     pthread_t thread;
     pthread_mutex_t lock;
     pthread_cond_t wake; /* new work, cancels, tasks, limits, drain */
@@ -62,6 +68,10 @@ struct kr_context {
     kr_task *tasks;
     int stop, draining, thread_started, thread_exited;
     uint64_t next_id;
+    /* kr_context_set_limits changed p's limits: the tuner takes them as its new home at the
+     * engine's next step boundary (under `lock`), with this reason. */
+    int limits_changed;
+    char limits_reason[64];
 
     /* engine-thread state */
     kr_req **running;
@@ -75,6 +85,7 @@ struct kr_context {
     int cap_abort_checks;
     double abort_checked_at;
     int rr_offset; /* round-robin start among equal priorities */
+    int step_max_batch_tokens; /* p.max_batch_tokens as read under `lock` before the step */
     kr_prefix_cache *cache;
     size_t kv_used;
     kr_tuner tuner;
@@ -101,7 +112,11 @@ void kr_ctx_log(kr_context *c, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
-void kr_ctx_publish_stats(kr_context *c); /* with lock held */
+/* Engine thread (or before it starts / after it exits), lock held: snapshots its state into
+ * `stats` and the gauges. */
+void kr_ctx_publish_stats(kr_context *c);
+/* Engine thread, lock held: gives the tuner limits set since the last boundary. */
+void kr_ctx_apply_limits(kr_context *c);
 
 /* scheduler.c: the engine thread's main loop. */
 void *kr_ctx_engine_main(void *arg);

@@ -51,8 +51,10 @@ kr_status kr_forecast_check_params(const kr_forecast_params *p, kr_error *err) {
         return kr_error_set(err, KR_ERR_INVALID_ARG, "temperature must be a positive number");
     if (p->top_k < 0)
         return kr_error_set(err, KR_ERR_INVALID_ARG, "top_k must be >= 0, got %d", p->top_k);
-    if (!(p->top_p > 0.0f) || isnan(p->top_p))
-        return kr_error_set(err, KR_ERR_INVALID_ARG, "top_p must be in (0, 1]");
+    /* NaN fails both comparisons; above 1 (or +inf) was once clamped to 1 silently. */
+    if (!(p->top_p > 0.0f && p->top_p <= 1.0f))
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "top_p must be in (0, 1], got %g",
+                            (double)p->top_p);
     if (!(p->clip > 0.0f)) return kr_error_set(err, KR_ERR_INVALID_ARG, "clip must be positive");
     if (p->window != KR_WINDOW_EXACT && p->window != KR_WINDOW_ROLLING)
         return kr_error_set(err, KR_ERR_INVALID_ARG, "window must be exact or rolling");
@@ -104,6 +106,14 @@ static kr_status prepare(const kr_series *s, int index, int n_series, const kr_f
     for (int64_t i = 0; i < L; i++) {
         const double *v = s->values + (size_t)(first + i) * 6;
         int64_t row = first + i;
+        /* Whether or not future_timestamps are given (the calendar checks only the history
+         * it infers from), every stamp the model sees gets calendar fields. */
+        if (s->timestamps[row] > KR_TIME_MAX_ABS || s->timestamps[row] < -KR_TIME_MAX_ABS)
+            return kr_error_set(err, KR_ERR_INVALID_ARG,
+                                "%srow %lld: timestamp %lld is out of range (|t| <= %lld s, "
+                                "about 317,000 years either side of 1970)",
+                                where, (long long)row, (long long)s->timestamps[row],
+                                (long long)KR_TIME_MAX_ABS);
         if (i > 0 && s->timestamps[row] <= s->timestamps[row - 1])
             return kr_error_set(err, KR_ERR_INVALID_ARG,
                                 "%srow %lld: timestamps not strictly increasing", where,
@@ -142,7 +152,14 @@ static kr_status prepare(const kr_series *s, int index, int n_series, const kr_f
 
     if (s->future_timestamps) {
         int64_t prev = s->timestamps[s->n - 1];
-        for (int i = 0; i < P; prev = s->future_timestamps[i++])
+        for (int i = 0; i < P; prev = s->future_timestamps[i++]) {
+            if (s->future_timestamps[i] > KR_TIME_MAX_ABS ||
+                s->future_timestamps[i] < -KR_TIME_MAX_ABS)
+                return kr_error_set(err, KR_ERR_INVALID_ARG,
+                                    "%sfuture timestamp %d: %lld is out of range (|t| <= %lld s, "
+                                    "about 317,000 years either side of 1970)",
+                                    where, i + 1, (long long)s->future_timestamps[i],
+                                    (long long)KR_TIME_MAX_ABS);
             if (s->future_timestamps[i] <= prev) {
                 char a[32], b[32];
                 return kr_error_set(err, KR_ERR_INVALID_ARG,
@@ -151,6 +168,7 @@ static kr_status prepare(const kr_series *s, int index, int n_series, const kr_f
                                     i == 0 ? "the last candle" : "the previous one",
                                     kr_format_timestamp(prev, 0, b, sizeof b));
             }
+        }
         memcpy(pr->future, s->future_timestamps, (size_t)P * sizeof(int64_t));
     } else {
         st = kr_calendar_future(s->timestamps, s->n, P, pr->future, NULL, err);
@@ -231,7 +249,6 @@ kr_status kr_forecast_job_init(kr_forecast_job *j, const kr_series *series, int 
     kr_status st = kr_forecast_check_params(params, err);
     if (st != KR_OK) return st;
     j->params = *params;
-    if (j->params.top_p > 1.0f) j->params.top_p = 1.0f;
     if ((st = prepare(series, index, n_series, &j->params, &j->pr, err)) != KR_OK) {
         prepared_free(&j->pr);
         return st;

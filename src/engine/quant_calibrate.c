@@ -24,6 +24,7 @@
 #include "base/timeutil.h"
 #include "kronos.h"
 #include "base/threadpool.h"
+#include "engine/context.h"
 #include "model/gptq.h"
 #include "model/model.h"
 #include "model/quantize.h"
@@ -229,7 +230,7 @@ static kr_status calibrate(kr_model *m, kr_wfmt fmt, method meth, const kr_serie
     cp.n_threads = n_threads;
     cp.prefix_cache = 0;
     kr_context *ctx = NULL;
-    st = kr_context_create(m, &cp, &ctx, err);
+    st = kr_context_create_calibration(m, &cp, &ctx, err);
     /* One window at a time: batched, the engine's step composition (and so the order and
      * grouping in which the Linears see rows) would depend on timing, and with it the AWQ
      * sample and the rounding of GPTQ's XᵀX sums: the same inputs gave different weights. */
@@ -300,6 +301,9 @@ kr_status kr_model_quantize_with(kr_model *m, const kr_quantize_params *params,
                                  const kr_series *calib, int n_calib, kr_error *err) {
     if (!m || !params || !params->fmt || (n_calib > 0 && !calib))
         return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_model_quantize: NULL argument");
+    if (n_calib < 0)
+        return kr_error_set(err, KR_ERR_INVALID_ARG,
+                            "quantize: n_calib must be >= 0 (0: no calibration), got %d", n_calib);
     const char *fmt_name = params->fmt;
     int group = params->group, n_threads = params->n_threads;
     kr_wfmt fmt;
@@ -316,10 +320,15 @@ kr_status kr_model_quantize_with(kr_model *m, const kr_quantize_params *params,
     if (meth == M_GPTQ && !(params->gptq_damp >= 0.0 && params->gptq_damp <= 1.0))
         return kr_error_set(err, KR_ERR_INVALID_ARG, "quantize: gptq damp %g is not in [0, 1]",
                             params->gptq_damp);
-    if (m->pred->blocks[0].w1.q || m->pred->cfg.quant.format != KR_WFMT_F32)
+    /* Refused while contexts run on the model (they read the weights without a lock) or
+     * another quantisation runs: from here on this call alone touches the weights. */
+    if ((st = kr_model_quantize_begin(m, err)) != KR_OK) return st;
+    if (m->pred->blocks[0].w1.q || m->pred->cfg.quant.format != KR_WFMT_F32) {
+        kr_model_quantize_end(m);
         return kr_error_set(err, KR_ERR_INVALID_ARG,
                             "quantize: the model is already %s; quantise from the f32 checkpoint",
                             m->info.quant);
+    }
     double t0 = kr_now_seconds();
     net tok = { 0 }, pred = { 0 };
     st = kr_tokenizer_linears(m->tok, &tok.ls, &tok.n, err);
@@ -343,6 +352,7 @@ kr_status kr_model_quantize_with(kr_model *m, const kr_quantize_params *params,
     net_release(&tok);
     net_release(&pred);
     if (st == KR_OK) m->info.quant_seconds = kr_now_seconds() - t0;
+    kr_model_quantize_end(m);
     return st;
 }
 

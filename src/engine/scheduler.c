@@ -85,6 +85,9 @@ static void finish_req(kr_context *c, kr_req *r, kr_status st, const char *msg) 
     }
     kr_forecast_job_release(&r->job);
     emit(r, &ev);
+    /* DONE hands the result to the receiver; with no receiver (on_event NULL: a request
+     * submitted for its side effects, or given up on) nobody else would free it. */
+    if (!r->rp.on_event) kr_forecast_free(ev.result);
     free(r);
 }
 
@@ -241,7 +244,7 @@ static int64_t plan_budgets(kr_context *c) {
     order_running(c);
     int n = c->n_running;
     int top = n > 0 ? c->running[c->step_order[0]]->rp.priority : 0;
-    int64_t step_rows = c->p.max_batch_tokens;
+    int64_t step_rows = c->step_max_batch_tokens; /* p's may change meanwhile (set_limits) */
     if (top < KR_PRIORITY_NORMAL && c->p.background_step_rows < step_rows)
         step_rows = c->p.background_step_rows; /* keep steps short for whoever comes next */
     int64_t left = step_rows, top_rows = 0, bg_left = -1;
@@ -391,6 +394,7 @@ void *kr_ctx_engine_main(void *arg) {
     int64_t last_q = 0, last_h = 0;
     pthread_mutex_lock(&c->lock);
     for (;;) {
+        kr_ctx_apply_limits(c);
         run_tasks(c);
         double now = kr_now_seconds();
         int has_work = c->n_running > 0 || c->wait_head || c->n_cancels > 0;
@@ -436,6 +440,7 @@ void *kr_ctx_engine_main(void *arg) {
         int last_new = c->n_running;
         /* An abort callback's verdict holds for this round; a shutdown's for good. */
         if (!(c->draining || c->stop)) c->cancel_all = 0;
+        c->step_max_batch_tokens = c->p.max_batch_tokens;
         pthread_mutex_unlock(&c->lock);
 
         fail_list(c, failed, abort_all);
@@ -463,6 +468,7 @@ void *kr_ctx_engine_main(void *arg) {
             busy_since = t;
         }
         pthread_mutex_lock(&c->lock);
+        kr_ctx_apply_limits(c); /* the tuner moves from limits set during the step */
         if (c->p.tune)
             kr_tuner_tick(&c->tuner, t, c->n_waiting, c->wait_head ? t - c->wait_head->t_submit : 0,
                           &c->p.batch_wait_ms, &c->p.max_batch_tokens, &c->p.max_running, c->cache);

@@ -32,7 +32,13 @@ typedef struct waiter {
 
 static void on_event(void *user, const kr_event *ev) {
     waiter *w = user;
-    if (w->user && w->user->on_event) w->user->on_event(w->user->user, ev);
+    if (w->user && w->user->on_event) {
+        /* The result goes to out[] (or is freed when the batch fails): the caller's callback
+         * sees DONE with result NULL, so nothing it does can free what out[] returns. */
+        kr_event fwd = *ev;
+        fwd.result = NULL;
+        w->user->on_event(w->user->user, &fwd);
+    }
     if (ev->kind != KR_EVENT_DONE && ev->kind != KR_EVENT_FAILED) return;
     pthread_mutex_lock(&w->mu);
     if (ev->kind == KR_EVENT_DONE) {
@@ -156,6 +162,9 @@ kr_status kr_forecast_run_batch_opt(kr_context *ctx, const kr_series *series, in
     if (!ctx || !series || !params || !out || n_series < 1)
         return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_forecast_run: NULL argument or no series");
     for (int i = 0; i < n_series; i++) out[i] = NULL;
+    /* Checked once here, not per series: the deadline covers the whole batch. */
+    kr_status st = kr_request_check(request, err);
+    if (st != KR_OK) return st;
     int per =
         kr_static_batch_series(request ? request->static_batch_rows : 0, params->paths, n_series);
     if (per >= n_series)
@@ -170,7 +179,7 @@ kr_status kr_forecast_run_batch_opt(kr_context *ctx, const kr_series *series, in
             if (rp.deadline_s <= 0) rp.deadline_s = 1e-9; /* fails as timed out, naming it */
         }
         int count = n_series - first < per ? n_series - first : per;
-        kr_status st = run_span(ctx, series, first, count, n_series, params, &rp, opt, out, err);
+        st = run_span(ctx, series, first, count, n_series, params, &rp, opt, out, err);
         if (st != KR_OK) {
             for (int i = 0; i < first; i++) {
                 kr_forecast_free(out[i]);

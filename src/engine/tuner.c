@@ -43,21 +43,23 @@ static kr_metric *decision_counter(kr_tuner *t, int rule, const char *param, con
                               "Limit changes made by the tuner, by rule and direction");
 }
 
+/* home * factor, or cap when that is more, but never below home itself: in 64 bits, since
+ * home may be any positive int (a context's limits are range-checked, a test's need not be). */
+static int bound_up(int home, int factor, int cap) {
+    int64_t up = (int64_t)home * factor;
+    if (up <= cap) return (int)up;
+    return home > cap ? home : cap;
+}
+
 static void set_bounds(kr_tuner *t) {
     const kr_tuner_limits *h = &t->home;
     /* The wait only ever shortens from home: a tight profile stays tight. */
     t->lo.batch_wait_ms = 0;
     t->hi.batch_wait_ms = h->batch_wait_ms;
     t->lo.max_running = h->max_running;
-    t->hi.max_running =
-        h->max_running * 2 > TUNER_MAX_RUNNING
-            ? (h->max_running > TUNER_MAX_RUNNING ? h->max_running : TUNER_MAX_RUNNING)
-            : h->max_running * 2;
+    t->hi.max_running = bound_up(h->max_running, 2, TUNER_MAX_RUNNING);
     t->lo.max_batch_tokens = h->max_batch_tokens;
-    t->hi.max_batch_tokens =
-        h->max_batch_tokens * 4 > TUNER_MAX_TOKENS
-            ? (h->max_batch_tokens > TUNER_MAX_TOKENS ? h->max_batch_tokens : TUNER_MAX_TOKENS)
-            : h->max_batch_tokens * 4;
+    t->hi.max_batch_tokens = bound_up(h->max_batch_tokens, 4, TUNER_MAX_TOKENS);
     t->lo.cache_budget = h->cache_budget;
     if (t->hi.cache_budget < h->cache_budget) t->hi.cache_budget = h->cache_budget;
 }
@@ -130,7 +132,9 @@ static int sustained(kr_tuner *t, int r, int holds, double now, double need) {
     return now - t->since[r] >= need;
 }
 
-static int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
+/* Moves are computed in 64 bits (a limit near INT_MAX plus a quarter of itself would overflow
+ * int) and clamped back into [lo, hi]. */
+static int clampi(int64_t v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : (int)v; }
 
 /* Records one parameter move: log line, counter, and the rule's window restarts. */
 static void moved(kr_tuner *t, int rule, const char *param, long from, long to, const char *why,
@@ -160,7 +164,8 @@ int kr_tuner_decide(kr_tuner *t, double now, const kr_tuner_signals *s, kr_tuner
                  now - t->since[KR_TUNER_QUEUE_HIGH]);
         int w = cur->batch_wait_ms / 2 < 2 ? 0 : cur->batch_wait_ms / 2;
         w = clampi(w, t->lo.batch_wait_ms, t->hi.batch_wait_ms);
-        int r = clampi(cur->max_running + (cur->max_running / 4 > 1 ? cur->max_running / 4 : 1),
+        int r = clampi((int64_t)cur->max_running +
+                           (cur->max_running / 4 > 1 ? cur->max_running / 4 : 1),
                        t->lo.max_running, t->hi.max_running);
         if (w != cur->batch_wait_ms) {
             moved(t, KR_TUNER_QUEUE_HIGH, "batch_wait", cur->batch_wait_ms, w, why, now);
@@ -177,7 +182,8 @@ int kr_tuner_decide(kr_tuner *t, double now, const kr_tuner_signals *s, kr_tuner
         snprintf(why, sizeof why, "queue wait %.3f s < %.3f s for %.0f s", qsig,
                  t->target_queue / 4, now - t->since[KR_TUNER_QUEUE_LOW]);
         int step = t->home.batch_wait_ms / 4 > 5 ? t->home.batch_wait_ms / 4 : 5;
-        int w = clampi(cur->batch_wait_ms + step, t->lo.batch_wait_ms, t->hi.batch_wait_ms);
+        int w =
+            clampi((int64_t)cur->batch_wait_ms + step, t->lo.batch_wait_ms, t->hi.batch_wait_ms);
         int r = clampi(cur->max_running - (cur->max_running / 5 > 1 ? cur->max_running / 5 : 1),
                        t->lo.max_running, t->hi.max_running);
         if (w != cur->batch_wait_ms) {
@@ -197,8 +203,8 @@ int kr_tuner_decide(kr_tuner *t, double now, const kr_tuner_signals *s, kr_tuner
     if (sustained(t, KR_TUNER_TTFT_HIGH, f_high, now, R->window_s)) {
         snprintf(why, sizeof why, "TTFT p95 %.3f s > target %.3f s for %.0f s", s->ttft_p95,
                  t->target_ttft, now - t->since[KR_TUNER_TTFT_HIGH]);
-        int k = clampi(cur->max_batch_tokens + cur->max_batch_tokens / 4, t->lo.max_batch_tokens,
-                       t->hi.max_batch_tokens);
+        int k = clampi((int64_t)cur->max_batch_tokens + cur->max_batch_tokens / 4,
+                       t->lo.max_batch_tokens, t->hi.max_batch_tokens);
         if (k != cur->max_batch_tokens) {
             moved(t, KR_TUNER_TTFT_HIGH, "max_batch_tokens", cur->max_batch_tokens, k, why, now);
             cur->max_batch_tokens = k;

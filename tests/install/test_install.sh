@@ -31,15 +31,65 @@ for sym in $exports; do
 done
 echo "libkronos.so: $(echo "$exports" | wc -l) exported functions, all public"
 
-export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
 # A sanitizer build's library needs the ASan runtime first in the process ("ASan runtime does
 # not come first"): build the consumer with the same sanitizers then.
 san=""
 if readelf -d "$prefix/lib/libkronos.so" | grep -q 'libasan'; then
   san="-fsanitize=address,undefined"
 fi
+
+# pkg-config sees the installed kronos.pc and nothing else (PKG_CONFIG_LIBDIR replaces the
+# system's directories): the flags must come without the -dev packages of the libraries
+# libkronos.so itself links (cJSON, xxHash, SQLite, libpq, libmicrohttpd, libcurl), which a
+# program using the public headers never needs.
+export PKG_CONFIG_LIBDIR=$prefix/lib/pkgconfig
+unset PKG_CONFIG_PATH
+flags=$(pkg-config --cflags --libs kronos) ||
+  { echo "pkg-config --cflags --libs kronos fails with only the install's kronos.pc"; exit 1; }
+cflags=$(pkg-config --cflags kronos)
+if grep -Eq '^(Requires|Requires\.private|Libs\.private):' "$prefix/lib/pkgconfig/kronos.pc"; then
+  echo "kronos.pc names dependencies of the shared library:"
+  grep -E '^(Requires|Libs\.private)' "$prefix/lib/pkgconfig/kronos.pc"
+  exit 1
+fi
+
+# Every public header compiles on its own, as C (c99 and c11, pedantic) and as C++ (c++11,
+# pedantic: the extern "C" blocks must open and close where they should).
+for h in "$prefix"/include/kronos.h "$prefix"/include/kronos/*.h; do
+  rel=${h#"$prefix/include/"}
+  for std in c99 c11; do
+    printf '#include <%s>\nint kr_header_check_%s;\n' "$rel" "$std" |
+      cc -std=$std -Wall -Wextra -pedantic -Werror $cflags -fsyntax-only -x c - ||
+      { echo "$rel does not compile as C ($std)"; exit 1; }
+  done
+  if command -v c++ >/dev/null; then
+    printf '#include <%s>\nextern "C" int kr_header_check(void);\nstatic_assert(sizeof(kr_status) > 0, "");\n' \
+        "$rel" |
+      c++ -std=c++11 -Wall -Wextra -pedantic -Werror $cflags -fsyntax-only -x c++ - ||
+      { echo "$rel does not compile as C++ (c++11)"; exit 1; }
+  fi
+done
+# And from C++ every exported function links by its C name: a declaration outside the
+# extern "C" block would be looked for under a mangled one.
+if command -v c++ >/dev/null; then
+  {
+    for h in "$prefix"/include/kronos.h "$prefix"/include/kronos/*.h; do
+      echo "#include <${h#"$prefix/include/"}>"
+    done
+    echo 'typedef void (*kr_any_fn)(void);'
+    echo 'static const kr_any_fn kr_all[] = {'
+    nm -D --defined-only "$prefix/lib/libkronos.so" | awk '$2 == "T" { print $3 }' |
+      sed 's/.*/    reinterpret_cast<kr_any_fn>(\&&),/'
+    echo '};'
+    echo 'int main() { return kr_all[0] == nullptr; }'
+  } >"$tmp/all.cpp"
+  c++ -std=c++11 -Wall -Wextra -pedantic -Werror $san "$tmp/all.cpp" $flags -Wl,-rpath,"$prefix/lib" \
+      -o "$tmp/all_cxx" || { echo "the public API does not link from C++"; exit 1; }
+  "$tmp/all_cxx" || { echo "the C++ consumer failed"; exit 1; }
+fi
+echo "public headers: each compiles alone as C99, C11 and C++11; every export links from C++"
 cc -std=c11 -Wall -Wextra -Werror $san "$src/tests/install/consumer.c" \
-   $(pkg-config --cflags --libs kronos) -lm -lpthread -Wl,-rpath,"$prefix/lib" -o "$tmp/consumer"
+   $flags -lm -lpthread -Wl,-rpath,"$prefix/lib" -o "$tmp/consumer"
 "$tmp/consumer" "$prefix/share/kronos/models/kronos-demo"
 
 # The binary is a client of the library like any other program: it loads the installed
