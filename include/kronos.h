@@ -446,7 +446,8 @@ typedef struct kr_context_stats {
     char kv_dtype[8];
     kr_step_profile profile; /* every engine step since the context was created */
 } kr_context_stats;
-/* running, waiting, kv_bytes_used of running requests and the limits are current; the other
+/* running, waiting, completed, failed, kv_bytes_used of running requests and the limits are
+ * current (a request is counted before its result reaches the caller); the other
  * figures are as of the last engine step (the engine thread publishes them at each step's
  * end, so any thread reads them without racing it). */
 KR_API void kr_context_get_stats(kr_context *ctx, kr_context_stats *stats);

@@ -41,6 +41,7 @@ typedef struct tracked {
 static tracked g_tracked[TRACK_SLOTS];
 static atomic_int g_tracking, g_n_tracked;
 
+#if KR_COUNTING /* the allocator hooks below are the table's only users */
 static size_t track_hash(const void *p) {
     return (size_t)(((uintptr_t)p >> 4) * 2654435761u) % TRACK_SLOTS;
 }
@@ -68,7 +69,6 @@ static void untrack(void *p) {
     }
 }
 
-#if KR_COUNTING
 extern void *__libc_malloc(size_t);
 extern void *__libc_calloc(size_t, size_t);
 extern void *__libc_realloc(void *, size_t);

@@ -629,8 +629,8 @@ void kr_ctx_publish_stats(kr_context *c) {
     }
     st.kv_bytes_used = c->kv_used + st.prefix_cache_bytes;
     st.steps = c->steps;
-    st.completed = c->completed;
-    st.failed = c->failed;
+    st.completed = atomic_load(&c->completed);
+    st.failed = atomic_load(&c->failed);
     kr_arena_stats as;
     kr_arena_get_stats(c->eng.ex.arena, &as);
     st.workspace_bytes = as.capacity;
@@ -665,6 +665,8 @@ void kr_context_get_stats(kr_context *c, kr_context_stats *st) {
     pthread_mutex_lock(&c->lock);
     *st = c->stats;
     st->running = atomic_load(&c->running_now);
+    st->completed = atomic_load(&c->completed);
+    st->failed = atomic_load(&c->failed);
     st->kv_bytes_used = atomic_load(&c->kv_used_now) + st->prefix_cache_bytes;
     st->waiting = c->n_waiting;
     st->draining = c->draining;

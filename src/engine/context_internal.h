@@ -89,7 +89,10 @@ struct kr_context {
     kr_prefix_cache *cache;
     size_t kv_used;
     kr_tuner tuner;
-    int64_t steps, completed, failed;
+    int64_t steps;
+    /* Counted as each request ends, before its DONE / FAILED event: a caller whose forecast
+     * has returned sees it counted (atomic: read without the engine thread). */
+    _Atomic int64_t completed, failed;
 
     kr_context_stats stats; /* published under lock */
 

@@ -61,12 +61,12 @@ static void finish_req(kr_context *c, kr_req *r, kr_status st, const char *msg) 
             ev.result->stats.seconds_ttft = ev.stats.ttft_seconds;
             kr_metric_add(c->m_ok, 1);
             kr_metric_observe(c->m_e2e, ev.stats.total_seconds);
-            c->completed++;
+            atomic_fetch_add(&c->completed, 1);
         } else {
             ev.kind = KR_EVENT_FAILED;
             ev.error = e;
             kr_metric_add(c->m_failed, 1);
-            c->failed++;
+            atomic_fetch_add(&c->failed, 1);
         }
     } else {
         event_base(r, &ev, KR_EVENT_FAILED);
@@ -75,7 +75,7 @@ static void finish_req(kr_context *c, kr_req *r, kr_status st, const char *msg) 
                       : st == KR_ERR_TIMEOUT ? c->m_timeout
                                              : c->m_failed,
                       1);
-        c->failed++;
+        atomic_fetch_add(&c->failed, 1);
     }
     if (r->group) {
         c->kv_used -= r->kv_bytes;
