@@ -5,13 +5,25 @@ The library bundled is $KRONOS_LIBRARY if set, else the source tree's build/rele
 libkronos.so.0 if it was built; otherwise none is bundled and the package finds the library on
 the system loader path at import (e.g. after `cmake --install build/release --prefix /usr/local`
 and ldconfig).
+
+A wheel with the library bundled holds machine code: it is tagged py3-none-<platform> (any
+Python 3, this machine's platform); without it, py3-none-any. The build's scratch files
+(build/, kronos.egg-info) go to a temporary directory, not into the source tree.
 """
 
+import atexit
 import os
 import shutil
+import sys
+import tempfile
 
-from setuptools import setup
+from setuptools import Distribution, setup
 from setuptools.command.build_py import build_py
+
+try:
+    from wheel.bdist_wheel import bdist_wheel
+except ImportError:  # no wheel package: only `setup.py install`-style builds
+    bdist_wheel = None
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -36,6 +48,36 @@ class BuildPy(build_py):
             print("kronos: no libkronos.so.0 bundled; the system loader path will be used")
 
 
+class BinaryDistribution(Distribution):
+    """With the library bundled the package is no pure-Python one: the wheel gets a platform
+    tag and installs into platlib."""
+
+    def has_ext_modules(self):
+        return _library() is not None
+
+
+cmdclass = {"build_py": BuildPy}
+if bdist_wheel is not None:
+    class BdistWheel(bdist_wheel):
+        def get_tag(self):
+            python, abi, plat = super().get_tag()
+            # ctypes, no extension module: any Python 3 of this platform loads it.
+            return ("py3", "none", plat) if _library() else (python, abi, plat)
+
+    cmdclass["bdist_wheel"] = BdistWheel
+
+
+def _scratch():
+    """A temporary build directory for commands that write into the source tree by default;
+    `setup.py build --build-base DIR` and similar still win."""
+    if any(a.startswith(("--build-base", "-b", "--egg-base", "-e")) for a in sys.argv[1:]):
+        return {}
+    tmp = tempfile.mkdtemp(prefix="kronos-python-build-")
+    atexit.register(shutil.rmtree, tmp, True)
+    return {"build": {"build_base": os.path.join(tmp, "build")},
+            "egg_info": {"egg_base": tmp}}
+
+
 setup(
     name="kronos",
     version="0.2.0",
@@ -44,6 +86,8 @@ setup(
     python_requires=">=3.9",
     install_requires=["numpy", "pandas"],
     extras_require={"dask": ["distributed"]},
-    cmdclass={"build_py": BuildPy},
+    cmdclass=cmdclass,
+    distclass=BinaryDistribution,
+    options=_scratch(),
     zip_safe=False,
 )

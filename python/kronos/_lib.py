@@ -18,7 +18,8 @@ class kr_error(ctypes.Structure):
 
 
 class kr_model_params(ctypes.Structure):
-    _fields_ = [("quant", ctypes.c_char_p), ("quant_group", ctypes.c_int)]
+    _fields_ = [("quant", ctypes.c_char_p), ("quant_group", ctypes.c_int),
+                ("allow_nonfinite", ctypes.c_int)]
 
 
 class kr_model_info(ctypes.Structure):
@@ -31,6 +32,7 @@ class kr_model_info(ctypes.Structure):
         ("weight_bytes", ctypes.c_size_t), ("load_seconds", ctypes.c_double),
         ("quant", ctypes.c_char * 8), ("quant_method", ctypes.c_char * 16),
         ("quant_group", ctypes.c_int), ("quant_seconds", ctypes.c_double),
+        ("demo", ctypes.c_int), ("source", ctypes.c_char * 256),
     ]
 
 
@@ -178,6 +180,11 @@ kr_forecast_history_s2 = _proto("kr_forecast_history_s2", _P(ctypes.c_int32), _c
 kr_forecast_quantile = _proto("kr_forecast_quantile", _status, _c, ctypes.c_double,
                               _P(ctypes.c_double), _P(kr_error))
 kr_forecast_get_stats = _proto("kr_forecast_get_stats", None, _c, _P(kr_forecast_stats))
+kr_calendar_future = _proto("kr_calendar_future", _status, _P(ctypes.c_int64), ctypes.c_int64,
+                            ctypes.c_int, _P(ctypes.c_int64), _c, _P(kr_error))
+# Variadic: only the (err, status, "%s", text) form is used (the import-time layout check).
+kr_error_set = lib.kr_error_set
+kr_error_set.restype = _status
 
 
 def check(status, err):
@@ -187,18 +194,55 @@ def check(status, err):
         raise errors.from_status(status, msg)
 
 
+# Spare bytes after a structure the library fills in: a C structure grown past this package's
+# copy (a library from another version) then lands in them, where it is noticed, instead of past
+# the end of the Python allocation.
+_SPARE = 1024
+_CANARY = 0xA5
+
+
+def fill(fn, cls, *args):
+    """fn(*args, &out) for a structure `cls` the library writes; raises InternalError when the
+    library wrote past this package's layout of it."""
+    size = ctypes.sizeof(cls)
+    buf = (ctypes.c_ubyte * (size + _SPARE))()
+    ctypes.memset(buf, _CANARY, len(buf))
+    fn(*args, ctypes.cast(buf, _P(cls)))
+    if any(b != _CANARY for b in buf[size:]):
+        raise errors.InternalError(
+            f"kronos: {library_path} wrote more than the {size} bytes of this package's "
+            f"{cls.__name__}: the library and the package come from different versions")
+    return cls.from_buffer_copy(bytes(buf[:size]))
+
+
+def _layout_error(what):
+    return ImportError(f"kronos: {library_path} does not match this package's structure layouts "
+                       f"({what}; a library from another version?)")
+
+
 def _check_layout():
     # A structure out of step with the header shows up as nonsense in the defaults (the
-    # header documents them), long before it corrupts a forecast.
+    # header documents them), long before it corrupts a forecast. The structures the library
+    # fills in (kr_error here, kr_model_info and kr_forecast_stats at each call) go through
+    # fill(), which notices a C side larger than ours; python/tests/test_layout.py compares
+    # every structure's size and field offsets with the C compiler's.
     fp = kr_forecast_default_params()
     cp = kr_context_default_params()
-    ok = (fp.max_context == 512 and fp.paths == 1 and abs(fp.top_p - 0.9) < 1e-6 and
-          abs(fp.clip - 5.0) < 1e-6 and cp.max_batch_tokens == 4096 and cp.max_running == 64 and
-          cp.max_queue == 256 and abs(cp.background_share - 0.5) < 1e-12 and
-          cp.background_min_rows == 8)
-    if not ok:
-        raise ImportError(f"kronos: {library_path} does not match this package's structure "
-                          "layouts (a library from another version?)")
+    mp = kr_model_default_params()
+    if not (fp.max_context == 512 and fp.paths == 1 and abs(fp.top_p - 0.9) < 1e-6 and
+            abs(fp.clip - 5.0) < 1e-6 and fp.first_path == 0):
+        raise _layout_error("kr_forecast_params defaults")
+    if not (cp.max_batch_tokens == 4096 and cp.max_running == 64 and cp.max_queue == 256 and
+            abs(cp.background_share - 0.5) < 1e-12 and cp.background_min_rows == 8 and
+            cp.profile == 1):
+        raise _layout_error("kr_context_params defaults")
+    if not (mp.quant is None and mp.allow_nonfinite == 0):
+        raise _layout_error("kr_model_params defaults")
+    # kr_error: a message longer than the buffer is cut at its size, so the bytes written end
+    # where our copy ends.
+    err = fill(lambda p: kr_error_set(p, -3, b"%s", b"x" * 4096), kr_error)
+    if err.status != -3 or len(err.message) != ctypes.sizeof(kr_error) - 4 - 1:
+        raise _layout_error("kr_error")
 
 
 _check_layout()

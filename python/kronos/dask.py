@@ -14,7 +14,8 @@ import hashlib
 from distributed import WorkerPlugin, get_worker
 
 from .model import Kronos, KronosTokenizer
-from .predictor import KronosPredictor, prepare, to_output
+from .predictor import (KronosPredictor, _as_int, check_engine_options, check_quantiles,
+                        forecast_params, prepare, to_output)
 from .errors import InvalidArgumentError
 
 
@@ -56,9 +57,28 @@ def _registered(name, dask_scheduler=None):
     return name in dask_scheduler.worker_plugins
 
 
-def _forecast_chunk(plugin_name, chunk, pred_len, kwargs):
+def _forecast_chunk(plugin_name, chunk, pred_len, kwargs, first):
     plugin = get_worker().plugins[plugin_name]
-    return plugin.predictor._raw(chunk, pred_len, **kwargs)
+    return plugin.predictor._raw(chunk, pred_len, indices=range(first, first + len(chunk)),
+                                 **kwargs)
+
+
+def _register(client, plugin):
+    """Registers the plugin unless the scheduler has it. Registering again would make every
+    worker reload: only the first call (per model and settings) registers; workers that join
+    later get it from the scheduler. A setup that failed on a worker is unregistered again, so
+    that the scheduler does not hand a broken plugin to later workers (nor a later call take it
+    for a loaded one)."""
+    if client.run_on_scheduler(_registered, plugin.name):
+        return
+    try:
+        client.register_worker_plugin(plugin, name=plugin.name)
+    except BaseException:
+        try:
+            client.unregister_worker_plugin(plugin.name)
+        except Exception:  # noqa: BLE001 -- the setup's error is the one to report
+            pass
+        raise
 
 
 def _path(x, cls):
@@ -87,25 +107,27 @@ def forecast_many(client, df_list, x_timestamp_list, y_timestamp_list, pred_len,
     if not len(df_list) == len(x_timestamp_list) == len(y_timestamp_list):
         raise InvalidArgumentError(
             "df_list, x_timestamp_list, y_timestamp_list must have consistent lengths.")
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise InvalidArgumentError(f"batch_size: expected an integer >= 1, got {batch_size!r}")
+    batch_size = _as_int("batch_size", batch_size, 1)
+    # Every parameter as predict_batch checks it, here rather than on the workers.
+    forecast_params(pred_len, T, top_k, top_p, sample_count, seed, window, max_context, clip)
+    check_engine_options(threads, kv_dtype, quant)
+    qs = check_quantiles(quantiles)
+    pred_len = _as_int("pred_len", pred_len, 1)
     prepared = [prepare(d, x, y, pred_len, index=i)
                 for i, (d, x, y) in enumerate(zip(df_list, x_timestamp_list, y_timestamp_list))]
     plugin = KronosWorkerPlugin(_path(model, Kronos), _path(tokenizer, KronosTokenizer),
                                 max_context, clip, threads, kv_dtype, quant)
-    # Registering again would make every worker reload: only the first call (per model and
-    # settings) registers; workers that join later get it from the scheduler.
-    if not client.run_on_scheduler(_registered, plugin.name):
-        client.register_worker_plugin(plugin, name=plugin.name)
+    if not prepared:
+        return []
+    _register(client, plugin)
     kwargs = dict(T=T, top_k=top_k, top_p=top_p, sample_count=sample_count, seed=seed,
-                  return_paths=return_paths, quantiles=quantiles, window=window)
+                  return_paths=return_paths, quantiles=qs, window=window)
     futures = []
     for start in range(0, len(prepared), batch_size):
         # The output index stays here: tasks carry only the arrays the engine reads.
         chunk = [type(p)(p.values, p.ts, p.future, None)
                  for p in prepared[start:start + batch_size]]
         futures.append(client.submit(_forecast_chunk, plugin.name, chunk, pred_len, kwargs,
-                                     pure=False))
+                                     start, pure=False))
     raw = [r for chunk in client.gather(futures) for r in chunk]
-    qs = KronosPredictor._quantiles(quantiles)
     return [to_output(r, p.index, return_paths, qs) for p, r in zip(prepared, raw)]

@@ -129,11 +129,15 @@ class LoadedModel:
         return self._handle
 
     def info(self):
-        mi = _lib.kr_model_info()
-        _lib.kr_model_get_info(self._handle, ctypes.byref(mi))
+        """kr_model_info as a dict: shapes, parameter and weight sizes, load time, weight
+        format, `demo` (True for a checkpoint that only exercises the software: its
+        config.json says intended_use "demo" or "test") and `source` (where the weights come
+        from, "" when config.json does not say)."""
+        mi = _lib.fill(_lib.kr_model_get_info, _lib.kr_model_info, self._handle)
         out = {name: getattr(mi, name) for name, _ in mi._fields_}
-        for k in ("quant", "quant_method"):
-            out[k] = out[k].decode()
+        for k in ("quant", "quant_method", "source"):
+            out[k] = out[k].decode("utf-8", "replace")
+        out["demo"] = bool(out["demo"])
         return out
 
 

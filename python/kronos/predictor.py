@@ -1,20 +1,62 @@
 """KronosPredictor: the official predict / predict_batch over the C engine."""
 
+import contextlib
 import ctypes
 import numbers
+import re
 import threading
 import weakref
 
 import numpy as np
 import pandas as pd
 
-from . import _lib
-from .errors import InvalidArgumentError
+from . import _lib, errors
+from .errors import InvalidArgumentError, KronosError
 from .model import Kronos, KronosTokenizer, load_model
 
 PRICE_COLS = ["open", "high", "low", "close"]
 COLUMNS = PRICE_COLS + ["volume", "amount"]
 _WINDOWS = {"exact": 0, "rolling": 1}
+KV_DTYPES = ("f32", "bf16", "int8")  # kr_context_params.kv_dtype
+QUANTS = ("f32", "bf16", "int8", "fp8", "q4")  # kr_model_params.quant
+# 400 Gregorian years are 146097 days, a whole number of weeks: a stamp moved by a multiple of
+# them keeps its minute, hour, weekday, day and month (the calendar features the model reads).
+CYCLE_SECONDS = 146097 * 86400
+# The engine's limits (src/engine/forecast.c, KR_MAX_CONTEXT_LIMIT and KR_MAX_PATHS), checked
+# here too so that kronos.dask refuses them before anything is sent.
+MAX_CONTEXT_LIMIT = 65536
+MAX_PATHS = 4096
+
+
+class _Guard:
+    """The calls running on one kr_context, so that freeing it waits for them (and a call
+    after that fails cleanly instead of using freed memory)."""
+
+    def __init__(self):
+        self.cv = threading.Condition()
+        self.users = 0
+        self.closed = False
+
+    def enter(self):
+        with self.cv:
+            if self.closed:
+                raise KronosError("predictor is closed")
+            self.users += 1
+
+    def leave(self):
+        with self.cv:
+            self.users -= 1
+            self.cv.notify_all()
+
+    def free(self, handle, model):
+        # The finalizer's arguments keep `model` (the LoadedModel) alive until the context is
+        # freed: kr_model_free comes after every kr_context_free, whatever order the garbage
+        # collector (or interpreter exit) finalizes the objects in.
+        with self.cv:
+            self.closed = True
+            while self.users:
+                self.cv.wait()
+        _lib.kr_context_free(handle)
 
 
 class Context:
@@ -26,19 +68,28 @@ class Context:
         if threads is not None:
             cp.n_threads = _as_int("threads", threads, 1)
         if kv_dtype is not None:
-            if not isinstance(kv_dtype, str):
-                raise InvalidArgumentError(
-                    f"kv_dtype: expected 'f32', 'bf16' or 'int8', got {kv_dtype!r}")
-            cp.kv_dtype = kv_dtype.encode()
+            cp.kv_dtype = check_choice("kv_dtype", kv_dtype, KV_DTYPES).encode()
         err = _lib.kr_error()
         handle = ctypes.c_void_p()
         _lib.check(_lib.kr_context_create(model.handle, ctypes.byref(cp), ctypes.byref(handle),
                                           ctypes.byref(err)), err)
-        self.model = model  # the model must outlive the context
+        self.model = model
         self.handle = handle
-        self._free = weakref.finalize(self, _lib.kr_context_free, handle)
+        self._guard = _Guard()
+        self._free = weakref.finalize(self, self._guard.free, handle, model)
+
+    @contextlib.contextmanager
+    def use(self):
+        """Holds the context for a call: close() waits until the call is over."""
+        self._guard.enter()
+        try:
+            yield self
+        finally:
+            self._guard.leave()
 
     def close(self):
+        """Frees the context once the calls running on it are over; later calls raise
+        KronosError("predictor is closed")."""
         self._free()
 
 
@@ -60,13 +111,15 @@ class Forecast:
         self.quantiles, self.stats = quantiles, stats
 
     def __repr__(self):
-        return (f"Forecast(pred_len={len(self.mean)}, paths={len(self.s1)}, "
-                f"quantiles={sorted(self.quantiles)})")
+        paths = (f"paths={len(self.s1)}, " if self.s1 is not None else "")
+        return f"Forecast(pred_len={len(self.mean)}, {paths}quantiles={sorted(self.quantiles)})"
 
 
-def _as_int(name, v, minimum):
+def _as_int(name, v, minimum, maximum=None):
     if isinstance(v, bool) or not isinstance(v, numbers.Integral):
         raise InvalidArgumentError(f"{name}: expected an integer, got {v!r}")
+    if maximum is not None and not minimum <= v <= maximum:
+        raise InvalidArgumentError(f"{name}: must be in {minimum}..{maximum}, got {v}")
     if v < minimum or v > 2**31 - 1:
         raise InvalidArgumentError(f"{name}: must be >= {minimum}, got {v}")
     return int(v)
@@ -78,10 +131,86 @@ def _as_float(name, v):
     return float(v)
 
 
-def to_seconds(stamps, what):
-    """Datetimes -> int64 seconds since 1970, the naive wall clock taken as UTC (what the
-    engine's calendar features read); tz-aware stamps are taken at their own wall clock, as
-    the official code's .dt.hour etc. do."""
+def _as_positive_float32(name, v, maximum=None):
+    """A parameter the engine holds as a float32 (temperature, top_p, clip): > 0 (and <=
+    maximum) both as given and once rounded to float32."""
+    v = _as_float(name, v)
+    if v <= 0 or (maximum is not None and v > maximum):
+        rng = f"in (0, {maximum:g}]" if maximum is not None else "> 0"
+        raise InvalidArgumentError(f"{name}: must be {rng}, got {v!r}")
+    with np.errstate(over="ignore", under="ignore"):
+        f = np.float32(v)
+    if not np.isfinite(f):
+        raise InvalidArgumentError(
+            f"{name}: {v!r} is past float32's range (the engine's precision; at most 3.4e38)")
+    if f == 0:
+        raise InvalidArgumentError(
+            f"{name}: {v!r} rounds to 0 in float32 (the engine's precision; at least 1.4e-45)")
+    return v
+
+
+def check_choice(name, v, choices):
+    # The engine's wording, so that the message is the same whichever side finds it.
+    if not isinstance(v, str) or v not in choices:
+        raise InvalidArgumentError(f"{name} {v!r} is not one of {', '.join(choices)}")
+    return v
+
+
+def check_engine_options(threads, kv_dtype, quant):
+    """The context and model options (None: the default), checked as Context and load_model
+    check them, so that a caller can check them before anything is loaded or sent."""
+    if threads is not None:
+        _as_int("threads", threads, 1)
+    if kv_dtype is not None:
+        check_choice("kv_dtype", kv_dtype, KV_DTYPES)
+    if quant is not None:
+        check_choice("quant", quant, QUANTS)
+
+
+def forecast_params(pred_len, T, top_k, top_p, sample_count, seed, window, max_context, clip):
+    """kr_forecast_params from predict's arguments, each checked (the message names it)."""
+    p = _lib.kr_forecast_default_params()
+    p.pred_len = _as_int("pred_len", pred_len, 1)
+    p.max_context = _as_int("max_context", max_context, 1, MAX_CONTEXT_LIMIT)
+    if p.pred_len > p.max_context:  # the engine's wording
+        raise InvalidArgumentError(
+            f"pred_len must be in 1..max_context ({p.max_context}), got {p.pred_len}")
+    p.clip = _as_positive_float32("clip", clip)
+    p.temperature = _as_positive_float32("T", T)
+    p.top_k = _as_int("top_k", top_k, 0)
+    p.top_p = _as_positive_float32("top_p", top_p, maximum=1.0)
+    p.paths = _as_int("sample_count", sample_count, 1, MAX_PATHS)
+    if seed is not None:
+        if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not (
+                0 <= seed < 2**64):
+            raise InvalidArgumentError(f"seed: expected an integer in [0, 2^64), got {seed!r}")
+        p.seed = int(seed)
+    if not isinstance(window, str) or window not in _WINDOWS:
+        raise InvalidArgumentError(f"window: expected 'exact' or 'rolling', got {window!r}")
+    p.window = _WINDOWS[window]
+    return p
+
+
+def check_quantiles(quantiles):
+    """quantiles as a tuple of floats in [0, 1] (() for None)."""
+    if quantiles is None:
+        return ()
+    if isinstance(quantiles, numbers.Real):
+        quantiles = [quantiles]
+    out = []
+    for q in quantiles:
+        q = _as_float("quantiles", q)
+        if not 0.0 <= q <= 1.0:
+            raise InvalidArgumentError(f"quantiles: {q} is outside [0, 1]")
+        out.append(q)
+    return tuple(out)
+
+
+def _stamps(stamps, what):
+    """Datetimes -> (int64 seconds since 1970 of the naive wall clock taken as UTC, what the
+    engine's calendar features read; whether they were tz-aware). Tz-aware stamps are taken at
+    their own wall clock, as the official code's .dt.hour etc. do, and must be strictly
+    increasing as instants (their wall clock repeats an hour when summer time ends)."""
     if isinstance(stamps, pd.DataFrame):
         raise InvalidArgumentError(f"{what}: expected a Series or DatetimeIndex of datetimes, "
                                    "got a DataFrame")
@@ -98,14 +227,97 @@ def to_seconds(stamps, what):
         idx = pd.DatetimeIndex(pd.to_datetime(stamps))
     except (ValueError, TypeError, OverflowError) as e:
         raise InvalidArgumentError(f"{what}: not datetimes: {e}") from None
-    if idx.tz is not None:
-        idx = idx.tz_localize(None)
     bad = np.flatnonzero(idx.isna())
     if len(bad):
         raise InvalidArgumentError(f"{what}: row {bad[0]} is not a valid timestamp (NaT)")
-    return np.ascontiguousarray(idx.values.astype("datetime64[s]").astype(np.int64))
+    aware = idx.tz is not None
+    if aware:
+        instants = idx.asi8
+        back = np.flatnonzero(instants[1:] <= instants[:-1])
+        if len(back):
+            r = back[0] + 1
+            raise InvalidArgumentError(
+                f"{what}: row {r}: timestamps not strictly increasing ({idx[r - 1]} then "
+                f"{idx[r]})")
+        idx = idx.tz_localize(None)
+    return np.ascontiguousarray(idx.values.astype("datetime64[s]").astype(np.int64)), aware
 
 
+def to_seconds(stamps, what):
+    """The wall-clock seconds of _stamps (the engine's timestamps)."""
+    return _stamps(stamps, what)[0]
+
+
+def _cycles(gap):
+    """Whole 400-year cycles that make a wall-clock step of `gap` (<= 0) seconds positive."""
+    return (-gap) // CYCLE_SECONDS + 1
+
+
+def _unwind_back(seq, last, ok):
+    """Moves seq[:last] back by whole cycles wherever the wall clock fails to advance although
+    the instants do (ok[i]: seq[i - 1] < seq[i] as instants). True when anything moved."""
+    shift = 0
+    for i in range(last - 1, -1, -1):
+        seq[i] -= shift
+        if ok[i + 1] and seq[i + 1] <= seq[i]:
+            k = _cycles(seq[i + 1] - seq[i]) * CYCLE_SECONDS
+            seq[i] -= k
+            shift += k
+    return shift != 0
+
+
+def _unwind_forward(seq, first, ok):
+    """Moves seq[first:] forwards likewise (the future after the last history row)."""
+    shift = 0
+    for i in range(first, len(seq)):
+        seq[i] += shift
+        if ok[i] and seq[i] <= seq[i - 1]:
+            k = _cycles(seq[i] - seq[i - 1]) * CYCLE_SECONDS
+            seq[i] += k
+            shift += k
+
+
+def _infer_future(wall, pred_len, what):
+    """kr_calendar_future over the rows of the wall clock that precede every later row (the
+    history as a calendar sees it once summer time's repeated hour is set aside)."""
+    later_min = np.minimum.accumulate(wall[::-1])[::-1]
+    keep = np.ones(len(wall), dtype=bool)
+    keep[:-1] = wall[:-1] < later_min[1:]
+    ts = np.ascontiguousarray(wall[keep])
+    out = np.empty(pred_len, dtype=np.int64)
+    err = _lib.kr_error()
+    st = _lib.kr_calendar_future(ts.ctypes.data_as(ctypes.POINTER(ctypes.c_int64)), len(ts),
+                                 pred_len, out.ctypes.data_as(ctypes.POINTER(ctypes.c_int64)),
+                                 None, ctypes.byref(err))
+    if st != 0:
+        raise errors.from_status(st, f"{what}inferring future timestamps: "
+                                 f"{err.message.decode('utf-8', 'replace')}")
+    return out
+
+
+def engine_clock(ts, x_aware, future, y_aware, pred_len, where=""):
+    """The stamps the engine gets: the wall clocks, unless tz-aware stamps go back in wall
+    time (a summer-time end) although they advance as instants; then the history before
+    each such step moves back, and the future after one forwards, by whole 400-year cycles
+    (minute, hour, weekday, day and month unchanged: the model's features are the official
+    ones), with the future stamps inferred here when none were given."""
+    n = len(ts)
+    seq = ts if future is None else np.concatenate([ts, future])
+    ok = np.zeros(len(seq), dtype=bool)  # ok[i]: seq[i - 1] < seq[i] as instants
+    ok[1:n] = x_aware
+    if future is not None:
+        ok[n] = x_aware and y_aware
+        ok[n + 1:] = y_aware
+    if not ok.any() or (np.diff(seq) > 0).all():
+        return ts, future
+    seq = seq.astype(np.int64, copy=True)
+    moved = _unwind_back(seq, n - 1, ok)  # the history, back from its last row
+    if future is not None:
+        _unwind_forward(seq, n, ok)  # the future, on from the last history row
+        return np.ascontiguousarray(seq[:n]), np.ascontiguousarray(seq[n:])
+    if moved:
+        future = _infer_future(ts, pred_len, where)
+    return np.ascontiguousarray(seq[:n]), future
 def _numeric_column(df, col, where):
     s = df[col]
     if isinstance(s, pd.DataFrame):
@@ -180,20 +392,20 @@ def prepare(df, x_timestamp, y_timestamp, pred_len, index=None):
             raise InvalidArgumentError(
                 f"{where}x_timestamp is None and the DataFrame has neither a DatetimeIndex nor a "
                 "'timestamps' column")
-    ts = to_seconds(x_timestamp, f"x_timestamp{f' at index {index}' if batch else ''}")
+    at = f" at index {index}" if batch else ""
+    ts, x_aware = _stamps(x_timestamp, f"x_timestamp{at}")
     if len(ts) != n:
         raise InvalidArgumentError(
-            f"Inconsistent lengths{f' at index {index}' if batch else ''}: x has {n} rows vs "
-            f"x_timestamp has {len(ts)}.")
-    future = None
+            f"Inconsistent lengths{at}: x has {n} rows vs x_timestamp has {len(ts)}.")
+    future, y_aware = None, False
     out_index = None
     if y_timestamp is not None:
-        future = to_seconds(y_timestamp, f"y_timestamp{f' at index {index}' if batch else ''}")
+        future, y_aware = _stamps(y_timestamp, f"y_timestamp{at}")
         if len(future) != pred_len:
             raise InvalidArgumentError(
-                f"y_timestamp length{f' at index {index}' if batch else ''} should equal "
-                f"pred_len={pred_len}, got {len(future)}.")
+                f"y_timestamp length{at} should equal pred_len={pred_len}, got {len(future)}.")
         out_index = y_timestamp
+    ts, future = engine_clock(ts, x_aware, future, y_aware, pred_len, where)
     return _Prepared(values, ts, future, out_index)
 
 
@@ -279,6 +491,22 @@ def to_output(r, index, return_paths, quantiles):
                     r.get("history_s2"), qs, r["stats"])
 
 
+_SERIES = re.compile(r"\bseries (\d+)")
+
+
+def _renamed(e, names):
+    """The engine's error for one batch call with each "series k" (k: the place in that call)
+    replaced by names[k], the caller's index; a call of one series names none, so it gets
+    the prefix."""
+    msg = e.message
+    if len(names) == 1 and not _SERIES.search(msg):
+        msg = f"series {names[0]}: {msg}"
+    else:
+        msg = _SERIES.sub(lambda m: f"series {names[int(m.group(1))]}"
+                          if int(m.group(1)) < len(names) else m.group(0), msg)
+    return errors.from_status(e.status, msg)
+
+
 class KronosPredictor:
     """The official KronosPredictor on the C engine.
 
@@ -297,19 +525,23 @@ class KronosPredictor:
                 f"tokenizer: expected KronosTokenizer.from_pretrained(...), got "
                 f"{type(tokenizer).__name__}")
         self.model, self.tokenizer, self.device = model, tokenizer, device or "cpu"
-        self.max_context = _as_int("max_context", max_context, 1)
-        self.clip = _as_float("clip", clip)
+        self.max_context = _as_int("max_context", max_context, 1, MAX_CONTEXT_LIMIT)
+        self.clip = _as_positive_float32("clip", clip)
         self.price_cols = list(PRICE_COLS)
         self.vol_col, self.amt_vol = "volume", "amount"
         self.time_cols = ["minute", "hour", "weekday", "day", "month"]
         self._defaults = (threads, kv_dtype, quant)
         self._contexts = {}
+        self._closed = False
         self._lock = threading.Lock()
         self._context(threads, kv_dtype, quant)  # load now: errors belong to the constructor
 
     def _context(self, threads, kv_dtype, quant):
+        check_engine_options(threads, kv_dtype, quant)
         key = (threads, kv_dtype, quant or None)
         with self._lock:
+            if self._closed:
+                raise KronosError("predictor is closed")
             ctx = self._contexts.get(key)
             if ctx is None:
                 m = load_model(self.model.path, self.tokenizer.path, quant)
@@ -318,55 +550,36 @@ class KronosPredictor:
             return ctx
 
     def close(self):
-        """Frees the contexts now (otherwise when the predictor is garbage-collected)."""
+        """Frees the contexts now (otherwise when the predictor is garbage-collected), once
+        the calls running on them (in other threads) are over. Later calls raise
+        KronosError("predictor is closed")."""
         with self._lock:
-            for c in self._contexts.values():
-                c.close()
+            self._closed = True
+            contexts = list(self._contexts.values())
             self._contexts.clear()
+        for c in contexts:
+            c.close()
 
     def _params(self, pred_len, T, top_k, top_p, sample_count, seed, window):
-        p = _lib.kr_forecast_default_params()
-        p.pred_len = _as_int("pred_len", pred_len, 1)
-        p.max_context = self.max_context
-        p.clip = self.clip
-        p.temperature = _as_float("T", T)
-        p.top_k = _as_int("top_k", top_k, 0)
-        p.top_p = _as_float("top_p", top_p)
-        p.paths = _as_int("sample_count", sample_count, 1)
-        if seed is not None:
-            if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not (
-                    0 <= seed < 2**64):
-                raise InvalidArgumentError(f"seed: expected an integer in [0, 2^64), got {seed!r}")
-            p.seed = int(seed)
-        if window not in _WINDOWS:
-            raise InvalidArgumentError(f"window: expected 'exact' or 'rolling', got {window!r}")
-        p.window = _WINDOWS[window]
-        return p
+        return forecast_params(pred_len, T, top_k, top_p, sample_count, seed, window,
+                               self.max_context, self.clip)
 
-    @staticmethod
-    def _quantiles(quantiles):
-        if quantiles is None:
-            return ()
-        if isinstance(quantiles, numbers.Real):
-            quantiles = [quantiles]
-        out = []
-        for q in quantiles:
-            q = _as_float("quantiles", q)
-            if not 0.0 <= q <= 1.0:
-                raise InvalidArgumentError(f"quantiles: {q} is outside [0, 1]")
-            out.append(q)
-        return tuple(out)
+    _quantiles = staticmethod(check_quantiles)
 
     def _raw(self, prepared, pred_len, T=1.0, top_k=0, top_p=0.9, sample_count=1, seed=0,
              return_paths=False, quantiles=None, quant=None, kv_dtype=None, window="exact",
-             threads=None):
-        """Runs prepared series; one dict of numpy arrays per series (see run)."""
+             threads=None, indices=None):
+        """Runs prepared series; one dict of numpy arrays per series (see run). `indices`: the
+        series' places in the caller's list, which error messages name (default 0, 1, ...;
+        given, a message names its series even when only one is run here)."""
         params = self._params(pred_len, T, top_k, top_p, sample_count, seed, window)
         qs = self._quantiles(quantiles)
         d_threads, d_kv, d_quant = self._defaults
         ctx = self._context(d_threads if threads is None else threads,
                             d_kv if kv_dtype is None else kv_dtype,
                             d_quant if quant is None else quant)
+        named = indices is not None or len(prepared) > 1
+        indices = list(range(len(prepared))) if indices is None else list(indices)
         # Official semantics: the whole frame is the lookback (the predictor's window slides
         # over it past max_context; the tokenizer encodes all of it). lookback is a batch-wide
         # parameter, so one batch call per history length.
@@ -374,11 +587,17 @@ class KronosPredictor:
         for i, p in enumerate(prepared):
             by_len.setdefault(len(p.ts), []).append(i)
         results = [None] * len(prepared)
-        for n, idx in by_len.items():
-            params.lookback = n
-            for i, r in zip(idx, run(ctx, [prepared[i] for i in idx], params,
-                                     bool(return_paths), qs)):
-                results[i] = r
+        with ctx.use():
+            for n, idx in by_len.items():
+                params.lookback = n
+                try:
+                    out = run(ctx, [prepared[i] for i in idx], params, bool(return_paths), qs)
+                except KronosError as e:
+                    if not named:
+                        raise
+                    raise _renamed(e, [indices[i] for i in idx]) from None
+                for i, r in zip(idx, out):
+                    results[i] = r
         return results
 
     def _run_prepared(self, prepared, pred_len, T, top_k, top_p, sample_count, seed,

@@ -139,14 +139,21 @@ def test_no_timestamps_anywhere(predictor, hist):
     (dict(pred_len=0), "pred_len: must be >= 1"),
     (dict(pred_len="6"), "pred_len: expected an integer"),
     (dict(pred_len=100000), "pred_len must be in 1..max_context"),
-    (dict(T=0.0), "temperature must be a positive number"),
+    (dict(T=0.0), r"T: must be > 0, got 0.0"),
+    (dict(T=1e40), r"T: 1e\+40 is past float32's range"),
+    (dict(T=1e-50), r"T: 1e-50 rounds to 0 in float32"),
+    (dict(top_p=0.0), r"top_p: must be in \(0, 1\], got 0.0"),
+    (dict(top_p=1.5), r"top_p: must be in \(0, 1\], got 1.5"),
+    (dict(top_p=1e-50), r"top_p: 1e-50 rounds to 0 in float32"),
     (dict(T=float("nan")), "T: expected a finite number"),
     (dict(top_k=-1), "top_k: must be >= 0"),
-    (dict(sample_count=0), "sample_count: must be >= 1"),
+    (dict(sample_count=0), r"sample_count: must be in 1\.\.4096, got 0"),
     (dict(seed=-1), "seed: expected an integer"),
     (dict(window="sliding"), "window: expected 'exact' or 'rolling'"),
-    (dict(kv_dtype="f16"), "kv_dtype 'f16' is not one of"),
-    (dict(quant="int3"), "quant 'int3' is not one of"),
+    (dict(kv_dtype="f16"), "kv_dtype 'f16' is not one of f32, bf16, int8"),
+    (dict(kv_dtype=8), "kv_dtype 8 is not one of"),
+    (dict(quant="int3"), "quant 'int3' is not one of f32, bf16, int8, fp8, q4"),
+    (dict(window=["exact"]), "window: expected 'exact' or 'rolling'"),
     (dict(quantiles=[1.5]), r"quantiles: 1.5 is outside \[0, 1\]"),
     (dict(threads=0), "threads: must be >= 1"),
 ])
@@ -270,3 +277,78 @@ def test_context_params_mirror_the_c_struct():
     assert cp.background_min_rows == 8 and cp.background_step_rows == 256 and cp.tune == 0
     assert cp.target_queue_p95_s == 0.1 and cp.target_ttft_p95_s == 2.0
     assert cp.profile == 1
+
+
+def _dst_frame(candles, n=100):
+    # Hourly bars through the end of US summer time (2024-11-03 01:00 comes twice).
+    ts = pd.date_range("2024-11-01 00:00", periods=n + P, freq="h", tz="UTC").tz_convert(
+        "America/New_York")
+    d = candles[COLS].iloc[:n].reset_index(drop=True)
+    return d, pd.Series(ts[:n]), pd.Series(ts[n:])
+
+
+def test_tz_aware_stamps_across_summer_time_end(predictor, candles):
+    d, x, y = _dst_frame(candles)
+    wall = x.dt.tz_localize(None)
+    assert (wall.diff().iloc[1:] <= pd.Timedelta(0)).any()  # the wall clock repeats 01:00
+    out = _predict(predictor, d, x, y)
+    assert (out.index == pd.DatetimeIndex(y)).all()
+    # The model reads the wall clock's calendar fields (as the official .dt.hour etc.): the
+    # same as naive stamps with those fields that do increase -- here the bars before the
+    # repeated hour moved back 28 years (same weekdays, days and months in 1901-2099).
+    rep = int(np.flatnonzero(np.diff(wall.to_numpy()) <= np.timedelta64(0))[0]) + 1
+    ref_x = wall.copy()
+    ref_x.iloc[:rep] = ref_x.iloc[:rep] - pd.DateOffset(years=28)
+    assert (ref_x.diff().iloc[1:] > pd.Timedelta(0)).all()
+    ref = _predict(predictor, d, ref_x, y.dt.tz_localize(None))
+    np.testing.assert_array_equal(out.to_numpy(), ref.to_numpy())
+    # Future stamps inferred from the history: the wall clock's next hours.
+    got = _predict(predictor, d, x, None)
+    assert list(got.index) == list(y.dt.tz_localize(None))
+    # A future across the change, given tz-aware, likewise.
+    d2, x2, y2 = _dst_frame(candles, n=50)
+    assert (y2.dt.tz_localize(None).diff().iloc[1:] <= pd.Timedelta(0)).any()
+    out2 = _predict(predictor, d2, x2, y2)
+    y2_wall = y2.dt.tz_localize(None)
+    after = int(np.flatnonzero(y2_wall.diff().iloc[1:] <= pd.Timedelta(0))[0]) + 1
+    ref_y2 = y2_wall.where(y2.index < after, y2_wall + pd.DateOffset(years=28))
+    ref2 = _predict(predictor, d2, x2.dt.tz_localize(None), ref_y2)
+    np.testing.assert_array_equal(out2.to_numpy(), ref2.to_numpy())
+
+
+def test_tz_aware_stamps_out_of_order_refused(predictor, candles):
+    d, x, _ = _dst_frame(candles)
+    x = x.copy()
+    x.iloc[[40, 41]] = x.iloc[[41, 40]].to_numpy()
+    _raises(ValueError, r"x_timestamp: row 41: timestamps not strictly increasing",
+            lambda: predictor.predict(d, x, None, pred_len=P))
+
+
+def test_batch_errors_name_the_callers_series(predictor, candles):
+    h = candles.iloc[:200].reset_index(drop=True)
+    lens = [100, 80, 100]
+    dfs = [h[COLS].iloc[:n].copy() for n in lens]
+    xs = [h["timestamps"].iloc[:n] for n in lens]
+    dfs[2].loc[7, "close"] = np.inf  # the second of the 100-row engine call
+    _raises(ValueError, r"^series 2: row 7, field 'close': not a finite number",
+            lambda: predictor.predict_batch(dfs, xs, [None] * 3, pred_len=P))
+    dfs[2].loc[7, "close"] = 11.0
+    dfs[1].loc[3, "open"] = np.inf  # alone in its engine call: the engine names no series
+    _raises(ValueError, r"^series 1: row 3, field 'open': not a finite number",
+            lambda: predictor.predict_batch(dfs, xs, [None] * 3, pred_len=P))
+
+
+def test_forecast_repr_without_paths(predictor, hist):
+    r = _predict(predictor, hist, None, None, quantiles=[0.5])
+    assert r.s1 is None and repr(r) == "Forecast(pred_len=6, quantiles=[0.5])"
+    r = _predict(predictor, hist, None, None, return_paths=True)
+    assert repr(r) == "Forecast(pred_len=6, paths=2, quantiles=[])"
+
+
+@pytest.mark.parametrize("kw,match", [
+    (dict(clip=1e40), r"clip: 1e\+40 is past float32's range"),
+    (dict(clip=0), r"clip: must be > 0, got 0.0"),
+    (dict(max_context=0), r"max_context: must be in 1\.\.65536, got 0"),
+])
+def test_bad_predictor_parameters(demo, kw, match):
+    _raises(ValueError, match, lambda: kronos.KronosPredictor(*demo, **kw))

@@ -1,0 +1,71 @@
+"""The ctypes mirrors of include/kronos.h's structures against the C compiler's layout: for
+every structure kronos._lib mirrors, sizeof and each field's offset (a field missing at the end
+of kr_model_info once let kr_model_get_info write 376 bytes into a 112-byte buffer)."""
+
+import ctypes
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import DEMO, ROOT
+from kronos import _lib, errors
+from kronos.model import load_model
+
+
+def _mirrored():
+    return sorted((name, cls) for name, cls in vars(_lib).items()
+                  if isinstance(cls, type) and issubclass(cls, ctypes.Structure)
+                  and name.startswith("kr_"))
+
+
+def test_every_structure_is_checked():
+    names = {n for n, _ in _mirrored()}
+    assert {"kr_error", "kr_model_params", "kr_model_info", "kr_series", "kr_forecast_params",
+            "kr_context_params", "kr_profile_entry", "kr_step_profile",
+            "kr_forecast_stats"} <= names
+
+
+def test_layouts_equal_the_c_compilers(tmp_path):
+    cc = os.environ.get("CC") or shutil.which("gcc") or shutil.which("cc")
+    include = os.path.join(ROOT, "include")
+    if not cc or not os.path.isfile(os.path.join(include, "kronos.h")):
+        pytest.skip("no C compiler or no include/kronos.h (needs a source checkout)")
+    lines = ["#include <stddef.h>", "#include <stdio.h>", '#include "kronos.h"',
+             "int main(void) {"]
+    expected = []
+    for name, cls in _mirrored():
+        lines.append(f'    printf("{name} %zu\\n", sizeof({name}));')
+        expected.append(f"{name} {ctypes.sizeof(cls)}")
+        for field, _ in cls._fields_:
+            lines.append(f'    printf("{name}.{field} %zu\\n", offsetof({name}, {field}));')
+            expected.append(f"{name}.{field} {getattr(cls, field).offset}")
+    lines += ["    return 0;", "}"]
+    src, exe = tmp_path / "layout.c", tmp_path / "layout"
+    src.write_text("\n".join(lines) + "\n")
+    subprocess.run([cc, "-std=c11", "-I", include, "-o", str(exe), str(src)], check=True)
+    got = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.split("\n")
+    assert [g for g in got if g] == expected
+
+
+def test_info_has_demo_and_source():
+    m = load_model(os.path.join(DEMO, "predictor"), os.path.join(DEMO, "tokenizer"))
+    info = m.info()
+    assert info["demo"] is True and "kronos-demo" in info["source"]
+    assert info["quant"] == "f32" and info["d_model"] > 0 and info["n_params"] > 0
+
+
+def test_a_larger_c_structure_is_caught_not_overflowed():
+    def writes_too_much(p):
+        ctypes.memset(p, 0, ctypes.sizeof(_lib.kr_model_info) + 8)
+    with pytest.raises(errors.InternalError, match="different versions"):
+        _lib.fill(writes_too_much, _lib.kr_model_info)
+    exact = _lib.fill(lambda p: ctypes.memset(p, 0, ctypes.sizeof(_lib.kr_model_info)),
+                      _lib.kr_model_info)
+    assert exact.demo == 0
+
+
+def test_model_params_mirror():
+    mp = _lib.kr_model_default_params()
+    assert mp.quant is None and mp.allow_nonfinite == 0
