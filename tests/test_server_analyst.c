@@ -80,12 +80,7 @@ static http_resp *http(int port, const char *method, const char *path, const cha
 #define error_field kr_http_error_field
 #define json_of kr_http_json
 
-#define assert_error(r, code, field)                                                           \
-    do {                                                                                       \
-        if ((r)->status != (code))                                                             \
-            fail_msg("want %d, got %ld: %s", (code), (r)->status, (r)->body ? (r)->body : ""); \
-        assert_string_equal(error_field(r), (field));                                          \
-    } while (0)
+#define assert_error kr_assert_http_error
 
 /* ------------------------------------------------------------------ bodies */
 
@@ -215,9 +210,7 @@ static int teardown(void **state) {
     kr_model_free(g_model);
     kr_candles_free(g_aapl);
     kr_candles_free(g_msft);
-    char cmd[1200];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_tmp);
+    kr_test_remove_tree(g_tmp);
     free(g_tmp);
     curl_global_cleanup();
     return 0;

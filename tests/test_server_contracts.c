@@ -59,12 +59,7 @@ static http_resp *http(int port, const char *method, const char *path, const cha
     return http_h(port, method, path, body, NULL, NULL);
 }
 
-#define assert_error(r, code, field)                                                           \
-    do {                                                                                       \
-        if ((r)->status != (code))                                                             \
-            fail_msg("want %d, got %ld: %s", (code), (r)->status, (r)->body ? (r)->body : ""); \
-        assert_string_equal(kr_http_error_field(r), (field));                                  \
-    } while (0)
+#define assert_error kr_assert_http_error
 
 /* The error message of a JSON error body (static buffer). */
 static const char *error_message(const char *body) {
@@ -149,9 +144,7 @@ static int teardown(void **state) {
     (void)state;
     kr_server_free(g_srv);
     kr_model_free(g_model);
-    char cmd[1200];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_tmp);
+    kr_test_remove_tree(g_tmp);
     free(g_tmp);
     curl_global_cleanup();
     return 0;

@@ -62,6 +62,14 @@ typedef struct kr_cli_sampling {
     uint64_t *seed;
     float *temperature, *top_p;
 } kr_cli_sampling;
+/* The flags' targets in a parameter struct whose fields carry the flags' names (the
+ * forecast's and the analysis's parameters both do). */
+#define KR_CLI_SAMPLING_OF(params)                                                  \
+    {                                                                               \
+        .lookback = &(params).lookback, .max_context = &(params).max_context,       \
+        .paths = &(params).paths, .top_k = &(params).top_k, .seed = &(params).seed, \
+        .temperature = &(params).temperature, .top_p = &(params).top_p,             \
+    }
 /* -1 when `opt` is not one of those flags (or its field is NULL), 0 when `arg` was stored,
  * 2 after a usage error was printed. */
 int kr_cli_sampling_flag(const char *cmd, int opt, const char *arg, const kr_cli_sampling *s);

@@ -320,15 +320,7 @@ static int parse_opts(int argc, char **argv, opts *o, char ***owned, int *n_owne
     optind = 1;
     int c;
     char msg[256 + 2 * PATH_MAX];
-    const kr_cli_sampling sampling = {
-        .lookback = &o->p.lookback,
-        .max_context = &o->p.max_context,
-        .paths = &o->p.paths,
-        .top_k = &o->p.top_k,
-        .seed = &o->p.seed,
-        .temperature = &o->p.temperature,
-        .top_p = &o->p.top_p,
-    };
+    const kr_cli_sampling sampling = KR_CLI_SAMPLING_OF(o->p);
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         int shared = kr_cli_sampling_flag(CMD, c, optarg, &sampling);
         if (shared == 2) return 2;

@@ -36,6 +36,13 @@ CURLcode kr_test_http_perform(int port, const char *method, const char *path, co
 void kr_http_resp_free(kr_http_resp *r);
 /* The error object's "field" ("" when none); static buffer. */
 const char *kr_http_error_field(const kr_http_resp *r);
+/* Fails the (cmocka) test unless r is an error with this status naming this field. */
+#define kr_assert_http_error(r, code, field)                                                   \
+    do {                                                                                       \
+        if ((r)->status != (code))                                                             \
+            fail_msg("want %d, got %ld: %s", (code), (r)->status, (r)->body ? (r)->body : ""); \
+        assert_string_equal(kr_http_error_field(r), (field));                                  \
+    } while (0)
 /* The body as JSON; fails the test when it is not JSON. Caller deletes. */
 cJSON *kr_http_json(const kr_http_resp *r);
 

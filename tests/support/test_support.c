@@ -1,9 +1,11 @@
 #include "test_support.h"
 
+#include <ftw.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,11 +15,72 @@ const char *kr_test_fixture(const char *rel) {
     return buf;
 }
 
+static int remove_entry(const char *path, const struct stat *st, int type, struct FTW *ftw) {
+    (void)st;
+    (void)type;
+    (void)ftw;
+    if (remove(path) != 0) perror(path);
+    return 0; /* keep going: remove what can be removed */
+}
+
+/* Pre-order: a directory a test made read-only must become writable before its entries go. */
+static int open_up_entry(const char *path, const struct stat *st, int type, struct FTW *ftw) {
+    (void)ftw;
+    if (type == FTW_D && (st->st_mode & 0700) != 0700) (void)chmod(path, st->st_mode | 0700);
+    return 0;
+}
+
+void kr_test_remove_tree(const char *dir) {
+    struct stat st;
+    if (!dir || lstat(dir, &st) != 0) return; /* already gone */
+    (void)nftw(dir, open_up_entry, 16, FTW_PHYS);
+    if (nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS) != 0) perror(dir);
+}
+
+/* Every directory kr_test_tmpdir made, removed when the test program exits (not by forked
+ * children, which share the list: only the process that made them). KRONOS_TEST_KEEP_TMP=1
+ * keeps them for a post-mortem. */
+static char **g_tmpdirs;
+static size_t g_n_tmpdirs;
+static pid_t g_tmpdir_owner;
+
+static void remove_tmpdirs(void) {
+    if (getpid() != g_tmpdir_owner) return;
+    const char *keep = getenv("KRONOS_TEST_KEEP_TMP");
+    for (size_t i = 0; i < g_n_tmpdirs; i++) {
+        if (keep && *keep && strcmp(keep, "0") != 0)
+            fprintf(stderr, "kept %s (KRONOS_TEST_KEEP_TMP)\n", g_tmpdirs[i]);
+        else
+            kr_test_remove_tree(g_tmpdirs[i]);
+        free(g_tmpdirs[i]);
+    }
+    free(g_tmpdirs);
+    g_tmpdirs = NULL;
+    g_n_tmpdirs = 0;
+}
+
+static void remember_tmpdir(const char *dir) {
+    if (g_tmpdir_owner == 0) {
+        atexit(remove_tmpdirs); /* forked children inherit the handler */
+        g_tmpdir_owner = getpid();
+    } else if (g_tmpdir_owner != getpid()) {
+        /* A forked child: the inherited entries are its parent's to remove. */
+        for (size_t i = 0; i < g_n_tmpdirs; i++) free(g_tmpdirs[i]);
+        g_n_tmpdirs = 0;
+        g_tmpdir_owner = getpid();
+    }
+    char **grown = realloc(g_tmpdirs, (g_n_tmpdirs + 1) * sizeof *grown);
+    if (grown) g_tmpdirs = grown;
+    char *copy = grown ? strdup(dir) : NULL;
+    if (copy) g_tmpdirs[g_n_tmpdirs++] = copy; /* else left behind, as before */
+}
+
 char *kr_test_tmpdir(void) {
     const char *base = getenv("TMPDIR");
     char tmpl[4096];
     snprintf(tmpl, sizeof tmpl, "%s/kronos-test-XXXXXX", base && *base ? base : "/tmp");
     char *dir = mkdtemp(tmpl);
+    if (dir) remember_tmpdir(dir);
     return dir ? strdup(dir) : NULL;
 }
 

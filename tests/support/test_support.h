@@ -26,6 +26,9 @@
 const char *kr_test_fixture(const char *rel);
 /* Fresh empty temp directory (mkdtemp under $TMPDIR or /tmp); caller owns the string. */
 char *kr_test_tmpdir(void);
+/* Removes dir and everything below it (links are removed, never followed); complains on
+ * stderr about what it could not remove. */
+void kr_test_remove_tree(const char *dir);
 /* Writes `len` bytes to path; returns 0 on success. */
 int kr_test_write_file(const char *path, const void *data, size_t len);
 /* Reads a file into buf (NUL-terminated, truncated to cap - 1); empty if unreadable. */
