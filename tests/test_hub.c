@@ -55,7 +55,11 @@ typedef enum serve_mode {
     MODE_DROP_ONCE, /* the first CDN GET sends half the body, then closes the connection */
     MODE_CORRUPT, /* one byte of the LFS file flipped (sha256 no longer matches) */
     MODE_SHORT, /* the LFS file cut in half, as a complete 200 response */
-    MODE_IGNORE_RANGE /* Range headers ignored: always 200 with the whole file */
+    MODE_IGNORE_RANGE, /* Range headers ignored: always 200 with the whole file */
+    MODE_HEAD_503_ONCE, /* the first HEAD is answered 503 (a busy hub), then normally */
+    MODE_HEAD_503, /* every HEAD is answered 503 */
+    MODE_206_NO_RANGE, /* a Range answered 206 without a Content-Range header */
+    MODE_NO_SIZE /* config.json sent chunked: no Content-Length, so no size to check */
 } serve_mode;
 
 static struct {
@@ -68,6 +72,10 @@ static struct {
     int cdn_gets; /* GET /cdn/... (the big file's bytes) */
     int range_gets; /* of those, with a Range header */
     long last_range; /* start of the last Range asked, -1 none */
+    int head_503s; /* HEADs answered 503 */
+    int home_auth; /* requests to 127.0.0.1 that carried an Authorization header */
+    int foreign_requests; /* requests addressed to "localhost" (another origin) */
+    int foreign_auth; /* of those, with an Authorization header: a leaked token */
     uint8_t *corrupt; /* MODE_CORRUPT body */
 } g_srv;
 
@@ -174,13 +182,26 @@ static enum MHD_Result serve_cdn(struct MHD_Connection *c, const served_file *f)
     if (range && mode != MODE_IGNORE_RANGE) {
         char cr[96];
         snprintf(cr, sizeof cr, "bytes %ld-%zu/%zu", start, len - 1, len);
-        add_header(r, "Content-Range", cr);
+        if (mode != MODE_206_NO_RANGE) add_header(r, "Content-Range", cr);
         status = MHD_HTTP_PARTIAL_CONTENT;
     }
     add_header(r, "Accept-Ranges", "bytes");
     enum MHD_Result ret = MHD_queue_response(c, status, r);
     MHD_destroy_response(r);
     return ret;
+}
+
+/* A small file sent chunked (MODE_NO_SIZE): the size is known only once it has arrived. */
+typedef struct no_size_reader {
+    const served_file *f;
+} no_size_reader;
+
+static ssize_t no_size_read(void *cls, uint64_t pos, char *buf, size_t max) {
+    const served_file *f = ((no_size_reader *)cls)->f;
+    if (pos >= f->len) return MHD_CONTENT_READER_END_OF_STREAM;
+    size_t n = f->len - (size_t)pos < max ? f->len - (size_t)pos : max;
+    memcpy(buf, f->data + pos, n);
+    return (ssize_t)n;
 }
 
 /* /{org}/{name}/resolve/{rev}/{file}, answered like the hub: small files directly with a
@@ -191,6 +212,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     (void)cls, (void)version, (void)upload, (void)upload_size, (void)con_cls;
     if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) return send_simple(c, 405, NULL);
     int is_get = !strcmp(method, "GET");
+    const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host");
+    const char *auth_seen = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+    int foreign = host && !strncmp(host, "localhost:", 10);
+    pthread_mutex_lock(&g_srv.mu);
+    g_srv.foreign_requests += foreign;
+    g_srv.foreign_auth += foreign && auth_seen;
+    g_srv.home_auth += !foreign && auth_seen;
+    int head_503 = !is_get && (g_srv.mode == MODE_HEAD_503 ||
+                               (g_srv.mode == MODE_HEAD_503_ONCE && g_srv.head_503s == 0));
+    g_srv.head_503s += head_503;
+    pthread_mutex_unlock(&g_srv.mu);
+    if (head_503) return send_simple(c, 503, NULL);
     unsigned idx;
     char sha[80];
     if (sscanf(url, "/cdn/%u/%79s", &idx, sha) == 2) {
@@ -200,8 +233,36 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     char org[64], name[64], rev[128], file[128];
     if (sscanf(url, "/%63[^/]/%63[^/]/resolve/%127[^/]/%127s", org, name, rev, file) != 4)
         return send_simple(c, 404, NULL);
-    char id[140];
-    snprintf(id, sizeof id, "%s/%s", org, name);
+    char id[140], v[256];
+    /* "moved/...": a renamed repository, a redirect without hub metadata to another origin
+     * (the same server as "localhost"), where the token must not follow. */
+    if (!strcmp(org, "moved")) {
+        struct MHD_Response *r = MHD_create_response_from_buffer(0, "", MHD_RESPMEM_PERSISTENT);
+        snprintf(v, sizeof v, "http://localhost:%u/NeoQuasar/%s/resolve/%s/%s", g_srv.port, name,
+                 rev, file);
+        add_header(r, "Location", v);
+        enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_FOUND, r);
+        MHD_destroy_response(r);
+        return ret;
+    }
+    /* "plain/...": a git mirror that does not resolve LFS: model.safetensors is the pointer
+     * file, served as an ordinary file with a git ETag (so only its size can be checked). */
+    if (!strcmp(org, "plain") && !strcmp(file, "model.safetensors")) {
+        const served_file *lfs = &g_repos[0].files[F_MODEL];
+        static char pointer[256];
+        int plen = snprintf(pointer, sizeof pointer,
+                            "version https://git-lfs.github.com/spec/v1\noid sha256:%s\nsize "
+                            "%zu\n",
+                            lfs->sha, lfs->len);
+        struct MHD_Response *r =
+            MHD_create_response_from_buffer((size_t)plen, pointer, MHD_RESPMEM_PERSISTENT);
+        add_header(r, "ETag", "\"0123456789012345678901234567890123456789\"");
+        add_header(r, "X-Repo-Commit", g_repos[0].commit);
+        enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, r);
+        MHD_destroy_response(r);
+        return ret;
+    }
+    snprintf(id, sizeof id, "%s/%s", !strcmp(org, "plain") ? "NeoQuasar" : org, name);
     served_repo *repo = NULL;
     for (int i = 0; i < N_REPOS; i++)
         if (!strcmp(g_repos[i].id, id)) {
@@ -222,7 +283,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     const served_file *f = &repo->files[fi];
     struct MHD_Response *r;
     unsigned status;
-    char v[128];
     if (fi == F_MODEL) {
         if (is_get) {
             pthread_mutex_lock(&g_srv.mu);
@@ -237,6 +297,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         snprintf(v, sizeof v, "%zu", f->len);
         add_header(r, "X-Linked-Size", v);
         status = MHD_HTTP_FOUND;
+    } else if (g_srv.mode == MODE_NO_SIZE) {
+        no_size_reader *nr = malloc(sizeof *nr);
+        nr->f = f;
+        r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, no_size_read, nr, free);
+        snprintf(v, sizeof v, "\"%.40s\"", f->sha);
+        add_header(r, "ETag", v);
+        status = MHD_HTTP_OK;
     } else {
         r = MHD_create_response_from_buffer(f->len, f->data, MHD_RESPMEM_PERSISTENT);
         /* A git blob id stand-in: 40 hex, like the hub's ETag for non-LFS files. */
@@ -256,6 +323,7 @@ static void reset_server(serve_mode mode) {
     g_srv.dropped = 0;
     g_srv.model_gets = g_srv.cdn_gets = g_srv.range_gets = 0;
     g_srv.last_range = -1;
+    g_srv.head_503s = g_srv.home_auth = g_srv.foreign_requests = g_srv.foreign_auth = 0;
     pthread_mutex_unlock(&g_srv.mu);
 }
 
@@ -339,12 +407,14 @@ static const char *fresh_home(const char *name) {
 typedef struct events {
     int n[8]; /* per kr_hub_event */
     int64_t model_start; /* done at model.safetensors' START: the bytes resumed from */
+    int64_t config_total; /* total at config.json's DONE */
 } events;
 
 static int record(const kr_hub_progress *p, void *user) {
     events *e = user;
     if (p->event == KR_HUB_FILE_START && !strcmp(p->file, "model.safetensors"))
         e->model_start = p->done;
+    if (p->event == KR_HUB_FILE_DONE && !strcmp(p->file, "config.json")) e->config_total = p->total;
     e->n[p->event]++;
     assert_non_null(p->repo);
     assert_non_null(p->file);
@@ -654,6 +724,25 @@ static void test_resume_from_incomplete_file(void **state) {
     assert_int_equal(mkdir(blobs, 0755), 0);
     snprintf(part, sizeof part, "%s/%s.incomplete", blobs, m->sha);
     assert_int_equal(kr_test_write_file(part, junk, third), 0);
+    /* A partial download that is a symlink to a file elsewhere (planted in a shared cache) is
+     * refused: it used to be truncated and overwritten through the link. */
+    char victim[PATH_MAX];
+    snprintf(victim, sizeof victim, "%s/victim", g_tmp);
+    assert_int_equal(kr_test_write_file(victim, junk, third), 0);
+    assert_int_equal(unlink(part), 0);
+    assert_int_equal(symlink(victim, part), 0);
+    st = pull("NeoQuasar/Kronos-demo", &ev, snap, &err);
+    assert_int_equal(st, KR_ERR_IO);
+    assert_non_null(strstr(err.message, "symbolic link"));
+    assert_non_null(strstr(err.message, part));
+    size_t victim_len;
+    uint8_t *victim_now = read_all(victim, &victim_len);
+    assert_non_null(victim_now);
+    assert_int_equal(victim_len, third);
+    assert_memory_equal(victim_now, junk, third);
+    free(victim_now);
+    assert_int_equal(unlink(part), 0);
+    assert_int_equal(kr_test_write_file(part, junk, third), 0);
     free(junk);
     st = pull("NeoQuasar/Kronos-demo", &ev, snap, &err);
     assert_int_equal(st, KR_ERR_FORMAT);
@@ -773,6 +862,174 @@ static void test_errors(void **state) {
     assert_non_null(strstr(err.message, "/dev/null"));
 }
 
+/* The token goes to the endpoint's origin only. A redirect without hub metadata (a renamed
+ * repository) is followed by the HEAD itself, not by curl: it used to send the token to
+ * whatever host the Location named. */
+static void test_token_stays_on_the_endpoint(void **state) {
+    (void)state;
+    fresh_home("token-origin");
+    reset_server(MODE_NORMAL);
+    char snap[PATH_MAX];
+    kr_error err = { 0 };
+    kr_hub_params p = kr_hub_default_params();
+    p.token = "secret-token";
+    kr_status st = kr_hub_pull(&p, "moved/Kronos-demo", NULL, snap, sizeof snap, &err);
+    if (st != KR_OK) fail_msg("pull through a redirect: %s", err.message);
+    assert_true(g_srv.foreign_requests > 0); /* the redirects were followed */
+    assert_true(g_srv.home_auth > 0); /* the endpoint itself got the token */
+    assert_int_equal(g_srv.foreign_auth, 0);
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/model.safetensors", snap);
+    assert_same_bytes(path, &g_repos[0].files[F_MODEL]);
+
+    /* A token that would end the header line is refused, and not shown. */
+    p.token = "secret-token\r\nX-Injected: 1";
+    st = kr_hub_pull(&p, "NeoQuasar/Kronos-demo", NULL, snap, sizeof snap, &err);
+    assert_int_equal(st, KR_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.message, "control character"));
+    assert_null(strstr(err.message, "secret"));
+}
+
+/* user:password@ in HF_ENDPOINT (a private mirror) is sent, but never shown in a message. */
+static void test_endpoint_credentials_not_in_messages(void **state) {
+    (void)state;
+    fresh_home("endpoint-credentials");
+    char ep[128], snap[PATH_MAX];
+    snprintf(ep, sizeof ep, "http://mirror-user:hunter2@127.0.0.1:%u/", g_srv.port);
+    kr_hub_params p = kr_hub_default_params();
+    p.endpoint = ep;
+    kr_error err = { 0 };
+    reset_server(MODE_NORMAL);
+    assert_int_equal(kr_hub_pull(&p, "NeoQuasar/Kronos-nope", NULL, snap, sizeof snap, &err),
+                     KR_ERR_IO);
+    assert_non_null(strstr(err.message, "repository or file not found: http://127.0.0.1:"));
+    assert_null(strstr(err.message, "hunter2"));
+    reset_server(MODE_SHORT);
+    assert_int_equal(kr_hub_pull(&p, "NeoQuasar/Kronos-demo", NULL, snap, sizeof snap, &err),
+                     KR_ERR_FORMAT);
+    assert_non_null(strstr(err.message, "GET http://127.0.0.1:"));
+    assert_null(strstr(err.message, "hunter2"));
+    reset_server(MODE_CORRUPT);
+    assert_int_equal(kr_hub_pull(&p, "NeoQuasar/Kronos-demo", NULL, snap, sizeof snap, &err),
+                     KR_ERR_FORMAT);
+    assert_non_null(strstr(err.message, "sha256 mismatch"));
+    assert_null(strstr(err.message, "hunter2"));
+    reset_server(MODE_NORMAL);
+}
+
+typedef struct thread_pull {
+    const char *cache;
+    kr_status st;
+    kr_error err;
+    char snap[PATH_MAX];
+} thread_pull;
+
+static void *pull_thread(void *arg) {
+    thread_pull *t = arg;
+    kr_hub_params p = kr_hub_default_params();
+    p.cache_dir = t->cache;
+    t->st = kr_hub_pull(&p, "NeoQuasar/Kronos-demo", NULL, t->snap, sizeof t->snap, &t->err);
+    return NULL;
+}
+
+/* Several threads of one process pulling one repository into one cache (hub.h allows it):
+ * the temporary names of the snapshot links and the ref were unique per process only, so the
+ * threads renamed each other's links away ("cannot rename ...: No such file or directory"). */
+static void test_threads_pull_one_repo(void **state) {
+    (void)state;
+    reset_server(MODE_NORMAL);
+    enum { N_THREADS = 8, ROUNDS = 4 };
+    for (int round = 0; round < ROUNDS; round++) {
+        char cache[PATH_MAX];
+        snprintf(cache, sizeof cache, "%s/threads-%d", g_tmp, round);
+        thread_pull t[N_THREADS];
+        pthread_t th[N_THREADS];
+        for (int i = 0; i < N_THREADS; i++) {
+            memset(&t[i], 0, sizeof t[i]);
+            t[i].cache = cache;
+            assert_int_equal(pthread_create(&th[i], NULL, pull_thread, &t[i]), 0);
+        }
+        for (int i = 0; i < N_THREADS; i++) pthread_join(th[i], NULL);
+        for (int i = 0; i < N_THREADS; i++) {
+            if (t[i].st != KR_OK) fail_msg("thread %d of round %d: %s", i, round, t[i].err.message);
+            assert_string_equal(t[i].snap, t[0].snap);
+        }
+        char path[PATH_MAX];
+        snprintf(path, sizeof path, "%s/model.safetensors", t[0].snap);
+        assert_same_bytes(path, &g_repos[0].files[F_MODEL]);
+        assert_int_equal(count_entries(t[0].snap, NULL), 2); /* no temporary links left */
+    }
+}
+
+/* A 503 on a HEAD is retried as a GET's is; one that persists ends the pull naming it. */
+static void test_head_retried_when_the_hub_is_busy(void **state) {
+    (void)state;
+    fresh_home("head-503");
+    char snap[PATH_MAX];
+    events ev;
+    kr_error err;
+    reset_server(MODE_HEAD_503_ONCE);
+    kr_status st = pull("NeoQuasar/Kronos-demo", &ev, snap, &err);
+    if (st != KR_OK) fail_msg("pull after one 503: %s", err.message);
+    assert_int_equal(g_srv.head_503s, 1);
+
+    fresh_home("head-503-always");
+    reset_server(MODE_HEAD_503);
+    kr_hub_params p = kr_hub_default_params();
+    p.max_attempts = 2;
+    st = kr_hub_pull(&p, "NeoQuasar/Kronos-demo", NULL, snap, sizeof snap, &err);
+    assert_int_equal(st, KR_ERR_IO);
+    assert_non_null(strstr(err.message, "HTTP 503 from"));
+    assert_non_null(strstr(err.message, "/resolve/main/config.json"));
+    assert_int_equal(g_srv.head_503s, 2);
+    reset_server(MODE_NORMAL);
+}
+
+/* A 206 without a Content-Range cannot be placed in the file: refused with a message that says
+ * so (it said "the server sent from -1"). */
+static void test_206_without_content_range(void **state) {
+    (void)state;
+    const served_file *m = &g_repos[0].files[F_MODEL];
+    const char *hub = fresh_home("206-no-range");
+    char path[PATH_MAX], blobs[PATH_MAX], part[PATH_MAX], snap[PATH_MAX];
+    snprintf(path, sizeof path, "%s/models--NeoQuasar--Kronos-demo", hub);
+    snprintf(blobs, sizeof blobs, "%s/blobs", path);
+    assert_int_equal(mkdir(hub, 0755), 0);
+    assert_int_equal(mkdir(path, 0755), 0);
+    assert_int_equal(mkdir(blobs, 0755), 0);
+    snprintf(part, sizeof part, "%s/%s.incomplete", blobs, m->sha);
+    assert_int_equal(kr_test_write_file(part, m->data, m->len / 3), 0);
+    reset_server(MODE_206_NO_RANGE);
+    events ev;
+    kr_error err;
+    kr_status st = pull("NeoQuasar/Kronos-demo", &ev, snap, &err);
+    assert_int_equal(st, KR_ERR_FORMAT);
+    assert_non_null(strstr(err.message, "no usable Content-Range"));
+    assert_null(strstr(err.message, "-1"));
+    snprintf(path, sizeof path, "%s/%s", blobs, m->sha);
+    assert_false(exists(path));
+    reset_server(MODE_NORMAL);
+}
+
+/* A mirror that serves the Git LFS pointer instead of the weights: its size matches what the
+ * mirror announced, so it used to become model.safetensors ("size ok"); refused now. */
+static void test_lfs_pointer_refused(void **state) {
+    (void)state;
+    const char *hub = fresh_home("lfs-pointer");
+    reset_server(MODE_NORMAL);
+    char snap[PATH_MAX], path[PATH_MAX];
+    events ev;
+    kr_error err;
+    kr_status st = pull("plain/Kronos-demo", &ev, snap, &err);
+    assert_int_equal(st, KR_ERR_FORMAT);
+    assert_non_null(strstr(err.message, "Git LFS pointer"));
+    assert_non_null(strstr(err.message, "/plain/Kronos-demo/resolve/"));
+    snprintf(path, sizeof path, "%s/models--plain--Kronos-demo/blobs", hub);
+    assert_int_equal(count_entries(path, NULL), 1); /* config.json's blob only */
+    snprintf(path, sizeof path, "%s/models--plain--Kronos-demo/refs/main", hub);
+    assert_false(exists(path));
+}
+
 /* ---------------------------------------------------------------- the CLI */
 
 typedef kr_test_run run_result;
@@ -851,6 +1108,19 @@ static void test_cli_pull_and_forecast_from_cache(void **state) {
     assert_int_equal(r->code, 0);
     assert_non_null(strstr(r->out, "--revision"));
 
+    /* A file the server announced no size for is reported unchecked, not "size ok". */
+    char no_size_dir[PATH_MAX];
+    snprintf(no_size_dir, sizeof no_size_dir, "%s/cli-no-size", g_tmp);
+    reset_server(MODE_NO_SIZE);
+    snprintf(args, sizeof args, "pull --cache-dir %s NeoQuasar/Kronos-demo", no_size_dir);
+    r = kronos(args);
+    reset_server(MODE_NORMAL);
+    if (r->code != 0) fail_msg("pull (no size): exit %d: %s", r->code, r->err);
+    assert_non_null(strstr(r->err, "config.json: downloading (size unknown)"));
+    if (!strstr(r->err, "unchecked: the server announced no size or sha256"))
+        fail_msg("stderr: %s", r->err);
+    assert_null(strstr(r->err, "size ok"));
+
     /* --cache-dir puts the snapshot there. */
     snprintf(args, sizeof args,
              "pull --quiet --cache-dir %s/cli-cache --revision %s NeoQuasar/Kronos-demo", g_tmp,
@@ -871,6 +1141,12 @@ int main(void) {
         cmocka_unit_test(test_resume_from_incomplete_file),
         cmocka_unit_test(test_corrupt_and_short_responses),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_token_stays_on_the_endpoint),
+        cmocka_unit_test(test_endpoint_credentials_not_in_messages),
+        cmocka_unit_test(test_threads_pull_one_repo),
+        cmocka_unit_test(test_head_retried_when_the_hub_is_busy),
+        cmocka_unit_test(test_206_without_content_range),
+        cmocka_unit_test(test_lfs_pointer_refused),
         cmocka_unit_test(test_cli_pull_and_forecast_from_cache),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

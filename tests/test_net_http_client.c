@@ -225,6 +225,11 @@ static void test_get_post_headers(void **state) {
     assert_non_null(strstr(body.data, "auth=Bearer tok-123|"));
     assert_non_null(strstr(body.data, "|ct=application/json|expect=|ua=kronos/"));
     assert_non_null(strstr(body.data, payload));
+    /* omit_token: this request goes without it (a redirect to another origin). */
+    kr_sb_reset(&body);
+    post.omit_token = 1;
+    assert_int_equal(kr_http_perform(c, &post, &rs, &err), KR_OK);
+    assert_non_null(strstr(body.data, "auth=|"));
     kr_sb_free(&body);
 
     /* Unknown method. */

@@ -80,8 +80,10 @@ KR_API kr_hub_params kr_hub_default_params(void);
  * directory (a path holding the files) into snapshot_dir_out[n].
  * Errors (KR_ERR_IO unless said) name the URL or file: "repository or file not found: URL"
  * (HTTP 404), "... needs HF_TOKEN" (401/403), curl's message for network failures,
- * KR_ERR_FORMAT for a size or sha256 mismatch (the partial file is deleted), KR_ERR_INVALID_ARG
- * for a malformed repo or revision, KR_ERR_CANCELLED when the progress callback asked. */
+ * KR_ERR_FORMAT for a size or sha256 mismatch or a Git LFS pointer in place of the file (the
+ * partial file is deleted), KR_ERR_INVALID_ARG for a malformed repo or revision or a token
+ * holding a control character, KR_ERR_CANCELLED when the progress callback asked. No message
+ * shows the token or an endpoint's user:password@. */
 KR_API kr_status kr_hub_pull(const kr_hub_params *params, const char *repo, const char *revision,
                              char *snapshot_dir_out, size_t n, kr_error *err);
 

@@ -142,7 +142,9 @@ static int on_progress(const kr_hub_progress *p, void *user) {
         line_start(o);
         fprintf(stderr, "%s: %s: %s in %.1f s (%.1f MB/s), %s\n", p->repo, p->file,
                 human(p->done, a, sizeof a), p->seconds, speed_mbs(p),
-                p->sha256_verified ? "sha256 ok" : "size ok");
+                p->sha256_verified ? "sha256 ok"
+                : p->total >= 0    ? "size ok"
+                                   : "unchecked: the server announced no size or sha256");
         break;
     case KR_HUB_FILE_CACHED:
         line_start(o);

@@ -18,6 +18,14 @@ kr_status kr_hub_http_open(kr_hub_http *h, const char *token, long connect_timeo
     if (token && strlen(token) > 4000)
         return kr_error_set(err, KR_ERR_INVALID_ARG, "HF_TOKEN is too long (%zu bytes)",
                             strlen(token));
+    /* A line break inside would end the Authorization header and start another one: refused
+     * (without echoing the token), not sent. */
+    for (const char *p = token; p && *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            return kr_error_set(err, KR_ERR_INVALID_ARG,
+                                "the access token (HF_TOKEN, or the one 'huggingface-cli login' "
+                                "saved) holds a control character at byte %zu (a line break?)",
+                                (size_t)(p - token));
     kr_http_options o = {
         .connect_timeout_ms = connect_timeout_s * 1000,
         .stall_timeout_s = stall_timeout_s,
@@ -110,22 +118,48 @@ static int is_redirect(long status) {
     return status == 301 || status == 302 || status == 303 || status == 307 || status == 308;
 }
 
-kr_status kr_hub_http_head(kr_hub_http *h, const char *url, kr_hub_meta *m, kr_error *err) {
+/* The "scheme://host:port" part of url (user:password@ dropped, lower-cased) into out[n]. */
+static void url_origin(const char *url, char *out, size_t n) {
+    char plain[4096];
+    kr_http_redact_url(url, plain, sizeof plain);
+    const char *p = strstr(plain, "://");
+    size_t len = p ? (size_t)(p + 3 - plain) + strcspn(p + 3, "/?#") : 0;
+    if (len >= n) len = n - 1;
+    for (size_t i = 0; i < len; i++) out[i] = (char)tolower((unsigned char)plain[i]);
+    out[len] = '\0';
+}
+
+kr_status kr_hub_http_head(kr_hub_http *h, const char *url, kr_hub_meta *m, int *transient,
+                           kr_error *err) {
     kr_hub_meta_init(m);
-    char cur[4096];
+    *transient = 0;
+    char cur[4096], origin[512], hop_origin[512];
     snprintf(cur, sizeof cur, "%s", url);
+    url_origin(url, origin, sizeof origin);
     for (int hop = 0; hop < 10; hop++) {
-        kr_http_request rq = { .method = "HEAD", .url = cur, .on_header = on_header, .user = m };
+        /* Redirects are followed here, not by curl, so curl's rule of sending the token to
+         * the first host only must be applied here: a hop to another origin goes without. */
+        url_origin(cur, hop_origin, sizeof hop_origin);
+        kr_http_request rq = { .method = "HEAD",
+                               .url = cur,
+                               .omit_token = strcmp(hop_origin, origin) != 0,
+                               .on_header = on_header,
+                               .user = m };
         kr_http_response rs;
         kr_status st = kr_http_perform(h->client, &rq, &rs, err);
-        if (st != KR_OK) return st;
+        if (st != KR_OK) {
+            *transient = rs.transient;
+            return st;
+        }
         m->status = rs.status;
         if (!is_redirect(m->status) || m->commit[0] || m->linked_etag[0]) return KR_OK;
         /* A redirect without metadata (a renamed repo, a mirror): the answer is further on. */
         if (!rs.redirect_url[0]) return KR_OK;
         snprintf(cur, sizeof cur, "%s", rs.redirect_url);
     }
-    return kr_error_set(err, KR_ERR_IO, "HEAD %s: too many redirects", url);
+    char shown[4096];
+    kr_http_redact_url(url, shown, sizeof shown);
+    return kr_error_set(err, KR_ERR_IO, "HEAD %s: too many redirects", shown);
 }
 
 typedef struct get_ctx {
@@ -144,6 +178,13 @@ static int start_body(get_ctx *g) {
     kr_hub_meta *m = g->meta;
     g->started = 1;
     if (m->status == 206) {
+        if (m->range_start < 0) {
+            snprintf(g->bad, sizeof g->bad,
+                     "asked for bytes from %" PRId64
+                     ", the server's 206 answer has no usable Content-Range",
+                     s->offset);
+            return 0;
+        }
         if (m->range_start != s->offset) {
             snprintf(g->bad, sizeof g->bad,
                      "asked for bytes from %" PRId64 ", the server sent from %" PRId64, s->offset,
@@ -242,8 +283,10 @@ kr_status kr_hub_http_get(kr_hub_http *h, const char *url, kr_hub_sink *s, kr_hu
     if (g.write_errno)
         return kr_error_set(err, KR_ERR_IO, "cannot write %s: %s", s->path,
                             strerror(g.write_errno));
-    if (g.bad[0]) return kr_error_set(err, KR_ERR_FORMAT, "GET %s: %s", url, g.bad);
-    if (g.cancelled) return kr_error_set(err, KR_ERR_CANCELLED, "GET %s: cancelled", url);
+    char shown[4096];
+    kr_http_redact_url(url, shown, sizeof shown); /* no user:password@ in messages */
+    if (g.bad[0]) return kr_error_set(err, KR_ERR_FORMAT, "GET %s: %s", shown, g.bad);
+    if (g.cancelled) return kr_error_set(err, KR_ERR_CANCELLED, "GET %s: cancelled", shown);
     if (st != KR_OK) {
         *transient = rs.transient;
         if (err) *err = perr;

@@ -45,9 +45,12 @@ void kr_hub_http_close(kr_hub_http *h);
 
 /* HEAD url into *m. Redirects are followed only while the response carries no hub metadata:
  * the hub answers an LFS file with a redirect to a CDN whose presigned URL may refuse HEAD,
- * and the redirect itself holds everything needed. KR_ERR_IO naming the URL on a transport
- * failure; any HTTP status is KR_OK (look at m->status). */
-kr_status kr_hub_http_head(kr_hub_http *h, const char *url, kr_hub_meta *m, kr_error *err);
+ * and the redirect itself holds everything needed. The token goes only to url's origin
+ * (scheme, host, port), as curl does for the redirects it follows. KR_ERR_IO naming the URL
+ * (without credentials) on a transport failure, *transient set when a retry may cure it (a
+ * dropped or stalled connection); any HTTP status is KR_OK (look at m->status). */
+kr_status kr_hub_http_head(kr_hub_http *h, const char *url, kr_hub_meta *m, int *transient,
+                           kr_error *err);
 
 /* Where a GET writes. */
 typedef struct kr_hub_sink {

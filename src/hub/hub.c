@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -315,9 +316,11 @@ static int on_bytes(void *user, int64_t on_disk) {
 }
 
 /* An HTTP status that ends the pull, as a message naming the URL. */
-static kr_status status_error(const pull_ctx *c, const kr_hub_meta *m, const char *url,
+static kr_status status_error(const pull_ctx *c, const kr_hub_meta *m, const char *full_url,
                               kr_error *err) {
     const char *code = m->error_code, *msg = m->error_message;
+    char url[4096];
+    kr_http_redact_url(full_url, url, sizeof url); /* an endpoint's user:password@ stays out */
     if (m->status == 404)
         return kr_error_set(err, KR_ERR_IO, "repository or file not found: %s%s%s%s", url,
                             code[0] ? " (" : "", code, code[0] ? ")" : "");
@@ -347,13 +350,45 @@ static void backoff(int attempt) {
     }
 }
 
+/* 1 if the size bytes of fd are a Git LFS pointer file ("version https://git-lfs...", a few
+ * hundred bytes) rather than contents: what a git mirror that does not resolve LFS serves,
+ * and a non-LFS ETag leaves only the size to check, which the pointer matches. */
+static int is_lfs_pointer(int fd, int64_t size) {
+    static const char magic[] = "version https://git-lfs.github.com/spec/";
+    char head[sizeof magic - 1];
+    if (size < (int64_t)sizeof head || size > 1024) return 0;
+    return pread(fd, head, sizeof head, 0) == (ssize_t)sizeof head &&
+           !memcmp(head, magic, sizeof head);
+}
+
+/* url as messages show it: without an endpoint's user:password@. Returns out. */
+static const char *shown_url(const char *url, char *out, size_t n) {
+    kr_http_redact_url(url, out, n);
+    return out;
+}
+
+/* HEAD url, tried again (as a GET is) while the connection drops or stalls or the hub answers
+ * 429/5xx: a busy moment of the hub must not end a pull. The last answer is returned as it
+ * came (an HTTP status is the caller's to judge). */
+static kr_status head_with_retries(pull_ctx *c, const char *url, kr_hub_meta *m, kr_error *err) {
+    int max_attempts = c->p->max_attempts > 0 ? c->p->max_attempts : 1;
+    for (int attempt = 1;; attempt++) {
+        int transient = 0;
+        kr_status st = kr_hub_http_head(&c->http, url, m, &transient, err);
+        if (st == KR_OK) transient = m->status == 429 || m->status >= 500;
+        if (!transient || attempt >= max_attempts) return st;
+        backoff(attempt);
+    }
+}
+
 /* Transfers url into blobs/<etag> (etag "" when the server gave none: the blob is then named
  * by the sha256 of its contents and nothing can be resumed). Writes the blob name into
  * blob[n]. The partial file is kept on transport errors (the next pull resumes it) and
  * deleted when the bytes contradict the hub's size or sha256. */
 static kr_status download_blob(pull_ctx *c, const char *file, const char *url, const char *etag,
                                int64_t expected, char *blob, size_t n, kr_error *err) {
-    char part[PATH_MAX], lock[PATH_MAX], final_path[PATH_MAX], tmp_name[192];
+    char part[PATH_MAX], lock[PATH_MAX], final_path[PATH_MAX], tmp_name[192], shown[4096];
+    kr_http_redact_url(url, shown, sizeof shown); /* for messages: no user:password@ */
     if (etag[0])
         snprintf(tmp_name, sizeof tmp_name, "%s", etag);
     else
@@ -386,9 +421,14 @@ static kr_status download_blob(pull_ctx *c, const char *file, const char *url, c
             goto out;
         }
     }
-    fd = open(part, O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+    /* Not through a symlink: the partial file is truncated and written to, and a link planted
+     * in a shared cache would aim that at a file elsewhere. */
+    fd = open(part, O_CREAT | O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (fd < 0) {
-        st = kr_error_set(err, KR_ERR_IO, "cannot open %s: %s", part, strerror(errno));
+        st = kr_error_set(err, KR_ERR_IO, "cannot open %s: %s", part,
+                          errno == ELOOP ? "it is a symbolic link (refused: the partial download "
+                                           "must be a file of the cache; delete the link)"
+                                         : strerror(errno));
         goto out;
     }
     struct stat sb;
@@ -413,7 +453,7 @@ static kr_status download_blob(pull_ctx *c, const char *file, const char *url, c
     c->t_end = 0;
     c->sha256_verified = 0;
     if (emit(c, KR_HUB_FILE_START, file, have)) {
-        st = kr_error_set(err, KR_ERR_CANCELLED, "%s: cancelled", url);
+        st = kr_error_set(err, KR_ERR_CANCELLED, "%s: cancelled", shown);
         goto out;
     }
     kr_hub_sink sink = { .fd = fd,
@@ -439,7 +479,7 @@ static kr_status download_blob(pull_ctx *c, const char *file, const char *url, c
                     goto out;
                 }
                 sink.offset = 0;
-                st = kr_error_set(err, KR_ERR_IO, "GET %s: HTTP 416 for a resumed download", url);
+                st = kr_error_set(err, KR_ERR_IO, "GET %s: HTTP 416 for a resumed download", shown);
                 transient = 1;
             } else {
                 st = status_error(c, &m, url, err);
@@ -454,7 +494,7 @@ static kr_status download_blob(pull_ctx *c, const char *file, const char *url, c
         }
         if (!transient || attempt >= max_attempts) goto out;
         if (emit(c, KR_HUB_FILE_RETRY, file, sink.offset)) {
-            st = kr_error_set(err, KR_ERR_CANCELLED, "%s: cancelled", url);
+            st = kr_error_set(err, KR_ERR_CANCELLED, "%s: cancelled", shown);
             goto out;
         }
         backoff(attempt);
@@ -472,7 +512,16 @@ static kr_status download_blob(pull_ctx *c, const char *file, const char *url, c
         st = kr_error_set(err, KR_ERR_FORMAT,
                           "%s: size mismatch: downloaded %" PRId64
                           " bytes, the hub announced %" PRId64 "; deleted the partial download %s",
-                          url, (int64_t)sb.st_size, expected, part);
+                          shown, (int64_t)sb.st_size, expected, part);
+        goto out;
+    }
+    if (is_lfs_pointer(fd, (int64_t)sb.st_size)) {
+        unlink(part);
+        st = kr_error_set(err, KR_ERR_FORMAT,
+                          "%s: the server sent a Git LFS pointer (%" PRId64
+                          " bytes), not the file: the endpoint does not resolve LFS files (a "
+                          "plain git mirror?); deleted the partial download %s",
+                          shown, (int64_t)sb.st_size, part);
         goto out;
     }
     char sha[65] = "";
@@ -486,7 +535,7 @@ static kr_status download_blob(pull_ctx *c, const char *file, const char *url, c
                 err, KR_ERR_FORMAT,
                 "%s: sha256 mismatch: the download hashes to %s, the hub says %s; deleted the "
                 "partial download %s",
-                url, sha, etag, part);
+                shown, sha, etag, part);
             goto out;
         }
         c->sha256_verified = etag[0] != '\0';
@@ -517,13 +566,20 @@ out:
     return st;
 }
 
+/* With the pid, the suffix of a temporary name no other pull writes at the same time: several
+ * threads of one process may pull into one cache (the pid alone made them collide). */
+static unsigned long next_tmp_seq(void) {
+    static atomic_ulong seq;
+    return atomic_fetch_add(&seq, 1);
+}
+
 /* snapshots/<commit>/<file> -> ../../blobs/<blob> (one more "../" per directory in file),
  * replaced atomically so a reader never sees a missing link. */
 static kr_status link_snapshot(pull_ctx *c, const char *commit, const char *file, const char *blob,
                                kr_error *err) {
     char link_path[PATH_MAX], tmp[PATH_MAX], target[PATH_MAX];
     FMT_PATH(link_path, "%s/snapshots/%s/%s", c->repo_dir, commit, file);
-    FMT_PATH(tmp, "%s.tmp%ld", link_path, (long)getpid());
+    FMT_PATH(tmp, "%s.tmp%ld.%lu", link_path, (long)getpid(), next_tmp_seq());
     size_t t = 0;
     for (const char *p = file; *p; p++)
         if (*p == '/') t += (size_t)snprintf(target + t, sizeof target - t, "../");
@@ -555,7 +611,7 @@ static kr_status write_ref(pull_ctx *c, const char *revision, const char *commit
     if (read_ref(c->repo_dir, revision, old, sizeof old) && !strcmp(old, commit)) return KR_OK;
     char path[PATH_MAX], tmp[PATH_MAX];
     FMT_PATH(path, "%s/refs/%s", c->repo_dir, revision);
-    FMT_PATH(tmp, "%s.tmp%ld", path, (long)getpid());
+    FMT_PATH(tmp, "%s.tmp%ld.%lu", path, (long)getpid(), next_tmp_seq());
     kr_status st = make_parent(path, err);
     if (st != KR_OK) return st;
     FILE *f = fopen(tmp, "wb");
@@ -588,7 +644,7 @@ static const repo_file k_files[] = {
  * file's HEAD when it is still empty). */
 static kr_status pull_file(pull_ctx *c, const repo_file *f, const char *revision,
                            const char *revision_escaped, kr_error *err) {
-    char url[4096], snap[PATH_MAX];
+    char url[4096], shown[4096], snap[PATH_MAX];
     char *commit = c->commit;
     if (commit[0]) {
         FMT_PATH(snap, "%s/snapshots/%s/%s", c->repo_dir, commit, f->name);
@@ -600,7 +656,7 @@ static kr_status pull_file(pull_ctx *c, const repo_file *f, const char *revision
     FMT_PATH(url, "%s/%s/resolve/%s/%s", c->endpoint, c->repo,
              commit[0] ? commit : revision_escaped, f->name);
     kr_hub_meta m;
-    kr_status st = kr_hub_http_head(&c->http, url, &m, err);
+    kr_status st = head_with_retries(c, url, &m, err);
     if (st != KR_OK) return st;
     int redirect_with_meta = m.status >= 300 && m.status < 400 && (m.commit[0] || m.linked_etag[0]);
     if (m.status == 404 && f->optional) {
@@ -612,7 +668,7 @@ static kr_status pull_file(pull_ctx *c, const repo_file *f, const char *revision
         if (m.commit[0]) {
             if (!safe_component(m.commit))
                 return kr_error_set(err, KR_ERR_FORMAT, "HEAD %s: malformed X-Repo-Commit '%s'",
-                                    url, m.commit);
+                                    shown_url(url, shown, sizeof shown), m.commit);
             snprintf(commit, sizeof c->commit, "%s", m.commit);
             c->commit_from_server = 1;
         } else if (safe_component(revision)) {
@@ -620,8 +676,8 @@ static kr_status pull_file(pull_ctx *c, const repo_file *f, const char *revision
         } else {
             return kr_error_set(
                 err, KR_ERR_FORMAT,
-                "HEAD %s: no X-Repo-Commit header, and revision '%s' cannot name a snapshot", url,
-                revision);
+                "HEAD %s: no X-Repo-Commit header, and revision '%s' cannot name a snapshot",
+                shown_url(url, shown, sizeof shown), revision);
         }
         FMT_PATH(snap, "%s/snapshots/%s/%s", c->repo_dir, commit, f->name);
         if (is_regular(snap)) {

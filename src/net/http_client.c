@@ -236,7 +236,7 @@ kr_status kr_http_perform(kr_http_client *c, const kr_http_request *rq, kr_http_
     struct curl_slist *hl = NULL;
     int oom = 0;
     char auth[4096];
-    if (c->token) {
+    if (c->token && !rq->omit_token) {
         int n = snprintf(auth, sizeof auth, "Authorization: Bearer %s", c->token);
         if (n < 0 || (size_t)n >= sizeof auth)
             return kr_error_set(err, KR_ERR_INVALID_ARG, "%s %s: the token is too long (%d bytes)",

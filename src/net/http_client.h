@@ -46,6 +46,8 @@ typedef struct kr_http_request {
     size_t body_len;
     const char *range; /* "START-" for a Range request; NULL: none */
     int max_redirects; /* redirects followed; 0: a 3xx is the answer (see redirect_url) */
+    int omit_token; /* 1: no bearer token on this request (a caller following a redirect to
+                       another origin itself, where curl's own host check does not apply) */
     /* Each response header line as received, status lines of every hop included; non-zero
      * stops the transfer (KR_ERR_CANCELLED). May be NULL. */
     int (*on_header)(void *user, const char *line, size_t len);
