@@ -182,6 +182,9 @@ kr_forecast_quantile = _proto("kr_forecast_quantile", _status, _c, ctypes.c_doub
 kr_forecast_get_stats = _proto("kr_forecast_get_stats", None, _c, _P(kr_forecast_stats))
 kr_calendar_future = _proto("kr_calendar_future", _status, _P(ctypes.c_int64), ctypes.c_int64,
                             ctypes.c_int, _P(ctypes.c_int64), _c, _P(kr_error))
+kr_hub_resolve_cached_in = _proto("kr_hub_resolve_cached_in", _status, ctypes.c_char_p,
+                                  ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p,
+                                  ctypes.c_size_t, _P(kr_error))
 # Variadic: only the (err, status, "%s", text) form is used (the import-time layout check).
 kr_error_set = lib.kr_error_set
 kr_error_set.restype = _status

@@ -23,17 +23,25 @@ def hub_cache_dir():
 
 
 def _resolve_hub(name, revision, cache_dir):
-    org, _, repo = name.partition("/")
-    root = os.path.join(cache_dir or hub_cache_dir(), f"models--{org}--{repo}")
-    commit = revision
-    ref = os.path.join(root, "refs", revision)
-    if os.path.isfile(ref):
-        with open(ref, encoding="utf-8") as f:
-            commit = f.read().strip()
-    snap = os.path.join(root, "snapshots", commit)
-    if not os.path.isdir(snap):
-        raise KronosIOError(f"{name} is not downloaded (looked in {root}); run: kronos pull {name}")
-    return snap
+    # The library's resolver, as `kronos forecast --model NAME` uses it: the revision checked
+    # (no "..", no absolute path), the ref's commit checked before it names a directory, and a
+    # snapshot counted only when every file of the checkpoint is there (a pull killed halfway
+    # leaves one without model.safetensors).
+    if not isinstance(revision, str):
+        raise InvalidArgumentError(f"from_pretrained: revision must be a string, "
+                                   f"got {type(revision).__name__}")
+    err = _lib.kr_error()
+    out = ctypes.create_string_buffer(4096)
+    cache = os.fsencode(cache_dir or hub_cache_dir())
+    status = _lib.kr_hub_resolve_cached_in(cache, name.encode(), revision.encode(), out,
+                                           len(out), ctypes.byref(err))
+    if status == 0:
+        return os.fsdecode(out.value)
+    if status == InvalidArgumentError.status:
+        _lib.check(status, err)
+    msg = err.message.decode("utf-8", "replace")
+    raise KronosIOError(f"{msg}; run: kronos pull {name}"
+                        + (f" --revision {revision}" if revision != "main" else ""))
 
 
 def resolve_dir(name_or_dir, part, revision="main", cache_dir=None):

@@ -12,6 +12,7 @@ import kronos
 from conftest import DEMO
 from kronos import Kronos, KronosError, KronosIOError, KronosTokenizer
 from kronos import errors
+from kronos.errors import InvalidArgumentError
 
 COLS = ["open", "high", "low", "close", "volume", "amount"]
 P = 6
@@ -243,6 +244,26 @@ def test_from_pretrained_errors_and_hub_cache(tmp_path, monkeypatch):
     t = KronosTokenizer.from_pretrained("NeoQuasar/Kronos-Tokenizer-base")
     assert m.path.endswith("abc123") and t.path.endswith("abc123")
     kronos.KronosPredictor(m, t, threads=1).close()
+    # A revision may not climb out of the repository's folder.
+    for rev in ("../../../etc", "/etc", "a/../b"):
+        _raises(InvalidArgumentError, "not a valid revision",
+                lambda: Kronos.from_pretrained("NeoQuasar/Kronos-small", revision=rev))
+    _raises(InvalidArgumentError, "revision must be a string",
+            lambda: Kronos.from_pretrained("NeoQuasar/Kronos-small", revision=3))
+    # A pull killed halfway: the snapshot lacks the weights. It is not a checkpoint, and the
+    # message says what to run.
+    root = tmp_path / "hf" / "hub" / "models--NeoQuasar--Kronos-base"
+    (root / "snapshots" / "def456").mkdir(parents=True)
+    (root / "refs").mkdir()
+    (root / "refs" / "v1").write_text("def456")
+    os.symlink(os.path.join(DEMO, "predictor", "config.json"),
+               root / "snapshots" / "def456" / "config.json")
+    _raises(KronosIOError, "run: kronos pull NeoQuasar/Kronos-base --revision v1",
+            lambda: Kronos.from_pretrained("NeoQuasar/Kronos-base", revision="v1"))
+    # A ref whose commit would name a path outside snapshots/ is not followed.
+    (root / "refs" / "evil").write_text("../../../../etc")
+    _raises(KronosIOError, "is not in the hub cache",
+            lambda: Kronos.from_pretrained("NeoQuasar/Kronos-base", revision="evil"))
 
 
 def test_model_load_error_carries_c_message(tmp_path):
