@@ -513,8 +513,19 @@ KR_API kr_status kr_model_quantize_with(kr_model *model, const kr_quantize_param
 KR_API int kr_quantize_at_load_note(const kr_model_info *mi, double forecast_seconds, char *buf,
                                     size_t size);
 /* Writes a quantised model as out_dir/predictor and out_dir/tokenizer (config.json +
- * model.safetensors) that kr_model_load maps without converting anything. */
+ * model.safetensors) that kr_model_load maps without converting anything. Both are written into
+ * a staging directory inside out_dir and moved into place when complete: whenever the process
+ * dies, out_dir holds the previous pair, the new one, or an incomplete one that fails to load,
+ * never a mix. Refused as kr_model_check_quantized_out refuses. */
 KR_API kr_status kr_model_save_quantized(const kr_model *model, const char *out_dir, kr_error *err);
+/* Whether out_dir can take a quantised copy of the checkpoint in predictor_dir + tokenizer_dir
+ * (either may be NULL), checked before the (possibly long) quantisation: KR_ERR_INVALID_ARG
+ * when out_dir is empty, is one of those directories or its predictor/ or tokenizer/ is (the
+ * save would replace the original), or an existing out_dir/predictor or out_dir/tokenizer holds
+ * anything a save does not write; KR_ERR_IO when out_dir cannot be created or written. Creates
+ * out_dir. */
+KR_API kr_status kr_model_check_quantized_out(const char *out_dir, const char *predictor_dir,
+                                              const char *tokenizer_dir, kr_error *err);
 
 /* ---------------------------------------------------------------- random-weight checkpoints */
 

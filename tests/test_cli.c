@@ -144,10 +144,31 @@ static void test_batch_and_gen_random(void **state) {
     r = kronos(args);
     if (r->code != 0) fail_msg("batch: %s", r->err);
     assert_non_null(strstr(r->err, "2 series in 2 static batches of up to 1 series (1 rows)"));
+    /* Random weights say so wherever they are used. */
+    assert_non_null(strstr(r->err, "DEMO MODEL"));
+    assert_non_null(strstr(r->err, "for testing the software only"));
     kr_test_slurp(path, body, sizeof body);
     assert_string_equal(body, first);
     snprintf(args, sizeof args, "forecast --input %s --pred-len 3 --batch-size -4", pa);
     expect_fail(args, 2, "--batch-size must be an integer in 0..1048576", NULL);
+
+    /* --seed is decimal as everywhere else: 010 is ten, not octal eight. */
+    char ten[1200], ten0[1200], eight[1200];
+    const char *const seeds[3] = { "10", "010", "8" };
+    char *const dirs[3] = { ten, ten0, eight };
+    for (int i = 0; i < 3; i++) {
+        snprintf(dirs[i], sizeof ten, "%s/seed-%s", g_tmp, seeds[i]);
+        snprintf(args, sizeof args, "gen-random --shape tiny --seed %s --out %s", seeds[i],
+                 dirs[i]);
+        r = kronos(args);
+        if (r->code != 0) fail_msg("gen-random: %s", r->err);
+        snprintf(dirs[i] + strlen(dirs[i]), sizeof ten - strlen(dirs[i]),
+                 "/predictor/model.safetensors");
+    }
+    snprintf(args, sizeof args, "cmp -s %s %s", ten, ten0);
+    assert_int_equal(system(args), 0);
+    snprintf(args, sizeof args, "cmp -s %s %s", ten0, eight);
+    assert_int_not_equal(system(args), 0);
 }
 
 static void test_bad_input(void **state) {

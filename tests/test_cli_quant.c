@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
@@ -16,6 +18,13 @@
 static char *g_tmp;
 
 static const kr_test_run *kronos(const char *args) { return kr_test_kronos(g_tmp, "", args); }
+
+/* mkdir -p for the fixtures below. */
+static int kr_mkdir_p_test(const char *path) {
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s'", path);
+    return system(cmd) == 0 ? 0 : -1;
+}
 
 static int setup(void **state) {
     (void)state;
@@ -62,6 +71,85 @@ static void test_quantize_then_forecast(void **state) {
     r = kronos(args);
     assert_int_equal(r->code, 1);
     assert_non_null(strstr(r->err, "already"));
+}
+
+/* Where kronos quantize writes: never over the checkpoint it reads, never to "" (which used to
+ * write /predictor and /tokenizer), an unusable --out refused before the model is even loaded,
+ * a previous output replaced as a whole, a directory holding anything else left alone, and the
+ * staging directory a killed run leaves removed by the next run. */
+static void test_quantize_output_dir(void **state) {
+    (void)state;
+    char args[4096], path[4096], cfg[4096];
+    snprintf(args, sizeof args, "gen-random --shape tiny --out %s/src", g_tmp);
+    const kr_test_run *r = kronos(args);
+    if (r->code != 0) fail_msg("exit %d: %s", r->code, r->err);
+
+    snprintf(args, sizeof args, "quantize --model %s/src --quant int8 --out %s/src", g_tmp, g_tmp);
+    r = kronos(args);
+    assert_int_equal(r->code, 1);
+    assert_non_null(strstr(r->err, "being quantised"));
+    snprintf(path, sizeof path, "%s/src/predictor/config.json", g_tmp);
+    kr_test_slurp(path, cfg, sizeof cfg);
+    assert_null(strstr(cfg, "\"quantization\"")); /* the f32 original is intact */
+    snprintf(args, sizeof args, "quantize --model %s/src --quant int8 --out %s/src/predictor",
+             g_tmp, g_tmp);
+    r = kronos(args);
+    assert_int_equal(r->code, 1);
+    assert_non_null(strstr(r->err, "being quantised"));
+
+    snprintf(args, sizeof args, "quantize --model %s/src --quant int8 --out ''", g_tmp);
+    r = kronos(args);
+    assert_int_equal(r->code, 2);
+    assert_non_null(strstr(r->err, "--out"));
+
+    /* The output is checked first: the error names it, not the missing tokenizer. */
+    snprintf(args, sizeof args,
+             "quantize --model %s/src/predictor --tokenizer %s/nonexistent --quant int8 "
+             "--out /dev/null/q",
+             g_tmp, g_tmp);
+    r = kronos(args);
+    assert_int_equal(r->code, 1);
+    assert_non_null(strstr(r->err, "/dev/null/q"));
+
+    snprintf(args, sizeof args, "quantize --model %s/src --quant int8 --out %s/dst", g_tmp, g_tmp);
+    r = kronos(args);
+    if (r->code != 0) fail_msg("exit %d: %s", r->code, r->err);
+    /* What a run killed while writing leaves (pid 999999999 is beyond any pid_max). */
+    snprintf(path, sizeof path, "%s/dst/.kronos-quantize-999999999-abcdef/predictor", g_tmp);
+    assert_int_equal(kr_mkdir_p_test(path), 0);
+    snprintf(path, sizeof path,
+             "%s/dst/.kronos-quantize-999999999-abcdef/predictor/model.safetensors.tmp", g_tmp);
+    assert_int_equal(kr_test_write_file(path, "partial", 7), 0);
+    snprintf(args, sizeof args, "quantize --model %s/src --quant q4 --out %s/dst", g_tmp, g_tmp);
+    r = kronos(args);
+    if (r->code != 0) fail_msg("exit %d: %s", r->code, r->err);
+    const char *halves[2] = { "predictor", "tokenizer" };
+    for (int i = 0; i < 2; i++) {
+        snprintf(path, sizeof path, "%s/dst/%s/config.json", g_tmp, halves[i]);
+        kr_test_slurp(path, cfg, sizeof cfg);
+        assert_non_null(strstr(cfg, "\"format\": \"q4\""));
+    }
+    snprintf(path, sizeof path, "%s/dst/.kronos-quantize-999999999-abcdef", g_tmp);
+    assert_int_not_equal(access(path, F_OK), 0);
+    snprintf(args, sizeof args, "ls -a %s/dst | grep -c kronos-quantize", g_tmp);
+    FILE *ls = popen(args, "r");
+    assert_non_null(ls);
+    int staged = -1;
+    assert_int_equal(fscanf(ls, "%d", &staged), 1);
+    pclose(ls);
+    assert_int_equal(staged, 0);
+
+    /* Something in dst/predictor that kronos quantize did not write: refused, kept. */
+    snprintf(path, sizeof path, "%s/dst/predictor/notes.txt", g_tmp);
+    assert_int_equal(kr_test_write_file(path, "mine", 4), 0);
+    snprintf(args, sizeof args, "quantize --model %s/src --quant int8 --out %s/dst", g_tmp, g_tmp);
+    r = kronos(args);
+    assert_int_equal(r->code, 1);
+    assert_non_null(strstr(r->err, "notes.txt"));
+    assert_int_equal(access(path, F_OK), 0);
+    snprintf(path, sizeof path, "%s/dst/predictor/config.json", g_tmp);
+    kr_test_slurp(path, cfg, sizeof cfg);
+    assert_non_null(strstr(cfg, "\"format\": \"q4\""));
 }
 
 static void test_eval_quant_report(void **state) {
@@ -119,8 +207,53 @@ static void test_usage_errors(void **state) {
     r = kronos("eval-quant --quant int8 --data /nonexistent.csv");
     assert_int_equal(r->code, 1);
     assert_non_null(strstr(r->err, "/nonexistent.csv"));
+    /* Like every command that loads a checkpoint (README), eval-quant takes this flag. */
+    r = kronos("eval-quant --allow-nonfinite-weights --quant int8 --data /nonexistent.csv");
+    assert_int_equal(r->code, 1);
+    assert_non_null(strstr(r->err, "/nonexistent.csv"));
     r = kronos("bench --quant int9");
     assert_int_equal(r->code, 2);
+
+    /* Directories of the wrong kind: the error says which flag got what. */
+    const char *demo = KR_SOURCE_DIR "/models/kronos-demo";
+    char args[4096];
+    snprintf(args, sizeof args,
+             "quantize --model %s/tokenizer --tokenizer %s/predictor --quant int8 --out %s/sw",
+             demo, demo, g_tmp);
+    r = kronos(args);
+    assert_int_equal(r->code, 1);
+    assert_non_null(strstr(r->err, "this is a predictor config"));
+    assert_non_null(strstr(r->err, "are --model and --tokenizer swapped?"));
+    snprintf(args, sizeof args,
+             "eval-quant --model %s/predictor --tokenizer %s/predictor --quant int8", demo, demo);
+    r = kronos(args);
+    assert_int_equal(r->code, 1);
+    assert_non_null(strstr(r->err,
+                           "--tokenizer " KR_SOURCE_DIR
+                           "/models/kronos-demo/predictor is a predictor, not a tokenizer"));
+    assert_null(strstr(r->err, "swapped"));
+
+    /* A --quant-model is compared with the checkpoint it was made from, or refused: here one
+     * quantised from a random tiny model against the default --model, the demo. */
+    snprintf(args, sizeof args, "gen-random --shape tiny --out %s/evsrc", g_tmp);
+    r = kronos(args);
+    if (r->code != 0) fail_msg("exit %d: %s", r->code, r->err);
+    snprintf(args, sizeof args, "quantize --model %s/evsrc --quant int8 --out %s/evq", g_tmp,
+             g_tmp);
+    r = kronos(args);
+    if (r->code != 0) fail_msg("exit %d: %s", r->code, r->err);
+    snprintf(args, sizeof args,
+             "eval-quant --quant-model %s/evq --data %s/data/AAPL_1d.csv --windows 1", g_tmp,
+             KR_SOURCE_DIR);
+    r = kronos(args);
+    assert_int_equal(r->code, 1);
+    assert_non_null(strstr(r->err, "was not made from --model"));
+    assert_non_null(strstr(r->err, "d_model 32 there, 128 here"));
+    assert_null(strstr(r->out, "###")); /* nothing evaluated */
+    snprintf(args, sizeof args, "eval-quant --quant-model %s/nonexistent --data x.csv", g_tmp);
+    r = kronos(args);
+    assert_int_equal(r->code, 1);
+    assert_non_null(strstr(r->err, "--quant-model"));
 }
 
 static void test_gptq_and_gates(void **state) {
@@ -186,9 +319,8 @@ static void test_gptq_and_gates(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_quantize_then_forecast),
-        cmocka_unit_test(test_eval_quant_report),
-        cmocka_unit_test(test_usage_errors),
+        cmocka_unit_test(test_quantize_then_forecast), cmocka_unit_test(test_quantize_output_dir),
+        cmocka_unit_test(test_eval_quant_report),      cmocka_unit_test(test_usage_errors),
         cmocka_unit_test(test_gptq_and_gates),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -120,6 +120,10 @@ static const bad_case k_bad[] = {
       "{\"a\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4]},"
       " \"a\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [4, 8]}}",
       8, -1, "tensor 'a': duplicate name", 0 },
+    { "duplicate names, same range",
+      "{\"a\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4]},"
+      " \"a\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4]}}",
+      4, -1, "tensor 'a': duplicate name", 0 },
     { "metadata not object", "{\"__metadata__\": [1]}", 0, -1, "'__metadata__' is not an object",
       0 },
     { "metadata value not string", "{\"__metadata__\": {\"format\": 1}}", 0, -1,
@@ -651,6 +655,17 @@ static const cfg_case k_cfg_bad[] = {
       "{\"d_in\": 6, \"d_model\": 64, \"n_heads\": 5, \"ff_dim\": 128, \"n_enc_layers\": 3,"
       " \"n_dec_layers\": 3, \"s1_bits\": 10, \"s2_bits\": 10}",
       "not divisible by n_heads = 5" },
+    /* The other class's config says what it is, not just its first missing key. */
+    { 1,
+      "{\"s1_bits\": 10, \"s2_bits\": 10, \"n_layers\": 2, \"d_model\": 32, \"n_heads\": 2,"
+      " \"ff_dim\": 8}",
+      "this is a predictor config (it has 'n_layers', not 'n_enc_layers'), given where the "
+      "tokenizer belongs" },
+    { 0,
+      "{\"d_in\": 6, \"d_model\": 64, \"n_heads\": 4, \"ff_dim\": 128, \"n_enc_layers\": 3,"
+      " \"n_dec_layers\": 3, \"s1_bits\": 10, \"s2_bits\": 10}",
+      "this is a tokenizer config (it has 'n_enc_layers', not 'n_layers'), given where the "
+      "predictor belongs" },
 };
 
 static void test_config_bad(void **state) {

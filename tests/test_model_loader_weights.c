@@ -829,7 +829,22 @@ static void test_gen_random_tiny(void **state) {
         FMT(p, "%s/%s/model.safetensors", a, part);
         assert_same_layout(path2(q, sizeof q, gold, "model.safetensors"), p);
         FMT(p, "%s/%s/config.json", a, part);
-        assert_true(files_equal(path2(q, sizeof q, gold, "config.json"), p));
+        if (m) {
+            /* The predictor's config adds only its provenance: random weights say they are
+             * for testing (every report of them then carries the DEMO MODEL notice). */
+            kr_predictor_config want, got;
+            assert_int_equal(
+                kr_predictor_config_load(path2(q, sizeof q, gold, "config.json"), &want, &err),
+                KR_OK);
+            assert_int_equal(kr_predictor_config_load(p, &got, &err), KR_OK);
+            assert_string_equal(got.intended_use, "test");
+            assert_non_null(strstr(got.source, "kronos gen-random (random weights, seed 7)"));
+            memcpy(got.intended_use, want.intended_use, sizeof got.intended_use);
+            memcpy(got.source, want.source, sizeof got.source);
+            assert_memory_equal(&got, &want, sizeof got);
+        } else {
+            assert_true(files_equal(path2(q, sizeof q, gold, "config.json"), p));
+        }
         /* The writer's header is byte-identical to the reference generator's. */
         FMT(p, "%s/%s/model.safetensors", a, part);
         assert_true(headers_equal(path2(q, sizeof q, gold, "model.safetensors"), p));
@@ -1064,7 +1079,7 @@ static void test_nonfinite_weights(void **state) {
 
 /* The tiny predictor quantised to fmt (round to nearest, q4 groups of 32) and saved as a
  * kronos quantize checkpoint in dst, which loads. */
-static void save_quantised_tiny(kr_wfmt fmt, const char *dst) {
+static void save_quantised_tiny_group(kr_wfmt fmt, int group, const char *dst) {
     kr_error err = { 0 };
     kr_predictor_weights *pw = NULL;
     if (kr_predictor_weights_load(kr_test_fixture("tiny/predictor"), NULL, &pw, &err) != KR_OK)
@@ -1073,12 +1088,16 @@ static void save_quantised_tiny(kr_wfmt fmt, const char *dst) {
     int n = 0;
     size_t qb = 0, fb = 0;
     assert_int_equal(kr_predictor_linears(pw, &ls, &n, &err), KR_OK);
-    if (kr_quantize_linears(ls, n, fmt, 32, NULL, &pw->qowner, &qb, &fb, &err) != KR_OK)
+    if (kr_quantize_linears(ls, n, fmt, group, NULL, &pw->qowner, &qb, &fb, &err) != KR_OK)
         fail_msg("%s", err.message);
     free(ls);
     if (kr_predictor_save_quantized(pw, "rtn", dst, &err) != KR_OK) fail_msg("%s", err.message);
     kr_predictor_weights_free(pw);
     expect_predictor(dst, 0, KR_OK, NULL, NULL);
+}
+
+static void save_quantised_tiny(kr_wfmt fmt, const char *dst) {
+    save_quantised_tiny_group(fmt, 32, dst);
 }
 
 /* Quantised checkpoints: a NaN or infinity in a scale (int8 / fp8 qscale, q4 qgscale, the
@@ -1138,6 +1157,7 @@ static void test_quantised_invariants(void **state) {
     const float negative = -0.5f;
     const uint8_t zero16 = 16;
     const uint16_t minus_one = 0xBC00; /* f16 -1.0 */
+    const uint8_t fp8_one = 0x38, q4_fifteens = 0xFF;
     static const char *const p = "transformer.1.self_attn.v_proj";
     static const char *const wide = "transformer.1.ffn.w2"; /* 64 inputs: the vector pass */
     const struct {
@@ -1147,19 +1167,28 @@ static void test_quantised_invariants(void **state) {
         const void *bytes;
         size_t size;
         const char *want1, *want2;
+        int group; /* q4 group size */
     } cases[] = {
-        { KR_WFMT_INT8, p, "qrowsum", 5, &big_sum, 4, "qrowsum' row 5 is 12345", "codes sum to" },
-        { KR_WFMT_INT8, p, "qweight", 3, &below, 1, "qweight' row 0 column 3", "below -127" },
-        { KR_WFMT_INT8, wide, "qrowsum", 2, &big_sum, 4, "qrowsum' row 2 is 12345", "sum to" },
-        { KR_WFMT_INT8, wide, "qweight", 70, &below, 1, "qweight' row 1 column 6", "below -127" },
-        { KR_WFMT_INT8, p, "qscale", 5, &negative, 4, "qscale' row 5", "negative scale" },
-        { KR_WFMT_FP8, p, "qscale", 2, &negative, 4, "qscale' row 2", "negative scale" },
-        { KR_WFMT_Q4, p, "qgzero", 0, &zero16, 1, "row 0 group 0", "zero point above 15" },
-        { KR_WFMT_Q4, p, "qgscale", 0, &minus_one, 2, "row 0 group 0", "negative scale" },
+        { KR_WFMT_INT8, p, "qrowsum", 5, &big_sum, 4, "qrowsum' row 5 is 12345", "codes sum to",
+          32 },
+        { KR_WFMT_INT8, p, "qweight", 3, &below, 1, "qweight' row 0 column 3", "below -127", 32 },
+        { KR_WFMT_INT8, wide, "qrowsum", 2, &big_sum, 4, "qrowsum' row 2 is 12345", "sum to", 32 },
+        { KR_WFMT_INT8, wide, "qweight", 70, &below, 1, "qweight' row 1 column 6", "below -127",
+          32 },
+        { KR_WFMT_INT8, p, "qscale", 5, &negative, 4, "qscale' row 5", "negative scale", 32 },
+        { KR_WFMT_FP8, p, "qscale", 2, &negative, 4, "qscale' row 2", "negative scale", 32 },
+        { KR_WFMT_Q4, p, "qgzero", 0, &zero16, 1, "row 0 group 0", "zero point above 15", 32 },
+        { KR_WFMT_Q4, p, "qgscale", 0, &minus_one, 2, "row 0 group 0", "negative scale", 32 },
+        /* Padding columns (32 inputs padded to 64) holding a nonzero weight: fp8 1.0 at column
+         * 40; q4 with 64-groups, byte 16 of row 0 = elements 32 and 48, code 15 (the row's zero
+         * point is lower), which the q4 kernel multiplies in. */
+        { KR_WFMT_FP8, p, "qweight", 40, &fp8_one, 1, "qweight' row 0 column 40", "padding", 32 },
+        { KR_WFMT_Q4, p, "qweight", 16, &q4_fifteens, 1, "qweight' row 0 column 32", "padding",
+          64 },
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         FMT(dst, "%s/inv%zu", tmp, c);
-        save_quantised_tiny(cases[c].fmt, dst);
+        save_quantised_tiny_group(cases[c].fmt, cases[c].group, dst);
         char name[256];
         FMT(name, "%s.%s", cases[c].prefix, cases[c].suffix);
         poison(dst, name, cases[c].index, cases[c].bytes, cases[c].size);

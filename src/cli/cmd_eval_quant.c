@@ -55,6 +55,8 @@ static void usage(FILE *f) {
           "  --threads N         compute threads (default: all CPUs)\n"
           "  --json FILE         write the results as JSON\n"
           "  --markdown FILE     write the Markdown there instead of stdout\n"
+          "  --allow-nonfinite-weights\n"
+          "                      load checkpoints even if a weight is NaN or infinite\n"
           "  -h, --help          this text\n",
           f);
 }
@@ -63,7 +65,7 @@ typedef struct opts {
     const char *model, *tokenizer, *quant, *quant_model, *kv_dtype, *json, *markdown, *method,
         *gate;
     const char *data[MAX_FILES], *calib[MAX_FILES];
-    int n_data, n_calib, group, windows, lookback, pred_len, paths, threads;
+    int n_data, n_calib, group, windows, lookback, pred_len, paths, threads, allow_nonfinite;
     uint64_t seed;
 } opts;
 
@@ -87,6 +89,7 @@ static int parse(int argc, char **argv, opts *o) {
         { "markdown", required_argument, NULL, 'M' },
         { "method", required_argument, NULL, 'E' },
         { "gate", required_argument, NULL, 'G' },
+        KR_OPT_ALLOW_NONFINITE_ENTRY,
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -168,6 +171,7 @@ static int parse(int argc, char **argv, opts *o) {
             o->method = optarg;
             break;
         case 'G': o->gate = optarg; break;
+        case KR_OPT_ALLOW_NONFINITE: o->allow_nonfinite = 1; break;
         case 'h': usage(stdout); return -1;
         default: usage(stderr); return 2;
         }
@@ -239,16 +243,67 @@ static int write_reports(const opts *o, const kr_eval_quant_report *r, kr_error 
     return st == KR_OK ? 0 : kr_cli_fail(CMD, err->message);
 }
 
+/* A --quant-model made from another checkpoint than --model (the default --model is the
+ * bundled demo) would be compared with a model it never was: every number of the report
+ * meaningless. kronos quantize keeps the architecture, the parameter count and the provenance
+ * keys, so any difference there gives it away. */
+static kr_status check_same_model(const kr_model *ref, const kr_model *q, const char *ref_dir,
+                                  const char *q_dir, kr_error *err) {
+    kr_model_info a, b;
+    kr_model_get_info(ref, &a);
+    kr_model_get_info(q, &b);
+    const struct {
+        const char *name;
+        long long ref, q;
+    } dims[] = {
+        { "d_model", a.d_model, b.d_model },
+        { "n_layers", a.n_layers, b.n_layers },
+        { "n_heads", a.n_heads, b.n_heads },
+        { "ff_dim", a.ff_dim, b.ff_dim },
+        { "tokenizer d_model", a.tok_d_model, b.tok_d_model },
+        { "tokenizer n_heads", a.tok_n_heads, b.tok_n_heads },
+        { "tokenizer ff_dim", a.tok_ff_dim, b.tok_ff_dim },
+        { "tokenizer encoder blocks", a.tok_enc_blocks, b.tok_enc_blocks },
+        { "tokenizer decoder blocks", a.tok_dec_blocks, b.tok_dec_blocks },
+        { "s1_bits", a.s1_bits, b.s1_bits },
+        { "s2_bits", a.s2_bits, b.s2_bits },
+        { "learn_te", a.learn_te, b.learn_te },
+        { "parameters", (long long)a.n_params, (long long)b.n_params },
+        { "demo", a.demo, b.demo },
+    };
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
+        if (dims[i].ref != dims[i].q)
+            return kr_error_set(err, KR_ERR_INVALID_ARG,
+                                "--quant-model %s was not made from --model %s: %s %lld there, "
+                                "%lld here (pass the f32 checkpoint it was quantised from as "
+                                "--model)",
+                                q_dir, ref_dir, dims[i].name, dims[i].q, dims[i].ref);
+    if (strcmp(a.source, b.source) != 0)
+        return kr_error_set(err, KR_ERR_INVALID_ARG,
+                            "--quant-model %s was not made from --model %s: their config.json "
+                            "\"source\" differ (pass the f32 checkpoint it was quantised from as "
+                            "--model)",
+                            q_dir, ref_dir);
+    return KR_OK;
+}
+
 static kr_status load_models(const opts *o, const char *pred_dir, const char *tok_dir,
                              kr_model **ref, kr_model **q, kr_error *err) {
     kr_model_params mp = kr_model_default_params();
+    mp.allow_nonfinite = o->allow_nonfinite;
     kr_status st = kr_model_load(pred_dir, tok_dir, &mp, ref, err);
     if (st != KR_OK) return st;
     if (o->quant_model) {
         char qp[PATH_MAX], qt[PATH_MAX], msg[PATH_MAX + 128];
-        if (kr_resolve_model_dirs(o->quant_model, NULL, qp, qt, msg, sizeof msg) != 0)
-            return kr_error_set(err, KR_ERR_INVALID_ARG, "%s", msg);
-        return kr_model_load(qp, qt, &mp, q, err);
+        int r = kr_resolve_model_dirs(o->quant_model, NULL, qp, qt, msg, sizeof msg);
+        if (r == -2) return kr_error_set(err, KR_ERR_INVALID_ARG, "%s", msg); /* hub name */
+        if (r != 0)
+            return kr_error_set(err, KR_ERR_INVALID_ARG,
+                                "--quant-model %s: not a kronos quantize output (a directory "
+                                "holding predictor/ and tokenizer/)",
+                                o->quant_model);
+        if ((st = kr_model_load(qp, qt, &mp, q, err)) != KR_OK) return st;
+        return check_same_model(*ref, *q, pred_dir, o->quant_model, err);
     }
     if (!o->n_calib) {
         mp.quant = o->quant;
@@ -291,8 +346,12 @@ int kr_cmd_eval_quant(int argc, char **argv) {
     /* A bad gate file fails before the (long) evaluation, not after it. */
     if (o.gate && kr_quant_gate_load(o.gate, &gate, &err) != KR_OK)
         return kr_cli_fail(CMD, err.message);
-    if (load_models(&o, pred_dir, tok_dir, &ref, &q, &err) != KR_OK)
-        rc = kr_cli_fail(CMD, err.message);
+    if (load_models(&o, pred_dir, tok_dir, &ref, &q, &err) != KR_OK) {
+        char hint[2 * PATH_MAX + 128], full[sizeof err.message + sizeof hint];
+        kr_cli_model_hint(pred_dir, tok_dir, hint, sizeof hint);
+        snprintf(full, sizeof full, "%s%s", err.message, hint);
+        rc = kr_cli_fail(CMD, full);
+    }
     /* The reference runs with f32 KV, the quantised model with --kv-dtype. */
     kr_context_params cp = kr_context_default_params();
     cp.n_threads = o.threads;

@@ -4,13 +4,13 @@
  * benchmarks that need real-sized models without downloading them. Flag parsing only; the
  * work is kr_model_write_random_shape (kronos.h).
  */
-#include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/args.h"
 #include "cli/commands.h"
 #include "kronos.h"
 
@@ -25,7 +25,7 @@ static void usage(FILE *f) {
           "                 mini  (Kronos-Tokenizer-base + Kronos-mini: 256 x 4 layers)\n"
           "                 small (Kronos-Tokenizer-base + Kronos-small: 512 x 8 layers)\n"
           "                 base  (Kronos-Tokenizer-base + Kronos-base: 832 x 12 layers)\n"
-          "  --seed S       unsigned 64-bit seed (default 0)\n"
+          "  --seed S       unsigned 64-bit seed, decimal or 0x hex (default 0)\n"
           "  --out DIR      output directory, created if missing\n"
           "  -h, --help     this text\n",
           f);
@@ -36,17 +36,6 @@ static int usage_error(const char *fmt, const char *arg) {
     fprintf(stderr, fmt, arg);
     fputs("\n(try 'kronos gen-random --help')\n", stderr);
     return 2;
-}
-
-/* Whole-string unsigned decimal (or 0x hex) 64-bit integer. */
-static int parse_u64(const char *s, uint64_t *out) {
-    if (!s || !*s || *s == '-' || *s == '+' || *s == ' ') return 0;
-    errno = 0;
-    char *end;
-    unsigned long long v = strtoull(s, &end, 0);
-    if (errno || *end) return 0;
-    *out = (uint64_t)v;
-    return 1;
 }
 
 int kr_cmd_gen_random(int argc, char **argv) {
@@ -68,8 +57,10 @@ int kr_cmd_gen_random(int argc, char **argv) {
         case 's': shape_name = optarg; break;
         case 'o': out = optarg; break;
         case 'S':
-            if (!parse_u64(optarg, &seed))
-                return usage_error("--seed: '%s' is not an unsigned 64-bit integer", optarg);
+            /* Decimal (a leading zero is not octal) or 0x hex, as every other command's --seed. */
+            if (!kr_arg_u64(optarg, &seed))
+                return usage_error(
+                    "--seed: '%s' is not an unsigned 64-bit integer (decimal or 0x hex)", optarg);
             break;
         case 'h': usage(stdout); return 0;
         case ':': return usage_error("option '%s' needs a value", argv[optind - 1]);

@@ -47,7 +47,8 @@ static void usage(FILE *f) {
           "  --windows N        calibration windows cut from each file (default 8)\n"
           "  --lookback N       rows per calibration window (default 400)\n"
           "  --threads N        compute threads (default: all CPUs)\n"
-          "  --out DIR          output directory (created)\n"
+          "  --out DIR          output directory (created); a previous DIR/predictor and\n"
+          "                     DIR/tokenizer are replaced once the new pair is complete\n"
           "  --allow-nonfinite-weights\n"
           "                     quantise a checkpoint even if a weight is NaN or infinite\n"
           "  -h, --help         this text\n",
@@ -123,7 +124,7 @@ int kr_cmd_quantize(int argc, char **argv) {
     }
     if (optind < argc) return kr_cli_usage_error(CMD, "unexpected argument '%s'", argv[optind]);
     if (!quant) return kr_cli_usage_error(CMD, "--quant is required%s", "");
-    if (!out) return kr_cli_usage_error(CMD, "--out is required%s", "");
+    if (!out || !*out) return kr_cli_usage_error(CMD, "--out is required%s", "");
     const char *mismatch = kr_arg_quant_method_mismatch(method, quant);
     if (mismatch) return kr_cli_usage_error(CMD, "%s", mismatch);
     if (method && strcmp(method, "rtn") != 0 && n_calib == 0)
@@ -137,6 +138,10 @@ int kr_cmd_quantize(int argc, char **argv) {
     if (r != 0) return kr_cli_fail(CMD, msg);
 
     kr_error err = { 0 };
+    /* An output that cannot be written, or that is the checkpoint being quantised, is refused
+     * before the quantisation (minutes with calibration), not after it. */
+    if (kr_model_check_quantized_out(out, pred_dir, tok_dir, &err) != KR_OK)
+        return kr_cli_fail(CMD, err.message);
     kr_calib_set cs;
     int rc = 0;
     kr_model *m = NULL;
@@ -144,8 +149,12 @@ int kr_cmd_quantize(int argc, char **argv) {
         return kr_cli_fail(CMD, err.message);
     kr_model_params mp = kr_model_default_params();
     mp.allow_nonfinite = allow_nonfinite;
-    if (rc == 0 && kr_model_load(pred_dir, tok_dir, &mp, &m, &err) != KR_OK)
-        rc = kr_cli_fail(CMD, err.message);
+    if (rc == 0 && kr_model_load(pred_dir, tok_dir, &mp, &m, &err) != KR_OK) {
+        char hint[2 * PATH_MAX + 128], full[sizeof err.message + sizeof hint];
+        kr_cli_model_hint(pred_dir, tok_dir, hint, sizeof hint);
+        snprintf(full, sizeof full, "%s%s", err.message, hint);
+        rc = kr_cli_fail(CMD, full);
+    }
     double t0 = kr_now_seconds();
     char what[160];
     snprintf(what, sizeof what, "quantising to %s%s%s (%d calibration windows)", quant,

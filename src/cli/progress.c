@@ -84,11 +84,18 @@ static int config_has(const char *dir, const char *key) {
 void kr_cli_model_hint(const char *pred_dir, const char *tok_dir, char *hint, size_t cap) {
     hint[0] = 0;
     /* Only a tokenizer config has n_enc_layers; only a predictor config has n_layers. */
-    if (config_has(pred_dir, "n_enc_layers") || config_has(tok_dir, "n_layers"))
+    int model_is_tok = config_has(pred_dir, "n_enc_layers");
+    int tok_is_pred = config_has(tok_dir, "n_layers") && !config_has(tok_dir, "n_enc_layers");
+    if (model_is_tok && tok_is_pred)
         snprintf(hint, cap,
-                 " (hint: %s looks like a tokenizer and %s like a predictor: are --model and "
-                 "--tokenizer swapped?)",
+                 " (hint: %s is a tokenizer and %s a predictor: are --model and --tokenizer "
+                 "swapped?)",
                  pred_dir, tok_dir);
+    else if (model_is_tok)
+        snprintf(hint, cap, " (hint: --model %s is a tokenizer; --model takes the predictor)",
+                 pred_dir);
+    else if (tok_is_pred)
+        snprintf(hint, cap, " (hint: --tokenizer %s is a predictor, not a tokenizer)", tok_dir);
 }
 
 int kr_cli_read_stdin(size_t max, char **out, size_t *len, char *msg, size_t cap) {

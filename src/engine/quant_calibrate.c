@@ -370,17 +370,5 @@ kr_status kr_model_save_quantized(const kr_model *m, const char *out_dir, kr_err
         return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_model_save_quantized: NULL argument");
     if (!m->pred->blocks[0].w1.q)
         return kr_error_set(err, KR_ERR_INVALID_ARG, "save: the model is not quantised");
-    size_t n = strlen(out_dir) + 16;
-    char *p = malloc(n), *t = malloc(n);
-    kr_status st = KR_OK;
-    if (!p || !t) st = kr_error_set(err, KR_ERR_NOMEM, "save: out of memory");
-    if (st == KR_OK) {
-        snprintf(p, n, "%s/predictor", out_dir);
-        snprintf(t, n, "%s/tokenizer", out_dir);
-        st = kr_predictor_save_quantized(m->pred, m->info.quant_method, p, err);
-    }
-    if (st == KR_OK) st = kr_tokenizer_save_quantized(m->tok, m->info.quant_method, t, err);
-    free(p);
-    free(t);
-    return st;
+    return kr_quantized_pair_save(m->pred, m->tok, m->info.quant_method, out_dir, err);
 }

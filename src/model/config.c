@@ -183,6 +183,21 @@ static kr_status get_intended_use(const cJSON *root, const char *label, char *ou
         }                       \
     } while (0)
 
+/* A config of the other class (a tokenizer's given as the predictor, or the reverse) would
+ * only fail on its first missing key; say what it is instead. `own` is a key only this class
+ * has, `other` one only the other class has. */
+static kr_status check_class(const cJSON *root, const char *label, const char *own,
+                             const char *other, const char *is, const char *expected,
+                             kr_error *err) {
+    if (cJSON_GetObjectItemCaseSensitive(root, own) ||
+        !cJSON_GetObjectItemCaseSensitive(root, other))
+        return KR_OK;
+    return kr_error_set(err, KR_ERR_FORMAT,
+                        "%s: this is a %s config (it has '%s', not '%s'), given where the %s "
+                        "belongs",
+                        label, is, other, own, expected);
+}
+
 kr_status kr_predictor_config_parse(const char *json, size_t len, const char *label,
                                     kr_predictor_config *cfg, kr_error *err) {
     if (!cfg) return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_predictor_config_parse: NULL cfg");
@@ -192,6 +207,7 @@ kr_status kr_predictor_config_parse(const char *json, size_t len, const char *la
     if (rc != KR_OK) return rc;
     kr_predictor_config c;
     memset(&c, 0, sizeof c);
+    TRY(check_class(root, label, "n_layers", "n_enc_layers", "tokenizer", "predictor", err));
     TRY(get_int(root, "s1_bits", 1, 16, label, &c.s1_bits, err));
     TRY(get_int(root, "s2_bits", 1, 16, label, &c.s2_bits, err));
     TRY(get_int(root, "n_layers", 1, 256, label, &c.n_layers, err));
@@ -220,6 +236,7 @@ kr_status kr_tokenizer_config_parse(const char *json, size_t len, const char *la
     if (rc != KR_OK) return rc;
     kr_tokenizer_config c;
     memset(&c, 0, sizeof c);
+    TRY(check_class(root, label, "n_enc_layers", "n_layers", "predictor", "tokenizer", err));
     TRY(get_int(root, "d_in", 6, 6, label, &c.d_in, err));
     TRY(get_int(root, "d_model", 1, 16384, label, &c.d_model, err));
     TRY(get_int(root, "n_heads", 1, 16384, label, &c.n_heads, err));

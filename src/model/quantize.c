@@ -1,12 +1,16 @@
 /* model/quantize — see quantize.h. */
 #include "model/quantize.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/error.h"
@@ -449,5 +453,191 @@ kr_status kr_predictor_save_quantized(const kr_predictor_weights *w, const char 
     if (st == KR_OK) st = kr_predictor_config_save(cfg_path, &cfg, err);
     free(cfg_path);
     free(ls);
+    return st;
+}
+
+/* ---------------------------------------------------------------- the output directory */
+
+/* What a save leaves in out_dir/predictor and out_dir/tokenizer (the .tmp only when a writer
+ * was killed). A directory holding nothing else is an earlier output and may be replaced. */
+static const char *const k_out_files[] = { "config.json", "model.safetensors",
+                                           "model.safetensors.tmp" };
+enum { N_OUT_FILES = sizeof k_out_files / sizeof k_out_files[0] };
+
+/* The two halves of a saved pair, in the order they are moved into place: the tokenizer first,
+ * so that a directory holding predictor/ already holds the new tokenizer/ beside it. */
+static const char *const k_halves[2] = { "tokenizer", "predictor" };
+
+static int same_dir(const char *a, const char *b) {
+    struct stat sa, sb;
+    return a && b && stat(a, &sa) == 0 && stat(b, &sb) == 0 && S_ISDIR(sa.st_mode) &&
+           S_ISDIR(sb.st_mode) && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+/* An existing out_dir/<half> may be replaced only when it is a real directory (a symlink would
+ * be followed into someone else's files) holding nothing but what a save writes. */
+static kr_status check_replaceable(const char *path, kr_error *err) {
+    struct stat sb;
+    if (lstat(path, &sb) != 0) {
+        if (errno == ENOENT) return KR_OK;
+        return kr_error_set(err, KR_ERR_IO, "%s: cannot inspect: %s", path, strerror(errno));
+    }
+    if (!S_ISDIR(sb.st_mode))
+        return kr_error_set(err, KR_ERR_INVALID_ARG,
+                            "%s exists and is not a directory: refusing to replace it (choose "
+                            "another output directory)",
+                            path);
+    DIR *d = opendir(path);
+    if (!d) return kr_error_set(err, KR_ERR_IO, "%s: cannot list: %s", path, strerror(errno));
+    kr_status st = KR_OK;
+    for (struct dirent *e; st == KR_OK && (e = readdir(d));) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        int ours = 0;
+        for (int i = 0; i < N_OUT_FILES; i++) ours |= !strcmp(e->d_name, k_out_files[i]);
+        if (!ours)
+            st = kr_error_set(err, KR_ERR_INVALID_ARG,
+                              "%s holds '%.64s', which is not part of a quantised checkpoint: "
+                              "refusing to replace it (choose another output directory)",
+                              path, e->d_name);
+    }
+    closedir(d);
+    return st;
+}
+
+kr_status kr_model_check_quantized_out(const char *out_dir, const char *predictor_dir,
+                                       const char *tokenizer_dir, kr_error *err) {
+    if (!out_dir || !*out_dir)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "quantize: the output directory is empty");
+    const char *src[2] = { tokenizer_dir, predictor_dir };
+    char *target[3] = { join(out_dir, k_halves[0]), join(out_dir, k_halves[1]), NULL };
+    kr_status st = KR_OK;
+    if (!target[0] || !target[1]) st = kr_error_set(err, KR_ERR_NOMEM, "quantize: out of memory");
+    /* Writing into the checkpoint being quantised would replace the f32 original (or mix the
+     * output into it); nothing asks for that on purpose. */
+    const char *where[3] = { out_dir, target[0], target[1] };
+    for (int i = 0; st == KR_OK && i < 3; i++)
+        for (int j = 0; st == KR_OK && j < 2; j++)
+            if (same_dir(where[i], src[j]))
+                st = kr_error_set(err, KR_ERR_INVALID_ARG,
+                                  "quantize: output %s is the %s being quantised (%s): writing "
+                                  "there would replace it; choose another output directory",
+                                  where[i], k_halves[j], src[j]);
+    for (int i = 0; st == KR_OK && i < 2; i++) st = check_replaceable(target[i], err);
+    if (st == KR_OK) st = kr_mkdir_p(out_dir, err);
+    if (st == KR_OK && access(out_dir, W_OK | X_OK) != 0)
+        st = kr_error_set(err, KR_ERR_IO, "%s: cannot write: %s", out_dir, strerror(errno));
+    free(target[0]);
+    free(target[1]);
+    return st;
+}
+
+/* Removes a half written by a save (only the files a save writes, then the directory). */
+static void remove_half(const char *dir) {
+    for (int i = 0; i < N_OUT_FILES; i++) {
+        char *p = join(dir, k_out_files[i]);
+        if (p) unlink(p);
+        free(p);
+    }
+    rmdir(dir);
+}
+
+/* Moves the fresh halves into place, the previous ones (if any) aside into old[]. On failure
+ * the previous pair is put back as it was. */
+static kr_status commit_pair(char *const final_dir[2], char *const fresh[2], char *const old[2],
+                             kr_error *err) {
+    int moved[2] = { 0, 0 }, installed[2] = { 0, 0 };
+    kr_status st = KR_OK;
+    for (int i = 0; st == KR_OK && i < 2; i++) {
+        if (rename(final_dir[i], old[i]) == 0)
+            moved[i] = 1;
+        else if (errno != ENOENT)
+            st = kr_error_set(err, KR_ERR_IO, "%s: cannot move the previous checkpoint aside: %s",
+                              final_dir[i], strerror(errno));
+    }
+    for (int i = 0; st == KR_OK && i < 2; i++) {
+        if (rename(fresh[i], final_dir[i]) == 0)
+            installed[i] = 1;
+        else
+            st = kr_error_set(err, KR_ERR_IO, "%s: cannot move into place from %s: %s",
+                              final_dir[i], fresh[i], strerror(errno));
+    }
+    if (st != KR_OK)
+        for (int i = 1; i >= 0; i--) {
+            if (installed[i]) rename(final_dir[i], fresh[i]);
+            if (moved[i]) rename(old[i], final_dir[i]);
+        }
+    return st;
+}
+
+#define STAGE_PREFIX ".kronos-quantize-"
+
+/* Staging directories that a killed save left in out_dir (their writer's pid is gone) hold
+ * nothing anyone can load: removed, so repeated interrupted runs do not pile up copies. */
+static void remove_stale_stages(const char *out_dir) {
+    DIR *d = opendir(out_dir);
+    if (!d) return;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (strncmp(e->d_name, STAGE_PREFIX, strlen(STAGE_PREFIX)) != 0) continue;
+        char *end;
+        long pid = strtol(e->d_name + strlen(STAGE_PREFIX), &end, 10);
+        if (pid <= 0 || *end != '-' || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+        char *stage = join(out_dir, e->d_name);
+        for (int i = 0; stage && i < 2; i++) {
+            char name[32];
+            for (int old = 0; old < 2; old++) {
+                snprintf(name, sizeof name, "%s%s", old ? "previous-" : "", k_halves[i]);
+                char *half = join(stage, name);
+                if (half) remove_half(half);
+                free(half);
+            }
+        }
+        if (stage) rmdir(stage);
+        free(stage);
+    }
+    closedir(d);
+}
+
+kr_status kr_quantized_pair_save(const kr_predictor_weights *pred, const kr_tokenizer_weights *tok,
+                                 const char *method, const char *out_dir, kr_error *err) {
+    if (!pred || !tok || !out_dir)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_quantized_pair_save: NULL argument");
+    kr_status st = kr_model_check_quantized_out(out_dir, pred->dir, tok->dir, err);
+    if (st != KR_OK) return st;
+    /* Everything is written into a staging directory beside the halves and moved into place
+     * only when complete, so out_dir never holds a half-written file nor a predictor of this
+     * run beside a tokenizer of an earlier one, whenever the process dies. A killed run leaves
+     * only the hidden staging directory (named with its pid; the next save removes it). */
+    remove_stale_stages(out_dir);
+    char stage_name[64];
+    snprintf(stage_name, sizeof stage_name, STAGE_PREFIX "%ld-XXXXXX", (long)getpid());
+    char *stage = join(out_dir, stage_name);
+    if (!stage) return kr_error_set(err, KR_ERR_NOMEM, "quantize: out of memory");
+    if (!mkdtemp(stage)) {
+        st = kr_error_set(err, KR_ERR_IO, "%s: cannot create: %s", stage, strerror(errno));
+        free(stage);
+        return st;
+    }
+    char *final_dir[2] = { 0 }, *fresh[2] = { 0 }, *old[2] = { 0 };
+    for (int i = 0; i < 2; i++) {
+        char old_name[32];
+        snprintf(old_name, sizeof old_name, "previous-%s", k_halves[i]);
+        final_dir[i] = join(out_dir, k_halves[i]);
+        fresh[i] = join(stage, k_halves[i]);
+        old[i] = join(stage, old_name);
+        if (!final_dir[i] || !fresh[i] || !old[i])
+            st = kr_error_set(err, KR_ERR_NOMEM, "quantize: out of memory");
+    }
+    if (st == KR_OK) st = kr_tokenizer_save_quantized(tok, method, fresh[0], err);
+    if (st == KR_OK) st = kr_predictor_save_quantized(pred, method, fresh[1], err);
+    if (st == KR_OK) st = commit_pair(final_dir, fresh, old, err);
+    for (int i = 0; i < 2; i++) {
+        if (fresh[i]) remove_half(fresh[i]);
+        if (old[i]) remove_half(old[i]);
+        free(final_dir[i]);
+        free(fresh[i]);
+        free(old[i]);
+    }
+    rmdir(stage);
+    free(stage);
     return st;
 }

@@ -59,4 +59,12 @@ kr_status kr_tokenizer_save_quantized(const kr_tokenizer_weights *w, const char 
 kr_status kr_predictor_save_quantized(const kr_predictor_weights *w, const char *method,
                                       const char *dir, kr_error *err);
 
+/* Writes the pair as out_dir/predictor and out_dir/tokenizer (kr_model_save_quantized): checked
+ * first with kr_model_check_quantized_out (kronos.h) against the weights' source directories,
+ * written into a staging directory inside out_dir and moved into place when complete. A
+ * previous pair there is replaced; whenever the process dies, out_dir holds the previous pair,
+ * the new one, or an incomplete one that does not load (never a mix of both). */
+kr_status kr_quantized_pair_save(const kr_predictor_weights *pred, const kr_tokenizer_weights *tok,
+                                 const char *method, const char *out_dir, kr_error *err);
+
 #endif

@@ -334,7 +334,14 @@ kr_status kr_model_write_random(const kr_random_shape *shape, uint64_t seed, con
     if ((rc = kr_mkdir_p(tdir, err)) != KR_OK) goto out;
     if ((rc = kr_mkdir_p(pdir, err)) != KR_OK) goto out;
     if ((rc = kr_tokenizer_config_save(tcfg, tc, err)) != KR_OK) goto out;
-    if ((rc = kr_predictor_config_save(pcfg, pc, err)) != KR_OK) goto out;
+    /* Random weights forecast nothing: the checkpoint says so, and so does every report of it
+     * (kr_model_info.demo, the DEMO MODEL notice). */
+    kr_predictor_config marked = *pc;
+    snprintf(marked.intended_use, sizeof marked.intended_use, "test");
+    snprintf(marked.source, sizeof marked.source,
+             "kronos gen-random (random weights, seed %llu): for testing the software only",
+             (unsigned long long)seed);
+    if ((rc = kr_predictor_config_save(pcfg, &marked, err)) != KR_OK) goto out;
     if ((rc = write_model(tdir, "tokenizer", seed, tmax, fill_tokenizer, tc, err)) != KR_OK)
         goto out;
     rc = write_model(pdir, "predictor", seed, pmax, fill_predictor, pc, err);

@@ -288,6 +288,18 @@ static kr_status parse_image(kr_safetensors *st, const uint8_t *base, size_t len
     }
     st->n = n;
 
+    /* Names first: a name given twice (often with the same range) is a duplicate, not an
+     * overlap of a tensor with itself. */
+    qsort(st->by_name, (size_t)n, sizeof *st->by_name, cmp_by_name);
+    for (int i = 1; i < n; i++) {
+        const char *a = st->by_name[i - 1]->name;
+        if (strcmp(a, st->by_name[i]->name) == 0) {
+            rc = kr_error_set(err, KR_ERR_FORMAT, "%s: tensor '%s': duplicate name", label, a);
+            free(ranges);
+            goto done;
+        }
+    }
+
     /* Overlap: after sorting by begin, each range must end before the next one starts.
      * Empty tensors occupy no bytes and can never overlap. */
     qsort(ranges, (size_t)n, sizeof *ranges, cmp_range);
@@ -310,15 +322,6 @@ static kr_status parse_image(kr_safetensors *st, const uint8_t *base, size_t len
         prev = i;
     }
     free(ranges);
-
-    qsort(st->by_name, (size_t)n, sizeof *st->by_name, cmp_by_name);
-    for (int i = 1; i < n; i++) {
-        const char *a = st->by_name[i - 1]->name;
-        if (strcmp(a, st->by_name[i]->name) == 0) {
-            rc = kr_error_set(err, KR_ERR_FORMAT, "%s: tensor '%s': duplicate name", label, a);
-            goto done;
-        }
-    }
 
 done:
     cJSON_Delete(root);

@@ -239,11 +239,44 @@ static const kr_st_tensor *find_exact(binder *b, const char *prefix, const char 
     return b->status == KR_OK ? t : NULL;
 }
 
+/* The first padding column j in [k, kp) of row r whose code is not the format's zero
+ * (kernels/quant.h: bf16 and fp8 ±0, q4 the group's zero point; int8 is check_qmat's), or -1. */
+static int bad_padding(const kr_qmat *m, int r) {
+    const uint8_t *row;
+    for (int j = m->k; j < m->kp; j++) {
+        switch (m->fmt) {
+        case KR_WFMT_BF16: {
+            uint16_t h;
+            memcpy(&h, (const uint8_t *)m->data + 2 * ((size_t)r * (size_t)m->kp + (size_t)j), 2);
+            if (h & 0x7FFFu) return j;
+            break;
+        }
+        case KR_WFMT_FP8:
+            row = (const uint8_t *)m->data + (size_t)r * (size_t)m->kp;
+            if (row[j] & 0x7Fu) return j;
+            break;
+        case KR_WFMT_Q4: {
+            /* Runs of 32: byte j0/2 + i holds element j0 + i (low nibble) and j0 + 16 + i. */
+            row = (const uint8_t *)m->data + (size_t)r * (size_t)(m->kp / 2);
+            int in_run = j % 32;
+            uint8_t byte = row[(j - in_run) / 2 + in_run % 16];
+            uint8_t q = in_run < 16 ? byte & 0x0Fu : byte >> 4;
+            if (q != m->gzero[(size_t)r * (size_t)(m->kp / m->group) + (size_t)(j / m->group)])
+                return j;
+            break;
+        }
+        default: return -1;
+        }
+    }
+    return -1;
+}
+
 /* The invariants kronos quantize writes and the kernels rely on, checked once at load (the
  * tensors may sit misaligned in the mapping, hence memcpy): int8 codes in -127..127 with zero
  * padding and each qrowsum their exact sum, int8/fp8 scales >= 0, q4 group scales >= 0 and
- * zero points 0..15. A file that breaks one was damaged or written by something else, and
- * would forecast wrong numbers without any other sign. */
+ * zero points 0..15, and the padding columns of bf16/fp8/q4 rows zero weights (the q4 kernel
+ * multiplies them in: a nonzero one changes the forecast). A file that breaks one was damaged
+ * or written by something else, and would forecast wrong numbers without any other sign. */
 static void check_qmat(binder *b, const char *prefix, const kr_qmat *m) {
     if (b->status != KR_OK) return;
     const uint8_t *data = m->data;
@@ -314,6 +347,15 @@ static void check_qmat(binder *b, const char *prefix, const kr_qmat *m) {
                                              z > 15 ? "zero point above 15 (qgzero)"
                                                     : "negative scale (qgscale)");
             }
+        }
+        if (m->fmt != KR_WFMT_INT8 && m->k < m->kp && b->status == KR_OK) {
+            int j = bad_padding(m, r);
+            if (j >= 0)
+                b->status = kr_error_set(b->err, KR_ERR_MODEL,
+                                         "%s: tensor '%s.qweight' row %d column %d: padding "
+                                         "(columns %d..%d of a %d-input Linear) is not a zero "
+                                         "weight: the checkpoint is corrupt",
+                                         b->label, prefix, r, j, m->k, m->kp - 1, m->k);
         }
     }
 }
