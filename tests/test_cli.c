@@ -258,6 +258,23 @@ static void test_nonfinite_weights(void **state) {
     if (r->code != 0) fail_msg("--allow-nonfinite-weights: exit %d: %s", r->code, r->err);
     snprintf(args, sizeof args, "quantize --model %s --quant int8 --out %s/q", dir, g_tmp);
     expect_fail(args, 1, "transformer.0.ffn.w1.weight", "is NaN");
+    /* bench and eval-quant load a model too, and take the flag as the README says. */
+    char fl[2048];
+    snprintf(fl, sizeof fl, "bench --model %s --lookback 16 --pred-len 2 --paths 1 --repeat 1",
+             dir);
+    expect_fail(fl, 1, "transformer.0.ffn.w1.weight", "is NaN");
+    snprintf(args, sizeof args, "%s --allow-nonfinite-weights", fl);
+    r = kronos(args);
+    if (r->code != 0) fail_msg("bench --allow-nonfinite-weights: exit %d: %s", r->code, r->err);
+    snprintf(fl, sizeof fl,
+             "eval-quant --model %s --quant f32 --kv-dtype bf16 --windows 1 --paths 2 "
+             "--pred-len 2 --lookback 16 --data %s",
+             dir, kr_test_fixture("csv/aapl_1d_2019.csv"));
+    expect_fail(fl, 1, "transformer.0.ffn.w1.weight", "is NaN");
+    snprintf(args, sizeof args, "%s --allow-nonfinite-weights", fl);
+    r = kronos(args);
+    if (r->code != 0)
+        fail_msg("eval-quant --allow-nonfinite-weights: exit %d: %s", r->code, r->err);
 }
 
 /* Runs `kronos ARGS < in` and returns its exit status; stdout into out (a file). */

@@ -55,6 +55,9 @@ static void usage(FILE *f) {
           "  --threads N         compute threads (default: all CPUs)\n"
           "  --json FILE         write the results as JSON\n"
           "  --markdown FILE     write the Markdown there instead of stdout\n"
+          "  --allow-nonfinite-weights\n"
+          "                      load the checkpoints even if a weight is NaN or infinite\n"
+          "                      (refused by default: such weights corrupt forecasts)\n"
           "  -h, --help          this text\n",
           f);
 }
@@ -63,7 +66,7 @@ typedef struct opts {
     const char *model, *tokenizer, *quant, *quant_model, *kv_dtype, *json, *markdown, *method,
         *gate;
     const char *data[MAX_FILES], *calib[MAX_FILES];
-    int n_data, n_calib, group, windows, lookback, pred_len, paths, threads;
+    int n_data, n_calib, group, windows, lookback, pred_len, paths, threads, allow_nonfinite;
     uint64_t seed;
 } opts;
 
@@ -87,6 +90,7 @@ static int parse(int argc, char **argv, opts *o) {
         { "markdown", required_argument, NULL, 'M' },
         { "method", required_argument, NULL, 'E' },
         { "gate", required_argument, NULL, 'G' },
+        KR_OPT_ALLOW_NONFINITE_ENTRY,
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -168,6 +172,7 @@ static int parse(int argc, char **argv, opts *o) {
             o->method = optarg;
             break;
         case 'G': o->gate = optarg; break;
+        case KR_OPT_ALLOW_NONFINITE: o->allow_nonfinite = 1; break;
         case 'h': usage(stdout); return -1;
         default: usage(stderr); return 2;
         }
@@ -242,6 +247,7 @@ static int write_reports(const opts *o, const kr_eval_quant_report *r, kr_error 
 static kr_status load_models(const opts *o, const char *pred_dir, const char *tok_dir,
                              kr_model **ref, kr_model **q, kr_error *err) {
     kr_model_params mp = kr_model_default_params();
+    mp.allow_nonfinite = o->allow_nonfinite;
     kr_status st = kr_model_load(pred_dir, tok_dir, &mp, ref, err);
     if (st != KR_OK) return st;
     if (o->quant_model) {
