@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <cjson/cJSON.h>
@@ -210,6 +211,17 @@ static void test_bad_input(void **state) {
              kr_test_fixture("regression_input.csv"), p);
     expect_fail(args, 1, "fut.csv", "pred-len");
     expect_fail("frobnicate", 2, "unknown command", NULL);
+
+    /* A FIFO is refused, never waited on (README): also by the JSON sniffing of the input. */
+    char fifo[1200];
+    snprintf(fifo, sizeof fifo, "%s/candles.fifo", g_tmp);
+    unlink(fifo);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    snprintf(args, sizeof args, "forecast --input %s --pred-len 2", fifo);
+    const kr_test_run *fr = kr_test_kronos(g_tmp, "timeout 20", args);
+    if (fr->code != 1 || !strstr(fr->err, "not a regular file (a FIFO)"))
+        fail_msg("forecast --input FIFO: exit %d (124: it waited), stderr: %s", fr->code, fr->err);
+    unlink(fifo);
 }
 
 /* Overwrites float `index` of tensor `name` in an F32 safetensors file with v. */
