@@ -19,6 +19,8 @@ be what `kronos` accepts and exposes.
      use, with the labels (and label values) they select on; and docs/api.md documents every
      series /metrics exposes.
   5. docs/c-api.md names only identifiers the public headers (include/) declare.
+  6. Every test the docs cite by name (test_*, as a file, an executable or a function) exists
+     under tests/ or python/tests/.
 
 Usage: check_docs.py KRONOS_BINARY SOURCE_DIR
 """
@@ -326,6 +328,32 @@ def check_c_api(src):
             fail(f"docs/c-api.md names {ident}, which no public header declares")
 
 
+# ---------------------------------------------------------------- 6. tests cited by name
+
+def check_cited_tests(src):
+    files = glob.glob(os.path.join(src, "tests", "**", "*"), recursive=True) + \
+        glob.glob(os.path.join(src, "python", "tests", "*.py"))
+    names, text = set(), ""
+    for path in files:
+        if os.path.isfile(path):
+            names.add(os.path.basename(path))
+            with open(path, encoding="utf-8", errors="replace") as f:
+                text += f.read()
+    docs = ["README.md", "deploy/README.md"] + sorted(
+        os.path.relpath(p, src) for p in glob.glob(os.path.join(src, "docs", "*.md")))
+    for rel in docs:
+        for cited in sorted(set(re.findall(r"\btest_[a-z0-9_]+(?:\.py|\.c|\.sh)?\*?",
+                                           read(src, rel)))):
+            stem = cited.rstrip("*")
+            if cited.endswith("*"):
+                found = any(n.startswith(stem) for n in names)
+            else:
+                found = stem in names or f"{stem}.c" in names or \
+                    re.search(rf"\b{re.escape(stem)}\b", text) is not None
+            if not found:
+                fail(f"{rel} cites {cited}, which is no test under tests/ or python/tests/")
+
+
 def main():
     kronos, src = sys.argv[1], sys.argv[2]
     helps = {c: run(kronos, c, "--help").stdout for c in commands(kronos)}
@@ -336,7 +364,8 @@ def main():
                   ("commands in the docs", lambda: check_doc_commands(src, helps)),
                   ("config keys", lambda: check_config_keys(kronos, src, tmp)),
                   ("metrics", lambda: check_metrics(kronos, src, tmp)),
-                  ("C API page", lambda: check_c_api(src))]
+                  ("C API page", lambda: check_c_api(src)),
+                  ("tests cited by name", lambda: check_cited_tests(src))]
         for name, check in checks:
             before = len(FAILURES)
             check()
