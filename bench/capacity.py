@@ -132,7 +132,7 @@ def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--figures", help="JSON with the shape of MEASURED (models, db)")
     ap.add_argument("--model", default="kronos-small", help="which measured model (default "
-                    "kronos-small; also kronos-demo)")
+                    "kronos-small; also kronos-small-idle, kronos-demo)")
     ap.add_argument("--cores-per-replica", type=int, default=2)
     ap.add_argument("--headroom", type=float, default=0.7,
                     help="fraction of the measured saturation rate to plan for (default 0.7)")

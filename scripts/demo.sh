@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The main job on the bundled example data: installs what is missing, builds kronos,
 # forecasts the next 24 five-minute candles of China Film (600977.SH) with the bundled demo
-# model (32 sample paths; mean path as CSV, then the JSON summary of the first steps), then
-# stores the bundled candles in a local database and writes an HTML analysis report for AAPL.
+# model (32 sample paths: every path, its tokens and the quantiles as JSON in
+# build/forecast-600977.json, then the mean path as CSV on stdout), then stores the bundled
+# candles in a local database and writes an HTML analysis report for AAPL.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <cjson/cJSON.h>
@@ -231,6 +232,17 @@ static void test_bad_input(void **state) {
              kr_test_fixture("regression_input.csv"), p);
     expect_fail(args, 1, "fut.csv", "pred-len");
     expect_fail("frobnicate", 2, "unknown command", NULL);
+
+    /* A FIFO is refused, never waited on (README): also by the JSON sniffing of the input. */
+    char fifo[1200];
+    snprintf(fifo, sizeof fifo, "%s/candles.fifo", g_tmp);
+    unlink(fifo);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    snprintf(args, sizeof args, "forecast --input %s --pred-len 2", fifo);
+    const kr_test_run *fr = kr_test_kronos(g_tmp, "timeout 20", args);
+    if (fr->code != 1 || !strstr(fr->err, "not a regular file (a FIFO)"))
+        fail_msg("forecast --input FIFO: exit %d (124: it waited), stderr: %s", fr->code, fr->err);
+    unlink(fifo);
 }
 
 /* Overwrites float `index` of tensor `name` in an F32 safetensors file with v. */
@@ -279,6 +291,23 @@ static void test_nonfinite_weights(void **state) {
     if (r->code != 0) fail_msg("--allow-nonfinite-weights: exit %d: %s", r->code, r->err);
     snprintf(args, sizeof args, "quantize --model %s --quant int8 --out %s/q", dir, g_tmp);
     expect_fail(args, 1, "transformer.0.ffn.w1.weight", "is NaN");
+    /* bench and eval-quant load a model too, and take the flag as the README says. */
+    char fl[2048];
+    snprintf(fl, sizeof fl, "bench --model %s --lookback 16 --pred-len 2 --paths 1 --repeat 1",
+             dir);
+    expect_fail(fl, 1, "transformer.0.ffn.w1.weight", "is NaN");
+    snprintf(args, sizeof args, "%s --allow-nonfinite-weights", fl);
+    r = kronos(args);
+    if (r->code != 0) fail_msg("bench --allow-nonfinite-weights: exit %d: %s", r->code, r->err);
+    snprintf(fl, sizeof fl,
+             "eval-quant --model %s --quant f32 --kv-dtype bf16 --windows 1 --paths 2 "
+             "--pred-len 2 --lookback 16 --data %s",
+             dir, kr_test_fixture("csv/aapl_1d_2019.csv"));
+    expect_fail(fl, 1, "transformer.0.ffn.w1.weight", "is NaN");
+    snprintf(args, sizeof args, "%s --allow-nonfinite-weights", fl);
+    r = kronos(args);
+    if (r->code != 0)
+        fail_msg("eval-quant --allow-nonfinite-weights: exit %d: %s", r->code, r->err);
 }
 
 /* Runs `kronos ARGS < in` and returns its exit status; stdout into out (a file). */

@@ -698,6 +698,10 @@ static void test_config_errors(void **state) {
         { "{\"kv_budget\":\"95%\"}", "max 90%" },
         { "{\"kv_budget\":\"12 parsecs\"}", "kv_budget" },
         { "{\"kv_budget\":true}", "kv_budget" },
+        /* The engine's range (kr_context_create refuses 0): --check-config must not pass it. */
+        { "{\"max_queue\":0}", "max_queue: must be an integer in 1..1048576" },
+        { "{\"profiles\":[{\"name\":\"a\",\"from\":\"09:00\",\"to\":\"10:00\",\"max_queue\":0}]}",
+          "profiles[0].max_queue" },
         { "{\"host\":\"\"}", "host: must not be empty" },
         { "{\"port\":1,\"port\":2}", "port: duplicate key" },
         { "[1]", "top level must be a JSON object" },

@@ -549,6 +549,14 @@ class KronosPredictor:
                 self._contexts[key] = ctx
             return ctx
 
+    def info(self):
+        """The model this predictor runs (its default weight format), as a dict of
+        kr_model_info: shapes, n_params, weight_bytes, load_seconds, quant, quant_method,
+        `demo` (True for a checkpoint that only exercises the software: its config.json says
+        intended_use "demo" or "test") and `source` (where the weights come from)."""
+        d_threads, d_kv, d_quant = self._defaults
+        return self._context(d_threads, d_kv, d_quant).model.info()
+
     def close(self):
         """Frees the contexts now (otherwise when the predictor is garbage-collected), once
         the calls running on them (in other threads) are over. Later calls raise

@@ -54,6 +54,15 @@ def test_info_has_demo_and_source():
     info = m.info()
     assert info["demo"] is True and "kronos-demo" in info["source"]
     assert info["quant"] == "f32" and info["d_model"] > 0 and info["n_params"] > 0
+    # The public way to it (README): KronosPredictor.info(), for its default weight format.
+    from kronos import Kronos, KronosPredictor, KronosTokenizer
+    p = KronosPredictor(Kronos.from_pretrained(DEMO), KronosTokenizer.from_pretrained(DEMO))
+    assert p.info() == dict(info, load_seconds=p.info()["load_seconds"])
+    q = KronosPredictor(Kronos.from_pretrained(DEMO), KronosTokenizer.from_pretrained(DEMO),
+                        quant="int8")
+    assert q.info()["quant"] == "int8" and q.info()["demo"] is True
+    p.close()
+    q.close()
 
 
 def test_a_larger_c_structure_is_caught_not_overflowed():

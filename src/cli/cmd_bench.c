@@ -47,6 +47,9 @@ static void usage(FILE *f) {
         "  --profile        also print the step profile of each row (GEMM, attention, norms,\n"
         "                   sampling, tokenizer, the rest; GFLOP/s and GB/s against the peak)\n"
         "  --json           print JSON instead of Markdown\n"
+        "  --allow-nonfinite-weights\n"
+        "                   load a --model checkpoint even if a weight is NaN or infinite\n"
+        "                   (refused by default: such weights corrupt forecasts)\n"
         "  -h, --help       this text\n",
         f);
 }
@@ -78,12 +81,13 @@ int kr_cmd_bench(int argc, char **argv) {
         { "profile", no_argument, NULL, 'P' },
         { "quant", required_argument, NULL, 'Q' },
         { "kv-dtype", required_argument, NULL, 'K' },
+        KR_OPT_ALLOW_NONFINITE_ENTRY,
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
     const char *shape = "small", *model_dir = NULL, *data = NULL, *quant = NULL, *kv_dtype = NULL;
     int lookback = 400, lookback_max = 0, pred_len = 120, series = 1, threads = 0, repeat = 3,
-        naive = 0, json = 0, profile = 0;
+        naive = 0, json = 0, profile = 0, allow_nonfinite = 0;
     int paths_list[16] = { 1, 8 }, n_paths = 2;
     kr_window_mode window = KR_WINDOW_EXACT;
     optind = 1;
@@ -155,6 +159,7 @@ int kr_cmd_bench(int argc, char **argv) {
             break;
         case 'J': json = 1; break;
         case 'P': profile = 1; break;
+        case KR_OPT_ALLOW_NONFINITE: allow_nonfinite = 1; break;
         case 'h': usage(stdout); return 0;
         default: return kr_cli_usage_error(CMD, "%s", "unknown flag");
         }
@@ -192,6 +197,7 @@ int kr_cmd_bench(int argc, char **argv) {
     kr_model *m = NULL;
     kr_model_params mp = kr_model_default_params();
     mp.quant = quant;
+    mp.allow_nonfinite = allow_nonfinite;
     if (kr_model_load(pred_dir, tok_dir, &mp, &m, &err) != KR_OK) {
         kr_candles_free(cs);
         return kr_cli_fail(CMD, err.message);

@@ -56,7 +56,8 @@ static void usage(FILE *f) {
           "  --json FILE         write the results as JSON\n"
           "  --markdown FILE     write the Markdown there instead of stdout\n"
           "  --allow-nonfinite-weights\n"
-          "                      load checkpoints even if a weight is NaN or infinite\n"
+          "                      load the checkpoints even if a weight is NaN or infinite\n"
+          "                      (refused by default: such weights corrupt forecasts)\n"
           "  -h, --help          this text\n",
           f);
 }

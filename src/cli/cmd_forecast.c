@@ -419,8 +419,11 @@ static int parse_opts(int argc, char **argv, opts *o, char ***owned, int *n_owne
 }
 
 /* Whether the file's first byte after white space (and a UTF-8 BOM) is '{' or '['. An
- * unreadable file answers no and is left to the CSV reader to report. */
+ * unreadable file, or one that is not a regular file (a FIFO would block the open until a
+ * writer came), answers no and is left to the CSV reader to report. */
 static int starts_like_json(const char *path) {
+    struct stat sb;
+    if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) return 0;
     FILE *f = fopen(path, "rb");
     if (!f) return 0;
     unsigned char head[256];

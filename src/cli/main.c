@@ -16,7 +16,7 @@ typedef struct command {
 
 static const command k_commands[] = {
     { "forecast", kr_cmd_forecast,
-      "forecast candles from CSV files (mean path, paths, quantiles)" },
+      "forecast candles from CSV or JSON files (mean path, paths, quantiles)" },
     { "gen-random", kr_cmd_gen_random, "write a random-weight checkpoint of a real Kronos shape" },
     { "bench", kr_cmd_bench, "time forecasts: KV cache vs full recomputation, paths, shapes" },
     { "serve", kr_cmd_serve,

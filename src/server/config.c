@@ -201,7 +201,7 @@ static const int_key k_int_keys[] = {
     { "batch_wait_ms", 0, 60000, CFG_OFF(sched.batch_wait_ms), PROF_OFF(batch_wait_ms) },
     { "max_batch_tokens", 1, 1 << 24, CFG_OFF(sched.max_batch_tokens), PROF_OFF(max_batch_tokens) },
     { "max_running", 1, 65536, CFG_OFF(sched.max_running), PROF_OFF(max_running) },
-    { "max_queue", 0, 1 << 20, CFG_OFF(sched.max_queue), PROF_OFF(max_queue) },
+    { "max_queue", 1, 1 << 20, CFG_OFF(sched.max_queue), PROF_OFF(max_queue) },
 };
 
 typedef struct dbl_key {

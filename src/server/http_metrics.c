@@ -37,6 +37,16 @@ kr_http_metrics *kr_http_metrics_create(kr_metrics *m) {
                              "HTTP request wall time, first byte in to last byte out",
                              kr_latency_buckets, kr_latency_buckets_n);
     }
+    /* And every refusal reason at 0, so an alert's rate() over
+     * kronos_http_rejected_total{reason="busy"} sees the first refusals too, not only those
+     * after the series appeared (deploy/prometheus-alerts.yml). */
+    static const char *const k_reasons[] = { "busy",   "draining", "too_large",   "auth",
+                                             "memory", "framing",  "read_timeout" };
+    for (size_t i = 0; i < sizeof k_reasons / sizeof k_reasons[0]; i++) {
+        snprintf(lab, sizeof lab, "reason=\"%s\"", k_reasons[i]);
+        kr_metrics_counter(m, "kronos_http_rejected_total", lab,
+                           "requests refused before reaching the engine, by reason");
+    }
     return hm;
 }
 
