@@ -333,6 +333,7 @@ static void test_watchlists(void **state) {
     /* 600977.SH ends 2024-08-29 and BTCUSDT 2021-06-10, long before AAPL's 2025-08-01. */
     assert_non_null(strstr(r->out, "| 600977.SH | 2024-08-29 11:30:00 |"));
     assert_non_null(strstr(r->out, "stale: "));
+    assert_non_null(strstr(r->out, "days behind the newest |\n")); /* no dangling "; " */
     snprintf(args, sizeof args, "analyze --watchlist %s --db %s --paths 8 --horizon 5", wl, g_db);
     r = ok(args);
     j = cJSON_Parse(r->out);

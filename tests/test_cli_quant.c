@@ -213,6 +213,15 @@ static void test_usage_errors(void **state) {
     assert_non_null(strstr(r->err, "/nonexistent.csv"));
     r = kronos("bench --quant int9");
     assert_int_equal(r->code, 2);
+    /* An unknown flag: named, a pointer to --help, not the whole usage text (as elsewhere). */
+    static const char *const unknown[] = { "quantize --bogus", "eval-quant --bogus" };
+    for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
+        r = kronos(unknown[i]);
+        assert_int_equal(r->code, 2);
+        assert_non_null(strstr(r->err, "'--bogus'"));
+        assert_non_null(strstr(r->err, "--help'"));
+        assert_null(strstr(r->err, "usage:"));
+    }
 
     /* Directories of the wrong kind: the error says which flag got what. */
     const char *demo = KR_SOURCE_DIR "/models/kronos-demo";

@@ -32,14 +32,19 @@ static void ranking(kr_sb *sb, const kr_report_set *set) {
                           "Volatility (std of return) | VaR 95%% | Note |\n"
                           "|---:|---|---|---:|---:|---:|---:|---:|---|\n",
                           k ? "\n" : "", r->interval, r->horizon);
-        kr_sb_appendf(sb, "| %d | %s | %s | %s | %s | %s | %s | %s | ", r->group_rank, r->symbol,
+        kr_sb_appendf(sb, "| %d | ", r->group_rank);
+        md_inline(sb, r->symbol);
+        kr_sb_appendf(sb, " | %s | %s | %s | %s | %s | %s | ",
                       kr_format_timestamp(r->last_ts, r->date_only, t, sizeof t),
                       kr_fmt_price(r->last_close, a),
                       kr_fmt_pm_pct(r->expected_return, r->expected_return_se, 2, 1, b),
                       kr_fmt_pm_prob(r->prob_up, r->prob_up_se, c), kr_fmt_pct(r->return_std, 2, d),
                       kr_fmt_pm_pct(r->var95, r->var95_se, 2, 0, e));
-        if (r->stale) kr_sb_appendf(sb, "stale: %.0f days behind the newest; ", r->stale_days);
-        if (r->tied_with[0]) kr_sb_appendf(sb, "\u2248 %s", r->tied_with);
+        if (r->stale) kr_sb_appendf(sb, "stale: %.0f days behind the newest", r->stale_days);
+        if (r->tied_with[0]) {
+            kr_sb_append(sb, r->stale ? "; \u2248 " : "\u2248 ");
+            md_inline(sb, r->tied_with);
+        }
         kr_sb_append(sb, " |\n");
     }
     kr_sb_append(sb, "\n");

@@ -174,7 +174,7 @@ static int parse(int argc, char **argv, opts *o) {
         case 'G': o->gate = optarg; break;
         case KR_OPT_ALLOW_NONFINITE: o->allow_nonfinite = 1; break;
         case 'h': usage(stdout); return -1;
-        default: usage(stderr); return 2;
+        default: return kr_cli_usage_error(CMD, "%s", "unknown flag");
         }
     }
     if (optind < argc) return kr_cli_usage_error(CMD, "unexpected argument '%s'", argv[optind]);

@@ -119,7 +119,7 @@ int kr_cmd_quantize(int argc, char **argv) {
             break;
         case KR_OPT_ALLOW_NONFINITE: allow_nonfinite = 1; break;
         case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        default: return kr_cli_usage_error(CMD, "%s", "unknown flag");
         }
     }
     if (optind < argc) return kr_cli_usage_error(CMD, "unexpected argument '%s'", argv[optind]);
