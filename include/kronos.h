@@ -81,6 +81,11 @@ typedef struct kr_model_params {
     /* 0 (default): a NaN or infinite weight (quantised scales included) fails the load with
      * KR_ERR_MODEL naming the tensor and element; 1: load the checkpoint unchecked. */
     int allow_nonfinite;
+    /* 0 (default): model.safetensors is mapped: the load is lazy and processes serving one
+     * checkpoint share its pages, but the file must not be truncated or rewritten in place
+     * while the model lives (a touched page that is gone faults the process with SIGBUS).
+     * 1: both files are read into memory at load, and the model no longer depends on them. */
+    int no_mmap;
 } kr_model_params;
 
 KR_API kr_model_params kr_model_default_params(void);

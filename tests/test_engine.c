@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine/forecast_internal.h"
 #include "market/candles.h"
@@ -311,6 +312,57 @@ static void test_bad_requests(void **state) {
     kr_test_engine_free(&E);
 }
 
+/* kr_model_params.no_mmap: the checkpoint is read at load, so rewriting its files in place
+ * afterwards (cp over them, truncate) changes nothing; a mapped model would read the new bytes,
+ * or fault on the pages the truncation removed. Same forecasts as the mapped load, bit for bit. */
+static void rewrite_in_place(const char *dir, const char *part) {
+    char path[1200];
+    snprintf(path, sizeof path, "%s/%s/model.safetensors", dir, part);
+    FILE *f = fopen(path, "r+b"); /* the same inode, as cp and truncate leave it */
+    assert_non_null(f);
+    assert_int_equal(ftruncate(fileno(f), 0), 0);
+    assert_true(fwrite("garbage!", 1, 8, f) == 8);
+    assert_int_equal(fclose(f), 0);
+}
+
+static void test_no_mmap_survives_rewrite(void **state) {
+    (void)state;
+    char *dir = kr_test_tmpdir();
+    kr_error err = { 0 };
+    assert_non_null(dir);
+    if (kr_model_write_random(kr_random_shape_find("tiny"), 7, dir, &err) != KR_OK)
+        fail_msg("gen-random: %s", err.message);
+    kr_model_params mp = kr_model_default_params();
+    mp.no_mmap = 1;
+    kr_test_engine mapped = load_dirs(g_tiny_dir); /* the same seed: the same files */
+    kr_test_engine read = kr_test_engine_load(dir, &mp, 0, NULL);
+    kr_forecast_params p = kr_forecast_default_params();
+    p.pred_len = 6;
+    p.paths = 3;
+    p.seed = 11;
+    kr_forecast *want = run(mapped.ctx, slice(0, 40), &p, 0);
+    kr_forecast *before = run(read.ctx, slice(0, 40), &p, 0);
+    expect_same(want, before, "no_mmap load against the mapped one");
+    rewrite_in_place(dir, "predictor");
+    rewrite_in_place(dir, "tokenizer");
+    kr_forecast *after = run(read.ctx, slice(0, 40), &p, 0);
+    expect_same(want, after, "no_mmap model after its files were rewritten");
+    /* The rewritten checkpoint itself is refused, not half-read. */
+    kr_model *broken = NULL;
+    char pred[1100], tok[1100];
+    snprintf(pred, sizeof pred, "%s/predictor", dir);
+    snprintf(tok, sizeof tok, "%s/tokenizer", dir);
+    assert_int_equal(kr_model_load(pred, tok, &mp, &broken, &err), KR_ERR_FORMAT);
+    assert_null(broken);
+    assert_non_null(strstr(err.message, "model.safetensors"));
+    kr_forecast_free(want);
+    kr_forecast_free(before);
+    kr_forecast_free(after);
+    kr_test_engine_free(&mapped);
+    kr_test_engine_free(&read);
+    free(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cached_equals_naive_tiny),
@@ -321,6 +373,7 @@ int main(void) {
         cmocka_unit_test(test_batch_invariance),
         cmocka_unit_test(test_rolling_window),
         cmocka_unit_test(test_bad_requests),
+        cmocka_unit_test(test_no_mmap_survives_rewrite),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

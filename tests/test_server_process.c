@@ -196,6 +196,7 @@ static const char *value_for(const char *key, const char *dir, char *buf, size_t
         { "request_timeout_s", "30" },
         { "drain_delay_s", "0.5" },
         { "allow_nonfinite_weights", "false" },
+        { "no_mmap", "true" },
     };
     for (size_t i = 0; i < sizeof k_values / sizeof k_values[0]; i++)
         if (!strcmp(key, k_values[i].key)) return k_values[i].value;

@@ -115,6 +115,8 @@ typedef struct kr_server_config {
     kr_context_params sched; /* engine parameters (kv_budget_bytes 0 = default; n_threads and
                                 kv_dtype come from `threads` and `kv_dtype`) */
     int allow_nonfinite_weights; /* load a checkpoint even with NaN/inf weights (default 0) */
+    int no_mmap; /* read the checkpoint into memory instead of mapping it (default 0; see
+                    kr_model_params.no_mmap) */
     int analysis_priority; /* priority of analyses against forecasts (default
                                 KR_PRIORITY_LOW: a heavy report slows, never stalls, forecasts) */
     int latency_tight; /* top-level latency_mode "tight" (the base parameters) */

@@ -19,7 +19,7 @@ class kr_error(ctypes.Structure):
 
 class kr_model_params(ctypes.Structure):
     _fields_ = [("quant", ctypes.c_char_p), ("quant_group", ctypes.c_int),
-                ("allow_nonfinite", ctypes.c_int)]
+                ("allow_nonfinite", ctypes.c_int), ("no_mmap", ctypes.c_int)]
 
 
 class kr_model_info(ctypes.Structure):
@@ -239,7 +239,7 @@ def _check_layout():
             abs(cp.background_share - 0.5) < 1e-12 and cp.background_min_rows == 8 and
             cp.profile == 1):
         raise _layout_error("kr_context_params defaults")
-    if not (mp.quant is None and mp.allow_nonfinite == 0):
+    if not (mp.quant is None and mp.allow_nonfinite == 0 and mp.no_mmap == 0):
         raise _layout_error("kr_model_params defaults")
     # kr_error: a message longer than the buffer is cut at its size, so the bytes written end
     # where our copy ends.

@@ -74,6 +74,10 @@ static void usage(FILE *f) {
         "  --allow-nonfinite-weights\n"
         "                           load a checkpoint even if a weight is NaN or infinite\n"
         "                           (refused by default: such weights corrupt forecasts)\n"
+        "  --no-mmap                read the checkpoint into memory instead of mapping it:\n"
+        "                           replacing or truncating the files while serving is then\n"
+        "                           harmless (a mapped file rewritten in place crashes the\n"
+        "                           server); costs the page cache shared between processes\n"
         "  --access-log FILE|-      one JSON line per request (appended; - = stdout)\n"
         "  -h, --help               this text\n"
         "\n"
@@ -86,7 +90,7 @@ static void usage(FILE *f) {
 typedef struct flags {
     const char *model, *tokenizer, *host, *port, *config, *quant, *kv_dtype, *threads, *kv_budget,
         *api_key_file, *timeout, *drain_delay, *db, *web_root, *access_log;
-    int no_tune, check, allow_nonfinite;
+    int no_tune, check, allow_nonfinite, no_mmap;
 } flags;
 
 static int parse_flags(int argc, char **argv, flags *fl) {
@@ -110,6 +114,7 @@ static int parse_flags(int argc, char **argv, flags *fl) {
         KR_OPT_ALLOW_NONFINITE_ENTRY,
         { "access-log", required_argument, NULL, 'L' },
         { "check-config", no_argument, NULL, 'C' },
+        { "no-mmap", no_argument, NULL, 'M' },
         { NULL, 0, NULL, 0 },
     };
     optind = 1;
@@ -134,6 +139,7 @@ static int parse_flags(int argc, char **argv, flags *fl) {
         case KR_OPT_ALLOW_NONFINITE: fl->allow_nonfinite = 1; break;
         case 'L': fl->access_log = optarg; break;
         case 'C': fl->check = 1; break;
+        case 'M': fl->no_mmap = 1; break;
         case 'h': usage(stdout); return -1;
         default: return kr_cli_usage_error(CMD, "%s", "unknown flag");
         }
@@ -281,7 +287,7 @@ static void log_line(void *user, const char *line) {
  * checkpoint again as the one-thread f32 shadow behind kronos_quant_drift. A checkpoint that
  * is quantised on disk has no f32 original here, so there is no shadow (said once). */
 static int attach_shadow(kr_server *srv, const kr_model *model, const kr_server_config *cfg,
-                         const char *pred_dir, const char *tok_dir, int allow_nonfinite) {
+                         const char *pred_dir, const char *tok_dir, const kr_model_params *load) {
     kr_model_info mi;
     kr_model_get_info(model, &mi);
     int quantised = strcmp(mi.quant, "f32") != 0 || strcmp(cfg->kv_dtype, "f32") != 0;
@@ -293,8 +299,8 @@ static int attach_shadow(kr_server *srv, const kr_model *model, const kr_server_
                 pred_dir);
         return 0;
     }
-    kr_model_params sp = kr_model_default_params();
-    sp.allow_nonfinite = allow_nonfinite;
+    kr_model_params sp = *load;
+    sp.quant = NULL; /* the f32 original */
     kr_model *shadow = NULL;
     kr_error err = { 0 };
     if (kr_model_load(pred_dir, tok_dir, &sp, &shadow, &err) != KR_OK ||
@@ -406,6 +412,7 @@ int kr_cmd_serve(int argc, char **argv) {
     kr_model_params mp = kr_model_default_params();
     mp.quant = cfg.quant;
     mp.allow_nonfinite = fl.allow_nonfinite || cfg.allow_nonfinite_weights;
+    mp.no_mmap = fl.no_mmap || cfg.no_mmap;
     kr_model *model = NULL;
     if (kr_model_load(pred_dir, tok_dir, &mp, &model, &err) != KR_OK)
         return kr_cli_fail(CMD, err.message);
@@ -414,8 +421,7 @@ int kr_cmd_serve(int argc, char **argv) {
         kr_model_free(model);
         return kr_cli_fail(CMD, err.message);
     }
-    if (attach_shadow(srv, model, &cfg, pred_dir, tok_dir,
-                      fl.allow_nonfinite || cfg.allow_nonfinite_weights) != 0) {
+    if (attach_shadow(srv, model, &cfg, pred_dir, tok_dir, &mp) != 0) {
         kr_server_free(srv);
         kr_model_free(model);
         return 1;

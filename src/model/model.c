@@ -95,7 +95,7 @@ kr_status kr_model_load(const char *predictor_dir, const char *tokenizer_dir,
     double t0 = kr_now_seconds();
     kr_model *m = calloc(1, sizeof *m);
     if (!m) return kr_error_set(err, KR_ERR_NOMEM, "kr_model_load: out of memory");
-    const kr_weights_opts wo = { .allow_nonfinite = p.allow_nonfinite };
+    const kr_weights_opts wo = { .allow_nonfinite = p.allow_nonfinite, .no_mmap = p.no_mmap };
     kr_status st = kr_tokenizer_weights_load(tokenizer_dir, &wo, &m->tok, err);
     if (st == KR_OK) st = kr_predictor_weights_load(predictor_dir, &wo, &m->pred, err);
     if (st == KR_OK && m->tok->cfg.s1_bits != m->pred->cfg.s1_bits)

@@ -36,6 +36,7 @@ struct kr_safetensors {
     char *label; /* path or caller's label, owned */
     void *map; /* mmap base (NULL for in-memory images) */
     size_t map_len;
+    void *copy; /* the file read into memory by kr_st_read (owned), else NULL */
     const uint8_t *data; /* first byte after the header */
     size_t data_len;
     kr_st_tensor *tensors; /* [n] in header order */
@@ -342,6 +343,7 @@ static kr_safetensors *st_alloc(const char *label) {
 void kr_st_close(kr_safetensors *st) {
     if (!st) return;
     if (st->map) munmap(st->map, st->map_len);
+    free(st->copy);
     free(st->tensors);
     free(st->by_name);
     free(st->names);
@@ -393,6 +395,49 @@ kr_status kr_st_open(const char *path, kr_safetensors **out, kr_error *err) {
     }
     close(fd);
     kr_status rc = parse_image(st, st->map, len, err);
+    if (rc != KR_OK) {
+        kr_st_close(st);
+        return rc;
+    }
+    *out = st;
+    return KR_OK;
+}
+
+/* The whole of fd (len bytes) into a page-aligned buffer, as a mapping would place it. */
+static kr_status read_whole(int fd, size_t len, const char *path, void **out, kr_error *err) {
+    void *buf = NULL;
+    if (posix_memalign(&buf, 4096, len ? len : 1) != 0)
+        return kr_error_set(err, KR_ERR_NOMEM, "%s: cannot hold %zu bytes in memory", path, len);
+    size_t got = 0;
+    while (got < len) {
+        ssize_t r = read(fd, (char *)buf + got, len - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            int e = errno;
+            free(buf);
+            if (r == 0) /* truncated by someone else between the size check and the read */
+                return kr_error_set(err, KR_ERR_IO,
+                                    "%s: the file shrank while being read (%zu of %zu bytes)", path,
+                                    got, len);
+            return kr_error_set(err, KR_ERR_IO, "%s: cannot read: %s", path, strerror(e));
+        }
+        got += (size_t)r;
+    }
+    *out = buf;
+    return KR_OK;
+}
+
+kr_status kr_st_read(const char *path, kr_safetensors **out, kr_error *err) {
+    if (!path || !out) return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_st_read: NULL argument");
+    *out = NULL;
+    size_t len = 0;
+    int fd = kr_open_regular(path, &len, err);
+    if (fd < 0) return err ? err->status : KR_ERR_IO;
+    kr_safetensors *st = st_alloc(path);
+    kr_status rc = st ? read_whole(fd, len, path, &st->copy, err)
+                      : kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory", path);
+    close(fd);
+    if (rc == KR_OK) rc = parse_image(st, st->copy, len, err);
     if (rc != KR_OK) {
         kr_st_close(st);
         return rc;

@@ -47,6 +47,9 @@ typedef struct kr_safetensors kr_safetensors;
 
 /* Maps and validates a file. Caller owns *out; close with kr_st_close. */
 kr_status kr_st_open(const char *path, kr_safetensors **out, kr_error *err);
+/* Reads the whole file into memory and validates it: the object no longer depends on the
+ * file, which may then be replaced or truncated without harm to it (a mapping would fault). */
+kr_status kr_st_read(const char *path, kr_safetensors **out, kr_error *err);
 /* Validates an in-memory image (borrowed; must outlive the object). `label` names it in
  * errors. Used by the fuzzer and tests. */
 kr_status kr_st_open_memory(const void *data, size_t len, const char *label, kr_safetensors **out,

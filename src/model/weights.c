@@ -639,12 +639,15 @@ static char *join_path(const char *dir, const char *file) {
     return p;
 }
 
-/* Maps dir/model.safetensors; *st_path (caller frees) names it in later messages. */
-static kr_status open_dir(const char *dir, char **st_path, kr_safetensors **st, kr_error *err) {
+/* Maps (or with opts->no_mmap reads) dir/model.safetensors; *st_path (caller frees) names it
+ * in later messages. */
+static kr_status open_dir(const char *dir, const kr_weights_opts *opts, char **st_path,
+                          kr_safetensors **st, kr_error *err) {
     *st = NULL;
     *st_path = join_path(dir, "model.safetensors");
     if (!*st_path) return kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory", dir);
-    kr_status rc = kr_st_open(*st_path, st, err);
+    kr_status rc =
+        opts && opts->no_mmap ? kr_st_read(*st_path, st, err) : kr_st_open(*st_path, st, err);
     if (rc != KR_OK) {
         free(*st_path);
         *st_path = NULL;
@@ -678,7 +681,7 @@ kr_status kr_tokenizer_weights_load(const char *dir, const kr_weights_opts *opts
 
     char *st_path;
     kr_safetensors *st;
-    rc = open_dir(dir, &st_path, &st, err);
+    rc = open_dir(dir, opts, &st_path, &st, err);
     if (rc != KR_OK) return rc;
 
     kr_tokenizer_weights *w = calloc(1, sizeof *w);
@@ -756,7 +759,7 @@ kr_status kr_predictor_weights_load(const char *dir, const kr_weights_opts *opts
 
     char *st_path;
     kr_safetensors *st;
-    rc = open_dir(dir, &st_path, &st, err);
+    rc = open_dir(dir, opts, &st_path, &st, err);
     if (rc != KR_OK) return rc;
 
     kr_predictor_weights *w = calloc(1, sizeof *w);

@@ -94,6 +94,9 @@ typedef struct kr_weights_opts {
      * for NaN and infinities, and one is KR_ERR_MODEL naming the tensor and the element.
      * 1: loaded as stored, unchecked. */
     int allow_nonfinite;
+    /* 0: the file is mapped (pages shared through the page cache, loaded as touched).
+     * 1: read into memory, so that replacing or truncating it later cannot fault the process. */
+    int no_mmap;
 } kr_weights_opts;
 
 /* Loads dir/config.json + dir/model.safetensors (opts may be NULL). Caller owns *out; free

@@ -234,6 +234,7 @@ static const bool_key k_bool_keys[] = {
     { "prefix_cache", CFG_OFF(sched.prefix_cache) },
     { "static_batching", CFG_OFF(sched.static_batching) },
     { "allow_nonfinite_weights", CFG_OFF(allow_nonfinite_weights) },
+    { "no_mmap", CFG_OFF(no_mmap) },
 };
 
 typedef struct str_key {
