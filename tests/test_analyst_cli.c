@@ -68,11 +68,12 @@ static void test_ingest(void **state) {
         assert_non_null(strstr(r->out, want));
         assert_non_null(strstr(r->out, "rows written"));
     }
-    /* Re-ingesting the same file replaces rows: the count does not grow. */
+    /* Re-ingesting the same file changes nothing, and says so: the count does not grow. */
     snprintf(args, sizeof args, "ingest --symbol AAPL --interval 1d --db %s %s/data/AAPL_1d.csv",
              g_db, KR_SOURCE_DIR);
     const run_result *r = ok(args);
     assert_non_null(strstr(r->out, "2913 rows written"));
+    assert_non_null(strstr(r->out, ": 0 new, 0 replaced with other values, 2913 unchanged"));
     assert_non_null(strstr(r->out, "(now 2913 rows, 2014-01-02 to 2025-08-01)"));
     /* The same data as a second symbol, through KRONOS_DB instead of --db. */
     char env[1300];
@@ -251,7 +252,7 @@ static void test_errors(void **state) {
              g_db, KR_SOURCE_DIR);
     expect_fail(args, 2, "interval '1day'", NULL);
     snprintf(args, sizeof args, "ingest --symbol X --interval 1d --db %s", g_db);
-    expect_fail(args, 2, "CSV file is required", NULL);
+    expect_fail(args, 2, "candle file is required", NULL);
     snprintf(args, sizeof args, "ingest --symbol 'X Y' --interval 1d --db %s %s/data/AAPL_1d.csv",
              g_db, KR_SOURCE_DIR);
     expect_fail(args, 2, "symbol 'X Y'", NULL);
@@ -265,6 +266,30 @@ static void test_errors(void **state) {
     expect_fail(args, 1, "bad.csv: line 3", "high");
     snprintf(args, sizeof args, "analyze BAD --db %s", g_db);
     expect_fail(args, 1, "unknown symbol 'BAD'", NULL);
+
+    /* A second bar on a stored day of a daily series (another source stamps its days at
+     * 16:00): refused, naming the file and both bars. */
+    snprintf(p, sizeof p, "%s/late.csv", g_tmp);
+    const char *late = "timestamps,open,high,low,close,volume\n2025-08-01 16:00,200,210,199,"
+                       "205,1000\n";
+    assert_int_equal(kr_test_write_file(p, late, strlen(late)), 0);
+    snprintf(args, sizeof args, "ingest --symbol aapl --interval 1d --db %s %s", g_db, p);
+    expect_fail(args, 1, "late.csv: ",
+                "2025-08-01 16:00:00 of these candles falls on the day of "
+                "the stored 2025-08-01 00:00:00");
+
+    /* JSON candles (as forecast takes them), a row with its open above its high: stored, with a
+     * warning. */
+    snprintf(p, sizeof p, "%s/rows.json", g_tmp);
+    const char *rows =
+        "[[\"2025-08-04\", 3, 2, 0.5, 1.5, 10], [\"2025-08-05\", 1, 2, 0.5, 1.5, 10]]";
+    assert_int_equal(kr_test_write_file(p, rows, strlen(rows)), 0);
+    snprintf(args, sizeof args, "ingest --symbol JS --interval 1d --db %s %s", g_db, p);
+    const run_result *r = ok(args);
+    assert_non_null(strstr(r->out, "JS 1d: 2 rows written"));
+    assert_non_null(strstr(r->out, ": 2 new, 0 replaced with other values, 0 unchanged"));
+    assert_non_null(strstr(r->err, "1 of 2 rows have an open or close outside their low-high "
+                                   "range (the first at 2025-08-04"));
 
     /* A file that is not a database. */
     snprintf(p, sizeof p, "%s/junk.db", g_tmp);

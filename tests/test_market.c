@@ -262,7 +262,14 @@ static void test_errors_header(void **state) {
     expect_error("timestamps,open,high,low\n2024-01-02,1,2,1\n", KR_ERR_FORMAT, "line 1",
                  "column 'close'", "missing required column");
     expect_error("when,open,high,low,close\n2024-01-02,1,2,1,2\n", KR_ERR_FORMAT, "line 1",
-                 "column 'timestamps'", "missing");
+                 "column 'timestamps'", "the header reads 'when,open,high,low,close'");
+    expect_error("timestamps\topen\thigh\tlow\tclose\n2024-01-02\t1\t2\t1\t2\n", KR_ERR_FORMAT,
+                 "column 'timestamps': missing", "the header contains a tab or '|'", NULL);
+    /* Date and time of day in two columns: the repeat says where the time went. */
+    expect_error(
+        "Date,Time,open,high,low,close\n2024-01-02,09:30,1,2,1,2\n2024-01-02,09:35,1,2,1,2\n",
+        KR_ERR_FORMAT, "line 3, column 'Date': 2024-01-02 00:00:00 repeats line 2",
+        "the time of day is in column 'Time'", NULL);
     expect_error("\n\ntimestamps,open,high,close\n2024-01-02,1,2,1\n", KR_ERR_FORMAT, "line 3",
                  "column 'low'", NULL);
     expect_error("timestamps,open,high,low,close,Open\n2024-01-02,1,2,1,2,1\n", KR_ERR_FORMAT,
@@ -517,6 +524,14 @@ static void test_parse_timestamp_valid(void **state) {
         { "2024-06-18 00:00:00", d, 1 },
         { "1718709307", t, 1 },
         { "1718709307999", t, 1 },
+        { "1718709307999999", t, 1 }, /* microseconds */
+        { "1718709307999999999", t, 1 }, /* nanoseconds (pandas' int64 stamps) */
+        /* Before 2001-09-09 an epoch count has one digit less: pandas' to_json of an older
+         * history writes 12-digit milliseconds. */
+        { "996624000", 996624000, 1 },
+        { "996624000000", 996624000, 1 },
+        { "996624000000000", 996624000, 1 },
+        { "996624000000000000", 996624000, 1 },
         { "0000000000", 0, 1 },
         { "2000-02-29", ymdhms(2000, 2, 29, 0, 0, 0), 0 },
         { "2024-02-29 23:59:59", ymdhms(2024, 2, 29, 23, 59, 59), 1 },
@@ -564,8 +579,11 @@ static void test_parse_timestamp_invalid(void **state) {
         "2024-06/18",
         "24-06-18",
         "2024-6",
-        "171870930",
-        "17187093071",
+        "17187093071", /* 11 digits: a typo of 10 or 13 */
+        "20240618111507", /* 14 and 17: YYYYMMDDHHMMSS[fff], not epochs */
+        "20240618111507000",
+        "202406181115", /* 12: milliseconds of 1976, or YYYYMMDDHHMM? */
+        "17187093079999999999",
         "-1718709307",
         "abc",
         "2024-06-18 1:5",
@@ -611,6 +629,34 @@ static void test_parse_timestamp_out_of_range(void **state) {
     expect_error(HDR "9999999999,1,2,1,2,3,4\n", KR_ERR_FORMAT,
                  "data.csv: line 2, column 'timestamps'", "'9999999999' is outside the years",
                  NULL);
+    /* An integer of no epoch length says which lengths are; the YYYYMMDDHHMM look-alike
+     * says why it is refused. */
+    expect_error(HDR "1718709307,1,2,1,2,3,4\n17187093081,1,2,1,2,3,4\n", KR_ERR_FORMAT,
+                 "data.csv: line 3, column 'timestamps'", "'17187093081'",
+                 "11 digits: epoch seconds have 9-10, milliseconds 12-13");
+    expect_error(HDR "202406181115,1,2,1,2,3,4\n", KR_ERR_FORMAT,
+                 "data.csv: line 2, column 'timestamps'", "epoch milliseconds (of 1976)",
+                 "YYYYMMDDHHMM");
+    /* Local stamps through the end of summer time repeat an hour: the message says why. */
+    expect_error(HDR
+                 "2026-11-01 00:30:00-04:00,1,2,1,2,3,4\n2026-11-01 01:30:00-04:00,1,2,1,2,3,4\n"
+                 "2026-11-01 01:30:00-05:00,1,2,1,2,3,4\n",
+                 KR_ERR_FORMAT, "line 4, column 'timestamps': 2026-11-01 01:30:00 repeats line 3",
+                 "summer time ends", "give them in UTC");
+    kr_candles *c = NULL;
+    kr_error err = { 0 };
+    assert_int_equal(
+        parse(HDR "2026-11-02 12:30,1,2,1,2,3,4\n2026-11-02 12:00,1,2,1,2,3,4\n", &c, &err),
+        KR_ERR_FORMAT);
+    assert_null(strstr(err.message, "summer time"));
+    /* A daily history in epoch seconds from the 1990s crosses from 9 to 10 digits. */
+    assert_int_equal(parse(HDR "999907200,1,2,1,2,3,4\n999993600,1,2,1,2,3,4\n"
+                               "1000080000,1,2,1,2,3,4\n",
+                           &c, &err),
+                     KR_OK);
+    assert_int_equal(c->n, 3);
+    assert_int_equal(c->timestamps[2], ymdhms(2001, 9, 10, 0, 0, 0));
+    kr_candles_free(c);
 }
 
 static void test_timestamps_read_csv(void **state) {

@@ -3,7 +3,9 @@
  * the cases people hit: the docs/api.md example (three A-share 5-minute bars at 11:15-11:25)
  * continuing after the lunch break, one session of 5-minute bars, monthly bars stepping by
  * calendar months, US Labor Day 2025-09-01 skipped, an NYSE early close, an HKEX half day and
- * holidays, 24/7 crypto, and the choice of calendar (given, by symbol suffix, inferred).
+ * holidays, 24/7 crypto, and the choice of calendar (given, by symbol suffix, inferred: with
+ * vendors' auction bars, by the holidays a short daily history skipped, hourly bars on their
+ * own grid); the years past 2026.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -220,6 +222,137 @@ static void test_crypto(void **state) {
     assert_non_null(strstr(kr_calendar_describe(&info, buf, sizeof buf), "CRYPTO (inferred"));
 }
 
+/* Vendors' auction bars: A-share minutes stamped with their close often add the opening
+ * auction as a 09:30 bar (241 a day), US minutes stamped with their open a 16:00 closing-cross
+ * bar. One a session is more than the odd-bar allowance, yet the market is still the one
+ * whose sessions they bound: they used to rule SSE out (HKEX's longer sessions held the
+ * bars, and the forecast ran on into a closed afternoon at 15:01). */
+static void test_auction_bars(void **state) {
+    (void)state;
+    static int64_t ts[5 * 242];
+    int64_t n = 0, out[3];
+    kr_calendar_info info;
+    kr_error err = { 0 };
+    for (int d = 2; d <= 6; d++) { /* Monday 2024-09-02 .. Friday 09-06 */
+        ts[n++] = at(2024, 9, d, 9, 30);
+        n = fill(ts, n, 2024, 9, d, 9, 31, 1, 120);
+        n = fill(ts, n, 2024, 9, d, 13, 1, 1, 120);
+    }
+    assert_int_equal(kr_calendar_future(ts, n, 3, out, &info, &err), KR_OK);
+    assert_string_equal(info.calendar->name, "SSE");
+    assert_true(info.label_end);
+    expect_stamp(out[0], at(2024, 9, 9, 9, 31), 0); /* Monday morning, not Friday 15:01 */
+    expect_stamp(out[2], at(2024, 9, 9, 9, 33), 2);
+    /* US 5-minute bars 09:30 ... 15:55 and a 16:00 closing cross, Tuesday to Friday. */
+    n = 0;
+    for (int d = 3; d <= 6; d++) {
+        n = fill(ts, n, 2024, 9, d, 9, 30, 5, 78);
+        ts[n++] = at(2024, 9, d, 16, 0);
+    }
+    assert_int_equal(kr_calendar_future(ts, n, 3, out, &info, &err), KR_OK);
+    assert_string_equal(info.calendar->name, "NYSE");
+    assert_false(info.label_end);
+    expect_stamp(out[0], at(2024, 9, 9, 9, 30), 0);
+}
+
+/* A short daily history holds in several calendars; the one whose holidays it skipped wins.
+ * Five weeks of US days around Thanksgiving 2026 (no bar on Thursday 11-26) used to be taken
+ * for A-shares (fewer trading hours, and no bar on an A-share holiday), whose forecast then
+ * had a bar on Christmas Day. */
+static void test_holidays_tell_the_market(void **state) {
+    (void)state;
+    int64_t ts[40], out[12];
+    int64_t n = 0;
+    for (int64_t t = at(2026, 11, 16, 0, 0); t <= at(2026, 12, 18, 0, 0); t += 86400) {
+        const int wd = (int)((t / 86400 + 3) % 7); /* Monday = 0 */
+        if (wd < 5 && t != at(2026, 11, 26, 0, 0)) ts[n++] = t;
+    }
+    kr_calendar_info info;
+    kr_error err = { 0 };
+    assert_int_equal(kr_calendar_future(ts, n, 12, out, &info, &err), KR_OK);
+    assert_string_equal(info.calendar->name, "NYSE");
+    assert_int_equal(info.how, KR_CAL_INFERRED);
+    for (int k = 0; k < 12; k++) {
+        assert_true(out[k] != at(2026, 12, 25, 0, 0));
+        assert_true(out[k] != at(2027, 1, 1, 0, 0));
+    }
+    expect_stamp(out[4], at(2026, 12, 28, 0, 0), 4);
+    expect_stamp(out[8], at(2027, 1, 4, 0, 0), 8);
+}
+
+/* Past the end of 2026: the NYSE calendar runs to 2028 by the exchange's rules, HKEX to 2027
+ * (the gazetted general holidays); the A-share one stops at 2026 until the State Council
+ * publishes 2027's, and says so (holidays_known). */
+static void test_years_ahead(void **state) {
+    (void)state;
+    int64_t ts[2], out[8];
+    kr_calendar_info info;
+    kr_error err = { 0 };
+    /* NYSE, daily: Thursday 2027-11-25 is Thanksgiving, Friday 12-24 Christmas observed. */
+    ts[0] = at(2027, 11, 22, 0, 0);
+    ts[1] = at(2027, 11, 23, 0, 0);
+    assert_int_equal(kr_calendar_future_in(cal("NYSE"), ts, 2, 2, out, &info, &err), KR_OK);
+    expect_stamp(out[1], at(2027, 11, 26, 0, 0), 1);
+    assert_true(info.holidays_known);
+    ts[0] = at(2027, 12, 22, 0, 0);
+    ts[1] = at(2027, 12, 23, 0, 0);
+    assert_int_equal(kr_calendar_future_in(cal("NYSE"), ts, 2, 1, out, &info, &err), KR_OK);
+    expect_stamp(out[0], at(2027, 12, 27, 0, 0), 0);
+    /* 2028-07-03 closes at 13:00 (Independence Day on a Tuesday). */
+    ts[0] = at(2028, 6, 30, 15, 0);
+    ts[1] = at(2028, 6, 30, 15, 30);
+    assert_int_equal(kr_calendar_future_in(cal("NYSE"), ts, 2, 8, out, &info, &err), KR_OK);
+    expect_stamp(out[0], at(2028, 7, 3, 9, 30), 0);
+    expect_stamp(out[6], at(2028, 7, 3, 12, 30), 6);
+    expect_stamp(out[7], at(2028, 7, 5, 9, 30), 7);
+    /* HKEX 2027: Lunar New Year's Eve (Friday 02-05) is a half day, Monday and Tuesday
+     * 02-08/09 holidays. */
+    ts[0] = at(2027, 2, 5, 10, 30);
+    ts[1] = at(2027, 2, 5, 11, 0);
+    assert_int_equal(kr_calendar_future_in(cal("HKEX"), ts, 2, 2, out, &info, &err), KR_OK);
+    expect_stamp(out[0], at(2027, 2, 5, 11, 30), 0);
+    expect_stamp(out[1], at(2027, 2, 10, 9, 30), 1);
+    assert_true(info.holidays_known);
+    /* SSE: into 2027, the holidays are unknown. */
+    ts[0] = at(2026, 12, 30, 0, 0);
+    ts[1] = at(2026, 12, 31, 0, 0);
+    assert_int_equal(kr_calendar_future_in(cal("SSE"), ts, 2, 1, out, &info, &err), KR_OK);
+    assert_false(info.holidays_known);
+}
+
+/* Hourly bars aligned to the clock (some brokers' US bars: 09:30 for the first half hour,
+ * then 10:00, 11:00, ... 15:00) continue on their own grid, not on 10:30, 11:30, ...; and
+ * Hong Kong hours stamped with their start are HKEX's, not A-shares' (whose sessions' bounds
+ * they also touch). */
+static void test_hour_grids(void **state) {
+    (void)state;
+    int64_t ts[64], out[9];
+    int64_t n = 0;
+    kr_calendar_info info;
+    kr_error err = { 0 };
+    for (int d = 3; d <= 6; d++) { /* Tuesday 2024-09-03 .. Friday 09-06 */
+        ts[n++] = at(2024, 9, d, 9, 30);
+        n = fill(ts, n, 2024, 9, d, 10, 0, 60, 6);
+    }
+    assert_int_equal(kr_calendar_future(ts, n, 9, out, &info, &err), KR_OK);
+    assert_string_equal(info.calendar->name, "NYSE");
+    expect_stamp(out[0], at(2024, 9, 9, 9, 30), 0);
+    for (int k = 1; k <= 6; k++) expect_stamp(out[k], at(2024, 9, 9, 9 + k, 0), k);
+    expect_stamp(out[7], at(2024, 9, 10, 9, 30), 7);
+    expect_stamp(out[8], at(2024, 9, 10, 10, 0), 8);
+    /* HKEX hours stamped with their start: 09:30, 10:30, 11:30, 13:00, 14:00, 15:00. */
+    n = 0;
+    for (int d = 2; d <= 6; d++) {
+        n = fill(ts, n, 2024, 9, d, 9, 30, 60, 3);
+        n = fill(ts, n, 2024, 9, d, 13, 0, 60, 3);
+    }
+    assert_int_equal(kr_calendar_future(ts, n, 4, out, &info, &err), KR_OK);
+    assert_string_equal(info.calendar->name, "HKEX");
+    assert_false(info.label_end);
+    expect_stamp(out[2], at(2024, 9, 9, 11, 30), 2);
+    expect_stamp(out[3], at(2024, 9, 9, 13, 0), 3);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_calendars_load),
@@ -229,6 +362,10 @@ int main(void) {
         cmocka_unit_test(test_labor_day),
         cmocka_unit_test(test_calendar_months),
         cmocka_unit_test(test_crypto),
+        cmocka_unit_test(test_auction_bars),
+        cmocka_unit_test(test_holidays_tell_the_market),
+        cmocka_unit_test(test_years_ahead),
+        cmocka_unit_test(test_hour_grids),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

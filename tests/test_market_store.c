@@ -653,6 +653,19 @@ static void test_corrupted_and_foreign_files(void **state) {
     sqlite3_close(db);
     assert_int_equal(kr_store_open(path, &s, &err), KR_ERR_FORMAT);
     assert_non_null(strstr(err.message, "another application"));
+    /* ... is left as it was: refused before the WAL journal mode is written into its header
+     * (bytes 18 and 19 stay 1, the rollback journal), and no -wal file appears. */
+    unsigned char hdr[20];
+    f = fopen(path, "rb");
+    assert_non_null(f);
+    assert_int_equal(fread(hdr, 1, sizeof hdr, f), sizeof hdr);
+    fclose(f);
+    assert_int_equal(hdr[18], 1);
+    assert_int_equal(hdr[19], 1);
+    char wal[1100];
+    snprintf(wal, sizeof wal, "%s-wal", path);
+    struct stat wsb;
+    assert_int_not_equal(stat(wal, &wsb), 0);
 
     /* A newer schema. */
     path = db_path("newer.db");

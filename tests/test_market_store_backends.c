@@ -2,8 +2,9 @@
  * market/store on both backends: one suite run against an SQLite file and, when
  * KRONOS_TEST_PG_ADMIN_URL names a PostgreSQL server (ctest market_store_pg starts a throwaway
  * cluster for it, tests/scale/pgcluster.py), against PostgreSQL: ingest and read back exactly,
- * a bad row writing nothing, a reader running while another handle writes seeing whole batches
- * only, readers not waiting for a writer's open transaction while a second writer gets a clear
+ * a bad row writing nothing, what an upsert did (new, replaced, unchanged), one bar a day in a
+ * daily series, a reader running while another handle writes seeing whole batches only, two
+ * first ingests of one symbol in two cases at once making one series, readers not waiting for a writer's open transaction while a second writer gets a clear
  * "busy" error, the schema version (created at the current version, a newer one refused, a
  * foreign database refused), two handles creating one empty store at once. And the password of
  * a URL never shows in messages.
@@ -215,6 +216,92 @@ static void test_bad_row_writes_nothing(void **state) {
     kr_store_close(s);
 }
 
+/* What an upsert did: new, replaced with other values, repeated; the same on both backends.
+ * Ingesting a batch twice adds and replaces nothing. */
+static void test_upsert_stats(void **state) {
+    (void)state;
+    kr_store *s = open_ok(fresh_target("stats"));
+    kr_error err = { 0 };
+    kr_store_upsert_stats st;
+    kr_candles *a = make_candles(0, 10, 100.0);
+    assert_int_equal(kr_store_upsert_ex(s, "X", "1d", a, &st, &err), KR_OK);
+    assert_int_equal(st.added, 10);
+    assert_int_equal(st.replaced, 0);
+    assert_int_equal(st.unchanged, 0);
+    assert_int_equal(kr_store_upsert_ex(s, "x", "1d", a, &st, &err), KR_OK);
+    assert_int_equal(st.added, 0);
+    assert_int_equal(st.replaced, 0);
+    assert_int_equal(st.unchanged, 10);
+    /* Rows 5..14: 5..9 stored, of which 7 and 8 get other values, 10..14 new. */
+    kr_candles *b = make_candles(5, 10, 100.0);
+    memcpy(b->values, a->values + 5 * 6, 5 * 6 * sizeof(double));
+    b->values[2 * 6 + 3] += 0.25; /* the close of 2024-01-08 */
+    b->values[3 * 6 + 4] += 1.0; /* the volume of 2024-01-09 */
+    assert_int_equal(kr_store_upsert_ex(s, "X", "1d", b, &st, &err), KR_OK);
+    assert_int_equal(st.added, 5);
+    assert_int_equal(st.replaced, 2);
+    assert_int_equal(st.unchanged, 3);
+    /* The batch won: its values are read back. */
+    kr_candles *r = NULL;
+    assert_int_equal(kr_store_read(s, "X", "1d", 0, &r, &err), KR_OK);
+    assert_int_equal(r->n, 15);
+    assert_true(r->values[7 * 6 + 3] == b->values[2 * 6 + 3]);
+    assert_true(r->values[8 * 6 + 4] == b->values[3 * 6 + 4]);
+    kr_candles_free(r);
+    /* A failed upsert reports zeros. */
+    b->values[0] = NAN;
+    assert_int_equal(kr_store_upsert_ex(s, "X", "1d", b, &st, &err), KR_ERR_INVALID_ARG);
+    assert_int_equal(st.added + st.replaced + st.unchanged, 0);
+    kr_candles_free(b);
+    kr_candles_free(a);
+    kr_store_close(s);
+}
+
+/* A daily series holds one bar a date: a second source stamping its days at 16:00 (or hourly
+ * bars stored as "1d") is refused, naming both bars, with nothing written; intraday series
+ * and other days are not affected. */
+static void test_one_bar_a_day(void **state) {
+    (void)state;
+    kr_store *s = open_ok(fresh_target("oneaday"));
+    kr_error err = { 0 };
+    kr_candles *a = make_candles(0, 10, 100.0); /* 2024-01-01 .. 01-10 at 00:00 */
+    assert_int_equal(kr_store_upsert(s, "X", "1d", a, &err), KR_OK);
+    kr_candles *b = make_candles(9, 3, 100.0); /* 01-10 .. 01-12 at 16:00 */
+    for (int64_t i = 0; i < b->n; i++) b->timestamps[i] += 16 * 3600;
+    assert_int_equal(kr_store_upsert(s, "X", "1d", b, &err), KR_ERR_INVALID_ARG);
+    if (!strstr(err.message, "X 1d: 2024-01-10 16:00:00 of these candles falls on the day of the "
+                             "stored 2024-01-10 00:00:00") ||
+        !strstr(err.message, "one bar a day") || !strstr(err.message, "nothing was written"))
+        fail_msg("message: %s", err.message);
+    kr_candles *r = NULL;
+    assert_int_equal(kr_store_read(s, "X", "1d", 0, &r, &err), KR_OK);
+    assert_int_equal(r->n, 10);
+    kr_candles_free(r);
+    /* Two bars of one day within the batch. */
+    b->timestamps[1] = b->timestamps[0] + 3600;
+    b->timestamps[0] += 86400 * 5;
+    b->timestamps[1] += 86400 * 5;
+    b->timestamps[2] += 86400 * 5;
+    assert_int_equal(kr_store_upsert(s, "X", "1d", b, &err), KR_ERR_INVALID_ARG);
+    if (!strstr(err.message, "two bars on one day (2024-01-15 16:00:00 and 2024-01-15 17:00:00)"))
+        fail_msg("message: %s", err.message);
+    /* The same stamps are fine under an intraday interval, and days before 1970 are days. */
+    assert_int_equal(kr_store_upsert(s, "X", "1h", b, &err), KR_OK);
+    kr_candles *old = make_candles(-20000, 3, 30000.0); /* 1969-03-28 .. 03-30 */
+    assert_int_equal(kr_store_upsert(s, "OLD", "1d", old, &err), KR_OK);
+    old->timestamps[1] = old->timestamps[0] + 3600;
+    old->timestamps[2] = old->timestamps[0] + 86400 - 1;
+    assert_int_equal(kr_store_upsert(s, "OLD2", "1d", old, &err), KR_ERR_INVALID_ARG);
+    old->timestamps[1] = old->timestamps[0] + 86400;
+    old->timestamps[2] = old->timestamps[0] + 2 * 86400;
+    for (int64_t i = 0; i < old->n; i++) old->timestamps[i] -= 1; /* 23:59:59 the day before */
+    assert_int_equal(kr_store_upsert(s, "OLD3", "1d", old, &err), KR_OK);
+    kr_candles_free(old);
+    kr_candles_free(b);
+    kr_candles_free(a);
+    kr_store_close(s);
+}
+
 /* ---- a writer thread appends batches while the main thread reads. */
 
 enum { BATCHES = 30, BATCH_ROWS = 40 };
@@ -345,6 +432,65 @@ static void test_readers_do_not_wait_for_a_writer(void **state) {
     kr_candles_free(c);
 }
 
+/* Two first ingests of one symbol in two cases at once: the second looked the spelling up
+ * before the first committed, and used to store a second series ("race" and "RACE"). The
+ * spelling is looked up again under the write lock. */
+typedef struct race_arg {
+    const char *target;
+    kr_status st;
+    char msg[512];
+} race_arg;
+
+static void *race_main(void *p) {
+    race_arg *a = p;
+    kr_store *s = open_ok(a->target);
+    kr_candles *c = make_candles(10, 5, 10.0);
+    kr_error err = { 0 };
+    a->st = kr_store_upsert(s, "RACE", "1d", c, &err);
+    snprintf(a->msg, sizeof a->msg, "%s", err.message);
+    kr_candles_free(c);
+    kr_store_close(s);
+    return NULL;
+}
+
+static void test_case_race(void **state) {
+    (void)state;
+    char target[1400];
+    snprintf(target, sizeof target, "%s", fresh_target("race"));
+    kr_store_close(open_ok(target));
+    /* The first ingest, holding its transaction (and, on PostgreSQL, the symbol's lock). */
+    raw_writer w = { 0 };
+    if (g_pg)
+        w.pg = pg_connect(target);
+    else
+        assert_int_equal(sqlite3_open(target, &w.lite), SQLITE_OK);
+    raw_exec(&w, g_pg ? "BEGIN" : "BEGIN IMMEDIATE");
+    if (g_pg) raw_exec(&w, "SELECT pg_advisory_xact_lock(hashtext('kronos:' || lower('race')))");
+    raw_exec(&w, "INSERT INTO candles VALUES ('race', '1d', 1704067200, 1, 2, 0.5, 1.5, 10, 15, 1, "
+                 "1);"
+                 "INSERT INTO symbols VALUES ('race', '1d', 1704067200, 1704067200, 1, 1)");
+    race_arg a = { .target = target, .st = -1 };
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, race_main, &a), 0);
+    struct timespec ts = { 0, 300 * 1000 * 1000 }; /* the second looks up, then waits */
+    nanosleep(&ts, NULL);
+    raw_exec(&w, "COMMIT");
+    pthread_join(th, NULL);
+    if (a.st != KR_OK) fail_msg("second ingest: %s", a.msg);
+    kr_store *s = open_ok(target);
+    kr_store_entry *list = NULL;
+    int64_t n = 0;
+    kr_error err = { 0 };
+    assert_int_equal(kr_store_list(s, NULL, &list, &n, &err), KR_OK);
+    assert_int_equal(n, 1);
+    assert_string_equal(list[0].symbol, "race");
+    assert_int_equal(list[0].rows, 6);
+    free(list);
+    kr_store_close(s);
+    if (w.pg) PQfinish(w.pg);
+    if (w.lite) sqlite3_close(w.lite);
+}
+
 /* ---- the schema version. */
 
 static void test_schema_version(void **state) {
@@ -471,8 +617,11 @@ int main(void) {
     const struct CMUnitTest suite[] = {
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_bad_row_writes_nothing),
+        cmocka_unit_test(test_upsert_stats),
+        cmocka_unit_test(test_one_bar_a_day),
         cmocka_unit_test(test_concurrent_reader),
         cmocka_unit_test(test_readers_do_not_wait_for_a_writer),
+        cmocka_unit_test(test_case_race),
         cmocka_unit_test(test_schema_version),
         cmocka_unit_test(test_concurrent_create),
     };

@@ -6,8 +6,10 @@
  * volume and amount, in any order (extra columns ignored; the reference's column names).
  * Quoted fields, CRLF and a UTF-8 BOM are accepted. Timestamps: "YYYY-MM-DD",
  * "YYYY-MM-DD HH:MM", "YYYY-MM-DD HH:MM:SS[.fff]", with 'T' or ' ' between, optional
- * "Z"/"±HH:MM" suffix (the wall-clock time is kept, as pandas does for naive stamps), or
- * integer epoch seconds. Every error names the file, the 1-based line and the column.
+ * "Z"/"±HH:MM" suffix (the wall-clock time is kept, as pandas does for naive stamps),
+ * YYYYMMDD, or an integer epoch count: seconds (10 digits, 9 before 2001-09-09), milliseconds
+ * (13, 12), microseconds (16, 15) or nanoseconds (19, 18). Every error names the file, the
+ * 1-based line and the column.
  *
  * Store: candles per (symbol, interval) in one SQLite file (WAL: readers never block the
  * writer, nor the writer them) or a PostgreSQL database named by a postgresql:// URL (which
@@ -146,9 +148,25 @@ KR_API kr_status kr_store_check_writable(const char *path, kr_error *err);
 
 /* Inserts the candles of c for (symbol, interval), replacing stored candles with the same
  * timestamp. All or nothing: every row is validated first and a bad row rejects the whole
- * batch with an error naming the row. */
+ * batch with an error naming the row. A series of daily bars (an interval of 1 to 6 days)
+ * holds one bar a date: a batch that would put a second one on a date (the store stamps its
+ * days at 00:00, the batch at 16:00; hourly bars stored as "1d") is refused, naming both. */
 KR_API kr_status kr_store_upsert(kr_store *store, const char *symbol, const char *interval,
                                  const kr_candles *c, kr_error *err);
+
+/* What an upsert did with the rows of its batch. */
+typedef struct kr_store_upsert_stats {
+    int64_t added; /* timestamps not stored before */
+    int64_t replaced; /* stored timestamps whose values the batch changed (it wins) */
+    int64_t unchanged; /* stored timestamps the batch repeated exactly */
+} kr_store_upsert_stats;
+
+/* kr_store_upsert that also says, in *stats (when non-NULL; zeros on failure), how many rows
+ * were new, replaced stored rows with other values, or repeated them: ingesting a file twice
+ * adds and replaces nothing. */
+KR_API kr_status kr_store_upsert_ex(kr_store *store, const char *symbol, const char *interval,
+                                    const kr_candles *c, kr_store_upsert_stats *stats,
+                                    kr_error *err);
 
 /* Reads the candles of (symbol, interval) in ascending time; limit_last_n > 0 keeps only the
  * most recent limit_last_n. No stored rows is an error (KR_ERR_INVALID_ARG). Caller owns *out;

@@ -11,30 +11,34 @@
 #include "kronos/util.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/progress.h"
 #include "kronos.h"
 #include "kronos/market.h"
 
 #define CMD "ingest"
 
 static void usage(FILE *f) {
-    fputs(
-        "usage: kronos ingest --symbol SYM --interval I [--market NAME] [--db FILE|URL] FILE.csv\n"
-        "\n"
-        "Stores the candles of FILE.csv under SYM and I in the local database, replacing\n"
-        "stored candles with the same timestamps. A bad row rejects the whole file.\n"
-        "\n"
-        "  --symbol SYM     up to 32 characters of A-Z a-z 0-9 . _ - ^ = (e.g. AAPL, 600977.SH)\n"
-        "  --interval I     bar length: a count and a unit s, m, min, h, d, w, mo (1m, 5m, 1h,\n"
-        "                   4h, 1d, 1w)\n"
-        "  --market NAME    the symbol's exchange calendar (NYSE, SSE, HKEX, CRYPTO, ...),\n"
-        "                   used by 'kronos analyze' for the forecast bars' timestamps\n"
-        "                   (default: the symbol's suffix, else inferred from the history)\n"
-        "  --db FILE|URL    database file, or a PostgreSQL URL postgresql://... (default:\n"
-        "                   $KRONOS_DB, else $XDG_DATA_HOME/kronos/kronos.db or\n"
-        "                   ~/.local/share/kronos/kronos.db)\n"
-        "  FILE.csv         timestamps,open,high,low,close[,volume,amount] (as for forecast)\n"
-        "  -h, --help       this text\n",
-        f);
+    fputs("usage: kronos ingest --symbol SYM --interval I [--market NAME] [--db FILE|URL] FILE\n"
+          "\n"
+          "Stores the candles of FILE under SYM and I in the local database, replacing stored\n"
+          "candles with the same timestamps, and says how many rows were new, replaced with\n"
+          "other values or repeated. A bad row rejects the whole file, and so does a second\n"
+          "bar on a day of a daily series (the file stamps its days otherwise than the store).\n"
+          "\n"
+          "  --symbol SYM     up to 32 characters of A-Z a-z 0-9 . _ - ^ = (e.g. AAPL, 600977.SH)\n"
+          "  --interval I     bar length: a count and a unit s, m, min, h, d, w, mo (1m, 5m, 1h,\n"
+          "                   4h, 1d, 1w)\n"
+          "  --market NAME    the symbol's exchange calendar (NYSE, SSE, HKEX, CRYPTO, ...),\n"
+          "                   used by 'kronos analyze' for the forecast bars' timestamps\n"
+          "                   (default: the symbol's suffix, else inferred from the history)\n"
+          "  --db FILE|URL    database file, or a PostgreSQL URL postgresql://... (default:\n"
+          "                   $KRONOS_DB, else $XDG_DATA_HOME/kronos/kronos.db or\n"
+          "                   ~/.local/share/kronos/kronos.db)\n"
+          "  FILE             a CSV file (timestamps,open,high,low,close[,volume,amount]), JSON\n"
+          "                   candles (a .json name, or text starting with { or [) or - for\n"
+          "                   standard input, as for forecast\n"
+          "  -h, --help       this text\n",
+          f);
 }
 
 /* A warning (not an error) when the bars' spacing disagrees with the interval named: the
@@ -55,6 +59,26 @@ static void check_spacing(const kr_candles *c, const char *interval, const char 
                     CMD, file, (long long)got, interval, (long long)want);
     }
     free(fut);
+}
+
+/* A warning for rows whose open or close lies outside their [low, high]: stored as they are
+ * (vendors print them: an auction open, a settlement close), but the user should know. */
+static void check_ranges(const kr_candles *c, const char *file) {
+    int64_t bad = 0, first = -1;
+    for (int64_t i = 0; i < c->n; i++) {
+        const double *v = c->values + i * KR_N_FEATURES;
+        const int out = v[KR_OPEN] > v[KR_HIGH] || v[KR_OPEN] < v[KR_LOW] ||
+                        v[KR_CLOSE] > v[KR_HIGH] || v[KR_CLOSE] < v[KR_LOW];
+        if (out && first < 0) first = i;
+        bad += out;
+    }
+    if (!bad) return;
+    char t[32];
+    fprintf(stderr,
+            "kronos %s: warning: %s: %lld of %lld rows have an open or close outside their "
+            "low-high range (the first at %s); stored as they are\n",
+            CMD, file, (long long)bad, (long long)c->n,
+            kr_format_timestamp(c->timestamps[first], c->date_only, t, sizeof t));
 }
 
 int kr_cmd_ingest(int argc, char **argv) {
@@ -89,7 +113,7 @@ int kr_cmd_ingest(int argc, char **argv) {
         return kr_cli_usage_error(CMD, "--%s", err.message);
     if (kr_store_check_interval(interval, &err) != KR_OK)
         return kr_cli_usage_error(CMD, "--%s", err.message);
-    if (optind >= argc) return kr_cli_usage_error(CMD, "%s", "a CSV file is required");
+    if (optind >= argc) return kr_cli_usage_error(CMD, "%s", "a candle file is required");
     if (optind + 1 < argc)
         return kr_cli_usage_error(CMD, "unexpected argument '%s'", argv[optind + 1]);
     const char *file = argv[optind];
@@ -101,21 +125,29 @@ int kr_cmd_ingest(int argc, char **argv) {
     char path[PATH_MAX];
     /* The database first: an unwritable one fails before a large file is parsed. */
     if (kr_store_resolve_path(db_flag, path, sizeof path, &err) != KR_OK ||
-        kr_store_check_writable(path, &err) != KR_OK ||
-        kr_candles_read_csv(file, &c, &err) != KR_OK) {
+        kr_store_check_writable(path, &err) != KR_OK) {
         rc = kr_cli_fail(CMD, err.message);
         goto done;
     }
+    char msg[sizeof err.message + PATH_MAX + 8];
+    if (kr_cli_load_candles(file, &c, msg, sizeof msg) != 0) {
+        rc = kr_cli_fail(CMD, msg);
+        goto done;
+    }
+    if (!strcmp(file, "-")) file = "stdin";
     check_spacing(c, interval, file);
+    check_ranges(c, file);
+    kr_store_upsert_stats stats;
     if (kr_store_open(path, &store, &err) != KR_OK ||
-        kr_store_upsert(store, symbol, interval, c, &err) != KR_OK ||
+        kr_store_upsert_ex(store, symbol, interval, c, &stats, &err) != KR_OK ||
         (market && kr_store_set_market(store, symbol, market, &err) != KR_OK)) {
-        rc = kr_cli_fail(CMD, err.message);
+        /* The store's message names the database and the series; the file too. */
+        snprintf(msg, sizeof msg, "%s: %s", file, err.message);
+        rc = kr_cli_fail(CMD, msg);
         goto done;
     }
     int64_t n = 0;
     if (kr_store_list(store, symbol, &list, &n, &err) != KR_OK) {
-        char msg[sizeof err.message + 96];
         snprintf(msg, sizeof msg,
                  "the %lld rows were written, but reading the store back failed: %s",
                  (long long)c->n, err.message);
@@ -127,8 +159,10 @@ int kr_cmd_ingest(int argc, char **argv) {
         char a[32], b[32];
         char shown[sizeof path];
         kr_store_display_name(path, shown, sizeof shown);
-        printf("%s %s: %lld rows written to %s (now %lld rows, %s to %s%s%s)\n", list[i].symbol,
-               interval, (long long)c->n, shown, (long long)list[i].rows,
+        printf("%s %s: %lld rows written to %s: %lld new, %lld replaced with other values, "
+               "%lld unchanged (now %lld rows, %s to %s%s%s)\n",
+               list[i].symbol, interval, (long long)c->n, shown, (long long)stats.added,
+               (long long)stats.replaced, (long long)stats.unchanged, (long long)list[i].rows,
                kr_format_timestamp(list[i].first_ts, c->date_only, a, sizeof a),
                kr_format_timestamp(list[i].last_ts, c->date_only, b, sizeof b),
                list[i].market[0] ? ", market " : "", list[i].market);

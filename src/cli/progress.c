@@ -5,9 +5,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "kronos/market.h"
+#include "kronos/server.h"
 #include "kronos/util.h"
 
 struct kr_ticker {
@@ -134,4 +137,48 @@ int kr_cli_read_stdin(size_t max, char **out, size_t *len, char *msg, size_t cap
     *out = buf;
     *len = n;
     return 0;
+}
+
+/* Whether the file's first byte after white space (and a UTF-8 BOM) is '{' or '['. An
+ * unreadable file, or one that is not a regular file (a FIFO would block the open until a
+ * writer came), answers no and is left to the CSV reader to report. */
+static int starts_like_json(const char *path) {
+    struct stat sb;
+    if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) return 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    unsigned char head[256];
+    size_t n = fread(head, 1, sizeof head, f), i = 0;
+    fclose(f);
+    if (n >= 3 && head[0] == 0xEF && head[1] == 0xBB && head[2] == 0xBF) i = 3;
+    while (i < n && (head[i] == ' ' || head[i] == '\t' || head[i] == '\r' || head[i] == '\n')) i++;
+    return i < n && (head[i] == '{' || head[i] == '[');
+}
+
+int kr_cli_load_candles(const char *path, kr_candles **out, char *msg, size_t cap) {
+    const int from_stdin = !strcmp(path, "-");
+    const char *label = from_stdin ? "stdin" : path;
+    size_t n = strlen(path);
+    const int json = n > 5 && !strcmp(path + n - 5, ".json");
+    kr_error err = { 0 };
+    if (!from_stdin && !json && !starts_like_json(path)) {
+        if (kr_candles_read_csv(path, out, &err) == KR_OK) return 0;
+        snprintf(msg, cap, "%s", err.message);
+        return -1;
+    }
+    char *text = NULL;
+    size_t len = 0;
+    if (from_stdin) {
+        if (kr_cli_read_stdin((size_t)1 << 30, &text, &len, msg, cap) != 0) return -1;
+    } else if (kr_read_file(path, (size_t)1 << 30, "candle file", &text, &len, &err) != KR_OK) {
+        snprintf(msg, cap, "%s", err.message);
+        return -1;
+    }
+    int rc = 0;
+    if (kr_server_parse_candles(text, len, label, out, &err) != KR_OK) {
+        snprintf(msg, cap, "%s", err.message);
+        rc = -1;
+    }
+    free(text);
+    return rc;
 }

@@ -11,6 +11,8 @@
 
 #include <stddef.h>
 
+#include "kronos/market.h"
+
 typedef struct kr_ticker kr_ticker;
 
 /* Starts a ticker labelled `what`; NULL (a no-op ticker) when stderr is not a terminal. */
@@ -25,5 +27,11 @@ void kr_cli_model_hint(const char *pred_dir, const char *tok_dir, char *hint, si
 /* Reads all of standard input (at most max bytes) into a NUL-terminated buffer the caller
  * frees. Returns 0, or -1 with a message. */
 int kr_cli_read_stdin(size_t max, char **out, size_t *len, char *msg, size_t cap);
+
+/* Reads one candle input of forecast or ingest: '-' is standard input; JSON (a .json name, or
+ * text that starts with '{' or '[') goes through the HTTP API's candle reader (every layout it
+ * takes, pandas frames included), anything else through the CSV reader. Returns 0 or -1 with
+ * msg set. */
+int kr_cli_load_candles(const char *path, kr_candles **out, char *msg, size_t cap);
 
 #endif

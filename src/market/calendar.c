@@ -421,41 +421,63 @@ static kr_status shape_of(const int64_t *ts, int64_t n, hist_shape *h, kr_error 
     return KR_OK;
 }
 
-/* Bars of ts that a calendar does not hold, for each label convention; and how many sit
- * exactly on a session's open or close (evidence for the convention). */
+/* Bars of ts that a calendar does not hold: for each label convention (bad_start: outside
+ * [open, close) of every session, bad_end: outside (open, close]), and the fewer of the two
+ * when a vendor's auction bar on the day's other bound is let pass (bad_fit): an A-share 09:30
+ * opening-auction bar beside end-labelled minutes, a 16:00 closing-cross bar beside
+ * start-labelled ones (one a day is more than the odd-bar allowance); and how many bars sit
+ * exactly on a session's open or close (evidence for the convention). bad_fit may be NULL. */
 static void misfits(const kr_calendar *c, const int64_t *ts, int64_t n, int intraday,
-                    int64_t *bad_start, int64_t *bad_end, int64_t *at_open, int64_t *at_close) {
+                    int64_t *bad_start, int64_t *bad_end, int64_t *bad_fit, int64_t *at_open,
+                    int64_t *at_close) {
+    int64_t fit_start = 0, fit_end = 0;
     *bad_start = *bad_end = *at_open = *at_close = 0;
     for (int64_t i = 0; i < n; i++) {
         const int64_t day = day_of(ts[i]);
         const int covered = year_of_day(day) >= c->year_first && year_of_day(day) <= c->year_last;
         const int wd_ok = (c->weekday_mask >> weekday_of_day(day)) & 1;
         const int open_day = wd_ok && !(covered && is_holiday(c, day));
-        if (!intraday) {
+        if (!intraday || !open_day) {
             *bad_start += !open_day;
             *bad_end += !open_day;
-            continue;
-        }
-        if (!open_day) {
-            (*bad_start)++;
-            (*bad_end)++;
+            fit_start += !open_day;
+            fit_end += !open_day;
             continue;
         }
         const int64_t tod = second_of_day(ts[i]);
-        *bad_start += session_at(c, day, tod, 0) < 0;
-        *bad_end += session_at(c, day, tod, 1) < 0;
+        const int in_start = session_at(c, day, tod, 0) >= 0,
+                  in_end = session_at(c, day, tod, 1) >= 0;
+        int day_close = -1;
         for (int s = 0; s < c->n_sessions; s++) {
+            const int close = session_close_on(c, s, day);
+            if (close >= 0) day_close = close;
             *at_open += tod == c->session_open[s];
-            *at_close += tod == session_close_on(c, s, day);
+            *at_close += tod == close;
         }
+        *bad_start += !in_start;
+        *bad_end += !in_end;
+        fit_start += !in_start && tod != day_close;
+        fit_end += !in_end && tod != c->session_open[0];
     }
+    if (bad_fit) *bad_fit = fit_start < fit_end ? fit_start : fit_end;
+}
+
+/* The calendar's holidays between the history's first and last day on which it printed no
+ * bar (days ascending, unique): the gaps the calendar explains, its evidence. */
+static int64_t holidays_absent(const kr_calendar *c, const int64_t *days, int64_t n_days) {
+    int64_t count = 0;
+    for (int i = 0; i < c->n_holidays; i++) {
+        const int64_t h = c->holidays[i];
+        if (h > days[0] && h < days[n_days - 1] && find_sorted(days, n_days, h) < 0) count++;
+    }
+    return count;
 }
 
 /* The label convention for a calendar and a history: the history's evidence, else the
  * calendar's own. */
 static int label_for(const kr_calendar *c, const int64_t *ts, int64_t n, int intraday) {
     int64_t bs, be, ao, ac;
-    misfits(c, ts, n, intraday, &bs, &be, &ao, &ac);
+    misfits(c, ts, n, intraday, &bs, &be, NULL, &ao, &ac);
     if (bs != be) return be < bs;
     if (ao != ac) return ac > ao;
     return c->label_end;
@@ -470,23 +492,44 @@ kr_status kr_calendar_infer(const int64_t *ts, int64_t n, const kr_calendar **ou
     if (!ts || n < 2) return KR_OK;
     hist_shape h;
     if ((st = shape_of(ts, n, &h, err)) != KR_OK) return st;
+    int64_t *days = malloc((size_t)n * sizeof *days);
+    if (!days) {
+        free(h.slots);
+        return kr_error_set(err, KR_ERR_NOMEM, "calendar: out of memory");
+    }
+    for (int64_t i = 0; i < n; i++) days[i] = day_of(ts[i]);
+    const int64_t n_days = sort_unique(days, n);
     const int64_t allowed = n / KR_CAL_MISFIT_PER;
     const kr_calendar *best = NULL;
+    int64_t best_absent = 0;
     for (int i = 0; i < nc; i++) {
         const kr_calendar *c = list[i];
         /* A 24/7 calendar holds any history: it is the answer only for one that trades on
          * both weekend days (otherwise an odd session would be taken for crypto). */
         if (is_continuous(c) && !(h.sat && h.sun)) continue;
-        int64_t bs, be, ao, ac;
-        misfits(c, ts, n, h.intraday, &bs, &be, &ao, &ac);
-        if ((bs < be ? bs : be) > allowed) continue;
-        if (!best) {
+        int64_t bs, be, fit, ao, ac;
+        misfits(c, ts, n, h.intraday, &bs, &be, &fit, &ao, &ac);
+        if (fit > allowed) continue;
+        /* Of the calendars that hold every bar, the one whose holidays explain the most of
+         * the history's missing weekdays (a US daily history that skips Thanksgiving is
+         * NYSE's, though no bar of it falls on an A-share holiday either; weekly and longer
+         * bars miss most days anyway), then the most specific: the fewest trading hours, then
+         * the most holidays. */
+        const int64_t absent =
+            h.interval < 7 * SECONDS_PER_DAY ? holidays_absent(c, days, n_days) : 0;
+        if (!best || absent > best_absent) {
             best = c;
+            best_absent = absent;
             continue;
         }
+        if (absent < best_absent) continue;
         double a = open_seconds_week(c), b = open_seconds_week(best);
-        if (a < b || (a == b && holidays_per_year(c) > holidays_per_year(best))) best = c;
+        if (a < b || (a == b && holidays_per_year(c) > holidays_per_year(best))) {
+            best = c;
+            best_absent = absent;
+        }
     }
+    free(days);
     free(h.slots);
     *out = best;
     return KR_OK;
@@ -494,17 +537,57 @@ kr_status kr_calendar_infer(const int64_t *ts, int64_t n, const kr_calendar **ou
 
 /* ------------------------------------------------------------------ future stamps */
 
-/* The first bar of a session strictly after t (start label: the open; end label: one interval
- * in, or the close for a session shorter than that). */
-static int64_t next_session_bar(const kr_calendar *c, int64_t t, int64_t interval, int label_end,
-                                int64_t limit) {
+/* Where the bars of each session lie: a start-labelled session's bars at open + phase + k x
+ * interval (and at the open itself when the history has bars there), an end-labelled one's
+ * at open + phase + k x interval (k >= 1 when phase is 0) and at the close. Phase 0 is the
+ * usual grid (09:30, 10:30, ...); vendors that align hourly bars to the clock print 09:30,
+ * 10:00, 11:00, ... (phase 30 minutes), and the forecast keeps their grid. */
+typedef struct bar_grid {
+    int64_t interval;
+    int label_end;
+    int64_t phase[KR_CAL_MAX_SESSIONS];
+    int at_open[KR_CAL_MAX_SESSIONS]; /* the history has bars at the session's open */
+} bar_grid;
+
+static kr_status grid_of(const kr_calendar *c, const int64_t *ts, int64_t n, int64_t interval,
+                         int label_end, bar_grid *g, kr_error *err) {
+    memset(g, 0, sizeof *g);
+    g->interval = interval;
+    g->label_end = label_end;
+    int64_t *ph = malloc((size_t)n * sizeof *ph);
+    if (!ph) return kr_error_set(err, KR_ERR_NOMEM, "calendar: out of memory");
+    for (int s = 0; s < c->n_sessions; s++) {
+        int64_t m = 0;
+        for (int64_t i = 0; i < n; i++) {
+            const int64_t day = day_of(ts[i]), tod = second_of_day(ts[i]);
+            if (!trading_day(c, day) || session_at(c, day, tod, label_end) != s) continue;
+            if (tod == c->session_open[s]) g->at_open[s] = 1;
+            /* The bound's own bar (the open, a partial bar at the close) tells no phase. */
+            if (tod == c->session_open[s] || tod == session_close_on(c, s, day)) continue;
+            ph[m++] = (tod - c->session_open[s]) % interval;
+        }
+        g->phase[s] = m ? mode_gap(ph, m) : 0;
+    }
+    free(ph);
+    return KR_OK;
+}
+
+/* The first bar of a session strictly after t (start label: the open, or the first on the
+ * phase when the history has none there; end label: the first on the phase, or the close for
+ * a session shorter than that). */
+static int64_t next_session_bar(const kr_calendar *c, int64_t t, const bar_grid *g, int64_t limit) {
     for (int64_t day = day_of(t); day * SECONDS_PER_DAY <= limit; day++) {
         if (!trading_day(c, day)) continue;
         for (int s = 0; s < c->n_sessions; s++) {
             int close = session_close_on(c, s, day);
             if (close < 0) continue;
             int64_t first = c->session_open[s];
-            if (label_end) first = first + interval < close ? first + interval : close;
+            if (g->label_end) {
+                first += g->phase[s] ? g->phase[s] : g->interval;
+                if (first > close) first = close;
+            } else if (g->phase[s] && !g->at_open[s] && first + g->phase[s] < close) {
+                first += g->phase[s];
+            }
             int64_t cand = day * SECONDS_PER_DAY + first;
             if (cand > t) return cand;
         }
@@ -512,18 +595,20 @@ static int64_t next_session_bar(const kr_calendar *c, int64_t t, int64_t interva
     return INT64_MIN;
 }
 
-static int64_t next_intraday(const kr_calendar *c, int64_t prev, int64_t interval, int label_end) {
-    const int64_t limit = prev + KR_CAL_SEARCH_SECONDS;
+static int64_t next_intraday(const kr_calendar *c, int64_t prev, const bar_grid *g) {
+    const int64_t limit = prev + KR_CAL_SEARCH_SECONDS, interval = g->interval;
     if (is_continuous(c)) return prev + interval;
     const int64_t day = day_of(prev), tod = second_of_day(prev);
-    const int s = trading_day(c, day) ? session_at(c, day, tod, label_end) : -1;
+    const int s = trading_day(c, day) ? session_at(c, day, tod, g->label_end) : -1;
     if (s >= 0) {
         const int close = session_close_on(c, s, day);
-        const int64_t cand = tod + interval;
-        if (label_end ? cand <= close : cand < close) return prev + interval;
-        if (label_end && tod < close) return day * SECONDS_PER_DAY + close; /* partial bar */
+        /* The next point of the session's grid after tod. */
+        const int64_t base = c->session_open[s] + g->phase[s];
+        const int64_t cand = tod < base ? base : base + ((tod - base) / interval + 1) * interval;
+        if (g->label_end ? cand <= close : cand < close) return day * SECONDS_PER_DAY + cand;
+        if (g->label_end && tod < close) return day * SECONDS_PER_DAY + close; /* partial bar */
     }
-    return next_session_bar(c, prev, interval, label_end, limit);
+    return next_session_bar(c, prev, g, limit);
 }
 
 static int64_t next_trading_day(const kr_calendar *c, int64_t prev) {
@@ -659,6 +744,13 @@ kr_status kr_calendar_future_in(const kr_calendar *cal, const int64_t *ts, int64
         info->label_end = label_end;
     }
     int64_t t = ts[n - 1];
+    bar_grid grid;
+    if (st == KR_OK && cal && h.intraday && !h.months && how != KR_CAL_CONTINUOUS)
+        st = grid_of(cal, ts, n, h.interval, label_end, &grid, err);
+    if (st != KR_OK) {
+        free(h.slots);
+        return st;
+    }
     if (how == KR_CAL_LEARNED) {
         st = future_learned(&h, t, pred_len, out, err);
     } else {
@@ -671,7 +763,7 @@ kr_status kr_calendar_future_in(const kr_calendar *cal, const int64_t *ts, int64
             else if (how == KR_CAL_CONTINUOUS || h.interval >= 7 * SECONDS_PER_DAY)
                 next = t + h.interval;
             else if (h.intraday)
-                next = next_intraday(cal, t, h.interval, label_end);
+                next = next_intraday(cal, t, &grid);
             else
                 next = next_trading_day(cal, t);
             if (next == INT64_MIN || next > KR_CAL_MAX_ABS || next <= t) {

@@ -5,17 +5,19 @@
  * market's trading weekdays, its sessions (lunch breaks), holidays and early closes for the
  * years it covers, and whether its intraday bars are stamped with their opening or closing
  * time. Future timestamps:
- *   intraday bars   step by the bar interval inside a session; past the session's close the
- *                   next bar is the first of the next session (a partial last bar is stamped
- *                   at the close, as vendors do); holidays and weekends are skipped;
+ *   intraday bars   step by the bar interval inside a session, on the history's grid there
+ *                   (09:30, 10:30, ... or, aligned to the clock, 09:30, 10:00, 11:00, ...);
+ *                   past the session's close the next bar is the first of the next session (a
+ *                   partial last bar is stamped at the close, as vendors do); holidays and
+ *                   weekends are skipped;
  *   daily bars      the next trading day, at the last bar's time of day;
  *   weekly bars     seven days on;
  *   monthly, quarterly and yearly bars
  *                   one, three or twelve calendar months on, keeping the history's anchor (the
  *                   1st, the month's last day, its last trading day, or the same day number).
  * The calendar is the one named (kr_calendar_find), else the symbol's (kr_calendar_for_symbol),
- * else inferred from the history (kr_calendar_infer: the most specific calendar whose trading
- * days and sessions hold every bar); when none fits, the weekdays and times of day the history
+ * else inferred from the history (kr_calendar_infer: of the calendars whose trading days and
+ * sessions hold every bar, the one whose holidays the history skipped, then the most specific); when none fits, the weekdays and times of day the history
  * printed are used (the "learned" calendar), and a history of one day steps around the clock.
  */
 #ifndef KR_MARKET_CALENDAR_H
@@ -68,8 +70,10 @@ const kr_calendar *kr_calendar_for_symbol(const char *symbol);
 kr_status kr_calendar_resolve(const char *market, const char *symbol, const kr_calendar **out,
                               kr_error *err);
 
-/* The most specific calendar holding every bar of ts[n] (up to 1 in 500 exceptions), or NULL
- * when none does. */
+/* Of the calendars holding every bar of ts[n] (a bar on a session's bound counts for either
+ * label convention; up to 1 in 500 exceptions), the one whose holidays explain the most days
+ * the history skipped (bars shorter than a week), then the most specific (fewest trading
+ * hours, then most holidays); NULL when none holds them. */
 kr_status kr_calendar_infer(const int64_t *ts, int64_t n, const kr_calendar **out, kr_error *err);
 
 /* "SSE (given)", "NYSE (inferred from the history)", "learned from the history", ... into buf

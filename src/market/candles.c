@@ -276,21 +276,17 @@ static int parse_timestamp_any(const char *s, size_t len, int64_t *out, int *has
     size_t nd = 0;
     while (nd < len && s[nd] >= '0' && s[nd] <= '9') nd++;
     if (nd == len) {
-        /* A bare integer: epoch seconds (10 digits) or milliseconds (13 digits), as exported
-         * by most exchange APIs; 8 digits is the compact YYYYMMDD of Chinese data vendors,
-         * which pandas also reads as a date. Other lengths are ambiguous and refused. */
-        int64_t v = 0;
-        for (size_t k = 0; k < len && k < 13; k++) v = v * 10 + (s[k] - '0');
-        if (len == 10) {
-            *out = v;
-            if (has_time) *has_time = 1;
-            return 0;
-        }
-        if (len == 13) {
-            *out = v / 1000; /* sub-second precision is not a model input */
-            if (has_time) *has_time = 1;
-            return 0;
-        }
+        /* A bare integer. 8 digits is the compact YYYYMMDD of Chinese data vendors, which
+         * pandas also reads as a date. Otherwise an epoch count from 1973-03-03 on, its unit
+         * told by its length: seconds (10 digits; 9 before 2001-09-09), milliseconds (13, 12:
+         * pandas' to_json, exchange APIs), microseconds (16, 15) or nanoseconds (19, 18:
+         * pandas' int64 stamps). Other lengths are refused: 11 is a typo of 10 or 13 more
+         * likely than a stamp of 1970-1973, 14 and 17 are YYYYMMDDHHMMSS[fff] vendor stamps;
+         * so is a 12-digit value that also reads as YYYYMMDDHHMM (milliseconds of 1976 or a
+         * date: no telling). */
+        if (len > 19) return -1;
+        uint64_t v = 0;
+        for (size_t k = 0; k < len; k++) v = v * 10 + (uint64_t)(s[k] - '0');
         if (len == 8) {
             int y = (int)(v / 10000), m = (int)(v / 100 % 100), d = (int)(v % 100);
             if (y < 1 || m < 1 || m > 12 || d < 1 || d > days_in_month(y, m)) return -1;
@@ -298,7 +294,23 @@ static int parse_timestamp_any(const char *s, size_t len, int64_t *out, int *has
             if (has_time) *has_time = 0;
             return 0;
         }
-        return -1;
+        if (len == 12) {
+            const int y = (int)(v / 100000000), mo = (int)(v / 1000000 % 100),
+                      d = (int)(v / 10000 % 100), hh = (int)(v / 100 % 100), mi = (int)(v % 100);
+            if (y >= KR_CANDLE_YEAR_MIN && y <= KR_CANDLE_YEAR_MAX && mo >= 1 && mo <= 12 &&
+                d >= 1 && d <= days_in_month(y, mo) && hh <= 23 && mi <= 59)
+                return -1;
+        }
+        /* Sub-second parts are dropped: not a model input. */
+        const uint64_t unit = len == 9 || len == 10    ? 1
+                              : len == 12 || len == 13 ? 1000
+                              : len == 15 || len == 16 ? 1000000
+                              : len == 18 || len == 19 ? 1000000000
+                                                       : 0;
+        if (!unit) return -1;
+        *out = (int64_t)(v / unit);
+        if (has_time) *has_time = 1;
+        return 0;
     }
 
     size_t i = 0;
@@ -376,6 +388,8 @@ typedef struct table_cols {
     int col[N_ROLES]; /* field index per role, -1 when absent */
     char name[N_ROLES][64]; /* header text of that column, for messages */
     int n_header; /* fields in the header */
+    int time_col; /* a `time` column beside the `date` one taken for the stamps, else -1 */
+    char time_name[64]; /* its header text */
 } table_cols;
 
 /* Maps header fields to roles (only the timestamp when want_values is 0); rejects duplicates
@@ -414,23 +428,47 @@ static kr_status map_header(csv_reader *r, const char *label, int want_values, t
 
     tc->col[ROLE_TS] = ts_primary;
     for (int k = 0; tc->col[ROLE_TS] < 0 && k < N_TS_ALIASES; k++) tc->col[ROLE_TS] = alias_col[k];
+    /* Date and time of day in two columns (MetaTrader, some vendors' exports): the date is
+     * read, and a repeat names the time column as the likely cause. */
+    tc->time_col = tc->col[ROLE_TS] >= 0 && tc->col[ROLE_TS] == alias_col[N_TS_ALIASES - 2]
+                       ? alias_col[N_TS_ALIASES - 1]
+                       : -1;
+    tc->time_name[0] = '\0';
+    if (tc->time_col >= 0)
+        excerpt(csv_text(r, tc->time_col), r->fields[tc->time_col].len, tc->time_name,
+                sizeof tc->time_name);
 
     const int required[] = { ROLE_TS, KR_OPEN, KR_HIGH, KR_LOW, KR_CLOSE };
     const int n_required = want_values ? 5 : 1;
     for (int k = 0; k < n_required; k++) {
         if (tc->col[required[k]] >= 0) continue;
         const char *what = required[k] == ROLE_TS ? "timestamps" : k_role_names[required[k]];
-        /* A European spreadsheet export separates with ';': the whole header is then one
-         * field. Say so instead of only "missing column". */
-        int semicolons = 0;
-        for (int i = 0; i < r->n_fields; i++) semicolons |= strchr(csv_text(r, i), ';') != NULL;
+        /* A European spreadsheet export separates with ';', other tools with a tab or '|': the
+         * whole header is then one field. Say so instead of only "missing column", and show
+         * what the header holds. */
+        int semicolons = 0, others = 0;
+        char heard[128] = "";
+        size_t hl = 0;
+        for (int i = 0; i < r->n_fields; i++) {
+            const char *f = csv_text(r, i);
+            semicolons |= strchr(f, ';') != NULL;
+            others |= strchr(f, '\t') != NULL || strchr(f, '|') != NULL;
+            char ex[64];
+            if (hl + 4 < sizeof heard)
+                hl += (size_t)snprintf(heard + hl, sizeof heard - hl, "%s%s", i ? "," : "",
+                                       excerpt(f, r->fields[i].len, ex, sizeof ex));
+        }
+        if (hl >= sizeof heard) memcpy(heard + sizeof heard - 4, "...", 4);
         return kr_error_set(
-            err, KR_ERR_FORMAT, "%s: line %lld, column '%s': missing required column%s%s", label,
-            (long long)r->rec_line, what,
+            err, KR_ERR_FORMAT,
+            "%s: line %lld, column '%s': missing required column%s (the header reads '%s')%s",
+            label, (long long)r->rec_line, what,
             required[k] == ROLE_TS ? " (also accepted: timestamp, datetime, date, time)" : "",
+            heard,
             semicolons ? "; the header contains ';': kronos reads comma-separated files (convert "
                          "with: sed 's/;/,/g', after checking no field uses ',' as the decimal "
                          "point)"
+            : others   ? "; the header contains a tab or '|': kronos reads comma-separated files"
                        : "");
     }
     for (int k = 0; k < N_ROLES; k++) {
@@ -484,11 +522,25 @@ static kr_status parse_row_timestamp(const csv_reader *r, const table_cols *tc, 
                             KR_CANDLE_YEAR_MIN, KR_CANDLE_YEAR_MAX);
     }
     if (rc != 0) {
-        char ex[64];
+        char ex[64], why[200];
+        size_t nd = 0;
+        while (nd < n && s[nd] >= '0' && s[nd] <= '9') nd++;
+        if (nd == n && n == 12)
+            snprintf(why, sizeof why,
+                     "12 digits that read both as epoch milliseconds (of 1976) and as "
+                     "YYYYMMDDHHMM; write YYYY-MM-DD HH:MM");
+        else if (nd == n && n != 8)
+            snprintf(why, sizeof why,
+                     "%zu digits: epoch seconds have 9-10, milliseconds 12-13, microseconds "
+                     "15-16, nanoseconds 18-19; 8 are YYYYMMDD",
+                     n);
+        else
+            snprintf(why, sizeof why,
+                     "expected YYYY-MM-DD[ HH:MM[:SS]], YYYYMMDD or an epoch count in seconds, "
+                     "milliseconds, microseconds or nanoseconds");
         return kr_error_set(err, KR_ERR_FORMAT,
-                            "%s: line %lld, column '%s': cannot parse '%s' as a timestamp "
-                            "(expected YYYY-MM-DD[ HH:MM[:SS]] or epoch seconds)",
-                            label, line, tc->name[ROLE_TS], excerpt(s, n, ex, sizeof ex));
+                            "%s: line %lld, column '%s': cannot parse '%s' as a timestamp (%s)",
+                            label, line, tc->name[ROLE_TS], excerpt(s, n, ex, sizeof ex), why);
     }
     return KR_OK;
 }
@@ -621,13 +673,27 @@ static kr_status parse_table(const char *data, size_t len, const char *label, in
             goto fail;
         if (t.n > 0 && ts <= t.ts[t.n - 1]) {
             char a[32], b[32];
+            /* Local stamps step back by up to an hour, in the small hours, where summer time
+             * ends: say so, the usual cause of that. */
+            const int64_t back = t.ts[t.n - 1] - ts, tod = ((ts % 86400) + 86400) % 86400;
+            const int dst = back <= 3600 && tod < 4 * 3600 && tc.time_col < 0;
+            char split[160] = "";
+            if (tc.time_col >= 0)
+                snprintf(split, sizeof split,
+                         " (the time of day is in column '%.40s', which kronos does not read: "
+                         "join the two into one timestamps column, YYYY-MM-DD HH:MM)",
+                         tc.time_name);
             st =
                 kr_error_set(err, KR_ERR_FORMAT,
                              "%s: line %lld, column '%s': %s %s line %lld (%s); timestamps "
-                             "must be strictly increasing",
+                             "must be strictly increasing%s%s",
                              label, line, tc.name[ROLE_TS], kr_format_timestamp(ts, 0, a, sizeof a),
                              ts == t.ts[t.n - 1] ? "repeats" : "is before", (long long)prev_line,
-                             kr_format_timestamp(t.ts[t.n - 1], 0, b, sizeof b));
+                             kr_format_timestamp(t.ts[t.n - 1], 0, b, sizeof b), split,
+                             dst ? " (local times where summer time ends repeat an hour, and "
+                                   "kronos reads the wall clock, also of stamps with an offset: "
+                                   "give them in UTC or in the market's standard time)"
+                                 : "");
             goto fail;
         }
         any_time |= has_time;

@@ -6,7 +6,9 @@
  * and amount, in any order (extra columns ignored; the reference's column names). Quoted
  * fields, CRLF and a UTF-8 BOM are accepted. Timestamps: "YYYY-MM-DD", "YYYY-MM-DD HH:MM",
  * "YYYY-MM-DD HH:MM:SS[.fff]", with 'T' or ' ' between, optional "Z"/"±HH:MM" suffix (the
- * wall-clock time is kept, as pandas does for naive stamps), or integer epoch seconds.
+ * wall-clock time is kept, as pandas does for naive stamps), YYYYMMDD, or an integer epoch
+ * count: seconds (10 digits, 9 before 2001-09-09), milliseconds
+ * (13, 12), microseconds (16, 15) or nanoseconds (19, 18).
  *
  * Every error names the file (label), the 1-based line number and the column: missing column,
  * empty or non-numeric field, NaN/inf, negative price or volume, high < low, timestamps not

@@ -221,6 +221,11 @@ static kr_status check_row(const kr_candles *c, int64_t i, const char *where, kr
         "open", "high", "low", "close", "volume", "amount"
     };
     const double *v = c->values + i * KR_N_FEATURES;
+    int ok = kr_timestamp_in_range(c->timestamps[i]) &&
+             (i == 0 || c->timestamps[i] > c->timestamps[i - 1]) && v[KR_HIGH] >= v[KR_LOW];
+    for (int k = 0; k < KR_N_FEATURES; k++)
+        ok &= isfinite(v[k]) && (k <= KR_CLOSE ? v[k] > 0.0 : v[k] >= 0.0);
+    if (ok) return KR_OK; /* the usual case, without formatting the stamp */
     char ts[32];
     kr_format_timestamp(c->timestamps[i], c->date_only, ts, sizeof ts);
     if (!kr_timestamp_in_range(c->timestamps[i]))
@@ -264,8 +269,60 @@ kr_status kr_store_canonical_symbol(kr_store *store, const char *symbol, char *o
     return st;
 }
 
-kr_status kr_store_upsert(kr_store *store, const char *symbol_in, const char *interval,
+kr_status kr_store_upsert(kr_store *store, const char *symbol, const char *interval,
                           const kr_candles *c, kr_error *err) {
+    return kr_store_upsert_ex(store, symbol, interval, c, NULL, err);
+}
+
+int kr_store_one_bar_a_day(const char *interval) {
+    const int64_t secs = kr_store_interval_seconds(interval);
+    return secs >= 86400 && secs < 7 * 86400;
+}
+
+void kr_store_day_span(const kr_candles *c, int64_t *lo, int64_t *hi) {
+    const int64_t off = KR_STORE_DAY_OFFSET;
+    *lo = (c->timestamps[0] + off) / 86400 * 86400 - off;
+    *hi = (c->timestamps[c->n - 1] + off) / 86400 * 86400 - off + 86400;
+}
+
+/* Whether t is one of the batch's stamps (ascending). */
+static int in_batch(const kr_candles *c, int64_t t) {
+    int64_t lo = 0, hi = c->n;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (c->timestamps[mid] < t)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < c->n && c->timestamps[lo] == t;
+}
+
+kr_status kr_store_two_bars_a_day(kr_store *s, const char *symbol, const char *interval,
+                                  const kr_candles *c, int64_t a, int64_t b, kr_error *err) {
+    char sa[32], sb[32];
+    kr_format_timestamp(a, 0, sa, sizeof sa);
+    kr_format_timestamp(b, 0, sb, sizeof sb);
+    const int a_new = in_batch(c, a), b_new = in_batch(c, b);
+    if (a_new && b_new)
+        return kr_error_set(err, KR_ERR_INVALID_ARG,
+                            "%s: %s %s: these candles have two bars on one day (%s and %s), but a "
+                            "'%s' series holds one bar a day (bars of a shorter interval?); "
+                            "nothing was written",
+                            s->path, symbol, interval, sa, sb, interval);
+    return kr_error_set(err, KR_ERR_INVALID_ARG,
+                        "%s: %s %s: %s of these candles falls on the day of the stored %s, but a "
+                        "'%s' series holds one bar a day (the two sources stamp their days at "
+                        "different times: give the stamps the stored ones have, or store these "
+                        "under another symbol or interval); nothing was written",
+                        s->path, symbol, interval, a_new ? sa : sb, a_new ? sb : sa, interval);
+}
+
+kr_status kr_store_upsert_ex(kr_store *store, const char *symbol_in, const char *interval,
+                             const kr_candles *c, kr_store_upsert_stats *stats, kr_error *err) {
+    kr_store_upsert_stats scratch;
+    if (!stats) stats = &scratch;
+    memset(stats, 0, sizeof *stats);
     if (!store || !c)
         return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_store_upsert: NULL argument");
     kr_status st;
@@ -280,7 +337,8 @@ kr_status kr_store_upsert(kr_store *store, const char *symbol_in, const char *in
         return kr_error_set(err, KR_ERR_INVALID_ARG, "%s: no candles to write", where);
     for (int64_t i = 0; i < c->n; i++)
         if ((st = check_row(c, i, where, err)) != KR_OK) return st;
-    st = store->ops->upsert(store, symbol, interval, c, err);
+    st = store->ops->upsert(store, symbol, interval, c, stats, err);
+    if (st != KR_OK) memset(stats, 0, sizeof *stats);
     if (st == KR_ERR_BUSY && err) {
         size_t n = strlen(err->message);
         snprintf(err->message + n, sizeof err->message - n,

@@ -48,6 +48,19 @@ kr_status kr_store_check_kept_columns(kr_store *s, const char *symbol, const cha
                                       const kr_candles *c, int64_t with_volume, int64_t with_amount,
                                       kr_error *err);
 
+/* Inside an upsert's transaction, after its rows are written: the offset that makes
+ * (ts + KR_STORE_DAY_OFFSET) / 86400 a day number for every stamp since 1900 (positive, so
+ * SQL's truncating division floors), and whether interval is one of daily bars (one a date). */
+#define KR_STORE_DAY_OFFSET 3155760000LL /* 36525 days */
+int kr_store_one_bar_a_day(const char *interval);
+/* [*lo, *hi): from the start of the batch's first day to the end of its last. */
+void kr_store_day_span(const kr_candles *c, int64_t *lo, int64_t *hi);
+
+/* The error that makes the upsert roll back when the series now holds two bars a and b
+ * (a < b) on one date, one of them or both from c. */
+kr_status kr_store_two_bars_a_day(kr_store *s, const char *symbol, const char *interval,
+                                  const kr_candles *c, int64_t a, int64_t b, kr_error *err);
+
 /* Appends one zeroed entry to a growing list; NULL when memory runs out. */
 kr_store_entry *kr_store_entries_push(kr_store_entry **list, int64_t *n, int64_t *cap);
 
@@ -59,9 +72,10 @@ struct kr_store_ops {
     /* The stored spelling of symbol (checked), or "" when nothing is stored under it. */
     kr_status (*canonical_symbol)(kr_store *s, const char *symbol, char *out, size_t cap,
                                   kr_error *err);
-    /* symbol canonical, interval checked, every row of c validated. */
+    /* symbol canonical, interval checked, every row of c validated; *stats filled (zeroed by
+     * the caller). */
     kr_status (*upsert)(kr_store *s, const char *symbol, const char *interval, const kr_candles *c,
-                        kr_error *err);
+                        kr_store_upsert_stats *stats, kr_error *err);
     kr_status (*read)(kr_store *s, const char *symbol, const char *interval, int64_t limit_last_n,
                       kr_store_rows *rows, kr_error *err);
     kr_status (*list)(kr_store *s, const char *symbol, kr_store_entry **out, int64_t *n,

@@ -389,8 +389,45 @@ static void array_of(kr_sb *sb, const kr_candles *c, int col) {
     kr_sb_append(sb, "}");
 }
 
+/* The series' stored row count (0 when it has none), inside the write transaction. */
+static kr_status series_rows(kr_store *s, const char *const *sym, int64_t *out, kr_error *err) {
+    PGresult *r = NULL;
+    *out = 0;
+    kr_status st = query(s, "SELECT rows FROM symbols WHERE symbol = $1 AND \"interval\" = $2", 2,
+                         sym, "counting rows", &r, err);
+    if (st != KR_OK) return st;
+    if (PQntuples(r) > 0) *out = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+    PQclear(r);
+    return KR_OK;
+}
+
+/* kr_store_two_bars_a_day for the first date of the batch's span that now holds two bars. */
+static kr_status check_one_a_day(kr_store *s, const char *symbol, const char *interval,
+                                 const kr_candles *c, kr_error *err) {
+    char lo[32], hi[32], off[32];
+    int64_t day0, day1;
+    kr_store_day_span(c, &day0, &day1);
+    snprintf(lo, sizeof lo, "%lld", (long long)day0);
+    snprintf(hi, sizeof hi, "%lld", (long long)day1);
+    snprintf(off, sizeof off, "%lld", KR_STORE_DAY_OFFSET);
+    const char *p[5] = { symbol, interval, lo, hi, off };
+    PGresult *r = NULL;
+    kr_status st = query(s,
+                         "SELECT min(ts), max(ts) FROM candles WHERE symbol = $1 AND "
+                         "\"interval\" = $2 AND ts >= $3::bigint AND ts < $4::bigint "
+                         "GROUP BY (ts + $5::bigint) / 86400 HAVING count(*) > 1 ORDER BY 1 "
+                         "LIMIT 1",
+                         5, p, "checking one bar a day", &r, err);
+    if (st != KR_OK) return st;
+    if (PQntuples(r) > 0)
+        st = kr_store_two_bars_a_day(s, symbol, interval, c, strtoll(PQgetvalue(r, 0, 0), NULL, 10),
+                                     strtoll(PQgetvalue(r, 0, 1), NULL, 10), err);
+    PQclear(r);
+    return st;
+}
+
 static kr_status pg_upsert(kr_store *s, const char *symbol, const char *interval,
-                           const kr_candles *c, kr_error *err) {
+                           const kr_candles *c, kr_store_upsert_stats *stats, kr_error *err) {
     kr_sb cols[1 + KR_N_FEATURES] = { { 0 } };
     kr_status st = KR_OK;
     for (int k = -1; k < KR_N_FEATURES; k++) array_of(&cols[k + 1], c, k);
@@ -411,12 +448,21 @@ static kr_status pg_upsert(kr_store *s, const char *symbol, const char *interval
                             cols[6].data, flags[0],     flags[1] };
     const char *sym[3] = { symbol, interval, now };
     PGresult *r = NULL;
+    int64_t rows_before = 0, rows_after = 0, changed = 0;
+    char canon[KR_STORE_NAME_MAX + 1] = "";
     if ((st = exec(s, "BEGIN", "starting the write", err)) != KR_OK ||
         (st = exec(s, timeout, "starting the write", err)) != KR_OK ||
         (st = query(s, "SELECT pg_advisory_xact_lock(hashtext('kronos:' || lower($1)))", 1, ins,
                     "waiting for the write lock", &r, err)) != KR_OK)
         goto fail;
     PQclear(r);
+    /* The spelling again, under the lock: another writer may have stored another case of the
+     * symbol since the caller looked (two first ingests of "aapl" and "AAPL" at once). */
+    if ((st = pg_canonical_symbol(s, symbol, canon, sizeof canon, err)) != KR_OK) goto fail;
+    if (canon[0]) ins[0] = sym[0] = symbol = canon;
+    if ((st = series_rows(s, sym, &rows_before, err)) != KR_OK) goto fail;
+    /* A stored row the batch repeats exactly is left as it is (not counted in the command's
+     * row count), so the count tells replaced rows from repeated ones, as in the SQLite file. */
     if ((st = query(s,
                     "INSERT INTO candles (symbol, \"interval\", ts, open, high, low, close, "
                     "volume, amount, has_volume, has_amount) "
@@ -426,10 +472,19 @@ static kr_status pg_upsert(kr_store *s, const char *symbol, const char *interval
                     "ON CONFLICT (symbol, \"interval\", ts) DO UPDATE SET open = EXCLUDED.open, "
                     "high = EXCLUDED.high, low = EXCLUDED.low, close = EXCLUDED.close, "
                     "volume = EXCLUDED.volume, amount = EXCLUDED.amount, "
-                    "has_volume = EXCLUDED.has_volume, has_amount = EXCLUDED.has_amount",
+                    "has_volume = EXCLUDED.has_volume, has_amount = EXCLUDED.has_amount "
+                    "WHERE (candles.open, candles.high, candles.low, candles.close, "
+                    "candles.volume, candles.amount, candles.has_volume, candles.has_amount) "
+                    "IS DISTINCT FROM (EXCLUDED.open, EXCLUDED.high, EXCLUDED.low, "
+                    "EXCLUDED.close, EXCLUDED.volume, EXCLUDED.amount, EXCLUDED.has_volume, "
+                    "EXCLUDED.has_amount)",
                     11, ins, "writing the candles", &r, err)) != KR_OK)
         goto fail;
+    changed = strtoll(PQcmdTuples(r), NULL, 10);
     PQclear(r);
+    if (kr_store_one_bar_a_day(interval) &&
+        (st = check_one_a_day(s, symbol, interval, c, err)) != KR_OK)
+        goto fail;
     if (!c->has_volume || !c->has_amount) {
         if ((st = query(s,
                         "SELECT coalesce(sum(has_volume), 0), coalesce(sum(has_amount), 0) FROM "
@@ -455,7 +510,13 @@ static kr_status pg_upsert(kr_store *s, const char *symbol, const char *interval
                     3, sym, "updating the symbols table", &r, err)) != KR_OK)
         goto fail;
     PQclear(r);
-    if ((st = exec(s, "COMMIT", "committing", err)) == KR_OK) goto done;
+    if ((st = series_rows(s, sym, &rows_after, err)) != KR_OK) goto fail;
+    if ((st = exec(s, "COMMIT", "committing", err)) == KR_OK) {
+        stats->added = rows_after - rows_before;
+        stats->replaced = changed - stats->added;
+        stats->unchanged = c->n - changed;
+        goto done;
+    }
 fail:
     rollback(s);
 done:

@@ -36,6 +36,18 @@
 
 #define DB(s) ((sqlite3 *)(s)->impl)
 
+/* The directory part of path ("." for a bare name), where SQLite makes its -wal and -shm. */
+static void dir_of(const char *path, char *out, size_t cap) {
+    snprintf(out, cap, "%s", path);
+    char *slash = strrchr(out, '/');
+    if (!slash)
+        snprintf(out, cap, ".");
+    else if (slash == out)
+        out[1] = '\0';
+    else
+        *slash = '\0';
+}
+
 /* Fills err from the connection's last error, naming the store path and the step. */
 static kr_status db_error(const kr_store *s, const char *step, kr_error *err) {
     int code = sqlite3_extended_errcode(DB(s)) & 0xff;
@@ -43,6 +55,20 @@ static kr_status db_error(const kr_store *s, const char *step, kr_error *err) {
         return kr_error_set(err, KR_ERR_BUSY,
                             "%s: %s: the database is locked by another writer (waited %.1f s)",
                             s->path, step, s->busy_ms / 1000.0);
+    if (code == SQLITE_READONLY || code == SQLITE_CANTOPEN) {
+        /* A reader of a WAL database creates its -shm (and -wal) files beside it: a store in a
+         * directory this user cannot write cannot even be read. Say so rather than SQLite's
+         * "attempt to write a readonly database". */
+        char dir[PATH_MAX];
+        dir_of(s->path, dir, sizeof dir);
+        if (access(dir, W_OK) != 0)
+            return kr_error_set(err, KR_ERR_IO,
+                                "%s: %s: SQLite needs to create the store's -shm and -wal files "
+                                "beside it (WAL journal), also to read it, and the directory %s "
+                                "is not writable (%s); make it writable for this user, or copy "
+                                "the database to a writable directory",
+                                s->path, step, dir, strerror(errno));
+    }
     kr_status st = (code == SQLITE_NOTADB || code == SQLITE_CORRUPT) ? KR_ERR_FORMAT
                    : code == SQLITE_NOMEM                            ? KR_ERR_NOMEM
                                                                      : KR_ERR_IO;
@@ -171,13 +197,20 @@ static kr_status init_schema(kr_store *s, kr_error *err) {
     return st;
 }
 
-/* WAL mode, then the schema: the steps of an open after sqlite3_open_v2. */
+/* The schema check, WAL mode, then the schema created or upgraded: the steps of an open after
+ * sqlite3_open_v2. */
 static kr_status first_steps(kr_store *s, kr_error *err) {
-    /* The first statement reads the header: this is where a foreign or corrupted file fails. */
+    /* The first statement reads the header: this is where a foreign or corrupted file fails.
+     * A file that is no kronos store (another application's database, a newer schema) is
+     * refused here, before the journal mode below is written into its header. */
+    schema_state ss;
+    kr_status st = read_schema(s, &ss, err);
+    if (st != KR_OK) return st;
+    if (!schema_empty(&ss) && (st = check_schema(s, &ss, err)) != KR_OK) return st;
     sqlite3_stmt *q = NULL;
     if (sqlite3_prepare_v2(DB(s), "PRAGMA journal_mode = WAL", -1, &q, NULL) != SQLITE_OK ||
         sqlite3_step(q) != SQLITE_ROW) {
-        kr_status st = db_error(s, "setting WAL mode", err);
+        st = db_error(s, "setting WAL mode", err);
         sqlite3_finalize(q);
         return st;
     }
@@ -191,7 +224,7 @@ static kr_status first_steps(kr_store *s, kr_error *err) {
                             s->path);
     /* NORMAL is durable across application crashes in WAL mode; FULL only adds power-loss
      * safety of the last commit at the price of an fsync per ingest. */
-    kr_status st = exec(s, "PRAGMA synchronous = NORMAL", "configuring", err);
+    st = exec(s, "PRAGMA synchronous = NORMAL", "configuring", err);
     return st == KR_OK ? init_schema(s, err) : st;
 }
 
@@ -260,14 +293,7 @@ kr_status kr_store_sqlite_check_writable_limited(const char *path, long long ful
                                                  kr_error *err) {
     if (!path || !*path) return kr_error_set(err, KR_ERR_INVALID_ARG, "database path is empty");
     char dir[PATH_MAX], probe[PATH_MAX + 32];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (!slash)
-        snprintf(dir, sizeof dir, ".");
-    else if (slash == dir)
-        dir[1] = '\0';
-    else
-        *slash = '\0';
+    dir_of(path, dir, sizeof dir);
     struct stat sb;
     if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
         return kr_error_set(err, KR_ERR_IO, "%s: cannot be a database: %s is not a directory", path,
@@ -327,18 +353,27 @@ static kr_status sqlite_canonical_symbol(kr_store *s, const char *symbol, char *
 
 /* ------------------------------------------------------------------ upsert */
 
+/* Prepares sql, a statement about one series, with ?1 and ?2 bound to symbol and interval. */
+static kr_status prepare_series(kr_store *store, const char *sql, const char *symbol,
+                                const char *interval, const char *step, sqlite3_stmt **q,
+                                kr_error *err) {
+    *q = NULL;
+    if (sqlite3_prepare_v2(DB(store), sql, -1, q, NULL) != SQLITE_OK)
+        return db_error(store, step, err);
+    sqlite3_bind_text(*q, 1, symbol, -1, SQLITE_STATIC);
+    sqlite3_bind_text(*q, 2, interval, -1, SQLITE_STATIC);
+    return KR_OK;
+}
+
 /* kr_store_check_kept_columns on the rows the batch left as they were (it replaced its own). */
 static kr_status check_kept_columns(kr_store *store, const char *symbol, const char *interval,
                                     const kr_candles *c, kr_error *err) {
-    sqlite3_stmt *q = NULL;
-    if (sqlite3_prepare_v2(DB(store),
-                           "SELECT coalesce(sum(has_volume), 0), coalesce(sum(has_amount), 0) "
-                           "FROM candles WHERE symbol = ?1 AND interval = ?2",
-                           -1, &q, NULL) != SQLITE_OK)
-        return db_error(store, "preparing the column check", err);
-    sqlite3_bind_text(q, 1, symbol, -1, SQLITE_STATIC);
-    sqlite3_bind_text(q, 2, interval, -1, SQLITE_STATIC);
-    kr_status st;
+    sqlite3_stmt *q;
+    kr_status st = prepare_series(store,
+                                  "SELECT coalesce(sum(has_volume), 0), coalesce(sum(has_amount), "
+                                  "0) FROM candles WHERE symbol = ?1 AND interval = ?2",
+                                  symbol, interval, "preparing the column check", &q, err);
+    if (st != KR_OK) return st;
     if (sqlite3_step(q) == SQLITE_ROW)
         st = kr_store_check_kept_columns(store, symbol, interval, c, sqlite3_column_int64(q, 0),
                                          sqlite3_column_int64(q, 1), err);
@@ -348,19 +383,80 @@ static kr_status check_kept_columns(kr_store *store, const char *symbol, const c
     return st;
 }
 
+/* The series' stored row count (0 when it has none), inside the write transaction. */
+static kr_status series_rows(kr_store *store, const char *symbol, const char *interval,
+                             int64_t *out, kr_error *err) {
+    sqlite3_stmt *q;
+    *out = 0;
+    kr_status st =
+        prepare_series(store, "SELECT rows FROM symbols WHERE symbol = ?1 AND interval = ?2",
+                       symbol, interval, "preparing the row count", &q, err);
+    if (st != KR_OK) return st;
+    int rc = sqlite3_step(q);
+    if (rc == SQLITE_ROW) *out = sqlite3_column_int64(q, 0);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) st = db_error(store, "counting rows", err);
+    sqlite3_finalize(q);
+    return st;
+}
+
+/* kr_store_two_bars_a_day for the first date of the batch's span that now holds two bars. */
+static kr_status check_one_a_day(kr_store *store, const char *symbol, const char *interval,
+                                 const kr_candles *c, kr_error *err) {
+    sqlite3_stmt *q;
+    kr_status st = prepare_series(store,
+                                  "SELECT min(ts), max(ts) FROM candles WHERE symbol = ?1 AND "
+                                  "interval = ?2 AND ts >= ?3 AND ts < ?4 GROUP BY (ts + ?5) / "
+                                  "86400 HAVING count(*) > 1 ORDER BY 1 LIMIT 1",
+                                  symbol, interval, "preparing the one-bar-a-day check", &q, err);
+    if (st != KR_OK) return st;
+    int64_t lo, hi;
+    kr_store_day_span(c, &lo, &hi);
+    sqlite3_bind_int64(q, 3, lo);
+    sqlite3_bind_int64(q, 4, hi);
+    sqlite3_bind_int64(q, 5, KR_STORE_DAY_OFFSET);
+    int rc = sqlite3_step(q);
+    if (rc == SQLITE_ROW)
+        st = kr_store_two_bars_a_day(store, symbol, interval, c, sqlite3_column_int64(q, 0),
+                                     sqlite3_column_int64(q, 1), err);
+    else if (rc != SQLITE_DONE)
+        st = db_error(store, "checking one bar a day", err);
+    sqlite3_finalize(q);
+    return st;
+}
+
 static kr_status sqlite_upsert(kr_store *store, const char *symbol, const char *interval,
-                               const kr_candles *c, kr_error *err) {
+                               const kr_candles *c, kr_store_upsert_stats *stats, kr_error *err) {
     kr_status st;
     sqlite3_stmt *ins = NULL, *sym = NULL;
+    int64_t rows_before = 0, rows_after = 0;
+    char canon[KR_STORE_NAME_MAX + 1] = "";
     if ((st = exec(store, "BEGIN IMMEDIATE", "starting the write", err)) != KR_OK) goto fail;
+    /* The spelling again, under the write lock: another writer may have stored another case of
+     * the symbol since the caller looked (two first ingests of "aapl" and "AAPL" at once). */
+    if ((st = sqlite_canonical_symbol(store, symbol, canon, sizeof canon, err)) != KR_OK) goto fail;
+    if (canon[0]) symbol = canon;
+    if ((st = series_rows(store, symbol, interval, &rows_before, err)) != KR_OK) goto fail;
+    /* A stored row the batch repeats exactly is left as it is (no change counted), so the
+     * changes tell replaced rows from repeated ones. */
     if (sqlite3_prepare_v2(DB(store),
-                           "INSERT OR REPLACE INTO candles (symbol, interval, ts, open, high, low, "
+                           "INSERT INTO candles (symbol, interval, ts, open, high, low, "
                            "close, volume, amount, has_volume, has_amount) "
-                           "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                           "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) "
+                           "ON CONFLICT (symbol, interval, ts) DO UPDATE SET "
+                           "open = excluded.open, high = excluded.high, low = excluded.low, "
+                           "close = excluded.close, volume = excluded.volume, "
+                           "amount = excluded.amount, has_volume = excluded.has_volume, "
+                           "has_amount = excluded.has_amount WHERE open IS NOT excluded.open OR "
+                           "high IS NOT excluded.high OR low IS NOT excluded.low OR "
+                           "close IS NOT excluded.close OR volume IS NOT excluded.volume OR "
+                           "amount IS NOT excluded.amount OR "
+                           "has_volume IS NOT excluded.has_volume OR "
+                           "has_amount IS NOT excluded.has_amount",
                            -1, &ins, NULL) != SQLITE_OK) {
         st = db_error(store, "preparing the insert", err);
         goto fail;
     }
+    const int changes0 = sqlite3_total_changes(DB(store));
     sqlite3_bind_text(ins, 1, symbol, -1, SQLITE_STATIC);
     sqlite3_bind_text(ins, 2, interval, -1, SQLITE_STATIC);
     sqlite3_bind_int(ins, 10, c->has_volume ? 1 : 0);
@@ -377,6 +473,10 @@ static kr_status sqlite_upsert(kr_store *store, const char *symbol, const char *
         }
         sqlite3_reset(ins);
     }
+    const int64_t changed = sqlite3_total_changes(DB(store)) - changes0;
+    if (kr_store_one_bar_a_day(interval) &&
+        (st = check_one_a_day(store, symbol, interval, c, err)) != KR_OK)
+        goto fail;
     if ((!c->has_volume || !c->has_amount) &&
         (st = check_kept_columns(store, symbol, interval, c, err)) != KR_OK)
         goto fail;
@@ -400,7 +500,11 @@ static kr_status sqlite_upsert(kr_store *store, const char *symbol, const char *
     sqlite3_finalize(ins);
     sqlite3_finalize(sym);
     ins = sym = NULL;
+    if ((st = series_rows(store, symbol, interval, &rows_after, err)) != KR_OK) goto fail;
     if ((st = exec(store, "COMMIT", "committing", err)) != KR_OK) goto fail;
+    stats->added = rows_after - rows_before;
+    stats->replaced = changed - stats->added;
+    stats->unchanged = c->n - changed;
     return KR_OK;
 fail:
     sqlite3_finalize(ins);

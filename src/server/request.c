@@ -42,8 +42,9 @@ kr_api_limits kr_api_default_limits(void) {
 }
 
 /* A timestamp cell: a string in the CSV formats or an epoch number. Numbers go through the
- * same parser as CSV text (10 digits: seconds, 13: milliseconds, 8: YYYYMMDD) so the two
- * inputs can never disagree about what a stamp means. */
+ * same parser as CSV text (9-10 digits: seconds, 12-13: milliseconds, 8: YYYYMMDD) so the two
+ * inputs can never disagree about what a stamp means; microseconds and nanoseconds, past what
+ * a JSON number holds exactly, come as strings. */
 static kr_status get_timestamp(const cJSON *v, const char *field, int64_t *ts, int *has_time,
                                kr_api_error *err) {
     char buf[64], ex[48];
@@ -57,7 +58,8 @@ static kr_status get_timestamp(const cJSON *v, const char *field, int64_t *ts, i
                                     KR_CANDLE_YEAR_MAX);
         return kr_api_error_set(err, 400, field,
                                 "cannot parse '%s' as a timestamp (expected YYYY-MM-DD[ "
-                                "HH:MM[:SS]] or epoch seconds)",
+                                "HH:MM[:SS]], YYYYMMDD or an epoch count in seconds, "
+                                "milliseconds, microseconds or nanoseconds)",
                                 kr_json_sanitize(s, ex, sizeof ex));
     }
     if (cJSON_IsNumber(v)) {
@@ -72,8 +74,9 @@ static kr_status get_timestamp(const cJSON *v, const char *field, int64_t *ts, i
         }
         /* %.17g: "%.10g" would show 1704067200.5 as a valid-looking 1704067200. */
         return kr_api_error_set(err, 400, field,
-                                "%.17g is not an epoch timestamp (10-digit whole seconds or "
-                                "13-digit milliseconds) or a YYYYMMDD date",
+                                "%.17g is not an epoch timestamp (whole seconds of 9-10 digits, "
+                                "milliseconds of 12-13; micro- and nanoseconds as strings) or a "
+                                "YYYYMMDD date",
                                 x);
     }
     return kr_api_error_set(err, 400, field, "must be a timestamp string or epoch number, got %s",

@@ -146,6 +146,11 @@ test('every timestamp the server accepts is read as the server reads it (docs/ap
     ['1718709300123', 1718709300, true], // epoch milliseconds
     [1718709300, 1718709300, true], // JSON numbers too
     [1718709300999, 1718709300, true],
+    ['1718709300999999', 1718709300, true], // microseconds
+    ['1718709307999999999', 1718709307, true], // nanoseconds, to the second (no double rounding)
+    ['996624000', 996624000, true], // before 2001-09-09: one digit less
+    ['996624000000', 996624000, true],
+    [996624000000, 996624000, true], // pandas to_json of an older history
     ['20240618', t(2024, 6, 18), false], // YYYYMMDD
     [20240618, t(2024, 6, 18), false],
     ['  2024-06-18  ', t(2024, 6, 18), false],
@@ -153,7 +158,8 @@ test('every timestamp the server accepts is read as the server reads it (docs/ap
   for (const [ts, time, hasTime] of cases) assert.deepEqual(parseTimestamp(ts), { time, hasTime }, String(ts));
   // What the server refuses.
   for (const bad of ['yesterday', '2024-13-01', '2024-02-30', '2024-06-18 24:00', '2024-06-18 11:15:07 UTC',
-    '2024-06-18T11:15:07+5', '123456789', '12345678901', '1899-12-31', '2201-01-01', '0950-01-01', '2024-06/18',
+    '2024-06-18T11:15:07+5', '12345678', '12345678901', '202406181115', '20240618111507',
+    1718709300000000000, '1899-12-31', '2201-01-01', '0950-01-01', '2024-06/18',
     '20241301', 1.5, -1, null, undefined, '']) {
     assert.equal(parseTimestamp(bad), null, String(bad));
   }

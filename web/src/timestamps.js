@@ -3,9 +3,11 @@
 //
 // Accepted, as in docs/api.md: YYYY-MM-DD (or YYYY/MM/DD, one- or two-digit month and day),
 // optionally followed by ' ' or 'T' and H:MM[:SS[.fff]] with an optional Z or ±HH[[:]MM] zone
-// suffix (validated, then ignored: the wall-clock time is used), and bare integers — 10 digits
-// epoch seconds, 13 digits epoch milliseconds, 8 digits YYYYMMDD — as strings or JSON numbers.
-// Every stamp must fall in the years 1900–2200. The naive wall-clock time is treated as UTC so
+// suffix (validated, then ignored: the wall-clock time is used), and bare integers — 8 digits
+// YYYYMMDD, else an epoch count whose length tells its unit: seconds (10 digits, 9 before
+// 2001-09-09), milliseconds (13, 12; a 12-digit one that also reads as YYYYMMDDHHMM is
+// refused), microseconds (16, 15) and nanoseconds (19, 18) — as strings, or JSON numbers below
+// 1e13. Every stamp must fall in the years 1900–2200. The naive wall-clock time is treated as UTC so
 // the chart's axis shows exactly the data's times, whatever the browser's zone.
 
 const YEAR_MIN = 1900;
@@ -35,7 +37,7 @@ function civil(y, mo, d, h = 0, mi = 0, s = 0) {
 export function parseTimestamp(ts) {
   let s;
   if (typeof ts === 'number') {
-    if (!Number.isInteger(ts) || ts < 0) return null;
+    if (!Number.isInteger(ts) || ts < 0 || ts >= 1e13) return null;
     s = String(ts);
   } else if (typeof ts === 'string') {
     s = ts.trim();
@@ -45,11 +47,16 @@ export function parseTimestamp(ts) {
   let time = null;
   let hasTime = true;
   if (/^\d+$/.test(s)) {
-    if (s.length === 10) time = Number(s);
-    else if (s.length === 13) time = Math.floor(Number(s) / 1000);
-    else if (s.length === 8) {
+    const n = s.length;
+    // Digits of the unit below seconds, by length (BigInt: 19 digits are past a double's 2^53).
+    const sub = { 9: 0, 10: 0, 12: 3, 13: 3, 15: 6, 16: 6, 18: 9, 19: 9 }[n];
+    const compact = n === 12 && civil(+s.slice(0, 4), +s.slice(4, 6), +s.slice(6, 8),
+      +s.slice(8, 10), +s.slice(10, 12)) !== null && +s.slice(0, 4) <= YEAR_MAX;
+    if (n === 8) {
       time = civil(+s.slice(0, 4), +s.slice(4, 6), +s.slice(6, 8));
       hasTime = false;
+    } else if (sub !== undefined && !compact) {
+      time = Number(BigInt(s) / 10n ** BigInt(sub));
     }
   } else {
     const m = DATE_TIME.exec(s);
