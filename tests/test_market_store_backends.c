@@ -257,6 +257,51 @@ static void test_upsert_stats(void **state) {
     kr_store_close(s);
 }
 
+/* An interval is one series in every spelling of its length ("24h" is "1d", "5min" is "5m"):
+ * written and read under the spelling stored first; an exact spelling wins where a store
+ * already holds two (written before this rule). */
+static void test_interval_spellings(void **state) {
+    (void)state;
+    kr_store *s = open_ok(fresh_target("spell"));
+    kr_error err = { 0 };
+    kr_store_upsert_stats st;
+    kr_candles *a = make_candles(0, 10, 100.0), *b = make_candles(5, 10, 100.0);
+    assert_int_equal(kr_store_upsert_ex(s, "X", "1d", a, &st, &err), KR_OK);
+    assert_int_equal(kr_store_upsert_ex(s, "x", "24h", b, &st, &err), KR_OK);
+    assert_int_equal(st.added, 5);
+    assert_int_equal(st.replaced, 5); /* make_candles' volumes count from the batch's start */
+    kr_store_entry *e = NULL;
+    int64_t n = 0;
+    assert_int_equal(kr_store_list(s, "X", &e, &n, &err), KR_OK);
+    assert_int_equal(n, 1);
+    assert_string_equal(e[0].interval, "1d");
+    assert_int_equal(e[0].rows, 15);
+    assert_ptr_equal(kr_store_find_entry(e, n, "x", "1440m"), &e[0]);
+    assert_ptr_equal(kr_store_find_entry(e, n, NULL, "1d"), &e[0]);
+    assert_null(kr_store_find_entry(e, n, "X", "1h"));
+    assert_null(kr_store_find_entry(e, n, "Y", "1d"));
+    assert_null(kr_store_find_entry(e, n, "X", "bogus"));
+    free(e);
+    kr_candles *r = NULL;
+    assert_int_equal(kr_store_read(s, "X", "24h", 0, &r, &err), KR_OK);
+    assert_int_equal(r->n, 15);
+    kr_candles_free(r);
+    assert_int_equal(kr_store_read(s, "X", "12h", 0, &r, &err), KR_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.message, "no candles stored for X 12h"));
+    /* Two spellings listed side by side: the exact one is found first. */
+    kr_store_entry two[2] = { 0 };
+    snprintf(two[0].symbol, sizeof two[0].symbol, "X");
+    snprintf(two[0].interval, sizeof two[0].interval, "5min");
+    two[1] = two[0];
+    snprintf(two[1].interval, sizeof two[1].interval, "5m");
+    assert_ptr_equal(kr_store_find_entry(two, 2, "X", "5m"), &two[1]);
+    assert_ptr_equal(kr_store_find_entry(two, 2, "X", "5min"), &two[0]);
+    assert_ptr_equal(kr_store_find_entry(two, 2, "X", "300s"), &two[0]);
+    kr_candles_free(a);
+    kr_candles_free(b);
+    kr_store_close(s);
+}
+
 /* A daily series holds one bar a date: a second source stamping its days at 16:00 (or hourly
  * bars stored as "1d") is refused, naming both bars, with nothing written; intraday series
  * and other days are not affected. */
@@ -618,6 +663,7 @@ int main(void) {
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_bad_row_writes_nothing),
         cmocka_unit_test(test_upsert_stats),
+        cmocka_unit_test(test_interval_spellings),
         cmocka_unit_test(test_one_bar_a_day),
         cmocka_unit_test(test_concurrent_reader),
         cmocka_unit_test(test_readers_do_not_wait_for_a_writer),

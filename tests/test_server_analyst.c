@@ -284,8 +284,24 @@ static void test_candles_round_trip(void **state) {
     assert_int_equal(r->status, 200);
     cJSON *j = json_of(r);
     assert_int_equal(cJSON_GetObjectItem(j, "written")->valueint, 300);
+    assert_int_equal(cJSON_GetObjectItem(j, "new")->valueint, 300);
     assert_int_equal(cJSON_GetObjectItem(j, "rows")->valueint, 300);
     assert_string_equal(cJSON_GetObjectItem(j, "first_timestamp")->valuestring, "2014-01-02");
+    cJSON_Delete(j);
+    resp_free(r);
+    /* The newest 10 again, in another case and another spelling of the interval: the same
+     * series, nothing new, nothing replaced, and the answer names it as stored. */
+    body = rows_json(g_aapl, 290, 10, 1);
+    r = http(port, "POST", "/v1/candles/rt.x?interval=24h", body);
+    free(body);
+    assert_int_equal(r->status, 200);
+    j = json_of(r);
+    assert_string_equal(cJSON_GetObjectItem(j, "symbol")->valuestring, "RT.X");
+    assert_string_equal(cJSON_GetObjectItem(j, "interval")->valuestring, "1d");
+    assert_int_equal(cJSON_GetObjectItem(j, "new")->valueint, 0);
+    assert_int_equal(cJSON_GetObjectItem(j, "replaced")->valueint, 0);
+    assert_int_equal(cJSON_GetObjectItem(j, "unchanged")->valueint, 10);
+    assert_int_equal(cJSON_GetObjectItem(j, "rows")->valueint, 300);
     cJSON_Delete(j);
     resp_free(r);
 

@@ -406,13 +406,12 @@ static int pick_interval(const opts *o, const char *sym, const char *want, const
     char list[1400];
     const kr_store_entry *first = NULL;
     if (!want) want = o->interval;
-    for (int64_t i = 0; i < n_all; i++) {
-        if (strcasecmp(all[i].symbol, sym)) continue;
-        if (!first) first = &all[i]; /* most recently updated: kr_store_list's order */
-        if (want && !strcmp(all[i].interval, want)) {
-            *out = &all[i];
-            return 0;
-        }
+    for (int64_t i = 0; i < n_all && !first; i++)
+        if (!strcasecmp(all[i].symbol, sym)) first = &all[i]; /* most recently updated */
+    const kr_store_entry *hit = want ? kr_store_find_entry(all, n_all, sym, want) : NULL;
+    if (hit) {
+        *out = hit;
+        return 0;
     }
     if (!first) {
         stored_list(all, n_all, list, sizeof list);

@@ -154,18 +154,18 @@ int kr_cmd_ingest(int argc, char **argv) {
         rc = kr_cli_fail(CMD, msg);
         goto done;
     }
-    for (int64_t i = 0; i < n; i++) {
-        if (strcmp(list[i].interval, interval)) continue;
+    const kr_store_entry *e = kr_store_find_entry(list, n, symbol, interval);
+    if (e) { /* under the interval spelling the series already had ("5m" for "5min") */
         char a[32], b[32];
         char shown[sizeof path];
         kr_store_display_name(path, shown, sizeof shown);
         printf("%s %s: %lld rows written to %s: %lld new, %lld replaced with other values, "
                "%lld unchanged (now %lld rows, %s to %s%s%s)\n",
-               list[i].symbol, interval, (long long)c->n, shown, (long long)stats.added,
-               (long long)stats.replaced, (long long)stats.unchanged, (long long)list[i].rows,
-               kr_format_timestamp(list[i].first_ts, c->date_only, a, sizeof a),
-               kr_format_timestamp(list[i].last_ts, c->date_only, b, sizeof b),
-               list[i].market[0] ? ", market " : "", list[i].market);
+               e->symbol, e->interval, (long long)c->n, shown, (long long)stats.added,
+               (long long)stats.replaced, (long long)stats.unchanged, (long long)e->rows,
+               kr_format_timestamp(e->first_ts, c->date_only, a, sizeof a),
+               kr_format_timestamp(e->last_ts, c->date_only, b, sizeof b),
+               e->market[0] ? ", market " : "", e->market);
     }
     rc = 0;
 done:

@@ -318,7 +318,36 @@ kr_status kr_store_two_bars_a_day(kr_store *s, const char *symbol, const char *i
                         s->path, symbol, interval, a_new ? sa : sb, a_new ? sb : sa, interval);
 }
 
-kr_status kr_store_upsert_ex(kr_store *store, const char *symbol_in, const char *interval,
+const kr_store_entry *kr_store_find_entry(const kr_store_entry *list, int64_t n, const char *symbol,
+                                          const char *interval) {
+    if (!list || !interval) return NULL;
+    const int64_t secs = kr_store_interval_seconds(interval);
+    const kr_store_entry *same_length = NULL;
+    for (int64_t i = 0; i < n; i++) {
+        if (symbol && strcasecmp(list[i].symbol, symbol) != 0) continue;
+        if (!strcmp(list[i].interval, interval)) return &list[i];
+        if (!same_length && secs > 0 && kr_store_interval_seconds(list[i].interval) == secs)
+            same_length = &list[i];
+    }
+    return same_length;
+}
+
+/* The interval as symbol's series spell it (kr_store_find_entry), or as given when the symbol
+ * has no series of that length yet. */
+static kr_status stored_interval(kr_store *store, const char *symbol, const char *interval,
+                                 char *out, size_t cap, kr_error *err) {
+    kr_status st = kr_store_check_interval(interval, err);
+    if (st != KR_OK) return st;
+    kr_store_entry *list = NULL;
+    int64_t n = 0;
+    if ((st = store->ops->list(store, symbol, &list, &n, err)) != KR_OK) return st;
+    const kr_store_entry *e = kr_store_find_entry(list, n, symbol, interval);
+    snprintf(out, cap, "%s", e ? e->interval : interval);
+    free(list);
+    return KR_OK;
+}
+
+kr_status kr_store_upsert_ex(kr_store *store, const char *symbol_in, const char *interval_in,
                              const kr_candles *c, kr_store_upsert_stats *stats, kr_error *err) {
     kr_store_upsert_stats scratch;
     if (!stats) stats = &scratch;
@@ -330,7 +359,9 @@ kr_status kr_store_upsert_ex(kr_store *store, const char *symbol_in, const char 
     if ((st = kr_store_check_symbol(symbol_in, err)) != KR_OK) return st;
     if ((st = kr_store_canonical_symbol(store, symbol_in, symbol, sizeof symbol, err)) != KR_OK)
         return st;
-    if ((st = kr_store_check_interval(interval, err)) != KR_OK) return st;
+    char interval[KR_STORE_NAME_MAX + 1];
+    if ((st = stored_interval(store, symbol, interval_in, interval, sizeof interval, err)) != KR_OK)
+        return st;
     char where[PATH_MAX + 100];
     snprintf(where, sizeof where, "%s: %s %s", store->path, symbol, interval);
     if (c->n < 1 || !c->timestamps || !c->values)
@@ -399,7 +430,7 @@ kr_store_entry *kr_store_entries_push(kr_store_entry **list, int64_t *n, int64_t
     return e;
 }
 
-kr_status kr_store_read(kr_store *store, const char *symbol_in, const char *interval,
+kr_status kr_store_read(kr_store *store, const char *symbol_in, const char *interval_in,
                         int64_t limit_last_n, kr_candles **out, kr_error *err) {
     if (!store || !out)
         return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_store_read: NULL argument");
@@ -408,7 +439,9 @@ kr_status kr_store_read(kr_store *store, const char *symbol_in, const char *inte
     char symbol[KR_STORE_NAME_MAX + 1];
     if ((st = kr_store_canonical_symbol(store, symbol_in, symbol, sizeof symbol, err)) != KR_OK)
         return st;
-    if ((st = kr_store_check_interval(interval, err)) != KR_OK) return st;
+    char interval[KR_STORE_NAME_MAX + 1];
+    if ((st = stored_interval(store, symbol, interval_in, interval, sizeof interval, err)) != KR_OK)
+        return st;
     kr_store_rows rows = { calloc(1, sizeof(kr_candles)), 0, 1, 1 };
     kr_candles *c = rows.c;
     if (!c) return kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory", store->path);

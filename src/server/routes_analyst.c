@@ -124,15 +124,14 @@ static int pick_interval(kr_server *s, kr_store *store, const char *symbol, cons
             symbol, symbol);
         status = not_found_status;
     } else if (want && want[0]) {
-        int64_t i = 0;
-        while (i < n && strcmp(e[i].interval, want) != 0) i++;
-        if (i == n) {
+        const kr_store_entry *hit = kr_store_find_entry(e, n, NULL, want);
+        if (!hit) {
             stored_list(e, n, list, sizeof list);
             kr_api_error_set(err, not_found_status, field, "'%s' has no '%s' candles; stored: %s",
                              symbol, want, list);
             status = not_found_status;
         } else {
-            snprintf(out, cap, "%s", want);
+            snprintf(out, cap, "%s", hit->interval);
         }
     } else {
         snprintf(out, cap, "%s", e[0].interval);
@@ -329,7 +328,8 @@ enum MHD_Result kr_handle_candles_post(struct MHD_Connection *mc, kr_conn *c, co
     }
     /* The store validates again and writes in one transaction: all rows or none. */
     kr_error ke = { 0 };
-    kr_status st = kr_store_upsert(store, symbol, interval, cs, &ke);
+    kr_store_upsert_stats counts = { 0 };
+    kr_status st = kr_store_upsert_ex(store, symbol, interval, cs, &counts, &ke);
     int64_t written = cs->n;
     kr_candles_free(cs);
     kr_store_entry *e = NULL;
@@ -340,14 +340,16 @@ enum MHD_Result kr_handle_candles_post(struct MHD_Connection *mc, kr_conn *c, co
         free(e);
         return reply_store_error(mc, c, st, ke.message, 400, "candles");
     }
-    const kr_store_entry *mine = NULL;
-    for (int64_t i = 0; i < n; i++)
-        if (!strcmp(e[i].interval, interval)) mine = &e[i];
+    const kr_store_entry *mine = kr_store_find_entry(e, n, NULL, interval);
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "object", "candles.upsert");
-    cJSON_AddStringToObject(root, "symbol", symbol);
-    cJSON_AddStringToObject(root, "interval", interval);
+    /* The series' stored spelling: "aapl" joins AAPL, "5min" joins 5m. */
+    cJSON_AddStringToObject(root, "symbol", mine ? mine->symbol : symbol);
+    cJSON_AddStringToObject(root, "interval", mine ? mine->interval : interval);
     cJSON_AddNumberToObject(root, "written", (double)written);
+    cJSON_AddNumberToObject(root, "new", (double)counts.added);
+    cJSON_AddNumberToObject(root, "replaced", (double)counts.replaced);
+    cJSON_AddNumberToObject(root, "unchanged", (double)counts.unchanged);
     if (mine) {
         int daily = kr_store_interval_seconds(interval) >= 86400;
         char a[32], b[32];
