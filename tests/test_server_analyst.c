@@ -653,7 +653,19 @@ static void test_batch_ranking(void **state) {
     cJSON *fc0 =
         cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "reports"), 0), "forecast");
     assert_string_equal(cJSON_GetObjectItem(fc0, "market")->valuestring, "NYSE");
+    assert_string_equal(cJSON_GetObjectItem(fc0, "calendar")->valuestring,
+                        "NYSE (the symbol's market)");
     assert_string_equal(cJSON_GetObjectItem(fc0, "ohlc")->valuestring, "raw");
+    cJSON_Delete(j);
+    resp_free(r);
+    /* No market given or stored: the symbol's suffix names it, and the report says so. */
+    r = http(port, "POST", "/v1/analyze/batch",
+             "{\"symbols\":[\"BTCUSDT\"],\"horizon\":3,\"paths\":4}");
+    assert_int_equal(r->status, 200);
+    j = json_of(r);
+    fc0 = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "reports"), 0), "forecast");
+    assert_string_equal(cJSON_GetObjectItem(fc0, "calendar")->valuestring,
+                        "CRYPTO (from the symbol's suffix)");
     cJSON_Delete(j);
     resp_free(r);
     r = http(port, "POST", "/v1/analyze/batch", "{\"all\":true,\"symbols\":[\"AAPL\"]}");

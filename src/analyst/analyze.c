@@ -510,6 +510,14 @@ kr_status kr_analyze(kr_context *ctx, const kr_analyze_item *items, int n,
         }
         rep->rounds = s->n_rounds;
         kr_calendar_describe(&s->cal, rep->calendar, sizeof rep->calendar);
+        if (s->cal.how == KR_CAL_GIVEN && s->cal.calendar) {
+            /* Named, not inferred: say by whom (a market set for the symbol, from --market, the
+             * request or kronos ingest --market, or the symbol's suffix). */
+            size_t len = strlen(rep->calendar);
+            snprintf(rep->calendar + len, sizeof rep->calendar - len, "%s",
+                     items[i].market && items[i].market[0] ? " (the symbol's market)"
+                                                           : " (from the symbol's suffix)");
+        }
         snprintf(rep->market, sizeof rep->market, "%s",
                  s->cal.calendar ? s->cal.calendar->name : "");
         rep->holidays_known = s->cal.holidays_known;
