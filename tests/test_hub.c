@@ -9,6 +9,7 @@
  * Nothing leaves 127.0.0.1.
  */
 #include <dirent.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
 #include <microhttpd.h>
@@ -17,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -961,6 +963,47 @@ static void test_threads_pull_one_repo(void **state) {
     }
 }
 
+static int cancel_when_waiting(const kr_hub_progress *p, void *user) {
+    events *e = user;
+    e->n[p->event]++;
+    return p->event == KR_HUB_FILE_WAITING; /* stop instead of blocking the test */
+}
+
+/* A file another pull holds the lock of is announced (KR_HUB_FILE_WAITING: `kronos pull`
+ * says "another kronos pull is downloading it") before the pull blocks, and the callback can
+ * cancel the wait; without the other pull no event of the kind is sent. */
+static void test_waiting_for_another_pull(void **state) {
+    (void)state;
+    reset_server(MODE_NORMAL);
+    const char *hub = fresh_home("waiting");
+    char dir[PATH_MAX], lock[PATH_MAX + 80];
+    snprintf(dir, sizeof dir, "%s/.locks/models--NeoQuasar--Kronos-demo", hub);
+    char cmd[PATH_MAX + 16];
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+    snprintf(lock, sizeof lock, "%s/%s.lock", dir, g_repos[0].files[F_MODEL].sha);
+    int fd = open(lock, O_CREAT | O_RDWR, 0644);
+    assert_true(fd >= 0);
+    assert_int_equal(flock(fd, LOCK_EX), 0); /* the other pull, fetching model.safetensors */
+    events ev = { 0 };
+    kr_hub_params p = kr_hub_default_params();
+    p.progress = cancel_when_waiting;
+    p.progress_user = &ev;
+    char snap[PATH_MAX];
+    kr_error err = { 0 };
+    assert_int_equal(kr_hub_pull(&p, "NeoQuasar/Kronos-demo", NULL, snap, sizeof snap, &err),
+                     KR_ERR_CANCELLED);
+    assert_int_equal(ev.n[KR_HUB_FILE_WAITING], 1);
+    assert_non_null(strstr(err.message, "model.safetensors: cancelled while waiting"));
+    close(fd); /* the other pull ends */
+    memset(&ev, 0, sizeof ev);
+    assert_int_equal(kr_hub_pull(&p, "NeoQuasar/Kronos-demo", NULL, snap, sizeof snap, &err),
+                     KR_OK);
+    assert_int_equal(ev.n[KR_HUB_FILE_WAITING], 0);
+    assert_int_equal(ev.n[KR_HUB_FILE_DONE], 1); /* the weights; config.json came first time */
+    assert_int_equal(ev.n[KR_HUB_FILE_CACHED], 1);
+}
+
 /* A 503 on a HEAD is retried as a GET's is; one that persists ends the pull naming it. */
 static void test_head_retried_when_the_hub_is_busy(void **state) {
     (void)state;
@@ -1104,6 +1147,9 @@ static void test_cli_pull_and_forecast_from_cache(void **state) {
     assert_int_equal(kronos("pull")->code, 2);
     assert_int_equal(kronos("pull not-a-repo-id")->code, 2);
     assert_int_equal(kronos("pull NeoQuasar/Kronos-demo --bogus")->code, 2);
+    r = kronos("pull NeoQuasar/Kronos-demo --revision a/../b");
+    assert_int_equal(r->code, 2); /* refused before any request, as a malformed REPO is */
+    assert_non_null(strstr(r->err, "not a valid revision"));
     r = kronos("pull --help");
     assert_int_equal(r->code, 0);
     assert_non_null(strstr(r->out, "--revision"));
@@ -1144,6 +1190,7 @@ int main(void) {
         cmocka_unit_test(test_token_stays_on_the_endpoint),
         cmocka_unit_test(test_endpoint_credentials_not_in_messages),
         cmocka_unit_test(test_threads_pull_one_repo),
+        cmocka_unit_test(test_waiting_for_another_pull),
         cmocka_unit_test(test_head_retried_when_the_hub_is_busy),
         cmocka_unit_test(test_206_without_content_range),
         cmocka_unit_test(test_lfs_pointer_refused),

@@ -38,7 +38,9 @@ typedef enum kr_hub_event {
     KR_HUB_FILE_CACHED = 3, /* already in the cache: nothing downloaded */
     KR_HUB_FILE_ABSENT = 4, /* an optional file (README.md) does not exist in the repo */
     KR_HUB_FILE_RETRY = 5, /* the connection broke; resuming from `done` */
-    KR_HUB_FILE_VERIFY = 6 /* all bytes arrived; hashing them against the hub's sha256 */
+    KR_HUB_FILE_VERIFY = 6, /* all bytes arrived; hashing them against the hub's sha256 */
+    KR_HUB_FILE_WAITING = 7 /* another pull (another process) is fetching this file: waiting
+                               for it to finish, then the file is taken from the cache */
 } kr_hub_event;
 
 typedef struct kr_hub_progress {

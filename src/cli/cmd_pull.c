@@ -129,6 +129,11 @@ static int on_progress(const kr_hub_progress *p, void *user) {
         fprintf(stderr, "%s: %s: connection lost at %s, resuming\n", p->repo, p->file,
                 human(p->done, a, sizeof a));
         break;
+    case KR_HUB_FILE_WAITING:
+        line_start(o);
+        fprintf(stderr, "%s: %s: another kronos pull is downloading it; waiting for it\n", p->repo,
+                p->file);
+        break;
     case KR_HUB_FILE_VERIFY:
         if (o->tty) {
             line_start(o);
@@ -204,7 +209,11 @@ int kr_cmd_pull(int argc, char **argv) {
     kr_error err = { 0 };
     kr_status st = kr_hub_pull(&params, repo, revision, snapshot, sizeof snapshot, &err);
     if (out.bar_drawn) fputc('\n', stderr); /* keep the bar where it stopped, above the error */
-    if (st != KR_OK) return kr_cli_fail(CMD, err.message);
+    if (st != KR_OK) {
+        /* A malformed revision or token is a usage error, as a malformed REPO is. */
+        int rc = kr_cli_fail(CMD, err.message);
+        return st == KR_ERR_INVALID_ARG ? 2 : rc;
+    }
     printf("%s\n", snapshot);
     return 0;
 }

@@ -400,6 +400,13 @@ static kr_status download_blob(pull_ctx *c, const char *file, const char *url, c
     int lock_fd = open(lock, O_CREAT | O_RDWR | O_CLOEXEC, 0644);
     if (lock_fd < 0)
         return kr_error_set(err, KR_ERR_IO, "cannot open lock file %s: %s", lock, strerror(errno));
+    /* Say so before blocking: a pull of several GB can hold the lock for minutes. */
+    if (flock(lock_fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK &&
+        emit(c, KR_HUB_FILE_WAITING, file, 0)) {
+        close(lock_fd);
+        return kr_error_set(err, KR_ERR_CANCELLED, "%s: cancelled while waiting for another pull",
+                            file);
+    }
     while (flock(lock_fd, LOCK_EX) != 0) {
         if (errno != EINTR) {
             int e = errno;
