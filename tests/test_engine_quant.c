@@ -6,10 +6,16 @@
  * errors. GPTQ (kr_model_quantize_with, method "gptq") round-trips the same way and is closer
  * to f32 than round-to-nearest in teacher-forced KL.
  */
+#include <dirent.h>
+#include <fcntl.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "engine/forecast_internal.h"
 #include "analyst/fidelity_stats.h"
@@ -238,6 +244,97 @@ static void test_bad_requests(void **state) {
     kr_model *mixed = NULL;
     assert_int_not_equal(kr_model_load(pred, DEMO "/tokenizer", NULL, &mixed, &err), KR_OK);
     assert_non_null(strstr(err.message, "quantised"));
+    kr_model_free(m);
+    free(dir);
+}
+
+typedef struct save_job {
+    const kr_model *m;
+    const char *dir;
+    kr_status st;
+    kr_error err;
+} save_job;
+
+static void *save_thread(void *arg) {
+    save_job *j = arg;
+    j->st = kr_model_save_quantized(j->m, j->dir, &j->err);
+    return NULL;
+}
+
+/* Saves into one directory at once (two `kronos quantize --out D`, or threads) each install a
+ * whole pair, one after the other: every save succeeds, the last pair loads, and no staging
+ * directory is left. Unserialised, their renames interleaved ("cannot move into place"). */
+static void test_concurrent_saves_one_dir(void **state) {
+    (void)state;
+    kr_model *m = load_ok(DEMO, "int8");
+    char *dir = kr_test_tmpdir();
+    enum { N = 4, ROUNDS = 3 };
+    for (int round = 0; round < ROUNDS; round++) {
+        save_job jobs[N];
+        pthread_t th[N];
+        for (int i = 0; i < N; i++) {
+            jobs[i] = (save_job){ .m = m, .dir = dir };
+            assert_int_equal(pthread_create(&th[i], NULL, save_thread, &jobs[i]), 0);
+        }
+        for (int i = 0; i < N; i++) pthread_join(th[i], NULL);
+        for (int i = 0; i < N; i++)
+            if (jobs[i].st != KR_OK)
+                fail_msg("round %d, save %d: %s", round, i, jobs[i].err.message);
+    }
+    char pred[1100], tok[1100];
+    snprintf(pred, sizeof pred, "%s/predictor", dir);
+    snprintf(tok, sizeof tok, "%s/tokenizer", dir);
+    kr_model *back = NULL;
+    kr_error err = { 0 };
+    if (kr_model_load(pred, tok, NULL, &back, &err) != KR_OK) fail_msg("%s", err.message);
+    kr_model_free(back);
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    for (struct dirent *e; (e = readdir(d));)
+        if (!strncmp(e->d_name, ".kronos-quantize-", 17)) fail_msg("left behind: %s", e->d_name);
+    closedir(d);
+
+    /* The serialisation itself: while another save holds the directory's lock (here, the
+     * test), a finished save waits to install its pair, and installs it once the lock goes. */
+    char *dir2 = kr_test_tmpdir(), lock[1200], pred2[1200];
+    snprintf(lock, sizeof lock, "%s/.kronos-quantize.lock", dir2);
+    snprintf(pred2, sizeof pred2, "%s/predictor", dir2);
+    int fd = open(lock, O_CREAT | O_RDWR, 0644);
+    assert_true(fd >= 0);
+    assert_int_equal(flock(fd, LOCK_EX), 0);
+    save_job job = { .m = m, .dir = dir2 };
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, save_thread, &job), 0);
+    /* Wait until its pair is written in full (both halves' weights and configs staged). */
+    int staged = 0;
+    for (int tries = 0; tries < 3000 && staged < 4; tries++) {
+        staged = 0;
+        DIR *sd = opendir(dir2);
+        for (struct dirent *e; sd && (e = readdir(sd));) {
+            if (strncmp(e->d_name, ".kronos-quantize-", 17) != 0) continue;
+            static const char *const files[] = { "predictor/config.json",
+                                                 "predictor/model.safetensors",
+                                                 "tokenizer/config.json",
+                                                 "tokenizer/model.safetensors" };
+            for (int k = 0; k < 4; k++) {
+                char f[1500];
+                struct stat sb;
+                snprintf(f, sizeof f, "%s/%s/%s", dir2, e->d_name, files[k]);
+                staged += stat(f, &sb) == 0 && sb.st_size > 0;
+            }
+        }
+        if (sd) closedir(sd);
+        usleep(10000);
+    }
+    assert_int_equal(staged, 4);
+    usleep(200000); /* unserialised, the pair would be in place within microseconds */
+    struct stat sb;
+    assert_int_not_equal(stat(pred2, &sb), 0);
+    close(fd);
+    pthread_join(th, NULL);
+    if (job.st != KR_OK) fail_msg("save: %s", job.err.message);
+    assert_int_equal(stat(pred2, &sb), 0);
+    free(dir2);
     kr_model_free(m);
     free(dir);
 }
@@ -525,6 +622,7 @@ int main(void) {
         cmocka_unit_test(test_threads_do_not_change_quantised),
         cmocka_unit_test(test_calibrated_checkpoint_round_trip),
         cmocka_unit_test(test_bad_requests),
+        cmocka_unit_test(test_concurrent_saves_one_dir),
         cmocka_unit_test(test_teacher_logits_shape_and_tokens),
         cmocka_unit_test(test_malformed_quantised_checkpoint),
         cmocka_unit_test(test_gptq_model),

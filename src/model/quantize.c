@@ -3,12 +3,14 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -571,6 +573,26 @@ static kr_status commit_pair(char *const final_dir[2], char *const fresh[2], cha
 
 #define STAGE_PREFIX ".kronos-quantize-"
 
+/* commit_pair under an exclusive lock of out_dir (a lock file inside it): two saves into one
+ * directory (two `kronos quantize --out D`, or threads) would otherwise interleave their
+ * renames, one moving the other's fresh half aside or finding its place taken. Serialised,
+ * each installs a whole pair and the last one stays. */
+static kr_status commit_pair_locked(const char *out_dir, char *const final_dir[2],
+                                    char *const fresh[2], char *const old[2], kr_error *err) {
+    char *lock = join(out_dir, ".kronos-quantize.lock");
+    if (!lock) return kr_error_set(err, KR_ERR_NOMEM, "quantize: out of memory");
+    int fd = open(lock, O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+    kr_status st = KR_OK;
+    if (fd < 0) st = kr_error_set(err, KR_ERR_IO, "%s: cannot open: %s", lock, strerror(errno));
+    while (st == KR_OK && flock(fd, LOCK_EX) != 0)
+        if (errno != EINTR)
+            st = kr_error_set(err, KR_ERR_IO, "%s: cannot lock: %s", lock, strerror(errno));
+    if (st == KR_OK) st = commit_pair(final_dir, fresh, old, err);
+    if (fd >= 0) close(fd); /* releases the lock */
+    free(lock);
+    return st;
+}
+
 /* Staging directories that a killed save left in out_dir (their writer's pid is gone) hold
  * nothing anyone can load: removed, so repeated interrupted runs do not pile up copies. */
 static void remove_stale_stages(const char *out_dir) {
@@ -629,7 +651,7 @@ kr_status kr_quantized_pair_save(const kr_predictor_weights *pred, const kr_toke
     }
     if (st == KR_OK) st = kr_tokenizer_save_quantized(tok, method, fresh[0], err);
     if (st == KR_OK) st = kr_predictor_save_quantized(pred, method, fresh[1], err);
-    if (st == KR_OK) st = commit_pair(final_dir, fresh, old, err);
+    if (st == KR_OK) st = commit_pair_locked(out_dir, final_dir, fresh, old, err);
     for (int i = 0; i < 2; i++) {
         if (fresh[i]) remove_half(fresh[i]);
         if (old[i]) remove_half(old[i]);
