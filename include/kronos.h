@@ -522,7 +522,7 @@ KR_API int kr_quantize_at_load_note(const kr_model_info *mi, double forecast_sec
  * a staging directory inside out_dir and moved into place when complete: whenever the process
  * dies, out_dir holds the previous pair, the new one, or an incomplete one that fails to load,
  * never a mix. Saves into one out_dir at once (threads, processes) install their pairs one after
- * the other (a lock file in out_dir). Refused as kr_model_check_quantized_out refuses. */
+ * the other (an flock of out_dir). Refused as kr_model_check_quantized_out refuses. */
 KR_API kr_status kr_model_save_quantized(const kr_model *model, const char *out_dir, kr_error *err);
 /* Whether out_dir can take a quantised copy of the checkpoint in predictor_dir + tokenizer_dir
  * (either may be NULL), checked before the (possibly long) quantisation: KR_ERR_INVALID_ARG

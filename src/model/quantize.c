@@ -573,23 +573,20 @@ static kr_status commit_pair(char *const final_dir[2], char *const fresh[2], cha
 
 #define STAGE_PREFIX ".kronos-quantize-"
 
-/* commit_pair under an exclusive lock of out_dir (a lock file inside it): two saves into one
- * directory (two `kronos quantize --out D`, or threads) would otherwise interleave their
- * renames, one moving the other's fresh half aside or finding its place taken. Serialised,
- * each installs a whole pair and the last one stays. */
+/* commit_pair under an exclusive flock of out_dir itself (no lock file left behind): two saves
+ * into one directory (two `kronos quantize --out D`, or threads) would otherwise interleave
+ * their renames, one moving the other's fresh half aside or finding its place taken.
+ * Serialised, each installs a whole pair and the last one stays. */
 static kr_status commit_pair_locked(const char *out_dir, char *const final_dir[2],
                                     char *const fresh[2], char *const old[2], kr_error *err) {
-    char *lock = join(out_dir, ".kronos-quantize.lock");
-    if (!lock) return kr_error_set(err, KR_ERR_NOMEM, "quantize: out of memory");
-    int fd = open(lock, O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+    int fd = open(out_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     kr_status st = KR_OK;
-    if (fd < 0) st = kr_error_set(err, KR_ERR_IO, "%s: cannot open: %s", lock, strerror(errno));
+    if (fd < 0) st = kr_error_set(err, KR_ERR_IO, "%s: cannot open: %s", out_dir, strerror(errno));
     while (st == KR_OK && flock(fd, LOCK_EX) != 0)
         if (errno != EINTR)
-            st = kr_error_set(err, KR_ERR_IO, "%s: cannot lock: %s", lock, strerror(errno));
+            st = kr_error_set(err, KR_ERR_IO, "%s: cannot lock: %s", out_dir, strerror(errno));
     if (st == KR_OK) st = commit_pair(final_dir, fresh, old, err);
     if (fd >= 0) close(fd); /* releases the lock */
-    free(lock);
     return st;
 }
 
