@@ -297,6 +297,12 @@ static void test_interval_spellings(void **state) {
     assert_ptr_equal(kr_store_find_entry(two, 2, "X", "5m"), &two[1]);
     assert_ptr_equal(kr_store_find_entry(two, 2, "X", "5min"), &two[0]);
     assert_ptr_equal(kr_store_find_entry(two, 2, "X", "300s"), &two[0]);
+    /* A calendar month is not 30 days, though both count 30 days as a nominal length. */
+    snprintf(two[0].interval, sizeof two[0].interval, "1mo");
+    snprintf(two[1].interval, sizeof two[1].interval, "30d");
+    assert_ptr_equal(kr_store_find_entry(two, 1, "X", "1mo"), &two[0]);
+    assert_null(kr_store_find_entry(two, 1, "X", "30d"));
+    assert_null(kr_store_find_entry(&two[1], 1, "X", "1mo"));
     kr_candles_free(a);
     kr_candles_free(b);
     kr_store_close(s);

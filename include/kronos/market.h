@@ -194,8 +194,9 @@ KR_API kr_status kr_store_check_interval(const char *interval, kr_error *err);
 /* Nominal length of an interval in seconds ("5m" -> 300, "1mo" -> 30 days); 0 if invalid. */
 KR_API int64_t kr_store_interval_seconds(const char *interval);
 /* The entry of list[0 .. n) for symbol (any case; NULL: any symbol) and interval: the one
- * spelled as given, else one of the same length ("5min" finds "5m", "60m" finds "1h": the
- * store keeps them as one series, under the spelling stored first); NULL when none. */
+ * spelled as given, else one of the same length ("5min" finds "5m", "60m" finds "1h": the store
+ * keeps them as one series, under the spelling stored first; months only match months, "1mo"
+ * is no "30d"); NULL when none. */
 KR_API const kr_store_entry *kr_store_find_entry(const kr_store_entry *list, int64_t n,
                                                  const char *symbol, const char *interval);
 

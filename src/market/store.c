@@ -318,15 +318,22 @@ kr_status kr_store_two_bars_a_day(kr_store *s, const char *symbol, const char *i
                         s->path, symbol, interval, a_new ? sa : sb, a_new ? sb : sa, interval);
 }
 
+static int is_months(const char *interval) {
+    size_t n = strlen(interval);
+    return n > 2 && !strcmp(interval + n - 2, "mo");
+}
+
 const kr_store_entry *kr_store_find_entry(const kr_store_entry *list, int64_t n, const char *symbol,
                                           const char *interval) {
     if (!list || !interval) return NULL;
     const int64_t secs = kr_store_interval_seconds(interval);
+    const int months = is_months(interval); /* calendar months are no 30 days: "1mo" != "30d" */
     const kr_store_entry *same_length = NULL;
     for (int64_t i = 0; i < n; i++) {
         if (symbol && strcasecmp(list[i].symbol, symbol) != 0) continue;
         if (!strcmp(list[i].interval, interval)) return &list[i];
-        if (!same_length && secs > 0 && kr_store_interval_seconds(list[i].interval) == secs)
+        if (!same_length && secs > 0 && kr_store_interval_seconds(list[i].interval) == secs &&
+            is_months(list[i].interval) == months)
             same_length = &list[i];
     }
     return same_length;
