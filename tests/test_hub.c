@@ -10,7 +10,6 @@
  */
 #include <dirent.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <limits.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
@@ -376,16 +375,11 @@ static int setup(void **state) {
     return 0;
 }
 
-static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb, (void)flag, (void)ftw;
-    return remove(path);
-}
-
 static int teardown(void **state) {
     (void)state;
     if (g_srv.daemon) MHD_stop_daemon(g_srv.daemon);
     /* Several copies of the demo model were written: do not leave them in /tmp. */
-    if (g_tmp) nftw(g_tmp, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    kr_test_remove_tree(g_tmp);
     for (int i = 0; i < N_REPOS; i++)
         for (int f = 0; f < N_FILES; f++) free(g_repos[i].files[f].data);
     free(g_srv.corrupt);
