@@ -461,8 +461,9 @@ static char *library_report(const char *symbol, int horizon, int paths, uint64_t
     p.max_paths = paths; /* "paths": N over HTTP is exactly N */
     p.seed = seed;
     p.model_name = "kronos-demo";
-    p.predictor_dir = KR_SOURCE_DIR "/models/kronos-demo/predictor";
-    p.tokenizer_dir = KR_SOURCE_DIR "/models/kronos-demo/tokenizer";
+    /* The server names its model directories from the checkpoint's own directory on. */
+    p.predictor_dir = "kronos-demo/predictor";
+    p.tokenizer_dir = "kronos-demo/tokenizer";
     kr_analyze_item it = { symbol, "1d", c, NULL, NULL };
     kr_report_set *set = NULL;
     assert_int_equal(kr_analyze(g_ctx, &it, 1, &p, &set, &err), KR_OK);
@@ -494,6 +495,14 @@ static void test_analyze_stored(void **state) {
     cJSON *rep = cJSON_GetArrayItem(cJSON_GetObjectItem(got, "reports"), 0);
     assert_int_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(rep, "forecast"), "horizon")->valueint,
                      10);
+    /* Where the server keeps its files is not told to clients, in any format. */
+    assert_null(strstr(r->body, KR_SOURCE_DIR));
+    cJSON *model = cJSON_GetObjectItem(cJSON_GetObjectItem(rep, "metadata"), "model");
+    assert_non_null(model);
+    assert_string_equal(cJSON_GetObjectItem(model, "predictor_dir")->valuestring,
+                        "kronos-demo/predictor");
+    assert_string_equal(cJSON_GetObjectItem(model, "tokenizer_dir")->valuestring,
+                        "kronos-demo/tokenizer");
     cJSON_Delete(got);
     cJSON_Delete(want);
     resp_free(r);
@@ -503,12 +512,14 @@ static void test_analyze_stored(void **state) {
     assert_int_equal(r->status, 200);
     assert_string_equal(r->content_type, "text/markdown; charset=utf-8");
     assert_non_null(strstr(r->body, "AAPL"));
+    assert_null(strstr(r->body, KR_SOURCE_DIR));
     resp_free(r);
     r = http(port, "POST", "/v1/analyze",
              "{\"symbol\":\"AAPL\",\"horizon\":5,\"paths\":4,\"format\":\"html\"}");
     assert_int_equal(r->status, 200);
     assert_string_equal(r->content_type, "text/html; charset=utf-8");
     assert_non_null(strstr(r->body, "<svg"));
+    assert_null(strstr(r->body, KR_SOURCE_DIR));
     resp_free(r);
 
     /* Refusals name the field. */

@@ -617,8 +617,8 @@ static void task_run(analyze_task *t) {
 
     kr_analyze_params p = r->params;
     p.model_name = s->model_name;
-    p.predictor_dir = s->cfg.model;
-    p.tokenizer_dir = s->cfg.tokenizer;
+    p.predictor_dir = s->predictor_shown;
+    p.tokenizer_dir = s->tokenizer_shown;
     /* A batch of symbols is offline-style scoring: static batches (the report says which). */
     if (r->batch) p.static_batch_rows = s->cfg.batch_size;
     if (t->streaming) {

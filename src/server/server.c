@@ -113,6 +113,30 @@ static void model_name_of(const char *dir, char *out, size_t cap) {
     snprintf(out, cap, "%s", base ? base + 1 : buf);
 }
 
+/* A model directory as clients see it in reports: from the checkpoint's own directory on
+ * ("kronos-demo/predictor"), or from a hub cache's "models--ORG--NAME" on, so that the report
+ * still names the repository and revision. Where the server keeps its files (/home/..,
+ * /opt/..) is none of a client's business, as with the candle store's path. */
+static void public_dir_of(const char *dir, char *out, size_t cap) {
+    char buf[KR_SERVER_PATH_MAX];
+    snprintf(buf, sizeof buf, "%s", dir ? dir : "");
+    size_t n = strlen(buf);
+    while (n > 1 && buf[n - 1] == '/') buf[--n] = '\0';
+    const char *hub = strstr(buf, "models--");
+    if (hub && (hub == buf || hub[-1] == '/')) {
+        snprintf(out, cap, "%s", hub);
+        return;
+    }
+    char *base = strrchr(buf, '/');
+    if (base && (!strcmp(base + 1, "predictor") || !strcmp(base + 1, "tokenizer"))) {
+        *base = '\0';
+        char *parent = strrchr(buf, '/');
+        *base = '/';
+        base = parent;
+    }
+    snprintf(out, cap, "%s", base ? base + 1 : buf);
+}
+
 /* 1 for an address only this machine can reach (127/8, ::1, ::ffff:127/104). */
 static int is_loopback(const struct sockaddr *sa) {
     if (sa->sa_family == AF_INET)
@@ -227,6 +251,8 @@ kr_status kr_server_create(const kr_model *model, const kr_server_config *cfg, k
                                     err)) != KR_OK)
         goto fail;
     model_name_of(s->cfg.model, s->model_name, sizeof s->model_name);
+    public_dir_of(s->cfg.model, s->predictor_shown, sizeof s->predictor_shown);
+    public_dir_of(s->cfg.tokenizer, s->tokenizer_shown, sizeof s->tokenizer_shown);
     s->model_desc.name = s->model_name;
     s->model_desc.quant = s->cfg.quant;
     s->model_desc.kv_dtype = s->cfg.kv_dtype;

@@ -34,6 +34,7 @@ struct kr_server {
     struct MHD_Daemon *daemon;
     int port;
     char model_name[256];
+    char predictor_shown[KR_SERVER_PATH_MAX], tokenizer_shown[KR_SERVER_PATH_MAX]; /* reports */
     kr_api_model_desc model_desc;
     kr_drift *drift; /* f32 shadow of a quantised model, or NULL */
     kr_conn_watch *watch; /* request read deadlines (slow clients) */
