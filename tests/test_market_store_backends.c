@@ -643,6 +643,16 @@ static void test_url_display(void **state) {
     assert_string_equal(out, "postgresql://kronos:***@db.example:5432/k?sslmode=require");
     kr_store_display_name("postgres://u@h/k?sslmode=require&password=s3cr3t&x=1", out, sizeof out);
     assert_string_equal(out, "postgres://u@h/k?sslmode=require&password=***&x=1");
+    /* libpq decodes a key's percent escapes, and sslpassword is the client key's passphrase:
+     * both are secrets (they were shown). */
+    kr_store_display_name("postgresql://u@h/k?pass%77ord=s3cr3t&sslpassword=k3y&PASSWORD=x#f", out,
+                          sizeof out);
+    assert_string_equal(out, "postgresql://u@h/k?pass%77ord=***&sslpassword=***&PASSWORD=***#f");
+    kr_store_display_name("postgresql://u:s3%40cr3t@[::1]:5432,h2/k?options=-c%20a%3Db", out,
+                          sizeof out);
+    assert_string_equal(out, "postgresql://u:***@[::1]:5432,h2/k?options=-c%20a%3Db");
+    kr_store_display_name("postgresql://u@h/k?passwordx=1&password", out, sizeof out);
+    assert_string_equal(out, "postgresql://u@h/k?passwordx=1&password");
     kr_store_display_name("postgresql://u@h/k", out, sizeof out);
     assert_string_equal(out, "postgresql://u@h/k");
     kr_store_display_name("/tmp/a:b@c.db", out, sizeof out);
