@@ -461,7 +461,9 @@ static kr_status connect_failure(const char *target) {
     /* The probe gets a short connect_timeout of its own: placed after dbname, it wins. */
     const char *const keys[] = { "dbname", "connect_timeout", NULL };
     const char *const vals[] = { target, "3", NULL };
-    return PQpingParams(keys, vals, 1) == PQPING_OK ? KR_ERR_IO : KR_ERR_UNAVAILABLE;
+    const PGPing ping = PQpingParams(keys, vals, 1);
+    /* NO_ATTEMPT: a client-side problem (the parameters), no server to wait for. */
+    return ping == PQPING_OK || ping == PQPING_NO_ATTEMPT ? KR_ERR_IO : KR_ERR_UNAVAILABLE;
 }
 
 /* A new connection to target, its schema found and checked or created. */

@@ -259,6 +259,9 @@ def main(argv):
             assert leak not in text, f"the database dropped: shows {leak!r}: {text[:300]}"
         assert "does not exist" in c2.text(), "the server log does not say why"
         print("database dropped: 500 'refused the connection', the reason only in the log")
+        for srv in servers:  # a sanitizer build reports into the server logs
+            for marker in ("AddressSanitizer", "runtime error:", "LeakSanitizer"):
+                assert marker not in srv.text(), f"{srv.log}: {marker}\n{srv.text()[-3000:]}"
         print("OK")
         return 0
     finally:
