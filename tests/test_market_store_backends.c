@@ -847,6 +847,17 @@ static void test_pg_connection_lost(void **state) {
     kr_candles_free(in);
     kr_store_close(s);
     PQfinish(admin);
+    /* Every connection slot of the role taken (its CONNECTION LIMIT; max_connections is the
+     * same SQLSTATE, 53300): busy, retry later, not a broken store. */
+    PGconn *c = pg_connect(g_admin);
+    pg_exec(c, "DROP ROLE IF EXISTS kt_limited; CREATE ROLE kt_limited LOGIN CONNECTION LIMIT 0");
+    PQfinish(c);
+    char limited[1500];
+    const char *at = strchr(target, '@');
+    snprintf(limited, sizeof limited, "postgresql://kt_limited%s", at ? at : "");
+    kr_store *full = NULL;
+    assert_int_equal(kr_store_open(limited, &full, &err), KR_ERR_UNAVAILABLE);
+    if (!strstr(err.message, "too many connections")) fail_msg("message: %s", err.message);
     /* The server is up but has no such database. */
     char missing[1500];
     const char *slash = strchr(strstr(g_admin, "://") + 3, '/');

@@ -456,8 +456,15 @@ static kr_status pg_open(kr_store *s, const char *target, kr_error *err) {
 /* Why a connection to target failed: KR_ERR_UNAVAILABLE when the server does not answer or
  * does not take connections now (down, restarting, unreachable: retry later), KR_ERR_IO when
  * it answers but refuses this one (a wrong password, no such database or role: an operator's
- * to fix). */
-static kr_status connect_failure(const char *target) {
+ * to fix). message: libpq's. */
+static kr_status connect_failure(const char *target, const char *message) {
+    /* Every connection slot taken (53300: max_connections, or the role's or the database's
+     * CONNECTION LIMIT) is a server answering and busy: retry later. libpq gives a failed
+     * connection no SQLSTATE, so its message is read; a server speaking another language
+     * than English leaves it an error of configuration. */
+    if (strstr(message, "too many clients") || strstr(message, "too many connections") ||
+        strstr(message, "remaining connection slots"))
+        return KR_ERR_UNAVAILABLE;
     /* The probe gets a short connect_timeout of its own: placed after dbname, it wins. */
     const char *const keys[] = { "dbname", "connect_timeout", NULL };
     const char *const vals[] = { target, "3", NULL };
@@ -502,7 +509,7 @@ static kr_status pg_open_new(kr_store *s, pg_handle *h, const char *target, kr_e
         for (PQconninfoOption *o = opts; o->keyword; o++)
             if (!strcmp(o->keyword, "password") && o->val && *o->val) scrub(msg, o->val);
         PQconninfoFree(opts);
-        kr_status why = connect_failure(target);
+        kr_status why = connect_failure(target, msg);
         return kr_error_set(err, why, "%s: cannot connect%s: %s", s->path,
                             why == KR_ERR_UNAVAILABLE ? " (retry later)" : "", msg);
     }
