@@ -57,6 +57,14 @@ static PGconn *pg_connect(const char *url) {
     return c;
 }
 
+/* A raw connection to a store's database whose unqualified names are the store's tables
+ * (the PostgreSQL backend keeps them in the schema kronos). */
+static PGconn *pg_connect_store(const char *url) {
+    PGconn *c = pg_connect(url);
+    pg_exec(c, "SET search_path = kronos");
+    return c;
+}
+
 /* A new, empty store named name: a file in the temporary directory, or a new database. */
 static const char *fresh_target(const char *name) {
     static char t[2][1400];
@@ -450,7 +458,7 @@ static void test_readers_do_not_wait_for_a_writer(void **state) {
     /* The writer: an uncommitted 51st row and its symbols row, as an ingest holds them. */
     raw_writer w = { 0 };
     if (g_pg)
-        w.pg = pg_connect(target);
+        w.pg = pg_connect_store(target);
     else
         assert_int_equal(sqlite3_open(target, &w.lite), SQLITE_OK);
     raw_exec(&w, g_pg ? "BEGIN" : "BEGIN IMMEDIATE");
@@ -512,7 +520,7 @@ static void test_case_race(void **state) {
     /* The first ingest, holding its transaction (and, on PostgreSQL, the symbol's lock). */
     raw_writer w = { 0 };
     if (g_pg)
-        w.pg = pg_connect(target);
+        w.pg = pg_connect_store(target);
     else
         assert_int_equal(sqlite3_open(target, &w.lite), SQLITE_OK);
     raw_exec(&w, g_pg ? "BEGIN" : "BEGIN IMMEDIATE");
@@ -551,17 +559,17 @@ static void test_schema_version(void **state) {
     kr_store_close(open_ok(target));
     raw_writer w = { 0 };
     if (g_pg)
-        w.pg = pg_connect(target);
+        w.pg = pg_connect_store(target);
     else
         assert_int_equal(sqlite3_open(target, &w.lite), SQLITE_OK);
     /* Created at this build's version... */
     if (g_pg) {
-        PGresult *r = PQexec(w.pg, "SELECT max(version), count(*) FROM kronos_schema");
+        PGresult *r = PQexec(w.pg, "SELECT max(version), count(*) FROM kronos.kronos_schema");
         assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
         assert_int_equal(atoi(PQgetvalue(r, 0, 0)), KR_STORE_SCHEMA_VERSION);
         assert_int_equal(atoi(PQgetvalue(r, 0, 1)), KR_STORE_SCHEMA_VERSION); /* one per step */
         PQclear(r);
-        raw_exec(&w, "INSERT INTO kronos_schema VALUES (99, 0)");
+        raw_exec(&w, "INSERT INTO kronos.kronos_schema VALUES (99, 0)");
     } else {
         raw_exec(&w, "PRAGMA user_version = 99");
     }
@@ -576,11 +584,12 @@ static void test_schema_version(void **state) {
     if (w.pg) PQfinish(w.pg);
     if (w.lite) sqlite3_close(w.lite);
 
-    /* A database of another application (its own candles table) is not taken over. */
+    /* A database of another application (its own candles table) is not taken over (the
+     * PostgreSQL store keeps to its own schema beside it: test_pg_other_applications). */
     snprintf(target, sizeof target, "%s", fresh_target("foreign"));
     if (g_pg) {
         PGconn *c = pg_connect(target);
-        pg_exec(c, "CREATE TABLE candles (x int)");
+        pg_exec(c, "CREATE SCHEMA kronos; CREATE TABLE kronos.candles (x int)");
         PQfinish(c);
     } else {
         sqlite3 *db = NULL;
@@ -591,6 +600,7 @@ static void test_schema_version(void **state) {
     }
     assert_int_equal(kr_store_open(target, &s, &err), KR_ERR_FORMAT);
     if (!strstr(err.message, "another application")) fail_msg("message: %s", err.message);
+    if (g_pg && !strstr(err.message, "kronos did not make")) fail_msg("message: %s", err.message);
 }
 
 /* Two handles creating one empty store at once: one creates the schema, both open it. */
@@ -633,16 +643,27 @@ static void test_url_display(void **state) {
     assert_string_equal(out, "postgresql://kronos:***@db.example:5432/k?sslmode=require");
     kr_store_display_name("postgres://u@h/k?sslmode=require&password=s3cr3t&x=1", out, sizeof out);
     assert_string_equal(out, "postgres://u@h/k?sslmode=require&password=***&x=1");
+    /* libpq decodes a key's percent escapes, and sslpassword is the client key's passphrase:
+     * both are secrets (they were shown). */
+    kr_store_display_name("postgresql://u@h/k?pass%77ord=s3cr3t&sslpassword=k3y&PASSWORD=x#f", out,
+                          sizeof out);
+    assert_string_equal(out, "postgresql://u@h/k?pass%77ord=***&sslpassword=***&PASSWORD=***#f");
+    kr_store_display_name("postgresql://u:s3%40cr3t@[::1]:5432,h2/k?options=-c%20a%3Db", out,
+                          sizeof out);
+    assert_string_equal(out, "postgresql://u:***@[::1]:5432,h2/k?options=-c%20a%3Db");
+    kr_store_display_name("postgresql://u@h/k?passwordx=1&password", out, sizeof out);
+    assert_string_equal(out, "postgresql://u@h/k?passwordx=1&password");
     kr_store_display_name("postgresql://u@h/k", out, sizeof out);
     assert_string_equal(out, "postgresql://u@h/k");
     kr_store_display_name("/tmp/a:b@c.db", out, sizeof out);
     assert_string_equal(out, "/tmp/a:b@c.db");
-    /* Nothing listens here (a closed port on loopback): the error names the redacted URL. */
+    /* Nothing listens here (a closed port on loopback): the error names the redacted URL, and
+     * it is a retry-later failure (the server's 503), not a broken store. */
     kr_store *s = NULL;
     kr_error err = { 0 };
     assert_int_equal(
         kr_store_open("postgresql://kronos:s3cr3t@127.0.0.1:1/k?connect_timeout=5", &s, &err),
-        KR_ERR_IO);
+        KR_ERR_UNAVAILABLE);
     assert_null(s);
     assert_null(strstr(err.message, "s3cr3t"));
     if (!strstr(err.message, "postgresql://kronos:***@127.0.0.1:1/k") ||
@@ -664,6 +685,189 @@ static void test_url_display(void **state) {
     assert_string_equal(path, "postgresql://u@h/k");
 }
 
+/* ---- PostgreSQL only: a database shared with other applications, and a server that goes. */
+
+/* The first value of sql's answer on c, as a new string. */
+static char *pg_value(PGconn *c, const char *sql) {
+    PGresult *r = PQexec(c, sql);
+    if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) < 1)
+        fail_msg("%s: %s", sql, PQresultErrorMessage(r));
+    char *v = strdup(PQgetisnull(r, 0, 0) ? "NULL" : PQgetvalue(r, 0, 0));
+    PQclear(r);
+    return v;
+}
+
+static void pg_expect(PGconn *c, const char *sql, const char *want) {
+    char *got = pg_value(c, sql);
+    if (strcmp(got, want) != 0) fail_msg("%s: got %s, want %s", sql, got, want);
+    free(got);
+}
+
+/* Another application's candles, symbols and markets tables, in public and in the schema a
+ * URL's search_path names: kronos keeps to its own schema beside them and never touches
+ * theirs (it used to refuse the database, or create its tables wherever search_path led). */
+static void test_pg_other_applications(void **state) {
+    (void)state;
+    char target[1400], via_path[1500];
+    snprintf(target, sizeof target, "%s", fresh_target("shared"));
+    PGconn *c = pg_connect(target);
+    pg_exec(c, "CREATE TABLE candles (x int); INSERT INTO candles VALUES (7);"
+               "CREATE TABLE symbols (y text); CREATE TABLE markets (z int);"
+               "CREATE SCHEMA app; CREATE TABLE app.candles (x int)");
+    /* The URL's options point search_path at the application's schema. */
+    snprintf(via_path, sizeof via_path, "%s%soptions=-csearch_path%%3Dapp", target,
+             strchr(target, '?') ? "&" : "?");
+    const char *targets[2] = { target, via_path };
+    for (int k = 0; k < 2; k++) {
+        kr_store *s = open_ok(targets[k]);
+        kr_candles *in = make_candles(10 * k, 10, 20.0), *out = NULL;
+        kr_error err = { 0 };
+        if (kr_store_upsert(s, "AAPL", "1d", in, &err) != KR_OK) fail_msg("%s", err.message);
+        if (kr_store_set_market(s, "AAPL", "us", &err) != KR_OK) fail_msg("%s", err.message);
+        if (kr_store_read(s, "AAPL", "1d", 0, &out, &err) != KR_OK) fail_msg("%s", err.message);
+        assert_int_equal(out->n, 10 * (k + 1));
+        kr_candles_free(in);
+        kr_candles_free(out);
+        kr_store_close(s);
+    }
+    pg_expect(c, "SELECT count(*) FROM kronos.candles", "20");
+    pg_expect(c, "SELECT market FROM kronos.markets", "us");
+    pg_expect(c, "SELECT string_agg(x::text, ',') FROM public.candles", "7");
+    pg_expect(c, "SELECT count(*) FROM app.candles", "0");
+    pg_expect(c,
+              "SELECT count(*) FROM information_schema.columns WHERE table_schema = "
+              "'public' AND table_name IN ('candles', 'symbols', 'markets')",
+              "3");
+    PQfinish(c);
+}
+
+/* A store made before the schema kronos (tables in public, version 1 there): opened in place,
+ * migrated in place, read and written; no second store is started in the schema kronos (a
+ * replica of the older build shares the same tables during a rolling upgrade). */
+static void test_pg_store_of_older_layout(void **state) {
+    (void)state;
+    char target[1400];
+    snprintf(target, sizeof target, "%s", fresh_target("legacy"));
+    PGconn *c = pg_connect(target);
+    /* The tables exactly as version 1 of the older layout made them. */
+    pg_exec(c, "CREATE TABLE kronos_schema (version integer PRIMARY KEY, applied_at bigint NOT "
+               "NULL);"
+               "CREATE TABLE symbols (symbol text COLLATE \"C\" NOT NULL, \"interval\" text "
+               "COLLATE \"C\" NOT NULL, first_ts bigint NOT NULL, last_ts bigint NOT NULL, rows "
+               "bigint NOT NULL, updated_at bigint NOT NULL, PRIMARY KEY (symbol, \"interval\"));"
+               "CREATE TABLE candles (symbol text COLLATE \"C\" NOT NULL, \"interval\" text "
+               "COLLATE \"C\" NOT NULL, ts bigint NOT NULL, open double precision NOT NULL, "
+               "high double precision NOT NULL, low double precision NOT NULL, close double "
+               "precision NOT NULL, volume double precision NOT NULL, amount double precision "
+               "NOT NULL, has_volume smallint NOT NULL, has_amount smallint NOT NULL, PRIMARY "
+               "KEY (symbol, \"interval\", ts));"
+               "INSERT INTO kronos_schema VALUES (1, 0);"
+               "INSERT INTO candles VALUES ('Old', '1d', 1704067200, 1, 2, 0.5, 1.5, 10, 15, 1, "
+               "1);"
+               "INSERT INTO symbols VALUES ('Old', '1d', 1704067200, 1704067200, 1, 1)");
+    for (int round = 0; round < 2; round++) { /* migrating, then as a current store */
+        kr_store *s = open_ok(target);
+        kr_candles *out = NULL, *more = make_candles(1 + 3 * round, 3, 5.0);
+        kr_error err = { 0 };
+        if (kr_store_upsert(s, "old", "1d", more, &err) != KR_OK) fail_msg("%s", err.message);
+        if (kr_store_set_market(s, "OLD", "us", &err) != KR_OK) fail_msg("%s", err.message);
+        if (kr_store_read(s, "OLD", "1d", 0, &out, &err) != KR_OK) fail_msg("%s", err.message);
+        assert_int_equal(out->n, 4 + 3 * round);
+        assert_int_equal(out->timestamps[0], 1704067200);
+        kr_store_entry *e = NULL;
+        int64_t n = 0;
+        if (kr_store_list(s, NULL, &e, &n, &err) != KR_OK) fail_msg("%s", err.message);
+        assert_int_equal(n, 1);
+        assert_string_equal(e[0].symbol, "Old");
+        assert_string_equal(e[0].market, "us");
+        free(e);
+        kr_candles_free(more);
+        kr_candles_free(out);
+        kr_store_close(s);
+    }
+    pg_expect(c, "SELECT max(version) FROM public.kronos_schema", "2");
+    pg_expect(c, "SELECT count(*) FROM public.candles", "7");
+    pg_expect(c, "SELECT to_regnamespace('kronos') IS NULL", "t");
+    PQfinish(c);
+}
+
+/* Another client holding a table lock (an ALTER TABLE, a LOCK TABLE, a VACUUM FULL): a read
+ * waits at most the busy timeout and says so (it used to wait for as long as the lock was
+ * held: a request hanging forever). */
+static void test_pg_lock_wait_is_bounded(void **state) {
+    (void)state;
+    char target[1400];
+    snprintf(target, sizeof target, "%s", fresh_target("held_table"));
+    kr_store *s = open_ok(target);
+    kr_candles *in = make_candles(0, 5, 20.0), *out = NULL;
+    kr_error err = { 0 };
+    if (kr_store_upsert(s, "AAPL", "1d", in, &err) != KR_OK) fail_msg("%s", err.message);
+    kr_store_set_busy_timeout(s, 100);
+    PGconn *c = pg_connect(target);
+    pg_exec(c, "BEGIN; LOCK TABLE kronos.candles IN ACCESS EXCLUSIVE MODE");
+    assert_int_equal(kr_store_read(s, "AAPL", "1d", 0, &out, &err), KR_ERR_BUSY);
+    if (!strstr(err.message, "locked")) fail_msg("message: %s", err.message);
+    pg_exec(c, "ROLLBACK");
+    if (kr_store_read(s, "AAPL", "1d", 0, &out, &err) != KR_OK) fail_msg("%s", err.message);
+    assert_int_equal(out->n, 5);
+    kr_candles_free(out);
+    kr_candles_free(in);
+    kr_store_close(s);
+    PQfinish(c);
+}
+
+/* The server ends kronos' connections (a restart, a crash, an administrator): a statement on
+ * a lost connection is KR_ERR_UNAVAILABLE ("retry later"), and the next open connects afresh
+ * instead of failing on the dead pooled connection. A server that answers but refuses (no such
+ * database) is KR_ERR_IO: an operator's to fix, not a retry. */
+static void test_pg_connection_lost(void **state) {
+    (void)state;
+    char target[1400];
+    snprintf(target, sizeof target, "%s", fresh_target("lost"));
+    kr_store *s = open_ok(target);
+    kr_candles *in = make_candles(0, 5, 20.0), *out = NULL;
+    kr_error err = { 0 };
+    if (kr_store_upsert(s, "AAPL", "1d", in, &err) != KR_OK) fail_msg("%s", err.message);
+    PGconn *admin = pg_connect(g_admin);
+    const char *kill_all = "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE "
+                           "datname = 'kt_lost' AND application_name = 'kronos'";
+    free(pg_value(admin, kill_all));
+    assert_int_equal(kr_store_read(s, "AAPL", "1d", 0, &out, &err), KR_ERR_UNAVAILABLE);
+    if (!strstr(err.message, "retry later")) fail_msg("message: %s", err.message);
+    kr_store_close(s);
+    /* Pooled connections, all ended while idle: the next open still works. */
+    kr_store *many[3];
+    for (int i = 0; i < 3; i++) many[i] = open_ok(target);
+    for (int i = 0; i < 3; i++) kr_store_close(many[i]);
+    free(pg_value(admin, kill_all));
+    s = open_ok(target);
+    if (kr_store_read(s, "AAPL", "1d", 0, &out, &err) != KR_OK) fail_msg("%s", err.message);
+    assert_int_equal(out->n, 5);
+    kr_candles_free(out);
+    kr_candles_free(in);
+    kr_store_close(s);
+    PQfinish(admin);
+    /* Every connection slot of the role taken (its CONNECTION LIMIT; max_connections is the
+     * same SQLSTATE, 53300): busy, retry later, not a broken store. */
+    PGconn *c = pg_connect(g_admin);
+    pg_exec(c, "DROP ROLE IF EXISTS kt_limited; CREATE ROLE kt_limited LOGIN CONNECTION LIMIT 0");
+    PQfinish(c);
+    char limited[1500];
+    const char *at = strchr(target, '@');
+    snprintf(limited, sizeof limited, "postgresql://kt_limited%s", at ? at : "");
+    kr_store *full = NULL;
+    assert_int_equal(kr_store_open(limited, &full, &err), KR_ERR_UNAVAILABLE);
+    if (!strstr(err.message, "too many connections")) fail_msg("message: %s", err.message);
+    /* The server is up but has no such database. */
+    char missing[1500];
+    const char *slash = strchr(strstr(g_admin, "://") + 3, '/');
+    snprintf(missing, sizeof missing, "%.*sno_such_db%s", (int)(slash - g_admin + 1), g_admin,
+             slash + strcspn(slash, "?"));
+    kr_store *none = NULL;
+    assert_int_equal(kr_store_open(missing, &none, &err), KR_ERR_IO);
+    if (!strstr(err.message, "no_such_db")) fail_msg("message: %s", err.message);
+}
+
 int main(void) {
     const struct CMUnitTest suite[] = {
         cmocka_unit_test(test_round_trip),
@@ -677,6 +881,12 @@ int main(void) {
         cmocka_unit_test(test_schema_version),
         cmocka_unit_test(test_concurrent_create),
     };
+    const struct CMUnitTest pg_only[] = {
+        cmocka_unit_test(test_pg_other_applications),
+        cmocka_unit_test(test_pg_store_of_older_layout),
+        cmocka_unit_test(test_pg_lock_wait_is_bounded),
+        cmocka_unit_test(test_pg_connection_lost),
+    };
     const struct CMUnitTest common[] = {
         cmocka_unit_test(test_url_display),
     };
@@ -687,6 +897,7 @@ int main(void) {
     if (g_admin && *g_admin) {
         g_pg = 1;
         failed += cmocka_run_group_tests_name("postgresql", suite, setup, teardown);
+        failed += cmocka_run_group_tests_name("postgresql only", pg_only, setup, teardown);
     } else {
         printf("postgresql: not run here (KRONOS_TEST_PG_ADMIN_URL unset); ctest "
                "market_store_pg runs this suite against a throwaway cluster\n");

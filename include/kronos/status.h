@@ -33,7 +33,9 @@ typedef enum kr_status {
     KR_ERR_INTERNAL = -7, /* a broken invariant: a bug, please report */
     KR_ERR_CANCELLED = -8, /* the caller cancelled the operation */
     KR_ERR_BUSY = -9, /* a queue or memory budget is full: retry later */
-    KR_ERR_TIMEOUT = -10 /* a deadline passed before the work finished */
+    KR_ERR_TIMEOUT = -10, /* a deadline passed before the work finished */
+    KR_ERR_UNAVAILABLE = -11 /* a server it needs (the store's database) is down or
+                                unreachable: retry later */
 } kr_status;
 
 /* Caller-supplied error detail. `message` names the place: file, row, field, tensor. */

@@ -7,7 +7,7 @@ A script written for the official model/kronos.py runs with its import line chan
 from ._lib import library_path, version as engine_version
 from .errors import (BusyError, CancelledError, FormatError, InternalError, InvalidArgumentError,
                      KronosError, KronosIOError, KronosMemoryError, KronosTimeoutError,
-                     ModelError, UnsupportedError)
+                     ModelError, UnavailableError, UnsupportedError)
 from .model import Kronos, KronosTokenizer
 from .predictor import Forecast, KronosPredictor
 
@@ -15,4 +15,5 @@ __version__ = "0.2.0"
 __all__ = ["Kronos", "KronosTokenizer", "KronosPredictor", "Forecast", "KronosError",
            "InvalidArgumentError", "KronosIOError", "FormatError", "ModelError",
            "KronosMemoryError", "UnsupportedError", "InternalError", "CancelledError",
-           "BusyError", "KronosTimeoutError", "engine_version", "library_path"]
+           "BusyError", "KronosTimeoutError", "UnavailableError", "engine_version",
+           "library_path"]

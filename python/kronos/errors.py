@@ -66,9 +66,16 @@ class KronosTimeoutError(KronosError, TimeoutError):
     status = -10
 
 
+class UnavailableError(KronosError):
+    """KR_ERR_UNAVAILABLE: a server it needs (the candle store's database) is down or
+    unreachable; retry later."""
+    status = -11
+
+
 _BY_STATUS = {c.status: c for c in (InvalidArgumentError, KronosIOError, FormatError, ModelError,
                                     KronosMemoryError, UnsupportedError, InternalError,
-                                    CancelledError, BusyError, KronosTimeoutError)}
+                                    CancelledError, BusyError, KronosTimeoutError,
+                                    UnavailableError)}
 
 
 def from_status(status, message):

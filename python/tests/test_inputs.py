@@ -283,8 +283,9 @@ def test_status_mapping():
     assert isinstance(errors.from_status(-2, "m"), OSError)
     assert isinstance(errors.from_status(-10, "m"), TimeoutError)
     assert isinstance(errors.from_status(-5, "m"), MemoryError)
-    for st in range(-1, -11, -1):
+    for st in range(-1, -12, -1):
         e = errors.from_status(st, "msg")
+        assert type(e) is not KronosError, f"status {st} has no class of its own"
         assert isinstance(e, KronosError) and e.status == st and str(e) == "msg"
     assert type(errors.from_status(-99, "x")) is KronosError
 

@@ -18,6 +18,7 @@ const char *kr_strerror(kr_status status) {
     case KR_ERR_CANCELLED: return "cancelled";
     case KR_ERR_BUSY: return "busy";
     case KR_ERR_TIMEOUT: return "timed out";
+    case KR_ERR_UNAVAILABLE: return "unavailable";
     }
     return "unknown error";
 }

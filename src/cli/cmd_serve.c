@@ -217,6 +217,16 @@ static int apply_flags(const flags *fl, kr_server_config *cfg) {
     kr_error err = { 0 };
     if (kr_store_resolve_path(db_named ? db : NULL, cfg->db, sizeof cfg->db, &err) != KR_OK ||
         kr_store_check_writable(cfg->db, &err) != KR_OK) {
+        /* A database server that is down or restarting is no misconfiguration: a replica
+         * starts (its forecasts need no store) and its store routes answer 503 with
+         * Retry-After until the database is back. --check-config still says it failed. */
+        if (err.status == KR_ERR_UNAVAILABLE && !fl->check) {
+            fprintf(stderr,
+                    "kronos %s: warning: %s; serving anyway: /v1/candles and /v1/analyze from "
+                    "the store answer 503 with Retry-After until it can be reached\n",
+                    CMD, err.message);
+            return 0;
+        }
         if (asked) return kr_cli_fail(CMD, err.message);
         fprintf(stderr,
                 "kronos %s: warning: no candle store (%s); /v1/candles and /v1/analyze "

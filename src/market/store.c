@@ -109,6 +109,32 @@ int kr_store_is_url(const char *target) {
            (!strncasecmp(target, "postgresql://", 13) || !strncasecmp(target, "postgres://", 11));
 }
 
+static int hex_value(char ch) {
+    return ch >= '0' && ch <= '9'   ? ch - '0'
+           : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10
+           : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10
+                                    : -1;
+}
+
+/* Whether the URL query parameter at p (up to '=', '&' or '#') names a secret: password or
+ * sslpassword (the client key's passphrase), whatever its case and however percent-escaped
+ * (libpq decodes the keys: "pass%77ord" is a password). */
+static int is_secret_param(const char *p) {
+    char key[32];
+    size_t n = 0;
+    for (; *p && *p != '=' && *p != '&' && *p != '#'; p++) {
+        int ch = (unsigned char)*p, hi, lo;
+        if (ch == '%' && (hi = hex_value(p[1])) >= 0 && (lo = hex_value(p[2])) >= 0) {
+            ch = hi * 16 + lo;
+            p += 2;
+        }
+        if (n + 1 >= sizeof key) return 0; /* longer than any keyword */
+        key[n++] = (char)ch;
+    }
+    key[n] = '\0';
+    return *p == '=' && (!strcasecmp(key, "password") || !strcasecmp(key, "sslpassword"));
+}
+
 void kr_store_display_name(const char *target, char *out, size_t cap) {
     if (!out || cap == 0) return;
     out[0] = '\0';
@@ -136,9 +162,11 @@ void kr_store_display_name(const char *target, char *out, size_t cap) {
             p = at;
             continue;
         }
-        if (p > auth_end && (p[-1] == '?' || p[-1] == '&') && !strncasecmp(p, "password=", 9)) {
-            for (const char *m = "password=***"; *m; m++) PUT(*m);
-            p += 9 + strcspn(p + 9, "&#");
+        if (p > auth_end && (p[-1] == '?' || p[-1] == '&') && is_secret_param(p)) {
+            const char *eq = p + strcspn(p, "=&#");
+            while (p <= eq && *p) PUT(*p++); /* the key as written, and its '=' */
+            for (const char *m = "***"; *m; m++) PUT(*m);
+            p += strcspn(p, "&#");
             continue;
         }
         PUT(*p);

@@ -15,9 +15,20 @@
  *     timestamps are strictly increasing, so no row is hit twice).
  *   - Readers run single statements (one MVCC snapshot each): they never wait for a writer
  *     and see the last commit.
+ *   - The tables live in a schema of their own, `kronos` (created with the store), named in
+ *     every statement (`@candles` in the SQL below is "kronos".candles), never found through
+ *     the search_path: a database other applications use may have their own `candles` or
+ *     `symbols`, and the search_path is whatever the role, the URL's options or a connection
+ *     pooler make it. Stores made before this (kronos_schema in the search_path's first schema,
+ *     usually public) are used in place, so replicas of both builds share one store during a
+ *     rolling upgrade; docs/scaling.md says how to move one into `kronos`.
  *   - Schema versions are rows of kronos_schema, applied in order under an advisory lock
  *     (two replicas starting on an empty database create it once); the usual open is two
  *     reads. A version newer than this build's is refused.
+ *   - Every connection carries lock_timeout = the busy timeout: a statement waiting for a lock
+ *     another client holds (an ALTER TABLE, a LOCK TABLE, a migration) fails with KR_ERR_BUSY
+ *     instead of hanging the request. A database that cannot be reached, or a connection lost
+ *     mid-statement (a restart, a crash), is KR_ERR_UNAVAILABLE: retry later.
  *   - The server opens a store per request, and a new PostgreSQL connection costs a process
  *     fork on the server (milliseconds): idle connections are kept in a small per-process pool
  *     keyed by the target; a pooled one, checked when it was made, re-reads only the version
@@ -44,9 +55,15 @@
 /* Any constant: the advisory lock the schema migrations take. */
 #define SCHEMA_LOCK_KEY 0x6b726f6e6f73LL /* "kronos" */
 
+/* The schema a new store is created in (see the notes above). */
+#define STORE_SCHEMA "kronos"
+#define SCHEMA_MAX 160 /* a quoted identifier: PostgreSQL names are at most 63 bytes */
+
 typedef struct pg_handle {
     PGconn *conn;
     char *target; /* the pool's key */
+    char schema[SCHEMA_MAX]; /* the store's schema as a quoted identifier, e.g. "kronos" */
+    int lock_ms; /* the connection's lock_timeout as last set */
 } pg_handle;
 
 /* ------------------------------------------------------------------ connection pool */
@@ -57,18 +74,23 @@ static struct {
         PGconn *conn;
         char *target;
         pid_t pid;
+        char schema[SCHEMA_MAX];
+        int lock_ms;
     } idle[POOL_MAX];
     int n;
 } g_pool = { PTHREAD_MUTEX_INITIALIZER, { { 0 } }, 0 };
 
-/* An idle connection to target made by this process, still alive, or NULL. */
-static PGconn *pool_take(const char *target) {
+/* An idle connection to target made by this process, still alive, or NULL; its schema and
+ * lock timeout go to h. */
+static PGconn *pool_take(const char *target, pg_handle *h) {
     PGconn *found = NULL;
     pid_t me = getpid();
     pthread_mutex_lock(&g_pool.mu);
     for (int i = g_pool.n - 1; i >= 0 && !found; i--) {
         if (g_pool.idle[i].pid != me || strcmp(g_pool.idle[i].target, target) != 0) continue;
         found = g_pool.idle[i].conn;
+        memcpy(h->schema, g_pool.idle[i].schema, sizeof h->schema);
+        h->lock_ms = g_pool.idle[i].lock_ms;
         free(g_pool.idle[i].target);
         g_pool.idle[i] = g_pool.idle[--g_pool.n];
     }
@@ -83,14 +105,17 @@ static PGconn *pool_take(const char *target) {
 }
 
 /* Keeps conn for reuse when it is healthy and outside a transaction; else closes it. */
-static void pool_give(PGconn *conn, const char *target) {
-    if (PQstatus(conn) == CONNECTION_OK && PQtransactionStatus(conn) == PQTRANS_IDLE) {
-        char *key = strdup(target);
+static void pool_give(PGconn *conn, const pg_handle *h) {
+    if (PQstatus(conn) == CONNECTION_OK && PQtransactionStatus(conn) == PQTRANS_IDLE &&
+        h->schema[0]) {
+        char *key = strdup(h->target);
         pthread_mutex_lock(&g_pool.mu);
         if (key && g_pool.n < POOL_MAX) {
             g_pool.idle[g_pool.n].conn = conn;
             g_pool.idle[g_pool.n].target = key;
             g_pool.idle[g_pool.n].pid = getpid();
+            memcpy(g_pool.idle[g_pool.n].schema, h->schema, sizeof h->schema);
+            g_pool.idle[g_pool.n].lock_ms = h->lock_ms;
             g_pool.n++;
             conn = NULL;
             key = NULL;
@@ -119,6 +144,16 @@ static void scrub(char *msg, const char *secret) {
     }
 }
 
+/* Whether a failure means the server is gone or not taking work (a restart, a crash, the
+ * network): SQLSTATE class 08 (connection exception), 57P01-57P03 (shutting down, crashed,
+ * starting up), 53300 (too many connections), or libpq's connection broken. */
+static int unreachable(const PGconn *conn, const char *state) {
+    if (PQstatus(conn) != CONNECTION_OK) return 1;
+    if (!state) return 0;
+    return !strncmp(state, "08", 2) || !strcmp(state, "57P01") || !strcmp(state, "57P02") ||
+           !strcmp(state, "57P03") || !strcmp(state, "53300");
+}
+
 /* Fills err from a failed result (or the connection when res is NULL). */
 static kr_status pg_error(const kr_store *s, const PGresult *res, const char *step, kr_error *err) {
     const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
@@ -130,15 +165,39 @@ static kr_status pg_error(const kr_store *s, const PGresult *res, const char *st
         return kr_error_set(err, KR_ERR_BUSY,
                             "%s: %s: the database is locked by another writer (waited %.1f s)",
                             s->path, step, s->busy_ms / 1000.0);
-    kr_status st = PQstatus(CONN(s)) != CONNECTION_OK  ? KR_ERR_IO
-                   : state && !strncmp(state, "53", 2) ? KR_ERR_NOMEM /* insufficient resources */
-                                                       : KR_ERR_IO;
+    if (unreachable(CONN(s), state))
+        return kr_error_set(err, KR_ERR_UNAVAILABLE,
+                            "%s: %s: the database cannot be reached, retry later (%s)", s->path,
+                            step, msg);
+    kr_status st = state && !strncmp(state, "53", 2) ? KR_ERR_NOMEM /* insufficient resources */
+                                                     : KR_ERR_IO;
     return kr_error_set(err, st, "%s: %s: %s", s->path, step, msg);
+}
+
+/* sql with each @ replaced by the store's schema and a dot ("@candles" is "kronos".candles):
+ * sql itself when it has none, sb's text otherwise, NULL when memory ran out. */
+static const char *qualify(const kr_store *s, const char *sql, kr_sb *sb) {
+    if (!strchr(sql, '@')) return sql;
+    const char *schema = ((const pg_handle *)s->impl)->schema;
+    for (const char *p = sql, *at; *p; p = at + 1) {
+        if (!(at = strchr(p, '@'))) {
+            kr_sb_append(sb, p);
+            break;
+        }
+        kr_sb_appendn(sb, p, (size_t)(at - p));
+        kr_sb_append(sb, schema);
+        kr_sb_append(sb, ".");
+    }
+    return sb->oom ? NULL : sb->data;
 }
 
 /* Runs a statement without parameters that returns no rows. */
 static kr_status exec(kr_store *s, const char *sql, const char *step, kr_error *err) {
-    PGresult *r = PQexec(CONN(s), sql);
+    kr_sb sb = { 0 };
+    const char *text = qualify(s, sql, &sb);
+    if (!text) return kr_error_set(err, KR_ERR_NOMEM, "%s: %s: out of memory", s->path, step);
+    PGresult *r = PQexec(CONN(s), text);
+    kr_sb_free(&sb);
     kr_status st = PQresultStatus(r) == PGRES_COMMAND_OK || PQresultStatus(r) == PGRES_TUPLES_OK
                        ? KR_OK
                        : pg_error(s, r, step, err);
@@ -149,12 +208,16 @@ static kr_status exec(kr_store *s, const char *sql, const char *step, kr_error *
 /* Runs a statement with text parameters; *out holds the result on KR_OK (caller PQclears). */
 static kr_status query(kr_store *s, const char *sql, int n, const char *const *params,
                        const char *step, PGresult **out, kr_error *err) {
-    PGresult *r = PQexecParams(CONN(s), sql, n, NULL, params, NULL, NULL, 0);
+    kr_sb sb = { 0 };
+    const char *text = qualify(s, sql, &sb);
+    *out = NULL;
+    if (!text) return kr_error_set(err, KR_ERR_NOMEM, "%s: %s: out of memory", s->path, step);
+    PGresult *r = PQexecParams(CONN(s), text, n, NULL, params, NULL, NULL, 0);
+    kr_sb_free(&sb);
     ExecStatusType rs = PQresultStatus(r);
     if (rs != PGRES_TUPLES_OK && rs != PGRES_COMMAND_OK) {
         kr_status st = pg_error(s, r, step, err);
         PQclear(r);
-        *out = NULL;
         return st;
     }
     *out = r;
@@ -169,13 +232,13 @@ static void rollback(kr_store *s) {
 
 /* The migrations, in order: element v-1 takes a version v-1 database to version v. */
 static const char *const k_migrations[KR_STORE_SCHEMA_VERSION] = {
-    "CREATE TABLE kronos_schema (version integer PRIMARY KEY, applied_at bigint NOT NULL);"
-    "CREATE TABLE symbols ("
+    "CREATE TABLE @kronos_schema (version integer PRIMARY KEY, applied_at bigint NOT NULL);"
+    "CREATE TABLE @symbols ("
     " symbol text COLLATE \"C\" NOT NULL, \"interval\" text COLLATE \"C\" NOT NULL,"
     " first_ts bigint NOT NULL, last_ts bigint NOT NULL,"
     " rows bigint NOT NULL, updated_at bigint NOT NULL,"
     " PRIMARY KEY (symbol, \"interval\"));"
-    "CREATE TABLE candles ("
+    "CREATE TABLE @candles ("
     " symbol text COLLATE \"C\" NOT NULL, \"interval\" text COLLATE \"C\" NOT NULL,"
     " ts bigint NOT NULL,"
     " open double precision NOT NULL, high double precision NOT NULL,"
@@ -184,27 +247,91 @@ static const char *const k_migrations[KR_STORE_SCHEMA_VERSION] = {
     " has_volume smallint NOT NULL, has_amount smallint NOT NULL,"
     " PRIMARY KEY (symbol, \"interval\", ts));",
     /* Version 2 adds each symbol's market (its exchange calendar, market/calendar.h). */
-    "CREATE TABLE markets (symbol text COLLATE \"C\" NOT NULL PRIMARY KEY, market text NOT NULL);",
+    "CREATE TABLE @markets (symbol text COLLATE \"C\" NOT NULL PRIMARY KEY, market text NOT NULL);",
 };
 
+/* Sets the connection's lock_timeout to the busy timeout (0 would mean "wait forever": a
+ * zero busy timeout fails at once instead). */
+static kr_status set_lock_timeout(kr_store *s, kr_error *err) {
+    pg_handle *h = s->impl;
+    char ms[32];
+    snprintf(ms, sizeof ms, "%d", s->busy_ms > 0 ? s->busy_ms : 1);
+    const char *p[1] = { ms };
+    PGresult *r = NULL;
+    kr_status st = query(s, "SELECT pg_catalog.set_config('lock_timeout', $1, false)", 1, p,
+                         "setting the lock timeout", &r, err);
+    PQclear(r);
+    if (st == KR_OK) h->lock_ms = s->busy_ms;
+    return st;
+}
+
+/* Finds the store's schema (h->schema, quoted): STORE_SCHEMA when it holds kronos_schema or
+ * when no store exists yet, else the schema of a store made before kronos had one — the
+ * kronos_schema table (version, applied_at) the connection's search_path finds. */
+static kr_status find_schema(kr_store *s, kr_error *err) {
+    pg_handle *h = s->impl;
+    PGresult *r = NULL;
+    kr_status st =
+        query(s,
+              "SELECT pg_catalog.to_regclass('" STORE_SCHEMA ".kronos_schema') IS NOT NULL, "
+              "(SELECT n.nspname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON "
+              "n.oid = c.relnamespace WHERE c.oid = pg_catalog.to_regclass('kronos_schema') AND "
+              "n.nspname NOT LIKE 'pg\\_temp%' AND (SELECT count(*) FROM pg_catalog.pg_attribute a "
+              "WHERE a.attrelid = c.oid AND a.attname IN ('version', 'applied_at') AND "
+              "NOT a.attisdropped) = 2)",
+              0, NULL, "finding the store's schema", &r, err);
+    if (st != KR_OK) return st;
+    const char *name = STORE_SCHEMA;
+    if (strcmp(PQgetvalue(r, 0, 0), "t") != 0 && !PQgetisnull(r, 0, 1)) name = PQgetvalue(r, 0, 1);
+    char *quoted = PQescapeIdentifier(h->conn, name, strlen(name));
+    PQclear(r);
+    if (!quoted || strlen(quoted) >= sizeof h->schema) {
+        PQfreemem(quoted);
+        return kr_error_set(err, KR_ERR_NOMEM, "%s: quoting the schema name: out of memory",
+                            s->path);
+    }
+    snprintf(h->schema, sizeof h->schema, "%s", quoted);
+    PQfreemem(quoted);
+    /* Statements name the schema (@); the search_path follows too, so that a name without it
+     * can only reach the store's own table, never another application's. */
+    char path[SCHEMA_MAX + 16];
+    snprintf(path, sizeof path, "pg_catalog, %s", h->schema);
+    const char *p[1] = { path };
+    st = query(s, "SELECT pg_catalog.set_config('search_path', $1, false)", 1, p,
+               "setting the search_path", &r, err);
+    PQclear(r);
+    return st;
+}
+
 typedef struct schema_state {
-    int has_version_table, has_ours; /* kronos_schema; candles or symbols */
+    int has_version_table, has_ours; /* kronos_schema; candles, symbols or markets */
     long long version;
 } schema_state;
 
 static kr_status read_schema(kr_store *s, schema_state *ss, kr_error *err) {
+    /* The names as text for to_regclass: the quoted schema goes in a parameter, never into
+     * a literal of the statement. */
+    const char *schema = ((pg_handle *)s->impl)->schema;
+    char names[4][SCHEMA_MAX + 16];
+    const char *p[4];
+    static const char *const tables[4] = { "kronos_schema", "candles", "symbols", "markets" };
+    for (int i = 0; i < 4; i++) {
+        snprintf(names[i], sizeof names[i], "%s.%s", schema, tables[i]);
+        p[i] = names[i];
+    }
     PGresult *r = NULL;
     kr_status st = query(s,
-                         "SELECT to_regclass('kronos_schema') IS NOT NULL, "
-                         "to_regclass('candles') IS NOT NULL OR to_regclass('symbols') IS NOT NULL",
-                         0, NULL, "reading the schema", &r, err);
+                         "SELECT pg_catalog.to_regclass($1) IS NOT NULL, "
+                         "pg_catalog.to_regclass($2) IS NOT NULL OR pg_catalog.to_regclass($3) "
+                         "IS NOT NULL OR pg_catalog.to_regclass($4) IS NOT NULL",
+                         4, p, "reading the schema", &r, err);
     if (st != KR_OK) return st;
     ss->has_version_table = !strcmp(PQgetvalue(r, 0, 0), "t");
     ss->has_ours = !strcmp(PQgetvalue(r, 0, 1), "t");
     PQclear(r);
     ss->version = 0;
     if (!ss->has_version_table) return KR_OK;
-    st = query(s, "SELECT coalesce(max(version), 0) FROM kronos_schema", 0, NULL,
+    st = query(s, "SELECT coalesce(max(version), 0) FROM @kronos_schema", 0, NULL,
                "reading the schema version", &r, err);
     if (st != KR_OK) return st;
     ss->version = atoll(PQgetvalue(r, 0, 0));
@@ -213,18 +340,44 @@ static kr_status read_schema(kr_store *s, schema_state *ss, kr_error *err) {
 }
 
 static kr_status check_schema(const kr_store *s, const schema_state *ss, kr_error *err) {
+    const char *schema = ((const pg_handle *)s->impl)->schema;
     if (!ss->has_version_table && ss->has_ours)
         return kr_error_set(err, KR_ERR_FORMAT,
-                            "%s: a database of another application (it has a candles or "
-                            "symbols table but no kronos_schema version table); pass another "
-                            "--db, or another schema with ?options=-csearch_path%%3DNAME",
-                            s->path);
+                            "%s: the schema %s holds a candles, symbols or markets table that "
+                            "kronos did not make (there is no %s.kronos_schema): it belongs to "
+                            "another application; kronos keeps its tables in the schema "
+                            "\"" STORE_SCHEMA "\": rename that application's schema, or give "
+                            "kronos another database",
+                            s->path, schema, schema);
     if (ss->version > KR_STORE_SCHEMA_VERSION)
         return kr_error_set(err, KR_ERR_UNSUPPORTED,
                             "%s: schema version %lld was written by a newer kronos (this one "
                             "reads version %d)",
                             s->path, ss->version, KR_STORE_SCHEMA_VERSION);
     return KR_OK;
+}
+
+/* CREATE SCHEMA kronos, with what to do when the role may not. */
+static kr_status create_schema(kr_store *s, kr_error *err) {
+    PGresult *r = PQexec(CONN(s), "CREATE SCHEMA IF NOT EXISTS " STORE_SCHEMA);
+    kr_status st = KR_OK;
+    if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+        const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+        if (state && !strcmp(state, "42501")) {
+            char msg[256];
+            first_line(PQresultErrorMessage(r), msg, sizeof msg);
+            st = kr_error_set(
+                err, KR_ERR_IO,
+                "%s: cannot create the schema \"" STORE_SCHEMA
+                "\" (%s): create it once as the database's owner: CREATE SCHEMA " STORE_SCHEMA
+                " AUTHORIZATION %s",
+                s->path, msg, PQuser(CONN(s)));
+        } else {
+            st = pg_error(s, r, "creating the schema \"" STORE_SCHEMA "\"", err);
+        }
+    }
+    PQclear(r);
+    return st;
 }
 
 /* Checks the schema with reads; applies the missing migrations, under a lock, when needed.
@@ -248,11 +401,12 @@ static kr_status init_schema(kr_store *s, kr_error *err) {
         /* Another process may have migrated while this one waited: read again. */
         (st = read_schema(s, &ss, err)) != KR_OK || (st = check_schema(s, &ss, err)) != KR_OK)
         goto fail;
+    if (ss.version == 0 && (st = create_schema(s, err)) != KR_OK) goto fail;
     for (long long v = ss.version + 1; v <= KR_STORE_SCHEMA_VERSION; v++) {
         char step[64], mark[160];
         snprintf(step, sizeof step, "applying schema version %lld", v);
         snprintf(mark, sizeof mark,
-                 "INSERT INTO kronos_schema (version, applied_at) VALUES (%lld, %lld)", v,
+                 "INSERT INTO @kronos_schema (version, applied_at) VALUES (%lld, %lld)", v,
                  (long long)time(NULL));
         if ((st = exec(s, k_migrations[v - 1], step, err)) != KR_OK ||
             (st = exec(s, mark, step, err)) != KR_OK)
@@ -281,34 +435,57 @@ static kr_status pg_open(kr_store *s, const char *target, kr_error *err) {
         return kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory", s->path);
     }
     s->impl = h;
-    h->conn = pool_take(target);
+    h->conn = pool_take(target, h);
     if (h->conn) {
         /* Checked when it was made; one read tells whether another kronos migrated since. */
-        PGresult *r = PQexec(h->conn, "SELECT coalesce(max(version), 0) FROM kronos_schema");
-        int current = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 &&
-                      atoll(PQgetvalue(r, 0, 0)) == KR_STORE_SCHEMA_VERSION;
+        PGresult *r = NULL;
+        kr_error ignored = { 0 };
+        int current = (h->lock_ms == s->busy_ms || set_lock_timeout(s, &ignored) == KR_OK) &&
+                      query(s, "SELECT coalesce(max(version), 0) FROM @kronos_schema", 0, NULL,
+                            "reading the schema version", &r, &ignored) == KR_OK &&
+                      PQntuples(r) == 1 && atoll(PQgetvalue(r, 0, 0)) == KR_STORE_SCHEMA_VERSION;
         PQclear(r);
         if (current) return KR_OK;
-        if (PQstatus(h->conn) != CONNECTION_OK) {
-            PQfinish(h->conn);
-            h->conn = NULL;
-            return pg_open_new(s, h, target, err);
-        }
-        kr_status st = init_schema(s, err);
-        if (st != KR_OK) {
-            PQfinish(h->conn);
-            h->conn = NULL;
-        }
-        return st;
+        /* Dropped since it was pooled (a restart), or changed under it: start afresh. */
+        PQfinish(h->conn);
+        h->conn = NULL;
     }
     return pg_open_new(s, h, target, err);
 }
 
-/* A new connection to target, its schema checked or created. */
+/* Why a connection to target failed: KR_ERR_UNAVAILABLE when the server does not answer or
+ * does not take connections now (down, restarting, unreachable: retry later), KR_ERR_IO when
+ * it answers but refuses this one (a wrong password, no such database or role: an operator's
+ * to fix). message: libpq's. */
+static kr_status connect_failure(const char *target, const char *message) {
+    /* Every connection slot taken (53300: max_connections, or the role's or the database's
+     * CONNECTION LIMIT) is a server answering and busy: retry later. libpq gives a failed
+     * connection no SQLSTATE, so its message is read; a server speaking another language
+     * than English leaves it an error of configuration. */
+    if (strstr(message, "too many clients") || strstr(message, "too many connections") ||
+        strstr(message, "remaining connection slots"))
+        return KR_ERR_UNAVAILABLE;
+    /* The probe gets a short connect_timeout of its own: placed after dbname, it wins. */
+    const char *const keys[] = { "dbname", "connect_timeout", NULL };
+    const char *const vals[] = { target, "3", NULL };
+    const PGPing ping = PQpingParams(keys, vals, 1);
+    /* NO_ATTEMPT: a client-side problem (the parameters), no server to wait for. */
+    return ping == PQPING_OK || ping == PQPING_NO_ATTEMPT ? KR_ERR_IO : KR_ERR_UNAVAILABLE;
+}
+
+/* A new connection to target, its schema found and checked or created. */
 static kr_status pg_open_new(kr_store *s, pg_handle *h, const char *target, kr_error *err) {
-    /* The URL's own settings come last, so they win over these defaults. */
-    const char *const keys[] = { "connect_timeout", "application_name", "dbname", NULL };
-    const char *const vals[] = { "10", "kronos", target, NULL };
+    /* The URL's own settings come last, so they win over these defaults. TCP keepalives
+     * notice a server that vanished without closing the connection (a power cut, a
+     * partition) in about a minute instead of the kernel's two hours. */
+    const char *const keys[] = { "connect_timeout",
+                                 "application_name",
+                                 "keepalives_idle",
+                                 "keepalives_interval",
+                                 "keepalives_count",
+                                 "dbname",
+                                 NULL };
+    const char *const vals[] = { "10", "kronos", "30", "10", "3", target, NULL };
     /* libpq's messages about a malformed URL quote the bad part, which can be the password:
      * repeated only when the URL holds none (s->path is the URL with passwords as ***). */
     char *perr = NULL;
@@ -332,12 +509,15 @@ static kr_status pg_open_new(kr_store *s, pg_handle *h, const char *target, kr_e
         for (PQconninfoOption *o = opts; o->keyword; o++)
             if (!strcmp(o->keyword, "password") && o->val && *o->val) scrub(msg, o->val);
         PQconninfoFree(opts);
-        return kr_error_set(err, KR_ERR_IO, "%s: cannot connect: %s", s->path, msg);
+        kr_status why = connect_failure(target, msg);
+        return kr_error_set(err, why, "%s: cannot connect%s: %s", s->path,
+                            why == KR_ERR_UNAVAILABLE ? " (retry later)" : "", msg);
     }
     PQconninfoFree(opts);
     PQsetNoticeProcessor(h->conn, quiet_notices, NULL);
-    kr_status st = init_schema(s, err);
-    if (st != KR_OK) { /* never pooled */
+    kr_status st;
+    if ((st = set_lock_timeout(s, err)) != KR_OK || (st = find_schema(s, err)) != KR_OK ||
+        (st = init_schema(s, err)) != KR_OK) { /* never pooled */
         PQfinish(h->conn);
         h->conn = NULL;
     }
@@ -346,14 +526,17 @@ static kr_status pg_open_new(kr_store *s, pg_handle *h, const char *target, kr_e
 
 static void pg_close(kr_store *s) {
     pg_handle *h = s->impl;
-    if (h->conn) pool_give(h->conn, h->target);
+    if (h->conn) pool_give(h->conn, h);
     free(h->target);
     free(h);
     s->impl = NULL;
 }
 
 static void pg_busy_timeout_changed(kr_store *s) {
-    (void)s; /* applied per write (SET LOCAL lock_timeout) */
+    kr_error ignored = { 0 };
+    /* On failure lock_ms stays stale: a pooled reuse sets it again. Writes set their own
+     * (SET LOCAL lock_timeout) as well. */
+    (void)set_lock_timeout(s, &ignored);
 }
 
 /* ------------------------------------------------------------------ symbols */
@@ -364,7 +547,7 @@ static kr_status pg_canonical_symbol(kr_store *s, const char *symbol, char *out,
     PGresult *r = NULL;
     /* An exact spelling wins over another case of it, as in the SQLite file. */
     kr_status st = query(s,
-                         "SELECT symbol FROM symbols WHERE lower(symbol) = lower($1) "
+                         "SELECT symbol FROM @symbols WHERE lower(symbol) = lower($1) "
                          "ORDER BY symbol = $1 DESC, symbol LIMIT 1",
                          1, p, "looking up the symbol", &r, err);
     if (st != KR_OK) return st;
@@ -393,7 +576,7 @@ static void array_of(kr_sb *sb, const kr_candles *c, int col) {
 static kr_status series_rows(kr_store *s, const char *const *sym, int64_t *out, kr_error *err) {
     PGresult *r = NULL;
     *out = 0;
-    kr_status st = query(s, "SELECT rows FROM symbols WHERE symbol = $1 AND \"interval\" = $2", 2,
+    kr_status st = query(s, "SELECT rows FROM @symbols WHERE symbol = $1 AND \"interval\" = $2", 2,
                          sym, "counting rows", &r, err);
     if (st != KR_OK) return st;
     if (PQntuples(r) > 0) *out = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
@@ -413,7 +596,7 @@ static kr_status check_one_a_day(kr_store *s, const char *symbol, const char *in
     const char *p[5] = { symbol, interval, lo, hi, off };
     PGresult *r = NULL;
     kr_status st = query(s,
-                         "SELECT min(ts), max(ts) FROM candles WHERE symbol = $1 AND "
+                         "SELECT min(ts), max(ts) FROM @candles WHERE symbol = $1 AND "
                          "\"interval\" = $2 AND ts >= $3::bigint AND ts < $4::bigint "
                          "GROUP BY (ts + $5::bigint) / 86400 HAVING count(*) > 1 ORDER BY 1 "
                          "LIMIT 1",
@@ -464,7 +647,7 @@ static kr_status pg_upsert(kr_store *s, const char *symbol, const char *interval
     /* A stored row the batch repeats exactly is left as it is (not counted in the command's
      * row count), so the count tells replaced rows from repeated ones, as in the SQLite file. */
     if ((st = query(s,
-                    "INSERT INTO candles (symbol, \"interval\", ts, open, high, low, close, "
+                    "INSERT INTO @candles (symbol, \"interval\", ts, open, high, low, close, "
                     "volume, amount, has_volume, has_amount) "
                     "SELECT $1, $2, t, o, h, l, c, v, a, $10::smallint, $11::smallint FROM "
                     "unnest($3::bigint[], $4::float8[], $5::float8[], $6::float8[], "
@@ -488,7 +671,7 @@ static kr_status pg_upsert(kr_store *s, const char *symbol, const char *interval
     if (!c->has_volume || !c->has_amount) {
         if ((st = query(s,
                         "SELECT coalesce(sum(has_volume), 0), coalesce(sum(has_amount), 0) FROM "
-                        "candles WHERE symbol = $1 AND \"interval\" = $2",
+                        "@candles WHERE symbol = $1 AND \"interval\" = $2",
                         2, ins, "checking the stored columns", &r, err)) != KR_OK)
             goto fail;
         int64_t with_volume = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
@@ -501,9 +684,9 @@ static kr_status pg_upsert(kr_store *s, const char *symbol, const char *interval
     /* Recomputed from the rows rather than adjusted, so it stays right when the batch
      * overlaps what was stored. */
     if ((st = query(s,
-                    "INSERT INTO symbols (symbol, \"interval\", first_ts, last_ts, rows, "
+                    "INSERT INTO @symbols (symbol, \"interval\", first_ts, last_ts, rows, "
                     "updated_at) SELECT $1, $2, min(ts), max(ts), count(*), $3::bigint FROM "
-                    "candles WHERE symbol = $1 AND \"interval\" = $2 "
+                    "@candles WHERE symbol = $1 AND \"interval\" = $2 "
                     "ON CONFLICT (symbol, \"interval\") DO UPDATE SET first_ts = "
                     "EXCLUDED.first_ts, last_ts = EXCLUDED.last_ts, rows = EXCLUDED.rows, "
                     "updated_at = EXCLUDED.updated_at",
@@ -535,7 +718,7 @@ static kr_status pg_read(kr_store *s, const char *symbol, const char *interval,
     /* Newest first so LIMIT keeps the most recent rows (LIMIT NULL: all of them). */
     kr_status st = query(s,
                          "SELECT ts, open, high, low, close, volume, amount, has_volume, "
-                         "has_amount FROM candles WHERE symbol = $1 AND \"interval\" = $2 "
+                         "has_amount FROM @candles WHERE symbol = $1 AND \"interval\" = $2 "
                          "ORDER BY ts DESC LIMIT $3::bigint",
                          3, p, "reading candles", &r, err);
     if (st != KR_OK) return st;
@@ -557,7 +740,7 @@ static kr_status pg_list(kr_store *s, const char *symbol, kr_store_entry **out, 
     PGresult *r = NULL;
     kr_status st = query(s,
                          "SELECT s.symbol, s.\"interval\", s.first_ts, s.last_ts, s.rows, "
-                         "s.updated_at, coalesce(m.market, '') FROM symbols s LEFT JOIN markets "
+                         "s.updated_at, coalesce(m.market, '') FROM @symbols s LEFT JOIN @markets "
                          "m ON m.symbol = s.symbol WHERE $1::text IS NULL OR lower(s.symbol) = "
                          "lower($1) ORDER BY s.symbol, s.updated_at DESC, s.last_ts DESC, "
                          "s.\"interval\"",
@@ -592,10 +775,10 @@ static kr_status pg_set_market(kr_store *s, const char *symbol, const char *mark
     PGresult *r = NULL;
     kr_status st = market && *market
                        ? query(s,
-                               "INSERT INTO markets (symbol, market) VALUES ($1, $2) "
+                               "INSERT INTO @markets (symbol, market) VALUES ($1, $2) "
                                "ON CONFLICT (symbol) DO UPDATE SET market = EXCLUDED.market",
                                2, p, "storing the market", &r, err)
-                       : query(s, "DELETE FROM markets WHERE symbol = $1", 1, p,
+                       : query(s, "DELETE FROM @markets WHERE symbol = $1", 1, p,
                                "storing the market", &r, err);
     PQclear(r);
     return st;

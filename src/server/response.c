@@ -135,7 +135,8 @@ int kr_api_http_status(kr_status st) {
     case KR_ERR_BUSY: return 429;
     case KR_ERR_TIMEOUT: return 504;
     case KR_ERR_CANCELLED: return 499;
-    case KR_ERR_NOMEM: return 503;
+    case KR_ERR_NOMEM:
+    case KR_ERR_UNAVAILABLE: return 503;
     case KR_ERR_UNSUPPORTED: return 501;
     default: return 500;
     }

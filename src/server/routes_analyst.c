@@ -57,6 +57,24 @@ static void scrub_store_message(const kr_server *s, const char *msg, char *out, 
     out[o] = '\0';
 }
 
+/* The HTTP status of a store failure that is not the request's fault: 503 (with Retry-After)
+ * when a retry can succeed — another writer held the lock past the busy timeout, or the
+ * database is down or restarting — else 500. */
+static int store_failure_status(kr_status st) {
+    return st == KR_ERR_BUSY || st == KR_ERR_UNAVAILABLE ? 503 : 500;
+}
+
+/* What the client gets of a store's error: the scrubbed message, or for a database that
+ * cannot be reached a fixed text (libpq's words name hosts and socket paths; the log has
+ * them). */
+static void store_message_for_client(const kr_server *s, kr_status st, const char *msg, char *out,
+                                     size_t cap) {
+    if (st == KR_ERR_UNAVAILABLE)
+        snprintf(out, cap, "the candle store's database cannot be reached; retry later");
+    else
+        scrub_store_message(s, msg, out, cap);
+}
+
 /* A store's error message on the server's side: the 5xx ones (a broken or unreachable
  * store) are the operator's to see, with the path the client no longer gets. */
 static void log_store_error(kr_server *s, int status, const char *msg) {
@@ -78,11 +96,17 @@ static kr_store *open_store(kr_server *s, int must_exist, int *status, kr_api_er
     kr_store *st = NULL;
     kr_error e = { 0 };
     if (kr_store_open(s->cfg.db, &st, &e) != KR_OK) {
-        *status = 500;
-        log_store_error(s, 500, e.message);
+        *status = store_failure_status(e.status);
+        log_store_error(s, *status, e.message);
         char msg[sizeof e.message];
-        scrub_store_message(s, e.message, msg, sizeof msg);
-        kr_api_error_set(err, 500, NULL, "%s", msg);
+        store_message_for_client(s, e.status, e.message, msg, sizeof msg);
+        /* A database that answers but refuses (a changed password, a dropped database):
+         * libpq's words name hosts and socket paths, the operator finds them in the log. */
+        if (e.status == KR_ERR_IO && kr_store_is_url(s->cfg.db))
+            snprintf(msg, sizeof msg,
+                     "the candle store's database refused the connection (the reason is in the "
+                     "server log)");
+        kr_api_error_set(err, *status, NULL, "%s", msg);
         return NULL;
     }
     return st;
@@ -108,11 +132,12 @@ static int pick_interval(kr_server *s, kr_store *store, const char *symbol, cons
     int64_t n = 0;
     kr_error ke = { 0 };
     if (store && kr_store_list(store, symbol, &e, &n, &ke) != KR_OK) {
-        log_store_error(s, 500, ke.message);
+        const int code = store_failure_status(ke.status);
+        log_store_error(s, code, ke.message);
         char msg[sizeof ke.message];
-        scrub_store_message(s, ke.message, msg, sizeof msg);
-        kr_api_error_set(err, 500, NULL, "%s", msg);
-        return 500;
+        store_message_for_client(s, ke.status, ke.message, msg, sizeof msg);
+        kr_api_error_set(err, code, NULL, "%s", msg);
+        return code;
     }
     char list[512];
     int status = 0;
@@ -146,17 +171,24 @@ static int pick_interval(kr_server *s, kr_store *store, const char *symbol, cons
 static enum MHD_Result reply_api_error(struct MHD_Connection *mc, kr_conn *c,
                                        const kr_api_error *e) {
     int status = e->status ? e->status : 400;
+    /* A configured store's 503 (open_store, pick_interval) passes: say when to retry. */
+    if (status == 503 && c->srv->cfg.db[0]) {
+        snprintf(c->error, sizeof c->error, "%s", e->message);
+        char *body = kr_api_error_json(503, e->message, NULL);
+        return kr_srv_reply(mc, c, 503, "application/json", body, body ? strlen(body) : 0,
+                            MHD_HTTP_HEADER_RETRY_AFTER, "1");
+    }
     return kr_srv_reply_error(mc, c, status, e->message, e->field[0] ? e->field : NULL);
 }
 
 /* A candle store's error: 503 + Retry-After when another writer held the lock past the busy
- * timeout (nothing was written; a retry succeeds), `bad` (400 / 404) for what the request got
- * wrong, 500 for the rest. */
+ * timeout (nothing was written; a retry succeeds) or the database cannot be reached, `bad`
+ * (400 / 404) for what the request got wrong, 500 for the rest. */
 static enum MHD_Result reply_store_error(struct MHD_Connection *mc, kr_conn *c, kr_status st,
                                          const char *message, int bad, const char *field) {
     char msg[sizeof((kr_error *)0)->message];
-    scrub_store_message(c->srv, message, msg, sizeof msg);
-    if (st == KR_ERR_BUSY) {
+    store_message_for_client(c->srv, st, message, msg, sizeof msg);
+    if (store_failure_status(st) == 503) {
         log_store_error(c->srv, 503, message);
         snprintf(c->error, sizeof c->error, "%s", msg);
         char *body = kr_api_error_json(503, msg, NULL);
@@ -382,7 +414,7 @@ typedef struct analyze_task {
     kr_analyze_item items[KR_API_MAX_SYMBOLS];
     /* outcome */
     int status; /* HTTP status */
-    int retry_after; /* 429: tell the client when to retry */
+    int retry_after; /* 429, 503: tell the client when to retry */
     char *body; /* report text or error JSON (owned) */
     const char *content_type;
     /* streaming: events for the connection, guarded by mu */
@@ -473,6 +505,7 @@ static void task_fail(analyze_task *t, int status, const char *message, const ch
     scrub_store_message(t->srv, message, msg, sizeof msg);
     if (status >= 500 && strcmp(msg, message) != 0) log_store_error(t->srv, status, message);
     t->status = status;
+    if (status == 503) t->retry_after = 1; /* draining, overload, the store: all pass */
     free(t->body);
     t->body = kr_api_error_json(status, msg, field && field[0] ? field : NULL);
     t->content_type = "application/json";
@@ -517,7 +550,10 @@ static void task_run(analyze_task *t) {
             int64_t n = 0;
             if (store && kr_store_list(store, NULL, &e, &n, &err) != KR_OK) {
                 kr_store_close(store);
-                task_fail(t, 500, err.message, NULL);
+                const int code = store_failure_status(err.status);
+                log_store_error(s, code, err.message);
+                store_message_for_client(s, err.status, err.message, msg, sizeof msg);
+                task_fail(t, code, msg, NULL);
                 return;
             }
             /* The same cap as a list of symbols (the config's max_symbols, itself at most the
@@ -584,10 +620,14 @@ static void task_run(analyze_task *t) {
                     KR_OK) {
                 if (!r->batch) {
                     kr_store_close(store);
-                    task_fail(t, 500, err.message, NULL);
+                    const int code = store_failure_status(err.status);
+                    log_store_error(s, code, err.message);
+                    store_message_for_client(s, err.status, err.message, msg, sizeof msg);
+                    task_fail(t, code, msg, NULL);
                     return;
                 }
-                scrub_store_message(s, err.message, t->errors[i], sizeof t->errors[i]);
+                store_message_for_client(s, err.status, err.message, t->errors[i],
+                                         sizeof t->errors[i]);
                 t->items[i] = (kr_analyze_item){ sym, t->intervals[i], NULL, t->errors[i], NULL };
                 continue;
             }

@@ -71,11 +71,7 @@ class Cluster:
         try:
             self._run([self.initdb, "-D", self.data, "-U", "postgres", "-A", "trust",
                        "-E", "UTF8", "--locale=C", "--no-sync"])
-            opts = f"-k {self.sock} -p {self.port} -c listen_addresses='' -c max_connections=200"
-            if not self.durable:
-                opts += " -c fsync=off -c full_page_writes=off"
-            self._run([self.pg_ctl, "-D", self.data, "-l", self.log, "-o", opts, "-w",
-                       "-t", "60", "start"])
+            self.resume()
         except subprocess.CalledProcessError as e:
             log = ""
             if os.path.exists(self.log):
@@ -98,6 +94,24 @@ class Cluster:
     def createdb(self, name):
         self.psql(f'CREATE DATABASE "{name}"')
         return self.url(name)
+
+    def _opts(self):
+        opts = f"-k {self.sock} -p {self.port} -c listen_addresses='' -c max_connections=200"
+        if not self.durable:
+            opts += " -c fsync=off -c full_page_writes=off"
+        return opts
+
+    def halt(self):
+        """Stops the server the way a crash does (immediate: no checkpoint, clients cut off),
+        keeping the data directory for resume()."""
+        self._run([self.pg_ctl, "-D", self.data, "-m", "immediate", "-w", "stop"])
+        self.running = False
+
+    def resume(self):
+        """Starts the halted server again on the same data (crash recovery first)."""
+        self._run([self.pg_ctl, "-D", self.data, "-l", self.log, "-o", self._opts(), "-w",
+                   "-t", "60", "start"])
+        self.running = True
 
     def stop(self):
         if self.running:
