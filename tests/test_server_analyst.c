@@ -467,6 +467,14 @@ static void test_candles_delete(void **state) {
         { "/v1/candles/DEL.X?interval=1d&from=2015-01-02&to=2014-01-02", "from", 400 },
         { "/v1/candles/DEL.X?interval=1d&from=3000-01-01", "from", 400 },
     };
+    char long_from[4200]; /* oversized: a clean 400, its text cut in the message */
+    int w = snprintf(long_from, sizeof long_from, "/v1/candles/DEL.X?interval=1d&from=");
+    memset(long_from + w, '7', sizeof long_from - (size_t)w - 1);
+    long_from[sizeof long_from - 1] = '\0';
+    r = http(port, "DELETE", long_from, NULL);
+    assert_error(r, 400, "from");
+    assert_true(strlen(r->body) < 600);
+    resp_free(r);
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
         r = http(port, "DELETE", bad[k].path, NULL);
         if (r->status != bad[k].status)
