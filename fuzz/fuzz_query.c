@@ -1,7 +1,8 @@
 /*
  * fuzz_query — libFuzzer target for what the server reads from a request's URL and headers
  * besides the body: the GET /v1/candles query parameters (kr_api_candles_query: interval,
- * limit), the path's symbol (kr_api_store_name), the X-Request-Id check and the framing check
+ * limit), the path's symbol (kr_api_store_name), DELETE /v1/candles' from / to
+ * (kr_store_parse_range), the X-Request-Id check and the framing check
  * of Content-Length / Transfer-Encoding (server/framing). The input is split at '&' into
  * values, as a query string would be.
  */
@@ -47,6 +48,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char symbol[64];
     if (kr_api_store_name(v[2], "symbol", 0, symbol, sizeof symbol, &err) == KR_OK)
         CHECK(symbol[0] && strlen(symbol) <= KR_STORE_NAME_MAX);
+
+    /* DELETE /v1/candles' from / to: an accepted range never runs backwards; a refusal names
+     * its end. */
+    int64_t from_ts, to_ts;
+    kr_error range_err;
+    if (kr_store_parse_range(v[0], v[1], "from", "to", &from_ts, &to_ts, &range_err) == KR_OK)
+        CHECK(from_ts <= to_ts);
+    else
+        CHECK(!strncmp(range_err.message, "from:", 5) || !strncmp(range_err.message, "to:", 3));
 
     /* An X-Request-Id accepted as is is safe in a header and a log line. */
     if (kr_request_id_valid(v[3]))

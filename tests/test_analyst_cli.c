@@ -2,11 +2,12 @@
  * `kronos ingest` and `kronos analyze` end to end through the executable: ingest the bundled
  * candles into a temporary database, analyse one symbol in each format and three as a batch
  * (ranking), calibrate, and every error case exits 1 (runtime) or 2 (usage) with a message
- * that says what is wrong.
+ * that says what is wrong; `kronos store list|delete` (exit 3 when a delete matches nothing).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <cjson/cJSON.h>
@@ -442,6 +443,95 @@ static void test_uncertainty_and_cover(void **state) {
     expect_fail(args, 2, "--ohlc", NULL);
 }
 
+/* `kronos store list|delete`: what is stored, a range and a whole series removed (saying
+ * what went and what is left), nothing matched (exit 3), bad flags (exit 2). */
+static void test_store_list_delete(void **state) {
+    (void)state;
+    char args[4096], db[1300], p[1300];
+    snprintf(db, sizeof db, "%s/store.db", g_tmp);
+    snprintf(args, sizeof args, "store list --db %s", db);
+    const run_result *r = ok(args);
+    assert_non_null(strstr(r->out, "no such database"));
+    struct stat sb;
+    assert_int_not_equal(stat(db, &sb), 0); /* listing creates nothing */
+    snprintf(args, sizeof args,
+             "ingest --symbol AAPL --interval 1d --market NYSE --db %s %s/data/AAPL_1d.csv", db,
+             KR_SOURCE_DIR);
+    ok(args);
+    /* pandas' float seconds (to_csv of a float column) as a second series. */
+    snprintf(p, sizeof p, "%s/float.csv", g_tmp);
+    const char *fl = "timestamps,open,high,low,close,volume\n1704412800.0,1,2,0.5,1.5,10\n"
+                     "1704499200.0,1,2,0.5,1.5,10\n1704585600.5,1,2,0.5,1.5,10\n";
+    assert_int_equal(kr_test_write_file(p, fl, strlen(fl)), 0);
+    snprintf(args, sizeof args, "ingest --symbol WRONG --interval 1h --db %s %s", db, p);
+    ok(args);
+    snprintf(args, sizeof args, "store list --db %s", db);
+    r = ok(args);
+    assert_non_null(strstr(r->out, "SYMBOL"));
+    assert_non_null(strstr(r->out, "AAPL           1d        NYSE           2913  2014-01-02"));
+    assert_non_null(strstr(r->out, "2025-08-01"));
+    assert_non_null(
+        strstr(r->out, "WRONG          1h        -                 3  2024-01-05 00:00:00"));
+    snprintf(args, sizeof args, "store list --symbol aapl --db %s", db);
+    r = ok(args);
+    assert_null(strstr(r->out, "WRONG"));
+
+    /* A range: what went and what is left; the same range again deletes nothing: exit 3. */
+    snprintf(args, sizeof args,
+             "store delete --symbol aapl --interval 24h --from 2025-07-30 --to 2025-07-31 --db %s",
+             db);
+    r = ok(args);
+    assert_non_null(strstr(r->out, "AAPL 1d: deleted 2 rows (2025-07-30 to 2025-07-31)"));
+    assert_non_null(strstr(r->out, "2911 rows left (2014-01-02 to 2025-08-01)"));
+    r = run(args);
+    assert_int_equal(r->code, 3);
+    assert_non_null(strstr(r->out, "nothing deleted: AAPL 1d"));
+    assert_non_null(strstr(r->out, "has no candle from 2025-07-30 to 2025-07-31"));
+    /* No such series: exit 3, naming what the symbol has. */
+    snprintf(args, sizeof args, "store delete --symbol AAPL --interval 5m --db %s", db);
+    r = run(args);
+    assert_int_equal(r->code, 3);
+    assert_non_null(strstr(r->out, "holds no series AAPL 5m (it has 1d)"));
+    snprintf(args, sizeof args, "store delete --symbol AAPL --interval 1d --db %s/none.db", g_tmp);
+    r = run(args);
+    assert_int_equal(r->code, 3);
+    assert_non_null(strstr(r->out, "no such database"));
+    /* The whole mistaken series: gone from the list. */
+    snprintf(args, sizeof args, "store delete --symbol WRONG --interval 1h --db %s", db);
+    r = ok(args);
+    assert_non_null(strstr(r->out, "WRONG 1h: deleted 3 rows"));
+    assert_non_null(strstr(r->out, "the series is gone"));
+    snprintf(args, sizeof args, "store list --db %s", db);
+    r = ok(args);
+    assert_null(strstr(r->out, "WRONG"));
+    snprintf(args, sizeof args, "store list --symbol WRONG --db %s", db);
+    r = ok(args);
+    assert_non_null(strstr(r->out, "no series stored for WRONG"));
+
+    /* Usage errors: exit 2, nothing deleted. */
+    snprintf(args, sizeof args,
+             "store delete --symbol AAPL --interval 1d --from 2025-08-01 --to 2025-01-01 --db %s",
+             db);
+    expect_fail(args, 2, "--from: '2025-08-01' is after --to '2025-01-01'", NULL);
+    snprintf(args, sizeof args, "store delete --symbol AAPL --interval 1d --to 2025-13-01 --db %s",
+             db);
+    expect_fail(args, 2, "--to: cannot parse '2025-13-01'", NULL);
+    snprintf(args, sizeof args,
+             "store delete --symbol AAPL --interval 1d --from 1704412800123.5 --db %s", db);
+    expect_fail(args, 2, "milliseconds", NULL);
+    snprintf(args, sizeof args, "store delete --symbol AAPL --db %s", db);
+    expect_fail(args, 2, "--interval is required", NULL);
+    snprintf(args, sizeof args, "store delete --interval 1d --db %s", db);
+    expect_fail(args, 2, "--symbol is required", NULL);
+    snprintf(args, sizeof args, "store list --interval 1d --db %s", db);
+    expect_fail(args, 2, "list takes only", NULL);
+    expect_fail("store", 2, "list or delete", NULL);
+    expect_fail("store purge", 2, "unknown subcommand 'purge'", NULL);
+    snprintf(args, sizeof args, "store list --db %s", db);
+    r = ok(args);
+    assert_non_null(strstr(r->out, "2911"));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ingest),
@@ -450,6 +540,7 @@ int main(void) {
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_watchlists),
         cmocka_unit_test(test_uncertainty_and_cover),
+        cmocka_unit_test(test_store_list_delete),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -533,6 +533,16 @@ static void test_parse_timestamp_valid(void **state) {
         { "996624000000000", 996624000, 1 },
         { "996624000000000000", 996624000, 1 },
         { "0000000000", 0, 1 },
+        /* Seconds with a fraction (pandas' to_csv of float seconds, time.time()) or an
+         * exponent with every digit of the second: truncated as fractional seconds are. */
+        { "1718709307.0", t, 1 },
+        { "1718709307.999999", t, 1 },
+        { " 1718709307.25 ", t, 1 },
+        { "996624000.5", 996624000, 1 },
+        { "1.718709307e9", t, 1 },
+        { "1.7187093075E+09", t, 1 },
+        { "17187093079e-1", t, 1 },
+        { "0.1718709307e10", t, 1 },
         { "2000-02-29", ymdhms(2000, 2, 29, 0, 0, 0), 0 },
         { "2024-02-29 23:59:59", ymdhms(2024, 2, 29, 23, 59, 59), 1 },
         { "1969-12-31 23:59:59", -1, 1 },
@@ -593,6 +603,23 @@ static void test_parse_timestamp_invalid(void **state) {
         "2024-001-01",
         "20241318",
         "2024-06-18 11:15 Z x",
+        /* A fraction on anything but seconds, exponents that lost digits, half numbers. */
+        "1718709307999.5",
+        "1718709307999999.5",
+        "17187093.5",
+        "20240618.5",
+        "1.7187093e9",
+        "1.718709307e12",
+        "1718709307.",
+        ".5",
+        "1718709307.5.5",
+        "1718709307e",
+        "1718709307e+",
+        "1718709307.5Z",
+        "1718709307,5",
+        "-1718709307.5",
+        "1e9999999999",
+        "1718709307.5e0x",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         int64_t v = 0;
@@ -637,14 +664,27 @@ static void test_parse_timestamp_out_of_range(void **state) {
     expect_error(HDR "202406181115,1,2,1,2,3,4\n", KR_ERR_FORMAT,
                  "data.csv: line 2, column 'timestamps'", "epoch milliseconds (of 1976)",
                  "YYYYMMDDHHMM");
+    kr_candles *c = NULL;
+    kr_error err = { 0 };
+    /* A decimal count says what makes it ambiguous. */
+    expect_error(HDR "1718709307.5,1,2,1,2,3,4\n1718709307999.5,1,2,1,2,3,4\n", KR_ERR_FORMAT,
+                 "data.csv: line 3, column 'timestamps'", "'1718709307999.5'",
+                 "a fraction on a count of 13 digits (milliseconds)");
+    expect_error(HDR "1.7187093e9,1,2,1,2,3,4\n", KR_ERR_FORMAT,
+                 "data.csv: line 2, column 'timestamps'",
+                 "exponent notation with 8 significant digits for a count of 10 digits",
+                 "write the number out");
+    /* pandas' to_csv of float seconds: daily bars, stamped at midnight, with a time of day. */
+    assert_int_equal(parse(HDR "1704153600.0,1,2,1,2,3,4\n1704240000.0,1,2,1,2,3,4\n", &c, &err),
+                     KR_OK);
+    assert_int_equal(c->timestamps[1], ymdhms(2024, 1, 3, 0, 0, 0));
+    kr_candles_free(c);
     /* Local stamps through the end of summer time repeat an hour: the message says why. */
     expect_error(HDR
                  "2026-11-01 00:30:00-04:00,1,2,1,2,3,4\n2026-11-01 01:30:00-04:00,1,2,1,2,3,4\n"
                  "2026-11-01 01:30:00-05:00,1,2,1,2,3,4\n",
                  KR_ERR_FORMAT, "line 4, column 'timestamps': 2026-11-01 01:30:00 repeats line 3",
                  "summer time ends", "give them in UTC");
-    kr_candles *c = NULL;
-    kr_error err = { 0 };
     assert_int_equal(
         parse(HDR "2026-11-02 12:30,1,2,1,2,3,4\n2026-11-02 12:00,1,2,1,2,3,4\n", &c, &err),
         KR_ERR_FORMAT);

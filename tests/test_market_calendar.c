@@ -255,6 +255,38 @@ static void test_auction_bars(void **state) {
     expect_stamp(out[0], at(2024, 9, 9, 9, 30), 0);
 }
 
+/* HKEX's closing auction (16:00-16:10, the close at a random minute from 16:08): vendors print
+ * its bars (16:00, 16:05, a 16:08 one). They belong to HKEX's day, as the US closing cross does
+ * to NYSE's: they used to rule HKEX out (one a day is past the odd-bar allowance), and the
+ * forecast ran on a learned calendar. The forecast does not stamp bars there: the next bar
+ * after the auction is the next trading day's open. */
+static void test_hkex_closing_auction(void **state) {
+    (void)state;
+    static int64_t ts[5 * 70];
+    int64_t n = 0, out[3];
+    kr_calendar_info info;
+    kr_error err = { 0 };
+    for (int d = 2; d <= 6; d++) { /* Monday 2024-09-02 .. Friday 09-06 */
+        n = fill(ts, n, 2024, 9, d, 9, 30, 5, 30); /* 09:30 .. 11:55 */
+        n = fill(ts, n, 2024, 9, d, 13, 0, 5, 36); /* 13:00 .. 15:55 */
+        ts[n++] = at(2024, 9, d, 16, 0);
+        ts[n++] = at(2024, 9, d, 16, 8);
+    }
+    assert_int_equal(kr_calendar_future(ts, n, 3, out, &info, &err), KR_OK);
+    assert_non_null(info.calendar);
+    assert_string_equal(info.calendar->name, "HKEX");
+    assert_int_equal(info.how, KR_CAL_INFERRED);
+    assert_false(info.label_end);
+    expect_stamp(out[0], at(2024, 9, 9, 9, 30), 0); /* Monday's open, not Friday 16:13 */
+    expect_stamp(out[2], at(2024, 9, 9, 9, 40), 2);
+    /* Named, the same; a bar past the auction (16:15) is still outside HKEX's day. */
+    assert_int_equal(kr_calendar_future_in(cal("HKEX"), ts, n, 3, out, &info, &err), KR_OK);
+    expect_stamp(out[0], at(2024, 9, 9, 9, 30), 0);
+    for (int d = 2; d <= 6; d++) ts[(d - 2) * 68 + 67] = at(2024, 9, d, 16, 15);
+    assert_int_equal(kr_calendar_future(ts, n, 3, out, &info, &err), KR_OK);
+    assert_true(info.calendar == NULL || strcmp(info.calendar->name, "HKEX") != 0);
+}
+
 /* A short daily history holds in several calendars; the one whose holidays it skipped wins.
  * Five weeks of US days around Thanksgiving 2026 (no bar on Thursday 11-26) used to be taken
  * for A-shares (fewer trading hours, and no bar on an A-share holiday), whose forecast then
@@ -363,6 +395,7 @@ int main(void) {
         cmocka_unit_test(test_calendar_months),
         cmocka_unit_test(test_crypto),
         cmocka_unit_test(test_auction_bars),
+        cmocka_unit_test(test_hkex_closing_auction),
         cmocka_unit_test(test_holidays_tell_the_market),
         cmocka_unit_test(test_years_ahead),
         cmocka_unit_test(test_hour_grids),

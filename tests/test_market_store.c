@@ -3,13 +3,15 @@
  * batch leaving the file untouched, a reader running while another connection writes (WAL),
  * name validation, path resolution and foreign / corrupted / newer files refused cleanly;
  * readers (other handles, another process) never wait for a writer's open transaction, a
- * second writer gets a clear "busy" error; the start-up writability check.
+ * second writer gets a clear "busy" error; the start-up writability check; kill -9 of a
+ * process in the middle of its deletes leaving whole deletes only.
  */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -771,6 +773,92 @@ static void test_case_and_market(void **state) {
     kr_candles_free(b);
 }
 
+/* kill -9 of a process in the middle of its deletes: the file opens and checks whole, and
+ * the series is what whole deletes left (a multiple of the chunk each delete removes), with the
+ * list agreeing. The child reports each finished delete through a pipe; the parent kills it
+ * after the first, while it runs the next ones (no clock involved: wherever the kill lands,
+ * the store must be consistent). */
+enum { KILL_CHUNKS = 12, KILL_CHUNK_ROWS = 4000 };
+
+static void test_kill_mid_delete(void **state) {
+    (void)state;
+    const char *path = db_path("kill-delete.db");
+    kr_store *s = open_ok(path);
+    kr_error err = { 0 };
+    const int64_t t0 = 1704067200;
+    for (int k = 0; k < KILL_CHUNKS; k++) {
+        kr_candles *c = make_candles(0, KILL_CHUNK_ROWS, 10.0 + k);
+        for (int64_t i = 0; i < c->n; i++)
+            c->timestamps[i] = t0 + ((int64_t)k * KILL_CHUNK_ROWS + i) * 60;
+        c->date_only = 0;
+        if (kr_store_upsert(s, "BIG", "1m", c, &err) != KR_OK) fail_msg("%s", err.message);
+        kr_candles_free(c);
+    }
+    kr_store_close(s);
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(fds[0]);
+        alarm(120);
+        kr_store *w = NULL;
+        if (kr_store_open(path, &w, &err) != KR_OK) _exit(1);
+        for (int k = 0; k < KILL_CHUNKS; k++) {
+            kr_store_delete_stats d;
+            const int64_t lo = t0 + (int64_t)k * KILL_CHUNK_ROWS * 60;
+            if (kr_store_delete(w, "BIG", "1m", lo, lo + (KILL_CHUNK_ROWS - 1) * 60, &d, &err) !=
+                    KR_OK ||
+                d.deleted != KILL_CHUNK_ROWS)
+                _exit(2);
+            if (write(fds[1], "d", 1) != 1) _exit(3);
+        }
+        _exit(0);
+    }
+    close(fds[1]);
+    char b;
+    assert_int_equal(read(fds[0], &b, 1), 1); /* the first delete has committed */
+    kill(pid, SIGKILL);
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    int done = 1;
+    while (read(fds[0], &b, 1) == 1) done++;
+    close(fds[0]);
+
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    sqlite3_stmt *q = NULL;
+    assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &q, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+    assert_string_equal((const char *)sqlite3_column_text(q, 0), "ok");
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+    s = open_ok(path);
+    kr_candles *got = NULL;
+    int64_t n = kr_store_read(s, "BIG", "1m", 0, &got, &err) == KR_OK ? got->n : 0;
+    assert_int_equal(n % KILL_CHUNK_ROWS, 0);
+    const int64_t deleted_chunks = KILL_CHUNKS - n / KILL_CHUNK_ROWS;
+    /* The deletes reported, and perhaps one more that committed before its report. */
+    assert_true(deleted_chunks == done || deleted_chunks == done + 1);
+    kr_store_entry *e = NULL;
+    int64_t ne = 0;
+    assert_int_equal(kr_store_list(s, "BIG", &e, &ne, &err), KR_OK);
+    if (n > 0) {
+        assert_int_equal(ne, 1);
+        assert_int_equal(e[0].rows, n);
+        assert_int_equal(e[0].first_ts, got->timestamps[0]);
+        assert_int_equal(e[0].last_ts, got->timestamps[n - 1]);
+        assert_int_equal(got->timestamps[0], t0 + deleted_chunks * KILL_CHUNK_ROWS * 60);
+    } else {
+        assert_int_equal(ne, 0);
+    }
+    print_message("kill -9 after %d reported deletes: %lld chunks deleted, %lld rows left\n", done,
+                  (long long)deleted_chunks, (long long)n);
+    free(e);
+    kr_candles_free(got);
+    kr_store_close(s);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),
@@ -785,6 +873,7 @@ int main(void) {
         cmocka_unit_test(test_corrupted_and_foreign_files),
         cmocka_unit_test(test_resolve_path),
         cmocka_unit_test(test_case_and_market),
+        cmocka_unit_test(test_kill_mid_delete),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

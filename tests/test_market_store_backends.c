@@ -6,8 +6,10 @@
  * daily series, a reader running while another handle writes seeing whole batches only, two
  * first ingests of one symbol in two cases at once making one series, readers not waiting for a writer's open transaction while a second writer gets a clear
  * "busy" error, the schema version (created at the current version, a newer one refused, a
- * foreign database refused), two handles creating one empty store at once. And the password of
- * a URL never shows in messages.
+ * foreign database refused), two handles creating one empty store at once, deleting a range
+ * or a whole series (interval spellings, the list kept right, nothing matched, a bad range)
+ * and deleting while another handle ingests the same series. And the password of a URL never
+ * shows in messages.
  */
 #include <math.h>
 #include <pthread.h>
@@ -361,6 +363,18 @@ static void test_one_bar_a_day(void **state) {
     kr_store_close(s);
 }
 
+/* The rows the list gives (symbol, interval), 0 when it lists no such series. */
+static int64_t rows_of(kr_store *s, const char *symbol, const char *interval) {
+    kr_store_entry *e = NULL;
+    int64_t n = 0;
+    kr_error err = { 0 };
+    if (kr_store_list(s, symbol, &e, &n, &err) != KR_OK) fail_msg("list: %s", err.message);
+    const kr_store_entry *hit = kr_store_find_entry(e, n, NULL, interval);
+    int64_t rows = hit ? hit->rows : 0;
+    free(e);
+    return rows;
+}
+
 /* ---- a writer thread appends batches while the main thread reads. */
 
 enum { BATCHES = 30, BATCH_ROWS = 40 };
@@ -415,6 +429,191 @@ static void test_concurrent_reader(void **state) {
     pthread_join(th, &werr);
     if (werr) fail_msg("writer: %s", (char *)werr);
     print_message("%s: %d reads during the writes\n", g_pg ? "postgresql" : "sqlite", reads);
+}
+
+/* ---- deleting a series or a range of it. */
+
+static void test_delete(void **state) {
+    (void)state;
+    const char *target = fresh_target("del");
+    kr_store *s = open_ok(target);
+    kr_error err = { 0 };
+    kr_candles *c = make_candles(0, 30, 100.0); /* 2024-01-01 .. 01-30 */
+    assert_int_equal(kr_store_upsert(s, "AAPL", "1d", c, &err), KR_OK);
+    assert_int_equal(kr_store_upsert(s, "AAPL", "1h", c, &err), KR_OK);
+    assert_int_equal(kr_store_set_market(s, "AAPL", "NYSE", &err), KR_OK);
+    const int64_t day = 86400, t0 = c->timestamps[0];
+
+    /* A range in the middle, the symbol in another case and the interval spelled "24h". */
+    kr_store_delete_stats d;
+    if (kr_store_delete(s, "aapl", "24h", t0 + 10 * day, t0 + 19 * day, &d, &err) != KR_OK)
+        fail_msg("delete: %s", err.message);
+    assert_string_equal(d.symbol, "AAPL");
+    assert_string_equal(d.interval, "1d");
+    assert_int_equal(d.deleted, 10);
+    assert_int_equal(d.first_deleted, t0 + 10 * day);
+    assert_int_equal(d.last_deleted, t0 + 19 * day);
+    assert_int_equal(d.rows_left, 20);
+    assert_int_equal(d.first_left, t0);
+    assert_int_equal(d.last_left, t0 + 29 * day);
+    kr_candles *got = NULL;
+    assert_int_equal(kr_store_read(s, "AAPL", "1d", 0, &got, &err), KR_OK);
+    assert_int_equal(got->n, 20);
+    assert_int_equal(got->timestamps[9], t0 + 9 * day);
+    assert_int_equal(got->timestamps[10], t0 + 20 * day);
+    assert_true(got->values[10 * 6 + 3] == c->values[20 * 6 + 3]); /* the rest untouched */
+    kr_candles_free(got);
+    kr_store_entry *e = NULL;
+    int64_t n = 0;
+    assert_int_equal(kr_store_list(s, "AAPL", &e, &n, &err), KR_OK);
+    const kr_store_entry *hit = kr_store_find_entry(e, n, NULL, "1d");
+    assert_non_null(hit);
+    assert_int_equal(hit->rows, 20);
+    free(e);
+
+    /* The same range again matches nothing: KR_OK, nothing deleted, the series named. */
+    assert_int_equal(kr_store_delete(s, "AAPL", "1d", t0 + 10 * day, t0 + 19 * day, &d, &err),
+                     KR_OK);
+    assert_int_equal(d.deleted, 0);
+    assert_string_equal(d.symbol, "AAPL");
+    assert_int_equal(d.rows_left, 20);
+    /* No such series: nothing deleted and no series named. */
+    assert_int_equal(
+        kr_store_delete(s, "MSFT", "1d", KR_STORE_TS_FIRST, KR_STORE_TS_LAST, &d, &err), KR_OK);
+    assert_int_equal(d.deleted, 0);
+    assert_string_equal(d.symbol, "");
+    assert_int_equal(
+        kr_store_delete(s, "AAPL", "5m", KR_STORE_TS_FIRST, KR_STORE_TS_LAST, &d, &err), KR_OK);
+    assert_string_equal(d.symbol, "");
+    /* A range that starts after it ends, a bad name or interval: refused, nothing deleted. */
+    assert_int_equal(kr_store_delete(s, "AAPL", "1d", t0 + day, t0, &d, &err), KR_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.message, "starts"));
+    assert_int_equal(kr_store_delete(s, "AA PL", "1d", 0, 1, &d, &err), KR_ERR_INVALID_ARG);
+    assert_int_equal(kr_store_delete(s, "AAPL", "1x", 0, 1, &d, &err), KR_ERR_INVALID_ARG);
+    assert_int_equal(rows_of(s, "AAPL", "1d"), 20);
+
+    /* The whole series: gone from the list; the symbol keeps its market while it has the 1h
+     * series, and loses it with its last series. */
+    assert_int_equal(
+        kr_store_delete(s, "AAPL", "1d", KR_STORE_TS_FIRST, KR_STORE_TS_LAST, &d, &err), KR_OK);
+    assert_int_equal(d.deleted, 20);
+    assert_int_equal(d.rows_left, 0);
+    assert_int_equal(kr_store_list(s, NULL, &e, &n, &err), KR_OK);
+    assert_int_equal(n, 1);
+    assert_string_equal(e[0].interval, "1h");
+    assert_string_equal(e[0].market, "NYSE");
+    free(e);
+    assert_int_equal(kr_store_read(s, "AAPL", "1d", 0, &got, &err), KR_ERR_INVALID_ARG);
+    assert_int_equal(
+        kr_store_delete(s, "AAPL", "1h", KR_STORE_TS_FIRST, KR_STORE_TS_LAST, &d, &err), KR_OK);
+    assert_int_equal(d.deleted, 30);
+    assert_int_equal(kr_store_list(s, NULL, &e, &n, &err), KR_OK);
+    assert_int_equal(n, 0);
+    free(e);
+    /* Ingested again, the series starts afresh: no market, the new rows only. */
+    assert_int_equal(kr_store_upsert(s, "AAPL", "1d", c, &err), KR_OK);
+    assert_int_equal(kr_store_list(s, NULL, &e, &n, &err), KR_OK);
+    assert_int_equal(n, 1);
+    assert_string_equal(e[0].market, "");
+    assert_int_equal(e[0].rows, 30);
+    free(e);
+    kr_candles_free(c);
+    kr_store_close(s);
+}
+
+static void test_parse_range(void **state) {
+    (void)state;
+    kr_error err = { 0 };
+    int64_t a, b;
+    assert_int_equal(kr_store_parse_range(NULL, "", "--from", "--to", &a, &b, &err), KR_OK);
+    assert_true(a == KR_STORE_TS_FIRST && b == KR_STORE_TS_LAST);
+    /* A date alone as the end takes in its whole day; with a time, the stamp itself. */
+    assert_int_equal(
+        kr_store_parse_range("2024-01-02", "2024-01-02", "--from", "--to", &a, &b, &err), KR_OK);
+    assert_int_equal(a, 1704153600);
+    assert_int_equal(b, 1704153600 + 86399);
+    assert_int_equal(
+        kr_store_parse_range("1704153600.5", "2024-01-02 10:00", "f", "t", &a, &b, &err), KR_OK);
+    assert_int_equal(a, 1704153600);
+    assert_int_equal(b, 1704153600 + 36000);
+    assert_int_equal(kr_store_parse_range("2024-01-03", "2024-01-02", "from", "to", &a, &b, &err),
+                     KR_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.message, "from: '2024-01-03' is after to '2024-01-02'"));
+    assert_int_equal(kr_store_parse_range("2024-13-01", NULL, "from", "to", &a, &b, &err),
+                     KR_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.message, "from: cannot parse '2024-13-01'"));
+    assert_int_equal(kr_store_parse_range(NULL, "1704153600123.5", "from", "to", &a, &b, &err),
+                     KR_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.message, "to: cannot parse"));
+    assert_non_null(strstr(err.message, "milliseconds"));
+    assert_int_equal(kr_store_parse_range("3000-01-01", NULL, "from", "to", &a, &b, &err),
+                     KR_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.message, "outside the years"));
+}
+
+/* ---- a delete while another handle ingests the same series: one after the other, never a
+ * half of either (the writer's batches are whole in every read, the list agrees with the
+ * rows). */
+
+static void *ingest_loop(void *arg) {
+    kr_store *s = NULL;
+    kr_error err = { 0 };
+    if (kr_store_open(arg, &s, &err) != KR_OK) return strdup(err.message);
+    kr_store_set_busy_timeout(s, 60000);
+    for (int b = 0; b < BATCHES; b++) {
+        kr_candles *c = make_candles((int64_t)b * BATCH_ROWS, BATCH_ROWS, 10.0);
+        kr_status st = kr_store_upsert(s, "CONC", "1d", c, &err);
+        kr_candles_free(c);
+        if (st != KR_OK) {
+            kr_store_close(s);
+            return strdup(err.message);
+        }
+    }
+    kr_store_close(s);
+    return NULL;
+}
+
+static void test_delete_during_ingest(void **state) {
+    (void)state;
+    char target[1400];
+    snprintf(target, sizeof target, "%s", fresh_target("delconc"));
+    kr_store_close(open_ok(target));
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, ingest_loop, target), 0);
+    kr_store *s = open_ok(target);
+    kr_store_set_busy_timeout(s, 60000);
+    kr_error err = { 0 };
+    int64_t deleted = 0;
+    int rounds = 0;
+    for (; rounds < 200; rounds++) {
+        /* Every other round the whole series, else its first batch. */
+        kr_store_delete_stats d;
+        const int64_t to = rounds % 2 ? KR_STORE_TS_LAST : 1704067200 + (BATCH_ROWS - 1) * 86400;
+        if (kr_store_delete(s, "CONC", "1d", KR_STORE_TS_FIRST, to, &d, &err) != KR_OK)
+            fail_msg("delete: %s", err.message);
+        deleted += d.deleted;
+        assert_int_equal(d.deleted % BATCH_ROWS, 0);
+        assert_int_equal(d.rows_left % BATCH_ROWS, 0);
+        kr_candles *c = NULL;
+        int64_t n = kr_store_read(s, "CONC", "1d", 0, &c, &err) == KR_OK ? c->n : 0;
+        kr_candles_free(c);
+        assert_int_equal(n % BATCH_ROWS, 0);
+        /* Only the ingest runs between the read and the list here: it can only add. */
+        assert_true(n <= rows_of(s, "CONC", "1d"));
+    }
+    void *werr = NULL;
+    pthread_join(th, &werr);
+    if (werr) fail_msg("ingest: %s", (char *)werr);
+    int64_t left = rows_of(s, "CONC", "1d");
+    kr_candles *c = NULL;
+    assert_int_equal(left == 0 ? KR_ERR_INVALID_ARG : KR_OK,
+                     kr_store_read(s, "CONC", "1d", 0, &c, &err));
+    if (c) assert_int_equal(c->n, left); /* at rest, the list agrees with the rows */
+    kr_candles_free(c);
+    assert_true(deleted + left >= BATCHES * BATCH_ROWS);
+    print_message("%s: %lld rows deleted while ingesting, %lld left\n",
+                  g_pg ? "postgresql" : "sqlite", (long long)deleted, (long long)left);
+    kr_store_close(s);
 }
 
 /* ---- an ingest in progress: another connection holds its write transaction open. */
@@ -880,6 +1079,8 @@ int main(void) {
         cmocka_unit_test(test_case_race),
         cmocka_unit_test(test_schema_version),
         cmocka_unit_test(test_concurrent_create),
+        cmocka_unit_test(test_delete),
+        cmocka_unit_test(test_delete_during_ingest),
     };
     const struct CMUnitTest pg_only[] = {
         cmocka_unit_test(test_pg_other_applications),
@@ -889,6 +1090,7 @@ int main(void) {
     };
     const struct CMUnitTest common[] = {
         cmocka_unit_test(test_url_display),
+        cmocka_unit_test(test_parse_range),
     };
     int failed = cmocka_run_group_tests_name("common", common, NULL, NULL);
     g_pg = 0;

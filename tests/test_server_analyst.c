@@ -5,6 +5,9 @@
  *
  *  - POST/GET /v1/candles/{symbol}: JSON and CSV upserts read back exactly; a bad row is a 400
  *    naming it and writes nothing; replacing by timestamp; every refusal names its field;
+ *  - DELETE /v1/candles/{symbol}: a range or the whole series, the answer counting what went
+ *    and what is left; refusals naming interval / from / to, 404 for no such series, 503 while
+ *    another writer holds the lock, the series gone from /v1/symbols;
  *  - GET /v1/symbols;
  *  - POST /v1/analyze on a stored symbol equals the library's kr_analyze on the same rows; the
  *    Markdown and HTML formats; candles in the body;
@@ -227,7 +230,10 @@ static void test_router(void **state) {
     assert_int_equal(kr_route_match("POST", "/v1/candles/AAPL", &r), 200);
     assert_int_equal(r->id, KR_ROUTE_CANDLES_POST);
     assert_int_equal(kr_route_match("HEAD", "/v1/candles/AAPL", &r), 200);
-    assert_int_equal(kr_route_match("DELETE", "/v1/candles/AAPL", &r), 405);
+    assert_int_equal(kr_route_match("DELETE", "/v1/candles/AAPL?interval=1d", &r), 200);
+    assert_int_equal(r->id, KR_ROUTE_CANDLES_DELETE);
+    assert_int_equal(r->v1, 1); /* the API key, as for the other writes */
+    assert_int_equal(kr_route_match("DELETE", "/v1/symbols", &r), 405);
     assert_int_equal(kr_route_match("GET", "/v1/candles/", &r), 404);
     assert_int_equal(kr_route_match("GET", "/v1/candles", &r), 404);
     assert_int_equal(kr_route_match("POST", "/v1/analyze", &r), 200);
@@ -417,6 +423,125 @@ static void test_candles_round_trip(void **state) {
     r = http(port, "GET", "/v1/candles/RT.X?interval=5m", NULL);
     assert_error(r, 404, "");
     assert_non_null(strstr(r->body, "stored: RT.X 1d"));
+    resp_free(r);
+}
+
+/* The symbols /v1/symbols lists under symbol (any interval). */
+static int listed(int port, const char *symbol) {
+    http_resp *r = http(port, "GET", "/v1/symbols", NULL);
+    assert_int_equal(r->status, 200);
+    cJSON *j = json_of(r);
+    int n = 0;
+    cJSON *e;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItem(j, "data")) {
+        n += !strcmp(cJSON_GetObjectItem(e, "symbol")->valuestring, symbol);
+    }
+    cJSON_Delete(j);
+    resp_free(r);
+    return n;
+}
+
+static void test_candles_delete(void **state) {
+    (void)state;
+    int port = kr_server_port(g_srv);
+    char *body = rows_json(g_aapl, 0, 30, 1);
+    http_resp *r = http(port, "POST", "/v1/candles/DEL.X?interval=1d", body);
+    free(body);
+    assert_int_equal(r->status, 200);
+    resp_free(r);
+    char first[32], last[32], path[256];
+    kr_format_timestamp(g_aapl->timestamps[10], 1, first, sizeof first);
+    kr_format_timestamp(g_aapl->timestamps[19], 1, last, sizeof last);
+
+    /* Hostile and malformed requests: nothing deleted. */
+    static const struct {
+        const char *path, *field;
+        int status;
+    } bad[] = {
+        { "/v1/candles/DEL.X", "interval", 400 },
+        { "/v1/candles/DEL.X?interval=1x", "interval", 400 },
+        { "/v1/candles/DEL%20X?interval=1d", "symbol", 400 },
+        { "/v1/candles/DEL.X?interval=1d&from=2014-13-01", "from", 400 },
+        { "/v1/candles/DEL.X?interval=1d&to=yesterday", "to", 400 },
+        { "/v1/candles/DEL.X?interval=1d&to=1704412800123.5", "to", 400 },
+        { "/v1/candles/DEL.X?interval=1d&from=2015-01-02&to=2014-01-02", "from", 400 },
+        { "/v1/candles/DEL.X?interval=1d&from=3000-01-01", "from", 400 },
+    };
+    char long_from[4200]; /* oversized: a clean 400, its text cut in the message */
+    int w = snprintf(long_from, sizeof long_from, "/v1/candles/DEL.X?interval=1d&from=");
+    memset(long_from + w, '7', sizeof long_from - (size_t)w - 1);
+    long_from[sizeof long_from - 1] = '\0';
+    r = http(port, "DELETE", long_from, NULL);
+    assert_error(r, 400, "from");
+    assert_true(strlen(r->body) < 600);
+    resp_free(r);
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        r = http(port, "DELETE", bad[k].path, NULL);
+        if (r->status != bad[k].status)
+            fail_msg("%s: want %d, got %ld %s", bad[k].path, bad[k].status, r->status, r->body);
+        assert_error(r, bad[k].status, bad[k].field);
+        resp_free(r);
+    }
+    r = http(port, "DELETE", "/v1/candles/NOPE.X?interval=1d", NULL);
+    assert_int_equal(r->status, 404);
+    assert_non_null(strstr(r->body, "nothing was deleted"));
+    resp_free(r);
+
+    /* Ten rows out of the middle, the symbol in another case and the interval as 24h. */
+    snprintf(path, sizeof path, "/v1/candles/del.x?interval=24h&from=%s&to=%s", first, last);
+    r = http(port, "DELETE", path, NULL);
+    assert_int_equal(r->status, 200);
+    cJSON *j = json_of(r);
+    assert_string_equal(cJSON_GetObjectItem(j, "object")->valuestring, "candles.delete");
+    assert_string_equal(cJSON_GetObjectItem(j, "symbol")->valuestring, "DEL.X");
+    assert_string_equal(cJSON_GetObjectItem(j, "interval")->valuestring, "1d");
+    assert_int_equal(cJSON_GetObjectItem(j, "deleted")->valueint, 10);
+    assert_string_equal(cJSON_GetObjectItem(j, "first_deleted")->valuestring, first);
+    assert_string_equal(cJSON_GetObjectItem(j, "last_deleted")->valuestring, last);
+    assert_int_equal(cJSON_GetObjectItem(j, "rows")->valueint, 20);
+    cJSON_Delete(j);
+    resp_free(r);
+    /* Again: the series is there, the range empty: 200 and 0. */
+    r = http(port, "DELETE", path, NULL);
+    assert_int_equal(r->status, 200);
+    j = json_of(r);
+    assert_int_equal(cJSON_GetObjectItem(j, "deleted")->valueint, 0);
+    assert_null(cJSON_GetObjectItem(j, "first_deleted"));
+    assert_int_equal(cJSON_GetObjectItem(j, "rows")->valueint, 20);
+    cJSON_Delete(j);
+    resp_free(r);
+    r = http(port, "GET", "/v1/candles/DEL.X?interval=1d", NULL);
+    j = json_of(r);
+    assert_int_equal(cJSON_GetObjectItem(j, "rows")->valueint, 20);
+    cJSON_Delete(j);
+    resp_free(r);
+
+    /* Another writer holds the lock: 503 with Retry-After, the store's path not told. */
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open(g_db, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+    r = http(port, "DELETE", "/v1/candles/DEL.X?interval=1d", NULL);
+    assert_int_equal(r->status, 503);
+    assert_string_equal(r->retry_after, "1");
+    assert_non_null(strstr(r->body, "nothing was deleted"));
+    assert_null(strstr(r->body, g_db));
+    resp_free(r);
+    assert_int_equal(sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+
+    /* The rest: the series is gone, also from /v1/symbols. */
+    assert_int_equal(listed(port, "DEL.X"), 1);
+    r = http(port, "DELETE", "/v1/candles/DEL.X?interval=1d", NULL);
+    assert_int_equal(r->status, 200);
+    j = json_of(r);
+    assert_int_equal(cJSON_GetObjectItem(j, "deleted")->valueint, 20);
+    assert_int_equal(cJSON_GetObjectItem(j, "rows")->valueint, 0);
+    assert_null(cJSON_GetObjectItem(j, "first_timestamp"));
+    cJSON_Delete(j);
+    resp_free(r);
+    assert_int_equal(listed(port, "DEL.X"), 0);
+    r = http(port, "GET", "/v1/candles/DEL.X", NULL);
+    assert_int_equal(r->status, 404);
     resp_free(r);
 }
 
@@ -935,6 +1060,16 @@ static void test_no_store_and_auth(void **state) {
     r = http_ct(port, "POST", "/v1/analyze", "{\"symbol\":\"AAPL\"}", NULL, API_KEY);
     assert_int_equal(r->status, 503);
     resp_free(r);
+    /* A delete is a write like the others: the key first. */
+    r = http(port, "DELETE", "/v1/candles/AAPL?interval=1d", NULL);
+    assert_int_equal(r->status, 401);
+    resp_free(r);
+    r = http_ct(port, "DELETE", "/v1/candles/AAPL?interval=1d", NULL, NULL, "wrong-key");
+    assert_int_equal(r->status, 401);
+    resp_free(r);
+    r = http_ct(port, "DELETE", "/v1/candles/AAPL?interval=1d", NULL, NULL, API_KEY);
+    assert_int_equal(r->status, 503);
+    resp_free(r);
     kr_server_free(s);
 
     /* A store path that does not exist yet: reads see an empty store and do not create it. */
@@ -948,6 +1083,9 @@ static void test_no_store_and_auth(void **state) {
     resp_free(r);
     r = http(port, "GET", "/", NULL);
     assert_int_equal(r->status, 404); /* no web root */
+    resp_free(r);
+    r = http(port, "DELETE", "/v1/candles/AAPL?interval=1d", NULL);
+    assert_int_equal(r->status, 404); /* nothing stored: nothing to delete */
     resp_free(r);
     struct stat sb;
     assert_int_not_equal(stat(c.db, &sb), 0);
@@ -1221,6 +1359,7 @@ int main(void) {
         cmocka_unit_test(test_analyze_parse),
         cmocka_unit_test(test_candles_round_trip),
         cmocka_unit_test(test_candles_writer_busy),
+        cmocka_unit_test(test_candles_delete),
         cmocka_unit_test(test_symbols),
         cmocka_unit_test(test_analyze_stored),
         cmocka_unit_test(test_analyze_alias),

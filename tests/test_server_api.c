@@ -77,6 +77,23 @@ static void test_request_array_rows(void **state) {
     kr_api_request_free(&r); /* idempotent */
 }
 
+/* Epoch seconds with a fraction (pandas' float seconds, time.time()), as JSON numbers and as
+ * strings: the fraction truncated, as a date-time's fractional seconds are. */
+static void test_request_fractional_epochs(void **state) {
+    (void)state;
+    kr_api_request r = parse_ok("{\"pred_len\": 1, \"candles\": ["
+                                "[1704153600.0, 10, 11, 9.5, 10.5, 100],"
+                                "[1704153900.999, 10, 11, 9.5, 10.5, 100],"
+                                "[\"1704154200.5\", 10, 11, 9.5, 10.5, 100],"
+                                "[\"1.704154500e9\", 10, 11, 9.5, 10.5, 100],"
+                                "[\"2024-01-02 00:20:00.75\", 10, 11, 9.5, 10.5, 100]]}");
+    assert_int_equal(r.candles->n, 5);
+    for (int64_t i = 0; i < 5; i++)
+        assert_int_equal(r.candles->timestamps[i], 1704153600 + i * 300);
+    assert_int_equal(r.candles->date_only, 0);
+    kr_api_request_free(&r);
+}
+
 /* The same candles in every layout give the same table, and the derived amount follows the
  * reference (volume x mean of OHLC; both zero without volume). */
 static void test_request_layouts_agree(void **state) {
@@ -225,8 +242,14 @@ static const bad_case k_bad[] = {
       "candles[1].timestamps", "cannot parse '2024-13-02'" },
     { "{\"pred_len\":1,\"candles\":[" ROW0 ",[12345,10,11,9,10,1]]}", "candles[1].timestamps",
       "12345 is not an epoch" },
-    { "{\"pred_len\":1,\"candles\":[" ROW0 ",[1704067200.5,10,11,9,10,1]]}",
-      "candles[1].timestamps", "1704067200.5 is not an epoch" },
+    { "{\"pred_len\":1,\"candles\":[" ROW0 ",[1704067200123.5,10,11,9,10,1]]}",
+      "candles[1].timestamps", "1704067200123.5 is not an epoch" },
+    { "{\"pred_len\":1,\"candles\":[" ROW0 ",[20240103.5,10,11,9,10,1]]}", "candles[1].timestamps",
+      "20240103.5 is not an epoch" },
+    { "{\"pred_len\":1,\"candles\":[" ROW0 ",[\"1704067200123.5\",10,11,9,10,1]]}",
+      "candles[1].timestamps", "a fraction on a count of 13 digits (milliseconds)" },
+    { "{\"pred_len\":1,\"candles\":[" ROW0 ",[\"1.7041536e9\",10,11,9,10,1]]}",
+      "candles[1].timestamps", "8 significant digits" },
     { "{\"pred_len\":1,\"candles\":{\"columns\":[\"open\",\"high\",\"low\",\"close\"],"
       "\"index\":[\"2024-01-01\",\"2024-01-02\",\"2024-01-03\"],\"data\":[[1,2,0.5,1],[1,2,"
       "0.5,1]]}}",
@@ -928,6 +951,7 @@ static void test_watch_tick(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_request_array_rows),
+        cmocka_unit_test(test_request_fractional_epochs),
         cmocka_unit_test(test_request_layouts_agree),
         cmocka_unit_test(test_request_defaults_and_future),
         cmocka_unit_test(test_request_errors),

@@ -4,7 +4,7 @@
  *
  *  - "all": true on /v1/analyze/batch takes every stored series up to max_symbols (the
  *    config's, not a compiled 64) and refuses more with a 400 naming "all" and the limit;
- *  - a 405's Allow header and message list every method of the path (GET, HEAD, POST on
+ *  - a 405's Allow header and message list every method of the path (GET, HEAD, POST, DELETE on
  *    /v1/candles/{symbol});
  *  - "paths" is exactly that many paths, whatever max_paths says (as kronos analyze);
  *  - the horizon bound is max_context - 2;
@@ -248,8 +248,8 @@ static void test_allow_lists_every_method(void **state) {
     (void)state;
     char a[64];
     assert_int_equal(kr_route_allow("/v1/candles/AAPL?interval=1d", a, sizeof a),
-                     strlen("GET, HEAD, POST"));
-    assert_string_equal(a, "GET, HEAD, POST");
+                     strlen("GET, HEAD, POST, DELETE"));
+    assert_string_equal(a, "GET, HEAD, POST, DELETE");
     kr_route_allow("/", a, sizeof a);
     assert_string_equal(a, "GET, HEAD");
     kr_route_allow("/v1/analyze", a, sizeof a);
@@ -271,9 +271,8 @@ static void test_allow_lists_every_method(void **state) {
     static const struct {
         const char *method, *path, *allow;
     } cases[] = {
-        { "DELETE", "/v1/candles/AAPL", "GET, HEAD, POST" },
-        { "PUT", "/v1/candles/AAPL?interval=1d", "GET, HEAD, POST" },
-        { "PATCH", "/v1/candles/%5EGSPC", "GET, HEAD, POST" },
+        { "PUT", "/v1/candles/AAPL?interval=1d", "GET, HEAD, POST, DELETE" },
+        { "PATCH", "/v1/candles/%5EGSPC", "GET, HEAD, POST, DELETE" },
         { "OPTIONS", "/", "GET, HEAD" },
         { "GET", "/v1/forecast", "POST" },
         { "DELETE", "/v1/analyze/batch", "POST" },

@@ -8,8 +8,9 @@
  * "YYYY-MM-DD HH:MM", "YYYY-MM-DD HH:MM:SS[.fff]", with 'T' or ' ' between, optional
  * "Z"/"±HH:MM" suffix (the wall-clock time is kept, as pandas does for naive stamps),
  * YYYYMMDD, or an integer epoch count: seconds (10 digits, 9 before 2001-09-09), milliseconds
- * (13, 12), microseconds (16, 15) or nanoseconds (19, 18). Every error names the file, the
- * 1-based line and the column.
+ * (13, 12), microseconds (16, 15) or nanoseconds (19, 18); seconds also with a fraction
+ * ("1704412800.0", truncated) or an exponent writing every digit of the second. Every error
+ * names the file, the 1-based line and the column.
  *
  * Store: candles per (symbol, interval) in one SQLite file (WAL: readers never block the
  * writer, nor the writer them) or a PostgreSQL database named by a postgresql:// URL (which
@@ -178,6 +179,43 @@ KR_API kr_status kr_store_read(kr_store *store, const char *symbol, const char *
  * most recently updated first. *out may be NULL when *n is 0. Caller owns *out (free()). */
 KR_API kr_status kr_store_list(kr_store *store, const char *symbol, kr_store_entry **out,
                                int64_t *n, kr_error *err);
+
+/* What kr_store_delete removed. */
+typedef struct kr_store_delete_stats {
+    /* The series as stored ("aapl" finds AAPL, "5min" finds 5m); "" when none matched. */
+    char symbol[KR_STORE_NAME_MAX + 1];
+    char interval[KR_STORE_NAME_MAX + 1];
+    int64_t deleted; /* candles removed */
+    int64_t first_deleted, last_deleted; /* naive seconds of the first and last removed one */
+    int64_t rows_left; /* candles the series still holds; 0: it is gone (from kr_store_list) */
+    int64_t first_left, last_left; /* of those left (when rows_left > 0) */
+} kr_store_delete_stats;
+
+/* Open ends of kr_store_delete's range. */
+#define KR_STORE_TS_FIRST INT64_MIN
+#define KR_STORE_TS_LAST INT64_MAX
+
+/* Deletes the candles of (symbol, interval) stamped from_ts <= ts <= to_ts (naive seconds;
+ * KR_STORE_TS_FIRST / KR_STORE_TS_LAST for open ends: both delete the whole series). The
+ * symbol matches without case and the interval as an upsert's does (kr_store_find_entry). One
+ * transaction, serialised with upserts of the symbol: a reader sees the series before or
+ * after, never half of it. A series left empty is removed from the list, and a symbol left
+ * without series loses its market. No such series, or no candle in the range, is KR_OK with
+ * stats->deleted 0 (stats->symbol "" when the series does not exist). from_ts > to_ts is
+ * KR_ERR_INVALID_ARG; another writer holding the lock past the busy timeout KR_ERR_BUSY,
+ * nothing deleted. stats may not be NULL; zeroed on failure. */
+KR_API kr_status kr_store_delete(kr_store *store, const char *symbol, const char *interval,
+                                 int64_t from_ts, int64_t to_ts, kr_store_delete_stats *stats,
+                                 kr_error *err);
+
+/* The range of a delete as `kronos store delete` and DELETE /v1/candles take it: from and to
+ * each a stamp in any candle format (NULL or "": an open end, KR_STORE_TS_FIRST / _LAST), both
+ * ends included; a date without a time of day as `to` takes in that whole day. Errors
+ * (KR_ERR_INVALID_ARG) name the end by from_name / to_name ("--from", "from") and quote the
+ * stamp: one no format reads, or a range that starts after it ends. */
+KR_API kr_status kr_store_parse_range(const char *from, const char *to, const char *from_name,
+                                      const char *to_name, int64_t *from_ts, int64_t *to_ts,
+                                      kr_error *err);
 
 /* The stored spelling of symbol (matched without case; an exact match first), or symbol itself
  * when nothing is stored under it. */

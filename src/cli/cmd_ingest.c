@@ -24,6 +24,7 @@ static void usage(FILE *f) {
           "candles with the same timestamps, and says how many rows were new, replaced with\n"
           "other values or repeated. A bad row rejects the whole file, and so does a second\n"
           "bar on a day of a daily series (the file stamps its days otherwise than the store).\n"
+          "'kronos store list' shows what is stored, 'kronos store delete' removes a mistake.\n"
           "\n"
           "  --symbol SYM     up to 32 characters of A-Z a-z 0-9 . _ - ^ = (e.g. AAPL, 600977.SH)\n"
           "  --interval I     bar length: a count and a unit s, m, min, h, d, w, mo (1m, 5m, 1h,\n"

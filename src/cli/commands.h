@@ -10,6 +10,7 @@ int kr_cmd_gen_random(int argc, char **argv);
 int kr_cmd_bench(int argc, char **argv);
 int kr_cmd_serve(int argc, char **argv);
 int kr_cmd_ingest(int argc, char **argv);
+int kr_cmd_store(int argc, char **argv);
 int kr_cmd_analyze(int argc, char **argv);
 int kr_cmd_pull(int argc, char **argv);
 int kr_cmd_quantize(int argc, char **argv);

@@ -23,6 +23,7 @@ static const command k_commands[] = {
       "serve forecasts over HTTP (continuous batching, prefix cache, metrics)" },
     { "ingest", kr_cmd_ingest,
       "store a candle CSV under a symbol and interval in the local database" },
+    { "store", kr_cmd_store, "list the stored series, or delete one (or a range of its candles)" },
     { "analyze", kr_cmd_analyze,
       "report on stored symbols: forecast statistics, risk, technicals" },
     { "quantize", kr_cmd_quantize,

@@ -197,6 +197,13 @@ static int parse_calendar(const char *file, const char *text, size_t len, kr_cal
     if (!cJSON_IsString(v) || (strcmp(v->valuestring, "start") && strcmp(v->valuestring, "end")))
         BAD("bar_label");
     c->label_end = !strcmp(v->valuestring, "end");
+    v = cJSON_GetObjectItemCaseSensitive(root, "closing_auction");
+    if (v) { /* ["HH:MM", "HH:MM"]: from the last session's close */
+        if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != 2) BAD("closing_auction");
+        int o = parse_hhmm(v->child), e = parse_hhmm(v->child->next);
+        if (o != c->session_close[c->n_sessions - 1] || e <= o) BAD("closing_auction");
+        c->closing_auction = e - o;
+    }
     v = cJSON_GetObjectItemCaseSensitive(root, "symbol_suffixes");
     if (v && (!cJSON_IsArray(v) || cJSON_GetArraySize(v) > KR_CAL_MAX_SUFFIXES))
         BAD("symbol_suffixes");
@@ -454,6 +461,10 @@ static void misfits(const kr_calendar *c, const int64_t *ts, int64_t n, int intr
             *at_open += tod == c->session_open[s];
             *at_close += tod == close;
         }
+        /* A closing auction's bars (HKEX 16:00-16:10) are the day's under either label. */
+        if (c->closing_auction && day_close >= 0 && tod >= day_close &&
+            tod <= day_close + c->closing_auction)
+            continue;
         *bad_start += !in_start;
         *bad_end += !in_end;
         fit_start += !in_start && tod != day_close;

@@ -46,6 +46,9 @@ typedef struct kr_calendar {
     int n_sessions;
     int session_open[KR_CAL_MAX_SESSIONS], session_close[KR_CAL_MAX_SESSIONS]; /* s of day */
     int label_end; /* intraday bars stamped with their close (1) or their open (0) */
+    /* Length (s) of a closing auction after the day's last close (HKEX: 16:00-16:10), 0 none:
+     * a history's bars there belong to the day, but no forecast bar is stamped there. */
+    int closing_auction;
     char suffixes[KR_CAL_MAX_SUFFIXES][16];
     int n_suffixes;
     int64_t *holidays; /* [n_holidays] day numbers (days since 1970-01-01), ascending */

@@ -258,6 +258,105 @@ int kr_timestamp_in_range(int64_t t) {
 /* Every format's parse, before the range check. */
 static int parse_timestamp_any(const char *s, size_t len, int64_t *out, int *has_time);
 
+static int refuse(char *why, size_t cap, const char *text) {
+    if (why && cap) snprintf(why, cap, "%s", text);
+    return -1;
+}
+
+/* Epoch seconds written as a decimal number: a fraction ("1704412800.0": pandas' to_csv of
+ * float seconds, time.time()) or an exponent ("1.7044128005e9"). The integer part follows the
+ * rule of integer counts (10 digits, 9 before 2001-09-09) and the fraction is truncated, as the
+ * fractional seconds of "YYYY-MM-DD HH:MM:SS.fff" are. Refused as ambiguous: a fraction on a
+ * count of another length (a fraction of a millisecond count is no second), and an exponent
+ * whose mantissa has fewer significant digits than the seconds have (1.70441e9 was rounded
+ * by its writer: its last digits are not known). 0 and *out, or -1 with why (may be NULL)
+ * saying what is wrong. */
+static int parse_epoch_decimal(const char *s, size_t len, int64_t *out, char *why, size_t cap) {
+    char dig[40];
+    size_t nd = 0, i = 0;
+    int int_digits = 0, frac_digits = 0, point_seen = 0;
+    for (; i < len; i++) {
+        if (s[i] >= '0' && s[i] <= '9') {
+            if (nd < sizeof dig) dig[nd] = s[i];
+            nd++;
+            point_seen ? frac_digits++ : int_digits++;
+        } else if (s[i] == '.' && !point_seen) {
+            point_seen = 1;
+        } else {
+            break;
+        }
+    }
+    if (int_digits == 0 || (point_seen && frac_digits == 0))
+        return refuse(why, cap, "a decimal epoch count needs digits on both sides of the point");
+    long exponent = 0;
+    const int has_exponent = i < len && (s[i] == 'e' || s[i] == 'E');
+    if (has_exponent) {
+        int negative = 0;
+        if (++i < len && (s[i] == '+' || s[i] == '-')) negative = s[i++] == '-';
+        const size_t e0 = i;
+        while (i < len && s[i] >= '0' && s[i] <= '9' && exponent < 1000)
+            exponent = exponent * 10 + (s[i++] - '0');
+        if (i == e0) return refuse(why, cap, "an exponent needs digits");
+        if (negative) exponent = -exponent;
+    }
+    if (i != len || nd > sizeof dig) return refuse(why, cap, "not a number");
+    /* Leading zeros of a mantissa do not count; those of a plain number do, as in integers. */
+    size_t lead = 0;
+    while (has_exponent && lead + 1 < nd && dig[lead] == '0') lead++;
+    const long before_point = int_digits + exponent - (long)lead;
+    const size_t significant = nd - lead;
+    if (has_exponent && before_point > (long)significant) {
+        if (why && cap)
+            snprintf(why, cap,
+                     "exponent notation with %zu significant digits for a count of %ld digits: "
+                     "its last digits were rounded away; write the number out",
+                     significant, before_point);
+        return -1;
+    }
+    if (before_point != 9 && before_point != 10) {
+        if (why && cap)
+            snprintf(why, cap,
+                     "a fraction on a count of %ld digits%s: only epoch seconds (9-10 digits "
+                     "before the point) may have one",
+                     before_point,
+                     before_point == 12 || before_point == 13   ? " (milliseconds)"
+                     : before_point == 15 || before_point == 16 ? " (microseconds)"
+                     : before_point == 18 || before_point == 19 ? " (nanoseconds)"
+                                                                : "");
+        return -1;
+    }
+    int64_t v = 0;
+    for (long k = 0; k < before_point; k++) v = v * 10 + (dig[lead + (size_t)k] - '0');
+    *out = v;
+    return 0;
+}
+
+void kr_timestamp_refusal(const char *s, size_t n, char *why, size_t cap) {
+    if (!why || cap == 0) return;
+    why[0] = '\0';
+    if (!s) s = "";
+    trim_span(&s, &n);
+    size_t nd = 0;
+    while (nd < n && s[nd] >= '0' && s[nd] <= '9') nd++;
+    int64_t t;
+    if (nd > 0 && nd < n && (s[nd] == '.' || s[nd] == 'e' || s[nd] == 'E') &&
+        parse_epoch_decimal(s, n, &t, why, cap) != 0)
+        return;
+    if (nd == n && n == 12)
+        snprintf(why, cap,
+                 "12 digits that read both as epoch milliseconds (of 1976) and as "
+                 "YYYYMMDDHHMM; write YYYY-MM-DD HH:MM");
+    else if (nd == n && n != 8)
+        snprintf(why, cap,
+                 "%zu digits: epoch seconds have 9-10, milliseconds 12-13, microseconds "
+                 "15-16, nanoseconds 18-19; 8 are YYYYMMDD",
+                 n);
+    else
+        snprintf(why, cap,
+                 "expected YYYY-MM-DD[ HH:MM[:SS]], YYYYMMDD or an epoch count in seconds "
+                 "(also with a fraction), milliseconds, microseconds or nanoseconds");
+}
+
 int kr_parse_timestamp(const char *s, size_t len, int64_t *out, int *has_time) {
     if (!out) return KR_TS_UNPARSABLE;
     int64_t t = 0;
@@ -309,6 +408,12 @@ static int parse_timestamp_any(const char *s, size_t len, int64_t *out, int *has
                                                        : 0;
         if (!unit) return -1;
         *out = (int64_t)(v / unit);
+        if (has_time) *has_time = 1;
+        return 0;
+    }
+
+    if (nd > 0 && (s[nd] == '.' || s[nd] == 'e' || s[nd] == 'E')) {
+        if (parse_epoch_decimal(s, len, out, NULL, 0) != 0) return -1;
         if (has_time) *has_time = 1;
         return 0;
     }
@@ -523,21 +628,7 @@ static kr_status parse_row_timestamp(const csv_reader *r, const table_cols *tc, 
     }
     if (rc != 0) {
         char ex[64], why[200];
-        size_t nd = 0;
-        while (nd < n && s[nd] >= '0' && s[nd] <= '9') nd++;
-        if (nd == n && n == 12)
-            snprintf(why, sizeof why,
-                     "12 digits that read both as epoch milliseconds (of 1976) and as "
-                     "YYYYMMDDHHMM; write YYYY-MM-DD HH:MM");
-        else if (nd == n && n != 8)
-            snprintf(why, sizeof why,
-                     "%zu digits: epoch seconds have 9-10, milliseconds 12-13, microseconds "
-                     "15-16, nanoseconds 18-19; 8 are YYYYMMDD",
-                     n);
-        else
-            snprintf(why, sizeof why,
-                     "expected YYYY-MM-DD[ HH:MM[:SS]], YYYYMMDD or an epoch count in seconds, "
-                     "milliseconds, microseconds or nanoseconds");
+        kr_timestamp_refusal(s, n, why, sizeof why);
         return kr_error_set(err, KR_ERR_FORMAT,
                             "%s: line %lld, column '%s': cannot parse '%s' as a timestamp (%s)",
                             label, line, tc->name[ROLE_TS], excerpt(s, n, ex, sizeof ex), why);

@@ -8,7 +8,10 @@
  * "YYYY-MM-DD HH:MM:SS[.fff]", with 'T' or ' ' between, optional "Z"/"±HH:MM" suffix (the
  * wall-clock time is kept, as pandas does for naive stamps), YYYYMMDD, or an integer epoch
  * count: seconds (10 digits, 9 before 2001-09-09), milliseconds
- * (13, 12), microseconds (16, 15) or nanoseconds (19, 18).
+ * (13, 12), microseconds (16, 15) or nanoseconds (19, 18). Seconds may also be written with a
+ * fraction or an exponent ("1704412800.0", "1.7044128005e9"; the fraction truncated as
+ * fractional seconds are); a fraction on another count, or an exponent whose mantissa has too
+ * few digits to name the second, is refused.
  *
  * Every error names the file (label), the 1-based line number and the column: missing column,
  * empty or non-numeric field, NaN/inf, negative price or volume, high < low, timestamps not
@@ -38,5 +41,9 @@ int kr_timestamp_in_range(int64_t t);
  * it is none of the formats, KR_TS_OUT_OF_RANGE when it is one but outside the years above. */
 enum { KR_TS_UNPARSABLE = -1, KR_TS_OUT_OF_RANGE = -2 };
 int kr_parse_timestamp(const char *s, size_t len, int64_t *out, int *has_time);
+
+/* Why kr_parse_timestamp refused s (KR_TS_UNPARSABLE), for a message: the digit counts of an
+ * epoch count, what makes a decimal one ambiguous, else the formats. Writes at most cap bytes. */
+void kr_timestamp_refusal(const char *s, size_t len, char *why, size_t cap);
 
 #endif

@@ -521,6 +521,77 @@ kr_status kr_store_list(kr_store *store, const char *symbol, kr_store_entry **ou
     return store->ops->list(store, symbol, out, n, err);
 }
 
+/* ------------------------------------------------------------------ delete */
+
+/* One end of a range: *out set (open when s is NULL or ""), or an error naming it. */
+static kr_status range_end(const char *s, const char *name, int is_end, int64_t *out,
+                           kr_error *err) {
+    *out = is_end ? KR_STORE_TS_LAST : KR_STORE_TS_FIRST;
+    if (!s || !*s) return KR_OK;
+    int has_time = 1;
+    const int rc = kr_parse_timestamp(s, strlen(s), out, &has_time);
+    char ex[48];
+    size_t n = 0;
+    for (; s[n] && n + 1 < sizeof ex; n++) ex[n] = s[n] >= 32 && s[n] < 127 ? s[n] : '?';
+    ex[n] = '\0';
+    if (rc == KR_TS_OUT_OF_RANGE)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "%s: '%s' is outside the years %d-%d", name,
+                            ex, KR_CANDLE_YEAR_MIN, KR_CANDLE_YEAR_MAX);
+    if (rc != 0) {
+        char why[200];
+        kr_timestamp_refusal(s, strlen(s), why, sizeof why);
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "%s: cannot parse '%s' as a timestamp (%s)",
+                            name, ex, why);
+    }
+    if (is_end && !has_time) *out += 86400 - 1; /* "to 2024-01-31": the whole of that day */
+    return KR_OK;
+}
+
+kr_status kr_store_parse_range(const char *from, const char *to, const char *from_name,
+                               const char *to_name, int64_t *from_ts, int64_t *to_ts,
+                               kr_error *err) {
+    if (!from_ts || !to_ts)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_store_parse_range: NULL argument");
+    kr_status st;
+    if ((st = range_end(from, from_name ? from_name : "from", 0, from_ts, err)) != KR_OK ||
+        (st = range_end(to, to_name ? to_name : "to", 1, to_ts, err)) != KR_OK)
+        return st;
+    if (*from_ts > *to_ts)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "%s: '%s' is after %s '%s'",
+                            from_name ? from_name : "from", from, to_name ? to_name : "to", to);
+    return KR_OK;
+}
+
+kr_status kr_store_delete(kr_store *store, const char *symbol_in, const char *interval_in,
+                          int64_t from_ts, int64_t to_ts, kr_store_delete_stats *stats,
+                          kr_error *err) {
+    if (!store || !stats)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_store_delete: NULL argument");
+    memset(stats, 0, sizeof *stats);
+    kr_status st;
+    char symbol[KR_STORE_NAME_MAX + 1], interval[KR_STORE_NAME_MAX + 1];
+    if ((st = kr_store_canonical_symbol(store, symbol_in, symbol, sizeof symbol, err)) != KR_OK)
+        return st;
+    if ((st = stored_interval(store, symbol, interval_in, interval, sizeof interval, err)) != KR_OK)
+        return st;
+    if (from_ts > to_ts) {
+        char a[32], b[32];
+        return kr_error_set(err, KR_ERR_INVALID_ARG,
+                            "%s: %s %s: the range starts (%s) after it ends (%s); nothing was "
+                            "deleted",
+                            store->path, symbol, interval, kr_format_timestamp(from_ts, 0, a, 32),
+                            kr_format_timestamp(to_ts, 0, b, 32));
+    }
+    st = store->ops->delete_range(store, symbol, interval, from_ts, to_ts, stats, err);
+    if (st != KR_OK) memset(stats, 0, sizeof *stats);
+    if (st == KR_ERR_BUSY && err) {
+        size_t n = strlen(err->message);
+        snprintf(err->message + n, sizeof err->message - n,
+                 "; nothing was deleted, retry when it has finished");
+    }
+    return st;
+}
+
 kr_status kr_store_set_market(kr_store *store, const char *symbol_in, const char *market,
                               kr_error *err) {
     if (!store) return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_store_set_market: NULL store");

@@ -81,6 +81,14 @@ struct kr_store_ops {
     kr_status (*list)(kr_store *s, const char *symbol, kr_store_entry **out, int64_t *n,
                       kr_error *err);
     kr_status (*set_market)(kr_store *s, const char *symbol, const char *market, kr_error *err);
+    /* symbol checked, interval the stored spelling (or as given when the symbol has no such
+     * series), from_ts <= to_ts; in one transaction under the upsert's lock: the symbol made
+     * canonical again, the range's candles removed, the symbols row recomputed (removed when
+     * no candle is left, with the market when the symbol has no series left); *stats filled
+     * (zeroed by the caller; symbol "" when the series does not exist). */
+    kr_status (*delete_range)(kr_store *s, const char *symbol, const char *interval,
+                              int64_t from_ts, int64_t to_ts, kr_store_delete_stats *stats,
+                              kr_error *err);
 };
 
 extern const kr_store_ops kr_store_sqlite_ops;

@@ -784,6 +784,104 @@ static kr_status pg_set_market(kr_store *s, const char *symbol, const char *mark
     return st;
 }
 
+/* ------------------------------------------------------------------ delete */
+
+/* count(*), min(ts), max(ts) of the series' candles in [p[2], p[3]] (p: symbol, interval,
+ * from, to as text), inside the transaction. */
+static kr_status pg_range_stats(kr_store *s, const char *const *p, int64_t out[3], kr_error *err) {
+    PGresult *r = NULL;
+    kr_status st = query(s,
+                         "SELECT count(*), coalesce(min(ts), 0), coalesce(max(ts), 0) FROM "
+                         "@candles WHERE symbol = $1 AND \"interval\" = $2 AND ts >= $3::bigint "
+                         "AND ts <= $4::bigint",
+                         4, p, "counting the range", &r, err);
+    if (st != KR_OK) return st;
+    for (int k = 0; k < 3; k++) out[k] = strtoll(PQgetvalue(r, 0, k), NULL, 10);
+    PQclear(r);
+    return KR_OK;
+}
+
+static kr_status pg_delete_range(kr_store *s, const char *symbol, const char *interval,
+                                 int64_t from, int64_t to, kr_store_delete_stats *stats,
+                                 kr_error *err) {
+    char timeout[64], lo[32], hi[32], all_lo[32], all_hi[32], now[32], n_left[32], first[32],
+        last[32];
+    snprintf(timeout, sizeof timeout, "SET LOCAL lock_timeout = %d",
+             s->busy_ms > 0 ? s->busy_ms : 1);
+    snprintf(lo, sizeof lo, "%lld", (long long)from);
+    snprintf(hi, sizeof hi, "%lld", (long long)to);
+    snprintf(all_lo, sizeof all_lo, "%lld", (long long)KR_STORE_TS_FIRST);
+    snprintf(all_hi, sizeof all_hi, "%lld", (long long)KR_STORE_TS_LAST);
+    snprintf(now, sizeof now, "%lld", (long long)time(NULL));
+    char canon[KR_STORE_NAME_MAX + 1] = "";
+    const char *p[4] = { symbol, interval, lo, hi };
+    PGresult *r = NULL;
+    int64_t before = 0, hit[3], left[3];
+    kr_status st;
+    /* The upsert's lock: a delete and an ingest of one symbol run one after the other. */
+    if ((st = exec(s, "BEGIN", "starting the delete", err)) != KR_OK ||
+        (st = exec(s, timeout, "starting the delete", err)) != KR_OK ||
+        (st = query(s, "SELECT pg_advisory_xact_lock(hashtext('kronos:' || lower($1)))", 1, p,
+                    "waiting for the write lock", &r, err)) != KR_OK)
+        goto fail;
+    PQclear(r);
+    if ((st = pg_canonical_symbol(s, symbol, canon, sizeof canon, err)) != KR_OK) goto fail;
+    if (canon[0]) p[0] = symbol = canon;
+    if ((st = series_rows(s, p, &before, err)) != KR_OK) goto fail;
+    if (before == 0) { /* no such series: nothing to do */
+        if ((st = exec(s, "COMMIT", "ending the delete", err)) != KR_OK) goto fail;
+        return KR_OK;
+    }
+    snprintf(stats->symbol, sizeof stats->symbol, "%s", symbol);
+    snprintf(stats->interval, sizeof stats->interval, "%s", interval);
+    if ((st = pg_range_stats(s, p, hit, err)) != KR_OK) goto fail;
+    if (hit[0] > 0) {
+        if ((st = query(s,
+                        "DELETE FROM @candles WHERE symbol = $1 AND \"interval\" = $2 AND ts >= "
+                        "$3::bigint AND ts <= $4::bigint",
+                        4, p, "deleting candles", &r, err)) != KR_OK)
+            goto fail;
+        PQclear(r);
+    }
+    const char *all[4] = { symbol, interval, all_lo, all_hi };
+    if ((st = pg_range_stats(s, all, left, err)) != KR_OK) goto fail;
+    if (hit[0] > 0 && left[0] == 0) {
+        if ((st = query(s, "DELETE FROM @symbols WHERE symbol = $1 AND \"interval\" = $2", 2, p,
+                        "removing the series", &r, err)) != KR_OK)
+            goto fail;
+        PQclear(r);
+        if ((st = query(s,
+                        "DELETE FROM @markets WHERE symbol = $1 AND NOT EXISTS (SELECT 1 FROM "
+                        "@symbols WHERE symbol = $1)",
+                        1, p, "removing the market", &r, err)) != KR_OK)
+            goto fail;
+        PQclear(r);
+    } else if (hit[0] > 0) {
+        snprintf(n_left, sizeof n_left, "%lld", (long long)left[0]);
+        snprintf(first, sizeof first, "%lld", (long long)left[1]);
+        snprintf(last, sizeof last, "%lld", (long long)left[2]);
+        const char *up[6] = { symbol, interval, first, last, n_left, now };
+        if ((st = query(s,
+                        "UPDATE @symbols SET first_ts = $3::bigint, last_ts = $4::bigint, rows = "
+                        "$5::bigint, updated_at = $6::bigint WHERE symbol = $1 AND \"interval\" "
+                        "= $2",
+                        6, up, "updating the symbols table", &r, err)) != KR_OK)
+            goto fail;
+        PQclear(r);
+    }
+    if ((st = exec(s, "COMMIT", "committing", err)) != KR_OK) goto fail;
+    stats->deleted = hit[0];
+    stats->first_deleted = hit[1];
+    stats->last_deleted = hit[2];
+    stats->rows_left = left[0];
+    stats->first_left = left[1];
+    stats->last_left = left[2];
+    return KR_OK;
+fail:
+    rollback(s);
+    return st;
+}
+
 const kr_store_ops kr_store_pg_ops = {
     .open = pg_open,
     .close = pg_close,
@@ -793,4 +891,5 @@ const kr_store_ops kr_store_pg_ops = {
     .read = pg_read,
     .list = pg_list,
     .set_market = pg_set_market,
+    .delete_range = pg_delete_range,
 };

@@ -603,6 +603,100 @@ static kr_status sqlite_set_market(kr_store *store, const char *symbol, const ch
     return st;
 }
 
+/* ------------------------------------------------------------------ delete */
+
+/* count(*), min(ts), max(ts) of the series' candles in [from, to], inside the transaction. */
+static kr_status range_stats(kr_store *store, const char *symbol, const char *interval,
+                             int64_t from, int64_t to, int64_t out[3], kr_error *err) {
+    sqlite3_stmt *q;
+    kr_status st = prepare_series(store,
+                                  "SELECT count(*), coalesce(min(ts), 0), coalesce(max(ts), 0) "
+                                  "FROM candles WHERE symbol = ?1 AND interval = ?2 AND ts >= ?3 "
+                                  "AND ts <= ?4",
+                                  symbol, interval, "preparing the range count", &q, err);
+    if (st != KR_OK) return st;
+    sqlite3_bind_int64(q, 3, from);
+    sqlite3_bind_int64(q, 4, to);
+    if (sqlite3_step(q) == SQLITE_ROW) {
+        for (int k = 0; k < 3; k++) out[k] = sqlite3_column_int64(q, k);
+    } else {
+        st = db_error(store, "counting the range", err);
+    }
+    sqlite3_finalize(q);
+    return st;
+}
+
+/* Runs a statement about one series (?1, ?2) with integer parameters ?3.. bound to args. */
+static kr_status exec_series(kr_store *store, const char *sql, const char *symbol,
+                             const char *interval, const int64_t *args, int n_args,
+                             const char *step, kr_error *err) {
+    sqlite3_stmt *q;
+    kr_status st = prepare_series(store, sql, symbol, interval, step, &q, err);
+    if (st != KR_OK) return st;
+    for (int k = 0; k < n_args; k++) sqlite3_bind_int64(q, 3 + k, args[k]);
+    if (sqlite3_step(q) != SQLITE_DONE) st = db_error(store, step, err);
+    sqlite3_finalize(q);
+    return st;
+}
+
+static kr_status sqlite_delete_range(kr_store *store, const char *symbol, const char *interval,
+                                     int64_t from, int64_t to, kr_store_delete_stats *stats,
+                                     kr_error *err) {
+    kr_status st;
+    char canon[KR_STORE_NAME_MAX + 1] = "";
+    int64_t before = 0, hit[3], left[3];
+    if ((st = exec(store, "BEGIN IMMEDIATE", "starting the delete", err)) != KR_OK) goto fail;
+    /* The spelling again, under the write lock (as an upsert does). */
+    if ((st = sqlite_canonical_symbol(store, symbol, canon, sizeof canon, err)) != KR_OK) goto fail;
+    if (canon[0]) symbol = canon;
+    if ((st = series_rows(store, symbol, interval, &before, err)) != KR_OK) goto fail;
+    if (before == 0) { /* no such series: nothing to do */
+        if ((st = exec(store, "COMMIT", "ending the delete", err)) != KR_OK) goto fail;
+        return KR_OK;
+    }
+    snprintf(stats->symbol, sizeof stats->symbol, "%s", symbol);
+    snprintf(stats->interval, sizeof stats->interval, "%s", interval);
+    if ((st = range_stats(store, symbol, interval, from, to, hit, err)) != KR_OK) goto fail;
+    const int64_t range[2] = { from, to };
+    if (hit[0] > 0 &&
+        (st = exec_series(store,
+                          "DELETE FROM candles WHERE symbol = ?1 AND interval = ?2 AND ts >= ?3 "
+                          "AND ts <= ?4",
+                          symbol, interval, range, 2, "deleting candles", err)) != KR_OK)
+        goto fail;
+    if ((st = range_stats(store, symbol, interval, KR_STORE_TS_FIRST, KR_STORE_TS_LAST, left,
+                          err)) != KR_OK)
+        goto fail;
+    if (hit[0] > 0 && left[0] == 0) {
+        if ((st = exec_series(store, "DELETE FROM symbols WHERE symbol = ?1 AND interval = ?2",
+                              symbol, interval, NULL, 0, "removing the series", err)) != KR_OK ||
+            (st = exec_series(store,
+                              "DELETE FROM markets WHERE symbol = ?1 AND NOT EXISTS (SELECT 1 "
+                              "FROM symbols WHERE symbol = ?1) AND ?2 IS NOT NULL",
+                              symbol, interval, NULL, 0, "removing the market", err)) != KR_OK)
+            goto fail;
+    } else if (hit[0] > 0) {
+        const int64_t args[4] = { left[1], left[2], left[0], (int64_t)time(NULL) };
+        if ((st = exec_series(store,
+                              "UPDATE symbols SET first_ts = ?3, last_ts = ?4, rows = ?5, "
+                              "updated_at = ?6 WHERE symbol = ?1 AND interval = ?2",
+                              symbol, interval, args, 4, "updating the symbols table", err)) !=
+            KR_OK)
+            goto fail;
+    }
+    if ((st = exec(store, "COMMIT", "committing", err)) != KR_OK) goto fail;
+    stats->deleted = hit[0];
+    stats->first_deleted = hit[1];
+    stats->last_deleted = hit[2];
+    stats->rows_left = left[0];
+    stats->first_left = left[1];
+    stats->last_left = left[2];
+    return KR_OK;
+fail:
+    sqlite3_exec(DB(store), "ROLLBACK", NULL, NULL, NULL);
+    return st;
+}
+
 const kr_store_ops kr_store_sqlite_ops = {
     .open = sqlite_open,
     .close = sqlite_close,
@@ -612,4 +706,5 @@ const kr_store_ops kr_store_sqlite_ops = {
     .read = sqlite_read,
     .list = sqlite_list,
     .set_market = sqlite_set_market,
+    .delete_range = sqlite_delete_range,
 };

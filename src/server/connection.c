@@ -486,6 +486,7 @@ static enum MHD_Result dispatch(struct MHD_Connection *mc, kr_conn *c, const cha
     case KR_ROUTE_SYMBOLS: return kr_handle_symbols(mc, c);
     case KR_ROUTE_CANDLES_GET: return kr_handle_candles_get(mc, c, url);
     case KR_ROUTE_CANDLES_POST: return kr_handle_candles_post(mc, c, url);
+    case KR_ROUTE_CANDLES_DELETE: return kr_handle_candles_delete(mc, c, url);
     case KR_ROUTE_ANALYZE:
     case KR_ROUTE_ANALYZE_ALIAS: return kr_handle_analyze(mc, c);
     case KR_ROUTE_ANALYZE_BATCH: return kr_handle_analyze_batch(mc, c);

@@ -56,14 +56,17 @@ static kr_status get_timestamp(const cJSON *v, const char *field, int64_t *ts, i
             return kr_api_error_set(err, 400, field, "'%s' is outside the years %d-%d",
                                     kr_json_sanitize(s, ex, sizeof ex), KR_CANDLE_YEAR_MIN,
                                     KR_CANDLE_YEAR_MAX);
-        return kr_api_error_set(err, 400, field,
-                                "cannot parse '%s' as a timestamp (expected YYYY-MM-DD[ "
-                                "HH:MM[:SS]], YYYYMMDD or an epoch count in seconds, "
-                                "milliseconds, microseconds or nanoseconds)",
-                                kr_json_sanitize(s, ex, sizeof ex));
+        char why[200];
+        kr_timestamp_refusal(s, strlen(s), why, sizeof why);
+        return kr_api_error_set(err, 400, field, "cannot parse '%s' as a timestamp (%s)",
+                                kr_json_sanitize(s, ex, sizeof ex), why);
     }
     if (cJSON_IsNumber(v)) {
         double x = v->valuedouble;
+        /* A number with a fraction is epoch seconds when its whole part has 9-10 digits (the
+         * text's rule; JSON parsers keep only the value, so an exponent is judged by it), the
+         * fraction truncated as a string's fractional seconds are. */
+        if (isfinite(x) && x != floor(x) && x >= 1e8 && x < 1e10) x = floor(x);
         if (isfinite(x) && x == floor(x) && x >= 0 && x < 1e13) {
             snprintf(buf, sizeof buf, "%.0f", x);
             int rc = kr_parse_timestamp(buf, strlen(buf), ts, has_time);
@@ -74,9 +77,9 @@ static kr_status get_timestamp(const cJSON *v, const char *field, int64_t *ts, i
         }
         /* %.17g: "%.10g" would show 1704067200.5 as a valid-looking 1704067200. */
         return kr_api_error_set(err, 400, field,
-                                "%.17g is not an epoch timestamp (whole seconds of 9-10 digits, "
-                                "milliseconds of 12-13; micro- and nanoseconds as strings) or a "
-                                "YYYYMMDD date",
+                                "%.17g is not an epoch timestamp (seconds of 9-10 digits, a "
+                                "fraction allowed; whole milliseconds of 12-13; micro- and "
+                                "nanoseconds as strings) or a YYYYMMDD date",
                                 x);
     }
     return kr_api_error_set(err, 400, field, "must be a timestamp string or epoch number, got %s",

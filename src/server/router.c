@@ -15,6 +15,7 @@ static const kr_route k_routes[KR_ROUTE_COUNT] = {
     { KR_ROUTE_SYMBOLS, "GET", "/v1/symbols", 1 },
     { KR_ROUTE_CANDLES_GET, "GET", "/v1/candles/", 1 },
     { KR_ROUTE_CANDLES_POST, "POST", "/v1/candles/", 1 },
+    { KR_ROUTE_CANDLES_DELETE, "DELETE", "/v1/candles/", 1 },
     { KR_ROUTE_ANALYZE, "POST", "/v1/analyze", 1 },
     { KR_ROUTE_ANALYZE_BATCH, "POST", "/v1/analyze/batch", 1 },
     { KR_ROUTE_PAGE, "GET", "/", 0 },
@@ -57,17 +58,18 @@ size_t kr_route_allow(const char *url, char *out, size_t cap) {
     size_t n = strcspn(url, "?#");
     /* Every route of the path, not only the first: /v1/candles/{symbol} is GET and POST, and
      * a client told only one of them would never find the other. GET brings HEAD. Fixed order
-     * (GET, HEAD, POST) so the header does not depend on the table's order. */
-    static const char *const k_order[] = { "GET", "HEAD", "POST" };
-    int has[3] = { 0, 0, 0 };
+     * (GET, HEAD, POST, DELETE) so the header does not depend on the table's order. */
+    static const char *const k_order[] = { "GET", "HEAD", "POST", "DELETE" };
+    int has[4] = { 0, 0, 0, 0 };
     for (int i = 0; i < KR_ROUTE_COUNT; i++) {
         const kr_route *r = &k_routes[i];
         if (!path_matches(r, url, n)) continue;
         if (!strcmp(r->method, "GET")) has[0] = has[1] = 1;
         if (!strcmp(r->method, "POST")) has[2] = 1;
+        if (!strcmp(r->method, "DELETE")) has[3] = 1;
     }
     size_t len = 0;
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < 4; k++) {
         if (!has[k]) continue;
         int w = snprintf(out + len, cap - len, "%s%s", len ? ", " : "", k_order[k]);
         if (w < 0 || (size_t)w >= cap - len) {

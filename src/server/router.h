@@ -17,6 +17,7 @@ typedef enum kr_route_id {
     KR_ROUTE_SYMBOLS, /* GET /v1/symbols: stored candle series (routes_analyst.c) */
     KR_ROUTE_CANDLES_GET, /* GET /v1/candles/{symbol} */
     KR_ROUTE_CANDLES_POST, /* POST /v1/candles/{symbol} */
+    KR_ROUTE_CANDLES_DELETE, /* DELETE /v1/candles/{symbol}?interval=&from=&to= */
     KR_ROUTE_ANALYZE, /* POST /v1/analyze */
     KR_ROUTE_ANALYZE_BATCH, /* POST /v1/analyze/batch */
     KR_ROUTE_PAGE, /* GET /: the web page (static_files.c) */
@@ -28,7 +29,7 @@ typedef enum kr_route_id {
 
 typedef struct kr_route {
     kr_route_id id;
-    const char *method; /* "GET" or "POST"; GET routes also answer HEAD */
+    const char *method; /* "GET", "POST" or "DELETE"; GET routes also answer HEAD */
     const char *path; /* exact path, no query string; ending in '/' (other than "/"): a
                             * prefix, matching itself plus 1+ characters ("/v1/candles/AAPL") */
     int v1; /* under /v1 (or an alias of a /v1 route): needs the API key, refused while
@@ -42,7 +43,7 @@ typedef struct kr_route {
 int kr_route_match(const char *method, const char *url, const kr_route **route);
 
 /* The methods any route of url's path accepts, as an Allow header lists them ("GET, HEAD,
- * POST" for /v1/candles/{symbol}; GET routes bring HEAD), written to out[cap]; returns the
+ * POST, DELETE" for /v1/candles/{symbol}; GET routes bring HEAD), written to out[cap]; returns the
  * length (0 and "" for an unknown path). url may carry a query string. */
 size_t kr_route_allow(const char *url, char *out, size_t cap);
 

@@ -397,6 +397,75 @@ enum MHD_Result kr_handle_candles_post(struct MHD_Connection *mc, kr_conn *c, co
     return reply_json(mc, c, body);
 }
 
+/* ------------------------------------------------------------------ DELETE /v1/candles */
+
+/* {"object":"candles.delete","symbol","interval","deleted","first_deleted","last_deleted",
+ * "rows","first_timestamp","last_timestamp"}: what went and what is left ("rows": 0 and no
+ * stamps when the series is gone). */
+static char *delete_json(const kr_store_delete_stats *d) {
+    const int daily = kr_store_interval_seconds(d->interval) >= 86400;
+    char a[32], b[32];
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "object", "candles.delete");
+    cJSON_AddStringToObject(root, "symbol", d->symbol);
+    cJSON_AddStringToObject(root, "interval", d->interval);
+    cJSON_AddNumberToObject(root, "deleted", (double)d->deleted);
+    if (d->deleted > 0) {
+        format_ts(d->first_deleted, daily, a, sizeof a);
+        format_ts(d->last_deleted, daily, b, sizeof b);
+        cJSON_AddStringToObject(root, "first_deleted", a);
+        cJSON_AddStringToObject(root, "last_deleted", b);
+    }
+    cJSON_AddNumberToObject(root, "rows", (double)d->rows_left);
+    if (d->rows_left > 0) {
+        format_ts(d->first_left, daily, a, sizeof a);
+        format_ts(d->last_left, daily, b, sizeof b);
+        cJSON_AddStringToObject(root, "first_timestamp", a);
+        cJSON_AddStringToObject(root, "last_timestamp", b);
+    }
+    char *body = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    return body;
+}
+
+enum MHD_Result kr_handle_candles_delete(struct MHD_Connection *mc, kr_conn *c, const char *url) {
+    kr_api_error aerr = { 0 };
+    char symbol[KR_STORE_NAME_MAX + 1], interval[KR_STORE_NAME_MAX + 1];
+    if (path_symbol(url, symbol, sizeof symbol, &aerr) ||
+        query_interval(mc, interval, sizeof interval, &aerr))
+        return reply_api_error(mc, c, &aerr);
+    if (!interval[0])
+        return kr_srv_reply_error(mc, c, 400,
+                                  "interval: required as a query parameter "
+                                  "(?interval=1d, 5m, 1h, ...): a delete names one series",
+                                  "interval");
+    const char *from = MHD_lookup_connection_value(mc, MHD_GET_ARGUMENT_KIND, "from");
+    const char *to = MHD_lookup_connection_value(mc, MHD_GET_ARGUMENT_KIND, "to");
+    int64_t from_ts, to_ts;
+    kr_error ke = { 0 };
+    if (kr_store_parse_range(from, to, "from", "to", &from_ts, &to_ts, &ke) != KR_OK) {
+        char msg[sizeof ke.message];
+        kr_json_sanitize(ke.message, msg, sizeof msg);
+        /* The message starts with the parameter it is about. */
+        const char *field = !strncmp(ke.message, "to:", 3) ? "to" : "from";
+        return kr_srv_reply_error(mc, c, 400, msg, field);
+    }
+    int status;
+    kr_store *store = open_store(c->srv, 1, &status, &aerr);
+    if (status) return reply_api_error(mc, c, &aerr);
+    kr_store_delete_stats d = { 0 };
+    kr_status st =
+        store ? kr_store_delete(store, symbol, interval, from_ts, to_ts, &d, &ke) : KR_OK;
+    kr_store_close(store);
+    if (st != KR_OK) return reply_store_error(mc, c, st, ke.message, 400, "interval");
+    if (!d.symbol[0])
+        return kr_srv_reply_error(mc, c, 404,
+                                  "no such series: nothing is stored under this symbol and "
+                                  "interval (GET /v1/symbols lists what is); nothing was deleted",
+                                  NULL);
+    return reply_json(mc, c, delete_json(&d));
+}
+
 /* ------------------------------------------------------------------ analyses */
 
 /* One analysis request from parse to answer. The plain path runs it on the connection's

@@ -6,6 +6,9 @@
  *   GET  /v1/candles/{symbol}?interval=&limit=   stored candles, newest `limit` rows
  *   POST /v1/candles/{symbol}?interval=I   JSON rows (as /v1/forecast's "candles") or text/csv;
  *                                          validated first, then one all-or-nothing upsert
+ *   DELETE /v1/candles/{symbol}?interval=I&from=&to=   the series' candles in [from, to] (whole
+ *                                          series without them), one transaction; 404 when no
+ *                                          such series
  *   POST /v1/analyze                       one report: a stored symbol, or "candles" in the body
  *   POST /v1/analyze/batch                 several stored symbols -> one report with a ranking;
  *                                          "stream": true answers with SSE progress events
@@ -36,6 +39,7 @@
 enum MHD_Result kr_handle_symbols(struct MHD_Connection *mc, kr_conn *c);
 enum MHD_Result kr_handle_candles_get(struct MHD_Connection *mc, kr_conn *c, const char *url);
 enum MHD_Result kr_handle_candles_post(struct MHD_Connection *mc, kr_conn *c, const char *url);
+enum MHD_Result kr_handle_candles_delete(struct MHD_Connection *mc, kr_conn *c, const char *url);
 enum MHD_Result kr_handle_analyze(struct MHD_Connection *mc, kr_conn *c);
 enum MHD_Result kr_handle_analyze_batch(struct MHD_Connection *mc, kr_conn *c);
 

@@ -324,13 +324,14 @@ async function main() {
     step('uploaded CSV analysed');
 
     // Uploads in the other timestamp formats the server reads (docs/api.md): the report and
-    // its chart, whole. Epoch milliseconds, epoch seconds, YYYYMMDD, ISO with a fraction and a
-    // zone; then a ~1e-5 priced series (the price axis must not read 0.00) and a flat one.
+    // its chart, whole. Epoch milliseconds, epoch seconds (also with a fraction), YYYYMMDD, ISO
+    // with a fraction and a zone; then a ~1e-5 priced series (the price axis must not read 0.00) and a flat one.
     const msft = dataRows('MSFT_1d.csv', 120);
     const iso = (ts) => new Date(`${ts}T00:00:00Z`);
     const formats = {
       epoch_ms: (ts) => String(iso(ts).getTime()),
       epoch_s: (ts) => String(iso(ts).getTime() / 1000),
+      epoch_s_float: (ts) => `${iso(ts).getTime() / 1000}.25`, // pandas' float seconds, truncated
       yyyymmdd: (ts) => ts.replaceAll('-', ''),
       iso_zone: (ts) => `${ts}T15:30:00.250-04:00`,
     };

@@ -154,13 +154,27 @@ test('every timestamp the server accepts is read as the server reads it (docs/ap
     ['20240618', t(2024, 6, 18), false], // YYYYMMDD
     [20240618, t(2024, 6, 18), false],
     ['  2024-06-18  ', t(2024, 6, 18), false],
+    // Seconds with a fraction (pandas' float seconds) or a full exponent: truncated.
+    ['1718709307.0', 1718709307, true],
+    ['1718709307.999999', 1718709307, true],
+    ['996624000.5', 996624000, true],
+    ['1.718709307e9', 1718709307, true],
+    ['1.7187093075E+09', 1718709307, true],
+    ['17187093079e-1', 1718709307, true],
+    ['0.1718709307e10', 1718709307, true],
+    [1718709307.75, 1718709307, true], // a JSON number with a fraction
+    [996624000.5, 996624000, true],
   ];
   for (const [ts, time, hasTime] of cases) assert.deepEqual(parseTimestamp(ts), { time, hasTime }, String(ts));
   // What the server refuses.
   for (const bad of ['yesterday', '2024-13-01', '2024-02-30', '2024-06-18 24:00', '2024-06-18 11:15:07 UTC',
     '2024-06-18T11:15:07+5', '12345678', '12345678901', '202406181115', '20240618111507',
     1718709300000000000, '1899-12-31', '2201-01-01', '0950-01-01', '2024-06/18',
-    '20241301', 1.5, -1, null, undefined, '']) {
+    '20241301', 1.5, -1, null, undefined, '',
+    // A fraction on anything but seconds, exponents that lost digits, half numbers.
+    '1718709307999.5', '1718709307999999.5', '17187093.5', '20240618.5', '1.7187093e9',
+    '1.718709307e12', '1718709307.', '.5', '1718709307.5.5', '1718709307e', '1718709307e+',
+    '1718709307.5Z', '1718709307,5', '-1718709307.5', '1e9999999999', 1718709307999.5, 20240618.5]) {
     assert.equal(parseTimestamp(bad), null, String(bad));
   }
 });

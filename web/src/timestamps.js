@@ -7,7 +7,11 @@
 // YYYYMMDD, else an epoch count whose length tells its unit: seconds (10 digits, 9 before
 // 2001-09-09), milliseconds (13, 12; a 12-digit one that also reads as YYYYMMDDHHMM is
 // refused), microseconds (16, 15) and nanoseconds (19, 18) — as strings, or JSON numbers below
-// 1e13. Every stamp must fall in the years 1900–2200. The naive wall-clock time is treated as UTC so
+// 1e13. Epoch seconds may carry a fraction ("1704412800.0", pandas' float seconds) or an
+// exponent naming every digit of the second ("1.7044128005e9"), the fraction truncated; a
+// fraction on another count, or an exponent with too few digits, is refused; a JSON number
+// with a fraction is seconds when its whole part has 9-10 digits. Every stamp must fall in the
+// years 1900–2200. The naive wall-clock time is treated as UTC so
 // the chart's axis shows exactly the data's times, whatever the browser's zone.
 
 const YEAR_MIN = 1900;
@@ -30,6 +34,32 @@ function civil(y, mo, d, h = 0, mi = 0, s = 0) {
   return Date.UTC(y, mo - 1, d, h, mi, s) / 1000;
 }
 
+const DECIMAL = /^(\d+)(?:\.(\d+))?(?:[eE]([+-]?\d+))?$/;
+
+/**
+ * Epoch seconds written as a decimal (market/candles.c parse_epoch_decimal): the whole
+ * seconds, or null when the fraction or the exponent makes the count ambiguous.
+ */
+function epochDecimal(s) {
+  const m = DECIMAL.exec(s);
+  if (!m || (m[2] === undefined && m[3] === undefined)) return null;
+  const [, whole, frac = '', exp] = m;
+  let digits = whole + frac;
+  let beforePoint = whole.length;
+  if (exp !== undefined) {
+    // Leading zeros of a mantissa do not count; an exponent must leave every digit of the
+    // second written (1.70441e9 was rounded by its writer).
+    const lead = digits.length - digits.replace(/^0+(?=\d)/, '').length;
+    digits = digits.slice(lead);
+    const e = Number(exp);
+    if (!Number.isFinite(e) || Math.abs(e) > 1000) return null;
+    beforePoint += e - lead;
+    if (beforePoint > digits.length) return null;
+  }
+  if (beforePoint !== 9 && beforePoint !== 10) return null;
+  return Number(digits.slice(0, beforePoint));
+}
+
 /**
  * A stamp (string or number) -> {time, hasTime} (time in seconds), or null when the server
  * would refuse it. hasTime: the stamp carries a time of day (epoch numbers always do).
@@ -37,8 +67,10 @@ function civil(y, mo, d, h = 0, mi = 0, s = 0) {
 export function parseTimestamp(ts) {
   let s;
   if (typeof ts === 'number') {
-    if (!Number.isInteger(ts) || ts < 0 || ts >= 1e13) return null;
-    s = String(ts);
+    // A fraction: seconds when the whole part has 9-10 digits (truncated), else refused.
+    const n = !Number.isInteger(ts) && ts >= 1e8 && ts < 1e10 ? Math.floor(ts) : ts;
+    if (!Number.isInteger(n) || n < 0 || n >= 1e13) return null;
+    s = String(n);
   } else if (typeof ts === 'string') {
     s = ts.trim();
   } else {
@@ -58,6 +90,8 @@ export function parseTimestamp(ts) {
     } else if (sub !== undefined && !compact) {
       time = Number(BigInt(s) / 10n ** BigInt(sub));
     }
+  } else if (/^\d+[.eE]/.test(s)) {
+    time = epochDecimal(s);
   } else {
     const m = DATE_TIME.exec(s);
     if (m) {
