@@ -188,7 +188,8 @@ typedef struct kr_context_params {
                       default 256 */
     int batch_wait_ms; /* a lone new request waits this long for company: 0 .. 60000 (default
                           0; servers: 20-100) */
-    size_t kv_budget_bytes; /* KV memory for running requests + prefix cache; 0: 25% of RAM */
+    size_t kv_budget_bytes; /* KV memory for running requests (each charged its peak from
+                               admission on) + prefix cache; 0: 25% of RAM */
     int prefix_cache; /* reuse identical context windows across requests (default 1) */
     int static_batching; /* admit a new batch only when the running one has finished
                                (offline baseline; default 0 = continuous) */
@@ -318,7 +319,9 @@ KR_API kr_request_params kr_request_default_params(void);
 
 /* Queues a forecast of one series. The series and params are validated here (errors name the
  * field and row) and copied. KR_ERR_BUSY when the queue is full or the context is draining:
- * retry later. *id (may be NULL) identifies it for kr_cancel and in its events. */
+ * retry later. KR_ERR_INVALID_ARG (saying how much) when the forecast needs more KV memory
+ * than the context's whole kv_budget_bytes: it could never start. Once queued, a request is
+ * admitted when its peak KV memory fits the budget beside the running ones. *id (may be NULL) identifies it for kr_cancel and in its events. */
 KR_API kr_status kr_submit(kr_context *ctx, const kr_series *series,
                            const kr_forecast_params *params, const kr_request_params *request,
                            uint64_t *id, kr_error *err);

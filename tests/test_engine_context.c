@@ -1165,6 +1165,229 @@ static void test_kv_keep_decays_while_busy(void **state) {
 #endif
 }
 
+/* A value of the context's metrics text (first series of that name), or -1 when absent. */
+static double metric_in(kr_context *ctx, const char *series) {
+    char *text = NULL;
+    kr_error err = { 0 };
+    if (kr_context_metrics(ctx, &text, &err) != KR_OK) fail_msg("%s", err.message);
+    char key[160];
+    snprintf(key, sizeof key, "\n%s ", series);
+    const char *at = strstr(text, key);
+    double v = at ? atof(at + strlen(key)) : -1;
+    free(text);
+    return v;
+}
+
+/* A lone newcomer waiting out batch_wait_ms for company ends when its deadline passes or its
+ * should_abort says so, not when the wait is over: the wait used to skip the queue's reaping,
+ * so with a 60 s batch wait a 50 ms deadline failed a minute late. */
+static void test_batch_wait_ends_on_deadline_and_abort(void **state) {
+    (void)state;
+    kr_context_params cp = kr_context_default_params();
+    cp.n_threads = 2;
+    cp.max_running = 4;
+    cp.batch_wait_ms = 60000;
+    cp.prefix_cache = 0;
+    kr_context *ctx = NULL;
+    kr_error err = { 0 };
+    assert_int_equal(kr_context_create(g_model, &cp, &ctx, &err), KR_OK);
+    kr_series ser = series_for(2);
+    kr_forecast_params p = params_for(2);
+    waiter late, gone;
+    waiter_init(&late);
+    waiter_init(&gone);
+    kr_request_params rl = req_for(&late);
+    rl.deadline_s = 0.05;
+    assert_int_equal(kr_submit(ctx, &ser, &p, &rl, NULL, &err), KR_OK);
+    wait_done(&late);
+    assert_int_equal(late.status, KR_ERR_TIMEOUT);
+    assert_non_null(strstr(late.message, "while queued"));
+    assert_true(late.stats.total_seconds < 30); /* half the batch wait: ended by the deadline */
+    atomic_int stop = 0;
+    kr_request_params rg = req_for(&gone);
+    rg.should_abort = abort_flag;
+    rg.abort_user = &stop;
+    assert_int_equal(kr_submit(ctx, &ser, &p, &rg, NULL, &err), KR_OK);
+    atomic_store(&stop, 1);
+    wait_done(&gone);
+    assert_int_equal(gone.status, KR_ERR_CANCELLED);
+    assert_true(gone.stats.total_seconds < 30);
+    kr_context_stats st;
+    kr_context_get_stats(ctx, &st);
+    assert_int_equal(st.waiting, 0);
+    assert_int_equal(st.failed, 2);
+    kr_context_free(ctx);
+}
+
+/* kronos_engine_busy_ratio goes back to 0 once the engine idles: it was measured only while
+ * there was work, so after a busy spell it kept that spell's figure for good. */
+static void test_busy_ratio_returns_to_zero(void **state) {
+    (void)state;
+    kr_context *ctx = context_with(4096, 4, 8, 0);
+    kr_error err = { 0 };
+    kr_series ser = kr_candles_slice(g_data, 0, 400);
+    kr_forecast_params p = kr_forecast_default_params();
+    p.pred_len = 400;
+    p.paths = 64;
+    p.max_context = 512;
+    waiter w;
+    waiter_init(&w);
+    kr_request_params rp = req_for(&w);
+    uint64_t id = 0;
+    assert_int_equal(kr_submit(ctx, &ser, &p, &rp, &id, &err), KR_OK);
+    /* Busy for a measured interval (the gauge's first reading comes after one second). */
+    double busy = 0;
+    for (int i = 0; i < 600 && !(busy > 0) && !is_done(&w); i++) {
+        usleep(100000);
+        busy = metric_in(ctx, "kronos_engine_busy_ratio");
+    }
+    assert_true(busy > 0);
+    kr_cancel(ctx, id);
+    wait_done(&w);
+    kr_forecast_free(w.result);
+    /* Idle now: the next interval reads 0 (polled, no timing assumed but an upper bound far
+     * past the one-second interval). */
+    for (int i = 0; i < 300 && busy != 0; i++) {
+        usleep(100000);
+        busy = metric_in(ctx, "kronos_engine_busy_ratio");
+    }
+    assert_true(busy == 0);
+    assert_true(metric_in(ctx, "kronos_requests_running") == 0);
+    assert_true(metric_in(ctx, "kronos_requests_waiting") == 0);
+    kr_context_free(ctx);
+}
+
+static kr_context *g_batch_ctx;
+static kr_status g_batch_status;
+
+static void *run_batch_thread(void *arg) {
+    kr_forecast **out = arg;
+    kr_series ser[3] = { series_for(0), series_for(1), series_for(2) };
+    kr_forecast_params p = params_for(0);
+    kr_error err = { 0 };
+    g_batch_status = kr_forecast_run_batch(g_batch_ctx, ser, 3, &p, out, &err);
+    return NULL;
+}
+
+/* A batch fed into a full queue as it drains (wait_for_room) is not rejected: its retries
+ * used to count in kronos_requests_total{outcome="rejected"}, a hundred a second while it
+ * waited, although every series ran. A kr_submit refused by the same full queue counts once. */
+static void test_waiting_for_room_is_not_rejected(void **state) {
+    (void)state;
+    kr_context *ctx = context_with(4096, 1, 1, 0);
+    gate g = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, ctx };
+    pthread_t gt, bt;
+    pthread_create(&gt, NULL, gate_thread, &g);
+    pthread_mutex_lock(&g.mu);
+    while (!g.entered) pthread_cond_wait(&g.cv, &g.mu);
+    pthread_mutex_unlock(&g.mu);
+    /* The engine is held: the batch's first series fills the queue, the others wait. */
+    kr_forecast *out[3] = { 0 };
+    g_batch_ctx = ctx;
+    pthread_create(&bt, NULL, run_batch_thread, out);
+    kr_context_stats st;
+    for (int i = 0; i < 5000; i++) {
+        kr_context_get_stats(ctx, &st);
+        if (st.waiting == 1) break;
+        usleep(1000);
+    }
+    assert_int_equal(st.waiting, 1);
+    usleep(100000); /* the batch tries again meanwhile, every 10 ms */
+    kr_series s = series_for(3);
+    kr_forecast_params p = params_for(3);
+    kr_error err = { 0 };
+    assert_int_equal(kr_submit(ctx, &s, &p, NULL, NULL, &err), KR_ERR_BUSY);
+    pthread_mutex_lock(&g.mu);
+    g.open = 1;
+    pthread_cond_broadcast(&g.cv);
+    pthread_mutex_unlock(&g.mu);
+    pthread_join(gt, NULL);
+    pthread_join(bt, NULL);
+    assert_int_equal(g_batch_status, KR_OK);
+    for (int k = 0; k < 3; k++) kr_forecast_free(out[k]);
+    assert_true(metric_in(ctx, "kronos_requests_total{outcome=\"rejected\"}") == 1);
+    assert_true(metric_in(ctx, "kronos_requests_total{outcome=\"ok\"}") == 3);
+    kr_context_free(ctx);
+}
+
+static kr_context *g_kv_ctx;
+static size_t g_kv_peak_used;
+static int g_kv_peak_running;
+
+/* Samples the context's KV use at every event (the engine thread, between steps). */
+static void kv_sampling_event(void *user, const kr_event *ev) {
+    kr_context_stats st;
+    kr_context_get_stats(g_kv_ctx, &st);
+    if (st.kv_bytes_used > g_kv_peak_used) g_kv_peak_used = st.kv_bytes_used;
+    if (st.running > g_kv_peak_running) g_kv_peak_running = st.running;
+    on_event(user, ev);
+}
+
+/* The KV budget holds. Admission charged a request only the stores it allocates at once (its
+ * generated rows), not the context window it allocates at its first step nor its decoder
+ * stores: twelve requests of 400-row windows under a 4 MiB budget all ran at once, holding
+ * about 26 MB. Now each is charged its peak before it starts; the others queue for memory and
+ * every one finishes, bit-identical to running alone. A request whose peak exceeds the whole
+ * budget is refused at once, saying so, instead of running past it. */
+static void test_kv_budget_holds(void **state) {
+    (void)state;
+    const size_t budget = (size_t)4 << 20;
+    kr_context_params cp = kr_context_default_params();
+    cp.n_threads = 2;
+    cp.kv_budget_bytes = budget;
+    kr_context *ctx = NULL;
+    kr_error err = { 0 };
+    assert_int_equal(kr_context_create(g_model, &cp, &ctx, &err), KR_OK);
+    g_kv_ctx = ctx;
+    g_kv_peak_used = 0;
+    g_kv_peak_running = 0;
+    kr_forecast_params p = kr_forecast_default_params();
+    p.pred_len = 10;
+    p.paths = 1;
+    p.seed = 5;
+    enum { N = 12 };
+    waiter w[N];
+    for (int k = 0; k < N; k++) {
+        waiter_init(&w[k]);
+        kr_series ser = kr_candles_slice(g_data, 150 * k, 400);
+        kr_request_params rp = req_for(&w[k]);
+        rp.on_event = kv_sampling_event;
+        assert_int_equal(kr_submit(ctx, &ser, &p, &rp, NULL, &err), KR_OK);
+    }
+    for (int k = 0; k < N; k++) {
+        wait_done(&w[k]);
+        assert_int_equal(w[k].status, KR_OK);
+    }
+    assert_true(g_kv_peak_used > 0);
+    assert_true(g_kv_peak_used <= budget);
+    assert_true(g_kv_peak_running < N); /* memory, not max_running, held them back */
+    kr_series first = kr_candles_slice(g_data, 0, 400);
+    kr_forecast *one = alone(&first, &p);
+    expect_same(one, w[0].result);
+    kr_forecast_free(one);
+    for (int k = 0; k < N; k++) kr_forecast_free(w[k].result);
+    kr_context_stats st;
+    kr_context_get_stats(ctx, &st);
+    assert_int_equal(st.running, 0);
+    assert_int_equal(st.kv_bytes_used, st.prefix_cache_bytes);
+
+    /* Too big for the whole budget: refused when submitted, naming the budget. */
+    kr_forecast_params big = p;
+    big.paths = 64;
+    big.pred_len = 200;
+    kr_forecast *f = NULL;
+    assert_int_equal(kr_submit(ctx, &first, &big, NULL, NULL, &err), KR_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.message, "more than the whole KV budget (4.0 MiB)"));
+    assert_int_equal(kr_forecast_run(ctx, &first, &big, &f, &err), KR_ERR_INVALID_ARG);
+    assert_null(f);
+    kr_series two[2] = { first, first };
+    kr_forecast *out[2] = { 0 };
+    assert_int_equal(kr_forecast_run_batch(ctx, two, 2, &big, out, &err), KR_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.message, "series 0: the forecast needs"));
+    assert_null(out[0]);
+    kr_context_free(ctx);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_static_batches),
@@ -1187,6 +1410,10 @@ int main(void) {
         cmocka_unit_test(test_refused_requests),
         cmocka_unit_test(test_cancel_after_drain),
         cmocka_unit_test(test_kv_keep_unlimited_budget),
+        cmocka_unit_test(test_batch_wait_ends_on_deadline_and_abort),
+        cmocka_unit_test(test_busy_ratio_returns_to_zero),
+        cmocka_unit_test(test_waiting_for_room_is_not_rejected),
+        cmocka_unit_test(test_kv_budget_holds),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

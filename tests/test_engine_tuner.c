@@ -315,6 +315,49 @@ static void test_configurable_windows(void **state) {
     teardown(&f);
 }
 
+/* The engine ticks the tuner only while it has work. Bursts of queue pressure minutes apart,
+ * idle in between, are not five minutes of pressure: the tuner used to measure the pressing
+ * window across the idle gaps and moved at the first tick of the second burst, and of every
+ * burst after it, ratcheting max_running to its bound and the wait to 0. Now an idle span
+ * (kr_tuner_idle) ends the window, and relief held through it brings the limits home. */
+static void test_idle_between_bursts(void **state) {
+    (void)state;
+    fixture f;
+    setup_home(&f, 50);
+    int wait = 50, tokens = 4096, running = 64;
+    double now = 1000;
+    for (int burst = 0; burst < 6; burst++) {
+        for (int i = 0; i < 10; i++) { /* 20 s of queue waits far over the target */
+            kr_tuner_observe_queue(&f.t, 0.5);
+            kr_tuner_observe_ttft(&f.t, 1.0);
+            kr_tuner_tick(&f.t, now, 3, 0.5, &wait, &tokens, &running, NULL);
+            now += TICK;
+        }
+        for (double end = now + 400; now < end; now += 0.25) kr_tuner_idle(&f.t, now);
+    }
+    assert_int_equal(wait, 50);
+    assert_int_equal(running, 64);
+    assert_true(decisions(&f, "queue_pressure", "max_running", "up") == 0);
+
+    /* Pressure that does hold for the window moves the limits; ten idle minutes after it
+     * walk them back toward home (the relaxing rule's window is held through the idle span). */
+    for (double end = now + 302; now < end; now += TICK) {
+        kr_tuner_observe_queue(&f.t, 0.5);
+        kr_tuner_observe_ttft(&f.t, 1.0);
+        kr_tuner_tick(&f.t, now, 3, 0.5, &wait, &tokens, &running, NULL);
+    }
+    assert_int_equal(wait, 25);
+    assert_int_equal(running, 80);
+    for (double end = now + 700; now < end; now += 0.25) kr_tuner_idle(&f.t, now);
+    kr_tuner_observe_queue(&f.t, 0.001);
+    kr_tuner_observe_ttft(&f.t, 1.0);
+    kr_tuner_tick(&f.t, now, 0, 0, &wait, &tokens, &running, NULL);
+    assert_int_equal(wait, 37);
+    assert_int_equal(running, 64);
+    assert_true(decisions(&f, "queue_relaxed", "max_running", "down") == 1);
+    teardown(&f);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_queue_pressure_after_window),
@@ -327,6 +370,7 @@ int main(void) {
         cmocka_unit_test(test_profile_switch_restarts),
         cmocka_unit_test(test_configurable_windows),
         cmocka_unit_test(test_limits_near_int_max),
+        cmocka_unit_test(test_idle_between_bursts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,6 +2,7 @@
  * The server under an adversarial review's defects (issue 11), each against a real server in
  * this process on 127.0.0.1 (libcurl, or raw sockets for what libcurl will not send):
  *  - a 504 sent while the engine is stuck is counted as 504, not 499;
+ *  - GET /metrics shows the queue as it is now, not as of the engine's last step;
  *  - conflicting Content-Length / Transfer-Encoding with Content-Length: 400 and close;
  *  - bytes after the JSON body, a NUL in a JSON string, analysis caps: 400 naming the field,
  *    on every JSON route;
@@ -188,6 +189,58 @@ static void test_stuck_engine_504_counted(void **state) {
     unlink(path);
     rmdir(dir);
     free(dir);
+}
+
+/* ------------------------------------------------------------------ /metrics is current */
+
+typedef struct ended {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int done;
+    kr_status status;
+} ended;
+
+static void on_end(void *user, const kr_event *ev) {
+    ended *e = user;
+    if (ev->kind != KR_EVENT_DONE && ev->kind != KR_EVENT_FAILED) return;
+    if (ev->kind == KR_EVENT_DONE) kr_forecast_free(ev->result);
+    pthread_mutex_lock(&e->mu);
+    e->done = 1;
+    e->status = ev->kind == KR_EVENT_DONE ? KR_OK : ev->error.status;
+    pthread_cond_broadcast(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+}
+
+/* GET /metrics shows the queue as it is: a request waiting out a batch wait is waiting. The
+ * page rendered the registry as the engine thread last published it at a step boundary, and a
+ * lone newcomer's batch wait publishes nothing, so it read kronos_requests_waiting 0 (as did
+ * the block pool's gauges after an idle engine handed blocks back). */
+static void test_metrics_show_the_queue_now(void **state) {
+    (void)state;
+    kr_server_config c = base_config(NULL);
+    c.sched.batch_wait_ms = 60000; /* a lone request waits a minute for company */
+    kr_server *s = start_server(&c);
+    int port = kr_server_port(s);
+    assert_true(metric_value(port, "kronos_requests_waiting") == 0);
+    ended e = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, KR_OK };
+    kr_series series = kr_candles_slice(g_candles, 0, 64);
+    kr_forecast_params p = kr_forecast_default_params();
+    p.pred_len = 2;
+    uint64_t id = 0;
+    kr_error err = { 0 };
+    kr_request_params rp = kr_request_default_params();
+    rp.on_event = on_end;
+    rp.user = &e;
+    assert_int_equal(kr_submit(kr_server_context(s), &series, &p, &rp, &id, &err), KR_OK);
+    assert_true(metric_value(port, "kronos_requests_waiting") == 1);
+    assert_true(metric_value(port, "kronos_requests_running") == 0);
+    kr_cancel(kr_server_context(s), id);
+    pthread_mutex_lock(&e.mu);
+    while (!e.done) pthread_cond_wait(&e.cv, &e.mu);
+    pthread_mutex_unlock(&e.mu);
+    assert_int_equal(e.status, KR_ERR_CANCELLED);
+    assert_true(metric_value(port, "kronos_requests_waiting") == 0);
+    kr_server_free(s);
 }
 
 /* ------------------------------------------------------------------ defect 6: framing */
@@ -749,6 +802,7 @@ static void test_bind_warnings(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stuck_engine_504_counted),
+        cmocka_unit_test(test_metrics_show_the_queue_now),
         cmocka_unit_test(test_framing),
         cmocka_unit_test(test_json_routes_refuse),
         cmocka_unit_test(test_memory_budget),

@@ -480,9 +480,11 @@ kr_status kr_request_check(const kr_request_params *r, kr_error *err) {
     return KR_OK;
 }
 
-kr_status kr_submit_ex(kr_context *c, const kr_series *series, int index, int n_series,
-                       const kr_forecast_params *params, const kr_request_params *request,
-                       const kr_gen_options *opt, uint64_t *id, kr_error *err) {
+/* count_full: a full queue's refusal counts as a rejected request (0: the caller waits for
+ * room and tries again, so only its final verdict counts). */
+static kr_status submit(kr_context *c, const kr_series *series, int index, int n_series,
+                        const kr_forecast_params *params, const kr_request_params *request,
+                        const kr_gen_options *opt, int count_full, uint64_t *id, kr_error *err) {
     if (!c || !series || !params)
         return kr_error_set(err, KR_ERR_INVALID_ARG, "submit: NULL argument");
     kr_status rst = kr_request_check(request, err);
@@ -496,6 +498,23 @@ kr_status kr_submit_ex(kr_context *c, const kr_series *series, int index, int n_
     }
     r->rp = request ? *request : kr_request_default_params();
     if (opt) r->opt = *opt;
+    /* One that could never fit is refused now, clearly, instead of running past the budget
+     * (or, with others running, waiting for memory that never comes). */
+    r->kv_peak = kr_gen_kv_peak_bytes(&c->eng, r->job.in.L, &r->job.params, r->opt.naive);
+    if (r->kv_peak > c->p.kv_budget_bytes) {
+        char where[32] = "";
+        if (n_series > 1) snprintf(where, sizeof where, "series %d: ", index);
+        kr_status big = kr_error_set(
+            err, KR_ERR_INVALID_ARG,
+            "%sthe forecast needs %.1f MiB of KV memory (%d paths x pred_len %d over %d history "
+            "rows), more than the whole KV budget (%.1f MiB): ask for fewer paths, a shorter "
+            "pred_len or lookback, or raise the KV budget",
+            where, (double)r->kv_peak / 1048576.0, r->job.params.paths, r->job.params.pred_len,
+            r->job.in.L, (double)c->p.kv_budget_bytes / 1048576.0);
+        kr_forecast_job_release(&r->job);
+        free(r);
+        return big;
+    }
     r->opt.index = index;
     r->index = index;
     r->t_submit = kr_now_seconds();
@@ -507,7 +526,7 @@ kr_status kr_submit_ex(kr_context *c, const kr_series *series, int index, int n_
         pthread_mutex_unlock(&c->lock);
         kr_forecast_job_release(&r->job);
         free(r);
-        kr_metric_add(c->m_rejected, 1);
+        if (draining || count_full) kr_metric_add(c->m_rejected, 1);
         return draining ? kr_error_set(err, KR_ERR_BUSY, "the engine is shutting down")
                         : kr_error_set(err, KR_ERR_BUSY, "the request queue is full (%d waiting)",
                                        limit);
@@ -523,6 +542,22 @@ kr_status kr_submit_ex(kr_context *c, const kr_series *series, int index, int n_
     pthread_cond_signal(&c->wake);
     pthread_mutex_unlock(&c->lock);
     return KR_OK;
+}
+
+kr_status kr_submit_ex(kr_context *c, const kr_series *series, int index, int n_series,
+                       const kr_forecast_params *params, const kr_request_params *request,
+                       const kr_gen_options *opt, uint64_t *id, kr_error *err) {
+    return submit(c, series, index, n_series, params, request, opt, 1, id, err);
+}
+
+kr_status kr_submit_waiting(kr_context *c, const kr_series *series, int index, int n_series,
+                            const kr_forecast_params *params, const kr_request_params *request,
+                            const kr_gen_options *opt, uint64_t *id, kr_error *err) {
+    return submit(c, series, index, n_series, params, request, opt, 0, id, err);
+}
+
+void kr_context_count_rejected(kr_context *c) {
+    if (c) kr_metric_add(c->m_rejected, 1);
 }
 
 kr_status kr_submit(kr_context *ctx, const kr_series *series, const kr_forecast_params *params,

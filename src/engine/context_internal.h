@@ -34,7 +34,8 @@ typedef struct kr_req {
     kr_request_params rp;
     double t_submit, t_start, t_first, t_last, deadline;
     int cancelled, aborted, reported_steps;
-    size_t kv_bytes;
+    size_t kv_bytes; /* KV blocks the group holds now (the kv_used gauge) */
+    size_t kv_peak; /* the most it will hold at once: what admission reserves */
     struct kr_req *next;
 } kr_req;
 
@@ -88,6 +89,10 @@ struct kr_context {
     int step_max_batch_tokens; /* p.max_batch_tokens as read under `lock` before the step */
     kr_prefix_cache *cache;
     size_t kv_used;
+    /* The running requests' kv_peak: admitted only while this, the prefix cache and the
+     * newcomer's peak fit the budget, so the running set never outgrows it as its requests
+     * allocate their windows and decoder stores after admission. */
+    size_t kv_reserved;
     kr_tuner tuner;
     int64_t steps;
     /* Counted as each request ends, before its DONE / FAILED event: a caller whose forecast

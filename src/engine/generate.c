@@ -268,6 +268,39 @@ kr_status kr_gen_group_create(const kr_engine *eng, const kr_gen_input *in, kr_g
     return KR_OK;
 }
 
+size_t kr_gen_kv_peak_bytes(const kr_engine *eng, int hist_len, const kr_forecast_params *params,
+                            int naive) {
+    const kr_predictor_weights *w = eng->model->pred;
+    const kr_tokenizer_weights *tw = eng->model->tok;
+    int layers = kr_predictor_store_layers(w), d = w->cfg.d_model;
+    int group =
+        w->cfg.n_layers > 0 ? gcd(w->blocks[0].attn.head_dim, w->dep.head_dim) : w->dep.head_dim;
+    int paths = params->paths, pred_len = params->pred_len, max_context = params->max_context;
+    int window = hist_len < max_context ? hist_len : max_context;
+    /* As kr_gen_group_create and admit allocate them: the generated rows, the window, and in
+     * exact mode past max_context the re-run window with its first-stage records. */
+    size_t predictor;
+    if (naive) {
+        predictor = kr_kv_store_bytes_for(layers, d, paths * max_context, eng->kv_dtype, group);
+    } else {
+        predictor = kr_kv_store_bytes_for(layers, d, paths * pred_len, eng->kv_dtype, group) +
+                    kr_kv_store_bytes_for(layers, d, window, eng->kv_dtype, group);
+        if (params->window == KR_WINDOW_EXACT && hist_len + pred_len - 1 > max_context) {
+            size_t slots = (size_t)window + (size_t)paths * (size_t)pred_len;
+            predictor += kr_kv_store_bytes_for(layers, d, max_context, eng->kv_dtype, group) +
+                         slots * (KR_FIRST_STAGE_FLOATS(d) * sizeof(float) + 1);
+        }
+    }
+    /* The decode starts once the predictor's stores are released (start_decode). */
+    int total = hist_len + pred_len, dec_start = total > max_context ? total - max_context : 0;
+    int history = hist_len - dec_start, path_rows = naive ? total - dec_start : pred_len;
+    int tok_layers = kr_tokenizer_store_layers(tw), tok_d = tw->cfg.d_model;
+    size_t decode = kr_kv_store_bytes_for(tok_layers, tok_d, paths * path_rows, KR_KV_F32, 0);
+    if (!naive && history > 0)
+        decode += kr_kv_store_bytes_for(tok_layers, tok_d, history, KR_KV_F32, 0);
+    return predictor > decode ? predictor : decode;
+}
+
 /* The predictor's stores are not needed once every token is sampled. */
 static void release_predictor_state(kr_gen_group *g) {
     kr_prefix_release(g->cached_window);

@@ -141,6 +141,13 @@ int64_t kr_gen_group_pending_rows(const kr_gen_group *g);
  * the cache's account. */
 size_t kr_gen_group_kv_bytes(const kr_gen_group *g);
 
+/* The most KV memory a group of these parameters over hist_len history rows holds at once
+ * (what kr_gen_group_kv_bytes can reach: its window, generated rows and re-run state while it
+ * samples, its decoder stores while it decodes), before any prefix cache sharing; computed
+ * without allocating, so a scheduler can budget a request before it creates the group. */
+size_t kr_gen_kv_peak_bytes(const kr_engine *eng, int hist_len, const kr_forecast_params *params,
+                            int naive);
+
 /* Runs one engine step: every group with budget[k] > 0 advances by up to that many rows of
  * work (and by at least one unit of work — a prefill row, a path's chunk piece, a sampling
  * round — even when its next unit is larger); groups with budget 0 wait. New groups are

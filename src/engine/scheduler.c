@@ -78,6 +78,7 @@ static void finish_req(kr_context *c, kr_req *r, kr_status st, const char *msg) 
         atomic_fetch_add(&c->failed, 1);
     }
     if (r->group) {
+        c->kv_reserved -= r->kv_peak;
         c->kv_used -= r->kv_bytes;
         atomic_store(&c->kv_used_now, c->kv_used);
         kr_gen_group_free(r->group);
@@ -116,12 +117,27 @@ static int ensure_running_capacity(kr_context *c, int n) {
 /* ---------------------------------------------------------------- admission (lock held) */
 
 /* Moves admissible waiting requests to the end of the running set, in priority order.
- * Creating a group allocates its KV, so the memory budget is checked here. Requests that
- * cannot start at all are added to *failed. */
+ * Each is charged its peak KV (kv_peak) against the budget before its group is created, so
+ * a request waiting for memory allocates nothing, and the running set stays within the
+ * budget as its requests grow into their windows and decoder stores; the prefix cache gives
+ * way first. Requests that cannot start at all are added to *failed. */
 static void admit(kr_context *c, double now, kr_req **failed) {
     if (c->p.static_batching && c->n_running > 0) return;
     while (c->wait_head && c->n_running < c->p.max_running) {
         kr_req *r = c->wait_head;
+        size_t need = r->kv_peak, cache = 0;
+        if (c->cache) {
+            kr_prefix_cache_stats cs;
+            kr_prefix_cache_get_stats(c->cache, &cs);
+            if (c->kv_reserved + cs.bytes + need > c->p.kv_budget_bytes)
+                kr_prefix_cache_evict(c->cache,
+                                      c->kv_reserved + cs.bytes + need - c->p.kv_budget_bytes);
+            kr_prefix_cache_get_stats(c->cache, &cs);
+            cache = cs.bytes;
+        }
+        /* Wait for memory: running requests will finish (kr_submit refused any request
+         * whose peak exceeds the whole budget, so one always fits once nothing runs). */
+        if (c->kv_reserved + cache + need > c->p.kv_budget_bytes && c->n_running > 0) return;
         kr_error e = { 0 };
         kr_gen_group *g = NULL;
         if (!ensure_running_capacity(c, c->n_running + 1) ||
@@ -136,26 +152,14 @@ static void admit(kr_context *c, double now, kr_req **failed) {
             *failed = r;
             continue;
         }
-        size_t bytes = kr_gen_group_kv_bytes(g), cache = 0;
-        if (c->cache) {
-            kr_prefix_cache_stats cs;
-            kr_prefix_cache_get_stats(c->cache, &cs);
-            if (c->kv_used + cs.bytes + bytes > c->p.kv_budget_bytes)
-                kr_prefix_cache_evict(c->cache,
-                                      c->kv_used + cs.bytes + bytes - c->p.kv_budget_bytes);
-            kr_prefix_cache_get_stats(c->cache, &cs);
-            cache = cs.bytes;
-        }
-        if (c->kv_used + cache + bytes > c->p.kv_budget_bytes && c->n_running > 0) {
-            kr_gen_group_free(g); /* wait for memory: running requests will finish */
-            return;
-        }
+        size_t bytes = kr_gen_group_kv_bytes(g);
         c->wait_head = r->next;
         c->n_waiting--;
         r->next = NULL;
         r->group = g;
         r->kv_bytes = bytes;
         r->t_start = now;
+        c->kv_reserved += need;
         c->kv_used += bytes;
         atomic_store(&c->kv_used_now, c->kv_used);
         c->running[c->n_running++] = r;
@@ -184,6 +188,14 @@ static kr_req *reap_queue(kr_context *c, double now) {
         pp = &r->next;
     }
     return out;
+}
+
+/* Whether a queued request is to be failed now: aborted (should_abort said so) or past its
+ * deadline. Lock held. A lone newcomer's batch wait must not hold such a request. */
+static int queue_has_ended(const kr_context *c, double now) {
+    for (const kr_req *r = c->wait_head; r; r = r->next)
+        if (r->aborted || (r->deadline > 0 && now > r->deadline)) return 1;
+    return 0;
 }
 
 /* Polls queued requests' should_abort callbacks without holding the lock while they run: only
@@ -400,6 +412,14 @@ void *kr_ctx_engine_main(void *arg) {
         int has_work = c->n_running > 0 || c->wait_head || c->n_cancels > 0;
         if (!has_work) {
             if (c->stop || c->draining) break;
+            kr_tuner_idle(&c->tuner, now);
+            if (now - busy_since >= 1.0) {
+                /* Idle for the whole interval: the gauge says so instead of keeping the last
+                 * busy interval's figure until work comes again. */
+                kr_metric_set(c->m_busy, busy / (now - busy_since));
+                busy = 0;
+                busy_since = now;
+            }
             if (kr_kv_pool_decay_due(now, KR_KV_POOL_DECAY_S)) {
                 /* A burst's kept blocks go back, without holding the lock HTTP threads read
                  * stats under while pages are unmapped; then everything is looked at again. */
@@ -412,8 +432,10 @@ void *kr_ctx_engine_main(void *arg) {
             continue;
         }
         if (c->n_running == 0 && c->wait_head && !c->draining && !c->cancel_all &&
-            c->n_cancels == 0) {
-            /* A lone newcomer waits batch_wait_ms for company (polling its abort meanwhile). */
+            c->n_cancels == 0 && !queue_has_ended(c, now)) {
+            /* A lone newcomer waits batch_wait_ms for company (polling its abort meanwhile;
+             * an abort or a deadline met in the wait ends it at the next poll, not when the
+             * wait is over). */
             double wait = c->p.batch_wait_ms / 1000.0 - (now - c->wait_head->t_submit);
             if (wait > 0 && c->n_waiting < c->p.max_running) {
                 poll_queued_aborts(c, now);

@@ -92,10 +92,13 @@ static kr_status run_span(kr_context *ctx, const kr_series *series, int first, i
     for (int i = first; i < first + count; i++) {
         kr_error e = { 0 };
         kr_status st;
+        int refused = 0; /* by a full queue, waiting for room */
         for (;;) {
             if (deadline > 0) {
                 rp.deadline_s = deadline - kr_now_seconds();
                 if (rp.deadline_s <= 0) {
+                    /* Refused by a full queue until the end: one rejected request. */
+                    if (refused) kr_context_count_rejected(ctx);
                     st = kr_error_set(&e, KR_ERR_TIMEOUT,
                                       "deadline passed before series %d was queued", i);
                     break;
@@ -104,7 +107,10 @@ static kr_status run_span(kr_context *ctx, const kr_series *series, int first, i
             pthread_mutex_lock(&w.mu);
             w.in_flight++;
             pthread_mutex_unlock(&w.mu);
-            st = kr_submit_ex(ctx, &series[i], i, n_series, params, &rp, opt, &w.ids[i], &e);
+            st = rp.wait_for_room
+                     ? kr_submit_waiting(ctx, &series[i], i, n_series, params, &rp, opt, &w.ids[i],
+                                         &e)
+                     : kr_submit_ex(ctx, &series[i], i, n_series, params, &rp, opt, &w.ids[i], &e);
             if (st == KR_OK) break;
             pthread_mutex_lock(&w.mu);
             w.in_flight--;
@@ -112,7 +118,10 @@ static kr_status run_span(kr_context *ctx, const kr_series *series, int first, i
              * unless none of ours is in flight and the context is shutting down. */
             int retry = rp.wait_for_room && st == KR_ERR_BUSY &&
                         strstr(e.message, "queue is full") && w.status == KR_OK;
-            if (retry) wait_for(&w, 0.01);
+            if (retry) {
+                refused = 1;
+                wait_for(&w, 0.01);
+            }
             pthread_mutex_unlock(&w.mu);
             if (!retry) break;
         }

@@ -279,10 +279,32 @@ static double p95(double *v, int n, double *tmp) {
     return v[i < 0 ? 0 : i];
 }
 
+void kr_tuner_idle(kr_tuner *t, double now) {
+    if (t->idle_from == 0) t->idle_from = now;
+    t->idle_to = now;
+}
+
 void kr_tuner_tick(kr_tuner *t, double now, int waiting, double oldest_wait_s, int *wait_ms,
                    int *tokens, int *running, kr_prefix_cache *cache) {
     if (t->last_tick == 0) t->last_tick = now;
     if (now - t->last_tick < t->rules.tick_s) return;
+    if (t->idle_to - t->idle_from >= t->rules.tick_s) {
+        /* The engine ticks only while it has work, so an idle span has no ticks of its own:
+         * decided as what it was — nothing queued, no first step — it ends a pressing
+         * signal's window where the work ended (bursts minutes apart are not minutes of
+         * pressure) and holds the relaxing ones from there. No lookups: the cache rule does
+         * not judge it, and the cache budget stays. */
+        kr_tuner_signals idle;
+        memset(&idle, 0, sizeof idle);
+        kr_tuner_limits cur = { *wait_ms, *tokens, *running, 0 };
+        kr_tuner_decide(t, t->idle_from + t->rules.tick_s, &idle, &cur);
+        if (t->idle_to > t->idle_from + t->rules.tick_s)
+            kr_tuner_decide(t, t->idle_to, &idle, &cur);
+        *wait_ms = cur.batch_wait_ms;
+        *tokens = cur.max_batch_tokens;
+        *running = cur.max_running;
+    }
+    t->idle_from = t->idle_to = 0;
     t->last_tick = now;
     kr_tuner_signals s;
     memset(&s, 0, sizeof s);

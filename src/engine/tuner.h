@@ -19,7 +19,8 @@
  * Hysteresis: the two thresholds of a pair are 4x apart (100 ms vs 25 ms), the relaxing window is
  * twice the pressing one, and a signal's clock restarts after every move it causes, so the next
  * move of the same rule needs the signal to hold for a whole window again. A signal that breaks
- * for one tick restarts its window. The tuner never leaves the bounds: a tight profile (short
+ * for one tick restarts its window; so does a span with no work (the engine ticks only while it
+ * has some, and tells the tuner when it idles: kr_tuner_idle). The tuner never leaves the bounds: a tight profile (short
  * home wait) stays tight, since the wait never rises above home. The cache budget is never
  * shrunk for a low hit rate (misses are answered with room, not with less of it).
  *
@@ -88,6 +89,7 @@ typedef struct kr_tuner {
     double sort_tmp[KR_TUNER_SAMPLES]; /* so a tick never allocates */
     int n_queue, n_ttft, seen_queue, seen_ttft;
     int64_t cache_queried, cache_hits, last_evictions;
+    double idle_from, idle_to; /* the engine's idle span since the last tick (0: none) */
     kr_metrics *metrics;
     kr_metric *m_cache_budget;
     void (*log)(void *user, const char *line);
@@ -111,6 +113,9 @@ int kr_tuner_decide(kr_tuner *t, double now, const kr_tuner_signals *s, kr_tuner
 void kr_tuner_observe_queue(kr_tuner *t, double seconds);
 void kr_tuner_observe_ttft(kr_tuner *t, double seconds);
 void kr_tuner_observe_cache(kr_tuner *t, int64_t queried_tokens, int64_t hit_tokens);
+/* The engine has nothing to do at `now` (called at each idle wake-up): the next tick decides
+ * the idle span as idle time, since no tick runs in it. */
+void kr_tuner_idle(kr_tuner *t, double now);
 void kr_tuner_tick(kr_tuner *t, double now, int waiting, double oldest_wait_s, int *batch_wait_ms,
                    int *max_batch_tokens, int *max_running, kr_prefix_cache *cache);
 

@@ -23,17 +23,9 @@ kr_status kr_kv_store_init(kr_kv_store *s, int n_layers, int d, int cap, kr_erro
     return kr_kv_store_init_dtype(s, n_layers, d, cap, KR_KV_F32, 0, err);
 }
 
-kr_status kr_kv_store_init_dtype(kr_kv_store *s, int n_layers, int d, int cap, kr_kv_dtype dtype,
-                                 int group, kr_error *err) {
-    memset(s, 0, sizeof *s);
-    if (n_layers <= 0 || d <= 0 || cap <= 0)
-        return kr_error_set(err, KR_ERR_INVALID_ARG, "kv store: bad size %d×%d×%d", n_layers, cap,
-                            d);
-    if (dtype != KR_KV_F32 && dtype != KR_KV_BF16 && dtype != KR_KV_INT8)
-        return kr_error_set(err, KR_ERR_INVALID_ARG, "kv store: unknown dtype %d", (int)dtype);
-    if (dtype == KR_KV_INT8 && (group <= 0 || d % group != 0))
-        return kr_error_set(err, KR_ERR_INVALID_ARG, "kv store: int8 group %d does not divide %d",
-                            group, d);
+/* A store's layout without its blocks: strides, offsets, block size and count. */
+static void store_layout(kr_kv_store *s, int n_layers, int d, int cap, kr_kv_dtype dtype,
+                         int group) {
     s->n_layers = n_layers;
     s->d = d;
     s->cap = cap;
@@ -55,6 +47,28 @@ kr_status kr_kv_store_init_dtype(kr_kv_store *s, int n_layers, int d, int cap, k
     s->sv_off = 2 * vb + sb;
     s->block_bytes = 2 * vb + 2 * sb;
     s->n_blocks = (cap + KVB - 1) / KVB;
+}
+
+size_t kr_kv_store_bytes_for(int n_layers, int d, int cap, kr_kv_dtype dtype, int group) {
+    if (n_layers <= 0 || d <= 0 || cap <= 0) return 0;
+    if (dtype == KR_KV_INT8 && (group <= 0 || d % group != 0)) return 0;
+    kr_kv_store s;
+    store_layout(&s, n_layers, d, cap, dtype, group);
+    return (size_t)s.n_blocks * s.block_bytes;
+}
+
+kr_status kr_kv_store_init_dtype(kr_kv_store *s, int n_layers, int d, int cap, kr_kv_dtype dtype,
+                                 int group, kr_error *err) {
+    memset(s, 0, sizeof *s);
+    if (n_layers <= 0 || d <= 0 || cap <= 0)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "kv store: bad size %d×%d×%d", n_layers, cap,
+                            d);
+    if (dtype != KR_KV_F32 && dtype != KR_KV_BF16 && dtype != KR_KV_INT8)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "kv store: unknown dtype %d", (int)dtype);
+    if (dtype == KR_KV_INT8 && (group <= 0 || d % group != 0))
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "kv store: int8 group %d does not divide %d",
+                            group, d);
+    store_layout(s, n_layers, d, cap, dtype, group);
     s->blocks = calloc((size_t)s->n_blocks, sizeof *s->blocks);
     int ok = s->blocks != NULL;
     for (int i = 0; ok && i < s->n_blocks; i++)

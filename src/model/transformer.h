@@ -64,6 +64,9 @@ kr_status kr_kv_store_init(kr_kv_store *s, int n_layers, int d, int cap, kr_erro
  * allocated here, so a store never fails later for want of memory. */
 kr_status kr_kv_store_init_dtype(kr_kv_store *s, int n_layers, int d, int cap, kr_kv_dtype dtype,
                                  int group, kr_error *err);
+/* Bytes the blocks of such a store take (what kr_kv_store_bytes says once it is initialised),
+ * without allocating them; 0 for a shape kr_kv_store_init_dtype refuses. */
+size_t kr_kv_store_bytes_for(int n_layers, int d, int cap, kr_kv_dtype dtype, int group);
 /* Drops the store's block references (a block shared with another store lives on). */
 void kr_kv_store_release(kr_kv_store *s);
 /* Bytes of the blocks the store holds (rows and scales, whole blocks, shared ones included):

@@ -44,12 +44,16 @@ enum MHD_Result kr_handle_ready(struct MHD_Connection *mc, kr_conn *c) {
 enum MHD_Result kr_handle_metrics(struct MHD_Connection *mc, kr_conn *c) {
     kr_process_metrics_update(c->srv->pmetrics);
     char *text = NULL;
-    size_t len = 0;
     kr_error err = { 0 };
-    if (kr_metrics_render(c->srv->metrics, &text, &len, &err) != KR_OK)
+    /* Through the context, which brings the queue, the running requests and the KV block
+     * pool up to now first: the engine thread publishes them only at its step boundaries, so
+     * rendering the registry alone showed a request waiting out a batch wait as not queued,
+     * and the blocks an idle engine handed back as still kept. It renders the server's
+     * registry (the context reports into it). */
+    if (kr_context_metrics(c->srv->ctx, &text, &err) != KR_OK)
         return kr_srv_reply_error(mc, c, 500, err.message, NULL);
-    return kr_srv_reply(mc, c, 200, "text/plain; version=0.0.4; charset=utf-8", text, len, NULL,
-                        NULL);
+    return kr_srv_reply(mc, c, 200, "text/plain; version=0.0.4; charset=utf-8", text, strlen(text),
+                        NULL, NULL);
 }
 
 enum MHD_Result kr_handle_models(struct MHD_Connection *mc, kr_conn *c) {
