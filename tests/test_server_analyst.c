@@ -1204,6 +1204,81 @@ static void test_analyze_narrative(void **state) {
     kr_server_free(s);
 }
 
+/* An LLM slower than the request deadline: it answers only after LLM_SLOW_S (or when the
+ * test is over), one thread per connection. */
+#define LLM_SLOW_S 20.0
+static atomic_int g_llm_slow_stop;
+
+static enum MHD_Result llm_slow_access(void *cls, struct MHD_Connection *mc, const char *url,
+                                       const char *method, const char *version, const char *upload,
+                                       size_t *upload_size, void **ctx) {
+    (void)cls;
+    (void)url;
+    (void)method;
+    (void)version;
+    (void)upload;
+    if (!*ctx) {
+        *ctx = calloc(1, sizeof(llm_req));
+        return *ctx ? MHD_YES : MHD_NO;
+    }
+    if (*upload_size) {
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    atomic_fetch_add(&g_llm_calls, 1);
+    for (double t = 0; t < LLM_SLOW_S && !atomic_load(&g_llm_slow_stop); t += 0.05) usleep(50000);
+    static const char body[] =
+        "{\"model\":\"gemma3\",\"response\":\"" STAND_IN_TEXT "\",\"done\":true}";
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(strlen(body), (void *)body, MHD_RESPMEM_PERSISTENT);
+    enum MHD_Result ret = MHD_queue_response(mc, 200, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+/* The request deadline covers the narrative: with an LLM slower than what the analysis left
+ * of request_timeout_s (and an llm_timeout_s far longer), the client still gets its report
+ * in time, with narrative null and narrative_error saying it timed out. */
+static void test_analyze_narrative_deadline(void **state) {
+    (void)state;
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    atomic_store(&g_llm_slow_stop, 0);
+    struct MHD_Daemon *llm = MHD_start_daemon(
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL, 0, NULL,
+        NULL, llm_slow_access, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&a,
+        MHD_OPTION_NOTIFY_COMPLETED, llm_completed, NULL, MHD_OPTION_END);
+    assert_non_null(llm);
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(llm, MHD_DAEMON_INFO_BIND_PORT);
+    kr_server_config c = base_config();
+    snprintf(c.db, sizeof c.db, "%s", g_db);
+    snprintf(c.llm_url, sizeof c.llm_url, "http://127.0.0.1:%u", (unsigned)di->port);
+    c.llm_timeout_s = 60;
+    c.request_timeout_s = 4;
+    kr_server *s = NULL;
+    kr_error err = { 0 };
+    if (kr_server_create(g_model, &c, &s, &err) != KR_OK) fail_msg("%s", err.message);
+    atomic_store(&g_llm_calls, 0);
+    http_resp *r = http(kr_server_port(s), "POST", "/analyze",
+                        "{\"stock_code\":\"AAPL\",\"horizon\":5,\"paths\":4,\"narrative\":true}");
+    assert_int_equal(r->status, 200);
+    assert_int_equal(atomic_load(&g_llm_calls), 1);
+    cJSON *root = cJSON_Parse(r->body);
+    cJSON *rep = cJSON_GetArrayItem(cJSON_GetObjectItem(root, "reports"), 0);
+    assert_true(cJSON_IsNull(cJSON_GetObjectItem(rep, "narrative")));
+    const cJSON *why = cJSON_GetObjectItem(rep, "narrative_error");
+    assert_true(cJSON_IsString(why));
+    if (!strstr(why->valuestring, "(timeout)") && !strstr(why->valuestring, "not asked"))
+        fail_msg("narrative_error '%s'", why->valuestring);
+    cJSON_Delete(root);
+    resp_free(r);
+    kr_server_free(s);
+    atomic_store(&g_llm_slow_stop, 1);
+    MHD_stop_daemon(llm);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_router),
@@ -1214,6 +1289,7 @@ int main(void) {
         cmocka_unit_test(test_analyze_stored),
         cmocka_unit_test(test_analyze_alias),
         cmocka_unit_test(test_analyze_narrative),
+        cmocka_unit_test(test_analyze_narrative_deadline),
         cmocka_unit_test(test_analyze_candles_body),
         cmocka_unit_test(test_batch_ranking),
         cmocka_unit_test(test_batch_stream),

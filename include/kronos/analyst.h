@@ -184,6 +184,15 @@ typedef struct kr_narrative_params {
     /* Called before each symbol's request (step 0..n-1) and once with step == n; may be NULL. */
     kr_analyze_progress_fn progress;
     void *progress_user;
+    /* All of a set's requests together (kr_narrative_attach_all), seconds from its call; 0:
+     * no limit beyond timeout_s each. A request gets at most what is left; once it is spent
+     * the remaining reports are not asked and carry a KR_ERR_TIMEOUT error saying so. A
+     * server passes what its request deadline leaves after the analysis. */
+    double budget_s;
+    /* Polled during a request (about once a second, and as data arrives); nonzero stops it
+     * (KR_ERR_CANCELLED, and the remaining reports are not asked). May be NULL. */
+    int (*should_abort)(void *user);
+    void *abort_user;
 } kr_narrative_params;
 
 /* One report's narrative, or why there is none. */
@@ -196,7 +205,9 @@ typedef struct kr_narrative {
     char warning[96]; /* "" or KR_NARRATIVE_WARNING */
     char unsupported[48]; /* with a warning: the first figure of the text not in the data */
     kr_status status; /* KR_OK with text; else KR_ERR_IO (connection, HTTP status),
-                              KR_ERR_TIMEOUT or KR_ERR_FORMAT (unreadable answer) */
+                              KR_ERR_TIMEOUT (also: the budget was spent before asking),
+                              KR_ERR_CANCELLED (should_abort) or KR_ERR_FORMAT (unreadable
+                              answer) */
     char error[1200]; /* "" with text; else "<url>: <reason>" */
 } kr_narrative;
 
