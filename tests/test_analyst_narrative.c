@@ -400,6 +400,9 @@ static void test_endpoint(void **state) {
         { "http://127.0.0.1:11434/api/generate", "http://127.0.0.1:11434/api/generate" },
         { "http://127.0.0.1:11434/api/generate//", "http://127.0.0.1:11434/api/generate" },
         { "HTTPS://llm.example/ollama", "HTTPS://llm.example/ollama/api/generate" },
+        /* The suffix goes on the path, not into the query string. */
+        { "http://h:1/ollama?key=abc", "http://h:1/ollama/api/generate?key=abc" },
+        { "http://h:1/api/generate/?key=abc", "http://h:1/api/generate?key=abc" },
     };
     char out[256];
     kr_error err;
@@ -407,12 +410,21 @@ static void test_endpoint(void **state) {
         assert_int_equal(kr_narrative_endpoint(ok[i][0], out, sizeof out, &err), KR_OK);
         assert_string_equal(out, ok[i][1]);
     }
-    static const char *bad[] = { "",        "ftp://host", "127.0.0.1:11434",
-                                 "http://", "http:///x",  "http://a b/" };
+    static const char *bad[] = { "",          "ftp://host",  "127.0.0.1:11434", "http://",
+                                 "http:///x", "http://a b/", "http://h/x#frag" };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         assert_int_equal(kr_narrative_endpoint(bad[i], out, sizeof out, &err), KR_ERR_INVALID_ARG);
     assert_int_equal(kr_narrative_endpoint("http://h", out, 10, &err), KR_ERR_INVALID_ARG);
     assert_int_equal(kr_narrative_endpoint(NULL, out, sizeof out, &err), KR_ERR_INVALID_ARG);
+    /* Errors show the URL without its password or query string. */
+    static const char *secret[] = { "http://user:s3cret@a b/", "ftp://user:s3cret@h/",
+                                    "http://h/x?key=s3cret#f", "http://h/\x1b[2J?key=s3cret" };
+    for (size_t i = 0; i < sizeof secret / sizeof secret[0]; i++) {
+        assert_int_equal(kr_narrative_endpoint(secret[i], out, sizeof out, &err),
+                         KR_ERR_INVALID_ARG);
+        if (strstr(err.message, "s3cret") || strchr(err.message, 0x1b))
+            fail_msg("'%s' gave '%s'", secret[i], err.message);
+    }
 
     /* Credentials in the URL are used but never written into the report. */
     kr_narrative_params p = kr_narrative_default_params();
@@ -430,6 +442,13 @@ static void test_endpoint(void **state) {
     assert_string_equal(n->url, out);
     kr_narrative_free(n);
     kr_narrative_free(NULL);
+    /* A query string (a proxy's key) reaches the server after the path, and is not shown. */
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/ok?token=s3cret", g_port);
+    n = generate(g_set->reports[0], &p);
+    if (!n->text) fail_msg("%s", n->error);
+    snprintf(out, sizeof out, "http://127.0.0.1:%d/ok/api/generate?...", g_port);
+    assert_string_equal(n->url, out);
+    kr_narrative_free(n);
 }
 
 static void parse_ok(const char *body, const char *want) {

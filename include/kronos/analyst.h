@@ -199,7 +199,8 @@ typedef struct kr_narrative_params {
 typedef struct kr_narrative {
     char *text; /* the model's prose, trimmed, UTF-8; NULL when the request failed */
     char model[128]; /* the model asked for */
-    char url[1024]; /* the endpoint posted to, without any user:password@ part */
+    char url[1024]; /* the endpoint posted to, without any user:password@ part, its query
+                       string (if any) shown as "?..." */
     double seconds; /* wall time of the request */
     long http_status; /* status of the server's answer; 0 when none came */
     char warning[96]; /* "" or KR_NARRATIVE_WARNING */
@@ -212,9 +213,10 @@ typedef struct kr_narrative {
 } kr_narrative;
 
 KR_API kr_narrative_params kr_narrative_default_params(void);
-/* The endpoint for a URL: "/api/generate" appended unless the URL already ends with it
- * (trailing slashes ignored). Only http:// and https:// URLs. KR_ERR_INVALID_ARG when the URL
- * is unusable or does not fit in cap. */
+/* The endpoint for a URL: "/api/generate" appended to its path unless the path already ends
+ * with it (trailing slashes ignored), before any query string. Only http:// and https:// URLs
+ * without a fragment. KR_ERR_INVALID_ARG when the URL is unusable or does not fit in cap; the
+ * message shows the URL without credentials or query string. */
 KR_API kr_status kr_narrative_endpoint(const char *url, char *out, size_t cap, kr_error *err);
 /* A narrative for every report of set, in order, each attached to its report. After a failure
  * to get any answer (no connection, timeout) the remaining reports are not tried and carry the

@@ -55,23 +55,44 @@ kr_narrative_params kr_narrative_default_params(void) {
 
 /* ------------------------------------------------------------------ URL */
 
+/* The URL as errors and reports show it: no user:password@, no query string (it may carry an
+ * API key: "?..." stands for it) and no control character. */
+static void shown_url(const char *url, char *out, size_t cap) {
+    kr_http_redact_url(url, out, cap);
+    char *q = strchr(out, '?');
+    if (q && (size_t)(q - out) + 5 <= cap)
+        snprintf(q, cap - (size_t)(q - out), "?...");
+    else if (q)
+        *q = '\0';
+    for (char *c = out; *c; c++)
+        if ((unsigned char)*c < ' ' || *c == 0x7f) *c = '?';
+}
+
 kr_status kr_narrative_endpoint(const char *url, char *out, size_t cap, kr_error *err) {
     if (!url || !*url) return kr_error_set(err, KR_ERR_INVALID_ARG, "LLM URL is empty");
+    char shown[512];
+    shown_url(url, shown, sizeof shown);
     size_t scheme = !strncasecmp(url, "http://", 7) ? 7 : !strncasecmp(url, "https://", 8) ? 8 : 0;
     if (!scheme)
         return kr_error_set(err, KR_ERR_INVALID_ARG,
-                            "LLM URL '%s' is not an http:// or https:// URL", url);
+                            "LLM URL '%s' is not an http:// or https:// URL", shown);
     for (const char *c = url; *c; c++)
         if ((unsigned char)*c <= ' ' || *c == 0x7f)
             return kr_error_set(err, KR_ERR_INVALID_ARG,
-                                "LLM URL '%s' contains a space or control character", url);
+                                "LLM URL '%s' contains a space or control character", shown);
     if (strcspn(url + scheme, "/?#") == 0)
-        return kr_error_set(err, KR_ERR_INVALID_ARG, "LLM URL '%s' has no host", url);
-    size_t n = strlen(url);
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "LLM URL '%s' has no host", shown);
+    if (strchr(url, '#'))
+        return kr_error_set(err, KR_ERR_INVALID_ARG,
+                            "LLM URL '%s' has a fragment ('#'), which is never sent", shown);
+    /* The suffix goes at the end of the path, before any query string (which a proxy may
+     * want, e.g. for its key). */
+    size_t n = strcspn(url, "?");
+    const char *query = url + n;
     while (n > scheme && url[n - 1] == '/') n--;
     const size_t sl = strlen(ENDPOINT_SUFFIX);
     const int has = n >= scheme + sl && !memcmp(url + n - sl, ENDPOINT_SUFFIX, sl);
-    int len = snprintf(out, cap, "%.*s%s", (int)n, url, has ? "" : ENDPOINT_SUFFIX);
+    int len = snprintf(out, cap, "%.*s%s%s", (int)n, url, has ? "" : ENDPOINT_SUFFIX, query);
     if (len < 0 || (size_t)len >= cap)
         return kr_error_set(err, KR_ERR_INVALID_ARG, "LLM URL is too long (%zu bytes)",
                             strlen(url));
@@ -537,7 +558,7 @@ kr_status kr_narrative_generate(const kr_report *r, const kr_narrative_params *p
     kr_narrative *n = calloc(1, sizeof *n);
     if (!n) return kr_error_set(err, KR_ERR_NOMEM, "narrative: out of memory");
     snprintf(n->model, sizeof n->model, "%s", model);
-    kr_http_redact_url(endpoint, n->url, sizeof n->url);
+    shown_url(endpoint, n->url, sizeof n->url);
 
     char *facts = NULL, *prompt = NULL, *body = NULL;
     kr_sb ans = { 0 };
@@ -609,7 +630,7 @@ static kr_status not_asked(const kr_narrative_params *p, kr_narrative **out, kr_
     if (!n) return kr_error_set(err, KR_ERR_NOMEM, "narrative: out of memory");
     snprintf(n->model, sizeof n->model, "%s",
              p->model && *p->model ? p->model : KR_NARRATIVE_DEFAULT_MODEL);
-    kr_http_redact_url(endpoint, n->url, sizeof n->url);
+    shown_url(endpoint, n->url, sizeof n->url);
     char why[160];
     snprintf(why, sizeof why,
              "not asked: the %.1f s allowed for the narratives (what the deadline left) had passed",
