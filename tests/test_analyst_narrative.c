@@ -515,6 +515,8 @@ static void test_guard(void **state) {
         { "A million: 1,000,000.", 1, "1,000,000" },
         /* The digits of a key are not a figure: close_p90 gave no 90. */
         { "A 90% chance of a rise.", 1, "90" },
+        /* A date's parts are figures for dates only: no "8%" from 2025-08-01. */
+        { "On August 1, 2025 (08/01), an 8% gain or 1 percent.", 2, "8" },
     };
     char first[48];
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

@@ -413,17 +413,32 @@ static int in_data(const numtok *x, const char *data) {
     return 0;
 }
 
+/* Whether s is a date or timestamp as the facts write them ("2025-08-01", "... 14:30"). */
+static int is_date(const char *s) {
+    for (int i = 0; i < 10; i++)
+        if (i == 4 || i == 7 ? s[i] != '-' : !isdigit((unsigned char)s[i])) return 0;
+    return 1;
+}
+
 /* The values of a JSON document, space-separated: its numbers and strings at every depth,
- * never its keys. */
-static void json_values(const cJSON *v, kr_sb *out) {
+ * never its keys; the dates apart, in dates. */
+static void json_values(const cJSON *v, kr_sb *out, kr_sb *dates) {
     if (cJSON_IsNumber(v)) {
         kr_sb_appendf(out, "%.17g ", v->valuedouble);
     } else if (cJSON_IsString(v)) {
-        kr_sb_append(out, v->valuestring);
-        kr_sb_append(out, " ");
+        kr_sb *to = is_date(v->valuestring) ? dates : out;
+        kr_sb_append(to, v->valuestring);
+        kr_sb_append(to, " ");
     } else if (cJSON_IsArray(v) || cJSON_IsObject(v)) {
-        for (const cJSON *c = v->child; c; c = c->next) json_values(c, out);
+        for (const cJSON *c = v->child; c; c = c->next) json_values(c, out, dates);
     }
+}
+
+/* Whether the number of len characters at p is a percentage ("12%", "12 %", "12 percent"). */
+static int is_percentage(const char *p, size_t len) {
+    const char *q = p + len;
+    while (*q == ' ') q++;
+    return *q == '%' || !strncasecmp(q, "percent", 7) || !strncasecmp(q, "per cent", 8);
 }
 
 int kr_narrative_unsupported_figures(const char *text, const char *data, char *first, size_t cap) {
@@ -432,13 +447,16 @@ int kr_narrative_unsupported_figures(const char *text, const char *data, char *f
     if (!text) return 0;
     /* Only the data's values are figures the model was given: the digits of its keys
      * ("rsi_14", "close_p90", "var95_pct") would otherwise pass any 14, 90 or 95 it invents. */
-    kr_sb values = { 0 };
+    /* A date's parts ("2025-08-01": 2025, 8, 1) are figures for a date ("August 1"), not for
+     * a percentage: "an 8% gain" must not pass because the last bar is in August. */
+    kr_sb values = { 0 }, dates = { 0 };
     cJSON *doc = data ? cJSON_Parse(data) : NULL;
     if (doc) {
-        json_values(doc, &values);
+        json_values(doc, &values, &dates);
         cJSON_Delete(doc);
-        if (values.oom) {
+        if (values.oom || dates.oom) {
             kr_sb_free(&values);
+            kr_sb_free(&dates);
             return -1;
         }
         data = values.data ? values.data : "";
@@ -455,13 +473,16 @@ int kr_narrative_unsupported_figures(const char *text, const char *data, char *f
             continue;
         }
         numtok x = read_number(p, 1);
-        if (!data || !in_data(&x, data)) {
+        const int found = data && (in_data(&x, data) || (dates.data && !is_percentage(p, x.len) &&
+                                                         in_data(&x, dates.data)));
+        if (!found) {
             if (!bad && first && cap) snprintf(first, cap, "%.*s", (int)x.len, p);
             bad++;
         }
         p += x.len;
     }
     kr_sb_free(&values);
+    kr_sb_free(&dates);
     return bad;
 }
 
