@@ -1208,6 +1208,7 @@ static void test_analyze_narrative(void **state) {
  * test is over), one thread per connection. */
 #define LLM_SLOW_S 20.0
 static atomic_int g_llm_slow_stop;
+static atomic_int g_llm_slow_capped; /* an answer came only because LLM_SLOW_S passed */
 
 static enum MHD_Result llm_slow_access(void *cls, struct MHD_Connection *mc, const char *url,
                                        const char *method, const char *version, const char *upload,
@@ -1226,7 +1227,9 @@ static enum MHD_Result llm_slow_access(void *cls, struct MHD_Connection *mc, con
         return MHD_YES;
     }
     atomic_fetch_add(&g_llm_calls, 1);
-    for (double t = 0; t < LLM_SLOW_S && !atomic_load(&g_llm_slow_stop); t += 0.05) usleep(50000);
+    double t = 0;
+    for (; t < LLM_SLOW_S && !atomic_load(&g_llm_slow_stop); t += 0.05) usleep(50000);
+    if (t >= LLM_SLOW_S) atomic_store(&g_llm_slow_capped, 1);
     static const char body[] =
         "{\"model\":\"gemma3\",\"response\":\"" STAND_IN_TEXT "\",\"done\":true}";
     struct MHD_Response *r =
@@ -1279,6 +1282,60 @@ static void test_analyze_narrative_deadline(void **state) {
     MHD_stop_daemon(llm);
 }
 
+/* Hangs up once the narrative phase has begun. */
+static size_t hang_up_at_narrative(char *p, size_t sz, size_t n, void *ud) {
+    sbuf *b = ud;
+    sb_printf(b, "%.*s", (int)(sz * n), p);
+    return strstr(b->s, "\"phase\":\"narrative\"") ? 0 : sz * n;
+}
+
+/* A streaming client that leaves while the model is slow stops the wait: the server (whose
+ * shutdown joins the analysis) is gone long before the model would have answered. */
+static void test_analyze_narrative_client_leaves(void **state) {
+    (void)state;
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    atomic_store(&g_llm_slow_stop, 0);
+    atomic_store(&g_llm_slow_capped, 0);
+    struct MHD_Daemon *llm = MHD_start_daemon(
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL, 0, NULL,
+        NULL, llm_slow_access, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&a,
+        MHD_OPTION_NOTIFY_COMPLETED, llm_completed, NULL, MHD_OPTION_END);
+    assert_non_null(llm);
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(llm, MHD_DAEMON_INFO_BIND_PORT);
+    kr_server_config c = base_config();
+    snprintf(c.db, sizeof c.db, "%s", g_db);
+    snprintf(c.llm_url, sizeof c.llm_url, "http://127.0.0.1:%u", (unsigned)di->port);
+    c.llm_timeout_s = 60;
+    kr_server *s = NULL;
+    kr_error err = { 0 };
+    if (kr_server_create(g_model, &c, &s, &err) != KR_OK) fail_msg("%s", err.message);
+    atomic_store(&g_llm_calls, 0);
+    CURL *h = curl_easy_init();
+    char url[128];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/analyze", kr_server_port(s));
+    sbuf seen = { 0 };
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS,
+                     "{\"symbol\":\"AAPL\",\"horizon\":5,\"paths\":4,\"narrative\":true,"
+                     "\"stream\":true}");
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, hang_up_at_narrative);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &seen);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, 120L);
+    assert_int_equal(curl_easy_perform(h), CURLE_WRITE_ERROR);
+    curl_easy_cleanup(h);
+    free(seen.s);
+    /* Whether the model was reached before the leaving was noticed or not, nobody waits for
+     * its answer: without the check it would come after LLM_SLOW_S. */
+    kr_server_free(s);
+    assert_int_equal(atomic_load(&g_llm_slow_capped), 0);
+    atomic_store(&g_llm_slow_stop, 1);
+    MHD_stop_daemon(llm);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_router),
@@ -1290,6 +1347,7 @@ int main(void) {
         cmocka_unit_test(test_analyze_alias),
         cmocka_unit_test(test_analyze_narrative),
         cmocka_unit_test(test_analyze_narrative_deadline),
+        cmocka_unit_test(test_analyze_narrative_client_leaves),
         cmocka_unit_test(test_analyze_candles_body),
         cmocka_unit_test(test_batch_ranking),
         cmocka_unit_test(test_batch_stream),
