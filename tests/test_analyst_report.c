@@ -950,6 +950,26 @@ static void test_markdown_escapes_metadata(void **state) {
     kr_report_set_free(set);
 }
 
+/* kr_analyze takes any symbol spelling (only the store and the server check names): every
+ * rendering escapes it, the chart's label included. */
+static void test_symbol_escaped(void **state) {
+    (void)state;
+    const char *sym = "<b>X</b>\"_*|";
+    kr_report_set *set = analyze_one(sym, g_aapl, 3, 4);
+    char *md = NULL, *html = NULL;
+    kr_error err;
+    assert_int_equal(kr_render(set, KR_FORMAT_HTML, &html, &err), KR_OK);
+    assert_int_equal(kr_render(set, KR_FORMAT_MD, &md, &err), KR_OK);
+    assert_null(strstr(html, "<b>X"));
+    assert_non_null(strstr(html, "aria-label=\"&lt;b&gt;X&lt;/b&gt;&quot;_*|: last "));
+    assert_null(strstr(md, "<b>X"));
+    assert_non_null(strstr(md, "# Kronos analysis: &lt;b&gt;X&lt;/b&gt;\"\\_\\*\\| (1d)"));
+    assert_non_null(strstr(md, "## &lt;b&gt;X&lt;/b&gt;\"\\_\\*\\| (1d)"));
+    free(md);
+    free(html);
+    kr_report_set_free(set);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_report_numbers_independent),
@@ -957,6 +977,7 @@ int main(void) {
         cmocka_unit_test(test_validator_rejects),
         cmocka_unit_test(test_batch_equals_single_and_ranks),
         cmocka_unit_test(test_renderers),
+        cmocka_unit_test(test_symbol_escaped),
         cmocka_unit_test(test_ohlc_modes),
         cmocka_unit_test(test_standard_errors),
         cmocka_unit_test(test_degenerate_series),

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -326,11 +327,78 @@ static void test_gptq_and_gates(void **state) {
     assert_non_null(strstr(r->err, "--method rtn uses no --calib"));
 }
 
+/* kronos ARGS with stdout on /dev/full (every write fails, at the flush): the exit code,
+ * stderr in err. */
+static int run_to_full_disk(const char *args, char *err, size_t cap) {
+    char cmd[8192], errp[4200];
+    snprintf(errp, sizeof errp, "%s/stderr-full", g_tmp);
+    snprintf(cmd, sizeof cmd, "env -u KRONOS_DB %s/kronos %s >/dev/full 2>%s </dev/null",
+             KR_BINARY_DIR, args, errp);
+    int st = system(cmd);
+    kr_test_slurp(errp, err, cap);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* Reports that cannot be written, gate files with more than one object, data too short and
+ * figures that cannot be measured: each a clear error or an explicit "n/a", never exit 0 over
+ * a lost report or "nan" in a table. */
+static void test_eval_quant_and_bench_hostile(void **state) {
+    (void)state;
+    char args[4096], err[4096], csv[256], gate[256];
+    /* 40 rows: one window of 16 + 2 fits, a bench of 16 + 30 does not. */
+    snprintf(csv, sizeof csv, "%s/short.csv", g_tmp);
+    char cmd[4400];
+    snprintf(cmd, sizeof cmd, "head -41 '%s' > '%s'", KR_SOURCE_DIR "/data/AAPL_1d.csv", csv);
+    assert_int_equal(system(cmd), 0);
+    const char *small = "--quant int8 --windows 1 --paths 2 --pred-len 2 --lookback 16";
+
+    /* One window: ROC-AUC and the rank correlations cannot be measured. */
+    snprintf(args, sizeof args, "eval-quant %s --data %s", small, csv);
+    const kr_test_run *r = kronos(args);
+    if (r->code != 0) fail_msg("exit %d: %s", r->code, r->err);
+    assert_null(strstr(r->out, "nan"));
+    assert_non_null(
+        strstr(r->out, "| ROC-AUC of P(up) vs realised direction: f32 / quant | n/a / n/a |"));
+
+    if (access("/dev/full", W_OK) == 0) {
+        assert_int_equal(run_to_full_disk(args, err, sizeof err), 1);
+        assert_non_null(strstr(err, "kronos eval-quant: error: stdout: write failed"));
+        snprintf(args, sizeof args,
+                 "bench --shape tiny --paths 1 --pred-len 2 --lookback 16 --repeat 1 --data %s",
+                 csv);
+        assert_int_equal(run_to_full_disk(args, err, sizeof err), 1);
+        assert_non_null(strstr(err, "kronos bench: error: stdout: write failed"));
+    }
+
+    /* A second object after the first: its gate would never apply. */
+    snprintf(gate, sizeof gate, "%s/two-objects.json", g_tmp);
+    FILE *f = fopen(gate, "w");
+    assert_non_null(f);
+    fputs("{\"s1_kl_max\": 1}\n{\"s2_kl_max\": 0}\n", f);
+    fclose(f);
+    snprintf(args, sizeof args, "eval-quant %s --data %s --gate %s", small, csv, gate);
+    r = kronos(args);
+    assert_int_equal(r->code, 1);
+    assert_non_null(strstr(r->err, "two-objects.json: text after the JSON object (line 2)"));
+
+    /* Too short for the bench: the file, its rows and what was asked. */
+    snprintf(args, sizeof args,
+             "bench --shape tiny --paths 1 --pred-len 30 --lookback 16 --repeat 1 --data %s", csv);
+    r = kronos(args);
+    assert_int_equal(r->code, 1);
+    if (!strstr(r->err, "short.csv: 40 rows, too few for --lookback 16 + --pred-len 30 (46 rows "
+                        "needed)"))
+        fail_msg("%s", r->err);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_quantize_then_forecast), cmocka_unit_test(test_quantize_output_dir),
-        cmocka_unit_test(test_eval_quant_report),      cmocka_unit_test(test_usage_errors),
+        cmocka_unit_test(test_quantize_then_forecast),
+        cmocka_unit_test(test_quantize_output_dir),
+        cmocka_unit_test(test_eval_quant_report),
+        cmocka_unit_test(test_usage_errors),
         cmocka_unit_test(test_gptq_and_gates),
+        cmocka_unit_test(test_eval_quant_and_bench_hostile),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -403,6 +403,12 @@ static void test_gate_pass_and_fail(void **state) {
     fclose(f);
     assert_non_null(strstr(buf, "could not be measured (NaN)"));
     free(buf);
+    /* ... and the tables say "n/a" for it, never "nan". */
+    md = markdown_of(one);
+    assert_null(strstr(md, "nan"));
+    assert_non_null(
+        strstr(md, "| `roc_auc_drop_max` (ROC-AUC drop of P(up), f32 − quant) | n/a |"));
+    free(md);
     kr_quant_gate_free(auc);
     kr_eval_quant_report_free(one);
     kr_quant_gate_free(strict);
@@ -427,6 +433,9 @@ static void test_malformed_gate_files(void **state) {
         { "{}", "no gate thresholds" },
         { "{\"description\": \"nothing\"}", "no gate thresholds" },
         { "{\"description\": 3, \"s1_kl_max\": 1}", "'description' must be a string" },
+        /* A second object (or anything) after the first would be ignored, its gates unapplied. */
+        { "{\"s1_kl_max\": 0.01}{\"top1_min\": 0.9}", "text after the JSON object (line 1)" },
+        { "{\"s1_kl_max\": 0.01}\n\n ,\"s2_kl_max\": 0}", "text after the JSON object (line 3)" },
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         kr_quant_gate *g = NULL;

@@ -1353,6 +1353,138 @@ static void test_analyze_narrative(void **state) {
     kr_server_free(s);
 }
 
+/* An LLM slower than the request deadline: it answers only after LLM_SLOW_S (or when the
+ * test is over), one thread per connection. */
+#define LLM_SLOW_S 20.0
+static atomic_int g_llm_slow_stop;
+static atomic_int g_llm_slow_capped; /* an answer came only because LLM_SLOW_S passed */
+
+static enum MHD_Result llm_slow_access(void *cls, struct MHD_Connection *mc, const char *url,
+                                       const char *method, const char *version, const char *upload,
+                                       size_t *upload_size, void **ctx) {
+    (void)cls;
+    (void)url;
+    (void)method;
+    (void)version;
+    (void)upload;
+    if (!*ctx) {
+        *ctx = calloc(1, sizeof(llm_req));
+        return *ctx ? MHD_YES : MHD_NO;
+    }
+    if (*upload_size) {
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    atomic_fetch_add(&g_llm_calls, 1);
+    double t = 0;
+    for (; t < LLM_SLOW_S && !atomic_load(&g_llm_slow_stop); t += 0.05) usleep(50000);
+    if (t >= LLM_SLOW_S) atomic_store(&g_llm_slow_capped, 1);
+    static const char body[] =
+        "{\"model\":\"gemma3\",\"response\":\"" STAND_IN_TEXT "\",\"done\":true}";
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(strlen(body), (void *)body, MHD_RESPMEM_PERSISTENT);
+    enum MHD_Result ret = MHD_queue_response(mc, 200, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+/* The request deadline covers the narrative: with an LLM slower than what the analysis left
+ * of request_timeout_s (and an llm_timeout_s far longer), the client still gets its report
+ * in time, with narrative null and narrative_error saying it timed out. */
+static void test_analyze_narrative_deadline(void **state) {
+    (void)state;
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    atomic_store(&g_llm_slow_stop, 0);
+    struct MHD_Daemon *llm = MHD_start_daemon(
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL, 0, NULL,
+        NULL, llm_slow_access, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&a,
+        MHD_OPTION_NOTIFY_COMPLETED, llm_completed, NULL, MHD_OPTION_END);
+    assert_non_null(llm);
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(llm, MHD_DAEMON_INFO_BIND_PORT);
+    kr_server_config c = base_config();
+    snprintf(c.db, sizeof c.db, "%s", g_db);
+    snprintf(c.llm_url, sizeof c.llm_url, "http://127.0.0.1:%u", (unsigned)di->port);
+    c.llm_timeout_s = 60;
+    c.request_timeout_s = 4;
+    kr_server *s = NULL;
+    kr_error err = { 0 };
+    if (kr_server_create(g_model, &c, &s, &err) != KR_OK) fail_msg("%s", err.message);
+    atomic_store(&g_llm_calls, 0);
+    http_resp *r = http(kr_server_port(s), "POST", "/analyze",
+                        "{\"stock_code\":\"AAPL\",\"horizon\":5,\"paths\":4,\"narrative\":true}");
+    assert_int_equal(r->status, 200);
+    assert_int_equal(atomic_load(&g_llm_calls), 1);
+    cJSON *root = cJSON_Parse(r->body);
+    cJSON *rep = cJSON_GetArrayItem(cJSON_GetObjectItem(root, "reports"), 0);
+    assert_true(cJSON_IsNull(cJSON_GetObjectItem(rep, "narrative")));
+    const cJSON *why = cJSON_GetObjectItem(rep, "narrative_error");
+    assert_true(cJSON_IsString(why));
+    if (!strstr(why->valuestring, "(timeout)") && !strstr(why->valuestring, "not asked"))
+        fail_msg("narrative_error '%s'", why->valuestring);
+    cJSON_Delete(root);
+    resp_free(r);
+    kr_server_free(s);
+    atomic_store(&g_llm_slow_stop, 1);
+    MHD_stop_daemon(llm);
+}
+
+/* Hangs up once the narrative phase has begun. */
+static size_t hang_up_at_narrative(char *p, size_t sz, size_t n, void *ud) {
+    sbuf *b = ud;
+    sb_printf(b, "%.*s", (int)(sz * n), p);
+    return strstr(b->s, "\"phase\":\"narrative\"") ? 0 : sz * n;
+}
+
+/* A streaming client that leaves while the model is slow stops the wait: the server (whose
+ * shutdown joins the analysis) is gone long before the model would have answered. */
+static void test_analyze_narrative_client_leaves(void **state) {
+    (void)state;
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    atomic_store(&g_llm_slow_stop, 0);
+    atomic_store(&g_llm_slow_capped, 0);
+    struct MHD_Daemon *llm = MHD_start_daemon(
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL, 0, NULL,
+        NULL, llm_slow_access, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&a,
+        MHD_OPTION_NOTIFY_COMPLETED, llm_completed, NULL, MHD_OPTION_END);
+    assert_non_null(llm);
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(llm, MHD_DAEMON_INFO_BIND_PORT);
+    kr_server_config c = base_config();
+    snprintf(c.db, sizeof c.db, "%s", g_db);
+    snprintf(c.llm_url, sizeof c.llm_url, "http://127.0.0.1:%u", (unsigned)di->port);
+    c.llm_timeout_s = 60;
+    kr_server *s = NULL;
+    kr_error err = { 0 };
+    if (kr_server_create(g_model, &c, &s, &err) != KR_OK) fail_msg("%s", err.message);
+    atomic_store(&g_llm_calls, 0);
+    CURL *h = curl_easy_init();
+    char url[128];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/analyze", kr_server_port(s));
+    sbuf seen = { 0 };
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS,
+                     "{\"symbol\":\"AAPL\",\"horizon\":5,\"paths\":4,\"narrative\":true,"
+                     "\"stream\":true}");
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, hang_up_at_narrative);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &seen);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, 120L);
+    assert_int_equal(curl_easy_perform(h), CURLE_WRITE_ERROR);
+    curl_easy_cleanup(h);
+    free(seen.s);
+    /* Whether the model was reached before the leaving was noticed or not, nobody waits for
+     * its answer: without the check it would come after LLM_SLOW_S. */
+    kr_server_free(s);
+    assert_int_equal(atomic_load(&g_llm_slow_capped), 0);
+    atomic_store(&g_llm_slow_stop, 1);
+    MHD_stop_daemon(llm);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_router),
@@ -1364,6 +1496,8 @@ int main(void) {
         cmocka_unit_test(test_analyze_stored),
         cmocka_unit_test(test_analyze_alias),
         cmocka_unit_test(test_analyze_narrative),
+        cmocka_unit_test(test_analyze_narrative_deadline),
+        cmocka_unit_test(test_analyze_narrative_client_leaves),
         cmocka_unit_test(test_analyze_candles_body),
         cmocka_unit_test(test_batch_ranking),
         cmocka_unit_test(test_batch_stream),

@@ -184,26 +184,39 @@ typedef struct kr_narrative_params {
     /* Called before each symbol's request (step 0..n-1) and once with step == n; may be NULL. */
     kr_analyze_progress_fn progress;
     void *progress_user;
+    /* All of a set's requests together (kr_narrative_attach_all), seconds from its call; 0:
+     * no limit beyond timeout_s each. A request gets at most what is left; once it is spent
+     * the remaining reports are not asked and carry a KR_ERR_TIMEOUT error saying so. A
+     * server passes what its request deadline leaves after the analysis. */
+    double budget_s;
+    /* Polled during a request (about once a second, and as data arrives); nonzero stops it
+     * (KR_ERR_CANCELLED, and the remaining reports are not asked). May be NULL. */
+    int (*should_abort)(void *user);
+    void *abort_user;
 } kr_narrative_params;
 
 /* One report's narrative, or why there is none. */
 typedef struct kr_narrative {
     char *text; /* the model's prose, trimmed, UTF-8; NULL when the request failed */
     char model[128]; /* the model asked for */
-    char url[1024]; /* the endpoint posted to, without any user:password@ part */
+    char url[1024]; /* the endpoint posted to, without any user:password@ part, its query
+                       string (if any) shown as "?..." */
     double seconds; /* wall time of the request */
     long http_status; /* status of the server's answer; 0 when none came */
     char warning[96]; /* "" or KR_NARRATIVE_WARNING */
     char unsupported[48]; /* with a warning: the first figure of the text not in the data */
     kr_status status; /* KR_OK with text; else KR_ERR_IO (connection, HTTP status),
-                              KR_ERR_TIMEOUT or KR_ERR_FORMAT (unreadable answer) */
+                              KR_ERR_TIMEOUT (also: the budget was spent before asking),
+                              KR_ERR_CANCELLED (should_abort) or KR_ERR_FORMAT (unreadable
+                              answer) */
     char error[1200]; /* "" with text; else "<url>: <reason>" */
 } kr_narrative;
 
 KR_API kr_narrative_params kr_narrative_default_params(void);
-/* The endpoint for a URL: "/api/generate" appended unless the URL already ends with it
- * (trailing slashes ignored). Only http:// and https:// URLs. KR_ERR_INVALID_ARG when the URL
- * is unusable or does not fit in cap. */
+/* The endpoint for a URL: "/api/generate" appended to its path unless the path already ends
+ * with it (trailing slashes ignored), before any query string. Only http:// and https:// URLs
+ * without a fragment. KR_ERR_INVALID_ARG when the URL is unusable or does not fit in cap; the
+ * message shows the URL without credentials or query string. */
 KR_API kr_status kr_narrative_endpoint(const char *url, char *out, size_t cap, kr_error *err);
 /* A narrative for every report of set, in order, each attached to its report. After a failure
  * to get any answer (no connection, timeout) the remaining reports are not tried and carry the

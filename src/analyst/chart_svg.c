@@ -261,12 +261,13 @@ void kr_chart_forecast_svg(kr_sb *sb, const kr_report *r, int width, int height)
     f.vy0 = f.py1 + gap;
     f.vy1 = height - bottom;
     ranges(r, &f);
-    kr_sb_appendf(
-        sb,
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 %d %d\" width=\"%d\" "
-        "height=\"%d\" role=\"img\" class=\"chart\" aria-label=\"%s: last %d bars and a %d-bar "
-        "forecast fan\">\n",
-        width, height, width, height, r->symbol, r->n_chart, r->horizon);
+    kr_sb_appendf(sb,
+                  "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 %d %d\" width=\"%d\" "
+                  "height=\"%d\" role=\"img\" class=\"chart\" aria-label=\"",
+                  width, height, width, height);
+    /* The symbol is the caller's (kr_analyze checks no spelling): escaped like any text. */
+    kr_sb_append_html(sb, r->symbol);
+    kr_sb_appendf(sb, ": last %d bars and a %d-bar forecast fan\">\n", r->n_chart, r->horizon);
     kr_sb_append(
         sb,
         "<style>.ax{font:11px system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;fill:" COL_AXIS

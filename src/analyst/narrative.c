@@ -55,23 +55,44 @@ kr_narrative_params kr_narrative_default_params(void) {
 
 /* ------------------------------------------------------------------ URL */
 
+/* The URL as errors and reports show it: no user:password@, no query string (it may carry an
+ * API key: "?..." stands for it) and no control character. */
+static void shown_url(const char *url, char *out, size_t cap) {
+    kr_http_redact_url(url, out, cap);
+    char *q = strchr(out, '?');
+    if (q && (size_t)(q - out) + 5 <= cap)
+        snprintf(q, cap - (size_t)(q - out), "?...");
+    else if (q)
+        *q = '\0';
+    for (char *c = out; *c; c++)
+        if ((unsigned char)*c < ' ' || *c == 0x7f) *c = '?';
+}
+
 kr_status kr_narrative_endpoint(const char *url, char *out, size_t cap, kr_error *err) {
     if (!url || !*url) return kr_error_set(err, KR_ERR_INVALID_ARG, "LLM URL is empty");
+    char shown[512];
+    shown_url(url, shown, sizeof shown);
     size_t scheme = !strncasecmp(url, "http://", 7) ? 7 : !strncasecmp(url, "https://", 8) ? 8 : 0;
     if (!scheme)
         return kr_error_set(err, KR_ERR_INVALID_ARG,
-                            "LLM URL '%s' is not an http:// or https:// URL", url);
+                            "LLM URL '%s' is not an http:// or https:// URL", shown);
     for (const char *c = url; *c; c++)
         if ((unsigned char)*c <= ' ' || *c == 0x7f)
             return kr_error_set(err, KR_ERR_INVALID_ARG,
-                                "LLM URL '%s' contains a space or control character", url);
+                                "LLM URL '%s' contains a space or control character", shown);
     if (strcspn(url + scheme, "/?#") == 0)
-        return kr_error_set(err, KR_ERR_INVALID_ARG, "LLM URL '%s' has no host", url);
-    size_t n = strlen(url);
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "LLM URL '%s' has no host", shown);
+    if (strchr(url, '#'))
+        return kr_error_set(err, KR_ERR_INVALID_ARG,
+                            "LLM URL '%s' has a fragment ('#'), which is never sent", shown);
+    /* The suffix goes at the end of the path, before any query string (which a proxy may
+     * want, e.g. for its key). */
+    size_t n = strcspn(url, "?");
+    const char *query = url + n;
     while (n > scheme && url[n - 1] == '/') n--;
     const size_t sl = strlen(ENDPOINT_SUFFIX);
     const int has = n >= scheme + sl && !memcmp(url + n - sl, ENDPOINT_SUFFIX, sl);
-    int len = snprintf(out, cap, "%.*s%s", (int)n, url, has ? "" : ENDPOINT_SUFFIX);
+    int len = snprintf(out, cap, "%.*s%s%s", (int)n, url, has ? "" : ENDPOINT_SUFFIX, query);
     if (len < 0 || (size_t)len >= cap)
         return kr_error_set(err, KR_ERR_INVALID_ARG, "LLM URL is too long (%zu bytes)",
                             strlen(url));
@@ -294,22 +315,22 @@ kr_status kr_narrative_parse_answer(const char *body, size_t len, char **text, k
         kr_sb_free(&a.text);
         return st;
     }
-    /* Control characters (terminal escapes, CR) out: the text goes to terminals and documents
-     * as it is. Newlines and tabs stay. Then trimmed: models often add blank lines. */
-    char none[1] = "";
-    char *s = a.text.data ? a.text.data : none;
-    size_t n = 0;
-    for (size_t i = 0; s[i]; i++) {
-        unsigned char ch = (unsigned char)s[i];
-        if (ch == '\r') continue;
-        s[n++] = (ch < 0x20 && ch != '\n' && ch != '\t') || ch == 0x7f ? ' ' : (char)ch;
+    /* Made printable (no terminal escape, valid UTF-8 for the JSON report): the text goes to
+     * terminals and documents as it is. Newlines and tabs stay. Then trimmed: models often
+     * add blank lines. */
+    kr_sb clean = { 0 };
+    if (a.text.data) kr_text_clean(&clean, a.text.data, strlen(a.text.data), 1);
+    kr_sb_free(&a.text);
+    if (clean.oom) {
+        kr_sb_free(&clean);
+        return kr_error_set(err, KR_ERR_NOMEM, "narrative: out of memory");
     }
-    s[n] = 0;
-    size_t b = 0, e = n;
+    const char *s = clean.data ? clean.data : "";
+    size_t b = 0, e = clean.len;
     while (b < e && isspace((unsigned char)s[b])) b++;
     while (e > b && isspace((unsigned char)s[e - 1])) e--;
     if (e == b) {
-        kr_sb_free(&a.text);
+        kr_sb_free(&clean);
         return kr_error_set(err, KR_ERR_FORMAT, "the model returned no text");
     }
     *text = malloc(e - b + 1);
@@ -317,7 +338,7 @@ kr_status kr_narrative_parse_answer(const char *body, size_t len, char **text, k
         memcpy(*text, s + b, e - b);
         (*text)[e - b] = 0;
     }
-    kr_sb_free(&a.text);
+    kr_sb_free(&clean);
     return *text ? KR_OK : kr_error_set(err, KR_ERR_NOMEM, "narrative: out of memory");
 }
 
@@ -392,22 +413,76 @@ static int in_data(const numtok *x, const char *data) {
     return 0;
 }
 
+/* Whether s is a date or timestamp as the facts write them ("2025-08-01", "... 14:30"). */
+static int is_date(const char *s) {
+    for (int i = 0; i < 10; i++)
+        if (i == 4 || i == 7 ? s[i] != '-' : !isdigit((unsigned char)s[i])) return 0;
+    return 1;
+}
+
+/* The values of a JSON document, space-separated: its numbers and strings at every depth,
+ * never its keys; the dates apart, in dates. */
+static void json_values(const cJSON *v, kr_sb *out, kr_sb *dates) {
+    if (cJSON_IsNumber(v)) {
+        kr_sb_appendf(out, "%.17g ", v->valuedouble);
+    } else if (cJSON_IsString(v)) {
+        kr_sb *to = is_date(v->valuestring) ? dates : out;
+        kr_sb_append(to, v->valuestring);
+        kr_sb_append(to, " ");
+    } else if (cJSON_IsArray(v) || cJSON_IsObject(v)) {
+        for (const cJSON *c = v->child; c; c = c->next) json_values(c, out, dates);
+    }
+}
+
+/* Whether the number of len characters at p is a percentage ("12%", "12 %", "12 percent"). */
+static int is_percentage(const char *p, size_t len) {
+    const char *q = p + len;
+    while (*q == ' ') q++;
+    return *q == '%' || !strncasecmp(q, "percent", 7) || !strncasecmp(q, "per cent", 8);
+}
+
 int kr_narrative_unsupported_figures(const char *text, const char *data, char *first, size_t cap) {
     int bad = 0;
     if (first && cap) first[0] = 0;
     if (!text) return 0;
+    /* Only the data's values are figures the model was given: the digits of its keys
+     * ("rsi_14", "close_p90", "var95_pct") would otherwise pass any 14, 90 or 95 it invents. */
+    /* A date's parts ("2025-08-01": 2025, 8, 1) are figures for a date ("August 1"), not for
+     * a percentage: "an 8% gain" must not pass because the last bar is in August. */
+    kr_sb values = { 0 }, dates = { 0 };
+    cJSON *doc = data ? cJSON_Parse(data) : NULL;
+    if (doc) {
+        json_values(doc, &values, &dates);
+        cJSON_Delete(doc);
+        if (values.oom || dates.oom) {
+            kr_sb_free(&values);
+            kr_sb_free(&dates);
+            return -1;
+        }
+        data = values.data ? values.data : "";
+    }
     for (const char *p = text; *p;) {
         if (!isdigit((unsigned char)*p)) {
             p++;
             continue;
         }
+        /* Digits that continue a word are part of a label ("p90", "rsi_14", "SMA20"), the
+         * names the data gives its figures, not a figure. */
+        if (p > text && (isalpha((unsigned char)p[-1]) || p[-1] == '_')) {
+            while (isalnum((unsigned char)*p) || *p == '_') p++;
+            continue;
+        }
         numtok x = read_number(p, 1);
-        if (!data || !in_data(&x, data)) {
+        const int found = data && (in_data(&x, data) || (dates.data && !is_percentage(p, x.len) &&
+                                                         in_data(&x, dates.data)));
+        if (!found) {
             if (!bad && first && cap) snprintf(first, cap, "%.*s", (int)x.len, p);
             bad++;
         }
         p += x.len;
     }
+    kr_sb_free(&values);
+    kr_sb_free(&dates);
     return bad;
 }
 
@@ -435,8 +510,8 @@ static void http_failure(long code, const char *body, size_t len, char *out, siz
  * KR_NARRATIVE_MAX_ANSWER bytes). KR_OK when an HTTP answer arrived, whatever its status (in
  * *status); otherwise the failure (KR_ERR_IO, _TIMEOUT, _FORMAT for an oversized answer,
  * _NOMEM) with its reason in reason, *status 0. */
-static kr_status post_json(const char *endpoint, const char *body, double timeout_s, long *status,
-                           kr_sb *ans, char *reason, size_t cap) {
+static kr_status post_json(const char *endpoint, const char *body, const kr_narrative_params *p,
+                           double timeout_s, long *status, kr_sb *ans, char *reason, size_t cap) {
     *status = 0;
     double ms = timeout_s * 1000.0;
     long tmo = ms < 1.0 ? 1L : ms > 1e9 ? 1000000000L : (long)ms;
@@ -457,7 +532,9 @@ static kr_status post_json(const char *endpoint, const char *body, double timeou
                                  .headers = headers,
                                  .body = body,
                                  .body_len = strlen(body),
-                                 .body_out = ans };
+                                 .body_out = ans,
+                                 .on_progress = p->should_abort,
+                                 .user = p->abort_user };
     kr_http_response rs;
     st = kr_http_perform(c, &rq, &rs, &err);
     kr_http_client_free(c);
@@ -476,9 +553,16 @@ void kr_narrative_free(kr_narrative *n) {
     free(n);
 }
 
+/* The reason may quote the server (its "error", the start of its body): cleaned like the
+ * text, on one line, since it is printed on terminals and in every report format. */
 static void fail(kr_narrative *n, kr_status st, const char *reason) {
     n->status = st;
-    snprintf(n->error, sizeof n->error, "%s: %s", n->url, reason);
+    kr_sb clean = { 0 };
+    kr_text_clean(&clean, reason, strlen(reason), 0);
+    snprintf(n->error, sizeof n->error, "%s: %s", n->url,
+             clean.data && !clean.oom ? clean.data : "(unprintable reason)");
+    kr_text_cut_partial(n->error);
+    kr_sb_free(&clean);
 }
 
 kr_status kr_narrative_generate(const kr_report *r, const kr_narrative_params *p,
@@ -495,7 +579,7 @@ kr_status kr_narrative_generate(const kr_report *r, const kr_narrative_params *p
     kr_narrative *n = calloc(1, sizeof *n);
     if (!n) return kr_error_set(err, KR_ERR_NOMEM, "narrative: out of memory");
     snprintf(n->model, sizeof n->model, "%s", model);
-    kr_http_redact_url(endpoint, n->url, sizeof n->url);
+    shown_url(endpoint, n->url, sizeof n->url);
 
     char *facts = NULL, *prompt = NULL, *body = NULL;
     kr_sb ans = { 0 };
@@ -507,7 +591,7 @@ kr_status kr_narrative_generate(const kr_report *r, const kr_narrative_params *p
     char reason[900];
     long status = 0;
     const double t0 = kr_now_seconds();
-    kr_status hs = post_json(endpoint, body, p->timeout_s, &status, &ans, reason, sizeof reason);
+    kr_status hs = post_json(endpoint, body, p, p->timeout_s, &status, &ans, reason, sizeof reason);
     n->seconds = kr_now_seconds() - t0;
     n->http_status = status;
     if (hs == KR_ERR_NOMEM) {
@@ -529,9 +613,14 @@ kr_status kr_narrative_generate(const kr_report *r, const kr_narrative_params *p
         }
         if (ps != KR_OK) {
             fail(n, ps, perr.message);
-        } else if (kr_narrative_unsupported_figures(n->text, facts, n->unsupported,
-                                                    sizeof n->unsupported) > 0) {
-            snprintf(n->warning, sizeof n->warning, "%s", KR_NARRATIVE_WARNING);
+        } else {
+            int bad = kr_narrative_unsupported_figures(n->text, facts, n->unsupported,
+                                                       sizeof n->unsupported);
+            if (bad < 0) {
+                st = kr_error_set(err, KR_ERR_NOMEM, "narrative: out of memory");
+                goto done;
+            }
+            if (bad > 0) snprintf(n->warning, sizeof n->warning, "%s", KR_NARRATIVE_WARNING);
         }
     }
 done:
@@ -553,20 +642,55 @@ void kr_narrative_free_all(kr_narrative **v, int n) {
     free(v);
 }
 
+/* The narrative of a request that was not made: the budget was spent before it. */
+static kr_status not_asked(const kr_narrative_params *p, kr_narrative **out, kr_error *err) {
+    char endpoint[1024];
+    kr_status st = kr_narrative_endpoint(p->url, endpoint, sizeof endpoint, err);
+    if (st != KR_OK) return st;
+    kr_narrative *n = calloc(1, sizeof *n);
+    if (!n) return kr_error_set(err, KR_ERR_NOMEM, "narrative: out of memory");
+    snprintf(n->model, sizeof n->model, "%s",
+             p->model && *p->model ? p->model : KR_NARRATIVE_DEFAULT_MODEL);
+    shown_url(endpoint, n->url, sizeof n->url);
+    char why[160];
+    snprintf(why, sizeof why,
+             "not asked: the %.1f s allowed for the narratives (what the deadline left) had passed",
+             p->budget_s);
+    fail(n, KR_ERR_TIMEOUT, why);
+    *out = n;
+    return KR_OK;
+}
+
 kr_status kr_narrative_attach_all(kr_report_set *set, const kr_narrative_params *p,
                                   kr_narrative ***out, kr_error *err) {
     if (!set || !p || !out)
         return kr_error_set(err, KR_ERR_INVALID_ARG, "narrative: NULL argument");
     *out = NULL;
+    if (!(p->timeout_s > 0) || !isfinite(p->timeout_s))
+        return kr_error_set(err, KR_ERR_INVALID_ARG,
+                            "narrative: the timeout must be a positive number of seconds");
+    if (!(p->budget_s >= 0) || !isfinite(p->budget_s))
+        return kr_error_set(err, KR_ERR_INVALID_ARG,
+                            "narrative: the budget must be 0 (none) or a positive number of "
+                            "seconds");
     kr_narrative **v = calloc((size_t)(set->n > 0 ? set->n : 1), sizeof *v);
     if (!v) return kr_error_set(err, KR_ERR_NOMEM, "narrative: out of memory");
     const kr_narrative *dead = NULL; /* the failure that ended the asking, if any */
     const char *dead_symbol = "";
     const char *model = p->model && *p->model ? p->model : KR_NARRATIVE_DEFAULT_MODEL;
+    const double end = p->budget_s > 0 ? kr_now_seconds() + p->budget_s : 0;
     kr_status st = KR_OK;
     for (int i = 0; i < set->n; i++) {
         kr_report *r = set->reports[i];
-        if (dead) {
+        /* Each request gets what is left of the whole budget, at most its own timeout; none
+         * is made once the budget is spent, so a caller's deadline holds however many
+         * symbols ask however slow a model. */
+        kr_narrative_params one = *p;
+        const double left = end > 0 ? end - kr_now_seconds() : p->timeout_s;
+        if (left < one.timeout_s) one.timeout_s = left;
+        if (!(left >= KR_NARRATIVE_MIN_TIMEOUT)) {
+            if ((st = not_asked(p, &v[i], err)) != KR_OK) break;
+        } else if (dead) {
             v[i] = malloc(sizeof *v[i]);
             if (!v[i]) {
                 st = kr_error_set(err, KR_ERR_NOMEM, "narrative: out of memory");
@@ -583,7 +707,7 @@ kr_status kr_narrative_attach_all(kr_report_set *set, const kr_narrative_params 
                 snprintf(what, sizeof what, "asking %s for a narrative of %s", model, r->symbol);
                 p->progress(p->progress_user, i, set->n, what);
             }
-            if ((st = kr_narrative_generate(r, p, &v[i], err)) != KR_OK) break;
+            if ((st = kr_narrative_generate(r, &one, &v[i], err)) != KR_OK) break;
             /* No answer at all (nothing listening, timeout): the next symbol would only wait
              * the same way. An HTTP error or a bad answer may be particular to one prompt. */
             if (!v[i]->text && v[i]->http_status == 0) {

@@ -29,6 +29,10 @@
 /* An answer larger than this is refused: a narrative is a paragraph or two. */
 #define KR_NARRATIVE_MAX_ANSWER ((size_t)4 << 20)
 
+/* Less time than this left of a budget (kr_narrative_params.budget_s) is too little for a
+ * request: the report is not asked for. */
+#define KR_NARRATIVE_MIN_TIMEOUT 0.05
+
 /* The data the model is given: compact JSON of r's key figures (formatted as the report
  * prints them) and its summary sentences. Caller frees *out. */
 kr_status kr_narrative_facts(const kr_report *r, char **out, kr_error *err);
@@ -51,8 +55,9 @@ kr_status kr_narrative_parse_answer(const char *body, size_t len, char **text, k
 /* The guard: the number of numeric tokens of text that are not a figure of data, where a
  * token matches a figure it equals after rounding the figure to the token's decimals
  * ("56%" matches 56.25, "207.6" matches 207.57), signs ignored and "2,913" read as 2913.
- * The first unmatched token is copied to first (may be NULL). Numbers spelt in words are not
- * checked. */
+ * When data is JSON its figures are the numbers of its values (numbers, and numbers within
+ * strings), never of its keys. The first unmatched token is copied to first (may be NULL).
+ * Numbers spelt in words are not checked. -1 when out of memory. */
 int kr_narrative_unsupported_figures(const char *text, const char *data, char *first, size_t cap);
 
 /* Asks the model for r's narrative. KR_OK whenever *out was made, whether or not the

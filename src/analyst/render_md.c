@@ -242,6 +242,18 @@ static void md_inline(kr_sb *sb, const char *s) {
     }
 }
 
+/* A line of the model's prose: entities as md_text, and the punctuation of links, images,
+ * code and emphasis escaped, so the text shows as the model wrote it and cannot make a viewer
+ * fetch an image (a tracking pixel carrying data in its URL) or show a disguised link. */
+static void md_prose(kr_sb *sb, const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] && strchr("\\`*_[]", s[i]))
+            kr_sb_appendf(sb, "\\%c", s[i]);
+        else
+            md_text(sb, s + i, 1);
+    }
+}
+
 /* The language model's narrative under the summary, as a block quote so that whatever
  * Markdown it writes stays inside it; or why a requested one is missing. */
 static void narrative_md(kr_sb *sb, const kr_report *r) {
@@ -262,7 +274,7 @@ static void narrative_md(kr_sb *sb, const kr_report *r) {
         size_t show = len;
         while (show > 0 && p[show - 1] == '\r') show--;
         kr_sb_append(sb, show ? "> " : ">");
-        md_text(sb, p, show);
+        md_prose(sb, p, show);
         kr_sb_append(sb, "\n");
         p += len + (p[len] == '\n');
     }
@@ -280,7 +292,11 @@ static void narrative_md(kr_sb *sb, const kr_report *r) {
 
 static void report_md(kr_sb *sb, const kr_report *r) {
     char a[32], d[32];
-    kr_sb_appendf(sb, "## %s (%s)\n\n", r->symbol, r->interval);
+    kr_sb_append(sb, "## ");
+    md_inline(sb, r->symbol);
+    kr_sb_append(sb, " (");
+    md_inline(sb, r->interval);
+    kr_sb_append(sb, ")\n\n");
     kr_sb_appendf(
         sb, "Last close **%s** on %s; %lld rows of history.\n\n", kr_fmt_price(r->last_close, a),
         kr_format_timestamp(r->last_ts, r->date_only, d, sizeof d), (long long)r->rows_available);
@@ -307,9 +323,13 @@ kr_status kr_render_md(const kr_report_set *set, char **out, kr_error *err) {
     kr_civil g = kr_civil_from_unix(set->generated_at);
     if (set->n > 1)
         kr_sb_appendf(&sb, "# Kronos analysis: %d symbols\n\n", set->n);
-    else
-        kr_sb_appendf(&sb, "# Kronos analysis: %s (%s)\n\n", set->reports[0]->symbol,
-                      set->reports[0]->interval);
+    else {
+        kr_sb_append(&sb, "# Kronos analysis: ");
+        md_inline(&sb, set->reports[0]->symbol);
+        kr_sb_append(&sb, " (");
+        md_inline(&sb, set->reports[0]->interval);
+        kr_sb_append(&sb, ")\n\n");
+    }
     kr_sb_appendf(&sb, "*Generated %04d-%02d-%02d %02d:%02d UTC by kronos %s with model ", g.year,
                   g.month, g.day, g.hour, g.minute, kr_version());
     md_inline(&sb, set->reports[0]->meta.model_name);

@@ -110,3 +110,57 @@ char *kr_fmt_pm_prob(double p, double se, char *buf) {
         snprintf(buf, 64, "%s %s", v, kr_fmt_se_pp(se, e));
     return buf;
 }
+
+/* The length of the valid UTF-8 sequence at s (of n bytes), or 0; *cp its code point. */
+static size_t utf8_seq(const unsigned char *s, size_t n, unsigned *cp) {
+    unsigned c = s[0];
+    size_t len = c < 0x80             ? 1
+                 : (c & 0xe0) == 0xc0 ? 2
+                 : (c & 0xf0) == 0xe0 ? 3
+                 : (c & 0xf8) == 0xf0 ? 4
+                                      : 0;
+    if (len == 0 || len > n) return 0;
+    unsigned v = len == 1 ? c : len == 2 ? c & 0x1f : len == 3 ? c & 0x0f : c & 0x07;
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xc0) != 0x80) return 0;
+        v = (v << 6) | (s[i] & 0x3f);
+    }
+    static const unsigned least[5] = { 0, 0, 0x80, 0x800, 0x10000 };
+    if (v < least[len] || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff)) return 0;
+    *cp = v;
+    return len;
+}
+
+void kr_text_clean(kr_sb *out, const char *s, size_t n, int keep_lines) {
+    const unsigned char *u = (const unsigned char *)s;
+    for (size_t i = 0; i < n;) {
+        unsigned cp = 0;
+        size_t len = utf8_seq(u + i, n - i, &cp);
+        if (len == 0) {
+            kr_sb_append(out, "\xef\xbf\xbd"); /* U+FFFD for one bad byte */
+            i++;
+            continue;
+        }
+        if (cp == '\r') {
+            /* dropped: a lone CR would move a terminal's cursor back over the line */
+        } else if ((cp == '\n' || cp == '\t') && keep_lines) {
+            kr_sb_appendn(out, s + i, 1);
+        } else if (cp < 0x20 || (cp >= 0x7f && cp <= 0x9f) || (cp >= 0x202a && cp <= 0x202e) ||
+                   (cp >= 0x2066 && cp <= 0x2069)) {
+            kr_sb_append(out, " ");
+        } else {
+            kr_sb_appendn(out, s + i, len);
+        }
+        i += len;
+    }
+}
+
+void kr_text_cut_partial(char *s) {
+    size_t n = strlen(s);
+    if (n == 0) return;
+    size_t i = n - 1;
+    while (i > 0 && ((unsigned char)s[i] & 0xc0) == 0x80 && n - i < 4) i--;
+    unsigned c = (unsigned char)s[i];
+    size_t want = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : 4;
+    if (c >= 0x80 && n - i < want) s[i] = '\0';
+}

@@ -35,4 +35,14 @@ char *kr_fmt_pm_prob(double p, double se, char *buf);
 char *kr_fmt_se_pp(double se, char *buf);
 char *kr_fmt_se_pct(double se, int dec, char *buf);
 
+/* Text from outside (a language model, its server) made safe to print anywhere: appends the
+ * n bytes of s to out as valid UTF-8 (an invalid, overlong or surrogate sequence becomes
+ * U+FFFD), with every control character (C0, DEL, C1, so no terminal escape survives) and
+ * every bidirectional override (U+202A..U+202E, U+2066..U+2069) made a space; CR is dropped.
+ * keep_lines keeps newlines and tabs (prose); otherwise they become spaces too (one line). */
+void kr_text_clean(kr_sb *out, const char *s, size_t n, int keep_lines);
+/* Cuts a UTF-8 sequence that a bounded copy (snprintf into a fixed buffer) left incomplete at
+ * the end of s. */
+void kr_text_cut_partial(char *s);
+
 #endif

@@ -191,8 +191,14 @@ int kr_cmd_bench(int argc, char **argv) {
     int64_t stride = series > 1 ? (cs->n - lookback_max - pred_len) / (series - 1) : 0;
     if (stride > 250) stride = 250;
     if (stride < 0 || (series > 1 && stride < 1) || lookback_max + pred_len > cs->n) {
+        snprintf(msg, sizeof msg,
+                 "%s: %lld rows, too few for --lookback%s %d + --pred-len %d%s (%lld rows needed)",
+                 data, (long long)cs->n, lookback_max > lookback ? "-max" : "", lookback_max,
+                 pred_len,
+                 series > 1 ? " with --series, whose series start a row apart at least" : "",
+                 (long long)lookback_max + pred_len + (series > 1 ? series - 1 : 0));
         kr_candles_free(cs);
-        return kr_cli_fail(CMD, "the data file is too short for --series/--lookback/--pred-len");
+        return kr_cli_fail(CMD, msg);
     }
     kr_model *m = NULL;
     kr_model_params mp = kr_model_default_params();
@@ -245,6 +251,8 @@ int kr_cmd_bench(int argc, char **argv) {
     else if (kr_bench_run(ctx, ss, series, &bp, &report, &err) != KR_OK ||
              kr_bench_write(report, stdout, json, &err) != KR_OK)
         rc = kr_cli_fail(CMD, err.message);
+    else if (fflush(stdout) != 0 || ferror(stdout)) /* a full disk, a closed pipe */
+        rc = kr_cli_fail(CMD, "stdout: write failed");
     kr_bench_report_free(report);
     free(ss);
     kr_context_free(ctx);

@@ -225,8 +225,10 @@ static int write_reports(const opts *o, const kr_eval_quant_report *r, kr_error 
         return kr_cli_fail(CMD, msg);
     }
     kr_status st = kr_eval_quant_write_markdown(r, md, err);
-    if (md != stdout && fclose(md) != 0 && st == KR_OK) {
-        snprintf(msg, sizeof msg, "%s: write failed", o->markdown);
+    /* stdout too: a full disk or a closed pipe shows only when the buffer is flushed, and
+     * must not pass for a written report. */
+    if ((md != stdout ? fclose(md) : fflush(md)) != 0 && st == KR_OK) {
+        snprintf(msg, sizeof msg, "%s: write failed", o->markdown ? o->markdown : "stdout");
         return kr_cli_fail(CMD, msg);
     }
     if (st != KR_OK) return kr_cli_fail(CMD, err->message);

@@ -3,6 +3,7 @@
  * numbers, NaN as null).
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include <cjson/cJSON.h>
@@ -19,28 +20,49 @@ static double draft_ratio(const kr_eval_quant_report *r) {
                : NAN;
 }
 
+/* Figures for the Markdown through one format each, with "n/a" for a figure that could not be
+ * measured (NaN: one class of outcomes, no positions): never "nan" or "+nan" in a table. The
+ * strings live in the pool until it wraps, enough for one fprintf. */
+typedef struct fig_pool {
+    char s[16][48];
+    int next;
+} fig_pool;
+
+static const char *fig(fig_pool *p, const char *fmt, double v) {
+    char *b = p->s[p->next++ % 16];
+    if (!isfinite(v))
+        snprintf(b, sizeof p->s[0], "n/a");
+    else
+        snprintf(b, sizeof p->s[0], fmt, v);
+    return b;
+}
+
 static void write_draft_markdown(const kr_eval_quant_report *r, FILE *md) {
     const kr_draft_acc *a = &r->draft;
     double beta = draft_ratio(r);
+    fig_pool fp = { .next = 0 };
     fprintf(md,
             "As the draft of a self-speculative decoder (exact: f32 verifies, the same draws "
             "decide; teacher-forced over the %lld positions, sampling as the forecasts): the "
-            "draft draws f32's s1 at %.2f%%, its s2 at %.2f%%, both at %.2f%% of positions. "
-            "The draft's predictor Linears are %.3f of f32's bytes.\n\n",
-            (long long)a->positions, 100.0 * ratio(a->s1_agree, a->positions),
-            100.0 * ratio(a->s2_agree, a->positions), 100.0 * ratio(a->both_agree, a->positions),
-            beta);
+            "draft draws f32's s1 at %s, its s2 at %s, both at %s of positions. "
+            "The draft's predictor Linears are %s of f32's bytes.\n\n",
+            (long long)a->positions, fig(&fp, "%.2f%%", 100.0 * ratio(a->s1_agree, a->positions)),
+            fig(&fp, "%.2f%%", 100.0 * ratio(a->s2_agree, a->positions)),
+            fig(&fp, "%.2f%%", 100.0 * ratio(a->both_agree, a->positions)), fig(&fp, "%.3f", beta));
     fprintf(md, "| draft length K | tokens per f32 pass | weight bytes per token vs plain |\n"
                 "|---:|---:|---:|\n");
     for (int k = 0; k < KR_DRAFT_KS; k++)
-        fprintf(md, "| %d | %.3f | %.3f |\n", kr_draft_k[k], kr_draft_tokens_per_pass(a, k),
-                kr_draft_bytes_per_token(a, k, beta));
+        fprintf(md, "| %d | %s | %s |\n", kr_draft_k[k],
+                fig(&fp, "%.3f", kr_draft_tokens_per_pass(a, k)),
+                fig(&fp, "%.3f", kr_draft_bytes_per_token(a, k, beta)));
     fprintf(md, "\n");
 }
 
 kr_status kr_eval_quant_write_markdown(const kr_eval_quant_report *r, FILE *md, kr_error *err) {
     if (!r || !md) return kr_error_set(err, KR_ERR_INVALID_ARG, "eval-quant: no report or file");
     const kr_model_info *qi = &r->quant_info;
+    fig_pool fp = { .next = 0 };
+    const double pos = r->positions ? (double)r->positions : NAN;
     fprintf(md, "### %s%s%s, kv %s vs f32\n\n", qi->quant, qi->quant_method[0] ? " " : "",
             qi->quant_method, r->kv_dtype);
     fprintf(
@@ -49,46 +71,52 @@ kr_status kr_eval_quant_write_markdown(const kr_eval_quant_report *r, FILE *md, 
         r->n_files, (long long)r->windows, r->lookback, r->pred_len, r->paths,
         (unsigned long long)r->seed, qi->weight_bytes / 1048576.0);
     fprintf(md, "| metric | value |\n|---|---:|\n");
-    fprintf(md, "| s1 top-1 agreement (teacher-forced, %lld positions) | %.2f%% |\n",
-            (long long)r->positions, 100.0 * ratio(r->s1_agree, r->positions));
+    fprintf(md, "| s1 top-1 agreement (teacher-forced, %lld positions) | %s |\n",
+            (long long)r->positions, fig(&fp, "%.2f%%", 100.0 * ratio(r->s1_agree, r->positions)));
     fprintf(md,
-            "| s1 top-1 agreement where f32's top-1 leads by >= %.1f nats (%.1f%% of positions) | "
-            "%.2f%% |\n",
-            KR_EVAL_DECISIVE_NATS, 100.0 * ratio(r->s1_decisive, r->positions),
-            100.0 * ratio(r->s1_decisive_agree, r->s1_decisive));
-    fprintf(md, "| s2 top-1 agreement | %.2f%% |\n", 100.0 * ratio(r->s2_agree, r->positions));
-    fprintf(md, "| mean KL(f32 ‖ quant) s1 | %.5f |\n",
-            r->positions ? r->kl_s1 / (double)r->positions : NAN);
-    fprintf(md, "| mean KL(f32 ‖ quant) s2 | %.5f |\n",
-            r->positions ? r->kl_s2 / (double)r->positions : NAN);
-    fprintf(md, "| tokenizer s1 / s2 token agreement | %.2f%% / %.2f%% |\n",
-            100.0 * ratio(r->tok_s1_agree, r->tok_rows),
-            100.0 * ratio(r->tok_s2_agree, r->tok_rows));
-    fprintf(md, "| mean-path close MAE vs f32 | %.6g |\n", kr_err_acc_mae(&r->vs_ref));
-    fprintf(md, "| mean-path close MAPE vs f32 | %.3f%% |\n", kr_err_acc_mape(&r->vs_ref));
-    fprintf(md, "| MAPE vs actual: f32 / quant | %.3f%% / %.3f%% |\n",
-            kr_err_acc_mape(&r->ref_vs_actual), kr_err_acc_mape(&r->q_vs_actual));
-    fprintf(md, "| direction agreement (mean path at horizon) | %.2f%% |\n",
-            100.0 * ratio(r->dir_agree, r->windows));
-    fprintf(md,
-            "| KS two-sample, path returns at horizon (n = %lld each) | D = %.4f, p = %.4f%s |\n",
-            (long long)r->n_ret, r->ks_d, r->ks_p,
-            r->ks_p < 0.05 ? " (rejects at 5%)" : " (not rejected at 5%)");
-    fprintf(md, "| ROC-AUC of P(up) vs realised direction: f32 / quant | %.4f / %.4f |\n",
-            r->auc_ref, r->auc_q);
-    fprintf(md, "| Spearman of expected returns across windows | %.4f |\n", r->rho_windows);
-    fprintf(md, "| Spearman of expected returns across symbols (%d, latest window) | %.4f |\n",
-            r->n_sym, r->rho_symbols);
+            "| s1 top-1 agreement where f32's top-1 leads by >= %.1f nats (%s of positions) | "
+            "%s |\n",
+            KR_EVAL_DECISIVE_NATS, fig(&fp, "%.1f%%", 100.0 * ratio(r->s1_decisive, r->positions)),
+            fig(&fp, "%.2f%%", 100.0 * ratio(r->s1_decisive_agree, r->s1_decisive)));
+    fprintf(md, "| s2 top-1 agreement | %s |\n",
+            fig(&fp, "%.2f%%", 100.0 * ratio(r->s2_agree, r->positions)));
+    fprintf(md, "| mean KL(f32 ‖ quant) s1 | %s |\n", fig(&fp, "%.5f", r->kl_s1 / pos));
+    fprintf(md, "| mean KL(f32 ‖ quant) s2 | %s |\n", fig(&fp, "%.5f", r->kl_s2 / pos));
+    fprintf(md, "| tokenizer s1 / s2 token agreement | %s / %s |\n",
+            fig(&fp, "%.2f%%", 100.0 * ratio(r->tok_s1_agree, r->tok_rows)),
+            fig(&fp, "%.2f%%", 100.0 * ratio(r->tok_s2_agree, r->tok_rows)));
+    fprintf(md, "| mean-path close MAE vs f32 | %s |\n",
+            fig(&fp, "%.6g", kr_err_acc_mae(&r->vs_ref)));
+    fprintf(md, "| mean-path close MAPE vs f32 | %s |\n",
+            fig(&fp, "%.3f%%", kr_err_acc_mape(&r->vs_ref)));
+    fprintf(md, "| MAPE vs actual: f32 / quant | %s / %s |\n",
+            fig(&fp, "%.3f%%", kr_err_acc_mape(&r->ref_vs_actual)),
+            fig(&fp, "%.3f%%", kr_err_acc_mape(&r->q_vs_actual)));
+    fprintf(md, "| direction agreement (mean path at horizon) | %s |\n",
+            fig(&fp, "%.2f%%", 100.0 * ratio(r->dir_agree, r->windows)));
+    fprintf(md, "| KS two-sample, path returns at horizon (n = %lld each) | D = %s, p = %s%s |\n",
+            (long long)r->n_ret, fig(&fp, "%.4f", r->ks_d), fig(&fp, "%.4f", r->ks_p),
+            !isfinite(r->ks_p) ? " (not measurable)"
+            : r->ks_p < 0.05   ? " (rejects at 5%)"
+                               : " (not rejected at 5%)");
+    fprintf(md, "| ROC-AUC of P(up) vs realised direction: f32 / quant | %s / %s |\n",
+            fig(&fp, "%.4f", r->auc_ref), fig(&fp, "%.4f", r->auc_q));
+    fprintf(md, "| Spearman of expected returns across windows | %s |\n",
+            fig(&fp, "%.4f", r->rho_windows));
+    fprintf(md, "| Spearman of expected returns across symbols (%d, latest window) | %s |\n",
+            r->n_sym, fig(&fp, "%.4f", r->rho_symbols));
     fprintf(md, "\n");
     fprintf(md,
             "Risk control — how P(up) separates the %lld windows that went up from the %lld "
             "that went down (KS: the largest distance between the two groups' CDFs of P(up)):\n\n",
             (long long)r->windows_up, (long long)r->windows_down);
     fprintf(md, "| measure | f32 | quant | quant − f32 |\n|---|---:|---:|---:|\n");
-    fprintf(md, "| KS statistic | %.4f | %.4f | %+.4f |\n", r->risk_ks_ref, r->risk_ks_q,
-            r->risk_ks_q - r->risk_ks_ref);
-    fprintf(md, "| KS p-value | %.4f | %.4f | |\n", r->risk_ks_p_ref, r->risk_ks_p_q);
-    fprintf(md, "| ROC-AUC | %.4f | %.4f | %+.4f |\n", r->auc_ref, r->auc_q, r->auc_q - r->auc_ref);
+    fprintf(md, "| KS statistic | %s | %s | %s |\n", fig(&fp, "%.4f", r->risk_ks_ref),
+            fig(&fp, "%.4f", r->risk_ks_q), fig(&fp, "%+.4f", r->risk_ks_q - r->risk_ks_ref));
+    fprintf(md, "| KS p-value | %s | %s | |\n", fig(&fp, "%.4f", r->risk_ks_p_ref),
+            fig(&fp, "%.4f", r->risk_ks_p_q));
+    fprintf(md, "| ROC-AUC | %s | %s | %s |\n", fig(&fp, "%.4f", r->auc_ref),
+            fig(&fp, "%.4f", r->auc_q), fig(&fp, "%+.4f", r->auc_q - r->auc_ref));
     fprintf(md, "\n");
     write_draft_markdown(r, md);
     kr_eval_gate_write_markdown(r, md);

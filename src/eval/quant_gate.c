@@ -86,6 +86,16 @@ kr_status kr_quant_gate_parse(const char *text, size_t len, const char *origin, 
     char keys[512];
     known_keys(keys, sizeof keys);
     kr_status st = KR_OK;
+    /* Anything after the object (a second object, a stray key) would be ignored, and a gate
+     * in it never applied: refused instead. */
+    for (const char *c = end; c && c < text + len; c++)
+        if (!*c || !strchr(" \t\r\n", *c)) {
+            cJSON_Delete(root);
+            return kr_error_set(err, KR_ERR_FORMAT,
+                                "%s: text after the JSON object (line %d); one object of gate "
+                                "thresholds expected",
+                                origin, line_of(text, c));
+        }
     kr_quant_gate *g = calloc(1, sizeof *g);
     if (!g)
         st = kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory", origin);
@@ -210,7 +220,12 @@ void kr_eval_gate_write_markdown(const kr_eval_quant_report *r, FILE *md) {
     for (int i = 0; i < r->n_gates; i++) {
         const kr_eval_gate_result *res = &r->gates[i];
         const gate_def *d = &k_gates[res->def];
-        fprintf(md, "| `%s` (%s) | %.6g | %s %.6g | %s |\n", d->key, d->metric, res->value,
+        char value[32];
+        if (isfinite(res->value))
+            snprintf(value, sizeof value, "%.6g", res->value);
+        else
+            snprintf(value, sizeof value, "n/a");
+        fprintf(md, "| `%s` (%s) | %s | %s %.6g | %s |\n", d->key, d->metric, value,
                 d->is_max ? "<=" : ">=", res->threshold, res->pass ? "pass" : "**fail**");
     }
     fprintf(md, "\n");

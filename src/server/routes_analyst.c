@@ -498,6 +498,7 @@ typedef struct analyze_task {
     int fd; /* the client's socket, for disconnects */
     atomic_int abandoned; /* the client has gone: the engine cancels the forecasts */
     double last_write;
+    double started; /* kr_now_seconds() when the analysis began: the request deadline's origin */
 } analyze_task;
 
 static analyze_task *task_new(kr_server *s) {
@@ -505,6 +506,7 @@ static analyze_task *task_new(kr_server *s) {
     if (!t) return NULL;
     t->srv = s;
     t->fd = -1;
+    t->started = kr_now_seconds();
     pthread_mutex_init(&t->mu, NULL);
     pthread_cond_init(&t->cv, NULL);
     return t;
@@ -767,6 +769,15 @@ static void task_run(analyze_task *t) {
         np.url = s->cfg.llm_url;
         if (s->cfg.llm_model[0]) np.model = s->cfg.llm_model;
         np.timeout_s = s->cfg.llm_timeout_s;
+        /* The request deadline covers the narrative too: the model gets what the analysis
+         * left of it (a report without narrative, saying why, beats a 504 or a late answer),
+         * and a client that leaves stops the wait. */
+        if (s->cfg.request_timeout_s > 0) {
+            double left = s->cfg.request_timeout_s - (kr_now_seconds() - t->started);
+            np.budget_s = left > 0 ? left : 1e-9;
+        }
+        np.should_abort = task_should_abort;
+        np.abort_user = t;
         if (kr_narrative_attach_all(set, &np, &narrs, &err) != KR_OK) {
             kr_report_set_free(set);
             task_fail(t, 500, err.message, NULL);
