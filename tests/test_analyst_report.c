@@ -15,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
@@ -950,6 +952,55 @@ static void test_markdown_escapes_metadata(void **state) {
     kr_report_set_free(set);
 }
 
+/* A checkpoint's config.json "source" is text from outside, printed in every report format
+ * and on terminals: its control characters and bidi overrides do not reach the report. */
+static void test_source_cleaned(void **state) {
+    (void)state;
+    char *dir = kr_test_tmpdir();
+    char pred[1024], path[1200], config[65536];
+    snprintf(pred, sizeof pred, "%s/predictor", dir);
+    assert_int_equal(mkdir(pred, 0755), 0);
+    snprintf(path, sizeof path, "%s/model.safetensors", pred);
+    assert_int_equal(symlink(MODEL_DIR "/predictor/model.safetensors", path), 0);
+    kr_test_slurp(MODEL_DIR "/predictor/config.json", config, sizeof config);
+    cJSON *cfg = cJSON_Parse(config);
+    assert_non_null(cfg);
+    cJSON_ReplaceItemInObject(cfg, "source",
+                              cJSON_CreateString("esc\x1b[2J\x07 c1\xc2\x9b bidi\xe2\x80\xae end"));
+    char *text = cJSON_Print(cfg);
+    cJSON_Delete(cfg);
+    snprintf(path, sizeof path, "%s/config.json", pred);
+    assert_int_equal(kr_test_write_file(path, text, strlen(text)), 0);
+    free(text);
+
+    kr_error err;
+    kr_model_params mp = kr_model_default_params();
+    kr_model *model = NULL;
+    kr_context *ctx = NULL;
+    assert_int_equal(kr_model_load(pred, MODEL_DIR "/tokenizer", &mp, &model, &err), KR_OK);
+    kr_context_params cp = kr_context_default_params();
+    cp.n_threads = 2;
+    assert_int_equal(kr_context_create(model, &cp, &ctx, &err), KR_OK);
+    kr_analyze_item one = { "AAPL", "1d", g_aapl, NULL, NULL };
+    kr_analyze_params p = kr_analyze_default_params();
+    p.horizon = 2;
+    p.paths = 2;
+    p.max_paths = 2;
+    kr_report_set *set = NULL;
+    assert_int_equal(kr_analyze(ctx, &one, 1, &p, &set, &err), KR_OK);
+    const char *src = set->reports[0]->meta.source;
+    for (const unsigned char *c = (const unsigned char *)src; *c; c++)
+        if (*c < 0x20 || *c == 0x7f || (c[0] == 0xc2 && c[1] == 0x9b) ||
+            (c[0] == 0xe2 && c[1] == 0x80 && c[2] == 0xae))
+            fail_msg("a control character is left in the source: '%s'", src);
+    if (!strstr(src, "esc") || !strstr(src, "end")) fail_msg("source: '%s'", src);
+    kr_report_set_free(set);
+    kr_context_free(ctx);
+    kr_model_free(model);
+    kr_test_remove_tree(dir);
+    free(dir);
+}
+
 /* kr_analyze takes any symbol spelling (only the store and the server check names): every
  * rendering escapes it, the chart's label included. */
 static void test_symbol_escaped(void **state) {
@@ -978,6 +1029,7 @@ int main(void) {
         cmocka_unit_test(test_batch_equals_single_and_ranks),
         cmocka_unit_test(test_renderers),
         cmocka_unit_test(test_symbol_escaped),
+        cmocka_unit_test(test_source_cleaned),
         cmocka_unit_test(test_ohlc_modes),
         cmocka_unit_test(test_standard_errors),
         cmocka_unit_test(test_degenerate_series),

@@ -4,6 +4,7 @@
  * is recorded beside the others' reports.
  */
 #include "analyst/analyze.h"
+#include "analyst/text.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -199,6 +200,15 @@ static void fill_meta(const kr_model *model, const kr_analyze_params *p, kr_repo
     snprintf(m->quant_method, sizeof m->quant_method, "%s", info.quant_method);
     m->demo = info.demo;
     model_source(info.source, p->predictor_dir, m->source, sizeof m->source);
+    /* The checkpoint's config.json is text from outside, printed in every report format and
+     * on terminals: no control character or bidi override of it survives. */
+    kr_sb clean = { 0 };
+    kr_text_clean(&clean, m->source, strlen(m->source), 0);
+    if (!clean.oom && clean.data) {
+        snprintf(m->source, sizeof m->source, "%s", clean.data);
+        kr_text_cut_partial(m->source);
+    }
+    kr_sb_free(&clean);
     m->max_context = p->max_context;
     m->top_k = p->top_k;
     m->temperature = p->temperature;
