@@ -790,6 +790,9 @@ static void test_drain(void **state) {
     char *body = forecast_body(0, 50, "\"pred_len\":2");
     r = http(port, "POST", "/v1/forecast", body, NULL);
     assert_int_equal(r->status, 503);
+    /* A draining replica's refusal says when to come back, as every 429/503 does: a load
+     * balancer (or a client) retries elsewhere. */
+    assert_string_equal(r->retry_after, "1");
     resp_free(r);
     free(body);
 

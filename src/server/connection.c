@@ -91,6 +91,11 @@ enum MHD_Result kr_srv_reply(struct MHD_Connection *mc, kr_conn *c, int status,
     }
     if (content_type) MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
     if (extra_name) MHD_add_response_header(r, extra_name, extra_value);
+    /* Every 429 and 503 kronos answers passes (a full queue or memory budget, a drain, a store
+     * that is down): each tells the client, and a load balancer, when to come back. */
+    if ((status == 429 || status == 503) &&
+        !(extra_name && !strcasecmp(extra_name, MHD_HTTP_HEADER_RETRY_AFTER)))
+        MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
     MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
     if (status >= 400 && !c->error[0] && body && len < 8192) {
         /* An error body built elsewhere ({"error": {"message": ...}}): its message is the
