@@ -190,6 +190,17 @@ static kr_req *reap_queue(kr_context *c, double now) {
     return out;
 }
 
+/* How long the longest-waiting queued request has waited (0: none). The queue is in
+ * priority order, so its head is the most urgent request, not the oldest: a low-priority one
+ * stuck behind a stream of newer high-priority ones is the pressure the tuner must see. Lock
+ * held; the queue is at most max_queue long. */
+static double oldest_wait_s(const kr_context *c, double now) {
+    double oldest = 0;
+    for (const kr_req *r = c->wait_head; r; r = r->next)
+        if (now - r->t_submit > oldest) oldest = now - r->t_submit;
+    return oldest;
+}
+
 /* Whether a queued request is to be failed now: aborted (should_abort said so) or past its
  * deadline. Lock held. A lone newcomer's batch wait must not hold such a request. */
 static int queue_has_ended(const kr_context *c, double now) {
@@ -492,8 +503,8 @@ void *kr_ctx_engine_main(void *arg) {
         pthread_mutex_lock(&c->lock);
         kr_ctx_apply_limits(c); /* the tuner moves from limits set during the step */
         if (c->p.tune)
-            kr_tuner_tick(&c->tuner, t, c->n_waiting, c->wait_head ? t - c->wait_head->t_submit : 0,
-                          &c->p.batch_wait_ms, &c->p.max_batch_tokens, &c->p.max_running, c->cache);
+            kr_tuner_tick(&c->tuner, t, c->n_waiting, oldest_wait_s(c, t), &c->p.batch_wait_ms,
+                          &c->p.max_batch_tokens, &c->p.max_running, c->cache);
         c->profile_shared = c->profile;
         kr_ctx_publish_stats(c);
     }
