@@ -71,6 +71,42 @@ static kr_store *open_ok(const char *path) {
     return s;
 }
 
+/* A libpq key=value string given as the database is refused, never created as an SQLite file
+ * of that name nor shown (it may hold a password); a file that only contains '=' is a file. */
+static void test_keyword_conninfo_refused(void **state) {
+    (void)state;
+    char *dir = kr_test_tmpdir();
+    char cwd[4096];
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    assert_int_equal(chdir(dir), 0);
+    static const char *const bad[] = { "host=db user=k password=s3cret",
+                                       "  dbname = k password=s3cret", "PASSWORD=s3cret host=h" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        kr_store *st = NULL;
+        kr_error err = { 0 };
+        assert_int_equal(kr_store_open(bad[i], &st, &err), KR_ERR_INVALID_ARG);
+        assert_null(st);
+        assert_null(strstr(err.message, "s3cret"));
+        assert_non_null(strstr(err.message, "postgresql://"));
+        err = (kr_error){ 0 };
+        assert_int_equal(kr_store_check_writable(bad[i], &err), KR_ERR_INVALID_ARG);
+        assert_null(strstr(err.message, "s3cret"));
+        char out[256];
+        err = (kr_error){ 0 };
+        assert_int_equal(kr_store_resolve_path(bad[i], out, sizeof out, &err), KR_ERR_INVALID_ARG);
+        assert_null(strstr(err.message, "s3cret"));
+        struct stat sb;
+        assert_int_not_equal(stat(bad[i], &sb), 0); /* no file of that name */
+    }
+    kr_store *st = NULL;
+    kr_error err = { 0 };
+    assert_int_equal(kr_store_open("./host=db.sqlite", &st, &err), KR_OK);
+    kr_store_close(st);
+    assert_int_equal(chdir(cwd), 0);
+    kr_test_remove_tree(dir);
+    free(dir);
+}
+
 static void test_round_trip(void **state) {
     (void)state;
     const char *path = db_path("rt.db");
@@ -862,6 +898,7 @@ static void test_kill_mid_delete(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_keyword_conninfo_refused),
         cmocka_unit_test(test_upsert_overwrites),
         cmocka_unit_test(test_bad_batch_writes_nothing),
         cmocka_unit_test(test_concurrent_reader),

@@ -176,6 +176,33 @@ void kr_store_display_name(const char *target, char *out, size_t cap) {
     out[o] = '\0';
 }
 
+/* Whether target is a libpq keyword/value string ("host=db user=k password=..."): not a URL,
+ * so it would be taken for an SQLite file name, created under that name and shown in every
+ * message, password included. */
+static int is_keyword_conninfo(const char *target) {
+    static const char *const keys[] = { "host",    "hostaddr",        "port",     "dbname",
+                                        "user",    "password",        "passfile", "service",
+                                        "sslmode", "connect_timeout", "options",  NULL };
+    while (*target == ' ' || *target == '\t') target++;
+    for (int i = 0; keys[i]; i++) {
+        size_t n = strlen(keys[i]);
+        if (!strncasecmp(target, keys[i], n)) {
+            const char *p = target + n;
+            while (*p == ' ' || *p == '\t') p++;
+            if (*p == '=') return 1;
+        }
+    }
+    return 0;
+}
+
+static kr_status refuse_keyword_conninfo(kr_error *err) {
+    return kr_error_set(err, KR_ERR_INVALID_ARG,
+                        "the database looks like a PostgreSQL key=value connection string (not "
+                        "shown: it may hold a password); give a postgresql://USER@HOST:PORT/DB "
+                        "URL (the password in PGPASSWORD or ~/.pgpass), or ./NAME for an SQLite "
+                        "file of that name");
+}
+
 kr_status kr_store_resolve_path(const char *flag, char *out, size_t cap, kr_error *err) {
     if (!out || cap == 0) return kr_error_set(err, KR_ERR_INVALID_ARG, "store path: no buffer");
     const char *env_db = getenv("KRONOS_DB"), *xdg = getenv("XDG_DATA_HOME"),
@@ -194,6 +221,10 @@ kr_status kr_store_resolve_path(const char *flag, char *out, size_t cap, kr_erro
                             "no database path: pass --db FILE or set KRONOS_DB (HOME is unset)");
     if (n < 0 || (size_t)n >= cap)
         return kr_error_set(err, KR_ERR_INVALID_ARG, "database path is too long");
+    if (is_keyword_conninfo(out)) {
+        out[0] = '\0';
+        return refuse_keyword_conninfo(err);
+    }
     return kr_store_is_url(out) ? KR_OK : make_parent_dirs(out, err);
 }
 
@@ -203,6 +234,7 @@ kr_status kr_store_open(const char *path, kr_store **out, kr_error *err) {
     if (!out || !path || !*path)
         return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_store_open: no path");
     *out = NULL;
+    if (is_keyword_conninfo(path)) return refuse_keyword_conninfo(err);
     kr_store *s = calloc(1, sizeof *s);
     char shown[PATH_MAX];
     kr_store_display_name(path, shown, sizeof shown);
@@ -221,6 +253,7 @@ kr_status kr_store_open(const char *path, kr_store **out, kr_error *err) {
 
 kr_status kr_store_check_writable(const char *path, kr_error *err) {
     if (!path || !*path) return kr_error_set(err, KR_ERR_INVALID_ARG, "database path is empty");
+    if (is_keyword_conninfo(path)) return refuse_keyword_conninfo(err);
     if (!kr_store_is_url(path)) return kr_store_sqlite_check_writable(path, err);
     /* A database server: connecting and checking (or creating) the schema is the test. */
     kr_store *s = NULL;
