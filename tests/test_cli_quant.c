@@ -370,6 +370,16 @@ static void test_eval_quant_and_bench_hostile(void **state) {
         assert_non_null(strstr(err, "kronos bench: error: stdout: write failed"));
     }
 
+    /* More windows than the file has room for: run on what fits, and say so. */
+    snprintf(args, sizeof args,
+             "eval-quant --quant int8 --windows 30 --paths 2 --pred-len 2 --lookback 16 --data %s",
+             csv);
+    r = kronos(args);
+    if (r->code != 0) fail_msg("exit %d: %s", r->code, r->err);
+    if (!strstr(r->err, "note: 23 windows evaluated, fewer than the 30 asked (--windows 30 x 1 "
+                        "file)"))
+        fail_msg("no note of the windows: %s", r->err);
+
     /* A second object after the first: its gate would never apply. */
     snprintf(gate, sizeof gate, "%s/two-objects.json", g_tmp);
     FILE *f = fopen(gate, "w");
@@ -389,6 +399,25 @@ static void test_eval_quant_and_bench_hostile(void **state) {
     if (!strstr(r->err, "short.csv: 40 rows, too few for --lookback 16 + --pred-len 30 (46 rows "
                         "needed)"))
         fail_msg("%s", r->err);
+
+    /* Flags that used to be read loosely: an empty count in --paths, a --lookback-max that
+     * one series ignores or that is below --lookback. Refused before any model is made. */
+    static const struct {
+        const char *args, *says;
+    } bad[] = {
+        { "bench --shape tiny --paths 1,,2", "bad --paths '1,,2'" },
+        { "bench --shape tiny --paths 8,", "bad --paths '8,'" },
+        { "bench --shape tiny --paths ,8", "bad --paths ',8'" },
+        { "bench --shape tiny --lookback-max 500", "--lookback-max 500 spreads the lookbacks" },
+        { "bench --shape tiny --series 2 --lookback 400 --lookback-max 100",
+          "--lookback-max 100 is below --lookback" },
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        r = kronos(bad[k].args);
+        if (r->code != 2 || !strstr(r->err, bad[k].says))
+            fail_msg("%s: want exit 2 saying \"%s\", got %d: %s", bad[k].args, bad[k].says, r->code,
+                     r->err);
+    }
 }
 
 int main(void) {

@@ -89,6 +89,9 @@ KR_API kr_status kr_eval_quant_write_markdown(const kr_eval_quant_report *report
 KR_API kr_status kr_eval_quant_write_json(const kr_eval_quant_report *report, FILE *f,
                                           kr_error *err);
 KR_API void kr_eval_quant_report_free(kr_eval_quant_report *report);
+/* The windows the report rests on: params.windows per file, fewer where a file is too short
+ * for that many (0 for NULL). */
+KR_API int64_t kr_eval_quant_report_windows(const kr_eval_quant_report *report);
 
 /* ---- acceptance gates ------------------------------------------------------------------
  * A JSON object of thresholds (deploy/quant-gate.json documents each); any subset may be

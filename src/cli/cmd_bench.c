@@ -114,15 +114,25 @@ int kr_cmd_bench(int argc, char **argv) {
                 return kr_cli_usage_error(CMD, "bad --pred-len '%s'", optarg);
             break;
         case 'p': {
-            char buf[256];
-            snprintf(buf, sizeof buf, "%s", optarg);
+            /* Every comma separates two counts: "1,,2" or "8," is a typo, not "1,2". */
             n_paths = 0;
-            for (char *t = strtok(buf, ","); t; t = strtok(NULL, ",")) {
-                if (n_paths >= 16 || !kr_arg_int(t, 1, 4096, &paths_list[n_paths]))
-                    return kr_cli_usage_error(CMD, "bad --paths '%s'", optarg);
+            for (const char *t = optarg;; t++) {
+                char one[32];
+                size_t len = strcspn(t, ",");
+                if (n_paths >= 16 || len == 0 || len >= sizeof one)
+                    return kr_cli_usage_error(
+                        CMD, "bad --paths '%s' (1 to 16 counts of 1..4096, comma-separated)",
+                        optarg);
+                memcpy(one, t, len);
+                one[len] = '\0';
+                if (!kr_arg_int(one, 1, 4096, &paths_list[n_paths]))
+                    return kr_cli_usage_error(
+                        CMD, "bad --paths '%s' (1 to 16 counts of 1..4096, comma-separated)",
+                        optarg);
                 n_paths++;
+                t += len;
+                if (!*t) break;
             }
-            if (!n_paths) return kr_cli_usage_error(CMD, "bad --paths '%s'", optarg);
             break;
         }
         case 'S':
@@ -165,6 +175,18 @@ int kr_cmd_bench(int argc, char **argv) {
         }
     }
     if (optind < argc) return kr_cli_usage_error(CMD, "unexpected argument '%s'", argv[optind]);
+    /* Said, not silently dropped: a figure measured on other lookbacks than asked is wrong. */
+    if (lookback_max) {
+        char v[16];
+        snprintf(v, sizeof v, "%d", lookback_max);
+        if (series < 2)
+            return kr_cli_usage_error(CMD,
+                                      "--lookback-max %s spreads the lookbacks of --series N "
+                                      "(N >= 2); with one series give --lookback only",
+                                      v);
+        if (lookback_max < lookback)
+            return kr_cli_usage_error(CMD, "--lookback-max %s is below --lookback", v);
+    }
 
     kr_error err = { 0 };
     char msg[1200], dir[PATH_MAX], pred_dir[PATH_MAX], tok_dir[PATH_MAX];

@@ -378,6 +378,16 @@ int kr_cmd_eval_quant(int argc, char **argv) {
     kr_eval_quant_report *report = NULL;
     if (rc == 0 && kr_eval_quant_run(ref_ctx, q_ctx, &ep, &report, &err) != KR_OK)
         rc = kr_cli_fail(CMD, err.message);
+    /* A short file gives fewer windows than asked: the report counts them, the user should
+     * not have to read it to learn that the figures rest on less than --windows said. */
+    int64_t evaluated = rc == 0 ? kr_eval_quant_report_windows(report) : 0;
+    if (rc == 0 && evaluated < (int64_t)o.windows * o.n_data)
+        fprintf(stderr,
+                "kronos %s: note: %lld windows evaluated, fewer than the %d asked (--windows %d x "
+                "%d file%s): a file is too short for that many windows of --lookback %d + "
+                "--pred-len %d rows\n",
+                CMD, (long long)evaluated, o.windows * o.n_data, o.windows, o.n_data,
+                o.n_data == 1 ? "" : "s", o.lookback, o.pred_len);
     if (rc == 0 && gate && kr_eval_quant_apply_gate(report, gate, &failed, &err) != KR_OK)
         rc = kr_cli_fail(CMD, err.message);
     if (rc == 0) rc = write_reports(&o, report, &err);

@@ -208,3 +208,7 @@ kr_status kr_eval_quant_write_json(const kr_eval_quant_report *r, FILE *f, kr_er
     cJSON_Delete(root);
     return st;
 }
+
+int64_t kr_eval_quant_report_windows(const kr_eval_quant_report *report) {
+    return report ? report->windows : 0;
+}
