@@ -7,20 +7,33 @@ context (docs/scaling.md). The key is the `series` argument when given (a symbol
 else the symbol of an analysis, else a hash of the first candle -- stable while a history only
 grows at its end.
 
+The candle store of the server (`kronos serve --db`, docs/api.md) is reached the same way:
+upload() upserts candles, candles() reads a series back as a DataFrame, symbols() lists the
+stored series and delete() removes a series or a range of its stamps; their requests carry the
+symbol as the routing key.
+
     from kronos.client import Client
     c = Client("http://127.0.0.1:8080")
     fc = c.forecast(df, pred_len=24, paths=8, series="600977.SH")
     report = c.analyze("AAPL", horizon=10)
+    c.upload("AAPL", df, interval="1d")           # {"new": ..., "replaced": ..., ...}
+    history = c.candles("AAPL", interval="1d")    # timestamps, open, ..., as df has them
+    c.delete("AAPL", "1d", start="2025-08-04", end="2025-08-05")
 """
 
+import csv
+import datetime
 import email.utils
 import hashlib
+import io
 import json
 import math
 import numbers
+import re
 import socket
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 
 from .errors import InvalidArgumentError, KronosError
@@ -186,6 +199,136 @@ def _first(candles):
     return None
 
 
+# ------------------------------------------------------------------ the candle store
+
+# The store's names (market/store.c): 1-32 letters, digits and . _ - ^ =; an interval is a
+# count 1..100000 and a unit. Checked here too, so a bad one fails before any request.
+_STORE_NAME = re.compile(r"[A-Za-z0-9._\-^=]{1,32}")
+_INTERVAL = re.compile(r"([1-9][0-9]*)(s|m|min|h|d|w|mo)")
+_INTERVAL_COUNT_MAX = 100000
+# Most rows one GET /v1/candles answers (KR_API_CANDLES_MAX, src/server/analyst_request.h).
+CANDLES_LIMIT_MAX = 100000
+# Years a stored stamp may have (KR_CANDLE_YEAR_MIN/MAX, src/market/candles.h).
+_YEAR_MIN, _YEAR_MAX = 1900, 2200
+_EPOCH = datetime.datetime(1970, 1, 1)
+# Column names the candle readers take as the timestamp (src/server/analyst_request.c).
+_TIME_COLUMNS = ("timestamps", "timestamp", "datetime", "date", "time")
+
+
+def _symbol(symbol):
+    if not isinstance(symbol, str) or not _STORE_NAME.fullmatch(symbol):
+        raise InvalidArgumentError(
+            f"symbol: expected 1-32 letters, digits or . _ - ^ = (AAPL, 600977.SH, ^GSPC), "
+            f"got {symbol!r:.60}")
+    return symbol
+
+
+def _interval(interval, required=True):
+    if interval is None and not required:
+        return None
+    m = _INTERVAL.fullmatch(interval) if isinstance(interval, str) else None
+    if not m or len(interval) > 32 or int(m.group(1)) > _INTERVAL_COUNT_MAX:
+        raise InvalidArgumentError(
+            "interval: expected a count 1..100000 and a unit s, m, min, h, d, w or mo (1d, 5m, "
+            f"1h), got {interval!r:.60}")
+    return interval
+
+
+def _range_end(value, name, is_end):
+    """One end of a delete range as (text for the query, seconds or None).
+
+    None is an open end. Text goes as it is: the server reads every stamp form of the candle
+    readers, and a date alone as the end takes in its whole day (its errors name `from`/`to`).
+    A datetime.date is that day (as the end, the whole of it). A datetime, pandas.Timestamp
+    or numpy.datetime64 is its wall clock (tz-aware ones too: the stamps of an uploaded frame
+    are stored at their wall clock). An int or float is epoch seconds, the UTC time it names.
+    Stored stamps are whole seconds: a start with a fraction rounds up and an end down, so the
+    range holds exactly the candles within it."""
+    if value is None:
+        return None, None
+    if isinstance(value, str):
+        if not value.strip():
+            raise InvalidArgumentError(f"{name}: empty (None leaves the range open)")
+        return value.strip(), None
+    if isinstance(value, bool) or type(value).__name__ == "bool_":
+        raise InvalidArgumentError(f"{name}: expected a stamp, got a bool")
+    if type(value).__name__ == "NaTType" or (type(value).__name__ == "datetime64" and
+                                            str(value) == "NaT"):
+        raise InvalidArgumentError(f"{name}: NaT is no stamp")
+    if type(value).__name__ == "datetime64":
+        import pandas as pd
+        value = pd.Timestamp(value)
+    if isinstance(value, datetime.datetime):
+        delta = value.replace(tzinfo=None) - _EPOCH
+        secs = delta.days * 86400 + delta.seconds
+        if (delta.microseconds or getattr(value, "nanosecond", 0)) and not is_end:
+            secs += 1
+    elif isinstance(value, datetime.date):
+        secs = (value - _EPOCH.date()).days * 86400 + (86400 - 1 if is_end else 0)
+    elif isinstance(value, numbers.Integral):
+        secs = int(value)
+    elif isinstance(value, numbers.Real):
+        f = float(value)
+        if not math.isfinite(f):
+            raise InvalidArgumentError(f"{name}: expected epoch seconds, got {f}")
+        secs = math.floor(f) if is_end else math.ceil(f)
+    else:
+        raise InvalidArgumentError(
+            f"{name}: expected a str, datetime, date, pandas.Timestamp, numpy.datetime64 or "
+            f"epoch seconds, got {type(value).__name__}")
+    try:
+        when = _EPOCH + datetime.timedelta(seconds=secs)
+    except OverflowError:
+        when = None
+    if when is None or not _YEAR_MIN <= when.year <= _YEAR_MAX:
+        raise InvalidArgumentError(
+            f"{name}: {value!r:.60} is outside the years {_YEAR_MIN}-{_YEAR_MAX}")
+    return when.isoformat(sep=" "), secs
+
+
+def _is_frame(candles):
+    return hasattr(candles, "to_json") and hasattr(candles, "columns")
+
+
+def _one_row_csv(frame):
+    """A one-row DataFrame as CSV text (header and row): JSON bodies of POST /v1/candles need
+    two rows, the CSV reader takes one. Numbers at full precision, the stamp at its wall
+    clock; a DatetimeIndex (or one named as a time column) becomes the timestamps column."""
+    split = _rows(frame)
+    header, row = list(split["columns"]), list(split["data"][0])
+    index = frame.index
+    if index.dtype.kind == "M" or str(index.name).lower() in _TIME_COLUMNS:
+        header.insert(0, "timestamps")
+        row.insert(0, split["index"][0])
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(header)
+    writer.writerow(["" if v is None else v for v in row])  # str(float) round-trips
+    return out.getvalue()
+
+
+def _shape_error(code, what, answer):
+    return ServerError(code, f"the answer is not {what}: " + json.dumps(answer)[:200])
+
+
+def _candles_frame(answer):
+    """GET /v1/candles' answer as a DataFrame: a timestamps column (datetime64, the stored wall
+    clock) and the stored columns as float64 (exactly the stored doubles), oldest first."""
+    import pandas as pd
+    columns = answer.get("columns") if isinstance(answer, dict) else None
+    rows = answer.get("candles") if isinstance(answer, dict) else None
+    if not (isinstance(columns, list) and columns and columns[0] == "timestamps" and
+            isinstance(rows, list) and all(isinstance(r, list) and len(r) == len(columns)
+                                           for r in rows)):
+        raise _shape_error(200, "a candles object", answer)
+    frame = pd.DataFrame(rows, columns=columns)
+    frame["timestamps"] = pd.to_datetime(frame["timestamps"])
+    for name in columns[1:]:
+        frame[name] = frame[name].astype("float64")
+    frame.attrs.update(symbol=answer.get("symbol"), interval=answer.get("interval"))
+    return frame
+
+
 def series_key(symbol=None, candles=None):
     """The X-Kronos-Series value: the symbol (upper case), else 'h' + 8 hex digits of a hash of
     the first candle, else '' (then the balancer goes round robin)."""
@@ -207,15 +350,27 @@ class Client:
         self.api_key = api_key
         self.timeout = timeout
 
-    def _post(self, path, body, key):
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+    def _request(self, method, path, key="", query=None, body=None, csv_text=None):
+        """One request; the answer's JSON. `body` goes as JSON, `csv_text` as text/csv; `query`
+        (a dict, None values left out) is appended percent-encoded. Every failure raises a
+        ServerError (or its timeout / unreachable subclass); the API key is in no message."""
+        headers = {"Accept": "application/json"}
+        data = None
+        if csv_text is not None:
+            headers["Content-Type"] = "text/csv"
+            data = csv_text.encode()
+        elif body is not None:
+            headers["Content-Type"] = "application/json"
+            data = _encode(body)
         if key:
             headers["X-Kronos-Series"] = key
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
-        req = urllib.request.Request(self.url + path, data=_encode(body), headers=headers,
-                                     method="POST")
-        where = f"POST {self.url}{path}"
+        query = {k: v for k, v in (query or {}).items() if v is not None}
+        if query:
+            path += "?" + urllib.parse.urlencode(query, quote_via=urllib.parse.quote)
+        req = urllib.request.Request(self.url + path, data=data, headers=headers, method=method)
+        where = f"{method} {self.url}{path}"
         try:
             with urllib.request.urlopen(req, timeout=self.timeout) as r:
                 code, text = r.status, r.read()
@@ -242,7 +397,7 @@ class Client:
         """POST /v1/forecast: `candles` a DataFrame (timestamps column or index), rows, columns
         or CSV text; other fields (paths, seed, quantiles, ...) as docs/api.md names them."""
         body = dict(fields, candles=_rows(candles), pred_len=pred_len)
-        return self._post("/v1/forecast", body, series_key(series, candles))
+        return self._request("POST", "/v1/forecast", series_key(series, candles), body=body)
 
     def analyze(self, symbol=None, candles=None, series=None, **fields):
         """POST /v1/analyze: a stored `symbol`, or `candles` (then `symbol` is the label)."""
@@ -252,4 +407,94 @@ class Client:
         if candles is not None:
             body["candles"] = _rows(candles)
         body.setdefault("format", "json")
-        return self._post("/v1/analyze", body, series_key(series or symbol, candles))
+        return self._request("POST", "/v1/analyze", series_key(series or symbol, candles),
+                             body=body)
+
+    def upload(self, symbol, candles, interval, series=None):
+        """POST /v1/candles/SYMBOL?interval=: upserts `candles` into the server's store, all or
+        nothing (a bad row is a ServerError 400 naming it, and nothing is written).
+
+        `candles` as forecast() takes them: a DataFrame (timestamps column or DatetimeIndex;
+        tz-aware stamps are stored at their wall clock, numbers at full precision; one row goes
+        as CSV, which the server takes for a single candle), rows, columns, CSV text (sent as
+        text/csv), or an answer of candles() in its JSON form ({"candles", "columns"}).
+        `interval` is required (1d, 5m, 1h, ...). A symbol is one series in any case and an
+        interval in any spelling of its length ("aapl" joins AAPL, "5min" joins 5m).
+
+        Returns the server's answer: {"symbol", "interval" (the stored spelling), "written",
+        "new", "replaced", "unchanged", "rows" (stored afterwards), "first_timestamp",
+        "last_timestamp"}."""
+        path = "/v1/candles/" + urllib.parse.quote(_symbol(symbol), safe="")
+        query = {"interval": _interval(interval)}
+        key = series_key(series or symbol)
+        if candles is None:
+            raise InvalidArgumentError("candles: required (a DataFrame, rows or CSV text)")
+        if isinstance(candles, bytes):
+            candles = candles.decode()
+        if isinstance(candles, str):
+            if not candles.strip():
+                raise InvalidArgumentError("candles: empty CSV text")
+            return self._request("POST", path, key, query, csv_text=candles)
+        if _is_frame(candles) and len(candles) == 1:
+            return self._request("POST", path, key, query, csv_text=_one_row_csv(candles))
+        if isinstance(candles, (list, tuple)) and not candles:
+            raise InvalidArgumentError("candles: no rows")
+        if isinstance(candles, dict) and "candles" in candles:
+            body = candles
+        else:
+            body = {"candles": _rows(candles)}
+        return self._request("POST", path, key, query, body=body)
+
+    def candles(self, symbol, interval=None, limit=CANDLES_LIMIT_MAX, series=None):
+        """GET /v1/candles/SYMBOL: the newest `limit` stored candles of a series (1..100000,
+        the server's most; oldest first) as a DataFrame: a `timestamps` column (datetime64,
+        the stored wall clock, as forecast() and upload() take it back) and open, high, low,
+        close (volume and amount when stored) as float64, exactly the stored numbers;
+        `frame.attrs` holds the answer's "symbol" (as asked) and "interval" (the stored
+        spelling: "5min" reads a 5m series). `interval` None: the symbol's
+        only series, else its most recently updated one. Nothing stored is a ServerError 404
+        (the message lists the intervals that are)."""
+        path = "/v1/candles/" + urllib.parse.quote(_symbol(symbol), safe="")
+        if isinstance(limit, bool) or not isinstance(limit, numbers.Integral) or \
+                not 1 <= limit <= CANDLES_LIMIT_MAX:
+            raise InvalidArgumentError(
+                f"limit: expected an integer in 1..{CANDLES_LIMIT_MAX}, got {limit!r:.60}")
+        query = {"interval": _interval(interval, required=False), "limit": int(limit)}
+        answer = self._request("GET", path, series_key(series or symbol), query)
+        return _candles_frame(answer)
+
+    def symbols(self):
+        """GET /v1/symbols: the stored series, a list of {"symbol", "interval", "rows",
+        "first_timestamp", "last_timestamp", "updated_at" (Unix seconds of the last upsert)},
+        ordered by symbol, then most recently updated first."""
+        answer = self._request("GET", "/v1/symbols")
+        data = answer.get("data") if isinstance(answer, dict) else None
+        if not isinstance(data, list):
+            raise _shape_error(200, "a list of series", answer)
+        return data
+
+    def delete(self, symbol, interval, start=None, end=None, series=None):
+        """DELETE /v1/candles/SYMBOL?interval=&from=&to=: removes the candles of one series
+        stamped from `start` to `end` (both included; the API's `from` and `to`), the whole
+        series when both are None, in one transaction. A series left with no candle is gone
+        from symbols().
+
+        `start`, `end`: text in any stamp form of the candle readers (a date alone as `end`
+        takes in its whole day), a datetime.date (as `end`, its whole day), a datetime or
+        pandas.Timestamp or numpy.datetime64 (at its wall clock, as upload() stores a frame's
+        stamps), or epoch seconds (int or float). A start after the end is refused before any
+        request when neither is text (the server refuses it otherwise, naming `from`).
+
+        Returns the server's answer: {"symbol", "interval", "deleted", "first_deleted" and
+        "last_deleted" (when any), "rows" left, "first_timestamp" and "last_timestamp" (while
+        any are left)}; a range holding no candle gives "deleted": 0. No such series is a
+        ServerError 404; another writer holding the store's lock a 503 with retry_after (nothing
+        deleted)."""
+        path = "/v1/candles/" + urllib.parse.quote(_symbol(symbol), safe="")
+        interval = _interval(interval)
+        start_text, start_secs = _range_end(start, "start", is_end=False)
+        end_text, end_secs = _range_end(end, "end", is_end=True)
+        if start_secs is not None and end_secs is not None and start_secs > end_secs:
+            raise InvalidArgumentError(f"start: {start_text} is after end {end_text}")
+        query = {"interval": interval, "from": start_text, "to": end_text}
+        return self._request("DELETE", path, series_key(series or symbol), query)

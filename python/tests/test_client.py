@@ -1,11 +1,16 @@
 """kronos.client against a stand-in server (http.server on 127.0.0.1): the X-Kronos-Series
 header a load balancer routes by -- the series given, the symbol, or a hash of the first candle
-that stays the same as the history grows -- and errors with Retry-After."""
+that stays the same as the history grows -- and errors with Retry-After. Against a real
+`kronos serve` (its own store file and API key): forecasts equal predict's, and the candle
+store's round trip (upload, read, list, delete) with its failures."""
 
+import datetime
 import email.utils
 import json
+import os
 import re
 import socket
+import sqlite3
 import subprocess
 import threading
 import time
@@ -34,8 +39,15 @@ _MODES = {
 
 class _Handler(BaseHTTPRequestHandler):
     def do_POST(self):
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        raw = self.rfile.read(int(self.headers["Content-Length"]))
+        if self.headers.get("Content-Type") == "text/csv":
+            body = raw.decode()
+            self.server.seen.append((self.path, dict(self.headers), body))
+            return self._answer(200, {"ok": True})
+        body = json.loads(raw)
         self.server.seen.append((self.path, dict(self.headers), body))
+        if isinstance(body, dict) and "candles" in body and self.path.startswith("/v1/candles"):
+            return self._answer(200, {"ok": True})
         mode = body.get("mode")
         if mode == "slow":
             time.sleep(2)
@@ -58,6 +70,28 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(out)
 
+    def _answer(self, code, answer):
+        out = json.dumps(answer).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
+
+    def do_GET(self):
+        self.server.seen.append((self.path, dict(self.headers), None))
+        if "WRONG" in self.path or self.server.wrong_shape:  # a 200 that is no such answer
+            return self._answer(200, {"object": "list", "data": {"AAPL": 1}})
+        if self.path.startswith("/v1/symbols"):
+            return self._answer(200, {"object": "list", "data": []})
+        self._answer(200, {"object": "candles", "symbol": "AAPL", "interval": "1d", "rows": 1,
+                           "columns": ["timestamps", "open", "high", "low", "close"],
+                           "candles": [["2024-01-02", 1, 2, 0.5, 1.5]]})
+
+    def do_DELETE(self):
+        self.server.seen.append((self.path, dict(self.headers), None))
+        self._answer(200, {"object": "candles.delete", "deleted": 0})
+
     def log_message(self, *args):
         pass
 
@@ -65,7 +99,7 @@ class _Handler(BaseHTTPRequestHandler):
 @pytest.fixture
 def server():
     srv = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    srv.seen = []
+    srv.seen, srv.wrong_shape = [], False
     th = threading.Thread(target=srv.serve_forever, daemon=True)
     th.start()
     yield srv
@@ -165,11 +199,56 @@ def test_numpy_scalars_and_frames_sent_exactly(server):
     assert server.seen[-1][2]["candles"]["data"][1][0] == "2024-01-02T09:35:00"
 
 
+def test_store_requests_carry_the_series_key(server, candles):
+    # Each candle-store call about a symbol routes by it (upper case, as forecast's series);
+    # the list has no key (round robin). Symbols and stamps are percent-encoded.
+    c = Client(_url(server), api_key="s3cret")
+    c.upload("^gspc", candles.iloc[:3], "1d")
+    c.upload("aapl", candles.iloc[:1], "5m")  # one row: CSV, which takes a single candle
+    c.upload("aapl", "timestamps,open,high,low,close\n2024-01-02,1,2,0.5,1.5\n", "1d")
+    c.candles("aapl", limit=5)
+    c.symbols()
+    c.delete("aapl", "1d", start=datetime.date(2024, 1, 2), end="2024-01-03 10:00")
+    c.delete("aapl", "1d", series="portfolio-7")
+    (p0, h0, b0), (p1, h1, b1), (_, h2, _), (p3, h3, _), (p4, h4, _), (p5, h5, _), \
+        (p6, h6, _) = server.seen
+    assert p0 == "/v1/candles/%5Egspc?interval=1d" and h0["X-Kronos-Series"] == "^GSPC"
+    assert h0["Authorization"] == "Bearer s3cret"
+    assert b0["candles"]["columns"][0] == "timestamps" and len(b0["candles"]["data"]) == 3
+    assert h1["Content-Type"] == "text/csv" and p1 == "/v1/candles/aapl?interval=5m"
+    assert b1.splitlines() == ["timestamps,open,high,low,close,volume,amount",
+                               "2024-06-18T11:15:00,11.27,11.28,11.26,11.27,379.0,427161.0"]
+    assert h2["Content-Type"] == "text/csv"
+    assert p3 == "/v1/candles/aapl?limit=5" and h3["X-Kronos-Series"] == "AAPL"
+    assert p4 == "/v1/symbols" and "X-Kronos-Series" not in h4
+    assert p5 == ("/v1/candles/aapl?interval=1d&from=2024-01-02%2000%3A00%3A00"
+                  "&to=2024-01-03%2010%3A00") and h5["X-Kronos-Series"] == "AAPL"
+    assert p6 == "/v1/candles/aapl?interval=1d" and h6["X-Kronos-Series"] == "PORTFOLIO-7"
+
+
+def test_store_answers_of_another_shape_are_server_errors(server):
+    c = Client(_url(server))
+    with pytest.raises(ServerError, match="HTTP 200: the answer is not a candles object"):
+        c.candles("WRONG")
+    server.wrong_shape = True
+    with pytest.raises(ServerError, match="HTTP 200: the answer is not a list of series"):
+        c.symbols()
+
+
+API_KEY = "k-" + "7f3a9c" * 4
+
+
 @pytest.fixture(scope="module")
-def kronos_server(kronos_cli):
+def kronos_server(kronos_cli, tmp_path_factory):
+    """A `kronos serve` on the demo model with its own candle store (never the user's) and an
+    API key: (url, store file)."""
+    tmp = tmp_path_factory.mktemp("serve")
+    key_file, db = tmp / "key", tmp / "store.db"
+    key_file.write_text(API_KEY + "\n")
+    os.chmod(key_file, 0o600)
     proc = subprocess.Popen([kronos_cli, "serve", "--port", "0", "--threads", "1",
-                             "--model", DEMO], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
+                             "--model", DEMO, "--db", str(db), "--api-key-file", str(key_file)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     url = None
     deadline = time.time() + 60
     while time.time() < deadline and url is None:
@@ -182,7 +261,7 @@ def kronos_server(kronos_cli):
         proc.kill()
         pytest.skip("kronos serve did not start")
     threading.Thread(target=proc.stderr.read, daemon=True).start()
-    yield url
+    yield url, str(db)
     proc.terminate()
     proc.wait(30)
 
@@ -190,7 +269,7 @@ def kronos_server(kronos_cli):
 def test_client_equals_predict(kronos_server, predictor, candles):
     # The server's forecast of a frame equals predict's on it: tz-aware stamps at their wall
     # clock, low prices at full precision.
-    c = Client(kronos_server)
+    c = Client(kronos_server[0], api_key=API_KEY)
     h = candles.iloc[:120].reset_index(drop=True)
     tz = h.set_index(pd.DatetimeIndex(h["timestamps"]).tz_localize("Asia/Shanghai"))[COLS]
     tiny = h.copy()
@@ -203,3 +282,151 @@ def test_client_equals_predict(kronos_server, predictor, candles):
         np.testing.assert_array_equal(srv, loc.to_numpy())
         assert [row["timestamps"][:19].replace("T", " ") for row in r["mean"]] == \
             [str(t) for t in loc.index]
+
+
+def _dead_url():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return f"http://127.0.0.1:{port}"
+
+
+def test_store_round_trip(kronos_server, candles):
+    url, _ = kronos_server
+    c = Client(url, api_key=API_KEY)
+    frame = candles.iloc[:40].reset_index(drop=True)
+    up = c.upload("RT.SH", frame.iloc[:30], "5m")
+    assert (up["symbol"], up["interval"], up["written"], up["new"], up["rows"]) == \
+        ("RT.SH", "5m", 30, 30, 30)
+    # Another spelling of symbol and interval joins the series: 10 new, 10 sent again.
+    up = c.upload("rt.sh", frame.iloc[20:40], "5min")
+    assert (up["symbol"], up["interval"], up["new"], up["unchanged"], up["rows"]) == \
+        ("RT.SH", "5m", 10, 10, 40)
+    # One more bar, tz-aware (stored at its wall clock), goes as CSV; a changed one replaces.
+    bar = candles.iloc[40:41].set_index("timestamps")
+    bar.index = bar.index.tz_localize("Asia/Shanghai")
+    assert c.upload("RT.SH", bar, "5m")["new"] == 1
+    changed = frame.iloc[38:40].copy()
+    changed["volume"] += 1
+    assert c.upload("RT.SH", changed, "5m")["replaced"] == 2
+    expected = candles.iloc[:41].reset_index(drop=True)
+    expected.loc[38:39, "volume"] += 1
+
+    back = c.candles("RT.SH", interval="5min")
+    assert back.attrs == {"symbol": "RT.SH", "interval": "5m"}
+    pd.testing.assert_frame_equal(back, expected, check_exact=True)
+    # What is read goes back as it is (an upload of the same rows changes nothing), and into
+    # forecast() like any frame.
+    assert c.upload("RT.SH", back, "5m")["unchanged"] == 41
+    pd.testing.assert_frame_equal(c.candles("RT.SH", limit=5), expected.iloc[-5:]
+                                  .reset_index(drop=True), check_exact=True)
+
+    (entry,) = [e for e in c.symbols() if e["symbol"] == "RT.SH"]
+    assert (entry["interval"], entry["rows"]) == ("5m", 41)
+    assert entry["first_timestamp"] == "2024-06-18 11:15:00"
+
+    ts = expected["timestamps"]
+    gone = c.delete("RT.SH", "5m", start=ts[10], end=str(ts[14]))  # Timestamp and text
+    assert (gone["deleted"], gone["rows"]) == (5, 36)
+    assert (gone["first_deleted"], gone["last_deleted"]) == (str(ts[10]), str(ts[14]))
+    # Epoch seconds (fractions round inward) and datetimes; a range with no candle deletes 0.
+    epoch = (ts[0] - pd.Timestamp(0)) // pd.Timedelta(seconds=1)
+    gone = c.delete("RT.SH", "5m", start=epoch - 0.5, end=np.int64(epoch + 300))
+    assert (gone["deleted"], gone["first_timestamp"]) == (2, str(ts[2]))
+    gone = c.delete("RT.SH", "5m", start=ts[10].to_pydatetime(), end=ts[14] + pd.Timedelta("1s"))
+    assert (gone["deleted"], gone["rows"]) == (0, 34) and "first_deleted" not in gone
+    assert len(c.candles("RT.SH", "5m")) == 34
+
+    gone = c.delete("RT.SH", "5m")  # the whole series
+    assert (gone["deleted"], gone["rows"]) == (34, 0) and "first_timestamp" not in gone
+    assert "RT.SH" not in [e["symbol"] for e in c.symbols()]
+    with pytest.raises(ServerError) as e:
+        c.candles("RT.SH")
+    assert e.value.http_status == 404
+
+
+def test_store_refusals(kronos_server, candles):
+    url, _ = kronos_server
+    c = Client(url, api_key=API_KEY)
+    frame = candles.iloc[:10]
+    c.upload("BAD.T", frame, "5m")
+
+    def server_error(status, call, *args, **kwargs):
+        with pytest.raises(ServerError) as e:
+            call(*args, **kwargs)
+        assert e.value.http_status == status and isinstance(e.value, kronos.KronosError)
+        return e.value
+
+    e = server_error(404, c.candles, "NOPE")
+    assert e.status == -1 and "no candles stored for 'NOPE'" in e.message
+    e = server_error(404, c.delete, "NOPE", "1d")
+    assert "no such series" in e.message
+    server_error(404, c.delete, "BAD.T", "1d")  # the symbol, but not that interval
+    # Stamps the server's readers refuse are named by the API's parameter; from after to too.
+    e = server_error(400, c.delete, "BAD.T", "5m", start="2024-13-45")
+    assert e.field == "from"
+    e = server_error(400, c.delete, "BAD.T", "5m", end="yesterday")
+    assert e.field == "to" and "cannot parse 'yesterday'" in e.message
+    e = server_error(400, c.delete, "BAD.T", "5m", start="2024-06-19", end="2024-06-18")
+    assert e.field == "from"
+    # A bad row: a 400 naming it, and nothing written.
+    broken = frame.iloc[:3].copy()
+    broken.loc[1, "high"] = broken.loc[1, "low"] - 1
+    e = server_error(400, c.upload, "BAD.T", broken.iloc[:3], "5m")
+    assert e.field and e.field.startswith("candles") and "high" in e.message
+    assert len(c.candles("BAD.T")) == 10
+
+    # A wrong key: 401, and neither key appears in the error.
+    e = server_error(401, Client(url, api_key="wrong-key-123").symbols)
+    assert "wrong-key-123" not in str(e) and API_KEY not in str(e)
+    server_error(401, Client(url).candles, "BAD.T")
+
+    # Argument errors come before any request: this client has no server to reach.
+    dead = Client(_dead_url(), api_key=API_KEY)
+    args = [
+        ("start: .* is after end", dead.delete, ("BAD.T", "5m"),
+         {"start": pd.Timestamp("2024-06-19"), "end": datetime.date(2024, 6, 18)}),
+        ("start: expected a str, datetime", dead.delete, ("BAD.T", "5m"), {"start": [1]}),
+        ("end: NaT is no stamp", dead.delete, ("BAD.T", "5m"), {"end": pd.NaT}),
+        ("end: expected epoch seconds, got nan", dead.delete, ("BAD.T", "5m"),
+         {"end": float("nan")}),
+        ("start: .* outside the years", dead.delete, ("BAD.T", "5m"), {"start": 1e15}),
+        ("symbol: expected 1-32 letters", dead.candles, ("../etc",), {}),
+        ("symbol: expected", dead.upload, ("", frame, "5m"), {}),
+        ("interval: expected a count", dead.upload, ("BAD.T", frame, "5 min"), {}),
+        ("interval: expected a count", dead.delete, ("BAD.T", None), {}),
+        ("limit: expected an integer in 1..100000", dead.candles, ("BAD.T",), {"limit": 0}),
+        ("limit: expected", dead.candles, ("BAD.T",), {"limit": True}),
+        ("candles: required", dead.upload, ("BAD.T", None, "5m"), {}),
+        ("candles: the DataFrame has no rows", dead.upload, ("BAD.T", frame.iloc[:0], "5m"), {}),
+        ("candles: no rows", dead.upload, ("BAD.T", [], "5m"), {}),
+    ]
+    for match, call, a, kw in args:
+        with pytest.raises(kronos.InvalidArgumentError, match=match):
+            call(*a, **kw)
+    for call, a in ((dead.upload, ("BAD.T", frame, "5m")), (dead.candles, ("BAD.T",)),
+                    (dead.symbols, ()), (dead.delete, ("BAD.T", "5m"))):
+        with pytest.raises(ServerUnreachableError):
+            call(*a)
+    c.delete("BAD.T", "5m")
+
+
+def test_store_busy_is_503_with_retry_after(kronos_server, candles):
+    # Another writer holds the store's write lock past the server's busy timeout: 503 with
+    # Retry-After (a retry succeeds), nothing deleted.
+    url, db = kronos_server
+    c = Client(url, api_key=API_KEY)
+    c.upload("LOCK.T", candles.iloc[:10], "5m")
+    holder = sqlite3.connect(db, isolation_level=None)
+    try:
+        holder.execute("BEGIN IMMEDIATE")
+        with pytest.raises(ServerError) as e:
+            c.delete("LOCK.T", "5m")
+        assert e.value.http_status == 503 and e.value.retry_after == 1.0
+        assert e.value.status == -9 and db not in str(e.value)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert len(c.candles("LOCK.T")) == 10
+    assert c.delete("LOCK.T", "5m")["deleted"] == 10
