@@ -56,8 +56,15 @@ static void append_num(kr_sb *sb, double x) {
     kr_sb_append(sb, b);
 }
 
-static void format_ts(int64_t t, int daily, char *buf, int cap) {
-    kr_format_timestamp(t, daily && t % 86400 == 0, buf, cap);
+/* Adds a span's first and last stamps to o as first_key and last_key: dates when the bars are
+ * daily (or longer) and stamped at midnight, else date and time. */
+static void add_stamps(cJSON *o, const char *first_key, const char *last_key, int64_t first,
+                       int64_t last, int daily) {
+    char a[32], b[32];
+    kr_format_timestamp(first, daily && first % 86400 == 0, a, sizeof a);
+    kr_format_timestamp(last, daily && last % 86400 == 0, b, sizeof b);
+    cJSON_AddStringToObject(o, first_key, a);
+    cJSON_AddStringToObject(o, last_key, b);
 }
 
 /* ------------------------------------------------------------------ GET /v1/symbols */
@@ -78,17 +85,13 @@ enum MHD_Result kr_handle_symbols(struct MHD_Connection *mc, kr_conn *c) {
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "object", "list");
     cJSON *data = cJSON_AddArrayToObject(root, "data");
-    char a[32], b[32];
     for (int64_t i = 0; i < n; i++) {
         int daily = kr_store_interval_seconds(e[i].interval) >= 86400;
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "symbol", e[i].symbol);
         cJSON_AddStringToObject(o, "interval", e[i].interval);
         cJSON_AddNumberToObject(o, "rows", (double)e[i].rows);
-        format_ts(e[i].first_ts, daily, a, sizeof a);
-        format_ts(e[i].last_ts, daily, b, sizeof b);
-        cJSON_AddStringToObject(o, "first_timestamp", a);
-        cJSON_AddStringToObject(o, "last_timestamp", b);
+        add_stamps(o, "first_timestamp", "last_timestamp", e[i].first_ts, e[i].last_ts, daily);
         cJSON_AddNumberToObject(o, "updated_at", (double)e[i].updated_at);
         cJSON_AddItemToArray(data, o);
     }
@@ -106,12 +109,22 @@ static int path_symbol(const char *url, char *out, size_t cap, kr_api_error *err
     return kr_api_store_name(sym, "symbol", 0, out, cap, err) == KR_OK ? 0 : 400;
 }
 
-/* An optional name from the query string; 0, or 400 with err set. */
-static int query_interval(struct MHD_Connection *mc, char *out, size_t cap, kr_api_error *err) {
+/* The one series a write or a delete names: the symbol from the path and the interval its
+ * query string must give (symbol, interval: cap bytes each). 0, or 400 with err set; a
+ * missing interval's message ends with why. */
+static int path_series(struct MHD_Connection *mc, const char *url, const char *why, char *symbol,
+                       char *interval, size_t cap, kr_api_error *err) {
     const char *v = MHD_lookup_connection_value(mc, MHD_GET_ARGUMENT_KIND, "interval");
-    out[0] = '\0';
-    if (!v) return 0;
-    return kr_api_store_name(v, "interval", 1, out, cap, err) == KR_OK ? 0 : 400;
+    interval[0] = '\0';
+    if (path_symbol(url, symbol, cap, err) ||
+        (v && kr_api_store_name(v, "interval", 1, interval, cap, err) != KR_OK))
+        return 400;
+    if (!interval[0]) {
+        kr_api_error_set(err, 400, "interval",
+                         "required as a query parameter (?interval=1d, 5m, 1h, ...)%s", why);
+        return 400;
+    }
+    return 0;
 }
 
 /* {"object":"candles","symbol","interval","rows","columns":[...],"candles":[[ts,o,h,l,c,v,a]]}:
@@ -182,14 +195,8 @@ static int body_is_csv(struct MHD_Connection *mc) {
 enum MHD_Result kr_handle_candles_post(struct MHD_Connection *mc, kr_conn *c, const char *url) {
     kr_api_error aerr = { 0 };
     char symbol[KR_STORE_NAME_MAX + 1], interval[KR_STORE_NAME_MAX + 1];
-    if (path_symbol(url, symbol, sizeof symbol, &aerr) ||
-        query_interval(mc, interval, sizeof interval, &aerr))
+    if (path_series(mc, url, "", symbol, interval, sizeof symbol, &aerr))
         return kr_store_access_reply_error(mc, c, &aerr);
-    if (!interval[0])
-        return kr_srv_reply_error(mc, c, 400,
-                                  "interval: required as a query parameter "
-                                  "(?interval=1d, 5m, 1h, ...)",
-                                  "interval");
     kr_candles *cs = NULL;
     if (kr_api_candles_parse(c->body, c->len, body_is_csv(mc), &c->srv->limits, &cs, &aerr) !=
         KR_OK)
@@ -227,12 +234,8 @@ enum MHD_Result kr_handle_candles_post(struct MHD_Connection *mc, kr_conn *c, co
     cJSON_AddNumberToObject(root, "unchanged", (double)counts.unchanged);
     if (mine) {
         int daily = kr_store_interval_seconds(interval) >= 86400;
-        char a[32], b[32];
-        format_ts(mine->first_ts, daily, a, sizeof a);
-        format_ts(mine->last_ts, daily, b, sizeof b);
         cJSON_AddNumberToObject(root, "rows", (double)mine->rows);
-        cJSON_AddStringToObject(root, "first_timestamp", a);
-        cJSON_AddStringToObject(root, "last_timestamp", b);
+        add_stamps(root, "first_timestamp", "last_timestamp", mine->first_ts, mine->last_ts, daily);
     }
     free(e);
     char *body = cJSON_PrintUnformatted(root);
@@ -247,25 +250,16 @@ enum MHD_Result kr_handle_candles_post(struct MHD_Connection *mc, kr_conn *c, co
  * stamps when the series is gone). */
 static char *delete_json(const kr_store_delete_stats *d) {
     const int daily = kr_store_interval_seconds(d->interval) >= 86400;
-    char a[32], b[32];
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "object", "candles.delete");
     cJSON_AddStringToObject(root, "symbol", d->symbol);
     cJSON_AddStringToObject(root, "interval", d->interval);
     cJSON_AddNumberToObject(root, "deleted", (double)d->deleted);
-    if (d->deleted > 0) {
-        format_ts(d->first_deleted, daily, a, sizeof a);
-        format_ts(d->last_deleted, daily, b, sizeof b);
-        cJSON_AddStringToObject(root, "first_deleted", a);
-        cJSON_AddStringToObject(root, "last_deleted", b);
-    }
+    if (d->deleted > 0)
+        add_stamps(root, "first_deleted", "last_deleted", d->first_deleted, d->last_deleted, daily);
     cJSON_AddNumberToObject(root, "rows", (double)d->rows_left);
-    if (d->rows_left > 0) {
-        format_ts(d->first_left, daily, a, sizeof a);
-        format_ts(d->last_left, daily, b, sizeof b);
-        cJSON_AddStringToObject(root, "first_timestamp", a);
-        cJSON_AddStringToObject(root, "last_timestamp", b);
-    }
+    if (d->rows_left > 0)
+        add_stamps(root, "first_timestamp", "last_timestamp", d->first_left, d->last_left, daily);
     char *body = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
     return body;
@@ -274,14 +268,8 @@ static char *delete_json(const kr_store_delete_stats *d) {
 enum MHD_Result kr_handle_candles_delete(struct MHD_Connection *mc, kr_conn *c, const char *url) {
     kr_api_error aerr = { 0 };
     char symbol[KR_STORE_NAME_MAX + 1], interval[KR_STORE_NAME_MAX + 1];
-    if (path_symbol(url, symbol, sizeof symbol, &aerr) ||
-        query_interval(mc, interval, sizeof interval, &aerr))
+    if (path_series(mc, url, ": a delete names one series", symbol, interval, sizeof symbol, &aerr))
         return kr_store_access_reply_error(mc, c, &aerr);
-    if (!interval[0])
-        return kr_srv_reply_error(mc, c, 400,
-                                  "interval: required as a query parameter "
-                                  "(?interval=1d, 5m, 1h, ...): a delete names one series",
-                                  "interval");
     const char *from = MHD_lookup_connection_value(mc, MHD_GET_ARGUMENT_KIND, "from");
     const char *to = MHD_lookup_connection_value(mc, MHD_GET_ARGUMENT_KIND, "to");
     int64_t from_ts, to_ts;
