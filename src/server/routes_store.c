@@ -82,22 +82,18 @@ enum MHD_Result kr_handle_symbols(struct MHD_Connection *mc, kr_conn *c) {
         return reply_store_error(mc, c, ke.status, ke.message, 500, NULL);
     }
     kr_store_close(store);
-    cJSON *root = cJSON_CreateObject();
-    cJSON_AddStringToObject(root, "object", "list");
-    cJSON *data = cJSON_AddArrayToObject(root, "data");
-    for (int64_t i = 0; i < n; i++) {
-        int daily = kr_store_interval_seconds(e[i].interval) >= 86400;
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "symbol", e[i].symbol);
-        cJSON_AddStringToObject(o, "interval", e[i].interval);
-        cJSON_AddNumberToObject(o, "rows", (double)e[i].rows);
-        add_stamps(o, "first_timestamp", "last_timestamp", e[i].first_ts, e[i].last_ts, daily);
-        cJSON_AddNumberToObject(o, "updated_at", (double)e[i].updated_at);
-        cJSON_AddItemToArray(data, o);
+    /* {"object": "list", "data": [...]}: the series as `kronos store list --json` prints them
+     * (kr_store_list_json), without their market. */
+    char *data = NULL, *body = NULL;
+    if (kr_store_list_json(e, n, 0, &data, &ke) == KR_OK) {
+        kr_sb sb = { 0 };
+        kr_sb_append(&sb, "{\"object\":\"list\",\"data\":");
+        kr_sb_append(&sb, data);
+        kr_sb_append(&sb, "}");
+        if (kr_sb_finish(&sb, &body, &ke) != KR_OK) body = NULL;
     }
+    free(data);
     free(e);
-    char *body = cJSON_PrintUnformatted(root);
-    cJSON_Delete(root);
     return reply_json(mc, c, body);
 }
 
