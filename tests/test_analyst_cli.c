@@ -443,8 +443,9 @@ static void test_uncertainty_and_cover(void **state) {
     expect_fail(args, 2, "--ohlc", NULL);
 }
 
-/* `kronos store list|delete`: what is stored, a range and a whole series removed (saying
- * what went and what is left), nothing matched (exit 3), bad flags (exit 2). */
+/* `kronos store list|delete`: what is stored (as a table, or with --json as GET /v1/symbols'
+ * objects), a range and a whole series removed (saying what went and what is left), nothing
+ * matched (exit 3), bad flags (exit 2). */
 static void test_store_list_delete(void **state) {
     (void)state;
     char args[4096], db[1300], p[1300];
@@ -454,6 +455,10 @@ static void test_store_list_delete(void **state) {
     assert_non_null(strstr(r->out, "no such database"));
     struct stat sb;
     assert_int_not_equal(stat(db, &sb), 0); /* listing creates nothing */
+    snprintf(args, sizeof args, "store list --json --db %s", db);
+    r = ok(args);
+    assert_string_equal(r->out, "[]\n");
+    assert_int_not_equal(stat(db, &sb), 0);
     snprintf(args, sizeof args,
              "ingest --symbol AAPL --interval 1d --market NYSE --db %s %s/data/AAPL_1d.csv", db,
              KR_SOURCE_DIR);
@@ -475,6 +480,40 @@ static void test_store_list_delete(void **state) {
     snprintf(args, sizeof args, "store list --symbol aapl --db %s", db);
     r = ok(args);
     assert_null(strstr(r->out, "WRONG"));
+    /* --json: one array, /v1/symbols' field names and stamps, plus the market (null: none). */
+    snprintf(args, sizeof args, "store list --json --db %s", db);
+    r = ok(args);
+    cJSON *j = cJSON_Parse(r->out);
+    assert_non_null(j);
+    assert_true(cJSON_IsArray(j));
+    assert_int_equal(cJSON_GetArraySize(j), 2);
+    const cJSON *o = cJSON_GetArrayItem(j, 0);
+    assert_string_equal(cJSON_GetObjectItem(o, "symbol")->valuestring, "AAPL");
+    assert_string_equal(cJSON_GetObjectItem(o, "interval")->valuestring, "1d");
+    assert_string_equal(cJSON_GetObjectItem(o, "market")->valuestring, "NYSE");
+    assert_int_equal((int)cJSON_GetObjectItem(o, "rows")->valuedouble, 2913);
+    assert_string_equal(cJSON_GetObjectItem(o, "first_timestamp")->valuestring, "2014-01-02");
+    assert_string_equal(cJSON_GetObjectItem(o, "last_timestamp")->valuestring, "2025-08-01");
+    assert_true(cJSON_IsNumber(cJSON_GetObjectItem(o, "updated_at")));
+    assert_true(cJSON_GetObjectItem(o, "updated_at")->valuedouble > 1.7e9);
+    o = cJSON_GetArrayItem(j, 1);
+    assert_string_equal(cJSON_GetObjectItem(o, "symbol")->valuestring, "WRONG");
+    assert_string_equal(cJSON_GetObjectItem(o, "interval")->valuestring, "1h");
+    assert_true(cJSON_IsNull(cJSON_GetObjectItem(o, "market")));
+    assert_int_equal((int)cJSON_GetObjectItem(o, "rows")->valuedouble, 3);
+    assert_string_equal(cJSON_GetObjectItem(o, "first_timestamp")->valuestring,
+                        "2024-01-05 00:00:00");
+    assert_string_equal(cJSON_GetObjectItem(o, "last_timestamp")->valuestring,
+                        "2024-01-07 00:00:00");
+    assert_int_equal(cJSON_GetArraySize(o), 7);
+    cJSON_Delete(j);
+    snprintf(args, sizeof args, "store list --symbol aapl --json --db %s", db);
+    r = ok(args);
+    j = cJSON_Parse(r->out);
+    assert_int_equal(cJSON_GetArraySize(j), 1);
+    assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(j, 0), "symbol")->valuestring,
+                        "AAPL");
+    cJSON_Delete(j);
 
     /* A range: what went and what is left; the same range again deletes nothing: exit 3. */
     snprintf(args, sizeof args,
@@ -507,6 +546,9 @@ static void test_store_list_delete(void **state) {
     snprintf(args, sizeof args, "store list --symbol WRONG --db %s", db);
     r = ok(args);
     assert_non_null(strstr(r->out, "no series stored for WRONG"));
+    snprintf(args, sizeof args, "store list --symbol WRONG --json --db %s", db);
+    r = ok(args);
+    assert_string_equal(r->out, "[]\n");
 
     /* Usage errors: exit 2, nothing deleted. */
     snprintf(args, sizeof args,
@@ -525,6 +567,8 @@ static void test_store_list_delete(void **state) {
     expect_fail(args, 2, "--symbol is required", NULL);
     snprintf(args, sizeof args, "store list --interval 1d --db %s", db);
     expect_fail(args, 2, "list takes only", NULL);
+    snprintf(args, sizeof args, "store delete --symbol AAPL --interval 1d --json --db %s", db);
+    expect_fail(args, 2, "--json goes with list", NULL);
     expect_fail("store", 2, "list or delete", NULL);
     expect_fail("store purge", 2, "unknown subcommand 'purge'", NULL);
     snprintf(args, sizeof args, "store list --db %s", db);

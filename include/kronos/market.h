@@ -180,6 +180,14 @@ KR_API kr_status kr_store_read(kr_store *store, const char *symbol, const char *
 KR_API kr_status kr_store_list(kr_store *store, const char *symbol, kr_store_entry **out,
                                int64_t *n, kr_error *err);
 
+/* list[0 .. n) (kr_store_list's answer) as one compact JSON array, the objects GET /v1/symbols
+ * and `kronos store list --json` print: {"symbol", "interval", "market" (only when with_market;
+ * null when the symbol has none), "rows", "first_timestamp", "last_timestamp" (dates for daily
+ * and longer bars stamped at midnight, else "YYYY-MM-DD HH:MM:SS"), "updated_at" (Unix
+ * seconds)}; n 0 gives "[]". Caller owns *out (free()). */
+KR_API kr_status kr_store_list_json(const kr_store_entry *list, int64_t n, int with_market,
+                                    char **out, kr_error *err);
+
 /* What kr_store_delete removed. */
 typedef struct kr_store_delete_stats {
     /* The series as stored ("aapl" finds AAPL, "5min" finds 5m); "" when none matched. */

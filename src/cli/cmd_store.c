@@ -21,12 +21,15 @@
 #define EXIT_NOTHING_DELETED 3
 
 static void usage(FILE *f) {
-    fputs("usage: kronos store list [--symbol SYM] [--db FILE|URL]\n"
+    fputs("usage: kronos store list [--symbol SYM] [--json] [--db FILE|URL]\n"
           "       kronos store delete --symbol SYM --interval I [--from T] [--to T]\n"
           "                           [--db FILE|URL]\n"
           "\n"
           "list: one line per stored series: symbol, interval, market, rows, first and last\n"
-          "timestamp, last update (UTC).\n"
+          "timestamp, last update (UTC); with --json one JSON array instead, an object per\n"
+          "series with GET /v1/symbols' fields (symbol, interval, rows, first_timestamp,\n"
+          "last_timestamp, updated_at: Unix seconds) and market (null when none); [] when\n"
+          "nothing is stored.\n"
           "delete: removes the candles of one series stamped from T to T (both included; a\n"
           "date alone as --to takes in that whole day; without --from and --to, the whole\n"
           "series) in one transaction, and prints what it removed and what is left. A series\n"
@@ -40,6 +43,7 @@ static void usage(FILE *f) {
           "  --from T         first stamp to delete: YYYY-MM-DD[ HH:MM[:SS]], YYYYMMDD or an\n"
           "                   epoch count, as in candle files (default: the first stored)\n"
           "  --to T           last stamp to delete, the same forms (default: the last stored)\n"
+          "  --json           list: print JSON instead of a table\n"
           "  --db FILE|URL    database file, or a PostgreSQL URL postgresql://... (default:\n"
           "                   $KRONOS_DB, else $XDG_DATA_HOME/kronos/kronos.db or\n"
           "                   ~/.local/share/kronos/kronos.db)\n"
@@ -53,7 +57,17 @@ static const char *stamp(int64_t t, const char *interval, char *buf, int cap) {
     return kr_format_timestamp(t, daily, buf, cap);
 }
 
-static int run_list(const char *path, const char *symbol) {
+/* The list as kr_store_list_json writes it (GET /v1/symbols' objects, with the market). */
+static int print_json(const kr_store_entry *e, int64_t n) {
+    kr_error err = { 0 };
+    char *text = NULL;
+    if (kr_store_list_json(e, n, 1, &text, &err) != KR_OK) return kr_cli_fail(CMD, err.message);
+    printf("%s\n", text);
+    free(text);
+    return 0;
+}
+
+static int run_list(const char *path, const char *symbol, int json) {
     kr_error err = { 0 };
     kr_store *store = NULL;
     kr_store_entry *e = NULL;
@@ -62,6 +76,7 @@ static int run_list(const char *path, const char *symbol) {
     kr_store_display_name(path, shown, sizeof shown);
     /* A missing file is not created just to find it holds nothing. */
     if (!kr_store_is_url(path) && access(path, F_OK) != 0) {
+        if (json) return print_json(NULL, 0);
         printf("%s: no such database (nothing stored yet; kronos ingest creates it)\n", shown);
         return 0;
     }
@@ -71,6 +86,11 @@ static int run_list(const char *path, const char *symbol) {
         return kr_cli_fail(CMD, err.message);
     }
     kr_store_close(store);
+    if (json) {
+        int rc = print_json(e, n);
+        free(e);
+        return rc;
+    }
     if (n == 0) {
         printf("%s: no series stored%s%s\n", shown, symbol ? " for " : "", symbol ? symbol : "");
         free(e);
@@ -155,10 +175,12 @@ int kr_cmd_store(int argc, char **argv) {
         { "from", required_argument, NULL, 'f' },
         { "to", required_argument, NULL, 't' },
         { "db", required_argument, NULL, 'd' },
+        { "json", no_argument, NULL, 'J' }, /* list only */
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
     const char *symbol = NULL, *interval = NULL, *from = NULL, *to = NULL, *db_flag = NULL;
+    int json = 0;
     kr_error err = { 0 };
     optind = 1;
     int ch;
@@ -169,6 +191,7 @@ int kr_cmd_store(int argc, char **argv) {
         case 'f': from = optarg; break;
         case 't': to = optarg; break;
         case 'd': db_flag = optarg; break;
+        case 'J': json = 1; break;
         case 'h': usage(stdout); return 0;
         default: return kr_cli_usage_error(CMD, "%s", "unknown flag");
         }
@@ -183,7 +206,8 @@ int kr_cmd_store(int argc, char **argv) {
     if (symbol && kr_store_check_symbol(symbol, &err) != KR_OK)
         return kr_cli_usage_error(CMD, "--%s", err.message);
     if (list && (interval || from || to))
-        return kr_cli_usage_error(CMD, "%s", "list takes only --symbol and --db");
+        return kr_cli_usage_error(CMD, "%s", "list takes only --symbol, --json and --db");
+    if (del && json) return kr_cli_usage_error(CMD, "%s", "--json goes with list, not delete");
     if (del) {
         if (!symbol) return kr_cli_usage_error(CMD, "%s", "delete: --symbol is required");
         if (!interval) return kr_cli_usage_error(CMD, "%s", "delete: --interval is required");
@@ -193,5 +217,5 @@ int kr_cmd_store(int argc, char **argv) {
     char path[PATH_MAX];
     if (kr_store_resolve_path(db_flag, path, sizeof path, &err) != KR_OK)
         return kr_cli_fail(CMD, err.message);
-    return list ? run_list(path, symbol) : run_delete(path, symbol, interval, from, to);
+    return list ? run_list(path, symbol, json) : run_delete(path, symbol, interval, from, to);
 }

@@ -18,6 +18,8 @@
 #include <strings.h>
 #include <sys/stat.h>
 
+#include <cjson/cJSON.h>
+
 #include "base/error.h"
 #include "base/timeutil.h"
 #include "market/store_backend.h"
@@ -634,4 +636,41 @@ kr_status kr_store_set_market(kr_store *store, const char *symbol_in, const char
     if (market && strlen(market) >= KR_STORE_MARKET_MAX)
         return kr_error_set(err, KR_ERR_INVALID_ARG, "market '%.40s' is too long", market);
     return store->ops->set_market(store, symbol, market, err);
+}
+
+/* ------------------------------------------------------------------ the list as JSON */
+
+kr_status kr_store_list_json(const kr_store_entry *list, int64_t n, int with_market, char **out,
+                             kr_error *err) {
+    if (!out || (n > 0 && !list))
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_store_list_json: NULL argument");
+    *out = NULL;
+    cJSON *arr = cJSON_CreateArray();
+    char a[32], b[32];
+    for (int64_t i = 0; arr && i < n; i++) {
+        const kr_store_entry *e = &list[i];
+        const int daily = kr_store_interval_seconds(e->interval) >= 86400;
+        cJSON *o = cJSON_CreateObject();
+        if (!o || !cJSON_AddItemToArray(arr, o)) {
+            cJSON_Delete(o);
+            cJSON_Delete(arr);
+            arr = NULL;
+            break;
+        }
+        cJSON_AddStringToObject(o, "symbol", e->symbol);
+        cJSON_AddStringToObject(o, "interval", e->interval);
+        if (with_market && e->market[0])
+            cJSON_AddStringToObject(o, "market", e->market);
+        else if (with_market)
+            cJSON_AddNullToObject(o, "market");
+        cJSON_AddNumberToObject(o, "rows", (double)e->rows);
+        kr_format_timestamp(e->first_ts, daily && e->first_ts % 86400 == 0, a, sizeof a);
+        kr_format_timestamp(e->last_ts, daily && e->last_ts % 86400 == 0, b, sizeof b);
+        cJSON_AddStringToObject(o, "first_timestamp", a);
+        cJSON_AddStringToObject(o, "last_timestamp", b);
+        cJSON_AddNumberToObject(o, "updated_at", (double)e->updated_at);
+    }
+    *out = arr ? cJSON_PrintUnformatted(arr) : NULL;
+    cJSON_Delete(arr);
+    return *out ? KR_OK : kr_error_set(err, KR_ERR_NOMEM, "out of memory writing the store list");
 }

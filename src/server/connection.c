@@ -14,7 +14,7 @@
  *   body calls  -> accumulate up to max_body_bytes (413 beyond, for chunked uploads);
  *   last call   -> a JSON body is scanned (json_body.h) and its parse tree's estimated memory
  *                  admitted against the budget; then the route's handler (handlers.c,
- *                  routes_analyst.c, static_files.c);
+ *                  routes_store.c, routes_analyst.c, static_files.c);
  *   completion  -> cancel if the client left early, HTTP metrics, access log line, memory
  *                  budget back, the next request's read deadline, free.
  *
@@ -44,6 +44,7 @@
 #include "server/framing.h"
 #include "server/json_body.h"
 #include "server/routes_analyst.h"
+#include "server/routes_store.h"
 #include "server/static_files.h"
 
 /* Bytes of an oversized chunked body read and dropped before giving up on the client. */

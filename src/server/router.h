@@ -14,7 +14,7 @@ typedef enum kr_route_id {
     KR_ROUTE_METRICS, /* GET /metrics: Prometheus text */
     KR_ROUTE_MODELS, /* GET /v1/models */
     KR_ROUTE_FORECAST, /* POST /v1/forecast */
-    KR_ROUTE_SYMBOLS, /* GET /v1/symbols: stored candle series (routes_analyst.c) */
+    KR_ROUTE_SYMBOLS, /* GET /v1/symbols: stored candle series (routes_store.c) */
     KR_ROUTE_CANDLES_GET, /* GET /v1/candles/{symbol} */
     KR_ROUTE_CANDLES_POST, /* POST /v1/candles/{symbol} */
     KR_ROUTE_CANDLES_DELETE, /* DELETE /v1/candles/{symbol}?interval=&from=&to= */

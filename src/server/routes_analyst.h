@@ -1,20 +1,14 @@
 /*
- * server/routes_analyst — the analyst over HTTP: the candle store (market/store) and the
- * analysis reports (analyst/analyze, analyst/render) behind `kronos serve`.
+ * server/routes_analyst — the analyst over HTTP: the analysis reports (analyst/analyze,
+ * analyst/render) behind `kronos serve`, of stored symbols (the candle store's routes are
+ * server/routes_store) or of candles in the body.
  *
- *   GET  /v1/symbols                       the stored series (kr_store_list)
- *   GET  /v1/candles/{symbol}?interval=&limit=   stored candles, newest `limit` rows
- *   POST /v1/candles/{symbol}?interval=I   JSON rows (as /v1/forecast's "candles") or text/csv;
- *                                          validated first, then one all-or-nothing upsert
- *   DELETE /v1/candles/{symbol}?interval=I&from=&to=   the series' candles in [from, to] (whole
- *                                          series without them), one transaction; 404 when no
- *                                          such series
  *   POST /v1/analyze                       one report: a stored symbol, or "candles" in the body
  *   POST /v1/analyze/batch                 several stored symbols -> one report with a ranking;
  *                                          "stream": true answers with SSE progress events
  *
- * The store file is cfg.db (`kronos serve --db FILE`); every request opens its own handle
- * (store.h: one handle per thread; WAL lets readers and a writer overlap).
+ * Stored symbols come from cfg.db (`kronos serve --db FILE`); every request opens its own
+ * handle (server/store_access; store.h: one handle per thread).
  *
  * Threads and the engine: an analysis runs kr_analyze on the connection's thread (or, when
  * streamed, on a worker thread the connection waits for). Its forecasts (and calibration
@@ -34,12 +28,8 @@
 #include "server/analyst_request.h"
 #include "server/server_internal.h"
 
-/* Route handlers, called by server.c once the request body has arrived. url is the decoded
+/* Route handlers, called by connection.c once the request body has arrived. url is the decoded
  * path without the query string. */
-enum MHD_Result kr_handle_symbols(struct MHD_Connection *mc, kr_conn *c);
-enum MHD_Result kr_handle_candles_get(struct MHD_Connection *mc, kr_conn *c, const char *url);
-enum MHD_Result kr_handle_candles_post(struct MHD_Connection *mc, kr_conn *c, const char *url);
-enum MHD_Result kr_handle_candles_delete(struct MHD_Connection *mc, kr_conn *c, const char *url);
 enum MHD_Result kr_handle_analyze(struct MHD_Connection *mc, kr_conn *c);
 enum MHD_Result kr_handle_analyze_batch(struct MHD_Connection *mc, kr_conn *c);
 

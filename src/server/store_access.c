@@ -1,0 +1,161 @@
+/*
+ * server/store_access — a request's way to the candle store, shared by the store routes
+ * (routes_store.c) and the analyses of stored symbols (routes_analyst.c): opening cfg.db for
+ * one request, picking a symbol's interval, and turning the store's errors into what the
+ * client is told (scrubbed of the store's name) and what the operator's log gets.
+ */
+#include "server/store_access.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* What the client is told of a candle store's message. The store names its file first
+ * ("/srv/kronos/k.db: AAPL 1d: ...", a PostgreSQL URL with its password masked), which tells
+ * any client where and how the server keeps its data: every occurrence of that name becomes
+ * "candle store" (the access log records that too: it is what the client was told). The
+ * full message of a 5xx, the operator's to act on, goes to the server log (kr_store_access_log_error). */
+void kr_store_access_scrub(const kr_server *s, const char *msg, char *out, size_t cap) {
+    char shown[sizeof s->cfg.db];
+    kr_store_display_name(s->cfg.db, shown, sizeof shown);
+    const size_t sn = strlen(shown);
+    size_t o = 0;
+    if (cap == 0) return;
+    for (const char *p = msg ? msg : ""; *p && o + 1 < cap;) {
+        if (sn > 0 && !strncmp(p, shown, sn)) {
+            int w = snprintf(out + o, cap - o, "candle store");
+            o = w < 0 || (size_t)w >= cap - o ? cap - 1 : o + (size_t)w;
+            p += sn;
+            continue;
+        }
+        out[o++] = *p++;
+    }
+    out[o] = '\0';
+}
+
+/* The HTTP status of a store failure that is not the request's fault: 503 (with Retry-After)
+ * when a retry can succeed — another writer held the lock past the busy timeout, or the
+ * database is down or restarting — else 500. */
+int kr_store_access_failure_status(kr_status st) {
+    return st == KR_ERR_BUSY || st == KR_ERR_UNAVAILABLE ? 503 : 500;
+}
+
+/* What the client gets of a store's error: the scrubbed message, or for a database that
+ * cannot be reached a fixed text (libpq's words name hosts and socket paths; the log has
+ * them). */
+void kr_store_access_client_message(const kr_server *s, kr_status st, const char *msg, char *out,
+                                    size_t cap) {
+    if (st == KR_ERR_UNAVAILABLE)
+        snprintf(out, cap, "the candle store's database cannot be reached; retry later");
+    else
+        kr_store_access_scrub(s, msg, out, cap);
+}
+
+/* A store's error message on the server's side: the 5xx ones (a broken or unreachable
+ * store) are the operator's to see, with the path the client no longer gets. */
+void kr_store_access_log_error(kr_server *s, int status, const char *msg) {
+    if (status >= 500) kr_srv_log(s, "candle store error (HTTP %d): %s", status, msg);
+}
+
+/* The store for a request: NULL with a reply status when there is none (yet). must_exist: a
+ * read of a file that is not there answers "nothing stored" instead of creating it. */
+kr_store *kr_store_access_open(kr_server *s, int must_exist, int *status, kr_api_error *err) {
+    *status = 0;
+    if (!s->cfg.db[0]) {
+        *status = 503;
+        kr_api_error_set(err, 503, NULL, "no candle store: start kronos serve with --db FILE");
+        return NULL;
+    }
+    struct stat sb;
+    if (must_exist && !kr_store_is_url(s->cfg.db) && stat(s->cfg.db, &sb) != 0)
+        return NULL; /* empty: status stays 0 */
+    kr_store *st = NULL;
+    kr_error e = { 0 };
+    if (kr_store_open(s->cfg.db, &st, &e) != KR_OK) {
+        *status = kr_store_access_failure_status(e.status);
+        kr_store_access_log_error(s, *status, e.message);
+        char msg[sizeof e.message];
+        kr_store_access_client_message(s, e.status, e.message, msg, sizeof msg);
+        /* A database that answers but refuses (a changed password, a dropped database):
+         * libpq's words name hosts and socket paths, the operator finds them in the log. */
+        if (e.status == KR_ERR_IO && kr_store_is_url(s->cfg.db))
+            snprintf(msg, sizeof msg,
+                     "the candle store's database refused the connection (the reason is in the "
+                     "server log)");
+        kr_api_error_set(err, *status, NULL, "%s", msg);
+        return NULL;
+    }
+    return st;
+}
+
+/* "AAPL 1d, 1h" style list of a symbol's intervals, or of every stored series. */
+static void stored_list(const kr_store_entry *e, int64_t n, char *buf, size_t cap) {
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int64_t i = 0; i < n && len + 80 < cap; i++)
+        len += (size_t)snprintf(buf + len, cap - len, "%s%s %s", i ? ", " : "", e[i].symbol,
+                                e[i].interval);
+    if (n == 0) snprintf(buf, cap, "none");
+}
+
+/* Picks the stored interval for symbol: `want` when given, else the only or the most recently
+ * updated one (kr_store_list's order), as `kronos analyze` does. 0 and *out set, or an HTTP
+ * status with err filled (field names the symbol's place in the request). */
+int kr_store_access_pick_interval(kr_server *s, kr_store *store, const char *symbol,
+                                  const char *want, const char *field, int not_found_status,
+                                  char *out, size_t cap, char *market, size_t market_cap,
+                                  kr_api_error *err) {
+    kr_store_entry *e = NULL;
+    int64_t n = 0;
+    kr_error ke = { 0 };
+    if (store && kr_store_list(store, symbol, &e, &n, &ke) != KR_OK) {
+        const int code = kr_store_access_failure_status(ke.status);
+        kr_store_access_log_error(s, code, ke.message);
+        char msg[sizeof ke.message];
+        kr_store_access_client_message(s, ke.status, ke.message, msg, sizeof msg);
+        kr_api_error_set(err, code, NULL, "%s", msg);
+        return code;
+    }
+    char list[512];
+    int status = 0;
+    if (n == 0) {
+        kr_api_error_set(
+            err, not_found_status, field,
+            "no candles stored for '%s' (add some with POST /v1/candles/%s?interval=1d "
+            "or kronos ingest)",
+            symbol, symbol);
+        status = not_found_status;
+    } else if (want && want[0]) {
+        const kr_store_entry *hit = kr_store_find_entry(e, n, NULL, want);
+        if (!hit) {
+            stored_list(e, n, list, sizeof list);
+            kr_api_error_set(err, not_found_status, field, "'%s' has no '%s' candles; stored: %s",
+                             symbol, want, list);
+            status = not_found_status;
+        } else {
+            snprintf(out, cap, "%s", hit->interval);
+        }
+    } else {
+        snprintf(out, cap, "%s", e[0].interval);
+    }
+    if (market) snprintf(market, market_cap, "%s", n > 0 ? e[0].market : "");
+    free(e);
+    return status;
+}
+
+/* ------------------------------------------------------------------ replies */
+
+enum MHD_Result kr_store_access_reply_error(struct MHD_Connection *mc, kr_conn *c,
+                                            const kr_api_error *e) {
+    int status = e->status ? e->status : 400;
+    /* A configured store's 503 (kr_store_access_open, kr_store_access_pick_interval) passes: say when to retry. */
+    if (status == 503 && c->srv->cfg.db[0]) {
+        snprintf(c->error, sizeof c->error, "%s", e->message);
+        char *body = kr_api_error_json(503, e->message, NULL);
+        return kr_srv_reply(mc, c, 503, "application/json", body, body ? strlen(body) : 0,
+                            MHD_HTTP_HEADER_RETRY_AFTER, "1");
+    }
+    return kr_srv_reply_error(mc, c, status, e->message, e->field[0] ? e->field : NULL);
+}
