@@ -331,6 +331,43 @@ static void test_candles_round_trip(void **state) {
     cJSON_Delete(j);
     resp_free(r);
 
+    /* A read in another case names the series as stored, as the upsert's answer does. */
+    r = http(port, "GET", "/v1/candles/rt.x?limit=1", NULL);
+    assert_int_equal(r->status, 200);
+    j = json_of(r);
+    assert_string_equal(cJSON_GetObjectItem(j, "symbol")->valuestring, "RT.X");
+    cJSON_Delete(j);
+    resp_free(r);
+
+    /* ?market= sets the symbol's calendar (as kronos ingest --market), shown by the answer and
+     * by /v1/symbols; an unknown market is a 400 naming it, and nothing is written. */
+    body = rows_json(g_aapl, 298, 2, 1);
+    r = http(port, "POST", "/v1/candles/RT.X?interval=1d&market=nope", body);
+    assert_int_equal(r->status, 400);
+    assert_string_equal(error_field(r), "market");
+    resp_free(r);
+    r = http(port, "POST", "/v1/candles/rt.x?interval=1d&market=nyse", body);
+    free(body);
+    assert_int_equal(r->status, 200);
+    j = json_of(r);
+    assert_string_equal(cJSON_GetObjectItem(j, "market")->valuestring, "NYSE");
+    assert_int_equal(cJSON_GetObjectItem(j, "unchanged")->valueint, 2);
+    cJSON_Delete(j);
+    resp_free(r);
+    r = http(port, "GET", "/v1/symbols", NULL);
+    assert_int_equal(r->status, 200);
+    j = json_of(r);
+    int listed = 0;
+    cJSON *entry;
+    cJSON_ArrayForEach(entry, cJSON_GetObjectItem(j, "data")) {
+        if (strcmp(cJSON_GetObjectItem(entry, "symbol")->valuestring, "RT.X") != 0) continue;
+        assert_string_equal(cJSON_GetObjectItem(entry, "market")->valuestring, "NYSE");
+        listed++;
+    }
+    assert_int_equal(listed, 1);
+    cJSON_Delete(j);
+    resp_free(r);
+
     /* ?limit= keeps the newest rows. */
     r = http(port, "GET", "/v1/candles/RT.X?limit=2", NULL);
     j = json_of(r);
@@ -354,7 +391,8 @@ static void test_candles_round_trip(void **state) {
     assert_error(r, 400, "candles[17].high");
     resp_free(r);
     r = http(port, "GET", "/v1/symbols", NULL);
-    assert_non_null(strstr(r->body, "\"symbol\":\"RT.X\",\"interval\":\"1d\",\"rows\":300,"));
+    assert_non_null(strstr(
+        r->body, "\"symbol\":\"RT.X\",\"interval\":\"1d\",\"market\":\"NYSE\",\"rows\":300,"));
     resp_free(r);
 
     /* CSV: 10 more rows, then the same rows again with another close (replaced by timestamp). */

@@ -410,7 +410,7 @@ class Client:
         return self._request("POST", "/v1/analyze", series_key(series or symbol, candles),
                              body=body)
 
-    def upload(self, symbol, candles, interval, series=None):
+    def upload(self, symbol, candles, interval, market=None, series=None):
         """POST /v1/candles/SYMBOL?interval=: upserts `candles` into the server's store, all or
         nothing (a bad row is a ServerError 400 naming it, and nothing is written).
 
@@ -420,12 +420,19 @@ class Client:
         text/csv), or an answer of candles() in its JSON form ({"candles", "columns"}).
         `interval` is required (1d, 5m, 1h, ...). A symbol is one series in any case and an
         interval in any spelling of its length ("aapl" joins AAPL, "5min" joins 5m).
+        `market` (optional: NYSE, SSE, HKEX, CRYPTO, ...) sets the symbol's exchange calendar,
+        as `kronos ingest --market` does; an unknown one is a ServerError 400 naming `market`.
 
         Returns the server's answer: {"symbol", "interval" (the stored spelling), "written",
-        "new", "replaced", "unchanged", "rows" (stored afterwards), "first_timestamp",
-        "last_timestamp"}."""
+        "new", "replaced", "unchanged", "market" (None: none set), "rows" (stored afterwards),
+        "first_timestamp", "last_timestamp"}."""
         path = "/v1/candles/" + urllib.parse.quote(_symbol(symbol), safe="")
         query = {"interval": _interval(interval)}
+        if market is not None:
+            if not isinstance(market, str) or not market or len(market) > 32:
+                raise InvalidArgumentError(
+                    f"market: expected a market name (NYSE, SSE, HKEX, ...), got {market!r:.60}")
+            query["market"] = market
         key = series_key(series or symbol)
         if candles is None:
             raise InvalidArgumentError("candles: required (a DataFrame, rows or CSV text)")
@@ -450,7 +457,7 @@ class Client:
         the server's most; oldest first) as a DataFrame: a `timestamps` column (datetime64,
         the stored wall clock, as forecast() and upload() take it back) and open, high, low,
         close (volume and amount when stored) as float64, exactly the stored numbers;
-        `frame.attrs` holds the answer's "symbol" (as asked) and "interval" (the stored
+        `frame.attrs` holds the answer's "symbol" and "interval" (both in the stored
         spelling: "5min" reads a 5m series). `interval` None: the symbol's
         only series, else its most recently updated one. Nothing stored is a ServerError 404
         (the message lists the intervals that are)."""
@@ -464,7 +471,8 @@ class Client:
         return _candles_frame(answer)
 
     def symbols(self):
-        """GET /v1/symbols: the stored series, a list of {"symbol", "interval", "rows",
+        """GET /v1/symbols: the stored series, a list of {"symbol", "interval", "market"
+        (None: none set), "rows",
         "first_timestamp", "last_timestamp", "updated_at" (Unix seconds of the last upsert)},
         ordered by symbol, then most recently updated first."""
         answer = self._request("GET", "/v1/symbols")

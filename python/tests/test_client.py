@@ -319,11 +319,18 @@ def test_store_round_trip(kronos_server, candles):
     # What is read goes back as it is (an upload of the same rows changes nothing), and into
     # forecast() like any frame.
     assert c.upload("RT.SH", back, "5m")["unchanged"] == 41
+    # A read in another case names the series as stored.
+    assert c.candles("rt.sh", limit=1).attrs["symbol"] == "RT.SH"
+    # market= sets the symbol's calendar; an unknown one is refused by the server, naming it.
+    assert c.upload("RT.SH", back.iloc[-2:], "5m", market="sse")["market"] == "SSE"
+    with pytest.raises(ServerError) as e:
+        c.upload("RT.SH", back.iloc[-2:], "5m", market="nowhere")
+    assert (e.value.http_status, e.value.field) == (400, "market")
     pd.testing.assert_frame_equal(c.candles("RT.SH", limit=5), expected.iloc[-5:]
                                   .reset_index(drop=True), check_exact=True)
 
     (entry,) = [e for e in c.symbols() if e["symbol"] == "RT.SH"]
-    assert (entry["interval"], entry["rows"]) == ("5m", 41)
+    assert (entry["interval"], entry["market"], entry["rows"]) == ("5m", "SSE", 41)
     assert entry["first_timestamp"] == "2024-06-18 11:15:00"
 
     ts = expected["timestamps"]

@@ -241,7 +241,7 @@ static void task_run(analyze_task *t) {
             const char *want = t->want[i][0] ? t->want[i] : r->interval;
             if (kr_store_access_pick_interval(s, store, sym, want, field, 400, t->intervals[i],
                                               sizeof t->intervals[i], t->markets[i],
-                                              sizeof t->markets[i], &aerr)) {
+                                              sizeof t->markets[i], NULL, 0, &aerr)) {
                 if (!r->batch) {
                     kr_store_close(store);
                     task_fail(t, aerr.status, aerr.message, aerr.field);

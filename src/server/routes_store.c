@@ -17,6 +17,7 @@
 
 #include "base/error.h"
 #include "base/timeutil.h"
+#include "kronos/market.h"
 #include "server/analyst_request.h"
 #include "server/store_access.h"
 
@@ -83,9 +84,9 @@ enum MHD_Result kr_handle_symbols(struct MHD_Connection *mc, kr_conn *c) {
     }
     kr_store_close(store);
     /* {"object": "list", "data": [...]}: the series as `kronos store list --json` prints them
-     * (kr_store_list_json), without their market. */
+     * (kr_store_list_json), market included. */
     char *data = NULL, *body = NULL;
-    if (kr_store_list_json(e, n, 0, &data, &ke) == KR_OK) {
+    if (kr_store_list_json(e, n, 1, &data, &ke) == KR_OK) {
         kr_sb sb = { 0 };
         kr_sb_append(&sb, "{\"object\":\"list\",\"data\":");
         kr_sb_append(&sb, data);
@@ -167,17 +168,19 @@ enum MHD_Result kr_handle_candles_get(struct MHD_Connection *mc, kr_conn *c, con
     int status;
     kr_store *store = kr_store_access_open(c->srv, 1, &status, &aerr);
     if (status) return kr_store_access_reply_error(mc, c, &aerr);
+    char stored[KR_STORE_NAME_MAX + 1];
     if (kr_store_access_pick_interval(c->srv, store, symbol, want, NULL, 404, interval,
-                                      sizeof interval, NULL, 0, &aerr)) {
+                                      sizeof interval, NULL, 0, stored, sizeof stored, &aerr)) {
         kr_store_close(store);
         return kr_store_access_reply_error(mc, c, &aerr);
     }
     kr_candles *cs = NULL;
     kr_error ke = { 0 };
-    kr_status st = kr_store_read(store, symbol, interval, limit, &cs, &ke);
+    kr_status st = kr_store_read(store, stored, interval, limit, &cs, &ke);
     kr_store_close(store);
     if (st != KR_OK) return reply_store_error(mc, c, st, ke.message, 404, NULL);
-    char *body = candles_json(symbol, interval, cs);
+    /* The series as stored, as POST answers it: "aapl" reads AAPL and says so. */
+    char *body = candles_json(stored, interval, cs);
     kr_candles_free(cs);
     return reply_json(mc, c, body);
 }
@@ -193,6 +196,16 @@ enum MHD_Result kr_handle_candles_post(struct MHD_Connection *mc, kr_conn *c, co
     char symbol[KR_STORE_NAME_MAX + 1], interval[KR_STORE_NAME_MAX + 1];
     if (path_series(mc, url, "", symbol, interval, sizeof symbol, &aerr))
         return kr_store_access_reply_error(mc, c, &aerr);
+    /* ?market=NAME: the symbol's exchange calendar, as `kronos ingest --market` sets it. */
+    const char *market_arg = MHD_lookup_connection_value(mc, MHD_GET_ARGUMENT_KIND, "market");
+    const kr_calendar *cal = NULL;
+    if (market_arg) {
+        kr_error ce = { 0 };
+        if (kr_calendar_find(market_arg, &cal, &ce) != KR_OK) {
+            kr_api_error_set(&aerr, 400, "market", "%s", ce.message);
+            return kr_store_access_reply_error(mc, c, &aerr);
+        }
+    }
     kr_candles *cs = NULL;
     if (kr_api_candles_parse(c->body, c->len, body_is_csv(mc), &c->srv->limits, &cs, &aerr) !=
         KR_OK)
@@ -208,6 +221,7 @@ enum MHD_Result kr_handle_candles_post(struct MHD_Connection *mc, kr_conn *c, co
     kr_error ke = { 0 };
     kr_store_upsert_stats counts = { 0 };
     kr_status st = kr_store_upsert_ex(store, symbol, interval, cs, &counts, &ke);
+    if (st == KR_OK && cal) st = kr_store_set_market(store, symbol, kr_calendar_name(cal), &ke);
     int64_t written = cs->n;
     kr_candles_free(cs);
     kr_store_entry *e = NULL;
@@ -228,6 +242,10 @@ enum MHD_Result kr_handle_candles_post(struct MHD_Connection *mc, kr_conn *c, co
     cJSON_AddNumberToObject(root, "new", (double)counts.added);
     cJSON_AddNumberToObject(root, "replaced", (double)counts.replaced);
     cJSON_AddNumberToObject(root, "unchanged", (double)counts.unchanged);
+    if (mine && mine->market[0])
+        cJSON_AddStringToObject(root, "market", mine->market);
+    else
+        cJSON_AddNullToObject(root, "market");
     if (mine) {
         int daily = kr_store_interval_seconds(interval) >= 86400;
         cJSON_AddNumberToObject(root, "rows", (double)mine->rows);

@@ -106,7 +106,7 @@ static void stored_list(const kr_store_entry *e, int64_t n, char *buf, size_t ca
 int kr_store_access_pick_interval(kr_server *s, kr_store *store, const char *symbol,
                                   const char *want, const char *field, int not_found_status,
                                   char *out, size_t cap, char *market, size_t market_cap,
-                                  kr_api_error *err) {
+                                  char *stored_symbol, size_t name_cap, kr_api_error *err) {
     kr_store_entry *e = NULL;
     int64_t n = 0;
     kr_error ke = { 0 };
@@ -141,6 +141,7 @@ int kr_store_access_pick_interval(kr_server *s, kr_store *store, const char *sym
         snprintf(out, cap, "%s", e[0].interval);
     }
     if (market) snprintf(market, market_cap, "%s", n > 0 ? e[0].market : "");
+    if (stored_symbol) snprintf(stored_symbol, name_cap, "%s", n > 0 ? e[0].symbol : symbol);
     free(e);
     return status;
 }
