@@ -71,9 +71,10 @@ function startServer(db, { port = 0, extra = [] } = {}) {
   });
 }
 
-function ingest(db, symbol, file, interval = '1d') {
-  const r = spawnSync(opts.kronos, ['ingest', '--db', db, '--symbol', symbol, '--interval', interval, file],
-    { encoding: 'utf8' });
+function ingest(db, symbol, file, interval = '1d', market = null) {
+  const args = ['ingest', '--db', db, '--symbol', symbol, '--interval', interval];
+  if (market) args.push('--market', market);
+  const r = spawnSync(opts.kronos, [...args, file], { encoding: 'utf8' });
   if (r.status !== 0) fail(`kronos ingest ${symbol} failed (${r.status}): ${r.stderr}`);
 }
 
@@ -170,7 +171,7 @@ async function main() {
   });
   try {
     ingest(db, 'AAPL', join(opts.data, 'AAPL_1d.csv'));
-    ingest(db, 'MSFT', join(opts.data, 'MSFT_1d.csv'));
+    ingest(db, 'MSFT', join(opts.data, 'MSFT_1d.csv'), '1d', 'NYSE');
     // A second, more recent AAPL series (hourly): the server's default for "AAPL" would be
     // this one, so the page must send the interval the user clicked.
     ingest(db, 'AAPL', join(opts.data, 'BTCUSDT_1h.csv'), '1h');
@@ -203,6 +204,11 @@ async function main() {
     const aapl1d = '#symbol-list li[data-symbol="AAPL"][data-interval="1d"]';
     await page.waitForSelector(aapl1d, { timeout: 15_000 });
     step('page loaded, stored symbols listed');
+    // A symbol's exchange calendar, when one was set, shows beside its interval.
+    const msftMeta = await page.textContent('#symbol-list li[data-symbol="MSFT"] .meta');
+    if (!/^1d · NYSE · [\d,]+ bars$/.test(msftMeta)) fail(`MSFT's list entry reads '${msftMeta}'`);
+    const aaplMeta = await page.textContent(`${aapl1d} .meta`);
+    if (/NYSE/.test(aaplMeta)) fail(`AAPL (no market set) reads '${aaplMeta}'`);
     await waitFor('the demo-model banner', async () => page.isVisible('#demo-banner'), 10_000);
     if (!/DEMO MODEL — not a forecast/.test(await page.textContent('#demo-banner'))) fail('the demo banner says something else');
     step('demo model banner shown');

@@ -34,7 +34,8 @@ export class SymbolList {
     return li && this.ul.contains(li) ? Number(li.dataset.index) : -1;
   }
 
-  /** items: GET /v1/symbols' data ({symbol, interval, rows, first_timestamp, last_timestamp}). */
+  /** items: GET /v1/symbols' data ({symbol, interval, market, rows, first_timestamp,
+   * last_timestamp}; market null when none is set). */
   setItems(items, emptyText) {
     this.items = items;
     this.index = -1;
@@ -61,7 +62,9 @@ export class SymbolList {
       sym.textContent = s.symbol;
       const meta = document.createElement('span');
       meta.className = 'meta';
-      meta.textContent = `${s.interval} · ${COUNT.format(s.rows)} bars`;
+      // The exchange calendar its forecast bars follow, when one was set for the symbol.
+      const market = s.market ? ` · ${s.market}` : '';
+      meta.textContent = `${s.interval}${market} · ${COUNT.format(s.rows)} bars`;
       li.append(sym, meta);
       frag.append(li);
     });
