@@ -20,6 +20,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 
 SKIP = 77
 
@@ -53,6 +54,14 @@ def alive(pid):
             return f.read().split(")")[-1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def wait_gone(pid, seconds=30):
+    """SIGKILL is delivered asynchronously: the process may still be listed for a moment."""
+    deadline = time.monotonic() + seconds
+    while alive(pid):
+        assert time.monotonic() < deadline, f"pid {pid} still alive after SIGKILL"
+        time.sleep(0.02)
 
 
 def main(argv):
@@ -130,12 +139,14 @@ def main(argv):
 
         # ---- 5. a replica killed: roll restarts it; stop of a half-dead set.
         os.kill(r1, signal.SIGKILL)
+        wait_gone(r1)
         rc, out = run("roll", "--dir", d)
         assert rc == 0 and "replica 1 was not running; starting it" in out, f"{rc}: {out}"
         r1 = pid("r1")
         r2 = pid("r2")
         assert alive(r1) and alive(r2), out
         os.kill(r2, signal.SIGKILL)
+        wait_gone(r2)
         rc, out = run("stop", "--dir", d)
         assert rc == 0 and "stopped 2 of 3 processes" in out, f"{rc}: {out}"
         for p in (r1, hap):
