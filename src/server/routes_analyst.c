@@ -239,9 +239,9 @@ static void task_run(analyze_task *t) {
             /* A batch reports a symbol it cannot load beside the others' reports; a single
              * analysis answers with the error. */
             const char *want = t->want[i][0] ? t->want[i] : r->interval;
-            if (kr_store_access_pick_interval(s, store, sym, want, field, 400, t->intervals[i],
-                                              sizeof t->intervals[i], t->markets[i],
-                                              sizeof t->markets[i], NULL, 0, &aerr)) {
+            if (kr_store_access_pick_interval(
+                    s, store, sym, want, field, 400, t->intervals[i], sizeof t->intervals[i],
+                    t->markets[i], sizeof t->markets[i], t->names[i], sizeof t->names[i], &aerr)) {
                 if (!r->batch) {
                     kr_store_close(store);
                     task_fail(t, aerr.status, aerr.message, aerr.field);
@@ -251,11 +251,9 @@ static void task_run(analyze_task *t) {
                 t->items[i] = (kr_analyze_item){ sym, want ? want : "", NULL, t->errors[i], NULL };
                 continue;
             }
-            /* Symbols ignore case: the report carries the stored spelling. */
-            if (kr_store_canonical_symbol(store, sym, t->names[i], sizeof t->names[i], &err) !=
-                    KR_OK ||
-                kr_store_read(store, sym, t->intervals[i], KR_API_CANDLES_MAX, &t->cs[i], &err) !=
-                    KR_OK) {
+            /* Symbols ignore case: the report carries the stored spelling (names[i]). */
+            if (kr_store_read(store, t->names[i], t->intervals[i], KR_API_CANDLES_MAX, &t->cs[i],
+                              &err) != KR_OK) {
                 if (!r->batch) {
                     kr_store_close(store);
                     const int code = kr_store_access_failure_status(err.status);
