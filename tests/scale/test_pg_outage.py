@@ -22,7 +22,6 @@ import http.client
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -31,17 +30,10 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pgcluster  # noqa: E402
+from ports import free_port  # noqa: E402
 
 SKIP = 77
 SECRET = "s3cr3t"
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 def request(port, method, path, body=None, headers=None, timeout=120):

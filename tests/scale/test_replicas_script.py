@@ -22,30 +22,10 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ports import free_port_block  # noqa: E402
+
 SKIP = 77
-
-
-def free_port_block(n):
-    """A base port whose next n ports are free too."""
-    for _ in range(200):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        base = s.getsockname()[1]
-        s.close()
-        if base + n > 65535:
-            continue
-        ok = True
-        for p in range(base, base + n + 1):
-            t = socket.socket()
-            try:
-                t.bind(("127.0.0.1", p))
-            except OSError:
-                ok = False
-            finally:
-                t.close()
-        if ok:
-            return base
-    raise RuntimeError("no block of free ports")
 
 
 def alive(pid):
