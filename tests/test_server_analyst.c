@@ -1329,23 +1329,35 @@ static void llm_completed(void *cls, struct MHD_Connection *c, void **ctx,
     *ctx = NULL;
 }
 
+/* A stand-in LLM on a loopback port (handler: llm_access or llm_slow_access; a slow one gets a
+ * thread per connection so that its wait holds no other request), and a server config whose
+ * llm_url points at it. */
+static struct MHD_Daemon *start_llm(MHD_AccessHandlerCallback handler, int thread_per_connection,
+                                    kr_server_config *c) {
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD;
+    if (thread_per_connection) flags |= MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL;
+    struct MHD_Daemon *llm = MHD_start_daemon(
+        flags, 0, NULL, NULL, handler, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&a,
+        MHD_OPTION_NOTIFY_COMPLETED, llm_completed, NULL, MHD_OPTION_END);
+    assert_non_null(llm);
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(llm, MHD_DAEMON_INFO_BIND_PORT);
+    *c = base_config();
+    snprintf(c->db, sizeof c->db, "%s", g_db);
+    snprintf(c->llm_url, sizeof c->llm_url, "http://127.0.0.1:%u", (unsigned)di->port);
+    return llm;
+}
+
 /* The optional narrative over HTTP: the server's llm_url, asked per request with
  * "narrative": true; the report carries the model's text. A dead LLM is an explained
  * absence in a 200 report, never a failed analysis. */
 static void test_analyze_narrative(void **state) {
     (void)state;
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    struct MHD_Daemon *llm = MHD_start_daemon(
-        MHD_USE_INTERNAL_POLLING_THREAD, 0, NULL, NULL, llm_access, NULL, MHD_OPTION_SOCK_ADDR,
-        (struct sockaddr *)&a, MHD_OPTION_NOTIFY_COMPLETED, llm_completed, NULL, MHD_OPTION_END);
-    assert_non_null(llm);
-    const union MHD_DaemonInfo *di = MHD_get_daemon_info(llm, MHD_DAEMON_INFO_BIND_PORT);
-    kr_server_config c = base_config();
-    snprintf(c.db, sizeof c.db, "%s", g_db);
-    snprintf(c.llm_url, sizeof c.llm_url, "http://127.0.0.1:%u", (unsigned)di->port);
+    kr_server_config c;
+    struct MHD_Daemon *llm = start_llm(llm_access, 0, &c);
     c.llm_timeout_s = 30;
     kr_server *s = NULL;
     kr_error err = { 0 };
@@ -1431,20 +1443,9 @@ static enum MHD_Result llm_slow_access(void *cls, struct MHD_Connection *mc, con
  * in time, with narrative null and narrative_error saying it timed out. */
 static void test_analyze_narrative_deadline(void **state) {
     (void)state;
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     atomic_store(&g_llm_slow_stop, 0);
-    struct MHD_Daemon *llm = MHD_start_daemon(
-        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL, 0, NULL,
-        NULL, llm_slow_access, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&a,
-        MHD_OPTION_NOTIFY_COMPLETED, llm_completed, NULL, MHD_OPTION_END);
-    assert_non_null(llm);
-    const union MHD_DaemonInfo *di = MHD_get_daemon_info(llm, MHD_DAEMON_INFO_BIND_PORT);
-    kr_server_config c = base_config();
-    snprintf(c.db, sizeof c.db, "%s", g_db);
-    snprintf(c.llm_url, sizeof c.llm_url, "http://127.0.0.1:%u", (unsigned)di->port);
+    kr_server_config c;
+    struct MHD_Daemon *llm = start_llm(llm_slow_access, 1, &c);
     c.llm_timeout_s = 60;
     c.request_timeout_s = 4;
     kr_server *s = NULL;
@@ -1480,21 +1481,10 @@ static size_t hang_up_at_narrative(char *p, size_t sz, size_t n, void *ud) {
  * shutdown joins the analysis) is gone long before the model would have answered. */
 static void test_analyze_narrative_client_leaves(void **state) {
     (void)state;
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     atomic_store(&g_llm_slow_stop, 0);
     atomic_store(&g_llm_slow_capped, 0);
-    struct MHD_Daemon *llm = MHD_start_daemon(
-        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL, 0, NULL,
-        NULL, llm_slow_access, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&a,
-        MHD_OPTION_NOTIFY_COMPLETED, llm_completed, NULL, MHD_OPTION_END);
-    assert_non_null(llm);
-    const union MHD_DaemonInfo *di = MHD_get_daemon_info(llm, MHD_DAEMON_INFO_BIND_PORT);
-    kr_server_config c = base_config();
-    snprintf(c.db, sizeof c.db, "%s", g_db);
-    snprintf(c.llm_url, sizeof c.llm_url, "http://127.0.0.1:%u", (unsigned)di->port);
+    kr_server_config c;
+    struct MHD_Daemon *llm = start_llm(llm_slow_access, 1, &c);
     c.llm_timeout_s = 60;
     kr_server *s = NULL;
     kr_error err = { 0 };
