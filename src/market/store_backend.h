@@ -98,6 +98,18 @@ extern const kr_store_ops kr_store_pg_ops;
  * quick_check): every page of files up to KR_STORE_FULL_CHECK_BYTES, only the small tables'
  * pages past it (_limited takes the bound, for tests). */
 #define KR_STORE_FULL_CHECK_BYTES (64LL << 20)
+/* A committed delete's stats from its count/min/max of the candles removed (hit) and of those
+ * left (left), as both backends' delete_range read them. */
+static inline void kr_store_delete_stats_set(kr_store_delete_stats *stats, const int64_t hit[3],
+                                             const int64_t left[3]) {
+    stats->deleted = hit[0];
+    stats->first_deleted = hit[1];
+    stats->last_deleted = hit[2];
+    stats->rows_left = left[0];
+    stats->first_left = left[1];
+    stats->last_left = left[2];
+}
+
 kr_status kr_store_sqlite_check_writable(const char *path, kr_error *err);
 kr_status kr_store_sqlite_check_writable_limited(const char *path, long long full_check_bytes,
                                                  kr_error *err);

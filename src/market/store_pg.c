@@ -870,12 +870,7 @@ static kr_status pg_delete_range(kr_store *s, const char *symbol, const char *in
         PQclear(r);
     }
     if ((st = exec(s, "COMMIT", "committing", err)) != KR_OK) goto fail;
-    stats->deleted = hit[0];
-    stats->first_deleted = hit[1];
-    stats->last_deleted = hit[2];
-    stats->rows_left = left[0];
-    stats->first_left = left[1];
-    stats->last_left = left[2];
+    kr_store_delete_stats_set(stats, hit, left);
     return KR_OK;
 fail:
     rollback(s);

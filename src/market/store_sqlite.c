@@ -685,12 +685,7 @@ static kr_status sqlite_delete_range(kr_store *store, const char *symbol, const 
             goto fail;
     }
     if ((st = exec(store, "COMMIT", "committing", err)) != KR_OK) goto fail;
-    stats->deleted = hit[0];
-    stats->first_deleted = hit[1];
-    stats->last_deleted = hit[2];
-    stats->rows_left = left[0];
-    stats->first_left = left[1];
-    stats->last_left = left[2];
+    kr_store_delete_stats_set(stats, hit, left);
     return KR_OK;
 fail:
     sqlite3_exec(DB(store), "ROLLBACK", NULL, NULL, NULL);
