@@ -453,9 +453,13 @@ typedef struct kr_context_stats {
     int n_threads;
     char kv_dtype[8];
     kr_step_profile profile; /* every engine step since the context was created */
+    /* Requests started ahead of an earlier one that waited for KV memory, which they did
+     * not delay (backfilling: they end before it could start, or leave it room). */
+    int64_t backfilled;
+    double queue_oldest_wait_seconds; /* the longest-waiting queued request's wait (0: none) */
 } kr_context_stats;
-/* running, waiting, completed, failed, kv_bytes_used of running requests and the limits are
- * current (a request is counted before its result reaches the caller); the other
+/* running, waiting, queue_oldest_wait_seconds, completed, failed, kv_bytes_used of running
+ * requests and the limits are current (a request is counted before its result reaches the caller); the other
  * figures are as of the last engine step (the engine thread publishes them at each step's
  * end, so any thread reads them without racing it). */
 KR_API void kr_context_get_stats(kr_context *ctx, kr_context_stats *stats);

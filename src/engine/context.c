@@ -267,6 +267,11 @@ static void register_metrics(kr_context *c) {
         kr_metrics_gauge(m, "kronos_requests_running", "", "Requests in the running batch");
     c->m_waiting =
         kr_metrics_gauge(m, "kronos_requests_waiting", "", "Requests waiting to be admitted");
+    c->m_oldest_wait = kr_metrics_gauge(m, "kronos_queue_oldest_wait_seconds", "",
+                                        "How long the longest-waiting queued request has waited");
+    c->m_backfilled = kr_metrics_counter(
+        m, "kronos_requests_backfilled_total", "",
+        "Requests started past an earlier one waiting for KV memory, without delaying it");
     c->m_kv_used = kr_metrics_gauge(m, "kronos_kv_cache_used_bytes", "",
                                     "KV memory held by running requests and the prefix cache");
     c->m_kv_budget = kr_metrics_gauge(m, "kronos_kv_cache_budget_bytes", "", "KV memory budget");
@@ -338,6 +343,7 @@ static void context_destroy(kr_context *c) {
     free(c->step_groups);
     free(c->step_budget);
     free(c->step_order);
+    free(c->admit_slots);
     free(c->abort_checks);
     free(c->cancels);
     if (c->model_attached) model_detach(c->model);
@@ -413,10 +419,12 @@ static kr_status context_create(const kr_model *model, const kr_context_params *
     c->step_groups = calloc((size_t)c->cap_running, sizeof *c->step_groups);
     c->step_budget = calloc((size_t)c->cap_running, sizeof *c->step_budget);
     c->step_order = calloc((size_t)c->cap_running, sizeof *c->step_order);
+    c->admit_slots = calloc((size_t)c->cap_running + 1, sizeof *c->admit_slots);
     c->cap_cancels = 64;
     c->cancels = calloc((size_t)c->cap_cancels, sizeof *c->cancels);
     if (st == KR_OK &&
-        (!c->running || !c->step_groups || !c->step_budget || !c->step_order || !c->cancels))
+        (!c->running || !c->step_groups || !c->step_budget || !c->step_order || !c->admit_slots ||
+         !c->cancels))
         st = kr_error_set(err, KR_ERR_NOMEM, "context: out of memory");
     if (st == KR_OK && p.prefix_cache)
         st = kr_prefix_cache_create(c->p.kv_budget_bytes / 2, &c->cache, err);
@@ -633,6 +641,7 @@ static void publish_shared(kr_context *c) {
     size_t budget = c->p.kv_budget_bytes;
     kr_metric_set(c->m_running, running);
     kr_metric_set(c->m_waiting, c->n_waiting);
+    kr_metric_set(c->m_oldest_wait, kr_ctx_oldest_wait_s(c, kr_now_seconds()));
     kr_metric_set(c->m_kv_used, (double)kv);
     kr_metric_set(c->m_kv_usage, budget ? (double)kv / (double)budget : 0);
     publish_limits(c);
@@ -664,6 +673,7 @@ void kr_ctx_publish_stats(kr_context *c) {
     }
     st.kv_bytes_used = c->kv_used + st.prefix_cache_bytes;
     st.steps = c->steps;
+    st.backfilled = c->backfilled;
     st.completed = atomic_load(&c->completed);
     st.failed = atomic_load(&c->failed);
     kr_arena_stats as;
@@ -704,6 +714,7 @@ void kr_context_get_stats(kr_context *c, kr_context_stats *st) {
     st->failed = atomic_load(&c->failed);
     st->kv_bytes_used = atomic_load(&c->kv_used_now) + st->prefix_cache_bytes;
     st->waiting = c->n_waiting;
+    st->queue_oldest_wait_seconds = kr_ctx_oldest_wait_s(c, kr_now_seconds());
     st->draining = c->draining;
     pthread_mutex_unlock(&c->lock);
 }

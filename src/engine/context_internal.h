@@ -39,6 +39,12 @@ typedef struct kr_req {
     struct kr_req *next;
 } kr_req;
 
+/* A request's estimated remaining engine steps and its reserved KV peak (admission.c). */
+typedef struct kr_admit_slot {
+    int64_t steps_left;
+    size_t kv_peak;
+} kr_admit_slot;
+
 /* A function to run on the engine thread between steps (kr_context_run_task). */
 typedef struct kr_task {
     kr_context_task fn;
@@ -82,6 +88,12 @@ struct kr_context {
     kr_gen_group **step_groups; /* [cap_running], per step */
     int64_t *step_budget;
     int *step_order;
+    kr_admit_slot *admit_slots; /* [cap_running + 1], admission's scratch */
+    /* The request waiting for KV memory that others may be started past (admission.c), and
+     * the engine step after which none may be any more. */
+    uint64_t hol_id;
+    int64_t hol_until_step;
+    int64_t backfilled; /* requests started past a request waiting for memory */
     kr_req **abort_checks; /* [cap_abort_checks]: queued requests to poll, outside the lock */
     int cap_abort_checks;
     double abort_checked_at;
@@ -104,7 +116,8 @@ struct kr_context {
     kr_metric *m_ttft, *m_itl, *m_queue, *m_e2e, *m_batch, *m_rows, *m_running, *m_waiting,
         *m_kv_used, *m_kv_budget, *m_kv_usage, *m_busy, *m_q_tokens, *m_h_tokens, *m_ok, *m_failed,
         *m_cancelled, *m_timeout, *m_rejected, *m_cache_bytes, *m_gen_tokens, *m_prefill_tokens,
-        *m_kv_blocks_used, *m_kv_blocks_free, *m_kv_blocks_free_bytes, *m_workspace;
+        *m_kv_blocks_used, *m_kv_blocks_free, *m_kv_blocks_free_bytes, *m_workspace, *m_backfilled,
+        *m_oldest_wait;
     kr_metric *m_lim_wait, *m_lim_tokens, *m_lim_running, *m_lim_queue, *m_lim_static;
     /* The step profile (kr_context_params.profile): what the engine thread accumulates, and
      * its parts' seconds as last exported to the metrics (counters grow by the difference). */
@@ -125,6 +138,14 @@ void kr_ctx_log(kr_context *c, const char *fmt, ...)
 void kr_ctx_publish_stats(kr_context *c);
 /* Engine thread, lock held: gives the tuner limits set since the last boundary. */
 void kr_ctx_apply_limits(kr_context *c);
+
+/* admission.c, engine thread, lock held. */
+/* Starts the waiting requests that may start now; those that never can go to *failed. */
+void kr_ctx_admit(kr_context *c, double now, kr_req **failed);
+/* Room for n running requests in the running set and the per-step arrays; 0: out of memory. */
+int kr_ctx_ensure_running_capacity(kr_context *c, int n);
+/* Seconds the longest-waiting queued request has waited (0: none). Any thread, lock held. */
+double kr_ctx_oldest_wait_s(const kr_context *c, double now);
 
 /* scheduler.c: the engine thread's main loop. */
 void *kr_ctx_engine_main(void *arg);

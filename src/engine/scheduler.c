@@ -4,8 +4,9 @@
  * prefix cache, and loops
  *   tasks → cancellations, deadlines, aborts → admission → one engine step → events.
  *
- * Admission takes waiting requests in priority order while the running set has room and the
- * KV budget allows (a lone newcomer waits batch_wait_ms for company). Each engine step hands
+ * Admission (admission.c) takes waiting requests in priority order while the running set has
+ * room and the KV budget allows, smaller ones past a request waiting for memory when that does
+ * not delay it (a lone newcomer waits batch_wait_ms for company). Each engine step hands
  * out at most max_batch_tokens rows: the highest priority present first — its generating
  * groups before its prefills, round-robin among equals — and lower priorities at most
  * background_share of the step (at least background_min_rows), so a heavy low-priority job
@@ -97,78 +98,6 @@ static void remove_running(kr_context *c, int i) {
     atomic_store(&c->running_now, c->n_running);
 }
 
-/* Room in the per-step arrays for the running set (max_running may have been raised). */
-static int ensure_running_capacity(kr_context *c, int n) {
-    if (n <= c->cap_running) return 1;
-    int cap = n;
-    kr_req **run = realloc(c->running, (size_t)cap * sizeof *run);
-    if (run) c->running = run;
-    kr_gen_group **gs = realloc(c->step_groups, (size_t)cap * sizeof *gs);
-    if (gs) c->step_groups = gs;
-    int64_t *bu = realloc(c->step_budget, (size_t)cap * sizeof *bu);
-    if (bu) c->step_budget = bu;
-    int *ord = realloc(c->step_order, (size_t)cap * sizeof *ord);
-    if (ord) c->step_order = ord;
-    if (!run || !gs || !bu || !ord) return 0;
-    c->cap_running = cap;
-    return 1;
-}
-
-/* ---------------------------------------------------------------- admission (lock held) */
-
-/* Moves admissible waiting requests to the end of the running set, in priority order.
- * Each is charged its peak KV (kv_peak) against the budget before its group is created, so
- * a request waiting for memory allocates nothing, and the running set stays within the
- * budget as its requests grow into their windows and decoder stores; the prefix cache gives
- * way first. Requests that cannot start at all are added to *failed. */
-static void admit(kr_context *c, double now, kr_req **failed) {
-    if (c->p.static_batching && c->n_running > 0) return;
-    while (c->wait_head && c->n_running < c->p.max_running) {
-        kr_req *r = c->wait_head;
-        size_t need = r->kv_peak, cache = 0;
-        if (c->cache) {
-            kr_prefix_cache_stats cs;
-            kr_prefix_cache_get_stats(c->cache, &cs);
-            if (c->kv_reserved + cs.bytes + need > c->p.kv_budget_bytes)
-                kr_prefix_cache_evict(c->cache,
-                                      c->kv_reserved + cs.bytes + need - c->p.kv_budget_bytes);
-            kr_prefix_cache_get_stats(c->cache, &cs);
-            cache = cs.bytes;
-        }
-        /* Wait for memory: running requests will finish (kr_submit refused any request
-         * whose peak exceeds the whole budget, so one always fits once nothing runs). */
-        if (c->kv_reserved + cache + need > c->p.kv_budget_bytes && c->n_running > 0) return;
-        kr_error e = { 0 };
-        kr_gen_group *g = NULL;
-        if (!ensure_running_capacity(c, c->n_running + 1) ||
-            kr_gen_group_create(&c->eng, &r->job.in, &r->job.out, &r->job.params, &r->opt, &g,
-                                &e) != KR_OK) {
-            /* Out of memory for this one: leave it queued unless nothing runs (then fail it). */
-            if (c->n_running > 0) return;
-            c->wait_head = r->next;
-            c->n_waiting--;
-            r->next = *failed;
-            r->cancelled = e.status ? e.status : KR_ERR_NOMEM;
-            *failed = r;
-            continue;
-        }
-        size_t bytes = kr_gen_group_kv_bytes(g);
-        c->wait_head = r->next;
-        c->n_waiting--;
-        r->next = NULL;
-        r->group = g;
-        r->kv_bytes = bytes;
-        r->t_start = now;
-        c->kv_reserved += need;
-        c->kv_used += bytes;
-        atomic_store(&c->kv_used_now, c->kv_used);
-        c->running[c->n_running++] = r;
-        atomic_store(&c->running_now, c->n_running);
-        kr_metric_observe(c->m_queue, now - r->t_submit);
-        kr_tuner_observe_queue(&c->tuner, now - r->t_submit);
-    }
-}
-
 /* Takes cancelled, expired and aborted requests out of the queue (lock held). */
 static kr_req *reap_queue(kr_context *c, double now) {
     kr_req *out = NULL, **pp = &c->wait_head;
@@ -188,17 +117,6 @@ static kr_req *reap_queue(kr_context *c, double now) {
         pp = &r->next;
     }
     return out;
-}
-
-/* How long the longest-waiting queued request has waited (0: none). The queue is in
- * priority order, so its head is the most urgent request, not the oldest: a low-priority one
- * stuck behind a stream of newer high-priority ones is the pressure the tuner must see. Lock
- * held; the queue is at most max_queue long. */
-static double oldest_wait_s(const kr_context *c, double now) {
-    double oldest = 0;
-    for (const kr_req *r = c->wait_head; r; r = r->next)
-        if (now - r->t_submit > oldest) oldest = now - r->t_submit;
-    return oldest;
 }
 
 /* Whether a queued request is to be failed now: aborted (should_abort said so) or past its
@@ -469,7 +387,7 @@ void *kr_ctx_engine_main(void *arg) {
                 if (c->running[i]->id == c->cancels[k]) c->running[i]->cancelled = 1;
         c->n_cancels = 0;
         int first_new = c->n_running;
-        if (!abort_all) admit(c, now, &failed);
+        if (!abort_all) kr_ctx_admit(c, now, &failed);
         int last_new = c->n_running;
         /* An abort callback's verdict holds for this round; a shutdown's for good. */
         if (!(c->draining || c->stop)) c->cancel_all = 0;
@@ -503,7 +421,7 @@ void *kr_ctx_engine_main(void *arg) {
         pthread_mutex_lock(&c->lock);
         kr_ctx_apply_limits(c); /* the tuner moves from limits set during the step */
         if (c->p.tune)
-            kr_tuner_tick(&c->tuner, t, c->n_waiting, oldest_wait_s(c, t), &c->p.batch_wait_ms,
+            kr_tuner_tick(&c->tuner, t, c->n_waiting, kr_ctx_oldest_wait_s(c, t), &c->p.batch_wait_ms,
                           &c->p.max_batch_tokens, &c->p.max_running, c->cache);
         c->profile_shared = c->profile;
         kr_ctx_publish_stats(c);
