@@ -2,7 +2,9 @@
  * A window that starts with the blocks of a cached window takes those KV blocks by reference
  * (kr_kv_store_share_prefix): its forecast is bit-identical to one computed without the
  * cache, its window is published in turn, it stays valid after the window it shared with is
- * evicted, and every block is back in the pool once the groups and the cache are gone.
+ * evicted, and every block is back in the pool once the groups and the cache are gone. The
+ * KV accounts count a shared block once: the cache's over its windows, a group's only for
+ * blocks no cached window holds.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +17,9 @@
 #include "test_support.h"
 
 enum { LONG_L = 120, SHORT_L = 100, P = 8, PATHS = 3 };
+/* Step budgets: a prefill spread over several steps (its first one leaves it unfinished, so
+ * unpublished), or all at once. */
+enum { FIRST_STEP_ROWS = 8, ALL_ROWS = 1 << 20 };
 
 static char g_tiny_dir[1024];
 static float g_x[LONG_L * 6], g_stamps[(LONG_L + P) * 5];
@@ -59,10 +64,13 @@ typedef struct result {
     int32_t hist_s1[LONG_L], hist_s2[LONG_L], gen_s1[PATHS * P], gen_s2[PATHS * P];
     float pred[PATHS * P * 6];
     kr_gen_output out;
+    size_t kv_first_step; /* what the group was charged after its first step */
 } result;
 
-/* One group of the first L history rows, run to the end with the cache (or none). */
-static void run_group(kr_model *m, int L, kr_prefix_cache *cache, result *res) {
+/* One group of the first L history rows, run to the end with the cache (or none), at most
+ * step_rows rows of work a step. */
+static void run_group(kr_model *m, int L, kr_prefix_cache *cache, int64_t step_rows,
+                      result *res) {
     static kr_exec *ex;
     if (!ex) {
         kr_error e = { 0 };
@@ -93,10 +101,11 @@ static void run_group(kr_model *m, int L, kr_prefix_cache *cache, result *res) {
         hooks.dec_lookup = NULL;
         hooks.dec_publish = NULL;
     }
-    const int64_t budget = 1 << 20;
-    while (!kr_gen_group_done(g))
-        if (kr_gen_step(&eng, &g, &budget, 1, cache ? &hooks : NULL, &err) != KR_OK)
+    for (int steps = 0; !kr_gen_group_done(g); steps++) {
+        if (kr_gen_step(&eng, &g, &step_rows, 1, cache ? &hooks : NULL, &err) != KR_OK)
             fail_msg("step: %s", err.message);
+        if (steps == 0) res->kv_first_step = kr_gen_group_kv_bytes(g);
+    }
     kr_gen_group_free(g);
 }
 
@@ -118,13 +127,13 @@ static void test_partial_hit_shares_blocks(void **state) {
     kr_model *m = load();
     long long used0 = blocks_used();
     static result alone, first, hit, again;
-    run_group(m, LONG_L, NULL, &alone);
+    run_group(m, LONG_L, NULL, FIRST_STEP_ROWS, &alone);
     assert_int_equal(blocks_used(), used0);
 
     kr_prefix_cache *cache = NULL;
     kr_error err = { 0 };
     assert_int_equal(kr_prefix_cache_create((size_t)1 << 30, &cache, &err), KR_OK);
-    run_group(m, SHORT_L, cache, &first);
+    run_group(m, SHORT_L, cache, ALL_ROWS, &first);
     assert_int_equal(first.out.cached_tokens, 0);
     /* The history is encoded causally, so the longer window starts with the same tokens. */
     assert_memory_equal(first.hist_s1, alone.hist_s1, SHORT_L * sizeof(int32_t));
@@ -133,9 +142,11 @@ static void test_partial_hit_shares_blocks(void **state) {
     assert_int_equal(cs.entries, 1);
     long long held_one = blocks_used() - used0;
     assert_int_equal(held_one, (SHORT_L + KR_KV_BLOCK_ROWS - 1) / KR_KV_BLOCK_ROWS);
+    size_t block_bytes = cs.bytes / (size_t)held_one;
+    assert_int_equal(cs.bytes, (size_t)held_one * block_bytes);
 
     /* 96 rows (6 whole blocks) from the cache, by reference; the rest prefilled. */
-    run_group(m, LONG_L, cache, &hit);
+    run_group(m, LONG_L, cache, FIRST_STEP_ROWS, &hit);
     assert_int_equal(hit.out.cached_tokens, SHORT_L / KR_PREFIX_BLOCK * KR_PREFIX_BLOCK);
     expect_same(&alone, &hit, "partial prefix hit vs no cache");
     kr_prefix_cache_get_stats(cache, &cs);
@@ -143,13 +154,20 @@ static void test_partial_hit_shares_blocks(void **state) {
     /* It holds only its own blocks beyond the 6 shared ones. */
     long long held_two = blocks_used() - used0;
     assert_int_equal(held_two, held_one + (LONG_L + KR_KV_BLOCK_ROWS - 1) / KR_KV_BLOCK_ROWS - 6);
+    /* The cache's account counts the shared blocks once (it counted them in both windows). */
+    assert_int_equal(cs.bytes, (size_t)held_two * block_bytes);
+    /* While its prefill ran, the group was charged only the window blocks no cached window
+     * held: 6 fewer than the same group without the cache. */
+    assert_int_equal(alone.kv_first_step - hit.kv_first_step, 6 * block_bytes);
 
     /* The first window goes; the shared blocks stay with the second, still correct. */
     kr_prefix_cache_evict(cache, 1);
     kr_prefix_cache_get_stats(cache, &cs);
     assert_int_equal(cs.entries, 1);
     assert_int_equal(blocks_used() - used0, (LONG_L + KR_KV_BLOCK_ROWS - 1) / KR_KV_BLOCK_ROWS);
-    run_group(m, LONG_L, cache, &again);
+    /* The blocks the two shared stay counted, with the window that keeps them. */
+    assert_int_equal(cs.bytes, (size_t)(blocks_used() - used0) * block_bytes);
+    run_group(m, LONG_L, cache, ALL_ROWS, &again);
     assert_int_equal(again.out.cached_tokens, LONG_L);
     expect_same(&alone, &again, "whole-window hit after the shared window's eviction");
 

@@ -137,8 +137,8 @@ int kr_gen_group_generating(const kr_gen_group *g);
 /* Rows of work left before the group's current phase or generation step completes (prefill
  * rows, re-run rows, path rows, decode rows); at least 1 while the group is not done. */
 int64_t kr_gen_group_pending_rows(const kr_gen_group *g);
-/* Bytes of the KV blocks the group holds; a prefill the prefix cache also holds is left to
- * the cache's account. */
+/* Bytes of the KV blocks the group holds; a prefill the prefix cache also holds, and the
+ * blocks a window took from a cached one, are left to the cache's account. */
 size_t kr_gen_group_kv_bytes(const kr_gen_group *g);
 
 /* The most KV memory a group of these parameters over hist_len history rows holds at once

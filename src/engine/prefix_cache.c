@@ -1,6 +1,7 @@
 /* engine/prefix_cache — see prefix_cache.h. */
 #include "engine/prefix_cache.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
@@ -46,6 +47,42 @@ struct kr_prefix_cache {
 
 static size_t prefix_bytes(const kr_prefix *p) { return kr_kv_store_bytes(&p->kv); }
 
+typedef struct held_block {
+    uintptr_t block;
+    size_t bytes;
+} held_block;
+
+static int by_block(const void *a, const void *b) {
+    uintptr_t x = ((const held_block *)a)->block, y = ((const held_block *)b)->block;
+    return (x > y) - (x < y);
+}
+
+/* The bytes of the distinct KV blocks the entries hold. A window that took a cached window's
+ * blocks by reference and was published in turn holds them too: counted once, and when either
+ * window goes the other keeps them counted. Each entry whole (an upper bound) if out of
+ * memory. Runs when entries come and go, not per lookup. */
+static size_t held_bytes(const kr_prefix_cache *c) {
+    size_t n = 0, upper = 0;
+    for (int i = 0; i < c->n; i++) {
+        n += (size_t)c->e[i].p->kv.n_blocks;
+        upper += c->e[i].bytes;
+    }
+    held_block *v = n ? malloc(n * sizeof *v) : NULL;
+    if (!v) return upper;
+    size_t k = 0;
+    for (int i = 0; i < c->n; i++) {
+        const kr_kv_store *s = &c->e[i].p->kv;
+        for (int b = 0; s->blocks && b < s->n_blocks; b++)
+            if (s->blocks[b]) v[k++] = (held_block){ (uintptr_t)s->blocks[b], s->block_bytes };
+    }
+    qsort(v, k, sizeof *v, by_block);
+    size_t total = 0;
+    for (size_t i = 0; i < k; i++)
+        if (i == 0 || v[i].block != v[i - 1].block) total += v[i].bytes;
+    free(v);
+    return total;
+}
+
 /* Hash of rows [a, b) chained on h. */
 static uint64_t hash_rows(uint64_t h, const int32_t *s1, const int32_t *s2, const float *stamps,
                           int a, int b) {
@@ -78,13 +115,13 @@ static int same_rows(const entry *e, const int32_t *s1, const int32_t *s2, const
 
 static void entry_drop(kr_prefix_cache *c, int i) {
     entry *e = &c->e[i];
-    c->bytes -= e->bytes;
     kr_prefix_release(e->p);
     free(e->chain);
     free(e->s1);
     free(e->s2);
     free(e->stamps);
     c->e[i] = c->e[--c->n];
+    c->bytes = held_bytes(c);
 }
 
 size_t kr_prefix_cache_evict(kr_prefix_cache *c, size_t bytes) {
@@ -93,8 +130,9 @@ size_t kr_prefix_cache_evict(kr_prefix_cache *c, size_t bytes) {
         int lru = 0;
         for (int i = 1; i < c->n; i++)
             if (c->e[i].last_used < c->e[lru].last_used) lru = i;
-        freed += c->e[lru].bytes;
+        size_t before = c->bytes;
         entry_drop(c, lru);
+        freed += before - c->bytes;
         c->evictions++;
     }
     return freed;
@@ -191,8 +229,8 @@ static void publish_kind(kr_prefix_cache *c, int kind, kr_prefix *p, const int32
     e->full = full;
     e->bytes = bytes;
     e->last_used = ++c->tick;
-    c->bytes += bytes;
     c->n++;
+    c->bytes = held_bytes(c);
 }
 
 static void publish(void *user, kr_prefix *p, const int32_t *s1, const int32_t *s2,

@@ -26,6 +26,7 @@ typedef struct kr_prefix_cache kr_prefix_cache;
 
 typedef struct kr_prefix_cache_stats {
     int entries;
+    /* bytes: of the distinct KV blocks the entries hold (blocks windows share counted once) */
     size_t bytes, budget;
     int decoder_entries; /* of which tokenizer-decoder history contexts */
     size_t decoder_bytes;

@@ -95,6 +95,13 @@ size_t kr_kv_store_bytes(const kr_kv_store *s) {
     return n * s->block_bytes;
 }
 
+size_t kr_kv_store_unshared_bytes(const kr_kv_store *s) {
+    size_t n = 0;
+    for (int i = 0; s->blocks && i < s->n_blocks; i++)
+        if (s->blocks[i] && kr_kv_block_refs(s->blocks[i]) == 1) n++;
+    return n * s->block_bytes;
+}
+
 int kr_kv_store_row_refs(const kr_kv_store *s, int row) {
     return kr_kv_block_refs(s->blocks[row / KVB]);
 }

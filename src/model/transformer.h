@@ -72,6 +72,9 @@ void kr_kv_store_release(kr_kv_store *s);
 /* Bytes of the blocks the store holds (rows and scales, whole blocks, shared ones included):
  * what the KV budget is charged. 0 when released. */
 size_t kr_kv_store_bytes(const kr_kv_store *s);
+/* Bytes of the blocks only this store holds (one reference): a block shared with another
+ * store is left to that store's account. */
+size_t kr_kv_store_unshared_bytes(const kr_kv_store *s);
 /* Makes rows [0, rows) of dst those of src: whole blocks by reference (dst drops its own),
  * a partial last block by copy. Stores must have the same shape and dtype. Shared rows are
  * read-only from then on in both stores: rows of a shared block must not be written. */
