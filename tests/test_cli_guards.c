@@ -288,6 +288,9 @@ static void test_sampling_flags_shared(void **state) {
         expect(args, 2, "--top-p must be in (0, 1]", NULL);
         snprintf(args, sizeof args, "%s --lookback 1", cmds[i]);
         expect(args, 2, "--lookback must be an integer in 2..1048576", NULL);
+        /* Temperature 0 is what people write for greedy: the refusal says what to use. */
+        snprintf(args, sizeof args, "%s --temperature 0", cmds[i]);
+        expect(args, 2, "--temperature must be a number in [1e-6, 1e6]", "is --top-k 1");
     }
     expect("forecast --input x.csv --pred-len 3 --max-context 2", 2,
            "--pred-len 3 exceeds --max-context 2", NULL);
