@@ -341,7 +341,13 @@ static void test_watchlists(void **state) {
     snprintf(wl, sizeof wl, "%s/dup.txt", g_tmp);
     assert_int_equal(kr_test_write_file(wl, "AAPL\nAAPL 1d\nMSFT\n", 17), 0);
     snprintf(args, sizeof args, "analyze --watchlist %s --db %s --paths 8 --horizon 5", wl, g_db);
-    expect_fail(args, 2, "symbol 'AAPL' given twice (both name the AAPL 1d series)", NULL);
+    expect_fail(args, 2,
+                "dup.txt: lines 1 and 2: symbol 'AAPL' given twice (both name the AAPL 1d series)",
+                NULL);
+    /* A watch-list's repeated line is named with both lines (it used to name neither). */
+    const char *again = "# list\nAAPL\n\naapl # again\n";
+    assert_int_equal(kr_test_write_file(wl, again, strlen(again)), 0);
+    expect_fail(args, 2, "dup.txt: line 4: symbol 'aapl' given twice (first on line 2)", NULL);
     /* A calibration window's naive band needs horizon + 10 rows of lookback. */
     snprintf(args, sizeof args, "analyze AAPL --db %s --horizon 20 --lookback 21 --calibrate 2",
              g_db);
@@ -402,7 +408,9 @@ static void test_uncertainty_and_cover(void **state) {
     char args[4096];
     snprintf(args, sizeof args, "analyze AAPL --db %s --horizon 5", g_db);
     const run_result *r = ok(args);
-    assert_non_null(strstr(r->err, "DEMO MODEL"));
+    /* stderr names the checkpoint's source, as forecast's note does (it used to say only
+     * "the model declares itself a demo/test checkpoint"). */
+    assert_non_null(strstr(r->err, "note: DEMO MODEL \xe2\x80\x94 not a forecast (kronos-demo: "));
     cJSON *j = cJSON_Parse(r->out);
     assert_non_null(j);
     assert_non_null(strstr(cJSON_GetObjectItem(j, "model_notice")->valuestring,

@@ -137,6 +137,72 @@ static void test_batch_guards(void **state) {
     free(csv);
 }
 
+/* --quantiles: an empty item is refused naming it (it used to be dropped: "0.1,,0.9" ran as
+ * 0.1,0.9), more than 16 says the limit, and a repeated quantile is one CSV column (it used to
+ * be two columns of one name), as it is one JSON key. */
+static void test_quantile_lists(void **state) {
+    (void)state;
+    char *csv = daily_csv(40, 1, NULL);
+    char in[1400], args[4096];
+    snprintf(in, sizeof in, "%s", put("q/in.csv", csv));
+    const char *empty[] = { "0.1,,0.9", ",0.5", "0.5,", "" };
+    const char *which[] = { "item 2 is empty", "item 1 is empty", "item 2 is empty",
+                            "item 1 is empty" };
+    for (int i = 0; i < 4; i++) {
+        snprintf(args, sizeof args, "forecast --input %s --pred-len 2 --quantiles '%s'", in,
+                 empty[i]);
+        expect(args, 2, which[i], NULL);
+    }
+    snprintf(args, sizeof args, "forecast --input %s --pred-len 2 --quantiles 1.5", in);
+    expect(args, 2, "'1.5' is not a number in [0, 1]", NULL);
+    snprintf(args, sizeof args,
+             "forecast --input %s --pred-len 2 --quantiles "
+             "0.01,0.02,0.03,0.04,0.05,0.06,0.07,0.08,0.09,0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8",
+             in);
+    expect(args, 2, "at most 16", NULL);
+    snprintf(args, sizeof args, "forecast --input %s --pred-len 2 --quantiles 0.9,0.5,0.50,0.9",
+             in);
+    const kr_test_run *r = kronos(args);
+    if (r->code != 0) fail_msg("%s", r->err);
+    const char *head = "timestamps,open,high,low,close,volume,amount,open_q0.9,high_q0.9,low_q0.9,"
+                       "close_q0.9,volume_q0.9,amount_q0.9,open_q0.5,high_q0.5,low_q0.5,"
+                       "close_q0.5,volume_q0.5,amount_q0.5\n";
+    assert_memory_equal(r->out, head, strlen(head));
+    free(csv);
+}
+
+/* --output DIR with one input writes DIR/<name>.forecast.<ext>, as a batch does (it used to
+ * be refused as "is a directory"); a name ending in '/' is made as a directory. */
+static void test_output_directory(void **state) {
+    (void)state;
+    char *csv = daily_csv(40, 1, NULL);
+    char in[1400], args[4096], path[1500], dir[1400];
+    snprintf(in, sizeof in, "%s", put("od/one.csv", csv));
+    snprintf(args, sizeof args, "forecast --input %s --pred-len 2 --top-k 1", in);
+    const kr_test_run *r = kronos(args);
+    if (r->code != 0) fail_msg("%s", r->err);
+    char *want = strdup(r->out);
+    snprintf(args, sizeof args, "forecast --input %s --pred-len 2 --top-k 1 --output %s/od", in,
+             g_tmp);
+    r = kronos(args);
+    if (r->code != 0) fail_msg("%s", r->err);
+    static char got[1 << 16];
+    snprintf(path, sizeof path, "%s/od/one.forecast.csv", g_tmp);
+    kr_test_slurp(path, got, sizeof got);
+    assert_string_equal(got, want);
+    snprintf(dir, sizeof dir, "%s/od/new/", g_tmp);
+    snprintf(args, sizeof args, "forecast --input %s --pred-len 2 --top-k 1 --output %s", in, dir);
+    r = kronos(args);
+    if (r->code != 0) fail_msg("%s", r->err);
+    snprintf(path, sizeof path, "%sone.forecast.csv", dir);
+    kr_test_slurp(path, got, sizeof got);
+    assert_string_equal(got, want);
+    snprintf(args, sizeof args, "forecast --input %s --pred-len 2 --output ''", in);
+    expect(args, 2, "--output must not be empty", NULL);
+    free(want);
+    free(csv);
+}
+
 /* A JSON file is read as JSON whatever its name (a BOM before it too), and the columns layout
  * works at the top level: the same forecast as the CSV. */
 static void test_json_by_content(void **state) {
@@ -222,6 +288,9 @@ static void test_sampling_flags_shared(void **state) {
         expect(args, 2, "--top-p must be in (0, 1]", NULL);
         snprintf(args, sizeof args, "%s --lookback 1", cmds[i]);
         expect(args, 2, "--lookback must be an integer in 2..1048576", NULL);
+        /* Temperature 0 is what people write for greedy: the refusal says what to use. */
+        snprintf(args, sizeof args, "%s --temperature 0", cmds[i]);
+        expect(args, 2, "--temperature must be a number in [1e-6, 1e6]", "is --top-k 1");
     }
     expect("forecast --input x.csv --pred-len 3 --max-context 2", 2,
            "--pred-len 3 exceeds --max-context 2", NULL);
@@ -285,6 +354,8 @@ int main(void) {
         cmocka_unit_test(test_values_too_large_to_normalise),
         cmocka_unit_test(test_future_stamps_before_history),
         cmocka_unit_test(test_batch_guards),
+        cmocka_unit_test(test_quantile_lists),
+        cmocka_unit_test(test_output_directory),
         cmocka_unit_test(test_json_by_content),
         cmocka_unit_test(test_seed_forms),
         cmocka_unit_test(test_flags_checked_first),

@@ -198,6 +198,23 @@ static void test_usage_errors(void **state) {
     assert_non_null(strstr(r->err, "--out"));
     r = kronos("quantize --quant q4 --group 48 --out x");
     assert_int_equal(r->code, 2);
+    /* A flag the format or method never reads is refused, not ignored (each used to write an
+     * output that quietly did not do what was asked). */
+    static const char *const unread[][2] = {
+        { "quantize --quant int8 --group 64 --out x", "--group applies to q4" },
+        { "quantize --quant bf16 --calib x.csv --out x", "--calib applies to int8 and q4" },
+        { "quantize --quant fp8 --calib x.csv --out x", "--calib applies to int8 and q4" },
+        { "quantize --quant q4 --damp 0.1 --out x", "--damp applies to --method gptq" },
+        { "quantize --quant q4 --calib x.csv --damp 0.1 --out x", "--damp applies to" },
+        { "quantize --quant q4 --windows 4 --out x", "apply to --calib files" },
+        { "quantize --quant int8 --lookback 64 --out x", "apply to --calib files" },
+    };
+    for (size_t i = 0; i < sizeof unread / sizeof unread[0]; i++) {
+        r = kronos(unread[i][0]);
+        if (r->code != 2 || !strstr(r->err, unread[i][1]))
+            fail_msg("kronos %s: exit %d, stderr %s (want 2, '%s')", unread[i][0], r->code, r->err,
+                     unread[i][1]);
+    }
     r = kronos("forecast --quant q5 --input x.csv --pred-len 2");
     assert_int_equal(r->code, 2);
     r = kronos("forecast --kv-dtype f16 --input x.csv --pred-len 2");

@@ -178,7 +178,10 @@ int kr_cli_sampling_flag(const char *cmd, int opt, const char *arg, const kr_cli
         if (!s->temperature) return -1;
         if (!kr_arg_float(arg, 1e-6, 1e6, s->temperature))
             return kr_cli_usage_error(
-                cmd, "--temperature must be a number in [1e-6, 1e6], got '%s'", arg);
+                cmd,
+                "--temperature must be a number in [1e-6, 1e6], got '%s' (greedy decoding, the "
+                "limit of temperature 0, is --top-k 1)",
+                arg);
         return 0;
     case KR_OPT_TOP_P:
         if (!s->top_p) return -1;

@@ -115,6 +115,7 @@ typedef struct opts {
     float llm_timeout; /* seconds; 0: not given */
     const char *symbols[MAX_SYMBOLS];
     const char *sym_interval[MAX_SYMBOLS]; /* from a watch-list line, else NULL */
+    int sym_line[MAX_SYMBOLS]; /* its watch-list line, else 0 */
     int n_symbols, threads, allow_nonfinite;
     int paths_given, max_paths_given, all;
     const char *watchlist, *market;
@@ -141,8 +142,15 @@ static int add_symbol(opts *o, const char *sym, const char *interval, const char
     }
     for (int j = 0; j < o->n_symbols; j++)
         if (!strcasecmp(o->symbols[j], sym) &&
-            !strcmp(o->sym_interval[j] ? o->sym_interval[j] : "", interval ? interval : ""))
-            return kr_cli_usage_error(CMD, "symbol '%s' given twice", sym);
+            !strcmp(o->sym_interval[j] ? o->sym_interval[j] : "", interval ? interval : "")) {
+            char m[1600];
+            snprintf(m, sizeof m, "%ssymbol '%s' given twice", where, sym);
+            if (o->sym_line[j])
+                snprintf(m + strlen(m), sizeof m - strlen(m), " (first on line %d)",
+                         o->sym_line[j]);
+            return kr_cli_usage_error(CMD, "%s", m);
+        }
+    o->sym_line[o->n_symbols] = file ? line : 0;
     o->sym_interval[o->n_symbols] = interval;
     o->symbols[o->n_symbols++] = sym;
     return 0;
@@ -240,7 +248,7 @@ static int parse_opts(int argc, char **argv, opts *o) {
         case 't': o->tokenizer = optarg; break;
         case 'n':
             if (!kr_arg_int(optarg, 1, 65535, &o->p.horizon))
-                return kr_cli_usage_error(CMD, "--horizon must be a positive integer, got '%s'",
+                return kr_cli_usage_error(CMD, "--horizon must be an integer in 1..65535, got '%s'",
                                           optarg);
             break;
         case OPT_MAX_PATHS:
@@ -456,12 +464,6 @@ static int add_narratives(const opts *o, kr_report_set *set, kr_narrative ***nar
     return 0;
 }
 
-static int model_demo(const kr_model *m) {
-    kr_model_info info;
-    kr_model_get_info(m, &info);
-    return info.demo;
-}
-
 static int write_output(const char *out, const char *text) {
     FILE *f = out ? fopen(out, "w") : stdout;
     char msg[PATH_MAX + 128];
@@ -563,8 +565,12 @@ int kr_cmd_analyze(int argc, char **argv) {
         picked[i] = e;
         for (int j = 0; j < i; j++)
             if (picked[j] == e) {
-                snprintf(msg, sizeof msg, "symbol '%s' given twice (both name the %s %s series)",
-                         o.symbols[i], e->symbol, e->interval);
+                char where[PATH_MAX + 64] = "";
+                if (o.sym_line[i] && o.sym_line[j])
+                    snprintf(where, sizeof where, "%s: lines %d and %d: ", o.watchlist,
+                             o.sym_line[j], o.sym_line[i]);
+                snprintf(msg, sizeof msg, "%ssymbol '%s' given twice (both name the %s %s series)",
+                         where, o.symbols[i], e->symbol, e->interval);
                 rc = kr_cli_usage_error(CMD, "%s", msg);
                 goto done;
             }
@@ -602,11 +608,11 @@ int kr_cmd_analyze(int argc, char **argv) {
     for (int i = 0; i < set->n_failures; i++)
         fprintf(stderr, "kronos %s: warning: %s not analysed: %s\n", CMD, set->failures[i].symbol,
                 set->failures[i].message);
-    if (model_demo(eng.model))
-        fprintf(stderr,
-                "kronos %s: note: DEMO MODEL \xe2\x80\x94 not a forecast (the model "
-                "declares itself a demo/test checkpoint)\n",
-                CMD);
+    kr_model_info mi;
+    kr_model_get_info(eng.model, &mi);
+    if (mi.demo) /* the same note as forecast's */
+        fprintf(stderr, "kronos %s: note: DEMO MODEL \xe2\x80\x94 not a forecast (%s)\n", CMD,
+                mi.source[0] ? mi.source : "the model declares itself a demo/test checkpoint");
     if (o.llm_url) {
         n_narr = set->n;
         if ((rc = add_narratives(&o, set, &narr)) != 0) goto done;

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
@@ -27,6 +28,7 @@
 
 #define CMD "forecast"
 #define MAX_INPUTS 4096
+#define KR_CLI_MAX_QUANTILES 16 /* as the HTTP API's (KR_API_MAX_QUANTILES) */
 
 static void usage(FILE *f) {
     fputs(
@@ -67,7 +69,9 @@ static void usage(FILE *f) {
         "                           with csv, adds columns <col>_q<q> (close_q0.1, ...)\n"
         "  --format csv|json        csv: the mean path; json: mean, quantiles, every path with\n"
         "                           its tokens, timing (default csv)\n"
-        "  --output FILE|DIR        write there instead of stdout (a directory for a batch)\n"
+        "  --output FILE|DIR        write there instead of stdout; a directory (existing, or\n"
+        "                           a name ending in '/'; a batch needs one) receives\n"
+        "                           <name>.forecast.<csv|json> per input\n"
         "  --threads N              compute threads (default: all CPUs)\n"
         "  --batch-size N           a batch of inputs runs in static batches of N series x\n"
         "                           paths rows, each finished before the next (default 64;\n"
@@ -89,22 +93,48 @@ typedef struct opts {
     const char *inputs[MAX_INPUTS];
     int n_inputs, threads, allow_nonfinite;
     int batch_rows; /* --batch-size */
-    double quantiles[16];
+    double quantiles[KR_CLI_MAX_QUANTILES];
     int n_quantiles;
     kr_forecast_params p;
 } opts;
 
+/* --quantiles "0.1,0.5,0.9": each item a number in [0, 1] (a double, as HTTP clients send
+ * them, so both ask the engine the same quantile), in the order given. An empty item is
+ * refused rather than dropped; one given twice (as the output names it: %g) is kept once, as
+ * the JSON writer and the HTTP API do, so the CSV never gets two columns of one name.
+ * Returns 0, or 2 after the usage message. */
 static int parse_quantiles(const char *s, opts *o) {
-    char buf[512];
-    snprintf(buf, sizeof buf, "%s", s);
     o->n_quantiles = 0;
-    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
-        /* A double, as HTTP clients send them, so both ask the engine the same quantile. */
-        if (o->n_quantiles >= 16 || !kr_arg_double(tok, 0.0, 1.0, &o->quantiles[o->n_quantiles]))
-            return 0;
-        o->n_quantiles++;
+    int item = 0;
+    for (const char *p = s;; item++) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        char tok[64], key[32], prev[32], msg[160];
+        if (len == 0 || len >= sizeof tok) {
+            snprintf(msg, sizeof msg, "--quantiles item %d is %s", item + 1,
+                     len ? "too long" : "empty");
+            return kr_cli_usage_error(
+                CMD, "%s (a comma list of numbers in [0, 1], e.g. 0.1,0.5,0.9)", msg);
+        }
+        memcpy(tok, p, len);
+        tok[len] = '\0';
+        if (o->n_quantiles >= KR_CLI_MAX_QUANTILES) {
+            snprintf(msg, sizeof msg, "--quantiles takes at most %d numbers", KR_CLI_MAX_QUANTILES);
+            return kr_cli_usage_error(CMD, "%s", msg);
+        }
+        double *q = &o->quantiles[o->n_quantiles];
+        if (!kr_arg_double(tok, 0.0, 1.0, q))
+            return kr_cli_usage_error(CMD, "--quantiles: '%s' is not a number in [0, 1]", tok);
+        snprintf(key, sizeof key, "%g", *q);
+        int repeat = 0;
+        for (int j = 0; j < o->n_quantiles && !repeat; j++) {
+            snprintf(prev, sizeof prev, "%g", o->quantiles[j]);
+            repeat = !strcmp(prev, key);
+        }
+        o->n_quantiles += !repeat;
+        if (!comma) return 0;
+        p = comma + 1;
     }
-    return o->n_quantiles > 0;
 }
 
 /* Adds one --input: a file, '-', or every .csv/.json file of a directory (sorted). Returns 0,
@@ -254,7 +284,9 @@ static void batch_output_path(const char *dir, const char *input, const char *ex
     size_t len = strlen(base);
     if (len > 4 && !strcmp(base + len - 4, ".csv")) len -= 4;
     if (len > 5 && !strcmp(base + len - 5, ".json")) len -= 5;
-    snprintf(out, PATH_MAX, "%s/%.*s.forecast.%s", dir, (int)len, base, ext);
+    size_t dir_len = strlen(dir);
+    while (dir_len > 1 && dir[dir_len - 1] == '/') dir_len--;
+    snprintf(out, PATH_MAX, "%.*s/%.*s.forecast.%s", (int)dir_len, dir, (int)len, base, ext);
 }
 
 /* 0 when every input of a batch writes its own file under --output; else -1 with msg naming
@@ -365,7 +397,10 @@ static int parse_opts(int argc, char **argv, opts *o, char ***owned, int *n_owne
                 return kr_cli_usage_error(CMD, "--format must be csv or json, got '%s'", optarg);
             o->format = optarg;
             break;
-        case 'o': o->output = optarg; break;
+        case 'o':
+            if (!*optarg) return kr_cli_usage_error(CMD, "%s", "--output must not be empty");
+            o->output = optarg;
+            break;
         case 'Q':
             if (!kr_arg_quant(optarg))
                 return kr_cli_usage_error(
@@ -390,9 +425,7 @@ static int parse_opts(int argc, char **argv, opts *o, char ***owned, int *n_owne
                     CMD, "--batch-size must be an integer in 0..1048576 (rows), got '%s'", optarg);
             break;
         case 'q':
-            if (!parse_quantiles(optarg, o))
-                return kr_cli_usage_error(
-                    CMD, "--quantiles must be a comma list of numbers in [0, 1], got '%s'", optarg);
+            if (parse_quantiles(optarg, o) != 0) return 2;
             o->quantiles_given = 1;
             break;
         case 'h': usage(stdout); return -1;
@@ -438,13 +471,25 @@ int kr_cmd_forecast(int argc, char **argv) {
         rc = rc < 0 ? 0 : rc;
         goto done;
     }
-    /* Where the forecasts go is checked before any work: a batch's directory is made now. */
-    if (o.output && o.n_inputs > 1) {
+    /* Where the forecasts go is checked before any work: a batch's directory is made now. An
+     * existing directory (or a name ending in '/') receives <name>.forecast.<ext> for one input
+     * too, as for a batch, instead of being refused as "not a file". */
+    struct stat out_sb;
+    size_t out_len = o.output ? strlen(o.output) : 0;
+    int out_dir = o.output && (o.n_inputs > 1 || o.output[out_len - 1] == '/' ||
+                               (stat(o.output, &out_sb) == 0 && S_ISDIR(out_sb.st_mode)));
+    if (out_dir) {
         struct stat sb;
         if ((mkdir(o.output, 0777) != 0 && errno != EEXIST) || stat(o.output, &sb) != 0 ||
             !S_ISDIR(sb.st_mode)) {
             snprintf(msg, sizeof msg, "%s: cannot make the output directory: %s", o.output,
                      errno == EEXIST ? "a file of that name exists" : strerror(errno));
+            rc = kr_cli_fail(CMD, msg);
+            goto done;
+        }
+        if (access(o.output, W_OK | X_OK) != 0) {
+            snprintf(msg, sizeof msg, "%s: cannot write into the output directory: %s", o.output,
+                     strerror(errno));
             rc = kr_cli_fail(CMD, msg);
             goto done;
         }
@@ -582,7 +627,7 @@ int kr_cmd_forecast(int argc, char **argv) {
         FILE *f = stdout;
         char path[PATH_MAX];
         if (o.output) {
-            if (o.n_inputs > 1)
+            if (out_dir)
                 batch_output_path(o.output, o.inputs[i], o.format, path);
             else
                 snprintf(path, sizeof path, "%s", o.output);

@@ -70,6 +70,7 @@ int kr_cmd_quantize(int argc, char **argv) {
     const char *calib[MAX_CALIB];
     int n_calib = 0, group = 32, windows = KR_CALIB_DEFAULT_WINDOWS,
         lookback = KR_CALIB_DEFAULT_LOOKBACK, threads = 0, allow_nonfinite = 0;
+    int group_given = 0, damp_given = 0, windows_given = 0, lookback_given = 0;
     optind = 1;
     int c;
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -85,6 +86,7 @@ int kr_cmd_quantize(int argc, char **argv) {
         case 'g':
             if (!kr_arg_int(optarg, 32, 64, &group) || (group != 32 && group != 64))
                 return kr_cli_usage_error(CMD, "--group must be 32 or 64, got '%s'", optarg);
+            group_given = 1;
             break;
         case 'c':
             if (n_calib == MAX_CALIB)
@@ -95,11 +97,13 @@ int kr_cmd_quantize(int argc, char **argv) {
             if (!kr_arg_int(optarg, 1, 256, &windows))
                 return kr_cli_usage_error(CMD, "--windows must be an integer in 1..256, got '%s'",
                                           optarg);
+            windows_given = 1;
             break;
         case 'l':
             if (!kr_arg_int(optarg, 16, 512, &lookback))
                 return kr_cli_usage_error(CMD, "--lookback must be an integer in 16..512, got '%s'",
                                           optarg);
+            lookback_given = 1;
             break;
         case 'j':
             if (!kr_arg_int(optarg, 1, 1024, &threads))
@@ -116,6 +120,7 @@ int kr_cmd_quantize(int argc, char **argv) {
         case 'D':
             if (!kr_arg_double(optarg, 0.0, 1.0, &damp))
                 return kr_cli_usage_error(CMD, "--damp must be a number in 0..1, got '%s'", optarg);
+            damp_given = 1;
             break;
         case KR_OPT_ALLOW_NONFINITE: allow_nonfinite = 1; break;
         case 'h': usage(stdout); return 0;
@@ -125,6 +130,18 @@ int kr_cmd_quantize(int argc, char **argv) {
     if (optind < argc) return kr_cli_usage_error(CMD, "unexpected argument '%s'", argv[optind]);
     if (!quant) return kr_cli_usage_error(CMD, "--quant is required%s", "");
     if (!out || !*out) return kr_cli_usage_error(CMD, "--out is required%s", "");
+    /* A flag the chosen format or method never reads is refused, not silently ignored: the
+     * output would not be what the command line asked for. */
+    int q4 = !strcmp(quant, "q4"), int8 = !strcmp(quant, "int8");
+    if (group_given && !q4)
+        return kr_cli_usage_error(CMD, "--group applies to q4 (got --quant %s)", quant);
+    if (n_calib > 0 && !q4 && !int8)
+        return kr_cli_usage_error(
+            CMD, "--calib applies to int8 and q4; %s is plain round-to-nearest", quant);
+    if (damp_given && !(method && !strcmp(method, "gptq")))
+        return kr_cli_usage_error(CMD, "%s", "--damp applies to --method gptq");
+    if ((windows_given || lookback_given) && n_calib == 0)
+        return kr_cli_usage_error(CMD, "%s", "--windows and --lookback apply to --calib files");
     const char *mismatch = kr_arg_quant_method_mismatch(method, quant);
     if (mismatch) return kr_cli_usage_error(CMD, "%s", mismatch);
     if (method && strcmp(method, "rtn") != 0 && n_calib == 0)

@@ -143,6 +143,16 @@ def check_doc_commands(src, helps):
         if f not in help_flags(helps["serve"]):
             fail(f"docs/api.md: the serve table's --{f} is not a flag of kronos serve")
     readme = read(src, "README.md")
+    # README's usage block lists every flag of these commands' --help (it used to miss
+    # analyze's sampling flags, quantize's --tokenizer/--threads, bench's --model/--data).
+    usage = next(b for b in code_blocks(readme) if b.startswith("kronos forecast --input"))
+    in_usage = {}
+    for cmd, flags, _ in doc_invocations("```\n" + usage + "```\n", helps):
+        in_usage.setdefault(cmd, set()).update(flags)
+    for cmd in ("forecast", "analyze", "quantize", "gen-random", "bench"):
+        for f in sorted(help_flags(helps[cmd]) - {"help", "allow-nonfinite-weights"} -
+                        in_usage.get(cmd, set())):
+            fail(f"README usage block: kronos {cmd} lacks --{f}, which its --help lists")
     assert "Every command that loads a model also\ntakes `--allow-nonfinite-weights`" in readme
     for cmd in ("forecast", "quantize", "eval-quant", "analyze", "serve", "bench"):
         if "allow-nonfinite-weights" not in help_flags(helps[cmd]):
