@@ -1000,6 +1000,44 @@ static void test_pg_lock_wait_is_bounded(void **state) {
     PQfinish(c);
 }
 
+/* A database alive but stuck (here: a table lock held with a long busy timeout): the
+ * statement timeout cuts the statement, KR_ERR_TIMEOUT saying so; a pooled connection keeps
+ * the setting for the next open that asks for it, and 0 gives the connection its own default
+ * back (then the lock timeout rules the wait again). */
+static void test_pg_statement_timeout(void **state) {
+    (void)state;
+    char target[1400];
+    snprintf(target, sizeof target, "%s", fresh_target("stuck"));
+    kr_store *s = open_ok(target);
+    kr_candles *in = make_candles(0, 5, 20.0), *out = NULL;
+    kr_error err = { 0 };
+    if (kr_store_upsert(s, "AAPL", "1d", in, &err) != KR_OK) fail_msg("%s", err.message);
+    PGconn *c = pg_connect(target);
+    pg_exec(c, "BEGIN; LOCK TABLE kronos.candles IN ACCESS EXCLUSIVE MODE");
+    kr_store_set_busy_timeout(s, 60000);
+    kr_store_set_statement_timeout(s, 200);
+    assert_int_equal(kr_store_read(s, "AAPL", "1d", 0, &out, &err), KR_ERR_TIMEOUT);
+    if (!strstr(err.message, "statement timeout (0.2 s)")) fail_msg("message: %s", err.message);
+    kr_store_close(s);
+    /* The pooled connection, asked for the same. */
+    s = open_ok(target);
+    kr_store_set_busy_timeout(s, 60000);
+    kr_store_set_statement_timeout(s, 200);
+    assert_int_equal(kr_store_upsert(s, "AAPL", "1d", in, &err), KR_ERR_TIMEOUT);
+    /* Back to none: the busy timeout bounds the lock wait. */
+    kr_store_set_busy_timeout(s, 100);
+    kr_store_set_statement_timeout(s, 0);
+    assert_int_equal(kr_store_read(s, "AAPL", "1d", 0, &out, &err), KR_ERR_BUSY);
+    pg_exec(c, "ROLLBACK");
+    kr_store_set_statement_timeout(s, 200);
+    if (kr_store_read(s, "AAPL", "1d", 0, &out, &err) != KR_OK) fail_msg("%s", err.message);
+    assert_int_equal(out->n, 5);
+    kr_candles_free(out);
+    kr_candles_free(in);
+    kr_store_close(s);
+    PQfinish(c);
+}
+
 /* The server ends kronos' connections (a restart, a crash, an administrator): a statement on
  * a lost connection is KR_ERR_UNAVAILABLE ("retry later"), and the next open connects afresh
  * instead of failing on the dead pooled connection. A server that answers but refuses (no such
@@ -1071,6 +1109,7 @@ int main(void) {
         cmocka_unit_test(test_pg_other_applications),
         cmocka_unit_test(test_pg_store_of_older_layout),
         cmocka_unit_test(test_pg_lock_wait_is_bounded),
+        cmocka_unit_test(test_pg_statement_timeout),
         cmocka_unit_test(test_pg_connection_lost),
     };
     const struct CMUnitTest common[] = {

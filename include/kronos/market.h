@@ -141,6 +141,13 @@ KR_API void kr_store_close(kr_store *store);
  * 10000 ms; 0 fails at once). */
 KR_API void kr_store_set_busy_timeout(kr_store *store, int ms);
 
+/* How long one statement of a PostgreSQL store may run, lock waits included, before the
+ * database cancels it: KR_ERR_TIMEOUT (a database alive but stuck or overloaded: retry
+ * later), nothing written. 0 (the default) leaves the connection's own setting (the role's or
+ * the database's statement_timeout, usually none). A SQLite store runs in-process and
+ * ignores it (its writers wait at most the busy timeout). */
+KR_API void kr_store_set_statement_timeout(kr_store *store, int ms);
+
 /* A start-up check for commands that will write the store: KR_ERR_IO naming path and the
  * reason unless it can be written; an existing file must also open as a kronos store.
  * Creates nothing that stays. A URL: the server must accept the connection and the schema

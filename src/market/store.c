@@ -270,6 +270,10 @@ void kr_store_set_busy_timeout(kr_store *store, int ms) {
     if (store->impl) store->ops->busy_timeout_changed(store);
 }
 
+void kr_store_set_statement_timeout(kr_store *store, int ms) {
+    if (store) store->statement_ms = ms > 0 ? ms : 0; /* the backend applies it lazily */
+}
+
 void kr_store_close(kr_store *store) {
     if (!store) return;
     if (store->impl) store->ops->close(store);

@@ -25,6 +25,7 @@ struct kr_store {
     const kr_store_ops *ops;
     void *impl; /* the backend's connection */
     int busy_ms; /* how long a write waits for another writer's lock */
+    int statement_ms; /* how long one statement may run (0: no bound of ours) */
     char path[PATH_MAX]; /* what messages name: the file, or the URL without its password */
 };
 

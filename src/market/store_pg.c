@@ -28,7 +28,11 @@
  *   - Every connection carries lock_timeout = the busy timeout: a statement waiting for a lock
  *     another client holds (an ALTER TABLE, a LOCK TABLE, a migration) fails with KR_ERR_BUSY
  *     instead of hanging the request. A database that cannot be reached, or a connection lost
- *     mid-statement (a restart, a crash), is KR_ERR_UNAVAILABLE: retry later.
+ *     mid-statement (a restart, a crash), is KR_ERR_UNAVAILABLE: retry later. A statement
+ *     timeout set on the store (kr_store_set_statement_timeout; the server's is its request
+ *     timeout) bounds a database alive but stuck: KR_ERR_TIMEOUT. It is applied lazily before
+ *     a statement and kept with a pooled connection, so it costs a round trip only when it
+ *     changes.
  *   - The server opens a store per request, and a new PostgreSQL connection costs a process
  *     fork on the server (milliseconds): idle connections are kept in a small per-process pool
  *     keyed by the target; a pooled one, checked when it was made, re-reads only the version
@@ -64,6 +68,7 @@ typedef struct pg_handle {
     char *target; /* the pool's key */
     char schema[SCHEMA_MAX]; /* the store's schema as a quoted identifier, e.g. "kronos" */
     int lock_ms; /* the connection's lock_timeout as last set */
+    int statement_ms; /* its statement_timeout as last set (0: the session's default) */
 } pg_handle;
 
 /* ------------------------------------------------------------------ connection pool */
@@ -75,7 +80,7 @@ static struct {
         char *target;
         pid_t pid;
         char schema[SCHEMA_MAX];
-        int lock_ms;
+        int lock_ms, statement_ms;
     } idle[POOL_MAX];
     int n;
 } g_pool = { PTHREAD_MUTEX_INITIALIZER, { { 0 } }, 0 };
@@ -91,6 +96,7 @@ static PGconn *pool_take(const char *target, pg_handle *h) {
         found = g_pool.idle[i].conn;
         memcpy(h->schema, g_pool.idle[i].schema, sizeof h->schema);
         h->lock_ms = g_pool.idle[i].lock_ms;
+        h->statement_ms = g_pool.idle[i].statement_ms;
         free(g_pool.idle[i].target);
         g_pool.idle[i] = g_pool.idle[--g_pool.n];
     }
@@ -116,6 +122,7 @@ static void pool_give(PGconn *conn, const pg_handle *h) {
             g_pool.idle[g_pool.n].pid = getpid();
             memcpy(g_pool.idle[g_pool.n].schema, h->schema, sizeof h->schema);
             g_pool.idle[g_pool.n].lock_ms = h->lock_ms;
+            g_pool.idle[g_pool.n].statement_ms = h->statement_ms;
             g_pool.n++;
             conn = NULL;
             key = NULL;
@@ -165,6 +172,12 @@ static kr_status pg_error(const kr_store *s, const PGresult *res, const char *st
         return kr_error_set(err, KR_ERR_BUSY,
                             "%s: %s: the database is locked by another writer (waited %.1f s)",
                             s->path, step, s->busy_ms / 1000.0);
+    /* 57014: the statement timeout cancelled it (or an administrator did). */
+    if (state && !strcmp(state, "57014"))
+        return kr_error_set(err, KR_ERR_TIMEOUT,
+                            "%s: %s: the database did not finish within the statement timeout "
+                            "(%.1f s): it is overloaded or stuck; retry later",
+                            s->path, step, s->statement_ms / 1000.0);
     if (unreachable(CONN(s), state))
         return kr_error_set(err, KR_ERR_UNAVAILABLE,
                             "%s: %s: the database cannot be reached, retry later (%s)", s->path,
@@ -191,8 +204,37 @@ static const char *qualify(const kr_store *s, const char *sql, kr_sb *sb) {
     return sb->oom ? NULL : sb->data;
 }
 
+static kr_status query(kr_store *s, const char *sql, int n, const char *const *params,
+                       const char *step, PGresult **out, kr_error *err);
+
+/* Brings the connection's statement_timeout to the store's before a statement runs: set on
+ * the store after it opened (the server does so per request), and kept with a pooled
+ * connection, so usually nothing to do. Only between transactions: a session setting made
+ * inside one would be undone by its rollback. */
+static kr_status apply_statement_timeout(kr_store *s, kr_error *err) {
+    pg_handle *h = s->impl;
+    if (h->statement_ms == s->statement_ms || PQtransactionStatus(CONN(s)) != PQTRANS_IDLE)
+        return KR_OK;
+    h->statement_ms = s->statement_ms; /* first: the query below comes back here */
+    char ms[32];
+    snprintf(ms, sizeof ms, "%d", s->statement_ms);
+    const char *p[1] = { ms };
+    PGresult *r = NULL;
+    kr_status st =
+        s->statement_ms > 0
+            ? query(s, "SELECT pg_catalog.set_config('statement_timeout', $1, false)", 1, p,
+                    "setting the statement timeout", &r, err)
+            : query(s, "RESET statement_timeout", 0, NULL, "resetting the statement timeout", &r,
+                    err);
+    PQclear(r);
+    if (st != KR_OK) h->statement_ms = -1; /* unknown: tried again next time */
+    return st;
+}
+
 /* Runs a statement without parameters that returns no rows. */
 static kr_status exec(kr_store *s, const char *sql, const char *step, kr_error *err) {
+    kr_status ts = apply_statement_timeout(s, err);
+    if (ts != KR_OK) return ts;
     kr_sb sb = { 0 };
     const char *text = qualify(s, sql, &sb);
     if (!text) return kr_error_set(err, KR_ERR_NOMEM, "%s: %s: out of memory", s->path, step);
@@ -208,9 +250,11 @@ static kr_status exec(kr_store *s, const char *sql, const char *step, kr_error *
 /* Runs a statement with text parameters; *out holds the result on KR_OK (caller PQclears). */
 static kr_status query(kr_store *s, const char *sql, int n, const char *const *params,
                        const char *step, PGresult **out, kr_error *err) {
+    *out = NULL;
+    kr_status ts = apply_statement_timeout(s, err);
+    if (ts != KR_OK) return ts;
     kr_sb sb = { 0 };
     const char *text = qualify(s, sql, &sb);
-    *out = NULL;
     if (!text) return kr_error_set(err, KR_ERR_NOMEM, "%s: %s: out of memory", s->path, step);
     PGresult *r = PQexecParams(CONN(s), text, n, NULL, params, NULL, NULL, 0);
     kr_sb_free(&sb);

@@ -36,10 +36,10 @@ void kr_store_access_scrub(const kr_server *s, const char *msg, char *out, size_
 }
 
 /* The HTTP status of a store failure that is not the request's fault: 503 (with Retry-After)
- * when a retry can succeed — another writer held the lock past the busy timeout, or the
- * database is down or restarting — else 500. */
+ * when a retry can succeed — another writer held the lock past the busy timeout, the
+ * database is down or restarting, or a statement ran past the statement timeout — else 500. */
 int kr_store_access_failure_status(kr_status st) {
-    return st == KR_ERR_BUSY || st == KR_ERR_UNAVAILABLE ? 503 : 500;
+    return st == KR_ERR_BUSY || st == KR_ERR_UNAVAILABLE || st == KR_ERR_TIMEOUT ? 503 : 500;
 }
 
 /* What the client gets of a store's error: the scrubbed message, or for a database that
@@ -49,6 +49,8 @@ void kr_store_access_client_message(const kr_server *s, kr_status st, const char
                                     size_t cap) {
     if (st == KR_ERR_UNAVAILABLE)
         snprintf(out, cap, "the candle store's database cannot be reached; retry later");
+    else if (st == KR_ERR_TIMEOUT)
+        snprintf(out, cap, "the candle store's database did not answer in time; retry later");
     else
         kr_store_access_scrub(s, msg, out, cap);
 }
@@ -87,6 +89,8 @@ kr_store *kr_store_access_open(kr_server *s, int must_exist, int *status, kr_api
         kr_api_error_set(err, *status, NULL, "%s", msg);
         return NULL;
     }
+    /* A database alive but stuck must not hold the request past its own deadline. */
+    kr_store_set_statement_timeout(st, (int)(s->cfg.request_timeout_s * 1000.0));
     return st;
 }
 

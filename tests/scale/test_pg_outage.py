@@ -12,7 +12,10 @@ throwaway cluster (pgcluster.py), with a password in the URL that must never sho
      routes answer 503 until the database is back; `--check-config` fails, password hidden;
   4. the replica killed with SIGKILL while it writes a large batch: the series holds all of it
      or none of it, and the next upsert (another replica) works;
-  5. the database dropped under a running server (it answers but refuses): 500, the reason in
+  5. the database alive but stuck (a table lock held longer than the request may take, the
+     store's busy timeout longer still): the statement timeout (= --request-timeout) ends the
+     read, 503 + Retry-After "did not answer in time", not a wait for the lock;
+  6. the database dropped under a running server (it answers but refuses): 500, the reason in
      the server log only.
 
 Usage: test_pg_outage.py KRONOS_BINARY SOURCE_DIR
@@ -48,12 +51,12 @@ def request(port, method, path, body=None, headers=None, timeout=120):
 
 
 class Serve:
-    def __init__(self, kronos, db, top, name):
+    def __init__(self, kronos, db, top, name, extra=()):
         self.port = free_port()
         self.log = os.path.join(top, name + ".log")
         self.proc = subprocess.Popen(
             [kronos, "serve", "--port", str(self.port), "--db", db, "--threads", "1",
-             "--no-tune"], stdout=open(self.log, "w"), stderr=subprocess.STDOUT)
+             "--no-tune", *extra], stdout=open(self.log, "w"), stderr=subprocess.STDOUT)
         for _ in range(1200):
             if self.proc.poll() is not None:
                 raise RuntimeError(f"kronos serve exited {self.proc.returncode}:\n{self.text()}")
@@ -243,7 +246,39 @@ def main(argv):
         assert count == n, f"{count} rows after the second upsert, want {n}"
         print(f"replica killed mid-upsert (answer {res['answer'][0]}): the series held "
               f"{'all' if listed != '0' else 'none'} of it; the next upsert stored all {n} rows")
-        # ---- 5. the database dropped under a running server: refused, not unreachable.
+        # ---- 5. the database stuck: a lock held past the request's deadline.
+        d = Serve(kronos, db, top, "d", ["--request-timeout", "2"])
+        servers.append(d)
+        holder = subprocess.Popen(
+            [pgcluster.find_bin("psql"), "-X", "-q", "-d", cluster.url("kronos_outage"), "-c",
+             "BEGIN; LOCK TABLE kronos.candles IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(300);"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            env=dict(os.environ, PGAPPNAME="lock_holder"))
+        try:
+            for _ in range(600):
+                held = cluster.psql("SELECT count(*) FROM pg_locks WHERE granted AND mode = "
+                                    "'AccessExclusiveLock' AND relation = "
+                                    "'kronos.candles'::regclass", "kronos_outage").strip()
+                if held == "1":
+                    break
+                time.sleep(0.05)
+            assert held == "1", "the lock was never taken"
+            st, text, hdrs = request(d.port, "GET", "/v1/candles/AAA")
+            assert st == 503 and "did not answer in time" in text, f"{st} {text[:300]}"
+            assert hdrs.get("Retry-After") == "1", hdrs
+            assert "statement timeout (2.0 s)" in d.text(), d.text()[-2000:]
+        finally:
+            # A backend asleep does not notice its client gone: end it, and the lock with it.
+            cluster.psql("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE "
+                         "application_name = 'lock_holder'")
+            holder.kill()
+            holder.wait()
+        until_ok(d.port, cluster, "the lock released")
+        d.stop()
+        print("database stuck behind a lock: the statement timeout answered 503 'did not answer "
+              "in time' at the request's deadline instead of waiting for the lock")
+
+        # ---- 6. the database dropped under a running server: refused, not unreachable.
         cluster.psql("DROP DATABASE kronos_outage WITH (FORCE)")
         st, text, hdrs = request(c2.port, "GET", "/v1/candles/AAA")
         assert st == 500 and "refused the connection" in text, f"{st} {text[:300]}"
