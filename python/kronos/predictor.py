@@ -3,6 +3,7 @@
 import contextlib
 import ctypes
 import numbers
+import os
 import re
 import threading
 import weakref
@@ -12,6 +13,7 @@ import pandas as pd
 
 from . import _lib, errors
 from .errors import InvalidArgumentError, KronosError
+from . import model as _model
 from .model import Kronos, KronosTokenizer, load_model
 
 PRICE_COLS = ["open", "high", "low", "close"]
@@ -36,8 +38,12 @@ class _Guard:
         self.cv = threading.Condition()
         self.users = 0
         self.closed = False
+        self.forked = False
 
     def enter(self):
+        if self.forked:
+            raise KronosError("this engine context belongs to the process that forked this one "
+                              "(its engine threads do not exist here)")
         with self.cv:
             if self.closed:
                 raise KronosError("predictor is closed")
@@ -77,6 +83,12 @@ class Context:
         self.handle = handle
         self._guard = _Guard()
         self._free = weakref.finalize(self, self._guard.free, handle, model)
+        _contexts.add(self)
+
+    def _forget_after_fork(self):
+        # kr_context_free would wait forever for the engine thread, which fork did not copy.
+        self._free.detach()
+        self._guard.forked = True
 
     @contextlib.contextmanager
     def use(self):
@@ -91,6 +103,27 @@ class Context:
         """Frees the context once the calls running on it are over; later calls raise
         KronosError("predictor is closed")."""
         self._free()
+
+
+_contexts = weakref.WeakSet()
+_predictors = weakref.WeakSet()
+
+
+def _forget_after_fork():
+    """os.fork() copies a context's memory but not its engine thread: a forecast in the child
+    would wait for that thread forever, and so would freeing the context at the child's exit.
+    The child keeps its predictors usable by dropping their contexts (and models) unfreed; each
+    loads and creates afresh at its next call."""
+    for c in list(_contexts):
+        c._forget_after_fork()
+    for p in list(_predictors):
+        p._lock = threading.Lock()  # another parent thread may have held it at the fork
+        p._contexts = {}
+    _model.forget_after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_after_fork)
 
 
 class Forecast:
@@ -534,6 +567,7 @@ class KronosPredictor:
         self._contexts = {}
         self._closed = False
         self._lock = threading.Lock()
+        _predictors.add(self)
         self._context(threads, kv_dtype, quant)  # load now: errors belong to the constructor
 
     def _context(self, threads, kv_dtype, quant):
