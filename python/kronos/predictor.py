@@ -442,6 +442,27 @@ def prepare(df, x_timestamp, y_timestamp, pred_len, index=None):
     return _Prepared(values, ts, future, out_index)
 
 
+def _interruptible(call, abort):
+    """call() (a foreign call polling `abort` once per engine step) on a helper thread, so
+    that Ctrl-C (KeyboardInterrupt, or any exception a signal handler raises) reaches the
+    waiting main thread, which a foreign call would hold until the end of the forecast. On
+    such an exception the engine is told to stop, and the exception is raised once the call has
+    returned (its results freed): nothing it uses is freed under it."""
+    result, interrupted = [], None
+    worker = threading.Thread(target=lambda: result.append(call()), name="kronos-forecast",
+                              daemon=True)
+    worker.start()
+    while worker.is_alive():
+        try:
+            worker.join()
+        except BaseException as e:
+            abort.value = 1
+            interrupted = interrupted or e
+    if interrupted is not None:
+        raise interrupted
+    return result[0]
+
+
 def run(ctx, prepared, params, keep_paths=False, quantiles=()):
     """Runs prepared series as one kr_forecast_run_batch call (the GIL is released meanwhile)
     and returns one dict of numpy arrays per series."""
@@ -457,8 +478,24 @@ def run(ctx, prepared, params, keep_paths=False, quantiles=()):
     params.keep_paths = 1 if keep_paths or quantiles else 0
     out = (ctypes.c_void_p * n)()
     err = _lib.kr_error()
-    st = _lib.kr_forecast_run_batch(ctx.handle, series, n, ctypes.byref(params), out,
-                                    ctypes.byref(err))
+    abort = ctypes.c_int(0)
+    request = _lib.kr_request_default_params()
+    request.should_abort = _lib.kr_abort_flag
+    request.abort_user = ctypes.addressof(abort)
+
+    def call():
+        return _lib.kr_forecast_run_batch_ex(ctx.handle, series, n, ctypes.byref(params),
+                                             ctypes.byref(request), out, ctypes.byref(err))
+
+    if threading.current_thread() is threading.main_thread():
+        try:
+            st = _interruptible(call, abort)
+        except BaseException:
+            for i in range(n):  # a call that finished before it saw the flag
+                _lib.kr_forecast_free(out[i])
+            raise
+    else:  # signals reach the main thread only: nothing here to interrupt
+        st = call()
     _lib.check(st, err)
     results = []
     try:

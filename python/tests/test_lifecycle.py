@@ -147,3 +147,47 @@ def test_predictor_survives_fork(mode, tmp_path):
         pytest.fail(f"fork then {mode} hung")
     assert proc.returncode == 0, stderr
     assert stdout.split() == (["same", "0"] if mode == "predict" else ["0"])
+
+
+_SIGINT_SCRIPT = r"""
+import os, signal, sys, threading, time
+import pandas as pd
+from kronos import Kronos, KronosPredictor, KronosTokenizer
+demo, csv = sys.argv[1:3]
+df = pd.read_csv(csv, parse_dates=["timestamps"]).iloc[:500]
+p = KronosPredictor(Kronos.from_pretrained(demo), KronosTokenizer.from_pretrained(demo), threads=1)
+
+def interrupt_once_the_engine_runs():
+    while not any(t.name == "kronos-forecast" for t in threading.enumerate()):
+        time.sleep(0.01)
+    time.sleep(0.2)
+    os.kill(os.getpid(), signal.SIGINT)
+
+threading.Thread(target=interrupt_once_the_engine_runs, daemon=True).start()
+try:
+    # Minutes of work (the exact window re-run at every step past max_context).
+    p.predict(df, None, None, 500, sample_count=64)
+    print("completed")
+except KeyboardInterrupt:
+    print("interrupted")
+print(p.predict(df, None, None, 4).shape)  # the context still works
+"""
+
+
+def test_ctrl_c_interrupts_a_running_forecast(tmp_path):
+    # A forecast once held the main thread in the foreign call to its end: Ctrl-C waited for
+    # it. Now the engine is told to stop at its next step and KeyboardInterrupt is raised.
+    script = tmp_path / "sigint.py"
+    script.write_text(_SIGINT_SCRIPT)
+    proc = subprocess.Popen([sys.executable, str(script), DEMO,
+                             os.path.join(FIXTURES, "regression_input.csv")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        pytest.fail("Ctrl-C did not interrupt the forecast")
+    assert proc.returncode == 0, stderr
+    assert stdout.split("\n")[:2] == ["interrupted", "(4, 6)"]
