@@ -357,6 +357,9 @@ def _numeric_column(df, col, where):
         raise InvalidArgumentError(f"{where}column '{col}' appears more than once")
     if s.dtype.kind in "mM":
         raise InvalidArgumentError(f"{where}column '{col}' holds datetimes, expected numbers")
+    if s.dtype.kind == "c":
+        raise InvalidArgumentError(f"{where}column '{col}' holds complex numbers, expected real "
+                                   "ones")
     try:
         return np.asarray(s, dtype=np.float64)
     except (ValueError, TypeError):
