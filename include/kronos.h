@@ -317,6 +317,12 @@ KR_API int kr_static_batch_series(int batch_rows, int paths, int n_series);
 
 KR_API kr_request_params kr_request_default_params(void);
 
+/* A ready-made kr_abort_callback for should_abort / abort_callback: non-zero once the int at
+ * `flag` (an atomic_int, or an aligned int another thread sets with one store) is non-zero;
+ * NULL never aborts. For bindings whose own callback would be costly on the engine thread (a
+ * Python one takes the interpreter's lock at every engine step). */
+KR_API int kr_abort_flag(void *flag);
+
 /* Queues a forecast of one series. The series and params are validated here (errors name the
  * field and row) and copied. KR_ERR_BUSY when the queue is full or the context is draining:
  * retry later. KR_ERR_INVALID_ARG (saying how much) when the forecast needs more KV memory

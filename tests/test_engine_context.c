@@ -346,8 +346,6 @@ static void test_drain_bound(void **state) {
     kr_context_free(ctx);
 }
 
-static int abort_flag(void *user) { return atomic_load((atomic_int *)user); }
-
 /* should_abort cancels one request (queued or running); the context's abort callback all. */
 static void test_abort_callbacks(void **state) {
     (void)state;
@@ -355,7 +353,7 @@ static void test_abort_callbacks(void **state) {
     kr_context_params cp = kr_context_default_params();
     cp.n_threads = 2;
     cp.max_running = 1;
-    cp.abort_callback = abort_flag;
+    cp.abort_callback = kr_abort_flag;
     cp.abort_user = &stop_all;
     kr_context *ctx = NULL;
     kr_error err = { 0 };
@@ -370,9 +368,9 @@ static void test_abort_callbacks(void **state) {
     waiter_init(&queued);
     waiter_init(&other);
     kr_request_params r1 = req_for(&running), r2 = req_for(&queued), r3 = req_for(&other);
-    r1.should_abort = abort_flag;
+    r1.should_abort = kr_abort_flag;
     r1.abort_user = &stop_one;
-    r2.should_abort = abort_flag;
+    r2.should_abort = kr_abort_flag;
     r2.abort_user = &stop_one;
     assert_int_equal(kr_submit(ctx, &ser, &p, &r1, NULL, &err), KR_OK);
     for (int i = 0; i < 2000 && !started(&running); i++) usleep(1000);
@@ -1205,7 +1203,7 @@ static void test_batch_wait_ends_on_deadline_and_abort(void **state) {
     assert_true(late.stats.total_seconds < 30); /* half the batch wait: ended by the deadline */
     atomic_int stop = 0;
     kr_request_params rg = req_for(&gone);
-    rg.should_abort = abort_flag;
+    rg.should_abort = kr_abort_flag;
     rg.abort_user = &stop;
     assert_int_equal(kr_submit(ctx, &ser, &p, &rg, NULL, &err), KR_OK);
     atomic_store(&stop, 1);

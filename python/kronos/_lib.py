@@ -70,6 +70,15 @@ class kr_context_params(ctypes.Structure):
     ]
 
 
+class kr_request_params(ctypes.Structure):
+    _fields_ = [
+        ("deadline_s", ctypes.c_double), ("priority", ctypes.c_int),
+        ("on_event", ctypes.c_void_p), ("user", ctypes.c_void_p),
+        ("should_abort", ctypes.c_void_p), ("abort_user", ctypes.c_void_p),
+        ("wait_for_room", ctypes.c_int), ("static_batch_rows", ctypes.c_int),
+    ]
+
+
 PROFILE_PARTS = ("gemm", "attention", "norm_act", "sampling", "tokenizer_encode",
                  "tokenizer_decode", "other")
 
@@ -166,6 +175,13 @@ kr_context_create = _proto("kr_context_create", _status, _c, _P(kr_context_param
 kr_context_free = _proto("kr_context_free", None, _c)
 kr_forecast_run_batch = _proto("kr_forecast_run_batch", _status, _c, _P(kr_series), ctypes.c_int,
                                _P(kr_forecast_params), _P(_c), _P(kr_error))
+kr_request_default_params = _proto("kr_request_default_params", kr_request_params)
+kr_forecast_run_batch_ex = _proto("kr_forecast_run_batch_ex", _status, _c, _P(kr_series),
+                                  ctypes.c_int, _P(kr_forecast_params), _P(kr_request_params),
+                                  _P(_c), _P(kr_error))
+# The library's own abort check, set as should_abort with an int flag as abort_user: the engine
+# thread polls it without entering Python (a ctypes callback would take the GIL every step).
+kr_abort_flag = ctypes.cast(lib.kr_abort_flag, ctypes.c_void_p).value
 kr_forecast_free = _proto("kr_forecast_free", None, _c)
 kr_forecast_pred_len = _proto("kr_forecast_pred_len", ctypes.c_int, _c)
 kr_forecast_paths = _proto("kr_forecast_paths", ctypes.c_int, _c)
@@ -241,6 +257,10 @@ def _check_layout():
         raise _layout_error("kr_context_params defaults")
     if not (mp.quant is None and mp.allow_nonfinite == 0 and mp.no_mmap == 0):
         raise _layout_error("kr_model_params defaults")
+    rp = kr_request_default_params()
+    if not (rp.deadline_s == 0 and rp.priority == 0 and rp.should_abort is None and
+            rp.wait_for_room == 1 and rp.static_batch_rows == 0):
+        raise _layout_error("kr_request_params defaults")
     # kr_error: a message longer than the buffer is cut at its size, so the bytes written end
     # where our copy ends.
     err = fill(lambda p: kr_error_set(p, -3, b"%s", b"x" * 4096), kr_error)

@@ -341,16 +341,74 @@ def series_key(symbol=None, candles=None):
     return "h" + hashlib.sha1(text.encode()).hexdigest()[:8]
 
 
+# Statuses by which the server (or the balancer) says it did nothing with the request and when
+# to come back (docs/api.md, "Errors"): retrying them is safe for every method.
+_RETRY_STATUSES = (429, 503)
+
+
+def _positive_seconds(name, v):
+    if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v) or v <= 0:
+        raise InvalidArgumentError(f"{name}: expected a positive number of seconds, got {v!r:.60}")
+    return float(v)
+
+
+def _check_api_key(api_key):
+    # http.client refuses a header value with a line break and quotes the value in its
+    # ValueError: the key would land in a traceback. The message here never holds the key.
+    if api_key is None:
+        return None
+    if not isinstance(api_key, str):
+        raise InvalidArgumentError(f"api_key: expected a str, got {type(api_key).__name__}")
+    if any(c in api_key for c in "\r\n"):
+        raise InvalidArgumentError(
+            "api_key: contains a line break (a key read from a file needs .strip())")
+    if any(ord(c) < 0x20 or ord(c) > 0x7e for c in api_key):
+        raise InvalidArgumentError("api_key: only printable ASCII can go in an HTTP header")
+    return api_key
+
+
 class Client:
     """`url`: the server or the balancer (http://host:port). `api_key`: sent as a bearer token
-    when the server wants one. `timeout`: seconds per request."""
+    when the server wants one (in no repr or message). `timeout`: seconds per request.
+    `retries`: how many times a request answered 429 or 503 (the server did nothing with it:
+    queue full, draining, store busy) is sent again, after the answer's Retry-After (1 s when
+    it names none); an answer asking for more than `max_retry_wait` seconds is raised at once,
+    its `retry_after` telling the wait."""
 
-    def __init__(self, url, api_key=None, timeout=300.0):
+    def __init__(self, url, api_key=None, timeout=300.0, retries=2, max_retry_wait=10.0):
+        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+            raise InvalidArgumentError(f"url: expected http://host:port, got {url!r:.60}")
         self.url = url.rstrip("/")
-        self.api_key = api_key
-        self.timeout = timeout
+        self.api_key = _check_api_key(api_key)
+        self.timeout = _positive_seconds("timeout", timeout)
+        if isinstance(retries, bool) or not isinstance(retries, numbers.Integral) or \
+                not 0 <= retries <= 100:
+            raise InvalidArgumentError(
+                f"retries: expected an integer in 0..100, got {retries!r:.60}")
+        self.retries = int(retries)
+        self.max_retry_wait = _positive_seconds("max_retry_wait", max_retry_wait)
+        self._sleep = time.sleep
+
+    def __repr__(self):
+        key = ", api_key=<set>" if self.api_key else ""
+        return f"Client({self.url!r}{key}, timeout={self.timeout:g}, retries={self.retries})"
 
     def _request(self, method, path, key="", query=None, body=None, csv_text=None):
+        """_request_once, again after Retry-After while the answer is 429 or 503 (see
+        Client)."""
+        retried = 0
+        while True:
+            try:
+                return self._request_once(method, path, key, query, body, csv_text)
+            except ServerError as e:
+                wait = 1.0 if e.retry_after is None else e.retry_after
+                if (e.http_status not in _RETRY_STATUSES or retried == self.retries or
+                        wait > self.max_retry_wait):
+                    raise
+            retried += 1
+            self._sleep(wait)
+
+    def _request_once(self, method, path, key="", query=None, body=None, csv_text=None):
         """One request; the answer's JSON. `body` goes as JSON, `csv_text` as text/csv; `query`
         (a dict, None values left out) is appended percent-encoded. Every failure raises a
         ServerError (or its timeout / unreachable subclass); the API key is in no message."""
@@ -460,7 +518,8 @@ class Client:
         `frame.attrs` holds the answer's "symbol" and "interval" (both in the stored
         spelling: "5min" reads a 5m series). `interval` None: the symbol's
         only series, else its most recently updated one. Nothing stored is a ServerError 404
-        (the message lists the intervals that are)."""
+        (the message lists the intervals that are). The API takes no range: candles older than
+        the newest 100000 of a series cannot be read this way (symbols() gives its "rows")."""
         path = "/v1/candles/" + urllib.parse.quote(_symbol(symbol), safe="")
         if isinstance(limit, bool) or not isinstance(limit, numbers.Integral) or \
                 not 1 <= limit <= CANDLES_LIMIT_MAX:

@@ -153,6 +153,17 @@ _models = weakref.WeakValueDictionary()
 _models_lock = threading.Lock()
 
 
+def forget_after_fork():
+    """In a child of os.fork(): the parent's kr_models are left to the child's copy of memory,
+    never freed there (the library's state may have been mid-change in another parent thread
+    at the fork), and the next load_model loads afresh."""
+    global _models, _models_lock
+    for m in list(_models.values()):
+        m._free.detach()
+    _models = weakref.WeakValueDictionary()
+    _models_lock = threading.Lock()
+
+
 def load_model(predictor_dir, tokenizer_dir, quant=None):
     """The process's one LoadedModel of this pair and weight format (loaded on first use)."""
     key = (predictor_dir, tokenizer_dir, quant or "f32")

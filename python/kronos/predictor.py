@@ -3,6 +3,7 @@
 import contextlib
 import ctypes
 import numbers
+import os
 import re
 import threading
 import weakref
@@ -12,6 +13,7 @@ import pandas as pd
 
 from . import _lib, errors
 from .errors import InvalidArgumentError, KronosError
+from . import model as _model
 from .model import Kronos, KronosTokenizer, load_model
 
 PRICE_COLS = ["open", "high", "low", "close"]
@@ -36,8 +38,12 @@ class _Guard:
         self.cv = threading.Condition()
         self.users = 0
         self.closed = False
+        self.forked = False
 
     def enter(self):
+        if self.forked:
+            raise KronosError("this engine context belongs to the process that forked this one "
+                              "(its engine threads do not exist here)")
         with self.cv:
             if self.closed:
                 raise KronosError("predictor is closed")
@@ -77,6 +83,12 @@ class Context:
         self.handle = handle
         self._guard = _Guard()
         self._free = weakref.finalize(self, self._guard.free, handle, model)
+        _contexts.add(self)
+
+    def _forget_after_fork(self):
+        # kr_context_free would wait forever for the engine thread, which fork did not copy.
+        self._free.detach()
+        self._guard.forked = True
 
     @contextlib.contextmanager
     def use(self):
@@ -91,6 +103,27 @@ class Context:
         """Frees the context once the calls running on it are over; later calls raise
         KronosError("predictor is closed")."""
         self._free()
+
+
+_contexts = weakref.WeakSet()
+_predictors = weakref.WeakSet()
+
+
+def _forget_after_fork():
+    """os.fork() copies a context's memory but not its engine thread: a forecast in the child
+    would wait for that thread forever, and so would freeing the context at the child's exit.
+    The child keeps its predictors usable by dropping their contexts (and models) unfreed; each
+    loads and creates afresh at its next call."""
+    for c in list(_contexts):
+        c._forget_after_fork()
+    for p in list(_predictors):
+        p._lock = threading.Lock()  # another parent thread may have held it at the fork
+        p._contexts = {}
+    _model.forget_after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_after_fork)
 
 
 class Forecast:
@@ -324,6 +357,9 @@ def _numeric_column(df, col, where):
         raise InvalidArgumentError(f"{where}column '{col}' appears more than once")
     if s.dtype.kind in "mM":
         raise InvalidArgumentError(f"{where}column '{col}' holds datetimes, expected numbers")
+    if s.dtype.kind == "c":
+        raise InvalidArgumentError(f"{where}column '{col}' holds complex numbers, expected real "
+                                   "ones")
     try:
         return np.asarray(s, dtype=np.float64)
     except (ValueError, TypeError):
@@ -409,6 +445,27 @@ def prepare(df, x_timestamp, y_timestamp, pred_len, index=None):
     return _Prepared(values, ts, future, out_index)
 
 
+def _interruptible(call, abort):
+    """call() (a foreign call polling `abort` once per engine step) on a helper thread, so
+    that Ctrl-C (KeyboardInterrupt, or any exception a signal handler raises) reaches the
+    waiting main thread, which a foreign call would hold until the end of the forecast. On
+    such an exception the engine is told to stop, and the exception is raised once the call has
+    returned (its results freed): nothing it uses is freed under it."""
+    result, interrupted = [], None
+    worker = threading.Thread(target=lambda: result.append(call()), name="kronos-forecast",
+                              daemon=True)
+    worker.start()
+    while worker.is_alive():
+        try:
+            worker.join()
+        except BaseException as e:
+            abort.value = 1
+            interrupted = interrupted or e
+    if interrupted is not None:
+        raise interrupted
+    return result[0]
+
+
 def run(ctx, prepared, params, keep_paths=False, quantiles=()):
     """Runs prepared series as one kr_forecast_run_batch call (the GIL is released meanwhile)
     and returns one dict of numpy arrays per series."""
@@ -424,8 +481,24 @@ def run(ctx, prepared, params, keep_paths=False, quantiles=()):
     params.keep_paths = 1 if keep_paths or quantiles else 0
     out = (ctypes.c_void_p * n)()
     err = _lib.kr_error()
-    st = _lib.kr_forecast_run_batch(ctx.handle, series, n, ctypes.byref(params), out,
-                                    ctypes.byref(err))
+    abort = ctypes.c_int(0)
+    request = _lib.kr_request_default_params()
+    request.should_abort = _lib.kr_abort_flag
+    request.abort_user = ctypes.addressof(abort)
+
+    def call():
+        return _lib.kr_forecast_run_batch_ex(ctx.handle, series, n, ctypes.byref(params),
+                                             ctypes.byref(request), out, ctypes.byref(err))
+
+    if threading.current_thread() is threading.main_thread():
+        try:
+            st = _interruptible(call, abort)
+        except BaseException:
+            for i in range(n):  # a call that finished before it saw the flag
+                _lib.kr_forecast_free(out[i])
+            raise
+    else:  # signals reach the main thread only: nothing here to interrupt
+        st = call()
     _lib.check(st, err)
     results = []
     try:
@@ -534,6 +607,7 @@ class KronosPredictor:
         self._contexts = {}
         self._closed = False
         self._lock = threading.Lock()
+        _predictors.add(self)
         self._context(threads, kv_dtype, quant)  # load now: errors belong to the constructor
 
     def _context(self, threads, kv_dtype, quant):

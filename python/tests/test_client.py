@@ -49,6 +49,16 @@ class _Handler(BaseHTTPRequestHandler):
         if isinstance(body, dict) and "candles" in body and self.path.startswith("/v1/candles"):
             return self._answer(200, {"ok": True})
         mode = body.get("mode")
+        if mode in ("flaky503", "flaky429") and self.server.refusals:
+            self.server.refusals -= 1
+            out = b'{"error":{"message":"queue full"}}'
+            self.send_response(503 if mode == "flaky503" else 429)
+            if mode == "flaky503":
+                self.send_header("Retry-After", "0")
+            self.send_header("Content-Length", str(len(out)))
+            self.end_headers()
+            self.wfile.write(out)
+            return
         if mode == "slow":
             time.sleep(2)
         if mode in _MODES:
@@ -99,7 +109,7 @@ class _Handler(BaseHTTPRequestHandler):
 @pytest.fixture
 def server():
     srv = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    srv.seen, srv.wrong_shape = [], False
+    srv.seen, srv.wrong_shape, srv.refusals = [], False, 0
     th = threading.Thread(target=srv.serve_forever, daemon=True)
     th.start()
     yield srv
@@ -136,8 +146,12 @@ def test_series_key_rules():
 
 def test_errors_carry_retry_after(server):
     c = Client(f"http://127.0.0.1:{server.server_address[1]}")
+    waits = []
+    c._sleep = waits.append
     with pytest.raises(ServerError) as e:
         c.forecast([["2024-01-02", 1, 2, 0.5, 1.5]], pred_len=999)
+    # Sent three times (retries=2), each retry after the answer's Retry-After, then raised.
+    assert len(server.seen) == 3 and waits == [2.0, 2.0]
     assert e.value.http_status == 503 and e.value.retry_after == 2.0
     assert e.value.status == -9  # a kr_status, as for every KronosError: KR_ERR_BUSY
     assert "queue full" in str(e.value)
@@ -145,6 +159,58 @@ def test_errors_carry_retry_after(server):
 
 def _url(server):
     return f"http://127.0.0.1:{server.server_address[1]}"
+
+
+def test_busy_answers_are_retried_after_retry_after(server):
+    # 429 and 503 say the request was not processed: sent again after Retry-After (1 s when
+    # none is given), up to `retries` times; other failures, and waits past max_retry_wait,
+    # are raised at once.
+    rows = [["2024-01-02", 1, 2, 0.5, 1.5], ["2024-01-03", 1.5, 2, 1, 1.8]]
+    waits = []
+    c = Client(_url(server), retries=3)
+    c._sleep = waits.append
+    server.refusals = 2
+    assert c.forecast(rows, 2, mode="flaky503") == {"ok": True}
+    assert waits == [0.0, 0.0] and len(server.seen) == 3
+    waits.clear()
+    server.refusals = 3
+    assert c.forecast(rows, 2, mode="flaky429") == {"ok": True}
+    assert waits == [1.0, 1.0, 1.0]
+    waits.clear()
+    server.refusals = 5
+    with pytest.raises(ServerError, match="HTTP 503: queue full"):
+        c.forecast(rows, 2, mode="flaky503")
+    assert waits == [0.0] * 3
+    waits.clear()
+    for mode in ("strerr", "date"):  # a 502; a 503 asking for 30 s
+        with pytest.raises(ServerError):
+            c.forecast(rows, 2, mode=mode)
+    assert waits == []
+    n = len(server.seen)
+    server.refusals = 1
+    no_retry = Client(_url(server), retries=0)
+    no_retry._sleep = waits.append
+    with pytest.raises(ServerError, match="HTTP 503"):
+        no_retry.forecast(rows, 2, mode="flaky503")
+    assert waits == [] and len(server.seen) == n + 1
+
+
+def test_client_arguments_checked_and_key_never_shown(server):
+    for kw, match in [({"timeout": 0}, "timeout"), ({"timeout": None}, "timeout"),
+                      ({"timeout": float("nan")}, "timeout"), ({"retries": -1}, "retries"),
+                      ({"retries": 1.5}, "retries"), ({"max_retry_wait": -1}, "max_retry_wait"),
+                      ({"api_key": 123}, "api_key")]:
+        with pytest.raises(kronos.InvalidArgumentError, match=match):
+            Client(_url(server), **kw)
+    with pytest.raises(kronos.InvalidArgumentError, match="url"):
+        Client("127.0.0.1:8080")
+    # A key read from a file with its newline: once a ValueError of http.client quoting it.
+    for bad in ("s3cret-key\n", "s3cret\r\nX-Evil: 1", "s3cret\x00key"):
+        with pytest.raises(kronos.InvalidArgumentError, match="api_key") as e:
+            Client(_url(server), api_key=bad)
+        assert "s3cret" not in str(e.value)
+    c = Client(_url(server), api_key="s3cret-key")
+    assert "s3cret" not in repr(c) and "api_key=<set>" in repr(c)
 
 
 def test_failures_are_kronos_errors(server):
@@ -429,7 +495,7 @@ def test_store_busy_is_503_with_retry_after(kronos_server, candles):
     try:
         holder.execute("BEGIN IMMEDIATE")
         with pytest.raises(ServerError) as e:
-            c.delete("LOCK.T", "5m")
+            Client(url, api_key=API_KEY, retries=0).delete("LOCK.T", "5m")
         assert e.value.http_status == 503 and e.value.retry_after == 1.0
         assert e.value.status == -9 and db not in str(e.value)
     finally:

@@ -104,6 +104,8 @@ def _raises(exc, match, fn):
      r"column 'high', row 3: 'n/a' is not a number"),
     ("datetimes as prices", lambda d: d.assign(open=d["timestamps"]),
      "column 'open' holds datetimes"),
+    # numpy casts complex to float by dropping the imaginary part, with only a warning
+    ("complex", lambda d: d.assign(low=d["low"] + 1j), "column 'low' holds complex numbers"),
     ("inf", lambda d: d.assign(volume=d["volume"].where(d.index != 9, np.inf)),
      "row 9, field 'volume': not a finite number"),
     ("empty", lambda d: d.iloc[:0], "no rows"),

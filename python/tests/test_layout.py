@@ -24,7 +24,7 @@ def test_every_structure_is_checked():
     names = {n for n, _ in _mirrored()}
     assert {"kr_error", "kr_model_params", "kr_model_info", "kr_series", "kr_forecast_params",
             "kr_context_params", "kr_profile_entry", "kr_step_profile",
-            "kr_forecast_stats"} <= names
+            "kr_forecast_stats", "kr_request_params"} <= names
 
 
 def test_layouts_equal_the_c_compilers(tmp_path):

@@ -3,12 +3,17 @@ later ones (it once freed a context another thread was forecasting on), and a mo
 its contexts whatever order the garbage collector finds them in."""
 
 import gc
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 
 import pytest
 
 import kronos.predictor as kp
+from conftest import DEMO, FIXTURES
 from kronos import KronosError, KronosPredictor, _lib
 
 COLS = ["open", "high", "low", "close", "volume", "amount"]
@@ -100,3 +105,89 @@ def test_model_freed_after_its_contexts_in_a_cycle(demo, candles, monkeypatch):
     gc.collect()
     gc.collect()
     assert order == ["context", "model"]
+
+
+_FORK_SCRIPT = r"""
+import os, sys
+import numpy as np, pandas as pd
+from kronos import Kronos, KronosPredictor, KronosTokenizer
+demo, csv, mode = sys.argv[1:4]
+df = pd.read_csv(csv, parse_dates=["timestamps"]).iloc[:80]
+p = KronosPredictor(Kronos.from_pretrained(demo), KronosTokenizer.from_pretrained(demo), threads=1)
+parent = p.predict(df, None, None, 4, sample_count=2).to_numpy()
+r, w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    os.close(r)
+    if mode == "predict":
+        child = p.predict(df, None, None, 4, sample_count=2).to_numpy()
+        os.write(w, b"same" if np.array_equal(child, parent) else b"differs")
+    sys.exit(0)  # a normal exit: the interpreter's finalizers run in the child too
+os.close(w)
+_, status = os.waitpid(pid, 0)
+print(os.read(r, 64).decode(), os.waitstatus_to_exitcode(status))
+"""
+
+
+@pytest.mark.parametrize("mode", ["predict", "exit"])
+def test_predictor_survives_fork(mode, tmp_path):
+    # fork copies a context but not its engine thread: a forecast in the child, or merely the
+    # child's exit freeing the context, once waited for that thread forever.
+    script = tmp_path / "fork.py"
+    script.write_text(_FORK_SCRIPT)
+    proc = subprocess.Popen([sys.executable, str(script), DEMO,
+                             os.path.join(FIXTURES, "regression_input.csv"), mode],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # the hung child too, not only the parent
+        proc.communicate()
+        pytest.fail(f"fork then {mode} hung")
+    assert proc.returncode == 0, stderr
+    assert stdout.split() == (["same", "0"] if mode == "predict" else ["0"])
+
+
+_SIGINT_SCRIPT = r"""
+import os, signal, sys, threading, time
+import pandas as pd
+from kronos import Kronos, KronosPredictor, KronosTokenizer
+demo, csv = sys.argv[1:3]
+df = pd.read_csv(csv, parse_dates=["timestamps"]).iloc[:500]
+p = KronosPredictor(Kronos.from_pretrained(demo), KronosTokenizer.from_pretrained(demo), threads=1)
+
+def interrupt_once_the_engine_runs():
+    while not any(t.name == "kronos-forecast" for t in threading.enumerate()):
+        time.sleep(0.01)
+    time.sleep(0.2)
+    os.kill(os.getpid(), signal.SIGINT)
+
+threading.Thread(target=interrupt_once_the_engine_runs, daemon=True).start()
+try:
+    # Minutes of work (the exact window re-run at every step past max_context).
+    p.predict(df, None, None, 500, sample_count=64)
+    print("completed")
+except KeyboardInterrupt:
+    print("interrupted")
+print(p.predict(df, None, None, 4).shape)  # the context still works
+"""
+
+
+def test_ctrl_c_interrupts_a_running_forecast(tmp_path):
+    # A forecast once held the main thread in the foreign call to its end: Ctrl-C waited for
+    # it. Now the engine is told to stop at its next step and KeyboardInterrupt is raised.
+    script = tmp_path / "sigint.py"
+    script.write_text(_SIGINT_SCRIPT)
+    proc = subprocess.Popen([sys.executable, str(script), DEMO,
+                             os.path.join(FIXTURES, "regression_input.csv")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        pytest.fail("Ctrl-C did not interrupt the forecast")
+    assert proc.returncode == 0, stderr
+    assert stdout.split("\n")[:2] == ["interrupted", "(4, 6)"]

@@ -7,6 +7,7 @@
 
 #include <math.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,6 +61,10 @@ kr_request_params kr_request_default_params(void) {
     r.priority = KR_PRIORITY_NORMAL;
     r.wait_for_room = 1;
     return r;
+}
+
+int kr_abort_flag(void *flag) {
+    return flag != NULL && atomic_load_explicit((atomic_int *)flag, memory_order_relaxed) != 0;
 }
 
 kr_context_limits kr_context_limits_keep(void) {
