@@ -220,12 +220,11 @@ static kr_status apply_statement_timeout(kr_store *s, kr_error *err) {
     snprintf(ms, sizeof ms, "%d", s->statement_ms);
     const char *p[1] = { ms };
     PGresult *r = NULL;
-    kr_status st =
-        s->statement_ms > 0
-            ? query(s, "SELECT pg_catalog.set_config('statement_timeout', $1, false)", 1, p,
-                    "setting the statement timeout", &r, err)
-            : query(s, "RESET statement_timeout", 0, NULL, "resetting the statement timeout", &r,
-                    err);
+    kr_status st = s->statement_ms > 0
+                       ? query(s, "SELECT pg_catalog.set_config('statement_timeout', $1, false)", 1,
+                               p, "setting the statement timeout", &r, err)
+                       : query(s, "RESET statement_timeout", 0, NULL,
+                               "resetting the statement timeout", &r, err);
     PQclear(r);
     if (st != KR_OK) h->statement_ms = -1; /* unknown: tried again next time */
     return st;
