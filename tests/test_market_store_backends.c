@@ -436,6 +436,59 @@ static void test_concurrent_reader(void **state) {
 
 /* ---- deleting a series or a range of it. */
 
+/* A range read: the candles stamped within it (both ends included), the newest `limit` of
+ * them, and pages back through the series with to = the oldest stamp read - 1 reading every
+ * candle once; a range holding none names it. */
+static void test_read_range(void **state) {
+    (void)state;
+    const char *target = fresh_target("range");
+    kr_store *s = open_ok(target);
+    kr_error err = { 0 };
+    kr_candles *c = make_candles(0, 30, 100.0); /* 2024-01-01 .. 01-30 */
+    assert_int_equal(kr_store_upsert(s, "AAPL", "1d", c, &err), KR_OK);
+    const int64_t day = 86400, t0 = c->timestamps[0];
+    kr_candles *got = NULL;
+    assert_int_equal(
+        kr_store_read_range(s, "aapl", "1d", t0 + 5 * day, t0 + 9 * day, 0, &got, &err), KR_OK);
+    assert_int_equal(got->n, 5);
+    assert_int_equal(got->timestamps[0], t0 + 5 * day);
+    assert_int_equal(got->timestamps[4], t0 + 9 * day);
+    assert_true(got->values[0 * 6 + 3] == c->values[5 * 6 + 3]);
+    kr_candles_free(got);
+    assert_int_equal(
+        kr_store_read_range(s, "AAPL", "1d", KR_STORE_TS_FIRST, t0 + 9 * day, 3, &got, &err),
+        KR_OK);
+    assert_int_equal(got->n, 3);
+    assert_int_equal(got->timestamps[0], t0 + 7 * day);
+    kr_candles_free(got);
+    /* Paging back, 7 at a time: 7 + 7 + 7 + 7 + 2. */
+    int64_t to = KR_STORE_TS_LAST, seen = 0, pages = 0;
+    for (;;) {
+        kr_status st = kr_store_read_range(s, "AAPL", "1d", KR_STORE_TS_FIRST, to, 7, &got, &err);
+        if (st != KR_OK) {
+            assert_int_equal(st, KR_ERR_INVALID_ARG);
+            if (!strstr(err.message, "no candles stored for AAPL 1d from the first to"))
+                fail_msg("message: %s", err.message);
+            break;
+        }
+        for (int64_t i = 0; i < got->n; i++)
+            assert_int_equal(got->timestamps[i], t0 + (29 - seen - (got->n - 1 - i)) * day);
+        seen += got->n;
+        pages++;
+        to = got->timestamps[0] - 1;
+        kr_candles_free(got);
+    }
+    assert_int_equal(seen, 30);
+    assert_int_equal(pages, 5);
+    assert_int_equal(
+        kr_store_read_range(s, "AAPL", "1d", t0 + 40 * day, KR_STORE_TS_LAST, 0, &got, &err),
+        KR_ERR_INVALID_ARG);
+    if (!strstr(err.message, "from 2024-02-10 00:00:00 to the last"))
+        fail_msg("message: %s", err.message);
+    kr_candles_free(c);
+    kr_store_close(s);
+}
+
 static void test_delete(void **state) {
     (void)state;
     const char *target = fresh_target("del");
@@ -1103,6 +1156,7 @@ int main(void) {
         cmocka_unit_test(test_schema_version),
         cmocka_unit_test(test_concurrent_create),
         cmocka_unit_test(test_delete),
+        cmocka_unit_test(test_read_range),
         cmocka_unit_test(test_delete_during_ingest),
     };
     const struct CMUnitTest pg_only[] = {

@@ -331,6 +331,33 @@ static void test_candles_round_trip(void **state) {
     cJSON_Delete(j);
     resp_free(r);
 
+    /* A range (both ends included), its newest `limit`: rows 100..109, then 105..109; one with
+     * nothing in it is a 404 naming it, a bad end a 400 naming the parameter. */
+    char ts_a[32], ts_b[32], path[160];
+    kr_format_timestamp(g_aapl->timestamps[100], 1, ts_a, sizeof ts_a);
+    kr_format_timestamp(g_aapl->timestamps[109], 1, ts_b, sizeof ts_b);
+    for (int limit = 0; limit <= 5; limit += 5) {
+        snprintf(path, sizeof path, "/v1/candles/RT.X?from=%s&to=%s%s", ts_a, ts_b,
+                 limit ? "&limit=5" : "");
+        r = http(port, "GET", path, NULL);
+        assert_int_equal(r->status, 200);
+        j = json_of(r);
+        rows = cJSON_GetObjectItem(j, "candles");
+        assert_int_equal(cJSON_GetArraySize(rows), limit ? 5 : 10);
+        kr_format_timestamp(g_aapl->timestamps[limit ? 105 : 100], 1, ts_a, sizeof ts_a);
+        assert_string_equal(cJSON_GetArrayItem(cJSON_GetArrayItem(rows, 0), 0)->valuestring, ts_a);
+        kr_format_timestamp(g_aapl->timestamps[100], 1, ts_a, sizeof ts_a);
+        cJSON_Delete(j);
+        resp_free(r);
+    }
+    r = http(port, "GET", "/v1/candles/RT.X?from=2100-01-01", NULL);
+    assert_error(r, 404, "");
+    assert_non_null(strstr(r->body, "no candles stored for RT.X 1d from 2100-01-01"));
+    resp_free(r);
+    r = http(port, "GET", "/v1/candles/RT.X?to=yesterday", NULL);
+    assert_error(r, 400, "to");
+    resp_free(r);
+
     /* A read in another case names the series as stored, as the upsert's answer does. */
     r = http(port, "GET", "/v1/candles/rt.x?limit=1", NULL);
     assert_int_equal(r->status, 200);

@@ -181,6 +181,14 @@ KR_API kr_status kr_store_upsert_ex(kr_store *store, const char *symbol, const c
  * free with kr_candles_free. */
 KR_API kr_status kr_store_read(kr_store *store, const char *symbol, const char *interval,
                                int64_t limit_last_n, kr_candles **out, kr_error *err);
+/* kr_store_read of the candles stamped from from_ts to to_ts (Unix seconds of the stored wall
+ * clock, both included; KR_STORE_TS_FIRST / KR_STORE_TS_LAST for open ends, and
+ * kr_store_parse_range reads them from text): with limit_last_n, the most recent of those, so
+ * a reader pages back through a long series with to_ts = the oldest stamp it has - 1. None in
+ * the range is an error (KR_ERR_INVALID_ARG) naming it. */
+KR_API kr_status kr_store_read_range(kr_store *store, const char *symbol, const char *interval,
+                                     int64_t from_ts, int64_t to_ts, int64_t limit_last_n,
+                                     kr_candles **out, kr_error *err);
 
 /* Lists the stored series, of one symbol when symbol is non-NULL, ordered by symbol, then
  * most recently updated first. *out may be NULL when *n is 0. Caller owns *out (free()). */

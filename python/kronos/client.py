@@ -235,7 +235,7 @@ def _interval(interval, required=True):
 
 
 def _range_end(value, name, is_end):
-    """One end of a delete range as (text for the query, seconds or None).
+    """One end of a range (delete(), candles()) as (text for the query, seconds or None).
 
     None is an open end. Text goes as it is: the server reads every stamp form of the candle
     readers, and a date alone as the end takes in its whole day (its errors name `from`/`to`).
@@ -510,24 +510,62 @@ class Client:
             body = {"candles": _rows(candles)}
         return self._request("POST", path, key, query, body=body)
 
-    def candles(self, symbol, interval=None, limit=CANDLES_LIMIT_MAX, series=None):
-        """GET /v1/candles/SYMBOL: the newest `limit` stored candles of a series (1..100000,
-        the server's most; oldest first) as a DataFrame: a `timestamps` column (datetime64,
-        the stored wall clock, as forecast() and upload() take it back) and open, high, low,
-        close (volume and amount when stored) as float64, exactly the stored numbers;
-        `frame.attrs` holds the answer's "symbol" and "interval" (both in the stored
-        spelling: "5min" reads a 5m series). `interval` None: the symbol's
-        only series, else its most recently updated one. Nothing stored is a ServerError 404
-        (the message lists the intervals that are). The API takes no range: candles older than
-        the newest 100000 of a series cannot be read this way (symbols() gives its "rows")."""
+    def candles(self, symbol, interval=None, limit=CANDLES_LIMIT_MAX, series=None, start=None,
+                end=None):
+        """GET /v1/candles/SYMBOL: the newest `limit` stored candles of a series stamped from
+        `start` to `end` (both included, None an open end; the forms delete() takes), oldest
+        first, as a DataFrame: a `timestamps` column (datetime64, the stored wall clock, as
+        forecast() and upload() take it back) and open, high, low, close (volume and amount
+        when stored) as float64, exactly the stored numbers; `frame.attrs` holds the answer's
+        "symbol" and "interval" (both in the stored spelling: "5min" reads a 5m series).
+        `interval` None: the symbol's only series, else its most recently updated one.
+
+        `limit` None reads every candle of the range. The server answers at most 100000 rows
+        a request, so more come in pages, each asking for the candles before the oldest one
+        read so far (a write between two pages may leave a page's boundary behind it). Nothing
+        stored (or nothing in the range) is a ServerError 404 (the message lists the intervals
+        that are stored)."""
         path = "/v1/candles/" + urllib.parse.quote(_symbol(symbol), safe="")
-        if isinstance(limit, bool) or not isinstance(limit, numbers.Integral) or \
-                not 1 <= limit <= CANDLES_LIMIT_MAX:
+        if limit is not None and (isinstance(limit, bool) or
+                                  not isinstance(limit, numbers.Integral) or limit < 1):
             raise InvalidArgumentError(
-                f"limit: expected an integer in 1..{CANDLES_LIMIT_MAX}, got {limit!r:.60}")
-        query = {"interval": _interval(interval, required=False), "limit": int(limit)}
-        answer = self._request("GET", path, series_key(series or symbol), query)
-        return _candles_frame(answer)
+                f"limit: expected a positive integer or None (all), got {limit!r:.60}")
+        start_text, start_secs = _range_end(start, "start", is_end=False)
+        end_text, end_secs = _range_end(end, "end", is_end=True)
+        if start_secs is not None and end_secs is not None and start_secs > end_secs:
+            raise InvalidArgumentError(f"start: {start_text} is after end {end_text}")
+        import pandas as pd
+        interval = _interval(interval, required=False)
+        key = series_key(series or symbol)
+        pages, got, first_answer = [], 0, None
+        while True:
+            page = CANDLES_LIMIT_MAX if limit is None else min(CANDLES_LIMIT_MAX, limit - got)
+            query = {"interval": interval, "limit": page, "from": start_text, "to": end_text}
+            try:
+                answer = self._request("GET", path, key, query)
+            except ServerError as e:
+                # The last page ended at the series' first candle (404: none before it), or at
+                # `start` (400 on `from`, which the first page took: the range turned empty).
+                if pages and (e.http_status == 404 or
+                              (e.http_status == 400 and e.field == "from")):
+                    break
+                raise
+            frame = _candles_frame(answer)
+            pages.append(frame)
+            got += len(frame)
+            first_answer = first_answer or answer
+            if len(frame) < page or (limit is not None and got >= limit):
+                break
+            # The next page: the same series (as the first answer named it), before this one.
+            interval = answer.get("interval") or interval
+            before = frame["timestamps"].iloc[0] - pd.Timedelta(seconds=1)
+            end_text = before.strftime("%Y-%m-%d %H:%M:%S")
+        if len(pages) == 1:
+            return pages[0]
+        frame = pd.concat(reversed(pages), ignore_index=True)
+        frame.attrs.update(symbol=first_answer.get("symbol"),
+                           interval=first_answer.get("interval"))
+        return frame
 
     def symbols(self):
         """GET /v1/symbols: the stored series, a list of {"symbol", "interval", "market"

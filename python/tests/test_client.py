@@ -358,7 +358,7 @@ def _dead_url():
     return f"http://127.0.0.1:{port}"
 
 
-def test_store_round_trip(kronos_server, candles):
+def test_store_round_trip(kronos_server, candles, monkeypatch):
     url, _ = kronos_server
     c = Client(url, api_key=API_KEY)
     frame = candles.iloc[:40].reset_index(drop=True)
@@ -382,6 +382,26 @@ def test_store_round_trip(kronos_server, candles):
     back = c.candles("RT.SH", interval="5min")
     assert back.attrs == {"symbol": "RT.SH", "interval": "5m"}
     pd.testing.assert_frame_equal(back, expected, check_exact=True)
+    # Every candle (limit None) and a range, in pages of 7 (the server's most is 100000):
+    # each page asks for those before the last one's oldest; 14 in a range end on a 404.
+    monkeypatch.setattr(kronos.client, "CANDLES_LIMIT_MAX", 7)
+    paged = c.candles("rt.sh", interval="5min", limit=None)
+    assert paged.attrs == {"symbol": "RT.SH", "interval": "5m"}
+    pd.testing.assert_frame_equal(paged, expected, check_exact=True)
+    ts = expected["timestamps"]
+    for lo, hi, limit in ((5, 30, None), (0, 13, None), (5, 30, 10), (5, 30, 3)):
+        want = expected.iloc[lo:hi + 1]
+        want = want if limit is None else want.iloc[-limit:]
+        got = c.candles("RT.SH", limit=limit, start=ts[lo], end=str(ts[hi]))
+        pd.testing.assert_frame_equal(got, want.reset_index(drop=True), check_exact=True)
+    monkeypatch.undo()
+    with pytest.raises(ServerError) as e:
+        c.candles("RT.SH", start="2100-01-01")
+    assert e.value.http_status == 404 and "from 2100-01-01" in str(e.value)
+    with pytest.raises(kronos.InvalidArgumentError, match="start: .* is after end"):
+        c.candles("RT.SH", start=ts[5], end=ts[1])
+    with pytest.raises(kronos.InvalidArgumentError, match="limit: expected a positive integer or None"):
+        c.candles("RT.SH", limit=0)
     # What is read goes back as it is (an upload of the same rows changes nothing), and into
     # forecast() like any frame.
     assert c.upload("RT.SH", back, "5m")["unchanged"] == 41
@@ -469,7 +489,7 @@ def test_store_refusals(kronos_server, candles):
         ("symbol: expected", dead.upload, ("", frame, "5m"), {}),
         ("interval: expected a count", dead.upload, ("BAD.T", frame, "5 min"), {}),
         ("interval: expected a count", dead.delete, ("BAD.T", None), {}),
-        ("limit: expected an integer in 1..100000", dead.candles, ("BAD.T",), {"limit": 0}),
+        ("limit: expected a positive integer or None", dead.candles, ("BAD.T",), {"limit": 0}),
         ("limit: expected", dead.candles, ("BAD.T",), {"limit": True}),
         ("candles: required", dead.upload, ("BAD.T", None, "5m"), {}),
         ("candles: the DataFrame has no rows", dead.upload, ("BAD.T", frame.iloc[:0], "5m"), {}),

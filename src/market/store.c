@@ -504,8 +504,15 @@ kr_store_entry *kr_store_entries_push(kr_store_entry **list, int64_t *n, int64_t
     return e;
 }
 
-kr_status kr_store_read(kr_store *store, const char *symbol_in, const char *interval_in,
+kr_status kr_store_read(kr_store *store, const char *symbol, const char *interval,
                         int64_t limit_last_n, kr_candles **out, kr_error *err) {
+    return kr_store_read_range(store, symbol, interval, KR_STORE_TS_FIRST, KR_STORE_TS_LAST,
+                               limit_last_n, out, err);
+}
+
+kr_status kr_store_read_range(kr_store *store, const char *symbol_in, const char *interval_in,
+                              int64_t from_ts, int64_t to_ts, int64_t limit_last_n,
+                              kr_candles **out, kr_error *err) {
     if (!store || !out)
         return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_store_read: NULL argument");
     *out = NULL;
@@ -519,11 +526,20 @@ kr_status kr_store_read(kr_store *store, const char *symbol_in, const char *inte
     kr_store_rows rows = { calloc(1, sizeof(kr_candles)), 0, 1, 1 };
     kr_candles *c = rows.c;
     if (!c) return kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory", store->path);
-    if ((st = store->ops->read(store, symbol, interval, limit_last_n, &rows, err)) != KR_OK)
+    if ((st = store->ops->read(store, symbol, interval, from_ts, to_ts, limit_last_n, &rows,
+                               err)) != KR_OK)
         goto fail;
     if (c->n == 0) {
-        st = kr_error_set(err, KR_ERR_INVALID_ARG, "%s: no candles stored for %s %s", store->path,
-                          symbol, interval);
+        char range[96] = "", a[32], b[32];
+        if (from_ts != KR_STORE_TS_FIRST || to_ts != KR_STORE_TS_LAST) {
+            kr_format_timestamp(from_ts, 0, a, sizeof a);
+            kr_format_timestamp(to_ts, 0, b, sizeof b);
+            snprintf(range, sizeof range, " from %s to %s",
+                     from_ts == KR_STORE_TS_FIRST ? "the first" : a,
+                     to_ts == KR_STORE_TS_LAST ? "the last" : b);
+        }
+        st = kr_error_set(err, KR_ERR_INVALID_ARG, "%s: no candles stored for %s %s%s", store->path,
+                          symbol, interval, range);
         goto fail;
     }
     /* The backends return the newest first (so a limit keeps the most recent rows). */

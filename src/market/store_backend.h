@@ -77,8 +77,10 @@ struct kr_store_ops {
      * the caller). */
     kr_status (*upsert)(kr_store *s, const char *symbol, const char *interval, const kr_candles *c,
                         kr_store_upsert_stats *stats, kr_error *err);
-    kr_status (*read)(kr_store *s, const char *symbol, const char *interval, int64_t limit_last_n,
-                      kr_store_rows *rows, kr_error *err);
+    /* The rows stamped from_ts..to_ts (both included), newest first, at most limit_last_n
+     * when it is > 0. */
+    kr_status (*read)(kr_store *s, const char *symbol, const char *interval, int64_t from_ts,
+                      int64_t to_ts, int64_t limit_last_n, kr_store_rows *rows, kr_error *err);
     kr_status (*list)(kr_store *s, const char *symbol, kr_store_entry **out, int64_t *n,
                       kr_error *err);
     kr_status (*set_market)(kr_store *s, const char *symbol, const char *market, kr_error *err);

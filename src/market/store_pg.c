@@ -752,18 +752,21 @@ done:
 
 /* ------------------------------------------------------------------ read / list */
 
-static kr_status pg_read(kr_store *s, const char *symbol, const char *interval,
-                         int64_t limit_last_n, kr_store_rows *rows, kr_error *err) {
-    char limit[32];
+static kr_status pg_read(kr_store *s, const char *symbol, const char *interval, int64_t from_ts,
+                         int64_t to_ts, int64_t limit_last_n, kr_store_rows *rows, kr_error *err) {
+    char limit[32], from[32], to[32];
     snprintf(limit, sizeof limit, "%lld", (long long)limit_last_n);
-    const char *p[3] = { symbol, interval, limit_last_n > 0 ? limit : NULL };
+    snprintf(from, sizeof from, "%lld", (long long)from_ts);
+    snprintf(to, sizeof to, "%lld", (long long)to_ts);
+    const char *p[5] = { symbol, interval, limit_last_n > 0 ? limit : NULL, from, to };
     PGresult *r = NULL;
     /* Newest first so LIMIT keeps the most recent rows (LIMIT NULL: all of them). */
     kr_status st = query(s,
                          "SELECT ts, open, high, low, close, volume, amount, has_volume, "
                          "has_amount FROM @candles WHERE symbol = $1 AND \"interval\" = $2 "
-                         "ORDER BY ts DESC LIMIT $3::bigint",
-                         3, p, "reading candles", &r, err);
+                         "AND ts BETWEEN $4::bigint AND $5::bigint ORDER BY ts DESC LIMIT "
+                         "$3::bigint",
+                         5, p, "reading candles", &r, err);
     if (st != KR_OK) return st;
     int n = PQntuples(r);
     for (int i = 0; i < n && st == KR_OK; i++) {

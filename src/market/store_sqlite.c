@@ -516,18 +516,21 @@ fail:
 /* ------------------------------------------------------------------ read / list */
 
 static kr_status sqlite_read(kr_store *store, const char *symbol, const char *interval,
-                             int64_t limit_last_n, kr_store_rows *rows, kr_error *err) {
+                             int64_t from_ts, int64_t to_ts, int64_t limit_last_n,
+                             kr_store_rows *rows, kr_error *err) {
     sqlite3_stmt *q = NULL;
     /* Newest first so LIMIT keeps the most recent rows. */
     if (sqlite3_prepare_v2(DB(store),
                            "SELECT ts, open, high, low, close, volume, amount, has_volume, "
                            "has_amount FROM candles WHERE symbol = ?1 AND interval = ?2 "
-                           "ORDER BY ts DESC LIMIT ?3",
+                           "AND ts BETWEEN ?4 AND ?5 ORDER BY ts DESC LIMIT ?3",
                            -1, &q, NULL) != SQLITE_OK)
         return db_error(store, "preparing the read", err);
     sqlite3_bind_text(q, 1, symbol, -1, SQLITE_STATIC);
     sqlite3_bind_text(q, 2, interval, -1, SQLITE_STATIC);
     sqlite3_bind_int64(q, 3, limit_last_n > 0 ? limit_last_n : -1);
+    sqlite3_bind_int64(q, 4, from_ts);
+    sqlite3_bind_int64(q, 5, to_ts);
     kr_status st = KR_OK;
     int rc;
     while ((rc = sqlite3_step(q)) == SQLITE_ROW) {

@@ -155,15 +155,32 @@ static char *candles_json(const char *symbol, const char *interval, const kr_can
     return out;
 }
 
+/* ?from=T&to=T: a range of stamps in any candle format, both ends included (absent: open).
+ * Non-zero with a 400 in *aerr naming the parameter. */
+static int query_range(struct MHD_Connection *mc, int64_t *from_ts, int64_t *to_ts,
+                       kr_api_error *aerr) {
+    const char *from = MHD_lookup_connection_value(mc, MHD_GET_ARGUMENT_KIND, "from");
+    const char *to = MHD_lookup_connection_value(mc, MHD_GET_ARGUMENT_KIND, "to");
+    kr_error ke = { 0 };
+    if (kr_store_parse_range(from, to, "from", "to", from_ts, to_ts, &ke) == KR_OK) return 0;
+    char msg[sizeof ke.message];
+    kr_json_sanitize(ke.message, msg, sizeof msg);
+    /* The message starts with the parameter it is about. */
+    kr_api_error_set(aerr, 400, !strncmp(ke.message, "to:", 3) ? "to" : "from", "%s", msg);
+    return 1;
+}
+
 enum MHD_Result kr_handle_candles_get(struct MHD_Connection *mc, kr_conn *c, const char *url) {
     kr_api_error aerr = { 0 };
     char symbol[KR_STORE_NAME_MAX + 1], want[KR_STORE_NAME_MAX + 1],
         interval[KR_STORE_NAME_MAX + 1];
     int limit = 0;
+    int64_t from_ts, to_ts;
     if (path_symbol(url, symbol, sizeof symbol, &aerr) ||
         kr_api_candles_query(MHD_lookup_connection_value(mc, MHD_GET_ARGUMENT_KIND, "interval"),
                              MHD_lookup_connection_value(mc, MHD_GET_ARGUMENT_KIND, "limit"), want,
-                             sizeof want, &limit, &aerr) != KR_OK)
+                             sizeof want, &limit, &aerr) != KR_OK ||
+        query_range(mc, &from_ts, &to_ts, &aerr))
         return kr_store_access_reply_error(mc, c, &aerr);
     int status;
     kr_store *store = kr_store_access_open(c->srv, 1, &status, &aerr);
@@ -176,7 +193,7 @@ enum MHD_Result kr_handle_candles_get(struct MHD_Connection *mc, kr_conn *c, con
     }
     kr_candles *cs = NULL;
     kr_error ke = { 0 };
-    kr_status st = kr_store_read(store, stored, interval, limit, &cs, &ke);
+    kr_status st = kr_store_read_range(store, stored, interval, from_ts, to_ts, limit, &cs, &ke);
     kr_store_close(store);
     if (st != KR_OK) return reply_store_error(mc, c, st, ke.message, 404, NULL);
     /* The series as stored, as POST answers it: "aapl" reads AAPL and says so. */
@@ -284,17 +301,9 @@ enum MHD_Result kr_handle_candles_delete(struct MHD_Connection *mc, kr_conn *c, 
     char symbol[KR_STORE_NAME_MAX + 1], interval[KR_STORE_NAME_MAX + 1];
     if (path_series(mc, url, ": a delete names one series", symbol, interval, sizeof symbol, &aerr))
         return kr_store_access_reply_error(mc, c, &aerr);
-    const char *from = MHD_lookup_connection_value(mc, MHD_GET_ARGUMENT_KIND, "from");
-    const char *to = MHD_lookup_connection_value(mc, MHD_GET_ARGUMENT_KIND, "to");
     int64_t from_ts, to_ts;
+    if (query_range(mc, &from_ts, &to_ts, &aerr)) return kr_store_access_reply_error(mc, c, &aerr);
     kr_error ke = { 0 };
-    if (kr_store_parse_range(from, to, "from", "to", &from_ts, &to_ts, &ke) != KR_OK) {
-        char msg[sizeof ke.message];
-        kr_json_sanitize(ke.message, msg, sizeof msg);
-        /* The message starts with the parameter it is about. */
-        const char *field = !strncmp(ke.message, "to:", 3) ? "to" : "from";
-        return kr_srv_reply_error(mc, c, 400, msg, field);
-    }
     int status;
     kr_store *store = kr_store_access_open(c->srv, 1, &status, &aerr);
     if (status) return kr_store_access_reply_error(mc, c, &aerr);
