@@ -508,9 +508,12 @@ static kr_status connect_failure(const char *target, const char *message) {
     if (strstr(message, "too many clients") || strstr(message, "too many connections") ||
         strstr(message, "remaining connection slots"))
         return KR_ERR_UNAVAILABLE;
-    /* The probe gets a short connect_timeout of its own: placed after dbname, it wins. */
-    const char *const keys[] = { "dbname", "connect_timeout", NULL };
-    const char *const vals[] = { target, "3", NULL };
+    /* The probe gets a short connect_timeout of its own and no SSL (placed after dbname, they
+     * win): a server that answers but fails the URL's SSL requirements (no SSL, a certificate
+     * that does not verify) is up, and the failure is the configuration's, not one to wait
+     * out. */
+    const char *const keys[] = { "dbname", "connect_timeout", "sslmode", NULL };
+    const char *const vals[] = { target, "3", "disable", NULL };
     const PGPing ping = PQpingParams(keys, vals, 1);
     /* NO_ATTEMPT: a client-side problem (the parameters), no server to wait for. */
     return ping == PQPING_OK || ping == PQPING_NO_ATTEMPT ? KR_ERR_IO : KR_ERR_UNAVAILABLE;

@@ -7,14 +7,16 @@ PostgreSQL refuses to run as root, and CI runs the tests as root: then the clust
 run as the `postgres` user (runuser), and connected to as the database user `postgres` (trust
 authentication: the socket directory is the only way in).
 
-    python3 pgcluster.py run [--durable] -- COMMAND ARGS...
+    python3 pgcluster.py run [--durable] [--tcp] -- COMMAND ARGS...
 
 starts a cluster, runs COMMAND with KRONOS_TEST_PG_ADMIN_URL (the `postgres` database, to
 create more) and KRONOS_TEST_PG_URL (an empty database `kronos_test`) set, stops the cluster,
 and exits with COMMAND's status. The cluster runs with fsync off (fast, and a test's data need
 not survive a power cut) unless --durable (for benchmarks: PostgreSQL's defaults). Exits 77
 (ctest's skip code) when PostgreSQL is not installed: `bash scripts/install-deps.sh --scale`
-installs it.
+installs it. With --tcp the server also listens on 127.0.0.1 at a free port, without SSL,
+and KRONOS_TEST_PG_TCP_URL names the `postgres` database there (the tests of what only a TCP
+connection does: SSL).
 """
 import glob
 import os
@@ -39,8 +41,9 @@ def find_bin(name):
 
 
 class Cluster:
-    def __init__(self, durable=False):
+    def __init__(self, durable=False, tcp=False):
         self.durable = durable
+        self.tcp = tcp
         self.initdb, self.pg_ctl = find_bin("initdb"), find_bin("pg_ctl")
         if not self.initdb or not self.pg_ctl:
             raise FileNotFoundError("PostgreSQL is not installed (initdb, pg_ctl not found); "
@@ -60,7 +63,13 @@ class Cluster:
             self.as_user = ["runuser", "-u", "postgres", "--"]
         self.data = os.path.join(self.top, "data")
         self.sock = self.top  # the socket file is .s.PGSQL.<port> in here
-        self.port = 5432  # only names the socket file: nothing listens on TCP
+        # Without tcp it only names the socket file: nothing listens on TCP.
+        if tcp:
+            sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+            from ports import free_port
+            self.port = free_port()
+        else:
+            self.port = 5432
         self.log = os.path.join(self.top, "server.log")
 
     def _run(self, args, **kw):
@@ -85,6 +94,9 @@ class Cluster:
     def url(self, db="postgres"):
         return f"postgresql://postgres@/{db}?host={self.sock}&port={self.port}"
 
+    def tcp_url(self, db="postgres"):
+        return f"postgresql://postgres@127.0.0.1:{self.port}/{db}"
+
     def psql(self, sql, db="postgres"):
         psql = find_bin("psql")
         return subprocess.run([psql, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", self.url(db),
@@ -96,7 +108,9 @@ class Cluster:
         return self.url(name)
 
     def _opts(self):
-        opts = f"-k {self.sock} -p {self.port} -c listen_addresses='' -c max_connections=200"
+        listen = "127.0.0.1" if self.tcp else ""
+        opts = (f"-k {self.sock} -p {self.port} -c listen_addresses='{listen}' "
+                f"-c max_connections=200")
         if not self.durable:
             opts += " -c fsync=off -c full_page_writes=off"
         return opts
@@ -135,7 +149,8 @@ def main(argv):
         return 2
     cmd = argv[argv.index("--") + 1:]
     try:
-        cluster = Cluster(durable="--durable" in argv[:argv.index("--")])
+        opts = argv[:argv.index("--")]
+        cluster = Cluster(durable="--durable" in opts, tcp="--tcp" in opts)
     except FileNotFoundError as e:
         print(f"SKIPPED: {e}")
         return SKIP
@@ -145,6 +160,8 @@ def main(argv):
         cluster.start()
         env = dict(os.environ, KRONOS_TEST_PG_ADMIN_URL=cluster.url(),
                    KRONOS_TEST_PG_URL=cluster.createdb("kronos_test"))
+        if cluster.tcp:
+            env["KRONOS_TEST_PG_TCP_URL"] = cluster.tcp_url()
         return subprocess.call(cmd, env=env)
     finally:
         cluster.stop()
