@@ -577,11 +577,76 @@ static void test_store_list_delete(void **state) {
     expect_fail(args, 2, "list takes only", NULL);
     snprintf(args, sizeof args, "store delete --symbol AAPL --interval 1d --json --db %s", db);
     expect_fail(args, 2, "--json goes with list", NULL);
-    expect_fail("store", 2, "list or delete", NULL);
+    expect_fail("store", 2, "list, export or delete", NULL);
     expect_fail("store purge", 2, "unknown subcommand 'purge'", NULL);
     snprintf(args, sizeof args, "store list --db %s", db);
     r = ok(args);
     assert_non_null(strstr(r->out, "2911"));
+}
+
+/* store export: a series, a range or its newest rows, as CSV that ingest takes back with
+ * nothing changed (every number exact) or as GET /v1/candles' JSON; nothing matched exits 3. */
+static void test_store_export(void **state) {
+    (void)state;
+    char args[4096], db[1300], out[1300];
+    snprintf(db, sizeof db, "%s/export.db", g_tmp);
+    snprintf(out, sizeof out, "%s/export.csv", g_tmp);
+    snprintf(args, sizeof args, "ingest --symbol AAPL --interval 1d --db %s %s/data/AAPL_1d.csv",
+             db, KR_SOURCE_DIR);
+    ok(args);
+    snprintf(args, sizeof args, "store export --symbol aapl --limit 2 --db %s", db);
+    const run_result *r = ok(args);
+    assert_string_equal(r->out, "timestamps,open,high,low,close,volume,amount\n"
+                                "2025-07-31,208.49,209.84,207.16,207.57,80698400,16750566888\n"
+                                "2025-08-01,210.87,213.58,201.5,202.38,104301700,21108578046\n");
+    assert_non_null(strstr(r->err, "exported 2 candles of AAPL 1d (2025-07-31 to 2025-08-01)"));
+    snprintf(args, sizeof args,
+             "store export --symbol AAPL --interval 24h --from 2024-01-02 --to 2024-01-05 "
+             "--format json --db %s",
+             db);
+    r = ok(args);
+    cJSON *j = cJSON_Parse(r->out);
+    assert_non_null(j);
+    assert_string_equal(cJSON_GetObjectItem(j, "interval")->valuestring, "1d");
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(j, "candles")), 4);
+    cJSON_Delete(j);
+    /* The whole series to a file, and back in: nothing new, nothing replaced. */
+    snprintf(args, sizeof args, "store export --symbol AAPL --output %s --db %s", out, db);
+    r = ok(args);
+    assert_string_equal(r->out, "");
+    assert_non_null(strstr(r->err, "exported 2913 candles"));
+    snprintf(args, sizeof args, "ingest --symbol AAPL --interval 1d --db %s %s", db, out);
+    r = ok(args);
+    assert_non_null(strstr(r->out, "0 new, 0 replaced with other values, 2913 unchanged"));
+    /* Nothing matched: exit 3, saying what is there. */
+    snprintf(args, sizeof args, "store export --symbol AAPL --from 2100-01-01 --db %s", db);
+    expect_fail(args, 3, "nothing exported", "no candles stored for AAPL 1d from 2100-01-01");
+    snprintf(args, sizeof args, "store export --symbol AAPL --interval 5m --db %s", db);
+    expect_fail(args, 3, "holds no series AAPL 5m (it has 1d)", NULL);
+    snprintf(args, sizeof args, "store export --symbol MSFT --db %s", db);
+    expect_fail(args, 3, "holds no series MSFT", NULL);
+    snprintf(args, sizeof args, "store export --symbol AAPL --db %s/none.db", g_tmp);
+    expect_fail(args, 3, "no such database", NULL);
+    /* Several series and no --interval: name one. */
+    snprintf(args, sizeof args, "ingest --symbol AAPL --interval 1h --db %s %s", db, out);
+    ok(args);
+    snprintf(args, sizeof args, "store export --symbol AAPL --db %s", db);
+    expect_fail(args, 2, "AAPL has several series", "--interval");
+    /* Usage errors. */
+    snprintf(args, sizeof args, "store export --db %s", db);
+    expect_fail(args, 2, "export: --symbol is required", NULL);
+    snprintf(args, sizeof args, "store export --symbol AAPL --format xml --db %s", db);
+    expect_fail(args, 2, "--format must be csv or json", NULL);
+    snprintf(args, sizeof args, "store export --symbol AAPL --limit 0 --db %s", db);
+    expect_fail(args, 2, "--limit must be a positive integer", NULL);
+    snprintf(args, sizeof args, "store list --limit 3 --db %s", db);
+    expect_fail(args, 2, "go with export", NULL);
+    snprintf(args, sizeof args, "store export --symbol AAPL --interval 1d --json --db %s", db);
+    expect_fail(args, 2, "export takes --format json", NULL);
+    snprintf(args, sizeof args,
+             "store export --symbol AAPL --interval 1d --output %s/no/such/x.csv --db %s", g_tmp,
+             db);
+    expect_fail(args, 1, "no/such/x.csv", NULL);
 }
 
 int main(void) {
@@ -593,6 +658,7 @@ int main(void) {
         cmocka_unit_test(test_watchlists),
         cmocka_unit_test(test_uncertainty_and_cover),
         cmocka_unit_test(test_store_list_delete),
+        cmocka_unit_test(test_store_export),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

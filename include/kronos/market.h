@@ -48,6 +48,15 @@ KR_API kr_status kr_candles_parse_csv(const char *data, size_t len, const char *
                                       kr_candles **out, kr_error *err);
 KR_API void kr_candles_free(kr_candles *c);
 
+/* Candles as the readers take them back, every number the shortest text of exactly its double
+ * (an export ingested again changes nothing). CSV: a header (timestamps, open, high, low,
+ * close, then volume and amount when c has them) and a row per candle, dates alone when
+ * c->date_only. JSON: GET /v1/candles' object {"object":"candles", "symbol", "interval",
+ * "rows", "columns", "candles": rows of arrays}. Caller owns *out (free()). */
+KR_API kr_status kr_candles_to_csv(const kr_candles *c, char **out, kr_error *err);
+KR_API kr_status kr_candles_to_json(const kr_candles *c, const char *symbol, const char *interval,
+                                    char **out, kr_error *err);
+
 /* A view for the forecast API (borrowed from c). */
 KR_API kr_series kr_candles_series(const kr_candles *c);
 /* A view of rows [start, start+n) (borrowed). */

@@ -49,14 +49,6 @@ static enum MHD_Result reply_json(struct MHD_Connection *mc, kr_conn *c, char *b
     return kr_srv_reply(mc, c, 200, "application/json", body, strlen(body), NULL, NULL);
 }
 
-/* Shortest text that reads back as exactly x (x is finite: stored candles are validated). */
-static void append_num(kr_sb *sb, double x) {
-    char b[40];
-    snprintf(b, sizeof b, "%.15g", x);
-    if (strtod(b, NULL) != x) snprintf(b, sizeof b, "%.17g", x);
-    kr_sb_append(sb, b);
-}
-
 /* Adds a span's first and last stamps to o as first_key and last_key: dates when the bars are
  * daily (or longer) and stamped at midnight, else date and time. */
 static void add_stamps(cJSON *o, const char *first_key, const char *last_key, int64_t first,
@@ -124,37 +116,6 @@ static int path_series(struct MHD_Connection *mc, const char *url, const char *w
     return 0;
 }
 
-/* {"object":"candles","symbol","interval","rows","columns":[...],"candles":[[ts,o,h,l,c,v,a]]}:
- * rows of arrays, a layout /v1/forecast and POST /v1/candles take, so what is read can be
- * posted back ({"candles", "columns"}). Volume and amount appear only when stored. */
-static char *candles_json(const char *symbol, const char *interval, const kr_candles *cs) {
-    static const char *const k_cols[7] = { "timestamps", "open",   "high",  "low",
-                                           "close",      "volume", "amount" };
-    int ncols = 5 + (cs->has_volume ? 1 + (cs->has_amount ? 1 : 0) : 0);
-    kr_sb sb = { 0 };
-    kr_sb_appendf(&sb,
-                  "{\"object\":\"candles\",\"symbol\":\"%s\",\"interval\":\"%s\",\"rows\":%lld,"
-                  "\"columns\":[",
-                  symbol, interval, (long long)cs->n);
-    for (int k = 0; k < ncols; k++) kr_sb_appendf(&sb, "%s\"%s\"", k ? "," : "", k_cols[k]);
-    kr_sb_append(&sb, "],\"candles\":[");
-    char ts[32];
-    for (int64_t i = 0; i < cs->n; i++) {
-        kr_format_timestamp(cs->timestamps[i], cs->date_only, ts, sizeof ts);
-        kr_sb_appendf(&sb, "%s[\"%s\"", i ? "," : "", ts);
-        for (int k = 0; k < ncols - 1; k++) {
-            kr_sb_append(&sb, ",");
-            append_num(&sb, cs->values[i * 6 + k]);
-        }
-        kr_sb_append(&sb, "]");
-    }
-    kr_sb_append(&sb, "]}");
-    char *out = NULL;
-    kr_error e;
-    if (kr_sb_finish(&sb, &out, &e) != KR_OK) return NULL;
-    return out;
-}
-
 /* ?from=T&to=T: a range of stamps in any candle format, both ends included (absent: open).
  * Non-zero with a 400 in *aerr naming the parameter. */
 static int query_range(struct MHD_Connection *mc, int64_t *from_ts, int64_t *to_ts,
@@ -197,7 +158,8 @@ enum MHD_Result kr_handle_candles_get(struct MHD_Connection *mc, kr_conn *c, con
     kr_store_close(store);
     if (st != KR_OK) return reply_store_error(mc, c, st, ke.message, 404, NULL);
     /* The series as stored, as POST answers it: "aapl" reads AAPL and says so. */
-    char *body = candles_json(stored, interval, cs);
+    char *body = NULL;
+    (void)kr_candles_to_json(cs, stored, interval, &body, &ke); /* NULL: out of memory */
     kr_candles_free(cs);
     return reply_json(mc, c, body);
 }
