@@ -114,6 +114,28 @@ static void test_batch_and_gen_random(void **state) {
     snprintf(args, sizeof args, "gen-random --shape tiny --seed 3 --out %s", dir);
     const run_result *r = kronos(args);
     if (r->code != 0) fail_msg("gen-random: %s", r->err);
+    /* A checkpoint already in --out (the bundled model, given by mistake) is not replaced
+     * unless --force says so: the refusal names the file and the way out, and writes nothing. */
+    char keep[2600];
+    snprintf(keep, sizeof keep, "cp %s/predictor/model.safetensors %s/rand-before", dir, g_tmp);
+    assert_int_equal(system(keep), 0);
+    snprintf(args, sizeof args, "gen-random --shape tiny --seed 4 --out %s", dir);
+    expect_fail(args, 1, "rand/predictor/config.json already exists", "--force");
+    snprintf(keep, sizeof keep, "cmp -s %s/predictor/model.safetensors %s/rand-before", dir, g_tmp);
+    assert_int_equal(system(keep), 0);
+    snprintf(args, sizeof args, "gen-random --shape tiny --seed 4 --out %s --force", dir);
+    r = kronos(args);
+    if (r->code != 0) fail_msg("gen-random --force: %s", r->err);
+    assert_int_not_equal(system(keep), 0);
+    /* Any one file of the pair counts: here a tokenizer's weights alone. */
+    snprintf(keep, sizeof keep,
+             "mkdir -p %s/half/tokenizer && : > %s/half/tokenizer/model.safetensors", g_tmp, g_tmp);
+    assert_int_equal(system(keep), 0);
+    snprintf(args, sizeof args, "gen-random --shape tiny --out %s/half", g_tmp);
+    expect_fail(args, 1, "half/tokenizer/model.safetensors already exists", NULL);
+    snprintf(args, sizeof args, "gen-random --shape tiny --seed 3 --out %s --force", dir);
+    r = kronos(args);
+    if (r->code != 0) fail_msg("gen-random --force: %s", r->err);
     char *a = daily_csv(60), *b = daily_csv(45);
     char pa[1200], pb[1200];
     snprintf(pa, sizeof pa, "%s", write_csv("a.csv", a));
