@@ -122,8 +122,13 @@ typedef struct job {
 } job;
 
 static job job_make(const kr_context *ctx, int start, int rows, int paths, int pred_len) {
-    job j = { start, rows, paths, pred_len, kr_candles_slice(g_data, start, rows),
-              kr_forecast_default_params(), 0 };
+    job j = { start,
+              rows,
+              paths,
+              pred_len,
+              kr_candles_slice(g_data, start, rows),
+              kr_forecast_default_params(),
+              0 };
     j.p.paths = paths;
     j.p.pred_len = pred_len;
     j.p.seed = 7 + (uint64_t)start;

@@ -69,8 +69,7 @@ typedef struct result {
 
 /* One group of the first L history rows, run to the end with the cache (or none), at most
  * step_rows rows of work a step. */
-static void run_group(kr_model *m, int L, kr_prefix_cache *cache, int64_t step_rows,
-                      result *res) {
+static void run_group(kr_model *m, int L, kr_prefix_cache *cache, int64_t step_rows, result *res) {
     static kr_exec *ex;
     if (!ex) {
         kr_error e = { 0 };

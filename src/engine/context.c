@@ -422,9 +422,8 @@ static kr_status context_create(const kr_model *model, const kr_context_params *
     c->admit_slots = calloc((size_t)c->cap_running + 1, sizeof *c->admit_slots);
     c->cap_cancels = 64;
     c->cancels = calloc((size_t)c->cap_cancels, sizeof *c->cancels);
-    if (st == KR_OK &&
-        (!c->running || !c->step_groups || !c->step_budget || !c->step_order || !c->admit_slots ||
-         !c->cancels))
+    if (st == KR_OK && (!c->running || !c->step_groups || !c->step_budget || !c->step_order ||
+                        !c->admit_slots || !c->cancels))
         st = kr_error_set(err, KR_ERR_NOMEM, "context: out of memory");
     if (st == KR_OK && p.prefix_cache)
         st = kr_prefix_cache_create(c->p.kv_budget_bytes / 2, &c->cache, err);

@@ -421,8 +421,8 @@ void *kr_ctx_engine_main(void *arg) {
         pthread_mutex_lock(&c->lock);
         kr_ctx_apply_limits(c); /* the tuner moves from limits set during the step */
         if (c->p.tune)
-            kr_tuner_tick(&c->tuner, t, c->n_waiting, kr_ctx_oldest_wait_s(c, t), &c->p.batch_wait_ms,
-                          &c->p.max_batch_tokens, &c->p.max_running, c->cache);
+            kr_tuner_tick(&c->tuner, t, c->n_waiting, kr_ctx_oldest_wait_s(c, t),
+                          &c->p.batch_wait_ms, &c->p.max_batch_tokens, &c->p.max_running, c->cache);
         c->profile_shared = c->profile;
         kr_ctx_publish_stats(c);
     }
