@@ -388,6 +388,16 @@ static void test_watchlists(void **state) {
     assert_int_equal(kr_test_write_file(wl, badwl, strlen(badwl)), 0);
     snprintf(args, sizeof args, "analyze --watchlist %s --db %s", wl, g_db);
     expect_fail(args, 2, "watch.txt: line 1", NULL);
+    /* A watch-list that cannot be read is an I/O error (1), like any input file; only
+     * contents that do not parse are a usage error (2, above). */
+    snprintf(args, sizeof args, "analyze --watchlist %s/no-such-list.txt --db %s", g_tmp, g_db);
+    expect_fail(args, 1, "--watchlist: ", "no-such-list.txt");
+    snprintf(args, sizeof args, "analyze --watchlist %s --db %s", g_tmp, g_db);
+    expect_fail(args, 1, "--watchlist: ", "not a regular file");
+    const char *empty = "# nothing here\n\n";
+    assert_int_equal(kr_test_write_file(wl, empty, strlen(empty)), 0);
+    snprintf(args, sizeof args, "analyze --watchlist %s --db %s", wl, g_db);
+    expect_fail(args, 2, "no symbols in the watch-list", NULL);
 
     /* --all: every stored series. */
     snprintf(args, sizeof args, "analyze --all --db %s --paths 4 --horizon 3", g_db);

@@ -228,12 +228,26 @@ static void test_report_numbers_independent(void **state) {
     /* The horizon close band is the return band times the last close. */
     close_to(r->fc_p10[(H - 1) * 6 + KR_CLOSE], last * (1 + r->return_p10), 1e-12, "p10 close");
     assert_memory_equal(r->fc_mean, kr_forecast_mean(f), (size_t)H * 6 * sizeof(double));
+    /* The mean path's Monte Carlo error, per step and column: sd over the paths / sqrt(N). */
+    for (int i = 0; i < H * 6; i++) {
+        double m = 0, ss = 0;
+        for (int p = 0; p < N; p++) m += kr_forecast_path(f, p)[i];
+        m /= N;
+        for (int p = 0; p < N; p++)
+            ss += (kr_forecast_path(f, p)[i] - m) * (kr_forecast_path(f, p)[i] - m);
+        close_to(r->fc_mean_se[i], sqrt(ss / (N - 1)) / sqrt((double)N), 1e-12, "fc_mean_se");
+    }
+    const size_t hc = (size_t)(H - 1) * 6 + KR_CLOSE;
+    assert_true(r->fc_mean_se[hc] > 0);
 
-    /* Summary: the numbers it quotes, and no advice. */
+    /* Summary: the numbers it quotes, with the mean path's error, and no advice. */
     assert_true(r->n_summary >= 4);
-    char pct[32];
+    char pct[32], ends[96];
     snprintf(pct, sizeof pct, "%.0f%% of %d sampled paths", r->prob_up * 100, N);
     assert_non_null(strstr(r->summary[0], pct));
+    snprintf(ends, sizeof ends, "the mean path ends at %.2f \u00b1 %.2f.", r->fc_mean[hc],
+             r->fc_mean_se[hc]);
+    if (!strstr(r->summary[0], ends)) fail_msg("summary lacks '%s': %s", ends, r->summary[0]);
     const char *banned[] = { "buy", "sell", "should", "recommend", "advice" };
     for (int i = 0; i < r->n_summary; i++)
         for (size_t b = 0; b < sizeof banned / sizeof banned[0]; b++)
@@ -249,6 +263,9 @@ static void test_report_numbers_independent(void **state) {
     assert_int_equal(build_raw("AAPL", g_aapl, L, f1, &meta, &r, &err), KR_OK);
     assert_true(isnan(r->return_std) && isnan(r->forecast_vol) && isnan(r->prob_vol_above));
     assert_true(r->prob_up == 0.0 || r->prob_up == 1.0);
+    assert_true(isnan(r->fc_mean_se[KR_CLOSE])); /* no error from one path: the figure alone */
+    snprintf(ends, sizeof ends, "the mean path ends at %.2f.", r->fc_mean[KR_CLOSE]);
+    if (!strstr(r->summary[0], ends)) fail_msg("summary lacks '%s': %s", ends, r->summary[0]);
     kr_report_free(r);
     kr_forecast_free(f1);
     kr_forecast_free(f);
@@ -591,6 +608,21 @@ static void test_renderers(void **state) {
     cJSON *p90 = cJSON_GetObjectItem(cJSON_GetArrayItem(steps, 3), "p90");
     close_to(cJSON_GetObjectItem(p90, "close")->valuedouble, r->fc_p90[3 * 6 + KR_CLOSE], 1e-15,
              "json p90");
+    /* Each step's mean candle carries its Monte Carlo error, and Markdown / HTML print the
+     * mean close with it ("207.57 ± 0.45") in the per-step table. */
+    for (int i = 0; i < 4; i++) {
+        cJSON *se = cJSON_GetObjectItem(cJSON_GetArrayItem(steps, i), "standard_error");
+        cJSON *mc = cJSON_GetObjectItem(cJSON_GetObjectItem(se, "mean"), "close");
+        assert_non_null(mc);
+        const size_t o = (size_t)i * 6 + KR_CLOSE;
+        close_to(mc->valuedouble, r->fc_mean_se[o], 1e-15, "json mean close se");
+        assert_true(r->fc_mean_se[o] > 0);
+        char cell[96];
+        snprintf(cell, sizeof cell, "| %.2f \u00b1 %.2f |", r->fc_mean[o], r->fc_mean_se[o]);
+        if (!strstr(md, cell)) fail_msg("markdown lacks '%s'", cell);
+        snprintf(cell, sizeof cell, "<td>%.2f \u00b1 %.2f</td>", r->fc_mean[o], r->fc_mean_se[o]);
+        if (!strstr(html, cell)) fail_msg("html lacks '%s'", cell);
+    }
     cJSON *cal = cJSON_GetObjectItem(jr, "calibration");
     assert_int_equal(cJSON_GetObjectItem(cal, "windows")->valueint, 2);
     cJSON *rank = cJSON_GetObjectItem(doc, "ranking");

@@ -114,6 +114,28 @@ static void test_batch_and_gen_random(void **state) {
     snprintf(args, sizeof args, "gen-random --shape tiny --seed 3 --out %s", dir);
     const run_result *r = kronos(args);
     if (r->code != 0) fail_msg("gen-random: %s", r->err);
+    /* A checkpoint already in --out (the bundled model, given by mistake) is not replaced
+     * unless --force says so: the refusal names the file and the way out, and writes nothing. */
+    char keep[2600];
+    snprintf(keep, sizeof keep, "cp %s/predictor/model.safetensors %s/rand-before", dir, g_tmp);
+    assert_int_equal(system(keep), 0);
+    snprintf(args, sizeof args, "gen-random --shape tiny --seed 4 --out %s", dir);
+    expect_fail(args, 1, "rand/predictor/config.json already exists", "--force");
+    snprintf(keep, sizeof keep, "cmp -s %s/predictor/model.safetensors %s/rand-before", dir, g_tmp);
+    assert_int_equal(system(keep), 0);
+    snprintf(args, sizeof args, "gen-random --shape tiny --seed 4 --out %s --force", dir);
+    r = kronos(args);
+    if (r->code != 0) fail_msg("gen-random --force: %s", r->err);
+    assert_int_not_equal(system(keep), 0);
+    /* Any one file of the pair counts: here a tokenizer's weights alone. */
+    snprintf(keep, sizeof keep,
+             "mkdir -p %s/half/tokenizer && : > %s/half/tokenizer/model.safetensors", g_tmp, g_tmp);
+    assert_int_equal(system(keep), 0);
+    snprintf(args, sizeof args, "gen-random --shape tiny --out %s/half", g_tmp);
+    expect_fail(args, 1, "half/tokenizer/model.safetensors already exists", NULL);
+    snprintf(args, sizeof args, "gen-random --shape tiny --seed 3 --out %s --force", dir);
+    r = kronos(args);
+    if (r->code != 0) fail_msg("gen-random --force: %s", r->err);
     char *a = daily_csv(60), *b = daily_csv(45);
     char pa[1200], pb[1200];
     snprintf(pa, sizeof pa, "%s", write_csv("a.csv", a));
@@ -170,6 +192,57 @@ static void test_batch_and_gen_random(void **state) {
     assert_int_equal(system(args), 0);
     snprintf(args, sizeof args, "cmp -s %s %s", ten0, eight);
     assert_int_not_equal(system(args), 0);
+}
+
+/* An amount column without volume is dropped as the reference drops it (both 0), and forecast
+ * and ingest say so on stderr, naming the file and the column; with volume nothing is said. */
+static void test_amount_without_volume_warns(void **state) {
+    (void)state;
+    char args[2600];
+    char *body = daily_csv(40);
+    /* The same rows with the volume column cut out: timestamps..close, amount. */
+    char *cut = malloc(strlen(body) + 1), *w = cut;
+    for (const char *line = body; *line;) {
+        const char *nl = strchr(line, '\n');
+        const char *c5 = line;
+        for (int k = 0; k < 5; k++) c5 = strchr(c5, ',') + 1;
+        const char *c6 = strchr(c5, ',') + 1;
+        memcpy(w, line, (size_t)(c5 - line));
+        w += c5 - line;
+        memcpy(w, c6, (size_t)(nl + 1 - c6));
+        w += nl + 1 - c6;
+        line = nl + 1;
+    }
+    *w = 0;
+    const char *with = write_csv("with-volume.csv", body);
+    char with_path[1200];
+    snprintf(with_path, sizeof with_path, "%s", with);
+    assert_non_null(strstr(cut, "timestamps,open,high,low,close,amount\n"));
+    const char *without = write_csv("amount-only.csv", cut);
+    free(body);
+    free(cut);
+
+    snprintf(args, sizeof args, "forecast --input %s --pred-len 2 --top-k 1", without);
+    const run_result *r = kronos(args);
+    if (r->code != 0) fail_msg("forecast: %s", r->err);
+    char want[1400];
+    snprintf(want, sizeof want,
+             "kronos forecast: warning: %s: column 'amount' ignored: without a volume column, "
+             "volume and amount are both 0",
+             without);
+    if (!strstr(r->err, want)) fail_msg("stderr lacks '%s': %s", want, r->err);
+
+    snprintf(args, sizeof args, "forecast --input %s --pred-len 2 --top-k 1", with_path);
+    r = kronos(args);
+    if (r->code != 0) fail_msg("forecast: %s", r->err);
+    assert_null(strstr(r->err, "ignored"));
+
+    snprintf(args, sizeof args, "ingest --symbol AMT --interval 1d --db %s/amount.db %s", g_tmp,
+             without);
+    r = kronos(args);
+    if (r->code != 0) fail_msg("ingest: %s", r->err);
+    snprintf(want, sizeof want, "kronos ingest: warning: %s: column 'amount' ignored", without);
+    if (!strstr(r->err, want)) fail_msg("stderr lacks '%s': %s", want, r->err);
 }
 
 static void test_bad_input(void **state) {
@@ -479,6 +552,7 @@ int main(void) {
         cmocka_unit_test(test_forecast_csv_and_json),
         cmocka_unit_test(test_bench_states_isa_peak_and_profile),
         cmocka_unit_test(test_batch_and_gen_random),
+        cmocka_unit_test(test_amount_without_volume_warns),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_nonfinite_weights),
         cmocka_unit_test(test_inputs_people_have),

@@ -16,6 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "base/timeutil.h"
@@ -1386,6 +1388,66 @@ static void test_kv_budget_holds(void **state) {
     kr_context_free(ctx);
 }
 
+/* The process's address space now, in bytes (/proc/self/statm's first field), or 0. */
+static size_t vm_bytes(void) {
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long pages = 0;
+    if (f) {
+        if (fscanf(f, "%lu", &pages) != 1) pages = 0;
+        fclose(f);
+    }
+    return (size_t)pages * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+/* A request far over the KV budget is refused by the KV check even where its result memory
+ * (paths x pred_len rows, ~170 MB here) cannot be had: the check comes first, so a tight
+ * `ulimit -v` gets the budget's message with its advice, not "out of memory for results".
+ * Run in a forked child under RLIMIT_AS = its size now + 64 MiB; the child also checks that
+ * the limit bites (the result memory really cannot be allocated), so the test can fail. */
+static void test_kv_refusal_before_result_memory(void **state) {
+    (void)state;
+#if KR_TEST_ASAN
+    skip(); /* ASan reserves terabytes of shadow: an address-space limit says nothing there */
+#endif
+    kr_context_params cp = kr_context_default_params();
+    cp.n_threads = 1;
+    cp.kv_budget_bytes = (size_t)4 << 20;
+    kr_context *ctx = NULL;
+    kr_error err = { 0 };
+    assert_int_equal(kr_context_create(g_model, &cp, &ctx, &err), KR_OK);
+    kr_forecast_params big = kr_forecast_default_params();
+    big.paths = 4096;
+    big.pred_len = 500;
+    big.keep_paths = 1;
+    kr_series first = kr_candles_slice(g_data, 0, 400);
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        const size_t result_bytes = (size_t)big.paths * (size_t)big.pred_len * 6 * sizeof(double);
+        size_t now = vm_bytes();
+        struct rlimit rl = { now + ((size_t)64 << 20), now + ((size_t)64 << 20) };
+        if (now == 0 || setrlimit(RLIMIT_AS, &rl) != 0) _exit(4);
+        kr_error e = { 0 };
+        kr_status st = kr_submit(ctx, &first, &big, NULL, NULL, &e);
+        if (st != KR_ERR_INVALID_ARG || !strstr(e.message, "more than the whole KV budget")) {
+            fprintf(stderr, "child: status %d: %s\n", (int)st, e.message);
+            _exit(1);
+        }
+        void *probe = malloc(result_bytes);
+        if (probe) {
+            fprintf(stderr, "child: the limit did not bite (%zu bytes allocated)\n", result_bytes);
+            _exit(3);
+        }
+        _exit(0);
+    }
+    int ws = 0;
+    assert_int_equal(waitpid(pid, &ws, 0), pid);
+    assert_true(WIFEXITED(ws));
+    assert_int_equal(WEXITSTATUS(ws), 0);
+    kr_context_free(ctx);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_static_batches),
@@ -1412,6 +1474,7 @@ int main(void) {
         cmocka_unit_test(test_busy_ratio_returns_to_zero),
         cmocka_unit_test(test_waiting_for_room_is_not_rejected),
         cmocka_unit_test(test_kv_budget_holds),
+        cmocka_unit_test(test_kv_refusal_before_result_memory),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -220,12 +220,18 @@ static void test_no_volume(void **state) {
     assert_false(c->has_volume);
     assert_false(c->has_amount);
     assert_true(c->values[4] == 0.0 && c->values[5] == 0.0);
+    assert_string_equal(c->amount_dropped, "");
     kr_candles_free(c);
-    /* The reference zeroes amount too when volume is missing. */
-    c = parse_ok("timestamps,open,high,low,close,amount\n2024-01-02,1,2,0.5,1.5,77\n");
+    /* The reference zeroes amount too when volume is missing; the column dropped is named
+     * (as the header spells it) so that a program can tell its user. */
+    c = parse_ok("timestamps,open,high,low,close,Amount\n2024-01-02,1,2,0.5,1.5,77\n");
     assert_false(c->has_volume);
     assert_false(c->has_amount);
     assert_true(c->values[4] == 0.0 && c->values[5] == 0.0);
+    assert_string_equal(c->amount_dropped, "Amount");
+    kr_candles_free(c);
+    c = parse_ok("timestamps,open,high,low,close,volume,amount\n2024-01-02,1,2,0.5,1.5,3,77\n");
+    assert_string_equal(c->amount_dropped, "");
     kr_candles_free(c);
 }
 

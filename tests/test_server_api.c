@@ -139,7 +139,21 @@ static void test_request_layouts_agree(void **state) {
     assert_int_equal(nv.candles->has_amount, 0);
     assert_true(nv.candles->values[KR_VOLUME] == 0.0 && nv.candles->values[KR_AMOUNT] == 0.0);
     assert_int_equal(nv.candles->date_only, 1);
+    assert_string_equal(nv.candles->amount_dropped, "amount");
     kr_api_request_free(&nv);
+    /* Named in every layout: columns, and rows of arrays with "columns". */
+    nv = parse_ok("{\"pred_len\":1,\"candles\":{\"Date\":[\"2024-01-02\",\"2024-01-03\"],"
+                  "\"Open\":[1,1],\"High\":[2,2],\"Low\":[1,1],\"Close\":[2,2],\"Amount\":[5,6]}}");
+    assert_string_equal(nv.candles->amount_dropped, "Amount");
+    kr_api_request_free(&nv);
+    nv = parse_ok("{\"pred_len\":1,\"columns\":[\"timestamps\",\"open\",\"high\",\"low\","
+                  "\"close\",\"amount\"],\"candles\":[[\"2024-01-02\",1,2,1,2,5],"
+                  "[\"2024-01-03\",1,2,1,2,6]]}");
+    assert_string_equal(nv.candles->amount_dropped, "amount");
+    kr_api_request_free(&nv);
+    kr_api_request with = parse_ok(bodies[1]);
+    assert_string_equal(with.candles->amount_dropped, "");
+    kr_api_request_free(&with);
 }
 
 static void test_request_defaults_and_future(void **state) {

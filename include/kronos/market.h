@@ -39,6 +39,10 @@ typedef struct kr_candles {
     double *values; /* [n][6] open, high, low, close, volume, amount (0 when absent) */
     int has_volume, has_amount;
     int date_only; /* every timestamp had no time of day (daily data) */
+    /* The input's name of an amount column that was dropped because there is no volume
+     * column (volume and amount are then 0, the reference's rule); "" when none. The library
+     * does not print: a program tells its user. */
+    char amount_dropped[64];
 } kr_candles;
 
 /* Reads a CSV file. Caller owns *out; free with kr_candles_free. */

@@ -226,7 +226,7 @@ static void technical_table(kr_sb *sb, const kr_report *r) {
 }
 
 static void path_table(kr_sb *sb, const kr_report *r) {
-    char t[32], a[32], b[32], c[32], d[32], e[32];
+    char t[32], a[64], b[32], c[32], d[32], e[32];
     kr_sb_append(
         sb,
         "<h3>Forecast per step</h3><table><thead><tr><th>Step</th><th>Time</th><th>Mean close</th>"
@@ -238,11 +238,12 @@ static void path_table(kr_sb *sb, const kr_report *r) {
             "<tr><td>%d</td><td class=\"t\">%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td>"
             "<td>%s</td></tr>\n",
             i + 1, kr_format_timestamp(r->fc_ts[i], r->date_only, t, sizeof t),
-            kr_fmt_price(r->fc_mean[o + KR_CLOSE], a), kr_fmt_price(r->fc_p10[o + KR_CLOSE], b),
-            kr_fmt_price(r->fc_p50[o + KR_CLOSE], c), kr_fmt_price(r->fc_p90[o + KR_CLOSE], d),
-            kr_fmt_compact(r->fc_mean[o + KR_VOLUME], e));
+            kr_fmt_pm_price(r->fc_mean[o + KR_CLOSE], r->fc_mean_se[o + KR_CLOSE], a),
+            kr_fmt_price(r->fc_p10[o + KR_CLOSE], b), kr_fmt_price(r->fc_p50[o + KR_CLOSE], c),
+            kr_fmt_price(r->fc_p90[o + KR_CLOSE], d), kr_fmt_compact(r->fc_mean[o + KR_VOLUME], e));
     }
-    kr_sb_append(sb, "</tbody></table>\n");
+    kr_sb_append(sb, "</tbody></table><p class=\"note\">Mean close \u00b1 its Monte Carlo "
+                     "standard error (standard deviation of the paths' closes / \u221aN).</p>\n");
 }
 
 static void calibration(kr_sb *sb, const kr_report *r) {

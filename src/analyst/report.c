@@ -55,6 +55,7 @@ void kr_report_free(kr_report *r) {
     free(r->chart_values);
     free(r->fc_ts);
     free(r->fc_mean);
+    free(r->fc_mean_se);
     free(r->fc_p10);
     free(r->fc_p50);
     free(r->fc_p90);
@@ -208,6 +209,29 @@ done:
     return st;
 }
 
+/* The mean path's standard error per step and column: how far the average of these N paths
+ * may lie from the model's own mean (what infinitely many paths would give). Two-pass sample
+ * variance over the same values the mean path averages (repaired ones in consistent mode;
+ * in raw mode the engine averages the same paths in normalised space, a linear map away). */
+static void mean_se(const kr_path_set *ps, double *out) {
+    const int n = ps->paths;
+    const size_t cell = (size_t)ps->pred_len * KR_N_FEATURES;
+    for (size_t i = 0; i < cell; i++) {
+        if (n < 2) {
+            out[i] = NAN;
+            continue;
+        }
+        double m = 0.0, ss = 0.0;
+        for (int p = 0; p < n; p++) m += ps->values[(size_t)p * cell + i];
+        m /= n;
+        for (int p = 0; p < n; p++) {
+            double d = ps->values[(size_t)p * cell + i] - m;
+            ss += d * d;
+        }
+        out[i] = sqrt(ss / (n - 1)) / sqrt((double)n);
+    }
+}
+
 /* Realised volatility over the last h bars (h log returns, h + 1 closes): the same number of
  * bars as the forecast, so the two are comparable. */
 static double realized_vol_h(const kr_candles *c, int h) {
@@ -258,11 +282,12 @@ kr_status kr_report_build(const char *symbol, const char *interval, const kr_can
     r->chart_values = malloc((size_t)r->n_chart * KR_N_FEATURES * sizeof *r->chart_values);
     r->fc_ts = malloc((size_t)h * sizeof *r->fc_ts);
     r->fc_mean = malloc(cell);
+    r->fc_mean_se = malloc(cell);
     r->fc_p10 = malloc(cell);
     r->fc_p50 = malloc(cell);
     r->fc_p90 = malloc(cell);
-    if (!r->chart_ts || !r->chart_values || !r->fc_ts || !r->fc_mean || !r->fc_p10 || !r->fc_p50 ||
-        !r->fc_p90) {
+    if (!r->chart_ts || !r->chart_values || !r->fc_ts || !r->fc_mean || !r->fc_mean_se ||
+        !r->fc_p10 || !r->fc_p50 || !r->fc_p90) {
         st = kr_error_set(err, KR_ERR_NOMEM, "report %s: out of memory", symbol);
         goto fail;
     }
@@ -272,6 +297,7 @@ kr_status kr_report_build(const char *symbol, const char *interval, const kr_can
            (size_t)r->n_chart * KR_N_FEATURES * sizeof *r->chart_values);
     memcpy(r->fc_ts, ps->timestamps, (size_t)h * sizeof *r->fc_ts);
     memcpy(r->fc_mean, ps->mean, cell);
+    mean_se(ps, r->fc_mean_se);
     if ((st = kr_path_set_quantile(ps, 0.1, r->fc_p10, err)) != KR_OK ||
         (st = kr_path_set_quantile(ps, 0.5, r->fc_p50, err)) != KR_OK ||
         (st = kr_path_set_quantile(ps, 0.9, r->fc_p90, err)) != KR_OK)

@@ -94,6 +94,9 @@ typedef struct kr_report {
     int horizon, paths;
     int64_t *fc_ts; /* [horizon] */
     double *fc_mean, *fc_p10, *fc_p50, *fc_p90; /* [horizon][6] */
+    /* Monte Carlo standard error of fc_mean: sample std over the paths / sqrt(paths), per step
+     * and column (the paths as the statistics see them); NaN with one path. [horizon][6] */
+    double *fc_mean_se;
 
     /* Horizon statistics (see the header comment). */
     double prob_up, prob_down;

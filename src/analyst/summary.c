@@ -39,8 +39,8 @@ static const char *bollinger_words(double pb) {
 }
 
 static void sentence_direction(const kr_report *r, kr_sb *sb) {
-    char a[32], b[32], d[32], e[32];
-    const double *hc = r->fc_mean + (size_t)(r->horizon - 1) * KR_N_FEATURES;
+    char a[32], b[32], d[32], e[64];
+    const size_t hc = (size_t)(r->horizon - 1) * KR_N_FEATURES + KR_CLOSE;
     kr_format_timestamp(r->last_ts, r->date_only, d, sizeof d);
     kr_sb_appendf(sb,
                   "Over the next %d bars (%s) the model %s: %s of %d sampled paths close above "
@@ -53,7 +53,9 @@ static void sentence_direction(const kr_report *r, kr_sb *sb) {
         kr_sb_appendf(sb, ", %s below it and %s where they began", kr_fmt_pct(r->prob_down, 0, a),
                       kr_fmt_pct(flat, 0, f));
     }
-    kr_sb_appendf(sb, "; the mean path ends at %s.", kr_fmt_price(hc[KR_CLOSE], e));
+    /* With its Monte Carlo error: another seed's mean path ends elsewhere. */
+    kr_sb_appendf(sb, "; the mean path ends at %s.",
+                  kr_fmt_pm_price(r->fc_mean[hc], r->fc_mean_se[hc], e));
 }
 
 /* Leads the summary when the model sampled prices at or below zero: it is then far outside

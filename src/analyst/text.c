@@ -111,6 +111,34 @@ char *kr_fmt_pm_prob(double p, double se, char *buf) {
     return buf;
 }
 
+/* The decimals kr_fmt_price shows for x: 2, or 4 significant digits below 1. */
+static int price_decimals(double x) {
+    if (!isfinite(x) || fabs(x) >= 1.0 || x == 0.0) return 2;
+    int d = 3 - (int)floor(log10(fabs(x)));
+    return d > 12 ? 12 : d;
+}
+
+char *kr_fmt_se_price(double se, double price, char *buf) {
+    const int dec = price_decimals(price);
+    if (!isfinite(se))
+        buf[0] = '\0';
+    else if (se < 0.5 * pow(10.0, -dec))
+        snprintf(buf, 32, "\xc2\xb1 <%.*f", dec, pow(10.0, -dec));
+    else
+        snprintf(buf, 32, "\xc2\xb1 %.*f", dec, se);
+    return buf;
+}
+
+char *kr_fmt_pm_price(double x, double se, char *buf) {
+    char v[32], e[32];
+    kr_fmt_price(x, v);
+    if (!isfinite(x) || !isfinite(se))
+        snprintf(buf, 64, "%s", v);
+    else
+        snprintf(buf, 64, "%s %s", v, kr_fmt_se_price(se, x, e));
+    return buf;
+}
+
 /* The length of the valid UTF-8 sequence at s (of n bytes), or 0; *cp its code point. */
 static size_t utf8_seq(const unsigned char *s, size_t n, unsigned *cp) {
     unsigned c = s[0];

@@ -34,6 +34,10 @@ char *kr_fmt_pm_prob(double p, double se, char *buf);
  * "\u00b1 0.45%"; "" for NaN. buf holds 32 bytes. */
 char *kr_fmt_se_pp(double se, char *buf);
 char *kr_fmt_se_pct(double se, int dec, char *buf);
+/* A price with its standard error at the price's decimals: "207.57 \u00b1 0.45" (buf >= 64
+ * bytes); the error alone "\u00b1 0.45", "\u00b1 <0.01" when it shows as zero (buf >= 32). */
+char *kr_fmt_pm_price(double x, double se, char *buf);
+char *kr_fmt_se_price(double se, double price, char *buf);
 
 /* Text from outside (a language model, its server) made safe to print anywhere: appends the
  * n bytes of s to out as valid UTF-8 (an invalid, overlong or surrogate sequence becomes

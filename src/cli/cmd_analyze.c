@@ -156,13 +156,15 @@ static int add_symbol(opts *o, const char *sym, const char *interval, const char
     return 0;
 }
 
-/* --watchlist FILE: "SYMBOL [INTERVAL]" per line, blank lines and '#' comments skipped. */
+/* --watchlist FILE: "SYMBOL [INTERVAL]" per line, blank lines and '#' comments skipped. A
+ * file that cannot be read is an I/O error (1), as for every other input file; contents that
+ * do not parse are a usage error (2). */
 static int read_watchlist(opts *o) {
     kr_error err = { 0 };
     size_t len = 0;
     if (kr_read_file(o->watchlist, 1 << 20, "watch-list", &o->watch_text, &len, &err) != KR_OK) {
-        fprintf(stderr, "kronos %s: error: %s\n", CMD, err.message);
-        return 2;
+        fprintf(stderr, "kronos %s: error: --watchlist: %s\n", CMD, err.message);
+        return 1;
     }
     int line = 0, added = 0;
     for (char *p = o->watch_text; p && *p;) {

@@ -521,6 +521,7 @@ int kr_cmd_forecast(int argc, char **argv) {
             rc = kr_cli_fail(CMD, msg);
             goto done;
         }
+        kr_cli_warn_dropped_columns(CMD, o.inputs[i], cs[i]);
         series[i] = kr_candles_series(cs[i]);
         /* A named market: its calendar gives the forecast bars' stamps (the engine infers
          * one from the history otherwise). */

@@ -9,13 +9,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "kronos.h"
 
 static void usage(FILE *f) {
-    fputs("usage: kronos gen-random --shape tiny|mini|small|base --out DIR [--seed S]\n"
+    fputs("usage: kronos gen-random --shape tiny|mini|small|base --out DIR [--seed S] [--force]\n"
           "\n"
           "Writes DIR/tokenizer and DIR/predictor (config.json + model.safetensors) with\n"
           "deterministic random weights and the tensor names, shapes and dtypes of a real\n"
@@ -26,7 +27,10 @@ static void usage(FILE *f) {
           "                 small (Kronos-Tokenizer-base + Kronos-small: 512 x 8 layers)\n"
           "                 base  (Kronos-Tokenizer-base + Kronos-base: 832 x 12 layers)\n"
           "  --seed S       unsigned 64-bit seed, decimal or 0x hex (default 0)\n"
-          "  --out DIR      output directory, created if missing\n"
+          "  --out DIR      output directory, created if missing; refused when it already\n"
+          "                 holds a checkpoint (DIR/predictor or DIR/tokenizer config.json or\n"
+          "                 model.safetensors)\n"
+          "  --force        replace that checkpoint with random weights\n"
           "  -h, --help     this text\n",
           f);
 }
@@ -38,16 +42,32 @@ static int usage_error(const char *fmt, const char *arg) {
     return 2;
 }
 
+/* The first file of a checkpoint that writing into out would replace (a bundled model given as
+ * --out by mistake), into path; 0 when there is none. lstat: a link counts, dangling or not. */
+static int checkpoint_file_in(const char *out, char *path, size_t cap) {
+    static const char *const parts[] = { "predictor", "tokenizer" };
+    static const char *const files[] = { "config.json", "model.safetensors" };
+    for (int d = 0; d < 2; d++)
+        for (int f = 0; f < 2; f++) {
+            struct stat sb;
+            snprintf(path, cap, "%s/%s/%s", out, parts[d], files[f]);
+            if (lstat(path, &sb) == 0) return 1;
+        }
+    return 0;
+}
+
 int kr_cmd_gen_random(int argc, char **argv) {
     static const struct option opts[] = {
         { "shape", required_argument, NULL, 's' },
         { "seed", required_argument, NULL, 'S' },
         { "out", required_argument, NULL, 'o' },
+        { "force", no_argument, NULL, 'f' }, /* replace a checkpoint already in --out */
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
     const char *shape_name = NULL, *out = NULL;
     uint64_t seed = 0;
+    int force = 0;
     /* The dispatcher may already have run getopt; 0 makes glibc reinitialise its state. */
     optind = 0;
     opterr = 0;
@@ -56,6 +76,7 @@ int kr_cmd_gen_random(int argc, char **argv) {
         switch (c) {
         case 's': shape_name = optarg; break;
         case 'o': out = optarg; break;
+        case 'f': force = 1; break;
         case 'S':
             /* Decimal (a leading zero is not octal) or 0x hex, as every other command's --seed. */
             if (!kr_arg_u64(optarg, &seed))
@@ -74,11 +95,18 @@ int kr_cmd_gen_random(int argc, char **argv) {
         return usage_error("--shape: unknown shape '%s' (expected tiny, mini, small or base)",
                            shape_name);
 
-    kr_error err = { 0 };
-    if (kr_model_write_random_shape(shape_name, seed, out, &err) != KR_OK) {
-        fprintf(stderr, "kronos gen-random: %s\n", err.message);
-        return 1;
+    char existing[4200], msg[8800];
+    if (!force && checkpoint_file_in(out, existing, sizeof existing)) {
+        snprintf(msg, sizeof msg,
+                 "%s already exists: --out %s holds a checkpoint, which random weights would "
+                 "replace; choose another --out, or add --force to overwrite it",
+                 existing, out);
+        return kr_cli_fail("gen-random", msg);
     }
+
+    kr_error err = { 0 };
+    if (kr_model_write_random_shape(shape_name, seed, out, &err) != KR_OK)
+        return kr_cli_fail("gen-random", err.message);
     printf("wrote %s/tokenizer and %s/predictor (shape %s, seed %" PRIu64 ")\n", out, out,
            shape_name, seed);
     return 0;

@@ -136,6 +136,7 @@ int kr_cmd_ingest(int argc, char **argv) {
         goto done;
     }
     if (!strcmp(file, "-")) file = "stdin";
+    kr_cli_warn_dropped_columns(CMD, file, c);
     check_spacing(c, interval, file);
     check_ranges(c, file);
     kr_store_upsert_stats stats;

@@ -182,3 +182,11 @@ int kr_cli_load_candles(const char *path, kr_candles **out, char *msg, size_t ca
     free(text);
     return rc;
 }
+
+void kr_cli_warn_dropped_columns(const char *cmd, const char *path, const kr_candles *c) {
+    if (!c || !c->amount_dropped[0]) return;
+    fprintf(stderr,
+            "kronos %s: warning: %s: column '%s' ignored: without a volume column, volume and "
+            "amount are both 0 (the reference's rule); add the volume column to use it\n",
+            cmd, strcmp(path, "-") ? path : "stdin", c->amount_dropped);
+}

@@ -34,4 +34,9 @@ int kr_cli_read_stdin(size_t max, char **out, size_t *len, char *msg, size_t cap
  * msg set. */
 int kr_cli_load_candles(const char *path, kr_candles **out, char *msg, size_t cap);
 
+/* One line on stderr when the reader dropped a column the user gave (kr_candles
+ * .amount_dropped: an amount without volume, both then 0 as in the reference), naming the
+ * input (file, or "stdin" for "-") and the column. Nothing when none was dropped. */
+void kr_cli_warn_dropped_columns(const char *cmd, const char *path, const kr_candles *c);
+
 #endif

@@ -503,7 +503,7 @@ static kr_status submit(kr_context *c, const kr_series *series, int index, int n
     if (rst != KR_OK) return rst;
     kr_req *r = calloc(1, sizeof *r);
     if (!r) return kr_error_set(err, KR_ERR_NOMEM, "submit: out of memory");
-    kr_status st = kr_forecast_job_init(&r->job, series, index, n_series, params, err);
+    kr_status st = kr_forecast_job_prepare(&r->job, series, index, n_series, params, err);
     if (st != KR_OK) {
         free(r);
         return st;
@@ -511,7 +511,9 @@ static kr_status submit(kr_context *c, const kr_series *series, int index, int n
     r->rp = request ? *request : kr_request_default_params();
     if (opt) r->opt = *opt;
     /* One that could never fit is refused now, clearly, instead of running past the budget
-     * (or, with others running, waiting for memory that never comes). */
+     * (or, with others running, waiting for memory that never comes); before its result
+     * memory is allocated, which grows with the same paths x pred_len and under a tight
+     * address-space limit would fail first with a bare "out of memory". */
     r->kv_peak = kr_gen_kv_peak_bytes(&c->eng, r->job.in.L, &r->job.params, r->opt.naive);
     if (r->kv_peak > c->p.kv_budget_bytes) {
         char where[32] = "";
@@ -526,6 +528,10 @@ static kr_status submit(kr_context *c, const kr_series *series, int index, int n
         kr_forecast_job_release(&r->job);
         free(r);
         return big;
+    }
+    if ((st = kr_forecast_job_alloc_result(&r->job, err)) != KR_OK) {
+        free(r);
+        return st;
     }
     r->opt.index = index;
     r->index = index;

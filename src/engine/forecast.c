@@ -243,8 +243,8 @@ static kr_status finish(kr_forecast *f, const prepared *pr, kr_error *err) {
     return KR_OK;
 }
 
-kr_status kr_forecast_job_init(kr_forecast_job *j, const kr_series *series, int index, int n_series,
-                               const kr_forecast_params *params, kr_error *err) {
+kr_status kr_forecast_job_prepare(kr_forecast_job *j, const kr_series *series, int index,
+                                  int n_series, const kr_forecast_params *params, kr_error *err) {
     memset(j, 0, sizeof *j);
     kr_status st = kr_forecast_check_params(params, err);
     if (st != KR_OK) return st;
@@ -253,22 +253,32 @@ kr_status kr_forecast_job_init(kr_forecast_job *j, const kr_series *series, int 
         prepared_free(&j->pr);
         return st;
     }
+    j->in.L = j->pr.L;
+    j->in.x_norm = j->pr.x_norm;
+    j->in.stamps = j->pr.stamps;
+    j->in.seed = j->params.seed;
+    return KR_OK;
+}
+
+kr_status kr_forecast_job_alloc_result(kr_forecast_job *j, kr_error *err) {
     const kr_forecast_params *p = &j->params;
     j->result = result_alloc(p->pred_len, p->paths, j->pr.L, p->keep_paths);
     if (!j->result) {
         prepared_free(&j->pr);
         return kr_error_set(err, KR_ERR_NOMEM, "forecast: out of memory for results");
     }
-    j->in.L = j->pr.L;
-    j->in.x_norm = j->pr.x_norm;
-    j->in.stamps = j->pr.stamps;
-    j->in.seed = p->seed;
     j->out.hist_s1 = j->result->hist_s1;
     j->out.hist_s2 = j->result->hist_s2;
     j->out.gen_s1 = j->result->gen_s1;
     j->out.gen_s2 = j->result->gen_s2;
     j->out.pred_norm = j->result->pred_norm;
     return KR_OK;
+}
+
+kr_status kr_forecast_job_init(kr_forecast_job *j, const kr_series *series, int index, int n_series,
+                               const kr_forecast_params *params, kr_error *err) {
+    kr_status st = kr_forecast_job_prepare(j, series, index, n_series, params, err);
+    return st != KR_OK ? st : kr_forecast_job_alloc_result(j, err);
 }
 
 kr_status kr_forecast_job_finish(kr_forecast_job *j, double seconds_total, kr_error *err) {

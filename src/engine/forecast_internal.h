@@ -41,9 +41,16 @@ typedef struct kr_forecast_job {
 } kr_forecast_job;
 
 kr_status kr_forecast_check_params(const kr_forecast_params *p, kr_error *err);
-/* Validates and prepares series `index` of n_series (errors name the series when n > 1). */
+/* Validates and prepares series `index` of n_series (errors name the series when n > 1):
+ * kr_forecast_job_prepare then kr_forecast_job_alloc_result. */
 kr_status kr_forecast_job_init(kr_forecast_job *j, const kr_series *series, int index, int n_series,
                                const kr_forecast_params *params, kr_error *err);
+/* The two halves, for a caller that checks the prepared job (j->in.L, j->params) before the
+ * result memory (paths x pred_len rows) is allocated. On an error of either, j holds nothing
+ * to release. */
+kr_status kr_forecast_job_prepare(kr_forecast_job *j, const kr_series *series, int index,
+                                  int n_series, const kr_forecast_params *params, kr_error *err);
+kr_status kr_forecast_job_alloc_result(kr_forecast_job *j, kr_error *err);
 /* After generation: mean, paths, stats into j->result. */
 kr_status kr_forecast_job_finish(kr_forecast_job *j, double seconds_total, kr_error *err);
 void kr_forecast_job_release(kr_forecast_job *j);

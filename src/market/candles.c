@@ -818,6 +818,8 @@ static kr_status parse_table(const char *data, size_t len, const char *label, in
     if (want_values) {
         c->has_volume = tc.col[KR_VOLUME] >= 0;
         c->has_amount = c->has_volume && tc.col[KR_AMOUNT] >= 0;
+        if (!c->has_volume && tc.col[KR_AMOUNT] >= 0)
+            snprintf(c->amount_dropped, sizeof c->amount_dropped, "%s", tc.name[KR_AMOUNT]);
     }
     csv_free(&r);
     kr_error_clear(err);

@@ -128,6 +128,7 @@ typedef struct table {
     int64_t *ts;
     double *values;
     int has_volume, has_amount, any_time;
+    char amount_dropped[64]; /* kr_candles.amount_dropped */
 } table;
 
 static int table_push(table *t) {
@@ -285,6 +286,9 @@ static kr_status parse_array_rows(const cJSON *arr, const cJSON *columns, table 
     for (int i = 0; i < ncols; i++) t->has_volume |= col_role[i] == KR_VOLUME;
     t->has_amount = 0;
     for (int i = 0; t->has_volume && i < ncols; i++) t->has_amount |= col_role[i] == KR_AMOUNT;
+    for (int i = 0; !t->has_volume && i < ncols; i++)
+        if (col_role[i] == KR_AMOUNT)
+            snprintf(t->amount_dropped, sizeof t->amount_dropped, "%s", names[i]);
 
     row_cells rc;
     memset(&rc, 0, sizeof rc);
@@ -341,6 +345,8 @@ static kr_status parse_object_rows(const cJSON *arr, table *t, kr_api_error *err
         if (r == 0) {
             t->has_volume = rc.cell[KR_VOLUME] != NULL;
             t->has_amount = t->has_volume && rc.cell[KR_AMOUNT] != NULL;
+            if (!t->has_volume && rc.cell[KR_AMOUNT])
+                snprintf(t->amount_dropped, sizeof t->amount_dropped, "%s", rc.name[KR_AMOUNT]);
         }
         /* Without volume the reference ignores amount too (both become 0). */
         if (!t->has_volume) rc.cell[KR_AMOUNT] = NULL;
@@ -388,6 +394,8 @@ static kr_status parse_columns(const cJSON *obj, table *t, kr_api_error *err) {
     }
     t->has_volume = by_role[KR_VOLUME] != NULL;
     t->has_amount = t->has_volume && by_role[KR_AMOUNT] != NULL;
+    if (!t->has_volume && by_role[KR_AMOUNT])
+        snprintf(t->amount_dropped, sizeof t->amount_dropped, "%s", by_role[KR_AMOUNT]->string);
     if (!t->has_volume) by_role[KR_AMOUNT] = NULL;
 
     row_cells rc;
@@ -586,6 +594,7 @@ static kr_status candles_from_value(const cJSON *v, const cJSON *columns, const 
             c->values = t.values;
             c->has_volume = t.has_volume;
             c->has_amount = t.has_amount;
+            memcpy(c->amount_dropped, t.amount_dropped, sizeof c->amount_dropped);
             c->date_only = !t.any_time;
             *out = c;
             return KR_OK;

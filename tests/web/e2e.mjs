@@ -446,7 +446,10 @@ async function main() {
     await waitFor('the backtest result', async () =>
       /^\d{1,3}%$/.test(((await page.textContent('#bt-coverage').catch(() => '')) || '').trim()), 90_000);
     if (await page.isHidden('#legend-actual')) fail('the backtest shows no realised line');
-    step(`backtest: ${(await page.textContent('#backtest-result')).trim()}`);
+    const btText = (await page.textContent('#backtest-result')).trim();
+    // The mean path's close comes with its Monte Carlo error, as in the reports.
+    if (!/against a mean path of [\d.,]+ ± (<)?[\d.]+: direction/.test(btText)) fail(`backtest without the mean's ±: ${btText}`);
+    step(`backtest: ${btText}`);
     await page.waitForTimeout(300);
     await page.screenshot({ path: opts.screenshot.replace(/\.png$/, '-backtest.png'), fullPage: true }).catch(() => {});
 

@@ -249,6 +249,7 @@ test('symbol names follow the store', () => {
 });
 
 import { parseCsvCandles, scoreBacktest, splitForBacktest } from '../../web/src/backtest.js';
+import { priceSe } from '../../web/src/format.js';
 
 test('parseCsvCandles reads the columns the server reads, in any case and order', () => {
   const h = parseCsvCandles('\uFEFFDate,Close,Open,High,Low,Volume,Extra\n2024-01-02,10.5,10,11,9,5,x\n2024-01-03,10.8,10.5,11,10,6,y\n');
@@ -273,7 +274,15 @@ test('a backtest cuts the history and scores the forecast against what followed'
   assert.ok(Math.abs(sc.coverage - 2 / 3) < 1e-12); // 17 in, 18 out, 19 in
   assert.equal(sc.realised, 19);
   assert.equal(sc.forecast, 20);
+  assert.equal(sc.forecastSe, null); // a report without the mean's error (an older server)
   assert.equal(sc.directionRight, true);
+  // The mean close's Monte Carlo error comes with it, printed as the reports print it.
+  report.forecast.steps[2].standard_error = { mean: { close: 0.456 } };
+  assert.equal(scoreBacktest(report, history.columns, after).forecastSe, 0.456);
+  assert.equal(priceSe(0.456, 20), '± 0.46');
+  assert.equal(priceSe(0.001, 20), '± <0.01');
+  assert.equal(priceSe(0.0000123, 0.001234), '± 0.000012');
+  assert.equal(priceSe(null, 20), null);
   // Null bands are not scored (null >= x would count as 0), a null mean gives no direction.
   const nulls = { last: { close: 16 }, forecast: { steps: [step(null, 17, null), step(15, 16, 17), step(18, null, 22)] } };
   const sn = scoreBacktest(nulls, history.columns, after);

@@ -5,7 +5,7 @@ import * as api from './api.js';
 import { parseCsvCandles, scoreBacktest, splitForBacktest } from './backtest.js';
 import { PriceChart } from './chart.js';
 import { cardFigures, technicalRows } from './figures.js';
-import { compact, duration, fracPct, isSymbol, pct, price, signedPct } from './format.js';
+import { compact, duration, fracPct, isSymbol, pct, price, priceSe, signedPct } from './format.js';
 import { historyUpTo } from './history.js';
 import { parsePrometheus, summarize } from './metrics.js';
 import { SymbolList } from './symbol-list.js';
@@ -209,7 +209,8 @@ function renderBacktest(r, history, bt) {
     el('b', { id: 'bt-coverage' }, fracPct(sc.coverage)),
     ' of the realised closes fell inside the p10–p90 band (80% expected); at the last bar the close was ',
     el('b', {}, price(sc.realised)), ` (${signedPct(sc.realisedReturnPct)}) against a mean path of `,
-    el('b', {}, price(sc.forecast)), ': direction ',
+    el('b', { id: 'bt-forecast' }, price(sc.forecast)),
+    sc.forecastSe === null ? '' : ` ${priceSe(sc.forecastSe, sc.forecast)}`, ': direction ',
     el('b', { id: 'bt-direction' }, sc.directionRight === null ? 'n/a' : sc.directionRight ? 'right' : 'wrong'), '.');
 }
 

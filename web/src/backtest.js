@@ -47,7 +47,8 @@ export function splitForBacktest(history, barsBack) {
  * share of realised closes inside the forecast's p10-p90 band, whether the direction at the
  * last compared step was right, and the realised and forecast closes there. A step whose band
  * or mean the report leaves null is not scored: coverage counts the steps with a band (null
- * when none has one) and the direction is null when the mean is missing.
+ * when none has one) and the direction is null when the mean is missing; forecastSe is the
+ * mean close's Monte Carlo error, null when the report has none.
  */
 export function scoreBacktest(report, columns, after) {
   const ci = columns.indexOf('close');
@@ -69,11 +70,14 @@ export function scoreBacktest(report, columns, after) {
   const realised = after[n - 1][ci];
   const mean = steps[n - 1].mean && steps[n - 1].mean.close;
   const forecast = isNum(mean) ? mean : null;
+  // The mean close's Monte Carlo error (steps[].standard_error.mean; absent from older servers).
+  const se = steps[n - 1].standard_error && steps[n - 1].standard_error.mean;
   return {
     bars: n,
     coverage: banded ? inside / banded : null,
     realised,
     forecast,
+    forecastSe: forecast !== null && se && isNum(se.close) ? se.close : null,
     directionRight: forecast === null ? null : Math.sign(realised - last) === Math.sign(forecast - last),
     realisedReturnPct: (realised / last - 1) * 100,
   };

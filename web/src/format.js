@@ -50,6 +50,16 @@ export function price(x) {
   return unsignZero(s);
 }
 
+/**
+ * A price's Monte Carlo error at the price's decimals, as the reports print it: "± 2.12",
+ * "± <0.01" when it rounds to zero; null when there is none (one path, an older server).
+ */
+export function priceSe(se, ref) {
+  if (!isNum(se)) return null;
+  const d = priceDigits(isNum(ref) ? ref : se);
+  return se < 0.5 * 10 ** -d ? `± <${(10 ** -d).toFixed(d)}` : `± ${se.toFixed(d)}`;
+}
+
 /** A plain number with fixed decimals. */
 export function num(x, digits = 2) {
   return isNum(x) ? fixed(x, digits) : NA;
