@@ -55,53 +55,6 @@ static void wait_done(waiter *w) {
     pthread_mutex_unlock(&w->lock);
 }
 
-/* A task that holds the engine thread until released: what is submitted meanwhile queues,
- * so one admission round sees all of it. */
-typedef struct gate {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int entered, open;
-    kr_context *ctx;
-    pthread_t thread;
-} gate;
-
-static kr_status gate_task(void *user, const kr_engine *eng, kr_error *err) {
-    (void)eng;
-    (void)err;
-    gate *g = user;
-    pthread_mutex_lock(&g->mu);
-    g->entered = 1;
-    pthread_cond_broadcast(&g->cv);
-    while (!g->open) pthread_cond_wait(&g->cv, &g->mu);
-    pthread_mutex_unlock(&g->mu);
-    return KR_OK;
-}
-
-static void *gate_thread(void *arg) {
-    gate *g = arg;
-    kr_context_run_task(g->ctx, gate_task, g, NULL);
-    return NULL;
-}
-
-static void gate_close(gate *g, kr_context *ctx) {
-    memset(g, 0, sizeof *g);
-    pthread_mutex_init(&g->mu, NULL);
-    pthread_cond_init(&g->cv, NULL);
-    g->ctx = ctx;
-    pthread_create(&g->thread, NULL, gate_thread, g);
-    pthread_mutex_lock(&g->mu);
-    while (!g->entered) pthread_cond_wait(&g->cv, &g->mu);
-    pthread_mutex_unlock(&g->mu);
-}
-
-static void gate_open(gate *g) {
-    pthread_mutex_lock(&g->mu);
-    g->open = 1;
-    pthread_cond_broadcast(&g->cv);
-    pthread_mutex_unlock(&g->mu);
-    pthread_join(g->thread, NULL);
-}
-
 static int setup(void **state) {
     (void)state;
     return kr_test_load_demo(&g_model, &g_data);
@@ -179,15 +132,15 @@ static void test_short_request_passes_one_waiting_for_memory(void **state) {
                  h.peak, s1.peak, s2.peak);
 
     kr_context *ctx = context_for(budget);
-    gate g;
-    gate_close(&g, ctx);
+    kr_test_gate g;
+    kr_test_gate_close(&g, ctx);
     atomic_store(&g_seq, 0);
     waiter wa, wh, w1, w2;
     submit(ctx, &a, &wa);
     submit(ctx, &h, &wh);
     submit(ctx, &s1, &w1);
     submit(ctx, &s2, &w2);
-    gate_open(&g);
+    kr_test_gate_open(&g);
     waiter *all[4] = { &wa, &wh, &w1, &w2 };
     for (int k = 0; k < 4; k++) {
         wait_done(all[k]);
@@ -221,8 +174,8 @@ static void test_short_request_passes_one_waiting_for_memory(void **state) {
 static void test_oldest_wait_is_the_oldest_request(void **state) {
     (void)state;
     kr_context *ctx = context_for((size_t)1 << 30);
-    gate g;
-    gate_close(&g, ctx);
+    kr_test_gate g;
+    kr_test_gate_close(&g, ctx);
     job low = job_make(ctx, 0, 80, 1, 4), high = job_make(ctx, 100, 80, 1, 4);
     waiter wl, wh;
     kr_request_params rp = kr_request_default_params();
@@ -247,7 +200,7 @@ static void test_oldest_wait_is_the_oldest_request(void **state) {
     pthread_mutex_lock(&ctx->lock);
     assert_true(ctx->wait_head->rp.priority == KR_PRIORITY_HIGH);
     pthread_mutex_unlock(&ctx->lock);
-    gate_open(&g);
+    kr_test_gate_open(&g);
     wait_done(&wl);
     wait_done(&wh);
     assert_true(wh.start_seq < wl.start_seq);

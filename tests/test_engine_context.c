@@ -400,32 +400,6 @@ static void test_abort_callbacks(void **state) {
     kr_context_free(ctx);
 }
 
-/* A task that holds the engine thread until released: what is submitted meanwhile queues. */
-typedef struct gate {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int entered, open;
-    kr_context *ctx;
-} gate;
-
-static kr_status gate_task(void *user, const kr_engine *eng, kr_error *err) {
-    (void)eng;
-    (void)err;
-    gate *g = user;
-    pthread_mutex_lock(&g->mu);
-    g->entered = 1;
-    pthread_cond_broadcast(&g->cv);
-    while (!g->open) pthread_cond_wait(&g->cv, &g->mu);
-    pthread_mutex_unlock(&g->mu);
-    return KR_OK;
-}
-
-static void *gate_thread(void *arg) {
-    gate *g = arg;
-    kr_context_run_task(g->ctx, gate_task, g, NULL);
-    return NULL;
-}
-
 /* Higher priority first: requests queued together are admitted by priority, then in
  * submission order; with room for all, a heavy background job shares the steps and still
  * gives the same numbers. */
@@ -437,12 +411,8 @@ static void test_priorities(void **state) {
     p.pred_len = 20;
     p.paths = 2;
     kr_context *ctx = context_with(4096, 1, 16, 0);
-    gate g = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, ctx };
-    pthread_t gt;
-    pthread_create(&gt, NULL, gate_thread, &g);
-    pthread_mutex_lock(&g.mu);
-    while (!g.entered) pthread_cond_wait(&g.cv, &g.mu);
-    pthread_mutex_unlock(&g.mu);
+    kr_test_gate g;
+    kr_test_gate_close(&g, ctx);
     waiter w[5];
     atomic_store(&g_finished, 0);
     const int prio[5] = { KR_PRIORITY_LOW, KR_PRIORITY_LOW, KR_PRIORITY_LOW, KR_PRIORITY_NORMAL,
@@ -453,11 +423,7 @@ static void test_priorities(void **state) {
         rp.priority = prio[k];
         assert_int_equal(kr_submit(ctx, &ser, &p, &rp, NULL, &err), KR_OK);
     }
-    pthread_mutex_lock(&g.mu);
-    g.open = 1;
-    pthread_cond_broadcast(&g.cv);
-    pthread_mutex_unlock(&g.mu);
-    pthread_join(gt, NULL);
+    kr_test_gate_open(&g);
     for (int k = 0; k < 5; k++) {
         wait_done(&w[k]);
         assert_int_equal(w[k].status, KR_OK);
@@ -1275,12 +1241,9 @@ static void *run_batch_thread(void *arg) {
 static void test_waiting_for_room_is_not_rejected(void **state) {
     (void)state;
     kr_context *ctx = context_with(4096, 1, 1, 0);
-    gate g = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, ctx };
-    pthread_t gt, bt;
-    pthread_create(&gt, NULL, gate_thread, &g);
-    pthread_mutex_lock(&g.mu);
-    while (!g.entered) pthread_cond_wait(&g.cv, &g.mu);
-    pthread_mutex_unlock(&g.mu);
+    pthread_t bt;
+    kr_test_gate g;
+    kr_test_gate_close(&g, ctx);
     /* The engine is held: the batch's first series fills the queue, the others wait. */
     kr_forecast *out[3] = { 0 };
     g_batch_ctx = ctx;
@@ -1297,11 +1260,7 @@ static void test_waiting_for_room_is_not_rejected(void **state) {
     kr_forecast_params p = params_for(3);
     kr_error err = { 0 };
     assert_int_equal(kr_submit(ctx, &s, &p, NULL, NULL, &err), KR_ERR_BUSY);
-    pthread_mutex_lock(&g.mu);
-    g.open = 1;
-    pthread_cond_broadcast(&g.cv);
-    pthread_mutex_unlock(&g.mu);
-    pthread_join(gt, NULL);
+    kr_test_gate_open(&g);
     pthread_join(bt, NULL);
     assert_int_equal(g_batch_status, KR_OK);
     for (int k = 0; k < 3; k++) kr_forecast_free(out[k]);

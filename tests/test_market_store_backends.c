@@ -1028,17 +1028,25 @@ static void test_pg_store_of_older_layout(void **state) {
     PQfinish(c);
 }
 
+/* A fresh store (target written into target) holding five AAPL 1d candles, *in. */
+static kr_store *store_of_five(const char *name, char *target, size_t cap, kr_candles **in) {
+    snprintf(target, cap, "%s", fresh_target(name));
+    kr_store *s = open_ok(target);
+    *in = make_candles(0, 5, 20.0);
+    kr_error err = { 0 };
+    if (kr_store_upsert(s, "AAPL", "1d", *in, &err) != KR_OK) fail_msg("%s", err.message);
+    return s;
+}
+
 /* Another client holding a table lock (an ALTER TABLE, a LOCK TABLE, a VACUUM FULL): a read
  * waits at most the busy timeout and says so (it used to wait for as long as the lock was
  * held: a request hanging forever). */
 static void test_pg_lock_wait_is_bounded(void **state) {
     (void)state;
     char target[1400];
-    snprintf(target, sizeof target, "%s", fresh_target("held_table"));
-    kr_store *s = open_ok(target);
-    kr_candles *in = make_candles(0, 5, 20.0), *out = NULL;
+    kr_candles *in = NULL, *out = NULL;
+    kr_store *s = store_of_five("held_table", target, sizeof target, &in);
     kr_error err = { 0 };
-    if (kr_store_upsert(s, "AAPL", "1d", in, &err) != KR_OK) fail_msg("%s", err.message);
     kr_store_set_busy_timeout(s, 100);
     PGconn *c = pg_connect(target);
     pg_exec(c, "BEGIN; LOCK TABLE kronos.candles IN ACCESS EXCLUSIVE MODE");
@@ -1060,11 +1068,9 @@ static void test_pg_lock_wait_is_bounded(void **state) {
 static void test_pg_statement_timeout(void **state) {
     (void)state;
     char target[1400];
-    snprintf(target, sizeof target, "%s", fresh_target("stuck"));
-    kr_store *s = open_ok(target);
-    kr_candles *in = make_candles(0, 5, 20.0), *out = NULL;
+    kr_candles *in = NULL, *out = NULL;
+    kr_store *s = store_of_five("stuck", target, sizeof target, &in);
     kr_error err = { 0 };
-    if (kr_store_upsert(s, "AAPL", "1d", in, &err) != KR_OK) fail_msg("%s", err.message);
     PGconn *c = pg_connect(target);
     pg_exec(c, "BEGIN; LOCK TABLE kronos.candles IN ACCESS EXCLUSIVE MODE");
     kr_store_set_busy_timeout(s, 60000);
@@ -1098,11 +1104,9 @@ static void test_pg_statement_timeout(void **state) {
 static void test_pg_connection_lost(void **state) {
     (void)state;
     char target[1400];
-    snprintf(target, sizeof target, "%s", fresh_target("lost"));
-    kr_store *s = open_ok(target);
-    kr_candles *in = make_candles(0, 5, 20.0), *out = NULL;
+    kr_candles *in = NULL, *out = NULL;
+    kr_store *s = store_of_five("lost", target, sizeof target, &in);
     kr_error err = { 0 };
-    if (kr_store_upsert(s, "AAPL", "1d", in, &err) != KR_OK) fail_msg("%s", err.message);
     PGconn *admin = pg_connect(g_admin);
     const char *kill_all = "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE "
                            "datname = 'kt_lost' AND application_name = 'kronos'";

@@ -5,7 +5,9 @@
 #ifndef KR_TEST_ENGINE_HELPERS_H
 #define KR_TEST_ENGINE_HELPERS_H
 
+#include <pthread.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "engine/context.h"
 #include "kronos.h"
@@ -71,6 +73,56 @@ static inline int kr_test_load_demo(kr_model **model, kr_candles **data) {
     if (kr_candles_read_csv(kr_test_fixture("regression_input.csv"), data, &err) != KR_OK)
         return -1;
     return 0;
+}
+
+/* A task that holds a context's engine thread until opened: what is submitted meanwhile
+ * queues, so one admission round sees all of it. kr_test_gate_close returns once the engine
+ * is held; kr_test_gate_open lets it go and joins the thread that queued the task. */
+typedef struct kr_test_gate {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int entered, open;
+    kr_context *ctx;
+    pthread_t thread;
+} kr_test_gate;
+
+static inline kr_status kr_test_gate_task(void *user, const kr_engine *eng, kr_error *err) {
+    (void)eng;
+    (void)err;
+    kr_test_gate *g = user;
+    pthread_mutex_lock(&g->mu);
+    g->entered = 1;
+    pthread_cond_broadcast(&g->cv);
+    while (!g->open) pthread_cond_wait(&g->cv, &g->mu);
+    pthread_mutex_unlock(&g->mu);
+    return KR_OK;
+}
+
+static inline void *kr_test_gate_thread(void *arg) {
+    kr_test_gate *g = arg;
+    kr_context_run_task(g->ctx, kr_test_gate_task, g, NULL);
+    return NULL;
+}
+
+static inline void kr_test_gate_close(kr_test_gate *g, kr_context *ctx) {
+    memset(g, 0, sizeof *g);
+    pthread_mutex_init(&g->mu, NULL);
+    pthread_cond_init(&g->cv, NULL);
+    g->ctx = ctx;
+    pthread_create(&g->thread, NULL, kr_test_gate_thread, g);
+    pthread_mutex_lock(&g->mu);
+    while (!g->entered) pthread_cond_wait(&g->cv, &g->mu);
+    pthread_mutex_unlock(&g->mu);
+}
+
+static inline void kr_test_gate_open(kr_test_gate *g) {
+    pthread_mutex_lock(&g->mu);
+    g->open = 1;
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+    pthread_join(g->thread, NULL);
+    pthread_mutex_destroy(&g->mu);
+    pthread_cond_destroy(&g->cv);
 }
 
 #endif
