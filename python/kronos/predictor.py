@@ -6,6 +6,7 @@ import numbers
 import os
 import re
 import threading
+import warnings
 import weakref
 
 import numpy as np
@@ -403,6 +404,10 @@ def prepare(df, x_timestamp, y_timestamp, pred_len, index=None):
     if "volume" not in df.columns:
         cols["volume"] = np.zeros(n)
         cols["amount"] = np.zeros(n)
+        if "amount" in df.columns:  # the reference drops it silently; say so (kronos forecast does)
+            warnings.warn(f"{where}column 'amount' ignored: without a volume column, volume and "
+                          "amount are both 0 (the reference's rule); add the volume column to "
+                          "use it", UserWarning, stacklevel=3)
     else:
         cols["volume"] = _numeric_column(df, "volume", where)
         if "amount" in df.columns:

@@ -75,6 +75,10 @@ def test_missing_volume_amount_filled_as_official(predictor, hist, candles):
     ref0 = _predict(predictor, hist[COLS[:4]].assign(volume=0.0, amount=0.0), hist["timestamps"], y)
     got0 = _predict(predictor, hist[COLS[:4]], hist["timestamps"], y)
     np.testing.assert_array_equal(got0.to_numpy(), ref0.to_numpy())
+    # An amount without a volume goes too, as in the reference, but with a warning naming it.
+    with pytest.warns(UserWarning, match="column 'amount' ignored: without a volume column"):
+        dropped = _predict(predictor, hist[COLS[:4] + ["amount"]], hist["timestamps"], y)
+    np.testing.assert_array_equal(dropped.to_numpy(), ref0.to_numpy())
 
 
 def test_other_numeric_dtypes_accepted(predictor, hist, candles):
