@@ -186,6 +186,17 @@ KR_API int kr_server_is_draining(kr_server *s);
 /* 1 once kr_server_drain was called (what /ready answers 503 for). */
 KR_API int kr_server_is_leaving(kr_server *s);
 
+/* Reopens the access log file at its path (after logrotate moved it; `kronos serve` calls
+ * this on SIGUSR1). KR_OK without an access log or with standard output; KR_ERR_IO naming
+ * the path when it cannot be opened (the old file stays in use). Thread-safe. */
+KR_API kr_status kr_server_reopen_logs(kr_server *s, kr_error *err);
+
+/* What kr_server_create would meet binding cfg->host:cfg->port, found by binding and closing
+ * a socket at once: KR_ERR_INVALID_ARG when the host does not resolve, is not an address of
+ * this machine or the port needs privileges; KR_ERR_BUSY when another process holds the port
+ * now (the start fails until it is free); KR_OK otherwise. For `--check-config`. */
+KR_API kr_status kr_server_check_listen(const kr_server_config *cfg, kr_error *err);
+
 /* Drains (if not yet), stops listening and frees everything. NULL is a no-op. */
 KR_API void kr_server_free(kr_server *s);
 
@@ -193,6 +204,9 @@ KR_API void kr_server_free(kr_server *s);
  * one longer than cap - 1 bytes and keys with control characters (they could never be sent
  * in a header). */
 KR_API kr_status kr_auth_load_key_file(const char *path, char *key, size_t cap, kr_error *err);
+/* 1, with a warning naming the file, its mode and the fix in msg, when every user of the
+ * machine may read the key file (mode o+r: anyone logged in could call the API); else 0. */
+KR_API int kr_auth_key_file_exposed(const char *path, char *msg, size_t cap);
 
 /* Candles in any layout POST /v1/forecast accepts (JSON rows, {"candles", "columns"}, a pandas
  * to_json frame) or CSV text, with the server's default limits; label names the input in

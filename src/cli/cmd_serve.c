@@ -83,7 +83,12 @@ static void usage(FILE *f) {
         "\n"
         "Signals: SIGTERM, SIGINT and SIGHUP drain (/ready 503; after --drain-delay, new\n"
         "requests 503; accepted ones answered) and exit 0; SIGHUP does not reload (restart to\n"
-        "change settings). A second SIGTERM or SIGINT during the drain stops at once.\n",
+        "change settings). A second SIGTERM or SIGINT during the drain stops at once.\n"
+        "SIGUSR1 reopens the --access-log file (after logrotate has moved it).\n"
+        "\n"
+        "Exit status: 0 after a drain (or a good --check-config); 1 when the start fails\n"
+        "(model, port, store); 2 for a bad flag or config value, named; killed by the\n"
+        "signal itself after a second SIGTERM or SIGINT.\n",
         f);
 }
 
@@ -205,6 +210,12 @@ static int apply_flags(const flags *fl, kr_server_config *cfg) {
                                   fl->web_root ? "--web-root '%s' is not a directory"
                                                : "web_root '%s' is not a directory",
                                   cfg->web_root);
+    /* Else every page would be a 404 while the server looks healthy. */
+    if (cfg->web_root[0] && access(cfg->web_root, R_OK | X_OK) != 0) {
+        snprintf(msg, sizeof msg, "%s '%s' cannot be read by this user: %s",
+                 fl->web_root ? "--web-root" : "web_root", cfg->web_root, strerror(errno));
+        return kr_cli_usage_error(CMD, "%s", msg);
+    }
     if (!cfg->web_root[0]) kr_share_path("web", cfg->web_root, sizeof cfg->web_root);
     /* The store: the flag, else the config's db, else $KRONOS_DB / the XDG data directory. It
      * is optional for serving forecasts: without one only its routes fail (503). One that was
@@ -244,6 +255,16 @@ static int check_config(const kr_server_config *cfg, const char *pred_dir, const
     if (cfg->api_key_file[0] &&
         kr_auth_load_key_file(cfg->api_key_file, key, sizeof key, &err) != KR_OK)
         return kr_cli_usage_error(CMD, "api_key_file: %s", err.message);
+    char warning[KR_SERVER_PATH_MAX + 200];
+    if (kr_auth_key_file_exposed(cfg->api_key_file, warning, sizeof warning))
+        fprintf(stderr, "kronos %s: %s\n", CMD, warning);
+    /* A port held by another process is only a warning: the usual case is the running server
+     * itself, while its next config is checked. */
+    if (kr_server_check_listen(cfg, &err) != KR_OK) {
+        if (err.status != KR_ERR_BUSY) return kr_cli_usage_error(CMD, "%s", err.message);
+        fprintf(stderr, "kronos %s: warning: %s; in use now, so a start fails until it is free\n",
+                CMD, err.message);
+    }
     if (cfg->access_log[0] && strcmp(cfg->access_log, "-") != 0) {
         /* The file is appended to: its directory must take a new file, or it must be
          * writable already. */
@@ -341,9 +362,20 @@ static const char *sig_name(int sig) {
 
 /* Waits for the first signal, drains, and returns when the drain is over; a second SIGTERM or
  * SIGINT meanwhile ends the process at once, by that signal. */
+/* SIGUSR1: the access log's file was rotated; open its path again. */
+static void reopen_logs(kr_server *srv) {
+    kr_error err = { 0 };
+    char line[1200];
+    if (kr_server_reopen_logs(srv, &err) == KR_OK)
+        snprintf(line, sizeof line, "SIGUSR1: access log reopened");
+    else
+        snprintf(line, sizeof line, "SIGUSR1: %s; still writing to the old file", err.message);
+    log_line(NULL, line);
+}
+
 static void serve_until_signal(kr_server *srv, const sigset_t *sigs, double grace_s) {
     int sig = 0;
-    sigwait(sigs, &sig);
+    while (sigwait(sigs, &sig) == 0 && sig == SIGUSR1) reopen_logs(srv);
     char line[160];
     snprintf(line, sizeof line,
              "%s: draining (SIGTERM or SIGINT again stops at once, cutting what is in flight)",
@@ -360,6 +392,10 @@ static void serve_until_signal(kr_server *srv, const sigset_t *sigs, double grac
         siginfo_t si;
         int again = sigtimedwait(sigs, &si, &tick);
         if (again < 0) continue; /* EAGAIN: a tick; EINTR */
+        if (again == SIGUSR1) {
+            reopen_logs(srv);
+            continue;
+        }
         if (again == SIGHUP) {
             log_line(NULL, "SIGHUP during the drain: ignored (SIGTERM or SIGINT stops at once)");
             continue;
@@ -412,6 +448,7 @@ int kr_cmd_serve(int argc, char **argv) {
     sigaddset(&sigs, SIGTERM);
     sigaddset(&sigs, SIGINT);
     sigaddset(&sigs, SIGHUP);
+    sigaddset(&sigs, SIGUSR1);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
     /* Request bodies (up to max_body_bytes) are large, short-lived buffers: a fixed mmap
@@ -443,6 +480,16 @@ int kr_cmd_serve(int argc, char **argv) {
                 "kronos serve: DEMO MODEL \xe2\x80\x94 not a forecast: %s declares itself a "
                 "demo/test checkpoint (%s); every report and the web page say so\n",
                 pred_dir, mi.source[0] ? mi.source : "no source given");
+    /* What an operator checks first in the journal: which model, store, page and log. */
+    char db_shown[KR_SERVER_PATH_MAX], summary[4 * KR_SERVER_PATH_MAX];
+    kr_store_display_name(cfg.db, db_shown, sizeof db_shown);
+    snprintf(summary, sizeof summary,
+             "serving %s (quant %s, kv %s; tokenizer %s); store %s; web page %s; access log %s; "
+             "API key %s",
+             pred_dir, mi.quant, cfg.kv_dtype, tok_dir, db_shown[0] ? db_shown : "none (503)",
+             cfg.web_root, cfg.access_log[0] ? cfg.access_log : "off",
+             cfg.api_key_file[0] ? cfg.api_key_file : "none (no authentication)");
+    log_line(NULL, summary);
     const char *host = cfg.host;
     int v6 = strchr(host, ':') != NULL;
     fprintf(stderr, "listening on http://%s%s%s:%d\n", v6 ? "[" : "", host, v6 ? "]" : "",

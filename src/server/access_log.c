@@ -75,7 +75,21 @@ struct kr_access_log {
     pthread_mutex_t mu;
     FILE *f;
     int own; /* opened here (closed by kr_access_log_close) */
+    char *path; /* what kr_access_log_reopen opens again; NULL for stdout */
 };
+
+static kr_status open_append(const char *path, FILE **out, kr_error *err) {
+    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0640);
+    FILE *f = fd >= 0 ? fdopen(fd, "a") : NULL;
+    if (!f) {
+        int e = errno;
+        if (fd >= 0) close(fd);
+        return kr_error_set(err, KR_ERR_IO, "access_log: cannot open '%s' for appending: %s", path,
+                            strerror(e));
+    }
+    *out = f;
+    return KR_OK;
+}
 
 kr_status kr_access_log_open(const char *path, kr_access_log **out, kr_error *err) {
     *out = NULL;
@@ -86,19 +100,40 @@ kr_status kr_access_log_open(const char *path, kr_access_log **out, kr_error *er
     if (!strcmp(path, "-")) {
         log->f = stdout;
     } else {
-        int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0640);
-        if (fd < 0 || !(log->f = fdopen(fd, "a"))) {
-            int e = errno;
-            if (fd >= 0) close(fd);
+        kr_status st;
+        if (!(log->path = strdup(path)))
+            st = kr_error_set(err, KR_ERR_NOMEM, "access_log: out of memory");
+        else
+            st = open_append(path, &log->f, err);
+        if (st != KR_OK) {
+            free(log->path);
             free(log);
-            return kr_error_set(err, KR_ERR_IO, "access_log: cannot open '%s' for appending: %s",
-                                path, strerror(e));
+            return st;
         }
         log->own = 1;
     }
     pthread_mutex_init(&log->mu, NULL);
     *out = log;
     return KR_OK;
+}
+
+kr_status kr_access_log_reopen(kr_access_log *log, kr_error *err) {
+    if (!log || !log->own) return KR_OK;
+    /* Opened before taking the lock, so requests never wait on the file system; on failure
+     * the lines keep going to the old file rather than nowhere. */
+    FILE *f = NULL;
+    kr_status st = open_append(log->path, &f, err);
+    if (st != KR_OK) return st;
+    pthread_mutex_lock(&log->mu);
+    FILE *old = log->f;
+    log->f = f;
+    pthread_mutex_unlock(&log->mu);
+    fclose(old);
+    return KR_OK;
+}
+
+const char *kr_access_log_path(const kr_access_log *log) {
+    return log && log->path ? log->path : "-";
 }
 
 void kr_access_log_write(kr_access_log *log, const kr_access_entry *e) {
@@ -123,5 +158,6 @@ void kr_access_log_close(kr_access_log *log) {
     else
         fflush(log->f);
     pthread_mutex_destroy(&log->mu);
+    free(log->path);
     free(log);
 }

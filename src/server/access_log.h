@@ -47,6 +47,12 @@ typedef struct kr_access_log kr_access_log;
  * owns *out (kr_access_log_close). */
 kr_status kr_access_log_open(const char *path, kr_access_log **out, kr_error *err);
 void kr_access_log_write(kr_access_log *log, const kr_access_entry *e);
+/* Opens the file's path again and writes there from now on: after logrotate has renamed the
+ * file (kronos serve does this on SIGUSR1). Thread-safe against writers. On failure the old
+ * file stays in use. A no-op for standard output. */
+kr_status kr_access_log_reopen(kr_access_log *log, kr_error *err);
+/* The path given to kr_access_log_open ("-" for standard output); borrowed. */
+const char *kr_access_log_path(const kr_access_log *log);
 void kr_access_log_close(kr_access_log *log);
 
 #endif

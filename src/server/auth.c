@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
 #include "base/error.h"
 #include "base/fsutil.h"
@@ -45,6 +46,16 @@ kr_status kr_auth_load_key_file(const char *path, char *key, size_t cap, kr_erro
     st = kr_auth_parse_key(text, len, path, key, cap, err);
     free(text);
     return st;
+}
+
+int kr_auth_key_file_exposed(const char *path, char *msg, size_t cap) {
+    struct stat sb;
+    if (!path || !*path || stat(path, &sb) != 0 || !(sb.st_mode & S_IROTH)) return 0;
+    snprintf(msg, cap,
+             "WARNING: API key file %s is readable by every user of this machine (mode %04o): "
+             "chmod o-r it (deploy/README.md: 0640, group of the service user)",
+             path, (unsigned)(sb.st_mode & 07777));
+    return 1;
 }
 
 int kr_auth_equal(const char *a, size_t alen, const char *b, size_t blen) {

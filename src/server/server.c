@@ -151,11 +151,10 @@ static int is_loopback(const struct sockaddr *sa) {
 
 /* The listening socket, bound here rather than by libmicrohttpd so a failure names the
  * address and port asked for and the reason ("Address already in use"). */
-static int listen_on(kr_server *s, const struct addrinfo *ai, kr_error *err) {
+static int listen_on(const char *host, int port, const struct addrinfo *ai, kr_error *err) {
     int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) {
-        kr_error_set(err, KR_ERR_IO, "cannot listen on %s:%d: %s", s->cfg.host, s->cfg.port,
-                     strerror(errno));
+        kr_error_set(err, KR_ERR_IO, "cannot listen on %s:%d: %s", host, port, strerror(errno));
         return -1;
     }
     int one = 1;
@@ -163,30 +162,54 @@ static int listen_on(kr_server *s, const struct addrinfo *ai, kr_error *err) {
     if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, SOMAXCONN) != 0) {
         int e = errno;
         close(fd);
-        kr_error_set(err, KR_ERR_IO, "cannot listen on %s:%d: %s%s", s->cfg.host, s->cfg.port,
-                     strerror(e),
+        kr_error_set(err,
+                     e == EADDRINUSE                     ? KR_ERR_BUSY
+                     : e == EADDRNOTAVAIL || e == EACCES ? KR_ERR_INVALID_ARG
+                                                         : KR_ERR_IO,
+                     "cannot listen on %s:%d: %s%s", host, port, strerror(e),
                      e == EADDRINUSE      ? " (another process has the port; pick another "
                                             "with --port, or 0 for any free one)"
                      : e == EADDRNOTAVAIL ? " (not an address of this machine)"
+                     : e == EACCES        ? " (a port below 1024 needs privileges: use a higher "
+                                            "one behind a proxy)"
                                           : "");
         return -1;
     }
     return fd;
 }
 
-static kr_status start_daemon(kr_server *s, kr_error *err) {
-    struct addrinfo hints, *ai = NULL;
+static kr_status resolve(const char *host, int port, struct addrinfo **ai, kr_error *err) {
+    struct addrinfo hints;
     memset(&hints, 0, sizeof hints);
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
     hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-    char port[16];
-    snprintf(port, sizeof port, "%d", s->cfg.port);
-    int gai = getaddrinfo(s->cfg.host, port, &hints, &ai);
-    if (gai != 0 || !ai)
-        return kr_error_set(err, KR_ERR_INVALID_ARG, "host: cannot resolve '%s': %s", s->cfg.host,
+    char port_s[16];
+    snprintf(port_s, sizeof port_s, "%d", port);
+    *ai = NULL;
+    int gai = getaddrinfo(host, port_s, &hints, ai);
+    if (gai != 0 || !*ai)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "host: cannot resolve '%s': %s", host,
                             gai_strerror(gai));
-    int fd = listen_on(s, ai, err);
+    return KR_OK;
+}
+
+kr_status kr_server_check_listen(const kr_server_config *cfg, kr_error *err) {
+    struct addrinfo *ai = NULL;
+    kr_status st = resolve(cfg->host, cfg->port, &ai, err);
+    if (st != KR_OK) return st;
+    int fd = listen_on(cfg->host, cfg->port, ai, err);
+    freeaddrinfo(ai);
+    if (fd < 0) return err ? err->status : KR_ERR_IO;
+    close(fd);
+    return KR_OK;
+}
+
+static kr_status start_daemon(kr_server *s, kr_error *err) {
+    struct addrinfo *ai = NULL;
+    kr_status st = resolve(s->cfg.host, s->cfg.port, &ai, err);
+    if (st != KR_OK) return st;
+    int fd = listen_on(s->cfg.host, s->cfg.port, ai, err);
     int loopback = is_loopback(ai->ai_addr);
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
                      MHD_USE_POLL | MHD_USE_ERROR_LOG;
@@ -250,6 +273,9 @@ kr_status kr_server_create(const kr_model *model, const kr_server_config *cfg, k
         (st = kr_auth_load_key_file(s->cfg.api_key_file, s->cfg.api_key, sizeof s->cfg.api_key,
                                     err)) != KR_OK)
         goto fail;
+    char exposed[KR_SERVER_PATH_MAX + 200];
+    if (kr_auth_key_file_exposed(s->cfg.api_key_file, exposed, sizeof exposed))
+        kr_srv_log(s, "%s", exposed);
     model_name_of(s->cfg.model, s->model_name, sizeof s->model_name);
     public_dir_of(s->cfg.model, s->predictor_shown, sizeof s->predictor_shown);
     public_dir_of(s->cfg.tokenizer, s->tokenizer_shown, sizeof s->tokenizer_shown);
@@ -304,6 +330,10 @@ kr_status kr_server_attach_shadow(kr_server *s, kr_model *f32_model, double samp
                             "drift: no server, or a shadow is attached already");
     }
     return kr_drift_create(f32_model, sample, s->metrics, &s->drift, err);
+}
+
+kr_status kr_server_reopen_logs(kr_server *s, kr_error *err) {
+    return s ? kr_access_log_reopen(s->access_log, err) : KR_OK;
 }
 
 kr_drift *kr_server_drift(kr_server *s) { return s ? s->drift : NULL; }
