@@ -416,6 +416,13 @@ static void serve_until_signal(kr_server *srv, const sigset_t *sigs, double grac
 }
 
 int kr_cmd_serve(int argc, char **argv) {
+    /* `systemctl kill -s USR1` (a log rotation) signals every process of the unit, an
+     * ExecStartPre `--check-config` too, whose default action would be to die: held from the
+     * start, and taken by the sigwait below once the server runs. */
+    sigset_t usr1;
+    sigemptyset(&usr1);
+    sigaddset(&usr1, SIGUSR1);
+    pthread_sigmask(SIG_BLOCK, &usr1, NULL);
     flags fl;
     memset(&fl, 0, sizeof fl);
     int rc = parse_flags(argc, argv, &fl);
