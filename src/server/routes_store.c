@@ -157,11 +157,16 @@ enum MHD_Result kr_handle_candles_get(struct MHD_Connection *mc, kr_conn *c, con
     kr_status st = kr_store_read_range(store, stored, interval, from_ts, to_ts, limit, &cs, &ke);
     kr_store_close(store);
     if (st != KR_OK) return reply_store_error(mc, c, st, ke.message, 404, NULL);
-    /* The series as stored, as POST answers it: "aapl" reads AAPL and says so. */
+    /* Accept: text/csv gets the CSV `kronos store export` writes (and POST takes back);
+     * anything else the JSON object, naming the series as stored ("aapl" reads AAPL). */
+    const char *accept = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT);
+    const int csv = accept && strcasestr(accept, "text/csv") != NULL;
     char *body = NULL;
-    (void)kr_candles_to_json(cs, stored, interval, &body, &ke); /* NULL: out of memory */
+    kr_status fs = csv ? kr_candles_to_csv(cs, &body, &ke)
+                       : kr_candles_to_json(cs, stored, interval, &body, &ke);
     kr_candles_free(cs);
-    return reply_json(mc, c, body);
+    if (fs != KR_OK || !csv) return reply_json(mc, c, body); /* NULL: out of memory */
+    return kr_srv_reply(mc, c, 200, "text/csv; charset=utf-8", body, strlen(body), NULL, NULL);
 }
 
 /* text/csv (or application/csv) bodies go to the CSV reader; anything else is JSON. */
