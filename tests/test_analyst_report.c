@@ -24,6 +24,7 @@
 #include "analyst/render.h"
 #include "analyst/report.h"
 #include "analyst/summary.h"
+#include "analyst/text.h"
 #include "engine_helpers.h"
 #include "test_support.h"
 
@@ -239,6 +240,24 @@ static void test_report_numbers_independent(void **state) {
     }
     const size_t hc = (size_t)(H - 1) * 6 + KR_CLOSE;
     assert_true(r->fc_mean_se[hc] > 0);
+    /* The bands' Monte Carlo errors, per step and column, written out again here: the order
+     * statistics sqrt(N q (1 - q)) ranks either side of position q (N - 1), rounded outward
+     * and clamped, their distance per rank times sqrt(N q (1 - q)). */
+    const double qs[3] = { 0.1, 0.5, 0.9 };
+    const double *band_se[3] = { r->fc_p10_se, r->fc_p50_se, r->fc_p90_se };
+    for (int i = 0; i < H * 6; i++) {
+        double col[64];
+        for (int p = 0; p < N; p++) col[p] = kr_forecast_path(f, p)[i];
+        qsort(col, (size_t)N, sizeof(double), cmp_d);
+        for (int b = 0; b < 3; b++) {
+            const double w = sqrt(N * qs[b] * (1 - qs[b])), c = qs[b] * (N - 1);
+            int j = (int)floor(c - w), k = (int)ceil(c + w);
+            j = j < 0 ? 0 : j;
+            k = k > N - 1 ? N - 1 : k;
+            close_to(band_se[b][i], (col[k] - col[j]) * w / (k - j), 1e-12, "band se");
+        }
+    }
+    assert_true(r->fc_p10_se[hc] > 0 && r->fc_p90_se[hc] > 0);
 
     /* Summary: the numbers it quotes, with the mean path's error, and no advice. */
     assert_true(r->n_summary >= 4);
@@ -248,6 +267,11 @@ static void test_report_numbers_independent(void **state) {
     snprintf(ends, sizeof ends, "the mean path ends at %.2f \u00b1 %.2f.", r->fc_mean[hc],
              r->fc_mean_se[hc]);
     if (!strstr(r->summary[0], ends)) fail_msg("summary lacks '%s': %s", ends, r->summary[0]);
+    /* The 80% band's ends with their errors. */
+    char band[160];
+    snprintf(band, sizeof band, "80%% of paths end between %.2f \u00b1 %.2f and %.2f \u00b1 %.2f (",
+             r->fc_p10[hc], r->fc_p10_se[hc], r->fc_p90[hc], r->fc_p90_se[hc]);
+    if (!strstr(r->summary[1], band)) fail_msg("summary lacks '%s': %s", band, r->summary[1]);
     const char *banned[] = { "buy", "sell", "should", "recommend", "advice" };
     for (int i = 0; i < r->n_summary; i++)
         for (size_t b = 0; b < sizeof banned / sizeof banned[0]; b++)
@@ -266,6 +290,12 @@ static void test_report_numbers_independent(void **state) {
     assert_true(isnan(r->fc_mean_se[KR_CLOSE])); /* no error from one path: the figure alone */
     snprintf(ends, sizeof ends, "the mean path ends at %.2f.", r->fc_mean[KR_CLOSE]);
     if (!strstr(r->summary[0], ends)) fail_msg("summary lacks '%s': %s", ends, r->summary[0]);
+    /* Nor for a band below KR_STAT_QUANTILE_SE_MIN_N paths: the ends alone. */
+    assert_true(isnan(r->fc_p10_se[KR_CLOSE]) && isnan(r->fc_p50_se[KR_CLOSE]) &&
+                isnan(r->fc_p90_se[KR_CLOSE]));
+    snprintf(band, sizeof band, "80%% of paths end between %.2f and %.2f (", r->fc_p10[KR_CLOSE],
+             r->fc_p90[KR_CLOSE]);
+    if (!strstr(r->summary[1], band)) fail_msg("summary lacks '%s': %s", band, r->summary[1]);
     kr_report_free(r);
     kr_forecast_free(f1);
     kr_forecast_free(f);
@@ -622,7 +652,34 @@ static void test_renderers(void **state) {
         if (!strstr(md, cell)) fail_msg("markdown lacks '%s'", cell);
         snprintf(cell, sizeof cell, "<td>%.2f \u00b1 %.2f</td>", r->fc_mean[o], r->fc_mean_se[o]);
         if (!strstr(html, cell)) fail_msg("html lacks '%s'", cell);
+        /* So do the bands (8 paths: the fewest that get one), in JSON and in both tables:
+         * "| 207.57 ± 0.45 | 202.78 ± 0.61 | 207.50 ± 0.30 | 214.63 ± 0.79 |". */
+        const char *names[3] = { "p10", "p50", "p90" };
+        const double *val[3] = { r->fc_p10, r->fc_p50, r->fc_p90 };
+        const double *bse[3] = { r->fc_p10_se, r->fc_p50_se, r->fc_p90_se };
+        char row[400], md_row[400] = "", html_row[400] = "";
+        snprintf(md_row, sizeof md_row, "| %s |",
+                 kr_fmt_pm_price(r->fc_mean[o], r->fc_mean_se[o], row));
+        snprintf(html_row, sizeof html_row, "<td>%s</td>", row);
+        for (int b = 0; b < 3; b++) {
+            cJSON *bc = cJSON_GetObjectItem(cJSON_GetObjectItem(se, names[b]), "close");
+            if (!cJSON_IsNumber(bc))
+                fail_msg("step %d: no standard_error.%s.close", i + 1, names[b]);
+            close_to(bc->valuedouble, bse[b][o], 1e-15, "json band close se");
+            assert_true(isfinite(bse[b][o]) && bse[b][o] >= 0);
+            char v[64];
+            kr_fmt_pm_price(val[b][o], bse[b][o], v);
+            assert_non_null(strstr(v, " \u00b1 "));
+            snprintf(md_row + strlen(md_row), sizeof md_row - strlen(md_row), " %s |", v);
+            snprintf(html_row + strlen(html_row), sizeof html_row - strlen(html_row), "<td>%s</td>",
+                     v);
+        }
+        if (!strstr(md, md_row)) fail_msg("markdown lacks '%s'", md_row);
+        if (!strstr(html, html_row)) fail_msg("html lacks '%s'", html_row);
     }
+    /* The note under the table says what the \u00b1 of a quantile is. */
+    assert_non_null(strstr(md, "for p10, p50 and p90, half the distance between the closes"));
+    assert_non_null(strstr(html, "for p10, p50 and p90, half the distance between the closes"));
     cJSON *cal = cJSON_GetObjectItem(jr, "calibration");
     assert_int_equal(cJSON_GetObjectItem(cal, "windows")->valueint, 2);
     cJSON *rank = cJSON_GetObjectItem(doc, "ranking");

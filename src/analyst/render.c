@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "analyst/stats.h"
 #include "base/error.h"
 
 int kr_report_format_parse(const char *s, kr_report_format *out) {
@@ -82,4 +83,17 @@ void kr_report_paths_note(kr_sb *sb, const kr_report *r) {
                       r->nonpositive_paths, r->paths);
     else
         kr_sb_append(sb, ".");
+}
+
+void kr_report_bands_note(kr_sb *sb, const kr_report *r) {
+    kr_sb_append(sb,
+                 "Each close \u00b1 its Monte Carlo standard error (how far another seed's "
+                 "figure may lie at this number of paths): for the mean, the standard deviation "
+                 "of the paths' closes / \u221aN; for p10, p50 and p90, half the distance "
+                 "between the closes \u221a(N\u00b7q\u00b7(1 \u2212 q)) ranks either side of "
+                 "the quantile, the order statistics that hold the true quantile with about "
+                 "68% probability.");
+    if (r->paths < KR_STAT_QUANTILE_SE_MIN_N)
+        kr_sb_appendf(sb, " With fewer than %d paths the quantiles have none.",
+                      KR_STAT_QUANTILE_SE_MIN_N);
 }

@@ -28,4 +28,8 @@ int kr_report_model_notice(const kr_report_set *set, char *buf, size_t cap);
  * text; HTML escapes it). */
 void kr_report_paths_note(kr_sb *sb, const kr_report *r);
 
+/* What the ± of the per-step table means, for the mean and for the p10 / p50 / p90 bands
+ * (plain text; HTML escapes it). */
+void kr_report_bands_note(kr_sb *sb, const kr_report *r);
+
 #endif

@@ -137,7 +137,15 @@ static void kpis(kr_sb *sb, const kr_report *r) {
     kpi(sb, "Expected return", kr_fmt_pct_signed(r->expected_return, a), n, r->expected_return);
     snprintf(v, sizeof v, "%s \xe2\x80\x93 %s", kr_fmt_price(r->fc_p10[last], a),
              kr_fmt_price(r->fc_p90[last], b));
-    kpi(sb, "80% band at horizon", v, "p10 \xe2\x80\x93 p90 close", 0);
+    /* Each end with its Monte Carlo error, as the per-step table prints it. */
+    char e10[32], e90[32];
+    kr_fmt_se_price(r->fc_p10_se[last], r->fc_p10[last], e10);
+    kr_fmt_se_price(r->fc_p90_se[last], r->fc_p90[last], e90);
+    if (e10[0] && e90[0])
+        snprintf(n, sizeof n, "%s / %s \xc2\xb7 p10 \xe2\x80\x93 p90 close", e10, e90);
+    else
+        snprintf(n, sizeof n, "p10 \xe2\x80\x93 p90 close");
+    kpi(sb, "80% band at horizon", v, n, 0);
     kr_fmt_se_pct(r->var95_se, 2, e);
     snprintf(n, sizeof n, "%s%sES %s", e, e[0] ? " \xc2\xb7 " : "", kr_fmt_pct(r->es95, 2, b));
     kpi(sb, "VaR 95%", kr_fmt_pct(r->var95, 2, a), n, 0);
@@ -226,24 +234,30 @@ static void technical_table(kr_sb *sb, const kr_report *r) {
 }
 
 static void path_table(kr_sb *sb, const kr_report *r) {
-    char t[32], a[64], b[32], c[32], d[32], e[32];
+    char t[32], a[64], b[64], c[64], d[64], e[32];
     kr_sb_append(
         sb,
         "<h3>Forecast per step</h3><table><thead><tr><th>Step</th><th>Time</th><th>Mean close</th>"
         "<th>p10</th><th>p50 (median)</th><th>p90</th><th>Mean volume</th></tr></thead><tbody>\n");
     for (int i = 0; i < r->horizon; i++) {
-        const size_t o = (size_t)i * KR_N_FEATURES;
+        const size_t o = (size_t)i * KR_N_FEATURES + KR_CLOSE;
         kr_sb_appendf(
             sb,
             "<tr><td>%d</td><td class=\"t\">%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td>"
             "<td>%s</td></tr>\n",
             i + 1, kr_format_timestamp(r->fc_ts[i], r->date_only, t, sizeof t),
-            kr_fmt_pm_price(r->fc_mean[o + KR_CLOSE], r->fc_mean_se[o + KR_CLOSE], a),
-            kr_fmt_price(r->fc_p10[o + KR_CLOSE], b), kr_fmt_price(r->fc_p50[o + KR_CLOSE], c),
-            kr_fmt_price(r->fc_p90[o + KR_CLOSE], d), kr_fmt_compact(r->fc_mean[o + KR_VOLUME], e));
+            kr_fmt_pm_price(r->fc_mean[o], r->fc_mean_se[o], a),
+            kr_fmt_pm_price(r->fc_p10[o], r->fc_p10_se[o], b),
+            kr_fmt_pm_price(r->fc_p50[o], r->fc_p50_se[o], c),
+            kr_fmt_pm_price(r->fc_p90[o], r->fc_p90_se[o], d),
+            kr_fmt_compact(r->fc_mean[(size_t)i * KR_N_FEATURES + KR_VOLUME], e));
     }
-    kr_sb_append(sb, "</tbody></table><p class=\"note\">Mean close \u00b1 its Monte Carlo "
-                     "standard error (standard deviation of the paths' closes / \u221aN).</p>\n");
+    kr_sb_append(sb, "</tbody></table><p class=\"note\">");
+    kr_sb note = { 0 };
+    kr_report_bands_note(&note, r);
+    if (note.data) kr_sb_append_html(sb, note.data);
+    kr_sb_free(&note);
+    kr_sb_append(sb, "</p>\n");
 }
 
 static void calibration(kr_sb *sb, const kr_report *r) {

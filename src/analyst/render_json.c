@@ -60,10 +60,13 @@ static void add_forecast(cJSON *root, const kr_report *r) {
         cJSON_AddItemToObject(s, "p10", candle(r->fc_p10 + o));
         cJSON_AddItemToObject(s, "p50", candle(r->fc_p50 + o));
         cJSON_AddItemToObject(s, "p90", candle(r->fc_p90 + o));
-        /* Added after schema 1's first keys (none renamed): the mean candle's Monte Carlo
-         * error, as statistics.standard_error holds the statistics'. */
+        /* Added after schema 1's first keys (none renamed): the Monte Carlo error of the mean
+         * and band candles, as statistics.standard_error holds the statistics'. */
         cJSON *se = cJSON_AddObjectToObject(s, "standard_error");
         cJSON_AddItemToObject(se, "mean", candle(r->fc_mean_se + o));
+        cJSON_AddItemToObject(se, "p10", candle(r->fc_p10_se + o));
+        cJSON_AddItemToObject(se, "p50", candle(r->fc_p50_se + o));
+        cJSON_AddItemToObject(se, "p90", candle(r->fc_p90_se + o));
         cJSON_AddItemToArray(steps, s);
     }
 }

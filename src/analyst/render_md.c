@@ -104,7 +104,7 @@ static void horizon_table(kr_sb *sb, const kr_report *r) {
 }
 
 static void path_table(kr_sb *sb, const kr_report *r) {
-    char t[32], a[64], b[32], c[32], d[32];
+    char t[32], a[64], b[64], c[64], d[64];
     kr_sb_append(
         sb, "### Forecast close per step\n\n| Step | Time | Mean | p10 | p50 (median) | p90 |\n"
             "|---:|---|---:|---:|---:|---:|\n");
@@ -113,11 +113,13 @@ static void path_table(kr_sb *sb, const kr_report *r) {
         kr_sb_appendf(sb, "| %d | %s | %s | %s | %s | %s |\n", i + 1,
                       kr_format_timestamp(r->fc_ts[i], r->date_only, t, sizeof t),
                       kr_fmt_pm_price(r->fc_mean[o], r->fc_mean_se[o], a),
-                      kr_fmt_price(r->fc_p10[o], b), kr_fmt_price(r->fc_p50[o], c),
-                      kr_fmt_price(r->fc_p90[o], d));
+                      kr_fmt_pm_price(r->fc_p10[o], r->fc_p10_se[o], b),
+                      kr_fmt_pm_price(r->fc_p50[o], r->fc_p50_se[o], c),
+                      kr_fmt_pm_price(r->fc_p90[o], r->fc_p90_se[o], d));
     }
-    kr_sb_append(sb, "\nMean \u00b1 its Monte Carlo standard error (standard deviation of the "
-                     "paths' closes / \u221aN).\n\n");
+    kr_sb_append(sb, "\n");
+    kr_report_bands_note(sb, r);
+    kr_sb_append(sb, "\n\n");
 }
 
 static void technical_table(kr_sb *sb, const kr_report *r) {

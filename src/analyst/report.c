@@ -59,6 +59,9 @@ void kr_report_free(kr_report *r) {
     free(r->fc_p10);
     free(r->fc_p50);
     free(r->fc_p90);
+    free(r->fc_p10_se);
+    free(r->fc_p50_se);
+    free(r->fc_p90_se);
     kr_calibration_free(r->calibration);
     kr_summary_free(r->summary, r->n_summary);
     free(r);
@@ -232,6 +235,29 @@ static void mean_se(const kr_path_set *ps, double *out) {
     }
 }
 
+/* The per-step bands (p10, p50, p90 of each step and column across paths) and their Monte Carlo
+ * errors, from one sort of each step and column: the quantiles exactly as kr_path_set_quantile
+ * takes them, the errors from the same order statistics (kr_stat_quantile_se_sorted). */
+static kr_status bands(const kr_path_set *ps, kr_report *r, kr_error *err) {
+    const int n = ps->paths;
+    const size_t cell = (size_t)ps->pred_len * KR_N_FEATURES;
+    double *col = malloc((size_t)n * sizeof *col);
+    if (!col) return kr_error_set(err, KR_ERR_NOMEM, "per-step bands: out of memory");
+    const double q[3] = { 0.1, 0.5, 0.9 };
+    double *const value[3] = { r->fc_p10, r->fc_p50, r->fc_p90 };
+    double *const se[3] = { r->fc_p10_se, r->fc_p50_se, r->fc_p90_se };
+    for (size_t i = 0; i < cell; i++) {
+        for (int p = 0; p < n; p++) col[p] = ps->values[(size_t)p * cell + i];
+        kr_stat_sort(col, n);
+        for (int b = 0; b < 3; b++) {
+            value[b][i] = kr_stat_quantile_sorted(col, n, q[b]);
+            se[b][i] = kr_stat_quantile_se_sorted(col, n, q[b]);
+        }
+    }
+    free(col);
+    return KR_OK;
+}
+
 /* Realised volatility over the last h bars (h log returns, h + 1 closes): the same number of
  * bars as the forecast, so the two are comparable. */
 static double realized_vol_h(const kr_candles *c, int h) {
@@ -286,8 +312,11 @@ kr_status kr_report_build(const char *symbol, const char *interval, const kr_can
     r->fc_p10 = malloc(cell);
     r->fc_p50 = malloc(cell);
     r->fc_p90 = malloc(cell);
+    r->fc_p10_se = malloc(cell);
+    r->fc_p50_se = malloc(cell);
+    r->fc_p90_se = malloc(cell);
     if (!r->chart_ts || !r->chart_values || !r->fc_ts || !r->fc_mean || !r->fc_mean_se ||
-        !r->fc_p10 || !r->fc_p50 || !r->fc_p90) {
+        !r->fc_p10 || !r->fc_p50 || !r->fc_p90 || !r->fc_p10_se || !r->fc_p50_se || !r->fc_p90_se) {
         st = kr_error_set(err, KR_ERR_NOMEM, "report %s: out of memory", symbol);
         goto fail;
     }
@@ -298,10 +327,7 @@ kr_status kr_report_build(const char *symbol, const char *interval, const kr_can
     memcpy(r->fc_ts, ps->timestamps, (size_t)h * sizeof *r->fc_ts);
     memcpy(r->fc_mean, ps->mean, cell);
     mean_se(ps, r->fc_mean_se);
-    if ((st = kr_path_set_quantile(ps, 0.1, r->fc_p10, err)) != KR_OK ||
-        (st = kr_path_set_quantile(ps, 0.5, r->fc_p50, err)) != KR_OK ||
-        (st = kr_path_set_quantile(ps, 0.9, r->fc_p90, err)) != KR_OK)
-        goto fail;
+    if ((st = bands(ps, r, err)) != KR_OK) goto fail;
     r->realized_vol_h = realized_vol_h(c, h);
     if ((st = kr_report_horizon_stats(r, ps, err)) != KR_OK) goto fail;
     if ((st = kr_tech_snapshot_compute(c, KR_REPORT_RV_WINDOW, &r->tech, err)) != KR_OK) goto fail;

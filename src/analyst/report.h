@@ -27,7 +27,8 @@
  * Agresti-Coull binomial error sqrt(p~(1-p~)/(N+4)) with p~ = (k+2)/(N+4), so 32 of 32 paths
  * up is not "100% +- 0"; means use s/sqrt(N); quantiles, VaR, ES, the standard deviation and
  * the drawdown quantiles use the bootstrap (KR_REPORT_BOOTSTRAP resamples of the paths, drawn
- * with a fixed stream, so a report is reproducible).
+ * with a fixed stream, so a report is reproducible). The per-step mean path and bands carry
+ * theirs too (fc_mean_se, fc_p10_se, ...: see kr_report).
  */
 #ifndef KR_ANALYST_REPORT_H
 #define KR_ANALYST_REPORT_H
@@ -97,6 +98,11 @@ typedef struct kr_report {
     /* Monte Carlo standard error of fc_mean: sample std over the paths / sqrt(paths), per step
      * and column (the paths as the statistics see them); NaN with one path. [horizon][6] */
     double *fc_mean_se;
+    /* Monte Carlo standard errors of fc_p10, fc_p50, fc_p90, per step and column: half the
+     * order-statistic interval around each quantile that holds the true quantile with about
+     * 68% probability (analyst/stats.h kr_stat_quantile_se_sorted); NaN below
+     * KR_STAT_QUANTILE_SE_MIN_N paths. [horizon][6] */
+    double *fc_p10_se, *fc_p50_se, *fc_p90_se;
 
     /* Horizon statistics (see the header comment). */
     double prob_up, prob_down;

@@ -39,4 +39,25 @@ double kr_stat_quantile_sorted(const double *sorted, int64_t n, double q) {
     return sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - (double)lo);
 }
 
+/* The number of values at or below the true q-quantile is Binomial(n, q): the order statistics
+ * sqrt(n q (1 - q)) ranks either side of the sample quantile bracket it with about 68%
+ * probability (z = 1), the distribution-free confidence interval for a quantile (Conover,
+ * Practical Nonparametric Statistics, 3rd ed., sec. 3.2). Half that interval's width is the
+ * quantile's standard error; dividing the width by the ranks it actually spans (after rounding
+ * outward to whole ranks and clamping to the sample) and multiplying by sqrt(n q (1 - q)) keeps
+ * the rounding from inflating it: it is Siddiqui's difference-quotient estimate of the sparsity
+ * 1/f(Q(q)) (Siddiqui 1960; Bloch & Gastwirth 1968) times the asymptotic sqrt(q (1 - q) / n).
+ * Centred on the position the quantile itself uses (q (n - 1), numpy 'linear'; see Hyndman &
+ * Fan 1996 for the positions), so the interval always contains the reported value. Plain
+ * (x_k - x_j) / 2 with ranks n q -+ sqrt(n q (1 - q)) overstates it by up to 27% at 128 values
+ * (a rank of rounding on a span of 7) and, its centre one rank high, by 77% at p90 of 32. */
+double kr_stat_quantile_se_sorted(const double *sorted, int64_t n, double q) {
+    if (n < KR_STAT_QUANTILE_SE_MIN_N || !(q > 0.0 && q < 1.0)) return NAN;
+    const double spread = sqrt((double)n * q * (1.0 - q)), centre = q * (double)(n - 1);
+    int64_t j = (int64_t)floor(centre - spread), k = (int64_t)ceil(centre + spread);
+    if (j < 0) j = 0;
+    if (k > n - 1) k = n - 1;
+    return (sorted[k] - sorted[j]) * spread / (double)(k - j);
+}
+
 int kr_stat_sign(double x) { return (x > 0.0) - (x < 0.0); }

@@ -72,13 +72,16 @@ static int sentence_nonpositive(const kr_report *r, kr_sb *sb) {
 }
 
 static void sentence_move(const kr_report *r, kr_sb *sb) {
-    char er[32], sd[32], lo[32], hi[32], rlo[32], rhi[32];
+    char er[32], sd[32], lo[64], hi[64], rlo[32], rhi[32];
     const size_t last = (size_t)(r->horizon - 1) * KR_N_FEATURES + KR_CLOSE;
     kr_sb_appendf(sb, "Expected return %s", kr_fmt_pct_signed(r->expected_return, er));
     if (!isnan(r->return_std))
         kr_sb_appendf(sb, " (standard deviation %s)", kr_fmt_pct(r->return_std, 2, sd));
+    /* The band's ends with their Monte Carlo errors: a stop or a target set at one moves with
+     * the seed by about that much. */
     kr_sb_appendf(sb, "; 80%% of paths end between %s and %s (%s to %s).",
-                  kr_fmt_price(r->fc_p10[last], lo), kr_fmt_price(r->fc_p90[last], hi),
+                  kr_fmt_pm_price(r->fc_p10[last], r->fc_p10_se[last], lo),
+                  kr_fmt_pm_price(r->fc_p90[last], r->fc_p90_se[last], hi),
                   kr_fmt_pct_signed(r->return_p10, rlo), kr_fmt_pct_signed(r->return_p90, rhi));
 }
 

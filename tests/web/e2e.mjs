@@ -255,6 +255,8 @@ async function main() {
     if (summary.length < 3 || !/sampled paths/.test(summary[0])) fail(`summary looks wrong: ${JSON.stringify(summary)}`);
     const cards = await page.$$eval('#cards .card-value', (xs) => xs.map((x) => x.textContent.trim()));
     if (cards.length < 6 || !/%/.test(cards[1]) || !/–/.test(cards[2])) fail(`figures look wrong: ${JSON.stringify(cards)}`);
+    // The band's ends carry their Monte Carlo errors, as the reports print them.
+    if (!/– [\d.,]+\s*± (<)?[\d.]+ \/ ± (<)?[\d.]+$/.test(cards[2])) fail(`the band card has no ±: ${cards[2]}`);
     if ((await page.$$('#technicals tr')).length < 6) fail('technicals table is empty');
     step(`figures: ${cards.join(' | ')}`);
 
@@ -448,7 +450,9 @@ async function main() {
     if (await page.isHidden('#legend-actual')) fail('the backtest shows no realised line');
     const btText = (await page.textContent('#backtest-result')).trim();
     // The mean path's close comes with its Monte Carlo error, as in the reports.
-    if (!/against a mean path of [\d.,]+ ± (<)?[\d.]+: direction/.test(btText)) fail(`backtest without the mean's ±: ${btText}`);
+    if (!/against a mean path of [\d.,]+ ± (<)?[\d.]+ and a p10–p90 band of [\d.,]+ ± (<)?[\d.]+ – [\d.,]+ ± (<)?[\d.]+: direction/.test(btText)) {
+      fail(`backtest without the mean's and the band's ±: ${btText}`);
+    }
     step(`backtest: ${btText}`);
     await page.waitForTimeout(300);
     await page.screenshot({ path: opts.screenshot.replace(/\.png$/, '-backtest.png'), fullPage: true }).catch(() => {});

@@ -283,12 +283,22 @@ test('a backtest cuts the history and scores the forecast against what followed'
   assert.equal(priceSe(0.001, 20), '± <0.01');
   assert.equal(priceSe(0.0000123, 0.001234), '± 0.000012');
   assert.equal(priceSe(null, 20), null);
+  // So do the band's ends at that step (standard_error.p10 / .p90), each at its own decimals.
+  assert.equal(sc.bandLo, 18);
+  assert.equal(sc.bandHi, 22);
+  assert.equal(sc.bandLoSe, null); // none from an older server or below 8 paths
+  report.forecast.steps[2].standard_error = { mean: { close: 0.456 }, p10: { close: 0.61 }, p90: { close: 0.004 } };
+  const sb = scoreBacktest(report, history.columns, after);
+  assert.equal(sb.bandLoSe, 0.61);
+  assert.equal(sb.bandHiSe, 0.004);
   // Null bands are not scored (null >= x would count as 0), a null mean gives no direction.
   const nulls = { last: { close: 16 }, forecast: { steps: [step(null, 17, null), step(15, 16, 17), step(18, null, 22)] } };
   const sn = scoreBacktest(nulls, history.columns, after);
   assert.equal(sn.coverage, 0.5); // 18 out of (15, 17), 19 in (18, 22)
   assert.equal(sn.forecast, null);
   assert.equal(sn.directionRight, null);
+  assert.equal(sn.bandLo, 18); // the last compared step's band, and no error for it
+  assert.equal(sn.bandLoSe, null);
   const none = { last: { close: 16 }, forecast: { steps: [step(null, null, null)] } };
   assert.equal(scoreBacktest(none, history.columns, after).coverage, null);
 });
@@ -308,7 +318,7 @@ test('the history is pinned to the report\'s last bar', () => {
   assert.equal(historyUpTo(intraday, '2024-06-18 11:15:00').candles.length, 1);
 });
 
-import { cardFigures, priceAtReturn, technicalRows } from '../../web/src/figures.js';
+import { bandSe, cardFigures, priceAtReturn, technicalRows } from '../../web/src/figures.js';
 
 // A report whose every nullable figure is null (docs/report.schema.json: number_or_null).
 function nullReport() {
@@ -368,6 +378,19 @@ test('the cards of a full report', () => {
   assert.equal(c[0].tone, 'up');
   assert.equal(c[1].value, '0.00%'); // not "-0.00%"
   assert.equal(c[2].sub, '0.00% to 0.00% at the horizon');
+  assert.equal(c[2].se, null); // no per-step band errors in this report
+  // The band's ends with their Monte Carlo errors from the horizon step, as the reports print
+  // them; the card puts "± " before the first.
+  r.statistics.return_p10_pct = -5;
+  r.statistics.return_p90_pct = 5;
+  r.forecast.steps = [
+    { standard_error: { p10: { close: 9 }, p90: { close: 9 } } },
+    { standard_error: { mean: { close: 0.43 }, p10: { close: 0.604 }, p90: { close: 0.001 } } },
+  ];
+  assert.equal(cardFigures(r)[2].se, '0.60 / ± <0.01');
+  assert.equal(bandSe(r, 192.26, 212.5), '0.60 / ± <0.01');
+  r.forecast.steps[1].standard_error.p90.close = null; // below 8 paths: none
+  assert.equal(cardFigures(r)[2].se, null);
 });
 
 import { decodeState, encodeState, sameState } from '../../web/src/urlstate.js';

@@ -201,6 +201,9 @@ function renderReport(set, history, backtest = null, why = null) {
   if (!loaded.symbols || !loaded.model) refreshServerInfo();
 }
 
+// " ± 0.61" after a price, or nothing when there is no error.
+const withSe = (se, ref) => (se === null ? '' : ` ${priceSe(se, ref)}`);
+
 function renderBacktest(r, history, bt) {
   const sc = scoreBacktest(r, history.columns, bt.after);
   $('backtest-sub').textContent = `forecast made at ${r.last.timestamp}, ${bt.barsBack} bars before the last stored bar`;
@@ -210,7 +213,12 @@ function renderBacktest(r, history, bt) {
     ' of the realised closes fell inside the p10–p90 band (80% expected); at the last bar the close was ',
     el('b', {}, price(sc.realised)), ` (${signedPct(sc.realisedReturnPct)}) against a mean path of `,
     el('b', { id: 'bt-forecast' }, price(sc.forecast)),
-    sc.forecastSe === null ? '' : ` ${priceSe(sc.forecastSe, sc.forecast)}`, ': direction ',
+    sc.forecastSe === null ? '' : ` ${priceSe(sc.forecastSe, sc.forecast)}`,
+    ...(sc.bandLo === null || sc.bandHi === null ? [] : [
+      ' and a p10–p90 band of ',
+      el('b', { id: 'bt-band' }, `${price(sc.bandLo)}${withSe(sc.bandLoSe, sc.bandLo)} – ${price(sc.bandHi)}${withSe(sc.bandHiSe, sc.bandHi)}`),
+    ]),
+    ': direction ',
     el('b', { id: 'bt-direction' }, sc.directionRight === null ? 'n/a' : sc.directionRight ? 'right' : 'wrong'), '.');
 }
 

@@ -48,7 +48,8 @@ export function splitForBacktest(history, barsBack) {
  * last compared step was right, and the realised and forecast closes there. A step whose band
  * or mean the report leaves null is not scored: coverage counts the steps with a band (null
  * when none has one) and the direction is null when the mean is missing; forecastSe is the
- * mean close's Monte Carlo error, null when the report has none.
+ * mean close's Monte Carlo error, null when the report has none; bandLo / bandHi the p10 / p90
+ * closes at that step and bandLoSe / bandHiSe their errors (null when absent).
  */
 export function scoreBacktest(report, columns, after) {
   const ci = columns.indexOf('close');
@@ -70,14 +71,23 @@ export function scoreBacktest(report, columns, after) {
   const realised = after[n - 1][ci];
   const mean = steps[n - 1].mean && steps[n - 1].mean.close;
   const forecast = isNum(mean) ? mean : null;
-  // The mean close's Monte Carlo error (steps[].standard_error.mean; absent from older servers).
-  const se = steps[n - 1].standard_error && steps[n - 1].standard_error.mean;
+  // The mean close's Monte Carlo error (steps[].standard_error.mean; absent from older servers),
+  // and the band's ends there with theirs (standard_error.p10 / .p90; none below 8 paths).
+  const errs = steps[n - 1].standard_error || {};
+  const se = errs.mean;
+  const at = (c) => (c && isNum(c.close) ? c.close : null);
+  const bandLo = at(steps[n - 1].p10);
+  const bandHi = at(steps[n - 1].p90);
   return {
     bars: n,
     coverage: banded ? inside / banded : null,
     realised,
     forecast,
     forecastSe: forecast !== null && se && isNum(se.close) ? se.close : null,
+    bandLo,
+    bandHi,
+    bandLoSe: bandLo === null ? null : at(errs.p10),
+    bandHiSe: bandHi === null ? null : at(errs.p90),
     directionRight: forecast === null ? null : Math.sign(realised - last) === Math.sign(forecast - last),
     realisedReturnPct: (realised / last - 1) * 100,
   };

@@ -2,7 +2,7 @@
 // Pure (no DOM), so tests/web/unit.test.mjs checks them under node. Every figure the report may
 // leave null ("cannot be computed") reads "n/a" — never a stand-in such as the last close.
 
-import { compact, fracPct, isNum, num, pct, price, signedPct } from './format.js';
+import { compact, fracPct, isNum, num, pct, price, priceSe, signedPct } from './format.js';
 
 /** The price `retPct` percent away from `last`, or null when either is missing. */
 export function priceAtReturn(last, retPct) {
@@ -10,6 +10,19 @@ export function priceAtReturn(last, retPct) {
 }
 
 const tone = (x) => (!isNum(x) ? '' : x > 0 ? 'up' : x < 0 ? 'down' : '');
+
+/**
+ * The Monte Carlo errors of the horizon band's ends (forecast.steps[h].standard_error.p10 /
+ * .p90 close, as the reports print them): "0.61 / ± 0.67" (the card prefixes "± "), or null
+ * when the report has none (fewer than 8 paths, an older server).
+ */
+export function bandSe(r, lo, hi) {
+  const steps = (r.forecast && r.forecast.steps) || [];
+  const e = (steps.length && steps[steps.length - 1].standard_error) || {};
+  const a = priceSe(e.p10 && e.p10.close, lo);
+  const b = priceSe(e.p90 && e.p90.close, hi);
+  return a === null || b === null ? null : `${a.replace(/^± /, '')} / ${b}`;
+}
 
 /**
  * The cards: [{label, value, se, sub, tone, id?, valueId?, hero?}] — value the headline figure,
@@ -37,7 +50,8 @@ export function cardFigures(r) {
       sub: `σ ${pct(s.return_std_pct)} · close ${price(s.expected_close)}`, tone: tone(s.expected_return_pct),
     },
     {
-      label: 'p10 – p90 band', value: lo === null && hi === null ? 'n/a' : `${price(lo)} – ${price(hi)}`, se: null,
+      label: 'p10 – p90 band', value: lo === null && hi === null ? 'n/a' : `${price(lo)} – ${price(hi)}`,
+      se: lo === null || hi === null ? null : bandSe(r, lo, hi),
       sub: `${signedPct(s.return_p10_pct)} to ${signedPct(s.return_p90_pct)} at the horizon`, tone: '',
     },
     {
