@@ -19,6 +19,7 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -643,6 +644,18 @@ static void test_prompt_and_body(void **state) {
     assert_int_equal(cJSON_GetObjectItem(f, "horizon_bars")->valueint, 5);
     assert_int_equal(cJSON_GetObjectItem(f, "sampled_paths")->valueint, 8);
     assert_true(cJSON_IsNull(cJSON_GetObjectItem(f, "calibration")));
+    /* The errors of the figures a reader acts on, as the report prints them. */
+    const cJSON *se = cJSON_GetObjectItem(f, "standard_error");
+    assert_true(cJSON_IsObject(se));
+    assert_true(cJSON_GetObjectItem(se, "prob_up_pct")->valuedouble ==
+                round(r->prob_up_se * 1000.0) / 10.0);
+    const size_t last = (size_t)(r->horizon - 1) * KR_N_FEATURES + KR_CLOSE;
+    assert_true(fabs(cJSON_GetObjectItem(se, "mean_path_close")->valuedouble -
+                     r->fc_mean_se[last]) <= 0.005 + 1e-9);
+    /* 8 paths: the bands' errors are computable (KR_STAT_QUANTILE_SE_MIN_N). */
+    assert_true(cJSON_IsNumber(cJSON_GetObjectItem(se, "close_p90")));
+    assert_int_equal(cJSON_GetArraySize(se), 8);
+    assert_non_null(strstr(prompt, "standard_error"));
     /* The language model is told when the checkpoint is a demo, and what to say then. */
     assert_true(cJSON_IsBool(cJSON_GetObjectItem(f, "demo_model")));
     assert_int_equal(cJSON_IsTrue(cJSON_GetObjectItem(f, "demo_model")), r->meta.demo != 0);

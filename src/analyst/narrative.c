@@ -38,7 +38,9 @@ static const char k_instructions[] =
     "- Do not give advice: no recommendation to buy, sell or hold, no price target, nothing about "
     "what the reader should do.\n"
     "- Say that these are statistics of a model's sampled forecasts, and keep the uncertainty "
-    "visible; do not present any outcome as certain.\n"
+    "visible; do not present any outcome as certain. \"standard_error\" gives the Monte Carlo "
+    "error of the figures with the same key (how much they move with another sample of paths): "
+    "write it as \"± error\" after its figure where you cite one.\n"
     "- If \"demo_model\" is true, begin by saying that the model is a demonstration checkpoint "
     "and that its output is not a forecast.\n"
     "- Answer with the prose only: no heading, list, table, preamble or sign-off.\n"
@@ -159,6 +161,17 @@ kr_status kr_narrative_facts(const kr_report *r, char **out, kr_error *err) {
     fig_pct(o, "forecast_volatility_per_bar_pct", r->forecast_vol, 2);
     fig_pct(o, "realized_volatility_per_bar_pct", r->realized_vol_h, 2);
     fig_pct(o, "paths_more_volatile_than_realized_pct", r->prob_vol_above, 0);
+    /* The Monte Carlo errors of the figures above that a reader acts on, same keys and units,
+     * so the prose can keep them visible as the report does ("85% ± 2 pp"). */
+    cJSON *se = cJSON_AddObjectToObject(o, "standard_error");
+    fig_pct(se, "prob_up_pct", r->prob_up_se, 1);
+    fig_pct(se, "expected_return_pct", r->expected_return_se, 2);
+    fig_pct(se, "return_p10_pct", r->return_p10_se, 2);
+    fig_pct(se, "return_p90_pct", r->return_p90_se, 2);
+    fig_price(se, "mean_path_close", r->fc_mean_se[last]);
+    fig_price(se, "close_p10", r->fc_p10_se[last]);
+    fig_price(se, "close_p90", r->fc_p90_se[last]);
+    fig_pct(se, "var95_pct", r->var95_se, 2);
     fig(o, "rsi_14", kr_fmt_num(t->rsi14, 1, b));
     cJSON_AddStringToObject(o, "rsi_state", kr_rsi_state(t->rsi14));
     fig_price(o, "sma_20", t->sma20);
