@@ -360,8 +360,6 @@ static const char *sig_name(int sig) {
     return sig == SIGINT ? "SIGINT" : sig == SIGHUP ? "SIGHUP" : "SIGTERM";
 }
 
-/* Waits for the first signal, drains, and returns when the drain is over; a second SIGTERM or
- * SIGINT meanwhile ends the process at once, by that signal. */
 /* SIGUSR1: the access log's file was rotated; open its path again. */
 static void reopen_logs(kr_server *srv) {
     kr_error err = { 0 };
@@ -373,6 +371,8 @@ static void reopen_logs(kr_server *srv) {
     log_line(NULL, line);
 }
 
+/* Waits for the first signal (SIGUSR1 only reopens the log), drains, and returns when the drain
+ * is over; a second SIGTERM or SIGINT meanwhile ends the process at once, by that signal. */
 static void serve_until_signal(kr_server *srv, const sigset_t *sigs, double grace_s) {
     int sig = 0;
     while (sigwait(sigs, &sig) == 0 && sig == SIGUSR1) reopen_logs(srv);
