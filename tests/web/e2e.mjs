@@ -188,6 +188,10 @@ async function main() {
         '--disable-component-update', '--disable-sync', '--no-first-run'],
       viewport: { width: 1440, height: 1080 },
       deviceScaleFactor: 1,
+      // Not UTC, and a half-hour zone: stored stamps are naive wall-clock times, and nothing
+      // the page draws or prints may move by the browser's zone (the chart's last bar is
+      // checked against the report's stamp below).
+      timezoneId: 'Asia/Kolkata',
     });
     await guardOffsite(browser);
     page = browser.pages()[0] || await browser.newPage();
@@ -456,6 +460,64 @@ async function main() {
     step(`backtest: ${btText}`);
     await page.waitForTimeout(300);
     await page.screenshot({ path: opts.screenshot.replace(/\.png$/, '-backtest.png'), fullPage: true }).catch(() => {});
+
+    // A field the server refuses: its message beside that field, which gets the focus; editing
+    // it clears the message.
+    await page.fill('#horizon', '9999');
+    await page.click('#analyze');
+    await page.waitForSelector('#field-error', { timeout: 30_000 });
+    const fieldErr = await page.evaluate(() => {
+      const msg = document.getElementById('field-error');
+      const h = document.getElementById('horizon');
+      return { text: msg.textContent, beside: msg.closest('label') === h.closest('label'),
+        invalid: h.getAttribute('aria-invalid'), describedBy: h.getAttribute('aria-describedby'),
+        focused: document.activeElement === h };
+    });
+    if (!/^horizon/.test(fieldErr.text) || !fieldErr.beside || fieldErr.invalid !== 'true' ||
+        fieldErr.describedBy !== 'field-error' || !fieldErr.focused) {
+      fail(`a refused horizon: ${JSON.stringify(fieldErr)}`);
+    }
+    await page.fill('#horizon', '20');
+    if (await page.$('#field-error') || await page.getAttribute('#horizon', 'aria-invalid')) fail('the field error outlives the edit');
+    step(`refused field shown beside it: '${fieldErr.text}'`);
+
+    // Cancel: a long analysis can be given up; the request is aborted (the server cancels its
+    // work on the disconnect) and the keyboard focus comes back to Analyze.
+    const aborted = [];
+    page.on('requestfailed', (req) => { if (req.url().endsWith('/v1/analyze')) aborted.push(req.failure()); });
+    let held = [];
+    await page.route('**/v1/analyze', (route) => { held.push(route); }); // held until released
+    await page.focus('#analyze');
+    await page.keyboard.press('Enter');
+    await page.waitForSelector('#cancel', { state: 'visible', timeout: 10_000 });
+    await page.click('#cancel');
+    await waitFor('the cancelled status', async () => ((await page.textContent('#status')) || '').trim() === 'Cancelled.', 10_000);
+    await waitFor('the aborted request', async () => aborted.length === 1, 10_000);
+    const afterCancel = await page.evaluate(() => ({ cancelHidden: document.getElementById('cancel').hidden,
+      disabled: document.getElementById('analyze').disabled, focus: document.activeElement && document.activeElement.id,
+      busy: document.body.classList.contains('busy') }));
+    if (!afterCancel.cancelHidden || afterCancel.disabled || afterCancel.focus !== 'analyze' || afterCancel.busy) {
+      fail(`after Cancel: ${JSON.stringify(afterCancel)}`);
+    }
+    await page.unroute('**/v1/analyze');
+    for (const r of held) await r.continue().catch(() => {});
+    step(`Cancel: request aborted (${aborted[0].errorText}), ${JSON.stringify(afterCancel)}`);
+
+    // A newer action replaces a running one: Analyze held, then Backtest; the analysis is
+    // aborted, so its late answer can never replace the backtest's report.
+    held = [];
+    await page.route('**/v1/analyze', (route) => (held.length ? route.fallback() : held.push(route)));
+    await page.evaluate(() => { document.getElementById('status').className = 'status'; });
+    await page.click('#analyze');
+    await waitFor('the held analysis', async () => held.length === 1, 10_000);
+    await run(page, '#backtest', 'a backtest started while an analysis ran');
+    await waitFor('the replaced analysis aborted', async () => aborted.length === 2, 10_000);
+    await held[0].continue().catch(() => {});
+    await page.unroute('**/v1/analyze');
+    if (await page.isHidden('#backtest-panel') || !/backtest$/.test(await page.textContent('#chart-title'))) {
+      fail(`the backtest's report was replaced: '${await page.textContent('#chart-title')}'`);
+    }
+    step('a newer action aborts the running one; its report stays');
 
     // The address bar: AAPL then MSFT were analysed from the list; back brings AAPL again,
     // reload keeps it, forward brings MSFT.
