@@ -563,7 +563,7 @@ async function main() {
     });
     if (listed.options !== 3000 || listed.tabbable !== 0) fail(`3000 series: ${JSON.stringify(listed)}`);
     if (!(listed.ms < 1000)) fail(`3000 series took ${listed.ms} ms to list`);
-    await many.focus('#symbol');
+    await many.focus('#symbol-filter'); // the filter field comes first: 3000 series
     await many.keyboard.press('Tab');
     if ((await many.evaluate(() => document.activeElement.id)) !== 'symbol-list') fail('Tab does not reach the list');
     await many.keyboard.press('End');
@@ -576,8 +576,26 @@ async function main() {
     if (picked.value !== 'S2998' || picked.selected !== 'S2998' || !picked.active) fail(`arrow keys: ${JSON.stringify(picked)}`);
     await many.keyboard.press('Tab');
     if ((await many.evaluate(() => document.activeElement.id)) !== 'csv-file') fail('3000 series are more than one tab stop');
+    // The filter field narrows the list; the keys move among what is shown; no match says so.
+    if (await many.isHidden('#symbol-filter')) fail('3000 series and no filter field');
+    await many.fill('#symbol-filter', 's299');
+    const narrowed = await many.evaluate(() => [...document.querySelectorAll('#symbol-list [role=option]')]
+      .filter((li) => !li.hidden && li.offsetParent !== null).map((li) => li.dataset.symbol));
+    if (narrowed.length !== 10 || narrowed[0] !== 'S2990' || narrowed[9] !== 'S2999') fail(`filter 's299': ${narrowed.join(',')}`);
+    await many.focus('#symbol-list');
+    await many.keyboard.press('Home');
+    await many.keyboard.press('ArrowDown');
+    if ((await many.inputValue('#symbol')) !== 'S2991') fail(`Home ↓ in the filtered list picks ${await many.inputValue('#symbol')}`);
+    await many.fill('#symbol-filter', 'ZZZ');
+    const none = await many.evaluate(() => ({
+      shown: [...document.querySelectorAll('#symbol-list [role=option]')].filter((li) => !li.hidden).length,
+      note: [...document.querySelectorAll('#symbol-list .empty')].filter((li) => !li.hidden).map((li) => li.textContent).join(''),
+    }));
+    if (none.shown !== 0 || !/No stored series matches 'ZZZ'/.test(none.note)) fail(`filter 'ZZZ': ${JSON.stringify(none)}`);
+    await many.fill('#symbol-filter', '');
+    if ((await many.$$('#symbol-list [role=option]:not([hidden])')).length !== 3000) fail('an empty filter does not show all');
     await many.close();
-    step(`3000 series: listed in ${Math.round(listed.ms)} ms, one tab stop, End ↑ picks ${picked.value}`);
+    step(`3000 series: listed in ${Math.round(listed.ms)} ms, one tab stop, End ↑ picks ${picked.value}, typing narrows it`);
 
     // A server that wants an API key: the list and the model line come once the key is typed,
     // and Backtest sends the key too.

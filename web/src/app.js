@@ -18,6 +18,8 @@ const HISTORY_BARS = 400; // bars drawn; the model itself sees up to max_context
 // Extra rows fetched after an analysis, so the history can still end at the report's last bar
 // when candles were stored in between (history.js).
 const PIN_SLACK = 100;
+// From this many stored series on, a filter field narrows the list.
+const FILTER_FROM = 8;
 
 let chart = null;
 let symbolList = null;
@@ -64,6 +66,7 @@ async function loadSymbols() {
   loaded.symbols = true;
   const t0 = performance.now();
   symbolList.setItems(stored, 'Nothing stored yet: kronos ingest --symbol AAPL --interval 1d AAPL.csv');
+  $('symbol-filter-field').hidden = stored.length <= FILTER_FROM;
   const frag = document.createDocumentFragment();
   for (const sym of new Set(stored.map((s) => s.symbol))) frag.append(el('option', { value: sym }));
   $('symbol-options').replaceChildren(frag);
@@ -494,6 +497,8 @@ async function main() {
     selected = null;
     symbolList.mark(null, null);
   });
+  // A long list (hundreds of series) narrows to the symbols containing the text typed.
+  $('symbol-filter').addEventListener('input', () => symbolList.filter($('symbol-filter').value));
   // A key typed in: the list and the model line load with it at once.
   $('api-key').addEventListener('change', () => {
     applyKey();
