@@ -594,6 +594,43 @@ async function main() {
     if (none.shown !== 0 || !/No stored series matches 'ZZZ'/.test(none.note)) fail(`filter 'ZZZ': ${JSON.stringify(none)}`);
     await many.fill('#symbol-filter', '');
     if ((await many.$$('#symbol-list [role=option]:not([hidden])')).length !== 3000) fail('an empty filter does not show all');
+    // Hostile text from the server (a stored symbol, the report's strings): shown as text,
+    // never parsed as HTML. Then the page at 360 px wide: nothing wider than the window.
+    const evil = '<img src=x onerror="window.__xss=1">';
+    await many.unroute('**/v1/symbols');
+    await many.route('**/v1/symbols', (route) => route.fulfill({ json: { object: 'list', data: [
+      { ...series[0], symbol: `A${evil}`, market: evil, interval: '1d' }] } }));
+    await many.route('**/v1/analyze', async (route) => {
+      const r = await route.fetch();
+      const body = await r.json();
+      const rep = body.reports[0];
+      rep.summary = [`${evil} up`, '<b>bold</b>'];
+      rep.forecast.calendar = evil;
+      rep.technical.rsi_state = evil;
+      body.disclaimer = evil;
+      await route.fulfill({ response: r, json: body });
+    });
+    await many.reload({ waitUntil: 'load' });
+    await many.waitForSelector('#symbol-list [role=option]', { timeout: 15_000 });
+    await many.fill('#symbol', 'AAPL');
+    await many.fill('#paths', '8');
+    await run(many, '#analyze', 'AAPL with hostile strings');
+    const hostile = await many.evaluate(() => ({
+      imgs: document.querySelectorAll('body img, body b').length,
+      xss: window.__xss === 1,
+      listed: document.querySelector('#symbol-list .sym').textContent,
+      summary: document.getElementById('summary').textContent,
+    }));
+    if (hostile.imgs || hostile.xss || !hostile.listed.includes('<img') || !hostile.summary.includes('<b>bold</b>')) {
+      fail(`hostile strings: ${JSON.stringify(hostile)}`);
+    }
+    await many.setViewportSize({ width: 360, height: 800 });
+    const narrow = await many.evaluate(() => ({ page: document.documentElement.scrollWidth,
+      wide: [...document.querySelectorAll('body *')].filter((e) => e.getBoundingClientRect().right > 361 &&
+        !e.closest('.chart') && e.offsetParent !== null).map((e) => e.id || e.className || e.tagName).slice(0, 8) }));
+    await many.screenshot({ path: opts.screenshot.replace(/\.png$/, '-360.png'), fullPage: true }).catch(() => {});
+    if (narrow.page > 360 || narrow.wide.length) fail(`at 360 px: page ${narrow.page} px wide, too wide: ${narrow.wide.join(', ')}`);
+    step('hostile strings shown as text; 360 px wide without overflow');
     await many.close();
     step(`3000 series: listed in ${Math.round(listed.ms)} ms, one tab stop, End ↑ picks ${picked.value}, typing narrows it`);
 
