@@ -188,6 +188,10 @@ async function main() {
         '--disable-component-update', '--disable-sync', '--no-first-run'],
       viewport: { width: 1440, height: 1080 },
       deviceScaleFactor: 1,
+      // Not UTC, and a half-hour zone: stored stamps are naive wall-clock times, and nothing
+      // the page draws or prints may move by the browser's zone (the chart's last bar is
+      // checked against the report's stamp below).
+      timezoneId: 'Asia/Kolkata',
     });
     await guardOffsite(browser);
     page = browser.pages()[0] || await browser.newPage();
@@ -457,6 +461,64 @@ async function main() {
     await page.waitForTimeout(300);
     await page.screenshot({ path: opts.screenshot.replace(/\.png$/, '-backtest.png'), fullPage: true }).catch(() => {});
 
+    // A field the server refuses: its message beside that field, which gets the focus; editing
+    // it clears the message.
+    await page.fill('#horizon', '9999');
+    await page.click('#analyze');
+    await page.waitForSelector('#field-error', { timeout: 30_000 });
+    const fieldErr = await page.evaluate(() => {
+      const msg = document.getElementById('field-error');
+      const h = document.getElementById('horizon');
+      return { text: msg.textContent, beside: msg.closest('label') === h.closest('label'),
+        invalid: h.getAttribute('aria-invalid'), describedBy: h.getAttribute('aria-describedby'),
+        focused: document.activeElement === h };
+    });
+    if (!/^horizon/.test(fieldErr.text) || !fieldErr.beside || fieldErr.invalid !== 'true' ||
+        fieldErr.describedBy !== 'field-error' || !fieldErr.focused) {
+      fail(`a refused horizon: ${JSON.stringify(fieldErr)}`);
+    }
+    await page.fill('#horizon', '20');
+    if (await page.$('#field-error') || await page.getAttribute('#horizon', 'aria-invalid')) fail('the field error outlives the edit');
+    step(`refused field shown beside it: '${fieldErr.text}'`);
+
+    // Cancel: a long analysis can be given up; the request is aborted (the server cancels its
+    // work on the disconnect) and the keyboard focus comes back to Analyze.
+    const aborted = [];
+    page.on('requestfailed', (req) => { if (req.url().endsWith('/v1/analyze')) aborted.push(req.failure()); });
+    let held = [];
+    await page.route('**/v1/analyze', (route) => { held.push(route); }); // held until released
+    await page.focus('#analyze');
+    await page.keyboard.press('Enter');
+    await page.waitForSelector('#cancel', { state: 'visible', timeout: 10_000 });
+    await page.click('#cancel');
+    await waitFor('the cancelled status', async () => ((await page.textContent('#status')) || '').trim() === 'Cancelled.', 10_000);
+    await waitFor('the aborted request', async () => aborted.length === 1, 10_000);
+    const afterCancel = await page.evaluate(() => ({ cancelHidden: document.getElementById('cancel').hidden,
+      disabled: document.getElementById('analyze').disabled, focus: document.activeElement && document.activeElement.id,
+      busy: document.body.classList.contains('busy') }));
+    if (!afterCancel.cancelHidden || afterCancel.disabled || afterCancel.focus !== 'analyze' || afterCancel.busy) {
+      fail(`after Cancel: ${JSON.stringify(afterCancel)}`);
+    }
+    await page.unroute('**/v1/analyze');
+    for (const r of held) await r.continue().catch(() => {});
+    step(`Cancel: request aborted (${aborted[0].errorText}), ${JSON.stringify(afterCancel)}`);
+
+    // A newer action replaces a running one: Analyze held, then Backtest; the analysis is
+    // aborted, so its late answer can never replace the backtest's report.
+    held = [];
+    await page.route('**/v1/analyze', (route) => (held.length ? route.fallback() : held.push(route)));
+    await page.evaluate(() => { document.getElementById('status').className = 'status'; });
+    await page.click('#analyze');
+    await waitFor('the held analysis', async () => held.length === 1, 10_000);
+    await run(page, '#backtest', 'a backtest started while an analysis ran');
+    await waitFor('the replaced analysis aborted', async () => aborted.length === 2, 10_000);
+    await held[0].continue().catch(() => {});
+    await page.unroute('**/v1/analyze');
+    if (await page.isHidden('#backtest-panel') || !/backtest$/.test(await page.textContent('#chart-title'))) {
+      fail(`the backtest's report was replaced: '${await page.textContent('#chart-title')}'`);
+    }
+    step('a newer action aborts the running one; its report stays');
+
     // The address bar: AAPL then MSFT were analysed from the list; back brings AAPL again,
     // reload keeps it, forward brings MSFT.
     const titleIs = (want) => waitFor(`the chart title '${want}'`, async () =>
@@ -501,7 +563,7 @@ async function main() {
     });
     if (listed.options !== 3000 || listed.tabbable !== 0) fail(`3000 series: ${JSON.stringify(listed)}`);
     if (!(listed.ms < 1000)) fail(`3000 series took ${listed.ms} ms to list`);
-    await many.focus('#symbol');
+    await many.focus('#symbol-filter'); // the filter field comes first: 3000 series
     await many.keyboard.press('Tab');
     if ((await many.evaluate(() => document.activeElement.id)) !== 'symbol-list') fail('Tab does not reach the list');
     await many.keyboard.press('End');
@@ -514,8 +576,63 @@ async function main() {
     if (picked.value !== 'S2998' || picked.selected !== 'S2998' || !picked.active) fail(`arrow keys: ${JSON.stringify(picked)}`);
     await many.keyboard.press('Tab');
     if ((await many.evaluate(() => document.activeElement.id)) !== 'csv-file') fail('3000 series are more than one tab stop');
+    // The filter field narrows the list; the keys move among what is shown; no match says so.
+    if (await many.isHidden('#symbol-filter')) fail('3000 series and no filter field');
+    await many.fill('#symbol-filter', 's299');
+    const narrowed = await many.evaluate(() => [...document.querySelectorAll('#symbol-list [role=option]')]
+      .filter((li) => !li.hidden && li.offsetParent !== null).map((li) => li.dataset.symbol));
+    if (narrowed.length !== 10 || narrowed[0] !== 'S2990' || narrowed[9] !== 'S2999') fail(`filter 's299': ${narrowed.join(',')}`);
+    await many.focus('#symbol-list');
+    await many.keyboard.press('Home');
+    await many.keyboard.press('ArrowDown');
+    if ((await many.inputValue('#symbol')) !== 'S2991') fail(`Home ↓ in the filtered list picks ${await many.inputValue('#symbol')}`);
+    await many.fill('#symbol-filter', 'ZZZ');
+    const none = await many.evaluate(() => ({
+      shown: [...document.querySelectorAll('#symbol-list [role=option]')].filter((li) => !li.hidden).length,
+      note: [...document.querySelectorAll('#symbol-list .empty')].filter((li) => !li.hidden).map((li) => li.textContent).join(''),
+    }));
+    if (none.shown !== 0 || !/No stored series matches 'ZZZ'/.test(none.note)) fail(`filter 'ZZZ': ${JSON.stringify(none)}`);
+    await many.fill('#symbol-filter', '');
+    if ((await many.$$('#symbol-list [role=option]:not([hidden])')).length !== 3000) fail('an empty filter does not show all');
+    // Hostile text from the server (a stored symbol, the report's strings): shown as text,
+    // never parsed as HTML. Then the page at 360 px wide: nothing wider than the window.
+    const evil = '<img src=x onerror="window.__xss=1">';
+    await many.unroute('**/v1/symbols');
+    await many.route('**/v1/symbols', (route) => route.fulfill({ json: { object: 'list', data: [
+      { ...series[0], symbol: `A${evil}`, market: evil, interval: '1d' }] } }));
+    await many.route('**/v1/analyze', async (route) => {
+      const r = await route.fetch();
+      const body = await r.json();
+      const rep = body.reports[0];
+      rep.summary = [`${evil} up`, '<b>bold</b>'];
+      rep.forecast.calendar = evil;
+      rep.technical.rsi_state = evil;
+      body.disclaimer = evil;
+      await route.fulfill({ response: r, json: body });
+    });
+    await many.reload({ waitUntil: 'load' });
+    await many.waitForSelector('#symbol-list [role=option]', { timeout: 15_000 });
+    await many.fill('#symbol', 'AAPL');
+    await many.fill('#paths', '8');
+    await run(many, '#analyze', 'AAPL with hostile strings');
+    const hostile = await many.evaluate(() => ({
+      imgs: document.querySelectorAll('body img, body b').length,
+      xss: window.__xss === 1,
+      listed: document.querySelector('#symbol-list .sym').textContent,
+      summary: document.getElementById('summary').textContent,
+    }));
+    if (hostile.imgs || hostile.xss || !hostile.listed.includes('<img') || !hostile.summary.includes('<b>bold</b>')) {
+      fail(`hostile strings: ${JSON.stringify(hostile)}`);
+    }
+    await many.setViewportSize({ width: 360, height: 800 });
+    const narrow = await many.evaluate(() => ({ page: document.documentElement.scrollWidth,
+      wide: [...document.querySelectorAll('body *')].filter((e) => e.getBoundingClientRect().right > 361 &&
+        !e.closest('.chart') && e.offsetParent !== null).map((e) => e.id || e.className || e.tagName).slice(0, 8) }));
+    await many.screenshot({ path: opts.screenshot.replace(/\.png$/, '-360.png'), fullPage: true }).catch(() => {});
+    if (narrow.page > 360 || narrow.wide.length) fail(`at 360 px: page ${narrow.page} px wide, too wide: ${narrow.wide.join(', ')}`);
+    step('hostile strings shown as text; 360 px wide without overflow');
     await many.close();
-    step(`3000 series: listed in ${Math.round(listed.ms)} ms, one tab stop, End ↑ picks ${picked.value}`);
+    step(`3000 series: listed in ${Math.round(listed.ms)} ms, one tab stop, End ↑ picks ${picked.value}, typing narrows it`);
 
     // A server that wants an API key: the list and the model line come once the key is typed,
     // and Backtest sends the key too.

@@ -482,6 +482,49 @@ test('a server that comes back fires onReconnect once; the key goes on /v1 calls
   api.setApiKey('');
 });
 
+test('a cancelled call ends at once, its retry wait too, and is not an outage', async () => {
+  let reconnects = 0;
+  api.onReconnect(() => { reconnects += 1; });
+  // Aborted while the server works on it.
+  let ctl = new AbortController();
+  let calls = fakeFetch(['hang']);
+  const p = api.analyze({ symbol: 'AAPL' }, { signal: ctl.signal });
+  ctl.abort();
+  await assert.rejects(p, (e) => e.kind === 'cancelled' && e.message === 'cancelled');
+  assert.equal(calls.length, 1);
+  assert.ok(calls[0].init.signal.aborted, 'the request itself was aborted (the server cancels on disconnect)');
+  // Aborted while waiting to retry a busy answer: no second request.
+  ctl = new AbortController();
+  calls = fakeFetch([{ status: 429, headers: { 'Retry-After': '5' } }, { body: '{}' }]);
+  const q = api.analyze({ symbol: 'AAPL' }, { signal: ctl.signal, onRetry: () => ctl.abort() });
+  await assert.rejects(q, (e) => e.kind === 'cancelled');
+  assert.equal(calls.length, 1);
+  // Already aborted: nothing is sent.
+  calls = fakeFetch([{ body: '{}' }]);
+  await assert.rejects(api.getCandles('AAPL', { signal: ctl.signal }), (e) => e.kind === 'cancelled');
+  assert.equal(calls.length, 0);
+  // A cancel is not a lost connection: the next answer fires no reconnect.
+  fakeFetch([{ body: '{}' }]);
+  await api.getModels();
+  assert.equal(reconnects, 0);
+});
+
+import { inputForField } from '../../web/src/form-errors.js';
+
+test('a refused field names the input it is shown beside', () => {
+  assert.equal(inputForField('horizon'), 'horizon');
+  assert.equal(inputForField('pred_len'), 'horizon');
+  assert.equal(inputForField('top_p'), 'top-p');
+  assert.equal(inputForField('symbol'), 'symbol');
+  assert.equal(inputForField('symbols[3]'), 'symbol');
+  assert.equal(inputForField('candles[17].high', { upload: true }), 'csv-file');
+  assert.equal(inputForField('candles[17].high'), null); // a backtest's candles: the page sent them
+  assert.equal(inputForField('body'), null);
+  assert.equal(inputForField('constructor'), null); // not an inherited property
+  assert.equal(inputForField(undefined), null);
+  assert.equal(inputForField(''), null);
+});
+
 // WCAG 2.x contrast of the page's colours (style.css): text 4.5:1, focus rings 3:1.
 function luminance(hex) {
   const [r, g, b] = [1, 3, 5].map((i) => parseInt(hex.slice(i, i + 2), 16) / 255)

@@ -6,6 +6,9 @@
 //   - 429 and 503 with Retry-After (queue full, memory budget, lock wait) are retried once by
 //     themselves when the wait is short, else fail with a "busy, retry in N s" message.
 //   - A call that cannot reach the server, then one that can (a restart), fires onReconnect.
+//   - A caller's AbortSignal (the page's Cancel button, a newer action) ends a call at once,
+//     its wait for a retry too, with an ApiError of kind 'cancelled'; the server cancels the
+//     work when the connection closes (docs/api.md).
 
 import { seriesKey } from './routing.js';
 
@@ -35,7 +38,10 @@ export function setApiKey(key) {
 export const hasApiKey = () => apiKey !== '';
 
 export class ApiError extends Error {
-  /** kind: 'http' (an answer), 'network' (no connection), 'timeout' (no answer in time). */
+  /**
+   * kind: 'http' (an answer), 'network' (no connection), 'timeout' (no answer in time),
+   * 'cancelled' (the caller's signal aborted it).
+   */
   constructor(status, message, { field, kind = 'http', retryAfter = null } = {}) {
     super(message);
     this.status = status;
@@ -78,16 +84,22 @@ function markReachable(ok) {
 
 const seconds = (ms) => `${Math.round(ms / 1000)} s`;
 
-/** One request under a deadline: {res, text}, or an ApiError (network, timeout). */
-async function send(method, path, { body, headers = {}, timeoutMs }) {
+const cancelled = () => new ApiError(0, 'cancelled', { kind: 'cancelled' });
+
+/** One request under a deadline: {res, text}, or an ApiError (network, timeout, cancelled). */
+async function send(method, path, { body, headers = {}, timeoutMs, signal }) {
+  if (signal && signal.aborted) throw cancelled();
   const ctl = new AbortController();
   const timer = setTimeout(() => ctl.abort(), timeoutMs);
+  const onAbort = () => ctl.abort();
+  if (signal) signal.addEventListener('abort', onAbort);
   try {
     const res = await fetch(path, { method, headers, body, cache: 'no-store', signal: ctl.signal });
     const text = await res.text(); // the body arrives under the same deadline
     markReachable(true);
     return { res, text };
   } catch (e) {
+    if (signal && signal.aborted) throw cancelled();
     if (ctl.signal.aborted) {
       throw new ApiError(0, `no answer within ${seconds(timeoutMs)}: the server may be overloaded or the ` +
         'request too large (fewer paths or a shorter horizon help); try again', { kind: 'timeout' });
@@ -96,6 +108,7 @@ async function send(method, path, { body, headers = {}, timeoutMs }) {
     throw new ApiError(0, `cannot reach the server (${e.message})`, { kind: 'network' });
   } finally {
     clearTimeout(timer);
+    if (signal) signal.removeEventListener('abort', onAbort);
   }
 }
 
@@ -116,30 +129,45 @@ function httpError(res, text) {
   return new ApiError(res.status, message, { field: err && err.field });
 }
 
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+/** Waits ms, or throws 'cancelled' as soon as the signal aborts. */
+function sleep(ms, signal) {
+  return new Promise((resolve, reject) => {
+    if (signal && signal.aborted) return reject(cancelled());
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(cancelled());
+    };
+    const timer = setTimeout(() => {
+      if (signal) signal.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    if (signal) signal.addEventListener('abort', onAbort, { once: true });
+    return undefined;
+  });
+}
 
 /**
  * A call whose answer is text: throws ApiError on a non-2xx answer. A busy answer with a short
  * Retry-After is retried once after the wait (onRetry(seconds) is told first).
  */
-async function callText(method, path, { body, headers = {}, timeoutMs, onRetry } = {}) {
+async function callText(method, path, { body, headers = {}, timeoutMs, onRetry, signal } = {}) {
   const h = { ...headers };
   if (apiKey && path.startsWith('/v1/')) h.Authorization = `Bearer ${apiKey}`;
   for (let attempt = 0; ; attempt++) {
-    const { res, text } = await send(method, path, { body, headers: h, timeoutMs });
+    const { res, text } = await send(method, path, { body, headers: h, timeoutMs, signal });
     if (res.ok) return text;
     const err = httpError(res, text);
     if (attempt > 0 || err.retryAfter === null || err.retryAfter > settings.autoRetryMaxS) throw err;
     if (onRetry) onRetry(err.retryAfter);
-    await sleep(err.retryAfter * 1000);
+    await sleep(err.retryAfter * 1000, signal);
   }
 }
 
-async function call(method, path, { body, headers = {}, timeoutMs = settings.getTimeoutMs, onRetry } = {}) {
+async function call(method, path, { body, headers = {}, timeoutMs = settings.getTimeoutMs, onRetry, signal } = {}) {
   const h = { Accept: 'application/json', ...headers };
   if (body !== undefined) h['Content-Type'] = 'application/json';
   const text = await callText(method, path, {
-    body: body === undefined ? undefined : JSON.stringify(body), headers: h, timeoutMs, onRetry,
+    body: body === undefined ? undefined : JSON.stringify(body), headers: h, timeoutMs, onRetry, signal,
   });
   try {
     return JSON.parse(text);
@@ -152,15 +180,18 @@ export const getModels = () => call('GET', '/v1/models');
 export const getSymbols = () => call('GET', '/v1/symbols');
 
 /** The newest `limit` stored candles of a symbol (rows of arrays, see docs/api.md). */
-export function getCandles(symbol, { interval, limit } = {}) {
+export function getCandles(symbol, { interval, limit, signal } = {}) {
   const q = new URLSearchParams();
   if (interval) q.set('interval', interval);
   if (limit) q.set('limit', String(limit));
-  return call('GET', `/v1/candles/${encodeURIComponent(symbol)}?${q}`);
+  return call('GET', `/v1/candles/${encodeURIComponent(symbol)}?${q}`, { signal });
 }
 
-/** POST /v1/analyze; returns the report set JSON (docs/report.md). onRetry: see callText. */
-export function analyze(request, { onRetry } = {}) {
+/**
+ * POST /v1/analyze; returns the report set JSON (docs/report.md). onRetry: see callText;
+ * signal: an AbortSignal that cancels the call.
+ */
+export function analyze(request, { onRetry, signal } = {}) {
   // Replicas behind HAProxy: the same series goes to the same replica (its prefix cache).
   const key = seriesKey(request);
   return call('POST', '/v1/analyze', {
@@ -168,6 +199,7 @@ export function analyze(request, { onRetry } = {}) {
     headers: key ? { 'X-Kronos-Series': key } : {},
     timeoutMs: settings.analyzeTimeoutMs,
     onRetry,
+    signal,
   });
 }
 

@@ -5,6 +5,7 @@ import * as api from './api.js';
 import { parseCsvCandles, scoreBacktest, splitForBacktest } from './backtest.js';
 import { PriceChart } from './chart.js';
 import { cardFigures, technicalRows } from './figures.js';
+import { inputForField } from './form-errors.js';
 import { compact, duration, fracPct, isSymbol, pct, price, priceSe, signedPct } from './format.js';
 import { historyUpTo } from './history.js';
 import { parsePrometheus, summarize } from './metrics.js';
@@ -17,6 +18,8 @@ const HISTORY_BARS = 400; // bars drawn; the model itself sees up to max_context
 // Extra rows fetched after an analysis, so the history can still end at the report's last bar
 // when candles were stored in between (history.js).
 const PIN_SLACK = 100;
+// From this many stored series on, a filter field narrows the list.
+const FILTER_FROM = 8;
 
 let chart = null;
 let symbolList = null;
@@ -63,6 +66,7 @@ async function loadSymbols() {
   loaded.symbols = true;
   const t0 = performance.now();
   symbolList.setItems(stored, 'Nothing stored yet: kronos ingest --symbol AAPL --interval 1d AAPL.csv');
+  $('symbol-filter-field').hidden = stored.length <= FILTER_FROM;
   const frag = document.createDocumentFragment();
   for (const sym of new Set(stored.map((s) => s.symbol))) frag.append(el('option', { value: sym }));
   $('symbol-options').replaceChildren(frag);
@@ -246,19 +250,78 @@ function fileLabel(name) {
 
 const onRetry = (what) => (s) => setStatus(`${what}: the server is busy, retrying in ${s} s…`);
 
-// Runs one action with its button disabled and the page marked busy; errors end up in the status.
-async function busy(button, prefix, fn) {
+// The message of a refused request beside the input its `field` names (form-errors.js).
+function showFieldError(e, upload) {
+  const id = inputForField(e.field, { upload });
+  if (!id) return false;
+  const input = $(id);
+  input.setAttribute('aria-invalid', 'true');
+  input.setAttribute('aria-describedby', 'field-error');
+  input.closest('label').append(el('span', { id: 'field-error', class: 'field-error' }, e.message));
+  input.focus();
+  return true;
+}
+
+function clearFieldError() {
+  const msg = $('field-error');
+  if (!msg) return;
+  const input = $('analyze-form').querySelector('[aria-invalid="true"]');
+  if (input) {
+    input.removeAttribute('aria-invalid');
+    input.removeAttribute('aria-describedby');
+  }
+  msg.remove();
+}
+
+// The running action (an analysis, an upload, a backtest): Cancel aborts it, and so does a
+// newer action (Backtest pressed while Analyze runs, back/forward in the address bar), so an
+// older answer arriving late never replaces the newer one's report.
+let running = null;
+
+/** Throws 'cancelled' when the action's signal was aborted (an answer that came too late). */
+function stillWanted(signal) {
+  if (signal.aborted) throw new api.ApiError(0, 'cancelled', { kind: 'cancelled' });
+}
+
+// Runs one action with its button disabled, Cancel shown and the page marked busy; errors end
+// up in the status, and beside the input a refused field belongs to. fn(signal).
+async function busy(button, prefix, fn, { upload = false } = {}) {
+  if (running) running.abort();
+  const mine = new AbortController();
+  running = mine;
+  clearFieldError();
   button.disabled = true;
+  $('cancel').hidden = false;
   document.body.classList.add('busy');
+  let fieldFocused = false;
   try {
-    await fn();
+    await fn(mine.signal);
   } catch (e) {
-    if (e.status === 401) needKey();
-    else setStatus(`${prefix}${e.message}`, 'error');
+    if (running !== mine) {
+      /* replaced by a newer action: that one speaks */
+    } else if (e.kind === 'cancelled') setStatus('Cancelled.');
+    else if (e.status === 401) needKey();
+    else {
+      setStatus(`${prefix}${e.message}`, 'error');
+      fieldFocused = showFieldError(e, upload);
+    }
   } finally {
     button.disabled = false;
-    document.body.classList.remove('busy');
+    if (running === mine) {
+      running = null;
+      // The focus was on the button (disabled meanwhile) or on Cancel (hidden now): back to
+      // the button, so the keyboard carries on from where it was.
+      const lost = !document.activeElement || document.activeElement === document.body ||
+        document.activeElement === $('cancel');
+      $('cancel').hidden = true;
+      document.body.classList.remove('busy');
+      if (lost && !fieldFocused) button.focus();
+    }
   }
+}
+
+function onCancel() {
+  if (running) running.abort();
 }
 
 function onBacktest() {
@@ -266,12 +329,13 @@ function onBacktest() {
   const barsBack = Number($('backtest-bars').value);
   applyKey();
   setStatus(`Backtesting ${symbol}: a forecast made ${barsBack} bars ago…`);
-  return busy($('backtest'), '', async () => {
-    const history = await api.getCandles(symbol, { interval: selected ? selected.interval : undefined, limit: HISTORY_BARS + 600 });
+  return busy($('backtest'), '', async (signal) => {
+    const history = await api.getCandles(symbol, { interval: selected ? selected.interval : undefined, limit: HISTORY_BARS + 600, signal });
     const { past, after } = splitForBacktest(history, barsBack);
     const req = { ...samplingFields(), symbol, interval: history.interval, candles: past.candles, columns: past.columns };
     req.horizon = Math.min(req.horizon, barsBack);
-    const set = await api.analyze(req, { onRetry: onRetry(`Backtesting ${symbol}`) });
+    const set = await api.analyze(req, { onRetry: onRetry(`Backtesting ${symbol}`), signal });
+    stillWanted(signal);
     renderReport(set, { ...past, candles: past.candles.slice(-HISTORY_BARS) }, { barsBack, after });
     setStatus(`${symbol} backtested at ${set.reports[0].last.timestamp}.`, 'ok');
   });
@@ -305,19 +369,20 @@ function analyzeStored(symbol, interval, restoring) {
   const what = `Forecasting ${symbol}${interval ? ` (${interval})` : ''}`;
   setStatus(`${what}: ${request.paths || 'adaptive'} paths × ${request.horizon} bars…`);
   const t0 = performance.now();
-  return busy($('analyze'), '', async () => {
-    const set = await api.analyze(request, { onRetry: onRetry(what) });
+  return busy($('analyze'), '', async (signal) => {
+    const set = await api.analyze(request, { onRetry: onRetry(what), signal });
     const r = set.reports[0];
     let history = null;
     let why = null;
     try {
-      const h = historyUpTo(await api.getCandles(r.symbol, { interval: r.interval, limit: HISTORY_BARS + PIN_SLACK }),
+      const h = historyUpTo(await api.getCandles(r.symbol, { interval: r.interval, limit: HISTORY_BARS + PIN_SLACK, signal }),
         r.last.timestamp);
       history = { ...h, candles: h.candles.slice(-HISTORY_BARS) };
     } catch (e) {
-      if (e.status === 401) throw e;
+      if (e.status === 401 || e.kind === 'cancelled') throw e;
       why = `the history could not be read (${e.message})`;
     }
+    stillWanted(signal);
     renderReport(set, history, null, why);
     setStatus(`${symbol} analysed in ${duration((performance.now() - t0) / 1000)}.`, 'ok');
     selectSymbol(r.symbol, r.interval);
@@ -329,7 +394,7 @@ function analyzeStored(symbol, interval, restoring) {
 // page reads it too, for the chart (a file the page cannot chart is still analysed).
 function analyzeFile(file) {
   const t0 = performance.now();
-  return busy($('analyze'), `${file.name}: `, async () => {
+  return busy($('analyze'), `${file.name}: `, async (signal) => {
     const text = await file.text();
     let history = null;
     let why = null;
@@ -341,10 +406,11 @@ function analyzeFile(file) {
     const symbol = fileLabel(file.name);
     const what = `Forecasting ${file.name}`;
     setStatus(`${what}${history ? ` (${history.candles.length} rows)` : ''}…`);
-    const set = await api.analyze({ ...samplingFields(), symbol, candles: text }, { onRetry: onRetry(what) });
+    const set = await api.analyze({ ...samplingFields(), symbol, candles: text }, { onRetry: onRetry(what), signal });
+    stillWanted(signal);
     renderReport(set, history && { ...history, candles: history.candles.slice(-HISTORY_BARS) }, null, why);
     setStatus(`${file.name} analysed in ${duration((performance.now() - t0) / 1000)}.`, 'ok');
-  });
+  }, { upload: true });
 }
 
 // ------------------------------------------------------------------ address bar
@@ -423,10 +489,16 @@ async function main() {
   });
   $('analyze-form').addEventListener('submit', onAnalyze);
   $('backtest').addEventListener('click', onBacktest);
+  $('cancel').addEventListener('click', onCancel);
+  // A refused field's message stays until that field (or any other) is edited.
+  $('analyze-form').addEventListener('input', clearFieldError);
+  $('analyze-form').addEventListener('change', clearFieldError);
   $('symbol').addEventListener('input', () => {
     selected = null;
     symbolList.mark(null, null);
   });
+  // A long list (hundreds of series) narrows to the symbols containing the text typed.
+  $('symbol-filter').addEventListener('input', () => symbolList.filter($('symbol-filter').value));
   // A key typed in: the list and the model line load with it at once.
   $('api-key').addEventListener('change', () => {
     applyKey();

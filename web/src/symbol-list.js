@@ -2,7 +2,8 @@
 // the stored series; the list itself takes the focus and aria-activedescendant names the
 // picked option. ↑/↓, Home/End and PageUp/PageDown pick, Enter analyses, a click picks and a
 // double click analyses. Thousands of series render in one pass (one fragment, listeners on
-// the list, not on each option).
+// the list, not on each option). filter(text) narrows the list to the symbols containing the
+// text (what is typed in the symbol field); the keys move among the options shown.
 
 const PAGE = 10;
 const COUNT = new Intl.NumberFormat('en-US'); // one formatter: toLocaleString per row is slow
@@ -16,6 +17,8 @@ export class SymbolList {
     this.ul = ul;
     this.items = [];
     this.index = -1;
+    this.shown = []; // indices of the options not filtered out, in order
+    this.query = '';
     this.onPick = onPick;
     this.onActivate = onActivate;
     ul.addEventListener('click', (ev) => {
@@ -39,6 +42,7 @@ export class SymbolList {
   setItems(items, emptyText) {
     this.items = items;
     this.index = -1;
+    this.shown = items.map((_, i) => i);
     this.ul.removeAttribute('aria-activedescendant');
     const frag = document.createDocumentFragment();
     if (items.length === 0) {
@@ -68,7 +72,34 @@ export class SymbolList {
       li.append(sym, meta);
       frag.append(li);
     });
+    // After the options (their index is their child index): says so when a filter hides all.
+    this.none = document.createElement('li');
+    this.none.className = 'empty';
+    this.none.setAttribute('role', 'presentation');
+    this.none.hidden = true;
+    frag.append(this.none);
     this.ul.replaceChildren(frag);
+    if (this.query) this.filter(this.query);
+  }
+
+  /**
+   * Shows only the series whose symbol contains `text` (any case; empty: all of them). The
+   * picked option stays picked even when hidden. Returns how many are shown.
+   */
+  filter(text) {
+    const q = String(text || '').trim().toLowerCase();
+    this.query = q;
+    if (this.items.length === 0) return 0;
+    this.shown = [];
+    this.items.forEach((s, i) => {
+      const show = q === '' || s.symbol.toLowerCase().includes(q);
+      const li = this.ul.children[i];
+      if (li.hidden === show) li.hidden = !show;
+      if (show) this.shown.push(i);
+    });
+    this.none.hidden = this.shown.length > 0;
+    this.none.textContent = this.shown.length ? '' : `No stored series matches '${String(text).trim()}'.`;
+    return this.shown.length;
   }
 
   /** Marks the option of this series as picked (none when it is not listed); no callback. */
@@ -106,10 +137,12 @@ export class SymbolList {
     this.onPick(this.items[i]);
   }
 
+  // The keys move among the options shown (positions in this.shown); a picked option that a
+  // filter hides counts as none picked.
   key(ev) {
-    const n = this.items.length;
+    const n = this.shown.length;
     if (n === 0) return;
-    const at = this.index;
+    const at = this.shown.indexOf(this.index);
     let to = null;
     switch (ev.key) {
       case 'ArrowDown': to = at < 0 ? 0 : Math.min(n - 1, at + 1); break;
@@ -122,11 +155,11 @@ export class SymbolList {
       case ' ':
         if (at < 0) return;
         ev.preventDefault();
-        if (ev.key === 'Enter') this.onActivate(this.items[at]);
+        if (ev.key === 'Enter') this.onActivate(this.items[this.index]);
         return;
       default: return;
     }
     ev.preventDefault();
-    if (to !== at) this.pick(to);
+    if (to !== at) this.pick(this.shown[to]);
   }
 }
