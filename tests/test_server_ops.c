@@ -204,6 +204,19 @@ static void test_check_config_unreadable_web_root(void **state) {
     assert_int_equal(chmod(dir, 0711), 0); /* the user can reach web, not read it */
     /* root reads anything: then check as the unprivileged user a service would run as. */
     const char *env = geteuid() == 0 ? "setpriv --reuid=65534 --regid=65534 --clear-groups" : "";
+    if (geteuid() == 0) {
+        /* A build below a private directory (mktemp -d is 0700) is out of that user's reach. */
+        char probe[4400];
+        snprintf(probe, sizeof probe, "%s test -x %s/kronos", env, KR_BINARY_DIR);
+        if (system(probe) != 0) {
+            printf("unreadable web root: not run here (user 65534 cannot reach %s/kronos)\n",
+                   KR_BINARY_DIR);
+            chmod(web, 0755);
+            kr_test_remove_tree(dir);
+            free(dir);
+            skip();
+        }
+    }
     snprintf(args, sizeof args, "--web-root %s --port 0", web);
     const kr_test_run *r = check(dir, env, args);
     assert_int_equal(r->code, 2);
