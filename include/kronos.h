@@ -218,6 +218,13 @@ typedef struct kr_context_params {
     /* Step profile (kr_step_profile in the stats): 1 (default) on, 0 off. Costs two clock
      * reads per kernel call, well under 1 % of a step. */
     int profile;
+    /* When the first waiting request does not fit the KV budget, a smaller one behind it may
+     * start first if that does not delay the first one's estimated start (EASY backfilling,
+     * engine/admission.c). Not delayed in engine steps: the backfilled rows share each step's
+     * compute, so the first one's wait in seconds can grow (bench/admission measures both).
+     * 1 (default) on; 0: strict order (priority, then arrival), the queue waiting behind a
+     * request that waits for memory. */
+    int backfill;
 } kr_context_params;
 
 KR_API kr_context_params kr_context_default_params(void);

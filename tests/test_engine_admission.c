@@ -99,8 +99,10 @@ static void submit(kr_context *ctx, const job *j, waiter *w) {
         fail_msg("submit: %s", err.message);
 }
 
-static kr_context *context_for(size_t kv_budget) {
+static kr_context *context_with(size_t kv_budget, int backfill, int max_batch_tokens) {
     kr_context_params cp = kr_context_default_params();
+    cp.backfill = backfill;
+    cp.max_batch_tokens = max_batch_tokens;
     cp.n_threads = 2;
     cp.kv_budget_bytes = kv_budget;
     cp.prefix_cache = 0; /* the budget is the running set's alone */
@@ -112,6 +114,8 @@ static kr_context *context_for(size_t kv_budget) {
     if (kr_context_create(g_model, &cp, &ctx, &err) != KR_OK) fail_msg("%s", err.message);
     return ctx;
 }
+
+static kr_context *context_for(size_t kv_budget) { return context_with(kv_budget, 1, 4096); }
 
 /* Queued together in this order under a budget of exactly A + S2:
  *   A  runs first (nothing else runs);
@@ -169,6 +173,103 @@ static void test_short_request_passes_one_waiting_for_memory(void **state) {
     kr_context_free(ctx);
 }
 
+/* The same queue with backfilling off: strict order, S1 waits behind H like everything else. */
+static void test_backfill_off_keeps_strict_order(void **state) {
+    (void)state;
+    kr_context *probe = context_for((size_t)1 << 30);
+    job a = job_make(probe, 0, 100, 8, 40), h = job_make(probe, 200, 200, 32, 20),
+        s1 = job_make(probe, 500, 60, 1, 4);
+    kr_context_free(probe);
+    /* S1 fits beside A, H does not, and H fits alone. */
+    size_t budget = h.peak > a.peak + s1.peak ? h.peak : a.peak + s1.peak;
+    if (!(h.peak > s1.peak))
+        fail_msg("the jobs' KV peaks no longer make the case: A %zu, H %zu, S1 %zu", a.peak, h.peak,
+                 s1.peak);
+
+    kr_context *ctx = context_with(budget, 0, 4096);
+    kr_test_gate g;
+    kr_test_gate_close(&g, ctx);
+    atomic_store(&g_seq, 0);
+    waiter wa, wh, w1;
+    submit(ctx, &a, &wa);
+    submit(ctx, &h, &wh);
+    submit(ctx, &s1, &w1);
+    kr_test_gate_open(&g);
+    waiter *all[3] = { &wa, &wh, &w1 };
+    for (int k = 0; k < 3; k++) {
+        wait_done(all[k]);
+        assert_int_equal(all[k]->status, KR_OK);
+    }
+    assert_true(wa.done_seq < wh.start_seq); /* H waited for A's memory */
+    assert_true(wh.start_seq < w1.start_seq); /* and S1 for H, though it fitted beside A */
+    kr_context_stats st;
+    kr_context_get_stats(ctx, &st);
+    assert_int_equal(st.backfilled, 0);
+    for (int k = 0; k < 3; k++) kr_forecast_free(all[k]->result);
+    kr_context_free(ctx);
+}
+
+/* Whether `id` is in the running set; the engine is held by a gate. */
+static int is_running(kr_context *ctx, uint64_t id) {
+    pthread_mutex_lock(&ctx->lock);
+    int found = 0;
+    for (int i = 0; i < ctx->n_running; i++) found |= ctx->running[i]->id == id;
+    pthread_mutex_unlock(&ctx->lock);
+    return found;
+}
+
+/* Estimates can be wrong: here A's re-run windows (lookback 500, 120 steps, past the demo
+ * model's 512-row context from step 13 on) each take several engine steps at 64 rows a step,
+ * while the estimate counts one. Once H has waited twice its first estimate plus the margin,
+ * a short request that the estimate alone would let in (it fits beside A and ends long before
+ * A's estimated end) must wait for H: the bound that keeps a wrong estimate from delaying H
+ * for ever. */
+static void test_backfill_stops_once_the_head_waited_past_its_bound(void **state) {
+    (void)state;
+    enum { ROWS_PER_STEP = 64 };
+    kr_context *probe = context_for((size_t)1 << 30);
+    job a = job_make(probe, 0, 500, 1, 120), h = job_make(probe, 600, 200, 32, 4),
+        late = job_make(probe, 900, 60, 1, 2);
+    kr_context_free(probe);
+    size_t budget = a.peak + late.peak;
+    if (!(h.peak > late.peak && h.peak <= budget))
+        fail_msg("the jobs' KV peaks no longer make the case: A %zu, H %zu, late %zu", a.peak,
+                 h.peak, late.peak);
+
+    kr_context *ctx = context_with(budget, 1, ROWS_PER_STEP);
+    kr_test_gate g;
+    kr_test_gate_close(&g, ctx);
+    atomic_store(&g_seq, 0);
+    waiter wa, wh, wl;
+    submit(ctx, &a, &wa);
+    submit(ctx, &h, &wh);
+    uint64_t a_id = ctx->next_id - 1, h_id = ctx->next_id; /* ids count up from 1 */
+    kr_test_gate_open(&g);
+    /* Hold the engine between steps once it is past H's bound, A still running. */
+    for (;;) {
+        kr_test_gate_close(&g, ctx);
+        assert_true(is_running(ctx, a_id));
+        if (ctx->hol_id == h_id && ctx->steps > ctx->hol_until_step) break;
+        kr_test_gate_open(&g);
+        usleep(1000);
+    }
+    /* A is far from done: the estimate would let `late` in beside it. */
+    pthread_mutex_lock(&ctx->lock);
+    assert_true(kr_gen_group_steps(ctx->running[0]->group) + 3 < a.pred_len);
+    pthread_mutex_unlock(&ctx->lock);
+    submit(ctx, &late, &wl);
+    kr_test_gate_open(&g);
+    waiter *all[3] = { &wa, &wh, &wl };
+    for (int k = 0; k < 3; k++) {
+        wait_done(all[k]);
+        assert_int_equal(all[k]->status, KR_OK);
+    }
+    assert_true(wa.done_seq < wh.start_seq);
+    assert_true(wh.start_seq < wl.start_seq); /* not backfilled past the bound */
+    for (int k = 0; k < 3; k++) kr_forecast_free(all[k]->result);
+    kr_context_free(ctx);
+}
+
 /* A low-priority request queued before a high-priority one sits behind it, yet its wait is
  * the queue's longest: what the tuner and the kronos_queue_oldest_wait_seconds gauge see. */
 static void test_oldest_wait_is_the_oldest_request(void **state) {
@@ -214,6 +315,8 @@ static void test_oldest_wait_is_the_oldest_request(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_short_request_passes_one_waiting_for_memory),
+        cmocka_unit_test(test_backfill_off_keeps_strict_order),
+        cmocka_unit_test(test_backfill_stops_once_the_head_waited_past_its_bound),
         cmocka_unit_test(test_oldest_wait_is_the_oldest_request),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -594,6 +594,7 @@ static void test_config_file(void **state) {
         "\"request_timeout_s\":30,\"max_body_bytes\":65536,\"batch_wait_ms\":10,"
         "\"max_batch_tokens\":2048,\"max_queue\":8,\"max_running\":4,\"target_queue_p95_s\":0.2,"
         "\"target_ttft_p95_s\":1,\"static_batching\":true,\"prefix_cache\":false,\"no_mmap\":true,"
+        "\"backfill\":false,"
         "\"profiles\":[{\"name\":\"session\",\"from\":\"09:30\",\"to\":\"16:00\",\"batch_wait_ms\":"
         "20},"
         "{\"name\":\"night\",\"from\":\"22:00\",\"to\":\"06:00\",\"max_running\":2,"
@@ -607,6 +608,7 @@ static void test_config_file(void **state) {
     assert_int_equal(c.sched.tune, 0);
     assert_int_equal(c.sched.static_batching, 1);
     assert_int_equal(c.sched.prefix_cache, 0);
+    assert_int_equal(c.sched.backfill, 0);
     assert_int_equal(c.no_mmap, 1);
     assert_int_equal(c.sched.batch_wait_ms, 10);
     assert_int_equal(c.sched.max_queue, 8);

@@ -66,7 +66,7 @@ class kr_context_params(ctypes.Structure):
         ("abort_callback", ctypes.c_void_p), ("abort_user", ctypes.c_void_p),
         ("log", ctypes.c_void_p), ("log_user", ctypes.c_void_p),
         ("tune_window_s", ctypes.c_double), ("tune_relax_s", ctypes.c_double),
-        ("profile", ctypes.c_int),
+        ("profile", ctypes.c_int), ("backfill", ctypes.c_int),
     ]
 
 
@@ -253,7 +253,7 @@ def _check_layout():
         raise _layout_error("kr_forecast_params defaults")
     if not (cp.max_batch_tokens == 4096 and cp.max_running == 64 and cp.max_queue == 256 and
             abs(cp.background_share - 0.5) < 1e-12 and cp.background_min_rows == 8 and
-            cp.profile == 1):
+            cp.profile == 1 and cp.backfill == 1):
         raise _layout_error("kr_context_params defaults")
     if not (mp.quant is None and mp.allow_nonfinite == 0 and mp.no_mmap == 0):
         raise _layout_error("kr_model_params defaults")

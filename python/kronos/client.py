@@ -69,10 +69,13 @@ class ServerTimeoutError(ServerError, TimeoutError):
 
 
 class ServerUnreachableError(ServerError, ConnectionError):
-    """No connection to the server (refused, unknown host, reset; http_status None)."""
+    """No connection to the server (refused, unknown host, reset; http_status None).
+    `request_sent`: False when no connection was made (refused, unknown host), so the server
+    cannot have seen the request; True when it broke after the request went out."""
 
-    def __init__(self, message):
+    def __init__(self, message, request_sent=True):
         super().__init__(None, message)
+        self.request_sent = request_sent
 
 
 def _retry_after(value):
@@ -345,6 +348,17 @@ def series_key(symbol=None, candles=None):
 # to come back (docs/api.md, "Errors"): retrying them is safe for every method.
 _RETRY_STATUSES = (429, 503)
 
+# Methods this API may send again after a connection broke with the request out: its POSTs are
+# forecasts and analyses (computations that write nothing, the same answer for the same seed)
+# and all-or-nothing upserts (the same rows again leave the same store). A DELETE may have been
+# done: sent again it answers 404 for what it deleted, so it is only resent when no connection
+# was made at all. Timeouts are retried for GETs alone: a POST that timed out is most likely
+# still being computed, and sending it again would double the load of a busy server.
+_RESEND_AFTER_BREAK = ("GET", "POST")
+
+# The first wait before trying a server that could not be reached again; doubled per retry.
+_UNREACHABLE_FIRST_WAIT = 0.5
+
 
 def _positive_seconds(name, v):
     if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v) or v <= 0:
@@ -373,7 +387,10 @@ class Client:
     `retries`: how many times a request answered 429 or 503 (the server did nothing with it:
     queue full, draining, store busy) is sent again, after the answer's Retry-After (1 s when
     it names none); an answer asking for more than `max_retry_wait` seconds is raised at once,
-    its `retry_after` telling the wait."""
+    its `retry_after` telling the wait. The same count covers a server that could not be
+    reached (a replica restarting): a connection refused is retried for every call, one that
+    broke after the request went out for every call but a delete, a timeout for reads; after
+    0.5 s, then 1, 2, ... (at most `max_retry_wait`)."""
 
     def __init__(self, url, api_key=None, timeout=300.0, retries=2, max_retry_wait=10.0):
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
@@ -400,6 +417,15 @@ class Client:
         while True:
             try:
                 return self._request_once(method, path, key, query, body, csv_text)
+            except ServerTimeoutError:
+                if method != "GET" or retried == self.retries:
+                    raise
+                wait = min(_UNREACHABLE_FIRST_WAIT * 2 ** retried, self.max_retry_wait)
+            except ServerUnreachableError as e:
+                if (e.request_sent and method not in _RESEND_AFTER_BREAK) or \
+                        retried == self.retries:
+                    raise
+                wait = min(_UNREACHABLE_FIRST_WAIT * 2 ** retried, self.max_retry_wait)
             except ServerError as e:
                 wait = 1.0 if e.retry_after is None else e.retry_after
                 if (e.http_status not in _RETRY_STATUSES or retried == self.retries or
@@ -442,7 +468,9 @@ class Client:
             if isinstance(e.reason, (TimeoutError, socket.timeout)):
                 raise ServerTimeoutError(
                     f"{where}: no answer within {self.timeout:g} s") from None
-            raise ServerUnreachableError(f"{where}: {e.reason}") from None
+            # Refused or no such host: no connection, so the server never saw the request.
+            sent = not isinstance(e.reason, (ConnectionRefusedError, socket.gaierror))
+            raise ServerUnreachableError(f"{where}: {e.reason}", request_sent=sent) from None
         except (ConnectionError, OSError) as e:  # reset or closed while reading the answer
             raise ServerUnreachableError(f"{where}: {e}") from None
         try:

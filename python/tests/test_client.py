@@ -59,6 +59,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(out)
             return
+        if mode == "drop" and self.server.drops:  # the connection breaks, no answer
+            self.server.drops -= 1
+            return
         if mode == "slow":
             time.sleep(2)
         if mode in _MODES:
@@ -90,6 +93,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self):
         self.server.seen.append((self.path, dict(self.headers), None))
+        if self.server.slow_gets:
+            self.server.slow_gets -= 1
+            time.sleep(1.5)
         if "WRONG" in self.path or self.server.wrong_shape:  # a 200 that is no such answer
             return self._answer(200, {"object": "list", "data": {"AAPL": 1}})
         if self.path.startswith("/v1/symbols"):
@@ -100,6 +106,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_DELETE(self):
         self.server.seen.append((self.path, dict(self.headers), None))
+        if self.server.drops:
+            self.server.drops -= 1
+            return
         self._answer(200, {"object": "candles.delete", "deleted": 0})
 
     def log_message(self, *args):
@@ -109,7 +118,7 @@ class _Handler(BaseHTTPRequestHandler):
 @pytest.fixture
 def server():
     srv = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    srv.seen, srv.wrong_shape, srv.refusals = [], False, 0
+    srv.seen, srv.wrong_shape, srv.refusals, srv.drops, srv.slow_gets = [], False, 0, 0, 0
     th = threading.Thread(target=srv.serve_forever, daemon=True)
     th.start()
     yield srv
@@ -192,6 +201,79 @@ def test_busy_answers_are_retried_after_retry_after(server):
     no_retry._sleep = waits.append
     with pytest.raises(ServerError, match="HTTP 503"):
         no_retry.forecast(rows, 2, mode="flaky503")
+    assert waits == [] and len(server.seen) == n + 1
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_server_coming_back_is_waited_for():
+    # Connection refused: nothing was sent, so every call is tried again (0.5 s, then 1 s,
+    # ...), a delete too; here the replica is back by the second wait.
+    port = _free_port()
+    started = []
+
+    def sleep(w):
+        waits.append(w)
+        if len(waits) == 2:
+            srv = ThreadingHTTPServer(("127.0.0.1", port), _Handler)
+            srv.seen, srv.wrong_shape, srv.refusals, srv.drops, srv.slow_gets = \
+                [], False, 0, 0, 0
+            threading.Thread(target=srv.serve_forever, daemon=True).start()
+            started.append(srv)
+
+    waits = []
+    c = Client(f"http://127.0.0.1:{port}", retries=3)
+    c._sleep = sleep
+    try:
+        assert c.delete("AAPL", interval="1d")["deleted"] == 0
+        assert waits == [0.5, 1.0] and len(started[0].seen) == 1
+    finally:
+        for srv in started:
+            srv.shutdown()
+            srv.server_close()
+    # Still down after every retry: raised, saying so.
+    waits.clear()
+    gone = Client(f"http://127.0.0.1:{_free_port()}", retries=2, max_retry_wait=0.75)
+    gone._sleep = waits.append
+    with pytest.raises(ServerUnreachableError) as e:
+        gone.symbols()
+    assert waits == [0.5, 0.75] and e.value.request_sent is False
+
+
+def test_a_broken_connection_is_resent_unless_a_delete(server):
+    # The connection broke after the request went out: a forecast (a computation) and a read
+    # are sent again; a delete is not (it may have been done).
+    rows = [["2024-01-02", 1, 2, 0.5, 1.5], ["2024-01-03", 1.5, 2, 1, 1.8]]
+    waits = []
+    c = Client(_url(server), retries=2)
+    c._sleep = waits.append
+    server.drops = 1
+    assert c.forecast(rows, 2, mode="drop") == {"ok": True}
+    assert waits == [0.5] and len(server.seen) == 2
+    waits.clear()
+    server.drops = 1
+    with pytest.raises(ServerUnreachableError) as e:
+        c.delete("AAPL", interval="1d")
+    assert e.value.request_sent is True and waits == [] and len(server.seen) == 3
+    server.drops = 0
+
+
+def test_timeouts_are_retried_for_reads_only(server):
+    rows = [["2024-01-02", 1, 2, 0.5, 1.5], ["2024-01-03", 1.5, 2, 1, 1.8]]
+    waits = []
+    c = Client(_url(server), timeout=0.5, retries=2)
+    c._sleep = waits.append
+    server.slow_gets = 1
+    assert c.symbols() == []
+    assert waits == [0.5]
+    waits.clear()
+    n = len(server.seen)
+    with pytest.raises(ServerTimeoutError):
+        c.forecast(rows, 2, mode="slow")  # most likely still computing: not sent again
     assert waits == [] and len(server.seen) == n + 1
 
 

@@ -175,7 +175,7 @@ void kr_ctx_admit(kr_context *c, double now, kr_req **failed) {
                                         : c->steps + 2 * head_start + KR_BACKFILL_MARGIN_STEPS;
             }
             /* Past its bound the head reserves: nothing more starts until it does. */
-            if (head_start == INT64_MAX || c->steps > c->hol_until_step) return;
+            if (!c->p.backfill || head_start == INT64_MAX || c->steps > c->hol_until_step) return;
             link = &r->next;
             continue;
         }

@@ -52,6 +52,7 @@ kr_context_params kr_context_default_params(void) {
     p.target_queue_p95_s = 0.1;
     p.target_ttft_p95_s = 2.0;
     p.profile = 1;
+    p.backfill = 1;
     return p;
 }
 

@@ -233,6 +233,7 @@ static const bool_key k_bool_keys[] = {
     { "tune", CFG_OFF(sched.tune) },
     { "prefix_cache", CFG_OFF(sched.prefix_cache) },
     { "static_batching", CFG_OFF(sched.static_batching) },
+    { "backfill", CFG_OFF(sched.backfill) },
     { "allow_nonfinite_weights", CFG_OFF(allow_nonfinite_weights) },
     { "no_mmap", CFG_OFF(no_mmap) },
 };
