@@ -476,6 +476,10 @@ typedef struct kr_context_stats {
  * figures are as of the last engine step (the engine thread publishes them at each step's
  * end, so any thread reads them without racing it). */
 KR_API void kr_context_get_stats(kr_context *ctx, kr_context_stats *stats);
+/* Returns once the engine thread has come round between two steps: a liveness probe, e.g.
+ * for a service manager's watchdog (a probe that does not return means a stuck engine).
+ * Waits for at most the step in progress. KR_ERR_BUSY once the engine is shutting down. */
+KR_API kr_status kr_context_ping(kr_context *ctx, kr_error *err);
 
 /* Limits that can change while running (time-of-day profiles, operators). A field < 0 (or 0
  * for max_batch_tokens / max_running / max_queue, NaN or < 0 for the targets) keeps the

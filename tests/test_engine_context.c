@@ -581,6 +581,42 @@ static void test_tasks_and_bad_params(void **state) {
     assert_null(bad);
 }
 
+typedef struct pinger {
+    kr_context *ctx;
+    atomic_int done;
+    kr_status status;
+} pinger;
+
+static void *ping_main(void *arg) {
+    pinger *p = arg;
+    p->status = kr_context_ping(p->ctx, NULL);
+    atomic_store(&p->done, 1);
+    return NULL;
+}
+
+/* kr_context_ping answers once the engine comes round between steps: not while something holds
+ * the engine (what a watchdog must notice), at once when it is free, KR_ERR_BUSY once drained. */
+static void test_ping_answers_only_from_a_free_engine(void **state) {
+    (void)state;
+    kr_context *ctx = context_with(128, 4, 4, 0);
+    kr_error err = { 0 };
+    assert_int_equal(kr_context_ping(ctx, &err), KR_OK);
+    kr_test_gate g;
+    kr_test_gate_close(&g, ctx);
+    pinger p = { ctx, 0, KR_ERR_INTERNAL };
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, ping_main, &p), 0);
+    usleep(100 * 1000);
+    assert_int_equal(atomic_load(&p.done), 0); /* the engine is held: no answer */
+    kr_test_gate_open(&g);
+    pthread_join(th, NULL);
+    assert_int_equal(p.status, KR_OK);
+    assert_int_equal(kr_context_drain(ctx, 10), KR_OK);
+    assert_int_equal(kr_context_ping(ctx, &err), KR_ERR_BUSY);
+    assert_non_null(strstr(err.message, "shutting down"));
+    kr_context_free(ctx);
+}
+
 static atomic_int g_live, g_live_max;
 
 static void count_live(void *user, const kr_event *ev) {
@@ -1420,6 +1456,7 @@ int main(void) {
         cmocka_unit_test(test_priorities),
         cmocka_unit_test(test_batch_larger_than_queue),
         cmocka_unit_test(test_contexts_share_a_model),
+        cmocka_unit_test(test_ping_answers_only_from_a_free_engine),
         cmocka_unit_test(test_kv_keep_follows_context),
         cmocka_unit_test(test_kv_keep_decays_while_busy),
         cmocka_unit_test(test_tasks_and_bad_params),

@@ -25,6 +25,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/serve_notifier.h"
 #include "cli/share_paths.h"
 #include "kronos.h"
 #include "kronos/market.h"
@@ -85,6 +86,8 @@ static void usage(FILE *f) {
         "requests 503; accepted ones answered) and exit 0; SIGHUP does not reload (restart to\n"
         "change settings). A second SIGTERM or SIGINT during the drain stops at once.\n"
         "SIGUSR1 reopens the --access-log file (after logrotate has moved it).\n"
+        "Under systemd (Type=notify, $NOTIFY_SOCKET): READY once listening, a STATUS line,\n"
+        "STOPPING at a drain, and WatchdogSec pings sent only while the engine runs.\n"
         "\n"
         "Exit status: 0 after a drain (or a good --check-config); 1 when the start fails\n"
         "(model, port, store); 2 for a bad flag or config value, named; killed by the\n"
@@ -373,7 +376,8 @@ static void reopen_logs(kr_server *srv) {
 
 /* Waits for the first signal (SIGUSR1 only reopens the log), drains, and returns when the drain
  * is over; a second SIGTERM or SIGINT meanwhile ends the process at once, by that signal. */
-static void serve_until_signal(kr_server *srv, const sigset_t *sigs, double grace_s) {
+static void serve_until_signal(kr_server *srv, const sigset_t *sigs, double grace_s,
+                               serve_notifier *notifier) {
     int sig = 0;
     while (sigwait(sigs, &sig) == 0 && sig == SIGUSR1) reopen_logs(srv);
     char line[160];
@@ -381,6 +385,8 @@ static void serve_until_signal(kr_server *srv, const sigset_t *sigs, double grac
              "%s: draining (SIGTERM or SIGINT again stops at once, cutting what is in flight)",
              sig_name(sig));
     log_line(NULL, line);
+    snprintf(line, sizeof line, "draining after %s", sig_name(sig));
+    serve_notifier_stopping(notifier, line);
     drain_job d = { srv, grace_s, 0 };
     pthread_t th;
     if (pthread_create(&th, NULL, drain_main, &d) != 0) {
@@ -499,11 +505,17 @@ int kr_cmd_serve(int argc, char **argv) {
     log_line(NULL, summary);
     const char *host = cfg.host;
     int v6 = strchr(host, ':') != NULL;
-    fprintf(stderr, "listening on http://%s%s%s:%d\n", v6 ? "[" : "", host, v6 ? "]" : "",
-            kr_server_port(srv));
+    char url[320];
+    snprintf(url, sizeof url, "http://%s%s%s:%d", v6 ? "[" : "", host, v6 ? "]" : "",
+             kr_server_port(srv));
+    fprintf(stderr, "listening on %s\n", url);
     fflush(stderr);
+    char status[400];
+    snprintf(status, sizeof status, "serving on %s", url);
+    serve_notifier *notifier = serve_notifier_start(srv, status, log_line);
 
-    serve_until_signal(srv, &sigs, cfg.request_timeout_s);
+    serve_until_signal(srv, &sigs, cfg.request_timeout_s, notifier);
+    serve_notifier_free(notifier);
     kr_server_free(srv);
     kr_model_free(model);
     log_line(NULL, "stopped");

@@ -626,6 +626,17 @@ kr_status kr_context_run_task(kr_context *c, kr_context_task fn, void *user, kr_
     return t.status;
 }
 
+static kr_status ping_task(void *user, const kr_engine *eng, kr_error *err) {
+    (void)user;
+    (void)eng;
+    (void)err;
+    return KR_OK;
+}
+
+kr_status kr_context_ping(kr_context *ctx, kr_error *err) {
+    return kr_context_run_task(ctx, ping_task, NULL, err);
+}
+
 /* ---------------------------------------------------------------- state */
 
 /* The limits in force into the snapshot and their gauges. Lock held; any thread. */

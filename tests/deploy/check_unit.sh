@@ -47,6 +47,9 @@ need '--model /usr/local/share/kronos/models/kronos-demo'
 need '^LogsDirectory=kronos$'
 # A config error (exit 2) is not retried: restarting cannot fix it.
 need '^RestartPreventExitStatus=2$'
+# kronos serve speaks the notify protocol (tests/test_server_notify.c): readiness and pings.
+need '^Type=notify$'
+need '^WatchdogSec=[0-9]+'
 # SIGHUP drains, so a reload would stop the service: there must be none.
 if grep -Eq '^ExecReload=' "$unit"; then
   echo "kronos-serve.service: ExecReload= would drain and stop the server (SIGHUP is no reload)"
