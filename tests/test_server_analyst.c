@@ -1328,6 +1328,14 @@ static void test_analyze_alias(void **state) {
                      r->status, r->body);
         resp_free(r);
     }
+    /* ... and GET /v1/models says so before anyone asks (the web page offers no narrative). */
+    http_resp *m = http(port, "GET", "/v1/models", NULL);
+    assert_int_equal(m->status, 200);
+    cJSON *models = cJSON_Parse(m->body);
+    assert_non_null(models);
+    assert_true(cJSON_IsNull(cJSON_GetObjectItem(models, "narrative")));
+    cJSON_Delete(models);
+    resp_free(m);
 }
 
 /* ------------------------------------------------------------------ stand-in LLM */
@@ -1413,11 +1421,24 @@ static void test_analyze_narrative(void **state) {
     if (kr_server_create(g_model, &c, &s, &err) != KR_OK) fail_msg("%s", err.message);
     int port = kr_server_port(s);
     atomic_store(&g_llm_calls, 0);
-    http_resp *r = http(port, "POST", "/analyze",
-                        "{\"stock_code\":\"AAPL\",\"horizon\":5,\"paths\":4,\"narrative\":true}");
+    /* GET /v1/models names the language model (the default one: no llm_model set), never
+     * its URL, and asks it nothing. */
+    http_resp *r = http(port, "GET", "/v1/models", NULL);
+    assert_int_equal(r->status, 200);
+    cJSON *root = cJSON_Parse(r->body);
+    assert_non_null(root);
+    const cJSON *nm = cJSON_GetObjectItem(cJSON_GetObjectItem(root, "narrative"), "model");
+    assert_true(cJSON_IsString(nm));
+    assert_string_equal(nm->valuestring, KR_NARRATIVE_DEFAULT_MODEL);
+    assert_null(strstr(r->body, c.llm_url));
+    assert_int_equal(atomic_load(&g_llm_calls), 0);
+    cJSON_Delete(root);
+    resp_free(r);
+    r = http(port, "POST", "/analyze",
+             "{\"stock_code\":\"AAPL\",\"horizon\":5,\"paths\":4,\"narrative\":true}");
     assert_int_equal(r->status, 200);
     assert_int_equal(atomic_load(&g_llm_calls), 1);
-    cJSON *root = cJSON_Parse(r->body);
+    root = cJSON_Parse(r->body);
     cJSON *rep = cJSON_GetArrayItem(cJSON_GetObjectItem(root, "reports"), 0);
     cJSON *n = cJSON_GetObjectItem(rep, "narrative");
     assert_true(cJSON_IsObject(n));

@@ -502,11 +502,20 @@ static void test_response_error_and_models(void **state) {
 
     kr_api_model_desc md = { "kronos-demo", "f32", "f32", { 0 } };
     md.info.d_model = 128;
-    char *ms = kr_api_models_json(&md);
+    char *ms = kr_api_models_json(&md, NULL);
     root = cJSON_Parse(ms);
     cJSON *m0 = cJSON_GetArrayItem(cJSON_GetObjectItem(root, "data"), 0);
     assert_string_equal(cJSON_GetObjectItem(m0, "id")->valuestring, "kronos-demo");
     assert_int_equal(cJSON_GetObjectItem(m0, "d_model")->valuedouble, 128);
+    /* No language model: "narrative" is there, null (a client need not guess from absence). */
+    assert_true(cJSON_IsNull(cJSON_GetObjectItem(root, "narrative")));
+    cJSON_Delete(root);
+    free(ms);
+    ms = kr_api_models_json(&md, "gemma3");
+    root = cJSON_Parse(ms);
+    const cJSON *nm = cJSON_GetObjectItem(cJSON_GetObjectItem(root, "narrative"), "model");
+    assert_true(cJSON_IsString(nm));
+    assert_string_equal(nm->valuestring, "gemma3");
     cJSON_Delete(root);
     free(ms);
 

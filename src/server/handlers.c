@@ -15,6 +15,7 @@
 #include <cjson/cJSON.h>
 
 #include "base/timeutil.h"
+#include "kronos/analyst.h"
 #include "server/server_internal.h"
 
 /* How often a waiting connection looks at its socket, in seconds. */
@@ -57,7 +58,11 @@ enum MHD_Result kr_handle_metrics(struct MHD_Connection *mc, kr_conn *c) {
 }
 
 enum MHD_Result kr_handle_models(struct MHD_Connection *mc, kr_conn *c) {
-    char *body = kr_api_models_json(&c->srv->model_desc);
+    const kr_server_config *cfg = &c->srv->cfg;
+    const char *narrative_model = !cfg->llm_url[0]    ? NULL
+                                  : cfg->llm_model[0] ? cfg->llm_model
+                                                      : KR_NARRATIVE_DEFAULT_MODEL;
+    char *body = kr_api_models_json(&c->srv->model_desc, narrative_model);
     if (!body) return kr_srv_reply_error(mc, c, 503, "out of memory", NULL);
     return kr_srv_reply(mc, c, 200, "application/json", body, strlen(body), NULL, NULL);
 }

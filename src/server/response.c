@@ -108,7 +108,7 @@ char *kr_api_error_json(int status, const char *message, const char *field) {
     return s;
 }
 
-char *kr_api_models_json(const kr_api_model_desc *m) {
+char *kr_api_models_json(const kr_api_model_desc *m, const char *narrative_model) {
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "object", "list");
     cJSON *data = cJSON_AddArrayToObject(root, "data");
@@ -122,6 +122,14 @@ char *kr_api_models_json(const kr_api_model_desc *m) {
     cJSON_AddNumberToObject(one, "weight_bytes", (double)m->info.weight_bytes);
     cJSON_AddStringToObject(one, "kv_dtype", m->kv_dtype && m->kv_dtype[0] ? m->kv_dtype : "f32");
     cJSON_AddItemToArray(data, one);
+    /* The language model is the server's, not the Kronos model's: beside the list, and only
+     * its name (llm_url may hold a key and is never told to clients). */
+    if (narrative_model) {
+        cJSON *n = cJSON_AddObjectToObject(root, "narrative");
+        cJSON_AddStringToObject(n, "model", narrative_model);
+    } else {
+        cJSON_AddNullToObject(root, "narrative");
+    }
     char *s = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
     return s;

@@ -43,8 +43,11 @@ kr_status kr_api_forecast_json(const kr_api_request *req, const kr_forecast *fc,
  * Caller frees; NULL only when out of memory. */
 char *kr_api_error_json(int status, const char *message, const char *field);
 
-/* {"object": "list", "data": [{"id", "object": "model", "quant", shapes...}]}. Caller frees. */
-char *kr_api_models_json(const kr_api_model_desc *model);
+/* {"object": "list", "data": [{"id", "object": "model", "quant", shapes...}], "narrative": N}:
+ * N is {"model": narrative_model} when the server has a language model for the analyses'
+ * narratives ("narrative": true, server llm_url), else null (NULL), so a client knows before
+ * asking whether a narrative can be had. Caller frees. */
+char *kr_api_models_json(const kr_api_model_desc *model, const char *narrative_model);
 
 /* The HTTP status for an engine status: busy 429, timeout 504, cancelled 499 (client closed,
  * nginx's convention; never seen by the client), bad input 400, out of memory 503, else 500. */

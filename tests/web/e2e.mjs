@@ -9,17 +9,23 @@
 // between the analysis and the history fetch, a history the chart cannot read (report without a
 // chart), busy answers and a request that never ends (the page's own deadline, on a fake clock),
 // the address bar (back, forward, reload), 3000 stored series (one tab stop, arrow keys), the
-// sticky demo warning, and a server restart (list and model line reloaded). Any failure exits
-// non-zero; screenshots of the page and of a report's HTML are written either way.
+// sticky demo warning, and a server restart (list and model line reloaded). Then a server with
+// a language model (a stand-in LLM this test serves on loopback): a streamed batch of stored
+// series with its progress, its ranking (sorted, a too-short series' error in its row) and a
+// row opening its report, the narrative in its own panel, the LLM failing, and Cancel in the
+// middle of a batch. Any failure exits non-zero; screenshots of the page and of a report's
+// HTML are written either way.
 //
 //   node tests/web/e2e.mjs --kronos build/release/kronos [--web-root web/dist]
 //        [--data data] [--screenshot build/web-e2e.png] [--chromium /usr/bin/chromium]
+//        [--part batch]   (only the batch and narrative part, while working on it)
 //
 // Network: the browser may only reach the local server; every other request is aborted and
 // fails the test (the page must work offline, no CDN).
 
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -38,11 +44,12 @@ const opts = {
   data: option('data', join(repo, 'data')),
   screenshot: option('screenshot', join(repo, 'build', 'web-e2e.png')),
   chromium: option('chromium', '/usr/bin/chromium'),
+  part: option('part', 'all'),
 };
 // playwright-core lives in web/node_modules (a devDependency of the page), not beside us.
 const { chromium } = createRequire(join(repo, 'web', 'package.json'))('playwright-core');
 
-const TOTAL_TIMEOUT_MS = 290_000; // ctest gives 300 s
+const TOTAL_TIMEOUT_MS = 580_000; // ctest gives 600 s
 const step = (msg) => console.log(`web-e2e: ${msg}`);
 const fail = (msg) => {
   throw new Error(msg);
@@ -130,6 +137,275 @@ async function run(page, selector, what, timeoutMs) {
   return analysed(page, what, timeoutMs);
 }
 
+// ------------------------------------------------------------------ batch and narrative
+
+// What the stand-in model writes: no digit (the server's guard would flag one not in the
+// data), and markup that must stay text on the page.
+const LLM_TEXT = 'The sampled paths lean upward, with a wide band around the mean path. ' +
+  '<img src=x onerror="window.__llmxss=1"> Nothing here is advice.';
+
+/**
+ * A stand-in for an Ollama server on 127.0.0.1 (docs/report.md: POST /api/generate, one JSON
+ * answer): `mode` 'ok' answers LLM_TEXT, 'error' a 500, 'hold' keeps the request open until the
+ * client (kronos serve) gives up or the test ends. Resolves with {url, state, close()}.
+ */
+function startStandInLlm() {
+  const state = { mode: 'ok', calls: 0, models: [], held: [], closedHeld: 0 };
+  const srv = createServer((req, res) => {
+    let body = '';
+    req.setEncoding('utf8');
+    req.on('data', (c) => { body += c; });
+    req.on('end', () => {
+      state.calls += 1;
+      if (req.method !== 'POST' || req.url !== '/api/generate') {
+        res.writeHead(404, { 'Content-Type': 'application/json' });
+        res.end('{"error":"not found"}');
+        return;
+      }
+      try {
+        state.models.push(JSON.parse(body).model);
+      } catch {
+        state.models.push(null);
+      }
+      if (state.mode === 'error') {
+        res.writeHead(500, { 'Content-Type': 'application/json' });
+        res.end('{"error":"the stand-in model failed on purpose"}');
+      } else if (state.mode === 'hold') {
+        state.held.push(res);
+        res.on('close', () => { state.closedHeld += 1; });
+      } else {
+        res.writeHead(200, { 'Content-Type': 'application/json' });
+        res.end(JSON.stringify({ model: 'stand-in-llm', response: LLM_TEXT, done: true }));
+      }
+    });
+  });
+  return new Promise((resolvePromise) => {
+    srv.listen(0, '127.0.0.1', () => {
+      const close = () => {
+        for (const r of state.held) r.destroy();
+        srv.closeAllConnections();
+        return new Promise((r) => srv.close(() => r()));
+      };
+      resolvePromise({ url: `http://127.0.0.1:${srv.address().port}`, state, close });
+    });
+  });
+}
+
+/** The page is no wider than the window (the chart's canvases aside). */
+async function noOverflow(p, width, what) {
+  await p.setViewportSize({ width, height: 800 });
+  const narrow = await p.evaluate((w) => ({ page: document.documentElement.scrollWidth,
+    wide: [...document.querySelectorAll('body *')].filter((e) => e.getBoundingClientRect().right > w + 1 &&
+      !e.closest('.chart') && e.offsetParent !== null).map((e) => e.id || e.className || e.tagName).slice(0, 8) }), width);
+  if (narrow.page > width || narrow.wide.length) fail(`${what} at ${width} px: page ${narrow.page} px wide, too wide: ${narrow.wide.join(', ')}`);
+}
+
+/**
+ * A server with a language model (llm_url: the stand-in above) over a store of five series in
+ * three intervals, one too short to analyse: the streamed batch, its ranking and a row's report;
+ * the narrative, then the LLM failing; Cancel in the middle of a batch. `noLlmOrigin`: a server
+ * without llm_url, whose page must not offer the narrative.
+ */
+async function batchAndNarrative({ browser, tmp, local, watch, noLlmOrigin }) {
+  const db = join(tmp, 'batch.db');
+  ingest(db, 'AAPL', join(opts.data, 'AAPL_1d.csv'));
+  ingest(db, 'MSFT', join(opts.data, 'MSFT_1d.csv'));
+  ingest(db, 'BTCUSDT', join(opts.data, 'BTCUSDT_1h.csv'), '1h');
+  ingest(db, '600977.SH', join(opts.data, 'XSHG_5min_600977.csv'), '5m');
+  const short = csvFile(tmp, 'SHORT.csv', 'timestamps,open,high,low,close,volume', dataRows('AAPL_1d.csv', 6));
+  ingest(db, 'SHORT', short);
+  const llm = await startStandInLlm();
+  const config = join(tmp, 'llm.json');
+  writeFileSync(config, JSON.stringify({ llm_url: llm.url, llm_model: 'stand-in-llm', llm_timeout_s: 60 }));
+  let server = null;
+  try {
+    // A server without a language model: no Narrative box.
+    if (noLlmOrigin) {
+      const np = await browser.newPage();
+      watch(np, () => false);
+      await np.goto(`${noLlmOrigin}/`, { waitUntil: 'load' });
+      await waitFor('the model line', async () => /kronos-demo/.test(await np.textContent('#model-info')), 15_000);
+      if (!(await np.isHidden('#narrative-field'))) fail('a server without llm_url offers a narrative');
+      await np.close();
+    }
+    server = await startServer(db, { extra: ['--config', config] });
+    const origin = new URL(server.url).origin;
+    local.add(origin);
+    const p = await browser.newPage();
+    // The stand-in's 500 is logged by nothing the page sees; 400s are not expected either.
+    watch(p, () => false);
+    const analyses = [];
+    p.on('request', (req) => {
+      if (req.method() === 'POST' && /\/v1\/analyze(\/batch)?$/.test(req.url())) analyses.push({ url: req.url(), body: JSON.parse(req.postData()) });
+    });
+    await p.goto(`${origin}/`, { waitUntil: 'load' });
+    await p.waitForSelector('#symbol-list li[data-symbol="SHORT"]', { timeout: 15_000 });
+    await waitFor('the Narrative box', async () => p.isVisible('#narrative-field'), 15_000);
+    if ((await p.textContent('#narrative-model')).trim() !== 'stand-in-llm') fail(`narrative model: '${await p.textContent('#narrative-model')}'`);
+    step('a server with llm_url: the Narrative box names its model; one without offers none');
+
+    // A batch of all five series shown: three requests (5m, 1h, 1d), streamed.
+    if ((await p.textContent('#batch')).trim() !== 'Analyse all 5 shown') fail(`batch button: '${await p.textContent('#batch')}'`);
+    await p.fill('#paths', '16');
+    await p.fill('#horizon', '10');
+    await p.evaluate(() => {
+      // Every text the progress line shows (the records keep each one, however quickly replaced).
+      window.__progress = [];
+      new MutationObserver((records) => {
+        for (const r of records) for (const n of r.addedNodes) window.__progress.push(n.textContent);
+      }).observe(document.getElementById('batch-progress-text'), { childList: true });
+    });
+    const before = analyses.length;
+    await run(p, '#batch', 'the batch of five series');
+    const sent = analyses.slice(before);
+    if (sent.length !== 3 || sent.some((a) => !a.url.endsWith('/v1/analyze/batch') || a.body.stream !== true)) {
+      fail(`the batch sent ${JSON.stringify(sent.map((a) => [a.url, a.body.symbols, a.body.interval]))}`);
+    }
+    const d1 = sent.find((a) => a.body.interval === '1d');
+    if (!d1 || d1.body.symbols.join() !== 'AAPL,MSFT,SHORT' || d1.body.horizon !== 10 || d1.body.paths !== 16) fail(`the 1d request: ${JSON.stringify(d1 && d1.body)}`);
+    const progress = await p.evaluate(() => window.__progress);
+    const symbolsSeen = new Set(progress.map((x) => (/ · ([A-Z0-9.]+): /.exec(x) || [])[1]).filter(Boolean));
+    // How far each line says the batch is: request, then step within it; never backwards.
+    const at = progress.map((x) => /^Request (\d) of 3 · step (\d+) of (\d+)/.exec(x)).filter(Boolean)
+      .map((m) => Number(m[1]) - 1 + Number(m[2]) / Number(m[3]));
+    if (at.length < 8 || !['AAPL', 'MSFT', 'SHORT', 'BTCUSDT', '600977.SH'].every((x) => symbolsSeen.has(x)) ||
+        at[at.length - 1] !== 3 || at.some((x, i) => i > 0 && x < at[i - 1])) {
+      fail(`progress: ${JSON.stringify(progress)}`);
+    }
+    if (!(await p.isHidden('#batch-progress-box'))) fail('the progress bar outlives the batch');
+    step(`batch streamed: ${at.length} progress events, e.g. '${progress[progress.length - 3]}'`);
+
+    // The ranking: four rows with figures and their uncertainty, SHORT's error in its own row, last.
+    const rows = () => p.$$eval('#ranking tbody tr', (trs) => trs.map((tr) => ({
+      key: tr.dataset.key, failed: tr.classList.contains('failed'),
+      cells: [...tr.children].map((td) => td.textContent.trim()) })));
+    let table = await rows();
+    const ok = table.filter((r) => !r.failed);
+    if (table.length !== 5 || ok.length !== 4 || !table[4].failed || !/^SHORT/.test(table[4].cells[1]) ||
+        !/not analysed: .*(rows|bars|short)/i.test(table[4].cells[2])) fail(`ranking: ${JSON.stringify(table)}`);
+    for (const r of ok) {
+      if (!/^\d{1,3}% ± \d+ pp$/.test(r.cells[2]) || !/^[+-]?\d+\.\d\d% ± \d+\.\d\d%p10–p90 /.test(r.cells[3]) ||
+          !/^VaR \d+\.\d\d% · ES \d+\.\d\d%$/.test(r.cells[4])) fail(`a ranking row without its uncertainty: ${JSON.stringify(r)}`);
+    }
+    // The server's order: 5m, then 1h, then 1d (shortest bars first).
+    if (!/· 5m$/.test(table[0].cells[1]) || !/· 1h$/.test(table[1].cells[1])) fail(`ranking order: ${JSON.stringify(table.map((r) => r.cells[1]))}`);
+    step(`ranking: ${table.map((r) => `${r.cells[1]} ${r.failed ? '(failed)' : r.cells[2]}`).join(' | ')}`);
+
+    // Sorting: P(up) highest first, then lowest first; the failed row stays last.
+    const probs = (t) => t.filter((r) => !r.failed).map((r) => Number(/^(\d+)%/.exec(r.cells[2])[1]));
+    await p.click('#ranking th button[data-sort="probUp"]');
+    table = await rows();
+    let pr = probs(table);
+    if (pr.some((x, i) => i > 0 && x > pr[i - 1]) || !table[4].failed ||
+        (await p.getAttribute('#ranking th:has(button[data-sort="probUp"])', 'aria-sort')) !== 'descending') fail(`sorted by P(up) ↓: ${pr}`);
+    if ((await p.evaluate(() => document.activeElement.dataset.sort)) !== 'probUp') fail('the focus left the sort button');
+    await p.click('#ranking th button[data-sort="probUp"]');
+    table = await rows();
+    pr = probs(table);
+    if (pr.some((x, i) => i > 0 && x < pr[i - 1]) || !table[4].failed) fail(`sorted by P(up) ↑: ${pr}`);
+    await p.click('#ranking th button[data-sort="symbol"]');
+    table = await rows();
+    const names = table.filter((r) => !r.failed).map((r) => r.cells[1]);
+    if (names.join('|') !== [...names].sort((a, b) => a.toLowerCase().localeCompare(b.toLowerCase())).join('|')) fail(`sorted by symbol: ${names}`);
+    step(`ranking sorts: P(up) ↓ ↑ (${pr.join(', ')}), symbol (${names.join(', ')})`);
+
+    // A row opens its series' report from the batch's answer: no new analysis, its history fetched.
+    const candles = [];
+    p.on('request', (req) => { if (req.url().includes('/v1/candles/')) candles.push(req.url()); });
+    const nAnalyses = analyses.length;
+    const msftRow = table.find((r) => /^MSFT · 1d/.test(r.cells[1]));
+    await p.click('#ranking tr[data-key="MSFT\t1d"] td:nth-child(3)');
+    await waitFor('the MSFT report from the batch', async () => ((await p.textContent('#chart-title')) || '').trim() === 'MSFT · 1d', 30_000);
+    await waitFor('a painted chart', async () => (await p.$$('#chart canvas')).length > 0, 10_000);
+    const shown = await p.evaluate(() => ({ prob: document.getElementById('prob-up').textContent.trim(),
+      cards: document.querySelectorAll('#cards .card').length, open: document.querySelector('#ranking tr.open')?.dataset.key,
+      narrativeHidden: document.getElementById('narrative-panel').hidden, hash: location.hash }));
+    if (analyses.length !== nAnalyses || !candles.some((u) => /\/v1\/candles\/MSFT\?interval=1d/.test(u))) fail(`opening a row asked ${JSON.stringify(analyses.slice(nAnalyses))}, candles ${candles}`);
+    if (shown.cards !== 6 || msftRow.cells[2].indexOf(shown.prob) !== 0 || shown.open !== 'MSFT\t1d' || !shown.narrativeHidden ||
+        shown.hash !== '#symbol=MSFT&interval=1d&horizon=10') fail(`the opened report: ${JSON.stringify(shown)} (row ${msftRow.cells[2]})`);
+    // The keyboard's way: the row's series button.
+    await p.focus('#ranking tr[data-key="AAPL\t1d"] button.open-report');
+    await p.keyboard.press('Enter');
+    await waitFor('the AAPL report from the batch', async () => ((await p.textContent('#chart-title')) || '').trim() === 'AAPL · 1d', 30_000);
+    if (analyses.length !== nAnalyses) fail('opening a row with the keyboard ran an analysis');
+    step(`a row opens its report without a new forecast (MSFT P(up) ${shown.prob}; ${shown.hash})`);
+    await p.screenshot({ path: opts.screenshot.replace(/\.png$/, '-batch.png'), fullPage: true }).catch(() => {});
+
+    // The narrative: in its own panel, named as a language model's, as text.
+    await p.check('#narrative');
+    await p.click('#symbol-list li[data-symbol="AAPL"]');
+    const calls0 = llm.state.calls;
+    await run(p, '#analyze', 'AAPL with a narrative');
+    const last = analyses[analyses.length - 1].body;
+    if (last.narrative !== true || llm.state.calls !== calls0 + 1 || llm.state.models[llm.state.models.length - 1] !== 'stand-in-llm') {
+      fail(`narrative asked: ${JSON.stringify(last)}, stand-in calls ${llm.state.calls - calls0}`);
+    }
+    const nar = await p.evaluate(() => ({ hidden: document.getElementById('narrative-panel').hidden,
+      title: document.getElementById('narrative-title').textContent, text: document.getElementById('narrative-text').textContent,
+      note: document.getElementById('narrative-note').textContent, inCards: !!document.querySelector('#cards #narrative-panel'),
+      imgs: document.querySelectorAll('body img').length, xss: window.__llmxss === 1 }));
+    if (nar.hidden || !/written by a language model \(stand-in-llm\)/.test(nar.title) || nar.text !== LLM_TEXT ||
+        !/not from the language model/.test(nar.note) || nar.inCards || nar.imgs || nar.xss) fail(`narrative panel: ${JSON.stringify(nar)}`);
+    step(`narrative shown as text: '${nar.title}'`);
+
+    // The LLM fails: the report is whole, the panel says why there is no narrative.
+    llm.state.mode = 'error';
+    const failedStatus = await run(p, '#analyze', 'AAPL with a failing LLM');
+    const nf = await p.evaluate(() => ({ hidden: document.getElementById('narrative-panel').hidden,
+      title: document.getElementById('narrative-title').textContent, text: document.getElementById('narrative-text').textContent,
+      cards: document.querySelectorAll('#cards .card').length, prob: document.getElementById('prob-up').textContent }));
+    if (nf.hidden || !/stand-in-llm gave none/.test(nf.title) || !/HTTP 500/.test(nf.text) || !/figures above are complete/.test(nf.text) ||
+        nf.cards !== 6 || !/^\d{1,3}%$/.test(nf.prob.trim()) || !/wrote no narrative/.test(failedStatus)) fail(`LLM failure: ${JSON.stringify(nf)} / '${failedStatus}'`);
+    step(`LLM failure: report shown, '${nf.text.slice(0, 90)}…'`);
+
+    // Cancel in the middle of a batch (held at its narrative step: the stand-in does not answer):
+    // the stream is closed, the server stops waiting for the model, the page is usable again.
+    llm.state.mode = 'hold';
+    await p.click('#symbol-list li[data-symbol="AAPL"] .tick');
+    await p.click('#symbol-list li[data-symbol="MSFT"] .sym'); // picks MSFT; Space ticks it
+    await p.focus('#symbol-list');
+    await p.keyboard.press(' ');
+    await p.click('#symbol-list li[data-symbol="BTCUSDT"] .tick');
+    if ((await p.textContent('#batch')).trim() !== 'Analyse 3 ticked') fail(`batch button with ticks: '${await p.textContent('#batch')}'`);
+    const ticked = await p.$$eval('#symbol-list [aria-checked="true"]', (xs) => xs.map((x) => x.dataset.symbol).sort());
+    if (ticked.join() !== 'AAPL,BTCUSDT,MSFT') fail(`ticked: ${ticked}`);
+    const held0 = llm.state.held.length;
+    await p.click('#batch');
+    await waitFor('the batch at its narrative step', async () => llm.state.held.length > held0 &&
+      /language model/.test((await p.textContent('#batch-progress-text')) || ''), 60_000);
+    const mid = (await p.textContent('#batch-progress-text')).trim();
+    await p.click('#cancel');
+    await waitFor('the cancelled status', async () => ((await p.textContent('#status')) || '').trim() === 'Cancelled.', 10_000);
+    await waitFor('the server to stop waiting for the model', async () => llm.state.closedHeld > 0, 30_000);
+    const after = await p.evaluate(() => ({ progress: document.getElementById('batch-progress-box').hidden,
+      cancel: document.getElementById('cancel').hidden, batch: document.getElementById('batch').disabled,
+      analyze: document.getElementById('analyze').disabled, busy: document.body.classList.contains('busy'),
+      note: document.getElementById('ranking-note').textContent, focus: document.activeElement && document.activeElement.id }));
+    if (!after.progress || !after.cancel || after.batch || after.analyze || after.busy || !/stopped before any result/.test(after.note) ||
+        after.focus !== 'batch') fail(`after Cancel mid-batch: ${JSON.stringify(after)}`);
+    llm.state.mode = 'ok';
+    await p.uncheck('#narrative');
+    await p.click('#clear-ticks');
+    if ((await p.textContent('#batch')).trim() !== 'Analyse all 5 shown') fail('Clear ticks left ticks');
+    await run(p, '#analyze', 'an analysis after a cancelled batch');
+    step(`Cancel mid-batch at '${mid}': stream closed, the model no longer waited for, the page usable`);
+
+    // A batch's ranking and a narrative at 360 px: nothing wider than the window.
+    await llm.close().catch(() => {});
+    llm.state.mode = 'ok';
+    await run(p, '#batch', 'the batch before the 360 px check');
+    await p.click('#ranking tr[data-key="AAPL\t1d"]');
+    await waitFor('the AAPL report', async () => ((await p.textContent('#chart-title')) || '').trim() === 'AAPL · 1d', 30_000);
+    await noOverflow(p, 360, 'the ranking');
+    await p.screenshot({ path: opts.screenshot.replace(/\.png$/, '-batch-360.png'), fullPage: true }).catch(() => {});
+    step('ranking at 360 px without overflow');
+    await p.close();
+  } finally {
+    await llm.close().catch(() => {});
+    if (server) await stopServer(server);
+  }
+}
+
 async function main() {
   for (const [what, path] of [['kronos binary', opts.kronos], ['web root', join(opts.webRoot, 'index.html')],
     ['chromium', opts.chromium]]) {
@@ -194,6 +470,12 @@ async function main() {
       timezoneId: 'Asia/Kolkata',
     });
     await guardOffsite(browser);
+    if (opts.part === 'batch') {
+      await batchAndNarrative({ browser, tmp, local, watch, noLlmOrigin: origin });
+      if (offsite.length) fail(`the page tried to reach other hosts: ${offsite.join(', ')}`);
+      if (problems.length) fail(`browser problems:\n  ${problems.join('\n  ')}`);
+      return;
+    }
     page = browser.pages()[0] || await browser.newPage();
     const analyzeBodies = [];
     page.on('request', (req) => {
@@ -725,6 +1007,8 @@ async function main() {
     await rp.screenshot({ path: opts.screenshot.replace(/\.png$/, '-report.png'), fullPage: true });
     await rp.close();
     step('report HTML rendered');
+
+    await batchAndNarrative({ browser, tmp, local, watch, noLlmOrigin: origin });
 
     if (offsite.length) fail(`the page tried to reach other hosts: ${offsite.join(', ')}`);
     if (problems.length) fail(`browser problems:\n  ${problems.join('\n  ')}`);

@@ -563,3 +563,245 @@ test('seriesKey: the symbol(s), else a hash of the first candle, stable across c
   assert.equal(fnv1a(''), '811c9dc5');
   assert.equal(fnv1a('a'), 'e40c292c');
 });
+
+// ------------------------------------------------------------------ batch stream, ranking, narrative
+
+import { SseParser } from '../../web/src/sse.js';
+
+// A stream as the server writes it (docs/api.md "Streaming an analysis"), with a keep-alive.
+const STREAM = 'event: progress\ndata: {"phase":"load","step":1,"steps":3,"symbol":"AAPL","message":"reading AAPL"}\n\n' +
+  ': keep-alive\n\n' +
+  'event: progress\ndata: {"phase":"forecast","step":2,"steps":3,"message":"forecasting 1 symbol"}\n\n' +
+  'event: result\ndata: {"reports":[],"ranking":[],"failures":[]}\n\n';
+
+const parseAll = (chunks) => {
+  const p = new SseParser();
+  const out = chunks.flatMap((c) => p.push(c));
+  return { events: out.concat(p.end()), comments: p.comments };
+};
+
+test('SSE: events, data lines, comments and keep-alives', () => {
+  const { events, comments } = parseAll([STREAM]);
+  assert.deepEqual(events.map((e) => e.event), ['progress', 'progress', 'result']);
+  assert.equal(JSON.parse(events[0].data).symbol, 'AAPL');
+  assert.equal(comments, 1);
+  // Several data lines join with "\n"; no space after the colon is fine; one space is dropped,
+  // a second one kept; a line without a colon is a field with an empty value; unknown fields
+  // and retry are ignored; an event with no data is dropped; no event name is "message".
+  const more = parseAll(['data:a\ndata:  b\nretry: 10\nfoo: bar\n\nevent: x\n\ndata\n\nid: 7\ndata: z\n\n']).events;
+  assert.deepEqual(more, [
+    { event: 'message', data: 'a\n b', id: null },
+    { event: 'message', data: '', id: null },
+    { event: 'message', data: 'z', id: '7' },
+  ]);
+});
+
+test('SSE: chunks split anywhere give the same events (mid-line, mid-event, mid-CRLF)', () => {
+  const want = parseAll([STREAM]).events;
+  for (const text of [STREAM, STREAM.replaceAll('\n', '\r\n'), STREAM.replaceAll('\n', '\r')]) {
+    assert.deepEqual(parseAll([text]).events, want);
+    for (let i = 0; i <= text.length; i++) {
+      assert.deepEqual(parseAll([text.slice(0, i), text.slice(i)]).events, want, `split at ${i}`);
+    }
+    for (let i = 0; i < text.length; i += 7) {
+      for (const j of [i + 1, i + 2, i + 13]) {
+        assert.deepEqual(parseAll([text.slice(0, i), '', text.slice(i, j), text.slice(j)]).events, want, `split at ${i}, ${j}`);
+      }
+    }
+    // One character at a time.
+    assert.deepEqual(parseAll([...text]).events, want);
+  }
+  // A CR at the end of one chunk and the LF at the start of the next are one line end, not two
+  // (two would dispatch an event early).
+  const p = new SseParser();
+  assert.deepEqual(p.push('data: a\r'), []);
+  assert.deepEqual(p.push('\ndata: b\r\n\r\n'), [{ event: 'message', data: 'a\nb', id: null }]);
+  // A byte order mark may open the stream; an event the stream ends inside is dropped.
+  assert.deepEqual(parseAll(['\ufeffdata: x\n\n', 'data: cut']).events, [{ event: 'message', data: 'x', id: null }]);
+});
+
+// A stand-in fetch whose answer is an event stream sent in these chunks (text or bytes); `hang`:
+// it stays open.
+function streamFetch(chunks, { status = 200, headers = { 'Content-Type': 'text/event-stream' }, hang = false } = {}) {
+  const calls = [];
+  globalThis.fetch = (url, init) => {
+    calls.push({ url, init, body: JSON.parse(init.body) });
+    const enc = new TextEncoder();
+    const body = new ReadableStream({
+      start(ctl) {
+        for (const c of chunks) ctl.enqueue(typeof c === 'string' ? enc.encode(c) : c);
+        if (!hang) ctl.close();
+        init.signal.addEventListener('abort', () => ctl.error(new DOMException('aborted', 'AbortError')));
+      },
+    });
+    return Promise.resolve(new Response(body, { status, headers }));
+  };
+  return calls;
+}
+
+test('analyzeBatch streams: progress then the result; Authorization and stream sent', async () => {
+  // Split mid-line, and between the two bytes of the "·" of a message.
+  const bytes = new TextEncoder().encode(STREAM.replace('reading AAPL', 'reading AAPL · 1d'));
+  const cut = bytes.indexOf(0xb7); // the second byte of U+00B7
+  const calls = streamFetch([bytes.slice(0, 30), bytes.slice(30, cut), bytes.slice(cut)]);
+  api.setApiKey('k1');
+  const seen = [];
+  const set = await api.analyzeBatch({ symbols: ['AAPL'], interval: '1d', horizon: 5 }, { onProgress: (e) => seen.push(e) });
+  api.setApiKey('');
+  assert.deepEqual(set, { reports: [], ranking: [], failures: [] });
+  assert.deepEqual(seen.map((e) => e.step), [1, 2]);
+  assert.equal(seen[0].message, 'reading AAPL · 1d');
+  assert.equal(calls[0].url, '/v1/analyze/batch');
+  assert.deepEqual(calls[0].body, { symbols: ['AAPL'], interval: '1d', horizon: 5, format: 'json', stream: true });
+  assert.equal(calls[0].init.headers.Authorization, 'Bearer k1');
+  assert.equal(calls[0].init.headers.Accept, 'text/event-stream');
+  assert.equal(calls[0].init.headers['X-Kronos-Series'], 'AAPL');
+});
+
+test('analyzeBatch: an error event, a refused request, a stream cut short, Cancel, silence', async () => {
+  streamFetch(['event: progress\ndata: {"step":1,"steps":2}\n\n',
+    'event: error\r\ndata: {"error":{"code":400,"message":"symbols[0]: NOPE: no candles stored","field":"symbols[0]"}}\r\n\r\n']);
+  await assert.rejects(api.analyzeBatch({ symbols: ['NOPE'] }),
+    (e) => e.status === 400 && e.field === 'symbols[0]' && /no candles stored/.test(e.message));
+  // Refused before the stream started: a plain JSON error.
+  streamFetch(['{"error":{"code":400,"message":"horizon: must be 1..256","field":"horizon"}}'], { status: 400, headers: {} });
+  await assert.rejects(api.analyzeBatch({ symbols: ['AAPL'] }), (e) => e.status === 400 && e.field === 'horizon');
+  // The stream ends without its result.
+  streamFetch(['event: progress\ndata: {"step":1,"steps":2}\n\n']);
+  await assert.rejects(api.analyzeBatch({ symbols: ['AAPL'] }), (e) => e.kind === 'network' && /before the result/.test(e.message));
+  // Cancel in the middle: the request is aborted (the server cancels on the disconnect).
+  const ctl = new AbortController();
+  const calls = streamFetch(['event: progress\ndata: {"step":1,"steps":2}\n\n'], { hang: true });
+  const p = api.analyzeBatch({ symbols: ['AAPL'] }, { signal: ctl.signal, onProgress: () => ctl.abort() });
+  await assert.rejects(p, (e) => e.kind === 'cancelled');
+  assert.ok(calls[0].init.signal.aborted);
+  // Keep-alives hold the deadline off; silence past it fails with a clear message.
+  api.configure({ streamIdleTimeoutMs: 50 });
+  streamFetch([': keep-alive\n\n'], { hang: true });
+  await assert.rejects(api.analyzeBatch({ symbols: ['AAPL'] }), (e) => e.kind === 'timeout' && /sent nothing for/.test(e.message));
+  api.configure({ streamIdleTimeoutMs: 60_000 });
+});
+
+import { batchGroups, batchLabel, batchSeries, failedRow, intervalSeconds, nextSort, progressView, rankingRows, rowTexts, sortRows } from '../../web/src/batch.js';
+
+test('a batch takes the ticked series, else the ones shown; one request per interval', () => {
+  const items = [{ symbol: 'AAPL', interval: '1d' }, { symbol: 'AAPL', interval: '1h' }, { symbol: 'MSFT', interval: '1d' },
+    { symbol: 'aapl', interval: '1d' }, { symbol: 'X', interval: '5m' }];
+  assert.deepEqual(batchSeries(items, [0, 2], new Set()), [items[0], items[2]]);
+  assert.deepEqual(batchSeries(items, [0], new Set(['MSFT\t1d', 'X\t5m'])), [items[2], items[4]]); // ticks outlive the filter
+  assert.deepEqual(batchGroups(items), [
+    { interval: '5m', symbols: ['X'] },
+    { interval: '1h', symbols: ['AAPL'] },
+    { interval: '1d', symbols: ['AAPL', 'MSFT'] },
+    { interval: '1d', symbols: ['aapl'] }, // distinct without case within a request
+  ]);
+  assert.deepEqual(batchGroups([]), []);
+  assert.equal(intervalSeconds('5min'), 300);
+  assert.equal(intervalSeconds('1w'), 604800);
+  assert.equal(intervalSeconds('tick'), Infinity);
+  assert.equal(batchLabel(0, 5), 'Analyse all 5 shown');
+  assert.equal(batchLabel(0, 1), 'Analyse the 1 shown');
+  assert.equal(batchLabel(2, 5), 'Analyse 2 ticked');
+});
+
+test('the progress line says which request, which step and which symbol', () => {
+  assert.deepEqual(progressView({ phase: 'load', step: 2, steps: 6, symbol: 'MSFT', message: 'reading MSFT' }),
+    { text: 'step 2 of 6 · MSFT: reading MSFT', value: 2 / 6, max: 1, symbol: 'MSFT' });
+  const v = progressView({ phase: 'render', step: 3, steps: 3, message: 'writing the JSON report' }, 2, 3);
+  assert.equal(v.text, 'Request 2 of 3 · step 3 of 3: writing the JSON report');
+  assert.equal(v.value, 2);
+  assert.equal(v.max, 3);
+  // Nonsense counts do not break the bar.
+  assert.equal(progressView({ step: 9, steps: 0 }).value, 1);
+});
+
+// A batch answer's shape (docs/report.md), abridged.
+const BATCH = {
+  disclaimer: 'd',
+  reports: [
+    { symbol: 'AAPL', interval: '1d', statistics: { return_p10_pct: -1.5, return_p90_pct: 4.25 } },
+    { symbol: 'MSFT', interval: '1d', statistics: { return_p10_pct: -3, return_p90_pct: 2 } },
+    { symbol: 'BTC', interval: '1d', statistics: {} },
+  ],
+  ranking: [
+    { rank: 1, group_rank: 1, symbol: 'AAPL', interval: '1d', prob_up: 0.81, expected_return_pct: 1.2, var95_pct: 2.1, es95_pct: 2.9,
+      last_timestamp: '2025-08-01', stale: false, standard_error: { prob_up: 0.031, expected_return_pct: 0.4 }, indistinguishable_from: ['MSFT'] },
+    { rank: 2, group_rank: 2, symbol: 'MSFT', interval: '1d', prob_up: 0.4, expected_return_pct: 0.9, var95_pct: 5, es95_pct: 6,
+      last_timestamp: '2025-08-01', stale: false, standard_error: { prob_up: 0.002, expected_return_pct: 0.3 }, indistinguishable_from: ['AAPL'] },
+    { rank: 3, group_rank: 3, symbol: 'BTC', interval: '1d', prob_up: null, expected_return_pct: -2, var95_pct: null, es95_pct: null,
+      last_timestamp: '2021-06-10', stale: true, standard_error: { prob_up: null, expected_return_pct: null }, indistinguishable_from: [] },
+  ],
+  failures: [{ symbol: 'SHORT', interval: '1d', error: 'symbols[3]: SHORT 1d has 6 rows, at least 32 needed' }],
+};
+
+test('the ranking rows: figures with their uncertainty, the report, failures as rows', () => {
+  const rows = rankingRows(BATCH, 10);
+  assert.deepEqual(rows.map((r) => [r.symbol, r.order, r.rank, !!r.error]),
+    [['AAPL', 10, 1, false], ['MSFT', 11, 2, false], ['BTC', 12, 3, false], ['SHORT', 13, null, true]]);
+  assert.equal(rows[0].report, BATCH.reports[0]);
+  assert.deepEqual(rowTexts(rows[0]), {
+    probUp: '81% ± 3 pp', expectedReturn: '+1.20% ± 0.40%', band: 'p10–p90 -1.50% to +4.25%', risk: 'VaR 2.10% · ES 2.90%',
+  });
+  assert.equal(rowTexts(rows[1]).probUp, '40% ± 1 pp'); // never "± 0 pp"
+  assert.deepEqual(rowTexts(rows[2]), { probUp: 'n/a', expectedReturn: '-2.00%', band: '', risk: 'VaR n/a · ES n/a' });
+  assert.equal(rows[2].stale, true);
+  assert.equal(rowTexts(rows[3]), null);
+  assert.match(rows[3].error, /6 rows/);
+  assert.deepEqual(rankingRows({}), []);
+  assert.equal(failedRow('X', '', 'gone').key, 'X\t');
+});
+
+test('the ranking sorts by a column either way; failures and n/a last; ties in the server order', () => {
+  const rows = rankingRows(BATCH);
+  const order = (key, dir) => sortRows(rows, key, dir).map((r) => r.symbol).join();
+  assert.equal(order('rank', 'asc'), 'AAPL,MSFT,BTC,SHORT');
+  assert.equal(order('rank', 'desc'), 'BTC,MSFT,AAPL,SHORT');
+  assert.equal(order('probUp', 'desc'), 'AAPL,MSFT,BTC,SHORT'); // BTC: n/a
+  assert.equal(order('probUp', 'asc'), 'MSFT,AAPL,BTC,SHORT');
+  assert.equal(order('expectedReturn', 'asc'), 'BTC,MSFT,AAPL,SHORT');
+  assert.equal(order('var95', 'asc'), 'AAPL,MSFT,BTC,SHORT');
+  assert.equal(order('symbol', 'desc'), 'MSFT,BTC,AAPL,SHORT');
+  assert.equal(order('nonsense', 'asc'), 'AAPL,MSFT,BTC,SHORT');
+  const tied = [{ ...rows[0], order: 0 }, { ...rows[1], order: 1, probUp: 0.81 }];
+  assert.deepEqual(sortRows(tied, 'probUp', 'desc').map((r) => r.order), [0, 1]);
+  assert.deepEqual(sortRows(tied, 'probUp', 'asc').map((r) => r.order), [0, 1]);
+  assert.equal(rows[0].symbol, 'AAPL'); // a copy: the rows keep their order
+  // A header click: the other way on the sorted column, else best first.
+  assert.deepEqual(nextSort({ key: 'probUp', dir: 'desc' }, 'probUp'), { key: 'probUp', dir: 'asc' });
+  assert.deepEqual(nextSort({ key: 'rank', dir: 'asc' }, 'expectedReturn'), { key: 'expectedReturn', dir: 'desc' });
+  assert.deepEqual(nextSort({ key: 'rank', dir: 'asc' }, 'var95'), { key: 'var95', dir: 'asc' });
+});
+
+import { narrativeOffer, narrativeView } from '../../web/src/narrative.js';
+
+test('the narrative is offered only when the server names its language model', () => {
+  assert.deepEqual(narrativeOffer({ object: 'list', data: [], narrative: { model: 'gemma3' } }), { available: true, model: 'gemma3' });
+  assert.deepEqual(narrativeOffer({ object: 'list', data: [], narrative: null }), { available: false, model: null });
+  assert.deepEqual(narrativeOffer({ object: 'list', data: [] }), { available: false, model: null }); // an older server
+  assert.deepEqual(narrativeOffer({ narrative: { model: '  ' } }), { available: false, model: null });
+  assert.deepEqual(narrativeOffer({ narrative: true }), { available: false, model: null });
+  assert.deepEqual(narrativeOffer(null), { available: false, model: null });
+});
+
+test('the narrative panel: the prose named as a model\'s, its failure explained, nothing when not asked', () => {
+  const text = '<b>Paths lean up</b> ± 2 pp.';
+  const v = narrativeView({ narrative: { text, model: 'gemma3', warning: null }, narrative_error: null }, 'gemma3');
+  assert.equal(v.kind, 'text');
+  assert.equal(v.text, text); // as written: the page sets it as text
+  assert.match(v.title, /written by a language model \(gemma3\)/);
+  assert.match(v.note, /not from the language model/);
+  assert.equal(v.warning, null);
+  const w = narrativeView({ narrative: { text, model: 'm', warning: 'the narrative mentions figures not in the report' } });
+  assert.match(w.warning, /figures not in the report/);
+  const e = narrativeView({ narrative: null, narrative_error: 'http://127.0.0.1:11434/api/generate: no complete answer within 60 s' }, 'gemma3');
+  assert.equal(e.kind, 'error');
+  assert.match(e.title, /gemma3 gave none/);
+  assert.match(e.text, /no complete answer within 60 s.*figures above are complete/);
+  assert.equal(narrativeView({ narrative: null, narrative_error: null }), null);
+  assert.equal(narrativeView({}), null);
+  assert.equal(narrativeView(null), null);
+});
+
+test('a refused narrative field is shown beside the Narrative box', () => {
+  assert.equal(inputForField('narrative'), 'narrative');
+});

@@ -9,12 +9,17 @@
 //   - A caller's AbortSignal (the page's Cancel button, a newer action) ends a call at once,
 //     its wait for a retry too, with an ApiError of kind 'cancelled'; the server cancels the
 //     work when the connection closes (docs/api.md).
+//   - A streamed batch analysis (Server-Sent Events over fetch, sse.js) has a deadline on
+//     silence instead: the server sends a keep-alive every 15 s, so no byte for a minute means
+//     it is gone, however long the whole batch takes.
 
 import { seriesKey } from './routing.js';
+import { SseParser } from './sse.js';
 
 const settings = {
   analyzeTimeoutMs: 130_000,
   getTimeoutMs: 30_000,
+  streamIdleTimeoutMs: 60_000, // a stream's longest silence (keep-alives every 15 s)
   metricsTimeoutMs: 10_000,
   autoRetryMaxS: 10, // retry a busy answer by itself only when told to wait at most this long
 };
@@ -86,6 +91,17 @@ const seconds = (ms) => `${Math.round(ms / 1000)} s`;
 
 const cancelled = () => new ApiError(0, 'cancelled', { kind: 'cancelled' });
 
+/**
+ * The ApiError for a fetch that threw: cancelled by the caller's signal, past its deadline
+ * (`deadline` aborted: the message `late`), else no connection (an outage, onReconnect later).
+ */
+function fetchError(e, signal, deadline, late) {
+  if (signal && signal.aborted) return cancelled();
+  if (deadline.aborted) return new ApiError(0, late, { kind: 'timeout' });
+  markReachable(false);
+  return new ApiError(0, `cannot reach the server (${e.message})`, { kind: 'network' });
+}
+
 /** One request under a deadline: {res, text}, or an ApiError (network, timeout, cancelled). */
 async function send(method, path, { body, headers = {}, timeoutMs, signal }) {
   if (signal && signal.aborted) throw cancelled();
@@ -99,13 +115,8 @@ async function send(method, path, { body, headers = {}, timeoutMs, signal }) {
     markReachable(true);
     return { res, text };
   } catch (e) {
-    if (signal && signal.aborted) throw cancelled();
-    if (ctl.signal.aborted) {
-      throw new ApiError(0, `no answer within ${seconds(timeoutMs)}: the server may be overloaded or the ` +
-        'request too large (fewer paths or a shorter horizon help); try again', { kind: 'timeout' });
-    }
-    markReachable(false);
-    throw new ApiError(0, `cannot reach the server (${e.message})`, { kind: 'network' });
+    throw fetchError(e, signal, ctl.signal, `no answer within ${seconds(timeoutMs)}: the server may be ` +
+      'overloaded or the request too large (fewer paths or a shorter horizon help); try again');
   } finally {
     clearTimeout(timer);
     if (signal) signal.removeEventListener('abort', onAbort);
@@ -206,4 +217,100 @@ export function analyze(request, { onRetry, signal } = {}) {
 /** GET /metrics as text (the panel parses it). */
 export function getMetricsText() {
   return callText('GET', '/metrics', { timeoutMs: settings.metricsTimeoutMs });
+}
+
+// ------------------------------------------------------------------ streams
+
+/**
+ * Reads an event stream's body: onProgress(data) for each `progress` event; resolves with the
+ * `result` event's JSON; an `error` event rejects with its ApiError (status, message, field).
+ * `restart()` is called on every chunk (the silence deadline starts again).
+ */
+async function readEvents(res, { onProgress, restart }) {
+  const reader = res.body.getReader();
+  const decoder = new TextDecoder();
+  const parser = new SseParser();
+  try {
+    for (;;) {
+      const { value, done } = await reader.read();
+      restart();
+      const events = done ? parser.push(decoder.decode()).concat(parser.end()) : parser.push(decoder.decode(value, { stream: true }));
+      for (const ev of events) {
+        let data;
+        try {
+          data = JSON.parse(ev.data);
+        } catch {
+          throw new ApiError(200, `the server sent a '${ev.event}' event that is not JSON`);
+        }
+        if (ev.event === 'progress') {
+          if (onProgress) onProgress(data);
+        } else if (ev.event === 'result') {
+          return data;
+        } else if (ev.event === 'error') {
+          const e = (data && data.error) || {};
+          throw new ApiError(e.code || 500, e.message || 'the analysis failed', { field: e.field });
+        }
+      }
+      if (done) throw new ApiError(0, 'the server closed the stream before the result', { kind: 'network' });
+    }
+  } finally {
+    reader.cancel().catch(() => {});
+  }
+}
+
+/**
+ * POST `path` with a JSON body asking for Server-Sent Events (`"stream": true`); resolves with
+ * the `result` event's JSON. onProgress(event data) for each progress event; a busy answer is
+ * retried once as by callText; signal cancels. The deadline is the stream's silence
+ * (settings.streamIdleTimeoutMs), not its length.
+ */
+async function callStream(path, body, { headers = {}, onProgress, onRetry, signal } = {}) {
+  const h = { Accept: 'text/event-stream', 'Content-Type': 'application/json', ...headers };
+  if (apiKey) h.Authorization = `Bearer ${apiKey}`;
+  const text = JSON.stringify({ ...body, stream: true });
+  for (let attempt = 0; ; attempt++) {
+    if (signal && signal.aborted) throw cancelled();
+    const ctl = new AbortController();
+    let timer = null;
+    const restart = () => {
+      clearTimeout(timer);
+      timer = setTimeout(() => ctl.abort(), settings.streamIdleTimeoutMs);
+    };
+    const onAbort = () => ctl.abort();
+    if (signal) signal.addEventListener('abort', onAbort);
+    let err;
+    try {
+      restart();
+      const res = await fetch(path, { method: 'POST', headers: h, body: text, cache: 'no-store', signal: ctl.signal });
+      markReachable(true);
+      if (res.ok) return await readEvents(res, { onProgress, restart });
+      err = httpError(res, await res.text());
+    } catch (e) {
+      if (e instanceof ApiError && !(signal && signal.aborted)) throw e;
+      throw fetchError(e, signal, ctl.signal, `the server sent nothing for ${seconds(settings.streamIdleTimeoutMs)}: ` +
+        'it may be overloaded or gone; try again');
+    } finally {
+      clearTimeout(timer);
+      if (signal) signal.removeEventListener('abort', onAbort);
+    }
+    if (attempt > 0 || err.retryAfter === null || err.retryAfter > settings.autoRetryMaxS) throw err;
+    if (onRetry) onRetry(err.retryAfter);
+    await sleep(err.retryAfter * 1000, signal);
+  }
+}
+
+/**
+ * POST /v1/analyze/batch as a stream (docs/api.md): `request` names `symbols` (and one
+ * `interval`); onProgress({phase, step, steps, symbol?, message}) as the server works; resolves
+ * with the report set (`reports`, `ranking`, `failures`). A batch none of whose symbols could be
+ * analysed rejects with the server's 400 (field "symbols[0]").
+ */
+export function analyzeBatch(request, { onProgress, onRetry, signal } = {}) {
+  const key = seriesKey(request);
+  return callStream('/v1/analyze/batch', { ...request, format: 'json' }, {
+    headers: key ? { 'X-Kronos-Series': key } : {},
+    onProgress,
+    onRetry,
+    signal,
+  });
 }

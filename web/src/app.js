@@ -1,14 +1,18 @@
-// The page's controller: the stored-symbol list, the Analyze form, the report panels and the
-// live metrics poll. Everything it shows comes from the server it was loaded from.
+// The page's controller: the stored-symbol list, the Analyze form, the report panels, the
+// batch ranking and the live metrics poll. Everything it shows comes from the server it was
+// loaded from.
 
 import * as api from './api.js';
 import { parseCsvCandles, scoreBacktest, splitForBacktest } from './backtest.js';
+import { batchGroups, batchLabel, batchSeries, failedRow, progressView, rankingRows } from './batch.js';
 import { PriceChart } from './chart.js';
 import { cardFigures, technicalRows } from './figures.js';
 import { inputForField } from './form-errors.js';
 import { compact, duration, fracPct, isSymbol, pct, price, priceSe, signedPct } from './format.js';
 import { historyUpTo } from './history.js';
 import { parsePrometheus, summarize } from './metrics.js';
+import { narrativeOffer, narrativeView } from './narrative.js';
+import { RankingTable } from './ranking-table.js';
 import { SymbolList } from './symbol-list.js';
 import { decodeState, encodeState, sameState } from './urlstate.js';
 
@@ -27,6 +31,8 @@ let stored = []; // GET /v1/symbols data
 let selected = null; // {symbol, interval} of the stored series picked in the list
 const loaded = { symbols: false, model: false }; // server info shown yet (an API key may be missing)
 let shownState = null; // the stored-series analysis in the address bar
+let narrative = { available: false, model: null }; // what GET /v1/models says (narrative.js)
+let ranking = null; // the batch ranking table
 
 function setStatus(text, kind = '') {
   const el = $('status');
@@ -72,13 +78,16 @@ async function loadSymbols() {
   $('symbol-options').replaceChildren(frag);
   if (selected) symbolList.mark(selected.symbol, selected.interval);
   else if (!$('symbol').value && stored.length) selectSymbol(stored[0].symbol, stored[0].interval);
+  updateBatchButton();
   performance.measure('kronos:list-symbols', { start: t0 }); // how long a long list takes (the tests read it)
 }
 
 async function loadModel() {
   try {
-    const d = (await api.getModels()).data[0];
+    const models = await api.getModels();
+    const d = models.data[0];
     loaded.model = true;
+    showNarrativeOffer(narrativeOffer(models));
     $('model-info').textContent =
       `model ${d.name}${d.demo ? ' (DEMO)' : ''} · ${(d.n_params / 1e6).toFixed(2)} M params · d_model ${d.d_model} · ${d.quant}`;
     $('model-info').title = d.source || '';
@@ -93,6 +102,18 @@ async function loadModel() {
 /** The symbol list and the model line, again (after a key is given, or a server restart). */
 function refreshServerInfo() {
   return Promise.all([loadModel(), loadSymbols()]);
+}
+
+// The Narrative box, only when the server has a language model, named.
+function showNarrativeOffer(offer) {
+  narrative = offer;
+  $('narrative-field').hidden = !offer.available;
+  $('narrative-model').textContent = offer.model || '';
+}
+
+/** The request's "narrative" field: asked only when offered and ticked. */
+function narrativeField() {
+  return narrative.available && $('narrative').checked ? { narrative: true } : {};
 }
 
 function needKey() {
@@ -160,6 +181,26 @@ function renderCalibration(cal) {
   );
 }
 
+// The model-written prose in its own panel, as text; its absence explained when one was asked
+// for and none came (the report is whole either way).
+function renderNarrative(r) {
+  const v = narrativeView(r, narrative.model);
+  $('narrative-panel').hidden = !v;
+  $('narrative-panel').className = `panel narrative-panel${v && v.kind === 'error' ? ' failed' : ''}`;
+  if (!v) return;
+  $('narrative-title').textContent = v.title;
+  $('narrative-text').textContent = v.text;
+  $('narrative-warning').hidden = !v.warning;
+  $('narrative-warning').textContent = v.warning || '';
+  $('narrative-note').textContent = v.note || '';
+}
+
+/** "; NAME wrote no narrative (see below)" after a status when one was asked for and none came. */
+function narrativeStatus(set) {
+  const v = narrativeView(set.reports[0], narrative.model);
+  return v && v.kind === 'error' ? `; ${v.model} wrote no narrative (see below)` : '';
+}
+
 // The chart, or a note saying why there is none: never a half-drawn one. history: null with
 // `why` when it could not be had.
 function renderChart(history, r, backtest, why) {
@@ -200,6 +241,7 @@ function renderReport(set, history, backtest = null, why = null) {
   $('summary').replaceChildren(...r.summary.map((s) => el('li', {}, s)));
   renderTechnicals(r.technical);
   renderCalibration(r.calibration);
+  renderNarrative(r);
   $('disclaimer').textContent = set.disclaimer;
   // An analysis went through: a list or model line still missing (a key given just now) comes too.
   if (!loaded.symbols || !loaded.model) refreshServerInfo();
@@ -277,6 +319,8 @@ function clearFieldError() {
 // newer action (Backtest pressed while Analyze runs, back/forward in the address bar), so an
 // older answer arriving late never replaces the newer one's report.
 let running = null;
+// A batch row's report being opened (its history fetch): a newer action or row aborts it.
+let viewing = null;
 
 /** Throws 'cancelled' when the action's signal was aborted (an answer that came too late). */
 function stillWanted(signal) {
@@ -285,9 +329,11 @@ function stillWanted(signal) {
 
 // Runs one action with its button disabled, Cancel shown and the page marked busy; errors end
 // up in the status, and beside the input a refused field belongs to. fn(signal).
-async function busy(button, prefix, fn, { upload = false } = {}) {
+async function busy(button, prefix, fn, { upload = false, batch = false } = {}) {
   if (running) running.abort();
+  if (viewing) viewing.abort();
   const mine = new AbortController();
+  mine.batch = batch;
   running = mine;
   clearFieldError();
   button.disabled = true;
@@ -337,6 +383,7 @@ function onBacktest() {
     const set = await api.analyze(req, { onRetry: onRetry(`Backtesting ${symbol}`), signal });
     stillWanted(signal);
     renderReport(set, { ...past, candles: past.candles.slice(-HISTORY_BARS) }, { barsBack, after });
+    ranking.markOpen(null);
     setStatus(`${symbol} backtested at ${set.reports[0].last.timestamp}.`, 'ok');
   });
 }
@@ -364,7 +411,7 @@ function onAnalyze(ev) {
 
 // A stored series: the report, then its history up to the report's last bar.
 function analyzeStored(symbol, interval, restoring) {
-  const request = { symbol, ...samplingFields() };
+  const request = { symbol, ...samplingFields(), ...narrativeField() };
   if (interval) request.interval = interval;
   const what = `Forecasting ${symbol}${interval ? ` (${interval})` : ''}`;
   setStatus(`${what}: ${request.paths || 'adaptive'} paths × ${request.horizon} bars…`);
@@ -384,7 +431,8 @@ function analyzeStored(symbol, interval, restoring) {
     }
     stillWanted(signal);
     renderReport(set, history, null, why);
-    setStatus(`${symbol} analysed in ${duration((performance.now() - t0) / 1000)}.`, 'ok');
+    setStatus(`${symbol} analysed in ${duration((performance.now() - t0) / 1000)}${narrativeStatus(set)}.`, 'ok');
+    ranking.markOpen(null);
     selectSymbol(r.symbol, r.interval);
     rememberState({ symbol: r.symbol, interval: r.interval, horizon: request.horizon }, restoring);
   });
@@ -406,11 +454,135 @@ function analyzeFile(file) {
     const symbol = fileLabel(file.name);
     const what = `Forecasting ${file.name}`;
     setStatus(`${what}${history ? ` (${history.candles.length} rows)` : ''}…`);
-    const set = await api.analyze({ ...samplingFields(), symbol, candles: text }, { onRetry: onRetry(what), signal });
+    const set = await api.analyze({ ...samplingFields(), ...narrativeField(), symbol, candles: text },
+      { onRetry: onRetry(what), signal });
     stillWanted(signal);
     renderReport(set, history && { ...history, candles: history.candles.slice(-HISTORY_BARS) }, null, why);
-    setStatus(`${file.name} analysed in ${duration((performance.now() - t0) / 1000)}.`, 'ok');
+    ranking.markOpen(null);
+    setStatus(`${file.name} analysed in ${duration((performance.now() - t0) / 1000)}${narrativeStatus(set)}.`, 'ok');
   }, { upload: true });
+}
+
+// ------------------------------------------------------------------ batch
+
+// The Batch button says what it would analyse: the ticked series, else all the list shows.
+function updateBatchButton() {
+  const nTicked = symbolList.ticked.size;
+  const nShown = stored.length ? symbolList.shown.length : 0;
+  $('batch').textContent = batchLabel(nTicked, nShown);
+  $('clear-ticks').hidden = nTicked === 0;
+  $('batch-what').textContent = nTicked ? `${nTicked} series ticked for a batch` : 'Several at once, ranked:';
+}
+
+function showProgress(p) {
+  $('batch-progress-box').hidden = false;
+  $('batch-progress').max = p.max;
+  $('batch-progress').value = p.value;
+  $('batch-progress-text').textContent = p.text;
+  if (p.symbol) $('batch-progress-text').dataset.symbol = p.symbol;
+}
+
+// A request of the batch that the server refused as a whole because none of its series could
+// be analysed (a 400 naming symbols[i]): each of its series gets a row with the reason.
+function refusedGroup(e, g, order) {
+  const one = g.symbols.length === 1;
+  return g.symbols.map((sym, k) => failedRow(sym, g.interval,
+    one ? e.message : `none of ${g.symbols.join(', ')} (${g.interval}) could be analysed; the server says: ${e.message}`,
+    order + k));
+}
+
+// The ticked series (else all shown), streamed request by request (one per interval); the
+// ranking fills in as each request's answer comes; a series that failed gets its error in its
+// row. Cancel (or a newer action) stops it; what came before stays.
+function onBatch() {
+  applyKey();
+  const series = batchSeries(stored, symbolList.shown, symbolList.ticked);
+  if (!series.length) {
+    setStatus('No stored series to analyse: tick some in the list, or clear the filter.', 'error');
+    return undefined;
+  }
+  const groups = batchGroups(series);
+  const fields = { ...samplingFields(), ...narrativeField() };
+  const t0 = performance.now();
+  const rows = [];
+  $('ranking-panel').hidden = false;
+  $('ranking-sub').textContent = `${series.length} series · ${fields.horizon} bars ahead`;
+  $('ranking-note').textContent = '';
+  ranking.setRows(rows);
+  showProgress({ text: `Starting a batch of ${series.length} series…`, value: 0, max: groups.length });
+  setStatus(`Batch of ${series.length} series: streaming the progress…`);
+  return busy($('batch'), 'Batch: ', async (signal) => {
+    try {
+      for (const [i, g] of groups.entries()) {
+        let set;
+        try {
+          set = await api.analyzeBatch({ ...fields, symbols: g.symbols, interval: g.interval }, {
+            signal,
+            onRetry: onRetry('Batch'),
+            onProgress: (ev) => {
+              if (!signal.aborted) showProgress(progressView(ev, i + 1, groups.length));
+            },
+          });
+        } catch (e) {
+          if (e.status === 400 && /^symbols\[\d+\]/.test(e.field || '')) {
+            rows.push(...refusedGroup(e, g, rows.length));
+            ranking.setRows(rows);
+            continue;
+          }
+          throw e;
+        }
+        stillWanted(signal);
+        const meta = { disclaimer: set.disclaimer, model_notice: set.model_notice };
+        if (set.model_notice) showDemo(set.model_notice);
+        for (const r of rankingRows(set, rows.length)) rows.push({ ...r, meta });
+        ranking.setRows(rows);
+      }
+      const failed = rows.filter((r) => r.error).length;
+      $('ranking-note').textContent = 'Ranked by expected return within each interval; ± is the Monte Carlo ' +
+        'standard error. Click a row for its full report (no new forecast: the batch\'s own).';
+      setStatus(`Batch of ${series.length} series analysed in ${duration((performance.now() - t0) / 1000)}` +
+        `${failed ? `; ${failed} could not be` : ''}.`, failed === series.length ? 'error' : 'ok');
+    } catch (e) {
+      $('ranking-note').textContent = rows.length ? 'The batch stopped: the rows above came before it did.'
+        : 'The batch stopped before any result.';
+      throw e;
+    } finally {
+      $('batch-progress-box').hidden = true;
+    }
+  }, { batch: true });
+}
+
+// A batch row's full report in the single-report view: the batch's own report (nothing is
+// computed again), with the series' history fetched for the chart as after an analysis.
+async function openBatchRow(row) {
+  const r = row.report;
+  if (running && !running.batch) running.abort(); // a single analysis would replace it later
+  if (viewing) viewing.abort();
+  const mine = new AbortController();
+  viewing = mine;
+  setStatus(`Opening ${r.symbol} (${r.interval}) from the batch…`);
+  let history = null;
+  let why = null;
+  try {
+    const h = historyUpTo(await api.getCandles(r.symbol, { interval: r.interval, limit: HISTORY_BARS + PIN_SLACK, signal: mine.signal }),
+      r.last.timestamp);
+    history = { ...h, candles: h.candles.slice(-HISTORY_BARS) };
+  } catch (e) {
+    if (e.kind === 'cancelled') return;
+    if (e.status === 401) {
+      needKey();
+      return;
+    }
+    why = `the history could not be read (${e.message})`;
+  }
+  if (viewing !== mine) return;
+  viewing = null;
+  renderReport({ ...row.meta, reports: [r] }, history, null, why);
+  ranking.markOpen(row.key);
+  if (!running) setStatus(`${r.symbol} (${r.interval}): its report from the batch${narrativeStatus({ reports: [r] })}.`, 'ok');
+  selectSymbol(r.symbol, r.interval);
+  rememberState({ symbol: r.symbol, interval: r.interval, horizon: r.forecast.horizon }, false);
+  $('chart-title').scrollIntoView({ block: 'nearest' });
 }
 
 // ------------------------------------------------------------------ address bar
@@ -486,9 +658,16 @@ async function main() {
       selectSymbol(s.symbol, s.interval);
       $('analyze-form').requestSubmit();
     },
+    onTick: updateBatchButton,
   });
+  ranking = new RankingTable($('ranking'), { onOpen: openBatchRow });
   $('analyze-form').addEventListener('submit', onAnalyze);
   $('backtest').addEventListener('click', onBacktest);
+  $('batch').addEventListener('click', onBatch);
+  $('clear-ticks').addEventListener('click', () => {
+    symbolList.clearTicks();
+    $('batch').focus();
+  });
   $('cancel').addEventListener('click', onCancel);
   // A refused field's message stays until that field (or any other) is edited.
   $('analyze-form').addEventListener('input', clearFieldError);
@@ -498,7 +677,10 @@ async function main() {
     symbolList.mark(null, null);
   });
   // A long list (hundreds of series) narrows to the symbols containing the text typed.
-  $('symbol-filter').addEventListener('input', () => symbolList.filter($('symbol-filter').value));
+  $('symbol-filter').addEventListener('input', () => {
+    symbolList.filter($('symbol-filter').value);
+    updateBatchButton();
+  });
   // A key typed in: the list and the model line load with it at once.
   $('api-key').addEventListener('change', () => {
     applyKey();

@@ -16,6 +16,7 @@ const INPUTS = {
   calibrate: 'calibrate',
   temperature: 'temperature',
   top_p: 'top-p',
+  narrative: 'narrative',
 };
 
 /**

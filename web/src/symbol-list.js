@@ -3,7 +3,11 @@
 // picked option. ↑/↓, Home/End and PageUp/PageDown pick, Enter analyses, a click picks and a
 // double click analyses. Thousands of series render in one pass (one fragment, listeners on
 // the list, not on each option). filter(text) narrows the list to the symbols containing the
-// text (what is typed in the symbol field); the keys move among the options shown.
+// text (what is typed in the symbol field); the keys move among the options shown. Each
+// option can also be ticked for a batch analysis (Space, or a click on its box; aria-checked),
+// which picks nothing: ticks survive a filter and a reload of the list.
+
+import { seriesId as tickKey } from './batch.js';
 
 const PAGE = 10;
 const COUNT = new Intl.NumberFormat('en-US'); // one formatter: toLocaleString per row is slow
@@ -11,23 +15,28 @@ const COUNT = new Intl.NumberFormat('en-US'); // one formatter: toLocaleString p
 export class SymbolList {
   /**
    * ul: the <ul role="listbox" tabindex="0">; onPick({symbol, interval}) when an option is
-   * picked (click, keys), onActivate({symbol, interval}) to analyse it (Enter, double click).
+   * picked (click, keys), onActivate({symbol, interval}) to analyse it (Enter, double click),
+   * onTick() when the ticked series change.
    */
-  constructor(ul, { onPick, onActivate }) {
+  constructor(ul, { onPick, onActivate, onTick = () => {} }) {
     this.ul = ul;
     this.items = [];
     this.index = -1;
     this.shown = []; // indices of the options not filtered out, in order
     this.query = '';
+    this.ticked = new Set(); // "SYMBOL\tINTERVAL" of the series ticked for a batch
     this.onPick = onPick;
     this.onActivate = onActivate;
+    this.onTick = onTick;
     ul.addEventListener('click', (ev) => {
       const i = this.indexOf(ev.target);
-      if (i >= 0) this.pick(i);
+      if (i < 0) return;
+      if (ev.target.closest('.tick')) this.toggle(i);
+      else this.pick(i);
     });
     ul.addEventListener('dblclick', (ev) => {
       const i = this.indexOf(ev.target);
-      if (i >= 0) this.onActivate(this.items[i]);
+      if (i >= 0 && !ev.target.closest('.tick')) this.onActivate(this.items[i]);
     });
     ul.addEventListener('keydown', (ev) => this.key(ev));
   }
@@ -41,6 +50,9 @@ export class SymbolList {
    * last_timestamp}; market null when none is set). */
   setItems(items, emptyText) {
     this.items = items;
+    // Ticks of series no longer stored go; the others stay ticked.
+    const keys = new Set(items.map(tickKey));
+    for (const k of [...this.ticked]) if (!keys.has(k)) this.ticked.delete(k);
     this.index = -1;
     this.shown = items.map((_, i) => i);
     this.ul.removeAttribute('aria-activedescendant');
@@ -60,7 +72,11 @@ export class SymbolList {
       li.dataset.index = String(i);
       li.dataset.symbol = s.symbol;
       li.dataset.interval = s.interval;
+      li.setAttribute('aria-checked', String(this.ticked.has(tickKey(s))));
       li.title = `${s.first_timestamp} → ${s.last_timestamp}`;
+      const tick = document.createElement('span');
+      tick.className = 'tick';
+      tick.title = 'tick for a batch analysis (Space)';
       const sym = document.createElement('span');
       sym.className = 'sym';
       sym.textContent = s.symbol;
@@ -69,7 +85,7 @@ export class SymbolList {
       // The exchange calendar its forecast bars follow, when one was set for the symbol.
       const market = s.market ? ` · ${s.market}` : '';
       meta.textContent = `${s.interval}${market} · ${COUNT.format(s.rows)} bars`;
-      li.append(sym, meta);
+      li.append(tick, sym, meta);
       frag.append(li);
     });
     // After the options (their index is their child index): says so when a filter hides all.
@@ -100,6 +116,22 @@ export class SymbolList {
     this.none.hidden = this.shown.length > 0;
     this.none.textContent = this.shown.length ? '' : `No stored series matches '${String(text).trim()}'.`;
     return this.shown.length;
+  }
+
+  /** Ticks or unticks option i for a batch analysis. */
+  toggle(i) {
+    const k = tickKey(this.items[i]);
+    if (this.ticked.has(k)) this.ticked.delete(k);
+    else this.ticked.add(k);
+    this.ul.children[i].setAttribute('aria-checked', String(this.ticked.has(k)));
+    this.onTick();
+  }
+
+  /** Unticks every series. */
+  clearTicks() {
+    this.ticked.clear();
+    for (const li of this.ul.querySelectorAll('[aria-checked="true"]')) li.setAttribute('aria-checked', 'false');
+    this.onTick();
   }
 
   /** Marks the option of this series as picked (none when it is not listed); no callback. */
@@ -156,6 +188,7 @@ export class SymbolList {
         if (at < 0) return;
         ev.preventDefault();
         if (ev.key === 'Enter') this.onActivate(this.items[this.index]);
+        else this.toggle(this.index);
         return;
       default: return;
     }
