@@ -1445,6 +1445,9 @@ static void test_analyze_narrative(void **state) {
     assert_string_equal(cJSON_GetObjectItem(n, "text")->valuestring, STAND_IN_TEXT);
     assert_true(cJSON_IsNull(cJSON_GetObjectItem(n, "warning")));
     assert_true(cJSON_IsNull(cJSON_GetObjectItem(rep, "narrative_error")));
+    /* Where the model runs is not the clients' business. */
+    assert_string_equal(cJSON_GetObjectItem(n, "url")->valuestring, "the server's language model");
+    assert_null(strstr(r->body, "127.0.0.1"));
     cJSON_Delete(root);
     resp_free(r);
     /* Without the flag no narrative is asked for. */
@@ -1467,7 +1470,12 @@ static void test_analyze_narrative(void **state) {
     root = cJSON_Parse(r->body);
     rep = cJSON_GetArrayItem(cJSON_GetObjectItem(root, "reports"), 0);
     assert_true(cJSON_IsNull(cJSON_GetObjectItem(rep, "narrative")));
-    assert_true(cJSON_IsString(cJSON_GetObjectItem(rep, "narrative_error")));
+    const char *why = cJSON_GetStringValue(cJSON_GetObjectItem(rep, "narrative_error"));
+    assert_non_null(why);
+    /* The reason without the address: "the server's language model (NAME): ..." */
+    if (strncmp(why, "the server's language model (", 29) || strstr(why, "127.0.0.1"))
+        fail_msg("narrative_error '%s'", why);
+    assert_null(strstr(r->body, "127.0.0.1"));
     cJSON_Delete(root);
     resp_free(r);
     kr_server_free(s);

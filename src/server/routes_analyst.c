@@ -164,6 +164,23 @@ static void task_fail_batch(analyze_task *t, int status, const char *message) {
 
 /* Reads the histories (or takes the body's candles), runs the analyst, renders the report.
  * Leaves the outcome in t->status / body / content_type. */
+/* Where the language model runs is the operator's business, not the clients': a failure is
+ * logged with the endpoint and answered without it, and a report names the model only. */
+static void hide_llm_url(kr_server *s, kr_narrative *n) {
+    static const char hidden[] = "the server's language model";
+    if (!n) return;
+    if (!n->text) {
+        kr_srv_log(s, "narrative: %s", n->error);
+        size_t ul = strlen(n->url);
+        if (!strncmp(n->error, n->url, ul) && !strncmp(n->error + ul, ": ", 2)) {
+            char reason[sizeof n->error];
+            snprintf(reason, sizeof reason, "%s", n->error + ul + 2);
+            snprintf(n->error, sizeof n->error, "%s (%s): %s", hidden, n->model, reason);
+        }
+    }
+    snprintf(n->url, sizeof n->url, "%s", hidden);
+}
+
 static void task_run(analyze_task *t) {
     kr_server *s = t->srv;
     kr_api_analyze_request *r = &t->req;
@@ -348,6 +365,7 @@ static void task_run(analyze_task *t) {
             task_fail(t, 500, err.message, NULL);
             return;
         }
+        for (int i = 0; i < n_narrs; i++) hide_llm_url(s, narrs[i]);
     }
     emit(t, "render", NULL,
          r->format == KR_FORMAT_JSON ? "writing the JSON report"
