@@ -310,6 +310,13 @@ def _one_row_csv(frame):
     return out.getvalue()
 
 
+def _all_strings(values):
+    try:
+        return len(values) > 0 and all(isinstance(v, str) and v for v in values)
+    except TypeError:
+        return False
+
+
 def _shape_error(code, what, answer):
     return ServerError(code, f"the answer is not {what}: " + json.dumps(answer)[:200])
 
@@ -495,6 +502,35 @@ class Client:
         body.setdefault("format", "json")
         return self._request("POST", "/v1/analyze", series_key(series or symbol, candles),
                              body=body)
+
+    def analyze_batch(self, symbols=None, all=False, **fields):
+        """POST /v1/analyze/batch: one report set for several stored `symbols` (a list of
+        names) or, with `all=True`, every stored series: `reports` in the given order, a
+        `ranking` by expected return within each interval and the `failures` of the symbols
+        that could not be analysed (docs/api.md). Other fields as for analyze()."""
+        if (symbols is None) == (not all):
+            raise InvalidArgumentError("analyze_batch: give symbols=[...] or all=True, not both")
+        if symbols is not None:
+            if isinstance(symbols, str) or not _all_strings(symbols):
+                raise InvalidArgumentError(
+                    "symbols: expected a list of symbol names, got " + repr(symbols)[:60])
+            fields["symbols"] = list(symbols)
+        else:
+            fields["all"] = True
+        fields.setdefault("format", "json")
+        answer = self._request("POST", "/v1/analyze/batch", body=fields)
+        if not isinstance(answer, dict) or not isinstance(answer.get("reports"), list):
+            raise _shape_error(200, "a report set", answer)
+        return answer
+
+    def models(self):
+        """GET /v1/models: {"data": [the model served: its name, quant, shapes, "demo" (a
+        demo or test checkpoint: no forecast to act on), ...], "narrative": {"model": NAME}
+        when analyses can ask for a language model's narrative, else None}."""
+        answer = self._request("GET", "/v1/models")
+        if not isinstance(answer, dict) or not isinstance(answer.get("data"), list):
+            raise _shape_error(200, "a list of models", answer)
+        return answer
 
     def upload(self, symbol, candles, interval, market=None, series=None):
         """POST /v1/candles/SYMBOL?interval=: upserts `candles` into the server's store, all or

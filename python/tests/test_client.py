@@ -605,3 +605,23 @@ def test_store_busy_is_503_with_retry_after(kronos_server, candles):
         holder.close()
     assert len(c.candles("LOCK.T")) == 10
     assert c.delete("LOCK.T", "5m")["deleted"] == 10
+
+
+def test_models_and_batch_analysis(kronos_server, candles):
+    # models(): the demo checkpoint says it is one, and this server has no language model.
+    # analyze_batch(): stored series analysed together, ranked, an unknown one in failures.
+    c = Client(kronos_server[0], api_key=API_KEY)
+    m = c.models()
+    assert m["data"][0]["demo"] is True and m["narrative"] is None
+    for sym, start in (("BA.SH", 0), ("BB.SH", 300)):
+        c.upload(sym, candles.iloc[start:start + 200].reset_index(drop=True), "5m")
+    r = c.analyze_batch(["ba.sh", "BB.SH", "NOPE"], horizon=4, paths=8, seed=1)
+    assert [rep["symbol"] for rep in r["reports"]] == ["BA.SH", "BB.SH"]
+    assert sorted(x["symbol"] for x in r["ranking"]) == ["BA.SH", "BB.SH"]
+    assert [f["symbol"] for f in r["failures"]] == ["NOPE"]
+    for bad in ({}, {"symbols": "BA.SH"}, {"symbols": []}, {"symbols": ["BA.SH"], "all": True}):
+        with pytest.raises(kronos.InvalidArgumentError):
+            c.analyze_batch(**bad)
+    with pytest.raises(ServerError) as e:  # none of them: the server's 400 naming the field
+        c.analyze_batch(["NOPE"], horizon=4, paths=8)
+    assert e.value.http_status == 400 and e.value.field == "symbols[0]"
