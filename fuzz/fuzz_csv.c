@@ -50,13 +50,31 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (c->n >= 2) {
             int64_t out[4];
             kr_calendar_info info;
-            (void)kr_calendar_future(c->timestamps, c->n, 4, out, &info, &err);
+            if (kr_calendar_future(c->timestamps, c->n, 4, out, &info, &err) == KR_OK)
+                CHECK(kr_calendar_interval(c->timestamps, c->n) == info.interval_seconds);
         }
         kr_candles_free(c);
     } else {
         CHECK(c == NULL);
         CHECK(err.status == st);
         CHECK(memchr(err.message, '\0', sizeof err.message) != NULL);
+    }
+
+    /* Each comma- or line-separated piece as a decimal: the fast path must give strtod's
+     * double for the whole piece, or leave it to strtod. */
+    size_t from = 0;
+    for (size_t i = 0; i <= size && size < 4096; i++) {
+        if (i < size && data[i] != ',' && data[i] != '\n') continue;
+        double fast;
+        if (kr_parse_decimal(text + from, i - from, &fast)) {
+            char piece[4096];
+            memcpy(piece, text + from, i - from);
+            piece[i - from] = '\0';
+            char *end = NULL;
+            const double slow = strtod(piece, &end);
+            CHECK(end == piece + (i - from) && memcmp(&fast, &slow, sizeof fast) == 0);
+        }
+        from = i + 1;
     }
 
     /* The whole input, and each line of it, as a single timestamp. */

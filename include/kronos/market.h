@@ -112,6 +112,10 @@ KR_API kr_status kr_calendar_future_in(const kr_calendar *cal, const int64_t *ts
  * when a series carries no future timestamps). */
 KR_API kr_status kr_calendar_future(const int64_t *ts, int64_t n, int pred_len, int64_t *out,
                                     kr_calendar_info *info, kr_error *err);
+/* The bar interval kr_calendar_future reports (kr_calendar_info.interval_seconds: the most
+ * common gap between consecutive stamps, ties to the smaller) without inferring a calendar,
+ * in O(n) for a regular history; ts ascending. 0 when n < 2 or out of memory. */
+KR_API int64_t kr_calendar_interval(const int64_t *ts, int64_t n);
 
 /* ---------------------------------------------------------------- the candle store */
 

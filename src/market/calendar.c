@@ -64,14 +64,6 @@ static int cmp_i64(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-static int64_t sort_unique(int64_t *v, int64_t n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_i64);
-    int64_t m = 0;
-    for (int64_t i = 0; i < n; i++)
-        if (m == 0 || v[i] != v[m - 1]) v[m++] = v[i];
-    return m;
-}
-
 /* Index of key in sorted[n], or -1. */
 static int64_t find_sorted(const int64_t *sorted, int64_t n, int64_t key) {
     int64_t lo = 0, hi = n;
@@ -85,20 +77,122 @@ static int64_t find_sorted(const int64_t *sorted, int64_t n, int64_t key) {
     return lo < n && sorted[lo] == key ? lo : -1;
 }
 
-/* Most common gap; ties go to the smallest. gaps is scratch (sorted in place). */
-static int64_t mode_gap(int64_t *gaps, int64_t n) {
-    qsort(gaps, (size_t)n, sizeof *gaps, cmp_i64);
-    int64_t best = gaps[0], best_count = 0;
+typedef struct value_count {
+    int64_t value, count; /* count 0: an empty slot of the table */
+} value_count;
+
+static int cmp_value_count(const void *a, const void *b) {
+    const int64_t x = ((const value_count *)a)->value, y = ((const value_count *)b)->value;
+    return (x > y) - (x < y);
+}
+
+/* The distinct values of v[n] with their counts, ascending, into *out (caller frees), or -1
+ * when they are too many to be worth it (more than n / 8) or memory is short: the caller then
+ * sorts. A history's gaps and phases take a handful of values, so counting them in a hash
+ * table and sorting only the distinct ones is O(n) where sorting all n was O(n log n). */
+static int64_t count_values(const int64_t *v, int64_t n, value_count **out) {
+    const int64_t max_distinct = n / 8 > 64 ? n / 8 : 64;
+    size_t cap = 64, used = 0; /* a power of two, at most half full */
+    value_count *t = calloc(cap, sizeof *t);
+    if (!t) return -1;
+    for (int64_t i = 0; i < n; i++) {
+        size_t h = (size_t)(((uint64_t)v[i] * 0x9E3779B97F4A7C15ULL) >> 32) & (cap - 1);
+        while (t[h].count && t[h].value != v[i]) h = (h + 1) & (cap - 1);
+        if (t[h].count) {
+            t[h].count++;
+            continue;
+        }
+        t[h].value = v[i];
+        t[h].count = 1;
+        if (++used * 2 <= cap) continue;
+        if ((int64_t)used > max_distinct) {
+            free(t);
+            return -1;
+        }
+        value_count *nt = calloc(cap * 2, sizeof *nt);
+        if (!nt) {
+            free(t);
+            return -1;
+        }
+        for (size_t k = 0; k < cap; k++) {
+            if (!t[k].count) continue;
+            size_t g =
+                (size_t)(((uint64_t)t[k].value * 0x9E3779B97F4A7C15ULL) >> 32) & (cap * 2 - 1);
+            while (nt[g].count) g = (g + 1) & (cap * 2 - 1);
+            nt[g] = t[k];
+        }
+        free(t);
+        t = nt;
+        cap *= 2;
+    }
+    size_t m = 0;
+    for (size_t k = 0; k < cap; k++)
+        if (t[k].count) t[m++] = t[k];
+    qsort(t, m, sizeof *t, cmp_value_count);
+    *out = t;
+    return (int64_t)m;
+}
+
+/* Most common value of v[n] (n >= 1; ties go to the smallest) and, when median is not NULL,
+ * the value at index (n - 1) / 2 of v sorted: what sorting v would give, but v is left as it
+ * is when counting works (count_values) and sorted in place otherwise. */
+static int64_t mode_of(int64_t *v, int64_t n, int64_t *median) {
+    value_count *vc = NULL;
+    const int64_t m = count_values(v, n, &vc);
+    int64_t best = 0, best_count = 0;
+    if (m >= 0) {
+        int64_t below = 0;
+        for (int64_t k = 0; k < m; k++) {
+            if (vc[k].count > best_count) {
+                best = vc[k].value;
+                best_count = vc[k].count;
+            }
+            if (median && below <= (n - 1) / 2 && (n - 1) / 2 < below + vc[k].count)
+                *median = vc[k].value;
+            below += vc[k].count;
+        }
+        free(vc);
+        return best;
+    }
+    qsort(v, (size_t)n, sizeof *v, cmp_i64);
+    best = v[0];
     for (int64_t i = 0; i < n;) {
         int64_t j = i;
-        while (j < n && gaps[j] == gaps[i]) j++;
+        while (j < n && v[j] == v[i]) j++;
         if (j - i > best_count) {
-            best = gaps[i];
+            best = v[i];
             best_count = j - i;
         }
         i = j;
     }
+    if (median) *median = v[(n - 1) / 2];
     return best;
+}
+
+/* Most common gap; ties go to the smallest. gaps is scratch. */
+static int64_t mode_gap(int64_t *gaps, int64_t n) { return mode_of(gaps, n, NULL); }
+
+/* Sorts v[n] ascending and drops repeats; returns how many values are left. */
+static int64_t sort_unique(int64_t *v, int64_t n) {
+    /* A history's day numbers come in order, and its times of day take a few hundred values:
+     * on millions of bars (years of 1-minute bars) a pass or a count beats qsort's
+     * O(n log n). */
+    int64_t i = 1;
+    while (i < n && v[i - 1] <= v[i]) i++;
+    if (i < n) {
+        value_count *vc = NULL;
+        const int64_t m = count_values(v, n, &vc);
+        if (m >= 0) {
+            for (int64_t k = 0; k < m; k++) v[k] = vc[k].value;
+            free(vc);
+            return m;
+        }
+        qsort(v, (size_t)n, sizeof *v, cmp_i64);
+    }
+    int64_t m = 0;
+    for (int64_t k = 0; k < n; k++)
+        if (m == 0 || v[k] != v[m - 1]) v[m++] = v[k];
+    return m;
 }
 
 /* ------------------------------------------------------------------ parsing the files */
@@ -400,8 +494,8 @@ static kr_status shape_of(const int64_t *ts, int64_t n, hist_shape *h, kr_error 
     int64_t *scratch = malloc((size_t)n * sizeof *scratch);
     if (!scratch) return kr_error_set(err, KR_ERR_NOMEM, "calendar: out of memory");
     for (int64_t i = 1; i < n; i++) scratch[i - 1] = ts[i] - ts[i - 1];
-    h->interval = mode_gap(scratch, n - 1);
-    const int64_t median = scratch[(n - 1) / 2];
+    int64_t median = 0;
+    h->interval = mode_of(scratch, n - 1, &median);
     h->intraday = h->interval < SECONDS_PER_DAY;
     const int64_t day = SECONDS_PER_DAY;
     if (median >= 27 * day && median <= 32 * day && h->interval >= 28 * day)
@@ -802,6 +896,16 @@ kr_status kr_calendar_future_in(const kr_calendar *cal, const int64_t *ts, int64
 kr_status kr_calendar_future(const int64_t *ts, int64_t n, int pred_len, int64_t *out,
                              kr_calendar_info *info, kr_error *err) {
     return kr_calendar_future_in(NULL, ts, n, pred_len, out, info, err);
+}
+
+int64_t kr_calendar_interval(const int64_t *ts, int64_t n) {
+    if (!ts || n < 2) return 0;
+    int64_t *gaps = malloc((size_t)(n - 1) * sizeof *gaps);
+    if (!gaps) return 0;
+    for (int64_t i = 1; i < n; i++) gaps[i - 1] = ts[i] - ts[i - 1];
+    const int64_t interval = mode_gap(gaps, n - 1);
+    free(gaps);
+    return interval;
 }
 
 const char *kr_calendar_describe(const kr_calendar_info *info, char *buf, int cap) {

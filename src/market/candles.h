@@ -42,6 +42,14 @@ int kr_timestamp_in_range(int64_t t);
 enum { KR_TS_UNPARSABLE = -1, KR_TS_OUT_OF_RANGE = -2 };
 int kr_parse_timestamp(const char *s, size_t len, int64_t *out, int *has_time);
 
+/* The exact fast case of strtod for a decimal number: s[len] wholly of the form
+ * [+-]digits[.digits][(e|E)[+-]digits] with at least one mantissa digit, at most 19
+ * significant digits forming an integer up to 2^53 and a decimal exponent within +-22.
+ * Returns 1 with *out bit for bit what a correctly rounding strtod gives (in the current
+ * rounding mode), or 0 (leaving *out) for anything else, strtod's to decide. '.' is the
+ * radix character whatever the locale. */
+int kr_parse_decimal(const char *s, size_t len, double *out);
+
 /* Why kr_parse_timestamp refused s (KR_TS_UNPARSABLE), for a message: the digit counts of an
  * epoch count, what makes a decimal one ambiguous, else the formats. Writes at most cap bytes. */
 void kr_timestamp_refusal(const char *s, size_t len, char *why, size_t cap);

@@ -424,6 +424,49 @@ static kr_status check_one_a_day(kr_store *store, const char *symbol, const char
     return st;
 }
 
+/* Rows per INSERT statement of an upsert: one statement per row spent half an ingest's
+ * database time in sqlite3_step's per-statement work (2M rows: 2.4 s against 1.2 s with 32
+ * rows a statement; past 50 it got slower again). The parameters: ?1 symbol, ?2 interval,
+ * ?3 has_volume, ?4 has_amount, then ts and the six values of each row. */
+enum { UPSERT_ROWS = 32, UPSERT_FIRST_PARAM = 5, UPSERT_ROW_PARAMS = 1 + KR_N_FEATURES };
+
+/* Prepares the upsert of `rows` candles (1..UPSERT_ROWS) with the series and the batch's
+ * column flags bound. A stored row the batch repeats exactly is left as it is (no change
+ * counted), so the changes tell replaced rows from repeated ones. */
+static kr_status prepare_upsert(kr_store *store, const char *symbol, const char *interval,
+                                const kr_candles *c, int rows, sqlite3_stmt **out, kr_error *err) {
+    static const char head[] = "INSERT INTO candles (symbol, interval, ts, open, high, low, "
+                               "close, volume, amount, has_volume, has_amount) VALUES ";
+    static const char upsert[] =
+        " ON CONFLICT (symbol, interval, ts) DO UPDATE SET "
+        "open = excluded.open, high = excluded.high, low = excluded.low, "
+        "close = excluded.close, volume = excluded.volume, "
+        "amount = excluded.amount, has_volume = excluded.has_volume, "
+        "has_amount = excluded.has_amount WHERE open IS NOT excluded.open OR "
+        "high IS NOT excluded.high OR low IS NOT excluded.low OR "
+        "close IS NOT excluded.close OR volume IS NOT excluded.volume OR "
+        "amount IS NOT excluded.amount OR "
+        "has_volume IS NOT excluded.has_volume OR "
+        "has_amount IS NOT excluded.has_amount";
+    char sql[sizeof head + sizeof upsert + UPSERT_ROWS * 64];
+    size_t o = (size_t)snprintf(sql, sizeof sql, "%s", head);
+    for (int r = 0; r < rows; r++) {
+        const int p = UPSERT_FIRST_PARAM + r * UPSERT_ROW_PARAMS;
+        o += (size_t)snprintf(sql + o, sizeof sql - o,
+                              "%s(?1, ?2, ?%d, ?%d, ?%d, ?%d, ?%d, ?%d, ?%d, ?3, ?4)",
+                              r ? ", " : "", p, p + 1, p + 2, p + 3, p + 4, p + 5, p + 6);
+    }
+    snprintf(sql + o, sizeof sql - o, "%s", upsert);
+    *out = NULL;
+    if (sqlite3_prepare_v2(DB(store), sql, -1, out, NULL) != SQLITE_OK)
+        return db_error(store, "preparing the insert", err);
+    sqlite3_bind_text(*out, 1, symbol, -1, SQLITE_STATIC);
+    sqlite3_bind_text(*out, 2, interval, -1, SQLITE_STATIC);
+    sqlite3_bind_int(*out, 3, c->has_volume ? 1 : 0);
+    sqlite3_bind_int(*out, 4, c->has_amount ? 1 : 0);
+    return KR_OK;
+}
+
 static kr_status sqlite_upsert(kr_store *store, const char *symbol, const char *interval,
                                const kr_candles *c, kr_store_upsert_stats *stats, kr_error *err) {
     kr_status st;
@@ -436,42 +479,31 @@ static kr_status sqlite_upsert(kr_store *store, const char *symbol, const char *
     if ((st = sqlite_canonical_symbol(store, symbol, canon, sizeof canon, err)) != KR_OK) goto fail;
     if (canon[0]) symbol = canon;
     if ((st = series_rows(store, symbol, interval, &rows_before, err)) != KR_OK) goto fail;
-    /* A stored row the batch repeats exactly is left as it is (no change counted), so the
-     * changes tell replaced rows from repeated ones. */
-    if (sqlite3_prepare_v2(DB(store),
-                           "INSERT INTO candles (symbol, interval, ts, open, high, low, "
-                           "close, volume, amount, has_volume, has_amount) "
-                           "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) "
-                           "ON CONFLICT (symbol, interval, ts) DO UPDATE SET "
-                           "open = excluded.open, high = excluded.high, low = excluded.low, "
-                           "close = excluded.close, volume = excluded.volume, "
-                           "amount = excluded.amount, has_volume = excluded.has_volume, "
-                           "has_amount = excluded.has_amount WHERE open IS NOT excluded.open OR "
-                           "high IS NOT excluded.high OR low IS NOT excluded.low OR "
-                           "close IS NOT excluded.close OR volume IS NOT excluded.volume OR "
-                           "amount IS NOT excluded.amount OR "
-                           "has_volume IS NOT excluded.has_volume OR "
-                           "has_amount IS NOT excluded.has_amount",
-                           -1, &ins, NULL) != SQLITE_OK) {
-        st = db_error(store, "preparing the insert", err);
-        goto fail;
-    }
     const int changes0 = sqlite3_total_changes(DB(store));
-    sqlite3_bind_text(ins, 1, symbol, -1, SQLITE_STATIC);
-    sqlite3_bind_text(ins, 2, interval, -1, SQLITE_STATIC);
-    sqlite3_bind_int(ins, 10, c->has_volume ? 1 : 0);
-    sqlite3_bind_int(ins, 11, c->has_amount ? 1 : 0);
-    for (int64_t i = 0; i < c->n; i++) {
-        const double *v = c->values + i * KR_N_FEATURES;
-        sqlite3_bind_int64(ins, 3, c->timestamps[i]);
-        for (int k = 0; k < KR_N_FEATURES; k++) sqlite3_bind_double(ins, 4 + k, v[k]);
+    /* Full statements of UPSERT_ROWS rows, then one for the rest (prepared once, at the end). */
+    const int64_t tail = c->n % UPSERT_ROWS;
+    for (int64_t i = 0; i < c->n;) {
+        const int rows = c->n - i >= UPSERT_ROWS ? UPSERT_ROWS : (int)tail;
+        if (!ins || rows != UPSERT_ROWS) {
+            sqlite3_finalize(ins);
+            if ((st = prepare_upsert(store, symbol, interval, c, rows, &ins, err)) != KR_OK)
+                goto fail;
+        }
+        for (int r = 0; r < rows; r++) {
+            const double *v = c->values + (i + r) * KR_N_FEATURES;
+            const int p = UPSERT_FIRST_PARAM + r * UPSERT_ROW_PARAMS;
+            sqlite3_bind_int64(ins, p, c->timestamps[i + r]);
+            for (int k = 0; k < KR_N_FEATURES; k++) sqlite3_bind_double(ins, p + 1 + k, v[k]);
+        }
         if (sqlite3_step(ins) != SQLITE_DONE) {
             char step[64];
-            snprintf(step, sizeof step, "writing row %lld", (long long)i + 1);
+            snprintf(step, sizeof step, "writing rows %lld-%lld", (long long)i + 1,
+                     (long long)(i + rows));
             st = db_error(store, step, err);
             goto fail;
         }
         sqlite3_reset(ins);
+        i += rows;
     }
     const int64_t changed = sqlite3_total_changes(DB(store)) - changes0;
     if (kr_store_one_bar_a_day(interval) &&
