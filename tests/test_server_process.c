@@ -298,6 +298,11 @@ static void test_check_config_as_documented(void **state) {
     if (r->code != 0) fail_msg("exit %d: %s", r->code, r->err);
     assert_non_null(strstr(r->out, "config OK"));
     assert_non_null(strstr(r->out, "listen      127.0.0.1:8080"));
+    /* The scheduler's settings in effect, the shipped profiles by name and time. */
+    if (!strstr(r->out, "batch wait 50 ms") || !strstr(r->out, "backfill on") ||
+        !strstr(r->out, "tuner on") || !strstr(r->out, "profiles    4 (pre-market 08:30-09:30") ||
+        !strstr(r->out, "narrative   off (no llm_url)"))
+        fail_msg("scheduler settings not shown: %s", r->out);
     /* Its key file missing: exit 2 naming the key. */
     r = serve_run(dir, "--config " KR_SOURCE_DIR "/deploy/kronos-serve.json --check-config");
     assert_int_equal(r->code, 2);

@@ -28,6 +28,7 @@
 #include "cli/serve_notifier.h"
 #include "cli/share_paths.h"
 #include "kronos.h"
+#include "kronos/analyst.h"
 #include "kronos/market.h"
 #include "kronos/server.h"
 
@@ -252,6 +253,33 @@ static int apply_flags(const flags *fl, kr_server_config *cfg) {
 }
 
 /* --check-config: what start-up would refuse, refused now; the rest printed. */
+/* The engine's settings in effect: what decides who waits and for how long. */
+static void print_scheduler(const kr_server_config *cfg) {
+    const kr_context_params *p = &cfg->sched;
+    char budget[64];
+    if (p->kv_budget_bytes)
+        snprintf(budget, sizeof budget, "%.1f MiB", (double)p->kv_budget_bytes / (1 << 20));
+    else
+        snprintf(budget, sizeof budget, "25%% of RAM");
+    printf("  scheduler   kv budget %s, batch wait %d ms, max batch tokens %d, max running %d,\n"
+           "              max queue %d, prefix cache %s, backfill %s, %s batching, tuner %s\n",
+           budget, p->batch_wait_ms, p->max_batch_tokens, p->max_running, p->max_queue,
+           p->prefix_cache ? "on" : "off", p->backfill ? "on" : "off",
+           p->static_batching ? "static" : "continuous", p->tune ? "on" : "off");
+    printf("  profiles    %d", cfg->n_profiles);
+    for (int i = 0; i < cfg->n_profiles; i++) {
+        const kr_server_profile *pr = &cfg->profiles[i];
+        printf("%s%s %02d:%02d-%02d:%02d", i ? ", " : " (", pr->name, pr->from_min / 60,
+               pr->from_min % 60, pr->to_min / 60, pr->to_min % 60);
+    }
+    printf("%s\n", cfg->n_profiles ? ")" : "");
+    if (cfg->llm_url[0])
+        printf("  narrative   model %s, timeout %g s\n",
+               cfg->llm_model[0] ? cfg->llm_model : KR_NARRATIVE_DEFAULT_MODEL, cfg->llm_timeout_s);
+    else
+        printf("  narrative   off (no llm_url)\n");
+}
+
 static int check_config(const kr_server_config *cfg, const char *pred_dir, const char *tok_dir) {
     kr_error err = { 0 };
     char key[256];
@@ -304,6 +332,7 @@ static int check_config(const kr_server_config *cfg, const char *pred_dir, const
            cfg->access_log[0] ? cfg->access_log : "off", cfg->max_body_bytes, cfg->max_rows,
            cfg->max_request_memory, cfg->max_memory_in_flight, cfg->read_timeout_s,
            cfg->request_timeout_s, cfg->max_connections, cfg->max_connections_per_ip);
+    print_scheduler(cfg);
     return 0;
 }
 
