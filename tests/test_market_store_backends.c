@@ -11,6 +11,7 @@
  * and deleting while another handle ingests the same series. And the password of a URL never
  * shows in messages.
  */
+#include <float.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -223,6 +224,90 @@ static void test_bad_row_writes_nothing(void **state) {
     free(list);
     kr_candles_free(bad);
     kr_candles_free(good);
+    kr_store_close(s);
+}
+
+/* Values a decimal text would be most likely to bend come back bit for bit: -0.0, the
+ * smallest and largest denormals, DBL_MAX, DBL_MIN, sums not exact in decimal. Repeated, every
+ * row counts as unchanged. */
+static void test_extreme_values_round_trip(void **state) {
+    (void)state;
+    kr_store *s = open_ok(fresh_target("extreme"));
+    kr_error err = { 0 };
+    kr_candles *c = make_candles(0, 3, 1.0);
+    const double rows[3][6] = {
+        { 4.9406564584124654e-324, DBL_MAX, 4.9406564584124654e-324, 2.2250738585072009e-308, -0.0,
+          1e300 },
+        { 0.1 + 0.2, 1e308, 4.9406564584124654e-324, 1.0 / 3.0, 0.0, DBL_MIN },
+        { 1e-300, 1.7976931348623155e308, 1e-310, 123456789.12345678, -0.0, -0.0 },
+    };
+    memcpy(c->values, rows, sizeof rows);
+    kr_store_upsert_stats st;
+    if (kr_store_upsert_ex(s, "EDGE", "1d", c, &st, &err) != KR_OK) fail_msg("%s", err.message);
+    assert_int_equal(st.added, 3);
+    kr_candles *r = NULL;
+    assert_int_equal(kr_store_read(s, "EDGE", "1d", 0, &r, &err), KR_OK);
+    assert_int_equal(r->n, 3);
+    /* PostgreSQL keeps the sign of -0.0 too; SQLite stores a REAL holding an integer value as
+     * an integer, so its -0.0 comes back as 0.0 (equal, as the upsert's comparison says). */
+    for (int i = 0; i < 3 * 6; i++) {
+        assert_true(r->values[i] == c->values[i]);
+        if (g_pg || c->values[i] != 0.0)
+            assert_memory_equal(&r->values[i], &c->values[i], sizeof(double));
+    }
+    kr_candles_free(r);
+    assert_int_equal(kr_store_upsert_ex(s, "EDGE", "1d", c, &st, &err), KR_OK);
+    assert_int_equal(st.unchanged, 3);
+    assert_int_equal(st.added + st.replaced, 0);
+    kr_candles_free(c);
+    kr_store_close(s);
+}
+
+/* n 5-minute candles from 2024-01-01 + start bars (more rows than daily ones fit in the
+ * store's years), distinct values. */
+static kr_candles *make_bars(int64_t start, int64_t n) {
+    kr_candles *c = make_candles(0, n, 10.0);
+    c->date_only = 0;
+    for (int64_t i = 0; i < n; i++) c->timestamps[i] = 1704067200 + (start + i) * 300;
+    return c;
+}
+
+/* A batch longer than the PostgreSQL backend's statement chunk (65536 rows) and not a
+ * multiple of it: all rows stored and read back bit for bit; then a batch overlapping it
+ * across chunk boundaries, with rows repeated, changed and new in several chunks, counted
+ * the same on both backends. */
+static void test_long_batch(void **state) {
+    (void)state;
+    enum { N = 140000, SHIFT = 60000, M = 150001 };
+    kr_store *s = open_ok(fresh_target("long"));
+    kr_error err = { 0 };
+    kr_store_upsert_stats st;
+    kr_candles *a = make_bars(0, N);
+    if (kr_store_upsert_ex(s, "LONG", "5m", a, &st, &err) != KR_OK) fail_msg("%s", err.message);
+    assert_int_equal(st.added, N);
+    kr_candles *r = NULL;
+    assert_int_equal(kr_store_read(s, "LONG", "5m", 0, &r, &err), KR_OK);
+    assert_int_equal(r->n, N);
+    assert_memory_equal(r->timestamps, a->timestamps, N * sizeof(int64_t));
+    assert_memory_equal(r->values, a->values, (size_t)N * 6 * sizeof(double));
+    kr_candles_free(r);
+    /* Rows SHIFT..SHIFT+M-1: SHIFT..N-1 stored (a's values), of which every 1000th gets
+     * another close; N.. new. */
+    kr_candles *b = make_bars(SHIFT, M);
+    memcpy(b->values, a->values + (size_t)SHIFT * 6, (size_t)(N - SHIFT) * 6 * sizeof(double));
+    int64_t changed = 0;
+    for (int64_t i = 0; i < N - SHIFT; i += 1000, changed++) b->values[i * 6 + 3] += 0.125;
+    if (kr_store_upsert_ex(s, "LONG", "5m", b, &st, &err) != KR_OK) fail_msg("%s", err.message);
+    assert_int_equal(st.added, M - (N - SHIFT));
+    assert_int_equal(st.replaced, changed);
+    assert_int_equal(st.unchanged, N - SHIFT - changed);
+    assert_int_equal(kr_store_read(s, "LONG", "5m", 0, &r, &err), KR_OK);
+    assert_int_equal(r->n, SHIFT + M);
+    assert_memory_equal(r->values, a->values, (size_t)SHIFT * 6 * sizeof(double));
+    assert_memory_equal(r->values + (size_t)SHIFT * 6, b->values, (size_t)M * 6 * sizeof(double));
+    kr_candles_free(r);
+    kr_candles_free(b);
+    kr_candles_free(a);
     kr_store_close(s);
 }
 
@@ -1041,6 +1126,37 @@ static kr_store *store_of_five(const char *name, char *target, size_t cap, kr_ca
 /* Another client holding a table lock (an ALTER TABLE, a LOCK TABLE, a VACUUM FULL): a read
  * waits at most the busy timeout and says so (it used to wait for as long as the lock was
  * held: a request hanging forever). */
+/* A statement failing in a later chunk of a long batch (here a constraint another
+ * application added refuses one row of the third) rolls back the chunks before it: nothing
+ * written, neither to a new series nor over a stored one. */
+static void test_pg_failure_mid_batch(void **state) {
+    (void)state;
+    const char *target = fresh_target("midfail");
+    kr_store *s = open_ok(target);
+    kr_error err = { 0 };
+    kr_candles *a = make_bars(0, 1000), *b = make_bars(500, 150000), *r = NULL;
+    if (kr_store_upsert(s, "MID", "5m", a, &err) != KR_OK) fail_msg("%s", err.message);
+    for (int64_t i = 0; i < b->n; i++) b->values[i * 6 + 4] += 1.0; /* all 500 overlaps change */
+    PGconn *c = pg_connect_store(target);
+    char sql[256];
+    snprintf(sql, sizeof sql, "ALTER TABLE candles ADD CONSTRAINT kt_no_row CHECK (ts <> %lld)",
+             (long long)b->timestamps[140000]);
+    pg_exec(c, sql);
+    assert_int_equal(kr_store_upsert(s, "MID", "5m", b, &err), KR_ERR_IO);
+    if (!strstr(err.message, "kt_no_row")) fail_msg("message: %s", err.message);
+    assert_int_equal(kr_store_upsert(s, "NEWMID", "5m", b, &err), KR_ERR_IO);
+    pg_expect(c, "SELECT count(*) FROM candles", "1000");
+    pg_expect(c, "SELECT string_agg(symbol || ' ' || rows, ',') FROM symbols", "MID 1000");
+    assert_int_equal(kr_store_read(s, "MID", "5m", 0, &r, &err), KR_OK);
+    assert_int_equal(r->n, 1000);
+    assert_memory_equal(r->values, a->values, 1000 * 6 * sizeof(double));
+    kr_candles_free(r);
+    PQfinish(c);
+    kr_candles_free(b);
+    kr_candles_free(a);
+    kr_store_close(s);
+}
+
 static void test_pg_lock_wait_is_bounded(void **state) {
     (void)state;
     char target[1400];
@@ -1163,6 +1279,8 @@ int main(void) {
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_bad_row_writes_nothing),
         cmocka_unit_test(test_upsert_stats),
+        cmocka_unit_test(test_extreme_values_round_trip),
+        cmocka_unit_test(test_long_batch),
         cmocka_unit_test(test_interval_spellings),
         cmocka_unit_test(test_one_bar_a_day),
         cmocka_unit_test(test_concurrent_reader),
@@ -1177,6 +1295,7 @@ int main(void) {
     const struct CMUnitTest pg_only[] = {
         cmocka_unit_test(test_pg_other_applications),
         cmocka_unit_test(test_pg_store_of_older_layout),
+        cmocka_unit_test(test_pg_failure_mid_batch),
         cmocka_unit_test(test_pg_lock_wait_is_bounded),
         cmocka_unit_test(test_pg_statement_timeout),
         cmocka_unit_test(test_pg_connection_lost),

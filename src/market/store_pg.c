@@ -10,9 +10,18 @@
  *     the candles always counts every committed batch; writers of other symbols do not wait.
  *     lock_timeout (the busy timeout) bounds the wait; past it the write fails with
  *     KR_ERR_BUSY and the transaction rolls back, nothing written.
- *   - A batch goes in as one INSERT ... SELECT FROM unnest(arrays): one round trip whatever
- *     its length, ON CONFLICT replacing equal timestamps (store.c has checked that the batch's
- *     timestamps are strictly increasing, so no row is hit twice).
+ *   - A batch goes in as INSERT ... SELECT FROM unnest(arrays), UPSERT_CHUNK rows a statement
+ *     (a few round trips however long the batch; both sides hold one chunk's arrays, not the
+ *     batch's), the arrays in PostgreSQL's binary format: no value is formatted as text and
+ *     parsed back, and a double arrives as its IEEE bits. store.c has checked that the batch's
+ *     timestamps are strictly increasing, so no row is hit twice and the chunks' spans are
+ *     disjoint. A chunk whose span holds no stored row (a new series, bars appended) is a
+ *     plain INSERT: ON CONFLICT's speculative insertion costs twice as much per row, and the
+ *     write lock keeps other kronos writers out. Otherwise the chunk's rows stored exactly as
+ *     they are are left out first by an anti-join (a read), and the rest go through ON
+ *     CONFLICT replacing equal timestamps: ON CONFLICT DO UPDATE locks (and WAL-logs) every
+ *     conflicting row before its WHERE can skip it. bench/results/ingest-pg-2026-12-03.md
+ *     has the measurements.
  *   - Readers run single statements (one MVCC snapshot each): they never wait for a writer
  *     and see the last commit.
  *   - The tables live in a schema of their own, `kronos` (created with the store), named in
@@ -42,6 +51,7 @@
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,6 +72,17 @@
 /* The schema a new store is created in (see the notes above). */
 #define STORE_SCHEMA "kronos"
 #define SCHEMA_MAX 160 /* a quoted identifier: PostgreSQL names are at most 63 bytes */
+
+/* Rows an upsert sends in one statement: large enough that the per-statement round trips
+ * and planning vanish, small enough that the arrays (12 bytes a value) stay a few MB. */
+#define UPSERT_CHUNK 65536
+/* PostgreSQL's type OIDs (pg_type.dat) of the elements of the binary arrays we send. */
+#define PG_INT8_OID 20u
+#define PG_FLOAT8_OID 701u
+/* array_recv's layout: ndim, flags, element OID, then length and lower bound of the one
+ * dimension; then per element its byte length and its bytes, all integers big-endian. */
+#define PG_ARRAY_HEADER 20
+#define PG_ARRAY_BYTES(n) (PG_ARRAY_HEADER + (size_t)(n) * (4 + 8))
 
 typedef struct pg_handle {
     PGconn *conn;
@@ -246,16 +267,19 @@ static kr_status exec(kr_store *s, const char *sql, const char *step, kr_error *
     return st;
 }
 
-/* Runs a statement with text parameters; *out holds the result on KR_OK (caller PQclears). */
-static kr_status query(kr_store *s, const char *sql, int n, const char *const *params,
-                       const char *step, PGresult **out, kr_error *err) {
+/* Runs a statement with parameters, text ones where formats is NULL or formats[i] is 0 and
+ * binary ones of lengths[i] bytes where it is 1; *out holds the result on KR_OK (caller
+ * PQclears). */
+static kr_status query_formats(kr_store *s, const char *sql, int n, const char *const *params,
+                               const int *lengths, const int *formats, const char *step,
+                               PGresult **out, kr_error *err) {
     *out = NULL;
     kr_status ts = apply_statement_timeout(s, err);
     if (ts != KR_OK) return ts;
     kr_sb sb = { 0 };
     const char *text = qualify(s, sql, &sb);
     if (!text) return kr_error_set(err, KR_ERR_NOMEM, "%s: %s: out of memory", s->path, step);
-    PGresult *r = PQexecParams(CONN(s), text, n, NULL, params, NULL, NULL, 0);
+    PGresult *r = PQexecParams(CONN(s), text, n, NULL, params, lengths, formats, 0);
     kr_sb_free(&sb);
     ExecStatusType rs = PQresultStatus(r);
     if (rs != PGRES_TUPLES_OK && rs != PGRES_COMMAND_OK) {
@@ -265,6 +289,12 @@ static kr_status query(kr_store *s, const char *sql, int n, const char *const *p
     }
     *out = r;
     return KR_OK;
+}
+
+/* Runs a statement with text parameters; *out as query_formats. */
+static kr_status query(kr_store *s, const char *sql, int n, const char *const *params,
+                       const char *step, PGresult **out, kr_error *err) {
+    return query_formats(s, sql, n, params, NULL, NULL, step, out, err);
 }
 
 static void rollback(kr_store *s) {
@@ -604,18 +634,39 @@ static kr_status pg_canonical_symbol(kr_store *s, const char *symbol, char *out,
 
 /* ------------------------------------------------------------------ upsert */
 
-/* A PostgreSQL array literal of one column of the batch: {v1,v2,...}. */
-static void array_of(kr_sb *sb, const kr_candles *c, int col) {
-    kr_sb_reset(sb);
-    kr_sb_append(sb, "{");
-    for (int64_t i = 0; i < c->n; i++) {
-        if (i) kr_sb_append(sb, ",");
-        if (col < 0)
-            kr_sb_appendf(sb, "%lld", (long long)c->timestamps[i]);
-        else /* 17 significant digits read back as the same double */
-            kr_sb_appendf(sb, "%.17g", c->values[i * KR_N_FEATURES + col]);
+static unsigned char *put_be32(unsigned char *p, uint32_t v) {
+    for (int k = 3; k >= 0; k--, v >>= 8) p[k] = (unsigned char)(v & 0xff);
+    return p + 4;
+}
+
+static unsigned char *put_be64(unsigned char *p, uint64_t v) {
+    for (int k = 7; k >= 0; k--, v >>= 8) p[k] = (unsigned char)(v & 0xff);
+    return p + 8;
+}
+
+/* Rows [first, first + n) of c's column col (-1: the timestamps, as int8; else the feature,
+ * as float8) as a one-dimensional array in PostgreSQL's binary format, written to out
+ * (PG_ARRAY_BYTES(n) bytes); returns the length. A double goes as its bits, so what is stored
+ * is the value itself, -0.0 and denormals included. */
+static int array_bin(unsigned char *out, const kr_candles *c, int col, int64_t first, int n) {
+    unsigned char *p = out;
+    p = put_be32(p, 1); /* dimensions */
+    p = put_be32(p, 0); /* no NULLs */
+    p = put_be32(p, col < 0 ? PG_INT8_OID : PG_FLOAT8_OID);
+    p = put_be32(p, (uint32_t)n);
+    p = put_be32(p, 1); /* lower bound */
+    for (int64_t i = first; i < first + n; i++) {
+        uint64_t bits;
+        if (col < 0) {
+            bits = (uint64_t)c->timestamps[i];
+        } else {
+            double v = c->values[i * KR_N_FEATURES + col];
+            memcpy(&bits, &v, sizeof bits);
+        }
+        p = put_be32(p, 8);
+        p = put_be64(p, bits);
     }
-    kr_sb_append(sb, "}");
+    return (int)(p - out);
 }
 
 /* The series' stored row count (0 when it has none), inside the write transaction. */
@@ -655,13 +706,78 @@ static kr_status check_one_a_day(kr_store *s, const char *symbol, const char *in
     return st;
 }
 
+/* A chunk that no stored row overlaps: u(t, o, h, l, c, v, a) = the unnested arrays $3-$9,
+ * the flags $10, $11. */
+#define CHUNK_INSERT                                                                            \
+    "INSERT INTO @candles (symbol, \"interval\", ts, open, high, low, close, volume, amount, "  \
+    "has_volume, has_amount) SELECT $1, $2, t, o, h, l, c, v, a, $10::smallint, $11::smallint " \
+    "FROM unnest($3::bigint[], $4::float8[], $5::float8[], $6::float8[], $7::float8[], "        \
+    "$8::float8[], $9::float8[]) AS u(t, o, h, l, c, v, a) "
+static const char k_insert_chunk[] = CHUNK_INSERT;
+
+/* A chunk overlapping stored rows. A stored row the batch repeats exactly is left as it is
+ * (not counted in the command's row count), so the count tells replaced rows from repeated
+ * ones, as in the SQLite file. The anti-join leaves those rows out before ON CONFLICT would
+ * lock each; the ON CONFLICT WHERE states the same rule. $12, $13 (the chunk's first and last
+ * timestamps) bound the anti-join's scan of the series: the planner cannot derive it from
+ * ts = u.t. */
+static const char k_upsert_chunk[] = CHUNK_INSERT
+    "WHERE NOT EXISTS (SELECT 1 FROM @candles k WHERE k.symbol = $1 AND k.\"interval\" = $2 AND "
+    "k.ts BETWEEN $12::bigint AND $13::bigint AND k.ts = u.t AND (k.open, k.high, k.low, "
+    "k.close, k.volume, k.amount, k.has_volume, k.has_amount) IS NOT DISTINCT FROM (u.o, u.h, "
+    "u.l, u.c, u.v, u.a, $10::smallint, $11::smallint)) "
+    "ON CONFLICT (symbol, \"interval\", ts) DO UPDATE SET open = EXCLUDED.open, "
+    "high = EXCLUDED.high, low = EXCLUDED.low, close = EXCLUDED.close, "
+    "volume = EXCLUDED.volume, amount = EXCLUDED.amount, "
+    "has_volume = EXCLUDED.has_volume, has_amount = EXCLUDED.has_amount "
+    "WHERE (candles.open, candles.high, candles.low, candles.close, "
+    "candles.volume, candles.amount, candles.has_volume, candles.has_amount) "
+    "IS DISTINCT FROM (EXCLUDED.open, EXCLUDED.high, EXCLUDED.low, "
+    "EXCLUDED.close, EXCLUDED.volume, EXCLUDED.amount, EXCLUDED.has_volume, "
+    "EXCLUDED.has_amount)";
+
+/* Writes rows [first, first + n) of c inside the upsert's transaction and adds the rows it
+ * inserted or changed to *changed. params: symbol, interval, the seven columns' arrays (the
+ * buffers bin, PG_ARRAY_BYTES(n) bytes each, filled here), the two flags. */
+static kr_status write_chunk(kr_store *s, const kr_candles *c, int64_t first, int n,
+                             const char *const *params, unsigned char *const *bin, int64_t *changed,
+                             kr_error *err) {
+    int lengths[13] = { 0 };
+    const int formats[13] = { 0, 0, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0 };
+    for (int k = -1; k < KR_N_FEATURES; k++) lengths[3 + k] = array_bin(bin[k + 1], c, k, first, n);
+    char lo[32], hi[32];
+    snprintf(lo, sizeof lo, "%lld", (long long)c->timestamps[first]);
+    snprintf(hi, sizeof hi, "%lld", (long long)c->timestamps[first + n - 1]);
+    const char *p[13], *span[4] = { params[0], params[1], lo, hi };
+    memcpy(p, params, 11 * sizeof *p);
+    p[11] = lo;
+    p[12] = hi;
+    PGresult *r = NULL;
+    kr_status st = query(s,
+                         "SELECT EXISTS (SELECT 1 FROM @candles WHERE symbol = $1 AND \"interval\" "
+                         "= $2 AND ts BETWEEN $3::bigint AND $4::bigint)",
+                         4, span, "writing the candles", &r, err);
+    if (st != KR_OK) return st;
+    int overlaps = PQgetvalue(r, 0, 0)[0] == 't';
+    PQclear(r);
+    /* Plain INSERT where no stored row can conflict: the write lock keeps other kronos
+     * writers out (a row another program inserts meanwhile fails the batch with a duplicate
+     * key, nothing written). */
+    st = query_formats(s, overlaps ? k_upsert_chunk : k_insert_chunk, overlaps ? 13 : 11, p,
+                       lengths, formats, "writing the candles", &r, err);
+    if (st != KR_OK) return st;
+    *changed += strtoll(PQcmdTuples(r), NULL, 10);
+    PQclear(r);
+    return KR_OK;
+}
+
 static kr_status pg_upsert(kr_store *s, const char *symbol, const char *interval,
                            const kr_candles *c, kr_store_upsert_stats *stats, kr_error *err) {
-    kr_sb cols[1 + KR_N_FEATURES] = { { 0 } };
+    unsigned char *cols[1 + KR_N_FEATURES] = { NULL };
     kr_status st = KR_OK;
-    for (int k = -1; k < KR_N_FEATURES; k++) array_of(&cols[k + 1], c, k);
+    int64_t chunk = c->n < UPSERT_CHUNK ? c->n : UPSERT_CHUNK;
     for (int k = 0; k <= KR_N_FEATURES; k++)
-        if (cols[k].oom || !cols[k].data) {
+        if (!(cols[k] = malloc(PG_ARRAY_BYTES(chunk)))) {
             st = kr_error_set(err, KR_ERR_NOMEM, "%s: %s %s: out of memory", s->path, symbol,
                               interval);
             goto done;
@@ -672,9 +788,17 @@ static kr_status pg_upsert(kr_store *s, const char *symbol, const char *interval
              s->busy_ms > 0 ? s->busy_ms : 1);
     snprintf(now, sizeof now, "%lld", (long long)time(NULL));
     const char *flags[2] = { c->has_volume ? "1" : "0", c->has_amount ? "1" : "0" };
-    const char *ins[11] = { symbol,       interval,     cols[0].data, cols[1].data,
-                            cols[2].data, cols[3].data, cols[4].data, cols[5].data,
-                            cols[6].data, flags[0],     flags[1] };
+    const char *ins[11] = { symbol,
+                            interval,
+                            (const char *)cols[0],
+                            (const char *)cols[1],
+                            (const char *)cols[2],
+                            (const char *)cols[3],
+                            (const char *)cols[4],
+                            (const char *)cols[5],
+                            (const char *)cols[6],
+                            flags[0],
+                            flags[1] };
     const char *sym[3] = { symbol, interval, now };
     PGresult *r = NULL;
     int64_t rows_before = 0, rows_after = 0, changed = 0;
@@ -690,27 +814,10 @@ static kr_status pg_upsert(kr_store *s, const char *symbol, const char *interval
     if ((st = pg_canonical_symbol(s, symbol, canon, sizeof canon, err)) != KR_OK) goto fail;
     if (canon[0]) ins[0] = sym[0] = symbol = canon;
     if ((st = series_rows(s, sym, &rows_before, err)) != KR_OK) goto fail;
-    /* A stored row the batch repeats exactly is left as it is (not counted in the command's
-     * row count), so the count tells replaced rows from repeated ones, as in the SQLite file. */
-    if ((st = query(s,
-                    "INSERT INTO @candles (symbol, \"interval\", ts, open, high, low, close, "
-                    "volume, amount, has_volume, has_amount) "
-                    "SELECT $1, $2, t, o, h, l, c, v, a, $10::smallint, $11::smallint FROM "
-                    "unnest($3::bigint[], $4::float8[], $5::float8[], $6::float8[], "
-                    "$7::float8[], $8::float8[], $9::float8[]) AS u(t, o, h, l, c, v, a) "
-                    "ON CONFLICT (symbol, \"interval\", ts) DO UPDATE SET open = EXCLUDED.open, "
-                    "high = EXCLUDED.high, low = EXCLUDED.low, close = EXCLUDED.close, "
-                    "volume = EXCLUDED.volume, amount = EXCLUDED.amount, "
-                    "has_volume = EXCLUDED.has_volume, has_amount = EXCLUDED.has_amount "
-                    "WHERE (candles.open, candles.high, candles.low, candles.close, "
-                    "candles.volume, candles.amount, candles.has_volume, candles.has_amount) "
-                    "IS DISTINCT FROM (EXCLUDED.open, EXCLUDED.high, EXCLUDED.low, "
-                    "EXCLUDED.close, EXCLUDED.volume, EXCLUDED.amount, EXCLUDED.has_volume, "
-                    "EXCLUDED.has_amount)",
-                    11, ins, "writing the candles", &r, err)) != KR_OK)
-        goto fail;
-    changed = strtoll(PQcmdTuples(r), NULL, 10);
-    PQclear(r);
+    for (int64_t first = 0; first < c->n; first += UPSERT_CHUNK) {
+        int n = (int)(c->n - first < UPSERT_CHUNK ? c->n - first : UPSERT_CHUNK);
+        if ((st = write_chunk(s, c, first, n, ins, cols, &changed, err)) != KR_OK) goto fail;
+    }
     if (kr_store_one_bar_a_day(interval) &&
         (st = check_one_a_day(s, symbol, interval, c, err)) != KR_OK)
         goto fail;
@@ -749,7 +856,7 @@ static kr_status pg_upsert(kr_store *s, const char *symbol, const char *interval
 fail:
     rollback(s);
 done:
-    for (int k = 0; k <= KR_N_FEATURES; k++) kr_sb_free(&cols[k]);
+    for (int k = 0; k <= KR_N_FEATURES; k++) free(cols[k]);
     return st;
 }
 
