@@ -210,6 +210,8 @@ typedef struct kr_narrative {
                               KR_ERR_CANCELLED (should_abort) or KR_ERR_FORMAT (unreadable
                               answer) */
     char error[1200]; /* "" with text; else "<url>: <reason>" */
+    char reason[1024]; /* the same reason alone, for a caller that names the model another
+                          way (a server does not tell its clients where the model runs) */
 } kr_narrative;
 
 KR_API kr_narrative_params kr_narrative_default_params(void);

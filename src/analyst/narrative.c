@@ -572,8 +572,10 @@ static void fail(kr_narrative *n, kr_status st, const char *reason) {
     n->status = st;
     kr_sb clean = { 0 };
     kr_text_clean(&clean, reason, strlen(reason), 0);
-    snprintf(n->error, sizeof n->error, "%s: %s", n->url,
+    snprintf(n->reason, sizeof n->reason, "%s",
              clean.data && !clean.oom ? clean.data : "(unprintable reason)");
+    kr_text_cut_partial(n->reason);
+    snprintf(n->error, sizeof n->error, "%s: %s", n->url, n->reason);
     kr_text_cut_partial(n->error);
     kr_sb_free(&clean);
 }

@@ -171,12 +171,8 @@ static void hide_llm_url(kr_server *s, kr_narrative *n) {
     if (!n) return;
     if (!n->text) {
         kr_srv_log(s, "narrative: %s", n->error);
-        size_t ul = strlen(n->url);
-        if (!strncmp(n->error, n->url, ul) && !strncmp(n->error + ul, ": ", 2)) {
-            char reason[sizeof n->error];
-            snprintf(reason, sizeof reason, "%s", n->error + ul + 2);
-            snprintf(n->error, sizeof n->error, "%s (%s): %s", hidden, n->model, reason);
-        }
+        snprintf(n->error, sizeof n->error, "%s (%s): %s", hidden, n->model, n->reason);
+        kr_text_cut_partial(n->error);
     }
     snprintf(n->url, sizeof n->url, "%s", hidden);
 }
