@@ -538,6 +538,9 @@ static kr_status connect_failure(const char *target, const char *message) {
     if (strstr(message, "too many clients") || strstr(message, "too many connections") ||
         strstr(message, "remaining connection slots"))
         return KR_ERR_UNAVAILABLE;
+    /* 57P03, a server starting, stopping or recovering from a crash: retry later (the probe
+     * below says so too, unless the server finished in between). */
+    if (strstr(message, "the database system is")) return KR_ERR_UNAVAILABLE;
     /* The probe gets a short connect_timeout of its own and no SSL (placed after dbname, they
      * win): a server that answers but fails the URL's SSL requirements (no SSL, a certificate
      * that does not verify) is up, and the failure is the configuration's, not one to wait
@@ -574,18 +577,25 @@ static kr_status pg_open_new(kr_store *s, pg_handle *h, const char *target, kr_e
                             strcmp(s->path, target) ? "" : ": ",
                             strcmp(s->path, target) ? "" : msg);
     }
-    h->conn = PQconnectdbParams(keys, vals, 1);
-    if (!h->conn) {
-        PQconninfoFree(opts);
-        return kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory connecting", s->path);
-    }
-    if (PQstatus(h->conn) != CONNECTION_OK) {
+    /* A second attempt when the probe finds the server up after the first failed: a server
+     * restarting after a crash refuses connections ("in recovery mode") for a moment and may
+     * answer the probe an instant later, which would otherwise read as a refusal for good. */
+    for (int attempt = 0;; attempt++) {
+        h->conn = PQconnectdbParams(keys, vals, 1);
+        if (!h->conn) {
+            PQconninfoFree(opts);
+            return kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory connecting", s->path);
+        }
+        if (PQstatus(h->conn) == CONNECTION_OK) break;
         char msg[512];
         first_line(PQerrorMessage(h->conn), msg, sizeof msg);
+        PQfinish(h->conn);
+        h->conn = NULL;
         for (PQconninfoOption *o = opts; o->keyword; o++)
             if (!strcmp(o->keyword, "password") && o->val && *o->val) scrub(msg, o->val);
-        PQconninfoFree(opts);
         kr_status why = connect_failure(target, msg);
+        if (why == KR_ERR_IO && attempt == 0) continue;
+        PQconninfoFree(opts);
         return kr_error_set(err, why, "%s: cannot connect%s: %s", s->path,
                             why == KR_ERR_UNAVAILABLE ? " (retry later)" : "", msg);
     }
