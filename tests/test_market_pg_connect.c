@@ -5,8 +5,9 @@
  * played in order. KR_ERR_UNAVAILABLE is "retry later" (the server answers HTTP 503);
  * KR_ERR_IO a refusal an operator has to fix (500).
  *
- * The race this guards: after a backend's crash, a connection is refused "in recovery mode"
- * and the probe that decides between the two classes can find the server up an instant later;
+ * The server's SQLSTATE decides where it sent one (in any language: the code is never
+ * translated). Where it sent none, a probe does, and the race this guards is a server that
+ * drops a connection while it restarts after a crash and answers the probe an instant later:
  * that must not read as a refusal for good.
  */
 #include <pthread.h>
@@ -16,6 +17,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "kronos/market.h"
@@ -23,13 +25,16 @@
 
 enum { FAKE_PORT = 5987, MAX_ANSWERS = 8 };
 
-/* One scripted answer: the SQLSTATE and message of a FATAL ErrorResponse. */
+/* One scripted answer: the SQLSTATE and message of a FATAL ErrorResponse, or (sqlstate NULL)
+ * none: the connection closed after the startup packet. */
 typedef struct answer {
     const char *sqlstate, *message;
 } answer;
 
 typedef struct fake_server {
     int listener;
+    int held[MAX_ANSWERS]; /* connections left unanswered (HUNG), closed at the end */
+    int n_held;
     const answer *script;
     int n_script;
     int served; /* connections answered */
@@ -60,7 +65,7 @@ static void answer_one(int fd, const answer *a) {
                    (uint32_t)len_be[2] << 8 | len_be[3];
     if (len < 8 || len > 10000) return;
     char rest[10000];
-    if (read_full(fd, rest, len - 4) != 0) return;
+    if (read_full(fd, rest, len - 4) != 0 || !a->sqlstate) return;
     char msg[1024];
     size_t at = 5;
     put_field(msg, &at, 'S', "FATAL");
@@ -83,8 +88,13 @@ static void *serve(void *arg) {
         int fd = accept(f->listener, NULL, NULL);
         if (fd < 0) return NULL; /* the listener was shut down */
         const int i = f->served < f->n_script ? f->served : f->n_script - 1;
-        answer_one(fd, &f->script[i]);
+        const answer *a = &f->script[i];
         __atomic_add_fetch(&f->served, 1, __ATOMIC_SEQ_CST);
+        if (a->message && !strcmp(a->message, "hung") && f->n_held < MAX_ANSWERS) {
+            f->held[f->n_held++] = fd; /* accepted, never answered */
+            continue;
+        }
+        answer_one(fd, a);
         close(fd);
     }
 }
@@ -108,78 +118,119 @@ static int fake_stop(fake_server *f) {
     shutdown(f->listener, SHUT_RDWR);
     close(f->listener);
     pthread_join(f->thread, NULL);
+    for (int i = 0; i < f->n_held; i++) close(f->held[i]);
     return f->served;
 }
 
 /* Opens a store on the stand-in and returns the status, the message in err. */
-static kr_status open_on(const char *dir, kr_error *err) {
+static kr_status open_on_with(const char *dir, const char *extra, kr_error *err) {
     char url[512];
-    snprintf(url, sizeof url, "postgresql://kt@/kt?host=%s&port=%d", dir, FAKE_PORT);
+    snprintf(url, sizeof url, "postgresql://kt@/kt?host=%s&port=%d%s", dir, FAKE_PORT, extra);
     kr_store *s = NULL;
     kr_status st = kr_store_open(url, &s, err);
     if (s) kr_store_close(s);
     return st;
 }
 
-static const answer RECOVERING_LOCALISED = { "57P03",
-                                             "das Datenbanksystem ist im Wiederherstellungsmodus" };
+static kr_status open_on(const char *dir, kr_error *err) { return open_on_with(dir, "", err); }
+
+/* sqlstate NULL: the connection is closed without an answer (a server going down), or with
+ * message "hung" kept open and never answered (a server stuck). */
+static const answer CLOSED = { NULL, NULL };
+static const answer HUNG = { NULL, "hung" };
 static const answer RECOVERING = { "57P03", "the database system is in recovery mode" };
 static const answer STARTING = { "57P03", "the database system is starting up" };
+static const answer RECOVERING_DE = { "57P03",
+                                      "das Datenbanksystem ist im Wiederherstellungsmodus" };
+static const answer FULL_DE = { "53300", "tut mir leid, schon zu viele Verbindungen" };
 static const answer BAD_PASSWORD = { "28P01", "password authentication failed for user \"kt\"" };
+static const answer BAD_PASSWORD_DE = {
+    "28P01", "Passwort-Authentifizierung für Benutzer »kt« fehlgeschlagen"
+};
 
-/* Refused while recovering (in words the code cannot read), the probe then finds the server
- * up (any other error means up), and the second attempt is refused as recovering again: retry
- * later. Without the second attempt, this was a refusal for good (HTTP 500). */
+/* Dropped without a word, the probe then finds the server up (any error but 57P03 means up),
+ * and the second attempt is refused as recovering: retry later. Without the second attempt
+ * this was a refusal for good (HTTP 500). */
 static void test_up_again_between_attempt_and_probe(void **state) {
     (void)state;
     char *dir = kr_test_tmpdir();
-    const answer script[] = { RECOVERING_LOCALISED, BAD_PASSWORD, RECOVERING_LOCALISED,
-                              RECOVERING_LOCALISED };
+    const answer script[] = { CLOSED, BAD_PASSWORD, RECOVERING_DE };
     fake_server f;
-    fake_start(&f, dir, script, 4);
+    fake_start(&f, dir, script, 3);
     kr_error err = { 0 };
     const kr_status st = open_on(dir, &err);
     const int served = fake_stop(&f);
     if (st != KR_ERR_UNAVAILABLE) fail_msg("status %d: %s", (int)st, err.message);
     if (!strstr(err.message, "retry later")) fail_msg("message: %s", err.message);
-    assert_int_equal(served, 4); /* attempt, probe, attempt, probe */
+    assert_int_equal(served, 3); /* attempt, probe, attempt */
     kr_test_remove_tree(dir);
     free(dir);
 }
 
-/* PostgreSQL's own English words for 57P03 need no probe. */
-static void test_starting_and_recovering_read_from_the_message(void **state) {
+/* The server's SQLSTATE decides, whatever language its words are in, with no probe: starting,
+ * recovering and every slot taken are "retry later", a wrong password is an operator's. */
+static void test_sqlstate_decides_in_any_language(void **state) {
     (void)state;
-    const answer *cases[] = { &RECOVERING, &STARTING };
-    for (int c = 0; c < 2; c++) {
+    const struct {
+        const answer *a;
+        kr_status want;
+    } cases[] = {
+        { &RECOVERING, KR_ERR_UNAVAILABLE },    { &STARTING, KR_ERR_UNAVAILABLE },
+        { &RECOVERING_DE, KR_ERR_UNAVAILABLE }, { &FULL_DE, KR_ERR_UNAVAILABLE },
+        { &BAD_PASSWORD, KR_ERR_IO },           { &BAD_PASSWORD_DE, KR_ERR_IO },
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         char *dir = kr_test_tmpdir();
         fake_server f;
-        fake_start(&f, dir, cases[c], 1);
+        fake_start(&f, dir, cases[c].a, 1);
         kr_error err = { 0 };
         const kr_status st = open_on(dir, &err);
         const int served = fake_stop(&f);
-        if (st != KR_ERR_UNAVAILABLE) fail_msg("status %d: %s", (int)st, err.message);
-        if (!strstr(err.message, cases[c]->message)) fail_msg("message: %s", err.message);
+        if (st != cases[c].want)
+            fail_msg("%s: status %d: %s", cases[c].a->message, (int)st, err.message);
+        if (!strstr(err.message, cases[c].a->message)) fail_msg("message: %s", err.message);
+        if (!strstr(err.message, cases[c].a->sqlstate)) fail_msg("no SQLSTATE: %s", err.message);
         assert_int_equal(served, 1);
         kr_test_remove_tree(dir);
         free(dir);
     }
 }
 
-/* A server that is up and refuses every time (a wrong password) stays an operator's error,
- * after one more attempt. */
-static void test_refusal_for_good(void **state) {
+/* Dropped every time, the probe too: down, retry later. */
+static void test_dropped_every_time(void **state) {
     (void)state;
     char *dir = kr_test_tmpdir();
     fake_server f;
-    fake_start(&f, dir, &BAD_PASSWORD, 1);
+    fake_start(&f, dir, &CLOSED, 1);
     kr_error err = { 0 };
     const kr_status st = open_on(dir, &err);
     const int served = fake_stop(&f);
-    if (st != KR_ERR_IO) fail_msg("status %d: %s", (int)st, err.message);
-    if (!strstr(err.message, "password authentication failed"))
-        fail_msg("message: %s", err.message);
-    assert_int_equal(served, 4);
+    if (st != KR_ERR_UNAVAILABLE) fail_msg("status %d: %s", (int)st, err.message);
+    assert_int_equal(served, 2); /* attempt, probe */
+    kr_test_remove_tree(dir);
+    free(dir);
+}
+
+/* A server that accepts and never answers: the URL's connect_timeout bounds the attempt
+ * (the connection is made by polling libpq, which leaves the timeout to its caller), then the
+ * probe's own 3 s: down, retry later, in bounded time. */
+static void test_connect_timeout(void **state) {
+    (void)state;
+    char *dir = kr_test_tmpdir();
+    fake_server f;
+    fake_start(&f, dir, &HUNG, 1);
+    kr_error err = { 0 };
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    const kr_status st = open_on_with(dir, "&connect_timeout=2", &err);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    const int served = fake_stop(&f);
+    const double waited = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    if (st != KR_ERR_UNAVAILABLE) fail_msg("status %d: %s", (int)st, err.message);
+    if (!strstr(err.message, "timeout expired")) fail_msg("message: %s", err.message);
+    assert_int_equal(served, 2); /* attempt, probe */
+    /* It waited for the timeouts rather than giving up at once, and did not hang. */
+    if (waited < 1.5 || waited > 60) fail_msg("waited %.1f s", waited);
     kr_test_remove_tree(dir);
     free(dir);
 }
@@ -197,8 +248,9 @@ static void test_nothing_listening(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_up_again_between_attempt_and_probe),
-        cmocka_unit_test(test_starting_and_recovering_read_from_the_message),
-        cmocka_unit_test(test_refusal_for_good),
+        cmocka_unit_test(test_sqlstate_decides_in_any_language),
+        cmocka_unit_test(test_dropped_every_time),
+        cmocka_unit_test(test_connect_timeout),
         cmocka_unit_test(test_nothing_listening),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

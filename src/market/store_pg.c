@@ -48,8 +48,10 @@
  *     (one query). A pooled connection is never handed to a forked child (the socket is the
  *     parent's).
  */
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -526,30 +528,108 @@ static kr_status pg_open(kr_store *s, const char *target, kr_error *err) {
     return pg_open_new(s, h, target, err);
 }
 
+/* The SQLSTATE in a message libpq built with PQERRORS_VERBOSE ("...: FATAL:  53300: sorry,
+ * ..."; the severity may be translated, the code never is) into out; 0 when there is none
+ * (the failure was the client's or the network's: no server answered with an error). */
+static int sqlstate_of(const char *msg, char out[6]) {
+    for (const char *p = strstr(msg, ":  "); p; p = strstr(p + 1, ":  ")) {
+        const char *c = p + 3;
+        int ok = 1;
+        for (int i = 0; i < 5 && ok; i++)
+            ok = (c[i] >= '0' && c[i] <= '9') || (c[i] >= 'A' && c[i] <= 'Z');
+        if (ok && c[5] == ':' && c[6] == ' ') {
+            memcpy(out, c, 5);
+            out[5] = '\0';
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* Why a connection to target failed: KR_ERR_UNAVAILABLE when the server does not answer or
  * does not take connections now (down, restarting, unreachable: retry later), KR_ERR_IO when
  * it answers but refuses this one (a wrong password, no such database or role: an operator's
- * to fix). message: libpq's. */
+ * to fix). message: libpq's, verbose (with the server's SQLSTATE when it sent one). */
 static kr_status connect_failure(const char *target, const char *message) {
-    /* Every connection slot taken (53300: max_connections, or the role's or the database's
-     * CONNECTION LIMIT) is a server answering and busy: retry later. libpq gives a failed
-     * connection no SQLSTATE, so its message is read; a server speaking another language
-     * than English leaves it an error of configuration. */
-    if (strstr(message, "too many clients") || strstr(message, "too many connections") ||
-        strstr(message, "remaining connection slots"))
-        return KR_ERR_UNAVAILABLE;
-    /* 57P03, a server starting, stopping or recovering from a crash: retry later (the probe
-     * below says so too, unless the server finished in between). */
-    if (strstr(message, "the database system is")) return KR_ERR_UNAVAILABLE;
-    /* The probe gets a short connect_timeout of its own and no SSL (placed after dbname, they
-     * win): a server that answers but fails the URL's SSL requirements (no SSL, a certificate
-     * that does not verify) is up, and the failure is the configuration's, not one to wait
-     * out. */
+    char state[6];
+    if (sqlstate_of(message, state)) {
+        /* 53300: every connection slot taken (max_connections, or the role's or database's
+         * CONNECTION LIMIT); 53000: out of resources; 57P01-57P03: shutting down, crashed,
+         * starting or recovering: a server answering and busy, retry later. Any other code is
+         * a refusal the server means (28P01 a wrong password, 3D000 no such database). Read
+         * from the code, not the words, so a server speaking another language is read alike. */
+        return !strcmp(state, "53300") || !strcmp(state, "53000") || !strncmp(state, "57P0", 4)
+                   ? KR_ERR_UNAVAILABLE
+                   : KR_ERR_IO;
+    }
+    /* No server error: the probe tells a server that is down from one that answers. It gets a
+     * short connect_timeout of its own and no SSL (placed after dbname, they win): a server
+     * that answers but fails the URL's SSL requirements (no SSL, a certificate that does not
+     * verify) is up, and the failure is the configuration's, not one to wait out. */
     const char *const keys[] = { "dbname", "connect_timeout", "sslmode", NULL };
     const char *const vals[] = { target, "3", "disable", NULL };
     const PGPing ping = PQpingParams(keys, vals, 1);
     /* NO_ATTEMPT: a client-side problem (the parameters), no server to wait for. */
     return ping == PQPING_OK || ping == PQPING_NO_ATTEMPT ? KR_ERR_IO : KR_ERR_UNAVAILABLE;
+}
+
+/* The connect_timeout in effect for conn, in milliseconds for poll(): libpq's reading of it
+ * (unset or <= 0: no limit, -1; 1 counts as 2 s). */
+static int connect_timeout_ms(PGconn *conn) {
+    int seconds = 0;
+    PQconninfoOption *in_use = PQconninfo(conn);
+    for (PQconninfoOption *o = in_use; o && o->keyword; o++)
+        if (!strcmp(o->keyword, "connect_timeout") && o->val) seconds = atoi(o->val);
+    PQconninfoFree(in_use);
+    if (seconds <= 0) return -1;
+    return (seconds < 2 ? 2 : seconds) * 1000;
+}
+
+/* PQconnectdbParams, but with the errors of the connection attempt verbose (PQconnectdb's own
+ * could not be: verbosity is a setting of the PGconn it returns), so a refusal carries the
+ * server's SQLSTATE; the connection's later errors are libpq's default ones again. The
+ * connect_timeout bounds the whole attempt here (libpq applies it per address). Returns the
+ * connection, or NULL with the first line of why in msg (empty: out of memory). */
+static PGconn *connect_verbose(const char *const *keys, const char *const *vals, char *msg,
+                               size_t cap) {
+    PGconn *conn = PQconnectStartParams(keys, vals, 1);
+    msg[0] = '\0'; /* stays empty when memory ran out */
+    if (!conn) return NULL;
+    PQsetErrorVerbosity(conn, PQERRORS_VERBOSE);
+    PostgresPollingStatusType ps =
+        PQstatus(conn) == CONNECTION_BAD ? PGRES_POLLING_FAILED : PGRES_POLLING_WRITING;
+    const int limit_ms = ps == PGRES_POLLING_FAILED ? 0 : connect_timeout_ms(conn);
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (ps != PGRES_POLLING_OK && ps != PGRES_POLLING_FAILED) {
+        struct timespec t;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        const long spent = (long)(t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000;
+        const int wait = limit_ms < 0 ? -1 : spent >= limit_ms ? 0 : (int)(limit_ms - spent);
+        struct pollfd pfd = { .fd = PQsocket(conn),
+                              .events = ps == PGRES_POLLING_READING ? POLLIN : POLLOUT };
+        const int ready = pfd.fd < 0 ? -1 : poll(&pfd, 1, wait);
+        if (ready < 0 && errno == EINTR) continue;
+        if (ready == 0) {
+            /* libpq's own words for it; no SQLSTATE, so the probe decides. */
+            PQfinish(conn);
+            snprintf(msg, cap, "timeout expired");
+            return NULL;
+        }
+        if (ready < 0) {
+            snprintf(msg, cap, "waiting for the server: %s", strerror(errno));
+            PQfinish(conn);
+            return NULL;
+        }
+        ps = PQconnectPoll(conn);
+    }
+    if (ps != PGRES_POLLING_OK || PQstatus(conn) != CONNECTION_OK) {
+        first_line(PQerrorMessage(conn), msg, cap);
+        PQfinish(conn);
+        return NULL;
+    }
+    PQsetErrorVerbosity(conn, PQERRORS_DEFAULT);
+    return conn;
 }
 
 /* A new connection to target, its schema found and checked or created. */
@@ -577,24 +657,21 @@ static kr_status pg_open_new(kr_store *s, pg_handle *h, const char *target, kr_e
                             strcmp(s->path, target) ? "" : ": ",
                             strcmp(s->path, target) ? "" : msg);
     }
-    /* A second attempt when the probe finds the server up after the first failed: a server
-     * restarting after a crash refuses connections ("in recovery mode") for a moment and may
-     * answer the probe an instant later, which would otherwise read as a refusal for good. */
+    /* A second attempt when the server sent no error and the probe finds it up: a server
+     * restarting after a crash drops connections for a moment and may answer the probe an
+     * instant later, which would otherwise read as a refusal for good. */
     for (int attempt = 0;; attempt++) {
-        h->conn = PQconnectdbParams(keys, vals, 1);
-        if (!h->conn) {
+        char msg[512];
+        if ((h->conn = connect_verbose(keys, vals, msg, sizeof msg))) break;
+        if (!msg[0]) {
             PQconninfoFree(opts);
             return kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory connecting", s->path);
         }
-        if (PQstatus(h->conn) == CONNECTION_OK) break;
-        char msg[512];
-        first_line(PQerrorMessage(h->conn), msg, sizeof msg);
-        PQfinish(h->conn);
-        h->conn = NULL;
         for (PQconninfoOption *o = opts; o->keyword; o++)
             if (!strcmp(o->keyword, "password") && o->val && *o->val) scrub(msg, o->val);
         kr_status why = connect_failure(target, msg);
-        if (why == KR_ERR_IO && attempt == 0) continue;
+        char state[6];
+        if (why == KR_ERR_IO && attempt == 0 && !sqlstate_of(msg, state)) continue;
         PQconninfoFree(opts);
         return kr_error_set(err, why, "%s: cannot connect%s: %s", s->path,
                             why == KR_ERR_UNAVAILABLE ? " (retry later)" : "", msg);
