@@ -13,7 +13,9 @@
 # --python: also what the Python package in python/ needs (Debian's python3 3.11 with numpy,
 # pandas, setuptools and pip to install it offline, pytest and distributed for its tests).
 # --scale: also the servers of the scale-out tests (tests/scale/): PostgreSQL (a throwaway
-# cluster, initdb into a temporary directory) and HAProxy in front of `kronos serve` replicas.
+# cluster, initdb into a temporary directory) and HAProxy in front of `kronos serve` replicas;
+# and Prometheus for its promtool (~100 MB), which checks the shipped alerting rules and a live
+# /metrics scrape (ctest deploy_configs, metrics_promtool); its server is never started.
 set -euo pipefail
 packages=(build-essential cmake pkg-config clang clang-format libclang-rt-14-dev
           libcjson-dev libcmocka-dev libopenblas-dev libxxhash-dev libsqlite3-dev libpq-dev
@@ -29,7 +31,7 @@ for opt in "$@"; do
                  python3-pytest python3-distributed)
       ;;
     --scale)
-      packages+=(postgresql haproxy)
+      packages+=(postgresql haproxy prometheus)
       ;;
     *) echo "install-deps.sh: unknown option '$opt' (--web, --python, --scale)" >&2; exit 2 ;;
   esac

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Validates the shipped configs of deploy/ with the tools that read them: HAProxy's own parser
 # (`haproxy -c`, Debian package haproxy: scripts/install-deps.sh --scale) on haproxy.cfg as
-# shipped, and Prometheus' (`promtool check rules`, Debian package prometheus, not installed by
-# install-deps.sh: ~100 MB) on prometheus-alerts.yml. What is not installed is skipped; with
+# shipped, and Prometheus' (`promtool check rules`, Debian package prometheus:
+# scripts/install-deps.sh --scale) on prometheus-alerts.yml. What is not installed is skipped; with
 # neither the test skips (77). That every metric the rules name exists is tests/docs (docs_check).
 set -euo pipefail
 deploy=$1
