@@ -6,7 +6,9 @@
 # libmicrohttpd-dev: the HTTP server behind `kronos serve` (and the stand-in LLM server of the
 # narrative test); libcurl4-openssl-dev: its tests, the bench/load client and the optional
 # `kronos analyze --llm-url` narrative. systemd: systemd-analyze, which checks the shipped unit
-# (tests/deploy/check_unit.sh; it installs in a container, where it is not PID 1).
+# (tests/deploy/check_unit.sh; it installs in a container, where it is not PID 1), and expands
+# the unit's system-call filter, which libseccomp-dev's library applies to `kronos serve` in
+# tests/deploy/check_syscall_filter.sh.
 # --web: also what the web page's tests need (scripts/test.sh): Debian's Chromium, which
 # tests/web/e2e.mjs drives headless through playwright-core, and Node.js/npm when the machine
 # has none (the page's packages come from `npm ci` in web/, never from here).
@@ -19,7 +21,7 @@
 set -euo pipefail
 packages=(build-essential cmake pkg-config clang clang-format libclang-rt-14-dev
           libcjson-dev libcmocka-dev libopenblas-dev libxxhash-dev libsqlite3-dev libpq-dev
-          libmicrohttpd-dev libcurl4-openssl-dev systemd)
+          libmicrohttpd-dev libcurl4-openssl-dev systemd libseccomp-dev)
 for opt in "$@"; do
   case "$opt" in
     --web)

@@ -22,7 +22,7 @@ if ! out=$(systemd-analyze verify --root="$root" kronos-serve.service 2>&1) || [
   exit 1
 fi
 # The sandbox stays tight: systemd's own exposure score (0 safe .. 10 exposed) at most 4.0
-# (3.2 when written; 6.7 before the hardening of 2026-12-03).
+# (1.8 with the system-call filter; 3.2 before it; 6.7 before the hardening of 2026-12-03).
 if ! out=$(systemd-analyze security --offline=yes --root="$root" --threshold=40 \
              kronos-serve.service 2>&1); then
   echo "$out" | tail -25
@@ -50,6 +50,10 @@ need '^RestartPreventExitStatus=2$'
 # kronos serve speaks the notify protocol (tests/test_server_notify.c): readiness and pings.
 need '^Type=notify$'
 need '^WatchdogSec=[0-9]+'
+# Confined to an ordinary service's system calls, no writable+executable memory; ctest
+# syscall_filter runs kronos serve under exactly this filter.
+need '^SystemCallFilter=@system-service$'
+need '^MemoryDenyWriteExecute=yes$'
 # SIGHUP drains, so a reload would stop the service: there must be none.
 if grep -Eq '^ExecReload=' "$unit"; then
   echo "kronos-serve.service: ExecReload= would drain and stop the server (SIGHUP is no reload)"
