@@ -16,7 +16,7 @@ trap 'serve_stop; rm -rf "$tmp"' EXIT
 serve_start
 serve_scenario
 url=$serve_url
-curl -sf "$url/metrics" >"$tmp/metrics.txt"
+curl -sf -m 60 "$url/metrics" >"$tmp/metrics.txt"
 grep -q '^kronos_' "$tmp/metrics.txt" || { echo "no kronos_ metrics in the scrape"; exit 1; }
 grep -q '_bucket{' "$tmp/metrics.txt" || { echo "no histogram buckets in the scrape"; exit 1; }
 if ! promtool check metrics <"$tmp/metrics.txt"; then

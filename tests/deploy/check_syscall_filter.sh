@@ -19,6 +19,10 @@ unit=$source/deploy/kronos-serve.service
 command -v systemd-analyze >/dev/null ||
   { echo "SKIPPED: systemd-analyze not installed (apt-get install systemd)"; exit 77; }
 [ -x "$helper" ] || { echo "SKIPPED: $helper not built (apt-get install libseccomp-dev)"; exit 77; }
+# In a sanitizer build, LeakSanitizer's exit check stops the process's threads from a traced
+# helper task (ptrace, outside any service filter), which the filter kills while the process
+# waits for it: leaks are the ASan suite's to find, not this test's.
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
 tmp=$(mktemp -d)
 # shellcheck source=tests/deploy/serve_scenario.sh
 . "$source/tests/deploy/serve_scenario.sh"

@@ -32,7 +32,7 @@ serve_stop() {
   [ "$rc" = 0 ] || { tail -20 "$tmp/serve.log"; echo "kronos serve exited with $rc after SIGTERM"; exit 1; }
 }
 
-serve_code() { curl -s -o /dev/null -w '%{http_code}' "$@"; }
+serve_code() { curl -s -m 120 -o /dev/null -w '%{http_code}' "$@"; }
 
 # serve_scenario: the requests, each answer checked.
 serve_scenario() {
