@@ -5,7 +5,8 @@
 # than the unit, which answers a call outside the list with EPERM: here it kills the process, so
 # no call outside the list may be made at all, not even one whose failure kronos would survive.
 # Under it: the unit's ExecStartPre (--check-config), then the server through an ingest, an
-# analysis, a forecast, a malformed body, a vanished client and a drain (exit 0). First, that
+# analysis, a forecast, a malformed body, a vanished client, an analysis with a narrative from
+# a stand-in LLM, and a drain (exit 0). First, that
 # the filter bites: a call outside the list kills, a writable+executable mapping is refused.
 # With KRONOS_TEST_PG_URL / KRONOS_TEST_PG_TCP_URL set (ctest syscall_filter_pg) the server runs
 # it again on those PostgreSQL stores. Skips (77) without systemd-analyze or the helper
@@ -60,13 +61,44 @@ except PermissionError:
   [ "$out" = refused ] || { echo "a writable and executable mapping was not refused ($out)"; exit 1; }
 fi
 
+# A stand-in for the LLM behind the narratives (Ollama's /api/generate, one answer), so the
+# server's HTTP client runs under the filter too.
+python3 -c '
+import http.server, json, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        body = json.dumps({"response": "Stand-in prose.", "done": True}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *a):
+        pass
+s = http.server.HTTPServer(("127.0.0.1", 0), H)
+print(s.server_address[1], flush=True)
+s.serve_forever()' >"$tmp/llm.port" &
+llm_pid=$!
+trap 'kill $llm_pid 2>/dev/null; serve_stop; rm -rf "$tmp"' EXIT
+for _ in $(seq 1 100); do [ -s "$tmp/llm.port" ] && break; sleep 0.1; done
+[ -s "$tmp/llm.port" ] || { echo "the stand-in LLM did not start"; exit 1; }
+echo "{\"llm_url\": \"http://127.0.0.1:$(cat "$tmp/llm.port")\", \"llm_model\": \"stand-in\"}" >"$tmp/serve.json"
+
 # ExecStartPre, then the server.
-"${confine[@]}" "$build/kronos" serve --db "$tmp/k.db" --check-config >"$tmp/check.log" 2>&1 ||
+"${confine[@]}" "$build/kronos" serve --db "$tmp/k.db" --config "$tmp/serve.json" --check-config \
+  >"$tmp/check.log" 2>&1 ||
   { cat "$tmp/check.log"; echo "kronos serve --check-config failed under the filter"; exit 1; }
+serve_config=$tmp/serve.json
 serve_start "${confine[@]}"
 serve_scenario
+curl -s -m 120 -X POST "$serve_url/v1/analyze" -H 'Content-Type: application/json' \
+  -d '{"symbol":"AAPL","horizon":5,"paths":4,"narrative":true}' >"$tmp/narrated.json"
+grep -q 'Stand-in prose' "$tmp/narrated.json" ||
+  { head -c 600 "$tmp/narrated.json"; echo; echo "no narrative from the stand-in LLM"; exit 1; }
 serve_stop
-echo "kronos serve (SQLite store) ran the scenario and drained under the unit's system-call filter"
+serve_config=
+echo "kronos serve (SQLite store, an LLM narrative) ran the scenario and drained under the unit's system-call filter"
 # A PostgreSQL store (ctest syscall_filter_pg: tests/scale/pgcluster.py run --tcp sets these),
 # over its Unix socket and over TCP.
 for serve_db in ${KRONOS_TEST_PG_URL:-} ${KRONOS_TEST_PG_TCP_URL:-}; do

@@ -7,9 +7,11 @@ serve_pid=
 serve_url=
 
 # serve_start [WRAPPER...]: `kronos serve` (through WRAPPER when given) on a free port, the store
-# $serve_db (default an SQLite file in $tmp); returns once it listens.
+# $serve_db (default an SQLite file in $tmp), with --config $serve_config when set; returns once
+# it listens.
 serve_start() {
-  "$@" "$build/kronos" serve --port 0 --db "${serve_db:-$tmp/k.db}" >"$tmp/serve.log" 2>&1 &
+  "$@" "$build/kronos" serve --port 0 --db "${serve_db:-$tmp/k.db}" ${serve_config:+--config "$serve_config"} \
+    >"$tmp/serve.log" 2>&1 &
   serve_pid=$!
   local port=
   for _ in $(seq 1 300); do
