@@ -253,8 +253,16 @@ def serve_metrics(kronos, tmp):
                                    timeout=30)
         except urllib.error.HTTPError as e:  # 400: no candles
             e.read()
-        with urllib.request.urlopen(url + "/metrics", timeout=30) as r:
-            return r.read().decode()
+        # A request is counted when the server has finished with it, which can be a moment
+        # after the client read its answer (under a sanitizer build and a busy machine, after
+        # the next request): scrape until the forecast's answer is in, for 30 s at most.
+        deadline = time.time() + 30
+        while True:
+            with urllib.request.urlopen(url + "/metrics", timeout=30) as r:
+                text = r.read().decode()
+            if 'route="/v1/forecast"' in text or time.time() > deadline:
+                return text
+            time.sleep(0.1)
     finally:
         proc.terminate()
         try:
