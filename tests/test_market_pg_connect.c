@@ -15,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
@@ -65,7 +67,13 @@ static void answer_one(int fd, const answer *a) {
                    (uint32_t)len_be[2] << 8 | len_be[3];
     if (len < 8 || len > 10000) return;
     char rest[10000];
-    if (read_full(fd, rest, len - 4) != 0 || !a->sqlstate) return;
+    if (read_full(fd, rest, len - 4) != 0) return;
+    if (!a->sqlstate && a->message && !strcmp(a->message, "http")) {
+        static const char reply[] = "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n";
+        if (write(fd, reply, sizeof reply - 1) != (ssize_t)(sizeof reply - 1)) return;
+        return;
+    }
+    if (!a->sqlstate) return;
     char msg[1024];
     size_t at = 5;
     put_field(msg, &at, 'S', "FATAL");
@@ -114,6 +122,23 @@ static void fake_start(fake_server *f, const char *dir, const answer *script, in
     assert_int_equal(pthread_create(&f->thread, NULL, serve, f), 0);
 }
 
+/* The same stand-in on TCP at 127.0.0.1, a port the kernel picks; returns the port. There
+ * libpq first asks for SSL (sslmode=prefer, its default), which a Unix socket skips. */
+static int fake_start_tcp(fake_server *f, const answer *script, int n) {
+    memset(f, 0, sizeof *f);
+    f->script = script;
+    f->n_script = n;
+    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    f->listener = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(f->listener >= 0);
+    assert_int_equal(bind(f->listener, (struct sockaddr *)&sa, sizeof sa), 0);
+    socklen_t sl = sizeof sa;
+    assert_int_equal(getsockname(f->listener, (struct sockaddr *)&sa, &sl), 0);
+    assert_int_equal(listen(f->listener, 8), 0);
+    assert_int_equal(pthread_create(&f->thread, NULL, serve, f), 0);
+    return ntohs(sa.sin_port);
+}
+
 static int fake_stop(fake_server *f) {
     shutdown(f->listener, SHUT_RDWR);
     close(f->listener);
@@ -138,6 +163,7 @@ static kr_status open_on(const char *dir, kr_error *err) { return open_on_with(d
  * message "hung" kept open and never answered (a server stuck). */
 static const answer CLOSED = { NULL, NULL };
 static const answer HUNG = { NULL, "hung" };
+static const answer HTTP = { NULL, "http" }; /* a web server where PostgreSQL was expected */
 static const answer RECOVERING = { "57P03", "the database system is in recovery mode" };
 static const answer STARTING = { "57P03", "the database system is starting up" };
 static const answer RECOVERING_DE = { "57P03",
@@ -235,6 +261,40 @@ static void test_connect_timeout(void **state) {
     free(dir);
 }
 
+/* Something that is not PostgreSQL at the URL's port (a web server here), on a Unix socket
+ * (libpq's startup packet answered with "HTTP/1.1 ...") and on TCP (its SSL request answered
+ * so): a wrong URL to fix, failed at once with a hint, not "retry later", which would have
+ * let kronos serve start and answer 503 for ever. One attempt: no probe, no second try. */
+static void test_not_postgres(void **state) {
+    (void)state;
+    for (int tcp = 0; tcp < 2; tcp++) {
+        char *dir = kr_test_tmpdir();
+        fake_server f;
+        kr_error err = { 0 };
+        kr_status st;
+        if (tcp) {
+            const int port = fake_start_tcp(&f, &HTTP, 1);
+            char url[256];
+            snprintf(url, sizeof url, "postgresql://kt@127.0.0.1:%d/kt", port);
+            kr_store *s = NULL;
+            st = kr_store_open(url, &s, &err);
+            if (s) kr_store_close(s);
+        } else {
+            fake_start(&f, dir, &HTTP, 1);
+            st = open_on(dir, &err);
+        }
+        const int served = fake_stop(&f);
+        if (st != KR_ERR_IO) fail_msg("tcp %d: status %d: %s", tcp, (int)st, err.message);
+        if (strstr(err.message, "retry later") || !strstr(err.message, "PostgreSQL server"))
+            fail_msg("tcp %d: message: %s", tcp, err.message);
+        if (!strstr(err.message, tcp ? "SSL negotiation" : "authentication request"))
+            fail_msg("tcp %d: libpq's words lost: %s", tcp, err.message);
+        assert_int_equal(served, 1);
+        kr_test_remove_tree(dir);
+        free(dir);
+    }
+}
+
 /* Nothing listening: down, retry later. */
 static void test_nothing_listening(void **state) {
     (void)state;
@@ -251,6 +311,7 @@ int main(void) {
         cmocka_unit_test(test_sqlstate_decides_in_any_language),
         cmocka_unit_test(test_dropped_every_time),
         cmocka_unit_test(test_connect_timeout),
+        cmocka_unit_test(test_not_postgres),
         cmocka_unit_test(test_nothing_listening),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

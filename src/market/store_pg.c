@@ -546,12 +546,31 @@ static int sqlstate_of(const char *msg, char out[6]) {
     return 0;
 }
 
+/* Whether libpq's message says the other end does not speak PostgreSQL's protocol: the URL
+ * names a port where something else listens (a web server, SSH, another database). That is
+ * a configuration to fix, not a server to wait for, though no SQLSTATE says so and the probe
+ * would read it as no answer. libpq's messages are matched in English: it translates them
+ * only for a program that set LC_MESSAGES, which kronos does not (elsewhere the fallback is
+ * the probe's "retry later", the reading before this check). */
+static int not_postgres(const char *message) {
+    static const char *const violations[] = {
+        "received invalid response to SSL negotiation",
+        "received invalid response to GSSAPI negotiation",
+        "expected authentication request from server, but received",
+        "unexpected message from server during startup",
+    };
+    for (size_t i = 0; i < sizeof violations / sizeof violations[0]; i++)
+        if (strstr(message, violations[i])) return 1;
+    return 0;
+}
+
 /* Why a connection to target failed: KR_ERR_UNAVAILABLE when the server does not answer or
  * does not take connections now (down, restarting, unreachable: retry later), KR_ERR_IO when
  * it answers but refuses this one (a wrong password, no such database or role: an operator's
  * to fix). message: libpq's, verbose (with the server's SQLSTATE when it sent one). */
 static kr_status connect_failure(const char *target, const char *message) {
     char state[6];
+    if (not_postgres(message)) return KR_ERR_IO;
     if (sqlstate_of(message, state)) {
         /* 53300: every connection slot taken (max_connections, or the role's or database's
          * CONNECTION LIMIT); 53000: out of resources; 57P01-57P03: shutting down, crashed,
@@ -671,10 +690,14 @@ static kr_status pg_open_new(kr_store *s, pg_handle *h, const char *target, kr_e
             if (!strcmp(o->keyword, "password") && o->val && *o->val) scrub(msg, o->val);
         kr_status why = connect_failure(target, msg);
         char state[6];
-        if (why == KR_ERR_IO && attempt == 0 && !sqlstate_of(msg, state)) continue;
+        const int foreign = not_postgres(msg);
+        if (why == KR_ERR_IO && attempt == 0 && !foreign && !sqlstate_of(msg, state)) continue;
         PQconninfoFree(opts);
-        return kr_error_set(err, why, "%s: cannot connect%s: %s", s->path,
-                            why == KR_ERR_UNAVAILABLE ? " (retry later)" : "", msg);
+        return kr_error_set(err, why, "%s: cannot connect%s: %s%s", s->path,
+                            why == KR_ERR_UNAVAILABLE ? " (retry later)" : "", msg,
+                            foreign ? " (is a PostgreSQL server listening at that host and "
+                                      "port? something else answered)"
+                                    : "");
     }
     PQconninfoFree(opts);
     PQsetNoticeProcessor(h->conn, quiet_notices, NULL);
