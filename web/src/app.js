@@ -1,23 +1,23 @@
-// The page's controller: the stored-symbol list, the Analyze form, the report panels, the
-// batch ranking and the live metrics poll. Everything it shows comes from the server it was
-// loaded from.
+// The page's controller: the stored-symbol list, the Analyze form and its actions (analyse,
+// upload, backtest, batch), the address bar, and which report is shown; the report's panels
+// are drawn by report-view.js and the live metrics line by live-metrics.js. Everything it
+// shows comes from the server it was loaded from.
 
 import * as api from './api.js';
-import { parseCsvCandles, scoreBacktest, splitForBacktest } from './backtest.js';
+import { parseCsvCandles, splitForBacktest } from './backtest.js';
 import { batchGroups, batchLabel, batchSeries, failedRow, progressView, rankingRows } from './batch.js';
 import { PriceChart } from './chart.js';
-import { cardFigures, technicalRows } from './figures.js';
+import { $, el } from './dom.js';
 import { inputForField } from './form-errors.js';
-import { compact, duration, fracPct, isSymbol, pct, price, priceSe, signedPct } from './format.js';
+import { duration, isSymbol } from './format.js';
 import { historyUpTo } from './history.js';
-import { parsePrometheus, summarize } from './metrics.js';
-import { narrativeOffer, narrativeView } from './narrative.js';
+import { startMetricsPoll } from './live-metrics.js';
+import { narrativeOffer } from './narrative.js';
 import { RankingTable } from './ranking-table.js';
+import { narrativeStatus as narrativeStatusOf, renderReport as renderReportPanels } from './report-view.js';
 import { SymbolList } from './symbol-list.js';
 import { decodeState, encodeState, sameState } from './urlstate.js';
 
-const $ = (id) => document.getElementById(id);
-const METRICS_EVERY_MS = 2000;
 const HISTORY_BARS = 400; // bars drawn; the model itself sees up to max_context - horizon
 // Extra rows fetched after an analysis, so the history can still end at the report's last bar
 // when candles were stored in between (history.js).
@@ -38,17 +38,6 @@ function setStatus(text, kind = '') {
   const el = $('status');
   el.textContent = text;
   el.className = `status ${kind}`;
-}
-
-function el(tag, attrs = {}, ...children) {
-  const e = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) {
-    if (k === 'class') e.className = v;
-    else if (k.startsWith('data-') || k.startsWith('aria-')) e.setAttribute(k, v);
-    else e[k] = v;
-  }
-  for (const c of children) if (c !== null && c !== undefined) e.append(c);
-  return e;
 }
 
 // ------------------------------------------------------------------ server info
@@ -142,131 +131,17 @@ function hideDemo() {
   document.body.classList.remove('demo');
 }
 
-// ------------------------------------------------------------------ report panels
+// ------------------------------------------------------------------ report
 
-// "81%" with its Monte Carlo error "± 2 pp" in smaller type.
-function withError(value, se, id) {
-  const v = el('span', id ? { id } : {}, value);
-  return se ? el('span', {}, v, el('span', { class: 'pm' }, `± ${se}`)) : v;
-}
-
-function renderCards(r) {
-  $('cards').replaceChildren(...cardFigures(r).map((f) => el('div',
-    { class: `card ${f.hero ? 'hero ' : ''}${f.tone}`, ...(f.id ? { id: f.id } : {}) },
-    el('div', { class: 'card-label' }, f.label, el('span', { class: 'demo-tag', title: 'demo model: not a forecast' }, 'DEMO')),
-    el('div', { class: 'card-value' }, withError(f.value, f.se, f.valueId)),
-    el('div', { class: 'card-sub' }, f.sub))));
-}
-
-function renderTechnicals(t) {
-  $('technicals').replaceChildren(...technicalRows(t).map(([k, v]) => el('tr', {}, el('th', {}, k), el('td', {}, v))));
-}
-
-function renderCalibration(cal) {
-  $('calibration-panel').hidden = !cal;
-  if (!cal) return;
-  const row = (name, m) => el('tr', {},
-    el('th', {}, name),
-    el('td', {}, fracPct(m.coverage_p10_p90)),
-    el('td', {}, fracPct(m.direction_hit_rate)),
-    el('td', {}, pct(m.mape_pct)));
-  $('calibration').replaceChildren(
-    el('tr', {}, el('th', {}, `${cal.windows} windows × ${cal.horizon} bars`),
-      el('th', {}, 'p10–p90 coverage'), el('th', {}, 'direction hits'), el('th', {}, 'MAPE')),
-    row('Kronos', cal.model),
-    row('No change', cal.naive),
-    el('tr', {}, el('td', { colSpan: 4, class: 'muted small' },
-      cal.beats_naive_mape ? 'The model beats the no-change forecast on MAPE in these windows.'
-        : 'The no-change forecast is at least as good on MAPE in these windows.')),
-  );
-}
-
-// The model-written prose in its own panel, as text; its absence explained when one was asked
-// for and none came (the report is whole either way).
-function renderNarrative(r) {
-  const v = narrativeView(r, narrative.model);
-  $('narrative-panel').hidden = !v;
-  $('narrative-panel').className = `panel narrative-panel${v && v.kind === 'error' ? ' failed' : ''}`;
-  if (!v) return;
-  $('narrative-title').textContent = v.title;
-  $('narrative-text').textContent = v.text;
-  $('narrative-warning').hidden = !v.warning;
-  $('narrative-warning').textContent = v.warning || '';
-  $('narrative-note').textContent = v.note || '';
-}
-
-/** "; NAME wrote no narrative (see below)" after a status when one was asked for and none came. */
-function narrativeStatus(set) {
-  const v = narrativeView(set.reports[0], narrative.model);
-  return v && v.kind === 'error' ? `; ${v.model} wrote no narrative (see below)` : '';
-}
-
-// The chart, or a note saying why there is none: never a half-drawn one. history: null with
-// `why` when it could not be had.
-function renderChart(history, r, backtest, why) {
-  let problem = why || (chart ? null : 'the chart library did not load');
-  if (!problem) {
-    try {
-      chart.show(history, r, backtest ? backtest.after : null);
-    } catch (e) {
-      problem = e.message;
-    }
-  }
-  if (problem && chart) chart.clear();
-  $('chart').hidden = !!problem;
-  $('chart-note').hidden = !problem;
-  $('chart-note').textContent = problem ? `No chart for this analysis: ${problem}. The figures below are complete.` : '';
-}
-
+// The report's panels (report-view.js), the demo banner when the model is the bundled toy, and
+// the server info still missing (an analysis went through: a key given just now works).
 function renderReport(set, history, backtest = null, why = null) {
-  const r = set.reports[0];
-  $('report').hidden = false;
-  $('chart-title').textContent = `${r.symbol} · ${r.interval}${backtest ? ' · backtest' : ''}`;
-  $('chart-sub').textContent =
-    `last close ${price(r.last.close)} on ${r.last.timestamp} · ${r.forecast.paths} paths × ` +
-    `${r.forecast.horizon} bars · lookback ${r.history.lookback} · ${r.metadata.model.name} ` +
-    `(${r.metadata.model.quantization}) · ${r.forecast.calendar}`;
   if (set.model_notice) showDemo(set.model_notice);
-  renderChart(history, r, backtest, why);
-  $('legend-actual').hidden = !backtest;
-  $('backtest-panel').hidden = !backtest;
-  if (backtest) renderBacktest(r, history, backtest);
-  const p = r.metadata.params;
-  $('paths-note').textContent =
-    `± is the Monte Carlo standard error. ${r.forecast.paths} sampled paths in ${r.forecast.rounds} ` +
-    `round${r.forecast.rounds === 1 ? '' : 's'}` +
-    (p.target_prob_se ? ` (target P(up) ± ${Math.round(p.target_prob_se * 100)} pp${p.target_met ? ': met' : `: not met within ${p.max_paths}`})` : '') +
-    `; candles ${r.forecast.ohlc}; seed ${p.seed}.`;
-  renderCards(r);
-  $('summary').replaceChildren(...r.summary.map((s) => el('li', {}, s)));
-  renderTechnicals(r.technical);
-  renderCalibration(r.calibration);
-  renderNarrative(r);
-  $('disclaimer').textContent = set.disclaimer;
-  // An analysis went through: a list or model line still missing (a key given just now) comes too.
+  renderReportPanels(set, history, { chart, narrativeModel: narrative.model, backtest, why });
   if (!loaded.symbols || !loaded.model) refreshServerInfo();
 }
 
-// " ± 0.61" after a price, or nothing when there is no error.
-const withSe = (se, ref) => (se === null ? '' : ` ${priceSe(se, ref)}`);
-
-function renderBacktest(r, history, bt) {
-  const sc = scoreBacktest(r, history.columns, bt.after);
-  $('backtest-sub').textContent = `forecast made at ${r.last.timestamp}, ${bt.barsBack} bars before the last stored bar`;
-  $('backtest-result').replaceChildren(
-    'Over ', el('b', {}, `${sc.bars}`), ' bars, ',
-    el('b', { id: 'bt-coverage' }, fracPct(sc.coverage)),
-    ' of the realised closes fell inside the p10–p90 band (80% expected); at the last bar the close was ',
-    el('b', {}, price(sc.realised)), ` (${signedPct(sc.realisedReturnPct)}) against a mean path of `,
-    el('b', { id: 'bt-forecast' }, price(sc.forecast)),
-    sc.forecastSe === null ? '' : ` ${priceSe(sc.forecastSe, sc.forecast)}`,
-    ...(sc.bandLo === null || sc.bandHi === null ? [] : [
-      ' and a p10–p90 band of ',
-      el('b', { id: 'bt-band' }, `${price(sc.bandLo)}${withSe(sc.bandLoSe, sc.bandLo)} – ${price(sc.bandHi)}${withSe(sc.bandHiSe, sc.bandHi)}`),
-    ]),
-    ': direction ',
-    el('b', { id: 'bt-direction' }, sc.directionRight === null ? 'n/a' : sc.directionRight ? 'right' : 'wrong'), '.');
-}
+const narrativeStatus = (set) => narrativeStatusOf(set, narrative.model);
 
 // ------------------------------------------------------------------ analyze
 
@@ -609,41 +484,6 @@ function restoreState() {
   onAnalyze(ev);
 }
 
-// ------------------------------------------------------------------ metrics
-
-let scrapes = 0;
-
-// A share of the KV budget; a few cached blocks of a large budget still read as "in use".
-function kvText(ratio) {
-  if (ratio === null) return '–';
-  if (ratio > 0 && ratio < 0.0001) return '<0.01%';
-  return `${(ratio * 100).toFixed(ratio < 0.1 ? 2 : 1)}%`;
-}
-
-async function pollMetrics() {
-  const dot = $('metrics-dot');
-  try {
-    const m = summarize(parsePrometheus(await api.getMetricsText()));
-    scrapes += 1;
-    const show = (id, text) => { $(id).textContent = text; };
-    show('m-running', m.running ?? '–');
-    show('m-waiting', m.waiting ?? '–');
-    show('m-ttft', m.ttftP50 === null ? 'no forecasts yet' : duration(m.ttftP50));
-    show('m-kv', kvText(m.kvUsage));
-    $('m-kv').title = m.kvUsedBytes === null ? '' : `${compact(m.kvUsedBytes)}B of the KV budget in use`;
-    show('m-prefix', m.prefixHitRate === null ? '–' : fracPct(m.prefixHitRate, 1));
-    show('m-http', m.httpRequests === null ? '–' : m.httpRequests.toLocaleString('en-US'));
-    $('m-updated').textContent = `updated ${new Date().toLocaleTimeString()} · scrape #${scrapes}`;
-    $('m-updated').dataset.scrapes = String(scrapes);
-    dot.className = 'live-dot on';
-  } catch (e) {
-    $('m-updated').textContent = `metrics unavailable: ${e.message}`;
-    dot.className = 'live-dot off';
-  } finally {
-    setTimeout(pollMetrics, METRICS_EVERY_MS);
-  }
-}
-
 // ------------------------------------------------------------------ start
 
 async function main() {
@@ -690,7 +530,7 @@ async function main() {
   api.onReconnect(() => refreshServerInfo());
   window.addEventListener('popstate', restoreState);
   window.kronosPage = { chart }; // the tests' window into what is drawn
-  pollMetrics();
+  startMetricsPoll();
   const info = refreshServerInfo();
   restoreState();
   await info;
