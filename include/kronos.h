@@ -110,7 +110,8 @@ typedef struct kr_model_info {
     int learn_te;
     size_t n_params; /* predictor + tokenizer parameters used at inference */
     size_t weight_bytes; /* bytes of weights as held in memory (after quantisation) */
-    double load_seconds; /* wall time of kr_model_load (quantisation included) */
+    double load_seconds; /* wall time of kr_model_load and of any kr_model_quantize after it
+                            (quantisation included) */
     char quant[8]; /* weight format of the Linears: "f32", "bf16", "int8", "fp8", "q4" */
     char quant_method[16]; /* "rtn", "smoothquant", "awq", "gptq" ("" for f32) */
     int quant_group; /* q4 group size (0 otherwise) */
@@ -237,9 +238,9 @@ KR_API kr_context_params kr_context_default_params(void);
 KR_API kr_status kr_context_create(const kr_model *model, const kr_context_params *params,
                                    kr_context **out, kr_error *err);
 /* Stops accepting (kr_submit answers KR_ERR_BUSY "shutting down"), lets queued and running
- * requests finish for up to timeout_s seconds (< 0: no limit), then cancels the rest (their
- * FAILED events say so) and stops the engine thread. KR_ERR_TIMEOUT when it had to cancel.
- * Idempotent. */
+ * requests finish for up to timeout_s seconds (< 0, INFINITY, NaN or over a century: no
+ * limit), then cancels the rest (their FAILED events say so) and stops the engine thread.
+ * KR_ERR_TIMEOUT when it had to cancel. Idempotent. */
 KR_API kr_status kr_context_drain(kr_context *ctx, double timeout_s);
 /* Cancels whatever is still queued or running (FAILED events are delivered), stops the
  * engine thread and frees. */

@@ -569,6 +569,32 @@ static kr_report_set *analyze3(int calibrate, int horizon) {
     return set;
 }
 
+/* What kr_analyze refuses: an ohlc mode that is neither (it was reported as "raw" while the
+ * path set averaged as neither), and an item with no symbol (said to have "no history"). */
+static void test_analyze_arguments(void **state) {
+    (void)state;
+    kr_analyze_params p = kr_analyze_default_params();
+    p.horizon = 4;
+    p.paths = 4;
+    p.max_paths = 4;
+    p.predictor_dir = MODEL_DIR "/predictor";
+    p.tokenizer_dir = MODEL_DIR "/tokenizer";
+    kr_report_set *set = NULL;
+    kr_error err = { 0 };
+    kr_analyze_item items[2] = { { "AAPL", "1d", g_aapl, NULL, NULL },
+                                 { NULL, NULL, g_msft, NULL, NULL } };
+    p.ohlc = (kr_ohlc_mode)7;
+    assert_int_equal(kr_analyze(g_ctx, items, 1, &p, &set, &err), KR_ERR_INVALID_ARG);
+    assert_null(set);
+    assert_non_null(strstr(err.message, "ohlc"));
+    p.ohlc = KR_OHLC_CONSISTENT;
+    assert_int_equal(kr_analyze(g_ctx, items, 2, &p, &set, &err), KR_OK);
+    assert_int_equal(set->n_failures, 1);
+    if (!strstr(set->failures[0].message, "item 1 has no symbol"))
+        fail_msg("failure: %s", set->failures[0].message);
+    kr_report_set_free(set);
+}
+
 static void test_batch_equals_single_and_ranks(void **state) {
     (void)state;
     kr_report_set *set = analyze3(0, 5);
@@ -790,6 +816,16 @@ static void test_ohlc_modes(void **state) {
         assert_true(mm[KR_HIGH] >= mm[KR_OPEN] && mm[KR_HIGH] >= mm[KR_CLOSE]);
         assert_true(mm[KR_LOW] <= mm[KR_OPEN] && mm[KR_LOW] <= mm[KR_CLOSE]);
     }
+    /* Out of range, NULL: as kr_forecast_path (it once pointed past the buffer). */
+    assert_null(kr_path_set_path(raw, N));
+    assert_null(kr_path_set_path(raw, -1));
+    assert_null(kr_path_set_path(NULL, 0));
+    /* A mode that is neither is refused, not read as an unnamed third one. */
+    kr_path_set *bad = NULL;
+    assert_int_equal(kr_path_set_create(rounds, 1, (kr_ohlc_mode)7, 0, &bad, &err),
+                     KR_ERR_INVALID_ARG);
+    assert_null(bad);
+    assert_non_null(strstr(err.message, "ohlc"));
     kr_path_set_free(raw);
     kr_path_set_free(con);
     kr_forecast_free(f);
@@ -1115,6 +1151,7 @@ int main(void) {
         cmocka_unit_test(test_report_numbers_independent),
         cmocka_unit_test(test_calibration_independent),
         cmocka_unit_test(test_validator_rejects),
+        cmocka_unit_test(test_analyze_arguments),
         cmocka_unit_test(test_batch_equals_single_and_ranks),
         cmocka_unit_test(test_renderers),
         cmocka_unit_test(test_symbol_escaped),

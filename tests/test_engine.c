@@ -312,6 +312,33 @@ static void test_bad_requests(void **state) {
     kr_test_engine_free(&E);
 }
 
+/* has_volume 0 means volume and amount are 0 (kronos.h, the reference's rule), an amount
+ * column given or not: it once fed the amount to the model. Same tokens and numbers. */
+static void test_no_volume_ignores_amount(void **state) {
+    (void)state;
+    kr_test_engine E = load_dirs(g_tiny_dir);
+    kr_forecast_params p = kr_forecast_default_params();
+    p.pred_len = 5;
+    p.paths = 2;
+    p.seed = 3;
+    kr_series a = slice(10, 80), b = a;
+    assert_true(a.values[6 * 5 + 5] != 0.0); /* the data has amounts to ignore */
+    a.has_volume = b.has_volume = 0;
+    a.has_amount = 0;
+    b.has_amount = 1;
+    kr_forecast *fa = NULL, *fb = NULL;
+    kr_error err = { 0 };
+    assert_int_equal(kr_forecast_run(E.ctx, &a, &p, &fa, &err), KR_OK);
+    assert_int_equal(kr_forecast_run(E.ctx, &b, &p, &fb, &err), KR_OK);
+    assert_memory_equal(fa->gen_s1, fb->gen_s1, (size_t)p.paths * p.pred_len * sizeof(int32_t));
+    assert_memory_equal(fa->gen_s2, fb->gen_s2, (size_t)p.paths * p.pred_len * sizeof(int32_t));
+    assert_memory_equal(fa->pred_norm, fb->pred_norm,
+                        (size_t)p.paths * p.pred_len * 6 * sizeof(float));
+    kr_forecast_free(fa);
+    kr_forecast_free(fb);
+    kr_test_engine_free(&E);
+}
+
 /* kr_model_params.no_mmap: the checkpoint is read at load, so rewriting its files in place
  * afterwards (cp over them, truncate) changes nothing; a mapped model would read the new bytes,
  * or fault on the pages the truncation removed. Same forecasts as the mapped load, bit for bit. */
@@ -373,6 +400,7 @@ int main(void) {
         cmocka_unit_test(test_batch_invariance),
         cmocka_unit_test(test_rolling_window),
         cmocka_unit_test(test_bad_requests),
+        cmocka_unit_test(test_no_volume_ignores_amount),
         cmocka_unit_test(test_no_mmap_survives_rewrite),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -326,6 +326,36 @@ static void test_cancel_busy_deadline_drain(void **state) {
     kr_context_free(ctx);
 }
 
+/* A drain with no time limit as INFINITY (or a limit past any clock, or NaN) waits for the
+ * work like -1 does. Converting now + INFINITY to time_t is undefined behaviour and once read
+ * as a deadline already past: every request was cancelled at once. */
+static void test_drain_unbounded(void **state) {
+    (void)state;
+    const double limits[] = { INFINITY, 1e300, NAN };
+    for (size_t t = 0; t < sizeof limits / sizeof limits[0]; t++) {
+        kr_context *ctx = context_with(4096, 4, 8, 0);
+        enum { N = 3 };
+        waiter w[N];
+        kr_series ser[N];
+        kr_forecast_params p[N];
+        kr_error err = { 0 };
+        for (int k = 0; k < N; k++) {
+            waiter_init(&w[k]);
+            ser[k] = series_for(k);
+            p[k] = params_for(k);
+            kr_request_params rp = req_for(&w[k]);
+            assert_int_equal(kr_submit(ctx, &ser[k], &p[k], &rp, NULL, &err), KR_OK);
+        }
+        assert_int_equal(kr_context_drain(ctx, limits[t]), KR_OK);
+        for (int k = 0; k < N; k++) {
+            assert_true(is_done(&w[k]));
+            if (w[k].status != KR_OK) fail_msg("limit %g: %s", limits[t], w[k].message);
+            kr_forecast_free(w[k].result);
+        }
+        kr_context_free(ctx);
+    }
+}
+
 /* A drain with a time limit cancels what is still running then, and says so. */
 static void test_drain_bound(void **state) {
     (void)state;
@@ -495,6 +525,10 @@ static void test_batch_larger_than_queue(void **state) {
     rp.wait_for_room = 0;
     assert_int_equal(kr_forecast_run_batch_ex(ctx, s, N, &p, &rp, out, &err), KR_ERR_BUSY);
     for (int k = 0; k < N; k++) assert_null(out[k]);
+    /* The refusal names the series the queue had no room for, as kronos.h says batch errors
+     * do (it once said only "the request queue is full"). */
+    if (!strstr(err.message, "series ") || !strstr(err.message, "queue is full"))
+        fail_msg("batch refusal: %s", err.message);
     kr_context_stats st;
     kr_context_get_stats(ctx, &st);
     assert_int_equal(st.running, 0);
@@ -1452,6 +1486,7 @@ int main(void) {
         cmocka_unit_test(test_tiny_budgets_change_nothing),
         cmocka_unit_test(test_cancel_busy_deadline_drain),
         cmocka_unit_test(test_drain_bound),
+        cmocka_unit_test(test_drain_unbounded),
         cmocka_unit_test(test_abort_callbacks),
         cmocka_unit_test(test_priorities),
         cmocka_unit_test(test_batch_larger_than_queue),

@@ -231,12 +231,19 @@ static void test_bad_requests(void **state) {
     kr_model *m = NULL;
     assert_int_not_equal(kr_model_load(DEMO "/predictor", DEMO "/tokenizer", &p, &m, &err), KR_OK);
     assert_non_null(strstr(err.message, "48"));
+    /* An empty directory name is no model (it once read /config.json). */
+    assert_int_equal(kr_model_load("", "", NULL, &m, &err), KR_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.message, "empty"));
     m = load_ok(DEMO, NULL);
     assert_int_not_equal(kr_model_quantize(m, "f32", 0, NULL, 0, 0, &err), KR_OK);
     assert_int_not_equal(kr_model_quantize(m, "q4", 16, NULL, 0, 0, &err), KR_OK);
     assert_int_not_equal(kr_model_save_quantized(m, "/nonexistent-dir-x", &err), KR_OK);
     /* A tokenizer and a predictor quantised to different formats are refused. */
     assert_int_equal(kr_model_quantize(m, "int8", 0, NULL, 0, 0, &err), KR_OK);
+    /* Quantising after the load counts in load_seconds too: quant_seconds is a part of it. */
+    kr_model_info qi;
+    kr_model_get_info(m, &qi);
+    assert_true(qi.quant_seconds > 0 && qi.quant_seconds <= qi.load_seconds);
     char *dir = kr_test_tmpdir();
     assert_int_equal(kr_model_save_quantized(m, dir, &err), KR_OK);
     char pred[1100];

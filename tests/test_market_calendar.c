@@ -61,6 +61,7 @@ static void test_calendars_load(void **state) {
     assert_int_equal(kr_calendar_find("LSE", &c, &err), KR_ERR_INVALID_ARG);
     assert_non_null(strstr(err.message, "unknown market 'LSE'"));
     assert_non_null(strstr(err.message, "NYSE"));
+    assert_int_equal(kr_calendar_find("NYSE", NULL, &err), KR_ERR_INVALID_ARG); /* no crash */
     /* Symbol suffixes. */
     assert_string_equal(kr_calendar_for_symbol("600977.SH")->name, "SSE");
     assert_string_equal(kr_calendar_for_symbol("000001.sz")->name, "SSE");

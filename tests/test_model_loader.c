@@ -15,6 +15,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "kronos/util.h"
 #include "model/config.h"
 #include "model/safetensors.h"
 
@@ -157,6 +158,35 @@ static void test_malformed_table(void **state) {
             fail_msg("case '%s': message \"%s\" lacks \"%s\"", c->what, err.message, c->expect);
         free(img);
     }
+}
+
+/* kr_read_file (util.h), which reads config.json: NULL arguments are refused, not
+ * dereferenced; a file over the limit is named with both sizes. */
+static void test_read_file_arguments(void **state) {
+    (void)state;
+    kr_error err = { 0 };
+    char *buf = (char *)1;
+    size_t len = 7;
+    assert_int_equal(kr_read_file(NULL, 100, "file", &buf, &len, &err), KR_ERR_INVALID_ARG);
+    assert_null(buf);
+    assert_int_equal(len, 0);
+    assert_int_equal(kr_read_file("/etc/hostname", 100, "file", NULL, &len, &err),
+                     KR_ERR_INVALID_ARG);
+    char *dir = kr_test_tmpdir();
+    char path[1100];
+    snprintf(path, sizeof path, "%s/big.json", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("{\"x\": 123456789}", f);
+    fclose(f);
+    assert_int_equal(kr_read_file(path, 4, "config", &buf, &len, &err), KR_ERR_FORMAT);
+    assert_non_null(strstr(err.message, "big.json"));
+    assert_int_equal(kr_read_file(path, 100, "config", &buf, &len, &err), KR_OK);
+    assert_int_equal(len, 16);
+    assert_string_equal(buf, "{\"x\": 123456789}");
+    free(buf);
+    kr_test_remove_tree(dir);
+    free(dir);
 }
 
 static void test_short_files(void **state) {
@@ -690,6 +720,7 @@ static void test_config_bad(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_malformed_table),
+        cmocka_unit_test(test_read_file_arguments),
         cmocka_unit_test(test_short_files),
         cmocka_unit_test(test_every_truncation),
         cmocka_unit_test(test_f16_special_values),

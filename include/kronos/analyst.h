@@ -58,7 +58,7 @@ KR_API kr_status kr_path_set_create(const kr_forecast *const *rounds, int n_roun
                                     kr_ohlc_mode mode, int zero_volume, kr_path_set **out,
                                     kr_error *err);
 KR_API void kr_path_set_free(kr_path_set *s);
-/* Candles of path p ([pred_len][6]); borrowed. */
+/* Candles of path p ([pred_len][6]); borrowed. NULL when p is out of range. */
 KR_API const double *kr_path_set_path(const kr_path_set *s, int p);
 /* Quantile q across paths, per step and column (numpy 'linear', as kr_forecast_quantile),
  * into out[pred_len][6]. */

@@ -30,6 +30,10 @@ def _resolve_hub(name, revision, cache_dir):
     if not isinstance(revision, str):
         raise InvalidArgumentError(f"from_pretrained: revision must be a string, "
                                    f"got {type(revision).__name__}")
+    # A NUL would end the C string early: "main\0x" would resolve as "main".
+    for what, v in (("name", name), ("revision", revision)):
+        if "\0" in v:
+            raise InvalidArgumentError(f"from_pretrained: the {what} {v!r} holds a NUL character")
     err = _lib.kr_error()
     out = ctypes.create_string_buffer(4096)
     cache = os.fsencode(cache_dir or hub_cache_dir())

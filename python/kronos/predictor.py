@@ -154,8 +154,10 @@ def _as_int(name, v, minimum, maximum=None):
         raise InvalidArgumentError(f"{name}: expected an integer, got {v!r}")
     if maximum is not None and not minimum <= v <= maximum:
         raise InvalidArgumentError(f"{name}: must be in {minimum}..{maximum}, got {v}")
-    if v < minimum or v > 2**31 - 1:
+    if v < minimum:
         raise InvalidArgumentError(f"{name}: must be >= {minimum}, got {v}")
+    if v > 2**31 - 1:  # the engine's int
+        raise InvalidArgumentError(f"{name}: must be <= {2**31 - 1}, got {v}")
     return int(v)
 
 
@@ -229,6 +231,9 @@ def check_quantiles(quantiles):
     """quantiles as a tuple of floats in [0, 1] (() for None)."""
     if quantiles is None:
         return ()
+    if isinstance(quantiles, (str, bytes)):
+        raise InvalidArgumentError(f"quantiles: expected a number or a list of numbers, "
+                                   f"got {quantiles!r}")
     if isinstance(quantiles, numbers.Real):
         quantiles = [quantiles]
     out = []
@@ -274,7 +279,18 @@ def _stamps(stamps, what):
                 f"{what}: row {r}: timestamps not strictly increasing ({idx[r - 1]} then "
                 f"{idx[r]})")
         idx = idx.tz_localize(None)
-    return np.ascontiguousarray(idx.values.astype("datetime64[s]").astype(np.int64)), aware
+    seconds = np.ascontiguousarray(idx.values.astype("datetime64[s]").astype(np.int64))
+    # The engine's timestamps are whole seconds (the model reads minute, hour, weekday, day,
+    # month): a fraction is dropped, which is harmless unless two stamps then coincide.
+    ns = idx.asi8
+    merged = np.flatnonzero((seconds[1:] <= seconds[:-1]) & (ns[1:] > ns[:-1]))
+    if len(merged):
+        r = merged[0] + 1
+        raise InvalidArgumentError(
+            f"{what}: row {r}: {idx[r - 1]} and {idx[r]} are the same second; the engine's "
+            "timestamps are whole seconds (fractions are dropped), so candles need to be at "
+            "least a second apart")
+    return seconds, aware
 
 
 def to_seconds(stamps, what):

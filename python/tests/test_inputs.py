@@ -163,6 +163,9 @@ def test_no_timestamps_anywhere(predictor, hist):
     (dict(window=["exact"]), "window: expected 'exact' or 'rolling'"),
     (dict(quantiles=[1.5]), r"quantiles: 1.5 is outside \[0, 1\]"),
     (dict(threads=0), "threads: must be >= 1"),
+    (dict(pred_len=10**10), "pred_len: must be <= 2147483647, got 10000000000"),
+    (dict(top_k=2**31), "top_k: must be <= 2147483647"),
+    (dict(quantiles="0.5"), "quantiles: expected a number or a list of numbers, got '0.5'"),
 ])
 def test_bad_parameters(predictor, hist, kw, match):
     kw.setdefault("pred_len", P)
@@ -256,6 +259,9 @@ def test_from_pretrained_errors_and_hub_cache(tmp_path, monkeypatch):
                 lambda: Kronos.from_pretrained("NeoQuasar/Kronos-small", revision=rev))
     _raises(InvalidArgumentError, "revision must be a string",
             lambda: Kronos.from_pretrained("NeoQuasar/Kronos-small", revision=3))
+    # A NUL would end the C string early: "main\0x" once resolved as "main".
+    _raises(InvalidArgumentError, "holds a NUL character",
+            lambda: Kronos.from_pretrained("NeoQuasar/Kronos-small", revision="main\0x"))
     # A pull killed halfway: the snapshot lacks the weights. It is not a checkpoint, and the
     # message says what to run.
     root = tmp_path / "hf" / "hub" / "models--NeoQuasar--Kronos-base"
@@ -350,6 +356,19 @@ def test_tz_aware_stamps_out_of_order_refused(predictor, candles):
     x.iloc[[40, 41]] = x.iloc[[41, 40]].to_numpy()
     _raises(ValueError, r"x_timestamp: row 41: timestamps not strictly increasing",
             lambda: predictor.predict(d, x, None, pred_len=P))
+
+
+def test_sub_second_stamps(predictor, hist, candles):
+    """The engine's stamps are whole seconds: fractions are dropped silently while the stamps
+    stay apart (the model reads minutes and up), and named when two then coincide."""
+    x = hist["timestamps"] + pd.Timedelta(milliseconds=250)
+    y = _fut(candles) + pd.Timedelta(milliseconds=750)
+    out = _predict(predictor, hist[COLS], x, y)
+    ref = _predict(predictor, hist[COLS], hist["timestamps"], _fut(candles))
+    np.testing.assert_array_equal(out.to_numpy(), ref.to_numpy())
+    half = pd.Series(pd.date_range("2024-01-02 09:30", periods=len(hist), freq="500ms"))
+    _raises(ValueError, r"x_timestamp: row 1: .* are the same second; the engine's timestamps "
+            "are whole seconds", lambda: _predict(predictor, hist[COLS], half, _fut(candles)))
 
 
 def test_batch_errors_name_the_callers_series(predictor, candles):

@@ -232,6 +232,9 @@ kr_status kr_analyze_check_params(const kr_analyze_params *p, kr_error *err) {
         return kr_error_set(err, KR_ERR_INVALID_ARG, "horizon must be in 1..%d, got %d",
                             p->max_context - 1, p->horizon);
     if (p->paths < 1) return kr_error_set(err, KR_ERR_INVALID_ARG, "paths must be >= 1");
+    if (p->ohlc != KR_OHLC_RAW && p->ohlc != KR_OHLC_CONSISTENT)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "ohlc must be raw or consistent, got %d",
+                            (int)p->ohlc);
     if (p->lookback < 0 || p->calibrate < 0)
         return kr_error_set(err, KR_ERR_INVALID_ARG, "lookback and calibrate must be >= 0");
     if (p->target_prob_se < 0 || p->target_var_rel_se < 0)
@@ -403,8 +406,12 @@ kr_status kr_analyze(kr_context *ctx, const kr_analyze_item *items, int n,
         if (items[i].error) {
             kr_error_set(&e, KR_ERR_INVALID_ARG, "%s", items[i].error);
             fail_symbol(s, KR_ERR_INVALID_ARG, &e);
-        } else if (!c || !items[i].symbol) {
-            kr_error_set(&e, KR_ERR_INVALID_ARG, "analyze: item %d has no history", i);
+        } else if (!items[i].symbol) {
+            kr_error_set(&e, KR_ERR_INVALID_ARG, "analyze: item %d has no symbol", i);
+            fail_symbol(s, KR_ERR_INVALID_ARG, &e);
+        } else if (!c) {
+            kr_error_set(&e, KR_ERR_INVALID_ARG, "analyze: item %d (%s) has no history", i,
+                         items[i].symbol);
             fail_symbol(s, KR_ERR_INVALID_ARG, &e);
         } else if (c->n < need) {
             kr_error_set(

@@ -64,6 +64,7 @@ void kr_path_set_free(kr_path_set *s) {
 }
 
 const double *kr_path_set_path(const kr_path_set *s, int p) {
+    if (!s || p < 0 || p >= s->paths) return NULL; /* as kr_forecast_path */
     return s->values + (size_t)p * s->pred_len * KR_N_FEATURES;
 }
 
@@ -78,6 +79,10 @@ kr_status kr_path_set_create(const kr_forecast *const *rounds, int n_rounds, kr_
                              int zero_volume, kr_path_set **out, kr_error *err) {
     if (!rounds || n_rounds < 1 || !rounds[0] || !out)
         return kr_error_set(err, KR_ERR_INVALID_ARG, "path set: no forecast");
+    if (mode != KR_OHLC_RAW && mode != KR_OHLC_CONSISTENT)
+        return kr_error_set(err, KR_ERR_INVALID_ARG,
+                            "path set: ohlc must be KR_OHLC_RAW or KR_OHLC_CONSISTENT, got %d",
+                            (int)mode);
     *out = NULL;
     const int h = kr_forecast_pred_len(rounds[0]);
     int total = 0;

@@ -64,8 +64,10 @@ int kr_open_regular(const char *path, size_t *size, kr_error *err) {
 
 kr_status kr_read_file(const char *path, size_t max_bytes, const char *what, char **out,
                        size_t *len, kr_error *err) {
+    if (!out) return kr_error_set(err, KR_ERR_INVALID_ARG, "read_file: out is NULL");
     *out = NULL;
     if (len) *len = 0;
+    if (!path) return kr_error_set(err, KR_ERR_INVALID_ARG, "read_file: path is NULL");
     size_t size = 0;
     int fd = kr_open_regular(path, &size, err);
     if (fd < 0) return err ? err->status : KR_ERR_IO;

@@ -10,6 +10,7 @@
  * ("chrono-compatible low-level date algorithms"): shift the year to start on March 1 so the
  * leap day is the last day of the year, then split into 400-year eras of 146097 days.
  */
+#include <math.h>
 #include "base/timeutil.h"
 
 #include <limits.h>
@@ -114,4 +115,15 @@ double kr_now_seconds(void) {
     struct timespec ts;
     if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0) return 0.0;
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int kr_realtime_deadline(double seconds, struct timespec *out) {
+    if (!(seconds <= 100.0 * 365 * 86400)) return 0; /* NaN, inf or too far */
+    if (seconds < 0) seconds = 0;
+    clock_gettime(CLOCK_REALTIME, out);
+    const double whole = floor(seconds);
+    long nsec = out->tv_nsec + (long)((seconds - whole) * 1e9);
+    out->tv_sec += (time_t)whole + nsec / 1000000000L;
+    out->tv_nsec = nsec % 1000000000L;
+    return 1;
 }

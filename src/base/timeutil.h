@@ -6,6 +6,7 @@
 #define KR_BASE_TIMEUTIL_H
 
 #include <stdint.h>
+#include <time.h>
 
 #include "kronos/util.h" /* kr_format_timestamp, kr_now_seconds */
 
@@ -27,5 +28,11 @@ int64_t kr_unix_from_civil(int year, int month, int day, int hour, int minute, i
 
 /* The predictor's five time features in its order: minute, hour, weekday, day, month. */
 void kr_time_features(int64_t t, float out[5]);
+
+/* The CLOCK_REALTIME moment `seconds` from now, for pthread_cond_timedwait, into *out.
+ * Returns 0 when there is no such moment to wait for: seconds NaN, infinite or beyond a
+ * century (a caller's "no limit"; converting such a sum to time_t is undefined behaviour, and
+ * was read as a deadline already past). Negative seconds give now. */
+int kr_realtime_deadline(double seconds, struct timespec *out);
 
 #endif

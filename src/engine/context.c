@@ -802,15 +802,11 @@ kr_status kr_context_metrics(kr_context *c, char **out, kr_error *err) {
 /* ---------------------------------------------------------------- shutdown */
 
 static int wait_exit(kr_context *c, double timeout_s) {
-    if (timeout_s < 0) {
+    struct timespec dl;
+    if (timeout_s < 0 || !kr_realtime_deadline(timeout_s, &dl)) { /* no limit */
         while (!c->thread_exited) pthread_cond_wait(&c->event, &c->lock);
         return 1;
     }
-    struct timespec dl;
-    clock_gettime(CLOCK_REALTIME, &dl);
-    double t = (double)dl.tv_sec + dl.tv_nsec * 1e-9 + timeout_s;
-    dl.tv_sec = (time_t)t;
-    dl.tv_nsec = (long)((t - (double)dl.tv_sec) * 1e9);
     while (!c->thread_exited)
         if (pthread_cond_timedwait(&c->event, &c->lock, &dl) != 0) break;
     return c->thread_exited;

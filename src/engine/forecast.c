@@ -60,8 +60,9 @@ kr_status kr_forecast_check_params(const kr_forecast_params *p, kr_error *err) {
         return kr_error_set(err, KR_ERR_INVALID_ARG, "window must be exact or rolling");
     if (p->lookback < 0) return kr_error_set(err, KR_ERR_INVALID_ARG, "lookback must be >= 0");
     if (p->first_path < 0 || p->first_path > INT32_MAX - p->paths)
-        return kr_error_set(err, KR_ERR_INVALID_ARG, "first_path must be >= 0, got %d",
-                            p->first_path);
+        return kr_error_set(err, KR_ERR_INVALID_ARG,
+                            "first_path must be in 0..%d (2^31 - 1 - paths), got %d",
+                            INT32_MAX - p->paths, p->first_path);
     return KR_OK;
 }
 
@@ -120,9 +121,10 @@ static kr_status prepare(const kr_series *s, int index, int n_series, const kr_f
                                 (long long)row);
         double vol = s->has_volume ? v[KR_VOLUME] : 0.0;
         /* pandas: amount = volume × row mean of the four prices, in float64, then float32. */
-        double amt = s->has_amount   ? v[KR_AMOUNT]
-                     : s->has_volume ? vol * ((((v[0] + v[1]) + v[2]) + v[3]) / 4.0)
-                                     : 0.0;
+        /* No volume: both are 0, an amount given or not (the reference's rule, kronos.h). */
+        double amt = !s->has_volume  ? 0.0
+                     : s->has_amount ? v[KR_AMOUNT]
+                                     : vol * ((((v[0] + v[1]) + v[2]) + v[3]) / 4.0);
         double vals[6] = { v[0], v[1], v[2], v[3], vol, amt };
         for (int c = 0; c < 6; c++) {
             if (!isfinite(vals[c]))

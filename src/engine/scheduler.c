@@ -219,11 +219,10 @@ static int64_t plan_budgets(kr_context *c) {
 
 static void timed_wait(kr_context *c, double seconds) {
     struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    double t = (double)ts.tv_sec + ts.tv_nsec * 1e-9 + seconds;
-    ts.tv_sec = (time_t)t;
-    ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
-    pthread_cond_timedwait(&c->wake, &c->lock, &ts);
+    if (kr_realtime_deadline(seconds, &ts))
+        pthread_cond_timedwait(&c->wake, &c->lock, &ts);
+    else
+        pthread_cond_wait(&c->wake, &c->lock);
 }
 
 /* Runs queued tasks (lock held on entry and exit, released while each runs). */

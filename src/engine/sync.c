@@ -62,11 +62,10 @@ static void on_event(void *user, const kr_event *ev) {
 
 static void wait_for(waiter *w, double seconds) {
     struct timespec dl;
-    clock_gettime(CLOCK_REALTIME, &dl);
-    double t = (double)dl.tv_sec + dl.tv_nsec * 1e-9 + seconds;
-    dl.tv_sec = (time_t)t;
-    dl.tv_nsec = (long)((t - (double)dl.tv_sec) * 1e9);
-    pthread_cond_timedwait(&w->cv, &w->mu, &dl);
+    if (kr_realtime_deadline(seconds, &dl))
+        pthread_cond_timedwait(&w->cv, &w->mu, &dl);
+    else
+        pthread_cond_wait(&w->cv, &w->mu);
 }
 
 /* Submits series[first, first + count) of a batch of n_series (indices and errors name the
@@ -126,6 +125,9 @@ static kr_status run_span(kr_context *ctx, const kr_series *series, int first, i
             if (!retry) break;
         }
         if (st != KR_OK) {
+            /* Refusals at submission name their series as the engine's failures do (a full
+             * queue, a context shutting down: the checks of the series itself already do). */
+            if (n_series > 1 && !strstr(e.message, "series ")) kr_error_prefix(&e, "series %d", i);
             pthread_mutex_lock(&w.mu);
             if (w.status == KR_OK) {
                 w.status = st;

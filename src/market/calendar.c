@@ -376,6 +376,7 @@ static int names_match(const kr_calendar *c, const char *name) {
 kr_status kr_calendar_find(const char *name, const kr_calendar **out, kr_error *err) {
     const kr_calendar *const *list = NULL;
     int n = 0;
+    if (!out) return kr_error_set(err, KR_ERR_INVALID_ARG, "calendar: out is NULL");
     *out = NULL;
     kr_status st = kr_calendar_list(&list, &n, err);
     if (st != KR_OK) return st;

@@ -74,7 +74,12 @@ kr_status kr_model_quantize_linears(kr_model *m, kr_wfmt fmt, int group,
                           &m->pred->bytes, err);
     if (st != KR_OK) return st;
     describe_quant(m, method ? method : "rtn");
-    m->info.quant_seconds += kr_now_seconds() - t0;
+    const double spent = kr_now_seconds() - t0;
+    m->info.quant_seconds += spent;
+    /* Quantised after the load (kr_model_quantize): part of getting the model ready too, so
+     * quant_seconds stays a part of load_seconds. (Within kr_model_load this is overwritten
+     * by the whole load's time.) */
+    m->info.load_seconds += spent;
     return KR_OK;
 }
 
@@ -84,6 +89,10 @@ kr_status kr_model_load(const char *predictor_dir, const char *tokenizer_dir,
     *out = NULL;
     if (!predictor_dir || !tokenizer_dir)
         return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_model_load: a model directory is NULL");
+    /* "" would name "/config.json": the file system's root, not a model. */
+    if (!*predictor_dir || !*tokenizer_dir)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_model_load: the %s directory is empty",
+                            *predictor_dir ? "tokenizer" : "predictor");
     kr_model_params p = params ? *params : kr_model_default_params();
     kr_wfmt fmt = KR_WFMT_F32;
     if (p.quant && *p.quant && kr_wfmt_parse(p.quant, &fmt) != 0)
