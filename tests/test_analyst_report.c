@@ -595,6 +595,43 @@ static void test_analyze_arguments(void **state) {
     kr_report_set_free(set);
 }
 
+/* The request's deadline covers the whole analysis, counted from its start: time spent
+ * before a round (here in the progress callback, standing in for earlier rounds and
+ * calibrations) is not given back to the next one. Each forecast call once got the whole
+ * deadline_s anew, so a server's analysis could run many times its request_timeout_s. */
+static void sleep_past_deadline(void *user, int step, int n_steps, const char *what) {
+    (void)n_steps;
+    (void)what;
+    if (step == 0) usleep((useconds_t)(*(const double *)user * 1e6) + 50000);
+}
+
+static void test_analysis_deadline_covers_all(void **state) {
+    (void)state;
+    double deadline_s = 0.2;
+    kr_request_params rp = kr_request_default_params();
+    rp.deadline_s = deadline_s;
+    kr_analyze_params p = kr_analyze_default_params();
+    p.horizon = 4;
+    p.paths = 4;
+    p.max_paths = 4;
+    p.predictor_dir = MODEL_DIR "/predictor";
+    p.tokenizer_dir = MODEL_DIR "/tokenizer";
+    p.request = &rp;
+    p.progress = sleep_past_deadline;
+    p.progress_user = &deadline_s;
+    kr_analyze_item items[1] = { { "AAPL", "1d", g_aapl, NULL, NULL } };
+    kr_report_set *set = NULL;
+    kr_error err = { 0 };
+    assert_int_equal(kr_analyze(g_ctx, items, 1, &p, &set, &err), KR_ERR_TIMEOUT);
+    assert_null(set);
+    if (!strstr(err.message, "deadline")) fail_msg("%s", err.message);
+    /* The same with time to spare runs. */
+    deadline_s = 0;
+    rp.deadline_s = 600;
+    assert_int_equal(kr_analyze(g_ctx, items, 1, &p, &set, &err), KR_OK);
+    kr_report_set_free(set);
+}
+
 static void test_batch_equals_single_and_ranks(void **state) {
     (void)state;
     kr_report_set *set = analyze3(0, 5);
@@ -1152,6 +1189,7 @@ int main(void) {
         cmocka_unit_test(test_calibration_independent),
         cmocka_unit_test(test_validator_rejects),
         cmocka_unit_test(test_analyze_arguments),
+        cmocka_unit_test(test_analysis_deadline_covers_all),
         cmocka_unit_test(test_batch_equals_single_and_ranks),
         cmocka_unit_test(test_renderers),
         cmocka_unit_test(test_symbol_escaped),

@@ -18,6 +18,7 @@
 #include "server_fixtures.h"
 #include "test_support.h"
 
+#include "base/strbuf.h"
 #include "kronos.h"
 #include "market/candles.h"
 #include "server/auth.h"
@@ -114,6 +115,17 @@ static void test_request_layouts_agree(void **state) {
         "{\"pred_len\":1,\"candles\":\"timestamps,open,high,low,close,volume\\n2024-01-02 "
         "09:00,10,11,"
         "9.5,10.5,100\\n2024-01-02 09:05,10.5,11.5,10,11,200\\n\"}",
+        /* pandas DataFrame.to_json: orient='columns' (its default), 'index', 'split' */
+        "{\"pred_len\":1,\"candles\":{\"open\":{\"2024-01-02 09:00\":10,\"2024-01-02 09:05\":10.5},"
+        "\"high\":{\"2024-01-02 09:00\":11,\"2024-01-02 09:05\":11.5},\"low\":{\"2024-01-02 "
+        "09:00\":9.5,\"2024-01-02 09:05\":10},\"close\":{\"2024-01-02 09:00\":10.5,\"2024-01-02 "
+        "09:05\":11},\"volume\":{\"2024-01-02 09:00\":100,\"2024-01-02 09:05\":200}}}",
+        "{\"pred_len\":1,\"candles\":{\"2024-01-02 09:00\":{\"open\":10,\"high\":11,\"low\":9.5,"
+        "\"close\":10.5,\"volume\":100},\"2024-01-02 09:05\":{\"open\":10.5,\"high\":11.5,"
+        "\"low\":10,\"close\":11,\"volume\":200}}}",
+        "{\"pred_len\":1,\"candles\":{\"columns\":[\"open\",\"high\",\"low\",\"close\",\"volume\"],"
+        "\"index\":[\"2024-01-02 09:00\",\"2024-01-02 09:05\"],\"data\":[[10,11,9.5,10.5,100],"
+        "[10.5,11.5,10,11,200]]}}",
     };
     kr_api_request ref = parse_ok(bodies[0]);
     assert_int_equal(ref.candles->has_volume, 1);
@@ -195,6 +207,28 @@ static const bad_case k_bad[] = {
     { "{\n\"pred_len\": 3,\n  oops}", "body", "line 3" },
     { "[1,2]", "body", "must be a JSON object" },
     { "{\"pred_len\":3}", "candles", "required" },
+    /* pandas frames whose columns (rows) do not hold a value per key, in order */
+    { "{\"pred_len\":1,\"candles\":{\"open\":{\"a\":1,\"b\":1},\"high\":{\"a\":1},\"low\":"
+      "{\"a\":1,\"b\":1},\"close\":{\"a\":1,\"b\":1}}}",
+      "candles", "column 'high' has no value for index key 'b'" },
+    { "{\"pred_len\":1,\"candles\":{\"open\":{\"a\":1,\"b\":1},\"high\":{\"b\":1,\"a\":1},"
+      "\"low\":{\"a\":1,\"b\":1},\"close\":{\"a\":1,\"b\":1}}}",
+      "candles", "in the same order" },
+    { "{\"pred_len\":1,\"candles\":{\"open\":{\"a\":1,\"b\":1},\"high\":{\"a\":1,\"b\":1,\"c\":1},"
+      "\"low\":{\"a\":1,\"b\":1},\"close\":{\"a\":1,\"b\":1}}}",
+      "candles", "column 'high' has an index key 'c'" },
+    { "{\"pred_len\":1,\"candles\":{\"open\":{\"a\":1,\"b\":1},\"high\":3,"
+      "\"low\":{\"a\":1,\"b\":1},\"close\":{\"a\":1,\"b\":1}}}",
+      "candles", "column 'high' must be an object" },
+    { "{\"pred_len\":1,\"candles\":{\"r1\":{\"open\":1,\"high\":1,\"low\":1,\"close\":1},"
+      "\"r2\":{\"open\":1,\"high\":1,\"low\":1}}}",
+      "candles", "row 'r2' has no value for column 'close'" },
+    { "{\"pred_len\":1,\"candles\":{\"r1\":{\"open\":1,\"high\":1,\"low\":1,\"close\":1},"
+      "\"r2\":{\"open\":1,\"high\":1,\"low\":1,\"close\":1,\"x\":2}}}",
+      "candles", "row 'r2' has a column 'x'" },
+    { "{\"pred_len\":1,\"candles\":{\"r1\":{\"open\":1,\"high\":1,\"low\":1,\"close\":1},"
+      "\"r2\":[1,2]}}",
+      "candles", "row 'r2' must be an object" },
     { "{" OK2 "}", "pred_len", "required" },
     { "{" OK2 ",\"pred_length\":3}", "pred_length", "unknown field" },
     { "{" OK2 ",\"pred_len\":3,\"pred_len\":4}", "pred_len", "given twice" },
@@ -211,7 +245,9 @@ static const bad_case k_bad[] = {
     { "{" OK2 ",\"pred_len\":3,\"seed\":\"12a\"}", "seed", "not an unsigned 64-bit" },
     { "{" OK2 ",\"pred_len\":3,\"seed\":\"18446744073709551616\"}", "seed", "not an unsigned" },
     { "{" OK2 ",\"pred_len\":3,\"lookback\":5}", "lookback", "exceeds the 2 candles" },
-    { "{" OK2 ",\"pred_len\":3,\"max_context\":0}", "max_context", "1..65536" },
+    { "{" OK2 ",\"pred_len\":3,\"max_context\":0}", "max_context", "1..2048" },
+    /* a window whose attention would hold the engine for minutes (60,000 rows took 120 s) */
+    { "{" OK2 ",\"pred_len\":3,\"max_context\":65536}", "max_context", "1..2048, got 65536" },
     { "{" OK2 ",\"pred_len\":3,\"return_paths\":\"yes\"}", "return_paths", "true or false" },
     { "{" OK2 ",\"pred_len\":3,\"stream\":1}", "stream", "true or false" },
     { "{" OK2 ",\"pred_len\":3,\"timeout_s\":0}", "timeout_s", "(0, 86400]" },
@@ -351,6 +387,29 @@ static void test_request_limits(void **state) {
     kr_api_error e;
     assert_int_not_equal(kr_api_forecast_parse(rows4, strlen(rows4), &lim, &r, &e), KR_OK);
     assert_string_equal(e.field, "candles");
+    /* pandas frames are counted before they are rebuilt as rows: rows against max_rows, and
+     * columns, however many cells a body leaves out. A 78 KB body of 4000 keys x 4000 empty
+     * columns once took 1.3 GB to be refused; a 2 MB one of two disjoint columns a minute. */
+    const char *pd_rows4 =
+        "{\"pred_len\":1,\"candles\":{\"open\":{\"a\":1,\"b\":1,\"c\":1,\"d\":1}}}";
+    assert_int_not_equal(kr_api_forecast_parse(pd_rows4, strlen(pd_rows4), &lim, &r, &e), KR_OK);
+    assert_string_equal(e.field, "candles");
+    assert_non_null(strstr(e.message, "got 4"));
+    {
+        enum { C = 4000 };
+        kr_sb sb = { 0 };
+        kr_sb_append(&sb, "{\"pred_len\":1,\"candles\":{\"0\":{");
+        for (int i = 0; i < C; i++) kr_sb_appendf(&sb, "%s\"c%d\":1", i ? "," : "", i);
+        kr_sb_append(&sb, "}");
+        for (int i = 1; i < C; i++) kr_sb_appendf(&sb, ",\"%d\":{}", i);
+        kr_sb_append(&sb, "}}");
+        assert_false(sb.oom);
+        kr_api_limits big = kr_api_default_limits();
+        assert_int_not_equal(kr_api_forecast_parse(sb.data, sb.len, &big, &r, &e), KR_OK);
+        assert_string_equal(e.field, "candles");
+        if (!strstr(e.message, "4001 columns")) fail_msg("%s", e.message);
+        kr_sb_free(&sb);
+    }
     const char *paths = "{\"pred_len\":1,\"paths\":5," OK2 "}";
     assert_int_not_equal(kr_api_forecast_parse(paths, strlen(paths), &lim, &r, &e), KR_OK);
     assert_string_equal(e.field, "paths");

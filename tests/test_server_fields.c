@@ -392,6 +392,11 @@ static void test_analysis_caps(void **state) {
     j = "{\"symbol\":\"AAPL\",\"horizon\":5,\"lookback\":51}";
     assert_int_not_equal(kr_api_analyze_parse(j, strlen(j), 0, &lim, &r, &e), KR_OK);
     assert_names(&e, "lookback", "2..50 (max_lookback)");
+    lim.max_context = 600;
+    lim.max_context_key = "max_context_limit";
+    j = "{\"symbol\":\"AAPL\",\"horizon\":5,\"max_context\":601}";
+    assert_int_not_equal(kr_api_analyze_parse(j, strlen(j), 0, &lim, &r, &e), KR_OK);
+    assert_names(&e, "max_context", "2..600 (max_context_limit), got 601");
     j = "{\"symbols\":[\"A\",\"B\",\"C\"],\"horizon\":5,\"paths\":4}";
     assert_int_not_equal(kr_api_analyze_parse(j, strlen(j), 1, &lim, &r, &e), KR_OK);
     assert_names(&e, "symbols", "1..2 symbols (max_symbols), got 3");

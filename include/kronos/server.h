@@ -88,7 +88,10 @@ typedef struct kr_server_config {
                              before it refuses anything (default 0) */
     size_t max_body_bytes; /* request body limit (default 8 MiB) -> 413 */
     int max_paths; /* per request (default 256) -> 400 */
-    int max_pred_len; /* per request (default 512) -> 400 */
+    int max_pred_len; /* per request (default 2048) -> 400 */
+    int max_context_limit; /* the largest max_context a request may ask for: the window the
+                              engine attends over, whose cost grows with its square
+                              (default 2048) -> 400 */
     int max_connections; /* concurrent HTTP connections (default 512) */
     int max_connections_per_ip; /* concurrent connections from one client address (default
                                    128; 0 = no limit, e.g. behind a reverse proxy) */

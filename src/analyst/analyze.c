@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "base/error.h"
+#include "base/timeutil.h"
 #include "market/calendar.h"
 #include "market/store.h"
 
@@ -53,10 +54,29 @@ int64_t kr_analyze_min_rows(const kr_analyze_params *p) {
     return need;
 }
 
-kr_status kr_analyst_run_batch(kr_context *ctx, const kr_request_params *request,
+kr_analyst_request kr_analyst_request_start(const kr_request_params *params) {
+    kr_analyst_request r = { .params = params ? *params : kr_request_default_params() };
+    if (r.params.deadline_s > 0) r.deadline_at = kr_now_seconds() + r.params.deadline_s;
+    return r;
+}
+
+kr_status kr_analyst_run_batch(kr_context *ctx, const kr_analyst_request *request,
                                const kr_series *series, int n, const kr_forecast_params *params,
                                kr_forecast **out, kr_error *err) {
-    return kr_forecast_run_batch_ex(ctx, series, n, params, request, out, err);
+    if (!request) return kr_forecast_run_batch_ex(ctx, series, n, params, NULL, out, err);
+    kr_request_params rp = request->params;
+    if (request->deadline_at > 0) {
+        const double left = request->deadline_at - kr_now_seconds();
+        if (left <= 0) {
+            for (int i = 0; i < n; i++) out[i] = NULL;
+            return kr_error_set(err, KR_ERR_TIMEOUT,
+                                "the analysis' deadline (%.1f s) passed before its next "
+                                "forecasts could run",
+                                request->params.deadline_s);
+        }
+        rp.deadline_s = left;
+    }
+    return kr_forecast_run_batch_ex(ctx, series, n, params, &rp, out, err);
 }
 
 int kr_analyst_fatal(kr_status st) {
@@ -270,7 +290,7 @@ static void fail_symbol(sym_state *s, kr_status st, const kr_error *err) {
 
 /* Runs one round for the symbols in idx[n] (extra paths from first_path), isolating failures:
  * when the batch fails, each symbol runs alone so one bad series fails only itself. */
-static kr_status run_round(kr_context *ctx, const kr_request_params *request, sym_state *syms,
+static kr_status run_round(kr_context *ctx, const kr_analyst_request *request, sym_state *syms,
                            const int *idx, int n, const kr_analyze_item *items,
                            kr_forecast_params fp, kr_error *err) {
     kr_series *series = calloc((size_t)n, sizeof *series);
@@ -393,9 +413,9 @@ kr_status kr_analyze(kr_context *ctx, const kr_analyze_item *items, int n,
     }
     set->n = n; /* reports[i] at input index i (NULL for a failure) until compacted below */
     /* Every forecast of the analysis (rounds, calibration) under one request setting. */
-    kr_request_params rq = p->request ? *p->request : kr_request_default_params();
-    if (p->static_batch_rows > 0) rq.static_batch_rows = p->static_batch_rows;
-    set->static_batch_rows = rq.static_batch_rows;
+    kr_analyst_request rq = kr_analyst_request_start(p->request);
+    if (p->static_batch_rows > 0) rq.params.static_batch_rows = p->static_batch_rows;
+    set->static_batch_rows = rq.params.static_batch_rows;
 
     const int64_t need = kr_analyze_min_rows(p);
     for (int i = 0; i < n; i++) {

@@ -27,10 +27,22 @@
  * (kr_report.stale_days, .ties). */
 void kr_report_set_rank(kr_report_set *set);
 
+/* An analysis' request parameters (priority, abort check, ...) with its deadline fixed when
+ * it began: every forecast it runs (adaptive rounds, one-symbol retries, calibrations) gets
+ * what is left of it. (Each call once restarted the whole deadline_s, so an analysis could
+ * run many times the server's request_timeout_s.) */
+typedef struct kr_analyst_request {
+    kr_request_params params;
+    double deadline_at; /* kr_now_seconds() by which everything is done; 0: no deadline */
+} kr_analyst_request;
+
+/* params' deadline_s counted from now. params may be NULL (the defaults). */
+kr_analyst_request kr_analyst_request_start(const kr_request_params *params);
+
 /* The one place the analyst calls the engine: a batch of series with the given params on the
- * context, under the analysis' request parameters (deadline, priority, abort check; may be
- * NULL). All analyses and calibrations go through it. out[n] receives the results. */
-kr_status kr_analyst_run_batch(kr_context *ctx, const kr_request_params *request,
+ * context, under the analysis' request (may be NULL: the defaults, no deadline). All analyses
+ * and calibrations go through it. out[n] receives the results. */
+kr_status kr_analyst_run_batch(kr_context *ctx, const kr_analyst_request *request,
                                const kr_series *series, int n, const kr_forecast_params *params,
                                kr_forecast **out, kr_error *err);
 /* A failure that ends the whole analysis (its deadline, its client, a full queue, a

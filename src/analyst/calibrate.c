@@ -177,7 +177,8 @@ fail:
 
 kr_status kr_calibrate(kr_context *ctx, const kr_candles *c, int windows,
                        const kr_forecast_params *params, int requested_lookback,
-                       const kr_request_params *request, kr_calibration **out, kr_error *err) {
+                       const struct kr_analyst_request *request, kr_calibration **out,
+                       kr_error *err) {
     if (!ctx || !c || !params || !out || windows < 1)
         return kr_error_set(err, KR_ERR_INVALID_ARG, "calibrate: bad argument");
     *out = NULL;

@@ -72,9 +72,11 @@ kr_status kr_calibration_score(const kr_candles *c, int windows, int horizon,
 
 /* Plans the windows, runs them as ONE kr_forecast_run_batch call (params->pred_len is the
  * horizon; lookback and keep_paths are set here) and scores them. Caller owns *out. */
+struct kr_analyst_request; /* analyst/analyze.h; NULL: the defaults, no deadline */
 kr_status kr_calibrate(kr_context *ctx, const kr_candles *c, int windows,
                        const kr_forecast_params *params, int requested_lookback,
-                       const kr_request_params *request, kr_calibration **out, kr_error *err);
+                       const struct kr_analyst_request *request, kr_calibration **out,
+                       kr_error *err);
 
 void kr_calibration_free(kr_calibration *cal);
 

@@ -239,7 +239,7 @@ static kr_status read_fields(const cJSON *root, int batch, const kr_api_limits *
         KR_F_INT("horizon", &p->horizon, 1, lim->max_horizon, 0),
         KR_F_INT("paths", &p->paths, 1, lim->max_analyze_paths, 0),
         KR_F_INT("lookback", &p->lookback, 2, lim->max_lookback, 0),
-        KR_F_INT("max_context", &p->max_context, 2, 65536, 0),
+        KR_F_INT("max_context", &p->max_context, 2, lim->max_context, 0),
         KR_F_SEED("seed", &p->seed),
         KR_F_FLOAT("temperature", &p->temperature, 0.0, 1e6, KR_FIELD_MIN_EXCL),
         KR_F_FLOAT("top_p", &p->top_p, 0.0, 1.0, KR_FIELD_MIN_EXCL),
@@ -262,6 +262,7 @@ static kr_status read_fields(const cJSON *root, int batch, const kr_api_limits *
     all[5].max_key = "max_horizon";
     all[6].max_key = "max_analyze_paths";
     all[7].max_key = "max_lookback";
+    all[8].max_key = lim->max_context_key;
     all[13].max_key = "max_calibrate";
     all[16].max_key = "max_analyze_paths";
     kr_field f[sizeof all / sizeof all[0]];

@@ -39,6 +39,7 @@ void kr_server_config_defaults(kr_server_config *c) {
     c->max_body_bytes = (size_t)8 << 20;
     c->max_paths = 256;
     c->max_pred_len = 2048;
+    c->max_context_limit = 2048;
     c->max_connections = 512;
     c->max_connections_per_ip = 128;
     c->read_timeout_s = 30.0;
@@ -189,6 +190,7 @@ static const int_key k_int_keys[] = {
     { "threads", 0, 1024, CFG_OFF(threads), 0 },
     { "max_paths", 1, 4096, CFG_OFF(max_paths), 0 },
     { "max_pred_len", 1, 65536, CFG_OFF(max_pred_len), 0 },
+    { "max_context_limit", 2, 65536, CFG_OFF(max_context_limit), 0 },
     { "max_connections", 4, 65536, CFG_OFF(max_connections), 0 },
     { "max_connections_per_ip", 0, 65536, CFG_OFF(max_connections_per_ip), 0 },
     { "max_rows", 2, 10000000, CFG_OFF(max_rows), 0 },

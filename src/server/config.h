@@ -11,7 +11,7 @@
  *    "api_key_file": FILE, "db": FILE, "web_root": DIR, "access_log": FILE | "-",
  *    "tune": true, "request_timeout_s": 120, "read_timeout_s": 30, "max_body_bytes": 8388608,
  *    "max_rows": 100000, "max_request_memory": "128MiB", "max_memory_in_flight": "512MiB",
- *    "max_paths": 256, "max_pred_len": 2048, "max_connections": 512,
+ *    "max_paths": 256, "max_pred_len": 2048, "max_context_limit": 2048, "max_connections": 512,
  *    "max_connections_per_ip": 128, "max_horizon": 256, "max_analyze_paths": 1024,
  *    "max_lookback": 2048, "max_calibrate": 10, "max_symbols": 64, "batch_size": 64,
  *    "batch_wait_ms": 50, "max_batch_tokens": 4096, "max_running": 64, "max_queue": 256,

@@ -35,9 +35,10 @@
 typedef struct kr_api_limits {
     int max_paths; /* default 256 */
     int max_pred_len; /* default 2048 */
+    int max_context; /* the largest max_context a request may set (default 2048) */
     int64_t max_rows; /* candles per request (default 1,000,000) */
     /* the config keys these limits come from, named in errors ("max_paths"); NULL: none */
-    const char *max_paths_key, *max_pred_len_key, *max_rows_key;
+    const char *max_paths_key, *max_pred_len_key, *max_rows_key, *max_context_key;
     /* /v1/analyze and /v1/analyze/batch (config keys of the same names; each 400 beyond) */
     int max_horizon; /* default 256 */
     int max_analyze_paths; /* default 1024 (the analyst's adaptive cap) */

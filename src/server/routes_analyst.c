@@ -315,9 +315,13 @@ static void task_run(analyze_task *t) {
         p.progress_user = t;
     }
     /* The forecasts join the engine's continuous batch like /v1/forecast requests, at the
-     * analysis priority, within the request timeout, cancelled when the client goes. */
+     * analysis priority, within what is left of the request timeout (kr_analyze holds all its
+     * rounds and calibrations to it), cancelled when the client goes. */
     kr_request_params rp = kr_request_default_params();
-    rp.deadline_s = s->cfg.request_timeout_s;
+    if (s->cfg.request_timeout_s > 0) {
+        const double left = s->cfg.request_timeout_s - (kr_now_seconds() - t->started);
+        rp.deadline_s = left > 0 ? left : 1e-9;
+    }
     rp.priority = s->cfg.analysis_priority;
     rp.wait_for_room = 0; /* a full queue is a 429, not a wait */
     rp.should_abort = task_should_abort;

@@ -303,6 +303,8 @@ kr_status kr_server_create(const kr_model *model, const kr_server_config *cfg, k
     s->limits = kr_api_default_limits();
     s->limits.max_paths = s->cfg.max_paths;
     s->limits.max_pred_len = s->cfg.max_pred_len;
+    s->limits.max_context = s->cfg.max_context_limit;
+    s->limits.max_context_key = "max_context_limit";
     s->limits.max_rows = s->cfg.max_rows;
     s->limits.max_rows_key = "max_rows";
     s->limits.max_horizon = s->cfg.max_horizon;
