@@ -314,6 +314,7 @@ static void test_errors_fields(void **state) {
         { "2024-01-03,-1,2,1,2,3,4", "column 'open'", "open (-1) must be positive" },
         { "2024-01-03,1,2,1,0,3,4", "column 'close'", "close (0) must be positive" },
         { "2024-01-03,1,2,-0.0,2,3,4", "column 'low'", "must be positive" },
+        { "2024-01-03,1,2,1e-320,2,3,4", "column 'low'", "(1e-320) must be positive (in float32" },
         { "2024-01-03,1,2,1,2,-3,4", "column 'volume'", "volume (-3) must be non-negative" },
         { "2024-01-03,1,2,1,2,3,-1e-9", "column 'amount'", "must be non-negative" },
         { "2024-01-03,1,2,3,2,3,4", "column 'high'", "high (2) is below low (3)" },
@@ -456,7 +457,9 @@ static void test_hostile_inputs(void **state) {
         CASE("timestamps,open,high,low,close\n9999999999999,1,2,1,2\n", KR_ERR_FORMAT),
         CASE("timestamps,open,high,low,close\n2200-12-31 23:59:59,1,2,1,2\n", KR_OK),
         CASE("timestamps,open,high,low,close\n1900-01-01,1e-320,1e308,1e-320,1\n", KR_ERR_FORMAT),
-        CASE("timestamps,open,high,low,close\n1900-01-01,1e-320,3e38,1e-320,1\n", KR_OK),
+        /* 1e-320 is 0 in float32: refused as not positive (it once parsed) */
+        CASE("timestamps,open,high,low,close\n1900-01-01,1e-320,3e38,1e-320,1\n", KR_ERR_FORMAT),
+        CASE("timestamps,open,high,low,close\n1900-01-01,1e-30,3e38,1e-30,1\n", KR_OK),
     };
 #undef CASE
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

@@ -113,9 +113,46 @@ static void test_top_p_matches_reference(void **state) {
     kr_exec_free(ex);
 }
 
+/* A temperature so small that logits / T overflows float (~1e-38 passes every "> 0" check)
+ * samples greedily: a token of the top logit (tied ones share), whatever u, top_k and top_p. Before, inf - inf made the
+ * probabilities NaN and the draw returned the last token (1023 in every path). */
+static void test_tiny_temperature_is_greedy(void **state) {
+    (void)state;
+    kr_exec *ex = NULL;
+    kr_error err = { 0 };
+    assert_int_equal(kr_exec_create(1, 1 << 20, &ex, &err), KR_OK);
+    kr_sampler_scratch sc;
+    assert_int_equal(kr_sampler_scratch_init(&sc, V, ex->arena, &err), KR_OK);
+    float logits[V];
+    for (int shape = 0; shape < 4; shape++) {
+        make_logits(shape, logits);
+        int best = 0;
+        for (int i = 1; i < V; i++)
+            if (logits[i] > logits[best]) best = i;
+        static const float temps[] = { 1e-38f, 1e-45f };
+        static const float top_ps[] = { 1.0f, 0.9f };
+        static const int top_ks[] = { 0, 5 };
+        for (int t = 0; t < 2; t++)
+            for (int a = 0; a < 2; a++)
+                for (int k = 0; k < 2; k++) {
+                    kr_sampler_params p = { temps[t], top_ks[k], top_ps[a] };
+                    for (int r = 0; r < 8; r++) {
+                        const double u = r == 0 ? 0.0 : r == 7 ? 0.999999 : urand01();
+                        const int tok = kr_sampler_draw(logits, &p, u, &sc);
+                        if (tok < 0 || tok >= V || logits[tok] != logits[best])
+                            fail_msg("shape %d T %g top_k %d top_p %g u %g: token %d, top %d",
+                                     shape, (double)p.temperature, p.top_k, (double)p.top_p, u, tok,
+                                     best);
+                    }
+                }
+    }
+    kr_exec_free(ex);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_top_p_matches_reference),
+        cmocka_unit_test(test_tiny_temperature_is_greedy),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -379,6 +379,12 @@ static void test_candles_round_trip(void **state) {
     r = http(port, "GET", "/v1/candles/RT.X?to=yesterday", NULL);
     assert_error(r, 400, "to");
     resp_free(r);
+    /* The parameter is named once ("from: from: cannot parse" before). */
+    r = http(port, "GET", "/v1/candles/RT.X?from=x", NULL);
+    assert_error(r, 400, "from");
+    if (!strstr(r->body, "\"from: cannot parse") || strstr(r->body, "from: from:"))
+        fail_msg("%s", r->body);
+    resp_free(r);
 
     /* A read in another case names the series as stored, as the upsert's answer does. */
     r = http(port, "GET", "/v1/candles/rt.x?limit=1", NULL);

@@ -273,6 +273,9 @@ static const bad_case k_bad[] = {
       "candles[1].open", "must be positive" },
     { "{\"pred_len\":1,\"candles\":[" ROW0 ",[\"2024-01-02 09:35\",10,11,9,0,1]]}",
       "candles[1].close", "must be positive" },
+    /* > 0 in double, 0 in the float32 the model reads */
+    { "{\"pred_len\":1,\"candles\":[" ROW0 ",[\"2024-01-02 09:35\",1e-320,11,9,10,1]]}",
+      "candles[1].open", "must be positive (in float32" },
     { "{\"pred_len\":1,\"candles\":[" ROW0 ",[\"2024-01-02 09:35\",10,11,9,10,-1]]}",
       "candles[1].volume", "non-negative" },
     { "{\"pred_len\":1,\"candles\":[" ROW0 ",[\"2024-01-02 09:35\",10,11,9,\"10\",1]]}",

@@ -336,6 +336,25 @@ static void test_value_limit(void **state) {
     lim.max_rows = 2;
     assert_int_not_equal(kr_api_forecast_parse(rows3, strlen(rows3), &lim, &r, &e), KR_OK);
     assert_names(&e, "candles", "needs 2..2 rows (max_rows), got 3");
+    /* Line ends are counted as the CSV reader takes them: "\n", "\r\n" and a bare "\r" (a
+     * body of bare CRs once passed the up-front count as one line). */
+    const char *const texts[] = { "a\nb\r\nc\rd", "a\r\r\n", "", "a\n", "a\r" };
+    const size_t lines[] = { 4, 2, 0, 1, 1 };
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++)
+        assert_int_equal(kr_csv_lines(texts[i], strlen(texts[i])), lines[i]);
+    const char *cr_json = "{\"pred_len\":1,\"candles\":\"timestamps,open,high,low,close\\r"
+                          "2024-01-02,1,2,1,1\\r2024-01-03,1,2,1,1\\r2024-01-04,1,2,1,1\\r\"}";
+    assert_int_equal(kr_json_body_scan(cr_json, strlen(cr_json), NULL, &scan, &e), KR_OK);
+    assert_int_equal(scan.string_lines, 4);
+    /* A CSV body past max_rows is refused by the parser itself too, whoever calls it. */
+    const char *csv3 = "timestamps,open,high,low,close\r2024-01-02,1,2,1,1\r2024-01-03,1,2,1,1"
+                       "\r2024-01-04,1,2,1,1\r";
+    assert_int_not_equal(kr_api_candles_parse(csv3, strlen(csv3), 1, &lim, &cs, &e), KR_OK);
+    assert_null(cs);
+    assert_int_equal(e.status, 413);
+    assert_string_equal(e.field, "body");
+    if (!strstr(e.message, "body: holds 3 candles, more than 2 (max_rows)"))
+        fail_msg("%s", e.message);
     /* Nesting is bounded. */
     char deep[KR_JSON_MAX_DEPTH * 2 + 8];
     memset(deep, '[', KR_JSON_MAX_DEPTH + 1);

@@ -699,7 +699,8 @@ static kr_status parse_row_values(const csv_reader *r, const table_cols *tc, con
         const char *s = csv_text(r, c);
         size_t n = r->fields[c].len;
         const enum number_result nr = parse_number(s, n, &v[k]);
-        const int positive_ok = k <= KR_CLOSE ? v[k] > 0.0 : !(v[k] < 0.0);
+        /* Positive as the model reads it: 1e-320 is > 0 in double and 0 in float32. */
+        const int positive_ok = k <= KR_CLOSE ? (float)v[k] > 0.0f : !(v[k] < 0.0);
         if (nr == NUM_OK && positive_ok && fabs(v[k]) <= FLT_MAX) continue; /* the usual row */
         trim_span(&s, &n);
         excerpt(s, n, ex, sizeof ex);
@@ -719,10 +720,11 @@ static kr_status parse_row_values(const csv_reader *r, const table_cols *tc, con
                                 nr == NUM_NAN   ? "(NaN) is not allowed"
                                 : nr == NUM_INF ? "is not finite"
                                                 : "is not a number");
-        if (k <= KR_CLOSE ? !(v[k] > 0.0) : v[k] < 0.0)
+        if (!positive_ok)
             return kr_error_set(
                 err, KR_ERR_FORMAT, "%s: line %lld, column '%s': %s (%s) must be %s", label, line,
-                tc->name[k], k_role_names[k], ex, k <= KR_CLOSE ? "positive" : "non-negative");
+                tc->name[k], k_role_names[k], ex,
+                k <= KR_CLOSE ? "positive (in float32, as the model reads it)" : "non-negative");
     }
     if (v[KR_HIGH] < v[KR_LOW]) {
         const char *hs = csv_text(r, tc->col[KR_HIGH]), *ls = csv_text(r, tc->col[KR_LOW]);

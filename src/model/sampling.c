@@ -93,9 +93,20 @@ static float kth_largest(const float *v, int n, int k, float *tmp) {
 
 int kr_sampler_filter(const float *logits, const kr_sampler_params *p, kr_sampler_scratch *s) {
     int n = s->n;
+    int overflow = 0;
     for (int i = 0; i < n; i++) {
         s->scaled[i] = logits[i] / p->temperature;
         s->keep[i] = 1;
+        overflow |= isinf(s->scaled[i]);
+    }
+    if (overflow) {
+        /* A temperature so small (~1e-38) that logits / T leaves float's range: inf - inf made
+         * every probability NaN and the draw fell back to the last token. Its limit is greedy,
+         * the mass shared by the top logits: they become 0, the rest -inf. */
+        float top = logits[0];
+        for (int i = 1; i < n; i++)
+            if (logits[i] > top) top = logits[i];
+        for (int i = 0; i < n; i++) s->scaled[i] = logits[i] == top ? 0.0f : -INFINITY;
     }
     if (p->top_k > 0) {
         int k = p->top_k < n ? p->top_k : n;

@@ -88,6 +88,8 @@ kr_status kr_api_candles_parse(const char *body, size_t len, int csv, const kr_a
                                kr_candles **out, kr_api_error *err) {
     memset(err, 0, sizeof *err);
     *out = NULL;
+    kr_api_limits dl = kr_api_default_limits();
+    if (!lim) lim = &dl;
     if (csv) {
         kr_error e = { 0 };
         if (!body || len == 0)
@@ -97,10 +99,18 @@ kr_status kr_api_candles_parse(const char *body, size_t len, int csv, const kr_a
             snprintf(err->field, sizeof err->field, "body");
             return KR_ERR_INVALID_ARG;
         }
+        /* The server counts lines before it parses (413); this holds for any caller. */
+        if ((*out)->n > lim->max_rows) {
+            const int64_t n = (*out)->n;
+            kr_candles_free(*out);
+            *out = NULL;
+            return kr_api_error_set(
+                err, 413, "body", "holds %lld candles, more than %lld%s%s%s", (long long)n,
+                (long long)lim->max_rows, lim->max_rows_key ? " (" : "",
+                lim->max_rows_key ? lim->max_rows_key : "", lim->max_rows_key ? ")" : "");
+        }
         return KR_OK;
     }
-    kr_api_limits dl = kr_api_default_limits();
-    if (!lim) lim = &dl;
     cJSON *root;
     kr_json_limits jl = kr_api_json_limits(lim);
     kr_status st = kr_json_body_parse(body, len, &jl, &root, err);

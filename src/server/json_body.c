@@ -103,7 +103,14 @@ kr_status kr_json_body_scan(const char *json, size_t len, const kr_json_limits *
                     /* \u0000 (any case of hex digits): a NUL that C strings would end at. */
                     if (i + 5 < len && json[i + 1] == 'u' && !memcmp(json + i + 2, "0000", 4))
                         nul = 1;
-                    if (i + 1 < len && json[i + 1] == 'n' && !is_key &&
+                    /* A line end in CSV text: "\\n", or a "\\r" not followed by "\\n" (the
+                     * reader takes a bare CR as one too). */
+                    const int line_end =
+                        i + 1 < len &&
+                        (json[i + 1] == 'n' ||
+                         (json[i + 1] == 'r' &&
+                          !(i + 3 < len && json[i + 2] == '\\' && json[i + 3] == 'n')));
+                    if (line_end && !is_key &&
                         ++out->string_lines > (lim && lim->max_lines ? lim->max_lines : SIZE_MAX)) {
                         kr_api_error_set(err, 413, "body",
                                          "holds CSV text of more than %zu lines%s%s%s; send "
@@ -156,14 +163,20 @@ size_t kr_json_scan_tree_bytes(const kr_json_scan *s) {
 }
 
 size_t kr_csv_lines(const char *text, size_t len) {
+    /* Line ends as the CSV reader takes them: "\n", "\r\n" and a bare "\r" (old Mac files),
+     * so a body of bare "\r"s is not one line that slips past max_rows. */
     size_t n = 0;
-    for (const char *p = text, *end = text + len; p < end; p++) {
-        const char *nl = memchr(p, '\n', (size_t)(end - p));
-        if (!nl) return n + 1;
-        n++;
-        p = nl;
+    int open = 0; /* bytes since the last line end */
+    for (size_t i = 0; i < len; i++) {
+        const char b = text[i];
+        if (b == '\n' || (b == '\r' && (i + 1 == len || text[i + 1] != '\n'))) {
+            n++;
+            open = 0;
+        } else if (b != '\r') {
+            open = 1;
+        }
     }
-    return n;
+    return n + (size_t)open;
 }
 
 static void position(const char *json, size_t off, long *line, long *col) {

@@ -189,9 +189,12 @@ static kr_status add_row(table *t, const row_cells *rc, kr_api_error *err) {
             return kr_api_error_set(err, 400, f,
                                     "%.10g is out of range (the model reads float32, max %.3g)",
                                     v[k], (double)FLT_MAX);
-        if (k <= KR_CLOSE ? !(v[k] > 0.0) : v[k] < 0.0)
+        /* Positive as the model reads it: 1e-320 is > 0 in double and 0 in float32. */
+        if (k <= KR_CLOSE ? !((float)v[k] > 0.0f) : v[k] < 0.0)
             return kr_api_error_set(err, 400, f, "%s must be %s, got %.10g", k_role_names[k],
-                                    k <= KR_CLOSE ? "positive" : "non-negative", v[k]);
+                                    k <= KR_CLOSE ? "positive (in float32, as the model reads it)"
+                                                  : "non-negative",
+                                    v[k]);
     }
     if (v[KR_HIGH] < v[KR_LOW]) {
         field_name(rc, KR_HIGH, f, sizeof f);

@@ -126,8 +126,15 @@ static int query_range(struct MHD_Connection *mc, int64_t *from_ts, int64_t *to_
     if (kr_store_parse_range(from, to, "from", "to", from_ts, to_ts, &ke) == KR_OK) return 0;
     char msg[sizeof ke.message];
     kr_json_sanitize(ke.message, msg, sizeof msg);
-    /* The message starts with the parameter it is about. */
-    kr_api_error_set(aerr, 400, !strncmp(ke.message, "to:", 3) ? "to" : "from", "%s", msg);
+    /* The store's message starts with the parameter it is about: named once, not again. */
+    const char *field = !strncmp(msg, "to:", 3) ? "to" : "from";
+    const size_t n = strlen(field);
+    if (!strncmp(msg, field, n) && msg[n] == ':') {
+        kr_api_error_set(aerr, 400, NULL, "%s", msg);
+        snprintf(aerr->field, sizeof aerr->field, "%s", field);
+    } else {
+        kr_api_error_set(aerr, 400, field, "%s", msg);
+    }
     return 1;
 }
 
