@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include "test_support.h"
 
@@ -349,6 +350,65 @@ static void test_ingest_guards(void **state) {
     free(with);
 }
 
+/* Exit status of `kronos args` with stdout sent to `redirect` (e.g. ">/dev/full", ">&-"). */
+static int exit_with_stdout(const char *args, const char *redirect) {
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "env -u KRONOS_DB %s/kronos %s %s 2>%s/stderr </dev/null",
+             KR_BINARY_DIR, args, redirect, g_tmp);
+    const int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* A result lost on the way out is a failure: stdout on a full disk or closed (a CSV forecast
+ * small enough for stdio's buffer, a store listing, once exited 0 having written nothing). */
+static void test_lost_stdout_fails(void **state) {
+    (void)state;
+    char args[2048], db[1400];
+    snprintf(db, sizeof db, "%s/out.db", g_tmp);
+    char *csv = daily_csv(60, 1, NULL);
+    const char *in = put("lost.csv", csv);
+    snprintf(args, sizeof args, "ingest --symbol OUT --interval 1d --db %s %s", db, in);
+    const kr_test_run *r = kronos(args);
+    if (r->code != 0) fail_msg("%s", r->err);
+    const char *cmds[] = { "forecast --pred-len 3 --input", "store list --db", "--version" };
+    const char *what[] = { in, db, "" };
+    for (int i = 0; i < 3; i++) {
+        snprintf(args, sizeof args, "%s %s", cmds[i], what[i]);
+        assert_int_equal(exit_with_stdout(args, ">/dev/null"), 0);
+        if (exit_with_stdout(args, ">/dev/full") != 1) fail_msg("%s >/dev/full: exit 0", args);
+        if (exit_with_stdout(args, ">&-") != 1) fail_msg("%s >&-: exit 0", args);
+    }
+    free(csv);
+}
+
+/* Empty values that would widen what a command touches: "--db $DB" with DB unset is not the
+ * default store, and "--from $F" with F unset is not "from the first row" (a delete took the
+ * whole series). */
+static void test_empty_values_refused(void **state) {
+    (void)state;
+    char args[2048], db[1400];
+    snprintf(db, sizeof db, "%s/empty.db", g_tmp);
+    char *csv = daily_csv(30, 1, NULL);
+    snprintf(args, sizeof args, "ingest --symbol EMP --interval 1d --db %s %s", db,
+             put("empty.csv", csv));
+    const kr_test_run *r = kronos(args);
+    if (r->code != 0) fail_msg("%s", r->err);
+    expect("ingest --symbol EMP --interval 1d --db '' x.csv", 2, "--db is empty", NULL);
+    expect("store list --db ''", 2, "--db is empty", NULL);
+    expect("analyze --db '' EMP", 2, "--db is empty", NULL);
+    expect("serve --check-config --db ''", 2, "--db is empty", NULL);
+    snprintf(args, sizeof args, "store delete --db %s --symbol EMP --interval 1d --from '' --to ''",
+             db);
+    expect(args, 2, "--from: empty", NULL);
+    snprintf(args, sizeof args, "store delete --db %s --symbol EMP --interval 1d --to ''", db);
+    expect(args, 2, "--to: empty", NULL);
+    snprintf(args, sizeof args, "store list --db %s", db);
+    r = kronos(args);
+    if (r->code != 0 || !strstr(r->out, "EMP"))
+        fail_msg("the series is gone: %s%s", r->out, r->err);
+    free(csv);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_values_too_large_to_normalise),
@@ -361,6 +421,8 @@ int main(void) {
         cmocka_unit_test(test_flags_checked_first),
         cmocka_unit_test(test_ingest_guards),
         cmocka_unit_test(test_sampling_flags_shared),
+        cmocka_unit_test(test_lost_stdout_fails),
+        cmocka_unit_test(test_empty_values_refused),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -385,6 +385,13 @@ static void test_candles_round_trip(void **state) {
     if (!strstr(r->body, "\"from: cannot parse") || strstr(r->body, "from: from:"))
         fail_msg("%s", r->body);
     resp_free(r);
+    /* Empty ends are refused, not read as open: this DELETE once took the whole series. */
+    r = http(port, "DELETE", "/v1/candles/RT.X?interval=1d&from=&to=", NULL);
+    assert_error(r, 400, "from");
+    resp_free(r);
+    r = http(port, "GET", "/v1/candles/RT.X?limit=1", NULL);
+    assert_int_equal(r->status, 200);
+    resp_free(r);
 
     /* A read in another case names the series as stored, as the upsert's answer does. */
     r = http(port, "GET", "/v1/candles/rt.x?limit=1", NULL);

@@ -244,7 +244,15 @@ static int parse_opts(int argc, char **argv, opts *o) {
             continue;
         }
         switch (c) {
-        case 'd': o->db = optarg; break;
+        case 'd':
+            /* An unset shell variable ("--db $DB"): not the default store, unasked. */
+            if (!*optarg)
+                return kr_cli_usage_error(
+                    CMD,
+                    "--db is empty; leave it out for the default store (or name a file or URL)",
+                    NULL);
+            o->db = optarg;
+            break;
         case 'i': o->interval = optarg; break;
         case 'm': o->model = optarg; break;
         case 't': o->tokenizer = optarg; break;

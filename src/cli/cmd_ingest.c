@@ -92,7 +92,15 @@ int kr_cmd_ingest(int argc, char **argv) {
         switch (ch) {
         case 's': symbol = optarg; break;
         case 'i': interval = optarg; break;
-        case 'd': db_flag = optarg; break;
+        case 'd':
+            /* An unset shell variable ("--db $DB"): not the default store, unasked. */
+            if (!*optarg)
+                return kr_cli_usage_error(
+                    CMD,
+                    "--db is empty; leave it out for the default store (or name a file or URL)",
+                    NULL);
+            db_flag = optarg;
+            break;
         case 'M': {
             const kr_calendar *cal;
             if (kr_calendar_find(optarg, &cal, &err) != KR_OK)

@@ -143,7 +143,15 @@ static int parse_flags(int argc, char **argv, flags *fl) {
         case 'n': fl->no_tune = 1; break;
         case 'r': fl->timeout = optarg; break;
         case 'D': fl->drain_delay = optarg; break;
-        case 'd': fl->db = optarg; break;
+        case 'd':
+            /* An unset shell variable ("--db $DB"): not the default store, unasked. */
+            if (!*optarg)
+                return kr_cli_usage_error(
+                    CMD,
+                    "--db is empty; leave it out for the default store (or name a file or URL)",
+                    NULL);
+            fl->db = optarg;
+            break;
         case 'w': fl->web_root = optarg; break;
         case KR_OPT_ALLOW_NONFINITE: fl->allow_nonfinite = 1; break;
         case 'L': fl->access_log = optarg; break;

@@ -2,6 +2,7 @@
  * cli/main — the `kronos` executable: dispatches to one function per command. Each command
  * parses only its own flags; the work happens in the library.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -45,7 +46,20 @@ static void usage(FILE *f) {
                "flags.\n");
 }
 
-int main(int argc, char **argv) {
+/* What a command printed to stdout, flushed and checked: a result that fitted in stdio's
+ * buffer was lost with status 0 when the disk was full (> /dev/full) or stdout closed, so a
+ * script writing "> out.csv" saw success. As coreutils' close_stdout. */
+static int finish_stdout(int rc) {
+    const int flushed = fflush(stdout) == 0;
+    if (flushed && !ferror(stdout)) return rc;
+    const int e = flushed ? 0 : errno; /* ferror alone: an earlier write, its errno gone */
+    if (e == EPIPE) return rc ? rc : 141; /* a reader that left: as SIGPIPE would say */
+    fprintf(stderr, "kronos: error writing standard output%s%s\n", e ? ": " : "",
+            e ? strerror(e) : "");
+    return rc ? rc : 1;
+}
+
+static int run(int argc, char **argv) {
     if (argc < 2) {
         usage(stderr);
         return 2;
@@ -75,3 +89,5 @@ int main(int argc, char **argv) {
     usage(stderr);
     return 2;
 }
+
+int main(int argc, char **argv) { return finish_stdout(run(argc, argv)); }

@@ -210,7 +210,12 @@ kr_status kr_store_resolve_path(const char *flag, char *out, size_t cap, kr_erro
     const char *env_db = getenv("KRONOS_DB"), *xdg = getenv("XDG_DATA_HOME"),
                *home = getenv("HOME");
     int n;
-    if (flag && *flag)
+    /* Given but empty (an unset shell variable): not the default store, which a delete or an
+     * ingest would then change unasked. */
+    if (flag && !*flag)
+        return kr_error_set(err, KR_ERR_INVALID_ARG,
+                            "--db is empty; leave it out for the default store");
+    if (flag)
         n = snprintf(out, cap, "%s", flag);
     else if (env_db && *env_db)
         n = snprintf(out, cap, "%s", env_db);
@@ -582,7 +587,12 @@ kr_status kr_store_list(kr_store *store, const char *symbol, kr_store_entry **ou
 static kr_status range_end(const char *s, const char *name, int is_end, int64_t *out,
                            kr_error *err) {
     *out = is_end ? KR_STORE_TS_LAST : KR_STORE_TS_FIRST;
-    if (!s || !*s) return KR_OK;
+    if (!s) return KR_OK;
+    /* Given but empty (an unset shell variable, "?from="): no bound would make a delete take
+     * the whole series. Only an absent end is open. */
+    if (!*s)
+        return kr_error_set(err, KR_ERR_INVALID_ARG,
+                            "%s: empty; leave it out for no bound at that end", name);
     int has_time = 1;
     const int rc = kr_parse_timestamp(s, strlen(s), out, &has_time);
     char ex[48];
