@@ -409,6 +409,30 @@ static void test_empty_values_refused(void **state) {
     free(csv);
 }
 
+/* An output that names what the command reads is refused before anything is written: one
+ * slip between --db and --output once replaced the whole store with an export. */
+static void test_output_is_not_the_input(void **state) {
+    (void)state;
+    char args[4096], db[1400];
+    snprintf(db, sizeof db, "%s/same.db", g_tmp);
+    char *csv = daily_csv(60, 1, NULL);
+    const char *in = put("same.csv", csv);
+    snprintf(args, sizeof args, "ingest --symbol SAME --interval 1d --db %s %s", db, in);
+    const kr_test_run *r = kronos(args);
+    if (r->code != 0) fail_msg("%s", r->err);
+    snprintf(args, sizeof args, "store export --db %s --symbol SAME --output %s", db, db);
+    expect(args, 2, "is the database", NULL);
+    snprintf(args, sizeof args, "analyze --db %s SAME --paths 2 --horizon 2 --out %s/./same.db", db,
+             g_tmp);
+    expect(args, 2, "is the database", NULL);
+    snprintf(args, sizeof args, "forecast --input %s --pred-len 2 --output %s", in, in);
+    expect(args, 2, "is an input", NULL);
+    snprintf(args, sizeof args, "store list --db %s", db);
+    r = kronos(args);
+    if (r->code != 0 || !strstr(r->out, "SAME")) fail_msg("the store is damaged: %s", r->err);
+    free(csv);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_values_too_large_to_normalise),
@@ -423,6 +447,7 @@ int main(void) {
         cmocka_unit_test(test_sampling_flags_shared),
         cmocka_unit_test(test_lost_stdout_fails),
         cmocka_unit_test(test_empty_values_refused),
+        cmocka_unit_test(test_output_is_not_the_input),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

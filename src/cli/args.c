@@ -141,6 +141,21 @@ int kr_cli_check_writable(const char *cmd, const char *path) {
     return 0;
 }
 
+int kr_cli_same_file(const char *a, const char *b) {
+    struct stat sa, sb;
+    return a && b && stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+           sa.st_ino == sb.st_ino;
+}
+
+int kr_cli_refuse_same_file(const char *cmd, const char *output, const char *other,
+                            const char *what) {
+    if (!kr_cli_same_file(output, other)) return 0;
+    char msg[PATH_MAX + 256];
+    snprintf(msg, sizeof msg, "%s is %s; writing there would destroy it (name another file)",
+             output, what);
+    return kr_cli_usage_error(cmd, "%s", msg);
+}
+
 int kr_cli_usage_error(const char *cmd, const char *fmt, const char *arg) {
     fprintf(stderr, "kronos %s: ", cmd);
     fprintf(stderr, fmt, arg);

@@ -42,6 +42,13 @@ int kr_cli_fail(const char *cmd, const char *msg);
  * it for appending (creating it) and removes it again if it was not there. 0, or 1 after an
  * error naming the path and the reason. */
 int kr_cli_check_writable(const char *cmd, const char *path);
+/* Whether a and b name one existing file (the same device and inode: through a link, a
+ * relative path or another spelling too). 0 when either does not exist. */
+int kr_cli_same_file(const char *a, const char *b);
+/* 2 after a usage error when output names the same file as `other` (the store, an input):
+ * writing it would destroy what the command reads; else 0. what: "the database". */
+int kr_cli_refuse_same_file(const char *cmd, const char *output, const char *other,
+                            const char *what);
 /* Usage error: prints the message and a --help hint, returns 2. */
 int kr_cli_usage_error(const char *cmd, const char *fmt, const char *arg);
 

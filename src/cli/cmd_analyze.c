@@ -530,6 +530,8 @@ int kr_cmd_analyze(int argc, char **argv) {
         rc = kr_cli_fail(CMD, err.message);
         goto done;
     }
+    if (o.out && (rc = kr_cli_refuse_same_file(CMD, o.out, db, "the database")) != 0) goto done;
+    rc = 1;
     /* Messages name a URL without its password. */
     char shown[PATH_MAX];
     kr_store_display_name(db, shown, sizeof shown);

@@ -493,9 +493,14 @@ int kr_cmd_forecast(int argc, char **argv) {
             rc = kr_cli_fail(CMD, msg);
             goto done;
         }
-    } else if (o.output && kr_cli_check_writable(CMD, o.output)) {
-        rc = 1;
-        goto done;
+    } else if (o.output) {
+        for (int i = 0; i < o.n_inputs; i++)
+            if ((rc = kr_cli_refuse_same_file(CMD, o.output, o.inputs[i], "an input")) != 0)
+                goto done;
+        if (kr_cli_check_writable(CMD, o.output)) {
+            rc = 1;
+            goto done;
+        }
     }
     char pred_dir[PATH_MAX], tok_dir[PATH_MAX];
     int resolved = kr_resolve_model_dirs(o.model, o.tokenizer, pred_dir, tok_dir, msg, sizeof msg);

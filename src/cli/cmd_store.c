@@ -183,6 +183,7 @@ static int run_export(const char *path, const export_opts *o) {
     int64_t from_ts, to_ts;
     if (kr_store_parse_range(o->from, o->to, "--from", "--to", &from_ts, &to_ts, &err) != KR_OK)
         return kr_cli_usage_error(CMD, "%s", err.message);
+    if (o->output && kr_cli_refuse_same_file(CMD, o->output, path, "the database")) return 2;
     if (o->output && kr_cli_check_writable(CMD, o->output)) return 1;
     char shown[PATH_MAX];
     kr_store_display_name(path, shown, sizeof shown);

@@ -109,20 +109,22 @@ int kr_cli_read_stdin(size_t max, char **out, size_t *len, char *msg, size_t cap
         return -1;
     }
     for (;;) {
+        if (n > max) { /* one byte past the limit is enough to know */
+            free(buf);
+            snprintf(msg, cap, "standard input is larger than %zu bytes", max);
+            return -1;
+        }
         if (n == sz) {
-            if (sz > max) {
-                free(buf);
-                snprintf(msg, cap, "standard input is larger than %zu bytes", max);
-                return -1;
-            }
-            char *nb = realloc(buf, sz * 2 + 1);
+            /* Grown to at most max + 1 bytes: doubling past it held 2 GiB for a 1 GiB limit. */
+            const size_t grown = sz > max / 2 ? max + 1 : sz * 2;
+            char *nb = realloc(buf, grown + 1);
             if (!nb) {
                 free(buf);
                 snprintf(msg, cap, "out of memory reading standard input");
                 return -1;
             }
             buf = nb;
-            sz *= 2;
+            sz = grown;
         }
         size_t got = fread(buf + n, 1, sz - n, stdin);
         n += got;
