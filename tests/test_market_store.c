@@ -734,7 +734,15 @@ static void test_resolve_path(void **state) {
     assert_string_equal(out, want);
     struct stat sb;
     snprintf(want, sizeof want, "%s/flag/sub", g_tmp);
-    assert_int_equal(stat(want, &sb), 0); /* parent directories created */
+    /* Nothing made for a path only resolved (store list on a wrong path left directories);
+     * opening the store makes them. */
+    assert_int_not_equal(stat(want, &sb), 0);
+    assert_int_equal(kr_store_check_writable(out, &err), KR_OK); /* judged by g_tmp */
+    assert_int_not_equal(stat(want, &sb), 0);
+    kr_store *made = NULL;
+    assert_int_equal(kr_store_open(out, &made, &err), KR_OK);
+    kr_store_close(made);
+    assert_int_equal(stat(want, &sb), 0);
 
     snprintf(want, sizeof want, "%s/env.db", g_tmp);
     setenv("KRONOS_DB", want, 1);
@@ -744,11 +752,12 @@ static void test_resolve_path(void **state) {
     unsetenv("KRONOS_DB");
     snprintf(want, sizeof want, "%s/xdg", g_tmp);
     setenv("XDG_DATA_HOME", want, 1);
-    assert_int_equal(kr_store_resolve_path("", out, sizeof out, &err), KR_OK);
+    assert_int_equal(kr_store_resolve_path(NULL, out, sizeof out, &err), KR_OK);
     snprintf(want, sizeof want, "%s/xdg/kronos/kronos.db", g_tmp);
     assert_string_equal(out, want);
-    snprintf(want, sizeof want, "%s/xdg/kronos", g_tmp);
-    assert_int_equal(stat(want, &sb), 0);
+    /* An empty flag is an unset variable, not a wish for the default store. */
+    assert_int_equal(kr_store_resolve_path("", out, sizeof out, &err), KR_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.message, "--db is empty"));
 
     if (saved_db) setenv("KRONOS_DB", saved_db, 1);
     if (saved_xdg)

@@ -666,8 +666,15 @@ static void test_parse_range(void **state) {
     (void)state;
     kr_error err = { 0 };
     int64_t a, b;
-    assert_int_equal(kr_store_parse_range(NULL, "", "--from", "--to", &a, &b, &err), KR_OK);
+    assert_int_equal(kr_store_parse_range(NULL, NULL, "--from", "--to", &a, &b, &err), KR_OK);
     assert_true(a == KR_STORE_TS_FIRST && b == KR_STORE_TS_LAST);
+    /* Given but empty is no open end (an unset variable: a delete took the whole series). */
+    assert_int_equal(kr_store_parse_range(NULL, "", "--from", "--to", &a, &b, &err),
+                     KR_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.message, "--to: empty"));
+    assert_int_equal(kr_store_parse_range("", NULL, "from", "to", &a, &b, &err),
+                     KR_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.message, "from: empty"));
     /* A date alone as the end takes in its whole day; with a time, the stamp itself. */
     assert_int_equal(
         kr_store_parse_range("2024-01-02", "2024-01-02", "--from", "--to", &a, &b, &err), KR_OK);

@@ -142,12 +142,14 @@ KR_API int kr_store_is_url(const char *target);
  * ?password=) replaced by ***, a file path unchanged. Writes at most cap bytes. */
 KR_API void kr_store_display_name(const char *target, char *out, size_t cap);
 
-/* The database: `flag` (--db) when non-NULL and non-empty, else $KRONOS_DB, else
- * $XDG_DATA_HOME/kronos/kronos.db, else ~/.local/share/kronos/kronos.db. Creates the missing
- * parent directories of a file (a URL is taken as it is). Writes at most cap bytes into out. */
+/* The database: `flag` (--db) when non-NULL, else $KRONOS_DB, else
+ * $XDG_DATA_HOME/kronos/kronos.db, else ~/.local/share/kronos/kronos.db. An empty flag is
+ * KR_ERR_INVALID_ARG (an unset variable, not a wish for the default). Creates nothing
+ * (kr_store_open makes a new file's directories). Writes at most cap bytes into out. */
 KR_API kr_status kr_store_resolve_path(const char *flag, char *out, size_t cap, kr_error *err);
 
-/* Opens (creating when absent) the store at path (a file or a URL). A file or database that
+/* Opens (creating when absent, with its missing directories) the store at path (a file or a
+ * URL). A file or database that
  * is not a kronos store, one of a newer schema, or a server that cannot be reached is refused
  * with an error naming the path (a URL without its password). Does not wait for an ingest in
  * progress. Caller owns *out; close with kr_store_close. */

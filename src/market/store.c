@@ -83,8 +83,7 @@ kr_status kr_store_check_interval(const char *interval, kr_error *err) {
 
 /* ------------------------------------------------------------------ path */
 
-/* mkdir -p of the directory part of path. */
-static kr_status make_parent_dirs(const char *path, kr_error *err) {
+kr_status kr_store_make_parent_dirs(const char *path, kr_error *err) {
     char buf[PATH_MAX];
     snprintf(buf, sizeof buf, "%s", path);
     char *slash = strrchr(buf, '/');
@@ -232,7 +231,10 @@ kr_status kr_store_resolve_path(const char *flag, char *out, size_t cap, kr_erro
         out[0] = '\0';
         return refuse_keyword_conninfo(err);
     }
-    return kr_store_is_url(out) ? KR_OK : make_parent_dirs(out, err);
+    /* Nothing is created here: a command that only reads (store list, analyze) must not
+     * leave directories behind for a path that names no database. kr_store_open makes them
+     * when it creates the file. */
+    return KR_OK;
 }
 
 /* ------------------------------------------------------------------ open / close */

@@ -114,6 +114,8 @@ static inline void kr_store_delete_stats_set(kr_store_delete_stats *stats, const
 }
 
 kr_status kr_store_sqlite_check_writable(const char *path, kr_error *err);
+/* mkdir -p of the directory part of path (a store file about to be created). */
+kr_status kr_store_make_parent_dirs(const char *path, kr_error *err);
 kr_status kr_store_sqlite_check_writable_limited(const char *path, long long full_check_bytes,
                                                  kr_error *err);
 

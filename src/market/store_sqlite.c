@@ -230,8 +230,11 @@ static kr_status first_steps(kr_store *s, kr_error *err) {
 
 static kr_status sqlite_open(kr_store *s, const char *path, kr_error *err) {
     struct stat sb;
-    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+    const int exists = stat(path, &sb) == 0;
+    if (exists && S_ISDIR(sb.st_mode))
         return kr_error_set(err, KR_ERR_IO, "%s: is a directory, not a database file", s->path);
+    kr_status made;
+    if (!exists && (made = kr_store_make_parent_dirs(path, err)) != KR_OK) return made;
     sqlite3 *db = NULL;
     int rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
     s->impl = db;
@@ -295,6 +298,15 @@ kr_status kr_store_sqlite_check_writable_limited(const char *path, long long ful
     char dir[PATH_MAX], probe[PATH_MAX + 32];
     dir_of(path, dir, sizeof dir);
     struct stat sb;
+    /* Directories still to be made (the first write makes them) are judged by the nearest
+     * one that exists: creating files there is what making them takes. Nothing is made now. */
+    int missing = 0;
+    while (stat(dir, &sb) != 0 && errno == ENOENT && strcmp(dir, "/") && strcmp(dir, ".")) {
+        char up[PATH_MAX];
+        dir_of(dir, up, sizeof up);
+        snprintf(dir, sizeof dir, "%s", up);
+        missing = 1;
+    }
     if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
         return kr_error_set(err, KR_ERR_IO, "%s: cannot be a database: %s is not a directory", path,
                             dir);
@@ -309,7 +321,7 @@ kr_status kr_store_sqlite_check_writable_limited(const char *path, long long ful
                             path, dir, strerror(errno));
     close(fd);
     unlink(probe);
-    if (stat(path, &sb) != 0) return KR_OK; /* created at the first write */
+    if (missing || stat(path, &sb) != 0) return KR_OK; /* created at the first write */
     if (!S_ISREG(sb.st_mode))
         return kr_error_set(err, KR_ERR_IO, "%s: not a regular file, cannot be a database", path);
     fd = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC);
