@@ -12,6 +12,8 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include <cjson/cJSON.h>
+
 #include "test_support.h"
 
 static char *g_tmp;
@@ -433,6 +435,37 @@ static void test_output_is_not_the_input(void **state) {
     free(csv);
 }
 
+/* Smaller promises kept: a watch-list saved with a BOM reads as its symbols; --paths past
+ * --max-paths is refused (it ran them all, against "up to N"); a batch of JSON forecasts on
+ * stdout is one JSON array; an interval's error says what an interval looks like; a JSON
+ * file's row limit is explained as a file's, not a server setting's. */
+static void test_small_contracts(void **state) {
+    (void)state;
+    char args[4096];
+    const char *wl = put("bom.txt", "\xEF\xBB\xBF"
+                                    "BOMSYM\n");
+    snprintf(args, sizeof args, "analyze --db %s/none.db --watchlist %s", g_tmp, wl);
+    expect(args, 1, "no database", NULL); /* past the watch-list: BOMSYM was read */
+    expect("analyze --db /nonexistent/x.db AAPL --paths 200 --max-paths 100", 2,
+           "--paths 200 is more than --max-paths 100", NULL);
+    expect("analyze --db /nonexistent/x.db AAPL --interval ' 5m'", 2, "expected a count and a unit",
+           NULL);
+    char *csv = daily_csv(40, 1, NULL);
+    const char *in = put("arr.csv", csv);
+    snprintf(args, sizeof args, "forecast --input %s --input %s --pred-len 2 --format json", in,
+             in);
+    const kr_test_run *r = kronos(args);
+    if (r->code != 0) fail_msg("%s", r->err);
+    cJSON *doc = cJSON_Parse(r->out);
+    if (!cJSON_IsArray(doc) || cJSON_GetArraySize(doc) != 2)
+        fail_msg("not an array: %.200s", r->out);
+    cJSON_Delete(doc);
+    snprintf(args, sizeof args, "ingest --db %s/one.db --symbol ONE --interval 1d %s", g_tmp,
+             put("one.json", "[[\"2024-01-02\",1,2,0.5,1.5]]"));
+    expect(args, 1, "JSON candles need at least 2 rows; give a single candle as CSV", NULL);
+    free(csv);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_values_too_large_to_normalise),
@@ -448,6 +481,7 @@ int main(void) {
         cmocka_unit_test(test_lost_stdout_fails),
         cmocka_unit_test(test_empty_values_refused),
         cmocka_unit_test(test_output_is_not_the_input),
+        cmocka_unit_test(test_small_contracts),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

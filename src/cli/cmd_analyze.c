@@ -167,7 +167,9 @@ static int read_watchlist(opts *o) {
         return 1;
     }
     int line = 0, added = 0;
-    for (char *p = o->watch_text; p && *p;) {
+    char *start = o->watch_text;
+    if (start && !strncmp(start, "\xEF\xBB\xBF", 3)) start += 3; /* a UTF-8 BOM, as editors write */
+    for (char *p = start; p && *p;) {
         char *nl = strchr(p, '\n');
         if (nl) *nl = 0;
         line++;
@@ -357,6 +359,16 @@ static int parse_opts(int argc, char **argv, opts *o) {
                                   "give at least one SYMBOL (or --watchlist FILE, --all)");
     /* --paths alone asks for exactly that many paths; with --max-paths it is the first round. */
     if (o->paths_given && !o->max_paths_given) o->p.max_paths = o->p.paths;
+    /* The default first round (128) shrinks to a smaller cap; a --paths past it is refused
+     * (it ran all of them, against "up to N"). */
+    if (o->max_paths_given && !o->paths_given && o->p.paths > o->p.max_paths)
+        o->p.paths = o->p.max_paths;
+    if (o->max_paths_given && o->p.paths > o->p.max_paths) {
+        char m[128];
+        snprintf(m, sizeof m, "--paths %d is more than --max-paths %d (the first round's paths)",
+                 o->p.paths, o->p.max_paths);
+        return kr_cli_usage_error(CMD, "%s", m);
+    }
     if (!o->llm_url && (o->llm_model || o->llm_timeout > 0))
         return kr_cli_usage_error(CMD, "%s", "--llm-model and --llm-timeout need --llm-url");
     if (o->interval) {

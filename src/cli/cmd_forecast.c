@@ -643,6 +643,10 @@ int kr_cmd_forecast(int argc, char **argv) {
                 rc = kr_cli_fail(CMD, msg);
                 goto done;
             }
+        } else if (o.n_inputs > 1 && json) {
+            /* Several documents on stdout: one JSON array of them (each names its "input"),
+             * so the stream parses as JSON; CSV gets a "# name" line before each table. */
+            fputs(i ? ",\n" : "[\n", f);
         } else if (o.n_inputs > 1) {
             fprintf(f, "%s# %s\n", i ? "\n" : "", o.inputs[i]);
         }
@@ -655,6 +659,7 @@ int kr_cmd_forecast(int argc, char **argv) {
             goto done;
         }
     }
+    if (json && !o.output && o.n_inputs > 1) fputs("]\n", stdout);
     rc = 0;
 done:
     for (int i = 0; sets && i < o.n_inputs; i++) kr_path_set_free(sets[i]);

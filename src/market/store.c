@@ -72,7 +72,15 @@ int64_t kr_store_interval_seconds(const char *interval) {
 
 kr_status kr_store_check_interval(const char *interval, kr_error *err) {
     kr_status st = check_name("interval", interval, err);
-    if (st != KR_OK) return st;
+    if (st != KR_OK) {
+        /* The names' hint ("use letters, digits and ...") is the symbols'; an interval's form
+         * is a count and a unit. */
+        char *hint = err ? strstr(err->message, " (use letters") : NULL;
+        if (hint)
+            snprintf(hint, sizeof err->message - (size_t)(hint - err->message),
+                     "; expected a count and a unit (s, m, min, h, d, w, mo), e.g. 1m, 1h, 1d");
+        return st;
+    }
     if (kr_store_interval_seconds(interval) == 0)
         return kr_error_set(err, KR_ERR_INVALID_ARG,
                             "interval '%s': expected a count and a unit (s, m, min, h, d, w, mo), "

@@ -142,7 +142,8 @@ kr_status kr_api_candles_parse(const char *body, size_t len, int csv, const kr_a
      * JSON row would need its own validator, so point at CSV instead. */
     if (cJSON_IsArray(candles) && cJSON_GetArraySize(candles) == 1) {
         st = kr_api_error_set(err, 400, "candles",
-                              "JSON bodies need at least 2 rows; send a single candle as text/csv");
+                              "JSON candles need at least 2 rows; give a single candle as CSV "
+                              "text (over HTTP, a text/csv body)");
         goto done;
     }
     st = kr_api_candles_from_json(candles, columns, lim, out, err);
@@ -162,8 +163,13 @@ kr_status kr_server_parse_candles(const char *text, size_t len, const char *labe
         return kr_candles_parse_csv(text, len, label, out, err);
     text += i;
     len -= i;
+    /* A file's JSON is held in memory as a parse tree (about 10x its size), so it keeps the
+     * server's row limit; the messages say so rather than name a server setting. CSV is read
+     * straight into columns and has no such limit. */
+    kr_api_limits lim = kr_api_default_limits();
+    lim.max_rows_key = "JSON input is parsed in memory; CSV input has no row limit";
     kr_api_error aerr;
-    if (kr_api_candles_parse(text, len, 0, NULL, out, &aerr) == KR_OK) return KR_OK;
+    if (kr_api_candles_parse(text, len, 0, &lim, out, &aerr) == KR_OK) return KR_OK;
     return kr_error_set(err, KR_ERR_FORMAT, "%s: %s", label, aerr.message);
 }
 

@@ -73,8 +73,8 @@ kr_status kr_json_body_scan(const char *json, size_t len, const kr_json_limits *
             out->values++;
             if (max_values && out->values > max_values) {
                 kr_api_error_set(err, 413, "body",
-                                 "holds more than %zu JSON values, more than any request can "
-                                 "use%s%s%s; send fewer candles",
+                                 "holds more than %zu JSON values, more than a candle history "
+                                 "can use%s%s%s; send fewer candles",
                                  max_values, lim->values_key ? " (the limit follows from " : "",
                                  lim->values_key ? lim->values_key : "",
                                  lim->values_key ? ")" : "");
