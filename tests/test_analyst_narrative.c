@@ -544,6 +544,36 @@ static void test_guard_ignores_keys(void **state) {
     assert_int_equal(kr_narrative_unsupported_figures("The RSI over 14 bars is 55.2.", data, first,
                                                       sizeof first),
                      0);
+    /* But not the summary's fixed wording, nor a date's parts inside a sentence: every real
+     * summary says "the 95% value-at-risk", "80% of paths" and "p10-p90" and names the last
+     * bar's date, so "a 95% chance" or "the 8% rule" always passed. */
+    const char *real =
+        "{\"var95_pct\":\"3.10\",\"horizon_bars\":5,\"summary\":["
+        "\"Over the next 5 bars (1d) the model leans up: 86% of 674 sampled paths close above "
+        "the last close of 202.38 (2025-08-01 16:00).\","
+        "\"Expected return +3.77%; 80% of paths end between 195.1 and 214.2.\","
+        "\"Risk: the 95% value-at-risk of the 5-bar return is a loss of 3.10%.\","
+        "\"Calibration: the p10-p90 band held 70% (naive 60%; 80% is the target).\"]}";
+    static const struct {
+        const char *text;
+        const char *first;
+    } invented[] = {
+        { "There is a 95% chance of a rise.", "95" },
+        { "Think of the 8% rule.", "8" },
+        { "An 80% likely gain.", "80" },
+        { "About 10% of the time.", "10" },
+        { "A 16% jump.", "16" },
+    };
+    for (size_t i = 0; i < sizeof invented / sizeof invented[0]; i++) {
+        if (kr_narrative_unsupported_figures(invented[i].text, real, first, sizeof first) != 1 ||
+            strcmp(first, invented[i].first) != 0)
+            fail_msg("'%s' passed the guard (first '%s')", invented[i].text, first);
+    }
+    assert_int_equal(
+        kr_narrative_unsupported_figures("Of 674 paths, 86% end higher over 5 bars; VaR 3.10%, "
+                                         "70% coverage (naive 60%) on 2025-08-01.",
+                                         real, first, sizeof first),
+        0);
 }
 
 /* Cleaning an answer: no control character (C0, DEL, C1), no bidi override, valid UTF-8. */

@@ -632,6 +632,39 @@ static void test_analysis_deadline_covers_all(void **state) {
     kr_report_set_free(set);
 }
 
+/* Adaptive paths: a symbol's rounds are its own, so its report is the same alone or beside
+ * others that need more paths (each once got the largest request among them: AAPL ended at
+ * 674 paths alone and 602 in a batch of four). */
+static void test_adaptive_paths_batch_independent(void **state) {
+    (void)state;
+    kr_analyze_params p = kr_analyze_default_params();
+    p.horizon = 4;
+    p.paths = 8;
+    p.max_paths = 96;
+    p.target_prob_se = 0.06;
+    p.target_var_rel_se = 0.5;
+    p.seed = 3;
+    p.predictor_dir = MODEL_DIR "/predictor";
+    p.tokenizer_dir = MODEL_DIR "/tokenizer";
+    kr_analyze_item items[3] = { { "MSFT", "1d", g_msft, NULL, NULL },
+                                 { "AAPL", "1d", g_aapl, NULL, NULL },
+                                 { "BTCUSDT", "1h", g_btc, NULL, NULL } };
+    kr_report_set *all = NULL, *alone = NULL;
+    kr_error err;
+    assert_int_equal(kr_analyze(g_ctx, items, 3, &p, &all, &err), KR_OK);
+    for (int k = 0; k < 3; k++) {
+        assert_int_equal(kr_analyze(g_ctx, &items[k], 1, &p, &alone, &err), KR_OK);
+        const kr_report *a = all->reports[k], *b = alone->reports[0];
+        assert_string_equal(a->symbol, b->symbol);
+        if (a->paths != b->paths || a->prob_up != b->prob_up ||
+            a->expected_return != b->expected_return)
+            fail_msg("%s: %d paths in the batch, %d alone (P(up) %.4f / %.4f)", a->symbol,
+                     a->paths, b->paths, a->prob_up, b->prob_up);
+        kr_report_set_free(alone);
+    }
+    kr_report_set_free(all);
+}
+
 static void test_batch_equals_single_and_ranks(void **state) {
     (void)state;
     kr_report_set *set = analyze3(0, 5);
@@ -1061,20 +1094,54 @@ static void test_direction_words(void **state) {
     memset(&r, 0, sizeof r);
     const struct {
         double up, up_se, down, down_se;
+        int paths;
         const char *want;
     } cases[] = {
-        { 0.62, 0.01, 0.38, 0.01, "leans up" },
-        { 0.62, 0.07, 0.38, 0.07, "is undecided" }, /* 62 % +- 14 pp straddles one half */
-        { 0.375, 0.14, 0.625, 0.14, "is undecided" }, /* 8 paths: 3 up, 5 down */
-        { 0.10, 0.02, 0.90, 0.02, "leans down" },
-        { 0.0, 0.03, 0.0, 0.03, "is undecided" }, /* nothing moved */
+        { 0.62, 0.01, 0.38, 0.01, 2356, "leans up" },
+        { 0.62, 0.07, 0.38, 0.07, 48, "is undecided" }, /* 62 % +- 14 pp straddles one half */
+        { 0.375, 0.14, 0.625, 0.14, 8, "is undecided" }, /* 8 paths: 3 up, 5 down */
+        { 0.10, 0.02, 0.90, 0.02, 225, "leans down" },
+        { 0.0, 0.03, 0.0, 0.03, 128, "is undecided" }, /* nothing moved */
+        /* All of 1 or 2 paths is no lean (it was: the raw share, 1.0, minus 2 errors); all of
+         * 8 is. The errors are the Agresti-Coull ones the report computes. */
+        { 1.0, 0.2191, 0.0, 0.2191, 1, "is undecided" },
+        { 1.0, 0.1925, 0.0, 0.1925, 2, "is undecided" },
+        { 1.0, 0.1076, 0.0, 0.1076, 8, "leans up" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         r.prob_up = cases[i].up;
         r.prob_up_se = cases[i].up_se;
         r.prob_down = cases[i].down;
         r.prob_down_se = cases[i].down_se;
-        assert_string_equal(kr_summary_direction(&r), cases[i].want);
+        r.paths = cases[i].paths;
+        if (strcmp(kr_summary_direction(&r), cases[i].want) != 0)
+            fail_msg("case %zu: %s, want %s", i, kr_summary_direction(&r), cases[i].want);
+    }
+}
+
+/* "... and N% where they began" only when some path did: 1 - P(up) - P(down) leaves float
+ * dust for most path counts (2.8e-17 at 578 up and 96 down of 674), which read as "0% where
+ * they began". Across path counts that are not powers of two, the clause follows the counts. */
+static void test_flat_clause_from_counts(void **state) {
+    (void)state;
+    static const int counts[] = { 3, 6, 7, 9, 10, 11, 12 };
+    for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
+        kr_analyze_item one = { "AAPL", "1d", g_aapl, NULL, NULL };
+        kr_analyze_params p = kr_analyze_default_params();
+        p.horizon = 3;
+        p.paths = counts[i];
+        p.max_paths = counts[i];
+        p.seed = 7 + i;
+        p.predictor_dir = MODEL_DIR "/predictor";
+        p.tokenizer_dir = MODEL_DIR "/tokenizer";
+        kr_report_set *set = NULL;
+        kr_error err;
+        assert_int_equal(kr_analyze(g_ctx, &one, 1, &p, &set, &err), KR_OK);
+        const kr_report *r = set->reports[0];
+        const long n = r->paths, flat = n - lround(r->prob_up * n) - lround(r->prob_down * n);
+        const int said = strstr(r->summary[0], "where they began") != NULL;
+        if (said != (flat > 0)) fail_msg("%ld paths, %ld flat: %s", n, flat, r->summary[0]);
+        kr_report_set_free(set);
     }
 }
 
@@ -1191,6 +1258,7 @@ int main(void) {
         cmocka_unit_test(test_analyze_arguments),
         cmocka_unit_test(test_analysis_deadline_covers_all),
         cmocka_unit_test(test_batch_equals_single_and_ranks),
+        cmocka_unit_test(test_adaptive_paths_batch_independent),
         cmocka_unit_test(test_renderers),
         cmocka_unit_test(test_symbol_escaped),
         cmocka_unit_test(test_source_cleaned),
@@ -1198,6 +1266,7 @@ int main(void) {
         cmocka_unit_test(test_standard_errors),
         cmocka_unit_test(test_degenerate_series),
         cmocka_unit_test(test_direction_words),
+        cmocka_unit_test(test_flat_clause_from_counts),
         cmocka_unit_test(test_markdown_escapes_metadata),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

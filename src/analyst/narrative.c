@@ -433,15 +433,64 @@ static int is_date(const char *s) {
     return 1;
 }
 
+/* Blanks the digits of s[0, n) (the number of a label, not a figure). */
+static void blank_digits(char *s, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (isdigit((unsigned char)s[i]) || s[i] == '.') s[i] = ' ';
+}
+
+/* The figures of a sentence the data carries (the report's summary) into out, its dates
+ * into dates. Its fixed wording is no figure: the "95%" of "the 95% value-at-risk", the "80%"
+ * of "80% of paths", the 10 and 90 of "p10-p90", the 5 of "5th" (a narrative's "95% chance"
+ * passed on them), and a date's parts ("2025-08-01" inside a sentence) are figures for dates
+ * only (an "8% rule" passed on its month). */
+static void prose_values(const char *text, kr_sb *out, kr_sb *dates) {
+    char *s = strdup(text);
+    if (!s) {
+        out->oom = 1;
+        return;
+    }
+    static const char *const labels[] = { "95% value-at-risk", "80% of paths",
+                                          "80% is the target" };
+    for (size_t k = 0; k < sizeof labels / sizeof labels[0]; k++)
+        for (char *p = strstr(s, labels[k]); p; p = strstr(p + 1, labels[k])) blank_digits(p, 3);
+    for (size_t i = 0; s[i]; i++) {
+        if (!isdigit((unsigned char)s[i])) continue;
+        size_t j = i;
+        while (isdigit((unsigned char)s[j])) j++;
+        const int after_letter = i > 0 && (isalpha((unsigned char)s[i - 1]) || s[i - 1] == '_');
+        if (after_letter || isalpha((unsigned char)s[j])) {
+            blank_digits(s + i, j - i);
+        } else if (is_date(s + i)) {
+            size_t end = i + 10; /* with a time of day when one follows: " 14:30[:00]" */
+            if (s[end] == ' ' && isdigit((unsigned char)s[end + 1]) &&
+                isdigit((unsigned char)s[end + 2]) && s[end + 3] == ':')
+                for (end += 4; isdigit((unsigned char)s[end]) || s[end] == ':'; end++) {
+                }
+            kr_sb_appendn(dates, s + i, end - i);
+            kr_sb_append(dates, " ");
+            memset(s + i, ' ', end - i);
+            j = end;
+        }
+        i = j - 1;
+    }
+    kr_sb_append(out, s);
+    kr_sb_append(out, " ");
+    free(s);
+}
+
 /* The values of a JSON document, space-separated: its numbers and strings at every depth,
  * never its keys; the dates apart, in dates. */
 static void json_values(const cJSON *v, kr_sb *out, kr_sb *dates) {
     if (cJSON_IsNumber(v)) {
         kr_sb_appendf(out, "%.17g ", v->valuedouble);
     } else if (cJSON_IsString(v)) {
-        kr_sb *to = is_date(v->valuestring) ? dates : out;
-        kr_sb_append(to, v->valuestring);
-        kr_sb_append(to, " ");
+        if (is_date(v->valuestring)) {
+            kr_sb_append(dates, v->valuestring);
+            kr_sb_append(dates, " ");
+        } else {
+            prose_values(v->valuestring, out, dates);
+        }
     } else if (cJSON_IsArray(v) || cJSON_IsObject(v)) {
         for (const cJSON *c = v->child; c; c = c->next) json_values(c, out, dates);
     }

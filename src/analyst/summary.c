@@ -16,11 +16,17 @@
 
 #define KR_SUMMARY_MAX 8
 
-static int clear_majority(double p, double se) { return p >= 0.6 && p - 2.0 * se > 0.5; }
+/* A lean the Monte Carlo error could not undo: at least 60 % of the n paths, and the centre of
+ * the Agresti-Coull interval, (k + 2) / (n + 4), whose standard error se is, two of them clear
+ * of a coin toss. (The raw share there called 1 path of 1, or 2 of 2, a lean.) */
+static int clear_majority(double p, double se, int n) {
+    const double centre = (p * n + 2.0) / (n + 4.0);
+    return p >= 0.6 && centre - 2.0 * se > 0.5;
+}
 
 const char *kr_summary_direction(const kr_report *r) {
-    if (clear_majority(r->prob_up, r->prob_up_se)) return "leans up";
-    if (clear_majority(r->prob_down, r->prob_down_se)) return "leans down";
+    if (clear_majority(r->prob_up, r->prob_up_se, r->paths)) return "leans up";
+    if (clear_majority(r->prob_down, r->prob_down_se, r->paths)) return "leans down";
     return "is undecided";
 }
 
@@ -47,11 +53,14 @@ static void sentence_direction(const kr_report *r, kr_sb *sb) {
                   "the last close of %s (%s)",
                   r->horizon, r->interval, kr_summary_direction(r), kr_fmt_pct(r->prob_up, 0, a),
                   r->paths, kr_fmt_price(r->last_close, b), d);
-    double flat = 1.0 - r->prob_up - r->prob_down;
-    if (flat > 0.0) {
+    /* From the path counts: 1 - up - down left float dust (2.8e-17) that read as "0% where
+     * they began" when no path did. */
+    const long n_up = lround(r->prob_up * r->paths), n_down = lround(r->prob_down * r->paths);
+    const long n_flat = r->paths - n_up - n_down;
+    if (n_flat > 0) {
         char f[32];
         kr_sb_appendf(sb, ", %s below it and %s where they began", kr_fmt_pct(r->prob_down, 0, a),
-                      kr_fmt_pct(flat, 0, f));
+                      kr_fmt_pct((double)n_flat / r->paths, 0, f));
     }
     /* With its Monte Carlo error: another seed's mean path ends elsewhere. */
     kr_sb_appendf(sb, "; the mean path ends at %s.",
