@@ -318,7 +318,7 @@ test('the history is pinned to the report\'s last bar', () => {
   assert.equal(historyUpTo(intraday, '2024-06-18 11:15:00').candles.length, 1);
 });
 
-import { bandSe, cardFigures, priceAtReturn, technicalRows } from '../../web/src/figures.js';
+import { bandSe, cardFigures, leans, priceAtReturn, technicalRows } from '../../web/src/figures.js';
 
 // A report whose every nullable figure is null (docs/report.schema.json: number_or_null).
 function nullReport() {
@@ -365,6 +365,34 @@ test('a null figure reads n/a everywhere, never the last close', () => {
   assert.equal(cardFigures(half)[2].value, 'n/a – 222.62');
 });
 
+test('the web rounds as the reports do: halves to even, the lean rule of the summary', () => {
+  // printf rounds an exact half to even; toFixed rounded it up ("13%" beside the summary's "12%").
+  assert.equal(fracPct(0.125), '12%');
+  assert.equal(fracPct(0.375), '38%');
+  assert.equal(fracPct(0.625), '62%');
+  assert.equal(fracPct(0.8125, 1), '81.2%');
+  assert.equal(fracPct(0.81251), '81%');
+  assert.equal(pct(2.675), '2.67%'); // not a half in binary: as printf, below
+  // A card is coloured exactly when the summary leans: 1 of 1 or 2 of 2 paths do not.
+  const ac = (k, n) => Math.sqrt(((k + 2) / (n + 4)) * (1 - (k + 2) / (n + 4)) / (n + 4));
+  assert.equal(leans(1, ac(1, 1), 1), false);
+  assert.equal(leans(1, ac(2, 2), 2), false);
+  assert.equal(leans(1, ac(8, 8), 8), true);
+  assert.equal(leans(0.86, ac(578, 674), 674), true);
+  assert.equal(leans(0.62, 0.07, 48), false);
+  const one = nullReport();
+  one.forecast.paths = 1;
+  Object.assign(one.statistics, { prob_up: 1, prob_down: 0, standard_error: { prob_up: ac(1, 1), prob_down: ac(0, 1) } });
+  assert.equal(cardFigures(one)[0].tone, '');
+  // The drawdown card is the median over the paths, with its error; volatility too.
+  Object.assign(one.statistics, { max_drawdown_pct: { p50: 2, p90: 5 }, forecast_volatility_pct: 1.5 });
+  Object.assign(one.statistics.standard_error, { max_drawdown_pct: { p50: 0.25 }, forecast_volatility_pct: 0.1 });
+  const c = cardFigures(one);
+  assert.equal(c[4].se, '0.25%');
+  assert.match(c[4].sub, /^median over the paths/);
+  assert.equal(c[5].se, '0.10%');
+});
+
 test('the cards of a full report', () => {
   const r = nullReport();
   Object.assign(r.statistics, {
@@ -374,7 +402,7 @@ test('the cards of a full report', () => {
   });
   const c = cardFigures(r);
   assert.equal(c[0].value, '81%');
-  assert.equal(c[0].se, '1 pp');
+  assert.equal(c[0].se, '<1 pp'); // as the reports print an error under half a point
   assert.equal(c[0].tone, 'up');
   assert.equal(c[1].value, '0.00%'); // not "-0.00%"
   assert.equal(c[2].sub, '0.00% to 0.00% at the horizon');
@@ -742,7 +770,7 @@ test('the ranking rows: figures with their uncertainty, the report, failures as 
   assert.deepEqual(rowTexts(rows[0]), {
     probUp: '81% ± 3 pp', expectedReturn: '+1.20% ± 0.40%', band: 'p10–p90 -1.50% to +4.25%', risk: 'VaR 2.10% · ES 2.90%',
   });
-  assert.equal(rowTexts(rows[1]).probUp, '40% ± 1 pp'); // never "± 0 pp"
+  assert.equal(rowTexts(rows[1]).probUp, '40% ± <1 pp'); // never "± 0 pp", as the reports
   assert.deepEqual(rowTexts(rows[2]), { probUp: 'n/a', expectedReturn: '-2.00%', band: '', risk: 'VaR n/a · ES n/a' });
   assert.equal(rows[2].stale, true);
   assert.equal(rowTexts(rows[3]), null);

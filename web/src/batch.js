@@ -7,7 +7,7 @@
 // AAPL 1h) is therefore one request per interval, run one after the other. The server ranks
 // within each interval anyway (horizons in bars of different lengths are not comparable).
 
-import { fracPct, isNum, pct, signedPct } from './format.js';
+import { fracPct, isNum, pct, ppSe, signedPct } from './format.js';
 
 /**
  * The series a batch takes: the ticked ones (their keys "SYMBOL\tINTERVAL"), else every one the
@@ -165,7 +165,7 @@ export function nextSort(current, key) {
 /** A row's figures as text, each with its uncertainty: {probUp, expectedReturn, band, risk}. */
 export function rowTexts(r) {
   if (r.error) return null;
-  const pp = isNum(r.probUpSe) ? ` ± ${Math.max(1, Math.round(r.probUpSe * 100))} pp` : '';
+  const pp = isNum(r.probUpSe) ? ` ± ${ppSe(r.probUpSe)}` : '';
   const er = isNum(r.expectedReturnSe) ? ` ± ${pct(r.expectedReturnSe)}` : '';
   return {
     probUp: `${fracPct(r.probUp)}${isNum(r.probUp) ? pp : ''}`,

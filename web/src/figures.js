@@ -2,7 +2,7 @@
 // Pure (no DOM), so tests/web/unit.test.mjs checks them under node. Every figure the report may
 // leave null ("cannot be computed") reads "n/a" — never a stand-in such as the last close.
 
-import { compact, fracPct, isNum, num, pct, price, priceSe, signedPct } from './format.js';
+import { compact, fracPct, isNum, num, pct, ppSe, price, priceSe, signedPct } from './format.js';
 
 /** The price `retPct` percent away from `last`, or null when either is missing. */
 export function priceAtReturn(last, retPct) {
@@ -10,6 +10,16 @@ export function priceAtReturn(last, retPct) {
 }
 
 const tone = (x) => (!isNum(x) ? '' : x > 0 ? 'up' : x < 0 ? 'down' : '');
+
+/**
+ * Whether a share p of n paths is a lean, by the summary's rule (src/analyst/summary.c):
+ * p >= 0.6 and the Agresti-Coull centre (k + 2) / (n + 4), whose standard error se is, two
+ * errors clear of a half. So a card is coloured exactly when the summary says "leans".
+ */
+export function leans(p, se, n) {
+  if (!isNum(p) || !isNum(se) || !isNum(n)) return false;
+  return p >= 0.6 && (p * n + 2) / (n + 4) - 2 * se > 0.5;
+}
 
 /**
  * The Monte Carlo errors of the horizon band's ends (forecast.steps[h].standard_error.p10 /
@@ -35,12 +45,14 @@ export function cardFigures(r) {
   const last = r.last.close;
   const lo = priceAtReturn(last, s.return_p10_pct);
   const hi = priceAtReturn(last, s.return_p90_pct);
-  const probTone = !isNum(s.prob_up) ? '' : s.prob_up >= 0.6 ? 'up' : s.prob_up <= 0.4 ? 'down' : '';
+  const n = r.forecast.paths;
+  const probTone = leans(s.prob_up, e.prob_up, n) ? 'up' : leans(s.prob_down, e.prob_down, n) ? 'down' : '';
+  const edd = e.max_drawdown_pct || {};
   return [
     {
       id: 'prob-up-card', valueId: 'prob-up', hero: true, label: 'Probability up',
       value: fracPct(s.prob_up),
-      se: isNum(e.prob_up) ? `${Math.max(1, Math.round(e.prob_up * 100))} pp` : null,
+      se: isNum(e.prob_up) ? ppSe(e.prob_up) : null,
       sub: `of ${r.forecast.paths} paths close above ${price(last)} after ${r.forecast.horizon} bars`,
       tone: probTone,
     },
@@ -60,10 +72,13 @@ export function cardFigures(r) {
       sub: 'loss at the 5% tail, positive = loss; ± VaR error', tone: 'risk',
     },
     {
-      label: 'Max drawdown', value: pct(dd.p50), se: null, sub: `median path · p90 ${pct(dd.p90)}`, tone: '',
+      // The median of the paths' drawdowns (docs/report.md), not the median path's drawdown.
+      label: 'Max drawdown', value: pct(dd.p50), se: isNum(edd.p50) ? pct(edd.p50) : null,
+      sub: `median over the paths · p90 ${pct(dd.p90)}`, tone: '',
     },
     {
-      label: 'Volatility per bar', value: pct(s.forecast_volatility_pct), se: null,
+      label: 'Volatility per bar', value: pct(s.forecast_volatility_pct),
+      se: isNum(e.forecast_volatility_pct) ? pct(e.forecast_volatility_pct) : null,
       sub: `forecast vs ${pct(s.realized_volatility_pct)} realised · ${fracPct(s.prob_volatility_above_realized)} of paths above`,
       tone: '',
     },

@@ -10,9 +10,30 @@ const NA = 'n/a';
 
 export const isNum = (x) => typeof x === 'number' && Number.isFinite(x);
 
-/** toFixed without the sign of a value that rounds to zero ("-0.00" -> "0.00"). */
+/**
+ * x with `digits` decimals as the reports' printf writes it, without the sign of a value that
+ * rounds to zero ("-0.00" -> "0.00"). An exact half rounds to even, as printf does and
+ * toFixed does not (0.125 of 8 paths: "12%" in the summary, "13%" on a card before).
+ */
 export function fixed(x, digits) {
-  return unsignZero(x.toFixed(digits));
+  const s = x.toFixed(digits);
+  if (!Number.isFinite(x) || Math.abs(x) >= 1e21) return unsignZero(s);
+  // The exact decimal expansion of the double (toFixed is exact; 100 digits hold it for any
+  // value a report shows): a half only when it is "5" and zeros past the kept digits, so 2.675
+  // (2.67499999… in binary) is no half, as for printf.
+  const exact = Math.abs(x).toFixed(100);
+  const rest = exact.slice(exact.indexOf('.') + 1 + digits);
+  if (!/^50*$/.test(rest)) return unsignZero(s);
+  const kept = exact.slice(0, exact.indexOf('.') + 1 + digits).replace(/\.$/, '');
+  const last = Number(kept[kept.length - 1]);
+  if (last % 2 === 0) return unsignZero(`${x < 0 ? '-' : ''}${kept}`); // toFixed went up: down
+  return unsignZero(s); // toFixed rounded the half up, to the even digit
+}
+
+/** A probability's Monte Carlo error in percentage points, as the reports write it: "2 pp",
+ *  "<1 pp" when it rounds to zero. */
+export function ppSe(se) {
+  return se * 100 < 0.5 ? '<1 pp' : `${fixed(se * 100, 0)} pp`;
 }
 
 // "-0", "-0.00", "-0.00%" (any formatted text whose digits are all zeros) lose the sign.
