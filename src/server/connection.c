@@ -92,6 +92,14 @@ enum MHD_Result kr_srv_reply(struct MHD_Connection *mc, kr_conn *c, int status,
     }
     if (content_type) MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
     if (extra_name) MHD_add_response_header(r, extra_name, extra_value);
+    /* Every answer is what its Content-Type says (never sniffed into HTML), and an HTML report
+     * (/v1/analyze "format": "html", served from the page's origin) runs nothing: its own
+     * inline style and SVG only, no script, no request, sandboxed. */
+    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+    if (content_type && !strncmp(content_type, "text/html", 9))
+        MHD_add_response_header(r, "Content-Security-Policy",
+                                "default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
+                                "sandbox");
     /* Every 429 and 503 kronos answers passes (a full queue or memory budget, a drain, a store
      * that is down): each tells the client, and a load balancer, when to come back. */
     if ((status == 429 || status == 503) &&
