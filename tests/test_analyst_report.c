@@ -658,8 +658,8 @@ static void test_adaptive_paths_batch_independent(void **state) {
         assert_string_equal(a->symbol, b->symbol);
         if (a->paths != b->paths || a->prob_up != b->prob_up ||
             a->expected_return != b->expected_return)
-            fail_msg("%s: %d paths in the batch, %d alone (P(up) %.4f / %.4f)", a->symbol,
-                     a->paths, b->paths, a->prob_up, b->prob_up);
+            fail_msg("%s: %d paths in the batch, %d alone (P(up) %.4f / %.4f)", a->symbol, a->paths,
+                     b->paths, a->prob_up, b->prob_up);
         kr_report_set_free(alone);
     }
     kr_report_set_free(all);
