@@ -797,6 +797,29 @@ static void test_analyze_candles_body(void **state) {
                      300);
     cJSON_Delete(j);
     resp_free(r);
+    /* Monthly and quarterly bars are named by months, as the store names them ("1mo" and
+     * "3mo", not the most common gap "31d" or "13w"). */
+    for (int q = 1; q <= 3; q += 2) {
+        char csv[16384];
+        size_t len = (size_t)snprintf(csv, sizeof csv, "timestamps,open,high,low,close\\n");
+        for (int i = 0; i < 96; i++) {
+            const int m = i * q;
+            const double c = 100 + (i % 9) - (i % 4) * 0.7;
+            len +=
+                (size_t)snprintf(csv + len, sizeof csv - len, "%d-%02d-01,%.2f,%.2f,%.2f,%.2f\\n",
+                                 1990 + m / 12, 1 + m % 12, c - 0.2, c + 1, c - 1, c);
+        }
+        char mbody[20000];
+        snprintf(mbody, sizeof mbody, "{\"candles\":\"%s\",\"horizon\":3,\"paths\":4}", csv);
+        r = http(port, "POST", "/v1/analyze", mbody);
+        if (r->status != 200) fail_msg("%ld %s", r->status, r->body);
+        j = json_of(r);
+        rep = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "reports"), 0);
+        assert_string_equal(cJSON_GetObjectItem(rep, "interval")->valuestring,
+                            q == 1 ? "1mo" : "3mo");
+        cJSON_Delete(j);
+        resp_free(r);
+    }
 
     /* A label and an interval of the caller's, and a bad row named as in /v1/forecast. */
     snprintf(

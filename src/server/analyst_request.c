@@ -188,8 +188,21 @@ static void infer_interval(const kr_candles *c, char *out, size_t cap) {
             count += c->timestamps[j] - c->timestamps[j - 1] == g;
         if (count > best_count || (count == best_count && g < best)) best = g, best_count = count;
     }
+    /* Calendar months are no fixed gap (28 to 31 days; a quarter 89 to 92): most gaps in one
+     * of those spans name the bars by months, as the store does ("1mo", not "31d"; "3mo",
+     * not "13w"). */
+    int months[2] = { 0, 0 }, gaps = 0;
+    for (int64_t i = start; i < c->n; i++, gaps++) {
+        const int64_t d = (c->timestamps[i] - c->timestamps[i - 1]) / 86400;
+        months[0] += d >= 28 && d <= 31;
+        months[1] += d >= 89 && d <= 92;
+    }
     long long g = (long long)best;
-    if (g <= 0)
+    if (gaps > 0 && 2 * months[0] > gaps)
+        snprintf(out, cap, "1mo");
+    else if (gaps > 0 && 2 * months[1] > gaps)
+        snprintf(out, cap, "3mo");
+    else if (g <= 0)
         snprintf(out, cap, "1d");
     else if (g % 604800 == 0)
         snprintf(out, cap, "%lldw", g / 604800);

@@ -430,6 +430,11 @@ test('the analysis round-trips through the address bar', () => {
   assert.deepEqual(decodeState(hash), st);
   assert.deepEqual(decodeState('#symbol=EURUSD%3DX'), { symbol: 'EURUSD=X', interval: null, horizon: null });
   assert.deepEqual(decodeState('#symbol=AAPL&interval=1 day&horizon=9999'), { symbol: 'AAPL', interval: null, horizon: null });
+  // Every interval the store takes comes back (10080m was dropped at 5 digits); none it refuses.
+  assert.equal(decodeState('#symbol=AAPL&interval=10080m').interval, '10080m');
+  assert.equal(decodeState('#symbol=AAPL&interval=100000s').interval, '100000s');
+  assert.equal(decodeState('#symbol=AAPL&interval=100001s').interval, null);
+  assert.equal(decodeState('#symbol=AAPL&interval=05m').interval, null);
   assert.equal(decodeState(''), null);
   assert.equal(decodeState('#symbol=a/b'), null);
   assert.ok(sameState(decodeState(hash), st));

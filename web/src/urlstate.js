@@ -3,7 +3,12 @@
 
 import { isSymbol } from './format.js';
 
-const INTERVAL = /^\d{1,4}(s|m|min|h|d|w|mo)$/;
+// As the store takes them (kr_store_interval_seconds): a count of 1..100000 and a unit.
+const INTERVAL = /^([1-9]\d{0,5})(s|m|min|h|d|w|mo)$/;
+const isInterval = (s) => {
+  const m = INTERVAL.exec(s);
+  return !!m && Number(m[1]) <= 100000;
+};
 const MAX_HORIZON = 256;
 
 /** {symbol, interval?, horizon?} -> "#symbol=…&interval=…&horizon=…". */
@@ -25,7 +30,7 @@ export function decodeState(hash) {
   const horizon = h !== null && /^\d+$/.test(h) ? Number(h) : null;
   return {
     symbol,
-    interval: interval !== null && INTERVAL.test(interval) ? interval : null,
+    interval: interval !== null && isInterval(interval) ? interval : null,
     horizon: horizon !== null && horizon >= 1 && horizon <= MAX_HORIZON ? horizon : null,
   };
 }
