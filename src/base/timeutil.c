@@ -10,10 +10,10 @@
  * ("chrono-compatible low-level date algorithms"): shift the year to start on March 1 so the
  * leap day is the last day of the year, then split into 400-year eras of 146097 days.
  */
-#include <math.h>
 #include "base/timeutil.h"
 
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <time.h>
 
