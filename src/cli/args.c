@@ -141,6 +141,12 @@ int kr_cli_check_writable(const char *cmd, const char *path) {
     return 0;
 }
 
+int kr_cli_db_flag(const char *cmd, const char *value) {
+    if (*value) return 0;
+    return kr_cli_usage_error(
+        cmd, "%s", "--db is empty; leave it out for the default store (or name a file or URL)");
+}
+
 int kr_cli_same_file(const char *a, const char *b) {
     struct stat sa, sb;
     return a && b && stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&

@@ -49,6 +49,9 @@ int kr_cli_same_file(const char *a, const char *b);
  * writing it would destroy what the command reads; else 0. what: "the database". */
 int kr_cli_refuse_same_file(const char *cmd, const char *output, const char *other,
                             const char *what);
+/* --db's value checked: 2 after a usage error when it is empty (an unset shell variable,
+ * "--db $DB", is not a wish for the default store), else 0. */
+int kr_cli_db_flag(const char *cmd, const char *value);
 /* Usage error: prints the message and a --help hint, returns 2. */
 int kr_cli_usage_error(const char *cmd, const char *fmt, const char *arg);
 

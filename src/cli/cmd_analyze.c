@@ -247,12 +247,7 @@ static int parse_opts(int argc, char **argv, opts *o) {
         }
         switch (c) {
         case 'd':
-            /* An unset shell variable ("--db $DB"): not the default store, unasked. */
-            if (!*optarg)
-                return kr_cli_usage_error(
-                    CMD,
-                    "--db is empty; leave it out for the default store (or name a file or URL)",
-                    NULL);
+            if (kr_cli_db_flag(CMD, optarg)) return 2;
             o->db = optarg;
             break;
         case 'i': o->interval = optarg; break;

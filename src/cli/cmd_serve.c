@@ -145,12 +145,7 @@ static int parse_flags(int argc, char **argv, flags *fl) {
         case 'r': fl->timeout = optarg; break;
         case 'D': fl->drain_delay = optarg; break;
         case 'd':
-            /* An unset shell variable ("--db $DB"): not the default store, unasked. */
-            if (!*optarg)
-                return kr_cli_usage_error(
-                    CMD,
-                    "--db is empty; leave it out for the default store (or name a file or URL)",
-                    NULL);
+            if (kr_cli_db_flag(CMD, optarg)) return 2;
             fl->db = optarg;
             break;
         case 'w': fl->web_root = optarg; break;

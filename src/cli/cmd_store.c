@@ -315,12 +315,7 @@ int kr_cmd_store(int argc, char **argv) {
         case 'f': from = optarg; break;
         case 't': to = optarg; break;
         case 'd':
-            /* An unset shell variable ("--db $DB"): not the default store, unasked. */
-            if (!*optarg)
-                return kr_cli_usage_error(
-                    CMD,
-                    "--db is empty; leave it out for the default store (or name a file or URL)",
-                    NULL);
+            if (kr_cli_db_flag(CMD, optarg)) return 2;
             db_flag = optarg;
             break;
         case 'J': json = 1; break;
