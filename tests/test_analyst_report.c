@@ -990,6 +990,8 @@ static double flat_price(int i) {
     return 50.0;
 }
 static double penny_price(int i) { return 1.2e-5 * (1.0 + 0.001 * sin(i * 0.9)); }
+static double giant_price(int i) { return 1.3e12 * (1.0 + 0.01 * sin(i * 0.9)); }
+static double micro_price(int i) { return 3.1e-8 * (1.0 + 0.002 * sin(i * 0.7)); }
 
 static kr_report_set *analyze_one(const char *sym, const kr_candles *c, int horizon, int paths) {
     kr_analyze_item one = { sym, "1d", c, NULL, NULL };
@@ -1013,6 +1015,27 @@ static int axis_labels(const char *html, char labels[][32]) {
         snprintf(labels[n], 32, "%.*s", (int)(len < 31 ? len : 31), p);
     }
     return n;
+}
+
+/* Every price label and the last-close tag end inside the chart's 1020 px: their x plus the
+ * chart's own width estimate for 11 px digits (6.8 px a character). */
+static void expect_labels_inside(const char *html, const char *what) {
+    const char *svg_end = strstr(html, "</svg>");
+    int seen = 0;
+    for (const char *p = html; (p = strstr(p, "<text x=\"")) && p < svg_end; p++) {
+        double x = atof(p + strlen("<text x=\""));
+        const char *gt = strchr(p, '>');
+        const char *anchor = strstr(p, "text-anchor"), *cls = strstr(p, "class=\"");
+        if (anchor && anchor < gt) continue; /* the dates, centred on their tick */
+        if (!cls || cls > gt ||
+            (strncmp(cls, "class=\"ax\"", 10) && strncmp(cls, "class=\"tag\"", 11)))
+            continue;
+        size_t len = strcspn(gt + 1, "<");
+        if (x + 6.8 * (double)len > 1020.0)
+            fail_msg("%s: label '%.*s' at x=%.1f runs past the chart", what, (int)len, gt + 1, x);
+        seen++;
+    }
+    assert_true(seen >= 3);
 }
 
 /* Forecasts that leave the price's domain or never move: the figures stay inside what a price
@@ -1074,9 +1097,31 @@ static void test_degenerate_series(void **state) {
     assert_true(n >= 2);
     for (int i = 1; i < n; i++)
         if (!strcmp(labels[i], labels[i - 1])) fail_msg("penny: axis label '%s' twice", labels[i]);
+    expect_labels_inside(html, "penny");
     free(html);
     kr_report_set_free(set);
     kr_candles_free(penny);
+
+    /* Prices in the trillions (an index in satoshis) and in the hundred-millionths: short
+     * labels in a unit (1.30T), still distinct, and none runs off the picture. */
+    double (*const extreme[2])(int) = { giant_price, micro_price };
+    for (int e = 0; e < 2; e++) {
+        kr_candles *c = synthetic(300, extreme[e], 0);
+        set = analyze_one(e ? "MICRO" : "GIANT", c, 5, 8);
+        assert_int_equal(kr_render(set, KR_FORMAT_HTML, &html, &err), KR_OK);
+        n = axis_labels(html, labels);
+        assert_true(n >= 2);
+        for (int i = 0; i < n; i++) {
+            if (i > 0 && !strcmp(labels[i], labels[i - 1]))
+                fail_msg("%s: axis label '%s' twice", e ? "micro" : "giant", labels[i]);
+            if (!e && labels[i][strlen(labels[i]) - 1] != 'T')
+                fail_msg("giant: axis label '%s' not in trillions", labels[i]);
+        }
+        expect_labels_inside(html, e ? "micro" : "giant");
+        free(html);
+        kr_report_set_free(set);
+        kr_candles_free(c);
+    }
 
     /* One path, one bar: no error to show, and none shown as "nan". */
     set = analyze_one("AAPL", g_aapl, 1, 1);

@@ -58,14 +58,47 @@ static double yv(const frame *f, double vol) {
     return f->vmax > 0 ? f->vy1 - vol / f->vmax * (f->vy1 - f->vy0) : f->vy1;
 }
 
+/* Price axis labels in a unit that keeps them short: 1.25T rather than 1250000000000 (a
+ * price in satoshis, an index in a weak currency). */
+typedef struct price_unit {
+    double div;
+    const char *suffix;
+} price_unit;
+
+static price_unit unit_for(double lo, double hi) {
+    const double top = fmax(fabs(lo), fabs(hi));
+    /* Below ten million the plain figure has at most 7 digits before the point. */
+    if (top >= 1e12) return (price_unit){ 1e12, "T" };
+    if (top >= 1e9) return (price_unit){ 1e9, "B" };
+    if (top >= 1e7) return (price_unit){ 1e6, "M" };
+    return (price_unit){ 1.0, "" };
+}
+
 /* As many decimals as the tick step needs, so neighbouring labels always differ (a penny
  * stock's 0.000005 steps included). */
-static void price_label(double v, double step, char *buf) {
+static void price_label(double v, double step, price_unit u, char *buf) {
+    step /= u.div;
+    v /= u.div;
     int dec = step >= 1.0 ? 0 : (int)ceil(-log10(step) - 1e-9);
     if (dec > 12) dec = 12;
     if (fmod(step * pow(10, dec), 1.0) > 1e-6 && dec < 12) dec++; /* 2.5-type steps */
-    snprintf(buf, 32, "%.*f", dec, fabs(v) < step * 1e-6 ? 0.0 : v);
+    snprintf(buf, 32, "%.*f%s", dec, fabs(v) < step * 1e-6 ? 0.0 : v, u.suffix);
 }
+
+/* The last close's tag: two decimals (four significant digits below 1), in the axis unit. */
+static void close_label(double close, price_unit u, char *buf) {
+    double v = close / u.div;
+    if (u.div > 1.0)
+        snprintf(buf, 32, "%.3f%s", v, u.suffix);
+    else if (fabs(v) < 1)
+        snprintf(buf, 32, "%.4g", v);
+    else
+        snprintf(buf, 32, "%.2f", v);
+}
+
+/* Width of a label in the 11 px axis font: digits are ~6.2 px in the system sans fonts; the
+ * estimate errs wide so a label never runs off the picture. */
+static double label_px(const char *s) { return 6.8 * (double)strlen(s); }
 
 /* Tick label for a bar time: a date for daily bars, "MM-DD HH:MM" intraday. */
 static void time_label(int64_t t, int date_only, char *buf) {
@@ -112,12 +145,13 @@ static void ranges(const kr_report *r, frame *f) {
 static void price_axis(kr_sb *sb, const frame *f, double y_avoid, double avoid_px) {
     double first, step;
     kr_chart_nice_ticks(f->lo, f->hi, 6, &first, &step);
+    const price_unit u = unit_for(f->lo, f->hi);
     for (int k = 0; k < 64; k++) {
         double v = first + k * step; /* not v += step: no drift, and it always advances */
         if (v > f->hi + step * 1e-9) break;
         double y = yp(f, v);
         char lab[32];
-        price_label(v, step, lab);
+        price_label(v, step, u, lab);
         kr_sb_appendf(
             sb, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"" COL_GRID "\"/>",
             f->x0, y, f->plot_right, y);
@@ -215,8 +249,7 @@ static void fan(kr_sb *sb, const kr_report *r, const frame *f) {
     }
     /* Last close: a dotted level across the forecast, a dot, and a value tag on the axis. */
     char lab[32];
-    snprintf(lab, sizeof lab, "%.2f", r->last_close);
-    if (fabs(r->last_close) < 1) snprintf(lab, sizeof lab, "%.4g", r->last_close);
+    close_label(r->last_close, unit_for(f->lo, f->hi), lab);
     kr_sb_appendf(sb,
                   "<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" stroke=\"#111827\" "
                   "stroke-width=\"1\" stroke-dasharray=\"2 3\"/>\n",
@@ -224,9 +257,9 @@ static void fan(kr_sb *sb, const kr_report *r, const frame *f) {
     kr_sb_appendf(sb, "<circle cx=\"%.2f\" cy=\"%.2f\" r=\"3.5\" fill=\"#111827\"/>\n", ax, ay);
     kr_sb_appendf(
         sb,
-        "<rect x=\"%.1f\" y=\"%.1f\" width=\"60\" height=\"16\" rx=\"3\" fill=\"#111827\"/>"
+        "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"16\" rx=\"3\" fill=\"#111827\"/>"
         "<text x=\"%.1f\" y=\"%.1f\" class=\"tag\">%s</text>\n",
-        f->plot_right + 2, ay - 8, f->plot_right + 6, ay + 4, lab);
+        f->plot_right + 2, ay - 8, fmax(60.0, label_px(lab) + 8.0), f->plot_right + 6, ay + 4, lab);
 }
 
 static void legend(kr_sb *sb, double x, double y) {
@@ -248,19 +281,37 @@ static void legend(kr_sb *sb, double x, double y) {
                   x, y);
 }
 
+/* Room right of the plot for the widest price label and the last-close tag (70 px at
+ * least, the width of a four-digit price with two decimals). */
+static double right_margin(const kr_report *r, const frame *f) {
+    double first, step, widest = 0.0;
+    char lab[32];
+    kr_chart_nice_ticks(f->lo, f->hi, 6, &first, &step);
+    const price_unit u = unit_for(f->lo, f->hi);
+    for (int k = 0; k < 64; k++) {
+        double v = first + k * step;
+        if (v > f->hi + step * 1e-9) break;
+        price_label(v, step, u, lab);
+        widest = fmax(widest, label_px(lab) + 10.0);
+    }
+    close_label(r->last_close, u, lab);
+    widest = fmax(widest, fmax(60.0, label_px(lab) + 8.0) + 4.0);
+    return fmax(70.0, widest);
+}
+
 void kr_chart_forecast_svg(kr_sb *sb, const kr_report *r, int width, int height) {
     frame f;
     const int total = r->n_chart + r->horizon;
-    const double left = 12, right = 70, top = 30, bottom = 28, gap = 14;
+    const double left = 12, top = 30, bottom = 28, gap = 14;
     const double inner = height - top - bottom;
+    ranges(r, &f);
     f.x0 = left;
-    f.plot_right = width - right;
+    f.plot_right = width - right_margin(r, &f);
     f.w_slot = (f.plot_right - f.x0) / total;
     f.py0 = top;
     f.py1 = top + inner * 0.76;
     f.vy0 = f.py1 + gap;
     f.vy1 = height - bottom;
-    ranges(r, &f);
     kr_sb_appendf(sb,
                   "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 %d %d\" width=\"%d\" "
                   "height=\"%d\" role=\"img\" class=\"chart\" aria-label=\"",
