@@ -748,6 +748,7 @@ static void test_analyze_stored(void **state) {
     /* Served from the page's origin, the report runs nothing: no script, no request. */
     assert_non_null(strstr(r->csp, "default-src 'none'"));
     assert_non_null(strstr(r->csp, "sandbox"));
+    assert_string_equal(r->content_type_options, "nosniff");
     resp_free(r);
 
     /* Refusals name the field. */
@@ -776,6 +777,7 @@ static void test_analyze_stored(void **state) {
         if (r->status != 400 || strcmp(error_field(r), bad[k].field) != 0)
             fail_msg("%s: want 400 on %s, got %ld %s", bad[k].body, bad[k].field, r->status,
                      r->body);
+        assert_string_equal(r->content_type_options, "nosniff"); /* errors too */
         resp_free(r);
     }
 }
@@ -1113,6 +1115,7 @@ static void test_static_files(void **state) {
     assert_string_equal(r->content_type, "text/html; charset=utf-8");
     assert_string_equal(r->body, "<!doctype html><title>kronos</title>");
     assert_non_null(strstr(r->csp, "default-src 'self'"));
+    assert_string_equal(r->content_type_options, "nosniff");
     resp_free(r);
     r = http(port, "HEAD", "/", NULL);
     assert_int_equal(r->status, 200);

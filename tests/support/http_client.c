@@ -49,6 +49,8 @@ static size_t on_header(char *p, size_t sz, size_t n, void *ud) {
     copy_header(p, k, "Content-Type:", r->content_type, sizeof r->content_type);
     copy_header(p, k, "WWW-Authenticate:", r->www_auth, sizeof r->www_auth);
     copy_header(p, k, "Content-Security-Policy:", r->csp, sizeof r->csp);
+    copy_header(p, k, "X-Content-Type-Options:", r->content_type_options,
+                sizeof r->content_type_options);
     copy_header(p, k, "X-Request-Id:", r->request_id, sizeof r->request_id);
     copy_header(p, k, "Connection:", r->connection, sizeof r->connection);
     copy_header(p, k, "ETag:", r->etag, sizeof r->etag);

@@ -12,7 +12,8 @@ typedef struct kr_http_resp {
     long status;
     char *body; /* NUL-terminated */
     size_t len;
-    char retry_after[32], allow[64], content_type[128], www_auth[128], csp[512];
+    char retry_after[32], allow[64], content_type[128], www_auth[128], csp[512],
+        content_type_options[32];
     char request_id[128], connection[32]; /* X-Request-Id and Connection headers received */
     const char *send_request_id; /* set before the call: an X-Request-Id to send (NULL: none) */
     int expect_continue; /* set before the call: send "Expect: 100-continue" with a body */
