@@ -409,6 +409,18 @@ static void test_empty_values_refused(void **state) {
     if (r->code != 0 || !strstr(r->out, "EMP"))
         fail_msg("the series is gone: %s%s", r->out, r->err);
     free(csv);
+
+    /* An empty file named as the store is not made one by a command that only reads. */
+    const char *blank = put("blank.db", "");
+    snprintf(args, sizeof args, "store list --db %s", blank);
+    expect(args, 1, "an empty file, not a kronos store", NULL);
+    snprintf(args, sizeof args, "analyze --db %s EMP --paths 2 --horizon 2", blank);
+    expect(args, 1, "an empty file, not a kronos store", NULL);
+    snprintf(args, sizeof args, "store delete --db %s --symbol EMP --interval 1d", blank);
+    expect(args, 1, "an empty file, not a kronos store", NULL);
+    struct stat sb;
+    assert_int_equal(stat(blank, &sb), 0);
+    assert_int_equal(sb.st_size, 0);
 }
 
 /* An output that names what the command reads is refused before anything is written: one

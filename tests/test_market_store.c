@@ -721,6 +721,46 @@ static void test_corrupted_and_foreign_files(void **state) {
     assert_null(s);
 }
 
+/* kr_store_open_existing creates nothing: a missing path stays missing, an empty file stays
+ * empty (SQLite would take it for an empty database and the open would write a schema), and
+ * a store is read as it is. */
+static void test_open_existing(void **state) {
+    (void)state;
+    kr_store *s = NULL;
+    kr_error err = { 0 };
+    struct stat sb;
+    const char *path = db_path("never/made.db");
+    assert_int_equal(kr_store_open_existing(path, &s, &err), KR_ERR_IO);
+    assert_null(s);
+    assert_non_null(strstr(err.message, "no such database"));
+    assert_int_not_equal(stat(db_path("never"), &sb), 0);
+
+    path = db_path("empty.db");
+    assert_int_equal(kr_test_write_file(path, "", 0), 0);
+    assert_int_equal(kr_store_open_existing(path, &s, &err), KR_ERR_FORMAT);
+    assert_null(s);
+    assert_non_null(strstr(err.message, "empty.db: an empty file, not a kronos store"));
+    assert_int_equal(stat(path, &sb), 0);
+    assert_int_equal(sb.st_size, 0);
+    char side[1100];
+    snprintf(side, sizeof side, "%s-wal", path);
+    assert_int_not_equal(stat(side, &sb), 0);
+
+    path = db_path("existing.db");
+    s = open_ok(path);
+    kr_candles *c = make_candles(0, 10, 10.0);
+    assert_int_equal(kr_store_upsert(s, "X", "1d", c, &err), KR_OK);
+    kr_candles_free(c);
+    kr_store_close(s);
+    s = NULL;
+    assert_int_equal(kr_store_open_existing(path, &s, &err), KR_OK);
+    kr_candles *r = NULL;
+    assert_int_equal(kr_store_read(s, "X", "1d", 0, &r, &err), KR_OK);
+    assert_int_equal(r->n, 10);
+    kr_candles_free(r);
+    kr_store_close(s);
+}
+
 static void test_resolve_path(void **state) {
     (void)state;
     char out[1200], want[1200];
@@ -995,6 +1035,7 @@ int main(void) {
         cmocka_unit_test(test_check_bounded),
         cmocka_unit_test(test_bad_names),
         cmocka_unit_test(test_corrupted_and_foreign_files),
+        cmocka_unit_test(test_open_existing),
         cmocka_unit_test(test_resolve_path),
         cmocka_unit_test(test_case_and_market),
         cmocka_unit_test(test_kill_mid_delete),

@@ -154,6 +154,12 @@ KR_API kr_status kr_store_resolve_path(const char *flag, char *out, size_t cap, 
  * with an error naming the path (a URL without its password). Does not wait for an ingest in
  * progress. Caller owns *out; close with kr_store_close. */
 KR_API kr_status kr_store_open(const char *path, kr_store **out, kr_error *err);
+
+/* kr_store_open for a command that only reads or deletes: creates nothing. A file that does
+ * not exist is KR_ERR_IO ("no such database"), an empty one KR_ERR_FORMAT (not a kronos
+ * store: opening it to read would have made it one). A file this process may not write is
+ * read as it is. A database server is opened as by kr_store_open. */
+KR_API kr_status kr_store_open_existing(const char *path, kr_store **out, kr_error *err);
 KR_API void kr_store_close(kr_store *store);
 
 /* How long an upsert waits for another writer before failing with KR_ERR_BUSY (default

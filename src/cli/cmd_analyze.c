@@ -551,7 +551,7 @@ int kr_cmd_analyze(int argc, char **argv) {
         rc = kr_cli_fail(CMD, msg);
         goto done;
     }
-    if (kr_store_open(db, &store, &err) != KR_OK ||
+    if (kr_store_open_existing(db, &store, &err) != KR_OK ||
         kr_store_list(store, NULL, &all, &n_all, &err) != KR_OK) {
         rc = kr_cli_fail(CMD, err.message);
         goto done;

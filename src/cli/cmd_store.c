@@ -93,7 +93,7 @@ static int run_list(const char *path, const char *symbol, int json) {
         printf("%s: no such database (nothing stored yet; kronos ingest creates it)\n", shown);
         return 0;
     }
-    if (kr_store_open(path, &store, &err) != KR_OK ||
+    if (kr_store_open_existing(path, &store, &err) != KR_OK ||
         kr_store_list(store, symbol, &e, &n, &err) != KR_OK) {
         kr_store_close(store);
         return kr_cli_fail(CMD, err.message);
@@ -192,7 +192,7 @@ static int run_export(const char *path, const export_opts *o) {
         return EXIT_NOTHING_MATCHED;
     }
     kr_store *store = NULL;
-    if (kr_store_open(path, &store, &err) != KR_OK) return kr_cli_fail(CMD, err.message);
+    if (kr_store_open_existing(path, &store, &err) != KR_OK) return kr_cli_fail(CMD, err.message);
     char symbol[KR_STORE_NAME_MAX + 1], interval[KR_STORE_NAME_MAX + 1];
     int rc = export_series(store, shown, o, symbol, interval, sizeof symbol);
     kr_candles *c = NULL;
@@ -244,7 +244,7 @@ static int run_delete(const char *path, const char *symbol, const char *interval
                interval);
         return EXIT_NOTHING_MATCHED;
     }
-    if (kr_store_open(path, &store, &err) != KR_OK ||
+    if (kr_store_open_existing(path, &store, &err) != KR_OK ||
         kr_store_delete(store, symbol, interval, from_ts, to_ts, &d, &err) != KR_OK) {
         kr_store_close(store);
         return kr_cli_fail(CMD, err.message);

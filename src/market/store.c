@@ -247,7 +247,7 @@ kr_status kr_store_resolve_path(const char *flag, char *out, size_t cap, kr_erro
 
 /* ------------------------------------------------------------------ open / close */
 
-kr_status kr_store_open(const char *path, kr_store **out, kr_error *err) {
+static kr_status store_open(const char *path, int existing_only, kr_store **out, kr_error *err) {
     if (!out || !path || !*path)
         return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_store_open: no path");
     *out = NULL;
@@ -258,6 +258,7 @@ kr_status kr_store_open(const char *path, kr_store **out, kr_error *err) {
     if (!s) return kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory", shown);
     snprintf(s->path, sizeof s->path, "%s", shown);
     s->busy_ms = KR_STORE_BUSY_MS;
+    s->existing_only = existing_only;
     s->ops = kr_store_is_url(path) ? &kr_store_pg_ops : &kr_store_sqlite_ops;
     kr_status st = s->ops->open(s, path, err);
     if (st != KR_OK) {
@@ -266,6 +267,14 @@ kr_status kr_store_open(const char *path, kr_store **out, kr_error *err) {
     }
     *out = s;
     return KR_OK;
+}
+
+kr_status kr_store_open(const char *path, kr_store **out, kr_error *err) {
+    return store_open(path, 0, out, err);
+}
+
+kr_status kr_store_open_existing(const char *path, kr_store **out, kr_error *err) {
+    return store_open(path, 1, out, err);
 }
 
 kr_status kr_store_check_writable(const char *path, kr_error *err) {

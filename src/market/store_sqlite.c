@@ -233,6 +233,16 @@ static kr_status sqlite_open(kr_store *s, const char *path, kr_error *err) {
     const int exists = stat(path, &sb) == 0;
     if (exists && S_ISDIR(sb.st_mode))
         return kr_error_set(err, KR_ERR_IO, "%s: is a directory, not a database file", s->path);
+    if (s->existing_only && !exists)
+        return kr_error_set(err, KR_ERR_IO,
+                            "%s: no such database (nothing stored yet; kronos ingest creates it)",
+                            s->path);
+    /* SQLite takes an empty file for an empty database and the first open writes a schema
+     * into it: a read must not turn some other empty file into a store. */
+    if (s->existing_only && S_ISREG(sb.st_mode) && sb.st_size == 0)
+        return kr_error_set(err, KR_ERR_FORMAT,
+                            "%s: an empty file, not a kronos store (kronos ingest writes one)",
+                            s->path);
     kr_status made;
     if (!exists && (made = kr_store_make_parent_dirs(path, err)) != KR_OK) return made;
     sqlite3 *db = NULL;
