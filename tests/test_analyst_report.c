@@ -1132,6 +1132,21 @@ static void test_degenerate_series(void **state) {
     cJSON_Delete(schema);
 }
 
+/* A price's ± is written at the price's decimals; a price of exactly 0 (a band end of paths
+ * that crashed) gives the error two significant digits of its own, never "± <0.01" on a coin
+ * priced in millionths. */
+static void test_price_error_decimals(void **state) {
+    (void)state;
+    char buf[64];
+    assert_string_equal(kr_fmt_se_price(0.456, 20.0, buf), "\xc2\xb1 0.46");
+    assert_string_equal(kr_fmt_se_price(0.001, 20.0, buf), "\xc2\xb1 <0.01");
+    assert_string_equal(kr_fmt_se_price(0.0000123, 0.001234, buf), "\xc2\xb1 0.000012");
+    assert_string_equal(kr_fmt_se_price(0.0000021, 0.0, buf), "\xc2\xb1 0.0000021");
+    assert_string_equal(kr_fmt_se_price(0.456, 0.0, buf), "\xc2\xb1 0.46");
+    assert_string_equal(kr_fmt_se_price(0.0, 0.0, buf), "\xc2\xb1 <0.01");
+    assert_string_equal(kr_fmt_pm_price(0.0, 0.0000021, buf), "0.00 \xc2\xb1 0.0000021");
+}
+
 /* A lean the Monte Carlo error could undo is no lean. */
 static void test_direction_words(void **state) {
     (void)state;
@@ -1310,6 +1325,7 @@ int main(void) {
         cmocka_unit_test(test_ohlc_modes),
         cmocka_unit_test(test_standard_errors),
         cmocka_unit_test(test_degenerate_series),
+        cmocka_unit_test(test_price_error_decimals),
         cmocka_unit_test(test_direction_words),
         cmocka_unit_test(test_flat_clause_from_counts),
         cmocka_unit_test(test_markdown_escapes_metadata),

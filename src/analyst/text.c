@@ -118,8 +118,17 @@ static int price_decimals(double x) {
     return d > 12 ? 12 : d;
 }
 
+/* The decimals of a price's standard error: the price's own; a price of exactly 0 (paths
+ * that crashed to nothing) sets no scale, so then two significant digits of the error itself —
+ * a coin's ± 0.0000021 is not "± <0.01". */
+static int se_decimals(double se, double price) {
+    if (price != 0.0 || !(se > 0.0) || !isfinite(se)) return price_decimals(price);
+    int d = 1 - (int)floor(log10(se));
+    return d < 2 ? 2 : d > 12 ? 12 : d;
+}
+
 char *kr_fmt_se_price(double se, double price, char *buf) {
-    const int dec = price_decimals(price);
+    const int dec = se_decimals(se, price);
     if (!isfinite(se))
         buf[0] = '\0';
     else if (se < 0.5 * pow(10.0, -dec))

@@ -283,6 +283,10 @@ test('a backtest cuts the history and scores the forecast against what followed'
   assert.equal(priceSe(0.001, 20), '± <0.01');
   assert.equal(priceSe(0.0000123, 0.001234), '± 0.000012');
   assert.equal(priceSe(null, 20), null);
+  // A band end of exactly 0 on a coin priced in millionths: the error keeps its own scale.
+  assert.equal(priceSe(0.0000021, 0), '± 0.0000021');
+  assert.equal(priceSe(0.456, 0), '± 0.46');
+  assert.equal(priceSe(0, 0), '± <0.01');
   // So do the band's ends at that step (standard_error.p10 / .p90), each at its own decimals.
   assert.equal(sc.bandLo, 18);
   assert.equal(sc.bandHi, 22);

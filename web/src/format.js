@@ -74,10 +74,13 @@ export function price(x) {
 /**
  * A price's Monte Carlo error at the price's decimals, as the reports print it: "± 2.12",
  * "± <0.01" when it rounds to zero; null when there is none (one path, an older server).
+ * A price of exactly 0 (paths that crashed to nothing) sets no scale: the error then gets two
+ * significant digits of its own, so a coin's ± 0.0000021 is not shown as "± <0.01".
  */
 export function priceSe(se, ref) {
   if (!isNum(se)) return null;
-  const d = priceDigits(isNum(ref) ? ref : se);
+  const ownDigits = se > 0 ? Math.min(12, Math.max(2, 1 - Math.floor(Math.log10(se)))) : 2;
+  const d = isNum(ref) && ref !== 0 ? priceDigits(ref) : ownDigits;
   return se < 0.5 * 10 ** -d ? `± <${(10 ** -d).toFixed(d)}` : `± ${se.toFixed(d)}`;
 }
 
