@@ -474,6 +474,9 @@ static void test_prefix_cache_reuse(void **state) {
     free(body);
 }
 
+/* Served KV big enough for one 400-row, 24-path forecast; a quarter of it is not. */
+#define KV_SMALL_BUDGET (6u << 20)
+
 /* A quantised model with an f32 shadow: every sampled forecast is re-run on f32 and the KS
  * statistic of the path returns lands in kronos_quant_drift; drift_sample 0.5 samples every
  * second forecast. */
@@ -485,11 +488,16 @@ static void test_quant_drift_metric(void **state) {
     assert_non_null(shadow);
     kr_server_config c = base_config();
     c.drift_sample = 0.5;
+    c.sched.kv_budget_bytes = (size_t)64 << 20;
     kr_server *s = NULL;
+    assert_true(kr_server_shadow_planned(q, &c));
     if (kr_server_create(q, &c, &s, &err) != KR_OK) fail_msg("%s", err.message);
     assert_int_equal(kr_server_attach_shadow(s, shadow, c.drift_sample, &err), KR_OK);
     int port = kr_server_port(s);
     assert_true(metric_value(port, "kronos_quant_drift_samples_total") == 0);
+    /* The shadow's f32 KV comes out of kv_budget: a quarter for it, the rest served. */
+    assert_true(metric_value(port, "kronos_quant_drift_kv_budget_bytes") == (16 << 20));
+    assert_true(metric_value(port, "kronos_kv_cache_budget_bytes") == (48 << 20));
     for (int i = 0; i < 4; i++) {
         char *body = forecast_body(300 + 50 * i, 200, "\"pred_len\":6,\"paths\":24,\"seed\":5");
         http_resp *r = http(port, "POST", "/v1/forecast", body, NULL);
@@ -505,6 +513,37 @@ static void test_quant_drift_metric(void **state) {
     assert_true(ks >= 0 && ks <= 1);
     assert_true(p >= 0 && p <= 1);
     assert_true(metric_value(port, "kronos_quant_drift_ks_count") == 2);
+    kr_server_free(s);
+
+    /* A sample whose f32 KV does not fit the shadow's share is skipped and counted, never run
+     * beyond it; the forecast itself is answered. */
+    c.drift_sample = 1.0;
+    c.sched.kv_budget_bytes = (size_t)KV_SMALL_BUDGET;
+    shadow = kr_test_demo_model(NULL);
+    if (kr_server_create(q, &c, &s, &err) != KR_OK) fail_msg("%s", err.message);
+    assert_int_equal(kr_server_attach_shadow(s, shadow, c.drift_sample, &err), KR_OK);
+    port = kr_server_port(s);
+    char *body = forecast_body(300, 400, "\"pred_len\":6,\"paths\":24,\"seed\":5");
+    http_resp *r = http(port, "POST", "/v1/forecast", body, NULL);
+    if (r->status != 200) fail_msg("%ld %s", r->status, r->body);
+    resp_free(r);
+    free(body);
+    kr_drift_flush(kr_server_drift(s));
+    fprintf(stderr, "small budget: samples %.0f dropped %.0f\n",
+            metric_value(port, "kronos_quant_drift_samples_total"),
+            metric_value(port, "kronos_quant_drift_dropped_total"));
+    assert_true(metric_value(port, "kronos_quant_drift_samples_total") == 0);
+    assert_true(metric_value(port, "kronos_quant_drift_dropped_total") == 1);
+    kr_server_free(s);
+
+    /* f32 weights and KV: no shadow, nothing set aside. */
+    c.drift_sample = 0.5;
+    assert_false(kr_server_shadow_planned(g_model, &c));
+    if (kr_server_create(g_model, &c, &s, &err) != KR_OK) fail_msg("%s", err.message);
+    shadow = kr_test_demo_model(NULL);
+    assert_int_equal(kr_server_attach_shadow(s, shadow, c.drift_sample, &err), KR_ERR_INVALID_ARG);
+    assert_true(metric_value(kr_server_port(s), "kronos_kv_cache_budget_bytes") ==
+                (double)KV_SMALL_BUDGET);
     kr_server_free(s);
     kr_model_free(q);
 }

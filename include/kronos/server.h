@@ -167,9 +167,16 @@ typedef struct kr_server kr_server;
 KR_API kr_status kr_server_create(const kr_model *model, const kr_server_config *cfg,
                                   kr_server **out, kr_error *err);
 
+/* Whether a server of model and cfg runs an f32 shadow (kr_server_attach_shadow): drift_sample
+ * > 0 and weights quantised at load (an f32 original exists) or a KV dtype other than f32.
+ * Such a server sets a quarter of kv_budget aside for the shadow's f32 KV cache. */
+KR_API int kr_server_shadow_planned(const kr_model *model, const kr_server_config *cfg);
+
 /* Serving a quantised model: runs a `sample` fraction of the answered forecasts again on
  * f32_model (the f32 original; owned by the server from now on) and exports
- * kronos_quant_drift (server/drift.h). Call right after kr_server_create. */
+ * kronos_quant_drift (server/drift.h), within the KV memory kr_server_create set aside
+ * (KR_ERR_INVALID_ARG when kr_server_shadow_planned said no). Call right after
+ * kr_server_create. */
 KR_API kr_status kr_server_attach_shadow(kr_server *s, kr_model *f32_model, double sample,
                                          kr_error *err);
 

@@ -187,8 +187,10 @@ static int apply_flags(const flags *fl, kr_server_config *cfg) {
     if (fl->kv_budget) {
         kr_error err = { 0 };
         if (kr_server_parse_kv_budget(fl->kv_budget, &cfg->sched.kv_budget_bytes, &err) != KR_OK) {
-            snprintf(msg, sizeof msg, "--%s", err.message);
-            return kr_cli_usage_error(CMD, "%s", msg);
+            /* The parser names the config key (kv_budget: ...); here it was the flag. */
+            const char *why = err.message;
+            if (!strncmp(why, "kv_budget: ", 11)) why += 11;
+            return kr_cli_usage_error(CMD, "--kv-budget: %s", why);
         }
     }
     if (fl->api_key_file)
@@ -359,7 +361,7 @@ static int attach_shadow(kr_server *srv, const kr_model *model, const kr_server_
     kr_model_get_info(model, &mi);
     int quantised = strcmp(mi.quant, "f32") != 0 || strcmp(cfg->kv_dtype, "f32") != 0;
     if (!quantised || cfg->drift_sample <= 0) return 0;
-    if (strcmp(mi.quant, "f32") != 0 && mi.quant_seconds <= 0) {
+    if (!kr_server_shadow_planned(model, cfg)) {
         fprintf(stderr,
                 "kronos serve: %s is quantised on disk: no f32 original to shadow, "
                 "kronos_quant_drift is not exported\n",
@@ -373,7 +375,9 @@ static int attach_shadow(kr_server *srv, const kr_model *model, const kr_server_
     if (kr_model_load(pred_dir, tok_dir, &sp, &shadow, &err) != KR_OK ||
         kr_server_attach_shadow(srv, shadow, cfg->drift_sample, &err) != KR_OK)
         return kr_cli_fail(CMD, err.message);
-    fprintf(stderr, "kronos serve: f32 shadow on %.0f%% of forecasts -> kronos_quant_drift\n",
+    fprintf(stderr,
+            "kronos serve: f32 shadow on %.0f%% of forecasts -> kronos_quant_drift (its KV "
+            "cache: a quarter of the KV budget)\n",
             cfg->drift_sample * 100);
     return 0;
 }

@@ -30,7 +30,7 @@ struct kr_drift {
     int head, count, busy, stop;
     pthread_t thread;
     int started;
-    kr_metric *m_drift, *m_p, *m_hist, *m_samples, *m_dropped;
+    kr_metric *m_drift, *m_p, *m_hist, *m_samples, *m_dropped, *m_budget;
 };
 
 static void job_free(shadow_job *j) {
@@ -58,7 +58,11 @@ static void compare(kr_drift *d, shadow_job *j) {
                     .future_timestamps = j->future };
     kr_forecast *f = NULL;
     kr_error err = { 0 };
-    if (kr_forecast_run(d->ctx, &s, &j->params, &f, &err) != KR_OK) return;
+    /* Most often a sample whose f32 KV does not fit the shadow's budget: skipped, counted. */
+    if (kr_forecast_run(d->ctx, &s, &j->params, &f, &err) != KR_OK) {
+        kr_metric_add(d->m_dropped, 1);
+        return;
+    }
     int P = kr_forecast_paths(f);
     double *ref = malloc((size_t)P * sizeof *ref);
     if (ref) {
@@ -95,13 +99,13 @@ static void *worker(void *arg) {
     return NULL;
 }
 
-kr_status kr_drift_create(kr_model *shadow, double sample, kr_metrics *metrics, kr_drift **out,
-                          kr_error *err) {
+kr_status kr_drift_create(kr_model *shadow, double sample, size_t kv_budget_bytes,
+                          kr_metrics *metrics, kr_drift **out, kr_error *err) {
     *out = NULL;
-    if (!shadow || !metrics || !(sample > 0.0) || sample > 1.0) {
+    if (!shadow || !metrics || !(sample > 0.0) || sample > 1.0 || kv_budget_bytes == 0) {
         kr_model_free(shadow);
         return kr_error_set(err, KR_ERR_INVALID_ARG,
-                            "drift: need a shadow model and a sample in (0, 1]");
+                            "drift: need a shadow model, a sample in (0, 1] and a KV budget");
     }
     kr_drift *d = calloc(1, sizeof *d);
     if (!d) {
@@ -115,6 +119,7 @@ kr_status kr_drift_create(kr_model *shadow, double sample, kr_metrics *metrics, 
     cp.prefix_cache = 0;
     cp.max_running = 4;
     cp.max_queue = 4;
+    cp.kv_budget_bytes = kv_budget_bytes;
     kr_status st = kr_context_create(shadow, &cp, &d->ctx, err);
     if (st != KR_OK) {
         kr_model_free(shadow);
@@ -136,8 +141,12 @@ kr_status kr_drift_create(kr_model *shadow, double sample, kr_metrics *metrics, 
     d->m_samples = kr_metrics_counter(metrics, "kronos_quant_drift_samples_total", NULL,
                                       "Requests compared against the f32 shadow");
     d->m_dropped = kr_metrics_counter(metrics, "kronos_quant_drift_dropped_total", NULL,
-                                      "Sampled requests skipped because the shadow queue was full");
-    if (!d->m_drift || !d->m_p || !d->m_hist || !d->m_samples || !d->m_dropped ||
+                                      "Sampled requests skipped: the shadow queue was full or "
+                                      "the forecast does not fit the shadow's KV budget");
+    d->m_budget = kr_metrics_gauge(metrics, "kronos_quant_drift_kv_budget_bytes", NULL,
+                                   "KV memory of the f32 shadow, set aside from kv_budget");
+    kr_metric_set(d->m_budget, (double)kv_budget_bytes);
+    if (!d->m_drift || !d->m_p || !d->m_hist || !d->m_samples || !d->m_dropped || !d->m_budget ||
         pthread_create(&d->thread, NULL, worker, d) != 0) {
         kr_drift_free(d);
         return kr_error_set(err, KR_ERR_INTERNAL, "drift: cannot start the shadow worker");

@@ -292,6 +292,14 @@ kr_status kr_server_create(const kr_model *model, const kr_server_config *cfg, k
     kr_context_params cp = s->cfg.sched;
     cp.n_threads = s->cfg.threads;
     cp.kv_dtype = s->cfg.kv_dtype;
+    if (kr_server_shadow_planned(model, &s->cfg)) {
+        /* kv_budget is the process's KV memory: the f32 shadow's cache comes out of it. A
+         * quarter holds a sample of up to a quarter of an f32-KV server's largest request. */
+        size_t total = cp.kv_budget_bytes;
+        if (total == 0 && kr_server_parse_kv_budget("25%", &total, err) != KR_OK) goto fail;
+        s->shadow_kv_budget = total / 4;
+        cp.kv_budget_bytes = total - s->shadow_kv_budget;
+    }
     if ((st = kr_context_create_ex(model, &cp, s->metrics, &s->ctx, err)) != KR_OK) goto fail;
     if (!(s->pmetrics = kr_process_metrics_create(s->metrics))) {
         st = kr_error_set(err, KR_ERR_NOMEM, "server: out of memory");
@@ -325,13 +333,25 @@ fail:
     return st;
 }
 
+int kr_server_shadow_planned(const kr_model *model, const kr_server_config *cfg) {
+    if (!model || !cfg || !(cfg->drift_sample > 0)) return 0;
+    kr_model_info mi;
+    kr_model_get_info(model, &mi);
+    int weights_quantised = strcmp(mi.quant, "f32") != 0;
+    /* Weights quantised on disk have no f32 original to shadow; quantised at load they do. */
+    if (weights_quantised && mi.quant_seconds <= 0) return 0;
+    return weights_quantised || strcmp(cfg->kv_dtype, "f32") != 0;
+}
+
 kr_status kr_server_attach_shadow(kr_server *s, kr_model *f32_model, double sample, kr_error *err) {
-    if (!s || s->drift) {
+    if (!s || s->drift || !s->shadow_kv_budget) {
         kr_model_free(f32_model);
         return kr_error_set(err, KR_ERR_INVALID_ARG,
-                            "drift: no server, or a shadow is attached already");
+                            s && !s->drift ? "drift: the server planned no shadow (f32 weights "
+                                             "and KV, or drift_sample 0)"
+                                           : "drift: no server, or a shadow is attached already");
     }
-    return kr_drift_create(f32_model, sample, s->metrics, &s->drift, err);
+    return kr_drift_create(f32_model, sample, s->shadow_kv_budget, s->metrics, &s->drift, err);
 }
 
 kr_status kr_server_reopen_logs(kr_server *s, kr_error *err) {

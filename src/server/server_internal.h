@@ -37,6 +37,7 @@ struct kr_server {
     char predictor_shown[KR_SERVER_PATH_MAX], tokenizer_shown[KR_SERVER_PATH_MAX]; /* reports */
     kr_api_model_desc model_desc;
     kr_drift *drift; /* f32 shadow of a quantised model, or NULL */
+    size_t shadow_kv_budget; /* the share of kv_budget set aside for it (0: none planned) */
     kr_conn_watch *watch; /* request read deadlines (slow clients) */
     kr_access_log *access_log; /* NULL: none */
     kr_process_metrics *pmetrics;
