@@ -6,6 +6,7 @@
  * KV accounts count a shared block once: the cache's over its windows, a group's only for
  * blocks no cached window holds.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,11 +66,13 @@ typedef struct result {
     float pred[PATHS * P * 6];
     kr_gen_output out;
     size_t kv_first_step; /* what the group was charged after its first step */
+    size_t kv_after_evict; /* ... and after the cache was emptied then (evict_cache) */
 } result;
 
 /* One group of the first L history rows, run to the end with the cache (or none), at most
- * step_rows rows of work a step. */
-static void run_group(kr_model *m, int L, kr_prefix_cache *cache, int64_t step_rows, result *res) {
+ * step_rows rows of work a step; evict_cache: the cache is emptied after the first step. */
+static void run_group_ex(kr_model *m, int L, kr_prefix_cache *cache, int64_t step_rows,
+                         int evict_cache, result *res) {
     static kr_exec *ex;
     if (!ex) {
         kr_error e = { 0 };
@@ -104,8 +107,16 @@ static void run_group(kr_model *m, int L, kr_prefix_cache *cache, int64_t step_r
         if (kr_gen_step(&eng, &g, &step_rows, 1, cache ? &hooks : NULL, &err) != KR_OK)
             fail_msg("step: %s", err.message);
         if (steps == 0) res->kv_first_step = kr_gen_group_kv_bytes(g);
+        if (steps == 0 && evict_cache) {
+            kr_prefix_cache_evict(cache, SIZE_MAX);
+            res->kv_after_evict = kr_gen_group_kv_bytes(g);
+        }
     }
     kr_gen_group_free(g);
+}
+
+static void run_group(kr_model *m, int L, kr_prefix_cache *cache, int64_t step_rows, result *res) {
+    run_group_ex(m, L, cache, step_rows, 0, res);
 }
 
 static void expect_same(const result *a, const result *b, const char *what) {
@@ -169,6 +180,19 @@ static void test_partial_hit_shares_blocks(void **state) {
     run_group(m, LONG_L, cache, ALL_ROWS, &again);
     assert_int_equal(again.out.cached_tokens, LONG_L);
     expect_same(&alone, &again, "whole-window hit after the shared window's eviction");
+
+    /* A whole-window hit is charged to the cache while the cache holds the window; once the
+     * cache lets it go, mid-forecast, the group is its last holder and its account takes the
+     * window's blocks (the KV gauge read low by them). */
+    static result evicted;
+    const long long window_blocks = (LONG_L + KR_KV_BLOCK_ROWS - 1) / KR_KV_BLOCK_ROWS;
+    run_group_ex(m, LONG_L, cache, ALL_ROWS, 1, &evicted);
+    assert_int_equal(evicted.out.cached_tokens, LONG_L);
+    expect_same(&alone, &evicted, "whole-window hit evicted mid-forecast");
+    assert_int_equal(evicted.kv_after_evict - evicted.kv_first_step,
+                     (size_t)window_blocks * block_bytes);
+    kr_prefix_cache_get_stats(cache, &cs);
+    assert_int_equal(cs.entries, 0);
 
     kr_prefix_cache_free(cache);
     assert_int_equal(blocks_used(), used0);

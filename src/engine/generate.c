@@ -328,14 +328,17 @@ int kr_gen_group_generating(const kr_gen_group *g) { return g->phase == PHASE_GE
 
 size_t kr_gen_group_kv_bytes(const kr_gen_group *g) {
     /* A prefill the prefix cache holds too is charged to the cache, not twice; so are the
-     * blocks a window took from a cached one by reference. Those go to the group's account
-     * when the cache evicts their window and the group is their last holder. (Were two groups
-     * left sharing them, neither would count them until one ended.) */
+     * blocks a window took from a cached one by reference, and a whole window served from the
+     * cache. Those go to the group's account when the cache evicts their window and the group
+     * is their last holder. (Were two groups left sharing them, neither would count them until
+     * one ended.) */
     int own_only = g->own_window && g->own_window->refs == 1;
+    int cached_only = g->cached_window && g->cached_window->refs == 1;
     int dec_own = g->dec_history && g->dec_history->refs == 1;
     return g->stage_bytes + kr_kv_store_bytes(&g->rerun_hist) + kr_kv_store_bytes(&g->generated) +
            kr_kv_store_bytes(&g->naive) + kr_kv_store_bytes(&g->dec_paths) +
            (own_only ? kr_kv_store_unshared_bytes(&g->own_window->kv) : 0) +
+           (cached_only ? kr_kv_store_unshared_bytes(&g->cached_window->kv) : 0) +
            (dec_own ? kr_kv_store_bytes(&g->dec_history->kv) : 0);
 }
 
