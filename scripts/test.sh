@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test suite: installs what is missing, then a Release build and an ASan+UBSan build,
 # each running the whole ctest suite (the Release one also its golden, engine and kernel
-# suites on the AVX2 kernels when the CPU has AVX-512), then the Python package (python/,
+# suites on the AVX2 kernels when the CPU has AVX-512), the threaded suites under
+# ThreadSanitizer, then the Python package (python/,
 # installed with the Release library into a throwaway venv over Debian's numpy/pandas/
 # distributed) with its pytest suite, then every libFuzzer target for a bounded time.
 # FUZZ_SECONDS (default 30) sets the time per fuzzer; FUZZ_SECONDS=0 skips fuzzing.
@@ -45,6 +46,17 @@ cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKRONOS_SANITIZE=ON 
 cmake --build build/asan -j"$jobs" >/dev/null
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build/asan "${ctest_args[@]}"
+
+# The threads' suites again under ThreadSanitizer (~4 min): the thread pool, the engine context
+# (submit, cancel, synchronous batches failing mid-submission), admission, and the server with
+# an f32 drift shadow attached while it serves. Any report fails the run.
+echo "== ThreadSanitizer (thread pool, engine context and admission, server)"
+tsan_tests=(test_base_threadpool test_engine_context test_engine_admission test_server_e2e
+            test_server_analyst)
+cmake -S . -B build/tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKRONOS_TSAN=ON >/dev/null
+cmake --build build/tsan -j"$jobs" --target kronos_cli "${tsan_tests[@]}" >/dev/null
+TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+  ctest --test-dir build/tsan "${ctest_args[@]}" -R "^($(IFS='|'; echo "${tsan_tests[*]}"))\$"
 
 echo "== Python package"
 bash scripts/install-deps.sh --python

@@ -1477,6 +1477,41 @@ static void test_kv_refusal_before_result_memory(void **state) {
     kr_context_free(ctx);
 }
 
+static atomic_int g_abort_now;
+
+/* A synchronous batch whose every request aborts at once: the engine fails the first series
+ * while the caller is still submitting the rest. Each call fails as cancelled, the series being
+ * submitted when the failure came is cancelled too (it was missed: its id was not yet where
+ * the cancel sweep looked, written under another lock — a ThreadSanitizer build of this test
+ * reported the race), and nothing is left running or queued. */
+static void test_batch_failing_while_submitting(void **state) {
+    (void)state;
+    kr_context *ctx = context_with(1 << 20, 8, 256, 0);
+    enum { N = 64 };
+    kr_series s[N];
+    for (int i = 0; i < N; i++) s[i] = series_for(i % 8);
+    kr_forecast_params fp = kr_forecast_default_params();
+    fp.pred_len = 4;
+    fp.paths = 2;
+    fp.max_context = 128;
+    kr_forecast *out[N];
+    atomic_store(&g_abort_now, 1);
+    for (int round = 0; round < 20; round++) {
+        kr_request_params rp = kr_request_default_params();
+        rp.should_abort = kr_abort_flag;
+        rp.abort_user = &g_abort_now;
+        kr_error err = { 0 };
+        assert_int_equal(kr_forecast_run_batch_ex(ctx, s, N, &fp, &rp, out, &err),
+                         KR_ERR_CANCELLED);
+        for (int i = 0; i < N; i++) assert_null(out[i]);
+    }
+    kr_context_stats st;
+    kr_context_get_stats(ctx, &st);
+    assert_int_equal(st.running, 0);
+    assert_int_equal(st.waiting, 0);
+    kr_context_free(ctx);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_static_batches),
@@ -1505,6 +1540,7 @@ int main(void) {
         cmocka_unit_test(test_busy_ratio_returns_to_zero),
         cmocka_unit_test(test_waiting_for_room_is_not_rejected),
         cmocka_unit_test(test_kv_budget_holds),
+        cmocka_unit_test(test_batch_failing_while_submitting),
         cmocka_unit_test(test_kv_refusal_before_result_memory),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -1052,7 +1052,7 @@ static void test_stream_client_leaves(void **state) {
 typedef struct stream_client {
     int port;
     sbuf body;
-    volatile int started; /* a progress event arrived */
+    atomic_int started; /* a progress event arrived (set on curl's thread) */
     long status;
 } stream_client;
 

@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -106,11 +107,21 @@ static kr_status run_span(kr_context *ctx, const kr_series *series, int first, i
             pthread_mutex_lock(&w.mu);
             w.in_flight++;
             pthread_mutex_unlock(&w.mu);
+            /* The id lands in w.ids under w.mu, where on_event's cancel sweep reads it. */
+            uint64_t id = 0;
             st = rp.wait_for_room
-                     ? kr_submit_waiting(ctx, &series[i], i, n_series, params, &rp, opt, &w.ids[i],
-                                         &e)
-                     : kr_submit_ex(ctx, &series[i], i, n_series, params, &rp, opt, &w.ids[i], &e);
-            if (st == KR_OK) break;
+                     ? kr_submit_waiting(ctx, &series[i], i, n_series, params, &rp, opt, &id, &e)
+                     : kr_submit_ex(ctx, &series[i], i, n_series, params, &rp, opt, &id, &e);
+            if (st == KR_OK) {
+                pthread_mutex_lock(&w.mu);
+                w.ids[i] = id;
+                /* A failure that came while it was being submitted swept before its id was
+                 * here: this one is cancelled now, not run to the end for nothing. */
+                int late = w.status != KR_OK;
+                pthread_mutex_unlock(&w.mu);
+                if (late) kr_cancel(ctx, id);
+                break;
+            }
             pthread_mutex_lock(&w.mu);
             w.in_flight--;
             /* A full queue drains as our own (or others') requests finish: wait and retry,
@@ -134,6 +145,7 @@ static kr_status run_span(kr_context *ctx, const kr_series *series, int first, i
                 w.err = e;
             }
             pthread_mutex_unlock(&w.mu);
+            /* Only this thread writes w.ids, so reading them here needs no lock. */
             for (int j = first; j < i; j++)
                 if (w.ids[j]) kr_cancel(ctx, w.ids[j]);
             break;

@@ -135,9 +135,10 @@ static char *final_body(kr_conn *c, const kr_job_state *st, int *status, size_t 
     kr_error err = { 0 };
     kr_status rs =
         kr_api_forecast_json(&c->req, fc, &st->usage, &c->srv->model_desc, &json, len, &err);
-    if (rs == KR_OK && c->srv->drift) {
+    kr_drift *drift = kr_server_drift(c->srv);
+    if (rs == KR_OK && drift) {
         kr_series series = kr_api_request_series(&c->req);
-        kr_drift_offer(c->srv->drift, &series, &c->req.params, fc);
+        kr_drift_offer(drift, &series, &c->req.params, fc);
     }
     kr_forecast_free(fc);
     if (rs != KR_OK) {

@@ -344,21 +344,27 @@ int kr_server_shadow_planned(const kr_model *model, const kr_server_config *cfg)
 }
 
 kr_status kr_server_attach_shadow(kr_server *s, kr_model *f32_model, double sample, kr_error *err) {
-    if (!s || s->drift || !s->shadow_kv_budget) {
+    if (!s || kr_server_drift(s) || !s->shadow_kv_budget) {
         kr_model_free(f32_model);
         return kr_error_set(err, KR_ERR_INVALID_ARG,
-                            s && !s->drift ? "drift: the server planned no shadow (f32 weights "
-                                             "and KV, or drift_sample 0)"
-                                           : "drift: no server, or a shadow is attached already");
+                            s && !kr_server_drift(s)
+                                ? "drift: the server planned no shadow (f32 weights and KV, or "
+                                  "drift_sample 0)"
+                                : "drift: no server, or a shadow is attached already");
     }
-    return kr_drift_create(f32_model, sample, s->shadow_kv_budget, s->metrics, &s->drift, err);
+    kr_drift *d = NULL;
+    kr_status st = kr_drift_create(f32_model, sample, s->shadow_kv_budget, s->metrics, &d, err);
+    if (st == KR_OK) atomic_store_explicit(&s->drift, d, memory_order_release);
+    return st;
 }
 
 kr_status kr_server_reopen_logs(kr_server *s, kr_error *err) {
     return s ? kr_access_log_reopen(s->access_log, err) : KR_OK;
 }
 
-kr_drift *kr_server_drift(kr_server *s) { return s ? s->drift : NULL; }
+kr_drift *kr_server_drift(kr_server *s) {
+    return s ? atomic_load_explicit(&s->drift, memory_order_acquire) : NULL;
+}
 
 int kr_server_port(const kr_server *s) { return s ? s->port : 0; }
 kr_context *kr_server_context(kr_server *s) { return s ? s->ctx : NULL; }
@@ -452,7 +458,7 @@ void kr_server_free(kr_server *s) {
     kr_access_log_close(s->access_log);
     kr_process_metrics_free(s->pmetrics);
     kr_context_free(s->ctx);
-    kr_drift_free(s->drift);
+    kr_drift_free(kr_server_drift(s));
     kr_http_metrics_free(s->http);
     kr_metrics_free(s->metrics);
     pthread_cond_destroy(&s->idle);

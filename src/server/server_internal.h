@@ -7,6 +7,7 @@
 #define KR_SERVER_INTERNAL_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 
 #include <microhttpd.h>
@@ -36,7 +37,10 @@ struct kr_server {
     char model_name[256];
     char predictor_shown[KR_SERVER_PATH_MAX], tokenizer_shown[KR_SERVER_PATH_MAX]; /* reports */
     kr_api_model_desc model_desc;
-    kr_drift *drift; /* f32 shadow of a quantised model, or NULL */
+    /* f32 shadow of a quantised model, or NULL. Attached after the daemon has started
+     * (loading the f32 checkpoint takes a while), so published with release and read with
+     * acquire: a connection thread sees NULL or a whole monitor. */
+    _Atomic(kr_drift *) drift;
     size_t shadow_kv_budget; /* the share of kv_budget set aside for it (0: none planned) */
     kr_conn_watch *watch; /* request read deadlines (slow clients) */
     kr_access_log *access_log; /* NULL: none */

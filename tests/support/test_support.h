@@ -8,13 +8,13 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-/* 1 in an AddressSanitizer build (GCC defines __SANITIZE_ADDRESS__, clang has the feature
- * test). Such a build owns malloc and keeps freed memory in its quarantine, so resident-memory
- * bounds and allocation counts are not the program's own there. */
-#if defined(__SANITIZE_ADDRESS__)
+/* 1 in an AddressSanitizer or ThreadSanitizer build (GCC defines __SANITIZE_ADDRESS__ /
+ * __SANITIZE_THREAD__, clang has the feature tests). Such a build owns malloc and adds its own
+ * shadow memory, so resident-memory bounds and allocation counts are not the program's own. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define KR_TEST_ASAN 1
 #elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
 #define KR_TEST_ASAN 1
 #endif
 #endif
