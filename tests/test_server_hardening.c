@@ -504,11 +504,12 @@ static void test_trickle_cut_at_deadline(void **state) {
     c.read_timeout_s = 1.0;
     kr_server *s = start_server(&c);
     int port = kr_server_port(s);
-    /* One byte every 100 ms: libmicrohttpd's idle timeout never fires, the deadline does. */
+    /* One byte every 100 ms: libmicrohttpd's idle timeout never fires, the deadline does.
+     * The clock starts before the connection: the server's starts at accept. */
+    double t0 = kr_now_seconds();
     int fd = kr_raw_connect("127.0.0.3", port);
     const char *req = "POST /v1/forecast HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n"
                       "{\"pred_len\":1,\"candles\":[[\"2024-01-02\",1,2,1,1]]}";
-    double t0 = kr_now_seconds();
     size_t sent = 0, n = strlen(req);
     int cut = 0;
     for (; sent < n && !cut; sent++) {
