@@ -23,7 +23,8 @@
  * (cfg.max_request_memory per request -> 413, cfg.max_memory_in_flight in total -> 503 with
  * Retry-After) before they are allocated — the body as its bytes arrive, after a declared
  * length was checked to fit — and given back when the handler drops the body
- * (kr_srv_drop_body) or the request completes.
+ * (kr_srv_drop_body) or the request completes. An answer's body is charged from when it is
+ * queued until the request completes (mem_hold_answer).
  */
 #include "server/server_internal.h"
 
@@ -53,6 +54,20 @@
 #define KR_MAX_HEADERS 64
 
 /* ------------------------------------------------------------------ replies */
+
+/* An answer's body counts against max_memory_in_flight until the request completes: a client
+ * that never reads its 6 MB forecast pins it until the send timeout, and many such clients
+ * would otherwise hold memory no budget sees. Charged without refusal (the answer exists);
+ * while answers hold the budget, new bodies get 503. Given back with the rest at completion. */
+static void mem_hold_answer(kr_conn *c, size_t bytes) {
+    if (!bytes) return;
+    kr_server *s = c->srv;
+    pthread_mutex_lock(&s->mu);
+    s->mem_in_flight += bytes;
+    kr_http_metrics_memory(s->http, s->mem_in_flight);
+    pthread_mutex_unlock(&s->mu);
+    c->reserved += bytes;
+}
 
 int kr_srv_client_gone(int fd) {
     if (fd < 0) return 0;
@@ -114,7 +129,9 @@ enum MHD_Result kr_srv_reply(struct MHD_Connection *mc, kr_conn *c, int status,
         if (cJSON_IsString(m)) snprintf(c->error, sizeof c->error, "%s", m->valuestring);
         cJSON_Delete(j);
     }
-    return kr_srv_queue(mc, c, status, r, body ? len : 0);
+    enum MHD_Result ok = kr_srv_queue(mc, c, status, r, body ? len : 0);
+    if (ok == MHD_YES && body) mem_hold_answer(c, len);
+    return ok;
 }
 
 enum MHD_Result kr_srv_reply_error(struct MHD_Connection *mc, kr_conn *c, int status,
@@ -200,8 +217,8 @@ static int mem_admit(kr_conn *c, size_t bytes, int commit, char *msg, size_t cap
     pthread_mutex_unlock(&s->mu);
     if (!ok) {
         snprintf(msg, cap,
-                 "the server is reading and parsing as many request bodies as its memory "
-                 "budget allows (max_memory_in_flight); retry shortly");
+                 "the server holds as many request and answer bodies as its memory budget "
+                 "allows (max_memory_in_flight); retry shortly");
         return 503;
     }
     if (commit) c->reserved += bytes;

@@ -26,7 +26,7 @@ kr_http_metrics *kr_http_metrics_create(kr_metrics *m) {
                                     "1 while the server drains before exiting");
     hm->memory = kr_metrics_gauge(m, "kronos_http_memory_in_flight_bytes", "",
                                   "Memory budget held by request bodies being read and parsed "
-                                  "(max_memory_in_flight caps it)");
+                                  "and by answers being sent (max_memory_in_flight caps it)");
     /* Pre-register the duration histograms so every route shows up from the first scrape. */
     static const char *const k_labels[] = { "/health",    "/ready",       "/metrics",
                                             "/v1/models", "/v1/forecast", "other" };
