@@ -55,12 +55,17 @@
 
 /* ------------------------------------------------------------------ replies */
 
+/* Answers below this are not charged: errors, health checks and scrapes cost nothing worth
+ * budgeting, and an error answered before a body was read would otherwise hold the budget
+ * until libmicrohttpd notices its client has gone. */
+#define KR_ANSWER_HOLD_MIN ((size_t)64 << 10)
+
 /* An answer's body counts against max_memory_in_flight until the request completes: a client
  * that never reads its 6 MB forecast pins it until the send timeout, and many such clients
  * would otherwise hold memory no budget sees. Charged without refusal (the answer exists);
  * while answers hold the budget, new bodies get 503. Given back with the rest at completion. */
 void kr_srv_hold_answer(kr_conn *c, size_t bytes) {
-    if (!bytes) return;
+    if (bytes < KR_ANSWER_HOLD_MIN) return;
     kr_server *s = c->srv;
     pthread_mutex_lock(&s->mu);
     s->mem_in_flight += bytes;
