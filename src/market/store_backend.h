@@ -26,7 +26,7 @@ struct kr_store {
     void *impl; /* the backend's connection */
     int busy_ms; /* how long a write waits for another writer's lock */
     int statement_ms; /* how long one statement may run (0: no bound of ours) */
-    int existing_only; /* kr_store_open_existing: a file is never created nor given a schema */
+    int existing_only; /* kr_store_open_existing: no file is created, no empty one given a schema */
     char path[PATH_MAX]; /* what messages name: the file, or the URL without its password */
 };
 

@@ -296,7 +296,7 @@ kr_status kr_server_create(const kr_model *model, const kr_server_config *cfg, k
         /* kv_budget is the process's KV memory: the f32 shadow's cache comes out of it. A
          * quarter holds a sample of up to a quarter of an f32-KV server's largest request. */
         size_t total = cp.kv_budget_bytes;
-        if (total == 0 && kr_server_parse_kv_budget("25%", &total, err) != KR_OK) goto fail;
+        if (total == 0 && (st = kr_server_parse_kv_budget("25%", &total, err)) != KR_OK) goto fail;
         s->shadow_kv_budget = total / 4;
         cp.kv_budget_bytes = total - s->shadow_kv_budget;
     }
