@@ -187,8 +187,6 @@ static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max) {
             char *body = final_body(c, &st, &status, &len);
             kr_sse_event(&c->sse, status == 200 ? "result" : "error",
                          body ? body : "{\"error\":{\"code\":500,\"message\":\"out of memory\"}}");
-            /* Held in the stream's buffer until the client reads it: budgeted like a reply. */
-            if (body) kr_srv_hold_answer(c, len);
             free(body);
             c->status = status; /* a stream counts with the status of its final event */
             c->stream_done = 1;
