@@ -24,7 +24,7 @@
  * Retry-After) before they are allocated — the body as its bytes arrive, after a declared
  * length was checked to fit — and given back when the handler drops the body
  * (kr_srv_drop_body) or the request completes. An answer's body is charged from when it is
- * queued until the request completes (kr_srv_hold_answer).
+ * queued until the request completes (hold_answer).
  */
 #include "server/server_internal.h"
 
@@ -64,7 +64,7 @@
  * that never reads its 6 MB forecast pins it until the send timeout, and many such clients
  * would otherwise hold memory no budget sees. Charged without refusal (the answer exists);
  * while answers hold the budget, new bodies get 503. Given back with the rest at completion. */
-void kr_srv_hold_answer(kr_conn *c, size_t bytes) {
+static void hold_answer(kr_conn *c, size_t bytes) {
     if (bytes < KR_ANSWER_HOLD_MIN) return;
     kr_server *s = c->srv;
     pthread_mutex_lock(&s->mu);
@@ -135,7 +135,7 @@ enum MHD_Result kr_srv_reply(struct MHD_Connection *mc, kr_conn *c, int status,
         cJSON_Delete(j);
     }
     enum MHD_Result ok = kr_srv_queue(mc, c, status, r, body ? len : 0);
-    if (ok == MHD_YES && body) kr_srv_hold_answer(c, len);
+    if (ok == MHD_YES && body) hold_answer(c, len);
     return ok;
 }
 

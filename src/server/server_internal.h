@@ -116,9 +116,6 @@ enum MHD_Result kr_srv_stream(struct MHD_Connection *mc, kr_conn *c,
                               MHD_ContentReaderFreeCallback free_cb);
 /* Frees the request body once parsed and gives its memory budget back. */
 void kr_srv_drop_body(kr_conn *c);
-/* Charges an answer's bytes (a reply's body, a stream's final event) to the memory budget
- * until the request completes; never refuses. Connection thread only. */
-void kr_srv_hold_answer(kr_conn *c, size_t bytes);
 /* A lifecycle log line through cfg.sched.log (or stderr when none). */
 void kr_srv_log(kr_server *s, const char *fmt, ...)
 #if defined(__GNUC__)
