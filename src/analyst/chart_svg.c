@@ -140,24 +140,42 @@ static void ranges(const kr_report *r, frame *f) {
     f->vmax = vmax * 1.1;
 }
 
-/* Price grid and labels; a label within `avoid_px` of y_avoid (the last-close tag) is left
- * out so the two do not overprint. */
-static void price_axis(kr_sb *sb, const frame *f, double y_avoid, double avoid_px) {
+/* The price axis' ticks and their labels, worked out once: the right margin is sized to the
+ * widest label that the axis then draws. */
+enum { MAX_PRICE_TICKS = 64 };
+typedef struct price_ticks {
+    int n;
+    price_unit unit;
+    double value[MAX_PRICE_TICKS];
+    char label[MAX_PRICE_TICKS][32];
+} price_ticks;
+
+static void price_ticks_of(const frame *f, price_ticks *t) {
     double first, step;
     kr_chart_nice_ticks(f->lo, f->hi, 6, &first, &step);
-    const price_unit u = unit_for(f->lo, f->hi);
-    for (int k = 0; k < 64; k++) {
+    t->unit = unit_for(f->lo, f->hi);
+    t->n = 0;
+    for (int k = 0; k < MAX_PRICE_TICKS; k++) {
         double v = first + k * step; /* not v += step: no drift, and it always advances */
         if (v > f->hi + step * 1e-9) break;
-        double y = yp(f, v);
-        char lab[32];
-        price_label(v, step, u, lab);
+        t->value[t->n] = v;
+        price_label(v, step, t->unit, t->label[t->n]);
+        t->n++;
+    }
+}
+
+/* Price grid and labels; a label within `avoid_px` of y_avoid (the last-close tag) is left
+ * out so the two do not overprint. */
+static void price_axis(kr_sb *sb, const frame *f, const price_ticks *t, double y_avoid,
+                       double avoid_px) {
+    for (int k = 0; k < t->n; k++) {
+        double y = yp(f, t->value[k]);
         kr_sb_appendf(
             sb, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"" COL_GRID "\"/>",
             f->x0, y, f->plot_right, y);
         if (fabs(y - y_avoid) >= avoid_px)
             kr_sb_appendf(sb, "<text x=\"%.1f\" y=\"%.1f\" class=\"ax\">%s</text>\n",
-                          f->plot_right + 6, y + 4, lab);
+                          f->plot_right + 6, y + 4, t->label[k]);
     }
 }
 
@@ -283,18 +301,11 @@ static void legend(kr_sb *sb, double x, double y) {
 
 /* Room right of the plot for the widest price label and the last-close tag (70 px at
  * least, the width of a four-digit price with two decimals). */
-static double right_margin(const kr_report *r, const frame *f) {
-    double first, step, widest = 0.0;
+static double right_margin(const kr_report *r, const price_ticks *t) {
+    double widest = 0.0;
+    for (int k = 0; k < t->n; k++) widest = fmax(widest, label_px(t->label[k]) + 10.0);
     char lab[32];
-    kr_chart_nice_ticks(f->lo, f->hi, 6, &first, &step);
-    const price_unit u = unit_for(f->lo, f->hi);
-    for (int k = 0; k < 64; k++) {
-        double v = first + k * step;
-        if (v > f->hi + step * 1e-9) break;
-        price_label(v, step, u, lab);
-        widest = fmax(widest, label_px(lab) + 10.0);
-    }
-    close_label(r->last_close, u, lab);
+    close_label(r->last_close, t->unit, lab);
     widest = fmax(widest, fmax(60.0, label_px(lab) + 8.0) + 4.0);
     return fmax(70.0, widest);
 }
@@ -305,8 +316,10 @@ void kr_chart_forecast_svg(kr_sb *sb, const kr_report *r, int width, int height)
     const double left = 12, top = 30, bottom = 28, gap = 14;
     const double inner = height - top - bottom;
     ranges(r, &f);
+    price_ticks ticks;
+    price_ticks_of(&f, &ticks);
     f.x0 = left;
-    f.plot_right = width - right_margin(r, &f);
+    f.plot_right = width - right_margin(r, &ticks);
     f.w_slot = (f.plot_right - f.x0) / total;
     f.py0 = top;
     f.py1 = top + inner * 0.76;
@@ -331,7 +344,7 @@ void kr_chart_forecast_svg(kr_sb *sb, const kr_report *r, int width, int height)
     kr_sb_appendf(sb,
                   "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"#f1f5f9\"/>\n",
                   bx, f.py0, f.plot_right - bx, f.vy1 - f.py0);
-    price_axis(sb, &f, yp(&f, r->last_close), 14.0);
+    price_axis(sb, &f, &ticks, yp(&f, r->last_close), 14.0);
     time_axis(sb, r, &f, total, f.vy1);
     kr_sb_appendf(sb,
                   "<line x1=\"%.2f\" y1=\"%.1f\" x2=\"%.2f\" y2=\"%.1f\" stroke=\"" COL_AXIS "\" "
