@@ -186,7 +186,8 @@ typedef struct kr_context_params {
     int max_batch_tokens; /* 1 .. 16777216 (2^24), default 4096 */
     int max_running; /* requests in the running batch: 1 .. 65536, default 64 */
     int max_queue; /* waiting requests before kr_submit says KR_ERR_BUSY: 1 .. 1048576 (2^20),
-                      default 256 */
+                      default 256. Requests the next admission will start into free running
+                      slots are not counted: an idle engine takes max_running + max_queue. */
     int batch_wait_ms; /* a lone new request waits this long for company: 0 .. 60000 (default
                           0; servers: 20-100) */
     size_t kv_budget_bytes; /* KV memory for running requests (each charged its peak from

@@ -1314,17 +1314,18 @@ static void test_waiting_for_room_is_not_rejected(void **state) {
     pthread_t bt;
     kr_test_gate g;
     kr_test_gate_close(&g, ctx);
-    /* The engine is held: the batch's first series fills the queue, the others wait. */
+    /* The engine is held: the batch's first two series take the free running slot and the
+     * queue, the third waits. */
     kr_forecast *out[3] = { 0 };
     g_batch_ctx = ctx;
     pthread_create(&bt, NULL, run_batch_thread, out);
     kr_context_stats st;
     for (int i = 0; i < 5000; i++) {
         kr_context_get_stats(ctx, &st);
-        if (st.waiting == 1) break;
+        if (st.waiting == 2) break;
         usleep(1000);
     }
-    assert_int_equal(st.waiting, 1);
+    assert_int_equal(st.waiting, 2);
     usleep(100000); /* the batch tries again meanwhile, every 10 ms */
     kr_series s = series_for(3);
     kr_forecast_params p = params_for(3);
@@ -1336,6 +1337,27 @@ static void test_waiting_for_room_is_not_rejected(void **state) {
     for (int k = 0; k < 3; k++) kr_forecast_free(out[k]);
     assert_true(metric_in(ctx, "kronos_requests_total{outcome=\"rejected\"}") == 1);
     assert_true(metric_in(ctx, "kronos_requests_total{outcome=\"ok\"}") == 3);
+    kr_context_free(ctx);
+}
+
+/* A burst on an idle engine is taken up to its free running slots plus max_queue: requests
+ * the next admission starts do not wait. Once it counted them all against max_queue, and
+ * max_running 2 + max_queue 4 accepted 5 of 40 (or 4 when the engine was busy). */
+static void test_burst_fills_free_slots_then_queue(void **state) {
+    (void)state;
+    kr_context *ctx = context_with(4096, 2, 4, 0);
+    kr_test_gate g;
+    kr_test_gate_close(&g, ctx);
+    kr_series s = series_for(0);
+    kr_forecast_params p = params_for(0);
+    kr_error err = { 0 };
+    for (int i = 0; i < 6; i++) assert_int_equal(kr_submit(ctx, &s, &p, NULL, NULL, &err), KR_OK);
+    assert_int_equal(kr_submit(ctx, &s, &p, NULL, NULL, &err), KR_ERR_BUSY);
+    assert_non_null(strstr(err.message, "queue is full (6 waiting, max_queue 4)"));
+    kr_test_gate_open(&g);
+    assert_int_equal(kr_context_drain(ctx, -1), KR_OK);
+    assert_true(metric_in(ctx, "kronos_requests_total{outcome=\"ok\"}") == 6);
+    assert_true(metric_in(ctx, "kronos_requests_total{outcome=\"rejected\"}") == 1);
     kr_context_free(ctx);
 }
 
@@ -1539,6 +1561,7 @@ int main(void) {
         cmocka_unit_test(test_batch_wait_ends_on_deadline_and_abort),
         cmocka_unit_test(test_busy_ratio_returns_to_zero),
         cmocka_unit_test(test_waiting_for_room_is_not_rejected),
+        cmocka_unit_test(test_burst_fills_free_slots_then_queue),
         cmocka_unit_test(test_kv_budget_holds),
         cmocka_unit_test(test_batch_failing_while_submitting),
         cmocka_unit_test(test_kv_refusal_before_result_memory),

@@ -495,6 +495,17 @@ kr_status kr_request_check(const kr_request_params *r, kr_error *err) {
 
 /* count_full: a full queue's refusal counts as a rejected request (0: the caller waits for
  * room and tries again, so only its final verdict counts). */
+/* How many requests may wait (lock held). Those the engine's next admission will start into
+ * free running slots do not really wait, so a burst on an idle engine fills the free slots and
+ * then max_queue: with max_running 2 and max_queue 4, six requests are taken, not four. The
+ * slot count is the engine's last published one, which can only be behind on slots freed. */
+static int queue_room(kr_context *c) {
+    const int running = atomic_load(&c->running_now);
+    int free_slots = c->p.max_running - running;
+    if (c->p.static_batching && running > 0) free_slots = 0; /* no admission until it ends */
+    return c->p.max_queue + (free_slots > 0 ? free_slots : 0);
+}
+
 static kr_status submit(kr_context *c, const kr_series *series, int index, int n_series,
                         const kr_forecast_params *params, const kr_request_params *request,
                         const kr_gen_options *opt, int count_full, uint64_t *id, kr_error *err) {
@@ -539,16 +550,17 @@ static kr_status submit(kr_context *c, const kr_series *series, int index, int n
     r->t_submit = kr_now_seconds();
     r->deadline = r->rp.deadline_s > 0 ? r->t_submit + r->rp.deadline_s : 0;
     pthread_mutex_lock(&c->lock);
-    if (c->draining || c->stop || c->n_waiting >= c->p.max_queue) {
+    if (c->draining || c->stop || c->n_waiting >= queue_room(c)) {
         int draining = c->draining || c->stop;
-        int limit = c->p.max_queue;
+        int limit = c->p.max_queue, waiting = c->n_waiting;
         pthread_mutex_unlock(&c->lock);
         kr_forecast_job_release(&r->job);
         free(r);
         if (draining || count_full) kr_metric_add(c->m_rejected, 1);
         return draining ? kr_error_set(err, KR_ERR_BUSY, "the engine is shutting down")
-                        : kr_error_set(err, KR_ERR_BUSY, "the request queue is full (%d waiting)",
-                                       limit);
+                        : kr_error_set(err, KR_ERR_BUSY,
+                                       "the request queue is full (%d waiting, max_queue %d)",
+                                       waiting, limit);
     }
     r->id = ++c->next_id;
     /* Priority descending, then first come first served. */
