@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
@@ -383,6 +384,36 @@ static void test_lost_stdout_fails(void **state) {
     free(csv);
 }
 
+/* Inputs past 1 GiB are refused by their size, before parsing: standard input one byte over
+ * (read to the limit, never doubled past it), and CSV and JSON files (sparse, so the test
+ * writes nothing to disk and the refusal comes before reading). */
+static void test_inputs_past_one_gib(void **state) {
+    (void)state;
+    char cmd[4096], path[1400];
+    snprintf(cmd, sizeof cmd,
+             "head -c 1073741825 /dev/zero | env -u KRONOS_DB %s/kronos forecast --input - "
+             "--pred-len 2 >/dev/null 2>%s/stderr",
+             KR_BINARY_DIR, g_tmp);
+    const int st = system(cmd);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 1);
+    snprintf(path, sizeof path, "%s/stderr", g_tmp);
+    char err[4096];
+    kr_test_slurp(path, err, sizeof err);
+    if (!strstr(err, "standard input is larger than 1073741824 bytes")) fail_msg("%s", err);
+    const char *names[] = { "big.csv", "big.json" };
+    for (int i = 0; i < 2; i++) {
+        snprintf(path, sizeof path, "%s/%s", g_tmp, names[i]);
+        FILE *f = fopen(path, "w");
+        assert_non_null(f);
+        assert_int_equal(ftruncate(fileno(f), ((off_t)1 << 30) + 1), 0);
+        fclose(f);
+        char args[1500];
+        snprintf(args, sizeof args, "forecast --input %s --pred-len 2", path);
+        expect(args, 1, names[i], "larger than a candle file can be");
+        unlink(path);
+    }
+}
+
 /* Empty values that would widen what a command touches: "--db $DB" with DB unset is not the
  * default store, and "--from $F" with F unset is not "from the first row" (a delete took the
  * whole series). */
@@ -494,6 +525,7 @@ int main(void) {
         cmocka_unit_test(test_empty_values_refused),
         cmocka_unit_test(test_output_is_not_the_input),
         cmocka_unit_test(test_small_contracts),
+        cmocka_unit_test(test_inputs_past_one_gib),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
