@@ -377,6 +377,9 @@ KR_API int kr_forecast_pred_len(const kr_forecast *f);
 KR_API int kr_forecast_paths(const kr_forecast *f);
 /* History rows the model saw. */
 KR_API int kr_forecast_lookback(const kr_forecast *f);
+/* Heap bytes the result holds: what keeping it costs (a server budgets results waiting for
+ * their clients by it). 0 for NULL. */
+KR_API size_t kr_forecast_bytes(const kr_forecast *f);
 /* Borrowed, valid until kr_forecast_free. */
 KR_API const int64_t *kr_forecast_timestamps(const kr_forecast *f); /* [pred_len] */
 KR_API const double *kr_forecast_mean(const kr_forecast *f); /* [pred_len][6] */

@@ -38,6 +38,7 @@
 #include <stdatomic.h>
 
 #include "http_client.h"
+#include "raw_http.h"
 #include "engine_helpers.h"
 #include "server_fixtures.h"
 #include "test_support.h"
@@ -1107,6 +1108,53 @@ static void test_drain_waits_for_analysis(void **state) {
     kr_server_free(s);
 }
 
+/* A streamed batch analysis whose client reads nothing: its final event (a ~6 MB JSON report
+ * of 20 series, more than the kernel's socket buffers take, ~4 MB here) counts against
+ * max_memory_in_flight until the request completes, as a plain answer does
+ * (test_server_hardening shows new bodies then get 503); once the client leaves, the budget
+ * is back. */
+static void test_unread_stream_holds_budget(void **state) {
+    (void)state;
+    char db[1100], symbols[512] = "", body[700];
+    snprintf(db, sizeof db, "%s/many.db", g_tmp);
+    kr_store *st = NULL;
+    kr_error err = { 0 };
+    if (kr_store_open(db, &st, &err) != KR_OK) fail_msg("%s", err.message);
+    for (int i = 0; i < 20; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "S%d", i);
+        if (kr_store_upsert(st, name, "1d", g_msft, &err) != KR_OK) fail_msg("%s", err.message);
+        snprintf(symbols + strlen(symbols), sizeof symbols - strlen(symbols), "%s\"%s\"",
+                 i ? "," : "", name);
+    }
+    kr_store_close(st);
+    kr_server_config c = base_config();
+    snprintf(c.db, sizeof c.db, "%s", db);
+    kr_server *s = NULL;
+    if (kr_server_create(g_model, &c, &s, &err) != KR_OK) fail_msg("%s", err.message);
+    const int port = kr_server_port(s);
+    snprintf(body, sizeof body,
+             "{\"symbols\":[%s],\"horizon\":256,\"paths\":2,\"format\":\"json\",\"stream\":true}",
+             symbols);
+    int fd = kr_raw_post_unread(port, "/v1/analyze/batch", body);
+    assert_true(fd >= 0);
+    const double want = 4 << 20;
+    double held = 0;
+    for (int i = 0; i < 6000 && held < want; i++) {
+        held = kr_http_metric(port, "kronos_http_memory_in_flight_bytes");
+        if (held < want) usleep(20000);
+    }
+    print_message("unread streamed analysis: %.1f MiB held\n", held / (1 << 20));
+    assert_true(held >= want);
+    close(fd);
+    for (int i = 0; i < 500 && held > 0; i++) {
+        held = kr_http_metric(port, "kronos_http_memory_in_flight_bytes");
+        if (held > 0) usleep(20000);
+    }
+    assert_true(held == 0);
+    kr_server_free(s);
+}
+
 static void test_static_files(void **state) {
     (void)state;
     int port = kr_server_port(g_srv);
@@ -1651,6 +1699,7 @@ int main(void) {
         cmocka_unit_test(test_batch_stream),
         cmocka_unit_test(test_stream_client_leaves),
         cmocka_unit_test(test_drain_waits_for_analysis),
+        cmocka_unit_test(test_unread_stream_holds_budget),
         cmocka_unit_test(test_static_files),
         cmocka_unit_test(test_no_store_and_auth),
         cmocka_unit_test(test_serve_flags),

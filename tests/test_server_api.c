@@ -1011,6 +1011,62 @@ static void test_job_rendezvous(void **state) {
     kr_job_unref(NULL);
 }
 
+/* A finished result waiting in its job counts against the server's memory budget until it is
+ * taken, or until the job is freed with it (a streamed forecast whose client never reads). */
+typedef struct charge_log {
+    long long held;
+    int calls;
+} charge_log;
+
+static void log_charge(void *user, size_t bytes, int release) {
+    charge_log *l = user;
+    l->held += release ? -(long long)bytes : (long long)bytes;
+    l->calls++;
+}
+
+static void test_job_charges_its_result(void **state) {
+    (void)state;
+    kr_model *m = NULL;
+    kr_candles *data = NULL;
+    assert_int_equal(kr_test_load_demo(&m, &data), 0);
+    kr_context *ctx = kr_test_context(m, 1, NULL);
+    kr_series series = kr_candles_slice(data, 0, 64);
+    kr_forecast_params p = kr_forecast_default_params();
+    p.pred_len = 3;
+    p.paths = 5;
+    p.keep_paths = 1;
+    for (int taken = 0; taken <= 1; taken++) {
+        kr_forecast *f = kr_test_run_opt(ctx, &series, &p, NULL);
+        const size_t bytes = kr_forecast_bytes(f);
+        /* 5 paths x 3 steps: tokens, normalised and raw candles; 64 history tokens. */
+        assert_true(bytes > 5 * 3 * 6 * (sizeof(float) + sizeof(double)) + 64 * 8);
+        charge_log log = { 0, 0 };
+        kr_job *j = kr_job_create();
+        kr_job_set_charge(j, log_charge, &log);
+        kr_job_ref(j); /* the scheduler's */
+        kr_event ev;
+        memset(&ev, 0, sizeof ev);
+        ev.id = 5;
+        ev.kind = KR_EVENT_DONE;
+        ev.result = f;
+        kr_job_on_event(j, &ev); /* drops the scheduler's reference */
+        assert_int_equal(log.held, (long long)bytes);
+        if (taken) {
+            kr_forecast *r = kr_job_take_result(j);
+            assert_ptr_equal(r, f);
+            assert_int_equal(log.held, 0);
+            assert_null(kr_job_take_result(j)); /* nothing more to give back */
+            kr_forecast_free(r);
+        }
+        kr_job_unref(j); /* not taken: freed here, with its charge */
+        assert_int_equal(log.held, 0);
+        assert_int_equal(log.calls, 2);
+    }
+    kr_context_free(ctx);
+    kr_candles_free(data);
+    kr_model_free(m);
+}
+
 static atomic_int g_ticks;
 
 static void count_tick(void *user) {
@@ -1053,6 +1109,7 @@ int main(void) {
         cmocka_unit_test(test_kv_budget_and_clock),
         cmocka_unit_test(test_sse_framing),
         cmocka_unit_test(test_job_rendezvous),
+        cmocka_unit_test(test_job_charges_its_result),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -310,6 +310,15 @@ void kr_forecast_job_release(kr_forecast_job *j) {
     j->result = NULL;
 }
 
+size_t kr_forecast_bytes(const kr_forecast *f) {
+    if (!f) return 0;
+    /* What result_alloc allocates. */
+    const size_t P = (size_t)f->pred_len, rows = (size_t)f->paths * P;
+    return sizeof *f + P * (sizeof(int64_t) + 6 * sizeof(double)) + rows * 2 * sizeof(int32_t) +
+           (size_t)f->lookback * 2 * sizeof(int32_t) + rows * 6 * sizeof(float) +
+           (f->path_values ? rows * 6 * sizeof(double) : 0);
+}
+
 int kr_forecast_pred_len(const kr_forecast *f) { return f ? f->pred_len : 0; }
 int kr_forecast_paths(const kr_forecast *f) { return f ? f->paths : 0; }
 int kr_forecast_lookback(const kr_forecast *f) { return f ? f->lookback : 0; }

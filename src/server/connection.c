@@ -60,18 +60,32 @@
  * until libmicrohttpd notices its client has gone. */
 #define KR_ANSWER_HOLD_MIN ((size_t)64 << 10)
 
+static void charge(kr_server *s, size_t bytes, int release) {
+    pthread_mutex_lock(&s->mu);
+    if (release)
+        s->mem_in_flight -= bytes;
+    else
+        s->mem_in_flight += bytes;
+    kr_http_metrics_memory(s->http, s->mem_in_flight);
+    pthread_mutex_unlock(&s->mu);
+}
+
 /* An answer's body counts against max_memory_in_flight until the request completes: a client
  * that never reads its 6 MB forecast pins it until the send timeout, and many such clients
  * would otherwise hold memory no budget sees. Charged without refusal (the answer exists);
  * while answers hold the budget, new bodies get 503. Given back with the rest at completion. */
-static void hold_answer(kr_conn *c, size_t bytes) {
+void kr_srv_hold_answer(kr_conn *c, size_t bytes) {
     if (bytes < KR_ANSWER_HOLD_MIN) return;
-    kr_server *s = c->srv;
-    pthread_mutex_lock(&s->mu);
-    s->mem_in_flight += bytes;
-    kr_http_metrics_memory(s->http, s->mem_in_flight);
-    pthread_mutex_unlock(&s->mu);
+    charge(c->srv, bytes, 0);
     c->reserved += bytes;
+}
+
+/* The same for what no connection's body holds (a kr_job_charge_fn, user the server): a
+ * finished forecast waiting in its job (a streamed forecast whose client reads nothing never
+ * gets it taken, because libmicrohttpd calls the stream's reader only when the socket has
+ * room), a streamed analysis' final event. */
+void kr_srv_charge_memory(void *server, size_t bytes, int release) {
+    if (bytes >= KR_ANSWER_HOLD_MIN) charge(server, bytes, release);
 }
 
 int kr_srv_client_gone(int fd) {
@@ -135,7 +149,7 @@ enum MHD_Result kr_srv_reply(struct MHD_Connection *mc, kr_conn *c, int status,
         cJSON_Delete(j);
     }
     enum MHD_Result ok = kr_srv_queue(mc, c, status, r, body ? len : 0);
-    if (ok == MHD_YES && body) hold_answer(c, len);
+    if (ok == MHD_YES && body) kr_srv_hold_answer(c, len);
     return ok;
 }
 

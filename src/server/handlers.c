@@ -188,6 +188,8 @@ static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max) {
             kr_sse_event(&c->sse, status == 200 ? "result" : "error",
                          body ? body : "{\"error\":{\"code\":500,\"message\":\"out of memory\"}}");
             free(body);
+            /* The final event waits in the stream's buffer until the client reads it. */
+            kr_srv_hold_answer(c, len);
             c->status = status; /* a stream counts with the status of its final event */
             c->stream_done = 1;
             continue;
@@ -261,6 +263,7 @@ enum MHD_Result kr_handle_forecast(struct MHD_Connection *mc, kr_conn *c) {
         uncount(c);
         return kr_srv_reply_error(mc, c, 503, "out of memory", NULL);
     }
+    kr_job_set_charge(c->job, kr_srv_charge_memory, s);
     kr_job_ref(c->job); /* the scheduler's reference, dropped by its DONE/FAILED event */
     kr_series series = kr_api_request_series(&c->req);
     uint64_t id = 0;

@@ -18,6 +18,9 @@ struct kr_job {
     uint64_t id;
     kr_job_state st;
     kr_forecast *result; /* owned until taken */
+    kr_job_charge_fn charge; /* set before submit, then read-only */
+    void *charge_user;
+    size_t charged; /* the result's bytes charged, until taken or freed */
 };
 
 kr_job *kr_job_create(void) {
@@ -50,6 +53,7 @@ void kr_job_unref(kr_job *j) {
     int last = --j->refs == 0;
     pthread_mutex_unlock(&j->mu);
     if (!last) return;
+    if (j->charged) j->charge(j->charge_user, j->charged, 1);
     kr_forecast_free(j->result);
     pthread_cond_destroy(&j->cv);
     pthread_mutex_destroy(&j->mu);
@@ -95,6 +99,10 @@ void kr_job_on_event(void *user, const kr_event *ev) {
         j->st.done = 1;
         j->st.status = KR_OK;
         j->result = ev->result;
+        if (j->charge && ev->result) {
+            j->charged = kr_forecast_bytes(ev->result);
+            j->charge(j->charge_user, j->charged, 0);
+        }
         if (ev->pred_len > 0) j->st.steps = j->st.pred_len = ev->pred_len;
         copy_usage(j, ev);
         break;
@@ -149,7 +157,15 @@ int kr_job_wait(kr_job *j, int seen_steps, double timeout_s, kr_job_state *st) {
 kr_forecast *kr_job_take_result(kr_job *j) {
     pthread_mutex_lock(&j->mu);
     kr_forecast *r = j->result;
+    const size_t charged = j->charged;
     j->result = NULL;
+    j->charged = 0;
     pthread_mutex_unlock(&j->mu);
+    if (charged) j->charge(j->charge_user, charged, 1);
     return r;
+}
+
+void kr_job_set_charge(kr_job *j, kr_job_charge_fn charge, void *user) {
+    j->charge = charge;
+    j->charge_user = user;
 }

@@ -37,6 +37,13 @@ void kr_job_unref(kr_job *j);
  * scheduler's reference, which this callback drops on DONE and FAILED. */
 void kr_job_on_event(void *user, const kr_event *ev);
 
+/* Memory accounting for the result while it waits in the job: charge(user, bytes, 0) when it
+ * arrives, charge(user, bytes, 1) when it is taken or freed with the job. Set before the job
+ * is submitted. Called with the job's lock held on arrival, so the charge always comes first;
+ * it must not call back into the job. */
+typedef void (*kr_job_charge_fn)(void *user, size_t bytes, int release);
+void kr_job_set_charge(kr_job *j, kr_job_charge_fn charge, void *user);
+
 /* Records the scheduler's id (for cancel) once kr_submit has returned. */
 void kr_job_set_id(kr_job *j, uint64_t id);
 uint64_t kr_job_id(kr_job *j);

@@ -64,6 +64,7 @@ typedef struct analyze_task {
     atomic_int abandoned; /* the client has gone: the engine cancels the forecasts */
     double last_write;
     double started; /* kr_now_seconds() when the analysis began: the request deadline's origin */
+    size_t charged; /* the final event's bytes charged to the memory budget */
 } analyze_task;
 
 static analyze_task *task_new(kr_server *s) {
@@ -87,6 +88,7 @@ static void task_join(analyze_task *t) {
 static void task_free(analyze_task *t) {
     if (!t) return;
     task_join(t);
+    if (t->charged) kr_srv_charge_memory(t->srv, t->charged, 1);
     for (int i = 0; i < KR_API_MAX_SYMBOLS; i++) kr_candles_free(t->cs[i]);
     kr_api_analyze_request_free(&t->req);
     free(t->body);
@@ -408,6 +410,12 @@ static void *task_worker(void *arg) {
     const char *payload = data ? data : t->body;
     kr_sse_event(&t->sse, payload ? event : "error",
                  payload ? payload : "{\"error\":{\"code\":503,\"message\":\"out of memory\"}}");
+    /* The event waits in the stream's buffer until the client reads it, charged like any
+     * answer; the report's own copy is not needed any more. */
+    free(t->body);
+    t->body = NULL;
+    t->charged = kr_sse_pending(&t->sse);
+    kr_srv_charge_memory(t->srv, t->charged, 0);
     t->done = 1;
     pthread_cond_broadcast(&t->cv);
     pthread_mutex_unlock(&t->mu);

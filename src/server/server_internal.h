@@ -116,6 +116,12 @@ enum MHD_Result kr_srv_stream(struct MHD_Connection *mc, kr_conn *c,
                               MHD_ContentReaderFreeCallback free_cb);
 /* Frees the request body once parsed and gives its memory budget back. */
 void kr_srv_drop_body(kr_conn *c);
+/* Memory budget (connection.c): an answer of 64 KiB or more counts against
+ * max_memory_in_flight until its request completes; kr_srv_charge_memory (a kr_job_charge_fn)
+ * does the same for answers held elsewhere: a result waiting in its job, a streamed
+ * analysis' final event. Release with the same bytes. */
+void kr_srv_hold_answer(kr_conn *c, size_t bytes);
+void kr_srv_charge_memory(void *server, size_t bytes, int release);
 /* A lifecycle log line through cfg.sched.log (or stderr when none). */
 void kr_srv_log(kr_server *s, const char *fmt, ...)
 #if defined(__GNUC__)

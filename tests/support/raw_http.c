@@ -32,6 +32,26 @@ int kr_raw_connect(const char *src, int port) {
     return fd;
 }
 
+int kr_raw_post_unread(int port, const char *path, const char *body) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    int small = 4096; /* before connecting: the window is agreed at the handshake */
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    struct sockaddr_in to = { .sin_family = AF_INET, .sin_port = htons((unsigned short)port) };
+    inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+    char head[512];
+    int hn = snprintf(head, sizeof head,
+                      "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                      "Content-Length: %zu\r\n\r\n",
+                      path, strlen(body));
+    if (connect(fd, (struct sockaddr *)&to, sizeof to) != 0 ||
+        kr_raw_send(fd, head, (size_t)hn) != 0 || kr_raw_send(fd, body, strlen(body)) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
 int kr_raw_send(int fd, const char *buf, size_t len) {
     while (len > 0) {
         ssize_t n = send(fd, buf, len, MSG_NOSIGNAL);

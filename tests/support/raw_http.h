@@ -9,6 +9,10 @@
 /* A TCP connection to 127.0.0.1:port from the local address src (e.g. "127.0.0.2"; NULL:
  * any). Returns the socket, or -1. */
 int kr_raw_connect(const char *src, int port);
+/* A client that posts `body` (JSON) to path and then reads nothing, with a receive buffer of
+ * a few KB, so a large answer cannot all leave the server. Returns the socket (close it to
+ * leave), or -1. */
+int kr_raw_post_unread(int port, const char *path, const char *body);
 /* Sends all of buf without SIGPIPE; 0, or -1 once the peer has closed or reset. */
 int kr_raw_send(int fd, const char *buf, size_t len);
 /* Reads until the peer closes or timeout_s passes; returns the bytes read into buf
