@@ -819,7 +819,7 @@ static void unread_answer_holds_budget(int stream) {
     int fd = kr_raw_post_unread(port, "/v1/forecast", body);
     assert_true(fd >= 0);
     double held = 0;
-    for (int i = 0; i < 600 && held < (double)(2 << 20); i++) {
+    for (int i = 0; i < 6000 && held < (double)(2 << 20); i++) {
         held = metric_value(port, "kronos_http_memory_in_flight_bytes");
         if (held < (double)(2 << 20)) usleep(20000);
     }
