@@ -803,6 +803,8 @@ static void test_config_errors(void **state) {
         { "{\"quant\":\"int4\"}", "quant: 'int4' is not one of f32, bf16, int8, fp8, q4" },
         { "{\"kv_dtype\":\"f16\"}", "kv_dtype: 'f16' is not one of f32, bf16, int8" },
         { "{\"drift_sample\":1.5}", "drift_sample: must be a number in [0, 1]" },
+        { "{\"drift_kv_share\":0}", "drift_kv_share: must be a number in (0, 0.9]" },
+        { "{\"drift_kv_share\":0.95}", "drift_kv_share: must be a number in (0, 0.9]" },
         { "{\"tune\":1}", "tune: must be true or false" },
         { "{\"request_timeout_s\":0}", "request_timeout_s: must be a number in (0, 86400]" },
         { "{\"max_body_bytes\":10}", "max_body_bytes" },

@@ -498,6 +498,19 @@ static void test_quant_drift_metric(void **state) {
     /* The shadow's f32 KV comes out of kv_budget: a quarter for it, the rest served. */
     assert_true(metric_value(port, "kronos_quant_drift_kv_budget_bytes") == (16 << 20));
     assert_true(metric_value(port, "kronos_kv_cache_budget_bytes") == (48 << 20));
+    /* drift_kv_share sets that share: an eighth here. */
+    {
+        kr_server_config c8 = c;
+        c8.drift_kv_share = 0.125;
+        kr_server *s8 = NULL;
+        if (kr_server_create(q, &c8, &s8, &err) != KR_OK) fail_msg("%s", err.message);
+        const int port8 = kr_server_port(s8);
+        assert_true(metric_value(port8, "kronos_kv_cache_budget_bytes") == (56 << 20));
+        kr_model *shadow8 = kr_test_demo_model(NULL);
+        assert_int_equal(kr_server_attach_shadow(s8, shadow8, c8.drift_sample, &err), KR_OK);
+        assert_true(metric_value(port8, "kronos_quant_drift_kv_budget_bytes") == (8 << 20));
+        kr_server_free(s8);
+    }
     for (int i = 0; i < 4; i++) {
         char *body = forecast_body(300 + 50 * i, 200, "\"pred_len\":6,\"paths\":24,\"seed\":5");
         http_resp *r = http(port, "POST", "/v1/forecast", body, NULL);

@@ -79,6 +79,8 @@ typedef struct kr_server_config {
     char kv_dtype[8]; /* KV-cache precision: f32, bf16, int8 */
     double drift_sample; /* fraction of forecasts re-run on the f32 shadow when
                                             serving quantised weights (default 0.05; 0: off) */
+    double drift_kv_share; /* share of kv_budget set aside for the shadow's f32 KV cache
+                              (0 < x <= 0.9, default 0.25) */
     int threads; /* compute threads; 0 = all CPUs */
     char api_key_file[KR_SERVER_PATH_MAX];
     char api_key[256]; /* "" = no auth; loaded from api_key_file when empty */
@@ -169,7 +171,8 @@ KR_API kr_status kr_server_create(const kr_model *model, const kr_server_config 
 
 /* Whether a server of model and cfg runs an f32 shadow (kr_server_attach_shadow): drift_sample
  * > 0 and weights quantised at load (an f32 original exists) or a KV dtype other than f32.
- * Such a server sets a quarter of kv_budget aside for the shadow's f32 KV cache. */
+ * Such a server sets drift_kv_share of kv_budget (a quarter) aside for the shadow's f32 KV
+ * cache. */
 KR_API int kr_server_shadow_planned(const kr_model *model, const kr_server_config *cfg);
 
 /* Serving a quantised model: runs a `sample` fraction of the answered forecasts again on

@@ -35,6 +35,7 @@ void kr_server_config_defaults(kr_server_config *c) {
     snprintf(c->quant, sizeof c->quant, "f32");
     snprintf(c->kv_dtype, sizeof c->kv_dtype, "f32");
     c->drift_sample = 0.05;
+    c->drift_kv_share = 0.25;
     c->request_timeout_s = 120.0;
     c->max_body_bytes = (size_t)8 << 20;
     c->max_paths = 256;
@@ -217,6 +218,7 @@ static const dbl_key k_dbl_keys[] = {
     { "read_timeout_s", 0.0, 3600.0, CFG_OFF(read_timeout_s), 0 },
     { "drain_delay_s", -1e-300, 600.0, CFG_OFF(drain_delay_s), 0 },
     { "drift_sample", -1e-300, 1.0, CFG_OFF(drift_sample), 0 },
+    { "drift_kv_share", 0.0, 0.9, CFG_OFF(drift_kv_share), 0 },
     { "target_queue_p95_s", 0.0, 3600.0, CFG_OFF(sched.target_queue_p95_s),
       PROF_OFF(target_queue_p95_s) },
     { "target_ttft_p95_s", 0.0, 3600.0, CFG_OFF(sched.target_ttft_p95_s),

@@ -293,11 +293,12 @@ kr_status kr_server_create(const kr_model *model, const kr_server_config *cfg, k
     cp.n_threads = s->cfg.threads;
     cp.kv_dtype = s->cfg.kv_dtype;
     if (kr_server_shadow_planned(model, &s->cfg)) {
-        /* kv_budget is the process's KV memory: the f32 shadow's cache comes out of it. A
-         * quarter holds a sample of up to a quarter of an f32-KV server's largest request. */
+        /* kv_budget is the process's KV memory: the f32 shadow's cache comes out of it. The
+         * default quarter holds a sample of up to a quarter of an f32-KV server's largest
+         * request; a sample that does not fit is skipped and counted. */
         size_t total = cp.kv_budget_bytes;
         if (total == 0 && (st = kr_server_parse_kv_budget("25%", &total, err)) != KR_OK) goto fail;
-        s->shadow_kv_budget = total / 4;
+        s->shadow_kv_budget = (size_t)((double)total * s->cfg.drift_kv_share);
         cp.kv_budget_bytes = total - s->shadow_kv_budget;
     }
     if ((st = kr_context_create_ex(model, &cp, s->metrics, &s->ctx, err)) != KR_OK) goto fail;
