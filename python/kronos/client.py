@@ -25,6 +25,7 @@ import csv
 import datetime
 import email.utils
 import hashlib
+import http.client
 import io
 import json
 import math
@@ -466,7 +467,11 @@ class Client:
             with urllib.request.urlopen(req, timeout=self.timeout) as r:
                 code, text = r.status, r.read()
         except urllib.error.HTTPError as e:
-            message, field = _error_of(e.read().decode(errors="replace"))
+            try:
+                body = e.read()
+            except (http.client.HTTPException, OSError):  # the error's body broke off
+                body = b""
+            message, field = _error_of(body.decode(errors="replace"))
             raise ServerError(e.code, message or str(e.reason), field,
                               _retry_after(e.headers.get("Retry-After"))) from None
         except (TimeoutError, socket.timeout):
@@ -480,6 +485,8 @@ class Client:
             raise ServerUnreachableError(f"{where}: {e.reason}", request_sent=sent) from None
         except (ConnectionError, OSError) as e:  # reset or closed while reading the answer
             raise ServerUnreachableError(f"{where}: {e}") from None
+        except http.client.HTTPException as e:  # an answer cut short, or no HTTP at all
+            raise ServerUnreachableError(f"{where}: no valid HTTP answer: {e!r:.200}") from None
         try:
             return json.loads(text)
         except ValueError:

@@ -129,7 +129,7 @@ class LoadedModel:
             params.quant = quant.encode()
         err = _lib.kr_error()
         handle = ctypes.c_void_p()
-        st = _lib.kr_model_load(predictor_dir.encode(), tokenizer_dir.encode(),
+        st = _lib.kr_model_load(os.fsencode(predictor_dir), os.fsencode(tokenizer_dir),
                                 ctypes.byref(params), ctypes.byref(handle), ctypes.byref(err))
         _lib.check(st, err)
         self._handle = handle

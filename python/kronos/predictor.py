@@ -561,8 +561,7 @@ def _read(f, keep_paths, quantiles):
             _lib.check(_lib.kr_forecast_quantile(
                 f, q, buf.ctypes.data_as(ctypes.POINTER(ctypes.c_double)), ctypes.byref(err)), err)
             r["quantiles"][q] = buf.copy()  # interpolated in double by the engine
-    st = _lib.kr_forecast_stats()
-    _lib.kr_forecast_get_stats(f, ctypes.byref(st))
+    st = _lib.fill(_lib.kr_forecast_get_stats, _lib.kr_forecast_stats, f)
     r["stats"] = {name: getattr(st, name) for name, _ in st._fields_ if name != "profile"}
     r["stats"]["profile"] = st.profile.as_dict()
     return r

@@ -625,3 +625,34 @@ def test_models_and_batch_analysis(kronos_server, candles):
     with pytest.raises(ServerError) as e:  # none of them: the server's 400 naming the field
         c.analyze_batch(["NOPE"], horizon=4, paths=8)
     assert e.value.http_status == 400 and e.value.field == "symbols[0]"
+
+
+@pytest.mark.parametrize("reply", [
+    # A body cut short (a proxy or replica dying mid-answer), an error body cut short, and a
+    # port that speaks no HTTP: ServerErrors like every failure, never http.client's own.
+    b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{\"data\": [",
+    b"HTTP/1.1 500 Internal\r\nContent-Length: 100\r\n\r\n{\"error\":",
+    b"SSH-2.0-OpenSSH_9.2\r\n",
+])
+def test_broken_answers_are_server_errors(reply):
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(4)
+
+    def answer():
+        for _ in range(2):  # the first try and its retry
+            conn, _ = srv.accept()
+            with conn:
+                conn.recv(65536)
+                conn.sendall(reply)
+
+    th = threading.Thread(target=answer, daemon=True)
+    th.start()
+    c = Client(f"http://127.0.0.1:{srv.getsockname()[1]}", retries=1, timeout=10)
+    waits = []
+    c._sleep = waits.append
+    try:
+        with pytest.raises(ServerError):
+            c.symbols()
+    finally:
+        srv.close()

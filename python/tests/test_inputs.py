@@ -3,6 +3,7 @@ same numbers, every bad input raises a clear ValueError (or KronosError) naming 
 never crashes the interpreter."""
 
 import os
+import shutil
 
 import numpy as np
 import pandas as pd
@@ -399,3 +400,16 @@ def test_forecast_repr_without_paths(predictor, hist):
 ])
 def test_bad_predictor_parameters(demo, kw, match):
     _raises(ValueError, match, lambda: kronos.KronosPredictor(*demo, **kw))
+
+
+def test_checkpoint_path_not_utf8(tmp_path, candles):
+    # Linux paths are bytes: a directory named in Latin-1 reaches the library as its bytes
+    # (os.fsencode), not as a UnicodeEncodeError.
+    d = os.path.join(os.fsencode(tmp_path), b"caf\xe9")
+    shutil.copytree(DEMO, os.fsdecode(d))
+    p = kronos.KronosPredictor(Kronos.from_pretrained(os.fsdecode(d)),
+                               KronosTokenizer.from_pretrained(os.fsdecode(d)), threads=1)
+    try:
+        assert p.predict(candles.iloc[:100], None, None, 4).shape == (4, 6)
+    finally:
+        p.close()

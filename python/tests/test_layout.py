@@ -78,3 +78,21 @@ def test_a_larger_c_structure_is_caught_not_overflowed():
 def test_model_params_mirror():
     mp = _lib.kr_model_default_params()
     assert mp.quant is None and mp.allow_nonfinite == 0
+
+
+def test_forecast_stats_larger_in_the_library_is_caught(predictor, candles, monkeypatch):
+    # kr_forecast_stats is filled at every forecast: a library whose structure grew (another
+    # version) must be noticed as kr_model_info's is, not write past the Python buffer.
+    real = _lib.kr_forecast_get_stats
+    size = ctypes.sizeof(_lib.kr_forecast_stats)
+
+    def grown(f, p):
+        if isinstance(p, type(ctypes.byref(ctypes.c_int()))):
+            pytest.fail("kr_forecast_get_stats got a bare kr_forecast_stats: nothing catches "
+                        "a larger C structure (the write would overflow)")
+        real(f, p)
+        ctypes.memset(p, 0, size + 8)
+
+    monkeypatch.setattr(_lib, "kr_forecast_get_stats", grown)
+    with pytest.raises(errors.InternalError, match="kr_forecast_stats.*different versions"):
+        predictor.predict(candles.iloc[:100], None, None, 4)
