@@ -1,5 +1,6 @@
 """KronosPredictor: the official predict / predict_batch over the C engine."""
 
+import atexit
 import contextlib
 import ctypes
 import numbers
@@ -487,6 +488,36 @@ def _interruptible(call, abort):
     return result[0]
 
 
+# The abort flags of the forecasts running now. At interpreter exit the contexts' finalizers
+# wait for the calls on them; forecasts left running in daemon threads would hold the exit for
+# as long as they take (minutes with a large model), so they are told to stop at their next
+# engine step instead (and raise KronosError in their threads).
+_running_aborts = {}  # id -> the ctypes int (unhashable itself)
+_running_lock = threading.Lock()
+_exit_hook = []
+
+
+def _stop_running_at_exit():
+    with _running_lock:
+        for abort in _running_aborts.values():
+            abort.value = 1
+
+
+def _track(abort):
+    with _running_lock:
+        if not _exit_hook:
+            # Registered at the first forecast, after weakref.finalize's own exit hook (the
+            # model's finalizer exists by then): atexit runs the later hook first.
+            atexit.register(_stop_running_at_exit)
+            _exit_hook.append(True)
+        _running_aborts[id(abort)] = abort
+
+
+def _untrack(abort):
+    with _running_lock:
+        _running_aborts.pop(id(abort), None)
+
+
 def run(ctx, prepared, params, keep_paths=False, quantiles=()):
     """Runs prepared series as one kr_forecast_run_batch call (the GIL is released meanwhile)
     and returns one dict of numpy arrays per series."""
@@ -511,15 +542,19 @@ def run(ctx, prepared, params, keep_paths=False, quantiles=()):
         return _lib.kr_forecast_run_batch_ex(ctx.handle, series, n, ctypes.byref(params),
                                              ctypes.byref(request), out, ctypes.byref(err))
 
-    if threading.current_thread() is threading.main_thread():
-        try:
-            st = _interruptible(call, abort)
-        except BaseException:
-            for i in range(n):  # a call that finished before it saw the flag
-                _lib.kr_forecast_free(out[i])
-            raise
-    else:  # signals reach the main thread only: nothing here to interrupt
-        st = call()
+    _track(abort)
+    try:
+        if threading.current_thread() is threading.main_thread():
+            try:
+                st = _interruptible(call, abort)
+            except BaseException:
+                for i in range(n):  # a call that finished before it saw the flag
+                    _lib.kr_forecast_free(out[i])
+                raise
+        else:  # signals reach the main thread only: nothing here to interrupt
+            st = call()
+    finally:
+        _untrack(abort)
     _lib.check(st, err)
     results = []
     try:

@@ -191,3 +191,48 @@ def test_ctrl_c_interrupts_a_running_forecast(tmp_path):
         pytest.fail("Ctrl-C did not interrupt the forecast")
     assert proc.returncode == 0, stderr
     assert stdout.split("\n")[:2] == ["interrupted", "(4, 6)"]
+
+
+_EXIT_SCRIPT = r"""
+import sys, threading, time
+import pandas as pd
+import kronos.predictor as kp
+from kronos import Kronos, KronosError, KronosPredictor, KronosTokenizer
+demo, csv, log = sys.argv[1:4]
+df = pd.read_csv(csv, parse_dates=["timestamps"]).iloc[:500]
+p = KronosPredictor(Kronos.from_pretrained(demo), KronosTokenizer.from_pretrained(demo), threads=1)
+
+def forecast():
+    try:
+        # Minutes of work (the exact window re-run at every step past max_context).
+        p.predict(df, None, None, 500, sample_count=64)
+        outcome = "completed"
+    except KronosError as e:
+        outcome = "stopped: " + str(e)
+    with open(log, "w") as f:
+        f.write(outcome)
+
+threading.Thread(target=forecast, daemon=True).start()
+while not kp._running_aborts:  # the forecast is in the engine
+    time.sleep(0.01)
+time.sleep(0.2)
+"""
+
+
+def test_exit_stops_forecasts_left_in_daemon_threads(tmp_path):
+    # The main thread returns while a daemon thread forecasts: the context's finalizer used to
+    # wait for that forecast to end (minutes with a large model); it is told to stop instead.
+    script, log = tmp_path / "exit.py", tmp_path / "outcome"
+    script.write_text(_EXIT_SCRIPT)
+    proc = subprocess.Popen([sys.executable, str(script), DEMO,
+                             os.path.join(FIXTURES, "regression_input.csv"), str(log)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        _, stderr = proc.communicate(timeout=300)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        pytest.fail("the interpreter did not exit")
+    assert proc.returncode == 0, stderr
+    assert log.read_text().startswith("stopped: "), log.read_text()
