@@ -761,6 +761,36 @@ static void test_open_existing(void **state) {
     kr_store_close(s);
 }
 
+/* A name starting with "file:" is a file of that name: SQLite (built with URI names, as
+ * Debian's is) took it for a URI and wrote another file ("v.db"), which every command that
+ * looks for the named file first (store list, export, delete, analyze) then did not find. */
+static void test_file_prefix_is_a_file_name(void **state) {
+    (void)state;
+    char *dir = kr_test_tmpdir();
+    char cwd[4096];
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    assert_int_equal(chdir(dir), 0);
+    kr_store *s = open_ok("file:v.db");
+    kr_candles *c = make_candles(0, 3, 10.0);
+    kr_error err = { 0 };
+    assert_int_equal(kr_store_upsert(s, "X", "1d", c, &err), KR_OK);
+    kr_candles_free(c);
+    kr_store_close(s);
+    struct stat sb;
+    assert_int_equal(stat("file:v.db", &sb), 0);
+    assert_int_not_equal(stat("v.db", &sb), 0);
+    s = NULL;
+    assert_int_equal(kr_store_open_existing("file:v.db", &s, &err), KR_OK);
+    kr_candles *r = NULL;
+    assert_int_equal(kr_store_read(s, "X", "1d", 0, &r, &err), KR_OK);
+    assert_int_equal(r->n, 3);
+    kr_candles_free(r);
+    kr_store_close(s);
+    assert_int_equal(chdir(cwd), 0);
+    kr_test_remove_tree(dir);
+    free(dir);
+}
+
 static void test_resolve_path(void **state) {
     (void)state;
     char out[1200], want[1200];
@@ -1037,6 +1067,7 @@ int main(void) {
         cmocka_unit_test(test_corrupted_and_foreign_files),
         cmocka_unit_test(test_open_existing),
         cmocka_unit_test(test_resolve_path),
+        cmocka_unit_test(test_file_prefix_is_a_file_name),
         cmocka_unit_test(test_case_and_market),
         cmocka_unit_test(test_kill_mid_delete),
         cmocka_unit_test(test_kill_mid_upsert),

@@ -980,6 +980,15 @@ static void test_url_display(void **state) {
     kr_store_display_name("postgresql://u:s3%40cr3t@[::1]:5432,h2/k?options=-c%20a%3Db", out,
                           sizeof out);
     assert_string_equal(out, "postgresql://u:***@[::1]:5432,h2/k?options=-c%20a%3Db");
+    /* libpq ends the password at the '@' (only a '/' ends the credentials): a '?' or '#' in
+     * it is part of it (such a URL connects), and it was shown. */
+    kr_store_display_name("postgresql://u:pa#ss?x@h:5432/k", out, sizeof out);
+    assert_string_equal(out, "postgresql://u:***@h:5432/k");
+    kr_store_display_name("postgresql://u:p?w@h/k?sslmode=require&password=s3cr3t", out,
+                          sizeof out);
+    assert_string_equal(out, "postgresql://u:***@h/k?sslmode=require&password=***");
+    kr_store_display_name("postgresql://h?user=k@srv&password=s3cr3t", out, sizeof out);
+    assert_string_equal(out, "postgresql://h?user=k@srv&password=***");
     kr_store_display_name("postgresql://u@h/k?passwordx=1&password", out, sizeof out);
     assert_string_equal(out, "postgresql://u@h/k?passwordx=1&password");
     kr_store_display_name("postgresql://u@h/k", out, sizeof out);

@@ -156,9 +156,11 @@ void kr_store_display_name(const char *target, char *out, size_t cap) {
      * (?password=secret); both are replaced, whatever else the URL holds is kept. */
     size_t o = 0;
     const char *p = target, *scheme_end = strstr(target, "://") + 3;
-    const char *auth_end = scheme_end + strcspn(scheme_end, "/?#");
+    /* As libpq reads it: user[:password]@ is whatever precedes an '@' before the first '/'
+     * (a '?' or '#' in the password is part of it, and the URL connects). A secret parameter
+     * is masked wherever a '?' or '&' starts it: more than libpq reads as one, never less. */
     const char *at = NULL;
-    for (const char *q = scheme_end; q < auth_end; q++)
+    for (const char *q = scheme_end; *q && *q != '/'; q++)
         if (*q == '@') at = q;
     const char *colon = at ? memchr(scheme_end, ':', (size_t)(at - scheme_end)) : NULL;
 #define PUT(ch)                           \
@@ -171,7 +173,7 @@ void kr_store_display_name(const char *target, char *out, size_t cap) {
             p = at;
             continue;
         }
-        if (p > auth_end && (p[-1] == '?' || p[-1] == '&') && is_secret_param(p)) {
+        if (p > scheme_end && (p[-1] == '?' || p[-1] == '&') && is_secret_param(p)) {
             const char *eq = p + strcspn(p, "=&#");
             while (p <= eq && *p) PUT(*p++); /* the key as written, and its '=' */
             for (const char *m = "***"; *m; m++) PUT(*m);

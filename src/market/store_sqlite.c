@@ -245,6 +245,13 @@ static kr_status sqlite_open(kr_store *s, const char *path, kr_error *err) {
                             s->path);
     kr_status made;
     if (!exists && (made = kr_store_make_parent_dirs(path, err)) != KR_OK) return made;
+    /* SQLite built with URI names (SQLITE_USE_URI, as Debian's is) takes a name starting
+     * with "file:" for a URI and opens another file ("file:v.db" is v.db, "?mode=" and the
+     * like apply): the file the user named, which the commands look for, is opened instead. */
+    char named[PATH_MAX + 2];
+    if (!strncmp(path, "file:", 5) &&
+        snprintf(named, sizeof named, "./%s", path) < (int)sizeof named)
+        path = named;
     sqlite3 *db = NULL;
     int rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
     s->impl = db;
