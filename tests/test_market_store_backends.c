@@ -121,6 +121,38 @@ static kr_store *open_ok(const char *target) {
     return s;
 }
 
+/* The other way round: a batch with an amount into a series whose stored rows have none.
+ * Reads (and exports) use a column only when every row has it, so its figures were stored,
+ * never returned, and replaced by the derived amount when the export was ingested again:
+ * refused, nothing written; the whole series with the column is taken. */
+static void test_unread_column_refused(void **state) {
+    (void)state;
+    kr_store *s = open_ok(fresh_target("mix"));
+    kr_candles *c = make_candles(0, 300, 50.0);
+    c->has_amount = 0;
+    kr_error err = { 0 };
+    if (kr_store_upsert(s, "MIX", "1d", c, &err) != KR_OK) fail_msg("%s", err.message);
+    kr_candles *b = make_candles(300, 20, 60.0);
+    assert_int_equal(kr_store_upsert(s, "MIX", "1d", b, &err), KR_ERR_INVALID_ARG);
+    if (!strstr(err.message, "these candles have amount, but 300 stored rows do not"))
+        fail_msg("%s", err.message);
+    kr_candles *r = NULL;
+    assert_int_equal(kr_store_read(s, "MIX", "1d", 0, &r, &err), KR_OK);
+    assert_int_equal(r->n, 300);
+    assert_int_equal(r->has_amount, 0);
+    kr_candles_free(r);
+    c->has_amount = 1; /* the whole series with the column */
+    if (kr_store_upsert(s, "MIX", "1d", c, &err) != KR_OK) fail_msg("%s", err.message);
+    if (kr_store_upsert(s, "MIX", "1d", b, &err) != KR_OK) fail_msg("%s", err.message);
+    assert_int_equal(kr_store_read(s, "MIX", "1d", 0, &r, &err), KR_OK);
+    assert_int_equal(r->n, 320);
+    assert_int_equal(r->has_amount, 1);
+    kr_candles_free(r);
+    kr_candles_free(b);
+    kr_candles_free(c);
+    kr_store_close(s);
+}
+
 static void test_round_trip(void **state) {
     (void)state;
     const char *target = fresh_target("rt");
@@ -1293,6 +1325,7 @@ static void test_pg_connection_lost(void **state) {
 int main(void) {
     const struct CMUnitTest suite[] = {
         cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_unread_column_refused),
         cmocka_unit_test(test_bad_row_writes_nothing),
         cmocka_unit_test(test_upsert_stats),
         cmocka_unit_test(test_extreme_values_round_trip),

@@ -503,8 +503,19 @@ kr_status kr_store_rows_push(kr_store *s, kr_store_rows *r, int64_t ts,
 }
 
 kr_status kr_store_check_kept_columns(kr_store *s, const char *symbol, const char *interval,
-                                      const kr_candles *c, int64_t with_volume, int64_t with_amount,
-                                      kr_error *err) {
+                                      const kr_candles *c, int64_t rows, int64_t with_volume,
+                                      int64_t with_amount, kr_error *err) {
+    const char *unread = c->has_volume && with_volume < rows   ? "volume"
+                         : c->has_amount && with_amount < rows ? "amount"
+                                                               : NULL;
+    if (unread)
+        return kr_error_set(
+            err, KR_ERR_INVALID_ARG,
+            "%s: %s %s: these candles have %s, but %lld stored rows do not; a series' %s is "
+            "read (and exported) only when every row has it, so these figures would never be "
+            "used (leave the %s column out, or ingest the whole series with it)",
+            s->path, symbol, interval, unread,
+            (long long)(rows - (unread[0] == 'v' ? with_volume : with_amount)), unread, unread);
     const char *column = !c->has_volume && with_volume > 0   ? "volume"
                          : !c->has_amount && with_amount > 0 ? "amount"
                                                              : NULL;

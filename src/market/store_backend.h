@@ -42,13 +42,15 @@ kr_status kr_store_rows_push(kr_store *s, kr_store_rows *r, int64_t ts,
                              const double v[KR_N_FEATURES], int has_volume, int has_amount,
                              kr_error *err);
 
-/* After an upsert's rows are written (in its transaction): the error that makes it roll back
- * when the batch has no volume (or amount) column while with_volume (with_amount) rows of the
- * series it did not replace still have one. Reads use a column only when every row has it, so
- * such a batch would drop it from the whole series. KR_OK when nothing would be lost. */
+/* After an upsert's rows are written (in its transaction), of the series' `rows` rows
+ * with_volume (with_amount) have a volume (amount): the error that makes it roll back when a
+ * column would be lost. Reads use a column only when every row has it, so a batch without it
+ * into a series whose other rows have it would drop it from the whole series, and a batch
+ * with it into a series whose other rows lack it would store figures no read or export
+ * returns (an export then re-ingested replaced them). KR_OK when nothing would be lost. */
 kr_status kr_store_check_kept_columns(kr_store *s, const char *symbol, const char *interval,
-                                      const kr_candles *c, int64_t with_volume, int64_t with_amount,
-                                      kr_error *err);
+                                      const kr_candles *c, int64_t rows, int64_t with_volume,
+                                      int64_t with_amount, kr_error *err);
 
 /* Inside an upsert's transaction, after its rows are written: the offset that makes
  * (ts + KR_STORE_DAY_OFFSET) / 86400 a day number for every stamp since 1900 (positive, so

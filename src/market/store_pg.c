@@ -931,17 +931,19 @@ static kr_status pg_upsert(kr_store *s, const char *symbol, const char *interval
     if (kr_store_one_bar_a_day(interval) &&
         (st = check_one_a_day(s, symbol, interval, c, err)) != KR_OK)
         goto fail;
-    if (!c->has_volume || !c->has_amount) {
+    {
         if ((st = query(s,
-                        "SELECT coalesce(sum(has_volume), 0), coalesce(sum(has_amount), 0) FROM "
-                        "@candles WHERE symbol = $1 AND \"interval\" = $2",
+                        "SELECT count(*), coalesce(sum(has_volume), 0), "
+                        "coalesce(sum(has_amount), 0) FROM @candles WHERE symbol = $1 AND "
+                        "\"interval\" = $2",
                         2, ins, "checking the stored columns", &r, err)) != KR_OK)
             goto fail;
-        int64_t with_volume = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
-        int64_t with_amount = strtoll(PQgetvalue(r, 0, 1), NULL, 10);
+        int64_t n_rows = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+        int64_t with_volume = strtoll(PQgetvalue(r, 0, 1), NULL, 10);
+        int64_t with_amount = strtoll(PQgetvalue(r, 0, 2), NULL, 10);
         PQclear(r);
-        if ((st = kr_store_check_kept_columns(s, symbol, interval, c, with_volume, with_amount,
-                                              err)) != KR_OK)
+        if ((st = kr_store_check_kept_columns(s, symbol, interval, c, n_rows, with_volume,
+                                              with_amount, err)) != KR_OK)
             goto fail;
     }
     /* Recomputed from the rows rather than adjusted, so it stays right when the batch

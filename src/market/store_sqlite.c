@@ -394,20 +394,32 @@ static kr_status prepare_series(kr_store *store, const char *sql, const char *sy
     return KR_OK;
 }
 
-/* kr_store_check_kept_columns on the rows the batch left as they were (it replaced its own). */
-static kr_status check_kept_columns(kr_store *store, const char *symbol, const char *interval,
-                                    const kr_candles *c, kr_error *err) {
+/* The series after the batch's rows are written, in one pass over its rows (inside the write
+ * transaction): its first and last stamps and row count for the symbols table, and
+ * kr_store_check_kept_columns on its columns. */
+typedef struct series_summary {
+    int64_t first_ts, last_ts, rows;
+} series_summary;
+
+static kr_status summarise_series(kr_store *store, const char *symbol, const char *interval,
+                                  const kr_candles *c, series_summary *out, kr_error *err) {
     sqlite3_stmt *q;
     kr_status st = prepare_series(store,
-                                  "SELECT coalesce(sum(has_volume), 0), coalesce(sum(has_amount), "
-                                  "0) FROM candles WHERE symbol = ?1 AND interval = ?2",
-                                  symbol, interval, "preparing the column check", &q, err);
+                                  "SELECT min(ts), max(ts), count(*), coalesce(sum(has_volume), "
+                                  "0), coalesce(sum(has_amount), 0) FROM candles WHERE symbol = "
+                                  "?1 AND interval = ?2",
+                                  symbol, interval, "preparing the series summary", &q, err);
     if (st != KR_OK) return st;
-    if (sqlite3_step(q) == SQLITE_ROW)
-        st = kr_store_check_kept_columns(store, symbol, interval, c, sqlite3_column_int64(q, 0),
-                                         sqlite3_column_int64(q, 1), err);
-    else
-        st = db_error(store, "checking the stored columns", err);
+    if (sqlite3_step(q) == SQLITE_ROW) {
+        out->first_ts = sqlite3_column_int64(q, 0);
+        out->last_ts = sqlite3_column_int64(q, 1);
+        out->rows = sqlite3_column_int64(q, 2);
+        st = kr_store_check_kept_columns(store, symbol, interval, c, out->rows,
+                                         sqlite3_column_int64(q, 3), sqlite3_column_int64(q, 4),
+                                         err);
+    } else {
+        st = db_error(store, "summarising the series", err);
+    }
     sqlite3_finalize(q);
     return st;
 }
@@ -500,7 +512,7 @@ static kr_status sqlite_upsert(kr_store *store, const char *symbol, const char *
                                const kr_candles *c, kr_store_upsert_stats *stats, kr_error *err) {
     kr_status st;
     sqlite3_stmt *ins = NULL, *sym = NULL;
-    int64_t rows_before = 0, rows_after = 0;
+    int64_t rows_before = 0;
     char canon[KR_STORE_NAME_MAX + 1] = "";
     if ((st = exec(store, "BEGIN IMMEDIATE", "starting the write", err)) != KR_OK) goto fail;
     /* The spelling again, under the write lock: another writer may have stored another case of
@@ -538,22 +550,23 @@ static kr_status sqlite_upsert(kr_store *store, const char *symbol, const char *
     if (kr_store_one_bar_a_day(interval) &&
         (st = check_one_a_day(store, symbol, interval, c, err)) != KR_OK)
         goto fail;
-    if ((!c->has_volume || !c->has_amount) &&
-        (st = check_kept_columns(store, symbol, interval, c, err)) != KR_OK)
-        goto fail;
     /* Recomputed from the rows rather than adjusted, so it stays right when the batch
      * overlaps what was stored. */
+    series_summary sum = { 0, 0, 0 };
+    if ((st = summarise_series(store, symbol, interval, c, &sum, err)) != KR_OK) goto fail;
     if (sqlite3_prepare_v2(DB(store),
                            "INSERT OR REPLACE INTO symbols (symbol, interval, first_ts, last_ts, "
-                           "rows, updated_at) SELECT ?1, ?2, min(ts), max(ts), count(*), ?3 FROM "
-                           "candles WHERE symbol = ?1 AND interval = ?2",
+                           "rows, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
                            -1, &sym, NULL) != SQLITE_OK) {
         st = db_error(store, "preparing the symbol update", err);
         goto fail;
     }
     sqlite3_bind_text(sym, 1, symbol, -1, SQLITE_STATIC);
     sqlite3_bind_text(sym, 2, interval, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(sym, 3, (sqlite3_int64)time(NULL));
+    sqlite3_bind_int64(sym, 3, sum.first_ts);
+    sqlite3_bind_int64(sym, 4, sum.last_ts);
+    sqlite3_bind_int64(sym, 5, sum.rows);
+    sqlite3_bind_int64(sym, 6, (sqlite3_int64)time(NULL));
     if (sqlite3_step(sym) != SQLITE_DONE) {
         st = db_error(store, "updating the symbols table", err);
         goto fail;
@@ -561,9 +574,8 @@ static kr_status sqlite_upsert(kr_store *store, const char *symbol, const char *
     sqlite3_finalize(ins);
     sqlite3_finalize(sym);
     ins = sym = NULL;
-    if ((st = series_rows(store, symbol, interval, &rows_after, err)) != KR_OK) goto fail;
     if ((st = exec(store, "COMMIT", "committing", err)) != KR_OK) goto fail;
-    stats->added = rows_after - rows_before;
+    stats->added = sum.rows - rows_before;
     stats->replaced = changed - stats->added;
     stats->unchanged = c->n - changed;
     return KR_OK;
