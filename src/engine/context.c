@@ -493,8 +493,6 @@ kr_status kr_request_check(const kr_request_params *r, kr_error *err) {
     return KR_OK;
 }
 
-/* count_full: a full queue's refusal counts as a rejected request (0: the caller waits for
- * room and tries again, so only its final verdict counts). */
 /* How many requests may wait (lock held). Those the engine's next admission will start into
  * free running slots do not really wait, so a burst on an idle engine fills the free slots and
  * then max_queue: with max_running 2 and max_queue 4, six requests are taken, not four. The
@@ -506,6 +504,8 @@ static int queue_room(kr_context *c) {
     return c->p.max_queue + (free_slots > 0 ? free_slots : 0);
 }
 
+/* count_full: a full queue's refusal counts as a rejected request (0: the caller waits for
+ * room and tries again, so only its final verdict counts). */
 static kr_status submit(kr_context *c, const kr_series *series, int index, int n_series,
                         const kr_forecast_params *params, const kr_request_params *request,
                         const kr_gen_options *opt, int count_full, uint64_t *id, kr_error *err) {
