@@ -79,6 +79,29 @@ class kr_request_params(ctypes.Structure):
     ]
 
 
+class kr_request_stats(ctypes.Structure):
+    _fields_ = [
+        ("prefill_tokens", ctypes.c_int64), ("cached_tokens", ctypes.c_int64),
+        ("generated_tokens", ctypes.c_int64), ("queue_seconds", ctypes.c_double),
+        ("ttft_seconds", ctypes.c_double), ("total_seconds", ctypes.c_double),
+    ]
+
+
+KR_EVENT_STEP = 1
+
+
+class kr_event(ctypes.Structure):
+    _fields_ = [
+        ("kind", ctypes.c_int), ("id", ctypes.c_uint64), ("index", ctypes.c_int),
+        ("step", ctypes.c_int), ("pred_len", ctypes.c_int), ("result", ctypes.c_void_p),
+        ("error", kr_error), ("stats", kr_request_stats),
+    ]
+
+
+# kr_event_callback: called on the engine thread (ctypes takes the interpreter's lock for it).
+kr_event_callback = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.POINTER(kr_event))
+
+
 PROFILE_PARTS = ("gemm", "attention", "norm_act", "sampling", "tokenizer_encode",
                  "tokenizer_decode", "other")
 

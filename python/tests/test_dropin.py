@@ -1,0 +1,131 @@
+"""The official API's behaviour where kronos differed (issue 42, item 8): seed=None draws fresh
+randomness from numpy's global generator, a non-CPU device is a warning and .device says
+"cpu", verbose=True shows progress, and the result is indexed by a DatetimeIndex whatever
+form the stamps came in."""
+
+import datetime
+import sys
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from kronos import KronosPredictor, predictor as kp
+
+COLS = ["open", "high", "low", "close", "volume", "amount"]
+P = 4
+
+
+@pytest.fixture(scope="module")
+def hist(candles):
+    return candles.iloc[:100].reset_index(drop=True)
+
+
+def _y(candles):
+    return candles["timestamps"].iloc[100:100 + P].reset_index(drop=True)
+
+
+def test_seed_none_is_fresh_per_call_and_numpy_seeds_it(predictor, hist, candles):
+    # An ensemble loop as the official examples write it: each call other paths.
+    x, y = hist["timestamps"], _y(candles)
+    runs = [predictor.predict(hist[COLS], x, y, P, verbose=False).to_numpy() for _ in range(3)]
+    assert not np.array_equal(runs[0], runs[1]) and not np.array_equal(runs[1], runs[2])
+    # np.random.seed makes a run repeatable, as torch.manual_seed does the official one's.
+    np.random.seed(1234)
+    a = predictor.predict(hist[COLS], x, y, P, sample_count=2, verbose=False)
+    b = predictor.predict(hist[COLS], x, y, P, sample_count=2, verbose=False)
+    np.random.seed(1234)
+    a2 = predictor.predict(hist[COLS], x, y, P, sample_count=2, verbose=False)
+    b2 = predictor.predict(hist[COLS], x, y, P, sample_count=2, verbose=False)
+    pd.testing.assert_frame_equal(a, a2, check_exact=True)
+    pd.testing.assert_frame_equal(b, b2, check_exact=True)
+    # The seed drawn is one of numpy's: the same as passing it.
+    np.random.seed(1234)
+    drawn = kp.fresh_seed()
+    pd.testing.assert_frame_equal(
+        a, predictor.predict(hist[COLS], x, y, P, sample_count=2, seed=drawn, verbose=False),
+        check_exact=True)
+    # An explicit seed stays exact: the same numbers at every call, whatever numpy's state.
+    s0 = predictor.predict(hist[COLS], x, y, P, seed=0, verbose=False)
+    np.random.seed(99)
+    pd.testing.assert_frame_equal(s0, predictor.predict(hist[COLS], x, y, P, seed=0,
+                                                        verbose=False), check_exact=True)
+    # predict_batch draws one seed for the call: equal series get equal forecasts, and the
+    # batch equals predict with that seed.
+    np.random.seed(5)
+    batch = predictor.predict_batch([hist[COLS]] * 2, [x] * 2, [y] * 2, P, verbose=False)
+    np.random.seed(5)
+    seed = kp.fresh_seed()
+    pd.testing.assert_frame_equal(batch[0], batch[1], check_exact=True)
+    pd.testing.assert_frame_equal(
+        batch[0], predictor.predict(hist[COLS], x, y, P, seed=seed, verbose=False),
+        check_exact=True)
+
+
+def test_a_gpu_device_warns_once_and_device_is_cpu(demo, monkeypatch):
+    monkeypatch.setattr(kp, "_device_warned", [], raising=False)
+
+    class TorchDevice:  # torch.device("cuda", 0) prints as cuda:0
+        def __str__(self):
+            return "cuda:0"
+
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        first = KronosPredictor(*demo, device="cuda:0", threads=1)
+        again = KronosPredictor(*demo, device=TorchDevice(), threads=1)
+        cpu = KronosPredictor(*demo, device="cpu", threads=1)
+    msgs = [str(x.message) for x in w if issubclass(x.category, UserWarning)]
+    assert len(msgs) == 1 and "'cuda:0' ignored: kronos runs on the CPU" in msgs[0]
+    assert first.device == again.device == cpu.device == "cpu"
+    for p in (first, again, cpu):
+        p.close()
+
+
+def test_verbose_shows_progress(predictor, hist, candles, capsys, monkeypatch):
+    x, y = hist["timestamps"], _y(candles)
+    predictor.predict(hist[COLS], x, y, P, seed=1, verbose=False)
+    assert capsys.readouterr().err == ""
+    predictor.predict(hist[COLS], x, y, P, seed=1)  # verbose=True, the official default
+    err = capsys.readouterr().err
+    assert f"{P}/{P}" in err and "kronos forecast" in err
+    # A batch: every series' steps (two lengths: two engine calls, one bar).
+    predictor.predict_batch([hist[COLS], hist[COLS].iloc[10:]], [x, x.iloc[10:]], [y, y], P,
+                            seed=1, verbose=True)
+    err = capsys.readouterr().err
+    assert f"{2 * P}/{2 * P}" in err and "(2 series)" in err
+    # Without tqdm: a plain line on stderr.
+    monkeypatch.setitem(sys.modules, "tqdm", None)
+    predictor.predict(hist[COLS], x, y, P, seed=1, verbose=True)
+    err = capsys.readouterr().err
+    assert err.endswith(f"kronos forecast: {P}/{P} steps" + err.split("steps")[-1])
+    assert err.count("\n") == 1
+
+
+def test_a_datetime_index_whatever_the_stamps(predictor, hist, candles):
+    x = hist["timestamps"]
+    y = _y(candles).rename("when")
+    ref = predictor.predict(hist[COLS], x, y, P, seed=3, verbose=False)
+    assert isinstance(ref.index, pd.DatetimeIndex) and ref.index.name == "when"
+    forms = {
+        "strings": y.astype(str),
+        "datetime64 array": y.values.astype("datetime64[s]"),
+        "Series of Timestamps": pd.Series(list(y), dtype=object, name="when"),
+        "list of datetimes": [t.to_pydatetime() for t in y],
+        "list of strings": [str(t) for t in y],
+        "DatetimeIndex": pd.DatetimeIndex(y),
+    }
+    for what, stamps in forms.items():
+        out = predictor.predict(hist[COLS], x.astype(str), stamps, P, seed=3, verbose=False)
+        assert isinstance(out.index, pd.DatetimeIndex), what
+        assert (out.index == ref.index).all(), what
+        np.testing.assert_array_equal(out.to_numpy(), ref.to_numpy(), err_msg=what)
+    # Tz-aware stamps keep their zone; a batch too.
+    tz = pd.DatetimeIndex(y).tz_localize("America/New_York")
+    out = predictor.predict(hist[COLS], x, tz.astype(str), P, seed=3, verbose=False)
+    assert out.index.tz is not None
+    assert [t.isoformat() for t in out.index] == [t.isoformat() for t in tz]
+    batch = predictor.predict_batch([hist[COLS]], [x], [list(y.astype(str))], P, seed=3,
+                                    verbose=False)
+    assert isinstance(batch[0].index, pd.DatetimeIndex)
+    assert datetime.datetime(2024, 1, 1) < batch[0].index[0].to_pydatetime()
