@@ -14,7 +14,9 @@ symbol as the routing key.
 
     from kronos.client import Client
     c = Client("http://127.0.0.1:8080")
-    fc = c.forecast(df, pred_len=24, paths=8, series="600977.SH")
+    pred_df = c.forecast(df, x_timestamp, y_timestamp, pred_len=24, sample_count=8,
+                         series="600977.SH")           # what KronosPredictor.predict returns
+    answer = c.forecast_raw(df, pred_len=24, paths=8)  # the server's JSON answer as a dict
     report = c.analyze("AAPL", horizon=10)
     c.upload("AAPL", df, interval="1d")           # {"new": ..., "replaced": ..., ...}
     history = c.candles("AAPL", interval="1d")    # timestamps, open, ..., as df has them
@@ -535,11 +537,104 @@ class Client:
             raise ServerError(code, "the answer is not JSON: " +
                               text[:120].decode(errors="replace") + f" ({ctype}: {e})") from None
 
-    def forecast(self, candles, pred_len, series=None, **fields):
-        """POST /v1/forecast: `candles` a DataFrame (timestamps column or index), rows, columns
-        or CSV text; other fields (paths, seed, quantiles, ...) as docs/api.md names them."""
+    def forecast(self, df, x_timestamp=None, y_timestamp=None, pred_len=None, T=1.0, top_k=0,
+                 top_p=0.9, sample_count=1, verbose=True, use_kv_cache=False, *, seed=None,
+                 return_paths=False, quantiles=None, window="exact", series=None, **server):
+        """KronosPredictor.predict on the server: the same arguments, checked by the same
+        rules, and the same result -- a DataFrame indexed by y_timestamp (else by the stamps
+        the server inferred) with columns open, high, low, close, volume, amount (float32, the
+        mean of sample_count paths), or a Forecast with return_paths or quantiles (its
+        history_s1/_s2 None; stats the answer's "usage" and "timing"). The numbers equal
+        predict's for the same seed and model. seed None draws one from numpy's global
+        generator, as predict does. verbose and use_kv_cache are accepted and ignored.
+
+        `series`: the routing key (else a hash of the first candle). Server fields with no
+        predict counterpart, by their API names: max_context, market, timeout_s, ohlc
+        ("raw" by default, as predict's). The former call, with the server's field names
+        (paths, temperature, ...) and its answer as a dict, is forecast_raw()."""
+        from . import _remote
+        body, prepared, qs = _remote.body(df, x_timestamp, y_timestamp, pred_len, T, top_k,
+                                          top_p, sample_count, seed, return_paths, quantiles,
+                                          window, server)
+        answer = self._request("POST", "/v1/forecast", series_key(series, df), body=body)
+        try:
+            return _remote.output(answer, prepared, body["pred_len"], body["paths"],
+                                  return_paths, qs)
+        except _answers.BadAnswer as e:
+            raise ServerError(200, str(e)) from None
+
+    def forecast_batch(self, df_list, x_timestamp_list, y_timestamp_list, pred_len, T=1.0,
+                       top_k=0, top_p=0.9, sample_count=1, verbose=True, use_kv_cache=False,
+                       *, seed=None, return_paths=False, quantiles=None, window="exact",
+                       series=None, max_workers=8, **server):
+        """KronosPredictor.predict_batch on the server: one forecast request per series, at
+        most `max_workers` at a time (the server batches them), results in input order. One
+        seed for the call (None: drawn from numpy's global generator), as predict_batch.
+        `series`: None (each series routed by a hash of its first candle) or a list of routing
+        keys. Any failure raises, its message naming the series ("series 3: ...")."""
+        seqs = (list, tuple)
+        if not isinstance(df_list, seqs) or not isinstance(x_timestamp_list, seqs) or \
+                not isinstance(y_timestamp_list, seqs):
+            raise InvalidArgumentError(
+                "df_list, x_timestamp_list, y_timestamp_list must be list or tuple types.")
+        if not len(df_list) == len(x_timestamp_list) == len(y_timestamp_list):
+            raise InvalidArgumentError(
+                "df_list, x_timestamp_list, y_timestamp_list must have consistent lengths "
+                f"(got {len(df_list)}, {len(x_timestamp_list)}, {len(y_timestamp_list)}).")
+        if series is not None and (not isinstance(series, seqs) or
+                                   len(series) != len(df_list)):
+            raise InvalidArgumentError("series: expected None or one routing key per series")
+        if isinstance(max_workers, bool) or not isinstance(max_workers, numbers.Integral) or \
+                not 1 <= max_workers <= 256:
+            raise InvalidArgumentError(
+                f"max_workers: expected an integer in 1..256, got {max_workers!r:.60}")
+        if not df_list:
+            return []
+        from . import _remote
+        from .predictor import fresh_seed
+        if seed is None:
+            seed = fresh_seed()
+        # Everything checked before the first request goes out.
+        jobs = [_remote.body(d, x, y, pred_len, T, top_k, top_p, sample_count, seed,
+                             return_paths, quantiles, window, server, index=i)
+                for i, (d, x, y) in enumerate(zip(df_list, x_timestamp_list,
+                                                  y_timestamp_list))]
+
+        def one(i):
+            body, prepared, qs = jobs[i]
+            key = series_key(series[i] if series is not None else None, df_list[i])
+            try:
+                answer = self._request("POST", "/v1/forecast", key, body=body)
+                return _remote.output(answer, prepared, body["pred_len"], body["paths"],
+                                      return_paths, qs)
+            except _answers.BadAnswer as e:
+                raise ServerError(200, f"series {i}: {e}") from None
+            except ServerError as e:
+                e.message = f"series {i}: {e.message}"
+                e.args = (f"series {i}: {e.args[0]}",) + e.args[1:]
+                raise
+
+        import concurrent.futures
+        workers = min(int(max_workers), len(jobs))
+        with concurrent.futures.ThreadPoolExecutor(workers, "kronos-client") as pool:
+            futures = [pool.submit(one, i) for i in range(len(jobs))]
+            try:
+                return [f.result() for f in futures]
+            except BaseException:
+                for f in futures:
+                    f.cancel()
+                raise
+
+    def forecast_raw(self, candles, pred_len, series=None, **fields):
+        """POST /v1/forecast with the server's field names, returning its answer as a dict
+        (docs/api.md): `candles` a DataFrame (timestamps column or index), rows, columns or
+        CSV text; other fields (paths, seed, quantiles, ...) as docs/api.md names them. This
+        was Client.forecast before it took predict's arguments."""
         body = dict(fields, candles=_rows(candles), pred_len=pred_len)
-        return self._request("POST", "/v1/forecast", series_key(series, candles), body=body)
+        answer = self._request("POST", "/v1/forecast", series_key(series, candles), body=body)
+        if not isinstance(answer, dict):
+            raise _shape_error(200, "a forecast", answer)
+        return answer
 
     def analyze(self, symbol=None, candles=None, series=None, **fields):
         """POST /v1/analyze: a stored `symbol`, or `candles` (then `symbol` is the label)."""
