@@ -71,6 +71,30 @@ def resolve_dir(name_or_dir, part, revision="main", cache_dir=None):
     return os.path.realpath(path)
 
 
+def _kind(config):
+    """"tokenizer", "predictor" or None, by the keys only one of them has (as the CLI's
+    hint tells them apart: only a tokenizer config has n_enc_layers, only a predictor's
+    n_layers)."""
+    if "n_enc_layers" in config:
+        return "tokenizer"
+    if "n_layers" in config:
+        return "predictor"
+    return None
+
+
+def _check_kind(cls, path, config):
+    # A tokenizer loaded as the predictor (or the reverse) would fail only at the first
+    # forecast, with a message about a missing tensor: say what it is now.
+    kind = _kind(config)
+    if kind is None or kind == cls._part:
+        return
+    other = "KronosTokenizer" if kind == "tokenizer" else "Kronos"
+    raise InvalidArgumentError(
+        f"{cls.__name__}.from_pretrained: {path} is a {kind} checkpoint (its config.json has "
+        f"{'n_enc_layers' if kind == 'tokenizer' else 'n_layers'}), not a {cls._part}; load "
+        f"it with {other}.from_pretrained (are the model and the tokenizer swapped?)")
+
+
 class _Checkpoint:
     _part = ""
 
@@ -94,6 +118,7 @@ class _Checkpoint:
             raise InvalidArgumentError(f"{cfg_path}: not valid JSON: {e}") from None
         if not isinstance(config, dict):
             raise InvalidArgumentError(f"{cfg_path}: expected a JSON object")
+        _check_kind(cls, path, config)
         return cls(path, config)
 
     # The official classes are torch modules; scripts call these on them.

@@ -129,3 +129,20 @@ def test_a_datetime_index_whatever_the_stamps(predictor, hist, candles):
                                     verbose=False)
     assert isinstance(batch[0].index, pd.DatetimeIndex)
     assert datetime.datetime(2024, 1, 1) < batch[0].index[0].to_pydatetime()
+
+
+def test_swapped_checkpoints_fail_at_once():
+    # Issue 42 item 7: a tokenizer given as the predictor (or the reverse) used to load and
+    # fail only at the first forecast, without the CLI's hint.
+    from conftest import DEMO
+    from kronos import InvalidArgumentError, Kronos, KronosTokenizer
+    with pytest.raises(InvalidArgumentError, match=r"tokenizer checkpoint .* not a predictor; "
+                                                   r"load it with KronosTokenizer\.from_pretrained"
+                                                   r" \(are the model and the tokenizer swapped\?\)"):
+        Kronos.from_pretrained(f"{DEMO}/tokenizer")
+    with pytest.raises(InvalidArgumentError, match=r"predictor checkpoint .* not a tokenizer; "
+                                                   r"load it with Kronos\.from_pretrained"):
+        KronosTokenizer.from_pretrained(f"{DEMO}/predictor")
+    # The right way round, and the bundle directory holding both, still load.
+    assert Kronos.from_pretrained(f"{DEMO}/predictor").path.endswith("predictor")
+    assert KronosTokenizer.from_pretrained(DEMO).path.endswith("tokenizer")
