@@ -562,6 +562,50 @@ KR_API kr_status kr_model_save_quantized(const kr_model *model, const char *out_
 KR_API kr_status kr_model_check_quantized_out(const char *out_dir, const char *predictor_dir,
                                               const char *tokenizer_dir, kr_error *err);
 
+/* ---------------------------------------------------------------- checkpoint tensors */
+
+/* The tensors of one checkpoint directory (its model.safetensors, mapped read-only), by the
+ * names the file gives them: the official state_dict's ("embedding.emb_s1.weight",
+ * "transformer.0.self_attn.q_proj.bias", "tokenizer.bsq.basis", ...). For bindings that
+ * expose a model's parameters (the Python package's parameters() / state_dict()), and for
+ * inspecting a checkpoint. Independent of kr_model: a predictor or a tokenizer alone.
+ *
+ * Floating-point tensors are given as f32: F32 ones 4-byte aligned in the file in place (no
+ * copy), F16 / BF16 / F64 / unaligned F32 ones converted at open; integer tensors (the BSQ
+ * bases) as int64. A checkpoint written by kronos quantize (its Linears stored as int8 /
+ * fp8 / q4 / bf16 qweight with their scales) is KR_ERR_UNSUPPORTED at open, saying so: open
+ * the f32 checkpoint it was made from. Thread safety: immutable once open; read it from any
+ * thread. */
+typedef struct kr_checkpoint kr_checkpoint;
+
+#define KR_TENSOR_MAX_DIMS 8
+
+typedef struct kr_tensor_view {
+    const char *name; /* borrowed, valid until kr_checkpoint_free */
+    const char *dtype; /* of data: "F32" or "I64" */
+    const char *stored_dtype; /* as in the file: "F32", "BF16", "F16", "F64", "I64", "I32" */
+    int ndim; /* 0 (a scalar) .. KR_TENSOR_MAX_DIMS */
+    int64_t shape[KR_TENSOR_MAX_DIMS];
+    int64_t numel;
+    /* [numel] elements, row-major, read-only (the file's mapping is PROT_READ: a write
+     * faults); valid until kr_checkpoint_free. NULL when numel is 0. */
+    const void *data;
+    /* 1: a buffer of the official module (a rotary inv_freq, the BSQ bases: integer), which
+     * torch's state_dict() holds but parameters() does not; 0: a parameter. */
+    int is_buffer;
+    int converted; /* 1: converted or copied at open; 0: the file's own bytes */
+} kr_tensor_view;
+
+/* Opens dir/model.safetensors (validated as kr_model_load validates it; a FIFO or device is
+ * refused). Errors name the file and the tensor. Caller owns *out (kr_checkpoint_free). */
+KR_API kr_status kr_checkpoint_open(const char *dir, kr_checkpoint **out, kr_error *err);
+KR_API void kr_checkpoint_free(kr_checkpoint *ck);
+/* Tensors in the order of the file's header. */
+KR_API int kr_checkpoint_tensor_count(const kr_checkpoint *ck);
+/* Tensor `index` (0 .. count - 1); KR_ERR_INVALID_ARG out of range. */
+KR_API kr_status kr_checkpoint_tensor(const kr_checkpoint *ck, int index, kr_tensor_view *out,
+                                      kr_error *err);
+
 /* ---------------------------------------------------------------- random-weight checkpoints */
 
 /* Checkpoints with deterministic random weights and the tensor names, shapes and dtypes of a

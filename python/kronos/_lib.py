@@ -102,6 +102,18 @@ class kr_event(ctypes.Structure):
 kr_event_callback = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.POINTER(kr_event))
 
 
+KR_TENSOR_MAX_DIMS = 8
+
+
+class kr_tensor_view(ctypes.Structure):
+    _fields_ = [
+        ("name", ctypes.c_char_p), ("dtype", ctypes.c_char_p), ("stored_dtype", ctypes.c_char_p),
+        ("ndim", ctypes.c_int), ("shape", ctypes.c_int64 * KR_TENSOR_MAX_DIMS),
+        ("numel", ctypes.c_int64), ("data", ctypes.c_void_p), ("is_buffer", ctypes.c_int),
+        ("converted", ctypes.c_int),
+    ]
+
+
 PROFILE_PARTS = ("gemm", "attention", "norm_act", "sampling", "tokenizer_encode",
                  "tokenizer_decode", "other")
 
@@ -224,6 +236,11 @@ kr_calendar_future = _proto("kr_calendar_future", _status, _P(ctypes.c_int64), c
 kr_hub_resolve_cached_in = _proto("kr_hub_resolve_cached_in", _status, ctypes.c_char_p,
                                   ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p,
                                   ctypes.c_size_t, _P(kr_error))
+kr_checkpoint_open = _proto("kr_checkpoint_open", _status, ctypes.c_char_p, _P(_c), _P(kr_error))
+kr_checkpoint_free = _proto("kr_checkpoint_free", None, _c)
+kr_checkpoint_tensor_count = _proto("kr_checkpoint_tensor_count", ctypes.c_int, _c)
+kr_checkpoint_tensor = _proto("kr_checkpoint_tensor", _status, _c, ctypes.c_int,
+                              _P(kr_tensor_view), _P(kr_error))
 # Variadic: only the (err, status, "%s", text) form is used (the import-time layout check).
 kr_error_set = lib.kr_error_set
 kr_error_set.restype = _status

@@ -8,6 +8,7 @@ import threading
 import weakref
 
 from . import _lib
+from ._weights import ParametersMixin
 from .errors import InvalidArgumentError, KronosIOError
 
 
@@ -95,7 +96,11 @@ def _check_kind(cls, path, config):
         f"it with {other}.from_pretrained (are the model and the tokenizer swapped?)")
 
 
-class _Checkpoint:
+class _Checkpoint(ParametersMixin):
+    """A checkpoint directory. parameters(), named_parameters(), buffers(), named_buffers()
+    and state_dict() give its tensors by the official names as read-only numpy arrays (views
+    of the weights: the file is mapped read-only; a kronos quantize checkpoint raises
+    UnsupportedError)."""
     _part = ""
 
     def __init__(self, path, config):

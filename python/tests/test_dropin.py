@@ -146,3 +146,58 @@ def test_swapped_checkpoints_fail_at_once():
     # The right way round, and the bundle directory holding both, still load.
     assert Kronos.from_pretrained(f"{DEMO}/predictor").path.endswith("predictor")
     assert KronosTokenizer.from_pretrained(DEMO).path.endswith("tokenizer")
+
+
+def test_parameters_are_read_only_views_of_the_weights(demo, tmp_path, kronos_cli):
+    # The official web UI and torch-style scripts read model.parameters(): here numpy arrays
+    # viewing the checkpoint's weights, by the official state_dict names.
+    import gc
+    import os
+    import subprocess
+
+    import safetensors_np
+    from conftest import DEMO
+    from kronos import Kronos, UnsupportedError
+
+    model, tok = demo
+    file = safetensors_np.load(os.path.join(model.path, "model.safetensors"))
+    named = dict(model.named_parameters())
+    buffers = dict(model.named_buffers())
+    state = model.state_dict()
+    assert set(state) == set(file) == set(named) | set(buffers) and not set(named) & set(buffers)
+    for name in ("embedding.emb_s1.weight", "transformer.0.self_attn.q_proj.weight",
+                 "dep_layer.cross_attn.v_proj.bias", "head.proj_s1.weight", "norm.weight"):
+        assert name in named
+    assert all(n.endswith(".inv_freq") for n in buffers) and buffers
+    for name, arr in state.items():
+        assert isinstance(arr, np.ndarray) and arr.dtype == np.float32
+        np.testing.assert_array_equal(arr, file[name], err_msg=name)
+    params = list(model.parameters())
+    assert len(params) == len(named)
+    assert sum(p.numel() for p in params) == sum(a.size for a in named.values())
+    assert next(model.parameters()).device == "cpu"
+    w = named["embedding.emb_s1.weight"]
+    assert w.shape == (1024, model.config["d_model"]) and w.dim() == 2
+    # Read-only, and not to be made writable (the file is mapped read-only).
+    with pytest.raises(ValueError, match="read-only"):
+        w[0, 0] = 1.0
+    with pytest.raises(ValueError):
+        w.setflags(write=True)
+    # The views outlive the model object.
+    first = float(w[0, 0])
+    del model, named, state, params
+    gc.collect()
+    assert float(w[0, 0]) == first
+    # The tokenizer: its BSQ bases are int64 buffers, in state_dict but not parameters.
+    tstate = tok.state_dict(prefix="tokenizer_model.")
+    assert tstate["tokenizer_model.tokenizer.bsq.basis"].dtype == np.int64
+    assert "tokenizer.bsq.basis" not in dict(tok.named_parameters())
+    assert "embed.weight" in dict(tok.named_parameters())
+    # A kronos quantize checkpoint: said plainly.
+    out = tmp_path / "q"
+    subprocess.run([kronos_cli, "quantize", "--quant", "int8", "--out", str(out), "--model",
+                    DEMO], check=True, capture_output=True)
+    q = Kronos.from_pretrained(str(out / "predictor"))
+    with pytest.raises(UnsupportedError, match="a kronos quantize checkpoint .* open the f32 "
+                                               "checkpoint it was made from"):
+        list(q.parameters())
