@@ -163,6 +163,12 @@ typedef struct kr_forecast_params {
     int first_path; /* random stream of path 0 (default 0): paths [first_path,
                               first_path + paths) of a larger run, so a run can be extended
                               with more paths that equal those of one bigger run */
+    /* 1: the series' values are already normalised as the reference normalises them
+     * ((x - mean) / (std + 1e-5) per column over the lookback: what its
+     * auto_regressive_inference takes), so the engine only clips them to ±clip, and every
+     * result (mean, paths, quantiles) stays in that normalised scale. 0 (default): raw
+     * candles, normalised here and the results denormalised. */
+    int prenormalized;
 } kr_forecast_params;
 
 KR_API kr_forecast_params kr_forecast_default_params(void);

@@ -2,6 +2,9 @@
 
 A script written for the official model/kronos.py runs with its import line changed to
     from kronos import Kronos, KronosTokenizer, KronosPredictor
+and the official module's functions (auto_regressive_inference, calc_time_stamps,
+top_k_top_p_filtering, sample_from_logits) come from the same import. What stays different:
+docs/python.md.
 """
 
 from ._lib import library_path, version as engine_version
@@ -10,10 +13,13 @@ from .errors import (BusyError, CancelledError, FormatError, InternalError, Inva
                      ModelError, UnavailableError, UnsupportedError)
 from .model import Kronos, KronosTokenizer
 from .predictor import Forecast, KronosPredictor
+from .functions import (auto_regressive_inference, calc_time_stamps, sample_from_logits,
+                        top_k_top_p_filtering)
 
 __version__ = "0.2.0"
 __all__ = ["Kronos", "KronosTokenizer", "KronosPredictor", "Forecast", "KronosError",
            "InvalidArgumentError", "KronosIOError", "FormatError", "ModelError",
            "KronosMemoryError", "UnsupportedError", "InternalError", "CancelledError",
            "BusyError", "KronosTimeoutError", "UnavailableError", "engine_version",
-           "library_path"]
+           "library_path", "auto_regressive_inference", "calc_time_stamps",
+           "sample_from_logits", "top_k_top_p_filtering"]

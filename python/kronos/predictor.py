@@ -758,15 +758,17 @@ class KronosPredictor:
 
     def _raw(self, prepared, pred_len, T=1.0, top_k=0, top_p=0.9, sample_count=1, seed=None,
              return_paths=False, quantiles=None, quant=None, kv_dtype=None, window="exact",
-             threads=None, indices=None, verbose=False):
+             threads=None, indices=None, verbose=False, prenormalized=False):
         """Runs prepared series; one dict of numpy arrays per series (see run). `indices`: the
         series' places in the caller's list, which error messages name (default 0, 1, ...;
         given, a message names its series even when only one is run here). seed None: one
         drawn from numpy's global generator (fresh_seed). verbose: a progress bar over the
-        decode steps of every series."""
+        decode steps of every series. prenormalized: the values are normalised already (as
+        auto_regressive_inference takes them), and the results stay in that scale."""
         if seed is None:
             seed = fresh_seed()
         params = self._params(pred_len, T, top_k, top_p, sample_count, seed, window)
+        params.prenormalized = 1 if prenormalized else 0
         qs = self._quantiles(quantiles)
         d_threads, d_kv, d_quant = self._defaults
         ctx = self._context(d_threads if threads is None else threads,

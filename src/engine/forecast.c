@@ -59,6 +59,9 @@ kr_status kr_forecast_check_params(const kr_forecast_params *p, kr_error *err) {
     if (p->window != KR_WINDOW_EXACT && p->window != KR_WINDOW_ROLLING)
         return kr_error_set(err, KR_ERR_INVALID_ARG, "window must be exact or rolling");
     if (p->lookback < 0) return kr_error_set(err, KR_ERR_INVALID_ARG, "lookback must be >= 0");
+    if (p->prenormalized != 0 && p->prenormalized != 1)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "prenormalized must be 0 or 1, got %d",
+                            p->prenormalized);
     if (p->first_path < 0 || p->first_path > INT32_MAX - p->paths)
         return kr_error_set(err, KR_ERR_INVALID_ARG,
                             "first_path must be in 0..%d (2^31 - 1 - paths), got %d",
@@ -139,18 +142,29 @@ static kr_status prepare(const kr_series *s, int index, int n_series, const kr_f
                                     (long long)row, names[c], vals[c]);
         }
     }
-    kr_status st = kr_norm_stats(pr->x, L, pr->mean, pr->std, err);
-    if (st != KR_OK) return st;
-    /* The reference normalises in float32: squared deviations past ~1.8e19 overflow, and the
-     * model would be fed infinities or NaNs. */
-    for (int c = 0; c < 6; c++)
-        if (!isfinite(pr->mean[c]) || !isfinite(pr->std[c]))
-            return kr_error_set(err, KR_ERR_INVALID_ARG,
-                                "%sfield '%s': values too large to normalise in float32 (their "
-                                "spread over the %lld lookback rows overflows); scale the "
-                                "column down",
-                                where, names[c], (long long)L);
-    kr_normalize(pr->x, L, pr->mean, pr->std, p->clip, pr->x_norm);
+    kr_status st = KR_OK;
+    if (p->prenormalized) {
+        /* Normalised by the caller: only the reference's clip (torch.clip, as kr_normalize
+         * clips), and nothing to undo at the end. */
+        pr->prenormalized = 1;
+        for (int64_t k = 0; k < L * 6; k++) {
+            float v = pr->x[k];
+            pr->x_norm[k] = v < -p->clip ? -p->clip : v > p->clip ? p->clip : v;
+        }
+    } else {
+        st = kr_norm_stats(pr->x, L, pr->mean, pr->std, err);
+        if (st != KR_OK) return st;
+        /* The reference normalises in float32: squared deviations past ~1.8e19 overflow, and
+         * the model would be fed infinities or NaNs. */
+        for (int c = 0; c < 6; c++)
+            if (!isfinite(pr->mean[c]) || !isfinite(pr->std[c]))
+                return kr_error_set(err, KR_ERR_INVALID_ARG,
+                                    "%sfield '%s': values too large to normalise in float32 "
+                                    "(their spread over the %lld lookback rows overflows); "
+                                    "scale the column down",
+                                    where, names[c], (long long)L);
+        kr_normalize(pr->x, L, pr->mean, pr->std, p->clip, pr->x_norm);
+    }
 
     if (s->future_timestamps) {
         int64_t prev = s->timestamps[s->n - 1];
@@ -233,11 +247,18 @@ static kr_status finish(kr_forecast *f, const prepared *pr, kr_error *err) {
     for (int p = 0; p < paths; p++)
         for (int k = 0; k < P * 6; k++) acc[k] += f->pred_norm[(size_t)p * P * 6 + k];
     for (int k = 0; k < P * 6; k++) acc[k] /= (float)paths;
-    kr_denormalize(acc, P, pr->mean, pr->std, den);
+    if (pr->prenormalized)
+        memcpy(den, acc, (size_t)P * 6 * sizeof *den);
+    else
+        kr_denormalize(acc, P, pr->mean, pr->std, den);
     for (int k = 0; k < P * 6; k++) f->mean[k] = den[k];
     if (f->path_values)
         for (int p = 0; p < paths; p++) {
-            kr_denormalize(f->pred_norm + (size_t)p * P * 6, P, pr->mean, pr->std, den);
+            const float *norm = f->pred_norm + (size_t)p * P * 6;
+            if (pr->prenormalized)
+                memcpy(den, norm, (size_t)P * 6 * sizeof *den);
+            else
+                kr_denormalize(norm, P, pr->mean, pr->std, den);
             for (int k = 0; k < P * 6; k++) f->path_values[(size_t)p * P * 6 + k] = den[k];
         }
     free(acc);

@@ -28,6 +28,7 @@ typedef struct kr_prepared {
     float *stamps; /* [L + pred_len][5] */
     int64_t *future; /* [pred_len] */
     float mean[6], std[6];
+    int prenormalized; /* x is the caller's normalised input: no statistics, no denormalising */
 } kr_prepared;
 
 /* One series' forecast from request to result: validated and normalised inputs, the
