@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 COLUMNS = ["open", "high", "low", "close", "volume", "amount"]
+_F32_MAX = float(np.finfo(np.float32).max)
 
 
 class BadAnswer(Exception):
@@ -47,6 +48,11 @@ def _stamps(values, where, what):
         raise BadAnswer(what, f"{where}: not timestamps ({str(e)[:100]})") from None
     if idx.tz is not None:  # the server writes wall clocks; a zone would be another server
         raise BadAnswer(what, f"{where}: timestamps with a time zone")
+    bad = np.flatnonzero(idx.isna())
+    if len(bad):  # pandas reads "NaN", "nat", "" as NaT
+        raise BadAnswer(what, f"{where}[{bad[0]}]: {_show(values[bad[0]])} is no timestamp")
+    if len(idx) > 1 and not (idx[1:] > idx[:-1]).all():
+        raise BadAnswer(what, f"{where}: timestamps not strictly increasing")
     return idx
 
 
@@ -72,8 +78,6 @@ def candles_frame(answer):
         for j in range(1, len(columns)):
             values[i, j - 1] = _number(r[j], f"candles[{i}][{j}] ({columns[j]})", what)
     idx = _stamps(stamps, "candles[*][0] (timestamps)", what)
-    if len(idx) > 1 and not (idx[1:] > idx[:-1]).all():
-        raise BadAnswer(what, "candles: timestamps not strictly increasing")
     frame = pd.DataFrame({"timestamps": idx.values.astype("datetime64[ns]")})
     for j, name in enumerate(columns[1:]):
         frame[name] = values[:, j]
@@ -100,6 +104,9 @@ def _rows(rows, where, pred_len, what):
             if c not in r:
                 raise BadAnswer(what, f"{where}[{i}]: no '{c}'")
             values[i, j] = _number(r[c], f"{where}[{i}].{c}", what)
+            if abs(values[i, j]) > _F32_MAX:  # the engine's numbers are float32
+                raise BadAnswer(what, f"{where}[{i}].{c}: {_show(r[c])} is past float32's "
+                                "range")
     return _stamps(stamps, f"{where}[*].timestamps", what), values
 
 
@@ -131,7 +138,8 @@ class ForecastAnswer:
                 key = f"{q:g}"  # the server's %g
                 if key not in got:
                     raise BadAnswer(what, f"quantiles: no '{key}'")
-                self.quantiles[q] = _rows(got[key], f"quantiles.{key}", pred_len, what)[1]
+                self.quantiles[q] = self._same_stamps(got[key], f"quantiles.{key}", pred_len,
+                                                      what)
         self.paths = self.s1 = self.s2 = None
         if paths is not None:
             got = answer.get("paths")
@@ -142,8 +150,14 @@ class ForecastAnswer:
             for k, p in enumerate(got):
                 if not isinstance(p, dict):
                     raise BadAnswer(what, f"paths[{k}]: expected an object, got {_show(p)}")
-                self.paths.append(_rows(p.get("candles"), f"paths[{k}].candles", pred_len,
-                                        what)[1])
+                self.paths.append(self._same_stamps(p.get("candles"), f"paths[{k}].candles",
+                                                    pred_len, what))
                 s1.append(_tokens(p.get("s1"), f"paths[{k}].s1", pred_len, what))
                 s2.append(_tokens(p.get("s2"), f"paths[{k}].s2", pred_len, what))
             self.s1, self.s2 = np.stack(s1), np.stack(s2)
+
+    def _same_stamps(self, rows, where, pred_len, what):
+        stamps, values = _rows(rows, where, pred_len, what)
+        if not stamps.equals(self.stamps):
+            raise BadAnswer(what, f"{where}: timestamps other than the mean's")
+        return values
