@@ -13,7 +13,8 @@
 # tests/web/e2e.mjs drives headless through playwright-core, and Node.js/npm when the machine
 # has none (the page's packages come from `npm ci` in web/, never from here).
 # --python: also what the Python package in python/ needs (Debian's python3 3.11 with numpy,
-# pandas, setuptools and pip to install it offline, pytest and distributed for its tests).
+# pandas, setuptools and pip to install it offline, tqdm for verbose=True's progress bar, pytest
+# and distributed for its tests).
 # --scale: also the servers of the scale-out tests (tests/scale/): PostgreSQL (a throwaway
 # cluster, initdb into a temporary directory) and HAProxy in front of `kronos serve` replicas;
 # and Prometheus for its promtool (~100 MB), which checks the shipped alerting rules and a live
@@ -30,7 +31,7 @@ for opt in "$@"; do
       ;;
     --python)
       packages+=(python3 python3-numpy python3-pandas python3-setuptools python3-pip
-                 python3-pytest python3-distributed)
+                 python3-tqdm python3-pytest python3-distributed)
       ;;
     --scale)
       packages+=(postgresql haproxy prometheus)
