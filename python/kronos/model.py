@@ -4,7 +4,9 @@ gives them, and the loaded engine model they become once a KronosPredictor pairs
 import ctypes
 import json
 import os
+import re
 import threading
+import warnings
 import weakref
 
 from . import _lib
@@ -72,6 +74,25 @@ def resolve_dir(name_or_dir, part, revision="main", cache_dir=None):
     return os.path.realpath(path)
 
 
+_device_warned = []
+# What names a device (not a dtype) in .to(...): "cuda", "cuda:1", "mps", torch.device("cpu").
+_DEVICE = re.compile(r"(cpu|cuda|mps|xpu|xla|hip|npu|meta|vulkan|ipu|hpu)(:\d+)?$", re.I)
+
+
+def cpu_device(device, stacklevel=2):
+    """The device the engine runs on, "cpu", whatever was asked for; a warning (once per
+    process) when another one was (a torch.device or its name: "cuda:0", "mps", ...)."""
+    if device is None:
+        return "cpu"
+    name = str(device)
+    if name.split(":")[0].strip().lower() != "cpu" and not _device_warned:
+        _device_warned.append(name)
+        warnings.warn(f"device {name!r} ignored: kronos runs on the CPU (its C engine), with "
+                      "the same numbers; .device says 'cpu'", UserWarning,
+                      stacklevel=stacklevel + 1)
+    return "cpu"
+
+
 def _kind(config):
     """"tokenizer", "predictor" or None, by the keys only one of them has (as the CLI's
     hint tells them apart: only a tokenizer config has n_enc_layers, only a predictor's
@@ -127,7 +148,12 @@ class _Checkpoint(ParametersMixin):
         return cls(path, config)
 
     # The official classes are torch modules; scripts call these on them.
-    def to(self, *_args, **_kwargs):
+    def to(self, *args, **kwargs):
+        """Returns the checkpoint itself: the engine runs on the CPU (a GPU device asked for
+        warns, once per process, as KronosPredictor(device=...) does)."""
+        for a in args + tuple(v for k, v in kwargs.items() if k == "device"):
+            if _DEVICE.match(str(a)):
+                cpu_device(a)
         return self
 
     def eval(self):

@@ -16,7 +16,7 @@ import pandas as pd
 from . import _lib, _progress, errors
 from .errors import InvalidArgumentError, KronosError
 from . import model as _model
-from .model import Kronos, KronosTokenizer, load_model
+from .model import Kronos, KronosTokenizer, cpu_device, load_model
 
 PRICE_COLS = ["open", "high", "low", "close"]
 COLUMNS = PRICE_COLS + ["volume", "amount"]
@@ -668,22 +668,6 @@ def fresh_seed():
     """A seed drawn from numpy's global generator: what seed=None uses, so that calls differ
     (the official code draws from torch's generator) and np.random.seed(k) repeats a run."""
     return int(np.random.randint(0, 2**63, dtype=np.int64))
-
-
-_device_warned = []
-
-
-def cpu_device(device):
-    """The device the engine runs on, "cpu", whatever was asked for; a warning (once per
-    process) when another one was (a torch.device or its name: "cuda:0", "mps", ...)."""
-    if device is None:
-        return "cpu"
-    name = str(device)
-    if name.split(":")[0].strip().lower() != "cpu" and not _device_warned:
-        _device_warned.append(name)
-        warnings.warn(f"device {name!r} ignored: kronos runs on the CPU (its C engine), with "
-                      "the same numbers; .device says 'cpu'", UserWarning, stacklevel=3)
-    return "cpu"
 
 
 class KronosPredictor:

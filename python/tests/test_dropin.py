@@ -64,7 +64,9 @@ def test_seed_none_is_fresh_per_call_and_numpy_seeds_it(predictor, hist, candles
 
 
 def test_a_gpu_device_warns_once_and_device_is_cpu(demo, monkeypatch):
-    monkeypatch.setattr(kp, "_device_warned", [], raising=False)
+    from kronos import model as km
+    monkeypatch.setattr(km, "_device_warned", [], raising=False)
+    monkeypatch.setattr(kp, "_device_warned", [], raising=False)  # where it was once
 
     class TorchDevice:  # torch.device("cuda", 0) prints as cuda:0
         def __str__(self):
@@ -80,6 +82,18 @@ def test_a_gpu_device_warns_once_and_device_is_cpu(demo, monkeypatch):
     assert first.device == again.device == cpu.device == "cpu"
     for p in (first, again, cpu):
         p.close()
+    # model.to("cuda") as the official examples write it: the same warning, once; a dtype or
+    # "cpu" none.
+    monkeypatch.setattr(km, "_device_warned", [])
+    model, tok = demo
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        assert model.to("cpu") is model and tok.to(dtype="float32") is tok
+        assert not w
+        assert model.to("cuda:1") is model and tok.to(device="mps") is tok
+    assert [str(x.message) for x in w] == ["device 'cuda:1' ignored: kronos runs on the CPU "
+                                           "(its C engine), with the same numbers; .device "
+                                           "says 'cpu'"]
 
 
 def test_verbose_shows_progress(predictor, hist, candles, capsys, monkeypatch):
