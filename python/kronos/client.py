@@ -494,6 +494,7 @@ class Client:
         def timed_out():
             return ServerTimeoutError(f"{where}: no answer within {self.timeout:g} s")
 
+        code = None
         try:
             with _transport.opener(deadline).open(req, timeout=self.timeout) as r:
                 code = r.status
@@ -505,7 +506,7 @@ class Client:
             if deadline.expired:
                 raise timed_out() from None
             size = f"{e.size} bytes" if e.size is not None else "longer"
-            raise ServerError(None, f"{where}: the answer is {size}, over max_answer_bytes "
+            raise ServerError(code, f"{where}: the answer is {size}, over max_answer_bytes "
                               f"({self.max_answer_bytes}); raise it (Client(max_answer_bytes=)) "
                               "or ask for less") from None
         except urllib.error.HTTPError as e:
