@@ -9,6 +9,7 @@
  */
 #include "market/store.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -118,6 +119,35 @@ int kr_store_is_url(const char *target) {
            (!strncasecmp(target, "postgresql://", 13) || !strncasecmp(target, "postgres://", 11));
 }
 
+/* The ':' ending a URL scheme at the start of t (RFC 3986: a letter, then letters, digits,
+ * '+', '-', '.'), or NULL. */
+static const char *scheme_colon(const char *t) {
+    if (!isalpha((unsigned char)*t)) return NULL;
+    const char *p = t + 1;
+    while (isalnum((unsigned char)*p) || *p == '+' || *p == '-' || *p == '.') p++;
+    return *p == ':' ? p : NULL;
+}
+
+/* file:NAME is the file of that name (store_sqlite.c), not a URL. */
+static int is_file_name(const char *t) { return !strncasecmp(t, "file:", 5); }
+
+/* Where a URL-like target's scheme ends (past its ':' and any '/'), or NULL when target reads
+ * as a file path: the rule of kr_store_check_target, white space at the start skipped (a
+ * target refused for it is still shown masked). */
+static const char *url_rest(const char *t) {
+    while (*t == ' ' || *t == '\t') t++;
+    const char *colon = scheme_colon(t), *sep = strstr(t, "://");
+    if (colon && !is_file_name(t)) {
+        colon++;
+    } else if (sep && !memchr(t, '/', (size_t)(sep - t))) {
+        colon = sep + 1;
+    } else {
+        return NULL;
+    }
+    while (*colon == '/') colon++;
+    return colon;
+}
+
 static int hex_value(char ch) {
     return ch >= '0' && ch <= '9'   ? ch - '0'
            : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10
@@ -144,40 +174,71 @@ static int is_secret_param(const char *p) {
     return *p == '=' && (!strcasecmp(key, "password") || !strcasecmp(key, "sslpassword"));
 }
 
+/* The password of a URL-like target's user part: [*from, *to) (empty when it is "user:@"),
+ * or 0 when there is none. libpq ends user:password at the first '@' or '/', so a password
+ * holding an unescaped '/' or '@' makes a URL it misreads (it takes the start for a host and
+ * port): the user meant a password all the same. So it runs from the first ':' after the
+ * scheme to the last '@' of the whole URL, and with a scheme kronos does not read (a typo, or
+ * a "user:" taken for one) it is all of what precedes that '@'. */
+static int userinfo_secret(const char *target, const char **from, const char **to) {
+    const char *rest = url_rest(target);
+    const char *at = rest ? strrchr(rest, '@') : NULL;
+    if (!at) return 0;
+    const char *colon = memchr(rest, ':', (size_t)(at - rest));
+    if (!colon && kr_store_is_url(target)) return 0; /* user@host: no password */
+    *from = colon ? colon + 1 : rest;
+    *to = at;
+    return 1;
+}
+
+int kr_store_url_password(const char *target, char *out, size_t cap) {
+    const char *from, *to;
+    if (cap == 0 || !target || !userinfo_secret(target, &from, &to)) return 0;
+    size_t n = 0;
+    for (const char *p = from; p < to && n + 1 < cap; p++) {
+        int hi, lo;
+        if (*p == '%' && p + 2 < to && (hi = hex_value(p[1])) >= 0 && (lo = hex_value(p[2])) >= 0) {
+            out[n++] = (char)(hi * 16 + lo);
+            p += 2;
+        } else {
+            out[n++] = *p;
+        }
+    }
+    out[n] = '\0';
+    return 1;
+}
+
 void kr_store_display_name(const char *target, char *out, size_t cap) {
     if (!out || cap == 0) return;
     out[0] = '\0';
     if (!target) return;
-    if (!kr_store_is_url(target)) {
+    const char *rest = url_rest(target);
+    if (!rest) {
         snprintf(out, cap, "%s", target);
         return;
     }
-    /* The password can be in the user part (user:secret@host) or a query parameter
-     * (?password=secret); both are replaced, whatever else the URL holds is kept. */
+    /* The password can be in the user part (user:secret@host, userinfo_secret) or a query
+     * parameter (?password=secret); both are replaced, whatever else the URL holds is kept.
+     * A secret parameter's value runs to the next '&' (libpq takes '#' and '?' into it). */
+    const char *from = NULL, *at = NULL;
+    if (!userinfo_secret(target, &from, &at)) from = NULL;
     size_t o = 0;
-    const char *p = target, *scheme_end = strstr(target, "://") + 3;
-    /* As libpq reads it: user[:password]@ is whatever precedes an '@' before the first '/'
-     * (a '?' or '#' in the password is part of it, and the URL connects). A secret parameter
-     * is masked wherever a '?' or '&' starts it: more than libpq reads as one, never less. */
-    const char *at = NULL;
-    for (const char *q = scheme_end; *q && *q != '/'; q++)
-        if (*q == '@') at = q;
-    const char *colon = at ? memchr(scheme_end, ':', (size_t)(at - scheme_end)) : NULL;
 #define PUT(ch)                           \
     do {                                  \
         if (o + 1 < cap) out[o++] = (ch); \
     } while (0)
-    while (*p) {
-        if (colon && p == colon + 1) {
+    for (const char *p = target; *p;) {
+        if (from && p == from) {
             for (const char *m = "***"; *m; m++) PUT(*m);
             p = at;
+            from = NULL; /* once: "u:@h" masks nothing but is still shown "u:***@h" */
             continue;
         }
-        if (p > scheme_end && (p[-1] == '?' || p[-1] == '&') && is_secret_param(p)) {
+        if (p > rest && (p[-1] == '?' || p[-1] == '&') && is_secret_param(p)) {
             const char *eq = p + strcspn(p, "=&#");
             while (p <= eq && *p) PUT(*p++); /* the key as written, and its '=' */
             for (const char *m = "***"; *m; m++) PUT(*m);
-            p += strcspn(p, "&#");
+            p += strcspn(p, "&");
             continue;
         }
         PUT(*p);
@@ -214,6 +275,51 @@ static kr_status refuse_keyword_conninfo(kr_error *err) {
                         "file of that name");
 }
 
+/* The scheme of target (up to its ':' or "://") for a message, NUL-terminated into out. */
+static void scheme_of(const char *t, char *out, size_t cap) {
+    const char *colon = scheme_colon(t), *sep = strstr(t, "://");
+    size_t n = colon ? (size_t)(colon - t) : sep ? (size_t)(sep - t) : 0;
+    if (n >= cap) n = cap - 1;
+    for (size_t i = 0; i < n; i++) out[i] = t[i] >= 32 && t[i] < 127 ? t[i] : '?';
+    out[n] = '\0';
+}
+
+kr_status kr_store_check_target(const char *target, kr_error *err) {
+    if (!target || !*target)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "the database name is empty");
+    if (is_keyword_conninfo(target)) return refuse_keyword_conninfo(err);
+    char shown[PATH_MAX];
+    kr_store_display_name(target, shown, sizeof shown);
+    for (char *p = shown; *p; p++) /* printable in a message and a log line */
+        if ((unsigned char)*p < 32 || *p == 127) *p = '?';
+    const size_t n = strlen(target);
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)target[i] < 32 || target[i] == 127)
+            return kr_error_set(err, KR_ERR_INVALID_ARG,
+                                "database '%s': holds a control character (byte %zu); a file "
+                                "name or URL has none",
+                                shown, i + 1);
+    if (isspace((unsigned char)target[0]) || isspace((unsigned char)target[n - 1]))
+        return kr_error_set(err, KR_ERR_INVALID_ARG,
+                            "database '%s': %s with white space (a stray space or quote in "
+                            "the setting?); remove it",
+                            shown, isspace((unsigned char)target[0]) ? "starts" : "ends");
+    if (kr_store_is_url(target) || !url_rest(target)) return KR_OK;
+    char scheme[40];
+    scheme_of(target, scheme, sizeof scheme);
+    if (!strcasecmp(scheme, "postgresql") || !strcasecmp(scheme, "postgres"))
+        return kr_error_set(err, KR_ERR_INVALID_ARG,
+                            "database '%s': a PostgreSQL URL starts with %s:// (a colon and two "
+                            "slashes): postgresql://USER@HOST:PORT/DB",
+                            shown, scheme);
+    return kr_error_set(err, KR_ERR_INVALID_ARG,
+                        "database '%s': '%s' is not a kind of database kronos opens: a "
+                        "PostgreSQL database is postgresql://USER@HOST:PORT/DB (or postgres://), "
+                        "an SQLite store a file path (one whose name starts like a URL scheme, "
+                        "with a colon, is given as ./NAME)",
+                        shown, scheme);
+}
+
 kr_status kr_store_resolve_path(const char *flag, char *out, size_t cap, kr_error *err) {
     if (!out || cap == 0) return kr_error_set(err, KR_ERR_INVALID_ARG, "store path: no buffer");
     const char *env_db = getenv("KRONOS_DB"), *xdg = getenv("XDG_DATA_HOME"),
@@ -237,9 +343,10 @@ kr_status kr_store_resolve_path(const char *flag, char *out, size_t cap, kr_erro
                             "no database path: pass --db FILE or set KRONOS_DB (HOME is unset)");
     if (n < 0 || (size_t)n >= cap)
         return kr_error_set(err, KR_ERR_INVALID_ARG, "database path is too long");
-    if (is_keyword_conninfo(out)) {
+    kr_status st = kr_store_check_target(out, err);
+    if (st != KR_OK) {
         out[0] = '\0';
-        return refuse_keyword_conninfo(err);
+        return st;
     }
     /* Nothing is created here: a command that only reads (store list, analyze) must not
      * leave directories behind for a path that names no database. kr_store_open makes them
@@ -249,11 +356,13 @@ kr_status kr_store_resolve_path(const char *flag, char *out, size_t cap, kr_erro
 
 /* ------------------------------------------------------------------ open / close */
 
-static kr_status store_open(const char *path, int existing_only, kr_store **out, kr_error *err) {
+kr_status kr_store_open_until(const char *path, int existing_only, double deadline_s,
+                              kr_store **out, kr_error *err) {
     if (!out || !path || !*path)
         return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_store_open: no path");
     *out = NULL;
-    if (is_keyword_conninfo(path)) return refuse_keyword_conninfo(err);
+    kr_status st = kr_store_check_target(path, err);
+    if (st != KR_OK) return st;
     kr_store *s = calloc(1, sizeof *s);
     char shown[PATH_MAX];
     kr_store_display_name(path, shown, sizeof shown);
@@ -261,8 +370,9 @@ static kr_status store_open(const char *path, int existing_only, kr_store **out,
     snprintf(s->path, sizeof s->path, "%s", shown);
     s->busy_ms = KR_STORE_BUSY_MS;
     s->existing_only = existing_only;
+    s->deadline_s = deadline_s > 0 ? deadline_s : 0;
     s->ops = kr_store_is_url(path) ? &kr_store_pg_ops : &kr_store_sqlite_ops;
-    kr_status st = s->ops->open(s, path, err);
+    st = s->ops->open(s, path, err);
     if (st != KR_OK) {
         kr_store_close(s);
         return st;
@@ -272,20 +382,37 @@ static kr_status store_open(const char *path, int existing_only, kr_store **out,
 }
 
 kr_status kr_store_open(const char *path, kr_store **out, kr_error *err) {
-    return store_open(path, 0, out, err);
+    return kr_store_open_until(path, 0, 0, out, err);
 }
 
 kr_status kr_store_open_existing(const char *path, kr_store **out, kr_error *err) {
-    return store_open(path, 1, out, err);
+    return kr_store_open_until(path, 1, 0, out, err);
+}
+
+void kr_store_set_deadline(kr_store *store, double deadline_s) {
+    if (store) store->deadline_s = deadline_s > 0 ? deadline_s : 0;
+}
+
+int kr_store_ms_left(const kr_store *s) {
+    if (!s || s->deadline_s <= 0) return -1;
+    const double left_ms = (s->deadline_s - kr_now_seconds()) * 1000.0;
+    if (left_ms <= 0) return 0;
+    return left_ms >= INT_MAX ? INT_MAX : (int)ceil(left_ms);
+}
+
+int kr_store_lock_wait_ms(const kr_store *s) {
+    const int left = kr_store_ms_left(s);
+    return left >= 0 && left < s->busy_ms ? left : s->busy_ms;
 }
 
 kr_status kr_store_check_writable(const char *path, kr_error *err) {
     if (!path || !*path) return kr_error_set(err, KR_ERR_INVALID_ARG, "database path is empty");
-    if (is_keyword_conninfo(path)) return refuse_keyword_conninfo(err);
+    kr_status st = kr_store_check_target(path, err);
+    if (st != KR_OK) return st;
     if (!kr_store_is_url(path)) return kr_store_sqlite_check_writable(path, err);
     /* A database server: connecting and checking (or creating) the schema is the test. */
     kr_store *s = NULL;
-    kr_status st = kr_store_open(path, &s, err);
+    st = kr_store_open(path, &s, err);
     kr_store_close(s);
     return st;
 }
@@ -432,19 +559,27 @@ const kr_store_entry *kr_store_find_entry(const kr_store_entry *list, int64_t n,
     return same_length;
 }
 
+kr_status kr_store_resolve_interval(kr_store *s, const char *symbol, const char *interval,
+                                    char *out, size_t cap, kr_error *err) {
+    kr_store_entry *list = NULL;
+    int64_t n = 0;
+    kr_status st = s->ops->list(s, symbol, &list, &n, err);
+    if (st != KR_OK) return st;
+    const kr_store_entry *e = kr_store_find_entry(list, n, symbol, interval);
+    char found[KR_STORE_NAME_MAX + 1];
+    snprintf(found, sizeof found, "%s", e ? e->interval : interval); /* out may be interval */
+    snprintf(out, cap, "%s", found);
+    free(list);
+    return KR_OK;
+}
+
 /* The interval as symbol's series spell it (kr_store_find_entry), or as given when the symbol
- * has no series of that length yet. */
+ * has no series of that length yet. A writer asks again under its lock. */
 static kr_status stored_interval(kr_store *store, const char *symbol, const char *interval,
                                  char *out, size_t cap, kr_error *err) {
     kr_status st = kr_store_check_interval(interval, err);
     if (st != KR_OK) return st;
-    kr_store_entry *list = NULL;
-    int64_t n = 0;
-    if ((st = store->ops->list(store, symbol, &list, &n, err)) != KR_OK) return st;
-    const kr_store_entry *e = kr_store_find_entry(list, n, symbol, interval);
-    snprintf(out, cap, "%s", e ? e->interval : interval);
-    free(list);
-    return KR_OK;
+    return kr_store_resolve_interval(store, symbol, interval, out, cap, err);
 }
 
 kr_status kr_store_upsert_ex(kr_store *store, const char *symbol_in, const char *interval_in,
