@@ -208,10 +208,16 @@ int kr_store_url_password(const char *target, char *out, size_t cap) {
     return 1;
 }
 
+static int is_keyword_conninfo(const char *target);
+
 void kr_store_display_name(const char *target, char *out, size_t cap) {
     if (!out || cap == 0) return;
     out[0] = '\0';
     if (!target) return;
+    if (is_keyword_conninfo(target)) { /* refused (kr_store_check_target); it may hold one */
+        snprintf(out, cap, "(a PostgreSQL key=value string, not shown)");
+        return;
+    }
     const char *rest = url_rest(target);
     if (!rest) {
         snprintf(out, cap, "%s", target);

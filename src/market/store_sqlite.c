@@ -55,8 +55,9 @@ static int busy_wait(void *arg, int count) {
     const double now = kr_now_seconds();
     if (count == 0) h->wait_started = now;
     h->waited_s = now - h->wait_started;
-    const int limit_ms = kr_store_lock_wait_ms(s);
-    const double left_ms = limit_ms - h->waited_s * 1000.0;
+    double end = h->wait_started + s->busy_ms / 1000.0;
+    if (s->deadline_s > 0 && s->deadline_s < end) end = s->deadline_s;
+    const double left_ms = (end - now) * 1000.0;
     if (left_ms <= 0) return 0; /* SQLITE_BUSY: the caller says it waited h->waited_s */
     const int n = (int)(sizeof k_sleep_ms / sizeof k_sleep_ms[0]);
     int ms = k_sleep_ms[count < n ? count : n - 1];
@@ -309,7 +310,8 @@ static kr_status sqlite_open(kr_store *s, const char *path, kr_error *err) {
     for (;;) {
         st = first_steps(s, err);
         h->waited_s = kr_now_seconds() - t0;
-        if (st != KR_ERR_BUSY || h->waited_s * 1000.0 >= kr_store_lock_wait_ms(s)) break;
+        if (st != KR_ERR_BUSY || h->waited_s * 1000.0 >= s->busy_ms || kr_store_ms_left(s) == 0)
+            break;
         struct timespec ts = { 0, 5 * 1000 * 1000 };
         nanosleep(&ts, NULL);
     }
