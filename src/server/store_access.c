@@ -94,8 +94,12 @@ kr_store *kr_store_access_open(kr_server *s, int must_exist, int *status, kr_api
         kr_api_error_set(err, *status, NULL, "%s", msg);
         return NULL;
     }
-    /* A database alive but stuck ends the statement itself (and frees its side) by then. */
-    kr_store_set_statement_timeout(st, (int)(s->cfg.request_timeout_s * 1000.0));
+    /* A database alive but stuck ends the statement itself a moment before the deadline
+     * (a quarter of the timeout, at most 250 ms): its "statement timeout" arrives while the
+     * client still listens, and the connection is kept, where at the deadline it would be
+     * given up. The same value for every request, so a pooled connection keeps it. */
+    const int timeout_ms = (int)(s->cfg.request_timeout_s * 1000.0);
+    kr_store_set_statement_timeout(st, timeout_ms - (timeout_ms / 4 < 250 ? timeout_ms / 4 : 250));
     return st;
 }
 
