@@ -1303,10 +1303,14 @@ static void test_url_password_masked(void **state) {
         { "postgresql://kr:@db/k", "postgresql://kr:***@db/k" },
         { "postgresql://u@h/k?password=a&b=1", "postgresql://u@h/k?password=***&b=1" },
         { "postgresql://u@h/k?password=a#b?c", "postgresql://u@h/k?password=***" },
-        { "postgresql:/kr:pa/ss@db/k", "postgresql:/kr:***@db/k" },
-        { "pgsql://kr:pa/ss@db/k", "pgsql://kr:***@db/k" },
+        { "postgresql:/kr:pa/ss@db/k", "postgresql:***@db/k" },
+        { "pgsql://kr:pa/ss@db/k", "pgsql:***@db/k" },
         { "kr:pa/ss@db/k", "kr:***@db/k" },
+        { "kr:pa:ss@db/k", "kr:***@db/k" },
         { " postgresql://kr:pw@db/k", " postgresql://kr:***@db/k" },
+        { "a:PW!x://u@h/k", "a:***@h/k" },
+        { "a:PW@x://h/k", "a:***@x://h/k" },
+        { "h?password=PW://x", "h?password=***" },
         { "postgresql://u@db:5432/k", "postgresql://u@db:5432/k" },
     };
     char out[256];
@@ -1315,6 +1319,10 @@ static void test_url_password_masked(void **state) {
         if (strcmp(out, cases[i].shown) != 0)
             fail_msg("%s shown as %s, want %s", cases[i].target, out, cases[i].shown);
     }
+    /* A buffer too small for the masked key ended in an endless loop (fuzz_store_url). */
+    char tiny[8];
+    kr_store_display_name("postgresql://u@h/k?password=x", tiny, sizeof tiny);
+    assert_string_equal(tiny, "postgre");
     /* libpq takes "kr" for the host and "pa" for the port of kr:pa/ss@db: its message would
      * quote "pa" (a piece of the password), so it is not shown. */
     kr_store *s = NULL;

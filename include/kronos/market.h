@@ -152,9 +152,9 @@ KR_API kr_status kr_store_check_target(const char *target, kr_error *err);
  * unchanged. "URL" is anything kr_store_check_target would read as one, refused forms
  * included: what lies between the first ':' after the scheme and the last '@' (user:PASSWORD@,
  * whatever characters the password holds: an unescaped '/', '#', '?' or '@' too), or with an
- * unknown scheme everything between it and the last '@', and the value of a password or
- * sslpassword parameter up to the next '&'. More than the password where the URL is odd,
- * never less. Writes at most cap bytes. */
+ * unknown scheme everything between its first ':' and the last '@', and the value of a
+ * password or sslpassword parameter up to the next '&'. More than the password where the URL
+ * is odd, never less. Writes at most cap bytes. */
 KR_API void kr_store_display_name(const char *target, char *out, size_t cap);
 
 /* The database: `flag` (--db) when non-NULL, else $KRONOS_DB, else

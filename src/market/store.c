@@ -179,14 +179,25 @@ static int is_secret_param(const char *p) {
  * holding an unescaped '/' or '@' makes a URL it misreads (it takes the start for a host and
  * port): the user meant a password all the same. So it runs from the first ':' after the
  * scheme to the last '@' of the whole URL, and with a scheme kronos does not read (a typo, or
- * a "user:" taken for one) it is all of what precedes that '@'. */
+ * a "user:" taken for one, where the password may be what follows it) from the first ':' of
+ * all. */
 static int userinfo_secret(const char *target, const char **from, const char **to) {
     const char *rest = url_rest(target);
-    const char *at = rest ? strrchr(rest, '@') : NULL;
+    if (!rest) return 0;
+    while (*target == ' ' || *target == '\t') target++;
+    const char *at = strrchr(kr_store_is_url(target) ? rest : target, '@');
     if (!at) return 0;
-    const char *colon = memchr(rest, ':', (size_t)(at - rest));
-    if (!colon && kr_store_is_url(target)) return 0; /* user@host: no password */
-    *from = colon ? colon + 1 : rest;
+    if (!kr_store_is_url(target)) {
+        /* From its first ':' (the scheme's, or one before "://") to the last '@' anywhere:
+         * what a typo took for a scheme may hold the password too ("a:PW@x://..."). */
+        const char *colon = strchr(target, ':');
+        if (!colon || colon > at) return 0;
+        *from = colon + 1;
+    } else {
+        const char *colon = memchr(rest, ':', (size_t)(at - rest));
+        if (!colon) return 0; /* user@host: no password */
+        *from = colon + 1;
+    }
     *to = at;
     return 1;
 }
@@ -197,7 +208,9 @@ int kr_store_url_password(const char *target, char *out, size_t cap) {
     size_t n = 0;
     for (const char *p = from; p < to && n + 1 < cap; p++) {
         int hi, lo;
-        if (*p == '%' && p + 2 < to && (hi = hex_value(p[1])) >= 0 && (lo = hex_value(p[2])) >= 0) {
+        /* %00 is left as it is: a NUL would end the text (libpq refuses it anyway). */
+        if (*p == '%' && p + 2 < to && (hi = hex_value(p[1])) >= 0 && (lo = hex_value(p[2])) >= 0 &&
+            hi + lo > 0) {
             out[n++] = (char)(hi * 16 + lo);
             p += 2;
         } else {
@@ -240,11 +253,15 @@ void kr_store_display_name(const char *target, char *out, size_t cap) {
             from = NULL; /* once: "u:@h" masks nothing but is still shown "u:***@h" */
             continue;
         }
-        if (p > rest && (p[-1] == '?' || p[-1] == '&') && is_secret_param(p)) {
+        if (p > target && (p[-1] == '?' || p[-1] == '&') && is_secret_param(p)) {
             const char *eq = p + strcspn(p, "=&#");
-            while (p <= eq && *p) PUT(*p++); /* the key as written, and its '=' */
+            for (; p <= eq && *p; p++) PUT(*p); /* the key as written, and its '=' */
             for (const char *m = "***"; *m; m++) PUT(*m);
             p += strcspn(p, "&");
+            if (from && p > from && p < at) { /* it ended inside the user part's password */
+                p = at;
+                from = NULL;
+            }
             continue;
         }
         PUT(*p);
@@ -281,12 +298,15 @@ static kr_status refuse_keyword_conninfo(kr_error *err) {
                         "file of that name");
 }
 
-/* The scheme of target (up to its ':' or "://") for a message, NUL-terminated into out. */
+/* The scheme of target for a message, into out: its leading letters, digits, '+', '-' and
+ * '.' (up to its ':' or "://"): never what else precedes a "://", which may be a password
+ * ("x?password=...://"). */
 static void scheme_of(const char *t, char *out, size_t cap) {
-    const char *colon = scheme_colon(t), *sep = strstr(t, "://");
-    size_t n = colon ? (size_t)(colon - t) : sep ? (size_t)(sep - t) : 0;
-    if (n >= cap) n = cap - 1;
-    for (size_t i = 0; i < n; i++) out[i] = t[i] >= 32 && t[i] < 127 ? t[i] : '?';
+    size_t n = 0;
+    while (n + 1 < cap &&
+           (isalnum((unsigned char)t[n]) || t[n] == '+' || t[n] == '-' || t[n] == '.'))
+        n++;
+    memcpy(out, t, n);
     out[n] = '\0';
 }
 
@@ -318,6 +338,7 @@ kr_status kr_store_check_target(const char *target, kr_error *err) {
                             "database '%s': a PostgreSQL URL starts with %s:// (a colon and two "
                             "slashes): postgresql://USER@HOST:PORT/DB",
                             shown, scheme);
+    if (!scheme[0]) snprintf(scheme, sizeof scheme, "what precedes ://");
     return kr_error_set(err, KR_ERR_INVALID_ARG,
                         "database '%s': '%s' is not a kind of database kronos opens: a "
                         "PostgreSQL database is postgresql://USER@HOST:PORT/DB (or postgres://), "
@@ -328,6 +349,7 @@ kr_status kr_store_check_target(const char *target, kr_error *err) {
 
 kr_status kr_store_resolve_path(const char *flag, char *out, size_t cap, kr_error *err) {
     if (!out || cap == 0) return kr_error_set(err, KR_ERR_INVALID_ARG, "store path: no buffer");
+    out[0] = '\0'; /* and so it stays on any error */
     const char *env_db = getenv("KRONOS_DB"), *xdg = getenv("XDG_DATA_HOME"),
                *home = getenv("HOME");
     int n;
