@@ -287,15 +287,16 @@ static int wait_socket(const kr_store *s, PGconn *conn, short events, short *rev
     }
 }
 
+/* Whether r is a failure (also a NULL r: PGRES_FATAL_ERROR). */
+static int failed(const PGresult *r) {
+    return PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK;
+}
+
 /* The statement text (its @s qualified) as PQsendQueryParams takes it, or with n < 0 as
  * PQsendQuery does (several statements, no parameters), sent and its answer read. Returns
  * the result (the first failed one when a statement of several fails, else the last; NULL
  * when there is none: libpq's message is in the connection), or NULL with *abandoned set
  * when the deadline passed first. */
-static int failed(const PGresult *r) {
-    return PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK;
-}
-
 static PGresult *run(kr_store *s, const char *text, int n, const char *const *params,
                      const int *lengths, const int *formats, int *abandoned) {
     pg_handle *h = s->impl;
