@@ -191,7 +191,7 @@ KR_API kr_status kr_store_open_until(const char *path, int existing_only, double
 KR_API void kr_store_set_deadline(kr_store *store, double deadline_s);
 
 /* How long an upsert waits for another writer before failing with KR_ERR_BUSY (default
- * 10000 ms; 0 fails at once). */
+ * 10000 ms; 0 fails at once), and never past the handle's deadline (kr_store_open_until). */
 KR_API void kr_store_set_busy_timeout(kr_store *store, int ms);
 
 /* How long one statement of a PostgreSQL store may run, lock waits included, before the

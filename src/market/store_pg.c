@@ -42,6 +42,10 @@
  *     timeout) bounds a database alive but stuck: KR_ERR_TIMEOUT. It is applied lazily before
  *     a statement and kept with a pooled connection, so it costs a round trip only when it
  *     changes.
+ *   - A handle with a deadline (a server's request) waits for the server only until then:
+ *     statements are sent without blocking and their answers awaited in poll() (see
+ *     "deadline-bound I/O" below), so a frozen or partitioned server fails the call with
+ *     KR_ERR_TIMEOUT instead of hanging it; that connection is closed, never pooled.
  *   - The server opens a store per request, and a new PostgreSQL connection costs a process
  *     fork on the server (milliseconds): idle connections are kept in a small per-process pool
  *     keyed by the target; a pooled one, checked when it was made, re-reads only the version
