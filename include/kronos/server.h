@@ -8,7 +8,8 @@
  *   /v1/candles         the candle store (GET, POST)
  *   GET  /v1/models     the served model
  *   GET  /health        200 while the process runs
- *   GET  /ready         200 when the model is loaded and the server is not draining, else 503
+ *   GET  /ready         200 when the model is loaded, the server is not draining and its
+ *                       PostgreSQL store (if any) answers a probe, else 503
  *   GET  /metrics       Prometheus text: engine series + HTTP series
  *   GET  /              the web page (web_root)
  * docs/api.md has every route, field and status.

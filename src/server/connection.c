@@ -526,6 +526,24 @@ static enum MHD_Result admit_body(struct MHD_Connection *mc, kr_conn *c) {
     return MHD_YES;
 }
 
+/* A store route (list, read, write, delete the candles) is counted like a forecast
+ * (c->counted, released when the connection completes), so a drain waits for its answer (at
+ * most its request deadline: the store's calls end by it) rather than logging "drained" and
+ * stopping the daemon under it. */
+static enum MHD_Result store_route(struct MHD_Connection *mc, kr_conn *c, const char *url) {
+    kr_server *s = c->srv;
+    pthread_mutex_lock(&s->mu);
+    c->counted = !s->draining;
+    if (c->counted) s->active_jobs++;
+    pthread_mutex_unlock(&s->mu);
+    switch (c->route->id) {
+    case KR_ROUTE_SYMBOLS: return kr_handle_symbols(mc, c);
+    case KR_ROUTE_CANDLES_GET: return kr_handle_candles_get(mc, c, url);
+    case KR_ROUTE_CANDLES_POST: return kr_handle_candles_post(mc, c, url);
+    default: return kr_handle_candles_delete(mc, c, url);
+    }
+}
+
 static enum MHD_Result dispatch(struct MHD_Connection *mc, kr_conn *c, const char *url) {
     switch (c->route->id) {
     case KR_ROUTE_HEALTH: return kr_handle_health(mc, c);
@@ -533,10 +551,10 @@ static enum MHD_Result dispatch(struct MHD_Connection *mc, kr_conn *c, const cha
     case KR_ROUTE_METRICS: return kr_handle_metrics(mc, c);
     case KR_ROUTE_MODELS: return kr_handle_models(mc, c);
     case KR_ROUTE_FORECAST: return kr_handle_forecast(mc, c);
-    case KR_ROUTE_SYMBOLS: return kr_handle_symbols(mc, c);
-    case KR_ROUTE_CANDLES_GET: return kr_handle_candles_get(mc, c, url);
-    case KR_ROUTE_CANDLES_POST: return kr_handle_candles_post(mc, c, url);
-    case KR_ROUTE_CANDLES_DELETE: return kr_handle_candles_delete(mc, c, url);
+    case KR_ROUTE_SYMBOLS:
+    case KR_ROUTE_CANDLES_GET:
+    case KR_ROUTE_CANDLES_POST:
+    case KR_ROUTE_CANDLES_DELETE: return store_route(mc, c, url);
     case KR_ROUTE_ANALYZE:
     case KR_ROUTE_ANALYZE_ALIAS: return kr_handle_analyze(mc, c);
     case KR_ROUTE_ANALYZE_BATCH: return kr_handle_analyze_batch(mc, c);

@@ -31,15 +31,33 @@ enum MHD_Result kr_handle_health(struct MHD_Connection *mc, kr_conn *c) {
     return kr_srv_reply(mc, c, 200, "application/json", body, body ? strlen(body) : 0, NULL, NULL);
 }
 
+/* 503 while draining, and while the store's database cannot be reached (store_health.h): a
+ * load balancer then sends this replica's traffic to one that can reach it. The reason, which
+ * names the database, goes to the server log when the answer turns over, not to the client. */
 enum MHD_Result kr_handle_ready(struct MHD_Connection *mc, kr_conn *c) {
-    int draining = kr_server_is_leaving(c->srv);
+    kr_server *s = c->srv;
+    const int draining = kr_server_is_leaving(s);
+    char why[256];
+    int changed = 0;
+    const int reachable =
+        draining || kr_store_health_reachable(s->store_health, why, sizeof why, &changed);
+    if (changed && !reachable)
+        kr_srv_log(s, "candle store unreachable: /ready answers 503 until it answers (%s)", why);
+    else if (changed)
+        kr_srv_log(s, "candle store reachable again: /ready answers 200");
+    const int ok = !draining && reachable;
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "status", draining ? "draining" : "ready");
-    cJSON_AddStringToObject(o, "model", c->srv->model_name); /* a directory name: escape it */
+    cJSON_AddStringToObject(o, "status",
+                            draining ? "draining"
+                            : ok     ? "ready"
+                                     : "store_unreachable");
+    cJSON_AddStringToObject(o, "model", s->model_name); /* a directory name: escape it */
+    if (!ok && !draining)
+        cJSON_AddStringToObject(o, "reason", "the candle store's database cannot be reached");
     char *body = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
-    return kr_srv_reply(mc, c, draining ? 503 : 200, "application/json", body,
-                        body ? strlen(body) : 0, NULL, NULL);
+    return kr_srv_reply(mc, c, ok ? 200 : 503, "application/json", body, body ? strlen(body) : 0,
+                        NULL, NULL);
 }
 
 enum MHD_Result kr_handle_metrics(struct MHD_Connection *mc, kr_conn *c) {

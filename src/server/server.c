@@ -22,6 +22,11 @@
 #include "base/timeutil.h"
 #include "server/auth.h"
 
+/* /ready's probe of a PostgreSQL store: how long one may take (capped by the request timeout)
+ * and how long its answer stands. */
+#define KR_STORE_PROBE_S 1.0
+#define KR_STORE_PROBE_TTL_S 1.0
+
 /* ------------------------------------------------------------------ helpers */
 
 void kr_srv_log(kr_server *s, const char *fmt, ...) {
@@ -323,6 +328,15 @@ kr_status kr_server_create(const kr_model *model, const kr_server_config *cfg, k
     s->limits.max_symbols = s->cfg.max_symbols;
     if ((st = kr_conn_watch_create(s->cfg.read_timeout_s, on_read_cut, s, &s->watch, err)) != KR_OK)
         goto fail;
+    /* /ready's probe of the store: within a load balancer's health check timeout (HAProxy's
+     * 2 s in deploy/haproxy.cfg), answered for a second. */
+    const double probe_s =
+        s->cfg.request_timeout_s < KR_STORE_PROBE_S ? s->cfg.request_timeout_s : KR_STORE_PROBE_S;
+    if (s->cfg.db[0] &&
+        !(s->store_health = kr_store_health_create(s->cfg.db, probe_s, KR_STORE_PROBE_TTL_S))) {
+        st = kr_error_set(err, KR_ERR_NOMEM, "server: out of memory");
+        goto fail;
+    }
     if ((st = start_daemon(s, err)) != KR_OK) goto fail;
     if (s->cfg.n_profiles > 0) kr_http_metrics_profile(s->http, "base", 1);
     kr_srv_check_profile(s);
@@ -456,6 +470,7 @@ void kr_server_free(kr_server *s) {
         MHD_stop_daemon(s->daemon);
     }
     kr_conn_watch_free(s->watch); /* after the daemon: every connection is closed */
+    kr_store_health_free(s->store_health);
     kr_access_log_close(s->access_log);
     kr_process_metrics_free(s->pmetrics);
     kr_context_free(s->ctx);

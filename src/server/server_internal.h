@@ -25,6 +25,7 @@
 #include "server/router.h"
 #include "server/server.h"
 #include "server/sse.h"
+#include "server/store_health.h"
 
 struct kr_server {
     kr_server_config cfg;
@@ -46,13 +47,15 @@ struct kr_server {
     kr_access_log *access_log; /* NULL: none */
     kr_process_metrics *pmetrics;
     kr_api_limits limits; /* the request-size limits of cfg, for every route's parser */
+    kr_store_health *store_health; /* what /ready knows of the store's database; NULL: none */
 
     pthread_mutex_t mu; /* guards the fields below */
     size_t mem_in_flight; /* memory budget held by requests being read and parsed */
     pthread_cond_t idle; /* signalled when active_jobs drops */
     int leaving; /* a drain was asked for: /ready answers 503 (from before draining) */
     int draining, drained;
-    int active_jobs; /* forecasts submitted whose response is not yet finished */
+    int active_jobs; /* forecasts, analyses and store requests whose response is not yet
+                        finished (a drain waits for them) */
     double profile_checked_at; /* monotonic seconds of the last time-of-day check */
     int active_profile; /* index into cfg.profiles, -1 = base parameters */
     kr_tz tz; /* the profiles' zone (have_tz), loaded once at start */

@@ -12,6 +12,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "kronos/util.h"
+
 /* What the client is told of a candle store's message. The store names its file first
  * ("/srv/kronos/k.db: AAPL 1d: ...", a PostgreSQL URL with its password masked), which tells
  * any client where and how the server keeps its data: every occurrence of that name becomes
@@ -75,7 +77,10 @@ kr_store *kr_store_access_open(kr_server *s, int must_exist, int *status, kr_api
         return NULL; /* empty: status stays 0 */
     kr_store *st = NULL;
     kr_error e = { 0 };
-    if (kr_store_open(s->cfg.db, &st, &e) != KR_OK) {
+    /* Every call on the handle, the open included, ends by the request's deadline: a database
+     * that stops answering (frozen, partitioned) costs the request its timeout, a 503. */
+    const double deadline = kr_now_seconds() + s->cfg.request_timeout_s;
+    if (kr_store_open_until(s->cfg.db, 0, deadline, &st, &e) != KR_OK) {
         *status = kr_store_access_failure_status(e.status);
         kr_store_access_log_error(s, *status, e.message);
         char msg[sizeof e.message];
@@ -89,8 +94,12 @@ kr_store *kr_store_access_open(kr_server *s, int must_exist, int *status, kr_api
         kr_api_error_set(err, *status, NULL, "%s", msg);
         return NULL;
     }
-    /* A database alive but stuck must not hold the request past its own deadline. */
-    kr_store_set_statement_timeout(st, (int)(s->cfg.request_timeout_s * 1000.0));
+    /* A database alive but stuck ends the statement itself a moment before the deadline
+     * (a quarter of the timeout, at most 250 ms): its "statement timeout" arrives while the
+     * client still listens, and the connection is kept, where at the deadline it would be
+     * given up. The same value for every request, so a pooled connection keeps it. */
+    const int timeout_ms = (int)(s->cfg.request_timeout_s * 1000.0);
+    kr_store_set_statement_timeout(st, timeout_ms - (timeout_ms / 4 < 250 ? timeout_ms / 4 : 250));
     return st;
 }
 
