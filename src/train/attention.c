@@ -7,7 +7,7 @@
 #include "kernels/kernels.h"
 
 size_t tr_attn_scratch_floats(int T, int head_dim) {
-    /* K and V of one head copied contiguous (the NT GEMM reads W rows K floats apart), then the
+    /* K and V of one head transposed ([head_dim][T], the B of Q·Kᵀ and dO·Vᵀ), then the
      * block's scores / probabilities, their gradient and the dropped probabilities. */
     size_t f = 2 * (size_t)T * (size_t)head_dim + 3 * (size_t)TR_ATTN_BLOCK * (size_t)T;
     return (f + 15) / 16 * 16;
@@ -23,19 +23,28 @@ typedef struct attn_job {
     int backward;
 } attn_job;
 
-/* One head's rows of a [rows][ld] matrix, copied to [T][head_dim]. */
-static void gather_head(const float *src, int T, int hd, int ld, float *dst) {
-    for (int t = 0; t < T; t++)
-        memcpy(dst + (size_t)t * (size_t)hd, src + (size_t)t * (size_t)ld,
-               (size_t)hd * sizeof *dst);
+/* One head's rows of a [rows][ld] matrix, transposed to [head_dim][T]: the B of S = Q·Kᵀ.
+ * In 16 × 16 blocks, so that both sides walk whole cache lines. */
+static void gather_head_t(const float *src, int T, int hd, int ld, float *dst) {
+    enum { TB = 16 };
+    for (int t0 = 0; t0 < T; t0 += TB) {
+        int t1 = t0 + TB < T ? t0 + TB : T;
+        for (int c0 = 0; c0 < hd; c0 += TB) {
+            int c1 = c0 + TB < hd ? c0 + TB : hd;
+            for (int c = c0; c < c1; c++) {
+                float *d = dst + (size_t)c * (size_t)T;
+                for (int t = t0; t < t1; t++) d[t] = src[(size_t)t * (size_t)ld + (size_t)c];
+            }
+        }
+    }
 }
 
 /* Probabilities of the query block [i0, i0 + rows) over keys [0, nk) into S (ld T): scores,
  * scale, mask, softmax; masked entries 0. */
-static void block_probs(const tr_attn_shape *s, const float *Q, const float *Kc, int i0, int rows,
+static void block_probs(const tr_attn_shape *s, const float *Q, const float *Kt, int i0, int rows,
                         int nk, float scale, float *S) {
     const int hd = s->head_dim, T = s->T;
-    kr_gemm_f32(rows, nk, hd, Q + (size_t)i0 * (size_t)s->ld, s->ld, Kc, NULL, S, T, 0, 1);
+    kr_gemm_nn_f32(rows, nk, hd, Q + (size_t)i0 * (size_t)s->ld, s->ld, Kt, T, S, T, 0, 0, 1);
     for (int r = 0; r < rows; r++) {
         float *row = S + (size_t)r * (size_t)T;
         int valid = s->causal ? i0 + r + 1 : nk;
@@ -67,24 +76,24 @@ static void head_task(const attn_job *j, int task, float *scr) {
     const float scale = 1.0f / sqrtf((float)hd);
     const int dropping = j->drop && j->drop->p > 0.0f;
     const uint64_t drow0 = (uint64_t)task * (uint64_t)T;
-    float *Kc = scr, *Vc = Kc + (size_t)T * (size_t)hd, *S = Vc + (size_t)T * (size_t)hd;
+    float *Kt = scr, *Vt = Kt + (size_t)T * (size_t)hd, *S = Vt + (size_t)T * (size_t)hd;
     float *dP = S + (size_t)TR_ATTN_BLOCK * (size_t)T, *Pd = dP + (size_t)TR_ATTN_BLOCK * (size_t)T;
     const float *Q = j->q + base, *K = j->k + base, *V = j->v + base;
-    gather_head(K, T, hd, ld, Kc);
+    gather_head_t(K, T, hd, ld, Kt);
 
     if (!j->backward) {
         float *O = j->o + base;
         for (int i0 = 0; i0 < T; i0 += TR_ATTN_BLOCK) {
             int rows = T - i0 < TR_ATTN_BLOCK ? T - i0 : TR_ATTN_BLOCK;
             int nk = s->causal ? i0 + rows : T;
-            block_probs(s, Q, Kc, i0, rows, nk, scale, S);
+            block_probs(s, Q, Kt, i0, rows, nk, scale, S);
             if (dropping) block_dropout(j->drop, drow0 + (uint64_t)i0, rows, nk, T, S, S);
             kr_gemm_nn_f32(rows, hd, nk, S, T, V, ld, O + (size_t)i0 * (size_t)ld, ld, 0, 0, 1);
         }
         return;
     }
 
-    gather_head(V, T, hd, ld, Vc);
+    gather_head_t(V, T, hd, ld, Vt);
     const float *O = j->out + base, *dO = j->dout + base;
     float *dQ = j->dq + base, *dK = j->dk + base, *dV = j->dv + base;
     for (int t = 0; t < T; t++) {
@@ -95,14 +104,14 @@ static void head_task(const attn_job *j, int task, float *scr) {
         int rows = T - i0 < TR_ATTN_BLOCK ? T - i0 : TR_ATTN_BLOCK;
         int nk = s->causal ? i0 + rows : T;
         const float *dOb = dO + (size_t)i0 * (size_t)ld;
-        block_probs(s, Q, Kc, i0, rows, nk, scale, S);
+        block_probs(s, Q, Kt, i0, rows, nk, scale, S);
         const float *P_used = S;
         if (dropping) {
             block_dropout(j->drop, drow0 + (uint64_t)i0, rows, nk, T, S, Pd);
             P_used = Pd;
         }
         /* dP (of the probabilities that multiplied V) = dO·Vᵀ; dV += P_usedᵀ·dO */
-        kr_gemm_f32(rows, nk, hd, dOb, ld, Vc, NULL, dP, T, 0, 1);
+        kr_gemm_nn_f32(rows, nk, hd, dOb, ld, Vt, T, dP, T, 0, 0, 1);
         kr_gemm_tn_f32(nk, hd, rows, P_used, T, dOb, ld, dV, ld, 1, 0, 1);
         if (dropping) block_dropout(j->drop, drow0 + (uint64_t)i0, rows, nk, T, dP, dP);
         /* softmax backward: dS = P ⊙ (dP − Σ dO⊙O), then the score scale */

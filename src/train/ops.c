@@ -10,8 +10,37 @@
 
 /* ---------------------------------------------------------------- Linear */
 
+void tr_linear_transpose(const tr_lin *l) {
+    enum { TB = 32 }; /* blocks that stay in L1 on both sides */
+    for (int i0 = 0; i0 < l->n_out; i0 += TB)
+        for (int j0 = 0; j0 < l->n_in; j0 += TB) {
+            int i1 = i0 + TB < l->n_out ? i0 + TB : l->n_out;
+            int j1 = j0 + TB < l->n_in ? j0 + TB : l->n_in;
+            for (int i = i0; i < i1; i++)
+                for (int j = j0; j < j1; j++)
+                    l->wt[(size_t)j * (size_t)l->n_out + (size_t)i] =
+                        l->w[(size_t)i * (size_t)l->n_in + (size_t)j];
+        }
+}
+
+typedef struct bias_job {
+    const float *b;
+    float *y;
+    int n;
+} bias_job;
+
+static void bias_rows(void *p, int r0, int r1) {
+    const bias_job *j = p;
+    for (int m = r0; m < r1; m++)
+        memcpy(j->y + (size_t)m * (size_t)j->n, j->b, (size_t)j->n * sizeof(float));
+}
+
 void tr_linear_fwd(kr_pool *pool, const tr_lin *l, const float *x, int M, float *y) {
-    tr_gemm_nt(pool, M, l->n_out, l->n_in, x, l->n_in, l->w, l->b, y, l->n_out);
+    if (l->b) {
+        bias_job j = { l->b, y, l->n_out };
+        tr_for_rows(pool, M, bias_rows, &j);
+    }
+    tr_gemm_nn(pool, M, l->n_out, l->n_in, x, l->n_in, l->wt, l->n_out, y, l->n_out, l->b != NULL);
 }
 
 void tr_linear_bwd(kr_pool *pool, const tr_lin *l, const float *dy, const float *x, int M,

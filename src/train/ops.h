@@ -21,11 +21,14 @@
 /* A Linear y = x·wᵀ + b (b may be NULL) and its gradients (gw NULL: frozen). */
 typedef struct tr_lin {
     float *w, *b; /* [n_out][n_in], [n_out] */
+    float *wt; /* [n_in][n_out] w transposed (tr_linear_transpose), what the forward reads */
     float *gw, *gb;
     int n_out, n_in;
 } tr_lin;
 
-/* y[M][n_out] = x[M][n_in]·wᵀ + b. */
+/* wt = wᵀ (after the weights change). */
+void tr_linear_transpose(const tr_lin *l);
+/* y[M][n_out] = x[M][n_in]·wᵀ + b (from wt: the NN GEMM, faster than the NT one here). */
 void tr_linear_fwd(kr_pool *pool, const tr_lin *l, const float *x, int M, float *y);
 /* gw += dyᵀ·x, gb += Σ dy; dx (=, or += with accumulate) dy·w unless dx is NULL. */
 void tr_linear_bwd(kr_pool *pool, const tr_lin *l, const float *dy, const float *x, int M,

@@ -268,6 +268,8 @@ static tr_lin lin(kr_trainer *tr, const char *prefix, int n_out, int n_in, int b
     tr_lin l = { .n_out = n_out, .n_in = n_in };
     l.w = val(tr, &l.gw, "%s.weight", prefix);
     if (bias) l.b = val(tr, &l.gb, "%s.bias", prefix);
+    if (l.w) l.wt = tr->wt + (l.w - tr->p);
+    if (l.w && tr->n_lins < TR_MAX_TENSORS) tr->lins[tr->n_lins++] = l;
     return l;
 }
 
@@ -303,6 +305,7 @@ static void block(kr_trainer *tr, tr_block_w *b, const char *stack, int i, int d
 }
 
 void tr_params_bind(kr_trainer *tr) {
+    tr->n_lins = 0;
     if (tr->params.target == KR_TRAIN_PREDICTOR) {
         const kr_predictor_config *c = &tr->pcfg;
         tr_predictor *pr = &tr->pr;
@@ -346,3 +349,10 @@ const float *tr_inv_freq(const kr_trainer *tr, const char *prefix) {
         if (strcmp(tr->buffers[i].name, name) == 0) return tr->buffers[i].data;
     return NULL;
 }
+
+static void transpose_region(void *p, int ith, int nth) {
+    kr_trainer *tr = p;
+    for (int i = ith; i < tr->n_lins; i += nth) tr_linear_transpose(&tr->lins[i]);
+}
+
+void tr_params_transpose(kr_trainer *tr) { kr_pool_run(tr->pool, transpose_region, tr); }

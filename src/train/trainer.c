@@ -302,7 +302,7 @@ kr_status kr_train_memory_estimate(const char *model_dir, const kr_train_params 
     kr_trainer *tr = calloc(1, sizeof *tr);
     if (!tr) return kr_error_set(err, KR_ERR_NOMEM, "trainer: out of memory");
     kr_status rc = plan(tr, model_dir, params, err);
-    if (rc == KR_OK) *bytes = 4 * tr->n_floats * sizeof(float) + tr->act_bytes + sizeof *tr;
+    if (rc == KR_OK) *bytes = 5 * tr->n_floats * sizeof(float) + tr->act_bytes + sizeof *tr;
     free(tr->config_json);
     free(tr);
     return rc;
@@ -339,15 +339,16 @@ kr_status kr_trainer_create(const char *model_dir, const kr_train_params *params
     if (rc == KR_OK) rc = kr_pool_create(params->n_threads, &tr->pool, err);
     if (rc == KR_OK) {
         /* values, gradients and moments in one zeroed block */
-        tr->p = calloc(4 * tr->n_floats + 16, sizeof(float));
+        tr->p = calloc(5 * tr->n_floats + 16, sizeof(float));
         if (!tr->p)
             rc = kr_error_set(err, KR_ERR_NOMEM, "trainer: cannot allocate %zu bytes of parameters",
-                              4 * tr->n_floats * sizeof(float));
+                              5 * tr->n_floats * sizeof(float));
     }
     if (rc == KR_OK) {
         tr->g = tr->p + tr->n_floats;
         tr->m = tr->g + tr->n_floats;
         tr->v = tr->m + tr->n_floats;
+        tr->wt = tr->v + tr->n_floats;
         rc = tr_params_load(tr, model_dir, err);
     }
     if (rc == KR_OK) rc = alloc_views(tr, err);
@@ -414,6 +415,9 @@ static kr_status run(kr_trainer *tr, const kr_train_batch *b, double grad_scale,
                      uint64_t stream, kr_train_losses *out, kr_error *err) {
     kr_train_losses tmp;
     if (!out) out = &tmp;
+    /* the forward reads the Linear weights transposed: refreshed from the values every pass,
+     * so writes through kr_trainer_tensor's param pointers take effect too (~1 % of a step) */
+    tr_params_transpose(tr);
     if (tr->params.target == KR_TRAIN_PREDICTOR)
         return tr_predictor_run(tr, b, grad_scale, official, stream, out, err);
     return tr_tokenizer_run(tr, b, grad_scale, stream, out, err);

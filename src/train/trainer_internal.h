@@ -115,6 +115,9 @@ struct kr_trainer {
     int n_tensors;
     size_t n_floats; /* of each flat array */
     float *p, *g, *m, *v; /* values, gradients, AdamW first and second moments */
+    float *wt; /* the Linear weights transposed (tr_params_transpose), at the same offsets */
+    tr_lin lins[TR_MAX_TENSORS]; /* every Linear, for the transposes */
+    int n_lins;
     tr_buffer buffers[TR_MAX_TENSORS];
     int n_buffers;
 
@@ -139,6 +142,8 @@ kr_status tr_params_build(kr_trainer *tr, kr_error *err);
 kr_status tr_params_load(kr_trainer *tr, const char *dir, kr_error *err);
 /* params.c: the views (tr_lin, blocks, ...) into p and g. */
 void tr_params_bind(kr_trainer *tr);
+/* params.c: wt from p, on the pool (after p changes: load, step, load_state). */
+void tr_params_transpose(kr_trainer *tr);
 /* The parameter of that name, or NULL. */
 tr_param *tr_param_find(kr_trainer *tr, const char *name);
 /* The rotary inv_freq buffer of an attention module ("transformer.0.self_attn"), or NULL. */
