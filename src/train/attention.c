@@ -23,9 +23,10 @@ typedef struct attn_job {
     int backward;
 } attn_job;
 
-/* One head's rows of a [rows][ld] matrix, transposed to [head_dim][T]: the B of S = Q·Kᵀ.
+/* One head's rows of a [rows][ld] matrix, transposed to [head_dim][T] and scaled: the B of
+ * S = Q·(scale·K)ᵀ (the score scale folded into the copy instead of a pass over the scores).
  * In 16 × 16 blocks, so that both sides walk whole cache lines. */
-static void gather_head_t(const float *src, int T, int hd, int ld, float *dst) {
+static void gather_head_t(const float *src, int T, int hd, int ld, float scale, float *dst) {
     enum { TB = 16 };
     for (int t0 = 0; t0 < T; t0 += TB) {
         int t1 = t0 + TB < T ? t0 + TB : T;
@@ -33,22 +34,22 @@ static void gather_head_t(const float *src, int T, int hd, int ld, float *dst) {
             int c1 = c0 + TB < hd ? c0 + TB : hd;
             for (int c = c0; c < c1; c++) {
                 float *d = dst + (size_t)c * (size_t)T;
-                for (int t = t0; t < t1; t++) d[t] = src[(size_t)t * (size_t)ld + (size_t)c];
+                for (int t = t0; t < t1; t++)
+                    d[t] = src[(size_t)t * (size_t)ld + (size_t)c] * scale;
             }
         }
     }
 }
 
-/* Probabilities of the query block [i0, i0 + rows) over keys [0, nk) into S (ld T): scores,
- * scale, mask, softmax; masked entries 0. */
+/* Probabilities of the query block [i0, i0 + rows) over keys [0, nk) into S (ld T): scaled
+ * scores (Kt carries the scale), mask, softmax; masked entries 0. */
 static void block_probs(const tr_attn_shape *s, const float *Q, const float *Kt, int i0, int rows,
-                        int nk, float scale, float *S) {
+                        int nk, float *S) {
     const int hd = s->head_dim, T = s->T;
     kr_gemm_nn_f32(rows, nk, hd, Q + (size_t)i0 * (size_t)s->ld, s->ld, Kt, T, S, T, 0, 0, 1);
     for (int r = 0; r < rows; r++) {
         float *row = S + (size_t)r * (size_t)T;
         int valid = s->causal ? i0 + r + 1 : nk;
-        for (int c = 0; c < valid; c++) row[c] *= scale;
         kr_softmax_f32(valid, row, row);
         for (int c = valid; c < nk; c++) row[c] = 0.0f;
     }
@@ -79,21 +80,21 @@ static void head_task(const attn_job *j, int task, float *scr) {
     float *Kt = scr, *Vt = Kt + (size_t)T * (size_t)hd, *S = Vt + (size_t)T * (size_t)hd;
     float *dP = S + (size_t)TR_ATTN_BLOCK * (size_t)T, *Pd = dP + (size_t)TR_ATTN_BLOCK * (size_t)T;
     const float *Q = j->q + base, *K = j->k + base, *V = j->v + base;
-    gather_head_t(K, T, hd, ld, Kt);
+    gather_head_t(K, T, hd, ld, scale, Kt);
 
     if (!j->backward) {
         float *O = j->o + base;
         for (int i0 = 0; i0 < T; i0 += TR_ATTN_BLOCK) {
             int rows = T - i0 < TR_ATTN_BLOCK ? T - i0 : TR_ATTN_BLOCK;
             int nk = s->causal ? i0 + rows : T;
-            block_probs(s, Q, Kt, i0, rows, nk, scale, S);
+            block_probs(s, Q, Kt, i0, rows, nk, S);
             if (dropping) block_dropout(j->drop, drow0 + (uint64_t)i0, rows, nk, T, S, S);
             kr_gemm_nn_f32(rows, hd, nk, S, T, V, ld, O + (size_t)i0 * (size_t)ld, ld, 0, 0, 1);
         }
         return;
     }
 
-    gather_head_t(V, T, hd, ld, Vt);
+    gather_head_t(V, T, hd, ld, 1.0f, Vt);
     const float *O = j->out + base, *dO = j->dout + base;
     float *dQ = j->dq + base, *dK = j->dk + base, *dV = j->dv + base;
     for (int t = 0; t < T; t++) {
@@ -104,7 +105,7 @@ static void head_task(const attn_job *j, int task, float *scr) {
         int rows = T - i0 < TR_ATTN_BLOCK ? T - i0 : TR_ATTN_BLOCK;
         int nk = s->causal ? i0 + rows : T;
         const float *dOb = dO + (size_t)i0 * (size_t)ld;
-        block_probs(s, Q, Kt, i0, rows, nk, scale, S);
+        block_probs(s, Q, Kt, i0, rows, nk, S);
         const float *P_used = S;
         if (dropping) {
             block_dropout(j->drop, drow0 + (uint64_t)i0, rows, nk, T, S, Pd);
