@@ -17,6 +17,7 @@
 #include "kronos/train.h"
 #include "model/safetensors.h"
 #include "train/ops.h"
+#include "train/trainer_internal.h"
 
 #define B 4
 #define LEN 24
@@ -469,6 +470,23 @@ static void test_bad_params(void **state) {
     assert_true(bigger > bytes);
 }
 
+/* The estimate is what create allocates: parameter arrays and activation block, both kinds. */
+static void test_memory_estimate(void **state) {
+    (void)state;
+    kr_error err = { 0 };
+    for (int t = 0; t < 2; t++) {
+        char dir[1024];
+        snprintf(dir, sizeof dir, "%s", fixture_dir(t ? "tokenizer" : "predictor"));
+        kr_train_params p = params(t ? KR_TRAIN_TOKENIZER : KR_TRAIN_PREDICTOR, 3);
+        size_t est = 0;
+        assert_int_equal(kr_train_memory_estimate(dir, &p, &est, &err), KR_OK);
+        kr_trainer *tr = make(dir, &p);
+        size_t got = 5 * tr->n_floats * sizeof(float) + tr->act_bytes + sizeof *tr;
+        assert_int_equal(est, got);
+        kr_trainer_free(tr);
+    }
+}
+
 static void test_bad_batches(void **state) {
     (void)state;
     kr_error err = { 0 };
@@ -573,6 +591,7 @@ int main(void) {
         cmocka_unit_test(test_resume),
         cmocka_unit_test(test_save_loads),
         cmocka_unit_test(test_bad_params),
+        cmocka_unit_test(test_memory_estimate),
         cmocka_unit_test(test_bad_batches),
         cmocka_unit_test(test_numeric),
         cmocka_unit_test(test_schedule_end),

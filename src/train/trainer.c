@@ -185,6 +185,8 @@ static kr_status read_config(kr_trainer *tr, const char *dir, kr_error *err) {
         tr->d = tr->tcfg.d_model;
         tr->ff = tr->tcfg.ff_dim;
         tr->n_heads = tr->tcfg.n_heads;
+        tr->tk.n_enc = tr->tcfg.n_enc_layers - 1;
+        tr->tk.n_dec = tr->tcfg.n_dec_layers - 1;
     }
     if (rc == KR_OK && quantised)
         rc = kr_error_set(err, KR_ERR_UNSUPPORTED,
@@ -261,8 +263,6 @@ static kr_status alloc_views(kr_trainer *tr, kr_error *err) {
              (tr->pr.stream = calloc((size_t)L + 1, sizeof(float *)));
     } else {
         tr_tokenizer *tk = &tr->tk;
-        tk->n_enc = tr->tcfg.n_enc_layers - 1;
-        tk->n_dec = tr->tcfg.n_dec_layers - 1;
         ok = (tk->enc = calloc((size_t)tk->n_enc + 1, sizeof(tr_block_w))) &&
              (tk->dec = calloc((size_t)tk->n_dec + 1, sizeof(tr_block_w))) &&
              (tk->enc_acts = calloc((size_t)tk->n_enc + 1, sizeof(tr_block_acts))) &&
