@@ -1,6 +1,6 @@
 /*
  * Finite-difference checks of every backward pass of the train layer (train/ops.h,
- * train/attention.h) on odd sizes: head_dim 52, 70 positions (past one 64-query block, not a
+ * train/attention.h) on odd sizes: head_dim 52, 101 positions (past one 96-query block, not a
  * multiple of 16), widths 13 and 208, on 3 threads and on every ISA.
  *
  * Each op's float backward, fed dy = r for a random r, is the gradient of L = Σ r·y. The
@@ -289,7 +289,7 @@ static double attn_loss(void *p) {
 }
 
 static void attention_case(int causal, const tr_dropout *drop) {
-    const int n_seq = 2, T = 70, heads = 4, hd = 52, d = heads * hd;
+    const int n_seq = 2, T = 101, heads = 4, hd = 52, d = heads * hd;
     const size_t n = (size_t)n_seq * T * d;
     float *q = rnd(n, 0.6), *k = rnd(n, 0.6), *v = rnd(n, 1), *r = rnd(n, 1);
     float *o = malloc(n * 4), *dq = malloc(n * 4), *dk = malloc(n * 4), *dv = malloc(n * 4);

@@ -17,7 +17,10 @@
 #include "base/threadpool.h"
 #include "train/ops.h"
 
-#define TR_ATTN_BLOCK 64
+/* Queries per block: a multiple of both register tiles' rows (12, 6) and of 32 columns, so the
+ * block's GEMMs have no edge tiles; 96 measured ~5 % faster than 64 at T = 512, head_dim 64
+ * (fewer calls and packings against more masked scores computed). */
+#define TR_ATTN_BLOCK 96
 
 typedef struct tr_attn_shape {
     int n_seq, T; /* sequences of T rows; rows of all sequences are consecutive */
