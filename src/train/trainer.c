@@ -187,6 +187,10 @@ static kr_status read_config(kr_trainer *tr, const char *dir, kr_error *err) {
         tr->n_heads = tr->tcfg.n_heads;
         tr->tk.n_enc = tr->tcfg.n_enc_layers - 1;
         tr->tk.n_dec = tr->tcfg.n_dec_layers - 1;
+        if (rc == KR_OK && tr->tcfg.d_in != KR_TRAIN_FEATURES)
+            rc = kr_error_set(err, KR_ERR_UNSUPPORTED,
+                              "%s: d_in %d (training batches carry %d features per row)", path,
+                              tr->tcfg.d_in, KR_TRAIN_FEATURES);
     }
     if (rc == KR_OK && quantised)
         rc = kr_error_set(err, KR_ERR_UNSUPPORTED,
