@@ -242,6 +242,7 @@ static void swiglu_bwd_range(void *p, size_t a, size_t b) {
         float x = j->h1[i], u = j->h3[i], dg = j->dg[i];
         float sig = 1.0f / (1.0f + expf(-x));
         float silu = x * sig;
+        j->g[i] = silu * u;
         /* torch's silu_backward: dy·σ·(1 + x·(1 − σ)) */
         j->h1[i] = (dg * u) * (sig * (1.0f + x * (1.0f - sig)));
         j->h3[i] = dg * silu;
@@ -252,8 +253,8 @@ static void swiglu_bwd_rows(void *p, int r0, int r1) {
     swiglu_bwd_range(p, (size_t)r0 * 256, (size_t)r1 * 256);
 }
 
-void tr_swiglu_bwd(kr_pool *pool, size_t n, const float *dg, float *h1, float *h3) {
-    swiglu_job j = { .dg = dg, .h1 = h1, .h3 = h3 };
+void tr_swiglu_bwd(kr_pool *pool, size_t n, const float *dg, float *h1, float *h3, float *g) {
+    swiglu_job j = { .dg = dg, .h1 = h1, .h3 = h3, .g = g };
     chunked(pool, n, swiglu_bwd_rows, &j, swiglu_bwd_range);
 }
 

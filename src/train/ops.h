@@ -59,8 +59,9 @@ void tr_rope_bwd(kr_pool *pool, const tr_rope *r, int n_seq, int T, int n_heads,
 /* g = silu(h1)⊙h3 over n values. */
 void tr_swiglu_fwd(kr_pool *pool, size_t n, const float *h1, const float *h3, float *g);
 /* From dg: h1 ← dg⊙h3⊙silu'(h1), h3 ← dg⊙silu(h1) (in place: the saved pre-activations
- * become their gradients). */
-void tr_swiglu_bwd(kr_pool *pool, size_t n, const float *dg, float *h1, float *h3);
+ * become their gradients), and g ← silu(h1)⊙h3 (the forward's activation again, for w2's
+ * weight gradient: one pass and one exp per value for both). */
+void tr_swiglu_bwd(kr_pool *pool, size_t n, const float *dg, float *h1, float *h3, float *g);
 
 /* Inverted dropout with its own counter-based stream: element j of row r is kept with
  * probability 1 − p (then scaled by 1/(1 − p)) as a pure function of (seed, stream, r, j),
