@@ -305,11 +305,11 @@ static void attention_case(int causal, const tr_dropout *drop) {
     char name[64];
     const char *kind = drop ? "dropout" : causal ? "causal" : "full";
     snprintf(name, sizeof name, "attention %s dq", kind);
-    check(name, c.q, n, dq, attn_loss, &c, 40);
+    check(name, c.q, n, dq, attn_loss, &c, 20);
     snprintf(name, sizeof name, "attention %s dk", kind);
-    check(name, c.k, n, dk, attn_loss, &c, 40);
+    check(name, c.k, n, dk, attn_loss, &c, 20);
     snprintf(name, sizeof name, "attention %s dv", kind);
-    check(name, c.v, n, dv, attn_loss, &c, 40);
+    check(name, c.v, n, dv, attn_loss, &c, 20);
     free(q), free(k), free(v), free(r), free(o), free(dq), free(dk), free(dv), free(scr);
     free(c.q), free(c.k), free(c.v), free(c.r);
 }
