@@ -27,7 +27,8 @@
  * which init_once adds. */
 #define KR_TABLE_ROW(ISA, sfx)                                                                \
     {                                                                                         \
-        .isa = ISA, .gemm_f32 = kr_gemm_f32_##sfx, .attend_f32 = kr_attend_f32_##sfx,         \
+        .isa = ISA, .gemm_f32 = kr_gemm_f32_##sfx, .gemm_nn_f32 = kr_gemm_nn_f32_##sfx,       \
+        .gemm_tn_f32 = kr_gemm_tn_f32_##sfx, .attend_f32 = kr_attend_f32_##sfx,               \
         .attend_multi_f32 = kr_attend_multi_f32_##sfx,                                        \
         .attend_causal_f32 = kr_attend_causal_f32_##sfx, .rmsnorm_f32 = kr_rmsnorm_f32_##sfx, \
         .rope_f32 = kr_rope_f32_##sfx, .silu_mul_f32 = kr_silu_mul_f32_##sfx,                 \
@@ -241,6 +242,16 @@ const char *kr_isa_name(kr_isa isa) {
 void kr_gemm_f32(int M, int N, int K, const float *A, int lda, const float *W, const float *bias,
                  float *C, int ldc, int ith, int nth) {
     kr_kernels()->gemm_f32(M, N, K, A, lda, W, bias, C, ldc, ith, nth);
+}
+
+void kr_gemm_nn_f32(int M, int N, int K, const float *A, int lda, const float *B, int ldb, float *C,
+                    int ldc, int accumulate, int ith, int nth) {
+    kr_kernels()->gemm_nn_f32(M, N, K, A, lda, B, ldb, C, ldc, accumulate, ith, nth);
+}
+
+void kr_gemm_tn_f32(int M, int N, int K, const float *A, int lda, const float *B, int ldb, float *C,
+                    int ldc, int accumulate, int ith, int nth) {
+    kr_kernels()->gemm_tn_f32(M, N, K, A, lda, B, ldb, C, ldc, accumulate, ith, nth);
 }
 
 size_t kr_gemm_f32_packed_a_floats(int M, int K) {

@@ -54,7 +54,15 @@ void kr_gemm_f32_packed_avx512(int M, int N, int K, const float *A, int lda, con
     }                                                                                              \
     void kr_add_f32_##isa(int n, const float *x, float *y) { kr_add_f32_scalar(n, x, y); }         \
     void kr_softmax_f32_##isa(int n, const float *x, float *y) { kr_softmax_f32_scalar(n, x, y); } \
-    double kr_fma_burn_##isa(long iters) { return kr_fma_burn_scalar(iters); }
+    double kr_fma_burn_##isa(long iters) { return kr_fma_burn_scalar(iters); }                     \
+    void kr_gemm_nn_f32_##isa(int M, int N, int K, const float *A, int lda, const float *B,        \
+                              int ldb, float *C, int ldc, int accumulate, int ith, int nth) {      \
+        kr_gemm_nn_f32_scalar(M, N, K, A, lda, B, ldb, C, ldc, accumulate, ith, nth);              \
+    }                                                                                              \
+    void kr_gemm_tn_f32_##isa(int M, int N, int K, const float *A, int lda, const float *B,        \
+                              int ldb, float *C, int ldc, int accumulate, int ith, int nth) {      \
+        kr_gemm_tn_f32_scalar(M, N, K, A, lda, B, ldb, C, ldc, accumulate, ith, nth);              \
+    }
 
 KR_FALLBACK(avx2)
 KR_FALLBACK(avx512)

@@ -32,6 +32,7 @@ typedef enum kr_scratch_slot {
     KR_SCRATCH_QGEMM_AMX, /* qgemm_int8_avx512_amx.c: B panels, A tail, C tiles */
     KR_SCRATCH_QGEMM_WIDE, /* qgemm_int8_avx2.c: widened W block + A row tile */
     KR_SCRATCH_QGEMM_PANELS, /* qgemm_int8_avx512.c / _avx2.c (AVX-VNNI): one W block as panels */
+    KR_SCRATCH_GEMM_NN, /* gemm_nn_body.h: packed B block + A block */
     KR_SCRATCH_SLOTS
 } kr_scratch_slot;
 

@@ -11,6 +11,7 @@ BEGIN {
   allow["kernels"] = "base kernels"
   allow["market"] = "base market"
   allow["model"] = "base kernels model"
+  allow["train"] = "base kernels model train"
   allow["hub"] = "base net hub"
   allow["engine"] = "base kernels market model engine"
   allow["analyst"] = "base net kernels market model engine analyst"
