@@ -154,8 +154,9 @@ KR_API kr_status kr_server_config_load(const char *path, kr_server_config *c, kr
 /* Checks cross-field consistency (quant, ranges that flags may have set). */
 KR_API kr_status kr_server_config_validate(const kr_server_config *c, kr_error *err);
 
-/* Parses a KV budget: "BYTES" (integer, optional K/M/G/KiB/MiB/GiB suffix) or "PCT%" of
- * physical RAM (0 < PCT <= 90). */
+/* Parses a KV budget: "BYTES" (integer, optional K/M/G/KiB/MiB/GiB suffix; at most 90% of
+ * physical RAM, refused naming the machine's RAM beyond) or "PCT%" of physical RAM
+ * (0 < PCT <= 90). */
 KR_API kr_status kr_server_parse_kv_budget(const char *s, size_t *bytes, kr_error *err);
 
 /* ---------------------------------------------------------------- the server */
@@ -209,6 +210,13 @@ KR_API kr_status kr_server_reopen_logs(kr_server *s, kr_error *err);
  * this machine or the port needs privileges; KR_ERR_BUSY when another process holds the port
  * now (the start fails until it is free); KR_OK otherwise. For `--check-config`. */
 KR_API kr_status kr_server_check_listen(const kr_server_config *cfg, kr_error *err);
+
+/* Whether path can be the access log: "-" (standard output), a regular file that is writable
+ * or can be created in its directory, or a character device. A FIFO, a socket or a directory
+ * is refused, naming what it is (KR_ERR_INVALID_ARG): a FIFO's open blocks until a reader
+ * comes and its writes block when the reader stops. kr_server_create opens the log under the
+ * same rule, without blocking. For `--check-config` and the start-up checks. */
+KR_API kr_status kr_server_check_access_log(const char *path, kr_error *err);
 
 /* Drains (if not yet), stops listening and frees everything. NULL is a no-op. */
 KR_API void kr_server_free(kr_server *s);
