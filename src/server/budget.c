@@ -11,17 +11,19 @@
  *     a client that never reads its answer pins it until the send timeout.
  * Either kind is refused before it is allocated: 413 when it can never fit (a body and parse
  * past max_request_memory, the one request's input; what it builds past the whole
- * max_memory_in_flight), 503 with Retry-After when max_memory_in_flight cannot take it now. An answer that exists already (an error, an answer under KR_ANSWER_REFUSE_MIN,
- * what a reservation covered) is charged without refusal.
+ * max_memory_in_flight), 503 with Retry-After when max_memory_in_flight cannot take it now.
+ * An answer that exists already (an error, a streamed event, what a reservation covered) is
+ * charged without refusal; one under KR_ANSWER_HOLD_MIN is not counted.
  */
 #include "server/server_internal.h"
 
 #include <stdio.h>
 #include <string.h>
 
-/* Answers below this are sent whatever the budget: errors (a refusal's own 503 among them),
- * health checks and scrapes cost little, and refusing them would hide the reason. */
-#define KR_ANSWER_REFUSE_MIN ((size_t)64 << 10)
+/* Answers below this are sent whatever the budget and not counted: errors (a refusal's own
+ * 503 among them), health checks and scrapes cost little (at most max_connections of them at
+ * once), refusing them would hide the reason, and a scraper would see its own last answer. */
+#define KR_ANSWER_HOLD_MIN ((size_t)64 << 10)
 
 static void charge(kr_server *s, size_t bytes, int release) {
     if (!bytes) return;
@@ -98,8 +100,12 @@ int kr_srv_hold_answer(kr_conn *c, size_t len, int refusable, char *msg, size_t 
         kr_srv_unhold(c, room - len); /* what the estimate reserved beyond the answer */
         return 0;
     }
+    if (len < KR_ANSWER_HOLD_MIN) {
+        kr_srv_unhold(c, room);
+        return 0;
+    }
     const size_t extra = len - room;
-    if (refusable && len >= KR_ANSWER_REFUSE_MIN) {
+    if (refusable) {
         int st = kr_srv_hold(c, extra, "the answer", msg, cap);
         if (st) kr_srv_unhold(c, room);
         return st;

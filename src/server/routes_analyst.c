@@ -190,6 +190,16 @@ static void hide_llm_url(kr_server *s, kr_narrative *n) {
     snprintf(n->url, sizeof n->url, "%s", hidden);
 }
 
+/* The progress events a stream will carry: a load per stored symbol, the forecasts, a
+ * calibration per symbol, the narrative, the rendering. */
+static void task_count_steps(analyze_task *t) {
+    const kr_api_analyze_request *r = &t->req;
+    pthread_mutex_lock(&t->mu);
+    t->steps = (r->candles ? 0 : r->n) + 1 + (r->params.calibrate > 0 ? r->n : 0) + 1 +
+               (r->narrative ? 1 : 0);
+    pthread_mutex_unlock(&t->mu);
+}
+
 /* Before anything is read: the store opened, every series picked (its interval, stored
  * spelling, market and row count), so the analysis' memory can be charged before it is
  * allocated (task_working_set). A failure is the task's outcome (t->status), answered by
@@ -200,6 +210,7 @@ static void task_plan(analyze_task *t) {
     kr_api_error aerr = { 0 };
     kr_error err = { 0 };
     char field[40], msg[256];
+    task_count_steps(t);
     if (r->candles) {
         snprintf(t->intervals[0], sizeof t->intervals[0], "%s", r->interval);
         t->items[0] = (kr_analyze_item){ r->symbols[0], t->intervals[0], r->candles, NULL,
@@ -248,6 +259,7 @@ static void task_plan(analyze_task *t) {
             task_fail(t, 400, "all: nothing is stored (add candles with POST /v1/candles)", "all");
             return;
         }
+        task_count_steps(t);
     }
     for (int i = 0; i < r->n; i++) {
         const char *sym = r->symbols[i];
@@ -258,6 +270,8 @@ static void task_plan(analyze_task *t) {
             snprintf(field, sizeof field, "symbols[%d]", i);
         else
             snprintf(field, sizeof field, "symbol");
+        snprintf(msg, sizeof msg, "reading %s", sym);
+        emit(t, "load", sym, msg);
         /* A batch reports a symbol it cannot load beside the others' reports; a single
          * analysis answers with the error. */
         const char *want = t->want[i][0] ? t->want[i] : r->interval;
@@ -330,8 +344,6 @@ static void task_run(analyze_task *t) {
             else
                 snprintf(field, sizeof field, "symbol");
             const char *sym = r->symbols[i];
-            snprintf(msg, sizeof msg, "reading %s", sym);
-            emit(t, "load", sym, msg);
             /* Symbols ignore case: the report carries the stored spelling (names[i]). */
             if (kr_store_read(store, t->names[i], t->intervals[i], KR_API_CANDLES_MAX, &t->cs[i],
                               &err) != KR_OK) {
@@ -527,12 +539,9 @@ static ssize_t task_reader(void *cls, uint64_t pos, char *buf, size_t max) {
 static void task_release(void *cls) { task_free(cls); }
 
 static enum MHD_Result start_stream(struct MHD_Connection *mc, kr_conn *c, analyze_task *t) {
-    const kr_api_analyze_request *r = &t->req;
     t->streaming = 1;
     t->fd = c->fd;
     t->last_write = kr_now_seconds();
-    t->steps = (r->candles ? 0 : r->n) + 1 + (r->params.calibrate > 0 ? r->n : 0) + 1 +
-               (r->narrative ? 1 : 0);
     if (pthread_create(&t->thread, NULL, task_worker, t) != 0) {
         task_free(t);
         return kr_srv_reply_error(mc, c, 503, "cannot start the analysis thread", NULL);
@@ -575,6 +584,7 @@ static enum MHD_Result handle_analyze(struct MHD_Connection *mc, kr_conn *c, int
     c->counted = 1;
 
     t->fd = c->fd;
+    t->streaming = t->req.stream; /* the plan's progress events wait for the stream */
     /* What it will read and compute, charged before any of it is allocated: 503 while the
      * budget is taken, 413 when it could never fit. */
     task_plan(t);

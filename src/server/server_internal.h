@@ -134,9 +134,9 @@ int kr_srv_hold(kr_conn *c, size_t bytes, const char *what, char *msg, size_t ca
 void kr_srv_unhold(kr_conn *c, size_t bytes);
 /* Holds the room for an answer about to be built (an estimate); the answer takes it over. */
 int kr_srv_reserve_answer(kr_conn *c, size_t bytes, char *msg, size_t cap);
-/* Holds an answer of len bytes, taking over the room reserved for it. refusable: a larger
- * answer than the room that the budget cannot take is refused (only from 64 KiB on), else it
- * is charged whatever the budget (it exists; an error must go out). */
+/* Holds an answer of len bytes (from 64 KiB on; smaller ones are not counted), taking over
+ * the room reserved for it. refusable: a larger answer than the room that the budget cannot
+ * take is refused, else it is charged whatever the budget (it exists; an error must go out). */
 int kr_srv_hold_answer(kr_conn *c, size_t len, int refusable, char *msg, size_t cap);
 /* Charges (release 0) or gives back bytes no request holds: a streamed analysis' final
  * event, a finished forecast waiting in its job (a kr_job_charge_fn, server = the server). */
