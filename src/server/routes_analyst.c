@@ -291,10 +291,12 @@ static void task_plan(analyze_task *t) {
     }
 }
 
-/* One history row in memory (a stamp and six values), and what the largest history costs
- * again while it is read (the reader's growth) and while its indicators and calendar run
- * (ten columns of doubles, the gaps). */
-#define KR_ANALYSIS_ROW_BYTES (sizeof(int64_t) + KR_N_FEATURES * sizeof(double))
+/* What a history row costs at the analysis' peak: its stamp and six values (56 bytes), the
+ * reader's growth and the copies the calendar, the indicators and the reports take while the
+ * histories are held — about 160 bytes measured (resident memory of `all` over 16 series of
+ * 40,000 rows, tests/hostile/server_memory.py) — and what the largest history costs again
+ * while it is read and its indicators run (ten columns of doubles, the gaps). */
+#define KR_ANALYSIS_ROW_BYTES 160
 #define KR_ANALYSIS_SCRATCH_ROW_BYTES 160
 /* A sample path's step: the engine's candle (floats) and ids, the kept doubles and the
  * statistics' copy (the path set). */
