@@ -815,30 +815,30 @@ static void test_bind_warnings(void **state) {
  * only when the socket has room) or, once taken, the final event in the stream's buffer. */
 static void unread_answer_holds_budget(int stream) {
     kr_server_config c = base_config(NULL);
-    c.max_memory_in_flight = (size_t)16 << 20;
+    c.max_memory_in_flight = (size_t)2 << 20;
     c.max_request_memory = (size_t)1 << 20;
     kr_server *s = start_server(&c);
     int port = kr_server_port(s);
-    /* The result is ~2.6 MB (256 kept paths of 128 steps), its JSON answer ~6 MB, the room
-     * reserved for it ~7.3 MB. */
+    /* Each answer is ~0.8 MB of JSON (64 kept paths of 64 steps), the room reserved for it
+     * ~0.96 MB: two fit one after the other, a third's room does not fit beside two held. */
     char *body = forecast_body(0, 64,
-                               stream ? "\"pred_len\":128,\"paths\":256,\"return_paths\":true,"
+                               stream ? "\"pred_len\":64,\"paths\":64,\"return_paths\":true,"
                                         "\"stream\":true"
-                                      : "\"pred_len\":128,\"paths\":256,\"return_paths\":true");
+                                      : "\"pred_len\":64,\"paths\":64,\"return_paths\":true");
     const char *mem = "kronos_http_memory_in_flight_bytes";
     int fd[2];
     double held = 0;
     for (int k = 0; k < 2; k++) {
         fd[k] = kr_raw_post_unread(port, "/v1/forecast", body);
         assert_true(fd[k] >= 0);
-        const double want = (double)(5 << 20) * (k + 1);
-        for (int i = 0; i < 6000 && held < want; i++) {
+        const double want = 500000.0 * (k + 1);
+        for (int i = 0; i < 15000 && held < want; i++) {
             held = metric_value(port, mem);
             if (held < want) usleep(20000);
         }
         assert_true(held >= want);
     }
-    fprintf(stderr, "two unread %s answers: %.1f MiB held\n", stream ? "streamed" : "plain",
+    fprintf(stderr, "two unread %s answers: %.2f MiB held\n", stream ? "streamed" : "plain",
             held / (1 << 20));
     /* A third large answer does not fit: 503 before it runs. */
     http_resp *r = http(port, "POST", "/v1/forecast", body);
@@ -859,15 +859,14 @@ static void unread_answer_holds_budget(int stream) {
     r = http(port, "POST", "/v1/forecast", body);
     assert_int_equal(r->status, 200);
     kr_http_resp_free(r);
-    kr_server_free(s);
-    /* An answer larger than the whole budget could never be held: 413, naming it. */
-    c.max_memory_in_flight = (size_t)2 << 20;
-    s = start_server(&c);
-    port = kr_server_port(s);
-    r = http(port, "POST", "/v1/forecast", body);
+    /* An answer larger than the whole budget (~6 MB: 256 paths of 128 steps) could never be
+     * held: 413 up front, naming it. */
+    char *huge = forecast_body(0, 64, "\"pred_len\":128,\"paths\":256,\"return_paths\":true");
+    r = http(port, "POST", "/v1/forecast", huge);
     if (r->status != 413 || !strstr(r->body, "max_memory_in_flight"))
         fail_msg("an answer past the whole budget: %ld %s", r->status, r->body);
     kr_http_resp_free(r);
+    free(huge);
     free(small_body);
     free(body);
     kr_server_free(s);
