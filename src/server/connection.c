@@ -11,7 +11,8 @@
  *                  Transfer-Encoding with Content-Length: 400 and close), route match, early
  *                  refusals (404, 405, 503 draining, 401, 413 by Content-Length, 503 when the
  *                  memory budget cannot take the body) before any body byte is read;
- *   body calls  -> accumulate up to max_body_bytes (413 beyond, for chunked uploads);
+ *   body calls  -> accumulate up to max_body_bytes (413 beyond, for chunked uploads) while
+ *                  the memory budget takes them (else read on, drop, answer at the end);
  *   last call   -> a JSON body is scanned (json_body.h) and its parse tree's estimated memory
  *                  admitted against the budget; then the route's handler (handlers.c,
  *                  routes_store.c, routes_analyst.c, static_files.c);
@@ -23,8 +24,10 @@
  * (cfg.max_request_memory per request -> 413, cfg.max_memory_in_flight in total -> 503 with
  * Retry-After) before they are allocated — the body as its bytes arrive, after a declared
  * length was checked to fit — and given back when the handler drops the body
- * (kr_srv_drop_body) or the request completes. An answer's body is charged from when it is
- * queued until the request completes (hold_answer).
+ * (kr_srv_drop_body) or the request completes. What a handler builds (an analysis' working
+ * set, the room for an answer) and the answer itself are held until the request completes;
+ * budget.c keeps the accounts. Chunked or declared, a body the budget stops taking half-way
+ * is read to its end and dropped, then answered (503 / 413), never cut without an answer.
  */
 #include "server/server_internal.h"
 
@@ -88,8 +91,8 @@ enum MHD_Result kr_srv_reply(struct MHD_Connection *mc, kr_conn *c, int status,
                              const char *content_type, char *body, size_t len,
                              const char *extra_name, const char *extra_value) {
     /* The answer is held until the request completes; a large answer of a /v1 route that the
-     * budget cannot take now is dropped for a 503 (or a 413 past max_request_memory), so
-     * clients that never read cannot pile answers up past max_memory_in_flight. */
+     * budget cannot take now is dropped for a 503 (a 413 when it exceeds the whole budget),
+     * so clients that never read cannot pile answers up past max_memory_in_flight. */
     char msg[256];
     const int refusable = status < 300 && c->route && c->route->v1;
     int refused = kr_srv_hold_answer(c, body ? len : 0, refusable, msg, sizeof msg);
@@ -195,9 +198,12 @@ enum MHD_Result kr_srv_stream(struct MHD_Connection *mc, kr_conn *c,
 
 /* ------------------------------------------------------------------ memory budget */
 
+/* What the budget's messages say a body's memory is for. */
+#define KR_BODY_WHAT "to read and parse it; send fewer candles"
+
 /* What a request body and its parse may take (budget.c): 0, or the status to answer. */
 static int mem_reserve(kr_conn *c, size_t bytes, char *msg, size_t cap) {
-    int st = kr_srv_mem_admit(c, bytes, 1, 1, "to read and parse it; send fewer candles", msg, cap);
+    int st = kr_srv_mem_admit(c, bytes, 1, 1, KR_BODY_WHAT, msg, cap);
     if (!st) c->reserved += bytes;
     return st;
 }
@@ -353,8 +359,7 @@ static enum MHD_Result first_call(kr_server *s, struct MHD_Connection *mc, kr_co
          * can is reserved as its bytes arrive (body_bytes), so a client that declares large
          * bodies and sends nothing holds none of the budget from the others. */
         if (n > 0) {
-            int st = kr_srv_mem_admit(c, (size_t)n + 1, 0, 1,
-                                      "to read and parse it; send fewer candles", msg, sizeof msg);
+            int st = kr_srv_mem_admit(c, (size_t)n + 1, 0, 1, KR_BODY_WHAT, msg, sizeof msg);
             if (st) return kr_srv_reply_refusal(mc, c, st, msg);
             c->expected = (size_t)n + 1;
         }
