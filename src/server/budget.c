@@ -61,8 +61,8 @@ int kr_srv_mem_admit(kr_conn *c, size_t bytes, int commit, int body, const char 
     pthread_mutex_unlock(&s->mu);
     if (!ok) {
         snprintf(msg, cap,
-                 "the server holds as much memory for requests and answers as its budget "
-                 "allows (max_memory_in_flight): %s does not fit now; retry shortly",
+                 "no room now for the memory this request needs (%s): other requests and "
+                 "answers hold the server's budget (max_memory_in_flight); retry shortly",
                  what);
         return 503;
     }

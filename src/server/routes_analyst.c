@@ -594,8 +594,10 @@ static enum MHD_Result handle_analyze(struct MHD_Connection *mc, kr_conn *c, int
     if (!t->status) {
         working_set = task_working_set(t);
         char msg[256];
-        int refused = kr_srv_hold(c, working_set, "the analysis' histories, paths and reports", msg,
-                                  sizeof msg);
+        int refused = kr_srv_hold(c, working_set,
+                                  "the analysis' histories, paths and reports; fewer symbols or "
+                                  "paths take less",
+                                  msg, sizeof msg);
         if (refused) {
             task_free(t);
             return kr_srv_reply_refusal(mc, c, refused, msg);
