@@ -83,7 +83,8 @@ class Replicas:
 
 def test_request_of_death_not_resent(reps, rows):
     before = [forecasts_answered(p) for p in reps.ports()]
-    body = json.dumps({"candles": rows, "pred_len": 300, "paths": 32})
+    # Long enough to be found running and killed (128 + 380 candles fit the default window).
+    body = json.dumps({"candles": rows, "pred_len": 380, "paths": 64})
     out = {}
 
     def send():
