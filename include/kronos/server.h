@@ -16,8 +16,8 @@
  * Limits map to statuses: bad input 400 (field and row named; also an ambiguous body length,
  * then the connection closes), missing/wrong API key 401, unknown path 404, wrong method 405,
  * body over max_body_bytes or max_request_memory 413, queue full 429 with Retry-After,
- * draining 503, memory budget (max_memory_in_flight) full 503 with Retry-After, deadline
- * passed 504. A client that disconnects cancels its request; one whose request has not
+ * draining 503, memory budget (max_memory_in_flight: bodies, analyses' working sets, answers)
+ * full 503 with Retry-After, one request larger than that budget 413, deadline passed 504. A client that disconnects cancels its request; one whose request has not
  * arrived read_timeout_s after accept is cut. Every answer carries X-Request-Id. The server
  * never installs signal handlers; the caller (`kronos serve`) turns signals into
  * kr_server_drain.
@@ -104,8 +104,11 @@ typedef struct kr_server_config {
                      number of JSON values a body may hold (413 beyond) */
     size_t max_request_memory; /* estimated memory of one request's body and parse tree
                                   (default 128 MiB) -> 413 */
-    size_t max_memory_in_flight; /* the same summed over the requests being read and parsed
-                                    (default 512 MiB) -> 503 with Retry-After */
+    size_t max_memory_in_flight; /* summed over every request in progress: its body and parse
+                                    tree, what it builds (an analysis' histories, paths and
+                                    reports; the room for its answer) and its answer until
+                                    sent (default 512 MiB) -> 503 with Retry-After, refused
+                                    before the work; one request past it alone -> 413 */
     int max_horizon; /* /v1/analyze: horizon (default 256) -> 400 */
     int max_analyze_paths; /* /v1/analyze: paths and max_paths (default 1024) -> 400 */
     int max_lookback; /* /v1/analyze: lookback (default 2048) -> 400 */
