@@ -6,7 +6,6 @@ check: each waits with a timeout, never for ever, and measures the server's resi
 (VmRSS, and its peak VmHWM, from /proc/PID/status) against a bound derived from the budgets
 it was started with, never against a wall clock.
 """
-import json
 import os
 import random
 import re
@@ -209,6 +208,3 @@ def main(tests, argv):
             print(f"ok  {t.__name__} ({time.time() - t0:.1f} s)", flush=True)
     return 0
 
-
-def dumps(o):
-    return json.dumps(o, separators=(",", ":"))

@@ -14,7 +14,6 @@ Usage: server_config.py KRONOS_BINARY
 import os
 import signal
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hostile  # noqa: E402
@@ -84,6 +83,5 @@ def test_kv_budget_past_ram(kronos, tmp):
 
 
 if __name__ == "__main__":
-    t0 = time.time()
     sys.exit(hostile.main([test_empty_values, test_access_log_fifo, test_kv_budget_past_ram],
                           sys.argv))
