@@ -207,4 +207,3 @@ def main(tests, argv):
             t(kronos, tmp)
             print(f"ok  {t.__name__} ({time.time() - t0:.1f} s)", flush=True)
     return 0
-
