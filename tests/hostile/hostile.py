@@ -96,6 +96,15 @@ class Serve:
             self.proc.wait()
 
 
+def sanitized(kronos):
+    """Whether the binary runs under AddressSanitizer or ThreadSanitizer: their quarantine and
+    shadow keep freed memory resident by design, so the ASan run of ctest checks the answers
+    and the server's survival, the release run the RSS bounds (as test_server_process does)."""
+    with open(kronos, "rb") as f:
+        data = f.read()
+    return b"__asan_init" in data or b"__tsan_init" in data
+
+
 def run(kronos, args, timeout=60, env=None):
     """`kronos ARGS...` to its end: (exit status, output); AssertionError past timeout."""
     e = dict(os.environ)

@@ -71,7 +71,7 @@ def test_unread_get_answers(kronos, tmp):
               f"RSS peak {base / MiB:.0f} -> {peak / MiB:.0f} MiB")
         assert refused, "no 503 while unread answers held the budget"
         assert held <= budget * MiB, f"the gauge passed the budget: {held}"
-        assert peak <= base + budget * MiB + SLACK, \
+        assert hostile.sanitized(kronos) or peak <= base + budget * MiB + SLACK, \
             f"RSS peak {peak / MiB:.0f} MiB past {base / MiB:.0f} + {budget} + slack"
         # Once they have gone the budget is back: the page is served.
         for _ in range(200):
@@ -117,7 +117,7 @@ def test_analyses_working_set(kronos, tmp):
         for st, body in results:
             if st == 503:
                 assert b"max_memory_in_flight" in body, body
-        assert peak <= base + budget * MiB + SLACK, \
+        assert hostile.sanitized(kronos) or peak <= base + budget * MiB + SLACK, \
             f"RSS peak {peak / MiB:.0f} MiB past {base / MiB:.0f} + {budget} + slack"
         assert srv.stop() == 0
     finally:
@@ -138,7 +138,7 @@ def test_analyses_working_set(kronos, tmp):
             assert st == 413 and b"max_memory_in_flight" in body, (st, body)
         print(f"  the same with a 64 MiB budget: 6 x 413; RSS peak {base / MiB:.0f} -> "
               f"{peak / MiB:.0f} MiB")
-        assert peak <= base + 64 * MiB + SLACK
+        assert hostile.sanitized(kronos) or peak <= base + 64 * MiB + SLACK
         assert srv.stop() == 0
     finally:
         srv.kill()
