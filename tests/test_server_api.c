@@ -889,6 +889,10 @@ static void test_kv_budget_and_clock(void **state) {
     assert_int_not_equal(kr_server_parse_kv_budget("1.5", &b, &err), KR_OK);
     assert_int_not_equal(kr_server_parse_kv_budget("100", &b, &err), KR_OK); /* < 64 KiB */
     assert_int_not_equal(kr_server_parse_kv_budget("", &b, &err), KR_OK);
+    /* Far above the machine's RAM (issue 38): refused, naming the RAM, never taken as is. */
+    assert_int_equal(kr_server_parse_kv_budget("1e15", &b, &err), KR_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.message, "RAM"));
+    assert_non_null(strstr(err.message, "GiB"));
     int m;
     assert_int_equal(kr_server_parse_clock("00:00", &m), 0);
     assert_int_equal(m, 0);

@@ -17,8 +17,8 @@
  * Limits map to statuses: bad input 400 (field and row named; also an ambiguous body length,
  * then the connection closes), missing/wrong API key 401, unknown path 404, wrong method 405,
  * body over max_body_bytes or max_request_memory 413, queue full 429 with Retry-After,
- * draining 503, memory budget (max_memory_in_flight) full 503 with Retry-After, deadline
- * passed 504. A client that disconnects cancels its request; one whose request has not
+ * draining 503, memory budget (max_memory_in_flight: bodies, analyses' working sets, answers)
+ * full 503 with Retry-After, one request larger than that budget 413, deadline passed 504. A client that disconnects cancels its request; one whose request has not
  * arrived read_timeout_s after accept is cut. Every answer carries X-Request-Id. The server
  * never installs signal handlers; the caller (`kronos serve`) turns signals into
  * kr_server_drain.
@@ -105,8 +105,11 @@ typedef struct kr_server_config {
                      number of JSON values a body may hold (413 beyond) */
     size_t max_request_memory; /* estimated memory of one request's body and parse tree
                                   (default 128 MiB) -> 413 */
-    size_t max_memory_in_flight; /* the same summed over the requests being read and parsed
-                                    (default 512 MiB) -> 503 with Retry-After */
+    size_t max_memory_in_flight; /* summed over every request in progress: its body and parse
+                                    tree, what it builds (an analysis' histories, paths and
+                                    reports; the room for its answer) and its answer until
+                                    sent (default 512 MiB) -> 503 with Retry-After, refused
+                                    before the work; one request past it alone -> 413 */
     int max_horizon; /* /v1/analyze: horizon (default 256) -> 400 */
     int max_analyze_paths; /* /v1/analyze: paths and max_paths (default 1024) -> 400 */
     int max_lookback; /* /v1/analyze: lookback (default 2048) -> 400 */
@@ -155,8 +158,9 @@ KR_API kr_status kr_server_config_load(const char *path, kr_server_config *c, kr
 /* Checks cross-field consistency (quant, ranges that flags may have set). */
 KR_API kr_status kr_server_config_validate(const kr_server_config *c, kr_error *err);
 
-/* Parses a KV budget: "BYTES" (integer, optional K/M/G/KiB/MiB/GiB suffix) or "PCT%" of
- * physical RAM (0 < PCT <= 90). */
+/* Parses a KV budget: "BYTES" (integer, optional K/M/G/KiB/MiB/GiB suffix; at most 90% of
+ * physical RAM, refused naming the machine's RAM beyond) or "PCT%" of physical RAM
+ * (0 < PCT <= 90). */
 KR_API kr_status kr_server_parse_kv_budget(const char *s, size_t *bytes, kr_error *err);
 
 /* ---------------------------------------------------------------- the server */
@@ -210,6 +214,13 @@ KR_API kr_status kr_server_reopen_logs(kr_server *s, kr_error *err);
  * this machine or the port needs privileges; KR_ERR_BUSY when another process holds the port
  * now (the start fails until it is free); KR_OK otherwise. For `--check-config`. */
 KR_API kr_status kr_server_check_listen(const kr_server_config *cfg, kr_error *err);
+
+/* Whether path can be the access log: "-" (standard output), a regular file that is writable
+ * or can be created in its directory, or a character device. A FIFO, a socket or a directory
+ * is refused, naming what it is (KR_ERR_INVALID_ARG): a FIFO's open blocks until a reader
+ * comes and its writes block when the reader stops. kr_server_create opens the log under the
+ * same rule, without blocking. For `--check-config` and the start-up checks. */
+KR_API kr_status kr_server_check_access_log(const char *path, kr_error *err);
 
 /* Drains (if not yet), stops listening and frees everything. NULL is a no-op. */
 KR_API void kr_server_free(kr_server *s);

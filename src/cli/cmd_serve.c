@@ -128,8 +128,20 @@ static int parse_flags(int argc, char **argv, flags *fl) {
         { NULL, 0, NULL, 0 },
     };
     optind = 1;
-    int c;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    int c, li = -1;
+    while ((c = getopt_long(argc, argv, "h", longopts, &li)) != -1) {
+        /* An empty value is a mistake, never a choice: `--api-key-file "$UNSET"` must not
+         * serve without authentication, `--model ''` the demo model, `--access-log ''` no
+         * log. Every flag's value, named (the config file's keys refuse "" the same way). */
+        if (optarg && !optarg[0] && li >= 0 && longopts[li].has_arg == required_argument) {
+            char msg[160];
+            snprintf(msg, sizeof msg,
+                     "--%s is empty (an unset variable?): give a value, or leave the flag out "
+                     "for its default",
+                     longopts[li].name);
+            return kr_cli_usage_error(CMD, "%s", msg);
+        }
+        li = -1;
         switch (c) {
         case 'm': fl->model = optarg; break;
         case 't': fl->tokenizer = optarg; break;
@@ -302,22 +314,6 @@ static int check_config(const kr_server_config *cfg, const char *pred_dir, const
         fprintf(stderr, "kronos %s: warning: %s; in use now, so a start fails until it is free\n",
                 CMD, err.message);
     }
-    if (cfg->access_log[0] && strcmp(cfg->access_log, "-") != 0) {
-        /* The file is appended to: its directory must take a new file, or it must be
-         * writable already. */
-        if (access(cfg->access_log, W_OK) != 0) {
-            char dir[KR_SERVER_PATH_MAX];
-            snprintf(dir, sizeof dir, "%s", cfg->access_log);
-            char *slash = strrchr(dir, '/');
-            if (slash)
-                *(slash == dir ? slash + 1 : slash) = '\0';
-            else
-                snprintf(dir, sizeof dir, ".");
-            if (errno != ENOENT || access(dir, W_OK | X_OK) != 0)
-                return kr_cli_usage_error(CMD, "access_log: '%s' cannot be written",
-                                          cfg->access_log);
-        }
-    }
     char db_shown[KR_SERVER_PATH_MAX];
     kr_store_display_name(cfg->db, db_shown, sizeof db_shown);
     printf("kronos serve: config OK\n"
@@ -478,6 +474,10 @@ int kr_cmd_serve(int argc, char **argv) {
         return kr_cli_usage_error(CMD, "%s", err.message);
     if ((rc = apply_flags(&fl, &cfg)) != 0) return rc;
     if (kr_server_config_validate(&cfg, &err) != KR_OK)
+        return kr_cli_usage_error(CMD, "%s", err.message);
+    /* Before the model loads (and for --check-config): a log that cannot be one (a FIFO would
+     * block the start) or cannot be written. */
+    if (cfg.access_log[0] && kr_server_check_access_log(cfg.access_log, &err) != KR_OK)
         return kr_cli_usage_error(CMD, "%s", err.message);
     cfg.sched.log = log_line;
 

@@ -27,6 +27,8 @@
 
 /* A config file larger than this is not a config file. */
 #define KR_CONFIG_MAX_BYTES ((size_t)1 << 20)
+/* The largest share of the machine's RAM a KV budget may take, as PCT% or as bytes. */
+#define KR_KV_BUDGET_MAX_PCT 90
 
 void kr_server_config_defaults(kr_server_config *c) {
     memset(c, 0, sizeof *c);
@@ -135,15 +137,16 @@ kr_status kr_server_parse_kv_budget(const char *s, size_t *bytes, kr_error *err)
                             "kv_budget: '%s' is not BYTES (e.g. 536870912, 512MiB) or PCT%% "
                             "(e.g. 25%%)",
                             s);
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    const double ram = pages > 0 && page > 0 ? (double)pages * (double)page : 0;
     if (!strcmp(end, "%")) {
-        if (v > 90)
+        if (v > KR_KV_BUDGET_MAX_PCT)
             return kr_error_set(err, KR_ERR_INVALID_ARG,
                                 "kv_budget: %s of RAM leaves nothing for the rest (max 90%%)", s);
-        long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-        if (pages <= 0 || page <= 0)
+        if (ram <= 0)
             return kr_error_set(err, KR_ERR_UNSUPPORTED,
                                 "kv_budget: cannot read the RAM size; give BYTES");
-        *bytes = (size_t)((double)pages * (double)page * v / 100.0);
+        *bytes = (size_t)(ram * v / 100.0);
         return KR_OK;
     }
     static const struct {
@@ -164,6 +167,13 @@ kr_status kr_server_parse_kv_budget(const char *s, size_t *bytes, kr_error *err)
         if (b < 65536 || b > 1e15 || (k_units[i].mul == 1.0 && v != floor(v)))
             return kr_error_set(err, KR_ERR_INVALID_ARG,
                                 "kv_budget: '%s' must be a whole number of bytes in 64KiB..1PB", s);
+        /* A budget the machine cannot hold is no budget: admission would never wait, and the
+         * process would be killed for memory instead (the same bound as PCT%). */
+        if (ram > 0 && b > ram * KR_KV_BUDGET_MAX_PCT / 100.0)
+            return kr_error_set(err, KR_ERR_INVALID_ARG,
+                                "kv_budget: '%s' (%.1f GiB) is more than %d%% of this machine's "
+                                "RAM (%.1f GiB): it leaves nothing for the model and the rest",
+                                s, b / 1073741824.0, KR_KV_BUDGET_MAX_PCT, ram / 1073741824.0);
         *bytes = (size_t)b;
         return KR_OK;
     }

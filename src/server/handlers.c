@@ -207,7 +207,7 @@ static ssize_t sse_reader(void *cls, uint64_t pos, char *buf, size_t max) {
                          body ? body : "{\"error\":{\"code\":500,\"message\":\"out of memory\"}}");
             free(body);
             /* The final event waits in the stream's buffer until the client reads it. */
-            kr_srv_hold_answer(c, len);
+            kr_srv_hold_answer(c, len, 0, NULL, 0);
             c->status = status; /* a stream counts with the status of its final event */
             c->stream_done = 1;
             continue;
@@ -276,6 +276,15 @@ enum MHD_Result kr_handle_forecast(struct MHD_Connection *mc, kr_conn *c) {
         return kr_srv_reply_error(mc, c, 503, "the server is shutting down", NULL);
     }
     c->counted = 1;
+    /* The answer's room, before any compute: a client that never reads its answers cannot
+     * make the server build more of them than the budget holds (503, retry), and one answer
+     * larger than max_request_memory is a 413 up front instead of after the forecast. */
+    char msg[256];
+    int refused = kr_srv_reserve_answer(c, kr_api_forecast_answer_bytes(&c->req), msg, sizeof msg);
+    if (refused) {
+        uncount(c);
+        return kr_srv_reply_refusal(mc, c, refused, msg);
+    }
     c->job = kr_job_create();
     if (!c->job) {
         uncount(c);

@@ -90,6 +90,19 @@ kr_status kr_api_forecast_json(const kr_api_request *req, const kr_forecast *fc,
     return st;
 }
 
+/* One forecast candle row as JSON: {"timestamps":"YYYY-MM-DD HH:MM:SS"} and six
+ * "name":number pairs of at most 24 characters (shortest round trip), with a path's two ids. */
+#define KR_FORECAST_ROW_JSON_BYTES 220
+/* The envelope: model, params, usage, timing, quantile labels. */
+#define KR_FORECAST_JSON_FIXED_BYTES ((size_t)8 << 10)
+
+size_t kr_api_forecast_answer_bytes(const kr_api_request *req) {
+    const size_t steps = (size_t)(req->params.pred_len > 0 ? req->params.pred_len : 0);
+    const size_t series =
+        1 + (size_t)req->n_quantiles + (req->return_paths ? (size_t)req->params.paths : 0);
+    return KR_FORECAST_JSON_FIXED_BYTES + series * steps * KR_FORECAST_ROW_JSON_BYTES;
+}
+
 char *kr_api_error_json(int status, const char *message, const char *field) {
     /* Messages quote what the client sent, which need not be UTF-8: cJSON would pass its
      * bytes through into a body that is then not valid JSON text. */

@@ -39,6 +39,12 @@ kr_status kr_api_forecast_json(const kr_api_request *req, const kr_forecast *fc,
                                const kr_api_usage *usage, const kr_api_model_desc *model,
                                char **out, size_t *len, kr_error *err);
 
+/* Bytes the answer of kr_api_forecast_json for req may take, from its parameters alone
+ * (a candle row of the mean, of each quantile and of each returned path, with its s1/s2 ids,
+ * at the longest numbers plus the envelope): what the server reserves of its memory budget
+ * before the forecast runs. */
+size_t kr_api_forecast_answer_bytes(const kr_api_request *req);
+
 /* {"error": {"code": status, "message": ..., "field": ...}} ("field" only when non-empty).
  * Caller frees; NULL only when out of memory. */
 char *kr_api_error_json(int status, const char *message, const char *field);

@@ -45,6 +45,8 @@ typedef struct analyze_task {
     char names[KR_API_MAX_SYMBOLS][KR_STORE_NAME_MAX + 1]; /* stored spellings */
     char markets[KR_API_MAX_SYMBOLS][KR_STORE_MARKET_MAX];
     char errors[KR_API_MAX_SYMBOLS][512]; /* per-symbol load failures (batch) */
+    int64_t rows[KR_API_MAX_SYMBOLS]; /* candles each picked series holds (what reading costs) */
+    kr_store *store; /* opened by task_plan, read by task_run, closed once read (owned) */
     kr_analyze_item items[KR_API_MAX_SYMBOLS];
     /* outcome */
     int status; /* HTTP status */
@@ -85,11 +87,20 @@ static void task_join(analyze_task *t) {
     }
 }
 
+/* The histories read from the store, once the analysis is done with them. */
+static void task_drop_histories(analyze_task *t) {
+    for (int i = 0; i < KR_API_MAX_SYMBOLS; i++) {
+        kr_candles_free(t->cs[i]);
+        t->cs[i] = NULL;
+    }
+}
+
 static void task_free(analyze_task *t) {
     if (!t) return;
     task_join(t);
     if (t->charged) kr_srv_charge_memory(t->srv, t->charged, 1);
-    for (int i = 0; i < KR_API_MAX_SYMBOLS; i++) kr_candles_free(t->cs[i]);
+    kr_store_close(t->store);
+    task_drop_histories(t);
     kr_api_analyze_request_free(&t->req);
     free(t->body);
     kr_sse_free(&t->sse);
@@ -179,98 +190,166 @@ static void hide_llm_url(kr_server *s, kr_narrative *n) {
     snprintf(n->url, sizeof n->url, "%s", hidden);
 }
 
-static void task_run(analyze_task *t) {
+/* The progress events a stream will carry: a load per stored symbol, the forecasts, a
+ * calibration per symbol, the narrative, the rendering. */
+static void task_count_steps(analyze_task *t) {
+    const kr_api_analyze_request *r = &t->req;
+    pthread_mutex_lock(&t->mu);
+    t->steps = (r->candles ? 0 : r->n) + 1 + (r->params.calibrate > 0 ? r->n : 0) + 1 +
+               (r->narrative ? 1 : 0);
+    pthread_mutex_unlock(&t->mu);
+}
+
+/* Before anything is read: the store opened, every series picked (its interval, stored
+ * spelling, market and row count), so the analysis' memory can be charged before it is
+ * allocated (task_working_set). A failure is the task's outcome (t->status), answered by
+ * task_run's caller as any other. On the connection's thread. */
+static void task_plan(analyze_task *t) {
     kr_server *s = t->srv;
     kr_api_analyze_request *r = &t->req;
     kr_api_error aerr = { 0 };
     kr_error err = { 0 };
     char field[40], msg[256];
+    task_count_steps(t);
     if (r->candles) {
         snprintf(t->intervals[0], sizeof t->intervals[0], "%s", r->interval);
         t->items[0] = (kr_analyze_item){ r->symbols[0], t->intervals[0], r->candles, NULL,
                                          r->market[0] ? r->market : NULL };
-    } else {
-        int status;
-        kr_store *store = kr_store_access_open(s, 1, &status, &aerr);
-        if (status) {
-            task_fail(t, status, aerr.message, NULL);
+        return;
+    }
+    int status;
+    kr_store *store = kr_store_access_open(s, 1, &status, &aerr);
+    if (status) {
+        task_fail(t, status, aerr.message, NULL);
+        return;
+    }
+    t->store = store;
+    if (r->all) {
+        /* Every stored series: each symbol with each of its intervals. */
+        kr_store_entry *e = NULL;
+        int64_t n = 0;
+        if (store && kr_store_list(store, NULL, &e, &n, &err) != KR_OK) {
+            const int code = kr_store_access_failure_status(err.status);
+            kr_store_access_log_error(s, code, err.message);
+            kr_store_access_client_message(s, err.status, err.message, msg, sizeof msg);
+            task_fail(t, code, msg, NULL);
             return;
         }
-        if (r->all) {
-            /* Every stored series: each symbol with each of its intervals. */
-            kr_store_entry *e = NULL;
-            int64_t n = 0;
-            if (store && kr_store_list(store, NULL, &e, &n, &err) != KR_OK) {
-                kr_store_close(store);
-                const int code = kr_store_access_failure_status(err.status);
-                kr_store_access_log_error(s, code, err.message);
-                kr_store_access_client_message(s, err.status, err.message, msg, sizeof msg);
-                task_fail(t, code, msg, NULL);
-                return;
-            }
-            /* The same cap as a list of symbols (the config's max_symbols, itself at most the
-             * compiled KR_API_MAX_SYMBOLS): more stored series than that is refused, naming
-             * the limit, never cut silently to the first ones. */
-            int cap = s->limits.max_symbols;
-            if (cap < 1 || cap > KR_API_MAX_SYMBOLS) cap = KR_API_MAX_SYMBOLS;
-            if (n > cap) {
-                free(e);
-                kr_store_close(store);
-                snprintf(msg, sizeof msg,
-                         "all: %lld series are stored, more than max_symbols (%d) one analysis "
-                         "takes; name up to %d in symbols instead",
-                         (long long)n, cap, cap);
-                task_fail(t, 400, msg, "all");
-                return;
-            }
-            r->n = 0;
-            for (int64_t i = 0; i < n; i++, r->n++) {
-                snprintf(r->symbols[r->n], sizeof r->symbols[0], "%s", e[i].symbol);
-                snprintf(t->want[r->n], sizeof t->want[0], "%s", e[i].interval);
-            }
+        /* The same cap as a list of symbols (the config's max_symbols, itself at most the
+         * compiled KR_API_MAX_SYMBOLS): more stored series than that is refused, naming
+         * the limit, never cut silently to the first ones. */
+        int cap = s->limits.max_symbols;
+        if (cap < 1 || cap > KR_API_MAX_SYMBOLS) cap = KR_API_MAX_SYMBOLS;
+        if (n > cap) {
             free(e);
-            if (r->n == 0) {
-                kr_store_close(store);
-                task_fail(t, 400, "all: nothing is stored (add candles with POST /v1/candles)",
-                          "all");
+            snprintf(msg, sizeof msg,
+                     "all: %lld series are stored, more than max_symbols (%d) one analysis "
+                     "takes; name up to %d in symbols instead",
+                     (long long)n, cap, cap);
+            task_fail(t, 400, msg, "all");
+            return;
+        }
+        r->n = 0;
+        for (int64_t i = 0; i < n; i++, r->n++) {
+            snprintf(r->symbols[r->n], sizeof r->symbols[0], "%s", e[i].symbol);
+            snprintf(t->want[r->n], sizeof t->want[0], "%s", e[i].interval);
+        }
+        free(e);
+        if (r->n == 0) {
+            task_fail(t, 400, "all: nothing is stored (add candles with POST /v1/candles)", "all");
+            return;
+        }
+        task_count_steps(t);
+    }
+    for (int i = 0; i < r->n; i++) {
+        const char *sym = r->symbols[i];
+        /* "all" names no symbols: its series' errors name the field that asked for them. */
+        if (r->batch && r->all)
+            snprintf(field, sizeof field, "all");
+        else if (r->batch)
+            snprintf(field, sizeof field, "symbols[%d]", i);
+        else
+            snprintf(field, sizeof field, "symbol");
+        snprintf(msg, sizeof msg, "reading %s", sym);
+        emit(t, "load", sym, msg);
+        /* A batch reports a symbol it cannot load beside the others' reports; a single
+         * analysis answers with the error. */
+        const char *want = t->want[i][0] ? t->want[i] : r->interval;
+        if (kr_store_access_pick_interval(s, store, sym, want, field, 400, t->intervals[i],
+                                          sizeof t->intervals[i], t->markets[i],
+                                          sizeof t->markets[i], t->names[i], sizeof t->names[i],
+                                          &t->rows[i], &aerr)) {
+            if (!r->batch) {
+                task_fail(t, aerr.status, aerr.message, aerr.field);
                 return;
             }
-            pthread_mutex_lock(&t->mu);
-            t->steps = r->n + 2 + (r->params.calibrate > 0 ? r->n : 0);
-            pthread_mutex_unlock(&t->mu);
+            snprintf(t->errors[i], sizeof t->errors[i], "%s", aerr.message);
+            t->items[i] = (kr_analyze_item){ sym, want ? want : "", NULL, t->errors[i], NULL };
+            continue;
         }
+        if (t->rows[i] > KR_API_CANDLES_MAX) t->rows[i] = KR_API_CANDLES_MAX;
+    }
+}
+
+/* What a history row costs at the analysis' peak: its stamp and six values (56 bytes), the
+ * reader's growth and the copies the calendar, the indicators and the reports take while the
+ * histories are held — about 160 bytes measured (resident memory of `all` over 16 series of
+ * 40,000 rows, tests/hostile/server_memory.py) — and what the largest history costs again
+ * while it is read and its indicators run (ten columns of doubles, the gaps). */
+#define KR_ANALYSIS_ROW_BYTES 160
+#define KR_ANALYSIS_SCRATCH_ROW_BYTES 160
+/* A sample path's step: the engine's candle (floats) and ids, the kept doubles and the
+ * statistics' copy (the path set). */
+#define KR_ANALYSIS_PATH_STEP_BYTES 128
+/* A symbol's report and its rendering (chart, bands, tables; HTML with SVG is the largest). */
+#define KR_ANALYSIS_REPORT_BYTES ((size_t)256 << 10)
+
+/* The memory an analysis holds at its peak, from what it will read and compute: every
+ * history at once, the largest one's scratch, each symbol's paths up to the adaptive cap
+ * (they are kept until the reports are built), the calibration's windows one symbol at a time,
+ * and the reports. An upper estimate, charged to the budget before anything is read. */
+static size_t task_working_set(const analyze_task *t) {
+    const kr_api_analyze_request *r = &t->req;
+    const kr_analyze_params *p = &r->params;
+    size_t rows = 0, largest = 0;
+    for (int i = 0; i < r->n; i++) {
+        size_t n = r->candles && i == 0 ? (size_t)r->candles->n : (size_t)t->rows[i];
+        rows += n;
+        if (n > largest) largest = n;
+    }
+    const size_t paths = (size_t)(p->max_paths > p->paths ? p->max_paths : p->paths);
+    const size_t steps = (size_t)p->horizon;
+    const size_t n = (size_t)(r->n > 0 ? r->n : 1);
+    return rows * KR_ANALYSIS_ROW_BYTES + largest * KR_ANALYSIS_SCRATCH_ROW_BYTES +
+           n * paths * steps * KR_ANALYSIS_PATH_STEP_BYTES +
+           (size_t)p->calibrate * (size_t)p->paths * steps * KR_ANALYSIS_PATH_STEP_BYTES +
+           n * KR_ANALYSIS_REPORT_BYTES;
+}
+
+/* Reads the histories planned (task_plan), runs the analyst, renders the report. Leaves the
+ * outcome in t->status / body / content_type. */
+static void task_run(analyze_task *t) {
+    kr_server *s = t->srv;
+    kr_api_analyze_request *r = &t->req;
+    kr_error err = { 0 };
+    char field[40], msg[256];
+    if (t->status) return; /* the plan failed */
+    if (!r->candles) {
+        kr_store *store = t->store;
         const int64_t need = kr_analyze_min_rows(&r->params);
         for (int i = 0; i < r->n; i++) {
-            const char *sym = r->symbols[i];
-            /* "all" names no symbols: its series' errors name the field that asked for them. */
+            if (t->errors[i][0]) continue; /* not picked: its failure is in items[i] */
             if (r->batch && r->all)
                 snprintf(field, sizeof field, "all");
             else if (r->batch)
                 snprintf(field, sizeof field, "symbols[%d]", i);
             else
                 snprintf(field, sizeof field, "symbol");
-            snprintf(msg, sizeof msg, "reading %s", sym);
-            emit(t, "load", sym, msg);
-            /* A batch reports a symbol it cannot load beside the others' reports; a single
-             * analysis answers with the error. */
-            const char *want = t->want[i][0] ? t->want[i] : r->interval;
-            if (kr_store_access_pick_interval(
-                    s, store, sym, want, field, 400, t->intervals[i], sizeof t->intervals[i],
-                    t->markets[i], sizeof t->markets[i], t->names[i], sizeof t->names[i], &aerr)) {
-                if (!r->batch) {
-                    kr_store_close(store);
-                    task_fail(t, aerr.status, aerr.message, aerr.field);
-                    return;
-                }
-                snprintf(t->errors[i], sizeof t->errors[i], "%s", aerr.message);
-                t->items[i] = (kr_analyze_item){ sym, want ? want : "", NULL, t->errors[i], NULL };
-                continue;
-            }
+            const char *sym = r->symbols[i];
             /* Symbols ignore case: the report carries the stored spelling (names[i]). */
             if (kr_store_read(store, t->names[i], t->intervals[i], KR_API_CANDLES_MAX, &t->cs[i],
                               &err) != KR_OK) {
                 if (!r->batch) {
-                    kr_store_close(store);
                     const int code = kr_store_access_failure_status(err.status);
                     kr_store_access_log_error(s, code, err.message);
                     kr_store_access_client_message(s, err.status, err.message, msg, sizeof msg);
@@ -290,7 +369,6 @@ static void task_run(analyze_task *t) {
                          (long long)need, r->params.horizon,
                          r->params.calibrate ? " and calibrate" : "");
                 if (!r->batch) {
-                    kr_store_close(store);
                     task_fail(t, 400, msg, field);
                     return;
                 }
@@ -304,6 +382,7 @@ static void task_run(analyze_task *t) {
                                              market[0] ? market : NULL };
         }
         kr_store_close(store);
+        t->store = NULL;
     }
 
     kr_analyze_params p = r->params;
@@ -462,12 +541,9 @@ static ssize_t task_reader(void *cls, uint64_t pos, char *buf, size_t max) {
 static void task_release(void *cls) { task_free(cls); }
 
 static enum MHD_Result start_stream(struct MHD_Connection *mc, kr_conn *c, analyze_task *t) {
-    const kr_api_analyze_request *r = &t->req;
     t->streaming = 1;
     t->fd = c->fd;
     t->last_write = kr_now_seconds();
-    t->steps = (r->candles ? 0 : r->n) + 1 + (r->params.calibrate > 0 ? r->n : 0) + 1 +
-               (r->narrative ? 1 : 0);
     if (pthread_create(&t->thread, NULL, task_worker, t) != 0) {
         task_free(t);
         return kr_srv_reply_error(mc, c, 503, "cannot start the analysis thread", NULL);
@@ -510,8 +586,28 @@ static enum MHD_Result handle_analyze(struct MHD_Connection *mc, kr_conn *c, int
     c->counted = 1;
 
     t->fd = c->fd;
+    t->streaming = t->req.stream; /* the plan's progress events wait for the stream */
+    /* What it will read and compute, charged before any of it is allocated: 503 while the
+     * budget is taken, 413 when it could never fit. */
+    task_plan(t);
+    size_t working_set = 0;
+    if (!t->status) {
+        working_set = task_working_set(t);
+        char msg[256];
+        int refused = kr_srv_hold(c, working_set,
+                                  "the analysis' histories, paths and reports; fewer symbols or "
+                                  "paths take less",
+                                  msg, sizeof msg);
+        if (refused) {
+            task_free(t);
+            return kr_srv_reply_refusal(mc, c, refused, msg);
+        }
+    }
     if (t->req.stream) return start_stream(mc, c, t);
     task_run(t);
+    /* Its histories go now, and the working set's hold becomes the answer's room. */
+    task_drop_histories(t);
+    c->answer_room = working_set;
     char *body = t->body;
     t->body = NULL;
     enum MHD_Result ok = body ? kr_srv_reply(mc, c, t->status, t->content_type, body, strlen(body),

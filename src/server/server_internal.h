@@ -79,7 +79,10 @@ typedef struct kr_conn {
     char error[256]; /* why the request failed, for the access log ("" = it did not) */
     uint64_t bytes_sent; /* response body bytes */
     double queue_wait; /* seconds queued in the scheduler; < 0: did not queue */
-    size_t reserved; /* bytes of the server's memory budget held (body + parse estimate) */
+    size_t reserved; /* bytes of the server's memory budget held for the body and its parse
+                        (given back when the body is dropped) */
+    size_t held; /* bytes held until the request completes: a working set, an answer (budget.c) */
+    size_t answer_room; /* of held, reserved in advance for the answer being built */
     size_t expected; /* Content-Length + 1 when declared: the body buffer's final size */
     char *body; /* request body so far */
     size_t len, cap;
@@ -119,12 +122,34 @@ enum MHD_Result kr_srv_stream(struct MHD_Connection *mc, kr_conn *c,
                               MHD_ContentReaderFreeCallback free_cb);
 /* Frees the request body once parsed and gives its memory budget back. */
 void kr_srv_drop_body(kr_conn *c);
-/* Memory budget (connection.c): an answer of 64 KiB or more counts against
- * max_memory_in_flight until its request completes; kr_srv_charge_memory (a kr_job_charge_fn)
- * does the same for answers held elsewhere: a result waiting in its job, a streamed
- * analysis' final event. Release with the same bytes. */
-void kr_srv_hold_answer(kr_conn *c, size_t bytes);
+
+/* The memory budget (budget.c; the rules are in its opening comment). Each returns 0, or the
+ * status to answer — 413 when the bytes can never fit (body 1: c's body and parse past
+ * max_request_memory; else c's holdings past the whole max_memory_in_flight), 503 when
+ * max_memory_in_flight cannot take them now — with a message in msg naming the limit and
+ * `what` ("the analysis' candles and paths"). */
+/* Whether bytes more fit for c; commit 1 also charges them to the server (the caller adds
+ * them to c->reserved or c->held). */
+int kr_srv_mem_admit(kr_conn *c, size_t bytes, int commit, int body, const char *what, char *msg,
+                     size_t cap);
+/* Holds bytes for c until its request completes (or kr_srv_unhold). */
+int kr_srv_hold(kr_conn *c, size_t bytes, const char *what, char *msg, size_t cap);
+void kr_srv_unhold(kr_conn *c, size_t bytes);
+/* Holds the room for an answer about to be built (an estimate); the answer takes it over. */
+int kr_srv_reserve_answer(kr_conn *c, size_t bytes, char *msg, size_t cap);
+/* Holds an answer of len bytes (from 64 KiB on; smaller ones are not counted), taking over
+ * the room reserved for it. refusable: a larger answer than the room that the budget cannot
+ * take is refused, else it is charged whatever the budget (it exists; an error must go out). */
+int kr_srv_hold_answer(kr_conn *c, size_t len, int refusable, char *msg, size_t cap);
+/* Charges (release 0) or gives back bytes no request holds: a streamed analysis' final
+ * event, a finished forecast waiting in its job (a kr_job_charge_fn, server = the server). */
 void kr_srv_charge_memory(void *server, size_t bytes, int release);
+/* Gives back the body's reservation (kr_srv_drop_body), and everything at completion. */
+void kr_srv_mem_release_body(kr_conn *c);
+void kr_srv_mem_release_all(kr_conn *c);
+/* The answer to a refusal: 503 with Retry-After, or 413 with Connection: close. */
+enum MHD_Result kr_srv_reply_refusal(struct MHD_Connection *mc, kr_conn *c, int status,
+                                     const char *msg);
 /* A lifecycle log line through cfg.sched.log (or stderr when none). */
 void kr_srv_log(kr_server *s, const char *fmt, ...)
 #if defined(__GNUC__)

@@ -370,5 +370,6 @@ enum MHD_Result kr_handle_static(struct MHD_Connection *mc, kr_conn *c, const ch
         MHD_add_response_header(r, "Content-Security-Policy", PAGE_CSP);
         MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
     }
+    kr_srv_hold_answer(c, len, 0, NULL, 0); /* read already: counted, never refused */
     return kr_srv_queue(mc, c, 200, r, len);
 }

@@ -119,10 +119,12 @@ static void stored_list(const kr_store_entry *e, int64_t n, char *buf, size_t ca
 int kr_store_access_pick_interval(kr_server *s, kr_store *store, const char *symbol,
                                   const char *want, const char *field, int not_found_status,
                                   char *out, size_t cap, char *market, size_t market_cap,
-                                  char *stored_symbol, size_t name_cap, kr_api_error *err) {
+                                  char *stored_symbol, size_t name_cap, int64_t *rows,
+                                  kr_api_error *err) {
     kr_store_entry *e = NULL;
     int64_t n = 0;
     kr_error ke = { 0 };
+    if (rows) *rows = 0;
     if (store && kr_store_list(store, symbol, &e, &n, &ke) != KR_OK) {
         const int code = kr_store_access_failure_status(ke.status);
         kr_store_access_log_error(s, code, ke.message);
@@ -149,9 +151,11 @@ int kr_store_access_pick_interval(kr_server *s, kr_store *store, const char *sym
             status = not_found_status;
         } else {
             snprintf(out, cap, "%s", hit->interval);
+            if (rows) *rows = hit->rows;
         }
     } else {
         snprintf(out, cap, "%s", e[0].interval);
+        if (rows) *rows = e[0].rows;
     }
     if (market) snprintf(market, market_cap, "%s", n > 0 ? e[0].market : "");
     if (stored_symbol) snprintf(stored_symbol, name_cap, "%s", n > 0 ? e[0].symbol : symbol);
