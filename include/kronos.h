@@ -68,6 +68,18 @@ extern "C" {
  * the header a program was compiled with). */
 KR_API const char *kr_version(void);
 
+/* What this library is (`kronos version`): all strings static. */
+typedef struct kr_build_info {
+    const char *version; /* kr_version() */
+    const char *git_commit; /* the source's commit when it was configured, or "unknown" */
+    const char *build_type; /* CMake's: Release, RelWithDebInfo, Debug, ... */
+    const char *compiler; /* name and version */
+    const char *isa_active; /* the kernels in use now: scalar, avx2, avx512 */
+    const char *isa_supported; /* every row this CPU runs: "scalar avx2 avx512" */
+    const char *libraries; /* linked libraries with their run-time versions */
+} kr_build_info;
+KR_API void kr_get_build_info(kr_build_info *out);
+
 /* ---------------------------------------------------------------- model */
 
 typedef struct kr_model kr_model; /* tokenizer + predictor pair, immutable after load */

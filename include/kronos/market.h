@@ -96,6 +96,51 @@ typedef struct kr_calendar_info {
     int holidays_known; /* every future stamp lies within the calendar's years */
 } kr_calendar_info;
 
+/* Where the calendars come from: the compiled-in copies of data/calendars, then every *.json
+ * of shipped_dir (the installed share/kronos/data/calendars; skipped when it does not exist),
+ * then every *.json of user_dir (NULL or "": $KRONOS_CALENDAR_DIR; it must exist). A file
+ * there replaces the calendar of its "name" (or adds a market), or, with "extends": "NAME",
+ * adds "years" of "holidays" (and "early_closes") to it (data/calendars/README.md). Without a
+ * call, the first lookup loads the compiled-in calendars and $KRONOS_CALENDAR_DIR. A later call
+ * replaces the set for later lookups; calendars already handed out stay valid (they are never
+ * freed). A malformed file fails the call with a message naming it and the field, and the
+ * previous set stays. Thread-safe. */
+KR_API kr_status kr_calendar_load(const char *shipped_dir, const char *user_dir, kr_error *err);
+/* Every calendar of the current set (*out borrowed, static lifetime). Fails when the first,
+ * implicit load failed (a malformed file in $KRONOS_CALENDAR_DIR), naming the file. */
+KR_API kr_status kr_calendar_list(const kr_calendar *const **out, int *n, kr_error *err);
+
+/* What a calendar is, for listing (`kronos calendars`); strings borrowed from the calendar. */
+typedef struct kr_calendar_desc {
+    const char *name, *title, *source, *timezone;
+    const char *origin; /* "built-in", or the file(s) read: ".../sse.json + .../sse-2027.json" */
+    int year_first, year_last; /* the years whose holidays it lists */
+    int n_holidays;
+    int n_aliases;
+    const char *aliases[8];
+} kr_calendar_desc;
+KR_API void kr_calendar_get_desc(const kr_calendar *cal, kr_calendar_desc *out);
+/* The spelling a user's market name has in the calendar (its name or the alias matched, in
+ * the file's case: "szse" -> "SZSE", "xnas" -> "XNAS"), so a series stored "SZSE" is shown
+ * so; NULL when the name is not the calendar's. Borrowed from the calendar. */
+KR_API const char *kr_calendar_spelling(const kr_calendar *cal, const char *name);
+
+/* Whether a forecast's stamps stay within the years whose holidays its calendar lists. */
+typedef struct kr_calendar_coverage {
+    char name[24]; /* the calendar the stamps follow; "" when none (learned, continuous) */
+    int year_first, year_last; /* its years with holidays (0 when name is "") */
+    int past_last_year; /* a future stamp lies after year_last: holidays there are unknown,
+                           weekdays are taken as trading days */
+    int first_unknown_year; /* the first such year (0 when none) */
+    char message[224]; /* when past_last_year: one sentence saying so and how to fix it */
+} kr_calendar_coverage;
+/* The calendar of a forecast (market, else the symbol's suffix, else inferred from the
+ * history ts[n], as the forecast chose it) and whether future[pred_len] lies within its years.
+ * market and symbol may be NULL. */
+KR_API kr_status kr_calendar_coverage_of(const char *market, const char *symbol, const int64_t *ts,
+                                         int64_t n, const int64_t *future, int pred_len,
+                                         kr_calendar_coverage *out, kr_error *err);
+
 /* The calendar called `name` (or one of its aliases; case-insensitive). Unknown names are an
  * error listing the known ones. */
 KR_API kr_status kr_calendar_find(const char *name, const kr_calendar **out, kr_error *err);

@@ -573,8 +573,15 @@ kr_status kr_analyze(kr_context *ctx, const kr_analyze_item *items, int n,
                      items[i].market && items[i].market[0] ? " (the symbol's market)"
                                                            : " (from the symbol's suffix)");
         }
+        /* The market as it was named (a series stored as SZSE is shown as SZSE, though its
+         * calendar is SSE's). */
+        const char *spelled = s->cal.calendar && items[i].market
+                                  ? kr_calendar_spelling(s->cal.calendar, items[i].market)
+                                  : NULL;
         snprintf(rep->market, sizeof rep->market, "%s",
-                 s->cal.calendar ? s->cal.calendar->name : "");
+                 spelled           ? spelled
+                 : s->cal.calendar ? s->cal.calendar->name
+                                   : "");
         rep->holidays_known = s->cal.holidays_known;
         int want = 0;
         /* Checked again unless met in the rounds: the cap or the round limit may have ended

@@ -100,7 +100,8 @@ int kr_cmd_ingest(int argc, char **argv) {
             const kr_calendar *cal;
             if (kr_calendar_find(optarg, &cal, &err) != KR_OK)
                 return kr_cli_usage_error(CMD, "--market: %s", err.message);
-            market = kr_calendar_name(cal);
+            /* As the user spelled it (SZSE stays SZSE; its calendar is SSE's). */
+            market = kr_calendar_spelling(cal, optarg);
             break;
         }
         case 'h': usage(stdout); return 0;

@@ -3,6 +3,7 @@
  * parses only its own flags; the work happens in the library.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -33,6 +34,10 @@ static const command k_commands[] = {
       "measure what a quantised format costs in accuracy against f32" },
     { "pull", kr_cmd_pull,
       "download a Kronos checkpoint from the Hugging Face hub into its cache" },
+    { "calendars", kr_cmd_calendars,
+      "list the exchange calendars: each market's years of holidays and their source" },
+    { "version", kr_cmd_version,
+      "version, commit, build type, CPU kernels and libraries of this build" },
 };
 
 static void usage(FILE *f) {
@@ -43,7 +48,9 @@ static void usage(FILE *f) {
     for (size_t i = 0; i < sizeof k_commands / sizeof k_commands[0]; i++)
         fprintf(f, "  %-12s %s\n", k_commands[i].name, k_commands[i].summary);
     fprintf(f, "\n'kronos help <command>' (or 'kronos <command> --help') describes a command's "
-               "flags.\n");
+               "flags.\nEvery command also takes --calendar-dir DIR: exchange calendar files "
+               "that replace or extend\nthe shipped ones (also $KRONOS_CALENDAR_DIR; see "
+               "'kronos calendars --help').\n");
 }
 
 /* What a command printed to stdout, flushed and checked: a result that fitted in stdio's
@@ -57,6 +64,45 @@ static int finish_stdout(int rc) {
     fprintf(stderr, "kronos: error writing standard output%s%s\n", e ? ": " : "",
             e ? strerror(e) : "");
     return rc ? rc : 1;
+}
+
+/* --calendar-dir DIR (or =DIR), which every command takes, is removed from argv before the
+ * command parses its own flags; the calendars are loaded either way, so the shipped files and
+ * $KRONOS_CALENDAR_DIR apply to every command. 0, or 2 after a message. */
+static int take_calendar_dir(int *argc, char **argv) {
+    const char *dir = NULL;
+    int out = 0;
+    for (int i = 0; i < *argc; i++) {
+        if (i >= 2 && !strcmp(argv[i], "--")) { /* the rest are operands */
+            while (i < *argc) argv[out++] = argv[i++];
+            break;
+        }
+        if (i >= 2 && !strncmp(argv[i], "--calendar-dir=", 15)) {
+            dir = argv[i] + 15;
+            continue;
+        }
+        if (i >= 2 && !strcmp(argv[i], "--calendar-dir")) {
+            if (i + 1 >= *argc) {
+                fprintf(stderr, "kronos %s: error: --calendar-dir needs a directory\n", argv[1]);
+                return 2;
+            }
+            dir = argv[++i];
+            continue;
+        }
+        argv[out++] = argv[i];
+    }
+    *argc = out;
+    argv[out] = NULL;
+    if (dir && !*dir) {
+        fprintf(stderr, "kronos %s: error: --calendar-dir must not be empty\n", argv[1]);
+        return 2;
+    }
+    char msg[1024];
+    if (kr_cli_load_calendars(dir, dir != NULL, msg, sizeof msg) != 0) {
+        fprintf(stderr, "kronos %s: error: %s\n", argv[1], msg);
+        return 2;
+    }
+    return 0;
 }
 
 static int run(int argc, char **argv) {
@@ -84,7 +130,10 @@ static int run(int argc, char **argv) {
         return 0;
     }
     for (size_t i = 0; i < sizeof k_commands / sizeof k_commands[0]; i++)
-        if (!strcmp(argv[1], k_commands[i].name)) return k_commands[i].run(argc - 1, argv + 1);
+        if (!strcmp(argv[1], k_commands[i].name)) {
+            if (take_calendar_dir(&argc, argv) != 0) return 2;
+            return k_commands[i].run(argc - 1, argv + 1);
+        }
     fprintf(stderr, "kronos: unknown command '%s'\n\n", argv[1]);
     usage(stderr);
     return 2;
