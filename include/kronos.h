@@ -140,6 +140,13 @@ KR_API void kr_model_get_info(const kr_model *model, kr_model_info *info);
 /* Column order used everywhere: open, high, low, close, volume, amount. */
 enum { KR_OPEN = 0, KR_HIGH, KR_LOW, KR_CLOSE, KR_VOLUME, KR_AMOUNT, KR_N_FEATURES };
 
+/* The fewest history rows a forecast should rest on: the model sees each series normalised by
+ * its own mean and standard deviation over the lookback, and fewer rows than this pin neither
+ * down (the standard error of a std over n rows is ~1/sqrt(2n): 12 % at 32 rows, 41 % at 3),
+ * so the same candles would be read at another scale. The CLI warns below it, the HTTP API
+ * refuses it (400), as `kronos analyze` does. */
+#define KR_FORECAST_MIN_ROWS 32
+
 /* A candle history. Borrowed by the forecast calls (copied by kr_submit); values are as read
  * (double), the engine converts them to float32 exactly as the reference does. */
 typedef struct kr_series {

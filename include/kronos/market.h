@@ -45,6 +45,12 @@ typedef struct kr_candles {
     char amount_dropped[64];
 } kr_candles;
 
+/* What data is when it is not text a candle reader takes ("a safetensors model file", "a zip
+ * archive (an Excel .xlsx workbook, ...)", "a PNG image", "binary data", ...), by its first
+ * bytes; NULL when it may be CSV or JSON text. The CSV reader refuses such data with "this is
+ * not a CSV/JSON candle file (it looks like ...)". Static string. */
+KR_API const char *kr_data_binary_kind(const void *data, size_t len);
+
 /* Reads a CSV file. Caller owns *out; free with kr_candles_free. */
 KR_API kr_status kr_candles_read_csv(const char *path, kr_candles **out, kr_error *err);
 /* Parses CSV text (borrowed); label names it in errors (file name or "request body"). */
@@ -60,6 +66,12 @@ KR_API void kr_candles_free(kr_candles *c);
 KR_API kr_status kr_candles_to_csv(const kr_candles *c, char **out, kr_error *err);
 KR_API kr_status kr_candles_to_json(const kr_candles *c, const char *symbol, const char *interval,
                                     char **out, kr_error *err);
+
+/* The decimals the series' numbers carry in a column (KR_OPEN .. KR_CLOSE: all four prices;
+ * KR_VOLUME, KR_AMOUNT): the fewest d in 0..8 at which every value is a whole number of
+ * 10^-d (a price quoted in cents: 2; share volumes: 0), so an output can print forecasts as the
+ * input prints its numbers; -1 when the values carry more (float noise, computed figures). */
+KR_API int kr_candles_decimals(const kr_candles *c, int column);
 
 /* A view for the forecast API (borrowed from c). */
 KR_API kr_series kr_candles_series(const kr_candles *c);
@@ -161,6 +173,10 @@ KR_API kr_status kr_calendar_future(const int64_t *ts, int64_t n, int pred_len, 
  * common gap between consecutive stamps, ties to the smaller) without inferring a calendar,
  * in O(n) for a regular history; ts ascending. 0 when n < 2 or out of memory. */
 KR_API int64_t kr_calendar_interval(const int64_t *ts, int64_t n);
+/* The interval name of a history's most common bar spacing (kr_calendar_interval): "5m",
+ * "1h", "1d", "1w", "1mo" (28-31 days), "3mo", "12mo", in the store's units, into out (>= 8
+ * bytes). 0, or -1 for fewer than 2 stamps. */
+KR_API int kr_interval_infer(const int64_t *ts, int64_t n, char *out, size_t cap);
 
 /* ---------------------------------------------------------------- the candle store */
 

@@ -18,7 +18,7 @@
 #define CMD "ingest"
 
 static void usage(FILE *f) {
-    fputs("usage: kronos ingest --symbol SYM --interval I [--market NAME] [--db FILE|URL] FILE\n"
+    fputs("usage: kronos ingest --symbol SYM [--interval I] [--market NAME] [--db FILE|URL] FILE\n"
           "\n"
           "Stores the candles of FILE under SYM and I in the local database, replacing stored\n"
           "candles with the same timestamps, and says how many rows were new, replaced with\n"
@@ -28,7 +28,8 @@ static void usage(FILE *f) {
           "\n"
           "  --symbol SYM     up to 32 characters of A-Z a-z 0-9 . _ - ^ = (e.g. AAPL, 600977.SH)\n"
           "  --interval I     bar length: a count and a unit s, m, min, h, d, w, mo (1m, 5m, 1h,\n"
-          "                   4h, 1d, 1w)\n"
+          "                   4h, 1d, 1w); default: the bars' most common spacing (said on\n"
+          "                   stderr)\n"
           "  --market NAME    the symbol's exchange calendar (NYSE, SSE, HKEX, CRYPTO, ...),\n"
           "                   used by 'kronos analyze' for the forecast bars' timestamps\n"
           "                   (default: the symbol's suffix, else inferred from the history)\n"
@@ -109,10 +110,9 @@ int kr_cmd_ingest(int argc, char **argv) {
         }
     }
     if (!symbol) return kr_cli_usage_error(CMD, "%s", "--symbol is required");
-    if (!interval) return kr_cli_usage_error(CMD, "%s", "--interval is required");
     if (kr_store_check_symbol(symbol, &err) != KR_OK)
         return kr_cli_usage_error(CMD, "--%s", err.message);
-    if (kr_store_check_interval(interval, &err) != KR_OK)
+    if (interval && kr_store_check_interval(interval, &err) != KR_OK)
         return kr_cli_usage_error(CMD, "--%s", err.message);
     if (optind >= argc) return kr_cli_usage_error(CMD, "%s", "a candle file is required");
     if (optind + 1 < argc)
@@ -137,6 +137,21 @@ int kr_cmd_ingest(int argc, char **argv) {
     }
     if (!strcmp(file, "-")) file = "stdin";
     kr_cli_warn_dropped_columns(CMD, file, c);
+    char inferred[16];
+    if (!interval) {
+        /* The bars' own spacing names the series' interval when none is given. */
+        if (kr_interval_infer(c->timestamps, c->n, inferred, sizeof inferred) != 0) {
+            rc = kr_cli_usage_error(CMD, "%s",
+                                    "one bar tells no interval: give --interval (1m, 5m, 1h, 1d, "
+                                    "...)");
+            goto done;
+        }
+        interval = inferred;
+        fprintf(stderr,
+                "kronos %s: %s: interval %s inferred from the bars' most common spacing (give "
+                "--interval to name another)\n",
+                CMD, file, interval);
+    }
     check_spacing(c, interval, file);
     check_ranges(c, file);
     kr_store_upsert_stats stats;

@@ -807,3 +807,27 @@ kr_status kr_calendar_coverage_of(const char *market, const char *symbol, const 
     }
     return KR_OK;
 }
+
+int kr_interval_infer(const int64_t *ts, int64_t n, char *out, size_t cap) {
+    const int64_t gap = kr_calendar_interval(ts, n);
+    if (gap <= 0 || !out || cap < 8) return -1;
+    const int64_t day = SECONDS_PER_DAY;
+    /* Calendar months are 28..31 days apart, quarters 89..92, years 365..366. */
+    if (gap >= 28 * day && gap <= 31 * day)
+        snprintf(out, cap, "1mo");
+    else if (gap >= 89 * day && gap <= 92 * day)
+        snprintf(out, cap, "3mo");
+    else if (gap >= 365 * day && gap <= 366 * day)
+        snprintf(out, cap, "12mo");
+    else if (gap % (7 * day) == 0)
+        snprintf(out, cap, "%lldw", (long long)(gap / (7 * day)));
+    else if (gap % day == 0)
+        snprintf(out, cap, "%lldd", (long long)(gap / day));
+    else if (gap % 3600 == 0)
+        snprintf(out, cap, "%lldh", (long long)(gap / 3600));
+    else if (gap % 60 == 0)
+        snprintf(out, cap, "%lldm", (long long)(gap / 60));
+    else
+        snprintf(out, cap, "%llds", (long long)gap);
+    return 0;
+}
