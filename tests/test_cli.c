@@ -146,8 +146,8 @@ static void test_batch_and_gen_random(void **state) {
     free(a);
     free(b);
     snprintf(args, sizeof args,
-             "forecast --model %s --input %s --input %s --pred-len 3 --paths 1 --output %s/out", dir,
-             pa, pb, g_tmp);
+             "forecast --model %s --input %s --input %s --pred-len 3 --paths 1 --output %s/out",
+             dir, pa, pb, g_tmp);
     r = kronos(args);
     if (r->code != 0) fail_msg("batch: %s", r->err);
     char path[1300], body[4096];
@@ -163,10 +163,11 @@ static void test_batch_and_gen_random(void **state) {
     assert_non_null(strstr(r->err, "2 series in 1 static batch of up to 2 series (2 rows)"));
     char first[4096];
     snprintf(first, sizeof first, "%s", body);
-    snprintf(args, sizeof args,
-             "forecast --model %s --input %s --input %s --pred-len 3 --paths 1 --batch-size 1 --output "
-             "%s/out",
-             dir, pa, pb, g_tmp);
+    snprintf(
+        args, sizeof args,
+        "forecast --model %s --input %s --input %s --pred-len 3 --paths 1 --batch-size 1 --output "
+        "%s/out",
+        dir, pa, pb, g_tmp);
     r = kronos(args);
     if (r->code != 0) fail_msg("batch: %s", r->err);
     assert_non_null(strstr(r->err, "2 series in 2 static batches of up to 1 series (1 rows)"));

@@ -1298,12 +1298,23 @@ static void test_analyze_parse(void **state) {
 static void test_forecast_market_ohlc(void **state) {
     (void)state;
     int port = kr_server_port(g_srv);
-    const char *body =
-        "{\"candles\":{\"columns\":[\"Open\",\"High\",\"Low\",\"Close\",\"Volume\"],"
-        "\"index\":[\"2024-06-18 11:15:00\",\"2024-06-18 11:20:00\",\"2024-06-18 11:25:00\"],"
-        "\"data\":[[11.27,11.28,11.26,11.27,379],[11.27,11.28,11.27,11.27,277],"
-        "[11.27,11.29,11.26,11.28,410]]},"
-        "\"pred_len\":4,\"paths\":8,\"market\":\"sse\",\"ohlc\":\"consistent\"}";
+    /* 5-minute A-share bars from 2024-06-17 13:05 to 2024-06-18 11:25 (47 rows: a forecast
+     * needs KR_FORECAST_MIN_ROWS). */
+    char body[8192], index[2048] = "", data[4096] = "";
+    size_t il = 0, dl = 0;
+    for (int k = 0; k < 47; k++) {
+        const int day = k < 24 ? 17 : 18;
+        const int minute = k < 24 ? 13 * 60 + 5 + 5 * k : 9 * 60 + 35 + 5 * (k - 24);
+        il += (size_t)snprintf(index + il, sizeof index - il, "%s\"2024-06-%d %02d:%02d:00\"",
+                               k ? "," : "", day, minute / 60, minute % 60);
+        dl += (size_t)snprintf(data + dl, sizeof data - dl, "%s[11.27,11.%d,11.26,11.27,%d]",
+                               k ? "," : "", 28 + k % 3, 300 + 7 * k);
+    }
+    snprintf(body, sizeof body,
+             "{\"candles\":{\"columns\":[\"Open\",\"High\",\"Low\",\"Close\",\"Volume\"],"
+             "\"index\":[%s],\"data\":[%s]},"
+             "\"pred_len\":4,\"paths\":8,\"market\":\"sse\",\"ohlc\":\"consistent\"}",
+             index, data);
     http_resp *r = http(port, "POST", "/v1/forecast", body);
     assert_int_equal(r->status, 200);
     cJSON *j = json_of(r);

@@ -156,6 +156,10 @@ KR_API kr_status kr_calendar_coverage_of(const char *market, const char *symbol,
 /* The calendar called `name` (or one of its aliases; case-insensitive). Unknown names are an
  * error listing the known ones. */
 KR_API kr_status kr_calendar_find(const char *name, const kr_calendar **out, kr_error *err);
+/* A bare six-digit A-share code ("000333") with its exchange suffix ("000333.SZ"): 6xxxxx
+ * Shanghai .SH, 0/3xxxxx Shenzhen .SZ, 8/4xxxxx Beijing .BJ. 1 and out (>= 10 bytes) set when
+ * symbol is such a code, else 0. For messages that suggest the stored name. */
+KR_API int kr_symbol_suggest_exchange(const char *symbol, char *out, size_t cap);
 /* Its canonical name ("SSE", "NYSE", "CRYPTO"...). */
 KR_API const char *kr_calendar_name(const kr_calendar *cal);
 

@@ -438,6 +438,14 @@ static int pick_interval(const opts *o, const char *sym, const char *want, const
         *out = hit;
         return 0;
     }
+    char suggested[40];
+    if (!first && kr_symbol_suggest_exchange(sym, suggested, sizeof suggested)) {
+        snprintf(msg, cap,
+                 "unknown symbol '%s' in %s: an A-share code names its exchange, did you mean "
+                 "'%s'? (6xxxxx: .SH, 0/3xxxxx: .SZ, 8/4xxxxx: .BJ)",
+                 sym, db, suggested);
+        return 1;
+    }
     if (!first) {
         stored_list(all, n_all, list, sizeof list);
         snprintf(msg, cap, "unknown symbol '%s' in %s; stored: %s (add one with 'kronos ingest')",

@@ -37,71 +37,70 @@
 #define KR_CLI_FORECAST_PATHS 32
 
 static void usage(FILE *f) {
-    fputs(
-        "usage: kronos forecast CANDLES.csv --pred-len N [flags]\n"
-        "       kronos forecast --input CANDLES.csv --pred-len N [flags]\n"
-        "\n"
-        "Forecasts the next N candles of each input series with a Kronos model: the mean of\n"
-        "32 sample paths with the 10 % and 90 % quantiles of the close, consistent candles\n"
-        "(high >= max(open, close), low <= min(open, close), volume and amount >= 0), prices\n"
-        "with the input's own decimals. A history under 32 rows is warned about: the model\n"
-        "normalises each series by its own mean and spread, which so few rows do not pin down.\n"
-        "\n"
-        "  --model DIR              predictor directory (config.json + model.safetensors), or a\n"
-        "                           directory holding predictor/ and tokenizer/ (default: the\n"
-        "                           bundled demo model)\n"
-        "  --tokenizer DIR          tokenizer directory\n"
-        "  --input FILE|DIR|-       candle CSV (timestamps,open,high,low,close[,volume,amount])\n"
-        "                           or JSON (rows, columns, or a pandas to_json frame:\n"
-        "                           records, split, columns, index; keys like Date, Open);\n"
-        "                           '-' reads standard input; repeat it, or give a directory,\n"
-        "                           to forecast a batch; the files may also follow the flags\n"
-        "                           as operands (kronos forecast a.csv b.csv --pred-len 5)\n"
-        "  --pred-len N             candles to forecast (required)\n"
-        "  --lookback N             history rows used (default: all, up to max-context minus\n"
-        "                           pred-len, so the window is never re-run: as analyze)\n"
-        "  --max-context N          predictor window (default 512)\n"
-        "  --paths N                sample paths (default 32); the mean path is the forecast\n"
-        "                           (1 is the reference's single sample)\n"
-        "  --temperature T          sampling temperature (default 1.0)\n"
-        "  --top-k K                keep the K most likely tokens (default 0 = off; 1 = greedy)\n"
-        "  --top-p P                nucleus sampling threshold (default 0.9)\n"
-        "  --seed S                 random seed, decimal or 0x hex (default 0); each path has\n"
-        "                           its own stream\n"
-        "  --window exact|rolling   past max-context: re-run the window like the reference\n"
-        "                           (exact, default) or slide the KV cache (rolling, faster,\n"
-        "                           approximate)\n"
-        "  --future-timestamps FILE CSV with a timestamps column (pred-len rows); default:\n"
-        "                           the market's calendar (holidays, sessions)\n"
-        "  --market NAME            exchange calendar of the forecast bars: NYSE, SSE, HKEX,\n"
-        "                           CRYPTO, ... (default: inferred from the history;\n"
-        "                           data/calendars/README.md)\n"
-        "  --ohlc consistent|raw    consistent (default): every path's high >= max(open,\n"
-        "                           close), low <= min(open, close), prices, volume and amount\n"
-        "                           >= 0, before the mean and quantiles; raw: the model's\n"
-        "                           candles as the reference writes them (volumes may be < 0)\n"
-        "  --quantiles LIST|none    quantiles for --format json (default 0.1,0.5,0.9); given\n"
-        "                           with csv, adds columns <col>_q<q> (close_q0.1, ...) for\n"
-        "                           every column; the csv default is close_q0.1 and close_q0.9\n"
-        "                           (none: the mean's seven columns only)\n"
-        "  --format csv|json        csv: the mean path, prices with the input's decimals, whole\n"
-        "                           volumes when the input's are; json: mean, quantiles, every\n"
-        "                           path with its tokens, timing, exact doubles (default csv)\n"
-        "  --output FILE|DIR        write there instead of stdout; a directory (existing, or\n"
-        "                           a name ending in '/'; a batch needs one) receives\n"
-        "                           <name>.forecast.<csv|json> per input\n"
-        "  --threads N              compute threads (default: all CPUs)\n"
-        "  --batch-size N           a batch of inputs runs in static batches of N series x\n"
-        "                           paths rows, each finished before the next (default 64;\n"
-        "                           0 = every series at once)\n"
-        "  --quant FMT              weights: f32 (default), bf16, int8, fp8, q4 (quantised at\n"
-        "                           load; a kronos quantize checkpoint keeps its own format)\n"
-        "  --kv-dtype T             KV-cache precision: f32 (default), bf16, int8\n"
-        "  --allow-nonfinite-weights\n"
-        "                           load a checkpoint even if a weight is NaN or infinite\n"
-        "                           (refused by default: such weights corrupt forecasts)\n"
-        "  -h, --help               this text\n",
-        f);
+    fputs("usage: kronos forecast CANDLES.csv --pred-len N [flags]\n"
+          "       kronos forecast --input CANDLES.csv --pred-len N [flags]\n"
+          "\n"
+          "Forecasts the next N candles of each input series with a Kronos model: the mean of\n"
+          "32 sample paths with the 10 % and 90 % quantiles of the close, consistent candles\n"
+          "(high >= max(open, close), low <= min(open, close), volume and amount >= 0), prices\n"
+          "with the input's own decimals. A history under 32 rows is warned about: the model\n"
+          "normalises each series by its own mean and spread, which so few rows do not pin down.\n"
+          "\n"
+          "  --model DIR              predictor directory (config.json + model.safetensors), or a\n"
+          "                           directory holding predictor/ and tokenizer/ (default: the\n"
+          "                           bundled demo model)\n"
+          "  --tokenizer DIR          tokenizer directory\n"
+          "  --input FILE|DIR|-       candle CSV (timestamps,open,high,low,close[,volume,amount])\n"
+          "                           or JSON (rows, columns, or a pandas to_json frame:\n"
+          "                           records, split, columns, index; keys like Date, Open);\n"
+          "                           '-' reads standard input; repeat it, or give a directory,\n"
+          "                           to forecast a batch; the files may also follow the flags\n"
+          "                           as operands (kronos forecast a.csv b.csv --pred-len 5)\n"
+          "  --pred-len N             candles to forecast (required)\n"
+          "  --lookback N             history rows used (default: all, up to max-context minus\n"
+          "                           pred-len, so the window is never re-run: as analyze)\n"
+          "  --max-context N          predictor window (default 512)\n"
+          "  --paths N                sample paths (default 32); the mean path is the forecast\n"
+          "                           (1 is the reference's single sample)\n"
+          "  --temperature T          sampling temperature (default 1.0)\n"
+          "  --top-k K                keep the K most likely tokens (default 0 = off; 1 = greedy)\n"
+          "  --top-p P                nucleus sampling threshold (default 0.9)\n"
+          "  --seed S                 random seed, decimal or 0x hex (default 0); each path has\n"
+          "                           its own stream\n"
+          "  --window exact|rolling   past max-context: re-run the window like the reference\n"
+          "                           (exact, default) or slide the KV cache (rolling, faster,\n"
+          "                           approximate)\n"
+          "  --future-timestamps FILE CSV with a timestamps column (pred-len rows); default:\n"
+          "                           the market's calendar (holidays, sessions)\n"
+          "  --market NAME            exchange calendar of the forecast bars: NYSE, SSE, HKEX,\n"
+          "                           CRYPTO, ... (default: inferred from the history;\n"
+          "                           data/calendars/README.md)\n"
+          "  --ohlc consistent|raw    consistent (default): every path's high >= max(open,\n"
+          "                           close), low <= min(open, close), prices, volume and amount\n"
+          "                           >= 0, before the mean and quantiles; raw: the model's\n"
+          "                           candles as the reference writes them (volumes may be < 0)\n"
+          "  --quantiles LIST|none    quantiles for --format json (default 0.1,0.5,0.9); given\n"
+          "                           with csv, adds columns <col>_q<q> (close_q0.1, ...) for\n"
+          "                           every column; the csv default is close_q0.1 and close_q0.9\n"
+          "                           (none: the mean's seven columns only)\n"
+          "  --format csv|json        csv: the mean path, prices with the input's decimals, whole\n"
+          "                           volumes when the input's are; json: mean, quantiles, every\n"
+          "                           path with its tokens, timing, exact doubles (default csv)\n"
+          "  --output FILE|DIR        write there instead of stdout; a directory (existing, or\n"
+          "                           a name ending in '/'; a batch needs one) receives\n"
+          "                           <name>.forecast.<csv|json> per input\n"
+          "  --threads N              compute threads (default: all CPUs)\n"
+          "  --batch-size N           a batch of inputs runs in static batches of N series x\n"
+          "                           paths rows, each finished before the next (default 64;\n"
+          "                           0 = every series at once)\n"
+          "  --quant FMT              weights: f32 (default), bf16, int8, fp8, q4 (quantised at\n"
+          "                           load; a kronos quantize checkpoint keeps its own format)\n"
+          "  --kv-dtype T             KV-cache precision: f32 (default), bf16, int8\n"
+          "  --allow-nonfinite-weights\n"
+          "                           load a checkpoint even if a weight is NaN or infinite\n"
+          "                           (refused by default: such weights corrupt forecasts)\n"
+          "  -h, --help               this text\n",
+          f);
 }
 
 typedef struct opts {
@@ -624,8 +623,8 @@ int kr_cmd_forecast(int argc, char **argv) {
         /* Past max_context the exact window re-runs the whole window at every later step. */
         int64_t L = o.p.lookback > 0 ? o.p.lookback
                                      : (cs[i]->n < o.p.max_context ? cs[i]->n : o.p.max_context);
-        if (o.lookback_given && o.p.window == KR_WINDOW_EXACT && L + o.p.pred_len > o.p.max_context &&
-            !hinted) {
+        if (o.lookback_given && o.p.window == KR_WINDOW_EXACT &&
+            L + o.p.pred_len > o.p.max_context && !hinted) {
             /* A lookback below 2 rows is refused, so past that only the rolling window helps. */
             char fix[96] = "use";
             if (o.p.max_context - o.p.pred_len >= 2)
@@ -712,10 +711,9 @@ int kr_cmd_forecast(int argc, char **argv) {
         /* Stamps past the last year whose holidays the calendar lists are weekdays only:
          * said on stderr and in the JSON, not left for a user to find on a holiday. */
         kr_calendar_coverage cov = { 0 };
-        if (!o.future_file &&
-            kr_calendar_coverage_of(o.market, NULL, series[i].timestamps, series[i].n,
-                                    kr_forecast_timestamps(res[i]), o.p.pred_len, &cov,
-                                    &err) != KR_OK)
+        if (!o.future_file && kr_calendar_coverage_of(o.market, NULL, series[i].timestamps,
+                                                      series[i].n, kr_forecast_timestamps(res[i]),
+                                                      o.p.pred_len, &cov, &err) != KR_OK)
             memset(&cov, 0, sizeof cov);
         if (cov.past_last_year)
             fprintf(stderr, "kronos %s: warning: %s: %s\n", CMD,
@@ -740,9 +738,9 @@ int kr_cmd_forecast(int argc, char **argv) {
         } else if (o.n_inputs > 1) {
             fprintf(f, "%s# %s\n", i ? "\n" : "", o.inputs[i]);
         }
-        int wr = json ? write_json(f, res[i], sets[i], &o, o.inputs[i], cs[i], series[i].n, &cov,
-                                   &mi)
-                      : write_csv(f, sets[i], &o, cs[i]);
+        int wr =
+            json ? write_json(f, res[i], sets[i], &o, o.inputs[i], cs[i], series[i].n, &cov, &mi)
+                 : write_csv(f, sets[i], &o, cs[i]);
         if (f != stdout && fclose(f) != 0) wr = -1;
         if (wr != 0) {
             snprintf(msg, sizeof msg, "%s: write failed", o.output ? path : "stdout");

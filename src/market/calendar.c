@@ -831,3 +831,24 @@ int kr_interval_infer(const int64_t *ts, int64_t n, char *out, size_t cap) {
         snprintf(out, cap, "%llds", (long long)gap);
     return 0;
 }
+
+int kr_symbol_suggest_exchange(const char *symbol, char *out, size_t cap) {
+    if (!symbol || strlen(symbol) != 6 || !out || cap < 10) return 0;
+    for (int i = 0; i < 6; i++)
+        if (symbol[i] < '0' || symbol[i] > '9') return 0;
+    /* Mainland codes: Shanghai 6xxxxx (and 9xxxxx B shares), Shenzhen 0xxxxx, 3xxxxx (and 2xxxxx
+     * B shares), Beijing 8xxxxx, 4xxxxx (and 92xxxx). */
+    const char *suffix = NULL;
+    switch (symbol[0]) {
+    case '6': suffix = ".SH"; break;
+    case '0':
+    case '2':
+    case '3': suffix = ".SZ"; break;
+    case '4':
+    case '8': suffix = ".BJ"; break;
+    case '9': suffix = symbol[1] == '2' ? ".BJ" : ".SH"; break;
+    default: return 0;
+    }
+    snprintf(out, cap, "%s%s", symbol, suffix);
+    return 1;
+}

@@ -37,13 +37,20 @@ const char *kr_data_binary_kind(const void *data, size_t len) {
     if (starts(d, len, "\x1F\x8B", 2)) return "gzip-compressed data (decompress it first)";
     if (starts(d, len, "BZh", 3) && len > 3 && d[3] >= '1' && d[3] <= '9')
         return "bzip2-compressed data (decompress it first)";
-    if (starts(d, len, "\xFD" "7zXZ", 5)) return "xz-compressed data (decompress it first)";
+    if (starts(d, len,
+               "\xFD"
+               "7zXZ",
+               5))
+        return "xz-compressed data (decompress it first)";
     if (starts(d, len, "PAR1", 4)) return "a Parquet file (write it as CSV: df.to_csv)";
     if (starts(d, len, "SQLite format 3", 16)) return "an SQLite database";
     if (starts(d, len, "\x93NUMPY", 6)) return "a NumPy .npy array";
-    if (starts(d, len, "\x7F" "ELF", 4)) return "an executable";
-    if (starts(d, len, "\x80\x02", 2) || starts(d, len, "\x80\x04", 2))
-        return "a Python pickle";
+    if (starts(d, len,
+               "\x7F"
+               "ELF",
+               4))
+        return "an executable";
+    if (starts(d, len, "\x80\x02", 2) || starts(d, len, "\x80\x04", 2)) return "a Python pickle";
     if (starts(d, len, "\xFF\xFE", 2) || starts(d, len, "\xFE\xFF", 2))
         return "UTF-16 text (save it as UTF-8 CSV)";
     /* Text has no NUL bytes; any in the first 4 KiB means binary data of some other kind. */
