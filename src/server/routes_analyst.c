@@ -248,7 +248,7 @@ static void task_run(analyze_task *t) {
             else if (r->batch)
                 snprintf(field, sizeof field, "symbols[%d]", i);
             else
-                snprintf(field, sizeof field, "symbol");
+                snprintf(field, sizeof field, "%s", r->stock_code ? "stock_code" : "symbol");
             snprintf(msg, sizeof msg, "reading %s", sym);
             emit(t, "load", sym, msg);
             /* A batch reports a symbol it cannot load beside the others' reports; a single
