@@ -1387,6 +1387,17 @@ static void test_forecast_tells_what_it_assumed(void **state) {
     assert_non_null(strstr(r->kronos_warning, "calendar SSE holidays unknown after 2026"));
     cJSON_Delete(j);
     resp_free(r);
+    /* Staleness against the clock over HTTP too: AAPL's last bar is 2025-08-01, at least 338
+     * NYSE sessions before any day from 2026-12-07 on. */
+    r = http(port, "POST", "/v1/analyze", "{\"symbol\":\"AAPL\",\"horizon\":5,\"paths\":8}");
+    if (r->status != 200) fail_msg("%ld %s", r->status, r->body);
+    j = json_of(r);
+    cJSON *hist =
+        cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "reports"), 0), "history");
+    assert_true(cJSON_GetObjectItem(hist, "sessions_ago")->valuedouble >= 338);
+    assert_true(cJSON_IsTrue(cJSON_GetObjectItem(hist, "stale")));
+    cJSON_Delete(j);
+    resp_free(r);
     /* A bare code: the stored name is suggested. */
     r = http(port, "POST", "/v1/analyze", "{\"stock_code\":\"000333\",\"horizon\":5}");
     assert_error(r, 400, "stock_code");

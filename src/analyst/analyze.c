@@ -101,6 +101,16 @@ static double interval_seconds(const kr_report *r) {
     return 86400.0;
 }
 
+/* Staleness against the clock: the trading sessions of the report's calendar between its
+ * last bar and now (kr_report.sessions_ago), stale past two bars' worth of sessions. */
+static void judge_staleness(kr_report *r, const kr_calendar *cal, int64_t now) {
+    r->sessions_ago = kr_calendar_sessions_between(cal, r->last_ts, now);
+    const double days = interval_seconds(r) / 86400.0;
+    const double per_bar = days < 1 ? 1 : days * kr_calendar_days_per_week(cal) / 7.0;
+    r->stale_sessions_limit = 2 * (per_bar < 1 ? 1 : (int)(per_bar + 0.5));
+    r->stale_now = r->sessions_ago > r->stale_sessions_limit;
+}
+
 /* Interval (shortest first, then name), expected return descending, NaN last, then symbol. */
 static int rank_before(const kr_report *x, const kr_report *y) {
     double ix = interval_seconds(x), iy = interval_seconds(y);
@@ -142,7 +152,7 @@ void kr_report_set_rank(kr_report_set *set) {
         r->stale_days = (double)(newest - r->last_ts) / 86400.0;
         double limit = KR_STALE_BARS * interval_seconds(r) / 86400.0;
         if (limit < KR_STALE_DAYS) limit = KR_STALE_DAYS;
-        r->stale = r->stale_days > limit;
+        r->stale = r->stale_days > limit || r->stale_now;
         const kr_report *prev = k > 0 ? set->reports[set->rank[k - 1]] : NULL;
         r->group_rank = prev && !strcmp(prev->interval, r->interval) ? prev->group_rank + 1 : 1;
         r->tied_with[0] = 0;
@@ -404,7 +414,7 @@ kr_status kr_analyze(kr_context *ctx, const kr_analyze_item *items, int n,
         st = kr_error_set(err, KR_ERR_NOMEM, "analyze: out of memory");
         goto done;
     }
-    set->generated_at = (int64_t)time(NULL);
+    set->generated_at = p->now > 0 ? p->now : (int64_t)time(NULL);
     set->reports = calloc((size_t)n, sizeof *set->reports);
     set->rank = calloc((size_t)n, sizeof *set->rank);
     set->failures = calloc((size_t)n, sizeof *set->failures);
@@ -583,6 +593,7 @@ kr_status kr_analyze(kr_context *ctx, const kr_analyze_item *items, int n,
                  : s->cal.calendar ? s->cal.calendar->name
                                    : "");
         rep->holidays_known = s->cal.holidays_known;
+        judge_staleness(rep, s->cal.calendar, set->generated_at);
         int want = 0;
         /* Checked again unless met in the rounds: the cap or the round limit may have ended
          * them short of the targets. */

@@ -401,11 +401,15 @@ static void report_section(kr_sb *sb, const kr_report *r) {
     kr_sb_appendf(sb, " bars, %lld rows from %s to %s</span></h2>\n", (long long)r->rows_available,
                   kr_format_timestamp(r->first_ts, r->date_only, a, sizeof a),
                   kr_format_timestamp(r->last_ts, r->date_only, b, sizeof b));
+    kr_sb note = { 0 };
     if (r->stale)
-        kr_sb_appendf(sb,
-                      "<p class=\"stale\">Stale data: the last bar is %.0f days behind the "
-                      "newest symbol of this report.</p>\n",
-                      r->stale_days);
+        kr_report_stale_note(&note, r);
+    else
+        kr_report_age_note(&note, r);
+    kr_sb_append(sb, r->stale ? "<p class=\"stale\">" : "<p class=\"sub\">");
+    kr_sb_append_html(sb, note.data ? note.data : "");
+    kr_sb_append(sb, "</p>\n");
+    kr_sb_free(&note);
     kpis(sb, r);
     kr_sb_append(sb, "<h3>Summary</h3><ul class=\"summary\">\n");
     for (int i = 0; i < r->n_summary; i++) {
@@ -466,9 +470,14 @@ static void ranking(kr_sb *sb, const kr_report_set *set) {
         kr_sb_appendf(sb, "</td><td>%s</td><td>", kr_fmt_pct(r->return_std, 2, d));
         kr_sb_append_html(sb, kr_fmt_pm_pct(r->var95, r->var95_se, 2, 0, e));
         kr_sb_appendf(sb, "</td><td>%s</td><td>", kr_summary_direction(r));
-        if (r->stale)
-            kr_sb_appendf(sb, "<span class=\"stale\">stale (%.0f days behind)</span> ",
-                          r->stale_days);
+        if (r->stale) {
+            kr_sb age = { 0 };
+            kr_report_age_note(&age, r);
+            kr_sb_append(sb, "<span class=\"stale\">stale (");
+            kr_sb_append_html(sb, age.data ? age.data : "");
+            kr_sb_append(sb, ")</span> ");
+            kr_sb_free(&age);
+        }
         if (r->tied_with[0]) {
             kr_sb_append(sb, "<span class=\"tie\">\xe2\x89\x88 ");
             kr_sb_append_html(sb, r->tied_with);
@@ -538,6 +547,14 @@ kr_status kr_render_html(const kr_report_set *set, char **out, kr_error *err) {
         char h[128];
         snprintf(h, sizeof h, "%.*s", (int)(head < sizeof h ? head : sizeof h - 1), notice);
         kr_sb_append_html(&sb, h);
+        kr_sb_append(&sb, "</strong>");
+        kr_sb_append_html(&sb, notice + head);
+        kr_sb_append(&sb, "</div>\n");
+    }
+    if (kr_report_calendar_notice(set, notice, sizeof notice)) {
+        const size_t head = strlen(KR_REPORT_CALENDAR_BANNER);
+        kr_sb_append(&sb, "<div class=\"demo\" id=\"calendar-notice\"><strong>");
+        kr_sb_append_html(&sb, KR_REPORT_CALENDAR_BANNER);
         kr_sb_append(&sb, "</strong>");
         kr_sb_append_html(&sb, notice + head);
         kr_sb_append(&sb, "</div>\n");

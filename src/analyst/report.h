@@ -125,7 +125,15 @@ typedef struct kr_report {
     int holidays_known; /* the forecast bars lie within the calendar's holiday years */
     /* Set by kr_report_set_rank: */
     double stale_days; /* how far the last bar lies behind the newest last bar of the set */
-    int stale; /* stale_days beyond max(14 days, 5 bars) */
+    /* Trading sessions of the market's calendar (weekdays when none) between the last bar's
+     * day and the clock's (kr_analyze_params.now), both excluded: 0 for a bar of yesterday
+     * or today; and the most a history of this interval may miss before it is stale: two
+     * bars' worth of sessions (2 for intraday and daily bars, 10 weekly, 42 monthly on a
+     * five-day week). */
+    int64_t sessions_ago;
+    int stale_sessions_limit;
+    int stale_now; /* sessions_ago > stale_sessions_limit */
+    int stale; /* stale_now, or stale_days beyond max(14 days, 5 bars) */
     int group_rank; /* rank within its interval, from 1 */
     char tied_with[256]; /* symbols of the same interval whose expected return lies within 2
                             combined standard errors of this one, comma-separated */

@@ -59,6 +59,9 @@ static void usage(FILE *f) {
         "                        (default 1024)\n"
         "  --target-prob-se X    P(up) standard error to reach (default 0.02 = 2 pp)\n"
         "  --target-var-rel X    VaR95 standard error relative to its size (default 0.2)\n"
+        "  --as-of TIME          judge staleness against TIME (YYYY-MM-DD[ HH:MM]) instead of\n"
+        "                        the clock: a history is stale when more than two bars' worth\n"
+        "                        of its market's trading sessions passed since its last bar\n"
         "  --market NAME         exchange calendar of the forecast bars for every symbol: NYSE,\n"
         "                        SSE, HKEX, CRYPTO, ... (default: the market stored with\n"
         "                        'kronos ingest --market', else the symbol's suffix, else\n"
@@ -106,7 +109,8 @@ enum {
     OPT_OHLC,
     OPT_WATCHLIST,
     OPT_ALL,
-    OPT_MARKET
+    OPT_MARKET,
+    OPT_AS_OF
 };
 
 typedef struct opts {
@@ -229,6 +233,7 @@ static int parse_opts(int argc, char **argv, opts *o) {
         { "watchlist", required_argument, NULL, OPT_WATCHLIST },
         { "all", no_argument, NULL, OPT_ALL },
         { "market", required_argument, NULL, OPT_MARKET },
+        { "as-of", required_argument, NULL, OPT_AS_OF },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -287,6 +292,14 @@ static int parse_opts(int argc, char **argv, opts *o) {
             break;
         case OPT_WATCHLIST: o->watchlist = optarg; break;
         case OPT_ALL: o->all = 1; break;
+        case OPT_AS_OF: {
+            int64_t from = 0, to = 0;
+            kr_error err = { 0 };
+            if (kr_store_parse_range(optarg, NULL, "--as-of", "--to", &from, &to, &err) != KR_OK)
+                return kr_cli_usage_error(CMD, "%s", err.message);
+            o->p.now = from;
+            break;
+        }
         case OPT_MARKET: {
             const kr_calendar *cal;
             kr_error err;

@@ -37,7 +37,7 @@ int kr_cli_calendar_dir_given(void) { return g_flag_dir[0] != '\0'; }
 
 static void usage(FILE *f) {
     fputs(
-        "usage: kronos calendars [--json] [--calendar-dir DIR]\n"
+        "usage: kronos calendars [--json]   (and, as every command, [--calendar-dir DIR])\n"
         "\n"
         "Lists the exchange calendars forecasts use for their future timestamps: each market,\n"
         "the years whose holidays it lists and where it was read from. Past its last year a\n"
@@ -53,7 +53,6 @@ static void usage(FILE *f) {
         "(data/calendars/README.md describes every field).\n"
         "\n"
         "  --json                   one JSON object per calendar, in an array\n"
-        "  --calendar-dir DIR       read calendar files from DIR (after the shipped ones)\n"
         "  -h, --help               this text\n",
         f);
 }

@@ -3,6 +3,7 @@
  * question: the version, the commit and build type it was configured from, the CPU kernel rows
  * (those the CPU runs and the one in use, which KRONOS_ISA may lower) and the libraries.
  */
+#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -12,20 +13,31 @@
 
 #define CMD "version"
 
+static void usage(FILE *f) {
+    fputs("usage: kronos version [--json]\n\nPrints the version, the git commit and build type "
+          "it was configured from, the\nCPU kernel rows (supported, and the one in use) and "
+          "the libraries it runs with.\n\n"
+          "  --json                   the same as one JSON object\n"
+          "  -h, --help               this text\n",
+          f);
+}
+
 int kr_cmd_version(int argc, char **argv) {
-    int json = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--json")) {
-            json = 1;
-        } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            printf("usage: kronos version [--json]\n\nPrints the version, the git commit and "
-                   "build type it was configured from, the\nCPU kernel rows (supported, and "
-                   "the one in use) and the libraries it runs with.\n");
-            return 0;
-        } else {
-            return kr_cli_usage_error(CMD, "unexpected argument '%s'", argv[i]);
+    static const struct option longopts[] = {
+        { "json", no_argument, NULL, 'j' },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
+    };
+    int json = 0, c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'j': json = 1; break;
+        case 'h': usage(stdout); return 0;
+        default: return kr_cli_usage_error(CMD, "%s", "unknown flag");
         }
     }
+    if (optind < argc) return kr_cli_usage_error(CMD, "unexpected argument '%s'", argv[optind]);
     kr_build_info b;
     kr_get_build_info(&b);
     if (json) {

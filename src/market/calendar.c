@@ -852,3 +852,18 @@ int kr_symbol_suggest_exchange(const char *symbol, char *out, size_t cap) {
     snprintf(out, cap, "%s%s", symbol, suffix);
     return 1;
 }
+
+int64_t kr_calendar_sessions_between(const kr_calendar *cal, int64_t from, int64_t to) {
+    const int64_t first = day_of(from) + 1, last = day_of(to) - 1;
+    int64_t n = 0;
+    for (int64_t d = first; d <= last && d - first < 200 * 366; d++)
+        n += cal ? trading_day(cal, d) : weekday_of_day(d) < 5;
+    return n;
+}
+
+int kr_calendar_days_per_week(const kr_calendar *cal) {
+    if (!cal) return 5;
+    int n = 0;
+    for (int k = 0; k < 7; k++) n += (cal->weekday_mask >> k) & 1;
+    return n;
+}

@@ -79,6 +79,13 @@ kr_status kr_calendar_resolve(const char *market, const char *symbol, const kr_c
  * hours, then most holidays); NULL when none holds them. */
 kr_status kr_calendar_infer(const int64_t *ts, int64_t n, const kr_calendar **out, kr_error *err);
 
+/* Trading days of cal (weekdays Monday to Friday when cal is NULL; past its years, its
+ * weekdays) strictly between the days of from and to (Unix seconds, naive); 0 when to is not
+ * after from's next day. Counts at most 200 years. */
+int64_t kr_calendar_sessions_between(const kr_calendar *cal, int64_t from, int64_t to);
+/* Trading weekdays a week of cal (5 when NULL). */
+int kr_calendar_days_per_week(const kr_calendar *cal);
+
 /* "SSE (given)", "NYSE (inferred from the history)", "learned from the history", ... into buf
  * (>= 96 bytes). */
 const char *kr_calendar_describe(const kr_calendar_info *info, char *buf, int cap);
