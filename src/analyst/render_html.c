@@ -25,7 +25,7 @@ static const char k_css[] =
     "body{margin:0;background:#f3f4f6;color:var(--fg);font:14px/1.5 system-ui,-apple-system,'Segoe "
     "UI',"
     "Roboto,'Helvetica Neue',Arial,sans-serif;-webkit-font-smoothing:antialiased}\n"
-    "main{max-width:1080px;margin:0 auto;padding:28px 24px 40px}\n"
+    "main{max-width:1440px;margin:0 auto;padding:28px 24px 40px}\n"
     "header.page{margin-bottom:18px}\n"
     "h1{font-size:24px;margin:0 0 4px;letter-spacing:-.01em}\n"
     "h2{font-size:20px;margin:0 0 2px}\n"
@@ -61,7 +61,16 @@ static const char k_css[] =
     ".narrative .nl{font-size:12px;color:var(--muted);margin-bottom:4px}\n"
     ".narrative p{margin:4px 0}.narrative .warn{color:#92400e;font-size:12px}\n"
     ".chart{width:100%;height:auto;display:block;margin-top:6px}\n"
-    ".grid2{display:grid;grid-template-columns:1fr 1fr;gap:24px}\n"
+    ".grid2{display:grid;grid-template-columns:repeat(auto-fit,minmax(min(100%,500px),1fr));"
+    "gap:24px}\n"
+    /* A card scrolls before the page does (a narrow window); at 1280 px and up nothing needs
+     * to (tests/web/report_layout.mjs). */
+    "section.card{overflow-x:auto}\n"
+    "table.kv td:first-child{white-space:nowrap;width:1%}\n"
+    "table.kv td:not(:first-child){white-space:normal;overflow-wrap:anywhere;text-align:left}\n"
+    "table.h td:first-child{min-width:13em}\n"
+    "#ranking td:last-child{white-space:normal;min-width:16em}\n"
+    "#ranking thead th{white-space:nowrap}\n"
     "table{border-collapse:collapse;width:100%;font-size:13px;font-variant-numeric:tabular-nums}\n"
     "table.sp{margin-top:12px}\n"
     "th,td{padding:5px 8px;border-bottom:1px solid "
@@ -155,7 +164,7 @@ static void kpis(kr_sb *sb, const kr_report *r) {
 
 static void horizon_table(kr_sb *sb, const kr_report *r) {
     char a[32], b[32], c[32], l[96], v[128];
-    kr_sb_append(sb, "<div><h3>At the horizon</h3><table><tbody>\n");
+    kr_sb_append(sb, "<div><h3>At the horizon</h3><table class=\"h\"><tbody>\n");
     snprintf(l, sizeof l, "Probability of closing above %s", kr_fmt_price(r->last_close, a));
     char w[64], x[64], y[64], big[256];
     row2(sb, l, kr_fmt_pm_prob(r->prob_up, r->prob_up_se, w));
@@ -299,7 +308,7 @@ static void calibration(kr_sb *sb, const kr_report *r) {
 static void metadata(kr_sb *sb, const kr_report *r) {
     const kr_report_meta *m = &r->meta;
     char a[32], v[2400];
-    kr_sb_append(sb, "<h3>Model and run</h3><table><tbody>\n");
+    kr_sb_append(sb, "<h3>Model and run</h3><table class=\"kv\"><tbody>\n");
     snprintf(v, sizeof v, "%s%s — d_model %d, %d layers, %d heads, %s parameters, weights %s%s%s",
              m->model_name, m->demo ? " (DEMO MODEL, not a forecast)" : "", m->d_model, m->n_layers,
              m->n_heads, kr_fmt_compact((double)m->n_params, a), m->quantization,
@@ -448,8 +457,8 @@ static void ranking(kr_sb *sb, const kr_report_set *set) {
             kr_sb_append_html(sb, r->interval);
             kr_sb_appendf(sb,
                           " bars, %d-bar horizon</h3><table><thead><tr><th>#</th><th>Symbol</th>"
-                          "<th>Last bar</th><th>Last close</th><th>Expected return</th>"
-                          "<th>P(up)</th><th>Volatility (std of return)</th><th>VaR 95%%</th>"
+                          "<th>Last bar</th><th>Last<br>close</th><th>Expected<br>return</th>"
+                          "<th>P(up)</th><th>Volatility<br>(std of return)</th><th>VaR 95%%</th>"
                           "<th>Direction</th><th>Note</th></tr></thead><tbody>\n",
                           r->horizon);
         }
