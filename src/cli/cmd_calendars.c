@@ -13,6 +13,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/options.h"
 #include "cli/share_paths.h"
 #include "kronos.h"
 #include "kronos/market.h"
@@ -35,40 +36,41 @@ int kr_cli_load_calendars(const char *user_dir, int from_flag, char *msg, size_t
 
 int kr_cli_calendar_dir_given(void) { return g_flag_dir[0] != '\0'; }
 
-static void usage(FILE *f) {
-    fputs(
-        "usage: kronos calendars [--json]   (and, as every command, [--calendar-dir DIR])\n"
-        "\n"
-        "Lists the exchange calendars forecasts use for their future timestamps: each market,\n"
-        "the years whose holidays it lists and where it was read from. Past its last year a\n"
-        "calendar knows no holidays, and every output that stamps bars there says so.\n"
-        "\n"
-        "The calendars are compiled in, read again from the installed data/calendars (so a\n"
-        "package update needs no rebuild), then from a directory of your own:\n"
-        "--calendar-dir DIR (any command takes it) or $KRONOS_CALENDAR_DIR, or the\n"
-        "server's calendar_dir key. A file there replaces the calendar of its name, or adds\n"
-        "years to one:\n"
-        "  {\"extends\": \"SSE\", \"years\": [2027, 2027], \"source\": \"State Council notice\",\n"
-        "   \"holidays\": [\"2027-01-01\", ...], \"early_closes\": []}\n"
-        "(data/calendars/README.md describes every field).\n"
-        "\n"
-        "  --json                   one JSON object per calendar, in an array\n"
-        "  -h, --help               this text\n",
-        f);
-}
+static const kr_cli_opt k_opts[] = {
+    { "json", 'j', KR_CLI_FLAG, NULL, 0, 0, NULL, "one JSON object per calendar, in an array" },
+    { "help", 'h', KR_CLI_FLAG, NULL, 0, 0, NULL, "this text" },
+};
+
+const kr_cli_command kr_cli_calendars_spec = {
+    "calendars",
+    "[--json]   (and, as every command, [--calendar-dir DIR])",
+    "list the exchange calendars: each market's years of holidays and their source",
+    "Lists the exchange calendars forecasts use for their future timestamps: each market,\n"
+    "the years whose holidays it lists and where it was read from. Past its last year a\n"
+    "calendar knows no holidays, and every output that stamps bars there says so.\n"
+    "\n"
+    "The calendars are compiled in, read again from the installed data/calendars (so a\n"
+    "package update needs no rebuild), then from a directory of your own:\n"
+    "--calendar-dir DIR (any command takes it) or $KRONOS_CALENDAR_DIR, or the\n"
+    "server's calendar_dir key. A file there replaces the calendar of its name, or adds\n"
+    "years to one:\n"
+    "  {\"extends\": \"SSE\", \"years\": [2027, 2027], \"source\": \"State Council notice\",\n"
+    "   \"holidays\": [\"2027-01-01\", ...], \"early_closes\": []}\n"
+    "(data/calendars/README.md describes every field).\n",
+    k_opts,
+    (int)(sizeof k_opts / sizeof k_opts[0]),
+    KR_CLI_FLAG,
+};
 
 int kr_cmd_calendars(int argc, char **argv) {
-    static const struct option longopts[] = {
-        { "json", no_argument, NULL, 'j' },
-        { "help", no_argument, NULL, 'h' },
-        { NULL, 0, NULL, 0 },
-    };
+    struct option longopts[KR_CLI_MAX_OPTS];
+    kr_cli_opts_getopt(&kr_cli_calendars_spec, longopts, KR_CLI_MAX_OPTS);
     int json = 0, c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (c) {
         case 'j': json = 1; break;
-        case 'h': usage(stdout); return 0;
+        case 'h': kr_cli_opts_help(&kr_cli_calendars_spec, stdout); return 0;
         default: return kr_cli_usage_error(CMD, "%s", "unknown flag");
         }
     }

@@ -9,31 +9,36 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/options.h"
 #include "kronos.h"
 
 #define CMD "version"
 
-static void usage(FILE *f) {
-    fputs("usage: kronos version [--json]\n\nPrints the version, the git commit and build type "
-          "it was configured from, the\nCPU kernel rows (supported, and the one in use) and "
-          "the libraries it runs with.\n\n"
-          "  --json                   the same as one JSON object\n"
-          "  -h, --help               this text\n",
-          f);
-}
+static const kr_cli_opt k_opts[] = {
+    { "json", 'j', KR_CLI_FLAG, NULL, 0, 0, NULL, "the same as one JSON object" },
+    { "help", 'h', KR_CLI_FLAG, NULL, 0, 0, NULL, "this text" },
+};
+
+const kr_cli_command kr_cli_version_spec = {
+    "version",
+    "[--json]",
+    "version, commit, build type, CPU kernels and libraries of this build",
+    "Prints the version, the git commit and build type it was configured from, the\nCPU "
+    "kernel rows (supported, and the one in use) and the libraries it runs with.\n",
+    k_opts,
+    (int)(sizeof k_opts / sizeof k_opts[0]),
+    KR_CLI_FLAG,
+};
 
 int kr_cmd_version(int argc, char **argv) {
-    static const struct option longopts[] = {
-        { "json", no_argument, NULL, 'j' },
-        { "help", no_argument, NULL, 'h' },
-        { NULL, 0, NULL, 0 },
-    };
+    struct option longopts[KR_CLI_MAX_OPTS];
+    kr_cli_opts_getopt(&kr_cli_version_spec, longopts, KR_CLI_MAX_OPTS);
     int json = 0, c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (c) {
         case 'j': json = 1; break;
-        case 'h': usage(stdout); return 0;
+        case 'h': kr_cli_opts_help(&kr_cli_version_spec, stdout); return 0;
         default: return kr_cli_usage_error(CMD, "%s", "unknown flag");
         }
     }
