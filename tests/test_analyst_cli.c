@@ -4,6 +4,7 @@
  * (ranking), calibrate, and every error case exits 1 (runtime) or 2 (usage) with a message
  * that says what is wrong; `kronos store list|delete` (exit 3 when a delete matches nothing).
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -200,7 +201,23 @@ static void test_analyze_batch_and_calibrate(void **state) {
     double cov =
         cJSON_GetObjectItem(cJSON_GetObjectItem(cal, "naive"), "coverage_p10_p90")->valuedouble;
     assert_true(cov >= 0 && cov <= 1);
+    /* Issue 42: the calibration figures carry their errors, the 3 windows as the trials:
+     * Agresti-Coull sqrt(p~(1 - p~) / 7) with p~ = (3 p + 2) / 7, at least 0.189 (p~ = 0 or 1
+     * cannot happen: p~ lies in [2/7, 5/7]). */
+    cJSON *se = cJSON_GetObjectItem(cJSON_GetObjectItem(cal, "model"), "standard_error");
+    const double hit =
+        cJSON_GetObjectItem(cJSON_GetObjectItem(cal, "model"), "direction_hit_rate")->valuedouble;
+    const double pt = (3 * hit + 2) / 7.0;
+    assert_float_equal(cJSON_GetObjectItem(se, "direction_hit_rate")->valuedouble,
+                       sqrt(pt * (1 - pt) / 7), 1e-12);
+    assert_true(cJSON_GetObjectItem(se, "direction_hit_rate")->valuedouble > 0.18);
+    assert_true(cJSON_GetObjectItem(se, "mape_pct")->valuedouble > 0);
     cJSON_Delete(j);
+    snprintf(args, sizeof args,
+             "analyze AAPL --db %s --paths 8 --horizon 5 --calibrate 3 --format md", g_db);
+    r = ok(args);
+    assert_non_null(strstr(r->out, "| Direction hit rate at the horizon | "));
+    assert_non_null(strstr(strstr(r->out, "| Direction hit rate at the horizon | "), " pp |"));
 }
 
 static void test_errors(void **state) {

@@ -272,20 +272,22 @@ static void path_table(kr_sb *sb, const kr_report *r) {
 static void calibration(kr_sb *sb, const kr_report *r) {
     const kr_calibration *c = r->calibration;
     if (!c) return;
-    char a[32], b[32], t[32], d[32], lo[32], hi[32], nlo[32], nhi[32];
+    char a[64], b[64], t[32], d[32], lo[32], hi[32], nlo[32], nhi[32];
     kr_sb_appendf(sb,
                   "<h3>Calibration: last %d windows of %d bars</h3><table><thead><tr>"
                   "<th>Figure</th><th>Model</th><th>Naive (no change)</th></tr></thead><tbody>\n",
                   c->windows, c->horizon);
     kr_sb_appendf(sb, "<tr><td>p10-p90 coverage (target 80%%)</td><td>%s</td><td>%s</td></tr>\n",
-                  kr_fmt_pct(c->model.coverage, 0, a), kr_fmt_pct(c->naive.coverage, 0, b));
+                  kr_fmt_pm_prob(c->model.coverage, c->model.coverage_se, a),
+                  kr_fmt_pm_prob(c->naive.coverage, c->naive.coverage_se, b));
     kr_sb_appendf(sb, "<tr><td>Direction hit rate</td><td>%s</td><td>%s</td></tr>\n",
-                  kr_fmt_pct(c->model.direction_hit_rate, 0, a),
-                  kr_fmt_pct(c->naive.direction_hit_rate, 0, b));
+                  kr_fmt_pm_prob(c->model.direction_hit_rate, c->model.direction_hit_rate_se, a),
+                  kr_fmt_pm_prob(c->naive.direction_hit_rate, c->naive.direction_hit_rate_se, b));
     kr_sb_appendf(
         sb,
         "<tr><td>MAPE of the point forecast</td><td>%s</td><td>%s</td></tr>\n</tbody></table>\n",
-        kr_fmt_pct(c->model.mape, 2, a), kr_fmt_pct(c->naive.mape, 2, b));
+        kr_fmt_pm_pct(c->model.mape, c->model.mape_se, 2, 0, a),
+        kr_fmt_pm_pct(c->naive.mape, c->naive.mape_se, 2, 0, b));
     kr_sb_append(sb, "<table class=\"sp\"><thead><tr><th>Window: history ends</th><th>Last "
                      "close</th><th>Realised at horizon</th>"
                      "<th>Model mean</th><th>Model p10 \xe2\x80\x93 p90</th><th>Naive p10 "

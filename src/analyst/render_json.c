@@ -157,6 +157,10 @@ static cJSON *scores(const kr_calib_scores *s, int horizon) {
         cJSON_AddItemToArray(by, cJSON_CreateNumber(s->coverage_by_step[k]));
     num(o, "direction_hit_rate", s->direction_hit_rate);
     pct(o, "mape_pct", s->mape);
+    cJSON *se = cJSON_AddObjectToObject(o, "standard_error");
+    num(se, "coverage_p10_p90", s->coverage_se);
+    num(se, "direction_hit_rate", s->direction_hit_rate_se);
+    pct(se, "mape_pct", s->mape_se);
     return o;
 }
 

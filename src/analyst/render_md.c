@@ -164,18 +164,20 @@ static void technical_table(kr_sb *sb, const kr_report *r) {
 static void calibration_tables(kr_sb *sb, const kr_report *r) {
     const kr_calibration *c = r->calibration;
     if (!c) return;
-    char a[32], b[32], t[32], d[32];
+    char a[64], b[64], t[32], d[32];
     kr_sb_appendf(sb,
                   "### Calibration (last %d windows of %d bars)\n\n"
                   "| Figure | Model | Naive (no change) |\n|---|---:|---:|\n",
                   c->windows, c->horizon);
     kr_sb_appendf(sb, "| p10-p90 coverage of realised closes (target 80%%) | %s | %s |\n",
-                  kr_fmt_pct(c->model.coverage, 0, a), kr_fmt_pct(c->naive.coverage, 0, b));
+                  kr_fmt_pm_prob(c->model.coverage, c->model.coverage_se, a),
+                  kr_fmt_pm_prob(c->naive.coverage, c->naive.coverage_se, b));
     kr_sb_appendf(sb, "| Direction hit rate at the horizon | %s | %s |\n",
-                  kr_fmt_pct(c->model.direction_hit_rate, 0, a),
-                  kr_fmt_pct(c->naive.direction_hit_rate, 0, b));
+                  kr_fmt_pm_prob(c->model.direction_hit_rate, c->model.direction_hit_rate_se, a),
+                  kr_fmt_pm_prob(c->naive.direction_hit_rate, c->naive.direction_hit_rate_se, b));
     kr_sb_appendf(sb, "| MAPE of the point forecast | %s | %s |\n\n",
-                  kr_fmt_pct(c->model.mape, 2, a), kr_fmt_pct(c->naive.mape, 2, b));
+                  kr_fmt_pm_pct(c->model.mape, c->model.mape_se, 2, 0, a),
+                  kr_fmt_pm_pct(c->naive.mape, c->naive.mape_se, 2, 0, b));
     kr_sb_append(
         sb,
         "| History ends | Last close | Realised | Model mean | Model p10-p90 | Naive p10-p90 |\n"
