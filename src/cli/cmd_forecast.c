@@ -20,6 +20,7 @@
 #include "kronos/util.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/options.h"
 #include "cli/engine_open.h"
 #include "cli/progress.h"
 #include "kronos.h"
@@ -36,72 +37,84 @@
  * starting from as many). */
 #define KR_CLI_FORECAST_PATHS 32
 
-static void usage(FILE *f) {
-    fputs("usage: kronos forecast CANDLES.csv --pred-len N [flags]\n"
-          "       kronos forecast --input CANDLES.csv --pred-len N [flags]\n"
-          "\n"
-          "Forecasts the next N candles of each input series with a Kronos model: the mean of\n"
-          "32 sample paths with the 10 % and 90 % quantiles of the close, consistent candles\n"
-          "(high >= max(open, close), low <= min(open, close), volume and amount >= 0), prices\n"
-          "with the input's own decimals. A history under 32 rows is warned about: the model\n"
-          "normalises each series by its own mean and spread, which so few rows do not pin down.\n"
-          "\n"
-          "  --model DIR              predictor directory (config.json + model.safetensors), or a\n"
-          "                           directory holding predictor/ and tokenizer/ (default: the\n"
-          "                           bundled demo model)\n"
-          "  --tokenizer DIR          tokenizer directory\n"
-          "  --input FILE|DIR|-       candle CSV (timestamps,open,high,low,close[,volume,amount])\n"
-          "                           or JSON (rows, columns, or a pandas to_json frame:\n"
-          "                           records, split, columns, index; keys like Date, Open);\n"
-          "                           '-' reads standard input; repeat it, or give a directory,\n"
-          "                           to forecast a batch; the files may also follow the flags\n"
-          "                           as operands (kronos forecast a.csv b.csv --pred-len 5)\n"
-          "  --pred-len N             candles to forecast (required)\n"
-          "  --lookback N             history rows used (default: all, up to max-context minus\n"
-          "                           pred-len, so the window is never re-run: as analyze)\n"
-          "  --max-context N          predictor window (default 512)\n"
-          "  --paths N                sample paths (default 32); the mean path is the forecast\n"
-          "                           (1 is the reference's single sample)\n"
-          "  --temperature T          sampling temperature (default 1.0)\n"
-          "  --top-k K                keep the K most likely tokens (default 0 = off; 1 = greedy)\n"
-          "  --top-p P                nucleus sampling threshold (default 0.9)\n"
-          "  --seed S                 random seed, decimal or 0x hex (default 0); each path has\n"
-          "                           its own stream\n"
-          "  --window exact|rolling   past max-context: re-run the window like the reference\n"
-          "                           (exact, default) or slide the KV cache (rolling, faster,\n"
-          "                           approximate)\n"
-          "  --future-timestamps FILE CSV with a timestamps column (pred-len rows); default:\n"
-          "                           the market's calendar (holidays, sessions)\n"
-          "  --market NAME            exchange calendar of the forecast bars: NYSE, SSE, HKEX,\n"
-          "                           CRYPTO, ... (default: inferred from the history;\n"
-          "                           data/calendars/README.md)\n"
-          "  --ohlc consistent|raw    consistent (default): every path's high >= max(open,\n"
-          "                           close), low <= min(open, close), prices, volume and amount\n"
-          "                           >= 0, before the mean and quantiles; raw: the model's\n"
-          "                           candles as the reference writes them (volumes may be < 0)\n"
-          "  --quantiles LIST|none    quantiles for --format json (default 0.1,0.5,0.9); given\n"
-          "                           with csv, adds columns <col>_q<q> (close_q0.1, ...) for\n"
-          "                           every column; the csv default is close_q0.1 and close_q0.9\n"
-          "                           (none: the mean's seven columns only)\n"
-          "  --format csv|json        csv: the mean path, prices with the input's decimals, whole\n"
-          "                           volumes when the input's are; json: mean, quantiles, every\n"
-          "                           path with its tokens, timing, exact doubles (default csv)\n"
-          "  --output FILE|DIR        write there instead of stdout; a directory (existing, or\n"
-          "                           a name ending in '/'; a batch needs one) receives\n"
-          "                           <name>.forecast.<csv|json> per input\n"
-          "  --threads N              compute threads (default: all CPUs)\n"
-          "  --batch-size N           a batch of inputs runs in static batches of N series x\n"
-          "                           paths rows, each finished before the next (default 64;\n"
-          "                           0 = every series at once)\n"
-          "  --quant FMT              weights: f32 (default), bf16, int8, fp8, q4 (quantised at\n"
-          "                           load; a kronos quantize checkpoint keeps its own format)\n"
-          "  --kv-dtype T             KV-cache precision: f32 (default), bf16, int8\n"
-          "  --allow-nonfinite-weights\n"
-          "                           load a checkpoint even if a weight is NaN or infinite\n"
-          "                           (refused by default: such weights corrupt forecasts)\n"
-          "  -h, --help               this text\n",
-          f);
-}
+static const kr_cli_opt k_opts[] = {
+    { "model", 'm', KR_CLI_DIR, "DIR", 0, 0, NULL,
+      "predictor directory (config.json + model.safetensors), or a\ndirectory holding predictor/ "
+      "and tokenizer/ (default: the\nbundled demo model)" },
+    { "tokenizer", 't', KR_CLI_DIR, "DIR", 0, 0, NULL, "tokenizer directory" },
+    { "input", 'i', KR_CLI_FILE, "FILE|DIR|-", 0, 0, NULL,
+      "candle CSV (timestamps,open,high,low,close[,volume,amount])\nor JSON (rows, columns, or a "
+      "pandas to_json frame:\nrecords, split, columns, index; keys like Date, Open);\n'-' reads "
+      "standard input; repeat it, or give a directory,\nto forecast a batch; the files may also "
+      "follow the flags\nas operands (kronos forecast a.csv b.csv --pred-len 5)" },
+    { "pred-len", 'n', KR_CLI_INT, "N", 0, 0, NULL, "candles to forecast (required)" },
+    { "lookback", 'l', KR_CLI_INT, "N", 0, 0, NULL,
+      "history rows used (default: all, up to max-context minus\npred-len, so the window is never "
+      "re-run: as analyze)" },
+    { "max-context", 'c', KR_CLI_INT, "N", 0, 0, NULL, "predictor window (default 512)" },
+    { "paths", 'p', KR_CLI_INT, "N", 0, 0, NULL,
+      "sample paths (default 32); the mean path is the forecast\n(1 is the reference's single "
+      "sample)" },
+    { "temperature", 'T', KR_CLI_NUM, "T", 0, 0, NULL, "sampling temperature (default 1.0)" },
+    { "top-k", 'k', KR_CLI_INT, "K", 0, 0, NULL,
+      "keep the K most likely tokens (default 0 = off; 1 = greedy)" },
+    { "top-p", 'P', KR_CLI_NUM, "P", 0, 0, NULL, "nucleus sampling threshold (default 0.9)" },
+    { "seed", 's', KR_CLI_NUM, "S", 0, 0, NULL,
+      "random seed, decimal or 0x hex (default 0); each path has\nits own stream" },
+    { "window", 'w', KR_CLI_CHOICE, "exact|rolling", 0, 0, NULL,
+      "past max-context: re-run the window like the reference\n(exact, default) or slide the KV "
+      "cache (rolling, faster,\napproximate)" },
+    { "future-timestamps", 'f', KR_CLI_FILE, "FILE", 0, 0, NULL,
+      "CSV with a timestamps column (pred-len rows); default:\nthe market's calendar (holidays, "
+      "sessions)" },
+    { "market", 'M', KR_CLI_TEXT, "NAME", 0, 0, NULL,
+      "exchange calendar of the forecast bars: NYSE, SSE, HKEX,\nCRYPTO, ... (default: inferred "
+      "from the history;\ndata/calendars/README.md)" },
+    { "ohlc", 'O', KR_CLI_CHOICE, "consistent|raw", 0, 0, NULL,
+      "consistent (default): every path's high >= max(open,\nclose), low <= min(open, close), "
+      "prices, volume and amount\n>= 0, before the mean and quantiles; raw: the model's\ncandles "
+      "as the reference writes them (volumes may be < 0)" },
+    { "quantiles", 'q', KR_CLI_TEXT, "LIST|none", 0, 0, NULL,
+      "quantiles for --format json (default 0.1,0.5,0.9); given\nwith csv, adds columns <col>_q<q> "
+      "(close_q0.1, ...) for\nevery column; the csv default is close_q0.1 and close_q0.9\n(none: "
+      "the mean's seven columns only)" },
+    { "format", 'F', KR_CLI_CHOICE, "csv|json", 0, 0, NULL,
+      "csv: the mean path, prices with the input's decimals, whole\nvolumes when the input's are; "
+      "json: mean, quantiles, every\npath with its tokens, timing, exact doubles (default csv)" },
+    { "output", 'o', KR_CLI_FILE, "FILE|DIR", 0, 0, NULL,
+      "write there instead of stdout; a directory (existing, or\na name ending in '/'; a batch "
+      "needs one) receives\n<name>.forecast.<csv|json> per input" },
+    { "threads", 'j', KR_CLI_INT, "N", 0, 0, NULL, "compute threads (default: all CPUs)" },
+    { "batch-size", 'B', KR_CLI_INT, "N", 0, 0, NULL,
+      "a batch of inputs runs in static batches of N series x\npaths rows, each finished before "
+      "the next (default 64;\n0 = every series at once)" },
+    { "quant", 'Q', KR_CLI_TEXT, "FMT", 0, 0, NULL,
+      "weights: f32 (default), bf16, int8, fp8, q4 (quantised at\nload; a kronos quantize "
+      "checkpoint keeps its own format)" },
+    { "kv-dtype", 'K', KR_CLI_NUM, "T", 0, 0, NULL,
+      "KV-cache precision: f32 (default), bf16, int8" },
+    { "allow-nonfinite-weights", KR_OPT_ALLOW_NONFINITE, KR_CLI_FLAG, NULL, 0, 0, NULL,
+      "load a checkpoint even if a weight is NaN or infinite\n(refused by default: such weights "
+      "corrupt forecasts)" },
+    { "help", 'h', KR_CLI_FLAG, NULL, 0, 0, NULL, "this text" },
+};
+
+/* The flags of `kronos forecast` (cli/options.h): its --help, getopt table, completion and man
+ * page. */
+const kr_cli_command kr_cli_forecast_spec = {
+    "forecast",
+    "CANDLES.csv --pred-len N [flags]\n       kronos forecast --input CANDLES.csv --pred-len N "
+    "[flags]",
+    "forecast candles from CSV or JSON files (mean path, paths, quantiles)",
+    "Forecasts the next N candles of each input series with a Kronos model: the mean of\n"
+    "32 sample paths with the 10 % and 90 % quantiles of the close, consistent candles\n"
+    "(high >= max(open, close), low <= min(open, close), volume and amount >= 0), prices\n"
+    "with the input's own decimals. A history under 32 rows is warned about: the model\n"
+    "normalises each series by its own mean and spread, which so few rows do not pin down.\n",
+    k_opts,
+    (int)(sizeof k_opts / sizeof k_opts[0]),
+    KR_CLI_FILE,
+};
 
 typedef struct opts {
     const char *model, *tokenizer, *future_file, *output, *format, *quant, *kv_dtype, *market;
@@ -370,33 +383,8 @@ static int check_batch_outputs(const opts *o, char *msg, size_t cap) {
 }
 
 static int parse_opts(int argc, char **argv, opts *o, char ***owned, int *n_owned) {
-    static const struct option longopts[] = {
-        { "model", required_argument, NULL, 'm' },
-        { "tokenizer", required_argument, NULL, 't' },
-        { "input", required_argument, NULL, 'i' },
-        { "pred-len", required_argument, NULL, 'n' },
-        { "lookback", required_argument, NULL, 'l' },
-        { "max-context", required_argument, NULL, 'c' },
-        { "paths", required_argument, NULL, 'p' },
-        { "temperature", required_argument, NULL, 'T' },
-        { "top-k", required_argument, NULL, 'k' },
-        { "top-p", required_argument, NULL, 'P' },
-        { "seed", required_argument, NULL, 's' },
-        { "window", required_argument, NULL, 'w' },
-        { "future-timestamps", required_argument, NULL, 'f' },
-        { "format", required_argument, NULL, 'F' },
-        { "output", required_argument, NULL, 'o' },
-        { "threads", required_argument, NULL, 'j' },
-        { "quantiles", required_argument, NULL, 'q' },
-        { "quant", required_argument, NULL, 'Q' },
-        { "kv-dtype", required_argument, NULL, 'K' },
-        KR_OPT_ALLOW_NONFINITE_ENTRY,
-        { "market", required_argument, NULL, 'M' },
-        { "ohlc", required_argument, NULL, 'O' },
-        { "batch-size", required_argument, NULL, 'B' },
-        { "help", no_argument, NULL, 'h' },
-        { NULL, 0, NULL, 0 },
-    };
+    struct option longopts[KR_CLI_MAX_OPTS];
+    kr_cli_opts_getopt(&kr_cli_forecast_spec, longopts, KR_CLI_MAX_OPTS);
     o->p = kr_forecast_default_params();
     o->p.paths = KR_CLI_FORECAST_PATHS;
     o->ohlc = KR_OHLC_CONSISTENT;
@@ -493,7 +481,7 @@ static int parse_opts(int argc, char **argv, opts *o, char ***owned, int *n_owne
             o->quantiles_given = 1;
             o->quantiles_none = 0;
             break;
-        case 'h': usage(stdout); return -1;
+        case 'h': kr_cli_opts_help(&kr_cli_forecast_spec, stdout); return -1;
         default: return kr_cli_usage_error(CMD, "%s", "unknown flag");
         }
     }

@@ -19,11 +19,13 @@ typedef struct command {
     const kr_cli_command *spec; /* its option table, NULL: described by its --help */
 } command;
 
-extern const kr_cli_command kr_cli_calendars_spec, kr_cli_version_spec, kr_cli_ingest_spec;
+extern const kr_cli_command kr_cli_calendars_spec, kr_cli_version_spec, kr_cli_ingest_spec,
+    kr_cli_forecast_spec;
 
 static const command k_commands[] = {
     { "forecast", kr_cmd_forecast,
-      "forecast candles from CSV or JSON files (mean path, paths, quantiles)", NULL },
+      "forecast candles from CSV or JSON files (mean path, paths, quantiles)",
+      &kr_cli_forecast_spec },
     { "gen-random", kr_cmd_gen_random, "write a random-weight checkpoint of a real Kronos shape",
       NULL },
     { "bench", kr_cmd_bench, "time forecasts: KV cache vs full recomputation, paths, shapes",

@@ -45,8 +45,10 @@ void kr_cli_opts_help(const kr_cli_command *cmd, FILE *f) {
         char head[64];
         snprintf(head, sizeof head, "%s--%s%s%s", !strcmp(o->name, "help") ? "-h, " : "", o->name,
                  o->arg ? " " : "", o->arg ? o->arg : "");
-        fprintf(f, "  %-24s ", head);
-        if (strlen(head) > 24) fprintf(f, "\n  %-24s ", "");
+        if (strlen(head) > 24)
+            fprintf(f, "  %s\n  %-24s ", head, "");
+        else
+            fprintf(f, "  %-24s ", head);
         for (const char *p = o->help; *p; p++) {
             fputc(*p, f);
             if (*p == '\n') fprintf(f, "  %-24s ", "");
