@@ -43,6 +43,7 @@ typedef struct generation {
     kr_calendar *cals[KR_CAL_MAX_CALENDARS];
     const kr_calendar *list[KR_CAL_MAX_CALENDARS + 1];
     int n;
+    struct generation *prev; /* the one it replaced: kept (and reachable), never freed */
 } generation;
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -319,10 +320,11 @@ done:
     return st;
 }
 
-static int find_in(const generation *g, const char *name) {
+/* The calendar called name in g (or, with aliases, one of whose aliases it is), or -1. */
+static int find_in(const generation *g, const char *name, int aliases) {
     for (int i = 0; i < g->n; i++)
         if (!strcasecmp(g->cals[i]->name, name)) return i;
-    for (int i = 0; i < g->n; i++) /* an alias names the calendar too ("extends": "SZSE") */
+    for (int i = 0; i < g->n && aliases; i++) /* "extends": "SZSE" names SSE's */
         for (int k = 0; k < g->cals[i]->n_aliases; k++)
             if (!strcasecmp(g->cals[i]->aliases[k], name)) return i;
     return -1;
@@ -343,20 +345,24 @@ static kr_status apply_text(generation *g, const char *label, const char *text, 
     if (ext && !cJSON_IsString(ext)) {
         st = kr_error_set(err, KR_ERR_FORMAT, "%s: field 'extends' must name a calendar", label);
     } else if (ext && pass == 1) {
-        const int at = find_in(g, ext->valuestring);
+        const int at = find_in(g, ext->valuestring, 1);
         if (at < 0)
             st = kr_error_set(err, KR_ERR_FORMAT,
                               "%s: 'extends' names '%.40s', which is no known calendar", label,
                               ext->valuestring);
-        else if ((st = extend_calendar(label, root, g->cals[at], &c, err)) == KR_OK)
-            g->cals[at] = c; /* the old copy stays reachable from no list: leaked, once */
+        else if ((st = extend_calendar(label, root, g->cals[at], &c, err)) == KR_OK) {
+            /* The generation is not published yet: nobody holds the calendar replaced. */
+            calendar_free(g->cals[at]);
+            g->cals[at] = c;
+        }
     } else if (!ext && pass == 0) {
         if ((st = parse_calendar(label, root, &c, err)) == KR_OK) {
             snprintf(c->origin, sizeof c->origin, "%s", label);
             const char *slash = strrchr(label, '/');
             snprintf(c->file, sizeof c->file, "%s", slash ? slash + 1 : label);
-            const int at = find_in(g, c->name);
+            const int at = find_in(g, c->name, 0);
             if (at >= 0) {
+                calendar_free(g->cals[at]); /* unpublished: nobody holds it */
                 g->cals[at] = c;
             } else if (g->n < KR_CAL_MAX_CALENDARS) {
                 g->cals[g->n++] = c;
@@ -436,7 +442,8 @@ kr_status kr_calendar_load(const char *shipped_dir, const char *user_dir, kr_err
     kr_status st = build(shipped_dir, user_dir, &g, err);
     if (st != KR_OK) return st;
     pthread_mutex_lock(&g_lock);
-    g_current = g; /* the previous generation stays allocated: its calendars may be in use */
+    g->prev = g_current; /* stays allocated: its calendars may be in use */
+    g_current = g;
     g_error[0] = '\0';
     g_loaded = 1;
     pthread_mutex_unlock(&g_lock);
