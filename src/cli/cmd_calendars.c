@@ -60,6 +60,7 @@ const kr_cli_command kr_cli_calendars_spec = {
     k_opts,
     (int)(sizeof k_opts / sizeof k_opts[0]),
     KR_CLI_FLAG,
+    0,
 };
 
 int kr_cmd_calendars(int argc, char **argv) {

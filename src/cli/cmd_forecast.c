@@ -114,6 +114,7 @@ const kr_cli_command kr_cli_forecast_spec = {
     k_opts,
     (int)(sizeof k_opts / sizeof k_opts[0]),
     KR_CLI_FILE,
+    0,
 };
 
 typedef struct opts {

@@ -48,6 +48,7 @@ const kr_cli_command kr_cli_ingest_spec = {
     k_opts,
     (int)(sizeof k_opts / sizeof k_opts[0]),
     KR_CLI_FILE,
+    16,
 };
 
 /* A warning (not an error) when the bars' spacing disagrees with the interval named: the

@@ -28,6 +28,7 @@ const kr_cli_command kr_cli_version_spec = {
     k_opts,
     (int)(sizeof k_opts / sizeof k_opts[0]),
     KR_CLI_FLAG,
+    0,
 };
 
 int kr_cmd_version(int argc, char **argv) {

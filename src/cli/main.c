@@ -20,7 +20,8 @@ typedef struct command {
 } command;
 
 extern const kr_cli_command kr_cli_calendars_spec, kr_cli_version_spec, kr_cli_ingest_spec,
-    kr_cli_forecast_spec;
+    kr_cli_forecast_spec, kr_cli_analyze_spec, kr_cli_quantize_spec, kr_cli_eval_quant_spec,
+    kr_cli_bench_spec;
 
 static const command k_commands[] = {
     { "forecast", kr_cmd_forecast,
@@ -29,7 +30,7 @@ static const command k_commands[] = {
     { "gen-random", kr_cmd_gen_random, "write a random-weight checkpoint of a real Kronos shape",
       NULL },
     { "bench", kr_cmd_bench, "time forecasts: KV cache vs full recomputation, paths, shapes",
-      NULL },
+      &kr_cli_bench_spec },
     { "serve", kr_cmd_serve,
       "serve forecasts over HTTP (continuous batching, prefix cache, metrics)", NULL },
     { "ingest", kr_cmd_ingest,
@@ -37,11 +38,12 @@ static const command k_commands[] = {
     { "store", kr_cmd_store, "list the stored series, or delete one (or a range of its candles)",
       NULL },
     { "analyze", kr_cmd_analyze, "report on stored symbols: forecast statistics, risk, technicals",
-      NULL },
+      &kr_cli_analyze_spec },
     { "quantize", kr_cmd_quantize,
-      "write a bf16 / int8 / fp8 / q4 checkpoint, calibrated on candle files", NULL },
+      "write a bf16 / int8 / fp8 / q4 checkpoint, calibrated on candle files",
+      &kr_cli_quantize_spec },
     { "eval-quant", kr_cmd_eval_quant,
-      "measure what a quantised format costs in accuracy against f32", NULL },
+      "measure what a quantised format costs in accuracy against f32", &kr_cli_eval_quant_spec },
     { "pull", kr_cmd_pull, "download a Kronos checkpoint from the Hugging Face hub into its cache",
       NULL },
     { "calendars", kr_cmd_calendars,

@@ -45,13 +45,14 @@ void kr_cli_opts_help(const kr_cli_command *cmd, FILE *f) {
         char head[64];
         snprintf(head, sizeof head, "%s--%s%s%s", !strcmp(o->name, "help") ? "-h, " : "", o->name,
                  o->arg ? " " : "", o->arg ? o->arg : "");
-        if (strlen(head) > 24)
-            fprintf(f, "  %s\n  %-24s ", head, "");
+        const int col = cmd->column > 0 ? cmd->column : 24;
+        if ((int)strlen(head) > col)
+            fprintf(f, "  %s\n  %-*s ", head, col, "");
         else
-            fprintf(f, "  %-24s ", head);
+            fprintf(f, "  %-*s ", col, head);
         for (const char *p = o->help; *p; p++) {
             fputc(*p, f);
-            if (*p == '\n') fprintf(f, "  %-24s ", "");
+            if (*p == '\n') fprintf(f, "  %-*s ", col, "");
         }
         if (o->def) fprintf(f, " (default %s)", o->def);
         fputc('\n', f);

@@ -42,6 +42,8 @@ typedef struct kr_cli_command {
     const kr_cli_opt *opts;
     int n_opts;
     kr_cli_opt_type operands; /* what the operands are (KR_CLI_FILE: files), KR_CLI_FLAG: none */
+    int column; /* --help: the width of the flag column (0: 24); a longer flag and argument
+                   put their help on the next line */
 } kr_cli_command;
 
 #define KR_CLI_MAX_OPTS 64
