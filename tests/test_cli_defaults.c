@@ -201,6 +201,23 @@ static void test_calendar_runs_out(void **state) {
            "\"calendar\":{\"name\":\"SSE\",\"years\":[2010,2026],\"holidays_known\":false}",
            "holidays through 2026");
     expect("calendars", 0, "SSE      2010-2026", NULL);
+    /* analyze leads its report with a banner (JSON calendar_notice). */
+    snprintf(args, sizeof args, "ingest --symbol 600977.SH --market SSE --db %s/cal.db %s", g_tmp,
+             path);
+    expect(args, 0, NULL, NULL);
+    snprintf(args, sizeof args,
+             "analyze 600977.SH --db %s/cal.db --horizon 5 --paths 8 --max-paths 8 --format md",
+             g_tmp);
+    expect(args, 0, "**CALENDAR PAST ITS YEARS: 600977.SH 1d: its forecast bars run past 2026",
+           NULL);
+    snprintf(args, sizeof args,
+             "analyze 600977.SH --db %s/cal.db --horizon 5 --paths 8 --max-paths 8", g_tmp);
+    const kr_test_run *a = kronos(args);
+    cJSON *rep = cJSON_Parse(a->out);
+    assert_non_null(rep);
+    assert_non_null(strstr(cJSON_GetObjectItem(rep, "calendar_notice")->valuestring,
+                           "CALENDAR PAST ITS YEARS: 600977.SH"));
+    cJSON_Delete(rep);
     /* A user's notice for 2027 (invented dates for the test) extends SSE. */
     char dir[1200];
     snprintf(dir, sizeof dir, "%s/cal", g_tmp);
