@@ -163,7 +163,7 @@ static void test_errors_that_help(void **state) {
              "--pred-len 2",
              KR_SOURCE_DIR);
     expect(args, 1, NULL, "not a CSV/JSON candle file (it looks like a safetensors model file)");
-    const char *xlsx = write_file("book.xlsx", "PK\x03\x04\x14\0\x06\0junk", 14);
+    const char *xlsx = write_file("book.xlsx", "PK\x03\x04\x14\0\x06\0junk", 12);
     snprintf(args, sizeof args, "forecast %s --pred-len 2", xlsx);
     expect(args, 1, NULL, "Excel .xlsx");
     const char *png = write_file("chart.png", "\x89PNG\r\n\x1a\n\0\0\0\rIHDR", 16);
