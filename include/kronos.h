@@ -68,6 +68,18 @@ extern "C" {
  * the header a program was compiled with). */
 KR_API const char *kr_version(void);
 
+/* What this library is (`kronos version`): all strings static. */
+typedef struct kr_build_info {
+    const char *version; /* kr_version() */
+    const char *git_commit; /* the source's commit when it was configured, or "unknown" */
+    const char *build_type; /* CMake's: Release, RelWithDebInfo, Debug, ... */
+    const char *compiler; /* name and version */
+    const char *isa_active; /* the kernels in use now: scalar, avx2, avx512 */
+    const char *isa_supported; /* every row this CPU runs: "scalar avx2 avx512" */
+    const char *libraries; /* linked libraries with their run-time versions */
+} kr_build_info;
+KR_API void kr_get_build_info(kr_build_info *out);
+
 /* ---------------------------------------------------------------- model */
 
 typedef struct kr_model kr_model; /* tokenizer + predictor pair, immutable after load */
@@ -127,6 +139,13 @@ KR_API void kr_model_get_info(const kr_model *model, kr_model_info *info);
 
 /* Column order used everywhere: open, high, low, close, volume, amount. */
 enum { KR_OPEN = 0, KR_HIGH, KR_LOW, KR_CLOSE, KR_VOLUME, KR_AMOUNT, KR_N_FEATURES };
+
+/* The fewest history rows a forecast should rest on: the model sees each series normalised by
+ * its own mean and standard deviation over the lookback, and fewer rows than this pin neither
+ * down (the standard error of a std over n rows is ~1/sqrt(2n): 12 % at 32 rows, 41 % at 3),
+ * so the same candles would be read at another scale. The CLI warns below it, the HTTP API
+ * refuses it (400), as `kronos analyze` does. */
+#define KR_FORECAST_MIN_ROWS 32
 
 /* A candle history. Borrowed by the forecast calls (copied by kr_submit); values are as read
  * (double), the engine converts them to float32 exactly as the reference does. */

@@ -350,7 +350,7 @@ static void test_json_routes_refuse(void **state) {
     c.max_horizon = 30;
     kr_server *s = start_server(&c);
     int port = kr_server_port(s);
-    char *fc = forecast_body(0, 20, "\"pred_len\":2");
+    char *fc = forecast_body(0, KR_FORECAST_MIN_ROWS, "\"pred_len\":2");
     size_t n = strlen(fc);
     char *fc_tail = malloc(n + 8);
     snprintf(fc_tail, n + 8, "%sxyz", fc);

@@ -132,6 +132,9 @@ typedef struct kr_server_config {
     char timezone[64]; /* IANA zone of the profiles' times ("" = from market, else the
                           machine's local time) */
     char market[32]; /* a calendar name (SSE, NYSE, ...): its zone when timezone is "" */
+    /* Calendar files that replace or extend the shipped ones (kr_calendar_load; `kronos serve`
+     * loads them at start, a --calendar-dir flag outranks it); "" = $KRONOS_CALENDAR_DIR. */
+    char calendar_dir[KR_SERVER_PATH_MAX];
     char llm_url[KR_SERVER_PATH_MAX]; /* LLM endpoint of the optional narrative of the
                                          analyses (a request asks with "narrative": true;
                                          "" = none; requests never name URLs themselves) */

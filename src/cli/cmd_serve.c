@@ -239,6 +239,12 @@ static int apply_flags(const flags *fl, kr_server_config *cfg) {
         return kr_cli_usage_error(CMD, "%s", msg);
     }
     if (!cfg->web_root[0]) kr_share_path("web", cfg->web_root, sizeof cfg->web_root);
+    /* The config's calendar_dir, unless --calendar-dir (read before any command) named one. */
+    if (cfg->calendar_dir[0] && !kr_cli_calendar_dir_given()) {
+        char cal_msg[1024];
+        if (kr_cli_load_calendars(cfg->calendar_dir, 0, cal_msg, sizeof cal_msg) != 0)
+            return kr_cli_usage_error(CMD, "calendar_dir: %s", cal_msg);
+    }
     /* The store: the flag, else the config's db, else $KRONOS_DB / the XDG data directory. It
      * is optional for serving forecasts: without one only its routes fail (503). One that was
      * asked for (--db, the config's db, KRONOS_DB) must be usable now, not at the first write. */

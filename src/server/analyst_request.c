@@ -410,6 +410,7 @@ kr_status kr_api_analyze_parse(const char *json, size_t len, int batch, const kr
         }
         const char *sym_field = v.stock_code ? "stock_code" : "symbol";
         if (v.stock_code) v.symbol = v.stock_code;
+        out->stock_code = v.stock_code != NULL;
         if (!v.symbol && !v.candles) {
             st =
                 kr_api_error_set(err, 400, "symbol", "required (a stored symbol), or give candles");

@@ -32,6 +32,7 @@ typedef struct kr_api_analyze_request {
     int stream; /* answer as text/event-stream */
     char market[24]; /* "market": every symbol's calendar; "" = stored / suffix / inferred */
     int all; /* batch "all": true: every stored series (symbols empty) */
+    int stock_code; /* the symbol came as "stock_code": errors name that field */
     int narrative; /* "narrative": true: the language-model prose too (server llm_url) */
 } kr_api_analyze_request;
 

@@ -269,6 +269,7 @@ static const str_key k_str_keys[] = {
     { "access_log", CFG_OFF(access_log), KR_SERVER_PATH_MAX },
     { "timezone", CFG_OFF(timezone), 64 },
     { "market", CFG_OFF(market), 32 },
+    { "calendar_dir", CFG_OFF(calendar_dir), KR_SERVER_PATH_MAX },
     { "llm_url", CFG_OFF(llm_url), KR_SERVER_PATH_MAX },
     { "llm_model", CFG_OFF(llm_model), 128 },
 };

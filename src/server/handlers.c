@@ -252,7 +252,15 @@ static enum MHD_Result wait_and_reply(struct MHD_Connection *mc, kr_conn *c) {
     int status;
     size_t len;
     char *body = final_body(c, &st, &status, &len);
-    return kr_srv_reply(mc, c, status, "application/json", body, len, NULL, NULL);
+    /* A forecast stamped past its calendar's known holidays says so in a header too, for
+     * clients that read only the numbers. */
+    const kr_calendar_coverage *cov = &c->req.coverage;
+    char warning[64];
+    snprintf(warning, sizeof warning, "calendar %s holidays unknown after %d", cov->name,
+             cov->year_last);
+    const int warn = status == 200 && cov->past_last_year;
+    return kr_srv_reply(mc, c, status, "application/json", body, len,
+                        warn ? "X-Kronos-Warning" : NULL, warn ? warning : NULL);
 }
 
 enum MHD_Result kr_handle_forecast(struct MHD_Connection *mc, kr_conn *c) {
@@ -261,6 +269,15 @@ enum MHD_Result kr_handle_forecast(struct MHD_Connection *mc, kr_conn *c) {
     if (kr_api_forecast_parse(c->body, c->len, &s->limits, &c->req, &aerr) != KR_OK)
         return kr_srv_reply_error(mc, c, aerr.status ? aerr.status : 400, aerr.message, aerr.field);
     kr_srv_drop_body(c);
+    /* A forecast must rest on enough history (the CLI warns, an API client gets the rule). */
+    if (c->req.candles->n < KR_FORECAST_MIN_ROWS) {
+        char msg[256];
+        snprintf(msg, sizeof msg,
+                 "candles: %lld rows given, a forecast needs at least %d: the model normalises a "
+                 "series by its own mean and spread, which fewer rows do not pin down",
+                 (long long)c->req.candles->n, KR_FORECAST_MIN_ROWS);
+        return kr_srv_reply_error(mc, c, 400, msg, "candles");
+    }
 
     double timeout = s->cfg.request_timeout_s;
     if (c->req.timeout_s > 0 && c->req.timeout_s < timeout) timeout = c->req.timeout_s;

@@ -791,6 +791,32 @@ static kr_status market_future(const cJSON *v, int have_future, kr_api_request *
     return KR_OK;
 }
 
+/* Whether the forecast's stamps stay within the years whose holidays their calendar lists
+ * (the engine infers the same stamps from the same history when the client gave neither
+ * future_timestamps nor a market). Stamps a client gave follow no calendar of ours. */
+static kr_status stamp_coverage(kr_api_request *r, int client_stamps, kr_api_error *err) {
+    if (client_stamps) return KR_OK;
+    const int P = r->params.pred_len;
+    int64_t *stamps = r->future_timestamps;
+    kr_error e = { 0 };
+    if (!stamps) {
+        stamps = malloc((size_t)P * sizeof *stamps);
+        if (!stamps) return kr_api_error_set(err, 503, "candles", "out of memory");
+        /* A history no calendar can continue fails here as the engine would fail it. */
+        if (kr_calendar_future(r->candles->timestamps, r->candles->n, P, stamps, NULL, &e) !=
+            KR_OK) {
+            free(stamps);
+            return kr_api_error_set(err, 400, "candles", "%s", e.message);
+        }
+    }
+    kr_status st =
+        kr_calendar_coverage_of(r->market[0] ? r->market : NULL, NULL, r->candles->timestamps,
+                                r->candles->n, stamps, P, &r->coverage, &e);
+    if (stamps != r->future_timestamps) free(stamps);
+    if (st != KR_OK) memset(&r->coverage, 0, sizeof r->coverage); /* not worth failing for */
+    return KR_OK;
+}
+
 /* The fields of a forecast request, read into out (whose params hold the defaults). */
 static const char *const k_ohlc[] = { "raw", "consistent", NULL };
 
@@ -865,6 +891,7 @@ kr_status kr_api_forecast_parse(const char *json, size_t len, const kr_api_limit
     }
     if (future && (st = parse_future(future, out, err)) != KR_OK) goto fail;
     if (market && (st = market_future(market, future != NULL, out, err)) != KR_OK) goto fail;
+    if ((st = stamp_coverage(out, future != NULL, err)) != KR_OK) goto fail;
     cJSON_Delete(root);
     return KR_OK;
 fail:

@@ -64,6 +64,10 @@ typedef struct kr_api_request {
     double timeout_s; /* 0: the server's request_timeout_s */
     kr_ohlc_mode ohlc; /* "ohlc": raw (default) or consistent candles in the answer */
     char market[24]; /* "market": the calendar that made future_timestamps, or "" */
+    /* The forecast stamps' calendar and whether its holidays cover them (name "" when the
+     * client gave future_timestamps): the answer's "calendar", "warnings" and its
+     * X-Kronos-Warning header. */
+    kr_calendar_coverage coverage;
 } kr_api_request;
 
 /* Parses and validates a request body (len bytes, need not be NUL-terminated). limits NULL =

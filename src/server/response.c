@@ -67,6 +67,11 @@ kr_status kr_api_forecast_json(const kr_api_request *req, const kr_forecast *fc,
     jp.head = head_text;
     jp.queue_seconds = usage->queue_seconds;
     jp.ttft_seconds = usage->ttft_seconds;
+    jp.calendar = &req->coverage;
+    jp.volume_absent = req->candles && !req->candles->has_volume;
+    const char *warnings[1] = { req->coverage.message };
+    jp.warnings = warnings;
+    jp.n_warnings = req->coverage.past_last_year ? 1 : 0;
     /* Consistent candles (or a zero-volume history's zero volumes) replace the engine's before
      * the mean and quantiles; raw answers keep the engine's numbers untouched. */
     kr_path_set *ps = NULL;

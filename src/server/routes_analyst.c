@@ -269,7 +269,7 @@ static void task_plan(analyze_task *t) {
         else if (r->batch)
             snprintf(field, sizeof field, "symbols[%d]", i);
         else
-            snprintf(field, sizeof field, "symbol");
+            snprintf(field, sizeof field, "%s", r->stock_code ? "stock_code" : "symbol");
         snprintf(msg, sizeof msg, "reading %s", sym);
         emit(t, "load", sym, msg);
         /* A batch reports a symbol it cannot load beside the others' reports; a single
@@ -344,7 +344,7 @@ static void task_run(analyze_task *t) {
             else if (r->batch)
                 snprintf(field, sizeof field, "symbols[%d]", i);
             else
-                snprintf(field, sizeof field, "symbol");
+                snprintf(field, sizeof field, "%s", r->stock_code ? "stock_code" : "symbol");
             const char *sym = r->symbols[i];
             /* Symbols ignore case: the report carries the stored spelling (names[i]). */
             if (kr_store_read(store, t->names[i], t->intervals[i], KR_API_CANDLES_MAX, &t->cs[i],

@@ -229,7 +229,8 @@ enum MHD_Result kr_handle_candles_post(struct MHD_Connection *mc, kr_conn *c, co
     kr_error ke = { 0 };
     kr_store_upsert_stats counts = { 0 };
     kr_status st = kr_store_upsert_ex(store, symbol, interval, cs, &counts, &ke);
-    if (st == KR_OK && cal) st = kr_store_set_market(store, symbol, kr_calendar_name(cal), &ke);
+    if (st == KR_OK && cal)
+        st = kr_store_set_market(store, symbol, kr_calendar_spelling(cal, market_arg), &ke);
     int64_t written = cs->n;
     kr_candles_free(cs);
     kr_store_entry *e = NULL;

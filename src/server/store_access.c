@@ -135,7 +135,15 @@ int kr_store_access_pick_interval(kr_server *s, kr_store *store, const char *sym
     }
     char list[512];
     int status = 0;
-    if (n == 0) {
+    char suggested[40];
+    if (n == 0 && kr_symbol_suggest_exchange(symbol, suggested, sizeof suggested)) {
+        /* A bare A-share code: the store names series with their exchange. */
+        kr_api_error_set(err, not_found_status, field,
+                         "no candles stored for '%s': an A-share code names its exchange, "
+                         "did you mean '%s'? (6xxxxx: .SH, 0/3xxxxx: .SZ, 8/4xxxxx: .BJ)",
+                         symbol, suggested);
+        status = not_found_status;
+    } else if (n == 0) {
         kr_api_error_set(
             err, not_found_status, field,
             "no candles stored for '%s' (add some with POST /v1/candles/%s?interval=1d "

@@ -69,6 +69,8 @@ def help_flags(text):
 def source_flags(src, cmd):
     text = read(src, f"src/cli/cmd_{cmd.replace('-', '_')}.c")
     flags = set(re.findall(r'\{\s*"([a-z0-9-]+)",\s*(?:no|required|optional)_argument', text))
+    # An option table (src/cli/options.h): { "name", KEY, KR_CLI_TYPE, ... }.
+    flags |= set(re.findall(r'\{\s*"([a-z0-9-]+)",\s*[^,{}]+,\s*KR_CLI_[A-Z]+', text))
     if "KR_OPT_ALLOW_NONFINITE_ENTRY" in text:
         flags.add("allow-nonfinite-weights")
     return flags

@@ -58,6 +58,7 @@ static size_t on_header(char *p, size_t sz, size_t n, void *ud) {
     copy_header(p, k, "Accept-Ranges:", r->accept_ranges, sizeof r->accept_ranges);
     copy_header(p, k, "Cache-Control:", r->cache_control, sizeof r->cache_control);
     copy_header(p, k, "Content-Length:", r->content_length, sizeof r->content_length);
+    copy_header(p, k, "X-Kronos-Warning:", r->kronos_warning, sizeof r->kronos_warning);
     return k;
 }
 

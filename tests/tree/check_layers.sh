@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fails when a file of a layer includes a header of a layer above it (the architecture of
-# README "How it is built"): each src/<layer>/ may include its own headers, the public ones
+# docs/internals.md "How it is built"): each src/<layer>/ may include its own headers, the public ones
 # (include/) and those of the layers listed for it below — dependencies point down only.
 set -euo pipefail
 cd "$(dirname "$0")/../.."

@@ -585,9 +585,12 @@ async function main() {
       method: 'POST',
       headers: { 'Content-Type': 'application/json' },
       body: JSON.stringify({
-        candles: [['2024-06-18 11:15:00', 11.27, 11.28, 11.26, 11.27, 379],
-          ['2024-06-18 11:20:00', 11.27, 11.28, 11.27, 11.27, 277],
-          ['2024-06-18 11:25:00', 11.27, 11.29, 11.26, 11.28, 410]],
+        // 36 five-minute bars from 08:35 (a forecast needs 32 rows).
+        candles: Array.from({ length: 36 }, (_, k) => {
+          const m = 8 * 60 + 35 + 5 * k;
+          const t = `2024-06-18 ${String(Math.floor(m / 60)).padStart(2, '0')}:${String(m % 60).padStart(2, '0')}:00`;
+          return [t, 11.27, 11.28 + 0.01 * (k % 2), 11.26, 11.27, 300 + k];
+        }),
         pred_len: 4,
         paths: 4,
       }),
