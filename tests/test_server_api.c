@@ -78,6 +78,48 @@ static void test_request_array_rows(void **state) {
     kr_api_request_free(&r); /* idempotent */
 }
 
+/* "norm" (exact by default, or the server's default), "norm_refresh" and "model". */
+static void test_request_norm_and_model(void **state) {
+    (void)state;
+    const char *rows = "\"candles\": [[1704186000,10,11,9.5,10.5,100],[1704186300,10.5,11.5,10,11,"
+                       "200]], \"pred_len\": 1";
+    char body[512];
+    snprintf(body, sizeof body, "{%s}", rows);
+    kr_api_request r = parse_ok(body);
+    assert_int_equal(r.params.norm, KR_NORM_EXACT);
+    assert_string_equal(r.model, "");
+    kr_api_request_free(&r);
+    snprintf(body, sizeof body,
+             "{%s, \"norm\": \"anchored\", \"norm_refresh\": 16, \"model\": \"small-int8\"}", rows);
+    r = parse_ok(body);
+    assert_int_equal(r.params.norm, KR_NORM_ANCHORED);
+    assert_int_equal(r.params.norm_refresh, 16);
+    assert_string_equal(r.model, "small-int8");
+    kr_api_request_free(&r);
+    /* The server's default applies to a request that does not say. */
+    kr_api_limits lim = kr_api_default_limits();
+    lim.default_norm = KR_NORM_ANCHORED;
+    lim.default_norm_refresh = 32;
+    snprintf(body, sizeof body, "{%s}", rows);
+    kr_api_error e;
+    assert_int_equal(kr_api_forecast_parse(body, strlen(body), &lim, &r, &e), KR_OK);
+    assert_int_equal(r.params.norm, KR_NORM_ANCHORED);
+    assert_int_equal(r.params.norm_refresh, 32);
+    kr_api_request_free(&r);
+    const char *bad[][2] = {
+        { "\"norm\": \"rolling\"", "norm" },       { "\"norm\": 1", "norm" },
+        { "\"norm_refresh\": 0", "norm_refresh" }, { "\"model\": \"\"", "model" },
+        { "\"model\": \"../x\"", "model" },        { "\"model\": 3", "model" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(body, sizeof body, "{%s, %s}", rows, bad[i][0]);
+        memset(&e, 0, sizeof e);
+        assert_int_not_equal(kr_api_forecast_parse(body, strlen(body), NULL, &r, &e), KR_OK);
+        assert_int_equal(e.status, 400);
+        assert_string_equal(e.field, bad[i][1]);
+    }
+}
+
 /* Epoch seconds with a fraction (pandas' float seconds, time.time()), as JSON numbers and as
  * strings: the fraction truncated, as a date-time's fractional seconds are. */
 static void test_request_fractional_epochs(void **state) {
@@ -1097,6 +1139,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_request_array_rows),
         cmocka_unit_test(test_request_fractional_epochs),
+        cmocka_unit_test(test_request_norm_and_model),
         cmocka_unit_test(test_request_layouts_agree),
         cmocka_unit_test(test_request_defaults_and_future),
         cmocka_unit_test(test_request_errors),

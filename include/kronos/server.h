@@ -133,6 +133,9 @@ typedef struct kr_server_config {
                                          "" = none; requests never name URLs themselves) */
     char llm_model[128]; /* its model ("" = KR_NARRATIVE_DEFAULT_MODEL) */
     double llm_timeout_s; /* per narrative request (default 60 s) */
+    char norm[16]; /* normalisation of requests that do not say: "exact" (default) or
+                      "anchored" (docs/api.md, "norm") */
+    int norm_refresh_bars; /* anchored: a new anchor after this many bars (default 64) */
     int n_profiles;
     kr_server_profile profiles[KR_SERVER_MAX_PROFILES];
     kr_server_profile_cb on_profile; /* may be NULL */

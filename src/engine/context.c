@@ -340,6 +340,7 @@ static void register_metrics(kr_context *c) {
 
 static void context_destroy(kr_context *c) {
     kr_prefix_cache_free(c->cache);
+    kr_norm_anchors_free(c->anchors);
     /* After the cache's blocks are back: what the pool kept within this budget goes too. */
     if (c->kv_keep_reserved) kr_kv_pool_keep_release(c->kv_keep_reserved);
     kr_pool_free(c->eng.ex.pool);
@@ -433,6 +434,7 @@ static kr_status context_create(const kr_model *model, const kr_context_params *
         st = kr_error_set(err, KR_ERR_NOMEM, "context: out of memory");
     if (st == KR_OK && p.prefix_cache)
         st = kr_prefix_cache_create(c->p.kv_budget_bytes / 2, &c->cache, err);
+    if (st == KR_OK) st = kr_norm_anchors_create(&c->anchors, err);
     if (st != KR_OK) {
         context_destroy(c);
         return st;
@@ -515,7 +517,8 @@ static kr_status submit(kr_context *c, const kr_series *series, int index, int n
     if (rst != KR_OK) return rst;
     kr_req *r = calloc(1, sizeof *r);
     if (!r) return kr_error_set(err, KR_ERR_NOMEM, "submit: out of memory");
-    kr_status st = kr_forecast_job_prepare(&r->job, series, index, n_series, params, err);
+    kr_status st =
+        kr_forecast_job_prepare_with(&r->job, series, index, n_series, params, c->anchors, err);
     if (st != KR_OK) {
         free(r);
         return st;

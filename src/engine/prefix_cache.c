@@ -113,6 +113,13 @@ static int same_rows(const entry *e, const int32_t *s1, const int32_t *s2, const
            (!stamps || !memcmp(e->stamps, stamps, (size_t)rows * 5 * sizeof(float)));
 }
 
+static int same_row(const entry *e, const int32_t *s1, const int32_t *s2, const float *stamps,
+                    int r) {
+    return e->s1[r] == s1[r] && e->s2[r] == s2[r] &&
+           (!stamps ||
+            !memcmp(e->stamps + (size_t)r * 5, stamps + (size_t)r * 5, 5 * sizeof(float)));
+}
+
 static void entry_drop(kr_prefix_cache *c, int i) {
     entry *e = &c->e[i];
     kr_prefix_release(e->p);
@@ -162,13 +169,21 @@ static kr_prefix *lookup(void *user, const int32_t *s1, const int32_t *s2, const
             break;
         }
         /* Longest common run of whole blocks (never the whole window: its last row's logits
-         * would be missing), confirmed token by token. */
-        int kmax = (e->n < n ? e->n : n) / KR_PREFIX_BLOCK;
-        if (kmax * KR_PREFIX_BLOCK >= n) kmax--;
-        for (int k = kmax; k > 0 && k * KR_PREFIX_BLOCK > best_rows; k--)
+         * would be missing), confirmed token by token, then extended token by token into the
+         * next block: a window grown by a bar whose earlier tokens did not change (anchored
+         * normalisation, or exact statistics that moved too little to flip a bit) reuses all
+         * of them, not only whole blocks. K/V rows depend on the tokens before them only, so
+         * equal tokens give equal rows. */
+        int limit = e->n < n - 1 ? e->n : n - 1;
+        int kmax = limit / KR_PREFIX_BLOCK;
+        for (int k = kmax; k > 0; k--)
             if (e->chain[k] == chain[k] && same_rows(e, s1, s2, stamps, k * KR_PREFIX_BLOCK)) {
-                best = i;
-                best_rows = k * KR_PREFIX_BLOCK;
+                int r = k * KR_PREFIX_BLOCK;
+                while (r < limit && same_row(e, s1, s2, stamps, r)) r++;
+                if (r > best_rows) {
+                    best = i;
+                    best_rows = r;
+                }
                 break;
             }
     }

@@ -60,6 +60,8 @@ void kr_server_config_defaults(kr_server_config *c) {
     c->sched.tune_relax_s = 600;
     c->llm_timeout_s = 60.0;
     c->analysis_priority = KR_PRIORITY_LOW;
+    snprintf(c->norm, sizeof c->norm, "exact");
+    c->norm_refresh_bars = 64;
 }
 
 /* ------------------------------------------------------------------ helpers */
@@ -201,6 +203,7 @@ static const int_key k_int_keys[] = {
     { "max_calibrate", 0, 1000, CFG_OFF(max_calibrate), 0 },
     { "max_symbols", 1, 64, CFG_OFF(max_symbols), 0 },
     { "batch_size", 0, 1 << 20, CFG_OFF(batch_size), 0 },
+    { "norm_refresh_bars", 1, 1 << 20, CFG_OFF(norm_refresh_bars), 0 },
     { "batch_wait_ms", 0, 60000, CFG_OFF(sched.batch_wait_ms), PROF_OFF(batch_wait_ms) },
     { "max_batch_tokens", 1, 1 << 24, CFG_OFF(sched.max_batch_tokens), PROF_OFF(max_batch_tokens) },
     { "max_running", 1, 65536, CFG_OFF(sched.max_running), PROF_OFF(max_running) },
@@ -261,6 +264,7 @@ static const str_key k_str_keys[] = {
     { "market", CFG_OFF(market), 32 },
     { "llm_url", CFG_OFF(llm_url), KR_SERVER_PATH_MAX },
     { "llm_model", CFG_OFF(llm_model), 128 },
+    { "norm", CFG_OFF(norm), 16 },
 };
 
 /* Byte sizes: a number of bytes or a string with a unit ("128MiB"), range in bytes. */
@@ -592,6 +596,9 @@ kr_status kr_server_config_validate(const kr_server_config *c, kr_error *err) {
                             "request that large could ever be admitted",
                             c->max_request_memory, c->max_memory_in_flight);
     if (!c->host[0]) return kr_error_set(err, KR_ERR_INVALID_ARG, "host: must not be empty");
+    if (strcmp(c->norm, "exact") && strcmp(c->norm, "anchored"))
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "norm: '%s' is not one of exact, anchored",
+                            c->norm);
     if (c->latency_tight && c->sched.batch_wait_ms > KR_TIGHT_WAIT_MAX_MS)
         return kr_error_set(err, KR_ERR_INVALID_ARG,
                             "batch_wait_ms: latency_mode \"tight\" allows at most %d ms, got %d",

@@ -320,6 +320,8 @@ kr_status kr_server_create(const kr_model *model, const kr_server_config *cfg, k
     s->limits.max_analyze_paths = s->cfg.max_analyze_paths;
     s->limits.max_lookback = s->cfg.max_lookback;
     s->limits.max_calibrate = s->cfg.max_calibrate;
+    s->limits.default_norm = !strcmp(s->cfg.norm, "anchored") ? KR_NORM_ANCHORED : KR_NORM_EXACT;
+    s->limits.default_norm_refresh = s->cfg.norm_refresh_bars;
     s->limits.max_symbols = s->cfg.max_symbols;
     if ((st = kr_conn_watch_create(s->cfg.read_timeout_s, on_read_cut, s, &s->watch, err)) != KR_OK)
         goto fail;
