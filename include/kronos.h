@@ -326,6 +326,11 @@ typedef struct kr_request_params {
      * submitted: offline scoring with bounded memory (kr_static_batch_series tells the
      * series per batch). 0 (default): submit every series at once. */
     int static_batch_rows;
+    /* > 0: when this request reaches an idle engine first, it waits this long for company
+     * instead of the context's batch_wait_ms (offline scoring: a long wait lets concurrent
+     * jobs fill one static batch, whatever the time-of-day profile says); 0: the context's.
+     * 0 .. 60000. */
+    int batch_wait_ms;
 } kr_request_params;
 
 /* The offline commands' static batch size (kronos forecast / analyze --batch-size, the

@@ -111,8 +111,11 @@ typedef struct kr_server_config {
     int max_lookback; /* /v1/analyze: lookback (default 2048) -> 400 */
     int max_calibrate; /* /v1/analyze: calibration windows (default 10) -> 400 */
     int max_symbols; /* /v1/analyze/batch: symbols (default 64, at most 64) -> 400 */
-    int batch_size; /* /v1/analyze/batch: forecasts in static batches of this many series x
-                       paths rows (default KR_STATIC_BATCH_ROWS_DEFAULT; 0: all at once) */
+    int batch_size; /* offline scoring (/v1/analyze/batch, backtest jobs): forecasts in static
+                       batches of this many series x paths rows (default
+                       KR_STATIC_BATCH_ROWS_DEFAULT; 0: all at once) */
+    int offline_batch_wait_ms; /* offline scoring's batch wait, whatever the time-of-day profile
+                                  (kr_request_params.batch_wait_ms; default 500) */
     char db[KR_SERVER_PATH_MAX]; /* candle store for /v1/candles, /v1/analyze ("" = 503) */
     char web_root[KR_SERVER_PATH_MAX]; /* files of the page at / ("" = 404) */
     char access_log[KR_SERVER_PATH_MAX]; /* JSON lines, one per request: a file (appended),

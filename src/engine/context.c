@@ -492,6 +492,9 @@ kr_status kr_request_check(const kr_request_params *r, kr_error *err) {
                             "deadline_s must be a number of seconds (> 0: the deadline, <= 0: "
                             "none), got %g",
                             r->deadline_s);
+    if (r && (r->batch_wait_ms < 0 || r->batch_wait_ms > KR_LIMIT_BATCH_WAIT_MS))
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "batch_wait_ms must be in 0..%d, got %d",
+                            KR_LIMIT_BATCH_WAIT_MS, r->batch_wait_ms);
     return KR_OK;
 }
 

@@ -53,6 +53,7 @@ void kr_server_config_defaults(kr_server_config *c) {
     c->max_calibrate = 10;
     c->max_symbols = 64;
     c->batch_size = KR_STATIC_BATCH_ROWS_DEFAULT;
+    c->offline_batch_wait_ms = 500;
     c->sched = kr_context_default_params();
     c->sched.batch_wait_ms = 50; /* a server batches: requests arrive independently */
     c->sched.tune = 1;
@@ -204,6 +205,7 @@ static const int_key k_int_keys[] = {
     { "max_symbols", 1, 64, CFG_OFF(max_symbols), 0 },
     { "batch_size", 0, 1 << 20, CFG_OFF(batch_size), 0 },
     { "norm_refresh_bars", 1, 1 << 20, CFG_OFF(norm_refresh_bars), 0 },
+    { "offline_batch_wait_ms", 0, 60000, CFG_OFF(offline_batch_wait_ms), 0 },
     { "batch_wait_ms", 0, 60000, CFG_OFF(sched.batch_wait_ms), PROF_OFF(batch_wait_ms) },
     { "max_batch_tokens", 1, 1 << 24, CFG_OFF(sched.max_batch_tokens), PROF_OFF(max_batch_tokens) },
     { "max_running", 1, 65536, CFG_OFF(sched.max_running), PROF_OFF(max_running) },

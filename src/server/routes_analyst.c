@@ -326,6 +326,8 @@ static void task_run(analyze_task *t) {
     }
     rp.priority = s->cfg.analysis_priority;
     rp.wait_for_room = 0; /* a full queue is a 429, not a wait */
+    /* Offline scoring waits long for company, whatever the profile (latency is not its aim). */
+    if (r->batch) rp.batch_wait_ms = s->cfg.offline_batch_wait_ms;
     rp.should_abort = task_should_abort;
     rp.abort_user = t;
     p.request = &rp;
