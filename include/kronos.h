@@ -174,7 +174,7 @@ typedef struct kr_forecast_params {
                               with more paths that equal those of one bigger run */
     kr_norm_mode norm; /* default exact; anchored needs a context (kr_submit and the calls
                           over it): it remembers the anchors */
-    int norm_refresh; /* anchored: a new anchor after this many bars (<= 0: 64) */
+    int norm_refresh; /* anchored: a new anchor after this many bars (<= 0: 16) */
 } kr_forecast_params;
 
 KR_API kr_forecast_params kr_forecast_default_params(void);

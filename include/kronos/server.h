@@ -70,6 +70,17 @@ typedef struct kr_server_profile {
 typedef void (*kr_server_profile_cb)(void *user, const kr_server_profile *active,
                                      const kr_context_params *effective);
 
+#define KR_SERVER_MAX_MODELS 8
+
+/* A model served beside the main one (config "models", POST /v1/models/{name}). */
+typedef struct kr_server_model_entry {
+    char name[64]; /* letters, digits, '-', '_', '.' */
+    char model[KR_SERVER_PATH_MAX]; /* predictor dir, or a dir with predictor/ + tokenizer/ */
+    char tokenizer[KR_SERVER_PATH_MAX]; /* "" = from model */
+    char quant[16]; /* "" = as stored; f32, bf16, int8, fp8, q4: quantised at load */
+    char kv_dtype[8]; /* "" = the server's kv_dtype */
+} kr_server_model_entry;
+
 typedef struct kr_server_config {
     char model[KR_SERVER_PATH_MAX]; /* predictor dir (or dir with predictor/, tokenizer/) */
     char tokenizer[KR_SERVER_PATH_MAX]; /* "" = from model / the bundled demo model */
@@ -138,7 +149,14 @@ typedef struct kr_server_config {
     double llm_timeout_s; /* per narrative request (default 60 s) */
     char norm[16]; /* normalisation of requests that do not say: "exact" (default) or
                       "anchored" (docs/api.md, "norm") */
-    int norm_refresh_bars; /* anchored: a new anchor after this many bars (default 64) */
+    int norm_refresh_bars; /* anchored: a new anchor after this many bars (default 16) */
+    /* Models beside the main one ("models": {"name": {"model", "tokenizer", "quant",
+     * "kv_dtype"}}), the one requests without a "model" field get ("" = the main one), and how
+     * many may be served at once (the KV budget's equal shares; 0 = 1 + n_models). */
+    int n_models;
+    kr_server_model_entry models[KR_SERVER_MAX_MODELS];
+    char default_model[64];
+    int max_models;
     int n_profiles;
     kr_server_profile profiles[KR_SERVER_MAX_PROFILES];
     kr_server_profile_cb on_profile; /* may be NULL */
@@ -188,6 +206,13 @@ KR_API int kr_server_shadow_planned(const kr_model *model, const kr_server_confi
  * kr_server_create. */
 KR_API kr_status kr_server_attach_shadow(kr_server *s, kr_model *f32_model, double sample,
                                          kr_error *err);
+
+/* Makes the served models match cfg's "models" and default_model (what `kronos serve` does on
+ * SIGHUP with its config file read again): new names are loaded, changed ones replaced (new
+ * requests get the new weights at once, requests in flight finish on the old ones, which are
+ * freed after the last), names no longer listed unloaded. Every other key of cfg is ignored
+ * (a restart applies them). Thread-safe. */
+KR_API kr_status kr_server_reload_models(kr_server *s, const kr_server_config *cfg, kr_error *err);
 
 /* The port actually bound (useful with port 0). */
 KR_API int kr_server_port(const kr_server *s);

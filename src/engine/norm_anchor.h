@@ -33,7 +33,7 @@
 
 typedef struct kr_norm_anchors kr_norm_anchors;
 
-#define KR_NORM_REFRESH_DEFAULT 64
+#define KR_NORM_REFRESH_DEFAULT 16
 
 kr_status kr_norm_anchors_create(kr_norm_anchors **out, kr_error *err);
 void kr_norm_anchors_free(kr_norm_anchors *t);

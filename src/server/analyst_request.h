@@ -33,6 +33,7 @@ typedef struct kr_api_analyze_request {
     char market[24]; /* "market": every symbol's calendar; "" = stored / suffix / inferred */
     int all; /* batch "all": true: every stored series (symbols empty) */
     int narrative; /* "narrative": true: the language-model prose too (server llm_url) */
+    char model[64]; /* "model": the served model's name ("" = the default one) */
 } kr_api_analyze_request;
 
 /* Parses and validates an analyze body (len bytes, need not be NUL-terminated); batch selects

@@ -62,7 +62,7 @@ void kr_server_config_defaults(kr_server_config *c) {
     c->llm_timeout_s = 60.0;
     c->analysis_priority = KR_PRIORITY_LOW;
     snprintf(c->norm, sizeof c->norm, "exact");
-    c->norm_refresh_bars = 64;
+    c->norm_refresh_bars = 16;
 }
 
 /* ------------------------------------------------------------------ helpers */
@@ -206,6 +206,7 @@ static const int_key k_int_keys[] = {
     { "batch_size", 0, 1 << 20, CFG_OFF(batch_size), 0 },
     { "norm_refresh_bars", 1, 1 << 20, CFG_OFF(norm_refresh_bars), 0 },
     { "offline_batch_wait_ms", 0, 60000, CFG_OFF(offline_batch_wait_ms), 0 },
+    { "max_models", 0, KR_SERVER_MAX_MODELS + 1, CFG_OFF(max_models), 0 },
     { "batch_wait_ms", 0, 60000, CFG_OFF(sched.batch_wait_ms), PROF_OFF(batch_wait_ms) },
     { "max_batch_tokens", 1, 1 << 24, CFG_OFF(sched.max_batch_tokens), PROF_OFF(max_batch_tokens) },
     { "max_running", 1, 65536, CFG_OFF(sched.max_running), PROF_OFF(max_running) },
@@ -267,6 +268,7 @@ static const str_key k_str_keys[] = {
     { "llm_url", CFG_OFF(llm_url), KR_SERVER_PATH_MAX },
     { "llm_model", CFG_OFF(llm_model), 128 },
     { "norm", CFG_OFF(norm), 16 },
+    { "default_model", CFG_OFF(default_model), 64 },
 };
 
 /* Byte sizes: a number of bytes or a string with a unit ("128MiB"), range in bytes. */
@@ -318,6 +320,83 @@ static kr_status get_latency_mode(const cJSON *it, const char *label, const char
         (strcmp(it->valuestring, "normal") && strcmp(it->valuestring, "tight")))
         return bad(err, label, key, "must be \"normal\" or \"tight\"");
     *tight = !strcmp(it->valuestring, "tight");
+    return KR_OK;
+}
+
+/* ------------------------------------------------------------------ models */
+
+int kr_server_model_name_ok(const char *name) {
+    size_t n = strlen(name);
+    if (n == 0 || n >= 64) return 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)name[i];
+        if (!(isalnum(ch) || ch == '-' || ch == '_' || ch == '.')) return 0;
+    }
+    return strcmp(name, ".") && strcmp(name, "..");
+}
+
+kr_status kr_server_model_entry_parse(const cJSON *mo, const char *name, const char *label,
+                                      kr_server_model_entry *e, kr_error *err) {
+    char where[96];
+    snprintf(where, sizeof where, "models.%s", name);
+    if (!kr_server_model_name_ok(name))
+        return bad(err, label, where,
+                   "a model name is 1-63 letters, digits, '-', '_' or '.' characters");
+    if (!cJSON_IsObject(mo))
+        return bad(err, label, where,
+                   "must be an object {\"model\", \"tokenizer\", \"quant\", "
+                   "\"kv_dtype\"}");
+    memset(e, 0, sizeof *e);
+    snprintf(e->name, sizeof e->name, "%s", name);
+    static const struct {
+        const char *key;
+        size_t off, cap;
+    } k[] = {
+        { "model", offsetof(kr_server_model_entry, model), KR_SERVER_PATH_MAX },
+        { "tokenizer", offsetof(kr_server_model_entry, tokenizer), KR_SERVER_PATH_MAX },
+        { "quant", offsetof(kr_server_model_entry, quant), 16 },
+        { "kv_dtype", offsetof(kr_server_model_entry, kv_dtype), 8 },
+    };
+    for (const cJSON *it = mo->child; it; it = it->next) {
+        size_t i = 0;
+        while (i < N_OF(k) && strcmp(k[i].key, it->string)) i++;
+        char key[160];
+        snprintf(key, sizeof key, "%s.%s", where, it->string);
+        if (i == N_OF(k))
+            return bad(err, label, key, "unknown key (model, tokenizer, quant, kv_dtype)");
+        kr_status st = get_string(it, label, key, (char *)e + k[i].off, k[i].cap, err);
+        if (st != KR_OK) return st;
+    }
+    if (!e->model[0]) return bad(err, label, where, "needs \"model\": the checkpoint directory");
+    static const char *const fmts[] = { "", "f32", "bf16", "int8", "fp8", "q4" };
+    int ok = 0;
+    for (size_t i = 0; i < N_OF(fmts); i++) ok |= !strcmp(e->quant, fmts[i]);
+    if (!ok) return bad(err, label, where, "quant must be one of f32, bf16, int8, fp8, q4");
+    if (e->kv_dtype[0] && strcmp(e->kv_dtype, "f32") && strcmp(e->kv_dtype, "bf16") &&
+        strcmp(e->kv_dtype, "int8"))
+        return bad(err, label, where, "kv_dtype must be one of f32, bf16, int8");
+    return KR_OK;
+}
+
+static kr_status parse_models(const cJSON *obj, const char *label, kr_server_config *c,
+                              kr_error *err) {
+    if (!cJSON_IsObject(obj))
+        return bad(err, label, "models", "must be an object of name: {\"model\": dir, ...}");
+    int n = cJSON_GetArraySize(obj);
+    if (n > KR_SERVER_MAX_MODELS) {
+        char msg[64];
+        snprintf(msg, sizeof msg, "at most %d models, got %d", KR_SERVER_MAX_MODELS, n);
+        return bad(err, label, "models", msg);
+    }
+    int i = 0;
+    for (const cJSON *it = obj->child; it; it = it->next, i++) {
+        for (const cJSON *prev = obj->child; prev != it; prev = prev->next)
+            if (!strcmp(prev->string, it->string))
+                return bad(err, label, "models", "duplicate name");
+        kr_status st = kr_server_model_entry_parse(it, it->string, label, &c->models[i], err);
+        if (st != KR_OK) return st;
+    }
+    c->n_models = n;
     return KR_OK;
 }
 
@@ -515,6 +594,7 @@ static kr_status parse_key(const cJSON *it, const char *label, kr_server_config 
         return st;
     }
     if (!strcmp(k, "profiles")) return parse_profiles(it, label, c, err);
+    if (!strcmp(k, "models")) return parse_models(it, label, c, err);
     if (!strcmp(k, "latency_mode")) return get_latency_mode(it, label, k, &c->latency_tight, err);
     return bad(err, label, k, "unknown key (see docs/api.md, \"Configuration\")");
 }
@@ -598,6 +678,13 @@ kr_status kr_server_config_validate(const kr_server_config *c, kr_error *err) {
                             "request that large could ever be admitted",
                             c->max_request_memory, c->max_memory_in_flight);
     if (!c->host[0]) return kr_error_set(err, KR_ERR_INVALID_ARG, "host: must not be empty");
+    if (c->default_model[0] && !kr_server_model_name_ok(c->default_model))
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "default_model: '%s' is not a model name",
+                            c->default_model);
+    if (c->max_models > 0 && c->max_models < 1 + c->n_models)
+        return kr_error_set(err, KR_ERR_INVALID_ARG,
+                            "max_models (%d) is less than the main model plus \"models\" (%d)",
+                            c->max_models, 1 + c->n_models);
     if (strcmp(c->norm, "exact") && strcmp(c->norm, "anchored"))
         return kr_error_set(err, KR_ERR_INVALID_ARG, "norm: '%s' is not one of exact, anchored",
                             c->norm);

@@ -479,7 +479,8 @@ static enum body_kind body_kind(struct MHD_Connection *mc, const kr_conn *c) {
     case KR_ROUTE_FORECAST:
     case KR_ROUTE_ANALYZE:
     case KR_ROUTE_ANALYZE_ALIAS:
-    case KR_ROUTE_ANALYZE_BATCH: return BODY_JSON;
+    case KR_ROUTE_ANALYZE_BATCH:
+    case KR_ROUTE_MODEL_PUT: return BODY_JSON;
     case KR_ROUTE_CANDLES_POST: {
         const char *ct =
             MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
@@ -532,6 +533,8 @@ static enum MHD_Result dispatch(struct MHD_Connection *mc, kr_conn *c, const cha
     case KR_ROUTE_READY: return kr_handle_ready(mc, c);
     case KR_ROUTE_METRICS: return kr_handle_metrics(mc, c);
     case KR_ROUTE_MODELS: return kr_handle_models(mc, c);
+    case KR_ROUTE_MODEL_PUT: return kr_handle_model_put(mc, c, url);
+    case KR_ROUTE_MODEL_DELETE: return kr_handle_model_delete(mc, c, url);
     case KR_ROUTE_FORECAST: return kr_handle_forecast(mc, c);
     case KR_ROUTE_SYMBOLS: return kr_handle_symbols(mc, c);
     case KR_ROUTE_CANDLES_GET: return kr_handle_candles_get(mc, c, url);
@@ -615,6 +618,7 @@ void kr_srv_on_completed(void *cls, struct MHD_Connection *mc, void **con_cls,
     kr_conn_watch_rearm(s->watch, c->slot);
     kr_api_request_free(&c->req);
     kr_sse_free(&c->sse);
+    kr_models_release(s->models, c->served); /* its model may be freed now (replaced) */
     free(c);
 }
 

@@ -112,10 +112,7 @@ char *kr_api_error_json(int status, const char *message, const char *field) {
     return s;
 }
 
-char *kr_api_models_json(const kr_api_model_desc *m, const char *narrative_model) {
-    cJSON *root = cJSON_CreateObject();
-    cJSON_AddStringToObject(root, "object", "list");
-    cJSON *data = cJSON_AddArrayToObject(root, "data");
+static cJSON *model_entry(const kr_api_model_desc *m) {
     cJSON *one = cJSON_CreateObject();
     cJSON_AddStringToObject(one, "id", m->name ? m->name : "kronos");
     cJSON_AddStringToObject(one, "object", "model");
@@ -125,7 +122,37 @@ char *kr_api_models_json(const kr_api_model_desc *m, const char *narrative_model
     cJSON_AddNumberToObject(one, "tokenizer_d_model", m->info.tok_d_model);
     cJSON_AddNumberToObject(one, "weight_bytes", (double)m->info.weight_bytes);
     cJSON_AddStringToObject(one, "kv_dtype", m->kv_dtype && m->kv_dtype[0] ? m->kv_dtype : "f32");
-    cJSON_AddItemToArray(data, one);
+    return one;
+}
+
+static char *models_doc(cJSON *root, const char *narrative_model);
+
+char *kr_api_models_list_json(const kr_api_models_list *l, const char *narrative_model) {
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "object", "list");
+    cJSON *data = cJSON_AddArrayToObject(root, "data");
+    for (int i = 0; i < l->n; i++) {
+        kr_api_model_desc d = l->desc[i];
+        d.name = l->name[i];
+        d.quant = l->quant[i];
+        d.kv_dtype = l->kv[i];
+        cJSON *one = model_entry(&d);
+        cJSON_AddBoolToObject(one, "default", l->is_default[i]);
+        cJSON_AddNumberToObject(one, "generation", l->generation[i]);
+        cJSON_AddItemToArray(data, one);
+    }
+    return models_doc(root, narrative_model);
+}
+
+char *kr_api_models_json(const kr_api_model_desc *m, const char *narrative_model) {
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "object", "list");
+    cJSON *data = cJSON_AddArrayToObject(root, "data");
+    cJSON_AddItemToArray(data, model_entry(m));
+    return models_doc(root, narrative_model);
+}
+
+static char *models_doc(cJSON *root, const char *narrative_model) {
     /* The language model is the server's, not the Kronos model's: beside the list, and only
      * its name (llm_url may hold a key and is never told to clients). */
     if (narrative_model) {

@@ -65,6 +65,7 @@ typedef struct analyze_task {
     double last_write;
     double started; /* kr_now_seconds() when the analysis began: the request deadline's origin */
     size_t charged; /* the final event's bytes charged to the memory budget */
+    kr_served *served; /* the model it runs on (a reference held until the task is freed) */
 } analyze_task;
 
 static analyze_task *task_new(kr_server *s) {
@@ -91,6 +92,7 @@ static void task_free(analyze_task *t) {
     if (t->charged) kr_srv_charge_memory(t->srv, t->charged, 1);
     for (int i = 0; i < KR_API_MAX_SYMBOLS; i++) kr_candles_free(t->cs[i]);
     kr_api_analyze_request_free(&t->req);
+    kr_models_release(t->srv->models, t->served);
     free(t->body);
     kr_sse_free(&t->sse);
     pthread_cond_destroy(&t->cv);
@@ -307,7 +309,7 @@ static void task_run(analyze_task *t) {
     }
 
     kr_analyze_params p = r->params;
-    p.model_name = s->model_name;
+    p.model_name = t->served->name;
     p.predictor_dir = s->predictor_shown;
     p.tokenizer_dir = s->tokenizer_shown;
     /* A batch of symbols is offline-style scoring: static batches (the report says which). */
@@ -332,7 +334,7 @@ static void task_run(analyze_task *t) {
     rp.abort_user = t;
     p.request = &rp;
     kr_report_set *set = NULL;
-    kr_status st = kr_analyze(s->ctx, t->items, r->n, &p, &set, &err);
+    kr_status st = kr_analyze(t->served->ctx, t->items, r->n, &p, &set, &err);
     if (st != KR_OK) {
         int code = kr_api_http_status(st);
         if (st == KR_ERR_BUSY && kr_server_is_draining(s)) code = 503;
@@ -490,6 +492,13 @@ static enum MHD_Result handle_analyze(struct MHD_Connection *mc, kr_conn *c, int
         return kr_store_access_reply_error(mc, c, &aerr);
     }
     kr_srv_drop_body(c);
+    if (!(t->served = kr_models_acquire(s->models, t->req.model))) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "no model '%s' is served (GET /v1/models lists them)",
+                 t->req.model);
+        task_free(t);
+        return kr_srv_reply_error(mc, c, 404, msg, "model");
+    }
     if (t->req.narrative && !s->cfg.llm_url[0]) {
         task_free(t);
         return kr_srv_reply_error(mc, c, 400,
