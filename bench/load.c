@@ -31,6 +31,12 @@
  *        [--pred-len N] [--lookback N] [--windows N] [--seed S] [--modes one,static,continuous]
  *        [--fixed-len] [--traffic fixed|bar|mixed] [--repeat-share F] [--symbols N]
  *        [--history N] [--norm exact|anchored] [--model-name NAME]
+ *        [--precisions Q:REPORT[,Q:REPORT]] [--tune-window S]
+ *
+ * --precisions serves the model (in-process) under the name "m" with a precision ladder
+ * (quantised at load, each with the eval-quant --gate report it passed) and sends every request
+ * to "m"; without it, "m" has no ladder: the on / off comparison. --tune-window sets the
+ * tuner's windows (pressure S, relief 2 S) so a short run sees the ladder move.
  */
 #include <getopt.h>
 #include <math.h>
@@ -58,6 +64,8 @@ typedef struct opts {
     traffic traffic;
     double repeat_share; /* mixed: share of requests repeating a symbol's latest window */
     int symbols, history, anchored;
+    const char *precisions; /* "int8:REPORT,q4:REPORT" */
+    double tune_window;
     double rates[MAX_RATES];
     int n_rates;
     int paths, pred_len, lookback, windows;
@@ -518,6 +526,8 @@ int main(int argc, char **argv) {
         { "norm", required_argument, NULL, 'N' },
         { "model-name", required_argument, NULL, 'A' },
         { "no-ten", no_argument, NULL, '0' },
+        { "precisions", required_argument, NULL, 'P' },
+        { "tune-window", required_argument, NULL, 'W' },
         { "url", required_argument, NULL, 'u' },
         { "api-key", required_argument, NULL, 'k' },
         { "seconds", required_argument, NULL, 's' },
@@ -562,6 +572,8 @@ int main(int argc, char **argv) {
         case 'N': norm_name = optarg; break;
         case 'A': o.model_name = optarg; break;
         case '0': no_ten = 1; break;
+        case 'P': o.precisions = optarg; break;
+        case 'W': o.tune_window = atof(optarg); break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -676,6 +688,29 @@ int main(int argc, char **argv) {
             /* Every simulated client is this process's one address. */
             cfg.max_connections_per_ip = 0;
             cfg.sched.log = quiet;
+            if (o.tune_window > 0) {
+                cfg.sched.tune_window_s = o.tune_window;
+                cfg.sched.tune_relax_s = 2 * o.tune_window;
+            }
+            if (o.model_name && !strcmp(o.model_name, "m")) {
+                /* The model again under "m", with the ladder when asked. */
+                cfg.n_models = 1;
+                snprintf(cfg.models[0].name, sizeof cfg.models[0].name, "m");
+                snprintf(cfg.models[0].model, sizeof cfg.models[0].model, "%s",
+                         o.model ? o.model : KR_SOURCE_DIR "/models/kronos-demo");
+                char list[2048];
+                snprintf(list, sizeof list, "%s", o.precisions ? o.precisions : "");
+                for (char *t = strtok(list, ","); t && cfg.models[0].n_precisions < 3;
+                     t = strtok(NULL, ",")) {
+                    char *colon = strchr(t, ':');
+                    if (!colon) continue;
+                    *colon = 0;
+                    kr_server_precision *pr =
+                        &cfg.models[0].precisions[cfg.models[0].n_precisions++];
+                    snprintf(pr->quant, sizeof pr->quant, "%s", t);
+                    snprintf(pr->gate_report, sizeof pr->gate_report, "%s", colon + 1);
+                }
+            }
             kr_server *srv = NULL;
             if (kr_server_create(model, &cfg, &srv, &err) != KR_OK) {
                 fprintf(stderr, "load: %s\n", err.message);

@@ -507,7 +507,7 @@ static void test_response_forecast_json(void **state) {
     kr_context *ctx = kr_test_context(m, 2, NULL);
     assert_int_equal(kr_forecast_run(ctx, &s, &req.params, &fc, &err), KR_OK);
     kr_context_free(ctx);
-    kr_api_model_desc md = { "kronos-demo", "f32", "f32", { 0 } };
+    kr_api_model_desc md = { "kronos-demo", "f32", "f32", { 0 }, NULL };
     kr_model_get_info(m, &md.info);
     kr_api_usage u = { 7, 64, 0, 96, 0.01, 0.02, 0.03 };
 
@@ -604,7 +604,7 @@ static void test_response_error_and_models(void **state) {
     assert_null(strstr(e, "field"));
     free(e);
 
-    kr_api_model_desc md = { "kronos-demo", "f32", "f32", { 0 } };
+    kr_api_model_desc md = { "kronos-demo", "f32", "f32", { 0 }, NULL };
     md.info.d_model = 128;
     char *ms = kr_api_models_json(&md, NULL);
     root = cJSON_Parse(ms);

@@ -10,7 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "engine_helpers.h"
 #include "http_client.h"
 #include "market/candles.h"
 #include "server/config.h"
@@ -77,6 +79,17 @@ static void test_config_models(void **state) {
     assert_string_equal(c.models[1].kv_dtype, "bf16");
     assert_string_equal(c.default_model, "small");
     assert_int_equal(c.max_models, 4);
+    const char *ladder = "{\"models\": {\"s\": {\"model\": \"/m\", \"precisions\": ["
+                         "{\"quant\": \"int8\", \"gate_report\": \"/r/int8.json\"},"
+                         "{\"quant\": \"q4\", \"method\": \"gptq\", \"model\": \"/m-q4\","
+                         " \"gate_report\": \"/r/q4.json\"}]}},"
+                         " \"profiles\": [{\"name\": \"p\", \"from\": \"09:00\", \"to\": "
+                         "\"10:00\", \"precision_floor\": \"int8\"}]}";
+    kr_server_config_defaults(&c);
+    assert_int_equal(kr_server_config_parse(ladder, strlen(ladder), "cfg", &c, &err), KR_OK);
+    assert_int_equal(c.models[0].n_precisions, 2);
+    assert_string_equal(c.models[0].precisions[1].method, "gptq");
+    assert_string_equal(c.profiles[0].precision_floor, "int8");
     static const struct {
         const char *doc, *needle;
     } bad[] = {
@@ -88,6 +101,20 @@ static void test_config_models(void **state) {
         { "{\"models\": {\"a\": {\"model\": \"x\"}, \"b\": {\"model\": \"y\"}}, \"max_models\": 2}",
           "max_models (2)" },
         { "{\"default_model\": \"../x\"}", "default_model" },
+        { "{\"models\": {\"a\": {\"model\": \"x\", \"precisions\": [{\"quant\": \"int8\"}]}}}",
+          "needs \"gate_report\"" },
+        { "{\"models\": {\"a\": {\"model\": \"x\", \"precisions\": [{\"quant\": \"f32\", "
+          "\"gate_report\": \"r\"}]}}}",
+          "quant must be one of bf16, fp8, int8, q4" },
+        { "{\"models\": {\"a\": {\"model\": \"x\", \"precisions\": [{\"quant\": \"q4\", "
+          "\"gate_report\": \"r\"}, {\"quant\": \"int8\", \"gate_report\": \"r\"}]}}}",
+          "lower than the one above" },
+        { "{\"models\": {\"a\": {\"model\": \"x\", \"precisions\": [{\"quant\": \"q4\", "
+          "\"method\": \"gptq\", \"gate_report\": \"r\"}]}}}",
+          "a gptq precision needs its checkpoint" },
+        { "{\"profiles\": [{\"name\": \"p\", \"from\": \"09:00\", \"to\": \"10:00\", "
+          "\"precision_floor\": \"int4\"}]}",
+          "precision_floor: must be one of" },
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         kr_server_config_defaults(&c);
@@ -261,11 +288,126 @@ static void test_reload_under_load(void **state) {
     kr_server_free(s);
 }
 
+typedef struct one_forecast {
+    int port;
+    kr_http_resp *r;
+} one_forecast;
+
+static void *forecast_alt(void *arg) {
+    one_forecast *f = arg;
+    char *body = kr_http_forecast_body(g_candles, 100, 96, "\"pred_len\": 3, \"model\": \"alt\"");
+    f->r = call(f->port, "POST", "/v1/forecast", body, KEY);
+    free(body);
+    return NULL;
+}
+
+static const char *precision_of(const kr_http_resp *r) {
+    static char p[32];
+    cJSON *j = cJSON_Parse(r->body);
+    const cJSON *v = cJSON_GetObjectItem(j, "precision");
+    snprintf(p, sizeof p, "%s", cJSON_IsString(v) ? v->valuestring : "");
+    cJSON_Delete(j);
+    return p;
+}
+
+/* The ladder wired through the server: a gated int8 rung; the rule driven by hand on a
+ * simulated clock (the server's own ticks off: tune false) against a real queue held by a
+ * gate on the f32 engine; new requests move, the one queued stays; the profile's floor moves
+ * them back at once; a rung whose report failed its gate is refused. */
+static void test_precision_ladder(void **state) {
+    (void)state;
+    char *dir = kr_test_tmpdir(), pass[4200], failed[4200];
+    snprintf(pass, sizeof pass, "%s/int8-pass.json", dir);
+    snprintf(failed, sizeof failed, "%s/q4-fail.json", dir);
+    const char *ok_doc =
+        "{\"quant\":\"int8\",\"method\":\"rtn\",\"gates\":{\"passed\":true,\"failed\":0}}";
+    const char *bad_doc =
+        "{\"quant\":\"q4\",\"method\":\"rtn\",\"gates\":{\"passed\":false,\"failed\":2}}";
+    assert_int_equal(kr_test_write_file(pass, ok_doc, strlen(ok_doc)), 0);
+    assert_int_equal(kr_test_write_file(failed, bad_doc, strlen(bad_doc)), 0);
+    kr_server_config c = two_models();
+    c.sched.tune = 0;
+    c.sched.tune_window_s = 10;
+    c.sched.tune_relax_s = 20;
+    c.models[0].n_precisions = 1;
+    snprintf(c.models[0].precisions[0].quant, 16, "int8");
+    snprintf(c.models[0].precisions[0].gate_report, 1024, "%s", pass);
+    kr_server *s = kr_test_server_start(g_model, &c);
+    int port = kr_server_port(s);
+    one_forecast first = { port, NULL };
+    forecast_alt(&first);
+    assert_int_equal(first.r->status, 200);
+    assert_string_equal(precision_of(first.r), "f32");
+    kr_http_resp_free(first.r);
+
+    kr_served *e = kr_models_acquire(s->models, "alt");
+    assert_int_equal(e->n_rungs, 2);
+    assert_string_equal(e->rung[1].precision, "int8");
+    kr_test_gate g;
+    kr_test_gate_close(&g, e->rung[0].ctx);
+    one_forecast queued = { port, NULL };
+    pthread_t th;
+    pthread_create(&th, NULL, forecast_alt, &queued);
+    kr_context_stats st;
+    do {
+        usleep(2000);
+        kr_context_get_stats(e->rung[0].ctx, &st);
+    } while (st.waiting < 1 || st.queue_oldest_wait_seconds < 0.01);
+    /* Pressure for the window: down one rung; the rung's queue is what counts. */
+    kr_models_ladder_tick(s->models, 1000.0, "", 0.005, NULL, NULL);
+    assert_int_equal(atomic_load(&e->active), 0);
+    kr_models_ladder_tick(s->models, 1011.0, "", 0.005, NULL, NULL);
+    assert_int_equal(atomic_load(&e->active), 1);
+    one_forecast moved = { port, NULL };
+    forecast_alt(&moved); /* runs on the int8 engine while the f32 one is held */
+    assert_int_equal(moved.r->status, 200);
+    assert_string_equal(precision_of(moved.r), "int8");
+    kr_http_resp_free(moved.r);
+    assert_true(
+        kr_http_metric(port,
+                       "kronos_precision_decisions_total{direction=\"down\",model=\"alt\"}") == 1);
+    assert_true(
+        kr_http_metric(port, "kronos_precision_requests_total{model=\"alt\",precision=\"int8\"}") ==
+        1);
+    /* A profile allowing f32 only: back up at once. */
+    kr_models_ladder_tick(s->models, 1012.0, "f32", 0.005, NULL, NULL);
+    assert_int_equal(atomic_load(&e->active), 0);
+    kr_test_gate_open(&g);
+    pthread_join(th, NULL);
+    assert_int_equal(queued.r->status, 200);
+    assert_string_equal(precision_of(queued.r), "f32"); /* it stayed where it started */
+    kr_http_resp_free(queued.r);
+    kr_models_release(s->models, e);
+
+    /* A precision whose report failed its gate is not served. */
+    char spec[5000];
+    snprintf(spec, sizeof spec,
+             "{\"model\": \"%s\", \"precisions\": [{\"quant\": \"q4\", \"gate_report\": \"%s\"}]}",
+             KR_SOURCE_DIR "/models/kronos-demo", failed);
+    kr_http_resp *r = call(port, "POST", "/v1/models/gated", spec, KEY);
+    assert_int_equal(r->status, 400);
+    assert_non_null(strstr(r->body, "did not pass the gate"));
+    kr_http_resp_free(r);
+    snprintf(spec, sizeof spec,
+             "{\"model\": \"%s\", \"precisions\": [{\"quant\": \"q4\", \"gate_report\": \"%s\"}]}",
+             KR_SOURCE_DIR "/models/kronos-demo", pass); /* a report about other weights */
+    r = call(port, "POST", "/v1/models/gated", spec, KEY);
+    assert_int_equal(r->status, 400);
+    assert_non_null(strstr(r->body, "not q4"));
+    kr_http_resp_free(r);
+    kr_server_free(s);
+    unlink(pass);
+    unlink(failed);
+    rmdir(dir);
+    free(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_config_models),
         cmocka_unit_test(test_routes),
         cmocka_unit_test(test_reload_under_load),
+        cmocka_unit_test(test_precision_ladder),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -61,6 +61,7 @@ typedef struct kr_server_profile {
     double target_ttft_p95_s; /* < 0: keep */
     int static_batching; /* -1: keep, 0: continuous, 1: static batches of max_running */
     int latency_tight; /* latency_mode "tight": wait <= KR_TIGHT_WAIT_MAX_MS (default 15) */
+    char precision_floor[16]; /* the lowest precision the ladder may use ("" = any) */
 } kr_server_profile;
 
 /* Called when the active profile changes (NULL = back to the base parameters) with the
@@ -72,6 +73,19 @@ typedef void (*kr_server_profile_cb)(void *user, const kr_server_profile *active
 
 #define KR_SERVER_MAX_MODELS 8
 
+#define KR_SERVER_MAX_PRECISIONS 3
+
+/* A lower precision of a served model that the tuner may move new requests to under sustained
+ * queue pressure (the precision ladder, docs/api.md): its weight format, a quantised
+ * checkpoint (or "" to quantise the model at load, round-to-nearest), and the
+ * `kronos eval-quant --gate ... --json` report it passed (required). */
+typedef struct kr_server_precision {
+    char quant[16]; /* bf16, int8, fp8, q4 */
+    char method[16]; /* "" or what the report says (rtn, smoothquant, awq, gptq) */
+    char model[1024]; /* a `kronos quantize` output directory, or "" */
+    char gate_report[1024];
+} kr_server_precision;
+
 /* A model served beside the main one (config "models", POST /v1/models/{name}). */
 typedef struct kr_server_model_entry {
     char name[64]; /* letters, digits, '-', '_', '.' */
@@ -79,6 +93,8 @@ typedef struct kr_server_model_entry {
     char tokenizer[KR_SERVER_PATH_MAX]; /* "" = from model */
     char quant[16]; /* "" = as stored; f32, bf16, int8, fp8, q4: quantised at load */
     char kv_dtype[8]; /* "" = the server's kv_dtype */
+    int n_precisions; /* the ladder below the model's own precision, fastest last */
+    kr_server_precision precisions[KR_SERVER_MAX_PRECISIONS];
 } kr_server_model_entry;
 
 typedef struct kr_server_config {

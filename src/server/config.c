@@ -335,6 +335,9 @@ int kr_server_model_name_ok(const char *name) {
     return strcmp(name, ".") && strcmp(name, "..");
 }
 
+static kr_status parse_precisions(const cJSON *arr, const char *label, const char *where,
+                                  kr_server_model_entry *e, kr_error *err);
+
 kr_status kr_server_model_entry_parse(const cJSON *mo, const char *name, const char *label,
                                       kr_server_model_entry *e, kr_error *err) {
     char where[96];
@@ -357,13 +360,19 @@ kr_status kr_server_model_entry_parse(const cJSON *mo, const char *name, const c
         { "quant", offsetof(kr_server_model_entry, quant), 16 },
         { "kv_dtype", offsetof(kr_server_model_entry, kv_dtype), 8 },
     };
+    const cJSON *precisions = NULL;
     for (const cJSON *it = mo->child; it; it = it->next) {
         size_t i = 0;
         while (i < N_OF(k) && strcmp(k[i].key, it->string)) i++;
         char key[160];
         snprintf(key, sizeof key, "%s.%s", where, it->string);
+        if (!strcmp(it->string, "precisions")) {
+            precisions = it;
+            continue;
+        }
         if (i == N_OF(k))
-            return bad(err, label, key, "unknown key (model, tokenizer, quant, kv_dtype)");
+            return bad(err, label, key,
+                       "unknown key (model, tokenizer, quant, kv_dtype, precisions)");
         kr_status st = get_string(it, label, key, (char *)e + k[i].off, k[i].cap, err);
         if (st != KR_OK) return st;
     }
@@ -375,6 +384,70 @@ kr_status kr_server_model_entry_parse(const cJSON *mo, const char *name, const c
     if (e->kv_dtype[0] && strcmp(e->kv_dtype, "f32") && strcmp(e->kv_dtype, "bf16") &&
         strcmp(e->kv_dtype, "int8"))
         return bad(err, label, where, "kv_dtype must be one of f32, bf16, int8");
+    return precisions ? parse_precisions(precisions, label, where, e, err) : KR_OK;
+}
+
+int kr_precision_bits(const char *quant) {
+    static const struct {
+        const char *name;
+        int bits;
+    } k[] = { { "f32", 32 }, { "bf16", 16 }, { "fp8", 8 }, { "int8", 8 }, { "q4", 4 } };
+    for (size_t i = 0; quant && i < N_OF(k); i++)
+        if (!strcmp(quant, k[i].name)) return k[i].bits;
+    return 0;
+}
+
+/* "precisions": the ladder below the model's own precision, each rung lower than the one
+ * before it and gated by an eval-quant report. */
+static kr_status parse_precisions(const cJSON *arr, const char *label, const char *where,
+                                  kr_server_model_entry *e, kr_error *err) {
+    char key[160];
+    snprintf(key, sizeof key, "%s.precisions", where);
+    if (!cJSON_IsArray(arr))
+        return bad(err, label, key, "must be an array of {\"quant\", \"gate_report\", ...}");
+    int n = cJSON_GetArraySize(arr);
+    if (n > KR_SERVER_MAX_PRECISIONS) return bad(err, label, key, "at most 3 precisions");
+    int i = 0, prev_bits = kr_precision_bits(e->quant[0] ? e->quant : "f32");
+    for (const cJSON *po = arr->child; po; po = po->next, i++) {
+        kr_server_precision *p = &e->precisions[i];
+        char at[200];
+        snprintf(at, sizeof at, "%s[%d]", key, i);
+        if (!cJSON_IsObject(po)) return bad(err, label, at, "must be an object");
+        static const struct {
+            const char *key;
+            size_t off, cap;
+        } k[] = {
+            { "quant", offsetof(kr_server_precision, quant), 16 },
+            { "method", offsetof(kr_server_precision, method), 16 },
+            { "model", offsetof(kr_server_precision, model), 1024 },
+            { "gate_report", offsetof(kr_server_precision, gate_report), 1024 },
+        };
+        for (const cJSON *it = po->child; it; it = it->next) {
+            size_t j = 0;
+            while (j < N_OF(k) && strcmp(k[j].key, it->string)) j++;
+            char fk[260];
+            snprintf(fk, sizeof fk, "%s.%s", at, it->string);
+            if (j == N_OF(k))
+                return bad(err, label, fk, "unknown key (quant, method, model, gate_report)");
+            kr_status st = get_string(it, label, fk, (char *)p + k[j].off, k[j].cap, err);
+            if (st != KR_OK) return st;
+        }
+        int bits = kr_precision_bits(p->quant);
+        if (bits == 0 || bits == 32)
+            return bad(err, label, at, "quant must be one of bf16, fp8, int8, q4");
+        if (bits > prev_bits)
+            return bad(err, label, at, "each precision must be lower than the one above it");
+        prev_bits = bits;
+        if (!p->gate_report[0])
+            return bad(err, label, at,
+                       "needs \"gate_report\": the `kronos eval-quant --gate FILE --json` report "
+                       "it passed");
+        if (!strcmp(p->method, "gptq") && !p->model[0])
+            return bad(err, label, at,
+                       "a gptq precision needs its checkpoint (\"model\": `kronos quantize "
+                       "--method gptq --out DIR`)");
+    }
+    e->n_precisions = n;
     return KR_OK;
 }
 
@@ -439,6 +512,11 @@ static kr_status parse_profile(const cJSON *po, int index, const char *label, kr
         } else if (!strcmp(it->string, "latency_mode")) {
             known = 1;
             st = get_latency_mode(it, label, key, &p->latency_tight, err);
+        } else if (!strcmp(it->string, "precision_floor")) {
+            known = 1;
+            st = get_string(it, label, key, p->precision_floor, sizeof p->precision_floor, err);
+            if (st == KR_OK && kr_precision_bits(p->precision_floor) == 0)
+                return bad(err, label, key, "must be one of f32, bf16, fp8, int8, q4");
         }
         for (size_t k = 0; !known && k < N_OF(k_int_keys); k++) {
             if (!k_int_keys[k].prof_off || strcmp(it->string, k_int_keys[k].key)) continue;
@@ -456,7 +534,7 @@ static kr_status parse_profile(const cJSON *po, int index, const char *label, kr
             return bad(err, label, key,
                        "unknown profile key (name, from, to, latency_mode, batch_wait_ms, "
                        "max_batch_tokens, max_running, max_queue, target_queue_p95_s, "
-                       "target_ttft_p95_s, static_batching)");
+                       "target_ttft_p95_s, static_batching, precision_floor)");
         if (st != KR_OK) return st;
     }
     if (!p->name[0]) return bad(err, label, where, "needs a \"name\"");

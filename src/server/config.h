@@ -53,6 +53,8 @@ kr_context_params kr_server_profile_apply(const kr_context_params *base,
 /* The IANA zone the profiles' times are read in ("" = the machine's local time). */
 const char *kr_server_profile_zone(const kr_server_config *c);
 
+/* Bits of a weight format (f32 32, bf16 16, fp8 and int8 8, q4 4), 0 for another name. */
+int kr_precision_bits(const char *quant);
 /* A served model's name: 1-63 letters, digits, '-', '_', '.' (not "." or ".."). */
 int kr_server_model_name_ok(const char *name);
 /* One "models" entry (config file, or a POST /v1/models/{name} body) named name into e;

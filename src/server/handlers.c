@@ -44,7 +44,9 @@ enum MHD_Result kr_handle_ready(struct MHD_Connection *mc, kr_conn *c) {
 }
 
 /* The engine a request's job runs on: its model's (the main one's before it chose). */
-static kr_context *conn_ctx(const kr_conn *c) { return c->served ? c->served->ctx : c->srv->ctx; }
+static kr_context *conn_ctx(const kr_conn *c) {
+    return c->served ? c->served->rung[c->rung].ctx : c->srv->ctx;
+}
 
 /* The other models' metrics, appended to the main one's families: each series of a model
  * beside the main one carries model="name" (the main model's stay unlabelled, as before). */
@@ -200,7 +202,7 @@ enum MHD_Result kr_handle_model_put(struct MHD_Connection *mc, kr_conn *c, const
         kr_srv_log(s, "model '%s' not loaded: %s", name, err.message);
         return kr_srv_reply_error(mc, c,
                                   st == KR_ERR_BUSY          ? 409
-                                  : st == KR_ERR_INVALID_ARG ? 409
+                                  : st == KR_ERR_UNSUPPORTED ? 409
                                                              : 400,
                                   err.message, NULL);
     }
@@ -291,11 +293,12 @@ static char *final_body(kr_conn *c, const kr_job_state *st, int *status, size_t 
     }
     char *json = NULL;
     kr_error err = { 0 };
-    kr_status rs =
-        kr_api_forecast_json(&c->req, fc, &st->usage,
-                             c->served ? &c->served->desc : &c->srv->model_desc, &json, len, &err);
+    kr_status rs = kr_api_forecast_json(
+        &c->req, fc, &st->usage, c->served ? &c->served->rung[c->rung].desc : &c->srv->model_desc,
+        &json, len, &err);
     /* The shadow re-runs the main model's forecasts only. */
-    kr_drift *drift = !c->served || c->served->main ? kr_server_drift(c->srv) : NULL;
+    kr_drift *drift =
+        !c->served || (c->served->main && c->rung == 0) ? kr_server_drift(c->srv) : NULL;
     if (rs == KR_OK && drift) {
         kr_series series = kr_api_request_series(&c->req);
         kr_drift_offer(drift, &series, &c->req.params, fc);
@@ -392,7 +395,10 @@ static enum MHD_Result wait_and_reply(struct MHD_Connection *mc, kr_conn *c) {
     int status;
     size_t len;
     char *body = final_body(c, &st, &status, &len);
-    return kr_srv_reply(mc, c, status, "application/json", body, len, NULL, NULL);
+    /* Which precision served it, for clients that read headers only (also in the body). */
+    return kr_srv_reply(mc, c, status, "application/json", body, len,
+                        status == 200 ? "X-Kronos-Precision" : NULL,
+                        status == 200 ? c->served->rung[c->rung].precision : NULL);
 }
 
 enum MHD_Result kr_handle_forecast(struct MHD_Connection *mc, kr_conn *c) {
@@ -436,7 +442,8 @@ enum MHD_Result kr_handle_forecast(struct MHD_Connection *mc, kr_conn *c) {
     rp.deadline_s = timeout;
     rp.on_event = kr_job_on_event;
     rp.user = c->job;
-    kr_status st = kr_submit(c->served->ctx, &series, &c->req.params, &rp, &id, &err);
+    c->rung = kr_served_pick(c->served);
+    kr_status st = kr_submit(conn_ctx(c), &series, &c->req.params, &rp, &id, &err);
     if (st != KR_OK) {
         kr_job_unref(c->job); /* not accepted: the scheduler holds no reference */
         kr_job_unref(c->job);

@@ -7,8 +7,12 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include <cjson/cJSON.h>
+
 #include "base/error.h"
+#include "base/fsutil.h"
 #include "engine/context.h"
+#include "server/config.h"
 
 struct kr_models {
     pthread_mutex_t mu;
@@ -22,10 +26,16 @@ struct kr_models {
     kr_server_config cfg; /* the server's settings (threads, kv_dtype, scheduler) */
     int loads, unloads;
     unsigned generation;
+    kr_metrics *metrics; /* the server's: the ladder's series */
 };
 
 static void served_free(kr_served *e) {
     if (!e) return;
+    for (int r = 1; r < e->n_rungs; r++) {
+        kr_context_free(e->rung[r].ctx);
+        kr_model_free(e->rung[r].owned_model);
+        kr_metrics_free(e->rung[r].metrics);
+    }
     if (!e->main) {
         kr_context_free(e->ctx); /* cancels nothing: its last request has ended */
         kr_model_free(e->owned_model);
@@ -61,6 +71,13 @@ kr_status kr_models_create(const char *main_name, const kr_model *main_model, kr
     e->desc.kv_dtype = e->kv_dtype;
     e->refs = 1;
     e->generation = ++m->generation;
+    e->n_rungs = 1;
+    snprintf(e->rung[0].precision, sizeof e->rung[0].precision, "%s",
+             main_desc->info.quant[0] ? main_desc->info.quant : cfg->quant);
+    e->rung[0].model = e->model;
+    e->rung[0].ctx = e->ctx;
+    e->rung[0].desc = e->desc;
+    e->rung[0].desc.precision = e->rung[0].precision;
     m->live[m->n_live++] = e;
     snprintf(m->default_name, sizeof m->default_name, "%s", main_name);
     *out = m;
@@ -122,6 +139,140 @@ static void dirs_of(const kr_model_spec *spec, char *pred, char *tok, size_t cap
         snprintf(tok, cap, "%s%s", spec->model, nested ? "/tokenizer" : "/../tokenizer");
 }
 
+/* A rung's precision must have passed the gate: its eval-quant report (--gate FILE --json) says
+ * "gates": {"passed": true} for the same weight format (and method, when the rung names one). */
+static kr_status check_gate(const kr_server_precision *p, kr_error *err) {
+    char *text = NULL;
+    size_t n = 0;
+    kr_status st = kr_read_file(p->gate_report, (size_t)16 << 20, "gate report", &text, &n, err);
+    if (st != KR_OK) return st;
+    cJSON *root = cJSON_ParseWithLength(text, n);
+    free(text);
+    const cJSON *gates = cJSON_GetObjectItemCaseSensitive(root, "gates");
+    const cJSON *passed = cJSON_GetObjectItemCaseSensitive(gates, "passed");
+    const cJSON *quant = cJSON_GetObjectItemCaseSensitive(root, "quant");
+    const cJSON *method = cJSON_GetObjectItemCaseSensitive(root, "method");
+    if (!root || !gates)
+        st = kr_error_set(err, KR_ERR_INVALID_ARG,
+                          "%s: not an eval-quant report with gates (kronos eval-quant --gate FILE "
+                          "--json)",
+                          p->gate_report);
+    else if (!cJSON_IsString(quant) || strcmp(quant->valuestring, p->quant))
+        st = kr_error_set(err, KR_ERR_INVALID_ARG, "%s: the report is about %s weights, not %s",
+                          p->gate_report, cJSON_IsString(quant) ? quant->valuestring : "other",
+                          p->quant);
+    else if (p->method[0] && (!cJSON_IsString(method) || strcmp(method->valuestring, p->method)))
+        st = kr_error_set(err, KR_ERR_INVALID_ARG, "%s: the report's method is not %s",
+                          p->gate_report, p->method);
+    else if (!cJSON_IsTrue(passed))
+        st = kr_error_set(
+            err, KR_ERR_INVALID_ARG, "%s: %s did not pass the gate (%d failed): not served",
+            p->gate_report, p->quant,
+            (int)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(gates, "failed")));
+    cJSON_Delete(root);
+    return st;
+}
+
+/* One lower precision of e: its gate, weights (a quantised checkpoint, or the model quantised
+ * at load) and engine. */
+static kr_status rung_make(kr_models *m, const kr_model_spec *spec, const kr_server_precision *p,
+                           kr_served *e, kr_error *err) {
+    kr_status st = check_gate(p, err);
+    if (st != KR_OK) return st;
+    struct kr_served_rung *r = &e->rung[e->n_rungs];
+    kr_model_spec src = *spec;
+    if (p->model[0]) {
+        snprintf(src.model, sizeof src.model, "%s", p->model);
+        src.tokenizer[0] = 0;
+    }
+    char pred[KR_SERVER_PATH_MAX + 16], tok[KR_SERVER_PATH_MAX + 16];
+    dirs_of(&src, pred, tok, sizeof pred);
+    kr_model_params mp = kr_model_default_params();
+    mp.no_mmap = m->cfg.no_mmap;
+    mp.allow_nonfinite = m->cfg.allow_nonfinite_weights;
+    if (!p->model[0]) mp.quant = p->quant;
+    if ((st = kr_model_load(pred, tok, &mp, &r->owned_model, err)) != KR_OK) return st;
+    r->model = r->owned_model;
+    kr_model_info mi;
+    kr_model_get_info(r->model, &mi);
+    if (strcmp(mi.quant, p->quant)) {
+        st = kr_error_set(err, KR_ERR_INVALID_ARG, "%s holds %s weights, not %s", p->model,
+                          mi.quant, p->quant);
+        kr_model_free(r->owned_model);
+        r->owned_model = NULL;
+        return st;
+    }
+    if ((st = kr_metrics_create(&r->metrics, err)) == KR_OK) {
+        kr_context_params cp = m->cfg.sched;
+        cp.n_threads = m->cfg.threads;
+        cp.kv_dtype = e->kv_dtype;
+        cp.kv_budget_bytes = m->kv_share;
+        st = kr_context_create_ex(r->model, &cp, r->metrics, &r->ctx, err);
+    }
+    if (st != KR_OK) {
+        kr_metrics_free(r->metrics);
+        kr_model_free(r->owned_model);
+        memset(r, 0, sizeof *r);
+        return st;
+    }
+    snprintf(r->quant, sizeof r->quant, "%s", p->quant);
+    snprintf(r->precision, sizeof r->precision, "%s%s%s", p->quant,
+             mi.quant_method[0] && strcmp(mi.quant_method, "rtn") ? "-" : "",
+             mi.quant_method[0] && strcmp(mi.quant_method, "rtn") ? mi.quant_method : "");
+    r->desc = e->desc;
+    r->desc.info = mi;
+    r->desc.quant = r->quant;
+    r->desc.precision = r->precision;
+    e->n_rungs++;
+    return KR_OK;
+}
+
+int kr_served_pick(kr_served *e) {
+    int r = atomic_load(&e->active);
+    if (r < 0 || r >= e->n_rungs) r = 0;
+    kr_metric_add(e->rung[r].m_requests, 1);
+    return r;
+}
+
+void kr_models_set_metrics(kr_models *m, kr_metrics *metrics) { m->metrics = metrics; }
+
+void kr_models_ladder_tick(kr_models *m, double now, const char *floor, double target_queue,
+                           void (*log)(void *user, const char *line), void *log_user) {
+    const int floor_bits = floor && floor[0] ? kr_precision_bits(floor) : 0;
+    pthread_mutex_lock(&m->mu);
+    for (int i = 0; i < m->n_live; i++) {
+        kr_served *e = m->live[i];
+        if (e->n_rungs < 2) continue;
+        int fl = e->n_rungs - 1;
+        while (fl > 0 && floor_bits && kr_precision_bits(e->rung[fl].quant) < floor_bits) fl--;
+        if (target_queue > 0) e->ladder.target_queue = target_queue;
+        const int from = e->ladder.rung;
+        int move = kr_ladder_set_floor(&e->ladder, fl, now);
+        const char *why = "the profile's precision_floor";
+        kr_context_stats st;
+        kr_context_get_stats(e->rung[e->ladder.rung].ctx, &st);
+        kr_ladder_signals sig = { st.waiting, st.queue_oldest_wait_seconds };
+        if (!move) {
+            move = kr_ladder_decide(&e->ladder, now, &sig);
+            why = move > 0 ? "queue pressure" : "queue relief";
+        }
+        if (!move) continue;
+        atomic_store(&e->active, e->ladder.rung);
+        kr_metric_add(move > 0 ? e->m_down : e->m_up, 1);
+        kr_metric_set(e->m_rung, e->ladder.rung);
+        if (log) {
+            char line[320];
+            snprintf(line, sizeof line,
+                     "ladder: model %s: new requests %s -> %s (%s: oldest waiting %.3f s, %d "
+                     "waiting, target %.3f s)",
+                     e->name, e->rung[from].precision, e->rung[e->ladder.rung].precision, why,
+                     sig.oldest_wait_s, sig.waiting, e->ladder.target_queue);
+            log(log_user, line);
+        }
+    }
+    pthread_mutex_unlock(&m->mu);
+}
+
 /* Loads the weights and makes a context: everything a new entry needs, outside the lock. */
 static kr_status served_make(kr_models *m, const kr_model_spec *spec, kr_served **out,
                              kr_error *err) {
@@ -161,6 +312,42 @@ static kr_status served_make(kr_models *m, const kr_model_spec *spec, kr_served 
     e->desc.quant = e->quant;
     e->desc.kv_dtype = e->kv_dtype;
     e->refs = 1; /* its name's */
+    e->n_rungs = 1;
+    snprintf(e->rung[0].precision, sizeof e->rung[0].precision, "%s", e->quant);
+    e->rung[0].model = e->model;
+    e->rung[0].ctx = e->ctx;
+    e->rung[0].desc = e->desc;
+    e->rung[0].desc.precision = e->rung[0].precision;
+    for (int i = 0; i < spec->n_precisions; i++) {
+        if ((st = rung_make(m, spec, &spec->precisions[i], e, err)) != KR_OK) {
+            kr_error_prefix(err, "model '%s': precisions[%d]", spec->name, i);
+            served_free(e);
+            return st;
+        }
+    }
+    kr_ladder_init(&e->ladder, e->n_rungs, m->cfg.sched.target_queue_p95_s,
+                   m->cfg.sched.tune_window_s, m->cfg.sched.tune_relax_s);
+    if (e->n_rungs > 1 && m->metrics) {
+        char lab[160];
+        snprintf(lab, sizeof lab, "direction=\"down\",model=\"%s\"", e->name);
+        e->m_down = kr_metrics_counter(m->metrics, "kronos_precision_decisions_total", lab,
+                                       "Precision ladder moves of new requests, by model");
+        snprintf(lab, sizeof lab, "direction=\"up\",model=\"%s\"", e->name);
+        e->m_up = kr_metrics_counter(m->metrics, "kronos_precision_decisions_total", lab,
+                                     "Precision ladder moves of new requests, by model");
+        snprintf(lab, sizeof lab, "model=\"%s\"", e->name);
+        e->m_rung = kr_metrics_gauge(m->metrics, "kronos_precision_rung", lab,
+                                     "The precision new requests get: 0 = the model's own, 1.. "
+                                     "its lower precisions");
+        kr_metric_set(e->m_rung, 0);
+        for (int r = 0; r < e->n_rungs; r++) {
+            snprintf(lab, sizeof lab, "model=\"%s\",precision=\"%s\"", e->name,
+                     e->rung[r].precision);
+            e->rung[r].m_requests =
+                kr_metrics_counter(m->metrics, "kronos_precision_requests_total", lab,
+                                   "Requests by the precision that served them");
+        }
+    }
     *out = e;
     return KR_OK;
 }
@@ -172,7 +359,7 @@ kr_status kr_models_load(kr_models *m, const kr_model_spec *spec, kr_error *err)
     int full = i < 0 && m->n_live >= m->max_models;
     pthread_mutex_unlock(&m->mu);
     if (main_name)
-        return kr_error_set(err, KR_ERR_INVALID_ARG,
+        return kr_error_set(err, KR_ERR_UNSUPPORTED,
                             "model '%s' is the server's main model: restart to change it",
                             spec->name);
     if (full)

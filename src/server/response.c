@@ -53,6 +53,12 @@ kr_status kr_api_forecast_json(const kr_api_request *req, const kr_forecast *fc,
                   (unsigned long long)usage->id, mtext);
     kr_sb_appendf(&head, ",\"ohlc\":\"%s\"", kr_ohlc_mode_name(req->ohlc));
     if (req->market[0]) kr_sb_appendf(&head, ",\"market\":\"%s\"", req->market);
+    /* Which precision served it (the precision ladder may move new requests down). */
+    kr_sb_appendf(&head, ",\"precision\":\"%s\"",
+                  model->precision       ? model->precision
+                  : model->info.quant[0] ? model->info.quant
+                  : model->quant         ? model->quant
+                                         : "f32");
     /* How the window was normalised: anchored answers say over which rows (norm_anchor.h). */
     kr_sb_appendf(&head, ",\"norm\":{\"mode\":\"%s\",\"stat_rows\":%d,\"window_rows\":%d}",
                   req->params.norm == KR_NORM_ANCHORED ? "anchored" : "exact",

@@ -18,6 +18,8 @@ typedef struct kr_api_model_desc {
     const char *quant; /* weight format: "f32" */
     const char *kv_dtype; /* KV-cache precision of the serving context */
     kr_model_info info;
+    const char *precision; /* the precision that served an answer ("int8", "q4-gptq"); NULL:
+                              the weights' format */
 } kr_api_model_desc;
 
 /* Usage and timing of one request, from the scheduler's events. The response takes the id,

@@ -66,6 +66,7 @@ typedef struct analyze_task {
     double started; /* kr_now_seconds() when the analysis began: the request deadline's origin */
     size_t charged; /* the final event's bytes charged to the memory budget */
     kr_served *served; /* the model it runs on (a reference held until the task is freed) */
+    int rung; /* the precision that ran it (served->rung[rung]) */
 } analyze_task;
 
 static analyze_task *task_new(kr_server *s) {
@@ -334,7 +335,8 @@ static void task_run(analyze_task *t) {
     rp.abort_user = t;
     p.request = &rp;
     kr_report_set *set = NULL;
-    kr_status st = kr_analyze(t->served->ctx, t->items, r->n, &p, &set, &err);
+    const int rung = t->rung = kr_served_pick(t->served);
+    kr_status st = kr_analyze(t->served->rung[rung].ctx, t->items, r->n, &p, &set, &err);
     if (st != KR_OK) {
         int code = kr_api_http_status(st);
         if (st == KR_ERR_BUSY && kr_server_is_draining(s)) code = 503;
@@ -525,10 +527,12 @@ static enum MHD_Result handle_analyze(struct MHD_Connection *mc, kr_conn *c, int
     task_run(t);
     char *body = t->body;
     t->body = NULL;
-    enum MHD_Result ok = body ? kr_srv_reply(mc, c, t->status, t->content_type, body, strlen(body),
-                                             t->retry_after ? MHD_HTTP_HEADER_RETRY_AFTER : NULL,
-                                             t->retry_after ? "1" : NULL)
-                              : kr_srv_reply_error(mc, c, 503, "out of memory", NULL);
+    /* One extra header: Retry-After when refused, else the precision that served it. */
+    enum MHD_Result ok =
+        body ? kr_srv_reply(mc, c, t->status, t->content_type, body, strlen(body),
+                            t->retry_after ? MHD_HTTP_HEADER_RETRY_AFTER : "X-Kronos-Precision",
+                            t->retry_after ? "1" : t->served->rung[t->rung].precision)
+             : kr_srv_reply_error(mc, c, 503, "out of memory", NULL);
     task_free(t);
     return ok;
 }

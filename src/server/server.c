@@ -259,8 +259,26 @@ static kr_status start_daemon(kr_server *s, kr_error *err) {
     return KR_OK;
 }
 
+static void ladder_log(void *user, const char *line) { kr_srv_log(user, "%s", line); }
+
+/* The precision ladders (server/models.h) under the profile in force, with the tuner on. */
+static void ladder_tick(kr_server *s) {
+    if (!s->cfg.sched.tune || !s->models) return;
+    pthread_mutex_lock(&s->mu);
+    const int idx = s->active_profile;
+    pthread_mutex_unlock(&s->mu);
+    const kr_server_profile *p = idx >= 0 ? &s->cfg.profiles[idx] : NULL;
+    const double target =
+        p && p->target_queue_p95_s >= 0 ? p->target_queue_p95_s : s->cfg.sched.target_queue_p95_s;
+    kr_models_ladder_tick(s->models, kr_now_seconds(), p ? p->precision_floor : "", target,
+                          ladder_log, s);
+}
+
 /* The watchdog's tick: profiles switch at their time even when no request comes. */
-static void on_watch_tick(void *user) { kr_srv_check_profile(user); }
+static void on_watch_tick(void *user) {
+    kr_srv_check_profile(user);
+    ladder_tick(user);
+}
 
 /* A request cut by the read watchdog (conn_watch.h). */
 static void on_read_cut(void *user) {
@@ -333,6 +351,7 @@ kr_status kr_server_create(const kr_model *model, const kr_server_config *cfg, k
     if ((st = kr_models_create(s->model_name, model, s->ctx, &s->model_desc, &s->cfg, kv_share,
                                &s->models, err)) != KR_OK)
         goto fail;
+    kr_models_set_metrics(s->models, s->metrics);
     if (s->cfg.n_models > 0 || s->cfg.default_model[0]) {
         if ((st = kr_models_apply(s->models, &s->cfg, err)) != KR_OK) goto fail;
         kr_srv_log(s, "serving %d models (default '%s')", 1 + s->cfg.n_models,

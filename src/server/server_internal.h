@@ -90,6 +90,7 @@ typedef struct kr_conn {
     /* forecast */
     kr_job *job; /* set once submitted (one reference held) */
     kr_served *served; /* the model the request runs on (a reference held), or NULL */
+    int rung; /* its precision: served->rung[rung] (the ladder's pick at submission) */
     int counted; /* counted in srv->active_jobs */
     kr_api_request req;
     double hard_deadline; /* monotonic; the server's own guard past the engine's */
