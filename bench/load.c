@@ -38,6 +38,7 @@
  * to "m"; without it, "m" has no ladder: the on / off comparison. --tune-window sets the
  * tuner's windows (pressure S, relief 2 S) so a short run sees the ladder move.
  */
+
 #include <getopt.h>
 #include <math.h>
 #include <stdarg.h>
@@ -66,6 +67,7 @@ typedef struct opts {
     int symbols, history, anchored;
     const char *precisions; /* "int8:REPORT,q4:REPORT" */
     double tune_window;
+    double kv_budget_mb; /* > 0: the server's kv_budget (small: a pool that must evict) */
     double rates[MAX_RATES];
     int n_rates;
     int paths, pred_len, lookback, windows;
@@ -203,7 +205,29 @@ static size_t collect(char *p, size_t sz, size_t n, void *ud) {
 
 typedef struct scrape {
     double batch_sum, batch_count, hit, queried;
+    double cache_rules[4]; /* tuner decisions: cache_low_hit, _shorten, _rewarm, _restore */
+    double precision[2]; /* ladder moves of "m": down, up */
 } scrape;
+
+static const char *const k_cache_rules[4] = { "cache_low_hit", "cache_shorten", "cache_rewarm",
+                                              "cache_restore" };
+
+/* Sum of every sample line of `name` whose labels contain `needle` (every one when NULL). */
+static double series_sum(const char *text, const char *name, const char *needle) {
+    size_t n = strlen(name);
+    double sum = 0;
+    for (const char *line = text; line && *line;) {
+        const char *nl = strchr(line, '\n');
+        size_t len = nl ? (size_t)(nl - line) : strlen(line);
+        if (!strncmp(line, name, n) && (line[n] == '{' || line[n] == ' ')) {
+            const char *sp = memchr(line, ' ', len);
+            if (sp && (!needle || (memmem(line, (size_t)(sp - line), needle, strlen(needle)))))
+                sum += strtod(sp + 1, NULL);
+        }
+        line = nl ? nl + 1 : NULL;
+    }
+    return sum;
+}
 
 static double series(const char *text, const char *name) {
     size_t n = strlen(name);
@@ -230,6 +254,13 @@ static scrape scrape_metrics(const char *url) {
         s.batch_count = series(b.s, "kronos_batch_size_count");
         s.hit = series(b.s, "kronos_prefix_cache_hit_tokens_total");
         s.queried = series(b.s, "kronos_prefix_cache_queried_tokens_total");
+        for (int i = 0; i < 4; i++) {
+            char needle[64];
+            snprintf(needle, sizeof needle, "rule=\"%s\"", k_cache_rules[i]);
+            s.cache_rules[i] = series_sum(b.s, "kronos_tuner_decisions_total", needle);
+        }
+        s.precision[0] = series_sum(b.s, "kronos_precision_decisions_total", "direction=\"down\"");
+        s.precision[1] = series_sum(b.s, "kronos_precision_decisions_total", "direction=\"up\"");
     }
     curl_easy_cleanup(h);
     free(b.s);
@@ -244,6 +275,8 @@ typedef struct result {
     double ttft_p50, ttft_p95; /* from the answers' timing.ttft_seconds */
     double prefill_per_req, cached_per_req; /* mean context rows computed / reused per answer */
     int bar_requests, repeat_requests; /* of sent, by kind (bar / mixed traffic) */
+    double cache_rules[4], precision[2]; /* decisions during the run (scrape) */
+    char first_error[160]; /* status and message of the first failed request */
 } result;
 
 /* Sends bodies[idx[i]] at arrival times at[i] (seconds from start), open loop, and waits for
@@ -289,8 +322,11 @@ static result run_schedule(const char *url, const char *key, char **bodies, cons
                        ca = answer_number(r->answer.s, "cached_tokens");
                 if (pf >= 0) prefill += pf;
                 if (ca >= 0) cached += ca;
-            } else
-                res.errors++;
+            } else {
+                if (!res.errors++)
+                    snprintf(res.first_error, sizeof res.first_error, "%ld %.120s (curl %d)", code,
+                             r->answer.s ? r->answer.s : "", (int)msg->data.result);
+            }
             last_done = t;
             curl_multi_remove_handle(m, r->h);
             req_free(r);
@@ -315,6 +351,8 @@ static result run_schedule(const char *url, const char *key, char **bodies, cons
     res.mean_batch = bc > 0 ? (after.batch_sum - before.batch_sum) / bc : NAN;
     double q = after.queried - before.queried;
     res.hit_rate = q > 0 ? (after.hit - before.hit) / q : NAN;
+    for (int i = 0; i < 4; i++) res.cache_rules[i] = after.cache_rules[i] - before.cache_rules[i];
+    for (int i = 0; i < 2; i++) res.precision[i] = after.precision[i] - before.precision[i];
     qsort(ttft, (size_t)n_ttft, sizeof *ttft, cmp_double);
     res.ttft_p50 = percentile(ttft, n_ttft, 0.50);
     res.ttft_p95 = percentile(ttft, n_ttft, 0.95);
@@ -446,6 +484,13 @@ static void print_row(const char *label, double rate, const result *r) {
            label, rate, r->sent, r->ok, r->errors, r->elapsed > 0 ? r->ok / r->elapsed : 0.0,
            r->p50, r->p95, r->p99, r->ttft_p50, r->ttft_p95, r->mean_batch, r->hit_rate * 100,
            r->prefill_per_req, r->cached_per_req);
+    if (r->errors) printf("|  | first error: %s | | | | | | | | | | | | | |\n", r->first_error);
+    if (r->cache_rules[0] + r->cache_rules[1] + r->cache_rules[2] + r->cache_rules[3] > 0 ||
+        r->precision[0] + r->precision[1] > 0)
+        printf("|  | tuner during the run: cache grow %.0f, shorten %.0f, rewarm %.0f, restore "
+               "%.0f; precision down %.0f, up %.0f | | | | | | | | | | | | | |\n",
+               r->cache_rules[0], r->cache_rules[1], r->cache_rules[2], r->cache_rules[3],
+               r->precision[0], r->precision[1]);
     fflush(stdout);
 }
 
@@ -528,6 +573,7 @@ int main(int argc, char **argv) {
         { "no-ten", no_argument, NULL, '0' },
         { "precisions", required_argument, NULL, 'P' },
         { "tune-window", required_argument, NULL, 'W' },
+        { "kv-budget-mb", required_argument, NULL, 'K' },
         { "url", required_argument, NULL, 'u' },
         { "api-key", required_argument, NULL, 'k' },
         { "seconds", required_argument, NULL, 's' },
@@ -574,6 +620,7 @@ int main(int argc, char **argv) {
         case '0': no_ten = 1; break;
         case 'P': o.precisions = optarg; break;
         case 'W': o.tune_window = atof(optarg); break;
+        case 'K': o.kv_budget_mb = atof(optarg); break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -688,6 +735,8 @@ int main(int argc, char **argv) {
             /* Every simulated client is this process's one address. */
             cfg.max_connections_per_ip = 0;
             cfg.sched.log = quiet;
+            if (o.kv_budget_mb > 0)
+                cfg.sched.kv_budget_bytes = (size_t)(o.kv_budget_mb * 1048576.0);
             if (o.tune_window > 0) {
                 cfg.sched.tune_window_s = o.tune_window;
                 cfg.sched.tune_relax_s = 2 * o.tune_window;

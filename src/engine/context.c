@@ -740,7 +740,7 @@ void kr_ctx_apply_limits(kr_context *c) {
     if (!c->limits_changed) return;
     c->limits_changed = 0;
     /* The new values are the tuner's home: it moves from them, inside bounds derived from them. */
-    kr_tuner_limits home = { c->p.batch_wait_ms, c->p.max_batch_tokens, c->p.max_running, 0 };
+    kr_tuner_limits home = { c->p.batch_wait_ms, c->p.max_batch_tokens, c->p.max_running, 0, 0, 0 };
     kr_tuner_set_home(&c->tuner, &home, c->p.target_queue_p95_s, c->p.target_ttft_p95_s,
                       c->limits_reason);
 }
