@@ -732,8 +732,11 @@ int main(int argc, char **argv) {
             cfg.sched.static_batching = md->static_batching;
             cfg.sched.tune = md->tune;
             cfg.sched.max_queue = 4096;
-            /* Every simulated client is this process's one address. */
+            /* Every simulated client is this process's one address, and an overloaded server
+             * holds many connections open at once: past max_connections they would be refused
+             * (curl 52/56), which measures the listener, not the engine. */
             cfg.max_connections_per_ip = 0;
+            cfg.max_connections = 8192;
             cfg.sched.log = quiet;
             if (o.kv_budget_mb > 0)
                 cfg.sched.kv_budget_bytes = (size_t)(o.kv_budget_mb * 1048576.0);
