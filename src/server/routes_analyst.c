@@ -311,8 +311,9 @@ static void task_run(analyze_task *t) {
 
     kr_analyze_params p = r->params;
     p.model_name = t->served->name;
-    p.predictor_dir = s->predictor_shown;
-    p.tokenizer_dir = s->tokenizer_shown;
+    /* Another served model's directories are the operator's: the report names the model. */
+    p.predictor_dir = t->served->main ? s->predictor_shown : t->served->name;
+    p.tokenizer_dir = t->served->main ? s->tokenizer_shown : t->served->name;
     /* A batch of symbols is offline-style scoring: static batches (the report says which). */
     if (r->batch) p.static_batch_rows = s->cfg.batch_size;
     if (t->streaming) {
