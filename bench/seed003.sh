@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Seed 003's table on a real-size model: the Kronos-small shape with random weights
-# (`kronos gen-random --shape small`), served by `kronos serve` in f32, int8 and q4 (quantised at
-# load), answering analyses (POST /analyze {"stock_code"}, the default adaptive paths) of ten
+# (`kronos gen-random --shape small`), served by `kronos serve` in f32, int8 and q4 (`kronos
+# quantize` checkpoints, mapped as stored: quantising at load would keep the f32 file's pages
+# resident beside the quantised weights, and RSS would not be the format's; QUANT_AT_LOAD=1
+# measures that way instead), answering analyses (POST /analyze {"stock_code"}, the default adaptive paths) of ten
 # stored symbols (the bundled data files, ingested into a fresh SQLite store):
 #   - cold start: process start to /ready 200, the checkpoint's pages dropped from the page
 #     cache first (each file synced, then `dd iflag=nocache`; fincore confirms 0 resident);
@@ -19,6 +21,7 @@ cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build/release}
 WORK=${WORK:-build/seed003}
 FORMATS=${FORMATS:-"f32 int8 q4"}
+QUANT_AT_LOAD=${QUANT_AT_LOAD:-0}
 PORT=${PORT:-18903}
 K="$BUILD/kronos"
 URL="http://127.0.0.1:$PORT"
@@ -61,12 +64,18 @@ trap cleanup EXIT
 echo "| format | what | figure | load average |"
 echo "|---|---|---|---|"
 for fmt in $FORMATS; do
-  for f in "$WORK"/small/predictor/* "$WORK"/small/tokenizer/*; do
+  dir="$WORK/small" quant="$fmt"
+  if [ "$fmt" != f32 ] && [ "$QUANT_AT_LOAD" = 0 ]; then
+    dir="$WORK/small-$fmt" quant=f32
+    [ -f "$dir/predictor/model.safetensors" ] ||
+      "$K" quantize --model "$WORK/small" --quant "$fmt" --out "$dir" >/dev/null
+  fi
+  for f in "$dir"/predictor/* "$dir"/tokenizer/*; do
     sync "$f"; dd if="$f" iflag=nocache count=0 status=none
   done
-  resident=$(fincore -n -b -o RES "$WORK/small/predictor/model.safetensors" 2>/dev/null || echo "?")
+  resident=$(fincore -n -b -o RES "$dir/predictor/model.safetensors" 2>/dev/null || echo "?")
   t0=$(now)
-  "$K" serve --model "$WORK/small/predictor" --tokenizer "$WORK/small/tokenizer" --quant "$fmt" \
+  "$K" serve --model "$dir/predictor" --tokenizer "$dir/tokenizer" --quant "$quant" \
     --db "$DB" --port "$PORT" --config "$WORK/serve.json" 2>"$WORK/serve-$fmt.log" &
   srv=$!
   until curl -sf "$URL/ready" >/dev/null 2>&1; do
