@@ -167,6 +167,15 @@ typedef enum kr_window_mode {
     KR_WINDOW_ROLLING = 1 /* past max_context: sliding KV cache (approximation, opt-in) */
 } kr_window_mode;
 
+/* How the window is normalised (docs/api.md, "norm"). */
+typedef enum kr_norm_mode {
+    KR_NORM_EXACT = 0, /* mean and std over the whole window (the reference) */
+    /* Statistics fixed at an anchor, the window as first seen; the window then grows by a row a
+     * bar (inside the rows given, up to max_context) and keeps its earlier tokens, refreshed
+     * every norm_refresh bars (an approximation, opt-in; its price is in README.md) */
+    KR_NORM_ANCHORED = 1
+} kr_norm_mode;
+
 typedef struct kr_forecast_params {
     int pred_len; /* candles to generate (> 0) */
     int lookback; /* rows of history used; <= 0: all rows up to max_context */
@@ -188,6 +197,9 @@ typedef struct kr_forecast_params {
      * result (mean, paths, quantiles) stays in that normalised scale. 0 (default): raw
      * candles, normalised here and the results denormalised. */
     int prenormalized;
+    kr_norm_mode norm; /* default exact; anchored needs a context (kr_submit and the calls
+                          over it): it remembers the anchors */
+    int norm_refresh; /* anchored: a new anchor after this many bars (<= 0: 16) */
 } kr_forecast_params;
 
 KR_API kr_forecast_params kr_forecast_default_params(void);
@@ -339,6 +351,11 @@ typedef struct kr_request_params {
      * submitted: offline scoring with bounded memory (kr_static_batch_series tells the
      * series per batch). 0 (default): submit every series at once. */
     int static_batch_rows;
+    /* > 0: when this request reaches an idle engine first, it waits this long for company
+     * instead of the context's batch_wait_ms (offline scoring: a long wait lets concurrent
+     * jobs fill one static batch, whatever the time-of-day profile says); 0: the context's.
+     * 0 .. 60000. */
+    int batch_wait_ms;
 } kr_request_params;
 
 /* The offline commands' static batch size (kronos forecast / analyze --batch-size, the
@@ -402,6 +419,9 @@ KR_API int kr_forecast_pred_len(const kr_forecast *f);
 KR_API int kr_forecast_paths(const kr_forecast *f);
 /* History rows the model saw. */
 KR_API int kr_forecast_lookback(const kr_forecast *f);
+/* Leading history rows the normalisation statistics were taken over: the lookback in exact
+ * mode, the anchor's rows in anchored mode. */
+KR_API int kr_forecast_norm_rows(const kr_forecast *f);
 /* Heap bytes the result holds: what keeping it costs (a server budgets results waiting for
  * their clients by it). 0 for NULL. */
 KR_API size_t kr_forecast_bytes(const kr_forecast *f);

@@ -62,6 +62,7 @@ typedef struct kr_server_profile {
     double target_ttft_p95_s; /* < 0: keep */
     int static_batching; /* -1: keep, 0: continuous, 1: static batches of max_running */
     int latency_tight; /* latency_mode "tight": wait <= KR_TIGHT_WAIT_MAX_MS (default 15) */
+    char precision_floor[16]; /* the lowest precision the ladder may use ("" = any) */
 } kr_server_profile;
 
 /* Called when the active profile changes (NULL = back to the base parameters) with the
@@ -70,6 +71,32 @@ typedef struct kr_server_profile {
  * HTTP connection thread; keep it short. */
 typedef void (*kr_server_profile_cb)(void *user, const kr_server_profile *active,
                                      const kr_context_params *effective);
+
+#define KR_SERVER_MAX_MODELS 8
+
+#define KR_SERVER_MAX_PRECISIONS 3
+
+/* A lower precision of a served model that the tuner may move new requests to under sustained
+ * queue pressure (the precision ladder, docs/api.md): its weight format, a quantised
+ * checkpoint (or "" to quantise the model at load, round-to-nearest), and the
+ * `kronos eval-quant --gate ... --json` report it passed (required). */
+typedef struct kr_server_precision {
+    char quant[16]; /* bf16, int8, fp8, q4 */
+    char method[16]; /* "" or what the report says (rtn, smoothquant, awq, gptq) */
+    char model[1024]; /* a `kronos quantize` output directory, or "" */
+    char gate_report[1024];
+} kr_server_precision;
+
+/* A model served beside the main one (config "models", POST /v1/models/{name}). */
+typedef struct kr_server_model_entry {
+    char name[64]; /* letters, digits, '-', '_', '.' */
+    char model[KR_SERVER_PATH_MAX]; /* predictor dir, or a dir with predictor/ + tokenizer/ */
+    char tokenizer[KR_SERVER_PATH_MAX]; /* "" = from model */
+    char quant[16]; /* "" = as stored; f32, bf16, int8, fp8, q4: quantised at load */
+    char kv_dtype[8]; /* "" = the server's kv_dtype */
+    int n_precisions; /* the ladder below the model's own precision, fastest last */
+    kr_server_precision precisions[KR_SERVER_MAX_PRECISIONS];
+} kr_server_model_entry;
 
 typedef struct kr_server_config {
     char model[KR_SERVER_PATH_MAX]; /* predictor dir (or dir with predictor/, tokenizer/) */
@@ -115,8 +142,11 @@ typedef struct kr_server_config {
     int max_lookback; /* /v1/analyze: lookback (default 2048) -> 400 */
     int max_calibrate; /* /v1/analyze: calibration windows (default 10) -> 400 */
     int max_symbols; /* /v1/analyze/batch: symbols (default 64, at most 64) -> 400 */
-    int batch_size; /* /v1/analyze/batch: forecasts in static batches of this many series x
-                       paths rows (default KR_STATIC_BATCH_ROWS_DEFAULT; 0: all at once) */
+    int batch_size; /* offline scoring (/v1/analyze/batch, backtest jobs): forecasts in static
+                       batches of this many series x paths rows (default
+                       KR_STATIC_BATCH_ROWS_DEFAULT; 0: all at once) */
+    int offline_batch_wait_ms; /* offline scoring's batch wait, whatever the time-of-day profile
+                                  (kr_request_params.batch_wait_ms; default 500) */
     char db[KR_SERVER_PATH_MAX]; /* candle store for /v1/candles, /v1/analyze ("" = 503) */
     char web_root[KR_SERVER_PATH_MAX]; /* files of the page at / ("" = 404) */
     char access_log[KR_SERVER_PATH_MAX]; /* JSON lines, one per request: a file (appended),
@@ -140,6 +170,16 @@ typedef struct kr_server_config {
                                          "" = none; requests never name URLs themselves) */
     char llm_model[128]; /* its model ("" = KR_NARRATIVE_DEFAULT_MODEL) */
     double llm_timeout_s; /* per narrative request (default 60 s) */
+    char norm[16]; /* normalisation of requests that do not say: "exact" (default) or
+                      "anchored" (docs/api.md, "norm") */
+    int norm_refresh_bars; /* anchored: a new anchor after this many bars (default 16) */
+    /* Models beside the main one ("models": {"name": {"model", "tokenizer", "quant",
+     * "kv_dtype"}}), the one requests without a "model" field get ("" = the main one), and how
+     * many may be served at once (the KV budget's equal shares; 0 = 1 + n_models). */
+    int n_models;
+    kr_server_model_entry models[KR_SERVER_MAX_MODELS];
+    char default_model[64];
+    int max_models;
     int n_profiles;
     kr_server_profile profiles[KR_SERVER_MAX_PROFILES];
     kr_server_profile_cb on_profile; /* may be NULL */
@@ -190,6 +230,13 @@ KR_API int kr_server_shadow_planned(const kr_model *model, const kr_server_confi
  * kr_server_create. */
 KR_API kr_status kr_server_attach_shadow(kr_server *s, kr_model *f32_model, double sample,
                                          kr_error *err);
+
+/* Makes the served models match cfg's "models" and default_model (what `kronos serve` does on
+ * SIGHUP with its config file read again): new names are loaded, changed ones replaced (new
+ * requests get the new weights at once, requests in flight finish on the old ones, which are
+ * freed after the last), names no longer listed unloaded. Every other key of cfg is ignored
+ * (a restart applies them). Thread-safe. */
+KR_API kr_status kr_server_reload_models(kr_server *s, const kr_server_config *cfg, kr_error *err);
 
 /* The port actually bound (useful with port 0). */
 KR_API int kr_server_port(const kr_server *s);

@@ -51,6 +51,7 @@ class kr_forecast_params(ctypes.Structure):
         ("top_p", ctypes.c_float), ("seed", ctypes.c_uint64), ("window", ctypes.c_int),
         ("clip", ctypes.c_float), ("keep_paths", ctypes.c_int), ("first_path", ctypes.c_int),
         ("prenormalized", ctypes.c_int),
+        ("norm", ctypes.c_int), ("norm_refresh", ctypes.c_int),
     ]
 
 
@@ -77,6 +78,7 @@ class kr_request_params(ctypes.Structure):
         ("on_event", ctypes.c_void_p), ("user", ctypes.c_void_p),
         ("should_abort", ctypes.c_void_p), ("abort_user", ctypes.c_void_p),
         ("wait_for_room", ctypes.c_int), ("static_batch_rows", ctypes.c_int),
+        ("batch_wait_ms", ctypes.c_int),
     ]
 
 
@@ -290,7 +292,8 @@ def _check_layout():
     cp = kr_context_default_params()
     mp = kr_model_default_params()
     if not (fp.max_context == 512 and fp.paths == 1 and abs(fp.top_p - 0.9) < 1e-6 and
-            abs(fp.clip - 5.0) < 1e-6 and fp.first_path == 0 and fp.prenormalized == 0):
+            abs(fp.clip - 5.0) < 1e-6 and fp.first_path == 0 and fp.prenormalized == 0 and
+            fp.norm == 0):
         raise _layout_error("kr_forecast_params defaults")
     if not (cp.max_batch_tokens == 4096 and cp.max_running == 64 and cp.max_queue == 256 and
             abs(cp.background_share - 0.5) < 1e-12 and cp.background_min_rows == 8 and

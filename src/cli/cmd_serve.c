@@ -1,9 +1,10 @@
 /*
  * cli/cmd_serve — `kronos serve`: loads a model and runs the HTTP server (src/server) until a
  * signal, then drains: /ready turns 503, new requests get 503, accepted ones finish and are
- * answered, and the process exits 0. SIGTERM, SIGINT and SIGHUP all drain (SIGHUP is not a
- * reload: settings change with a restart); a second SIGTERM or SIGINT during the drain stops
- * the process at once, as operators expect of a second Ctrl-C.
+ * answered, and the process exits 0. SIGTERM and SIGINT drain; SIGHUP reloads the served
+ * models from the --config file (server/models.h; without one it drains too); a second
+ * SIGTERM or SIGINT during the drain stops the process at once, as operators expect of a
+ * second Ctrl-C.
  *
  * Settings come from defaults, then --config FILE (JSON: every flag has a key, plus the
  * scheduler knobs, limits and time-of-day profiles), then the flags, so a flag always wins
@@ -84,9 +85,11 @@ static void usage(FILE *f) {
         "  --access-log FILE|-      one JSON line per request (appended; - = stdout)\n"
         "  -h, --help               this text\n"
         "\n"
-        "Signals: SIGTERM, SIGINT and SIGHUP drain (/ready 503; after --drain-delay, new\n"
-        "requests 503; accepted ones answered) and exit 0; SIGHUP does not reload (restart to\n"
-        "change settings). A second SIGTERM or SIGINT during the drain stops at once.\n"
+        "Signals: SIGTERM and SIGINT drain (/ready 503; after --drain-delay, new requests\n"
+        "503; accepted ones answered) and exit 0; a second one during the drain stops at once.\n"
+        "SIGHUP with --config reads the file again and loads, replaces or unloads the models\n"
+        "of its \"models\" key (requests in flight finish on the old weights; other keys need a\n"
+        "restart); without --config SIGHUP drains like SIGTERM.\n"
         "SIGUSR1 reopens the --access-log file (after logrotate has moved it).\n"
         "Under systemd (Type=notify, $NOTIFY_SOCKET): READY once listening, a STATUS line,\n"
         "STOPPING at a drain, and WatchdogSec pings sent only while the engine runs.\n"
@@ -413,12 +416,38 @@ static void reopen_logs(kr_server *srv) {
     log_line(NULL, line);
 }
 
-/* Waits for the first signal (SIGUSR1 only reopens the log), drains, and returns when the drain
- * is over; a second SIGTERM or SIGINT meanwhile ends the process at once, by that signal. */
+/* SIGHUP with a --config file: read it again and make the served models match its "models"
+ * and default_model (in-flight requests finish on the weights they started on). */
+static void reload_models(kr_server *srv, const char *config_path) {
+    kr_server_config *c = malloc(sizeof *c);
+    kr_error err = { 0 };
+    char line[1400];
+    kr_status st = c ? KR_OK : kr_error_set(&err, KR_ERR_NOMEM, "out of memory");
+    if (st == KR_OK) {
+        kr_server_config_defaults(c);
+        st = kr_server_config_load(config_path, c, &err);
+    }
+    if (st == KR_OK) st = kr_server_reload_models(srv, c, &err);
+    if (st == KR_OK)
+        snprintf(line, sizeof line, "SIGHUP: models reloaded from %s", config_path);
+    else
+        snprintf(line, sizeof line, "SIGHUP: models not (all) reloaded: %s", err.message);
+    log_line(NULL, line);
+    free(c);
+}
+
+/* Waits for the first signal (SIGUSR1 only reopens the log; SIGHUP with a config file reloads
+ * its models), drains, and returns when the drain is over; a second SIGTERM or SIGINT
+ * meanwhile ends the process at once, by that signal. */
 static void serve_until_signal(kr_server *srv, const sigset_t *sigs, double grace_s,
-                               serve_notifier *notifier) {
+                               serve_notifier *notifier, const char *config_path) {
     int sig = 0;
-    while (sigwait(sigs, &sig) == 0 && sig == SIGUSR1) reopen_logs(srv);
+    while (sigwait(sigs, &sig) == 0 && (sig == SIGUSR1 || (sig == SIGHUP && config_path))) {
+        if (sig == SIGUSR1)
+            reopen_logs(srv);
+        else
+            reload_models(srv, config_path);
+    }
     char line[160];
     snprintf(line, sizeof line,
              "%s: draining (SIGTERM or SIGINT again stops at once, cutting what is in flight)",
@@ -557,7 +586,7 @@ int kr_cmd_serve(int argc, char **argv) {
     snprintf(status, sizeof status, "serving on %s", url);
     serve_notifier *notifier = serve_notifier_start(srv, status, log_line);
 
-    serve_until_signal(srv, &sigs, cfg.request_timeout_s, notifier);
+    serve_until_signal(srv, &sigs, cfg.request_timeout_s, notifier, fl.config);
     serve_notifier_free(notifier);
     kr_server_free(srv);
     kr_model_free(model);

@@ -248,7 +248,7 @@ static const kr_report_format k_format_of[] = { KR_FORMAT_JSON, KR_FORMAT_MD, KR
 
 /* The values a route reads itself (names, candles) after the scalars. */
 typedef struct analyze_values {
-    const cJSON *symbol, *symbols, *interval, *candles, *columns, *market, *stock_code;
+    const cJSON *symbol, *symbols, *interval, *candles, *columns, *market, *stock_code, *model;
 } analyze_values;
 
 static const char *const k_ohlc_modes[] = { "raw", "consistent", NULL };
@@ -285,6 +285,7 @@ static kr_status read_fields(const cJSON *root, int batch, const kr_api_limits *
         KR_F_BOOL("all", &r->all),
         KR_F_VALUE("stock_code", &v->stock_code, 0),
         KR_F_BOOL("narrative", &r->narrative),
+        KR_F_VALUE("model", &v->model, 0),
     };
     /* The caps bound what one analysis costs: (1 + calibrate) forecasts of paths x horizon
      * steps per symbol. Each names its config key when exceeded. */
@@ -330,6 +331,9 @@ static kr_status read_fields(const cJSON *root, int batch, const kr_api_limits *
      * and exactly "paths" run, as `kronos analyze --paths 4 --max-paths 2` runs 4 (the
      * library's cap is the larger of the two). */
     if (!paths_given && p->paths > p->max_paths) p->paths = p->max_paths;
+    if (v->model &&
+        (st = kr_api_read_model_name(v->model, r->model, sizeof r->model, err)) != KR_OK)
+        return st;
     if (v->market) {
         const kr_calendar *cal = NULL;
         kr_error e = { 0 };

@@ -34,6 +34,7 @@ typedef struct kr_api_analyze_request {
     int all; /* batch "all": true: every stored series (symbols empty) */
     int stock_code; /* the symbol came as "stock_code": errors name that field */
     int narrative; /* "narrative": true: the language-model prose too (server llm_url) */
+    char model[64]; /* "model": the served model's name ("" = the default one) */
 } kr_api_analyze_request;
 
 /* Parses and validates an analyze body (len bytes, need not be NUL-terminated); batch selects

@@ -109,6 +109,7 @@ enum MHD_Result kr_srv_reply(struct MHD_Connection *mc, kr_conn *c, int status,
     }
     if (content_type) MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
     if (extra_name) MHD_add_response_header(r, extra_name, extra_value);
+    if (c->warning_header[0]) MHD_add_response_header(r, "X-Kronos-Warning", c->warning_header);
     /* Every answer is what its Content-Type says (never sniffed into HTML), and an HTML report
      * (/v1/analyze "format": "html", served from the page's origin) runs nothing: its own
      * inline style and SVG only, no script, no request, sandboxed. */
@@ -442,7 +443,8 @@ static enum body_kind body_kind(struct MHD_Connection *mc, const kr_conn *c) {
     case KR_ROUTE_FORECAST:
     case KR_ROUTE_ANALYZE:
     case KR_ROUTE_ANALYZE_ALIAS:
-    case KR_ROUTE_ANALYZE_BATCH: return BODY_JSON;
+    case KR_ROUTE_ANALYZE_BATCH:
+    case KR_ROUTE_MODEL_PUT: return BODY_JSON;
     case KR_ROUTE_CANDLES_POST: {
         const char *ct =
             MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
@@ -513,6 +515,8 @@ static enum MHD_Result dispatch(struct MHD_Connection *mc, kr_conn *c, const cha
     case KR_ROUTE_READY: return kr_handle_ready(mc, c);
     case KR_ROUTE_METRICS: return kr_handle_metrics(mc, c);
     case KR_ROUTE_MODELS: return kr_handle_models(mc, c);
+    case KR_ROUTE_MODEL_PUT: return kr_handle_model_put(mc, c, url);
+    case KR_ROUTE_MODEL_DELETE: return kr_handle_model_delete(mc, c, url);
     case KR_ROUTE_FORECAST: return kr_handle_forecast(mc, c);
     case KR_ROUTE_SYMBOLS:
     case KR_ROUTE_CANDLES_GET:
@@ -597,6 +601,7 @@ void kr_srv_on_completed(void *cls, struct MHD_Connection *mc, void **con_cls,
     kr_conn_watch_rearm(s->watch, c->slot);
     kr_api_request_free(&c->req);
     kr_sse_free(&c->sse);
+    kr_models_release(s->models, c->served); /* its model may be freed now (replaced) */
     free(c);
 }
 

@@ -45,9 +45,17 @@ typedef struct kr_api_limits {
     int max_lookback; /* default 2048 */
     int max_calibrate; /* walk-forward windows per symbol, default 10 */
     int max_symbols; /* per batch, default 64 (KR_API_MAX_SYMBOLS at most) */
+    /* The server's defaults for the fields a request may leave out (config keys norm,
+     * norm_refresh_bars): exact normalisation unless the server says anchored. */
+    kr_norm_mode default_norm;
+    int default_norm_refresh;
 } kr_api_limits;
 
 kr_api_limits kr_api_default_limits(void);
+
+/* A request's "model" field: a name of letters, digits, '-', '_' and '.' (400 otherwise) into
+ * out[cap]. */
+kr_status kr_api_read_model_name(const cJSON *v, char *out, size_t cap, kr_api_error *err);
 
 /* The JSON value limit of a body under these limits (server/json_body): enough for max_rows
  * candle rows and every other field, far below what a max_body_bytes body could hold. */
@@ -63,6 +71,7 @@ typedef struct kr_api_request {
     int stream; /* answer as text/event-stream */
     double timeout_s; /* 0: the server's request_timeout_s */
     kr_ohlc_mode ohlc; /* "ohlc": raw (default) or consistent candles in the answer */
+    char model[64]; /* "model": the served model's name ("" = the default one) */
     char market[24]; /* "market": the calendar that made future_timestamps, or "" */
     /* The forecast stamps' calendar and whether its holidays cover them (name "" when the
      * client gave future_timestamps): the answer's "calendar", "warnings" and its

@@ -53,6 +53,16 @@ kr_status kr_api_forecast_json(const kr_api_request *req, const kr_forecast *fc,
                   (unsigned long long)usage->id, mtext);
     kr_sb_appendf(&head, ",\"ohlc\":\"%s\"", kr_ohlc_mode_name(req->ohlc));
     if (req->market[0]) kr_sb_appendf(&head, ",\"market\":\"%s\"", req->market);
+    /* Which precision served it (the precision ladder may move new requests down). */
+    kr_sb_appendf(&head, ",\"precision\":\"%s\"",
+                  model->precision       ? model->precision
+                  : model->info.quant[0] ? model->info.quant
+                  : model->quant         ? model->quant
+                                         : "f32");
+    /* How the window was normalised: anchored answers say over which rows (norm_anchor.h). */
+    kr_sb_appendf(&head, ",\"norm\":{\"mode\":\"%s\",\"stat_rows\":%d,\"window_rows\":%d}",
+                  req->params.norm == KR_NORM_ANCHORED ? "anchored" : "exact",
+                  kr_forecast_norm_rows(fc), kr_forecast_lookback(fc));
     free(mtext);
     char *head_text = NULL;
     kr_status st = kr_sb_finish(&head, &head_text, err);
@@ -126,10 +136,7 @@ char *kr_api_error_json(int status, const char *message, const char *field) {
     return s;
 }
 
-char *kr_api_models_json(const kr_api_model_desc *m, const char *narrative_model) {
-    cJSON *root = cJSON_CreateObject();
-    cJSON_AddStringToObject(root, "object", "list");
-    cJSON *data = cJSON_AddArrayToObject(root, "data");
+static cJSON *model_entry(const kr_api_model_desc *m) {
     cJSON *one = cJSON_CreateObject();
     cJSON_AddStringToObject(one, "id", m->name ? m->name : "kronos");
     cJSON_AddStringToObject(one, "object", "model");
@@ -139,7 +146,37 @@ char *kr_api_models_json(const kr_api_model_desc *m, const char *narrative_model
     cJSON_AddNumberToObject(one, "tokenizer_d_model", m->info.tok_d_model);
     cJSON_AddNumberToObject(one, "weight_bytes", (double)m->info.weight_bytes);
     cJSON_AddStringToObject(one, "kv_dtype", m->kv_dtype && m->kv_dtype[0] ? m->kv_dtype : "f32");
-    cJSON_AddItemToArray(data, one);
+    return one;
+}
+
+static char *models_doc(cJSON *root, const char *narrative_model);
+
+char *kr_api_models_list_json(const kr_api_models_list *l, const char *narrative_model) {
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "object", "list");
+    cJSON *data = cJSON_AddArrayToObject(root, "data");
+    for (int i = 0; i < l->n; i++) {
+        kr_api_model_desc d = l->desc[i];
+        d.name = l->name[i];
+        d.quant = l->quant[i];
+        d.kv_dtype = l->kv[i];
+        cJSON *one = model_entry(&d);
+        cJSON_AddBoolToObject(one, "default", l->is_default[i]);
+        cJSON_AddNumberToObject(one, "generation", l->generation[i]);
+        cJSON_AddItemToArray(data, one);
+    }
+    return models_doc(root, narrative_model);
+}
+
+char *kr_api_models_json(const kr_api_model_desc *m, const char *narrative_model) {
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "object", "list");
+    cJSON *data = cJSON_AddArrayToObject(root, "data");
+    cJSON_AddItemToArray(data, model_entry(m));
+    return models_doc(root, narrative_model);
+}
+
+static char *models_doc(cJSON *root, const char *narrative_model) {
     /* The language model is the server's, not the Kronos model's: beside the list, and only
      * its name (llm_url may hold a key and is never told to clients). */
     if (narrative_model) {

@@ -67,6 +67,8 @@ typedef struct analyze_task {
     double last_write;
     double started; /* kr_now_seconds() when the analysis began: the request deadline's origin */
     size_t charged; /* the final event's bytes charged to the memory budget */
+    kr_served *served; /* the model it runs on (a reference held until the task is freed) */
+    int rung; /* the precision that ran it (served->rung[rung]) */
 } analyze_task;
 
 static analyze_task *task_new(kr_server *s) {
@@ -102,6 +104,7 @@ static void task_free(analyze_task *t) {
     kr_store_close(t->store);
     task_drop_histories(t);
     kr_api_analyze_request_free(&t->req);
+    kr_models_release(t->srv->models, t->served);
     free(t->body);
     kr_sse_free(&t->sse);
     pthread_cond_destroy(&t->cv);
@@ -386,9 +389,10 @@ static void task_run(analyze_task *t) {
     }
 
     kr_analyze_params p = r->params;
-    p.model_name = s->model_name;
-    p.predictor_dir = s->predictor_shown;
-    p.tokenizer_dir = s->tokenizer_shown;
+    p.model_name = t->served->name;
+    /* Another served model's directories are the operator's: the report names the model. */
+    p.predictor_dir = t->served->main ? s->predictor_shown : t->served->name;
+    p.tokenizer_dir = t->served->main ? s->tokenizer_shown : t->served->name;
     /* A batch of symbols is offline-style scoring: static batches (the report says which). */
     if (r->batch) p.static_batch_rows = s->cfg.batch_size;
     if (t->streaming) {
@@ -405,11 +409,14 @@ static void task_run(analyze_task *t) {
     }
     rp.priority = s->cfg.analysis_priority;
     rp.wait_for_room = 0; /* a full queue is a 429, not a wait */
+    /* Offline scoring waits long for company, whatever the profile (latency is not its aim). */
+    if (r->batch) rp.batch_wait_ms = s->cfg.offline_batch_wait_ms;
     rp.should_abort = task_should_abort;
     rp.abort_user = t;
     p.request = &rp;
     kr_report_set *set = NULL;
-    kr_status st = kr_analyze(s->ctx, t->items, r->n, &p, &set, &err);
+    const int rung = t->rung = kr_served_pick(t->served);
+    kr_status st = kr_analyze(t->served->rung[rung].ctx, t->items, r->n, &p, &set, &err);
     if (st != KR_OK) {
         int code = kr_api_http_status(st);
         if (st == KR_ERR_BUSY && kr_server_is_draining(s)) code = 503;
@@ -564,6 +571,13 @@ static enum MHD_Result handle_analyze(struct MHD_Connection *mc, kr_conn *c, int
         return kr_store_access_reply_error(mc, c, &aerr);
     }
     kr_srv_drop_body(c);
+    if (!(t->served = kr_models_acquire(s->models, t->req.model))) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "no model '%s' is served (GET /v1/models lists them)",
+                 t->req.model);
+        task_free(t);
+        return kr_srv_reply_error(mc, c, 404, msg, "model");
+    }
     if (t->req.narrative && !s->cfg.llm_url[0]) {
         task_free(t);
         return kr_srv_reply_error(mc, c, 400,
@@ -610,10 +624,12 @@ static enum MHD_Result handle_analyze(struct MHD_Connection *mc, kr_conn *c, int
     c->answer_room = working_set;
     char *body = t->body;
     t->body = NULL;
-    enum MHD_Result ok = body ? kr_srv_reply(mc, c, t->status, t->content_type, body, strlen(body),
-                                             t->retry_after ? MHD_HTTP_HEADER_RETRY_AFTER : NULL,
-                                             t->retry_after ? "1" : NULL)
-                              : kr_srv_reply_error(mc, c, 503, "out of memory", NULL);
+    /* One extra header: Retry-After when refused, else the precision that served it. */
+    enum MHD_Result ok =
+        body ? kr_srv_reply(mc, c, t->status, t->content_type, body, strlen(body),
+                            t->retry_after ? MHD_HTTP_HEADER_RETRY_AFTER : "X-Kronos-Precision",
+                            t->retry_after ? "1" : t->served->rung[t->rung].precision)
+             : kr_srv_reply_error(mc, c, 503, "out of memory", NULL);
     task_free(t);
     return ok;
 }

@@ -19,6 +19,7 @@
 #include "server/drift.h"
 #include "server/http_metrics.h"
 #include "server/job.h"
+#include "server/models.h"
 #include "server/process_metrics.h"
 #include "server/request.h"
 #include "server/response.h"
@@ -30,7 +31,8 @@
 struct kr_server {
     kr_server_config cfg;
     const kr_model *model; /* borrowed */
-    kr_context *ctx; /* the engine every route submits to */
+    kr_context *ctx; /* the main model's engine (the analyses' and the store routes') */
+    kr_models *models; /* every model served by name, the main one first */
     kr_metrics *metrics;
     kr_http_metrics *http;
     struct MHD_Daemon *daemon;
@@ -93,12 +95,17 @@ typedef struct kr_conn {
     size_t discarded; /* bytes dropped since */
     /* forecast */
     kr_job *job; /* set once submitted (one reference held) */
+    kr_served *served; /* the model the request runs on (a reference held), or NULL */
+    int rung; /* its precision: served->rung[rung] (the ladder's pick at submission) */
     int counted; /* counted in srv->active_jobs */
     kr_api_request req;
     double hard_deadline; /* monotonic; the server's own guard past the engine's */
     /* streaming */
     kr_sse_buf sse;
     int seen_steps, stream_done;
+    /* An X-Kronos-Warning header for the answer ("" for none): e.g. a calendar past its
+     * known years. */
+    char warning_header[96];
     double last_write;
 } kr_conn;
 
@@ -177,6 +184,8 @@ enum MHD_Result kr_handle_health(struct MHD_Connection *mc, kr_conn *c);
 enum MHD_Result kr_handle_ready(struct MHD_Connection *mc, kr_conn *c);
 enum MHD_Result kr_handle_metrics(struct MHD_Connection *mc, kr_conn *c);
 enum MHD_Result kr_handle_models(struct MHD_Connection *mc, kr_conn *c);
+enum MHD_Result kr_handle_model_put(struct MHD_Connection *mc, kr_conn *c, const char *url);
+enum MHD_Result kr_handle_model_delete(struct MHD_Connection *mc, kr_conn *c, const char *url);
 enum MHD_Result kr_handle_forecast(struct MHD_Connection *mc, kr_conn *c);
 
 /* Releases a forecast's job when its connection completes: cancels the request if it is
