@@ -12,6 +12,7 @@ BEGIN {
   allow["market"] = "base market"
   allow["model"] = "base kernels model"
   allow["train"] = "base kernels model train"
+  allow["series"] = "base kernels model series"
   allow["hub"] = "base net hub"
   allow["engine"] = "base kernels market model engine"
   allow["analyst"] = "base net kernels market model engine analyst"
