@@ -427,7 +427,16 @@ kr_status kr_finetune_config_get(const kr_finetune_config *cfg, const char *key,
     switch (k->type) {
     case T_INT: snprintf(out, cap, "%d", *(const int *)f); break;
     case T_I64: snprintf(out, cap, "%lld", (long long)*(const int64_t *)f); break;
-    case T_FLOAT: snprintf(out, cap, "%.17g", *(const double *)f); break;
+    case T_FLOAT: {
+        /* The shortest of %.15g..%.17g that reads back as the same double ("0.9", not
+         * "0.90000000000000002"). */
+        double v = *(const double *)f;
+        for (int prec = 15; prec <= 17; prec++) {
+            snprintf(out, cap, "%.*g", prec, v);
+            if (strtod(out, NULL) == v) break;
+        }
+        break;
+    }
     case T_BOOL: snprintf(out, cap, "%s", *(const int *)f ? "true" : "false"); break;
     case T_TRI: {
         int v = *(const int *)f;

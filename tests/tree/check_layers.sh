@@ -18,7 +18,7 @@ BEGIN {
   allow["analyst"] = "base net kernels market model engine analyst"
   allow["server"] = "base net kernels market model hub engine analyst server"
   allow["eval"] = "base kernels market model engine analyst eval"
-  allow["finetune"] = "base net kernels market model series hub engine analyst server finetune"
+  allow["finetune"] = "base net kernels market model series train hub engine analyst server finetune"
   allow["cli"] = "cli"
   bad = 0
 }
