@@ -31,6 +31,8 @@ static const command k_commands[] = {
       "write a bf16 / int8 / fp8 / q4 checkpoint, calibrated on candle files" },
     { "eval-quant", kr_cmd_eval_quant,
       "measure what a quantised format costs in accuracy against f32" },
+    { "finetune", kr_cmd_finetune,
+      "fine-tune the tokenizer and predictor on candles (the official finetune_csv YAML)" },
     { "pull", kr_cmd_pull,
       "download a Kronos checkpoint from the Hugging Face hub into its cache" },
 };
