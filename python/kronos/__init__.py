@@ -7,13 +7,14 @@ A script written for the official model/kronos.py runs with its import line chan
 from ._lib import library_path, version as engine_version
 from .errors import (BusyError, CancelledError, FormatError, InternalError, InvalidArgumentError,
                      KronosError, KronosIOError, KronosMemoryError, KronosTimeoutError,
-                     ModelError, UnavailableError, UnsupportedError)
+                     ModelError, NumericError, UnavailableError, UnsupportedError)
+from .finetune import finetune
 from .model import Kronos, KronosTokenizer
 from .predictor import Forecast, KronosPredictor
 
 __version__ = "0.2.0"
-__all__ = ["Kronos", "KronosTokenizer", "KronosPredictor", "Forecast", "KronosError",
+__all__ = ["Kronos", "KronosTokenizer", "KronosPredictor", "Forecast", "finetune", "KronosError",
            "InvalidArgumentError", "KronosIOError", "FormatError", "ModelError",
            "KronosMemoryError", "UnsupportedError", "InternalError", "CancelledError",
-           "BusyError", "KronosTimeoutError", "UnavailableError", "engine_version",
+           "BusyError", "KronosTimeoutError", "UnavailableError", "NumericError", "engine_version",
            "library_path"]
