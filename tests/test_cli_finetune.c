@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "kronos/finetune.h"
+#include "model/safetensors.h"
 #include "test_support.h"
 
 /* ------------------------------------------------------------------ fixtures */
@@ -368,6 +369,145 @@ static void test_refusals_named(void **state) {
     free_env(e);
 }
 
+/* Copies a checkpoint directory, multiplying one tensor by `scale`. */
+static void copy_scaled(const char *from, const char *to, const char *tensor, float scale) {
+    char a[900], b[900];
+    assert_int_equal(mkdir(to, 0755), 0);
+    snprintf(a, sizeof a, "%s/config.json", from);
+    snprintf(b, sizeof b, "%s/config.json", to);
+    size_t len = 0;
+    char *cfg = slurp(a, &len);
+    assert_int_equal(kr_test_write_file(b, cfg, len), 0);
+    free(cfg);
+    snprintf(a, sizeof a, "%s/model.safetensors", from);
+    snprintf(b, sizeof b, "%s/model.safetensors", to);
+    kr_safetensors *st = NULL;
+    kr_st_writer *w = NULL;
+    kr_error err = { 0 };
+    assert_int_equal(kr_st_open(a, &st, &err), KR_OK);
+    assert_int_equal(kr_st_writer_create(&w, &err), KR_OK);
+    for (int i = 0; i < kr_st_count(st); i++) {
+        const kr_st_tensor *t = kr_st_at(st, i);
+        float *copy = NULL;
+        if (!strcmp(t->name, tensor)) {
+            copy = malloc(t->nbytes);
+            memcpy(copy, t->data, t->nbytes);
+            for (int64_t k = 0; k < t->numel; k++) copy[k] *= scale;
+        }
+        assert_int_equal(
+            kr_st_writer_add(w, t->name, t->dtype, t->ndim, t->shape, copy ? copy : t->data, &err),
+            KR_OK);
+        free(copy);
+    }
+    assert_int_equal(kr_st_writer_save(w, b, &err), KR_OK);
+    kr_st_writer_free(w);
+    kr_st_close(st);
+}
+
+/* A predictor whose embeddings overflow float32 in the first steps: a loss or gradient is not
+ * finite. The run stops naming the stage and the step, exits 1, writes no checkpoint of the
+ * failing stage and keeps the finished tokenizer stage's. */
+static void test_nonfinite_loss_stops_named(void **state) {
+    (void)state;
+    env *e = setup_env();
+    char bad[700], tok[700], out[700], args[4096];
+    snprintf(bad, sizeof bad, "%s/bad_predictor", e->dir);
+    snprintf(tok, sizeof tok, "%s/tokenizer", e->model);
+    char pred[700];
+    snprintf(pred, sizeof pred, "%s/predictor", e->model);
+    copy_scaled(pred, bad, "embedding.emb_s1.weight", 1e30f);
+    snprintf(out, sizeof out, "%s/run", e->dir);
+    snprintf(args, sizeof args,
+             "finetune --data %s --pretrained-predictor %s --pretrained-tokenizer %s --out %s "
+             "--lookback-window 24 --predict-window 7 --batch-size 8 --threads 1 --epochs 1 "
+             "--steps-per-epoch 2 --val-windows 8",
+             e->csv, bad, tok, out);
+    const kr_test_run *r = kr_test_kronos(e->dir, "", args);
+    assert_int_equal(r->code, 1);
+    /* The step it fails at is the core's to find (here the second one's gradient norm). */
+    if (!strstr(r->err, "predictor stage, step ") || !strstr(r->err, "NaN") ||
+        !strstr(r->err, "no checkpoint was written yet"))
+        fail_msg("%s", r->err);
+    char p[900];
+    snprintf(p, sizeof p, "%s/tokenizer/best_model/model.safetensors", out);
+    assert_true(exists(p));
+    snprintf(p, sizeof p, "%s/basemodel/best_model", out);
+    assert_false(exists(p));
+    snprintf(p, sizeof p, "%s/logs/finetune.jsonl", out);
+    char *log = slurp(p, NULL);
+    assert_non_null(strstr(log, "\"event\":\"error\""));
+    free(log);
+    free_env(e);
+}
+
+/* Candles from a directory of CSV and JSON files and from the store; fresh weights
+ * (pre_trained false); and --eval-only, which scores without writing. */
+static void test_inputs_fresh_weights_and_eval_only(void **state) {
+    (void)state;
+    env *e = setup_env();
+    char dir[700], args[4096], db[700], out[700];
+    snprintf(dir, sizeof dir, "%s/candles", e->dir);
+    assert_int_equal(mkdir(dir, 0755), 0);
+    char p[900];
+    snprintf(p, sizeof p, "%s/a.csv", dir);
+    write_series(p, 24 * 20);
+    /* The same rows as JSON records. */
+    snprintf(p, sizeof p, "%s/b.json", dir);
+    FILE *f = fopen(p, "w");
+    fputs("[", f);
+    for (int i = 0; i < 24 * 10; i++)
+        fprintf(f,
+                "%s{\"timestamps\": \"2025-01-%02d %02d:00:00\", \"open\": %d, \"high\": %d, "
+                "\"low\": %d, \"close\": %d, \"volume\": %d}",
+                i ? "," : "", 1 + i / 24, i % 24, 100 + i % 7, 103 + i % 7, 99 + i % 7, 101 + i % 5,
+                1000 + i % 11);
+    fputs("]", f);
+    fclose(f);
+    snprintf(args, sizeof args, "finetune %s --data %s --out %s/o --dry-run", e->common, dir,
+             e->dir);
+    const kr_test_run *r = kr_test_kronos(e->dir, "", args);
+    if (r->code != 0) fail_msg("%s", r->err);
+    assert_non_null(strstr(r->err, "data: 3 series"));
+    /* The store. */
+    snprintf(db, sizeof db, "%s/store.db", e->dir);
+    snprintf(args, sizeof args, "ingest --db %s --symbol SYN --interval 1h %s", db, e->csv);
+    r = kr_test_kronos(e->dir, "", args);
+    if (r->code != 0) fail_msg("%s", r->err);
+    snprintf(args, sizeof args,
+             "finetune --db %s --symbol syn --model %s --out %s/o --lookback-window 24 "
+             "--predict-window 7 --batch-size 8 --dry-run",
+             db, e->model, e->dir);
+    r = kr_test_kronos(e->dir, "", args);
+    if (r->code != 0) fail_msg("%s", r->err);
+    assert_non_null(strstr(r->err, "data: 1 series"));
+    snprintf(args, sizeof args, "finetune --db %s --symbol NOPE --model %s --out %s/o --dry-run",
+             db, e->model, e->dir);
+    r = kr_test_kronos(e->dir, "", args);
+    assert_int_equal(r->code, 2);
+    assert_non_null(strstr(r->err, "symbol NOPE: not in the store"));
+    /* Fresh weights of the tiny shapes. */
+    snprintf(out, sizeof out, "%s/fresh", e->dir);
+    snprintf(args, sizeof args,
+             "finetune %s --out %s --epochs 1 --steps-per-epoch 2 --pre-trained=false", e->common,
+             out);
+    r = kr_test_kronos(e->dir, "", args);
+    if (r->code != 0) fail_msg("%s", r->err);
+    snprintf(p, sizeof p, "%s/basemodel/checkpoint/fresh/model.safetensors", out);
+    assert_true(exists(p));
+    char q[900];
+    snprintf(q, sizeof q, "%s/predictor/model.safetensors", e->model);
+    assert_false(same_file(p, q));
+    /* --eval-only: both stages scored, nothing written. */
+    snprintf(args, sizeof args, "finetune %s --out %s/e --eval-only", e->common, e->dir);
+    r = kr_test_kronos(e->dir, "", args);
+    if (r->code != 0) fail_msg("%s", r->err);
+    assert_non_null(strstr(r->err, "tokenizer: validation loss"));
+    assert_non_null(strstr(r->err, "official model.eval() variant"));
+    snprintf(p, sizeof p, "%s/e", e->dir);
+    assert_false(exists(p));
+    free_env(e);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_finetune_learns_and_forecasts),
@@ -375,6 +515,8 @@ int main(void) {
         cmocka_unit_test(test_sigterm_leaves_resumable_checkpoint),
         cmocka_unit_test(test_force_and_skip_existing),
         cmocka_unit_test(test_refusals_named),
+        cmocka_unit_test(test_nonfinite_loss_stops_named),
+        cmocka_unit_test(test_inputs_fresh_weights_and_eval_only),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

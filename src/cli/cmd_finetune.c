@@ -72,6 +72,7 @@ static void usage(FILE *f) {
           "  --force            replace a non-empty stage directory\n"
           "  --resume           continue an interrupted run from its checkpoints\n"
           "  --dry-run          check config, data, paths and memory, then stop\n"
+          "  --eval-only        score the starting checkpoints on the validation windows\n"
           "  --no-progress      no progress bar (it is drawn only on a terminal anyway)\n"
           "  -h, --help         this text\n"
           "\n"
@@ -128,6 +129,14 @@ static int on_progress(void *user, const kr_finetune_progress *p) {
         break;
     case KR_FT_EVAL:
         clear_bar(b);
+        if (!isfinite(p->val_loss)) {
+            fprintf(stderr,
+                    "kronos %s: %s epoch %d/%d: no validation windows (data.val_ratio gives no "
+                    "window of lookback + predict + 1 rows): best_model is the last epoch's; "
+                    "train loss %.5f\n",
+                    CMD, p->stage, p->epoch, p->epochs, p->loss);
+            break;
+        }
         fprintf(stderr, "kronos %s: %s epoch %d/%d: validation loss %.5f", CMD, p->stage, p->epoch,
                 p->epochs, p->val_loss);
         if (isfinite(p->val_loss_official))

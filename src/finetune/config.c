@@ -150,6 +150,8 @@ static const key_def k_keys[] = {
       "continue from the stages' checkpoint/ directories" },
     { "kronos.dry_run", T_BOOL, OFF(dry_run), "dry-run", "false", 0, 0, 0,
       "check config, data, paths and memory, report, and stop" },
+    { "kronos.eval_only", T_BOOL, OFF(eval_only), "eval-only", "false", 0, 0, 0,
+      "score the starting checkpoints on the validation windows, train and write nothing" },
     { "kronos.memory_limit_mb", T_I64, OFF(memory_limit_mb), "memory-limit-mb", "0", 0, BIG, 0,
       "memory the run may take (0: the machine's available memory)" },
     { "kronos.checkpoint_every", T_I64, OFF(checkpoint_every), "checkpoint-every", "0", 0, BIG, 0,

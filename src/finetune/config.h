@@ -47,7 +47,7 @@ struct kr_finetune_config {
     char *db, *interval;
     kr_str_list symbols;
     int all_symbols;
-    int force, resume, dry_run;
+    int force, resume, dry_run, eval_only;
     int64_t memory_limit_mb; /* 0: the machine's memory */
     int64_t checkpoint_every; /* steps between resumable checkpoints; 0: at each epoch end */
     /* Which keys were set (index into the key table), for the ignored-keys report and the

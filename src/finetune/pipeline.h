@@ -54,5 +54,9 @@ void kr_ft_info(kr_ft_run *run, const char *stage, const char *fmt, ...)
 
 /* Trains one planned stage (stage.c). KR_ERR_CANCELLED when stopped (checkpoint written). */
 kr_status kr_ft_stage_train(kr_ft_run *run, kr_ft_stage *stage, kr_error *err);
+/* The validation loss of the stage's starting checkpoint (kronos.eval_only): *val, and for
+ * the predictor *val_official (NaN when not asked); nothing is written. */
+kr_status kr_ft_stage_eval(kr_ft_run *run, kr_ft_stage *stage, double *val, double *val_official,
+                           kr_error *err);
 
 #endif

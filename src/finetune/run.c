@@ -99,6 +99,10 @@ static kr_status decide(const kr_finetune_config *cfg, kr_ft_stage *sg, kr_error
                  sg->target == KR_TRAIN_TOKENIZER ? "tokenizer" : "basemodel");
         return KR_OK;
     }
+    if (cfg->eval_only) { /* scores the starting checkpoint; writes nothing */
+        sg->run = 1;
+        return KR_OK;
+    }
     if (sg->epochs == 0) {
         snprintf(sg->skip_reason, sizeof sg->skip_reason, "0 epochs");
         return KR_OK;
@@ -280,7 +284,9 @@ kr_status kr_finetune_run(const kr_finetune_config *cfg, kr_finetune_progress_cb
          * else from model_paths.finetuned_tokenizer, or the pretrained tokenizer when that is
          * not set (the official requires the former). */
         const int given = cfg->finetuned_tokenizer && *cfg->finetuned_tokenizer;
-        if (tok.enabled && !given)
+        if (cfg->eval_only && !given && tok.enabled)
+            snprintf(pred.tokenizer, sizeof pred.tokenizer, "%s", tok.pretrained);
+        else if (tok.enabled && !given)
             snprintf(pred.tokenizer, sizeof pred.tokenizer, "%s", tok.best);
         else if (given || kr_ft_is_checkpoint(run.paths.finetuned_tokenizer))
             snprintf(pred.tokenizer, sizeof pred.tokenizer, "%s", run.paths.finetuned_tokenizer);
@@ -323,11 +329,16 @@ kr_status kr_finetune_run(const kr_finetune_config *cfg, kr_finetune_progress_cb
         if (!sg->run) continue;
         if ((st = plan_stage(&run, sg, err)) != KR_OK) goto done;
         double need = (double)sg->memory_bytes + (double)kr_dataset_bytes(run.ds);
-        kr_ft_info(&run, sg->name,
-                   "%s stage: %d epochs x %lld steps of %d windows (%d x %d), %lld validation "
-                   "windows; about %.0f MB of memory",
-                   sg->name, sg->epochs, (long long)sg->steps_per_epoch, cfg->batch_size,
-                   sg->accumulation, sg->micro_batch, (long long)sg->val_windows, need / MB);
+        if (cfg->eval_only)
+            kr_ft_info(&run, sg->name,
+                       "%s: scoring %lld validation windows; about %.0f MB of memory", sg->name,
+                       (long long)sg->val_windows, need / MB);
+        else
+            kr_ft_info(&run, sg->name,
+                       "%s stage: %d epochs x %lld steps of %d windows (%d x %d), %lld validation "
+                       "windows; about %.0f MB of memory",
+                       sg->name, sg->epochs, (long long)sg->steps_per_epoch, cfg->batch_size,
+                       sg->accumulation, sg->micro_batch, (long long)sg->val_windows, need / MB);
         if (need > avail) {
             st =
                 kr_error_set(err, KR_ERR_NOMEM,
@@ -346,6 +357,24 @@ kr_status kr_finetune_run(const kr_finetune_config *cfg, kr_finetune_progress_cb
                        stages[i]->skip_reason);
     if (cfg->dry_run) {
         kr_ft_info(&run, NULL, "dry run: nothing trained or written");
+        goto done;
+    }
+    if (cfg->eval_only) {
+        for (int i = 0; i < 2 && st == KR_OK; i++) {
+            kr_ft_stage *sg = stages[i];
+            if (!sg->run) continue;
+            double val = NAN, off = NAN;
+            if ((st = kr_ft_stage_eval(&run, sg, &val, &off, err)) != KR_OK) break;
+            if (sg->target == KR_TRAIN_TOKENIZER)
+                res->tokenizer_best_val_loss = val;
+            else
+                res->predictor_best_val_loss = val;
+            char extra[96] = "";
+            if (isfinite(off))
+                snprintf(extra, sizeof extra, " (official model.eval() variant %.6f)", off);
+            kr_ft_info(&run, sg->name, "%s: validation loss %.6f over %lld windows (%s)%s",
+                       sg->name, val, (long long)sg->val_windows, sg->pretrained, extra);
+        }
         goto done;
     }
 

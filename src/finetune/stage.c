@@ -196,7 +196,7 @@ static kr_status prepare(stage_ctx *c, kr_error *err) {
     const kr_finetune_config *cfg = c->run->cfg;
     kr_status st;
     snprintf(c->start_dir, sizeof c->start_dir, "%s", sg->pretrained);
-    if (sg->fresh) {
+    if (sg->fresh && !cfg->eval_only) {
         snprintf(c->start_dir, sizeof c->start_dir, "%s/fresh", sg->ckpt);
         if (!kr_ft_is_checkpoint(c->start_dir)) {
             st = kr_ft_write_fresh(sg->pretrained, sg->target == KR_TRAIN_TOKENIZER,
@@ -233,7 +233,7 @@ static kr_status prepare(stage_ctx *c, kr_error *err) {
     p->batch_size = B;
     p->window_rows = c->rows;
     p->seed = (uint64_t)cfg->seed;
-    if (sg->resume) {
+    if (sg->resume && !cfg->eval_only) {
         kr_ft_progress_file saved;
         int exists = 0;
         if ((st = kr_ft_progress_read(sg->ckpt, &saved, &exists, err)) != KR_OK) return st;
@@ -315,7 +315,12 @@ static kr_status train_step(stage_ctx *c, int64_t b, kr_error *err) {
     kr_train_losses l = { 0 };
     for (int m = 0; m < sg->accumulation; m++) {
         kr_train_batch mb = slice(c, m * sg->micro_batch, sg->micro_batch);
-        if ((st = kr_trainer_accumulate(c->tr, &mb, &l, err)) != KR_OK) return st;
+        if ((st = kr_trainer_accumulate(c->tr, &mb, &l, err)) != KR_OK) {
+            kr_trainer_zero_grad(c->tr);
+            kr_error_prefix(err, "%s stage, step %lld (epoch %d)", sg->name,
+                            (long long)c->pos.steps + 1, c->pos.epoch + 1);
+            return st;
+        }
         loss += l.loss / sg->accumulation;
     }
     if (!isfinite(loss))
@@ -469,6 +474,23 @@ kr_status kr_ft_stage_train(kr_ft_run *run, kr_ft_stage *sg, kr_error *err) {
         run->result->tokenizer_best_val_loss = c.pos.best_val_loss;
     else
         run->result->predictor_best_val_loss = c.pos.best_val_loss;
+    release(&c);
+    return st;
+}
+
+kr_status kr_ft_stage_eval(kr_ft_run *run, kr_ft_stage *sg, double *val, double *val_official,
+                           kr_error *err) {
+    stage_ctx c = { .run = run,
+                    .sg = sg,
+                    .last_loss = NAN,
+                    .last_lr = NAN,
+                    .last_norm = NAN,
+                    .last_val = NAN,
+                    .last_val_official = NAN,
+                    .saved_steps = -1 };
+    c.t0 = kr_now_seconds();
+    kr_status st = prepare(&c, err);
+    if (st == KR_OK) st = validate(&c, val, val_official, err);
     release(&c);
     return st;
 }
