@@ -68,7 +68,7 @@ static const key_def k_keys[] = {
     { "training.predictor_learning_rate", T_FLOAT, OFF(predictor_learning_rate),
       "predictor-learning-rate", "0.00004", 1e-12, 10, 0, "predictor OneCycleLR max_lr" },
     { "training.adam_beta1", T_FLOAT, OFF(adam_beta1), "adam-beta1", "0.9", 0, 0.999999, 0,
-      "predictor AdamW beta1 (the tokenizer uses 0.9, as the official)" },
+      "AdamW beta1: OneCycleLR cycles it 0.95 -> 0.85 -> 0.95 (torch's default), so unused" },
     { "training.adam_beta2", T_FLOAT, OFF(adam_beta2), "adam-beta2", "0.95", 0, 0.999999, 0,
       "predictor AdamW beta2 (the tokenizer uses 0.999, as the official)" },
     { "training.adam_weight_decay", T_FLOAT, OFF(adam_weight_decay), "adam-weight-decay", "0.1", 0,

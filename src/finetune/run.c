@@ -76,10 +76,10 @@ static kr_status resolve_model(const char *key, const char *value, char *out, kr
     if (kr_hub_is_repo_id(value) &&
         kr_hub_resolve_cached(value, "main", out, KR_FINETUNE_PATH_MAX, NULL) == KR_OK)
         return KR_OK;
-    return kr_error_set(err, KR_ERR_INVALID_ARG, "%s: %s: no such checkpoint directory%s%s", key,
-                        value,
-                        kr_hub_is_repo_id(value) ? " (nor a pulled hub model: kronos pull " : "",
-                        kr_hub_is_repo_id(value) ? value : "");
+    const int hub = kr_hub_is_repo_id(value);
+    return kr_error_set(err, KR_ERR_INVALID_ARG, "%s: %s: no such checkpoint directory%s%s%s", key,
+                        value, hub ? " (nor a pulled hub model: kronos pull " : "",
+                        hub ? value : "", hub ? ")" : "");
 }
 
 static void stage_paths(kr_ft_stage *sg, const char *dir) {
