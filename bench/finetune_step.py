@@ -7,7 +7,8 @@ dependency layer causal), backward, clip_grad_norm_, AdamW, OneCycleLR.
     /usr/bin/python3 bench/finetune_step.py --shape small --batch 32 --seq 512 --threads 2
 
 Prints one JSON line: median and mean step seconds over --steps timed steps (after --warmup),
-tokens per second, and the process's peak resident memory (ru_maxrss). Run each shape in its
+the median CPU seconds a step took over all threads (process_time: what a loaded machine does
+not inflate), tokens per second, and the process's peak resident memory (ru_maxrss). Run each shape in its
 own process so the peak is that shape's. Uses Debian's python3-torch; its BLAS is whatever
 libblas.so.3 points to (update-alternatives --display libblas.so.3-x86_64-linux-gnu): OpenBLAS,
 never the reference BLAS, for these figures.
@@ -46,13 +47,15 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--no-golden", action="store_true",
+                    help="skip the golden check (the harness ran it once already)")
     ap.add_argument("--golden", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                                      "..", "..", "shared", "golden", "train"))
     args = ap.parse_args()
 
     torch.set_num_threads(args.threads)
     # Same loss and gradients as the reference, or no figures.
-    golden = torch_kronos.check_golden(args.golden)
+    golden = [] if args.no_golden else torch_kronos.check_golden(args.golden)
     torch.set_num_threads(args.threads)
 
     cfg = SHAPES[args.shape]
@@ -93,19 +96,21 @@ def main():
         sched.step()
         return loss.item()
 
-    times = []
+    times, cpu = [], []
     for i in range(total):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         loss = step()
-        dt = time.perf_counter() - t0
+        dt, dc = time.perf_counter() - t0, time.process_time() - c0
         if i >= args.warmup:
             times.append(dt)
+            cpu.append(dc)
     peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     positions = B * T
     print(json.dumps({
         "impl": "pytorch", "torch": torch.__version__, "shape": args.shape, "batch": B,
         "seq": T, "threads": args.threads, "steps": args.steps,
         "median_s": statistics.median(times), "mean_s": statistics.mean(times),
+        "cpu_s_per_step": statistics.median(cpu),
         "tokens_per_s": positions / statistics.median(times), "last_loss": loss,
         "peak_rss_mb": peak_kb / 1024.0, "golden": golden,
     }))
