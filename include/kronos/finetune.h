@@ -109,6 +109,8 @@ typedef struct kr_finetune_progress {
     int64_t step, total_steps; /* optimizer steps done in the stage, and of the whole stage */
     int64_t step_in_epoch, steps_per_epoch;
     double loss; /* the last step's loss (mean over its micro-batches) */
+    double epoch_loss; /* the mean of the epoch's step losses so far (the official "Training
+                          Loss" of its epoch summary) */
     double lr, grad_norm; /* the rate that step used; its total norm before clipping */
     double val_loss; /* the last validation loss (NaN before the first) */
     double val_loss_official; /* predictor: the official model.eval() variant (NaN if none) */

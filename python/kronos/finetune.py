@@ -108,7 +108,7 @@ def _progress_dict(p):
     d = {"event": _EVENTS[p.event] if 0 <= p.event < len(_EVENTS) else str(p.event),
          "stage": p.stage.decode() if p.stage else None}
     for f in ("epoch", "epochs", "step", "total_steps", "step_in_epoch", "steps_per_epoch",
-              "loss", "lr", "grad_norm", "val_loss", "val_loss_official", "best_val_loss",
+              "loss", "epoch_loss", "lr", "grad_norm", "val_loss", "val_loss_official", "best_val_loss",
               "tokens_per_second", "elapsed_seconds", "eta_seconds"):
         v = getattr(p, f)
         d[f] = None if isinstance(v, float) and math.isnan(v) else v

@@ -133,15 +133,15 @@ static int on_progress(void *user, const kr_finetune_progress *p) {
             fprintf(stderr,
                     "kronos %s: %s epoch %d/%d: no validation windows (data.val_ratio gives no "
                     "window of lookback + predict + 1 rows): best_model is the last epoch's; "
-                    "train loss %.5f\n",
-                    CMD, p->stage, p->epoch, p->epochs, p->loss);
+                    "train loss %.5f (epoch mean)\n",
+                    CMD, p->stage, p->epoch, p->epochs, p->epoch_loss);
             break;
         }
         fprintf(stderr, "kronos %s: %s epoch %d/%d: validation loss %.5f", CMD, p->stage, p->epoch,
                 p->epochs, p->val_loss);
         if (isfinite(p->val_loss_official))
             fprintf(stderr, " (official model.eval() variant %.5f)", p->val_loss_official);
-        fprintf(stderr, ", train loss %.5f\n", p->loss);
+        fprintf(stderr, ", train loss %.5f (epoch mean)\n", p->epoch_loss);
         break;
     case KR_FT_SAVED: break;
     case KR_FT_STAGE_DONE:

@@ -41,6 +41,8 @@ typedef struct stage_ctx {
     int64_t saved_steps; /* the step of that checkpoint (-1: none yet) */
     kr_ft_progress_file pos;
     double t0, trained_positions, last_loss, last_lr, last_norm;
+    double epoch_loss_sum; /* this epoch's step losses, for its mean */
+    int64_t epoch_steps;
     double last_val, last_val_official;
 } stage_ctx;
 
@@ -56,13 +58,14 @@ static void progress_base(const stage_ctx *c, kr_finetune_progress *p, kr_finetu
     memset(p, 0, sizeof *p);
     p->event = ev;
     p->stage = c->sg->name;
-    p->epoch = c->pos.epoch + 1;
+    p->epoch = c->pos.epoch < c->sg->epochs ? c->pos.epoch + 1 : c->sg->epochs;
     p->epochs = c->sg->epochs;
     p->step = c->pos.steps;
     p->total_steps = c->sg->total_steps;
     p->step_in_epoch = c->pos.batch;
     p->steps_per_epoch = c->sg->steps_per_epoch;
     p->loss = c->last_loss;
+    p->epoch_loss = c->epoch_steps ? c->epoch_loss_sum / (double)c->epoch_steps : NAN;
     p->lr = c->last_lr;
     p->grad_norm = c->last_norm;
     p->val_loss = c->last_val;
@@ -336,6 +339,8 @@ static kr_status train_step(stage_ctx *c, int64_t b, kr_error *err) {
     c->pos.steps++;
     c->pos.batch = b + 1;
     c->last_loss = loss;
+    c->epoch_loss_sum += loss;
+    c->epoch_steps++;
     c->last_lr = info.lr;
     c->last_norm = info.grad_norm;
     c->trained_positions += positions_per_window(c) * sg->micro_batch * sg->accumulation;
@@ -366,6 +371,8 @@ static kr_status end_of_epoch(stage_ctx *c, kr_error *err) {
     if (is_predictor(c) && c->run->cfg->official_eval)
         cJSON_AddNumberToObject(o, "val_loss_official", val_off);
     cJSON_AddNumberToObject(o, "val_windows", (double)c->n_val);
+    if (c->epoch_steps)
+        cJSON_AddNumberToObject(o, "train_loss", c->epoch_loss_sum / (double)c->epoch_steps);
     cJSON_AddBoolToObject(o, "best", improved);
     kr_ft_log_write(c->run->log, o, NULL);
     if ((st = save_model(c, sg->last, err)) != KR_OK) return st;
@@ -373,6 +380,8 @@ static kr_status end_of_epoch(stage_ctx *c, kr_error *err) {
     if (improved && (st = save_model(c, sg->best, err)) != KR_OK) return st;
     c->pos.epoch++;
     c->pos.batch = 0;
+    c->epoch_loss_sum = 0;
+    c->epoch_steps = 0;
     return save_state(c, err);
 }
 
