@@ -128,7 +128,9 @@ def forecast_figures(pred_dir, tok_dir, files, train_ratio, threads):
                 rw = np.stack([lb[starts + h] / lb[starts] - 1 for h in range(1, HORIZON + 1)], -1)
                 crps_rw.append(crps_ensemble(rw, y).mean())
                 n_windows += 1
-        out[L] = dict(windows=n_windows, mean_first_step_return=float(np.mean(first_ret)),
+        out[L] = dict(windows=n_windows, crps_model_per_window=[float(v) for v in crps_m],
+                      first_step_return_per_window=[float(v) for v in first_ret],
+                      mean_first_step_return=float(np.mean(first_ret)),
                       mean_abs_first_step_return=float(np.mean(np.abs(first_ret))),
                       typical_one_bar_move=float(np.mean(moves)),
                       crps_model=float(np.mean(crps_m)), crps_persistence=float(np.mean(crps_p)),
@@ -179,6 +181,12 @@ def main():
               f"windows) | {1e3 * a['crps_model']:.2f} / {1e3 * a['crps_persistence']:.2f} / "
               f"{1e3 * a['crps_random_walk']:.2f} | {1e3 * b['crps_model']:.2f} / "
               f"{1e3 * b['crps_persistence']:.2f} / {1e3 * b['crps_random_walk']:.2f} |")
+    # Paired over the same windows: the rebuilt minus the bundled CRPS, with its standard error.
+    for L in LOOKBACKS:
+        d = (np.array(res[new_name]["forecasts"][L]["crps_model_per_window"]) -
+             np.array(res[old_name]["forecasts"][L]["crps_model_per_window"]))
+        print(f"| lookback {L}: CRPS {new_name} - {old_name} (x1e-3, paired, +- 1 s.e.) | "
+              f"{1e3 * d.mean():+.2f} +- {1e3 * d.std(ddof=1) / np.sqrt(len(d)):.2f} | |")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(res, f, indent=1)

@@ -37,9 +37,23 @@ export KRONOS_LIBRARY="$PWD/build/release/lib/libkronos.so.0" PYTHONPATH="$PWD/p
   --old models/kronos-demo --new "$out" --json "$out/compare.json" | tee "$out/compare.md"
 
 if [ "$install" = 1 ]; then
+  # Written beside the old file and renamed over it: a process that maps the bundled model
+  # keeps its pages (README "The real Kronos checkpoints").
   for part in tokenizer predictor; do
     src="$out/${part/predictor/basemodel}/best_model"
-    cp "$src/model.safetensors" "models/kronos-demo/$part/model.safetensors"
+    cp "$src/model.safetensors" "models/kronos-demo/$part/model.safetensors.new"
+    mv "models/kronos-demo/$part/model.safetensors.new" "models/kronos-demo/$part/model.safetensors"
   done
+  "$py" -c '
+import json
+p = "models/kronos-demo/predictor/config.json"
+cfg = json.load(open(p))
+cfg["source"] = ("kronos-demo: a 1.3 M-parameter Kronos-architecture checkpoint trained from "
+                 "scratch with kronos finetune on 12 public series (scripts/train-demo.sh, "
+                 "models/kronos-demo/README.md); not the official Kronos weights")
+with open(p, "w") as f:
+    json.dump(cfg, f, indent=2)
+    f.write("\n")
+'
   echo "installed the new pair into models/kronos-demo (update its README's figures)"
 fi
