@@ -16,7 +16,8 @@ tokenizer/best_model + basemodel/best_model). For each pair:
     the typical one-bar move of the held-out data (mean |close / previous close - 1| at those
     origins); and CRPS of the close over the horizon in return space (x / last close - 1) from
     the sample paths, beside two naive forecasts: persistence (the last close: CRPS = |r|) and
-    a random walk (the lookback's own h-bar returns as the ensemble).
+    a random walk (the lookback's own h-bar returns as the ensemble); and the mean absolute
+    error of the mean path's returns (persistence's is its CRPS).
 Prints Markdown; --json writes every figure.
 """
 
@@ -101,7 +102,7 @@ def forecast_figures(pred_dir, tok_dir, files, train_ratio, threads):
                         max_context=512, threads=threads)
     out = {}
     for L in LOOKBACKS:
-        first_ret, moves, crps_m, crps_p, crps_rw, n_windows = [], [], [], [], [], 0
+        first_ret, moves, crps_m, crps_p, crps_rw, mae_m, n_windows = [], [], [], [], [], [], 0
         for f in files:
             df = pd.read_csv(f)
             ts = pd.to_datetime(df["timestamps"])
@@ -121,6 +122,8 @@ def forecast_figures(pred_dir, tok_dir, files, train_ratio, threads):
                 first_ret.append(fo.mean["close"].iloc[0] / last - 1)
                 moves.append(abs(y[0]))
                 crps_m.append(crps_ensemble(paths, y).mean())
+                mean_path = fo.mean["close"].to_numpy(np.float64) / last - 1
+                mae_m.append(np.abs(mean_path - y).mean())
                 crps_p.append(np.abs(y).mean())
                 # The random walk's members: the lookback's h-bar returns from 64 starts.
                 lb = close[o - L:o]
@@ -134,6 +137,7 @@ def forecast_figures(pred_dir, tok_dir, files, train_ratio, threads):
                       mean_abs_first_step_return=float(np.mean(np.abs(first_ret))),
                       typical_one_bar_move=float(np.mean(moves)),
                       crps_model=float(np.mean(crps_m)), crps_persistence=float(np.mean(crps_p)),
+                      mae_mean_path=float(np.mean(mae_m)),
                       crps_random_walk=float(np.mean(crps_rw)))
     p.close()
     return out
@@ -181,6 +185,8 @@ def main():
               f"windows) | {1e3 * a['crps_model']:.2f} / {1e3 * a['crps_persistence']:.2f} / "
               f"{1e3 * a['crps_random_walk']:.2f} | {1e3 * b['crps_model']:.2f} / "
               f"{1e3 * b['crps_persistence']:.2f} / {1e3 * b['crps_random_walk']:.2f} |")
+        print(f"| lookback {L}: MAE of the mean path's returns (x1e-3; persistence = its CRPS) | "
+              f"{1e3 * a['mae_mean_path']:.2f} | {1e3 * b['mae_mean_path']:.2f} |")
     # Paired over the same windows: the rebuilt minus the bundled CRPS, with its standard error.
     for L in LOOKBACKS:
         d = (np.array(res[new_name]["forecasts"][L]["crps_model_per_window"]) -
