@@ -78,6 +78,10 @@ typedef struct kr_ft_resolved {
 } kr_ft_resolved;
 kr_status kr_ft_config_resolve(const kr_finetune_config *cfg, kr_ft_resolved *out, kr_error *err);
 
+/* kr_finetune_config_load_yaml on text in memory (borrowed); label names it in errors. */
+kr_status kr_ft_config_parse_yaml(kr_finetune_config *cfg, const char *text, size_t len,
+                                  const char *label, kr_error *err);
+
 /* Replaces every "{exp_name}" in s by exp_name into out. Returns 0, or -1 when it does not
  * fit. */
 int kr_ft_substitute(const char *s, const char *exp_name, char *out, size_t cap);

@@ -133,30 +133,23 @@ static kr_status load_doc(kr_finetune_config *cfg, yaml_document_t *doc, const c
     return KR_OK;
 }
 
-kr_status kr_finetune_config_load_yaml(kr_finetune_config *cfg, const char *path, kr_error *err) {
-    if (!cfg || !path)
-        return kr_error_set(err, KR_ERR_INVALID_ARG, "finetune config: NULL argument");
-    char *text = NULL;
-    size_t len = 0;
-    kr_status st = kr_read_file(path, KR_YAML_MAX_BYTES, "config", &text, &len, err);
-    if (st != KR_OK) return st;
+kr_status kr_ft_config_parse_yaml(kr_finetune_config *cfg, const char *text, size_t len,
+                                  const char *label, kr_error *err) {
     yaml_parser_t parser;
     yaml_document_t doc;
-    if (!yaml_parser_initialize(&parser)) {
-        free(text);
-        return kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory for the YAML parser", path);
-    }
+    if (!yaml_parser_initialize(&parser))
+        return kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory for the YAML parser", label);
     yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
+    kr_status st;
     if (!yaml_parser_load(&parser, &doc)) {
-        st = kr_error_set(err, KR_ERR_FORMAT, "%s:%lu: not valid YAML: %s%s%s", path,
+        st = kr_error_set(err, KR_ERR_FORMAT, "%s:%lu: not valid YAML: %s%s%s", label,
                           (unsigned long)parser.problem_mark.line + 1,
                           parser.problem ? parser.problem : "parse error",
                           parser.context ? " " : "", parser.context ? parser.context : "");
         yaml_parser_delete(&parser);
-        free(text);
         return st;
     }
-    st = load_doc(cfg, &doc, path, err);
+    st = load_doc(cfg, &doc, label, err);
     /* PyYAML's safe_load refuses a second document ("---"); so does this. */
     if (st == KR_OK) {
         yaml_document_t extra;
@@ -164,12 +157,26 @@ kr_status kr_finetune_config_load_yaml(kr_finetune_config *cfg, const char *path
             if (yaml_document_get_root_node(&extra))
                 st = kr_error_set(err, KR_ERR_FORMAT,
                                   "%s: more than one YAML document (---): one config per file",
-                                  path);
+                                  label);
             yaml_document_delete(&extra);
-        }
+        } else
+            st = kr_error_set(err, KR_ERR_FORMAT, "%s:%lu: not valid YAML: %s", label,
+                              (unsigned long)parser.problem_mark.line + 1,
+                              parser.problem ? parser.problem : "parse error");
     }
     yaml_document_delete(&doc);
     yaml_parser_delete(&parser);
+    return st;
+}
+
+kr_status kr_finetune_config_load_yaml(kr_finetune_config *cfg, const char *path, kr_error *err) {
+    if (!cfg || !path)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "finetune config: NULL argument");
+    char *text = NULL;
+    size_t len = 0;
+    kr_status st = kr_read_file(path, KR_YAML_MAX_BYTES, "config", &text, &len, err);
+    if (st != KR_OK) return st;
+    st = kr_ft_config_parse_yaml(cfg, text, len, path, err);
     free(text);
     return st;
 }
