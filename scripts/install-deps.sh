@@ -3,6 +3,7 @@
 # present, so it is quick and offline on a prepared machine). Needs root or sudo.
 # libsqlite3-dev: the candle store behind `kronos ingest` / `kronos analyze`; libpq-dev: its
 # PostgreSQL backend (`--db postgresql://...`, shared by replicas).
+# libyaml-dev: the YAML config files of `kronos finetune` (the official finetune_csv format).
 # libmicrohttpd-dev: the HTTP server behind `kronos serve` (and the stand-in LLM server of the
 # narrative test); libcurl4-openssl-dev: its tests, the bench/load client and the optional
 # `kronos analyze --llm-url` narrative. systemd: systemd-analyze, which checks the shipped unit
@@ -22,7 +23,7 @@
 set -euo pipefail
 packages=(build-essential cmake pkg-config clang clang-format libclang-rt-14-dev
           libcjson-dev libcmocka-dev libopenblas-dev libxxhash-dev libsqlite3-dev libpq-dev
-          libmicrohttpd-dev libcurl4-openssl-dev systemd libseccomp-dev)
+          libmicrohttpd-dev libcurl4-openssl-dev systemd libseccomp-dev libyaml-dev)
 for opt in "$@"; do
   case "$opt" in
     --web)

@@ -10,16 +10,17 @@ docs/python.md.
 from ._lib import library_path, version as engine_version
 from .errors import (BusyError, CancelledError, FormatError, InternalError, InvalidArgumentError,
                      KronosError, KronosIOError, KronosMemoryError, KronosTimeoutError,
-                     ModelError, UnavailableError, UnsupportedError)
+                     ModelError, NumericError, UnavailableError, UnsupportedError)
+from .finetune import finetune
 from .model import Kronos, KronosTokenizer
 from .predictor import Forecast, KronosPredictor
 from .functions import (auto_regressive_inference, calc_time_stamps, sample_from_logits,
                         top_k_top_p_filtering)
 
 __version__ = "0.2.0"
-__all__ = ["Kronos", "KronosTokenizer", "KronosPredictor", "Forecast", "KronosError",
+__all__ = ["Kronos", "KronosTokenizer", "KronosPredictor", "Forecast", "finetune", "KronosError",
            "InvalidArgumentError", "KronosIOError", "FormatError", "ModelError",
            "KronosMemoryError", "UnsupportedError", "InternalError", "CancelledError",
-           "BusyError", "KronosTimeoutError", "UnavailableError", "engine_version",
+           "BusyError", "KronosTimeoutError", "UnavailableError", "NumericError", "engine_version",
            "library_path", "auto_regressive_inference", "calc_time_stamps",
            "sample_from_logits", "top_k_top_p_filtering"]

@@ -156,6 +156,43 @@ class kr_forecast_stats(ctypes.Structure):
     ]
 
 
+class kr_finetune_key(ctypes.Structure):
+    _fields_ = [("key", ctypes.c_char_p), ("type", ctypes.c_char_p), ("flag", ctypes.c_char_p),
+                ("default_value", ctypes.c_char_p), ("ignored", ctypes.c_int),
+                ("doc", ctypes.c_char_p)]
+
+
+class kr_finetune_progress(ctypes.Structure):
+    _fields_ = [
+        ("event", ctypes.c_int), ("stage", ctypes.c_char_p), ("epoch", ctypes.c_int),
+        ("epochs", ctypes.c_int), ("step", ctypes.c_int64), ("total_steps", ctypes.c_int64),
+        ("step_in_epoch", ctypes.c_int64), ("steps_per_epoch", ctypes.c_int64),
+        ("loss", ctypes.c_double), ("epoch_loss", ctypes.c_double), ("lr", ctypes.c_double),
+        ("grad_norm", ctypes.c_double),
+        ("val_loss", ctypes.c_double), ("val_loss_official", ctypes.c_double),
+        ("best_val_loss", ctypes.c_double), ("tokens_per_second", ctypes.c_double),
+        ("elapsed_seconds", ctypes.c_double), ("eta_seconds", ctypes.c_double),
+        ("path", ctypes.c_char_p), ("message", ctypes.c_char_p),
+    ]
+
+
+FINETUNE_PATH_MAX = 4096
+
+
+class kr_finetune_result(ctypes.Structure):
+    _fields_ = [
+        ("base_save_path", ctypes.c_char * FINETUNE_PATH_MAX),
+        ("tokenizer_best", ctypes.c_char * FINETUNE_PATH_MAX),
+        ("tokenizer_last", ctypes.c_char * FINETUNE_PATH_MAX),
+        ("predictor_best", ctypes.c_char * FINETUNE_PATH_MAX),
+        ("predictor_last", ctypes.c_char * FINETUNE_PATH_MAX),
+        ("log_path", ctypes.c_char * FINETUNE_PATH_MAX),
+        ("tokenizer_ran", ctypes.c_int), ("predictor_ran", ctypes.c_int),
+        ("tokenizer_best_val_loss", ctypes.c_double), ("predictor_best_val_loss", ctypes.c_double),
+        ("steps", ctypes.c_int64), ("stopped", ctypes.c_int), ("seconds", ctypes.c_double),
+    ]
+
+
 def _candidates():
     """Where the library is looked for, first match wins (README "Finding the library")."""
     env = os.environ.get("KRONOS_LIBRARY")
@@ -244,6 +281,22 @@ kr_checkpoint_free = _proto("kr_checkpoint_free", None, _c)
 kr_checkpoint_tensor_count = _proto("kr_checkpoint_tensor_count", ctypes.c_int, _c)
 kr_checkpoint_tensor = _proto("kr_checkpoint_tensor", _status, _c, ctypes.c_int,
                               _P(kr_tensor_view), _P(kr_error))
+# kronos/finetune.h: the fine-tuning pipeline (kronos.finetune).
+kr_finetune_progress_cb = ctypes.CFUNCTYPE(ctypes.c_int, _c, _P(kr_finetune_progress))
+kr_finetune_config_create = _proto("kr_finetune_config_create", _status, _P(_c), _P(kr_error))
+kr_finetune_config_free = _proto("kr_finetune_config_free", None, _c)
+kr_finetune_config_load_yaml = _proto("kr_finetune_config_load_yaml", _status, _c,
+                                      ctypes.c_char_p, _P(kr_error))
+kr_finetune_config_set = _proto("kr_finetune_config_set", _status, _c, ctypes.c_char_p,
+                                ctypes.c_char_p, _P(kr_error))
+kr_finetune_config_set_string = _proto("kr_finetune_config_set_string", _status, _c,
+                                       ctypes.c_char_p, ctypes.c_char_p, _P(kr_error))
+kr_finetune_config_add = _proto("kr_finetune_config_add", _status, _c, ctypes.c_char_p,
+                                ctypes.c_char_p, _P(kr_error))
+kr_finetune_n_keys = _proto("kr_finetune_n_keys", ctypes.c_int)
+kr_finetune_key_at = _proto("kr_finetune_key_at", _P(kr_finetune_key), ctypes.c_int)
+kr_finetune_run = _proto("kr_finetune_run", _status, _c, kr_finetune_progress_cb, _c,
+                         _P(kr_finetune_result), _P(kr_error))
 # Variadic: only the (err, status, "%s", text) form is used (the import-time layout check).
 kr_error_set = lib.kr_error_set
 kr_error_set.restype = _status

@@ -24,7 +24,8 @@ def test_every_structure_is_checked():
     names = {n for n, _ in _mirrored()}
     assert {"kr_error", "kr_model_params", "kr_model_info", "kr_series", "kr_forecast_params",
             "kr_context_params", "kr_profile_entry", "kr_step_profile",
-            "kr_forecast_stats", "kr_request_params"} <= names
+            "kr_forecast_stats", "kr_request_params", "kr_finetune_key",
+            "kr_finetune_progress", "kr_finetune_result"} <= names
 
 
 def test_layouts_equal_the_c_compilers(tmp_path):
@@ -33,7 +34,7 @@ def test_layouts_equal_the_c_compilers(tmp_path):
     if not cc or not os.path.isfile(os.path.join(include, "kronos.h")):
         pytest.skip("no C compiler or no include/kronos.h (needs a source checkout)")
     lines = ["#include <stddef.h>", "#include <stdio.h>", '#include "kronos.h"',
-             "int main(void) {"]
+             '#include "kronos/finetune.h"', "int main(void) {"]
     expected = []
     for name, cls in _mirrored():
         lines.append(f'    printf("{name} %zu\\n", sizeof({name}));')

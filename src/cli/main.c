@@ -44,6 +44,8 @@ static const command k_commands[] = {
       &kr_cli_quantize_spec },
     { "eval-quant", kr_cmd_eval_quant,
       "measure what a quantised format costs in accuracy against f32", &kr_cli_eval_quant_spec },
+    { "finetune", kr_cmd_finetune,
+      "fine-tune the tokenizer and predictor on candles (the official finetune_csv YAML)", NULL },
     { "pull", kr_cmd_pull, "download a Kronos checkpoint from the Hugging Face hub into its cache",
       NULL },
     { "calendars", kr_cmd_calendars,

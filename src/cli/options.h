@@ -46,7 +46,7 @@ typedef struct kr_cli_command {
                    put their help on the next line */
 } kr_cli_command;
 
-#define KR_CLI_MAX_OPTS 64
+#define KR_CLI_MAX_OPTS 128
 /* Bytes of names, placeholders and help texts read back from one command's --help. */
 #define KR_CLI_HELP_TEXT 16384
 

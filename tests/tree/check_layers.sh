@@ -12,11 +12,13 @@ BEGIN {
   allow["market"] = "base market"
   allow["model"] = "base kernels model"
   allow["train"] = "base kernels model train"
+  allow["series"] = "base kernels model series"
   allow["hub"] = "base net hub"
   allow["engine"] = "base kernels market model engine"
   allow["analyst"] = "base net kernels market model engine analyst"
   allow["server"] = "base net kernels market model hub engine analyst server"
   allow["eval"] = "base kernels market model engine analyst eval"
+  allow["finetune"] = "base net kernels market model series train hub engine analyst server finetune"
   allow["cli"] = "cli"
   bad = 0
 }
