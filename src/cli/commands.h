@@ -15,5 +15,6 @@ int kr_cmd_analyze(int argc, char **argv);
 int kr_cmd_pull(int argc, char **argv);
 int kr_cmd_quantize(int argc, char **argv);
 int kr_cmd_eval_quant(int argc, char **argv);
+int kr_cmd_backtest(int argc, char **argv);
 
 #endif

@@ -27,6 +27,8 @@ static const command k_commands[] = {
     { "store", kr_cmd_store, "list the stored series, or delete one (or a range of its candles)" },
     { "analyze", kr_cmd_analyze,
       "report on stored symbols: forecast statistics, risk, technicals" },
+    { "backtest", kr_cmd_backtest,
+      "does the model beat a naive forecast? rolling-origin scores, tests, a strategy" },
     { "quantize", kr_cmd_quantize,
       "write a bf16 / int8 / fp8 / q4 checkpoint, calibrated on candle files" },
     { "eval-quant", kr_cmd_eval_quant,
