@@ -205,14 +205,10 @@ static kr_status grid_origins(const kr_backtest_report *r, const kr_backtest_ser
     int64_t u = 0;
     for (int64_t i = 0; i < m; i++)
         if (u == 0 || grid[i] != grid[u - 1]) grid[u++] = grid[i];
-    /* Every r->every-th stamp counting back from the latest. */
+    /* Every r->every-th stamp counting back from the latest (kept in place, ascending). */
     int64_t g = 0;
-    for (int64_t i = u - 1; i >= 0; i -= r->every) grid[g++] = grid[i];
-    for (int64_t i = 0; i < g / 2; i++) {
-        const int64_t t = grid[i];
-        grid[i] = grid[g - 1 - i];
-        grid[g - 1 - i] = t;
-    }
+    for (int64_t i = 0; i < u; i++)
+        if ((u - 1 - i) % r->every == 0) grid[g++] = grid[i];
     kr_status st = KR_OK;
     for (int k = 0; k < n && st == KR_OK; k++) {
         const int s = sym[k];

@@ -76,10 +76,12 @@ void kr_bt_score_item(kr_backtest_report *r, int item, int f, const kr_bt_cell_i
             /* A path through a price <= 0 has no log return: out of the volatility. */
             path_sq[p] += x > 0 && prev > 0 ? log(x / prev) * log(x / prev) : INFINITY;
             z[p] = x / c0;
-            mean += z[p];
             ups += z[p] > 1.0;
         }
-        mean /= P;
+        /* The mean about the first path: the same value, exactly z when every path agrees. */
+        double dev = 0;
+        for (int p = 0; p < P; p++) dev += z[p] - z[0];
+        mean = z[0] + dev / P;
         kr_stat_sort(z, P);
         const double y = real[k] / c0;
         const double med = kr_stat_quantile_sorted(z, P, 0.5);

@@ -9,13 +9,16 @@
 
 double kr_bt_crps_sorted(const double *sorted, int n, double y) {
     if (n < 1 || isnan(y)) return NAN;
+    /* The weights 2i - n - 1 sum to 0, so the spread is taken about the smallest sample: the
+     * same value, without the cancellation of large prices (and exactly 0 when every sample is
+     * the same). */
     double abs_err = 0, spread = 0;
     for (int i = 0; i < n; i++) {
         abs_err += fabs(sorted[i] - y);
-        spread += (double)(2 * (i + 1) - n - 1) * sorted[i];
+        spread += (double)(2 * (i + 1) - n - 1) * (sorted[i] - sorted[0]);
     }
-    const double dn = (double)n;
-    return abs_err / dn - spread / (dn * dn);
+    const double dn = (double)n, crps = abs_err / dn - spread / (dn * dn);
+    return crps > 0 ? crps : 0; /* >= 0 by definition; rounding can dip below */
 }
 
 double kr_bt_pinball(double q, double xq, double y) {
