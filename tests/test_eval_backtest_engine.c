@@ -18,6 +18,7 @@
 #include "kronos/analyst.h"
 #include "kronos/backtest.h"
 #include "kronos/market.h"
+#include "json_schema.h"
 #include "test_support.h"
 
 static kr_model *g_model, *g_q;
@@ -306,6 +307,11 @@ static void test_formats_and_compare(void **state) {
                                                        "series")) > 10);
     assert_true(cJSON_GetArraySize(cJSON_GetObjectItem(root, "verdicts")) > 0);
     assert_true(cJSON_IsFalse(cJSON_GetObjectItem(root, "demo")));
+    cJSON *schema = kr_test_schema_load(KR_SOURCE_DIR "/docs/backtest.schema.json");
+    char msg[1024];
+    if (!kr_test_schema_validate(schema, schema, root, "$", msg, sizeof msg))
+        fail_msg("docs/backtest.schema.json: %s", msg);
+    cJSON_Delete(schema);
     cJSON_Delete(root);
     free(text);
 
@@ -350,6 +356,16 @@ static void test_demo_model_says_so(void **state) {
     assert_string_equal(
         cJSON_GetObjectItem(cJSON_GetObjectItem(root, "model"), "name")->valuestring,
         "kronos-demo");
+    /* One symbol: no strategy, no cross-section; still the schema's shape, figures null. */
+    cJSON *schema = kr_test_schema_load(KR_SOURCE_DIR "/docs/backtest.schema.json");
+    char msg[1024];
+    if (!kr_test_schema_validate(schema, schema, root, "$", msg, sizeof msg))
+        fail_msg("docs/backtest.schema.json: %s", msg);
+    const cJSON *strategy = cJSON_GetObjectItem(root, "strategy");
+    assert_true(cJSON_IsFalse(cJSON_GetObjectItem(strategy, "ran")));
+    assert_true(
+        cJSON_IsNull(cJSON_GetObjectItem(cJSON_GetObjectItem(strategy, "sharpe"), "value")));
+    cJSON_Delete(schema);
     cJSON_Delete(root);
     free(text);
     assert_int_equal(kr_backtest_render(r, KR_BACKTEST_MD, &text, &err), KR_OK);

@@ -307,7 +307,7 @@ static void add_strategy(cJSON *root, const kr_backtest_report *r) {
                             p->ashare_rules < 0 ? "auto"
                             : p->ashare_rules   ? "on"
                                                 : "off");
-    if (!s->ran) return;
+    /* Every key is there when the strategy did not run, its figures null. */
     num(o, "periods_per_year", s->periods_per_year);
     cJSON_AddNumberToObject(o, "block_length", s->block_length);
     cJSON_AddItemToObject(o, "annual_return", est(s->ann_return));

@@ -152,6 +152,8 @@ kr_status kr_bt_strategy_run(kr_backtest_report *r, const kr_backtest_series *se
     const int need = r->p.strategy_short ? (2 * K > K + 1 ? 2 * K : K + 1) : K + 1;
     kr_bt_est none = { NAN, NAN, NAN };
     s->ann_return = s->ann_vol = s->sharpe = s->hit_rate = s->excess_hit_rate = none;
+    s->periods_per_year = s->max_drawdown = s->bench_max_drawdown = s->turnover = NAN;
+    s->total_return = s->bench_total_return = s->bench_ann_return = s->bench_sharpe = NAN;
     if (K < 1) {
         snprintf(s->reason, sizeof s->reason, "no strategy asked for (strategy_k 0)");
         return KR_OK;
