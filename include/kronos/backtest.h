@@ -155,6 +155,10 @@ KR_API int kr_backtest_format_parse(const char *s, kr_backtest_format *out);
 KR_API kr_status kr_backtest_render(const kr_backtest_report *r, kr_backtest_format fmt, char **out,
                                     kr_error *err);
 
+/* Heap bytes the report holds: what keeping it costs (a server budgets finished backtests
+ * waiting for their clients by it). 0 for NULL. */
+KR_API size_t kr_backtest_report_bytes(const kr_backtest_report *r);
+
 /* Forecasts scored (symbol x origin) and symbols that failed; 0 for NULL. */
 KR_API int64_t kr_backtest_report_forecasts(const kr_backtest_report *r);
 KR_API int kr_backtest_report_failures(const kr_backtest_report *r);

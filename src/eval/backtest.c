@@ -127,6 +127,21 @@ void kr_backtest_report_free(kr_backtest_report *r) {
 
 int64_t kr_backtest_report_forecasts(const kr_backtest_report *r) { return r ? r->n_items : 0; }
 
+size_t kr_backtest_report_bytes(const kr_backtest_report *r) {
+    if (!r) return 0;
+    const size_t I = (size_t)r->n_items, U = (size_t)r->n_units, S = (size_t)r->n_symbols;
+    const size_t H1 = (size_t)r->p.horizon + 1, FM = (size_t)KR_BT_N_F * KR_BT_N_METRICS;
+    size_t b = sizeof *r + S * sizeof *r->symbols + I * sizeof *r->items;
+    b += U * (sizeof *r->unit_ts + sizeof *r->unit_n + sizeof *r->ic);
+    b += 2 * I * FM * sizeof(double) + 2 * U * FM * H1 * sizeof(double);
+    b += U * KR_BT_N_F * KR_BT_N_BINS * sizeof(double);
+    b += FM * H1 * sizeof(kr_bt_est) + S * FM * sizeof(kr_bt_est);
+    b += (size_t)r->n_rel * (sizeof *r->rel + S * sizeof(kr_bt_est));
+    b += (size_t)r->n_dm * sizeof *r->dm;
+    b += (size_t)r->strategy.n_periods * sizeof *r->strategy.periods;
+    return b;
+}
+
 int kr_backtest_report_failures(const kr_backtest_report *r) {
     if (!r) return 0;
     int n = 0;

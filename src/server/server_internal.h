@@ -46,6 +46,7 @@ struct kr_server {
     kr_access_log *access_log; /* NULL: none */
     kr_process_metrics *pmetrics;
     kr_api_limits limits; /* the request-size limits of cfg, for every route's parser */
+    struct kr_bt_jobs *backtests; /* POST /v1/backtest's jobs (routes_backtest.c) */
 
     pthread_mutex_t mu; /* guards the fields below */
     size_t mem_in_flight; /* memory budget held by requests being read and parsed */
