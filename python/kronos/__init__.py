@@ -10,9 +10,11 @@ from .errors import (BusyError, CancelledError, FormatError, InternalError, Inva
                      ModelError, UnavailableError, UnsupportedError)
 from .model import Kronos, KronosTokenizer
 from .predictor import Forecast, KronosPredictor
+from ._backtest import BacktestResult, backtest
 
 __version__ = "0.2.0"
-__all__ = ["Kronos", "KronosTokenizer", "KronosPredictor", "Forecast", "KronosError",
+__all__ = ["Kronos", "KronosTokenizer", "KronosPredictor", "Forecast", "backtest",
+           "BacktestResult", "KronosError",
            "InvalidArgumentError", "KronosIOError", "FormatError", "ModelError",
            "KronosMemoryError", "UnsupportedError", "InternalError", "CancelledError",
            "BusyError", "KronosTimeoutError", "UnavailableError", "engine_version",
