@@ -640,14 +640,19 @@ int kr_cmd_backtest(int argc, char **argv) {
         }
     }
 
-    if ((rc = kr_cli_engine_open(CMD, pred_dir, tok_dir, o.quant, o.allow_nonfinite, o.threads,
-                                 o.kv_dtype, &eng)) != 0)
+    /* No prefix cache: every origin's window differs from the others', so it would only fill
+     * the KV budget with windows nothing asks for again. */
+    kr_context_params cp = kr_context_default_params();
+    cp.prefix_cache = 0;
+    if ((rc = kr_cli_engine_open_with(CMD, pred_dir, tok_dir, o.quant, o.allow_nonfinite, o.threads,
+                                      o.kv_dtype, &cp, &eng)) != 0)
         goto done;
     char cname[PATH_MAX + 32] = "";
     if (o.compare_model || o.compare_quant) {
-        const char *cp = o.compare_model ? cpred : pred_dir, *ct = o.compare_model ? ctok : tok_dir;
-        if ((rc = kr_cli_engine_open(CMD, cp, ct, o.compare_quant, o.allow_nonfinite, o.threads,
-                                     o.kv_dtype, &cmp)) != 0)
+        const char *cpd = o.compare_model ? cpred : pred_dir,
+                   *ct = o.compare_model ? ctok : tok_dir;
+        if ((rc = kr_cli_engine_open_with(CMD, cpd, ct, o.compare_quant, o.allow_nonfinite,
+                                          o.threads, o.kv_dtype, &cp, &cmp)) != 0)
             goto done;
         const char *base = o.compare_model ? o.compare_model : "the same model";
         snprintf(cname, sizeof cname, "%s%s%s", base, o.compare_quant ? " " : "",

@@ -340,8 +340,7 @@ static void strategy(kr_sb *sb, const kr_backtest_report *r) {
         "a unit of weight traded%s; %d periods, %.1f a year.",
         r->p.strategy_k, r->p.strategy_short ? " long and bottom short" : "",
         r->p.strategy_rank == KR_BACKTEST_RANK_PROB_UP ? "P(up)" : "expected return", r->hold,
-        r->p.cost_bps, r->p.ashare_rules ? ", A-share rules where they apply" : "", s->n_periods,
-        s->periods_per_year);
+        r->p.cost_bps, kr_bt_ashare_note(r), s->n_periods, s->periods_per_year);
     kr_sb_append(sb, "<p>");
     kr_sb_append_html(sb, d);
     kr_sb_append(sb, "</p><table><thead><tr><th></th><th>strategy</th><th>equal-weight buy-and-hold"

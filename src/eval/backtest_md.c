@@ -238,9 +238,7 @@ static void strategy(kr_sb *sb, const kr_backtest_report *r) {
                   "weight traded%s. %d periods (%.1f a year).\n\n",
                   r->p.strategy_k, r->p.strategy_short ? " long, bottom short" : "",
                   r->p.strategy_rank == KR_BACKTEST_RANK_PROB_UP ? "P(up)" : "expected return",
-                  r->hold, r->p.cost_bps,
-                  r->p.ashare_rules ? "; A-share rules where they apply" : "", s->n_periods,
-                  s->periods_per_year);
+                  r->hold, r->p.cost_bps, kr_bt_ashare_note(r), s->n_periods, s->periods_per_year);
     char a[96], b[96], c[96], d[96], e[96];
     kr_bt_fmt_est(s->ann_return, 1, a, sizeof a);
     kr_bt_fmt_est(s->ann_vol, 1, b, sizeof b);

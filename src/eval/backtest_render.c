@@ -77,6 +77,14 @@ void kr_bt_verdict_sentence(const kr_backtest_report *r, const kr_bt_dm_row *row
                  f, b, m, row->p_value, r->p.alpha, row->n);
 }
 
+const char *kr_bt_ashare_note(const kr_backtest_report *r) {
+    int n = 0;
+    for (int s = 0; s < r->n_symbols; s++) n += !r->symbols[s].failed && r->symbols[s].ashare;
+    if (n == 0) return "";
+    return n == 1 ? "; A-share rules (T+1, limit days) for its A-share symbol"
+                  : "; A-share rules (T+1, limit days) for its A-share symbols";
+}
+
 int kr_bt_demo_notice(const kr_backtest_report *r, char *buf, size_t cap) {
     buf[0] = 0;
     if (!r->demo && !r->compare_demo) return 0;

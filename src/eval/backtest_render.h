@@ -19,6 +19,10 @@ void kr_bt_verdict_sentence(const kr_backtest_report *r, const kr_bt_dm_row *row
  * a demo / test checkpoint; 1 with buf filled, else 0 and buf empty. */
 int kr_bt_demo_notice(const kr_backtest_report *r, char *buf, size_t cap);
 
+/* "; A-share rules (T+1, limit days) for its A-share symbols" when any symbol has them, else
+ * "": the strategy's description. */
+const char *kr_bt_ashare_note(const kr_backtest_report *r);
+
 /* The interpretation of a figure's interval, for the text formats. */
 #define KR_BT_INTERVAL_NOTE                                                                  \
     "Intervals are %.0f %% percentile intervals of a circular block bootstrap over origins " \
