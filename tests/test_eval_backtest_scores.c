@@ -621,6 +621,32 @@ static void test_failures(void **state) {
     synth_free(&y);
 }
 
+/* A backtest whose scores would not fit the bound is refused before anything is allocated
+ * for them (a long history, an origin at every bar, a long horizon). */
+static void test_too_big_refused(void **state) {
+    (void)state;
+    enum { N = 30000 };
+    double *close = malloc(N * sizeof *close);
+    random_walk(close, N, 0.01, 8);
+    synth y = { 0 };
+    add_symbol(&y, "BIG", close, N);
+    free(close);
+    kr_backtest_params p = kr_backtest_default_params();
+    p.max_context = 1024;
+    p.horizon = 500;
+    p.every = 1;
+    p.paths = 2;
+    kr_backtest_report *r = NULL;
+    kr_error err = { 0 };
+    assert_int_equal(kr_bt_prepare(NULL, y.s, 1, &p, &r, &err), KR_ERR_INVALID_ARG);
+    assert_null(r);
+    assert_non_null(strstr(err.message, "GiB"));
+    p.every = 100; /* 1 % of the origins: fits */
+    assert_int_equal(kr_bt_prepare(NULL, y.s, 1, &p, &r, &err), KR_OK);
+    kr_backtest_report_free(r);
+    synth_free(&y);
+}
+
 /* Origins at given dates: each symbol's last bar at or before each date, keyed by the date. */
 static void test_dated_origins(void **state) {
     (void)state;
@@ -663,6 +689,7 @@ int main(void) {
         cmocka_unit_test(test_bad_params),
         cmocka_unit_test(test_failures),
         cmocka_unit_test(test_dated_origins),
+        cmocka_unit_test(test_too_big_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

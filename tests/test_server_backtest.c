@@ -321,6 +321,13 @@ static void test_refusals(void **state) {
     kr_assert_http_error(r, 400, "candles");
     assert_non_null(strstr(r->body, "path-steps"));
     kr_http_resp_free(r);
+    /* Few paths, but origins x steps past the scores' memory cap. */
+    char *at = strstr(b.s, "],\"every\"");
+    snprintf(at, strlen(at) + 1, "],\"every\":1,\"paths\":2,\"horizon\":200,\"min_history\":2}");
+    r = http(port, "POST", "/v1/backtest", b.s);
+    kr_assert_http_error(r, 400, "candles");
+    assert_non_null(strstr(r->body, "MiB"));
+    kr_http_resp_free(r);
     free(b.s);
     r = http(port, "POST", "/v1/backtest", "{\"symbols\":[\"AAPL\"],\"strategy\":{\"k\":-1}}");
     kr_assert_http_error(r, 400, "strategy");

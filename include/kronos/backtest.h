@@ -135,7 +135,8 @@ KR_API kr_status kr_backtest_check_params(const kr_backtest_params *p, kr_error 
 
 /* Runs the backtest of series[n] on ctx's model. A symbol without any eligible origin is
  * listed in the report's failures (with the reason) beside the others; when no symbol has
- * one, the call fails naming the first. KR_ERR_CANCELLED when the abort check fired;
+ * one, the call fails naming the first. A run whose scores would take more than 2 GiB (about
+ * 1,250 bytes per origin and horizon step) is refused (KR_ERR_INVALID_ARG) before any work. KR_ERR_CANCELLED when the abort check fired;
  * KR_ERR_TIMEOUT past the request's deadline. Caller owns *out (kr_backtest_report_free). */
 KR_API kr_status kr_backtest_run(kr_context *ctx, const kr_backtest_series *series, int n,
                                  const kr_backtest_params *p, kr_backtest_report **out,

@@ -22,6 +22,8 @@
 #include "market/calendar.h"
 
 /* Progress reports per forecast phase, about. */
+/* The most memory the scores' sums of one backtest may take (kr_bt_prepare). */
+#define KR_BT_MAX_SCORE_BYTES (2.0 * (1 << 30))
 #define KR_BT_PROGRESS_STEPS 100
 
 kr_backtest_params kr_backtest_default_params(void) {
@@ -398,6 +400,20 @@ kr_status kr_bt_prepare(const kr_context *ctx, const kr_backtest_series *series,
         return st;
     }
     const int64_t U = r->n_units, I = r->n_items, H1 = p->horizon + 1;
+    /* The cells' sums are held per origin and step: bounded, so a request for a million
+     * origins of 500 steps is refused, not an allocation the system overcommits. */
+    const double bytes = (double)(2 * I * KR_BT_N_F * KR_BT_N_METRICS) * sizeof(double) +
+                         (double)(2 * U * KR_BT_N_F * KR_BT_N_METRICS * H1) * sizeof(double) +
+                         (double)(U * KR_BT_N_F * KR_BT_N_BINS) * sizeof(double);
+    if (bytes > KR_BT_MAX_SCORE_BYTES) {
+        kr_backtest_report_free(r);
+        return kr_error_set(err, KR_ERR_INVALID_ARG,
+                            "%lld forecasts at %lld origins of %d steps need %.1f GiB for their "
+                            "scores, more than a backtest takes (%.0f GiB): fewer origins (every, "
+                            "from / to, max_origins) or a shorter horizon",
+                            (long long)I, (long long)U, p->horizon, bytes / (1 << 30),
+                            KR_BT_MAX_SCORE_BYTES / (1 << 30));
+    }
     const int cube = (int)lround(cbrt((double)U));
     r->block_length = p->block_length > 0  ? p->block_length
                       : cube > r->lags + 1 ? cube

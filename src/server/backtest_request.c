@@ -220,11 +220,8 @@ kr_status kr_api_backtest_parse(const char *json, size_t len, const kr_api_limit
         if ((st = kr_api_candles_from_json(v.candles, v.columns, lim, &out->candles, err)) != KR_OK)
             goto fail;
         const int64_t rows = out->candles->n;
-        if (kr_api_backtest_work(&out->params, &rows, 1) > KR_API_BACKTEST_MAX_WORK) {
-            st = kr_api_error_set(err, 400, "candles",
-                                  "asks for more than %lld path-steps (origins x paths x "
-                                  "horizon); raise every or give max_origins",
-                                  KR_API_BACKTEST_MAX_WORK);
+        if (kr_api_backtest_fits(&out->params, &rows, 1, "candles", err)) {
+            st = KR_ERR_INVALID_ARG;
             goto fail;
         }
     }
@@ -247,7 +244,8 @@ void kr_api_backtest_request_free(kr_api_backtest_request *r) {
     r->params.origin_ts = NULL;
 }
 
-int64_t kr_api_backtest_work(const kr_backtest_params *p, const int64_t *rows, int n) {
+/* Origins the histories rows[n] can give. */
+static int64_t origins_of(const kr_backtest_params *p, const int64_t *rows, int n) {
     const int every = p->every > 0 ? p->every : p->horizon;
     int64_t origins = 0;
     for (int i = 0; i < n; i++) {
@@ -257,5 +255,32 @@ int64_t kr_api_backtest_work(const kr_backtest_params *p, const int64_t *rows, i
         if (p->max_origins > 0 && o > p->max_origins) o = p->max_origins;
         origins += o;
     }
-    return origins * p->paths * (int64_t)p->horizon;
+    return origins;
+}
+
+int kr_api_backtest_fits(const kr_backtest_params *p, const int64_t *rows, int n, const char *field,
+                         kr_api_error *err) {
+    if (kr_api_backtest_work(p, rows, n) > KR_API_BACKTEST_MAX_WORK) {
+        kr_api_error_set(err, 400, field,
+                         "asks for more than %lld path-steps (origins x paths x horizon); raise "
+                         "every, narrow from / to or give max_origins",
+                         KR_API_BACKTEST_MAX_WORK);
+        return 400;
+    }
+    /* The scores' sums, per origin and step (kr_bt_prepare's estimate, per forecast an upper
+     * bound on the origins). */
+    const double bytes = (double)origins_of(p, rows, n) * (p->horizon + 1) * 1248.0;
+    if (bytes > (double)KR_API_BACKTEST_MAX_SCORE_BYTES) {
+        kr_api_error_set(err, 400, field,
+                         "needs about %.0f MiB for the scores of its origins x horizon steps, "
+                         "more than a backtest over HTTP takes (%lld MiB); raise every or give "
+                         "max_origins",
+                         bytes / (1 << 20), KR_API_BACKTEST_MAX_SCORE_BYTES >> 20);
+        return 400;
+    }
+    return 0;
+}
+
+int64_t kr_api_backtest_work(const kr_backtest_params *p, const int64_t *rows, int n) {
+    return origins_of(p, rows, n) * p->paths * (int64_t)p->horizon;
 }

@@ -19,6 +19,9 @@
 /* Path-steps (forecasts x paths x horizon) one backtest over HTTP may ask for, from the rows
  * the histories hold: 400 beyond (100 times a 1,000-origin, 32-path, 20-step run). */
 #define KR_API_BACKTEST_MAX_WORK 64000000LL
+/* Memory one backtest's scores may take over HTTP (origins x (horizon + 1) x ~1,250 bytes,
+ * kronos/backtest.h): 400 beyond. */
+#define KR_API_BACKTEST_MAX_SCORE_BYTES (256LL << 20)
 #define KR_API_BACKTEST_MAX_ORIGIN_DATES 10000
 #define KR_API_BACKTEST_MAX_BOOTSTRAP 10000
 
@@ -44,5 +47,9 @@ void kr_api_backtest_request_free(kr_api_backtest_request *r);
 /* The work a run on histories of rows[n] asks for (kr_api_backtest_request's params): the
  * origins each history can give, times paths and horizon; for KR_API_BACKTEST_MAX_WORK. */
 int64_t kr_api_backtest_work(const kr_backtest_params *p, const int64_t *rows, int n);
+/* 0 when a run on histories of rows[n] fits both caps (KR_API_BACKTEST_MAX_WORK,
+ * KR_API_BACKTEST_MAX_SCORE_BYTES), else 400 with err saying which (field: may be NULL). */
+int kr_api_backtest_fits(const kr_backtest_params *p, const int64_t *rows, int n, const char *field,
+                         kr_api_error *err);
 
 #endif

@@ -406,14 +406,7 @@ static int load_series(kr_server *s, bt_job *job, kr_api_error *err) {
     }
     kr_store_close(store);
     job->n = r->n;
-    if (kr_api_backtest_work(&r->params, rows, job->n) > KR_API_BACKTEST_MAX_WORK) {
-        kr_api_error_set(err, 400, NULL,
-                         "the backtest asks for more than %lld path-steps (origins x paths x "
-                         "horizon); raise every, narrow from / to or give max_origins",
-                         KR_API_BACKTEST_MAX_WORK);
-        return 400;
-    }
-    return 0;
+    return kr_api_backtest_fits(&r->params, rows, job->n, NULL, err);
 }
 
 enum MHD_Result kr_handle_backtest_post(struct MHD_Connection *mc, kr_conn *c) {
