@@ -433,26 +433,6 @@ static int add_narratives(const opts *o, kr_report_set *set, kr_narrative ***nar
     return 0;
 }
 
-static int write_output(const char *out, const char *text) {
-    FILE *f = out ? fopen(out, "w") : stdout;
-    char msg[PATH_MAX + 128];
-    if (!f) {
-        snprintf(msg, sizeof msg, "%s: cannot write: %s", out, strerror(errno));
-        return kr_cli_fail(CMD, msg);
-    }
-    int bad = fputs(text, f) < 0;
-    if (f != stdout)
-        bad |= fclose(f) != 0;
-    else
-        bad |= fflush(f) != 0;
-    if (bad) {
-        snprintf(msg, sizeof msg, "%s: write failed", out ? out : "stdout");
-        return kr_cli_fail(CMD, msg);
-    }
-    if (out) fprintf(stderr, "kronos %s: wrote %s\n", CMD, out);
-    return 0;
-}
-
 int kr_cmd_analyze(int argc, char **argv) {
     opts o;
     memset(&o, 0, sizeof o);
@@ -593,7 +573,7 @@ int kr_cmd_analyze(int argc, char **argv) {
         rc = kr_cli_fail(CMD, err.message);
         goto done;
     }
-    rc = write_output(o.out, text);
+    rc = kr_cli_write_text(CMD, o.out, text);
 done:
     free(text);
     kr_report_set_free(set);

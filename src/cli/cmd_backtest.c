@@ -500,26 +500,6 @@ static void progress(void *user, const kr_backtest_progress *pr) {
     fflush(stderr);
 }
 
-static int write_text(const char *path, const char *text) {
-    FILE *f = path ? fopen(path, "w") : stdout;
-    char msg[PATH_MAX + 128];
-    if (!f) {
-        snprintf(msg, sizeof msg, "%s: cannot write: %s", path, strerror(errno));
-        return kr_cli_fail(CMD, msg);
-    }
-    int bad = fputs(text, f) < 0;
-    if (f != stdout)
-        bad |= fclose(f) != 0;
-    else
-        bad |= fflush(f) != 0;
-    if (bad) {
-        snprintf(msg, sizeof msg, "%s: write failed", path ? path : "stdout");
-        return kr_cli_fail(CMD, msg);
-    }
-    if (path) fprintf(stderr, "kronos %s: wrote %s\n", CMD, path);
-    return 0;
-}
-
 /* The symbol of --input [NAME=]FILE: NAME, else the file name without directory and
  * extension. */
 static void input_name(const char *arg, char *name, size_t cap, const char **path) {
@@ -683,8 +663,8 @@ int kr_cmd_backtest(int argc, char **argv) {
         rc = kr_cli_fail(CMD, err.message);
         goto done;
     }
-    rc = write_text(o.out, text);
-    if (rc == 0 && o.csv) rc = write_text(o.csv, csv);
+    rc = kr_cli_write_text(CMD, o.out, text);
+    if (rc == 0 && o.csv) rc = kr_cli_write_text(CMD, o.csv, csv);
 done:
     free(text);
     free(csv);
