@@ -49,10 +49,11 @@ ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 
 # The threads' suites again under ThreadSanitizer (~4 min): the thread pool, the engine context
 # (submit, cancel, synchronous batches failing mid-submission), admission, and the server with
-# an f32 drift shadow attached while it serves. Any report fails the run.
+# an f32 drift shadow attached while it serves, and the backtest jobs (worker threads, event
+# streams, cancel, a server freed under a running job). Any report fails the run.
 echo "== ThreadSanitizer (thread pool, engine context and admission, server)"
 tsan_tests=(test_base_threadpool test_engine_context test_engine_admission test_server_e2e
-            test_server_analyst)
+            test_server_analyst test_server_backtest)
 cmake -S . -B build/tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKRONOS_TSAN=ON >/dev/null
 cmake --build build/tsan -j"$jobs" --target kronos_cli "${tsan_tests[@]}" >/dev/null
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \

@@ -14,11 +14,13 @@ from .errors import (BusyError, CancelledError, FormatError, InternalError, Inva
 from .finetune import finetune
 from .model import Kronos, KronosTokenizer
 from .predictor import Forecast, KronosPredictor
+from ._backtest import BacktestResult, backtest
 from .functions import (auto_regressive_inference, calc_time_stamps, sample_from_logits,
                         top_k_top_p_filtering)
 
 __version__ = "0.2.0"
-__all__ = ["Kronos", "KronosTokenizer", "KronosPredictor", "Forecast", "finetune", "KronosError",
+__all__ = ["Kronos", "KronosTokenizer", "KronosPredictor", "Forecast", "finetune", "backtest",
+           "BacktestResult", "KronosError",
            "InvalidArgumentError", "KronosIOError", "FormatError", "ModelError",
            "KronosMemoryError", "UnsupportedError", "InternalError", "CancelledError",
            "BusyError", "KronosTimeoutError", "UnavailableError", "NumericError", "engine_version",

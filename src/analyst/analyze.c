@@ -170,8 +170,7 @@ void kr_report_set_rank(kr_report_set *set) {
     }
 }
 
-/* "kronos-demo" from ".../kronos-demo/predictor", else the directory's own name. */
-static void model_name_from_dir(const char *dir, char *out, size_t cap) {
+void kr_analyst_model_name(const char *dir, char *out, size_t cap) {
     char buf[1024];
     snprintf(buf, sizeof buf, "%s", dir ? dir : "");
     size_t len = strlen(buf);
@@ -186,8 +185,7 @@ static void model_name_from_dir(const char *dir, char *out, size_t cap) {
     snprintf(out, cap, "%s", base ? base + 1 : buf);
 }
 
-/* Where the weights come from: the checkpoint's own "source", else the Hugging Face repo of a
- * hub-cache snapshot (".../models--ORG--NAME/snapshots/REV"), else the directory. */
+/* The source before it is cleaned (kr_analyst_model_source). */
 static void model_source(const char *declared, const char *dir, char *out, size_t cap) {
     if (declared && *declared) {
         snprintf(out, cap, "%s", declared);
@@ -213,6 +211,19 @@ static void model_source(const char *declared, const char *dir, char *out, size_
     snprintf(out, cap, "%s", dir && *dir ? dir : "unknown");
 }
 
+void kr_analyst_model_source(const char *declared, const char *dir, char *out, size_t cap) {
+    model_source(declared, dir, out, cap);
+    /* The checkpoint's config.json is text from outside, printed in every report format and
+     * on terminals: no control character or bidi override of it survives. */
+    kr_sb clean = { 0 };
+    kr_text_clean(&clean, out, strlen(out), 0);
+    if (!clean.oom && clean.data) {
+        snprintf(out, cap, "%s", clean.data);
+        kr_text_cut_partial(out);
+    }
+    kr_sb_free(&clean);
+}
+
 static void fill_meta(const kr_model *model, const kr_analyze_params *p, kr_report_meta *m) {
     memset(m, 0, sizeof *m);
     kr_model_info info;
@@ -220,7 +231,7 @@ static void fill_meta(const kr_model *model, const kr_analyze_params *p, kr_repo
     if (p->model_name)
         snprintf(m->model_name, sizeof m->model_name, "%s", p->model_name);
     else
-        model_name_from_dir(p->predictor_dir, m->model_name, sizeof m->model_name);
+        kr_analyst_model_name(p->predictor_dir, m->model_name, sizeof m->model_name);
     snprintf(m->predictor_dir, sizeof m->predictor_dir, "%s",
              p->predictor_dir ? p->predictor_dir : "");
     snprintf(m->tokenizer_dir, sizeof m->tokenizer_dir, "%s",
@@ -232,16 +243,7 @@ static void fill_meta(const kr_model *model, const kr_analyze_params *p, kr_repo
     snprintf(m->quantization, sizeof m->quantization, "%s", info.quant[0] ? info.quant : "f32");
     snprintf(m->quant_method, sizeof m->quant_method, "%s", info.quant_method);
     m->demo = info.demo;
-    model_source(info.source, p->predictor_dir, m->source, sizeof m->source);
-    /* The checkpoint's config.json is text from outside, printed in every report format and
-     * on terminals: no control character or bidi override of it survives. */
-    kr_sb clean = { 0 };
-    kr_text_clean(&clean, m->source, strlen(m->source), 0);
-    if (!clean.oom && clean.data) {
-        snprintf(m->source, sizeof m->source, "%s", clean.data);
-        kr_text_cut_partial(m->source);
-    }
-    kr_sb_free(&clean);
+    kr_analyst_model_source(info.source, p->predictor_dir, m->source, sizeof m->source);
     m->max_context = p->max_context;
     m->top_k = p->top_k;
     m->temperature = p->temperature;

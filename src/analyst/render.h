@@ -18,6 +18,10 @@ kr_status kr_render_json(const kr_report_set *set, char **out, kr_error *err);
 kr_status kr_render_md(const kr_report_set *set, char **out, kr_error *err);
 kr_status kr_render_html(const kr_report_set *set, char **out, kr_error *err);
 
+/* The HTML report's style sheet (light theme, cards, KPI tiles, tables, print rules), for
+ * other self-contained pages that should look the same (the backtest report). */
+const char *kr_report_css(void);
+
 /* The model notice every format leads with when a report's model declares itself a demo or
  * test checkpoint: "DEMO MODEL — not a forecast: NAME is ... (SOURCE)". Returns 1 and fills
  * buf, or 0 (no notice; buf empty). */

@@ -93,6 +93,8 @@ static const char k_css[] =
     "table,.chart,.kpis,tr{break-inside:avoid}h3{break-after:avoid}.kpi{border-color:#d1d5db}"
     "a{color:inherit}@page{size:A4;margin:14mm}}\n";
 
+const char *kr_report_css(void) { return k_css; }
+
 /* The disclaimer with its first sentence ("Not investment advice.") in bold. */
 static void disclaimer(kr_sb *sb) {
     const char *d = KR_REPORT_DISCLAIMER, *dot = strstr(d, ". ");

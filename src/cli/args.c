@@ -169,6 +169,26 @@ int kr_cli_check_writable(const char *cmd, const char *path) {
     return 0;
 }
 
+int kr_cli_write_text(const char *cmd, const char *path, const char *text) {
+    FILE *f = path ? fopen(path, "w") : stdout;
+    char msg[PATH_MAX + 128];
+    if (!f) {
+        snprintf(msg, sizeof msg, "%s: cannot write: %s", path, strerror(errno));
+        return kr_cli_fail(cmd, msg);
+    }
+    int bad = fputs(text, f) < 0;
+    if (f != stdout)
+        bad |= fclose(f) != 0;
+    else
+        bad |= fflush(f) != 0;
+    if (bad) {
+        snprintf(msg, sizeof msg, "%s: write failed", path ? path : "stdout");
+        return kr_cli_fail(cmd, msg);
+    }
+    if (path) fprintf(stderr, "kronos %s: wrote %s\n", cmd, path);
+    return 0;
+}
+
 int kr_cli_db_flag(const char *cmd, const char *value) {
     if (*value) return 0;
     return kr_cli_usage_error(

@@ -21,6 +21,7 @@
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "cli/engine_open.h"
+#include "cli/store_pick.h"
 #include "kronos.h"
 #include "kronos/market.h"
 
@@ -407,63 +408,6 @@ static void progress(void *user, int step, int n_steps, const char *what) {
     fflush(stderr);
 }
 
-/* "AAPL (1d), MSFT (1d, 1h), ..." into buf. */
-static void stored_list(const kr_store_entry *e, int64_t n, char *buf, size_t cap) {
-    size_t len = 0;
-    buf[0] = 0;
-    for (int64_t i = 0; i < n && len + 64 < cap; i++) {
-        int same = i > 0 && !strcmp(e[i].symbol, e[i - 1].symbol);
-        len += (size_t)snprintf(buf + len, cap - len, "%s%s%s",
-                                same ? ", "
-                                : i  ? "), "
-                                     : "",
-                                same ? "" : e[i].symbol, same ? "" : " (");
-        len += (size_t)snprintf(buf + len, cap - len, "%s", e[i].interval);
-    }
-    if (n > 0 && len + 2 < cap) snprintf(buf + len, cap - len, ")");
-    if (n == 0) snprintf(buf, cap, "none");
-}
-
-/* Picks the interval of symbol `sym` (see --interval). Returns 0, or an exit code. */
-static int pick_interval(const opts *o, const char *sym, const char *want, const char *db,
-                         const kr_store_entry *all, int64_t n_all, const kr_store_entry **out,
-                         char *msg, size_t cap) {
-    char list[1400];
-    const kr_store_entry *first = NULL;
-    if (!want) want = o->interval;
-    for (int64_t i = 0; i < n_all && !first; i++)
-        if (!strcasecmp(all[i].symbol, sym)) first = &all[i]; /* most recently updated */
-    const kr_store_entry *hit = want ? kr_store_find_entry(all, n_all, sym, want) : NULL;
-    if (hit) {
-        *out = hit;
-        return 0;
-    }
-    char suggested[40];
-    if (!first && kr_symbol_suggest_exchange(sym, suggested, sizeof suggested)) {
-        snprintf(msg, cap,
-                 "unknown symbol '%s' in %s: an A-share code names its exchange, did you mean "
-                 "'%s'? (6xxxxx: .SH, 0/3xxxxx: .SZ, 8/4xxxxx: .BJ)",
-                 sym, db, suggested);
-        return 1;
-    }
-    if (!first) {
-        stored_list(all, n_all, list, sizeof list);
-        snprintf(msg, cap, "unknown symbol '%s' in %s; stored: %s (add one with 'kronos ingest')",
-                 sym, db, list);
-        return 1;
-    }
-    if (want) {
-        int64_t m = 0;
-        for (int64_t i = 0; i < n_all; i++) m += !strcasecmp(all[i].symbol, sym);
-        stored_list(first, m, list, sizeof list);
-        snprintf(msg, cap, "%s has no '%s' candles in %s; stored: %s", first->symbol, want, db,
-                 list);
-        return 1;
-    }
-    *out = first;
-    return 0;
-}
-
 /* Asks for the narratives (see --llm-url) and says on stderr what went wrong with any. Only
  * running out of memory fails the command. Returns 0, or an exit code. */
 static int add_narratives(const opts *o, kr_report_set *set, kr_narrative ***narr) {
@@ -486,26 +430,6 @@ static int add_narratives(const opts *o, kr_report_set *set, kr_narrative ***nar
                 "kronos %s: warning: %s: %s (e.g. '%s'); it is kept, marked with that warning\n",
                 CMD, kr_report_symbol(set->reports[i]), n->warning, n->unsupported);
     }
-    return 0;
-}
-
-static int write_output(const char *out, const char *text) {
-    FILE *f = out ? fopen(out, "w") : stdout;
-    char msg[PATH_MAX + 128];
-    if (!f) {
-        snprintf(msg, sizeof msg, "%s: cannot write: %s", out, strerror(errno));
-        return kr_cli_fail(CMD, msg);
-    }
-    int bad = fputs(text, f) < 0;
-    if (f != stdout)
-        bad |= fclose(f) != 0;
-    else
-        bad |= fflush(f) != 0;
-    if (bad) {
-        snprintf(msg, sizeof msg, "%s: write failed", out ? out : "stdout");
-        return kr_cli_fail(CMD, msg);
-    }
-    if (out) fprintf(stderr, "kronos %s: wrote %s\n", CMD, out);
     return 0;
 }
 
@@ -583,8 +507,8 @@ int kr_cmd_analyze(int argc, char **argv) {
         const kr_store_entry *e = NULL;
         items[i].symbol = o.symbols[i];
         items[i].interval = o.sym_interval[i] ? o.sym_interval[i] : o.interval;
-        if (pick_interval(&o, o.symbols[i], o.sym_interval[i], shown, all, n_all, &e, errors[i],
-                          sizeof errors[i])) {
+        if (kr_cli_pick_interval(o.symbols[i], o.sym_interval[i] ? o.sym_interval[i] : o.interval,
+                                 shown, all, n_all, &e, errors[i], sizeof errors[i])) {
             items[i].error = errors[i];
             continue;
         }
@@ -649,7 +573,7 @@ int kr_cmd_analyze(int argc, char **argv) {
         rc = kr_cli_fail(CMD, err.message);
         goto done;
     }
-    rc = write_output(o.out, text);
+    rc = kr_cli_write_text(CMD, o.out, text);
 done:
     free(text);
     kr_report_set_free(set);

@@ -37,5 +37,6 @@ int kr_cli_describe_commands(kr_cli_described *out, int cap, kr_cli_opt (*opts)[
 int kr_cli_calendar_dir_given(void);
 int kr_cli_load_calendars(const char *user_dir, int from_flag, char *msg, size_t cap);
 int kr_cmd_finetune(int argc, char **argv);
+int kr_cmd_backtest(int argc, char **argv);
 
 #endif

@@ -39,6 +39,8 @@ static const command k_commands[] = {
       NULL },
     { "analyze", kr_cmd_analyze, "report on stored symbols: forecast statistics, risk, technicals",
       &kr_cli_analyze_spec },
+    { "backtest", kr_cmd_backtest,
+      "does the model beat a naive forecast? rolling-origin scores, tests, a strategy", NULL },
     { "quantize", kr_cmd_quantize,
       "write a bf16 / int8 / fp8 / q4 checkpoint, calibrated on candle files",
       &kr_cli_quantize_spec },

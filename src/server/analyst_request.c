@@ -216,29 +216,35 @@ static void infer_interval(const kr_candles *c, char *out, size_t cap) {
         snprintf(out, cap, "%llds", g);
 }
 
-static kr_status parse_symbols(const cJSON *v, int max_symbols, kr_api_analyze_request *r,
-                               kr_api_error *err) {
+kr_status kr_api_symbol_list(const cJSON *v, int max_symbols, char (*out)[KR_STORE_NAME_MAX + 1],
+                             int *n, kr_api_error *err) {
+    *n = 0;
     if (max_symbols > KR_API_MAX_SYMBOLS || max_symbols < 1) max_symbols = KR_API_MAX_SYMBOLS;
     if (!cJSON_IsArray(v))
         return kr_api_error_set(err, 400, "symbols",
                                 "must be an array of 1..%d symbol names (max_symbols), got %s",
                                 max_symbols, kr_json_type_name(v));
-    int n = cJSON_GetArraySize(v);
-    if (n < 1 || n > max_symbols)
+    int count = cJSON_GetArraySize(v);
+    if (count < 1 || count > max_symbols)
         return kr_api_error_set(err, 400, "symbols",
-                                "must name 1..%d symbols (max_symbols), got %d", max_symbols, n);
+                                "must name 1..%d symbols (max_symbols), got %d", max_symbols,
+                                count);
     char f[32];
     for (const cJSON *it = v->child; it; it = it->next) {
-        snprintf(f, sizeof f, "symbols[%d]", r->n);
-        kr_status st = get_name(it, f, 0, r->symbols[r->n], sizeof r->symbols[0], err);
+        snprintf(f, sizeof f, "symbols[%d]", *n);
+        kr_status st = get_name(it, f, 0, out[*n], sizeof out[0], err);
         if (st != KR_OK) return st;
-        for (int j = 0; j < r->n; j++)
-            if (!strcasecmp(r->symbols[j], r->symbols[r->n])) /* symbols ignore case */
-                return kr_api_error_set(err, 400, f, "'%s' is already symbols[%d]",
-                                        r->symbols[r->n], j);
-        r->n++;
+        for (int j = 0; j < *n; j++)
+            if (!strcasecmp(out[j], out[*n])) /* symbols ignore case */
+                return kr_api_error_set(err, 400, f, "'%s' is already symbols[%d]", out[*n], j);
+        (*n)++;
     }
     return KR_OK;
+}
+
+static kr_status parse_symbols(const cJSON *v, int max_symbols, kr_api_analyze_request *r,
+                               kr_api_error *err) {
+    return kr_api_symbol_list(v, max_symbols, r->symbols, &r->n, err);
 }
 
 /* Report formats; "markdown" is the long name of "md". */

@@ -53,6 +53,11 @@ void kr_api_analyze_request_free(kr_api_analyze_request *r);
 kr_status kr_api_candles_parse(const char *body, size_t len, int csv, const kr_api_limits *lim,
                                kr_candles **out, kr_api_error *err);
 
+/* A "symbols" array: 1..max_symbols (at most KR_API_MAX_SYMBOLS) store names, none repeated
+ * in any case, into out[*n]; errors name "symbols" or "symbols[i]". */
+kr_status kr_api_symbol_list(const cJSON *v, int max_symbols, char (*out)[KR_STORE_NAME_MAX + 1],
+                             int *n, kr_api_error *err);
+
 /* A store name from client text (a path segment, a query parameter): kr_store_check_symbol or
  * kr_store_check_interval's rules, copied to out[cap]; the error names field. */
 kr_status kr_api_store_name(const char *s, const char *field, int interval, char *out, size_t cap,

@@ -48,6 +48,7 @@
 #include "server/framing.h"
 #include "server/json_body.h"
 #include "server/routes_analyst.h"
+#include "server/routes_backtest.h"
 #include "server/routes_store.h"
 #include "server/static_files.h"
 
@@ -445,6 +446,7 @@ static enum body_kind body_kind(struct MHD_Connection *mc, const kr_conn *c) {
     case KR_ROUTE_ANALYZE_ALIAS:
     case KR_ROUTE_ANALYZE_BATCH:
     case KR_ROUTE_MODEL_PUT: return BODY_JSON;
+    case KR_ROUTE_BACKTEST: return BODY_JSON;
     case KR_ROUTE_CANDLES_POST: {
         const char *ct =
             MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
@@ -527,6 +529,9 @@ static enum MHD_Result dispatch(struct MHD_Connection *mc, kr_conn *c, const cha
     case KR_ROUTE_ANALYZE_BATCH: return kr_handle_analyze_batch(mc, c);
     case KR_ROUTE_PAGE:
     case KR_ROUTE_ASSETS: return kr_handle_static(mc, c, url);
+    case KR_ROUTE_BACKTEST: return kr_handle_backtest_post(mc, c);
+    case KR_ROUTE_BACKTEST_GET: return kr_handle_backtest_get(mc, c, url);
+    case KR_ROUTE_BACKTEST_DELETE: return kr_handle_backtest_delete(mc, c, url);
     default: return kr_srv_reply_error(mc, c, 500, "unrouted request", NULL);
     }
 }

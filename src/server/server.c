@@ -4,6 +4,7 @@
  * access log, drain and free. What happens to each connection and request is in
  * connection.c.
  */
+#include "server/routes_backtest.h"
 #include "server/server_internal.h"
 
 #include <arpa/inet.h>
@@ -383,6 +384,10 @@ kr_status kr_server_create(const kr_model *model, const kr_server_config *cfg, k
     s->limits.default_norm = !strcmp(s->cfg.norm, "anchored") ? KR_NORM_ANCHORED : KR_NORM_EXACT;
     s->limits.default_norm_refresh = s->cfg.norm_refresh_bars;
     s->limits.max_symbols = s->cfg.max_symbols;
+    if (!(s->backtests = kr_bt_jobs_create(s))) {
+        st = kr_error_set(err, KR_ERR_NOMEM, "server: out of memory");
+        goto fail;
+    }
     if ((st = kr_conn_watch_create(s->cfg.read_timeout_s, on_read_cut, s, &s->watch, err)) != KR_OK)
         goto fail;
     /* /ready's probe of the store: within a load balancer's health check timeout (HAProxy's
@@ -490,6 +495,8 @@ void kr_server_drain(kr_server *s, double grace_s) {
     pthread_mutex_unlock(&s->mu);
     kr_http_metrics_draining(s->http, 1);
     kr_srv_log(s, "draining: refusing new requests, finishing the accepted ones");
+    /* Backtests are offline jobs of minutes: a drain cancels them (their state says so). */
+    kr_bt_jobs_cancel_all(s->backtests);
     /* Accepted requests (forecasts, and analyses, which submit several batches in turn) get
      * grace_s to finish while the engine keeps accepting their work; then the engine drains,
      * cancelling what is left (its clients get 504/499), so a drain is bounded even behind a
@@ -547,6 +554,7 @@ void kr_server_free(kr_server *s) {
         MHD_stop_daemon(s->daemon);
     }
     kr_conn_watch_free(s->watch); /* after the daemon: every connection is closed */
+    kr_bt_jobs_free(s->backtests); /* before the engine: a worker may still submit to it */
     kr_store_health_free(s->store_health);
     kr_access_log_close(s->access_log);
     kr_process_metrics_free(s->pmetrics);

@@ -50,6 +50,7 @@ struct kr_server {
     kr_process_metrics *pmetrics;
     kr_api_limits limits; /* the request-size limits of cfg, for every route's parser */
     kr_store_health *store_health; /* what /ready knows of the store's database; NULL: none */
+    struct kr_bt_jobs *backtests; /* POST /v1/backtest's jobs (routes_backtest.c) */
 
     pthread_mutex_t mu; /* guards the fields below */
     size_t mem_in_flight; /* memory budget held by requests being read and parsed */
