@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
+#include "train/linalg.h"
 
 size_t tr_attn_scratch_floats(int T, int head_dim) {
     /* K and V of one head transposed ([head_dim][T], the B of Q·Kᵀ and dO·Vᵀ), then the
@@ -148,7 +149,7 @@ void tr_attention_fwd(kr_pool *pool, const tr_attn_shape *s, const float *q, con
                    .drop = drop,
                    .scratch = scratch,
                    .per_thread = tr_attn_scratch_floats(s->T, s->head_dim) };
-    kr_pool_run(pool, attn_region, &j);
+    kr_pool_run_part(pool, TR_PART_ATTN_FWD, attn_region, &j);
 }
 
 void tr_attention_bwd(kr_pool *pool, const tr_attn_shape *s, const float *q, const float *k,
@@ -167,5 +168,5 @@ void tr_attention_bwd(kr_pool *pool, const tr_attn_shape *s, const float *q, con
                    .scratch = scratch,
                    .per_thread = tr_attn_scratch_floats(s->T, s->head_dim),
                    .backward = 1 };
-    kr_pool_run(pool, attn_region, &j);
+    kr_pool_run_part(pool, TR_PART_ATTN_BWD, attn_region, &j);
 }

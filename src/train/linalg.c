@@ -3,6 +3,24 @@
 
 #include "kernels/kernels.h"
 
+const char *tr_part_name(tr_part part) {
+    static const char *const names[TR_PART_COUNT] = {
+        [TR_PART_GEMM_FWD] = "gemm_forward",
+        [TR_PART_GEMM_DX] = "gemm_input_grad",
+        [TR_PART_GEMM_DW] = "gemm_weight_grad",
+        [TR_PART_ATTN_FWD] = "attention_forward",
+        [TR_PART_ATTN_BWD] = "attention_backward",
+        [TR_PART_NORM] = "rmsnorm",
+        [TR_PART_ROPE] = "rope",
+        [TR_PART_SWIGLU] = "swiglu",
+        [TR_PART_LOSS] = "loss",
+        [TR_PART_EMBED] = "embedding",
+        [TR_PART_ELEMENTWISE] = "elementwise",
+        [TR_PART_OPTIM] = "optimizer",
+    };
+    return part >= 0 && part < TR_PART_COUNT ? names[part] : "unknown";
+}
+
 typedef struct gemm_job {
     int kind; /* 0 NT, 1 NN, 2 TN */
     int M, N, K, lda, ldb, ldc, accumulate;
@@ -27,8 +45,8 @@ static void gemm_region(void *p, int ith, int nth) {
     }
 }
 
-void tr_gemm_nt(kr_pool *pool, int M, int N, int K, const float *A, int lda, const float *W,
-                const float *bias, float *C, int ldc) {
+void tr_gemm_nt(kr_pool *pool, tr_part part, int M, int N, int K, const float *A, int lda,
+                const float *W, const float *bias, float *C, int ldc) {
     if (M <= 0 || N <= 0) return;
     gemm_job j = { .kind = 0,
                    .M = M,
@@ -40,11 +58,11 @@ void tr_gemm_nt(kr_pool *pool, int M, int N, int K, const float *A, int lda, con
                    .bias = bias,
                    .C = C,
                    .ldc = ldc };
-    kr_pool_run(pool, gemm_region, &j);
+    kr_pool_run_part(pool, (int)part, gemm_region, &j);
 }
 
-void tr_gemm_nn(kr_pool *pool, int M, int N, int K, const float *A, int lda, const float *B,
-                int ldb, float *C, int ldc, int accumulate) {
+void tr_gemm_nn(kr_pool *pool, tr_part part, int M, int N, int K, const float *A, int lda,
+                const float *B, int ldb, float *C, int ldc, int accumulate) {
     if (M <= 0 || N <= 0) return;
     gemm_job j = { .kind = 1,
                    .M = M,
@@ -57,11 +75,11 @@ void tr_gemm_nn(kr_pool *pool, int M, int N, int K, const float *A, int lda, con
                    .C = C,
                    .ldc = ldc,
                    .accumulate = accumulate };
-    kr_pool_run(pool, gemm_region, &j);
+    kr_pool_run_part(pool, (int)part, gemm_region, &j);
 }
 
-void tr_gemm_tn(kr_pool *pool, int M, int N, int K, const float *A, int lda, const float *B,
-                int ldb, float *C, int ldc, int accumulate) {
+void tr_gemm_tn(kr_pool *pool, tr_part part, int M, int N, int K, const float *A, int lda,
+                const float *B, int ldb, float *C, int ldc, int accumulate) {
     if (M <= 0 || N <= 0) return;
     gemm_job j = { .kind = 2,
                    .M = M,
@@ -74,7 +92,7 @@ void tr_gemm_tn(kr_pool *pool, int M, int N, int K, const float *A, int lda, con
                    .C = C,
                    .ldc = ldc,
                    .accumulate = accumulate };
-    kr_pool_run(pool, gemm_region, &j);
+    kr_pool_run_part(pool, (int)part, gemm_region, &j);
 }
 
 /* Column ranges in units of 16 (a cache line of floats), so threads never share a line. */
@@ -101,9 +119,9 @@ static void colsum_region(void *p, int ith, int nth) {
     }
 }
 
-void tr_colsum_add(kr_pool *pool, int M, int N, const float *X, int ldx, float *out) {
+void tr_colsum_add(kr_pool *pool, tr_part part, int M, int N, const float *X, int ldx, float *out) {
     colsum_job j = { M, N, ldx, X, out };
-    kr_pool_run(pool, colsum_region, &j);
+    kr_pool_run_part(pool, (int)part, colsum_region, &j);
 }
 
 typedef struct range_job {
@@ -125,14 +143,14 @@ static void range_region(void *p, int ith, int nth) {
     if (a < b) j->fn(j->ctx, a, b);
 }
 
-void tr_for_rows(kr_pool *pool, int n_rows, tr_rows_fn fn, void *ctx) {
+void tr_for_rows(kr_pool *pool, tr_part part, int n_rows, tr_rows_fn fn, void *ctx) {
     if (n_rows <= 0) return;
     range_job j = { n_rows, 0, fn, ctx };
-    kr_pool_run(pool, range_region, &j);
+    kr_pool_run_part(pool, (int)part, range_region, &j);
 }
 
-void tr_for_cols(kr_pool *pool, int n_cols, tr_rows_fn fn, void *ctx) {
+void tr_for_cols(kr_pool *pool, tr_part part, int n_cols, tr_rows_fn fn, void *ctx) {
     if (n_cols <= 0) return;
     range_job j = { n_cols, 1, fn, ctx };
-    kr_pool_run(pool, range_region, &j);
+    kr_pool_run_part(pool, (int)part, range_region, &j);
 }

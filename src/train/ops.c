@@ -38,18 +38,21 @@ static void bias_rows(void *p, int r0, int r1) {
 void tr_linear_fwd(kr_pool *pool, const tr_lin *l, const float *x, int M, float *y) {
     if (l->b) {
         bias_job j = { l->b, y, l->n_out };
-        tr_for_rows(pool, M, bias_rows, &j);
+        tr_for_rows(pool, TR_PART_GEMM_FWD, M, bias_rows, &j);
     }
-    tr_gemm_nn(pool, M, l->n_out, l->n_in, x, l->n_in, l->wt, l->n_out, y, l->n_out, l->b != NULL);
+    tr_gemm_nn(pool, TR_PART_GEMM_FWD, M, l->n_out, l->n_in, x, l->n_in, l->wt, l->n_out, y,
+               l->n_out, l->b != NULL);
 }
 
 void tr_linear_bwd(kr_pool *pool, const tr_lin *l, const float *dy, const float *x, int M,
                    float *dx, int accumulate) {
-    if (l->gw) tr_gemm_tn(pool, l->n_out, l->n_in, M, dy, l->n_out, x, l->n_in, l->gw, l->n_in, 1);
-    if (l->gb) tr_colsum_add(pool, M, l->n_out, dy, l->n_out, l->gb);
+    if (l->gw)
+        tr_gemm_tn(pool, TR_PART_GEMM_DW, l->n_out, l->n_in, M, dy, l->n_out, x, l->n_in, l->gw,
+                   l->n_in, 1);
+    if (l->gb) tr_colsum_add(pool, TR_PART_GEMM_DW, M, l->n_out, dy, l->n_out, l->gb);
     if (dx)
-        tr_gemm_nn(pool, M, l->n_in, l->n_out, dy, l->n_out, l->w, l->n_in, dx, l->n_in,
-                   accumulate);
+        tr_gemm_nn(pool, TR_PART_GEMM_DX, M, l->n_in, l->n_out, dy, l->n_out, l->w, l->n_in, dx,
+                   l->n_in, accumulate);
 }
 
 /* ---------------------------------------------------------------- RMSNorm */
@@ -85,7 +88,7 @@ static void norm_fwd_rows(void *p, int r0, int r1) {
 void tr_rmsnorm_fwd(kr_pool *pool, int M, int d, const float *x, const float *w, float *y,
                     float *rstd) {
     norm_job j = { .d = d, .x = x, .w = w, .y = y, .rstd = rstd };
-    tr_for_rows(pool, M, norm_fwd_rows, &j);
+    tr_for_rows(pool, TR_PART_NORM, M, norm_fwd_rows, &j);
 }
 
 static void norm_apply_rows(void *p, int r0, int r1) {
@@ -101,7 +104,7 @@ static void norm_apply_rows(void *p, int r0, int r1) {
 void tr_rmsnorm_apply(kr_pool *pool, int M, int d, const float *x, const float *rstd,
                       const float *w, float *y) {
     norm_job j = { .d = d, .x = x, .w = w, .y = y, .rstd_in = rstd };
-    tr_for_rows(pool, M, norm_apply_rows, &j);
+    tr_for_rows(pool, TR_PART_NORM, M, norm_apply_rows, &j);
 }
 
 static void norm_bwd_rows(void *p, int r0, int r1) {
@@ -150,9 +153,9 @@ void tr_rmsnorm_bwd(kr_pool *pool, int M, int d, const float *dy, const float *x
                    .gw = gw };
     if (gw) {
         norm_gw_job g = { &j, M };
-        tr_for_cols(pool, d, norm_gw_cols, &g);
+        tr_for_cols(pool, TR_PART_NORM, d, norm_gw_cols, &g);
     }
-    if (dx) tr_for_rows(pool, M, norm_bwd_rows, &j);
+    if (dx) tr_for_rows(pool, TR_PART_NORM, M, norm_bwd_rows, &j);
 }
 
 /* ---------------------------------------------------------------- RoPE */
@@ -196,13 +199,13 @@ static void rope_rows(void *p, int r0, int r1) {
 
 void tr_rope_fwd(kr_pool *pool, const tr_rope *r, int n_seq, int T, int n_heads, float *x, int ld) {
     rope_job j = { r, T, n_heads, ld, 1.0f, x };
-    tr_for_rows(pool, n_seq * T, rope_rows, &j);
+    tr_for_rows(pool, TR_PART_ROPE, n_seq * T, rope_rows, &j);
 }
 
 void tr_rope_bwd(kr_pool *pool, const tr_rope *r, int n_seq, int T, int n_heads, float *dx,
                  int ld) {
     rope_job j = { r, T, n_heads, ld, -1.0f, dx };
-    tr_for_rows(pool, n_seq * T, rope_rows, &j);
+    tr_for_rows(pool, TR_PART_ROPE, n_seq * T, rope_rows, &j);
 }
 
 /* ---------------------------------------------------------------- SwiGLU */
@@ -219,10 +222,10 @@ static void swiglu_fwd_rows(void *p, int r0, int r1) {
 }
 
 /* Split in chunks of 256 values (the tail chunk shorter) so a thread's range is whole. */
-static void chunked(kr_pool *pool, size_t n, tr_rows_fn fn, void *ctx,
+static void chunked(kr_pool *pool, tr_part part, size_t n, tr_rows_fn fn, void *ctx,
                     void (*tail)(void *, size_t, size_t)) {
     size_t full = n / 256;
-    if (full) tr_for_rows(pool, (int)full, fn, ctx);
+    if (full) tr_for_rows(pool, part, (int)full, fn, ctx);
     if (full * 256 < n) tail(ctx, full * 256, n);
 }
 
@@ -233,7 +236,7 @@ static void swiglu_fwd_tail(void *p, size_t a, size_t b) {
 
 void tr_swiglu_fwd(kr_pool *pool, size_t n, const float *h1, const float *h3, float *g) {
     swiglu_job j = { .h1c = h1, .h3c = h3, .g = g };
-    chunked(pool, n, swiglu_fwd_rows, &j, swiglu_fwd_tail);
+    chunked(pool, TR_PART_SWIGLU, n, swiglu_fwd_rows, &j, swiglu_fwd_tail);
 }
 
 static void swiglu_bwd_range(void *p, size_t a, size_t b) {
@@ -255,7 +258,7 @@ static void swiglu_bwd_rows(void *p, int r0, int r1) {
 
 void tr_swiglu_bwd(kr_pool *pool, size_t n, const float *dg, float *h1, float *h3, float *g) {
     swiglu_job j = { .dg = dg, .h1 = h1, .h3 = h3, .g = g };
-    chunked(pool, n, swiglu_bwd_rows, &j, swiglu_bwd_range);
+    chunked(pool, TR_PART_SWIGLU, n, swiglu_bwd_rows, &j, swiglu_bwd_range);
 }
 
 /* ---------------------------------------------------------------- dropout */
@@ -295,7 +298,7 @@ void tr_dropout_apply(kr_pool *pool, const tr_dropout *d, int M, int n, float *x
                       uint64_t row0) {
     if (!d || d->p <= 0.0f) return;
     drop_job j = { d, n, ld, x, row0 };
-    tr_for_rows(pool, M, drop_rows, &j);
+    tr_for_rows(pool, TR_PART_ELEMENTWISE, M, drop_rows, &j);
 }
 
 /* ---------------------------------------------------------------- add */
@@ -314,7 +317,7 @@ static void add_rows(void *p, int r0, int r1) { add_range(p, (size_t)r0 * 256, (
 
 void tr_add(kr_pool *pool, size_t n, const float *a, const float *b, float *y) {
     add_job j = { a, b, y };
-    chunked(pool, n, add_rows, &j, add_range);
+    chunked(pool, TR_PART_ELEMENTWISE, n, add_rows, &j, add_range);
 }
 
 /* ---------------------------------------------------------------- cross-entropy */
@@ -346,7 +349,7 @@ static void xent_rows(void *p, int r0, int r1) {
 void tr_softmax_xent(kr_pool *pool, int M, int V, float *logits, const int32_t *targets,
                      double *row_loss) {
     ce_job j = { .V = V, .logits = logits, .targets = targets, .row_loss = row_loss };
-    tr_for_rows(pool, M, xent_rows, &j);
+    tr_for_rows(pool, TR_PART_LOSS, M, xent_rows, &j);
 }
 
 static void xent_grad_rows(void *p, int r0, int r1) {
@@ -360,7 +363,7 @@ static void xent_grad_rows(void *p, int r0, int r1) {
 
 void tr_xent_grad(kr_pool *pool, int M, int V, float *probs, const int32_t *targets, float scale) {
     ce_job j = { .V = V, .logits = probs, .targets = targets, .scale = scale };
-    tr_for_rows(pool, M, xent_grad_rows, &j);
+    tr_for_rows(pool, TR_PART_LOSS, M, xent_grad_rows, &j);
 }
 
 /* ---------------------------------------------------------------- embedding */
@@ -385,5 +388,5 @@ void tr_embedding_bwd(kr_pool *pool, int M, int d, const int32_t *ids, int ids_s
                  .scale = scale,
                  .src = src,
                  .g = g };
-    tr_for_cols(pool, d, emb_cols, &j);
+    tr_for_cols(pool, TR_PART_EMBED, d, emb_cols, &j);
 }

@@ -99,7 +99,7 @@ kr_status tr_optimizer_step(kr_trainer *tr, kr_train_step_info *out, kr_error *e
     int chunks = (int)((tr->n_floats + TR_NORM_CHUNK - 1) / TR_NORM_CHUNK);
     double *partial = tr->norm_partial;
     norm_job nj = { tr->g, tr->n_floats, partial };
-    tr_for_rows(tr->pool, chunks, norm_chunks, &nj);
+    tr_for_rows(tr->pool, TR_PART_OPTIM, chunks, norm_chunks, &nj);
     double sq = 0.0;
     for (int c = 0; c < chunks; c++) sq += partial[c];
     double total = sqrt(sq);
@@ -131,7 +131,7 @@ kr_status tr_optimizer_step(kr_trainer *tr, kr_train_step_info *out, kr_error *e
         .eps = (float)p->eps,
         .neg_step = (float)(-(lr / bc1)),
     };
-    kr_pool_run(tr->pool, adam_region, &aj);
+    kr_pool_run_part(tr->pool, TR_PART_OPTIM, adam_region, &aj);
     kr_trainer_zero_grad(tr);
     tr->steps++;
     if (out) {
