@@ -82,10 +82,11 @@ static void test_vs_double(void **state) {
     kr_isa_set(kr_isa_best());
 }
 
-/* A row's bits alone == in a batch; any thread split == one thread; NN == TN of Aᵀ. */
-static void test_determinism(void **state) {
-    (void)state;
-    const int M = 41, N = 77, K = 300;
+/* A row's bits alone == in a batch; any thread split == one thread; NN == TN of Aᵀ. M 41 < N:
+ * threads split N; M 301 > N: threads split M (kr_gemm_nn_split), at row cuts that are not
+ * multiples of the packing blocks. */
+static void determinism_case(int M) {
+    const int N = 77, K = 300;
     float *A = rand_buf((size_t)M * K), *At = malloc((size_t)K * M * sizeof(float));
     float *Bm = rand_buf((size_t)K * N);
     for (int m = 0; m < M; m++)
@@ -102,7 +103,7 @@ static void test_determinism(void **state) {
         run((kr_isa)isa, 1, M, N, K, At, M, Bm, N, other, N, 0, 3);
         assert_memory_equal(full, other, (size_t)M * N * sizeof(float));
         for (int r = 0; r < M; r += 7) { /* one row alone */
-            float row[77];
+            float row[77]; /* N */
             run((kr_isa)isa, 0, 1, N, K, A + (size_t)r * K, K, Bm, N, row, N, 0, 2);
             assert_memory_equal(row, full + (size_t)r * N, sizeof row);
         }
@@ -121,6 +122,12 @@ static void test_determinism(void **state) {
     free(Bm);
     free(full);
     free(other);
+}
+
+static void test_determinism(void **state) {
+    (void)state;
+    determinism_case(41);
+    determinism_case(301);
 }
 
 /* The dispatched names call the active row's variant. */

@@ -8,9 +8,9 @@
 /* A element (m, k): A[m][k] for NN, A[k][m] for TN. */
 static void gemm_ab(int trans_a, int M, int N, int K, const float *A, int lda, const float *B,
                     int ldb, float *C, int ldc, int accumulate, int ith, int nth) {
-    int n0, n1;
-    kr_gemm_split(N, ith, nth, &n0, &n1);
-    for (int m = 0; m < M; m++) {
+    int m0, m1, n0, n1;
+    kr_gemm_nn_split(M, N, ith, nth, &m0, &m1, &n0, &n1);
+    for (int m = m0; m < m1; m++) {
         float *c = C + (size_t)m * (size_t)ldc;
         if (!accumulate)
             for (int n = n0; n < n1; n++) c[n] = 0.0f;

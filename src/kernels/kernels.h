@@ -51,7 +51,7 @@ void kr_gemm_f32_avx512(int M, int N, int K, const float *A, int lda, const floa
  *   NN  op(A) = A, A stored [M×K] (lda >= K):  dX = dY·W,  P·V;
  *   TN  op(A) = Aᵀ, A stored [K×M] (lda >= M): dW = dYᵀ·X, dK = dSᵀ·Q;
  * B stored [K×N] row-major (ldb >= N), C [M×N] (ldc >= N). accumulate = 1 adds to C, 0
- * overwrites it. Threads split N in units of KR_GEMM_NUNIT columns, as kr_gemm_f32 does.
+ * overwrites it. Threads split the larger of M and N (each computes whole C elements).
  * Determinism: each C element is C's old value (or 0), then + a[k]·b[k] for k = 0, 1, ... in
  * order, one fused multiply-add at a time in the SIMD variants — a result never depends on M,
  * N, the tiling or the thread split. */
