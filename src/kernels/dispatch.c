@@ -37,6 +37,7 @@
         .qgemm_int8 = kr_qgemm_int8_##sfx, .kv_pack_bf16 = kr_kv_pack_bf16_##sfx,             \
         .kv_unpack_bf16 = kr_kv_unpack_bf16_##sfx, .kv_pack_int8 = kr_kv_pack_int8_##sfx,     \
         .kv_unpack_int8 = kr_kv_unpack_int8_##sfx, .fma_burn = kr_fma_burn_##sfx,             \
+        .attn_head_fwd = kr_attn_head_fwd_##sfx, .attn_head_bwd = kr_attn_head_bwd_##sfx,     \
     }
 
 static kr_kernel_table g_tables[KR_ISA_COUNT] = {
@@ -333,6 +334,17 @@ void kr_kv_pack_int8(const float *x, int8_t *q, float *scale, int d, int group) 
 
 void kr_kv_unpack_int8(const int8_t *q, const float *scale, float *out, int d, int group) {
     kr_kernels()->kv_unpack_int8(q, scale, out, d, group);
+}
+
+void kr_attn_head_fwd(const kr_attn_head *h, const float *q, const float *k, const float *v,
+                      float *out, float *scratch) {
+    kr_kernels()->attn_head_fwd(h, q, k, v, out, scratch);
+}
+
+void kr_attn_head_bwd(const kr_attn_head *h, const float *q, const float *k, const float *v,
+                      const float *out, const float *dout, float *dq, float *dk, float *dv,
+                      float *scratch) {
+    kr_kernels()->attn_head_bwd(h, q, k, v, out, dout, dq, dk, dv, scratch);
 }
 
 double kr_fma_burn(kr_isa isa, long iters) {

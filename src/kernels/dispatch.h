@@ -3,10 +3,10 @@
  * holding that ISA's variant of every kernel family, filled once on first use from CPUID
  * (+ XGETBV), and the active row chosen at run time (KRONOS_ISA=scalar|avx2|avx512 lowers it;
  * kr_isa_set switches it; KRONOS_AMX=0 keeps the AVX-512 row's int8 GEMM off AMX,
- * KRONOS_AVXVNNI=0 the AVX2 row's off AVX-VNNI). Every
- * dispatched entry point — kernels.h, quant.h, kv_convert.h, calibrate.h — goes through it,
- * so adding a family is one field and one entry per ISA here, and which variant runs is never
- * decided anywhere else (as ggml's type_traits).
+ * KRONOS_AVXVNNI=0 the AVX2 row's off AVX-VNNI). Every dispatched entry point — kernels.h,
+ * quant.h, kv_convert.h, calibrate.h, train_kernels.h — goes through it, so adding a family is
+ * one field and one entry per ISA here, and which variant runs is never decided anywhere else
+ * (as ggml's type_traits).
  *
  * Off x86 only the scalar row is ever chosen (isa_fallback.c gives the other names a body so
  * the rows still link).
@@ -18,6 +18,7 @@
 #include "kernels/kernels.h"
 #include "kernels/kv_convert.h"
 #include "kernels/quant.h"
+#include "kernels/train_kernels.h"
 
 typedef void (*kr_rmsnorm_f32_fn)(int n_rows, int d, const float *x, int ldx, const float *w,
                                   float eps, float *y, int ldy);
@@ -72,6 +73,9 @@ typedef struct kr_kernel_table {
     kr_kv_unpack_bf16_fn kv_unpack_bf16;
     kr_kv_pack_int8_fn kv_pack_int8;
     kr_kv_unpack_int8_fn kv_unpack_int8;
+    /* training (train_kernels.h) */
+    kr_attn_head_fwd_fn attn_head_fwd;
+    kr_attn_head_bwd_fn attn_head_bwd;
     /* machine-peak probe (calibrate.h) */
     kr_fma_burn_fn fma_burn;
 } kr_kernel_table;

@@ -8,6 +8,7 @@
 #include "kernels/kv_convert.h"
 #include "kernels/qgemm_int8_internal.h"
 #include "kernels/quant.h"
+#include "kernels/train_kernels.h"
 
 #if !defined(__x86_64__)
 void kr_gemm_f32_reserve_avx512(int M, int K) {
@@ -114,6 +115,21 @@ void kr_qgemm_int8_avxvnni(int M, const kr_qmat *w, const uint8_t *aq, const flo
 
 KR_FALLBACK_KV(avx2)
 KR_FALLBACK_KV(avx512)
+
+/* Training (train_kernels.h). */
+#define KR_FALLBACK_TRAIN(isa)                                                                  \
+    void kr_attn_head_fwd_##isa(const kr_attn_head *h, const float *q, const float *k,          \
+                                const float *v, float *out, float *scratch) {                   \
+        kr_attn_head_fwd_scalar(h, q, k, v, out, scratch);                                      \
+    }                                                                                           \
+    void kr_attn_head_bwd_##isa(const kr_attn_head *h, const float *q, const float *k,          \
+                                const float *v, const float *out, const float *dout, float *dq, \
+                                float *dk, float *dv, float *scratch) {                         \
+        kr_attn_head_bwd_scalar(h, q, k, v, out, dout, dq, dk, dv, scratch);                    \
+    }
+
+KR_FALLBACK_TRAIN(avx2)
+KR_FALLBACK_TRAIN(avx512)
 
 /* Dequantisers and the BF16 × BF16 path (quant.h); the latter is only reached when
  * kr_cpu_has_avx512_bf16(), never off x86. */

@@ -49,6 +49,11 @@ static inline void kr_gemm_nn_split(int M, int N, int ith, int nth, int *m0, int
     }
 }
 
+/* ---- Attention of one head over a sequence (train_kernels.h): the most queries a block
+ * holds (the score tile's three vectors, AVX-512) and the most rows a register tile covers; the
+ * scratch size counts with both, so it is the same for every variant. */
+enum { KR_AH_QB_MAX = 48, KR_AH_ROWS_MAX = 24 };
+
 /* ---- Per-thread scratch (thread_scratch.c). */
 typedef enum kr_scratch_slot {
     KR_SCRATCH_GEMM_F32, /* gemm_avx512.c, gemm_avx2.c: packed W block + A row tile */
