@@ -1,18 +1,12 @@
 /*
  * kernels/attn_head_body.h — attention of one head over a sequence (train_kernels.h), forward
- * and backward, written once for both vector widths. attn_head_avx2.c and attn_head_avx512.c
- * define, then include this file:
- *   AH_V, AH_W           the vector type and its float lanes
+ * and backward, written once for both vector widths over the names of simd_width.h.
+ * attn_head_avx2.c and attn_head_avx512.c include that, define
  *   AH_ACC               accumulators a register tile holds (24 AVX-512, 12 AVX2)
- *   AH_M, AH_LANES(lo, hi)   a lane mask, and the one of lanes i with lo <= i < hi
- *   AH_LOAD(p), AH_STORE(p, v), AH_LOADN(p, n), AH_STOREN(p, n, v) (first n lanes; the rest
- *                        read as 0, not written), AH_BCAST(p), AH_SET1(x), AH_ZERO()
- *   AH_FMA(a, b, c) = a·b + c, AH_ADD, AH_SUB, AH_MUL, AH_DIV, AH_MAX, AH_EXP (expf to ~1 ulp)
- *   AH_BLEND(m, a, b)    a in the lanes of m, b elsewhere;  AH_GT(a, b) the mask of a > b
- *   AH_HSUM(v)           the sum of v's lanes;  AH_TRANSPOSE(r)  r[i][j] ↔ r[j][i], AH_W vectors
  *   AH_NAME(x)           x with the ISA's suffix
+ * and include this file.
  *
- * The queries are in the vector lanes. A block of QB = 3·AH_W queries is transposed once
+ * The queries are in the vector lanes. A block of QB = 3·VW_W queries is transposed once
  * (qt[c][i] = scale·q_i[c]); its scores against every key it sees come out key-major,
  * st[j][i] = Σ_c k_j[c]·qt[c][i], from a GEMM register tile (AH_ACC/3 keys × the three
  * vectors) over K packed in tiles of keys (kp). The softmax then runs down the key rows with
@@ -42,7 +36,7 @@
 #include "kernels/kernels_internal.h"
 #include "kernels/train_kernels.h"
 
-#define AH_QB (3 * AH_W)
+#define AH_QB (3 * VW_W)
 #define AH_R1 (AH_ACC / 3) /* keys per score tile */
 
 /* ---------------------------------------------------------------- register tiles */
@@ -52,37 +46,37 @@
 #define AH_TILE(NAME, R, CV, ARS, AKS)                                                            \
     static void AH_NAME(NAME)(int n, const float *a, const float *b, int ldb, int last, float *c, \
                               int ldc, int load_c, const float *rs) {                             \
-        AH_V acc[R][CV];                                                                          \
+        VW_V acc[R][CV];                                                                          \
         _Pragma("GCC unroll 24") for (int r = 0; r < R; r++) {                                    \
             _Pragma("GCC unroll 4") for (int v = 0; v < CV; v++) {                                \
-                const float *cp = c + (size_t)r * (size_t)ldc + v * AH_W;                         \
-                acc[r][v] = !load_c ? AH_ZERO() : v == CV - 1 ? AH_LOADN(cp, last) : AH_LOAD(cp); \
+                const float *cp = c + (size_t)r * (size_t)ldc + v * VW_W;                         \
+                acc[r][v] = !load_c ? VW_ZERO() : v == CV - 1 ? VW_LOADN(cp, last) : VW_LOAD(cp); \
             }                                                                                     \
         }                                                                                         \
         for (int k = 0; k < n; k++, a += (AKS), b += ldb) {                                       \
-            AH_V bv[CV];                                                                          \
+            VW_V bv[CV];                                                                          \
             _Pragma("GCC unroll 4") for (int v = 0; v < CV; v++) bv[v] =                          \
-                v == CV - 1 ? AH_LOADN(b + v * AH_W, last) : AH_LOAD(b + v * AH_W);               \
+                v == CV - 1 ? VW_LOADN(b + v * VW_W, last) : VW_LOAD(b + v * VW_W);               \
             _Pragma("GCC unroll 24") for (int r = 0; r < R; r++) {                                \
-                AH_V ar = AH_BCAST(a + r * (ARS));                                                \
+                VW_V ar = VW_BCAST(a + r * (ARS));                                                \
                 _Pragma("GCC unroll 4") for (int v = 0; v < CV; v++) acc[r][v] =                  \
-                    AH_FMA(ar, bv[v], acc[r][v]);                                                 \
+                    VW_FMA(ar, bv[v], acc[r][v]);                                                 \
             }                                                                                     \
         }                                                                                         \
         if (rs) {                                                                                 \
             _Pragma("GCC unroll 24") for (int r = 0; r < R; r++) {                                \
-                AH_V sr = AH_BCAST(rs + r);                                                       \
+                VW_V sr = VW_BCAST(rs + r);                                                       \
                 _Pragma("GCC unroll 4") for (int v = 0; v < CV; v++) acc[r][v] =                  \
-                    AH_MUL(acc[r][v], sr);                                                        \
+                    VW_MUL(acc[r][v], sr);                                                        \
             }                                                                                     \
         }                                                                                         \
         _Pragma("GCC unroll 24") for (int r = 0; r < R; r++) {                                    \
             _Pragma("GCC unroll 4") for (int v = 0; v < CV; v++) {                                \
-                float *cp = c + (size_t)r * (size_t)ldc + v * AH_W;                               \
+                float *cp = c + (size_t)r * (size_t)ldc + v * VW_W;                               \
                 if (v == CV - 1)                                                                  \
-                    AH_STOREN(cp, last, acc[r][v]);                                               \
+                    VW_STOREN(cp, last, acc[r][v]);                                               \
                 else                                                                              \
-                    AH_STORE(cp, acc[r][v]);                                                      \
+                    VW_STORE(cp, acc[r][v]);                                                      \
             }                                                                                     \
         }                                                                                         \
     }
@@ -108,8 +102,8 @@ typedef void (*AH_NAME(tile_fn))(int n, const float *a, const float *b, int ldb,
 static void AH_NAME(edge_tile)(AH_NAME(tile_fn) fn, int CV, int rows, int n, const float *a,
                                const float *b, int ldb, int last, float *c, int ldc, int load_c,
                                const float *rs) {
-    float edge[KR_AH_ROWS_MAX * 4 * AH_W], rs_edge[KR_AH_ROWS_MAX];
-    const int w = (CV - 1) * AH_W + last, lde = CV * AH_W;
+    float edge[KR_AH_ROWS_MAX * 4 * VW_W], rs_edge[KR_AH_ROWS_MAX];
+    const int w = (CV - 1) * VW_W + last, lde = CV * VW_W;
     memset(edge, 0, sizeof edge);
     memset(rs_edge, 0, sizeof rs_edge);
     if (load_c)
@@ -130,11 +124,11 @@ static void AH_NAME(head_rows)(int keys, int n_rows, int n, const float *a, cons
                                                   AH_NAME(rows_tile3), AH_NAME(rows_tile4) };
     static const AH_NAME(tile_fn) keys_fns[4] = { AH_NAME(keys_tile1), AH_NAME(keys_tile2),
                                                   AH_NAME(keys_tile3), AH_NAME(keys_tile4) };
-    const int nv = (hd + AH_W - 1) / AH_W;
+    const int nv = (hd + VW_W - 1) / VW_W;
     for (int v0 = 0; v0 < nv; v0 += 4) {
         const int cv = nv - v0 < 4 ? nv - v0 : 4, R = AH_ACC / cv;
-        const int c0 = v0 * AH_W, rest = hd - c0 - (cv - 1) * AH_W;
-        const int last = rest < AH_W ? rest : AH_W; /* lanes of the chunk's last vector */
+        const int c0 = v0 * VW_W, rest = hd - c0 - (cv - 1) * VW_W;
+        const int last = rest < VW_W ? rest : VW_W; /* lanes of the chunk's last vector */
         AH_NAME(tile_fn) fn = keys ? keys_fns[cv - 1] : rows_fns[cv - 1];
         for (int r0 = 0; r0 < n_rows; r0 += R) {
             const float *ar = a + (keys ? (size_t)r0 * AH_QB : (size_t)r0);
@@ -155,28 +149,28 @@ static void AH_NAME(head_rows)(int keys, int n_rows, int n, const float *a, cons
 static void AH_NAME(copy_rows)(const float *src, int ld, int n, int hd, float *dst) {
     for (int t = 0; t < n; t++, src += ld, dst += hd) {
         int c = 0;
-        for (; c + AH_W <= hd; c += AH_W) AH_STORE(dst + c, AH_LOAD(src + c));
-        if (c < hd) AH_STOREN(dst + c, hd - c, AH_LOADN(src + c, hd - c));
+        for (; c + VW_W <= hd; c += VW_W) VW_STORE(dst + c, VW_LOAD(src + c));
+        if (c < hd) VW_STOREN(dst + c, hd - c, VW_LOADN(src + c, hd - c));
     }
 }
 
 /* dst[c·ldd + r] = scale·src[r·hd + c] for rows r < n (contiguous, hd floats) and c < hd, lanes
- * n .. lanes − 1 of each dst row zero (lanes <= AH_W): AH_W × AH_W blocks through registers. */
+ * n .. lanes − 1 of each dst row zero (lanes <= VW_W): VW_W × VW_W blocks through registers. */
 static void AH_NAME(transpose_rows)(const float *src, int n, int hd, float scale, float *dst,
                                     int ldd, int lanes) {
-    const AH_V s = AH_SET1(scale);
-    for (int r0 = 0; r0 < lanes; r0 += AH_W)
-        for (int c0 = 0; c0 < hd; c0 += AH_W) {
-            const int nc = hd - c0 < AH_W ? hd - c0 : AH_W;
-            AH_V x[AH_W];
-            for (int i = 0; i < AH_W; i++)
+    const VW_V s = VW_SET1(scale);
+    for (int r0 = 0; r0 < lanes; r0 += VW_W)
+        for (int c0 = 0; c0 < hd; c0 += VW_W) {
+            const int nc = hd - c0 < VW_W ? hd - c0 : VW_W;
+            VW_V x[VW_W];
+            for (int i = 0; i < VW_W; i++)
                 x[i] = r0 + i < n
-                           ? AH_MUL(AH_LOADN(src + (size_t)(r0 + i) * (size_t)hd + c0, nc), s)
-                           : AH_ZERO();
-            AH_TRANSPOSE(x);
-            const int w = lanes - r0 < AH_W ? lanes - r0 : AH_W;
+                           ? VW_MUL(VW_LOADN(src + (size_t)(r0 + i) * (size_t)hd + c0, nc), s)
+                           : VW_ZERO();
+            VW_TRANSPOSE(x);
+            const int w = lanes - r0 < VW_W ? lanes - r0 : VW_W;
             for (int j = 0; j < nc; j++)
-                AH_STOREN(dst + (size_t)(c0 + j) * (size_t)ldd + r0, w, x[j]);
+                VW_STOREN(dst + (size_t)(c0 + j) * (size_t)ldd + r0, w, x[j]);
         }
 }
 
@@ -201,9 +195,9 @@ typedef struct AH_NAME(block) {
 } AH_NAME(block);
 
 /* Lanes (queries) of vector v of row j that see key j. */
-static inline AH_M AH_NAME(visible)(const AH_NAME(block) * b, int j, int v) {
-    int lo = b->h->causal ? j - b->i0 - v * AH_W : 0;
-    return AH_LANES(lo, b->nq - v * AH_W);
+static inline VW_M AH_NAME(visible)(const AH_NAME(block) * b, int j, int v) {
+    int lo = b->h->causal ? j - b->i0 - v * VW_W : 0;
+    return VW_LANES(lo, b->nq - v * VW_W);
 }
 
 /* st (nk rows of QB scores) → e = exp(s − the query's max), exactly 0 where the query does not
@@ -213,25 +207,25 @@ static inline AH_M AH_NAME(visible)(const AH_NAME(block) * b, int j, int v) {
 static void AH_NAME(softmax)(const AH_NAME(block) * b, float *st, float *rq) {
     const int open = b->nq == AH_QB ? (b->h->causal ? b->i0 : b->nk) : 0;
     for (int v = 0; v < 3; v++) {
-        float *col = st + v * AH_W;
-        AH_V mx = AH_SET1(-INFINITY), sum = AH_ZERO();
-        for (int j = 0; j < open; j++) mx = AH_MAX(mx, AH_LOAD(col + (size_t)j * AH_QB));
+        float *col = st + v * VW_W;
+        VW_V mx = VW_SET1(-INFINITY), sum = VW_ZERO();
+        for (int j = 0; j < open; j++) mx = VW_MAX(mx, VW_LOAD(col + (size_t)j * AH_QB));
         for (int j = open; j < b->nk; j++)
-            mx = AH_MAX(mx, AH_BLEND(AH_NAME(visible)(b, j, v), AH_LOAD(col + (size_t)j * AH_QB),
-                                     AH_SET1(-INFINITY)));
+            mx = VW_MAX(mx, VW_BLEND(AH_NAME(visible)(b, j, v), VW_LOAD(col + (size_t)j * AH_QB),
+                                     VW_SET1(-INFINITY)));
         for (int j = 0; j < open; j++) {
-            AH_V e = AH_EXP(AH_SUB(AH_LOAD(col + (size_t)j * AH_QB), mx));
-            AH_STORE(col + (size_t)j * AH_QB, e);
-            sum = AH_ADD(sum, e);
+            VW_V e = VW_EXP(VW_SUB(VW_LOAD(col + (size_t)j * AH_QB), mx));
+            VW_STORE(col + (size_t)j * AH_QB, e);
+            sum = VW_ADD(sum, e);
         }
         for (int j = open; j < b->nk; j++) {
-            AH_V e = AH_EXP(AH_SUB(AH_LOAD(col + (size_t)j * AH_QB), mx));
-            e = AH_BLEND(AH_NAME(visible)(b, j, v), e, AH_ZERO());
-            AH_STORE(col + (size_t)j * AH_QB, e);
-            sum = AH_ADD(sum, e);
+            VW_V e = VW_EXP(VW_SUB(VW_LOAD(col + (size_t)j * AH_QB), mx));
+            e = VW_BLEND(AH_NAME(visible)(b, j, v), e, VW_ZERO());
+            VW_STORE(col + (size_t)j * AH_QB, e);
+            sum = VW_ADD(sum, e);
         }
-        AH_STORE(rq + v * AH_W,
-                 AH_BLEND(AH_GT(sum, AH_ZERO()), AH_DIV(AH_SET1(1.0f), sum), AH_ZERO()));
+        VW_STORE(rq + v * VW_W,
+                 VW_BLEND(VW_GT(sum, VW_ZERO()), VW_DIV(VW_SET1(1.0f), sum), VW_ZERO()));
     }
 }
 
@@ -241,7 +235,7 @@ static void AH_NAME(probs)(const AH_NAME(block) * b, const float *kp, const floa
                            float *rq) {
     const int hd = b->h->head_dim;
     for (int j0 = 0; j0 < b->nk; j0 += AH_R1) AH_NAME(score_tile)
-    (hd, kp + (size_t)j0 * (size_t)hd, qt, AH_QB, AH_W, st + (size_t)j0 * AH_QB, AH_QB, 0, NULL);
+    (hd, kp + (size_t)j0 * (size_t)hd, qt, AH_QB, VW_W, st + (size_t)j0 * AH_QB, AH_QB, 0, NULL);
     AH_NAME(softmax)(b, st, rq);
 }
 
@@ -325,7 +319,7 @@ void AH_NAME(kr_attn_head_bwd)(const kr_attn_head *h, const float *q, const floa
         memset(dk + (size_t)t * ld, 0, (size_t)hd * sizeof(float));
         memset(dv + (size_t)t * ld, 0, (size_t)hd * sizeof(float));
     }
-    const AH_V scale = AH_SET1(h->scale);
+    const VW_V scale = VW_SET1(h->scale);
     for (int i0 = 0; i0 < T; i0 += AH_QB) {
         AH_NAME(block) b = AH_NAME(block_at)(h, i0);
         AH_NAME(copy_rows)(q + (size_t)i0 * ld, h->ld, b.nq, hd, s.qc);
@@ -337,15 +331,15 @@ void AH_NAME(kr_attn_head_bwd)(const kr_attn_head *h, const float *q, const floa
             if (i < b.nq) {
                 const float *g = dout + (size_t)(i0 + i) * ld, *o = out + (size_t)(i0 + i) * ld;
                 float *gr = s.gc + (size_t)i * (size_t)hd;
-                const AH_V r = AH_SET1(s.rq[i]);
-                AH_V acc = AH_ZERO();
-                for (int c = 0; c < hd; c += AH_W) {
-                    const int nc = hd - c < AH_W ? hd - c : AH_W;
-                    AH_V x = AH_MUL(AH_LOADN(g + c, nc), r);
-                    AH_STOREN(gr + c, nc, x);
-                    acc = AH_FMA(x, AH_LOADN(o + c, nc), acc);
+                const VW_V r = VW_SET1(s.rq[i]);
+                VW_V acc = VW_ZERO();
+                for (int c = 0; c < hd; c += VW_W) {
+                    const int nc = hd - c < VW_W ? hd - c : VW_W;
+                    VW_V x = VW_MUL(VW_LOADN(g + c, nc), r);
+                    VW_STOREN(gr + c, nc, x);
+                    acc = VW_FMA(x, VW_LOADN(o + c, nc), acc);
                 }
-                d = AH_HSUM(acc);
+                d = VW_HSUM(acc);
             }
             s.dsum[i] = d;
         }
@@ -359,16 +353,16 @@ void AH_NAME(kr_attn_head_bwd)(const kr_attn_head *h, const float *q, const floa
         /* dV += usedᵀ·(r·dO);  dP' = (r·dO)·Vᵀ key-major, back through the dropout */
         AH_NAME(head_rows)(1, b.nk, b.nq, used, s.gc, hd, dv, h->ld, 1, NULL);
         for (int j0 = 0; j0 < b.nk; j0 += AH_R1) AH_NAME(score_tile)
-        (hd, s.vp + (size_t)j0 * (size_t)hd, s.gt, AH_QB, AH_W, s.dp + (size_t)j0 * AH_QB, AH_QB, 0,
+        (hd, s.vp + (size_t)j0 * (size_t)hd, s.gt, AH_QB, VW_W, s.dp + (size_t)j0 * AH_QB, AH_QB, 0,
          NULL);
         if (h->drop) AH_NAME(dropout)(&b, s.dp);
         /* softmax backward: dS = e ⊙ (dP' − r·Σ dO⊙O), times the score scale */
         for (int j = 0; j < b.nk; j++)
             for (int w = 0; w < 3; w++) {
-                float *g = s.dp + (size_t)j * AH_QB + w * AH_W;
-                const float *e = s.st + (size_t)j * AH_QB + w * AH_W;
-                AH_V x = AH_MUL(AH_LOAD(e), AH_SUB(AH_LOAD(g), AH_LOAD(s.dsum + w * AH_W)));
-                AH_STORE(g, AH_MUL(x, scale));
+                float *g = s.dp + (size_t)j * AH_QB + w * VW_W;
+                const float *e = s.st + (size_t)j * AH_QB + w * VW_W;
+                VW_V x = VW_MUL(VW_LOAD(e), VW_SUB(VW_LOAD(g), VW_LOAD(s.dsum + w * VW_W)));
+                VW_STORE(g, VW_MUL(x, scale));
             }
         /* dQ = dS·K (the block's rows, whole);  dK += dSᵀ·Q */
         AH_NAME(head_rows)(0, b.nq, b.nk, s.dp, s.kc, hd, dq + (size_t)i0 * ld, h->ld, 0, NULL);

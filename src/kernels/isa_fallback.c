@@ -128,6 +128,47 @@ KR_FALLBACK_KV(avx512)
         kr_attn_head_bwd_scalar(h, q, k, v, out, dout, dq, dk, dv, scratch);                    \
     }
 
+#define KR_FALLBACK_TRAIN_OPS(isa)                                                                 \
+    void kr_rmsnorm_fwd_rows_##isa(int n_rows, int d, const float *x, const float *w, float eps,   \
+                                   float *y, float *rstd) {                                        \
+        kr_rmsnorm_fwd_rows_scalar(n_rows, d, x, w, eps, y, rstd);                                 \
+    }                                                                                              \
+    void kr_rmsnorm_apply_rows_##isa(int n_rows, int d, const float *x, const float *rstd,         \
+                                     const float *w, float *y) {                                   \
+        kr_rmsnorm_apply_rows_scalar(n_rows, d, x, rstd, w, y);                                    \
+    }                                                                                              \
+    void kr_rmsnorm_bwd_rows_##isa(int n_rows, int d, const float *dy, const float *x,             \
+                                   const float *rstd, const float *w, float *dx, int accumulate) { \
+        kr_rmsnorm_bwd_rows_scalar(n_rows, d, dy, x, rstd, w, dx, accumulate);                     \
+    }                                                                                              \
+    void kr_rmsnorm_gw_cols_##isa(int n_rows, int d, int c0, int c1, const float *dy,              \
+                                  const float *x, const float *rstd, float *gw) {                  \
+        kr_rmsnorm_gw_cols_scalar(n_rows, d, c0, c1, dy, x, rstd, gw);                             \
+    }                                                                                              \
+    void kr_colsum_add_cols_##isa(int n_rows, int ld, int c0, int c1, const float *x,              \
+                                  float *out) {                                                    \
+        kr_colsum_add_cols_scalar(n_rows, ld, c0, c1, x, out);                                     \
+    }                                                                                              \
+    void kr_swiglu_bwd_##isa(int n, const float *dg, float *h1, float *h3, float *g) {             \
+        kr_swiglu_bwd_scalar(n, dg, h1, h3, g);                                                    \
+    }                                                                                              \
+    void kr_rope_rows_##isa(int n_rows, int n_heads, int half, float *x, int ld, const float *cos, \
+                            const float *sin, float sign) {                                        \
+        kr_rope_rows_scalar(n_rows, n_heads, half, x, ld, cos, sin, sign);                         \
+    }                                                                                              \
+    double kr_softmax_xent_row_##isa(int V, float *x, int target) {                                \
+        return kr_softmax_xent_row_scalar(V, x, target);                                           \
+    }                                                                                              \
+    void kr_xent_grad_row_##isa(int V, float *p, int target, float scale) {                        \
+        kr_xent_grad_row_scalar(V, p, target, scale);                                              \
+    }                                                                                              \
+    void kr_adamw_f32_##isa(size_t n, const kr_adamw *a, float *w, const float *g, float *m,       \
+                            float *v) {                                                            \
+        kr_adamw_f32_scalar(n, a, w, g, m, v);                                                     \
+    }
+
+KR_FALLBACK_TRAIN_OPS(avx2)
+KR_FALLBACK_TRAIN_OPS(avx512)
 KR_FALLBACK_TRAIN(avx2)
 KR_FALLBACK_TRAIN(avx512)
 

@@ -1,7 +1,8 @@
 /*
  * kernels/train_kernels — the inner loops of a training step that are not GEMMs (kernels.h has
  * those): attention of one head over a whole sequence, forward and backward, as the train
- * layer runs it for every (sequence, head).
+ * layer runs it for every (sequence, head); the row-wise passes (RMSNorm, SwiGLU, RoPE,
+ * softmax cross-entropy, bias sums) and AdamW.
  *
  * Dispatched through the one kernel table (dispatch.h) like every family: a scalar reference
  * (always built) and AVX2 / AVX-512 variants, tested against the reference on odd sizes.
@@ -43,6 +44,69 @@ void kr_attn_head_fwd(const kr_attn_head *h, const float *q, const float *k, con
 void kr_attn_head_bwd(const kr_attn_head *h, const float *q, const float *k, const float *v,
                       const float *out, const float *dout, float *dq, float *dk, float *dv,
                       float *scratch);
+
+/* ---- The row-wise passes of a training step. Rows are d floats, consecutive unless a stride
+ * is given; every reduction runs in an order fixed by the shapes (per row, or per column over
+ * the rows in order), so a caller that splits rows (or columns) over threads gets the same
+ * bits for any split. */
+
+/* RMSNorm: rstd[m] = 1/sqrt(Σx²/d + eps), y = (x·rstd)·w. */
+void kr_rmsnorm_fwd_rows(int n_rows, int d, const float *x, const float *w, float eps, float *y,
+                         float *rstd);
+/* y from a saved rstd: the forward's y bit for bit. */
+void kr_rmsnorm_apply_rows(int n_rows, int d, const float *x, const float *rstd, const float *w,
+                           float *y);
+/* dx (= or, with accumulate, +=) rstd·(w⊙dy) − x·rstd³·Σ(w⊙dy⊙x)/d. */
+void kr_rmsnorm_bwd_rows(int n_rows, int d, const float *dy, const float *x, const float *rstd,
+                         const float *w, float *dx, int accumulate);
+/* gw[c] += Σ_m dy[m][c]·(x[m][c]·rstd[m]) for c in [c0, c1), m in order. */
+void kr_rmsnorm_gw_cols(int n_rows, int d, int c0, int c1, const float *dy, const float *x,
+                        const float *rstd, float *gw);
+/* out[c] += Σ_m x[m·ld + c] for c in [c0, c1), m in order (a bias gradient). */
+void kr_colsum_add_cols(int n_rows, int ld, int c0, int c1, const float *x, float *out);
+/* SwiGLU backward over n values, in place: from dg, h1 ← dg·h3·silu'(h1), h3 ← dg·silu(h1),
+ * g ← silu(h1)·h3 (torch's silu_backward: σ·(1 + x·(1 − σ))). */
+void kr_swiglu_bwd(int n, const float *dg, float *h1, float *h3, float *g);
+/* Half-split RoPE from tables, in place: row r (n_heads heads of 2·half floats, rows ld apart)
+ * turns by the angle of cos[r·half + i], sign·sin[r·half + i]:
+ * x[i] ← x[i]·c − x[i+half]·s, x[i+half] ← x[i+half]·c + x[i]·s (separate products). */
+void kr_rope_rows(int n_rows, int n_heads, int half, float *x, int ld, const float *cos,
+                  const float *sin, float sign);
+/* Softmax of V logits in place (probabilities) and −log p[target], computed as
+ * max − x_t + log Σ exp(x − max) (exact for any logit gap). */
+double kr_softmax_xent_row(int V, float *x, int target);
+/* The cross-entropy gradient from the probabilities, in place: p ← scale·(p − onehot). */
+void kr_xent_grad_row(int V, float *p, int target, float scale);
+/* AdamW over n parameters (torch's single-tensor float32 arithmetic, no fused multiply-adds,
+ * so every variant gives the scalar reference's bits): gi = g·clip_scale; w ← w·decay;
+ * m ← m·beta1 + gi·(1 − beta1); v ← v·beta2 + (1 − beta2)·gi·gi;
+ * w ← w + neg_step·(m / (sqrt(v)/bc2_sqrt + eps)). */
+typedef struct kr_adamw {
+    float clip_scale, decay, beta1, one_m_beta1, beta2, one_m_beta2, bc2_sqrt, eps, neg_step;
+} kr_adamw;
+void kr_adamw_f32(size_t n, const kr_adamw *a, float *w, const float *g, float *m, float *v);
+
+#define KR_TRAIN_OPS_VARIANTS(sfx)                                                                 \
+    void kr_rmsnorm_fwd_rows_##sfx(int n_rows, int d, const float *x, const float *w, float eps,   \
+                                   float *y, float *rstd);                                         \
+    void kr_rmsnorm_apply_rows_##sfx(int n_rows, int d, const float *x, const float *rstd,         \
+                                     const float *w, float *y);                                    \
+    void kr_rmsnorm_bwd_rows_##sfx(int n_rows, int d, const float *dy, const float *x,             \
+                                   const float *rstd, const float *w, float *dx, int accumulate);  \
+    void kr_rmsnorm_gw_cols_##sfx(int n_rows, int d, int c0, int c1, const float *dy,              \
+                                  const float *x, const float *rstd, float *gw);                   \
+    void kr_colsum_add_cols_##sfx(int n_rows, int ld, int c0, int c1, const float *x, float *out); \
+    void kr_swiglu_bwd_##sfx(int n, const float *dg, float *h1, float *h3, float *g);              \
+    void kr_rope_rows_##sfx(int n_rows, int n_heads, int half, float *x, int ld, const float *cos, \
+                            const float *sin, float sign);                                         \
+    double kr_softmax_xent_row_##sfx(int V, float *x, int target);                                 \
+    void kr_xent_grad_row_##sfx(int V, float *p, int target, float scale);                         \
+    void kr_adamw_f32_##sfx(size_t n, const kr_adamw *a, float *w, const float *g, float *m,       \
+                            float *v);
+KR_TRAIN_OPS_VARIANTS(scalar)
+KR_TRAIN_OPS_VARIANTS(avx2)
+KR_TRAIN_OPS_VARIANTS(avx512)
+#undef KR_TRAIN_OPS_VARIANTS
 
 typedef void (*kr_attn_head_fwd_fn)(const kr_attn_head *h, const float *q, const float *k,
                                     const float *v, float *out, float *scratch);

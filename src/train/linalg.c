@@ -2,6 +2,7 @@
 #include "train/linalg.h"
 
 #include "kernels/kernels.h"
+#include "kernels/train_kernels.h"
 
 const char *tr_part_name(tr_part part) {
     static const char *const names[TR_PART_COUNT] = {
@@ -113,10 +114,7 @@ static void colsum_region(void *p, int ith, int nth) {
     const colsum_job *j = p;
     int c0, c1;
     col_range(j->N, ith, nth, &c0, &c1);
-    for (int m = 0; m < j->M; m++) {
-        const float *x = j->X + (size_t)m * (size_t)j->ldx;
-        for (int c = c0; c < c1; c++) j->out[c] += x[c];
-    }
+    if (c0 < c1) kr_colsum_add_cols(j->M, j->ldx, c0, c1, j->X, j->out);
 }
 
 void tr_colsum_add(kr_pool *pool, tr_part part, int M, int N, const float *X, int ldx, float *out) {

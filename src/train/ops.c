@@ -6,6 +6,7 @@
 
 #include "base/rng.h"
 #include "kernels/kernels.h"
+#include "kernels/train_kernels.h"
 #include "train/linalg.h"
 
 /* ---------------------------------------------------------------- Linear */
@@ -63,26 +64,10 @@ typedef struct norm_job {
     float *y, *rstd, *dx, *gw;
 } norm_job;
 
-/* Σ x² in the order torch's float mean would not promise anyway: 8 partial sums, for speed. */
-static float sum_squares(const float *x, int d) {
-    float s[8] = { 0 };
-    int j = 0;
-    for (; j + 8 <= d; j += 8)
-        for (int u = 0; u < 8; u++) s[u] += x[j + u] * x[j + u];
-    float t = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
-    for (; j < d; j++) t += x[j] * x[j];
-    return t;
-}
-
 static void norm_fwd_rows(void *p, int r0, int r1) {
     const norm_job *j = p;
-    for (int m = r0; m < r1; m++) {
-        const float *x = j->x + (size_t)m * (size_t)j->d;
-        float *y = j->y + (size_t)m * (size_t)j->d;
-        float r = 1.0f / sqrtf(sum_squares(x, j->d) / (float)j->d + TR_RMS_EPS);
-        j->rstd[m] = r;
-        for (int c = 0; c < j->d; c++) y[c] = (x[c] * r) * j->w[c];
-    }
+    const size_t o = (size_t)r0 * (size_t)j->d;
+    kr_rmsnorm_fwd_rows(r1 - r0, j->d, j->x + o, j->w, TR_RMS_EPS, j->y + o, j->rstd + r0);
 }
 
 void tr_rmsnorm_fwd(kr_pool *pool, int M, int d, const float *x, const float *w, float *y,
@@ -93,12 +78,8 @@ void tr_rmsnorm_fwd(kr_pool *pool, int M, int d, const float *x, const float *w,
 
 static void norm_apply_rows(void *p, int r0, int r1) {
     const norm_job *j = p;
-    for (int m = r0; m < r1; m++) {
-        const float *x = j->x + (size_t)m * (size_t)j->d;
-        float *y = j->y + (size_t)m * (size_t)j->d;
-        float r = j->rstd_in[m];
-        for (int c = 0; c < j->d; c++) y[c] = (x[c] * r) * j->w[c];
-    }
+    const size_t o = (size_t)r0 * (size_t)j->d;
+    kr_rmsnorm_apply_rows(r1 - r0, j->d, j->x + o, j->rstd_in + r0, j->w, j->y + o);
 }
 
 void tr_rmsnorm_apply(kr_pool *pool, int M, int d, const float *x, const float *rstd,
@@ -109,20 +90,9 @@ void tr_rmsnorm_apply(kr_pool *pool, int M, int d, const float *x, const float *
 
 static void norm_bwd_rows(void *p, int r0, int r1) {
     const norm_job *j = p;
-    const int d = j->d;
-    for (int m = r0; m < r1; m++) {
-        const float *x = j->x + (size_t)m * (size_t)d;
-        const float *dy = j->dy + (size_t)m * (size_t)d;
-        float *dx = j->dx + (size_t)m * (size_t)d;
-        float r = j->rstd_in[m];
-        double dot = 0.0;
-        for (int c = 0; c < d; c++) dot += (double)(j->w[c] * dy[c]) * (double)x[c];
-        float k = (float)(dot / d) * r * r * r;
-        if (j->accumulate)
-            for (int c = 0; c < d; c++) dx[c] += r * (j->w[c] * dy[c]) - x[c] * k;
-        else
-            for (int c = 0; c < d; c++) dx[c] = r * (j->w[c] * dy[c]) - x[c] * k;
-    }
+    const size_t o = (size_t)r0 * (size_t)j->d;
+    kr_rmsnorm_bwd_rows(r1 - r0, j->d, j->dy + o, j->x + o, j->rstd_in + r0, j->w, j->dx + o,
+                        j->accumulate);
 }
 
 typedef struct norm_gw_job {
@@ -133,12 +103,7 @@ typedef struct norm_gw_job {
 static void norm_gw_cols(void *p, int c0, int c1) {
     const norm_gw_job *g = p;
     const norm_job *j = g->j;
-    for (int m = 0; m < g->M; m++) {
-        const float *x = j->x + (size_t)m * (size_t)j->d;
-        const float *dy = j->dy + (size_t)m * (size_t)j->d;
-        float r = j->rstd_in[m];
-        for (int c = c0; c < c1; c++) j->gw[c] += dy[c] * (x[c] * r);
-    }
+    kr_rmsnorm_gw_cols(g->M, j->d, c0, c1, j->dy, j->x, j->rstd_in, j->gw);
 }
 
 void tr_rmsnorm_bwd(kr_pool *pool, int M, int d, const float *dy, const float *x, const float *rstd,
@@ -181,19 +146,13 @@ typedef struct rope_job {
 static void rope_rows(void *p, int r0, int r1) {
     const rope_job *j = p;
     const int half = j->r->half;
-    for (int row = r0; row < r1; row++) {
-        int t = row % j->T;
-        const float *cs = j->r->cos + (size_t)t * (size_t)half;
-        const float *sn = j->r->sin + (size_t)t * (size_t)half;
-        for (int h = 0; h < j->n_heads; h++) {
-            float *x = j->x + (size_t)row * (size_t)j->ld + (size_t)h * (size_t)(2 * half);
-            for (int i = 0; i < half; i++) {
-                float a = x[i], b = x[i + half], s = j->sign * sn[i];
-                /* q·cos + rotate_half(q)·sin, rotate_half(q) = cat(−q2, q1) */
-                x[i] = a * cs[i] + (-b) * s;
-                x[i + half] = b * cs[i] + a * s;
-            }
-        }
+    /* runs of rows within one sequence: positions r % T onward, consecutive in the tables */
+    for (int row = r0; row < r1;) {
+        const int t = row % j->T, n = j->T - t < r1 - row ? j->T - t : r1 - row;
+        kr_rope_rows(n, j->n_heads, half, j->x + (size_t)row * (size_t)j->ld, j->ld,
+                     j->r->cos + (size_t)t * (size_t)half, j->r->sin + (size_t)t * (size_t)half,
+                     j->sign);
+        row += n;
     }
 }
 
@@ -241,15 +200,7 @@ void tr_swiglu_fwd(kr_pool *pool, size_t n, const float *h1, const float *h3, fl
 
 static void swiglu_bwd_range(void *p, size_t a, size_t b) {
     const swiglu_job *j = p;
-    for (size_t i = a; i < b; i++) {
-        float x = j->h1[i], u = j->h3[i], dg = j->dg[i];
-        float sig = 1.0f / (1.0f + expf(-x));
-        float silu = x * sig;
-        j->g[i] = silu * u;
-        /* torch's silu_backward: dy·σ·(1 + x·(1 − σ)) */
-        j->h1[i] = (dg * u) * (sig * (1.0f + x * (1.0f - sig)));
-        j->h3[i] = dg * silu;
-    }
+    kr_swiglu_bwd((int)(b - a), j->dg + a, j->h1 + a, j->h3 + a, j->g + a);
 }
 
 static void swiglu_bwd_rows(void *p, int r0, int r1) {
@@ -334,16 +285,9 @@ typedef struct ce_job {
 
 static void xent_rows(void *p, int r0, int r1) {
     const ce_job *j = p;
-    for (int m = r0; m < r1; m++) {
-        float *x = j->logits + (size_t)m * (size_t)j->V;
-        int t = j->targets[m], am = 0;
-        for (int c = 1; c < j->V; c++) am = x[c] > x[am] ? c : am;
-        double gap = (double)x[am] - (double)x[t];
-        kr_softmax_f32(j->V, x, x);
-        /* −log p_t = log Σ exp(x − x_max) + x_max − x_t, and log Σ = −log p_max: p_max >= 1/V
-         * never underflows (p_t may), so the loss stays exact to ~1e-7 for any logit gap. */
-        j->row_loss[m] = gap - log((double)x[am]);
-    }
+    for (int m = r0; m < r1; m++)
+        j->row_loss[m] =
+            kr_softmax_xent_row(j->V, j->logits + (size_t)m * (size_t)j->V, j->targets[m]);
 }
 
 void tr_softmax_xent(kr_pool *pool, int M, int V, float *logits, const int32_t *targets,
@@ -354,11 +298,8 @@ void tr_softmax_xent(kr_pool *pool, int M, int V, float *logits, const int32_t *
 
 static void xent_grad_rows(void *p, int r0, int r1) {
     const ce_job *j = p;
-    for (int m = r0; m < r1; m++) {
-        float *x = j->logits + (size_t)m * (size_t)j->V;
-        x[j->targets[m]] -= 1.0f;
-        for (int c = 0; c < j->V; c++) x[c] *= j->scale;
-    }
+    for (int m = r0; m < r1; m++)
+        kr_xent_grad_row(j->V, j->logits + (size_t)m * (size_t)j->V, j->targets[m], j->scale);
 }
 
 void tr_xent_grad(kr_pool *pool, int M, int V, float *probs, const int32_t *targets, float scale) {
