@@ -130,6 +130,32 @@ static void test_determinism(void **state) {
     determinism_case(301);
 }
 
+/* C = bias + A·B gives the bits of copying the bias into C and accumulating, on every ISA and
+ * thread split (both ways of cutting: M < N and M > N), edge tiles included. */
+static void test_bias(void **state) {
+    (void)state;
+    static const int shapes[][3] = { { 37, 77, 300 }, { 301, 45, 19 }, { 5, 1, 3 } };
+    for (size_t sh = 0; sh < sizeof shapes / sizeof *shapes; sh++) {
+        const int M = shapes[sh][0], N = shapes[sh][1], K = shapes[sh][2], ldc = N + 3;
+        float *A = rand_buf((size_t)M * K), *Bm = rand_buf((size_t)K * N), *bias = rand_buf(N);
+        float *want = malloc((size_t)M * ldc * sizeof(float)),
+              *got = malloc((size_t)M * ldc * sizeof(float));
+        for (int isa = 0; isa < KR_ISA_COUNT; isa++) {
+            if (!kr_isa_supported((kr_isa)isa)) continue;
+            for (int i = 0; i < M * ldc; i++) want[i] = got[i] = 9.0f;
+            for (int m = 0; m < M; m++) memcpy(want + (size_t)m * ldc, bias, N * sizeof(float));
+            run((kr_isa)isa, 0, M, N, K, A, K, Bm, N, want, ldc, 1, 1);
+            for (int nth = 1; nth <= 3; nth++) {
+                for (int ith = 0; ith < nth; ith++)
+                    kr_gemm_nn_bias_f32(M, N, K, A, K, Bm, N, bias, got, ldc, ith, nth);
+                assert_memory_equal(got, want, (size_t)M * ldc * sizeof(float));
+            }
+        }
+        kr_isa_set(kr_isa_best());
+        free(A), free(Bm), free(bias), free(want), free(got);
+    }
+}
+
 /* The dispatched names call the active row's variant. */
 static void test_dispatch(void **state) {
     (void)state;
@@ -154,6 +180,7 @@ int main(void) {
         cmocka_unit_test(test_vs_double),
         cmocka_unit_test(test_determinism),
         cmocka_unit_test(test_dispatch),
+        cmocka_unit_test(test_bias),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

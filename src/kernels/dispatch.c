@@ -28,8 +28,8 @@
 #define KR_TABLE_ROW(ISA, sfx)                                                                    \
     {                                                                                             \
         .isa = ISA, .gemm_f32 = kr_gemm_f32_##sfx, .gemm_nn_f32 = kr_gemm_nn_f32_##sfx,           \
-        .gemm_tn_f32 = kr_gemm_tn_f32_##sfx, .attend_f32 = kr_attend_f32_##sfx,                   \
-        .attend_multi_f32 = kr_attend_multi_f32_##sfx,                                            \
+        .gemm_tn_f32 = kr_gemm_tn_f32_##sfx, .gemm_nn_bias_f32 = kr_gemm_nn_bias_f32_##sfx,       \
+        .attend_f32 = kr_attend_f32_##sfx, .attend_multi_f32 = kr_attend_multi_f32_##sfx,         \
         .attend_causal_f32 = kr_attend_causal_f32_##sfx, .rmsnorm_f32 = kr_rmsnorm_f32_##sfx,     \
         .rope_f32 = kr_rope_f32_##sfx, .silu_mul_f32 = kr_silu_mul_f32_##sfx,                     \
         .add_f32 = kr_add_f32_##sfx, .softmax_f32 = kr_softmax_f32_##sfx,                         \
@@ -260,6 +260,11 @@ void kr_gemm_nn_f32(int M, int N, int K, const float *A, int lda, const float *B
 void kr_gemm_tn_f32(int M, int N, int K, const float *A, int lda, const float *B, int ldb, float *C,
                     int ldc, int accumulate, int ith, int nth) {
     kr_kernels()->gemm_tn_f32(M, N, K, A, lda, B, ldb, C, ldc, accumulate, ith, nth);
+}
+
+void kr_gemm_nn_bias_f32(int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                         const float *bias, float *C, int ldc, int ith, int nth) {
+    kr_kernels()->gemm_nn_bias_f32(M, N, K, A, lda, B, ldb, bias, C, ldc, ith, nth);
 }
 
 size_t kr_gemm_f32_packed_a_floats(int M, int K) {

@@ -68,6 +68,7 @@ typedef struct kr_kernel_table {
     kr_gemm_f32_reserve_fn gemm_f32_reserve; /* NULL: the GEMM keeps no per-thread buffer */
     kr_gemm_nn_f32_fn gemm_nn_f32; /* C (+)= A·B, B as stored */
     kr_gemm_nn_f32_fn gemm_tn_f32; /* C (+)= Aᵀ·B */
+    kr_gemm_nn_bias_f32_fn gemm_nn_bias_f32; /* C = bias + A·B */
     kr_attend_f32_fn attend_f32;
     kr_attend_multi_f32_fn attend_multi_f32;
     kr_attend_causal_f32_fn attend_causal_f32;

@@ -25,11 +25,16 @@
 
 void kr_gemm_nn_f32_avx2(int M, int N, int K, const float *A, int lda, const float *B, int ldb,
                          float *C, int ldc, int accumulate, int ith, int nth) {
-    gemm_avx2(0, M, N, K, A, lda, B, ldb, C, ldc, accumulate, ith, nth);
+    gemm_avx2(0, M, N, K, A, lda, B, ldb, NULL, C, ldc, accumulate, ith, nth);
 }
 
 void kr_gemm_tn_f32_avx2(int M, int N, int K, const float *A, int lda, const float *B, int ldb,
                          float *C, int ldc, int accumulate, int ith, int nth) {
-    gemm_avx2(1, M, N, K, A, lda, B, ldb, C, ldc, accumulate, ith, nth);
+    gemm_avx2(1, M, N, K, A, lda, B, ldb, NULL, C, ldc, accumulate, ith, nth);
+}
+
+void kr_gemm_nn_bias_f32_avx2(int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                              const float *bias, float *C, int ldc, int ith, int nth) {
+    gemm_avx2(0, M, N, K, A, lda, B, ldb, bias, C, ldc, 0, ith, nth);
 }
 #endif

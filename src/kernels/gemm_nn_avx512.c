@@ -51,11 +51,16 @@ KR_INLINE void pack_a_tile_12x16(const float *rows, int lda, float *d) {
 
 void kr_gemm_nn_f32_avx512(int M, int N, int K, const float *A, int lda, const float *B, int ldb,
                            float *C, int ldc, int accumulate, int ith, int nth) {
-    gemm_avx512(0, M, N, K, A, lda, B, ldb, C, ldc, accumulate, ith, nth);
+    gemm_avx512(0, M, N, K, A, lda, B, ldb, NULL, C, ldc, accumulate, ith, nth);
 }
 
 void kr_gemm_tn_f32_avx512(int M, int N, int K, const float *A, int lda, const float *B, int ldb,
                            float *C, int ldc, int accumulate, int ith, int nth) {
-    gemm_avx512(1, M, N, K, A, lda, B, ldb, C, ldc, accumulate, ith, nth);
+    gemm_avx512(1, M, N, K, A, lda, B, ldb, NULL, C, ldc, accumulate, ith, nth);
+}
+
+void kr_gemm_nn_bias_f32_avx512(int M, int N, int K, const float *A, int lda, const float *B,
+                                int ldb, const float *bias, float *C, int ldc, int ith, int nth) {
+    gemm_avx512(0, M, N, K, A, lda, B, ldb, bias, C, ldc, 0, ith, nth);
 }
 #endif

@@ -22,7 +22,8 @@
  * of the B block stream from L2 past it (the order BLIS uses: the broadcast operand is the
  * one kept close), the A block in L2 too.
  *
- * Every C element is one lane: its old value (accumulate, or a later k block) or 0, then one
+ * Every C element is one lane: its old value (accumulate, or a later k block), its column's
+ * bias (kr_gemm_nn_bias_f32) or 0, then one
  * fused multiply-add per k in order; stored and reloaded between k blocks, which changes no
  * bit. So its value depends on K and the data only (kernels.h's contract), and the fallback
  * without scratch (fmaf in the same order) gives the same bits.
@@ -36,14 +37,17 @@
 
 enum { GNN_KC = 256, GNN_MC = GNN_MR * 16, GNN_NC = 1024 };
 
-/* One full GNN_MR × GNN_NR tile over kc values of k from packed a (kc × MR) and b (kc × NR). */
-static inline __attribute__((always_inline)) void
-GNN_NAME(tile)(int kc, const float *a, const float *b, float *c, int ldc, int load_c) {
+/* One full GNN_MR × GNN_NR tile over kc values of k from packed a (kc × MR) and b (kc × NR),
+ * from C (load_c), else from the NR values at init (the bias) in every row, else from 0. */
+static inline __attribute__((always_inline)) void GNN_NAME(tile)(int kc, const float *a,
+                                                                 const float *b, float *c, int ldc,
+                                                                 int load_c, const float *init) {
     GNN_V acc[GNN_MR][2];
+    const GNN_V i0 = init ? GNN_LOAD(init) : GNN_ZERO(), i1 = init ? GNN_LOAD(init + GNN_W) : i0;
 #pragma GCC unroll 16
     for (int r = 0; r < GNN_MR; r++) {
-        acc[r][0] = load_c ? GNN_LOAD(c + (size_t)r * (size_t)ldc) : GNN_ZERO();
-        acc[r][1] = load_c ? GNN_LOAD(c + (size_t)r * (size_t)ldc + GNN_W) : GNN_ZERO();
+        acc[r][0] = load_c ? GNN_LOAD(c + (size_t)r * (size_t)ldc) : i0;
+        acc[r][1] = load_c ? GNN_LOAD(c + (size_t)r * (size_t)ldc + GNN_W) : i1;
     }
     for (int k = 0; k < kc; k++, a += GNN_MR, b += GNN_NR) {
         GNN_V b0 = GNN_LOAD(b), b1 = GNN_LOAD(b + GNN_W);
@@ -125,11 +129,12 @@ static void GNN_NAME(pack_a)(int trans, int mc, int kc, const float *A, int lda,
 
 /* Without scratch: every element in place, fmaf in the packed path's order (same bits). */
 static void GNN_NAME(unpacked)(int trans, int M, int K, const float *A, int lda, const float *B,
-                               int ldb, float *C, int ldc, int accumulate, int n0, int n1) {
+                               int ldb, const float *bias, float *C, int ldc, int accumulate,
+                               int n0, int n1) {
     for (int m = 0; m < M; m++)
         for (int n = n0; n < n1; n++) {
             float *c = C + (size_t)m * (size_t)ldc + (size_t)n;
-            float acc = accumulate ? *c : 0.0f;
+            float acc = accumulate ? *c : bias ? bias[n] : 0.0f;
             for (int k = 0; k < K; k++) {
                 float a = trans ? A[(size_t)k * (size_t)lda + (size_t)m]
                                 : A[(size_t)m * (size_t)lda + (size_t)k];
@@ -140,7 +145,8 @@ static void GNN_NAME(unpacked)(int trans, int M, int K, const float *A, int lda,
 }
 
 static void GNN_NAME(gemm)(int trans, int M, int N, int K, const float *A, int lda, const float *B,
-                           int ldb, float *C, int ldc, int accumulate, int ith, int nth) {
+                           int ldb, const float *bias, float *C, int ldc, int accumulate, int ith,
+                           int nth) {
     int m0, m1, n0, n1;
     kr_gemm_nn_split(M, N, ith, nth, &m0, &m1, &n0, &n1);
     if (n0 >= n1 || m0 >= m1) return;
@@ -150,15 +156,19 @@ static void GNN_NAME(gemm)(int trans, int M, int N, int K, const float *A, int l
     M = m1 - m0;
     if (K <= 0) {
         if (!accumulate)
-            for (int m = 0; m < M; m++)
-                memset(C + (size_t)m * (size_t)ldc + (size_t)n0, 0,
-                       (size_t)(n1 - n0) * sizeof(float));
+            for (int m = 0; m < M; m++) {
+                float *c = C + (size_t)m * (size_t)ldc + (size_t)n0;
+                if (bias)
+                    memcpy(c, bias + n0, (size_t)(n1 - n0) * sizeof(float));
+                else
+                    memset(c, 0, (size_t)(n1 - n0) * sizeof(float));
+            }
         return;
     }
     const size_t b_floats = (size_t)GNN_KC * GNN_NC, a_floats = (size_t)GNN_KC * GNN_MC;
     float *bp = kr_thread_scratch(KR_SCRATCH_GEMM_NN, (b_floats + a_floats) * sizeof(float));
     if (!bp) {
-        GNN_NAME(unpacked)(trans, M, K, A, lda, B, ldb, C, ldc, accumulate, n0, n1);
+        GNN_NAME(unpacked)(trans, M, K, A, lda, B, ldb, bias, C, ldc, accumulate, n0, n1);
         return;
     }
     float *ap = bp + b_floats;
@@ -168,6 +178,7 @@ static void GNN_NAME(gemm)(int trans, int M, int N, int K, const float *A, int l
         for (int k0 = 0; k0 < K; k0 += GNN_KC) {
             int kc = K - k0 < GNN_KC ? K - k0 : GNN_KC;
             int load_c = accumulate || k0 > 0;
+            const float *init = load_c ? NULL : bias; /* the first k block starts from it */
             GNN_NAME(pack_b)(kc, nc, B, ldb, k0, nb, bp);
             for (int mb = 0; mb < M; mb += GNN_MC) {
                 int mc = M - mb < GNN_MC ? M - mb : GNN_MC;
@@ -180,16 +191,18 @@ static void GNN_NAME(gemm)(int trans, int M, int N, int K, const float *A, int l
                         const float *bs = bp + (size_t)s * (size_t)kc;
                         float *c = C + (size_t)(mb + t) * (size_t)ldc + (size_t)(nb + s);
                         if (w == GNN_NR && h == GNN_MR) {
-                            GNN_NAME(tile)(kc, at, bs, c, ldc, load_c);
+                            GNN_NAME(tile)(kc, at, bs, c, ldc, load_c, init ? init + nb + s : NULL);
                             continue;
                         }
                         /* an edge tile runs on a full-size copy of its real part */
                         for (int r = 0; r < GNN_MR; r++)
                             for (int j = 0; j < GNN_NR; j++)
-                                edge[r * GNN_NR + j] = load_c && r < h && j < w
+                                edge[r * GNN_NR + j] = r >= h || j >= w ? 0.0f
+                                                       : load_c
                                                            ? c[(size_t)r * (size_t)ldc + (size_t)j]
-                                                           : 0.0f;
-                        GNN_NAME(tile)(kc, at, bs, edge, GNN_NR, load_c);
+                                                       : init ? init[nb + s + j]
+                                                              : 0.0f;
+                        GNN_NAME(tile)(kc, at, bs, edge, GNN_NR, 1, NULL);
                         for (int r = 0; r < h; r++)
                             memcpy(c + (size_t)r * (size_t)ldc, edge + r * GNN_NR,
                                    (size_t)w * sizeof(float));

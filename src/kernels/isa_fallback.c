@@ -63,6 +63,11 @@ void kr_gemm_f32_packed_avx512(int M, int N, int K, const float *A, int lda, con
     void kr_gemm_tn_f32_##isa(int M, int N, int K, const float *A, int lda, const float *B,        \
                               int ldb, float *C, int ldc, int accumulate, int ith, int nth) {      \
         kr_gemm_tn_f32_scalar(M, N, K, A, lda, B, ldb, C, ldc, accumulate, ith, nth);              \
+    }                                                                                              \
+    void kr_gemm_nn_bias_f32_##isa(int M, int N, int K, const float *A, int lda, const float *B,   \
+                                   int ldb, const float *bias, float *C, int ldc, int ith,         \
+                                   int nth) {                                                      \
+        kr_gemm_nn_bias_f32_scalar(M, N, K, A, lda, B, ldb, bias, C, ldc, ith, nth);               \
     }
 
 KR_FALLBACK(avx2)

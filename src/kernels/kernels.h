@@ -74,6 +74,21 @@ void kr_gemm_nn_f32_avx512(int M, int N, int K, const float *A, int lda, const f
 void kr_gemm_tn_f32_avx512(int M, int N, int K, const float *A, int lda, const float *B, int ldb,
                            float *C, int ldc, int accumulate, int ith, int nth);
 
+/* C[M×N] = bias + A·B (NN; bias [N], in every row): each element its column's bias, then the
+ * fused multiply-adds of kr_gemm_nn_f32 in order — the bits of copying the bias into C and
+ * accumulating, without that pass over C (a Linear's forward from its transposed weight). */
+typedef void (*kr_gemm_nn_bias_f32_fn)(int M, int N, int K, const float *A, int lda, const float *B,
+                                       int ldb, const float *bias, float *C, int ldc, int ith,
+                                       int nth);
+void kr_gemm_nn_bias_f32(int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                         const float *bias, float *C, int ldc, int ith, int nth);
+void kr_gemm_nn_bias_f32_scalar(int M, int N, int K, const float *A, int lda, const float *B,
+                                int ldb, const float *bias, float *C, int ldc, int ith, int nth);
+void kr_gemm_nn_bias_f32_avx2(int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                              const float *bias, float *C, int ldc, int ith, int nth);
+void kr_gemm_nn_bias_f32_avx512(int M, int N, int K, const float *A, int lda, const float *B,
+                                int ldb, const float *bias, float *C, int ldc, int ith, int nth);
+
 /* ---- The same GEMM with A packed once for several calls (Linears reading one input, N cut
  * into more slices than threads), where the active ISA's GEMM packs A (AVX-512, M >= 64).
  * kr_gemm_f32_packed_a_floats: floats of that packed copy (64-byte aligned), 0 when the GEMM

@@ -23,7 +23,7 @@ const char *tr_part_name(tr_part part) {
 }
 
 typedef struct gemm_job {
-    int kind; /* 0 NT, 1 NN, 2 TN */
+    int kind; /* 0 NT, 1 NN, 2 TN, 3 NN from the bias */
     int M, N, K, lda, ldb, ldc, accumulate;
     const float *A, *B, *bias;
     float *C;
@@ -39,9 +39,13 @@ static void gemm_region(void *p, int ith, int nth) {
         kr_gemm_nn_f32(j->M, j->N, j->K, j->A, j->lda, j->B, j->ldb, j->C, j->ldc, j->accumulate,
                        ith, nth);
         break;
-    default:
+    case 2:
         kr_gemm_tn_f32(j->M, j->N, j->K, j->A, j->lda, j->B, j->ldb, j->C, j->ldc, j->accumulate,
                        ith, nth);
+        break;
+    default:
+        kr_gemm_nn_bias_f32(j->M, j->N, j->K, j->A, j->lda, j->B, j->ldb, j->bias, j->C, j->ldc,
+                            ith, nth);
         break;
     }
 }
@@ -76,6 +80,23 @@ void tr_gemm_nn(kr_pool *pool, tr_part part, int M, int N, int K, const float *A
                    .C = C,
                    .ldc = ldc,
                    .accumulate = accumulate };
+    kr_pool_run_part(pool, (int)part, gemm_region, &j);
+}
+
+void tr_gemm_nn_bias(kr_pool *pool, tr_part part, int M, int N, int K, const float *A, int lda,
+                     const float *B, int ldb, const float *bias, float *C, int ldc) {
+    if (M <= 0 || N <= 0) return;
+    gemm_job j = { .kind = 3,
+                   .M = M,
+                   .N = N,
+                   .K = K,
+                   .A = A,
+                   .lda = lda,
+                   .B = B,
+                   .ldb = ldb,
+                   .bias = bias,
+                   .C = C,
+                   .ldc = ldc };
     kr_pool_run_part(pool, (int)part, gemm_region, &j);
 }
 

@@ -41,6 +41,9 @@ void tr_gemm_nt(kr_pool *pool, tr_part part, int M, int N, int K, const float *A
 /* C[M×N] (+)= A[M×K]·B[K×N] (accumulate 1 adds). */
 void tr_gemm_nn(kr_pool *pool, tr_part part, int M, int N, int K, const float *A, int lda,
                 const float *B, int ldb, float *C, int ldc, int accumulate);
+/* C[M×N] = bias + A[M×K]·B[K×N] (bias [N] in every row). */
+void tr_gemm_nn_bias(kr_pool *pool, tr_part part, int M, int N, int K, const float *A, int lda,
+                     const float *B, int ldb, const float *bias, float *C, int ldc);
 /* C[M×N] (+)= Aᵀ·B with A stored [K×M], B [K×N]. */
 void tr_gemm_tn(kr_pool *pool, tr_part part, int M, int N, int K, const float *A, int lda,
                 const float *B, int ldb, float *C, int ldc, int accumulate);

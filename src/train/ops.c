@@ -24,25 +24,13 @@ void tr_linear_transpose(const tr_lin *l) {
         }
 }
 
-typedef struct bias_job {
-    const float *b;
-    float *y;
-    int n;
-} bias_job;
-
-static void bias_rows(void *p, int r0, int r1) {
-    const bias_job *j = p;
-    for (int m = r0; m < r1; m++)
-        memcpy(j->y + (size_t)m * (size_t)j->n, j->b, (size_t)j->n * sizeof(float));
-}
-
 void tr_linear_fwd(kr_pool *pool, const tr_lin *l, const float *x, int M, float *y) {
-    if (l->b) {
-        bias_job j = { l->b, y, l->n_out };
-        tr_for_rows(pool, TR_PART_GEMM_FWD, M, bias_rows, &j);
-    }
-    tr_gemm_nn(pool, TR_PART_GEMM_FWD, M, l->n_out, l->n_in, x, l->n_in, l->wt, l->n_out, y,
-               l->n_out, l->b != NULL);
+    if (l->b)
+        tr_gemm_nn_bias(pool, TR_PART_GEMM_FWD, M, l->n_out, l->n_in, x, l->n_in, l->wt, l->n_out,
+                        l->b, y, l->n_out);
+    else
+        tr_gemm_nn(pool, TR_PART_GEMM_FWD, M, l->n_out, l->n_in, x, l->n_in, l->wt, l->n_out, y,
+                   l->n_out, 0);
 }
 
 void tr_linear_bwd(kr_pool *pool, const tr_lin *l, const float *dy, const float *x, int M,
