@@ -5,7 +5,7 @@
  *
  *   train_step [--shape mini|small|base] [--model DIR] [--target predictor|tokenizer]
  *              [--batch N] [--len ROWS] [--threads N] [--steps N] [--warmup N] [--kernels]
- *              [--json]
+ *              [--profile] [--json]
  *
  * Defaults: --shape small --target predictor --batch 32 --len 513 (512 positions learned per
  * window), every core, 3 timed steps after 1 warm-up. Reports ms per step (median), tokens/s,
@@ -13,7 +13,10 @@
  * Linear without its input gradient; causal attention 4·T²/2·head_dim per head forward and
  * twice that backward; recomputation not counted) over the time as GFLOP/s and as a fraction
  * of the FMA peak, peak resident memory, and the ISA. --kernels also times the step's main
- * GEMM shapes alone (NT forward, NN input gradient, TN weight gradient).
+ * GEMM shapes alone (NT forward, NN input gradient, TN weight gradient). --profile adds where
+ * the timed steps' time went, part by part (kr_trainer_profile): CPU seconds per step of all
+ * threads (what survives a machine shared with other jobs), wall seconds, and each part's
+ * share of the step's CPU time ("serial" is the rest: work outside the pool's regions).
  */
 #include <math.h>
 #include <stdio.h>
@@ -32,15 +35,17 @@
 
 typedef struct opts {
     const char *shape, *model, *target;
-    int batch, len, threads, steps, warmup, kernels, json;
+    int batch, len, threads, steps, warmup, kernels, profile, json;
 } opts;
 
 static int parse(int argc, char **argv, opts *o) {
-    *o = (opts){ "small", NULL, "predictor", 32, -1, 0, 3, 1, 0, 0 };
+    *o = (opts){ "small", NULL, "predictor", 32, -1, 0, 3, 1, 0, 0, 0 };
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--kernels"))
             o->kernels = 1;
+        else if (!strcmp(a, "--profile"))
+            o->profile = 1;
         else if (!strcmp(a, "--json"))
             o->json = 1;
         else if (!v)
@@ -181,7 +186,7 @@ int main(int argc, char **argv) {
     if (!parse(argc, argv, &o)) {
         fprintf(stderr, "usage: train_step [--shape mini|small|base] [--model DIR] "
                         "[--target predictor|tokenizer] [--batch N] [--len ROWS] [--threads N] "
-                        "[--steps N] [--warmup N] [--kernels] [--json]\n");
+                        "[--steps N] [--warmup N] [--kernels] [--profile] [--json]\n");
         return 2;
     }
     kr_error err = { 0 };
@@ -247,6 +252,7 @@ int main(int argc, char **argv) {
     kr_train_losses l = { 0 };
     for (int i = 0; i < total; i++) {
         kr_train_step_info info;
+        if (o.profile && i == o.warmup) kr_trainer_profile_enable(tr, 1);
         double t0 = kr_now_seconds(), c0 = process_seconds();
         if (kr_trainer_accumulate(tr, &b, &l, &err) != KR_OK ||
             kr_trainer_step(tr, &info, &err) != KR_OK) {
@@ -257,6 +263,13 @@ int main(int argc, char **argv) {
         cpu[i] = process_seconds() - c0;
         if (!o.json) fprintf(stderr, "step %d: %.0f ms, loss %.4f\n", i, ms[i], l.loss);
     }
+    enum { MAX_PARTS = 32 };
+    kr_train_part_time parts[MAX_PARTS];
+    int n_parts = o.profile ? kr_trainer_profile(tr, parts, MAX_PARTS) : 0;
+    n_parts = n_parts < MAX_PARTS ? n_parts : MAX_PARTS;
+    double cpu_total = 0.0, parts_cpu = 0.0;
+    for (int i = o.warmup; i < total; i++) cpu_total += cpu[i];
+    for (int i = 0; i < n_parts; i++) parts_cpu += parts[i].cpu_seconds;
     double peak_after = kr_fma_peak_gflops(pool, isa, 5);
     double peak = peak_before > peak_after ? peak_before : peak_after;
     qsort(ms + o.warmup, (size_t)o.steps, sizeof *ms, cmp_double);
@@ -293,6 +306,13 @@ int main(int argc, char **argv) {
         if (o.kernels)
             printf(", \"gemm_gflops\": {\"nt\": %.1f, \"nn\": %.1f, \"tn\": %.1f}", k[0], k[1],
                    k[2]);
+        if (o.profile) {
+            printf(", \"parts_cpu_s_per_step\": {");
+            for (int i = 0; i < n_parts; i++)
+                printf("%s\"%s\": %.4f", i ? ", " : "", parts[i].name,
+                       parts[i].cpu_seconds / o.steps);
+            printf(", \"serial\": %.4f}", (cpu_total - parts_cpu) / o.steps);
+        }
         printf("}\n");
     } else {
         printf("%s %s, batch %d × %d rows, %d threads, %s\n", o.model ? o.model : o.shape, o.target,
@@ -311,6 +331,16 @@ int main(int argc, char **argv) {
             printf(
                 "  GEMMs at M=%d, one thread, per CPU-second: NT %.1f, NN %.1f, TN %.1f GFLOP/s\n",
                 (int)tokens, k[0], k[1], k[2]);
+        if (o.profile) {
+            printf(
+                "  where the time went (per step; CPU s of all threads, wall s, share of CPU):\n");
+            for (int i = 0; i < n_parts; i++)
+                printf("    %-20s %8.4f %8.4f %5.1f %%  (%ld regions)\n", parts[i].name,
+                       parts[i].cpu_seconds / o.steps, parts[i].wall_seconds / o.steps,
+                       100 * parts[i].cpu_seconds / cpu_total, parts[i].calls / o.steps);
+            printf("    %-20s %8.4f %8s %5.1f %%\n", "serial", (cpu_total - parts_cpu) / o.steps,
+                   "", 100 * (cpu_total - parts_cpu) / cpu_total);
+        }
     }
     kr_pool_free(pool);
     kr_trainer_free(tr);

@@ -82,10 +82,11 @@ static void test_vs_double(void **state) {
     kr_isa_set(kr_isa_best());
 }
 
-/* A row's bits alone == in a batch; any thread split == one thread; NN == TN of Aᵀ. */
-static void test_determinism(void **state) {
-    (void)state;
-    const int M = 41, N = 77, K = 300;
+/* A row's bits alone == in a batch; any thread split == one thread; NN == TN of Aᵀ. M 41 < N:
+ * threads split N; M 301 > N: threads split M (kr_gemm_nn_split), at row cuts that are not
+ * multiples of the packing blocks. */
+static void determinism_case(int M) {
+    const int N = 77, K = 300;
     float *A = rand_buf((size_t)M * K), *At = malloc((size_t)K * M * sizeof(float));
     float *Bm = rand_buf((size_t)K * N);
     for (int m = 0; m < M; m++)
@@ -102,7 +103,7 @@ static void test_determinism(void **state) {
         run((kr_isa)isa, 1, M, N, K, At, M, Bm, N, other, N, 0, 3);
         assert_memory_equal(full, other, (size_t)M * N * sizeof(float));
         for (int r = 0; r < M; r += 7) { /* one row alone */
-            float row[77];
+            float row[77]; /* N */
             run((kr_isa)isa, 0, 1, N, K, A + (size_t)r * K, K, Bm, N, row, N, 0, 2);
             assert_memory_equal(row, full + (size_t)r * N, sizeof row);
         }
@@ -121,6 +122,38 @@ static void test_determinism(void **state) {
     free(Bm);
     free(full);
     free(other);
+}
+
+static void test_determinism(void **state) {
+    (void)state;
+    determinism_case(41);
+    determinism_case(301);
+}
+
+/* C = bias + A·B gives the bits of copying the bias into C and accumulating, on every ISA and
+ * thread split (both ways of cutting: M < N and M > N), edge tiles included. */
+static void test_bias(void **state) {
+    (void)state;
+    static const int shapes[][3] = { { 37, 77, 300 }, { 301, 45, 19 }, { 5, 1, 3 } };
+    for (size_t sh = 0; sh < sizeof shapes / sizeof *shapes; sh++) {
+        const int M = shapes[sh][0], N = shapes[sh][1], K = shapes[sh][2], ldc = N + 3;
+        float *A = rand_buf((size_t)M * K), *Bm = rand_buf((size_t)K * N), *bias = rand_buf(N);
+        float *want = malloc((size_t)M * ldc * sizeof(float)),
+              *got = malloc((size_t)M * ldc * sizeof(float));
+        for (int isa = 0; isa < KR_ISA_COUNT; isa++) {
+            if (!kr_isa_supported((kr_isa)isa)) continue;
+            for (int i = 0; i < M * ldc; i++) want[i] = got[i] = 9.0f;
+            for (int m = 0; m < M; m++) memcpy(want + (size_t)m * ldc, bias, N * sizeof(float));
+            run((kr_isa)isa, 0, M, N, K, A, K, Bm, N, want, ldc, 1, 1);
+            for (int nth = 1; nth <= 3; nth++) {
+                for (int ith = 0; ith < nth; ith++)
+                    kr_gemm_nn_bias_f32(M, N, K, A, K, Bm, N, bias, got, ldc, ith, nth);
+                assert_memory_equal(got, want, (size_t)M * ldc * sizeof(float));
+            }
+        }
+        kr_isa_set(kr_isa_best());
+        free(A), free(Bm), free(bias), free(want), free(got);
+    }
 }
 
 /* The dispatched names call the active row's variant. */
@@ -147,6 +180,7 @@ int main(void) {
         cmocka_unit_test(test_vs_double),
         cmocka_unit_test(test_determinism),
         cmocka_unit_test(test_dispatch),
+        cmocka_unit_test(test_bias),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

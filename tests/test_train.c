@@ -130,6 +130,55 @@ static int same_params(kr_trainer *a, kr_trainer *b) {
     return 1;
 }
 
+/* ---------------------------------------------------------------- profile */
+
+/* The profile: off by default (no part counted); on, a step counts regions in the parts a
+ * predictor step runs (each Linear's three GEMMs, attention both ways, the optimizer) with
+ * non-negative times; it changes no result; off again, it stops counting. */
+static void test_profile(void **state) {
+    (void)state;
+    kr_train_params p = params(KR_TRAIN_PREDICTOR, 2);
+    kr_trainer *a = make(fixture_dir("predictor"), &p), *b = make(fixture_dir("predictor"), &p);
+    kr_train_part_time parts[64];
+    int n = kr_trainer_profile(a, NULL, 0);
+    assert_true(n > 0 && n <= 64);
+    assert_int_equal(kr_trainer_profile(a, parts, 64), n);
+    for (int i = 0; i < n; i++) assert_int_equal(parts[i].calls, 0);
+    train(a, 1, 1, 3, NULL);
+    kr_trainer_profile(a, parts, 64);
+    for (int i = 0; i < n; i++) assert_int_equal(parts[i].calls, 0);
+    kr_trainer_profile_enable(a, 1);
+    train(a, 1, 1, 4, NULL);
+    train(b, 2, 1, 3, NULL);
+    assert_true(same_params(a, b));
+    kr_trainer_profile(a, parts, 64);
+    const char *must[] = { "gemm_forward",      "gemm_input_grad",    "gemm_weight_grad",
+                           "attention_forward", "attention_backward", "optimizer" };
+    for (size_t k = 0; k < sizeof must / sizeof *must; k++) {
+        int found = 0;
+        for (int i = 0; i < n; i++)
+            if (!strcmp(parts[i].name, must[k])) {
+                found = 1;
+                assert_true(parts[i].calls > 0);
+            }
+        if (!found) fail_msg("no part named %s", must[k]);
+    }
+    long calls = 0;
+    for (int i = 0; i < n; i++) {
+        assert_true(parts[i].wall_seconds >= 0.0 && parts[i].cpu_seconds >= 0.0);
+        calls += parts[i].calls;
+    }
+    kr_trainer_profile_enable(a, 0);
+    train(a, 1, 1, 5, NULL);
+    kr_trainer_profile(a, parts, 64);
+    long after = 0;
+    for (int i = 0; i < n; i++) after += parts[i].calls;
+    assert_int_equal(after, 0); /* switching zeroes, and off counts nothing */
+    assert_true(calls > 0);
+    kr_trainer_free(a);
+    kr_trainer_free(b);
+}
+
 /* ---------------------------------------------------------------- dropout */
 
 /* Keep rate and scaling over 2^20 elements: the kept fraction is Binomial(n, 1 − p), so it
@@ -595,6 +644,7 @@ int main(void) {
         cmocka_unit_test(test_bad_batches),
         cmocka_unit_test(test_numeric),
         cmocka_unit_test(test_schedule_end),
+        cmocka_unit_test(test_profile),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

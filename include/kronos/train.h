@@ -149,6 +149,23 @@ typedef struct kr_train_tensor {
     int trainable; /* 0 for fixed sinusoidal time embeddings (learn_te false) */
 } kr_train_tensor;
 KR_API int kr_trainer_n_tensors(const kr_trainer *tr);
+
+/* Where the time of the passes goes, part by part (forward Linears, input and weight
+ * gradients, attention forward and backward, RMSNorm, RoPE, SwiGLU, the losses, embeddings,
+ * element-wise passes, the optimizer): wall seconds and the process's CPU seconds (all threads,
+ * so the figures stay meaningful on a machine shared with other work) of every region run on
+ * the trainer's threads, summed since profiling was switched on. Work done outside those
+ * regions (the driver's serial bookkeeping) is in no part. */
+typedef struct kr_train_part_time {
+    const char *name; /* "gemm_forward", "attention_backward", ... (static storage) */
+    double wall_seconds, cpu_seconds;
+    long calls; /* regions run */
+} kr_train_part_time;
+/* on = 1 starts (and zeroes) the profile, 0 stops it; off by default (it costs a system call
+ * per region). */
+KR_API void kr_trainer_profile_enable(kr_trainer *tr, int on);
+/* Copies up to max parts into out; returns the number of parts (call with max 0 to size). */
+KR_API int kr_trainer_profile(const kr_trainer *tr, kr_train_part_time *out, int max);
 KR_API kr_status kr_trainer_tensor(kr_trainer *tr, int index, kr_train_tensor *out, kr_error *err);
 KR_API long kr_trainer_steps_done(const kr_trainer *tr);
 

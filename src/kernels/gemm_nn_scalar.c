@@ -7,13 +7,14 @@
 
 /* A element (m, k): A[m][k] for NN, A[k][m] for TN. */
 static void gemm_ab(int trans_a, int M, int N, int K, const float *A, int lda, const float *B,
-                    int ldb, float *C, int ldc, int accumulate, int ith, int nth) {
-    int n0, n1;
-    kr_gemm_split(N, ith, nth, &n0, &n1);
-    for (int m = 0; m < M; m++) {
+                    int ldb, const float *bias, float *C, int ldc, int accumulate, int ith,
+                    int nth) {
+    int m0, m1, n0, n1;
+    kr_gemm_nn_split(M, N, ith, nth, &m0, &m1, &n0, &n1);
+    for (int m = m0; m < m1; m++) {
         float *c = C + (size_t)m * (size_t)ldc;
         if (!accumulate)
-            for (int n = n0; n < n1; n++) c[n] = 0.0f;
+            for (int n = n0; n < n1; n++) c[n] = bias ? bias[n] : 0.0f;
         for (int k = 0; k < K; k++) {
             float a = trans_a ? A[(size_t)k * (size_t)lda + (size_t)m]
                               : A[(size_t)m * (size_t)lda + (size_t)k];
@@ -25,10 +26,15 @@ static void gemm_ab(int trans_a, int M, int N, int K, const float *A, int lda, c
 
 void kr_gemm_nn_f32_scalar(int M, int N, int K, const float *A, int lda, const float *B, int ldb,
                            float *C, int ldc, int accumulate, int ith, int nth) {
-    gemm_ab(0, M, N, K, A, lda, B, ldb, C, ldc, accumulate, ith, nth);
+    gemm_ab(0, M, N, K, A, lda, B, ldb, NULL, C, ldc, accumulate, ith, nth);
 }
 
 void kr_gemm_tn_f32_scalar(int M, int N, int K, const float *A, int lda, const float *B, int ldb,
                            float *C, int ldc, int accumulate, int ith, int nth) {
-    gemm_ab(1, M, N, K, A, lda, B, ldb, C, ldc, accumulate, ith, nth);
+    gemm_ab(1, M, N, K, A, lda, B, ldb, NULL, C, ldc, accumulate, ith, nth);
+}
+
+void kr_gemm_nn_bias_f32_scalar(int M, int N, int K, const float *A, int lda, const float *B,
+                                int ldb, const float *bias, float *C, int ldc, int ith, int nth) {
+    gemm_ab(0, M, N, K, A, lda, B, ldb, bias, C, ldc, 0, ith, nth);
 }

@@ -4,10 +4,11 @@
  * optional inverted dropout on the probabilities, as torch's scaled_dot_product_attention
  * (math path) computes it.
  *
- * Nothing of size T² is kept between the passes: queries go in blocks of TR_ATTN_BLOCK rows,
- * each block's scores and probabilities live in a thread's scratch, and the backward pass
- * recomputes them with the very same calls (so bit for bit the forward's probabilities) and
- * regenerates the dropout mask from its stream.
+ * Each (sequence, head) is one call of the kernels' kr_attn_head_fwd / _bwd
+ * (kernels/train_kernels.h), which keep nothing of size T² and recompute the probabilities in
+ * the backward pass, bit for bit the forward's; the dropout mask is regenerated from its
+ * stream. A thread takes whole (sequence, head) pairs, so results do not depend on how many
+ * threads there are.
  */
 #ifndef KR_TRAIN_ATTENTION_H
 #define KR_TRAIN_ATTENTION_H
@@ -16,11 +17,6 @@
 
 #include "base/threadpool.h"
 #include "train/ops.h"
-
-/* Queries per block: a multiple of both register tiles' rows (12, 6) and of 32 columns, so the
- * block's GEMMs have no edge tiles; 96 measured ~5 % faster than 64 at T = 512, head_dim 64
- * (fewer calls and packings against more masked scores computed). */
-#define TR_ATTN_BLOCK 96
 
 typedef struct tr_attn_shape {
     int n_seq, T; /* sequences of T rows; rows of all sequences are consecutive */

@@ -44,7 +44,7 @@ void tr_block_bwd(kr_pool *pool, const tr_block_w *w, tr_block_acts *a, int n_se
         df = ws->t;
     }
     /* dg = df·w2 first; then one pass gives g again (w2's input) and the gradients of h1, h3 */
-    tr_gemm_nn(pool, M, ff, d, df, d, w->w2.w, ff, ws->ff_b, ff, 0);
+    tr_gemm_nn(pool, TR_PART_GEMM_DX, M, ff, d, df, d, w->w2.w, ff, ws->ff_b, ff, 0);
     tr_swiglu_bwd(pool, (size_t)M * (size_t)ff, ws->ff_b, a->h1, a->h3, ws->ff_a);
     tr_linear_bwd(pool, &w->w2, df, ws->ff_a, M, NULL, 0);
     tr_rmsnorm_apply(pool, M, d, a->x_mid, a->rstd2, w->norm2, ws->xn);

@@ -2,9 +2,28 @@
 #include "train/linalg.h"
 
 #include "kernels/kernels.h"
+#include "kernels/train_kernels.h"
+
+const char *tr_part_name(tr_part part) {
+    static const char *const names[TR_PART_COUNT] = {
+        [TR_PART_GEMM_FWD] = "gemm_forward",
+        [TR_PART_GEMM_DX] = "gemm_input_grad",
+        [TR_PART_GEMM_DW] = "gemm_weight_grad",
+        [TR_PART_ATTN_FWD] = "attention_forward",
+        [TR_PART_ATTN_BWD] = "attention_backward",
+        [TR_PART_NORM] = "rmsnorm",
+        [TR_PART_ROPE] = "rope",
+        [TR_PART_SWIGLU] = "swiglu",
+        [TR_PART_LOSS] = "loss",
+        [TR_PART_EMBED] = "embedding",
+        [TR_PART_ELEMENTWISE] = "elementwise",
+        [TR_PART_OPTIM] = "optimizer",
+    };
+    return part >= 0 && part < TR_PART_COUNT ? names[part] : "unknown";
+}
 
 typedef struct gemm_job {
-    int kind; /* 0 NT, 1 NN, 2 TN */
+    int kind; /* 0 NT, 1 NN, 2 TN, 3 NN from the bias */
     int M, N, K, lda, ldb, ldc, accumulate;
     const float *A, *B, *bias;
     float *C;
@@ -20,15 +39,19 @@ static void gemm_region(void *p, int ith, int nth) {
         kr_gemm_nn_f32(j->M, j->N, j->K, j->A, j->lda, j->B, j->ldb, j->C, j->ldc, j->accumulate,
                        ith, nth);
         break;
-    default:
+    case 2:
         kr_gemm_tn_f32(j->M, j->N, j->K, j->A, j->lda, j->B, j->ldb, j->C, j->ldc, j->accumulate,
                        ith, nth);
+        break;
+    default:
+        kr_gemm_nn_bias_f32(j->M, j->N, j->K, j->A, j->lda, j->B, j->ldb, j->bias, j->C, j->ldc,
+                            ith, nth);
         break;
     }
 }
 
-void tr_gemm_nt(kr_pool *pool, int M, int N, int K, const float *A, int lda, const float *W,
-                const float *bias, float *C, int ldc) {
+void tr_gemm_nt(kr_pool *pool, tr_part part, int M, int N, int K, const float *A, int lda,
+                const float *W, const float *bias, float *C, int ldc) {
     if (M <= 0 || N <= 0) return;
     gemm_job j = { .kind = 0,
                    .M = M,
@@ -40,11 +63,11 @@ void tr_gemm_nt(kr_pool *pool, int M, int N, int K, const float *A, int lda, con
                    .bias = bias,
                    .C = C,
                    .ldc = ldc };
-    kr_pool_run(pool, gemm_region, &j);
+    kr_pool_run_part(pool, (int)part, gemm_region, &j);
 }
 
-void tr_gemm_nn(kr_pool *pool, int M, int N, int K, const float *A, int lda, const float *B,
-                int ldb, float *C, int ldc, int accumulate) {
+void tr_gemm_nn(kr_pool *pool, tr_part part, int M, int N, int K, const float *A, int lda,
+                const float *B, int ldb, float *C, int ldc, int accumulate) {
     if (M <= 0 || N <= 0) return;
     gemm_job j = { .kind = 1,
                    .M = M,
@@ -57,11 +80,28 @@ void tr_gemm_nn(kr_pool *pool, int M, int N, int K, const float *A, int lda, con
                    .C = C,
                    .ldc = ldc,
                    .accumulate = accumulate };
-    kr_pool_run(pool, gemm_region, &j);
+    kr_pool_run_part(pool, (int)part, gemm_region, &j);
 }
 
-void tr_gemm_tn(kr_pool *pool, int M, int N, int K, const float *A, int lda, const float *B,
-                int ldb, float *C, int ldc, int accumulate) {
+void tr_gemm_nn_bias(kr_pool *pool, tr_part part, int M, int N, int K, const float *A, int lda,
+                     const float *B, int ldb, const float *bias, float *C, int ldc) {
+    if (M <= 0 || N <= 0) return;
+    gemm_job j = { .kind = 3,
+                   .M = M,
+                   .N = N,
+                   .K = K,
+                   .A = A,
+                   .lda = lda,
+                   .B = B,
+                   .ldb = ldb,
+                   .bias = bias,
+                   .C = C,
+                   .ldc = ldc };
+    kr_pool_run_part(pool, (int)part, gemm_region, &j);
+}
+
+void tr_gemm_tn(kr_pool *pool, tr_part part, int M, int N, int K, const float *A, int lda,
+                const float *B, int ldb, float *C, int ldc, int accumulate) {
     if (M <= 0 || N <= 0) return;
     gemm_job j = { .kind = 2,
                    .M = M,
@@ -74,7 +114,7 @@ void tr_gemm_tn(kr_pool *pool, int M, int N, int K, const float *A, int lda, con
                    .C = C,
                    .ldc = ldc,
                    .accumulate = accumulate };
-    kr_pool_run(pool, gemm_region, &j);
+    kr_pool_run_part(pool, (int)part, gemm_region, &j);
 }
 
 /* Column ranges in units of 16 (a cache line of floats), so threads never share a line. */
@@ -95,15 +135,12 @@ static void colsum_region(void *p, int ith, int nth) {
     const colsum_job *j = p;
     int c0, c1;
     col_range(j->N, ith, nth, &c0, &c1);
-    for (int m = 0; m < j->M; m++) {
-        const float *x = j->X + (size_t)m * (size_t)j->ldx;
-        for (int c = c0; c < c1; c++) j->out[c] += x[c];
-    }
+    if (c0 < c1) kr_colsum_add_cols(j->M, j->ldx, c0, c1, j->X, j->out);
 }
 
-void tr_colsum_add(kr_pool *pool, int M, int N, const float *X, int ldx, float *out) {
+void tr_colsum_add(kr_pool *pool, tr_part part, int M, int N, const float *X, int ldx, float *out) {
     colsum_job j = { M, N, ldx, X, out };
-    kr_pool_run(pool, colsum_region, &j);
+    kr_pool_run_part(pool, (int)part, colsum_region, &j);
 }
 
 typedef struct range_job {
@@ -125,14 +162,14 @@ static void range_region(void *p, int ith, int nth) {
     if (a < b) j->fn(j->ctx, a, b);
 }
 
-void tr_for_rows(kr_pool *pool, int n_rows, tr_rows_fn fn, void *ctx) {
+void tr_for_rows(kr_pool *pool, tr_part part, int n_rows, tr_rows_fn fn, void *ctx) {
     if (n_rows <= 0) return;
     range_job j = { n_rows, 0, fn, ctx };
-    kr_pool_run(pool, range_region, &j);
+    kr_pool_run_part(pool, (int)part, range_region, &j);
 }
 
-void tr_for_cols(kr_pool *pool, int n_cols, tr_rows_fn fn, void *ctx) {
+void tr_for_cols(kr_pool *pool, tr_part part, int n_cols, tr_rows_fn fn, void *ctx) {
     if (n_cols <= 0) return;
     range_job j = { n_cols, 1, fn, ctx };
-    kr_pool_run(pool, range_region, &j);
+    kr_pool_run_part(pool, (int)part, range_region, &j);
 }

@@ -6,6 +6,7 @@
 
 #include "base/rng.h"
 #include "kernels/kernels.h"
+#include "kernels/train_kernels.h"
 #include "train/linalg.h"
 
 /* ---------------------------------------------------------------- Linear */
@@ -23,33 +24,24 @@ void tr_linear_transpose(const tr_lin *l) {
         }
 }
 
-typedef struct bias_job {
-    const float *b;
-    float *y;
-    int n;
-} bias_job;
-
-static void bias_rows(void *p, int r0, int r1) {
-    const bias_job *j = p;
-    for (int m = r0; m < r1; m++)
-        memcpy(j->y + (size_t)m * (size_t)j->n, j->b, (size_t)j->n * sizeof(float));
-}
-
 void tr_linear_fwd(kr_pool *pool, const tr_lin *l, const float *x, int M, float *y) {
-    if (l->b) {
-        bias_job j = { l->b, y, l->n_out };
-        tr_for_rows(pool, M, bias_rows, &j);
-    }
-    tr_gemm_nn(pool, M, l->n_out, l->n_in, x, l->n_in, l->wt, l->n_out, y, l->n_out, l->b != NULL);
+    if (l->b)
+        tr_gemm_nn_bias(pool, TR_PART_GEMM_FWD, M, l->n_out, l->n_in, x, l->n_in, l->wt, l->n_out,
+                        l->b, y, l->n_out);
+    else
+        tr_gemm_nn(pool, TR_PART_GEMM_FWD, M, l->n_out, l->n_in, x, l->n_in, l->wt, l->n_out, y,
+                   l->n_out, 0);
 }
 
 void tr_linear_bwd(kr_pool *pool, const tr_lin *l, const float *dy, const float *x, int M,
                    float *dx, int accumulate) {
-    if (l->gw) tr_gemm_tn(pool, l->n_out, l->n_in, M, dy, l->n_out, x, l->n_in, l->gw, l->n_in, 1);
-    if (l->gb) tr_colsum_add(pool, M, l->n_out, dy, l->n_out, l->gb);
+    if (l->gw)
+        tr_gemm_tn(pool, TR_PART_GEMM_DW, l->n_out, l->n_in, M, dy, l->n_out, x, l->n_in, l->gw,
+                   l->n_in, 1);
+    if (l->gb) tr_colsum_add(pool, TR_PART_GEMM_DW, M, l->n_out, dy, l->n_out, l->gb);
     if (dx)
-        tr_gemm_nn(pool, M, l->n_in, l->n_out, dy, l->n_out, l->w, l->n_in, dx, l->n_in,
-                   accumulate);
+        tr_gemm_nn(pool, TR_PART_GEMM_DX, M, l->n_in, l->n_out, dy, l->n_out, l->w, l->n_in, dx,
+                   l->n_in, accumulate);
 }
 
 /* ---------------------------------------------------------------- RMSNorm */
@@ -60,66 +52,35 @@ typedef struct norm_job {
     float *y, *rstd, *dx, *gw;
 } norm_job;
 
-/* Σ x² in the order torch's float mean would not promise anyway: 8 partial sums, for speed. */
-static float sum_squares(const float *x, int d) {
-    float s[8] = { 0 };
-    int j = 0;
-    for (; j + 8 <= d; j += 8)
-        for (int u = 0; u < 8; u++) s[u] += x[j + u] * x[j + u];
-    float t = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
-    for (; j < d; j++) t += x[j] * x[j];
-    return t;
-}
-
 static void norm_fwd_rows(void *p, int r0, int r1) {
     const norm_job *j = p;
-    for (int m = r0; m < r1; m++) {
-        const float *x = j->x + (size_t)m * (size_t)j->d;
-        float *y = j->y + (size_t)m * (size_t)j->d;
-        float r = 1.0f / sqrtf(sum_squares(x, j->d) / (float)j->d + TR_RMS_EPS);
-        j->rstd[m] = r;
-        for (int c = 0; c < j->d; c++) y[c] = (x[c] * r) * j->w[c];
-    }
+    const size_t o = (size_t)r0 * (size_t)j->d;
+    kr_rmsnorm_fwd_rows(r1 - r0, j->d, j->x + o, j->w, TR_RMS_EPS, j->y + o, j->rstd + r0);
 }
 
 void tr_rmsnorm_fwd(kr_pool *pool, int M, int d, const float *x, const float *w, float *y,
                     float *rstd) {
     norm_job j = { .d = d, .x = x, .w = w, .y = y, .rstd = rstd };
-    tr_for_rows(pool, M, norm_fwd_rows, &j);
+    tr_for_rows(pool, TR_PART_NORM, M, norm_fwd_rows, &j);
 }
 
 static void norm_apply_rows(void *p, int r0, int r1) {
     const norm_job *j = p;
-    for (int m = r0; m < r1; m++) {
-        const float *x = j->x + (size_t)m * (size_t)j->d;
-        float *y = j->y + (size_t)m * (size_t)j->d;
-        float r = j->rstd_in[m];
-        for (int c = 0; c < j->d; c++) y[c] = (x[c] * r) * j->w[c];
-    }
+    const size_t o = (size_t)r0 * (size_t)j->d;
+    kr_rmsnorm_apply_rows(r1 - r0, j->d, j->x + o, j->rstd_in + r0, j->w, j->y + o);
 }
 
 void tr_rmsnorm_apply(kr_pool *pool, int M, int d, const float *x, const float *rstd,
                       const float *w, float *y) {
     norm_job j = { .d = d, .x = x, .w = w, .y = y, .rstd_in = rstd };
-    tr_for_rows(pool, M, norm_apply_rows, &j);
+    tr_for_rows(pool, TR_PART_NORM, M, norm_apply_rows, &j);
 }
 
 static void norm_bwd_rows(void *p, int r0, int r1) {
     const norm_job *j = p;
-    const int d = j->d;
-    for (int m = r0; m < r1; m++) {
-        const float *x = j->x + (size_t)m * (size_t)d;
-        const float *dy = j->dy + (size_t)m * (size_t)d;
-        float *dx = j->dx + (size_t)m * (size_t)d;
-        float r = j->rstd_in[m];
-        double dot = 0.0;
-        for (int c = 0; c < d; c++) dot += (double)(j->w[c] * dy[c]) * (double)x[c];
-        float k = (float)(dot / d) * r * r * r;
-        if (j->accumulate)
-            for (int c = 0; c < d; c++) dx[c] += r * (j->w[c] * dy[c]) - x[c] * k;
-        else
-            for (int c = 0; c < d; c++) dx[c] = r * (j->w[c] * dy[c]) - x[c] * k;
-    }
+    const size_t o = (size_t)r0 * (size_t)j->d;
+    kr_rmsnorm_bwd_rows(r1 - r0, j->d, j->dy + o, j->x + o, j->rstd_in + r0, j->w, j->dx + o,
+                        j->accumulate);
 }
 
 typedef struct norm_gw_job {
@@ -130,12 +91,7 @@ typedef struct norm_gw_job {
 static void norm_gw_cols(void *p, int c0, int c1) {
     const norm_gw_job *g = p;
     const norm_job *j = g->j;
-    for (int m = 0; m < g->M; m++) {
-        const float *x = j->x + (size_t)m * (size_t)j->d;
-        const float *dy = j->dy + (size_t)m * (size_t)j->d;
-        float r = j->rstd_in[m];
-        for (int c = c0; c < c1; c++) j->gw[c] += dy[c] * (x[c] * r);
-    }
+    kr_rmsnorm_gw_cols(g->M, j->d, c0, c1, j->dy, j->x, j->rstd_in, j->gw);
 }
 
 void tr_rmsnorm_bwd(kr_pool *pool, int M, int d, const float *dy, const float *x, const float *rstd,
@@ -150,9 +106,9 @@ void tr_rmsnorm_bwd(kr_pool *pool, int M, int d, const float *dy, const float *x
                    .gw = gw };
     if (gw) {
         norm_gw_job g = { &j, M };
-        tr_for_cols(pool, d, norm_gw_cols, &g);
+        tr_for_cols(pool, TR_PART_NORM, d, norm_gw_cols, &g);
     }
-    if (dx) tr_for_rows(pool, M, norm_bwd_rows, &j);
+    if (dx) tr_for_rows(pool, TR_PART_NORM, M, norm_bwd_rows, &j);
 }
 
 /* ---------------------------------------------------------------- RoPE */
@@ -178,31 +134,25 @@ typedef struct rope_job {
 static void rope_rows(void *p, int r0, int r1) {
     const rope_job *j = p;
     const int half = j->r->half;
-    for (int row = r0; row < r1; row++) {
-        int t = row % j->T;
-        const float *cs = j->r->cos + (size_t)t * (size_t)half;
-        const float *sn = j->r->sin + (size_t)t * (size_t)half;
-        for (int h = 0; h < j->n_heads; h++) {
-            float *x = j->x + (size_t)row * (size_t)j->ld + (size_t)h * (size_t)(2 * half);
-            for (int i = 0; i < half; i++) {
-                float a = x[i], b = x[i + half], s = j->sign * sn[i];
-                /* q·cos + rotate_half(q)·sin, rotate_half(q) = cat(−q2, q1) */
-                x[i] = a * cs[i] + (-b) * s;
-                x[i + half] = b * cs[i] + a * s;
-            }
-        }
+    /* runs of rows within one sequence: positions r % T onward, consecutive in the tables */
+    for (int row = r0; row < r1;) {
+        const int t = row % j->T, n = j->T - t < r1 - row ? j->T - t : r1 - row;
+        kr_rope_rows(n, j->n_heads, half, j->x + (size_t)row * (size_t)j->ld, j->ld,
+                     j->r->cos + (size_t)t * (size_t)half, j->r->sin + (size_t)t * (size_t)half,
+                     j->sign);
+        row += n;
     }
 }
 
 void tr_rope_fwd(kr_pool *pool, const tr_rope *r, int n_seq, int T, int n_heads, float *x, int ld) {
     rope_job j = { r, T, n_heads, ld, 1.0f, x };
-    tr_for_rows(pool, n_seq * T, rope_rows, &j);
+    tr_for_rows(pool, TR_PART_ROPE, n_seq * T, rope_rows, &j);
 }
 
 void tr_rope_bwd(kr_pool *pool, const tr_rope *r, int n_seq, int T, int n_heads, float *dx,
                  int ld) {
     rope_job j = { r, T, n_heads, ld, -1.0f, dx };
-    tr_for_rows(pool, n_seq * T, rope_rows, &j);
+    tr_for_rows(pool, TR_PART_ROPE, n_seq * T, rope_rows, &j);
 }
 
 /* ---------------------------------------------------------------- SwiGLU */
@@ -219,10 +169,10 @@ static void swiglu_fwd_rows(void *p, int r0, int r1) {
 }
 
 /* Split in chunks of 256 values (the tail chunk shorter) so a thread's range is whole. */
-static void chunked(kr_pool *pool, size_t n, tr_rows_fn fn, void *ctx,
+static void chunked(kr_pool *pool, tr_part part, size_t n, tr_rows_fn fn, void *ctx,
                     void (*tail)(void *, size_t, size_t)) {
     size_t full = n / 256;
-    if (full) tr_for_rows(pool, (int)full, fn, ctx);
+    if (full) tr_for_rows(pool, part, (int)full, fn, ctx);
     if (full * 256 < n) tail(ctx, full * 256, n);
 }
 
@@ -233,20 +183,12 @@ static void swiglu_fwd_tail(void *p, size_t a, size_t b) {
 
 void tr_swiglu_fwd(kr_pool *pool, size_t n, const float *h1, const float *h3, float *g) {
     swiglu_job j = { .h1c = h1, .h3c = h3, .g = g };
-    chunked(pool, n, swiglu_fwd_rows, &j, swiglu_fwd_tail);
+    chunked(pool, TR_PART_SWIGLU, n, swiglu_fwd_rows, &j, swiglu_fwd_tail);
 }
 
 static void swiglu_bwd_range(void *p, size_t a, size_t b) {
     const swiglu_job *j = p;
-    for (size_t i = a; i < b; i++) {
-        float x = j->h1[i], u = j->h3[i], dg = j->dg[i];
-        float sig = 1.0f / (1.0f + expf(-x));
-        float silu = x * sig;
-        j->g[i] = silu * u;
-        /* torch's silu_backward: dy·σ·(1 + x·(1 − σ)) */
-        j->h1[i] = (dg * u) * (sig * (1.0f + x * (1.0f - sig)));
-        j->h3[i] = dg * silu;
-    }
+    kr_swiglu_bwd((int)(b - a), j->dg + a, j->h1 + a, j->h3 + a, j->g + a);
 }
 
 static void swiglu_bwd_rows(void *p, int r0, int r1) {
@@ -255,7 +197,7 @@ static void swiglu_bwd_rows(void *p, int r0, int r1) {
 
 void tr_swiglu_bwd(kr_pool *pool, size_t n, const float *dg, float *h1, float *h3, float *g) {
     swiglu_job j = { .dg = dg, .h1 = h1, .h3 = h3, .g = g };
-    chunked(pool, n, swiglu_bwd_rows, &j, swiglu_bwd_range);
+    chunked(pool, TR_PART_SWIGLU, n, swiglu_bwd_rows, &j, swiglu_bwd_range);
 }
 
 /* ---------------------------------------------------------------- dropout */
@@ -295,7 +237,7 @@ void tr_dropout_apply(kr_pool *pool, const tr_dropout *d, int M, int n, float *x
                       uint64_t row0) {
     if (!d || d->p <= 0.0f) return;
     drop_job j = { d, n, ld, x, row0 };
-    tr_for_rows(pool, M, drop_rows, &j);
+    tr_for_rows(pool, TR_PART_ELEMENTWISE, M, drop_rows, &j);
 }
 
 /* ---------------------------------------------------------------- add */
@@ -314,7 +256,7 @@ static void add_rows(void *p, int r0, int r1) { add_range(p, (size_t)r0 * 256, (
 
 void tr_add(kr_pool *pool, size_t n, const float *a, const float *b, float *y) {
     add_job j = { a, b, y };
-    chunked(pool, n, add_rows, &j, add_range);
+    chunked(pool, TR_PART_ELEMENTWISE, n, add_rows, &j, add_range);
 }
 
 /* ---------------------------------------------------------------- cross-entropy */
@@ -331,36 +273,26 @@ typedef struct ce_job {
 
 static void xent_rows(void *p, int r0, int r1) {
     const ce_job *j = p;
-    for (int m = r0; m < r1; m++) {
-        float *x = j->logits + (size_t)m * (size_t)j->V;
-        int t = j->targets[m], am = 0;
-        for (int c = 1; c < j->V; c++) am = x[c] > x[am] ? c : am;
-        double gap = (double)x[am] - (double)x[t];
-        kr_softmax_f32(j->V, x, x);
-        /* −log p_t = log Σ exp(x − x_max) + x_max − x_t, and log Σ = −log p_max: p_max >= 1/V
-         * never underflows (p_t may), so the loss stays exact to ~1e-7 for any logit gap. */
-        j->row_loss[m] = gap - log((double)x[am]);
-    }
+    for (int m = r0; m < r1; m++)
+        j->row_loss[m] =
+            kr_softmax_xent_row(j->V, j->logits + (size_t)m * (size_t)j->V, j->targets[m]);
 }
 
 void tr_softmax_xent(kr_pool *pool, int M, int V, float *logits, const int32_t *targets,
                      double *row_loss) {
     ce_job j = { .V = V, .logits = logits, .targets = targets, .row_loss = row_loss };
-    tr_for_rows(pool, M, xent_rows, &j);
+    tr_for_rows(pool, TR_PART_LOSS, M, xent_rows, &j);
 }
 
 static void xent_grad_rows(void *p, int r0, int r1) {
     const ce_job *j = p;
-    for (int m = r0; m < r1; m++) {
-        float *x = j->logits + (size_t)m * (size_t)j->V;
-        x[j->targets[m]] -= 1.0f;
-        for (int c = 0; c < j->V; c++) x[c] *= j->scale;
-    }
+    for (int m = r0; m < r1; m++)
+        kr_xent_grad_row(j->V, j->logits + (size_t)m * (size_t)j->V, j->targets[m], j->scale);
 }
 
 void tr_xent_grad(kr_pool *pool, int M, int V, float *probs, const int32_t *targets, float scale) {
     ce_job j = { .V = V, .logits = probs, .targets = targets, .scale = scale };
-    tr_for_rows(pool, M, xent_grad_rows, &j);
+    tr_for_rows(pool, TR_PART_LOSS, M, xent_grad_rows, &j);
 }
 
 /* ---------------------------------------------------------------- embedding */
@@ -385,5 +317,5 @@ void tr_embedding_bwd(kr_pool *pool, int M, int d, const int32_t *ids, int ids_s
                  .scale = scale,
                  .src = src,
                  .g = g };
-    tr_for_cols(pool, d, emb_cols, &j);
+    tr_for_cols(pool, TR_PART_EMBED, d, emb_cols, &j);
 }

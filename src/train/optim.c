@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "kernels/train_kernels.h"
 #include "train/linalg.h"
 #include "train/trainer_internal.h"
 
@@ -66,7 +67,7 @@ static void norm_chunks(void *p, int c0, int c1) {
 
 typedef struct adam_job {
     kr_trainer *tr;
-    float clip_scale, decay, beta1, one_m_beta1, beta2, one_m_beta2, bc2_sqrt, eps, neg_step;
+    kr_adamw a;
 } adam_job;
 
 static void adam_region(void *p, int ith, int nth) {
@@ -75,17 +76,14 @@ static void adam_region(void *p, int ith, int nth) {
     for (int t = 0; t < tr->n_tensors; t++) {
         const tr_param *prm = &tr->tensors[t];
         if (!prm->trainable) continue;
-        size_t a = prm->n * (size_t)ith / (size_t)nth, b = prm->n * (size_t)(ith + 1) / (size_t)nth;
-        float *w = tr->p + prm->off, *g = tr->g + prm->off, *m = tr->m + prm->off,
-              *v = tr->v + prm->off;
-        for (size_t i = a; i < b; i++) {
-            float gi = g[i] * j->clip_scale;
-            w[i] = w[i] * j->decay;
-            m[i] = m[i] * j->beta1 + gi * j->one_m_beta1;
-            v[i] = v[i] * j->beta2 + j->one_m_beta2 * gi * gi;
-            float denom = sqrtf(v[i]) / j->bc2_sqrt + j->eps;
-            w[i] = w[i] + j->neg_step * (m[i] / denom);
-        }
+        /* whole lines of 16 floats per thread (a tensor starts on a line) */
+        size_t lines = (prm->n + 15) / 16;
+        size_t a = lines * (size_t)ith / (size_t)nth * 16,
+               b = lines * (size_t)(ith + 1) / (size_t)nth * 16;
+        b = b < prm->n ? b : prm->n;
+        if (a >= b) continue;
+        kr_adamw_f32(b - a, &j->a, tr->p + prm->off + a, tr->g + prm->off + a, tr->m + prm->off + a,
+                     tr->v + prm->off + a);
     }
 }
 
@@ -99,7 +97,7 @@ kr_status tr_optimizer_step(kr_trainer *tr, kr_train_step_info *out, kr_error *e
     int chunks = (int)((tr->n_floats + TR_NORM_CHUNK - 1) / TR_NORM_CHUNK);
     double *partial = tr->norm_partial;
     norm_job nj = { tr->g, tr->n_floats, partial };
-    tr_for_rows(tr->pool, chunks, norm_chunks, &nj);
+    tr_for_rows(tr->pool, TR_PART_OPTIM, chunks, norm_chunks, &nj);
     double sq = 0.0;
     for (int c = 0; c < chunks; c++) sq += partial[c];
     double total = sqrt(sq);
@@ -119,19 +117,19 @@ kr_status tr_optimizer_step(kr_trainer *tr, kr_train_step_info *out, kr_error *e
     double lr = onecycle(p, tr->steps, p->cycle_momentum ? &beta1 : NULL);
     double t = (double)(tr->steps + 1);
     double bc1 = 1.0 - pow(beta1, t), bc2 = 1.0 - pow(p->beta2, t);
-    adam_job aj = {
-        .tr = tr,
-        .clip_scale = clip_scale,
-        .decay = (float)(1.0 - lr * p->weight_decay),
-        .beta1 = (float)beta1,
-        .one_m_beta1 = (float)(1.0 - beta1),
-        .beta2 = (float)p->beta2,
-        .one_m_beta2 = (float)(1.0 - p->beta2),
-        .bc2_sqrt = (float)sqrt(bc2),
-        .eps = (float)p->eps,
-        .neg_step = (float)(-(lr / bc1)),
-    };
-    kr_pool_run(tr->pool, adam_region, &aj);
+    adam_job aj = { .tr = tr,
+                    .a = {
+                        .clip_scale = clip_scale,
+                        .decay = (float)(1.0 - lr * p->weight_decay),
+                        .beta1 = (float)beta1,
+                        .one_m_beta1 = (float)(1.0 - beta1),
+                        .beta2 = (float)p->beta2,
+                        .one_m_beta2 = (float)(1.0 - p->beta2),
+                        .bc2_sqrt = (float)sqrt(bc2),
+                        .eps = (float)p->eps,
+                        .neg_step = (float)(-(lr / bc1)),
+                    } };
+    kr_pool_run_part(tr->pool, TR_PART_OPTIM, adam_region, &aj);
     kr_trainer_zero_grad(tr);
     tr->steps++;
     if (out) {

@@ -12,6 +12,7 @@
 
 #include "base/error.h"
 #include "model/safetensors.h"
+#include "train/linalg.h"
 #include "train/trainer_internal.h"
 
 static const char *const k_te_names[TR_TE_FIELDS] = { "minute", "hour", "weekday", "day", "month" };
@@ -355,4 +356,6 @@ static void transpose_region(void *p, int ith, int nth) {
     for (int i = ith; i < tr->n_lins; i += nth) tr_linear_transpose(&tr->lins[i]);
 }
 
-void tr_params_transpose(kr_trainer *tr) { kr_pool_run(tr->pool, transpose_region, tr); }
+void tr_params_transpose(kr_trainer *tr) {
+    kr_pool_run_part(tr->pool, TR_PART_OPTIM, transpose_region, tr);
+}

@@ -262,9 +262,9 @@ kr_status tr_predictor_run(kr_trainer *tr, const kr_train_batch *b, double grad_
     }
 
     /* embeddings, blocks, final norm, s1 head */
-    tr_for_rows(pool, M, emb_rows, &ej);
+    tr_for_rows(pool, TR_PART_EMBED, M, emb_rows, &ej);
     tr_linear_fwd(pool, &pr->fusion, pr->emb_cat, M, pr->stream[0]);
-    tr_for_rows(pool, M, time_rows, &ej);
+    tr_for_rows(pool, TR_PART_EMBED, M, time_rows, &ej);
     tr_dropout_apply(pool, &tok, M, d, pr->stream[0], d, 0);
     for (int i = 0; i < L; i++)
         tr_block_fwd(pool, &pr->blocks[i], &pr->acts[i], n, T, pr->stream[i + 1], &tr->ws, &bd[i]);
@@ -275,9 +275,9 @@ kr_status tr_predictor_run(kr_trainer *tr, const kr_train_batch *b, double grad_
     /* s2 path: the sibling ids, the dependency-aware layer, the s2 head */
     if (!b->sampled_s1) {
         draw_job dj = { tr, rng_stream };
-        tr_for_rows(pool, M, draw_rows, &dj);
+        tr_for_rows(pool, TR_PART_LOSS, M, draw_rows, &dj);
     }
-    tr_for_rows(pool, M, sibling_rows, &ej);
+    tr_for_rows(pool, TR_PART_EMBED, M, sibling_rows, &ej);
     const tr_attn_w *dep = &pr->dep;
     tr_attn_shape dshape = { n, T, dep->n_heads, dep->head_dim, d, !official_eval };
     tr_linear_fwd(pool, &dep->q, pr->sibling, M, pr->dep_q);

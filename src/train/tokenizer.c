@@ -232,7 +232,7 @@ kr_status tr_tokenizer_run(kr_trainer *tr, const kr_train_batch *b, double grad_
                      &ed[i]);
     tr_linear_fwd(pool, &tk->quant_embed, tk->enc_stream[tk->n_enc], M, tk->z);
     bsq_job bj = { .tr = tr, .M = M };
-    tr_for_rows(pool, M, bsq_fwd_rows, &bj);
+    tr_for_rows(pool, TR_PART_LOSS, M, bsq_fwd_rows, &bj);
     /* the codebook entropy's averages over every row, in row order */
     double avg_p[64], avg_q[64];
     const float sq = (float)sqrt((double)q), inv_t = (float)tr->hyper.inv_temperature;
@@ -293,7 +293,7 @@ kr_status tr_tokenizer_run(kr_trainer *tr, const kr_train_batch *b, double grad_
     bj.k_sample = w * h->zeta * h->gamma0 / h->inv_temperature / (double)M;
     bj.k_code = w * h->zeta * h->gamma / h->inv_temperature / (double)M;
     bj.dcode = dcode;
-    tr_for_rows(pool, M, bsq_bwd_rows, &bj);
+    tr_for_rows(pool, TR_PART_LOSS, M, bsq_bwd_rows, &bj);
     tr_linear_bwd(pool, &tk->quant_embed, tk->dz, tk->enc_stream[tk->n_enc], M, tk->dx, 0);
     for (int i = tk->n_enc - 1; i >= 0; i--)
         tr_block_bwd(pool, &tk->enc[i], &tk->enc_acts[i], n, T, tk->dx, &tr->ws, &ed[i]);

@@ -492,6 +492,22 @@ kr_status kr_trainer_tensor(kr_trainer *tr, int index, kr_train_tensor *out, kr_
 
 long kr_trainer_steps_done(const kr_trainer *tr) { return tr ? tr->steps : 0; }
 
+void kr_trainer_profile_enable(kr_trainer *tr, int on) {
+    if (!tr) return;
+    memset(tr->part_wall, 0, sizeof tr->part_wall);
+    memset(tr->part_cpu, 0, sizeof tr->part_cpu);
+    memset(tr->part_calls, 0, sizeof tr->part_calls);
+    tr->parts = (kr_pool_parts){ TR_PART_COUNT, tr->part_wall, tr->part_cpu, tr->part_calls };
+    kr_pool_attach_parts(tr->pool, on ? &tr->parts : NULL);
+}
+
+int kr_trainer_profile(const kr_trainer *tr, kr_train_part_time *out, int max) {
+    for (int i = 0; tr && out && i < max && i < TR_PART_COUNT; i++)
+        out[i] = (kr_train_part_time){ tr_part_name((tr_part)i), tr->part_wall[i], tr->part_cpu[i],
+                                       (long)tr->part_calls[i] };
+    return TR_PART_COUNT;
+}
+
 const float *tr_debug_probs(const kr_trainer *tr, int which) {
     if (tr->params.target != KR_TRAIN_PREDICTOR) return NULL;
     return which ? tr->pr.logits2 : tr->pr.logits1;

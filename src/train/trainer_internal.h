@@ -19,6 +19,7 @@
 #include "kronos/train.h"
 #include "model/config.h"
 #include "train/block.h"
+#include "train/linalg.h"
 
 #define TR_MAX_TENSORS 512
 #define TR_NAME_LEN 96
@@ -123,6 +124,10 @@ struct kr_trainer {
 
     kr_pool *pool;
     int nth;
+    /* kr_trainer_profile: per tr_part (linalg.h), attached to the pool while on */
+    double part_wall[TR_PART_COUNT], part_cpu[TR_PART_COUNT];
+    int64_t part_calls[TR_PART_COUNT];
+    kr_pool_parts parts;
     void *act_block; /* the activation block */
     size_t act_bytes;
     tr_ws ws;
