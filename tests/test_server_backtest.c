@@ -374,6 +374,42 @@ static void test_too_many_running(void **state) {
     }
 }
 
+/* A job's histories outlive the request that sent them: they are charged to
+ * max_memory_in_flight, and a job whose histories could never fit is refused (413). */
+static void test_histories_charged(void **state) {
+    (void)state;
+    char csv[1100], db[1100];
+    snprintf(csv, sizeof csv, "%s/big.csv", g_tmp);
+    snprintf(db, sizeof db, "%s/big.db", g_tmp);
+    FILE *f = fopen(csv, "w");
+    assert_non_null(f);
+    fprintf(f, "timestamps,open,high,low,close,volume,amount\n");
+    for (int i = 0; i < 8000; i++)
+        fprintf(f, "%lld,10,11,9,10,100,1000\n", 946684800LL + i * 86400LL);
+    fclose(f);
+    kr_candles *big = NULL;
+    kr_store *st = NULL;
+    kr_error err = { 0 };
+    assert_int_equal(kr_candles_read_csv(csv, &big, &err), KR_OK);
+    assert_int_equal(kr_store_open(db, &st, &err), KR_OK);
+    assert_int_equal(kr_store_upsert(st, "BIG", "1d", big, &err), KR_OK);
+    assert_int_equal(kr_store_upsert(st, "AAPL", "1d", g_aapl, &err), KR_OK);
+    kr_store_close(st);
+    kr_candles_free(big);
+    kr_server_config c = config_on(db);
+    c.max_memory_in_flight = c.max_request_memory = 1 << 20; /* ~6,500 rows of history */
+    kr_server *s = kr_test_server_start(g_model, &c);
+    kr_http_resp *r = http(kr_server_port(s), "POST", "/v1/backtest",
+                           "{\"symbols\":[\"BIG\"],\"every\":1000,\"paths\":2,\"horizon\":2}");
+    assert_int_equal(r->status, 413);
+    assert_non_null(strstr(r->body, "backtest's histories"));
+    kr_http_resp_free(r);
+    /* ~250 rows fit: the job runs to its end. */
+    const char *id = start(kr_server_port(s), SMALL_BODY);
+    assert_string_equal(wait_state(kr_server_port(s), id), "done");
+    kr_server_free(s);
+}
+
 /* A server freed while a backtest runs cancels it and returns. */
 static void test_free_while_running(void **state) {
     (void)state;
@@ -389,6 +425,7 @@ int main(void) {
         cmocka_unit_test(test_done_equals_library), cmocka_unit_test(test_running_and_cancel),
         cmocka_unit_test(test_events_to_the_end),   cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_too_many_running),    cmocka_unit_test(test_free_while_running),
+        cmocka_unit_test(test_histories_charged),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

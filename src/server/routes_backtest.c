@@ -441,7 +441,8 @@ enum MHD_Result kr_handle_backtest_post(struct MHD_Connection *mc, kr_conn *c) {
     /* The histories stay with the job until it is freed: charged to max_memory_in_flight like
      * an analysis' (503 while the budget is taken, 413 when they could never fit). */
     size_t inputs = 0;
-    for (int i = 0; i < job->n; i++) inputs += (size_t)job->cs[i]->n * KR_BACKTEST_ROW_BYTES;
+    for (int i = 0; i < job->n; i++)
+        inputs += (size_t)job->series[i].candles->n * KR_BACKTEST_ROW_BYTES;
     int refused = kr_srv_mem_admit(c, inputs, 0, 0,
                                    "the backtest's histories; fewer symbols or a shorter range "
                                    "take less",
