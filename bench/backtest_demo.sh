@@ -21,7 +21,7 @@ RUNS=(
 {
   echo "# The demo model backtested on the bundled series — $(date +%F)"
   echo
-  echo "The bundled demo model (\`models/kronos-demo\`, 1.3 M parameters, trained for half an hour;"
+  echo "The bundled demo model (\`models/kronos-demo\`, 1.3 M parameters, trained by \`scripts/train-demo.sh\`;"
   echo "it declares itself a demo) on the bundled candles (\`data/\`), by \`kronos backtest\` with its"
   echo "defaults otherwise: 32 paths, lookback up to 492 rows (max_context 512 - horizon), origins"
   echo "from the 64th row on, 1000 bootstrap resamples, seed 0. Every table below is copied from the"
