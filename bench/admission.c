@@ -27,7 +27,7 @@
 #include "engine/generate.h"
 #include "kernels/kernels.h"
 #include "kronos.h"
-#include "market/candles.h"
+#include "series/candles.h"
 
 enum { SMALL = 0, LARGE = 1 };
 static const char *const k_class[2] = { "small", "large" };

@@ -57,9 +57,9 @@ extern "C" {
 /* ---------------------------------------------------------------- version */
 
 #define KRONOS_VERSION_MAJOR 0
-#define KRONOS_VERSION_MINOR 2
+#define KRONOS_VERSION_MINOR 3
 #define KRONOS_VERSION_PATCH 0
-#define KRONOS_VERSION "0.2.0"
+#define KRONOS_VERSION "0.3.0"
 /* Encoded as major * 10000 + minor * 100 + patch, for #if comparisons. */
 #define KRONOS_VERSION_NUMBER \
     (KRONOS_VERSION_MAJOR * 10000 + KRONOS_VERSION_MINOR * 100 + KRONOS_VERSION_PATCH)

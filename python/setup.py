@@ -80,7 +80,7 @@ def _scratch():
 
 setup(
     name="kronos",
-    version="0.2.0",
+    version="0.3.0",
     description="Kronos K-line forecasting on the kronos C engine (official KronosPredictor API)",
     packages=["kronos"],
     python_requires=">=3.9",

@@ -38,7 +38,7 @@
 #include "analyst/narrative.h"
 #include "analyst/render.h"
 #include "base/timeutil.h"
-#include "market/candles.h"
+#include "series/candles.h"
 
 #define MODEL_DIR KR_SOURCE_DIR "/models/kronos-demo"
 #define TEST_MODEL "stand-in-llm"

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "engine/forecast_internal.h"
-#include "market/candles.h"
+#include "series/candles.h"
 #include "model/weights.h"
 #include "engine_helpers.h"
 #include "test_support.h"

@@ -14,7 +14,7 @@
 #include "engine/context_internal.h"
 #include "engine/forecast_internal.h"
 #include "engine_helpers.h"
-#include "market/candles.h"
+#include "series/candles.h"
 #include "test_support.h"
 
 static kr_model *g_model;

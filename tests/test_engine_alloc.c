@@ -21,7 +21,7 @@
 #include "base/timeutil.h"
 #include "engine/forecast_internal.h"
 #include "engine_helpers.h"
-#include "market/candles.h"
+#include "series/candles.h"
 #include "test_support.h"
 
 #define KR_COUNTING (!KR_TEST_ASAN)

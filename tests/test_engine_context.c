@@ -25,7 +25,7 @@
 #include "engine/forecast_internal.h"
 #include "model/kv_pool.h"
 #include "engine_helpers.h"
-#include "market/candles.h"
+#include "series/candles.h"
 #include "test_support.h"
 
 static kr_model *g_model;

@@ -14,7 +14,7 @@
 #include "base/threadpool.h"
 #include "engine/forecast_internal.h"
 #include "kernels/quant.h"
-#include "market/candles.h"
+#include "series/candles.h"
 #include "model/attention_plan.h"
 #include "model/model.h"
 #include "model/weights.h"

@@ -14,7 +14,7 @@
 #include "engine/profile.h"
 #include "engine_helpers.h"
 #include "kronos/forecast_json.h"
-#include "market/candles.h"
+#include "series/candles.h"
 #include "test_support.h"
 
 static kr_model *g_model;

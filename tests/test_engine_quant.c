@@ -20,7 +20,7 @@
 #include "engine/forecast_internal.h"
 #include "analyst/fidelity_stats.h"
 #include "engine/teacher.h"
-#include "market/candles.h"
+#include "series/candles.h"
 #include "model/model.h"
 #include "engine_helpers.h"
 #include "test_support.h"

@@ -12,8 +12,8 @@
 #include <string.h>
 
 #include "base/timeutil.h"
-#include "market/calendar.h"
-#include "market/candles.h"
+#include "series/calendar.h"
+#include "series/candles.h"
 #include "test_support.h"
 
 static int64_t at(int y, int mo, int d, int h, int mi) {

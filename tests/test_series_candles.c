@@ -1,5 +1,5 @@
 /*
- * Tests for market/candles and market/calendar: real candle files (A-share 5-minute, US daily,
+ * Tests for series/candles and series/calendar: real candle files (A-share 5-minute, US daily,
  * crypto and US equity hourly), every validation error with the place it names, timestamp
  * formats, and future-timestamp inference checked against what the market really printed.
  */
@@ -13,8 +13,8 @@
 #include <unistd.h>
 
 #include "base/timeutil.h"
-#include "market/calendar.h"
-#include "market/candles.h"
+#include "series/calendar.h"
+#include "series/candles.h"
 #include "test_support.h"
 
 /* ------------------------------------------------------------------ helpers */

@@ -1,5 +1,5 @@
 /*
- * market/timezone: UTC offsets from POSIX TZ rules (daylight saving on both hemispheres, the
+ * series/timezone: UTC offsets from POSIX TZ rules (daylight saving on both hemispheres, the
  * exact transition instants) and from the tzdata file of a zone, with the built-in rules when
  * tzdata is not there.
  */
@@ -12,7 +12,7 @@
 #include <cmocka.h>
 
 #include "base/timeutil.h"
-#include "market/timezone.h"
+#include "series/timezone.h"
 
 static int64_t utc(int y, int mo, int d, int h, int mi, int s) {
     return kr_unix_from_civil(y, mo, d, h, mi, s);

@@ -20,7 +20,7 @@
 
 #include "base/strbuf.h"
 #include "kronos.h"
-#include "market/candles.h"
+#include "series/candles.h"
 #include "server/auth.h"
 #include "server/config.h"
 #include "server/conn_watch.h"

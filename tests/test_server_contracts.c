@@ -31,8 +31,8 @@
 #include "test_support.h"
 
 #include "kronos.h"
-#include "market/candles.h"
-#include "market/store.h"
+#include "series/candles.h"
+#include "store/store.h"
 #include "server/analyst_request.h"
 #include "server/router.h"
 #include "server/server.h"

@@ -37,7 +37,7 @@
 
 #include "base/timeutil.h"
 #include "kronos.h"
-#include "market/candles.h"
+#include "series/candles.h"
 #include "server/server.h"
 
 #define API_KEY "test-key-0123"

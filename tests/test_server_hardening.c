@@ -35,7 +35,7 @@
 #include "base/timeutil.h"
 #include "kernels/kernels.h"
 #include "kronos.h"
-#include "market/candles.h"
+#include "series/candles.h"
 #include "server/server.h"
 
 static kr_model *g_model;

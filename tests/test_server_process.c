@@ -27,7 +27,7 @@
 #include "test_support.h"
 
 #include "base/timeutil.h"
-#include "market/candles.h"
+#include "series/candles.h"
 
 #define DEMO KR_SOURCE_DIR "/models/kronos-demo"
 

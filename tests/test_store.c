@@ -1,5 +1,5 @@
 /*
- * market/store: the SQLite candle store. Round trip, upsert replacing equal timestamps, a bad
+ * store/store: the SQLite candle store. Round trip, upsert replacing equal timestamps, a bad
  * batch leaving the file untouched, a reader running while another connection writes (WAL),
  * name validation, path resolution and foreign / corrupted / newer files refused cleanly;
  * readers (other handles, another process) never wait for a writer's open transaction, a
@@ -18,8 +18,8 @@
 
 #include <sqlite3.h>
 
-#include "market/store.h"
-#include "market/store_backend.h"
+#include "store/store.h"
+#include "store/store_backend.h"
 #include "test_support.h"
 
 static char *g_tmp;

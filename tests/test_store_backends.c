@@ -1,5 +1,5 @@
 /*
- * market/store on both backends: one suite run against an SQLite file and, when
+ * store/store on both backends: one suite run against an SQLite file and, when
  * KRONOS_TEST_PG_ADMIN_URL names a PostgreSQL server (ctest market_store_pg starts a throwaway
  * cluster for it, tests/scale/pgcluster.py), against PostgreSQL: ingest and read back exactly,
  * a bad row writing nothing, what an upsert did (new, replaced, unchanged), one bar a day in a
@@ -21,7 +21,7 @@
 #include <libpq-fe.h>
 #include <sqlite3.h>
 
-#include "market/store.h"
+#include "store/store.h"
 #include "test_support.h"
 
 static char *g_tmp;

@@ -14,9 +14,9 @@
 #include <unistd.h>
 
 #include "base/timeutil.h"
-#include "market/calendar.h"
-#include "market/candles.h"
-#include "market/store.h"
+#include "series/calendar.h"
+#include "series/candles.h"
+#include "store/store.h"
 #include "test_support.h"
 
 static uint64_t g_rng = 0x9E3779B97F4A7C15ULL;

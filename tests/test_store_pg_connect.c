@@ -1,5 +1,5 @@
 /*
- * market/store_pg: how a failed connection is classed, against a stand-in PostgreSQL server
+ * store/store_pg: how a failed connection is classed, against a stand-in PostgreSQL server
  * on a Unix socket that answers each connection with a scripted error, so the moments a real
  * server passes through in a second (starting, recovering from a crash, up again) can be
  * played in order. KR_ERR_UNAVAILABLE is "retry later" (the server answers HTTP 503);
@@ -22,7 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "kronos/market.h"
+#include "kronos/store.h"
 #include "test_support.h"
 
 enum { FAKE_PORT = 5987, MAX_ANSWERS = 8 };

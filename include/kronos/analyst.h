@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 #include "kronos.h"
-#include "kronos/market.h"
+#include "kronos/series.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -28,7 +28,7 @@
 #include <stddef.h>
 
 #include "kronos.h"
-#include "kronos/market.h"
+#include "kronos/series.h"
 
 #ifdef __cplusplus
 extern "C" {

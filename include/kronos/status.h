@@ -22,6 +22,13 @@ extern "C" {
 #define KR_API
 #endif
 
+/* Marks a function of a header under src/ (not installed) that a kronos shared library exports
+ * all the same, for kronos' own code above it: libkronos.so for libkronos-tools.so, and
+ * libkronos-tools.so for the kronos binary (the front ends' common/ routines). No API or ABI
+ * promise: such a function may change in any release. tests/install/test_install.sh checks that
+ * every export is KR_API in a public header or KR_PRIVATE in src/. */
+#define KR_PRIVATE KR_API
+
 typedef enum kr_status {
     KR_OK = 0,
     KR_ERR_INVALID_ARG = -1, /* a parameter is out of range or inconsistent */

@@ -11,7 +11,7 @@ from .errors import (BusyError, CancelledError, FormatError, InternalError, Inva
 from .model import Kronos, KronosTokenizer
 from .predictor import Forecast, KronosPredictor
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 __all__ = ["Kronos", "KronosTokenizer", "KronosPredictor", "Forecast", "KronosError",
            "InvalidArgumentError", "KronosIOError", "FormatError", "ModelError",
            "KronosMemoryError", "UnsupportedError", "InternalError", "CancelledError",

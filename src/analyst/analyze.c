@@ -14,8 +14,8 @@
 
 #include "base/error.h"
 #include "base/timeutil.h"
-#include "market/calendar.h"
-#include "market/store.h"
+#include "series/calendar.h"
+#include "store/store.h"
 
 /* Fewer rows than this make the normalisation statistics and most indicators meaningless. */
 #define KR_ANALYZE_MIN_ROWS 32

@@ -39,7 +39,7 @@
 #include "analyst/calibrate.h"
 #include "analyst/indicators.h"
 #include "kronos.h"
-#include "market/candles.h"
+#include "series/candles.h"
 
 #include "analyst/paths.h"
 

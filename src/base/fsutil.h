@@ -14,6 +14,6 @@ kr_status kr_mkdir_p(const char *path, kr_error *err);
 /* Opens a file for reading only if it is a regular file (a FIFO, a device or a directory is
  * refused with a message naming the path, never waited on: the open does not block). Returns
  * the descriptor (blocking mode restored) or -1 with err set. *size receives its size. */
-int kr_open_regular(const char *path, size_t *size, kr_error *err);
+KR_PRIVATE int kr_open_regular(const char *path, size_t *size, kr_error *err);
 
 #endif

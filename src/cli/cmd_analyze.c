@@ -21,7 +21,7 @@
 #include "cli/commands.h"
 #include "cli/engine_open.h"
 #include "kronos.h"
-#include "kronos/market.h"
+#include "kronos/store.h"
 
 #define CMD "analyze"
 #define MAX_SYMBOLS 256

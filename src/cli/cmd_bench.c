@@ -18,7 +18,7 @@
 #include "cli/share_paths.h"
 #include "kronos.h"
 #include "kronos/eval.h"
-#include "kronos/market.h"
+#include "kronos/series.h"
 
 #define CMD "bench"
 

@@ -23,7 +23,7 @@
 #include "cli/progress.h"
 #include "kronos.h"
 #include "kronos/forecast_json.h"
-#include "kronos/market.h"
+#include "kronos/series.h"
 #include "kronos/server.h"
 
 #define CMD "forecast"

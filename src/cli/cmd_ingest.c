@@ -1,6 +1,6 @@
 /*
- * cli/cmd_ingest — `kronos ingest`: reads a candle CSV (market/candles) and upserts it into
- * the local store (market/store) under a symbol and an interval, for `kronos analyze`.
+ * cli/cmd_ingest — `kronos ingest`: reads a candle CSV (series/candles) and upserts it into
+ * the local store (store/store) under a symbol and an interval, for `kronos analyze`.
  */
 #include <getopt.h>
 #include <limits.h>
@@ -13,7 +13,7 @@
 #include "cli/commands.h"
 #include "cli/progress.h"
 #include "kronos.h"
-#include "kronos/market.h"
+#include "kronos/store.h"
 
 #define CMD "ingest"
 

@@ -16,7 +16,7 @@
 #include "cli/commands.h"
 #include "cli/progress.h"
 #include "kronos.h"
-#include "kronos/market.h"
+#include "kronos/series.h"
 
 #define CMD "quantize"
 #define MAX_CALIB 32

@@ -9,7 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "kronos/market.h"
+#include "kronos/series.h"
 #include "kronos/server.h"
 #include "kronos/util.h"
 

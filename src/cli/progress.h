@@ -11,7 +11,7 @@
 
 #include <stddef.h>
 
-#include "kronos/market.h"
+#include "kronos/series.h"
 
 typedef struct kr_ticker kr_ticker;
 

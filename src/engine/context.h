@@ -13,8 +13,8 @@
 /* kr_context_create with the metrics registry to report into (borrowed, must outlive the
  * context; NULL: the context makes its own). A server passes the registry its HTTP series
  * live in, so one /metrics page shows both. */
-kr_status kr_context_create_ex(const kr_model *model, const kr_context_params *params,
-                               kr_metrics *metrics, kr_context **out, kr_error *err);
+KR_PRIVATE kr_status kr_context_create_ex(const kr_model *model, const kr_context_params *params,
+                                          kr_metrics *metrics, kr_context **out, kr_error *err);
 
 /* kr_context_create for kr_model_quantize's own calibration context: allowed while the
  * model is being quantised (kr_model_quantize_begin), which refuses every other context. */
@@ -51,10 +51,11 @@ void kr_context_count_rejected(kr_context *ctx);
 
 /* kr_forecast_run_batch_ex with generation options (opt may be NULL; opt->index is set per
  * series). */
-kr_status kr_forecast_run_batch_opt(kr_context *ctx, const kr_series *series, int n_series,
-                                    const kr_forecast_params *params,
-                                    const kr_request_params *request, const kr_gen_options *opt,
-                                    kr_forecast **out, kr_error *err);
+KR_PRIVATE kr_status kr_forecast_run_batch_opt(kr_context *ctx, const kr_series *series,
+                                               int n_series, const kr_forecast_params *params,
+                                               const kr_request_params *request,
+                                               const kr_gen_options *opt, kr_forecast **out,
+                                               kr_error *err);
 
 /* A computation outside the forecast pipeline (teacher forcing, benchmarks of the forward
  * passes) run with the context's engine: on the engine thread, between steps, alone. */

@@ -12,7 +12,7 @@
 
 #include "base/error.h"
 #include "base/timeutil.h"
-#include "market/calendar.h"
+#include "series/calendar.h"
 #include "model/model.h"
 #include "model/normalize.h"
 

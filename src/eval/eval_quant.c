@@ -22,7 +22,7 @@
 #include "base/timeutil.h"
 #include "engine/teacher.h"
 #include "eval/eval_quant_internal.h"
-#include "market/candles.h"
+#include "series/candles.h"
 #include "model/model.h"
 #include "model/quantize.h"
 

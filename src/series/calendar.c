@@ -1,5 +1,5 @@
 /*
- * market/calendar — exchange calendars and future timestamps (see calendar.h).
+ * series/calendar — exchange calendars and future timestamps (see calendar.h).
  *
  * The predictor embeds each future candle's minute/hour/weekday/day/month, so a forecast needs
  * the stamps the market will actually print: a US holiday gets no bar, an A-share morning ends
@@ -8,7 +8,7 @@
  * (embed_calendars.cmake) and parsed once on first use; they are immutable afterwards, so every
  * thread may use them.
  */
-#include "market/calendar.h"
+#include "series/calendar.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -22,7 +22,7 @@
 
 #include "base/error.h"
 #include "base/timeutil.h"
-#include "market/candles.h"
+#include "series/candles.h"
 
 enum { SECONDS_PER_DAY = 86400 };
 /* How far past the previous stamp a candidate may lie before we give up: longer than any

@@ -1,5 +1,5 @@
 /*
- * market/calendar — exchange calendars and the future timestamps of a forecast.
+ * series/calendar — exchange calendars and the future timestamps of a forecast.
  *
  * A calendar (data/calendars/NAME.json, compiled into the library; README there) knows a
  * market's trading weekdays, its sessions (lunch breaks), holidays and early closes for the
@@ -26,7 +26,7 @@
 #include <stdint.h>
 
 #include "kronos.h"
-#include "kronos/market.h" /* kr_calendar_find, kr_calendar_future[_in], kr_calendar_name */
+#include "kronos/series.h" /* kr_calendar_find, kr_calendar_future[_in], kr_calendar_name */
 
 #define KR_CAL_MAX_SESSIONS 4
 #define KR_CAL_MAX_NAMES 8
@@ -58,7 +58,7 @@ typedef struct kr_calendar {
     int n_early;
 } kr_calendar;
 
-/* kr_calendar_how, kr_calendar_info: kronos/market.h. */
+/* kr_calendar_how, kr_calendar_info: kronos/series.h. */
 
 /* Every compiled-in calendar. Fails only if a calendar file is malformed (a build defect; the
  * message names the file and field). *out is borrowed (static). */
@@ -70,8 +70,8 @@ const kr_calendar *kr_calendar_for_symbol(const char *symbol);
 
 /* market (a name) when non-empty, else the symbol's suffix, else NULL with KR_OK (the history
  * decides). An unknown market name is an error. */
-kr_status kr_calendar_resolve(const char *market, const char *symbol, const kr_calendar **out,
-                              kr_error *err);
+KR_PRIVATE kr_status kr_calendar_resolve(const char *market, const char *symbol,
+                                         const kr_calendar **out, kr_error *err);
 
 /* Of the calendars holding every bar of ts[n] (a bar on a session's bound counts for either
  * label convention; up to 1 in 500 exceptions), the one whose holidays explain the most days
@@ -81,6 +81,6 @@ kr_status kr_calendar_infer(const int64_t *ts, int64_t n, const kr_calendar **ou
 
 /* "SSE (given)", "NYSE (inferred from the history)", "learned from the history", ... into buf
  * (>= 96 bytes). */
-const char *kr_calendar_describe(const kr_calendar_info *info, char *buf, int cap);
+KR_PRIVATE const char *kr_calendar_describe(const kr_calendar_info *info, char *buf, int cap);
 
 #endif

@@ -1,5 +1,5 @@
 /*
- * market/candles — reading and validating candle CSV files (see candles.h).
+ * series/candles — reading and validating candle CSV files (see candles.h).
  *
  * Everything a user feeds the forecaster passes through here, so the job is to accept what
  * pandas' read_csv accepts for the reference's files and to reject, with the file, line and
@@ -11,7 +11,7 @@
  * needs and validates each row as it is read. Nothing is kept per file but the output arrays,
  * and there is no global state, so parsing is thread-safe.
  */
-#include "market/candles.h"
+#include "series/candles.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -1,5 +1,5 @@
 /*
- * market/candles — reading and validating candle files (CSV) into a kr_series-compatible
+ * series/candles — reading and validating candle files (CSV) into a kr_series-compatible
  * table.
  *
  * Format: a header row naming at least timestamps, open, high, low, close, optionally volume
@@ -24,9 +24,9 @@
 #include <stdint.h>
 
 #include "kronos.h"
-#include "kronos/market.h"
+#include "kronos/series.h"
 
-/* kr_candles and its readers are public: kronos/market.h. */
+/* kr_candles and its readers are public: kronos/series.h. */
 
 /* Candle timestamps must lie in these years (inclusive). A stamp outside is a unit or typing
  * mistake (nanoseconds, a year 20024) that would otherwise flow into the model's time features
@@ -35,12 +35,12 @@
 #define KR_CANDLE_YEAR_MAX 2200
 
 /* 1 if t (naive seconds) lies in [KR_CANDLE_YEAR_MIN-01-01, KR_CANDLE_YEAR_MAX-12-31 23:59:59]. */
-int kr_timestamp_in_range(int64_t t);
+KR_PRIVATE int kr_timestamp_in_range(int64_t t);
 
 /* Parses one timestamp string (see formats above). Returns 0 on success, KR_TS_UNPARSABLE when
  * it is none of the formats, KR_TS_OUT_OF_RANGE when it is one but outside the years above. */
 enum { KR_TS_UNPARSABLE = -1, KR_TS_OUT_OF_RANGE = -2 };
-int kr_parse_timestamp(const char *s, size_t len, int64_t *out, int *has_time);
+KR_PRIVATE int kr_parse_timestamp(const char *s, size_t len, int64_t *out, int *has_time);
 
 /* The exact fast case of strtod for a decimal number: s[len] wholly of the form
  * [+-]digits[.digits][(e|E)[+-]digits] with at least one mantissa digit, at most 19
@@ -52,6 +52,6 @@ int kr_parse_decimal(const char *s, size_t len, double *out);
 
 /* Why kr_parse_timestamp refused s (KR_TS_UNPARSABLE), for a message: the digit counts of an
  * epoch count, what makes a decimal one ambiguous, else the formats. Writes at most cap bytes. */
-void kr_timestamp_refusal(const char *s, size_t len, char *why, size_t cap);
+KR_PRIVATE void kr_timestamp_refusal(const char *s, size_t len, char *why, size_t cap);
 
 #endif

@@ -1,5 +1,5 @@
 /*
- * market/candles_format — candles written out as the readers take them back: CSV for
+ * series/candles_format — candles written out as the readers take them back: CSV for
  * `kronos store export` (and `kronos ingest` / `forecast` read it again) and the JSON object
  * of GET /v1/candles. Every number is the shortest text that reads back as exactly the stored
  * double, so an export ingested again changes nothing.
@@ -10,7 +10,7 @@
 #include "base/error.h"
 #include "base/strbuf.h"
 #include "base/timeutil.h"
-#include "kronos/market.h"
+#include "kronos/series.h"
 
 static const char *const k_columns[7] = { "timestamps", "open",   "high",  "low",
                                           "close",      "volume", "amount" };

@@ -1,5 +1,5 @@
-/* market/timezone — see timezone.h. */
-#include "market/timezone.h"
+/* series/timezone — see timezone.h. */
+#include "series/timezone.h"
 
 #include <ctype.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /*
- * market/timezone — a market's wall clock: UTC offset (with daylight saving) of an IANA zone
+ * series/timezone — a market's wall clock: UTC offset (with daylight saving) of an IANA zone
  * at a given instant, so time-of-day settings (the server's profiles) follow the exchange, not
  * the machine.
  *
@@ -27,12 +27,12 @@ typedef struct kr_tz {
 
 /* The zone called name ("Asia/Shanghai", "America/New_York", "UTC"). An unknown name or an
  * unreadable rule is an error naming it. */
-kr_status kr_tz_load(const char *name, kr_tz *out, kr_error *err);
+KR_PRIVATE kr_status kr_tz_load(const char *name, kr_tz *out, kr_error *err);
 
 /* Parses a POSIX TZ rule (std offset [dst [offset],Mm.w.d[/time],Mm.w.d[/time]]). */
 kr_status kr_tz_parse_rule(const char *rule, kr_tz *out, kr_error *err);
 
 /* Seconds east of UTC in force at the instant utc (Unix seconds). */
-int kr_tz_offset(const kr_tz *tz, int64_t utc);
+KR_PRIVATE int kr_tz_offset(const kr_tz *tz, int64_t utc);
 
 #endif

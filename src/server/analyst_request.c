@@ -13,7 +13,7 @@
 #include "base/error.h"
 #include "kronos/analyst.h"
 #include "kronos/server.h"
-#include "market/calendar.h"
+#include "series/calendar.h"
 
 #include "server/json_body.h"
 

@@ -13,7 +13,7 @@
 #include "analyst/analyze.h"
 #include "analyst/render.h"
 #include "kronos.h"
-#include "market/store.h"
+#include "store/store.h"
 #include "server/request.h"
 
 #define KR_API_MAX_SYMBOLS 64 /* symbols per /v1/analyze/batch -> 400 beyond */

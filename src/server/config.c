@@ -20,8 +20,8 @@
 #include "analyst/narrative.h"
 #include "base/error.h"
 #include "base/fsutil.h"
-#include "market/calendar.h"
-#include "market/timezone.h"
+#include "series/calendar.h"
+#include "series/timezone.h"
 
 #define N_OF(a) (sizeof(a) / sizeof((a)[0]))
 

@@ -5,7 +5,7 @@
  * descriptor table (server/fields: unknown keys are errors, a typo such as "pred_length"
  * must not silently become a default); then the candles, whichever of the four layouts they
  * use, are mapped to the same per-row cells and validated by one function that mirrors
- * market/candles.c's CSV rules, then the cross-field checks (pred_len bounds the future
+ * series/candles.c's CSV rules, then the cross-field checks (pred_len bounds the future
  * stamps).
  */
 #include "server/request.h"
@@ -22,7 +22,7 @@
 #include <cjson/cJSON.h>
 
 #include "base/timeutil.h"
-#include "market/calendar.h"
+#include "series/calendar.h"
 #include "server/json_body.h"
 
 kr_api_limits kr_api_default_limits(void) {
@@ -146,7 +146,7 @@ static int table_push(table *t) {
     return 0;
 }
 
-/* Validates one row and appends it: the rules of market/candles.c parse_row_values plus the
+/* Validates one row and appends it: the rules of series/candles.c parse_row_values plus the
  * strictly-increasing timestamp check. */
 static kr_status add_row(table *t, const row_cells *rc, kr_api_error *err) {
     char f[160], f2[160], a[32], b[32];

@@ -1,7 +1,7 @@
 /*
  * server/request — the body of POST /v1/forecast: JSON in, a validated request out.
  *
- * Validation follows the CSV reader's rules (market/candles.c) for the same data: finite
+ * Validation follows the CSV reader's rules (series/candles.c) for the same data: finite
  * numbers within float32 range, prices > 0, volume/amount >= 0, high >= low, timestamps
  * (strings in the CSV formats or epoch numbers, via kr_parse_timestamp) strictly increasing,
  * at least 2 rows; amount derived as volume × mean(OHLC) when absent and both zero without
@@ -12,7 +12,7 @@
  *   - rows of arrays  [[ts, o, h, l, c, v?, a?], ...]   (order overridable with "columns"),
  *   - rows of objects [{"timestamps": ..., "open": ..., ...}, ...],
  *   - columns         {"timestamps": [...], "open": [...], ...},
- *   - CSV text        "timestamps,open,...\n..."  (parsed by market/candles as is).
+ *   - CSV text        "timestamps,open,...\n..."  (parsed by series/candles as is).
  * Pure: no I/O, no globals, so the parser is unit-tested and fuzzed directly.
  */
 #ifndef KR_SERVER_REQUEST_H
@@ -25,7 +25,7 @@
 
 #include "analyst/paths.h"
 #include "kronos.h"
-#include "market/candles.h"
+#include "series/candles.h"
 #include "server/fields.h"
 #include "server/json_body.h"
 

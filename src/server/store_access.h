@@ -11,6 +11,7 @@
 #include <stddef.h>
 
 #include "kronos.h"
+#include "kronos/store.h"
 #include "server/fields.h"
 #include "server/server_internal.h"
 

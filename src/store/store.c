@@ -1,5 +1,5 @@
 /*
- * market/store — the candle store's front (see store.h): name and row checks, the backend
+ * store/store — the candle store's front (see store.h): name and row checks, the backend
  * picked by the target's scheme (store_backend.h: an SQLite file, or PostgreSQL for a
  * postgresql:// or postgres:// URL), rows turned into kr_candles.
  *
@@ -7,7 +7,7 @@
  * bad row is refused with nothing written whatever the backend; the backend then writes the
  * batch in one transaction.
  */
-#include "market/store.h"
+#include "store/store.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -22,7 +22,7 @@
 
 #include "base/error.h"
 #include "base/timeutil.h"
-#include "market/store_backend.h"
+#include "store/store_backend.h"
 
 #define KR_STORE_BUSY_MS 10000
 

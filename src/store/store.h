@@ -1,9 +1,9 @@
 /*
- * market/store — the market-data store: candles per (symbol, interval) in one SQLite file
+ * store/store — the market-data store: candles per (symbol, interval) in one SQLite file
  * (the embedded default) or a PostgreSQL database (a postgresql:// or postgres:// URL, which
  * several `kronos serve` replicas share), so `kronos ingest` writes once and `kronos analyze`
  * (and the server) read many times. Both backends hold the same tables with the same meaning;
- * the backend is chosen by the target's scheme (market/store_backend.h).
+ * the backend is chosen by the target's scheme (store/store_backend.h).
  *
  * PostgreSQL: the URL is libpq's (postgresql://user:secret@host:5432/db?sslmode=require,
  * or a Unix socket: postgresql:///db?host=/run/postgresql). Messages name it with the password
@@ -20,8 +20,8 @@
  *   symbols(symbol, interval, first_ts, last_ts, rows, updated_at)   one row per series
  *   candles(symbol, interval, ts, open, high, low, close, volume, amount,
  *           has_volume, has_amount)                                  PRIMARY KEY(symbol, interval, ts)
- *   markets(symbol, market)       the exchange calendar of a symbol (market/calendar.h), if set
- * Timestamps are the naive seconds since 1970 used everywhere in kronos (market/candles.h).
+ *   markets(symbol, market)       the exchange calendar of a symbol (series/calendar.h), if set
+ * Timestamps are the naive seconds since 1970 used everywhere in kronos (series/candles.h).
  *
  * Symbols match without regard to case ("aapl" reads and extends the stored "AAPL"): a
  * symbol is stored with the spelling of its first upsert.
@@ -42,11 +42,11 @@
 #include <stdint.h>
 
 #include "kronos.h"
-#include "kronos/market.h"
-#include "market/candles.h"
+#include "kronos/store.h"
+#include "series/candles.h"
 
 #define KR_STORE_SCHEMA_VERSION 2 /* 2: markets(symbol, market); version 1 files are upgraded */
 
-/* The store's API is public (kronos/market.h); this header documents the file format. */
+/* The store's API is public (kronos/store.h); this header documents the file format. */
 
 #endif

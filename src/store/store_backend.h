@@ -1,7 +1,7 @@
 /*
- * market/store_backend — the two places candles can live behind the kr_store_* functions:
+ * store/store_backend — the two places candles can live behind the kr_store_* functions:
  * an SQLite file (store_sqlite.c, the embedded default) and a PostgreSQL database
- * (store_pg.c, `postgresql://...`, shared by replicas). Internal to market/.
+ * (store_pg.c, `postgresql://...`, shared by replicas). Internal to store/.
  *
  * store.c does what does not depend on the backend — name and row checks, the canonical
  * spelling rule's callers, turning rows into kr_candles — and picks the backend by the
@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "market/store.h"
+#include "store/store.h"
 
 typedef struct kr_store_ops kr_store_ops;
 

@@ -1,5 +1,5 @@
 /*
- * market/store_pg — the PostgreSQL backend of the candle store (see store.h,
+ * store/store_pg — the PostgreSQL backend of the candle store (see store.h,
  * store_backend.h): the database several `kronos serve` replicas share.
  *
  * Design notes:
@@ -64,7 +64,7 @@
 
 #include "base/error.h"
 #include "base/strbuf.h"
-#include "market/store_backend.h"
+#include "store/store_backend.h"
 
 #define CONN(s) (((pg_handle *)(s)->impl)->conn)
 #define POOL_MAX 16
@@ -321,7 +321,7 @@ static const char *const k_migrations[KR_STORE_SCHEMA_VERSION] = {
     " volume double precision NOT NULL, amount double precision NOT NULL,"
     " has_volume smallint NOT NULL, has_amount smallint NOT NULL,"
     " PRIMARY KEY (symbol, \"interval\", ts));",
-    /* Version 2 adds each symbol's market (its exchange calendar, market/calendar.h). */
+    /* Version 2 adds each symbol's market (its exchange calendar, series/calendar.h). */
     "CREATE TABLE @markets (symbol text COLLATE \"C\" NOT NULL PRIMARY KEY, market text NOT NULL);",
 };
 

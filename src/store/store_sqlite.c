@@ -1,5 +1,5 @@
 /*
- * market/store_sqlite — the SQLite backend of the candle store (see store.h, store_backend.h):
+ * store/store_sqlite — the SQLite backend of the candle store (see store.h, store_backend.h):
  * one file, the embedded default.
  *
  * Design notes:
@@ -32,7 +32,7 @@
 
 #include "base/error.h"
 #include "base/timeutil.h"
-#include "market/store_backend.h"
+#include "store/store_backend.h"
 
 #define DB(s) ((sqlite3 *)(s)->impl)
 
@@ -113,7 +113,7 @@ static const char k_schema_v1[] =
     " PRIMARY KEY (symbol, interval, ts)) WITHOUT ROWID;"
     "PRAGMA user_version = 1;";
 
-/* Version 2 adds each symbol's market (its exchange calendar, market/calendar.h). */
+/* Version 2 adds each symbol's market (its exchange calendar, series/calendar.h). */
 static const char k_schema_v2[] = "CREATE TABLE markets ("
                                   " symbol TEXT NOT NULL PRIMARY KEY, market TEXT NOT NULL"
                                   ") WITHOUT ROWID;"

@@ -11,7 +11,7 @@
 
 #include "engine/context.h"
 #include "kronos.h"
-#include "kronos/market.h"
+#include "kronos/series.h"
 #include "test_support.h"
 
 typedef struct kr_test_engine {
