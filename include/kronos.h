@@ -540,12 +540,6 @@ typedef struct kr_quantize_params {
 KR_API kr_quantize_params kr_quantize_default_params(void);
 KR_API kr_status kr_model_quantize_with(kr_model *model, const kr_quantize_params *params,
                                         const kr_series *calib, int n_calib, kr_error *err);
-/* Quantising at load is worth a note when it cost more than 5 % of the forecasts it served
- * (forecast_seconds): writes one into buf ("quantising to int8 at load took 0.17 s, 15 % of
- * this forecast: run `kronos quantize --quant int8 --out DIR` once and load DIR") and returns
- * 1; else returns 0 and leaves buf alone. */
-KR_API int kr_quantize_at_load_note(const kr_model_info *mi, double forecast_seconds, char *buf,
-                                    size_t size);
 /* Writes a quantised model as out_dir/predictor and out_dir/tokenizer (config.json +
  * model.safetensors) that kr_model_load maps without converting anything. Both are written into
  * a staging directory inside out_dir and moved into place when complete: whenever the process

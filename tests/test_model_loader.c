@@ -15,6 +15,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "base/fsutil.h"
 #include "kronos/util.h"
 #include "model/config.h"
 #include "model/safetensors.h"

@@ -24,7 +24,8 @@
 #include "kronos.h"
 #include "kronos/forecast_json.h"
 #include "kronos/series.h"
-#include "kronos/server.h"
+#include "common/candles_input.h"
+#include "common/notes.h"
 
 #define CMD "forecast"
 #define MAX_INPUTS 4096
@@ -522,8 +523,9 @@ int kr_cmd_forecast(int argc, char **argv) {
         goto done;
     }
     for (int i = 0; i < o.n_inputs; i++) {
-        if (kr_cli_load_candles(o.inputs[i], &cs[i], msg, sizeof msg) != 0) {
-            rc = kr_cli_fail(CMD, msg);
+        kr_error lerr = { 0 };
+        if (kr_candles_load(o.inputs[i], &cs[i], &lerr) != KR_OK) {
+            rc = kr_cli_fail(CMD, lerr.message);
             goto done;
         }
         kr_cli_warn_dropped_columns(CMD, o.inputs[i], cs[i]);

@@ -14,6 +14,7 @@
 #include "cli/progress.h"
 #include "kronos.h"
 #include "kronos/store.h"
+#include "common/candles_input.h"
 
 #define CMD "ingest"
 
@@ -130,8 +131,8 @@ int kr_cmd_ingest(int argc, char **argv) {
         goto done;
     }
     char msg[sizeof err.message + PATH_MAX + 8];
-    if (kr_cli_load_candles(file, &c, msg, sizeof msg) != 0) {
-        rc = kr_cli_fail(CMD, msg);
+    if (kr_candles_load(file, &c, &err) != KR_OK) {
+        rc = kr_cli_fail(CMD, err.message);
         goto done;
     }
     if (!strcmp(file, "-")) file = "stdin";

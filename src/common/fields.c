@@ -1,7 +1,7 @@
 /*
- * server/fields — JSON request-field readers (see fields.h).
+ * common/fields — JSON request-field readers (see fields.h).
  */
-#include "server/fields.h"
+#include "common/fields.h"
 
 #include <math.h>
 #include <stdarg.h>

@@ -1,5 +1,5 @@
 /*
- * server/fields — the JSON request-field readers every route uses: a request body's top-level
+ * common/fields — the JSON request-field readers every route uses: a request body's top-level
  * object is read against a table of named field descriptors (name, type, range, required),
  * so each route states its fields once and every route answers the same way:
  *   - an unknown field is an error listing the route's fields (a typo such as "pred_length"
@@ -12,8 +12,8 @@
  * The same readers take one value at a time (kr_field_read_value) for array elements
  * ("quantiles[3]"). Pure: no I/O, no globals.
  */
-#ifndef KR_SERVER_FIELDS_H
-#define KR_SERVER_FIELDS_H
+#ifndef KR_COMMON_FIELDS_H
+#define KR_COMMON_FIELDS_H
 
 #include <stddef.h>
 #include <stdint.h>

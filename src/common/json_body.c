@@ -1,5 +1,5 @@
 /*
- * server/json_body — request body to JSON document (see json_body.h).
+ * common/json_body — request body to JSON document (see json_body.h).
  *
  * The scan is a tokenizer, not a validator: it follows strings (with their escapes) and the
  * container structure closely enough to count values and to name the JSON path of a bad
@@ -7,7 +7,7 @@
  * containers (kind, element index, the current key as a span of the input), so the scan
  * allocates nothing whatever the body holds.
  */
-#include "server/json_body.h"
+#include "common/json_body.h"
 
 #include <stdint.h>
 #include <stdio.h>

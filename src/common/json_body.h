@@ -1,5 +1,5 @@
 /*
- * server/json_body — a request body's bytes to a JSON document, the same way on every JSON
+ * common/json_body — a request body's bytes to a JSON document, the same way on every JSON
  * route, with what the generic parser (cJSON) does not check:
  *   - size before building: a tree costs ~90 bytes per JSON value, so an 8 MiB body of
  *     "[0,0,0,...]" would cost ~320 MB. A first pass over the bytes (kr_json_body_scan, no
@@ -12,14 +12,14 @@
  *   - an empty body and a syntax error (named by line, column and byte).
  * Every error is on the field "body" unless it is about one field. Pure: no I/O, no globals.
  */
-#ifndef KR_SERVER_JSON_BODY_H
-#define KR_SERVER_JSON_BODY_H
+#ifndef KR_COMMON_JSON_BODY_H
+#define KR_COMMON_JSON_BODY_H
 
 #include <stddef.h>
 
 #include <cjson/cJSON.h>
 
-#include "server/fields.h"
+#include "common/fields.h"
 
 /* Deeper nesting than any request needs (candles are 3 levels). */
 #define KR_JSON_MAX_DEPTH 64

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "base/sort.h"
 #include "base/timeutil.h"
 #include "series/calendar.h"
 #include "model/model.h"
@@ -340,11 +341,6 @@ const int32_t *kr_forecast_path_s2(const kr_forecast *f, int path) {
     return f->gen_s2 + (size_t)path * f->pred_len;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 kr_status kr_forecast_quantile(const kr_forecast *f, double q, double *out, kr_error *err) {
     if (!f || !out) return kr_error_set(err, KR_ERR_INVALID_ARG, "quantile: NULL argument");
     if (!(q >= 0.0 && q <= 1.0))
@@ -357,12 +353,8 @@ kr_status kr_forecast_quantile(const kr_forecast *f, double q, double *out, kr_e
     for (int i = 0; i < P; i++)
         for (int c = 0; c < 6; c++) {
             for (int p = 0; p < f->paths; p++) col[p] = f->path_values[((size_t)p * P + i) * 6 + c];
-            qsort(col, (size_t)f->paths, sizeof(double), cmp_double);
-            /* numpy's default 'linear' method: position q·(n−1) between order statistics. */
-            double pos = q * (f->paths - 1);
-            int lo = (int)floor(pos), hi = lo + 1 < f->paths ? lo + 1 : lo;
-            double frac = pos - lo;
-            out[i * 6 + c] = col[lo] + (col[hi] - col[lo]) * frac;
+            kr_sort_doubles(col, f->paths);
+            out[i * 6 + c] = kr_quantile_sorted(col, f->paths, q);
         }
     free(col);
     return KR_OK;

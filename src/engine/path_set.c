@@ -1,11 +1,11 @@
-/* analyst/paths — see paths.h. */
-#include "analyst/paths.h"
+/* engine/path_set — see path_set.h. */
+#include "engine/path_set.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "analyst/stats.h"
 #include "base/error.h"
+#include "base/sort.h"
 
 int kr_ohlc_mode_parse(const char *s, kr_ohlc_mode *out) {
     if (!s) return -1;
@@ -153,8 +153,8 @@ kr_status kr_path_set_quantile(const kr_path_set *s, double q, double *out, kr_e
     const size_t cell = (size_t)s->pred_len * KR_N_FEATURES;
     for (size_t i = 0; i < cell; i++) {
         for (int p = 0; p < s->paths; p++) col[p] = s->values[(size_t)p * cell + i];
-        kr_stat_sort(col, s->paths);
-        out[i] = kr_stat_quantile_sorted(col, s->paths, q);
+        kr_sort_doubles(col, s->paths);
+        out[i] = kr_quantile_sorted(col, s->paths, q);
     }
     free(col);
     return KR_OK;

@@ -1,5 +1,5 @@
 /*
- * analyst/paths — a forecast's sample paths as the statistics see them: copied out of one or
+ * engine/path_set — a forecast's sample paths as the statistics see them: copied out of one or
  * more engine results (rounds of one run, extended with kr_forecast_params.first_path), made
  * consistent candles when asked, with the mean path and per-step quantiles taken afterwards.
  *
@@ -15,19 +15,19 @@
  * amount: the model's output there is noise around zero and must not become a negative
  * volume that a candle reader rejects.
  */
-#ifndef KR_ANALYST_PATHS_H
-#define KR_ANALYST_PATHS_H
+#ifndef KR_ENGINE_PATH_SET_H
+#define KR_ENGINE_PATH_SET_H
 
 #include <stdint.h>
 
 #include "kronos.h"
-#include "kronos/analyst.h"
+#include "kronos/paths.h"
 
-/* kr_ohlc_mode and its names: kronos/analyst.h. */
+/* kr_ohlc_mode and its names: kronos/paths.h. */
 
 /* Makes rows[n][6] consistent candles in place (see above). Returns the rows it changed. */
-int64_t kr_ohlc_make_consistent(double *rows, int64_t n);
+KR_PRIVATE int64_t kr_ohlc_make_consistent(double *rows, int64_t n);
 
-/* kr_path_set, its constructor, quantiles and kr_series_zero_volume: kronos/analyst.h. */
+/* kr_path_set, its constructor, quantiles and kr_series_zero_volume: kronos/paths.h. */
 
 #endif

@@ -28,8 +28,6 @@ KR_PRIVATE double kr_machine_fma_peak(int n_threads);
  * for the steps that stream the weights. 0 if no thread pool or buffer could be made. */
 KR_PRIVATE double kr_machine_read_bandwidth(int n_threads);
 
-/* kr_quantize_at_load_note is public (kronos.h). */
-
 /* *acc += *p, part by part (profiles of several forecasts of one bench run). */
 KR_PRIVATE void kr_step_profile_add(kr_step_profile *acc, const kr_step_profile *p);
 

@@ -44,13 +44,6 @@ kr_status kr_api_analyze_parse(const char *json, size_t len, int batch, const kr
                                kr_api_analyze_request *out, kr_api_error *err);
 void kr_api_analyze_request_free(kr_api_analyze_request *r);
 
-/* Parses a POST /v1/candles body: CSV text when csv is set (the CSV reader's rules; label
- * "body"), else JSON: an array of rows or {"candles": ..., "columns": [...]} with the layouts
- * and rules of /v1/forecast's "candles" (rows named candles[i]). lim NULL = defaults. Caller
- * owns *out. */
-kr_status kr_api_candles_parse(const char *body, size_t len, int csv, const kr_api_limits *lim,
-                               kr_candles **out, kr_api_error *err);
-
 /* A store name from client text (a path segment, a query parameter): kr_store_check_symbol or
  * kr_store_check_interval's rules, copied to out[cap]; the error names field. */
 kr_status kr_api_store_name(const char *s, const char *field, int interval, char *out, size_t cap,

@@ -39,11 +39,10 @@
 typedef struct analyze_task {
     kr_server *srv;
     kr_api_analyze_request req;
-    kr_candles *cs[KR_API_MAX_SYMBOLS]; /* histories read from the store (owned) */
-    char intervals[KR_API_MAX_SYMBOLS][KR_STORE_NAME_MAX + 1];
-    char want[KR_API_MAX_SYMBOLS][KR_STORE_NAME_MAX + 1]; /* "all": each series' interval */
-    char names[KR_API_MAX_SYMBOLS][KR_STORE_NAME_MAX + 1]; /* stored spellings */
-    char markets[KR_API_MAX_SYMBOLS][KR_STORE_MARKET_MAX];
+    kr_store_entry *list; /* every stored series (owned); t->series borrow it */
+    int64_t n_list;
+    kr_stored_series series[KR_API_MAX_SYMBOLS]; /* the symbols read from the store */
+    char intervals[1][KR_STORE_NAME_MAX + 1]; /* a body's candles: their interval */
     char errors[KR_API_MAX_SYMBOLS][512]; /* per-symbol load failures (batch) */
     kr_analyze_item items[KR_API_MAX_SYMBOLS];
     /* outcome */
@@ -89,7 +88,8 @@ static void task_free(analyze_task *t) {
     if (!t) return;
     task_join(t);
     if (t->charged) kr_srv_charge_memory(t->srv, t->charged, 1);
-    for (int i = 0; i < KR_API_MAX_SYMBOLS; i++) kr_candles_free(t->cs[i]);
+    kr_stored_series_free(t->series, KR_API_MAX_SYMBOLS);
+    free(t->list);
     kr_api_analyze_request_free(&t->req);
     free(t->body);
     kr_sse_free(&t->sse);
@@ -179,12 +179,86 @@ static void hide_llm_url(kr_server *s, kr_narrative *n) {
     snprintf(n->url, sizeof n->url, "%s", hidden);
 }
 
-static void task_run(analyze_task *t) {
+/* Reads the stored series of the request into t->items (common/analyze_stored, as `kronos
+ * analyze` does). 0, or the request failed (t's status set): a store failure, "all" with
+ * nothing or too much stored, or a single symbol that cannot be analysed. A symbol of a batch
+ * that cannot be loaded becomes a failure of the report set, beside the others' reports. */
+static int load_stored(analyze_task *t, kr_store *store) {
     kr_server *s = t->srv;
     kr_api_analyze_request *r = &t->req;
     kr_api_error aerr = { 0 };
     kr_error err = { 0 };
     char field[40], msg[256];
+    int status = kr_store_access_list(s, store, NULL, &t->list, &t->n_list, &aerr);
+    if (status) {
+        task_fail(t, status, aerr.message, NULL);
+        return -1;
+    }
+    if (r->all) {
+        /* Every stored series: each symbol with each of its intervals, up to the same cap as a
+         * list of symbols (the config's max_symbols, itself at most the compiled
+         * KR_API_MAX_SYMBOLS): more is refused, naming the limit, never cut to the first ones. */
+        int cap = s->limits.max_symbols;
+        if (cap < 1 || cap > KR_API_MAX_SYMBOLS) cap = KR_API_MAX_SYMBOLS;
+        if (kr_stored_all(t->list, t->n_list, t->series, cap, &r->n, &err) != KR_OK) {
+            snprintf(msg, sizeof msg,
+                     "all: %d series are stored, more than max_symbols (%d) one analysis takes; "
+                     "name up to %d in symbols instead",
+                     r->n, cap, cap);
+            task_fail(t, 400, msg, "all");
+            return -1;
+        }
+        if (r->n == 0) {
+            task_fail(t, 400, "all: nothing is stored (add candles with POST /v1/candles)", "all");
+            return -1;
+        }
+        pthread_mutex_lock(&t->mu);
+        t->steps = r->n + 2 + (r->params.calibrate > 0 ? r->n : 0);
+        pthread_mutex_unlock(&t->mu);
+    } else {
+        for (int i = 0; i < r->n; i++) {
+            t->series[i].asked = r->symbols[i];
+            t->series[i].want = r->interval;
+        }
+    }
+    const int64_t need = kr_analyze_min_rows(&r->params);
+    for (int i = 0; i < r->n; i++) {
+        kr_stored_series *e = &t->series[i];
+        /* "all" names no symbols: its series' errors name the field that asked for them. */
+        if (r->batch && r->all)
+            snprintf(field, sizeof field, "all");
+        else if (r->batch)
+            snprintf(field, sizeof field, "symbols[%d]", i);
+        else
+            snprintf(field, sizeof field, "symbol");
+        snprintf(msg, sizeof msg, "reading %s", e->asked);
+        emit(t, "load", e->asked, msg);
+        kr_stored_pick(t->list, t->n_list, e);
+        kr_stored_read(store, need, e);
+        status = kr_store_access_fault(s, e, field, 400, &aerr);
+        if (!status && e->fault == KR_STORED_TOO_FEW_ROWS) {
+            status = 400;
+            kr_api_error_set(&aerr, 400, NULL,
+                             "%s: %s %s has %lld rows, at least %lld needed for horizon %d%s",
+                             field, e->symbol, e->interval, (long long)e->rows, (long long)e->need,
+                             r->params.horizon, r->params.calibrate ? " and calibrate" : "");
+            snprintf(aerr.field, sizeof aerr.field, "%s", field);
+        }
+        if (status && !r->batch) {
+            task_fail(t, aerr.status, aerr.message, aerr.field);
+            return -1;
+        }
+        snprintf(t->errors[i], sizeof t->errors[i], "%s", aerr.message);
+        t->items[i] = kr_stored_item(e, r->market, t->errors[i]);
+    }
+    return 0;
+}
+
+static void task_run(analyze_task *t) {
+    kr_server *s = t->srv;
+    kr_api_analyze_request *r = &t->req;
+    kr_api_error aerr = { 0 };
+    kr_error err = { 0 };
     if (r->candles) {
         snprintf(t->intervals[0], sizeof t->intervals[0], "%s", r->interval);
         t->items[0] = (kr_analyze_item){ r->symbols[0], t->intervals[0], r->candles, NULL,
@@ -196,114 +270,9 @@ static void task_run(analyze_task *t) {
             task_fail(t, status, aerr.message, NULL);
             return;
         }
-        if (r->all) {
-            /* Every stored series: each symbol with each of its intervals. */
-            kr_store_entry *e = NULL;
-            int64_t n = 0;
-            if (store && kr_store_list(store, NULL, &e, &n, &err) != KR_OK) {
-                kr_store_close(store);
-                const int code = kr_store_access_failure_status(err.status);
-                kr_store_access_log_error(s, code, err.message);
-                kr_store_access_client_message(s, err.status, err.message, msg, sizeof msg);
-                task_fail(t, code, msg, NULL);
-                return;
-            }
-            /* The same cap as a list of symbols (the config's max_symbols, itself at most the
-             * compiled KR_API_MAX_SYMBOLS): more stored series than that is refused, naming
-             * the limit, never cut silently to the first ones. */
-            int cap = s->limits.max_symbols;
-            if (cap < 1 || cap > KR_API_MAX_SYMBOLS) cap = KR_API_MAX_SYMBOLS;
-            if (n > cap) {
-                free(e);
-                kr_store_close(store);
-                snprintf(msg, sizeof msg,
-                         "all: %lld series are stored, more than max_symbols (%d) one analysis "
-                         "takes; name up to %d in symbols instead",
-                         (long long)n, cap, cap);
-                task_fail(t, 400, msg, "all");
-                return;
-            }
-            r->n = 0;
-            for (int64_t i = 0; i < n; i++, r->n++) {
-                snprintf(r->symbols[r->n], sizeof r->symbols[0], "%s", e[i].symbol);
-                snprintf(t->want[r->n], sizeof t->want[0], "%s", e[i].interval);
-            }
-            free(e);
-            if (r->n == 0) {
-                kr_store_close(store);
-                task_fail(t, 400, "all: nothing is stored (add candles with POST /v1/candles)",
-                          "all");
-                return;
-            }
-            pthread_mutex_lock(&t->mu);
-            t->steps = r->n + 2 + (r->params.calibrate > 0 ? r->n : 0);
-            pthread_mutex_unlock(&t->mu);
-        }
-        const int64_t need = kr_analyze_min_rows(&r->params);
-        for (int i = 0; i < r->n; i++) {
-            const char *sym = r->symbols[i];
-            /* "all" names no symbols: its series' errors name the field that asked for them. */
-            if (r->batch && r->all)
-                snprintf(field, sizeof field, "all");
-            else if (r->batch)
-                snprintf(field, sizeof field, "symbols[%d]", i);
-            else
-                snprintf(field, sizeof field, "symbol");
-            snprintf(msg, sizeof msg, "reading %s", sym);
-            emit(t, "load", sym, msg);
-            /* A batch reports a symbol it cannot load beside the others' reports; a single
-             * analysis answers with the error. */
-            const char *want = t->want[i][0] ? t->want[i] : r->interval;
-            if (kr_store_access_pick_interval(
-                    s, store, sym, want, field, 400, t->intervals[i], sizeof t->intervals[i],
-                    t->markets[i], sizeof t->markets[i], t->names[i], sizeof t->names[i], &aerr)) {
-                if (!r->batch) {
-                    kr_store_close(store);
-                    task_fail(t, aerr.status, aerr.message, aerr.field);
-                    return;
-                }
-                snprintf(t->errors[i], sizeof t->errors[i], "%s", aerr.message);
-                t->items[i] = (kr_analyze_item){ sym, want ? want : "", NULL, t->errors[i], NULL };
-                continue;
-            }
-            /* Symbols ignore case: the report carries the stored spelling (names[i]). */
-            if (kr_store_read(store, t->names[i], t->intervals[i], KR_API_CANDLES_MAX, &t->cs[i],
-                              &err) != KR_OK) {
-                if (!r->batch) {
-                    kr_store_close(store);
-                    const int code = kr_store_access_failure_status(err.status);
-                    kr_store_access_log_error(s, code, err.message);
-                    kr_store_access_client_message(s, err.status, err.message, msg, sizeof msg);
-                    task_fail(t, code, msg, NULL);
-                    return;
-                }
-                kr_store_access_client_message(s, err.status, err.message, t->errors[i],
-                                               sizeof t->errors[i]);
-                t->items[i] = (kr_analyze_item){ sym, t->intervals[i], NULL, t->errors[i], NULL };
-                continue;
-            }
-            if (t->cs[i]->n < need) {
-                snprintf(msg, sizeof msg,
-                         "%s: %s %s has %lld rows, at least %lld needed for "
-                         "horizon %d%s",
-                         field, t->names[i], t->intervals[i], (long long)t->cs[i]->n,
-                         (long long)need, r->params.horizon,
-                         r->params.calibrate ? " and calibrate" : "");
-                if (!r->batch) {
-                    kr_store_close(store);
-                    task_fail(t, 400, msg, field);
-                    return;
-                }
-                snprintf(t->errors[i], sizeof t->errors[i], "%s", msg);
-                t->items[i] =
-                    (kr_analyze_item){ t->names[i], t->intervals[i], NULL, t->errors[i], NULL };
-                continue;
-            }
-            const char *market = r->market[0] ? r->market : t->markets[i];
-            t->items[i] = (kr_analyze_item){ t->names[i], t->intervals[i], t->cs[i], NULL,
-                                             market[0] ? market : NULL };
-        }
+        const int failed = load_stored(t, store);
         kr_store_close(store);
+        if (failed) return;
     }
 
     kr_analyze_params p = r->params;

@@ -31,10 +31,10 @@ for lib in libkronos.so libkronos-tools.so; do
   [ -z "$bad" ] || { echo "$lib exports beyond the API:"; echo "$bad"; exit 1; }
   n_public=0 n_private=0
   for sym in $exports; do
-    if grep -rhw "$sym" "$prefix/include" | grep -q "KR_API"; then
+    if grep -rhw "$sym" "$prefix/include" | grep "KR_API" >/dev/null; then
       n_public=$((n_public + 1))
       public_exports="$public_exports $sym"
-    elif grep -hw "$sym" "$src"/src/*/*.h | grep -q 'KR_PRIVATE'; then
+    elif grep -hw "$sym" "$src"/src/*/*.h | grep KR_PRIVATE >/dev/null; then
       n_private=$((n_private + 1))
     else
       echo "$lib exports $sym, neither KR_API in a public header nor KR_PRIVATE in src/"
@@ -43,6 +43,17 @@ for lib in libkronos.so libkronos-tools.so; do
   done
   echo "$lib: $n_public public functions, $n_private private ones (KR_PRIVATE)"
 done
+# ... and every KR_API function of the public headers is exported by one of them (a source
+# file that defines it without seeing its KR_API declaration would leave it hidden).
+all_exports=$(nm -D --defined-only "$prefix/lib/libkronos.so" "$prefix/lib/libkronos-tools.so" |
+  awk '{print $3}')
+missing=""
+for sym in $(grep -h '^KR_API ' "$prefix"/include/kronos.h "$prefix"/include/kronos/*.h | grep -o '^KR_API [^(]*(' |
+             sed 's/($//; s/.*[ *]//'); do
+  grep -qxF "$sym" <<<"$all_exports" || missing="$missing $sym"
+done
+[ -z "$missing" ] || { echo "declared KR_API but not exported:$missing"; exit 1; }
+
 # The core library depends on libc, libm, pthreads, cJSON and xxHash only: no database client,
 # HTTP client or server (those are libkronos-tools').
 core_deps=$(readelf -d "$prefix/lib/libkronos.so" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')
