@@ -19,6 +19,7 @@
 #include "kronos/util.h"
 #include "common/analyze_stored.h"
 #include "common/candles_input.h"
+#include "common/limits.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/engine_open.h"
@@ -256,7 +257,7 @@ static int parse_opts(int argc, char **argv, opts *o) {
         case 'm': o->model = optarg; break;
         case 't': o->tokenizer = optarg; break;
         case 'n':
-            if (!kr_arg_int(optarg, 1, 65535, &o->p.horizon))
+            if (!kr_arg_int(optarg, 1, KR_LIMIT_PRED_LEN_CAP, &o->p.horizon))
                 return kr_cli_usage_error(CMD, "--horizon must be an integer in 1..65535, got '%s'",
                                           optarg);
             break;

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "kronos/util.h"
+#include "common/limits.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/progress.h"
@@ -110,7 +111,7 @@ int kr_cmd_bench(int argc, char **argv) {
                 return kr_cli_usage_error(CMD, "bad --lookback-max '%s'", optarg);
             break;
         case 'n':
-            if (!kr_arg_int(optarg, 1, 1 << 16, &pred_len))
+            if (!kr_arg_int(optarg, 1, KR_LIMIT_PRED_LEN_CAP, &pred_len))
                 return kr_cli_usage_error(CMD, "bad --pred-len '%s'", optarg);
             break;
         case 'p': {

@@ -17,6 +17,7 @@
 
 #include "kronos/analyst.h"
 #include "kronos/util.h"
+#include "common/limits.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/engine_open.h"
@@ -366,7 +367,7 @@ static int parse_opts(int argc, char **argv, opts *o, char ***owned, int *n_owne
                 return kr_cli_usage_error(CMD, "%s", msg);
             break;
         case 'n':
-            if (!kr_arg_int(optarg, 1, 65536, &o->p.pred_len))
+            if (!kr_arg_int(optarg, 1, KR_LIMIT_PRED_LEN_CAP, &o->p.pred_len))
                 return kr_cli_usage_error(
                     CMD, "--pred-len must be an integer in 1..65536, got '%s'", optarg);
             break;

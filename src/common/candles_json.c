@@ -120,8 +120,9 @@ static int table_push(table *t) {
     return 0;
 }
 
-/* Validates one row and appends it: the rules of series/candles.c parse_row_values plus the
- * strictly-increasing timestamp check. */
+/* Validates one row and appends it: the candle rules of series/candles.h (kr_candle_value_check,
+ * kr_candle_row_finish, which the CSV reader applies too) plus the strictly-increasing
+ * timestamp check. */
 static kr_status add_row(table *t, const row_cells *rc, kr_api_error *err) {
     char f[160], f2[160], a[32], b[32];
     if (table_push(t) != 0) return kr_api_error_set(err, 400, "candles", "out of memory");
@@ -157,36 +158,31 @@ static kr_status add_row(table *t, const row_cells *rc, kr_api_error *err) {
             return kr_api_error_set(err, 400, f, "must be a number, got %s", kr_json_type_name(c));
         if (!isfinite(c->valuedouble)) return kr_api_error_set(err, 400, f, "is not finite");
         v[k] = c->valuedouble;
-        /* The model reads float32: a larger magnitude would be inf there and poison the
-         * window's statistics. */
-        if (fabs(v[k]) > FLT_MAX)
+        switch (kr_candle_value_check(k, v[k])) {
+        case KR_ROW_OUT_OF_RANGE:
             return kr_api_error_set(err, 400, f,
                                     "%.10g is out of range (the model reads float32, max %.3g)",
                                     v[k], (double)FLT_MAX);
-        /* Positive as the model reads it: 1e-320 is > 0 in double and 0 in float32. */
-        if (k <= KR_CLOSE ? !((float)v[k] > 0.0f) : v[k] < 0.0)
+        case KR_ROW_NOT_POSITIVE:
+        case KR_ROW_NEGATIVE:
             return kr_api_error_set(err, 400, f, "%s must be %s, got %.10g", k_role_names[k],
                                     k <= KR_CLOSE ? "positive (in float32, as the model reads it)"
                                                   : "non-negative",
                                     v[k]);
+        default: break;
+        }
     }
-    if (v[KR_HIGH] < v[KR_LOW]) {
+    switch (kr_candle_row_finish(v, t->has_volume, t->has_amount)) {
+    case KR_ROW_HIGH_BELOW_LOW:
         field_name(rc, KR_HIGH, f, sizeof f);
         return kr_api_error_set(err, 400, f, "%.10g is below low %.10g", v[KR_HIGH], v[KR_LOW]);
-    }
-    if (!t->has_volume) {
-        v[KR_AMOUNT] = 0.0; /* the reference zeroes both when volume is missing */
-    } else if (!t->has_amount) {
-        /* pandas: volume × row mean of the four prices, summed left to right in float64. */
-        const double mean = (((v[KR_OPEN] + v[KR_HIGH]) + v[KR_LOW]) + v[KR_CLOSE]) / 4.0;
-        v[KR_AMOUNT] = v[KR_VOLUME] * mean;
-        if (v[KR_AMOUNT] > FLT_MAX) {
-            field_name(rc, KR_VOLUME, f2, sizeof f2);
-            return kr_api_error_set(err, 400, f2,
-                                    "volume x mean price = %.3g is out of range for the derived "
-                                    "amount (the model reads float32)",
-                                    v[KR_AMOUNT]);
-        }
+    case KR_ROW_AMOUNT_OUT_OF_RANGE:
+        field_name(rc, KR_VOLUME, f2, sizeof f2);
+        return kr_api_error_set(err, 400, f2,
+                                "volume x mean price = %.3g is out of range for the derived "
+                                "amount (the model reads float32)",
+                                v[KR_AMOUNT]);
+    default: break;
     }
     t->any_time |= has_time;
     t->ts[t->n++] = ts;

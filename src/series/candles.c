@@ -699,17 +699,14 @@ static kr_status parse_row_values(const csv_reader *r, const table_cols *tc, con
         const char *s = csv_text(r, c);
         size_t n = r->fields[c].len;
         const enum number_result nr = parse_number(s, n, &v[k]);
-        /* Positive as the model reads it: 1e-320 is > 0 in double and 0 in float32. */
-        const int positive_ok = k <= KR_CLOSE ? (float)v[k] > 0.0f : !(v[k] < 0.0);
-        if (nr == NUM_OK && positive_ok && fabs(v[k]) <= FLT_MAX) continue; /* the usual row */
+        const kr_row_fault f = nr == NUM_OK ? kr_candle_value_check(k, v[k]) : KR_ROW_OK;
+        if (nr == NUM_OK && f == KR_ROW_OK) continue; /* the usual row */
         trim_span(&s, &n);
         excerpt(s, n, ex, sizeof ex);
         if (nr == NUM_EMPTY)
             return kr_error_set(err, KR_ERR_FORMAT, "%s: line %lld, column '%s': empty field",
                                 label, line, tc->name[k]);
-        /* The model reads float32: a larger magnitude would become inf there and poison the
-         * window's mean and std. */
-        if (nr == NUM_RANGE || (nr == NUM_OK && fabs(v[k]) > FLT_MAX))
+        if (nr == NUM_RANGE || f == KR_ROW_OUT_OF_RANGE)
             return kr_error_set(err, KR_ERR_FORMAT,
                                 "%s: line %lld, column '%s': '%s' is out of range (the model "
                                 "reads float32, max %.3g)",
@@ -720,13 +717,13 @@ static kr_status parse_row_values(const csv_reader *r, const table_cols *tc, con
                                 nr == NUM_NAN   ? "(NaN) is not allowed"
                                 : nr == NUM_INF ? "is not finite"
                                                 : "is not a number");
-        if (!positive_ok)
-            return kr_error_set(
-                err, KR_ERR_FORMAT, "%s: line %lld, column '%s': %s (%s) must be %s", label, line,
-                tc->name[k], k_role_names[k], ex,
-                k <= KR_CLOSE ? "positive (in float32, as the model reads it)" : "non-negative");
+        return kr_error_set(err, KR_ERR_FORMAT, "%s: line %lld, column '%s': %s (%s) must be %s",
+                            label, line, tc->name[k], k_role_names[k], ex,
+                            k <= KR_CLOSE ? "positive (in float32, as the model reads it)"
+                                          : "non-negative");
     }
-    if (v[KR_HIGH] < v[KR_LOW]) {
+    switch (kr_candle_row_finish(v, tc->col[KR_VOLUME] >= 0, tc->col[KR_AMOUNT] >= 0)) {
+    case KR_ROW_HIGH_BELOW_LOW: {
         const char *hs = csv_text(r, tc->col[KR_HIGH]), *ls = csv_text(r, tc->col[KR_LOW]);
         size_t hn = r->fields[tc->col[KR_HIGH]].len, ln = r->fields[tc->col[KR_LOW]].len;
         trim_span(&hs, &hn);
@@ -736,22 +733,38 @@ static kr_status parse_row_values(const csv_reader *r, const table_cols *tc, con
                             tc->name[KR_HIGH], excerpt(hs, hn, ex, sizeof ex),
                             excerpt(ls, ln, ex2, sizeof ex2));
     }
-    if (tc->col[KR_VOLUME] < 0) {
+    case KR_ROW_AMOUNT_OUT_OF_RANGE:
+        return kr_error_set(err, KR_ERR_FORMAT,
+                            "%s: line %lld, column '%s': volume x mean price = %.3g is out "
+                            "of range for the derived amount (the model reads float32)",
+                            label, line, tc->name[KR_VOLUME], v[KR_AMOUNT]);
+    default: return KR_OK;
+    }
+}
+
+kr_row_fault kr_candle_value_check(int k, double v) {
+    /* The model reads float32: a larger magnitude would become inf there and poison the
+     * window's mean and std. */
+    if (fabs(v) > FLT_MAX) return KR_ROW_OUT_OF_RANGE;
+    /* Positive as the model reads it: 1e-320 is > 0 in double and 0 in float32. */
+    if (k <= KR_CLOSE) return (float)v > 0.0f ? KR_ROW_OK : KR_ROW_NOT_POSITIVE;
+    return v < 0.0 ? KR_ROW_NEGATIVE : KR_ROW_OK;
+}
+
+kr_row_fault kr_candle_row_finish(double v[KR_N_FEATURES], int has_volume, int has_amount) {
+    if (v[KR_HIGH] < v[KR_LOW]) return KR_ROW_HIGH_BELOW_LOW;
+    if (!has_volume) {
         /* The reference sets volume = amount = 0 whenever volume is missing, even when an
          * amount column exists: the model never sees amount without volume. */
         v[KR_AMOUNT] = 0.0;
-    } else if (tc->col[KR_AMOUNT] < 0) {
+    } else if (!has_amount) {
         /* The reference fills amount with volume * df[ohlc].mean(axis=1): a left-to-right
          * float64 sum of the four prices divided by 4, so do exactly that. */
         const double mean = (((v[KR_OPEN] + v[KR_HIGH]) + v[KR_LOW]) + v[KR_CLOSE]) / 4.0;
         v[KR_AMOUNT] = v[KR_VOLUME] * mean;
-        if (v[KR_AMOUNT] > FLT_MAX)
-            return kr_error_set(err, KR_ERR_FORMAT,
-                                "%s: line %lld, column '%s': volume x mean price = %.3g is out "
-                                "of range for the derived amount (the model reads float32)",
-                                label, line, tc->name[KR_VOLUME], v[KR_AMOUNT]);
+        if (v[KR_AMOUNT] > FLT_MAX) return KR_ROW_AMOUNT_OUT_OF_RANGE;
     }
-    return KR_OK;
+    return KR_ROW_OK;
 }
 
 /* The shared reader behind kr_candles_parse_csv and kr_timestamps_read_csv. On success the

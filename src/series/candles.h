@@ -42,6 +42,31 @@ KR_PRIVATE int kr_timestamp_in_range(int64_t t);
 enum { KR_TS_UNPARSABLE = -1, KR_TS_OUT_OF_RANGE = -2 };
 KR_PRIVATE int kr_parse_timestamp(const char *s, size_t len, int64_t *out, int *has_time);
 
+/* The rules every candle row follows, whatever the input (a CSV file, a JSON body or file):
+ * the CSV reader and common/candles_json both check a row's numbers with these two, in this
+ * order, and word the verdict their way (a line and column, a JSON field). */
+typedef enum kr_row_fault {
+    KR_ROW_OK = 0,
+    KR_ROW_OUT_OF_RANGE, /* |value| > FLT_MAX: inf once in float32, which the model reads */
+    KR_ROW_NOT_POSITIVE, /* a price (open..close) not > 0 in float32 (1e-320 is 0 there) */
+    KR_ROW_NEGATIVE, /* a volume or an amount < 0 */
+    KR_ROW_HIGH_BELOW_LOW, /* high < low */
+    KR_ROW_AMOUNT_OUT_OF_RANGE /* the derived amount, volume x mean price, > FLT_MAX */
+} kr_row_fault;
+
+/* One finite value of column k (KR_OPEN .. KR_AMOUNT): KR_ROW_OK, KR_ROW_OUT_OF_RANGE,
+ * KR_ROW_NOT_POSITIVE or KR_ROW_NEGATIVE. */
+KR_PRIVATE kr_row_fault kr_candle_value_check(int k, double v);
+
+/* A row whose values passed kr_candle_value_check (columns the input lacks are 0): checks high
+ * >= low, then completes the row the reference's way: without a volume column volume and
+ * amount are both 0 (even with an amount column: the model never sees amount without volume);
+ * with a volume and no amount, amount = volume x the row mean of the four prices, summed left
+ * to right in float64 as pandas does. Returns KR_ROW_OK, KR_ROW_HIGH_BELOW_LOW or
+ * KR_ROW_AMOUNT_OUT_OF_RANGE. */
+KR_PRIVATE kr_row_fault kr_candle_row_finish(double v[KR_N_FEATURES], int has_volume,
+                                             int has_amount);
+
 /* The exact fast case of strtod for a decimal number: s[len] wholly of the form
  * [+-]digits[.digits][(e|E)[+-]digits] with at least one mantissa digit, at most 19
  * significant digits forming an integer up to 2^53 and a decimal exponent within +-22.
