@@ -16,7 +16,7 @@
 
 #include "base/error.h"
 #include "base/timeutil.h"
-#include "model/kv_pool.h"
+#include "model/kv_cache.h"
 #include "model/model.h"
 
 /* Rows one forward pass computes at most (generate.c splits larger work into such chunks). */
@@ -393,7 +393,7 @@ static kr_status context_create(const kr_model *model, const kr_context_params *
         return st;
     }
     c->model_attached = 1;
-    /* The block pool may keep freed blocks within this budget (kv_pool.h): a busy engine then
+    /* The block pool may keep freed blocks within this budget (model/kv_cache.h): a busy engine then
      * reuses pages already faulted in instead of writing each request's KV into fresh ones.
      * Never more than the machine's memory: the pool adds every context's reservation, and a
      * budget of SIZE_MAX ("unlimited") would wrap that sum. */

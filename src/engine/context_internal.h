@@ -61,7 +61,7 @@ struct kr_context {
     kr_context_params p;
     kr_metrics *metrics;
     int own_metrics;
-    size_t kv_keep_reserved; /* bytes reserved with the block pool (kv_pool.h), 0: none */
+    size_t kv_keep_reserved; /* bytes reserved with the block pool (model/kv_cache.h), 0: none */
     int model_attached; /* counted among the model's live contexts (model_attach) */
     pthread_t thread;
     pthread_mutex_t lock;

@@ -23,7 +23,7 @@
 #include "base/error.h"
 #include "base/timeutil.h"
 #include "engine/context_internal.h"
-#include "model/kv_pool.h"
+#include "model/kv_cache.h"
 
 /* How often queued requests' should_abort callbacks are polled. */
 #define KR_QUEUED_ABORT_POLL_S 0.05

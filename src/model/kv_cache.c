@@ -1,7 +1,10 @@
-/* model/kv_pool — see kv_pool.h. */
-#include "model/kv_pool.h"
+/* model/kv_cache — see kv_cache.h: the block pool, then the stores over its blocks. */
+#include "model/kv_cache.h"
 
+#include "base/error.h"
 #include "base/timeutil.h"
+#include "kernels/kernels.h"
+#include "kernels/kv_convert.h"
 
 #include <pthread.h>
 #include <stdint.h>
@@ -328,4 +331,218 @@ void kr_kv_pool_trim(void) {
     g_free_bytes = 0;
     g_free_blocks = 0;
     pthread_mutex_unlock(&g_lock);
+}
+
+/* ---------------------------------------------------------------- stores */
+
+#define KVB KR_KV_BLOCK_ROWS
+
+kr_status kr_kv_store_init(kr_kv_store *s, int n_layers, int d, int cap, kr_error *err) {
+    return kr_kv_store_init_dtype(s, n_layers, d, cap, KR_KV_F32, 0, err);
+}
+
+/* A store's layout without its blocks: strides, offsets, block size and count. */
+static void store_layout(kr_kv_store *s, int n_layers, int d, int cap, kr_kv_dtype dtype,
+                         int group) {
+    s->n_layers = n_layers;
+    s->d = d;
+    s->cap = cap;
+    s->dtype = dtype;
+    s->group = dtype == KR_KV_INT8 ? group : 0;
+    s->elt = dtype == KR_KV_F32    ? sizeof(float)
+             : dtype == KR_KV_BF16 ? sizeof(uint16_t)
+                                   : sizeof(int8_t);
+    /* BF16 and INT8 rows are converted to f32 copies before attention reads them, so only
+     * F32 rows are laid out for reading in place. */
+    s->stride = dtype == KR_KV_F32 ? kr_kv_f32_stride(d) : d;
+    size_t values = (size_t)n_layers * KVB * (size_t)s->stride;
+    size_t scales =
+        dtype == KR_KV_INT8 ? (size_t)n_layers * KVB * (size_t)(d / group) * sizeof(float) : 0;
+    /* Each region starts on a cache line, as a separately allocated array would. */
+    size_t vb = (values * s->elt + 63) / 64 * 64, sb = (scales + 63) / 64 * 64;
+    s->v_off = vb;
+    s->sk_off = 2 * vb;
+    s->sv_off = 2 * vb + sb;
+    s->block_bytes = 2 * vb + 2 * sb;
+    s->n_blocks = (cap + KVB - 1) / KVB;
+}
+
+size_t kr_kv_store_bytes_for(int n_layers, int d, int cap, kr_kv_dtype dtype, int group) {
+    if (n_layers <= 0 || d <= 0 || cap <= 0) return 0;
+    if (dtype == KR_KV_INT8 && (group <= 0 || d % group != 0)) return 0;
+    kr_kv_store s;
+    store_layout(&s, n_layers, d, cap, dtype, group);
+    return (size_t)s.n_blocks * s.block_bytes;
+}
+
+kr_status kr_kv_store_init_dtype(kr_kv_store *s, int n_layers, int d, int cap, kr_kv_dtype dtype,
+                                 int group, kr_error *err) {
+    memset(s, 0, sizeof *s);
+    if (n_layers <= 0 || d <= 0 || cap <= 0)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "kv store: bad size %d×%d×%d", n_layers, cap,
+                            d);
+    if (dtype != KR_KV_F32 && dtype != KR_KV_BF16 && dtype != KR_KV_INT8)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "kv store: unknown dtype %d", (int)dtype);
+    if (dtype == KR_KV_INT8 && (group <= 0 || d % group != 0))
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "kv store: int8 group %d does not divide %d",
+                            group, d);
+    store_layout(s, n_layers, d, cap, dtype, group);
+    s->blocks = calloc((size_t)s->n_blocks, sizeof *s->blocks);
+    int ok = s->blocks != NULL;
+    for (int i = 0; ok && i < s->n_blocks; i++)
+        ok = (s->blocks[i] = kr_kv_block_alloc(s->block_bytes)) != NULL;
+    if (!ok) {
+        size_t bytes = (size_t)s->n_blocks * s->block_bytes;
+        kr_kv_store_release(s);
+        return kr_error_set(err, KR_ERR_NOMEM, "kv store: cannot allocate %zu bytes", bytes);
+    }
+    return KR_OK;
+}
+
+void kr_kv_store_release(kr_kv_store *s) {
+    if (!s) return;
+    for (int i = 0; s->blocks && i < s->n_blocks; i++) kr_kv_block_unref(s->blocks[i]);
+    free(s->blocks);
+    memset(s, 0, sizeof *s);
+}
+
+size_t kr_kv_store_bytes(const kr_kv_store *s) {
+    size_t n = 0;
+    for (int i = 0; s->blocks && i < s->n_blocks; i++)
+        if (s->blocks[i]) n++;
+    return n * s->block_bytes;
+}
+
+size_t kr_kv_store_unshared_bytes(const kr_kv_store *s) {
+    size_t n = 0;
+    for (int i = 0; s->blocks && i < s->n_blocks; i++)
+        if (s->blocks[i] && kr_kv_block_refs(s->blocks[i]) == 1) n++;
+    return n * s->block_bytes;
+}
+
+int kr_kv_store_row_refs(const kr_kv_store *s, int row) {
+    return kr_kv_block_refs(s->blocks[row / KVB]);
+}
+
+/* Rows [r, r + n) of every layer of one block, raw (codes and scales as stored). */
+static void copy_block_rows(const kr_kv_store *s, unsigned char *dst, const unsigned char *src,
+                            int r, int n) {
+    size_t row_bytes = (size_t)s->stride * s->elt,
+           srow = s->group ? (size_t)(s->d / s->group) * sizeof(float) : 0;
+    for (int l = 0; l < s->n_layers; l++) {
+        size_t i = (size_t)l * KVB + (size_t)r;
+        memcpy(dst + i * row_bytes, src + i * row_bytes, (size_t)n * row_bytes);
+        memcpy(dst + s->v_off + i * row_bytes, src + s->v_off + i * row_bytes,
+               (size_t)n * row_bytes);
+        if (srow) {
+            memcpy(dst + s->sk_off + i * srow, src + s->sk_off + i * srow, (size_t)n * srow);
+            memcpy(dst + s->sv_off + i * srow, src + s->sv_off + i * srow, (size_t)n * srow);
+        }
+    }
+}
+
+kr_status kr_kv_store_share_prefix(kr_kv_store *dst, const kr_kv_store *src, int rows,
+                                   kr_error *err) {
+    if (dst->n_layers != src->n_layers || dst->d != src->d || dst->dtype != src->dtype ||
+        dst->group != src->group || rows < 0 || rows > src->cap || rows > dst->cap)
+        return kr_error_set(err, KR_ERR_INVALID_ARG,
+                            "kv store: cannot share %d rows between stores of "
+                            "different shapes",
+                            rows);
+    int whole = rows / KVB, part = rows % KVB;
+    if (part > 0 && dst->blocks[whole] == src->blocks[whole]) part = 0; /* already shared */
+    if (part > 0 && kr_kv_block_refs(dst->blocks[whole]) > 1) {
+        /* The copy must not land in a block another store still reads. */
+        kr_kv_block *own = kr_kv_block_alloc(dst->block_bytes);
+        if (!own)
+            return kr_error_set(err, KR_ERR_NOMEM, "kv store: cannot allocate %zu bytes",
+                                dst->block_bytes);
+        copy_block_rows(dst, own->data, dst->blocks[whole]->data, 0, KVB);
+        kr_kv_block_unref(dst->blocks[whole]);
+        dst->blocks[whole] = own;
+    }
+    for (int i = 0; i < whole; i++) {
+        if (dst->blocks[i] == src->blocks[i]) continue;
+        kr_kv_block_ref(src->blocks[i]);
+        kr_kv_block_unref(dst->blocks[i]);
+        dst->blocks[i] = src->blocks[i];
+    }
+    if (part > 0) copy_block_rows(dst, dst->blocks[whole]->data, src->blocks[whole]->data, 0, part);
+    return KR_OK;
+}
+
+/* Rows [row, row + n) of one block of a layer: the unit a conversion runs over, since rows
+ * are contiguous only within a block. */
+static void write_rows(kr_kv_store *s, int layer, int row, const float *k_rows, const float *v_rows,
+                       int n) {
+    size_t values = (size_t)n * (size_t)s->d;
+    if (s->dtype == KR_KV_F32) {
+        size_t d = (size_t)s->d, st = (size_t)s->stride;
+        float *k = kr_kv_row(s, 0, layer, row), *v = kr_kv_row(s, 1, layer, row);
+        for (size_t r = 0; r < (size_t)n; r++) {
+            memcpy(k + r * st, k_rows + r * d, d * sizeof(float));
+            memcpy(v + r * st, v_rows + r * d, d * sizeof(float));
+        }
+    } else if (s->dtype == KR_KV_BF16) {
+        kr_kv_pack_bf16(k_rows, kr_kv_row(s, 0, layer, row), values);
+        kr_kv_pack_bf16(v_rows, kr_kv_row(s, 1, layer, row), values);
+    } else {
+        int d = s->d, ns = d / s->group;
+        int8_t *qk = kr_kv_row(s, 0, layer, row), *qv = kr_kv_row(s, 1, layer, row);
+        float *sk = kr_kv_row_scales(s, 0, layer, row), *sv = kr_kv_row_scales(s, 1, layer, row);
+        for (int r = 0; r < n; r++) {
+            kr_kv_pack_int8(k_rows + (size_t)r * d, qk + (size_t)r * d, sk + (size_t)r * ns, d,
+                            s->group);
+            kr_kv_pack_int8(v_rows + (size_t)r * d, qv + (size_t)r * d, sv + (size_t)r * ns, d,
+                            s->group);
+        }
+    }
+}
+
+static void read_rows(const kr_kv_store *s, int layer, int row, int n, float *k_out, float *v_out) {
+    size_t values = (size_t)n * (size_t)s->d;
+    if (s->dtype == KR_KV_F32) {
+        size_t d = (size_t)s->d, st = (size_t)s->stride;
+        const float *k = kr_kv_row(s, 0, layer, row), *v = kr_kv_row(s, 1, layer, row);
+        for (size_t r = 0; r < (size_t)n; r++) {
+            memcpy(k_out + r * d, k + r * st, d * sizeof(float));
+            memcpy(v_out + r * d, v + r * st, d * sizeof(float));
+        }
+    } else if (s->dtype == KR_KV_BF16) {
+        kr_kv_unpack_bf16(kr_kv_row(s, 0, layer, row), k_out, values);
+        kr_kv_unpack_bf16(kr_kv_row(s, 1, layer, row), v_out, values);
+    } else {
+        int d = s->d, ns = d / s->group;
+        const int8_t *qk = kr_kv_row(s, 0, layer, row), *qv = kr_kv_row(s, 1, layer, row);
+        const float *sk = kr_kv_row_scales(s, 0, layer, row),
+                    *sv = kr_kv_row_scales(s, 1, layer, row);
+        for (int r = 0; r < n; r++) {
+            kr_kv_unpack_int8(qk + (size_t)r * d, sk + (size_t)r * ns, k_out + (size_t)r * d, d,
+                              s->group);
+            kr_kv_unpack_int8(qv + (size_t)r * d, sv + (size_t)r * ns, v_out + (size_t)r * d, d,
+                              s->group);
+        }
+    }
+}
+
+void kr_kv_store_write(kr_kv_store *s, int layer, int row, const float *k_rows, const float *v_rows,
+                       int n_rows) {
+    size_t d = (size_t)s->d;
+    for (int done = 0; done < n_rows;) {
+        int r = row + done, n = KVB - r % KVB;
+        if (n > n_rows - done) n = n_rows - done;
+        write_rows(s, layer, r, k_rows + (size_t)done * d, v_rows + (size_t)done * d, n);
+        done += n;
+    }
+}
+
+void kr_kv_store_read(const kr_kv_store *s, int layer, int row, int n_rows, float *k_out,
+                      float *v_out) {
+    size_t d = (size_t)s->d;
+    for (int done = 0; done < n_rows;) {
+        int r = row + done, n = KVB - r % KVB;
+        if (n > n_rows - done) n = n_rows - done;
+        read_rows(s, layer, r, n, k_out + (size_t)done * d, v_out + (size_t)done * d);
+        done += n;
+    }
 }
