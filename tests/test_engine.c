@@ -52,7 +52,7 @@ static int teardown(void **state) {
 }
 
 static kr_forecast *run(kr_context *ctx, kr_series s, const kr_forecast_params *p, int naive) {
-    kr_gen_options opt = { .naive = naive };
+    kr_seq_options opt = { .naive = naive };
     return kr_test_run_opt(ctx, &s, p, &opt);
 }
 
@@ -86,7 +86,7 @@ static void digest_step(void *user, int group, int path, int step, const float *
 
 static kr_forecast *run_digest(kr_context *ctx, kr_series s, const kr_forecast_params *p, int naive,
                                logit_digests *d) {
-    kr_gen_options opt = { .naive = naive, .observer = digest_step, .observer_user = d };
+    kr_seq_options opt = { .naive = naive, .observer = digest_step, .observer_user = d };
     return kr_test_run_opt(ctx, &s, p, &opt);
 }
 

@@ -23,7 +23,7 @@
 #include "base/timeutil.h"
 #include "engine/context_internal.h"
 #include "engine/forecast_internal.h"
-#include "model/kv_pool.h"
+#include "model/kv_cache.h"
 #include "engine_helpers.h"
 #include "series/candles.h"
 #include "test_support.h"

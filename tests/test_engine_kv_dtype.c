@@ -247,7 +247,7 @@ static void test_attention_reads_dequantised(void **state) {
 /* ---------------------------------------------------------------- forecasts */
 
 static kr_forecast *run(kr_context *ctx, kr_series s, const kr_forecast_params *p,
-                        const kr_gen_options *opt) {
+                        const kr_seq_options *opt) {
     return kr_test_run_opt(ctx, &s, p, opt);
 }
 
@@ -282,7 +282,7 @@ static void cached_equals_naive(const char *root, int max_context) {
             p.temperature = 1.0f;
             p.top_p = 0.95f;
             kr_series s = kr_candles_slice(g_candles, 300, cases[c][0] + 5);
-            kr_gen_options cached = { 0 }, naive = { .naive = 1 };
+            kr_seq_options cached = { 0 }, naive = { .naive = 1 };
             kr_forecast *a = run(E.ctx, s, &p, &cached), *b = run(E.ctx, s, &p, &naive);
             char what[256];
             snprintf(what, sizeof what, "%s kv %s lookback %d pred_len %d ctx %d", root,
@@ -357,7 +357,7 @@ static void test_close_to_f32_demo(void **state) {
         kr_context_stats cs;
         kr_context_get_stats(E.ctx, &cs);
         assert_string_equal(cs.kv_dtype, k_dtypes[t]);
-        kr_gen_options opt = { .observer = observe, .observer_user = &fs[t] };
+        kr_seq_options opt = { .observer = observe, .observer_user = &fs[t] };
         f[t] = run(E.ctx, s, &p, &opt);
         assert_true(fs[t].have);
         kr_forecast_get_stats(f[t], &st[t]);

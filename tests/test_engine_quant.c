@@ -75,7 +75,7 @@ static kr_forecast_params params(void) {
 static kr_forecast *forecast(kr_model *m, int64_t end, int naive) {
     kr_series s = kr_candles_slice(g_candles, end - 300, 300);
     kr_forecast_params p = params();
-    kr_gen_options opt = { .naive = naive };
+    kr_seq_options opt = { .naive = naive };
     kr_context *ctx = kr_test_context(m, 0, NULL);
     kr_forecast *f = kr_test_run_opt(ctx, &s, &p, &opt);
     kr_context_free(ctx);
@@ -127,7 +127,7 @@ static void test_threads_do_not_change_quantised(void **state) {
         kr_forecast *f[3];
         for (int t = 0; t < 3; t++) {
             kr_context *ctx = kr_test_context(m, t + 1, NULL);
-            kr_gen_options opt = { 0 };
+            kr_seq_options opt = { 0 };
             f[t] = kr_test_run_opt(ctx, &s, &p, &opt);
             kr_context_free(ctx);
         }

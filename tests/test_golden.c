@@ -321,7 +321,7 @@ static void e2e_case(const config_dir *c, const char *name, int naive) {
                      malloc((size_t)P * B * V * sizeof(float)),
                      malloc((size_t)P * sizeof(int64_t)),
                      malloc((size_t)P * sizeof(int64_t)) };
-    kr_gen_options opt = { .naive = naive, .observer = on_step, .observer_user = &rec };
+    kr_seq_options opt = { .naive = naive, .observer = on_step, .observer_user = &rec };
     kr_forecast *res[3] = { 0 };
     kr_error err = { 0 };
     kr_context *ctx = kr_test_context(m, 0, NULL);

@@ -508,7 +508,7 @@ static int queue_room(kr_context *c) {
  * room and tries again, so only its final verdict counts). */
 static kr_status submit(kr_context *c, const kr_series *series, int index, int n_series,
                         const kr_forecast_params *params, const kr_request_params *request,
-                        const kr_gen_options *opt, int count_full, uint64_t *id, kr_error *err) {
+                        const kr_seq_options *opt, int count_full, uint64_t *id, kr_error *err) {
     if (!c || !series || !params)
         return kr_error_set(err, KR_ERR_INVALID_ARG, "submit: NULL argument");
     kr_status rst = kr_request_check(request, err);
@@ -526,7 +526,7 @@ static kr_status submit(kr_context *c, const kr_series *series, int index, int n
      * (or, with others running, waiting for memory that never comes); before its result
      * memory is allocated, which grows with the same paths x pred_len and under a tight
      * address-space limit would fail first with a bare "out of memory". */
-    r->kv_peak = kr_gen_kv_peak_bytes(&c->eng, r->job.in.L, &r->job.params, r->opt.naive);
+    r->kv_peak = kr_seq_kv_peak_bytes(&c->eng, r->job.in.hist_len, &r->job.params, r->opt.naive);
     if (r->kv_peak > c->p.kv_budget_bytes) {
         char where[32] = "";
         if (n_series > 1) snprintf(where, sizeof where, "series %d: ", index);
@@ -536,7 +536,7 @@ static kr_status submit(kr_context *c, const kr_series *series, int index, int n
             "rows), more than the whole KV budget (%.1f MiB): ask for fewer paths, a shorter "
             "pred_len or lookback, or raise the KV budget",
             where, (double)r->kv_peak / 1048576.0, r->job.params.paths, r->job.params.pred_len,
-            r->job.in.L, (double)c->p.kv_budget_bytes / 1048576.0);
+            r->job.in.hist_len, (double)c->p.kv_budget_bytes / 1048576.0);
         kr_forecast_job_release(&r->job);
         free(r);
         return big;
@@ -577,13 +577,13 @@ static kr_status submit(kr_context *c, const kr_series *series, int index, int n
 
 kr_status kr_submit_ex(kr_context *c, const kr_series *series, int index, int n_series,
                        const kr_forecast_params *params, const kr_request_params *request,
-                       const kr_gen_options *opt, uint64_t *id, kr_error *err) {
+                       const kr_seq_options *opt, uint64_t *id, kr_error *err) {
     return submit(c, series, index, n_series, params, request, opt, 1, id, err);
 }
 
 kr_status kr_submit_waiting(kr_context *c, const kr_series *series, int index, int n_series,
                             const kr_forecast_params *params, const kr_request_params *request,
-                            const kr_gen_options *opt, uint64_t *id, kr_error *err) {
+                            const kr_seq_options *opt, uint64_t *id, kr_error *err) {
     return submit(c, series, index, n_series, params, request, opt, 0, id, err);
 }
 
@@ -716,7 +716,7 @@ void kr_ctx_publish_stats(kr_context *c) {
     st.workspace_grows = as.grows;
     st.n_threads = kr_pool_size(c->eng.ex.pool);
     snprintf(st.kv_dtype, sizeof st.kv_dtype, "%s", c->p.kv_dtype);
-    kr_gen_profile_export(&c->profile_shared, &st.profile);
+    kr_engine_profile_export(&c->profile_shared, &st.profile);
     for (int i = 0; i < KR_PART_COUNT; i++) {
         double v = st.profile.part[i].seconds, grew = v - c->part_seconds_published[i];
         if (grew > 0) {

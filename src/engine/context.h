@@ -38,7 +38,7 @@ kr_status kr_request_check(const kr_request_params *request, kr_error *err);
  * benchmarks. index and n_series name the series in errors and events. */
 kr_status kr_submit_ex(kr_context *ctx, const kr_series *series, int index, int n_series,
                        const kr_forecast_params *params, const kr_request_params *request,
-                       const kr_gen_options *opt, uint64_t *id, kr_error *err);
+                       const kr_seq_options *opt, uint64_t *id, kr_error *err);
 
 /* kr_submit_ex for a caller that waits for room when the queue is full and submits again
  * (kr_forecast_run_batch* with wait_for_room): those refusals are not rejected requests, so
@@ -46,7 +46,7 @@ kr_status kr_submit_ex(kr_context *ctx, const kr_series *series, int index, int 
  * waiting counts its request once with kr_context_count_rejected. */
 kr_status kr_submit_waiting(kr_context *ctx, const kr_series *series, int index, int n_series,
                             const kr_forecast_params *params, const kr_request_params *request,
-                            const kr_gen_options *opt, uint64_t *id, kr_error *err);
+                            const kr_seq_options *opt, uint64_t *id, kr_error *err);
 void kr_context_count_rejected(kr_context *ctx);
 
 /* kr_forecast_run_batch_ex with generation options (opt may be NULL; opt->index is set per
@@ -54,7 +54,7 @@ void kr_context_count_rejected(kr_context *ctx);
 KR_PRIVATE kr_status kr_forecast_run_batch_opt(kr_context *ctx, const kr_series *series,
                                                int n_series, const kr_forecast_params *params,
                                                const kr_request_params *request,
-                                               const kr_gen_options *opt, kr_forecast **out,
+                                               const kr_seq_options *opt, kr_forecast **out,
                                                kr_error *err);
 
 /* A computation outside the forecast pipeline (teacher forcing, benchmarks of the forward

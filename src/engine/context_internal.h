@@ -29,8 +29,8 @@ typedef struct kr_req {
     uint64_t id;
     int index; /* in a batch call, for events */
     kr_forecast_job job;
-    kr_gen_options opt;
-    kr_gen_group *group;
+    kr_seq_options opt;
+    kr_seq *group;
     kr_request_params rp;
     double t_submit, t_start, t_first, t_last, deadline;
     int cancelled, aborted, reported_steps;
@@ -85,7 +85,7 @@ struct kr_context {
     int n_running, cap_running;
     atomic_int running_now; /* n_running for other threads, updated as it changes */
     atomic_size_t kv_used_now; /* kv_used likewise */
-    kr_gen_group **step_groups; /* [cap_running], per step */
+    kr_seq **step_groups; /* [cap_running], per step */
     int64_t *step_budget;
     int *step_order;
     kr_admit_slot *admit_slots; /* [cap_running + 1], admission's scratch */
@@ -121,8 +121,8 @@ struct kr_context {
     kr_metric *m_lim_wait, *m_lim_tokens, *m_lim_running, *m_lim_queue, *m_lim_static;
     /* The step profile (kr_context_params.profile): what the engine thread accumulates, and
      * its parts' seconds as last exported to the metrics (counters grow by the difference). */
-    kr_gen_profile profile; /* engine thread only */
-    kr_gen_profile profile_shared; /* its copy under `lock`, taken after each step */
+    kr_engine_profile profile; /* engine thread only */
+    kr_engine_profile profile_shared; /* its copy under `lock`, taken after each step */
     double part_seconds_published[KR_PART_COUNT];
     kr_metric *m_part_seconds[KR_PART_COUNT];
 };

@@ -256,7 +256,7 @@ kr_status kr_forecast_job_prepare(kr_forecast_job *j, const kr_series *series, i
         prepared_free(&j->pr);
         return st;
     }
-    j->in.L = j->pr.L;
+    j->in.hist_len = j->pr.L;
     j->in.x_norm = j->pr.x_norm;
     j->in.stamps = j->pr.stamps;
     j->in.seed = j->params.seed;
@@ -301,7 +301,7 @@ kr_status kr_forecast_job_finish(kr_forecast_job *j, double seconds_total, kr_er
     f->stats.seconds_decode = j->out.seconds_decode;
     f->stats.seconds_tokenizer = j->out.seconds_tokenizer;
     f->stats.seconds_total = seconds_total;
-    kr_gen_profile_export(&j->out.profile, &f->stats.profile);
+    kr_engine_profile_export(&j->out.profile, &f->stats.profile);
     return KR_OK;
 }
 

@@ -33,7 +33,7 @@ static void event_base(const kr_req *r, kr_event *ev, kr_event_kind kind) {
     ev->kind = kind;
     ev->id = r->id;
     ev->index = r->index;
-    ev->step = r->group ? kr_gen_group_steps(r->group) : 0;
+    ev->step = r->group ? kr_seq_steps(r->group) : 0;
     ev->pred_len = r->job.params.pred_len;
     double now = kr_now_seconds();
     kr_request_stats *s = &ev->stats;
@@ -82,7 +82,7 @@ static void finish_req(kr_context *c, kr_req *r, kr_status st, const char *msg) 
         c->kv_reserved -= r->kv_peak;
         c->kv_used -= r->kv_bytes;
         atomic_store(&c->kv_used_now, c->kv_used);
-        kr_gen_group_free(r->group);
+        kr_seq_free(r->group);
         r->group = NULL;
     }
     kr_forecast_job_release(&r->job);
@@ -156,7 +156,7 @@ static void poll_queued_aborts(kr_context *c, double now) {
 
 /* ---------------------------------------------------------------- step budgets */
 
-static int is_generating(const kr_req *r) { return kr_gen_group_generating(r->group); }
+static int is_generating(const kr_req *r) { return kr_seq_generating(r->group); }
 
 /* Orders the running requests for this step's budget: priority descending, generating
  * groups before prefills, then round-robin from rr_offset. */
@@ -191,7 +191,7 @@ static int64_t plan_budgets(kr_context *c) {
     int64_t left = step_rows, top_rows = 0, bg_left = -1;
     for (int k = 0; k < n; k++) {
         kr_req *r = c->running[c->step_order[k]];
-        int64_t pending = kr_gen_group_pending_rows(r->group), give;
+        int64_t pending = kr_seq_pending_rows(r->group), give;
         if (r->rp.priority == top) {
             give = pending < left ? pending : left;
             top_rows += give;
@@ -259,8 +259,8 @@ static void step(kr_context *c, double *busy) {
     kr_prefix_hooks hooks = c->cache ? kr_prefix_cache_hooks(c->cache) : (kr_prefix_hooks){ 0 };
     kr_error e = { 0 };
     double t0 = kr_now_seconds();
-    kr_status st = kr_gen_step(&c->eng, c->step_groups, c->step_budget, c->n_running,
-                               c->cache ? &hooks : NULL, &e);
+    kr_status st = kr_generate_step(&c->eng, c->step_groups, c->step_budget, c->n_running,
+                                    c->cache ? &hooks : NULL, &e);
     double t = kr_now_seconds();
     *busy += t - t0;
     c->steps++;
@@ -276,11 +276,11 @@ static void step(kr_context *c, double *busy) {
         /* Charge the blocks the group holds now: its prefill store exists once it is
          * admitted, stops being its own once the prefix cache shares it, and the predictor's
          * stores are dropped when decoding starts. */
-        size_t held = kr_gen_group_kv_bytes(r->group);
+        size_t held = kr_seq_kv_bytes(r->group);
         c->kv_used = c->kv_used - r->kv_bytes + held;
         atomic_store(&c->kv_used_now, c->kv_used);
         r->kv_bytes = held;
-        int steps = kr_gen_group_steps(r->group);
+        int steps = kr_seq_steps(r->group);
         if (steps > r->reported_steps) {
             if (r->reported_steps == 0) {
                 r->t_first = t;
@@ -293,13 +293,13 @@ static void step(kr_context *c, double *busy) {
             kr_metric_add(c->m_gen_tokens,
                           (double)(steps - r->reported_steps) * r->job.params.paths);
             r->reported_steps = steps;
-            if (!kr_gen_group_done(r->group)) {
+            if (!kr_seq_done(r->group)) {
                 kr_event ev;
                 event_base(r, &ev, KR_EVENT_STEP);
                 emit(r, &ev);
             }
         }
-        if (kr_gen_group_done(r->group)) {
+        if (kr_seq_done(r->group)) {
             remove_running(c, i);
             kr_metric_add(c->m_prefill_tokens, (double)r->job.out.prefill_tokens);
             finish_req(c, r, KR_OK, NULL);

@@ -73,7 +73,7 @@ static void wait_for(waiter *w, double seconds) {
  * series in the whole batch) and waits for them. On failure out[first, first + count) is freed. */
 static kr_status run_span(kr_context *ctx, const kr_series *series, int first, int count,
                           int n_series, const kr_forecast_params *params,
-                          const kr_request_params *request, const kr_gen_options *opt,
+                          const kr_request_params *request, const kr_seq_options *opt,
                           kr_forecast **out, kr_error *err) {
     waiter w;
     memset(&w, 0, sizeof w);
@@ -180,7 +180,7 @@ int kr_static_batch_series(int batch_rows, int paths, int n_series) {
 
 kr_status kr_forecast_run_batch_opt(kr_context *ctx, const kr_series *series, int n_series,
                                     const kr_forecast_params *params,
-                                    const kr_request_params *request, const kr_gen_options *opt,
+                                    const kr_request_params *request, const kr_seq_options *opt,
                                     kr_forecast **out, kr_error *err) {
     if (!ctx || !series || !params || !out || n_series < 1)
         return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_forecast_run: NULL argument or no series");

@@ -127,7 +127,7 @@ static kr_status run_once(kr_context *ctx, const kr_series *s, int n, const kr_f
                           int naive, double *secs, kr_forecast_stats *stats, kr_error *err) {
     kr_forecast **res = calloc((size_t)n, sizeof *res);
     if (!res) return kr_error_set(err, KR_ERR_NOMEM, "bench: out of memory");
-    kr_gen_options opt = { .naive = naive };
+    kr_seq_options opt = { .naive = naive };
     double t0 = kr_now_seconds();
     kr_status st = kr_forecast_run_batch_opt(ctx, s, n, p, NULL, &opt, res, err);
     *secs = kr_now_seconds() - t0;

@@ -54,7 +54,7 @@ static inline void kr_test_engine_free(kr_test_engine *e) {
 
 /* One forecast with generation options (naive recomputation, an observer). */
 static inline kr_forecast *kr_test_run_opt(kr_context *ctx, const kr_series *s,
-                                           const kr_forecast_params *p, const kr_gen_options *opt) {
+                                           const kr_forecast_params *p, const kr_seq_options *opt) {
     kr_forecast *f = NULL;
     kr_error err = { 0 };
     if (kr_forecast_run_batch_opt(ctx, s, 1, p, NULL, opt, &f, &err) != KR_OK)
