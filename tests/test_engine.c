@@ -232,7 +232,7 @@ static void test_batch_invariance(void **state) {
     kr_series batch[3] = { slice(100, 50), slice(700, 70), slice(1500, 33) };
     kr_forecast *together[3] = { 0 };
     kr_error err = { 0 };
-    assert_int_equal(kr_forecast_run_batch(E.ctx, batch, 3, &p, together, &err), KR_OK);
+    assert_int_equal(kr_forecast_run_batch(E.ctx, batch, 3, &p, NULL, together, &err), KR_OK);
     for (int i = 0; i < 3; i++) {
         kr_forecast *alone = run(E.ctx, batch[i], &p, 0);
         expect_same(alone, together[i], "alone vs batched");

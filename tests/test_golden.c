@@ -325,7 +325,9 @@ static void e2e_case(const config_dir *c, const char *name, int naive) {
     kr_forecast *res[3] = { 0 };
     kr_error err = { 0 };
     kr_context *ctx = kr_test_context(m, 0, NULL);
-    if (kr_forecast_run_batch_opt(ctx, series, B, &p, NULL, &opt, res, &err) != KR_OK)
+    kr_request_params rp = kr_request_default_params();
+    rp.seq_options = &opt;
+    if (kr_forecast_run_batch(ctx, series, B, &p, &rp, res, &err) != KR_OK)
         fail_msg("%s: %s", name, err.message);
     kr_context_free(ctx);
     for (int b = 0; b < B; b++) {

@@ -76,6 +76,7 @@ class kr_request_params(ctypes.Structure):
         ("on_event", ctypes.c_void_p), ("user", ctypes.c_void_p),
         ("should_abort", ctypes.c_void_p), ("abort_user", ctypes.c_void_p),
         ("wait_for_room", ctypes.c_int), ("static_batch_rows", ctypes.c_int),
+        ("seq_options", ctypes.c_void_p),
     ]
 
 
@@ -173,12 +174,11 @@ kr_context_default_params = _proto("kr_context_default_params", kr_context_param
 kr_context_create = _proto("kr_context_create", _status, _c, _P(kr_context_params), _P(_c),
                            _P(kr_error))
 kr_context_free = _proto("kr_context_free", None, _c)
-kr_forecast_run_batch = _proto("kr_forecast_run_batch", _status, _c, _P(kr_series), ctypes.c_int,
-                               _P(kr_forecast_params), _P(_c), _P(kr_error))
 kr_request_default_params = _proto("kr_request_default_params", kr_request_params)
-kr_forecast_run_batch_ex = _proto("kr_forecast_run_batch_ex", _status, _c, _P(kr_series),
-                                  ctypes.c_int, _P(kr_forecast_params), _P(kr_request_params),
-                                  _P(_c), _P(kr_error))
+# One batch call since 0.3 (the request parameters, NULL for the defaults, were _ex's before).
+kr_forecast_run_batch = _proto("kr_forecast_run_batch", _status, _c, _P(kr_series), ctypes.c_int,
+                               _P(kr_forecast_params), _P(kr_request_params), _P(_c),
+                               _P(kr_error))
 # The library's own abort check, set as should_abort with an int flag as abort_user: the engine
 # thread polls it without entering Python (a ctypes callback would take the GIL every step).
 kr_abort_flag = ctypes.cast(lib.kr_abort_flag, ctypes.c_void_p).value

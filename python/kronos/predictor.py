@@ -539,8 +539,8 @@ def run(ctx, prepared, params, keep_paths=False, quantiles=()):
     request.abort_user = ctypes.addressof(abort)
 
     def call():
-        return _lib.kr_forecast_run_batch_ex(ctx.handle, series, n, ctypes.byref(params),
-                                             ctypes.byref(request), out, ctypes.byref(err))
+        return _lib.kr_forecast_run_batch(ctx.handle, series, n, ctypes.byref(params),
+                                          ctypes.byref(request), out, ctypes.byref(err))
 
     _track(abort)
     try:

@@ -63,7 +63,7 @@ kr_analyst_request kr_analyst_request_start(const kr_request_params *params) {
 kr_status kr_analyst_run_batch(kr_context *ctx, const kr_analyst_request *request,
                                const kr_series *series, int n, const kr_forecast_params *params,
                                kr_forecast **out, kr_error *err) {
-    if (!request) return kr_forecast_run_batch_ex(ctx, series, n, params, NULL, out, err);
+    if (!request) return kr_forecast_run_batch(ctx, series, n, params, NULL, out, err);
     kr_request_params rp = request->params;
     if (request->deadline_at > 0) {
         const double left = request->deadline_at - kr_now_seconds();
@@ -76,7 +76,7 @@ kr_status kr_analyst_run_batch(kr_context *ctx, const kr_analyst_request *reques
         }
         rp.deadline_s = left;
     }
-    return kr_forecast_run_batch_ex(ctx, series, n, params, &rp, out, err);
+    return kr_forecast_run_batch(ctx, series, n, params, &rp, out, err);
 }
 
 int kr_analyst_fatal(kr_status st) {

@@ -595,7 +595,7 @@ int kr_cmd_forecast(int argc, char **argv) {
     kr_ticker *ticker = kr_ticker_start(what);
     kr_request_params rq = kr_request_default_params();
     rq.static_batch_rows = o.batch_rows;
-    kr_status fst = kr_forecast_run_batch_ex(eng.ctx, series, o.n_inputs, &o.p, &rq, res, &err);
+    kr_status fst = kr_forecast_run_batch(eng.ctx, series, o.n_inputs, &o.p, &rq, res, &err);
     kr_ticker_stop(ticker);
     int per = kr_static_batch_series(o.batch_rows, o.p.paths, o.n_inputs);
     if (o.n_inputs > 1)

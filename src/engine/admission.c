@@ -30,7 +30,7 @@
  * bounds the round's cost with a long queue. */
 #define KR_BACKFILL_SCAN 32
 
-int kr_ctx_ensure_running_capacity(kr_context *c, int n) {
+int kr_context_ensure_running_capacity(kr_context *c, int n) {
     if (n <= c->cap_running) return 1;
     int cap = n;
     kr_req **run = realloc(c->running, (size_t)cap * sizeof *run);
@@ -49,7 +49,7 @@ int kr_ctx_ensure_running_capacity(kr_context *c, int n) {
     return 1;
 }
 
-double kr_ctx_oldest_wait_s(const kr_context *c, double now) {
+double kr_context_oldest_wait_s(const kr_context *c, double now) {
     /* The queue is in priority order, so its head is the most urgent request, not the
      * oldest: a low-priority one stuck behind a stream of newer high-priority ones is the
      * pressure the tuner must see. The queue is at most max_queue long. */
@@ -121,7 +121,7 @@ static kr_status start_request(kr_context *c, kr_req **link, kr_req *r, double n
     }
     kr_error e = { 0 };
     kr_seq *g = NULL;
-    if (!kr_ctx_ensure_running_capacity(c, c->n_running + 1) ||
+    if (!kr_context_ensure_running_capacity(c, c->n_running + 1) ||
         kr_seq_create(&c->eng, &r->job.in, &r->job.out, &r->job.params, &r->opt, &g, &e) != KR_OK)
         return e.status ? e.status : KR_ERR_NOMEM;
     *link = r->next;
@@ -147,7 +147,7 @@ static int may_backfill(kr_context *c, const kr_req *head, int64_t head_start, c
     return start_estimate(c, head->kv_peak, &cand) <= head_start;
 }
 
-void kr_ctx_admit(kr_context *c, double now, kr_req **failed) {
+void kr_context_admit(kr_context *c, double now, kr_req **failed) {
     if (c->p.static_batching && c->n_running > 0) return;
     kr_req **link = &c->wait_head;
     const kr_req *head = NULL; /* the first request that has to wait */

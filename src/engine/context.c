@@ -73,7 +73,7 @@ kr_context_limits kr_context_limits_keep(void) {
     return l;
 }
 
-void kr_ctx_log(kr_context *c, const char *fmt, ...) {
+void kr_context_log(kr_context *c, const char *fmt, ...) {
     if (!c->p.log) return;
     char line[512];
     va_list ap;
@@ -100,113 +100,6 @@ static kr_status check_limit(const char *what, const char *field, int v, int lo,
     if (v >= lo && v <= hi) return KR_OK;
     return kr_error_set(err, KR_ERR_INVALID_ARG, "%s: %s must be in %d..%d, got %d", what, field,
                         lo, hi, v);
-}
-
-/* ---------------------------------------------------------------- live contexts per model */
-
-/* The contexts living on each model. kr_model_quantize rewrites the weights every context on
- * the model reads without a lock, so it refuses while one exists, and no context may be
- * created while it runs (but for its own calibration context). The count lives here rather
- * than in kr_model: the model layer knows nothing of contexts. */
-typedef struct model_use {
-    const kr_model *model;
-    int contexts;
-    int quantizing;
-} model_use;
-
-static pthread_mutex_t g_models_lock = PTHREAD_MUTEX_INITIALIZER;
-static model_use *g_models;
-static int g_n_models, g_cap_models;
-
-/* The model's entry, added if missing (NULL: out of memory). g_models_lock held. */
-static model_use *model_use_get(const kr_model *m) {
-    for (int i = 0; i < g_n_models; i++)
-        if (g_models[i].model == m) return &g_models[i];
-    if (g_n_models == g_cap_models) {
-        int cap = g_cap_models ? 2 * g_cap_models : 8;
-        model_use *n = realloc(g_models, (size_t)cap * sizeof *n);
-        if (!n) return NULL;
-        g_models = n;
-        g_cap_models = cap;
-    }
-    model_use *u = &g_models[g_n_models++];
-    memset(u, 0, sizeof *u);
-    u->model = m;
-    return u;
-}
-
-/* Forgets an entry nobody uses, so a later model at the same address starts clean and an
- * idle process holds no table. g_models_lock held. */
-static void model_use_drop_if_idle(model_use *u) {
-    if (u->contexts > 0 || u->quantizing) return;
-    *u = g_models[--g_n_models];
-    if (g_n_models == 0) {
-        free(g_models);
-        g_models = NULL;
-        g_cap_models = 0;
-    }
-}
-
-static kr_status model_attach(const kr_model *m, int calibration, kr_error *err) {
-    pthread_mutex_lock(&g_models_lock);
-    model_use *u = model_use_get(m);
-    kr_status st = KR_OK;
-    if (!u)
-        st = kr_error_set(err, KR_ERR_NOMEM, "context: out of memory");
-    else if (u->quantizing && !calibration)
-        st = kr_error_set(err, KR_ERR_BUSY,
-                          "context: the model is being quantised (kr_model_quantize); create "
-                          "contexts once that has returned");
-    else
-        u->contexts++;
-    pthread_mutex_unlock(&g_models_lock);
-    return st;
-}
-
-static void model_detach(const kr_model *m) {
-    pthread_mutex_lock(&g_models_lock);
-    for (int i = 0; i < g_n_models; i++)
-        if (g_models[i].model == m) {
-            g_models[i].contexts--;
-            model_use_drop_if_idle(&g_models[i]);
-            break;
-        }
-    pthread_mutex_unlock(&g_models_lock);
-}
-
-kr_status kr_model_quantize_begin(const kr_model *m, kr_error *err) {
-    pthread_mutex_lock(&g_models_lock);
-    model_use *u = model_use_get(m);
-    kr_status st = KR_OK;
-    if (!u) {
-        st = kr_error_set(err, KR_ERR_NOMEM, "quantize: out of memory");
-    } else if (u->quantizing) {
-        st = kr_error_set(err, KR_ERR_BUSY,
-                          "quantize: the model is already being quantised by another call");
-    } else if (u->contexts > 0) {
-        int n = u->contexts;
-        st = kr_error_set(err, KR_ERR_INVALID_ARG,
-                          "quantize: the model has %d live context%s (kr_context_create), which "
-                          "would run on weights changing under %s; free %s (kr_context_free) "
-                          "before quantising",
-                          n, n == 1 ? "" : "s", n == 1 ? "it" : "them", n == 1 ? "it" : "them");
-    } else {
-        u->quantizing = 1;
-    }
-    if (u && st != KR_OK && !u->quantizing) model_use_drop_if_idle(u);
-    pthread_mutex_unlock(&g_models_lock);
-    return st;
-}
-
-void kr_model_quantize_end(const kr_model *m) {
-    pthread_mutex_lock(&g_models_lock);
-    for (int i = 0; i < g_n_models; i++)
-        if (g_models[i].model == m) {
-            g_models[i].quantizing = 0;
-            model_use_drop_if_idle(&g_models[i]);
-            break;
-        }
-    pthread_mutex_unlock(&g_models_lock);
 }
 
 static kr_status parse_kv_dtype(const char *s, kr_kv_dtype *out, kr_error *err) {
@@ -352,16 +245,14 @@ static void context_destroy(kr_context *c) {
     free(c->admit_slots);
     free(c->abort_checks);
     free(c->cancels);
-    if (c->model_attached) model_detach(c->model);
     pthread_mutex_destroy(&c->lock);
     pthread_cond_destroy(&c->wake);
     pthread_cond_destroy(&c->event);
     free(c);
 }
 
-static kr_status context_create(const kr_model *model, const kr_context_params *params,
-                                kr_metrics *metrics, int calibration, kr_context **out,
-                                kr_error *err) {
+kr_status kr_context_create_ex(const kr_model *model, const kr_context_params *params,
+                               kr_metrics *metrics, kr_context **out, kr_error *err) {
     if (!model || !out)
         return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_context_create: NULL argument");
     *out = NULL;
@@ -388,11 +279,6 @@ static kr_status context_create(const kr_model *model, const kr_context_params *
     pthread_cond_init(&c->event, NULL);
     c->model = model;
     c->p = p;
-    if ((st = model_attach(model, calibration, err)) != KR_OK) {
-        context_destroy(c);
-        return st;
-    }
-    c->model_attached = 1;
     /* The block pool may keep freed blocks within this budget (model/kv_cache.h): a busy engine then
      * reuses pages already faulted in instead of writing each request's KV into fresh ones.
      * Never more than the machine's memory: the pool adds every context's reservation, and a
@@ -443,34 +329,25 @@ static kr_status context_create(const kr_model *model, const kr_context_params *
     kr_tuner_init(&c->tuner, &c->p, c->cache ? c->p.kv_budget_bytes / 2 : 0,
                   c->cache ? c->p.kv_budget_bytes / 4 * 3 : 0, c->metrics, c->p.log, c->p.log_user);
     pthread_mutex_lock(&c->lock);
-    kr_ctx_publish_stats(c);
+    kr_context_publish_stats(c);
     pthread_mutex_unlock(&c->lock);
     /* Read before the engine thread owns the arena and the tuner may move the limits. */
     kr_arena_stats as;
     kr_arena_get_stats(c->eng.ex.arena, &as);
     int nth = kr_pool_size(c->eng.ex.pool);
-    if (pthread_create(&c->thread, NULL, kr_ctx_engine_main, c) != 0) {
+    if (pthread_create(&c->thread, NULL, kr_context_engine_main, c) != 0) {
         context_destroy(c);
         return kr_error_set(err, KR_ERR_INTERNAL, "context: cannot start the engine thread");
     }
     c->thread_started = 1;
-    kr_ctx_log(c,
-               "context: threads=%d kv_dtype=%s max_batch_tokens=%d max_running=%d max_queue=%d "
-               "batch_wait_ms=%d kv_budget=%zu MB workspace=%zu MB",
-               nth, c->p.kv_dtype, p.max_batch_tokens, p.max_running, p.max_queue, p.batch_wait_ms,
-               c->p.kv_budget_bytes >> 20, as.capacity >> 20);
+    kr_context_log(
+        c,
+        "context: threads=%d kv_dtype=%s max_batch_tokens=%d max_running=%d max_queue=%d "
+        "batch_wait_ms=%d kv_budget=%zu MB workspace=%zu MB",
+        nth, c->p.kv_dtype, p.max_batch_tokens, p.max_running, p.max_queue, p.batch_wait_ms,
+        c->p.kv_budget_bytes >> 20, as.capacity >> 20);
     *out = c;
     return KR_OK;
-}
-
-kr_status kr_context_create_ex(const kr_model *model, const kr_context_params *params,
-                               kr_metrics *metrics, kr_context **out, kr_error *err) {
-    return context_create(model, params, metrics, 0, out, err);
-}
-
-kr_status kr_context_create_calibration(const kr_model *model, const kr_context_params *params,
-                                        kr_context **out, kr_error *err) {
-    return context_create(model, params, NULL, 1, out, err);
 }
 
 kr_status kr_context_create(const kr_model *model, const kr_context_params *params,
@@ -675,7 +552,7 @@ static void publish_shared(kr_context *c) {
     size_t budget = c->p.kv_budget_bytes;
     kr_metric_set(c->m_running, running);
     kr_metric_set(c->m_waiting, c->n_waiting);
-    kr_metric_set(c->m_oldest_wait, kr_ctx_oldest_wait_s(c, kr_now_seconds()));
+    kr_metric_set(c->m_oldest_wait, kr_context_oldest_wait_s(c, kr_now_seconds()));
     kr_metric_set(c->m_kv_used, (double)kv);
     kr_metric_set(c->m_kv_usage, budget ? (double)kv / (double)budget : 0);
     publish_limits(c);
@@ -690,7 +567,7 @@ static void publish_shared(kr_context *c) {
 /* Only the engine thread reads the prefix cache, the arena, the pool size and the step
  * counters (before it starts and after it exits, the creating / draining thread stands in
  * for it): another thread calling this would read them while the engine changes them. */
-void kr_ctx_publish_stats(kr_context *c) {
+void kr_context_publish_stats(kr_context *c) {
     kr_context_stats st;
     memset(&st, 0, sizeof st);
     st.running = c->n_running;
@@ -730,7 +607,7 @@ void kr_ctx_publish_stats(kr_context *c) {
     publish_shared(c); /* also the limits into c->stats */
 }
 
-void kr_ctx_apply_limits(kr_context *c) {
+void kr_context_apply_limits(kr_context *c) {
     if (!c->limits_changed) return;
     c->limits_changed = 0;
     /* The new values are the tuner's home: it moves from them, inside bounds derived from them. */
@@ -748,7 +625,7 @@ void kr_context_get_stats(kr_context *c, kr_context_stats *st) {
     st->failed = atomic_load(&c->failed);
     st->kv_bytes_used = atomic_load(&c->kv_used_now) + st->prefix_cache_bytes;
     st->waiting = c->n_waiting;
-    st->queue_oldest_wait_seconds = kr_ctx_oldest_wait_s(c, kr_now_seconds());
+    st->queue_oldest_wait_seconds = kr_context_oldest_wait_s(c, kr_now_seconds());
     st->draining = c->draining;
     pthread_mutex_unlock(&c->lock);
 }
@@ -775,7 +652,7 @@ kr_status kr_context_set_limits(kr_context *c, const kr_context_limits *l, const
         (st = check_new_limit("max_queue", l->max_queue, 0, 1, KR_LIMIT_QUEUE, &e)) != KR_OK) {
         /* Under the lock, as every log line of the context: the callback sees one at a time. */
         pthread_mutex_lock(&c->lock);
-        kr_ctx_log(c, "limits (%s) refused, nothing changed: %s", why, e.message);
+        kr_context_log(c, "limits (%s) refused, nothing changed: %s", why, e.message);
         pthread_mutex_unlock(&c->lock);
         return st;
     }
@@ -791,10 +668,10 @@ kr_status kr_context_set_limits(kr_context *c, const kr_context_limits *l, const
     c->limits_changed = 1;
     snprintf(c->limits_reason, sizeof c->limits_reason, "%s", why);
     publish_limits(c);
-    kr_ctx_log(c,
-               "limits (%s): batch_wait_ms=%d max_batch_tokens=%d max_running=%d max_queue=%d %s",
-               why, c->p.batch_wait_ms, c->p.max_batch_tokens, c->p.max_running, c->p.max_queue,
-               c->p.static_batching ? "static" : "continuous");
+    kr_context_log(
+        c, "limits (%s): batch_wait_ms=%d max_batch_tokens=%d max_running=%d max_queue=%d %s", why,
+        c->p.batch_wait_ms, c->p.max_batch_tokens, c->p.max_running, c->p.max_queue,
+        c->p.static_batching ? "static" : "continuous");
     pthread_cond_signal(&c->wake);
     pthread_mutex_unlock(&c->lock);
     return KR_OK;
@@ -841,7 +718,8 @@ kr_status kr_context_drain(kr_context *c, double timeout_s) {
         pthread_mutex_unlock(&c->lock);
         pthread_join(c->thread, NULL);
         pthread_mutex_lock(&c->lock);
-        if (st == KR_ERR_TIMEOUT) kr_ctx_log(c, "drain: time limit reached, cancelled the rest");
+        if (st == KR_ERR_TIMEOUT)
+            kr_context_log(c, "drain: time limit reached, cancelled the rest");
         c->thread_started = 0;
     }
     pthread_mutex_unlock(&c->lock);

@@ -62,7 +62,6 @@ struct kr_context {
     kr_metrics *metrics;
     int own_metrics;
     size_t kv_keep_reserved; /* bytes reserved with the block pool (model/kv_cache.h), 0: none */
-    int model_attached; /* counted among the model's live contexts (model_attach) */
     pthread_t thread;
     pthread_mutex_t lock;
     pthread_cond_t wake; /* new work, cancels, tasks, limits, drain */
@@ -128,26 +127,26 @@ struct kr_context {
 };
 
 /* context.c */
-void kr_ctx_log(kr_context *c, const char *fmt, ...)
+void kr_context_log(kr_context *c, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
 /* Engine thread (or before it starts / after it exits), lock held: snapshots its state into
  * `stats` and the gauges. */
-void kr_ctx_publish_stats(kr_context *c);
+void kr_context_publish_stats(kr_context *c);
 /* Engine thread, lock held: gives the tuner limits set since the last boundary. */
-void kr_ctx_apply_limits(kr_context *c);
+void kr_context_apply_limits(kr_context *c);
 
 /* admission.c, engine thread, lock held. */
 /* Starts the waiting requests that may start now; those that never can go to *failed. */
-void kr_ctx_admit(kr_context *c, double now, kr_req **failed);
+void kr_context_admit(kr_context *c, double now, kr_req **failed);
 /* Room for n running requests in the running set and the per-step arrays; 0: out of memory. */
-int kr_ctx_ensure_running_capacity(kr_context *c, int n);
+int kr_context_ensure_running_capacity(kr_context *c, int n);
 /* Seconds the longest-waiting queued request has waited (0: none). Any thread, lock held. */
-double kr_ctx_oldest_wait_s(const kr_context *c, double now);
+double kr_context_oldest_wait_s(const kr_context *c, double now);
 
 /* scheduler.c: the engine thread's main loop. */
-void *kr_ctx_engine_main(void *arg);
+void *kr_context_engine_main(void *arg);
 
 #endif

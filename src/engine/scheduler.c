@@ -328,13 +328,13 @@ static void reap_running(kr_context *c, double now, int abort_all) {
     }
 }
 
-void *kr_ctx_engine_main(void *arg) {
+void *kr_context_engine_main(void *arg) {
     kr_context *c = arg;
     double busy = 0, busy_since = kr_now_seconds();
     int64_t last_q = 0, last_h = 0;
     pthread_mutex_lock(&c->lock);
     for (;;) {
-        kr_ctx_apply_limits(c);
+        kr_context_apply_limits(c);
         run_tasks(c);
         double now = kr_now_seconds();
         int has_work = c->n_running > 0 || c->wait_head || c->n_cancels > 0;
@@ -386,7 +386,7 @@ void *kr_ctx_engine_main(void *arg) {
                 if (c->running[i]->id == c->cancels[k]) c->running[i]->cancelled = 1;
         c->n_cancels = 0;
         int first_new = c->n_running;
-        if (!abort_all) kr_ctx_admit(c, now, &failed);
+        if (!abort_all) kr_context_admit(c, now, &failed);
         int last_new = c->n_running;
         /* An abort callback's verdict holds for this round; a shutdown's for good. */
         if (!(c->draining || c->stop)) c->cancel_all = 0;
@@ -418,12 +418,12 @@ void *kr_ctx_engine_main(void *arg) {
             busy_since = t;
         }
         pthread_mutex_lock(&c->lock);
-        kr_ctx_apply_limits(c); /* the tuner moves from limits set during the step */
+        kr_context_apply_limits(c); /* the tuner moves from limits set during the step */
         if (c->p.tune)
-            kr_tuner_tick(&c->tuner, t, c->n_waiting, kr_ctx_oldest_wait_s(c, t),
+            kr_tuner_tick(&c->tuner, t, c->n_waiting, kr_context_oldest_wait_s(c, t),
                           &c->p.batch_wait_ms, &c->p.max_batch_tokens, &c->p.max_running, c->cache);
         c->profile_shared = c->profile;
-        kr_ctx_publish_stats(c);
+        kr_context_publish_stats(c);
     }
     /* Tasks that came too late to run. */
     for (kr_task *t = c->tasks; t; t = t->next) {
@@ -432,7 +432,7 @@ void *kr_ctx_engine_main(void *arg) {
         t->done = 1;
     }
     c->tasks = NULL;
-    kr_ctx_publish_stats(c);
+    kr_context_publish_stats(c);
     c->thread_exited = 1;
     pthread_cond_broadcast(&c->event);
     pthread_mutex_unlock(&c->lock);
