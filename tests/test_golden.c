@@ -210,7 +210,8 @@ static void predictor_forward(const config_dir *c) {
         ch[b].out_start = b * T;
     }
     assert_int_equal(
-        kr_predictor_forward(m->pred, exec_for_tests(), ch, B, s1, s2, stamp, ctx, &err), KR_OK);
+        kr_predictor_forward(m->pred, exec_for_tests(), ch, B, s1, s2, stamp, NULL, ctx, &err),
+        KR_OK);
     assert_int_equal(kr_predictor_s1_logits(m->pred, exec_for_tests(), ctx, B * T, d, lg, &err),
                      KR_OK);
     expect_close("context", ctx, ctx_ref, (size_t)B * T * d, 1e-4);

@@ -31,6 +31,7 @@
 #define KR_BACKFILL_SCAN 32
 
 int kr_context_ensure_running_capacity(kr_context *c, int n) {
+    KR_ASSERT_ENGINE_THREAD(c);
     if (n <= c->cap_running) return 1;
     int cap = n;
     kr_req **run = realloc(c->running, (size_t)cap * sizeof *run);
@@ -50,6 +51,7 @@ int kr_context_ensure_running_capacity(kr_context *c, int n) {
 }
 
 double kr_context_oldest_wait_s(const kr_context *c, double now) {
+    KR_ASSERT_LOCKED((pthread_mutex_t *)&c->lock);
     /* The queue is in priority order, so its head is the most urgent request, not the
      * oldest: a low-priority one stuck behind a stream of newer high-priority ones is the
      * pressure the tuner must see. The queue is at most max_queue long. */
@@ -148,6 +150,8 @@ static int may_backfill(kr_context *c, const kr_req *head, int64_t head_start, c
 }
 
 void kr_context_admit(kr_context *c, double now, kr_req **failed) {
+    KR_ASSERT_LOCKED(&c->lock);
+    KR_ASSERT_ENGINE_THREAD(c);
     if (c->p.static_batching && c->n_running > 0) return;
     kr_req **link = &c->wait_head;
     const kr_req *head = NULL; /* the first request that has to wait */

@@ -41,7 +41,7 @@ typedef struct kr_batch {
     float *stamps;
     const float **stage_keep; /* per row: its first-stage record, or NULL */
     float **stage_save; /* per row: where to record its first stage, or NULL */
-    int staged; /* some row keeps or saves a record */
+    int has_first_stage_records; /* some row keeps or saves a record */
     int rows, cap_rows;
 } kr_batch;
 

@@ -375,6 +375,7 @@ kr_status kr_request_check(const kr_request_params *r, kr_error *err) {
  * then max_queue: with max_running 2 and max_queue 4, six requests are taken, not four. The
  * slot count is the engine's last published one, which can only be behind on slots freed. */
 static int queue_room(kr_context *c) {
+    KR_ASSERT_LOCKED(&c->lock);
     const int running = atomic_load(&c->running_now);
     int free_slots = c->p.max_running - running;
     if (c->p.static_batching && running > 0) free_slots = 0; /* no admission until it ends */
@@ -568,6 +569,8 @@ static void publish_shared(kr_context *c) {
  * counters (before it starts and after it exits, the creating / draining thread stands in
  * for it): another thread calling this would read them while the engine changes them. */
 void kr_context_publish_stats(kr_context *c) {
+    KR_ASSERT_LOCKED(&c->lock);
+    KR_ASSERT_ENGINE_THREAD(c);
     kr_context_stats st;
     memset(&st, 0, sizeof st);
     st.running = c->n_running;
@@ -608,6 +611,8 @@ void kr_context_publish_stats(kr_context *c) {
 }
 
 void kr_context_apply_limits(kr_context *c) {
+    KR_ASSERT_LOCKED(&c->lock);
+    KR_ASSERT_ENGINE_THREAD(c);
     if (!c->limits_changed) return;
     c->limits_changed = 0;
     /* The new values are the tuner's home: it moves from them, inside bounds derived from them. */

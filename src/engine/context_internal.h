@@ -20,6 +20,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "base/assert.h"
 #include "engine/context.h"
 #include "engine/forecast_internal.h"
 #include "engine/prefix_cache.h"
@@ -63,6 +64,10 @@ struct kr_context {
     int own_metrics;
     size_t kv_keep_reserved; /* bytes reserved with the block pool (model/kv_cache.h), 0: none */
     pthread_t thread;
+    /* The engine thread, set by itself first thing (pthread_create may return after it has
+     * started): what KR_ASSERT_ENGINE_THREAD compares with. */
+    pthread_t engine_thread;
+    _Atomic int engine_thread_set;
     pthread_mutex_t lock;
     pthread_cond_t wake; /* new work, cancels, tasks, limits, drain */
     pthread_cond_t event; /* the engine thread finished something (tasks, exit) */
@@ -145,6 +150,12 @@ void kr_context_admit(kr_context *c, double now, kr_req **failed);
 int kr_context_ensure_running_capacity(kr_context *c, int n);
 /* Seconds the longest-waiting queued request has waited (0: none). Any thread, lock held. */
 double kr_context_oldest_wait_s(const kr_context *c, double now);
+
+/* The functions documented "engine thread" check it in debug and sanitizer builds (before the
+ * thread starts and after it exits, the creating or freeing thread is the only one). */
+#define KR_ASSERT_ENGINE_THREAD(c)                                           \
+    KR_ASSERT(!atomic_load(&(c)->engine_thread_set) || (c)->thread_exited || \
+              pthread_equal(pthread_self(), (c)->engine_thread))
 
 /* scheduler.c: the engine thread's main loop. */
 void *kr_context_engine_main(void *arg);

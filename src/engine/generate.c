@@ -40,9 +40,9 @@ static kr_status run_predictor(const kr_engine *eng, kr_batch *b, kr_error *err)
         while (c1 < b->n_chunks && (c1 == c0 || rows + b->chunks[c1].n <= KR_FORWARD_MAX_ROWS))
             rows += b->chunks[c1++].n;
         kr_first_stage fs = { b->stage_keep + row0, b->stage_save + row0 };
-        st = kr_predictor_forward_staged(pw, ex, b->chunks + c0, c1 - c0, b->s1 + row0,
-                                         b->s2 + row0, b->stamps + (size_t)row0 * 5,
-                                         b->staged ? &fs : NULL, context, err);
+        st = kr_predictor_forward(pw, ex, b->chunks + c0, c1 - c0, b->s1 + row0, b->s2 + row0,
+                                  b->stamps + (size_t)row0 * 5,
+                                  b->has_first_stage_records ? &fs : NULL, context, err);
         if (st != KR_OK) goto done;
         for (int c = c0; c < c1; c++) {
             if (b->chunk_kind[c] == KR_CHUNK_CONTEXT) continue;

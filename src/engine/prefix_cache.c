@@ -6,6 +6,7 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "base/assert.h"
 #include "base/error.h"
 #include "model/predictor.h"
 #include "model/tokenizer.h"
@@ -60,7 +61,9 @@ kr_status kr_predictor_store_init(const kr_engine *eng, kr_kv_store *s, int cap,
 }
 
 void kr_prefix_release(kr_prefix *p) {
-    if (!p || --p->refs > 0) return;
+    if (!p) return;
+    KR_ASSERT(p->refs >= 1); /* one release per owner */
+    if (--p->refs > 0) return;
     kr_kv_store_release(&p->kv);
     free(p->logits);
     free(p->ctx);

@@ -100,6 +100,8 @@ static void remove_running(kr_context *c, int i) {
 
 /* Takes cancelled, expired and aborted requests out of the queue (lock held). */
 static kr_req *reap_queue(kr_context *c, double now) {
+    KR_ASSERT_LOCKED(&c->lock);
+    KR_ASSERT_ENGINE_THREAD(c);
     kr_req *out = NULL, **pp = &c->wait_head;
     while (*pp) {
         kr_req *r = *pp;
@@ -227,6 +229,8 @@ static void timed_wait(kr_context *c, double seconds) {
 
 /* Runs queued tasks (lock held on entry and exit, released while each runs). */
 static void run_tasks(kr_context *c) {
+    KR_ASSERT_LOCKED(&c->lock);
+    KR_ASSERT_ENGINE_THREAD(c);
     while (c->tasks) {
         kr_task *t = c->tasks;
         c->tasks = t->next;
@@ -330,6 +334,8 @@ static void reap_running(kr_context *c, double now, int abort_all) {
 
 void *kr_context_engine_main(void *arg) {
     kr_context *c = arg;
+    c->engine_thread = pthread_self();
+    atomic_store(&c->engine_thread_set, 1);
     double busy = 0, busy_since = kr_now_seconds();
     int64_t last_q = 0, last_h = 0;
     pthread_mutex_lock(&c->lock);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/assert.h"
 #include "base/error.h"
 #include "base/timeutil.h"
 #include "model/predictor.h"
@@ -237,6 +238,7 @@ void kr_seq_s2_view(const kr_seq *g, int p, kr_kv_view *v) {
 /* Encodes a new group's history and takes what it can of its window from the prefix cache. */
 kr_status kr_seq_admit(const kr_engine *eng, kr_seq *g, const kr_prefix_hooks *hooks,
                        kr_error *err) {
+    KR_ASSERT(g->phase == KR_SEQ_ADMIT);
     int hist_len = g->hist_len, window_len = g->window_len0, window_start = g->window_start0;
     int hit = !g->opt.naive && hooks && hooks->encode_lookup &&
               hooks->encode_lookup(hooks->user, g->in->x_norm, hist_len, g->out->hist_s1,
@@ -308,6 +310,7 @@ kr_status kr_seq_admit(const kr_engine *eng, kr_seq *g, const kr_prefix_hooks *h
 
 /* Fixes the window of generation step i (>= 1, or 0 in naive mode) and counts its work. */
 void kr_seq_begin_step(kr_seq *g, int i) {
+    KR_ASSERT(g->phase == KR_SEQ_GENERATE && !g->step_begun && i == g->step && i < g->pred_len);
     int hist_len = g->hist_len, cur = hist_len + i, ws = kr_seq_window_start(g, i);
     if (g->opt.naive) {
         g->layout = KR_LAYOUT_NAIVE;
@@ -370,6 +373,7 @@ void kr_seq_decode_done(kr_seq *g, const kr_prefix_hooks *hooks) {
  * window's rows are the same numbers), each path's rows on top. */
 kr_status kr_seq_start_decode(const kr_engine *eng, kr_seq *g, const kr_prefix_hooks *hooks,
                               kr_error *err) {
+    KR_ASSERT(g->phase == KR_SEQ_DECODE && !g->dec_started);
     const kr_tokenizer_weights *tw = eng->model->tok;
     int total = g->hist_len + g->pred_len;
     g->dec_start = total > g->max_context ? total - g->max_context : 0;

@@ -1,6 +1,7 @@
 /* model/kv_cache — see kv_cache.h: the block pool, then the stores over its blocks. */
 #include "model/kv_cache.h"
 
+#include "base/assert.h"
 #include "base/error.h"
 #include "base/timeutil.h"
 #include "kernels/kernels.h"
@@ -185,7 +186,12 @@ kr_kv_block *kr_kv_block_alloc(size_t bytes) {
     return b;
 }
 
-void kr_kv_block_ref(kr_kv_block *b) { atomic_fetch_add(&b->refs, 1); }
+/* A reference is taken from a live one only: a block at 0 is on a free list or gone. */
+void kr_kv_block_ref(kr_kv_block *b) {
+    const int before = atomic_fetch_add(&b->refs, 1);
+    KR_ASSERT(before >= 1);
+    (void)before;
+}
 
 /* Whether `bytes` more free bytes may be kept (g_lock held, g_used_bytes already without
  * them): within the floor, or with everything the pool holds inside the reserved budgets. */
@@ -198,7 +204,10 @@ static int may_keep(size_t bytes) {
 }
 
 void kr_kv_block_unref(kr_kv_block *b) {
-    if (!b || atomic_fetch_sub(&b->refs, 1) != 1) return;
+    if (!b) return;
+    const int before = atomic_fetch_sub(&b->refs, 1);
+    KR_ASSERT(before >= 1); /* one release per reference taken */
+    if (before != 1) return;
     atomic_fetch_sub(&g_used_blocks, 1);
     atomic_fetch_sub(&g_used_bytes, (long long)b->bytes);
     double now = kr_now_seconds(); /* outside the lock */
@@ -527,6 +536,10 @@ static void read_rows(const kr_kv_store *s, int layer, int row, int n, float *k_
 
 void kr_kv_store_write(kr_kv_store *s, int layer, int row, const float *k_rows, const float *v_rows,
                        int n_rows) {
+    /* Rows of a block shared with another store are read-only (kr_kv_store_share_prefix). */
+    KR_ASSERT(layer >= 0 && layer < s->n_layers && row >= 0 && n_rows >= 0 &&
+              row + n_rows <= s->cap);
+    KR_ASSERT(n_rows == 0 || kr_kv_block_refs(s->blocks[row / KR_KV_BLOCK_ROWS]) == 1);
     size_t d = (size_t)s->d;
     for (int done = 0; done < n_rows;) {
         int r = row + done, n = KVB - r % KVB;
@@ -538,6 +551,8 @@ void kr_kv_store_write(kr_kv_store *s, int layer, int row, const float *k_rows, 
 
 void kr_kv_store_read(const kr_kv_store *s, int layer, int row, int n_rows, float *k_out,
                       float *v_out) {
+    KR_ASSERT(layer >= 0 && layer < s->n_layers && row >= 0 && n_rows >= 0 &&
+              row + n_rows <= s->cap);
     size_t d = (size_t)s->d;
     for (int done = 0; done < n_rows;) {
         int r = row + done, n = KVB - r % KVB;

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/assert.h"
 #include "base/error.h"
 #include "model/quantize.h"
 
@@ -169,6 +170,9 @@ static void qprepare_worker(void *ctx, int ith, int nth) {
 kr_status kr_linear_run_multi(const kr_exec *ex, int n, const kr_linear *const *l, const float *x,
                               int m, int ldx, float *const *y, const int *ldy, kr_error *err) {
     if (m <= 0 || n <= 0) return KR_OK;
+    /* One input for every Linear: the same n_in, rows ldx apart; outputs of n_out columns. */
+    for (int i = 0; i < n && i < KR_LINEAR_MULTI_MAX; i++)
+        KR_ASSERT(l[i]->n_in == l[0]->n_in && ldx >= l[i]->n_in && ldy[i] >= l[i]->n_out);
     if (n > KR_LINEAR_MULTI_MAX)
         return kr_error_set(err, KR_ERR_INTERNAL, "linear: %d outputs in one call (max %d)", n,
                             KR_LINEAR_MULTI_MAX);
