@@ -218,10 +218,3 @@ void kr_pool_counters(const kr_pool *pool, int64_t *regions, double *wait_second
     *regions = pool ? pool->regions : 0;
     *wait_seconds = pool ? pool->wait_seconds : 0.0;
 }
-
-void kr_pool_run_if_worth(kr_pool *pool, kr_pool_fn fn, void *ctx, double work, double threshold) {
-    if (work < threshold)
-        fn(ctx, 0, 1);
-    else
-        kr_pool_run(pool, fn, ctx);
-}

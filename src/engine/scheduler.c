@@ -255,21 +255,33 @@ static void fail_list(kr_context *c, kr_req *list, int abort_all) {
     }
 }
 
-/* One engine step over the running set, then events. No lock held. */
-static void step(kr_context *c, double *busy) {
-    int64_t rows = plan_budgets(c);
-    int paths = 0;
-    for (int i = 0; i < c->n_running; i++) paths += c->running[i]->job.params.paths;
-    kr_prefix_hooks hooks = c->cache ? kr_prefix_cache_hooks(c->cache) : (kr_prefix_hooks){ 0 };
-    kr_error e = { 0 };
-    double t0 = kr_now_seconds();
-    kr_status st = kr_generate_step(&c->eng, c->step_groups, c->step_budget, c->n_running,
-                                    c->cache ? &hooks : NULL, &e);
+/* One engine step over the running set, as the loop runs it: plan_step (rows per group),
+ * kr_generate_step (the engine/generate.c step), then post_step. No lock held. */
+typedef struct step_plan {
+    int64_t rows; /* granted over every group */
+    int paths; /* sample paths running */
+    kr_prefix_hooks hooks;
+    double t0; /* when the step started */
+} step_plan;
+
+static step_plan plan_step(kr_context *c) {
+    step_plan s = { .rows = plan_budgets(c) };
+    for (int i = 0; i < c->n_running; i++) s.paths += c->running[i]->job.params.paths;
+    s.hooks = c->cache ? kr_prefix_cache_hooks(c->cache) : (kr_prefix_hooks){ 0 };
+    s.t0 = kr_now_seconds();
+    return s;
+}
+
+/* After the step: the KV each group holds, its progress events and metrics, the requests that
+ * finished (or all of them, when the step failed: their state is unknown). */
+static void post_step(kr_context *c, const step_plan *s, kr_status st, const kr_error *err,
+                      double *busy) {
+    const kr_error e = *err;
     double t = kr_now_seconds();
-    *busy += t - t0;
+    *busy += t - s->t0;
     c->steps++;
-    kr_metric_observe(c->m_batch, paths);
-    kr_metric_observe(c->m_rows, (double)rows);
+    kr_metric_observe(c->m_batch, s->paths);
+    kr_metric_observe(c->m_rows, (double)s->rows);
     for (int i = 0; i < c->n_running;) {
         kr_req *r = c->running[i];
         if (st != KR_OK) { /* a failed step fails the whole batch: its state is unknown */
@@ -406,7 +418,13 @@ void *kr_context_engine_main(void *arg) {
             emit(c->running[i], &ev);
         }
         reap_running(c, now, abort_all);
-        if (c->n_running > 0) step(c, &busy);
+        if (c->n_running > 0) {
+            step_plan plan = plan_step(c);
+            kr_error e = { 0 };
+            kr_status st = kr_generate_step(&c->eng, c->step_groups, c->step_budget, c->n_running,
+                                            c->cache ? &plan.hooks : NULL, &e);
+            post_step(c, &plan, st, &e, &busy);
+        }
         if (c->cache) {
             kr_prefix_cache_stats cs;
             kr_prefix_cache_get_stats(c->cache, &cs);

@@ -152,13 +152,13 @@ kr_status kr_predictor_forward(const kr_predictor_weights *w, const kr_exec *ex,
         kr_qkv_rows first = { qkv, qkv + td, qkv + 2 * td };
         st = first_stage_with_records(w, ex, total, s1, s2, stamps, fs, &first, x, err);
         if (st == KR_OK)
-            st = kr_transformer_run_from_qkv(w->blocks, n_layers, 0, d, w->cfg.ff_dim, ex, x,
-                                             chunks, n_chunks, &first, err);
+            st = kr_transformer_run(w->blocks, n_layers, 0, d, w->cfg.ff_dim, ex, x, chunks,
+                                    n_chunks, &first, err);
     } else {
         st = kr_predictor_embed(w, ex, total, s1, s2, stamps, x, NULL, NULL, err);
         if (st == KR_OK)
             st = kr_transformer_run(w->blocks, n_layers, 0, d, w->cfg.ff_dim, ex, x, chunks,
-                                    n_chunks, err);
+                                    n_chunks, NULL, err);
     }
     if (st == KR_OK) {
         double t0 = kr_prof_begin(ex->prof);

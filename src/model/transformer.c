@@ -160,9 +160,9 @@ kr_status kr_transformer_qkv(const kr_block_weights *bw, int d, const kr_exec *e
     return st;
 }
 
-static kr_status run_blocks(const kr_block_weights *blocks, int n_blocks, int layer0, int d,
-                            int ff_dim, const kr_exec *ex, float *x, const kr_chunk *chunks,
-                            int n_chunks, const kr_qkv_rows *first, kr_error *err) {
+kr_status kr_transformer_run(const kr_block_weights *blocks, int n_blocks, int layer0, int d,
+                             int ff_dim, const kr_exec *ex, float *x, const kr_chunk *chunks,
+                             int n_chunks, const kr_qkv_rows *first, kr_error *err) {
     int total = 0;
     kr_status st = kr_chunks_check(chunks, n_chunks, layer0 + n_blocks, &total, err);
     if (st != KR_OK) return st;
@@ -230,17 +230,4 @@ static kr_status run_blocks(const kr_block_weights *blocks, int n_blocks, int la
 done:
     kr_arena_release(ex->arena, mark);
     return st;
-}
-
-kr_status kr_transformer_run(const kr_block_weights *blocks, int n_blocks, int layer0, int d,
-                             int ff_dim, const kr_exec *ex, float *x, const kr_chunk *chunks,
-                             int n_chunks, kr_error *err) {
-    return run_blocks(blocks, n_blocks, layer0, d, ff_dim, ex, x, chunks, n_chunks, NULL, err);
-}
-
-kr_status kr_transformer_run_from_qkv(const kr_block_weights *blocks, int n_blocks, int layer0,
-                                      int d, int ff_dim, const kr_exec *ex, float *x,
-                                      const kr_chunk *chunks, int n_chunks,
-                                      const kr_qkv_rows *first, kr_error *err) {
-    return run_blocks(blocks, n_blocks, layer0, d, ff_dim, ex, x, chunks, n_chunks, first, err);
 }

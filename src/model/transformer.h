@@ -33,12 +33,6 @@ typedef struct kr_chunk {
     int out_start;
 } kr_chunk;
 
-/* Runs blocks[0..n_blocks) over x[total][d] (total = Σ chunk n), in place. Store layer of
- * block i is layer0 + i. `causal` is always 1 for Kronos blocks. */
-kr_status kr_transformer_run(const kr_block_weights *blocks, int n_blocks, int layer0, int d,
-                             int ff_dim, const kr_exec *ex, float *x, const kr_chunk *chunks,
-                             int n_chunks, kr_error *err);
-
 /* A block's Q, K and V projections of the same rows (row stride d), before RoPE. */
 typedef struct kr_qkv_rows {
     float *q, *k, *v;
@@ -50,13 +44,14 @@ typedef struct kr_qkv_rows {
 kr_status kr_transformer_qkv(const kr_block_weights *bw, int d, const kr_exec *ex, const float *x,
                              int m, float *q, float *k, float *v, kr_error *err);
 
-/* kr_transformer_run with blocks[0]'s projections of every row given (kr_transformer_qkv of
- * x, e.g. gathered from earlier calls): the first block starts at RoPE. The buffers are
- * rotated in place and serve as every block's scratch. */
-kr_status kr_transformer_run_from_qkv(const kr_block_weights *blocks, int n_blocks, int layer0,
-                                      int d, int ff_dim, const kr_exec *ex, float *x,
-                                      const kr_chunk *chunks, int n_chunks,
-                                      const kr_qkv_rows *first, kr_error *err);
+/* Runs blocks[0..n_blocks) over x[total][d] (total = Σ chunk n), in place. Store layer of
+ * block i is layer0 + i; attention is causal. first (NULL: computed here) gives blocks[0]'s
+ * projections of every row (kr_transformer_qkv of x, e.g. gathered from earlier calls): the
+ * first block then starts at RoPE, and those buffers are rotated in place and serve as every
+ * block's scratch. */
+kr_status kr_transformer_run(const kr_block_weights *blocks, int n_blocks, int layer0, int d,
+                             int ff_dim, const kr_exec *ex, float *x, const kr_chunk *chunks,
+                             int n_chunks, const kr_qkv_rows *first, kr_error *err);
 
 /* Σ chunk n; validates refs and capacities. */
 kr_status kr_chunks_check(const kr_chunk *chunks, int n_chunks, int n_layers_needed, int *total,
