@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -140,93 +141,114 @@ static size_t workspace_estimate(const kr_model *m, const kr_context_params *p, 
     return bytes + bytes / 4;
 }
 
+/* Every metric of the engine, its name, type and help once (engine/metrics.h), and where the
+ * context keeps the series. */
+static const double k_batch_bounds[] = { 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024 };
+static const double k_row_bounds[] = { 1, 4, 16, 64, 256, 1024, 4096, 16384, 65536 };
+#define N_BOUNDS(b) (int)(sizeof b / sizeof b[0])
+#define COUNTER(name, help) \
+    { name, KR_METRIC_COUNTER, help, NULL, 0 }
+#define GAUGE(name, help) \
+    { name, KR_METRIC_GAUGE, help, NULL, 0 }
+#define LATENCY(name, help) \
+    { name, KR_METRIC_HISTOGRAM, help, NULL, 0 }
+static const kr_metric_desc k_requests =
+    COUNTER("kronos_requests_total", "Finished requests by outcome");
+static const kr_metric_desc k_part_seconds =
+    COUNTER("kronos_step_part_seconds_total",
+            "Engine step time by part (the step profile; 0 when it is off)");
+static const struct {
+    kr_metric_desc desc;
+    size_t at; /* offsetof(kr_context, m_...) */
+} k_engine_metrics[] = {
+    { LATENCY("kronos_time_to_first_step_seconds",
+              "Time from submission to the first sampled step (TTFT)"),
+      offsetof(kr_context, m_ttft) },
+    { LATENCY("kronos_inter_step_latency_seconds", "Time between consecutive steps of a request"),
+      offsetof(kr_context, m_itl) },
+    { LATENCY("kronos_queue_wait_seconds",
+              "Time a request waited before joining the running batch"),
+      offsetof(kr_context, m_queue) },
+    { LATENCY("kronos_request_latency_seconds", "End-to-end time of a request in the engine"),
+      offsetof(kr_context, m_e2e) },
+    { { "kronos_batch_size", KR_METRIC_HISTOGRAM,
+        "Sample paths of the running requests at an engine step", k_batch_bounds,
+        N_BOUNDS(k_batch_bounds) },
+      offsetof(kr_context, m_batch) },
+    { { "kronos_step_rows", KR_METRIC_HISTOGRAM,
+        "Rows (prefill, decode, re-run) computed in one engine step", k_row_bounds,
+        N_BOUNDS(k_row_bounds) },
+      offsetof(kr_context, m_rows) },
+    { GAUGE("kronos_requests_running", "Requests in the running batch"),
+      offsetof(kr_context, m_running) },
+    { GAUGE("kronos_requests_waiting", "Requests waiting to be admitted"),
+      offsetof(kr_context, m_waiting) },
+    { GAUGE("kronos_queue_oldest_wait_seconds",
+            "How long the longest-waiting queued request has waited"),
+      offsetof(kr_context, m_oldest_wait) },
+    { COUNTER("kronos_requests_backfilled_total",
+              "Requests started past an earlier one waiting for KV memory, without delaying it"),
+      offsetof(kr_context, m_backfilled) },
+    { GAUGE("kronos_kv_cache_used_bytes",
+            "KV memory held by running requests and the prefix cache"),
+      offsetof(kr_context, m_kv_used) },
+    { GAUGE("kronos_kv_cache_budget_bytes", "KV memory budget"),
+      offsetof(kr_context, m_kv_budget) },
+    { GAUGE("kronos_kv_cache_usage_ratio", "KV memory used / budget"),
+      offsetof(kr_context, m_kv_usage) },
+    { GAUGE("kronos_kv_blocks_used",
+            "KV blocks held by any store of the process (requests, prefix cache, tokenizer)"),
+      offsetof(kr_context, m_kv_blocks_used) },
+    { GAUGE("kronos_kv_blocks_free", "Freed KV blocks kept for reuse"),
+      offsetof(kr_context, m_kv_blocks_free) },
+    { GAUGE("kronos_kv_blocks_free_bytes",
+            "Payload of the freed KV blocks kept for reuse (within the KV budget; beyond 64 MB "
+            "they go back after 5 s unused)"),
+      offsetof(kr_context, m_kv_blocks_free_bytes) },
+    { GAUGE("kronos_engine_busy_ratio", "Fraction of the last interval the engine computed"),
+      offsetof(kr_context, m_busy) },
+    { GAUGE("kronos_prefix_cache_bytes", "Bytes held by the prefix cache"),
+      offsetof(kr_context, m_cache_bytes) },
+    { COUNTER("kronos_generated_tokens_total", "Tokens sampled (all paths)"),
+      offsetof(kr_context, m_gen_tokens) },
+    { COUNTER("kronos_prefill_tokens_total", "Context tokens prefilled"),
+      offsetof(kr_context, m_prefill_tokens) },
+    { GAUGE("kronos_workspace_bytes",
+            "Workspace arena of the engine (sized from the batch limits)"),
+      offsetof(kr_context, m_workspace) },
+    /* The limits in force (profile, then tuner), so a dashboard shows what the engine does. */
+    { GAUGE("kronos_scheduler_batch_wait_seconds", "batch_wait in force (profile, then tuner)"),
+      offsetof(kr_context, m_lim_wait) },
+    { GAUGE("kronos_scheduler_max_batch_tokens", "max_batch_tokens in force (profile, then tuner)"),
+      offsetof(kr_context, m_lim_tokens) },
+    { GAUGE("kronos_scheduler_max_running", "max_running in force (profile, then tuner)"),
+      offsetof(kr_context, m_lim_running) },
+    { GAUGE("kronos_scheduler_max_queue", "max_queue in force (profile)"),
+      offsetof(kr_context, m_lim_queue) },
+    { GAUGE("kronos_scheduler_static_batching",
+            "1: static batches (offline), 0: continuous batching"),
+      offsetof(kr_context, m_lim_static) },
+};
+#undef COUNTER
+#undef GAUGE
+#undef LATENCY
+
 static void register_metrics(kr_context *c) {
     kr_metrics *m = c->metrics;
-    static const double batch_bounds[] = { 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024 };
-    static const double row_bounds[] = { 1, 4, 16, 64, 256, 1024, 4096, 16384, 65536 };
-    c->m_ttft = kr_metrics_histogram(m, "kronos_time_to_first_step_seconds", "",
-                                     "Time from submission to the first sampled step (TTFT)",
-                                     kr_latency_buckets, kr_latency_buckets_n);
-    c->m_itl = kr_metrics_histogram(m, "kronos_inter_step_latency_seconds", "",
-                                    "Time between consecutive steps of a request",
-                                    kr_latency_buckets, kr_latency_buckets_n);
-    c->m_queue = kr_metrics_histogram(m, "kronos_queue_wait_seconds", "",
-                                      "Time a request waited before joining the running batch",
-                                      kr_latency_buckets, kr_latency_buckets_n);
-    c->m_e2e = kr_metrics_histogram(m, "kronos_request_latency_seconds", "",
-                                    "End-to-end time of a request in the engine",
-                                    kr_latency_buckets, kr_latency_buckets_n);
-    c->m_batch = kr_metrics_histogram(
-        m, "kronos_batch_size", "", "Sample paths of the running requests at an engine step",
-        batch_bounds, (int)(sizeof batch_bounds / sizeof batch_bounds[0]));
-    c->m_rows = kr_metrics_histogram(m, "kronos_step_rows", "",
-                                     "Rows (prefill, decode, re-run) computed in one engine step",
-                                     row_bounds, (int)(sizeof row_bounds / sizeof row_bounds[0]));
-    c->m_running =
-        kr_metrics_gauge(m, "kronos_requests_running", "", "Requests in the running batch");
-    c->m_waiting =
-        kr_metrics_gauge(m, "kronos_requests_waiting", "", "Requests waiting to be admitted");
-    c->m_oldest_wait = kr_metrics_gauge(m, "kronos_queue_oldest_wait_seconds", "",
-                                        "How long the longest-waiting queued request has waited");
-    c->m_backfilled = kr_metrics_counter(
-        m, "kronos_requests_backfilled_total", "",
-        "Requests started past an earlier one waiting for KV memory, without delaying it");
-    c->m_kv_used = kr_metrics_gauge(m, "kronos_kv_cache_used_bytes", "",
-                                    "KV memory held by running requests and the prefix cache");
-    c->m_kv_budget = kr_metrics_gauge(m, "kronos_kv_cache_budget_bytes", "", "KV memory budget");
-    c->m_kv_usage =
-        kr_metrics_gauge(m, "kronos_kv_cache_usage_ratio", "", "KV memory used / budget");
-    c->m_kv_blocks_used = kr_metrics_gauge(
-        m, "kronos_kv_blocks_used", "",
-        "KV blocks held by any store of the process (requests, prefix cache, tokenizer)");
-    c->m_kv_blocks_free =
-        kr_metrics_gauge(m, "kronos_kv_blocks_free", "", "Freed KV blocks kept for reuse");
-    c->m_kv_blocks_free_bytes = kr_metrics_gauge(
-        m, "kronos_kv_blocks_free_bytes", "",
-        "Payload of the freed KV blocks kept for reuse (within the KV budget; beyond 64 MB "
-        "they go back after 5 s unused)");
-    c->m_busy = kr_metrics_gauge(m, "kronos_engine_busy_ratio", "",
-                                 "Fraction of the last interval the engine computed");
-    c->m_q_tokens = kr_metrics_counter(m, "kronos_prefix_cache_queried_tokens_total", "",
-                                       "Context tokens looked up in the prefix cache");
-    c->m_h_tokens = kr_metrics_counter(m, "kronos_prefix_cache_hit_tokens_total", "",
-                                       "Context tokens served from the prefix cache");
-    c->m_cache_bytes =
-        kr_metrics_gauge(m, "kronos_prefix_cache_bytes", "", "Bytes held by the prefix cache");
-    c->m_ok = kr_metrics_counter(m, "kronos_requests_total", "outcome=\"ok\"",
-                                 "Finished requests by outcome");
-    c->m_failed = kr_metrics_counter(m, "kronos_requests_total", "outcome=\"error\"",
-                                     "Finished requests by outcome");
-    c->m_cancelled = kr_metrics_counter(m, "kronos_requests_total", "outcome=\"cancelled\"",
-                                        "Finished requests by outcome");
-    c->m_timeout = kr_metrics_counter(m, "kronos_requests_total", "outcome=\"timeout\"",
-                                      "Finished requests by outcome");
-    c->m_rejected = kr_metrics_counter(m, "kronos_requests_total", "outcome=\"rejected\"",
-                                       "Finished requests by outcome");
-    c->m_gen_tokens =
-        kr_metrics_counter(m, "kronos_generated_tokens_total", "", "Tokens sampled (all paths)");
-    c->m_prefill_tokens =
-        kr_metrics_counter(m, "kronos_prefill_tokens_total", "", "Context tokens prefilled");
-    c->m_workspace =
-        kr_metrics_gauge(m, "kronos_workspace_bytes", "",
-                         "Workspace arena of the engine (sized from the batch limits)");
-    /* The limits in force (profile, then tuner), so a dashboard shows what the engine does. */
-    c->m_lim_wait = kr_metrics_gauge(m, "kronos_scheduler_batch_wait_seconds", "",
-                                     "batch_wait in force (profile, then tuner)");
-    c->m_lim_tokens = kr_metrics_gauge(m, "kronos_scheduler_max_batch_tokens", "",
-                                       "max_batch_tokens in force (profile, then tuner)");
-    c->m_lim_running = kr_metrics_gauge(m, "kronos_scheduler_max_running", "",
-                                        "max_running in force (profile, then tuner)");
-    c->m_lim_queue =
-        kr_metrics_gauge(m, "kronos_scheduler_max_queue", "", "max_queue in force (profile)");
-    c->m_lim_static = kr_metrics_gauge(m, "kronos_scheduler_static_batching", "",
-                                       "1: static batches (offline), 0: continuous batching");
+    for (size_t i = 0; i < sizeof k_engine_metrics / sizeof k_engine_metrics[0]; i++)
+        *(kr_metric **)((char *)c + k_engine_metrics[i].at) =
+            kr_metrics_series(m, &k_engine_metrics[i].desc, "");
+    c->m_q_tokens = kr_metrics_series(m, &kr_metric_prefix_queried_tokens, "");
+    c->m_h_tokens = kr_metrics_series(m, &kr_metric_prefix_hit_tokens, "");
+    c->m_ok = kr_metrics_series(m, &k_requests, "outcome=\"ok\"");
+    c->m_failed = kr_metrics_series(m, &k_requests, "outcome=\"error\"");
+    c->m_cancelled = kr_metrics_series(m, &k_requests, "outcome=\"cancelled\"");
+    c->m_timeout = kr_metrics_series(m, &k_requests, "outcome=\"timeout\"");
+    c->m_rejected = kr_metrics_series(m, &k_requests, "outcome=\"rejected\"");
     for (int i = 0; i < KR_PART_COUNT; i++) {
         char labels[64];
         snprintf(labels, sizeof labels, "part=\"%s\"", kr_profile_part_name(i));
-        c->m_part_seconds[i] =
-            kr_metrics_counter(m, "kronos_step_part_seconds_total", labels,
-                               "Engine step time by part (the step profile; 0 when it is off)");
+        c->m_part_seconds[i] = kr_metrics_series(m, &k_part_seconds, labels);
     }
     kr_metric_set(c->m_kv_budget, (double)c->p.kv_budget_bytes);
 }

@@ -17,15 +17,35 @@ typedef struct kr_metric kr_metric; /* one time series (name + label set) */
 KR_PRIVATE kr_status kr_metrics_create(kr_metrics **out, kr_error *err);
 KR_PRIVATE void kr_metrics_free(kr_metrics *m);
 
-/* Registration returns a handle valid for the registry's life; the same (name, labels) twice
- * returns the same handle. labels: "" or 'key="value",key2="v2"'. help: one line. Histogram
- * bounds: ascending upper bounds (+Inf is implicit), copied. NULL on allocation failure. */
-KR_PRIVATE kr_metric *kr_metrics_counter(kr_metrics *m, const char *name, const char *labels,
-                                         const char *help);
-KR_PRIVATE kr_metric *kr_metrics_gauge(kr_metrics *m, const char *name, const char *labels,
-                                       const char *help);
-KR_PRIVATE kr_metric *kr_metrics_histogram(kr_metrics *m, const char *name, const char *labels,
-                                           const char *help, const double *bounds, int n_bounds);
+typedef enum kr_metric_type {
+    KR_METRIC_COUNTER = 0,
+    KR_METRIC_GAUGE,
+    KR_METRIC_HISTOGRAM
+} kr_metric_type;
+
+/* One metric as /metrics shows it: its name, type and help text, written once in a table of
+ * the layer that owns it (engine/context.c, engine/tuner.c, server/http_metrics.c, ...);
+ * every series of it (one per label set) is registered through it, so a name is never spelt,
+ * nor its help worded, twice. */
+typedef struct kr_metric_desc {
+    const char *name;
+    kr_metric_type type;
+    const char *help; /* one line */
+    const double *bounds; /* histograms: ascending upper bounds (+Inf implicit); NULL: the
+                             latency buckets (kr_latency_buckets) */
+    int n_bounds;
+} kr_metric_desc;
+
+/* The series of desc with these labels ("" or NULL, or 'key="value",key2="v2"'), registered on
+ * first use: the same (name, labels) again returns the same handle, valid for the registry's
+ * life. NULL on allocation failure (updates ignore NULL). */
+KR_PRIVATE kr_metric *kr_metrics_series(kr_metrics *m, const kr_metric_desc *desc,
+                                        const char *labels);
+
+/* The engine's metrics another layer updates or reads too. */
+extern KR_PRIVATE const kr_metric_desc kr_metric_prefix_queried_tokens;
+extern KR_PRIVATE const kr_metric_desc kr_metric_prefix_hit_tokens;
+extern KR_PRIVATE const kr_metric_desc kr_metric_tuner_decisions;
 
 /* Updates; NULL handles are ignored, so callers need not check registration. */
 KR_PRIVATE void kr_metric_add(kr_metric *c, double v); /* counter (v >= 0) or gauge */
