@@ -267,48 +267,67 @@ static void test_rolling_window(void **state) {
     kr_test_engine_free(&E);
 }
 
+/* The forecast is refused with `want`, a message holding needle, and err.field naming the
+ * parameter or input at fault (field "": none), which a server answers 400 with. */
 static void expect_error(kr_context *ctx, kr_series s, kr_forecast_params p, kr_status want,
-                         const char *needle) {
+                         const char *needle, const char *field) {
     kr_forecast *f = NULL;
     kr_error err = { 0 };
     kr_status st = kr_forecast_run(ctx, &s, &p, &f, &err);
     if (st != want || !strstr(err.message, needle))
         fail_msg("expected status %d with '%s', got %d: %s", want, needle, st, err.message);
+    if (strcmp(err.field, field) != 0)
+        fail_msg("'%s': field '%s', expected '%s'", err.message, err.field, field);
     assert_null(f);
 }
 
+/* One bad parameter at a time: each is refused, its message and its field naming it. */
 static void test_bad_requests(void **state) {
     (void)state;
     kr_test_engine E = load_dirs(g_tiny_dir);
     kr_forecast_params p = kr_forecast_default_params();
     p.pred_len = 4;
     kr_series s = slice(0, 30);
-    kr_forecast_params q = p;
-    q.pred_len = 0;
-    expect_error(E.ctx, s, q, KR_ERR_INVALID_ARG, "pred_len");
-    q = p;
-    q.pred_len = 600;
-    expect_error(E.ctx, s, q, KR_ERR_INVALID_ARG, "pred_len");
-    q = p;
-    q.paths = 0;
-    expect_error(E.ctx, s, q, KR_ERR_INVALID_ARG, "paths");
-    q = p;
-    q.temperature = 0;
-    expect_error(E.ctx, s, q, KR_ERR_INVALID_ARG, "temperature");
-    q = p;
-    q.top_p = 0;
-    expect_error(E.ctx, s, q, KR_ERR_INVALID_ARG, "top_p");
-    q = p;
-    q.lookback = 31;
-    expect_error(E.ctx, s, q, KR_ERR_INVALID_ARG, "lookback");
-    expect_error(E.ctx, slice(0, 1), p, KR_ERR_INVALID_ARG, "too few rows");
+    enum { PRED_LEN, PATHS, TEMPERATURE, TOP_P, TOP_K, LOOKBACK, MAX_CONTEXT };
+    static const struct {
+        int param;
+        double value;
+        const char *field; /* also what the message names */
+    } bad[] = {
+        { PRED_LEN, 0, "pred_len" }, { PRED_LEN, 600, "pred_len" },
+        { PATHS, 0, "paths" },       { TEMPERATURE, 0, "temperature" },
+        { TOP_P, 0, "top_p" },       { TOP_P, 1.5, "top_p" },
+        { TOP_K, -1, "top_k" },      { LOOKBACK, 31, "lookback" },
+        { LOOKBACK, 1, "lookback" }, { MAX_CONTEXT, 0, "max_context" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        kr_forecast_params q = p;
+        switch (bad[i].param) {
+        case PRED_LEN: q.pred_len = (int)bad[i].value; break;
+        case PATHS: q.paths = (int)bad[i].value; break;
+        case TEMPERATURE: q.temperature = (float)bad[i].value; break;
+        case TOP_P: q.top_p = (float)bad[i].value; break;
+        case TOP_K: q.top_k = (int)bad[i].value; break;
+        case LOOKBACK: q.lookback = (int)bad[i].value; break;
+        case MAX_CONTEXT: q.max_context = (int)bad[i].value; break;
+        }
+        expect_error(E.ctx, s, q, KR_ERR_INVALID_ARG, bad[i].field, bad[i].field);
+    }
+    expect_error(E.ctx, slice(0, 1), p, KR_ERR_INVALID_ARG, "too few rows", "candles");
     double vals[3 * 6] = { 1, 1, 1, 1, 1, 1, 1, 1, 1, NAN, 1, 1, 1, 1, 1, 1, 1, 1 };
     int64_t ts[3] = { 0, 60, 120 };
-    kr_series bad = { .n = 3, .timestamps = ts, .values = vals, .has_volume = 1, .has_amount = 1 };
-    expect_error(E.ctx, bad, p, KR_ERR_INVALID_ARG, "row 1, field 'close'");
+    kr_series bad_rows = {
+        .n = 3, .timestamps = ts, .values = vals, .has_volume = 1, .has_amount = 1
+    };
+    expect_error(E.ctx, bad_rows, p, KR_ERR_INVALID_ARG, "row 1, field 'close'", "candles");
     vals[9] = 1;
     ts[2] = 60;
-    expect_error(E.ctx, bad, p, KR_ERR_INVALID_ARG, "row 2: timestamps");
+    expect_error(E.ctx, bad_rows, p, KR_ERR_INVALID_ARG, "row 2: timestamps", "candles");
+    /* Not about one field: nothing named. */
+    kr_error err = { 0 };
+    kr_error_set_field(&err, KR_ERR_INVALID_ARG, "paths", "x");
+    kr_error_set(&err, KR_ERR_IO, "y");
+    assert_string_equal(err.field, "");
     kr_test_engine_free(&E);
 }
 

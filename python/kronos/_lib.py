@@ -14,7 +14,8 @@ _SONAME = "libkronos.so.0"
 
 
 class kr_error(ctypes.Structure):
-    _fields_ = [("status", ctypes.c_int), ("message", ctypes.c_char * 512)]
+    _fields_ = [("status", ctypes.c_int), ("message", ctypes.c_char * 512),
+                ("field", ctypes.c_char * 64)]
 
 
 class kr_model_params(ctypes.Structure):
@@ -264,7 +265,8 @@ def _check_layout():
     # kr_error: a message longer than the buffer is cut at its size, so the bytes written end
     # where our copy ends.
     err = fill(lambda p: kr_error_set(p, -3, b"%s", b"x" * 4096), kr_error)
-    if err.status != -3 or len(err.message) != ctypes.sizeof(kr_error) - 4 - 1:
+    if (err.status != -3 or len(err.message) != kr_error.message.size - 1 or
+            err.field != b""):
         raise _layout_error("kr_error")
 
 

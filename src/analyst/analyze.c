@@ -261,10 +261,11 @@ kr_status kr_analyze_check_params(const kr_analyze_params *p, kr_error *err) {
         return kr_error_set(err, KR_ERR_INVALID_ARG, "error targets must be >= 0");
     if (p->calibrate > 0 && p->lookback > 0 &&
         p->lookback < kr_calibration_min_lookback(p->horizon))
-        return kr_error_set(err, KR_ERR_INVALID_ARG,
-                            "lookback %d is too short to calibrate a %d-bar horizon: the naive "
-                            "band needs at least %d rows",
-                            p->lookback, p->horizon, kr_calibration_min_lookback(p->horizon));
+        return kr_error_set_field(
+            err, KR_ERR_INVALID_ARG, "lookback",
+            "lookback %d is too short to calibrate a %d-bar horizon: the naive "
+            "band needs at least %d rows",
+            p->lookback, p->horizon, kr_calibration_min_lookback(p->horizon));
     return KR_OK;
 }
 

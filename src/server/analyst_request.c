@@ -268,9 +268,10 @@ static kr_status read_fields(const cJSON *root, int batch, const kr_api_limits *
     /* The rest of the library's own checks, named by the field they concern. */
     kr_error e = { 0 };
     if (kr_analyze_check_params(p, &e) != KR_OK) {
-        const int on_lookback = !strncmp(e.message, "lookback ", 9); /* "lookback: 21 is ..." */
+        /* The library names the field it refused; its message starts with that word. */
+        const int on_lookback = !strcmp(e.field, "lookback");
         return kr_api_error_set(err, 400, on_lookback ? "lookback" : NULL, "%s",
-                                e.message + (on_lookback ? 9 : 0));
+                                e.message + (on_lookback ? strlen("lookback ") : 0));
     }
     return KR_OK;
 }
