@@ -34,7 +34,7 @@ static void assert_same_candles(const kr_candles *a, const kr_candles *b) {
  * candles, the amount derived alike (volume x mean price). */
 static void test_candles_load_csv_and_json_agree(void **state) {
     (void)state;
-    char *dir = kr_test_tmpdir();
+    const char *dir = kr_test_fresh_dir();
     char csv[512], json[512], sniffed[512];
     snprintf(csv, sizeof csv, "%s/a.csv", dir);
     snprintf(json, sizeof json, "%s/a.json", dir);
@@ -53,14 +53,12 @@ static void test_candles_load_csv_and_json_agree(void **state) {
     kr_candles_free(a);
     kr_candles_free(b);
     kr_candles_free(c);
-    kr_test_remove_tree(dir);
-    free(dir);
 }
 
 /* A bad row of a JSON file is named by file and JSON field, with the CSV reader's rule. */
 static void test_candles_load_json_error_names_file_and_field(void **state) {
     (void)state;
-    char *dir = kr_test_tmpdir();
+    const char *dir = kr_test_fresh_dir();
     char path[512];
     snprintf(path, sizeof path, "%s/bad.json", dir);
     const char bad[] = "[[\"2024-01-02\",10,11,9,10.5],[\"2024-01-03\",10.5,9,10,11]]";
@@ -72,8 +70,6 @@ static void test_candles_load_json_error_names_file_and_field(void **state) {
     assert_non_null(strstr(err.message, "bad.json"));
     assert_non_null(strstr(err.message, "candles[1].high"));
     assert_non_null(strstr(err.message, "below low"));
-    kr_test_remove_tree(dir);
-    free(dir);
 }
 
 /* The text reader tells JSON from CSV by its first character past a BOM and blanks. */

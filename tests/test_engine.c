@@ -30,14 +30,13 @@ static kr_series slice(int64_t start, int64_t n) { return kr_candles_slice(g_can
 
 static int setup(void **state) {
     (void)state;
-    char *dir = kr_test_tmpdir();
+    const char *dir = kr_test_fresh_dir();
     kr_error err = { 0 };
     if (!dir || kr_model_write_random(kr_random_shape_find("tiny"), 7, dir, &err) != KR_OK) {
         fprintf(stderr, "gen-random: %s\n", err.message);
         return -1;
     }
     snprintf(g_tiny_dir, sizeof g_tiny_dir, "%s", dir);
-    free(dir);
     if (kr_candles_read_csv(kr_test_fixture("regression_input.csv"), &g_candles, &err) != KR_OK) {
         fprintf(stderr, "%s\n", err.message);
         return -1;
@@ -373,7 +372,7 @@ static void rewrite_in_place(const char *dir, const char *part) {
 
 static void test_no_mmap_survives_rewrite(void **state) {
     (void)state;
-    char *dir = kr_test_tmpdir();
+    const char *dir = kr_test_fresh_dir();
     kr_error err = { 0 };
     assert_non_null(dir);
     if (kr_model_write_random(kr_random_shape_find("tiny"), 7, dir, &err) != KR_OK)
@@ -406,7 +405,6 @@ static void test_no_mmap_survives_rewrite(void **state) {
     kr_forecast_free(after);
     kr_test_engine_free(&mapped);
     kr_test_engine_free(&read);
-    free(dir);
 }
 
 int main(void) {

@@ -28,15 +28,13 @@ static kr_candles *g_candles;
 
 static int setup(void **state) {
     (void)state;
-    char *dir = kr_test_tmpdir();
+    const char *dir = kr_test_fresh_dir();
     kr_error err = { 0 };
     if (!dir || kr_model_write_random(kr_random_shape_find("tiny"), 7, dir, &err) != KR_OK) {
         fprintf(stderr, "gen-random: %s\n", err.message);
-        free(dir);
         return -1;
     }
     snprintf(g_tiny_dir, sizeof g_tiny_dir, "%s", dir);
-    free(dir);
     snprintf(g_demo_dir, sizeof g_demo_dir, "%s/models/kronos-demo", KR_SOURCE_DIR);
     if (kr_candles_read_csv(kr_test_fixture("regression_input.csv"), &g_candles, &err) != KR_OK) {
         fprintf(stderr, "%s\n", err.message);

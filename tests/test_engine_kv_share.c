@@ -27,14 +27,13 @@ static float g_x[LONG_L * 6], g_stamps[(LONG_L + P) * 5];
 
 static int setup(void **state) {
     (void)state;
-    char *dir = kr_test_tmpdir();
+    const char *dir = kr_test_fresh_dir();
     kr_error err = { 0 };
     if (!dir || kr_model_write_random(kr_random_shape_find("tiny"), 11, dir, &err) != KR_OK) {
         fprintf(stderr, "gen-random: %s\n", err.message);
         return -1;
     }
     snprintf(g_tiny_dir, sizeof g_tiny_dir, "%s", dir);
-    free(dir);
     uint64_t r = 0x9e3779b97f4a7c15ull;
     for (int i = 0; i < LONG_L * 6; i++) {
         r ^= r << 13, r ^= r >> 7, r ^= r << 17;

@@ -208,7 +208,7 @@ static void test_calibrated_checkpoint_round_trip(void **state) {
                                kr_candles_slice(g_candles, 1500, 300) };
         kr_error err = { 0 };
         assert_int_equal(quantize(&m, fmts[i], 64, calib, 2, 0, &err), KR_OK);
-        char *dir = kr_test_tmpdir();
+        const char *dir = kr_test_fresh_dir();
         assert_int_equal(kr_model_save_quantized(m, dir, &err), KR_OK);
         kr_model *r = load_ok(dir, NULL);
         kr_model_info a, b;
@@ -237,7 +237,6 @@ static void test_calibrated_checkpoint_round_trip(void **state) {
         assert_non_null(strstr(err.message, "already"));
         kr_model_free(m);
         kr_model_free(r);
-        free(dir);
     }
 }
 
@@ -265,7 +264,7 @@ static void test_bad_requests(void **state) {
     kr_model_info qi;
     kr_model_get_info(m, &qi);
     assert_true(qi.quant_seconds > 0 && qi.quant_seconds <= qi.load_seconds);
-    char *dir = kr_test_tmpdir();
+    const char *dir = kr_test_fresh_dir();
     assert_int_equal(kr_model_save_quantized(m, dir, &err), KR_OK);
     char pred[1100];
     snprintf(pred, sizeof pred, "%s/predictor", dir);
@@ -273,7 +272,6 @@ static void test_bad_requests(void **state) {
     assert_int_not_equal(kr_model_load(pred, DEMO "/tokenizer", NULL, &mixed, &err), KR_OK);
     assert_non_null(strstr(err.message, "quantised"));
     kr_model_free(m);
-    free(dir);
 }
 
 typedef struct save_job {
@@ -295,7 +293,7 @@ static void *save_thread(void *arg) {
 static void test_concurrent_saves_one_dir(void **state) {
     (void)state;
     kr_model *m = load_ok(DEMO, "int8");
-    char *dir = kr_test_tmpdir();
+    const char *dir = kr_test_fresh_dir();
     enum { N = 4, ROUNDS = 3 };
     for (int round = 0; round < ROUNDS; round++) {
         save_job jobs[N];
@@ -324,7 +322,8 @@ static void test_concurrent_saves_one_dir(void **state) {
 
     /* The serialisation itself: while another save holds the directory's lock (here, the
      * test), a finished save waits to install its pair, and installs it once the lock goes. */
-    char *dir2 = kr_test_tmpdir(), pred2[1200];
+    const char *dir2 = kr_test_fresh_dir();
+    char pred2[1200];
     snprintf(pred2, sizeof pred2, "%s/predictor", dir2);
     int fd = open(dir2, O_RDONLY | O_DIRECTORY);
     assert_true(fd >= 0);
@@ -361,9 +360,7 @@ static void test_concurrent_saves_one_dir(void **state) {
     pthread_join(th, NULL);
     if (job.st != KR_OK) fail_msg("save: %s", job.err.message);
     assert_int_equal(stat(pred2, &sb), 0);
-    free(dir2);
     kr_model_free(m);
-    free(dir);
 }
 
 /* Teacher forcing: the predictor's s1 distribution at the last window position is the one
@@ -416,7 +413,7 @@ static void test_malformed_quantised_checkpoint(void **state) {
     kr_model *m = load_ok(DEMO, NULL);
     kr_error err = { 0 };
     assert_int_equal(quantize(&m, "q4", 32, NULL, 0, 0, &err), KR_OK);
-    char *dir = kr_test_tmpdir();
+    const char *dir = kr_test_fresh_dir();
     assert_int_equal(kr_model_save_quantized(m, dir, &err), KR_OK);
     kr_model_free(m);
     char cfg[1100];
@@ -430,7 +427,6 @@ static void test_malformed_quantised_checkpoint(void **state) {
     rewrite(cfg, "\"format\": \"q4\"", "\"format\": \"q3\"");
     assert_null(load(dir, NULL, &err));
     assert_non_null(strstr(err.message, "quantization.format"));
-    free(dir);
 }
 
 /* Mean teacher-forced KL(f32 ‖ q) of the s1 distribution over windows away from the
@@ -493,7 +489,7 @@ static void test_calibration_is_deterministic(void **state) {
                            kr_candles_slice(g_candles, 1500, 300) };
     static const char *const runs[][2] = { { "int8", "gptq" }, { "q4", "awq" } };
     for (int r = 0; r < 2; r++) {
-        char *dir[2];
+        const char *dir[2];
         for (int k = 0; k < 2; k++) {
             kr_model *m = load_ok(DEMO, NULL);
             kr_quantize_params qp = kr_quantize_default_params();
@@ -501,7 +497,7 @@ static void test_calibration_is_deterministic(void **state) {
             qp.method = runs[r][1];
             kr_error err = { 0 };
             if (quantize_with(&m, &qp, calib, 3, &err) != KR_OK) fail_msg("%s", err.message);
-            dir[k] = kr_test_tmpdir();
+            dir[k] = kr_test_fresh_dir();
             assert_int_equal(kr_model_save_quantized(m, dir[k], &err), KR_OK);
             kr_model_free(m);
         }
@@ -513,8 +509,6 @@ static void test_calibration_is_deterministic(void **state) {
             if (!same_file(a, b))
                 fail_msg("%s %s: %s differs between runs", runs[r][0], runs[r][1], sub);
         }
-        free(dir[0]);
-        free(dir[1]);
     }
 }
 
@@ -542,7 +536,7 @@ static void test_gptq_model(void **state) {
         printf("  %s teacher-forced s1 KL: gptq %.5f, rtn %.5f (ratio %.2f)\n", fmts[i], kg, kr,
                kg / kr);
         assert_true(kg < kr);
-        char *dir = kr_test_tmpdir();
+        const char *dir = kr_test_fresh_dir();
         assert_int_equal(kr_model_save_quantized(m, dir, &err), KR_OK);
         kr_model *r = load_ok(dir, NULL);
         kr_model_info b;
@@ -556,7 +550,6 @@ static void test_gptq_model(void **state) {
         kr_model_free(r);
         kr_model_free(rtn);
         kr_model_free(m);
-        free(dir);
     }
     /* Methods that do not fit the format or lack calibration are refused before any work. */
     static const struct {

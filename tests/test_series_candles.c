@@ -356,7 +356,7 @@ static void test_errors_files(void **state) {
     assert_non_null(strstr(err.message, "/nonexistent/dir/data.csv"));
     assert_non_null(strstr(err.message, strerror(ENOENT)));
 
-    char *dir = kr_test_tmpdir();
+    const char *dir = kr_test_fresh_dir();
     assert_non_null(dir);
     assert_int_equal(kr_candles_read_csv(dir, &c, &err), KR_ERR_IO);
     assert_non_null(strstr(err.message, dir));
@@ -381,7 +381,6 @@ static void test_errors_files(void **state) {
     assert_string_equal(err.message, want);
     remove(path);
     rmdir(dir);
-    free(dir);
 
     assert_int_equal(kr_candles_read_csv(NULL, &c, &err), KR_ERR_INVALID_ARG);
     assert_int_equal(kr_candles_parse_csv("x", 1, "data.csv", NULL, &err), KR_ERR_INVALID_ARG);
@@ -394,7 +393,7 @@ static void test_errors_files(void **state) {
  * alarm() turns a hang into a failure. */
 static void test_refuses_non_regular_files(void **state) {
     (void)state;
-    char *dir = kr_test_tmpdir();
+    const char *dir = kr_test_fresh_dir();
     assert_non_null(dir);
     char fifo[4200];
     snprintf(fifo, sizeof fifo, "%s/candles.csv", dir);
@@ -423,7 +422,6 @@ static void test_refuses_non_regular_files(void **state) {
     alarm(0);
     remove(fifo);
     rmdir(dir);
-    free(dir);
 }
 
 /* Field text quoted in messages is cut short and made printable. */
@@ -710,7 +708,7 @@ static void test_parse_timestamp_out_of_range(void **state) {
 
 static void test_timestamps_read_csv(void **state) {
     (void)state;
-    char *dir = kr_test_tmpdir();
+    const char *dir = kr_test_fresh_dir();
     assert_non_null(dir);
     char path[4096];
     snprintf(path, sizeof path, "%s/future.csv", dir);
@@ -741,7 +739,6 @@ static void test_timestamps_read_csv(void **state) {
     remove(path);
     assert_int_equal(kr_timestamps_read_csv(path, &ts, &n, &err), KR_ERR_IO);
     rmdir(dir);
-    free(dir);
 }
 
 /* ------------------------------------------------------------------ calendar */

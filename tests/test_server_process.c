@@ -215,7 +215,7 @@ static const char *value_for(const char *key, const char *dir, char *buf, size_t
 
 static void test_every_flag_is_a_key(void **state) {
     (void)state;
-    char *dir = kr_test_tmpdir();
+    const char *dir = kr_test_fresh_dir();
     char path[4200];
     snprintf(path, sizeof path, "%s/key", dir);
     assert_int_equal(kr_test_write_file(path, "s3cret\n", 7), 0);
@@ -275,7 +275,6 @@ static void test_every_flag_is_a_key(void **state) {
         unlink(path);
     }
     rmdir(dir);
-    free(dir);
 }
 
 static void test_check_config_as_documented(void **state) {
@@ -286,7 +285,7 @@ static void test_check_config_as_documented(void **state) {
     assert_non_null(strstr(readme, "kronos serve --config /etc/kronos/kronos-serve.json "
                                    "--check-config"));
     assert_non_null(strstr(readme, "exits 0"));
-    char *dir = kr_test_tmpdir();
+    const char *dir = kr_test_fresh_dir();
     char key[4200], args[8800], bad[4200];
     snprintf(key, sizeof key, "%s/api-key", dir);
     assert_int_equal(kr_test_write_file(key, "k3y\n", 4), 0);
@@ -322,7 +321,6 @@ static void test_check_config_as_documented(void **state) {
     snprintf(key, sizeof key, "%s/stderr", dir);
     unlink(key);
     rmdir(dir);
-    free(dir);
 }
 
 /* ------------------------------------------------------------------ memory (defect 4) */
@@ -341,7 +339,7 @@ static double proc_kb(pid_t pid, const char *field) {
 static void test_rss_bound_under_big_bodies(void **state) {
     (void)state;
     const size_t in_flight_mib = 64;
-    char *dir = kr_test_tmpdir();
+    const char *dir = kr_test_fresh_dir();
     char cfg_path[4200], args_cfg[4300];
     snprintf(cfg_path, sizeof cfg_path, "%s/serve.json", dir);
     char cfg[256];
@@ -413,7 +411,6 @@ static void test_rss_bound_under_big_bodies(void **state) {
     free(body);
     unlink(cfg_path);
     rmdir(dir);
-    free(dir);
 }
 
 /* A client POSTing CSV candle text: in a forecast's "candles" string, or as a text/csv
@@ -444,7 +441,7 @@ static void *csv_job_run(void *arg) {
 static void test_rss_bound_under_csv_bodies(void **state) {
     (void)state;
     const size_t in_flight_mib = 64;
-    char *dir = kr_test_tmpdir();
+    const char *dir = kr_test_fresh_dir();
     char cfg_path[4200], db[4200];
     snprintf(cfg_path, sizeof cfg_path, "%s/serve.json", dir);
     snprintf(db, sizeof db, "%s/store.db", dir);
@@ -532,7 +529,6 @@ static void test_rss_bound_under_csv_bodies(void **state) {
     snprintf(aux, sizeof aux, "%s-shm", db);
     unlink(aux);
     rmdir(dir);
-    free(dir);
 }
 
 /* ------------------------------------------------------------------ the harness itself */

@@ -22,17 +22,16 @@
 #include "store/store_backend.h"
 #include "test_support.h"
 
-static char *g_tmp;
+static const char *g_tmp; /* kr_test_dir() */
 
 static int setup(void **state) {
     (void)state;
-    g_tmp = kr_test_tmpdir();
+    g_tmp = kr_test_dir();
     return g_tmp ? 0 : -1;
 }
 
 static int teardown(void **state) {
     (void)state;
-    free(g_tmp);
     return 0;
 }
 
@@ -75,7 +74,7 @@ static kr_store *open_ok(const char *path) {
  * of that name nor shown (it may hold a password); a file that only contains '=' is a file. */
 static void test_keyword_conninfo_refused(void **state) {
     (void)state;
-    char *dir = kr_test_tmpdir();
+    const char *dir = kr_test_fresh_dir();
     char cwd[4096];
     assert_non_null(getcwd(cwd, sizeof cwd));
     assert_int_equal(chdir(dir), 0);
@@ -103,8 +102,6 @@ static void test_keyword_conninfo_refused(void **state) {
     assert_int_equal(kr_store_open("./host=db.sqlite", &st, &err), KR_OK);
     kr_store_close(st);
     assert_int_equal(chdir(cwd), 0);
-    kr_test_remove_tree(dir);
-    free(dir);
 }
 
 static void test_round_trip(void **state) {
@@ -766,7 +763,7 @@ static void test_open_existing(void **state) {
  * looks for the named file first (store list, export, delete, analyze) then did not find. */
 static void test_file_prefix_is_a_file_name(void **state) {
     (void)state;
-    char *dir = kr_test_tmpdir();
+    const char *dir = kr_test_fresh_dir();
     char cwd[4096];
     assert_non_null(getcwd(cwd, sizeof cwd));
     assert_int_equal(chdir(dir), 0);
@@ -787,8 +784,6 @@ static void test_file_prefix_is_a_file_name(void **state) {
     kr_candles_free(r);
     kr_store_close(s);
     assert_int_equal(chdir(cwd), 0);
-    kr_test_remove_tree(dir);
-    free(dir);
 }
 
 static void test_resolve_path(void **state) {

@@ -24,19 +24,18 @@
 #include "store/store.h"
 #include "test_support.h"
 
-static char *g_tmp;
+static const char *g_tmp; /* kr_test_dir() */
 static int g_pg; /* the suite's backend: 0 SQLite, 1 PostgreSQL */
 static const char *g_admin; /* PostgreSQL: URL of a database to CREATE DATABASE from */
 
 static int setup(void **state) {
     (void)state;
-    g_tmp = kr_test_tmpdir();
+    g_tmp = kr_test_dir();
     return g_tmp ? 0 : -1;
 }
 
 static int teardown(void **state) {
     (void)state;
-    free(g_tmp);
     return 0;
 }
 

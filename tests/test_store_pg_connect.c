@@ -179,7 +179,7 @@ static const answer BAD_PASSWORD_DE = {
  * this was a refusal for good (HTTP 500). */
 static void test_up_again_between_attempt_and_probe(void **state) {
     (void)state;
-    char *dir = kr_test_tmpdir();
+    const char *dir = kr_test_fresh_dir();
     const answer script[] = { CLOSED, BAD_PASSWORD, RECOVERING_DE };
     fake_server f;
     fake_start(&f, dir, script, 3);
@@ -189,8 +189,6 @@ static void test_up_again_between_attempt_and_probe(void **state) {
     if (st != KR_ERR_UNAVAILABLE) fail_msg("status %d: %s", (int)st, err.message);
     if (!strstr(err.message, "retry later")) fail_msg("message: %s", err.message);
     assert_int_equal(served, 3); /* attempt, probe, attempt */
-    kr_test_remove_tree(dir);
-    free(dir);
 }
 
 /* The server's SQLSTATE decides, whatever language its words are in, with no probe: starting,
@@ -206,7 +204,7 @@ static void test_sqlstate_decides_in_any_language(void **state) {
         { &BAD_PASSWORD, KR_ERR_IO },           { &BAD_PASSWORD_DE, KR_ERR_IO },
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        char *dir = kr_test_tmpdir();
+        const char *dir = kr_test_fresh_dir();
         fake_server f;
         fake_start(&f, dir, cases[c].a, 1);
         kr_error err = { 0 };
@@ -217,15 +215,13 @@ static void test_sqlstate_decides_in_any_language(void **state) {
         if (!strstr(err.message, cases[c].a->message)) fail_msg("message: %s", err.message);
         if (!strstr(err.message, cases[c].a->sqlstate)) fail_msg("no SQLSTATE: %s", err.message);
         assert_int_equal(served, 1);
-        kr_test_remove_tree(dir);
-        free(dir);
     }
 }
 
 /* Dropped every time, the probe too: down, retry later. */
 static void test_dropped_every_time(void **state) {
     (void)state;
-    char *dir = kr_test_tmpdir();
+    const char *dir = kr_test_fresh_dir();
     fake_server f;
     fake_start(&f, dir, &CLOSED, 1);
     kr_error err = { 0 };
@@ -233,8 +229,6 @@ static void test_dropped_every_time(void **state) {
     const int served = fake_stop(&f);
     if (st != KR_ERR_UNAVAILABLE) fail_msg("status %d: %s", (int)st, err.message);
     assert_int_equal(served, 2); /* attempt, probe */
-    kr_test_remove_tree(dir);
-    free(dir);
 }
 
 /* A server that accepts and never answers: the URL's connect_timeout bounds the attempt
@@ -242,7 +236,7 @@ static void test_dropped_every_time(void **state) {
  * probe's own 3 s: down, retry later, in bounded time. */
 static void test_connect_timeout(void **state) {
     (void)state;
-    char *dir = kr_test_tmpdir();
+    const char *dir = kr_test_fresh_dir();
     fake_server f;
     fake_start(&f, dir, &HUNG, 1);
     kr_error err = { 0 };
@@ -257,8 +251,6 @@ static void test_connect_timeout(void **state) {
     assert_int_equal(served, 2); /* attempt, probe */
     /* It waited for the timeouts rather than giving up at once, and did not hang. */
     if (waited < 1.5 || waited > 60) fail_msg("waited %.1f s", waited);
-    kr_test_remove_tree(dir);
-    free(dir);
 }
 
 /* Something that is not PostgreSQL at the URL's port (a web server here), on a Unix socket
@@ -268,7 +260,7 @@ static void test_connect_timeout(void **state) {
 static void test_not_postgres(void **state) {
     (void)state;
     for (int tcp = 0; tcp < 2; tcp++) {
-        char *dir = kr_test_tmpdir();
+        const char *dir = kr_test_fresh_dir();
         fake_server f;
         kr_error err = { 0 };
         kr_status st;
@@ -290,19 +282,15 @@ static void test_not_postgres(void **state) {
         if (!strstr(err.message, tcp ? "SSL negotiation" : "authentication request"))
             fail_msg("tcp %d: libpq's words lost: %s", tcp, err.message);
         assert_int_equal(served, 1);
-        kr_test_remove_tree(dir);
-        free(dir);
     }
 }
 
 /* Nothing listening: down, retry later. */
 static void test_nothing_listening(void **state) {
     (void)state;
-    char *dir = kr_test_tmpdir();
+    const char *dir = kr_test_fresh_dir();
     kr_error err = { 0 };
     assert_int_equal(open_on(dir, &err), KR_ERR_UNAVAILABLE);
-    kr_test_remove_tree(dir);
-    free(dir);
 }
 
 int main(void) {

@@ -83,13 +83,6 @@ static void url_escape(const char *s, char *out, size_t n) {
 
 /* ---------------------------------------------------------------- paths */
 
-#define FMT_PATH(buf, ...)                                                                 \
-    do {                                                                                   \
-        int len_ = snprintf(buf, sizeof buf, __VA_ARGS__);                                 \
-        if (len_ < 0 || (size_t)len_ >= sizeof buf)                                        \
-            return kr_error_set(err, KR_ERR_INVALID_ARG, "path too long: %.200s...", buf); \
-    } while (0)
-
 /* The token `huggingface-cli login` saved, so a logged-in machine needs no HF_TOKEN:
  * $HF_TOKEN_PATH, else $HF_HOME/token, else ~/.cache/huggingface/token. 1 if one was read. */
 static int read_saved_token(char *out, size_t n) {
@@ -277,8 +270,8 @@ static kr_status download_blob(pull_ctx *c, const char *file, const char *url, c
         snprintf(tmp_name, sizeof tmp_name, "%s", etag);
     else
         url_escape(file, tmp_name, sizeof tmp_name); /* unique per repo file, no '/' */
-    FMT_PATH(part, "%s/blobs/%s.incomplete", c->repo_dir, tmp_name);
-    FMT_PATH(lock, "%s/%s.lock", c->lock_dir, tmp_name);
+    KR_HUB_PATH(part, "%s/blobs/%s.incomplete", c->repo_dir, tmp_name);
+    KR_HUB_PATH(lock, "%s/%s.lock", c->lock_dir, tmp_name);
 
     /* Another pull of the same blob (a second process) waits here, then finds it done. */
     int lock_fd = open(lock, O_CREAT | O_RDWR | O_CLOEXEC, 0644);
@@ -469,8 +462,8 @@ static unsigned long next_tmp_seq(void) {
 static kr_status link_snapshot(pull_ctx *c, const char *commit, const char *file, const char *blob,
                                kr_error *err) {
     char link_path[PATH_MAX], tmp[PATH_MAX], target[PATH_MAX];
-    FMT_PATH(link_path, "%s/snapshots/%s/%s", c->repo_dir, commit, file);
-    FMT_PATH(tmp, "%s.tmp%ld.%lu", link_path, (long)getpid(), next_tmp_seq());
+    KR_HUB_PATH(link_path, "%s/snapshots/%s/%s", c->repo_dir, commit, file);
+    KR_HUB_PATH(tmp, "%s.tmp%ld.%lu", link_path, (long)getpid(), next_tmp_seq());
     size_t t = 0;
     for (const char *p = file; *p; p++)
         if (*p == '/') t += (size_t)snprintf(target + t, sizeof target - t, "../");
@@ -494,8 +487,8 @@ static kr_status write_ref(pull_ctx *c, const char *revision, const char *commit
     if (kr_hub_read_ref(c->repo_dir, revision, old, sizeof old) && !strcmp(old, commit))
         return KR_OK;
     char path[PATH_MAX], tmp[PATH_MAX];
-    FMT_PATH(path, "%s/refs/%s", c->repo_dir, revision);
-    FMT_PATH(tmp, "%s.tmp%ld.%lu", path, (long)getpid(), next_tmp_seq());
+    KR_HUB_PATH(path, "%s/refs/%s", c->repo_dir, revision);
+    KR_HUB_PATH(tmp, "%s.tmp%ld.%lu", path, (long)getpid(), next_tmp_seq());
     kr_status st = make_parent(path, err);
     if (st != KR_OK) return st;
     FILE *f = fopen(tmp, "wb");
@@ -518,14 +511,14 @@ static kr_status pull_file(pull_ctx *c, const kr_hub_file *f, const char *revisi
     char url[4096], shown[4096], snap[PATH_MAX];
     char *commit = c->commit;
     if (commit[0]) {
-        FMT_PATH(snap, "%s/snapshots/%s/%s", c->repo_dir, commit, f->name);
+        KR_HUB_PATH(snap, "%s/snapshots/%s/%s", c->repo_dir, commit, f->name);
         if (kr_hub_is_regular(snap)) { /* a commit's files never change: no request needed */
             emit_untransferred(c, KR_HUB_FILE_CACHED, f->name, -1);
             return KR_OK;
         }
     }
-    FMT_PATH(url, "%s/%s/resolve/%s/%s", c->endpoint, c->repo,
-             commit[0] ? commit : revision_escaped, f->name);
+    KR_HUB_PATH(url, "%s/%s/resolve/%s/%s", c->endpoint, c->repo,
+                commit[0] ? commit : revision_escaped, f->name);
     kr_hub_meta m;
     kr_status st = head_with_retries(c, url, &m, err);
     if (st != KR_OK) return st;
@@ -550,12 +543,12 @@ static kr_status pull_file(pull_ctx *c, const kr_hub_file *f, const char *revisi
                 "HEAD %s: no X-Repo-Commit header, and revision '%s' cannot name a snapshot",
                 shown_url(url, shown, sizeof shown), revision);
         }
-        FMT_PATH(snap, "%s/snapshots/%s/%s", c->repo_dir, commit, f->name);
+        KR_HUB_PATH(snap, "%s/snapshots/%s/%s", c->repo_dir, commit, f->name);
         if (kr_hub_is_regular(snap)) {
             emit_untransferred(c, KR_HUB_FILE_CACHED, f->name, -1);
             return KR_OK;
         }
-        FMT_PATH(url, "%s/%s/resolve/%s/%s", c->endpoint, c->repo, commit, f->name);
+        KR_HUB_PATH(url, "%s/%s/resolve/%s/%s", c->endpoint, c->repo, commit, f->name);
     }
     char etag[160];
     normalize_etag(m.linked_etag[0] ? m.linked_etag : m.etag, etag, sizeof etag);

@@ -17,13 +17,6 @@
 #include "base/error.h"
 #include "base/fsutil.h"
 
-#define FMT_PATH(buf, ...)                                                                 \
-    do {                                                                                   \
-        int len_ = snprintf(buf, sizeof buf, __VA_ARGS__);                                 \
-        if (len_ < 0 || (size_t)len_ >= sizeof buf)                                        \
-            return kr_error_set(err, KR_ERR_INVALID_ARG, "path too long: %.200s...", buf); \
-    } while (0)
-
 /* ---------------------------------------------------------------- names */
 
 /* ASCII only: names become paths and URLs, the locale must not widen them. */
@@ -179,7 +172,7 @@ kr_status kr_hub_resolve_cached_in(const char *cache_dir, const char *repo, cons
         found = 1;
     }
     if (found) {
-        FMT_PATH(snap, "%s/snapshots/%s", repo_dir, commit);
+        KR_HUB_PATH(snap, "%s/snapshots/%s", repo_dir, commit);
         for (size_t i = 0; found && i < KR_HUB_CHECKPOINT_FILES; i++) {
             char p[PATH_MAX];
             int len = snprintf(p, sizeof p, "%s/%s", snap, kr_hub_checkpoint_files[i].name);

@@ -7,8 +7,18 @@
 #define KR_MODEL_HUB_CACHE_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "kronos/hub_cache.h"
+
+/* snprintf into the char array buf, or return KR_ERR_INVALID_ARG ("path too long") from the
+ * calling function, which has a kr_error *err in scope. */
+#define KR_HUB_PATH(buf, ...)                                                              \
+    do {                                                                                   \
+        int len_ = snprintf(buf, sizeof buf, __VA_ARGS__);                                 \
+        if (len_ < 0 || (size_t)len_ >= sizeof buf)                                        \
+            return kr_error_set(err, KR_ERR_INVALID_ARG, "path too long: %.200s...", buf); \
+    } while (0)
 
 /* ASCII letters, digits, '.', '_' and '-': names become paths and URLs, the locale must not
  * widen them. */
