@@ -1,11 +1,17 @@
 #!/usr/bin/env python3
 """The capacity model of docs/scaling.md: how many `kronos serve` replicas, and how much
 database, N symbols at a bar interval need -- computed from measured per-replica figures
-(bench/results/scale-2026-12-01.md), standard library only.
+(bench/results/scale-2026-12-01.md, bench/results/realistic-load-2026-12-07.md), standard
+library only.
 
 At every bar close each symbol gets one request (a forecast or an analysis), and all of them
 must be answered within the deadline D = min(deadline_fraction x interval, max_deadline)
-(defaults 0.1 and 120 s).
+(defaults 0.1 and 120 s). That is bar-by-bar traffic: every request a window one bar later than
+the symbol's last, so with exact normalisation the prefix cache does not help it (0 % hits on
+bench/load --traffic bar). The per-replica rates are therefore those measured on that traffic
+(--traffic bar, the default); --traffic anchored plans for norm "anchored" (97-99 % hits), and
+--traffic fixed for the repeated-window benchmark the plan once used (94-100 % hits: no live
+traffic looks like it, so it overstates capacity).
 The requests are routed by consistent hashing on the symbol (deploy/haproxy.cfg), so the
 replicas do not get equal shares: the busiest replica decides when the bar is done. The
 simulation places the symbols on a hash ring (points per replica as HAProxy's consistent
@@ -14,6 +20,7 @@ within D at the measured per-replica rate times the headroom. The database must 
 upsert (the new bar) and, for analyses, one read per symbol within D.
 
     python3 bench/capacity.py                      # the tables of docs/scaling.md
+    python3 bench/capacity.py --traffic anchored   # with norm "anchored"
     python3 bench/capacity.py --figures my.json    # with figures measured elsewhere
     python3 bench/capacity.py --cores-per-replica 8 --headroom 0.6 --markdown
 """
@@ -24,11 +31,14 @@ import json
 import math
 import sys
 
-# Measured on the 2-vCPU AVX-512 VM while four other agents loaded it (load average 16-19):
-# requests per second per core at saturation (bench/load, continuous batching, lookback 128,
-# pred_len a mix around 12; analyses: bench/analyses, ten at once, horizon 20, 32 paths), and
-# the stores' rates through one connection (bench/bench_store). All in
-# bench/results/scale-2026-12-01.md. On an idle machine expect higher figures.
+# Measured on the 2-vCPU AVX-512 VM while other agents loaded it: requests per second per core
+# at saturation (bench/load, continuous batching, lookback 128, pred_len a mix around 12;
+# analyses: bench/analyses, ten at once, horizon 20, 32 paths), and the stores' rates through
+# one connection (bench/bench_store). The top-level figures are the fixed-window traffic of
+# bench/results/scale-2026-12-01.md (94-100 % cache hits: they overstate what bar-by-bar
+# traffic gets); "by_traffic" holds the bar-by-bar figures of
+# bench/results/realistic-load-2026-12-07.md (one symbol's next bar a request: 0 % hits with
+# exact normalisation, 96-99 % with anchored). On an idle machine expect higher figures.
 MEASURED = {
     "models": {
         # The same shape on an idle machine: bench/results/load-2026-11-29.md (61.2 and 15.2
@@ -38,18 +48,43 @@ MEASURED = {
             "forecast_1path": 30.6,
             "forecast_8path": 7.6,
             "analysis": None,
+            "by_traffic": {
+                # Not measured idle: the idle fixed-window figure times the bar / fixed ratio
+                # measured on one machine, one day (2026-12-07, Kronos-small, 8 paths: 0.85 /
+                # 2.27 req/s; anchored 1.00 / 2.27).
+                "bar": {"conditions": "DERIVED: idle fixed-window x the measured bar/fixed "
+                        "ratio 0.37 (2026-12-07)", "forecast_8path": 7.6 * 0.85 / 2.27},
+                "anchored": {"conditions": "DERIVED: idle fixed-window x the measured "
+                             "anchored/fixed ratio 0.44 (2026-12-07)",
+                             "forecast_8path": 7.6 * 1.00 / 2.27},
+            },
         },
         "kronos-small": {  # random weights of the Kronos-small shape (d_model 512, 8 layers)
             "conditions": "2-vCPU AVX-512 VM shared with 4 other agents (load 16-19), 2026-12-01",
             "forecast_1path": 13.1,
             "forecast_8path": 1.25,
             "analysis": None,  # not measured on this shape
+            "by_traffic": {
+                "bar": {"conditions": "2-vCPU AVX-512 VM shared with other agents (load 24-27), "
+                        "2026-12-07", "forecast_8path": 0.85 / 2},
+                "anchored": {"conditions": "2-vCPU AVX-512 VM shared with other agents "
+                             "(load 25), 2026-12-07", "forecast_8path": 1.00 / 2},
+            },
         },
         "kronos-demo": {  # the bundled 1.3 M-parameter demo model
             "conditions": "2-vCPU AVX-512 VM shared with 4 other agents (load 16-19), 2026-12-01",
             "forecast_1path": 84.3,
             "forecast_8path": 29.2,
             "analysis": 2.2,
+            "by_traffic": {
+                # Two runs at 15 req/s offered (bar: 9.19 and 4.85 served; anchored: 14.70 and
+                # 15.47, i.e. it kept up with the offered load: a lower bound).
+                "bar": {"conditions": "2-vCPU AVX-512 VM shared with other agents (load 22-26), "
+                        "2026-12-07, mean of two runs", "forecast_8path": 7.0 / 2},
+                "anchored": {"conditions": "2-vCPU AVX-512 VM shared with other agents (load "
+                             "22-26), 2026-12-07, mean of two runs (a lower bound)",
+                             "forecast_8path": 15.1 / 2},
+            },
         },
     },
     "db": {  # one connection; PostgreSQL 15 with its default durability (fsync on)
@@ -133,6 +168,9 @@ def main(argv):
     ap.add_argument("--figures", help="JSON with the shape of MEASURED (models, db)")
     ap.add_argument("--model", default="kronos-small", help="which measured model (default "
                     "kronos-small; also kronos-small-idle, kronos-demo)")
+    ap.add_argument("--traffic", default="bar", choices=["bar", "anchored", "fixed"],
+                    help="the traffic the rates were measured on (default bar: bar-by-bar "
+                    "forecasts, exact normalisation)")
     ap.add_argument("--cores-per-replica", type=int, default=2)
     ap.add_argument("--headroom", type=float, default=0.7,
                     help="fraction of the measured saturation rate to plan for (default 0.7)")
@@ -153,7 +191,17 @@ def main(argv):
               file=sys.stderr)
         return 2
     per_core = fig["models"][a.model]
-    print(f"Figures: model {a.model}, {per_core.get('conditions', 'conditions not given')}.")
+    conditions = per_core.get("conditions", "conditions not given")
+    if a.traffic != "fixed":
+        by = per_core.get("by_traffic", {}).get(a.traffic)
+        if not by:
+            print(f"capacity.py: model '{a.model}' has no figures measured on {a.traffic} traffic "
+                  f"(have: fixed{''.join(', ' + t for t in per_core.get('by_traffic', {}))})",
+                  file=sys.stderr)
+            return 2
+        conditions = by.get("conditions", conditions)
+        per_core = by
+    print(f"Figures: model {a.model}, {a.traffic} traffic, {conditions}.")
     print(f"Plan: {a.cores_per_replica} cores per replica, {a.headroom:.0%} of saturation; a bar's "
           f"answers due within min({a.deadline_fraction:g} x interval, {a.max_deadline:g} s).\n")
 

@@ -14,10 +14,31 @@
  * forecasts ten different "symbols" (ten disjoint windows stand in for ten stocks, one data
  * file being bundled) at once and one after the other. Output: Markdown tables.
  *
+ * Traffic (--traffic):
+ *   fixed  every request one of --windows fixed windows, repeated at random (the old figure:
+ *          94-100 % cache hits, which no live deployment sees);
+ *   bar    bar by bar: --symbols series (segments of the bundled data files, one symbol each),
+ *          each request the next bar of one symbol: its window one candle later than its last,
+ *          so every request is new;
+ *   mixed  bar-by-bar traffic with a --repeat-share of requests (default 0.3) that ask again
+ *          for a symbol's latest window, as a dashboard or an analysis page does (same symbol,
+ *          same bar, same seed).
+ * A bar request sends the symbol's last --history rows (default: the lookback) and asks for
+ * --lookback of them; with --norm anchored it asks for anchored normalisation (docs/api.md),
+ * whose windows grow from the lookback inside the history sent.
+ *
  *   load [--url URL [--api-key KEY]] [--seconds S] [--rates 2,4,8] [--paths N]
  *        [--pred-len N] [--lookback N] [--windows N] [--seed S] [--modes one,static,continuous]
- *        [--fixed-len]
+ *        [--fixed-len] [--traffic fixed|bar|mixed] [--repeat-share F] [--symbols N]
+ *        [--history N] [--norm exact|anchored] [--model-name NAME]
+ *        [--precisions Q:REPORT[,Q:REPORT]] [--tune-window S]
+ *
+ * --precisions serves the model (in-process) under the name "m" with a precision ladder
+ * (quantised at load, each with the eval-quant --gate report it passed) and sends every request
+ * to "m"; without it, "m" has no ladder: the on / off comparison. --tune-window sets the
+ * tuner's windows (pressure S, relief 2 S) so a short run sees the ladder move.
  */
+
 #include <getopt.h>
 #include <math.h>
 #include <stdarg.h>
@@ -35,9 +56,18 @@
 
 #define MAX_RATES 16
 
+typedef enum traffic { TRAFFIC_FIXED, TRAFFIC_BAR, TRAFFIC_MIXED } traffic;
+
 typedef struct opts {
     const char *url, *api_key, *modes, *model;
+    const char *model_name; /* the request's "model" field (NULL: none) */
     double seconds;
+    traffic traffic;
+    double repeat_share; /* mixed: share of requests repeating a symbol's latest window */
+    int symbols, history, anchored;
+    const char *precisions; /* "int8:REPORT,q4:REPORT" */
+    double tune_window;
+    double kv_budget_mb; /* > 0: the server's kv_budget (small: a pool that must evict) */
     double rates[MAX_RATES];
     int n_rates;
     int paths, pred_len, lookback, windows;
@@ -97,8 +127,12 @@ static double percentile(const double *sorted, int n, double q) {
 static char *window_body(const kr_candles *c, int64_t start, int64_t n, const opts *o, int pred_len,
                          unsigned long long seed) {
     sbuf b = { 0 };
-    sb_printf(&b, "{\"pred_len\":%d,\"paths\":%d,\"seed\":%llu,\"candles\":[", pred_len, o->paths,
-              seed);
+    sb_printf(&b, "{\"pred_len\":%d,\"paths\":%d,\"seed\":%llu,", pred_len, o->paths, seed);
+    if (o->traffic != TRAFFIC_FIXED && n > o->lookback)
+        sb_printf(&b, "\"lookback\":%d,", o->lookback);
+    if (o->anchored) sb_printf(&b, "\"norm\":\"anchored\",");
+    if (o->model_name) sb_printf(&b, "\"model\":\"%s\",", o->model_name);
+    sb_printf(&b, "\"candles\":[");
     for (int64_t i = start; i < start + n; i++) {
         char ts[32];
         kr_format_timestamp(c->timestamps[i], 0, ts, sizeof ts);
@@ -117,13 +151,20 @@ typedef struct req {
     struct curl_slist *hdr;
     double t_send;
     char *body; /* borrowed */
-    size_t got; /* response bytes (discarded) */
+    sbuf answer; /* the response body (its usage and timing are read) */
 } req;
 
-static size_t discard(char *p, size_t sz, size_t n, void *ud) {
-    (void)p;
-    ((req *)ud)->got += sz * n;
+static size_t keep_answer(char *p, size_t sz, size_t n, void *ud) {
+    sb_printf(&((req *)ud)->answer, "%.*s", (int)(sz * n), p);
     return sz * n;
+}
+
+/* The number after "key": in a JSON answer, or NAN. */
+static double answer_number(const char *json, const char *key) {
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    const char *at = json ? strstr(json, pat) : NULL;
+    return at ? strtod(at + strlen(pat), NULL) : NAN;
 }
 
 static req *req_new(const char *url, const char *key, char *body) {
@@ -142,7 +183,7 @@ static req *req_new(const char *url, const char *key, char *body) {
     curl_easy_setopt(r->h, CURLOPT_HTTPHEADER, r->hdr);
     curl_easy_setopt(r->h, CURLOPT_POSTFIELDS, body);
     curl_easy_setopt(r->h, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
-    curl_easy_setopt(r->h, CURLOPT_WRITEFUNCTION, discard);
+    curl_easy_setopt(r->h, CURLOPT_WRITEFUNCTION, keep_answer);
     curl_easy_setopt(r->h, CURLOPT_WRITEDATA, r);
     curl_easy_setopt(r->h, CURLOPT_PRIVATE, r);
     curl_easy_setopt(r->h, CURLOPT_TIMEOUT, 300L);
@@ -151,6 +192,7 @@ static req *req_new(const char *url, const char *key, char *body) {
 }
 
 static void req_free(req *r) {
+    free(r->answer.s);
     curl_slist_free_all(r->hdr);
     curl_easy_cleanup(r->h);
     free(r);
@@ -163,7 +205,29 @@ static size_t collect(char *p, size_t sz, size_t n, void *ud) {
 
 typedef struct scrape {
     double batch_sum, batch_count, hit, queried;
+    double cache_rules[4]; /* tuner decisions: cache_low_hit, _shorten, _rewarm, _restore */
+    double precision[2]; /* ladder moves of "m": down, up */
 } scrape;
+
+static const char *const k_cache_rules[4] = { "cache_low_hit", "cache_shorten", "cache_rewarm",
+                                              "cache_restore" };
+
+/* Sum of every sample line of `name` whose labels contain `needle` (every one when NULL). */
+static double series_sum(const char *text, const char *name, const char *needle) {
+    size_t n = strlen(name);
+    double sum = 0;
+    for (const char *line = text; line && *line;) {
+        const char *nl = strchr(line, '\n');
+        size_t len = nl ? (size_t)(nl - line) : strlen(line);
+        if (!strncmp(line, name, n) && (line[n] == '{' || line[n] == ' ')) {
+            const char *sp = memchr(line, ' ', len);
+            if (sp && (!needle || (memmem(line, (size_t)(sp - line), needle, strlen(needle)))))
+                sum += strtod(sp + 1, NULL);
+        }
+        line = nl ? nl + 1 : NULL;
+    }
+    return sum;
+}
 
 static double series(const char *text, const char *name) {
     size_t n = strlen(name);
@@ -190,6 +254,13 @@ static scrape scrape_metrics(const char *url) {
         s.batch_count = series(b.s, "kronos_batch_size_count");
         s.hit = series(b.s, "kronos_prefix_cache_hit_tokens_total");
         s.queried = series(b.s, "kronos_prefix_cache_queried_tokens_total");
+        for (int i = 0; i < 4; i++) {
+            char needle[64];
+            snprintf(needle, sizeof needle, "rule=\"%s\"", k_cache_rules[i]);
+            s.cache_rules[i] = series_sum(b.s, "kronos_tuner_decisions_total", needle);
+        }
+        s.precision[0] = series_sum(b.s, "kronos_precision_decisions_total", "direction=\"down\"");
+        s.precision[1] = series_sum(b.s, "kronos_precision_decisions_total", "direction=\"up\"");
     }
     curl_easy_cleanup(h);
     free(b.s);
@@ -201,6 +272,11 @@ static scrape scrape_metrics(const char *url) {
 typedef struct result {
     int sent, ok, errors;
     double elapsed, p50, p95, p99, mean_batch, hit_rate;
+    double ttft_p50, ttft_p95; /* from the answers' timing.ttft_seconds */
+    double prefill_per_req, cached_per_req; /* mean context rows computed / reused per answer */
+    int bar_requests, repeat_requests; /* of sent, by kind (bar / mixed traffic) */
+    double cache_rules[4], precision[2]; /* decisions during the run (scrape) */
+    char first_error[160]; /* status and message of the first failed request */
 } result;
 
 /* Sends bodies[idx[i]] at arrival times at[i] (seconds from start), open loop, and waits for
@@ -214,6 +290,9 @@ static result run_schedule(const char *url, const char *key, char **bodies, cons
     curl_multi_setopt(m, CURLMOPT_MAX_HOST_CONNECTIONS, 0L);
     curl_multi_setopt(m, CURLMOPT_MAX_TOTAL_CONNECTIONS, 0L);
     double *lat = malloc((size_t)(n > 0 ? n : 1) * sizeof *lat);
+    double *ttft = malloc((size_t)(n > 0 ? n : 1) * sizeof *ttft);
+    int n_ttft = 0;
+    double prefill = 0, cached = 0;
     double t0 = kr_now_seconds(), last_done = t0;
     int next = 0, running = 0, done = 0;
     while (done < n) {
@@ -235,10 +314,19 @@ static result run_schedule(const char *url, const char *key, char **bodies, cons
             long code = 0;
             curl_easy_getinfo(msg->easy_handle, CURLINFO_RESPONSE_CODE, &code);
             double t = kr_now_seconds();
-            if (msg->data.result == CURLE_OK && code == 200)
+            if (msg->data.result == CURLE_OK && code == 200) {
                 lat[res.ok++] = t - r->t_send;
-            else
-                res.errors++;
+                double tt = answer_number(r->answer.s, "ttft_seconds");
+                if (tt >= 0) ttft[n_ttft++] = tt;
+                double pf = answer_number(r->answer.s, "prefill_tokens"),
+                       ca = answer_number(r->answer.s, "cached_tokens");
+                if (pf >= 0) prefill += pf;
+                if (ca >= 0) cached += ca;
+            } else {
+                if (!res.errors++)
+                    snprintf(res.first_error, sizeof res.first_error, "%ld %.120s (curl %d)", code,
+                             r->answer.s ? r->answer.s : "", (int)msg->data.result);
+            }
             last_done = t;
             curl_multi_remove_handle(m, r->h);
             req_free(r);
@@ -263,23 +351,115 @@ static result run_schedule(const char *url, const char *key, char **bodies, cons
     res.mean_batch = bc > 0 ? (after.batch_sum - before.batch_sum) / bc : NAN;
     double q = after.queried - before.queried;
     res.hit_rate = q > 0 ? (after.hit - before.hit) / q : NAN;
+    for (int i = 0; i < 4; i++) res.cache_rules[i] = after.cache_rules[i] - before.cache_rules[i];
+    for (int i = 0; i < 2; i++) res.precision[i] = after.precision[i] - before.precision[i];
+    qsort(ttft, (size_t)n_ttft, sizeof *ttft, cmp_double);
+    res.ttft_p50 = percentile(ttft, n_ttft, 0.50);
+    res.ttft_p95 = percentile(ttft, n_ttft, 0.95);
+    res.prefill_per_req = res.ok ? prefill / res.ok : NAN;
+    res.cached_per_req = res.ok ? cached / res.ok : NAN;
+    free(ttft);
     free(lat);
     return res;
 }
 
-/* Poisson arrivals at `rate` for `seconds`, each a random one of n_windows bodies. */
+/* Bar-by-bar traffic: symbols over segments of the bundled data files, each with a cursor (the
+ * next bar to close) that every bar request moves one candle on. */
+typedef struct symbol {
+    const kr_candles *c;
+    int64_t lo, hi; /* rows [lo, hi) of c are the symbol's */
+    int64_t cursor; /* the window ends before this row */
+    int last; /* index of the body of its latest window in the run's list (-1: none yet) */
+} symbol;
+
+typedef struct feed {
+    kr_candles *files[8];
+    int n_files;
+    symbol *sym;
+    int n_sym;
+} feed;
+
+static const char *const k_files[] = { "XSHG_5min_600977.csv", "AAPL_1d.csv", "MSFT_1d.csv",
+                                       "BTCUSDT_1h.csv" };
+
+static void feed_free(feed *f) {
+    for (int i = 0; i < f->n_files; i++) kr_candles_free(f->files[i]);
+    free(f->sym);
+    memset(f, 0, sizeof *f);
+}
+
+/* Reads the data files and cuts them into o->symbols segments, each long enough for the
+ * history and some bars. */
+static int feed_open(feed *f, const opts *o) {
+    memset(f, 0, sizeof *f);
+    kr_error err = { 0 };
+    for (size_t i = 0; i < sizeof k_files / sizeof k_files[0]; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/data/%s", KR_SOURCE_DIR, k_files[i]);
+        if (kr_candles_read_csv(path, &f->files[f->n_files], &err) != KR_OK) {
+            fprintf(stderr, "load: %s\n", err.message);
+            feed_free(f);
+            return -1;
+        }
+        f->n_files++;
+    }
+    f->sym = calloc((size_t)o->symbols, sizeof *f->sym);
+    int per_file = (o->symbols + f->n_files - 1) / f->n_files;
+    for (int k = 0; k < o->symbols; k++) {
+        const kr_candles *c = f->files[k % f->n_files];
+        int64_t seg = c->n / per_file, j = k / f->n_files;
+        if (seg < o->history + 8) {
+            fprintf(stderr,
+                    "load: --symbols %d leaves segments of %lld rows, too few for "
+                    "--history %d\n",
+                    o->symbols, (long long)seg, o->history);
+            feed_free(f);
+            return -1;
+        }
+        f->sym[k] = (symbol){ c, j * seg, (j + 1) * seg, j * seg + o->history, -1 };
+    }
+    f->n_sym = o->symbols;
+    return 0;
+}
+
+/* Poisson arrivals at `rate` for `seconds`. Fixed traffic: each a random one of n_windows
+ * bodies. Bar / mixed traffic: bodies made as the symbols' bars close (see the top). */
 static result run_rate(const char *url, const char *key, char **bodies, int n_windows, double rate,
-                       double seconds, unsigned long long seed) {
+                       double seconds, unsigned long long seed, feed *fd, const opts *o) {
     int cap = (int)(rate * seconds * 2 + 16), n = 0;
-    double *at = malloc((size_t)cap * sizeof *at);
-    int *idx = malloc((size_t)cap * sizeof *idx);
+    double *at = calloc((size_t)cap, sizeof *at);
+    int *idx = calloc((size_t)cap, sizeof *idx);
+    char **own = o->traffic == TRAFFIC_FIXED ? NULL : calloc((size_t)cap, sizeof *own);
+    int n_own = 0, n_bar = 0, n_repeat = 0;
     unsigned long long s = seed;
+    static const int k_mix[5] = { 1, 2, 4, 8, 16 }; /* quarters of pred_len */
     for (double t = -log(1.0 - rng_unit(&s)) / rate; t < seconds && n < cap;
          t += -log(1.0 - rng_unit(&s)) / rate) {
         at[n] = t;
-        idx[n++] = (int)(rng_next(&s) % (unsigned long long)n_windows);
+        if (!own) {
+            idx[n++] = (int)(rng_next(&s) % (unsigned long long)n_windows);
+            continue;
+        }
+        symbol *sy = &fd->sym[rng_next(&s) % (unsigned long long)fd->n_sym];
+        if (o->traffic == TRAFFIC_MIXED && rng_unit(&s) < o->repeat_share && sy->last >= 0) {
+            idx[n++] = sy->last; /* the same symbol and bar asked again */
+            n_repeat++;
+            continue;
+        }
+        if (++sy->cursor > sy->hi) sy->cursor = sy->lo + o->history; /* segment used up */
+        int pl = o->fixed_len ? o->pred_len : o->pred_len * k_mix[n_bar % 5] / 4;
+        own[n_own] = window_body(sy->c, sy->cursor - o->history, o->history, o, pl < 1 ? 1 : pl,
+                                 o->seed + (unsigned long long)sy->cursor);
+        sy->last = n_own;
+        idx[n++] = n_own++;
+        n_bar++;
     }
-    result r = run_schedule(url, key, bodies, idx, at, n);
+    result r = run_schedule(url, key, own ? own : bodies, idx, at, n);
+    r.bar_requests = n_bar;
+    r.repeat_requests = n_repeat;
+    for (int i = 0; i < n_own; i++) free(own[i]);
+    for (int i = 0; own && i < fd->n_sym; i++) fd->sym[i].last = -1;
+    free(own);
     free(at);
     free(idx);
     return r;
@@ -299,9 +479,18 @@ static const mode k_modes[] = {
 };
 
 static void print_row(const char *label, double rate, const result *r) {
-    printf("| %s | %.1f | %d | %d | %d | %.2f | %.3f | %.3f | %.3f | %.1f | %.0f%% |\n", label,
-           rate, r->sent, r->ok, r->errors, r->elapsed > 0 ? r->ok / r->elapsed : 0.0, r->p50,
-           r->p95, r->p99, r->mean_batch, r->hit_rate * 100);
+    printf("| %s | %.1f | %d | %d | %d | %.2f | %.3f | %.3f | %.3f | %.3f | %.3f | %.1f | %.0f%% | "
+           "%.1f | %.1f |\n",
+           label, rate, r->sent, r->ok, r->errors, r->elapsed > 0 ? r->ok / r->elapsed : 0.0,
+           r->p50, r->p95, r->p99, r->ttft_p50, r->ttft_p95, r->mean_batch, r->hit_rate * 100,
+           r->prefill_per_req, r->cached_per_req);
+    if (r->errors) printf("|  | first error: %s | | | | | | | | | | | | | |\n", r->first_error);
+    if (r->cache_rules[0] + r->cache_rules[1] + r->cache_rules[2] + r->cache_rules[3] > 0 ||
+        r->precision[0] + r->precision[1] > 0)
+        printf("|  | tuner during the run: cache grow %.0f, shorten %.0f, rewarm %.0f, restore "
+               "%.0f; precision down %.0f, up %.0f | | | | | | | | | | | | | |\n",
+               r->cache_rules[0], r->cache_rules[1], r->cache_rules[2], r->cache_rules[3],
+               r->precision[0], r->precision[1]);
     fflush(stdout);
 }
 
@@ -348,7 +537,9 @@ static void symbols_run(const char *url, const char *key, const kr_candles *c, c
 static void usage(FILE *f) {
     fputs("usage: load [--url URL [--api-key KEY]] [--seconds S] [--rates R1,R2,...]\n"
           "            [--paths N] [--pred-len N] [--lookback N] [--windows N] [--seed S]\n"
-          "            [--modes one,static,continuous] [--fixed-len] [--model DIR]\n",
+          "            [--modes one,static,continuous] [--fixed-len] [--model DIR]\n"
+          "            [--traffic fixed|bar|mixed] [--repeat-share F] [--symbols N]\n"
+          "            [--history N] [--norm exact|anchored] [--model-name NAME] [--no-ten]\n",
           f);
 }
 
@@ -368,14 +559,35 @@ int main(int argc, char **argv) {
     o.windows = 48;
     o.seed = 1;
     o.modes = "one,static,continuous";
+    o.repeat_share = 0.3;
+    o.symbols = 24;
+    int no_ten = 0;
+    const char *traffic_name = "fixed", *norm_name = "exact";
     static const struct option lo[] = {
-        { "url", required_argument, NULL, 'u' },      { "api-key", required_argument, NULL, 'k' },
-        { "seconds", required_argument, NULL, 's' },  { "rates", required_argument, NULL, 'r' },
-        { "paths", required_argument, NULL, 'p' },    { "pred-len", required_argument, NULL, 'n' },
-        { "lookback", required_argument, NULL, 'l' }, { "windows", required_argument, NULL, 'w' },
-        { "seed", required_argument, NULL, 'S' },     { "modes", required_argument, NULL, 'm' },
-        { "model", required_argument, NULL, 'M' },    { "fixed-len", no_argument, NULL, 'F' },
-        { "help", no_argument, NULL, 'h' },           { NULL, 0, NULL, 0 },
+        { "traffic", required_argument, NULL, 'T' },
+        { "repeat-share", required_argument, NULL, 'R' },
+        { "symbols", required_argument, NULL, 'Y' },
+        { "history", required_argument, NULL, 'H' },
+        { "norm", required_argument, NULL, 'N' },
+        { "model-name", required_argument, NULL, 'A' },
+        { "no-ten", no_argument, NULL, '0' },
+        { "precisions", required_argument, NULL, 'P' },
+        { "tune-window", required_argument, NULL, 'W' },
+        { "kv-budget-mb", required_argument, NULL, 'K' },
+        { "url", required_argument, NULL, 'u' },
+        { "api-key", required_argument, NULL, 'k' },
+        { "seconds", required_argument, NULL, 's' },
+        { "rates", required_argument, NULL, 'r' },
+        { "paths", required_argument, NULL, 'p' },
+        { "pred-len", required_argument, NULL, 'n' },
+        { "lookback", required_argument, NULL, 'l' },
+        { "windows", required_argument, NULL, 'w' },
+        { "seed", required_argument, NULL, 'S' },
+        { "modes", required_argument, NULL, 'm' },
+        { "model", required_argument, NULL, 'M' },
+        { "fixed-len", no_argument, NULL, 'F' },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
     };
     int ch;
     while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
@@ -399,6 +611,16 @@ int main(int argc, char **argv) {
         case 'm': o.modes = optarg; break;
         case 'M': o.model = optarg; break;
         case 'F': o.fixed_len = 1; break;
+        case 'T': traffic_name = optarg; break;
+        case 'R': o.repeat_share = atof(optarg); break;
+        case 'Y': o.symbols = atoi(optarg); break;
+        case 'H': o.history = atoi(optarg); break;
+        case 'N': norm_name = optarg; break;
+        case 'A': o.model_name = optarg; break;
+        case '0': no_ten = 1; break;
+        case 'P': o.precisions = optarg; break;
+        case 'W': o.tune_window = atof(optarg); break;
+        case 'K': o.kv_budget_mb = atof(optarg); break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -413,6 +635,29 @@ int main(int argc, char **argv) {
             fprintf(stderr, "load: rates must be positive\n");
             return 2;
         }
+    if (!strcmp(traffic_name, "fixed"))
+        o.traffic = TRAFFIC_FIXED;
+    else if (!strcmp(traffic_name, "bar"))
+        o.traffic = TRAFFIC_BAR;
+    else if (!strcmp(traffic_name, "mixed"))
+        o.traffic = TRAFFIC_MIXED;
+    else {
+        fprintf(stderr, "load: --traffic must be fixed, bar or mixed\n");
+        return 2;
+    }
+    if (strcmp(norm_name, "exact") && strcmp(norm_name, "anchored")) {
+        fprintf(stderr, "load: --norm must be exact or anchored\n");
+        return 2;
+    }
+    o.anchored = !strcmp(norm_name, "anchored");
+    if (o.history <= 0) o.history = o.lookback;
+    if (o.history < o.lookback || o.symbols < 1 || !(o.repeat_share >= 0 && o.repeat_share <= 1)) {
+        fprintf(stderr, "load: need --history >= --lookback, --symbols >= 1, --repeat-share in "
+                        "[0, 1]\n");
+        return 2;
+    }
+    feed fd = { 0 };
+    if (o.traffic != TRAFFIC_FIXED && feed_open(&fd, &o) != 0) return 1;
 
     kr_error err = { 0 };
     kr_candles *c = NULL;
@@ -438,22 +683,32 @@ int main(int argc, char **argv) {
         bodies[i] = window_body(c, start, o.lookback, &o, pl < 1 ? 1 : pl, o.seed + (unsigned)i);
     }
     curl_global_init(CURL_GLOBAL_DEFAULT);
-    printf("# kronos serve load test: %d paths, pred_len %s%d, lookback %d, %d distinct windows, "
-           "%.0f s per rate, Poisson arrivals (seed %llu)\n\n",
+    printf("# kronos serve load test: %d paths, pred_len %s%d, lookback %d, %.0f s per rate, "
+           "Poisson arrivals (seed %llu)\n\n",
            o.paths, o.fixed_len ? "" : "mix x{1/4,1/2,1,2,4} of ", o.pred_len, o.lookback,
-           o.windows, o.seconds, o.seed);
+           o.seconds, o.seed);
+    if (o.traffic == TRAFFIC_FIXED)
+        printf("Traffic: fixed, %d distinct windows repeated at random.\n\n", o.windows);
+    else
+        printf("Traffic: %s, %d symbols, each bar request the symbol's last %d rows (one bar "
+               "later than its last)%s; %.0f %% of requests repeat a symbol's latest window; "
+               "norm %s.\n\n",
+               traffic_name, o.symbols, o.history,
+               o.history > o.lookback ? " with a lookback field" : "",
+               o.traffic == TRAFFIC_MIXED ? o.repeat_share * 100 : 0.0, norm_name);
     printf("| mode | rate (req/s) | sent | ok | errors | throughput (req/s) | p50 (s) | p95 (s) | "
-           "p99 (s) | mean batch (paths/step) | cache hit |\n");
-    printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
+           "p99 (s) | TTFT p50 (s) | TTFT p95 (s) | mean batch (paths/step) | cache hit | "
+           "prefill rows/req | cached rows/req |\n");
+    printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
 
     int rc = 0;
     if (o.url) {
         for (int k = 0; k < o.n_rates; k++) {
             result r = run_rate(o.url, o.api_key, bodies, o.windows, o.rates[k], o.seconds,
-                                o.seed + (unsigned)k);
+                                o.seed + (unsigned)k, &fd, &o);
             print_row(o.url, o.rates[k], &r);
         }
-        symbols_run(o.url, o.api_key, c, &o);
+        if (!no_ten) symbols_run(o.url, o.api_key, c, &o);
     } else {
         kr_model *model = NULL;
         kr_model_params mp = kr_model_default_params();
@@ -477,9 +732,37 @@ int main(int argc, char **argv) {
             cfg.sched.static_batching = md->static_batching;
             cfg.sched.tune = md->tune;
             cfg.sched.max_queue = 4096;
-            /* Every simulated client is this process's one address. */
+            /* Every simulated client is this process's one address, and an overloaded server
+             * holds many connections open at once: past max_connections they would be refused
+             * (curl 52/56), which measures the listener, not the engine. */
             cfg.max_connections_per_ip = 0;
+            cfg.max_connections = 8192;
             cfg.sched.log = quiet;
+            if (o.kv_budget_mb > 0)
+                cfg.sched.kv_budget_bytes = (size_t)(o.kv_budget_mb * 1048576.0);
+            if (o.tune_window > 0) {
+                cfg.sched.tune_window_s = o.tune_window;
+                cfg.sched.tune_relax_s = 2 * o.tune_window;
+            }
+            if (o.model_name && !strcmp(o.model_name, "m")) {
+                /* The model again under "m", with the ladder when asked. */
+                cfg.n_models = 1;
+                snprintf(cfg.models[0].name, sizeof cfg.models[0].name, "m");
+                snprintf(cfg.models[0].model, sizeof cfg.models[0].model, "%s",
+                         o.model ? o.model : KR_SOURCE_DIR "/models/kronos-demo");
+                char list[2048];
+                snprintf(list, sizeof list, "%s", o.precisions ? o.precisions : "");
+                for (char *t = strtok(list, ","); t && cfg.models[0].n_precisions < 3;
+                     t = strtok(NULL, ",")) {
+                    char *colon = strchr(t, ':');
+                    if (!colon) continue;
+                    *colon = 0;
+                    kr_server_precision *pr =
+                        &cfg.models[0].precisions[cfg.models[0].n_precisions++];
+                    snprintf(pr->quant, sizeof pr->quant, "%s", t);
+                    snprintf(pr->gate_report, sizeof pr->gate_report, "%s", colon + 1);
+                }
+            }
             kr_server *srv = NULL;
             if (kr_server_create(model, &cfg, &srv, &err) != KR_OK) {
                 fprintf(stderr, "load: %s\n", err.message);
@@ -488,18 +771,22 @@ int main(int argc, char **argv) {
             }
             char url[64];
             snprintf(url, sizeof url, "http://127.0.0.1:%d", kr_server_port(srv));
-            for (int k = 0; k < o.n_rates; k++) {
+            /* Each mode starts from the same bars, on a server with an empty cache. */
+            feed_free(&fd);
+            if (o.traffic != TRAFFIC_FIXED && feed_open(&fd, &o) != 0) rc = 1;
+            for (int k = 0; rc == 0 && k < o.n_rates; k++) {
                 result r = run_rate(url, NULL, bodies, o.windows, o.rates[k], o.seconds,
-                                    o.seed + (unsigned)k);
+                                    o.seed + (unsigned)k, &fd, &o);
                 print_row(md->label, o.rates[k], &r);
             }
-            if (!strcmp(md->name, "continuous")) symbols_run(url, NULL, c, &o);
+            if (!no_ten && !strcmp(md->name, "continuous")) symbols_run(url, NULL, c, &o);
             kr_server_free(srv);
         }
         kr_model_free(model);
     }
     for (int i = 0; i < o.windows; i++) free(bodies[i]);
     free(bodies);
+    feed_free(&fd);
     kr_candles_free(c);
     curl_global_cleanup();
     return rc;

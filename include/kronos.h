@@ -128,6 +128,13 @@ KR_API void kr_model_get_info(const kr_model *model, kr_model_info *info);
 /* Column order used everywhere: open, high, low, close, volume, amount. */
 enum { KR_OPEN = 0, KR_HIGH, KR_LOW, KR_CLOSE, KR_VOLUME, KR_AMOUNT, KR_N_FEATURES };
 
+/* The fewest history rows a forecast should rest on: the model sees each series normalised by
+ * its own mean and standard deviation over the lookback, and fewer rows than this pin neither
+ * down (the standard error of a std over n rows is ~1/sqrt(2n): 12 % at 32 rows, 41 % at 3),
+ * so the same candles would be read at another scale. The CLI warns below it, the HTTP API
+ * refuses it (400), as `kronos analyze` does. */
+#define KR_FORECAST_MIN_ROWS 32
+
 /* A candle history. Borrowed by the forecast calls (copied by kr_submit); values are as read
  * (double), the engine converts them to float32 exactly as the reference does. */
 typedef struct kr_series {
@@ -148,6 +155,15 @@ typedef enum kr_window_mode {
     KR_WINDOW_ROLLING = 1 /* past max_context: sliding KV cache (approximation, opt-in) */
 } kr_window_mode;
 
+/* How the window is normalised (docs/api.md, "norm"). */
+typedef enum kr_norm_mode {
+    KR_NORM_EXACT = 0, /* mean and std over the whole window (the reference) */
+    /* Statistics fixed at an anchor, the window as first seen; the window then grows by a row a
+     * bar (inside the rows given, up to max_context) and keeps its earlier tokens, refreshed
+     * every norm_refresh bars (an approximation, opt-in; its price is in README.md) */
+    KR_NORM_ANCHORED = 1
+} kr_norm_mode;
+
 typedef struct kr_forecast_params {
     int pred_len; /* candles to generate (> 0) */
     int lookback; /* rows of history used; <= 0: all rows up to max_context */
@@ -163,6 +179,15 @@ typedef struct kr_forecast_params {
     int first_path; /* random stream of path 0 (default 0): paths [first_path,
                               first_path + paths) of a larger run, so a run can be extended
                               with more paths that equal those of one bigger run */
+    /* 1: the series' values are already normalised as the reference normalises them
+     * ((x - mean) / (std + 1e-5) per column over the lookback: what its
+     * auto_regressive_inference takes), so the engine only clips them to ±clip, and every
+     * result (mean, paths, quantiles) stays in that normalised scale. 0 (default): raw
+     * candles, normalised here and the results denormalised. */
+    int prenormalized;
+    kr_norm_mode norm; /* default exact; anchored needs a context (kr_submit and the calls
+                          over it): it remembers the anchors */
+    int norm_refresh; /* anchored: a new anchor after this many bars (<= 0: 16) */
 } kr_forecast_params;
 
 KR_API kr_forecast_params kr_forecast_default_params(void);
@@ -314,6 +339,11 @@ typedef struct kr_request_params {
      * submitted: offline scoring with bounded memory (kr_static_batch_series tells the
      * series per batch). 0 (default): submit every series at once. */
     int static_batch_rows;
+    /* > 0: when this request reaches an idle engine first, it waits this long for company
+     * instead of the context's batch_wait_ms (offline scoring: a long wait lets concurrent
+     * jobs fill one static batch, whatever the time-of-day profile says); 0: the context's.
+     * 0 .. 60000. */
+    int batch_wait_ms;
     /* kronos' own tests and benchmarks only (engine/sequence.h: naive recomputation, an
      * observer of every sampled token); NULL for every other caller. */
     const struct kr_seq_options *seq_options;
@@ -377,6 +407,9 @@ KR_API int kr_forecast_pred_len(const kr_forecast *f);
 KR_API int kr_forecast_paths(const kr_forecast *f);
 /* History rows the model saw. */
 KR_API int kr_forecast_lookback(const kr_forecast *f);
+/* Leading history rows the normalisation statistics were taken over: the lookback in exact
+ * mode, the anchor's rows in anchored mode. */
+KR_API int kr_forecast_norm_rows(const kr_forecast *f);
 /* Heap bytes the result holds: what keeping it costs (a server budgets results waiting for
  * their clients by it). 0 for NULL. */
 KR_API size_t kr_forecast_bytes(const kr_forecast *f);
@@ -555,6 +588,50 @@ KR_API kr_status kr_model_save_quantized(const kr_model *model, const char *out_
  * out_dir. */
 KR_API kr_status kr_model_check_quantized_out(const char *out_dir, const char *predictor_dir,
                                               const char *tokenizer_dir, kr_error *err);
+
+/* ---------------------------------------------------------------- checkpoint tensors */
+
+/* The tensors of one checkpoint directory (its model.safetensors, mapped read-only), by the
+ * names the file gives them: the official state_dict's ("embedding.emb_s1.weight",
+ * "transformer.0.self_attn.q_proj.bias", "tokenizer.bsq.basis", ...). For bindings that
+ * expose a model's parameters (the Python package's parameters() / state_dict()), and for
+ * inspecting a checkpoint. Independent of kr_model: a predictor or a tokenizer alone.
+ *
+ * Floating-point tensors are given as f32: F32 ones 4-byte aligned in the file in place (no
+ * copy), F16 / BF16 / F64 / unaligned F32 ones converted at open; integer tensors (the BSQ
+ * bases) as int64. A checkpoint written by kronos quantize (its Linears stored as int8 /
+ * fp8 / q4 / bf16 qweight with their scales) is KR_ERR_UNSUPPORTED at open, saying so: open
+ * the f32 checkpoint it was made from. Thread safety: immutable once open; read it from any
+ * thread. */
+typedef struct kr_checkpoint kr_checkpoint;
+
+#define KR_TENSOR_MAX_DIMS 8
+
+typedef struct kr_tensor_view {
+    const char *name; /* borrowed, valid until kr_checkpoint_free */
+    const char *dtype; /* of data: "F32" or "I64" */
+    const char *stored_dtype; /* as in the file: "F32", "BF16", "F16", "F64", "I64", "I32" */
+    int ndim; /* 0 (a scalar) .. KR_TENSOR_MAX_DIMS */
+    int64_t shape[KR_TENSOR_MAX_DIMS];
+    int64_t numel;
+    /* [numel] elements, row-major, read-only (the file's mapping is PROT_READ: a write
+     * faults); valid until kr_checkpoint_free. NULL when numel is 0. */
+    const void *data;
+    /* 1: a buffer of the official module (a rotary inv_freq, the BSQ bases: integer), which
+     * torch's state_dict() holds but parameters() does not; 0: a parameter. */
+    int is_buffer;
+    int converted; /* 1: converted or copied at open; 0: the file's own bytes */
+} kr_tensor_view;
+
+/* Opens dir/model.safetensors (validated as kr_model_load validates it; a FIFO or device is
+ * refused). Errors name the file and the tensor. Caller owns *out (kr_checkpoint_free). */
+KR_API kr_status kr_checkpoint_open(const char *dir, kr_checkpoint **out, kr_error *err);
+KR_API void kr_checkpoint_free(kr_checkpoint *ck);
+/* Tensors in the order of the file's header. */
+KR_API int kr_checkpoint_tensor_count(const kr_checkpoint *ck);
+/* Tensor `index` (0 .. count - 1); KR_ERR_INVALID_ARG out of range. */
+KR_API kr_status kr_checkpoint_tensor(const kr_checkpoint *ck, int index, kr_tensor_view *out,
+                                      kr_error *err);
 
 /* ---------------------------------------------------------------- random-weight checkpoints */
 

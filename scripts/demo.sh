@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The main job on the bundled example data: installs what is missing, builds kronos,
+# The main job on the bundled example data: installs what is missing, builds kronos and its
+# web page (web/dist, what `kronos serve` shows at /),
 # forecasts the next 24 five-minute candles of China Film (600977.SH) with the bundled demo
 # model (32 sample paths: every path, its tokens and the quantiles as JSON in
 # build/forecast-600977.json, then the mean path as CSV on stdout), then stores the bundled
@@ -9,6 +10,9 @@ cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build/release -j"$(nproc)" --target kronos_cli >/dev/null
+# The web page `kronos serve` shows at / (web/dist; the build tree and cmake --install serve it).
+bash scripts/install-deps.sh --web
+(cd web && npm ci --no-audit --no-fund --loglevel=error >/dev/null && npm run build --silent >/dev/null)
 kronos=./build/release/kronos
 # --lookback 488: the last 488 candles and 24 new ones fit the model's 512-token window, so no
 # step re-runs the window (the forecast's note says what a longer history would cost).
@@ -28,4 +32,5 @@ $kronos ingest --db "$db" --symbol BTCUSDT --interval 1h data/BTCUSDT_1h.csv
 $kronos analyze AAPL --db "$db" --horizon 20 --calibrate 3 \
     --format html --out build/report-AAPL.html
 echo "(AAPL analysis report, open in a browser: $(pwd)/build/report-AAPL.html;"
+echo " the web page: $kronos serve --db $db, then http://127.0.0.1:8080/;"
 echo " try: $kronos analyze AAPL MSFT 600977.SH BTCUSDT --db $db --format md)"

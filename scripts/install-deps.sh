@@ -3,6 +3,7 @@
 # present, so it is quick and offline on a prepared machine). Needs root or sudo.
 # libsqlite3-dev: the candle store behind `kronos ingest` / `kronos analyze`; libpq-dev: its
 # PostgreSQL backend (`--db postgresql://...`, shared by replicas).
+# libyaml-dev: the YAML config files of `kronos finetune` (the official finetune_csv format).
 # libmicrohttpd-dev: the HTTP server behind `kronos serve` (and the stand-in LLM server of the
 # narrative test); libcurl4-openssl-dev: its tests, the bench/load client and the optional
 # `kronos analyze --llm-url` narrative. systemd: systemd-analyze, which checks the shipped unit
@@ -13,7 +14,8 @@
 # tests/web/e2e.mjs drives headless through playwright-core, and Node.js/npm when the machine
 # has none (the page's packages come from `npm ci` in web/, never from here).
 # --python: also what the Python package in python/ needs (Debian's python3 3.11 with numpy,
-# pandas, setuptools and pip to install it offline, pytest and distributed for its tests).
+# pandas, setuptools and pip to install it offline, tqdm for verbose=True's progress bar, pytest
+# and distributed for its tests).
 # --scale: also the servers of the scale-out tests (tests/scale/): PostgreSQL (a throwaway
 # cluster, initdb into a temporary directory) and HAProxy in front of `kronos serve` replicas;
 # and Prometheus for its promtool (~100 MB), which checks the shipped alerting rules and a live
@@ -21,7 +23,7 @@
 set -euo pipefail
 packages=(build-essential cmake pkg-config clang clang-format libclang-rt-14-dev
           libcjson-dev libcmocka-dev libopenblas-dev libxxhash-dev libsqlite3-dev libpq-dev
-          libmicrohttpd-dev libcurl4-openssl-dev systemd libseccomp-dev)
+          libmicrohttpd-dev libcurl4-openssl-dev systemd libseccomp-dev libyaml-dev)
 for opt in "$@"; do
   case "$opt" in
     --web)
@@ -30,7 +32,7 @@ for opt in "$@"; do
       ;;
     --python)
       packages+=(python3 python3-numpy python3-pandas python3-setuptools python3-pip
-                 python3-pytest python3-distributed)
+                 python3-tqdm python3-pytest python3-distributed)
       ;;
     --scale)
       packages+=(postgresql haproxy prometheus)

@@ -26,7 +26,7 @@ stage() { # name: the previous stage ends, this one starts
   echo "== $1"
 }
 bash scripts/install-deps.sh
-# PostgreSQL and HAProxy for the scale-out tests (tests/scale/: ctest market_store_pg and
+# PostgreSQL and HAProxy for the scale-out tests (tests/scale/: ctest store_pg and
 # scale_replicas), which report themselves skipped without them.
 bash scripts/install-deps.sh --scale
 jobs=$(nproc)
@@ -83,10 +83,11 @@ ctest --test-dir build/minimal "${ctest_args[@]}" \
 
 # The threads' suites again under ThreadSanitizer (~4 min): the thread pool, the engine context
 # (submit, cancel, synchronous batches failing mid-submission), admission, and the server with
-# an f32 drift shadow attached while it serves. Any report fails the run.
+# an f32 drift shadow attached while it serves, and the backtest jobs (worker threads, event
+# streams, cancel, a server freed under a running job). Any report fails the run.
 stage "ThreadSanitizer (thread pool, engine context and admission, server) beside Python"
 tsan_tests=(test_base_threadpool test_engine_context test_engine_admission test_server_e2e
-            test_server_analyst)
+            test_server_analyst test_server_backtest)
 cmake -S . -B build/tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKRONOS_TSAN=ON >/dev/null
 cmake --build build/tsan -j"$jobs" --target kronos_cli "${tsan_tests[@]}" >/dev/null
 # The Python package meanwhile (its suite mostly waits on forecasts and child processes):

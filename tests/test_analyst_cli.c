@@ -4,6 +4,7 @@
  * (ranking), calibrate, and every error case exits 1 (runtime) or 2 (usage) with a message
  * that says what is wrong; `kronos store list|delete` (exit 3 when a delete matches nothing).
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -199,7 +200,23 @@ static void test_analyze_batch_and_calibrate(void **state) {
     double cov =
         cJSON_GetObjectItem(cJSON_GetObjectItem(cal, "naive"), "coverage_p10_p90")->valuedouble;
     assert_true(cov >= 0 && cov <= 1);
+    /* Issue 42: the calibration figures carry their errors, the 3 windows as the trials:
+     * Agresti-Coull sqrt(p~(1 - p~) / 7) with p~ = (3 p + 2) / 7, at least 0.189 (p~ = 0 or 1
+     * cannot happen: p~ lies in [2/7, 5/7]). */
+    cJSON *se = cJSON_GetObjectItem(cJSON_GetObjectItem(cal, "model"), "standard_error");
+    const double hit =
+        cJSON_GetObjectItem(cJSON_GetObjectItem(cal, "model"), "direction_hit_rate")->valuedouble;
+    const double pt = (3 * hit + 2) / 7.0;
+    assert_float_equal(cJSON_GetObjectItem(se, "direction_hit_rate")->valuedouble,
+                       sqrt(pt * (1 - pt) / 7), 1e-12);
+    assert_true(cJSON_GetObjectItem(se, "direction_hit_rate")->valuedouble > 0.18);
+    assert_true(cJSON_GetObjectItem(se, "mape_pct")->valuedouble > 0);
     cJSON_Delete(j);
+    snprintf(args, sizeof args,
+             "analyze AAPL --db %s --paths 8 --horizon 5 --calibrate 3 --format md", g_db);
+    r = ok(args);
+    assert_non_null(strstr(r->out, "| Direction hit rate at the horizon | "));
+    assert_non_null(strstr(strstr(r->out, "| Direction hit rate at the horizon | "), " pp |"));
 }
 
 static void test_errors(void **state) {
@@ -365,8 +382,10 @@ static void test_watchlists(void **state) {
     /* 600977.SH ends 2024-08-29 and BTCUSDT 2021-06-10, long before AAPL's 2025-08-01. */
     assert_non_null(strstr(r->out, "| 600977.SH | 2024-08-29 11:30:00 |"));
     assert_non_null(strstr(r->out, "stale: "));
-    assert_non_null(strstr(r->out, "days behind the newest |\n")); /* no dangling "; " */
-    snprintf(args, sizeof args, "analyze --watchlist %s --db %s --paths 8 --horizon 5", wl, g_db);
+    assert_non_null(strstr(r->out, "sessions ago |\n")); /* no dangling "; " */
+    /* As of the Monday after AAPL's last bar (2025-08-01): only the relative staleness. */
+    snprintf(args, sizeof args,
+             "analyze --watchlist %s --db %s --paths 8 --horizon 5 --as-of 2025-08-04", wl, g_db);
     r = ok(args);
     j = cJSON_Parse(r->out);
     cJSON *rank = cJSON_GetObjectItem(j, "ranking");
@@ -412,6 +431,47 @@ static void test_watchlists(void **state) {
 
 /* Default analysis: adaptive paths with standard errors, consistent candles, and the demo
  * model named on the cover. */
+/* Issue 42, finding 5: staleness against the clock and the market's calendar, for one symbol
+ * alone too, with the clock injected (--as-of). AAPL's last bar is Friday 2025-08-01. */
+static void test_stale_against_the_clock(void **state) {
+    (void)state;
+    char args[2400];
+    /* The Monday after: no session has passed (Saturday and Sunday are none). */
+    snprintf(args, sizeof args, "analyze AAPL --db %s --paths 8 --horizon 5 --as-of 2025-08-04",
+             g_db);
+    cJSON *j = cJSON_Parse(ok(args)->out);
+    cJSON *h =
+        cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "reports"), 0), "history");
+    assert_int_equal(cJSON_GetObjectItem(h, "sessions_ago")->valueint, 0);
+    assert_int_equal(cJSON_GetObjectItem(h, "stale_sessions_limit")->valueint, 2);
+    assert_true(cJSON_IsFalse(cJSON_GetObjectItem(h, "stale")));
+    assert_true(cJSON_IsFalse(
+        cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "ranking"), 0), "stale")));
+    cJSON_Delete(j);
+    /* Thursday 2025-08-07: Monday to Wednesday passed, three sessions > two: stale. */
+    snprintf(args, sizeof args, "analyze AAPL --db %s --paths 8 --horizon 5 --as-of 2025-08-07",
+             g_db);
+    j = cJSON_Parse(ok(args)->out);
+    h = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "reports"), 0), "history");
+    assert_int_equal(cJSON_GetObjectItem(h, "sessions_ago")->valueint, 3);
+    assert_true(cJSON_IsTrue(cJSON_GetObjectItem(h, "stale")));
+    cJSON_Delete(j);
+    /* The issue's day, 2026-12-07: 338 NYSE sessions (weekdays less its holidays, Labor Day,
+     * Thanksgiving, Christmas, New Year, ... 2025-2026), alone in its report. */
+    snprintf(args, sizeof args,
+             "analyze AAPL --db %s --paths 8 --horizon 5 --as-of 2026-12-07 --format md", g_db);
+    const run_result *r = ok(args);
+    assert_non_null(strstr(r->out, "Stale data: last bar 2025-08-01, 338 sessions ago (a 1d "
+                                   "series is stale past 2 sessions without a bar)"));
+    snprintf(args, sizeof args,
+             "analyze AAPL MSFT --db %s --paths 8 --horizon 5 --as-of 2026-12-07 --format html",
+             g_db);
+    r = ok(args);
+    assert_non_null(strstr(r->out, "stale (last bar 2025-08-01, 338 sessions ago)"));
+    snprintf(args, sizeof args, "analyze AAPL --db %s --as-of 2025-13-01", g_db);
+    expect_fail(args, 2, "--as-of", NULL);
+}
+
 static void test_uncertainty_and_cover(void **state) {
     (void)state;
     char args[4096];
@@ -665,6 +725,7 @@ int main(void) {
         cmocka_unit_test(test_analyze_batch_and_calibrate),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_watchlists),
+        cmocka_unit_test(test_stale_against_the_clock),
         cmocka_unit_test(test_uncertainty_and_cover),
         cmocka_unit_test(test_store_list_delete),
         cmocka_unit_test(test_store_export),

@@ -122,6 +122,48 @@ static void test_create_free_churn(void **state) {
     }
 }
 
+/* Work that takes CPU time on every thread (volatile: not optimised away). */
+static void burn_fn(void *p, int ith, int nth) {
+    (void)p, (void)ith, (void)nth;
+    volatile double x = 1.0;
+    for (int i = 0; i < 200000; i++) x = x * 1.0000001 + 1e-9;
+}
+
+/* With parts attached, each kr_pool_run_part call is counted and timed under its part; a
+ * part out of range runs untimed; detached, nothing is counted; every thread still runs. */
+static void test_run_part_timing(void **state) {
+    (void)state;
+    for (int n = 1; n <= 3; n += 2) {
+        kr_pool *pool = NULL;
+        assert_int_equal(kr_pool_create(n, &pool, NULL), KR_OK);
+        double wall[2] = { 0 }, cpu[2] = { 0 };
+        int64_t calls[2] = { 0 };
+        kr_pool_parts parts = { 2, wall, cpu, calls };
+        kr_pool_attach_parts(pool, &parts);
+        for (int r = 0; r < 3; r++) kr_pool_run_part(pool, 1, burn_fn, NULL);
+        kr_pool_run_part(pool, 0, burn_fn, NULL);
+        kr_pool_run_part(pool, 7, burn_fn, NULL);
+        kr_pool_run_part(pool, -1, burn_fn, NULL);
+        assert_int_equal(calls[0], 1);
+        assert_int_equal(calls[1], 3);
+        assert_true(wall[0] > 0.0 && wall[1] > 0.0);
+        assert_true(cpu[0] > 0.0 && cpu[1] > 0.0);
+        count_ctx c;
+        memset(&c, 0, sizeof c);
+        for (int i = 0; i < MAX_T; i++) atomic_init(&c.hits[i], 0);
+        c.expect_nth = n;
+        c.region = 1;
+        kr_pool_run_part(pool, 0, count_fn, &c);
+        for (int i = 0; i < n; i++) assert_int_equal(atomic_load(&c.hits[i]), 1);
+        assert_int_equal(calls[0], 2);
+        kr_pool_attach_parts(pool, NULL);
+        kr_pool_run_part(pool, 0, burn_fn, NULL);
+        assert_int_equal(calls[0], 2);
+        kr_pool_free(pool);
+    }
+    kr_pool_run_part(NULL, 0, burn_fn, NULL); /* a NULL pool runs on the caller, untimed */
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pool_sizes),
@@ -130,6 +172,7 @@ int main(void) {
         cmocka_unit_test(test_create_errors),
         cmocka_unit_test(test_wake_after_idle),
         cmocka_unit_test(test_create_free_churn),
+        cmocka_unit_test(test_run_part_timing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

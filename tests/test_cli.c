@@ -71,7 +71,10 @@ static void test_forecast_csv_and_json(void **state) {
              kr_test_fixture("regression_input.csv"));
     const run_result *r = kronos(args);
     if (r->code != 0) fail_msg("exit %d: %s", r->code, r->err);
-    assert_true(strncmp(r->out, "timestamps,open,high,low,close,volume,amount\n", 45) == 0);
+    /* The default: the mean of 32 paths with the close's 10 % and 90 % band. */
+    assert_true(strncmp(r->out,
+                        "timestamps,open,high,low,close,volume,amount,close_q0.1,close_q0.9\n",
+                        67) == 0);
     int lines = 0;
     for (const char *c = r->out; *c; c++) lines += *c == '\n';
     assert_int_equal(lines, 6);
@@ -142,8 +145,8 @@ static void test_batch_and_gen_random(void **state) {
     free(a);
     free(b);
     snprintf(args, sizeof args,
-             "forecast --model %s --input %s --input %s --pred-len 3 --output %s/out", dir, pa, pb,
-             g_tmp);
+             "forecast --model %s --input %s --input %s --pred-len 3 --paths 1 --output %s/out",
+             dir, pa, pb, g_tmp);
     r = kronos(args);
     if (r->code != 0) fail_msg("batch: %s", r->err);
     char path[1300], body[4096];
@@ -159,10 +162,11 @@ static void test_batch_and_gen_random(void **state) {
     assert_non_null(strstr(r->err, "2 series in 1 static batch of up to 2 series (2 rows)"));
     char first[4096];
     snprintf(first, sizeof first, "%s", body);
-    snprintf(args, sizeof args,
-             "forecast --model %s --input %s --input %s --pred-len 3 --batch-size 1 --output "
-             "%s/out",
-             dir, pa, pb, g_tmp);
+    snprintf(
+        args, sizeof args,
+        "forecast --model %s --input %s --input %s --pred-len 3 --paths 1 --batch-size 1 --output "
+        "%s/out",
+        dir, pa, pb, g_tmp);
     r = kronos(args);
     if (r->code != 0) fail_msg("batch: %s", r->err);
     assert_non_null(strstr(r->err, "2 series in 2 static batches of up to 1 series (1 rows)"));
@@ -458,7 +462,12 @@ static void test_inputs_people_have(void **state) {
              "%s/models/kronos-demo/predictor --input %s --pred-len 2",
              KR_SOURCE_DIR, KR_SOURCE_DIR, rec);
     expect_fail(args, 1, "are --model and --tokenizer swapped?", NULL);
+    /* The default lookback fits the window (no note); a longer one asked for gets the note. */
     snprintf(args, sizeof args, "forecast --input %s/data/AAPL_1d.csv --pred-len 4", KR_SOURCE_DIR);
+    r = kronos(args);
+    assert_null(strstr(r->err, "max-context"));
+    snprintf(args, sizeof args, "forecast --input %s/data/AAPL_1d.csv --pred-len 4 --lookback 512",
+             KR_SOURCE_DIR);
     r = kronos(args);
     assert_non_null(strstr(r->err, "lookback 512 + pred-len 4 > max-context 512"));
     assert_non_null(strstr(r->err, "--lookback 508"));

@@ -14,6 +14,7 @@
 
 #include "engine/forecast_internal.h"
 #include "series/candles.h"
+#include "model/normalize.h"
 #include "model/weights.h"
 #include "engine_helpers.h"
 #include "test_support.h"
@@ -357,6 +358,56 @@ static void test_no_volume_ignores_amount(void **state) {
     kr_test_engine_free(&E);
 }
 
+/* kr_forecast_params.prenormalized: values the caller normalised as the reference does (what
+ * its auto_regressive_inference takes) give the tokens of the raw run, and results left in
+ * that scale, which the engine's own denormalisation turns into the raw run's numbers. */
+static void test_prenormalized_input(void **state) {
+    (void)state;
+    kr_test_engine E = load_dirs(g_tiny_dir);
+    kr_forecast_params p = kr_forecast_default_params();
+    p.pred_len = 6;
+    p.paths = 3;
+    p.seed = 9;
+    kr_series s = slice(20, 90);
+    s.has_volume = s.has_amount = 1;
+    kr_forecast *raw = run(E.ctx, s, &p, 0);
+    const int64_t L = s.n;
+    float *x = malloc((size_t)L * 6 * sizeof *x), *xn = malloc((size_t)L * 6 * sizeof *xn);
+    double *v = malloc((size_t)L * 6 * sizeof *v);
+    assert_true(x && xn && v);
+    for (int64_t k = 0; k < L * 6; k++) x[k] = (float)s.values[k];
+    float mean[6], std[6];
+    kr_error err = { 0 };
+    assert_int_equal(kr_norm_stats(x, L, mean, std, &err), KR_OK);
+    kr_normalize(x, L, mean, std, p.clip, xn);
+    for (int64_t k = 0; k < L * 6; k++) v[k] = xn[k];
+    kr_series sn = s;
+    sn.values = v;
+    p.prenormalized = 1;
+    kr_forecast *pre = run(E.ctx, sn, &p, 0);
+    assert_memory_equal(raw->hist_s1, pre->hist_s1, (size_t)L * sizeof(int32_t));
+    assert_memory_equal(raw->hist_s2, pre->hist_s2, (size_t)L * sizeof(int32_t));
+    const size_t gen = (size_t)p.paths * p.pred_len;
+    assert_memory_equal(raw->gen_s1, pre->gen_s1, gen * sizeof(int32_t));
+    assert_memory_equal(raw->gen_s2, pre->gen_s2, gen * sizeof(int32_t));
+    assert_memory_equal(raw->pred_norm, pre->pred_norm, gen * 6 * sizeof(float));
+    float m[36], back[36];
+    for (int k = 0; k < p.pred_len * 6; k++) m[k] = (float)pre->mean[k];
+    kr_denormalize(m, p.pred_len, mean, std, back);
+    for (int k = 0; k < p.pred_len * 6; k++) assert_true(back[k] == (float)raw->mean[k]);
+    assert_true(pre->mean[0] != raw->mean[0]); /* normalised, not prices */
+    p.prenormalized = 2;
+    kr_forecast *bad = NULL;
+    assert_int_equal(kr_forecast_run(E.ctx, &sn, &p, &bad, &err), KR_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.message, "prenormalized must be 0 or 1, got 2"));
+    kr_forecast_free(raw);
+    kr_forecast_free(pre);
+    free(x);
+    free(xn);
+    free(v);
+    kr_test_engine_free(&E);
+}
+
 /* kr_model_params.no_mmap: the checkpoint is read at load, so rewriting its files in place
  * afterwards (cp over them, truncate) changes nothing; a mapped model would read the new bytes,
  * or fault on the pages the truncation removed. Same forecasts as the mapped load, bit for bit. */
@@ -418,6 +469,7 @@ int main(void) {
         cmocka_unit_test(test_rolling_window),
         cmocka_unit_test(test_bad_requests),
         cmocka_unit_test(test_no_volume_ignores_amount),
+        cmocka_unit_test(test_prenormalized_input),
         cmocka_unit_test(test_no_mmap_survives_rewrite),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -845,7 +845,7 @@ static void count_forwarded(void *user, const kr_event *ev) {
     }
 }
 
-/* kr_forecast_run_batch_ex forwards the events to the caller's on_event, DONE with result
+/* kr_forecast_run_batch forwards the events to the caller's on_event, DONE with result
  * NULL: each result is out[]'s alone, so a callback written for kr_submit ("DONE: the
  * receiver owns it") cannot free what out[] returns. */
 static void test_batch_ex_done_event_has_no_result(void **state) {
@@ -906,6 +906,19 @@ static void test_refused_requests(void **state) {
     assert_int_equal(kr_forecast_run_batch(ctx, &s, 1, &p, &rp, &f, &err), KR_ERR_INVALID_ARG);
     assert_non_null(strstr(err.message, "deadline_s"));
     assert_null(f);
+    /* An offline request's own batch wait, in the context's range. */
+    const int bad_waits[] = { -1, 60001 };
+    for (int i = 0; i < 2; i++) {
+        rp = kr_request_default_params();
+        rp.batch_wait_ms = bad_waits[i];
+        assert_int_equal(kr_submit(ctx, &s, &p, &rp, NULL, &err), KR_ERR_INVALID_ARG);
+        assert_non_null(strstr(err.message, "batch_wait_ms"));
+    }
+    rp = kr_request_default_params();
+    rp.batch_wait_ms = 1;
+    assert_int_equal(kr_forecast_run_batch(ctx, &s, 1, &p, &rp, &f, &err), KR_OK);
+    kr_forecast_free(f);
+    f = NULL;
 
     enum { ROWS = 50, P = 4 };
     int64_t ts[ROWS], fut[P];

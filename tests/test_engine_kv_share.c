@@ -154,9 +154,11 @@ static void test_partial_hit_shares_blocks(void **state) {
     size_t block_bytes = cs.bytes / (size_t)held_one;
     assert_int_equal(cs.bytes, (size_t)held_one * block_bytes);
 
-    /* 96 rows (6 whole blocks) from the cache, by reference; the rest prefilled. */
+    /* All 100 rows from the cache: 96 (6 whole blocks) by reference, the 4 of the partial
+     * block by copy into the group's own block (equal tokens, equal K/V); the rest
+     * prefilled. */
     run_group(m, LONG_L, cache, FIRST_STEP_ROWS, &hit);
-    assert_int_equal(hit.out.cached_tokens, SHORT_L / KR_PREFIX_BLOCK * KR_PREFIX_BLOCK);
+    assert_int_equal(hit.out.cached_tokens, SHORT_L);
     expect_same(&alone, &hit, "partial prefix hit vs no cache");
     kr_prefix_cache_get_stats(cache, &cs);
     assert_int_equal(cs.entries, 2); /* the longer window was self-contained, so published */
@@ -198,9 +200,63 @@ static void test_partial_hit_shares_blocks(void **state) {
     kr_model_free(m);
 }
 
+/* The low-hit-rate remedies at the cache: entries that keep only a window's head (a longer
+ * window reuses exactly those rows, with the same results), and a clear that keeps the
+ * windows of the most asked fingerprints. */
+static void test_head_entries_and_rewarm(void **state) {
+    (void)state;
+    kr_model *m = load();
+    long long used0 = blocks_used();
+    static result alone, first, hit;
+    run_group(m, LONG_L, NULL, ALL_ROWS, &alone);
+    kr_prefix_cache *cache = NULL;
+    kr_error err = { 0 };
+    assert_int_equal(kr_prefix_cache_create((size_t)1 << 30, &cache, &err), KR_OK);
+    kr_prefix_cache_set_entry_blocks(cache, 2);
+    run_group(m, SHORT_L, cache, ALL_ROWS, &first);
+    kr_prefix_cache_stats cs;
+    kr_prefix_cache_get_stats(cache, &cs);
+    assert_int_equal(cs.entries, 1);
+    assert_int_equal(cs.entry_blocks, 2);
+    /* Its head only: 2 prefix blocks = 32 rows, in 32 / KR_KV_BLOCK_ROWS KV blocks. */
+    assert_int_equal(blocks_used() - used0, (2 * KR_PREFIX_BLOCK) / KR_KV_BLOCK_ROWS);
+    run_group(m, SHORT_L, cache, ALL_ROWS, &hit); /* the same window: a partial hit now */
+    assert_int_equal(hit.out.cached_tokens, 2 * KR_PREFIX_BLOCK);
+    expect_same(&first, &hit, "head entry vs whole prefill");
+    run_group(m, LONG_L, cache, ALL_ROWS, &hit);
+    assert_int_equal(hit.out.cached_tokens, 2 * KR_PREFIX_BLOCK);
+    expect_same(&alone, &hit, "longer window on a head entry");
+    /* Rewarm: the windows asked for most stay, the others go. A second series (other first
+     * rows), asked once, against the first one, asked three times. */
+    static result other;
+    float saved[6];
+    memcpy(saved, g_x, sizeof saved);
+    for (int c = 0; c < 6; c++) g_x[c] += 0.75f;
+    run_group(m, SHORT_L, cache, ALL_ROWS, &other);
+    memcpy(g_x, saved, sizeof saved);
+    kr_prefix_cache_get_stats(cache, &cs);
+    if (memcmp(other.hist_s1, first.hist_s1, KR_PREFIX_BLOCK * sizeof(int32_t)) == 0)
+        skip(); /* the shift did not change the first block's tokens: nothing to tell apart */
+    assert_int_equal(cs.entries, 2);
+    assert_int_equal(kr_prefix_cache_rewarm(cache, 1), 1);
+    run_group(m, LONG_L, cache, ALL_ROWS, &hit); /* the hot one stayed */
+    assert_int_equal(hit.out.cached_tokens, 2 * KR_PREFIX_BLOCK);
+    kr_prefix_cache_get_stats(cache, &cs);
+    int before = cs.entries;
+    assert_int_equal(cs.rewarms, 1);
+    /* keep 0: a clear of every window. */
+    assert_int_equal(kr_prefix_cache_rewarm(cache, 0), before);
+    kr_prefix_cache_get_stats(cache, &cs);
+    assert_int_equal(cs.entries, 0);
+    kr_prefix_cache_free(cache);
+    assert_int_equal(blocks_used(), used0);
+    kr_model_free(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_partial_hit_shares_blocks),
+        cmocka_unit_test(test_head_entries_and_rewarm),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -226,8 +226,61 @@ static void test_cache_low_hit_grows(void **state) {
     run(&f, &s, 3600);
     assert_true(f.cur.cache_budget == (size_t)150 << 20); /* the memory bound */
     assert_true(decisions(&f, "cache_low_hit", "prefix_cache_budget", "up") == 2);
+    /* (then the shorter entries and the re-warm act: test_cache_low_hit_remedies) */
     s.cache_hits = 900;
-    assert_int_equal(run(&f, &s, 3600), 0);
+    run(&f, &s, 3600);
+    assert_true(f.cur.cache_budget == (size_t)150 << 20); /* never shrunk for a good rate */
+    assert_int_equal(f.cur.cache_entry_blocks, 0); /* whole windows again */
+    teardown(&f);
+}
+
+/* Growth used up, the low hit rate goes on: shorter entries (16, 8, 4 blocks, a window each),
+ * then at the shortest a clear that keeps the hottest windows, once a window; a good rate for
+ * the relief window doubles the entries back to whole windows. Never two moves of a rule in
+ * one window, and each move logged and counted. */
+static void test_cache_low_hit_remedies(void **state) {
+    (void)state;
+    fixture f;
+    setup_home(&f, 50);
+    kr_tuner_signals s = queue_sig(0.05);
+    s.cache_queried = 1000;
+    s.cache_hits = 100;
+    s.cache_evictions = 3;
+    run(&f, &s, 302);
+    assert_true(f.cur.cache_budget == (size_t)125 << 20);
+    assert_int_equal(f.cur.cache_entry_blocks, 0); /* room first */
+    run(&f, &s, 300);
+    assert_true(f.cur.cache_budget == (size_t)150 << 20);
+    assert_int_equal(f.cur.cache_entry_blocks, 0);
+    assert_int_equal(run(&f, &s, 296), 0); /* the shorten window runs from the bound */
+    assert_int_equal(run(&f, &s, 6), 1);
+    assert_int_equal(f.cur.cache_entry_blocks, KR_TUNER_ENTRY_BLOCKS_FIRST);
+    assert_non_null(strstr(f.last_log, "cache_shorten"));
+    run(&f, &s, 300);
+    assert_int_equal(f.cur.cache_entry_blocks, 8);
+    run(&f, &s, 300);
+    assert_int_equal(f.cur.cache_entry_blocks, KR_TUNER_ENTRY_BLOCKS_MIN);
+    run(&f, &s, 3000); /* no shorter than the minimum */
+    assert_int_equal(f.cur.cache_entry_blocks, KR_TUNER_ENTRY_BLOCKS_MIN);
+    assert_true(decisions(&f, "cache_shorten", "prefix_cache_entry_blocks", "down") == 3);
+    /* At the shortest: a re-warm a window, each one tick's order. */
+    double rewarms = decisions(&f, "cache_rewarm", "prefix_cache_pool", "rewarm");
+    assert_true(rewarms >= 9 && rewarms <= 10);
+    int orders = 0;
+    for (int i = 0; i < 150; i++) {
+        run(&f, &s, TICK);
+        orders += f.cur.cache_rewarm;
+    }
+    assert_int_equal(orders, 1); /* 300 s: one order, as one tick's flag */
+    assert_non_null(strstr(f.last_log, "hottest"));
+    /* A good rate for the relief window: entries double back, then whole windows. */
+    s.cache_hits = 900;
+    assert_int_equal(run(&f, &s, 596), 0);
+    assert_int_equal(run(&f, &s, 6), 1);
+    assert_int_equal(f.cur.cache_entry_blocks, 8);
+    run(&f, &s, 1800);
+    assert_int_equal(f.cur.cache_entry_blocks, 0);
+    assert_true(decisions(&f, "cache_restore", "prefix_cache_entry_blocks", "up") == 4);
     assert_true(f.cur.cache_budget == (size_t)150 << 20);
     teardown(&f);
 }
@@ -240,7 +293,7 @@ static void test_profile_switch_restarts(void **state) {
     kr_tuner_signals hot = queue_sig(0.25);
     hot.ttft_p95 = 0.3; /* inside both profiles' TTFT dead band */
     run(&f, &hot, 200);
-    kr_tuner_limits tight = { 20, 2048, 32, 0 };
+    kr_tuner_limits tight = { 20, 2048, 32, 0, 0, 0 };
     kr_tuner_set_home(&f.t, &tight, 0.05, 0.5, "time-of-day profile session");
     f.cur.batch_wait_ms = 20;
     f.cur.max_batch_tokens = 2048;
@@ -286,7 +339,7 @@ static void test_limits_near_int_max(void **state) {
     assert_int_equal(f.cur.max_running, INT_MAX);
     assert_int_equal(f.cur.max_batch_tokens, INT_MAX);
     /* Just under the caps, doubling / quadrupling would pass INT_MAX: the cap holds instead. */
-    kr_tuner_limits home = { 0, INT_MAX / 3, INT_MAX / 2 + 1, 0 };
+    kr_tuner_limits home = { 0, INT_MAX / 3, INT_MAX / 2 + 1, 0, 0, 0 };
     kr_tuner_set_home(&f.t, &home, 0, 0, "test");
     assert_int_equal(f.t.hi.max_batch_tokens, INT_MAX / 3);
     assert_int_equal(f.t.hi.max_running, INT_MAX / 2 + 1);
@@ -367,6 +420,7 @@ int main(void) {
         cmocka_unit_test(test_bounds_of_tight_profile),
         cmocka_unit_test(test_ttft_both_directions),
         cmocka_unit_test(test_cache_low_hit_grows),
+        cmocka_unit_test(test_cache_low_hit_remedies),
         cmocka_unit_test(test_profile_switch_restarts),
         cmocka_unit_test(test_configurable_windows),
         cmocka_unit_test(test_limits_near_int_max),

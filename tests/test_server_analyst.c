@@ -1296,12 +1296,23 @@ static void test_analyze_parse(void **state) {
 static void test_forecast_market_ohlc(void **state) {
     (void)state;
     int port = kr_server_port(g_srv);
-    const char *body =
-        "{\"candles\":{\"columns\":[\"Open\",\"High\",\"Low\",\"Close\",\"Volume\"],"
-        "\"index\":[\"2024-06-18 11:15:00\",\"2024-06-18 11:20:00\",\"2024-06-18 11:25:00\"],"
-        "\"data\":[[11.27,11.28,11.26,11.27,379],[11.27,11.28,11.27,11.27,277],"
-        "[11.27,11.29,11.26,11.28,410]]},"
-        "\"pred_len\":4,\"paths\":8,\"market\":\"sse\",\"ohlc\":\"consistent\"}";
+    /* 5-minute A-share bars from 2024-06-17 13:05 to 2024-06-18 11:25 (47 rows: a forecast
+     * needs KR_FORECAST_MIN_ROWS). */
+    char body[8192], index[2048] = "", data[4096] = "";
+    size_t il = 0, dl = 0;
+    for (int k = 0; k < 47; k++) {
+        const int day = k < 24 ? 17 : 18;
+        const int minute = k < 24 ? 13 * 60 + 5 + 5 * k : 9 * 60 + 35 + 5 * (k - 24);
+        il += (size_t)snprintf(index + il, sizeof index - il, "%s\"2024-06-%d %02d:%02d:00\"",
+                               k ? "," : "", day, minute / 60, minute % 60);
+        dl += (size_t)snprintf(data + dl, sizeof data - dl, "%s[11.27,11.%d,11.26,11.27,%d]",
+                               k ? "," : "", 28 + k % 3, 300 + 7 * k);
+    }
+    snprintf(body, sizeof body,
+             "{\"candles\":{\"columns\":[\"Open\",\"High\",\"Low\",\"Close\",\"Volume\"],"
+             "\"index\":[%s],\"data\":[%s]},"
+             "\"pred_len\":4,\"paths\":8,\"market\":\"sse\",\"ohlc\":\"consistent\"}",
+             index, data);
     http_resp *r = http(port, "POST", "/v1/forecast", body);
     assert_int_equal(r->status, 200);
     cJSON *j = json_of(r);
@@ -1331,6 +1342,64 @@ static void test_forecast_market_ohlc(void **state) {
         "{\"candles\":[[\"2024-06-18 11:15:00\",1,2,0.5,1],[\"2024-06-18 11:20:00\",1,2,0.5,1]],"
         "\"pred_len\":1,\"ohlc\":\"tidy\"}");
     assert_error(r, 400, "ohlc");
+    resp_free(r);
+}
+
+/* Issue 42 on the HTTP side: a history too short to forecast is refused with the minimum; a
+ * forecast stamped past its calendar's last year of holidays says so (field and header); a
+ * missing volume column is reported; a bare A-share code gets its exchange suggested. */
+static void test_forecast_tells_what_it_assumed(void **state) {
+    (void)state;
+    int port = kr_server_port(g_srv);
+    http_resp *r = http(port, "POST", "/v1/forecast",
+                        "{\"candles\":[[\"2024-01-02\",1,2,0.5,1.5],[\"2024-01-03\",1.5,2,1,1.8],"
+                        "[\"2024-01-04\",1.8,2.2,1.6,2]],\"pred_len\":2}");
+    assert_error(r, 400, "candles");
+    assert_non_null(strstr(r->body, "needs at least 32"));
+    resp_free(r);
+    /* 40 SSE trading days to Thu 2026-12-31, no volume column. */
+    sbuf b = { 0 };
+    sb_printf(&b, "{\"pred_len\":3,\"paths\":2,\"market\":\"SSE\",\"candles\":[");
+    int64_t t = kr_unix_from_civil(2026, 12, 31, 0, 0, 0);
+    char ts[40][16];
+    for (int k = 39, day = 0; k >= 0; day++) {
+        const int64_t d = t - (int64_t)day * 86400;
+        if ((d / 86400 + 3) % 7 >= 5) continue; /* weekends */
+        kr_format_timestamp(d, 1, ts[k], sizeof ts[k]);
+        k--;
+    }
+    for (int k = 0; k < 40; k++)
+        sb_printf(&b, "%s[\"%s\",10,10.2,9.9,%.2f]", k ? "," : "", ts[k], 10 + 0.01 * (k % 7));
+    sb_printf(&b, "]}");
+    r = http(port, "POST", "/v1/forecast", b.s);
+    free(b.s);
+    if (r->status != 200) fail_msg("%ld %s", r->status, r->body);
+    cJSON *j = json_of(r);
+    cJSON *cal = cJSON_GetObjectItem(j, "calendar");
+    assert_non_null(cal);
+    assert_string_equal(cJSON_GetObjectItem(cal, "name")->valuestring, "SSE");
+    assert_true(cJSON_IsFalse(cJSON_GetObjectItem(cal, "holidays_known")));
+    assert_non_null(strstr(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "warnings"), 0)->valuestring,
+                           "through 2026"));
+    assert_true(cJSON_IsTrue(cJSON_GetObjectItem(j, "volume_absent")));
+    assert_non_null(strstr(r->kronos_warning, "calendar SSE holidays unknown after 2026"));
+    cJSON_Delete(j);
+    resp_free(r);
+    /* Staleness against the clock over HTTP too: AAPL's last bar is 2025-08-01, at least 338
+     * NYSE sessions before any day from 2026-12-07 on. */
+    r = http(port, "POST", "/v1/analyze", "{\"symbol\":\"AAPL\",\"horizon\":5,\"paths\":8}");
+    if (r->status != 200) fail_msg("%ld %s", r->status, r->body);
+    j = json_of(r);
+    cJSON *hist =
+        cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "reports"), 0), "history");
+    assert_true(cJSON_GetObjectItem(hist, "sessions_ago")->valuedouble >= 338);
+    assert_true(cJSON_IsTrue(cJSON_GetObjectItem(hist, "stale")));
+    cJSON_Delete(j);
+    resp_free(r);
+    /* A bare code: the stored name is suggested. */
+    r = http(port, "POST", "/v1/analyze", "{\"stock_code\":\"000333\",\"horizon\":5}");
+    assert_error(r, 400, "stock_code");
+    assert_non_null(strstr(r->body, "did you mean '000333.SZ'?"));
     resp_free(r);
 }
 
@@ -1404,7 +1473,7 @@ static void test_analyze_alias(void **state) {
     } bad[] = {
         { "{\"stock_code\":\"AAPL\",\"symbol\":\"AAPL\"}", "stock_code", 400 },
         { "{\"stock_code\":7}", "stock_code", 400 },
-        { "{\"stock_code\":\"NOPE\"}", "symbol", 400 },
+        { "{\"stock_code\":\"NOPE\"}", "stock_code", 400 },
         { "{\"horizon\":5}", "symbol", 400 },
         /* No llm_url on this server: a narrative cannot be had. */
         { "{\"stock_code\":\"AAPL\",\"narrative\":true}", "narrative", 400 },
@@ -1702,6 +1771,7 @@ int main(void) {
         cmocka_unit_test(test_no_store_and_auth),
         cmocka_unit_test(test_serve_flags),
         cmocka_unit_test(test_forecast_market_ohlc),
+        cmocka_unit_test(test_forecast_tells_what_it_assumed),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

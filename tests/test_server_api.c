@@ -78,6 +78,48 @@ static void test_request_array_rows(void **state) {
     kr_api_request_free(&r); /* idempotent */
 }
 
+/* "norm" (exact by default, or the server's default), "norm_refresh" and "model". */
+static void test_request_norm_and_model(void **state) {
+    (void)state;
+    const char *rows = "\"candles\": [[1704186000,10,11,9.5,10.5,100],[1704186300,10.5,11.5,10,11,"
+                       "200]], \"pred_len\": 1";
+    char body[512];
+    snprintf(body, sizeof body, "{%s}", rows);
+    kr_api_request r = parse_ok(body);
+    assert_int_equal(r.params.norm, KR_NORM_EXACT);
+    assert_string_equal(r.model, "");
+    kr_api_request_free(&r);
+    snprintf(body, sizeof body,
+             "{%s, \"norm\": \"anchored\", \"norm_refresh\": 16, \"model\": \"small-int8\"}", rows);
+    r = parse_ok(body);
+    assert_int_equal(r.params.norm, KR_NORM_ANCHORED);
+    assert_int_equal(r.params.norm_refresh, 16);
+    assert_string_equal(r.model, "small-int8");
+    kr_api_request_free(&r);
+    /* The server's default applies to a request that does not say. */
+    kr_api_limits lim = kr_api_default_limits();
+    lim.default_norm = KR_NORM_ANCHORED;
+    lim.default_norm_refresh = 32;
+    snprintf(body, sizeof body, "{%s}", rows);
+    kr_api_error e;
+    assert_int_equal(kr_api_forecast_parse(body, strlen(body), &lim, &r, &e), KR_OK);
+    assert_int_equal(r.params.norm, KR_NORM_ANCHORED);
+    assert_int_equal(r.params.norm_refresh, 32);
+    kr_api_request_free(&r);
+    const char *bad[][2] = {
+        { "\"norm\": \"rolling\"", "norm" },       { "\"norm\": 1", "norm" },
+        { "\"norm_refresh\": 0", "norm_refresh" }, { "\"model\": \"\"", "model" },
+        { "\"model\": \"../x\"", "model" },        { "\"model\": 3", "model" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(body, sizeof body, "{%s, %s}", rows, bad[i][0]);
+        memset(&e, 0, sizeof e);
+        assert_int_not_equal(kr_api_forecast_parse(body, strlen(body), NULL, &r, &e), KR_OK);
+        assert_int_equal(e.status, 400);
+        assert_string_equal(e.field, bad[i][1]);
+    }
+}
+
 /* Epoch seconds with a fraction (pandas' float seconds, time.time()), as JSON numbers and as
  * strings: the fraction truncated, as a date-time's fractional seconds are. */
 static void test_request_fractional_epochs(void **state) {
@@ -465,7 +507,7 @@ static void test_response_forecast_json(void **state) {
     kr_context *ctx = kr_test_context(m, 2, NULL);
     assert_int_equal(kr_forecast_run(ctx, &s, &req.params, &fc, &err), KR_OK);
     kr_context_free(ctx);
-    kr_api_model_desc md = { "kronos-demo", "f32", "f32", { 0 } };
+    kr_api_model_desc md = { "kronos-demo", "f32", "f32", { 0 }, NULL };
     kr_model_get_info(m, &md.info);
     kr_api_usage u = { 7, 64, 0, 96, 0.01, 0.02, 0.03 };
 
@@ -562,7 +604,7 @@ static void test_response_error_and_models(void **state) {
     assert_null(strstr(e, "field"));
     free(e);
 
-    kr_api_model_desc md = { "kronos-demo", "f32", "f32", { 0 } };
+    kr_api_model_desc md = { "kronos-demo", "f32", "f32", { 0 }, NULL };
     md.info.d_model = 128;
     char *ms = kr_api_models_json(&md, NULL);
     root = cJSON_Parse(ms);
@@ -739,36 +781,46 @@ static void test_config_file(void **state) {
         fail_msg("%s", err.message);
     assert_int_equal(c.n_profiles, 4);
     assert_string_equal(kr_server_profile_zone(&c), "Asia/Shanghai");
-    /* The brief: 50-100 ms waits while the market trades (the peak: throughput), offline
-     * scoring in static batches of 32-64 before the open and after the close, and a tight wait
-     * when few clients come (overnight). */
+    /* The brief, sentence by sentence (issue 41):
+     * "session = larger batches and longer waits" (throughput at the peak), */
     const kr_server_profile *sp = kr_server_profile_at(&c, 10 * 60);
     assert_string_equal(sp->name, "session");
-    eff = kr_server_profile_apply(&c.sched, sp);
-    assert_true(!sp->latency_tight && eff.batch_wait_ms >= 50 && eff.batch_wait_ms <= 100);
-    assert_int_equal(eff.static_batching, 0);
-    static const int offline_minutes[] = { 9 * 60, 16 * 60 };
-    static const char *const offline_names[] = { "pre-market", "post-market" };
+    const kr_context_params session = kr_server_profile_apply(&c.sched, sp);
+    assert_true(!sp->latency_tight && session.batch_wait_ms >= 50 && session.batch_wait_ms <= 100);
+    assert_int_equal(session.static_batching, 0);
+    assert_true(session.max_running > c.sched.max_running);
+    assert_true(session.max_batch_tokens > c.sched.max_batch_tokens);
+    /* "pre/post-market = smaller batches, short waits" (latency: warm-up, analysis), */
+    static const int quiet_minutes[] = { 9 * 60, 16 * 60 };
+    static const char *const quiet_names[] = { "pre-market", "post-market" };
     for (int k = 0; k < 2; k++) {
-        sp = kr_server_profile_at(&c, offline_minutes[k]);
-        assert_string_equal(sp->name, offline_names[k]);
+        sp = kr_server_profile_at(&c, quiet_minutes[k]);
+        assert_string_equal(sp->name, quiet_names[k]);
         eff = kr_server_profile_apply(&c.sched, sp);
-        assert_int_equal(eff.static_batching, 1);
-        assert_true(eff.max_running >= 32 && eff.max_running <= 64);
+        assert_int_equal(eff.static_batching, 0);
+        assert_true(eff.batch_wait_ms <= KR_TIGHT_WAIT_MAX_MS);
+        assert_true(eff.batch_wait_ms < session.batch_wait_ms);
+        assert_true(eff.max_running < session.max_running);
+        assert_true(eff.max_batch_tokens < session.max_batch_tokens);
     }
+    /* "offline scoring (backtest jobs, /v1/analyze/batch, forecast --batch-size) = static
+     * batches of 32-64 with a long wait, whatever the time of day": its keys are top-level (no
+     * profile can set them), the batch 32-64 rows, the wait longer than any profile's. */
+    assert_true(c.batch_size >= 32 && c.batch_size <= 64);
+    assert_true(KR_STATIC_BATCH_ROWS_DEFAULT >= 32 && KR_STATIC_BATCH_ROWS_DEFAULT <= 64);
+    for (int m = 0; m < 24 * 60; m++) {
+        sp = kr_server_profile_at(&c, m);
+        assert_non_null(sp); /* every minute of the day has a profile */
+        eff = kr_server_profile_apply(&c.sched, sp);
+        assert_true(c.offline_batch_wait_ms >= 4 * eff.batch_wait_ms);
+        assert_true(c.offline_batch_wait_ms >= 200);
+    }
+    /* and overnight, few clients: a tight wait. */
     sp = kr_server_profile_at(&c, 2 * 60);
     assert_string_equal(sp->name, "overnight");
     eff = kr_server_profile_apply(&c.sched, sp);
     assert_true(sp->latency_tight && eff.batch_wait_ms <= KR_TIGHT_WAIT_MAX_MS);
     assert_int_equal(eff.static_batching, 0);
-    /* Every minute of the day has a profile, and the normal ones wait 50..100 ms. */
-    for (int m = 0; m < 24 * 60; m++) {
-        sp = kr_server_profile_at(&c, m);
-        assert_non_null(sp);
-        eff = kr_server_profile_apply(&c.sched, sp);
-        if (!sp->latency_tight && !eff.static_batching)
-            assert_true(eff.batch_wait_ms >= 50 && eff.batch_wait_ms <= 100);
-    }
     /* The profiles' clock is the market's: 01:45 UTC is 09:45 in Shanghai (session). */
     assert_int_equal(
         kr_server_profile_minute(&c, 1796089500 /* 2026-12-01 01:45 UTC */, &minute, &err), KR_OK);
@@ -887,6 +939,10 @@ static void test_kv_budget_and_clock(void **state) {
     assert_int_not_equal(kr_server_parse_kv_budget("1.5", &b, &err), KR_OK);
     assert_int_not_equal(kr_server_parse_kv_budget("100", &b, &err), KR_OK); /* < 64 KiB */
     assert_int_not_equal(kr_server_parse_kv_budget("", &b, &err), KR_OK);
+    /* Far above the machine's RAM (issue 38): refused, naming the RAM, never taken as is. */
+    assert_int_equal(kr_server_parse_kv_budget("1e15", &b, &err), KR_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.message, "RAM"));
+    assert_non_null(strstr(err.message, "GiB"));
     int m;
     assert_int_equal(kr_server_parse_clock("00:00", &m), 0);
     assert_int_equal(m, 0);
@@ -1095,6 +1151,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_request_array_rows),
         cmocka_unit_test(test_request_fractional_epochs),
+        cmocka_unit_test(test_request_norm_and_model),
         cmocka_unit_test(test_request_layouts_agree),
         cmocka_unit_test(test_request_defaults_and_future),
         cmocka_unit_test(test_request_errors),

@@ -387,7 +387,7 @@ static void test_cli_and_http_print_alike(void **state) {
     char args[8600];
     snprintf(args, sizeof args,
              "forecast --input %s --pred-len 9 --paths 5 --seed 12345678901234567890 "
-             "--top-k 30 --temperature 0.7 --quantiles 0.1,0.5,0.9,0.5 --format json",
+             "--top-k 30 --temperature 0.7 --quantiles 0.1,0.5,0.9,0.5 --ohlc raw --format json",
              csv);
     const kr_test_run *run = kr_test_kronos(dir, "", args);
     if (run->code != 0) fail_msg("kronos forecast: %s", run->err);

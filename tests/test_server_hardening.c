@@ -275,6 +275,12 @@ static void test_framing(void **state) {
     const char *bad_cl =
         "POST /v1/forecast HTTP/1.1\r\nHost: x\r\nContent-Length: 5, 6\r\n\r\n12345";
     assert_int_equal(raw_exchange(port, bad_cl, &closed), 400);
+    /* Two Host lines (issue 38): a proxy and the server could each take another one. */
+    const char *two_hosts = "GET /v1/models HTTP/1.1\r\nHost: a.example\r\nHost: b.example\r\n\r\n";
+    assert_int_equal(raw_exchange(port, two_hosts, &closed), 400);
+    assert_true(closed);
+    assert_int_equal(raw_exchange(port, "GET /v1/models HTTP/1.1\r\nHost: a\r\n\r\n", &closed),
+                     200);
     /* Many other headers first do not hide the conflict. */
     kr_sbuf padded = { 0 };
     kr_sb_printf(&padded, "POST /v1/forecast HTTP/1.1\r\nHost: x\r\n");
@@ -343,7 +349,7 @@ static void test_json_routes_refuse(void **state) {
     c.max_horizon = 30;
     kr_server *s = start_server(&c);
     int port = kr_server_port(s);
-    char *fc = forecast_body(0, 20, "\"pred_len\":2");
+    char *fc = forecast_body(0, KR_FORECAST_MIN_ROWS, "\"pred_len\":2");
     size_t n = strlen(fc);
     char *fc_tail = malloc(n + 8);
     snprintf(fc_tail, n + 8, "%sxyz", fc);
@@ -798,10 +804,12 @@ static void test_bind_warnings(void **state) {
     close(fd);
 }
 
-/* A client that asks for a large forecast and never reads it: the answer holds the memory
- * budget until the request completes, so new bodies get 503 instead of every such client
- * pinning memory no budget sees; once it leaves, the budget is back. Streamed, what is held
- * is the finished result waiting in its job (the stream's reader, which would take it, runs
+/* Clients that ask for large forecasts and never read them: each answer holds the memory
+ * budget until its request completes, and room for it is taken before the forecast runs, so
+ * once unread answers hold the budget a new large forecast gets 503 before any compute
+ * (issue 38, item 4) while a small one still fits; once they leave, the budget is back. An
+ * answer larger than the whole budget is a 413 up front. Streamed, what is held is the room
+ * and the finished result waiting in its job (the stream's reader, which would take it, runs
  * only when the socket has room) or, once taken, the final event in the stream's buffer. */
 static void unread_answer_holds_budget(int stream) {
     kr_server_config c = base_config(NULL);
@@ -809,35 +817,54 @@ static void unread_answer_holds_budget(int stream) {
     c.max_request_memory = (size_t)1 << 20;
     kr_server *s = start_server(&c);
     int port = kr_server_port(s);
-    /* The result is ~2.6 MB (256 kept paths of 128 steps), its JSON answer ~6 MB. */
+    /* Each answer is ~0.8 MB of JSON (64 kept paths of 64 steps), the room reserved for it
+     * ~0.96 MB: two fit one after the other, a third's room does not fit beside two held. */
     char *body = forecast_body(0, 64,
-                               stream ? "\"pred_len\":128,\"paths\":256,\"return_paths\":true,"
+                               stream ? "\"pred_len\":64,\"paths\":64,\"return_paths\":true,"
                                         "\"stream\":true"
-                                      : "\"pred_len\":128,\"paths\":256,\"return_paths\":true");
-    int fd = kr_raw_post_unread(port, "/v1/forecast", body);
-    assert_true(fd >= 0);
+                                      : "\"pred_len\":64,\"paths\":64,\"return_paths\":true");
+    const char *mem = "kronos_http_memory_in_flight_bytes";
+    int fd[2];
     double held = 0;
-    for (int i = 0; i < 6000 && held < (double)(2 << 20); i++) {
-        held = metric_value(port, "kronos_http_memory_in_flight_bytes");
-        if (held < (double)(2 << 20)) usleep(20000);
+    for (int k = 0; k < 2; k++) {
+        fd[k] = kr_raw_post_unread(port, "/v1/forecast", body);
+        assert_true(fd[k] >= 0);
+        const double want = 500000.0 * (k + 1);
+        for (int i = 0; i < 15000 && held < want; i++) {
+            held = metric_value(port, mem);
+            if (held < want) usleep(20000);
+        }
+        assert_true(held >= want);
     }
-    fprintf(stderr, "unread %s answer: %.1f MiB held\n", stream ? "streamed" : "plain",
+    fprintf(stderr, "two unread %s answers: %.2f MiB held\n", stream ? "streamed" : "plain",
             held / (1 << 20));
-    assert_true(held >= (double)(2 << 20));
-    char *small_body = forecast_body(0, 40, "\"pred_len\":2");
-    http_resp *r = http(port, "POST", "/v1/forecast", small_body);
-    if (r->status != 503 || !strstr(r->body, "max_memory_in_flight"))
-        fail_msg("while an unread answer holds the budget: %ld %s", r->status, r->body);
+    /* A third large answer does not fit: 503 before it runs. */
+    http_resp *r = http(port, "POST", "/v1/forecast", body);
+    if (r->status != 503 || !strstr(r->body, "max_memory_in_flight") ||
+        strcmp(r->retry_after, "1") != 0)
+        fail_msg("while unread answers hold the budget: %ld %s", r->status, r->body);
     kr_http_resp_free(r);
-    close(fd); /* the client leaves: the answer is dropped, its budget given back */
-    for (int i = 0; i < 500 && held > 0; i++) {
-        held = metric_value(port, "kronos_http_memory_in_flight_bytes");
-        if (held > 0) usleep(20000);
-    }
-    assert_true(held == 0);
+    char *small_body = forecast_body(0, 40, "\"pred_len\":2");
     r = http(port, "POST", "/v1/forecast", small_body);
     assert_int_equal(r->status, 200);
     kr_http_resp_free(r);
+    for (int k = 0; k < 2; k++) close(fd[k]); /* they leave: the answers go, the budget is back */
+    for (int i = 0; i < 500 && held > 0; i++) {
+        held = metric_value(port, mem);
+        if (held > 0) usleep(20000);
+    }
+    assert_true(held == 0);
+    r = http(port, "POST", "/v1/forecast", body);
+    assert_int_equal(r->status, 200);
+    kr_http_resp_free(r);
+    /* An answer larger than the whole budget (~6 MB: 256 paths of 128 steps) could never be
+     * held: 413 up front, naming it. */
+    char *huge = forecast_body(0, 64, "\"pred_len\":128,\"paths\":256,\"return_paths\":true");
+    r = http(port, "POST", "/v1/forecast", huge);
+    if (r->status != 413 || !strstr(r->body, "max_memory_in_flight"))
+        fail_msg("an answer past the whole budget: %ld %s", r->status, r->body);
+    kr_http_resp_free(r);
+    free(huge);
     free(small_body);
     free(body);
     kr_server_free(s);

@@ -111,6 +111,45 @@ static void test_sighup_drains(void **state) {
     free(body);
 }
 
+/* The models served now (GET /v1/models), or -1. */
+static int models_served(int port) {
+    kr_http_resp *r = calloc(1, sizeof *r);
+    int n = -1;
+    if (kr_test_http_perform(port, "GET", "/v1/models", NULL, NULL, NULL, 0, r) == CURLE_OK &&
+        r->status == 200) {
+        cJSON *j = cJSON_Parse(r->body);
+        n = cJSON_GetArraySize(cJSON_GetObjectItem(j, "data"));
+        cJSON_Delete(j);
+    }
+    kr_http_resp_free(r);
+    return n;
+}
+
+/* With --config, SIGHUP reads the file again and serves the models it lists; the server goes
+ * on serving (a later SIGTERM drains). */
+static void test_sighup_reloads_models(void **state) {
+    (void)state;
+    const char *dir = kr_test_fresh_dir();
+    char cfg[4200];
+    snprintf(cfg, sizeof cfg, "%s/serve.json", dir);
+    const char *two = "{\"models\": {\"alt\": {\"model\": \"" DEMO "\"}}, \"max_models\": 2}";
+    assert_int_equal(kr_test_write_file(cfg, two, strlen(two)), 0);
+    proc p;
+    const char *args[] = { "--port", "0", "--config", cfg, NULL };
+    spawn_serving(&p, args);
+    assert_int_equal(models_served(p.port), 2);
+    const char *one = "{\"max_models\": 2}";
+    assert_int_equal(kr_test_write_file(cfg, one, strlen(one)), 0);
+    kill(p.pid, SIGHUP);
+    read_err_until(&p, "SIGHUP: models reloaded", 60);
+    assert_int_equal(models_served(p.port), 1);
+    kill(p.pid, SIGTERM);
+    int st = wait_child(&p, 60);
+    if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0)) fail_msg("status %d: %s", st, p.err);
+    unlink(cfg);
+    rmdir(dir);
+}
+
 static void test_drain_delay_keeps_serving(void **state) {
     (void)state;
     proc p;
@@ -581,6 +620,7 @@ static void test_server_dies_with_its_test(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sighup_drains),
+        cmocka_unit_test(test_sighup_reloads_models),
         cmocka_unit_test(test_second_signal_stops_at_once),
         cmocka_unit_test(test_drain_delay_keeps_serving),
         cmocka_unit_test(test_every_flag_is_a_key),

@@ -4,8 +4,9 @@
  * cluster for it, tests/scale/pgcluster.py), against PostgreSQL: ingest and read back exactly,
  * a bad row writing nothing, what an upsert did (new, replaced, unchanged), one bar a day in a
  * daily series, a reader running while another handle writes seeing whole batches only, two
- * first ingests of one symbol in two cases at once making one series, readers not waiting for a writer's open transaction while a second writer gets a clear
- * "busy" error, the schema version (created at the current version, a newer one refused, a
+ * first ingests of one symbol in two cases at once making one series (and of one series in
+ * two interval spellings: "RS0" 1h and "rs0" 60m), readers not waiting for a writer's open
+ * transaction while a second writer gets a clear "busy" error, the schema version (created at the current version, a newer one refused, a
  * foreign database refused), two handles creating one empty store at once, deleting a range
  * or a whole series (interval spellings, the list kept right, nothing matched, a bad range)
  * and deleting while another handle ingests the same series. And the password of a URL never
@@ -14,13 +15,17 @@
 #include <float.h>
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <libpq-fe.h>
 #include <sqlite3.h>
 
+#include "kronos/util.h"
 #include "store/store.h"
 #include "test_support.h"
 
@@ -57,6 +62,16 @@ static PGconn *pg_connect(const char *url) {
     if (PQstatus(c) != CONNECTION_OK) fail_msg("connect %s: %s", url, PQerrorMessage(c));
     PQsetNoticeProcessor(c, no_notices, NULL);
     return c;
+}
+
+/* The first value of sql's answer on c, as a new string. */
+static char *pg_value(PGconn *c, const char *sql) {
+    PGresult *r = PQexec(c, sql);
+    if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) < 1)
+        fail_msg("%s: %s", sql, PQresultErrorMessage(r));
+    char *v = strdup(PQgetisnull(r, 0, 0) ? "NULL" : PQgetvalue(r, 0, 0));
+    PQclear(r);
+    return v;
 }
 
 /* A raw connection to a store's database whose unqualified names are the store's tables
@@ -851,6 +866,49 @@ static void test_readers_do_not_wait_for_a_writer(void **state) {
     kr_candles_free(c);
 }
 
+/* A writer waiting for another's lock with a busy timeout longer than its deadline (a
+ * server's request deadline, 8 s, under the 10 s default): it gives up at the deadline, as
+ * busy (nothing written), and says so. It used to wait out the busy timeout. */
+static void test_lock_wait_ends_at_deadline(void **state) {
+    (void)state;
+    char target[1400];
+    snprintf(target, sizeof target, "%s", fresh_target("deadline_lock"));
+    kr_store *s = open_ok(target);
+    kr_candles *c = make_candles(0, 5, 10.0);
+    kr_error err = { 0 };
+    assert_int_equal(kr_store_upsert(s, "AAPL", "1d", c, &err), KR_OK);
+    kr_store_close(s);
+    raw_writer w = { 0 };
+    if (g_pg)
+        w.pg = pg_connect_store(target);
+    else
+        assert_int_equal(sqlite3_open(target, &w.lite), SQLITE_OK);
+    raw_exec(&w, g_pg ? "BEGIN" : "BEGIN IMMEDIATE");
+    if (g_pg) raw_exec(&w, "SELECT pg_advisory_xact_lock(hashtext('kronos:' || lower('aapl')))");
+    const double busy_s = 60.0, t0 = kr_now_seconds();
+    kr_store *w2 = NULL;
+    if (kr_store_open_until(target, 0, t0 + 0.5, &w2, &err) != KR_OK) fail_msg("%s", err.message);
+    kr_store_set_busy_timeout(w2, (int)(busy_s * 1000));
+    assert_int_equal(kr_store_upsert(w2, "AAPL", "1d", c, &err), KR_ERR_BUSY);
+    const double waited = kr_now_seconds() - t0;
+    print_message("%s: gave up after %.2f s (deadline 0.5 s, busy timeout %.0f s)\n",
+                  g_pg ? "postgresql" : "sqlite", waited, busy_s);
+    assert_true(waited < busy_s / 2); /* ended by the deadline, not the busy timeout */
+    if (!strstr(err.message, "nothing was written")) fail_msg("message: %s", err.message);
+    if (!g_pg && !strstr(err.message, "to the deadline")) fail_msg("message: %s", err.message);
+    raw_exec(&w, "COMMIT");
+    /* Without a deadline the same handle writes (on PostgreSQL a new connection: the one whose
+     * rollback met the deadline was closed). */
+    kr_store_set_deadline(w2, 0);
+    kr_store_close(w2);
+    w2 = open_ok(target);
+    if (kr_store_upsert(w2, "AAPL", "1d", c, &err) != KR_OK) fail_msg("%s", err.message);
+    kr_store_close(w2);
+    if (w.pg) PQfinish(w.pg);
+    if (w.lite) sqlite3_close(w.lite);
+    kr_candles_free(c);
+}
+
 /* Two first ingests of one symbol in two cases at once: the second looked the spelling up
  * before the first committed, and used to store a second series ("race" and "RACE"). The
  * spelling is looked up again under the write lock. */
@@ -908,6 +966,113 @@ static void test_case_race(void **state) {
     kr_store_close(s);
     if (w.pg) PQfinish(w.pg);
     if (w.lite) sqlite3_close(w.lite);
+}
+
+/* ---- two first writes of one series spelled differently ("RS0" 1h, "rs0" 60m) at once. */
+
+typedef struct spelling_arg {
+    const char *target, *symbol, *interval;
+    int64_t first, n;
+    int with_volume;
+    kr_status st;
+    char msg[512];
+} spelling_arg;
+
+static void *spelling_main(void *p) {
+    spelling_arg *a = p;
+    kr_store *s = open_ok(a->target);
+    kr_candles *c = make_bars(0, a->n);
+    for (int64_t i = 0; i < a->n; i++) c->timestamps[i] = 1704067200 + (a->first + i) * 3600;
+    c->has_volume = c->has_amount = a->with_volume;
+    kr_error err = { 0 };
+    a->st = kr_store_upsert(s, a->symbol, a->interval, c, &err);
+    snprintf(a->msg, sizeof a->msg, "%s", err.message);
+    kr_candles_free(c);
+    kr_store_close(s);
+    return NULL;
+}
+
+/* Both writers looked the series up before either held the write lock (another writer held
+ * it): each saw no series, and the second to get the lock must still join the series the
+ * first made, as it does when they come one after the other (they made two: the interval was
+ * resolved before the lock, the symbol's case again under it). With the second batch lacking
+ * volume, the kept-columns check must hold across the spellings too: it is refused, instead
+ * of a second series without volume beside the first. */
+static void test_interval_spelling_race(void **state) {
+    (void)state;
+    for (int round = 0; round < 2; round++) {
+        char name[32], target[1400];
+        snprintf(name, sizeof name, "spelling%d", round);
+        snprintf(target, sizeof target, "%s", fresh_target(name));
+        kr_store_close(open_ok(target));
+        raw_writer w = { 0 };
+        if (g_pg)
+            w.pg = pg_connect_store(target);
+        else
+            assert_int_equal(sqlite3_open(target, &w.lite), SQLITE_OK);
+        raw_exec(&w, g_pg ? "BEGIN" : "BEGIN IMMEDIATE");
+        if (g_pg) raw_exec(&w, "SELECT pg_advisory_xact_lock(hashtext('kronos:' || lower('rs0')))");
+        spelling_arg a[2] = { { target, "RS0", "1h", 0, 2000, 1, -1, "" },
+                              { target, "rs0", "60m", 1500, 2000, round == 0, -1, "" } };
+        pthread_t th[2];
+        for (int i = 0; i < 2; i++)
+            assert_int_equal(pthread_create(&th[i], NULL, spelling_main, &a[i]), 0);
+        if (g_pg) {
+            /* Both wait for the symbol's lock: they have looked the series up. */
+            PGconn *c = pg_connect(g_admin);
+            for (int tries = 0; tries < 6000; tries++) {
+                char *waiting = pg_value(c, "SELECT count(*) FROM pg_locks WHERE locktype = "
+                                            "'advisory' AND NOT granted");
+                const int both = atoi(waiting) == 2;
+                free(waiting);
+                if (both) break;
+                struct timespec ts = { 0, 10 * 1000 * 1000 };
+                nanosleep(&ts, NULL);
+            }
+            PQfinish(c);
+        } else {
+            /* SQLite shows no waiters: time enough for both to look up and reach BEGIN
+             * IMMEDIATE (the outcome is one series whenever they do; only the race's
+             * occurrence depends on it). */
+            struct timespec ts = { 0, 500 * 1000 * 1000 };
+            nanosleep(&ts, NULL);
+        }
+        raw_exec(&w, "COMMIT");
+        for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+        kr_store *s = open_ok(target);
+        kr_store_entry *list = NULL;
+        int64_t n = 0;
+        kr_error err = { 0 };
+        assert_int_equal(kr_store_list(s, NULL, &list, &n, &err), KR_OK);
+        if (n != 1)
+            fail_msg("round %d: %lld series (%s %s, %s %s), want one", round, (long long)n,
+                     n > 0 ? list[0].symbol : "", n > 0 ? list[0].interval : "",
+                     n > 1 ? list[1].symbol : "", n > 1 ? list[1].interval : "");
+        /* Named as the first writer to get the lock spelled it. */
+        const spelling_arg *maker = !strcmp(list[0].symbol, "RS0") ? &a[0] : &a[1];
+        assert_string_equal(list[0].symbol, maker->symbol);
+        assert_string_equal(list[0].interval, maker->interval);
+        if (round == 0) {
+            if (a[0].st != KR_OK || a[1].st != KR_OK)
+                fail_msg("round 0: %s / %s", a[0].msg, a[1].msg);
+            assert_int_equal(list[0].rows, 3500); /* 2000 + 2000, 500 shared */
+        } else {
+            /* One wrote its 2000 rows; the other was refused, naming the volume. */
+            assert_int_equal((a[0].st == KR_OK) + (a[1].st == KR_OK), 1);
+            const spelling_arg *refused = a[0].st == KR_OK ? &a[1] : &a[0];
+            assert_int_equal(refused->st, KR_ERR_INVALID_ARG);
+            if (!strstr(refused->msg, "volume")) fail_msg("message: %s", refused->msg);
+            assert_int_equal(list[0].rows, 2000);
+        }
+        kr_candles *back = NULL;
+        assert_int_equal(kr_store_read(s, "rs0", "60m", 0, &back, &err), KR_OK);
+        assert_int_equal(back->n, list[0].rows);
+        kr_candles_free(back);
+        free(list);
+        kr_store_close(s);
+        if (w.pg) PQfinish(w.pg);
+        if (w.lite) sqlite3_close(w.lite);
+    }
 }
 
 /* ---- the schema version. */
@@ -1004,10 +1169,11 @@ static void test_url_display(void **state) {
     kr_store_display_name("postgres://u@h/k?sslmode=require&password=s3cr3t&x=1", out, sizeof out);
     assert_string_equal(out, "postgres://u@h/k?sslmode=require&password=***&x=1");
     /* libpq decodes a key's percent escapes, and sslpassword is the client key's passphrase:
-     * both are secrets (they were shown). */
+     * both are secrets (they were shown). A value runs to the next '&': libpq takes a '#' into
+     * it (there are no fragments in its URLs). */
     kr_store_display_name("postgresql://u@h/k?pass%77ord=s3cr3t&sslpassword=k3y&PASSWORD=x#f", out,
                           sizeof out);
-    assert_string_equal(out, "postgresql://u@h/k?pass%77ord=***&sslpassword=***&PASSWORD=***#f");
+    assert_string_equal(out, "postgresql://u@h/k?pass%77ord=***&sslpassword=***&PASSWORD=***");
     kr_store_display_name("postgresql://u:s3%40cr3t@[::1]:5432,h2/k?options=-c%20a%3Db", out,
                           sizeof out);
     assert_string_equal(out, "postgresql://u:***@[::1]:5432,h2/k?options=-c%20a%3Db");
@@ -1054,17 +1220,119 @@ static void test_url_display(void **state) {
     assert_string_equal(path, "postgresql://u@h/k");
 }
 
-/* ---- PostgreSQL only: a database shared with other applications, and a server that goes. */
-
-/* The first value of sql's answer on c, as a new string. */
-static char *pg_value(PGconn *c, const char *sql) {
-    PGresult *r = PQexec(c, sql);
-    if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) < 1)
-        fail_msg("%s: %s", sql, PQresultErrorMessage(r));
-    char *v = strdup(PQgetisnull(r, 0, 0) ? "NULL" : PQgetvalue(r, 0, 0));
-    PQclear(r);
-    return v;
+/* Typos of a PostgreSQL URL, and names no one means as a file: refused with a message that
+ * says what is wrong and never shows the password, and nothing created (each became an SQLite
+ * file in a directory named after the URL). File names that only look odd still open. */
+static void test_url_typos_refused(void **state) {
+    (void)state;
+    const char *dir = kr_test_fresh_dir();
+    char cwd[1024];
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    assert_int_equal(chdir(dir), 0);
+    static const struct {
+        const char *target, *says;
+    } typos[] = {
+        { "postgresql:/kr:PW9x@db.example/k", "postgresql:// (a colon and two slashes)" },
+        { "postgres:/kr:PW9x@db.example/k", "postgres:// (a colon and two slashes)" },
+        { "postgresql:kr:PW9x@db.example/k", "postgresql:// (a colon and two slashes)" },
+        { "postgresql:kr", "postgresql:// (a colon and two slashes)" },
+        { " postgresql://kr:PW9x@db.example/k", "starts with white space" },
+        { "postgresql://kr:PW9x@db.example/k\n", "control character" },
+        { "pgsql://kr:PW9x@db.example/k", "'pgsql' is not a kind of database" },
+        { "kr:PW9x@db.example/k", "'kr' is not a kind of database" },
+        { "postgresq://kr:PW9x@db.example/k", "'postgresq' is not a kind" },
+        { "mysql://kr:PW9x@db.example/k", "'mysql' is not a kind" },
+        { "db.example:5432/k", "./NAME" },
+        { "+x://kr:PW9x@db.example/k", "not a kind" },
+        { "password=PW9x host=db.example", "key=value" },
+    };
+    for (size_t i = 0; i < sizeof typos / sizeof typos[0]; i++) {
+        kr_error err = { 0 };
+        kr_store *s = NULL;
+        char out[512] = "x";
+        const char *t = typos[i].target;
+        assert_int_equal(kr_store_open(t, &s, &err), KR_ERR_INVALID_ARG);
+        assert_null(s);
+        if (!strstr(err.message, typos[i].says) || strstr(err.message, "PW9x"))
+            fail_msg("%s: %s", t, err.message);
+        assert_int_equal(kr_store_open_existing(t, &s, &err), KR_ERR_INVALID_ARG);
+        assert_int_equal(kr_store_check_writable(t, &err), KR_ERR_INVALID_ARG);
+        assert_null(strstr(err.message, "PW9x"));
+        assert_int_equal(kr_store_resolve_path(t, out, sizeof out, &err), KR_ERR_INVALID_ARG);
+        assert_string_equal(out, "");
+        assert_null(strstr(err.message, "PW9x"));
+        kr_store_display_name(t, out, sizeof out);
+        if (strstr(out, "PW9x")) fail_msg("%s shown as %s", t, out);
+    }
+    /* Nothing was created: no file, no directory named after a URL. */
+    char probe[64];
+    for (const char *const *name =
+             (const char *const[]){ "postgresql:", "postgres:", "pgsql:", "kr:PW9x@db.example",
+                                    "db.example:5432", " postgresql:", NULL };
+         *name; name++) {
+        struct stat sb;
+        snprintf(probe, sizeof probe, "%s", *name);
+        if (stat(probe, &sb) == 0) fail_msg("'%s' was created", probe);
+    }
+    /* A file whose name has a colon, given as ./NAME or file:NAME, opens. */
+    static const char *const files[] = { "./a:b.db", "file:c.db", "sub/d:e.db", "./x@y:z.db" };
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        kr_error err = { 0 };
+        kr_store *s = NULL;
+        if (kr_store_open(files[i], &s, &err) != KR_OK) fail_msg("%s: %s", files[i], err.message);
+        kr_store_close(s);
+        assert_int_equal(kr_store_check_target(files[i], &err), KR_OK);
+    }
+    assert_int_equal(chdir(cwd), 0);
 }
+
+/* The password is masked whatever it holds, also where libpq would misread the URL: an
+ * unescaped '/', '@', '?' or '#' in it (a '/' was not masked: libpq ends the user part at
+ * the first '/' or '@'). */
+static void test_url_password_masked(void **state) {
+    (void)state;
+    static const struct {
+        const char *target, *shown;
+    } cases[] = {
+        { "postgresql://kr:pa/ss@db/k", "postgresql://kr:***@db/k" },
+        { "postgresql://kr:p@ss@db/k", "postgresql://kr:***@db/k" },
+        { "postgresql://kr:pa/s@s?x#y@db:5432/k?sslmode=require",
+          "postgresql://kr:***@db:5432/k?sslmode=require" },
+        { "postgresql://kr:@db/k", "postgresql://kr:***@db/k" },
+        { "postgresql://u@h/k?password=a&b=1", "postgresql://u@h/k?password=***&b=1" },
+        { "postgresql://u@h/k?password=a#b?c", "postgresql://u@h/k?password=***" },
+        { "postgresql:/kr:pa/ss@db/k", "postgresql:***@db/k" },
+        { "pgsql://kr:pa/ss@db/k", "pgsql:***@db/k" },
+        { "kr:pa/ss@db/k", "kr:***@db/k" },
+        { "kr:pa:ss@db/k", "kr:***@db/k" },
+        { " postgresql://kr:pw@db/k", " postgresql://kr:***@db/k" },
+        { "a:PW!x://u@h/k", "a:***@h/k" },
+        { "a:PW@x://h/k", "a:***@x://h/k" },
+        { "h?password=PW://x", "h?password=***" },
+        { "postgresql://u@db:5432/k", "postgresql://u@db:5432/k" },
+    };
+    char out[256];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        kr_store_display_name(cases[i].target, out, sizeof out);
+        if (strcmp(out, cases[i].shown) != 0)
+            fail_msg("%s shown as %s, want %s", cases[i].target, out, cases[i].shown);
+    }
+    /* A buffer too small for the masked key ended in an endless loop (fuzz_store_url). */
+    char tiny[8];
+    kr_store_display_name("postgresql://u@h/k?password=x", tiny, sizeof tiny);
+    assert_string_equal(tiny, "postgre");
+    /* libpq takes "kr" for the host and "pa" for the port of kr:pa/ss@db: its message would
+     * quote "pa" (a piece of the password), so it is not shown. */
+    kr_store *s = NULL;
+    kr_error err = { 0 };
+    assert_int_not_equal(kr_store_open("postgresql://kr:pa/ss@db/k", &s, &err), KR_OK);
+    if (strstr(err.message, "pa") && !strstr(err.message, "password"))
+        fail_msg("message: %s", err.message);
+    if (!strstr(err.message, "postgresql://kr:***@db/k") || !strstr(err.message, "%2F"))
+        fail_msg("message: %s", err.message);
+}
+
+/* ---- PostgreSQL only: a database shared with other applications, and a server that goes. */
 
 static void pg_expect(PGconn *c, const char *sql, const char *want) {
     char *got = pg_value(c, sql);
@@ -1321,6 +1589,101 @@ static void test_pg_connection_lost(void **state) {
     }
 }
 
+/* ---- PostgreSQL frozen (SIGSTOP: a paused VM, a partition): calls end at the deadline. */
+
+static pid_t g_frozen[2]; /* resumed by the teardown whatever the test did */
+
+static void freeze(int slot, pid_t pid) {
+    g_frozen[slot] = pid;
+    assert_int_equal(kill(pid, SIGSTOP), 0);
+}
+
+static int resume_frozen(void **state) {
+    (void)state;
+    for (int i = 0; i < 2; i++)
+        if (g_frozen[i] > 0) kill(g_frozen[i], SIGCONT);
+    memset(g_frozen, 0, sizeof g_frozen);
+    return 0;
+}
+
+/* The parent of pid (/proc/PID/stat's fourth field). */
+static pid_t parent_of(pid_t pid) {
+    char path[64], line[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    assert_non_null(fgets(line, sizeof line, f));
+    fclose(f);
+    const char *p = strrchr(line, ')'); /* the name may hold spaces */
+    int ppid = 0;
+    assert_int_equal(sscanf(p + 1, " %*c %d", &ppid), 1);
+    return ppid;
+}
+
+/* The pid of the one backend serving store s's database (kt_NAME) for kronos, not `not`. */
+static pid_t kronos_backend(PGconn *admin, const char *db, pid_t not ) {
+    char sql[256];
+    snprintf(sql, sizeof sql,
+             "SELECT min(pid) FROM pg_stat_activity WHERE datname = '%s' AND application_name = "
+             "'kronos' AND pid <> %d",
+             db, (int)not );
+    char *v = pg_value(admin, sql);
+    const pid_t pid = (pid_t)atoi(v);
+    free(v);
+    assert_true(pid > 0);
+    return pid;
+}
+
+static void test_pg_frozen_server(void **state) {
+    (void)state;
+    char target[1400];
+    kr_candles *in = NULL, *out = NULL;
+    kr_store *s = store_of_five("frozen", target, sizeof target, &in);
+    PGconn *admin = pg_connect(g_admin);
+    kr_error err = { 0 };
+    /* A read on a connection whose backend is frozen: no answer, ever. */
+    const pid_t first = kronos_backend(admin, "kt_frozen", 0), postmaster = parent_of(first);
+    freeze(0, first);
+    double t0 = kr_now_seconds();
+    kr_store_set_deadline(s, t0 + 0.5);
+    assert_int_equal(kr_store_read(s, "AAPL", "1d", 0, &out, &err), KR_ERR_TIMEOUT);
+    double took = kr_now_seconds() - t0;
+    print_message("frozen backend: read ended after %.2f s: %s\n", took, err.message);
+    assert_true(took < 5.0); /* the deadline, not TCP's minutes (it never ended) */
+    if (!strstr(err.message, "did not answer by the deadline")) fail_msg("%s", err.message);
+    kr_store_close(s); /* closed, not pooled: its answer is still due */
+    resume_frozen(NULL);
+    /* A write whose backend freezes before it: nothing is written (the server rolls the
+     * transaction back when it finds the connection closed). */
+    s = open_ok(target);
+    freeze(0, kronos_backend(admin, "kt_frozen", first));
+    kr_candles *more = make_candles(5, 3, 20.0);
+    kr_store_set_deadline(s, kr_now_seconds() + 0.5);
+    assert_int_equal(kr_store_upsert(s, "AAPL", "1d", more, &err), KR_ERR_TIMEOUT);
+    kr_store_close(s);
+    resume_frozen(NULL);
+    /* The postmaster frozen: a new connection is never answered (none is pooled here: the two
+     * above were closed). */
+    kr_store *held = open_ok(target);
+    freeze(1, postmaster);
+    t0 = kr_now_seconds();
+    assert_int_equal(kr_store_open_until(target, 0, t0 + 0.5, &s, &err), KR_ERR_TIMEOUT);
+    took = kr_now_seconds() - t0;
+    print_message("frozen postmaster: open ended after %.2f s: %s\n", took, err.message);
+    assert_true(took < 5.0); /* the deadline, not the 10 s connect timeout */
+    if (!strstr(err.message, "cannot connect: the server did not answer by the deadline"))
+        fail_msg("%s", err.message);
+    resume_frozen(NULL);
+    /* Resumed: the store works, as it was before (the write never landed). */
+    if (kr_store_read(held, "AAPL", "1d", 0, &out, &err) != KR_OK) fail_msg("%s", err.message);
+    assert_int_equal(out->n, 5);
+    kr_candles_free(out);
+    kr_store_close(held);
+    kr_candles_free(more);
+    kr_candles_free(in);
+    PQfinish(admin);
+}
+
 int main(void) {
     const struct CMUnitTest suite[] = {
         cmocka_unit_test(test_round_trip),
@@ -1333,7 +1696,9 @@ int main(void) {
         cmocka_unit_test(test_one_bar_a_day),
         cmocka_unit_test(test_concurrent_reader),
         cmocka_unit_test(test_readers_do_not_wait_for_a_writer),
+        cmocka_unit_test(test_lock_wait_ends_at_deadline),
         cmocka_unit_test(test_case_race),
+        cmocka_unit_test(test_interval_spelling_race),
         cmocka_unit_test(test_schema_version),
         cmocka_unit_test(test_concurrent_create),
         cmocka_unit_test(test_delete),
@@ -1347,9 +1712,12 @@ int main(void) {
         cmocka_unit_test(test_pg_lock_wait_is_bounded),
         cmocka_unit_test(test_pg_statement_timeout),
         cmocka_unit_test(test_pg_connection_lost),
+        cmocka_unit_test_teardown(test_pg_frozen_server, resume_frozen),
     };
     const struct CMUnitTest common[] = {
         cmocka_unit_test(test_url_display),
+        cmocka_unit_test(test_url_typos_refused),
+        cmocka_unit_test(test_url_password_masked),
         cmocka_unit_test(test_parse_range),
     };
     int failed = cmocka_run_group_tests_name("common", common, NULL, NULL);

@@ -69,6 +69,10 @@ typedef struct kr_analyze_params {
     /* > 0: the forecasts run in static batches of at most this many series x paths rows
      * (kr_request_params.static_batch_rows; offline scoring); 0: the request's setting. */
     int static_batch_rows;
+    /* The clock the reports are judged against (Unix seconds, UTC): a history whose last bar
+     * lies more trading sessions back than its interval allows is stale (kr_report
+     * .sessions_ago). 0: the time of the run; tests and replays pass one. */
+    int64_t now;
 } kr_analyze_params;
 
 /* A symbol that could not be reported, and why. */

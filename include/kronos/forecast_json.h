@@ -6,6 +6,8 @@
  * the model) and the timing differ.
  *
  *   {<head members>,
+ *    "calendar": {"name", "years", "holidays_known"}?, "volume_absent": true?,
+ *    "warnings": ["...", ...]?,
  *    "params": {"pred_len", "paths", "lookback", "max_context", "temperature", "top_k",
  *               "top_p", "seed", "window"},
  *    "mean": [row, ...],
@@ -33,6 +35,7 @@
 #include <stdint.h>
 
 #include "kronos.h"
+#include "kronos/series.h" /* kr_calendar_coverage */
 
 #ifdef __cplusplus
 extern "C" {
@@ -56,6 +59,14 @@ typedef struct kr_forecast_json_params {
     const double *mean, *values;
     kr_status (*quantile)(void *user, double q, double *out, kr_error *err);
     void *quantile_user;
+    /* Notes written before "params" (each left out when empty): "calendar": {"name", "years":
+     * [first, last], "holidays_known": false when a stamp lies past the last year}; the
+     * history had no volume column ("volume_absent": true: volume and amount were 0);
+     * "warnings": sentences for the user (a calendar past its years, a short history). */
+    const kr_calendar_coverage *calendar;
+    int volume_absent;
+    const char *const *warnings;
+    int n_warnings;
 } kr_forecast_json_params;
 
 /* Defaults: no quantiles, no paths, no head, queue and ttft unknown. */

@@ -8,7 +8,8 @@
  *   /v1/candles         the candle store (GET, POST)
  *   GET  /v1/models     the served model
  *   GET  /health        200 while the process runs
- *   GET  /ready         200 when the model is loaded and the server is not draining, else 503
+ *   GET  /ready         200 when the model is loaded, the server is not draining and its
+ *                       PostgreSQL store (if any) answers a probe, else 503
  *   GET  /metrics       Prometheus text: engine series + HTTP series
  *   GET  /              the web page (web_root)
  * docs/api.md has every route, field and status.
@@ -16,8 +17,8 @@
  * Limits map to statuses: bad input 400 (field and row named; also an ambiguous body length,
  * then the connection closes), missing/wrong API key 401, unknown path 404, wrong method 405,
  * body over max_body_bytes or max_request_memory 413, queue full 429 with Retry-After,
- * draining 503, memory budget (max_memory_in_flight) full 503 with Retry-After, deadline
- * passed 504. A client that disconnects cancels its request; one whose request has not
+ * draining 503, memory budget (max_memory_in_flight: bodies, analyses' working sets, answers)
+ * full 503 with Retry-After, one request larger than that budget 413, deadline passed 504. A client that disconnects cancels its request; one whose request has not
  * arrived read_timeout_s after accept is cut. Every answer carries X-Request-Id. The server
  * never installs signal handlers; the caller (`kronos serve`) turns signals into
  * kr_server_drain.
@@ -61,6 +62,7 @@ typedef struct kr_server_profile {
     double target_ttft_p95_s; /* < 0: keep */
     int static_batching; /* -1: keep, 0: continuous, 1: static batches of max_running */
     int latency_tight; /* latency_mode "tight": wait <= KR_TIGHT_WAIT_MAX_MS (default 15) */
+    char precision_floor[16]; /* the lowest precision the ladder may use ("" = any) */
 } kr_server_profile;
 
 /* Called when the active profile changes (NULL = back to the base parameters) with the
@@ -69,6 +71,32 @@ typedef struct kr_server_profile {
  * HTTP connection thread; keep it short. */
 typedef void (*kr_server_profile_cb)(void *user, const kr_server_profile *active,
                                      const kr_context_params *effective);
+
+#define KR_SERVER_MAX_MODELS 8
+
+#define KR_SERVER_MAX_PRECISIONS 3
+
+/* A lower precision of a served model that the tuner may move new requests to under sustained
+ * queue pressure (the precision ladder, docs/api.md): its weight format, a quantised
+ * checkpoint (or "" to quantise the model at load, round-to-nearest), and the
+ * `kronos eval-quant --gate ... --json` report it passed (required). */
+typedef struct kr_server_precision {
+    char quant[16]; /* bf16, int8, fp8, q4 */
+    char method[16]; /* "" or what the report says (rtn, smoothquant, awq, gptq) */
+    char model[1024]; /* a `kronos quantize` output directory, or "" */
+    char gate_report[1024];
+} kr_server_precision;
+
+/* A model served beside the main one (config "models", POST /v1/models/{name}). */
+typedef struct kr_server_model_entry {
+    char name[64]; /* letters, digits, '-', '_', '.' */
+    char model[KR_SERVER_PATH_MAX]; /* predictor dir, or a dir with predictor/ + tokenizer/ */
+    char tokenizer[KR_SERVER_PATH_MAX]; /* "" = from model */
+    char quant[16]; /* "" = as stored; f32, bf16, int8, fp8, q4: quantised at load */
+    char kv_dtype[8]; /* "" = the server's kv_dtype */
+    int n_precisions; /* the ladder below the model's own precision, fastest last */
+    kr_server_precision precisions[KR_SERVER_MAX_PRECISIONS];
+} kr_server_model_entry;
 
 typedef struct kr_server_config {
     char model[KR_SERVER_PATH_MAX]; /* predictor dir (or dir with predictor/, tokenizer/) */
@@ -104,15 +132,21 @@ typedef struct kr_server_config {
                      number of JSON values a body may hold (413 beyond) */
     size_t max_request_memory; /* estimated memory of one request's body and parse tree
                                   (default 128 MiB) -> 413 */
-    size_t max_memory_in_flight; /* the same summed over the requests being read and parsed
-                                    (default 512 MiB) -> 503 with Retry-After */
+    size_t max_memory_in_flight; /* summed over every request in progress: its body and parse
+                                    tree, what it builds (an analysis' histories, paths and
+                                    reports; the room for its answer) and its answer until
+                                    sent (default 512 MiB) -> 503 with Retry-After, refused
+                                    before the work; one request past it alone -> 413 */
     int max_horizon; /* /v1/analyze: horizon (default 256) -> 400 */
     int max_analyze_paths; /* /v1/analyze: paths and max_paths (default 1024) -> 400 */
     int max_lookback; /* /v1/analyze: lookback (default 2048) -> 400 */
     int max_calibrate; /* /v1/analyze: calibration windows (default 10) -> 400 */
     int max_symbols; /* /v1/analyze/batch: symbols (default 64, at most 64) -> 400 */
-    int batch_size; /* /v1/analyze/batch: forecasts in static batches of this many series x
-                       paths rows (default KR_STATIC_BATCH_ROWS_DEFAULT; 0: all at once) */
+    int batch_size; /* offline scoring (/v1/analyze/batch, backtest jobs): forecasts in static
+                       batches of this many series x paths rows (default
+                       KR_STATIC_BATCH_ROWS_DEFAULT; 0: all at once) */
+    int offline_batch_wait_ms; /* offline scoring's batch wait, whatever the time-of-day profile
+                                  (kr_request_params.batch_wait_ms; default 500) */
     char db[KR_SERVER_PATH_MAX]; /* candle store for /v1/candles, /v1/analyze ("" = 503) */
     char web_root[KR_SERVER_PATH_MAX]; /* files of the page at / ("" = 404) */
     char access_log[KR_SERVER_PATH_MAX]; /* JSON lines, one per request: a file (appended),
@@ -128,11 +162,24 @@ typedef struct kr_server_config {
     char timezone[64]; /* IANA zone of the profiles' times ("" = from market, else the
                           machine's local time) */
     char market[32]; /* a calendar name (SSE, NYSE, ...): its zone when timezone is "" */
+    /* Calendar files that replace or extend the shipped ones (kr_calendar_load; `kronos serve`
+     * loads them at start, a --calendar-dir flag outranks it); "" = $KRONOS_CALENDAR_DIR. */
+    char calendar_dir[KR_SERVER_PATH_MAX];
     char llm_url[KR_SERVER_PATH_MAX]; /* LLM endpoint of the optional narrative of the
                                          analyses (a request asks with "narrative": true;
                                          "" = none; requests never name URLs themselves) */
     char llm_model[128]; /* its model ("" = KR_NARRATIVE_DEFAULT_MODEL) */
     double llm_timeout_s; /* per narrative request (default 60 s) */
+    char norm[16]; /* normalisation of requests that do not say: "exact" (default) or
+                      "anchored" (docs/api.md, "norm") */
+    int norm_refresh_bars; /* anchored: a new anchor after this many bars (default 16) */
+    /* Models beside the main one ("models": {"name": {"model", "tokenizer", "quant",
+     * "kv_dtype"}}), the one requests without a "model" field get ("" = the main one), and how
+     * many may be served at once (the KV budget's equal shares; 0 = 1 + n_models). */
+    int n_models;
+    kr_server_model_entry models[KR_SERVER_MAX_MODELS];
+    char default_model[64];
+    int max_models;
     int n_profiles;
     kr_server_profile profiles[KR_SERVER_MAX_PROFILES];
     kr_server_profile_cb on_profile; /* may be NULL */
@@ -154,8 +201,9 @@ KR_API kr_status kr_server_config_load(const char *path, kr_server_config *c, kr
 /* Checks cross-field consistency (quant, ranges that flags may have set). */
 KR_API kr_status kr_server_config_validate(const kr_server_config *c, kr_error *err);
 
-/* Parses a KV budget: "BYTES" (integer, optional K/M/G/KiB/MiB/GiB suffix) or "PCT%" of
- * physical RAM (0 < PCT <= 90). */
+/* Parses a KV budget: "BYTES" (integer, optional K/M/G/KiB/MiB/GiB suffix; at most 90% of
+ * physical RAM, refused naming the machine's RAM beyond) or "PCT%" of physical RAM
+ * (0 < PCT <= 90). */
 KR_API kr_status kr_server_parse_kv_budget(const char *s, size_t *bytes, kr_error *err);
 
 /* ---------------------------------------------------------------- the server */
@@ -183,6 +231,13 @@ KR_API int kr_server_shadow_planned(const kr_model *model, const kr_server_confi
 KR_API kr_status kr_server_attach_shadow(kr_server *s, kr_model *f32_model, double sample,
                                          kr_error *err);
 
+/* Makes the served models match cfg's "models" and default_model (what `kronos serve` does on
+ * SIGHUP with its config file read again): new names are loaded, changed ones replaced (new
+ * requests get the new weights at once, requests in flight finish on the old ones, which are
+ * freed after the last), names no longer listed unloaded. Every other key of cfg is ignored
+ * (a restart applies them). Thread-safe. */
+KR_API kr_status kr_server_reload_models(kr_server *s, const kr_server_config *cfg, kr_error *err);
+
 /* The port actually bound (useful with port 0). */
 KR_API int kr_server_port(const kr_server *s);
 /* The engine context (borrowed), e.g. for kr_context_get_stats in tests. */
@@ -209,6 +264,13 @@ KR_API kr_status kr_server_reopen_logs(kr_server *s, kr_error *err);
  * this machine or the port needs privileges; KR_ERR_BUSY when another process holds the port
  * now (the start fails until it is free); KR_OK otherwise. For `--check-config`. */
 KR_API kr_status kr_server_check_listen(const kr_server_config *cfg, kr_error *err);
+
+/* Whether path can be the access log: "-" (standard output), a regular file that is writable
+ * or can be created in its directory, or a character device. A FIFO, a socket or a directory
+ * is refused, naming what it is (KR_ERR_INVALID_ARG): a FIFO's open blocks until a reader
+ * comes and its writes block when the reader stops. kr_server_create opens the log under the
+ * same rule, without blocking. For `--check-config` and the start-up checks. */
+KR_API kr_status kr_server_check_access_log(const char *path, kr_error *err);
 
 /* Drains (if not yet), stops listening and frees everything. NULL is a no-op. */
 KR_API void kr_server_free(kr_server *s);

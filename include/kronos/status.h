@@ -41,8 +41,10 @@ typedef enum kr_status {
     KR_ERR_CANCELLED = -8, /* the caller cancelled the operation */
     KR_ERR_BUSY = -9, /* a queue or memory budget is full: retry later */
     KR_ERR_TIMEOUT = -10, /* a deadline passed before the work finished */
-    KR_ERR_UNAVAILABLE = -11 /* a server it needs (the store's database) is down or
-                                unreachable: retry later */
+    KR_ERR_UNAVAILABLE = -11, /* a server it needs (the store's database) is down or
+                                 unreachable: retry later */
+    KR_ERR_NUMERIC = -12 /* a computation produced NaN or infinity (a training step's
+                            gradients); nothing was updated */
 } kr_status;
 
 /* Caller-supplied error detail. `message` names the place: file, row, field, tensor. `field`

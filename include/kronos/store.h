@@ -43,8 +43,23 @@ typedef struct kr_store_entry {
  * file. */
 KR_API int kr_store_is_url(const char *target);
 
-/* target as messages and logs show it: a URL with its password (user:PASSWORD@ or
- * ?password=) replaced by ***, a file path unchanged. Writes at most cap bytes. */
+/* Whether target can name a store: KR_OK for a postgresql:// or postgres:// URL and for a
+ * file path; KR_ERR_INVALID_ARG, with a message showing it as kr_store_display_name does,
+ * for what looks like a URL of any other form (a scheme "word:" at the start other than
+ * file:, or "://" with no '/' before it: pgsql://..., postgresql:/..., postgresql:kr,
+ * host:5432/db), a libpq key=value string, white space at either end, or a control
+ * character. An SQLite file whose name starts like a scheme is given as ./NAME (or file:NAME,
+ * the file of that name). kr_store_open, kr_store_resolve_path and kr_store_check_writable
+ * apply it: a typo is refused instead of becoming a file in a directory named after it. */
+KR_API kr_status kr_store_check_target(const char *target, kr_error *err);
+
+/* target as messages and logs show it: a URL with its password replaced by ***, a file path
+ * unchanged. "URL" is anything kr_store_check_target would read as one, refused forms
+ * included: what lies between the first ':' after the scheme and the last '@' (user:PASSWORD@,
+ * whatever characters the password holds: an unescaped '/', '#', '?' or '@' too), or with an
+ * unknown scheme everything between its first ':' and the last '@', and the value of a
+ * password or sslpassword parameter up to the next '&'. More than the password where the URL
+ * is odd, never less. Writes at most cap bytes. */
 KR_API void kr_store_display_name(const char *target, char *out, size_t cap);
 
 /* The database: `flag` (--db) when non-NULL, else $KRONOS_DB, else
@@ -67,8 +82,21 @@ KR_API kr_status kr_store_open(const char *path, kr_store **out, kr_error *err);
 KR_API kr_status kr_store_open_existing(const char *path, kr_store **out, kr_error *err);
 KR_API void kr_store_close(kr_store *store);
 
+/* kr_store_open (existing_only: kr_store_open_existing) whose every call, the open included,
+ * returns by deadline_s (a kr_now_seconds() moment; 0: no deadline of its own): a server's
+ * request deadline. A PostgreSQL server that stops answering (frozen, a paused VM, a network
+ * partition) fails the call that waits for it with KR_ERR_TIMEOUT at the deadline, on a new
+ * connection and a pooled one alike (that connection is closed, never reused), and a lock
+ * wait ends there even when the busy timeout is longer (KR_ERR_BUSY); an SQLite file's busy
+ * wait and statements end there too. A write cut off before its commit wrote nothing; one cut
+ * off waiting for the commit's answer may have been committed (the message says so). */
+KR_API kr_status kr_store_open_until(const char *path, int existing_only, double deadline_s,
+                                     kr_store **out, kr_error *err);
+/* Moves the deadline of store's later calls (0: none). */
+KR_API void kr_store_set_deadline(kr_store *store, double deadline_s);
+
 /* How long an upsert waits for another writer before failing with KR_ERR_BUSY (default
- * 10000 ms; 0 fails at once). */
+ * 10000 ms; 0 fails at once), and never past the handle's deadline (kr_store_open_until). */
 KR_API void kr_store_set_busy_timeout(kr_store *store, int ms);
 
 /* How long one statement of a PostgreSQL store may run, lock waits included, before the

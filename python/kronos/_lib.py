@@ -11,6 +11,8 @@ from . import errors
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _SONAME = "libkronos.so.0"
+# The libraries on top of the core (the fine-tuning pipeline, the backtest): next to it.
+_TOOLS_SONAME = "libkronos-tools.so.0"
 
 
 class kr_error(ctypes.Structure):
@@ -51,6 +53,8 @@ class kr_forecast_params(ctypes.Structure):
         ("paths", ctypes.c_int), ("temperature", ctypes.c_float), ("top_k", ctypes.c_int),
         ("top_p", ctypes.c_float), ("seed", ctypes.c_uint64), ("window", ctypes.c_int),
         ("clip", ctypes.c_float), ("keep_paths", ctypes.c_int), ("first_path", ctypes.c_int),
+        ("prenormalized", ctypes.c_int),
+        ("norm", ctypes.c_int), ("norm_refresh", ctypes.c_int),
     ]
 
 
@@ -77,7 +81,43 @@ class kr_request_params(ctypes.Structure):
         ("on_event", ctypes.c_void_p), ("user", ctypes.c_void_p),
         ("should_abort", ctypes.c_void_p), ("abort_user", ctypes.c_void_p),
         ("wait_for_room", ctypes.c_int), ("static_batch_rows", ctypes.c_int),
+        ("batch_wait_ms", ctypes.c_int),
         ("seq_options", ctypes.c_void_p),
+    ]
+
+
+class kr_request_stats(ctypes.Structure):
+    _fields_ = [
+        ("prefill_tokens", ctypes.c_int64), ("cached_tokens", ctypes.c_int64),
+        ("generated_tokens", ctypes.c_int64), ("queue_seconds", ctypes.c_double),
+        ("ttft_seconds", ctypes.c_double), ("total_seconds", ctypes.c_double),
+    ]
+
+
+KR_EVENT_STEP = 1
+
+
+class kr_event(ctypes.Structure):
+    _fields_ = [
+        ("kind", ctypes.c_int), ("id", ctypes.c_uint64), ("index", ctypes.c_int),
+        ("step", ctypes.c_int), ("pred_len", ctypes.c_int), ("result", ctypes.c_void_p),
+        ("error", kr_error), ("stats", kr_request_stats),
+    ]
+
+
+# kr_event_callback: called on the engine thread (ctypes takes the interpreter's lock for it).
+kr_event_callback = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.POINTER(kr_event))
+
+
+KR_TENSOR_MAX_DIMS = 8
+
+
+class kr_tensor_view(ctypes.Structure):
+    _fields_ = [
+        ("name", ctypes.c_char_p), ("dtype", ctypes.c_char_p), ("stored_dtype", ctypes.c_char_p),
+        ("ndim", ctypes.c_int), ("shape", ctypes.c_int64 * KR_TENSOR_MAX_DIMS),
+        ("numel", ctypes.c_int64), ("data", ctypes.c_void_p), ("is_buffer", ctypes.c_int),
+        ("converted", ctypes.c_int),
     ]
 
 
@@ -120,6 +160,43 @@ class kr_forecast_stats(ctypes.Structure):
     ]
 
 
+class kr_finetune_key(ctypes.Structure):
+    _fields_ = [("key", ctypes.c_char_p), ("type", ctypes.c_char_p), ("flag", ctypes.c_char_p),
+                ("default_value", ctypes.c_char_p), ("ignored", ctypes.c_int),
+                ("doc", ctypes.c_char_p)]
+
+
+class kr_finetune_progress(ctypes.Structure):
+    _fields_ = [
+        ("event", ctypes.c_int), ("stage", ctypes.c_char_p), ("epoch", ctypes.c_int),
+        ("epochs", ctypes.c_int), ("step", ctypes.c_int64), ("total_steps", ctypes.c_int64),
+        ("step_in_epoch", ctypes.c_int64), ("steps_per_epoch", ctypes.c_int64),
+        ("loss", ctypes.c_double), ("epoch_loss", ctypes.c_double), ("lr", ctypes.c_double),
+        ("grad_norm", ctypes.c_double),
+        ("val_loss", ctypes.c_double), ("val_loss_official", ctypes.c_double),
+        ("best_val_loss", ctypes.c_double), ("tokens_per_second", ctypes.c_double),
+        ("elapsed_seconds", ctypes.c_double), ("eta_seconds", ctypes.c_double),
+        ("path", ctypes.c_char_p), ("message", ctypes.c_char_p),
+    ]
+
+
+FINETUNE_PATH_MAX = 4096
+
+
+class kr_finetune_result(ctypes.Structure):
+    _fields_ = [
+        ("base_save_path", ctypes.c_char * FINETUNE_PATH_MAX),
+        ("tokenizer_best", ctypes.c_char * FINETUNE_PATH_MAX),
+        ("tokenizer_last", ctypes.c_char * FINETUNE_PATH_MAX),
+        ("predictor_best", ctypes.c_char * FINETUNE_PATH_MAX),
+        ("predictor_last", ctypes.c_char * FINETUNE_PATH_MAX),
+        ("log_path", ctypes.c_char * FINETUNE_PATH_MAX),
+        ("tokenizer_ran", ctypes.c_int), ("predictor_ran", ctypes.c_int),
+        ("tokenizer_best_val_loss", ctypes.c_double), ("predictor_best_val_loss", ctypes.c_double),
+        ("steps", ctypes.c_int64), ("stopped", ctypes.c_int), ("seconds", ctypes.c_double),
+    ]
+
+
 def _candidates():
     """Where the library is looked for, first match wins (README "Finding the library")."""
     env = os.environ.get("KRONOS_LIBRARY")
@@ -156,11 +233,35 @@ _c = ctypes.c_void_p
 _status = ctypes.c_int
 
 
-def _proto(name, restype, *argtypes):
-    fn = getattr(lib, name)
+def _proto(name, restype, *argtypes, where=None):
+    fn = getattr(lib if where is None else where, name)
     fn.restype = restype
     fn.argtypes = list(argtypes)
     return fn
+
+
+def _load_tools():
+    """libkronos-tools.so.0 from the core library's directory (else the loader path), or the
+    reason it is not there. The core stays usable without it: forecasting needs the core only."""
+    d = os.path.dirname(library_path)
+    path = os.path.join(d, _TOOLS_SONAME) if d else _TOOLS_SONAME
+    try:
+        return ctypes.CDLL(path), None
+    except OSError as e:
+        return None, f"kronos: {_TOOLS_SONAME} not found beside {library_path} ({e})"
+
+
+tools, _tools_missing = _load_tools()
+
+
+def _tools_proto(name, restype, *argtypes):
+    """A function of libkronos-tools; without that library, one raising UnsupportedError."""
+    if tools is not None:
+        return _proto(name, restype, *argtypes, where=tools)
+
+    def unavailable(*args, **kwargs):
+        raise errors.UnsupportedError(_tools_missing)
+    return unavailable
 
 
 kr_version = _proto("kr_version", ctypes.c_char_p)
@@ -202,6 +303,27 @@ kr_calendar_future = _proto("kr_calendar_future", _status, _P(ctypes.c_int64), c
 kr_hub_resolve_cached_in = _proto("kr_hub_resolve_cached_in", _status, ctypes.c_char_p,
                                   ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p,
                                   ctypes.c_size_t, _P(kr_error))
+kr_checkpoint_open = _proto("kr_checkpoint_open", _status, ctypes.c_char_p, _P(_c), _P(kr_error))
+kr_checkpoint_free = _proto("kr_checkpoint_free", None, _c)
+kr_checkpoint_tensor_count = _proto("kr_checkpoint_tensor_count", ctypes.c_int, _c)
+kr_checkpoint_tensor = _proto("kr_checkpoint_tensor", _status, _c, ctypes.c_int,
+                              _P(kr_tensor_view), _P(kr_error))
+# kronos/finetune.h: the fine-tuning pipeline (kronos.finetune), in libkronos-tools.
+kr_finetune_progress_cb = ctypes.CFUNCTYPE(ctypes.c_int, _c, _P(kr_finetune_progress))
+kr_finetune_config_create = _tools_proto("kr_finetune_config_create", _status, _P(_c), _P(kr_error))
+kr_finetune_config_free = _tools_proto("kr_finetune_config_free", None, _c)
+kr_finetune_config_load_yaml = _tools_proto("kr_finetune_config_load_yaml", _status, _c,
+                                      ctypes.c_char_p, _P(kr_error))
+kr_finetune_config_set = _tools_proto("kr_finetune_config_set", _status, _c, ctypes.c_char_p,
+                                ctypes.c_char_p, _P(kr_error))
+kr_finetune_config_set_string = _tools_proto("kr_finetune_config_set_string", _status, _c,
+                                       ctypes.c_char_p, ctypes.c_char_p, _P(kr_error))
+kr_finetune_config_add = _tools_proto("kr_finetune_config_add", _status, _c, ctypes.c_char_p,
+                                ctypes.c_char_p, _P(kr_error))
+kr_finetune_n_keys = _tools_proto("kr_finetune_n_keys", ctypes.c_int)
+kr_finetune_key_at = _tools_proto("kr_finetune_key_at", _P(kr_finetune_key), ctypes.c_int)
+kr_finetune_run = _tools_proto("kr_finetune_run", _status, _c, kr_finetune_progress_cb, _c,
+                         _P(kr_finetune_result), _P(kr_error))
 # Variadic: only the (err, status, "%s", text) form is used (the import-time layout check).
 kr_error_set = lib.kr_error_set
 kr_error_set.restype = _status
@@ -250,7 +372,8 @@ def _check_layout():
     cp = kr_context_default_params()
     mp = kr_model_default_params()
     if not (fp.max_context == 512 and fp.paths == 1 and abs(fp.top_p - 0.9) < 1e-6 and
-            abs(fp.clip - 5.0) < 1e-6 and fp.first_path == 0):
+            abs(fp.clip - 5.0) < 1e-6 and fp.first_path == 0 and fp.prenormalized == 0 and
+            fp.norm == 0):
         raise _layout_error("kr_forecast_params defaults")
     if not (cp.max_batch_tokens == 4096 and cp.max_running == 64 and cp.max_queue == 256 and
             abs(cp.background_share - 0.5) < 1e-12 and cp.background_min_rows == 8 and

@@ -14,7 +14,9 @@ symbol as the routing key.
 
     from kronos.client import Client
     c = Client("http://127.0.0.1:8080")
-    fc = c.forecast(df, pred_len=24, paths=8, series="600977.SH")
+    pred_df = c.forecast(df, x_timestamp, y_timestamp, pred_len=24, sample_count=8,
+                         series="600977.SH")           # what KronosPredictor.predict returns
+    answer = c.forecast_raw(df, pred_len=24, paths=8)  # the server's JSON answer as a dict
     report = c.analyze("AAPL", horizon=10)
     c.upload("AAPL", df, interval="1d")           # {"new": ..., "replaced": ..., ...}
     history = c.candles("AAPL", interval="1d")    # timestamps, open, ..., as df has them
@@ -37,6 +39,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
+from . import _answers, _transport
 from .errors import InvalidArgumentError, KronosError
 
 __all__ = ["Client", "ServerError", "ServerTimeoutError", "ServerUnreachableError", "series_key"]
@@ -101,8 +104,8 @@ def _retry_after(value):
 def _error_of(text):
     """(message, field) from an error body: {"error": {...}}, {"error": "text"}, else text."""
     try:
-        body = json.loads(text)
-    except ValueError:
+        body = _transport.decode_json(text)
+    except _transport.BadJSON:
         return text.strip()[:200], None
     err = body.get("error") if isinstance(body, dict) else None
     if isinstance(err, dict):
@@ -319,25 +322,30 @@ def _all_strings(values):
 
 
 def _shape_error(code, what, answer):
-    return ServerError(code, f"the answer is not {what}: " + json.dumps(answer)[:200])
+    try:
+        text = json.dumps(answer)[:200]
+    except (TypeError, ValueError, RecursionError):
+        text = repr(answer)[:200]
+    return ServerError(code, f"the answer is not {what}: " + text)
 
 
 def _candles_frame(answer):
-    """GET /v1/candles' answer as a DataFrame: a timestamps column (datetime64, the stored wall
-    clock) and the stored columns as float64 (exactly the stored doubles), oldest first."""
-    import pandas as pd
-    columns = answer.get("columns") if isinstance(answer, dict) else None
-    rows = answer.get("candles") if isinstance(answer, dict) else None
-    if not (isinstance(columns, list) and columns and columns[0] == "timestamps" and
-            isinstance(rows, list) and all(isinstance(r, list) and len(r) == len(columns)
-                                           for r in rows)):
-        raise _shape_error(200, "a candles object", answer)
-    frame = pd.DataFrame(rows, columns=columns)
-    frame["timestamps"] = pd.to_datetime(frame["timestamps"])
-    for name in columns[1:]:
-        frame[name] = frame[name].astype("float64")
-    frame.attrs.update(symbol=answer.get("symbol"), interval=answer.get("interval"))
-    return frame
+    """GET /v1/candles' answer as a DataFrame (_answers.candles_frame); ServerError when it is
+    no such answer."""
+    try:
+        return _answers.candles_frame(answer)
+    except _answers.BadAnswer as e:
+        raise ServerError(200, str(e)) from None
+
+
+def _is_count(v):
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def _upserted(answer):
+    if not isinstance(answer, dict):
+        raise _shape_error(200, "an upsert's counts", answer)
+    return answer
 
 
 def series_key(symbol=None, candles=None):
@@ -391,7 +399,13 @@ def _check_api_key(api_key):
 
 class Client:
     """`url`: the server or the balancer (http://host:port). `api_key`: sent as a bearer token
-    when the server wants one (in no repr or message). `timeout`: seconds per request.
+    when the server wants one (in no repr or message), and only to the origin of `url`: a
+    redirect to another scheme, host or port is followed without it (as `requests` does).
+    `timeout`: seconds per request, all of it -- connecting, sending, the answer's headers
+    and body, redirects -- so a server that trickles its answer ends at the deadline
+    (ServerTimeoutError). `max_answer_bytes`: the largest answer body read (default 256 MiB);
+    a larger Content-Length is refused before anything is read, and a body that runs past it
+    as soon as it does (ServerError naming the limit).
     `retries`: how many times a request answered 429 or 503 (the server did nothing with it:
     queue full, draining, store busy) is sent again, after the answer's Retry-After (1 s when
     it names none); an answer asking for more than `max_retry_wait` seconds is raised at once,
@@ -400,7 +414,8 @@ class Client:
     broke after the request went out for every call but a delete, a timeout for reads; after
     0.5 s, then 1, 2, ... (at most `max_retry_wait`)."""
 
-    def __init__(self, url, api_key=None, timeout=300.0, retries=2, max_retry_wait=10.0):
+    def __init__(self, url, api_key=None, timeout=300.0, retries=2, max_retry_wait=10.0,
+                 max_answer_bytes=_transport.MAX_ANSWER_BYTES):
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise InvalidArgumentError(f"url: expected http://host:port, got {url!r:.60}")
         self.url = url.rstrip("/")
@@ -412,6 +427,12 @@ class Client:
                 f"retries: expected an integer in 0..100, got {retries!r:.60}")
         self.retries = int(retries)
         self.max_retry_wait = _positive_seconds("max_retry_wait", max_retry_wait)
+        if isinstance(max_answer_bytes, bool) or not isinstance(max_answer_bytes,
+                                                                numbers.Integral) or \
+                max_answer_bytes < 1:
+            raise InvalidArgumentError(f"max_answer_bytes: expected a positive integer, got "
+                                       f"{max_answer_bytes!r:.60}")
+        self.max_answer_bytes = int(max_answer_bytes)
         self._sleep = time.sleep
 
     def __repr__(self):
@@ -463,41 +484,158 @@ class Client:
             path += "?" + urllib.parse.urlencode(query, quote_via=urllib.parse.quote)
         req = urllib.request.Request(self.url + path, data=data, headers=headers, method=method)
         where = f"{method} {self.url}{path}"
+        deadline = _transport.Deadline(self.timeout)
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as r:
-                code, text = r.status, r.read()
+            return self._exchange(req, where, deadline)
+        finally:
+            deadline.close()
+
+    def _exchange(self, req, where, deadline):
+        def timed_out():
+            return ServerTimeoutError(f"{where}: no answer within {self.timeout:g} s")
+
+        code = None
+        try:
+            with _transport.opener(deadline).open(req, timeout=self.timeout) as r:
+                code = r.status
+                ctype = r.headers.get("Content-Type") or "no Content-Type"
+                text = _transport.read_capped(r, self.max_answer_bytes)
+            if deadline.expired:  # a shut-down socket reads as the end of the headers or body
+                raise timed_out()
+        except _transport.AnswerTooLarge as e:
+            if deadline.expired:
+                raise timed_out() from None
+            size = f"{e.size} bytes" if e.size is not None else "longer"
+            raise ServerError(code, f"{where}: the answer is {size}, over max_answer_bytes "
+                              f"({self.max_answer_bytes}); raise it (Client(max_answer_bytes=)) "
+                              "or ask for less") from None
         except urllib.error.HTTPError as e:
-            try:
-                body = e.read()
-            except (http.client.HTTPException, OSError):  # the error's body broke off
-                body = b""
+            body = _transport.read_error_body(e)
+            if deadline.expired and not body:
+                raise timed_out() from None
             message, field = _error_of(body.decode(errors="replace"))
             raise ServerError(e.code, message or str(e.reason), field,
                               _retry_after(e.headers.get("Retry-After"))) from None
         except (TimeoutError, socket.timeout):
-            raise ServerTimeoutError(f"{where}: no answer within {self.timeout:g} s") from None
+            raise timed_out() from None
         except urllib.error.URLError as e:
-            if isinstance(e.reason, (TimeoutError, socket.timeout)):
-                raise ServerTimeoutError(
-                    f"{where}: no answer within {self.timeout:g} s") from None
+            if deadline.expired or isinstance(e.reason, (TimeoutError, socket.timeout)):
+                raise timed_out() from None
             # Refused or no such host: no connection, so the server never saw the request.
             sent = not isinstance(e.reason, (ConnectionRefusedError, socket.gaierror))
             raise ServerUnreachableError(f"{where}: {e.reason}", request_sent=sent) from None
         except (ConnectionError, OSError) as e:  # reset or closed while reading the answer
+            if deadline.expired:
+                raise timed_out() from None
             raise ServerUnreachableError(f"{where}: {e}") from None
         except http.client.HTTPException as e:  # an answer cut short, or no HTTP at all
+            if deadline.expired:
+                raise timed_out() from None
             raise ServerUnreachableError(f"{where}: no valid HTTP answer: {e!r:.200}") from None
         try:
-            return json.loads(text)
-        except ValueError:
+            return _transport.decode_json(text)
+        except _transport.BadJSON as e:
             raise ServerError(code, "the answer is not JSON: " +
-                              text[:200].decode(errors="replace")) from None
+                              text[:120].decode(errors="replace") + f" ({ctype}: {e})") from None
 
-    def forecast(self, candles, pred_len, series=None, **fields):
-        """POST /v1/forecast: `candles` a DataFrame (timestamps column or index), rows, columns
-        or CSV text; other fields (paths, seed, quantiles, ...) as docs/api.md names them."""
+    def forecast(self, df, x_timestamp=None, y_timestamp=None, pred_len=None, T=1.0, top_k=0,
+                 top_p=0.9, sample_count=1, verbose=True, use_kv_cache=False, *, seed=None,
+                 return_paths=False, quantiles=None, window="exact", series=None, **server):
+        """KronosPredictor.predict on the server: the same arguments, checked by the same
+        rules, and the same result -- a DataFrame indexed by y_timestamp (else by the stamps
+        the server inferred) with columns open, high, low, close, volume, amount (float32, the
+        mean of sample_count paths), or a Forecast with return_paths or quantiles (its
+        history_s1/_s2 None; stats the answer's "usage" and "timing"). The numbers equal
+        predict's for the same seed and model. seed None draws one from numpy's global
+        generator, as predict does. verbose and use_kv_cache are accepted and ignored.
+
+        `series`: the routing key (else a hash of the first candle). Server fields with no
+        predict counterpart, by their API names: max_context, market, timeout_s, ohlc
+        ("raw" by default, as predict's). The former call, with the server's field names
+        (paths, temperature, ...) and its answer as a dict, is forecast_raw()."""
+        from . import _remote
+        body, prepared, qs = _remote.body(df, x_timestamp, y_timestamp, pred_len, T, top_k,
+                                          top_p, sample_count, seed, return_paths, quantiles,
+                                          window, server)
+        answer = self._request("POST", "/v1/forecast", series_key(series, df), body=body)
+        try:
+            return _remote.output(answer, prepared, body["pred_len"], body["paths"],
+                                  return_paths, qs)
+        except _answers.BadAnswer as e:
+            raise ServerError(200, str(e)) from None
+
+    def forecast_batch(self, df_list, x_timestamp_list, y_timestamp_list, pred_len, T=1.0,
+                       top_k=0, top_p=0.9, sample_count=1, verbose=True, use_kv_cache=False,
+                       *, seed=None, return_paths=False, quantiles=None, window="exact",
+                       series=None, max_workers=8, **server):
+        """KronosPredictor.predict_batch on the server: one forecast request per series, at
+        most `max_workers` at a time (the server batches them), results in input order. One
+        seed for the call (None: drawn from numpy's global generator), as predict_batch.
+        `series`: None (each series routed by a hash of its first candle) or a list of routing
+        keys. Any failure raises, its message naming the series ("series 3: ...")."""
+        seqs = (list, tuple)
+        if not isinstance(df_list, seqs) or not isinstance(x_timestamp_list, seqs) or \
+                not isinstance(y_timestamp_list, seqs):
+            raise InvalidArgumentError(
+                "df_list, x_timestamp_list, y_timestamp_list must be list or tuple types.")
+        if not len(df_list) == len(x_timestamp_list) == len(y_timestamp_list):
+            raise InvalidArgumentError(
+                "df_list, x_timestamp_list, y_timestamp_list must have consistent lengths "
+                f"(got {len(df_list)}, {len(x_timestamp_list)}, {len(y_timestamp_list)}).")
+        if series is not None and (not isinstance(series, seqs) or
+                                   len(series) != len(df_list)):
+            raise InvalidArgumentError("series: expected None or one routing key per series")
+        if isinstance(max_workers, bool) or not isinstance(max_workers, numbers.Integral) or \
+                not 1 <= max_workers <= 256:
+            raise InvalidArgumentError(
+                f"max_workers: expected an integer in 1..256, got {max_workers!r:.60}")
+        if not df_list:
+            return []
+        from . import _remote
+        from .predictor import fresh_seed
+        if seed is None:
+            seed = fresh_seed()
+        # Everything checked before the first request goes out.
+        jobs = [_remote.body(d, x, y, pred_len, T, top_k, top_p, sample_count, seed,
+                             return_paths, quantiles, window, server, index=i)
+                for i, (d, x, y) in enumerate(zip(df_list, x_timestamp_list,
+                                                  y_timestamp_list))]
+
+        def one(i):
+            body, prepared, qs = jobs[i]
+            key = series_key(series[i] if series is not None else None, df_list[i])
+            try:
+                answer = self._request("POST", "/v1/forecast", key, body=body)
+                return _remote.output(answer, prepared, body["pred_len"], body["paths"],
+                                      return_paths, qs)
+            except _answers.BadAnswer as e:
+                raise ServerError(200, f"series {i}: {e}") from None
+            except ServerError as e:
+                e.message = f"series {i}: {e.message}"
+                e.args = (f"series {i}: {e.args[0]}",) + e.args[1:]
+                raise
+
+        import concurrent.futures
+        workers = min(int(max_workers), len(jobs))
+        with concurrent.futures.ThreadPoolExecutor(workers, "kronos-client") as pool:
+            futures = [pool.submit(one, i) for i in range(len(jobs))]
+            try:
+                return [f.result() for f in futures]
+            except BaseException:
+                for f in futures:
+                    f.cancel()
+                raise
+
+    def forecast_raw(self, candles, pred_len, series=None, **fields):
+        """POST /v1/forecast with the server's field names, returning its answer as a dict
+        (docs/api.md): `candles` a DataFrame (timestamps column or index), rows, columns or
+        CSV text; other fields (paths, seed, quantiles, ...) as docs/api.md names them. This
+        was Client.forecast before it took predict's arguments."""
         body = dict(fields, candles=_rows(candles), pred_len=pred_len)
-        return self._request("POST", "/v1/forecast", series_key(series, candles), body=body)
+        answer = self._request("POST", "/v1/forecast", series_key(series, candles), body=body)
+        if not isinstance(answer, dict):
+            raise _shape_error(200, "a forecast", answer)
+        return answer
 
     def analyze(self, symbol=None, candles=None, series=None, **fields):
         """POST /v1/analyze: a stored `symbol`, or `candles` (then `symbol` is the label)."""
@@ -507,8 +645,11 @@ class Client:
         if candles is not None:
             body["candles"] = _rows(candles)
         body.setdefault("format", "json")
-        return self._request("POST", "/v1/analyze", series_key(series or symbol, candles),
-                             body=body)
+        answer = self._request("POST", "/v1/analyze", series_key(series or symbol, candles),
+                               body=body)
+        if not isinstance(answer, dict):
+            raise _shape_error(200, "a report", answer)
+        return answer
 
     def analyze_batch(self, symbols=None, all=False, **fields):
         """POST /v1/analyze/batch: one report set for several stored `symbols` (a list of
@@ -570,16 +711,17 @@ class Client:
         if isinstance(candles, str):
             if not candles.strip():
                 raise InvalidArgumentError("candles: empty CSV text")
-            return self._request("POST", path, key, query, csv_text=candles)
+            return _upserted(self._request("POST", path, key, query, csv_text=candles))
         if _is_frame(candles) and len(candles) == 1:
-            return self._request("POST", path, key, query, csv_text=_one_row_csv(candles))
+            return _upserted(self._request("POST", path, key, query,
+                                           csv_text=_one_row_csv(candles)))
         if isinstance(candles, (list, tuple)) and not candles:
             raise InvalidArgumentError("candles: no rows")
         if isinstance(candles, dict) and "candles" in candles:
             body = candles
         else:
             body = {"candles": _rows(candles)}
-        return self._request("POST", path, key, query, body=body)
+        return _upserted(self._request("POST", path, key, query, body=body))
 
     def candles(self, symbol, interval=None, limit=CANDLES_LIMIT_MAX, series=None, start=None,
                 end=None):
@@ -622,6 +764,15 @@ class Client:
                     break
                 raise
             frame = _candles_frame(answer)
+            if len(frame) > page:
+                raise ServerError(200, f"{path}: asked for {page} candles, the answer holds "
+                                  f"{len(frame)}")
+            if pages and len(frame) and \
+                    frame["timestamps"].iloc[-1] >= pages[-1]["timestamps"].iloc[0]:
+                # A server that ignores `to` would send the same page again and again.
+                raise ServerError(200, f"{path}: asked for candles before "
+                                  f"{pages[-1]['timestamps'].iloc[0]}, the answer holds "
+                                  f"{frame['timestamps'].iloc[-1]} (the server ignored `to`)")
             pages.append(frame)
             got += len(frame)
             first_answer = first_answer or answer
@@ -673,4 +824,7 @@ class Client:
         if start_secs is not None and end_secs is not None and start_secs > end_secs:
             raise InvalidArgumentError(f"start: {start_text} is after end {end_text}")
         query = {"interval": interval, "from": start_text, "to": end_text}
-        return self._request("DELETE", path, series_key(series or symbol), query)
+        answer = self._request("DELETE", path, series_key(series or symbol), query)
+        if not isinstance(answer, dict) or not _is_count(answer.get("deleted")):
+            raise _shape_error(200, "a deletion's count", answer)
+        return answer

@@ -15,7 +15,7 @@ from distributed import WorkerPlugin, get_worker
 
 from .model import Kronos, KronosTokenizer
 from .predictor import (KronosPredictor, _as_int, check_engine_options, check_quantiles,
-                        forecast_params, prepare, to_output)
+                        forecast_params, fresh_seed, prepare, to_output)
 from .errors import InvalidArgumentError
 
 
@@ -89,7 +89,7 @@ def _path(x, cls):
 
 def forecast_many(client, df_list, x_timestamp_list, y_timestamp_list, pred_len, *, model,
                   tokenizer, batch_size=32, max_context=512, clip=5, T=1.0, top_k=0, top_p=0.9,
-                  sample_count=1, seed=0, return_paths=False, quantiles=None, window="exact",
+                  sample_count=1, seed=None, return_paths=False, quantiles=None, window="exact",
                   threads=None, kv_dtype=None, quant=None):
     """predict_batch over a distributed.Client's workers, `batch_size` series per task.
 
@@ -97,7 +97,8 @@ def forecast_many(client, df_list, x_timestamp_list, y_timestamp_list, pred_len,
     here and again on each worker). The inputs are checked here, by predict_batch's rules,
     before anything is sent; x_timestamp_list / y_timestamp_list entries may be None as in
     predict. threads is per worker (default: all the machine's CPUs, so set it to
-    cores / workers per machine). Returns what predict_batch returns, in input order.
+    cores / workers per machine). Returns what predict_batch returns, in input order. seed
+    None draws one seed here for the whole call, as predict_batch does.
     """
     seqs = (list, tuple)
     if not isinstance(df_list, seqs) or not isinstance(x_timestamp_list, seqs) or \
@@ -120,6 +121,8 @@ def forecast_many(client, df_list, x_timestamp_list, y_timestamp_list, pred_len,
     if not prepared:
         return []
     _register(client, plugin)
+    if seed is None:  # one seed for every chunk: the numbers of one predict_batch call
+        seed = fresh_seed()
     kwargs = dict(T=T, top_k=top_k, top_p=top_p, sample_count=sample_count, seed=seed,
                   return_paths=return_paths, quantiles=qs, window=window)
     futures = []

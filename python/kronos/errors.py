@@ -72,10 +72,16 @@ class UnavailableError(KronosError):
     status = -11
 
 
+class NumericError(KronosError, ArithmeticError):
+    """KR_ERR_NUMERIC: a computation produced NaN or infinity (a fine-tune's loss or
+    gradients); nothing was updated by it."""
+    status = -12
+
+
 _BY_STATUS = {c.status: c for c in (InvalidArgumentError, KronosIOError, FormatError, ModelError,
                                     KronosMemoryError, UnsupportedError, InternalError,
                                     CancelledError, BusyError, KronosTimeoutError,
-                                    UnavailableError)}
+                                    UnavailableError, NumericError)}
 
 
 def from_status(status, message):

@@ -4,10 +4,13 @@ gives them, and the loaded engine model they become once a KronosPredictor pairs
 import ctypes
 import json
 import os
+import re
 import threading
+import warnings
 import weakref
 
 from . import _lib
+from ._weights import ParametersMixin
 from .errors import InvalidArgumentError, KronosIOError
 
 
@@ -71,7 +74,54 @@ def resolve_dir(name_or_dir, part, revision="main", cache_dir=None):
     return os.path.realpath(path)
 
 
-class _Checkpoint:
+_device_warned = []
+# What names a device (not a dtype) in .to(...): "cuda", "cuda:1", "mps", torch.device("cpu").
+_DEVICE = re.compile(r"(cpu|cuda|mps|xpu|xla|hip|npu|meta|vulkan|ipu|hpu)(:\d+)?$", re.I)
+
+
+def cpu_device(device, stacklevel=2):
+    """The device the engine runs on, "cpu", whatever was asked for; a warning (once per
+    process) when another one was (a torch.device or its name: "cuda:0", "mps", ...)."""
+    if device is None:
+        return "cpu"
+    name = str(device)
+    if name.split(":")[0].strip().lower() != "cpu" and not _device_warned:
+        _device_warned.append(name)
+        warnings.warn(f"device {name!r} ignored: kronos runs on the CPU (its C engine), with "
+                      "the same numbers; .device says 'cpu'", UserWarning,
+                      stacklevel=stacklevel + 1)
+    return "cpu"
+
+
+def _kind(config):
+    """"tokenizer", "predictor" or None, by the keys only one of them has (as the CLI's
+    hint tells them apart: only a tokenizer config has n_enc_layers, only a predictor's
+    n_layers)."""
+    if "n_enc_layers" in config:
+        return "tokenizer"
+    if "n_layers" in config:
+        return "predictor"
+    return None
+
+
+def _check_kind(cls, path, config):
+    # A tokenizer loaded as the predictor (or the reverse) would fail only at the first
+    # forecast, with a message about a missing tensor: say what it is now.
+    kind = _kind(config)
+    if kind is None or kind == cls._part:
+        return
+    other = "KronosTokenizer" if kind == "tokenizer" else "Kronos"
+    raise InvalidArgumentError(
+        f"{cls.__name__}.from_pretrained: {path} is a {kind} checkpoint (its config.json has "
+        f"{'n_enc_layers' if kind == 'tokenizer' else 'n_layers'}), not a {cls._part}; load "
+        f"it with {other}.from_pretrained (are the model and the tokenizer swapped?)")
+
+
+class _Checkpoint(ParametersMixin):
+    """A checkpoint directory. parameters(), named_parameters(), buffers(), named_buffers()
+    and state_dict() give its tensors by the official names as read-only numpy arrays (views
+    of the weights: the file is mapped read-only; a kronos quantize checkpoint raises
+    UnsupportedError)."""
     _part = ""
 
     def __init__(self, path, config):
@@ -94,10 +144,16 @@ class _Checkpoint:
             raise InvalidArgumentError(f"{cfg_path}: not valid JSON: {e}") from None
         if not isinstance(config, dict):
             raise InvalidArgumentError(f"{cfg_path}: expected a JSON object")
+        _check_kind(cls, path, config)
         return cls(path, config)
 
     # The official classes are torch modules; scripts call these on them.
-    def to(self, *_args, **_kwargs):
+    def to(self, *args, **kwargs):
+        """Returns the checkpoint itself: the engine runs on the CPU (a GPU device asked for
+        warns, once per process, as KronosPredictor(device=...) does)."""
+        for a in args + tuple(v for k, v in kwargs.items() if k == "device"):
+            if _DEVICE.match(str(a)):
+                cpu_device(a)
         return self
 
     def eval(self):

@@ -13,10 +13,10 @@ import weakref
 import numpy as np
 import pandas as pd
 
-from . import _lib, errors
+from . import _lib, _progress, errors
 from .errors import InvalidArgumentError, KronosError
 from . import model as _model
-from .model import Kronos, KronosTokenizer, load_model
+from .model import Kronos, KronosTokenizer, cpu_device, load_model
 
 PRICE_COLS = ["open", "high", "low", "close"]
 COLUMNS = PRICE_COLS + ["volume", "amount"]
@@ -391,6 +391,15 @@ def _numeric_column(df, col, where):
     raise InvalidArgumentError(f"{where}column '{col}' is not numeric ({s.dtype})")
 
 
+def _datetime_index(stamps):
+    """The stamps (already checked by _stamps) as a DatetimeIndex, tz-aware ones in their
+    zone, named as the Series or Index they came in: strings, datetime64 arrays, lists of
+    Timestamps alike (the official code indexes by the stamps as given, a string index for
+    strings)."""
+    idx = pd.DatetimeIndex(pd.to_datetime(stamps))
+    return idx.rename(getattr(stamps, "name", None))
+
+
 class _Prepared:
     __slots__ = ("values", "ts", "future", "index")
 
@@ -462,7 +471,7 @@ def prepare(df, x_timestamp, y_timestamp, pred_len, index=None):
         if len(future) != pred_len:
             raise InvalidArgumentError(
                 f"y_timestamp length{at} should equal pred_len={pred_len}, got {len(future)}.")
-        out_index = y_timestamp
+        out_index = _datetime_index(y_timestamp)
     ts, future = engine_clock(ts, x_aware, future, y_aware, pred_len, where)
     return _Prepared(values, ts, future, out_index)
 
@@ -518,9 +527,24 @@ def _untrack(abort):
         _running_aborts.pop(id(abort), None)
 
 
-def run(ctx, prepared, params, keep_paths=False, quantiles=()):
+def _progress_callback(progress, group):
+    """A kr_event_callback moving `progress` at each STEP event (keyed by (group, series))."""
+
+    def on_event(_user, event):
+        try:
+            e = event.contents
+            if e.kind == _lib.KR_EVENT_STEP:
+                progress.step((group, e.index), e.step)
+        except Exception:  # noqa: BLE001 -- a bar's failure must not reach the engine thread
+            pass
+
+    return _lib.kr_event_callback(on_event)
+
+
+def run(ctx, prepared, params, keep_paths=False, quantiles=(), progress=None, group=0):
     """Runs prepared series as one kr_forecast_run_batch call (the GIL is released meanwhile)
-    and returns one dict of numpy arrays per series."""
+    and returns one dict of numpy arrays per series. `progress` (a _progress.Progress) moves
+    at every decode step, its keys (group, series)."""
     n = len(prepared)
     series = (_lib.kr_series * n)()
     for i, p in enumerate(prepared):
@@ -537,6 +561,10 @@ def run(ctx, prepared, params, keep_paths=False, quantiles=()):
     request = _lib.kr_request_default_params()
     request.should_abort = _lib.kr_abort_flag
     request.abort_user = ctypes.addressof(abort)
+    callback = None
+    if progress is not None:
+        callback = _progress_callback(progress, group)  # alive until the call returns
+        request.on_event = ctypes.cast(callback, ctypes.c_void_p)
 
     def call():
         return _lib.kr_forecast_run_batch(ctx.handle, series, n, ctypes.byref(params),
@@ -555,6 +583,7 @@ def run(ctx, prepared, params, keep_paths=False, quantiles=()):
             st = call()
     finally:
         _untrack(abort)
+    del callback
     _lib.check(st, err)
     results = []
     try:
@@ -635,12 +664,19 @@ def _renamed(e, names):
     return errors.from_status(e.status, msg)
 
 
+def fresh_seed():
+    """A seed drawn from numpy's global generator: what seed=None uses, so that calls differ
+    (the official code draws from torch's generator) and np.random.seed(k) repeats a run."""
+    return int(np.random.randint(0, 2**63, dtype=np.int64))
+
+
 class KronosPredictor:
     """The official KronosPredictor on the C engine.
 
-    device is accepted for compatibility and ignored (the engine runs on the CPU). Extras:
-    threads (compute threads of this predictor's context; default all CPUs), kv_dtype
-    ('f32', 'bf16', 'int8') and quant (weights: 'f32', 'bf16', 'int8', 'fp8', 'q4').
+    device is accepted for compatibility: the engine runs on the CPU, so .device is "cpu" and
+    another device (e.g. "cuda:0") gets a warning, once per process. Extras: threads (compute
+    threads of this predictor's context; default all CPUs), kv_dtype ('f32', 'bf16', 'int8')
+    and quant (weights: 'f32', 'bf16', 'int8', 'fp8', 'q4').
     """
 
     def __init__(self, model, tokenizer, device=None, max_context=512, clip=5, *, threads=None,
@@ -652,7 +688,8 @@ class KronosPredictor:
             raise InvalidArgumentError(
                 f"tokenizer: expected KronosTokenizer.from_pretrained(...), got "
                 f"{type(tokenizer).__name__}")
-        self.model, self.tokenizer, self.device = model, tokenizer, device or "cpu"
+        self.model, self.tokenizer = model, tokenizer
+        self.device = cpu_device(device)
         self.max_context = _as_int("max_context", max_context, 1, MAX_CONTEXT_LIMIT)
         self.clip = _as_positive_float32("clip", clip)
         self.price_cols = list(PRICE_COLS)
@@ -703,13 +740,19 @@ class KronosPredictor:
 
     _quantiles = staticmethod(check_quantiles)
 
-    def _raw(self, prepared, pred_len, T=1.0, top_k=0, top_p=0.9, sample_count=1, seed=0,
+    def _raw(self, prepared, pred_len, T=1.0, top_k=0, top_p=0.9, sample_count=1, seed=None,
              return_paths=False, quantiles=None, quant=None, kv_dtype=None, window="exact",
-             threads=None, indices=None):
+             threads=None, indices=None, verbose=False, prenormalized=False):
         """Runs prepared series; one dict of numpy arrays per series (see run). `indices`: the
         series' places in the caller's list, which error messages name (default 0, 1, ...;
-        given, a message names its series even when only one is run here)."""
+        given, a message names its series even when only one is run here). seed None: one
+        drawn from numpy's global generator (fresh_seed). verbose: a progress bar over the
+        decode steps of every series. prenormalized: the values are normalised already (as
+        auto_regressive_inference takes them), and the results stay in that scale."""
+        if seed is None:
+            seed = fresh_seed()
         params = self._params(pred_len, T, top_k, top_p, sample_count, seed, window)
+        params.prenormalized = 1 if prenormalized else 0
         qs = self._quantiles(quantiles)
         d_threads, d_kv, d_quant = self._defaults
         ctx = self._context(d_threads if threads is None else threads,
@@ -724,47 +767,62 @@ class KronosPredictor:
         for i, p in enumerate(prepared):
             by_len.setdefault(len(p.ts), []).append(i)
         results = [None] * len(prepared)
-        with ctx.use():
-            for n, idx in by_len.items():
-                params.lookback = n
-                try:
-                    out = run(ctx, [prepared[i] for i in idx], params, bool(return_paths), qs)
-                except KronosError as e:
-                    if not named:
-                        raise
-                    raise _renamed(e, [indices[i] for i in idx]) from None
-                for i, r in zip(idx, out):
-                    results[i] = r
+        progress = _progress.Progress(pred_len, len(prepared)) if verbose else None
+        try:
+            with ctx.use():
+                for group, (n, idx) in enumerate(by_len.items()):
+                    params.lookback = n
+                    try:
+                        out = run(ctx, [prepared[i] for i in idx], params, bool(return_paths),
+                                  qs, progress, group)
+                    except KronosError as e:
+                        if not named:
+                            raise
+                        raise _renamed(e, [indices[i] for i in idx]) from None
+                    for i, r in zip(idx, out):
+                        results[i] = r
+        finally:
+            if progress is not None:
+                progress.close()
         return results
 
     def _run_prepared(self, prepared, pred_len, T, top_k, top_p, sample_count, seed,
-                      return_paths, quantiles, quant, kv_dtype, window, threads):
+                      return_paths, quantiles, quant, kv_dtype, window, threads, verbose):
         qs = self._quantiles(quantiles)
         results = self._raw(prepared, pred_len, T, top_k, top_p, sample_count, seed,
-                            return_paths, qs, quant, kv_dtype, window, threads)
+                            return_paths, qs, quant, kv_dtype, window, threads,
+                            verbose=bool(verbose))
         return [to_output(r, p.index, return_paths, qs) for p, r in zip(prepared, results)]
 
     def predict(self, df, x_timestamp, y_timestamp, pred_len, T=1.0, top_k=0, top_p=0.9,
-                sample_count=1, verbose=True, use_kv_cache=False, *, seed=0,
+                sample_count=1, verbose=True, use_kv_cache=False, *, seed=None,
                 return_paths=False, quantiles=None, quant=None, kv_dtype=None, window="exact",
                 threads=None):
-        """Forecasts pred_len candles after df; a DataFrame indexed by y_timestamp with columns
-        open, high, low, close, volume, amount (the mean of sample_count paths).
+        """Forecasts pred_len candles after df; a DataFrame indexed by y_timestamp (as a
+        DatetimeIndex, whatever form the stamps came in) with columns open, high, low, close,
+        volume, amount (the mean of sample_count paths).
 
         x_timestamp may be None when df has a DatetimeIndex or a 'timestamps' column, and
-        y_timestamp None to let the engine infer the future stamps. verbose and use_kv_cache
-        are accepted and ignored (the engine always caches; its numbers equal the reference's).
-        With return_paths or quantiles, returns a Forecast (its .mean is that DataFrame)."""
+        y_timestamp None to let the engine infer the future stamps. verbose: a progress bar
+        over the decode steps (tqdm when installed, else a line on stderr). use_kv_cache is
+        accepted and ignored (the engine always caches; its numbers equal the reference's).
+        seed: None (default) draws one from numpy's global generator at each call, so calls
+        differ as the official code's do and np.random.seed(k) makes a run repeatable; an int
+        gives exactly the paths of that seed. With return_paths or quantiles, returns a
+        Forecast (its .mean is that DataFrame)."""
         pred_len = _as_int("pred_len", pred_len, 1)
         prepared = [prepare(df, x_timestamp, y_timestamp, pred_len)]
         return self._run_prepared(prepared, pred_len, T, top_k, top_p, sample_count, seed,
-                                  return_paths, quantiles, quant, kv_dtype, window, threads)[0]
+                                  return_paths, quantiles, quant, kv_dtype, window, threads,
+                                  verbose)[0]
 
     def predict_batch(self, df_list, x_timestamp_list, y_timestamp_list, pred_len, T=1.0,
                       top_k=0, top_p=0.9, sample_count=1, verbose=True, use_kv_cache=False, *,
-                      seed=0, return_paths=False, quantiles=None, quant=None, kv_dtype=None,
+                      seed=None, return_paths=False, quantiles=None, quant=None, kv_dtype=None,
                       window="exact", threads=None):
         """predict for several series at once, batched in the engine; a list in input order.
+        seed None draws one seed for the call (every series forecast with it, as predict
+        would forecast each with that seed).
 
         Relaxation of the official rule: histories may differ in length (each series is
         forecast exactly as predict would forecast it alone)."""
@@ -784,4 +842,5 @@ class KronosPredictor:
                     for i, (d, x, y) in enumerate(zip(df_list, x_timestamp_list,
                                                       y_timestamp_list))]
         return self._run_prepared(prepared, pred_len, T, top_k, top_p, sample_count, seed,
-                                  return_paths, quantiles, quant, kv_dtype, window, threads)
+                                  return_paths, quantiles, quant, kv_dtype, window, threads,
+                                  verbose)

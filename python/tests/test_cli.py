@@ -26,7 +26,7 @@ def test_same_seed_same_numbers_as_cli(tmp_path, candles, predictor, kronos_cli,
     out = subprocess.run(
         [kronos_cli, "forecast", "--model", DEMO, "--input", str(csv), "--pred-len", "12",
          "--paths", str(paths), "--seed", str(seed), "--top-k", str(top_k), "--threads", "1",
-         "--quantiles", "0.1,0.5,0.9", "--format", "json"],
+         "--quantiles", "0.1,0.5,0.9", "--ohlc", "raw", "--format", "json"],
         check=True, capture_output=True, text=True).stdout
     cli = json.loads(out)
     # The frame as a script reads that CSV back.

@@ -128,10 +128,10 @@ def server():
 
 def test_forecast_and_analyze_send_the_series_key(server, candles):
     c = Client(f"http://127.0.0.1:{server.server_address[1]}")
-    c.forecast(candles.iloc[:64], pred_len=4, series="600977.sh", paths=2)
-    c.forecast(candles.iloc[:64], pred_len=4)
-    c.forecast(candles.iloc[:80], pred_len=4)  # one history, longer: the same key
-    c.forecast(candles.iloc[10:80], pred_len=4)  # another first candle: another key
+    c.forecast_raw(candles.iloc[:64], pred_len=4, series="600977.sh", paths=2)
+    c.forecast_raw(candles.iloc[:64], pred_len=4)
+    c.forecast_raw(candles.iloc[:80], pred_len=4)  # one history, longer: the same key
+    c.forecast_raw(candles.iloc[10:80], pred_len=4)  # another first candle: another key
     c.analyze("aapl", horizon=5)
     (p0, h0, b0), (_, h1, b1), (_, h2, _), (_, h3, _), (p4, h4, b4) = server.seen
     assert p0 == "/v1/forecast" and h0["X-Kronos-Series"] == "600977.SH"
@@ -158,7 +158,7 @@ def test_errors_carry_retry_after(server):
     waits = []
     c._sleep = waits.append
     with pytest.raises(ServerError) as e:
-        c.forecast([["2024-01-02", 1, 2, 0.5, 1.5]], pred_len=999)
+        c.forecast_raw([["2024-01-02", 1, 2, 0.5, 1.5]], pred_len=999)
     # Sent three times (retries=2), each retry after the answer's Retry-After, then raised.
     assert len(server.seen) == 3 and waits == [2.0, 2.0]
     assert e.value.http_status == 503 and e.value.retry_after == 2.0
@@ -179,28 +179,28 @@ def test_busy_answers_are_retried_after_retry_after(server):
     c = Client(_url(server), retries=3)
     c._sleep = waits.append
     server.refusals = 2
-    assert c.forecast(rows, 2, mode="flaky503") == {"ok": True}
+    assert c.forecast_raw(rows, 2, mode="flaky503") == {"ok": True}
     assert waits == [0.0, 0.0] and len(server.seen) == 3
     waits.clear()
     server.refusals = 3
-    assert c.forecast(rows, 2, mode="flaky429") == {"ok": True}
+    assert c.forecast_raw(rows, 2, mode="flaky429") == {"ok": True}
     assert waits == [1.0, 1.0, 1.0]
     waits.clear()
     server.refusals = 5
     with pytest.raises(ServerError, match="HTTP 503: queue full"):
-        c.forecast(rows, 2, mode="flaky503")
+        c.forecast_raw(rows, 2, mode="flaky503")
     assert waits == [0.0] * 3
     waits.clear()
     for mode in ("strerr", "date"):  # a 502; a 503 asking for 30 s
         with pytest.raises(ServerError):
-            c.forecast(rows, 2, mode=mode)
+            c.forecast_raw(rows, 2, mode=mode)
     assert waits == []
     n = len(server.seen)
     server.refusals = 1
     no_retry = Client(_url(server), retries=0)
     no_retry._sleep = waits.append
     with pytest.raises(ServerError, match="HTTP 503"):
-        no_retry.forecast(rows, 2, mode="flaky503")
+        no_retry.forecast_raw(rows, 2, mode="flaky503")
     assert waits == [] and len(server.seen) == n + 1
 
 
@@ -252,7 +252,7 @@ def test_a_broken_connection_is_resent_unless_a_delete(server):
     c = Client(_url(server), retries=2)
     c._sleep = waits.append
     server.drops = 1
-    assert c.forecast(rows, 2, mode="drop") == {"ok": True}
+    assert c.forecast_raw(rows, 2, mode="drop") == {"ok": True}
     assert waits == [0.5] and len(server.seen) == 2
     waits.clear()
     server.drops = 1
@@ -273,7 +273,7 @@ def test_timeouts_are_retried_for_reads_only(server):
     waits.clear()
     n = len(server.seen)
     with pytest.raises(ServerTimeoutError):
-        c.forecast(rows, 2, mode="slow")  # most likely still computing: not sent again
+        c.forecast_raw(rows, 2, mode="slow")  # most likely still computing: not sent again
     assert waits == [] and len(server.seen) == n + 1
 
 
@@ -301,7 +301,7 @@ def test_failures_are_kronos_errors(server):
 
     def fails(cls, match, **fields):
         with pytest.raises(cls, match=match) as e:
-            c.forecast(rows, 2, **fields)
+            c.forecast_raw(rows, 2, **fields)
         assert isinstance(e.value, kronos.KronosError)
         return e.value
 
@@ -320,17 +320,17 @@ def test_failures_are_kronos_errors(server):
     dead = s.getsockname()[1]
     s.close()
     with pytest.raises(ServerUnreachableError, match=f"127.0.0.1:{dead}") as e:
-        Client(f"http://127.0.0.1:{dead}").forecast(rows, 2)
+        Client(f"http://127.0.0.1:{dead}").forecast_raw(rows, 2)
     assert isinstance(e.value, ConnectionError)
     with pytest.raises(kronos.InvalidArgumentError, match="candles: the DataFrame has no rows"):
-        c.forecast(pd.DataFrame(columns=["timestamps", "open", "high", "low", "close"]), 2)
+        c.forecast_raw(pd.DataFrame(columns=["timestamps", "open", "high", "low", "close"]), 2)
     with pytest.raises(kronos.InvalidArgumentError, match="temperature: cannot be sent"):
-        c.forecast(rows, 2, temperature=float("nan"))
+        c.forecast_raw(rows, 2, temperature=float("nan"))
 
 
 def test_numpy_scalars_and_frames_sent_exactly(server):
     c = Client(_url(server))
-    c.forecast([["2024-01-02", 1, 2, 0.5, 1.5]], np.int64(2), temperature=np.float32(0.5),
+    c.forecast_raw([["2024-01-02", 1, 2, 0.5, 1.5]], np.int64(2), temperature=np.float32(0.5),
                quantiles=np.array([0.1, 0.9]))
     body = server.seen[-1][2]
     assert body["pred_len"] == 2 and body["temperature"] == 0.5
@@ -339,11 +339,11 @@ def test_numpy_scalars_and_frames_sent_exactly(server):
     ts = pd.date_range("2024-01-02 09:30", periods=3, freq="5min", tz="Asia/Shanghai")
     df = pd.DataFrame({"open": [1.2345678901234567e-5, 2.0, 3.0], "high": 3.0, "low": 0.5,
                        "close": 1.0, "volume": np.int64(7)}, index=ts)
-    c.forecast(df, 2)
+    c.forecast_raw(df, 2)
     sent = server.seen[-1][2]["candles"]
     assert sent["index"][0] == "2024-01-02T09:30:00"
     assert sent["data"][0][0] == 1.2345678901234567e-5 and sent["data"][0][4] == 7
-    c.forecast(df.reset_index(names="timestamps"), 2)
+    c.forecast_raw(df.reset_index(names="timestamps"), 2)
     assert server.seen[-1][2]["candles"]["data"][1][0] == "2024-01-02T09:35:00"
 
 
@@ -416,7 +416,7 @@ def kronos_server(kronos_cli, tmp_path_factory):
 
 def test_client_equals_predict(kronos_server, predictor, candles):
     # The server's forecast of a frame equals predict's on it: tz-aware stamps at their wall
-    # clock, low prices at full precision.
+    # clock, low prices at full precision. forecast_raw: the answer as the server wrote it.
     c = Client(kronos_server[0], api_key=API_KEY)
     h = candles.iloc[:120].reset_index(drop=True)
     tz = h.set_index(pd.DatetimeIndex(h["timestamps"]).tz_localize("Asia/Shanghai"))[COLS]
@@ -424,12 +424,71 @@ def test_client_equals_predict(kronos_server, predictor, candles):
     for k in ("open", "high", "low", "close"):
         tiny[k] = tiny[k] * 1.2345678e-6
     for frame, x in ((tz, None), (tiny, tiny["timestamps"])):
-        r = c.forecast(frame, pred_len=4, seed=0, paths=1, lookback=len(h))
+        r = c.forecast_raw(frame, pred_len=4, seed=0, paths=1, lookback=len(h))
         srv = np.array([[row[k] for k in COLS] for row in r["mean"]]).astype(np.float32)
-        loc = predictor.predict(frame[COLS], x, None, 4)
+        loc = predictor.predict(frame[COLS], x, None, 4, seed=0)
         np.testing.assert_array_equal(srv, loc.to_numpy())
         assert [row["timestamps"][:19].replace("T", " ") for row in r["mean"]] == \
             [str(t) for t in loc.index]
+
+
+def test_client_forecast_is_predict(kronos_server, predictor, candles):
+    # Client.forecast / forecast_batch take predict's arguments and return what predict /
+    # predict_batch return: DataFrames (float32, indexed by y_timestamp as a DatetimeIndex,
+    # or by the inferred stamps), Forecasts with paths and quantiles, the same numbers.
+    c = Client(kronos_server[0], api_key=API_KEY)
+    h = candles.iloc[:150].reset_index(drop=True)
+    x, y = h["timestamps"].iloc[:140], h["timestamps"].iloc[140:146]
+    df = h[COLS].iloc[:140]
+    kw = dict(T=0.8, top_k=0, top_p=0.95, sample_count=3, seed=11)
+    got = c.forecast(df, x, y, 6, **kw)
+    want = predictor.predict(df, x, y, 6, **kw)
+    pd.testing.assert_frame_equal(got, want, check_exact=True)
+    assert isinstance(got.index, pd.DatetimeIndex) and got.dtypes.eq(np.float32).all()
+    # Strings in, a DatetimeIndex out; no y_timestamp: the inferred stamps, as predict's.
+    # (With no volume the server answers volume and amount 0, where predict returns the
+    # model's noise around 0, as the official code does: docs/python.md.)
+    got = c.forecast(df[COLS[:4]], x.astype(str), y.astype(str), pred_len=6, **kw)
+    want = predictor.predict(df[COLS[:4]], x, y, 6, **kw)
+    pd.testing.assert_frame_equal(got[COLS[:4]], want[COLS[:4]], check_exact=True)
+    assert (got[COLS[4:]] == 0).all().all() and (want[COLS[4:]] != 0).any().any()
+    got = c.forecast(h.iloc[:140], None, None, 6, **kw)
+    pd.testing.assert_frame_equal(got, predictor.predict(h.iloc[:140], None, None, 6, **kw),
+                                  check_exact=True)
+    full = c.forecast(df, x, y, 6, return_paths=True, quantiles=[0.1, 0.9], **kw)
+    ref = predictor.predict(df, x, y, 6, return_paths=True, quantiles=[0.1, 0.9], **kw)
+    assert isinstance(full, kronos.Forecast)
+    np.testing.assert_array_equal(full.s1, ref.s1)
+    np.testing.assert_array_equal(full.s2, ref.s2)
+    for a, b in zip(full.paths, ref.paths):
+        pd.testing.assert_frame_equal(a, b, check_exact=True)
+    for q in (0.1, 0.9):
+        np.testing.assert_array_equal(full.quantiles[q].to_numpy(),
+                                      ref.quantiles[q].to_numpy().astype(np.float32))
+    # The batch: lists in, a list out, one seed for the call.
+    dfs = [df, h[COLS].iloc[20:140]]
+    xs, ys = [x, h["timestamps"].iloc[20:140]], [y, y]
+    got = c.forecast_batch(dfs, xs, ys, 6, **kw)
+    want = predictor.predict_batch(dfs, xs, ys, 6, **kw)
+    assert len(got) == 2
+    for a, b in zip(got, want):
+        pd.testing.assert_frame_equal(a, b, check_exact=True)
+    # seed None: numpy's global generator seeds it, as predict's.
+    np.random.seed(3)
+    a = c.forecast(df, x, y, 6, sample_count=2)
+    np.random.seed(3)
+    pd.testing.assert_frame_equal(a, predictor.predict(df, x, y, 6, sample_count=2),
+                                  check_exact=True)
+    # The former call's names are refused, pointing at predict's name and forecast_raw.
+    with pytest.raises(kronos.InvalidArgumentError, match="paths: .*sample_count.*forecast_raw"):
+        c.forecast(df, x, y, pred_len=6, paths=2)
+    with pytest.raises(kronos.InvalidArgumentError, match="x_timestamp: got the number 6"):
+        c.forecast(df, 6)
+    with pytest.raises(kronos.InvalidArgumentError, match="y_timestamp length"):
+        c.forecast(df, x, y.iloc[:2], 6)
+    with pytest.raises(ServerError) as e:  # the server's limit, naming the series
+        c.forecast_batch(dfs, xs, ys, 6, sample_count=1000)
+    assert e.value.http_status == 400 and str(e.value).startswith("series 0: HTTP 400")
 
 
 def _dead_url():

@@ -10,12 +10,12 @@ import subprocess
 import pytest
 
 from conftest import DEMO, ROOT
-from kronos import _lib, errors
+from kronos import _backtest, _lib, errors
 from kronos.model import load_model
 
 
 def _mirrored():
-    return sorted((name, cls) for name, cls in vars(_lib).items()
+    return sorted((name, cls) for module in (_lib, _backtest) for name, cls in vars(module).items()
                   if isinstance(cls, type) and issubclass(cls, ctypes.Structure)
                   and name.startswith("kr_"))
 
@@ -24,7 +24,9 @@ def test_every_structure_is_checked():
     names = {n for n, _ in _mirrored()}
     assert {"kr_error", "kr_model_params", "kr_model_info", "kr_series", "kr_forecast_params",
             "kr_context_params", "kr_profile_entry", "kr_step_profile",
-            "kr_forecast_stats", "kr_request_params"} <= names
+            "kr_forecast_stats", "kr_request_params", "kr_finetune_key",
+            "kr_finetune_progress", "kr_finetune_result",
+            "kr_candles", "kr_backtest_series", "kr_backtest_progress", "kr_backtest_params"} <= names
 
 
 def test_layouts_equal_the_c_compilers(tmp_path):
@@ -33,7 +35,7 @@ def test_layouts_equal_the_c_compilers(tmp_path):
     if not cc or not os.path.isfile(os.path.join(include, "kronos.h")):
         pytest.skip("no C compiler or no include/kronos.h (needs a source checkout)")
     lines = ["#include <stddef.h>", "#include <stdio.h>", '#include "kronos.h"',
-             "int main(void) {"]
+             '#include "kronos/finetune.h"', '#include "kronos/backtest.h"', "int main(void) {"]
     expected = []
     for name, cls in _mirrored():
         lines.append(f'    printf("{name} %zu\\n", sizeof({name}));')

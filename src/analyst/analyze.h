@@ -13,6 +13,7 @@
 #ifndef KR_ANALYST_ANALYZE_H
 #define KR_ANALYST_ANALYZE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "analyst/report.h"
@@ -48,5 +49,13 @@ kr_status kr_analyst_run_batch(kr_context *ctx, const kr_analyst_request *reques
 /* A failure that ends the whole analysis (its deadline, its client, a full queue, a
  * shutdown), not just one symbol's report. */
 int kr_analyst_fatal(kr_status st);
+
+/* A report's model name: "kronos-demo" from ".../kronos-demo/predictor", else the directory's
+ * own name. */
+void kr_analyst_model_name(const char *dir, char *out, size_t cap);
+/* Where the weights come from: the checkpoint's own "source" (declared), else the Hugging Face
+ * repo of a hub-cache snapshot (".../models--ORG--NAME/snapshots/REV"), else the directory;
+ * cleaned of control characters and bidi overrides (it is text from outside). */
+void kr_analyst_model_source(const char *declared, const char *dir, char *out, size_t cap);
 
 #endif

@@ -54,6 +54,12 @@ kr_status kr_calibration_plan(const kr_candles *c, int windows, int horizon, int
     return KR_OK;
 }
 
+/* Agresti-Coull standard error of a rate p over n windows (as the report's probabilities). */
+static double window_prop_se(double p, int n) {
+    const double pt = (p * n + 2.0) / (n + 4.0);
+    return sqrt(pt * (1.0 - pt) / (n + 4.0));
+}
+
 static int direction_hit(double predicted, double realized) {
     return kr_stat_sign(predicted) == kr_stat_sign(realized);
 }
@@ -79,6 +85,8 @@ kr_status kr_calibration_score(const kr_candles *c, int windows, int horizon,
     if (!cal->window || !cal->model.coverage_by_step || !cal->naive.coverage_by_step) goto nomem;
 
     double m_cover = 0, n_cover = 0, m_ape = 0, n_ape = 0, m_hit = 0, n_hit = 0;
+    /* Per-window sums of the MAPE, for its spread across windows. */
+    double m_ape_w = 0, n_ape_w = 0, m_ape_w2 = 0, n_ape_w2 = 0;
     for (int j = 0; j < windows; j++) {
         const kr_series *s = &series[j];
         const kr_forecast *f = fc[j];
@@ -101,6 +109,7 @@ kr_status kr_calibration_score(const kr_candles *c, int windows, int horizon,
         const double *hist_close = s->values + KR_CLOSE;
         const int64_t L = s->n;
         const double last = hist_close[(L - 1) * KR_N_FEATURES];
+        const double m_ape0 = m_ape, n_ape0 = n_ape;
 
         /* Naive band: s-bar returns inside the lookback, for s = 1..h. */
         free(rets);
@@ -148,6 +157,11 @@ kr_status kr_calibration_score(const kr_candles *c, int windows, int horizon,
                 n_hit += direction_hit(drift, real - last);
             }
         }
+        const double mw = (m_ape - m_ape0) / h, nw = (n_ape - n_ape0) / h;
+        m_ape_w += mw;
+        m_ape_w2 += mw * mw;
+        n_ape_w += nw;
+        n_ape_w2 += nw * nw;
     }
     for (int k = 0; k < h; k++) {
         cal->model.coverage_by_step[k] /= windows;
@@ -160,6 +174,16 @@ kr_status kr_calibration_score(const kr_candles *c, int windows, int horizon,
     cal->naive.mape = n_ape / cells;
     cal->model.direction_hit_rate = m_hit / windows;
     cal->naive.direction_hit_rate = n_hit / windows;
+    kr_calib_scores *const sc[2] = { &cal->model, &cal->naive };
+    const double ape_sum[2] = { m_ape_w, n_ape_w }, ape_sum2[2] = { m_ape_w2, n_ape_w2 };
+    for (int i = 0; i < 2; i++) {
+        sc[i]->coverage_se = window_prop_se(sc[i]->coverage, windows);
+        sc[i]->direction_hit_rate_se = window_prop_se(sc[i]->direction_hit_rate, windows);
+        const double mean = ape_sum[i] / windows;
+        const double var =
+            windows >= 2 ? (ape_sum2[i] - windows * mean * mean) / (windows - 1) : NAN;
+        sc[i]->mape_se = windows >= 2 ? sqrt(var > 0 ? var : 0) / sqrt(windows) : NAN;
+    }
     free(p10);
     free(p90);
     free(rets);

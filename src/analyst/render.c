@@ -6,6 +6,7 @@
 
 #include "analyst/stats.h"
 #include "base/error.h"
+#include "base/timeutil.h"
 
 int kr_report_format_parse(const char *s, kr_report_format *out) {
     if (!s) return -1;
@@ -42,6 +43,48 @@ int kr_report_model_notice(const kr_report_set *set, char *buf, size_t cap) {
         return 1;
     }
     return 0;
+}
+
+void kr_report_age_note(kr_sb *sb, const kr_report *r) {
+    char t[32];
+    kr_sb_appendf(sb, "last bar %s, %lld session%s ago",
+                  kr_format_timestamp(r->last_ts, r->date_only, t, sizeof t),
+                  (long long)r->sessions_ago, r->sessions_ago == 1 ? "" : "s");
+}
+
+void kr_report_stale_note(kr_sb *sb, const kr_report *r) {
+    if (!r->stale) return;
+    kr_sb_append(sb, "Stale data: ");
+    kr_report_age_note(sb, r);
+    if (r->stale_now)
+        kr_sb_appendf(sb, " (a %s series is stale past %d sessions without a bar)", r->interval,
+                      r->stale_sessions_limit);
+    if (r->stale_days > 0.5)
+        kr_sb_appendf(sb, "%s%.0f days behind the newest symbol of this report",
+                      r->stale_now ? "; " : " (", r->stale_days);
+    else if (!r->stale_now)
+        kr_sb_append(sb, " (");
+    kr_sb_append(sb, r->stale_now && !(r->stale_days > 0.5) ? "." : ").");
+}
+
+int kr_report_calendar_notice(const kr_report_set *set, char *buf, size_t cap) {
+    size_t len = 0;
+    buf[0] = 0;
+    for (int i = 0; set && i < set->n && len + 200 < cap; i++) {
+        const kr_report *r = set->reports[i];
+        if (!r->market[0] || r->holidays_known) continue;
+        const kr_calendar *cal = NULL;
+        kr_calendar_desc d = { 0 };
+        if (kr_calendar_find(r->market, &cal, NULL) == KR_OK) kr_calendar_get_desc(cal, &d);
+        len += (size_t)snprintf(buf + len, cap - len,
+                                "%s%s %s: its forecast bars run past %d, the last year whose %s "
+                                "holidays are known, and are stamped on every weekday there",
+                                len ? "; " : KR_REPORT_CALENDAR_BANNER ": ", r->symbol, r->interval,
+                                d.year_last, d.name ? d.name : r->market);
+    }
+    if (len && len + 80 < cap)
+        snprintf(buf + len, cap - len, " (add the year's holidays: kronos calendars --help).");
+    return len > 0;
 }
 
 void kr_report_paths_note(kr_sb *sb, const kr_report *r) {

@@ -18,10 +18,27 @@ kr_status kr_render_json(const kr_report_set *set, char **out, kr_error *err);
 kr_status kr_render_md(const kr_report_set *set, char **out, kr_error *err);
 kr_status kr_render_html(const kr_report_set *set, char **out, kr_error *err);
 
+/* The HTML report's style sheet (light theme, cards, KPI tiles, tables, print rules), for
+ * other self-contained pages that should look the same (the backtest report). */
+const char *kr_report_css(void);
+
 /* The model notice every format leads with when a report's model declares itself a demo or
  * test checkpoint: "DEMO MODEL — not a forecast: NAME is ... (SOURCE)". Returns 1 and fills
  * buf, or 0 (no notice; buf empty). */
 int kr_report_model_notice(const kr_report_set *set, char *buf, size_t cap);
+
+/* "last bar 2025-08-01, 340 sessions ago" (plain text). */
+void kr_report_age_note(kr_sb *sb, const kr_report *r);
+/* For a stale report, "Stale data: last bar 2025-08-01, 340 sessions ago (a 1d series is
+ * stale past 2 sessions without a bar)." (plus how far it lies behind the newest symbol of
+ * the set, when it does); nothing otherwise. Plain text. */
+void kr_report_stale_note(kr_sb *sb, const kr_report *r);
+
+/* The notice every format leads with when a report's forecast bars run past the years whose
+ * holidays its calendar lists: "CALENDAR PAST ITS YEARS: 600977.SH 1d: its forecast bars run
+ * past 2026, ...". Returns 1 and fills buf, or 0 (buf empty). */
+#define KR_REPORT_CALENDAR_BANNER "CALENDAR PAST ITS YEARS"
+int kr_report_calendar_notice(const kr_report_set *set, char *buf, size_t cap);
 
 /* "128 paths in 1 round (targets: P(up) ± 2 pp, VaR95 ± 10%: met). Candles: consistent ..."
  * — how many paths made the figures and what was done to the candles, for MD/HTML (plain

@@ -25,7 +25,7 @@ static const char k_css[] =
     "body{margin:0;background:#f3f4f6;color:var(--fg);font:14px/1.5 system-ui,-apple-system,'Segoe "
     "UI',"
     "Roboto,'Helvetica Neue',Arial,sans-serif;-webkit-font-smoothing:antialiased}\n"
-    "main{max-width:1080px;margin:0 auto;padding:28px 24px 40px}\n"
+    "main{max-width:1440px;margin:0 auto;padding:28px 24px 40px}\n"
     "header.page{margin-bottom:18px}\n"
     "h1{font-size:24px;margin:0 0 4px;letter-spacing:-.01em}\n"
     "h2{font-size:20px;margin:0 0 2px}\n"
@@ -61,7 +61,16 @@ static const char k_css[] =
     ".narrative .nl{font-size:12px;color:var(--muted);margin-bottom:4px}\n"
     ".narrative p{margin:4px 0}.narrative .warn{color:#92400e;font-size:12px}\n"
     ".chart{width:100%;height:auto;display:block;margin-top:6px}\n"
-    ".grid2{display:grid;grid-template-columns:1fr 1fr;gap:24px}\n"
+    ".grid2{display:grid;grid-template-columns:repeat(auto-fit,minmax(min(100%,500px),1fr));"
+    "gap:24px}\n"
+    /* A card scrolls before the page does (a narrow window); at 1280 px and up nothing needs
+     * to (tests/web/report_layout.mjs). */
+    "section.card{overflow-x:auto}\n"
+    "table.kv td:first-child{white-space:nowrap;width:1%}\n"
+    "table.kv td:not(:first-child){white-space:normal;overflow-wrap:anywhere;text-align:left}\n"
+    "table.h td:first-child{min-width:13em}\n"
+    "#ranking td:last-child{white-space:normal;min-width:16em}\n"
+    "#ranking thead th{white-space:nowrap}\n"
     "table{border-collapse:collapse;width:100%;font-size:13px;font-variant-numeric:tabular-nums}\n"
     "table.sp{margin-top:12px}\n"
     "th,td{padding:5px 8px;border-bottom:1px solid "
@@ -83,6 +92,8 @@ static const char k_css[] =
     "section.card+section.card{break-before:page}"
     "table,.chart,.kpis,tr{break-inside:avoid}h3{break-after:avoid}.kpi{border-color:#d1d5db}"
     "a{color:inherit}@page{size:A4;margin:14mm}}\n";
+
+const char *kr_report_css(void) { return k_css; }
 
 /* The disclaimer with its first sentence ("Not investment advice.") in bold. */
 static void disclaimer(kr_sb *sb) {
@@ -155,7 +166,7 @@ static void kpis(kr_sb *sb, const kr_report *r) {
 
 static void horizon_table(kr_sb *sb, const kr_report *r) {
     char a[32], b[32], c[32], l[96], v[128];
-    kr_sb_append(sb, "<div><h3>At the horizon</h3><table><tbody>\n");
+    kr_sb_append(sb, "<div><h3>At the horizon</h3><table class=\"h\"><tbody>\n");
     snprintf(l, sizeof l, "Probability of closing above %s", kr_fmt_price(r->last_close, a));
     char w[64], x[64], y[64], big[256];
     row2(sb, l, kr_fmt_pm_prob(r->prob_up, r->prob_up_se, w));
@@ -263,20 +274,22 @@ static void path_table(kr_sb *sb, const kr_report *r) {
 static void calibration(kr_sb *sb, const kr_report *r) {
     const kr_calibration *c = r->calibration;
     if (!c) return;
-    char a[32], b[32], t[32], d[32], lo[32], hi[32], nlo[32], nhi[32];
+    char a[64], b[64], t[32], d[32], lo[32], hi[32], nlo[32], nhi[32];
     kr_sb_appendf(sb,
                   "<h3>Calibration: last %d windows of %d bars</h3><table><thead><tr>"
                   "<th>Figure</th><th>Model</th><th>Naive (no change)</th></tr></thead><tbody>\n",
                   c->windows, c->horizon);
     kr_sb_appendf(sb, "<tr><td>p10-p90 coverage (target 80%%)</td><td>%s</td><td>%s</td></tr>\n",
-                  kr_fmt_pct(c->model.coverage, 0, a), kr_fmt_pct(c->naive.coverage, 0, b));
+                  kr_fmt_pm_prob(c->model.coverage, c->model.coverage_se, a),
+                  kr_fmt_pm_prob(c->naive.coverage, c->naive.coverage_se, b));
     kr_sb_appendf(sb, "<tr><td>Direction hit rate</td><td>%s</td><td>%s</td></tr>\n",
-                  kr_fmt_pct(c->model.direction_hit_rate, 0, a),
-                  kr_fmt_pct(c->naive.direction_hit_rate, 0, b));
+                  kr_fmt_pm_prob(c->model.direction_hit_rate, c->model.direction_hit_rate_se, a),
+                  kr_fmt_pm_prob(c->naive.direction_hit_rate, c->naive.direction_hit_rate_se, b));
     kr_sb_appendf(
         sb,
         "<tr><td>MAPE of the point forecast</td><td>%s</td><td>%s</td></tr>\n</tbody></table>\n",
-        kr_fmt_pct(c->model.mape, 2, a), kr_fmt_pct(c->naive.mape, 2, b));
+        kr_fmt_pm_pct(c->model.mape, c->model.mape_se, 2, 0, a),
+        kr_fmt_pm_pct(c->naive.mape, c->naive.mape_se, 2, 0, b));
     kr_sb_append(sb, "<table class=\"sp\"><thead><tr><th>Window: history ends</th><th>Last "
                      "close</th><th>Realised at horizon</th>"
                      "<th>Model mean</th><th>Model p10 \xe2\x80\x93 p90</th><th>Naive p10 "
@@ -299,7 +312,7 @@ static void calibration(kr_sb *sb, const kr_report *r) {
 static void metadata(kr_sb *sb, const kr_report *r) {
     const kr_report_meta *m = &r->meta;
     char a[32], v[2400];
-    kr_sb_append(sb, "<h3>Model and run</h3><table><tbody>\n");
+    kr_sb_append(sb, "<h3>Model and run</h3><table class=\"kv\"><tbody>\n");
     snprintf(v, sizeof v, "%s%s — d_model %d, %d layers, %d heads, %s parameters, weights %s%s%s",
              m->model_name, m->demo ? " (DEMO MODEL, not a forecast)" : "", m->d_model, m->n_layers,
              m->n_heads, kr_fmt_compact((double)m->n_params, a), m->quantization,
@@ -401,11 +414,15 @@ static void report_section(kr_sb *sb, const kr_report *r) {
     kr_sb_appendf(sb, " bars, %lld rows from %s to %s</span></h2>\n", (long long)r->rows_available,
                   kr_format_timestamp(r->first_ts, r->date_only, a, sizeof a),
                   kr_format_timestamp(r->last_ts, r->date_only, b, sizeof b));
+    kr_sb note = { 0 };
     if (r->stale)
-        kr_sb_appendf(sb,
-                      "<p class=\"stale\">Stale data: the last bar is %.0f days behind the "
-                      "newest symbol of this report.</p>\n",
-                      r->stale_days);
+        kr_report_stale_note(&note, r);
+    else
+        kr_report_age_note(&note, r);
+    kr_sb_append(sb, r->stale ? "<p class=\"stale\">" : "<p class=\"sub\">");
+    kr_sb_append_html(sb, note.data ? note.data : "");
+    kr_sb_append(sb, "</p>\n");
+    kr_sb_free(&note);
     kpis(sb, r);
     kr_sb_append(sb, "<h3>Summary</h3><ul class=\"summary\">\n");
     for (int i = 0; i < r->n_summary; i++) {
@@ -444,8 +461,8 @@ static void ranking(kr_sb *sb, const kr_report_set *set) {
             kr_sb_append_html(sb, r->interval);
             kr_sb_appendf(sb,
                           " bars, %d-bar horizon</h3><table><thead><tr><th>#</th><th>Symbol</th>"
-                          "<th>Last bar</th><th>Last close</th><th>Expected return</th>"
-                          "<th>P(up)</th><th>Volatility (std of return)</th><th>VaR 95%%</th>"
+                          "<th>Last bar</th><th>Last<br>close</th><th>Expected<br>return</th>"
+                          "<th>P(up)</th><th>Volatility<br>(std of return)</th><th>VaR 95%%</th>"
                           "<th>Direction</th><th>Note</th></tr></thead><tbody>\n",
                           r->horizon);
         }
@@ -466,9 +483,14 @@ static void ranking(kr_sb *sb, const kr_report_set *set) {
         kr_sb_appendf(sb, "</td><td>%s</td><td>", kr_fmt_pct(r->return_std, 2, d));
         kr_sb_append_html(sb, kr_fmt_pm_pct(r->var95, r->var95_se, 2, 0, e));
         kr_sb_appendf(sb, "</td><td>%s</td><td>", kr_summary_direction(r));
-        if (r->stale)
-            kr_sb_appendf(sb, "<span class=\"stale\">stale (%.0f days behind)</span> ",
-                          r->stale_days);
+        if (r->stale) {
+            kr_sb age = { 0 };
+            kr_report_age_note(&age, r);
+            kr_sb_append(sb, "<span class=\"stale\">stale (");
+            kr_sb_append_html(sb, age.data ? age.data : "");
+            kr_sb_append(sb, ")</span> ");
+            kr_sb_free(&age);
+        }
         if (r->tied_with[0]) {
             kr_sb_append(sb, "<span class=\"tie\">\xe2\x89\x88 ");
             kr_sb_append_html(sb, r->tied_with);
@@ -538,6 +560,14 @@ kr_status kr_render_html(const kr_report_set *set, char **out, kr_error *err) {
         char h[128];
         snprintf(h, sizeof h, "%.*s", (int)(head < sizeof h ? head : sizeof h - 1), notice);
         kr_sb_append_html(&sb, h);
+        kr_sb_append(&sb, "</strong>");
+        kr_sb_append_html(&sb, notice + head);
+        kr_sb_append(&sb, "</div>\n");
+    }
+    if (kr_report_calendar_notice(set, notice, sizeof notice)) {
+        const size_t head = strlen(KR_REPORT_CALENDAR_BANNER);
+        kr_sb_append(&sb, "<div class=\"demo\" id=\"calendar-notice\"><strong>");
+        kr_sb_append_html(&sb, KR_REPORT_CALENDAR_BANNER);
         kr_sb_append(&sb, "</strong>");
         kr_sb_append_html(&sb, notice + head);
         kr_sb_append(&sb, "</div>\n");

@@ -157,6 +157,10 @@ static cJSON *scores(const kr_calib_scores *s, int horizon) {
         cJSON_AddItemToArray(by, cJSON_CreateNumber(s->coverage_by_step[k]));
     num(o, "direction_hit_rate", s->direction_hit_rate);
     pct(o, "mape_pct", s->mape);
+    cJSON *se = cJSON_AddObjectToObject(o, "standard_error");
+    num(se, "coverage_p10_p90", s->coverage_se);
+    num(se, "direction_hit_rate", s->direction_hit_rate_se);
+    pct(se, "mape_pct", s->mape_se);
     return o;
 }
 
@@ -268,6 +272,10 @@ static cJSON *report_json(const kr_report *r) {
     ts(h, "first_timestamp", r->first_ts, r->date_only);
     ts(h, "last_timestamp", r->last_ts, r->date_only);
     cJSON_AddNumberToObject(h, "lookback", r->lookback);
+    /* Staleness against the clock and the market's calendar. */
+    cJSON_AddNumberToObject(h, "sessions_ago", (double)r->sessions_ago);
+    cJSON_AddNumberToObject(h, "stale_sessions_limit", r->stale_sessions_limit);
+    cJSON_AddBoolToObject(h, "stale", r->stale_now);
     add_forecast(o, r);
     add_statistics(o, r);
     add_technical(o, r);
@@ -306,6 +314,10 @@ kr_status kr_render_json(const kr_report_set *set, char **out, kr_error *err) {
         cJSON_AddStringToObject(root, "model_notice", notice);
     else
         cJSON_AddNullToObject(root, "model_notice");
+    if (kr_report_calendar_notice(set, notice, sizeof notice))
+        cJSON_AddStringToObject(root, "calendar_notice", notice);
+    else
+        cJSON_AddNullToObject(root, "calendar_notice");
     cJSON *reps = cJSON_AddArrayToObject(root, "reports");
     for (int i = 0; i < set->n; i++) cJSON_AddItemToArray(reps, report_json(set->reports[i]));
     cJSON *rank = cJSON_AddArrayToObject(root, "ranking");
@@ -325,6 +337,7 @@ kr_status kr_render_json(const kr_report_set *set, char **out, kr_error *err) {
         ts(x, "last_timestamp", r->last_ts, r->date_only);
         cJSON_AddBoolToObject(x, "stale", r->stale);
         num(x, "stale_days", r->stale_days);
+        cJSON_AddNumberToObject(x, "sessions_ago", (double)r->sessions_ago);
         cJSON *xse = cJSON_AddObjectToObject(x, "standard_error");
         pct(xse, "expected_return_pct", r->expected_return_se);
         num(xse, "prob_up", r->prob_up_se);

@@ -40,7 +40,13 @@ static void ranking(kr_sb *sb, const kr_report_set *set) {
                       kr_fmt_pm_pct(r->expected_return, r->expected_return_se, 2, 1, b),
                       kr_fmt_pm_prob(r->prob_up, r->prob_up_se, c), kr_fmt_pct(r->return_std, 2, d),
                       kr_fmt_pm_pct(r->var95, r->var95_se, 2, 0, e));
-        if (r->stale) kr_sb_appendf(sb, "stale: %.0f days behind the newest", r->stale_days);
+        if (r->stale) {
+            kr_sb age = { 0 };
+            kr_report_age_note(&age, r);
+            kr_sb_append(sb, "stale: ");
+            md_inline(sb, age.data ? age.data : "");
+            kr_sb_free(&age);
+        }
         if (r->tied_with[0]) {
             kr_sb_append(sb, r->stale ? "; \u2248 " : "\u2248 ");
             md_inline(sb, r->tied_with);
@@ -158,18 +164,20 @@ static void technical_table(kr_sb *sb, const kr_report *r) {
 static void calibration_tables(kr_sb *sb, const kr_report *r) {
     const kr_calibration *c = r->calibration;
     if (!c) return;
-    char a[32], b[32], t[32], d[32];
+    char a[64], b[64], t[32], d[32];
     kr_sb_appendf(sb,
                   "### Calibration (last %d windows of %d bars)\n\n"
                   "| Figure | Model | Naive (no change) |\n|---|---:|---:|\n",
                   c->windows, c->horizon);
     kr_sb_appendf(sb, "| p10-p90 coverage of realised closes (target 80%%) | %s | %s |\n",
-                  kr_fmt_pct(c->model.coverage, 0, a), kr_fmt_pct(c->naive.coverage, 0, b));
+                  kr_fmt_pm_prob(c->model.coverage, c->model.coverage_se, a),
+                  kr_fmt_pm_prob(c->naive.coverage, c->naive.coverage_se, b));
     kr_sb_appendf(sb, "| Direction hit rate at the horizon | %s | %s |\n",
-                  kr_fmt_pct(c->model.direction_hit_rate, 0, a),
-                  kr_fmt_pct(c->naive.direction_hit_rate, 0, b));
+                  kr_fmt_pm_prob(c->model.direction_hit_rate, c->model.direction_hit_rate_se, a),
+                  kr_fmt_pm_prob(c->naive.direction_hit_rate, c->naive.direction_hit_rate_se, b));
     kr_sb_appendf(sb, "| MAPE of the point forecast | %s | %s |\n\n",
-                  kr_fmt_pct(c->model.mape, 2, a), kr_fmt_pct(c->naive.mape, 2, b));
+                  kr_fmt_pm_pct(c->model.mape, c->model.mape_se, 2, 0, a),
+                  kr_fmt_pm_pct(c->naive.mape, c->naive.mape_se, 2, 0, b));
     kr_sb_append(
         sb,
         "| History ends | Last close | Realised | Model mean | Model p10-p90 | Naive p10-p90 |\n"
@@ -310,11 +318,21 @@ static void report_md(kr_sb *sb, const kr_report *r) {
     kr_sb_appendf(
         sb, "Last close **%s** on %s; %lld rows of history.\n\n", kr_fmt_price(r->last_close, a),
         kr_format_timestamp(r->last_ts, r->date_only, d, sizeof d), (long long)r->rows_available);
-    if (r->stale)
-        kr_sb_appendf(sb,
-                      "**Stale data:** the last bar is %.0f days behind the newest symbol of this "
-                      "report.\n\n",
-                      r->stale_days);
+    if (r->stale) {
+        kr_sb note = { 0 };
+        kr_report_stale_note(&note, r);
+        kr_sb_append(sb, "**");
+        md_inline(sb, note.data ? note.data : "");
+        kr_sb_append(sb, "**\n\n");
+        kr_sb_free(&note);
+    } else {
+        kr_sb note = { 0 };
+        kr_report_age_note(&note, r);
+        kr_sb_append(sb, "Data: ");
+        md_inline(sb, note.data ? note.data : "");
+        kr_sb_append(sb, ".\n\n");
+        kr_sb_free(&note);
+    }
     kr_sb_append(sb, "**Summary**\n\n");
     for (int i = 0; i < r->n_summary; i++) kr_sb_appendf(sb, "- %s\n", r->summary[i]);
     kr_sb_append(sb, "\n");
@@ -346,6 +364,11 @@ kr_status kr_render_md(const kr_report_set *set, char **out, kr_error *err) {
     kr_sb_append(&sb, ".*\n\n");
     char notice[1024];
     if (kr_report_model_notice(set, notice, sizeof notice)) {
+        kr_sb_append(&sb, "> **");
+        md_inline(&sb, notice);
+        kr_sb_append(&sb, "**\n\n");
+    }
+    if (kr_report_calendar_notice(set, notice, sizeof notice)) {
         kr_sb_append(&sb, "> **");
         md_inline(&sb, notice);
         kr_sb_append(&sb, "**\n\n");

@@ -140,6 +140,83 @@ static kr_status bootstrap(const double *ret, const double *dd, int n, tail_stat
     return KR_OK;
 }
 
+/* Batch means: the paths (independent draws, so consecutive batches are as random as any)
+ * split into KR_REPORT_BATCHES batches, each figure computed on each batch; a batch estimate
+ * varies B times as much as the whole sample's, so their spread / sqrt(B) estimates its error.
+ * Unlike the bootstrap, which resamples the paths at hand and cannot see tail mass they missed,
+ * a batch's own tail is drawn fresh: on small batches its ES and VaR vary more, never less, so
+ * this errs on the side of a larger error. NaN figures when there are too few paths. */
+static void batch_means(const double *ret, const double *dd, int n, tail_stats *se) {
+    const int B = KR_REPORT_BATCHES, m = n / B;
+    *se = (tail_stats){ NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN };
+    if (m < KR_REPORT_BATCH_MIN) return;
+    double *br = malloc((size_t)m * sizeof *br), *bd = malloc((size_t)m * sizeof *bd);
+    double acc[16] = { 0 };
+    if (!br || !bd) { /* out of memory: the other estimates stand */
+        free(br);
+        free(bd);
+        return;
+    }
+    for (int b = 0; b < B; b++) {
+        memcpy(br, ret + (size_t)b * m, (size_t)m * sizeof *br);
+        memcpy(bd, dd + (size_t)b * m, (size_t)m * sizeof *bd);
+        tail_stats t;
+        tail_of(br, bd, m, &t);
+        const double v[8] = { t.std, t.p10, t.p50, t.p90, t.var95, t.es95, t.dd_p50, t.dd_p90 };
+        for (int j = 0; j < 8; j++) {
+            acc[j] += v[j];
+            acc[8 + j] += v[j] * v[j];
+        }
+    }
+    free(br);
+    free(bd);
+    double out[8];
+    for (int j = 0; j < 8; j++) {
+        const double mean = acc[j] / B, var = (acc[8 + j] - B * mean * mean) / (B - 1);
+        out[j] = var > 0 ? sqrt(var / B) : 0.0;
+    }
+    *se = (tail_stats){ out[0], out[1], out[2], out[3], out[4], out[5], out[6], out[7] };
+}
+
+/* The order-statistic error of a quantile (kr_stat_quantile_se_sorted) with its rank interval
+ * widened to the nearest values that differ from the quantile: paths that share a token path
+ * share a return, and a median resting inside a block of ties looks exact to the bootstrap
+ * (every resample's median is that value) while another seed moves it to a neighbouring
+ * value. The distance to those neighbours, times the quantile's rank spread, is its error. */
+static double quantile_se_discrete(const double *sorted, int n, double q) {
+    if (n < KR_STAT_QUANTILE_SE_MIN_N) return NAN;
+    const double spread = sqrt((double)n * q * (1.0 - q)), centre = q * (double)(n - 1);
+    int j = (int)floor(centre - spread), k = (int)ceil(centre + spread);
+    if (j < 0) j = 0;
+    if (k > n - 1) k = n - 1;
+    const double v = kr_stat_quantile_sorted(sorted, n, q);
+    while (j > 0 && sorted[j] >= v) j--;
+    while (k < n - 1 && sorted[k] <= v) k++;
+    return k > j ? (sorted[k] - sorted[j]) * spread / (double)(k - j) : 0.0;
+}
+
+/* The larger of two estimates (NaN ones ignored). */
+static double larger(double a, double b) {
+    if (isnan(a)) return b;
+    if (isnan(b)) return a;
+    return a > b ? a : b;
+}
+
+/* The middle one of three estimates (NaN ones ignored: then the larger of the rest): no single
+ * estimate decides, neither one the bootstrap reads as exact on ties nor one that is
+ * inflated by a small batch. */
+static double middle(double a, double b, double c) {
+    if (isnan(a)) return larger(b, c);
+    if (isnan(b)) return larger(a, c);
+    if (isnan(c)) return larger(a, b);
+    if (a > b) {
+        const double t = a;
+        a = b;
+        b = t;
+    }
+    return c < a ? a : c > b ? b : c;
+}
+
 kr_status kr_report_horizon_stats(kr_report *r, const kr_path_set *ps, kr_error *err) {
     const int h = r->horizon, n = r->paths;
     double *ret = malloc((size_t)n * sizeof *ret), *dd = malloc((size_t)n * sizeof *dd);
@@ -194,14 +271,21 @@ kr_status kr_report_horizon_stats(kr_report *r, const kr_path_set *ps, kr_error 
     r->drawdown_p50 = t.dd_p50;
     r->drawdown_p90 = t.dd_p90;
     if (n >= 2 && (st = bootstrap(ret, dd, n, &se, err)) != KR_OK) goto done;
-    r->return_std_se = n >= 3 ? se.std : NAN;
-    r->return_p10_se = se.p10;
-    r->return_p50_se = se.p50;
-    r->return_p90_se = se.p90;
-    r->var95_se = se.var95;
-    r->es95_se = se.es95;
-    r->drawdown_p50_se = se.dd_p50;
-    r->drawdown_p90_se = se.dd_p90;
+    /* No estimate is trusted alone where it is known to fall short (the bootstrap in the
+     * tail and on ties): quantiles take the middle of the bootstrap's, the batch means' and
+     * the tie-aware order-statistic error; ES, a tail mean, the larger of the first two
+     * (tests/test_analyst_mc_errors.c measures each against the spread across 400 seeds).
+     * ret2 and dd2 are sorted. */
+    tail_stats bm;
+    batch_means(ret, dd, n, &bm);
+    r->return_std_se = n >= 3 ? larger(se.std, bm.std) : NAN;
+    r->return_p10_se = middle(se.p10, bm.p10, quantile_se_discrete(ret2, n, 0.10));
+    r->return_p50_se = middle(se.p50, bm.p50, quantile_se_discrete(ret2, n, 0.50));
+    r->return_p90_se = middle(se.p90, bm.p90, quantile_se_discrete(ret2, n, 0.90));
+    r->var95_se = middle(se.var95, bm.var95, quantile_se_discrete(ret2, n, 0.05));
+    r->es95_se = larger(se.es95, bm.es95);
+    r->drawdown_p50_se = middle(se.dd_p50, bm.dd_p50, quantile_se_discrete(dd2, n, 0.50));
+    r->drawdown_p90_se = middle(se.dd_p90, bm.dd_p90, quantile_se_discrete(dd2, n, 0.90));
 done:
     free(ret);
     free(dd);

@@ -26,8 +26,11 @@
  * would move between runs with other seeds and the same number of paths. Probabilities use the
  * Agresti-Coull binomial error sqrt(p~(1-p~)/(N+4)) with p~ = (k+2)/(N+4), so 32 of 32 paths
  * up is not "100% +- 0"; means use s/sqrt(N); quantiles, VaR, ES, the standard deviation and
- * the drawdown quantiles use the bootstrap (KR_REPORT_BOOTSTRAP resamples of the paths, drawn
- * with a fixed stream, so a report is reproducible). The per-step mean path and bands carry
+ * the drawdown quantiles use the largest of three estimates, since each falls short somewhere:
+ * the bootstrap (KR_REPORT_BOOTSTRAP resamples of the paths, drawn with a fixed stream, so a
+ * report is reproducible; blind to tail mass the paths missed and to ties), batch means
+ * (KR_REPORT_BATCHES batches, from 128 paths) and, for quantiles, the order-statistic interval
+ * widened past tied values (a median on a block of equal returns is not exact). The per-step mean path and bands carry
  * theirs too (fc_mean_se, fc_p10_se, ...: see kr_report).
  */
 #ifndef KR_ANALYST_REPORT_H
@@ -46,6 +49,10 @@
 
 #define KR_REPORT_CHART_BARS 120
 #define KR_REPORT_BOOTSTRAP 400
+/* Batch means (report.c): the paths in this many batches, used from this many paths a batch
+ * (so from 128 paths on). */
+#define KR_REPORT_BATCHES 8
+#define KR_REPORT_BATCH_MIN 16
 #define KR_REPORT_DEMO_BANNER "DEMO MODEL \xe2\x80\x94 not a forecast"
 #define KR_REPORT_RV_WINDOW 20
 /* Moves smaller than this fraction of the price are float32 rounding, not a direction. */
@@ -126,7 +133,15 @@ typedef struct kr_report {
     int holidays_known; /* the forecast bars lie within the calendar's holiday years */
     /* Set by kr_report_set_rank: */
     double stale_days; /* how far the last bar lies behind the newest last bar of the set */
-    int stale; /* stale_days beyond max(14 days, 5 bars) */
+    /* Trading sessions of the market's calendar (weekdays when none) between the last bar's
+     * day and the clock's (kr_analyze_params.now), both excluded: 0 for a bar of yesterday
+     * or today; and the most a history of this interval may miss before it is stale: two
+     * bars' worth of sessions (2 for intraday and daily bars, 10 weekly, 42 monthly on a
+     * five-day week). */
+    int64_t sessions_ago;
+    int stale_sessions_limit;
+    int stale_now; /* sessions_ago > stale_sessions_limit */
+    int stale; /* stale_now, or stale_days beyond max(14 days, 5 bars) */
     int group_rank; /* rank within its interval, from 1 */
     char tied_with[256]; /* symbols of the same interval whose expected return lies within 2
                             combined standard errors of this one, comma-separated */

@@ -19,6 +19,7 @@ const char *kr_strerror(kr_status status) {
     case KR_ERR_BUSY: return "busy";
     case KR_ERR_TIMEOUT: return "timed out";
     case KR_ERR_UNAVAILABLE: return "unavailable";
+    case KR_ERR_NUMERIC: return "a computation produced NaN or infinity";
     }
     return "unknown error";
 }

@@ -8,7 +8,7 @@
 
 /* mkdir -p: creates every missing component of path (mode 0755); error if path exists and
  * is not a directory. */
-kr_status kr_mkdir_p(const char *path, kr_error *err);
+KR_PRIVATE kr_status kr_mkdir_p(const char *path, kr_error *err);
 
 /* Opens a file for reading only if it is a regular file (a FIFO, a device or a directory is
  * refused with a message naming the path, never waited on: the open does not block). Returns

@@ -17,6 +17,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 /* A waiting thread first spins with a pause hint (tens of µs: covers the gap between the
@@ -50,6 +51,7 @@ struct kr_pool {
     size_t scratch_bytes;
     int64_t regions; /* kr_pool_counters (driver only) */
     double wait_seconds;
+    kr_pool_parts *parts; /* kr_pool_attach_parts (driver only), or NULL */
 };
 
 static inline void cpu_relax(void) {
@@ -217,4 +219,27 @@ void kr_pool_run(kr_pool *pool, kr_pool_fn fn, void *ctx) {
 void kr_pool_counters(const kr_pool *pool, int64_t *regions, double *wait_seconds) {
     *regions = pool ? pool->regions : 0;
     *wait_seconds = pool ? pool->wait_seconds : 0.0;
+}
+
+void kr_pool_attach_parts(kr_pool *pool, kr_pool_parts *parts) {
+    if (pool) pool->parts = parts;
+}
+
+static double process_cpu_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void kr_pool_run_part(kr_pool *pool, int part, kr_pool_fn fn, void *ctx) {
+    kr_pool_parts *parts = pool ? pool->parts : NULL;
+    if (!parts || part < 0 || part >= parts->n_parts) {
+        kr_pool_run(pool, fn, ctx);
+        return;
+    }
+    double w0 = kr_prof_clock(), c0 = process_cpu_seconds();
+    kr_pool_run(pool, fn, ctx);
+    parts->cpu_seconds[part] += process_cpu_seconds() - c0;
+    parts->wall_seconds[part] += kr_prof_clock() - w0;
+    parts->calls[part]++;
 }

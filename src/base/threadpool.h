@@ -44,6 +44,21 @@ void *kr_pool_scratch(kr_pool *pool, size_t bytes);
  * finishing its own share (load imbalance + hand-off latency): what splitting work over the
  * pool cost. Only the pool's driver calls it. */
 void kr_pool_counters(const kr_pool *pool, int64_t *regions, double *wait_seconds);
+/* Time per part of a computation (a training step's phases): with a kr_pool_parts attached,
+ * kr_pool_run_part adds each region's wall seconds (the driver's monotonic clock, from the
+ * publication to the last thread's end) and the process's CPU seconds over the same span
+ * (every thread, spin-waits included) to its part's row, and counts the call. The CPU clock
+ * makes the figures usable on a machine shared with other jobs; it costs a system call per
+ * region, so attach only to measure. The arrays are the caller's; n_parts bounds `part`
+ * (others are run untimed). Only the pool's driver attaches or reads. NULL detaches. */
+typedef struct kr_pool_parts {
+    int n_parts;
+    double *wall_seconds, *cpu_seconds; /* [n_parts] */
+    int64_t *calls; /* [n_parts] */
+} kr_pool_parts;
+void kr_pool_attach_parts(kr_pool *pool, kr_pool_parts *parts);
+/* kr_pool_run, timed under `part` when parts are attached. */
+void kr_pool_run_part(kr_pool *pool, int part, kr_pool_fn fn, void *ctx);
 /* Number of online CPUs (>= 1). */
 int kr_cpu_count(void);
 

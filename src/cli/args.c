@@ -94,6 +94,24 @@ int kr_resolve_model_dirs(const char *model, const char *tokenizer, char *pred_d
         kr_share_path("models/kronos-demo", fallback, sizeof fallback);
         model = fallback;
     }
+    /* One directory alone that is not there is the problem to name, before any talk of
+     * pairs (with both given, loading names the missing one, after the output checks). */
+    for (int k = 0; k < 2 && !(model && tokenizer); k++) {
+        const char *dir = k ? tokenizer : model;
+        struct stat sb;
+        if (!dir || dir == fallback) continue;
+        if (stat(dir, &sb) != 0) {
+            snprintf(msg, msglen, "--%s %s: no such directory", k ? "tokenizer" : "model", dir);
+            return -1;
+        }
+        if (!S_ISDIR(sb.st_mode)) {
+            snprintf(msg, msglen,
+                     "--%s %s: not a directory (give the directory holding config.json and "
+                     "model.safetensors)",
+                     k ? "tokenizer" : "model", dir);
+            return -1;
+        }
+    }
     if (model && !is_file(model, NULL, "config.json") &&
         is_file(model, "predictor", "config.json")) {
         snprintf(pred_dir, PATH_MAX, "%s/predictor", model);
@@ -107,10 +125,20 @@ int kr_resolve_model_dirs(const char *model, const char *tokenizer, char *pred_d
         }
         return 0;
     }
+    if (model && !tokenizer && !is_file(model, NULL, "config.json")) {
+        snprintf(msg, msglen,
+                 "--model %s holds no config.json and no predictor/ directory: give a "
+                 "checkpoint directory (config.json + model.safetensors), or one holding "
+                 "predictor/ and tokenizer/",
+                 model);
+        return -1;
+    }
     if (!model || !tokenizer) {
         snprintf(msg, msglen,
-                 "give both --model DIR and --tokenizer DIR (or --model DIR holding "
-                 "predictor/ and tokenizer/)");
+                 "%s: give both --model DIR and --tokenizer DIR (or --model DIR holding "
+                 "predictor/ and tokenizer/)",
+                 model ? "--model is a predictor directory without its tokenizer"
+                       : "--tokenizer without --model");
         return -1;
     }
     snprintf(pred_dir, PATH_MAX, "%s", model);
@@ -138,6 +166,26 @@ int kr_cli_check_writable(const char *cmd, const char *path) {
     }
     fclose(f);
     if (!existed) unlink(path);
+    return 0;
+}
+
+int kr_cli_write_text(const char *cmd, const char *path, const char *text) {
+    FILE *f = path ? fopen(path, "w") : stdout;
+    char msg[PATH_MAX + 128];
+    if (!f) {
+        snprintf(msg, sizeof msg, "%s: cannot write: %s", path, strerror(errno));
+        return kr_cli_fail(cmd, msg);
+    }
+    int bad = fputs(text, f) < 0;
+    if (f != stdout)
+        bad |= fclose(f) != 0;
+    else
+        bad |= fflush(f) != 0;
+    if (bad) {
+        snprintf(msg, sizeof msg, "%s: write failed", path ? path : "stdout");
+        return kr_cli_fail(cmd, msg);
+    }
+    if (path) fprintf(stderr, "kronos %s: wrote %s\n", cmd, path);
     return 0;
 }
 

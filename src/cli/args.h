@@ -42,6 +42,9 @@ int kr_cli_fail(const char *cmd, const char *msg);
  * it for appending (creating it) and removes it again if it was not there. 0, or 1 after an
  * error naming the path and the reason. */
 int kr_cli_check_writable(const char *cmd, const char *path);
+/* Writes text to path (NULL: stdout), says "kronos CMD: wrote PATH" on stderr for a file.
+ * 0, or 1 after an error naming the file (cannot open, a failed write or close). */
+int kr_cli_write_text(const char *cmd, const char *path, const char *text);
 /* Whether a and b name one existing file (the same device and inode: through a link, a
  * relative path or another spelling too). 0 when either does not exist. */
 int kr_cli_same_file(const char *a, const char *b);

@@ -22,7 +22,9 @@
 #include "common/limits.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/options.h"
 #include "cli/engine_open.h"
+#include "cli/store_pick.h"
 #include "kronos.h"
 #include "kronos/store.h"
 
@@ -30,71 +32,6 @@
 #define MAX_SYMBOLS 256
 /* Rows read per symbol: indicators and calibration need far fewer; this only bounds memory
  * for a very long 1-minute history. */
-
-static void usage(FILE *f) {
-    fputs(
-        "usage: kronos analyze SYMBOL... | --watchlist FILE | --all [flags]\n"
-        "\n"
-        "Forecasts each stored symbol with many sample paths and reports the probability of\n"
-        "finishing up, expected return and volatility, VaR / expected shortfall, drawdowns, a\n"
-        "technical snapshot and a plain-language summary. Several symbols run as one batch\n"
-        "and the report ranks them within each interval; a symbol that fails is listed beside\n"
-        "the others' reports. Symbols match the stored ones without regard to case. Not\n"
-        "investment advice.\n"
-        "\n"
-        "  --watchlist FILE      analyse the symbols listed in FILE: one per line, optionally\n"
-        "                        followed by an interval ('AAPL 1d'); '#' starts a comment\n"
-        "  --all                 analyse every stored series (each symbol and interval)\n"
-        "  --db FILE|URL         database written by 'kronos ingest', a file or a PostgreSQL\n"
-        "                        URL postgresql://... (default: $KRONOS_DB, else\n"
-        "                        $XDG_DATA_HOME/kronos/kronos.db or "
-        "~/.local/share/kronos/kronos.db)\n"
-        "  --interval I          which stored interval (default: the symbol's only one, else the\n"
-        "                        most recently updated)\n"
-        "  --model DIR           predictor directory, or a directory with predictor/ and\n"
-        "                        tokenizer/ (default: the bundled demo model)\n"
-        "  --tokenizer DIR       tokenizer directory\n"
-        "  --horizon N           bars to forecast (default 20)\n"
-        "  --paths N             exactly N sample paths (default: adaptive, below)\n"
-        "  --max-paths N         adaptive paths: start with --paths (default 128) and add\n"
-        "                        paths in rounds until the error targets are met, up to N\n"
-        "                        (default 1024)\n"
-        "  --target-prob-se X    P(up) standard error to reach (default 0.02 = 2 pp)\n"
-        "  --target-var-rel X    VaR95 standard error relative to its size (default 0.2)\n"
-        "  --market NAME         exchange calendar of the forecast bars for every symbol: NYSE,\n"
-        "                        SSE, HKEX, CRYPTO, ... (default: the market stored with\n"
-        "                        'kronos ingest --market', else the symbol's suffix, else\n"
-        "                        inferred from the history; data/calendars/README.md)\n"
-        "  --ohlc MODE           consistent (default: high >= max(open, close), low <=\n"
-        "                        min(open, close), volume >= 0 on every path before the\n"
-        "                        statistics) or raw (the model's numbers)\n"
-        "  --lookback N          history rows the model sees (default: all, up to\n"
-        "                        max-context - horizon)\n"
-        "  --max-context N       predictor window (default 512)\n"
-        "  --seed S              random seed, decimal or 0x hex (default 0)\n"
-        "  --temperature T       sampling temperature (default 1.0)\n"
-        "  --top-p P             nucleus sampling threshold (default 0.9)\n"
-        "  --top-k K             keep the K most likely tokens (default 0 = off)\n"
-        "  --calibrate K         also score the last K walk-forward windows against the naive\n"
-        "                        no-change forecast (default 0 = off)\n"
-        "  --llm-url URL         also ask a language model behind an Ollama-compatible server\n"
-        "                        (e.g. http://127.0.0.1:11434) to rewrite each symbol's summary\n"
-        "                        as prose, shown beside it; the numbers never come from the\n"
-        "                        model, and a failure only warns (default: off)\n"
-        "  --llm-model NAME      model to ask (default gemma3)\n"
-        "  --llm-timeout S       seconds to wait for each answer (default 60)\n"
-        "  --format json|md|html report format (default json)\n"
-        "  --out FILE            write the report there instead of stdout\n"
-        "  --threads N           compute threads (default: all CPUs)\n"
-        "  --batch-size N        forecasts run in static batches of N series x paths rows\n"
-        "                        (default 64; 0 = all at once); the report's\n"
-        "                        engine.static_batch_rows says which\n"
-        "  --allow-nonfinite-weights\n"
-        "                        load a checkpoint even if a weight is NaN or infinite\n"
-        "                        (refused by default: such weights corrupt forecasts)\n"
-        "  -h, --help            this text\n",
-        f);
-}
 
 /* getopt codes of the flags without a short letter. */
 enum {
@@ -108,7 +45,8 @@ enum {
     OPT_OHLC,
     OPT_WATCHLIST,
     OPT_ALL,
-    OPT_MARKET
+    OPT_MARKET,
+    OPT_AS_OF
 };
 
 typedef struct opts {
@@ -202,39 +140,94 @@ static int read_watchlist(opts *o) {
     return 0;
 }
 
+static const kr_cli_opt k_opts[] = {
+    { "watchlist", OPT_WATCHLIST, KR_CLI_FILE, "FILE", 0, 0, NULL,
+      "analyse the symbols listed in FILE: one per line, optionally\nfollowed by an interval "
+      "('AAPL 1d'); '#' starts a comment" },
+    { "all", OPT_ALL, KR_CLI_FLAG, NULL, 0, 0, NULL,
+      "analyse every stored series (each symbol and interval)" },
+    { "db", 'd', KR_CLI_FILE, "FILE|URL", 0, 0, NULL,
+      "database written by 'kronos ingest', a file or a PostgreSQL\nURL postgresql://... (default: "
+      "$KRONOS_DB, else\n$XDG_DATA_HOME/kronos/kronos.db or ~/.local/share/kronos/kronos.db)" },
+    { "interval", 'i', KR_CLI_TEXT, "I", 0, 0, NULL,
+      "which stored interval (default: the symbol's only one, else the\nmost recently updated)" },
+    { "model", 'm', KR_CLI_DIR, "DIR", 0, 0, NULL,
+      "predictor directory, or a directory with predictor/ and\ntokenizer/ (default: the bundled "
+      "demo model)" },
+    { "tokenizer", 't', KR_CLI_DIR, "DIR", 0, 0, NULL, "tokenizer directory" },
+    { "horizon", 'n', KR_CLI_INT, "N", 0, 0, NULL, "bars to forecast (default 20)" },
+    { "paths", 'p', KR_CLI_INT, "N", 0, 0, NULL,
+      "exactly N sample paths (default: adaptive, below)" },
+    { "max-paths", OPT_MAX_PATHS, KR_CLI_INT, "N", 0, 0, NULL,
+      "adaptive paths: start with --paths (default 128) and add\npaths in rounds until the error "
+      "targets are met, up to N\n(default 1024)" },
+    { "target-prob-se", OPT_TARGET_PROB, KR_CLI_TEXT, "X", 0, 0, NULL,
+      "P(up) standard error to reach (default 0.02 = 2 pp)" },
+    { "target-var-rel", OPT_TARGET_VAR, KR_CLI_TEXT, "X", 0, 0, NULL,
+      "VaR95 standard error relative to its size (default 0.2)" },
+    { "as-of", OPT_AS_OF, KR_CLI_TEXT, "TIME", 0, 0, NULL,
+      "judge staleness against TIME (YYYY-MM-DD[ HH:MM]) instead of\nthe clock: a history is stale "
+      "when more than two bars' worth\nof its market's trading sessions passed since its last "
+      "bar" },
+    { "market", OPT_MARKET, KR_CLI_TEXT, "NAME", 0, 0, NULL,
+      "exchange calendar of the forecast bars for every symbol: NYSE,\nSSE, HKEX, CRYPTO, ... "
+      "(default: the market stored with\n'kronos ingest --market', else the symbol's suffix, "
+      "else\ninferred from the history; data/calendars/README.md)" },
+    { "ohlc", OPT_OHLC, KR_CLI_TEXT, "MODE", 0, 0, NULL,
+      "consistent (default: high >= max(open, close), low <=\nmin(open, close), volume >= 0 on "
+      "every path before the\nstatistics) or raw (the model's numbers)" },
+    { "lookback", 'l', KR_CLI_INT, "N", 0, 0, NULL,
+      "history rows the model sees (default: all, up to\nmax-context - horizon)" },
+    { "max-context", 'c', KR_CLI_INT, "N", 0, 0, NULL, "predictor window (default 512)" },
+    { "seed", 's', KR_CLI_TEXT, "S", 0, 0, NULL, "random seed, decimal or 0x hex (default 0)" },
+    { "temperature", 'T', KR_CLI_TEXT, "T", 0, 0, NULL, "sampling temperature (default 1.0)" },
+    { "top-p", 'P', KR_CLI_TEXT, "P", 0, 0, NULL, "nucleus sampling threshold (default 0.9)" },
+    { "top-k", 'k', KR_CLI_INT, "K", 0, 0, NULL,
+      "keep the K most likely tokens (default 0 = off)" },
+    { "calibrate", 'K', KR_CLI_INT, "K", 0, 0, NULL,
+      "also score the last K walk-forward windows against the naive\nno-change forecast (default 0 "
+      "= off)" },
+    { "llm-url", OPT_LLM_URL, KR_CLI_TEXT, "URL", 0, 0, NULL,
+      "also ask a language model behind an Ollama-compatible server\n(e.g. http://127.0.0.1:11434) "
+      "to rewrite each symbol's summary\nas prose, shown beside it; the numbers never come from "
+      "the\nmodel, and a failure only warns (default: off)" },
+    { "llm-model", OPT_LLM_MODEL, KR_CLI_TEXT, "NAME", 0, 0, NULL,
+      "model to ask (default gemma3)" },
+    { "llm-timeout", OPT_LLM_TIMEOUT, KR_CLI_TEXT, "S", 0, 0, NULL,
+      "seconds to wait for each answer (default 60)" },
+    { "format", 'F', KR_CLI_CHOICE, "json|md|html", 0, 0, NULL, "report format (default json)" },
+    { "out", 'o', KR_CLI_FILE, "FILE", 0, 0, NULL, "write the report there instead of stdout" },
+    { "threads", 'j', KR_CLI_INT, "N", 0, 0, NULL, "compute threads (default: all CPUs)" },
+    { "batch-size", OPT_BATCH_SIZE, KR_CLI_INT, "N", 0, 0, NULL,
+      "forecasts run in static batches of N series x paths rows\n(default 64; 0 = all at once); "
+      "the report's\nengine.static_batch_rows says which" },
+    { "allow-nonfinite-weights", KR_OPT_ALLOW_NONFINITE, KR_CLI_FLAG, NULL, 0, 0, NULL,
+      "load a checkpoint even if a weight is NaN or infinite\n(refused by default: such weights "
+      "corrupt forecasts)" },
+    { "help", 'h', KR_CLI_FLAG, NULL, 0, 0, NULL, "this text" },
+};
+
+/* The flags of `kronos analyze` (cli/options.h): its --help, getopt table, completion and man
+ * page. */
+const kr_cli_command kr_cli_analyze_spec = {
+    "analyze",
+    "SYMBOL... | --watchlist FILE | --all [flags]",
+    "report on stored symbols: forecast statistics, risk, technicals",
+    "Forecasts each stored symbol with many sample paths and reports the probability of\n"
+    "finishing up, expected return and volatility, VaR / expected shortfall, drawdowns, a\n"
+    "technical snapshot and a plain-language summary. Several symbols run as one batch\n"
+    "and the report ranks them within each interval; a symbol that fails is listed beside\n"
+    "the others' reports. Symbols match the stored ones without regard to case. Not\n"
+    "investment advice.\n",
+    k_opts,
+    (int)(sizeof k_opts / sizeof k_opts[0]),
+    KR_CLI_FLAG,
+    21,
+};
+
 static int parse_opts(int argc, char **argv, opts *o) {
-    static const struct option longopts[] = {
-        { "db", required_argument, NULL, 'd' },
-        { "interval", required_argument, NULL, 'i' },
-        { "model", required_argument, NULL, 'm' },
-        { "tokenizer", required_argument, NULL, 't' },
-        { "horizon", required_argument, NULL, 'n' },
-        { "paths", required_argument, NULL, 'p' },
-        { "lookback", required_argument, NULL, 'l' },
-        { "max-context", required_argument, NULL, 'c' },
-        { "seed", required_argument, NULL, 's' },
-        { "temperature", required_argument, NULL, 'T' },
-        { "top-p", required_argument, NULL, 'P' },
-        { "top-k", required_argument, NULL, 'k' },
-        { "calibrate", required_argument, NULL, 'K' },
-        { "format", required_argument, NULL, 'F' },
-        { "out", required_argument, NULL, 'o' },
-        { "threads", required_argument, NULL, 'j' },
-        { "llm-url", required_argument, NULL, OPT_LLM_URL },
-        { "llm-model", required_argument, NULL, OPT_LLM_MODEL },
-        { "llm-timeout", required_argument, NULL, OPT_LLM_TIMEOUT },
-        { "batch-size", required_argument, NULL, OPT_BATCH_SIZE },
-        KR_OPT_ALLOW_NONFINITE_ENTRY,
-        { "max-paths", required_argument, NULL, OPT_MAX_PATHS },
-        { "target-prob-se", required_argument, NULL, OPT_TARGET_PROB },
-        { "target-var-rel", required_argument, NULL, OPT_TARGET_VAR },
-        { "ohlc", required_argument, NULL, OPT_OHLC },
-        { "watchlist", required_argument, NULL, OPT_WATCHLIST },
-        { "all", no_argument, NULL, OPT_ALL },
-        { "market", required_argument, NULL, OPT_MARKET },
-        { "help", no_argument, NULL, 'h' },
-        { NULL, 0, NULL, 0 },
-    };
+    struct option longopts[KR_CLI_MAX_OPTS];
+    kr_cli_opts_getopt(&kr_cli_analyze_spec, longopts, KR_CLI_MAX_OPTS);
     o->p = kr_analyze_default_params();
     o->p.static_batch_rows = KR_STATIC_BATCH_ROWS_DEFAULT;
     o->format = KR_FORMAT_JSON;
@@ -290,6 +283,14 @@ static int parse_opts(int argc, char **argv, opts *o) {
             break;
         case OPT_WATCHLIST: o->watchlist = optarg; break;
         case OPT_ALL: o->all = 1; break;
+        case OPT_AS_OF: {
+            int64_t from = 0, to = 0;
+            kr_error err = { 0 };
+            if (kr_store_parse_range(optarg, NULL, "--as-of", "--to", &from, &to, &err) != KR_OK)
+                return kr_cli_usage_error(CMD, "%s", err.message);
+            o->p.now = from;
+            break;
+        }
         case OPT_MARKET: {
             const kr_calendar *cal;
             kr_error err;
@@ -338,7 +339,7 @@ static int parse_opts(int argc, char **argv, opts *o) {
                     CMD, "--llm-timeout must be a number of seconds in (0, 86400], got '%s'",
                     optarg);
             break;
-        case 'h': usage(stdout); return -1;
+        case 'h': kr_cli_opts_help(&kr_cli_analyze_spec, stdout); return -1;
         default: return kr_cli_usage_error(CMD, "%s", "unknown flag");
         }
     }
@@ -410,36 +411,26 @@ static void progress(void *user, int step, int n_steps, const char *what) {
     fflush(stderr);
 }
 
-/* "AAPL (1d), MSFT (1d, 1h), ..." into buf. */
-static void stored_list(const kr_store_entry *e, int64_t n, char *buf, size_t cap) {
-    size_t len = 0;
-    buf[0] = 0;
-    for (int64_t i = 0; i < n && len + 64 < cap; i++) {
-        int same = i > 0 && !strcmp(e[i].symbol, e[i - 1].symbol);
-        len += (size_t)snprintf(buf + len, cap - len, "%s%s%s",
-                                same ? ", "
-                                : i  ? "), "
-                                     : "",
-                                same ? "" : e[i].symbol, same ? "" : " (");
-        len += (size_t)snprintf(buf + len, cap - len, "%s", e[i].interval);
-    }
-    if (n > 0 && len + 2 < cap) snprintf(buf + len, cap - len, ")");
-    if (n == 0) snprintf(buf, cap, "none");
-}
-
 /* The CLI's words for a symbol that cannot be analysed (common/analyze_stored.h), into
  * msg[cap]. db names the store as messages show it. */
 static void describe_fault(const opts *o, const kr_stored_series *e, const kr_store_entry *all,
                            int64_t n_all, const char *db, char *msg, size_t cap) {
-    char list[1400];
+    char list[1400], suggested[40];
     switch (e->fault) {
     case KR_STORED_UNKNOWN_SYMBOL:
-        stored_list(all, n_all, list, sizeof list);
+        if (kr_symbol_suggest_exchange(e->asked, suggested, sizeof suggested)) {
+            snprintf(msg, cap,
+                     "unknown symbol '%s' in %s: an A-share code names its exchange, did you "
+                     "mean '%s'? (6xxxxx: .SH, 0/3xxxxx: .SZ, 8/4xxxxx: .BJ)",
+                     e->asked, db, suggested);
+            break;
+        }
+        kr_cli_stored_list(all, n_all, list, sizeof list);
         snprintf(msg, cap, "unknown symbol '%s' in %s; stored: %s (add one with 'kronos ingest')",
                  e->asked, db, list);
         break;
     case KR_STORED_NO_INTERVAL:
-        stored_list(e->series, e->n_series, list, sizeof list);
+        kr_cli_stored_list(e->series, e->n_series, list, sizeof list);
         snprintf(msg, cap, "%s has no '%s' candles in %s; stored: %s", e->symbol, e->want, db,
                  list);
         break;
@@ -476,26 +467,6 @@ static int add_narratives(const opts *o, kr_report_set *set, kr_narrative ***nar
                 "kronos %s: warning: %s: %s (e.g. '%s'); it is kept, marked with that warning\n",
                 CMD, kr_report_symbol(set->reports[i]), n->warning, n->unsupported);
     }
-    return 0;
-}
-
-static int write_output(const char *out, const char *text) {
-    FILE *f = out ? fopen(out, "w") : stdout;
-    char msg[PATH_MAX + 128];
-    if (!f) {
-        snprintf(msg, sizeof msg, "%s: cannot write: %s", out, strerror(errno));
-        return kr_cli_fail(CMD, msg);
-    }
-    int bad = fputs(text, f) < 0;
-    if (f != stdout)
-        bad |= fclose(f) != 0;
-    else
-        bad |= fflush(f) != 0;
-    if (bad) {
-        snprintf(msg, sizeof msg, "%s: write failed", out ? out : "stdout");
-        return kr_cli_fail(CMD, msg);
-    }
-    if (out) fprintf(stderr, "kronos %s: wrote %s\n", CMD, out);
     return 0;
 }
 
@@ -622,7 +593,7 @@ int kr_cmd_analyze(int argc, char **argv) {
         rc = kr_cli_fail(CMD, err.message);
         goto done;
     }
-    rc = write_output(o.out, text);
+    rc = kr_cli_write_text(CMD, o.out, text);
 done:
     free(text);
     kr_report_set_free(set);

@@ -15,6 +15,7 @@
 #include "common/limits.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/options.h"
 #include "cli/progress.h"
 #include "cli/share_paths.h"
 #include "kronos.h"
@@ -22,38 +23,6 @@
 #include "kronos/series.h"
 
 #define CMD "bench"
-
-static void usage(FILE *f) {
-    fputs(
-        "usage: kronos bench [--shape mini|small|base] [flags]\n"
-        "\n"
-        "Times forecasts with the KV-cached engine and, with --naive, the full-recompute path\n"
-        "(the reference algorithm on the same kernels), in one run, and prints a table.\n"
-        "\n"
-        "  --shape NAME     tiny|mini|small|base random-weight model (default small)\n"
-        "  --model DIR      use this checkpoint (predictor/ + tokenizer/) instead\n"
-        "  --data FILE      candles (default: bundled data/XSHG_5min_600977.csv)\n"
-        "  --lookback N     history rows (default 400)\n"
-        "  --pred-len N     candles to forecast (default 120)\n"
-        "  --paths LIST     comma list of path counts (default 1,8)\n"
-        "  --series N       series forecast together (default 1); series start up to 250 rows "
-        "apart\n"
-        "  --lookback-max N with --series: lookbacks spread evenly from --lookback to N\n"
-        "  --threads N      compute threads (default: all CPUs)\n"
-        "  --repeat N       timed repeats of the cached path; the median is reported (default 3)\n"
-        "  --naive          also time the naive full-recompute path (once per path count)\n"
-        "  --window MODE    exact (default) or rolling\n"
-        "  --quant FMT      weights: f32 (default), bf16, int8, fp8, q4 (quantised at load)\n"
-        "  --kv-dtype T     KV-cache precision: f32 (default), bf16, int8\n"
-        "  --profile        also print the step profile of each row (GEMM, attention, norms,\n"
-        "                   sampling, tokenizer, the rest; GFLOP/s and GB/s against the peak)\n"
-        "  --json           print JSON instead of Markdown\n"
-        "  --allow-nonfinite-weights\n"
-        "                   load a --model checkpoint even if a weight is NaN or infinite\n"
-        "                   (refused by default: such weights corrupt forecasts)\n"
-        "  -h, --help       this text\n",
-        f);
-}
 
 /* The ticker shows on terminals only, while a timed run goes. */
 static void on_progress(const char *what, int finished, void *user) {
@@ -64,28 +33,57 @@ static void on_progress(const char *what, int finished, void *user) {
         kr_ticker_stop(*t);
 }
 
+static const kr_cli_opt k_opts[] = {
+    { "shape", 's', KR_CLI_TEXT, "NAME", 0, 0, NULL,
+      "tiny|mini|small|base random-weight model (default small)" },
+    { "model", 'm', KR_CLI_DIR, "DIR", 0, 0, NULL,
+      "use this checkpoint (predictor/ + tokenizer/) instead" },
+    { "data", 'd', KR_CLI_FILE, "FILE", 0, 0, NULL,
+      "candles (default: bundled data/XSHG_5min_600977.csv)" },
+    { "lookback", 'l', KR_CLI_INT, "N", 0, 0, NULL, "history rows (default 400)" },
+    { "pred-len", 'n', KR_CLI_INT, "N", 0, 0, NULL, "candles to forecast (default 120)" },
+    { "paths", 'p', KR_CLI_TEXT, "LIST", 0, 0, NULL, "comma list of path counts (default 1,8)" },
+    { "series", 'S', KR_CLI_INT, "N", 0, 0, NULL,
+      "series forecast together (default 1); series start up to 250 rows apart" },
+    { "lookback-max", 'L', KR_CLI_INT, "N", 0, 0, NULL,
+      "with --series: lookbacks spread evenly from --lookback to N" },
+    { "threads", 'j', KR_CLI_INT, "N", 0, 0, NULL, "compute threads (default: all CPUs)" },
+    { "repeat", 'r', KR_CLI_INT, "N", 0, 0, NULL,
+      "timed repeats of the cached path; the median is reported (default 3)" },
+    { "naive", 'N', KR_CLI_FLAG, NULL, 0, 0, NULL,
+      "also time the naive full-recompute path (once per path count)" },
+    { "window", 'w', KR_CLI_TEXT, "MODE", 0, 0, NULL, "exact (default) or rolling" },
+    { "quant", 'Q', KR_CLI_TEXT, "FMT", 0, 0, NULL,
+      "weights: f32 (default), bf16, int8, fp8, q4 (quantised at load)" },
+    { "kv-dtype", 'K', KR_CLI_TEXT, "T", 0, 0, NULL,
+      "KV-cache precision: f32 (default), bf16, int8" },
+    { "profile", 'P', KR_CLI_FLAG, NULL, 0, 0, NULL,
+      "also print the step profile of each row (GEMM, attention, norms,\nsampling, tokenizer, the "
+      "rest; GFLOP/s and GB/s against the peak)" },
+    { "json", 'J', KR_CLI_FLAG, NULL, 0, 0, NULL, "print JSON instead of Markdown" },
+    { "allow-nonfinite-weights", KR_OPT_ALLOW_NONFINITE, KR_CLI_FLAG, NULL, 0, 0, NULL,
+      "load a --model checkpoint even if a weight is NaN or infinite\n(refused by default: such "
+      "weights corrupt forecasts)" },
+    { "help", 'h', KR_CLI_FLAG, NULL, 0, 0, NULL, "this text" },
+};
+
+/* The flags of `kronos bench` (cli/options.h): its --help, getopt table, completion and man
+ * page. */
+const kr_cli_command kr_cli_bench_spec = {
+    "bench",
+    "[--shape mini|small|base] [flags]",
+    "time forecasts: KV cache vs full recomputation, paths, shapes",
+    "Times forecasts with the KV-cached engine and, with --naive, the full-recompute path\n"
+    "(the reference algorithm on the same kernels), in one run, and prints a table.\n",
+    k_opts,
+    (int)(sizeof k_opts / sizeof k_opts[0]),
+    KR_CLI_FLAG,
+    16,
+};
+
 int kr_cmd_bench(int argc, char **argv) {
-    static const struct option longopts[] = {
-        { "shape", required_argument, NULL, 's' },
-        { "model", required_argument, NULL, 'm' },
-        { "data", required_argument, NULL, 'd' },
-        { "lookback", required_argument, NULL, 'l' },
-        { "pred-len", required_argument, NULL, 'n' },
-        { "paths", required_argument, NULL, 'p' },
-        { "series", required_argument, NULL, 'S' },
-        { "threads", required_argument, NULL, 'j' },
-        { "lookback-max", required_argument, NULL, 'L' },
-        { "repeat", required_argument, NULL, 'r' },
-        { "naive", no_argument, NULL, 'N' },
-        { "window", required_argument, NULL, 'w' },
-        { "json", no_argument, NULL, 'J' },
-        { "profile", no_argument, NULL, 'P' },
-        { "quant", required_argument, NULL, 'Q' },
-        { "kv-dtype", required_argument, NULL, 'K' },
-        KR_OPT_ALLOW_NONFINITE_ENTRY,
-        { "help", no_argument, NULL, 'h' },
-        { NULL, 0, NULL, 0 },
-    };
+    struct option longopts[KR_CLI_MAX_OPTS];
+    kr_cli_opts_getopt(&kr_cli_bench_spec, longopts, KR_CLI_MAX_OPTS);
     const char *shape = "small", *model_dir = NULL, *data = NULL, *quant = NULL, *kv_dtype = NULL;
     int lookback = 400, lookback_max = 0, pred_len = 120, series = 1, threads = 0, repeat = 3,
         naive = 0, json = 0, profile = 0, allow_nonfinite = 0;
@@ -171,7 +169,7 @@ int kr_cmd_bench(int argc, char **argv) {
         case 'J': json = 1; break;
         case 'P': profile = 1; break;
         case KR_OPT_ALLOW_NONFINITE: allow_nonfinite = 1; break;
-        case 'h': usage(stdout); return 0;
+        case 'h': kr_cli_opts_help(&kr_cli_bench_spec, stdout); return 0;
         default: return kr_cli_usage_error(CMD, "%s", "unknown flag");
         }
     }

@@ -15,6 +15,7 @@
 #include "cli/args.h"
 #include "cli/calib_windows.h"
 #include "cli/commands.h"
+#include "cli/options.h"
 #include "cli/progress.h"
 #include "cli/share_paths.h"
 #include "kronos.h"
@@ -22,45 +23,6 @@
 
 #define CMD "eval-quant"
 #define MAX_FILES 32
-
-static void usage(FILE *f) {
-    fputs("usage: kronos eval-quant --quant FMT [--model DIR] [--data CSV]... [flags]\n"
-          "\n"
-          "Compares a quantised model with its f32 original on real windows of candle files:\n"
-          "next-token agreement and KL, forecast error against f32 and against what happened,\n"
-          "direction agreement, KS test of path returns, ROC-AUC and risk-control KS of P(up)\n"
-          "for both, rank correlation of expected returns, and the quantised model as the draft\n"
-          "of an exact speculative decoder (shared-draw agreement, tokens per f32 pass).\n"
-          "Prints Markdown; --json writes the numbers. With --gate, exits 3 when a gate fails\n"
-          "(1: error, 2: usage).\n"
-          "\n"
-          "  --model DIR         f32 checkpoint (default: the bundled demo model)\n"
-          "  --tokenizer DIR     tokenizer dir when --model is the predictor dir\n"
-          "  --quant FMT         bf16, int8, fp8, q4 (quantised at load) or f32 (with --kv-dtype)\n"
-          "  --quant-model DIR   a kronos quantize checkpoint to evaluate instead\n"
-          "  --group N           q4 group size, 32 (default) or 64\n"
-          "  --calib CSV         calibrate the quantisation on this file (repeatable), with\n"
-          "                      kronos quantize's default windows\n"
-          "  --method M          rtn, awq (q4), smoothquant (int8) or gptq (q4, int8), as\n"
-          "                      kronos quantize --method (awq/smoothquant/gptq need --calib)\n"
-          "  --gate FILE         acceptance thresholds (JSON, e.g. deploy/quant-gate.json):\n"
-          "                      prints each failed gate and by how much, exits 3\n"
-          "  --kv-dtype T        KV-cache precision of the quantised run (f32, bf16, int8)\n"
-          "  --data CSV          evaluation candles (repeatable; default: the bundled data/)\n"
-          "  --windows N         windows per file (default 16)\n"
-          "  --lookback N        rows per window (default 256)\n"
-          "  --pred-len N        forecast horizon (default 24)\n"
-          "  --paths N           sample paths per forecast (default 32)\n"
-          "  --seed S            sampling seed, decimal or 0x hex (default 1)\n"
-          "  --threads N         compute threads (default: all CPUs)\n"
-          "  --json FILE         write the results as JSON\n"
-          "  --markdown FILE     write the Markdown there instead of stdout\n"
-          "  --allow-nonfinite-weights\n"
-          "                      load the checkpoints even if a weight is NaN or infinite\n"
-          "                      (refused by default: such weights corrupt forecasts)\n"
-          "  -h, --help          this text\n",
-          f);
-}
 
 typedef struct opts {
     const char *model, *tokenizer, *quant, *quant_model, *kv_dtype, *json, *markdown, *method,
@@ -70,30 +32,66 @@ typedef struct opts {
     uint64_t seed;
 } opts;
 
+static const kr_cli_opt k_opts[] = {
+    { "model", 'm', KR_CLI_DIR, "DIR", 0, 0, NULL,
+      "f32 checkpoint (default: the bundled demo model)" },
+    { "tokenizer", 't', KR_CLI_DIR, "DIR", 0, 0, NULL,
+      "tokenizer dir when --model is the predictor dir" },
+    { "quant", 'q', KR_CLI_TEXT, "FMT", 0, 0, NULL,
+      "bf16, int8, fp8, q4 (quantised at load) or f32 (with --kv-dtype)" },
+    { "quant-model", 'Q', KR_CLI_DIR, "DIR", 0, 0, NULL,
+      "a kronos quantize checkpoint to evaluate instead" },
+    { "group", 'g', KR_CLI_INT, "N", 0, 0, NULL, "q4 group size, 32 (default) or 64" },
+    { "calib", 'c', KR_CLI_FILE, "CSV", 0, 0, NULL,
+      "calibrate the quantisation on this file (repeatable), with\nkronos quantize's default "
+      "windows" },
+    { "method", 'E', KR_CLI_TEXT, "M", 0, 0, NULL,
+      "rtn, awq (q4), smoothquant (int8) or gptq (q4, int8), as\nkronos quantize --method "
+      "(awq/smoothquant/gptq need --calib)" },
+    { "gate", 'G', KR_CLI_FILE, "FILE", 0, 0, NULL,
+      "acceptance thresholds (JSON, e.g. deploy/quant-gate.json):\nprints each failed gate and by "
+      "how much, exits 3" },
+    { "kv-dtype", 'K', KR_CLI_TEXT, "T", 0, 0, NULL,
+      "KV-cache precision of the quantised run (f32, bf16, int8)" },
+    { "data", 'd', KR_CLI_FILE, "CSV", 0, 0, NULL,
+      "evaluation candles (repeatable; default: the bundled data/)" },
+    { "windows", 'w', KR_CLI_INT, "N", 0, 0, NULL, "windows per file (default 16)" },
+    { "lookback", 'l', KR_CLI_INT, "N", 0, 0, NULL, "rows per window (default 256)" },
+    { "pred-len", 'n', KR_CLI_INT, "N", 0, 0, NULL, "forecast horizon (default 24)" },
+    { "paths", 'p', KR_CLI_INT, "N", 0, 0, NULL, "sample paths per forecast (default 32)" },
+    { "seed", 's', KR_CLI_TEXT, "S", 0, 0, NULL, "sampling seed, decimal or 0x hex (default 1)" },
+    { "threads", 'j', KR_CLI_INT, "N", 0, 0, NULL, "compute threads (default: all CPUs)" },
+    { "json", 'J', KR_CLI_FILE, "FILE", 0, 0, NULL, "write the results as JSON" },
+    { "markdown", 'M', KR_CLI_FILE, "FILE", 0, 0, NULL,
+      "write the Markdown there instead of stdout" },
+    { "allow-nonfinite-weights", KR_OPT_ALLOW_NONFINITE, KR_CLI_FLAG, NULL, 0, 0, NULL,
+      "load the checkpoints even if a weight is NaN or infinite\n(refused by default: such weights "
+      "corrupt forecasts)" },
+    { "help", 'h', KR_CLI_FLAG, NULL, 0, 0, NULL, "this text" },
+};
+
+/* The flags of `kronos eval-quant` (cli/options.h): its --help, getopt table, completion and man
+ * page. */
+const kr_cli_command kr_cli_eval_quant_spec = {
+    "eval-quant",
+    "--quant FMT [--model DIR] [--data CSV]... [flags]",
+    "measure what a quantised format costs in accuracy against f32",
+    "Compares a quantised model with its f32 original on real windows of candle files:\n"
+    "next-token agreement and KL, forecast error against f32 and against what happened,\n"
+    "direction agreement, KS test of path returns, ROC-AUC and risk-control KS of P(up)\n"
+    "for both, rank correlation of expected returns, and the quantised model as the draft\n"
+    "of an exact speculative decoder (shared-draw agreement, tokens per f32 pass).\n"
+    "Prints Markdown; --json writes the numbers. With --gate, exits 3 when a gate fails\n"
+    "(1: error, 2: usage).\n",
+    k_opts,
+    (int)(sizeof k_opts / sizeof k_opts[0]),
+    KR_CLI_FLAG,
+    19,
+};
+
 static int parse(int argc, char **argv, opts *o) {
-    static const struct option longopts[] = {
-        { "model", required_argument, NULL, 'm' },
-        { "tokenizer", required_argument, NULL, 't' },
-        { "quant", required_argument, NULL, 'q' },
-        { "quant-model", required_argument, NULL, 'Q' },
-        { "group", required_argument, NULL, 'g' },
-        { "calib", required_argument, NULL, 'c' },
-        { "kv-dtype", required_argument, NULL, 'K' },
-        { "data", required_argument, NULL, 'd' },
-        { "windows", required_argument, NULL, 'w' },
-        { "lookback", required_argument, NULL, 'l' },
-        { "pred-len", required_argument, NULL, 'n' },
-        { "paths", required_argument, NULL, 'p' },
-        { "seed", required_argument, NULL, 's' },
-        { "threads", required_argument, NULL, 'j' },
-        { "json", required_argument, NULL, 'J' },
-        { "markdown", required_argument, NULL, 'M' },
-        { "method", required_argument, NULL, 'E' },
-        { "gate", required_argument, NULL, 'G' },
-        KR_OPT_ALLOW_NONFINITE_ENTRY,
-        { "help", no_argument, NULL, 'h' },
-        { NULL, 0, NULL, 0 },
-    };
+    struct option longopts[KR_CLI_MAX_OPTS];
+    kr_cli_opts_getopt(&kr_cli_eval_quant_spec, longopts, KR_CLI_MAX_OPTS);
     memset(o, 0, sizeof *o);
     o->group = 32;
     o->windows = 16;
@@ -173,7 +171,7 @@ static int parse(int argc, char **argv, opts *o) {
             break;
         case 'G': o->gate = optarg; break;
         case KR_OPT_ALLOW_NONFINITE: o->allow_nonfinite = 1; break;
-        case 'h': usage(stdout); return -1;
+        case 'h': kr_cli_opts_help(&kr_cli_eval_quant_spec, stdout); return -1;
         default: return kr_cli_usage_error(CMD, "%s", "unknown flag");
         }
     }

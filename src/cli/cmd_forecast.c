@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,7 @@
 #include "common/limits.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/options.h"
 #include "cli/engine_open.h"
 #include "cli/progress.h"
 #include "kronos.h"
@@ -31,67 +33,97 @@
 #define CMD "forecast"
 #define MAX_INPUTS 4096
 #define KR_CLI_MAX_QUANTILES 16 /* as the HTTP API's (KR_API_MAX_QUANTILES) */
+/* Default sample paths: the mean of 32 has a standard error of std / 5.7, and the 10 % and
+ * 90 % quantiles rest on 3 paths each side — a band, not just a line — at ~32x the decode cost
+ * of one path batched together (one prefill; analyze adds paths until its targets are met,
+ * starting from as many). */
+#define KR_CLI_FORECAST_PATHS 32
 
-static void usage(FILE *f) {
-    fputs(
-        "usage: kronos forecast --input CANDLES.csv --pred-len N [flags]\n"
-        "\n"
-        "Forecasts the next N candles of each input series with a Kronos model.\n"
-        "\n"
-        "  --model DIR              predictor directory (config.json + model.safetensors), or a\n"
-        "                           directory holding predictor/ and tokenizer/ (default: the\n"
-        "                           bundled demo model)\n"
-        "  --tokenizer DIR          tokenizer directory\n"
-        "  --input FILE|DIR|-       candle CSV (timestamps,open,high,low,close[,volume,amount])\n"
-        "                           or JSON (rows, columns, or a pandas to_json frame:\n"
-        "                           records, split, columns, index; keys like Date, Open);\n"
-        "                           '-' reads standard input; repeat it, or give a directory,\n"
-        "                           to forecast a batch\n"
-        "  --pred-len N             candles to forecast (required)\n"
-        "  --lookback N             history rows used (default: all, up to max-context)\n"
-        "  --max-context N          predictor window (default 512)\n"
-        "  --paths N                sample paths (default 1); the mean path is the forecast\n"
-        "  --temperature T          sampling temperature (default 1.0)\n"
-        "  --top-k K                keep the K most likely tokens (default 0 = off; 1 = greedy)\n"
-        "  --top-p P                nucleus sampling threshold (default 0.9)\n"
-        "  --seed S                 random seed, decimal or 0x hex (default 0); each path has\n"
-        "                           its own stream\n"
-        "  --window exact|rolling   past max-context: re-run the window like the reference\n"
-        "                           (exact, default) or slide the KV cache (rolling, faster,\n"
-        "                           approximate)\n"
-        "  --future-timestamps FILE CSV with a timestamps column (pred-len rows); default:\n"
-        "                           the market's calendar (holidays, sessions)\n"
-        "  --market NAME            exchange calendar of the forecast bars: NYSE, SSE, HKEX,\n"
-        "                           CRYPTO, ... (default: inferred from the history;\n"
-        "                           data/calendars/README.md)\n"
-        "  --ohlc raw|consistent    raw (default): the model's candles, as the reference;\n"
-        "                           consistent: every path's high >= max(open, close), low <=\n"
-        "                           min(open, close), volume >= 0, before the mean and quantiles\n"
-        "  --quantiles LIST         quantiles for --format json (default 0.1,0.5,0.9); given\n"
-        "                           with csv, adds columns <col>_q<q> (close_q0.1, ...)\n"
-        "  --format csv|json        csv: the mean path; json: mean, quantiles, every path with\n"
-        "                           its tokens, timing (default csv)\n"
-        "  --output FILE|DIR        write there instead of stdout; a directory (existing, or\n"
-        "                           a name ending in '/'; a batch needs one) receives\n"
-        "                           <name>.forecast.<csv|json> per input\n"
-        "  --threads N              compute threads (default: all CPUs)\n"
-        "  --batch-size N           a batch of inputs runs in static batches of N series x\n"
-        "                           paths rows, each finished before the next (default 64;\n"
-        "                           0 = every series at once)\n"
-        "  --quant FMT              weights: f32 (default), bf16, int8, fp8, q4 (quantised at\n"
-        "                           load; a kronos quantize checkpoint keeps its own format)\n"
-        "  --kv-dtype T             KV-cache precision: f32 (default), bf16, int8\n"
-        "  --allow-nonfinite-weights\n"
-        "                           load a checkpoint even if a weight is NaN or infinite\n"
-        "                           (refused by default: such weights corrupt forecasts)\n"
-        "  -h, --help               this text\n",
-        f);
-}
+static const kr_cli_opt k_opts[] = {
+    { "model", 'm', KR_CLI_DIR, "DIR", 0, 0, NULL,
+      "predictor directory (config.json + model.safetensors), or a\ndirectory holding predictor/ "
+      "and tokenizer/ (default: the\nbundled demo model)" },
+    { "tokenizer", 't', KR_CLI_DIR, "DIR", 0, 0, NULL, "tokenizer directory" },
+    { "input", 'i', KR_CLI_FILE, "FILE|DIR|-", 0, 0, NULL,
+      "candle CSV (timestamps,open,high,low,close[,volume,amount])\nor JSON (rows, columns, or a "
+      "pandas to_json frame:\nrecords, split, columns, index; keys like Date, Open);\n'-' reads "
+      "standard input; repeat it, or give a directory,\nto forecast a batch; the files may also "
+      "follow the flags\nas operands (kronos forecast a.csv b.csv --pred-len 5)" },
+    { "pred-len", 'n', KR_CLI_INT, "N", 0, 0, NULL, "candles to forecast (required)" },
+    { "lookback", 'l', KR_CLI_INT, "N", 0, 0, NULL,
+      "history rows used (default: all, up to max-context minus\npred-len, so the window is never "
+      "re-run: as analyze)" },
+    { "max-context", 'c', KR_CLI_INT, "N", 0, 0, NULL, "predictor window (default 512)" },
+    { "paths", 'p', KR_CLI_INT, "N", 0, 0, NULL,
+      "sample paths (default 32); the mean path is the forecast\n(1 is the reference's single "
+      "sample)" },
+    { "temperature", 'T', KR_CLI_NUM, "T", 0, 0, NULL, "sampling temperature (default 1.0)" },
+    { "top-k", 'k', KR_CLI_INT, "K", 0, 0, NULL,
+      "keep the K most likely tokens (default 0 = off; 1 = greedy)" },
+    { "top-p", 'P', KR_CLI_NUM, "P", 0, 0, NULL, "nucleus sampling threshold (default 0.9)" },
+    { "seed", 's', KR_CLI_NUM, "S", 0, 0, NULL,
+      "random seed, decimal or 0x hex (default 0); each path has\nits own stream" },
+    { "window", 'w', KR_CLI_CHOICE, "exact|rolling", 0, 0, NULL,
+      "past max-context: re-run the window like the reference\n(exact, default) or slide the KV "
+      "cache (rolling, faster,\napproximate)" },
+    { "future-timestamps", 'f', KR_CLI_FILE, "FILE", 0, 0, NULL,
+      "CSV with a timestamps column (pred-len rows); default:\nthe market's calendar (holidays, "
+      "sessions)" },
+    { "market", 'M', KR_CLI_TEXT, "NAME", 0, 0, NULL,
+      "exchange calendar of the forecast bars: NYSE, SSE, HKEX,\nCRYPTO, ... (default: inferred "
+      "from the history;\ndata/calendars/README.md)" },
+    { "ohlc", 'O', KR_CLI_CHOICE, "consistent|raw", 0, 0, NULL,
+      "consistent (default): every path's high >= max(open,\nclose), low <= min(open, close), "
+      "prices, volume and amount\n>= 0, before the mean and quantiles; raw: the model's\ncandles "
+      "as the reference writes them (volumes may be < 0)" },
+    { "quantiles", 'q', KR_CLI_TEXT, "LIST|none", 0, 0, NULL,
+      "quantiles for --format json (default 0.1,0.5,0.9); given\nwith csv, adds columns <col>_q<q> "
+      "(close_q0.1, ...) for\nevery column; the csv default is close_q0.1 and close_q0.9\n(none: "
+      "the mean's seven columns only)" },
+    { "format", 'F', KR_CLI_CHOICE, "csv|json", 0, 0, NULL,
+      "csv: the mean path, prices with the input's decimals, whole\nvolumes when the input's are; "
+      "json: mean, quantiles, every\npath with its tokens, timing, exact doubles (default csv)" },
+    { "output", 'o', KR_CLI_FILE, "FILE|DIR", 0, 0, NULL,
+      "write there instead of stdout; a directory (existing, or\na name ending in '/'; a batch "
+      "needs one) receives\n<name>.forecast.<csv|json> per input" },
+    { "threads", 'j', KR_CLI_INT, "N", 0, 0, NULL, "compute threads (default: all CPUs)" },
+    { "batch-size", 'B', KR_CLI_INT, "N", 0, 0, NULL,
+      "a batch of inputs runs in static batches of N series x\npaths rows, each finished before "
+      "the next (default 64;\n0 = every series at once)" },
+    { "quant", 'Q', KR_CLI_TEXT, "FMT", 0, 0, NULL,
+      "weights: f32 (default), bf16, int8, fp8, q4 (quantised at\nload; a kronos quantize "
+      "checkpoint keeps its own format)" },
+    { "kv-dtype", 'K', KR_CLI_NUM, "T", 0, 0, NULL,
+      "KV-cache precision: f32 (default), bf16, int8" },
+    { "allow-nonfinite-weights", KR_OPT_ALLOW_NONFINITE, KR_CLI_FLAG, NULL, 0, 0, NULL,
+      "load a checkpoint even if a weight is NaN or infinite\n(refused by default: such weights "
+      "corrupt forecasts)" },
+    { "help", 'h', KR_CLI_FLAG, NULL, 0, 0, NULL, "this text" },
+};
+
+/* The flags of `kronos forecast` (cli/options.h): its --help, getopt table, completion and man
+ * page. */
+const kr_cli_command kr_cli_forecast_spec = {
+    "forecast",
+    "CANDLES.csv --pred-len N [flags]\n       kronos forecast --input CANDLES.csv --pred-len N "
+    "[flags]",
+    "forecast candles from CSV or JSON files (mean path, paths, quantiles)",
+    "Forecasts the next N candles of each input series with a Kronos model: the mean of\n"
+    "32 sample paths with the 10 % and 90 % quantiles of the close, consistent candles\n"
+    "(high >= max(open, close), low <= min(open, close), volume and amount >= 0), prices\n"
+    "with the input's own decimals. A history under 32 rows is warned about: the model\n"
+    "normalises each series by its own mean and spread, which so few rows do not pin down.\n",
+    k_opts,
+    (int)(sizeof k_opts / sizeof k_opts[0]),
+    KR_CLI_FILE,
+    0,
+};
 
 typedef struct opts {
     const char *model, *tokenizer, *future_file, *output, *format, *quant, *kv_dtype, *market;
     kr_ohlc_mode ohlc;
-    int quantiles_given;
+    int quantiles_given, quantiles_none; /* --quantiles LIST / --quantiles none */
+    int paths_given, lookback_given;
     const char *inputs[MAX_INPUTS];
     int n_inputs, threads, allow_nonfinite;
     int batch_rows; /* --batch-size */
@@ -199,30 +231,53 @@ static void fmt_ts(int64_t t, int date_only, char *buf) {
 
 static const char *const k_cols[6] = { "open", "high", "low", "close", "volume", "amount" };
 
+/* Decimals to print column c with: the input's own (kr_candles_decimals), else enough for
+ * nine significant digits of its largest value. Never an exponent: a spreadsheet or a trader
+ * reads 1215296640, not 1.21529664e+09. */
+static int column_decimals(const kr_candles *cs, int c) {
+    int d = kr_candles_decimals(cs, c);
+    if (d >= 0) return d;
+    double most = 0;
+    for (int64_t i = 0; i < cs->n; i++) {
+        const double v = fabs(cs->values[i * KR_N_FEATURES + c]);
+        if (v > most) most = v;
+    }
+    d = most >= 1 ? 8 - (int)floor(log10(most)) : 8 + (int)ceil(-log10(most > 0 ? most : 1));
+    return d < 0 ? 0 : d > 12 ? 12 : d;
+}
+
 /* The mean path; with --quantiles, one more column per quantile and candle field,
- * <field>_q<q> ("close_q0.1"), after the reference's seven. */
-static int write_csv(FILE *f, const kr_path_set *ps, const opts *o, int date_only) {
-    int P = ps->pred_len, nq = o->quantiles_given ? o->n_quantiles : 0;
+ * <field>_q<q> ("close_q0.1"), after the reference's seven; by default (more than one path)
+ * the close's 10 % and 90 % quantiles, the band a trader reads beside the mean. */
+static int write_csv(FILE *f, const kr_path_set *ps, const opts *o, const kr_candles *cs) {
+    static const double k_band[2] = { 0.1, 0.9 };
+    const int band = !o->quantiles_given && !o->quantiles_none && ps->paths > 1;
+    const int P = ps->pred_len, nq = o->quantiles_given ? o->n_quantiles : band ? 2 : 0;
+    const double *qs = o->quantiles_given ? o->quantiles : k_band;
     double *qv = nq ? malloc((size_t)nq * P * 6 * sizeof *qv) : NULL;
     if (nq && !qv) return -1;
     for (int k = 0; k < nq; k++) {
         kr_error e;
-        if (kr_path_set_quantile(ps, o->quantiles[k], qv + (size_t)k * P * 6, &e) != KR_OK) {
+        if (kr_path_set_quantile(ps, qs[k], qv + (size_t)k * P * 6, &e) != KR_OK) {
             free(qv);
             return -1;
         }
     }
+    int dec[6];
+    for (int c = 0; c < 6; c++) dec[c] = column_decimals(cs, c);
+    const int c_first = band ? KR_CLOSE : 0, c_last = band ? KR_CLOSE : 5;
     fprintf(f, "timestamps,open,high,low,close,volume,amount");
     for (int k = 0; k < nq; k++)
-        for (int c = 0; c < 6; c++) fprintf(f, ",%s_q%g", k_cols[c], o->quantiles[k]);
+        for (int c = c_first; c <= c_last; c++) fprintf(f, ",%s_q%g", k_cols[c], qs[k]);
     fprintf(f, "\n");
     for (int i = 0; i < P; i++) {
         char b[32];
-        fmt_ts(ps->timestamps[i], date_only, b);
+        fmt_ts(ps->timestamps[i], cs->date_only, b);
         fprintf(f, "%s", b);
-        for (int c = 0; c < 6; c++) fprintf(f, ",%.9g", ps->mean[i * 6 + c]);
+        for (int c = 0; c < 6; c++) fprintf(f, ",%.*f", dec[c], ps->mean[i * 6 + c] + 0.0);
         for (int k = 0; k < nq; k++)
-            for (int c = 0; c < 6; c++) fprintf(f, ",%.9g", qv[((size_t)k * P + i) * 6 + c]);
+            for (int c = c_first; c <= c_last; c++)
+                fprintf(f, ",%.*f", dec[c], qv[((size_t)k * P + i) * 6 + c] + 0.0);
         fprintf(f, "\n");
     }
     free(qv);
@@ -236,7 +291,8 @@ static kr_status path_set_quantile(void *user, double q, double *out, kr_error *
 /* The library's forecast JSON (kronos/forecast_json.h, the HTTP answer's writer too) with
  * the input file and the model's shape in front. */
 static int write_json(FILE *f, const kr_forecast *fc, const kr_path_set *ps, const opts *o,
-                      const char *input, const kr_candles *cs, const kr_model_info *mi) {
+                      const char *input, const kr_candles *cs, int64_t rows_used,
+                      const kr_calendar_coverage *cov, const kr_model_info *mi) {
     cJSON *head = cJSON_CreateObject();
     cJSON_AddStringToObject(head, "input", input);
     cJSON_AddStringToObject(head, "ohlc", kr_ohlc_mode_name(o->ohlc));
@@ -251,8 +307,21 @@ static int write_json(FILE *f, const kr_forecast *fc, const kr_path_set *ps, con
     members[strlen(members) - 1] = '\0'; /* the object's members, without its braces */
     kr_forecast_json_params jp = kr_forecast_json_default_params();
     jp.params = &o->p;
-    jp.history_rows = cs->n;
+    jp.history_rows = rows_used;
     jp.date_only = cs->date_only;
+    jp.calendar = cov;
+    jp.volume_absent = !cs->has_volume;
+    const char *warnings[2];
+    char thin[160];
+    if (cov->past_last_year) warnings[jp.n_warnings++] = cov->message;
+    if (cs->n < KR_FORECAST_MIN_ROWS) {
+        snprintf(thin, sizeof thin,
+                 "%lld rows of history: a forecast needs at least %d (the normalisation's mean "
+                 "and spread rest on them)",
+                 (long long)cs->n, KR_FORECAST_MIN_ROWS);
+        warnings[jp.n_warnings++] = thin;
+    }
+    jp.warnings = warnings;
     jp.quantiles = o->quantiles;
     jp.n_quantiles = o->n_quantiles;
     jp.include_paths = 1;
@@ -317,34 +386,11 @@ static int check_batch_outputs(const opts *o, char *msg, size_t cap) {
 }
 
 static int parse_opts(int argc, char **argv, opts *o, char ***owned, int *n_owned) {
-    static const struct option longopts[] = {
-        { "model", required_argument, NULL, 'm' },
-        { "tokenizer", required_argument, NULL, 't' },
-        { "input", required_argument, NULL, 'i' },
-        { "pred-len", required_argument, NULL, 'n' },
-        { "lookback", required_argument, NULL, 'l' },
-        { "max-context", required_argument, NULL, 'c' },
-        { "paths", required_argument, NULL, 'p' },
-        { "temperature", required_argument, NULL, 'T' },
-        { "top-k", required_argument, NULL, 'k' },
-        { "top-p", required_argument, NULL, 'P' },
-        { "seed", required_argument, NULL, 's' },
-        { "window", required_argument, NULL, 'w' },
-        { "future-timestamps", required_argument, NULL, 'f' },
-        { "format", required_argument, NULL, 'F' },
-        { "output", required_argument, NULL, 'o' },
-        { "threads", required_argument, NULL, 'j' },
-        { "quantiles", required_argument, NULL, 'q' },
-        { "quant", required_argument, NULL, 'Q' },
-        { "kv-dtype", required_argument, NULL, 'K' },
-        KR_OPT_ALLOW_NONFINITE_ENTRY,
-        { "market", required_argument, NULL, 'M' },
-        { "ohlc", required_argument, NULL, 'O' },
-        { "batch-size", required_argument, NULL, 'B' },
-        { "help", no_argument, NULL, 'h' },
-        { NULL, 0, NULL, 0 },
-    };
+    struct option longopts[KR_CLI_MAX_OPTS];
+    kr_cli_opts_getopt(&kr_cli_forecast_spec, longopts, KR_CLI_MAX_OPTS);
     o->p = kr_forecast_default_params();
+    o->p.paths = KR_CLI_FORECAST_PATHS;
+    o->ohlc = KR_OHLC_CONSISTENT;
     o->format = "csv";
     o->batch_rows = KR_STATIC_BATCH_ROWS_DEFAULT;
     o->quantiles[0] = 0.1;
@@ -356,6 +402,8 @@ static int parse_opts(int argc, char **argv, opts *o, char ***owned, int *n_owne
     char msg[256 + 2 * PATH_MAX];
     const kr_cli_sampling sampling = KR_CLI_SAMPLING_OF(o->p);
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        o->paths_given |= c == KR_OPT_PATHS;
+        o->lookback_given |= c == KR_OPT_LOOKBACK;
         int shared = kr_cli_sampling_flag(CMD, c, optarg, &sampling);
         if (shared == 2) return 2;
         if (shared == 0) continue;
@@ -427,15 +475,27 @@ static int parse_opts(int argc, char **argv, opts *o, char ***owned, int *n_owne
                     CMD, "--batch-size must be an integer in 0..1048576 (rows), got '%s'", optarg);
             break;
         case 'q':
+            if (!strcmp(optarg, "none")) {
+                o->quantiles_none = 1;
+                o->quantiles_given = 0;
+                break;
+            }
             if (parse_quantiles(optarg, o) != 0) return 2;
             o->quantiles_given = 1;
+            o->quantiles_none = 0;
             break;
-        case 'h': usage(stdout); return -1;
+        case 'h': kr_cli_opts_help(&kr_cli_forecast_spec, stdout); return -1;
         default: return kr_cli_usage_error(CMD, "%s", "unknown flag");
         }
     }
-    if (optind < argc) return kr_cli_usage_error(CMD, "unexpected argument '%s'", argv[optind]);
-    if (o->n_inputs == 0) return kr_cli_usage_error(CMD, "%s", "--input is required");
+    /* Operands are inputs too, as ingest takes its file (kronos forecast a.csv --pred-len 5). */
+    for (; optind < argc; optind++)
+        if (add_input(o, argv[optind], owned, n_owned, msg, sizeof msg) != 0)
+            return kr_cli_usage_error(CMD, "%s", msg);
+    if (o->n_inputs == 0)
+        return kr_cli_usage_error(CMD, "%s",
+                                  "no input: give a candle file (kronos forecast FILE "
+                                  "--pred-len N, or --input FILE)");
     if (o->p.pred_len == 0) return kr_cli_usage_error(CMD, "%s", "--pred-len is required");
     if (o->p.pred_len > o->p.max_context) {
         snprintf(msg, sizeof msg, "--pred-len %d exceeds --max-context %d", o->p.pred_len,
@@ -530,7 +590,13 @@ int kr_cmd_forecast(int argc, char **argv) {
             goto done;
         }
         kr_cli_warn_dropped_columns(CMD, o.inputs[i], cs[i]);
+        kr_cli_warn_thin_history(CMD, o.inputs[i], cs[i]);
         series[i] = kr_candles_series(cs[i]);
+        /* Without --lookback, the trailing max_context - pred_len rows: the window then holds
+         * the whole forecast and is never re-run (slow), as analyze chooses. */
+        const int64_t fit = (int64_t)o.p.max_context - o.p.pred_len;
+        if (!o.lookback_given && cs[i]->n > fit && fit >= 2)
+            series[i] = kr_candles_slice(cs[i], cs[i]->n - fit, fit);
         /* A named market: its calendar gives the forecast bars' stamps (the engine infers
          * one from the history otherwise). */
         if (o.market && cs[i]->n >= 2) {
@@ -549,7 +615,8 @@ int kr_cmd_forecast(int argc, char **argv) {
         /* Past max_context the exact window re-runs the whole window at every later step. */
         int64_t L = o.p.lookback > 0 ? o.p.lookback
                                      : (cs[i]->n < o.p.max_context ? cs[i]->n : o.p.max_context);
-        if (o.p.window == KR_WINDOW_EXACT && L + o.p.pred_len > o.p.max_context && !hinted) {
+        if (o.lookback_given && o.p.window == KR_WINDOW_EXACT &&
+            L + o.p.pred_len > o.p.max_context && !hinted) {
             /* A lookback below 2 rows is refused, so past that only the rolling window helps. */
             char fix[96] = "use";
             if (o.p.max_context - o.p.pred_len >= 2)
@@ -633,6 +700,16 @@ int kr_cmd_forecast(int argc, char **argv) {
         fprintf(stderr, "kronos %s: note: %s\n", CMD, msg);
     int json = !strcmp(o.format, "json");
     for (int i = 0; i < o.n_inputs; i++) {
+        /* Stamps past the last year whose holidays the calendar lists are weekdays only:
+         * said on stderr and in the JSON, not left for a user to find on a holiday. */
+        kr_calendar_coverage cov = { 0 };
+        if (!o.future_file && kr_calendar_coverage_of(o.market, NULL, series[i].timestamps,
+                                                      series[i].n, kr_forecast_timestamps(res[i]),
+                                                      o.p.pred_len, &cov, &err) != KR_OK)
+            memset(&cov, 0, sizeof cov);
+        if (cov.past_last_year)
+            fprintf(stderr, "kronos %s: warning: %s: %s\n", CMD,
+                    strcmp(o.inputs[i], "-") ? o.inputs[i] : "stdin", cov.message);
         FILE *f = stdout;
         char path[PATH_MAX];
         if (o.output) {
@@ -653,8 +730,9 @@ int kr_cmd_forecast(int argc, char **argv) {
         } else if (o.n_inputs > 1) {
             fprintf(f, "%s# %s\n", i ? "\n" : "", o.inputs[i]);
         }
-        int wr = json ? write_json(f, res[i], sets[i], &o, o.inputs[i], cs[i], &mi)
-                      : write_csv(f, sets[i], &o, cs[i]->date_only);
+        int wr =
+            json ? write_json(f, res[i], sets[i], &o, o.inputs[i], cs[i], series[i].n, &cov, &mi)
+                 : write_csv(f, sets[i], &o, cs[i]);
         if (f != stdout && fclose(f) != 0) wr = -1;
         if (wr != 0) {
             snprintf(msg, sizeof msg, "%s: write failed", o.output ? path : "stdout");

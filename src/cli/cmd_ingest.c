@@ -11,6 +11,7 @@
 #include "kronos/util.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/options.h"
 #include "cli/progress.h"
 #include "kronos.h"
 #include "kronos/store.h"
@@ -18,30 +19,38 @@
 
 #define CMD "ingest"
 
-static void usage(FILE *f) {
-    fputs("usage: kronos ingest --symbol SYM --interval I [--market NAME] [--db FILE|URL] FILE\n"
-          "\n"
-          "Stores the candles of FILE under SYM and I in the local database, replacing stored\n"
-          "candles with the same timestamps, and says how many rows were new, replaced with\n"
-          "other values or repeated. A bad row rejects the whole file, and so does a second\n"
-          "bar on a day of a daily series (the file stamps its days otherwise than the store).\n"
-          "'kronos store list' shows what is stored, 'kronos store delete' removes a mistake.\n"
-          "\n"
-          "  --symbol SYM     up to 32 characters of A-Z a-z 0-9 . _ - ^ = (e.g. AAPL, 600977.SH)\n"
-          "  --interval I     bar length: a count and a unit s, m, min, h, d, w, mo (1m, 5m, 1h,\n"
-          "                   4h, 1d, 1w)\n"
-          "  --market NAME    the symbol's exchange calendar (NYSE, SSE, HKEX, CRYPTO, ...),\n"
-          "                   used by 'kronos analyze' for the forecast bars' timestamps\n"
-          "                   (default: the symbol's suffix, else inferred from the history)\n"
-          "  --db FILE|URL    database file, or a PostgreSQL URL postgresql://... (default:\n"
-          "                   $KRONOS_DB, else $XDG_DATA_HOME/kronos/kronos.db or\n"
-          "                   ~/.local/share/kronos/kronos.db)\n"
-          "  FILE             a CSV file (timestamps,open,high,low,close[,volume,amount]), JSON\n"
-          "                   candles (a .json name, or text starting with { or [) or - for\n"
-          "                   standard input, as for forecast\n"
-          "  -h, --help       this text\n",
-          f);
-}
+static const kr_cli_opt k_opts[] = {
+    { "symbol", 's', KR_CLI_TEXT, "SYM", 0, 0, NULL,
+      "up to 32 characters of A-Z a-z 0-9 . _ - ^ = (e.g. AAPL, 600977.SH)" },
+    { "interval", 'i', KR_CLI_TEXT, "I", 0, 0, NULL,
+      "bar length: a count and a unit s, m, min, h, d, w, mo (1m, 5m, 1h,\n4h, 1d, 1w); "
+      "default: the bars' most common spacing (said on\nstderr)" },
+    { "market", 'M', KR_CLI_TEXT, "NAME", 0, 0, NULL,
+      "the symbol's exchange calendar (NYSE, SSE, HKEX, CRYPTO, ...),\nused by 'kronos "
+      "analyze' for the forecast bars' timestamps\n(default: the symbol's suffix, else "
+      "inferred from the history)" },
+    { "db", 'd', KR_CLI_FILE, "FILE|URL", 0, 0, NULL,
+      "database file, or a PostgreSQL URL postgresql://... (default:\n$KRONOS_DB, else "
+      "$XDG_DATA_HOME/kronos/kronos.db or\n~/.local/share/kronos/kronos.db)" },
+    { "help", 'h', KR_CLI_FLAG, NULL, 0, 0, NULL, "this text" },
+};
+
+const kr_cli_command kr_cli_ingest_spec = {
+    "ingest",
+    "--symbol SYM [--interval I] [--market NAME] [--db FILE|URL] FILE",
+    "store a candle CSV under a symbol and interval in the local database",
+    "Stores the candles of FILE under SYM and I in the local database, replacing stored\n"
+    "candles with the same timestamps, and says how many rows were new, replaced with\n"
+    "other values or repeated. A bad row rejects the whole file, and so does a second\n"
+    "bar on a day of a daily series (the file stamps its days otherwise than the store).\n"
+    "'kronos store list' shows what is stored, 'kronos store delete' removes a mistake.\n"
+    "FILE is a CSV file (timestamps,open,high,low,close[,volume,amount]), JSON candles (a\n"
+    ".json name, or text starting with { or [) or - for standard input, as for forecast.\n",
+    k_opts,
+    (int)(sizeof k_opts / sizeof k_opts[0]),
+    KR_CLI_FILE,
+    16,
+};
 
 /* A warning (not an error) when the bars' spacing disagrees with the interval named: the
  * usual slip is ingesting a 5-minute file as 1m, which analyze would then mislabel. The
@@ -80,11 +89,8 @@ static void check_ranges(const kr_candles *c, const char *file) {
 }
 
 int kr_cmd_ingest(int argc, char **argv) {
-    static const struct option longopts[] = {
-        { "symbol", required_argument, NULL, 's' }, { "interval", required_argument, NULL, 'i' },
-        { "db", required_argument, NULL, 'd' },     { "market", required_argument, NULL, 'M' },
-        { "help", no_argument, NULL, 'h' },         { NULL, 0, NULL, 0 },
-    };
+    struct option longopts[KR_CLI_MAX_OPTS];
+    kr_cli_opts_getopt(&kr_cli_ingest_spec, longopts, KR_CLI_MAX_OPTS);
     const char *symbol = NULL, *interval = NULL, *db_flag = NULL, *market = NULL;
     kr_error err = { 0 };
     optind = 1;
@@ -101,18 +107,18 @@ int kr_cmd_ingest(int argc, char **argv) {
             const kr_calendar *cal;
             if (kr_calendar_find(optarg, &cal, &err) != KR_OK)
                 return kr_cli_usage_error(CMD, "--market: %s", err.message);
-            market = kr_calendar_name(cal);
+            /* As the user spelled it (SZSE stays SZSE; its calendar is SSE's). */
+            market = kr_calendar_spelling(cal, optarg);
             break;
         }
-        case 'h': usage(stdout); return 0;
+        case 'h': kr_cli_opts_help(&kr_cli_ingest_spec, stdout); return 0;
         default: return kr_cli_usage_error(CMD, "%s", "unknown flag");
         }
     }
     if (!symbol) return kr_cli_usage_error(CMD, "%s", "--symbol is required");
-    if (!interval) return kr_cli_usage_error(CMD, "%s", "--interval is required");
     if (kr_store_check_symbol(symbol, &err) != KR_OK)
         return kr_cli_usage_error(CMD, "--%s", err.message);
-    if (kr_store_check_interval(interval, &err) != KR_OK)
+    if (interval && kr_store_check_interval(interval, &err) != KR_OK)
         return kr_cli_usage_error(CMD, "--%s", err.message);
     if (optind >= argc) return kr_cli_usage_error(CMD, "%s", "a candle file is required");
     if (optind + 1 < argc)
@@ -137,6 +143,21 @@ int kr_cmd_ingest(int argc, char **argv) {
     }
     if (!strcmp(file, "-")) file = "stdin";
     kr_cli_warn_dropped_columns(CMD, file, c);
+    char inferred[16];
+    if (!interval) {
+        /* The bars' own spacing names the series' interval when none is given. */
+        if (kr_interval_infer(c->timestamps, c->n, inferred, sizeof inferred) != 0) {
+            rc = kr_cli_usage_error(CMD, "%s",
+                                    "one bar tells no interval: give --interval (1m, 5m, 1h, 1d, "
+                                    "...)");
+            goto done;
+        }
+        interval = inferred;
+        fprintf(stderr,
+                "kronos %s: %s: interval %s inferred from the bars' most common spacing (give "
+                "--interval to name another)\n",
+                CMD, file, interval);
+    }
     check_spacing(c, interval, file);
     check_ranges(c, file);
     kr_store_upsert_stats stats;

@@ -14,6 +14,7 @@
 #include "cli/args.h"
 #include "cli/calib_windows.h"
 #include "cli/commands.h"
+#include "cli/options.h"
 #include "cli/progress.h"
 #include "kronos.h"
 #include "kronos/series.h"
@@ -21,50 +22,56 @@
 #define CMD "quantize"
 #define MAX_CALIB 32
 
-static void usage(FILE *f) {
-    fputs("usage: kronos quantize --quant bf16|int8|fp8|q4 --out DIR [--model DIR] [--tokenizer "
-          "DIR]\n"
-          "                       [--method rtn|awq|smoothquant|gptq] [--calib CSV]... [flags]\n"
-          "\n"
-          "Quantises every Linear of an f32 checkpoint and writes DIR/predictor and\n"
-          "DIR/tokenizer (config.json with a \"quantization\" block + model.safetensors), which\n"
-          "--model DIR then loads as mapped, with no conversion.\n"
-          "\n"
-          "  --model DIR        f32 checkpoint (predictor/ + tokenizer/, or the predictor dir;\n"
-          "                     default: the bundled demo model)\n"
-          "  --tokenizer DIR    tokenizer dir when --model is the predictor dir\n"
-          "  --quant FMT        bf16, int8 (W8A8), fp8 (e4m3, W8A16) or q4 (4-bit groups)\n"
-          "  --group N          q4 group size, 32 (default) or 64\n"
-          "  --calib CSV        candles to calibrate on (repeatable): int8 then uses\n"
-          "                     SmoothQuant-style smoothing, q4 AWQ-style channel scales;\n"
-          "                     without it every format is plain round-to-nearest\n"
-          "  --method M         rtn, awq (q4), smoothquant (int8) or gptq (q4, int8: GPTQ\n"
-          "                     error compensation from the calibration inputs); awq,\n"
-          "                     smoothquant and gptq need --calib (default: awq / smoothquant\n"
-          "                     with --calib, rtn without)\n"
-          "  --damp F           gptq: damping added to XᵀX's diagonal, a fraction of its\n"
-          "                     mean (default 0.01; raised x10 until XᵀX factorises)\n"
-          "  --windows N        calibration windows cut from each file (default 8)\n"
-          "  --lookback N       rows per calibration window (default 400)\n"
-          "  --threads N        compute threads (default: all CPUs)\n"
-          "  --out DIR          output directory (created); a previous DIR/predictor and\n"
-          "                     DIR/tokenizer are replaced once the new pair is complete\n"
-          "  --allow-nonfinite-weights\n"
-          "                     quantise a checkpoint even if a weight is NaN or infinite\n"
-          "  -h, --help         this text\n",
-          f);
-}
+static const kr_cli_opt k_opts[] = {
+    { "model", 'm', KR_CLI_DIR, "DIR", 0, 0, NULL,
+      "f32 checkpoint (predictor/ + tokenizer/, or the predictor dir;\ndefault: the bundled demo "
+      "model)" },
+    { "tokenizer", 't', KR_CLI_DIR, "DIR", 0, 0, NULL,
+      "tokenizer dir when --model is the predictor dir" },
+    { "quant", 'q', KR_CLI_TEXT, "FMT", 0, 0, NULL,
+      "bf16, int8 (W8A8), fp8 (e4m3, W8A16) or q4 (4-bit groups)" },
+    { "group", 'g', KR_CLI_INT, "N", 0, 0, NULL, "q4 group size, 32 (default) or 64" },
+    { "calib", 'c', KR_CLI_FILE, "CSV", 0, 0, NULL,
+      "candles to calibrate on (repeatable): int8 then uses\nSmoothQuant-style smoothing, q4 "
+      "AWQ-style channel scales;\nwithout it every format is plain round-to-nearest" },
+    { "method", 'M', KR_CLI_TEXT, "M", 0, 0, NULL,
+      "rtn, awq (q4), smoothquant (int8) or gptq (q4, int8: GPTQ\nerror compensation from the "
+      "calibration inputs); awq,\nsmoothquant and gptq need --calib (default: awq / "
+      "smoothquant\nwith --calib, rtn without)" },
+    { "damp", 'D', KR_CLI_TEXT, "F", 0, 0, NULL,
+      "gptq: damping added to XᵀX's diagonal, a fraction of its\nmean (default 0.01; raised x10 "
+      "until XᵀX factorises)" },
+    { "windows", 'w', KR_CLI_INT, "N", 0, 0, NULL,
+      "calibration windows cut from each file (default 8)" },
+    { "lookback", 'l', KR_CLI_INT, "N", 0, 0, NULL, "rows per calibration window (default 400)" },
+    { "threads", 'j', KR_CLI_INT, "N", 0, 0, NULL, "compute threads (default: all CPUs)" },
+    { "out", 'o', KR_CLI_DIR, "DIR", 0, 0, NULL,
+      "output directory (created); a previous DIR/predictor and\nDIR/tokenizer are replaced once "
+      "the new pair is complete" },
+    { "allow-nonfinite-weights", KR_OPT_ALLOW_NONFINITE, KR_CLI_FLAG, NULL, 0, 0, NULL,
+      "quantise a checkpoint even if a weight is NaN or infinite" },
+    { "help", 'h', KR_CLI_FLAG, NULL, 0, 0, NULL, "this text" },
+};
+
+/* The flags of `kronos quantize` (cli/options.h): its --help, getopt table, completion and man
+ * page. */
+const kr_cli_command kr_cli_quantize_spec = {
+    "quantize",
+    "--quant bf16|int8|fp8|q4 --out DIR [--model DIR] [--tokenizer DIR]\n                       "
+    "[--method rtn|awq|smoothquant|gptq] [--calib CSV]... [flags]",
+    "write a bf16 / int8 / fp8 / q4 checkpoint, calibrated on candle files",
+    "Quantises every Linear of an f32 checkpoint and writes DIR/predictor and\n"
+    "DIR/tokenizer (config.json with a \"quantization\" block + model.safetensors), which\n"
+    "--model DIR then loads as mapped, with no conversion.\n",
+    k_opts,
+    (int)(sizeof k_opts / sizeof k_opts[0]),
+    KR_CLI_FLAG,
+    18,
+};
 
 int kr_cmd_quantize(int argc, char **argv) {
-    static const struct option longopts[] = {
-        { "model", required_argument, NULL, 'm' },    { "tokenizer", required_argument, NULL, 't' },
-        { "quant", required_argument, NULL, 'q' },    { "group", required_argument, NULL, 'g' },
-        { "calib", required_argument, NULL, 'c' },    { "windows", required_argument, NULL, 'w' },
-        { "lookback", required_argument, NULL, 'l' }, { "threads", required_argument, NULL, 'j' },
-        { "out", required_argument, NULL, 'o' },      KR_OPT_ALLOW_NONFINITE_ENTRY,
-        { "method", required_argument, NULL, 'M' },   { "damp", required_argument, NULL, 'D' },
-        { "help", no_argument, NULL, 'h' },           { NULL, 0, NULL, 0 },
-    };
+    struct option longopts[KR_CLI_MAX_OPTS];
+    kr_cli_opts_getopt(&kr_cli_quantize_spec, longopts, KR_CLI_MAX_OPTS);
     const char *model = NULL, *tokenizer = NULL, *quant = NULL, *out = NULL, *method = NULL;
     double damp = kr_quantize_default_params().gptq_damp;
     const char *calib[MAX_CALIB];
@@ -123,7 +130,7 @@ int kr_cmd_quantize(int argc, char **argv) {
             damp_given = 1;
             break;
         case KR_OPT_ALLOW_NONFINITE: allow_nonfinite = 1; break;
-        case 'h': usage(stdout); return 0;
+        case 'h': kr_cli_opts_help(&kr_cli_quantize_spec, stdout); return 0;
         default: return kr_cli_usage_error(CMD, "%s", "unknown flag");
         }
     }

@@ -1,9 +1,10 @@
 /*
  * cli/cmd_serve — `kronos serve`: loads a model and runs the HTTP server (src/server) until a
  * signal, then drains: /ready turns 503, new requests get 503, accepted ones finish and are
- * answered, and the process exits 0. SIGTERM, SIGINT and SIGHUP all drain (SIGHUP is not a
- * reload: settings change with a restart); a second SIGTERM or SIGINT during the drain stops
- * the process at once, as operators expect of a second Ctrl-C.
+ * answered, and the process exits 0. SIGTERM and SIGINT drain; SIGHUP reloads the served
+ * models from the --config file (server/models.h; without one it drains too); a second
+ * SIGTERM or SIGINT during the drain stops the process at once, as operators expect of a
+ * second Ctrl-C.
  *
  * Settings come from defaults, then --config FILE (JSON: every flag has a key, plus the
  * scheduler knobs, limits and time-of-day profiles), then the flags, so a flag always wins
@@ -84,9 +85,11 @@ static void usage(FILE *f) {
         "  --access-log FILE|-      one JSON line per request (appended; - = stdout)\n"
         "  -h, --help               this text\n"
         "\n"
-        "Signals: SIGTERM, SIGINT and SIGHUP drain (/ready 503; after --drain-delay, new\n"
-        "requests 503; accepted ones answered) and exit 0; SIGHUP does not reload (restart to\n"
-        "change settings). A second SIGTERM or SIGINT during the drain stops at once.\n"
+        "Signals: SIGTERM and SIGINT drain (/ready 503; after --drain-delay, new requests\n"
+        "503; accepted ones answered) and exit 0; a second one during the drain stops at once.\n"
+        "SIGHUP with --config reads the file again and loads, replaces or unloads the models\n"
+        "of its \"models\" key (requests in flight finish on the old weights; other keys need a\n"
+        "restart); without --config SIGHUP drains like SIGTERM.\n"
         "SIGUSR1 reopens the --access-log file (after logrotate has moved it).\n"
         "Under systemd (Type=notify, $NOTIFY_SOCKET): READY once listening, a STATUS line,\n"
         "STOPPING at a drain, and WatchdogSec pings sent only while the engine runs.\n"
@@ -128,8 +131,20 @@ static int parse_flags(int argc, char **argv, flags *fl) {
         { NULL, 0, NULL, 0 },
     };
     optind = 1;
-    int c;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    int c, li = -1;
+    while ((c = getopt_long(argc, argv, "h", longopts, &li)) != -1) {
+        /* An empty value is a mistake, never a choice: `--api-key-file "$UNSET"` must not
+         * serve without authentication, `--model ''` the demo model, `--access-log ''` no
+         * log. Every flag's value, named (the config file's keys refuse "" the same way). */
+        if (optarg && !optarg[0] && li >= 0 && longopts[li].has_arg == required_argument) {
+            char msg[160];
+            snprintf(msg, sizeof msg,
+                     "--%s is empty (an unset variable?): give a value, or leave the flag out "
+                     "for its default",
+                     longopts[li].name);
+            return kr_cli_usage_error(CMD, "%s", msg);
+        }
+        li = -1;
         switch (c) {
         case 'm': fl->model = optarg; break;
         case 't': fl->tokenizer = optarg; break;
@@ -227,6 +242,12 @@ static int apply_flags(const flags *fl, kr_server_config *cfg) {
         return kr_cli_usage_error(CMD, "%s", msg);
     }
     if (!cfg->web_root[0]) kr_share_path("web", cfg->web_root, sizeof cfg->web_root);
+    /* The config's calendar_dir, unless --calendar-dir (read before any command) named one. */
+    if (cfg->calendar_dir[0] && !kr_cli_calendar_dir_given()) {
+        char cal_msg[1024];
+        if (kr_cli_load_calendars(cfg->calendar_dir, 0, cal_msg, sizeof cal_msg) != 0)
+            return kr_cli_usage_error(CMD, "calendar_dir: %s", cal_msg);
+    }
     /* The store: the flag, else the config's db, else $KRONOS_DB / the XDG data directory. It
      * is optional for serving forecasts: without one only its routes fail (503). One that was
      * asked for (--db, the config's db, KRONOS_DB) must be usable now, not at the first write. */
@@ -301,22 +322,6 @@ static int check_config(const kr_server_config *cfg, const char *pred_dir, const
         if (err.status != KR_ERR_BUSY) return kr_cli_usage_error(CMD, "%s", err.message);
         fprintf(stderr, "kronos %s: warning: %s; in use now, so a start fails until it is free\n",
                 CMD, err.message);
-    }
-    if (cfg->access_log[0] && strcmp(cfg->access_log, "-") != 0) {
-        /* The file is appended to: its directory must take a new file, or it must be
-         * writable already. */
-        if (access(cfg->access_log, W_OK) != 0) {
-            char dir[KR_SERVER_PATH_MAX];
-            snprintf(dir, sizeof dir, "%s", cfg->access_log);
-            char *slash = strrchr(dir, '/');
-            if (slash)
-                *(slash == dir ? slash + 1 : slash) = '\0';
-            else
-                snprintf(dir, sizeof dir, ".");
-            if (errno != ENOENT || access(dir, W_OK | X_OK) != 0)
-                return kr_cli_usage_error(CMD, "access_log: '%s' cannot be written",
-                                          cfg->access_log);
-        }
     }
     char db_shown[KR_SERVER_PATH_MAX];
     kr_store_display_name(cfg->db, db_shown, sizeof db_shown);
@@ -411,12 +416,38 @@ static void reopen_logs(kr_server *srv) {
     log_line(NULL, line);
 }
 
-/* Waits for the first signal (SIGUSR1 only reopens the log), drains, and returns when the drain
- * is over; a second SIGTERM or SIGINT meanwhile ends the process at once, by that signal. */
+/* SIGHUP with a --config file: read it again and make the served models match its "models"
+ * and default_model (in-flight requests finish on the weights they started on). */
+static void reload_models(kr_server *srv, const char *config_path) {
+    kr_server_config *c = malloc(sizeof *c);
+    kr_error err = { 0 };
+    char line[1400];
+    kr_status st = c ? KR_OK : kr_error_set(&err, KR_ERR_NOMEM, "out of memory");
+    if (st == KR_OK) {
+        kr_server_config_defaults(c);
+        st = kr_server_config_load(config_path, c, &err);
+    }
+    if (st == KR_OK) st = kr_server_reload_models(srv, c, &err);
+    if (st == KR_OK)
+        snprintf(line, sizeof line, "SIGHUP: models reloaded from %s", config_path);
+    else
+        snprintf(line, sizeof line, "SIGHUP: models not (all) reloaded: %s", err.message);
+    log_line(NULL, line);
+    free(c);
+}
+
+/* Waits for the first signal (SIGUSR1 only reopens the log; SIGHUP with a config file reloads
+ * its models), drains, and returns when the drain is over; a second SIGTERM or SIGINT
+ * meanwhile ends the process at once, by that signal. */
 static void serve_until_signal(kr_server *srv, const sigset_t *sigs, double grace_s,
-                               serve_notifier *notifier) {
+                               serve_notifier *notifier, const char *config_path) {
     int sig = 0;
-    while (sigwait(sigs, &sig) == 0 && sig == SIGUSR1) reopen_logs(srv);
+    while (sigwait(sigs, &sig) == 0 && (sig == SIGUSR1 || (sig == SIGHUP && config_path))) {
+        if (sig == SIGUSR1)
+            reopen_logs(srv);
+        else
+            reload_models(srv, config_path);
+    }
     char line[160];
     snprintf(line, sizeof line,
              "%s: draining (SIGTERM or SIGINT again stops at once, cutting what is in flight)",
@@ -478,6 +509,10 @@ int kr_cmd_serve(int argc, char **argv) {
         return kr_cli_usage_error(CMD, "%s", err.message);
     if ((rc = apply_flags(&fl, &cfg)) != 0) return rc;
     if (kr_server_config_validate(&cfg, &err) != KR_OK)
+        return kr_cli_usage_error(CMD, "%s", err.message);
+    /* Before the model loads (and for --check-config): a log that cannot be one (a FIFO would
+     * block the start) or cannot be written. */
+    if (cfg.access_log[0] && kr_server_check_access_log(cfg.access_log, &err) != KR_OK)
         return kr_cli_usage_error(CMD, "%s", err.message);
     cfg.sched.log = log_line;
 
@@ -551,7 +586,7 @@ int kr_cmd_serve(int argc, char **argv) {
     snprintf(status, sizeof status, "serving on %s", url);
     serve_notifier *notifier = serve_notifier_start(srv, status, log_line);
 
-    serve_until_signal(srv, &sigs, cfg.request_timeout_s, notifier);
+    serve_until_signal(srv, &sigs, cfg.request_timeout_s, notifier, fl.config);
     serve_notifier_free(notifier);
     kr_server_free(srv);
     kr_model_free(model);

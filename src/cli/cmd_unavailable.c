@@ -39,4 +39,9 @@ int kr_cmd_eval_quant(int argc, char **argv) {
     (void)argc, (void)argv;
     return unavailable("eval-quant", "the evaluation library", "KRONOS_BUILD_EVAL");
 }
+
+int kr_cmd_backtest(int argc, char **argv) {
+    (void)argc, (void)argv;
+    return unavailable("backtest", "the evaluation library", "KRONOS_BUILD_EVAL");
+}
 #endif

@@ -5,6 +5,8 @@
 #ifndef KR_CLI_COMMANDS_H
 #define KR_CLI_COMMANDS_H
 
+#include <stddef.h>
+
 int kr_cmd_forecast(int argc, char **argv);
 int kr_cmd_gen_random(int argc, char **argv);
 int kr_cmd_bench(int argc, char **argv);
@@ -15,5 +17,26 @@ int kr_cmd_analyze(int argc, char **argv);
 int kr_cmd_pull(int argc, char **argv);
 int kr_cmd_quantize(int argc, char **argv);
 int kr_cmd_eval_quant(int argc, char **argv);
+int kr_cmd_calendars(int argc, char **argv);
+int kr_cmd_version(int argc, char **argv);
+int kr_cmd_completion(int argc, char **argv);
+int kr_cmd_man(int argc, char **argv);
+
+/* main.c: every command for the completion and man page generators: a command's option table
+ * when it has one, else its flags read back from its --help (opts[i] and text[i] hold those).
+ * Returns the count. */
+#include "cli/options.h"
+/* cmd_completion.c: the same, into static storage (valid until the next call). */
+#define MAX_COMMANDS 32
+int kr_cli_describe(kr_cli_described *out, int cap);
+int kr_cli_describe_commands(kr_cli_described *out, int cap, kr_cli_opt (*opts)[KR_CLI_MAX_OPTS],
+                             char (*text)[KR_CLI_HELP_TEXT]);
+
+/* cmd_calendars.c: 1 when --calendar-dir was given (it then outranks a config file's
+ * calendar_dir). */
+int kr_cli_calendar_dir_given(void);
+int kr_cli_load_calendars(const char *user_dir, int from_flag, char *msg, size_t cap);
+int kr_cmd_finetune(int argc, char **argv);
+int kr_cmd_backtest(int argc, char **argv);
 
 #endif

@@ -11,6 +11,15 @@
 int kr_cli_engine_open(const char *cmd, const char *pred_dir, const char *tok_dir,
                        const char *quant, int allow_nonfinite, int threads, const char *kv_dtype,
                        kr_cli_engine *e) {
+    const kr_context_params cp = kr_context_default_params();
+    return kr_cli_engine_open_with(cmd, pred_dir, tok_dir, quant, allow_nonfinite, threads,
+                                   kv_dtype, &cp, e);
+}
+
+int kr_cli_engine_open_with(const char *cmd, const char *pred_dir, const char *tok_dir,
+                            const char *quant, int allow_nonfinite, int threads,
+                            const char *kv_dtype, const kr_context_params *params,
+                            kr_cli_engine *e) {
     memset(e, 0, sizeof *e);
     kr_error err = { 0 };
     kr_model_params mp = kr_model_default_params();
@@ -23,7 +32,7 @@ int kr_cli_engine_open(const char *cmd, const char *pred_dir, const char *tok_di
         snprintf(msg, sizeof msg, "%s%s", err.message, hint);
         return kr_cli_fail(cmd, msg);
     }
-    kr_context_params cp = kr_context_default_params();
+    kr_context_params cp = *params;
     cp.n_threads = threads;
     cp.kv_dtype = kv_dtype;
     if (kr_context_create(e->model, &cp, &e->ctx, &err) != KR_OK) {

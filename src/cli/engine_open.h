@@ -18,6 +18,13 @@ typedef struct kr_cli_engine {
 int kr_cli_engine_open(const char *cmd, const char *pred_dir, const char *tok_dir,
                        const char *quant, int allow_nonfinite, int threads, const char *kv_dtype,
                        kr_cli_engine *e);
+/* kr_cli_engine_open with the context's parameters given (their n_threads and kv_dtype are
+ * set from threads / kv_dtype here): a backtest's context runs without the prefix cache, which
+ * its shifting windows never hit. */
+int kr_cli_engine_open_with(const char *cmd, const char *pred_dir, const char *tok_dir,
+                            const char *quant, int allow_nonfinite, int threads,
+                            const char *kv_dtype, const kr_context_params *params,
+                            kr_cli_engine *e);
 void kr_cli_engine_close(kr_cli_engine *e);
 
 #endif

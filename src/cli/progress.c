@@ -101,7 +101,22 @@ void kr_cli_model_hint(const char *pred_dir, const char *tok_dir, char *hint, si
         snprintf(hint, cap, " (hint: --tokenizer %s is a predictor, not a tokenizer)", tok_dir);
 }
 
+void kr_cli_warn_thin_history(const char *cmd, const char *path, const kr_candles *c) {
+    if (!c || c->n >= KR_FORECAST_MIN_ROWS) return;
+    fprintf(stderr,
+            "kronos %s: warning: %s: %lld rows of history; a forecast needs at least %d to "
+            "rest on (the model normalises a series by its own mean and spread, which so few "
+            "rows do not pin down): treat this one as noise\n",
+            cmd, strcmp(path, "-") ? path : "stdin", (long long)c->n, KR_FORECAST_MIN_ROWS);
+}
+
 void kr_cli_warn_dropped_columns(const char *cmd, const char *path, const kr_candles *c) {
+    if (c && !c->has_volume && !c->amount_dropped[0])
+        fprintf(stderr,
+                "kronos %s: warning: %s: no volume column: volume and amount are set to 0 for "
+                "the model (the reference's rule) and forecast as 0; add a volume column if "
+                "the market has one\n",
+                cmd, strcmp(path, "-") ? path : "stdin");
     if (!c || !c->amount_dropped[0]) return;
     fprintf(stderr,
             "kronos %s: warning: %s: column '%s' ignored: without a volume column, volume and "

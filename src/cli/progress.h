@@ -24,9 +24,12 @@ void kr_ticker_stop(kr_ticker *t);
  * directory holds a tokenizer config or the other way round). Writes "" when nothing fits. */
 void kr_cli_model_hint(const char *pred_dir, const char *tok_dir, char *hint, size_t cap);
 
-/* One line on stderr when the reader dropped a column the user gave (kr_candles
- * .amount_dropped: an amount without volume, both then 0 as in the reference), naming the
- * input (file, or "stdin" for "-") and the column. Nothing when none was dropped. */
+/* One line on stderr when the input has no volume column (volume and amount are then 0), and
+ * one when the reader dropped a column the user gave (kr_candles.amount_dropped: an amount
+ * without volume, both then 0 as in the reference), naming the input (file, or "stdin" for
+ * "-") and the column. */
 void kr_cli_warn_dropped_columns(const char *cmd, const char *path, const kr_candles *c);
+/* Warns on stderr when a history has fewer than KR_FORECAST_MIN_ROWS rows, saying why. */
+void kr_cli_warn_thin_history(const char *cmd, const char *path, const kr_candles *c);
 
 #endif

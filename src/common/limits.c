@@ -18,6 +18,8 @@ kr_api_limits kr_api_default_limits(void) {
     l.max_lookback = KR_LIMIT_LOOKBACK;
     l.max_calibrate = KR_LIMIT_CALIBRATE;
     l.max_symbols = KR_LIMIT_SYMBOLS;
+    l.default_norm = KR_NORM_EXACT;
+    l.default_norm_refresh = 0;
     return l;
 }
 

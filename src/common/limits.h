@@ -45,13 +45,11 @@ typedef struct kr_api_limits {
     int max_lookback; /* default 2048 */
     int max_calibrate; /* walk-forward windows per symbol, default 10 */
     int max_symbols; /* per batch, default 64 (KR_API_MAX_SYMBOLS at most) */
+    /* The server's defaults for the fields a request may leave out (config keys norm,
+     * norm_refresh_bars): exact normalisation unless the server says anchored. */
+    kr_norm_mode default_norm;
+    int default_norm_refresh;
 } kr_api_limits;
-
-kr_api_limits kr_api_default_limits(void);
-
-/* The JSON value limit of a body under these limits (server/json_body): enough for max_rows
- * candle rows and every other field, far below what a max_body_bytes body could hold. */
-kr_json_limits kr_api_json_limits(const kr_api_limits *lim);
 
 kr_api_limits kr_api_default_limits(void);
 

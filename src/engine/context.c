@@ -255,6 +255,7 @@ static void register_metrics(kr_context *c) {
 
 static void context_destroy(kr_context *c) {
     kr_prefix_cache_free(c->cache);
+    kr_norm_anchors_free(c->anchors);
     /* After the cache's blocks are back: what the pool kept within this budget goes too. */
     if (c->kv_keep_reserved) kr_kv_pool_keep_release(c->kv_keep_reserved);
     kr_pool_free(c->eng.ex.pool);
@@ -341,6 +342,7 @@ kr_status kr_context_create_ex(const kr_model *model, const kr_context_params *p
         st = kr_error_set(err, KR_ERR_NOMEM, "context: out of memory");
     if (st == KR_OK && p.prefix_cache)
         st = kr_prefix_cache_create(c->p.kv_budget_bytes / 2, &c->cache, err);
+    if (st == KR_OK) st = kr_norm_anchors_create(&c->anchors, err);
     if (st != KR_OK) {
         context_destroy(c);
         return st;
@@ -389,6 +391,9 @@ kr_status kr_request_check(const kr_request_params *r, kr_error *err) {
                             "deadline_s must be a number of seconds (> 0: the deadline, <= 0: "
                             "none), got %g",
                             r->deadline_s);
+    if (r && (r->batch_wait_ms < 0 || r->batch_wait_ms > KR_LIMIT_BATCH_WAIT_MS))
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "batch_wait_ms must be in 0..%d, got %d",
+                            KR_LIMIT_BATCH_WAIT_MS, r->batch_wait_ms);
     return KR_OK;
 }
 
@@ -415,7 +420,8 @@ static kr_status submit(kr_context *c, const kr_series *series, int index, int n
     if (rst != KR_OK) return rst;
     kr_req *r = calloc(1, sizeof *r);
     if (!r) return kr_error_set(err, KR_ERR_NOMEM, "submit: out of memory");
-    kr_status st = kr_forecast_job_prepare(&r->job, series, index, n_series, params, err);
+    kr_status st =
+        kr_forecast_job_prepare_with(&r->job, series, index, n_series, params, c->anchors, err);
     if (st != KR_OK) {
         free(r);
         return st;
@@ -638,7 +644,7 @@ void kr_context_apply_limits(kr_context *c) {
     if (!c->limits_changed) return;
     c->limits_changed = 0;
     /* The new values are the tuner's home: it moves from them, inside bounds derived from them. */
-    kr_tuner_limits home = { c->p.batch_wait_ms, c->p.max_batch_tokens, c->p.max_running, 0 };
+    kr_tuner_limits home = { c->p.batch_wait_ms, c->p.max_batch_tokens, c->p.max_running, 0, 0, 0 };
     kr_tuner_set_home(&c->tuner, &home, c->p.target_queue_p95_s, c->p.target_ttft_p95_s,
                       c->limits_reason);
 }

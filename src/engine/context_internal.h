@@ -23,6 +23,7 @@
 #include "base/assert.h"
 #include "engine/context.h"
 #include "engine/forecast_internal.h"
+#include "engine/norm_anchor.h"
 #include "engine/prefix_cache.h"
 #include "engine/tuner.h"
 
@@ -104,6 +105,7 @@ struct kr_context {
     int rr_offset; /* round-robin start among equal priorities */
     int step_max_batch_tokens; /* p.max_batch_tokens as read under `lock` before the step */
     kr_prefix_cache *cache;
+    kr_norm_anchors *anchors; /* anchored normalisation's anchors (norm_anchor.h) */
     size_t kv_used;
     /* The running requests' kv_peak: admitted only while this, the prefix cache and the
      * newcomer's peak fit the budget, so the running set never outgrows it as its requests

@@ -13,6 +13,7 @@
 #include "base/error.h"
 #include "base/sort.h"
 #include "base/timeutil.h"
+#include "engine/norm_anchor.h"
 #include "series/calendar.h"
 #include "model/model.h"
 #include "model/normalize.h"
@@ -64,8 +65,21 @@ kr_status kr_forecast_check_params(const kr_forecast_params *p, kr_error *err) {
     if (p->window != KR_WINDOW_EXACT && p->window != KR_WINDOW_ROLLING)
         return kr_error_set_field(err, KR_ERR_INVALID_ARG, "window",
                                   "window must be exact or rolling");
+    if (p->norm != KR_NORM_EXACT && p->norm != KR_NORM_ANCHORED)
+        return kr_error_set_field(err, KR_ERR_INVALID_ARG, "norm",
+                                  "norm must be exact or anchored");
+    if (p->norm_refresh < 0 || p->norm_refresh > (1 << 20))
+        return kr_error_set_field(err, KR_ERR_INVALID_ARG, "norm_refresh",
+                                  "norm_refresh must be in 0..%d, got %d", 1 << 20,
+                                  p->norm_refresh);
     if (p->lookback < 0)
         return kr_error_set_field(err, KR_ERR_INVALID_ARG, "lookback", "lookback must be >= 0");
+    if (p->prenormalized != 0 && p->prenormalized != 1)
+        return kr_error_set_field(err, KR_ERR_INVALID_ARG, "prenormalized",
+                                  "prenormalized must be 0 or 1, got %d", p->prenormalized);
+    if (p->prenormalized && p->norm == KR_NORM_ANCHORED)
+        return kr_error_set_field(err, KR_ERR_INVALID_ARG, "norm",
+                                  "norm anchored needs raw candles (prenormalized is set)");
     if (p->first_path < 0 || p->first_path > INT32_MAX - p->paths)
         return kr_error_set_field(err, KR_ERR_INVALID_ARG, "first_path",
                                   "first_path must be in 0..%d (2^31 - 1 - paths), got %d",
@@ -84,7 +98,7 @@ static void prepared_free(prepared *pr) {
 }
 
 static kr_status prepare(const kr_series *s, int index, int n_series, const kr_forecast_params *p,
-                         prepared *pr, kr_error *err) {
+                         kr_norm_anchors *anchors, prepared *pr, kr_error *err) {
     char where[32] = "";
     if (n_series > 1) snprintf(where, sizeof where, "series %d: ", index);
     if (!s || !s->timestamps || !s->values)
@@ -102,9 +116,20 @@ static kr_status prepare(const kr_series *s, int index, int n_series, const kr_f
         return kr_error_set_field(err, KR_ERR_INVALID_ARG, "lookback",
                                   "%sbad lookback %lld (need 2 .. %d rows)", where, (long long)L,
                                   1 << 20);
+    /* Anchored: the window may reach back to its anchor, the statistics cover the anchor's
+     * rows only (norm_anchor.h). */
+    int64_t stat_rows = L;
+    if (p->norm == KR_NORM_ANCHORED && anchors) {
+        int window = 0, stats = 0;
+        kr_norm_anchor_choose(anchors, s->timestamps, s->values, s->n, (int)L, p->max_context,
+                              p->norm_refresh, &window, &stats);
+        L = window;
+        stat_rows = stats;
+    }
     int64_t first = s->n - L;
     int P = p->pred_len;
     pr->L = (int)L;
+    pr->norm_rows = (int)stat_rows;
     pr->x = malloc((size_t)L * 6 * sizeof(float));
     pr->x_norm = malloc((size_t)L * 6 * sizeof(float));
     pr->stamps = malloc((size_t)(L + P) * 5 * sizeof(float));
@@ -148,18 +173,29 @@ static kr_status prepare(const kr_series *s, int index, int n_series, const kr_f
                                           where, (long long)row, names[c], vals[c]);
         }
     }
-    kr_status st = kr_norm_stats(pr->x, L, pr->mean, pr->std, err);
-    if (st != KR_OK) return st;
-    /* The reference normalises in float32: squared deviations past ~1.8e19 overflow, and the
-     * model would be fed infinities or NaNs. */
-    for (int c = 0; c < 6; c++)
-        if (!isfinite(pr->mean[c]) || !isfinite(pr->std[c]))
-            return kr_error_set(err, KR_ERR_INVALID_ARG,
-                                "%sfield '%s': values too large to normalise in float32 (their "
-                                "spread over the %lld lookback rows overflows); scale the "
-                                "column down",
-                                where, names[c], (long long)L);
-    kr_normalize(pr->x, L, pr->mean, pr->std, p->clip, pr->x_norm);
+    kr_status st = KR_OK;
+    if (p->prenormalized) {
+        /* Normalised by the caller: only the reference's clip (torch.clip, as kr_normalize
+         * clips), and nothing to undo at the end. */
+        pr->prenormalized = 1;
+        for (int64_t k = 0; k < L * 6; k++) {
+            float v = pr->x[k];
+            pr->x_norm[k] = v < -p->clip ? -p->clip : v > p->clip ? p->clip : v;
+        }
+    } else {
+        st = kr_norm_stats(pr->x, stat_rows, pr->mean, pr->std, err);
+        if (st != KR_OK) return st;
+        /* The reference normalises in float32: squared deviations past ~1.8e19 overflow, and
+         * the model would be fed infinities or NaNs. */
+        for (int c = 0; c < 6; c++)
+            if (!isfinite(pr->mean[c]) || !isfinite(pr->std[c]))
+                return kr_error_set(err, KR_ERR_INVALID_ARG,
+                                    "%sfield '%s': values too large to normalise in float32 "
+                                    "(their spread over the %lld lookback rows overflows); "
+                                    "scale the column down",
+                                    where, names[c], (long long)L);
+        kr_normalize(pr->x, L, pr->mean, pr->std, p->clip, pr->x_norm);
+    }
 
     if (s->future_timestamps) {
         int64_t prev = s->timestamps[s->n - 1];
@@ -243,11 +279,18 @@ static kr_status finish(kr_forecast *f, const prepared *pr, kr_error *err) {
     for (int p = 0; p < paths; p++)
         for (int k = 0; k < P * 6; k++) acc[k] += f->pred_norm[(size_t)p * P * 6 + k];
     for (int k = 0; k < P * 6; k++) acc[k] /= (float)paths;
-    kr_denormalize(acc, P, pr->mean, pr->std, den);
+    if (pr->prenormalized)
+        memcpy(den, acc, (size_t)P * 6 * sizeof *den);
+    else
+        kr_denormalize(acc, P, pr->mean, pr->std, den);
     for (int k = 0; k < P * 6; k++) f->mean[k] = den[k];
     if (f->path_values)
         for (int p = 0; p < paths; p++) {
-            kr_denormalize(f->pred_norm + (size_t)p * P * 6, P, pr->mean, pr->std, den);
+            const float *norm = f->pred_norm + (size_t)p * P * 6;
+            if (pr->prenormalized)
+                memcpy(den, norm, (size_t)P * 6 * sizeof *den);
+            else
+                kr_denormalize(norm, P, pr->mean, pr->std, den);
             for (int k = 0; k < P * 6; k++) f->path_values[(size_t)p * P * 6 + k] = den[k];
         }
     free(acc);
@@ -257,11 +300,17 @@ static kr_status finish(kr_forecast *f, const prepared *pr, kr_error *err) {
 
 kr_status kr_forecast_job_prepare(kr_forecast_job *j, const kr_series *series, int index,
                                   int n_series, const kr_forecast_params *params, kr_error *err) {
+    return kr_forecast_job_prepare_with(j, series, index, n_series, params, NULL, err);
+}
+
+kr_status kr_forecast_job_prepare_with(kr_forecast_job *j, const kr_series *series, int index,
+                                       int n_series, const kr_forecast_params *params,
+                                       kr_norm_anchors *anchors, kr_error *err) {
     memset(j, 0, sizeof *j);
     kr_status st = kr_forecast_check_params(params, err);
     if (st != KR_OK) return st;
     j->params = *params;
-    if ((st = prepare(series, index, n_series, &j->params, &j->pr, err)) != KR_OK) {
+    if ((st = prepare(series, index, n_series, &j->params, anchors, &j->pr, err)) != KR_OK) {
         prepared_free(&j->pr);
         return st;
     }
@@ -297,6 +346,7 @@ kr_status kr_forecast_job_finish(kr_forecast_job *j, double seconds_total, kr_er
     kr_forecast *f = j->result;
     memcpy(f->timestamps, j->pr.future, (size_t)j->params.pred_len * sizeof(int64_t));
     memcpy(f->x_mean, j->pr.mean, sizeof f->x_mean);
+    f->norm_rows = j->pr.norm_rows;
     memcpy(f->x_std, j->pr.std, sizeof f->x_std);
     kr_status st = finish(f, &j->pr, err);
     if (st != KR_OK) return st;
@@ -332,6 +382,7 @@ size_t kr_forecast_bytes(const kr_forecast *f) {
 int kr_forecast_pred_len(const kr_forecast *f) { return f ? f->pred_len : 0; }
 int kr_forecast_paths(const kr_forecast *f) { return f ? f->paths : 0; }
 int kr_forecast_lookback(const kr_forecast *f) { return f ? f->lookback : 0; }
+int kr_forecast_norm_rows(const kr_forecast *f) { return f ? f->norm_rows : 0; }
 const int32_t *kr_forecast_history_s1(const kr_forecast *f) { return f ? f->hist_s1 : NULL; }
 const int32_t *kr_forecast_history_s2(const kr_forecast *f) { return f ? f->hist_s2 : NULL; }
 const int64_t *kr_forecast_timestamps(const kr_forecast *f) { return f ? f->timestamps : NULL; }

@@ -10,6 +10,7 @@
 
 struct kr_forecast {
     int pred_len, paths, lookback;
+    int norm_rows; /* leading history rows the statistics came from (kr_forecast_norm_rows) */
     int64_t *timestamps; /* [pred_len] */
     double *mean; /* [pred_len][6] */
     double *path_values; /* [paths][pred_len][6] or NULL */
@@ -23,11 +24,13 @@ struct kr_forecast {
 /* Per-series inputs in the reference's float32 form. */
 typedef struct kr_prepared {
     int L;
+    int norm_rows; /* of L, the leading rows mean and std were taken over */
     float *x; /* [L][6] raw */
     float *x_norm; /* [L][6] */
     float *stamps; /* [L + pred_len][5] */
     int64_t *future; /* [pred_len] */
     float mean[6], std[6];
+    int prenormalized; /* x is the caller's normalised input: no statistics, no denormalising */
 } kr_prepared;
 
 /* One series' forecast from request to result: validated and normalised inputs, the
@@ -50,6 +53,12 @@ kr_status kr_forecast_job_init(kr_forecast_job *j, const kr_series *series, int 
  * to release. */
 kr_status kr_forecast_job_prepare(kr_forecast_job *j, const kr_series *series, int index,
                                   int n_series, const kr_forecast_params *params, kr_error *err);
+/* The same with the context's anchors for anchored normalisation (NULL: every window is a
+ * first sight, i.e. exact statistics). */
+struct kr_norm_anchors;
+kr_status kr_forecast_job_prepare_with(kr_forecast_job *j, const kr_series *series, int index,
+                                       int n_series, const kr_forecast_params *params,
+                                       struct kr_norm_anchors *anchors, kr_error *err);
 kr_status kr_forecast_job_alloc_result(kr_forecast_job *j, kr_error *err);
 /* After generation: mean, paths, stats into j->result. */
 kr_status kr_forecast_job_finish(kr_forecast_job *j, double seconds_total, kr_error *err);

@@ -142,6 +142,26 @@ static kr_status put_paths(kr_sb *sb, const kr_forecast *fc, const double *value
     return KR_OK;
 }
 
+/* What the user should know about the inputs: the calendar and whether its holidays cover the
+ * forecast, a volume column that was absent, and the warnings as sentences. */
+static void put_notes(kr_sb *sb, const kr_forecast_json_params *p) {
+    const kr_calendar_coverage *c = p->calendar;
+    if (c && c->name[0])
+        kr_sb_appendf(sb,
+                      "\"calendar\":{\"name\":\"%s\",\"years\":[%d,%d],"
+                      "\"holidays_known\":%s},",
+                      c->name, c->year_first, c->year_last, c->past_last_year ? "false" : "true");
+    if (p->volume_absent) kr_sb_append(sb, "\"volume_absent\":true,");
+    if (p->n_warnings <= 0) return;
+    kr_sb_append(sb, "\"warnings\":[");
+    for (int i = 0; i < p->n_warnings; i++) {
+        kr_sb_append(sb, i ? ",\"" : "\"");
+        kr_sb_append_json_escaped(sb, p->warnings[i]);
+        kr_sb_append(sb, "\"");
+    }
+    kr_sb_append(sb, "],");
+}
+
 static void put_usage_timing(kr_sb *sb, const kr_forecast *fc, const kr_forecast_json_params *p) {
     kr_forecast_stats st;
     kr_forecast_get_stats(fc, &st);
@@ -199,6 +219,7 @@ kr_status kr_forecast_json(const kr_forecast *fc, const kr_forecast_json_params 
         kr_sb_append(&sb, p->head);
         kr_sb_append(&sb, ",");
     }
+    put_notes(&sb, p);
     put_params(&sb, p->params, p->history_rows);
     kr_sb_append(&sb, ",\"mean\":");
     put_rows(&sb, p->mean ? p->mean : kr_forecast_mean(fc), kr_forecast_timestamps(fc),

@@ -25,7 +25,17 @@ typedef struct entry {
     float *stamps; /* [n][5]; NULL for KIND_DECODER */
     uint64_t last_used;
     size_t bytes;
+    int head_only; /* kept only the window's first blocks: no last-row logits */
 } entry;
+
+/* A fingerprint (a window's first block) and how often it was asked lately. */
+typedef struct fingerprint {
+    uint64_t key;
+    double count;
+} fingerprint;
+
+#define FINGERPRINTS 512
+#define FINGERPRINT_DECAY_LOOKUPS 1024
 
 /* A tokenizer encoding: identical normalised histories give identical ids. */
 typedef struct enc_entry {
@@ -115,7 +125,26 @@ struct kr_prefix_cache {
     size_t bytes, budget;
     uint64_t tick;
     int64_t queried, hits, evictions;
+    int entry_blocks; /* 0: whole windows */
+    int64_t rewarms, lookups;
+    fingerprint fp[FINGERPRINTS]; /* direct-mapped by key */
 };
+
+/* Counts a window's first block; halves every count every FINGERPRINT_DECAY_LOOKUPS lookups. */
+static void count_fingerprint(kr_prefix_cache *c, uint64_t key) {
+    if (++c->lookups % FINGERPRINT_DECAY_LOOKUPS == 0)
+        for (int i = 0; i < FINGERPRINTS; i++) c->fp[i].count *= 0.5;
+    fingerprint *f = &c->fp[key % FINGERPRINTS];
+    if (f->key != key) {
+        if (f->count >= 1.0) { /* a collision: the newcomer must earn the slot */
+            f->count -= 1.0;
+            return;
+        }
+        f->key = key;
+        f->count = 0;
+    }
+    f->count += 1.0;
+}
 
 static size_t prefix_bytes(const kr_prefix *p) { return kr_kv_store_bytes(&p->kv); }
 
@@ -185,6 +214,13 @@ static int same_rows(const entry *e, const int32_t *s1, const int32_t *s2, const
            (!stamps || !memcmp(e->stamps, stamps, (size_t)rows * 5 * sizeof(float)));
 }
 
+static int same_row(const entry *e, const int32_t *s1, const int32_t *s2, const float *stamps,
+                    int r) {
+    return e->s1[r] == s1[r] && e->s2[r] == s2[r] &&
+           (!stamps ||
+            !memcmp(e->stamps + (size_t)r * 5, stamps + (size_t)r * 5, 5 * sizeof(float)));
+}
+
 static void entry_drop(kr_prefix_cache *c, int i) {
     entry *e = &c->e[i];
     kr_prefix_release(e->p);
@@ -224,23 +260,32 @@ static kr_prefix *lookup(void *user, const int32_t *s1, const int32_t *s2, const
     uint64_t *chain = malloc(((size_t)n / KR_PREFIX_BLOCK + 1) * sizeof(uint64_t));
     if (!chain) return NULL;
     uint64_t full = chain_of(s1, s2, stamps, n, chain);
+    if (n >= KR_PREFIX_BLOCK) count_fingerprint(c, chain[1]);
     int best = -1, best_rows = 0;
     for (int i = 0; i < c->n; i++) {
         entry *e = &c->e[i];
         if (e->kind != KIND_WINDOW) continue;
-        if (e->n == n && e->full == full && same_rows(e, s1, s2, stamps, n)) {
+        if (!e->head_only && e->n == n && e->full == full && same_rows(e, s1, s2, stamps, n)) {
             best = i;
             best_rows = n;
             break;
         }
         /* Longest common run of whole blocks (never the whole window: its last row's logits
-         * would be missing), confirmed token by token. */
-        int kmax = (e->n < n ? e->n : n) / KR_PREFIX_BLOCK;
-        if (kmax * KR_PREFIX_BLOCK >= n) kmax--;
-        for (int k = kmax; k > 0 && k * KR_PREFIX_BLOCK > best_rows; k--)
+         * would be missing), confirmed token by token, then extended token by token into the
+         * next block: a window grown by a bar whose earlier tokens did not change (anchored
+         * normalisation, or exact statistics that moved too little to flip a bit) reuses all
+         * of them, not only whole blocks. K/V rows depend on the tokens before them only, so
+         * equal tokens give equal rows. */
+        int limit = e->n < n - 1 ? e->n : n - 1;
+        int kmax = limit / KR_PREFIX_BLOCK;
+        for (int k = kmax; k > 0; k--)
             if (e->chain[k] == chain[k] && same_rows(e, s1, s2, stamps, k * KR_PREFIX_BLOCK)) {
-                best = i;
-                best_rows = k * KR_PREFIX_BLOCK;
+                int r = k * KR_PREFIX_BLOCK;
+                while (r < limit && same_row(e, s1, s2, stamps, r)) r++;
+                if (r > best_rows) {
+                    best = i;
+                    best_rows = r;
+                }
                 break;
             }
     }
@@ -307,7 +352,61 @@ static void publish_kind(kr_prefix_cache *c, int kind, kr_prefix *p, const int32
 
 static void publish(void *user, kr_prefix *p, const int32_t *s1, const int32_t *s2,
                     const float *stamps) {
-    publish_kind(user, KIND_WINDOW, p, s1, s2, stamps);
+    kr_prefix_cache *c = user;
+    const int head = c->entry_blocks * KR_PREFIX_BLOCK;
+    if (c->entry_blocks <= 0 || p->n <= head) {
+        publish_kind(c, KIND_WINDOW, p, s1, s2, stamps);
+        return;
+    }
+    /* Only the window's head: a view of its first blocks, no last-row logits. */
+    kr_prefix *h = calloc(1, sizeof *h);
+    if (!h) return;
+    h->refs = 1;
+    h->n = head;
+    if (kr_kv_store_view_head(&h->kv, &p->kv, head, NULL) != KR_OK) {
+        free(h);
+        return;
+    }
+    int before = c->n;
+    publish_kind(c, KIND_WINDOW, h, s1, s2, stamps);
+    if (c->n > before) c->e[c->n - 1].head_only = 1;
+    kr_prefix_release(h); /* the cache holds its own reference (or none: not kept) */
+}
+
+void kr_prefix_cache_set_entry_blocks(kr_prefix_cache *c, int blocks) {
+    c->entry_blocks = blocks > 0 ? blocks : 0;
+}
+
+int kr_prefix_cache_rewarm(kr_prefix_cache *c, int keep) {
+    /* The `keep` hottest fingerprints (a selection over a small fixed table). */
+    uint64_t hot[64];
+    int n_hot = 0;
+    if (keep > 64) keep = 64;
+    char taken[FINGERPRINTS] = { 0 };
+    for (; n_hot < keep; n_hot++) {
+        int best = -1;
+        for (int i = 0; i < FINGERPRINTS; i++)
+            if (!taken[i] && c->fp[i].count >= 1.0 &&
+                (best < 0 || c->fp[i].count > c->fp[best].count))
+                best = i;
+        if (best < 0) break;
+        taken[best] = 1;
+        hot[n_hot] = c->fp[best].key;
+    }
+    int dropped = 0;
+    for (int i = 0; i < c->n;) {
+        entry *e = &c->e[i];
+        int keep_it = e->kind != KIND_WINDOW || e->n < KR_PREFIX_BLOCK;
+        for (int k = 0; !keep_it && k < n_hot; k++) keep_it = e->chain[1] == hot[k];
+        if (keep_it) {
+            i++;
+            continue;
+        }
+        entry_drop(c, i); /* moves the last entry to i */
+        dropped++;
+    }
+    c->rewarms++;
+    return dropped;
 }
 
 static kr_prefix *dec_lookup(void *user, const int32_t *s1, const int32_t *s2, int n) {
@@ -424,4 +523,6 @@ void kr_prefix_cache_get_stats(const kr_prefix_cache *c, kr_prefix_cache_stats *
     st->queried_tokens = c->queried;
     st->hit_tokens = c->hits;
     st->evictions = c->evictions;
+    st->entry_blocks = c->entry_blocks;
+    st->rewarms = c->rewarms;
 }

@@ -76,6 +76,8 @@ typedef struct kr_prefix_cache_stats {
     int decoder_entries; /* of which tokenizer-decoder history contexts */
     size_t decoder_bytes;
     int64_t queried_tokens, hit_tokens, evictions;
+    int entry_blocks; /* a window entry keeps at most this many leading blocks (0: all) */
+    int64_t rewarms; /* kr_prefix_cache_rewarm calls */
 } kr_prefix_cache_stats;
 
 kr_status kr_prefix_cache_create(size_t budget_bytes, kr_prefix_cache **out, kr_error *err);
@@ -87,5 +89,21 @@ void kr_prefix_cache_set_budget(kr_prefix_cache *c, size_t budget_bytes);
 /* Evicts LRU entries until at least `bytes` are freed or the cache is empty; returns bytes freed. */
 size_t kr_prefix_cache_evict(kr_prefix_cache *c, size_t bytes);
 void kr_prefix_cache_get_stats(const kr_prefix_cache *c, kr_prefix_cache_stats *st);
+
+/* Low hit rate remedies (the tuner's cache_shorten and cache_rewarm rules):
+ *
+ * A shorter context per entry: windows published from now on keep only their first `blocks`
+ * blocks (0: whole windows), so more windows fit the budget. The head is what a later window
+ * can reuse: a row's K/V depend on every row before it, so a window's last blocks are worth
+ * nothing without its first ones (a brief's "last K blocks of long windows" cannot be reused
+ * at a shifted position: RoPE positions and the attended past both differ). A kept head has no
+ * last-row logits and serves partial hits only.
+ *
+ * Clear and re-warm: drops every window entry but those of the `keep` most frequent recent
+ * fingerprints (a window's first block, counted at every lookup with a decay, so the count
+ * follows what clients ask now); the kept entries are the re-warmed pool, the dropped ones
+ * come back as their windows are asked again. Returns the entries dropped. */
+void kr_prefix_cache_set_entry_blocks(kr_prefix_cache *c, int blocks);
+int kr_prefix_cache_rewarm(kr_prefix_cache *c, int keep);
 
 #endif

@@ -379,10 +379,13 @@ void *kr_context_engine_main(void *arg) {
         }
         if (c->n_running == 0 && c->wait_head && !c->draining && !c->cancel_all &&
             c->n_cancels == 0 && !queue_has_ended(c, now)) {
-            /* A lone newcomer waits batch_wait_ms for company (polling its abort meanwhile;
+            /* A lone newcomer waits batch_wait_ms (its own, an offline request's, else the
+             * context's) for company (polling its abort meanwhile;
              * an abort or a deadline met in the wait ends it at the next poll, not when the
              * wait is over). */
-            double wait = c->p.batch_wait_ms / 1000.0 - (now - c->wait_head->t_submit);
+            const int wait_ms = c->wait_head->rp.batch_wait_ms > 0 ? c->wait_head->rp.batch_wait_ms
+                                                                   : c->p.batch_wait_ms;
+            double wait = wait_ms / 1000.0 - (now - c->wait_head->t_submit);
             if (wait > 0 && c->n_waiting < c->p.max_running) {
                 poll_queued_aborts(c, now);
                 timed_wait(c, wait < KR_QUEUED_ABORT_POLL_S ? wait : KR_QUEUED_ABORT_POLL_S);

@@ -12,8 +12,9 @@
 #define TUNER_MAX_RUNNING 1024
 
 static const char *const k_rule_names[KR_TUNER_N_RULES] = { "queue_pressure", "queue_relaxed",
-                                                            "ttft_high", "ttft_low",
-                                                            "cache_low_hit" };
+                                                            "ttft_high",      "ttft_low",
+                                                            "cache_low_hit",  "cache_shorten",
+                                                            "cache_rewarm",   "cache_restore" };
 
 kr_tuner_rules kr_tuner_default_rules(void) {
     kr_tuner_rules r;
@@ -90,6 +91,9 @@ void kr_tuner_init(kr_tuner *t, const kr_context_params *p, size_t cache_budget,
         { KR_TUNER_TTFT_HIGH, "max_batch_tokens", "up" },
         { KR_TUNER_TTFT_LOW, "max_batch_tokens", "down" },
         { KR_TUNER_CACHE_LOW, "prefix_cache_budget", "up" },
+        { KR_TUNER_CACHE_SHORTEN, "prefix_cache_entry_blocks", "down" },
+        { KR_TUNER_CACHE_REWARM, "prefix_cache_pool", "rewarm" },
+        { KR_TUNER_CACHE_RESTORE, "prefix_cache_entry_blocks", "up" },
     };
     for (size_t i = 0; i < sizeof k_series / sizeof k_series[0]; i++)
         (void)decision_counter(t, k_series[i].rule, k_series[i].param, k_series[i].dir);
@@ -226,9 +230,54 @@ int kr_tuner_decide(kr_tuner *t, double now, const kr_tuner_signals *s, kr_tuner
 
     /* A low hit rate is worth more room only when entries are being evicted (capacity misses);
      * first sightings miss whatever the budget. Ticks without lookups keep the window open. */
+    cur->cache_rewarm = 0;
     if (cur->cache_budget > 0 && s->cache_queried >= R->cache_min_queried) {
         double rate = (double)s->cache_hits / (double)s->cache_queried;
         int low = rate < R->cache_low_rate && s->cache_evictions > 0;
+        /* When more room is used up: shorter entries (more windows fit), and when those are
+         * as short as they go, a clear that keeps the hottest windows warm. */
+        int grown = cur->cache_budget >= t->hi.cache_budget;
+        int shortest = cur->cache_entry_blocks == KR_TUNER_ENTRY_BLOCKS_MIN;
+        if (sustained(t, KR_TUNER_CACHE_SHORTEN, low && grown && !shortest, now, R->window_s)) {
+            snprintf(why, sizeof why,
+                     "prefix hit rate %.0f%% < %.0f%% with evictions, budget at its most, for "
+                     "%.0f s",
+                     rate * 100, R->cache_low_rate * 100, now - t->since[KR_TUNER_CACHE_SHORTEN]);
+            int k = cur->cache_entry_blocks == 0 ? KR_TUNER_ENTRY_BLOCKS_FIRST
+                                                 : cur->cache_entry_blocks / 2;
+            if (k < KR_TUNER_ENTRY_BLOCKS_MIN) k = KR_TUNER_ENTRY_BLOCKS_MIN;
+            /* Whole windows count as "more" than any cap in the log and the counter. */
+            moved(t, KR_TUNER_CACHE_SHORTEN, "prefix_cache_entry_blocks",
+                  cur->cache_entry_blocks ? cur->cache_entry_blocks : 1L << 30, k, why, now);
+            cur->cache_entry_blocks = k;
+            changes++;
+        }
+        if (sustained(t, KR_TUNER_CACHE_REWARM, low && grown && shortest, now, R->window_s)) {
+            char line[320];
+            snprintf(line, sizeof line,
+                     "tuner: cache_rewarm (prefix hit rate %.0f%% < %.0f%% with evictions at %d "
+                     "blocks an entry for %.0f s): clearing the pool but the %d hottest windows",
+                     rate * 100, R->cache_low_rate * 100, cur->cache_entry_blocks,
+                     now - t->since[KR_TUNER_CACHE_REWARM], KR_TUNER_REWARM_KEEP);
+            say(t, line);
+            kr_metric_add(decision_counter(t, KR_TUNER_CACHE_REWARM, "prefix_cache_pool", "rewarm"),
+                          1);
+            t->since[KR_TUNER_CACHE_REWARM] = now;
+            cur->cache_rewarm = 1;
+            changes++;
+        }
+        int fine = rate >= 2 * R->cache_low_rate || s->cache_evictions == 0;
+        if (sustained(t, KR_TUNER_CACHE_RESTORE, fine && cur->cache_entry_blocks > 0, now,
+                      R->relax_s)) {
+            snprintf(why, sizeof why, "prefix hit rate %.0f%% (or no evictions) for %.0f s",
+                     rate * 100, now - t->since[KR_TUNER_CACHE_RESTORE]);
+            int k = cur->cache_entry_blocks * 2;
+            if (k > 2 * KR_TUNER_ENTRY_BLOCKS_FIRST) k = 0;
+            moved(t, KR_TUNER_CACHE_RESTORE, "prefix_cache_entry_blocks", cur->cache_entry_blocks,
+                  k ? k : 1L << 30, why, now);
+            cur->cache_entry_blocks = k;
+            changes++;
+        }
         if (sustained(t, KR_TUNER_CACHE_LOW, low, now, R->window_s)) {
             snprintf(why, sizeof why, "prefix hit rate %.0f%% < %.0f%% with evictions for %.0f s",
                      rate * 100, R->cache_low_rate * 100, now - t->since[KR_TUNER_CACHE_LOW]);
@@ -297,7 +346,7 @@ void kr_tuner_tick(kr_tuner *t, double now, int waiting, double oldest_wait_s, i
          * not judge it, and the cache budget stays. */
         kr_tuner_signals idle;
         memset(&idle, 0, sizeof idle);
-        kr_tuner_limits cur = { *wait_ms, *tokens, *running, 0 };
+        kr_tuner_limits cur = { *wait_ms, *tokens, *running, 0, 0, 0 };
         kr_tuner_decide(t, t->idle_from + t->rules.tick_s, &idle, &cur);
         if (t->idle_to > t->idle_from + t->rules.tick_s)
             kr_tuner_decide(t, t->idle_to, &idle, &cur);
@@ -315,7 +364,7 @@ void kr_tuner_tick(kr_tuner *t, double now, int waiting, double oldest_wait_s, i
     s.ttft_p95 = p95(t->ttft, t->n_ttft, t->sort_tmp);
     s.waiting = waiting;
     s.oldest_wait_s = waiting > 0 ? oldest_wait_s : 0;
-    kr_tuner_limits cur = { *wait_ms, *tokens, *running, 0 };
+    kr_tuner_limits cur = { *wait_ms, *tokens, *running, 0, 0, 0 };
     kr_prefix_cache_stats cs;
     memset(&cs, 0, sizeof cs);
     if (cache) {
@@ -324,12 +373,19 @@ void kr_tuner_tick(kr_tuner *t, double now, int waiting, double oldest_wait_s, i
         s.cache_hits = t->cache_hits;
         s.cache_evictions = cs.evictions - t->last_evictions;
         cur.cache_budget = cs.budget;
+        cur.cache_entry_blocks = cs.entry_blocks;
     }
     kr_tuner_decide(t, now, &s, &cur);
     *wait_ms = cur.batch_wait_ms;
     *tokens = cur.max_batch_tokens;
     *running = cur.max_running;
     if (cache && cur.cache_budget != cs.budget) kr_prefix_cache_set_budget(cache, cur.cache_budget);
+    if (cache && cur.cache_entry_blocks != cs.entry_blocks)
+        kr_prefix_cache_set_entry_blocks(cache, cur.cache_entry_blocks);
+    if (cache && cur.cache_rewarm) {
+        kr_prefix_cache_rewarm(cache, KR_TUNER_REWARM_KEEP);
+        kr_prefix_cache_get_stats(cache, &cs); /* its drops are not evictions of this tick's */
+    }
     t->last_evictions = cs.evictions;
     t->n_queue = t->n_ttft = t->seen_queue = t->seen_ttft = 0;
     t->cache_queried = t->cache_hits = 0;

@@ -15,6 +15,12 @@
  *   ttft_low        TTFT p95 < target / 4 or none     relax_s     max_batch_tokens * 0.8      >= home
  *   cache_low_hit   prefix hit rate < 40 % with       window_s    cache budget * 1.25         <= cache_max (3/4 of
  *                   evictions (capacity misses)                                               the KV budget)
+ *   cache_shorten   the same, the budget at cache_max window_s    entry blocks: whole -> 16,  >= 4 blocks
+ *                   (growing is used up)                          then / 2                    (64 rows)
+ *   cache_rewarm    the same, entries at 4 blocks     window_s    clear the pool but the      (one-shot; the
+ *                   (shortening is used up too)                   32 hottest fingerprints     window restarts)
+ *   cache_restore   hit rate >= 80 %, or no evictions relax_s     entry blocks * 2, whole     <= whole windows
+ *                   (with lookups)                                past 32 blocks
  *
  * Hysteresis: the two thresholds of a pair are 4x apart (100 ms vs 25 ms), the relaxing window is
  * twice the pressing one, and a signal's clock restarts after every move it causes, so the next
@@ -57,7 +63,13 @@ kr_tuner_rules kr_tuner_default_rules(void);
 typedef struct kr_tuner_limits {
     int batch_wait_ms, max_batch_tokens, max_running;
     size_t cache_budget; /* prefix cache bytes (0 when there is no cache) */
+    int cache_entry_blocks; /* leading blocks a window entry keeps (0: whole windows) */
+    int cache_rewarm; /* set by kr_tuner_decide: clear and re-warm the pool now */
 } kr_tuner_limits;
+
+#define KR_TUNER_ENTRY_BLOCKS_FIRST 16 /* the first shortening: 256 rows */
+#define KR_TUNER_ENTRY_BLOCKS_MIN 4 /* 64 rows */
+#define KR_TUNER_REWARM_KEEP 32 /* fingerprints kept warm by a clear */
 
 /* What one tick saw. n_* = 0: no sample (no admission / first step in the tick). */
 typedef struct kr_tuner_signals {
@@ -74,6 +86,9 @@ enum {
     KR_TUNER_TTFT_HIGH,
     KR_TUNER_TTFT_LOW,
     KR_TUNER_CACHE_LOW,
+    KR_TUNER_CACHE_SHORTEN,
+    KR_TUNER_CACHE_REWARM,
+    KR_TUNER_CACHE_RESTORE,
     KR_TUNER_N_RULES
 };
 

@@ -25,17 +25,26 @@
 
 /* The rows, complete but for the CPU-feature entries (bf16 products, the AMX int8 picker),
  * which init_once adds. */
-#define KR_TABLE_ROW(ISA, sfx)                                                                \
-    {                                                                                         \
-        .isa = ISA, .gemm_f32 = kr_gemm_f32_##sfx, .attend_f32 = kr_attend_f32_##sfx,         \
-        .attend_multi_f32 = kr_attend_multi_f32_##sfx,                                        \
-        .attend_causal_f32 = kr_attend_causal_f32_##sfx, .rmsnorm_f32 = kr_rmsnorm_f32_##sfx, \
-        .rope_f32 = kr_rope_f32_##sfx, .silu_mul_f32 = kr_silu_mul_f32_##sfx,                 \
-        .add_f32 = kr_add_f32_##sfx, .softmax_f32 = kr_softmax_f32_##sfx,                     \
-        .dequant_rows = kr_dequant_rows_##sfx, .quant_act_u8 = kr_quant_act_u8_##sfx,         \
-        .qgemm_int8 = kr_qgemm_int8_##sfx, .kv_pack_bf16 = kr_kv_pack_bf16_##sfx,             \
-        .kv_unpack_bf16 = kr_kv_unpack_bf16_##sfx, .kv_pack_int8 = kr_kv_pack_int8_##sfx,     \
-        .kv_unpack_int8 = kr_kv_unpack_int8_##sfx, .fma_burn = kr_fma_burn_##sfx,             \
+#define KR_TABLE_ROW(ISA, sfx)                                                                    \
+    {                                                                                             \
+        .isa = ISA, .gemm_f32 = kr_gemm_f32_##sfx, .gemm_nn_f32 = kr_gemm_nn_f32_##sfx,           \
+        .gemm_tn_f32 = kr_gemm_tn_f32_##sfx, .gemm_nn_bias_f32 = kr_gemm_nn_bias_f32_##sfx,       \
+        .attend_f32 = kr_attend_f32_##sfx, .attend_multi_f32 = kr_attend_multi_f32_##sfx,         \
+        .attend_causal_f32 = kr_attend_causal_f32_##sfx, .rmsnorm_f32 = kr_rmsnorm_f32_##sfx,     \
+        .rope_f32 = kr_rope_f32_##sfx, .silu_mul_f32 = kr_silu_mul_f32_##sfx,                     \
+        .add_f32 = kr_add_f32_##sfx, .softmax_f32 = kr_softmax_f32_##sfx,                         \
+        .dequant_rows = kr_dequant_rows_##sfx, .quant_act_u8 = kr_quant_act_u8_##sfx,             \
+        .qgemm_int8 = kr_qgemm_int8_##sfx, .kv_pack_bf16 = kr_kv_pack_bf16_##sfx,                 \
+        .kv_unpack_bf16 = kr_kv_unpack_bf16_##sfx, .kv_pack_int8 = kr_kv_pack_int8_##sfx,         \
+        .kv_unpack_int8 = kr_kv_unpack_int8_##sfx, .fma_burn = kr_fma_burn_##sfx,                 \
+        .attn_head_fwd = kr_attn_head_fwd_##sfx, .attn_head_bwd = kr_attn_head_bwd_##sfx,         \
+        .rmsnorm_fwd_rows = kr_rmsnorm_fwd_rows_##sfx,                                            \
+        .rmsnorm_apply_rows = kr_rmsnorm_apply_rows_##sfx,                                        \
+        .rmsnorm_bwd_rows = kr_rmsnorm_bwd_rows_##sfx,                                            \
+        .rmsnorm_gw_cols = kr_rmsnorm_gw_cols_##sfx, .colsum_add_cols = kr_colsum_add_cols_##sfx, \
+        .swiglu_bwd = kr_swiglu_bwd_##sfx, .rope_rows = kr_rope_rows_##sfx,                       \
+        .softmax_xent_row = kr_softmax_xent_row_##sfx, .xent_grad_row = kr_xent_grad_row_##sfx,   \
+        .adamw_f32 = kr_adamw_f32_##sfx,                                                          \
     }
 
 static kr_kernel_table g_tables[KR_ISA_COUNT] = {
@@ -243,6 +252,21 @@ void kr_gemm_f32(int M, int N, int K, const float *A, int lda, const float *W, c
     kr_kernels()->gemm_f32(M, N, K, A, lda, W, bias, C, ldc, ith, nth);
 }
 
+void kr_gemm_nn_f32(int M, int N, int K, const float *A, int lda, const float *B, int ldb, float *C,
+                    int ldc, int accumulate, int ith, int nth) {
+    kr_kernels()->gemm_nn_f32(M, N, K, A, lda, B, ldb, C, ldc, accumulate, ith, nth);
+}
+
+void kr_gemm_tn_f32(int M, int N, int K, const float *A, int lda, const float *B, int ldb, float *C,
+                    int ldc, int accumulate, int ith, int nth) {
+    kr_kernels()->gemm_tn_f32(M, N, K, A, lda, B, ldb, C, ldc, accumulate, ith, nth);
+}
+
+void kr_gemm_nn_bias_f32(int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                         const float *bias, float *C, int ldc, int ith, int nth) {
+    kr_kernels()->gemm_nn_bias_f32(M, N, K, A, lda, B, ldb, bias, C, ldc, ith, nth);
+}
+
 size_t kr_gemm_f32_packed_a_floats(int M, int K) {
     const kr_kernel_table *t = kr_kernels();
     return t->gemm_f32_packed_a_floats ? t->gemm_f32_packed_a_floats(M, K) : 0;
@@ -322,6 +346,62 @@ void kr_kv_pack_int8(const float *x, int8_t *q, float *scale, int d, int group) 
 
 void kr_kv_unpack_int8(const int8_t *q, const float *scale, float *out, int d, int group) {
     kr_kernels()->kv_unpack_int8(q, scale, out, d, group);
+}
+
+void kr_attn_head_fwd(const kr_attn_head *h, const float *q, const float *k, const float *v,
+                      float *out, float *scratch) {
+    kr_kernels()->attn_head_fwd(h, q, k, v, out, scratch);
+}
+
+void kr_attn_head_bwd(const kr_attn_head *h, const float *q, const float *k, const float *v,
+                      const float *out, const float *dout, float *dq, float *dk, float *dv,
+                      float *scratch) {
+    kr_kernels()->attn_head_bwd(h, q, k, v, out, dout, dq, dk, dv, scratch);
+}
+
+void kr_rmsnorm_fwd_rows(int n_rows, int d, const float *x, const float *w, float eps, float *y,
+                         float *rstd) {
+    kr_kernels()->rmsnorm_fwd_rows(n_rows, d, x, w, eps, y, rstd);
+}
+
+void kr_rmsnorm_apply_rows(int n_rows, int d, const float *x, const float *rstd, const float *w,
+                           float *y) {
+    kr_kernels()->rmsnorm_apply_rows(n_rows, d, x, rstd, w, y);
+}
+
+void kr_rmsnorm_bwd_rows(int n_rows, int d, const float *dy, const float *x, const float *rstd,
+                         const float *w, float *dx, int accumulate) {
+    kr_kernels()->rmsnorm_bwd_rows(n_rows, d, dy, x, rstd, w, dx, accumulate);
+}
+
+void kr_rmsnorm_gw_cols(int n_rows, int d, int c0, int c1, const float *dy, const float *x,
+                        const float *rstd, float *gw) {
+    kr_kernels()->rmsnorm_gw_cols(n_rows, d, c0, c1, dy, x, rstd, gw);
+}
+
+void kr_colsum_add_cols(int n_rows, int ld, int c0, int c1, const float *x, float *out) {
+    kr_kernels()->colsum_add_cols(n_rows, ld, c0, c1, x, out);
+}
+
+void kr_swiglu_bwd(int n, const float *dg, float *h1, float *h3, float *g) {
+    kr_kernels()->swiglu_bwd(n, dg, h1, h3, g);
+}
+
+void kr_rope_rows(int n_rows, int n_heads, int half, float *x, int ld, const float *cos,
+                  const float *sin, float sign) {
+    kr_kernels()->rope_rows(n_rows, n_heads, half, x, ld, cos, sin, sign);
+}
+
+double kr_softmax_xent_row(int V, float *x, int target) {
+    return kr_kernels()->softmax_xent_row(V, x, target);
+}
+
+void kr_xent_grad_row(int V, float *p, int target, float scale) {
+    kr_kernels()->xent_grad_row(V, p, target, scale);
+}
+
+void kr_adamw_f32(size_t n, const kr_adamw *a, float *w, const float *g, float *m, float *v) {
+    kr_kernels()->adamw_f32(n, a, w, g, m, v);
 }
 
 double kr_fma_burn(kr_isa isa, long iters) {

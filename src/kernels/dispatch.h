@@ -3,10 +3,10 @@
  * holding that ISA's variant of every kernel family, filled once on first use from CPUID
  * (+ XGETBV), and the active row chosen at run time (KRONOS_ISA=scalar|avx2|avx512 lowers it;
  * kr_isa_set switches it; KRONOS_AMX=0 keeps the AVX-512 row's int8 GEMM off AMX,
- * KRONOS_AVXVNNI=0 the AVX2 row's off AVX-VNNI). Every
- * dispatched entry point — kernels.h, quant.h, kv_convert.h, calibrate.h — goes through it,
- * so adding a family is one field and one entry per ISA here, and which variant runs is never
- * decided anywhere else (as ggml's type_traits).
+ * KRONOS_AVXVNNI=0 the AVX2 row's off AVX-VNNI). Every dispatched entry point — kernels.h,
+ * quant.h, kv_convert.h, calibrate.h, train_kernels.h — goes through it, so adding a family is
+ * one field and one entry per ISA here, and which variant runs is never decided anywhere else
+ * (as ggml's type_traits).
  *
  * Off x86 only the scalar row is ever chosen (isa_fallback.c gives the other names a body so
  * the rows still link).
@@ -18,6 +18,7 @@
 #include "kernels/kernels.h"
 #include "kernels/kv_convert.h"
 #include "kernels/quant.h"
+#include "kernels/train_kernels.h"
 
 typedef void (*kr_rmsnorm_f32_fn)(int n_rows, int d, const float *x, int ldx, const float *w,
                                   float eps, float *y, int ldy);
@@ -36,6 +37,24 @@ typedef void (*kr_kv_pack_int8_fn)(const float *x, int8_t *q, float *scale, int 
 typedef void (*kr_kv_unpack_int8_fn)(const int8_t *q, const float *scale, float *out, int d,
                                      int group);
 typedef double (*kr_fma_burn_fn)(long iters);
+typedef void (*kr_rmsnorm_fwd_rows_fn)(int n_rows, int d, const float *x, const float *w, float eps,
+                                       float *y, float *rstd);
+typedef void (*kr_rmsnorm_apply_rows_fn)(int n_rows, int d, const float *x, const float *rstd,
+                                         const float *w, float *y);
+typedef void (*kr_rmsnorm_bwd_rows_fn)(int n_rows, int d, const float *dy, const float *x,
+                                       const float *rstd, const float *w, float *dx,
+                                       int accumulate);
+typedef void (*kr_rmsnorm_gw_cols_fn)(int n_rows, int d, int c0, int c1, const float *dy,
+                                      const float *x, const float *rstd, float *gw);
+typedef void (*kr_colsum_add_cols_fn)(int n_rows, int ld, int c0, int c1, const float *x,
+                                      float *out);
+typedef void (*kr_swiglu_bwd_fn)(int n, const float *dg, float *h1, float *h3, float *g);
+typedef void (*kr_rope_rows_fn)(int n_rows, int n_heads, int half, float *x, int ld,
+                                const float *cos, const float *sin, float sign);
+typedef double (*kr_softmax_xent_row_fn)(int V, float *x, int target);
+typedef void (*kr_xent_grad_row_fn)(int V, float *p, int target, float scale);
+typedef void (*kr_adamw_f32_fn)(size_t n, const kr_adamw *a, float *w, const float *g, float *m,
+                                float *v);
 
 /* One ISA's variant of every family. */
 typedef struct kr_kernel_table {
@@ -47,6 +66,9 @@ typedef struct kr_kernel_table {
     kr_gemm_f32_pack_a_fn gemm_f32_pack_a;
     kr_gemm_f32_packed_fn gemm_f32_packed;
     kr_gemm_f32_reserve_fn gemm_f32_reserve; /* NULL: the GEMM keeps no per-thread buffer */
+    kr_gemm_nn_f32_fn gemm_nn_f32; /* C (+)= A·B, B as stored */
+    kr_gemm_nn_f32_fn gemm_tn_f32; /* C (+)= Aᵀ·B */
+    kr_gemm_nn_bias_f32_fn gemm_nn_bias_f32; /* C = bias + A·B */
     kr_attend_f32_fn attend_f32;
     kr_attend_multi_f32_fn attend_multi_f32;
     kr_attend_causal_f32_fn attend_causal_f32;
@@ -70,6 +92,19 @@ typedef struct kr_kernel_table {
     kr_kv_unpack_bf16_fn kv_unpack_bf16;
     kr_kv_pack_int8_fn kv_pack_int8;
     kr_kv_unpack_int8_fn kv_unpack_int8;
+    /* training (train_kernels.h) */
+    kr_attn_head_fwd_fn attn_head_fwd;
+    kr_attn_head_bwd_fn attn_head_bwd;
+    kr_rmsnorm_fwd_rows_fn rmsnorm_fwd_rows;
+    kr_rmsnorm_apply_rows_fn rmsnorm_apply_rows;
+    kr_rmsnorm_bwd_rows_fn rmsnorm_bwd_rows;
+    kr_rmsnorm_gw_cols_fn rmsnorm_gw_cols;
+    kr_colsum_add_cols_fn colsum_add_cols;
+    kr_swiglu_bwd_fn swiglu_bwd;
+    kr_rope_rows_fn rope_rows;
+    kr_softmax_xent_row_fn softmax_xent_row;
+    kr_xent_grad_row_fn xent_grad_row;
+    kr_adamw_f32_fn adamw_f32;
     /* machine-peak probe (calibrate.h) */
     kr_fma_burn_fn fma_burn;
 } kr_kernel_table;

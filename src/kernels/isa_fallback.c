@@ -8,6 +8,7 @@
 #include "kernels/kv_convert.h"
 #include "kernels/qgemm_int8_internal.h"
 #include "kernels/quant.h"
+#include "kernels/train_kernels.h"
 
 #if !defined(__x86_64__)
 void kr_gemm_f32_reserve_avx512(int M, int K) {
@@ -54,7 +55,20 @@ void kr_gemm_f32_packed_avx512(int M, int N, int K, const float *A, int lda, con
     }                                                                                              \
     void kr_add_f32_##isa(int n, const float *x, float *y) { kr_add_f32_scalar(n, x, y); }         \
     void kr_softmax_f32_##isa(int n, const float *x, float *y) { kr_softmax_f32_scalar(n, x, y); } \
-    double kr_fma_burn_##isa(long iters) { return kr_fma_burn_scalar(iters); }
+    double kr_fma_burn_##isa(long iters) { return kr_fma_burn_scalar(iters); }                     \
+    void kr_gemm_nn_f32_##isa(int M, int N, int K, const float *A, int lda, const float *B,        \
+                              int ldb, float *C, int ldc, int accumulate, int ith, int nth) {      \
+        kr_gemm_nn_f32_scalar(M, N, K, A, lda, B, ldb, C, ldc, accumulate, ith, nth);              \
+    }                                                                                              \
+    void kr_gemm_tn_f32_##isa(int M, int N, int K, const float *A, int lda, const float *B,        \
+                              int ldb, float *C, int ldc, int accumulate, int ith, int nth) {      \
+        kr_gemm_tn_f32_scalar(M, N, K, A, lda, B, ldb, C, ldc, accumulate, ith, nth);              \
+    }                                                                                              \
+    void kr_gemm_nn_bias_f32_##isa(int M, int N, int K, const float *A, int lda, const float *B,   \
+                                   int ldb, const float *bias, float *C, int ldc, int ith,         \
+                                   int nth) {                                                      \
+        kr_gemm_nn_bias_f32_scalar(M, N, K, A, lda, B, ldb, bias, C, ldc, ith, nth);               \
+    }
 
 KR_FALLBACK(avx2)
 KR_FALLBACK(avx512)
@@ -106,6 +120,62 @@ void kr_qgemm_int8_avxvnni(int M, const kr_qmat *w, const uint8_t *aq, const flo
 
 KR_FALLBACK_KV(avx2)
 KR_FALLBACK_KV(avx512)
+
+/* Training (train_kernels.h). */
+#define KR_FALLBACK_TRAIN(isa)                                                                  \
+    void kr_attn_head_fwd_##isa(const kr_attn_head *h, const float *q, const float *k,          \
+                                const float *v, float *out, float *scratch) {                   \
+        kr_attn_head_fwd_scalar(h, q, k, v, out, scratch);                                      \
+    }                                                                                           \
+    void kr_attn_head_bwd_##isa(const kr_attn_head *h, const float *q, const float *k,          \
+                                const float *v, const float *out, const float *dout, float *dq, \
+                                float *dk, float *dv, float *scratch) {                         \
+        kr_attn_head_bwd_scalar(h, q, k, v, out, dout, dq, dk, dv, scratch);                    \
+    }
+
+#define KR_FALLBACK_TRAIN_OPS(isa)                                                                 \
+    void kr_rmsnorm_fwd_rows_##isa(int n_rows, int d, const float *x, const float *w, float eps,   \
+                                   float *y, float *rstd) {                                        \
+        kr_rmsnorm_fwd_rows_scalar(n_rows, d, x, w, eps, y, rstd);                                 \
+    }                                                                                              \
+    void kr_rmsnorm_apply_rows_##isa(int n_rows, int d, const float *x, const float *rstd,         \
+                                     const float *w, float *y) {                                   \
+        kr_rmsnorm_apply_rows_scalar(n_rows, d, x, rstd, w, y);                                    \
+    }                                                                                              \
+    void kr_rmsnorm_bwd_rows_##isa(int n_rows, int d, const float *dy, const float *x,             \
+                                   const float *rstd, const float *w, float *dx, int accumulate) { \
+        kr_rmsnorm_bwd_rows_scalar(n_rows, d, dy, x, rstd, w, dx, accumulate);                     \
+    }                                                                                              \
+    void kr_rmsnorm_gw_cols_##isa(int n_rows, int d, int c0, int c1, const float *dy,              \
+                                  const float *x, const float *rstd, float *gw) {                  \
+        kr_rmsnorm_gw_cols_scalar(n_rows, d, c0, c1, dy, x, rstd, gw);                             \
+    }                                                                                              \
+    void kr_colsum_add_cols_##isa(int n_rows, int ld, int c0, int c1, const float *x,              \
+                                  float *out) {                                                    \
+        kr_colsum_add_cols_scalar(n_rows, ld, c0, c1, x, out);                                     \
+    }                                                                                              \
+    void kr_swiglu_bwd_##isa(int n, const float *dg, float *h1, float *h3, float *g) {             \
+        kr_swiglu_bwd_scalar(n, dg, h1, h3, g);                                                    \
+    }                                                                                              \
+    void kr_rope_rows_##isa(int n_rows, int n_heads, int half, float *x, int ld, const float *cos, \
+                            const float *sin, float sign) {                                        \
+        kr_rope_rows_scalar(n_rows, n_heads, half, x, ld, cos, sin, sign);                         \
+    }                                                                                              \
+    double kr_softmax_xent_row_##isa(int V, float *x, int target) {                                \
+        return kr_softmax_xent_row_scalar(V, x, target);                                           \
+    }                                                                                              \
+    void kr_xent_grad_row_##isa(int V, float *p, int target, float scale) {                        \
+        kr_xent_grad_row_scalar(V, p, target, scale);                                              \
+    }                                                                                              \
+    void kr_adamw_f32_##isa(size_t n, const kr_adamw *a, float *w, const float *g, float *m,       \
+                            float *v) {                                                            \
+        kr_adamw_f32_scalar(n, a, w, g, m, v);                                                     \
+    }
+
+KR_FALLBACK_TRAIN_OPS(avx2)
+KR_FALLBACK_TRAIN_OPS(avx512)
+KR_FALLBACK_TRAIN(avx2)
+KR_FALLBACK_TRAIN(avx512)
 
 /* Dequantisers and the BF16 × BF16 path (quant.h); the latter is only reached when
  * kr_cpu_has_avx512_bf16(), never off x86. */

@@ -30,7 +30,7 @@ kr_isa kr_isa_best(void);
 /* Variant the dispatched kr_* entry points use now (kr_isa_best() until kr_isa_set). */
 KR_PRIVATE kr_isa kr_isa_active(void);
 /* 1 if the CPU (and OS) support the variant. */
-int kr_isa_supported(kr_isa isa);
+KR_PRIVATE int kr_isa_supported(kr_isa isa);
 /* Switches the dispatched variant (tests, bench). Ignored if unsupported; returns the
  * variant now active. Not thread-safe against running kernels. */
 kr_isa kr_isa_set(kr_isa isa);
@@ -48,6 +48,48 @@ void kr_gemm_f32_avx2(int M, int N, int K, const float *A, int lda, const float 
                       const float *bias, float *C, int ldc, int ith, int nth);
 void kr_gemm_f32_avx512(int M, int N, int K, const float *A, int lda, const float *W,
                         const float *bias, float *C, int ldc, int ith, int nth);
+
+/* ---- GEMM with B as stored (the backward pass's products): C[M×N] (+)= op(A)·B with
+ *   NN  op(A) = A, A stored [M×K] (lda >= K):  dX = dY·W,  P·V;
+ *   TN  op(A) = Aᵀ, A stored [K×M] (lda >= M): dW = dYᵀ·X, dK = dSᵀ·Q;
+ * B stored [K×N] row-major (ldb >= N), C [M×N] (ldc >= N). accumulate = 1 adds to C, 0
+ * overwrites it. Threads split the larger of M and N (each computes whole C elements).
+ * Determinism: each C element is C's old value (or 0), then + a[k]·b[k] for k = 0, 1, ... in
+ * order, one fused multiply-add at a time in the SIMD variants — a result never depends on M,
+ * N, the tiling or the thread split. */
+typedef void (*kr_gemm_nn_f32_fn)(int M, int N, int K, const float *A, int lda, const float *B,
+                                  int ldb, float *C, int ldc, int accumulate, int ith, int nth);
+void kr_gemm_nn_f32(int M, int N, int K, const float *A, int lda, const float *B, int ldb, float *C,
+                    int ldc, int accumulate, int ith, int nth);
+void kr_gemm_tn_f32(int M, int N, int K, const float *A, int lda, const float *B, int ldb, float *C,
+                    int ldc, int accumulate, int ith, int nth);
+void kr_gemm_nn_f32_scalar(int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                           float *C, int ldc, int accumulate, int ith, int nth);
+void kr_gemm_tn_f32_scalar(int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                           float *C, int ldc, int accumulate, int ith, int nth);
+void kr_gemm_nn_f32_avx2(int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                         float *C, int ldc, int accumulate, int ith, int nth);
+void kr_gemm_tn_f32_avx2(int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                         float *C, int ldc, int accumulate, int ith, int nth);
+void kr_gemm_nn_f32_avx512(int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                           float *C, int ldc, int accumulate, int ith, int nth);
+void kr_gemm_tn_f32_avx512(int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                           float *C, int ldc, int accumulate, int ith, int nth);
+
+/* C[M×N] = bias + A·B (NN; bias [N], in every row): each element its column's bias, then the
+ * fused multiply-adds of kr_gemm_nn_f32 in order — the bits of copying the bias into C and
+ * accumulating, without that pass over C (a Linear's forward from its transposed weight). */
+typedef void (*kr_gemm_nn_bias_f32_fn)(int M, int N, int K, const float *A, int lda, const float *B,
+                                       int ldb, const float *bias, float *C, int ldc, int ith,
+                                       int nth);
+void kr_gemm_nn_bias_f32(int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                         const float *bias, float *C, int ldc, int ith, int nth);
+void kr_gemm_nn_bias_f32_scalar(int M, int N, int K, const float *A, int lda, const float *B,
+                                int ldb, const float *bias, float *C, int ldc, int ith, int nth);
+void kr_gemm_nn_bias_f32_avx2(int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                              const float *bias, float *C, int ldc, int ith, int nth);
+void kr_gemm_nn_bias_f32_avx512(int M, int N, int K, const float *A, int lda, const float *B,
+                                int ldb, const float *bias, float *C, int ldc, int ith, int nth);
 
 /* ---- The same GEMM with A packed once for several calls (Linears reading one input, N cut
  * into more slices than threads), where the active ISA's GEMM packs A (AVX-512, M >= 64).

@@ -26,12 +26,41 @@ static inline void kr_gemm_split(int N, int ith, int nth, int *n0, int *n1) {
     *n1 = b < N ? b : N;
 }
 
+/* Rows of C per thread when the NN / TN GEMMs split M: a multiple of every register tile's
+ * rows (12 AVX-512, 6 AVX2) and of 16. */
+#define KR_GEMM_NN_MUNIT 48
+
+/* The slice of C an NN / TN GEMM thread computes: rows [m0, m1) × columns [n0, n1). The
+ * larger of M and N is cut (threads then pack only their part of the larger operand and all
+ * of the smaller one), M in units of KR_GEMM_NN_MUNIT rows, N as kr_gemm_split. A result
+ * never depends on the split: each C element is computed whole by one thread. */
+static inline void kr_gemm_nn_split(int M, int N, int ith, int nth, int *m0, int *m1, int *n0,
+                                    int *n1) {
+    if (nth < 1) nth = 1;
+    *m0 = 0, *m1 = M, *n0 = 0, *n1 = N;
+    if (M > N && M >= nth * KR_GEMM_NN_MUNIT) {
+        int units = (M + KR_GEMM_NN_MUNIT - 1) / KR_GEMM_NN_MUNIT;
+        int a = (int)((long long)units * ith / nth) * KR_GEMM_NN_MUNIT;
+        int b = (int)((long long)units * (ith + 1) / nth) * KR_GEMM_NN_MUNIT;
+        *m0 = a < M ? a : M;
+        *m1 = b < M ? b : M;
+    } else {
+        kr_gemm_split(N, ith, nth, n0, n1);
+    }
+}
+
+/* ---- Attention of one head over a sequence (train_kernels.h): the most queries a block
+ * holds (the score tile's three vectors, AVX-512) and the most rows a register tile covers; the
+ * scratch size counts with both, so it is the same for every variant. */
+enum { KR_AH_QB_MAX = 48, KR_AH_ROWS_MAX = 24 };
+
 /* ---- Per-thread scratch (thread_scratch.c). */
 typedef enum kr_scratch_slot {
     KR_SCRATCH_GEMM_F32, /* gemm_avx512.c, gemm_avx2.c: packed W block + A row tile */
     KR_SCRATCH_QGEMM_AMX, /* qgemm_int8_avx512_amx.c: B panels, A tail, C tiles */
     KR_SCRATCH_QGEMM_WIDE, /* qgemm_int8_avx2.c: widened W block + A row tile */
     KR_SCRATCH_QGEMM_PANELS, /* qgemm_int8_avx512.c / _avx2.c (AVX-VNNI): one W block as panels */
+    KR_SCRATCH_GEMM_NN, /* gemm_nn_body.h: packed B block + A block */
     KR_SCRATCH_SLOTS
 } kr_scratch_slot;
 

@@ -429,6 +429,26 @@ size_t kr_kv_store_unshared_bytes(const kr_kv_store *s) {
     return n * s->block_bytes;
 }
 
+kr_status kr_kv_store_view_head(kr_kv_store *dst, const kr_kv_store *src, int rows, kr_error *err) {
+    if (rows < 1 || rows > src->cap)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "kv store: no head of %d rows in %d", rows,
+                            src->cap);
+    int nb = (rows + KVB - 1) / KVB;
+    *dst = *src;
+    dst->blocks = malloc((size_t)nb * sizeof *dst->blocks);
+    if (!dst->blocks) {
+        memset(dst, 0, sizeof *dst);
+        return kr_error_set(err, KR_ERR_NOMEM, "kv store: out of memory");
+    }
+    for (int i = 0; i < nb; i++) {
+        kr_kv_block_ref(src->blocks[i]);
+        dst->blocks[i] = src->blocks[i];
+    }
+    dst->n_blocks = nb;
+    dst->cap = nb * KVB;
+    return KR_OK;
+}
+
 int kr_kv_store_row_refs(const kr_kv_store *s, int row) {
     return kr_kv_block_refs(s->blocks[row / KVB]);
 }

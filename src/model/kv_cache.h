@@ -136,6 +136,10 @@ size_t kr_kv_store_unshared_bytes(const kr_kv_store *s);
  * read-only from then on in both stores: rows of a shared block must not be written. */
 kr_status kr_kv_store_share_prefix(kr_kv_store *dst, const kr_kv_store *src, int rows,
                                    kr_error *err);
+/* dst = rows [0, rows) of src by reference: its first ceil(rows / block) blocks, each with a
+ * reference taken (a view for a cache entry that keeps only a window's head; read-only, as
+ * shared rows are). dst must be zeroed; release it as any store. */
+kr_status kr_kv_store_view_head(kr_kv_store *dst, const kr_kv_store *src, int rows, kr_error *err);
 /* Holders of the block containing row `row` (tests, diagnostics). */
 int kr_kv_store_row_refs(const kr_kv_store *s, int row);
 /* Stores K and V rows [row, row + n_rows) of a layer from k_rows / v_rows (row stride d),

@@ -4,21 +4,18 @@
  * The predictor embeds each future candle's minute/hour/weekday/day/month, so a forecast needs
  * the stamps the market will actually print: a US holiday gets no bar, an A-share morning ends
  * at 11:30 and the afternoon starts at 13:05, a monthly bar follows 2025-09-01 with 10-01.
- * The calendars are the JSON files of data/calendars, embedded at build time
- * (embed_calendars.cmake) and parsed once on first use; they are immutable afterwards, so every
- * thread may use them.
+ * The calendars themselves (data/calendars, compiled in and read again at run time from the
+ * shipped and user directories) are loaded by calendar_files.c; they are immutable once
+ * loaded, so every thread may use them.
  */
 #include "series/calendar.h"
 
 #include <ctype.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-
-#include <cjson/cJSON.h>
 
 #include "base/error.h"
 #include "base/timeutil.h"
@@ -193,177 +190,6 @@ static int64_t sort_unique(int64_t *v, int64_t n) {
     for (int64_t k = 0; k < n; k++)
         if (m == 0 || v[k] != v[m - 1]) v[m++] = v[k];
     return m;
-}
-
-/* ------------------------------------------------------------------ parsing the files */
-
-static kr_calendar *g_cals;
-static const kr_calendar **g_list;
-static int g_n;
-static char g_error[512];
-static pthread_once_t g_once = PTHREAD_ONCE_INIT;
-
-/* "HH:MM" (00:00 .. 24:00) -> seconds of day, or -1. */
-static int parse_hhmm(const cJSON *v) {
-    if (!cJSON_IsString(v)) return -1;
-    int h, m;
-    char tail;
-    if (sscanf(v->valuestring, "%d:%d%c", &h, &m, &tail) != 2) return -1;
-    if (h < 0 || m < 0 || m > 59 || h > 24 || (h == 24 && m)) return -1;
-    return h * 3600 + m * 60;
-}
-
-/* "YYYY-MM-DD" -> day number, or 0 with *ok = 0. */
-static int64_t parse_day(const cJSON *v, int *ok) {
-    int64_t t;
-    int has_time = 0;
-    *ok = cJSON_IsString(v) &&
-          kr_parse_timestamp(v->valuestring, strlen(v->valuestring), &t, &has_time) == 0 &&
-          !has_time;
-    return *ok ? day_of(t) : 0;
-}
-
-static int copy_str(const cJSON *o, const char *key, char *out, size_t cap, int required) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    if (!v) return !required;
-    if (!cJSON_IsString(v) || strlen(v->valuestring) >= cap) return 0;
-    snprintf(out, cap, "%s", v->valuestring);
-    return 1;
-}
-
-#define BAD(field)                                                                                 \
-    do {                                                                                           \
-        snprintf(g_error, sizeof g_error, "data/calendars/%s: field '%s' is missing or malformed", \
-                 file, field);                                                                     \
-        goto fail;                                                                                 \
-    } while (0)
-
-static int parse_calendar(const char *file, const char *text, size_t len, kr_calendar *c) {
-    static const char *const k_days[7] = { "Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun" };
-    memset(c, 0, sizeof *c);
-    snprintf(c->file, sizeof c->file, "%s", file);
-    cJSON *root = cJSON_ParseWithLength(text, len);
-    if (!cJSON_IsObject(root)) {
-        snprintf(g_error, sizeof g_error, "data/calendars/%s: not a JSON object", file);
-        cJSON_Delete(root);
-        return -1;
-    }
-    const cJSON *v;
-    if (!copy_str(root, "name", c->name, sizeof c->name, 1) || !c->name[0]) BAD("name");
-    if (!copy_str(root, "title", c->title, sizeof c->title, 1)) BAD("title");
-    if (!copy_str(root, "source", c->source, sizeof c->source, 1)) BAD("source");
-    if (!copy_str(root, "timezone", c->timezone, sizeof c->timezone, 0)) BAD("timezone");
-    v = cJSON_GetObjectItemCaseSensitive(root, "aliases");
-    if (v && (!cJSON_IsArray(v) || cJSON_GetArraySize(v) > KR_CAL_MAX_NAMES)) BAD("aliases");
-    for (const cJSON *a = v ? v->child : NULL; a; a = a->next) {
-        if (!cJSON_IsString(a) || strlen(a->valuestring) >= sizeof c->aliases[0]) BAD("aliases");
-        snprintf(c->aliases[c->n_aliases++], sizeof c->aliases[0], "%s", a->valuestring);
-    }
-    v = cJSON_GetObjectItemCaseSensitive(root, "years");
-    if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != 2 || !cJSON_IsNumber(v->child) ||
-        !cJSON_IsNumber(v->child->next))
-        BAD("years");
-    c->year_first = v->child->valueint;
-    c->year_last = v->child->next->valueint;
-    if (c->year_first > c->year_last) BAD("years");
-    v = cJSON_GetObjectItemCaseSensitive(root, "weekdays");
-    if (!cJSON_IsArray(v)) BAD("weekdays");
-    for (const cJSON *d = v->child; d; d = d->next) {
-        int k = 0;
-        while (k < 7 && !(cJSON_IsString(d) && !strcmp(d->valuestring, k_days[k]))) k++;
-        if (k == 7) BAD("weekdays");
-        c->weekday_mask |= 1 << k;
-    }
-    if (!c->weekday_mask) BAD("weekdays");
-    v = cJSON_GetObjectItemCaseSensitive(root, "sessions");
-    if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) < 1 ||
-        cJSON_GetArraySize(v) > KR_CAL_MAX_SESSIONS)
-        BAD("sessions");
-    for (const cJSON *s = v->child; s; s = s->next) {
-        if (!cJSON_IsArray(s) || cJSON_GetArraySize(s) != 2) BAD("sessions");
-        int o = parse_hhmm(s->child), e = parse_hhmm(s->child->next);
-        int prev = c->n_sessions ? c->session_close[c->n_sessions - 1] : -1;
-        if (o < 0 || e <= o || o < prev) BAD("sessions");
-        c->session_open[c->n_sessions] = o;
-        c->session_close[c->n_sessions++] = e;
-    }
-    v = cJSON_GetObjectItemCaseSensitive(root, "bar_label");
-    if (!cJSON_IsString(v) || (strcmp(v->valuestring, "start") && strcmp(v->valuestring, "end")))
-        BAD("bar_label");
-    c->label_end = !strcmp(v->valuestring, "end");
-    v = cJSON_GetObjectItemCaseSensitive(root, "closing_auction");
-    if (v) { /* ["HH:MM", "HH:MM"]: from the last session's close */
-        if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != 2) BAD("closing_auction");
-        int o = parse_hhmm(v->child), e = parse_hhmm(v->child->next);
-        if (o != c->session_close[c->n_sessions - 1] || e <= o) BAD("closing_auction");
-        c->closing_auction = e - o;
-    }
-    v = cJSON_GetObjectItemCaseSensitive(root, "symbol_suffixes");
-    if (v && (!cJSON_IsArray(v) || cJSON_GetArraySize(v) > KR_CAL_MAX_SUFFIXES))
-        BAD("symbol_suffixes");
-    for (const cJSON *a = v ? v->child : NULL; a; a = a->next) {
-        if (!cJSON_IsString(a) || !a->valuestring[0] ||
-            strlen(a->valuestring) >= sizeof c->suffixes[0])
-            BAD("symbol_suffixes");
-        snprintf(c->suffixes[c->n_suffixes++], sizeof c->suffixes[0], "%s", a->valuestring);
-    }
-    v = cJSON_GetObjectItemCaseSensitive(root, "holidays");
-    if (!cJSON_IsArray(v)) BAD("holidays");
-    c->holidays = malloc(((size_t)cJSON_GetArraySize(v) + 1) * sizeof *c->holidays);
-    if (!c->holidays) BAD("holidays (out of memory)");
-    for (const cJSON *d = v->child; d; d = d->next) {
-        int ok;
-        int64_t day = parse_day(d, &ok);
-        if (!ok || (c->n_holidays && day <= c->holidays[c->n_holidays - 1])) BAD("holidays");
-        c->holidays[c->n_holidays++] = day;
-    }
-    v = cJSON_GetObjectItemCaseSensitive(root, "early_closes");
-    if (!cJSON_IsArray(v)) BAD("early_closes");
-    size_t ne = (size_t)cJSON_GetArraySize(v) + 1;
-    c->early_days = malloc(ne * sizeof *c->early_days);
-    c->early_close = malloc(ne * sizeof *c->early_close);
-    if (!c->early_days || !c->early_close) BAD("early_closes (out of memory)");
-    for (const cJSON *d = v->child; d; d = d->next) {
-        int ok;
-        if (!cJSON_IsArray(d) || cJSON_GetArraySize(d) != 2) BAD("early_closes");
-        int64_t day = parse_day(d->child, &ok);
-        int close = parse_hhmm(d->child->next);
-        if (!ok || close < 0 || (c->n_early && day <= c->early_days[c->n_early - 1]))
-            BAD("early_closes");
-        c->early_days[c->n_early] = day;
-        c->early_close[c->n_early++] = close;
-    }
-    cJSON_Delete(root);
-    return 0;
-fail:
-    cJSON_Delete(root);
-    return -1;
-}
-
-#undef BAD
-
-static void load_all(void) {
-    g_cals = calloc((size_t)kr_calendar_n_files + 1, sizeof *g_cals);
-    g_list = calloc((size_t)kr_calendar_n_files + 1, sizeof *g_list);
-    if (!g_cals || !g_list) {
-        snprintf(g_error, sizeof g_error, "calendars: out of memory");
-        return;
-    }
-    for (int i = 0; i < kr_calendar_n_files; i++) {
-        if (parse_calendar(kr_calendar_files[i].name, kr_calendar_files[i].text,
-                           kr_calendar_files[i].len, &g_cals[i]) != 0)
-            return;
-        g_list[i] = &g_cals[i];
-    }
-    g_n = kr_calendar_n_files;
-}
-
-kr_status kr_calendar_list(const kr_calendar *const **out, int *n, kr_error *err) {
-    pthread_once(&g_once, load_all);
-    if (g_error[0]) return kr_error_set(err, KR_ERR_FORMAT, "%s", g_error);
-    *out = g_list;
-    *n = g_n;
-    return KR_OK;
 }
 
 static int names_match(const kr_calendar *c, const char *name) {
@@ -930,3 +756,114 @@ const char *kr_calendar_describe(const kr_calendar_info *info, char *buf, int ca
 }
 
 const char *kr_calendar_name(const kr_calendar *cal) { return cal ? cal->name : ""; }
+
+void kr_calendar_get_desc(const kr_calendar *cal, kr_calendar_desc *out) {
+    memset(out, 0, sizeof *out);
+    if (!cal) return;
+    out->name = cal->name;
+    out->title = cal->title;
+    out->source = cal->source;
+    out->timezone = cal->timezone;
+    out->origin = cal->origin;
+    out->year_first = cal->year_first;
+    out->year_last = cal->year_last;
+    out->n_holidays = cal->n_holidays;
+    for (int i = 0; i < cal->n_aliases && i < 8; i++)
+        out->aliases[out->n_aliases++] = cal->aliases[i];
+}
+
+const char *kr_calendar_spelling(const kr_calendar *cal, const char *name) {
+    if (!cal || !name) return NULL;
+    if (!strcasecmp(cal->name, name)) return cal->name;
+    for (int i = 0; i < cal->n_aliases; i++)
+        if (!strcasecmp(cal->aliases[i], name)) return cal->aliases[i];
+    return NULL;
+}
+
+kr_status kr_calendar_coverage_of(const char *market, const char *symbol, const int64_t *ts,
+                                  int64_t n, const int64_t *future, int pred_len,
+                                  kr_calendar_coverage *out, kr_error *err) {
+    if (!out) return kr_error_set(err, KR_ERR_INVALID_ARG, "calendar coverage: out is NULL");
+    memset(out, 0, sizeof *out);
+    const kr_calendar *cal = NULL;
+    kr_status st = kr_calendar_resolve(market, symbol, &cal, err);
+    if (st == KR_OK && !cal && ts && n >= 2) st = kr_calendar_infer(ts, n, &cal, err);
+    if (st != KR_OK || !cal) return st;
+    snprintf(out->name, sizeof out->name, "%s", cal->name);
+    out->year_first = cal->year_first;
+    out->year_last = cal->year_last;
+    for (int k = 0; future && k < pred_len; k++) {
+        const int y = year_of_day(day_of(future[k]));
+        if (y > cal->year_last) {
+            out->past_last_year = 1;
+            out->first_unknown_year = y;
+            snprintf(out->message, sizeof out->message,
+                     "calendar %s lists holidays through %d only: the forecast's bars in %d are "
+                     "stamped on every weekday (add that year's holidays with a file in "
+                     "$KRONOS_CALENDAR_DIR; see kronos calendars --help)",
+                     cal->name, cal->year_last, y);
+            break;
+        }
+    }
+    return KR_OK;
+}
+
+int kr_interval_infer(const int64_t *ts, int64_t n, char *out, size_t cap) {
+    const int64_t gap = kr_calendar_interval(ts, n);
+    if (gap <= 0 || !out || cap < 8) return -1;
+    const int64_t day = SECONDS_PER_DAY;
+    /* Calendar months are 28..31 days apart, quarters 89..92, years 365..366. */
+    if (gap >= 28 * day && gap <= 31 * day)
+        snprintf(out, cap, "1mo");
+    else if (gap >= 89 * day && gap <= 92 * day)
+        snprintf(out, cap, "3mo");
+    else if (gap >= 365 * day && gap <= 366 * day)
+        snprintf(out, cap, "12mo");
+    else if (gap % (7 * day) == 0)
+        snprintf(out, cap, "%lldw", (long long)(gap / (7 * day)));
+    else if (gap % day == 0)
+        snprintf(out, cap, "%lldd", (long long)(gap / day));
+    else if (gap % 3600 == 0)
+        snprintf(out, cap, "%lldh", (long long)(gap / 3600));
+    else if (gap % 60 == 0)
+        snprintf(out, cap, "%lldm", (long long)(gap / 60));
+    else
+        snprintf(out, cap, "%llds", (long long)gap);
+    return 0;
+}
+
+int kr_symbol_suggest_exchange(const char *symbol, char *out, size_t cap) {
+    if (!symbol || strlen(symbol) != 6 || !out || cap < 10) return 0;
+    for (int i = 0; i < 6; i++)
+        if (symbol[i] < '0' || symbol[i] > '9') return 0;
+    /* Mainland codes: Shanghai 6xxxxx (and 9xxxxx B shares), Shenzhen 0xxxxx, 3xxxxx (and 2xxxxx
+     * B shares), Beijing 8xxxxx, 4xxxxx (and 92xxxx). */
+    const char *suffix = NULL;
+    switch (symbol[0]) {
+    case '6': suffix = ".SH"; break;
+    case '0':
+    case '2':
+    case '3': suffix = ".SZ"; break;
+    case '4':
+    case '8': suffix = ".BJ"; break;
+    case '9': suffix = symbol[1] == '2' ? ".BJ" : ".SH"; break;
+    default: return 0;
+    }
+    snprintf(out, cap, "%s%s", symbol, suffix);
+    return 1;
+}
+
+int64_t kr_calendar_sessions_between(const kr_calendar *cal, int64_t from, int64_t to) {
+    const int64_t first = day_of(from) + 1, last = day_of(to) - 1;
+    int64_t n = 0;
+    for (int64_t d = first; d <= last && d - first < 200 * 366; d++)
+        n += cal ? trading_day(cal, d) : weekday_of_day(d) < 5;
+    return n;
+}
+
+int kr_calendar_days_per_week(const kr_calendar *cal) {
+    if (!cal) return 5;
+    int n = 0;
+    for (int k = 0; k < 7; k++) n += (cal->weekday_mask >> k) & 1;
+    return n;
+}

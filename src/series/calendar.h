@@ -1,7 +1,8 @@
 /*
  * series/calendar — exchange calendars and the future timestamps of a forecast.
  *
- * A calendar (data/calendars/NAME.json, compiled into the library; README there) knows a
+ * A calendar (data/calendars/NAME.json: compiled into the library, read again at run time from
+ * the shipped and the user's directories, calendar_files.c; README there) knows a
  * market's trading weekdays, its sessions (lunch breaks), holidays and early closes for the
  * years it covers, and whether its intraday bars are stamped with their opening or closing
  * time. Future timestamps:
@@ -40,7 +41,8 @@ typedef struct kr_calendar {
     char title[160];
     char source[1024];
     char timezone[48];
-    char file[64]; /* data/calendars/FILE */
+    char file[64]; /* the file's name (nyse.json) */
+    char origin[512]; /* "built-in", or the file(s) it was read from ("... + user/sse-2027.json") */
     int year_first, year_last; /* years whose holidays are listed */
     int weekday_mask; /* bit d: weekday d trades (Monday = 0) */
     int n_sessions;
@@ -60,9 +62,7 @@ typedef struct kr_calendar {
 
 /* kr_calendar_how, kr_calendar_info: kronos/series.h. */
 
-/* Every compiled-in calendar. Fails only if a calendar file is malformed (a build defect; the
- * message names the file and field). *out is borrowed (static). */
-kr_status kr_calendar_list(const kr_calendar *const **out, int *n, kr_error *err);
+/* kr_calendar_list, kr_calendar_load: kronos/series.h (calendar_files.c). */
 
 /* The calendar whose symbol suffix the symbol carries ("600977.SH" -> SSE, "0700.HK" -> HKEX,
  * "BTC-USD", "BTCUSDT" -> CRYPTO), else NULL. */
@@ -78,6 +78,13 @@ KR_PRIVATE kr_status kr_calendar_resolve(const char *market, const char *symbol,
  * the history skipped (bars shorter than a week), then the most specific (fewest trading
  * hours, then most holidays); NULL when none holds them. */
 kr_status kr_calendar_infer(const int64_t *ts, int64_t n, const kr_calendar **out, kr_error *err);
+
+/* Trading days of cal (weekdays Monday to Friday when cal is NULL; past its years, its
+ * weekdays) strictly between the days of from and to (Unix seconds, naive); 0 when to is not
+ * after from's next day. Counts at most 200 years. */
+KR_PRIVATE int64_t kr_calendar_sessions_between(const kr_calendar *cal, int64_t from, int64_t to);
+/* Trading weekdays a week of cal (5 when NULL). */
+KR_PRIVATE int kr_calendar_days_per_week(const kr_calendar *cal);
 
 /* "SSE (given)", "NYSE (inferred from the history)", "learned from the history", ... into buf
  * (>= 96 bytes). */

@@ -779,6 +779,15 @@ static kr_status parse_table(const char *data, size_t len, const char *label, in
         return kr_error_set(err, KR_ERR_FORMAT, "%s: input of %zu bytes is larger than 1 GiB",
                             label, len);
 
+    const char *kind = kr_data_binary_kind(data, len);
+    if (kind)
+        return kr_error_set(err, KR_ERR_FORMAT,
+                            "%s: this is not a CSV/JSON candle file (it looks like %s); give "
+                            "candles as CSV text with a header such as "
+                            "timestamps,open,high,low,close,volume,amount (a spreadsheet: save "
+                            "it as CSV)",
+                            label, kind);
+
     csv_reader r;
     csv_init(&r, data ? data : "", len);
     table_out t = { 0 };

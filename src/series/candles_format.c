@@ -4,6 +4,7 @@
  * of GET /v1/candles. Every number is the shortest text that reads back as exactly the stored
  * double, so an export ingested again changes nothing.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -74,4 +75,29 @@ kr_status kr_candles_to_json(const kr_candles *c, const char *symbol, const char
     }
     kr_sb_append(&sb, "]}");
     return kr_sb_finish(&sb, out, err);
+}
+
+/* The fewest decimals d (0 .. 8) at which x * 10^d is a whole number, up to the rounding of a
+ * double (158.35 * 100 = 15835.000000000002); -1 when none is. */
+static int decimals_of(double x) {
+    double scaled = fabs(x);
+    for (int d = 0; d <= 8; d++, scaled *= 10) {
+        const double frac = fabs(scaled - nearbyint(scaled));
+        if (frac <= 1e-6 + 1e-12 * scaled) return d;
+    }
+    return -1;
+}
+
+int kr_candles_decimals(const kr_candles *c, int column) {
+    if (!c || column < 0 || column >= KR_N_FEATURES) return -1;
+    const int first = column <= KR_CLOSE ? KR_OPEN : column;
+    const int last = column <= KR_CLOSE ? KR_CLOSE : column;
+    int most = 0;
+    for (int64_t i = 0; i < c->n; i++)
+        for (int f = first; f <= last; f++) {
+            const int d = decimals_of(c->values[i * KR_N_FEATURES + f]);
+            if (d < 0) return -1;
+            if (d > most) most = d;
+        }
+    return most;
 }

@@ -11,10 +11,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "base/error.h"
+#include "kronos/server.h"
 
 int kr_request_id_valid(const char *s) {
     if (!s || !*s) return 0;
@@ -78,8 +80,39 @@ struct kr_access_log {
     char *path; /* what kr_access_log_reopen opens again; NULL for stdout */
 };
 
+/* What an access log may be: a regular file, or a character device (a terminal, /dev/null).
+ * A FIFO or a socket would wedge whoever opens or writes it once its reader stops (at start-up
+ * before the signals are handled, in the signal thread on SIGUSR1, in every request thread
+ * under the log's lock), so it is refused by name; standard output is "-". */
+static kr_status refuse_kind(const char *path, mode_t mode, kr_error *err) {
+    if (S_ISREG(mode) || S_ISCHR(mode)) return KR_OK;
+    return kr_error_set(err, KR_ERR_INVALID_ARG,
+                        "access_log: '%s' is %s: the access log must be a regular file, a "
+                        "character device, or - for standard output (a reader that stops would "
+                        "stall every request)",
+                        path,
+                        S_ISDIR(mode)    ? "a directory"
+                        : S_ISFIFO(mode) ? "a FIFO (named pipe)"
+                        : S_ISSOCK(mode) ? "a socket"
+                                         : "not a regular file");
+}
+
 static kr_status open_append(const char *path, FILE **out, kr_error *err) {
-    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0640);
+    /* O_NONBLOCK: opening a FIFO for writing blocks until a reader comes; nonblocking it
+     * either fails (no reader: ENXIO) or opens, and then the kind check refuses it. */
+    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY | O_NONBLOCK, 0640);
+    if (fd < 0 && errno == ENXIO)
+        return refuse_kind(path, S_IFIFO, err); /* a FIFO without a reader, or a socket */
+    struct stat sb;
+    if (fd >= 0 && fstat(fd, &sb) == 0) {
+        kr_status st = refuse_kind(path, sb.st_mode, err);
+        if (st != KR_OK) {
+            close(fd);
+            return st;
+        }
+    }
+    /* Writes block as usual (a terminal, a full disk): the line is whole or not written. */
+    if (fd >= 0) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
     FILE *f = fd >= 0 ? fdopen(fd, "a") : NULL;
     if (!f) {
         int e = errno;
@@ -88,6 +121,36 @@ static kr_status open_append(const char *path, FILE **out, kr_error *err) {
                             strerror(e));
     }
     *out = f;
+    return KR_OK;
+}
+
+kr_status kr_server_check_access_log(const char *path, kr_error *err) {
+    if (!path || !*path)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "access_log: empty path (use - for stdout)");
+    if (!strcmp(path, "-")) return KR_OK;
+    struct stat sb;
+    if (stat(path, &sb) == 0) {
+        kr_status st = refuse_kind(path, sb.st_mode, err);
+        if (st != KR_OK) return st;
+        if (access(path, W_OK) != 0)
+            return kr_error_set(err, KR_ERR_INVALID_ARG, "access_log: '%s' cannot be written: %s",
+                                path, strerror(errno));
+        return KR_OK;
+    }
+    if (errno != ENOENT)
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "access_log: '%s': %s", path, strerror(errno));
+    /* Not there yet: its directory must take a new file. */
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        *(slash == dir ? slash + 1 : slash) = '\0';
+    else
+        snprintf(dir, sizeof dir, ".");
+    if (access(dir, W_OK | X_OK) != 0)
+        return kr_error_set(err, KR_ERR_INVALID_ARG,
+                            "access_log: '%s' cannot be created: its directory '%s': %s", path, dir,
+                            strerror(errno));
     return KR_OK;
 }
 

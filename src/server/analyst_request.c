@@ -114,29 +114,35 @@ static void infer_interval(const kr_candles *c, char *out, size_t cap) {
         snprintf(out, cap, "%llds", g);
 }
 
-static kr_status parse_symbols(const cJSON *v, int max_symbols, kr_api_analyze_request *r,
-                               kr_api_error *err) {
+kr_status kr_api_symbol_list(const cJSON *v, int max_symbols, char (*out)[KR_STORE_NAME_MAX + 1],
+                             int *n, kr_api_error *err) {
+    *n = 0;
     if (max_symbols > KR_API_MAX_SYMBOLS || max_symbols < 1) max_symbols = KR_API_MAX_SYMBOLS;
     if (!cJSON_IsArray(v))
         return kr_api_error_set(err, 400, "symbols",
                                 "must be an array of 1..%d symbol names (max_symbols), got %s",
                                 max_symbols, kr_json_type_name(v));
-    int n = cJSON_GetArraySize(v);
-    if (n < 1 || n > max_symbols)
+    int count = cJSON_GetArraySize(v);
+    if (count < 1 || count > max_symbols)
         return kr_api_error_set(err, 400, "symbols",
-                                "must name 1..%d symbols (max_symbols), got %d", max_symbols, n);
+                                "must name 1..%d symbols (max_symbols), got %d", max_symbols,
+                                count);
     char f[32];
     for (const cJSON *it = v->child; it; it = it->next) {
-        snprintf(f, sizeof f, "symbols[%d]", r->n);
-        kr_status st = get_name(it, f, 0, r->symbols[r->n], sizeof r->symbols[0], err);
+        snprintf(f, sizeof f, "symbols[%d]", *n);
+        kr_status st = get_name(it, f, 0, out[*n], sizeof out[0], err);
         if (st != KR_OK) return st;
-        for (int j = 0; j < r->n; j++)
-            if (!strcasecmp(r->symbols[j], r->symbols[r->n])) /* symbols ignore case */
-                return kr_api_error_set(err, 400, f, "'%s' is already symbols[%d]",
-                                        r->symbols[r->n], j);
-        r->n++;
+        for (int j = 0; j < *n; j++)
+            if (!strcasecmp(out[j], out[*n])) /* symbols ignore case */
+                return kr_api_error_set(err, 400, f, "'%s' is already symbols[%d]", out[*n], j);
+        (*n)++;
     }
     return KR_OK;
+}
+
+static kr_status parse_symbols(const cJSON *v, int max_symbols, kr_api_analyze_request *r,
+                               kr_api_error *err) {
+    return kr_api_symbol_list(v, max_symbols, r->symbols, &r->n, err);
 }
 
 /* Report formats; "markdown" is the long name of "md". */
@@ -146,7 +152,7 @@ static const kr_report_format k_format_of[] = { KR_FORMAT_JSON, KR_FORMAT_MD, KR
 
 /* The values a route reads itself (names, candles) after the scalars. */
 typedef struct analyze_values {
-    const cJSON *symbol, *symbols, *interval, *candles, *columns, *market, *stock_code;
+    const cJSON *symbol, *symbols, *interval, *candles, *columns, *market, *stock_code, *model;
 } analyze_values;
 
 static const char *const k_ohlc_modes[] = { "raw", "consistent", NULL };
@@ -183,6 +189,7 @@ static kr_status read_fields(const cJSON *root, int batch, const kr_api_limits *
         KR_F_BOOL("all", &r->all),
         KR_F_VALUE("stock_code", &v->stock_code, 0),
         KR_F_BOOL("narrative", &r->narrative),
+        KR_F_VALUE("model", &v->model, 0),
     };
     /* The caps bound what one analysis costs: (1 + calibrate) forecasts of paths x horizon
      * steps per symbol. Each names its config key when exceeded. */
@@ -228,6 +235,9 @@ static kr_status read_fields(const cJSON *root, int batch, const kr_api_limits *
      * and exactly "paths" run, as `kronos analyze --paths 4 --max-paths 2` runs 4 (the
      * library's cap is the larger of the two). */
     if (!paths_given && p->paths > p->max_paths) p->paths = p->max_paths;
+    if (v->model &&
+        (st = kr_api_read_model_name(v->model, r->model, sizeof r->model, err)) != KR_OK)
+        return st;
     if (v->market) {
         const kr_calendar *cal = NULL;
         kr_error e = { 0 };
@@ -309,6 +319,7 @@ kr_status kr_api_analyze_parse(const char *json, size_t len, int batch, const kr
         }
         const char *sym_field = v.stock_code ? "stock_code" : "symbol";
         if (v.stock_code) v.symbol = v.stock_code;
+        out->stock_code = v.stock_code != NULL;
         if (!v.symbol && !v.candles) {
             st =
                 kr_api_error_set(err, 400, "symbol", "required (a stored symbol), or give candles");

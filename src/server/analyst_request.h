@@ -32,7 +32,9 @@ typedef struct kr_api_analyze_request {
     int stream; /* answer as text/event-stream */
     char market[24]; /* "market": every symbol's calendar; "" = stored / suffix / inferred */
     int all; /* batch "all": true: every stored series (symbols empty) */
+    int stock_code; /* the symbol came as "stock_code": errors name that field */
     int narrative; /* "narrative": true: the language-model prose too (server llm_url) */
+    char model[64]; /* "model": the served model's name ("" = the default one) */
 } kr_api_analyze_request;
 
 /* Parses and validates an analyze body (len bytes, need not be NUL-terminated); batch selects
@@ -43,6 +45,11 @@ typedef struct kr_api_analyze_request {
 kr_status kr_api_analyze_parse(const char *json, size_t len, int batch, const kr_api_limits *lim,
                                kr_api_analyze_request *out, kr_api_error *err);
 void kr_api_analyze_request_free(kr_api_analyze_request *r);
+
+/* A "symbols" array: 1..max_symbols (at most KR_API_MAX_SYMBOLS) store names, none repeated
+ * in any case, into out[*n]; errors name "symbols" or "symbols[i]". */
+kr_status kr_api_symbol_list(const cJSON *v, int max_symbols, char (*out)[KR_STORE_NAME_MAX + 1],
+                             int *n, kr_api_error *err);
 
 /* A store name from client text (a path segment, a query parameter): kr_store_check_symbol or
  * kr_store_check_interval's rules, copied to out[cap]; the error names field. */

@@ -29,6 +29,8 @@
 
 /* A config file larger than this is not a config file. */
 #define KR_CONFIG_MAX_BYTES ((size_t)1 << 20)
+/* The largest share of the machine's RAM a KV budget may take, as PCT% or as bytes. */
+#define KR_KV_BUDGET_MAX_PCT 90
 
 void kr_server_config_defaults(kr_server_config *c) {
     memset(c, 0, sizeof *c);
@@ -55,6 +57,7 @@ void kr_server_config_defaults(kr_server_config *c) {
     c->max_calibrate = KR_LIMIT_CALIBRATE;
     c->max_symbols = KR_LIMIT_SYMBOLS;
     c->batch_size = KR_STATIC_BATCH_ROWS_DEFAULT;
+    c->offline_batch_wait_ms = 500;
     c->sched = kr_context_default_params();
     c->sched.batch_wait_ms = 50; /* a server batches: requests arrive independently */
     c->sched.tune = 1;
@@ -62,6 +65,8 @@ void kr_server_config_defaults(kr_server_config *c) {
     c->sched.tune_relax_s = 600;
     c->llm_timeout_s = 60.0;
     c->analysis_priority = KR_PRIORITY_LOW;
+    snprintf(c->norm, sizeof c->norm, "exact");
+    c->norm_refresh_bars = 16;
 }
 
 /* ------------------------------------------------------------------ helpers */
@@ -137,15 +142,16 @@ kr_status kr_server_parse_kv_budget(const char *s, size_t *bytes, kr_error *err)
                             "kv_budget: '%s' is not BYTES (e.g. 536870912, 512MiB) or PCT%% "
                             "(e.g. 25%%)",
                             s);
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    const double ram = pages > 0 && page > 0 ? (double)pages * (double)page : 0;
     if (!strcmp(end, "%")) {
-        if (v > 90)
+        if (v > KR_KV_BUDGET_MAX_PCT)
             return kr_error_set(err, KR_ERR_INVALID_ARG,
                                 "kv_budget: %s of RAM leaves nothing for the rest (max 90%%)", s);
-        long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-        if (pages <= 0 || page <= 0)
+        if (ram <= 0)
             return kr_error_set(err, KR_ERR_UNSUPPORTED,
                                 "kv_budget: cannot read the RAM size; give BYTES");
-        *bytes = (size_t)((double)pages * (double)page * v / 100.0);
+        *bytes = (size_t)(ram * v / 100.0);
         return KR_OK;
     }
     static const struct {
@@ -166,6 +172,13 @@ kr_status kr_server_parse_kv_budget(const char *s, size_t *bytes, kr_error *err)
         if (b < 65536 || b > 1e15 || (k_units[i].mul == 1.0 && v != floor(v)))
             return kr_error_set(err, KR_ERR_INVALID_ARG,
                                 "kv_budget: '%s' must be a whole number of bytes in 64KiB..1PB", s);
+        /* A budget the machine cannot hold is no budget: admission would never wait, and the
+         * process would be killed for memory instead (the same bound as PCT%). */
+        if (ram > 0 && b > ram * KR_KV_BUDGET_MAX_PCT / 100.0)
+            return kr_error_set(err, KR_ERR_INVALID_ARG,
+                                "kv_budget: '%s' (%.1f GiB) is more than %d%% of this machine's "
+                                "RAM (%.1f GiB): it leaves nothing for the model and the rest",
+                                s, b / 1073741824.0, KR_KV_BUDGET_MAX_PCT, ram / 1073741824.0);
         *bytes = (size_t)b;
         return KR_OK;
     }
@@ -203,6 +216,9 @@ static const int_key k_int_keys[] = {
     { "max_calibrate", 0, 1000, CFG_OFF(max_calibrate), 0 },
     { "max_symbols", 1, 64, CFG_OFF(max_symbols), 0 },
     { "batch_size", 0, 1 << 20, CFG_OFF(batch_size), 0 },
+    { "norm_refresh_bars", 1, 1 << 20, CFG_OFF(norm_refresh_bars), 0 },
+    { "offline_batch_wait_ms", 0, 60000, CFG_OFF(offline_batch_wait_ms), 0 },
+    { "max_models", 0, KR_SERVER_MAX_MODELS + 1, CFG_OFF(max_models), 0 },
     { "batch_wait_ms", 0, 60000, CFG_OFF(sched.batch_wait_ms), PROF_OFF(batch_wait_ms) },
     { "max_batch_tokens", 1, 1 << 24, CFG_OFF(sched.max_batch_tokens), PROF_OFF(max_batch_tokens) },
     { "max_running", 1, 65536, CFG_OFF(sched.max_running), PROF_OFF(max_running) },
@@ -261,8 +277,11 @@ static const str_key k_str_keys[] = {
     { "access_log", CFG_OFF(access_log), KR_SERVER_PATH_MAX },
     { "timezone", CFG_OFF(timezone), 64 },
     { "market", CFG_OFF(market), 32 },
+    { "calendar_dir", CFG_OFF(calendar_dir), KR_SERVER_PATH_MAX },
     { "llm_url", CFG_OFF(llm_url), KR_SERVER_PATH_MAX },
     { "llm_model", CFG_OFF(llm_model), 128 },
+    { "norm", CFG_OFF(norm), 16 },
+    { "default_model", CFG_OFF(default_model), 64 },
 };
 
 /* Byte sizes: a number of bytes or a string with a unit ("128MiB"), range in bytes. */
@@ -317,6 +336,156 @@ static kr_status get_latency_mode(const cJSON *it, const char *label, const char
     return KR_OK;
 }
 
+/* ------------------------------------------------------------------ models */
+
+int kr_server_model_name_ok(const char *name) {
+    size_t n = strlen(name);
+    if (n == 0 || n >= 64) return 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)name[i];
+        if (!(isalnum(ch) || ch == '-' || ch == '_' || ch == '.')) return 0;
+    }
+    return strcmp(name, ".") && strcmp(name, "..");
+}
+
+static kr_status parse_precisions(const cJSON *arr, const char *label, const char *where,
+                                  kr_server_model_entry *e, kr_error *err);
+
+kr_status kr_server_model_entry_parse(const cJSON *mo, const char *name, const char *label,
+                                      kr_server_model_entry *e, kr_error *err) {
+    char where[96];
+    snprintf(where, sizeof where, "models.%s", name);
+    if (!kr_server_model_name_ok(name))
+        return bad(err, label, where,
+                   "a model name is 1-63 letters, digits, '-', '_' or '.' characters");
+    if (!cJSON_IsObject(mo))
+        return bad(err, label, where,
+                   "must be an object {\"model\", \"tokenizer\", \"quant\", "
+                   "\"kv_dtype\"}");
+    memset(e, 0, sizeof *e);
+    snprintf(e->name, sizeof e->name, "%s", name);
+    static const struct {
+        const char *key;
+        size_t off, cap;
+    } k[] = {
+        { "model", offsetof(kr_server_model_entry, model), KR_SERVER_PATH_MAX },
+        { "tokenizer", offsetof(kr_server_model_entry, tokenizer), KR_SERVER_PATH_MAX },
+        { "quant", offsetof(kr_server_model_entry, quant), 16 },
+        { "kv_dtype", offsetof(kr_server_model_entry, kv_dtype), 8 },
+    };
+    const cJSON *precisions = NULL;
+    for (const cJSON *it = mo->child; it; it = it->next) {
+        size_t i = 0;
+        while (i < N_OF(k) && strcmp(k[i].key, it->string)) i++;
+        char key[160];
+        snprintf(key, sizeof key, "%s.%s", where, it->string);
+        if (!strcmp(it->string, "precisions")) {
+            precisions = it;
+            continue;
+        }
+        if (i == N_OF(k))
+            return bad(err, label, key,
+                       "unknown key (model, tokenizer, quant, kv_dtype, precisions)");
+        kr_status st = get_string(it, label, key, (char *)e + k[i].off, k[i].cap, err);
+        if (st != KR_OK) return st;
+    }
+    if (!e->model[0]) return bad(err, label, where, "needs \"model\": the checkpoint directory");
+    static const char *const fmts[] = { "", "f32", "bf16", "int8", "fp8", "q4" };
+    int ok = 0;
+    for (size_t i = 0; i < N_OF(fmts); i++) ok |= !strcmp(e->quant, fmts[i]);
+    if (!ok) return bad(err, label, where, "quant must be one of f32, bf16, int8, fp8, q4");
+    if (e->kv_dtype[0] && strcmp(e->kv_dtype, "f32") && strcmp(e->kv_dtype, "bf16") &&
+        strcmp(e->kv_dtype, "int8"))
+        return bad(err, label, where, "kv_dtype must be one of f32, bf16, int8");
+    return precisions ? parse_precisions(precisions, label, where, e, err) : KR_OK;
+}
+
+int kr_precision_bits(const char *quant) {
+    static const struct {
+        const char *name;
+        int bits;
+    } k[] = { { "f32", 32 }, { "bf16", 16 }, { "fp8", 8 }, { "int8", 8 }, { "q4", 4 } };
+    for (size_t i = 0; quant && i < N_OF(k); i++)
+        if (!strcmp(quant, k[i].name)) return k[i].bits;
+    return 0;
+}
+
+/* "precisions": the ladder below the model's own precision, each rung lower than the one
+ * before it and gated by an eval-quant report. */
+static kr_status parse_precisions(const cJSON *arr, const char *label, const char *where,
+                                  kr_server_model_entry *e, kr_error *err) {
+    char key[160];
+    snprintf(key, sizeof key, "%s.precisions", where);
+    if (!cJSON_IsArray(arr))
+        return bad(err, label, key, "must be an array of {\"quant\", \"gate_report\", ...}");
+    int n = cJSON_GetArraySize(arr);
+    if (n > KR_SERVER_MAX_PRECISIONS) return bad(err, label, key, "at most 3 precisions");
+    int i = 0, prev_bits = kr_precision_bits(e->quant[0] ? e->quant : "f32");
+    for (const cJSON *po = arr->child; po; po = po->next, i++) {
+        kr_server_precision *p = &e->precisions[i];
+        char at[200];
+        snprintf(at, sizeof at, "%s[%d]", key, i);
+        if (!cJSON_IsObject(po)) return bad(err, label, at, "must be an object");
+        static const struct {
+            const char *key;
+            size_t off, cap;
+        } k[] = {
+            { "quant", offsetof(kr_server_precision, quant), 16 },
+            { "method", offsetof(kr_server_precision, method), 16 },
+            { "model", offsetof(kr_server_precision, model), 1024 },
+            { "gate_report", offsetof(kr_server_precision, gate_report), 1024 },
+        };
+        for (const cJSON *it = po->child; it; it = it->next) {
+            size_t j = 0;
+            while (j < N_OF(k) && strcmp(k[j].key, it->string)) j++;
+            char fk[260];
+            snprintf(fk, sizeof fk, "%s.%s", at, it->string);
+            if (j == N_OF(k))
+                return bad(err, label, fk, "unknown key (quant, method, model, gate_report)");
+            kr_status st = get_string(it, label, fk, (char *)p + k[j].off, k[j].cap, err);
+            if (st != KR_OK) return st;
+        }
+        int bits = kr_precision_bits(p->quant);
+        if (bits == 0 || bits == 32)
+            return bad(err, label, at, "quant must be one of bf16, fp8, int8, q4");
+        if (bits > prev_bits)
+            return bad(err, label, at, "each precision must be lower than the one above it");
+        prev_bits = bits;
+        if (!p->gate_report[0])
+            return bad(err, label, at,
+                       "needs \"gate_report\": the `kronos eval-quant --gate FILE --json` report "
+                       "it passed");
+        if (!strcmp(p->method, "gptq") && !p->model[0])
+            return bad(err, label, at,
+                       "a gptq precision needs its checkpoint (\"model\": `kronos quantize "
+                       "--method gptq --out DIR`)");
+    }
+    e->n_precisions = n;
+    return KR_OK;
+}
+
+static kr_status parse_models(const cJSON *obj, const char *label, kr_server_config *c,
+                              kr_error *err) {
+    if (!cJSON_IsObject(obj))
+        return bad(err, label, "models", "must be an object of name: {\"model\": dir, ...}");
+    int n = cJSON_GetArraySize(obj);
+    if (n > KR_SERVER_MAX_MODELS) {
+        char msg[64];
+        snprintf(msg, sizeof msg, "at most %d models, got %d", KR_SERVER_MAX_MODELS, n);
+        return bad(err, label, "models", msg);
+    }
+    int i = 0;
+    for (const cJSON *it = obj->child; it; it = it->next, i++) {
+        for (const cJSON *prev = obj->child; prev != it; prev = prev->next)
+            if (!strcmp(prev->string, it->string))
+                return bad(err, label, "models", "duplicate name");
+        kr_status st = kr_server_model_entry_parse(it, it->string, label, &c->models[i], err);
+        if (st != KR_OK) return st;
+    }
+    c->n_models = n;
+    return KR_OK;
+}
+
 /* ------------------------------------------------------------------ profiles */
 
 static kr_status parse_profile(const cJSON *po, int index, const char *label, kr_server_profile *p,
@@ -356,6 +525,11 @@ static kr_status parse_profile(const cJSON *po, int index, const char *label, kr
         } else if (!strcmp(it->string, "latency_mode")) {
             known = 1;
             st = get_latency_mode(it, label, key, &p->latency_tight, err);
+        } else if (!strcmp(it->string, "precision_floor")) {
+            known = 1;
+            st = get_string(it, label, key, p->precision_floor, sizeof p->precision_floor, err);
+            if (st == KR_OK && kr_precision_bits(p->precision_floor) == 0)
+                return bad(err, label, key, "must be one of f32, bf16, fp8, int8, q4");
         }
         for (size_t k = 0; !known && k < N_OF(k_int_keys); k++) {
             if (!k_int_keys[k].prof_off || strcmp(it->string, k_int_keys[k].key)) continue;
@@ -373,7 +547,7 @@ static kr_status parse_profile(const cJSON *po, int index, const char *label, kr
             return bad(err, label, key,
                        "unknown profile key (name, from, to, latency_mode, batch_wait_ms, "
                        "max_batch_tokens, max_running, max_queue, target_queue_p95_s, "
-                       "target_ttft_p95_s, static_batching)");
+                       "target_ttft_p95_s, static_batching, precision_floor)");
         if (st != KR_OK) return st;
     }
     if (!p->name[0]) return bad(err, label, where, "needs a \"name\"");
@@ -511,6 +685,7 @@ static kr_status parse_key(const cJSON *it, const char *label, kr_server_config 
         return st;
     }
     if (!strcmp(k, "profiles")) return parse_profiles(it, label, c, err);
+    if (!strcmp(k, "models")) return parse_models(it, label, c, err);
     if (!strcmp(k, "latency_mode")) return get_latency_mode(it, label, k, &c->latency_tight, err);
     return bad(err, label, k, "unknown key (see docs/api.md, \"Configuration\")");
 }
@@ -594,6 +769,16 @@ kr_status kr_server_config_validate(const kr_server_config *c, kr_error *err) {
                             "request that large could ever be admitted",
                             c->max_request_memory, c->max_memory_in_flight);
     if (!c->host[0]) return kr_error_set(err, KR_ERR_INVALID_ARG, "host: must not be empty");
+    if (c->default_model[0] && !kr_server_model_name_ok(c->default_model))
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "default_model: '%s' is not a model name",
+                            c->default_model);
+    if (c->max_models > 0 && c->max_models < 1 + c->n_models)
+        return kr_error_set(err, KR_ERR_INVALID_ARG,
+                            "max_models (%d) is less than the main model plus \"models\" (%d)",
+                            c->max_models, 1 + c->n_models);
+    if (strcmp(c->norm, "exact") && strcmp(c->norm, "anchored"))
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "norm: '%s' is not one of exact, anchored",
+                            c->norm);
     if (c->latency_tight && c->sched.batch_wait_ms > KR_TIGHT_WAIT_MAX_MS)
         return kr_error_set(err, KR_ERR_INVALID_ARG,
                             "batch_wait_ms: latency_mode \"tight\" allows at most %d ms, got %d",

@@ -31,7 +31,10 @@
 
 #include <stddef.h>
 
+#include <cjson/cJSON.h>
+
 #include "kronos.h"
+
 #include "kronos/server.h"
 
 /* The config struct, its defaults, parser and checks are public: kronos/server.h. */
@@ -49,6 +52,15 @@ kr_context_params kr_server_profile_apply(const kr_context_params *base,
 
 /* The IANA zone the profiles' times are read in ("" = the machine's local time). */
 const char *kr_server_profile_zone(const kr_server_config *c);
+
+/* Bits of a weight format (f32 32, bf16 16, fp8 and int8 8, q4 4), 0 for another name. */
+int kr_precision_bits(const char *quant);
+/* A served model's name: 1-63 letters, digits, '-', '_', '.' (not "." or ".."). */
+int kr_server_model_name_ok(const char *name);
+/* One "models" entry (config file, or a POST /v1/models/{name} body) named name into e;
+ * errors name label and the key. */
+kr_status kr_server_model_entry_parse(const cJSON *obj, const char *name, const char *label,
+                                      kr_server_model_entry *e, kr_error *err);
 
 /* Minute of the day (0..1439) at Unix time utc in the profiles' zone. */
 kr_status kr_server_profile_minute(const kr_server_config *c, int64_t utc, int *minute,

@@ -11,7 +11,8 @@
  *                  Transfer-Encoding with Content-Length: 400 and close), route match, early
  *                  refusals (404, 405, 503 draining, 401, 413 by Content-Length, 503 when the
  *                  memory budget cannot take the body) before any body byte is read;
- *   body calls  -> accumulate up to max_body_bytes (413 beyond, for chunked uploads);
+ *   body calls  -> accumulate up to max_body_bytes (413 beyond, for chunked uploads) while
+ *                  the memory budget takes them (else read on, drop, answer at the end);
  *   last call   -> a JSON body is scanned (json_body.h) and its parse tree's estimated memory
  *                  admitted against the budget; then the route's handler (handlers.c,
  *                  routes_store.c, routes_analyst.c, static_files.c);
@@ -23,8 +24,10 @@
  * (cfg.max_request_memory per request -> 413, cfg.max_memory_in_flight in total -> 503 with
  * Retry-After) before they are allocated — the body as its bytes arrive, after a declared
  * length was checked to fit — and given back when the handler drops the body
- * (kr_srv_drop_body) or the request completes. An answer's body is charged from when it is
- * queued until the request completes (hold_answer).
+ * (kr_srv_drop_body) or the request completes. What a handler builds (an analysis' working
+ * set, the room for an answer) and the answer itself are held until the request completes;
+ * budget.c keeps the accounts. Chunked or declared, a body the budget stops taking half-way
+ * is read to its end and dropped, then answered (503 / 413), never cut without an answer.
  */
 #include "server/server_internal.h"
 
@@ -45,6 +48,7 @@
 #include "server/framing.h"
 #include "common/json_body.h"
 #include "server/routes_analyst.h"
+#include "server/routes_backtest.h"
 #include "server/routes_store.h"
 #include "server/static_files.h"
 
@@ -54,39 +58,6 @@
 #define KR_MAX_HEADERS 64
 
 /* ------------------------------------------------------------------ replies */
-
-/* Answers below this are not charged: errors, health checks and scrapes cost nothing worth
- * budgeting, and an error answered before a body was read would otherwise hold the budget
- * until libmicrohttpd notices its client has gone. */
-#define KR_ANSWER_HOLD_MIN ((size_t)64 << 10)
-
-static void charge(kr_server *s, size_t bytes, int release) {
-    pthread_mutex_lock(&s->mu);
-    if (release)
-        s->mem_in_flight -= bytes;
-    else
-        s->mem_in_flight += bytes;
-    kr_http_metrics_memory(s->http, s->mem_in_flight);
-    pthread_mutex_unlock(&s->mu);
-}
-
-/* An answer's body counts against max_memory_in_flight until the request completes: a client
- * that never reads its 6 MB forecast pins it until the send timeout, and many such clients
- * would otherwise hold memory no budget sees. Charged without refusal (the answer exists);
- * while answers hold the budget, new bodies get 503. Given back with the rest at completion. */
-void kr_srv_hold_answer(kr_conn *c, size_t bytes) {
-    if (bytes < KR_ANSWER_HOLD_MIN) return;
-    charge(c->srv, bytes, 0);
-    c->reserved += bytes;
-}
-
-/* The same for what no connection's body holds (a kr_job_charge_fn, user the server): a
- * finished forecast waiting in its job (a streamed forecast whose client reads nothing never
- * gets it taken, because libmicrohttpd calls the stream's reader only when the socket has
- * room), a streamed analysis' final event. */
-void kr_srv_charge_memory(void *server, size_t bytes, int release) {
-    if (bytes >= KR_ANSWER_HOLD_MIN) charge(server, bytes, release);
-}
 
 int kr_srv_client_gone(int fd) {
     if (fd < 0) return 0;
@@ -114,9 +85,22 @@ enum MHD_Result kr_srv_queue(struct MHD_Connection *mc, kr_conn *c, int status,
     return ok;
 }
 
+static enum MHD_Result reply_error_with(struct MHD_Connection *mc, kr_conn *c, int status,
+                                        const char *message, const char *name, const char *value);
+
 enum MHD_Result kr_srv_reply(struct MHD_Connection *mc, kr_conn *c, int status,
                              const char *content_type, char *body, size_t len,
                              const char *extra_name, const char *extra_value) {
+    /* The answer is held until the request completes; a large answer of a /v1 route that the
+     * budget cannot take now is dropped for a 503 (a 413 when it exceeds the whole budget),
+     * so clients that never read cannot pile answers up past max_memory_in_flight. */
+    char msg[256];
+    const int refusable = status < 300 && c->route && c->route->v1;
+    int refused = kr_srv_hold_answer(c, body ? len : 0, refusable, msg, sizeof msg);
+    if (refused) {
+        free(body);
+        return kr_srv_reply_refusal(mc, c, refused, msg);
+    }
     struct MHD_Response *r =
         MHD_create_response_from_buffer(body ? len : 0, body ? body : (void *)"",
                                         body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
@@ -126,6 +110,7 @@ enum MHD_Result kr_srv_reply(struct MHD_Connection *mc, kr_conn *c, int status,
     }
     if (content_type) MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
     if (extra_name) MHD_add_response_header(r, extra_name, extra_value);
+    if (c->warning_header[0]) MHD_add_response_header(r, "X-Kronos-Warning", c->warning_header);
     /* Every answer is what its Content-Type says (never sniffed into HTML), and an HTML report
      * (/v1/analyze "format": "html", served from the page's origin) runs nothing: its own
      * inline style and SVG only, no script, no request, sandboxed. */
@@ -148,9 +133,7 @@ enum MHD_Result kr_srv_reply(struct MHD_Connection *mc, kr_conn *c, int status,
         if (cJSON_IsString(m)) snprintf(c->error, sizeof c->error, "%s", m->valuestring);
         cJSON_Delete(j);
     }
-    enum MHD_Result ok = kr_srv_queue(mc, c, status, r, body ? len : 0);
-    if (ok == MHD_YES && body) kr_srv_hold_answer(c, len);
-    return ok;
+    return kr_srv_queue(mc, c, status, r, body ? len : 0);
 }
 
 enum MHD_Result kr_srv_reply_error(struct MHD_Connection *mc, kr_conn *c, int status,
@@ -217,59 +200,28 @@ enum MHD_Result kr_srv_stream(struct MHD_Connection *mc, kr_conn *c,
 
 /* ------------------------------------------------------------------ memory budget */
 
-/* Reserves bytes more for c (commit 0: only asks whether they would fit now). 0, or the
- * status to answer (413 past max_request_memory, 503 past max_memory_in_flight) with a
- * message. */
-static int mem_admit(kr_conn *c, size_t bytes, int commit, char *msg, size_t cap) {
-    kr_server *s = c->srv;
-    if (c->reserved + bytes > s->cfg.max_request_memory) {
-        snprintf(msg, cap,
-                 "the request would take about %zu MiB of memory to read and parse, more than "
-                 "max_request_memory (%zu MiB); send fewer candles",
-                 (c->reserved + bytes) >> 20, s->cfg.max_request_memory >> 20);
-        return 413;
-    }
-    pthread_mutex_lock(&s->mu);
-    int ok = s->mem_in_flight + bytes <= s->cfg.max_memory_in_flight;
-    if (ok && commit) s->mem_in_flight += bytes;
-    kr_http_metrics_memory(s->http, s->mem_in_flight);
-    pthread_mutex_unlock(&s->mu);
-    if (!ok) {
-        snprintf(msg, cap,
-                 "the server holds as many request and answer bodies as its memory budget "
-                 "allows (max_memory_in_flight); retry shortly");
-        return 503;
-    }
-    if (commit) c->reserved += bytes;
-    return 0;
-}
+/* What the budget's messages say a body's memory is for. */
+#define KR_BODY_WHAT "to read and parse it; send fewer candles"
 
+/* What a request body and its parse may take (budget.c): 0, or the status to answer. */
 static int mem_reserve(kr_conn *c, size_t bytes, char *msg, size_t cap) {
-    return mem_admit(c, bytes, 1, msg, cap);
-}
-
-static void mem_release(kr_conn *c) {
-    if (!c->reserved) return;
-    kr_server *s = c->srv;
-    pthread_mutex_lock(&s->mu);
-    s->mem_in_flight -= c->reserved;
-    kr_http_metrics_memory(s->http, s->mem_in_flight);
-    pthread_mutex_unlock(&s->mu);
-    c->reserved = 0;
+    int st = kr_srv_mem_admit(c, bytes, 1, 1, KR_BODY_WHAT, msg, cap);
+    if (!st) c->reserved += bytes;
+    return st;
 }
 
 void kr_srv_drop_body(kr_conn *c) {
     free(c->body);
     c->body = NULL;
     c->len = c->cap = 0;
-    mem_release(c);
+    kr_srv_mem_release_body(c);
 }
 
-static enum MHD_Result reply_mem_refusal(struct MHD_Connection *mc, kr_conn *c, int status,
-                                         const char *msg) {
+enum MHD_Result kr_srv_reply_refusal(struct MHD_Connection *mc, kr_conn *c, int status,
+                                     const char *msg) {
     kr_http_metrics_reject(c->srv->http, status == 413 ? "too_large" : "memory");
-    /* Answered before (all of) the body was read: a 503 says when to come back, a 413 that
-     * the connection closes. */
+    /* A 503 says when to come back; a 413 that the connection closes (a body may still be
+     * on its way). */
     if (status == 503) return reply_error_with(mc, c, 503, msg, MHD_HTTP_HEADER_RETRY_AFTER, "1");
     return reply_error_with(mc, c, status, msg, MHD_HTTP_HEADER_CONNECTION, "close");
 }
@@ -280,6 +232,7 @@ static enum MHD_Result reply_mem_refusal(struct MHD_Connection *mc, kr_conn *c, 
  * headers come first), and any whose name holds white space (a misspelt one of those). */
 typedef struct header_list {
     int n, overflow;
+    int hosts; /* Host header lines */
     const char *names[KR_MAX_HEADERS], *values[KR_MAX_HEADERS];
 } header_list;
 
@@ -287,6 +240,7 @@ static enum MHD_Result collect_header(void *cls, enum MHD_ValueKind kind, const 
                                       const char *value) {
     (void)kind;
     header_list *h = cls;
+    if (key && !strcasecmp(key, MHD_HTTP_HEADER_HOST)) h->hosts++;
     if (!key || (strcasecmp(key, "Content-Length") && strcasecmp(key, "Transfer-Encoding") &&
                  !strpbrk(key, " \t")))
         return MHD_YES;
@@ -344,6 +298,13 @@ static enum MHD_Result first_call(kr_server *s, struct MHD_Connection *mc, kr_co
         kr_http_metrics_reject(s->http, "framing");
         return reply_error_with(mc, c, 400, msg, MHD_HTTP_HEADER_CONNECTION, "close");
     }
+    /* RFC 9112 §3.2: more than one Host line is a 400 — a proxy and this server could each
+     * take another of them (which virtual host, which cache key the request belongs to). */
+    if (h.hosts > 1) {
+        kr_http_metrics_reject(s->http, "framing");
+        return reply_error_with(mc, c, 400, "more than one Host header", MHD_HTTP_HEADER_CONNECTION,
+                                "close");
+    }
     /* RFC 9112 §3.2: an HTTP/1.1 request without Host is a 400 (libmicrohttpd answers it). */
     if (version && !strcmp(version, MHD_HTTP_VERSION_1_1) &&
         !MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST)) {
@@ -400,8 +361,8 @@ static enum MHD_Result first_call(kr_server *s, struct MHD_Connection *mc, kr_co
          * can is reserved as its bytes arrive (body_bytes), so a client that declares large
          * bodies and sends nothing holds none of the budget from the others. */
         if (n > 0) {
-            int st = mem_admit(c, (size_t)n + 1, 0, msg, sizeof msg);
-            if (st) return reply_mem_refusal(mc, c, st, msg);
+            int st = kr_srv_mem_admit(c, (size_t)n + 1, 0, 1, KR_BODY_WHAT, msg, sizeof msg);
+            if (st) return kr_srv_reply_refusal(mc, c, st, msg);
             c->expected = (size_t)n + 1;
         }
     }
@@ -423,6 +384,10 @@ static enum MHD_Result body_bytes(struct MHD_Connection *mc, kr_conn *c, const c
     kr_server *s = c->srv;
     if (c->refused) {
         c->discarded += n;
+        /* A declared body ends at its length (at most max_body_bytes); a chunked one is
+         * answered now once it goes on far beyond any honest body. */
+        if (!c->expected && c->discarded > KR_DISCARD_MAX)
+            return kr_srv_reply_refusal(mc, c, c->refused, c->refusal);
         return MHD_YES;
     }
     if (c->too_large || c->len + n > s->cfg.max_body_bytes) {
@@ -448,17 +413,17 @@ static enum MHD_Result body_bytes(struct MHD_Connection *mc, kr_conn *c, const c
         if (c->expected && cap > c->expected && c->expected >= c->len + n + 1) cap = c->expected;
         char msg[256];
         int st = mem_reserve(c, cap - c->cap, msg, sizeof msg);
-        if (st == 503 && c->expected) {
-            /* The budget filled up while this declared body was on its way (it fit when its
-             * headers came). Read the rest and drop it, then answer: a client still sending
-             * would see a broken upload instead of the 503. Memory stays flat; the length
-             * is at most max_body_bytes. */
+        if (st) {
+            /* The budget filled up while this body was on its way (a declared one fit when
+             * its headers came; a chunked one grows as it arrives). Read the rest and drop
+             * it, then answer: a client still sending would see a broken upload (and a proxy
+             * an empty response it may send elsewhere) instead of the 503 or 413. Memory
+             * stays flat. */
             c->refused = st;
             snprintf(c->refusal, sizeof c->refusal, "%s", msg);
             kr_srv_drop_body(c);
             return MHD_YES;
         }
-        if (st) return reply_mem_refusal(mc, c, st, msg);
         char *nb = realloc(c->body, cap);
         if (!nb) return MHD_NO;
         c->body = nb;
@@ -479,7 +444,9 @@ static enum body_kind body_kind(struct MHD_Connection *mc, const kr_conn *c) {
     case KR_ROUTE_FORECAST:
     case KR_ROUTE_ANALYZE:
     case KR_ROUTE_ANALYZE_ALIAS:
-    case KR_ROUTE_ANALYZE_BATCH: return BODY_JSON;
+    case KR_ROUTE_ANALYZE_BATCH:
+    case KR_ROUTE_MODEL_PUT: return BODY_JSON;
+    case KR_ROUTE_BACKTEST: return BODY_JSON;
     case KR_ROUTE_CANDLES_POST: {
         const char *ct =
             MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
@@ -522,8 +489,26 @@ static enum MHD_Result admit_body(struct MHD_Connection *mc, kr_conn *c) {
     }
     char msg[256];
     int st = mem_reserve(c, bytes, msg, sizeof msg);
-    if (st) return reply_mem_refusal(mc, c, st, msg);
+    if (st) return kr_srv_reply_refusal(mc, c, st, msg);
     return MHD_YES;
+}
+
+/* A store route (list, read, write, delete the candles) is counted like a forecast
+ * (c->counted, released when the connection completes), so a drain waits for its answer (at
+ * most its request deadline: the store's calls end by it) rather than logging "drained" and
+ * stopping the daemon under it. */
+static enum MHD_Result store_route(struct MHD_Connection *mc, kr_conn *c, const char *url) {
+    kr_server *s = c->srv;
+    pthread_mutex_lock(&s->mu);
+    c->counted = !s->draining;
+    if (c->counted) s->active_jobs++;
+    pthread_mutex_unlock(&s->mu);
+    switch (c->route->id) {
+    case KR_ROUTE_SYMBOLS: return kr_handle_symbols(mc, c);
+    case KR_ROUTE_CANDLES_GET: return kr_handle_candles_get(mc, c, url);
+    case KR_ROUTE_CANDLES_POST: return kr_handle_candles_post(mc, c, url);
+    default: return kr_handle_candles_delete(mc, c, url);
+    }
 }
 
 static enum MHD_Result dispatch(struct MHD_Connection *mc, kr_conn *c, const char *url) {
@@ -532,16 +517,21 @@ static enum MHD_Result dispatch(struct MHD_Connection *mc, kr_conn *c, const cha
     case KR_ROUTE_READY: return kr_handle_ready(mc, c);
     case KR_ROUTE_METRICS: return kr_handle_metrics(mc, c);
     case KR_ROUTE_MODELS: return kr_handle_models(mc, c);
+    case KR_ROUTE_MODEL_PUT: return kr_handle_model_put(mc, c, url);
+    case KR_ROUTE_MODEL_DELETE: return kr_handle_model_delete(mc, c, url);
     case KR_ROUTE_FORECAST: return kr_handle_forecast(mc, c);
-    case KR_ROUTE_SYMBOLS: return kr_handle_symbols(mc, c);
-    case KR_ROUTE_CANDLES_GET: return kr_handle_candles_get(mc, c, url);
-    case KR_ROUTE_CANDLES_POST: return kr_handle_candles_post(mc, c, url);
-    case KR_ROUTE_CANDLES_DELETE: return kr_handle_candles_delete(mc, c, url);
+    case KR_ROUTE_SYMBOLS:
+    case KR_ROUTE_CANDLES_GET:
+    case KR_ROUTE_CANDLES_POST:
+    case KR_ROUTE_CANDLES_DELETE: return store_route(mc, c, url);
     case KR_ROUTE_ANALYZE:
     case KR_ROUTE_ANALYZE_ALIAS: return kr_handle_analyze(mc, c);
     case KR_ROUTE_ANALYZE_BATCH: return kr_handle_analyze_batch(mc, c);
     case KR_ROUTE_PAGE:
     case KR_ROUTE_ASSETS: return kr_handle_static(mc, c, url);
+    case KR_ROUTE_BACKTEST: return kr_handle_backtest_post(mc, c);
+    case KR_ROUTE_BACKTEST_GET: return kr_handle_backtest_get(mc, c, url);
+    case KR_ROUTE_BACKTEST_DELETE: return kr_handle_backtest_delete(mc, c, url);
     default: return kr_srv_reply_error(mc, c, 500, "unrouted request", NULL);
     }
 }
@@ -570,7 +560,7 @@ enum MHD_Result kr_srv_on_access(void *cls, struct MHD_Connection *mc, const cha
     kr_conn_watch_received(s->watch, c->slot);
     if (c->status) return MHD_YES; /* answered early; libmicrohttpd sends it */
     if (c->too_large) return reply_too_large(mc, c);
-    if (c->refused) return reply_mem_refusal(mc, c, c->refused, c->refusal);
+    if (c->refused) return kr_srv_reply_refusal(mc, c, c->refused, c->refusal);
     enum MHD_Result admitted = admit_body(mc, c);
     if (admitted != MHD_YES || c->status) return admitted; /* refused (or failed to) */
     return dispatch(mc, c, url);
@@ -611,10 +601,12 @@ void kr_srv_on_completed(void *cls, struct MHD_Connection *mc, void **con_cls,
         kr_access_log_write(s->access_log, &e);
     }
     kr_srv_drop_body(c);
+    kr_srv_mem_release_all(c);
     /* A kept-alive connection's next request must arrive within the timeout again. */
     kr_conn_watch_rearm(s->watch, c->slot);
     kr_api_request_free(&c->req);
     kr_sse_free(&c->sse);
+    kr_models_release(s->models, c->served); /* its model may be freed now (replaced) */
     free(c);
 }
 

@@ -79,6 +79,7 @@ static kr_status parse_future(const cJSON *v, kr_api_request *r, kr_api_error *e
 }
 
 static const char *const k_windows[] = { "exact", "rolling", NULL };
+static const char *const k_norms[] = { "exact", "anchored", NULL };
 
 /* "market": the named calendar gives the forecast's timestamps (instead of the engine's
  * inference from the history). */
@@ -103,6 +104,32 @@ static kr_status market_future(const cJSON *v, int have_future, kr_api_request *
     return KR_OK;
 }
 
+/* Whether the forecast's stamps stay within the years whose holidays their calendar lists
+ * (the engine infers the same stamps from the same history when the client gave neither
+ * future_timestamps nor a market). Stamps a client gave follow no calendar of ours. */
+static kr_status stamp_coverage(kr_api_request *r, int client_stamps, kr_api_error *err) {
+    if (client_stamps) return KR_OK;
+    const int P = r->params.pred_len;
+    int64_t *stamps = r->future_timestamps;
+    kr_error e = { 0 };
+    if (!stamps) {
+        stamps = malloc((size_t)P * sizeof *stamps);
+        if (!stamps) return kr_api_error_set(err, 503, "candles", "out of memory");
+        /* A history no calendar can continue fails here as the engine would fail it. */
+        if (kr_calendar_future(r->candles->timestamps, r->candles->n, P, stamps, NULL, &e) !=
+            KR_OK) {
+            free(stamps);
+            return kr_api_error_set(err, 400, "candles", "%s", e.message);
+        }
+    }
+    kr_status st =
+        kr_calendar_coverage_of(r->market[0] ? r->market : NULL, NULL, r->candles->timestamps,
+                                r->candles->n, stamps, P, &r->coverage, &e);
+    if (stamps != r->future_timestamps) free(stamps);
+    if (st != KR_OK) memset(&r->coverage, 0, sizeof r->coverage); /* not worth failing for */
+    return KR_OK;
+}
+
 /* The fields of a forecast request, read into out (whose params hold the defaults). */
 static const char *const k_ohlc[] = { "raw", "consistent", NULL };
 
@@ -112,6 +139,9 @@ static kr_status read_fields(const cJSON *root, const kr_api_limits *lim, kr_api
     kr_forecast_params *p = &out->params;
     const cJSON *quantiles = NULL;
     int window = p->window == KR_WINDOW_ROLLING, ohlc = 0;
+    int norm = lim->default_norm == KR_NORM_ANCHORED;
+    p->norm_refresh = lim->default_norm_refresh;
+    const cJSON *model = NULL;
     kr_field f[] = {
         KR_F_VALUE("candles", candles, KR_FIELD_REQUIRED),
         KR_F_VALUE("columns", columns, 0),
@@ -131,6 +161,9 @@ static kr_status read_fields(const cJSON *root, const kr_api_limits *lim, kr_api
         KR_F_NUM("timeout_s", &out->timeout_s, 0.0, 86400.0, KR_FIELD_MIN_EXCL),
         KR_F_CHOICE("ohlc", &ohlc, k_ohlc),
         KR_F_VALUE("market", market, 0),
+        KR_F_CHOICE("norm", &norm, k_norms),
+        KR_F_INT("norm_refresh", &p->norm_refresh, 1, 1 << 20, 0),
+        KR_F_VALUE("model", &model, 0),
     };
     f[2].max_key = lim->max_pred_len_key;
     f[3].max_key = lim->max_paths_key;
@@ -138,12 +171,32 @@ static kr_status read_fields(const cJSON *root, const kr_api_limits *lim, kr_api
     kr_status st = kr_fields_read(root, f, (int)(sizeof f / sizeof f[0]), err);
     if (st != KR_OK) return st;
     p->window = window ? KR_WINDOW_ROLLING : KR_WINDOW_EXACT;
+    p->norm = norm ? KR_NORM_ANCHORED : KR_NORM_EXACT;
     out->ohlc = ohlc ? KR_OHLC_CONSISTENT : KR_OHLC_RAW;
+    if (model && (st = kr_api_read_model_name(model, out->model, sizeof out->model, err)) != KR_OK)
+        return st;
     /* The engine generates inside one window: the horizon cannot exceed it. */
     if (p->pred_len > p->max_context)
         return kr_api_error_set(err, 400, "pred_len", "must be at most max_context (%d), got %d",
                                 p->max_context, p->pred_len);
     if (quantiles) return parse_quantiles(quantiles, out, err);
+    return KR_OK;
+}
+
+kr_status kr_api_read_model_name(const cJSON *v, char *out, size_t cap, kr_api_error *err) {
+    if (!cJSON_IsString(v) || !v->valuestring[0])
+        return kr_api_error_set(err, 400, "model",
+                                "must be a model name (GET /v1/models lists them)");
+    size_t n = strlen(v->valuestring);
+    if (n >= cap) return kr_api_error_set(err, 400, "model", "at most %zu characters", cap - 1);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)v->valuestring[i];
+        if (!(isalnum(ch) || ch == '-' || ch == '_' || ch == '.'))
+            return kr_api_error_set(err, 400, "model",
+                                    "letters, digits, '-', '_' and '.' only (GET /v1/models "
+                                    "lists the names)");
+    }
+    memcpy(out, v->valuestring, n + 1);
     return KR_OK;
 }
 
@@ -177,6 +230,7 @@ kr_status kr_api_forecast_parse(const char *json, size_t len, const kr_api_limit
     }
     if (future && (st = parse_future(future, out, err)) != KR_OK) goto fail;
     if (market && (st = market_future(market, future != NULL, out, err)) != KR_OK) goto fail;
+    if ((st = stamp_coverage(out, future != NULL, err)) != KR_OK) goto fail;
     cJSON_Delete(root);
     return KR_OK;
 fail:

@@ -33,6 +33,10 @@
 
 #define KR_API_MAX_QUANTILES 16
 
+/* A request's "model" field: a name of letters, digits, '-', '_' and '.' (400 otherwise) into
+ * out[cap]. */
+kr_status kr_api_read_model_name(const cJSON *v, char *out, size_t cap, kr_api_error *err);
+
 typedef struct kr_api_request {
     kr_candles *candles; /* owned; validated table */
     int64_t *future_timestamps; /* [params.pred_len] or NULL (inferred); owned */
@@ -43,7 +47,12 @@ typedef struct kr_api_request {
     int stream; /* answer as text/event-stream */
     double timeout_s; /* 0: the server's request_timeout_s */
     kr_ohlc_mode ohlc; /* "ohlc": raw (default) or consistent candles in the answer */
+    char model[64]; /* "model": the served model's name ("" = the default one) */
     char market[24]; /* "market": the calendar that made future_timestamps, or "" */
+    /* The forecast stamps' calendar and whether its holidays cover them (name "" when the
+     * client gave future_timestamps): the answer's "calendar", "warnings" and its
+     * X-Kronos-Warning header. */
+    kr_calendar_coverage coverage;
 } kr_api_request;
 
 /* Parses and validates a request body (len bytes, need not be NUL-terminated). limits NULL =

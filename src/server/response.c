@@ -53,6 +53,16 @@ kr_status kr_api_forecast_json(const kr_api_request *req, const kr_forecast *fc,
                   (unsigned long long)usage->id, mtext);
     kr_sb_appendf(&head, ",\"ohlc\":\"%s\"", kr_ohlc_mode_name(req->ohlc));
     if (req->market[0]) kr_sb_appendf(&head, ",\"market\":\"%s\"", req->market);
+    /* Which precision served it (the precision ladder may move new requests down). */
+    kr_sb_appendf(&head, ",\"precision\":\"%s\"",
+                  model->precision       ? model->precision
+                  : model->info.quant[0] ? model->info.quant
+                  : model->quant         ? model->quant
+                                         : "f32");
+    /* How the window was normalised: anchored answers say over which rows (norm_anchor.h). */
+    kr_sb_appendf(&head, ",\"norm\":{\"mode\":\"%s\",\"stat_rows\":%d,\"window_rows\":%d}",
+                  req->params.norm == KR_NORM_ANCHORED ? "anchored" : "exact",
+                  kr_forecast_norm_rows(fc), kr_forecast_lookback(fc));
     free(mtext);
     char *head_text = NULL;
     kr_status st = kr_sb_finish(&head, &head_text, err);
@@ -67,6 +77,11 @@ kr_status kr_api_forecast_json(const kr_api_request *req, const kr_forecast *fc,
     jp.head = head_text;
     jp.queue_seconds = usage->queue_seconds;
     jp.ttft_seconds = usage->ttft_seconds;
+    jp.calendar = &req->coverage;
+    jp.volume_absent = req->candles && !req->candles->has_volume;
+    const char *warnings[1] = { req->coverage.message };
+    jp.warnings = warnings;
+    jp.n_warnings = req->coverage.past_last_year ? 1 : 0;
     /* Consistent candles (or a zero-volume history's zero volumes) replace the engine's before
      * the mean and quantiles; raw answers keep the engine's numbers untouched. */
     kr_path_set *ps = NULL;
@@ -90,6 +105,19 @@ kr_status kr_api_forecast_json(const kr_api_request *req, const kr_forecast *fc,
     return st;
 }
 
+/* One forecast candle row as JSON: {"timestamps":"YYYY-MM-DD HH:MM:SS"} and six
+ * "name":number pairs of at most 24 characters (shortest round trip), with a path's two ids. */
+#define KR_FORECAST_ROW_JSON_BYTES 220
+/* The envelope: model, params, usage, timing, quantile labels. */
+#define KR_FORECAST_JSON_FIXED_BYTES ((size_t)8 << 10)
+
+size_t kr_api_forecast_answer_bytes(const kr_api_request *req) {
+    const size_t steps = (size_t)(req->params.pred_len > 0 ? req->params.pred_len : 0);
+    const size_t series =
+        1 + (size_t)req->n_quantiles + (req->return_paths ? (size_t)req->params.paths : 0);
+    return KR_FORECAST_JSON_FIXED_BYTES + series * steps * KR_FORECAST_ROW_JSON_BYTES;
+}
+
 char *kr_api_error_json(int status, const char *message, const char *field) {
     /* Messages quote what the client sent, which need not be UTF-8: cJSON would pass its
      * bytes through into a body that is then not valid JSON text. */
@@ -108,10 +136,7 @@ char *kr_api_error_json(int status, const char *message, const char *field) {
     return s;
 }
 
-char *kr_api_models_json(const kr_api_model_desc *m, const char *narrative_model) {
-    cJSON *root = cJSON_CreateObject();
-    cJSON_AddStringToObject(root, "object", "list");
-    cJSON *data = cJSON_AddArrayToObject(root, "data");
+static cJSON *model_entry(const kr_api_model_desc *m) {
     cJSON *one = cJSON_CreateObject();
     cJSON_AddStringToObject(one, "id", m->name ? m->name : "kronos");
     cJSON_AddStringToObject(one, "object", "model");
@@ -121,7 +146,37 @@ char *kr_api_models_json(const kr_api_model_desc *m, const char *narrative_model
     cJSON_AddNumberToObject(one, "tokenizer_d_model", m->info.tok_d_model);
     cJSON_AddNumberToObject(one, "weight_bytes", (double)m->info.weight_bytes);
     cJSON_AddStringToObject(one, "kv_dtype", m->kv_dtype && m->kv_dtype[0] ? m->kv_dtype : "f32");
-    cJSON_AddItemToArray(data, one);
+    return one;
+}
+
+static char *models_doc(cJSON *root, const char *narrative_model);
+
+char *kr_api_models_list_json(const kr_api_models_list *l, const char *narrative_model) {
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "object", "list");
+    cJSON *data = cJSON_AddArrayToObject(root, "data");
+    for (int i = 0; i < l->n; i++) {
+        kr_api_model_desc d = l->desc[i];
+        d.name = l->name[i];
+        d.quant = l->quant[i];
+        d.kv_dtype = l->kv[i];
+        cJSON *one = model_entry(&d);
+        cJSON_AddBoolToObject(one, "default", l->is_default[i]);
+        cJSON_AddNumberToObject(one, "generation", l->generation[i]);
+        cJSON_AddItemToArray(data, one);
+    }
+    return models_doc(root, narrative_model);
+}
+
+char *kr_api_models_json(const kr_api_model_desc *m, const char *narrative_model) {
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "object", "list");
+    cJSON *data = cJSON_AddArrayToObject(root, "data");
+    cJSON_AddItemToArray(data, model_entry(m));
+    return models_doc(root, narrative_model);
+}
+
+static char *models_doc(cJSON *root, const char *narrative_model) {
     /* The language model is the server's, not the Kronos model's: beside the list, and only
      * its name (llm_url may hold a key and is never told to clients). */
     if (narrative_model) {

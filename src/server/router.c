@@ -21,6 +21,11 @@ static const kr_route k_routes[KR_ROUTE_COUNT] = {
     { KR_ROUTE_PAGE, "GET", "/", 0 },
     { KR_ROUTE_ASSETS, "GET", "/assets/", 0 },
     { KR_ROUTE_ANALYZE_ALIAS, "POST", "/analyze", 1 },
+    { KR_ROUTE_MODEL_PUT, "POST", "/v1/models/", 1 },
+    { KR_ROUTE_MODEL_DELETE, "DELETE", "/v1/models/", 1 },
+    { KR_ROUTE_BACKTEST, "POST", "/v1/backtest", 1 },
+    { KR_ROUTE_BACKTEST_GET, "GET", "/v1/backtest/", 1 },
+    { KR_ROUTE_BACKTEST_DELETE, "DELETE", "/v1/backtest/", 1 },
 };
 
 /* Whether route r serves the path url[0, n) (the query string already cut off). */

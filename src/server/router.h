@@ -24,6 +24,11 @@ typedef enum kr_route_id {
     KR_ROUTE_ASSETS, /* GET /assets/...: its scripts and styles */
     KR_ROUTE_ANALYZE_ALIAS, /* POST /analyze: /v1/analyze under the brief's name (key, drain
                                and body rules of /v1) */
+    KR_ROUTE_MODEL_PUT, /* POST /v1/models/{name}: load or replace a model (models.h) */
+    KR_ROUTE_MODEL_DELETE, /* DELETE /v1/models/{name}: stop serving it */
+    KR_ROUTE_BACKTEST, /* POST /v1/backtest: starts a job (routes_backtest.c) */
+    KR_ROUTE_BACKTEST_GET, /* GET /v1/backtest/{id}[/events|/result] */
+    KR_ROUTE_BACKTEST_DELETE, /* DELETE /v1/backtest/{id} */
     KR_ROUTE_COUNT
 } kr_route_id;
 

@@ -3,8 +3,8 @@
  * routes and how an analysis shares the model with the scheduler).
  *
  * The request bodies are parsed in server/analyst_request, with the field readers and the
- * candle parser of /v1/forecast; stored symbols are read through server/store_access (as the
- * store routes, routes_store.c, read them).
+ * candle parser of /v1/forecast; stored symbols are picked and read by common/analyze_stored
+ * (as `kronos analyze` does), the store reached through server/store_access.
  */
 #include "server/routes_analyst.h"
 
@@ -24,6 +24,7 @@
 #include "analyst/text.h"
 #include "base/error.h"
 #include "base/timeutil.h"
+#include "common/analyze_stored.h"
 #include "server/store_access.h"
 
 /* How often a streaming connection looks at its socket while the analysis runs, seconds. */
@@ -44,6 +45,8 @@ typedef struct analyze_task {
     kr_stored_series series[KR_API_MAX_SYMBOLS]; /* the symbols read from the store */
     char intervals[1][KR_STORE_NAME_MAX + 1]; /* a body's candles: their interval */
     char errors[KR_API_MAX_SYMBOLS][512]; /* per-symbol load failures (batch) */
+    int64_t rows[KR_API_MAX_SYMBOLS]; /* candles each picked series holds (what reading costs) */
+    kr_store *store; /* opened by task_plan, read by task_run, closed once read (owned) */
     kr_analyze_item items[KR_API_MAX_SYMBOLS];
     /* outcome */
     int status; /* HTTP status */
@@ -64,6 +67,8 @@ typedef struct analyze_task {
     double last_write;
     double started; /* kr_now_seconds() when the analysis began: the request deadline's origin */
     size_t charged; /* the final event's bytes charged to the memory budget */
+    kr_served *served; /* the model it runs on (a reference held until the task is freed) */
+    int rung; /* the precision that ran it (served->rung[rung]) */
 } analyze_task;
 
 static analyze_task *task_new(kr_server *s) {
@@ -84,13 +89,20 @@ static void task_join(analyze_task *t) {
     }
 }
 
+/* The histories read from the store, once the analysis is done with them. */
+static void task_drop_histories(analyze_task *t) {
+    kr_stored_series_free(t->series, KR_API_MAX_SYMBOLS);
+}
+
 static void task_free(analyze_task *t) {
     if (!t) return;
     task_join(t);
     if (t->charged) kr_srv_charge_memory(t->srv, t->charged, 1);
-    kr_stored_series_free(t->series, KR_API_MAX_SYMBOLS);
+    kr_store_close(t->store);
+    task_drop_histories(t);
     free(t->list);
     kr_api_analyze_request_free(&t->req);
+    kr_models_release(t->srv->models, t->served);
     free(t->body);
     kr_sse_free(&t->sse);
     pthread_cond_destroy(&t->cv);
@@ -179,20 +191,56 @@ static void hide_llm_url(kr_server *s, kr_narrative *n) {
     snprintf(n->url, sizeof n->url, "%s", hidden);
 }
 
-/* Reads the stored series of the request into t->items (common/analyze_stored, as `kronos
- * analyze` does). 0, or the request failed (t's status set): a store failure, "all" with
- * nothing or too much stored, or a single symbol that cannot be analysed. A symbol of a batch
- * that cannot be loaded becomes a failure of the report set, beside the others' reports. */
-static int load_stored(analyze_task *t, kr_store *store) {
+/* The request field symbol i came from, for its errors: "all" names no symbols, so its series'
+ * errors name the field that asked for them. */
+static void task_field(const analyze_task *t, int i, char *field, size_t cap) {
+    const kr_api_analyze_request *r = &t->req;
+    if (r->batch && r->all)
+        snprintf(field, cap, "all");
+    else if (r->batch)
+        snprintf(field, cap, "symbols[%d]", i);
+    else
+        snprintf(field, cap, "%s", r->stock_code ? "stock_code" : "symbol");
+}
+
+/* The progress events a stream will carry: a load per stored symbol, the forecasts, a
+ * calibration per symbol, the narrative, the rendering. */
+static void task_count_steps(analyze_task *t) {
+    const kr_api_analyze_request *r = &t->req;
+    pthread_mutex_lock(&t->mu);
+    t->steps = (r->candles ? 0 : r->n) + 1 + (r->params.calibrate > 0 ? r->n : 0) + 1 +
+               (r->narrative ? 1 : 0);
+    pthread_mutex_unlock(&t->mu);
+}
+
+/* Before anything is read: the store opened, every series picked (its interval, stored
+ * spelling, market and row count), so the analysis' memory can be charged before it is
+ * allocated (task_working_set). A failure is the task's outcome (t->status), answered by
+ * task_run's caller as any other. On the connection's thread. */
+static void task_plan(analyze_task *t) {
     kr_server *s = t->srv;
     kr_api_analyze_request *r = &t->req;
     kr_api_error aerr = { 0 };
     kr_error err = { 0 };
     char field[40], msg[256];
-    int status = kr_store_access_list(s, store, NULL, &t->list, &t->n_list, &aerr);
+    task_count_steps(t);
+    if (r->candles) {
+        snprintf(t->intervals[0], sizeof t->intervals[0], "%s", r->interval);
+        t->items[0] = (kr_analyze_item){ r->symbols[0], t->intervals[0], r->candles, NULL,
+                                         r->market[0] ? r->market : NULL };
+        return;
+    }
+    int status;
+    kr_store *store = kr_store_access_open(s, 1, &status, &aerr);
     if (status) {
         task_fail(t, status, aerr.message, NULL);
-        return -1;
+        return;
+    }
+    t->store = store;
+    status = kr_store_access_list(s, store, NULL, &t->list, &t->n_list, &aerr);
+    if (status) {
+        task_fail(t, status, aerr.message, NULL);
+        return;
     }
     if (r->all) {
         /* Every stored series: each symbol with each of its intervals, up to the same cap as a
@@ -206,79 +254,117 @@ static int load_stored(analyze_task *t, kr_store *store) {
                      "name up to %d in symbols instead",
                      r->n, cap, cap);
             task_fail(t, 400, msg, "all");
-            return -1;
+            return;
         }
         if (r->n == 0) {
             task_fail(t, 400, "all: nothing is stored (add candles with POST /v1/candles)", "all");
-            return -1;
+            return;
         }
-        pthread_mutex_lock(&t->mu);
-        t->steps = r->n + 2 + (r->params.calibrate > 0 ? r->n : 0);
-        pthread_mutex_unlock(&t->mu);
+        task_count_steps(t);
     } else {
         for (int i = 0; i < r->n; i++) {
             t->series[i].asked = r->symbols[i];
             t->series[i].want = r->interval;
         }
     }
-    const int64_t need = kr_analyze_min_rows(&r->params);
     for (int i = 0; i < r->n; i++) {
         kr_stored_series *e = &t->series[i];
-        /* "all" names no symbols: its series' errors name the field that asked for them. */
-        if (r->batch && r->all)
-            snprintf(field, sizeof field, "all");
-        else if (r->batch)
-            snprintf(field, sizeof field, "symbols[%d]", i);
-        else
-            snprintf(field, sizeof field, "symbol");
+        task_field(t, i, field, sizeof field);
         snprintf(msg, sizeof msg, "reading %s", e->asked);
         emit(t, "load", e->asked, msg);
+        /* A batch reports a symbol it cannot load beside the others' reports; a single
+         * analysis answers with the error. */
         kr_stored_pick(t->list, t->n_list, e);
-        kr_stored_read(store, need, e);
-        status = kr_store_access_fault(s, e, field, 400, &aerr);
-        if (!status && e->fault == KR_STORED_TOO_FEW_ROWS) {
-            status = 400;
-            kr_api_error_set(&aerr, 400, NULL,
-                             "%s: %s %s has %lld rows, at least %lld needed for horizon %d%s",
-                             field, e->symbol, e->interval, (long long)e->rows, (long long)e->need,
-                             r->params.horizon, r->params.calibrate ? " and calibrate" : "");
-            snprintf(aerr.field, sizeof aerr.field, "%s", field);
+        if (kr_store_access_fault(s, e, field, 400, &aerr)) {
+            if (!r->batch) {
+                task_fail(t, aerr.status, aerr.message, aerr.field);
+                return;
+            }
+            snprintf(t->errors[i], sizeof t->errors[i], "%s", aerr.message);
+            t->items[i] = kr_stored_item(e, r->market, t->errors[i]);
+            continue;
         }
-        if (status && !r->batch) {
-            task_fail(t, aerr.status, aerr.message, aerr.field);
-            return -1;
-        }
-        snprintf(t->errors[i], sizeof t->errors[i], "%s", aerr.message);
-        t->items[i] = kr_stored_item(e, r->market, t->errors[i]);
+        t->rows[i] = e->entry->rows > KR_API_CANDLES_MAX ? KR_API_CANDLES_MAX : e->entry->rows;
     }
-    return 0;
 }
 
+/* What a history row costs at the analysis' peak: its stamp and six values (56 bytes), the
+ * reader's growth and the copies the calendar, the indicators and the reports take while the
+ * histories are held — about 160 bytes measured (resident memory of `all` over 16 series of
+ * 40,000 rows, tests/hostile/server_memory.py) — and what the largest history costs again
+ * while it is read and its indicators run (ten columns of doubles, the gaps). */
+#define KR_ANALYSIS_ROW_BYTES 160
+#define KR_ANALYSIS_SCRATCH_ROW_BYTES 160
+/* A sample path's step: the engine's candle (floats) and ids, the kept doubles and the
+ * statistics' copy (the path set). */
+#define KR_ANALYSIS_PATH_STEP_BYTES 128
+/* A symbol's report and its rendering (chart, bands, tables; HTML with SVG is the largest). */
+#define KR_ANALYSIS_REPORT_BYTES ((size_t)256 << 10)
+
+/* The memory an analysis holds at its peak, from what it will read and compute: every
+ * history at once, the largest one's scratch, each symbol's paths up to the adaptive cap
+ * (they are kept until the reports are built), the calibration's windows one symbol at a time,
+ * and the reports. An upper estimate, charged to the budget before anything is read. */
+static size_t task_working_set(const analyze_task *t) {
+    const kr_api_analyze_request *r = &t->req;
+    const kr_analyze_params *p = &r->params;
+    size_t rows = 0, largest = 0;
+    for (int i = 0; i < r->n; i++) {
+        size_t n = r->candles && i == 0 ? (size_t)r->candles->n : (size_t)t->rows[i];
+        rows += n;
+        if (n > largest) largest = n;
+    }
+    const size_t paths = (size_t)(p->max_paths > p->paths ? p->max_paths : p->paths);
+    const size_t steps = (size_t)p->horizon;
+    const size_t n = (size_t)(r->n > 0 ? r->n : 1);
+    return rows * KR_ANALYSIS_ROW_BYTES + largest * KR_ANALYSIS_SCRATCH_ROW_BYTES +
+           n * paths * steps * KR_ANALYSIS_PATH_STEP_BYTES +
+           (size_t)p->calibrate * (size_t)p->paths * steps * KR_ANALYSIS_PATH_STEP_BYTES +
+           n * KR_ANALYSIS_REPORT_BYTES;
+}
+
+/* Reads the histories planned (task_plan), runs the analyst, renders the report. Leaves the
+ * outcome in t->status / body / content_type. */
 static void task_run(analyze_task *t) {
     kr_server *s = t->srv;
     kr_api_analyze_request *r = &t->req;
-    kr_api_error aerr = { 0 };
     kr_error err = { 0 };
-    if (r->candles) {
-        snprintf(t->intervals[0], sizeof t->intervals[0], "%s", r->interval);
-        t->items[0] = (kr_analyze_item){ r->symbols[0], t->intervals[0], r->candles, NULL,
-                                         r->market[0] ? r->market : NULL };
-    } else {
-        int status;
-        kr_store *store = kr_store_access_open(s, 1, &status, &aerr);
-        if (status) {
-            task_fail(t, status, aerr.message, NULL);
-            return;
+    char field[40];
+    if (t->status) return; /* the plan failed */
+    if (!r->candles) {
+        kr_api_error aerr = { 0 };
+        const int64_t need = kr_analyze_min_rows(&r->params);
+        for (int i = 0; i < r->n; i++) {
+            if (t->errors[i][0]) continue; /* not picked: its failure is in items[i] */
+            kr_stored_series *e = &t->series[i];
+            task_field(t, i, field, sizeof field);
+            kr_stored_read(t->store, need, e);
+            int status = kr_store_access_fault(s, e, field, 400, &aerr);
+            if (!status && e->fault == KR_STORED_TOO_FEW_ROWS) {
+                status = 400;
+                kr_api_error_set(&aerr, 400, NULL,
+                                 "%s: %s %s has %lld rows, at least %lld needed for horizon %d%s",
+                                 field, e->symbol, e->interval, (long long)e->rows,
+                                 (long long)e->need, r->params.horizon,
+                                 r->params.calibrate ? " and calibrate" : "");
+                snprintf(aerr.field, sizeof aerr.field, "%s", field);
+            }
+            if (status && !r->batch) {
+                task_fail(t, aerr.status, aerr.message, aerr.field);
+                return;
+            }
+            if (status) snprintf(t->errors[i], sizeof t->errors[i], "%s", aerr.message);
+            t->items[i] = kr_stored_item(e, r->market, t->errors[i]);
         }
-        const int failed = load_stored(t, store);
-        kr_store_close(store);
-        if (failed) return;
+        kr_store_close(t->store);
+        t->store = NULL;
     }
 
     kr_analyze_params p = r->params;
-    p.model_name = s->model_name;
-    p.predictor_dir = s->predictor_shown;
-    p.tokenizer_dir = s->tokenizer_shown;
+    p.model_name = t->served->name;
+    /* Another served model's directories are the operator's: the report names the model. */
+    p.predictor_dir = t->served->main ? s->predictor_shown : t->served->name;
+    p.tokenizer_dir = t->served->main ? s->tokenizer_shown : t->served->name;
     /* A batch of symbols is offline-style scoring: static batches (the report says which). */
     if (r->batch) p.static_batch_rows = s->cfg.batch_size;
     if (t->streaming) {
@@ -295,11 +381,14 @@ static void task_run(analyze_task *t) {
     }
     rp.priority = s->cfg.analysis_priority;
     rp.wait_for_room = 0; /* a full queue is a 429, not a wait */
+    /* Offline scoring waits long for company, whatever the profile (latency is not its aim). */
+    if (r->batch) rp.batch_wait_ms = s->cfg.offline_batch_wait_ms;
     rp.should_abort = task_should_abort;
     rp.abort_user = t;
     p.request = &rp;
     kr_report_set *set = NULL;
-    kr_status st = kr_analyze(s->ctx, t->items, r->n, &p, &set, &err);
+    const int rung = t->rung = kr_served_pick(t->served);
+    kr_status st = kr_analyze(t->served->rung[rung].ctx, t->items, r->n, &p, &set, &err);
     if (st != KR_OK) {
         int code = kr_api_http_status(st);
         if (st == KR_ERR_BUSY && kr_server_is_draining(s)) code = 503;
@@ -431,12 +520,9 @@ static ssize_t task_reader(void *cls, uint64_t pos, char *buf, size_t max) {
 static void task_release(void *cls) { task_free(cls); }
 
 static enum MHD_Result start_stream(struct MHD_Connection *mc, kr_conn *c, analyze_task *t) {
-    const kr_api_analyze_request *r = &t->req;
     t->streaming = 1;
     t->fd = c->fd;
     t->last_write = kr_now_seconds();
-    t->steps = (r->candles ? 0 : r->n) + 1 + (r->params.calibrate > 0 ? r->n : 0) + 1 +
-               (r->narrative ? 1 : 0);
     if (pthread_create(&t->thread, NULL, task_worker, t) != 0) {
         task_free(t);
         return kr_srv_reply_error(mc, c, 503, "cannot start the analysis thread", NULL);
@@ -457,6 +543,13 @@ static enum MHD_Result handle_analyze(struct MHD_Connection *mc, kr_conn *c, int
         return kr_store_access_reply_error(mc, c, &aerr);
     }
     kr_srv_drop_body(c);
+    if (!(t->served = kr_models_acquire(s->models, t->req.model))) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "no model '%s' is served (GET /v1/models lists them)",
+                 t->req.model);
+        task_free(t);
+        return kr_srv_reply_error(mc, c, 404, msg, "model");
+    }
     if (t->req.narrative && !s->cfg.llm_url[0]) {
         task_free(t);
         return kr_srv_reply_error(mc, c, 400,
@@ -479,14 +572,36 @@ static enum MHD_Result handle_analyze(struct MHD_Connection *mc, kr_conn *c, int
     c->counted = 1;
 
     t->fd = c->fd;
+    t->streaming = t->req.stream; /* the plan's progress events wait for the stream */
+    /* What it will read and compute, charged before any of it is allocated: 503 while the
+     * budget is taken, 413 when it could never fit. */
+    task_plan(t);
+    size_t working_set = 0;
+    if (!t->status) {
+        working_set = task_working_set(t);
+        char msg[256];
+        int refused = kr_srv_hold(c, working_set,
+                                  "the analysis' histories, paths and reports; fewer symbols or "
+                                  "paths take less",
+                                  msg, sizeof msg);
+        if (refused) {
+            task_free(t);
+            return kr_srv_reply_refusal(mc, c, refused, msg);
+        }
+    }
     if (t->req.stream) return start_stream(mc, c, t);
     task_run(t);
+    /* Its histories go now, and the working set's hold becomes the answer's room. */
+    task_drop_histories(t);
+    c->answer_room = working_set;
     char *body = t->body;
     t->body = NULL;
-    enum MHD_Result ok = body ? kr_srv_reply(mc, c, t->status, t->content_type, body, strlen(body),
-                                             t->retry_after ? MHD_HTTP_HEADER_RETRY_AFTER : NULL,
-                                             t->retry_after ? "1" : NULL)
-                              : kr_srv_reply_error(mc, c, 503, "out of memory", NULL);
+    /* One extra header: Retry-After when refused, else the precision that served it. */
+    enum MHD_Result ok =
+        body ? kr_srv_reply(mc, c, t->status, t->content_type, body, strlen(body),
+                            t->retry_after ? MHD_HTTP_HEADER_RETRY_AFTER : "X-Kronos-Precision",
+                            t->retry_after ? "1" : t->served->rung[t->rung].precision)
+             : kr_srv_reply_error(mc, c, 503, "out of memory", NULL);
     task_free(t);
     return ok;
 }

@@ -22,6 +22,10 @@
 #include "server/store_access.h"
 
 #define CANDLES_PREFIX "/v1/candles/"
+/* A page of candles costs the candles read (a stamp and six values) and its text: a JSON or
+ * CSV row of a stamp and six numbers, at most about this long (shortest round trip). */
+#define KR_CANDLE_BYTES (sizeof(int64_t) + KR_N_FEATURES * sizeof(double))
+#define KR_CANDLE_TEXT_BYTES 160
 
 /* ------------------------------------------------------------------ replies */
 
@@ -154,10 +158,23 @@ enum MHD_Result kr_handle_candles_get(struct MHD_Connection *mc, kr_conn *c, con
     kr_store *store = kr_store_access_open(c->srv, 1, &status, &aerr);
     if (status) return kr_store_access_reply_error(mc, c, &aerr);
     char stored[KR_STORE_NAME_MAX + 1];
+    int64_t rows = 0;
     if (kr_store_access_pick_interval(c->srv, store, symbol, want, NULL, 404, interval,
-                                      sizeof interval, NULL, 0, stored, sizeof stored, &aerr)) {
+                                      sizeof interval, NULL, 0, stored, sizeof stored, &rows,
+                                      &aerr)) {
         kr_store_close(store);
         return kr_store_access_reply_error(mc, c, &aerr);
+    }
+    /* The page's memory before it is read: clients that ask for pages and never read them
+     * hold the budget until it is full, then get 503s, instead of pinning memory no budget
+     * sees. */
+    if (limit > 0 && rows > limit) rows = limit;
+    char msg[256];
+    int refused = kr_srv_reserve_answer(c, (size_t)rows * (KR_CANDLE_BYTES + KR_CANDLE_TEXT_BYTES),
+                                        msg, sizeof msg);
+    if (refused) {
+        kr_store_close(store);
+        return kr_srv_reply_refusal(mc, c, refused, msg);
     }
     kr_candles *cs = NULL;
     kr_error ke = { 0 };
@@ -212,7 +229,8 @@ enum MHD_Result kr_handle_candles_post(struct MHD_Connection *mc, kr_conn *c, co
     kr_error ke = { 0 };
     kr_store_upsert_stats counts = { 0 };
     kr_status st = kr_store_upsert_ex(store, symbol, interval, cs, &counts, &ke);
-    if (st == KR_OK && cal) st = kr_store_set_market(store, symbol, kr_calendar_name(cal), &ke);
+    if (st == KR_OK && cal)
+        st = kr_store_set_market(store, symbol, kr_calendar_spelling(cal, market_arg), &ke);
     int64_t written = cs->n;
     kr_candles_free(cs);
     kr_store_entry *e = NULL;

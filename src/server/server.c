@@ -4,6 +4,7 @@
  * access log, drain and free. What happens to each connection and request is in
  * connection.c.
  */
+#include "server/routes_backtest.h"
 #include "server/server_internal.h"
 
 #include <arpa/inet.h>
@@ -22,6 +23,11 @@
 #include "base/timeutil.h"
 #include "server/auth.h"
 
+/* /ready's probe of a PostgreSQL store: how long one may take (capped by the request timeout)
+ * and how long its answer stands. */
+#define KR_STORE_PROBE_S 1.0
+#define KR_STORE_PROBE_TTL_S 1.0
+
 /* ------------------------------------------------------------------ helpers */
 
 void kr_srv_log(kr_server *s, const char *fmt, ...) {
@@ -34,6 +40,24 @@ void kr_srv_log(kr_server *s, const char *fmt, ...) {
         s->cfg.sched.log(s->cfg.sched.log_user, line);
     else
         fprintf(stderr, "kronos serve: %s\n", line);
+}
+
+typedef struct limits_job {
+    const kr_context_limits *lim;
+    const char *reason;
+} limits_job;
+
+static void set_limits_one(void *user, kr_served *e, int is_default) {
+    (void)is_default;
+    const limits_job *j = user;
+    if (!e->main) kr_context_set_limits(e->ctx, j->lim, j->reason);
+}
+
+/* The models beside the main one follow the profiles too. */
+static void set_limits_all(kr_server *s, const kr_context_limits *lim, const char *reason) {
+    if (!s->models) return;
+    limits_job j = { lim, reason };
+    kr_models_each(s->models, set_limits_one, &j);
 }
 
 /* Applies the time-of-day profile that covers the current time in the profiles' zone (checked
@@ -84,6 +108,7 @@ void kr_srv_check_profile(kr_server *s) {
     lim.target_queue_p95_s = eff.target_queue_p95_s;
     lim.target_ttft_p95_s = eff.target_ttft_p95_s;
     kr_context_set_limits(s->ctx, &lim, reason);
+    set_limits_all(s, &lim, reason);
     if (s->cfg.on_profile) s->cfg.on_profile(s->cfg.on_profile_user, p, &eff);
 }
 
@@ -240,8 +265,26 @@ static kr_status start_daemon(kr_server *s, kr_error *err) {
     return KR_OK;
 }
 
+static void ladder_log(void *user, const char *line) { kr_srv_log(user, "%s", line); }
+
+/* The precision ladders (server/models.h) under the profile in force, with the tuner on. */
+static void ladder_tick(kr_server *s) {
+    if (!s->cfg.sched.tune || !s->models) return;
+    pthread_mutex_lock(&s->mu);
+    const int idx = s->active_profile;
+    pthread_mutex_unlock(&s->mu);
+    const kr_server_profile *p = idx >= 0 ? &s->cfg.profiles[idx] : NULL;
+    const double target =
+        p && p->target_queue_p95_s >= 0 ? p->target_queue_p95_s : s->cfg.sched.target_queue_p95_s;
+    kr_models_ladder_tick(s->models, kr_now_seconds(), p ? p->precision_floor : "", target,
+                          ladder_log, s);
+}
+
 /* The watchdog's tick: profiles switch at their time even when no request comes. */
-static void on_watch_tick(void *user) { kr_srv_check_profile(user); }
+static void on_watch_tick(void *user) {
+    kr_srv_check_profile(user);
+    ladder_tick(user);
+}
 
 /* A request cut by the read watchdog (conn_watch.h). */
 static void on_read_cut(void *user) {
@@ -301,7 +344,25 @@ kr_status kr_server_create(const kr_model *model, const kr_server_config *cfg, k
         s->shadow_kv_budget = (size_t)((double)total * s->cfg.drift_kv_share);
         cp.kv_budget_bytes = total - s->shadow_kv_budget;
     }
+    /* Several models share the KV budget fairly: each context gets an equal share. */
+    const int max_models = s->cfg.max_models > 0 ? s->cfg.max_models : 1 + s->cfg.n_models;
+    size_t kv_share = 0;
+    if (max_models > 1) {
+        size_t total = cp.kv_budget_bytes;
+        if (total == 0 && (st = kr_server_parse_kv_budget("25%", &total, err)) != KR_OK) goto fail;
+        kv_share = total / (size_t)max_models;
+        cp.kv_budget_bytes = kv_share;
+    }
     if ((st = kr_context_create_ex(model, &cp, s->metrics, &s->ctx, err)) != KR_OK) goto fail;
+    if ((st = kr_models_create(s->model_name, model, s->ctx, &s->model_desc, &s->cfg, kv_share,
+                               &s->models, err)) != KR_OK)
+        goto fail;
+    kr_models_set_metrics(s->models, s->metrics);
+    if (s->cfg.n_models > 0 || s->cfg.default_model[0]) {
+        if ((st = kr_models_apply(s->models, &s->cfg, err)) != KR_OK) goto fail;
+        kr_srv_log(s, "serving %d models (default '%s')", 1 + s->cfg.n_models,
+                   s->cfg.default_model[0] ? s->cfg.default_model : s->model_name);
+    }
     if (!(s->pmetrics = kr_process_metrics_create(s->metrics))) {
         st = kr_error_set(err, KR_ERR_NOMEM, "server: out of memory");
         goto fail;
@@ -320,9 +381,24 @@ kr_status kr_server_create(const kr_model *model, const kr_server_config *cfg, k
     s->limits.max_analyze_paths = s->cfg.max_analyze_paths;
     s->limits.max_lookback = s->cfg.max_lookback;
     s->limits.max_calibrate = s->cfg.max_calibrate;
+    s->limits.default_norm = !strcmp(s->cfg.norm, "anchored") ? KR_NORM_ANCHORED : KR_NORM_EXACT;
+    s->limits.default_norm_refresh = s->cfg.norm_refresh_bars;
     s->limits.max_symbols = s->cfg.max_symbols;
+    if (!(s->backtests = kr_bt_jobs_create(s))) {
+        st = kr_error_set(err, KR_ERR_NOMEM, "server: out of memory");
+        goto fail;
+    }
     if ((st = kr_conn_watch_create(s->cfg.read_timeout_s, on_read_cut, s, &s->watch, err)) != KR_OK)
         goto fail;
+    /* /ready's probe of the store: within a load balancer's health check timeout (HAProxy's
+     * 2 s in deploy/haproxy.cfg), answered for a second. */
+    const double probe_s =
+        s->cfg.request_timeout_s < KR_STORE_PROBE_S ? s->cfg.request_timeout_s : KR_STORE_PROBE_S;
+    if (s->cfg.db[0] &&
+        !(s->store_health = kr_store_health_create(s->cfg.db, probe_s, KR_STORE_PROBE_TTL_S))) {
+        st = kr_error_set(err, KR_ERR_NOMEM, "server: out of memory");
+        goto fail;
+    }
     if ((st = start_daemon(s, err)) != KR_OK) goto fail;
     if (s->cfg.n_profiles > 0) kr_http_metrics_profile(s->http, "base", 1);
     kr_srv_check_profile(s);
@@ -385,6 +461,13 @@ int kr_server_is_leaving(kr_server *s) {
     return d;
 }
 
+/* Draining the other models' engines: their accepted requests were waited for above. */
+static void drain_one(void *user, kr_served *e, int is_default) {
+    (void)user;
+    (void)is_default;
+    if (!e->main) kr_context_drain(e->ctx, 1.0);
+}
+
 void kr_server_drain(kr_server *s, double grace_s) {
     if (!s) return;
     pthread_mutex_lock(&s->mu);
@@ -412,6 +495,8 @@ void kr_server_drain(kr_server *s, double grace_s) {
     pthread_mutex_unlock(&s->mu);
     kr_http_metrics_draining(s->http, 1);
     kr_srv_log(s, "draining: refusing new requests, finishing the accepted ones");
+    /* Backtests are offline jobs of minutes: a drain cancels them (their state says so). */
+    kr_bt_jobs_cancel_all(s->backtests);
     /* Accepted requests (forecasts, and analyses, which submit several batches in turn) get
      * grace_s to finish while the engine keeps accepting their work; then the engine drains,
      * cancelling what is left (its clients get 504/499), so a drain is bounded even behind a
@@ -432,6 +517,7 @@ void kr_server_drain(kr_server *s, double grace_s) {
     double left_s = deadline - kr_now_seconds();
     if (s->ctx && kr_context_drain(s->ctx, left_s > 0 ? left_s : 0) == KR_ERR_TIMEOUT)
         kr_srv_log(s, "drain: cancelled the requests still running after %.0f s", grace_s);
+    if (s->models) kr_models_each(s->models, drain_one, NULL);
 
     /* The engine has posted every result; give the connections a moment to send them. */
     clock_gettime(CLOCK_REALTIME, &dl);
@@ -449,6 +535,18 @@ void kr_server_drain(kr_server *s, double grace_s) {
         kr_srv_log(s, "drained");
 }
 
+kr_status kr_server_reload_models(kr_server *s, const kr_server_config *cfg, kr_error *err) {
+    if (!s || !cfg) return kr_error_set(err, KR_ERR_INVALID_ARG, "reload: NULL argument");
+    kr_status st = kr_server_config_validate(cfg, err);
+    if (st == KR_OK) st = kr_models_apply(s->models, cfg, err);
+    int served = 0, loads = 0, unloads = 0;
+    kr_models_counts(s->models, &served, &loads, &unloads);
+    kr_srv_log(s, "models reloaded%s%s: %d served (%d loads, %d unloads so far)",
+               st == KR_OK ? "" : ", stopped: ", st == KR_OK ? "" : err->message, served, loads,
+               unloads);
+    return st;
+}
+
 void kr_server_free(kr_server *s) {
     if (!s) return;
     if (s->daemon) {
@@ -456,8 +554,11 @@ void kr_server_free(kr_server *s) {
         MHD_stop_daemon(s->daemon);
     }
     kr_conn_watch_free(s->watch); /* after the daemon: every connection is closed */
+    kr_bt_jobs_free(s->backtests); /* before the engine: a worker may still submit to it */
+    kr_store_health_free(s->store_health);
     kr_access_log_close(s->access_log);
     kr_process_metrics_free(s->pmetrics);
+    kr_models_free(s->models); /* the other models' contexts and weights; not the main one's */
     kr_context_free(s->ctx);
     kr_drift_free(kr_server_drift(s));
     kr_http_metrics_free(s->http);

@@ -19,17 +19,20 @@
 #include "server/drift.h"
 #include "server/http_metrics.h"
 #include "server/job.h"
+#include "server/models.h"
 #include "server/process_metrics.h"
 #include "server/request.h"
 #include "server/response.h"
 #include "server/router.h"
 #include "server/server.h"
 #include "server/sse.h"
+#include "server/store_health.h"
 
 struct kr_server {
     kr_server_config cfg;
     const kr_model *model; /* borrowed */
-    kr_context *ctx; /* the engine every route submits to */
+    kr_context *ctx; /* the main model's engine (the analyses' and the store routes') */
+    kr_models *models; /* every model served by name, the main one first */
     kr_metrics *metrics;
     kr_http_metrics *http;
     struct MHD_Daemon *daemon;
@@ -46,13 +49,16 @@ struct kr_server {
     kr_access_log *access_log; /* NULL: none */
     kr_process_metrics *pmetrics;
     kr_api_limits limits; /* the request-size limits of cfg, for every route's parser */
+    kr_store_health *store_health; /* what /ready knows of the store's database; NULL: none */
+    struct kr_bt_jobs *backtests; /* POST /v1/backtest's jobs (routes_backtest.c) */
 
     pthread_mutex_t mu; /* guards the fields below */
     size_t mem_in_flight; /* memory budget held by requests being read and parsed */
     pthread_cond_t idle; /* signalled when active_jobs drops */
     int leaving; /* a drain was asked for: /ready answers 503 (from before draining) */
     int draining, drained;
-    int active_jobs; /* forecasts submitted whose response is not yet finished */
+    int active_jobs; /* forecasts, analyses and store requests whose response is not yet
+                        finished (a drain waits for them) */
     double profile_checked_at; /* monotonic seconds of the last time-of-day check */
     int active_profile; /* index into cfg.profiles, -1 = base parameters */
     kr_tz tz; /* the profiles' zone (have_tz), loaded once at start */
@@ -76,7 +82,10 @@ typedef struct kr_conn {
     char error[256]; /* why the request failed, for the access log ("" = it did not) */
     uint64_t bytes_sent; /* response body bytes */
     double queue_wait; /* seconds queued in the scheduler; < 0: did not queue */
-    size_t reserved; /* bytes of the server's memory budget held (body + parse estimate) */
+    size_t reserved; /* bytes of the server's memory budget held for the body and its parse
+                        (given back when the body is dropped) */
+    size_t held; /* bytes held until the request completes: a working set, an answer (budget.c) */
+    size_t answer_room; /* of held, reserved in advance for the answer being built */
     size_t expected; /* Content-Length + 1 when declared: the body buffer's final size */
     char *body; /* request body so far */
     size_t len, cap;
@@ -87,12 +96,17 @@ typedef struct kr_conn {
     size_t discarded; /* bytes dropped since */
     /* forecast */
     kr_job *job; /* set once submitted (one reference held) */
+    kr_served *served; /* the model the request runs on (a reference held), or NULL */
+    int rung; /* its precision: served->rung[rung] (the ladder's pick at submission) */
     int counted; /* counted in srv->active_jobs */
     kr_api_request req;
     double hard_deadline; /* monotonic; the server's own guard past the engine's */
     /* streaming */
     kr_sse_buf sse;
     int seen_steps, stream_done;
+    /* An X-Kronos-Warning header for the answer ("" for none): e.g. a calendar past its
+     * known years. */
+    char warning_header[96];
     double last_write;
 } kr_conn;
 
@@ -116,12 +130,34 @@ enum MHD_Result kr_srv_stream(struct MHD_Connection *mc, kr_conn *c,
                               MHD_ContentReaderFreeCallback free_cb);
 /* Frees the request body once parsed and gives its memory budget back. */
 void kr_srv_drop_body(kr_conn *c);
-/* Memory budget (connection.c): an answer of 64 KiB or more counts against
- * max_memory_in_flight until its request completes; kr_srv_charge_memory (a kr_job_charge_fn)
- * does the same for answers held elsewhere: a result waiting in its job, a streamed
- * analysis' final event. Release with the same bytes. */
-void kr_srv_hold_answer(kr_conn *c, size_t bytes);
+
+/* The memory budget (budget.c; the rules are in its opening comment). Each returns 0, or the
+ * status to answer — 413 when the bytes can never fit (body 1: c's body and parse past
+ * max_request_memory; else c's holdings past the whole max_memory_in_flight), 503 when
+ * max_memory_in_flight cannot take them now — with a message in msg naming the limit and
+ * `what` ("the analysis' candles and paths"). */
+/* Whether bytes more fit for c; commit 1 also charges them to the server (the caller adds
+ * them to c->reserved or c->held). */
+int kr_srv_mem_admit(kr_conn *c, size_t bytes, int commit, int body, const char *what, char *msg,
+                     size_t cap);
+/* Holds bytes for c until its request completes (or kr_srv_unhold). */
+int kr_srv_hold(kr_conn *c, size_t bytes, const char *what, char *msg, size_t cap);
+void kr_srv_unhold(kr_conn *c, size_t bytes);
+/* Holds the room for an answer about to be built (an estimate); the answer takes it over. */
+int kr_srv_reserve_answer(kr_conn *c, size_t bytes, char *msg, size_t cap);
+/* Holds an answer of len bytes (from 64 KiB on; smaller ones are not counted), taking over
+ * the room reserved for it. refusable: a larger answer than the room that the budget cannot
+ * take is refused, else it is charged whatever the budget (it exists; an error must go out). */
+int kr_srv_hold_answer(kr_conn *c, size_t len, int refusable, char *msg, size_t cap);
+/* Charges (release 0) or gives back bytes no request holds: a streamed analysis' final
+ * event, a finished forecast waiting in its job (a kr_job_charge_fn, server = the server). */
 void kr_srv_charge_memory(void *server, size_t bytes, int release);
+/* Gives back the body's reservation (kr_srv_drop_body), and everything at completion. */
+void kr_srv_mem_release_body(kr_conn *c);
+void kr_srv_mem_release_all(kr_conn *c);
+/* The answer to a refusal: 503 with Retry-After, or 413 with Connection: close. */
+enum MHD_Result kr_srv_reply_refusal(struct MHD_Connection *mc, kr_conn *c, int status,
+                                     const char *msg);
 /* A lifecycle log line through cfg.sched.log (or stderr when none). */
 void kr_srv_log(kr_server *s, const char *fmt, ...)
 #if defined(__GNUC__)
@@ -149,6 +185,8 @@ enum MHD_Result kr_handle_health(struct MHD_Connection *mc, kr_conn *c);
 enum MHD_Result kr_handle_ready(struct MHD_Connection *mc, kr_conn *c);
 enum MHD_Result kr_handle_metrics(struct MHD_Connection *mc, kr_conn *c);
 enum MHD_Result kr_handle_models(struct MHD_Connection *mc, kr_conn *c);
+enum MHD_Result kr_handle_model_put(struct MHD_Connection *mc, kr_conn *c, const char *url);
+enum MHD_Result kr_handle_model_delete(struct MHD_Connection *mc, kr_conn *c, const char *url);
 enum MHD_Result kr_handle_forecast(struct MHD_Connection *mc, kr_conn *c);
 
 /* Releases a forecast's job when its connection completes: cancels the request if it is

@@ -30,6 +30,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/strbuf.h"
+
 #define ASSETS_PREFIX "/assets/"
 #define MAX_URL_PATH 1024
 
@@ -320,16 +322,37 @@ static void add_file_headers(struct MHD_Response *r, const char *etag, const cha
     MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
 }
 
+/* GET / without a built page: a page a browser shows (status 404, as the file is missing)
+ * that says how to build it, instead of a JSON error a person opening the server's address
+ * cannot act on. */
+static enum MHD_Result reply_not_built(struct MHD_Connection *mc, kr_conn *c, const char *root) {
+    kr_sb sb = { 0 };
+    kr_sb_append(&sb,
+                 "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+                 "<title>kronos: the web page is not built</title></head>\n<body style=\"font:"
+                 "16px/1.5 system-ui,sans-serif;max-width:46em;margin:3em auto;padding:0 1em\">\n"
+                 "<h1>kronos is running; its web page is not built</h1>\n"
+                 "<p>The API answers under <code>/v1/</code> (<a href=\"/health\">/health</a>, "
+                 "<a href=\"/v1/models\">/v1/models</a>). The page it serves at <code>/</code> "
+                 "is built from <code>web/</code> with Node.js:</p>\n<pre>cd web &amp;&amp; npm ci "
+                 "&amp;&amp; npm run build</pre>\n<p>(<code>bash scripts/demo.sh</code> does it, "
+                 "and <code>cmake --install</code> installs the built page), then reload. "
+                 "kronos serve looked for it in <code>");
+    kr_sb_append_html(&sb, root && *root ? root : "(no web root)");
+    kr_sb_append(&sb, "</code>; <code>--web-root DIR</code> names another directory.</p>\n"
+                      "</body></html>\n");
+    char *body = NULL;
+    kr_error err = { 0 };
+    if (kr_sb_finish(&sb, &body, &err) != KR_OK)
+        return kr_srv_reply_error(mc, c, 404, "the web page is not built", NULL);
+    return kr_srv_reply(mc, c, 404, "text/html; charset=utf-8", body, strlen(body), NULL, NULL);
+}
+
 enum MHD_Result kr_handle_static(struct MHD_Connection *mc, kr_conn *c, const char *url) {
     const char *root = c->srv->cfg.web_root;
     char path[PATH_MAX];
     if (kr_static_resolve(root, url, path, sizeof path) != 0) {
-        if (!strcmp(url, "/"))
-            return kr_srv_reply_error(mc, c, 404,
-                                      "the web page is not built: run 'npm ci && npm "
-                                      "run build' in web/, or start kronos serve with "
-                                      "--web-root DIR",
-                                      NULL);
+        if (!strcmp(url, "/")) return reply_not_built(mc, c, root);
         return kr_srv_reply_error(mc, c, 404, "no such file", NULL);
     }
     /* O_NOFOLLOW: the resolved path is final; a symlink swapped in since is not followed. */
@@ -370,5 +393,6 @@ enum MHD_Result kr_handle_static(struct MHD_Connection *mc, kr_conn *c, const ch
         MHD_add_response_header(r, "Content-Security-Policy", PAGE_CSP);
         MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
     }
+    kr_srv_hold_answer(c, len, 0, NULL, 0); /* read already: counted, never refused */
     return kr_srv_queue(mc, c, 200, r, len);
 }

@@ -12,6 +12,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "kronos/util.h"
+
 /* What the client is told of a candle store's message. The store names its file first
  * ("/srv/kronos/k.db: AAPL 1d: ...", a PostgreSQL URL with its password masked), which tells
  * any client where and how the server keeps its data: every occurrence of that name becomes
@@ -75,7 +77,10 @@ kr_store *kr_store_access_open(kr_server *s, int must_exist, int *status, kr_api
         return NULL; /* empty: status stays 0 */
     kr_store *st = NULL;
     kr_error e = { 0 };
-    if (kr_store_open(s->cfg.db, &st, &e) != KR_OK) {
+    /* Every call on the handle, the open included, ends by the request's deadline: a database
+     * that stops answering (frozen, partitioned) costs the request its timeout, a 503. */
+    const double deadline = kr_now_seconds() + s->cfg.request_timeout_s;
+    if (kr_store_open_until(s->cfg.db, 0, deadline, &st, &e) != KR_OK) {
         *status = kr_store_access_failure_status(e.status);
         kr_store_access_log_error(s, *status, e.message);
         char msg[sizeof e.message];
@@ -89,8 +94,12 @@ kr_store *kr_store_access_open(kr_server *s, int must_exist, int *status, kr_api
         kr_api_error_set(err, *status, NULL, "%s", msg);
         return NULL;
     }
-    /* A database alive but stuck must not hold the request past its own deadline. */
-    kr_store_set_statement_timeout(st, (int)(s->cfg.request_timeout_s * 1000.0));
+    /* A database alive but stuck ends the statement itself a moment before the deadline
+     * (a quarter of the timeout, at most 250 ms): its "statement timeout" arrives while the
+     * client still listens, and the connection is kept, where at the deadline it would be
+     * given up. The same value for every request, so a pooled connection keeps it. */
+    const int timeout_ms = (int)(s->cfg.request_timeout_s * 1000.0);
+    kr_store_set_statement_timeout(st, timeout_ms - (timeout_ms / 4 < 250 ? timeout_ms / 4 : 250));
     return st;
 }
 
@@ -106,9 +115,17 @@ static void stored_list(const kr_store_entry *e, int64_t n, char *buf, size_t ca
 
 int kr_store_access_fault(kr_server *s, const kr_stored_series *e, const char *field,
                           int not_found_status, kr_api_error *err) {
-    char list[512], msg[sizeof e->read_error.message];
+    char list[512], msg[sizeof e->read_error.message], suggested[40];
     switch (e->fault) {
     case KR_STORED_UNKNOWN_SYMBOL:
+        if (kr_symbol_suggest_exchange(e->asked, suggested, sizeof suggested)) {
+            /* A bare A-share code: the store names series with their exchange. */
+            kr_api_error_set(err, not_found_status, field,
+                             "no candles stored for '%s': an A-share code names its exchange, "
+                             "did you mean '%s'? (6xxxxx: .SH, 0/3xxxxx: .SZ, 8/4xxxxx: .BJ)",
+                             e->asked, suggested);
+            return not_found_status;
+        }
         kr_api_error_set(
             err, not_found_status, field,
             "no candles stored for '%s' (add some with POST /v1/candles/%s?interval=1d "
@@ -151,15 +168,18 @@ int kr_store_access_list(kr_server *s, kr_store *store, const char *symbol, kr_s
 int kr_store_access_pick_interval(kr_server *s, kr_store *store, const char *symbol,
                                   const char *want, const char *field, int not_found_status,
                                   char *out, size_t cap, char *market, size_t market_cap,
-                                  char *stored_symbol, size_t name_cap, kr_api_error *err) {
+                                  char *stored_symbol, size_t name_cap, int64_t *rows,
+                                  kr_api_error *err) {
     kr_store_entry *list = NULL;
     int64_t n = 0;
+    if (rows) *rows = 0;
     int status = kr_store_access_list(s, store, symbol, &list, &n, err);
     if (status) return status;
     kr_stored_series e = { .asked = symbol, .want = want };
     kr_stored_pick(list, n, &e);
     status = kr_store_access_fault(s, &e, field, not_found_status, err);
     if (!status) snprintf(out, cap, "%s", e.interval);
+    if (!status && rows) *rows = e.entry->rows;
     if (market) snprintf(market, market_cap, "%s", e.market);
     if (stored_symbol) snprintf(stored_symbol, name_cap, "%s", e.symbol);
     free(list);

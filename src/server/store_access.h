@@ -52,11 +52,13 @@ int kr_store_access_fault(kr_server *s, const kr_stored_series *e, const char *f
  * recently updated one). Returns 0 with out[cap] (and market[market_cap], stored_symbol[name_cap]
  * — "aapl" is stored as AAPL — when non-NULL) set, or an HTTP status (not_found_status when
  * nothing matches) with err filled; field names the symbol's place in the request (NULL:
- * none). store may be NULL (nothing stored). */
+ * none). store may be NULL (nothing stored). *rows (when non-NULL): the candles stored in the
+ * picked series, what reading it costs. */
 int kr_store_access_pick_interval(kr_server *s, kr_store *store, const char *symbol,
                                   const char *want, const char *field, int not_found_status,
                                   char *out, size_t cap, char *market, size_t market_cap,
-                                  char *stored_symbol, size_t name_cap, kr_api_error *err);
+                                  char *stored_symbol, size_t name_cap, int64_t *rows,
+                                  kr_api_error *err);
 
 /* Replies with e (status 0 is 400); a 503 while a store is configured carries Retry-After. */
 enum MHD_Result kr_store_access_reply_error(struct MHD_Connection *mc, kr_conn *c,

@@ -1,7 +1,8 @@
 /*
  * store/store — the candle store's front (see store.h): name and row checks, the backend
  * picked by the target's scheme (store_backend.h: an SQLite file, or PostgreSQL for a
- * postgresql:// or postgres:// URL), rows turned into kr_candles.
+ * postgresql:// or postgres:// URL; store_target.c reads the target), rows turned into
+ * kr_candles.
  *
  * An upsert validates the whole batch in memory before the backend touches the database, so a
  * bad row is refused with nothing written whatever the backend; the backend then writes the
@@ -111,149 +112,15 @@ kr_status kr_store_make_parent_dirs(const char *path, kr_error *err) {
     return KR_OK;
 }
 
-/* ------------------------------------------------------------------ targets */
-
-int kr_store_is_url(const char *target) {
-    return target &&
-           (!strncasecmp(target, "postgresql://", 13) || !strncasecmp(target, "postgres://", 11));
-}
-
-static int hex_value(char ch) {
-    return ch >= '0' && ch <= '9'   ? ch - '0'
-           : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10
-           : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10
-                                    : -1;
-}
-
-/* Whether the URL query parameter at p (up to '=', '&' or '#') names a secret: password or
- * sslpassword (the client key's passphrase), whatever its case and however percent-escaped
- * (libpq decodes the keys: "pass%77ord" is a password). */
-static int is_secret_param(const char *p) {
-    char key[32];
-    size_t n = 0;
-    for (; *p && *p != '=' && *p != '&' && *p != '#'; p++) {
-        int ch = (unsigned char)*p, hi, lo;
-        if (ch == '%' && (hi = hex_value(p[1])) >= 0 && (lo = hex_value(p[2])) >= 0) {
-            ch = hi * 16 + lo;
-            p += 2;
-        }
-        if (n + 1 >= sizeof key) return 0; /* longer than any keyword */
-        key[n++] = (char)ch;
-    }
-    key[n] = '\0';
-    return *p == '=' && (!strcasecmp(key, "password") || !strcasecmp(key, "sslpassword"));
-}
-
-void kr_store_display_name(const char *target, char *out, size_t cap) {
-    if (!out || cap == 0) return;
-    out[0] = '\0';
-    if (!target) return;
-    if (!kr_store_is_url(target)) {
-        snprintf(out, cap, "%s", target);
-        return;
-    }
-    /* The password can be in the user part (user:secret@host) or a query parameter
-     * (?password=secret); both are replaced, whatever else the URL holds is kept. */
-    size_t o = 0;
-    const char *p = target, *scheme_end = strstr(target, "://") + 3;
-    /* As libpq reads it: user[:password]@ is whatever precedes an '@' before the first '/'
-     * (a '?' or '#' in the password is part of it, and the URL connects). A secret parameter
-     * is masked wherever a '?' or '&' starts it: more than libpq reads as one, never less. */
-    const char *at = NULL;
-    for (const char *q = scheme_end; *q && *q != '/'; q++)
-        if (*q == '@') at = q;
-    const char *colon = at ? memchr(scheme_end, ':', (size_t)(at - scheme_end)) : NULL;
-#define PUT(ch)                           \
-    do {                                  \
-        if (o + 1 < cap) out[o++] = (ch); \
-    } while (0)
-    while (*p) {
-        if (colon && p == colon + 1) {
-            for (const char *m = "***"; *m; m++) PUT(*m);
-            p = at;
-            continue;
-        }
-        if (p > scheme_end && (p[-1] == '?' || p[-1] == '&') && is_secret_param(p)) {
-            const char *eq = p + strcspn(p, "=&#");
-            while (p <= eq && *p) PUT(*p++); /* the key as written, and its '=' */
-            for (const char *m = "***"; *m; m++) PUT(*m);
-            p += strcspn(p, "&#");
-            continue;
-        }
-        PUT(*p);
-        p++;
-    }
-#undef PUT
-    out[o] = '\0';
-}
-
-/* Whether target is a libpq keyword/value string ("host=db user=k password=..."): not a URL,
- * so it would be taken for an SQLite file name, created under that name and shown in every
- * message, password included. */
-static int is_keyword_conninfo(const char *target) {
-    static const char *const keys[] = { "host",    "hostaddr",        "port",     "dbname",
-                                        "user",    "password",        "passfile", "service",
-                                        "sslmode", "connect_timeout", "options",  NULL };
-    while (*target == ' ' || *target == '\t') target++;
-    for (int i = 0; keys[i]; i++) {
-        size_t n = strlen(keys[i]);
-        if (!strncasecmp(target, keys[i], n)) {
-            const char *p = target + n;
-            while (*p == ' ' || *p == '\t') p++;
-            if (*p == '=') return 1;
-        }
-    }
-    return 0;
-}
-
-static kr_status refuse_keyword_conninfo(kr_error *err) {
-    return kr_error_set(err, KR_ERR_INVALID_ARG,
-                        "the database looks like a PostgreSQL key=value connection string (not "
-                        "shown: it may hold a password); give a postgresql://USER@HOST:PORT/DB "
-                        "URL (the password in PGPASSWORD or ~/.pgpass), or ./NAME for an SQLite "
-                        "file of that name");
-}
-
-kr_status kr_store_resolve_path(const char *flag, char *out, size_t cap, kr_error *err) {
-    if (!out || cap == 0) return kr_error_set(err, KR_ERR_INVALID_ARG, "store path: no buffer");
-    const char *env_db = getenv("KRONOS_DB"), *xdg = getenv("XDG_DATA_HOME"),
-               *home = getenv("HOME");
-    int n;
-    /* Given but empty (an unset shell variable): not the default store, which a delete or an
-     * ingest would then change unasked. */
-    if (flag && !*flag)
-        return kr_error_set(err, KR_ERR_INVALID_ARG,
-                            "--db is empty; leave it out for the default store");
-    if (flag)
-        n = snprintf(out, cap, "%s", flag);
-    else if (env_db && *env_db)
-        n = snprintf(out, cap, "%s", env_db);
-    else if (xdg && *xdg)
-        n = snprintf(out, cap, "%s/kronos/kronos.db", xdg);
-    else if (home && *home)
-        n = snprintf(out, cap, "%s/.local/share/kronos/kronos.db", home);
-    else
-        return kr_error_set(err, KR_ERR_INVALID_ARG,
-                            "no database path: pass --db FILE or set KRONOS_DB (HOME is unset)");
-    if (n < 0 || (size_t)n >= cap)
-        return kr_error_set(err, KR_ERR_INVALID_ARG, "database path is too long");
-    if (is_keyword_conninfo(out)) {
-        out[0] = '\0';
-        return refuse_keyword_conninfo(err);
-    }
-    /* Nothing is created here: a command that only reads (store list, analyze) must not
-     * leave directories behind for a path that names no database. kr_store_open makes them
-     * when it creates the file. */
-    return KR_OK;
-}
-
 /* ------------------------------------------------------------------ open / close */
 
-static kr_status store_open(const char *path, int existing_only, kr_store **out, kr_error *err) {
+kr_status kr_store_open_until(const char *path, int existing_only, double deadline_s,
+                              kr_store **out, kr_error *err) {
     if (!out || !path || !*path)
         return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_store_open: no path");
     *out = NULL;
-    if (is_keyword_conninfo(path)) return refuse_keyword_conninfo(err);
+    kr_status st = kr_store_check_target(path, err);
+    if (st != KR_OK) return st;
     kr_store *s = calloc(1, sizeof *s);
     char shown[PATH_MAX];
     kr_store_display_name(path, shown, sizeof shown);
@@ -261,8 +128,9 @@ static kr_status store_open(const char *path, int existing_only, kr_store **out,
     snprintf(s->path, sizeof s->path, "%s", shown);
     s->busy_ms = KR_STORE_BUSY_MS;
     s->existing_only = existing_only;
+    s->deadline_s = deadline_s > 0 ? deadline_s : 0;
     s->ops = kr_store_is_url(path) ? &kr_store_pg_ops : &kr_store_sqlite_ops;
-    kr_status st = s->ops->open(s, path, err);
+    st = s->ops->open(s, path, err);
     if (st != KR_OK) {
         kr_store_close(s);
         return st;
@@ -272,20 +140,37 @@ static kr_status store_open(const char *path, int existing_only, kr_store **out,
 }
 
 kr_status kr_store_open(const char *path, kr_store **out, kr_error *err) {
-    return store_open(path, 0, out, err);
+    return kr_store_open_until(path, 0, 0, out, err);
 }
 
 kr_status kr_store_open_existing(const char *path, kr_store **out, kr_error *err) {
-    return store_open(path, 1, out, err);
+    return kr_store_open_until(path, 1, 0, out, err);
+}
+
+void kr_store_set_deadline(kr_store *store, double deadline_s) {
+    if (store) store->deadline_s = deadline_s > 0 ? deadline_s : 0;
+}
+
+int kr_store_ms_left(const kr_store *s) {
+    if (!s || s->deadline_s <= 0) return -1;
+    const double left_ms = (s->deadline_s - kr_now_seconds()) * 1000.0;
+    if (left_ms <= 0) return 0;
+    return left_ms >= INT_MAX ? INT_MAX : (int)ceil(left_ms);
+}
+
+int kr_store_lock_wait_ms(const kr_store *s) {
+    const int left = kr_store_ms_left(s);
+    return left >= 0 && left < s->busy_ms ? left : s->busy_ms;
 }
 
 kr_status kr_store_check_writable(const char *path, kr_error *err) {
     if (!path || !*path) return kr_error_set(err, KR_ERR_INVALID_ARG, "database path is empty");
-    if (is_keyword_conninfo(path)) return refuse_keyword_conninfo(err);
+    kr_status st = kr_store_check_target(path, err);
+    if (st != KR_OK) return st;
     if (!kr_store_is_url(path)) return kr_store_sqlite_check_writable(path, err);
     /* A database server: connecting and checking (or creating) the schema is the test. */
     kr_store *s = NULL;
-    kr_status st = kr_store_open(path, &s, err);
+    st = kr_store_open(path, &s, err);
     kr_store_close(s);
     return st;
 }
@@ -432,19 +317,27 @@ const kr_store_entry *kr_store_find_entry(const kr_store_entry *list, int64_t n,
     return same_length;
 }
 
+kr_status kr_store_resolve_interval(kr_store *s, const char *symbol, const char *interval,
+                                    char *out, size_t cap, kr_error *err) {
+    kr_store_entry *list = NULL;
+    int64_t n = 0;
+    kr_status st = s->ops->list(s, symbol, &list, &n, err);
+    if (st != KR_OK) return st;
+    const kr_store_entry *e = kr_store_find_entry(list, n, symbol, interval);
+    char found[KR_STORE_NAME_MAX + 1];
+    snprintf(found, sizeof found, "%s", e ? e->interval : interval); /* out may be interval */
+    snprintf(out, cap, "%s", found);
+    free(list);
+    return KR_OK;
+}
+
 /* The interval as symbol's series spell it (kr_store_find_entry), or as given when the symbol
- * has no series of that length yet. */
+ * has no series of that length yet. A writer asks again under its lock. */
 static kr_status stored_interval(kr_store *store, const char *symbol, const char *interval,
                                  char *out, size_t cap, kr_error *err) {
     kr_status st = kr_store_check_interval(interval, err);
     if (st != KR_OK) return st;
-    kr_store_entry *list = NULL;
-    int64_t n = 0;
-    if ((st = store->ops->list(store, symbol, &list, &n, err)) != KR_OK) return st;
-    const kr_store_entry *e = kr_store_find_entry(list, n, symbol, interval);
-    snprintf(out, cap, "%s", e ? e->interval : interval);
-    free(list);
-    return KR_OK;
+    return kr_store_resolve_interval(store, symbol, interval, out, cap, err);
 }
 
 kr_status kr_store_upsert_ex(kr_store *store, const char *symbol_in, const char *interval_in,

@@ -14,6 +14,9 @@
  * kronos_schema(version, applied_at), one row per applied migration, checked at every open; a
  * version newer than this build's is refused. Connections are kept for reuse by the process
  * (kr_store_close returns an idle one to a small pool), so a handle per request stays cheap.
+ * A handle opened with a deadline (kr_store_open_until: a server's request) waits for the
+ * database only until then, in poll() on the socket: a frozen server fails the call with
+ * KR_ERR_TIMEOUT and its connection is closed, never pooled.
  *
  * SQLite file: WAL journal (readers never block the writer, nor the writer them), a busy timeout
  * for the short exclusive moments, schema versioned with PRAGMA user_version. Tables:

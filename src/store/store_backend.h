@@ -26,9 +26,29 @@ struct kr_store {
     void *impl; /* the backend's connection */
     int busy_ms; /* how long a write waits for another writer's lock */
     int statement_ms; /* how long one statement may run (0: no bound of ours) */
+    double deadline_s; /* kr_now_seconds() moment every call ends by (0: none) */
     int existing_only; /* kr_store_open_existing: no file is created, no empty one given a schema */
     char path[PATH_MAX]; /* what messages name: the file, or the URL without its password */
 };
+
+/* The password kr_store_display_name masks in a URL's user part (user:PASSWORD@),
+ * percent-decoded, into out[cap]: 1, or 0 when it masks none there. When libpq reads another
+ * password (an unescaped '/' or '@' in it), its messages may quote pieces of this one. */
+int kr_store_url_password(const char *target, char *out, size_t cap);
+
+/* Milliseconds left before s's deadline, for poll() and the like: -1 when it has none, 0
+ * once it has passed (rounded up, so a wait of that long reaches it). */
+int kr_store_ms_left(const kr_store *s);
+
+/* The busy timeout of a lock wait starting now, cut to the deadline: milliseconds. */
+int kr_store_lock_wait_ms(const kr_store *s);
+
+/* The spelling interval has among symbol's stored series (kr_store_find_entry: "60m" finds a
+ * stored "1h"), or interval itself when none matches, into out[cap]. A backend calls it
+ * again under its write lock: two first writes of one series spelled differently ("1h",
+ * "60m") must both land in the series the first one made, not make two. */
+kr_status kr_store_resolve_interval(kr_store *s, const char *symbol, const char *interval,
+                                    char *out, size_t cap, kr_error *err);
 
 /* Rows of a read as the backend returns them, newest first; store.c reverses them. */
 typedef struct kr_store_rows {
@@ -77,7 +97,8 @@ struct kr_store_ops {
     kr_status (*canonical_symbol)(kr_store *s, const char *symbol, char *out, size_t cap,
                                   kr_error *err);
     /* symbol canonical, interval checked, every row of c validated; *stats filled (zeroed by
-     * the caller). */
+     * the caller). Both are made canonical again under the write lock (another writer may
+     * have stored another spelling of either since the caller looked). */
     kr_status (*upsert)(kr_store *s, const char *symbol, const char *interval, const kr_candles *c,
                         kr_store_upsert_stats *stats, kr_error *err);
     /* The rows stamped from_ts..to_ts (both included), newest first, at most limit_last_n
@@ -88,9 +109,10 @@ struct kr_store_ops {
                       kr_error *err);
     kr_status (*set_market)(kr_store *s, const char *symbol, const char *market, kr_error *err);
     /* symbol checked, interval the stored spelling (or as given when the symbol has no such
-     * series), from_ts <= to_ts; in one transaction under the upsert's lock: the symbol made
-     * canonical again, the range's candles removed, the symbols row recomputed (removed when
-     * no candle is left, with the market when the symbol has no series left); *stats filled
+     * series), from_ts <= to_ts; in one transaction under the upsert's lock: the symbol and
+     * the interval's spelling made canonical again, the range's candles removed, the symbols
+     * row recomputed (removed when no candle is left, with the market when the symbol has no
+     * series left); *stats filled
      * (zeroed by the caller; symbol "" when the series does not exist). */
     kr_status (*delete_range)(kr_store *s, const char *symbol, const char *interval,
                               int64_t from_ts, int64_t to_ts, kr_store_delete_stats *stats,

@@ -42,6 +42,10 @@
  *     timeout) bounds a database alive but stuck: KR_ERR_TIMEOUT. It is applied lazily before
  *     a statement and kept with a pooled connection, so it costs a round trip only when it
  *     changes.
+ *   - A handle with a deadline (a server's request) waits for the server only until then:
+ *     statements are sent without blocking and their answers awaited in poll() (see
+ *     "deadline-bound I/O" below), so a frozen or partitioned server fails the call with
+ *     KR_ERR_TIMEOUT instead of hanging it; that connection is closed, never pooled.
  *   - The server opens a store per request, and a new PostgreSQL connection costs a process
  *     fork on the server (milliseconds): idle connections are kept in a small per-process pool
  *     keyed by the target; a pooled one, checked when it was made, re-reads only the version
@@ -64,6 +68,7 @@
 
 #include "base/error.h"
 #include "base/strbuf.h"
+#include "base/timeutil.h"
 #include "store/store_backend.h"
 
 #define CONN(s) (((pg_handle *)(s)->impl)->conn)
@@ -92,6 +97,9 @@ typedef struct pg_handle {
     char schema[SCHEMA_MAX]; /* the store's schema as a quoted identifier, e.g. "kronos" */
     int lock_ms; /* the connection's lock_timeout as last set */
     int statement_ms; /* its statement_timeout as last set (0: the session's default) */
+    /* A statement was abandoned at the deadline, its answer never read: the connection is in
+     * an unknown state, so nothing more is sent on it and it is closed, never pooled. */
+    int abandoned;
 } pg_handle;
 
 /* ------------------------------------------------------------------ connection pool */
@@ -133,10 +141,11 @@ static PGconn *pool_take(const char *target, pg_handle *h) {
     return found;
 }
 
-/* Keeps conn for reuse when it is healthy and outside a transaction; else closes it. */
+/* Keeps conn for reuse when it is healthy and outside a transaction; else closes it (the
+ * connection is non-blocking: closing never waits for a server that does not read). */
 static void pool_give(PGconn *conn, const pg_handle *h) {
-    if (PQstatus(conn) == CONNECTION_OK && PQtransactionStatus(conn) == PQTRANS_IDLE &&
-        h->schema[0]) {
+    if (!h->abandoned && PQstatus(conn) == CONNECTION_OK &&
+        PQtransactionStatus(conn) == PQTRANS_IDLE && h->schema[0]) {
         char *key = strdup(h->target);
         pthread_mutex_lock(&g_pool.mu);
         if (key && g_pool.n < POOL_MAX) {
@@ -253,18 +262,119 @@ static kr_status apply_statement_timeout(kr_store *s, kr_error *err) {
     return st;
 }
 
-/* Runs a statement without parameters that returns no rows. */
+/* ------------------------------------------------------------------ deadline-bound I/O */
+
+/* Every statement goes through run(): sent without blocking, its answer awaited with poll()
+ * on the connection's socket until the handle's deadline (kr_store_open_until), never in
+ * libpq's blocking calls. A server that stops answering (SIGSTOP, a paused VM, a network
+ * partition) keeps a TCP connection open and acknowledges what is sent, so neither the
+ * keepalives nor a statement_timeout (the server's own, and it is frozen) end the wait:
+ * only the client's clock does. At the deadline the statement is abandoned and the
+ * connection closed with it (the server rolls back an open transaction when it notices), not
+ * cancelled: PQcancel would connect to the same frozen server and wait for it. */
+
+/* Waits for events on conn's socket until s's deadline: 1 ready (*revents), 0 the deadline
+ * passed, -1 a poll error. */
+static int wait_socket(const kr_store *s, PGconn *conn, short events, short *revents) {
+    for (;;) {
+        const int left = kr_store_ms_left(s);
+        if (left == 0) return 0;
+        struct pollfd pfd = { .fd = PQsocket(conn), .events = events };
+        if (pfd.fd < 0) return -1;
+        const int ready = poll(&pfd, 1, left);
+        if (ready < 0 && errno == EINTR) continue;
+        if (ready < 0) return -1;
+        if (ready > 0) {
+            *revents = pfd.revents;
+            return 1;
+        }
+    }
+}
+
+/* Whether r is a failure (also a NULL r: PGRES_FATAL_ERROR). */
+static int failed(const PGresult *r) {
+    return PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK;
+}
+
+/* The statement text (its @s qualified) as PQsendQueryParams takes it, or with n < 0 as
+ * PQsendQuery does (several statements, no parameters), sent and its answer read. Returns
+ * the result (the first failed one when a statement of several fails, else the last; NULL
+ * when there is none: libpq's message is in the connection), or NULL with *abandoned set
+ * when the deadline passed first. */
+static PGresult *run(kr_store *s, const char *text, int n, const char *const *params,
+                     const int *lengths, const int *formats, int *abandoned) {
+    pg_handle *h = s->impl;
+    PGconn *conn = h->conn;
+    *abandoned = 0;
+    const int sent = n < 0 ? PQsendQuery(conn, text)
+                           : PQsendQueryParams(conn, text, n, NULL, params, lengths, formats, 0);
+    if (!sent) return NULL;
+    short revents = 0;
+    /* What libpq could not write at once (a batch's arrays are megabytes): written as the
+     * socket takes it, reading meanwhile so the server is never stuck writing to us. */
+    for (int pending; (pending = PQflush(conn)) != 0;) {
+        const int ready = pending < 0 ? -1 : wait_socket(s, conn, POLLOUT | POLLIN, &revents);
+        if (ready == 0) goto abandon;
+        if (ready < 0 || ((revents & POLLIN) && !PQconsumeInput(conn))) return NULL;
+    }
+    PGresult *keep = NULL;
+    for (;;) {
+        while (PQisBusy(conn)) {
+            const int ready = wait_socket(s, conn, POLLIN, &revents);
+            if (ready == 0) {
+                PQclear(keep);
+                goto abandon;
+            }
+            /* A broken connection: PQgetResult returns its error at once. */
+            if (ready < 0 || !PQconsumeInput(conn)) break;
+        }
+        PGresult *r = PQgetResult(conn);
+        if (!r) break;
+        if (keep && failed(keep)) {
+            PQclear(r); /* the first failure is the one to report */
+        } else {
+            PQclear(keep);
+            keep = r;
+        }
+        if (PQstatus(conn) != CONNECTION_OK) break;
+    }
+    return keep;
+abandon:
+    h->abandoned = 1;
+    *abandoned = 1;
+    return NULL;
+}
+
+/* The error of a statement abandoned at the deadline. */
+static kr_status abandoned_error(const kr_store *s, const char *step, kr_error *err) {
+    return kr_error_set(err, KR_ERR_TIMEOUT,
+                        "%s: %s: the database did not answer by the deadline (a frozen or "
+                        "unreachable server?); the connection was closed; retry later",
+                        s->path, step);
+}
+
+/* Whether the handle may send: not after an abandoned statement. */
+static kr_status usable(const kr_store *s, const char *step, kr_error *err) {
+    if (!((const pg_handle *)s->impl)->abandoned) return KR_OK;
+    return kr_error_set(err, KR_ERR_TIMEOUT,
+                        "%s: %s: not sent: an earlier statement got no answer by the deadline; "
+                        "retry later",
+                        s->path, step);
+}
+
+/* Runs a statement without parameters that returns no rows (several, separated by ';',
+ * allowed). */
 static kr_status exec(kr_store *s, const char *sql, const char *step, kr_error *err) {
-    kr_status ts = apply_statement_timeout(s, err);
-    if (ts != KR_OK) return ts;
+    kr_status st = usable(s, step, err);
+    if (st != KR_OK || (st = apply_statement_timeout(s, err)) != KR_OK) return st;
     kr_sb sb = { 0 };
     const char *text = qualify(s, sql, &sb);
     if (!text) return kr_error_set(err, KR_ERR_NOMEM, "%s: %s: out of memory", s->path, step);
-    PGresult *r = PQexec(CONN(s), text);
+    int abandoned;
+    PGresult *r = run(s, text, -1, NULL, NULL, NULL, &abandoned);
     kr_sb_free(&sb);
-    kr_status st = PQresultStatus(r) == PGRES_COMMAND_OK || PQresultStatus(r) == PGRES_TUPLES_OK
-                       ? KR_OK
-                       : pg_error(s, r, step, err);
+    if (abandoned) return abandoned_error(s, step, err);
+    st = r && !failed(r) ? KR_OK : pg_error(s, r, step, err);
     PQclear(r);
     return st;
 }
@@ -276,16 +386,17 @@ static kr_status query_formats(kr_store *s, const char *sql, int n, const char *
                                const int *lengths, const int *formats, const char *step,
                                PGresult **out, kr_error *err) {
     *out = NULL;
-    kr_status ts = apply_statement_timeout(s, err);
-    if (ts != KR_OK) return ts;
+    kr_status st = usable(s, step, err);
+    if (st != KR_OK || (st = apply_statement_timeout(s, err)) != KR_OK) return st;
     kr_sb sb = { 0 };
     const char *text = qualify(s, sql, &sb);
     if (!text) return kr_error_set(err, KR_ERR_NOMEM, "%s: %s: out of memory", s->path, step);
-    PGresult *r = PQexecParams(CONN(s), text, n, NULL, params, lengths, formats, 0);
+    int abandoned;
+    PGresult *r = run(s, text, n, params, lengths, formats, &abandoned);
     kr_sb_free(&sb);
-    ExecStatusType rs = PQresultStatus(r);
-    if (rs != PGRES_TUPLES_OK && rs != PGRES_COMMAND_OK) {
-        kr_status st = pg_error(s, r, step, err);
+    if (abandoned) return abandoned_error(s, step, err);
+    if (!r || failed(r)) {
+        st = pg_error(s, r, step, err);
         PQclear(r);
         return st;
     }
@@ -299,8 +410,12 @@ static kr_status query(kr_store *s, const char *sql, int n, const char *const *p
     return query_formats(s, sql, n, params, NULL, NULL, step, out, err);
 }
 
+/* Ends the transaction a failure left open. After an abandoned statement nothing is sent:
+ * closing the connection rolls it back. */
 static void rollback(kr_store *s) {
-    if (PQtransactionStatus(CONN(s)) != PQTRANS_IDLE) PQclear(PQexec(CONN(s), "ROLLBACK"));
+    if (((pg_handle *)s->impl)->abandoned || PQtransactionStatus(CONN(s)) == PQTRANS_IDLE) return;
+    kr_error ignored = { 0 };
+    (void)exec(s, "ROLLBACK", "rolling back", &ignored);
 }
 
 /* ------------------------------------------------------------------ schema */
@@ -434,9 +549,13 @@ static kr_status check_schema(const kr_store *s, const schema_state *ss, kr_erro
 
 /* CREATE SCHEMA kronos, with what to do when the role may not. */
 static kr_status create_schema(kr_store *s, kr_error *err) {
-    PGresult *r = PQexec(CONN(s), "CREATE SCHEMA IF NOT EXISTS " STORE_SCHEMA);
+    const char *step = "creating the schema \"" STORE_SCHEMA "\"";
+    int abandoned;
+    PGresult *r =
+        run(s, "CREATE SCHEMA IF NOT EXISTS " STORE_SCHEMA, -1, NULL, NULL, NULL, &abandoned);
+    if (abandoned) return abandoned_error(s, step, err);
     kr_status st = KR_OK;
-    if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+    if (!r || failed(r)) {
         const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
         if (state && !strcmp(state, "42501")) {
             char msg[256];
@@ -448,7 +567,7 @@ static kr_status create_schema(kr_store *s, kr_error *err) {
                 " AUTHORIZATION %s",
                 s->path, msg, PQuser(CONN(s)));
         } else {
-            st = pg_error(s, r, "creating the schema \"" STORE_SCHEMA "\"", err);
+            st = pg_error(s, r, step, err);
         }
     }
     PQclear(r);
@@ -490,7 +609,8 @@ static kr_status init_schema(kr_store *s, kr_error *err) {
     st = exec(s, "COMMIT", "committing the schema", err);
 fail:
     rollback(s);
-    PQclear(PQexec(CONN(s), unlock));
+    kr_error ignored = { 0 }; /* after an abandoned statement: closing the connection unlocks */
+    (void)exec(s, unlock, "unlocking the schema", &ignored);
     return st;
 }
 
@@ -514,16 +634,21 @@ static kr_status pg_open(kr_store *s, const char *target, kr_error *err) {
     if (h->conn) {
         /* Checked when it was made; one read tells whether another kronos migrated since. */
         PGresult *r = NULL;
-        kr_error ignored = { 0 };
-        int current = (h->lock_ms == s->busy_ms || set_lock_timeout(s, &ignored) == KR_OK) &&
+        kr_error why = { 0 };
+        int current = (h->lock_ms == s->busy_ms || set_lock_timeout(s, &why) == KR_OK) &&
                       query(s, "SELECT coalesce(max(version), 0) FROM @kronos_schema", 0, NULL,
-                            "reading the schema version", &r, &ignored) == KR_OK &&
+                            "reading the schema version", &r, &why) == KR_OK &&
                       PQntuples(r) == 1 && atoll(PQgetvalue(r, 0, 0)) == KR_STORE_SCHEMA_VERSION;
         PQclear(r);
         if (current) return KR_OK;
-        /* Dropped since it was pooled (a restart), or changed under it: start afresh. */
+        /* Dropped since it was pooled (a restart), or changed under it: start afresh, unless
+         * the server did not answer by the deadline: a new connection has no time left. */
         PQfinish(h->conn);
         h->conn = NULL;
+        if (h->abandoned) {
+            if (err) *err = why;
+            return why.status;
+        }
     }
     return pg_open_new(s, h, target, err);
 }
@@ -568,7 +693,7 @@ static int not_postgres(const char *message) {
  * does not take connections now (down, restarting, unreachable: retry later), KR_ERR_IO when
  * it answers but refuses this one (a wrong password, no such database or role: an operator's
  * to fix). message: libpq's, verbose (with the server's SQLSTATE when it sent one). */
-static kr_status connect_failure(const char *target, const char *message) {
+static kr_status connect_failure(const kr_store *s, const char *target, const char *message) {
     char state[6];
     if (not_postgres(message)) return KR_ERR_IO;
     if (sqlstate_of(message, state)) {
@@ -585,6 +710,11 @@ static kr_status connect_failure(const char *target, const char *message) {
      * short connect_timeout of its own and no SSL (placed after dbname, they win): a server
      * that answers but fails the URL's SSL requirements (no SSL, a certificate that does not
      * verify) is up, and the failure is the configuration's, not one to wait out. */
+    /* libpq's probe blocks for up to its connect_timeout (whole seconds, at least 2): with less
+     * of the deadline left there is no time to ask, and a server that did not take the
+     * connection is taken for one that cannot be reached. */
+    const int left = kr_store_ms_left(s);
+    if (left >= 0 && left < 3000) return KR_ERR_UNAVAILABLE;
     const char *const keys[] = { "dbname", "connect_timeout", "sslmode", NULL };
     const char *const vals[] = { target, "3", "disable", NULL };
     const PGPing ping = PQpingParams(keys, vals, 1);
@@ -607,10 +737,13 @@ static int connect_timeout_ms(PGconn *conn) {
 /* PQconnectdbParams, but with the errors of the connection attempt verbose (PQconnectdb's own
  * could not be: verbosity is a setting of the PGconn it returns), so a refusal carries the
  * server's SQLSTATE; the connection's later errors are libpq's default ones again. The
- * connect_timeout bounds the whole attempt here (libpq applies it per address). Returns the
- * connection, or NULL with the first line of why in msg (empty: out of memory). */
-static PGconn *connect_verbose(const char *const *keys, const char *const *vals, char *msg,
-                               size_t cap) {
+ * connect_timeout bounds the whole attempt here (libpq applies it per address), and s's
+ * deadline bounds it too (*at_deadline set when it ended the attempt). Returns the
+ * connection, non-blocking, or NULL with the first line of why in msg (empty: out of
+ * memory). */
+static PGconn *connect_verbose(const kr_store *s, const char *const *keys, const char *const *vals,
+                               char *msg, size_t cap, int *at_deadline) {
+    *at_deadline = 0;
     PGconn *conn = PQconnectStartParams(keys, vals, 1);
     msg[0] = '\0'; /* stays empty when memory ran out */
     if (!conn) return NULL;
@@ -618,21 +751,23 @@ static PGconn *connect_verbose(const char *const *keys, const char *const *vals,
     PostgresPollingStatusType ps =
         PQstatus(conn) == CONNECTION_BAD ? PGRES_POLLING_FAILED : PGRES_POLLING_WRITING;
     const int limit_ms = ps == PGRES_POLLING_FAILED ? 0 : connect_timeout_ms(conn);
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    const double t0 = kr_now_seconds();
     while (ps != PGRES_POLLING_OK && ps != PGRES_POLLING_FAILED) {
-        struct timespec t;
-        clock_gettime(CLOCK_MONOTONIC, &t);
-        const long spent = (long)(t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000;
-        const int wait = limit_ms < 0 ? -1 : spent >= limit_ms ? 0 : (int)(limit_ms - spent);
+        const double spent = (kr_now_seconds() - t0) * 1000.0;
+        int wait = limit_ms < 0 ? -1 : spent >= limit_ms ? 0 : (int)(limit_ms - spent);
+        const int left = kr_store_ms_left(s);
+        const int deadline_first = left >= 0 && (wait < 0 || left < wait);
+        if (deadline_first) wait = left;
         struct pollfd pfd = { .fd = PQsocket(conn),
                               .events = ps == PGRES_POLLING_READING ? POLLIN : POLLOUT };
         const int ready = pfd.fd < 0 ? -1 : poll(&pfd, 1, wait);
         if (ready < 0 && errno == EINTR) continue;
         if (ready == 0) {
-            /* libpq's own words for it; no SQLSTATE, so the probe decides. */
+            /* libpq's own words for it; no SQLSTATE, so the probe decides (unless it was
+             * the deadline: then no server answered in time, and there is none left). */
             PQfinish(conn);
-            snprintf(msg, cap, "timeout expired");
+            *at_deadline = deadline_first;
+            snprintf(msg, cap, deadline_first ? "no answer by the deadline" : "timeout expired");
             return NULL;
         }
         if (ready < 0) {
@@ -648,6 +783,13 @@ static PGconn *connect_verbose(const char *const *keys, const char *const *vals,
         return NULL;
     }
     PQsetErrorVerbosity(conn, PQERRORS_DEFAULT);
+    /* Every later statement waits in poll() with the deadline (run), never in a libpq call
+     * that blocks: writes included, and closing. */
+    if (PQsetnonblocking(conn, 1) != 0) {
+        snprintf(msg, cap, "cannot make the connection non-blocking");
+        PQfinish(conn);
+        return NULL;
+    }
     return conn;
 }
 
@@ -655,15 +797,14 @@ static PGconn *connect_verbose(const char *const *keys, const char *const *vals,
 static kr_status pg_open_new(kr_store *s, pg_handle *h, const char *target, kr_error *err) {
     /* The URL's own settings come last, so they win over these defaults. TCP keepalives
      * notice a server that vanished without closing the connection (a power cut, a
-     * partition) in about a minute instead of the kernel's two hours. */
-    const char *const keys[] = { "connect_timeout",
-                                 "application_name",
-                                 "keepalives_idle",
-                                 "keepalives_interval",
-                                 "keepalives_count",
-                                 "dbname",
-                                 NULL };
-    const char *const vals[] = { "10", "kronos", "30", "10", "3", target, NULL };
+     * partition) in about a minute instead of the kernel's two hours, and tcp_user_timeout
+     * (30 s) a connection whose sent data stays unacknowledged that long. Neither notices a
+     * frozen server (its kernel answers for it): the deadline does (run). */
+    const char *const keys[] = { "connect_timeout",  "application_name",
+                                 "keepalives_idle",  "keepalives_interval",
+                                 "keepalives_count", "tcp_user_timeout",
+                                 "dbname",           NULL };
+    const char *const vals[] = { "10", "kronos", "30", "10", "3", "30000", target, NULL };
     /* libpq's messages about a malformed URL quote the bad part, which can be the password:
      * repeated only when the URL holds none (s->path is the URL with passwords as ***). */
     char *perr = NULL;
@@ -676,23 +817,45 @@ static kr_status pg_open_new(kr_store *s, pg_handle *h, const char *target, kr_e
                             strcmp(s->path, target) ? "" : ": ",
                             strcmp(s->path, target) ? "" : msg);
     }
+    /* The password the URL's user part holds as kronos reads it (kr_store_display_name
+     * masks it) against libpq's: when they differ (an unescaped '/' or '@' in it: libpq took a
+     * piece of it for a host, a port or a database), libpq's messages may quote those pieces,
+     * so its reason is kept out of the message (it still classes the failure). */
+    char meant[512], *libpq_password = NULL;
+    for (PQconninfoOption *o = opts; o->keyword; o++)
+        if (!strcmp(o->keyword, "password") && o->val && *o->val) libpq_password = o->val;
+    const int misread = kr_store_url_password(target, meant, sizeof meant) &&
+                        (!libpq_password || strcmp(meant, libpq_password) != 0);
     /* A second attempt when the server sent no error and the probe finds it up: a server
      * restarting after a crash drops connections for a moment and may answer the probe an
      * instant later, which would otherwise read as a refusal for good. */
     for (int attempt = 0;; attempt++) {
         char msg[512];
-        if ((h->conn = connect_verbose(keys, vals, msg, sizeof msg))) break;
+        int at_deadline;
+        if ((h->conn = connect_verbose(s, keys, vals, msg, sizeof msg, &at_deadline))) break;
         if (!msg[0]) {
             PQconninfoFree(opts);
             return kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory connecting", s->path);
         }
+        if (at_deadline) {
+            PQconninfoFree(opts);
+            return kr_error_set(err, KR_ERR_TIMEOUT,
+                                "%s: cannot connect: the server did not answer by the deadline "
+                                "(a frozen or unreachable server?); retry later",
+                                s->path);
+        }
         for (PQconninfoOption *o = opts; o->keyword; o++)
             if (!strcmp(o->keyword, "password") && o->val && *o->val) scrub(msg, o->val);
-        kr_status why = connect_failure(target, msg);
+        kr_status why = connect_failure(s, target, msg);
         char state[6];
         const int foreign = not_postgres(msg);
         if (why == KR_ERR_IO && attempt == 0 && !foreign && !sqlstate_of(msg, state)) continue;
         PQconninfoFree(opts);
+        if (misread)
+            snprintf(msg, sizeof msg,
+                     "the reason is not shown: the password in the URL reads otherwise to "
+                     "libpq, which may quote pieces of it (write a '/' in it as %%2F, an '@' "
+                     "as %%40)");
         return kr_error_set(err, why, "%s: cannot connect%s: %s%s", s->path,
                             why == KR_ERR_UNAVAILABLE ? " (retry later)" : "", msg,
                             foreign ? " (is a PostgreSQL server listening at that host and "
@@ -881,6 +1044,25 @@ static kr_status write_chunk(kr_store *s, const kr_candles *c, int64_t first, in
     return KR_OK;
 }
 
+/* A write's lock_timeout: the busy timeout, ended before the deadline by a margin (a quarter
+ * of what is left, at most 250 ms) for the server's "lock timeout" to arrive while the client
+ * still listens: a busy answer, the connection kept, rather than one abandoned. */
+static int lock_wait_ms(const kr_store *s) {
+    const int left = kr_store_ms_left(s);
+    if (left < 0 || left >= s->busy_ms + 250) return s->busy_ms;
+    const int margin = left / 4 < 250 ? left / 4 : 250;
+    return left - margin < s->busy_ms ? left - margin : s->busy_ms;
+}
+
+/* A COMMIT whose answer never came (abandoned at the deadline) may have been applied: the
+ * message says so, after the server's or the deadline's words. */
+static void commit_unknown(const kr_store *s, kr_status st, kr_error *err) {
+    if (st != KR_ERR_TIMEOUT || !((const pg_handle *)s->impl)->abandoned || !err) return;
+    const size_t n = strlen(err->message);
+    snprintf(err->message + n, sizeof err->message - n,
+             " (whether the commit was applied is unknown: read the series back)");
+}
+
 static kr_status pg_upsert(kr_store *s, const char *symbol, const char *interval,
                            const kr_candles *c, kr_store_upsert_stats *stats, kr_error *err) {
     unsigned char *cols[1 + KR_N_FEATURES] = { NULL };
@@ -893,9 +1075,11 @@ static kr_status pg_upsert(kr_store *s, const char *symbol, const char *interval
             goto done;
         }
     char timeout[64], now[32];
-    /* lock_timeout 0 would mean "wait forever": a zero busy timeout fails at once instead. */
-    snprintf(timeout, sizeof timeout, "SET LOCAL lock_timeout = %d",
-             s->busy_ms > 0 ? s->busy_ms : 1);
+    /* lock_timeout 0 would mean "wait forever": a zero busy timeout fails at once instead. The
+     * wait ends by the deadline too, as a lock timeout (nothing written) rather than a
+     * connection given up. */
+    const int lock_ms = lock_wait_ms(s);
+    snprintf(timeout, sizeof timeout, "SET LOCAL lock_timeout = %d", lock_ms > 0 ? lock_ms : 1);
     snprintf(now, sizeof now, "%lld", (long long)time(NULL));
     const char *flags[2] = { c->has_volume ? "1" : "0", c->has_amount ? "1" : "0" };
     const char *ins[11] = { symbol,
@@ -912,7 +1096,7 @@ static kr_status pg_upsert(kr_store *s, const char *symbol, const char *interval
     const char *sym[3] = { symbol, interval, now };
     PGresult *r = NULL;
     int64_t rows_before = 0, rows_after = 0, changed = 0;
-    char canon[KR_STORE_NAME_MAX + 1] = "";
+    char canon[KR_STORE_NAME_MAX + 1] = "", spelled[KR_STORE_NAME_MAX + 1];
     if ((st = exec(s, "BEGIN", "starting the write", err)) != KR_OK ||
         (st = exec(s, timeout, "starting the write", err)) != KR_OK ||
         (st = query(s, "SELECT pg_advisory_xact_lock(hashtext('kronos:' || lower($1)))", 1, ins,
@@ -923,6 +1107,11 @@ static kr_status pg_upsert(kr_store *s, const char *symbol, const char *interval
      * symbol since the caller looked (two first ingests of "aapl" and "AAPL" at once). */
     if ((st = pg_canonical_symbol(s, symbol, canon, sizeof canon, err)) != KR_OK) goto fail;
     if (canon[0]) ins[0] = sym[0] = symbol = canon;
+    /* And the interval's: a first write spelled "60m" may have made the series "1h" since. */
+    if ((st = kr_store_resolve_interval(s, symbol, interval, spelled, sizeof spelled, err)) !=
+        KR_OK)
+        goto fail;
+    ins[1] = sym[1] = interval = spelled;
     if ((st = series_rows(s, sym, &rows_before, err)) != KR_OK) goto fail;
     for (int64_t first = 0; first < c->n; first += UPSERT_CHUNK) {
         int n = (int)(c->n - first < UPSERT_CHUNK ? c->n - first : UPSERT_CHUNK);
@@ -965,6 +1154,7 @@ static kr_status pg_upsert(kr_store *s, const char *symbol, const char *interval
         stats->unchanged = c->n - changed;
         goto done;
     }
+    commit_unknown(s, st, err);
 fail:
     rollback(s);
 done:
@@ -1074,14 +1264,14 @@ static kr_status pg_delete_range(kr_store *s, const char *symbol, const char *in
                                  kr_error *err) {
     char timeout[64], lo[32], hi[32], all_lo[32], all_hi[32], now[32], n_left[32], first[32],
         last[32];
-    snprintf(timeout, sizeof timeout, "SET LOCAL lock_timeout = %d",
-             s->busy_ms > 0 ? s->busy_ms : 1);
+    const int lock_ms = lock_wait_ms(s);
+    snprintf(timeout, sizeof timeout, "SET LOCAL lock_timeout = %d", lock_ms > 0 ? lock_ms : 1);
     snprintf(lo, sizeof lo, "%lld", (long long)from);
     snprintf(hi, sizeof hi, "%lld", (long long)to);
     snprintf(all_lo, sizeof all_lo, "%lld", (long long)KR_STORE_TS_FIRST);
     snprintf(all_hi, sizeof all_hi, "%lld", (long long)KR_STORE_TS_LAST);
     snprintf(now, sizeof now, "%lld", (long long)time(NULL));
-    char canon[KR_STORE_NAME_MAX + 1] = "";
+    char canon[KR_STORE_NAME_MAX + 1] = "", spelled[KR_STORE_NAME_MAX + 1];
     const char *p[4] = { symbol, interval, lo, hi };
     PGresult *r = NULL;
     int64_t before = 0, hit[3], left[3];
@@ -1095,6 +1285,10 @@ static kr_status pg_delete_range(kr_store *s, const char *symbol, const char *in
     PQclear(r);
     if ((st = pg_canonical_symbol(s, symbol, canon, sizeof canon, err)) != KR_OK) goto fail;
     if (canon[0]) p[0] = symbol = canon;
+    if ((st = kr_store_resolve_interval(s, symbol, interval, spelled, sizeof spelled, err)) !=
+        KR_OK)
+        goto fail;
+    p[1] = interval = spelled;
     if ((st = series_rows(s, p, &before, err)) != KR_OK) goto fail;
     if (before == 0) { /* no such series: nothing to do */
         if ((st = exec(s, "COMMIT", "ending the delete", err)) != KR_OK) goto fail;
@@ -1137,7 +1331,10 @@ static kr_status pg_delete_range(kr_store *s, const char *symbol, const char *in
             goto fail;
         PQclear(r);
     }
-    if ((st = exec(s, "COMMIT", "committing", err)) != KR_OK) goto fail;
+    if ((st = exec(s, "COMMIT", "committing", err)) != KR_OK) {
+        commit_unknown(s, st, err);
+        goto fail;
+    }
     kr_store_delete_stats_set(stats, hit, left);
     return KR_OK;
 fail:

@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,7 +35,40 @@
 #include "base/timeutil.h"
 #include "store/store_backend.h"
 
-#define DB(s) ((sqlite3 *)(s)->impl)
+#define HANDLE(s) ((sqlite_handle *)(s)->impl)
+#define DB(s) (HANDLE(s)->db)
+
+typedef struct sqlite_handle {
+    sqlite3 *db;
+    double wait_started; /* kr_now_seconds() when the current lock wait began */
+    double waited_s; /* how long the last lock wait lasted, for its message */
+} sqlite_handle;
+
+/* SQLite's busy handler: the busy timeout, cut to the handle's deadline (a request's), so a
+ * writer waiting for another's lock answers by the request's deadline (SQLite's own timeout
+ * knows only its milliseconds). count is 0 at the start of each wait. Sleeps grow as SQLite's
+ * do, so a short lock costs little latency and a long one few wake-ups. */
+static int busy_wait(void *arg, int count) {
+    static const int k_sleep_ms[] = { 1, 2, 5, 10, 15, 20, 25, 25, 25, 50, 50, 100 };
+    kr_store *s = arg;
+    sqlite_handle *h = s->impl;
+    const double now = kr_now_seconds();
+    if (count == 0) h->wait_started = now;
+    h->waited_s = now - h->wait_started;
+    double end = h->wait_started + s->busy_ms / 1000.0;
+    if (s->deadline_s > 0 && s->deadline_s < end) end = s->deadline_s;
+    const double left_ms = (end - now) * 1000.0;
+    if (left_ms <= 0) return 0; /* SQLITE_BUSY: the caller says it waited h->waited_s */
+    const int n = (int)(sizeof k_sleep_ms / sizeof k_sleep_ms[0]);
+    int ms = k_sleep_ms[count < n ? count : n - 1];
+    if (ms > left_ms) ms = (int)ceil(left_ms);
+    sqlite3_sleep(ms);
+    return 1;
+}
+
+/* Every few thousand virtual-machine steps: stops a statement running past the deadline
+ * (SQLITE_INTERRUPT, read as KR_ERR_TIMEOUT; the transaction rolls back). */
+static int past_deadline(void *arg) { return kr_store_ms_left(arg) == 0; }
 
 /* The directory part of path ("." for a bare name), where SQLite makes its -wal and -shm. */
 static void dir_of(const char *path, char *out, size_t cap) {
@@ -52,9 +86,16 @@ static void dir_of(const char *path, char *out, size_t cap) {
 static kr_status db_error(const kr_store *s, const char *step, kr_error *err) {
     int code = sqlite3_extended_errcode(DB(s)) & 0xff;
     if (code == SQLITE_BUSY || code == SQLITE_LOCKED)
-        return kr_error_set(err, KR_ERR_BUSY,
-                            "%s: %s: the database is locked by another writer (waited %.1f s)",
-                            s->path, step, s->busy_ms / 1000.0);
+        return kr_error_set(
+            err, KR_ERR_BUSY, "%s: %s: the database is locked by another writer (waited %.1f s%s)",
+            s->path, step, HANDLE(s)->waited_s,
+            kr_store_lock_wait_ms(s) < s->busy_ms ? ", to the deadline; the busy timeout is longer"
+                                                  : "");
+    if (code == SQLITE_INTERRUPT)
+        return kr_error_set(err, KR_ERR_TIMEOUT,
+                            "%s: %s: did not finish by the deadline; nothing was written, retry "
+                            "later",
+                            s->path, step);
     if (code == SQLITE_READONLY || code == SQLITE_CANTOPEN) {
         /* A reader of a WAL database creates its -shm (and -wal) files beside it: a store in a
          * directory this user cannot write cannot even be read. Say so rather than SQLite's
@@ -252,13 +293,15 @@ static kr_status sqlite_open(kr_store *s, const char *path, kr_error *err) {
     if (!strncmp(path, "file:", 5) &&
         snprintf(named, sizeof named, "./%s", path) < (int)sizeof named)
         path = named;
-    sqlite3 *db = NULL;
-    int rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
-    s->impl = db;
+    sqlite_handle *h = calloc(1, sizeof *h);
+    if (!h) return kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory opening", s->path);
+    s->impl = h;
+    int rc = sqlite3_open_v2(path, &h->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
     if (rc != SQLITE_OK)
-        return db ? db_error(s, "opening", err)
-                  : kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory opening", s->path);
-    sqlite3_busy_timeout(db, s->busy_ms);
+        return h->db ? db_error(s, "opening", err)
+                     : kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory opening", s->path);
+    sqlite3_busy_handler(h->db, busy_wait, s);
+    sqlite3_progress_handler(h->db, 4096, past_deadline, s);
     /* SQLite answers some lock conflicts of these first steps with SQLITE_BUSY without
      * consulting the busy handler (two connections turning a fresh file into WAL at once), so
      * they are retried here for as long as the handler would have waited. */
@@ -266,7 +309,9 @@ static kr_status sqlite_open(kr_store *s, const char *path, kr_error *err) {
     kr_status st;
     for (;;) {
         st = first_steps(s, err);
-        if (st != KR_ERR_BUSY || (kr_now_seconds() - t0) * 1000.0 >= s->busy_ms) break;
+        h->waited_s = kr_now_seconds() - t0;
+        if (st != KR_ERR_BUSY || h->waited_s * 1000.0 >= s->busy_ms || kr_store_ms_left(s) == 0)
+            break;
         struct timespec ts = { 0, 5 * 1000 * 1000 };
         nanosleep(&ts, NULL);
     }
@@ -351,9 +396,13 @@ kr_status kr_store_sqlite_check_writable_limited(const char *path, long long ful
     return st;
 }
 
-static void sqlite_busy_timeout_changed(kr_store *s) { sqlite3_busy_timeout(DB(s), s->busy_ms); }
+/* busy_wait reads the busy timeout at each wait. */
+static void sqlite_busy_timeout_changed(kr_store *s) { (void)s; }
 
-static void sqlite_close(kr_store *s) { sqlite3_close(DB(s)); }
+static void sqlite_close(kr_store *s) {
+    sqlite3_close(DB(s));
+    free(s->impl);
+}
 
 /* ------------------------------------------------------------------ symbols */
 
@@ -513,12 +562,17 @@ static kr_status sqlite_upsert(kr_store *store, const char *symbol, const char *
     kr_status st;
     sqlite3_stmt *ins = NULL, *sym = NULL;
     int64_t rows_before = 0;
-    char canon[KR_STORE_NAME_MAX + 1] = "";
+    char canon[KR_STORE_NAME_MAX + 1] = "", spelled[KR_STORE_NAME_MAX + 1];
     if ((st = exec(store, "BEGIN IMMEDIATE", "starting the write", err)) != KR_OK) goto fail;
     /* The spelling again, under the write lock: another writer may have stored another case of
      * the symbol since the caller looked (two first ingests of "aapl" and "AAPL" at once). */
     if ((st = sqlite_canonical_symbol(store, symbol, canon, sizeof canon, err)) != KR_OK) goto fail;
     if (canon[0]) symbol = canon;
+    /* And the interval's: a first write spelled "60m" may have made the series "1h" since. */
+    if ((st = kr_store_resolve_interval(store, symbol, interval, spelled, sizeof spelled, err)) !=
+        KR_OK)
+        goto fail;
+    interval = spelled;
     if ((st = series_rows(store, symbol, interval, &rows_before, err)) != KR_OK) goto fail;
     const int changes0 = sqlite3_total_changes(DB(store));
     /* Full statements of UPSERT_ROWS rows, then one for the rest (prepared once, at the end). */
@@ -719,12 +773,16 @@ static kr_status sqlite_delete_range(kr_store *store, const char *symbol, const 
                                      int64_t from, int64_t to, kr_store_delete_stats *stats,
                                      kr_error *err) {
     kr_status st;
-    char canon[KR_STORE_NAME_MAX + 1] = "";
+    char canon[KR_STORE_NAME_MAX + 1] = "", spelled[KR_STORE_NAME_MAX + 1];
     int64_t before = 0, hit[3], left[3];
     if ((st = exec(store, "BEGIN IMMEDIATE", "starting the delete", err)) != KR_OK) goto fail;
-    /* The spelling again, under the write lock (as an upsert does). */
+    /* The spellings again, under the write lock (as an upsert does). */
     if ((st = sqlite_canonical_symbol(store, symbol, canon, sizeof canon, err)) != KR_OK) goto fail;
     if (canon[0]) symbol = canon;
+    if ((st = kr_store_resolve_interval(store, symbol, interval, spelled, sizeof spelled, err)) !=
+        KR_OK)
+        goto fail;
+    interval = spelled;
     if ((st = series_rows(store, symbol, interval, &before, err)) != KR_OK) goto fail;
     if (before == 0) { /* no such series: nothing to do */
         if ((st = exec(store, "COMMIT", "ending the delete", err)) != KR_OK) goto fail;

@@ -14,6 +14,9 @@ root=$(mktemp -d)
 trap 'rm -rf "$root"' EXIT
 mkdir -p "$root/usr/local/bin" "$root/etc/systemd/system" "$root/usr/lib/systemd"
 cp "$binary" "$root/usr/local/bin/kronos"
+# ExecReload's kill, where the unit names it.
+mkdir -p "$root/bin"
+cp "$(type -P kill)" "$root/bin/kill"
 cp -r /usr/lib/systemd/system "$root/usr/lib/systemd/"
 cp "$unit" "$root/etc/systemd/system/kronos-serve.service"
 if ! out=$(systemd-analyze verify --root="$root" kronos-serve.service 2>&1) || [ -n "$out" ]; then
@@ -30,8 +33,11 @@ if ! out=$(systemd-analyze security --offline=yes --root="$root" --threshold=40 
   exit 1
 fi
 # The flags of ExecStart are the binary's: every one it passes is a flag `kronos serve` knows.
+# (--help read once: grep -q stopping at its match cut the pipe while kronos still wrote, and
+# pipefail took the SIGPIPE for an unknown flag.)
+help=$("$binary" serve --help)
 for flag in $(grep -v '^#' "$unit" | grep -o -- ' --[a-z-]*' | sort -u); do
-  "$binary" serve --help | grep -q -- "  $flag " ||
+  echo "$help" | grep -q -- "  $flag " ||
     { echo "kronos-serve.service passes $flag, which kronos serve does not know"; exit 1; }
 done
 # What the install and deploy/README.md promise: a dedicated user, the store in the service's
@@ -54,9 +60,11 @@ need '^WatchdogSec=[0-9]+'
 # syscall_filter runs kronos serve under exactly this filter.
 need '^SystemCallFilter=@system-service$'
 need '^MemoryDenyWriteExecute=yes$'
-# SIGHUP drains, so a reload would stop the service: there must be none.
-if grep -Eq '^ExecReload=' "$unit"; then
-  echo "kronos-serve.service: ExecReload= would drain and stop the server (SIGHUP is no reload)"
+# SIGHUP reloads the models of the --config file (without --config it would drain and stop
+# the service): a reload sends SIGHUP, and ExecStart passes --config.
+need '^ExecReload=/bin/kill -HUP \$MAINPID$'
+if ! grep -Eq '^ExecStart=.* --config ' "$unit"; then
+  echo "kronos-serve.service: ExecReload= sends SIGHUP, which drains without --config"
   exit 1
 fi
 # ExecStartPre checks exactly what ExecStart runs.

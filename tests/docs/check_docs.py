@@ -69,8 +69,15 @@ def help_flags(text):
 def source_flags(src, cmd):
     text = read(src, f"src/cli/cmd_{cmd.replace('-', '_')}.c")
     flags = set(re.findall(r'\{\s*"([a-z0-9-]+)",\s*(?:no|required|optional)_argument', text))
+    # An option table (src/cli/options.h): { "name", KEY, KR_CLI_TYPE, ... }.
+    flags |= set(re.findall(r'\{\s*"([a-z0-9-]+)",\s*[^,{}]+,\s*KR_CLI_[A-Z]+', text))
     if "KR_OPT_ALLOW_NONFINITE_ENTRY" in text:
         flags.add("allow-nonfinite-weights")
+    if cmd == "finetune":
+        # Every config key is a flag too: kronos finetune builds those options from the
+        # library's key table (src/finetune/config.c), one "flag" string per key.
+        table = read(src, "src/finetune/config.c")
+        flags |= set(re.findall(r'OFF\(\w+\),\s*"([a-z0-9-]+)"', table))
     return flags
 
 

@@ -127,7 +127,41 @@ class Cluster:
                    "-t", "60", "start"])
         self.running = True
 
+    def pids(self):
+        """The postmaster and its children (backends, checkpointer, walwriter...)."""
+        with open(os.path.join(self.data, "postmaster.pid")) as f:
+            master = int(f.readline())
+        out = [master]
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            # pid (comm) state ppid ...: comm may hold spaces and parentheses.
+            if int(stat[stat.rindex(")") + 2:].split()[1]) == master:
+                out.append(int(entry))
+        return out
+
+    def freeze(self):
+        """SIGSTOPs every process of the server, as a paused VM or a partition looks from a
+        client: connections stay open, nothing answers. thaw() (or stop()) resumes them."""
+        self.frozen = self.pids()
+        for pid in self.frozen:
+            os.kill(pid, signal.SIGSTOP)
+
+    def thaw(self):
+        for pid in getattr(self, "frozen", []):
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+        self.frozen = []
+
     def stop(self):
+        self.thaw()  # a stopped server would never take pg_ctl's stop signal
         if self.running:
             # immediate: nothing to keep, and it never waits for clients still connected.
             subprocess.run(self.as_user + [self.pg_ctl, "-D", self.data, "-m", "immediate",

@@ -8,9 +8,11 @@ scripts/replicas.sh), sharing a throwaway PostgreSQL store (pgcluster.py):
      through HAProxy: the same report (the analysis is seeded, so equal inputs give equal
      reports);
   2. failover: clients send forecasts through HAProxy; one replica is killed with SIGKILL in
-     the middle. Every request the clients sent is answered 200 -- the ones that were on the
-     dead replica were retried by HAProxy on another (counted from its stats) -- and the other
-     replicas carry on;
+     the middle. Every request is answered 200 -- those routed to the dead replica before
+     HAProxy saw it down were redispatched to another (counted from its stats) -- except the
+     few that were in flight on it: a POST already sent is never resent (it may be what
+     killed the replica), so those get 502, at most one per client thread; the other replicas
+     carry on;
   3. rolling restart (`replicas.sh roll`: SIGTERM, /ready 503 during --drain-delay, HAProxy
      takes the replica out, it drains, starts again) under the same load: zero failed
      requests;
@@ -334,11 +336,16 @@ def main(argv):
         print(f"kill -9 under load: {load.sent} requests, {load.ok} answered 200, "
               f"{len(load.failures)} failed; HAProxy retried {retried}, redispatched "
               f"{redispatched}")
-        assert not load.failures, f"requests lost after kill -9: {load.failures[:5]}"
+        # Only the POSTs in flight on the killed replica fail (502: HAProxy does not resend
+        # what may have killed it), at most one per client thread.
+        assert all(st == 502 for st, _ in load.failures), \
+            f"requests lost after kill -9: {load.failures[:5]}"
+        assert len(load.failures) <= len(load.threads), load.failures
         assert load.ok > killed_at, "the other replicas did not carry on"
-        # Requests did meet the dead replica (in flight, or sent before HAProxy saw it down),
-        # and HAProxy moved them: otherwise this checked nothing.
-        assert retried + redispatched > 0, "no request was retried or redispatched"
+        # Requests did meet the dead replica (in flight, or sent before HAProxy saw it down):
+        # otherwise this checked nothing.
+        assert retried + redispatched + len(load.failures) > 0, \
+            "no request met the killed replica"
         # The survivors answered everything after the kill.
         for i in (1, 3):
             assert reps.server_status(i) == "UP", f"replica {i}: {reps.server_status(i)}"

@@ -25,7 +25,8 @@ static size_t on_body(char *p, size_t sz, size_t n, void *ud) {
     if (r->abort_after_progress) {
         int count = 0;
         for (const char *q = r->body; (q = strstr(q, "event: progress")); q++) count++;
-        r->progress_seen = count;
+        /* Atomic: a test may watch it from another thread while the stream is read. */
+        __atomic_store_n(&r->progress_seen, count, __ATOMIC_SEQ_CST);
         if (count >= r->abort_after_progress) return 0; /* abort: curl closes the socket */
     }
     return k;
@@ -58,6 +59,7 @@ static size_t on_header(char *p, size_t sz, size_t n, void *ud) {
     copy_header(p, k, "Accept-Ranges:", r->accept_ranges, sizeof r->accept_ranges);
     copy_header(p, k, "Cache-Control:", r->cache_control, sizeof r->cache_control);
     copy_header(p, k, "Content-Length:", r->content_length, sizeof r->content_length);
+    copy_header(p, k, "X-Kronos-Warning:", r->kronos_warning, sizeof r->kronos_warning);
     return k;
 }
 

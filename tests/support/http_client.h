@@ -26,6 +26,7 @@ typedef struct kr_http_resp {
     const char *send_headers[8];
     /* more headers received ("" when absent) */
     char etag[128], last_modified[64], accept_ranges[32], cache_control[64], content_length[32];
+    char kronos_warning[128]; /* X-Kronos-Warning */
 } kr_http_resp;
 
 /* One request to http://127.0.0.1:port<path> (path sent as is, no "../" folding).

@@ -2,7 +2,8 @@
 // (AAPL and MSFT ingested from data/), Debian's Chromium driven by playwright-core, and the
 // page doing what it is for — pick AAPL, Analyze, read the chart and the numbers, watch the
 // live metrics move; the interval picked is the one analysed, the sampling fields are sent, a
-// CSV file is analysed, a backtest compares a past forecast with what happened, and the demo
+// CSV file is analysed, a backtest compares a past forecast with what happened, a rolling
+// backtest job shows its verdicts and the server's report with its plots, and the demo
 // model is named on the page. Then what the page must survive: a server that wants an API key
 // (list, model line and Backtest with the key), uploads with every timestamp format the server
 // reads, a ~1e-5 priced and a flat series (price format, minimum visible range), a candle stored
@@ -585,9 +586,12 @@ async function main() {
       method: 'POST',
       headers: { 'Content-Type': 'application/json' },
       body: JSON.stringify({
-        candles: [['2024-06-18 11:15:00', 11.27, 11.28, 11.26, 11.27, 379],
-          ['2024-06-18 11:20:00', 11.27, 11.28, 11.27, 11.27, 277],
-          ['2024-06-18 11:25:00', 11.27, 11.29, 11.26, 11.28, 410]],
+        // 36 five-minute bars from 08:35 (a forecast needs 32 rows).
+        candles: Array.from({ length: 36 }, (_, k) => {
+          const m = 8 * 60 + 35 + 5 * k;
+          const t = `2024-06-18 ${String(Math.floor(m / 60)).padStart(2, '0')}:${String(m % 60).padStart(2, '0')}:00`;
+          return [t, 11.27, 11.28 + 0.01 * (k % 2), 11.26, 11.27, 300 + k];
+        }),
         pred_len: 4,
         paths: 4,
       }),
@@ -742,6 +746,39 @@ async function main() {
     step(`backtest: ${btText}`);
     await page.waitForTimeout(300);
     await page.screenshot({ path: opts.screenshot.replace(/\.png$/, '-backtest.png'), fullPage: true }).catch(() => {});
+
+    // A rolling backtest (POST /v1/backtest, a job): AAPL 1d forecast from every 250th bar, the
+    // job's progress over its events, then the verdicts (coloured by their word) and the
+    // server's HTML report with its plots (CRPS by step, coverage, PIT, reliability) in a
+    // sandboxed frame.
+    const before = { horizon: await page.inputValue('#horizon'), paths: await page.inputValue('#paths') };
+    await page.click(aapl1d);
+    await page.fill('#horizon', '5');
+    await page.fill('#paths', '4');
+    await page.fill('#rolling-every', '250');
+    await page.click('#rolling');
+    await waitFor('the rolling backtest report', async () => (await page.$('#rolling-report')) !== null, 180_000);
+    const rolling = await page.evaluate(() => {
+      const frame = document.getElementById('rolling-report');
+      return {
+        verdicts: [...document.querySelectorAll('#rolling-verdicts li')].map((li) => [li.className, li.textContent]),
+        svgs: (frame.srcdoc.match(/<svg/g) || []).length,
+        demo: /DEMO MODEL/.test(frame.srcdoc),
+        sandbox: frame.getAttribute('sandbox'),
+        sub: document.getElementById('rolling-sub').textContent,
+        status: document.getElementById('status').textContent,
+      };
+    });
+    if (!rolling.verdicts.length || rolling.verdicts.some(([k, t]) => !['better', 'worse', 'ns'].includes(k) || !/naive|drift|random walk/.test(t))) {
+      fail(`rolling backtest verdicts: ${JSON.stringify(rolling.verdicts)}`);
+    }
+    if (rolling.svgs < 4 || !rolling.demo || rolling.sandbox !== '') fail(`rolling backtest report: ${JSON.stringify({ ...rolling, verdicts: undefined })}`);
+    if (!/^AAPL · \d+ forecasts at \d+ origins · 5 bars ahead, an origin every 250/.test(rolling.sub)) fail(`rolling backtest summary: ${rolling.sub}`);
+    if (!/forecasts scored/.test(rolling.status)) fail(`rolling backtest status: ${rolling.status}`);
+    step(`rolling backtest: ${rolling.sub}; ${rolling.svgs} plots; '${rolling.verdicts[0][1]}'`);
+    await page.screenshot({ path: opts.screenshot.replace(/\.png$/, '-rolling.png'), fullPage: true }).catch(() => {});
+    await page.fill('#horizon', before.horizon);
+    await page.fill('#paths', before.paths);
 
     // A field the server refuses: its message beside that field, which gets the focus; editing
     // it clears the message.

@@ -662,7 +662,7 @@ test('SSE: chunks split anywhere give the same events (mid-line, mid-event, mid-
 function streamFetch(chunks, { status = 200, headers = { 'Content-Type': 'text/event-stream' }, hang = false } = {}) {
   const calls = [];
   globalThis.fetch = (url, init) => {
-    calls.push({ url, init, body: JSON.parse(init.body) });
+    calls.push({ url, init, body: init.body === undefined ? undefined : JSON.parse(init.body) });
     const enc = new TextEncoder();
     const body = new ReadableStream({
       start(ctl) {
@@ -841,4 +841,60 @@ test('the narrative panel: the prose named as a model\'s, its failure explained,
 
 test('a refused narrative field is shown beside the Narrative box', () => {
   assert.equal(inputForField('narrative'), 'narrative');
+});
+
+import { ROLLING_DEFAULT_PATHS, rollingProgress, rollingRequest, rollingSummary, verdictKind } from '../../web/src/rolling.js';
+
+test('a rolling backtest request takes the form\'s fields, 32 paths when they are auto', () => {
+  const b = rollingRequest({ symbols: ['AAPL'], interval: '1d', horizon: 20, every: 5, seed: 0, temperature: 1, top_p: 0.9 });
+  assert.deepEqual(b, { symbols: ['AAPL'], horizon: 20, every: 5, paths: ROLLING_DEFAULT_PATHS, interval: '1d', seed: 0,
+    temperature: 1, top_p: 0.9 });
+  const m = rollingRequest({ symbols: ['A', 'B'], horizon: 5, every: 1, paths: 8 });
+  assert.deepEqual(m.strategy, { k: 1 }); // several symbols: the strategy too
+  assert.equal(m.paths, 8);
+  assert.throws(() => rollingRequest({ symbols: [], horizon: 5, every: 1 }), /pick a stored series/);
+  assert.throws(() => rollingRequest({ symbols: ['A'], horizon: 5, every: 0 }), /origin every/);
+  assert.throws(() => rollingRequest({ symbols: ['A'], horizon: 5, every: 2, paths: 1 }), /paths/);
+  assert.throws(() => rollingRequest({ symbols: ['A'], horizon: 2.5, every: 2 }), /horizon/);
+});
+
+test('a backtest job\'s progress line and bar', () => {
+  const st = (progress) => ({ progress });
+  let p = rollingProgress(st({ phase: 'forecast', done: 340, total: 1000, elapsed_seconds: 12.2, eta_seconds: 23.4 }));
+  assert.deepEqual(p, { value: 340, max: 1000, text: 'forecasting 340 / 1000 · 12 s · about 23 s left' });
+  p = rollingProgress(st({ phase: 'forecast', done: 0, total: 10, elapsed_seconds: 0.1, eta_seconds: null }));
+  assert.equal(p.text, 'forecasting 0 / 10 · 0 s'); // no estimate before the first batch
+  p = rollingProgress(st({ phase: 'bootstrap', done: 0, total: 1, elapsed_seconds: 125, eta_seconds: null }));
+  assert.deepEqual(p, { value: 0, max: 1, text: 'bootstrapping the intervals · 2 min 05 s' });
+  assert.equal(rollingProgress(st({ phase: 'done', done: 1, total: 1, elapsed_seconds: 3 })).value, 1);
+  assert.equal(rollingProgress(null).text, 'starting');
+});
+
+test('verdict sentences are coloured by their word only', () => {
+  assert.equal(verdictKind('m beats naive on CRPS (Diebold-Mariano p = 0.01 < 0.05, 40 origins)'), 'better');
+  assert.equal(verdictKind('m loses to drift on CRPS (Diebold-Mariano p = 0.001 < 0.05, 40 origins)'), 'worse');
+  assert.equal(verdictKind('m vs naive on CRPS: not significant (Diebold-Mariano p = 0.4 >= 0.05, 40 origins)'), 'ns');
+});
+
+test('the rolling panel\'s summary line', () => {
+  const r = { counts: { forecasts: 140, origins: 70 }, parameters: { horizon: 20, every: 5, paths: 32 },
+    symbols: [{ symbol: 'AAPL' }, { symbol: 'MSFT' }] };
+  assert.equal(rollingSummary(r), 'AAPL, MSFT · 140 forecasts at 70 origins · 20 bars ahead, an origin every 5 · 32 paths');
+});
+
+test('a backtest job\'s events: progress, then its final status; a cancelled job rejects', async () => {
+  const status = (state, phase, done) => JSON.stringify({ object: 'backtest.job', id: 'ab', state,
+    progress: { phase, done, total: 4, elapsed_seconds: 1, eta_seconds: 2 }, error: null });
+  const calls = streamFetch([`event: progress\ndata: ${status('running', 'forecast', 2)}\n\n`,
+    `: keep-alive\n\nevent: result\ndata: ${status('done', 'done', 1)}\n\n`]);
+  const seen = [];
+  const done = await api.followBacktest('/v1/backtest/ab/events', { onProgress: (s) => seen.push(s.progress.done) });
+  assert.equal(done.state, 'done');
+  assert.deepEqual(seen, [2]);
+  assert.equal(calls[0].url, '/v1/backtest/ab/events');
+  assert.equal(calls[0].init.method, 'GET');
+  assert.equal(calls[0].body, undefined);
+  assert.equal(calls[0].init.headers['Content-Type'], undefined);
+  streamFetch(['event: error\ndata: {"state":"cancelled","error":{"code":499,"message":"the backtest was cancelled"}}\n\n']);
+  await assert.rejects(api.followBacktest('/v1/backtest/ab/events'), (e) => e.status === 499 && /cancelled/.test(e.message));
 });

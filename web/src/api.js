@@ -265,9 +265,12 @@ async function readEvents(res, { onProgress, restart }) {
  * (settings.streamIdleTimeoutMs), not its length.
  */
 async function callStream(path, body, { headers = {}, onProgress, onRetry, signal } = {}) {
-  const h = { Accept: 'text/event-stream', 'Content-Type': 'application/json', ...headers };
+  // body undefined: a GET of an existing stream (a backtest job's events).
+  const h = { Accept: 'text/event-stream', ...headers };
+  if (body !== undefined) h['Content-Type'] = 'application/json';
   if (apiKey) h.Authorization = `Bearer ${apiKey}`;
-  const text = JSON.stringify({ ...body, stream: true });
+  const method = body === undefined ? 'GET' : 'POST';
+  const text = body === undefined ? undefined : JSON.stringify({ ...body, stream: true });
   for (let attempt = 0; ; attempt++) {
     if (signal && signal.aborted) throw cancelled();
     const ctl = new AbortController();
@@ -281,7 +284,7 @@ async function callStream(path, body, { headers = {}, onProgress, onRetry, signa
     let err;
     try {
       restart();
-      const res = await fetch(path, { method: 'POST', headers: h, body: text, cache: 'no-store', signal: ctl.signal });
+      const res = await fetch(path, { method, headers: h, body: text, cache: 'no-store', signal: ctl.signal });
       markReachable(true);
       if (res.ok) return await readEvents(res, { onProgress, restart });
       err = httpError(res, await res.text());
@@ -313,4 +316,35 @@ export function analyzeBatch(request, { onProgress, onRetry, signal } = {}) {
     onRetry,
     signal,
   });
+}
+
+// ------------------------------------------------------------------ backtests
+
+/**
+ * POST /v1/backtest: starts a rolling backtest job (docs/api.md); resolves with its status
+ * ({id, state, progress, status_url, events_url, result_url}).
+ */
+export function startBacktest(request, { onRetry, signal } = {}) {
+  return call('POST', '/v1/backtest', { body: request, onRetry, signal });
+}
+
+/**
+ * Follows a job's events until it ends: onProgress(status) as it moves; resolves with the
+ * final status (state "done"); a failed or cancelled job rejects with its error. The deadline
+ * is the stream's silence, as for a streamed batch.
+ */
+export function followBacktest(eventsUrl, { onProgress, signal } = {}) {
+  return callStream(eventsUrl, undefined, { onProgress, signal });
+}
+
+/** The finished job's report: JSON (format 'json') or text ('html', 'md', 'csv'). */
+export function backtestResult(resultUrl, format = 'json', { signal } = {}) {
+  const path = `${resultUrl}?format=${encodeURIComponent(format)}`;
+  if (format === 'json') return call('GET', path, { signal });
+  return callText('GET', path, { timeoutMs: settings.getTimeoutMs, signal });
+}
+
+/** DELETE a job: cancels it while it runs (its forecasts stop), forgets it once finished. */
+export function deleteBacktest(statusUrl) {
+  return call('DELETE', statusUrl);
 }

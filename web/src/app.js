@@ -14,6 +14,7 @@ import { historyUpTo } from './history.js';
 import { startMetricsPoll } from './live-metrics.js';
 import { narrativeOffer } from './narrative.js';
 import { RankingTable } from './ranking-table.js';
+import { rollingProgress, rollingRequest, rollingSummary, verdictKind } from './rolling.js';
 import { narrativeStatus as narrativeStatusOf, renderReport as renderReportPanels } from './report-view.js';
 import { SymbolList } from './symbol-list.js';
 import { decodeState, encodeState, sameState } from './urlstate.js';
@@ -366,6 +367,71 @@ function refusedGroup(e, g, order) {
     order + k));
 }
 
+// A rolling backtest (POST /v1/backtest, a job): the ticked series of one interval, else the
+// picked one; its progress comes over the job's events; the report's verdicts are listed and
+// the server's HTML report (its plots) shown below them. Cancel (or a newer action) deletes the
+// job, which stops its forecasts on the server.
+function onRolling() {
+  applyKey();
+  const ticked = batchSeries(stored, symbolList.shown, symbolList.ticked);
+  const group = symbolList.ticked.size ? batchGroups(ticked)[0] : null;
+  const symbol = selected ? selected.symbol : $('symbol').value.trim();
+  const symbols = group ? group.symbols : symbol ? [symbol] : [];
+  const interval = group ? group.interval : selected ? selected.interval : undefined;
+  const f = samplingFields();
+  let body;
+  try {
+    body = rollingRequest({ symbols, interval, horizon: f.horizon, paths: f.paths, every: Number($('rolling-every').value),
+      seed: f.seed, temperature: f.temperature, top_p: f.top_p });
+  } catch (e) {
+    setStatus(e.message, 'error');
+    return undefined;
+  }
+  const show = (status) => {
+    const p = rollingProgress(status);
+    $('rolling-progress').max = p.max;
+    $('rolling-progress').value = p.value;
+    $('rolling-progress-text').textContent = p.text;
+  };
+  $('rolling-panel').hidden = false;
+  $('rolling-sub').textContent = `${symbols.join(', ')} · starting…`;
+  $('rolling-progress-box').hidden = false;
+  $('rolling-verdicts').replaceChildren();
+  $('rolling-report-box').replaceChildren();
+  show(null);
+  setStatus(`Rolling backtest of ${symbols.join(', ')}: forecasting from every ${body.every}th bar…`);
+  let job = null;
+  return busy($('rolling'), 'Rolling backtest: ', async (signal) => {
+    const onAbort = () => {
+      if (job) api.deleteBacktest(job.status_url).catch(() => {});
+    };
+    signal.addEventListener('abort', onAbort, { once: true });
+    try {
+      job = await api.startBacktest(body, { onRetry: onRetry('Rolling backtest'), signal });
+      show(job);
+      const done = await api.followBacktest(job.events_url, { signal, onProgress: (st) => { if (!signal.aborted) show(st); } });
+      show(done);
+      const [report, html] = await Promise.all([
+        api.backtestResult(job.result_url, 'json', { signal }),
+        api.backtestResult(job.result_url, 'html', { signal }),
+      ]);
+      stillWanted(signal);
+      if (report.demo) showDemo(report.demo_notice);
+      $('rolling-sub').textContent = rollingSummary(report);
+      $('rolling-verdicts').replaceChildren(...report.verdicts.map((v) => el('li', { class: verdictKind(v) }, v)));
+      // The frame exists only with a report in it: sandboxed before its document is made.
+      const frame = el('iframe', { id: 'rolling-report', class: 'rolling-report', title: 'Backtest report', sandbox: '' });
+      frame.srcdoc = html;
+      $('rolling-report-box').replaceChildren(frame);
+      $('rolling-progress-box').hidden = true;
+      setStatus(`Rolling backtest of ${symbols.join(', ')}: ${report.counts.forecasts} forecasts scored.`, 'ok');
+      api.deleteBacktest(job.status_url).catch(() => {}); // the page keeps what it shows
+    } finally {
+      signal.removeEventListener('abort', onAbort);
+    }
+  });
+}
+
 // The ticked series (else all shown), streamed request by request (one per interval); the
 // ranking fills in as each request's answer comes; a series that failed gets its error in its
 // row. Cancel (or a newer action) stops it; what came before stays.
@@ -503,6 +569,7 @@ async function main() {
   ranking = new RankingTable($('ranking'), { onOpen: openBatchRow });
   $('analyze-form').addEventListener('submit', onAnalyze);
   $('backtest').addEventListener('click', onBacktest);
+  $('rolling').addEventListener('click', onRolling);
   $('batch').addEventListener('click', onBatch);
   $('clear-ticks').addEventListener('click', () => {
     symbolList.clearTicks();

@@ -1,0 +1,94 @@
+/*
+ * kernels/simd_width.h — one set of vector names over the two x86 widths, for kernels written
+ * once for both (the *_body.h files): an *_avx512.c file defines KR_WIDTH_AVX512, an *_avx2.c
+ * file KR_WIDTH_AVX2, then includes this and the body.
+ *
+ *   VW_V, VW_W           the vector type and its float lanes
+ *   VW_M, VW_LANES(lo, hi)   a lane mask, and the one of lanes i with lo <= i < hi (either
+ *                        bound may fall outside 0 .. VW_W)
+ *   VW_LOAD(p), VW_STORE(p, v), VW_LOADN(p, n), VW_STOREN(p, n, v) (the first n lanes: the
+ *                        rest read as 0 and are not written; n may exceed VW_W), VW_BCAST(p),
+ *                        VW_SET1(x), VW_ZERO()
+ *   VW_FMA(a, b, c) = a·b + c, VW_ADD, VW_SUB, VW_MUL, VW_DIV, VW_MAX, VW_SQRT
+ *   VW_EXP(x)            expf to ~1 ulp (kr_exp16 / kr_exp8)
+ *   VW_BLEND(m, a, b)    a in the lanes of m, b elsewhere;  VW_GT(a, b) the mask of a > b
+ *   VW_HSUM(v)           the sum of v's lanes, in the ISA's one reduction tree
+ *   VW_TRANSPOSE(r)      r[i][j] ↔ r[j][i] over VW_W vectors
+ */
+#ifndef KR_SIMD_WIDTH_H
+#define KR_SIMD_WIDTH_H
+
+#include <immintrin.h>
+
+#if defined(KR_WIDTH_AVX512)
+#include "kernels/simd_avx512.h"
+
+KR_INLINE __mmask16 kr_lanes16(int lo, int hi) {
+    __mmask16 h = hi <= 0 ? (__mmask16)0 : kr_mask16(hi);
+    __mmask16 l = lo <= 0 ? (__mmask16)0 : kr_mask16(lo);
+    return (__mmask16)(h & (__mmask16)~l);
+}
+
+#define VW_V __m512
+#define VW_W 16
+#define VW_M __mmask16
+#define VW_LANES(lo, hi) kr_lanes16((lo), (hi))
+#define VW_LOAD(p) _mm512_loadu_ps(p)
+#define VW_STORE(p, v) _mm512_storeu_ps((p), (v))
+#define VW_LOADN(p, n) _mm512_maskz_loadu_ps(kr_mask16(n), (p))
+#define VW_STOREN(p, n, v) _mm512_mask_storeu_ps((p), kr_mask16(n), (v))
+#define VW_BCAST(p) _mm512_set1_ps(*(p))
+#define VW_SET1(x) _mm512_set1_ps(x)
+#define VW_ZERO() _mm512_setzero_ps()
+#define VW_FMA(a, b, c) _mm512_fmadd_ps((a), (b), (c))
+#define VW_ADD(a, b) _mm512_add_ps((a), (b))
+#define VW_SUB(a, b) _mm512_sub_ps((a), (b))
+#define VW_MUL(a, b) _mm512_mul_ps((a), (b))
+#define VW_DIV(a, b) _mm512_div_ps((a), (b))
+#define VW_MAX(a, b) _mm512_max_ps((a), (b))
+#define VW_SQRT(a) _mm512_sqrt_ps(a)
+#define VW_EXP(x) kr_exp16(x)
+#define VW_BLEND(m, a, b) _mm512_mask_blend_ps((m), (b), (a))
+#define VW_GT(a, b) _mm512_cmp_ps_mask((a), (b), _CMP_GT_OQ)
+#define VW_HSUM(v) kr_hsum16(v)
+#define VW_TRANSPOSE(r) kr_transpose16(r)
+
+#elif defined(KR_WIDTH_AVX2)
+#include "kernels/simd_avx2.h"
+
+KR_INLINE __m256i kr_lanes8(int lo, int hi) {
+    const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    __m256i below_hi = _mm256_cmpgt_epi32(_mm256_set1_epi32(hi), iota);
+    __m256i below_lo = _mm256_cmpgt_epi32(_mm256_set1_epi32(lo), iota);
+    return _mm256_andnot_si256(below_lo, below_hi);
+}
+
+#define VW_V __m256
+#define VW_W 8
+#define VW_M __m256i
+#define VW_LANES(lo, hi) kr_lanes8((lo), (hi))
+#define VW_LOAD(p) _mm256_loadu_ps(p)
+#define VW_STORE(p, v) _mm256_storeu_ps((p), (v))
+#define VW_LOADN(p, n) _mm256_maskload_ps((p), kr_mask8(n))
+#define VW_STOREN(p, n, v) kr_store8((p), (v), (n))
+#define VW_BCAST(p) _mm256_broadcast_ss(p)
+#define VW_SET1(x) _mm256_set1_ps(x)
+#define VW_ZERO() _mm256_setzero_ps()
+#define VW_FMA(a, b, c) _mm256_fmadd_ps((a), (b), (c))
+#define VW_ADD(a, b) _mm256_add_ps((a), (b))
+#define VW_SUB(a, b) _mm256_sub_ps((a), (b))
+#define VW_MUL(a, b) _mm256_mul_ps((a), (b))
+#define VW_DIV(a, b) _mm256_div_ps((a), (b))
+#define VW_MAX(a, b) _mm256_max_ps((a), (b))
+#define VW_SQRT(a) _mm256_sqrt_ps(a)
+#define VW_EXP(x) kr_exp8(x)
+#define VW_BLEND(m, a, b) _mm256_blendv_ps((b), (a), _mm256_castsi256_ps(m))
+#define VW_GT(a, b) _mm256_castps_si256(_mm256_cmp_ps((a), (b), _CMP_GT_OQ))
+#define VW_HSUM(v) kr_hsum8(v)
+#define VW_TRANSPOSE(r) kr_transpose8(r)
+
+#else
+#error "define KR_WIDTH_AVX512 or KR_WIDTH_AVX2 before including kernels/simd_width.h"
+#endif
+
+#endif
