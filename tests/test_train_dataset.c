@@ -1,6 +1,7 @@
 /*
- * Tests for series/ — the training windows of `kronos finetune`: the windows of the official
- * training fixtures (../shared/golden/train, copied into tests/fixtures/finetune) bit for bit,
+ * Tests for train/dataset, order and window_encoder — the training windows of `kronos
+ * finetune`: the windows of the official training fixtures (../shared/golden/train, copied
+ * into tests/fixtures/finetune) bit for bit,
  * their token ids through the inference tokenizer, the split by time, the absence of future
  * data in a window's inputs, the official scramble and the per-epoch order.
  */

@@ -1,5 +1,5 @@
 /*
- * finetune/data — the candles a fine-tune learns from, into a series/dataset: every CSV or
+ * finetune/data — the candles a fine-tune learns from, into a train/dataset: every CSV or
  * JSON file named by data.data_path (a directory stands for its *.csv and *.json files, in
  * name order), and the stored series named by kronos.symbols / kronos.all_symbols in the
  * store kronos.db. Each file or stored series is one series (split by time on its own).

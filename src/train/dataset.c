@@ -1,4 +1,4 @@
-/* series/dataset — see dataset.h. */
+/* train/dataset — see dataset.h. */
 #include "train/dataset.h"
 
 #include <math.h>

@@ -1,5 +1,5 @@
 /*
- * series/dataset — the training windows of `kronos finetune`: candles of one or more series,
+ * train/dataset — the training windows of `kronos finetune`: candles of one or more series,
  * split by time, cut into windows and normalised the way inference sees its input.
  *
  * As the official finetune_csv pipeline (../shared/golden/train/README.md):

@@ -1,4 +1,4 @@
-/* series/order — see order.h. */
+/* train/order — see order.h. */
 #include "train/order.h"
 
 #include "base/error.h"

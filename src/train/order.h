@@ -1,5 +1,5 @@
 /*
- * series/order — which windows each batch of an epoch holds.
+ * train/order — which windows each batch of an epoch holds.
  *
  * Training (the official finetune_csv loader, ../shared/golden/train/README.md): an epoch has
  * one sample per training window. The data loader shuffles the sample indices (here a

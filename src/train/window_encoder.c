@@ -1,4 +1,4 @@
-/* series/window_encoder — see window_encoder.h. */
+/* train/window_encoder — see window_encoder.h. */
 #include "train/window_encoder.h"
 
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /*
- * series/window_encoder — the token ids of training windows: the predictor stage of
+ * train/window_encoder — the token ids of training windows: the predictor stage of
  * `kronos finetune` learns on what the (fine-tuned) tokenizer makes of each window, as the
  * official loop's `tokenizer.encode(x, half=True)` under no_grad does. This is the inference
  * tokenizer's encoder (model/tokenizer.h), run window by window on its own threads, so the
