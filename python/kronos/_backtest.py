@@ -94,13 +94,15 @@ _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
 def _check_layout():
+    if _lib.tools is None:  # no libkronos-tools.so.0: backtest() raises UnsupportedError
+        return
     p = _bt_default()
     if not (p.horizon == 20 and p.paths == 32 and p.min_history == 64 and p.bootstrap == 1000
             and abs(p.ci_level - 0.95) < 1e-12 and abs(p.alpha - 0.05) < 1e-12
             and p.strategy_k == 1 and abs(p.cost_bps - 10) < 1e-12 and p.ashare_rules == -1
             and p.from_ts == _INT64_MIN and p.to_ts == _INT64_MAX and p.max_context == 512):
-        raise ImportError(f"kronos: {_lib.library_path} does not match this package's "
-                          "kr_backtest_params (a library from another version?)")
+        raise ImportError(f"kronos: the tools library beside {_lib.library_path} does not match "
+                          "this package's kr_backtest_params (a library from another version?)")
 
 
 _check_layout()
