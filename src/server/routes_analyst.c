@@ -284,7 +284,9 @@ static void task_plan(analyze_task *t) {
             t->items[i] = kr_stored_item(e, r->market, t->errors[i]);
             continue;
         }
-        t->rows[i] = e->entry->rows > KR_API_CANDLES_MAX ? KR_API_CANDLES_MAX : e->entry->rows;
+        /* kr_stored_read reads the most recent KR_LIMIT_ANALYZE_ROWS of a series. */
+        t->rows[i] =
+            e->entry->rows > KR_LIMIT_ANALYZE_ROWS ? KR_LIMIT_ANALYZE_ROWS : e->entry->rows;
     }
 }
 
