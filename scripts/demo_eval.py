@@ -41,11 +41,14 @@ PATHS = 16
 ORIGINS_PER_SERIES = 8
 
 
-def pair_dirs(root):
+def pair_dirs(root, cfg):
     if os.path.isdir(os.path.join(root, "predictor")):
         return os.path.join(root, "predictor"), os.path.join(root, "tokenizer")
-    return (os.path.join(root, "basemodel", "best_model"),
-            os.path.join(root, "tokenizer", "best_model"))
+    tok = os.path.join(root, "tokenizer", "best_model")
+    if not os.path.isdir(tok):  # a run with the tokenizer stage off kept its starting tokenizer
+        paths = cfg.get("model_paths", {})
+        tok = paths.get("finetuned_tokenizer") or paths["pretrained_tokenizer"]
+    return os.path.join(root, "basemodel", "best_model"), tok
 
 
 def series_files(cfg):
@@ -65,7 +68,8 @@ def val_losses(kronos, config, pred, tok, val_windows):
     with tempfile.TemporaryDirectory() as tmp:
         r = subprocess.run([kronos, "finetune", "--config", config, "--pretrained-predictor", pred,
                             "--pretrained-tokenizer", tok, "--out", os.path.join(tmp, "o"),
-                            "--eval-only", "--val-windows", str(val_windows), "--no-progress"],
+                            "--eval-only", "--val-windows", str(val_windows), "--no-progress",
+                            "--train-tokenizer=true", "--train-basemodel=true"],
                            capture_output=True, text=True)
     if r.returncode != 0:
         sys.exit(f"demo_eval: kronos finetune --eval-only failed:\n{r.stderr}")
@@ -161,7 +165,7 @@ def main():
     old_name, new_name = args.labels.split(",")
     res = {}
     for name, root in ((old_name, args.old), (new_name, args.new)):
-        pred, tok = pair_dirs(root)
+        pred, tok = pair_dirs(root, cfg)
         res[name] = dict(dirs=[pred, tok],
                          val=val_losses(args.kronos, args.config, pred, tok, args.val_windows),
                          forecasts=forecast_figures(pred, tok, files, train_ratio, args.threads))

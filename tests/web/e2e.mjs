@@ -286,7 +286,7 @@ async function batchAndNarrative({ browser, tmp, local, watch, noLlmOrigin }) {
         !/not analysed: .*(rows|bars|short)/i.test(table[4].cells[2])) fail(`ranking: ${JSON.stringify(table)}`);
     for (const r of ok) {
       if (!/^\d{1,3}% ± \d+ pp$/.test(r.cells[2]) || !/^[+-]?\d+\.\d\d% ± \d+\.\d\d%p10–p90 /.test(r.cells[3]) ||
-          !/^VaR \d+\.\d\d% · ES \d+\.\d\d%$/.test(r.cells[4])) fail(`a ranking row without its uncertainty: ${JSON.stringify(r)}`);
+          !/^VaR -?\d+\.\d\d% · ES -?\d+\.\d\d%$/.test(r.cells[4])) fail(`a ranking row without its uncertainty: ${JSON.stringify(r)}`);
     }
     // The server's order: 5m, then 1h, then 1d (shortest bars first).
     if (!/· 5m$/.test(table[0].cells[1]) || !/· 1h$/.test(table[1].cells[1])) fail(`ranking order: ${JSON.stringify(table.map((r) => r.cells[1]))}`);
