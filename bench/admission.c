@@ -27,7 +27,7 @@
 #include "engine/generate.h"
 #include "kernels/kernels.h"
 #include "kronos.h"
-#include "market/candles.h"
+#include "series/candles.h"
 
 enum { SMALL = 0, LARGE = 1 };
 static const char *const k_class[2] = { "small", "large" };
@@ -237,7 +237,7 @@ int main(int argc, char **argv) {
         kr_forecast_params p = kr_forecast_default_params();
         p.paths = sh[s].paths;
         p.pred_len = sh[s].pred_len;
-        peak[s] = kr_gen_kv_peak_bytes(&probe->eng, sh[s].lookback, &p, 0);
+        peak[s] = kr_seq_kv_peak_bytes(&probe->eng, sh[s].lookback, &p, 0);
     }
     kr_context_free(probe);
     size_t budget = (size_t)(budget_large * (double)peak[LARGE]);

@@ -25,8 +25,8 @@
 #include "base/threadpool.h"
 #include "base/timeutil.h"
 #include "kronos.h"
-#include "market/candles.h"
-#include "market/store.h"
+#include "series/candles.h"
+#include "store/store.h"
 #include "server/server.h"
 
 typedef struct reply {

@@ -32,7 +32,7 @@
 #include "base/timeutil.h"
 #include "bench_model.h"
 #include "kronos.h"
-#include "market/candles.h"
+#include "series/candles.h"
 
 #define MAX_FILES 16
 #define N_AGES 4

@@ -20,7 +20,7 @@
 #include <string.h>
 
 #include "base/timeutil.h"
-#include "market/store.h"
+#include "store/store.h"
 
 static kr_candles *make(int64_t start, int64_t n, double base) {
     kr_candles *c = calloc(1, sizeof *c);

@@ -51,7 +51,7 @@
 
 #include "base/timeutil.h"
 #include "kronos.h"
-#include "market/candles.h"
+#include "series/candles.h"
 #include "server/server.h"
 
 #define MAX_RATES 16

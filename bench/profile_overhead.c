@@ -15,7 +15,7 @@
 #include "base/timeutil.h"
 #include "kernels/kernels.h"
 #include "kronos.h"
-#include "market/candles.h"
+#include "series/candles.h"
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;

@@ -33,7 +33,7 @@
 #include "kernels/kernels.h"
 #include "bench_model.h"
 #include "kronos.h"
-#include "market/candles.h"
+#include "series/candles.h"
 #include "model/weights.h"
 
 #define MAX_FILES 8

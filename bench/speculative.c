@@ -33,7 +33,7 @@
 #include "kernels/kernels.h"
 #include "bench_model.h"
 #include "kronos.h"
-#include "market/candles.h"
+#include "series/candles.h"
 #include "model/model.h"
 #include "model/predictor.h"
 #include "model/sampling.h"
@@ -71,7 +71,7 @@ static kr_status forward_rows(const kr_engine *eng, const kr_predictor_weights *
     kr_chunk ch = { .n = n, .pos0 = from, .out = kv, .out_start = from };
     if (from > 0) ch.past[ch.n_past++] = (kr_kv_ref){ kv, 0, from };
     return kr_predictor_forward(pw, &eng->ex, &ch, 1, s1 + from, s2 + from,
-                                stamps + (size_t)from * 5, ctx, err);
+                                stamps + (size_t)from * 5, NULL, ctx, err);
 }
 
 typedef struct sampler {

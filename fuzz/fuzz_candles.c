@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/analyst_request.h"
+#include "common/candles_json.h"
 
 #define CHECK(cond)           \
     do {                      \

@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "market/calendar.h"
-#include "market/candles.h"
+#include "series/calendar.h"
+#include "series/candles.h"
 
 /* A violated invariant must stop the fuzzer with a reproducer; abort() is fine in a harness. */
 #define CHECK(cond)           \

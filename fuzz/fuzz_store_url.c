@@ -24,7 +24,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "market/store_backend.h"
+#include "store/store_backend.h"
 
 #define CHECK(cond)           \
     do {                      \

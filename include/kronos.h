@@ -57,9 +57,9 @@ extern "C" {
 /* ---------------------------------------------------------------- version */
 
 #define KRONOS_VERSION_MAJOR 0
-#define KRONOS_VERSION_MINOR 2
+#define KRONOS_VERSION_MINOR 3
 #define KRONOS_VERSION_PATCH 0
-#define KRONOS_VERSION "0.2.0"
+#define KRONOS_VERSION "0.3.0"
 /* Encoded as major * 10000 + minor * 100 + patch, for #if comparisons. */
 #define KRONOS_VERSION_NUMBER \
     (KRONOS_VERSION_MAJOR * 10000 + KRONOS_VERSION_MINOR * 100 + KRONOS_VERSION_PATCH)
@@ -67,18 +67,6 @@ extern "C" {
 /* The library's version string (the one it was built as; may differ from KRONOS_VERSION of
  * the header a program was compiled with). */
 KR_API const char *kr_version(void);
-
-/* What this library is (`kronos version`): all strings static. */
-typedef struct kr_build_info {
-    const char *version; /* kr_version() */
-    const char *git_commit; /* the source's commit when it was configured, or "unknown" */
-    const char *build_type; /* CMake's: Release, RelWithDebInfo, Debug, ... */
-    const char *compiler; /* name and version */
-    const char *isa_active; /* the kernels in use now: scalar, avx2, avx512 */
-    const char *isa_supported; /* every row this CPU runs: "scalar avx2 avx512" */
-    const char *libraries; /* linked libraries with their run-time versions */
-} kr_build_info;
-KR_API void kr_get_build_info(kr_build_info *out);
 
 /* ---------------------------------------------------------------- model */
 
@@ -309,10 +297,10 @@ typedef struct kr_request_stats {
 typedef struct kr_event {
     kr_event_kind kind;
     uint64_t id;
-    int index; /* position in a kr_forecast_run_batch* call (0 for kr_submit) */
+    int index; /* position in a kr_forecast_run_batch call (0 for kr_submit) */
     int step, pred_len; /* steps sampled so far, of pred_len */
     /* DONE from kr_submit: the receiver owns it (kr_forecast_free); with no on_event the
-     * engine frees it. DONE forwarded by kr_forecast_run_batch_ex: NULL (the result is
+     * engine frees it. DONE forwarded by kr_forecast_run_batch: NULL (the result is
      * returned in out[index]). */
     kr_forecast *result;
     kr_error error; /* FAILED */
@@ -342,11 +330,11 @@ typedef struct kr_request_params {
      * it (KR_ERR_CANCELLED), e.g. "the client has gone". May be NULL. */
     kr_abort_callback should_abort;
     void *abort_user;
-    /* kr_forecast_run_batch*: when the context's queue is full, wait for room (default 1: a
+    /* kr_forecast_run_batch: when the context's queue is full, wait for room (default 1: a
      * batch larger than the queue is fed as it drains) or fail at once with KR_ERR_BUSY (0:
      * a server answering 429). kr_submit never waits. */
     int wait_for_room;
-    /* kr_forecast_run_batch*: run the series in static batches of at most this many rows
+    /* kr_forecast_run_batch: run the series in static batches of at most this many rows
      * (series x paths; at least one series a batch), each finished before the next is
      * submitted: offline scoring with bounded memory (kr_static_batch_series tells the
      * series per batch). 0 (default): submit every series at once. */
@@ -356,6 +344,9 @@ typedef struct kr_request_params {
      * jobs fill one static batch, whatever the time-of-day profile says); 0: the context's.
      * 0 .. 60000. */
     int batch_wait_ms;
+    /* kronos' own tests and benchmarks only (engine/sequence.h: naive recomputation, an
+     * observer of every sampled token); NULL for every other caller. */
+    const struct kr_seq_options *seq_options;
 } kr_request_params;
 
 /* The offline commands' static batch size (kronos forecast / analyze --batch-size, the
@@ -397,19 +388,16 @@ KR_API kr_status kr_forecast_run(kr_context *ctx, const kr_series *series,
 
 /* Several independent series (batch / backtest mode), any mix of lengths, batched together;
  * out[i] receives series i, equal to what kr_forecast_run gives for it. Errors name the
- * series ("series 3: row 17, field 'close': ..."); on an error no result is returned. */
+ * series ("series 3: row 17, field 'close': ..."); on an error no result is returned.
+ * request (NULL: kr_request_default_params()) gives one deadline for the whole batch, a
+ * priority, an abort check and progress events (event.index = the series); the first failure
+ * cancels the rest. request->on_event receives every event of every series, DONE with
+ * event.result NULL: the results are out[]'s alone (freed by the call itself when the batch
+ * fails). (Until 0.3 the call with request was kr_forecast_run_batch_ex.) */
 KR_API kr_status kr_forecast_run_batch(kr_context *ctx, const kr_series *series, int n_series,
-                                       const kr_forecast_params *params, kr_forecast **out,
+                                       const kr_forecast_params *params,
+                                       const kr_request_params *request, kr_forecast **out,
                                        kr_error *err);
-
-/* The same with request parameters: one deadline for the whole batch, a priority, an abort
- * check and progress events (event.index = the series). The first failure cancels the rest.
- * request->on_event receives every event of every series, DONE with event.result NULL: the
- * results are out[]'s alone (freed by the call itself when the batch fails). */
-KR_API kr_status kr_forecast_run_batch_ex(kr_context *ctx, const kr_series *series, int n_series,
-                                          const kr_forecast_params *params,
-                                          const kr_request_params *request, kr_forecast **out,
-                                          kr_error *err);
 
 /* ---------------------------------------------------------------- results */
 
@@ -555,25 +543,11 @@ KR_API kr_status kr_context_metrics(kr_context *ctx, char **out, kr_error *err);
 
 /* ---------------------------------------------------------------- quantisation */
 
-/* Quantises every Linear of an f32 model in place to fmt ("bf16", "int8", "fp8", "q4";
- * q4 group 32 or 64, <= 0: 32). With calibration series (n_calib > 0) the model first
- * forecasts each of them (on a temporary context of n_threads) while recording every Linear's
- * inputs, then chooses per Linear the smoothing factors (int8, SmoothQuant-style) or
- * activation-aware channel scales (q4, AWQ-style) that minimise the Linear's output error on
- * the recorded inputs (no scaling is one of the candidates, so calibration never does worse
- * on them than round-to-nearest).
- * Load-time only: the model must have no context (it changes the weights); while one exists
- * the call fails with KR_ERR_INVALID_ARG saying how many (free them first). n_calib < 0 is
- * KR_ERR_INVALID_ARG. */
-KR_API kr_status kr_model_quantize(kr_model *model, const char *fmt, int group,
-                                   const kr_series *calib, int n_calib, int n_threads,
-                                   kr_error *err);
-
-/* kr_model_quantize with the method chosen (kr_quantize_default_params, then set fmt). */
+/* How kr_model_quantize quantises (kr_quantize_default_params, then set fmt). */
 typedef struct kr_quantize_params {
     const char *fmt; /* "bf16", "int8", "fp8", "q4" (required) */
-    /* NULL or "auto": as kr_model_quantize (calibrated: smoothquant for int8, awq for q4;
-     * otherwise rtn). "rtn": round-to-nearest, calibration series unused. "awq": q4,
+    /* NULL or "auto": calibrated (n_calib > 0): smoothquant for int8, awq for q4; otherwise
+     * rtn. "rtn": round-to-nearest, calibration series unused. "awq": q4,
      * "smoothquant": int8 (as above). "gptq": q4 or int8, GPTQ second-order error
      * compensation from every calibration row's inputs (XᵀX per Linear). awq, smoothquant and
      * gptq need calibration series. */
@@ -583,14 +557,22 @@ typedef struct kr_quantize_params {
     double gptq_damp; /* GPTQ: added to XᵀX's diagonal, as a fraction of its mean (0.01) */
 } kr_quantize_params;
 KR_API kr_quantize_params kr_quantize_default_params(void);
-KR_API kr_status kr_model_quantize_with(kr_model *model, const kr_quantize_params *params,
-                                        const kr_series *calib, int n_calib, kr_error *err);
-/* Quantising at load is worth a note when it cost more than 5 % of the forecasts it served
- * (forecast_seconds): writes one into buf ("quantising to int8 at load took 0.17 s, 15 % of
- * this forecast: run `kronos quantize --quant int8 --out DIR` once and load DIR") and returns
- * 1; else returns 0 and leaves buf alone. */
-KR_API int kr_quantize_at_load_note(const kr_model_info *mi, double forecast_seconds, char *buf,
-                                    size_t size);
+
+/* A new model: src's checkpoint with every Linear quantised to params->fmt ("bf16", "int8",
+ * "fp8", "q4"; q4 group 32 or 64, <= 0: 32). src is not changed: contexts may keep running on
+ * it meanwhile, and it must be freed on its own (kr_model_free). The new model reads src's
+ * checkpoint files again (mapped, so sharing their pages with src): they must still be there.
+ * With calibration series (n_calib > 0) the new model first forecasts each of them (on a
+ * temporary context of params->n_threads) while recording every Linear's inputs, then chooses
+ * per Linear the smoothing factors (int8, SmoothQuant-style) or activation-aware channel scales
+ * (q4, AWQ-style) that minimise the Linear's output error on the recorded inputs (no scaling
+ * is one of the candidates, so calibration never does worse on them than round-to-nearest), or
+ * compensates each Linear's rounding by GPTQ. KR_ERR_INVALID_ARG for a src already quantised,
+ * a bad format, group or method, or n_calib < 0. Caller owns *out (kr_model_free). (Until 0.3
+ * kr_model_quantize changed its model in place and refused while contexts lived on it.) */
+KR_API kr_status kr_model_quantize(const kr_model *src, const kr_quantize_params *params,
+                                   const kr_series *calib, int n_calib, kr_model **out,
+                                   kr_error *err);
 /* Writes a quantised model as out_dir/predictor and out_dir/tokenizer (config.json +
  * model.safetensors) that kr_model_load maps without converting anything. Both are written into
  * a staging directory inside out_dir and moved into place when complete: whenever the process

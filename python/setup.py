@@ -1,4 +1,5 @@
-"""Installs the kronos package; bundles libkronos.so.0 next to it when one is found.
+"""Installs the kronos package; bundles libkronos.so.0 (and libkronos-tools.so.0 beside it, for
+kronos.finetune and kronos.backtest) next to it when one is found.
 
 Offline, with Debian's python3-setuptools:  python3 -m pip install --no-build-isolation ./python
 The library bundled is $KRONOS_LIBRARY if set, else the source tree's build/release/lib/
@@ -44,6 +45,12 @@ class BuildPy(build_py):
             dest = os.path.join(self.build_lib, "kronos", "libkronos.so.0")
             shutil.copyfile(os.path.realpath(lib), dest)
             print(f"kronos: bundled {lib}")
+            # The libraries on top (fine-tuning, backtest), when built beside it.
+            tools = os.path.join(os.path.dirname(lib), "libkronos-tools.so.0")
+            if os.path.exists(tools):
+                shutil.copyfile(os.path.realpath(tools),
+                                os.path.join(self.build_lib, "kronos", "libkronos-tools.so.0"))
+                print(f"kronos: bundled {tools}")
         else:
             print("kronos: no libkronos.so.0 bundled; the system loader path will be used")
 
@@ -80,7 +87,7 @@ def _scratch():
 
 setup(
     name="kronos",
-    version="0.2.0",
+    version="0.3.0",
     description="Kronos K-line forecasting on the kronos C engine (official KronosPredictor API)",
     packages=["kronos"],
     python_requires=">=3.9",

@@ -1,6 +1,6 @@
 // Regenerates data/calendars/{nyse,sse,hkex}.json (crypto.json is written by hand: 24/7, no
 // holidays). Not part of the build: the JSON files are committed, compiled into the library
-// (src/market/CMakeLists.txt) and installed, where the library reads them again at run time
+// (src/series/CMakeLists.txt) and installed, where the library reads them again at run time
 // (data/calendars/README.md). Run it when a new year's exchange
 // holidays are announced, check the diff against the exchange's notice, and commit:
 //

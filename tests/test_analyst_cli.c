@@ -15,7 +15,7 @@
 
 #include "test_support.h"
 
-static char *g_tmp;
+static const char *g_tmp; /* kr_test_dir() */
 static char g_db[1200];
 
 typedef kr_test_run run_result;
@@ -42,7 +42,7 @@ static void expect_fail(const char *args, int code, const char *needle1, const c
 
 static int setup(void **state) {
     (void)state;
-    g_tmp = kr_test_tmpdir();
+    g_tmp = kr_test_dir();
     if (!g_tmp) return -1;
     snprintf(g_db, sizeof g_db, "%s/sub/dir/k.db", g_tmp); /* parent directories get created */
     return 0;
@@ -50,7 +50,6 @@ static int setup(void **state) {
 
 static int teardown(void **state) {
     (void)state;
-    free(g_tmp);
     return 0;
 }
 

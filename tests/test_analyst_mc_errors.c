@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "analyst/paths.h"
+#include "engine/path_set.h"
 #include "analyst/report.h"
 #include "base/rng.h"
 #include "test_support.h"

@@ -38,7 +38,7 @@
 #include "analyst/narrative.h"
 #include "analyst/render.h"
 #include "base/timeutil.h"
-#include "market/candles.h"
+#include "series/candles.h"
 
 #define MODEL_DIR KR_SOURCE_DIR "/models/kronos-demo"
 #define TEST_MODEL "stand-in-llm"
@@ -266,7 +266,7 @@ static kr_model *g_model;
 static kr_context *g_ctx; /* forecasts and analyses in the test itself */
 static kr_candles *g_aapl, *g_msft;
 static kr_report_set *g_set; /* AAPL, MSFT: 5 bars, 8 paths, seed 3 */
-static char *g_tmp;
+static const char *g_tmp; /* kr_test_dir() */
 static char g_db[1200];
 
 static kr_candles *read_csv(const char *path) {
@@ -341,7 +341,7 @@ static int setup(void **state) {
         fprintf(stderr, "%s\n", err.message);
         return -1;
     }
-    g_tmp = kr_test_tmpdir();
+    g_tmp = kr_test_dir();
     if (!g_tmp) return -1;
     snprintf(g_db, sizeof g_db, "%s/k.db", g_tmp);
     return 0;
@@ -357,7 +357,6 @@ static int teardown(void **state) {
     kr_model_free(g_model);
     kr_candles_free(g_aapl);
     kr_candles_free(g_msft);
-    free(g_tmp);
     return 0;
 }
 

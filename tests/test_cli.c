@@ -14,7 +14,7 @@
 
 #include "test_support.h"
 
-static char *g_tmp;
+static const char *g_tmp; /* kr_test_dir() */
 
 typedef kr_test_run run_result;
 
@@ -48,13 +48,12 @@ static char *daily_csv(int n) {
 
 static int setup(void **state) {
     (void)state;
-    g_tmp = kr_test_tmpdir();
+    g_tmp = kr_test_dir();
     return g_tmp ? 0 : -1;
 }
 
 static int teardown(void **state) {
     (void)state;
-    free(g_tmp);
     return 0;
 }
 

@@ -16,7 +16,7 @@
 
 #include "test_support.h"
 
-static char *g_tmp;
+static const char *g_tmp;
 
 static const kr_test_run *kronos(const char *args) { return kr_test_kronos(g_tmp, "", args); }
 
@@ -267,14 +267,12 @@ static void test_small_frictions(void **state) {
 
 static int setup(void **state) {
     (void)state;
-    g_tmp = kr_test_tmpdir();
+    g_tmp = kr_test_fresh_dir();
     return g_tmp ? 0 : -1;
 }
 
 static int teardown(void **state) {
     (void)state;
-    kr_test_remove_tree(g_tmp);
-    free(g_tmp);
     return 0;
 }
 

@@ -42,7 +42,7 @@ static void write_series(const char *path, int rows) {
 }
 
 typedef struct env {
-    char *dir;
+    const char *dir;
     char csv[600];
     char model[600]; /* tiny predictor + tokenizer */
     char common[2400]; /* flags every run shares */
@@ -50,7 +50,7 @@ typedef struct env {
 
 static env *setup_env(void) {
     env *e = calloc(1, sizeof *e);
-    e->dir = kr_test_tmpdir();
+    e->dir = kr_test_fresh_dir();
     snprintf(e->csv, sizeof e->csv, "%s/series.csv", e->dir);
     write_series(e->csv, 24 * 40);
     snprintf(e->model, sizeof e->model, "%s", kr_test_fixture("tiny"));
@@ -61,11 +61,7 @@ static env *setup_env(void) {
     return e;
 }
 
-static void free_env(env *e) {
-    kr_test_remove_tree(e->dir);
-    free(e->dir);
-    free(e);
-}
+static void free_env(env *e) { free(e); }
 
 static int exists(const char *path) {
     struct stat sb;

@@ -16,7 +16,7 @@
 
 #include "test_support.h"
 
-static char *g_tmp;
+static const char *g_tmp; /* kr_test_dir() */
 
 static const kr_test_run *kronos(const char *args) { return kr_test_kronos(g_tmp, "", args); }
 
@@ -29,13 +29,12 @@ static int kr_mkdir_p_test(const char *path) {
 
 static int setup(void **state) {
     (void)state;
-    g_tmp = kr_test_tmpdir();
+    g_tmp = kr_test_dir();
     return g_tmp ? 0 : -1;
 }
 
 static int teardown(void **state) {
     (void)state;
-    free(g_tmp);
     return 0;
 }
 

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "engine/forecast_internal.h"
-#include "market/candles.h"
+#include "series/candles.h"
 #include "model/normalize.h"
 #include "model/weights.h"
 #include "engine_helpers.h"
@@ -31,14 +31,13 @@ static kr_series slice(int64_t start, int64_t n) { return kr_candles_slice(g_can
 
 static int setup(void **state) {
     (void)state;
-    char *dir = kr_test_tmpdir();
+    const char *dir = kr_test_fresh_dir();
     kr_error err = { 0 };
     if (!dir || kr_model_write_random(kr_random_shape_find("tiny"), 7, dir, &err) != KR_OK) {
         fprintf(stderr, "gen-random: %s\n", err.message);
         return -1;
     }
     snprintf(g_tiny_dir, sizeof g_tiny_dir, "%s", dir);
-    free(dir);
     if (kr_candles_read_csv(kr_test_fixture("regression_input.csv"), &g_candles, &err) != KR_OK) {
         fprintf(stderr, "%s\n", err.message);
         return -1;
@@ -53,7 +52,7 @@ static int teardown(void **state) {
 }
 
 static kr_forecast *run(kr_context *ctx, kr_series s, const kr_forecast_params *p, int naive) {
-    kr_gen_options opt = { .naive = naive };
+    kr_seq_options opt = { .naive = naive };
     return kr_test_run_opt(ctx, &s, p, &opt);
 }
 
@@ -87,7 +86,7 @@ static void digest_step(void *user, int group, int path, int step, const float *
 
 static kr_forecast *run_digest(kr_context *ctx, kr_series s, const kr_forecast_params *p, int naive,
                                logit_digests *d) {
-    kr_gen_options opt = { .naive = naive, .observer = digest_step, .observer_user = d };
+    kr_seq_options opt = { .naive = naive, .observer = digest_step, .observer_user = d };
     return kr_test_run_opt(ctx, &s, p, &opt);
 }
 
@@ -233,7 +232,7 @@ static void test_batch_invariance(void **state) {
     kr_series batch[3] = { slice(100, 50), slice(700, 70), slice(1500, 33) };
     kr_forecast *together[3] = { 0 };
     kr_error err = { 0 };
-    assert_int_equal(kr_forecast_run_batch(E.ctx, batch, 3, &p, together, &err), KR_OK);
+    assert_int_equal(kr_forecast_run_batch(E.ctx, batch, 3, &p, NULL, together, &err), KR_OK);
     for (int i = 0; i < 3; i++) {
         kr_forecast *alone = run(E.ctx, batch[i], &p, 0);
         expect_same(alone, together[i], "alone vs batched");
@@ -268,48 +267,67 @@ static void test_rolling_window(void **state) {
     kr_test_engine_free(&E);
 }
 
+/* The forecast is refused with `want`, a message holding needle, and err.field naming the
+ * parameter or input at fault (field "": none), which a server answers 400 with. */
 static void expect_error(kr_context *ctx, kr_series s, kr_forecast_params p, kr_status want,
-                         const char *needle) {
+                         const char *needle, const char *field) {
     kr_forecast *f = NULL;
     kr_error err = { 0 };
     kr_status st = kr_forecast_run(ctx, &s, &p, &f, &err);
     if (st != want || !strstr(err.message, needle))
         fail_msg("expected status %d with '%s', got %d: %s", want, needle, st, err.message);
+    if (strcmp(err.field, field) != 0)
+        fail_msg("'%s': field '%s', expected '%s'", err.message, err.field, field);
     assert_null(f);
 }
 
+/* One bad parameter at a time: each is refused, its message and its field naming it. */
 static void test_bad_requests(void **state) {
     (void)state;
     kr_test_engine E = load_dirs(g_tiny_dir);
     kr_forecast_params p = kr_forecast_default_params();
     p.pred_len = 4;
     kr_series s = slice(0, 30);
-    kr_forecast_params q = p;
-    q.pred_len = 0;
-    expect_error(E.ctx, s, q, KR_ERR_INVALID_ARG, "pred_len");
-    q = p;
-    q.pred_len = 600;
-    expect_error(E.ctx, s, q, KR_ERR_INVALID_ARG, "pred_len");
-    q = p;
-    q.paths = 0;
-    expect_error(E.ctx, s, q, KR_ERR_INVALID_ARG, "paths");
-    q = p;
-    q.temperature = 0;
-    expect_error(E.ctx, s, q, KR_ERR_INVALID_ARG, "temperature");
-    q = p;
-    q.top_p = 0;
-    expect_error(E.ctx, s, q, KR_ERR_INVALID_ARG, "top_p");
-    q = p;
-    q.lookback = 31;
-    expect_error(E.ctx, s, q, KR_ERR_INVALID_ARG, "lookback");
-    expect_error(E.ctx, slice(0, 1), p, KR_ERR_INVALID_ARG, "too few rows");
+    enum { PRED_LEN, PATHS, TEMPERATURE, TOP_P, TOP_K, LOOKBACK, MAX_CONTEXT };
+    static const struct {
+        int param;
+        double value;
+        const char *field; /* also what the message names */
+    } bad[] = {
+        { PRED_LEN, 0, "pred_len" }, { PRED_LEN, 600, "pred_len" },
+        { PATHS, 0, "paths" },       { TEMPERATURE, 0, "temperature" },
+        { TOP_P, 0, "top_p" },       { TOP_P, 1.5, "top_p" },
+        { TOP_K, -1, "top_k" },      { LOOKBACK, 31, "lookback" },
+        { LOOKBACK, 1, "lookback" }, { MAX_CONTEXT, 0, "max_context" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        kr_forecast_params q = p;
+        switch (bad[i].param) {
+        case PRED_LEN: q.pred_len = (int)bad[i].value; break;
+        case PATHS: q.paths = (int)bad[i].value; break;
+        case TEMPERATURE: q.temperature = (float)bad[i].value; break;
+        case TOP_P: q.top_p = (float)bad[i].value; break;
+        case TOP_K: q.top_k = (int)bad[i].value; break;
+        case LOOKBACK: q.lookback = (int)bad[i].value; break;
+        case MAX_CONTEXT: q.max_context = (int)bad[i].value; break;
+        }
+        expect_error(E.ctx, s, q, KR_ERR_INVALID_ARG, bad[i].field, bad[i].field);
+    }
+    expect_error(E.ctx, slice(0, 1), p, KR_ERR_INVALID_ARG, "too few rows", "candles");
     double vals[3 * 6] = { 1, 1, 1, 1, 1, 1, 1, 1, 1, NAN, 1, 1, 1, 1, 1, 1, 1, 1 };
     int64_t ts[3] = { 0, 60, 120 };
-    kr_series bad = { .n = 3, .timestamps = ts, .values = vals, .has_volume = 1, .has_amount = 1 };
-    expect_error(E.ctx, bad, p, KR_ERR_INVALID_ARG, "row 1, field 'close'");
+    kr_series bad_rows = {
+        .n = 3, .timestamps = ts, .values = vals, .has_volume = 1, .has_amount = 1
+    };
+    expect_error(E.ctx, bad_rows, p, KR_ERR_INVALID_ARG, "row 1, field 'close'", "candles");
     vals[9] = 1;
     ts[2] = 60;
-    expect_error(E.ctx, bad, p, KR_ERR_INVALID_ARG, "row 2: timestamps");
+    expect_error(E.ctx, bad_rows, p, KR_ERR_INVALID_ARG, "row 2: timestamps", "candles");
+    /* Not about one field: nothing named. */
+    kr_error err = { 0 };
+    kr_error_set_field(&err, KR_ERR_INVALID_ARG, "paths", "x");
+    kr_error_set(&err, KR_ERR_IO, "y");
+    assert_string_equal(err.field, "");
     kr_test_engine_free(&E);
 }
 
@@ -405,7 +423,7 @@ static void rewrite_in_place(const char *dir, const char *part) {
 
 static void test_no_mmap_survives_rewrite(void **state) {
     (void)state;
-    char *dir = kr_test_tmpdir();
+    const char *dir = kr_test_fresh_dir();
     kr_error err = { 0 };
     assert_non_null(dir);
     if (kr_model_write_random(kr_random_shape_find("tiny"), 7, dir, &err) != KR_OK)
@@ -438,7 +456,6 @@ static void test_no_mmap_survives_rewrite(void **state) {
     kr_forecast_free(after);
     kr_test_engine_free(&mapped);
     kr_test_engine_free(&read);
-    free(dir);
 }
 
 int main(void) {

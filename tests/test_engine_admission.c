@@ -14,7 +14,7 @@
 #include "engine/context_internal.h"
 #include "engine/forecast_internal.h"
 #include "engine_helpers.h"
-#include "market/candles.h"
+#include "series/candles.h"
 #include "test_support.h"
 
 static kr_model *g_model;
@@ -85,7 +85,7 @@ static job job_make(const kr_context *ctx, int start, int rows, int paths, int p
     j.p.paths = paths;
     j.p.pred_len = pred_len;
     j.p.seed = 7 + (uint64_t)start;
-    j.peak = kr_gen_kv_peak_bytes(&ctx->eng, rows, &j.p, 0);
+    j.peak = kr_seq_kv_peak_bytes(&ctx->eng, rows, &j.p, 0);
     return j;
 }
 
@@ -255,7 +255,7 @@ static void test_backfill_stops_once_the_head_waited_past_its_bound(void **state
     }
     /* A is far from done: the estimate would let `late` in beside it. */
     pthread_mutex_lock(&ctx->lock);
-    assert_true(kr_gen_group_steps(ctx->running[0]->group) + 3 < a.pred_len);
+    assert_true(kr_seq_steps(ctx->running[0]->group) + 3 < a.pred_len);
     pthread_mutex_unlock(&ctx->lock);
     submit(ctx, &late, &wl);
     kr_test_gate_open(&g);

@@ -21,7 +21,7 @@
 #include "base/timeutil.h"
 #include "engine/forecast_internal.h"
 #include "engine_helpers.h"
-#include "market/candles.h"
+#include "series/candles.h"
 #include "test_support.h"
 
 #define KR_COUNTING (!KR_TEST_ASAN)
@@ -280,7 +280,7 @@ static void test_submit_without_callback_frees_result(void **state) {
     kr_series s[N];
     for (int k = 0; k < N; k++) s[k] = kr_candles_slice(g_data, 100, 100);
     kr_forecast *warm[N] = { 0 };
-    assert_int_equal(kr_forecast_run_batch(ctx, s, N, &p, warm, &err), KR_OK);
+    assert_int_equal(kr_forecast_run_batch(ctx, s, N, &p, NULL, warm, &err), KR_OK);
     for (int k = 0; k < N; k++) kr_forecast_free(warm[k]);
 
     memset(g_tracked, 0, sizeof g_tracked);

@@ -23,9 +23,9 @@
 #include "base/timeutil.h"
 #include "engine/context_internal.h"
 #include "engine/forecast_internal.h"
-#include "model/kv_pool.h"
+#include "model/kv_cache.h"
 #include "engine_helpers.h"
-#include "market/candles.h"
+#include "series/candles.h"
 #include "test_support.h"
 
 static kr_model *g_model;
@@ -262,7 +262,7 @@ static void test_tiny_budgets_change_nothing(void **state) {
         kr_series both[2] = { a, b };
         kr_forecast *out[2] = { 0 };
         kr_error err = { 0 };
-        assert_int_equal(kr_forecast_run_batch(ctx, both, 2, &p, out, &err), KR_OK);
+        assert_int_equal(kr_forecast_run_batch(ctx, both, 2, &p, NULL, out, &err), KR_OK);
         expect_same(ra, out[0]);
         expect_same(rb, out[1]);
         kr_context_stats cs;
@@ -514,7 +514,7 @@ static void test_batch_larger_than_queue(void **state) {
     kr_forecast_params p = params_for(1);
     kr_forecast *out[N] = { 0 };
     kr_error err = { 0 };
-    assert_int_equal(kr_forecast_run_batch(ctx, s, N, &p, out, &err), KR_OK);
+    assert_int_equal(kr_forecast_run_batch(ctx, s, N, &p, NULL, out, &err), KR_OK);
     for (int k = 0; k < N; k++) {
         kr_forecast *one = alone(&s[k], &p);
         expect_same(one, out[k]);
@@ -523,7 +523,7 @@ static void test_batch_larger_than_queue(void **state) {
     }
     kr_request_params rp = kr_request_default_params();
     rp.wait_for_room = 0;
-    assert_int_equal(kr_forecast_run_batch_ex(ctx, s, N, &p, &rp, out, &err), KR_ERR_BUSY);
+    assert_int_equal(kr_forecast_run_batch(ctx, s, N, &p, &rp, out, &err), KR_ERR_BUSY);
     for (int k = 0; k < N; k++) assert_null(out[k]);
     /* The refusal names the series the queue had no room for, as kronos.h says batch errors
      * do (it once said only "the request queue is full"). */
@@ -535,7 +535,7 @@ static void test_batch_larger_than_queue(void **state) {
     assert_int_equal(st.waiting, 0);
     /* A bad series in a batch is named, and no result comes back. */
     s[4].n = 1;
-    assert_int_equal(kr_forecast_run_batch(ctx, s, N, &p, out, &err), KR_ERR_INVALID_ARG);
+    assert_int_equal(kr_forecast_run_batch(ctx, s, N, &p, NULL, out, &err), KR_ERR_INVALID_ARG);
     assert_non_null(strstr(err.message, "series 4"));
     kr_context_free(ctx);
 }
@@ -553,7 +553,7 @@ static void *run_context(void *arg) {
     for (int k = 0; k < 4; k++) s[k] = series_for(k + 2);
     kr_forecast_params p = params_for(2);
     kr_error err = { 0 };
-    j->st = kr_forecast_run_batch(ctx, s, 4, &p, j->out, &err);
+    j->st = kr_forecast_run_batch(ctx, s, 4, &p, NULL, j->out, &err);
     kr_context_free(ctx);
     return NULL;
 }
@@ -706,7 +706,7 @@ static void test_stats_and_limits_from_other_threads(void **state) {
     kr_forecast *quiet[N] = { 0 }, *busy[N] = { 0 };
     kr_error err = { 0 };
     kr_context *ref = context_with(4096, 8, 64, 1);
-    assert_int_equal(kr_forecast_run_batch(ref, s, N, &p, quiet, &err), KR_OK);
+    assert_int_equal(kr_forecast_run_batch(ref, s, N, &p, NULL, quiet, &err), KR_OK);
     kr_context_free(ref);
 
     kr_context_params cp = kr_context_default_params();
@@ -724,7 +724,7 @@ static void test_stats_and_limits_from_other_threads(void **state) {
         assert_int_equal(pthread_create(&th[i], NULL, hammer_main, &h[i]), 0);
     }
     for (int rep = 0; rep < 2; rep++) {
-        assert_int_equal(kr_forecast_run_batch(ctx, s, N, &p, busy, &err), KR_OK);
+        assert_int_equal(kr_forecast_run_batch(ctx, s, N, &p, NULL, busy, &err), KR_OK);
         for (int k = 0; k < N; k++) {
             expect_same(quiet[k], busy[k]);
             kr_forecast_free(busy[k]);
@@ -845,7 +845,7 @@ static void count_forwarded(void *user, const kr_event *ev) {
     }
 }
 
-/* kr_forecast_run_batch_ex forwards the events to the caller's on_event, DONE with result
+/* kr_forecast_run_batch forwards the events to the caller's on_event, DONE with result
  * NULL: each result is out[]'s alone, so a callback written for kr_submit ("DONE: the
  * receiver owns it") cannot free what out[] returns. */
 static void test_batch_ex_done_event_has_no_result(void **state) {
@@ -862,7 +862,7 @@ static void test_batch_ex_done_event_has_no_result(void **state) {
     rp.user = &f;
     kr_forecast *out[N] = { 0 };
     kr_error err = { 0 };
-    assert_int_equal(kr_forecast_run_batch_ex(ctx, s, N, &p, &rp, out, &err), KR_OK);
+    assert_int_equal(kr_forecast_run_batch(ctx, s, N, &p, &rp, out, &err), KR_OK);
     assert_int_equal(atomic_load(&f.done), N);
     assert_int_equal(atomic_load(&f.done_with_result), 0);
     assert_true(atomic_load(&f.steps) > 0);
@@ -903,7 +903,7 @@ static void test_refused_requests(void **state) {
     rp.deadline_s = NAN;
     assert_int_equal(kr_submit(ctx, &s, &p, &rp, NULL, &err), KR_ERR_INVALID_ARG);
     assert_non_null(strstr(err.message, "deadline_s"));
-    assert_int_equal(kr_forecast_run_batch_ex(ctx, &s, 1, &p, &rp, &f, &err), KR_ERR_INVALID_ARG);
+    assert_int_equal(kr_forecast_run_batch(ctx, &s, 1, &p, &rp, &f, &err), KR_ERR_INVALID_ARG);
     assert_non_null(strstr(err.message, "deadline_s"));
     assert_null(f);
     /* An offline request's own batch wait, in the context's range. */
@@ -916,7 +916,7 @@ static void test_refused_requests(void **state) {
     }
     rp = kr_request_default_params();
     rp.batch_wait_ms = 1;
-    assert_int_equal(kr_forecast_run_batch_ex(ctx, &s, 1, &p, &rp, &f, &err), KR_OK);
+    assert_int_equal(kr_forecast_run_batch(ctx, &s, 1, &p, &rp, &f, &err), KR_OK);
     kr_forecast_free(f);
     f = NULL;
 
@@ -1047,14 +1047,14 @@ static void test_static_batches(void **state) {
     p.paths = 3;
     kr_forecast *all[N], *chunked[N];
     kr_error err = { 0 };
-    assert_int_equal(kr_forecast_run_batch(ctx, s, N, &p, all, &err), KR_OK);
+    assert_int_equal(kr_forecast_run_batch(ctx, s, N, &p, NULL, all, &err), KR_OK);
     kr_request_params rq = kr_request_default_params();
     rq.static_batch_rows = 6; /* two series of three paths a batch */
     rq.on_event = note_index;
     atomic_store(&g_live, 0);
     atomic_store(&g_live_max, 0);
     atomic_store(&g_max_index, 0);
-    assert_int_equal(kr_forecast_run_batch_ex(ctx, s, N, &p, &rq, chunked, &err), KR_OK);
+    assert_int_equal(kr_forecast_run_batch(ctx, s, N, &p, &rq, chunked, &err), KR_OK);
     assert_int_equal(atomic_load(&g_live_max), 2);
     assert_int_equal(atomic_load(&g_max_index), N - 1);
     for (int k = 0; k < N; k++) {
@@ -1065,7 +1065,7 @@ static void test_static_batches(void **state) {
     /* A bad series in the third batch: the error names it, nothing is returned. */
     s[5].n = 1;
     rq.on_event = NULL;
-    assert_int_not_equal(kr_forecast_run_batch_ex(ctx, s, N, &p, &rq, chunked, &err), KR_OK);
+    assert_int_not_equal(kr_forecast_run_batch(ctx, s, N, &p, &rq, chunked, &err), KR_OK);
     assert_non_null(strstr(err.message, "series 5"));
     for (int k = 0; k < N; k++) assert_null(chunked[k]);
     kr_context_free(ctx);
@@ -1314,7 +1314,7 @@ static void *run_batch_thread(void *arg) {
     kr_series ser[3] = { series_for(0), series_for(1), series_for(2) };
     kr_forecast_params p = params_for(0);
     kr_error err = { 0 };
-    g_batch_status = kr_forecast_run_batch(g_batch_ctx, ser, 3, &p, out, &err);
+    g_batch_status = kr_forecast_run_batch(g_batch_ctx, ser, 3, &p, NULL, out, &err);
     return NULL;
 }
 
@@ -1446,7 +1446,7 @@ static void test_kv_budget_holds(void **state) {
     assert_null(f);
     kr_series two[2] = { first, first };
     kr_forecast *out[2] = { 0 };
-    assert_int_equal(kr_forecast_run_batch(ctx, two, 2, &big, out, &err), KR_ERR_INVALID_ARG);
+    assert_int_equal(kr_forecast_run_batch(ctx, two, 2, &big, NULL, out, &err), KR_ERR_INVALID_ARG);
     assert_non_null(strstr(err.message, "series 0: the forecast needs"));
     assert_null(out[0]);
     kr_context_free(ctx);
@@ -1536,8 +1536,7 @@ static void test_batch_failing_while_submitting(void **state) {
         rp.should_abort = kr_abort_flag;
         rp.abort_user = &g_abort_now;
         kr_error err = { 0 };
-        assert_int_equal(kr_forecast_run_batch_ex(ctx, s, N, &fp, &rp, out, &err),
-                         KR_ERR_CANCELLED);
+        assert_int_equal(kr_forecast_run_batch(ctx, s, N, &fp, &rp, out, &err), KR_ERR_CANCELLED);
         for (int i = 0; i < N; i++) assert_null(out[i]);
     }
     kr_context_stats st;

@@ -14,7 +14,7 @@
 #include "base/threadpool.h"
 #include "engine/forecast_internal.h"
 #include "kernels/quant.h"
-#include "market/candles.h"
+#include "series/candles.h"
 #include "model/attention_plan.h"
 #include "model/model.h"
 #include "model/weights.h"
@@ -28,15 +28,13 @@ static kr_candles *g_candles;
 
 static int setup(void **state) {
     (void)state;
-    char *dir = kr_test_tmpdir();
+    const char *dir = kr_test_fresh_dir();
     kr_error err = { 0 };
     if (!dir || kr_model_write_random(kr_random_shape_find("tiny"), 7, dir, &err) != KR_OK) {
         fprintf(stderr, "gen-random: %s\n", err.message);
-        free(dir);
         return -1;
     }
     snprintf(g_tiny_dir, sizeof g_tiny_dir, "%s", dir);
-    free(dir);
     snprintf(g_demo_dir, sizeof g_demo_dir, "%s/models/kronos-demo", KR_SOURCE_DIR);
     if (kr_candles_read_csv(kr_test_fixture("regression_input.csv"), &g_candles, &err) != KR_OK) {
         fprintf(stderr, "%s\n", err.message);
@@ -247,7 +245,7 @@ static void test_attention_reads_dequantised(void **state) {
 /* ---------------------------------------------------------------- forecasts */
 
 static kr_forecast *run(kr_context *ctx, kr_series s, const kr_forecast_params *p,
-                        const kr_gen_options *opt) {
+                        const kr_seq_options *opt) {
     return kr_test_run_opt(ctx, &s, p, opt);
 }
 
@@ -282,7 +280,7 @@ static void cached_equals_naive(const char *root, int max_context) {
             p.temperature = 1.0f;
             p.top_p = 0.95f;
             kr_series s = kr_candles_slice(g_candles, 300, cases[c][0] + 5);
-            kr_gen_options cached = { 0 }, naive = { .naive = 1 };
+            kr_seq_options cached = { 0 }, naive = { .naive = 1 };
             kr_forecast *a = run(E.ctx, s, &p, &cached), *b = run(E.ctx, s, &p, &naive);
             char what[256];
             snprintf(what, sizeof what, "%s kv %s lookback %d pred_len %d ctx %d", root,
@@ -357,7 +355,7 @@ static void test_close_to_f32_demo(void **state) {
         kr_context_stats cs;
         kr_context_get_stats(E.ctx, &cs);
         assert_string_equal(cs.kv_dtype, k_dtypes[t]);
-        kr_gen_options opt = { .observer = observe, .observer_user = &fs[t] };
+        kr_seq_options opt = { .observer = observe, .observer_user = &fs[t] };
         f[t] = run(E.ctx, s, &p, &opt);
         assert_true(fs[t].have);
         kr_forecast_get_stats(f[t], &st[t]);

@@ -13,7 +13,7 @@
 
 #include "engine/generate.h"
 #include "engine/prefix_cache.h"
-#include "model/kv_pool.h"
+#include "model/kv_cache.h"
 #include "model/weights.h"
 #include "test_support.h"
 
@@ -27,14 +27,13 @@ static float g_x[LONG_L * 6], g_stamps[(LONG_L + P) * 5];
 
 static int setup(void **state) {
     (void)state;
-    char *dir = kr_test_tmpdir();
+    const char *dir = kr_test_fresh_dir();
     kr_error err = { 0 };
     if (!dir || kr_model_write_random(kr_random_shape_find("tiny"), 11, dir, &err) != KR_OK) {
         fprintf(stderr, "gen-random: %s\n", err.message);
         return -1;
     }
     snprintf(g_tiny_dir, sizeof g_tiny_dir, "%s", dir);
-    free(dir);
     uint64_t r = 0x9e3779b97f4a7c15ull;
     for (int i = 0; i < LONG_L * 6; i++) {
         r ^= r << 13, r ^= r >> 7, r ^= r << 17;
@@ -64,7 +63,7 @@ static kr_model *load(void) {
 typedef struct result {
     int32_t hist_s1[LONG_L], hist_s2[LONG_L], gen_s1[PATHS * P], gen_s2[PATHS * P];
     float pred[PATHS * P * 6];
-    kr_gen_output out;
+    kr_seq_output out;
     size_t kv_first_step; /* what the group was charged after its first step */
     size_t kv_after_evict; /* ... and after the cache was emptied then (evict_cache) */
 } result;
@@ -88,14 +87,14 @@ static void run_group_ex(kr_model *m, int L, kr_prefix_cache *cache, int64_t ste
     /* The stamps of the future follow the history directly. */
     static float stamps[(LONG_L + P) * 5];
     memcpy(stamps, g_stamps, (size_t)(L + P) * 5 * sizeof(float));
-    kr_gen_input in = { .L = L, .x_norm = g_x, .stamps = stamps, .seed = 99 };
+    kr_seq_input in = { .hist_len = L, .x_norm = g_x, .stamps = stamps, .seed = 99 };
     kr_forecast_params p = kr_forecast_default_params();
     p.pred_len = P;
     p.paths = PATHS;
     p.max_context = 256;
-    kr_gen_group *g = NULL;
+    kr_seq *g = NULL;
     kr_error err = { 0 };
-    assert_int_equal(kr_gen_group_create(&eng, &in, &res->out, &p, NULL, &g, &err), KR_OK);
+    assert_int_equal(kr_seq_create(&eng, &in, &res->out, &p, NULL, &g, &err), KR_OK);
     kr_prefix_hooks hooks;
     if (cache) {
         hooks = kr_prefix_cache_hooks(cache);
@@ -103,16 +102,16 @@ static void run_group_ex(kr_model *m, int L, kr_prefix_cache *cache, int64_t ste
         hooks.dec_lookup = NULL;
         hooks.dec_publish = NULL;
     }
-    for (int steps = 0; !kr_gen_group_done(g); steps++) {
-        if (kr_gen_step(&eng, &g, &step_rows, 1, cache ? &hooks : NULL, &err) != KR_OK)
+    for (int steps = 0; !kr_seq_done(g); steps++) {
+        if (kr_generate_step(&eng, &g, &step_rows, 1, cache ? &hooks : NULL, &err) != KR_OK)
             fail_msg("step: %s", err.message);
-        if (steps == 0) res->kv_first_step = kr_gen_group_kv_bytes(g);
+        if (steps == 0) res->kv_first_step = kr_seq_kv_bytes(g);
         if (steps == 0 && evict_cache) {
             kr_prefix_cache_evict(cache, SIZE_MAX);
-            res->kv_after_evict = kr_gen_group_kv_bytes(g);
+            res->kv_after_evict = kr_seq_kv_bytes(g);
         }
     }
-    kr_gen_group_free(g);
+    kr_seq_free(g);
 }
 
 static void run_group(kr_model *m, int L, kr_prefix_cache *cache, int64_t step_rows, result *res) {

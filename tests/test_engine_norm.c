@@ -12,7 +12,7 @@
 
 #include "engine/norm_anchor.h"
 #include "engine_helpers.h"
-#include "market/candles.h"
+#include "series/candles.h"
 #include "test_support.h"
 
 static kr_model *g_model;

@@ -14,7 +14,7 @@
 #include "engine/profile.h"
 #include "engine_helpers.h"
 #include "kronos/forecast_json.h"
-#include "market/candles.h"
+#include "series/candles.h"
 #include "test_support.h"
 
 static kr_model *g_model;
@@ -189,32 +189,11 @@ static void test_off_changes_no_number(void **state) {
     kr_context_free(off);
 }
 
-/* Quantising at load earns a note past 5 % of the forecast, naming the command that avoids it;
- * a checkpoint quantised beforehand (quant_seconds 0) never does. */
-static void test_quantize_at_load_note(void **state) {
-    (void)state;
-    kr_model_info mi;
-    memset(&mi, 0, sizeof mi);
-    snprintf(mi.quant, sizeof mi.quant, "int8");
-    char buf[512] = "untouched";
-    mi.quant_seconds = 0.17;
-    assert_int_equal(kr_quantize_at_load_note(&mi, 1.0, buf, sizeof buf), 1);
-    assert_non_null(strstr(buf, "kronos quantize --quant int8 --out DIR"));
-    assert_non_null(strstr(buf, "17 %"));
-    snprintf(buf, sizeof buf, "untouched");
-    mi.quant_seconds = 0.04;
-    assert_int_equal(kr_quantize_at_load_note(&mi, 1.0, buf, sizeof buf), 0);
-    mi.quant_seconds = 0;
-    assert_int_equal(kr_quantize_at_load_note(&mi, 0.001, buf, sizeof buf), 0);
-    assert_string_equal(buf, "untouched");
-}
-
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gemm_flops_counted_exactly),
         cmocka_unit_test(test_rerun_view_in_exact_mode),
         cmocka_unit_test(test_off_changes_no_number),
-        cmocka_unit_test(test_quantize_at_load_note),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

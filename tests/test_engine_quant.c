@@ -3,7 +3,7 @@
  * f32 (bounds below were measured with margin, see the comments), keeps the KV-cache ==
  * recomputation property, a calibrated kronos-quantize checkpoint reloads to the same numbers
  * as the in-memory model it was saved from and maps without conversion, and misuse gets clear
- * errors. GPTQ (kr_model_quantize_with, method "gptq") round-trips the same way and is closer
+ * errors. GPTQ (kr_model_quantize, method "gptq") round-trips the same way and is closer
  * to f32 than round-to-nearest in teacher-forced KL.
  */
 #include <dirent.h>
@@ -20,7 +20,7 @@
 #include "engine/forecast_internal.h"
 #include "analyst/fidelity_stats.h"
 #include "engine/teacher.h"
-#include "market/candles.h"
+#include "series/candles.h"
 #include "model/model.h"
 #include "engine_helpers.h"
 #include "test_support.h"
@@ -63,6 +63,27 @@ static kr_model *load_ok(const char *root, const char *quant) {
     return m;
 }
 
+/* *m replaced by its quantised copy (kr_model_quantize leaves its source as it is); on failure
+ * *m stays. The tests below read as "quantise this model". */
+static kr_status quantize_with(kr_model **m, const kr_quantize_params *qp, const kr_series *calib,
+                               int n_calib, kr_error *err) {
+    kr_model *q = NULL;
+    kr_status st = kr_model_quantize(*m, qp, calib, n_calib, &q, err);
+    if (st != KR_OK) return st;
+    kr_model_free(*m);
+    *m = q;
+    return KR_OK;
+}
+
+static kr_status quantize(kr_model **m, const char *fmt, int group, const kr_series *calib,
+                          int n_calib, int n_threads, kr_error *err) {
+    kr_quantize_params qp = kr_quantize_default_params();
+    qp.fmt = fmt;
+    qp.group = group;
+    qp.n_threads = n_threads;
+    return quantize_with(m, &qp, calib, n_calib, err);
+}
+
 static kr_forecast_params params(void) {
     kr_forecast_params p = kr_forecast_default_params();
     p.pred_len = 12;
@@ -75,7 +96,7 @@ static kr_forecast_params params(void) {
 static kr_forecast *forecast(kr_model *m, int64_t end, int naive) {
     kr_series s = kr_candles_slice(g_candles, end - 300, 300);
     kr_forecast_params p = params();
-    kr_gen_options opt = { .naive = naive };
+    kr_seq_options opt = { .naive = naive };
     kr_context *ctx = kr_test_context(m, 0, NULL);
     kr_forecast *f = kr_test_run_opt(ctx, &s, &p, &opt);
     kr_context_free(ctx);
@@ -127,7 +148,7 @@ static void test_threads_do_not_change_quantised(void **state) {
         kr_forecast *f[3];
         for (int t = 0; t < 3; t++) {
             kr_context *ctx = kr_test_context(m, t + 1, NULL);
-            kr_gen_options opt = { 0 };
+            kr_seq_options opt = { 0 };
             f[t] = kr_test_run_opt(ctx, &s, &p, &opt);
             kr_context_free(ctx);
         }
@@ -186,8 +207,8 @@ static void test_calibrated_checkpoint_round_trip(void **state) {
         kr_series calib[2] = { kr_candles_slice(g_candles, 0, 300),
                                kr_candles_slice(g_candles, 1500, 300) };
         kr_error err = { 0 };
-        assert_int_equal(kr_model_quantize(m, fmts[i], 64, calib, 2, 0, &err), KR_OK);
-        char *dir = kr_test_tmpdir();
+        assert_int_equal(quantize(&m, fmts[i], 64, calib, 2, 0, &err), KR_OK);
+        const char *dir = kr_test_fresh_dir();
         assert_int_equal(kr_model_save_quantized(m, dir, &err), KR_OK);
         kr_model *r = load_ok(dir, NULL);
         kr_model_info a, b;
@@ -212,11 +233,10 @@ static void test_calibrated_checkpoint_round_trip(void **state) {
             assert_non_null(strstr(err.message, "cannot be re-quantised"));
         }
         kr_model_free(bad);
-        assert_int_not_equal(kr_model_quantize(r, "q4", 32, NULL, 0, 0, &err), KR_OK);
+        assert_int_not_equal(quantize(&r, "q4", 32, NULL, 0, 0, &err), KR_OK);
         assert_non_null(strstr(err.message, "already"));
         kr_model_free(m);
         kr_model_free(r);
-        free(dir);
     }
 }
 
@@ -235,16 +255,16 @@ static void test_bad_requests(void **state) {
     assert_int_equal(kr_model_load("", "", NULL, &m, &err), KR_ERR_INVALID_ARG);
     assert_non_null(strstr(err.message, "empty"));
     m = load_ok(DEMO, NULL);
-    assert_int_not_equal(kr_model_quantize(m, "f32", 0, NULL, 0, 0, &err), KR_OK);
-    assert_int_not_equal(kr_model_quantize(m, "q4", 16, NULL, 0, 0, &err), KR_OK);
+    assert_int_not_equal(quantize(&m, "f32", 0, NULL, 0, 0, &err), KR_OK);
+    assert_int_not_equal(quantize(&m, "q4", 16, NULL, 0, 0, &err), KR_OK);
     assert_int_not_equal(kr_model_save_quantized(m, "/nonexistent-dir-x", &err), KR_OK);
     /* A tokenizer and a predictor quantised to different formats are refused. */
-    assert_int_equal(kr_model_quantize(m, "int8", 0, NULL, 0, 0, &err), KR_OK);
+    assert_int_equal(quantize(&m, "int8", 0, NULL, 0, 0, &err), KR_OK);
     /* Quantising after the load counts in load_seconds too: quant_seconds is a part of it. */
     kr_model_info qi;
     kr_model_get_info(m, &qi);
     assert_true(qi.quant_seconds > 0 && qi.quant_seconds <= qi.load_seconds);
-    char *dir = kr_test_tmpdir();
+    const char *dir = kr_test_fresh_dir();
     assert_int_equal(kr_model_save_quantized(m, dir, &err), KR_OK);
     char pred[1100];
     snprintf(pred, sizeof pred, "%s/predictor", dir);
@@ -252,7 +272,6 @@ static void test_bad_requests(void **state) {
     assert_int_not_equal(kr_model_load(pred, DEMO "/tokenizer", NULL, &mixed, &err), KR_OK);
     assert_non_null(strstr(err.message, "quantised"));
     kr_model_free(m);
-    free(dir);
 }
 
 typedef struct save_job {
@@ -274,7 +293,7 @@ static void *save_thread(void *arg) {
 static void test_concurrent_saves_one_dir(void **state) {
     (void)state;
     kr_model *m = load_ok(DEMO, "int8");
-    char *dir = kr_test_tmpdir();
+    const char *dir = kr_test_fresh_dir();
     enum { N = 4, ROUNDS = 3 };
     for (int round = 0; round < ROUNDS; round++) {
         save_job jobs[N];
@@ -303,7 +322,8 @@ static void test_concurrent_saves_one_dir(void **state) {
 
     /* The serialisation itself: while another save holds the directory's lock (here, the
      * test), a finished save waits to install its pair, and installs it once the lock goes. */
-    char *dir2 = kr_test_tmpdir(), pred2[1200];
+    const char *dir2 = kr_test_fresh_dir();
+    char pred2[1200];
     snprintf(pred2, sizeof pred2, "%s/predictor", dir2);
     int fd = open(dir2, O_RDONLY | O_DIRECTORY);
     assert_true(fd >= 0);
@@ -340,9 +360,7 @@ static void test_concurrent_saves_one_dir(void **state) {
     pthread_join(th, NULL);
     if (job.st != KR_OK) fail_msg("save: %s", job.err.message);
     assert_int_equal(stat(pred2, &sb), 0);
-    free(dir2);
     kr_model_free(m);
-    free(dir);
 }
 
 /* Teacher forcing: the predictor's s1 distribution at the last window position is the one
@@ -394,8 +412,8 @@ static void test_malformed_quantised_checkpoint(void **state) {
     (void)state;
     kr_model *m = load_ok(DEMO, NULL);
     kr_error err = { 0 };
-    assert_int_equal(kr_model_quantize(m, "q4", 32, NULL, 0, 0, &err), KR_OK);
-    char *dir = kr_test_tmpdir();
+    assert_int_equal(quantize(&m, "q4", 32, NULL, 0, 0, &err), KR_OK);
+    const char *dir = kr_test_fresh_dir();
     assert_int_equal(kr_model_save_quantized(m, dir, &err), KR_OK);
     kr_model_free(m);
     char cfg[1100];
@@ -409,7 +427,6 @@ static void test_malformed_quantised_checkpoint(void **state) {
     rewrite(cfg, "\"format\": \"q4\"", "\"format\": \"q3\"");
     assert_null(load(dir, NULL, &err));
     assert_non_null(strstr(err.message, "quantization.format"));
-    free(dir);
 }
 
 /* Mean teacher-forced KL(f32 ‖ q) of the s1 distribution over windows away from the
@@ -472,16 +489,15 @@ static void test_calibration_is_deterministic(void **state) {
                            kr_candles_slice(g_candles, 1500, 300) };
     static const char *const runs[][2] = { { "int8", "gptq" }, { "q4", "awq" } };
     for (int r = 0; r < 2; r++) {
-        char *dir[2];
+        const char *dir[2];
         for (int k = 0; k < 2; k++) {
             kr_model *m = load_ok(DEMO, NULL);
             kr_quantize_params qp = kr_quantize_default_params();
             qp.fmt = runs[r][0];
             qp.method = runs[r][1];
             kr_error err = { 0 };
-            if (kr_model_quantize_with(m, &qp, calib, 3, &err) != KR_OK)
-                fail_msg("%s", err.message);
-            dir[k] = kr_test_tmpdir();
+            if (quantize_with(&m, &qp, calib, 3, &err) != KR_OK) fail_msg("%s", err.message);
+            dir[k] = kr_test_fresh_dir();
             assert_int_equal(kr_model_save_quantized(m, dir[k], &err), KR_OK);
             kr_model_free(m);
         }
@@ -493,8 +509,6 @@ static void test_calibration_is_deterministic(void **state) {
             if (!same_file(a, b))
                 fail_msg("%s %s: %s differs between runs", runs[r][0], runs[r][1], sub);
         }
-        free(dir[0]);
-        free(dir[1]);
     }
 }
 
@@ -513,7 +527,7 @@ static void test_gptq_model(void **state) {
         qp.fmt = fmts[i];
         qp.method = "gptq";
         kr_error err = { 0 };
-        if (kr_model_quantize_with(m, &qp, calib, 2, &err) != KR_OK) fail_msg("%s", err.message);
+        if (quantize_with(&m, &qp, calib, 2, &err) != KR_OK) fail_msg("%s", err.message);
         kr_model_info a;
         kr_model_get_info(m, &a);
         assert_string_equal(a.quant, fmts[i]);
@@ -522,7 +536,7 @@ static void test_gptq_model(void **state) {
         printf("  %s teacher-forced s1 KL: gptq %.5f, rtn %.5f (ratio %.2f)\n", fmts[i], kg, kr,
                kg / kr);
         assert_true(kg < kr);
-        char *dir = kr_test_tmpdir();
+        const char *dir = kr_test_fresh_dir();
         assert_int_equal(kr_model_save_quantized(m, dir, &err), KR_OK);
         kr_model *r = load_ok(dir, NULL);
         kr_model_info b;
@@ -536,7 +550,6 @@ static void test_gptq_model(void **state) {
         kr_model_free(r);
         kr_model_free(rtn);
         kr_model_free(m);
-        free(dir);
     }
     /* Methods that do not fit the format or lack calibration are refused before any work. */
     static const struct {
@@ -556,7 +569,7 @@ static void test_gptq_model(void **state) {
         qp.fmt = bad[i].fmt;
         qp.method = bad[i].method;
         kr_error err = { 0 };
-        assert_int_not_equal(kr_model_quantize_with(m, &qp, calib, bad[i].n_calib, &err), KR_OK);
+        assert_int_not_equal(quantize_with(&m, &qp, calib, bad[i].n_calib, &err), KR_OK);
         if (!strstr(err.message, bad[i].says))
             fail_msg("'%s' does not say '%s'", err.message, bad[i].says);
     }
@@ -565,7 +578,7 @@ static void test_gptq_model(void **state) {
     qp.method = "gptq";
     qp.gptq_damp = 2.0;
     kr_error err = { 0 };
-    assert_int_not_equal(kr_model_quantize_with(m, &qp, calib, 2, &err), KR_OK);
+    assert_int_not_equal(quantize_with(&m, &qp, calib, 2, &err), KR_OK);
     assert_non_null(strstr(err.message, "damp 2"));
     kr_model_info mi;
     kr_model_get_info(m, &mi);
@@ -574,52 +587,45 @@ static void test_gptq_model(void **state) {
     kr_model_free(ref);
 }
 
-/* kr_model_quantize rewrites the weights every context on the model reads without a lock:
- * while one lives it is refused (the model untouched, the message says how many), a context
- * cannot be created while a quantisation runs, and once the contexts are freed it goes
- * ahead. Calibration (its own context on the model) still works. A negative n_calib is
- * refused rather than read as "no calibration". */
-static void test_quantize_refused_with_live_contexts(void **state) {
+/* kr_model_quantize leaves its source model as it is: contexts keep running on it while a
+ * quantised copy is made (its forecasts before, during and after are the same numbers), the
+ * copy is a model of its own (q4), and freeing the source does not disturb the copy. A
+ * negative n_calib is refused rather than read as "no calibration". */
+static void test_quantize_makes_a_new_model(void **state) {
     (void)state;
     kr_model *m = load_ok(DEMO, NULL);
     kr_context *a = kr_test_context(m, 1, NULL), *b = kr_test_context(m, 1, NULL);
     kr_forecast *before = forecast(m, 900, 0);
     kr_error err = { 0 };
-    assert_int_equal(kr_model_quantize(m, "q4", 0, NULL, 0, 1, &err), KR_ERR_INVALID_ARG);
-    assert_non_null(strstr(err.message, "2 live contexts"));
-    kr_context_free(b);
-    assert_int_equal(kr_model_quantize(m, "int8", 0, NULL, 0, 1, &err), KR_ERR_INVALID_ARG);
-    assert_non_null(strstr(err.message, "1 live context"));
-    kr_model_info mi;
-    kr_model_get_info(m, &mi);
-    assert_string_equal(mi.quant, "f32");
-    kr_forecast *again = forecast(m, 900, 0); /* a's model is still the f32 one */
-    same_paths(before, again);
-    kr_forecast_free(again);
-    kr_context_free(a);
-
-    /* While a quantisation holds the model, contexts wait for it. */
-    assert_int_equal(kr_model_quantize_begin(m, &err), KR_OK);
-    kr_context *c = NULL;
-    assert_int_equal(kr_context_create(m, NULL, &c, &err), KR_ERR_BUSY);
-    assert_null(c);
-    assert_non_null(strstr(err.message, "being quantised"));
-    assert_int_equal(kr_model_quantize(m, "q4", 0, NULL, 0, 1, &err), KR_ERR_BUSY);
-    kr_model_quantize_end(m);
-
-    assert_int_equal(kr_model_quantize(m, "q4", 0, NULL, -1, 1, &err), KR_ERR_INVALID_ARG);
+    kr_quantize_params qp = kr_quantize_default_params();
+    qp.fmt = "q4";
+    qp.n_threads = 1;
+    kr_model *q = NULL;
+    assert_int_equal(kr_model_quantize(m, &qp, NULL, -1, &q, &err), KR_ERR_INVALID_ARG);
+    assert_null(q);
     assert_non_null(strstr(err.message, "n_calib"));
     assert_non_null(strstr(err.message, "-1"));
     kr_series calib[2] = { kr_candles_slice(g_candles, 100, 200),
                            kr_candles_slice(g_candles, 700, 200) };
-    assert_int_equal(kr_model_quantize(m, "q4", 0, calib, 2, 1, &err), KR_OK);
+    assert_int_equal(kr_model_quantize(m, &qp, calib, 2, &q, &err), KR_OK);
+    kr_model_info mi, qi;
     kr_model_get_info(m, &mi);
-    assert_string_equal(mi.quant, "q4");
-    kr_forecast *after = forecast(m, 900, 0); /* contexts are welcome again */
-    assert_non_null(after);
-    kr_forecast_free(after);
+    kr_model_get_info(q, &qi);
+    assert_string_equal(mi.quant, "f32");
+    assert_string_equal(qi.quant, "q4");
+    kr_forecast *again = forecast(m, 900, 0); /* the contexts' model is still the f32 one */
+    same_paths(before, again);
+    kr_forecast_free(again);
+    kr_context_free(a);
+    kr_context_free(b);
+    kr_forecast *quantised = forecast(q, 900, 0);
+    kr_model_free(m); /* the copy stands on its own */
+    kr_forecast *still = forecast(q, 900, 0);
+    same_paths(quantised, still);
+    kr_forecast_free(quantised);
+    kr_forecast_free(still);
     kr_forecast_free(before);
-    kr_model_free(m);
+    kr_model_free(q);
 }
 
 int main(void) {
@@ -633,7 +639,7 @@ int main(void) {
         cmocka_unit_test(test_malformed_quantised_checkpoint),
         cmocka_unit_test(test_gptq_model),
         cmocka_unit_test(test_calibration_is_deterministic),
-        cmocka_unit_test(test_quantize_refused_with_live_contexts),
+        cmocka_unit_test(test_quantize_makes_a_new_model),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -75,7 +75,7 @@ static int run(fixture *f, const kr_tuner_signals *s, double seconds) {
 static double decisions(fixture *f, const char *rule, const char *param, const char *dir) {
     char lab[160];
     snprintf(lab, sizeof lab, "rule=\"%s\",parameter=\"%s\",direction=\"%s\"", rule, param, dir);
-    return kr_metric_value(kr_metrics_counter(f->m, "kronos_tuner_decisions_total", lab, "x"));
+    return kr_metric_value(kr_metrics_series(f->m, &kr_metric_tuner_decisions, lab));
 }
 
 /* Queue wait above target for five minutes: shorter wait, more concurrency; not before. */

@@ -16,7 +16,7 @@
 #include "kronos.h"
 #include "eval/draft_acceptance.h"
 #include "kronos/eval.h"
-#include "market/candles.h"
+#include "series/candles.h"
 #include "test_support.h"
 
 static kr_model *g_ref, *g_q;

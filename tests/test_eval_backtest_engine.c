@@ -17,7 +17,7 @@
 #include "kronos.h"
 #include "kronos/analyst.h"
 #include "kronos/backtest.h"
-#include "kronos/market.h"
+#include "kronos/store.h"
 #include "json_schema.h"
 #include "test_support.h"
 
@@ -382,7 +382,7 @@ static void test_demo_model_says_so(void **state) {
 
 static void test_cli(void **state) {
     (void)state;
-    char *dir = kr_test_tmpdir();
+    const char *dir = kr_test_fresh_dir();
     char args[4096];
     const kr_test_run *run = kr_test_kronos(dir, "", "backtest --help");
     assert_int_equal(run->code, 0);
@@ -423,8 +423,6 @@ static void test_cli(void **state) {
     snprintf(args, sizeof args, "backtest NOPE --db %s/none.db", dir);
     run = kr_test_kronos(dir, "", args);
     assert_int_equal(run->code, 1);
-    kr_test_remove_tree(dir);
-    free(dir);
 }
 
 int main(void) {

@@ -30,12 +30,10 @@ static const char *get(const kr_finetune_config *cfg, const char *key) {
 /* Writes `yaml` to a file in a fresh directory and loads it; returns the status, err filled. */
 static kr_status load_text(kr_finetune_config *cfg, const char *yaml, kr_error *err, char *path,
                            size_t cap) {
-    char *dir = kr_test_tmpdir();
+    const char *dir = kr_test_fresh_dir();
     snprintf(path, cap, "%s/config.yaml", dir);
     assert_int_equal(kr_test_write_file(path, yaml, strlen(yaml)), 0);
     kr_status st = kr_finetune_config_load_yaml(cfg, path, err);
-    kr_test_remove_tree(dir);
-    free(dir);
     return st;
 }
 

@@ -210,7 +210,8 @@ static void predictor_forward(const config_dir *c) {
         ch[b].out_start = b * T;
     }
     assert_int_equal(
-        kr_predictor_forward(m->pred, exec_for_tests(), ch, B, s1, s2, stamp, ctx, &err), KR_OK);
+        kr_predictor_forward(m->pred, exec_for_tests(), ch, B, s1, s2, stamp, NULL, ctx, &err),
+        KR_OK);
     assert_int_equal(kr_predictor_s1_logits(m->pred, exec_for_tests(), ctx, B * T, d, lg, &err),
                      KR_OK);
     expect_close("context", ctx, ctx_ref, (size_t)B * T * d, 1e-4);
@@ -321,11 +322,13 @@ static void e2e_case(const config_dir *c, const char *name, int naive) {
                      malloc((size_t)P * B * V * sizeof(float)),
                      malloc((size_t)P * sizeof(int64_t)),
                      malloc((size_t)P * sizeof(int64_t)) };
-    kr_gen_options opt = { .naive = naive, .observer = on_step, .observer_user = &rec };
+    kr_seq_options opt = { .naive = naive, .observer = on_step, .observer_user = &rec };
     kr_forecast *res[3] = { 0 };
     kr_error err = { 0 };
     kr_context *ctx = kr_test_context(m, 0, NULL);
-    if (kr_forecast_run_batch_opt(ctx, series, B, &p, NULL, &opt, res, &err) != KR_OK)
+    kr_request_params rp = kr_request_default_params();
+    rp.seq_options = &opt;
+    if (kr_forecast_run_batch(ctx, series, B, &p, &rp, res, &err) != KR_OK)
         fail_msg("%s: %s", name, err.message);
     kr_context_free(ctx);
     for (int b = 0; b < B; b++) {

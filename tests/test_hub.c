@@ -80,7 +80,7 @@ static struct {
     uint8_t *corrupt; /* MODE_CORRUPT body */
 } g_srv;
 
-static char *g_tmp;
+static const char *g_tmp; /* kr_test_dir() */
 
 static uint8_t *read_all(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
@@ -330,7 +330,7 @@ static void reset_server(serve_mode mode) {
 
 static int setup(void **state) {
     (void)state;
-    g_tmp = kr_test_tmpdir();
+    g_tmp = kr_test_dir();
     if (!g_tmp) return -1;
     const char *pred = KR_SOURCE_DIR "/models/kronos-demo/predictor",
                *tok = KR_SOURCE_DIR "/models/kronos-demo/tokenizer";
@@ -379,11 +379,9 @@ static int teardown(void **state) {
     (void)state;
     if (g_srv.daemon) MHD_stop_daemon(g_srv.daemon);
     /* Several copies of the demo model were written: do not leave them in /tmp. */
-    kr_test_remove_tree(g_tmp);
     for (int i = 0; i < N_REPOS; i++)
         for (int f = 0; f < N_FILES; f++) free(g_repos[i].files[f].data);
     free(g_srv.corrupt);
-    free(g_tmp);
     return 0;
 }
 

@@ -90,7 +90,7 @@ static void write_one(const char *dir, kr_st_writer *w) {
 /* BF16, F16, F64 and I32 tensors come converted (f32 / int64), F32 in place. */
 static void test_dtypes_converted(void **state) {
     (void)state;
-    char *dir = kr_test_tmpdir();
+    const char *dir = kr_test_fresh_dir();
     kr_st_writer *w = NULL;
     kr_error err;
     assert_int_equal(kr_st_writer_create(&w, &err), KR_OK);
@@ -133,14 +133,12 @@ static void test_dtypes_converted(void **state) {
     assert_true(v.is_buffer);
     assert_int_equal(((const int64_t *)v.data)[2], 1024);
     kr_checkpoint_free(ck);
-    kr_test_remove_tree(dir);
-    free(dir);
 }
 
 /* A kronos quantize checkpoint, a dtype no Kronos checkpoint has, no file: refused, naming it. */
 static void test_refusals(void **state) {
     (void)state;
-    char *dir = kr_test_tmpdir();
+    const char *dir = kr_test_fresh_dir();
     kr_st_writer *w = NULL;
     kr_error err;
     const int8_t q[4] = { 1, -1, 2, -2 };
@@ -167,8 +165,6 @@ static void test_refusals(void **state) {
     assert_int_equal(kr_checkpoint_open(missing, &ck, &err), KR_ERR_IO);
     assert_non_null(strstr(err.message, "nope/model.safetensors"));
     assert_int_equal(kr_checkpoint_open(NULL, &ck, &err), KR_ERR_INVALID_ARG);
-    kr_test_remove_tree(dir);
-    free(dir);
 }
 
 int main(void) {

@@ -19,7 +19,7 @@
 #include "base/timeutil.h"
 #include "kernels/kernels.h"
 #include "model/attention_plan.h"
-#include "model/kv_pool.h"
+#include "model/kv_cache.h"
 #include "model/transformer.h"
 
 enum { BR = KR_KV_BLOCK_ROWS };

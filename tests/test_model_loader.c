@@ -15,6 +15,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "base/fsutil.h"
 #include "kronos/util.h"
 #include "model/config.h"
 #include "model/safetensors.h"
@@ -172,7 +173,7 @@ static void test_read_file_arguments(void **state) {
     assert_int_equal(len, 0);
     assert_int_equal(kr_read_file("/etc/hostname", 100, "file", NULL, &len, &err),
                      KR_ERR_INVALID_ARG);
-    char *dir = kr_test_tmpdir();
+    const char *dir = kr_test_fresh_dir();
     char path[1100];
     snprintf(path, sizeof path, "%s/big.json", dir);
     FILE *f = fopen(path, "w");
@@ -185,8 +186,6 @@ static void test_read_file_arguments(void **state) {
     assert_int_equal(len, 16);
     assert_string_equal(buf, "{\"x\": 123456789}");
     free(buf);
-    kr_test_remove_tree(dir);
-    free(dir);
 }
 
 static void test_short_files(void **state) {
@@ -200,7 +199,7 @@ static void test_short_files(void **state) {
         assert_null(st);
     }
     /* A real empty file goes through open/fstat and must not try to mmap 0 bytes. */
-    char *dir = kr_test_tmpdir();
+    const char *dir = kr_test_fresh_dir();
     char path[4096];
     snprintf(path, sizeof path, "%s/empty.safetensors", dir);
     assert_int_equal(kr_test_write_file(path, "", 0), 0);
@@ -214,7 +213,6 @@ static void test_short_files(void **state) {
     assert_int_equal(kr_st_open(dir, &st, &err), KR_ERR_IO);
     assert_contains(err.message, "not a regular file");
     remove(dir);
-    free(dir);
 }
 
 /* A valid two-tensor image, then every strict prefix of it: each must be rejected. */
@@ -384,7 +382,7 @@ static void test_writer_round_trip(void **state) {
     assert_int_equal(kr_st_writer_add(w, "neg", KR_DT_F32, 1, neg, f3, &err), KR_ERR_INVALID_ARG);
     assert_int_equal(kr_st_writer_meta(w, "note", "x\ny", &err), KR_OK);
 
-    char *dir = kr_test_tmpdir();
+    const char *dir = kr_test_fresh_dir();
     char path[4096];
     snprintf(path, sizeof path, "%s/rt.safetensors", dir);
     assert_int_equal(kr_st_writer_save(w, path, &err), KR_OK);
@@ -462,13 +460,12 @@ static void test_writer_round_trip(void **state) {
     snprintf(path, sizeof path, "%s/rt.safetensors", dir);
     remove(path);
     remove(dir);
-    free(dir);
 }
 
 /* An empty writer still produces a valid (tensor-less) file. */
 static void test_writer_empty(void **state) {
     (void)state;
-    char *dir = kr_test_tmpdir();
+    const char *dir = kr_test_fresh_dir();
     char path[4096];
     snprintf(path, sizeof path, "%s/e.safetensors", dir);
     kr_st_writer *w;
@@ -482,7 +479,6 @@ static void test_writer_empty(void **state) {
     kr_st_close(st);
     remove(path);
     remove(dir);
-    free(dir);
 }
 
 /* ---------------------------------------------------------------- config */
@@ -515,7 +511,7 @@ static void test_config_ok(void **state) {
     assert_int_equal(t.s2_bits, 10);
 
     /* save → load gives the same values, in the save_pretrained layout (sorted keys). */
-    char *dir = kr_test_tmpdir();
+    const char *dir = kr_test_fresh_dir();
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", dir);
     p.learn_te = 0;
@@ -531,7 +527,6 @@ static void test_config_ok(void **state) {
     assert_int_equal(kr_tokenizer_config_load(path, &t2, &err), KR_ERR_IO);
     assert_contains(err.message, path);
     remove(dir);
-    free(dir);
 }
 
 /* "intended_use" / "source": parsed, kept through save -> load, and the bundled demo model
@@ -546,7 +541,7 @@ static void test_config_intended_use(void **state) {
     assert_int_equal(kr_predictor_config_parse(demo, strlen(demo), "p", &p, &err), KR_OK);
     assert_string_equal(p.intended_use, "demo");
     assert_string_equal(p.source, "a \"quoted\" origin");
-    char *dir = kr_test_tmpdir();
+    const char *dir = kr_test_fresh_dir();
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", dir);
     assert_int_equal(kr_predictor_config_save(path, &p, &err), KR_OK);
@@ -554,7 +549,6 @@ static void test_config_intended_use(void **state) {
     assert_memory_equal(&p, &p2, sizeof p);
     remove(path);
     remove(dir);
-    free(dir);
     /* "forecast" is the same as no key. */
     const char *fc = "{\"s1_bits\": 10, \"s2_bits\": 10, \"n_layers\": 1, \"d_model\": 8,"
                      " \"n_heads\": 2, \"ff_dim\": 3, \"intended_use\": \"forecast\"}";
@@ -578,7 +572,7 @@ static void test_config_save_matches_golden(void **state) {
     snprintf(golden_p, sizeof golden_p, "%s", kr_test_fixture("tiny/predictor/config.json"));
     assert_int_equal(kr_tokenizer_config_load(golden_t, &t, &err), KR_OK);
     assert_int_equal(kr_predictor_config_load(golden_p, &p, &err), KR_OK);
-    char *dir = kr_test_tmpdir();
+    const char *dir = kr_test_fresh_dir();
     char path[4096];
     const char *golden[2] = { golden_t, golden_p };
     for (int which = 0; which < 2; which++) {
@@ -599,7 +593,6 @@ static void test_config_save_matches_golden(void **state) {
         remove(path);
     }
     remove(dir);
-    free(dir);
 }
 
 typedef struct cfg_case {

@@ -393,7 +393,7 @@ static void rm_model_dir(const char *dir) {
  * independent decoder. */
 static void test_half_precision_variants(void **state) {
     (void)state;
-    char *tmp = kr_test_tmpdir();
+    const char *tmp = kr_test_fresh_dir();
     char src[4096], dst[4096], p[4096];
     kr_error err = { 0 };
     blist *l = malloc(sizeof *l);
@@ -440,14 +440,13 @@ static void test_half_precision_variants(void **state) {
     }
     free(l);
     remove(tmp);
-    free(tmp);
 }
 
 /* Shifting the data section by one byte makes every F32 tensor unaligned: the loader must
  * copy them (and UBSan must see no misaligned load). */
 static void test_unaligned_f32(void **state) {
     (void)state;
-    char *tmp = kr_test_tmpdir();
+    const char *tmp = kr_test_fresh_dir();
     char src[4096], p[4096], q[4096];
     FMT(src, "%s", kr_test_fixture("tiny/predictor"));
     FILE *f = fopen(path2(p, sizeof p, src, "model.safetensors"), "rb");
@@ -480,7 +479,6 @@ static void test_unaligned_f32(void **state) {
     free(l);
     kr_predictor_weights_free(pw);
     rm_model_dir(tmp);
-    free(tmp);
 }
 
 /* Without the inv_freq buffers the loader computes them as torch does: within 1 ulp of
@@ -489,7 +487,7 @@ static void test_unaligned_f32(void **state) {
 static void test_inv_freq_computed(void **state) {
     (void)state;
     const char *models[] = { "tiny/predictor", "odd/predictor", "odd/tokenizer" };
-    char *tmp = kr_test_tmpdir();
+    const char *tmp = kr_test_fresh_dir();
     char src[4096], dst[4096], p[4096];
     kr_error err = { 0 };
     blist *l = malloc(sizeof *l);
@@ -515,7 +513,6 @@ static void test_inv_freq_computed(void **state) {
     }
     free(l);
     remove(tmp);
-    free(tmp);
 }
 
 /* ---------------------------------------------------------------- errors */
@@ -595,7 +592,7 @@ static const model_err_case k_model_errs[] = {
 
 static void test_model_errors(void **state) {
     (void)state;
-    char *tmp = kr_test_tmpdir();
+    const char *tmp = kr_test_fresh_dir();
     char src[4096], dst[4096];
     for (size_t i = 0; i < sizeof k_model_errs / sizeof k_model_errs[0]; i++) {
         const model_err_case *c = &k_model_errs[i];
@@ -619,7 +616,6 @@ static void test_model_errors(void **state) {
         rm_model_dir(dst);
     }
     remove(tmp);
-    free(tmp);
 }
 
 static void write_config(const char *dir, const char *text) {
@@ -631,7 +627,7 @@ static void write_config(const char *dir, const char *text) {
 /* config.json and model.safetensors that disagree, and bad configs next to good weights. */
 static void test_config_checkpoint_mismatch(void **state) {
     (void)state;
-    char *tmp = kr_test_tmpdir();
+    const char *tmp = kr_test_fresh_dir();
     char src[4096], dst[4096];
     kr_error err = { 0 };
     kr_predictor_weights *pw = NULL;
@@ -708,7 +704,6 @@ static void test_config_checkpoint_mismatch(void **state) {
     kr_tokenizer_weights_free(NULL);
     kr_predictor_weights_free(NULL);
     remove(tmp);
-    free(tmp);
 }
 
 /* The committed broken checkpoints (tests/fixtures/bad_models/README.md). */
@@ -810,7 +805,7 @@ static void test_gen_random_tiny(void **state) {
     assert_non_null(s);
     assert_null(kr_random_shape_find("huge"));
     assert_null(kr_random_shape_find(NULL));
-    char *tmp = kr_test_tmpdir();
+    const char *tmp = kr_test_fresh_dir();
     char a[4096], b[4096], c[4096], p[4096], q[4096];
     kr_error err = { 0 };
     FMT(a, "%s/a/nested", tmp); /* mkdir -p */
@@ -882,14 +877,13 @@ static void test_gen_random_tiny(void **state) {
     assert_contains(err.message, p);
     remove(p);
     remove(tmp);
-    free(tmp);
 }
 
 /* The benchmarks' shared random checkpoint: written under $TMPDIR on first use, reused after;
  * an unknown shape and a directory that does not fit are refused. */
 static void test_random_cached(void **state) {
     (void)state;
-    char *tmp = kr_test_tmpdir();
+    const char *tmp = kr_test_fresh_dir();
     const char *old = getenv("TMPDIR");
     char *saved = old ? strdup(old) : NULL;
     setenv("TMPDIR", tmp, 1);
@@ -918,7 +912,6 @@ static void test_random_cached(void **state) {
     free(saved);
     rm_random(want);
     remove(tmp);
-    free(tmp);
 }
 
 /* Kronos-mini + Kronos-Tokenizer-base shapes: the public checkpoints' exact counts. */
@@ -926,7 +919,7 @@ static void test_gen_random_mini(void **state) {
     (void)state;
     const kr_random_shape *s = kr_random_shape_find("mini");
     assert_non_null(s);
-    char *tmp = kr_test_tmpdir();
+    const char *tmp = kr_test_fresh_dir();
     kr_error err = { 0 };
     if (kr_model_write_random(s, 3, tmp, &err) != KR_OK) fail_msg("%s", err.message);
     check_model_dir(tmp, 3958042, 4108032);
@@ -938,7 +931,6 @@ static void test_gen_random_mini(void **state) {
     assert_int_equal(tw->n_dec, 3);
     kr_tokenizer_weights_free(tw);
     rm_random(tmp);
-    free(tmp);
 
     /* small/base share the tokenizer; their predictor shapes are the public ones. */
     const kr_random_shape *sm = kr_random_shape_find("small"), *ba = kr_random_shape_find("base");
@@ -957,7 +949,7 @@ static void test_gen_random_mini(void **state) {
  * is refused at once, naming the file. alarm() turns a hang into a failure. */
 static void test_fifo_files(void **state) {
     (void)state;
-    char *tmp = kr_test_tmpdir();
+    const char *tmp = kr_test_fresh_dir();
     char src[4096], dst[4096], p[4096];
     kr_error err = { 0 };
     FMT(src, "%s", kr_test_fixture("tiny/predictor"));
@@ -988,7 +980,6 @@ static void test_fifo_files(void **state) {
     alarm(0);
     rm_model_dir(dst);
     remove(tmp);
-    free(tmp);
 }
 
 /* ---------------------------------------------------------------- non-finite weights */
@@ -1045,7 +1036,7 @@ static void expect_predictor(const char *dir, int allow, kr_status want, const c
  * (tensor, element, what it is); with the opt-out it loads. In F32, F16 and BF16 files. */
 static void test_nonfinite_weights(void **state) {
     (void)state;
-    char *tmp = kr_test_tmpdir();
+    const char *tmp = kr_test_fresh_dir();
     char src[4096], dst[4096];
     FMT(src, "%s", kr_test_fixture("tiny/predictor"));
     static const edit_mode modes[3] = { EDIT_COPY, EDIT_F16, EDIT_BF16 };
@@ -1074,7 +1065,6 @@ static void test_nonfinite_weights(void **state) {
         rm_model_dir(dst);
     }
     remove(tmp);
-    free(tmp);
 }
 
 /* The tiny predictor quantised to fmt (round to nearest, q4 groups of 32) and saved as a
@@ -1104,7 +1094,7 @@ static void save_quantised_tiny(kr_wfmt fmt, const char *dst) {
  * smoothing qinscale) or in bf16 / fp8 weights fails the load the same way. */
 static void test_nonfinite_quantised(void **state) {
     (void)state;
-    char *tmp = kr_test_tmpdir();
+    const char *tmp = kr_test_fresh_dir();
     char dst[4096];
     static const struct {
         kr_wfmt fmt;
@@ -1141,7 +1131,6 @@ static void test_nonfinite_quantised(void **state) {
         rm_model_dir(dst);
     }
     remove(tmp);
-    free(tmp);
 }
 
 /* The invariants of a quantised Linear the kernels rely on but no NaN check sees: each int8
@@ -1150,7 +1139,7 @@ static void test_nonfinite_quantised(void **state) {
  * allow_nonfinite (it is not about NaNs). */
 static void test_quantised_invariants(void **state) {
     (void)state;
-    char *tmp = kr_test_tmpdir();
+    const char *tmp = kr_test_fresh_dir();
     char dst[4096];
     const int32_t big_sum = 12345;
     const int8_t below = -128;
@@ -1197,7 +1186,6 @@ static void test_quantised_invariants(void **state) {
         rm_model_dir(dst);
     }
     remove(tmp);
-    free(tmp);
 }
 
 int main(void) {

@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "kronos.h"
-#include "market/candles.h"
+#include "series/candles.h"
 #include "engine_helpers.h"
 #include "test_support.h"
 

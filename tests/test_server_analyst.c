@@ -47,8 +47,8 @@
 #include "analyst/render.h"
 #include "base/timeutil.h"
 #include "kronos.h"
-#include "market/candles.h"
-#include "market/store.h"
+#include "series/candles.h"
+#include "store/store.h"
 #include "server/router.h"
 #include "server/routes_analyst.h"
 #include "server/server.h"
@@ -59,7 +59,7 @@
 static kr_model *g_model;
 static kr_context *g_ctx; /* forecasts and analyses in the test itself */
 static kr_candles *g_aapl, *g_msft;
-static char *g_tmp; /* owned temp dir: the store and the web root */
+static const char *g_tmp; /* kr_test_dir(): the store and the web root */
 static char g_db[1024], g_web[1024];
 static kr_server *g_srv; /* store + web root, no API key */
 
@@ -171,7 +171,7 @@ static int setup(void **state) {
         fprintf(stderr, "%s\n", err.message);
         return -1;
     }
-    g_tmp = kr_test_tmpdir();
+    g_tmp = kr_test_dir();
     snprintf(g_db, sizeof g_db, "%s/store.db", g_tmp);
     snprintf(g_web, sizeof g_web, "%s/web", g_tmp);
     char dir[1100];
@@ -214,8 +214,6 @@ static int teardown(void **state) {
     kr_model_free(g_model);
     kr_candles_free(g_aapl);
     kr_candles_free(g_msft);
-    kr_test_remove_tree(g_tmp);
-    free(g_tmp);
     curl_global_cleanup();
     return 0;
 }

@@ -20,7 +20,7 @@
 
 #include "base/strbuf.h"
 #include "kronos.h"
-#include "market/candles.h"
+#include "series/candles.h"
 #include "server/auth.h"
 #include "server/config.h"
 #include "server/conn_watch.h"
@@ -672,7 +672,7 @@ static void test_auth(void **state) {
     assert_false(kr_auth_equal("ab", 2, "abc", 3));
     assert_false(kr_auth_equal("abcd", 4, "abc", 3));
 
-    char *tmp = kr_test_tmpdir();
+    const char *tmp = kr_test_fresh_dir();
     char path[4200], key[64];
     kr_error err = { 0 };
     snprintf(path, sizeof path, "%s/key", tmp);
@@ -689,7 +689,6 @@ static void test_auth(void **state) {
     assert_int_not_equal(kr_auth_load_key_file(path, key, sizeof key, &err), KR_OK);
     assert_int_equal(err.status, KR_ERR_IO);
     rmdir(tmp);
-    free(tmp);
 }
 
 /* ------------------------------------------------------------------ config */
@@ -829,7 +828,7 @@ static void test_config_file(void **state) {
     assert_string_equal(kr_server_profile_at(&c, minute)->name, "session");
 
     /* A file on disk. */
-    char *tmp = kr_test_tmpdir();
+    const char *tmp = kr_test_fresh_dir();
     char path[4200];
     snprintf(path, sizeof path, "%s/serve.json", tmp);
     assert_int_equal(kr_test_write_file(path, "{\"port\": 9000}", 14), 0);
@@ -840,7 +839,6 @@ static void test_config_file(void **state) {
     assert_int_not_equal(kr_server_config_load(path, &c, &err), KR_OK);
     assert_non_null(strstr(err.message, path));
     rmdir(tmp);
-    free(tmp);
 }
 
 static void test_config_errors(void **state) {

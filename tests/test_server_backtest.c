@@ -29,8 +29,8 @@
 #include "base/timeutil.h"
 #include "kronos.h"
 #include "kronos/backtest.h"
-#include "market/candles.h"
-#include "market/store.h"
+#include "series/candles.h"
+#include "store/store.h"
 #include "server/routes_backtest.h"
 #include "server/server.h"
 #include "server/server_internal.h"
@@ -38,7 +38,7 @@
 static kr_model *g_model;
 static kr_context *g_ctx;
 static kr_candles *g_aapl;
-static char *g_tmp;
+static const char *g_tmp;
 static char g_db[1024];
 static kr_server *g_srv;
 
@@ -71,7 +71,7 @@ static int setup(void **state) {
     if (kr_context_create(g_model, &cp, &g_ctx, &err) != KR_OK) return -1;
     if (kr_candles_read_csv(kr_test_fixture("csv/aapl_1d_2019.csv"), &g_aapl, &err) != KR_OK)
         return -1;
-    g_tmp = kr_test_tmpdir();
+    g_tmp = kr_test_fresh_dir();
     snprintf(g_db, sizeof g_db, "%s/store.db", g_tmp);
     kr_store *st = NULL;
     if (kr_store_open(g_db, &st, &err) != KR_OK ||
@@ -89,8 +89,6 @@ static int teardown(void **state) {
     kr_context_free(g_ctx);
     kr_model_free(g_model);
     kr_candles_free(g_aapl);
-    kr_test_remove_tree(g_tmp);
-    free(g_tmp);
     curl_global_cleanup();
     return 0;
 }

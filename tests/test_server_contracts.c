@@ -31,15 +31,15 @@
 #include "test_support.h"
 
 #include "kronos.h"
-#include "market/candles.h"
-#include "market/store.h"
+#include "series/candles.h"
+#include "store/store.h"
 #include "server/analyst_request.h"
 #include "server/router.h"
 #include "server/server.h"
 #include "server/static_files.h"
 
 static kr_model *g_model;
-static char *g_tmp; /* owned temp dir */
+static const char *g_tmp; /* kr_test_dir() */
 static char g_db[1024], g_web[1024];
 static kr_server *g_srv; /* g_db + g_web, defaults */
 
@@ -106,7 +106,7 @@ static int setup(void **state) {
     (void)state;
     curl_global_init(CURL_GLOBAL_DEFAULT);
     if (!(g_model = kr_test_demo_model(NULL))) return -1;
-    g_tmp = kr_test_tmpdir();
+    g_tmp = kr_test_dir();
     snprintf(g_db, sizeof g_db, "%s/store.db", g_tmp);
     snprintf(g_web, sizeof g_web, "%s/web", g_tmp);
     char p[1200], q[1200];
@@ -144,8 +144,6 @@ static int teardown(void **state) {
     (void)state;
     kr_server_free(g_srv);
     kr_model_free(g_model);
-    kr_test_remove_tree(g_tmp);
-    free(g_tmp);
     curl_global_cleanup();
     return 0;
 }

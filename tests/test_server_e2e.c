@@ -37,7 +37,7 @@
 
 #include "base/timeutil.h"
 #include "kronos.h"
-#include "market/candles.h"
+#include "series/candles.h"
 #include "server/server.h"
 
 #define API_KEY "test-key-0123"
@@ -371,7 +371,7 @@ static char *forecast_part(const char *json, long long *usage_sum, long long *de
  * same forecast part byte for byte (same candles, parameters and seed). */
 static void test_cli_and_http_print_alike(void **state) {
     (void)state;
-    char *dir = kr_test_tmpdir();
+    const char *dir = kr_test_fresh_dir();
     char csv[4200];
     snprintf(csv, sizeof csv, "%s/in.csv", dir);
     sbuf text = { 0 };
@@ -435,7 +435,6 @@ static void test_cli_and_http_print_alike(void **state) {
     snprintf(p, sizeof p, "%s/stderr", dir);
     unlink(p);
     rmdir(dir);
-    free(dir);
 }
 
 static void test_prefix_cache_reuse(void **state) {
@@ -915,7 +914,7 @@ static void test_serve_process(void **state) {
     spawn_serve(&p, quant);
     assert_int_equal(wait_exit(&p, 30), 2);
     assert_non_null(strstr(p.err, "--quant must be one of f32, bf16, int8, fp8, q4, got 'int4'"));
-    char *tmp = kr_test_tmpdir();
+    const char *tmp = kr_test_fresh_dir();
     char cfg[4200];
     snprintf(cfg, sizeof cfg, "%s/serve.json", tmp);
     assert_int_equal(kr_test_write_file(cfg, "{\"batch_wait_ms\": -1}", 21), 0);
@@ -929,7 +928,6 @@ static void test_serve_process(void **state) {
     assert_non_null(strstr(p.err, "--port"));
     unlink(cfg);
     rmdir(tmp);
-    free(tmp);
 }
 
 int main(void) {

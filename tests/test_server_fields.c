@@ -16,8 +16,8 @@
 #include "base/strbuf.h"
 #include "server/access_log.h"
 #include "server/analyst_request.h"
-#include "server/fields.h"
-#include "server/json_body.h"
+#include "common/fields.h"
+#include "common/json_body.h"
 #include "server/request.h"
 #include "server/response.h"
 

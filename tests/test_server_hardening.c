@@ -35,7 +35,7 @@
 #include "base/timeutil.h"
 #include "kernels/kernels.h"
 #include "kronos.h"
-#include "market/candles.h"
+#include "series/candles.h"
 #include "server/server.h"
 
 static kr_model *g_model;
@@ -132,7 +132,7 @@ static void gate_cb(void *user, const kr_event *ev) {
 
 static void test_stuck_engine_504_counted(void **state) {
     (void)state;
-    char *dir = kr_test_tmpdir();
+    const char *dir = kr_test_fresh_dir();
     kr_server_config c = base_config(NULL);
     snprintf(c.access_log, sizeof c.access_log, "%s/access.log", dir);
     kr_server *s = start_server(&c);
@@ -188,7 +188,6 @@ static void test_stuck_engine_504_counted(void **state) {
     assert_non_null(strstr(line, "\"error\":\"request_timeout_s passed\""));
     unlink(path);
     rmdir(dir);
-    free(dir);
 }
 
 /* ------------------------------------------------------------------ /metrics is current */
@@ -638,7 +637,7 @@ static void test_request_ids(void **state) {
 
 static void test_access_log(void **state) {
     (void)state;
-    char *dir = kr_test_tmpdir();
+    const char *dir = kr_test_fresh_dir();
     kr_server_config c = base_config(NULL);
     snprintf(c.access_log, sizeof c.access_log, "%s/access.log", dir);
     kr_server *s = start_server(&c);
@@ -713,7 +712,6 @@ static void test_access_log(void **state) {
     free(st);
     unlink(path);
     rmdir(dir);
-    free(dir);
 }
 
 static void test_process_metrics(void **state) {

@@ -14,7 +14,7 @@
 
 #include "engine_helpers.h"
 #include "http_client.h"
-#include "market/candles.h"
+#include "series/candles.h"
 #include "server/config.h"
 #include "server/server_internal.h"
 #include "server_fixtures.h"
@@ -316,7 +316,8 @@ static const char *precision_of(const kr_http_resp *r) {
  * them back at once; a rung whose report failed its gate is refused. */
 static void test_precision_ladder(void **state) {
     (void)state;
-    char *dir = kr_test_tmpdir(), pass[4200], failed[4200];
+    const char *dir = kr_test_fresh_dir();
+    char pass[4200], failed[4200];
     snprintf(pass, sizeof pass, "%s/int8-pass.json", dir);
     snprintf(failed, sizeof failed, "%s/q4-fail.json", dir);
     const char *ok_doc =
@@ -399,7 +400,6 @@ static void test_precision_ladder(void **state) {
     unlink(pass);
     unlink(failed);
     rmdir(dir);
-    free(dir);
 }
 
 int main(void) {

@@ -113,7 +113,7 @@ static void conversation(const char *sock) {
 
 static void test_ready_watchdog_stopping(void **state) {
     (void)state;
-    char *dir = kr_test_tmpdir();
+    const char *dir = kr_test_fresh_dir();
     char sock[4200];
     snprintf(sock, sizeof sock, "%s/notify", dir);
     if (strlen(sock) >= sizeof((struct sockaddr_un *)0)->sun_path) {
@@ -122,8 +122,6 @@ static void test_ready_watchdog_stopping(void **state) {
     } else {
         conversation(sock);
     }
-    kr_test_remove_tree(dir);
-    free(dir);
 }
 
 static void test_abstract_socket(void **state) {

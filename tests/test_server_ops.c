@@ -54,7 +54,7 @@ static long get_with_id(int port, const char *path, const char *id) {
 
 static void test_access_log_reopen_on_sigusr1(void **state) {
     (void)state;
-    char *dir = kr_test_tmpdir();
+    const char *dir = kr_test_fresh_dir();
     char log[4200], moved[4200], key[4200], db[4200];
     snprintf(log, sizeof log, "%s/access.log", dir);
     snprintf(moved, sizeof moved, "%s/access.log.1", dir);
@@ -106,14 +106,12 @@ static void test_access_log_reopen_on_sigusr1(void **state) {
     assert_null(strstr(text, "\"forged\":1,")); /* only ever inside an escaped string */
     assert_int_equal(json_lines(log, text, sizeof text), 1);
     assert_non_null(strstr(text, "\"after-rotate\""));
-    kr_test_remove_tree(dir);
-    free(dir);
 }
 
 /* A reopen that fails (the directory is gone) keeps the old file and says so. */
 static void test_access_log_reopen_failure_keeps_old_file(void **state) {
     (void)state;
-    char *dir = kr_test_tmpdir();
+    const char *dir = kr_test_fresh_dir();
     char sub[4200], log[4300], db[4200];
     snprintf(sub, sizeof sub, "%s/logs", dir);
     snprintf(log, sizeof log, "%s/access.log", sub);
@@ -136,8 +134,6 @@ static void test_access_log_reopen_failure_keeps_old_file(void **state) {
     char text[8192];
     assert_int_equal(json_lines(kept, text, sizeof text), 1);
     assert_non_null(strstr(text, "kept-line"));
-    kr_test_remove_tree(dir);
-    free(dir);
 }
 
 static const kr_test_run *check(const char *dir, const char *env, const char *args) {
@@ -148,7 +144,7 @@ static const kr_test_run *check(const char *dir, const char *env, const char *ar
 
 static void test_check_config_api_key_file(void **state) {
     (void)state;
-    char *dir = kr_test_tmpdir();
+    const char *dir = kr_test_fresh_dir();
     char key[4200], args[9000];
     snprintf(key, sizeof key, "%s/key", dir);
     /* Written on Windows, or with blanks around it: the key is what is between. */
@@ -163,13 +159,11 @@ static void test_check_config_api_key_file(void **state) {
     assert_int_equal(r->code, 0);
     assert_non_null(strstr(r->err, "is readable by every user of this machine (mode 0644)"));
     assert_non_null(strstr(r->err, "chmod o-r"));
-    kr_test_remove_tree(dir);
-    free(dir);
 }
 
 static void test_check_config_listen(void **state) {
     (void)state;
-    char *dir = kr_test_tmpdir();
+    const char *dir = kr_test_fresh_dir();
     char args[9000];
     /* 192.0.2.1 (TEST-NET-1) is no address of this machine: the start would fail. */
     snprintf(args, sizeof args, "--host 192.0.2.1 --port 8080 --db %s/store.db", dir);
@@ -191,13 +185,11 @@ static void test_check_config_listen(void **state) {
     assert_non_null(strstr(r->err, "a start fails until it is free"));
     assert_non_null(strstr(r->out, "config OK"));
     close(fd);
-    kr_test_remove_tree(dir);
-    free(dir);
 }
 
 static void test_check_config_unreadable_web_root(void **state) {
     (void)state;
-    char *dir = kr_test_tmpdir();
+    const char *dir = kr_test_fresh_dir();
     char web[4200], args[9000];
     snprintf(web, sizeof web, "%s/web", dir);
     assert_int_equal(mkdir(web, 0), 0);
@@ -212,8 +204,6 @@ static void test_check_config_unreadable_web_root(void **state) {
             printf("unreadable web root: not run here (user 65534 cannot reach %s/kronos)\n",
                    KR_BINARY_DIR);
             chmod(web, 0755);
-            kr_test_remove_tree(dir);
-            free(dir);
             skip();
         }
     }
@@ -222,8 +212,6 @@ static void test_check_config_unreadable_web_root(void **state) {
     assert_int_equal(r->code, 2);
     if (!strstr(r->err, "cannot be read by this user")) fail_msg("%s", r->err);
     chmod(web, 0755);
-    kr_test_remove_tree(dir);
-    free(dir);
 }
 
 int main(void) {

@@ -27,7 +27,7 @@
 #include "test_support.h"
 
 #include "base/timeutil.h"
-#include "market/candles.h"
+#include "series/candles.h"
 
 #define DEMO KR_SOURCE_DIR "/models/kronos-demo"
 
@@ -129,7 +129,7 @@ static int models_served(int port) {
  * on serving (a later SIGTERM drains). */
 static void test_sighup_reloads_models(void **state) {
     (void)state;
-    char *dir = kr_test_tmpdir();
+    const char *dir = kr_test_fresh_dir();
     char cfg[4200];
     snprintf(cfg, sizeof cfg, "%s/serve.json", dir);
     const char *two = "{\"models\": {\"alt\": {\"model\": \"" DEMO "\"}}, \"max_models\": 2}";
@@ -148,7 +148,6 @@ static void test_sighup_reloads_models(void **state) {
     if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0)) fail_msg("status %d: %s", st, p.err);
     unlink(cfg);
     rmdir(dir);
-    free(dir);
 }
 
 static void test_drain_delay_keeps_serving(void **state) {
@@ -255,7 +254,7 @@ static const char *value_for(const char *key, const char *dir, char *buf, size_t
 
 static void test_every_flag_is_a_key(void **state) {
     (void)state;
-    char *dir = kr_test_tmpdir();
+    const char *dir = kr_test_fresh_dir();
     char path[4200];
     snprintf(path, sizeof path, "%s/key", dir);
     assert_int_equal(kr_test_write_file(path, "s3cret\n", 7), 0);
@@ -315,7 +314,6 @@ static void test_every_flag_is_a_key(void **state) {
         unlink(path);
     }
     rmdir(dir);
-    free(dir);
 }
 
 static void test_check_config_as_documented(void **state) {
@@ -326,7 +324,7 @@ static void test_check_config_as_documented(void **state) {
     assert_non_null(strstr(readme, "kronos serve --config /etc/kronos/kronos-serve.json "
                                    "--check-config"));
     assert_non_null(strstr(readme, "exits 0"));
-    char *dir = kr_test_tmpdir();
+    const char *dir = kr_test_fresh_dir();
     char key[4200], args[8800], bad[4200];
     snprintf(key, sizeof key, "%s/api-key", dir);
     assert_int_equal(kr_test_write_file(key, "k3y\n", 4), 0);
@@ -362,7 +360,6 @@ static void test_check_config_as_documented(void **state) {
     snprintf(key, sizeof key, "%s/stderr", dir);
     unlink(key);
     rmdir(dir);
-    free(dir);
 }
 
 /* ------------------------------------------------------------------ memory (defect 4) */
@@ -381,7 +378,7 @@ static double proc_kb(pid_t pid, const char *field) {
 static void test_rss_bound_under_big_bodies(void **state) {
     (void)state;
     const size_t in_flight_mib = 64;
-    char *dir = kr_test_tmpdir();
+    const char *dir = kr_test_fresh_dir();
     char cfg_path[4200], args_cfg[4300];
     snprintf(cfg_path, sizeof cfg_path, "%s/serve.json", dir);
     char cfg[256];
@@ -453,7 +450,6 @@ static void test_rss_bound_under_big_bodies(void **state) {
     free(body);
     unlink(cfg_path);
     rmdir(dir);
-    free(dir);
 }
 
 /* A client POSTing CSV candle text: in a forecast's "candles" string, or as a text/csv
@@ -484,7 +480,7 @@ static void *csv_job_run(void *arg) {
 static void test_rss_bound_under_csv_bodies(void **state) {
     (void)state;
     const size_t in_flight_mib = 64;
-    char *dir = kr_test_tmpdir();
+    const char *dir = kr_test_fresh_dir();
     char cfg_path[4200], db[4200];
     snprintf(cfg_path, sizeof cfg_path, "%s/serve.json", dir);
     snprintf(db, sizeof db, "%s/store.db", dir);
@@ -572,7 +568,6 @@ static void test_rss_bound_under_csv_bodies(void **state) {
     snprintf(aux, sizeof aux, "%s-shm", db);
     unlink(aux);
     rmdir(dir);
-    free(dir);
 }
 
 /* ------------------------------------------------------------------ the harness itself */

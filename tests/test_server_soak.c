@@ -19,8 +19,8 @@
 #include "base/timeutil.h"
 #include "engine_helpers.h"
 #include "http_client.h"
-#include "market/candles.h"
-#include "market/store.h"
+#include "series/candles.h"
+#include "store/store.h"
 #include "server/server.h"
 #include "server_fixtures.h"
 #include "test_support.h"
@@ -52,9 +52,8 @@ static int setup(void **state) {
     (void)state;
     curl_global_init(CURL_GLOBAL_DEFAULT);
     kr_error err = { 0 };
-    char *dir = kr_test_tmpdir();
+    const char *dir = kr_test_fresh_dir();
     snprintf(g_db, sizeof g_db, "%s/store.db", dir);
-    free(dir);
     kr_store *st = NULL;
     kr_candles *aapl = NULL;
     if (!(g_model = kr_test_demo_model(NULL))) return -1;

@@ -29,8 +29,9 @@ static const char *fixture_dir(const char *sub) {
 }
 
 /* A copy of the tiny predictor (or tokenizer) whose config has every dropout at p. */
-static char *dropout_copy(const char *sub, double p) {
-    char *dir = kr_test_tmpdir(), src[1200], dst[1200], cfg[4096];
+static const char *dropout_copy(const char *sub, double p) {
+    const char *dir = kr_test_fresh_dir();
+    char src[1200], dst[1200], cfg[4096];
     snprintf(src, sizeof src, "%s/model.safetensors", fixture_dir(sub));
     snprintf(dst, sizeof dst, "%s/model.safetensors", dir);
     assert_int_equal(symlink(src, dst), 0);
@@ -233,7 +234,7 @@ static void test_dropout_in_trainer(void **state) {
     (void)state;
     for (int t = 0; t < 2; t++) {
         kr_train_target target = t ? KR_TRAIN_TOKENIZER : KR_TRAIN_PREDICTOR;
-        char *dir = dropout_copy(t ? "tokenizer" : "predictor", 0.2);
+        const char *dir = dropout_copy(t ? "tokenizer" : "predictor", 0.2);
         kr_train_params p = params(target, 2);
         kr_trainer *a = make(dir, &p), *b = make(dir, &p);
         p.use_dropout = 0;
@@ -258,8 +259,6 @@ static void test_dropout_in_trainer(void **state) {
         kr_trainer_free(a);
         kr_trainer_free(b);
         kr_trainer_free(c);
-        kr_test_remove_tree(dir);
-        free(dir);
     }
 }
 
@@ -271,7 +270,7 @@ static void test_determinism(void **state) {
     (void)state;
     for (int t = 0; t < 2; t++) {
         kr_train_target target = t ? KR_TRAIN_TOKENIZER : KR_TRAIN_PREDICTOR;
-        char *dir = dropout_copy(t ? "tokenizer" : "predictor", 0.1);
+        const char *dir = dropout_copy(t ? "tokenizer" : "predictor", 0.1);
         kr_train_params p1 = params(target, 1), p3 = params(target, 3);
         p1.accumulation_steps = p3.accumulation_steps = 2;
         kr_trainer *a = make(dir, &p1), *b = make(dir, &p3), *c = make(dir, &p3);
@@ -289,8 +288,6 @@ static void test_determinism(void **state) {
         kr_trainer_free(b);
         kr_trainer_free(c);
         kr_trainer_free(e);
-        kr_test_remove_tree(dir);
-        free(dir);
     }
 }
 
@@ -359,11 +356,12 @@ static void test_accumulation(void **state) {
  * trainer and training the same 2: every parameter and the last loss bit for bit. */
 static void test_resume(void **state) {
     (void)state;
-    char *tmp = kr_test_tmpdir(), path[1200];
+    const char *tmp = kr_test_fresh_dir();
+    char path[1200];
     snprintf(path, sizeof path, "%s/state.bin", tmp);
     for (int t = 0; t < 2; t++) {
         kr_train_target target = t ? KR_TRAIN_TOKENIZER : KR_TRAIN_PREDICTOR;
-        char *dir = dropout_copy(t ? "tokenizer" : "predictor", 0.1);
+        const char *dir = dropout_copy(t ? "tokenizer" : "predictor", 0.1);
         kr_train_params p = params(target, 2);
         kr_trainer *a = make(dir, &p);
         kr_error err = { 0 };
@@ -410,11 +408,7 @@ static void test_resume(void **state) {
         kr_trainer_free(b);
         kr_trainer_free(c);
         kr_trainer_free(fresh);
-        kr_test_remove_tree(dir);
-        free(dir);
     }
-    kr_test_remove_tree(tmp);
-    free(tmp);
 }
 
 /* The tensors of two safetensors files: the same names, dtypes and shapes. */
@@ -441,7 +435,8 @@ static void same_tensors(const char *a_path, const char *b_path) {
  * as it was, and the trained values (a trainer created from it starts where it stopped). */
 static void test_save_loads(void **state) {
     (void)state;
-    char *tmp = kr_test_tmpdir(), pdir[1200], tdir[1200], a[1300], b[1300];
+    const char *tmp = kr_test_fresh_dir();
+    char pdir[1200], tdir[1200], a[1300], b[1300];
     snprintf(pdir, sizeof pdir, "%s/out/predictor", tmp);
     snprintf(tdir, sizeof tdir, "%s/out/tokenizer", tmp);
     kr_error err = { 0 };
@@ -474,8 +469,6 @@ static void test_save_loads(void **state) {
     kr_trainer_free(again);
     kr_trainer_free(pr);
     kr_trainer_free(tk);
-    kr_test_remove_tree(tmp);
-    free(tmp);
 }
 
 /* ---------------------------------------------------------------- errors */

@@ -32,7 +32,7 @@
 
 #include "kronos.h"
 #include "kronos/analyst.h"
-#include "kronos/market.h"
+#include "kronos/store.h" /* KR_STORE_TS_FIRST / KR_STORE_TS_LAST: the open ends of a range */
 
 #ifdef __cplusplus
 extern "C" {

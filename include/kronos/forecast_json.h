@@ -35,7 +35,7 @@
 #include <stdint.h>
 
 #include "kronos.h"
-#include "kronos/market.h" /* kr_calendar_coverage */
+#include "kronos/series.h" /* kr_calendar_coverage */
 
 #ifdef __cplusplus
 extern "C" {

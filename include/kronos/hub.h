@@ -1,6 +1,7 @@
 /*
  * kronos/hub.h — downloading Kronos checkpoints from the Hugging Face hub into the standard hub
- * cache, and finding them there again offline.
+ * cache (libkronos-tools, over libcurl: KRONOS_WITH_CURL); finding them there again offline is
+ * kronos/hub_cache.h, in the core library.
  *
  * The cache layout is the one huggingface_hub writes, so a snapshot pulled here is found by
  * Python tools and vice versa:
@@ -26,6 +27,7 @@
 #include <stdint.h>
 
 #include "kronos.h"
+#include "kronos/hub_cache.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -88,24 +90,6 @@ KR_API kr_hub_params kr_hub_default_params(void);
  * shows the token or an endpoint's user:password@. */
 KR_API kr_status kr_hub_pull(const kr_hub_params *params, const char *repo, const char *revision,
                              char *snapshot_dir_out, size_t n, kr_error *err);
-
-/* Finds an already-pulled snapshot without touching the network: refs/<revision> (or the
- * revision itself when it is a commit hash with a snapshot) must name a snapshot holding
- * config.json and model.safetensors. The cache is chosen from the environment as above.
- * KR_ERR_IO "... is not in the cache ..." when it is absent. */
-KR_API kr_status kr_hub_resolve_cached(const char *repo, const char *revision, char *out_dir,
-                                       size_t n, kr_error *err);
-/* The same in an explicit hub cache directory (NULL: from the environment). */
-KR_API kr_status kr_hub_resolve_cached_in(const char *cache_dir, const char *repo,
-                                          const char *revision, char *out_dir, size_t n,
-                                          kr_error *err);
-
-/* The hub cache directory that kr_hub_pull would use for cache_dir (NULL: environment). */
-KR_API kr_status kr_hub_cache_dir(const char *cache_dir, char *out, size_t n, kr_error *err);
-
-/* 1 if s has the shape of a hub model id "org/name" (letters, digits, '.', '_', '-'; no
- * leading '.' or '-', no ".." or "--"), else 0. Says nothing about whether it exists. */
-KR_API int kr_hub_is_repo_id(const char *s);
 
 #ifdef __cplusplus
 }

@@ -29,7 +29,7 @@
 #include <stddef.h>
 
 #include "kronos.h"
-#include "kronos/market.h"
+#include "kronos/series.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -282,12 +282,6 @@ KR_API kr_status kr_auth_load_key_file(const char *path, char *key, size_t cap, 
 /* 1, with a warning naming the file, its mode and the fix in msg, when every user of the
  * machine may read the key file (mode o+r: anyone logged in could call the API); else 0. */
 KR_API int kr_auth_key_file_exposed(const char *path, char *msg, size_t cap);
-
-/* Candles in any layout POST /v1/forecast accepts (JSON rows, {"candles", "columns"}, a pandas
- * to_json frame) or CSV text, with the server's default limits; label names the input in
- * errors. Caller owns *out (kr_candles_free). */
-KR_API kr_status kr_server_parse_candles(const char *text, size_t len, const char *label,
-                                         kr_candles **out, kr_error *err);
 
 #ifdef __cplusplus
 }

@@ -22,6 +22,13 @@ extern "C" {
 #define KR_API
 #endif
 
+/* Marks a function of a header under src/ (not installed) that a kronos shared library exports
+ * all the same, for kronos' own code above it: libkronos.so for libkronos-tools.so, and
+ * libkronos-tools.so for the kronos binary (the front ends' common/ routines). No API or ABI
+ * promise: such a function may change in any release. tests/install/test_install.sh checks that
+ * every export is KR_API in a public header or KR_PRIVATE in src/. */
+#define KR_PRIVATE KR_API
+
 typedef enum kr_status {
     KR_OK = 0,
     KR_ERR_INVALID_ARG = -1, /* a parameter is out of range or inconsistent */
@@ -40,10 +47,14 @@ typedef enum kr_status {
                             gradients); nothing was updated */
 } kr_status;
 
-/* Caller-supplied error detail. `message` names the place: file, row, field, tensor. */
+/* Caller-supplied error detail. `message` names the place: file, row, field, tensor. `field`
+ * is the request parameter or input field at fault when there is one ("pred_len", "lookback",
+ * "candles", "future_timestamps"), set by the code that checks it (kr_error_set_field), else
+ * "": a server answers 400 naming it, without reading the message. */
 typedef struct kr_error {
     kr_status status;
     char message[512];
+    char field[64];
 } kr_error;
 
 /* Static string for a status code ("invalid argument", ...). Never NULL. */
@@ -60,6 +71,10 @@ KR_API const char *kr_strerror(kr_status status);
  * programs that report their own failures the way the library does. */
 KR_API kr_status kr_error_set(kr_error *err, kr_status status, const char *fmt, ...)
     KR_PRINTF(3, 4);
+
+/* kr_error_set naming the field at fault (err->field; "" by kr_error_set). */
+KR_API kr_status kr_error_set_field(kr_error *err, kr_status status, const char *field,
+                                    const char *fmt, ...) KR_PRINTF(4, 5);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,6 @@
 /*
  * kronos/util.h — the few helpers kronos' own tools use that other programs need as well:
- * timing, printing candle timestamps the way reports do, reading a bounded regular file.
+ * timing, printing candle timestamps the way reports do.
  */
 #ifndef KRONOS_UTIL_H
 #define KRONOS_UTIL_H
@@ -21,12 +21,6 @@ KR_API double kr_now_seconds(void);
  * "YYYY-MM-DD" when the time of day is 00:00:00 and date_only is set, else
  * "YYYY-MM-DD HH:MM:SS". buf >= 32 bytes. Returns buf. */
 KR_API char *kr_format_timestamp(int64_t t, int date_only, char *buf, int buflen);
-
-/* Reads a whole regular file of at most max_bytes into a NUL-terminated buffer the caller
- * frees. A FIFO, a device or a directory is refused without blocking. `what` names the file's
- * role in messages ("config", "API key file"). */
-KR_API kr_status kr_read_file(const char *path, size_t max_bytes, const char *what, char **out,
-                              size_t *len, kr_error *err);
 
 #ifdef __cplusplus
 }

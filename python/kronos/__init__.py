@@ -18,7 +18,7 @@ from ._backtest import BacktestResult, backtest
 from .functions import (auto_regressive_inference, calc_time_stamps, sample_from_logits,
                         top_k_top_p_filtering)
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 __all__ = ["Kronos", "KronosTokenizer", "KronosPredictor", "Forecast", "finetune", "backtest",
            "BacktestResult", "KronosError",
            "InvalidArgumentError", "KronosIOError", "FormatError", "ModelError",

@@ -78,12 +78,12 @@ class kr_backtest_params(ctypes.Structure):
 
 
 _status = ctypes.c_int
-_bt_default = _lib._proto("kr_backtest_default_params", kr_backtest_params)
-_bt_run = _lib._proto("kr_backtest_run", _status, ctypes.c_void_p, _P(kr_backtest_series),
+_bt_default = _lib._tools_proto("kr_backtest_default_params", kr_backtest_params)
+_bt_run = _lib._tools_proto("kr_backtest_run", _status, ctypes.c_void_p, _P(kr_backtest_series),
                       ctypes.c_int, _P(kr_backtest_params), _P(ctypes.c_void_p),
                       _P(_lib.kr_error))
-_bt_free = _lib._proto("kr_backtest_report_free", None, ctypes.c_void_p)
-_bt_render = _lib._proto("kr_backtest_render", _status, ctypes.c_void_p, ctypes.c_int,
+_bt_free = _lib._tools_proto("kr_backtest_report_free", None, ctypes.c_void_p)
+_bt_render = _lib._tools_proto("kr_backtest_render", _status, ctypes.c_void_p, ctypes.c_int,
                          _P(ctypes.c_void_p), _P(_lib.kr_error))
 _libc_free = ctypes.CDLL(None).free
 _libc_free.argtypes = [ctypes.c_void_p]
@@ -94,13 +94,15 @@ _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
 def _check_layout():
+    if _lib.tools is None:  # no libkronos-tools.so.0: backtest() raises UnsupportedError
+        return
     p = _bt_default()
     if not (p.horizon == 20 and p.paths == 32 and p.min_history == 64 and p.bootstrap == 1000
             and abs(p.ci_level - 0.95) < 1e-12 and abs(p.alpha - 0.05) < 1e-12
             and p.strategy_k == 1 and abs(p.cost_bps - 10) < 1e-12 and p.ashare_rules == -1
             and p.from_ts == _INT64_MIN and p.to_ts == _INT64_MAX and p.max_context == 512):
-        raise ImportError(f"kronos: {_lib.library_path} does not match this package's "
-                          "kr_backtest_params (a library from another version?)")
+        raise ImportError(f"kronos: the tools library beside {_lib.library_path} does not match "
+                          "this package's kr_backtest_params (a library from another version?)")
 
 
 _check_layout()

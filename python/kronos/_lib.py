@@ -11,10 +11,13 @@ from . import errors
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _SONAME = "libkronos.so.0"
+# The libraries on top of the core (the fine-tuning pipeline, the backtest): next to it.
+_TOOLS_SONAME = "libkronos-tools.so.0"
 
 
 class kr_error(ctypes.Structure):
-    _fields_ = [("status", ctypes.c_int), ("message", ctypes.c_char * 512)]
+    _fields_ = [("status", ctypes.c_int), ("message", ctypes.c_char * 512),
+                ("field", ctypes.c_char * 64)]
 
 
 class kr_model_params(ctypes.Structure):
@@ -79,6 +82,7 @@ class kr_request_params(ctypes.Structure):
         ("should_abort", ctypes.c_void_p), ("abort_user", ctypes.c_void_p),
         ("wait_for_room", ctypes.c_int), ("static_batch_rows", ctypes.c_int),
         ("batch_wait_ms", ctypes.c_int),
+        ("seq_options", ctypes.c_void_p),
     ]
 
 
@@ -229,11 +233,35 @@ _c = ctypes.c_void_p
 _status = ctypes.c_int
 
 
-def _proto(name, restype, *argtypes):
-    fn = getattr(lib, name)
+def _proto(name, restype, *argtypes, where=None):
+    fn = getattr(lib if where is None else where, name)
     fn.restype = restype
     fn.argtypes = list(argtypes)
     return fn
+
+
+def _load_tools():
+    """libkronos-tools.so.0 from the core library's directory (else the loader path), or the
+    reason it is not there. The core stays usable without it: forecasting needs the core only."""
+    d = os.path.dirname(library_path)
+    path = os.path.join(d, _TOOLS_SONAME) if d else _TOOLS_SONAME
+    try:
+        return ctypes.CDLL(path), None
+    except OSError as e:
+        return None, f"kronos: {_TOOLS_SONAME} not found beside {library_path} ({e})"
+
+
+tools, _tools_missing = _load_tools()
+
+
+def _tools_proto(name, restype, *argtypes):
+    """A function of libkronos-tools; without that library, one raising UnsupportedError."""
+    if tools is not None:
+        return _proto(name, restype, *argtypes, where=tools)
+
+    def unavailable(*args, **kwargs):
+        raise errors.UnsupportedError(_tools_missing)
+    return unavailable
 
 
 kr_version = _proto("kr_version", ctypes.c_char_p)
@@ -248,12 +276,11 @@ kr_context_default_params = _proto("kr_context_default_params", kr_context_param
 kr_context_create = _proto("kr_context_create", _status, _c, _P(kr_context_params), _P(_c),
                            _P(kr_error))
 kr_context_free = _proto("kr_context_free", None, _c)
-kr_forecast_run_batch = _proto("kr_forecast_run_batch", _status, _c, _P(kr_series), ctypes.c_int,
-                               _P(kr_forecast_params), _P(_c), _P(kr_error))
 kr_request_default_params = _proto("kr_request_default_params", kr_request_params)
-kr_forecast_run_batch_ex = _proto("kr_forecast_run_batch_ex", _status, _c, _P(kr_series),
-                                  ctypes.c_int, _P(kr_forecast_params), _P(kr_request_params),
-                                  _P(_c), _P(kr_error))
+# One batch call since 0.3 (the request parameters, NULL for the defaults, were _ex's before).
+kr_forecast_run_batch = _proto("kr_forecast_run_batch", _status, _c, _P(kr_series), ctypes.c_int,
+                               _P(kr_forecast_params), _P(kr_request_params), _P(_c),
+                               _P(kr_error))
 # The library's own abort check, set as should_abort with an int flag as abort_user: the engine
 # thread polls it without entering Python (a ctypes callback would take the GIL every step).
 kr_abort_flag = ctypes.cast(lib.kr_abort_flag, ctypes.c_void_p).value
@@ -281,21 +308,21 @@ kr_checkpoint_free = _proto("kr_checkpoint_free", None, _c)
 kr_checkpoint_tensor_count = _proto("kr_checkpoint_tensor_count", ctypes.c_int, _c)
 kr_checkpoint_tensor = _proto("kr_checkpoint_tensor", _status, _c, ctypes.c_int,
                               _P(kr_tensor_view), _P(kr_error))
-# kronos/finetune.h: the fine-tuning pipeline (kronos.finetune).
+# kronos/finetune.h: the fine-tuning pipeline (kronos.finetune), in libkronos-tools.
 kr_finetune_progress_cb = ctypes.CFUNCTYPE(ctypes.c_int, _c, _P(kr_finetune_progress))
-kr_finetune_config_create = _proto("kr_finetune_config_create", _status, _P(_c), _P(kr_error))
-kr_finetune_config_free = _proto("kr_finetune_config_free", None, _c)
-kr_finetune_config_load_yaml = _proto("kr_finetune_config_load_yaml", _status, _c,
+kr_finetune_config_create = _tools_proto("kr_finetune_config_create", _status, _P(_c), _P(kr_error))
+kr_finetune_config_free = _tools_proto("kr_finetune_config_free", None, _c)
+kr_finetune_config_load_yaml = _tools_proto("kr_finetune_config_load_yaml", _status, _c,
                                       ctypes.c_char_p, _P(kr_error))
-kr_finetune_config_set = _proto("kr_finetune_config_set", _status, _c, ctypes.c_char_p,
+kr_finetune_config_set = _tools_proto("kr_finetune_config_set", _status, _c, ctypes.c_char_p,
                                 ctypes.c_char_p, _P(kr_error))
-kr_finetune_config_set_string = _proto("kr_finetune_config_set_string", _status, _c,
+kr_finetune_config_set_string = _tools_proto("kr_finetune_config_set_string", _status, _c,
                                        ctypes.c_char_p, ctypes.c_char_p, _P(kr_error))
-kr_finetune_config_add = _proto("kr_finetune_config_add", _status, _c, ctypes.c_char_p,
+kr_finetune_config_add = _tools_proto("kr_finetune_config_add", _status, _c, ctypes.c_char_p,
                                 ctypes.c_char_p, _P(kr_error))
-kr_finetune_n_keys = _proto("kr_finetune_n_keys", ctypes.c_int)
-kr_finetune_key_at = _proto("kr_finetune_key_at", _P(kr_finetune_key), ctypes.c_int)
-kr_finetune_run = _proto("kr_finetune_run", _status, _c, kr_finetune_progress_cb, _c,
+kr_finetune_n_keys = _tools_proto("kr_finetune_n_keys", ctypes.c_int)
+kr_finetune_key_at = _tools_proto("kr_finetune_key_at", _P(kr_finetune_key), ctypes.c_int)
+kr_finetune_run = _tools_proto("kr_finetune_run", _status, _c, kr_finetune_progress_cb, _c,
                          _P(kr_finetune_result), _P(kr_error))
 # Variadic: only the (err, status, "%s", text) form is used (the import-time layout check).
 kr_error_set = lib.kr_error_set
@@ -361,7 +388,8 @@ def _check_layout():
     # kr_error: a message longer than the buffer is cut at its size, so the bytes written end
     # where our copy ends.
     err = fill(lambda p: kr_error_set(p, -3, b"%s", b"x" * 4096), kr_error)
-    if err.status != -3 or len(err.message) != ctypes.sizeof(kr_error) - 4 - 1:
+    if (err.status != -3 or len(err.message) != kr_error.message.size - 1 or
+            err.field != b""):
         raise _layout_error("kr_error")
 
 

@@ -208,14 +208,14 @@ def _first(candles):
 
 # ------------------------------------------------------------------ the candle store
 
-# The store's names (market/store.c): 1-32 letters, digits and . _ - ^ =; an interval is a
+# The store's names (store/store.c): 1-32 letters, digits and . _ - ^ =; an interval is a
 # count 1..100000 and a unit. Checked here too, so a bad one fails before any request.
 _STORE_NAME = re.compile(r"[A-Za-z0-9._\-^=]{1,32}")
 _INTERVAL = re.compile(r"([1-9][0-9]*)(s|m|min|h|d|w|mo)")
 _INTERVAL_COUNT_MAX = 100000
 # Most rows one GET /v1/candles answers (KR_API_CANDLES_MAX, src/server/analyst_request.h).
 CANDLES_LIMIT_MAX = 100000
-# Years a stored stamp may have (KR_CANDLE_YEAR_MIN/MAX, src/market/candles.h).
+# Years a stored stamp may have (KR_CANDLE_YEAR_MIN/MAX, src/series/candles.h).
 _YEAR_MIN, _YEAR_MAX = 1900, 2200
 _EPOCH = datetime.datetime(1970, 1, 1)
 # Column names the candle readers take as the timestamp (src/server/analyst_request.c).

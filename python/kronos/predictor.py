@@ -567,8 +567,8 @@ def run(ctx, prepared, params, keep_paths=False, quantiles=(), progress=None, gr
         request.on_event = ctypes.cast(callback, ctypes.c_void_p)
 
     def call():
-        return _lib.kr_forecast_run_batch_ex(ctx.handle, series, n, ctypes.byref(params),
-                                             ctypes.byref(request), out, ctypes.byref(err))
+        return _lib.kr_forecast_run_batch(ctx.handle, series, n, ctypes.byref(params),
+                                          ctypes.byref(request), out, ctypes.byref(err))
 
     _track(abort)
     try:

@@ -14,8 +14,8 @@
 
 #include "base/error.h"
 #include "base/timeutil.h"
-#include "market/calendar.h"
-#include "market/store.h"
+#include "series/calendar.h"
+#include "store/store.h"
 
 /* Fewer rows than this make the normalisation statistics and most indicators meaningless. */
 #define KR_ANALYZE_MIN_ROWS 32
@@ -66,7 +66,7 @@ kr_analyst_request kr_analyst_request_start(const kr_request_params *params) {
 kr_status kr_analyst_run_batch(kr_context *ctx, const kr_analyst_request *request,
                                const kr_series *series, int n, const kr_forecast_params *params,
                                kr_forecast **out, kr_error *err) {
-    if (!request) return kr_forecast_run_batch_ex(ctx, series, n, params, NULL, out, err);
+    if (!request) return kr_forecast_run_batch(ctx, series, n, params, NULL, out, err);
     kr_request_params rp = request->params;
     if (request->deadline_at > 0) {
         const double left = request->deadline_at - kr_now_seconds();
@@ -79,7 +79,7 @@ kr_status kr_analyst_run_batch(kr_context *ctx, const kr_analyst_request *reques
         }
         rp.deadline_s = left;
     }
-    return kr_forecast_run_batch_ex(ctx, series, n, params, &rp, out, err);
+    return kr_forecast_run_batch(ctx, series, n, params, &rp, out, err);
 }
 
 int kr_analyst_fatal(kr_status st) {
@@ -276,10 +276,11 @@ kr_status kr_analyze_check_params(const kr_analyze_params *p, kr_error *err) {
         return kr_error_set(err, KR_ERR_INVALID_ARG, "error targets must be >= 0");
     if (p->calibrate > 0 && p->lookback > 0 &&
         p->lookback < kr_calibration_min_lookback(p->horizon))
-        return kr_error_set(err, KR_ERR_INVALID_ARG,
-                            "lookback %d is too short to calibrate a %d-bar horizon: the naive "
-                            "band needs at least %d rows",
-                            p->lookback, p->horizon, kr_calibration_min_lookback(p->horizon));
+        return kr_error_set_field(
+            err, KR_ERR_INVALID_ARG, "lookback",
+            "lookback %d is too short to calibrate a %d-bar horizon: the naive "
+            "band needs at least %d rows",
+            p->lookback, p->horizon, kr_calibration_min_lookback(p->horizon));
     return KR_OK;
 }
 

@@ -19,7 +19,7 @@
 #include "analyst/report.h"
 #include "kronos.h"
 #include "kronos/analyst.h"
-#include "market/candles.h"
+#include "series/candles.h"
 
 /* The items, parameters, report set and kr_analyze itself are public: kronos/analyst.h. */
 

@@ -23,7 +23,7 @@
 #include <stdint.h>
 
 #include "kronos.h"
-#include "market/candles.h"
+#include "series/candles.h"
 
 typedef struct kr_calib_scores {
     double coverage; /* fraction in [0, 1] */

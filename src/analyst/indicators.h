@@ -24,7 +24,7 @@
 #include <stdint.h>
 
 #include "kronos.h"
-#include "market/candles.h"
+#include "series/candles.h"
 
 kr_status kr_ind_sma(const double *x, int64_t n, int period, double *out, kr_error *err);
 kr_status kr_ind_ema(const double *x, int64_t n, int period, double *out, kr_error *err);

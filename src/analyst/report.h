@@ -42,9 +42,10 @@
 #include "analyst/calibrate.h"
 #include "analyst/indicators.h"
 #include "kronos.h"
-#include "market/candles.h"
+#include "series/candles.h"
 
-#include "analyst/paths.h"
+#include "engine/path_set.h"
+#include "kronos/analyst.h"
 
 #define KR_REPORT_CHART_BARS 120
 #define KR_REPORT_BOOTSTRAP 400
@@ -76,7 +77,7 @@ typedef struct kr_report_meta {
     int max_context, top_k;
     double temperature, top_p;
     uint64_t seed;
-    kr_ohlc_mode ohlc; /* candles repaired before the statistics (analyst/paths.h) */
+    kr_ohlc_mode ohlc; /* candles repaired before the statistics (engine/path_set.h) */
     int paths_min, paths_max; /* the first round's paths and the cap (adaptive paths) */
     double target_prob_se; /* stop adding paths when prob_up_se <= this ... */
     double target_var_rel_se; /* ... and var95_se <= this x |var95| (0: no target) */

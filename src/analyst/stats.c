@@ -1,6 +1,8 @@
 /* analyst/stats — see stats.h. */
 #include "analyst/stats.h"
 
+#include "base/sort.h"
+
 #include <math.h>
 #include <stdlib.h>
 
@@ -20,23 +22,11 @@ double kr_stat_std(const double *x, int64_t n, int ddof) {
     return sqrt(s / (double)(n - ddof));
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-void kr_stat_sort(double *x, int64_t n) {
-    if (n > 1) qsort(x, (size_t)n, sizeof *x, cmp_double);
-}
+/* One sort and one quantile for the whole project: base/sort. */
+void kr_stat_sort(double *x, int64_t n) { kr_sort_doubles(x, n); }
 
 double kr_stat_quantile_sorted(const double *sorted, int64_t n, double q) {
-    if (n < 1) return NAN;
-    double pos = q * (double)(n - 1);
-    int64_t lo = (int64_t)floor(pos);
-    if (lo < 0) lo = 0;
-    if (lo > n - 1) lo = n - 1;
-    int64_t hi = lo + 1 < n ? lo + 1 : lo;
-    return sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - (double)lo);
+    return kr_quantile_sorted(sorted, n, q);
 }
 
 /* The number of values at or below the true q-quantile is Binomial(n, q): the order statistics

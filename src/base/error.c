@@ -27,6 +27,20 @@ const char *kr_strerror(kr_status status) {
 kr_status kr_error_set(kr_error *err, kr_status status, const char *fmt, ...) {
     if (err) {
         err->status = status;
+        err->field[0] = '\0';
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->message, sizeof err->message, fmt, ap);
+        va_end(ap);
+    }
+    return status;
+}
+
+kr_status kr_error_set_field(kr_error *err, kr_status status, const char *field, const char *fmt,
+                             ...) {
+    if (err) {
+        err->status = status;
+        snprintf(err->field, sizeof err->field, "%s", field ? field : "");
         va_list ap;
         va_start(ap, fmt);
         vsnprintf(err->message, sizeof err->message, fmt, ap);

@@ -10,7 +10,7 @@
 /* kr_error_set is public (kronos/status.h). */
 
 /* Prepends "<prefix>: " to an error already set, to add the outer place (file name). */
-void kr_error_prefix(kr_error *err, const char *fmt, ...) KR_PRINTF(2, 3);
+KR_PRIVATE void kr_error_prefix(kr_error *err, const char *fmt, ...) KR_PRINTF(2, 3);
 
 /* Resets err to KR_OK with an empty message. */
 void kr_error_clear(kr_error *err);

@@ -1,6 +1,8 @@
 /* base/sort — see sort.h. Bottom-up merge sort over runs made by insertion sort. */
 #include "base/sort.h"
 
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define RUN 16
@@ -46,4 +48,23 @@ void kr_sort(void *base, size_t n, size_t size, kr_sort_cmp cmp, void *ctx, void
         dst = t;
     }
     if (src != base) memcpy(base, src, n * size);
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+void kr_sort_doubles(double *x, int64_t n) {
+    if (n > 1) qsort(x, (size_t)n, sizeof *x, cmp_double);
+}
+
+double kr_quantile_sorted(const double *sorted, int64_t n, double q) {
+    if (n < 1) return NAN;
+    double pos = q * (double)(n - 1);
+    int64_t lo = (int64_t)floor(pos);
+    if (lo < 0) lo = 0;
+    if (lo > n - 1) lo = n - 1;
+    int64_t hi = lo + 1 < n ? lo + 1 : lo;
+    return sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - (double)lo);
 }

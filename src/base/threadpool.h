@@ -25,6 +25,17 @@ void kr_pool_free(kr_pool *pool);
 int kr_pool_size(const kr_pool *pool);
 /* Runs fn on every thread; a NULL pool runs fn(ctx, 0, 1) on the caller. */
 void kr_pool_run(kr_pool *pool, kr_pool_fn fn, void *ctx);
+/* kr_pool_run when `work` (any unit: FLOPs, values) reaches `threshold`, else fn(ctx, 0, 1) on
+ * the calling thread alone: below some work a hand-off to the pool costs more than it saves
+ * (microseconds on an idle machine, far more when other processes hold the cores). Results are
+ * the same either way when fn's split does not change its numbers (the kernels'). */
+static inline void kr_pool_run_if_worth(kr_pool *pool, kr_pool_fn fn, void *ctx, double work,
+                                        double threshold) {
+    if (work < threshold)
+        fn(ctx, 0, 1);
+    else
+        kr_pool_run(pool, fn, ctx);
+}
 /* A 64-byte-aligned buffer of at least `bytes` owned by the pool, for the region about to
  * run (its contents do not survive the next call). NULL for a NULL pool or when out of
  * memory. Only the pool's driver calls it. */

@@ -17,13 +17,13 @@ typedef struct kr_civil {
 } kr_civil;
 
 /* The timestamps the engine and the calendar accept: |t| <= 1e13 s, about 317,000 years
- * either side of 1970 (market/calendar.c checks the same bound). */
+ * either side of 1970 (series/calendar.c checks the same bound). */
 #define KR_TIME_MAX_ABS ((int64_t)10000000000000)
 
 /* Proleptic Gregorian, defined for every int64 t (no overflow anywhere). Years outside int
  * (|t| past ~6.8e16 s) saturate to INT_MIN / INT_MAX; kr_format_timestamp prints them in
  * full. */
-kr_civil kr_civil_from_unix(int64_t t);
+KR_PRIVATE kr_civil kr_civil_from_unix(int64_t t);
 int64_t kr_unix_from_civil(int year, int month, int day, int hour, int minute, int second);
 
 /* The predictor's five time features in its order: minute, hour, weekday, day, month. */

@@ -25,8 +25,8 @@
 typedef struct kr_arena kr_arena;
 
 /* An arena with `bytes` of room (0: a small default); caller owns *out. */
-kr_status kr_arena_create(size_t bytes, kr_arena **out, kr_error *err);
-void kr_arena_free(kr_arena *a);
+KR_PRIVATE kr_status kr_arena_create(size_t bytes, kr_arena **out, kr_error *err);
+KR_PRIVATE void kr_arena_free(kr_arena *a);
 /* `bytes` of 64-byte-aligned memory valid until released past it; NULL only when the arena
  * had to spill and the system is out of memory. */
 void *kr_arena_alloc(kr_arena *a, size_t bytes);

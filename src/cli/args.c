@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "kronos/hub.h"
+#include "kronos/hub_cache.h"
 
 int kr_arg_int(const char *s, long min, long max, int *out) {
     if (!s || !*s) return 0;

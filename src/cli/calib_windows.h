@@ -8,7 +8,7 @@
 #define KR_CLI_CALIB_WINDOWS_H
 
 #include "kronos.h"
-#include "kronos/market.h"
+#include "kronos/series.h"
 
 typedef struct kr_calib_set {
     kr_candles **files;

@@ -17,19 +17,21 @@
 
 #include "kronos/analyst.h"
 #include "kronos/util.h"
+#include "common/analyze_stored.h"
+#include "common/candles_input.h"
+#include "common/limits.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "cli/engine_open.h"
 #include "cli/store_pick.h"
 #include "kronos.h"
-#include "kronos/market.h"
+#include "kronos/store.h"
 
 #define CMD "analyze"
 #define MAX_SYMBOLS 256
 /* Rows read per symbol: indicators and calibration need far fewer; this only bounds memory
  * for a very long 1-minute history. */
-#define READ_LIMIT 100000
 
 /* getopt codes of the flags without a short letter. */
 enum {
@@ -100,7 +102,8 @@ static int add_symbol(opts *o, const char *sym, const char *interval, const char
 static int read_watchlist(opts *o) {
     kr_error err = { 0 };
     size_t len = 0;
-    if (kr_read_file(o->watchlist, 1 << 20, "watch-list", &o->watch_text, &len, &err) != KR_OK) {
+    if (kr_input_read_file(o->watchlist, 1 << 20, "watch-list", &o->watch_text, &len, &err) !=
+        KR_OK) {
         fprintf(stderr, "kronos %s: error: --watchlist: %s\n", CMD, err.message);
         return 1;
     }
@@ -247,7 +250,7 @@ static int parse_opts(int argc, char **argv, opts *o) {
         case 'm': o->model = optarg; break;
         case 't': o->tokenizer = optarg; break;
         case 'n':
-            if (!kr_arg_int(optarg, 1, 65535, &o->p.horizon))
+            if (!kr_arg_int(optarg, 1, KR_LIMIT_PRED_LEN_CAP, &o->p.horizon))
                 return kr_cli_usage_error(CMD, "--horizon must be an integer in 1..65535, got '%s'",
                                           optarg);
             break;
@@ -408,6 +411,40 @@ static void progress(void *user, int step, int n_steps, const char *what) {
     fflush(stderr);
 }
 
+/* The CLI's words for a symbol that cannot be analysed (common/analyze_stored.h), into
+ * msg[cap]. db names the store as messages show it. */
+static void describe_fault(const opts *o, const kr_stored_series *e, const kr_store_entry *all,
+                           int64_t n_all, const char *db, char *msg, size_t cap) {
+    char list[1400], suggested[40];
+    switch (e->fault) {
+    case KR_STORED_UNKNOWN_SYMBOL:
+        if (kr_symbol_suggest_exchange(e->asked, suggested, sizeof suggested)) {
+            snprintf(msg, cap,
+                     "unknown symbol '%s' in %s: an A-share code names its exchange, did you "
+                     "mean '%s'? (6xxxxx: .SH, 0/3xxxxx: .SZ, 8/4xxxxx: .BJ)",
+                     e->asked, db, suggested);
+            break;
+        }
+        kr_cli_stored_list(all, n_all, list, sizeof list);
+        snprintf(msg, cap, "unknown symbol '%s' in %s; stored: %s (add one with 'kronos ingest')",
+                 e->asked, db, list);
+        break;
+    case KR_STORED_NO_INTERVAL:
+        kr_cli_stored_list(e->series, e->n_series, list, sizeof list);
+        snprintf(msg, cap, "%s has no '%s' candles in %s; stored: %s", e->symbol, e->want, db,
+                 list);
+        break;
+    case KR_STORED_READ_FAILED: snprintf(msg, cap, "%s", e->read_error.message); break;
+    case KR_STORED_TOO_FEW_ROWS:
+        snprintf(msg, cap,
+                 "%s %s: too few rows: %lld stored, need at least %lld for --horizon %d%s",
+                 e->symbol, e->interval, (long long)e->rows, (long long)e->need, o->p.horizon,
+                 o->p.calibrate ? " and --calibrate" : "");
+        break;
+    case KR_STORED_OK: msg[0] = '\0'; break;
+    }
+}
+
 /* Asks for the narratives (see --llm-url) and says on stderr what went wrong with any. Only
  * running out of memory fails the command. Returns 0, or an exit code. */
 static int add_narratives(const opts *o, kr_report_set *set, kr_narrative ***narr) {
@@ -448,10 +485,10 @@ int kr_cmd_analyze(int argc, char **argv) {
     kr_store *store = NULL;
     kr_store_entry *all = NULL;
     int64_t n_all = 0;
-    static kr_candles *cs[MAX_SYMBOLS];
+    static kr_stored_series series[MAX_SYMBOLS];
     static kr_analyze_item items[MAX_SYMBOLS];
     static char errors[MAX_SYMBOLS][1024];
-    memset(cs, 0, sizeof cs);
+    memset(series, 0, sizeof series);
     memset(items, 0, sizeof items);
     kr_cli_engine eng = { 0 };
     kr_report_set *set = NULL;
@@ -489,9 +526,10 @@ int kr_cmd_analyze(int argc, char **argv) {
         goto done;
     }
     if (o.all) {
-        for (int64_t i = 0; i < n_all && o.n_symbols < MAX_SYMBOLS; i++) {
-            o.symbols[o.n_symbols] = all[i].symbol;
-            o.sym_interval[o.n_symbols++] = all[i].interval;
+        if (kr_stored_all(all, n_all, series, MAX_SYMBOLS, &o.n_symbols, &err) != KR_OK) {
+            snprintf(msg, sizeof msg, "%s: %s", shown, err.message);
+            rc = kr_cli_fail(CMD, msg);
+            goto done;
         }
         if (o.n_symbols == 0) {
             snprintf(msg, sizeof msg, "%s: nothing stored (add candles with 'kronos ingest')",
@@ -499,49 +537,31 @@ int kr_cmd_analyze(int argc, char **argv) {
             rc = kr_cli_fail(CMD, msg);
             goto done;
         }
+    } else {
+        for (int i = 0; i < o.n_symbols; i++) {
+            series[i].asked = o.symbols[i];
+            series[i].want = o.sym_interval[i] ? o.sym_interval[i] : o.interval;
+        }
+    }
+    for (int i = 0; i < o.n_symbols; i++) kr_stored_pick(all, n_all, &series[i]);
+    /* "AAPL" and "AAPL 1d" name one series once the interval is resolved. */
+    int first, second;
+    if (kr_stored_duplicate(series, o.n_symbols, &first, &second)) {
+        char where[PATH_MAX + 64] = "";
+        if (o.sym_line[first] && o.sym_line[second])
+            snprintf(where, sizeof where, "%s: lines %d and %d: ", o.watchlist, o.sym_line[first],
+                     o.sym_line[second]);
+        snprintf(msg, sizeof msg, "%ssymbol '%s' given twice (both name the %s %s series)", where,
+                 series[second].asked, series[second].symbol, series[second].interval);
+        rc = kr_cli_usage_error(CMD, "%s", msg);
+        goto done;
     }
     /* A symbol that cannot be loaded is a failure of the report set, beside the others. */
     const int64_t need = kr_analyze_min_rows(&o.p);
-    const kr_store_entry *picked[MAX_SYMBOLS] = { 0 };
     for (int i = 0; i < o.n_symbols; i++) {
-        const kr_store_entry *e = NULL;
-        items[i].symbol = o.symbols[i];
-        items[i].interval = o.sym_interval[i] ? o.sym_interval[i] : o.interval;
-        if (kr_cli_pick_interval(o.symbols[i], o.sym_interval[i] ? o.sym_interval[i] : o.interval,
-                                 shown, all, n_all, &e, errors[i], sizeof errors[i])) {
-            items[i].error = errors[i];
-            continue;
-        }
-        /* "AAPL" and "AAPL 1d" name one series once the interval is resolved. */
-        picked[i] = e;
-        for (int j = 0; j < i; j++)
-            if (picked[j] == e) {
-                char where[PATH_MAX + 64] = "";
-                if (o.sym_line[i] && o.sym_line[j])
-                    snprintf(where, sizeof where, "%s: lines %d and %d: ", o.watchlist,
-                             o.sym_line[j], o.sym_line[i]);
-                snprintf(msg, sizeof msg, "%ssymbol '%s' given twice (both name the %s %s series)",
-                         where, o.symbols[i], e->symbol, e->interval);
-                rc = kr_cli_usage_error(CMD, "%s", msg);
-                goto done;
-            }
-        items[i].symbol = e->symbol; /* the stored spelling */
-        items[i].interval = e->interval;
-        items[i].market = o.market ? o.market : e->market;
-        if (kr_store_read(store, e->symbol, e->interval, READ_LIMIT, &cs[i], &err) != KR_OK) {
-            snprintf(errors[i], sizeof errors[i], "%s", err.message);
-            items[i].error = errors[i];
-            continue;
-        }
-        if (cs[i]->n < need) {
-            snprintf(errors[i], sizeof errors[i],
-                     "%s %s: too few rows: %lld stored, need at least %lld for --horizon %d%s",
-                     e->symbol, e->interval, (long long)cs[i]->n, (long long)need, o.p.horizon,
-                     o.p.calibrate ? " and --calibrate" : "");
-            items[i].error = errors[i];
-            continue;
-        }
-        items[i].candles = cs[i];
+        kr_stored_read(store, need, &series[i]);
+        describe_fault(&o, &series[i], all, n_all, shown, errors[i], sizeof errors[i]);
+        items[i] = kr_stored_item(&series[i], o.market, errors[i]);
     }
 
     if ((rc = kr_cli_engine_open(CMD, pred_dir, tok_dir, NULL, o.allow_nonfinite, o.threads, NULL,
@@ -579,7 +599,7 @@ done:
     kr_report_set_free(set);
     kr_narrative_free_all(narr, n_narr); /* after the set: its reports borrow them */
     kr_cli_engine_close(&eng);
-    for (int i = 0; i < o.n_symbols; i++) kr_candles_free(cs[i]);
+    kr_stored_series_free(series, o.n_symbols);
     free(all);
     kr_store_close(store);
     free(o.watch_text);

@@ -20,9 +20,10 @@
 #include "cli/engine_open.h"
 #include "cli/progress.h"
 #include "cli/store_pick.h"
+#include "common/candles_input.h"
 #include "kronos.h"
 #include "kronos/backtest.h"
-#include "kronos/market.h"
+#include "kronos/store.h"
 #include "kronos/util.h"
 
 #define CMD "backtest"
@@ -563,8 +564,9 @@ int kr_cmd_backtest(int argc, char **argv) {
                                             names[i]);
                     goto done;
                 }
-            if (kr_cli_load_candles(path, &cs[i], msg, sizeof msg) != 0) {
-                rc = kr_cli_fail(CMD, msg);
+            kr_error lerr = { 0 };
+            if (kr_candles_load(path, &cs[i], &lerr) != KR_OK) {
+                rc = kr_cli_fail(CMD, lerr.message);
                 goto done;
             }
             kr_cli_warn_dropped_columns(CMD, path, cs[i]);

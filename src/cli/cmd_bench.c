@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "kronos/util.h"
+#include "common/limits.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/options.h"
@@ -19,7 +20,7 @@
 #include "cli/share_paths.h"
 #include "kronos.h"
 #include "kronos/eval.h"
-#include "kronos/market.h"
+#include "kronos/series.h"
 
 #define CMD "bench"
 
@@ -108,7 +109,7 @@ int kr_cmd_bench(int argc, char **argv) {
                 return kr_cli_usage_error(CMD, "bad --lookback-max '%s'", optarg);
             break;
         case 'n':
-            if (!kr_arg_int(optarg, 1, 1 << 16, &pred_len))
+            if (!kr_arg_int(optarg, 1, KR_LIMIT_PRED_LEN_CAP, &pred_len))
                 return kr_cli_usage_error(CMD, "bad --pred-len '%s'", optarg);
             break;
         case 'p': {

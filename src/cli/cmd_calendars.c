@@ -16,7 +16,7 @@
 #include "cli/options.h"
 #include "cli/share_paths.h"
 #include "kronos.h"
-#include "kronos/market.h"
+#include "kronos/series.h"
 
 #define CMD "calendars"
 

@@ -311,7 +311,6 @@ static kr_status load_models(const opts *o, const char *pred_dir, const char *to
         mp.quant_group = o->group;
         return kr_model_load(pred_dir, tok_dir, &mp, q, err);
     }
-    if ((st = kr_model_load(pred_dir, tok_dir, &mp, q, err)) != KR_OK) return st;
     kr_calib_set cs;
     if ((st = kr_calib_set_load(o->calib, o->n_calib, KR_CALIB_DEFAULT_WINDOWS,
                                 KR_CALIB_DEFAULT_LOOKBACK, &cs, err)) != KR_OK)
@@ -321,7 +320,8 @@ static kr_status load_models(const opts *o, const char *pred_dir, const char *to
     qp.method = o->method;
     qp.group = o->group;
     qp.n_threads = o->threads;
-    st = kr_model_quantize_with(*q, &qp, cs.series, cs.n_series, err);
+    /* A quantised copy of the reference, which stays f32. */
+    st = kr_model_quantize(*ref, &qp, cs.series, cs.n_series, q, err);
     kr_calib_set_free(&cs);
     return st;
 }

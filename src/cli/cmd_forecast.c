@@ -18,6 +18,7 @@
 
 #include "kronos/analyst.h"
 #include "kronos/util.h"
+#include "common/limits.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/options.h"
@@ -25,8 +26,9 @@
 #include "cli/progress.h"
 #include "kronos.h"
 #include "kronos/forecast_json.h"
-#include "kronos/market.h"
-#include "kronos/server.h"
+#include "kronos/series.h"
+#include "common/candles_input.h"
+#include "common/notes.h"
 
 #define CMD "forecast"
 #define MAX_INPUTS 4096
@@ -413,7 +415,7 @@ static int parse_opts(int argc, char **argv, opts *o, char ***owned, int *n_owne
                 return kr_cli_usage_error(CMD, "%s", msg);
             break;
         case 'n':
-            if (!kr_arg_int(optarg, 1, 65536, &o->p.pred_len))
+            if (!kr_arg_int(optarg, 1, KR_LIMIT_PRED_LEN_CAP, &o->p.pred_len))
                 return kr_cli_usage_error(
                     CMD, "--pred-len must be an integer in 1..65536, got '%s'", optarg);
             break;
@@ -582,8 +584,9 @@ int kr_cmd_forecast(int argc, char **argv) {
         goto done;
     }
     for (int i = 0; i < o.n_inputs; i++) {
-        if (kr_cli_load_candles(o.inputs[i], &cs[i], msg, sizeof msg) != 0) {
-            rc = kr_cli_fail(CMD, msg);
+        kr_error lerr = { 0 };
+        if (kr_candles_load(o.inputs[i], &cs[i], &lerr) != KR_OK) {
+            rc = kr_cli_fail(CMD, lerr.message);
             goto done;
         }
         kr_cli_warn_dropped_columns(CMD, o.inputs[i], cs[i]);
@@ -659,7 +662,7 @@ int kr_cmd_forecast(int argc, char **argv) {
     kr_ticker *ticker = kr_ticker_start(what);
     kr_request_params rq = kr_request_default_params();
     rq.static_batch_rows = o.batch_rows;
-    kr_status fst = kr_forecast_run_batch_ex(eng.ctx, series, o.n_inputs, &o.p, &rq, res, &err);
+    kr_status fst = kr_forecast_run_batch(eng.ctx, series, o.n_inputs, &o.p, &rq, res, &err);
     kr_ticker_stop(ticker);
     int per = kr_static_batch_series(o.batch_rows, o.p.paths, o.n_inputs);
     if (o.n_inputs > 1)

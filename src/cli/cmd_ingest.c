@@ -1,6 +1,6 @@
 /*
- * cli/cmd_ingest — `kronos ingest`: reads a candle CSV (market/candles) and upserts it into
- * the local store (market/store) under a symbol and an interval, for `kronos analyze`.
+ * cli/cmd_ingest — `kronos ingest`: reads a candle CSV (series/candles) and upserts it into
+ * the local store (store/store) under a symbol and an interval, for `kronos analyze`.
  */
 #include <getopt.h>
 #include <limits.h>
@@ -14,7 +14,8 @@
 #include "cli/options.h"
 #include "cli/progress.h"
 #include "kronos.h"
-#include "kronos/market.h"
+#include "kronos/store.h"
+#include "common/candles_input.h"
 
 #define CMD "ingest"
 
@@ -136,8 +137,8 @@ int kr_cmd_ingest(int argc, char **argv) {
         goto done;
     }
     char msg[sizeof err.message + PATH_MAX + 8];
-    if (kr_cli_load_candles(file, &c, msg, sizeof msg) != 0) {
-        rc = kr_cli_fail(CMD, msg);
+    if (kr_candles_load(file, &c, &err) != KR_OK) {
+        rc = kr_cli_fail(CMD, err.message);
         goto done;
     }
     if (!strcmp(file, "-")) file = "stdin";

@@ -17,7 +17,7 @@
 #include "cli/options.h"
 #include "cli/progress.h"
 #include "kronos.h"
-#include "kronos/market.h"
+#include "kronos/series.h"
 
 #define CMD "quantize"
 #define MAX_CALIB 32
@@ -190,9 +190,14 @@ int kr_cmd_quantize(int argc, char **argv) {
     qp.group = group;
     qp.n_threads = threads;
     qp.gptq_damp = damp;
-    kr_status qst = rc == 0 ? kr_model_quantize_with(m, &qp, cs.series, cs.n_series, &err) : KR_OK;
+    kr_model *q = NULL;
+    kr_status qst = rc == 0 ? kr_model_quantize(m, &qp, cs.series, cs.n_series, &q, &err) : KR_OK;
     kr_ticker_stop(ticker);
     if (qst != KR_OK) rc = kr_cli_fail(CMD, err.message);
+    if (q) { /* the f32 model is done with: the quantised one is saved and described */
+        kr_model_free(m);
+        m = q;
+    }
     double tq = kr_now_seconds() - t0;
     if (rc == 0 && kr_model_save_quantized(m, out, &err) != KR_OK)
         rc = kr_cli_fail(CMD, err.message);

@@ -30,7 +30,7 @@
 #include "cli/share_paths.h"
 #include "kronos.h"
 #include "kronos/analyst.h"
-#include "kronos/market.h"
+#include "kronos/store.h"
 #include "kronos/server.h"
 
 #define CMD "serve"

@@ -1,5 +1,5 @@
 /*
- * cli/cmd_store — `kronos store list|export|delete`: what the local store (market/store)
+ * cli/cmd_store — `kronos store list|export|delete`: what the local store (store/store)
  * holds, getting a series back out as a file `kronos ingest` and `forecast` read, and removing
  * what was ingested by mistake (a wrong symbol, interval or range) — the other half of
  * `kronos ingest`.
@@ -15,7 +15,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "kronos.h"
-#include "kronos/market.h"
+#include "kronos/store.h"
 
 #define CMD "store"
 /* Exit status of a delete or export that matched no candle (documented in --help and the

@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "kronos.h"
+#include "kronos/build_info.h"
 
 #define CMD "version"
 

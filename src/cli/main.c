@@ -23,6 +23,21 @@ extern const kr_cli_command kr_cli_calendars_spec, kr_cli_version_spec, kr_cli_i
     kr_cli_forecast_spec, kr_cli_analyze_spec, kr_cli_quantize_spec, kr_cli_eval_quant_spec,
     kr_cli_bench_spec;
 
+/* The option tables of the commands a build left out (cmd_unavailable.c stands in for them):
+ * none, so their help, completion and man page entry say "built without ...". */
+#if KRONOS_BUILD_ANALYST
+#define KR_ANALYZE_SPEC (&kr_cli_analyze_spec)
+#else
+#define KR_ANALYZE_SPEC NULL
+#endif
+#if KRONOS_BUILD_EVAL
+#define KR_BENCH_SPEC (&kr_cli_bench_spec)
+#define KR_EVAL_QUANT_SPEC (&kr_cli_eval_quant_spec)
+#else
+#define KR_BENCH_SPEC NULL
+#define KR_EVAL_QUANT_SPEC NULL
+#endif
+
 static const command k_commands[] = {
     { "forecast", kr_cmd_forecast,
       "forecast candles from CSV or JSON files (mean path, paths, quantiles)",
@@ -30,7 +45,7 @@ static const command k_commands[] = {
     { "gen-random", kr_cmd_gen_random, "write a random-weight checkpoint of a real Kronos shape",
       NULL },
     { "bench", kr_cmd_bench, "time forecasts: KV cache vs full recomputation, paths, shapes",
-      &kr_cli_bench_spec },
+      KR_BENCH_SPEC },
     { "serve", kr_cmd_serve,
       "serve forecasts over HTTP (continuous batching, prefix cache, metrics)", NULL },
     { "ingest", kr_cmd_ingest,
@@ -38,14 +53,14 @@ static const command k_commands[] = {
     { "store", kr_cmd_store, "list the stored series, or delete one (or a range of its candles)",
       NULL },
     { "analyze", kr_cmd_analyze, "report on stored symbols: forecast statistics, risk, technicals",
-      &kr_cli_analyze_spec },
+      KR_ANALYZE_SPEC },
     { "backtest", kr_cmd_backtest,
       "does the model beat a naive forecast? rolling-origin scores, tests, a strategy", NULL },
     { "quantize", kr_cmd_quantize,
       "write a bf16 / int8 / fp8 / q4 checkpoint, calibrated on candle files",
       &kr_cli_quantize_spec },
     { "eval-quant", kr_cmd_eval_quant,
-      "measure what a quantised format costs in accuracy against f32", &kr_cli_eval_quant_spec },
+      "measure what a quantised format costs in accuracy against f32", KR_EVAL_QUANT_SPEC },
     { "finetune", kr_cmd_finetune,
       "fine-tune the tokenizer and predictor on candles (the official finetune_csv YAML)", NULL },
     { "pull", kr_cmd_pull, "download a Kronos checkpoint from the Hugging Face hub into its cache",

@@ -9,9 +9,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "kronos/market.h"
-#include "kronos/server.h"
+#include "kronos/series.h"
 #include "kronos/util.h"
+#include "common/candles_input.h"
 
 struct kr_ticker {
     pthread_t thread;
@@ -76,7 +76,7 @@ static int config_has(const char *dir, const char *key) {
     size_t len = 0;
     kr_error err;
     snprintf(path, sizeof path, "%s/config.json", dir);
-    if (kr_read_file(path, 1 << 16, "config", &text, &len, &err) != KR_OK) return 0;
+    if (kr_input_read_file(path, 1 << 16, "config", &text, &len, &err) != KR_OK) return 0;
     char quoted[64];
     snprintf(quoted, sizeof quoted, "\"%s\"", key);
     int has = strstr(text, quoted) != NULL;
@@ -99,90 +99,6 @@ void kr_cli_model_hint(const char *pred_dir, const char *tok_dir, char *hint, si
                  pred_dir);
     else if (tok_is_pred)
         snprintf(hint, cap, " (hint: --tokenizer %s is a predictor, not a tokenizer)", tok_dir);
-}
-
-int kr_cli_read_stdin(size_t max, char **out, size_t *len, char *msg, size_t cap) {
-    size_t n = 0, sz = 65536;
-    char *buf = malloc(sz + 1);
-    if (!buf) {
-        snprintf(msg, cap, "out of memory reading standard input");
-        return -1;
-    }
-    for (;;) {
-        if (n > max) { /* one byte past the limit is enough to know */
-            free(buf);
-            snprintf(msg, cap, "standard input is larger than %zu bytes", max);
-            return -1;
-        }
-        if (n == sz) {
-            /* Grown to at most max + 1 bytes: doubling past it held 2 GiB for a 1 GiB limit. */
-            const size_t grown = sz > max / 2 ? max + 1 : sz * 2;
-            char *nb = realloc(buf, grown + 1);
-            if (!nb) {
-                free(buf);
-                snprintf(msg, cap, "out of memory reading standard input");
-                return -1;
-            }
-            buf = nb;
-            sz = grown;
-        }
-        size_t got = fread(buf + n, 1, sz - n, stdin);
-        n += got;
-        if (got == 0) break;
-    }
-    if (ferror(stdin)) {
-        free(buf);
-        snprintf(msg, cap, "cannot read standard input");
-        return -1;
-    }
-    buf[n] = 0;
-    *out = buf;
-    *len = n;
-    return 0;
-}
-
-/* Whether the file's first byte after white space (and a UTF-8 BOM) is '{' or '['. An
- * unreadable file, or one that is not a regular file (a FIFO would block the open until a
- * writer came), answers no and is left to the CSV reader to report. */
-static int starts_like_json(const char *path) {
-    struct stat sb;
-    if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) return 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return 0;
-    unsigned char head[256];
-    size_t n = fread(head, 1, sizeof head, f), i = 0;
-    fclose(f);
-    if (n >= 3 && head[0] == 0xEF && head[1] == 0xBB && head[2] == 0xBF) i = 3;
-    while (i < n && (head[i] == ' ' || head[i] == '\t' || head[i] == '\r' || head[i] == '\n')) i++;
-    return i < n && (head[i] == '{' || head[i] == '[');
-}
-
-int kr_cli_load_candles(const char *path, kr_candles **out, char *msg, size_t cap) {
-    const int from_stdin = !strcmp(path, "-");
-    const char *label = from_stdin ? "stdin" : path;
-    size_t n = strlen(path);
-    const int json = n > 5 && !strcmp(path + n - 5, ".json");
-    kr_error err = { 0 };
-    if (!from_stdin && !json && !starts_like_json(path)) {
-        if (kr_candles_read_csv(path, out, &err) == KR_OK) return 0;
-        snprintf(msg, cap, "%s", err.message);
-        return -1;
-    }
-    char *text = NULL;
-    size_t len = 0;
-    if (from_stdin) {
-        if (kr_cli_read_stdin((size_t)1 << 30, &text, &len, msg, cap) != 0) return -1;
-    } else if (kr_read_file(path, (size_t)1 << 30, "candle file", &text, &len, &err) != KR_OK) {
-        snprintf(msg, cap, "%s", err.message);
-        return -1;
-    }
-    int rc = 0;
-    if (kr_server_parse_candles(text, len, label, out, &err) != KR_OK) {
-        snprintf(msg, cap, "%s", err.message);
-        rc = -1;
-    }
-    free(text);
-    return rc;
 }
 
 void kr_cli_warn_thin_history(const char *cmd, const char *path, const kr_candles *c) {

@@ -11,7 +11,7 @@
 
 #include <stddef.h>
 
-#include "kronos/market.h"
+#include "kronos/series.h"
 
 typedef struct kr_ticker kr_ticker;
 
@@ -23,16 +23,6 @@ void kr_ticker_stop(kr_ticker *t);
 /* After a failed model load: a hint when the two directories look swapped (the predictor
  * directory holds a tokenizer config or the other way round). Writes "" when nothing fits. */
 void kr_cli_model_hint(const char *pred_dir, const char *tok_dir, char *hint, size_t cap);
-
-/* Reads all of standard input (at most max bytes) into a NUL-terminated buffer the caller
- * frees. Returns 0, or -1 with a message. */
-int kr_cli_read_stdin(size_t max, char **out, size_t *len, char *msg, size_t cap);
-
-/* Reads one candle input of forecast or ingest: '-' is standard input; JSON (a .json name, or
- * text that starts with '{' or '[') goes through the HTTP API's candle reader (every layout it
- * takes, pandas frames included), anything else through the CSV reader. Returns 0 or -1 with
- * msg set. */
-int kr_cli_load_candles(const char *path, kr_candles **out, char *msg, size_t cap);
 
 /* One line on stderr when the input has no volume column (volume and amount are then 0), and
  * one when the reader dropped a column the user gave (kr_candles.amount_dropped: an amount

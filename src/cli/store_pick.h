@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "kronos/market.h"
+#include "kronos/store.h"
 
 /* "AAPL (1d), MSFT (1d, 1h), ..." of e[n] into buf ("none" when n is 0). */
 void kr_cli_stored_list(const kr_store_entry *e, int64_t n, char *buf, size_t cap);

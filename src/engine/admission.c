@@ -30,12 +30,13 @@
  * bounds the round's cost with a long queue. */
 #define KR_BACKFILL_SCAN 32
 
-int kr_ctx_ensure_running_capacity(kr_context *c, int n) {
+int kr_context_ensure_running_capacity(kr_context *c, int n) {
+    KR_ASSERT_ENGINE_THREAD(c);
     if (n <= c->cap_running) return 1;
     int cap = n;
     kr_req **run = realloc(c->running, (size_t)cap * sizeof *run);
     if (run) c->running = run;
-    kr_gen_group **gs = realloc(c->step_groups, (size_t)cap * sizeof *gs);
+    kr_seq **gs = realloc(c->step_groups, (size_t)cap * sizeof *gs);
     if (gs) c->step_groups = gs;
     int64_t *bu = realloc(c->step_budget, (size_t)cap * sizeof *bu);
     if (bu) c->step_budget = bu;
@@ -49,7 +50,8 @@ int kr_ctx_ensure_running_capacity(kr_context *c, int n) {
     return 1;
 }
 
-double kr_ctx_oldest_wait_s(const kr_context *c, double now) {
+double kr_context_oldest_wait_s(const kr_context *c, double now) {
+    KR_ASSERT_LOCKED((pthread_mutex_t *)&c->lock);
     /* The queue is in priority order, so its head is the most urgent request, not the
      * oldest: a low-priority one stuck behind a stream of newer high-priority ones is the
      * pressure the tuner must see. The queue is at most max_queue long. */
@@ -64,17 +66,17 @@ static int64_t ceil_div(int64_t a, int64_t b) { return b > 0 ? (a + b - 1) / b :
 /* Estimated engine steps until a running request ends: its generation steps left, the rest
  * of its prefill at the step's row budget, and one for decoding. */
 static int64_t steps_left_running(const kr_context *c, const kr_req *r) {
-    int done = kr_gen_group_steps(r->group), pred_len = r->job.params.pred_len;
+    int done = kr_seq_steps(r->group), pred_len = r->job.params.pred_len;
     if (done >= pred_len) return 1;
     int64_t left = pred_len - done + 1;
-    if (done == 0 && !kr_gen_group_generating(r->group))
-        left += ceil_div(kr_gen_group_pending_rows(r->group), c->p.max_batch_tokens);
+    if (done == 0 && !kr_seq_generating(r->group))
+        left += ceil_div(kr_seq_pending_rows(r->group), c->p.max_batch_tokens);
     return left;
 }
 
 /* The same for a waiting request, whose prefill is all of its history. */
 static int64_t steps_left_waiting(const kr_context *c, const kr_req *r) {
-    return r->job.params.pred_len + 1 + ceil_div(r->job.in.L, c->p.max_batch_tokens);
+    return r->job.params.pred_len + 1 + ceil_div(r->job.in.hist_len, c->p.max_batch_tokens);
 }
 
 static int by_steps_left(const void *a, const void *b) {
@@ -120,16 +122,15 @@ static kr_status start_request(kr_context *c, kr_req **link, kr_req *r, double n
         }
     }
     kr_error e = { 0 };
-    kr_gen_group *g = NULL;
-    if (!kr_ctx_ensure_running_capacity(c, c->n_running + 1) ||
-        kr_gen_group_create(&c->eng, &r->job.in, &r->job.out, &r->job.params, &r->opt, &g, &e) !=
-            KR_OK)
+    kr_seq *g = NULL;
+    if (!kr_context_ensure_running_capacity(c, c->n_running + 1) ||
+        kr_seq_create(&c->eng, &r->job.in, &r->job.out, &r->job.params, &r->opt, &g, &e) != KR_OK)
         return e.status ? e.status : KR_ERR_NOMEM;
     *link = r->next;
     c->n_waiting--;
     r->next = NULL;
     r->group = g;
-    r->kv_bytes = kr_gen_group_kv_bytes(g);
+    r->kv_bytes = kr_seq_kv_bytes(g);
     r->t_start = now;
     c->kv_reserved += r->kv_peak;
     c->kv_used += r->kv_bytes;
@@ -148,7 +149,9 @@ static int may_backfill(kr_context *c, const kr_req *head, int64_t head_start, c
     return start_estimate(c, head->kv_peak, &cand) <= head_start;
 }
 
-void kr_ctx_admit(kr_context *c, double now, kr_req **failed) {
+void kr_context_admit(kr_context *c, double now, kr_req **failed) {
+    KR_ASSERT_LOCKED(&c->lock);
+    KR_ASSERT_ENGINE_THREAD(c);
     if (c->p.static_batching && c->n_running > 0) return;
     kr_req **link = &c->wait_head;
     const kr_req *head = NULL; /* the first request that has to wait */

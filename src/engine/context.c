@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +17,7 @@
 
 #include "base/error.h"
 #include "base/timeutil.h"
-#include "model/kv_pool.h"
+#include "model/kv_cache.h"
 #include "model/model.h"
 
 /* Rows one forward pass computes at most (generate.c splits larger work into such chunks). */
@@ -73,7 +74,7 @@ kr_context_limits kr_context_limits_keep(void) {
     return l;
 }
 
-void kr_ctx_log(kr_context *c, const char *fmt, ...) {
+void kr_context_log(kr_context *c, const char *fmt, ...) {
     if (!c->p.log) return;
     char line[512];
     va_list ap;
@@ -100,113 +101,6 @@ static kr_status check_limit(const char *what, const char *field, int v, int lo,
     if (v >= lo && v <= hi) return KR_OK;
     return kr_error_set(err, KR_ERR_INVALID_ARG, "%s: %s must be in %d..%d, got %d", what, field,
                         lo, hi, v);
-}
-
-/* ---------------------------------------------------------------- live contexts per model */
-
-/* The contexts living on each model. kr_model_quantize rewrites the weights every context on
- * the model reads without a lock, so it refuses while one exists, and no context may be
- * created while it runs (but for its own calibration context). The count lives here rather
- * than in kr_model: the model layer knows nothing of contexts. */
-typedef struct model_use {
-    const kr_model *model;
-    int contexts;
-    int quantizing;
-} model_use;
-
-static pthread_mutex_t g_models_lock = PTHREAD_MUTEX_INITIALIZER;
-static model_use *g_models;
-static int g_n_models, g_cap_models;
-
-/* The model's entry, added if missing (NULL: out of memory). g_models_lock held. */
-static model_use *model_use_get(const kr_model *m) {
-    for (int i = 0; i < g_n_models; i++)
-        if (g_models[i].model == m) return &g_models[i];
-    if (g_n_models == g_cap_models) {
-        int cap = g_cap_models ? 2 * g_cap_models : 8;
-        model_use *n = realloc(g_models, (size_t)cap * sizeof *n);
-        if (!n) return NULL;
-        g_models = n;
-        g_cap_models = cap;
-    }
-    model_use *u = &g_models[g_n_models++];
-    memset(u, 0, sizeof *u);
-    u->model = m;
-    return u;
-}
-
-/* Forgets an entry nobody uses, so a later model at the same address starts clean and an
- * idle process holds no table. g_models_lock held. */
-static void model_use_drop_if_idle(model_use *u) {
-    if (u->contexts > 0 || u->quantizing) return;
-    *u = g_models[--g_n_models];
-    if (g_n_models == 0) {
-        free(g_models);
-        g_models = NULL;
-        g_cap_models = 0;
-    }
-}
-
-static kr_status model_attach(const kr_model *m, int calibration, kr_error *err) {
-    pthread_mutex_lock(&g_models_lock);
-    model_use *u = model_use_get(m);
-    kr_status st = KR_OK;
-    if (!u)
-        st = kr_error_set(err, KR_ERR_NOMEM, "context: out of memory");
-    else if (u->quantizing && !calibration)
-        st = kr_error_set(err, KR_ERR_BUSY,
-                          "context: the model is being quantised (kr_model_quantize); create "
-                          "contexts once that has returned");
-    else
-        u->contexts++;
-    pthread_mutex_unlock(&g_models_lock);
-    return st;
-}
-
-static void model_detach(const kr_model *m) {
-    pthread_mutex_lock(&g_models_lock);
-    for (int i = 0; i < g_n_models; i++)
-        if (g_models[i].model == m) {
-            g_models[i].contexts--;
-            model_use_drop_if_idle(&g_models[i]);
-            break;
-        }
-    pthread_mutex_unlock(&g_models_lock);
-}
-
-kr_status kr_model_quantize_begin(const kr_model *m, kr_error *err) {
-    pthread_mutex_lock(&g_models_lock);
-    model_use *u = model_use_get(m);
-    kr_status st = KR_OK;
-    if (!u) {
-        st = kr_error_set(err, KR_ERR_NOMEM, "quantize: out of memory");
-    } else if (u->quantizing) {
-        st = kr_error_set(err, KR_ERR_BUSY,
-                          "quantize: the model is already being quantised by another call");
-    } else if (u->contexts > 0) {
-        int n = u->contexts;
-        st = kr_error_set(err, KR_ERR_INVALID_ARG,
-                          "quantize: the model has %d live context%s (kr_context_create), which "
-                          "would run on weights changing under %s; free %s (kr_context_free) "
-                          "before quantising",
-                          n, n == 1 ? "" : "s", n == 1 ? "it" : "them", n == 1 ? "it" : "them");
-    } else {
-        u->quantizing = 1;
-    }
-    if (u && st != KR_OK && !u->quantizing) model_use_drop_if_idle(u);
-    pthread_mutex_unlock(&g_models_lock);
-    return st;
-}
-
-void kr_model_quantize_end(const kr_model *m) {
-    pthread_mutex_lock(&g_models_lock);
-    for (int i = 0; i < g_n_models; i++)
-        if (g_models[i].model == m) {
-            g_models[i].quantizing = 0;
-            model_use_drop_if_idle(&g_models[i]);
-            break;
-        }
-    pthread_mutex_unlock(&g_models_lock);
 }
 
 static kr_status parse_kv_dtype(const char *s, kr_kv_dtype *out, kr_error *err) {
@@ -247,93 +141,114 @@ static size_t workspace_estimate(const kr_model *m, const kr_context_params *p, 
     return bytes + bytes / 4;
 }
 
+/* Every metric of the engine, its name, type and help once (engine/metrics.h), and where the
+ * context keeps the series. */
+static const double k_batch_bounds[] = { 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024 };
+static const double k_row_bounds[] = { 1, 4, 16, 64, 256, 1024, 4096, 16384, 65536 };
+#define N_BOUNDS(b) (int)(sizeof b / sizeof b[0])
+#define COUNTER(name, help) \
+    { name, KR_METRIC_COUNTER, help, NULL, 0 }
+#define GAUGE(name, help) \
+    { name, KR_METRIC_GAUGE, help, NULL, 0 }
+#define LATENCY(name, help) \
+    { name, KR_METRIC_HISTOGRAM, help, NULL, 0 }
+static const kr_metric_desc k_requests =
+    COUNTER("kronos_requests_total", "Finished requests by outcome");
+static const kr_metric_desc k_part_seconds =
+    COUNTER("kronos_step_part_seconds_total",
+            "Engine step time by part (the step profile; 0 when it is off)");
+static const struct {
+    kr_metric_desc desc;
+    size_t at; /* offsetof(kr_context, m_...) */
+} k_engine_metrics[] = {
+    { LATENCY("kronos_time_to_first_step_seconds",
+              "Time from submission to the first sampled step (TTFT)"),
+      offsetof(kr_context, m_ttft) },
+    { LATENCY("kronos_inter_step_latency_seconds", "Time between consecutive steps of a request"),
+      offsetof(kr_context, m_itl) },
+    { LATENCY("kronos_queue_wait_seconds",
+              "Time a request waited before joining the running batch"),
+      offsetof(kr_context, m_queue) },
+    { LATENCY("kronos_request_latency_seconds", "End-to-end time of a request in the engine"),
+      offsetof(kr_context, m_e2e) },
+    { { "kronos_batch_size", KR_METRIC_HISTOGRAM,
+        "Sample paths of the running requests at an engine step", k_batch_bounds,
+        N_BOUNDS(k_batch_bounds) },
+      offsetof(kr_context, m_batch) },
+    { { "kronos_step_rows", KR_METRIC_HISTOGRAM,
+        "Rows (prefill, decode, re-run) computed in one engine step", k_row_bounds,
+        N_BOUNDS(k_row_bounds) },
+      offsetof(kr_context, m_rows) },
+    { GAUGE("kronos_requests_running", "Requests in the running batch"),
+      offsetof(kr_context, m_running) },
+    { GAUGE("kronos_requests_waiting", "Requests waiting to be admitted"),
+      offsetof(kr_context, m_waiting) },
+    { GAUGE("kronos_queue_oldest_wait_seconds",
+            "How long the longest-waiting queued request has waited"),
+      offsetof(kr_context, m_oldest_wait) },
+    { COUNTER("kronos_requests_backfilled_total",
+              "Requests started past an earlier one waiting for KV memory, without delaying it"),
+      offsetof(kr_context, m_backfilled) },
+    { GAUGE("kronos_kv_cache_used_bytes",
+            "KV memory held by running requests and the prefix cache"),
+      offsetof(kr_context, m_kv_used) },
+    { GAUGE("kronos_kv_cache_budget_bytes", "KV memory budget"),
+      offsetof(kr_context, m_kv_budget) },
+    { GAUGE("kronos_kv_cache_usage_ratio", "KV memory used / budget"),
+      offsetof(kr_context, m_kv_usage) },
+    { GAUGE("kronos_kv_blocks_used",
+            "KV blocks held by any store of the process (requests, prefix cache, tokenizer)"),
+      offsetof(kr_context, m_kv_blocks_used) },
+    { GAUGE("kronos_kv_blocks_free", "Freed KV blocks kept for reuse"),
+      offsetof(kr_context, m_kv_blocks_free) },
+    { GAUGE("kronos_kv_blocks_free_bytes",
+            "Payload of the freed KV blocks kept for reuse (within the KV budget; beyond 64 MB "
+            "they go back after 5 s unused)"),
+      offsetof(kr_context, m_kv_blocks_free_bytes) },
+    { GAUGE("kronos_engine_busy_ratio", "Fraction of the last interval the engine computed"),
+      offsetof(kr_context, m_busy) },
+    { GAUGE("kronos_prefix_cache_bytes", "Bytes held by the prefix cache"),
+      offsetof(kr_context, m_cache_bytes) },
+    { COUNTER("kronos_generated_tokens_total", "Tokens sampled (all paths)"),
+      offsetof(kr_context, m_gen_tokens) },
+    { COUNTER("kronos_prefill_tokens_total", "Context tokens prefilled"),
+      offsetof(kr_context, m_prefill_tokens) },
+    { GAUGE("kronos_workspace_bytes",
+            "Workspace arena of the engine (sized from the batch limits)"),
+      offsetof(kr_context, m_workspace) },
+    /* The limits in force (profile, then tuner), so a dashboard shows what the engine does. */
+    { GAUGE("kronos_scheduler_batch_wait_seconds", "batch_wait in force (profile, then tuner)"),
+      offsetof(kr_context, m_lim_wait) },
+    { GAUGE("kronos_scheduler_max_batch_tokens", "max_batch_tokens in force (profile, then tuner)"),
+      offsetof(kr_context, m_lim_tokens) },
+    { GAUGE("kronos_scheduler_max_running", "max_running in force (profile, then tuner)"),
+      offsetof(kr_context, m_lim_running) },
+    { GAUGE("kronos_scheduler_max_queue", "max_queue in force (profile)"),
+      offsetof(kr_context, m_lim_queue) },
+    { GAUGE("kronos_scheduler_static_batching",
+            "1: static batches (offline), 0: continuous batching"),
+      offsetof(kr_context, m_lim_static) },
+};
+#undef COUNTER
+#undef GAUGE
+#undef LATENCY
+
 static void register_metrics(kr_context *c) {
     kr_metrics *m = c->metrics;
-    static const double batch_bounds[] = { 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024 };
-    static const double row_bounds[] = { 1, 4, 16, 64, 256, 1024, 4096, 16384, 65536 };
-    c->m_ttft = kr_metrics_histogram(m, "kronos_time_to_first_step_seconds", "",
-                                     "Time from submission to the first sampled step (TTFT)",
-                                     kr_latency_buckets, kr_latency_buckets_n);
-    c->m_itl = kr_metrics_histogram(m, "kronos_inter_step_latency_seconds", "",
-                                    "Time between consecutive steps of a request",
-                                    kr_latency_buckets, kr_latency_buckets_n);
-    c->m_queue = kr_metrics_histogram(m, "kronos_queue_wait_seconds", "",
-                                      "Time a request waited before joining the running batch",
-                                      kr_latency_buckets, kr_latency_buckets_n);
-    c->m_e2e = kr_metrics_histogram(m, "kronos_request_latency_seconds", "",
-                                    "End-to-end time of a request in the engine",
-                                    kr_latency_buckets, kr_latency_buckets_n);
-    c->m_batch = kr_metrics_histogram(
-        m, "kronos_batch_size", "", "Sample paths of the running requests at an engine step",
-        batch_bounds, (int)(sizeof batch_bounds / sizeof batch_bounds[0]));
-    c->m_rows = kr_metrics_histogram(m, "kronos_step_rows", "",
-                                     "Rows (prefill, decode, re-run) computed in one engine step",
-                                     row_bounds, (int)(sizeof row_bounds / sizeof row_bounds[0]));
-    c->m_running =
-        kr_metrics_gauge(m, "kronos_requests_running", "", "Requests in the running batch");
-    c->m_waiting =
-        kr_metrics_gauge(m, "kronos_requests_waiting", "", "Requests waiting to be admitted");
-    c->m_oldest_wait = kr_metrics_gauge(m, "kronos_queue_oldest_wait_seconds", "",
-                                        "How long the longest-waiting queued request has waited");
-    c->m_backfilled = kr_metrics_counter(
-        m, "kronos_requests_backfilled_total", "",
-        "Requests started past an earlier one waiting for KV memory, without delaying it");
-    c->m_kv_used = kr_metrics_gauge(m, "kronos_kv_cache_used_bytes", "",
-                                    "KV memory held by running requests and the prefix cache");
-    c->m_kv_budget = kr_metrics_gauge(m, "kronos_kv_cache_budget_bytes", "", "KV memory budget");
-    c->m_kv_usage =
-        kr_metrics_gauge(m, "kronos_kv_cache_usage_ratio", "", "KV memory used / budget");
-    c->m_kv_blocks_used = kr_metrics_gauge(
-        m, "kronos_kv_blocks_used", "",
-        "KV blocks held by any store of the process (requests, prefix cache, tokenizer)");
-    c->m_kv_blocks_free =
-        kr_metrics_gauge(m, "kronos_kv_blocks_free", "", "Freed KV blocks kept for reuse");
-    c->m_kv_blocks_free_bytes = kr_metrics_gauge(
-        m, "kronos_kv_blocks_free_bytes", "",
-        "Payload of the freed KV blocks kept for reuse (within the KV budget; beyond 64 MB "
-        "they go back after 5 s unused)");
-    c->m_busy = kr_metrics_gauge(m, "kronos_engine_busy_ratio", "",
-                                 "Fraction of the last interval the engine computed");
-    c->m_q_tokens = kr_metrics_counter(m, "kronos_prefix_cache_queried_tokens_total", "",
-                                       "Context tokens looked up in the prefix cache");
-    c->m_h_tokens = kr_metrics_counter(m, "kronos_prefix_cache_hit_tokens_total", "",
-                                       "Context tokens served from the prefix cache");
-    c->m_cache_bytes =
-        kr_metrics_gauge(m, "kronos_prefix_cache_bytes", "", "Bytes held by the prefix cache");
-    c->m_ok = kr_metrics_counter(m, "kronos_requests_total", "outcome=\"ok\"",
-                                 "Finished requests by outcome");
-    c->m_failed = kr_metrics_counter(m, "kronos_requests_total", "outcome=\"error\"",
-                                     "Finished requests by outcome");
-    c->m_cancelled = kr_metrics_counter(m, "kronos_requests_total", "outcome=\"cancelled\"",
-                                        "Finished requests by outcome");
-    c->m_timeout = kr_metrics_counter(m, "kronos_requests_total", "outcome=\"timeout\"",
-                                      "Finished requests by outcome");
-    c->m_rejected = kr_metrics_counter(m, "kronos_requests_total", "outcome=\"rejected\"",
-                                       "Finished requests by outcome");
-    c->m_gen_tokens =
-        kr_metrics_counter(m, "kronos_generated_tokens_total", "", "Tokens sampled (all paths)");
-    c->m_prefill_tokens =
-        kr_metrics_counter(m, "kronos_prefill_tokens_total", "", "Context tokens prefilled");
-    c->m_workspace =
-        kr_metrics_gauge(m, "kronos_workspace_bytes", "",
-                         "Workspace arena of the engine (sized from the batch limits)");
-    /* The limits in force (profile, then tuner), so a dashboard shows what the engine does. */
-    c->m_lim_wait = kr_metrics_gauge(m, "kronos_scheduler_batch_wait_seconds", "",
-                                     "batch_wait in force (profile, then tuner)");
-    c->m_lim_tokens = kr_metrics_gauge(m, "kronos_scheduler_max_batch_tokens", "",
-                                       "max_batch_tokens in force (profile, then tuner)");
-    c->m_lim_running = kr_metrics_gauge(m, "kronos_scheduler_max_running", "",
-                                        "max_running in force (profile, then tuner)");
-    c->m_lim_queue =
-        kr_metrics_gauge(m, "kronos_scheduler_max_queue", "", "max_queue in force (profile)");
-    c->m_lim_static = kr_metrics_gauge(m, "kronos_scheduler_static_batching", "",
-                                       "1: static batches (offline), 0: continuous batching");
+    for (size_t i = 0; i < sizeof k_engine_metrics / sizeof k_engine_metrics[0]; i++)
+        *(kr_metric **)((char *)c + k_engine_metrics[i].at) =
+            kr_metrics_series(m, &k_engine_metrics[i].desc, "");
+    c->m_q_tokens = kr_metrics_series(m, &kr_metric_prefix_queried_tokens, "");
+    c->m_h_tokens = kr_metrics_series(m, &kr_metric_prefix_hit_tokens, "");
+    c->m_ok = kr_metrics_series(m, &k_requests, "outcome=\"ok\"");
+    c->m_failed = kr_metrics_series(m, &k_requests, "outcome=\"error\"");
+    c->m_cancelled = kr_metrics_series(m, &k_requests, "outcome=\"cancelled\"");
+    c->m_timeout = kr_metrics_series(m, &k_requests, "outcome=\"timeout\"");
+    c->m_rejected = kr_metrics_series(m, &k_requests, "outcome=\"rejected\"");
     for (int i = 0; i < KR_PART_COUNT; i++) {
         char labels[64];
         snprintf(labels, sizeof labels, "part=\"%s\"", kr_profile_part_name(i));
-        c->m_part_seconds[i] =
-            kr_metrics_counter(m, "kronos_step_part_seconds_total", labels,
-                               "Engine step time by part (the step profile; 0 when it is off)");
+        c->m_part_seconds[i] = kr_metrics_series(m, &k_part_seconds, labels);
     }
     kr_metric_set(c->m_kv_budget, (double)c->p.kv_budget_bytes);
 }
@@ -353,16 +268,14 @@ static void context_destroy(kr_context *c) {
     free(c->admit_slots);
     free(c->abort_checks);
     free(c->cancels);
-    if (c->model_attached) model_detach(c->model);
     pthread_mutex_destroy(&c->lock);
     pthread_cond_destroy(&c->wake);
     pthread_cond_destroy(&c->event);
     free(c);
 }
 
-static kr_status context_create(const kr_model *model, const kr_context_params *params,
-                                kr_metrics *metrics, int calibration, kr_context **out,
-                                kr_error *err) {
+kr_status kr_context_create_ex(const kr_model *model, const kr_context_params *params,
+                               kr_metrics *metrics, kr_context **out, kr_error *err) {
     if (!model || !out)
         return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_context_create: NULL argument");
     *out = NULL;
@@ -389,12 +302,7 @@ static kr_status context_create(const kr_model *model, const kr_context_params *
     pthread_cond_init(&c->event, NULL);
     c->model = model;
     c->p = p;
-    if ((st = model_attach(model, calibration, err)) != KR_OK) {
-        context_destroy(c);
-        return st;
-    }
-    c->model_attached = 1;
-    /* The block pool may keep freed blocks within this budget (kv_pool.h): a busy engine then
+    /* The block pool may keep freed blocks within this budget (model/kv_cache.h): a busy engine then
      * reuses pages already faulted in instead of writing each request's KV into fresh ones.
      * Never more than the machine's memory: the pool adds every context's reservation, and a
      * budget of SIZE_MAX ("unlimited") would wrap that sum. */
@@ -445,34 +353,25 @@ static kr_status context_create(const kr_model *model, const kr_context_params *
     kr_tuner_init(&c->tuner, &c->p, c->cache ? c->p.kv_budget_bytes / 2 : 0,
                   c->cache ? c->p.kv_budget_bytes / 4 * 3 : 0, c->metrics, c->p.log, c->p.log_user);
     pthread_mutex_lock(&c->lock);
-    kr_ctx_publish_stats(c);
+    kr_context_publish_stats(c);
     pthread_mutex_unlock(&c->lock);
     /* Read before the engine thread owns the arena and the tuner may move the limits. */
     kr_arena_stats as;
     kr_arena_get_stats(c->eng.ex.arena, &as);
     int nth = kr_pool_size(c->eng.ex.pool);
-    if (pthread_create(&c->thread, NULL, kr_ctx_engine_main, c) != 0) {
+    if (pthread_create(&c->thread, NULL, kr_context_engine_main, c) != 0) {
         context_destroy(c);
         return kr_error_set(err, KR_ERR_INTERNAL, "context: cannot start the engine thread");
     }
     c->thread_started = 1;
-    kr_ctx_log(c,
-               "context: threads=%d kv_dtype=%s max_batch_tokens=%d max_running=%d max_queue=%d "
-               "batch_wait_ms=%d kv_budget=%zu MB workspace=%zu MB",
-               nth, c->p.kv_dtype, p.max_batch_tokens, p.max_running, p.max_queue, p.batch_wait_ms,
-               c->p.kv_budget_bytes >> 20, as.capacity >> 20);
+    kr_context_log(
+        c,
+        "context: threads=%d kv_dtype=%s max_batch_tokens=%d max_running=%d max_queue=%d "
+        "batch_wait_ms=%d kv_budget=%zu MB workspace=%zu MB",
+        nth, c->p.kv_dtype, p.max_batch_tokens, p.max_running, p.max_queue, p.batch_wait_ms,
+        c->p.kv_budget_bytes >> 20, as.capacity >> 20);
     *out = c;
     return KR_OK;
-}
-
-kr_status kr_context_create_ex(const kr_model *model, const kr_context_params *params,
-                               kr_metrics *metrics, kr_context **out, kr_error *err) {
-    return context_create(model, params, metrics, 0, out, err);
-}
-
-kr_status kr_context_create_calibration(const kr_model *model, const kr_context_params *params,
-                                        kr_context **out, kr_error *err) {
-    return context_create(model, params, NULL, 1, out, err);
 }
 
 kr_status kr_context_create(const kr_model *model, const kr_context_params *params,
@@ -503,6 +402,7 @@ kr_status kr_request_check(const kr_request_params *r, kr_error *err) {
  * then max_queue: with max_running 2 and max_queue 4, six requests are taken, not four. The
  * slot count is the engine's last published one, which can only be behind on slots freed. */
 static int queue_room(kr_context *c) {
+    KR_ASSERT_LOCKED(&c->lock);
     const int running = atomic_load(&c->running_now);
     int free_slots = c->p.max_running - running;
     if (c->p.static_batching && running > 0) free_slots = 0; /* no admission until it ends */
@@ -513,7 +413,7 @@ static int queue_room(kr_context *c) {
  * room and tries again, so only its final verdict counts). */
 static kr_status submit(kr_context *c, const kr_series *series, int index, int n_series,
                         const kr_forecast_params *params, const kr_request_params *request,
-                        const kr_gen_options *opt, int count_full, uint64_t *id, kr_error *err) {
+                        const kr_seq_options *opt, int count_full, uint64_t *id, kr_error *err) {
     if (!c || !series || !params)
         return kr_error_set(err, KR_ERR_INVALID_ARG, "submit: NULL argument");
     kr_status rst = kr_request_check(request, err);
@@ -532,7 +432,7 @@ static kr_status submit(kr_context *c, const kr_series *series, int index, int n
      * (or, with others running, waiting for memory that never comes); before its result
      * memory is allocated, which grows with the same paths x pred_len and under a tight
      * address-space limit would fail first with a bare "out of memory". */
-    r->kv_peak = kr_gen_kv_peak_bytes(&c->eng, r->job.in.L, &r->job.params, r->opt.naive);
+    r->kv_peak = kr_seq_kv_peak_bytes(&c->eng, r->job.in.hist_len, &r->job.params, r->opt.naive);
     if (r->kv_peak > c->p.kv_budget_bytes) {
         char where[32] = "";
         if (n_series > 1) snprintf(where, sizeof where, "series %d: ", index);
@@ -542,7 +442,7 @@ static kr_status submit(kr_context *c, const kr_series *series, int index, int n
             "rows), more than the whole KV budget (%.1f MiB): ask for fewer paths, a shorter "
             "pred_len or lookback, or raise the KV budget",
             where, (double)r->kv_peak / 1048576.0, r->job.params.paths, r->job.params.pred_len,
-            r->job.in.L, (double)c->p.kv_budget_bytes / 1048576.0);
+            r->job.in.hist_len, (double)c->p.kv_budget_bytes / 1048576.0);
         kr_forecast_job_release(&r->job);
         free(r);
         return big;
@@ -583,13 +483,13 @@ static kr_status submit(kr_context *c, const kr_series *series, int index, int n
 
 kr_status kr_submit_ex(kr_context *c, const kr_series *series, int index, int n_series,
                        const kr_forecast_params *params, const kr_request_params *request,
-                       const kr_gen_options *opt, uint64_t *id, kr_error *err) {
+                       const kr_seq_options *opt, uint64_t *id, kr_error *err) {
     return submit(c, series, index, n_series, params, request, opt, 1, id, err);
 }
 
 kr_status kr_submit_waiting(kr_context *c, const kr_series *series, int index, int n_series,
                             const kr_forecast_params *params, const kr_request_params *request,
-                            const kr_gen_options *opt, uint64_t *id, kr_error *err) {
+                            const kr_seq_options *opt, uint64_t *id, kr_error *err) {
     return submit(c, series, index, n_series, params, request, opt, 0, id, err);
 }
 
@@ -681,7 +581,7 @@ static void publish_shared(kr_context *c) {
     size_t budget = c->p.kv_budget_bytes;
     kr_metric_set(c->m_running, running);
     kr_metric_set(c->m_waiting, c->n_waiting);
-    kr_metric_set(c->m_oldest_wait, kr_ctx_oldest_wait_s(c, kr_now_seconds()));
+    kr_metric_set(c->m_oldest_wait, kr_context_oldest_wait_s(c, kr_now_seconds()));
     kr_metric_set(c->m_kv_used, (double)kv);
     kr_metric_set(c->m_kv_usage, budget ? (double)kv / (double)budget : 0);
     publish_limits(c);
@@ -696,7 +596,9 @@ static void publish_shared(kr_context *c) {
 /* Only the engine thread reads the prefix cache, the arena, the pool size and the step
  * counters (before it starts and after it exits, the creating / draining thread stands in
  * for it): another thread calling this would read them while the engine changes them. */
-void kr_ctx_publish_stats(kr_context *c) {
+void kr_context_publish_stats(kr_context *c) {
+    KR_ASSERT_LOCKED(&c->lock);
+    KR_ASSERT_ENGINE_THREAD(c);
     kr_context_stats st;
     memset(&st, 0, sizeof st);
     st.running = c->n_running;
@@ -722,7 +624,7 @@ void kr_ctx_publish_stats(kr_context *c) {
     st.workspace_grows = as.grows;
     st.n_threads = kr_pool_size(c->eng.ex.pool);
     snprintf(st.kv_dtype, sizeof st.kv_dtype, "%s", c->p.kv_dtype);
-    kr_gen_profile_export(&c->profile_shared, &st.profile);
+    kr_engine_profile_export(&c->profile_shared, &st.profile);
     for (int i = 0; i < KR_PART_COUNT; i++) {
         double v = st.profile.part[i].seconds, grew = v - c->part_seconds_published[i];
         if (grew > 0) {
@@ -736,7 +638,9 @@ void kr_ctx_publish_stats(kr_context *c) {
     publish_shared(c); /* also the limits into c->stats */
 }
 
-void kr_ctx_apply_limits(kr_context *c) {
+void kr_context_apply_limits(kr_context *c) {
+    KR_ASSERT_LOCKED(&c->lock);
+    KR_ASSERT_ENGINE_THREAD(c);
     if (!c->limits_changed) return;
     c->limits_changed = 0;
     /* The new values are the tuner's home: it moves from them, inside bounds derived from them. */
@@ -754,7 +658,7 @@ void kr_context_get_stats(kr_context *c, kr_context_stats *st) {
     st->failed = atomic_load(&c->failed);
     st->kv_bytes_used = atomic_load(&c->kv_used_now) + st->prefix_cache_bytes;
     st->waiting = c->n_waiting;
-    st->queue_oldest_wait_seconds = kr_ctx_oldest_wait_s(c, kr_now_seconds());
+    st->queue_oldest_wait_seconds = kr_context_oldest_wait_s(c, kr_now_seconds());
     st->draining = c->draining;
     pthread_mutex_unlock(&c->lock);
 }
@@ -781,7 +685,7 @@ kr_status kr_context_set_limits(kr_context *c, const kr_context_limits *l, const
         (st = check_new_limit("max_queue", l->max_queue, 0, 1, KR_LIMIT_QUEUE, &e)) != KR_OK) {
         /* Under the lock, as every log line of the context: the callback sees one at a time. */
         pthread_mutex_lock(&c->lock);
-        kr_ctx_log(c, "limits (%s) refused, nothing changed: %s", why, e.message);
+        kr_context_log(c, "limits (%s) refused, nothing changed: %s", why, e.message);
         pthread_mutex_unlock(&c->lock);
         return st;
     }
@@ -797,10 +701,10 @@ kr_status kr_context_set_limits(kr_context *c, const kr_context_limits *l, const
     c->limits_changed = 1;
     snprintf(c->limits_reason, sizeof c->limits_reason, "%s", why);
     publish_limits(c);
-    kr_ctx_log(c,
-               "limits (%s): batch_wait_ms=%d max_batch_tokens=%d max_running=%d max_queue=%d %s",
-               why, c->p.batch_wait_ms, c->p.max_batch_tokens, c->p.max_running, c->p.max_queue,
-               c->p.static_batching ? "static" : "continuous");
+    kr_context_log(
+        c, "limits (%s): batch_wait_ms=%d max_batch_tokens=%d max_running=%d max_queue=%d %s", why,
+        c->p.batch_wait_ms, c->p.max_batch_tokens, c->p.max_running, c->p.max_queue,
+        c->p.static_batching ? "static" : "continuous");
     pthread_cond_signal(&c->wake);
     pthread_mutex_unlock(&c->lock);
     return KR_OK;
@@ -847,7 +751,8 @@ kr_status kr_context_drain(kr_context *c, double timeout_s) {
         pthread_mutex_unlock(&c->lock);
         pthread_join(c->thread, NULL);
         pthread_mutex_lock(&c->lock);
-        if (st == KR_ERR_TIMEOUT) kr_ctx_log(c, "drain: time limit reached, cancelled the rest");
+        if (st == KR_ERR_TIMEOUT)
+            kr_context_log(c, "drain: time limit reached, cancelled the rest");
         c->thread_started = 0;
     }
     pthread_mutex_unlock(&c->lock);

@@ -13,24 +13,13 @@
 /* kr_context_create with the metrics registry to report into (borrowed, must outlive the
  * context; NULL: the context makes its own). A server passes the registry its HTTP series
  * live in, so one /metrics page shows both. */
-kr_status kr_context_create_ex(const kr_model *model, const kr_context_params *params,
-                               kr_metrics *metrics, kr_context **out, kr_error *err);
-
-/* kr_context_create for kr_model_quantize's own calibration context: allowed while the
- * model is being quantised (kr_model_quantize_begin), which refuses every other context. */
-kr_status kr_context_create_calibration(const kr_model *model, const kr_context_params *params,
-                                        kr_context **out, kr_error *err);
-
-/* kr_model_quantize's claim on a model: KR_ERR_INVALID_ARG (naming how many) while contexts
- * live on it, KR_ERR_BUSY while another quantisation runs; else no context can be created
- * on it (but the calibration one) until kr_model_quantize_end. Thread-safe. */
-kr_status kr_model_quantize_begin(const kr_model *model, kr_error *err);
-void kr_model_quantize_end(const kr_model *model);
+KR_PRIVATE kr_status kr_context_create_ex(const kr_model *model, const kr_context_params *params,
+                                          kr_metrics *metrics, kr_context **out, kr_error *err);
 
 /* The registry the context reports into. */
 kr_metrics *kr_context_registry(kr_context *ctx);
 
-/* The request parameters kr_submit and kr_forecast_run_batch* refuse (request may be NULL:
+/* The request parameters kr_submit and kr_forecast_run_batch refuse (request may be NULL:
  * the defaults): a NaN deadline_s. */
 kr_status kr_request_check(const kr_request_params *request, kr_error *err);
 
@@ -38,23 +27,16 @@ kr_status kr_request_check(const kr_request_params *request, kr_error *err);
  * benchmarks. index and n_series name the series in errors and events. */
 kr_status kr_submit_ex(kr_context *ctx, const kr_series *series, int index, int n_series,
                        const kr_forecast_params *params, const kr_request_params *request,
-                       const kr_gen_options *opt, uint64_t *id, kr_error *err);
+                       const kr_seq_options *opt, uint64_t *id, kr_error *err);
 
 /* kr_submit_ex for a caller that waits for room when the queue is full and submits again
- * (kr_forecast_run_batch* with wait_for_room): those refusals are not rejected requests, so
+ * (kr_forecast_run_batch with wait_for_room): those refusals are not rejected requests, so
  * kronos_requests_total{outcome="rejected"} does not count them; a caller that gives up
  * waiting counts its request once with kr_context_count_rejected. */
 kr_status kr_submit_waiting(kr_context *ctx, const kr_series *series, int index, int n_series,
                             const kr_forecast_params *params, const kr_request_params *request,
-                            const kr_gen_options *opt, uint64_t *id, kr_error *err);
+                            const kr_seq_options *opt, uint64_t *id, kr_error *err);
 void kr_context_count_rejected(kr_context *ctx);
-
-/* kr_forecast_run_batch_ex with generation options (opt may be NULL; opt->index is set per
- * series). */
-kr_status kr_forecast_run_batch_opt(kr_context *ctx, const kr_series *series, int n_series,
-                                    const kr_forecast_params *params,
-                                    const kr_request_params *request, const kr_gen_options *opt,
-                                    kr_forecast **out, kr_error *err);
 
 /* A computation outside the forecast pipeline (teacher forcing, benchmarks of the forward
  * passes) run with the context's engine: on the engine thread, between steps, alone. */

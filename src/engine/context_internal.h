@@ -20,6 +20,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "base/assert.h"
 #include "engine/context.h"
 #include "engine/forecast_internal.h"
 #include "engine/norm_anchor.h"
@@ -30,8 +31,8 @@ typedef struct kr_req {
     uint64_t id;
     int index; /* in a batch call, for events */
     kr_forecast_job job;
-    kr_gen_options opt;
-    kr_gen_group *group;
+    kr_seq_options opt;
+    kr_seq *group;
     kr_request_params rp;
     double t_submit, t_start, t_first, t_last, deadline;
     int cancelled, aborted, reported_steps;
@@ -62,9 +63,12 @@ struct kr_context {
     kr_context_params p;
     kr_metrics *metrics;
     int own_metrics;
-    size_t kv_keep_reserved; /* bytes reserved with the block pool (kv_pool.h), 0: none */
-    int model_attached; /* counted among the model's live contexts (model_attach) */
+    size_t kv_keep_reserved; /* bytes reserved with the block pool (model/kv_cache.h), 0: none */
     pthread_t thread;
+    /* The engine thread, set by itself first thing (pthread_create may return after it has
+     * started): what KR_ASSERT_ENGINE_THREAD compares with. */
+    pthread_t engine_thread;
+    _Atomic int engine_thread_set;
     pthread_mutex_t lock;
     pthread_cond_t wake; /* new work, cancels, tasks, limits, drain */
     pthread_cond_t event; /* the engine thread finished something (tasks, exit) */
@@ -86,7 +90,7 @@ struct kr_context {
     int n_running, cap_running;
     atomic_int running_now; /* n_running for other threads, updated as it changes */
     atomic_size_t kv_used_now; /* kv_used likewise */
-    kr_gen_group **step_groups; /* [cap_running], per step */
+    kr_seq **step_groups; /* [cap_running], per step */
     int64_t *step_budget;
     int *step_order;
     kr_admit_slot *admit_slots; /* [cap_running + 1], admission's scratch */
@@ -123,33 +127,39 @@ struct kr_context {
     kr_metric *m_lim_wait, *m_lim_tokens, *m_lim_running, *m_lim_queue, *m_lim_static;
     /* The step profile (kr_context_params.profile): what the engine thread accumulates, and
      * its parts' seconds as last exported to the metrics (counters grow by the difference). */
-    kr_gen_profile profile; /* engine thread only */
-    kr_gen_profile profile_shared; /* its copy under `lock`, taken after each step */
+    kr_engine_profile profile; /* engine thread only */
+    kr_engine_profile profile_shared; /* its copy under `lock`, taken after each step */
     double part_seconds_published[KR_PART_COUNT];
     kr_metric *m_part_seconds[KR_PART_COUNT];
 };
 
 /* context.c */
-void kr_ctx_log(kr_context *c, const char *fmt, ...)
+void kr_context_log(kr_context *c, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
 /* Engine thread (or before it starts / after it exits), lock held: snapshots its state into
  * `stats` and the gauges. */
-void kr_ctx_publish_stats(kr_context *c);
+void kr_context_publish_stats(kr_context *c);
 /* Engine thread, lock held: gives the tuner limits set since the last boundary. */
-void kr_ctx_apply_limits(kr_context *c);
+void kr_context_apply_limits(kr_context *c);
 
 /* admission.c, engine thread, lock held. */
 /* Starts the waiting requests that may start now; those that never can go to *failed. */
-void kr_ctx_admit(kr_context *c, double now, kr_req **failed);
+void kr_context_admit(kr_context *c, double now, kr_req **failed);
 /* Room for n running requests in the running set and the per-step arrays; 0: out of memory. */
-int kr_ctx_ensure_running_capacity(kr_context *c, int n);
+int kr_context_ensure_running_capacity(kr_context *c, int n);
 /* Seconds the longest-waiting queued request has waited (0: none). Any thread, lock held. */
-double kr_ctx_oldest_wait_s(const kr_context *c, double now);
+double kr_context_oldest_wait_s(const kr_context *c, double now);
+
+/* The functions documented "engine thread" check it in debug and sanitizer builds (before the
+ * thread starts and after it exits, the creating or freeing thread is the only one). */
+#define KR_ASSERT_ENGINE_THREAD(c)                                           \
+    KR_ASSERT(!atomic_load(&(c)->engine_thread_set) || (c)->thread_exited || \
+              pthread_equal(pthread_self(), (c)->engine_thread))
 
 /* scheduler.c: the engine thread's main loop. */
-void *kr_ctx_engine_main(void *arg);
+void *kr_context_engine_main(void *arg);
 
 #endif

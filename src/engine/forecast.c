@@ -11,9 +11,10 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "base/sort.h"
 #include "base/timeutil.h"
 #include "engine/norm_anchor.h"
-#include "market/calendar.h"
+#include "series/calendar.h"
 #include "model/model.h"
 #include "model/normalize.h"
 
@@ -39,42 +40,50 @@ kr_forecast_params kr_forecast_default_params(void) {
 
 kr_status kr_forecast_check_params(const kr_forecast_params *p, kr_error *err) {
     if (p->max_context < 1 || p->max_context > KR_MAX_CONTEXT_LIMIT)
-        return kr_error_set(err, KR_ERR_INVALID_ARG, "max_context must be in 1..%d, got %d",
-                            KR_MAX_CONTEXT_LIMIT, p->max_context);
+        return kr_error_set_field(err, KR_ERR_INVALID_ARG, "max_context",
+                                  "max_context must be in 1..%d, got %d", KR_MAX_CONTEXT_LIMIT,
+                                  p->max_context);
     if (p->pred_len < 1 || p->pred_len > p->max_context)
-        return kr_error_set(err, KR_ERR_INVALID_ARG,
-                            "pred_len must be in 1..max_context (%d), got %d", p->max_context,
-                            p->pred_len);
+        return kr_error_set_field(err, KR_ERR_INVALID_ARG, "pred_len",
+                                  "pred_len must be in 1..max_context (%d), got %d", p->max_context,
+                                  p->pred_len);
     if (p->paths < 1 || p->paths > KR_MAX_PATHS)
-        return kr_error_set(err, KR_ERR_INVALID_ARG, "paths must be in 1..%d, got %d", KR_MAX_PATHS,
-                            p->paths);
+        return kr_error_set_field(err, KR_ERR_INVALID_ARG, "paths",
+                                  "paths must be in 1..%d, got %d", KR_MAX_PATHS, p->paths);
     if (!(p->temperature > 0.0f) || !isfinite(p->temperature))
-        return kr_error_set(err, KR_ERR_INVALID_ARG, "temperature must be a positive number");
+        return kr_error_set_field(err, KR_ERR_INVALID_ARG, "temperature",
+                                  "temperature must be a positive number");
     if (p->top_k < 0)
-        return kr_error_set(err, KR_ERR_INVALID_ARG, "top_k must be >= 0, got %d", p->top_k);
+        return kr_error_set_field(err, KR_ERR_INVALID_ARG, "top_k", "top_k must be >= 0, got %d",
+                                  p->top_k);
     /* NaN fails both comparisons; above 1 (or +inf) was once clamped to 1 silently. */
     if (!(p->top_p > 0.0f && p->top_p <= 1.0f))
-        return kr_error_set(err, KR_ERR_INVALID_ARG, "top_p must be in (0, 1], got %g",
-                            (double)p->top_p);
-    if (!(p->clip > 0.0f)) return kr_error_set(err, KR_ERR_INVALID_ARG, "clip must be positive");
+        return kr_error_set_field(err, KR_ERR_INVALID_ARG, "top_p",
+                                  "top_p must be in (0, 1], got %g", (double)p->top_p);
+    if (!(p->clip > 0.0f))
+        return kr_error_set_field(err, KR_ERR_INVALID_ARG, "clip", "clip must be positive");
     if (p->window != KR_WINDOW_EXACT && p->window != KR_WINDOW_ROLLING)
-        return kr_error_set(err, KR_ERR_INVALID_ARG, "window must be exact or rolling");
+        return kr_error_set_field(err, KR_ERR_INVALID_ARG, "window",
+                                  "window must be exact or rolling");
     if (p->norm != KR_NORM_EXACT && p->norm != KR_NORM_ANCHORED)
-        return kr_error_set(err, KR_ERR_INVALID_ARG, "norm must be exact or anchored");
+        return kr_error_set_field(err, KR_ERR_INVALID_ARG, "norm",
+                                  "norm must be exact or anchored");
     if (p->norm_refresh < 0 || p->norm_refresh > (1 << 20))
-        return kr_error_set(err, KR_ERR_INVALID_ARG, "norm_refresh must be in 0..%d, got %d",
-                            1 << 20, p->norm_refresh);
-    if (p->lookback < 0) return kr_error_set(err, KR_ERR_INVALID_ARG, "lookback must be >= 0");
+        return kr_error_set_field(err, KR_ERR_INVALID_ARG, "norm_refresh",
+                                  "norm_refresh must be in 0..%d, got %d", 1 << 20,
+                                  p->norm_refresh);
+    if (p->lookback < 0)
+        return kr_error_set_field(err, KR_ERR_INVALID_ARG, "lookback", "lookback must be >= 0");
     if (p->prenormalized != 0 && p->prenormalized != 1)
-        return kr_error_set(err, KR_ERR_INVALID_ARG, "prenormalized must be 0 or 1, got %d",
-                            p->prenormalized);
+        return kr_error_set_field(err, KR_ERR_INVALID_ARG, "prenormalized",
+                                  "prenormalized must be 0 or 1, got %d", p->prenormalized);
     if (p->prenormalized && p->norm == KR_NORM_ANCHORED)
-        return kr_error_set(err, KR_ERR_INVALID_ARG,
-                            "norm anchored needs raw candles (prenormalized is set)");
+        return kr_error_set_field(err, KR_ERR_INVALID_ARG, "norm",
+                                  "norm anchored needs raw candles (prenormalized is set)");
     if (p->first_path < 0 || p->first_path > INT32_MAX - p->paths)
-        return kr_error_set(err, KR_ERR_INVALID_ARG,
-                            "first_path must be in 0..%d (2^31 - 1 - paths), got %d",
-                            INT32_MAX - p->paths, p->first_path);
+        return kr_error_set_field(err, KR_ERR_INVALID_ARG, "first_path",
+                                  "first_path must be in 0..%d (2^31 - 1 - paths), got %d",
+                                  INT32_MAX - p->paths, p->first_path);
     return KR_OK;
 }
 
@@ -93,18 +102,20 @@ static kr_status prepare(const kr_series *s, int index, int n_series, const kr_f
     char where[32] = "";
     if (n_series > 1) snprintf(where, sizeof where, "series %d: ", index);
     if (!s || !s->timestamps || !s->values)
-        return kr_error_set(err, KR_ERR_INVALID_ARG, "%sno candles given", where);
+        return kr_error_set_field(err, KR_ERR_INVALID_ARG, "candles", "%sno candles given", where);
     if (s->n < 2)
-        return kr_error_set(err, KR_ERR_INVALID_ARG, "%stoo few rows: %lld (need at least 2)",
-                            where, (long long)s->n);
+        return kr_error_set_field(err, KR_ERR_INVALID_ARG, "candles",
+                                  "%stoo few rows: %lld (need at least 2)", where, (long long)s->n);
     int64_t L = p->lookback > 0 ? p->lookback : (s->n < p->max_context ? s->n : p->max_context);
     if (L > s->n)
-        return kr_error_set(err, KR_ERR_INVALID_ARG, "%slookback %lld exceeds the %lld rows given",
-                            where, (long long)L, (long long)s->n);
+        return kr_error_set_field(err, KR_ERR_INVALID_ARG, "lookback",
+                                  "%slookback %lld exceeds the %lld rows given", where,
+                                  (long long)L, (long long)s->n);
     /* One row has no spread to normalise by: the model would see only zeros. */
     if (L < 2 || L > (1 << 20))
-        return kr_error_set(err, KR_ERR_INVALID_ARG, "%sbad lookback %lld (need 2 .. %d rows)",
-                            where, (long long)L, 1 << 20);
+        return kr_error_set_field(err, KR_ERR_INVALID_ARG, "lookback",
+                                  "%sbad lookback %lld (need 2 .. %d rows)", where, (long long)L,
+                                  1 << 20);
     /* Anchored: the window may reach back to its anchor, the statistics cover the anchor's
      * rows only (norm_anchor.h). */
     int64_t stat_rows = L;
@@ -133,15 +144,15 @@ static kr_status prepare(const kr_series *s, int index, int n_series, const kr_f
         /* Whether or not future_timestamps are given (the calendar checks only the history
          * it infers from), every stamp the model sees gets calendar fields. */
         if (s->timestamps[row] > KR_TIME_MAX_ABS || s->timestamps[row] < -KR_TIME_MAX_ABS)
-            return kr_error_set(err, KR_ERR_INVALID_ARG,
-                                "%srow %lld: timestamp %lld is out of range (|t| <= %lld s, "
-                                "about 317,000 years either side of 1970)",
-                                where, (long long)row, (long long)s->timestamps[row],
-                                (long long)KR_TIME_MAX_ABS);
+            return kr_error_set_field(err, KR_ERR_INVALID_ARG, "candles",
+                                      "%srow %lld: timestamp %lld is out of range (|t| <= %lld s, "
+                                      "about 317,000 years either side of 1970)",
+                                      where, (long long)row, (long long)s->timestamps[row],
+                                      (long long)KR_TIME_MAX_ABS);
         if (i > 0 && s->timestamps[row] <= s->timestamps[row - 1])
-            return kr_error_set(err, KR_ERR_INVALID_ARG,
-                                "%srow %lld: timestamps not strictly increasing", where,
-                                (long long)row);
+            return kr_error_set_field(err, KR_ERR_INVALID_ARG, "candles",
+                                      "%srow %lld: timestamps not strictly increasing", where,
+                                      (long long)row);
         double vol = s->has_volume ? v[KR_VOLUME] : 0.0;
         /* pandas: amount = volume × row mean of the four prices, in float64, then float32. */
         /* No volume: both are 0, an amount given or not (the reference's rule, kronos.h). */
@@ -151,15 +162,15 @@ static kr_status prepare(const kr_series *s, int index, int n_series, const kr_f
         double vals[6] = { v[0], v[1], v[2], v[3], vol, amt };
         for (int c = 0; c < 6; c++) {
             if (!isfinite(vals[c]))
-                return kr_error_set(err, KR_ERR_INVALID_ARG,
-                                    "%srow %lld, field '%s': not a finite number", where,
-                                    (long long)row, names[c]);
+                return kr_error_set_field(err, KR_ERR_INVALID_ARG, "candles",
+                                          "%srow %lld, field '%s': not a finite number", where,
+                                          (long long)row, names[c]);
             pr->x[i * 6 + c] = (float)vals[c];
             /* A derived amount (volume x mean price) can pass float32's range. */
             if (!isfinite(pr->x[i * 6 + c]))
-                return kr_error_set(err, KR_ERR_INVALID_ARG,
-                                    "%srow %lld, field '%s': %g is out of float32 range", where,
-                                    (long long)row, names[c], vals[c]);
+                return kr_error_set_field(err, KR_ERR_INVALID_ARG, "candles",
+                                          "%srow %lld, field '%s': %g is out of float32 range",
+                                          where, (long long)row, names[c], vals[c]);
         }
     }
     kr_status st = KR_OK;
@@ -191,18 +202,19 @@ static kr_status prepare(const kr_series *s, int index, int n_series, const kr_f
         for (int i = 0; i < P; prev = s->future_timestamps[i++]) {
             if (s->future_timestamps[i] > KR_TIME_MAX_ABS ||
                 s->future_timestamps[i] < -KR_TIME_MAX_ABS)
-                return kr_error_set(err, KR_ERR_INVALID_ARG,
-                                    "%sfuture timestamp %d: %lld is out of range (|t| <= %lld s, "
-                                    "about 317,000 years either side of 1970)",
-                                    where, i + 1, (long long)s->future_timestamps[i],
-                                    (long long)KR_TIME_MAX_ABS);
+                return kr_error_set_field(
+                    err, KR_ERR_INVALID_ARG, "future_timestamps",
+                    "%sfuture timestamp %d: %lld is out of range (|t| <= %lld s, "
+                    "about 317,000 years either side of 1970)",
+                    where, i + 1, (long long)s->future_timestamps[i], (long long)KR_TIME_MAX_ABS);
             if (s->future_timestamps[i] <= prev) {
                 char a[32], b[32];
-                return kr_error_set(err, KR_ERR_INVALID_ARG,
-                                    "%sfuture timestamp %d (%s) is not after %s (%s)", where, i + 1,
-                                    kr_format_timestamp(s->future_timestamps[i], 0, a, sizeof a),
-                                    i == 0 ? "the last candle" : "the previous one",
-                                    kr_format_timestamp(prev, 0, b, sizeof b));
+                return kr_error_set_field(
+                    err, KR_ERR_INVALID_ARG, "future_timestamps",
+                    "%sfuture timestamp %d (%s) is not after %s (%s)", where, i + 1,
+                    kr_format_timestamp(s->future_timestamps[i], 0, a, sizeof a),
+                    i == 0 ? "the last candle" : "the previous one",
+                    kr_format_timestamp(prev, 0, b, sizeof b));
             }
         }
         memcpy(pr->future, s->future_timestamps, (size_t)P * sizeof(int64_t));
@@ -302,7 +314,7 @@ kr_status kr_forecast_job_prepare_with(kr_forecast_job *j, const kr_series *seri
         prepared_free(&j->pr);
         return st;
     }
-    j->in.L = j->pr.L;
+    j->in.hist_len = j->pr.L;
     j->in.x_norm = j->pr.x_norm;
     j->in.stamps = j->pr.stamps;
     j->in.seed = j->params.seed;
@@ -348,7 +360,7 @@ kr_status kr_forecast_job_finish(kr_forecast_job *j, double seconds_total, kr_er
     f->stats.seconds_decode = j->out.seconds_decode;
     f->stats.seconds_tokenizer = j->out.seconds_tokenizer;
     f->stats.seconds_total = seconds_total;
-    kr_gen_profile_export(&j->out.profile, &f->stats.profile);
+    kr_engine_profile_export(&j->out.profile, &f->stats.profile);
     return KR_OK;
 }
 
@@ -389,11 +401,6 @@ const int32_t *kr_forecast_path_s2(const kr_forecast *f, int path) {
     return f->gen_s2 + (size_t)path * f->pred_len;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 kr_status kr_forecast_quantile(const kr_forecast *f, double q, double *out, kr_error *err) {
     if (!f || !out) return kr_error_set(err, KR_ERR_INVALID_ARG, "quantile: NULL argument");
     if (!(q >= 0.0 && q <= 1.0))
@@ -406,12 +413,8 @@ kr_status kr_forecast_quantile(const kr_forecast *f, double q, double *out, kr_e
     for (int i = 0; i < P; i++)
         for (int c = 0; c < 6; c++) {
             for (int p = 0; p < f->paths; p++) col[p] = f->path_values[((size_t)p * P + i) * 6 + c];
-            qsort(col, (size_t)f->paths, sizeof(double), cmp_double);
-            /* numpy's default 'linear' method: position q·(n−1) between order statistics. */
-            double pos = q * (f->paths - 1);
-            int lo = (int)floor(pos), hi = lo + 1 < f->paths ? lo + 1 : lo;
-            double frac = pos - lo;
-            out[i * 6 + c] = col[lo] + (col[hi] - col[lo]) * frac;
+            kr_sort_doubles(col, f->paths);
+            out[i * 6 + c] = kr_quantile_sorted(col, f->paths, q);
         }
     free(col);
     return KR_OK;

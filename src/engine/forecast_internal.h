@@ -38,8 +38,8 @@ typedef struct kr_prepared {
 typedef struct kr_forecast_job {
     kr_forecast_params params; /* validated copy (future timestamps come with the series) */
     kr_prepared pr;
-    kr_gen_input in;
-    kr_gen_output out;
+    kr_seq_input in;
+    kr_seq_output out;
     kr_forecast *result; /* owned until taken (set to NULL by the taker) */
 } kr_forecast_job;
 
@@ -48,7 +48,7 @@ kr_status kr_forecast_check_params(const kr_forecast_params *p, kr_error *err);
  * kr_forecast_job_prepare then kr_forecast_job_alloc_result. */
 kr_status kr_forecast_job_init(kr_forecast_job *j, const kr_series *series, int index, int n_series,
                                const kr_forecast_params *params, kr_error *err);
-/* The two halves, for a caller that checks the prepared job (j->in.L, j->params) before the
+/* The two halves, for a caller that checks the prepared job (j->in.hist_len, j->params) before the
  * result memory (paths x pred_len rows) is allocated. On an error of either, j holds nothing
  * to release. */
 kr_status kr_forecast_job_prepare(kr_forecast_job *j, const kr_series *series, int index,

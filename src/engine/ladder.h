@@ -18,6 +18,8 @@
 #ifndef KR_ENGINE_LADDER_H
 #define KR_ENGINE_LADDER_H
 
+#include "kronos/status.h"
+
 #define KR_LADDER_MAX_RUNGS 4
 
 typedef struct kr_ladder {
@@ -35,11 +37,11 @@ typedef struct kr_ladder_signals {
     double oldest_wait_s; /* the oldest of them (0: none) */
 } kr_ladder_signals;
 
-void kr_ladder_init(kr_ladder *l, int n_rungs, double target_queue, double window_s,
-                    double relax_s);
+KR_PRIVATE void kr_ladder_init(kr_ladder *l, int n_rungs, double target_queue, double window_s,
+                               double relax_s);
 /* Sets the floor (clamped to the ladder); returns the move it forced (+1 up... as decide). */
-int kr_ladder_set_floor(kr_ladder *l, int floor, double now);
+KR_PRIVATE int kr_ladder_set_floor(kr_ladder *l, int floor, double now);
 /* One tick: returns +1 when it moved one rung down (lower precision), -1 one up, 0 none. */
-int kr_ladder_decide(kr_ladder *l, double now, const kr_ladder_signals *s);
+KR_PRIVATE int kr_ladder_decide(kr_ladder *l, double now, const kr_ladder_signals *s);
 
 #endif

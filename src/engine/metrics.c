@@ -108,17 +108,32 @@ static kr_metric *reg(kr_metrics *m, int kind, const char *name, const char *lab
     return found;
 }
 
-kr_metric *kr_metrics_counter(kr_metrics *m, const char *name, const char *labels,
-                              const char *help) {
-    return reg(m, M_COUNTER, name, labels, help, NULL, 0);
+kr_metric *kr_metrics_series(kr_metrics *m, const kr_metric_desc *d, const char *labels) {
+    if (!d) return NULL;
+    if (!labels) labels = "";
+    switch (d->type) {
+    case KR_METRIC_COUNTER: return reg(m, M_COUNTER, d->name, labels, d->help, NULL, 0);
+    case KR_METRIC_GAUGE: return reg(m, M_GAUGE, d->name, labels, d->help, NULL, 0);
+    case KR_METRIC_HISTOGRAM:
+        return reg(m, M_HISTOGRAM, d->name, labels, d->help,
+                   d->bounds ? d->bounds : kr_latency_buckets,
+                   d->bounds ? d->n_bounds : kr_latency_buckets_n);
+    }
+    return NULL;
 }
-kr_metric *kr_metrics_gauge(kr_metrics *m, const char *name, const char *labels, const char *help) {
-    return reg(m, M_GAUGE, name, labels, help, NULL, 0);
-}
-kr_metric *kr_metrics_histogram(kr_metrics *m, const char *name, const char *labels,
-                                const char *help, const double *bounds, int n_bounds) {
-    return reg(m, M_HISTOGRAM, name, labels, help, bounds, n_bounds);
-}
+
+const kr_metric_desc kr_metric_prefix_queried_tokens = {
+    "kronos_prefix_cache_queried_tokens_total", KR_METRIC_COUNTER,
+    "Context tokens looked up in the prefix cache", NULL, 0
+};
+const kr_metric_desc kr_metric_prefix_hit_tokens = { "kronos_prefix_cache_hit_tokens_total",
+                                                     KR_METRIC_COUNTER,
+                                                     "Context tokens served from the prefix cache",
+                                                     NULL, 0 };
+const kr_metric_desc kr_metric_tuner_decisions = {
+    "kronos_tuner_decisions_total", KR_METRIC_COUNTER,
+    "Limit changes made by the tuner, by rule and direction", NULL, 0
+};
 
 void kr_metric_add(kr_metric *c, double v) {
     if (!c) return;

@@ -6,7 +6,10 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "base/assert.h"
 #include "base/error.h"
+#include "model/predictor.h"
+#include "model/tokenizer.h"
 
 /* Entry kinds: a predictor window (tokens + stamps, partial reuse by blocks) or the tokenizer
  * decoder's history context (tokens only: the decoder has no time embedding; whole matches). */
@@ -44,6 +47,75 @@ typedef struct enc_entry {
 } enc_entry;
 
 #define ENC_ENTRIES 64
+
+/* ---------------------------------------------------------------- prefixes */
+
+static int gcd(int a, int b) {
+    while (b) {
+        int t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+int kr_predictor_store_group(const kr_engine *eng) {
+    const kr_predictor_weights *w = eng->model->pred;
+    return w->cfg.n_layers > 0 ? gcd(w->blocks[0].attn.head_dim, w->dep.head_dim) : w->dep.head_dim;
+}
+
+kr_status kr_predictor_store_init(const kr_engine *eng, kr_kv_store *s, int cap, kr_error *err) {
+    const kr_predictor_weights *w = eng->model->pred;
+    return kr_kv_store_init_dtype(s, kr_predictor_store_layers(w), w->cfg.d_model, cap,
+                                  eng->kv_dtype, kr_predictor_store_group(eng), err);
+}
+
+void kr_prefix_release(kr_prefix *p) {
+    if (!p) return;
+    KR_ASSERT(p->refs >= 1); /* one release per owner */
+    if (--p->refs > 0) return;
+    kr_kv_store_release(&p->kv);
+    free(p->logits);
+    free(p->ctx);
+    free(p);
+}
+
+kr_prefix *kr_prefix_new(const kr_engine *eng, int rows, kr_error *err) {
+    const kr_predictor_weights *w = eng->model->pred;
+    kr_prefix *p = calloc(1, sizeof *p);
+    if (p) {
+        p->logits = malloc(((size_t)1 << w->cfg.s1_bits) * sizeof(float));
+        p->ctx = malloc((size_t)w->cfg.d_model * sizeof(float));
+        p->refs = 1;
+        p->n = rows;
+    }
+    if (!p || !p->logits || !p->ctx ||
+        kr_predictor_store_init(eng, &p->kv, rows > 0 ? rows : 1, err) != KR_OK) {
+        kr_prefix_release(p);
+        kr_error_set(err, KR_ERR_NOMEM, "prefix: out of memory for a window");
+        return NULL;
+    }
+    return p;
+}
+
+/* Kept in a kr_prefix so the prefix cache can hold it like a predictor window. */
+kr_prefix *kr_prefix_new_decoder(const kr_tokenizer_weights *tw, int rows, kr_error *err) {
+    kr_prefix *p = calloc(1, sizeof *p);
+    if (!p) {
+        kr_error_set(err, KR_ERR_NOMEM, "prefix: out of memory for a decoder context");
+        return NULL;
+    }
+    p->refs = 1;
+    p->n = rows;
+    if (kr_kv_store_init(&p->kv, kr_tokenizer_store_layers(tw), tw->cfg.d_model, rows, err) !=
+        KR_OK) {
+        kr_prefix_release(p);
+        return NULL;
+    }
+    return p;
+}
+
+/* ---------------------------------------------------------------- the cache */
 
 struct kr_prefix_cache {
     entry *e;

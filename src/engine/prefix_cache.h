@@ -18,9 +18,54 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/generate.h"
+#include "engine/engine.h"
+#include "model/kv_cache.h"
 
 #define KR_PREFIX_BLOCK 16
+
+/* A prefilled context window that later groups with the same window may reuse
+ * (engine/prefix_cache.c). Immutable once published; shared by reference count. */
+typedef struct kr_prefix {
+    kr_kv_store kv; /* rows [0, n) of the window, all predictor layers + dep layer */
+    int n; /* rows */
+    float *logits; /* [V1] s1 logits of the last row */
+    float *ctx; /* [d] context row of the last row */
+    int refs; /* owners (cache + groups); free at 0 */
+} kr_prefix;
+
+/* Looks up / offers prefilled windows. lookup returns a prefix whose first *rows rows equal
+ * the group's window (tokens, stamps; *rows a multiple of the block size or the whole
+ * window) with a reference taken, or NULL; publish offers a freshly prefilled window. */
+typedef struct kr_prefix_hooks {
+    kr_prefix *(*lookup)(void *user, const int32_t *s1, const int32_t *s2, const float *stamps,
+                         int n, int *rows);
+    void (*publish)(void *user, kr_prefix *p, const int32_t *s1, const int32_t *s2,
+                    const float *stamps);
+    /* The tokenizer's encoding of an identical normalised history (x_norm [L][6]) can be
+     * reused too: returns 1 and fills s1/s2 [L] on a hit. May be NULL. */
+    int (*encode_lookup)(void *user, const float *x_norm, int L, int32_t *s1, int32_t *s2);
+    void (*encode_publish)(void *user, const float *x_norm, int L, const int32_t *s1,
+                           const int32_t *s2);
+    /* The tokenizer decoder's K/V of a window's history tokens [n] (whole matches only; the
+     * kr_prefix's kv has the tokenizer's layers, logits and ctx unused). May be NULL. */
+    kr_prefix *(*dec_lookup)(void *user, const int32_t *s1, const int32_t *s2, int n);
+    void (*dec_publish)(void *user, kr_prefix *p, const int32_t *s1, const int32_t *s2);
+    void *user;
+} kr_prefix_hooks;
+
+void kr_prefix_release(kr_prefix *p);
+
+/* A predictor window of `rows` rows in the engine's KV precision (its logits and context row
+ * unset) with one reference, or NULL with err set. */
+kr_prefix *kr_prefix_new(const kr_engine *eng, int rows, kr_error *err);
+/* A tokenizer-decoder context: K/V of a window's history rows in the decoder's layers (logits
+ * and ctx unused), or NULL with err set. */
+kr_prefix *kr_prefix_new_decoder(const kr_tokenizer_weights *tw, int rows, kr_error *err);
+/* A predictor KV store of cap rows in the engine's KV precision (the int8 scale group divides
+ * the head_dim of both the self-attention and the dep layer, so no scale spans two heads). */
+kr_status kr_predictor_store_init(const kr_engine *eng, kr_kv_store *s, int cap, kr_error *err);
+/* The int8 scale group of the engine's predictor stores (see kr_predictor_store_init). */
+int kr_predictor_store_group(const kr_engine *eng);
 
 typedef struct kr_prefix_cache kr_prefix_cache;
 
@@ -37,7 +82,7 @@ typedef struct kr_prefix_cache_stats {
 
 kr_status kr_prefix_cache_create(size_t budget_bytes, kr_prefix_cache **out, kr_error *err);
 void kr_prefix_cache_free(kr_prefix_cache *c);
-/* Hooks for kr_gen_step. */
+/* Hooks for kr_generate_step. */
 kr_prefix_hooks kr_prefix_cache_hooks(kr_prefix_cache *c);
 /* Changes the budget, evicting least recently used entries to fit. */
 void kr_prefix_cache_set_budget(kr_prefix_cache *c, size_t budget_bytes);

@@ -230,7 +230,7 @@ static kr_status calibrate(kr_model *m, kr_wfmt fmt, method meth, const kr_serie
     cp.n_threads = n_threads;
     cp.prefix_cache = 0;
     kr_context *ctx = NULL;
-    st = kr_context_create_calibration(m, &cp, &ctx, err);
+    st = kr_context_create(m, &cp, &ctx, err);
     /* One window at a time: batched, the engine's step composition (and so the order and
      * grouping in which the Linears see rows) would depend on timing, and with it the AWQ
      * sample and the rounding of GPTQ's XᵀX sums: the same inputs gave different weights. */
@@ -297,13 +297,9 @@ static kr_status parse_method(const char *name, kr_wfmt fmt, int n_calib, method
     return KR_OK;
 }
 
-kr_status kr_model_quantize_with(kr_model *m, const kr_quantize_params *params,
-                                 const kr_series *calib, int n_calib, kr_error *err) {
-    if (!m || !params || !params->fmt || (n_calib > 0 && !calib))
-        return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_model_quantize: NULL argument");
-    if (n_calib < 0)
-        return kr_error_set(err, KR_ERR_INVALID_ARG,
-                            "quantize: n_calib must be >= 0 (0: no calibration), got %d", n_calib);
+/* Quantises m, a model no one else holds yet, in place. */
+static kr_status quantize_own(kr_model *m, const kr_quantize_params *params, const kr_series *calib,
+                              int n_calib, kr_error *err) {
     const char *fmt_name = params->fmt;
     int group = params->group, n_threads = params->n_threads;
     kr_wfmt fmt;
@@ -320,15 +316,6 @@ kr_status kr_model_quantize_with(kr_model *m, const kr_quantize_params *params,
     if (meth == M_GPTQ && !(params->gptq_damp >= 0.0 && params->gptq_damp <= 1.0))
         return kr_error_set(err, KR_ERR_INVALID_ARG, "quantize: gptq damp %g is not in [0, 1]",
                             params->gptq_damp);
-    /* Refused while contexts run on the model (they read the weights without a lock) or
-     * another quantisation runs: from here on this call alone touches the weights. */
-    if ((st = kr_model_quantize_begin(m, err)) != KR_OK) return st;
-    if (m->pred->blocks[0].w1.q || m->pred->cfg.quant.format != KR_WFMT_F32) {
-        kr_model_quantize_end(m);
-        return kr_error_set(err, KR_ERR_INVALID_ARG,
-                            "quantize: the model is already %s; quantise from the f32 checkpoint",
-                            m->info.quant);
-    }
     double t0 = kr_now_seconds();
     net tok = { 0 }, pred = { 0 };
     st = kr_tokenizer_linears(m->tok, &tok.ls, &tok.n, err);
@@ -352,17 +339,28 @@ kr_status kr_model_quantize_with(kr_model *m, const kr_quantize_params *params,
     net_release(&tok);
     net_release(&pred);
     if (st == KR_OK) m->info.quant_seconds = kr_now_seconds() - t0;
-    kr_model_quantize_end(m);
     return st;
 }
 
-kr_status kr_model_quantize(kr_model *m, const char *fmt_name, int group, const kr_series *calib,
-                            int n_calib, int n_threads, kr_error *err) {
-    kr_quantize_params p = kr_quantize_default_params();
-    p.fmt = fmt_name;
-    p.group = group;
-    p.n_threads = n_threads;
-    return kr_model_quantize_with(m, &p, calib, n_calib, err);
+kr_status kr_model_quantize(const kr_model *src, const kr_quantize_params *params,
+                            const kr_series *calib, int n_calib, kr_model **out, kr_error *err) {
+    if (out) *out = NULL;
+    if (!src || !params || !params->fmt || !out || (n_calib > 0 && !calib))
+        return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_model_quantize: NULL argument");
+    if (n_calib < 0)
+        return kr_error_set(err, KR_ERR_INVALID_ARG,
+                            "quantize: n_calib must be >= 0 (0: no calibration), got %d", n_calib);
+    /* The weights change on a model of its own, which no context reads yet: src, and whatever
+     * runs on it, is not touched. */
+    kr_model *m = NULL;
+    kr_status st = kr_model_load_f32_copy(src, &m, err);
+    if (st == KR_OK) st = quantize_own(m, params, calib, n_calib, err);
+    if (st != KR_OK) {
+        kr_model_free(m);
+        return st;
+    }
+    *out = m;
+    return KR_OK;
 }
 
 kr_status kr_model_save_quantized(const kr_model *m, const char *out_dir, kr_error *err) {

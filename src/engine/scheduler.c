@@ -23,7 +23,7 @@
 #include "base/error.h"
 #include "base/timeutil.h"
 #include "engine/context_internal.h"
-#include "model/kv_pool.h"
+#include "model/kv_cache.h"
 
 /* How often queued requests' should_abort callbacks are polled. */
 #define KR_QUEUED_ABORT_POLL_S 0.05
@@ -33,7 +33,7 @@ static void event_base(const kr_req *r, kr_event *ev, kr_event_kind kind) {
     ev->kind = kind;
     ev->id = r->id;
     ev->index = r->index;
-    ev->step = r->group ? kr_gen_group_steps(r->group) : 0;
+    ev->step = r->group ? kr_seq_steps(r->group) : 0;
     ev->pred_len = r->job.params.pred_len;
     double now = kr_now_seconds();
     kr_request_stats *s = &ev->stats;
@@ -82,7 +82,7 @@ static void finish_req(kr_context *c, kr_req *r, kr_status st, const char *msg) 
         c->kv_reserved -= r->kv_peak;
         c->kv_used -= r->kv_bytes;
         atomic_store(&c->kv_used_now, c->kv_used);
-        kr_gen_group_free(r->group);
+        kr_seq_free(r->group);
         r->group = NULL;
     }
     kr_forecast_job_release(&r->job);
@@ -100,6 +100,8 @@ static void remove_running(kr_context *c, int i) {
 
 /* Takes cancelled, expired and aborted requests out of the queue (lock held). */
 static kr_req *reap_queue(kr_context *c, double now) {
+    KR_ASSERT_LOCKED(&c->lock);
+    KR_ASSERT_ENGINE_THREAD(c);
     kr_req *out = NULL, **pp = &c->wait_head;
     while (*pp) {
         kr_req *r = *pp;
@@ -156,7 +158,7 @@ static void poll_queued_aborts(kr_context *c, double now) {
 
 /* ---------------------------------------------------------------- step budgets */
 
-static int is_generating(const kr_req *r) { return kr_gen_group_generating(r->group); }
+static int is_generating(const kr_req *r) { return kr_seq_generating(r->group); }
 
 /* Orders the running requests for this step's budget: priority descending, generating
  * groups before prefills, then round-robin from rr_offset. */
@@ -191,7 +193,7 @@ static int64_t plan_budgets(kr_context *c) {
     int64_t left = step_rows, top_rows = 0, bg_left = -1;
     for (int k = 0; k < n; k++) {
         kr_req *r = c->running[c->step_order[k]];
-        int64_t pending = kr_gen_group_pending_rows(r->group), give;
+        int64_t pending = kr_seq_pending_rows(r->group), give;
         if (r->rp.priority == top) {
             give = pending < left ? pending : left;
             top_rows += give;
@@ -227,6 +229,8 @@ static void timed_wait(kr_context *c, double seconds) {
 
 /* Runs queued tasks (lock held on entry and exit, released while each runs). */
 static void run_tasks(kr_context *c) {
+    KR_ASSERT_LOCKED(&c->lock);
+    KR_ASSERT_ENGINE_THREAD(c);
     while (c->tasks) {
         kr_task *t = c->tasks;
         c->tasks = t->next;
@@ -251,21 +255,33 @@ static void fail_list(kr_context *c, kr_req *list, int abort_all) {
     }
 }
 
-/* One engine step over the running set, then events. No lock held. */
-static void step(kr_context *c, double *busy) {
-    int64_t rows = plan_budgets(c);
-    int paths = 0;
-    for (int i = 0; i < c->n_running; i++) paths += c->running[i]->job.params.paths;
-    kr_prefix_hooks hooks = c->cache ? kr_prefix_cache_hooks(c->cache) : (kr_prefix_hooks){ 0 };
-    kr_error e = { 0 };
-    double t0 = kr_now_seconds();
-    kr_status st = kr_gen_step(&c->eng, c->step_groups, c->step_budget, c->n_running,
-                               c->cache ? &hooks : NULL, &e);
+/* One engine step over the running set, as the loop runs it: plan_step (rows per group),
+ * kr_generate_step (the engine/generate.c step), then post_step. No lock held. */
+typedef struct step_plan {
+    int64_t rows; /* granted over every group */
+    int paths; /* sample paths running */
+    kr_prefix_hooks hooks;
+    double t0; /* when the step started */
+} step_plan;
+
+static step_plan plan_step(kr_context *c) {
+    step_plan s = { .rows = plan_budgets(c) };
+    for (int i = 0; i < c->n_running; i++) s.paths += c->running[i]->job.params.paths;
+    s.hooks = c->cache ? kr_prefix_cache_hooks(c->cache) : (kr_prefix_hooks){ 0 };
+    s.t0 = kr_now_seconds();
+    return s;
+}
+
+/* After the step: the KV each group holds, its progress events and metrics, the requests that
+ * finished (or all of them, when the step failed: their state is unknown). */
+static void post_step(kr_context *c, const step_plan *s, kr_status st, const kr_error *err,
+                      double *busy) {
+    const kr_error e = *err;
     double t = kr_now_seconds();
-    *busy += t - t0;
+    *busy += t - s->t0;
     c->steps++;
-    kr_metric_observe(c->m_batch, paths);
-    kr_metric_observe(c->m_rows, (double)rows);
+    kr_metric_observe(c->m_batch, s->paths);
+    kr_metric_observe(c->m_rows, (double)s->rows);
     for (int i = 0; i < c->n_running;) {
         kr_req *r = c->running[i];
         if (st != KR_OK) { /* a failed step fails the whole batch: its state is unknown */
@@ -276,11 +292,11 @@ static void step(kr_context *c, double *busy) {
         /* Charge the blocks the group holds now: its prefill store exists once it is
          * admitted, stops being its own once the prefix cache shares it, and the predictor's
          * stores are dropped when decoding starts. */
-        size_t held = kr_gen_group_kv_bytes(r->group);
+        size_t held = kr_seq_kv_bytes(r->group);
         c->kv_used = c->kv_used - r->kv_bytes + held;
         atomic_store(&c->kv_used_now, c->kv_used);
         r->kv_bytes = held;
-        int steps = kr_gen_group_steps(r->group);
+        int steps = kr_seq_steps(r->group);
         if (steps > r->reported_steps) {
             if (r->reported_steps == 0) {
                 r->t_first = t;
@@ -293,13 +309,13 @@ static void step(kr_context *c, double *busy) {
             kr_metric_add(c->m_gen_tokens,
                           (double)(steps - r->reported_steps) * r->job.params.paths);
             r->reported_steps = steps;
-            if (!kr_gen_group_done(r->group)) {
+            if (!kr_seq_done(r->group)) {
                 kr_event ev;
                 event_base(r, &ev, KR_EVENT_STEP);
                 emit(r, &ev);
             }
         }
-        if (kr_gen_group_done(r->group)) {
+        if (kr_seq_done(r->group)) {
             remove_running(c, i);
             kr_metric_add(c->m_prefill_tokens, (double)r->job.out.prefill_tokens);
             finish_req(c, r, KR_OK, NULL);
@@ -328,13 +344,15 @@ static void reap_running(kr_context *c, double now, int abort_all) {
     }
 }
 
-void *kr_ctx_engine_main(void *arg) {
+void *kr_context_engine_main(void *arg) {
     kr_context *c = arg;
+    c->engine_thread = pthread_self();
+    atomic_store(&c->engine_thread_set, 1);
     double busy = 0, busy_since = kr_now_seconds();
     int64_t last_q = 0, last_h = 0;
     pthread_mutex_lock(&c->lock);
     for (;;) {
-        kr_ctx_apply_limits(c);
+        kr_context_apply_limits(c);
         run_tasks(c);
         double now = kr_now_seconds();
         int has_work = c->n_running > 0 || c->wait_head || c->n_cancels > 0;
@@ -389,7 +407,7 @@ void *kr_ctx_engine_main(void *arg) {
                 if (c->running[i]->id == c->cancels[k]) c->running[i]->cancelled = 1;
         c->n_cancels = 0;
         int first_new = c->n_running;
-        if (!abort_all) kr_ctx_admit(c, now, &failed);
+        if (!abort_all) kr_context_admit(c, now, &failed);
         int last_new = c->n_running;
         /* An abort callback's verdict holds for this round; a shutdown's for good. */
         if (!(c->draining || c->stop)) c->cancel_all = 0;
@@ -403,7 +421,13 @@ void *kr_ctx_engine_main(void *arg) {
             emit(c->running[i], &ev);
         }
         reap_running(c, now, abort_all);
-        if (c->n_running > 0) step(c, &busy);
+        if (c->n_running > 0) {
+            step_plan plan = plan_step(c);
+            kr_error e = { 0 };
+            kr_status st = kr_generate_step(&c->eng, c->step_groups, c->step_budget, c->n_running,
+                                            c->cache ? &plan.hooks : NULL, &e);
+            post_step(c, &plan, st, &e, &busy);
+        }
         if (c->cache) {
             kr_prefix_cache_stats cs;
             kr_prefix_cache_get_stats(c->cache, &cs);
@@ -421,12 +445,12 @@ void *kr_ctx_engine_main(void *arg) {
             busy_since = t;
         }
         pthread_mutex_lock(&c->lock);
-        kr_ctx_apply_limits(c); /* the tuner moves from limits set during the step */
+        kr_context_apply_limits(c); /* the tuner moves from limits set during the step */
         if (c->p.tune)
-            kr_tuner_tick(&c->tuner, t, c->n_waiting, kr_ctx_oldest_wait_s(c, t),
+            kr_tuner_tick(&c->tuner, t, c->n_waiting, kr_context_oldest_wait_s(c, t),
                           &c->p.batch_wait_ms, &c->p.max_batch_tokens, &c->p.max_running, c->cache);
         c->profile_shared = c->profile;
-        kr_ctx_publish_stats(c);
+        kr_context_publish_stats(c);
     }
     /* Tasks that came too late to run. */
     for (kr_task *t = c->tasks; t; t = t->next) {
@@ -435,7 +459,7 @@ void *kr_ctx_engine_main(void *arg) {
         t->done = 1;
     }
     c->tasks = NULL;
-    kr_ctx_publish_stats(c);
+    kr_context_publish_stats(c);
     c->thread_exited = 1;
     pthread_cond_broadcast(&c->event);
     pthread_mutex_unlock(&c->lock);

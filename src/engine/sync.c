@@ -1,5 +1,5 @@
 /*
- * engine/sync — kr_forecast_run and kr_forecast_run_batch*: submit every series to the
+ * engine/sync — kr_forecast_run and kr_forecast_run_batch: submit every series to the
  * context and wait for all of them. A synchronous caller is one more client of the batching
  * API, so its requests obey the same queue, deadlines, priorities and metrics as a server's.
  *
@@ -71,10 +71,10 @@ static void wait_for(waiter *w, double seconds) {
 
 /* Submits series[first, first + count) of a batch of n_series (indices and errors name the
  * series in the whole batch) and waits for them. On failure out[first, first + count) is freed. */
-static kr_status run_span(kr_context *ctx, const kr_series *series, int first, int count,
-                          int n_series, const kr_forecast_params *params,
-                          const kr_request_params *request, const kr_gen_options *opt,
-                          kr_forecast **out, kr_error *err) {
+static kr_status submit_and_wait(kr_context *ctx, const kr_series *series, int first, int count,
+                                 int n_series, const kr_forecast_params *params,
+                                 const kr_request_params *request, const kr_seq_options *opt,
+                                 kr_forecast **out, kr_error *err) {
     waiter w;
     memset(&w, 0, sizeof w);
     w.ctx = ctx;
@@ -178,20 +178,20 @@ int kr_static_batch_series(int batch_rows, int paths, int n_series) {
     return per < 1 ? 1 : per > n_series ? n_series : per;
 }
 
-kr_status kr_forecast_run_batch_opt(kr_context *ctx, const kr_series *series, int n_series,
-                                    const kr_forecast_params *params,
-                                    const kr_request_params *request, const kr_gen_options *opt,
-                                    kr_forecast **out, kr_error *err) {
+kr_status kr_forecast_run_batch(kr_context *ctx, const kr_series *series, int n_series,
+                                const kr_forecast_params *params, const kr_request_params *request,
+                                kr_forecast **out, kr_error *err) {
     if (!ctx || !series || !params || !out || n_series < 1)
         return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_forecast_run: NULL argument or no series");
     for (int i = 0; i < n_series; i++) out[i] = NULL;
     /* Checked once here, not per series: the deadline covers the whole batch. */
     kr_status st = kr_request_check(request, err);
     if (st != KR_OK) return st;
+    const kr_seq_options *opt = request ? request->seq_options : NULL;
     int per =
         kr_static_batch_series(request ? request->static_batch_rows : 0, params->paths, n_series);
     if (per >= n_series)
-        return run_span(ctx, series, 0, n_series, n_series, params, request, opt, out, err);
+        return submit_and_wait(ctx, series, 0, n_series, n_series, params, request, opt, out, err);
     /* Static batches: each finished before the next is submitted (offline scoring: bounded
      * memory, full steps), under one deadline for the whole batch. */
     kr_request_params rp = *request;
@@ -202,7 +202,7 @@ kr_status kr_forecast_run_batch_opt(kr_context *ctx, const kr_series *series, in
             if (rp.deadline_s <= 0) rp.deadline_s = 1e-9; /* fails as timed out, naming it */
         }
         int count = n_series - first < per ? n_series - first : per;
-        st = run_span(ctx, series, first, count, n_series, params, &rp, opt, out, err);
+        st = submit_and_wait(ctx, series, first, count, n_series, params, &rp, opt, out, err);
         if (st != KR_OK) {
             for (int i = 0; i < first; i++) {
                 kr_forecast_free(out[i]);
@@ -214,21 +214,8 @@ kr_status kr_forecast_run_batch_opt(kr_context *ctx, const kr_series *series, in
     return KR_OK;
 }
 
-kr_status kr_forecast_run_batch_ex(kr_context *ctx, const kr_series *series, int n_series,
-                                   const kr_forecast_params *params,
-                                   const kr_request_params *request, kr_forecast **out,
-                                   kr_error *err) {
-    return kr_forecast_run_batch_opt(ctx, series, n_series, params, request, NULL, out, err);
-}
-
-kr_status kr_forecast_run_batch(kr_context *ctx, const kr_series *series, int n_series,
-                                const kr_forecast_params *params, kr_forecast **out,
-                                kr_error *err) {
-    return kr_forecast_run_batch_opt(ctx, series, n_series, params, NULL, NULL, out, err);
-}
-
 kr_status kr_forecast_run(kr_context *ctx, const kr_series *series,
                           const kr_forecast_params *params, kr_forecast **out, kr_error *err) {
     if (!out) return kr_error_set(err, KR_ERR_INVALID_ARG, "kr_forecast_run: out is NULL");
-    return kr_forecast_run_batch_opt(ctx, series, 1, params, NULL, NULL, out, err);
+    return kr_forecast_run_batch(ctx, series, 1, params, NULL, out, err);
 }

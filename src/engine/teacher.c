@@ -25,7 +25,7 @@ static kr_status run(const kr_engine *eng, const kr_forecast_job *j, int L, cons
     if (st == KR_OK) st = kr_kv_store_init(&store, kr_predictor_store_layers(pw), d, L, err);
     if (st == KR_OK) {
         kr_chunk ch = { .n = L, .pos0 = 0, .n_past = 0, .out = &store, .out_start = 0 };
-        st = kr_predictor_forward(pw, ex, &ch, 1, s1, s2, j->pr.stamps, context, err);
+        st = kr_predictor_forward(pw, ex, &ch, 1, s1, s2, j->pr.stamps, NULL, context, err);
     }
     if (st == KR_OK) st = kr_predictor_s1_logits(pw, ex, context, L - 1, d, s1_logits, err);
     if (st == KR_OK) {

@@ -18,8 +18,9 @@
  * [0, lookback − 1): s1_logits[t][2^s1_bits] (predicting s1 of row t+1) and
  * s2_logits[t][2^s2_bits] (predicting s2 of row t+1 given its true s1). Runs on the
  * context's engine thread between its steps (kr_context_run_task). */
-kr_status kr_teacher_logits(kr_context *ctx, const kr_series *s, int lookback, const int32_t *s1_in,
-                            const int32_t *s2_in, int32_t *s1_out, int32_t *s2_out,
-                            float *s1_logits, float *s2_logits, kr_error *err);
+KR_PRIVATE kr_status kr_teacher_logits(kr_context *ctx, const kr_series *s, int lookback,
+                                       const int32_t *s1_in, const int32_t *s2_in, int32_t *s1_out,
+                                       int32_t *s2_out, float *s1_logits, float *s2_logits,
+                                       kr_error *err);
 
 #endif

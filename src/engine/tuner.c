@@ -40,8 +40,7 @@ static kr_metric *decision_counter(kr_tuner *t, int rule, const char *param, con
     char lab[160];
     snprintf(lab, sizeof lab, "rule=\"%s\",parameter=\"%s\",direction=\"%s\"", k_rule_names[rule],
              param, dir);
-    return kr_metrics_counter(t->metrics, "kronos_tuner_decisions_total", lab,
-                              "Limit changes made by the tuner, by rule and direction");
+    return kr_metrics_series(t->metrics, &kr_metric_tuner_decisions, lab);
 }
 
 /* home * factor, or cap when that is more, but never below home itself: in 64 bits, since
@@ -76,8 +75,10 @@ void kr_tuner_init(kr_tuner *t, const kr_context_params *p, size_t cache_budget,
     t->log = log;
     t->log_user = log_user;
     t->metrics = m;
-    t->m_cache_budget = kr_metrics_gauge(m, "kronos_tuner_prefix_cache_budget_bytes", "",
-                                         "Current prefix cache budget (tuned)");
+    static const kr_metric_desc k_cache_budget = { "kronos_tuner_prefix_cache_budget_bytes",
+                                                   KR_METRIC_GAUGE,
+                                                   "Current prefix cache budget (tuned)", NULL, 0 };
+    t->m_cache_budget = kr_metrics_series(m, &k_cache_budget, "");
     /* Registered up front so every series reads 0 before its first decision. */
     static const struct {
         int rule;

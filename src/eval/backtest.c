@@ -19,7 +19,7 @@
 #include "base/error.h"
 #include "base/timeutil.h"
 #include "eval/backtest_internal.h"
-#include "market/calendar.h"
+#include "series/calendar.h"
 
 /* Progress reports per forecast phase, about. */
 /* The most memory the scores' sums of one backtest may take (kr_bt_prepare). */

@@ -19,7 +19,7 @@
 #include "analyst/calibrate.h"
 #include "base/error.h"
 #include "eval/backtest_internal.h"
-#include "market/calendar.h"
+#include "series/calendar.h"
 
 /* Far more than any useful backtest; bounds the report's memory. */
 #define KR_BT_MAX_ITEMS 2000000

@@ -127,9 +127,11 @@ static kr_status run_once(kr_context *ctx, const kr_series *s, int n, const kr_f
                           int naive, double *secs, kr_forecast_stats *stats, kr_error *err) {
     kr_forecast **res = calloc((size_t)n, sizeof *res);
     if (!res) return kr_error_set(err, KR_ERR_NOMEM, "bench: out of memory");
-    kr_gen_options opt = { .naive = naive };
+    kr_seq_options opt = { .naive = naive };
+    kr_request_params rp = kr_request_default_params();
+    rp.seq_options = &opt;
     double t0 = kr_now_seconds();
-    kr_status st = kr_forecast_run_batch_opt(ctx, s, n, p, NULL, &opt, res, err);
+    kr_status st = kr_forecast_run_batch(ctx, s, n, p, &rp, res, err);
     *secs = kr_now_seconds() - t0;
     memset(stats, 0, sizeof *stats);
     for (int i = 0; i < n && st == KR_OK; i++) {

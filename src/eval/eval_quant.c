@@ -22,7 +22,7 @@
 #include "base/timeutil.h"
 #include "engine/teacher.h"
 #include "eval/eval_quant_internal.h"
-#include "market/candles.h"
+#include "series/candles.h"
 #include "model/model.h"
 #include "model/quantize.h"
 
@@ -271,8 +271,8 @@ static kr_status run_phases(kr_context *ref, kr_context *q, const kr_eval_quant_
              p->paths);
     if (p->progress) p->progress(what, 0, p->user);
     t0 = kr_now_seconds();
-    st = kr_forecast_run_batch(ref, w->series, w->n, &fp, fr, err);
-    if (st == KR_OK) st = kr_forecast_run_batch(q, w->series, w->n, &fp, fq, err);
+    st = kr_forecast_run_batch(ref, w->series, w->n, &fp, NULL, fr, err);
+    if (st == KR_OK) st = kr_forecast_run_batch(q, w->series, w->n, &fp, NULL, fq, err);
     r->seconds_forecast = kr_now_seconds() - t0;
     if (p->progress) p->progress(what, 1, p->user);
     if (st != KR_OK) return st;

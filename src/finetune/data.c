@@ -9,8 +9,9 @@
 #include <sys/stat.h>
 
 #include "base/error.h"
-#include "kronos/market.h"
-#include "kronos/server.h"
+#include "kronos/store.h"
+#include "base/fsutil.h"
+#include "common/candles_json.h"
 #include "kronos/util.h"
 
 /* Candle files are read whole; the CLI's limit for one input. */
@@ -63,7 +64,7 @@ static kr_status load_file(kr_dataset *ds, const char *path, kr_ft_note_fn note,
         char *text = NULL;
         size_t len = 0;
         st = kr_read_file(path, KR_FT_MAX_FILE_BYTES, "candle file", &text, &len, err);
-        if (st == KR_OK) st = kr_server_parse_candles(text, len, path, &c, err);
+        if (st == KR_OK) st = kr_candles_parse_text(text, len, path, &c, err);
         free(text);
     } else
         st = kr_candles_read_csv(path, &c, err);

@@ -1,5 +1,5 @@
 /*
- * finetune/data — the candles a fine-tune learns from, into a series/dataset: every CSV or
+ * finetune/data — the candles a fine-tune learns from, into a train/dataset: every CSV or
  * JSON file named by data.data_path (a directory stands for its *.csv and *.json files, in
  * name order), and the stored series named by kronos.symbols / kronos.all_symbols in the
  * store kronos.db. Each file or stored series is one series (split by time on its own).
@@ -8,7 +8,7 @@
 #define KR_FINETUNE_DATA_H
 
 #include "finetune/config.h"
-#include "series/dataset.h"
+#include "train/dataset.h"
 
 /* Called with a line for the user (a column ignored, a series too short for any window). */
 typedef void (*kr_ft_note_fn)(void *user, const char *line);

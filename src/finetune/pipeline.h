@@ -12,7 +12,7 @@
 #include "finetune/log.h"
 #include "kronos/finetune.h"
 #include "kronos/train.h"
-#include "series/dataset.h"
+#include "train/dataset.h"
 
 typedef struct kr_ft_run {
     const kr_finetune_config *cfg;

@@ -19,7 +19,7 @@
 #include "kronos.h"
 #include "kronos/hub.h"
 #include "kronos/util.h"
-#include "series/window_encoder.h"
+#include "train/window_encoder.h"
 
 #define MB (1024.0 * 1024.0)
 

@@ -2,7 +2,7 @@
  * finetune/stage — one stage of a fine-tune: the official training loop (finetune_csv's
  * train_model / train_tokenizer) over the training core (kronos/train.h).
  *
- * Each epoch takes the epoch's window order (series/order.h), batch by batch: fills the
+ * Each epoch takes the epoch's window order (train/order.h), batch by batch: fills the
  * windows, encodes them with the frozen tokenizer (predictor stage), runs the micro-batches
  * (the tokenizer's accumulation_steps slices of a batch, as the official), steps the
  * optimizer. After the last batch it validates, writes last_model/, best_model/ when the
@@ -21,8 +21,8 @@
 #include "finetune/pipeline.h"
 #include "finetune/state.h"
 #include "kronos/util.h"
-#include "series/order.h"
-#include "series/window_encoder.h"
+#include "train/order.h"
+#include "train/window_encoder.h"
 
 typedef struct stage_ctx {
     kr_ft_run *run;

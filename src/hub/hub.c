@@ -28,6 +28,7 @@
 
 #include "base/error.h"
 #include "base/fsutil.h"
+#include "model/hub_cache.h"
 #include "hub/http.h"
 #include "hub/sha256.h"
 
@@ -40,62 +41,6 @@ kr_hub_params kr_hub_default_params(void) {
     p.stall_timeout_s = 60;
     p.max_attempts = 5;
     return p;
-}
-
-/* ---------------------------------------------------------------- names */
-
-/* ASCII only: names become paths and URLs, the locale must not widen them. */
-static int is_name_char(char ch) {
-    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-           ch == '.' || ch == '_' || ch == '-';
-}
-
-/* One half of "org/name", by the hub's rules: no leading/trailing '.' or '-', no ".." or "--". */
-static int valid_id_part(const char *s, size_t len) {
-    if (len == 0 || len > 96) return 0;
-    if (s[0] == '.' || s[0] == '-' || s[len - 1] == '.' || s[len - 1] == '-') return 0;
-    for (size_t i = 0; i < len; i++) {
-        if (!is_name_char(s[i])) return 0;
-        if (i > 0 && (s[i] == '.' || s[i] == '-') && s[i - 1] == s[i]) return 0;
-    }
-    return 1;
-}
-
-int kr_hub_is_repo_id(const char *s) {
-    if (!s) return 0;
-    const char *slash = strchr(s, '/');
-    if (!slash || strchr(slash + 1, '/')) return 0;
-    return valid_id_part(s, (size_t)(slash - s)) && valid_id_part(slash + 1, strlen(slash + 1));
-}
-
-/* A single path component made of name characters: what a commit hash or an ETag must be
- * before it is used as a file name (they come from the server). */
-static int safe_component(const char *s) {
-    size_t len = strlen(s);
-    if (len == 0 || len > 128 || !strcmp(s, ".") || !strcmp(s, "..")) return 0;
-    for (size_t i = 0; i < len; i++)
-        if (!is_name_char(s[i])) return 0;
-    return 1;
-}
-
-/* A branch, tag or commit; '/' allowed between components (refs/pr/1), no "." or "..". */
-static int valid_revision(const char *r) {
-    size_t len = strlen(r);
-    if (len == 0 || len > 255 || r[0] == '/' || r[len - 1] == '/') return 0;
-    const char *part = r;
-    for (const char *p = r;; p++) {
-        if (*p == '/' || *p == '\0') {
-            size_t plen = (size_t)(p - part);
-            if (plen == 0 || (plen == 1 && part[0] == '.') ||
-                (plen == 2 && !strncmp(part, "..", 2)))
-                return 0;
-            if (*p == '\0') break;
-            part = p + 1;
-        } else if (!is_name_char(*p)) {
-            return 0;
-        }
-    }
-    return 1;
 }
 
 static int is_sha256_hex(const char *s) {
@@ -125,7 +70,7 @@ static void url_escape(const char *s, char *out, size_t n) {
     size_t o = 0;
     for (; *s && o + 4 < n; s++) {
         unsigned char ch = (unsigned char)*s;
-        if (is_name_char((char)ch) || ch == '~') {
+        if (kr_hub_is_name_char((char)ch) || ch == '~') {
             out[o++] = (char)ch;
         } else {
             out[o++] = '%';
@@ -138,59 +83,6 @@ static void url_escape(const char *s, char *out, size_t n) {
 
 /* ---------------------------------------------------------------- paths */
 
-#define FMT_PATH(buf, ...)                                                                 \
-    do {                                                                                   \
-        int len_ = snprintf(buf, sizeof buf, __VA_ARGS__);                                 \
-        if (len_ < 0 || (size_t)len_ >= sizeof buf)                                        \
-            return kr_error_set(err, KR_ERR_INVALID_ARG, "path too long: %.200s...", buf); \
-    } while (0)
-
-/* "~/x" -> "$HOME/x"; other paths unchanged. Then suffix appended. */
-static int expand_home(char *out, size_t n, const char *path, const char *suffix) {
-    const char *home = getenv("HOME");
-    if (path[0] == '~' && (path[1] == '/' || path[1] == '\0') && home && *home)
-        return snprintf(out, n, "%s%s%s", home, path + 1, suffix);
-    return snprintf(out, n, "%s%s", path, suffix);
-}
-
-kr_status kr_hub_cache_dir(const char *cache_dir, char *out, size_t n, kr_error *err) {
-    const char *hub = getenv("HF_HUB_CACHE"), *hf_home = getenv("HF_HOME");
-    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    int len;
-    /* The precedence huggingface_hub uses, so both tools share one cache. */
-    if (cache_dir && *cache_dir)
-        len = expand_home(out, n, cache_dir, "");
-    else if (hub && *hub)
-        len = expand_home(out, n, hub, "");
-    else if (hf_home && *hf_home)
-        len = expand_home(out, n, hf_home, "/hub");
-    else if (xdg && *xdg)
-        len = expand_home(out, n, xdg, "/huggingface/hub");
-    else if (home && *home)
-        len = snprintf(out, n, "%s/.cache/huggingface/hub", home);
-    else
-        return kr_error_set(
-            err, KR_ERR_INVALID_ARG,
-            "no hub cache directory: HOME is not set (set HF_HOME or pass --cache-dir)");
-    if (len < 0 || (size_t)len >= n)
-        return kr_error_set(err, KR_ERR_INVALID_ARG, "hub cache path too long");
-    return KR_OK;
-}
-
-/* A one-line file of the cache (a token, a ref) into out[n], trailing blanks trimmed; 0 if
- * absent, unreadable, empty, longer than out, or not a regular file (a FIFO in the cache must
- * not hang a pull or a model lookup). */
-static int read_small_file(const char *path, char *out, size_t n) {
-    char *text = NULL;
-    size_t got = 0;
-    if (kr_read_file(path, n - 1, "hub cache file", &text, &got, NULL) != KR_OK) return 0;
-    while (got && (text[got - 1] == '\n' || text[got - 1] == '\r' || text[got - 1] == ' ')) got--;
-    memcpy(out, text, got);
-    out[got] = '\0';
-    free(text);
-    return got > 0;
-}
-
 /* The token `huggingface-cli login` saved, so a logged-in machine needs no HF_TOKEN:
  * $HF_TOKEN_PATH, else $HF_HOME/token, else ~/.cache/huggingface/token. 1 if one was read. */
 static int read_saved_token(char *out, size_t n) {
@@ -199,27 +91,17 @@ static int read_saved_token(char *out, size_t n) {
     char path[PATH_MAX];
     int len;
     if (tp && *tp)
-        len = expand_home(path, sizeof path, tp, "");
+        len = kr_hub_expand_home(path, sizeof path, tp, "");
     else if (hf_home && *hf_home)
-        len = expand_home(path, sizeof path, hf_home, "/token");
+        len = kr_hub_expand_home(path, sizeof path, hf_home, "/token");
     else if (xdg && *xdg)
-        len = expand_home(path, sizeof path, xdg, "/huggingface/token");
+        len = kr_hub_expand_home(path, sizeof path, xdg, "/huggingface/token");
     else if (home && *home)
         len = snprintf(path, sizeof path, "%s/.cache/huggingface/token", home);
     else
         return 0;
     if (len < 0 || (size_t)len >= sizeof path) return 0;
-    return read_small_file(path, out, n);
-}
-
-/* "<cache>/models--org--name" */
-static kr_status repo_folder(const char *cache, const char *repo, char *out, size_t n,
-                             kr_error *err) {
-    const char *slash = strchr(repo, '/');
-    int len = snprintf(out, n, "%s/models--%.*s--%s", cache, (int)(slash - repo), repo, slash + 1);
-    if (len < 0 || (size_t)len >= n)
-        return kr_error_set(err, KR_ERR_INVALID_ARG, "hub cache path too long");
-    return KR_OK;
+    return kr_hub_read_small_file(path, out, n);
 }
 
 /* mkdir -p. */
@@ -252,11 +134,6 @@ static kr_status make_parent(const char *file_path, kr_error *err) {
     if (!slash || slash == dir) return KR_OK;
     *slash = '\0';
     return make_dirs(dir, err);
-}
-
-static int is_regular(const char *path) {
-    struct stat sb;
-    return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
 }
 
 static double now_seconds(void) {
@@ -393,8 +270,8 @@ static kr_status download_blob(pull_ctx *c, const char *file, const char *url, c
         snprintf(tmp_name, sizeof tmp_name, "%s", etag);
     else
         url_escape(file, tmp_name, sizeof tmp_name); /* unique per repo file, no '/' */
-    FMT_PATH(part, "%s/blobs/%s.incomplete", c->repo_dir, tmp_name);
-    FMT_PATH(lock, "%s/%s.lock", c->lock_dir, tmp_name);
+    KR_HUB_PATH(part, "%s/blobs/%s.incomplete", c->repo_dir, tmp_name);
+    KR_HUB_PATH(lock, "%s/%s.lock", c->lock_dir, tmp_name);
 
     /* Another pull of the same blob (a second process) waits here, then finds it done. */
     int lock_fd = open(lock, O_CREAT | O_RDWR | O_CLOEXEC, 0644);
@@ -422,7 +299,7 @@ static kr_status download_blob(pull_ctx *c, const char *file, const char *url, c
             st = kr_error_set(err, KR_ERR_INVALID_ARG, "path too long: %s/blobs/...", c->repo_dir);
             goto out;
         }
-        if (is_regular(final_path)) {
+        if (kr_hub_is_regular(final_path)) {
             snprintf(blob, n, "%s", etag);
             emit_untransferred(c, KR_HUB_FILE_CACHED, file, expected);
             goto out;
@@ -585,8 +462,8 @@ static unsigned long next_tmp_seq(void) {
 static kr_status link_snapshot(pull_ctx *c, const char *commit, const char *file, const char *blob,
                                kr_error *err) {
     char link_path[PATH_MAX], tmp[PATH_MAX], target[PATH_MAX];
-    FMT_PATH(link_path, "%s/snapshots/%s/%s", c->repo_dir, commit, file);
-    FMT_PATH(tmp, "%s.tmp%ld.%lu", link_path, (long)getpid(), next_tmp_seq());
+    KR_HUB_PATH(link_path, "%s/snapshots/%s/%s", c->repo_dir, commit, file);
+    KR_HUB_PATH(tmp, "%s.tmp%ld.%lu", link_path, (long)getpid(), next_tmp_seq());
     size_t t = 0;
     for (const char *p = file; *p; p++)
         if (*p == '/') t += (size_t)snprintf(target + t, sizeof target - t, "../");
@@ -605,20 +482,13 @@ static kr_status link_snapshot(pull_ctx *c, const char *commit, const char *file
     return KR_OK;
 }
 
-/* Reads refs/<revision> into commit[n] (trimmed); 0 if absent or unreadable. */
-static int read_ref(const char *repo_dir, const char *revision, char *commit, size_t n) {
-    char path[PATH_MAX];
-    int len = snprintf(path, sizeof path, "%s/refs/%s", repo_dir, revision);
-    if (len < 0 || (size_t)len >= sizeof path) return 0;
-    return read_small_file(path, commit, n);
-}
-
 static kr_status write_ref(pull_ctx *c, const char *revision, const char *commit, kr_error *err) {
     char old[128];
-    if (read_ref(c->repo_dir, revision, old, sizeof old) && !strcmp(old, commit)) return KR_OK;
+    if (kr_hub_read_ref(c->repo_dir, revision, old, sizeof old) && !strcmp(old, commit))
+        return KR_OK;
     char path[PATH_MAX], tmp[PATH_MAX];
-    FMT_PATH(path, "%s/refs/%s", c->repo_dir, revision);
-    FMT_PATH(tmp, "%s.tmp%ld.%lu", path, (long)getpid(), next_tmp_seq());
+    KR_HUB_PATH(path, "%s/refs/%s", c->repo_dir, revision);
+    KR_HUB_PATH(tmp, "%s.tmp%ld.%lu", path, (long)getpid(), next_tmp_seq());
     kr_status st = make_parent(path, err);
     if (st != KR_OK) return st;
     FILE *f = fopen(tmp, "wb");
@@ -634,34 +504,21 @@ static kr_status write_ref(pull_ctx *c, const char *revision, const char *commit
     return KR_OK;
 }
 
-typedef struct repo_file {
-    const char *name;
-    int optional; /* a 404 is fine */
-} repo_file;
-
-/* What a Kronos checkpoint directory needs (kr_model_load reads config.json and
- * model.safetensors), and its model card when there is one. */
-static const repo_file k_files[] = {
-    { "config.json", 0 },
-    { "model.safetensors", 0 },
-    { "README.md", 1 },
-};
-
 /* Fetches one file of the repository into the snapshot of c->commit (learnt from this
  * file's HEAD when it is still empty). */
-static kr_status pull_file(pull_ctx *c, const repo_file *f, const char *revision,
+static kr_status pull_file(pull_ctx *c, const kr_hub_file *f, const char *revision,
                            const char *revision_escaped, kr_error *err) {
     char url[4096], shown[4096], snap[PATH_MAX];
     char *commit = c->commit;
     if (commit[0]) {
-        FMT_PATH(snap, "%s/snapshots/%s/%s", c->repo_dir, commit, f->name);
-        if (is_regular(snap)) { /* a commit's files never change: no request needed */
+        KR_HUB_PATH(snap, "%s/snapshots/%s/%s", c->repo_dir, commit, f->name);
+        if (kr_hub_is_regular(snap)) { /* a commit's files never change: no request needed */
             emit_untransferred(c, KR_HUB_FILE_CACHED, f->name, -1);
             return KR_OK;
         }
     }
-    FMT_PATH(url, "%s/%s/resolve/%s/%s", c->endpoint, c->repo,
-             commit[0] ? commit : revision_escaped, f->name);
+    KR_HUB_PATH(url, "%s/%s/resolve/%s/%s", c->endpoint, c->repo,
+                commit[0] ? commit : revision_escaped, f->name);
     kr_hub_meta m;
     kr_status st = head_with_retries(c, url, &m, err);
     if (st != KR_OK) return st;
@@ -673,12 +530,12 @@ static kr_status pull_file(pull_ctx *c, const repo_file *f, const char *revision
     if (m.status != 200 && !redirect_with_meta) return status_error(c, &m, url, err);
     if (!commit[0]) {
         if (m.commit[0]) {
-            if (!safe_component(m.commit))
+            if (!kr_hub_safe_component(m.commit))
                 return kr_error_set(err, KR_ERR_FORMAT, "HEAD %s: malformed X-Repo-Commit '%s'",
                                     shown_url(url, shown, sizeof shown), m.commit);
             snprintf(commit, sizeof c->commit, "%s", m.commit);
             c->commit_from_server = 1;
-        } else if (safe_component(revision)) {
+        } else if (kr_hub_safe_component(revision)) {
             snprintf(commit, sizeof c->commit, "%s", revision); /* a server without commit ids */
         } else {
             return kr_error_set(
@@ -686,16 +543,16 @@ static kr_status pull_file(pull_ctx *c, const repo_file *f, const char *revision
                 "HEAD %s: no X-Repo-Commit header, and revision '%s' cannot name a snapshot",
                 shown_url(url, shown, sizeof shown), revision);
         }
-        FMT_PATH(snap, "%s/snapshots/%s/%s", c->repo_dir, commit, f->name);
-        if (is_regular(snap)) {
+        KR_HUB_PATH(snap, "%s/snapshots/%s/%s", c->repo_dir, commit, f->name);
+        if (kr_hub_is_regular(snap)) {
             emit_untransferred(c, KR_HUB_FILE_CACHED, f->name, -1);
             return KR_OK;
         }
-        FMT_PATH(url, "%s/%s/resolve/%s/%s", c->endpoint, c->repo, commit, f->name);
+        KR_HUB_PATH(url, "%s/%s/resolve/%s/%s", c->endpoint, c->repo, commit, f->name);
     }
     char etag[160];
     normalize_etag(m.linked_etag[0] ? m.linked_etag : m.etag, etag, sizeof etag);
-    if (!safe_component(etag)) etag[0] = '\0'; /* unusable as a file name: name by content */
+    if (!kr_hub_safe_component(etag)) etag[0] = '\0'; /* unusable as a file name: name by content */
     /* X-Linked-Size is the LFS file's size; a redirect's own Content-Length is not. */
     int64_t expected = m.linked_size >= 0 ? m.linked_size : m.status == 200 ? m.content_length : -1;
     char blob[192];
@@ -713,7 +570,7 @@ kr_status kr_hub_pull(const kr_hub_params *params, const char *repo, const char 
                             "'%s' is not a hub model id of the form org/name",
                             repo ? repo : "(null)");
     if (!revision || !*revision) revision = "main";
-    if (!valid_revision(revision))
+    if (!kr_hub_valid_revision(revision))
         return kr_error_set(err, KR_ERR_INVALID_ARG,
                             "'%s' is not a valid revision (branch, tag or commit)", revision);
     pull_ctx *c = calloc(1, sizeof *c);
@@ -722,7 +579,7 @@ kr_status kr_hub_pull(const kr_hub_params *params, const char *repo, const char 
     c->repo = repo;
     char cache[PATH_MAX];
     kr_status st = kr_hub_cache_dir(params->cache_dir, cache, sizeof cache, err);
-    if (st == KR_OK) st = repo_folder(cache, repo, c->repo_dir, sizeof c->repo_dir, err);
+    if (st == KR_OK) st = kr_hub_repo_folder(cache, repo, c->repo_dir, sizeof c->repo_dir, err);
     if (st == KR_OK) {
         char rel[PATH_MAX];
         snprintf(rel, sizeof rel, "%s", c->repo_dir + strlen(cache) + 1);
@@ -760,8 +617,8 @@ kr_status kr_hub_pull(const kr_hub_params *params, const char *repo, const char 
     }
     char rev_esc[800];
     url_escape(revision, rev_esc, sizeof rev_esc);
-    for (size_t i = 0; st == KR_OK && i < sizeof k_files / sizeof k_files[0]; i++)
-        st = pull_file(c, &k_files[i], revision, rev_esc, err);
+    for (size_t i = 0; st == KR_OK && i < KR_HUB_CHECKPOINT_FILES; i++)
+        st = pull_file(c, &kr_hub_checkpoint_files[i], revision, rev_esc, err);
     /* The ref moves only once the snapshot is whole, so a resolve never finds half a pull. A
      * commit hash given as the revision needs no ref. */
     if (st == KR_OK && (strcmp(revision, c->commit) != 0 || !c->commit_from_server))
@@ -775,48 +632,4 @@ kr_status kr_hub_pull(const kr_hub_params *params, const char *repo, const char 
     if (http_open) kr_hub_http_close(&c->http);
     free(c);
     return st;
-}
-
-/* ---------------------------------------------------------------- offline lookup */
-
-kr_status kr_hub_resolve_cached_in(const char *cache_dir, const char *repo, const char *revision,
-                                   char *out_dir, size_t n, kr_error *err) {
-    if (!kr_hub_is_repo_id(repo))
-        return kr_error_set(err, KR_ERR_INVALID_ARG,
-                            "'%s' is not a hub model id of the form org/name",
-                            repo ? repo : "(null)");
-    if (!revision || !*revision) revision = "main";
-    if (!valid_revision(revision))
-        return kr_error_set(err, KR_ERR_INVALID_ARG, "'%s' is not a valid revision", revision);
-    char cache[PATH_MAX], repo_dir[PATH_MAX], commit[128], snap[PATH_MAX];
-    kr_status st = kr_hub_cache_dir(cache_dir, cache, sizeof cache, err);
-    if (st == KR_OK) st = repo_folder(cache, repo, repo_dir, sizeof repo_dir, err);
-    if (st != KR_OK) return st;
-    int found = read_ref(repo_dir, revision, commit, sizeof commit) && safe_component(commit);
-    if (!found && safe_component(revision)) { /* a commit hash is its own ref */
-        snprintf(commit, sizeof commit, "%s", revision);
-        found = 1;
-    }
-    if (found) {
-        FMT_PATH(snap, "%s/snapshots/%s", repo_dir, commit);
-        for (size_t i = 0; found && i < sizeof k_files / sizeof k_files[0]; i++) {
-            char p[PATH_MAX];
-            int len = snprintf(p, sizeof p, "%s/%s", snap, k_files[i].name);
-            if (!k_files[i].optional && (len < 0 || (size_t)len >= sizeof p || !is_regular(p)))
-                found = 0;
-        }
-    }
-    if (!found)
-        return kr_error_set(err, KR_ERR_IO, "%s (revision %s) is not in the hub cache %s", repo,
-                            revision, cache);
-    int len = snprintf(out_dir, n, "%s", snap);
-    if (len < 0 || (size_t)len >= n)
-        return kr_error_set(err, KR_ERR_INVALID_ARG,
-                            "snapshot path does not fit the output buffer");
-    return KR_OK;
-}
-
-kr_status kr_hub_resolve_cached(const char *repo, const char *revision, char *out_dir, size_t n,
-                                kr_error *err) {
-    return kr_hub_resolve_cached_in(NULL, repo, revision, out_dir, n, err);
 }

@@ -21,18 +21,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kronos/status.h"
+
 typedef enum kr_isa { KR_ISA_SCALAR = 0, KR_ISA_AVX2 = 1, KR_ISA_AVX512 = 2, KR_ISA_COUNT } kr_isa;
 
 /* Best variant this CPU runs, honouring KRONOS_ISA. */
 kr_isa kr_isa_best(void);
 /* Variant the dispatched kr_* entry points use now (kr_isa_best() until kr_isa_set). */
-kr_isa kr_isa_active(void);
+KR_PRIVATE kr_isa kr_isa_active(void);
 /* 1 if the CPU (and OS) support the variant. */
-int kr_isa_supported(kr_isa isa);
+KR_PRIVATE int kr_isa_supported(kr_isa isa);
 /* Switches the dispatched variant (tests, bench). Ignored if unsupported; returns the
  * variant now active. Not thread-safe against running kernels. */
 kr_isa kr_isa_set(kr_isa isa);
-const char *kr_isa_name(kr_isa isa);
+KR_PRIVATE const char *kr_isa_name(kr_isa isa);
 
 /* ---- GEMM: C[M×N] = A[M×K] · Wᵀ + bias, W stored [N×K] row-major (a Linear weight).
  * lda/ldc are row strides in floats; bias may be NULL. Threads split the N dimension. */

@@ -30,4 +30,17 @@ KR_KV_CONVERT_VARIANT(avx2)
 KR_KV_CONVERT_VARIANT(avx512)
 #undef KR_KV_CONVERT_VARIANT
 
+/* One value's int8 code for scale sc, the formula every variant computes (the SIMD ones
+ * vectorised, their tails with this). */
+/* Adding and subtracting 1.5·2^23 rounds |v| < 2^22 to an integer exactly like nearbyintf in
+ * the default rounding mode; the SIMD variants use the same two additions. */
+static inline int8_t kr_kv_int8_code(float x, float sc) {
+    const float magic = 12582912.0f;
+    float t = (x / sc + magic) - magic;
+    if (t != t) return 0;
+    if (t > 127.0f) t = 127.0f;
+    if (t < -127.0f) t = -127.0f;
+    return (int8_t)(int)t;
+}
+
 #endif

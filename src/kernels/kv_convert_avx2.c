@@ -7,13 +7,6 @@
 #include <math.h>
 #include <string.h>
 
-static inline uint16_t bf16_one(float x) {
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((u >> 16) | 0x0040u);
-    return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
-}
-
 void kr_kv_pack_bf16_avx2(const float *x, uint16_t *out, size_t n) {
     const __m256i one = _mm256_set1_epi32(1), bias = _mm256_set1_epi32(0x7FFF);
     const __m256i quiet = _mm256_set1_epi32(0x0040), abs = _mm256_set1_epi32(0x7FFFFFFF);
@@ -30,7 +23,7 @@ void kr_kv_pack_bf16_avx2(const float *x, uint16_t *out, size_t n) {
         __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08);
         _mm_storeu_si128((__m128i *)(out + i), _mm256_castsi256_si128(packed));
     }
-    for (; i < n; i++) out[i] = bf16_one(x[i]);
+    if (i < n) kr_kv_pack_bf16_scalar(x + i, out + i, n - i); /* the same bits */
 }
 
 void kr_kv_unpack_bf16_avx2(const uint16_t *h, float *out, size_t n) {
@@ -43,15 +36,6 @@ void kr_kv_unpack_bf16_avx2(const uint16_t *h, float *out, size_t n) {
         uint32_t u = (uint32_t)h[i] << 16;
         memcpy(&out[i], &u, sizeof u);
     }
-}
-
-static inline int8_t code_one(float x, float sc) {
-    const float magic = 12582912.0f;
-    float t = (x / sc + magic) - magic;
-    if (t != t) return 0;
-    if (t > 127.0f) t = 127.0f;
-    if (t < -127.0f) t = -127.0f;
-    return (int8_t)(int)t;
 }
 
 void kr_kv_pack_int8_avx2(const float *x, int8_t *q, float *scale, int d, int group) {
@@ -92,7 +76,7 @@ void kr_kv_pack_int8_avx2(const float *x, int8_t *q, float *scale, int d, int gr
             _mm256_storeu_si256((__m256i *)c, _mm256_cvttps_epi32(t));
             for (int u = 0; u < 8; u++) qg[j + u] = (int8_t)c[u];
         }
-        for (; j < group; j++) qg[j] = code_one(xg[j], sc);
+        for (; j < group; j++) qg[j] = kr_kv_int8_code(xg[j], sc);
     }
 }
 

@@ -24,17 +24,6 @@ void kr_kv_unpack_bf16_scalar(const uint16_t *h, float *out, size_t n) {
     }
 }
 
-/* Adding and subtracting 1.5·2^23 rounds |v| < 2^22 to an integer exactly like nearbyintf in
- * the default rounding mode; the SIMD variants use the same two additions. */
-static inline int8_t int8_code(float x, float sc) {
-    const float magic = 12582912.0f;
-    float t = (x / sc + magic) - magic;
-    if (t != t) return 0;
-    if (t > 127.0f) t = 127.0f;
-    if (t < -127.0f) t = -127.0f;
-    return (int8_t)(int)t;
-}
-
 void kr_kv_pack_int8_scalar(const float *x, int8_t *q, float *scale, int d, int group) {
     for (int g0 = 0; g0 < d; g0 += group) {
         float amax = 0.0f;
@@ -44,7 +33,7 @@ void kr_kv_pack_int8_scalar(const float *x, int8_t *q, float *scale, int d, int 
         }
         float sc = amax / 127.0f;
         scale[g0 / group] = sc;
-        for (int j = 0; j < group; j++) q[g0 + j] = sc == 0.0f ? 0 : int8_code(x[g0 + j], sc);
+        for (int j = 0; j < group; j++) q[g0 + j] = sc == 0.0f ? 0 : kr_kv_int8_code(x[g0 + j], sc);
     }
 }
 

@@ -104,7 +104,7 @@ int kr_q4_group_params(const float *x, int len, uint16_t *gscale, uint8_t *gzero
  * rounds it: clamp(round(x / s) + zero, 0, 15). */
 int kr_q4_code(float x, float s, int zero);
 /* Bytes a quantised weight occupies (same formula as kr_qmat_owned.bytes). */
-size_t kr_qmat_bytes(const kr_qmat *m);
+KR_PRIVATE size_t kr_qmat_bytes(const kr_qmat *m);
 
 /* ---- Dequantising rows [r0, r1) of W into out[(r - r0)][0 .. k) (row stride ldo floats).
  * Every variant gives bit-identical values. BF16, INT8, FP8 and Q4. */

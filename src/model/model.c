@@ -160,15 +160,36 @@ kr_status kr_model_load(const char *predictor_dir, const char *tokenizer_dir,
             return st;
         }
     }
+    m->predictor_dir = strdup(predictor_dir);
+    m->tokenizer_dir = strdup(tokenizer_dir);
+    m->load_opts = wo;
+    if (!m->predictor_dir || !m->tokenizer_dir) {
+        kr_model_free(m);
+        return kr_error_set(err, KR_ERR_NOMEM, "kr_model_load: out of memory");
+    }
     in->load_seconds = kr_now_seconds() - t0;
     *out = m;
     return KR_OK;
+}
+
+kr_status kr_model_load_f32_copy(const kr_model *src, kr_model **out, kr_error *err) {
+    *out = NULL;
+    if (src->pred->blocks[0].w1.q || src->pred->cfg.quant.format != KR_WFMT_F32)
+        return kr_error_set(err, KR_ERR_INVALID_ARG,
+                            "quantize: the model is already %s; quantise from the f32 checkpoint",
+                            src->info.quant);
+    kr_model_params p = kr_model_default_params();
+    p.allow_nonfinite = src->load_opts.allow_nonfinite;
+    p.no_mmap = src->load_opts.no_mmap;
+    return kr_model_load(src->predictor_dir, src->tokenizer_dir, &p, out, err);
 }
 
 void kr_model_free(kr_model *m) {
     if (!m) return;
     kr_tokenizer_weights_free(m->tok);
     kr_predictor_weights_free(m->pred);
+    free(m->predictor_dir);
+    free(m->tokenizer_dir);
     free(m);
 }
 

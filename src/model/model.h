@@ -16,7 +16,16 @@ struct kr_model {
     kr_tokenizer_weights *tok;
     kr_predictor_weights *pred;
     kr_model_info info;
+    /* Where it was loaded from and how: kr_model_load_f32_copy loads it again. */
+    char *predictor_dir, *tokenizer_dir;
+    kr_weights_opts load_opts;
 };
+
+/* A second, independent model of src's checkpoint in f32 (its files mapped again, shared with
+ * src by the page cache), for kr_model_quantize to change while src stays as it is.
+ * KR_ERR_INVALID_ARG when src is already quantised: quantisation starts from f32. Caller owns
+ * *out. */
+kr_status kr_model_load_f32_copy(const kr_model *src, kr_model **out, kr_error *err);
 
 /* Quantises every Linear of both nets to fmt (group: q4), with optional per-Linear column
  * scales in the order of kr_tokenizer_linears / kr_predictor_linears (NULL: none), or

@@ -78,12 +78,13 @@ static kr_status first_stage(const kr_predictor_weights *w, const kr_exec *ex, i
     return kr_transformer_qkv(&w->blocks[0], w->cfg.d_model, ex, x, n, out->q, out->k, out->v, err);
 }
 
-/* Rows of this call without a kept record, in a compact batch, scattered back; then the kept
- * rows copied in and the computed ones recorded. */
-static kr_status staged_rows(const kr_predictor_weights *w, const kr_exec *ex, int total,
-                             const int32_t *s1, const int32_t *s2, const float *stamps,
-                             const kr_first_stage *fs, const kr_qkv_rows *out, float *x,
-                             kr_error *err) {
+/* The first stage of every row of a call, with records: the rows without a kept record are
+ * computed in a compact batch and scattered back, then the kept records copied in and the
+ * computed rows recorded. */
+static kr_status first_stage_with_records(const kr_predictor_weights *w, const kr_exec *ex,
+                                          int total, const int32_t *s1, const int32_t *s2,
+                                          const float *stamps, const kr_first_stage *fs,
+                                          const kr_qkv_rows *out, float *x, kr_error *err) {
     size_t d = (size_t)w->cfg.d_model, row_bytes = d * sizeof(float);
     float *const dst[4] = { x, out->q, out->k, out->v };
     int m = 0;
@@ -130,15 +131,15 @@ static kr_status staged_rows(const kr_predictor_weights *w, const kr_exec *ex, i
     return KR_OK;
 }
 
-kr_status kr_predictor_forward_staged(const kr_predictor_weights *w, const kr_exec *ex,
-                                      const kr_chunk *chunks, int n_chunks, const int32_t *s1,
-                                      const int32_t *s2, const float *stamps,
-                                      const kr_first_stage *fs, float *context, kr_error *err) {
-    int total = 0, d = w->cfg.d_model, L = w->cfg.n_layers;
-    kr_status st = kr_chunks_check(chunks, n_chunks, L + 1, &total, err);
+kr_status kr_predictor_forward(const kr_predictor_weights *w, const kr_exec *ex,
+                               const kr_chunk *chunks, int n_chunks, const int32_t *s1,
+                               const int32_t *s2, const float *stamps,
+                               const kr_first_stage *records, float *context, kr_error *err) {
+    int total = 0, d = w->cfg.d_model, n_layers = w->cfg.n_layers;
+    kr_status st = kr_chunks_check(chunks, n_chunks, n_layers + 1, &total, err);
     if (st != KR_OK) return st;
     if ((st = check_ids(w, total, s1, s2, err)) != KR_OK) return st;
-    if (L == 0) fs = NULL;
+    const kr_first_stage *fs = n_layers > 0 ? records : NULL;
     size_t mark = kr_arena_mark(ex->arena), td = (size_t)total * d;
     float *x = KR_ARENA_NEW(ex->arena, float, td);
     float *kt = KR_ARENA_NEW(ex->arena, float, td);
@@ -149,41 +150,34 @@ kr_status kr_predictor_forward_staged(const kr_predictor_weights *w, const kr_ex
     }
     if (fs) {
         kr_qkv_rows first = { qkv, qkv + td, qkv + 2 * td };
-        st = staged_rows(w, ex, total, s1, s2, stamps, fs, &first, x, err);
+        st = first_stage_with_records(w, ex, total, s1, s2, stamps, fs, &first, x, err);
         if (st == KR_OK)
-            st = kr_transformer_run_from_qkv(w->blocks, L, 0, d, w->cfg.ff_dim, ex, x, chunks,
-                                             n_chunks, &first, err);
+            st = kr_transformer_run(w->blocks, n_layers, 0, d, w->cfg.ff_dim, ex, x, chunks,
+                                    n_chunks, &first, err);
     } else {
         st = kr_predictor_embed(w, ex, total, s1, s2, stamps, x, NULL, NULL, err);
         if (st == KR_OK)
-            st =
-                kr_transformer_run(w->blocks, L, 0, d, w->cfg.ff_dim, ex, x, chunks, n_chunks, err);
+            st = kr_transformer_run(w->blocks, n_layers, 0, d, w->cfg.ff_dim, ex, x, chunks,
+                                    n_chunks, NULL, err);
     }
     if (st == KR_OK) {
         double t0 = kr_prof_begin(ex->prof);
         kr_rmsnorm_f32(total, d, x, d, w->norm, KR_RMS_EPS, context, d);
         kr_prof_end(ex->prof, KR_PROF_PART_NORM_ACT, t0, 4.0 * total * d, 8.0 * total * d);
-        /* Cross-attention K/V of every new context row, cached in layer L of the store. */
+        /* Cross-attention K/V of every new context row, cached in layer n_layers of the store. */
         const kr_linear *kv[2] = { &w->dep.k, &w->dep.v };
         float *kv_out[2] = { x, kt };
         const int ld2[2] = { d, d };
         st = kr_linear_run_multi(ex, 2, kv, context, total, d, kv_out, ld2, err);
         for (int c = 0, row = 0; st == KR_OK && c < n_chunks; c++) {
             const kr_chunk *ch = &chunks[c];
-            kr_kv_store_write(ch->out, L, ch->out_start, x + (size_t)row * d, kt + (size_t)row * d,
-                              ch->n);
+            kr_kv_store_write(ch->out, n_layers, ch->out_start, x + (size_t)row * d,
+                              kt + (size_t)row * d, ch->n);
             row += ch->n;
         }
     }
     kr_arena_release(ex->arena, mark);
     return st;
-}
-
-kr_status kr_predictor_forward(const kr_predictor_weights *w, const kr_exec *ex,
-                               const kr_chunk *chunks, int n_chunks, const int32_t *s1,
-                               const int32_t *s2, const float *stamps, float *context,
-                               kr_error *err) {
-    return kr_predictor_forward_staged(w, ex, chunks, n_chunks, s1, s2, stamps, NULL, context, err);
 }
 
 kr_status kr_predictor_s1_logits(const kr_predictor_weights *w, const kr_exec *ex,
@@ -195,7 +189,7 @@ kr_status kr_predictor_s1_logits(const kr_predictor_weights *w, const kr_exec *e
 kr_status kr_predictor_s2_logits(const kr_predictor_weights *w, const kr_exec *ex, int m,
                                  const int32_t *s1, const float *ctx_last, int ld,
                                  const kr_kv_view *views, float *logits, kr_error *err) {
-    int d = w->cfg.d_model, L = w->cfg.n_layers, v1 = 1 << w->cfg.s1_bits;
+    int d = w->cfg.d_model, n_layers = w->cfg.n_layers, v1 = 1 << w->cfg.s1_bits;
     if (m <= 0) return KR_OK;
     for (int r = 0; r < m; r++) {
         if (s1[r] < 0 || s1[r] >= v1)
@@ -205,7 +199,7 @@ kr_status kr_predictor_s2_logits(const kr_predictor_weights *w, const kr_exec *e
         for (int i = 0; i < views[r].n; i++) {
             const kr_kv_ref *ref = &views[r].ref[i];
             if (!ref->store || ref->start < 0 || ref->start + ref->n > ref->store->cap ||
-                ref->store->n_layers < L + 1)
+                ref->store->n_layers < n_layers + 1)
                 return kr_error_set(err, KR_ERR_INTERNAL,
                                     "predictor: s2 view %d ref %d out of range", r, i);
             keys += ref->n;
@@ -232,7 +226,8 @@ kr_status kr_predictor_s2_logits(const kr_predictor_weights *w, const kr_exec *e
     kr_status st = kr_linear_run(ex, &w->dep.q, sib, m, d, q, d, err);
     /* No mask, no rotation: one query per path over the window's cached dep K/V. */
     if (st == KR_OK)
-        st = kr_attention_rows(ex, m, keys, L, w->dep.n_heads, w->dep.head_dim, d, q, att, err);
+        st = kr_attention_rows(ex, m, keys, n_layers, w->dep.n_heads, w->dep.head_dim, d, q, att,
+                               err);
     if (st != KR_OK) {
         kr_arena_release(ex->arena, mark);
         return st;

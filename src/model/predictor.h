@@ -29,13 +29,6 @@ static inline int kr_predictor_store_layers(const kr_predictor_weights *w) {
     return w->cfg.n_layers + 1;
 }
 
-/* Runs chunks of new tokens: s1/s2 ids [total], stamps [total][5] (minute, hour, weekday, day,
- * month). Writes context[total][d] and each chunk's K/V rows (all layers + dep layer). */
-kr_status kr_predictor_forward(const kr_predictor_weights *w, const kr_exec *ex,
-                               const kr_chunk *chunks, int n_chunks, const int32_t *s1,
-                               const int32_t *s2, const float *stamps, float *context,
-                               kr_error *err);
-
 /* A row's first stage: its embedding x and the first block's Q, K, V of it before RoPE,
  * recorded as [x | q | k | v] (KR_FIRST_STAGE_FLOATS(d) floats). It depends on the token and
  * its stamp only, not on the position or the rows around it, so a caller that runs a token
@@ -50,12 +43,14 @@ typedef struct kr_first_stage {
     float *const *save;
 } kr_first_stage;
 
-/* kr_predictor_forward with first-stage records (fs may be NULL). The context and K/V rows
- * are bit-identical to kr_predictor_forward's. */
-kr_status kr_predictor_forward_staged(const kr_predictor_weights *w, const kr_exec *ex,
-                                      const kr_chunk *chunks, int n_chunks, const int32_t *s1,
-                                      const int32_t *s2, const float *stamps,
-                                      const kr_first_stage *fs, float *context, kr_error *err);
+/* Runs chunks of new tokens: s1/s2 ids [total], stamps [total][5] (minute, hour, weekday, day,
+ * month). Writes context[total][d] and each chunk's K/V rows (all layers + dep layer).
+ * records (NULL: none) reuses and saves first-stage records per row; the context and K/V rows
+ * are bit-identical either way. */
+kr_status kr_predictor_forward(const kr_predictor_weights *w, const kr_exec *ex,
+                               const kr_chunk *chunks, int n_chunks, const int32_t *s1,
+                               const int32_t *s2, const float *stamps,
+                               const kr_first_stage *records, float *context, kr_error *err);
 
 /* logits[m][2^s1_bits] = head_s1(context rows). */
 kr_status kr_predictor_s1_logits(const kr_predictor_weights *w, const kr_exec *ex,

@@ -22,8 +22,8 @@ typedef struct kr_named_linear {
 /* Every Linear of the weights, in a fixed order. Caller frees *out. */
 kr_status kr_tokenizer_linears(kr_tokenizer_weights *w, kr_named_linear **out, int *n,
                                kr_error *err);
-kr_status kr_predictor_linears(kr_predictor_weights *w, kr_named_linear **out, int *n,
-                               kr_error *err);
+KR_PRIVATE kr_status kr_predictor_linears(kr_predictor_weights *w, kr_named_linear **out, int *n,
+                                          kr_error *err);
 
 /* Quantises every Linear of the list in place: l->q points at the new weight, l->w becomes
  * NULL and the f32 pages are returned to the OS when they were mapped from the file.

@@ -46,7 +46,7 @@ typedef struct kr_st_tensor {
 typedef struct kr_safetensors kr_safetensors;
 
 /* Maps and validates a file. Caller owns *out; close with kr_st_close. */
-kr_status kr_st_open(const char *path, kr_safetensors **out, kr_error *err);
+KR_PRIVATE kr_status kr_st_open(const char *path, kr_safetensors **out, kr_error *err);
 /* Reads the whole file into memory and validates it: the object no longer depends on the
  * file, which may then be replaced or truncated without harm to it (a mapping would fault). */
 kr_status kr_st_read(const char *path, kr_safetensors **out, kr_error *err);
@@ -54,13 +54,13 @@ kr_status kr_st_read(const char *path, kr_safetensors **out, kr_error *err);
  * errors. Used by the fuzzer and tests. */
 kr_status kr_st_open_memory(const void *data, size_t len, const char *label, kr_safetensors **out,
                             kr_error *err);
-void kr_st_close(kr_safetensors *st);
+KR_PRIVATE void kr_st_close(kr_safetensors *st);
 
 const char *kr_st_label(const kr_safetensors *st); /* the path or label */
-int kr_st_count(const kr_safetensors *st);
-const kr_st_tensor *kr_st_at(const kr_safetensors *st, int i);
+KR_PRIVATE int kr_st_count(const kr_safetensors *st);
+KR_PRIVATE const kr_st_tensor *kr_st_at(const kr_safetensors *st, int i);
 /* NULL when absent. */
-const kr_st_tensor *kr_st_find(const kr_safetensors *st, const char *name);
+KR_PRIVATE const kr_st_tensor *kr_st_find(const kr_safetensors *st, const char *name);
 
 size_t kr_dtype_size(kr_dtype dt);
 const char *kr_dtype_name(kr_dtype dt); /* "F32", "BF16", ... */
@@ -73,12 +73,12 @@ kr_status kr_st_to_i64(const kr_st_tensor *t, int64_t *dst, kr_error *err);
 
 /* ---- writer: collects tensors (copies data) and writes a file with 8-byte aligned data. */
 typedef struct kr_st_writer kr_st_writer;
-kr_status kr_st_writer_create(kr_st_writer **out, kr_error *err);
-kr_status kr_st_writer_add(kr_st_writer *w, const char *name, kr_dtype dtype, int ndim,
-                           const int64_t *shape, const void *data, kr_error *err);
+KR_PRIVATE kr_status kr_st_writer_create(kr_st_writer **out, kr_error *err);
+KR_PRIVATE kr_status kr_st_writer_add(kr_st_writer *w, const char *name, kr_dtype dtype, int ndim,
+                                      const int64_t *shape, const void *data, kr_error *err);
 /* Optional string metadata ({"format": "pt"} is written by default). */
 kr_status kr_st_writer_meta(kr_st_writer *w, const char *key, const char *value, kr_error *err);
-kr_status kr_st_writer_save(kr_st_writer *w, const char *path, kr_error *err);
-void kr_st_writer_free(kr_st_writer *w);
+KR_PRIVATE kr_status kr_st_writer_save(kr_st_writer *w, const char *path, kr_error *err);
+KR_PRIVATE void kr_st_writer_free(kr_st_writer *w);
 
 #endif

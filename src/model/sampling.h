@@ -30,13 +30,14 @@ typedef struct kr_sampler_scratch {
 } kr_sampler_scratch;
 
 /* Takes the scratch for a vocabulary of n from the arena (released with it). */
-kr_status kr_sampler_scratch_init(kr_sampler_scratch *s, int n, kr_arena *arena, kr_error *err);
+KR_PRIVATE kr_status kr_sampler_scratch_init(kr_sampler_scratch *s, int n, kr_arena *arena,
+                                             kr_error *err);
 
 /* Applies T and the top-k/top-p filter; s->keep[i] = 1 for survivors. Returns their count. */
 int kr_sampler_filter(const float *logits, const kr_sampler_params *p, kr_sampler_scratch *s);
 
 /* Filters, takes the softmax of the survivors and draws the index with uniform u in [0, 1). */
-int kr_sampler_draw(const float *logits, const kr_sampler_params *p, double u,
-                    kr_sampler_scratch *s);
+KR_PRIVATE int kr_sampler_draw(const float *logits, const kr_sampler_params *p, double u,
+                               kr_sampler_scratch *s);
 
 #endif

@@ -24,7 +24,7 @@ kr_status kr_tokenizer_encode(const kr_tokenizer_weights *w, const kr_exec *ex, 
     if (w->n_enc > 0) {
         if ((st = kr_kv_store_init(&store, w->n_enc, d, T, err)) != KR_OK) goto done;
         kr_chunk ch = { .n = T, .pos0 = 0, .n_past = 0, .out = &store, .out_start = 0 };
-        st = kr_transformer_run(w->enc, w->n_enc, 0, d, w->cfg.ff_dim, ex, h, &ch, 1, err);
+        st = kr_transformer_run(w->enc, w->n_enc, 0, d, w->cfg.ff_dim, ex, h, &ch, 1, NULL, err);
         if (st != KR_OK) goto done;
     }
     if ((st = kr_linear_run(ex, &w->quant_embed, h, T, d, zz, cb, err)) != KR_OK) goto done;
@@ -72,8 +72,8 @@ kr_status kr_tokenizer_decode(const kr_tokenizer_weights *w, const kr_exec *ex,
     }
     st = kr_linear_run(ex, &w->post_quant_embed, bits, total, cb, h, d, err);
     if (st == KR_OK && w->n_dec > 0)
-        st =
-            kr_transformer_run(w->dec, w->n_dec, 0, d, w->cfg.ff_dim, ex, h, chunks, n_chunks, err);
+        st = kr_transformer_run(w->dec, w->n_dec, 0, d, w->cfg.ff_dim, ex, h, chunks, n_chunks,
+                                NULL, err);
     if (st == KR_OK) st = kr_linear_run(ex, &w->head, h, total, d, out, w->cfg.d_in, err);
     kr_arena_release(ex->arena, mark);
     return st;

@@ -65,24 +65,6 @@ void kr_http_client_free(kr_http_client *c) {
     free(c);
 }
 
-void kr_http_redact_url(const char *url, char *out, size_t cap) {
-    if (!cap) return;
-    if (!url) url = "";
-    const char *p = strstr(url, "://");
-    if (p) {
-        p += 3;
-        size_t auth = strcspn(p, "/?#");
-        const char *at = NULL;
-        for (size_t i = 0; i < auth; i++)
-            if (p[i] == '@') at = p + i;
-        if (at) {
-            snprintf(out, cap, "%.*s%s", (int)(p - url), url, at + 1);
-            return;
-        }
-    }
-    snprintf(out, cap, "%s", url);
-}
-
 /* ---------------------------------------------------------------- one transfer */
 
 typedef struct xfer {

@@ -13,9 +13,9 @@
 #include "base/error.h"
 #include "kronos/analyst.h"
 #include "kronos/server.h"
-#include "market/calendar.h"
+#include "series/calendar.h"
 
-#include "server/json_body.h"
+#include "common/json_body.h"
 
 /* ------------------------------------------------------------------ store names */
 
@@ -69,108 +69,6 @@ kr_status kr_api_candles_query(const char *interval, const char *limit, char *in
     }
     *limit_out = (int)v;
     return KR_OK;
-}
-
-/* ------------------------------------------------------------------ POST /v1/candles */
-
-/* Whether an object is the columns layout itself: one of its members is an array named as a
- * timestamp column is ({"timestamps": [...], "open": [...], ...}). Anything else keeps being
- * read as {"candles": ..., "columns": ...}, so a misspelt member is named as such. */
-static int has_time_column(const cJSON *root) {
-    static const char *const names[] = { "timestamps", "timestamp", "datetime", "date", "time" };
-    for (const cJSON *it = root->child; it; it = it->next)
-        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-            if (cJSON_IsArray(it) && it->string && !strcasecmp(it->string, names[i])) return 1;
-    return 0;
-}
-
-kr_status kr_api_candles_parse(const char *body, size_t len, int csv, const kr_api_limits *lim,
-                               kr_candles **out, kr_api_error *err) {
-    memset(err, 0, sizeof *err);
-    *out = NULL;
-    kr_api_limits dl = kr_api_default_limits();
-    if (!lim) lim = &dl;
-    if (csv) {
-        kr_error e = { 0 };
-        if (!body || len == 0)
-            return kr_api_error_set(err, 400, "body", "empty; expected CSV text");
-        if (kr_candles_parse_csv(body, len, "body", out, &e) != KR_OK) {
-            kr_api_error_set(err, 400, NULL, "%s", e.message); /* "body: line 18, ..." */
-            snprintf(err->field, sizeof err->field, "body");
-            return KR_ERR_INVALID_ARG;
-        }
-        /* The server counts lines before it parses (413); this holds for any caller. */
-        if ((*out)->n > lim->max_rows) {
-            const int64_t n = (*out)->n;
-            kr_candles_free(*out);
-            *out = NULL;
-            return kr_api_error_set(
-                err, 413, "body", "holds %lld candles, more than %lld%s%s%s", (long long)n,
-                (long long)lim->max_rows, lim->max_rows_key ? " (" : "",
-                lim->max_rows_key ? lim->max_rows_key : "", lim->max_rows_key ? ")" : "");
-        }
-        return KR_OK;
-    }
-    cJSON *root;
-    kr_json_limits jl = kr_api_json_limits(lim);
-    kr_status st = kr_json_body_parse(body, len, &jl, &root, err);
-    if (st != KR_OK) return st;
-    const cJSON *candles = root, *columns = NULL;
-    /* A pandas frame as to_json writes it ('split', 'columns', 'index'), or the columns layout
-     * ({"timestamps": [...], "open": [...], ...}), is the candles. */
-    if (cJSON_IsObject(root) && !cJSON_GetObjectItemCaseSensitive(root, "candles") &&
-        ((cJSON_GetObjectItemCaseSensitive(root, "columns") &&
-          cJSON_GetObjectItemCaseSensitive(root, "data")) ||
-         cJSON_IsObject(root->child) || has_time_column(root))) {
-        st = kr_api_candles_from_json(root, NULL, lim, out, err);
-        goto done;
-    }
-    if (cJSON_IsObject(root)) {
-        kr_field f[] = {
-            KR_F_VALUE("candles", &candles, KR_FIELD_REQUIRED),
-            KR_F_VALUE("columns", &columns, 0),
-        };
-        candles = NULL;
-        if ((st = kr_fields_read(root, f, 2, err)) != KR_OK) goto done;
-    } else if (!cJSON_IsArray(root)) {
-        st = kr_api_error_set(err, 400, "body",
-                              "must be an array of candle rows or {\"candles\": ...}, got %s",
-                              kr_json_type_name(root));
-        goto done;
-    }
-    /* The candle parser wants a history (2+ rows); one new bar is a fine upsert, but a single
-     * JSON row would need its own validator, so point at CSV instead. */
-    if (cJSON_IsArray(candles) && cJSON_GetArraySize(candles) == 1) {
-        st = kr_api_error_set(err, 400, "candles",
-                              "JSON candles need at least 2 rows; give a single candle as CSV "
-                              "text (over HTTP, a text/csv body)");
-        goto done;
-    }
-    st = kr_api_candles_from_json(candles, columns, lim, out, err);
-done:
-    cJSON_Delete(root);
-    return st;
-}
-
-kr_status kr_server_parse_candles(const char *text, size_t len, const char *label, kr_candles **out,
-                                  kr_error *err) {
-    *out = NULL;
-    size_t i = 0;
-    if (len >= 3 && !memcmp(text, "\xEF\xBB\xBF", 3)) i = 3; /* a UTF-8 BOM, as editors write */
-    while (i < len && (text[i] == ' ' || text[i] == '\t' || text[i] == '\r' || text[i] == '\n'))
-        i++;
-    if (i == len || (text[i] != '{' && text[i] != '['))
-        return kr_candles_parse_csv(text, len, label, out, err);
-    text += i;
-    len -= i;
-    /* A file's JSON is held in memory as a parse tree (about 10x its size), so it keeps the
-     * server's row limit; the messages say so rather than name a server setting. CSV is read
-     * straight into columns and has no such limit. */
-    kr_api_limits lim = kr_api_default_limits();
-    lim.max_rows_key = "JSON input is parsed in memory; CSV input has no row limit";
-    kr_api_error aerr;
-    if (kr_api_candles_parse(text, len, 0, &lim, out, &aerr) == KR_OK) return KR_OK;
-    return kr_error_set(err, KR_ERR_FORMAT, "%s: %s", label, aerr.message);
 }
 
 /* ------------------------------------------------------------------ POST /v1/analyze */
@@ -380,9 +278,10 @@ static kr_status read_fields(const cJSON *root, int batch, const kr_api_limits *
     /* The rest of the library's own checks, named by the field they concern. */
     kr_error e = { 0 };
     if (kr_analyze_check_params(p, &e) != KR_OK) {
-        const int on_lookback = !strncmp(e.message, "lookback ", 9); /* "lookback: 21 is ..." */
+        /* The library names the field it refused; its message starts with that word. */
+        const int on_lookback = !strcmp(e.field, "lookback");
         return kr_api_error_set(err, 400, on_lookback ? "lookback" : NULL, "%s",
-                                e.message + (on_lookback ? 9 : 0));
+                                e.message + (on_lookback ? strlen("lookback ") : 0));
     }
     return KR_OK;
 }

@@ -13,7 +13,7 @@
 #include "analyst/analyze.h"
 #include "analyst/render.h"
 #include "kronos.h"
-#include "market/store.h"
+#include "store/store.h"
 #include "server/request.h"
 
 #define KR_API_MAX_SYMBOLS 64 /* symbols per /v1/analyze/batch -> 400 beyond */
@@ -45,13 +45,6 @@ typedef struct kr_api_analyze_request {
 kr_status kr_api_analyze_parse(const char *json, size_t len, int batch, const kr_api_limits *lim,
                                kr_api_analyze_request *out, kr_api_error *err);
 void kr_api_analyze_request_free(kr_api_analyze_request *r);
-
-/* Parses a POST /v1/candles body: CSV text when csv is set (the CSV reader's rules; label
- * "body"), else JSON: an array of rows or {"candles": ..., "columns": [...]} with the layouts
- * and rules of /v1/forecast's "candles" (rows named candles[i]). lim NULL = defaults. Caller
- * owns *out. */
-kr_status kr_api_candles_parse(const char *body, size_t len, int csv, const kr_api_limits *lim,
-                               kr_candles **out, kr_api_error *err);
 
 /* A "symbols" array: 1..max_symbols (at most KR_API_MAX_SYMBOLS) store names, none repeated
  * in any case, into out[*n]; errors name "symbols" or "symbols[i]". */

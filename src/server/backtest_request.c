@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "market/calendar.h"
-#include "server/fields.h"
-#include "server/json_body.h"
+#include "series/calendar.h"
+#include "common/fields.h"
+#include "common/json_body.h"
 
 static const char *const k_formats[] = { "json", "md", "markdown", "html", "csv", NULL };
 static const kr_backtest_format k_format_of[] = { KR_BACKTEST_JSON, KR_BACKTEST_MD, KR_BACKTEST_MD,

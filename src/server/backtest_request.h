@@ -12,7 +12,7 @@
 
 #include "kronos.h"
 #include "kronos/backtest.h"
-#include "market/store.h"
+#include "store/store.h"
 #include "server/analyst_request.h"
 #include "server/request.h"
 

@@ -6,6 +6,8 @@
  */
 #include "server/config.h"
 
+#include "common/limits.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
@@ -20,8 +22,8 @@
 #include "analyst/narrative.h"
 #include "base/error.h"
 #include "base/fsutil.h"
-#include "market/calendar.h"
-#include "market/timezone.h"
+#include "series/calendar.h"
+#include "series/timezone.h"
 
 #define N_OF(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -40,20 +42,20 @@ void kr_server_config_defaults(kr_server_config *c) {
     c->drift_kv_share = 0.25;
     c->request_timeout_s = 120.0;
     c->max_body_bytes = (size_t)8 << 20;
-    c->max_paths = 256;
-    c->max_pred_len = 2048;
-    c->max_context_limit = 2048;
+    c->max_paths = KR_LIMIT_PATHS;
+    c->max_pred_len = KR_LIMIT_PRED_LEN;
+    c->max_context_limit = KR_LIMIT_CONTEXT;
     c->max_connections = 512;
     c->max_connections_per_ip = 128;
     c->read_timeout_s = 30.0;
     c->max_rows = 100000;
     c->max_request_memory = (size_t)128 << 20;
     c->max_memory_in_flight = (size_t)512 << 20;
-    c->max_horizon = 256;
-    c->max_analyze_paths = 1024; /* the analyst's adaptive cap */
-    c->max_lookback = 2048;
-    c->max_calibrate = 10;
-    c->max_symbols = 64;
+    c->max_horizon = KR_LIMIT_HORIZON;
+    c->max_analyze_paths = KR_LIMIT_ANALYZE_PATHS;
+    c->max_lookback = KR_LIMIT_LOOKBACK;
+    c->max_calibrate = KR_LIMIT_CALIBRATE;
+    c->max_symbols = KR_LIMIT_SYMBOLS;
     c->batch_size = KR_STATIC_BATCH_ROWS_DEFAULT;
     c->offline_batch_wait_ms = 500;
     c->sched = kr_context_default_params();
@@ -203,7 +205,7 @@ static const int_key k_int_keys[] = {
     { "port", 0, 65535, CFG_OFF(port), 0 },
     { "threads", 0, 1024, CFG_OFF(threads), 0 },
     { "max_paths", 1, 4096, CFG_OFF(max_paths), 0 },
-    { "max_pred_len", 1, 65536, CFG_OFF(max_pred_len), 0 },
+    { "max_pred_len", 1, KR_LIMIT_PRED_LEN_CAP, CFG_OFF(max_pred_len), 0 },
     { "max_context_limit", 2, 65536, CFG_OFF(max_context_limit), 0 },
     { "max_connections", 4, 65536, CFG_OFF(max_connections), 0 },
     { "max_connections_per_ip", 0, 65536, CFG_OFF(max_connections_per_ip), 0 },

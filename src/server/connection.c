@@ -46,7 +46,7 @@
 #include "base/timeutil.h"
 #include "server/auth.h"
 #include "server/framing.h"
-#include "server/json_body.h"
+#include "common/json_body.h"
 #include "server/routes_analyst.h"
 #include "server/routes_backtest.h"
 #include "server/routes_store.h"

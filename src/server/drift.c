@@ -129,22 +129,36 @@ kr_status kr_drift_create(kr_model *shadow, double sample, size_t kv_budget_byte
     pthread_mutex_init(&d->mu, NULL);
     pthread_cond_init(&d->cv, NULL);
     pthread_cond_init(&d->idle, NULL);
-    d->m_drift =
-        kr_metrics_gauge(metrics, "kronos_quant_drift", NULL,
-                         "KS statistic between the f32 shadow's and the served model's path "
-                         "returns at the horizon, latest sampled request");
-    d->m_p = kr_metrics_gauge(metrics, "kronos_quant_drift_p_value", NULL,
-                              "p-value of the latest kronos_quant_drift KS statistic");
     static const double bounds[] = { 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0 };
-    d->m_hist = kr_metrics_histogram(metrics, "kronos_quant_drift_ks", NULL,
-                                     "KS statistics of the sampled shadow comparisons", bounds, 9);
-    d->m_samples = kr_metrics_counter(metrics, "kronos_quant_drift_samples_total", NULL,
-                                      "Requests compared against the f32 shadow");
-    d->m_dropped = kr_metrics_counter(metrics, "kronos_quant_drift_dropped_total", NULL,
-                                      "Sampled requests skipped: the shadow queue was full or "
-                                      "the forecast does not fit the shadow's KV budget");
-    d->m_budget = kr_metrics_gauge(metrics, "kronos_quant_drift_kv_budget_bytes", NULL,
-                                   "KV memory of the f32 shadow, set aside from kv_budget");
+    static const kr_metric_desc k_drift = { "kronos_quant_drift", KR_METRIC_GAUGE,
+                                            "KS statistic between the f32 shadow's and the served "
+                                            "model's path returns at the horizon, latest sampled "
+                                            "request",
+                                            NULL, 0 };
+    static const kr_metric_desc k_p = { "kronos_quant_drift_p_value", KR_METRIC_GAUGE,
+                                        "p-value of the latest kronos_quant_drift KS statistic",
+                                        NULL, 0 };
+    static const kr_metric_desc k_hist = { "kronos_quant_drift_ks", KR_METRIC_HISTOGRAM,
+                                           "KS statistics of the sampled shadow comparisons",
+                                           bounds, 9 };
+    static const kr_metric_desc k_samples = { "kronos_quant_drift_samples_total", KR_METRIC_COUNTER,
+                                              "Requests compared against the f32 shadow", NULL, 0 };
+    static const kr_metric_desc k_dropped = {
+        "kronos_quant_drift_dropped_total", KR_METRIC_COUNTER,
+        "Sampled requests skipped: the shadow queue was full or the forecast does not fit the "
+        "shadow's KV budget",
+        NULL, 0
+    };
+    static const kr_metric_desc k_budget = { "kronos_quant_drift_kv_budget_bytes", KR_METRIC_GAUGE,
+                                             "KV memory of the f32 shadow, set aside from "
+                                             "kv_budget",
+                                             NULL, 0 };
+    d->m_drift = kr_metrics_series(metrics, &k_drift, NULL);
+    d->m_p = kr_metrics_series(metrics, &k_p, NULL);
+    d->m_hist = kr_metrics_series(metrics, &k_hist, NULL);
+    d->m_samples = kr_metrics_series(metrics, &k_samples, NULL);
+    d->m_dropped = kr_metrics_series(metrics, &k_dropped, NULL);
+    d->m_budget = kr_metrics_series(metrics, &k_budget, NULL);
     kr_metric_set(d->m_budget, (double)kv_budget_bytes);
     if (!d->m_drift || !d->m_p || !d->m_hist || !d->m_samples || !d->m_dropped || !d->m_budget ||
         pthread_create(&d->thread, NULL, worker, d) != 0) {

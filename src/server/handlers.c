@@ -247,20 +247,6 @@ enum MHD_Result kr_handle_model_delete(struct MHD_Connection *mc, kr_conn *c, co
 
 /* ------------------------------------------------------------------ forecast */
 
-/* The engine names parameters at the start of its messages ("pred_len must be ..."); pass
- * that on as the field when it is one of ours. */
-static const char *guess_field(const char *msg) {
-    static const char *const k_names[] = {
-        "pred_len",    "paths",  "temperature",       "top_k",  "top_p", "seed", "lookback",
-        "max_context", "window", "future_timestamps", "candles"
-    };
-    for (size_t i = 0; i < sizeof k_names / sizeof k_names[0]; i++) {
-        size_t n = strlen(k_names[i]);
-        if (!strncmp(msg, k_names[i], n) && (msg[n] == ' ' || msg[n] == ':')) return k_names[i];
-    }
-    return NULL;
-}
-
 static void uncount(kr_conn *c) {
     if (!c->counted) return;
     kr_server *s = c->srv;
@@ -298,7 +284,8 @@ static char *final_body(kr_conn *c, const kr_job_state *st, int *status, size_t 
     if (st->status != KR_OK) {
         *status = kr_api_http_status(st->status);
         const char *msg = st->error.message[0] ? st->error.message : kr_strerror(st->status);
-        char *b = kr_api_error_json(*status, msg, *status == 400 ? guess_field(msg) : NULL);
+        const char *field = st->error.field[0] ? st->error.field : NULL;
+        char *b = kr_api_error_json(*status, msg, *status == 400 ? field : NULL);
         if (b) *len = strlen(b);
         return b;
     }
@@ -505,7 +492,7 @@ enum MHD_Result kr_handle_forecast(struct MHD_Connection *mc, kr_conn *c) {
         }
         int code = kr_api_http_status(st);
         return kr_srv_reply_error(mc, c, code, err.message[0] ? err.message : kr_strerror(st),
-                                  code == 400 ? guess_field(err.message) : NULL);
+                                  code == 400 && err.field[0] ? err.field : NULL);
     }
     kr_job_set_id(c->job, id);
     c->hard_deadline = kr_now_seconds() + timeout + KR_DEADLINE_SLACK_S;

@@ -11,6 +11,31 @@
 
 #include "server/router.h"
 
+/* The server's HTTP metrics, name and help once (engine/metrics.h). */
+static const kr_metric_desc k_in_flight = { "kronos_http_requests_in_flight", KR_METRIC_GAUGE,
+                                            "HTTP requests being handled", NULL, 0 };
+static const kr_metric_desc k_draining = { "kronos_server_draining", KR_METRIC_GAUGE,
+                                           "1 while the server drains before exiting", NULL, 0 };
+static const kr_metric_desc k_memory = {
+    "kronos_http_memory_in_flight_bytes", KR_METRIC_GAUGE,
+    "Memory budget held by request bodies being read and parsed and by answers being sent "
+    "(max_memory_in_flight caps it)",
+    NULL, 0
+};
+static const kr_metric_desc k_duration = { "kronos_http_request_duration_seconds",
+                                           KR_METRIC_HISTOGRAM,
+                                           "HTTP request wall time, first byte in to last byte out",
+                                           NULL, 0 };
+static const kr_metric_desc k_rejected = { "kronos_http_rejected_total", KR_METRIC_COUNTER,
+                                           "requests refused before reaching the engine, by "
+                                           "reason",
+                                           NULL, 0 };
+static const kr_metric_desc k_requests = { "kronos_http_requests_total", KR_METRIC_COUNTER,
+                                           "HTTP requests by route and status code", NULL, 0 };
+static const kr_metric_desc k_profile = { "kronos_server_profile_active", KR_METRIC_GAUGE,
+                                          "1 for the time-of-day scheduler profile in effect", NULL,
+                                          0 };
+
 struct kr_http_metrics {
     kr_metrics *m;
     kr_metric *in_flight, *draining, *memory;
@@ -20,22 +45,16 @@ kr_http_metrics *kr_http_metrics_create(kr_metrics *m) {
     kr_http_metrics *hm = calloc(1, sizeof *hm);
     if (!hm) return NULL;
     hm->m = m;
-    hm->in_flight =
-        kr_metrics_gauge(m, "kronos_http_requests_in_flight", "", "HTTP requests being handled");
-    hm->draining = kr_metrics_gauge(m, "kronos_server_draining", "",
-                                    "1 while the server drains before exiting");
-    hm->memory = kr_metrics_gauge(m, "kronos_http_memory_in_flight_bytes", "",
-                                  "Memory budget held by request bodies being read and parsed "
-                                  "and by answers being sent (max_memory_in_flight caps it)");
+    hm->in_flight = kr_metrics_series(m, &k_in_flight, "");
+    hm->draining = kr_metrics_series(m, &k_draining, "");
+    hm->memory = kr_metrics_series(m, &k_memory, "");
     /* Pre-register the duration histograms so every route shows up from the first scrape. */
     static const char *const k_labels[] = { "/health",    "/ready",       "/metrics",
                                             "/v1/models", "/v1/forecast", "other" };
     char lab[64];
     for (size_t i = 0; i < sizeof k_labels / sizeof k_labels[0]; i++) {
         snprintf(lab, sizeof lab, "route=\"%s\"", k_labels[i]);
-        kr_metrics_histogram(m, "kronos_http_request_duration_seconds", lab,
-                             "HTTP request wall time, first byte in to last byte out",
-                             kr_latency_buckets, kr_latency_buckets_n);
+        kr_metrics_series(m, &k_duration, lab);
     }
     /* And every refusal reason at 0, so an alert's rate() over
      * kronos_http_rejected_total{reason="busy"} sees the first refusals too, not only those
@@ -44,8 +63,7 @@ kr_http_metrics *kr_http_metrics_create(kr_metrics *m) {
                                              "memory", "framing",  "read_timeout" };
     for (size_t i = 0; i < sizeof k_reasons / sizeof k_reasons[0]; i++) {
         snprintf(lab, sizeof lab, "reason=\"%s\"", k_reasons[i]);
-        kr_metrics_counter(m, "kronos_http_rejected_total", lab,
-                           "requests refused before reaching the engine, by reason");
+        kr_metrics_series(m, &k_rejected, lab);
     }
     return hm;
 }
@@ -56,14 +74,9 @@ void kr_http_metrics_record(kr_http_metrics *hm, const char *route, int code, do
     if (!hm) return;
     char lab[96];
     snprintf(lab, sizeof lab, "route=\"%s\",code=\"%d\"", route, code);
-    kr_metric_add(kr_metrics_counter(hm->m, "kronos_http_requests_total", lab,
-                                     "HTTP requests by route and status code"),
-                  1.0);
+    kr_metric_add(kr_metrics_series(hm->m, &k_requests, lab), 1.0);
     snprintf(lab, sizeof lab, "route=\"%s\"", route);
-    kr_metric_observe(kr_metrics_histogram(hm->m, "kronos_http_request_duration_seconds", lab,
-                                           "HTTP request wall time, first byte in to last byte out",
-                                           kr_latency_buckets, kr_latency_buckets_n),
-                      seconds);
+    kr_metric_observe(kr_metrics_series(hm->m, &k_duration, lab), seconds);
 }
 
 void kr_http_metrics_in_flight(kr_http_metrics *hm, int delta) {
@@ -74,9 +87,7 @@ void kr_http_metrics_reject(kr_http_metrics *hm, const char *reason) {
     if (!hm) return;
     char lab[64];
     snprintf(lab, sizeof lab, "reason=\"%s\"", reason);
-    kr_metric_add(kr_metrics_counter(hm->m, "kronos_http_rejected_total", lab,
-                                     "requests refused before reaching the engine, by reason"),
-                  1.0);
+    kr_metric_add(kr_metrics_series(hm->m, &k_rejected, lab), 1.0);
 }
 
 void kr_http_metrics_draining(kr_http_metrics *hm, int draining) {
@@ -91,7 +102,5 @@ void kr_http_metrics_profile(kr_http_metrics *hm, const char *name, int on) {
     if (!hm) return;
     char lab[128];
     snprintf(lab, sizeof lab, "profile=\"%s\"", name);
-    kr_metric_set(kr_metrics_gauge(hm->m, "kronos_server_profile_active", lab,
-                                   "1 for the time-of-day scheduler profile in effect"),
-                  on ? 1.0 : 0.0);
+    kr_metric_set(kr_metrics_series(hm->m, &k_profile, lab), on ? 1.0 : 0.0);
 }

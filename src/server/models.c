@@ -274,6 +274,21 @@ void kr_models_ladder_tick(kr_models *m, double now, const char *floor, double t
 }
 
 /* Loads the weights and makes a context: everything a new entry needs, outside the lock. */
+
+/* The precision ladder's metrics (one series per served model and direction or precision). */
+static const kr_metric_desc k_precision_decisions = {
+    "kronos_precision_decisions_total", KR_METRIC_COUNTER,
+    "Precision ladder moves of new requests, by model", NULL, 0
+};
+static const kr_metric_desc k_precision_rung = {
+    "kronos_precision_rung", KR_METRIC_GAUGE,
+    "The precision new requests get: 0 = the model's own, 1.. its lower precisions", NULL, 0
+};
+static const kr_metric_desc k_precision_requests = { "kronos_precision_requests_total",
+                                                     KR_METRIC_COUNTER,
+                                                     "Requests by the precision that served them",
+                                                     NULL, 0 };
+
 static kr_status served_make(kr_models *m, const kr_model_spec *spec, kr_served **out,
                              kr_error *err) {
     kr_served *e = calloc(1, sizeof *e);
@@ -330,22 +345,16 @@ static kr_status served_make(kr_models *m, const kr_model_spec *spec, kr_served 
     if (e->n_rungs > 1 && m->metrics) {
         char lab[160];
         snprintf(lab, sizeof lab, "direction=\"down\",model=\"%s\"", e->name);
-        e->m_down = kr_metrics_counter(m->metrics, "kronos_precision_decisions_total", lab,
-                                       "Precision ladder moves of new requests, by model");
+        e->m_down = kr_metrics_series(m->metrics, &k_precision_decisions, lab);
         snprintf(lab, sizeof lab, "direction=\"up\",model=\"%s\"", e->name);
-        e->m_up = kr_metrics_counter(m->metrics, "kronos_precision_decisions_total", lab,
-                                     "Precision ladder moves of new requests, by model");
+        e->m_up = kr_metrics_series(m->metrics, &k_precision_decisions, lab);
         snprintf(lab, sizeof lab, "model=\"%s\"", e->name);
-        e->m_rung = kr_metrics_gauge(m->metrics, "kronos_precision_rung", lab,
-                                     "The precision new requests get: 0 = the model's own, 1.. "
-                                     "its lower precisions");
+        e->m_rung = kr_metrics_series(m->metrics, &k_precision_rung, lab);
         kr_metric_set(e->m_rung, 0);
         for (int r = 0; r < e->n_rungs; r++) {
             snprintf(lab, sizeof lab, "model=\"%s\",precision=\"%s\"", e->name,
                      e->rung[r].precision);
-            e->rung[r].m_requests =
-                kr_metrics_counter(m->metrics, "kronos_precision_requests_total", lab,
-                                   "Requests by the precision that served them");
+            e->rung[r].m_requests = kr_metrics_series(m->metrics, &k_precision_requests, lab);
         }
     }
     *out = e;

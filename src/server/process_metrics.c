@@ -49,26 +49,36 @@ static double start_time(void) {
 kr_process_metrics *kr_process_metrics_create(kr_metrics *m) {
     kr_process_metrics *pm = calloc(1, sizeof *pm);
     if (!pm) return NULL;
-    pm->cpu = kr_metrics_counter(m, "process_cpu_seconds_total", "",
-                                 "Total user and system CPU time spent in seconds");
-    pm->rss =
-        kr_metrics_gauge(m, "process_resident_memory_bytes", "", "Resident memory size in bytes");
-    pm->fds = kr_metrics_gauge(m, "process_open_fds", "", "Number of open file descriptors");
-    pm->start = kr_metrics_gauge(m, "process_start_time_seconds", "",
-                                 "Start time of the process since the Unix epoch in seconds");
-    pm->hit_ratio = kr_metrics_gauge(m, "kronos_prefix_cache_hit_ratio", "",
-                                     "Prefix-cache hit tokens / queried tokens since start");
-    /* Registering an existing series returns its handle: these are the scheduler's. */
-    pm->queried = kr_metrics_counter(m, "kronos_prefix_cache_queried_tokens_total", "",
-                                     "Context tokens looked up in the prefix cache");
-    pm->hit = kr_metrics_counter(m, "kronos_prefix_cache_hit_tokens_total", "",
-                                 "Context tokens served from the prefix cache");
+    static const kr_metric_desc k_cpu = { "process_cpu_seconds_total", KR_METRIC_COUNTER,
+                                          "Total user and system CPU time spent in seconds", NULL,
+                                          0 };
+    static const kr_metric_desc k_rss = { "process_resident_memory_bytes", KR_METRIC_GAUGE,
+                                          "Resident memory size in bytes", NULL, 0 };
+    static const kr_metric_desc k_fds = { "process_open_fds", KR_METRIC_GAUGE,
+                                          "Number of open file descriptors", NULL, 0 };
+    static const kr_metric_desc k_start = {
+        "process_start_time_seconds", KR_METRIC_GAUGE,
+        "Start time of the process since the Unix epoch in seconds", NULL, 0
+    };
+    static const kr_metric_desc k_hit_ratio = {
+        "kronos_prefix_cache_hit_ratio", KR_METRIC_GAUGE,
+        "Prefix-cache hit tokens / queried tokens since start", NULL, 0
+    };
+    static const kr_metric_desc k_build = { "kronos_build_info", KR_METRIC_GAUGE,
+                                            "1; the library version and the SIMD kernels in use",
+                                            NULL, 0 };
+    pm->cpu = kr_metrics_series(m, &k_cpu, "");
+    pm->rss = kr_metrics_series(m, &k_rss, "");
+    pm->fds = kr_metrics_series(m, &k_fds, "");
+    pm->start = kr_metrics_series(m, &k_start, "");
+    pm->hit_ratio = kr_metrics_series(m, &k_hit_ratio, "");
+    /* The scheduler's series (the same descriptors, so the same handles). */
+    pm->queried = kr_metrics_series(m, &kr_metric_prefix_queried_tokens, "");
+    pm->hit = kr_metrics_series(m, &kr_metric_prefix_hit_tokens, "");
     char labels[160];
     snprintf(labels, sizeof labels, "version=\"%s\",isa=\"%s\"", kr_version(),
              kr_isa_name(kr_isa_active()));
-    kr_metric_set(kr_metrics_gauge(m, "kronos_build_info", labels,
-                                   "1; the library version and the SIMD kernels in use"),
-                  1.0);
+    kr_metric_set(kr_metrics_series(m, &k_build, labels), 1.0);
     double st = start_time();
     if (st > 0) kr_metric_set(pm->start, st);
     return pm;

@@ -1,7 +1,7 @@
 /*
  * server/request — the body of POST /v1/forecast: JSON in, a validated request out.
  *
- * Validation follows the CSV reader's rules (market/candles.c) for the same data: finite
+ * Validation follows the CSV reader's rules (series/candles.c) for the same data: finite
  * numbers within float32 range, prices > 0, volume/amount >= 0, high >= low, timestamps
  * (strings in the CSV formats or epoch numbers, via kr_parse_timestamp) strictly increasing,
  * at least 2 rows; amount derived as volume × mean(OHLC) when absent and both zero without
@@ -12,7 +12,7 @@
  *   - rows of arrays  [[ts, o, h, l, c, v?, a?], ...]   (order overridable with "columns"),
  *   - rows of objects [{"timestamps": ..., "open": ..., ...}, ...],
  *   - columns         {"timestamps": [...], "open": [...], ...},
- *   - CSV text        "timestamps,open,...\n..."  (parsed by market/candles as is).
+ *   - CSV text        "timestamps,open,...\n..."  (parsed by series/candles as is).
  * Pure: no I/O, no globals, so the parser is unit-tested and fuzzed directly.
  */
 #ifndef KR_SERVER_REQUEST_H
@@ -23,43 +23,19 @@
 
 #include <cjson/cJSON.h>
 
-#include "analyst/paths.h"
+#include "engine/path_set.h"
 #include "kronos.h"
-#include "market/candles.h"
-#include "server/fields.h"
-#include "server/json_body.h"
+#include "series/candles.h"
+#include "common/candles_json.h"
+#include "common/fields.h"
+#include "common/json_body.h"
+#include "common/limits.h"
 
 #define KR_API_MAX_QUANTILES 16
-
-/* Server-side bounds a request must respect (named size limits -> 400). */
-typedef struct kr_api_limits {
-    int max_paths; /* default 256 */
-    int max_pred_len; /* default 2048 */
-    int max_context; /* the largest max_context a request may set (default 2048) */
-    int64_t max_rows; /* candles per request (default 1,000,000) */
-    /* the config keys these limits come from, named in errors ("max_paths"); NULL: none */
-    const char *max_paths_key, *max_pred_len_key, *max_rows_key, *max_context_key;
-    /* /v1/analyze and /v1/analyze/batch (config keys of the same names; each 400 beyond) */
-    int max_horizon; /* default 256 */
-    int max_analyze_paths; /* default 1024 (the analyst's adaptive cap) */
-    int max_lookback; /* default 2048 */
-    int max_calibrate; /* walk-forward windows per symbol, default 10 */
-    int max_symbols; /* per batch, default 64 (KR_API_MAX_SYMBOLS at most) */
-    /* The server's defaults for the fields a request may leave out (config keys norm,
-     * norm_refresh_bars): exact normalisation unless the server says anchored. */
-    kr_norm_mode default_norm;
-    int default_norm_refresh;
-} kr_api_limits;
-
-kr_api_limits kr_api_default_limits(void);
 
 /* A request's "model" field: a name of letters, digits, '-', '_' and '.' (400 otherwise) into
  * out[cap]. */
 kr_status kr_api_read_model_name(const cJSON *v, char *out, size_t cap, kr_api_error *err);
-
-/* The JSON value limit of a body under these limits (server/json_body): enough for max_rows
- * candle rows and every other field, far below what a max_body_bytes body could hold. */
-kr_json_limits kr_api_json_limits(const kr_api_limits *lim);
 
 typedef struct kr_api_request {
     kr_candles *candles; /* owned; validated table */
@@ -85,13 +61,6 @@ typedef struct kr_api_request {
  * return value is KR_ERR_FORMAT (bad JSON) or KR_ERR_INVALID_ARG (bad field). */
 kr_status kr_api_forecast_parse(const char *json, size_t len, const kr_api_limits *limits,
                                 kr_api_request *out, kr_api_error *err);
-
-/* A "candles" value (and the optional "columns") of a parsed body, in any of the four
- * layouts, validated by the rules above; v NULL: "candles: required". The route-independent
- * core of kr_api_forecast_parse, used by the analyst routes for their candles. limits NULL =
- * defaults. Caller owns *out (kr_candles_free). */
-kr_status kr_api_candles_from_json(const cJSON *v, const cJSON *columns, const kr_api_limits *lim,
-                                   kr_candles **out, kr_api_error *err);
 
 /* Frees what a parsed request owns; safe on a zeroed or already-freed request. */
 void kr_api_request_free(kr_api_request *r);

@@ -3,8 +3,8 @@
  * routes and how an analysis shares the model with the scheduler).
  *
  * The request bodies are parsed in server/analyst_request, with the field readers and the
- * candle parser of /v1/forecast; stored symbols are read through server/store_access (as the
- * store routes, routes_store.c, read them).
+ * candle parser of /v1/forecast; stored symbols are picked and read by common/analyze_stored
+ * (as `kronos analyze` does), the store reached through server/store_access.
  */
 #include "server/routes_analyst.h"
 
@@ -24,6 +24,7 @@
 #include "analyst/text.h"
 #include "base/error.h"
 #include "base/timeutil.h"
+#include "common/analyze_stored.h"
 #include "server/store_access.h"
 
 /* How often a streaming connection looks at its socket while the analysis runs, seconds. */
@@ -39,11 +40,10 @@
 typedef struct analyze_task {
     kr_server *srv;
     kr_api_analyze_request req;
-    kr_candles *cs[KR_API_MAX_SYMBOLS]; /* histories read from the store (owned) */
-    char intervals[KR_API_MAX_SYMBOLS][KR_STORE_NAME_MAX + 1];
-    char want[KR_API_MAX_SYMBOLS][KR_STORE_NAME_MAX + 1]; /* "all": each series' interval */
-    char names[KR_API_MAX_SYMBOLS][KR_STORE_NAME_MAX + 1]; /* stored spellings */
-    char markets[KR_API_MAX_SYMBOLS][KR_STORE_MARKET_MAX];
+    kr_store_entry *list; /* every stored series (owned); t->series borrow it */
+    int64_t n_list;
+    kr_stored_series series[KR_API_MAX_SYMBOLS]; /* the symbols read from the store */
+    char intervals[1][KR_STORE_NAME_MAX + 1]; /* a body's candles: their interval */
     char errors[KR_API_MAX_SYMBOLS][512]; /* per-symbol load failures (batch) */
     int64_t rows[KR_API_MAX_SYMBOLS]; /* candles each picked series holds (what reading costs) */
     kr_store *store; /* opened by task_plan, read by task_run, closed once read (owned) */
@@ -91,10 +91,7 @@ static void task_join(analyze_task *t) {
 
 /* The histories read from the store, once the analysis is done with them. */
 static void task_drop_histories(analyze_task *t) {
-    for (int i = 0; i < KR_API_MAX_SYMBOLS; i++) {
-        kr_candles_free(t->cs[i]);
-        t->cs[i] = NULL;
-    }
+    kr_stored_series_free(t->series, KR_API_MAX_SYMBOLS);
 }
 
 static void task_free(analyze_task *t) {
@@ -103,6 +100,7 @@ static void task_free(analyze_task *t) {
     if (t->charged) kr_srv_charge_memory(t->srv, t->charged, 1);
     kr_store_close(t->store);
     task_drop_histories(t);
+    free(t->list);
     kr_api_analyze_request_free(&t->req);
     kr_models_release(t->srv->models, t->served);
     free(t->body);
@@ -193,6 +191,18 @@ static void hide_llm_url(kr_server *s, kr_narrative *n) {
     snprintf(n->url, sizeof n->url, "%s", hidden);
 }
 
+/* The request field symbol i came from, for its errors: "all" names no symbols, so its series'
+ * errors name the field that asked for them. */
+static void task_field(const analyze_task *t, int i, char *field, size_t cap) {
+    const kr_api_analyze_request *r = &t->req;
+    if (r->batch && r->all)
+        snprintf(field, cap, "all");
+    else if (r->batch)
+        snprintf(field, cap, "symbols[%d]", i);
+    else
+        snprintf(field, cap, "%s", r->stock_code ? "stock_code" : "symbol");
+}
+
 /* The progress events a stream will carry: a load per stored symbol, the forecasts, a
  * calibration per symbol, the narrative, the rendering. */
 static void task_count_steps(analyze_task *t) {
@@ -227,70 +237,56 @@ static void task_plan(analyze_task *t) {
         return;
     }
     t->store = store;
+    status = kr_store_access_list(s, store, NULL, &t->list, &t->n_list, &aerr);
+    if (status) {
+        task_fail(t, status, aerr.message, NULL);
+        return;
+    }
     if (r->all) {
-        /* Every stored series: each symbol with each of its intervals. */
-        kr_store_entry *e = NULL;
-        int64_t n = 0;
-        if (store && kr_store_list(store, NULL, &e, &n, &err) != KR_OK) {
-            const int code = kr_store_access_failure_status(err.status);
-            kr_store_access_log_error(s, code, err.message);
-            kr_store_access_client_message(s, err.status, err.message, msg, sizeof msg);
-            task_fail(t, code, msg, NULL);
-            return;
-        }
-        /* The same cap as a list of symbols (the config's max_symbols, itself at most the
-         * compiled KR_API_MAX_SYMBOLS): more stored series than that is refused, naming
-         * the limit, never cut silently to the first ones. */
+        /* Every stored series: each symbol with each of its intervals, up to the same cap as a
+         * list of symbols (the config's max_symbols, itself at most the compiled
+         * KR_API_MAX_SYMBOLS): more is refused, naming the limit, never cut to the first ones. */
         int cap = s->limits.max_symbols;
         if (cap < 1 || cap > KR_API_MAX_SYMBOLS) cap = KR_API_MAX_SYMBOLS;
-        if (n > cap) {
-            free(e);
+        if (kr_stored_all(t->list, t->n_list, t->series, cap, &r->n, &err) != KR_OK) {
             snprintf(msg, sizeof msg,
-                     "all: %lld series are stored, more than max_symbols (%d) one analysis "
-                     "takes; name up to %d in symbols instead",
-                     (long long)n, cap, cap);
+                     "all: %d series are stored, more than max_symbols (%d) one analysis takes; "
+                     "name up to %d in symbols instead",
+                     r->n, cap, cap);
             task_fail(t, 400, msg, "all");
             return;
         }
-        r->n = 0;
-        for (int64_t i = 0; i < n; i++, r->n++) {
-            snprintf(r->symbols[r->n], sizeof r->symbols[0], "%s", e[i].symbol);
-            snprintf(t->want[r->n], sizeof t->want[0], "%s", e[i].interval);
-        }
-        free(e);
         if (r->n == 0) {
             task_fail(t, 400, "all: nothing is stored (add candles with POST /v1/candles)", "all");
             return;
         }
         task_count_steps(t);
+    } else {
+        for (int i = 0; i < r->n; i++) {
+            t->series[i].asked = r->symbols[i];
+            t->series[i].want = r->interval;
+        }
     }
     for (int i = 0; i < r->n; i++) {
-        const char *sym = r->symbols[i];
-        /* "all" names no symbols: its series' errors name the field that asked for them. */
-        if (r->batch && r->all)
-            snprintf(field, sizeof field, "all");
-        else if (r->batch)
-            snprintf(field, sizeof field, "symbols[%d]", i);
-        else
-            snprintf(field, sizeof field, "%s", r->stock_code ? "stock_code" : "symbol");
-        snprintf(msg, sizeof msg, "reading %s", sym);
-        emit(t, "load", sym, msg);
+        kr_stored_series *e = &t->series[i];
+        task_field(t, i, field, sizeof field);
+        snprintf(msg, sizeof msg, "reading %s", e->asked);
+        emit(t, "load", e->asked, msg);
         /* A batch reports a symbol it cannot load beside the others' reports; a single
          * analysis answers with the error. */
-        const char *want = t->want[i][0] ? t->want[i] : r->interval;
-        if (kr_store_access_pick_interval(s, store, sym, want, field, 400, t->intervals[i],
-                                          sizeof t->intervals[i], t->markets[i],
-                                          sizeof t->markets[i], t->names[i], sizeof t->names[i],
-                                          &t->rows[i], &aerr)) {
+        kr_stored_pick(t->list, t->n_list, e);
+        if (kr_store_access_fault(s, e, field, 400, &aerr)) {
             if (!r->batch) {
                 task_fail(t, aerr.status, aerr.message, aerr.field);
                 return;
             }
             snprintf(t->errors[i], sizeof t->errors[i], "%s", aerr.message);
-            t->items[i] = (kr_analyze_item){ sym, want ? want : "", NULL, t->errors[i], NULL };
+            t->items[i] = kr_stored_item(e, r->market, t->errors[i]);
             continue;
         }
-        if (t->rows[i] > KR_API_CANDLES_MAX) t->rows[i] = KR_API_CANDLES_MAX;
+        /* kr_stored_read reads the most recent KR_LIMIT_ANALYZE_ROWS of a series. */
+        t->rows[i] =
+            e->entry->rows > KR_LIMIT_ANALYZE_ROWS ? KR_LIMIT_ANALYZE_ROWS : e->entry->rows;
     }
 }
 
@@ -335,56 +331,34 @@ static void task_run(analyze_task *t) {
     kr_server *s = t->srv;
     kr_api_analyze_request *r = &t->req;
     kr_error err = { 0 };
-    char field[40], msg[256];
+    char field[40];
     if (t->status) return; /* the plan failed */
     if (!r->candles) {
-        kr_store *store = t->store;
+        kr_api_error aerr = { 0 };
         const int64_t need = kr_analyze_min_rows(&r->params);
         for (int i = 0; i < r->n; i++) {
             if (t->errors[i][0]) continue; /* not picked: its failure is in items[i] */
-            if (r->batch && r->all)
-                snprintf(field, sizeof field, "all");
-            else if (r->batch)
-                snprintf(field, sizeof field, "symbols[%d]", i);
-            else
-                snprintf(field, sizeof field, "%s", r->stock_code ? "stock_code" : "symbol");
-            const char *sym = r->symbols[i];
-            /* Symbols ignore case: the report carries the stored spelling (names[i]). */
-            if (kr_store_read(store, t->names[i], t->intervals[i], KR_API_CANDLES_MAX, &t->cs[i],
-                              &err) != KR_OK) {
-                if (!r->batch) {
-                    const int code = kr_store_access_failure_status(err.status);
-                    kr_store_access_log_error(s, code, err.message);
-                    kr_store_access_client_message(s, err.status, err.message, msg, sizeof msg);
-                    task_fail(t, code, msg, NULL);
-                    return;
-                }
-                kr_store_access_client_message(s, err.status, err.message, t->errors[i],
-                                               sizeof t->errors[i]);
-                t->items[i] = (kr_analyze_item){ sym, t->intervals[i], NULL, t->errors[i], NULL };
-                continue;
+            kr_stored_series *e = &t->series[i];
+            task_field(t, i, field, sizeof field);
+            kr_stored_read(t->store, need, e);
+            int status = kr_store_access_fault(s, e, field, 400, &aerr);
+            if (!status && e->fault == KR_STORED_TOO_FEW_ROWS) {
+                status = 400;
+                kr_api_error_set(&aerr, 400, NULL,
+                                 "%s: %s %s has %lld rows, at least %lld needed for horizon %d%s",
+                                 field, e->symbol, e->interval, (long long)e->rows,
+                                 (long long)e->need, r->params.horizon,
+                                 r->params.calibrate ? " and calibrate" : "");
+                snprintf(aerr.field, sizeof aerr.field, "%s", field);
             }
-            if (t->cs[i]->n < need) {
-                snprintf(msg, sizeof msg,
-                         "%s: %s %s has %lld rows, at least %lld needed for "
-                         "horizon %d%s",
-                         field, t->names[i], t->intervals[i], (long long)t->cs[i]->n,
-                         (long long)need, r->params.horizon,
-                         r->params.calibrate ? " and calibrate" : "");
-                if (!r->batch) {
-                    task_fail(t, 400, msg, field);
-                    return;
-                }
-                snprintf(t->errors[i], sizeof t->errors[i], "%s", msg);
-                t->items[i] =
-                    (kr_analyze_item){ t->names[i], t->intervals[i], NULL, t->errors[i], NULL };
-                continue;
+            if (status && !r->batch) {
+                task_fail(t, aerr.status, aerr.message, aerr.field);
+                return;
             }
-            const char *market = r->market[0] ? r->market : t->markets[i];
-            t->items[i] = (kr_analyze_item){ t->names[i], t->intervals[i], t->cs[i], NULL,
-                                             market[0] ? market : NULL };
+            if (status) snprintf(t->errors[i], sizeof t->errors[i], "%s", aerr.message);
+            t->items[i] = kr_stored_item(e, r->market, t->errors[i]);
         }
-        kr_store_close(store);
+        kr_store_close(t->store);
         t->store = NULL;
     }
 

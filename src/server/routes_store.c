@@ -17,7 +17,7 @@
 
 #include "base/error.h"
 #include "base/timeutil.h"
-#include "kronos/market.h"
+#include "kronos/store.h"
 #include "server/analyst_request.h"
 #include "server/store_access.h"
 

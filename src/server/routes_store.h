@@ -1,5 +1,5 @@
 /*
- * server/routes_store — the candle store (market/store) over HTTP, behind `kronos serve --db`:
+ * server/routes_store — the candle store (store/store) over HTTP, behind `kronos serve --db`:
  *
  *   GET  /v1/symbols                       the stored series (kr_store_list)
  *   GET  /v1/candles/{symbol}?interval=&limit=   stored candles, newest `limit` rows

@@ -12,7 +12,7 @@
 
 #include <microhttpd.h>
 
-#include "market/timezone.h"
+#include "series/timezone.h"
 #include "server/access_log.h"
 #include "server/config.h"
 #include "server/conn_watch.h"

@@ -113,61 +113,76 @@ static void stored_list(const kr_store_entry *e, int64_t n, char *buf, size_t ca
     if (n == 0) snprintf(buf, cap, "none");
 }
 
-/* Picks the stored interval for symbol: `want` when given, else the only or the most recently
- * updated one (kr_store_list's order), as `kronos analyze` does. 0 and *out set, or an HTTP
- * status with err filled (field names the symbol's place in the request). */
+int kr_store_access_fault(kr_server *s, const kr_stored_series *e, const char *field,
+                          int not_found_status, kr_api_error *err) {
+    char list[512], msg[sizeof e->read_error.message], suggested[40];
+    switch (e->fault) {
+    case KR_STORED_UNKNOWN_SYMBOL:
+        if (kr_symbol_suggest_exchange(e->asked, suggested, sizeof suggested)) {
+            /* A bare A-share code: the store names series with their exchange. */
+            kr_api_error_set(err, not_found_status, field,
+                             "no candles stored for '%s': an A-share code names its exchange, "
+                             "did you mean '%s'? (6xxxxx: .SH, 0/3xxxxx: .SZ, 8/4xxxxx: .BJ)",
+                             e->asked, suggested);
+            return not_found_status;
+        }
+        kr_api_error_set(
+            err, not_found_status, field,
+            "no candles stored for '%s' (add some with POST /v1/candles/%s?interval=1d "
+            "or kronos ingest)",
+            e->asked, e->asked);
+        return not_found_status;
+    case KR_STORED_NO_INTERVAL:
+        stored_list(e->series, e->n_series, list, sizeof list);
+        kr_api_error_set(err, not_found_status, field, "'%s' has no '%s' candles; stored: %s",
+                         e->asked, e->want, list);
+        return not_found_status;
+    case KR_STORED_READ_FAILED: {
+        const int code = kr_store_access_failure_status(e->read_error.status);
+        kr_store_access_log_error(s, code, e->read_error.message);
+        kr_store_access_client_message(s, e->read_error.status, e->read_error.message, msg,
+                                       sizeof msg);
+        kr_api_error_set(err, code, NULL, "%s", msg);
+        return code;
+    }
+    case KR_STORED_OK:
+    case KR_STORED_TOO_FEW_ROWS: break;
+    }
+    return 0;
+}
+
+int kr_store_access_list(kr_server *s, kr_store *store, const char *symbol, kr_store_entry **list,
+                         int64_t *n, kr_api_error *err) {
+    *list = NULL;
+    *n = 0;
+    kr_error ke = { 0 };
+    if (!store || kr_store_list(store, symbol, list, n, &ke) == KR_OK) return 0;
+    const int code = kr_store_access_failure_status(ke.status);
+    kr_store_access_log_error(s, code, ke.message);
+    char msg[sizeof ke.message];
+    kr_store_access_client_message(s, ke.status, ke.message, msg, sizeof msg);
+    kr_api_error_set(err, code, NULL, "%s", msg);
+    return code;
+}
+
 int kr_store_access_pick_interval(kr_server *s, kr_store *store, const char *symbol,
                                   const char *want, const char *field, int not_found_status,
                                   char *out, size_t cap, char *market, size_t market_cap,
                                   char *stored_symbol, size_t name_cap, int64_t *rows,
                                   kr_api_error *err) {
-    kr_store_entry *e = NULL;
+    kr_store_entry *list = NULL;
     int64_t n = 0;
-    kr_error ke = { 0 };
     if (rows) *rows = 0;
-    if (store && kr_store_list(store, symbol, &e, &n, &ke) != KR_OK) {
-        const int code = kr_store_access_failure_status(ke.status);
-        kr_store_access_log_error(s, code, ke.message);
-        char msg[sizeof ke.message];
-        kr_store_access_client_message(s, ke.status, ke.message, msg, sizeof msg);
-        kr_api_error_set(err, code, NULL, "%s", msg);
-        return code;
-    }
-    char list[512];
-    int status = 0;
-    char suggested[40];
-    if (n == 0 && kr_symbol_suggest_exchange(symbol, suggested, sizeof suggested)) {
-        /* A bare A-share code: the store names series with their exchange. */
-        kr_api_error_set(err, not_found_status, field,
-                         "no candles stored for '%s': an A-share code names its exchange, "
-                         "did you mean '%s'? (6xxxxx: .SH, 0/3xxxxx: .SZ, 8/4xxxxx: .BJ)",
-                         symbol, suggested);
-        status = not_found_status;
-    } else if (n == 0) {
-        kr_api_error_set(
-            err, not_found_status, field,
-            "no candles stored for '%s' (add some with POST /v1/candles/%s?interval=1d "
-            "or kronos ingest)",
-            symbol, symbol);
-        status = not_found_status;
-    } else if (want && want[0]) {
-        const kr_store_entry *hit = kr_store_find_entry(e, n, NULL, want);
-        if (!hit) {
-            stored_list(e, n, list, sizeof list);
-            kr_api_error_set(err, not_found_status, field, "'%s' has no '%s' candles; stored: %s",
-                             symbol, want, list);
-            status = not_found_status;
-        } else {
-            snprintf(out, cap, "%s", hit->interval);
-            if (rows) *rows = hit->rows;
-        }
-    } else {
-        snprintf(out, cap, "%s", e[0].interval);
-        if (rows) *rows = e[0].rows;
-    }
-    if (market) snprintf(market, market_cap, "%s", n > 0 ? e[0].market : "");
-    if (stored_symbol) snprintf(stored_symbol, name_cap, "%s", n > 0 ? e[0].symbol : symbol);
-    free(e);
+    int status = kr_store_access_list(s, store, symbol, &list, &n, err);
+    if (status) return status;
+    kr_stored_series e = { .asked = symbol, .want = want };
+    kr_stored_pick(list, n, &e);
+    status = kr_store_access_fault(s, &e, field, not_found_status, err);
+    if (!status) snprintf(out, cap, "%s", e.interval);
+    if (!status && rows) *rows = e.entry->rows;
+    if (market) snprintf(market, market_cap, "%s", e.market);
+    if (stored_symbol) snprintf(stored_symbol, name_cap, "%s", e.symbol);
+    free(list);
     return status;
 }
 

@@ -11,7 +11,9 @@
 #include <stddef.h>
 
 #include "kronos.h"
-#include "server/fields.h"
+#include "kronos/store.h"
+#include "common/analyze_stored.h"
+#include "common/fields.h"
 #include "server/server_internal.h"
 
 /* msg with every occurrence of the store's shown name replaced by "candle store", into
@@ -33,12 +35,25 @@ void kr_store_access_log_error(kr_server *s, int status, const char *msg);
  * with *status the HTTP status and err filled. */
 kr_store *kr_store_access_open(kr_server *s, int must_exist, int *status, kr_api_error *err);
 
-/* The stored interval of symbol to use: want when given, else the most recently updated one.
- * Returns 0 with out[cap] (and market[market_cap], stored_symbol[name_cap] — "aapl" is
- * stored as AAPL — when non-NULL) set, or an HTTP status (not_found_status when nothing
- * matches) with err filled; field names the symbol's place in the request (NULL: none).
- * store may be NULL (nothing stored). *rows (when non-NULL): the candles stored in the picked
- * series, what reading it costs. */
+/* Every stored series (symbol NULL) or a symbol's, as kr_store_list gives them (caller frees
+ * *list): 0, or an HTTP status with err filled (a store failure, logged when a 5xx). store may
+ * be NULL (nothing stored: none). */
+int kr_store_access_list(kr_server *s, kr_store *store, const char *symbol, kr_store_entry **list,
+                         int64_t *n, kr_api_error *err);
+
+/* The HTTP answer to a stored series that could not be picked or read (common/analyze_stored):
+ * not_found_status for an unknown symbol or interval, 503 / 500 for a store failure (logged);
+ * 0 for KR_STORED_OK and KR_STORED_TOO_FEW_ROWS (the route words that one). field names the
+ * symbol's place in the request (NULL: none). */
+int kr_store_access_fault(kr_server *s, const kr_stored_series *e, const char *field,
+                          int not_found_status, kr_api_error *err);
+
+/* The stored interval of symbol to use (kr_stored_pick's rule: want when given, else the most
+ * recently updated one). Returns 0 with out[cap] (and market[market_cap], stored_symbol[name_cap]
+ * — "aapl" is stored as AAPL — when non-NULL) set, or an HTTP status (not_found_status when
+ * nothing matches) with err filled; field names the symbol's place in the request (NULL:
+ * none). store may be NULL (nothing stored). *rows (when non-NULL): the candles stored in the
+ * picked series, what reading it costs. */
 int kr_store_access_pick_interval(kr_server *s, kr_store *store, const char *symbol,
                                   const char *want, const char *field, int not_found_status,
                                   char *out, size_t cap, char *market, size_t market_cap,

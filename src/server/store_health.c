@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kronos/market.h"
+#include "kronos/store.h"
 #include "kronos/util.h"
 
 struct kr_store_health {

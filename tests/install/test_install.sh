@@ -13,7 +13,7 @@ prefix=$tmp/prefix
 cmake --install "$build" --prefix "$prefix" >/dev/null
 
 for f in bin/kronos include/kronos.h include/kronos/status.h lib/libkronos.so lib/libkronos.so.0 \
-         lib/pkgconfig/kronos.pc share/kronos/models/kronos-demo/predictor/config.json \
+         lib/libkronos-tools.so.0 lib/pkgconfig/kronos.pc lib/pkgconfig/kronos-tools.pc share/kronos/models/kronos-demo/predictor/config.json \
          share/kronos/models/kronos-demo/tokenizer/model.safetensors \
          share/kronos/data/XSHG_5min_600977.csv lib/systemd/system/kronos-serve.service \
          share/kronos/deploy/kronos-serve.json; do
@@ -22,14 +22,52 @@ done
 soname=$(readelf -d "$prefix/lib/libkronos.so" | sed -n 's/.*SONAME.*\[\(.*\)\]/\1/p')
 [ "$soname" = "libkronos.so.0" ] || { echo "SONAME is '$soname'"; exit 1; }
 
-# Only kr_ symbols, each declared in a public header.
-exports=$(nm -D --defined-only "$prefix/lib/libkronos.so" | awk '{print $3}')
-bad=$(echo "$exports" | grep -v '^kr_' || true)
-[ -z "$bad" ] || { echo "exported beyond the API:"; echo "$bad"; exit 1; }
-for sym in $exports; do
-  grep -rqw "$sym" "$prefix/include" || { echo "exported but not in a public header: $sym"; exit 1; }
+# Only kr_ symbols, each declared KR_API in a public header, or KR_PRIVATE in a header of src/
+# (what kronos' own code above reaches through the library: libkronos-tools, the binary).
+public_exports=""
+for lib in libkronos.so libkronos-tools.so; do
+  # AddressSanitizer adds an __odr_asan.<name> beside each exported variable (its one-definition
+  # check); it is the sanitizer's, not an export of the library's.
+  exports=$(nm -D --defined-only "$prefix/lib/$lib" | awk '{print $3}' | grep -v '^__odr_asan\.' || true)
+  bad=$(echo "$exports" | grep -v '^kr_' || true)
+  [ -z "$bad" ] || { echo "$lib exports beyond the API:"; echo "$bad"; exit 1; }
+  n_public=0 n_private=0
+  for sym in $exports; do
+    if grep -rhw "$sym" "$prefix/include" | grep "KR_API" >/dev/null; then
+      n_public=$((n_public + 1))
+      public_exports="$public_exports $sym"
+    elif grep -hw "$sym" "$src"/src/*/*.h | grep KR_PRIVATE >/dev/null; then
+      n_private=$((n_private + 1))
+    else
+      echo "$lib exports $sym, neither KR_API in a public header nor KR_PRIVATE in src/"
+      exit 1
+    fi
+  done
+  echo "$lib: $n_public public functions, $n_private private ones (KR_PRIVATE)"
 done
-echo "libkronos.so: $(echo "$exports" | wc -l) exported functions, all public"
+# ... and every KR_API function of the public headers is exported by one of them (a source
+# file that defines it without seeing its KR_API declaration would leave it hidden).
+all_exports=$(nm -D --defined-only "$prefix/lib/libkronos.so" "$prefix/lib/libkronos-tools.so" |
+  awk '{print $3}')
+missing=""
+for sym in $(grep -h '^KR_API ' "$prefix"/include/kronos.h "$prefix"/include/kronos/*.h | grep -o '^KR_API [^(]*(' |
+             sed 's/($//; s/.*[ *]//'); do
+  grep -qxF "$sym" <<<"$all_exports" || missing="$missing $sym"
+done
+[ -z "$missing" ] || { echo "declared KR_API but not exported:$missing"; exit 1; }
+
+# The core library depends on libc, libm, pthreads, cJSON and xxHash only: no database client,
+# HTTP client or server (those are libkronos-tools').
+core_deps=$(readelf -d "$prefix/lib/libkronos.so" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')
+for dep in $core_deps; do
+  case $dep in
+    ld-linux*.so.* | libc.so.* | libm.so.* | libpthread.so.* | libcjson.so.* | libxxhash.so.* | libasan.so.* | \
+      libubsan.so.* | libtsan.so.* | libgcc_s.so.* | libstdc++.so.*) ;;
+    *) echo "libkronos.so needs $dep: the core may need libc, libm, pthreads, cJSON, xxHash only"
+       exit 1 ;;
+  esac
+done
+echo "libkronos.so needs: $core_deps"
 
 # A sanitizer build's library needs the ASan runtime first in the process ("ASan runtime does
 # not come first"): build the consumer with the same sanitizers then.
@@ -78,12 +116,14 @@ if command -v c++ >/dev/null; then
     done
     echo 'typedef void (*kr_any_fn)(void);'
     echo 'static const kr_any_fn kr_all[] = {'
-    nm -D --defined-only "$prefix/lib/libkronos.so" | awk '$2 == "T" { print $3 }' |
-      sed 's/.*/    reinterpret_cast<kr_any_fn>(\&&),/'
+    functions=$(nm -D --defined-only "$prefix/lib/libkronos.so" "$prefix/lib/libkronos-tools.so" |
+      awk '$2 == "T" { print $3 }')
+    for sym in $public_exports; do echo "$functions" | grep -xF "$sym" || true; done | sed 's/.*/    reinterpret_cast<kr_any_fn>(\&&),/'
     echo '};'
     echo 'int main() { return kr_all[0] == nullptr; }'
   } >"$tmp/all.cpp"
-  c++ -std=c++11 -Wall -Wextra -pedantic -Werror $san "$tmp/all.cpp" $flags -Wl,-rpath,"$prefix/lib" \
+  c++ -std=c++11 -Wall -Wextra -pedantic -Werror $san "$tmp/all.cpp" $flags -lkronos-tools \
+      -Wl,-rpath,"$prefix/lib" \
       -o "$tmp/all_cxx" || { echo "the public API does not link from C++"; exit 1; }
   "$tmp/all_cxx" || { echo "the C++ consumer failed"; exit 1; }
 fi
@@ -92,11 +132,13 @@ cc -std=c11 -Wall -Wextra -Werror $san "$src/tests/install/consumer.c" \
    $flags -lm -lpthread -Wl,-rpath,"$prefix/lib" -o "$tmp/consumer"
 "$tmp/consumer" "$prefix/share/kronos/models/kronos-demo"
 
-# The binary is a client of the library like any other program: it loads the installed
-# libkronos.so.0 (public API only; its build sees no internal header).
+# The binary is a client of the libraries like any other program: it loads the installed
+# libkronos.so.0 and libkronos-tools.so.0 (its build sees no internal header but common/'s).
 deps=$(ldd "$prefix/bin/kronos")
-echo "$deps" | grep -q "libkronos.so.0 => $prefix/\(bin/../\)\?lib/" ||
-  { echo "the installed kronos does not load $prefix/lib/libkronos.so.0:"; echo "$deps"; exit 1; }
+for lib in libkronos.so.0 libkronos-tools.so.0; do
+  echo "$deps" | grep -q "$lib => $prefix/\(bin/../\)\?lib/" ||
+    { echo "the installed kronos does not load $prefix/lib/$lib:"; echo "$deps"; exit 1; }
+done
 
 # The installed binary, run from elsewhere with no hint, uses the installed demo model.
 cd "$tmp"

@@ -11,7 +11,7 @@
 
 #include "engine/context.h"
 #include "kronos.h"
-#include "kronos/market.h"
+#include "kronos/series.h"
 #include "test_support.h"
 
 typedef struct kr_test_engine {
@@ -54,10 +54,12 @@ static inline void kr_test_engine_free(kr_test_engine *e) {
 
 /* One forecast with generation options (naive recomputation, an observer). */
 static inline kr_forecast *kr_test_run_opt(kr_context *ctx, const kr_series *s,
-                                           const kr_forecast_params *p, const kr_gen_options *opt) {
+                                           const kr_forecast_params *p, const kr_seq_options *opt) {
     kr_forecast *f = NULL;
     kr_error err = { 0 };
-    if (kr_forecast_run_batch_opt(ctx, s, 1, p, NULL, opt, &f, &err) != KR_OK)
+    kr_request_params rp = kr_request_default_params();
+    rp.seq_options = opt;
+    if (kr_forecast_run_batch(ctx, s, 1, p, &rp, &f, &err) != KR_OK)
         fail_msg("forecast: %s", err.message);
     return f;
 }

@@ -11,7 +11,7 @@
 #include <cmocka.h>
 
 #include "base/timeutil.h"
-#include "market/candles.h"
+#include "series/candles.h"
 
 static size_t on_body(char *p, size_t sz, size_t n, void *ud) {
     kr_http_resp *r = ud;

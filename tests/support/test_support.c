@@ -37,12 +37,15 @@ void kr_test_remove_tree(const char *dir) {
     if (nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS) != 0) perror(dir);
 }
 
-/* Every directory kr_test_tmpdir made, removed when the test program exits (not by forked
+/* Every directory kr_test_dir made, removed when the test program exits (not by forked
  * children, which share the list: only the process that made them). KRONOS_TEST_KEEP_TMP=1
  * keeps them for a post-mortem. */
 static char **g_tmpdirs;
 static size_t g_n_tmpdirs;
 static pid_t g_tmpdir_owner;
+static char **g_fresh; /* kr_test_fresh_dir's strings, freed at exit */
+static char *g_dir; /* kr_test_dir(), also in g_tmpdirs */
+static size_t g_n_fresh;
 
 static void remove_tmpdirs(void) {
     if (getpid() != g_tmpdir_owner) return;
@@ -57,6 +60,11 @@ static void remove_tmpdirs(void) {
     free(g_tmpdirs);
     g_tmpdirs = NULL;
     g_n_tmpdirs = 0;
+    g_dir = NULL;
+    for (size_t i = 0; i < g_n_fresh; i++) free(g_fresh[i]);
+    free(g_fresh);
+    g_fresh = NULL;
+    g_n_fresh = 0;
 }
 
 static void remember_tmpdir(const char *dir) {
@@ -75,13 +83,42 @@ static void remember_tmpdir(const char *dir) {
     if (copy) g_tmpdirs[g_n_tmpdirs++] = copy; /* else left behind, as before */
 }
 
-char *kr_test_tmpdir(void) {
+static int g_fresh_dirs; /* made by kr_test_fresh_dir */
+
+const char *kr_test_dir(void) {
+    if (g_dir) return g_dir;
     const char *base = getenv("TMPDIR");
     char tmpl[4096];
     snprintf(tmpl, sizeof tmpl, "%s/kronos-test-XXXXXX", base && *base ? base : "/tmp");
     char *dir = mkdtemp(tmpl);
-    if (dir) remember_tmpdir(dir);
-    return dir ? strdup(dir) : NULL;
+    if (!dir) return NULL;
+    /* Others may pass through (not list it): a test that runs a program as another user (an
+     * unprivileged service account) gives that user a directory inside. */
+    chmod(dir, 0711);
+    const size_t before = g_n_tmpdirs;
+    remember_tmpdir(dir);
+    if (g_n_tmpdirs != before + 1) return NULL; /* out of memory */
+    g_dir = g_tmpdirs[g_n_tmpdirs - 1];
+    return g_dir;
+}
+
+const char *kr_test_fresh_dir(void) {
+    const char *root = kr_test_dir();
+    if (!root) return NULL;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/t%03d", root, ++g_fresh_dirs);
+    if (mkdir(path, 0700) != 0) return NULL;
+    /* Remembered for its string's lifetime; removed with the root, so never on its own. */
+    char *copy = strdup(path);
+    if (!copy) return NULL;
+    char **grown = realloc(g_fresh, (size_t)(g_n_fresh + 1) * sizeof *grown);
+    if (!grown) {
+        free(copy);
+        return NULL;
+    }
+    g_fresh = grown;
+    g_fresh[g_n_fresh++] = copy;
+    return copy;
 }
 
 int kr_test_write_file(const char *path, const void *data, size_t len) {

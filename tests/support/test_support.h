@@ -24,8 +24,15 @@
 
 /* Path under tests/fixtures (static buffer, valid until the next call). */
 const char *kr_test_fixture(const char *rel);
-/* Fresh empty temp directory (mkdtemp under $TMPDIR or /tmp); caller owns the string. */
-char *kr_test_tmpdir(void);
+/* The one temporary-directory fixture of the tests. kr_test_dir(): the test program's scratch
+ * directory, made on first use (mkdtemp under $TMPDIR or /tmp) and removed with everything
+ * below it when the program exits (not by forked children; KRONOS_TEST_KEEP_TMP=1 keeps it
+ * for a post-mortem). kr_test_fresh_dir(): a new empty directory inside it, for one test or
+ * one part of one, so tests never see each other's files. Both strings belong to the fixture
+ * (valid until exit): no test frees or removes them, and a test that fails half way leaves
+ * nothing behind. NULL only when the directory cannot be made. */
+const char *kr_test_dir(void);
+const char *kr_test_fresh_dir(void);
 /* Removes dir and everything below it (links are removed, never followed); complains on
  * stderr about what it could not remove. */
 void kr_test_remove_tree(const char *dir);
