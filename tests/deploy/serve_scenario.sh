@@ -10,6 +10,9 @@ serve_url=
 # $serve_db (default an SQLite file in $tmp), with --config $serve_config when set; returns once
 # it listens.
 serve_start() {
+  # Emptied here, not by the child's redirection: the loop below would otherwise race the
+  # child's open and read the previous server's port from the old log.
+  : >"$tmp/serve.log"
   "$@" "$build/kronos" serve --port 0 --db "${serve_db:-$tmp/k.db}" ${serve_config:+--config "$serve_config"} \
     >"$tmp/serve.log" 2>&1 &
   serve_pid=$!
