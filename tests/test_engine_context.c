@@ -1498,6 +1498,13 @@ static void test_kv_refusal_before_result_memory(void **state) {
             fprintf(stderr, "child: status %d: %s\n", (int)st, e.message);
             _exit(1);
         }
+        /* The refusal may have given address space back (a freed malloc arena's 64 MiB
+         * reservation): measure again, so the probe sees the same 64 MiB of room. */
+        now = vm_bytes();
+        if (now != 0 && now + ((size_t)64 << 20) < rl.rlim_max) { /* only ever lowered */
+            rl.rlim_cur = rl.rlim_max = now + ((size_t)64 << 20);
+            if (setrlimit(RLIMIT_AS, &rl) != 0) _exit(4);
+        }
         void *probe = malloc(result_bytes);
         if (probe) {
             fprintf(stderr, "child: the limit did not bite (%zu bytes allocated)\n", result_bytes);
