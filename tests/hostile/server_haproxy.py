@@ -161,11 +161,46 @@ def settle(reps):
     time.sleep(1.5)  # rise 2 x inter 250 ms, with room
 
 
+def haproxy_stat(reps):
+    """HAProxy's "show stat" over its runtime socket: {server name: row}."""
+    import csv
+    import socket
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(10)
+    s.connect(os.path.join(reps.dir, "haproxy.sock"))
+    s.sendall(b"show stat\n")
+    data = b""
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    s.close()
+    lines = data.decode().lstrip("# ").splitlines()
+    return {r["svname"]: r for r in csv.DictReader(lines) if r.get("pxname") == "replicas"}
+
+
+def wait_idle_and_up(reps):
+    """Waits until HAProxy has every replica UP and no session in flight. The previous
+    request's session can still count for a moment after its client read the answer; with
+    hash-balance-factor 150 a replica holding one session of one in flight is "full", and the
+    next request of the same key would overflow to the next replica on the ring."""
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        rows = haproxy_stat(reps)
+        servers = [r for name, r in rows.items() if name not in ("FRONTEND", "BACKEND")]
+        if servers and all(r["status"] == "UP" and r["scur"] == "0" for r in servers):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"HAProxy never idle with every replica up: {rows}")
+
+
 def test_analyze_stock_code_affinity(reps):
     settle(reps)
     for field in ("stock_code", "symbol"):
         before = [forecasts_answered(p, "/analyze") for p in reps.ports()]
         for _ in range(6):
+            wait_idle_and_up(reps)
             st, _ = hostile.request(reps.port, "POST", "/analyze",
                                     json.dumps({field: "AFFINITY.SH"}))
             assert st in (400, 404), st  # nothing stored: answered, by one replica
