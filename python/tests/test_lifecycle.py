@@ -194,11 +194,16 @@ def test_ctrl_c_interrupts_a_running_forecast(tmp_path):
 
 
 _EXIT_SCRIPT = r"""
-import sys, threading, time
+import atexit, sys, threading, time
 import pandas as pd
 import kronos.predictor as kp
 from kronos import Kronos, KronosError, KronosPredictor, KronosTokenizer
 demo, csv, log = sys.argv[1:4]
+# atexit runs its hooks last registered first: this one after kronos' (which tells the running
+# forecasts to stop) and the model's finalizer. It lets the daemon thread write its outcome:
+# without it the interpreter may finalize first and freeze the thread before the write (a
+# loaded machine did). A forecast that was not stopped is still running after the join.
+atexit.register(lambda: worker.join(120))
 df = pd.read_csv(csv, parse_dates=["timestamps"]).iloc[:500]
 p = KronosPredictor(Kronos.from_pretrained(demo), KronosTokenizer.from_pretrained(demo), threads=1)
 
@@ -212,7 +217,8 @@ def forecast():
     with open(log, "w") as f:
         f.write(outcome)
 
-threading.Thread(target=forecast, daemon=True).start()
+worker = threading.Thread(target=forecast, daemon=True)
+worker.start()
 while not kp._running_aborts:  # the forecast is in the engine
     time.sleep(0.01)
 time.sleep(0.2)
