@@ -1063,6 +1063,43 @@ static void commit_unknown(const kr_store *s, kr_status st, kr_error *err) {
              " (whether the commit was applied is unknown: read the series back)");
 }
 
+/* Starts a write of one series (`starting`: "starting the write", "starting the delete"): a
+ * transaction whose lock waits end by the busy timeout or the deadline, holding the symbol's
+ * write lock, so an upsert and a delete of one symbol run one after the other. Then the
+ * series' names as stored, looked up again under the lock: another writer may have stored
+ * another case of the symbol since the caller looked (two first ingests of "aapl" and "AAPL"
+ * at once), or made the series under another spelling of its interval (a first write spelled
+ * "60m" may have made it "1h"). *symbol and *interval are pointed at canon and spelled
+ * (KR_STORE_NAME_MAX + 1 bytes each). The caller rolls back on an error. */
+static kr_status begin_series_write(kr_store *s, const char *starting, const char **symbol,
+                                    const char **interval, char *canon, char *spelled,
+                                    kr_error *err) {
+    /* lock_timeout 0 would mean "wait forever": a zero busy timeout fails at once instead. The
+     * wait ends by the deadline too, as a lock timeout (nothing written) rather than a
+     * connection given up. */
+    char timeout[64];
+    const int lock_ms = lock_wait_ms(s);
+    snprintf(timeout, sizeof timeout, "SET LOCAL lock_timeout = %d", lock_ms > 0 ? lock_ms : 1);
+    const char *p[1] = { *symbol };
+    PGresult *r = NULL;
+    kr_status st;
+    if ((st = exec(s, "BEGIN", starting, err)) != KR_OK ||
+        (st = exec(s, timeout, starting, err)) != KR_OK ||
+        (st = query(s, "SELECT pg_advisory_xact_lock(hashtext('kronos:' || lower($1)))", 1, p,
+                    "waiting for the write lock", &r, err)) != KR_OK)
+        return st;
+    PQclear(r);
+    canon[0] = '\0';
+    if ((st = pg_canonical_symbol(s, *symbol, canon, KR_STORE_NAME_MAX + 1, err)) != KR_OK)
+        return st;
+    if (canon[0]) *symbol = canon;
+    if ((st = kr_store_resolve_interval(s, *symbol, *interval, spelled, KR_STORE_NAME_MAX + 1,
+                                        err)) != KR_OK)
+        return st;
+    *interval = spelled;
+    return KR_OK;
+}
+
 static kr_status pg_upsert(kr_store *s, const char *symbol, const char *interval,
                            const kr_candles *c, kr_store_upsert_stats *stats, kr_error *err) {
     unsigned char *cols[1 + KR_N_FEATURES] = { NULL };
@@ -1074,12 +1111,7 @@ static kr_status pg_upsert(kr_store *s, const char *symbol, const char *interval
                               interval);
             goto done;
         }
-    char timeout[64], now[32];
-    /* lock_timeout 0 would mean "wait forever": a zero busy timeout fails at once instead. The
-     * wait ends by the deadline too, as a lock timeout (nothing written) rather than a
-     * connection given up. */
-    const int lock_ms = lock_wait_ms(s);
-    snprintf(timeout, sizeof timeout, "SET LOCAL lock_timeout = %d", lock_ms > 0 ? lock_ms : 1);
+    char now[32];
     snprintf(now, sizeof now, "%lld", (long long)time(NULL));
     const char *flags[2] = { c->has_volume ? "1" : "0", c->has_amount ? "1" : "0" };
     const char *ins[11] = { symbol,
@@ -1096,22 +1128,12 @@ static kr_status pg_upsert(kr_store *s, const char *symbol, const char *interval
     const char *sym[3] = { symbol, interval, now };
     PGresult *r = NULL;
     int64_t rows_before = 0, rows_after = 0, changed = 0;
-    char canon[KR_STORE_NAME_MAX + 1] = "", spelled[KR_STORE_NAME_MAX + 1];
-    if ((st = exec(s, "BEGIN", "starting the write", err)) != KR_OK ||
-        (st = exec(s, timeout, "starting the write", err)) != KR_OK ||
-        (st = query(s, "SELECT pg_advisory_xact_lock(hashtext('kronos:' || lower($1)))", 1, ins,
-                    "waiting for the write lock", &r, err)) != KR_OK)
+    char canon[KR_STORE_NAME_MAX + 1], spelled[KR_STORE_NAME_MAX + 1];
+    if ((st = begin_series_write(s, "starting the write", &symbol, &interval, canon, spelled,
+                                 err)) != KR_OK)
         goto fail;
-    PQclear(r);
-    /* The spelling again, under the lock: another writer may have stored another case of the
-     * symbol since the caller looked (two first ingests of "aapl" and "AAPL" at once). */
-    if ((st = pg_canonical_symbol(s, symbol, canon, sizeof canon, err)) != KR_OK) goto fail;
-    if (canon[0]) ins[0] = sym[0] = symbol = canon;
-    /* And the interval's: a first write spelled "60m" may have made the series "1h" since. */
-    if ((st = kr_store_resolve_interval(s, symbol, interval, spelled, sizeof spelled, err)) !=
-        KR_OK)
-        goto fail;
-    ins[1] = sym[1] = interval = spelled;
+    ins[0] = sym[0] = symbol;
+    ins[1] = sym[1] = interval;
     if ((st = series_rows(s, sym, &rows_before, err)) != KR_OK) goto fail;
     for (int64_t first = 0; first < c->n; first += UPSERT_CHUNK) {
         int n = (int)(c->n - first < UPSERT_CHUNK ? c->n - first : UPSERT_CHUNK);
@@ -1262,33 +1284,22 @@ static kr_status pg_range_stats(kr_store *s, const char *const *p, int64_t out[3
 static kr_status pg_delete_range(kr_store *s, const char *symbol, const char *interval,
                                  int64_t from, int64_t to, kr_store_delete_stats *stats,
                                  kr_error *err) {
-    char timeout[64], lo[32], hi[32], all_lo[32], all_hi[32], now[32], n_left[32], first[32],
-        last[32];
-    const int lock_ms = lock_wait_ms(s);
-    snprintf(timeout, sizeof timeout, "SET LOCAL lock_timeout = %d", lock_ms > 0 ? lock_ms : 1);
+    char lo[32], hi[32], all_lo[32], all_hi[32], now[32], n_left[32], first[32], last[32];
     snprintf(lo, sizeof lo, "%lld", (long long)from);
     snprintf(hi, sizeof hi, "%lld", (long long)to);
     snprintf(all_lo, sizeof all_lo, "%lld", (long long)KR_STORE_TS_FIRST);
     snprintf(all_hi, sizeof all_hi, "%lld", (long long)KR_STORE_TS_LAST);
     snprintf(now, sizeof now, "%lld", (long long)time(NULL));
-    char canon[KR_STORE_NAME_MAX + 1] = "", spelled[KR_STORE_NAME_MAX + 1];
+    char canon[KR_STORE_NAME_MAX + 1], spelled[KR_STORE_NAME_MAX + 1];
     const char *p[4] = { symbol, interval, lo, hi };
     PGresult *r = NULL;
     int64_t before = 0, hit[3], left[3];
     kr_status st;
-    /* The upsert's lock: a delete and an ingest of one symbol run one after the other. */
-    if ((st = exec(s, "BEGIN", "starting the delete", err)) != KR_OK ||
-        (st = exec(s, timeout, "starting the delete", err)) != KR_OK ||
-        (st = query(s, "SELECT pg_advisory_xact_lock(hashtext('kronos:' || lower($1)))", 1, p,
-                    "waiting for the write lock", &r, err)) != KR_OK)
+    if ((st = begin_series_write(s, "starting the delete", &symbol, &interval, canon, spelled,
+                                 err)) != KR_OK)
         goto fail;
-    PQclear(r);
-    if ((st = pg_canonical_symbol(s, symbol, canon, sizeof canon, err)) != KR_OK) goto fail;
-    if (canon[0]) p[0] = symbol = canon;
-    if ((st = kr_store_resolve_interval(s, symbol, interval, spelled, sizeof spelled, err)) !=
-        KR_OK)
-        goto fail;
-    p[1] = interval = spelled;
+    p[0] = symbol;
+    p[1] = interval;
     if ((st = series_rows(s, p, &before, err)) != KR_OK) goto fail;
     if (before == 0) { /* no such series: nothing to do */
         if ((st = exec(s, "COMMIT", "ending the delete", err)) != KR_OK) goto fail;
