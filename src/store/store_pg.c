@@ -1065,12 +1065,9 @@ static void commit_unknown(const kr_store *s, kr_status st, kr_error *err) {
 
 /* Starts a write of one series (`starting`: "starting the write", "starting the delete"): a
  * transaction whose lock waits end by the busy timeout or the deadline, holding the symbol's
- * write lock, so an upsert and a delete of one symbol run one after the other. Then the
- * series' names as stored, looked up again under the lock: another writer may have stored
- * another case of the symbol since the caller looked (two first ingests of "aapl" and "AAPL"
- * at once), or made the series under another spelling of its interval (a first write spelled
- * "60m" may have made it "1h"). *symbol and *interval are pointed at canon and spelled
- * (KR_STORE_NAME_MAX + 1 bytes each). The caller rolls back on an error. */
+ * write lock, so an upsert and a delete of one symbol run one after the other; then the
+ * series' names as stored (kr_store_series_names_locked). The caller rolls back on an
+ * error. */
 static kr_status begin_series_write(kr_store *s, const char *starting, const char **symbol,
                                     const char **interval, char *canon, char *spelled,
                                     kr_error *err) {
@@ -1089,15 +1086,7 @@ static kr_status begin_series_write(kr_store *s, const char *starting, const cha
                     "waiting for the write lock", &r, err)) != KR_OK)
         return st;
     PQclear(r);
-    canon[0] = '\0';
-    if ((st = pg_canonical_symbol(s, *symbol, canon, KR_STORE_NAME_MAX + 1, err)) != KR_OK)
-        return st;
-    if (canon[0]) *symbol = canon;
-    if ((st = kr_store_resolve_interval(s, *symbol, *interval, spelled, KR_STORE_NAME_MAX + 1,
-                                        err)) != KR_OK)
-        return st;
-    *interval = spelled;
-    return KR_OK;
+    return kr_store_series_names_locked(s, symbol, interval, canon, spelled, err);
 }
 
 static kr_status pg_upsert(kr_store *s, const char *symbol, const char *interval,
