@@ -2252,6 +2252,15 @@ static kr_store *store_of_five(const char *name, char *target, size_t cap, kr_ca
     return s;
 }
 
+/* The five candles of store_of_five read back through s. */
+static void expect_five(kr_store *s) {
+    kr_candles *out = NULL;
+    kr_error err = { 0 };
+    if (kr_store_read(s, "AAPL", "1d", 0, &out, &err) != KR_OK) fail_msg("%s", err.message);
+    assert_int_equal(out->n, 5);
+    kr_candles_free(out);
+}
+
 /* Another client holding a table lock (an ALTER TABLE, a LOCK TABLE, a VACUUM FULL): a read
  * waits at most the busy timeout and says so (it used to wait for as long as the lock was
  * held: a request hanging forever). */
@@ -2298,9 +2307,7 @@ static void test_pg_lock_wait_is_bounded(void **state) {
     assert_int_equal(kr_store_read(s, "AAPL", "1d", 0, &out, &err), KR_ERR_BUSY);
     if (!strstr(err.message, "locked")) fail_msg("message: %s", err.message);
     pg_exec(c, "ROLLBACK");
-    if (kr_store_read(s, "AAPL", "1d", 0, &out, &err) != KR_OK) fail_msg("%s", err.message);
-    assert_int_equal(out->n, 5);
-    kr_candles_free(out);
+    expect_five(s);
     kr_candles_free(in);
     kr_store_close(s);
     PQfinish(c);
@@ -2334,9 +2341,7 @@ static void test_pg_statement_timeout(void **state) {
     assert_int_equal(kr_store_read(s, "AAPL", "1d", 0, &out, &err), KR_ERR_BUSY);
     pg_exec(c, "ROLLBACK");
     kr_store_set_statement_timeout(s, 200);
-    if (kr_store_read(s, "AAPL", "1d", 0, &out, &err) != KR_OK) fail_msg("%s", err.message);
-    assert_int_equal(out->n, 5);
-    kr_candles_free(out);
+    expect_five(s);
     kr_candles_free(in);
     kr_store_close(s);
     PQfinish(c);
@@ -2365,9 +2370,7 @@ static void test_pg_connection_lost(void **state) {
     for (int i = 0; i < 3; i++) kr_store_close(many[i]);
     free(pg_value(admin, kill_all));
     s = open_ok(target);
-    if (kr_store_read(s, "AAPL", "1d", 0, &out, &err) != KR_OK) fail_msg("%s", err.message);
-    assert_int_equal(out->n, 5);
-    kr_candles_free(out);
+    expect_five(s);
     kr_candles_free(in);
     kr_store_close(s);
     PQfinish(admin);
@@ -2489,9 +2492,7 @@ static void test_pg_frozen_server(void **state) {
         fail_msg("%s", err.message);
     resume_frozen(NULL);
     /* Resumed: the store works, as it was before (the write never landed). */
-    if (kr_store_read(held, "AAPL", "1d", 0, &out, &err) != KR_OK) fail_msg("%s", err.message);
-    assert_int_equal(out->n, 5);
-    kr_candles_free(out);
+    expect_five(held);
     kr_store_close(held);
     kr_candles_free(more);
     kr_candles_free(in);
