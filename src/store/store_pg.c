@@ -410,6 +410,18 @@ static kr_status query(kr_store *s, const char *sql, int n, const char *const *p
     return query_formats(s, sql, n, params, NULL, NULL, step, out, err);
 }
 
+/* The first row of sql's answer as n_out integers, zeros when it has no row. */
+static kr_status query_int64s(kr_store *s, const char *sql, int n, const char *const *params,
+                              const char *step, int64_t *out, int n_out, kr_error *err) {
+    PGresult *r = NULL;
+    kr_status st = query(s, sql, n, params, step, &r, err);
+    if (st != KR_OK) return st;
+    for (int k = 0; k < n_out; k++)
+        out[k] = PQntuples(r) > 0 ? strtoll(PQgetvalue(r, 0, k), NULL, 10) : 0;
+    PQclear(r);
+    return KR_OK;
+}
+
 /* Ends the transaction a failure left open. After an abandoned statement nothing is sent:
  * closing the connection rolls it back. */
 static void rollback(kr_store *s) {
@@ -521,12 +533,11 @@ static kr_status read_schema(kr_store *s, schema_state *ss, kr_error *err) {
     PQclear(r);
     ss->version = 0;
     if (!ss->has_version_table) return KR_OK;
-    st = query(s, "SELECT coalesce(max(version), 0) FROM @kronos_schema", 0, NULL,
-               "reading the schema version", &r, err);
-    if (st != KR_OK) return st;
-    ss->version = atoll(PQgetvalue(r, 0, 0));
-    PQclear(r);
-    return KR_OK;
+    int64_t version = 0;
+    st = query_int64s(s, "SELECT coalesce(max(version), 0) FROM @kronos_schema", 0, NULL,
+                      "reading the schema version", &version, 1, err);
+    ss->version = version;
+    return st;
 }
 
 static kr_status check_schema(const kr_store *s, const schema_state *ss, kr_error *err) {
@@ -944,14 +955,9 @@ static int array_bin(unsigned char *out, const kr_candles *c, int col, int64_t f
 
 /* The series' stored row count (0 when it has none), inside the write transaction. */
 static kr_status series_rows(kr_store *s, const char *const *sym, int64_t *out, kr_error *err) {
-    PGresult *r = NULL;
     *out = 0;
-    kr_status st = query(s, "SELECT rows FROM @symbols WHERE symbol = $1 AND \"interval\" = $2", 2,
-                         sym, "counting rows", &r, err);
-    if (st != KR_OK) return st;
-    if (PQntuples(r) > 0) *out = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
-    PQclear(r);
-    return KR_OK;
+    return query_int64s(s, "SELECT rows FROM @symbols WHERE symbol = $1 AND \"interval\" = $2", 2,
+                        sym, "counting rows", out, 1, err);
 }
 
 /* kr_store_two_bars_a_day for the first date of the batch's span that now holds two bars. */
@@ -1131,21 +1137,15 @@ static kr_status pg_upsert(kr_store *s, const char *symbol, const char *interval
     if (kr_store_one_bar_a_day(interval) &&
         (st = check_one_a_day(s, symbol, interval, c, err)) != KR_OK)
         goto fail;
-    {
-        if ((st = query(s,
-                        "SELECT count(*), coalesce(sum(has_volume), 0), "
-                        "coalesce(sum(has_amount), 0) FROM @candles WHERE symbol = $1 AND "
-                        "\"interval\" = $2",
-                        2, ins, "checking the stored columns", &r, err)) != KR_OK)
-            goto fail;
-        int64_t n_rows = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
-        int64_t with_volume = strtoll(PQgetvalue(r, 0, 1), NULL, 10);
-        int64_t with_amount = strtoll(PQgetvalue(r, 0, 2), NULL, 10);
-        PQclear(r);
-        if ((st = kr_store_check_kept_columns(s, symbol, interval, c, n_rows, with_volume,
-                                              with_amount, err)) != KR_OK)
-            goto fail;
-    }
+    int64_t kept[3]; /* rows, rows with a volume, rows with an amount */
+    if ((st = query_int64s(s,
+                           "SELECT count(*), coalesce(sum(has_volume), 0), "
+                           "coalesce(sum(has_amount), 0) FROM @candles WHERE symbol = $1 AND "
+                           "\"interval\" = $2",
+                           2, ins, "checking the stored columns", kept, 3, err)) != KR_OK ||
+        (st = kr_store_check_kept_columns(s, symbol, interval, c, kept[0], kept[1], kept[2],
+                                          err)) != KR_OK)
+        goto fail;
     /* Recomputed from the rows rather than adjusted, so it stays right when the batch
      * overlaps what was stored. */
     if ((st = query(s,
@@ -1258,16 +1258,11 @@ static kr_status pg_set_market(kr_store *s, const char *symbol, const char *mark
 /* count(*), min(ts), max(ts) of the series' candles in [p[2], p[3]] (p: symbol, interval,
  * from, to as text), inside the transaction. */
 static kr_status pg_range_stats(kr_store *s, const char *const *p, int64_t out[3], kr_error *err) {
-    PGresult *r = NULL;
-    kr_status st = query(s,
-                         "SELECT count(*), coalesce(min(ts), 0), coalesce(max(ts), 0) FROM "
-                         "@candles WHERE symbol = $1 AND \"interval\" = $2 AND ts >= $3::bigint "
-                         "AND ts <= $4::bigint",
-                         4, p, "counting the range", &r, err);
-    if (st != KR_OK) return st;
-    for (int k = 0; k < 3; k++) out[k] = strtoll(PQgetvalue(r, 0, k), NULL, 10);
-    PQclear(r);
-    return KR_OK;
+    return query_int64s(s,
+                        "SELECT count(*), coalesce(min(ts), 0), coalesce(max(ts), 0) FROM "
+                        "@candles WHERE symbol = $1 AND \"interval\" = $2 AND ts >= $3::bigint "
+                        "AND ts <= $4::bigint",
+                        4, p, "counting the range", out, 3, err);
 }
 
 static kr_status pg_delete_range(kr_store *s, const char *symbol, const char *interval,
