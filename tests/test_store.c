@@ -48,17 +48,6 @@ static const char *g_tmp; /* kr_test_dir() */
 static int g_pg; /* the suite's backend: 0 SQLite, 1 PostgreSQL */
 static const char *g_admin; /* PostgreSQL: URL of a database to CREATE DATABASE from */
 
-static int setup(void **state) {
-    (void)state;
-    g_tmp = kr_test_dir();
-    return g_tmp ? 0 : -1;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    return 0;
-}
-
 #if KRONOS_WITH_PG
 /* Runs sql on a raw connection to url (PostgreSQL), failing the test on an error. */
 static void pg_exec(PGconn *c, const char *sql) {
@@ -167,6 +156,18 @@ static kr_store *open_ok(const char *target) {
     kr_store *s = NULL;
     kr_error err = { 0 };
     if (kr_store_open(target, &s, &err) != KR_OK) fail_msg("open %s: %s", target, err.message);
+    return s;
+}
+
+/* A fresh store (its name written into target) holding n AAPL 1d candles from close base,
+ * *in. */
+static kr_store *store_of_aapl(const char *name, int64_t n, double base, char *target, size_t cap,
+                               kr_candles **in) {
+    snprintf(target, cap, "%s", fresh_target(name));
+    kr_store *s = open_ok(target);
+    *in = make_candles(0, n, base);
+    kr_error err = { 0 };
+    if (kr_store_upsert(s, "AAPL", "1d", *in, &err) != KR_OK) fail_msg("%s", err.message);
     return s;
 }
 
@@ -1065,6 +1066,20 @@ static void raw_exec(raw_writer *w, const char *sql) {
     if (sqlite3_exec(w->lite, sql, NULL, NULL, &msg) != SQLITE_OK) fail_msg("%s: %s", sql, msg);
 }
 
+/* A raw connection holding a write transaction open, as an ingest in progress does: SQLite's
+ * write lock, and on PostgreSQL the lock the store takes to write `symbol` (NULL: none). */
+static raw_writer raw_begin(const char *target, const char *symbol) {
+    raw_writer w = raw_open(target);
+    raw_exec(&w, g_pg ? "BEGIN" : "BEGIN IMMEDIATE");
+    if (g_pg && symbol) {
+        char sql[160];
+        snprintf(sql, sizeof sql,
+                 "SELECT pg_advisory_xact_lock(hashtext('kronos:' || lower('%s')))", symbol);
+        raw_exec(&w, sql);
+    }
+    return w;
+}
+
 /* Rows stored for AAPL 1d as a fresh handle sees them, or -1 with the error printed (also in
  * a forked child: it never fails the test itself). A busy timeout of 0 turns any wait for a
  * lock into an immediate failure. */
@@ -1098,17 +1113,13 @@ static void assert_sqlite_intact(const char *path) {
 static void test_readers_do_not_wait_for_a_writer(void **state) {
     (void)state;
     char target[1400];
-    snprintf(target, sizeof target, "%s", fresh_target("held"));
-    kr_store *s = open_ok(target);
-    kr_candles *c = make_candles(0, 50, 10.0);
+    kr_candles *c = NULL;
+    kr_store_close(store_of_aapl("held", 50, 10.0, target, sizeof target, &c));
     kr_error err = { 0 };
-    assert_int_equal(kr_store_upsert(s, "AAPL", "1d", c, &err), KR_OK);
-    kr_store_close(s);
 
     /* The writer: an uncommitted 51st row and its symbols row, as an ingest holds them until
      * its COMMIT. */
-    raw_writer w = raw_open(target);
-    raw_exec(&w, g_pg ? "BEGIN" : "BEGIN IMMEDIATE");
+    raw_writer w = raw_begin(target, NULL);
     char sql[512];
     snprintf(sql, sizeof sql,
              "INSERT INTO candles VALUES ('AAPL', '1d', %lld, 1, 2, 0.5, 1.5, 10, 15, 1, 1);"
@@ -1174,15 +1185,10 @@ static void test_readers_do_not_wait_for_a_writer(void **state) {
 static void test_lock_wait_ends_at_deadline(void **state) {
     (void)state;
     char target[1400];
-    snprintf(target, sizeof target, "%s", fresh_target("deadline_lock"));
-    kr_store *s = open_ok(target);
-    kr_candles *c = make_candles(0, 5, 10.0);
+    kr_candles *c = NULL;
+    kr_store_close(store_of_aapl("deadline_lock", 5, 10.0, target, sizeof target, &c));
     kr_error err = { 0 };
-    assert_int_equal(kr_store_upsert(s, "AAPL", "1d", c, &err), KR_OK);
-    kr_store_close(s);
-    raw_writer w = raw_open(target);
-    raw_exec(&w, g_pg ? "BEGIN" : "BEGIN IMMEDIATE");
-    if (g_pg) raw_exec(&w, "SELECT pg_advisory_xact_lock(hashtext('kronos:' || lower('aapl')))");
+    raw_writer w = raw_begin(target, "aapl");
     const double busy_s = 60.0, t0 = kr_now_seconds();
     kr_store *w2 = NULL;
     if (kr_store_open_until(target, 0, t0 + 0.5, &w2, &err) != KR_OK) fail_msg("%s", err.message);
@@ -1233,9 +1239,7 @@ static void test_case_race(void **state) {
     snprintf(target, sizeof target, "%s", fresh_target("race"));
     kr_store_close(open_ok(target));
     /* The first ingest, holding its transaction (and, on PostgreSQL, the symbol's lock). */
-    raw_writer w = raw_open(target);
-    raw_exec(&w, g_pg ? "BEGIN" : "BEGIN IMMEDIATE");
-    if (g_pg) raw_exec(&w, "SELECT pg_advisory_xact_lock(hashtext('kronos:' || lower('race')))");
+    raw_writer w = raw_begin(target, "race");
     raw_exec(&w, "INSERT INTO candles VALUES ('race', '1d', 1704067200, 1, 2, 0.5, 1.5, 10, 15, 1, "
                  "1);"
                  "INSERT INTO symbols VALUES ('race', '1d', 1704067200, 1704067200, 1, 1)");
@@ -1297,9 +1301,7 @@ static void test_interval_spelling_race(void **state) {
         snprintf(name, sizeof name, "spelling%d", round);
         snprintf(target, sizeof target, "%s", fresh_target(name));
         kr_store_close(open_ok(target));
-        raw_writer w = raw_open(target);
-        raw_exec(&w, g_pg ? "BEGIN" : "BEGIN IMMEDIATE");
-        if (g_pg) raw_exec(&w, "SELECT pg_advisory_xact_lock(hashtext('kronos:' || lower('rs0')))");
+        raw_writer w = raw_begin(target, "rs0");
         spelling_arg a[2] = { { target, "RS0", "1h", 0, 2000, 1, -1, "" },
                               { target, "rs0", "60m", 1500, 2000, round == 0, -1, "" } };
         pthread_t th[2];
@@ -2242,14 +2244,9 @@ static void test_pg_store_of_older_layout(void **state) {
     PQfinish(c);
 }
 
-/* A fresh store (target written into target) holding five AAPL 1d candles, *in. */
+/* A fresh store (its name written into target) holding five AAPL 1d candles, *in. */
 static kr_store *store_of_five(const char *name, char *target, size_t cap, kr_candles **in) {
-    snprintf(target, cap, "%s", fresh_target(name));
-    kr_store *s = open_ok(target);
-    *in = make_candles(0, 5, 20.0);
-    kr_error err = { 0 };
-    if (kr_store_upsert(s, "AAPL", "1d", *in, &err) != KR_OK) fail_msg("%s", err.message);
-    return s;
+    return store_of_aapl(name, 5, 20.0, target, cap, in);
 }
 
 /* The five candles of store_of_five read back through s. */
@@ -2557,11 +2554,13 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_url_password_masked),
         cmocka_unit_test(test_parse_range),
     };
+    g_tmp = kr_test_dir(); /* the one temporary-directory fixture (tests/support) */
+    if (!g_tmp) return 1;
     int failed = cmocka_run_group_tests_name("common", common, NULL, NULL);
     if (wanted(argc, argv, "sqlite")) {
         g_pg = 0;
-        failed += cmocka_run_group_tests_name("sqlite", suite, setup, teardown);
-        failed += cmocka_run_group_tests_name("sqlite only", sqlite_only, setup, teardown);
+        failed += cmocka_run_group_tests_name("sqlite", suite, NULL, NULL);
+        failed += cmocka_run_group_tests_name("sqlite only", sqlite_only, NULL, NULL);
     } else {
         printf("sqlite: not run (not named on the command line)\n");
     }
@@ -2580,8 +2579,8 @@ int main(int argc, char **argv) {
         printf("postgresql: not run (not named on the command line)\n");
     } else if (g_admin && *g_admin) {
         g_pg = 1;
-        failed += cmocka_run_group_tests_name("postgresql", suite, setup, teardown);
-        failed += cmocka_run_group_tests_name("postgresql only", pg_only, setup, teardown);
+        failed += cmocka_run_group_tests_name("postgresql", suite, NULL, NULL);
+        failed += cmocka_run_group_tests_name("postgresql only", pg_only, NULL, NULL);
     } else {
         printf("postgresql: SKIPPED, no server named (KRONOS_TEST_PG_ADMIN_URL unset); ctest "
                "store_pg runs this suite against a throwaway cluster (tests/scale/pgcluster.py)\n");
