@@ -205,14 +205,12 @@ static void test_unread_column_refused(void **state) {
 
 static void test_round_trip(void **state) {
     (void)state;
-    const char *target = fresh_target("rt");
-    kr_store *s = open_ok(target);
-    kr_candles *c = make_candles(0, 300, 50.0);
+    char target[1400];
+    kr_candles *c = NULL;
+    kr_store_close(store_of_aapl("rt", 300, 50.0, target, sizeof target, &c));
     kr_error err = { 0 };
-    if (kr_store_upsert(s, "AAPL", "1d", c, &err) != KR_OK) fail_msg("%s", err.message);
-    kr_store_close(s);
 
-    s = open_ok(target); /* persisted across handles */
+    kr_store *s = open_ok(target); /* persisted across handles */
     kr_candles *r = NULL;
     if (kr_store_read(s, "aapl", "1d", 0, &r, &err) != KR_OK) fail_msg("%s", err.message);
     assert_int_equal(r->n, 300);
@@ -815,11 +813,10 @@ static void test_concurrent_reader(void **state) {
  * candle once; a range holding none names it. */
 static void test_read_range(void **state) {
     (void)state;
-    const char *target = fresh_target("range");
-    kr_store *s = open_ok(target);
+    char target[1400];
+    kr_candles *c = NULL; /* 2024-01-01 .. 01-30 */
+    kr_store *s = store_of_aapl("range", 30, 100.0, target, sizeof target, &c);
     kr_error err = { 0 };
-    kr_candles *c = make_candles(0, 30, 100.0); /* 2024-01-01 .. 01-30 */
-    assert_int_equal(kr_store_upsert(s, "AAPL", "1d", c, &err), KR_OK);
     const int64_t day = 86400, t0 = c->timestamps[0];
     kr_candles *got = NULL;
     assert_int_equal(
@@ -865,11 +862,10 @@ static void test_read_range(void **state) {
 
 static void test_delete(void **state) {
     (void)state;
-    const char *target = fresh_target("del");
-    kr_store *s = open_ok(target);
+    char target[1400];
+    kr_candles *c = NULL; /* 2024-01-01 .. 01-30 */
+    kr_store *s = store_of_aapl("del", 30, 100.0, target, sizeof target, &c);
     kr_error err = { 0 };
-    kr_candles *c = make_candles(0, 30, 100.0); /* 2024-01-01 .. 01-30 */
-    assert_int_equal(kr_store_upsert(s, "AAPL", "1d", c, &err), KR_OK);
     assert_int_equal(kr_store_upsert(s, "AAPL", "1h", c, &err), KR_OK);
     assert_int_equal(kr_store_set_market(s, "AAPL", "NYSE", &err), KR_OK);
     const int64_t day = 86400, t0 = c->timestamps[0];
