@@ -83,7 +83,8 @@ static void pg_close(PGconn *c) { PQfinish(c); }
 #else
 /* Never called: g_pg is 1 only where the build has PostgreSQL. */
 static PGconn *pg_connect(const char *url) {
-    fail_msg("%s: this build has no PostgreSQL", url);
+    (void)url;
+    fail_msg("this build has no PostgreSQL");
     return NULL;
 }
 static void pg_exec(PGconn *c, const char *sql) {
@@ -93,7 +94,7 @@ static void pg_exec(PGconn *c, const char *sql) {
 static char *pg_value(PGconn *c, const char *sql) {
     (void)c;
     (void)sql;
-    return NULL;
+    return strdup("0");
 }
 static void pg_close(PGconn *c) { (void)c; }
 #endif
@@ -111,7 +112,7 @@ static const char *fresh_target(const char *name) {
     static char t[2][1400];
     static int which;
     char *out = t[which ^= 1];
-    if (!g_pg) {
+    if (!g_pg || !g_admin) {
         snprintf(out, sizeof t[0], "%s/%s.db", g_tmp, name);
         return out;
     }
@@ -1483,29 +1484,8 @@ static void test_url_display(void **state) {
     assert_string_equal(out, "postgresql://u@h/k");
     kr_store_display_name("/tmp/a:b@c.db", out, sizeof out);
     assert_string_equal(out, "/tmp/a:b@c.db");
-    /* Nothing listens here (a closed port on loopback): the error names the redacted URL, and
-     * it is a retry-later failure (the server's 503), not a broken store. */
-    kr_store *s = NULL;
-    kr_error err = { 0 };
-    assert_int_equal(
-        kr_store_open("postgresql://kronos:s3cr3t@127.0.0.1:1/k?connect_timeout=5", &s, &err),
-        KR_ERR_UNAVAILABLE);
-    assert_null(s);
-    assert_null(strstr(err.message, "s3cr3t"));
-    if (!strstr(err.message, "postgresql://kronos:***@127.0.0.1:1/k") ||
-        !strstr(err.message, "cannot connect"))
-        fail_msg("message: %s", err.message);
-    /* A malformed URL: libpq's message would quote the bad part, here the password. */
-    assert_int_equal(kr_store_open("postgresql://kronos:pa%zzss@127.0.0.1:1/k", &s, &err),
-                     KR_ERR_INVALID_ARG);
-    assert_null(strstr(err.message, "pa%zz"));
-    if (!strstr(err.message, "postgresql://kronos:***@127.0.0.1:1/k: not a valid PostgreSQL URL"))
-        fail_msg("message: %s", err.message);
-    /* Without a password the reason is given. */
-    assert_int_equal(kr_store_open("postgresql://kronos@127.0.0.1:1/k?nosuch=1", &s, &err),
-                     KR_ERR_INVALID_ARG);
-    if (!strstr(err.message, "nosuch")) fail_msg("message: %s", err.message);
     /* A URL is not a file: resolving it creates no directories. */
+    kr_error err = { 0 };
     char path[1024];
     assert_int_equal(kr_store_resolve_path("postgresql://u@h/k", path, sizeof path, &err), KR_OK);
     assert_string_equal(path, "postgresql://u@h/k");
@@ -1612,16 +1592,57 @@ static void test_url_password_masked(void **state) {
     char tiny[8];
     kr_store_display_name("postgresql://u@h/k?password=x", tiny, sizeof tiny);
     assert_string_equal(tiny, "postgre");
-    /* libpq takes "kr" for the host and "pa" for the port of kr:pa/ss@db: its message would
-     * quote "pa" (a piece of the password), so it is not shown. */
+}
+
+#if KRONOS_WITH_PG
+/* What libpq says of a URL it cannot use, shown without the password (no server needed). */
+static void test_url_opened_without_password_shown(void **state) {
+    (void)state;
+    /* Nothing listens here (a closed port on loopback): the error names the redacted URL, and
+     * it is a retry-later failure (the server's 503), not a broken store. */
     kr_store *s = NULL;
     kr_error err = { 0 };
+    assert_int_equal(
+        kr_store_open("postgresql://kronos:s3cr3t@127.0.0.1:1/k?connect_timeout=5", &s, &err),
+        KR_ERR_UNAVAILABLE);
+    assert_null(s);
+    assert_null(strstr(err.message, "s3cr3t"));
+    if (!strstr(err.message, "postgresql://kronos:***@127.0.0.1:1/k") ||
+        !strstr(err.message, "cannot connect"))
+        fail_msg("message: %s", err.message);
+    /* A malformed URL: libpq's message would quote the bad part, here the password. */
+    assert_int_equal(kr_store_open("postgresql://kronos:pa%zzss@127.0.0.1:1/k", &s, &err),
+                     KR_ERR_INVALID_ARG);
+    assert_null(strstr(err.message, "pa%zz"));
+    if (!strstr(err.message, "postgresql://kronos:***@127.0.0.1:1/k: not a valid PostgreSQL URL"))
+        fail_msg("message: %s", err.message);
+    /* Without a password the reason is given. */
+    assert_int_equal(kr_store_open("postgresql://kronos@127.0.0.1:1/k?nosuch=1", &s, &err),
+                     KR_ERR_INVALID_ARG);
+    if (!strstr(err.message, "nosuch")) fail_msg("message: %s", err.message);
+    /* libpq takes "kr" for the host and "pa" for the port of kr:pa/ss@db: its message would
+     * quote "pa" (a piece of the password), so it is not shown. */
     assert_int_not_equal(kr_store_open("postgresql://kr:pa/ss@db/k", &s, &err), KR_OK);
     if (strstr(err.message, "pa") && !strstr(err.message, "password"))
         fail_msg("message: %s", err.message);
     if (!strstr(err.message, "postgresql://kr:***@db/k") || !strstr(err.message, "%2F"))
         fail_msg("message: %s", err.message);
 }
+#else
+/* A build without PostgreSQL refuses a URL, naming the option, never showing the password. */
+static void test_url_opened_without_password_shown(void **state) {
+    (void)state;
+    kr_store *s = NULL;
+    kr_error err = { 0 };
+    assert_int_equal(kr_store_open("postgresql://kronos:s3cr3t@127.0.0.1:1/k", &s, &err),
+                     KR_ERR_UNSUPPORTED);
+    assert_null(s);
+    assert_null(strstr(err.message, "s3cr3t"));
+    if (!strstr(err.message, "postgresql://kronos:***@127.0.0.1:1/k") ||
+        !strstr(err.message, "KRONOS_WITH_PG"))
+        fail_msg("message: %s", err.message);
+}
+#endif
 
 /* ---- SQLite only: a store is a file (names, paths, checks of the file, kill -9). */
 
@@ -2548,6 +2569,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_url_display),
         cmocka_unit_test(test_url_typos_refused),
         cmocka_unit_test(test_url_password_masked),
+        cmocka_unit_test(test_url_opened_without_password_shown),
         cmocka_unit_test(test_parse_range),
     };
     g_tmp = kr_test_dir(); /* the one temporary-directory fixture (tests/support) */
