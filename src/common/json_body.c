@@ -224,3 +224,9 @@ kr_status kr_json_body_parse(const char *json, size_t len, const kr_json_limits 
     }
     return KR_OK;
 }
+
+kr_status kr_json_body_failed(cJSON *root, kr_api_error *err, kr_status st) {
+    cJSON_Delete(root);
+    if (!err->status) err->status = 400;
+    return st == KR_OK ? KR_ERR_INVALID_ARG : st;
+}

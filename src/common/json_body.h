@@ -68,4 +68,9 @@ size_t kr_csv_lines(const char *text, size_t len);
 kr_status kr_json_body_parse(const char *json, size_t len, const kr_json_limits *lim, cJSON **root,
                              kr_api_error *err);
 
+/* How a request parser that failed after kr_json_body_parse ends: root freed, the error a
+ * 400 unless it already has a status, and a failure returned whatever st was (st stays KR_OK
+ * where a check set only the message). The caller clears what it had parsed. */
+kr_status kr_json_body_failed(cJSON *root, kr_api_error *err, kr_status st);
+
 #endif

@@ -388,27 +388,32 @@ void kr_finetune_config_free(kr_finetune_config *cfg) {
     free(cfg);
 }
 
+/* The index of the key a setter writes value to, or -1 (KR_ERR_INVALID_ARG for the caller)
+ * with err saying why: a NULL argument or an unknown key. */
+static int key_to_write(const kr_finetune_config *cfg, const char *key, const char *value,
+                        kr_error *err) {
+    if (!cfg || !value) {
+        kr_error_set(err, KR_ERR_INVALID_ARG, "finetune config: NULL argument");
+        return -1;
+    }
+    return lookup(key, err);
+}
+
 kr_status kr_finetune_config_set(kr_finetune_config *cfg, const char *key, const char *value,
                                  kr_error *err) {
-    if (!cfg || !value)
-        return kr_error_set(err, KR_ERR_INVALID_ARG, "finetune config: NULL argument");
-    int i = lookup(key, err);
+    int i = key_to_write(cfg, key, value, err);
     return i < 0 ? KR_ERR_INVALID_ARG : set_value(cfg, i, value, 0, err);
 }
 
 kr_status kr_finetune_config_set_string(kr_finetune_config *cfg, const char *key, const char *value,
                                         kr_error *err) {
-    if (!cfg || !value)
-        return kr_error_set(err, KR_ERR_INVALID_ARG, "finetune config: NULL argument");
-    int i = lookup(key, err);
+    int i = key_to_write(cfg, key, value, err);
     return i < 0 ? KR_ERR_INVALID_ARG : set_value(cfg, i, value, 1, err);
 }
 
 kr_status kr_finetune_config_add(kr_finetune_config *cfg, const char *key, const char *value,
                                  kr_error *err) {
-    if (!cfg || !value)
-        return kr_error_set(err, KR_ERR_INVALID_ARG, "finetune config: NULL argument");
-    int i = lookup(key, err);
+    int i = key_to_write(cfg, key, value, err);
     if (i < 0) return KR_ERR_INVALID_ARG;
     if (k_keys[i].type != T_LIST) return wrong_type(&k_keys[i], "a list", NULL, err);
     if (!*value) return kr_error_set(err, KR_ERR_INVALID_ARG, "%s: empty item", key);

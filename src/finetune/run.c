@@ -29,24 +29,23 @@ void kr_ft_emit(kr_ft_run *run, const kr_finetune_progress *p) {
     if (run->cb && run->cb(run->user, p)) run->stop_requested = 1;
 }
 
+/* Sends an event that carries a line and no figures (KR_FT_INFO, KR_FT_STAGE_SKIPPED): each
+ * figure NaN, "none". */
+static void emit_line(kr_ft_run *run, kr_finetune_event event, const char *stage,
+                      const char *line) {
+    kr_finetune_progress p = { .event = event, .stage = stage, .message = line };
+    p.loss = p.epoch_loss = p.lr = p.grad_norm = NAN;
+    p.val_loss = p.val_loss_official = p.best_val_loss = p.eta_seconds = NAN;
+    kr_ft_emit(run, &p);
+}
+
 void kr_ft_info(kr_ft_run *run, const char *stage, const char *fmt, ...) {
     char line[1024];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
-    kr_finetune_progress p = { .event = KR_FT_INFO,
-                               .stage = stage,
-                               .message = line,
-                               .loss = NAN,
-                               .epoch_loss = NAN,
-                               .lr = NAN,
-                               .grad_norm = NAN,
-                               .val_loss = NAN,
-                               .val_loss_official = NAN,
-                               .best_val_loss = NAN,
-                               .eta_seconds = NAN };
-    kr_ft_emit(run, &p);
+    emit_line(run, KR_FT_INFO, stage, line);
     if (run->log) {
         cJSON *o = kr_ft_log_event("info");
         if (stage) cJSON_AddStringToObject(o, "stage", stage);
@@ -390,18 +389,7 @@ kr_status kr_finetune_run(const kr_finetune_config *cfg, kr_finetune_progress_cb
             cJSON_AddStringToObject(o, "stage", sg->name);
             cJSON_AddStringToObject(o, "reason", sg->skip_reason);
             kr_ft_log_write(run.log, o, NULL);
-            kr_finetune_progress p = { .event = KR_FT_STAGE_SKIPPED,
-                                       .stage = sg->name,
-                                       .message = sg->skip_reason,
-                                       .loss = NAN,
-                                       .epoch_loss = NAN,
-                                       .lr = NAN,
-                                       .grad_norm = NAN,
-                                       .val_loss = NAN,
-                                       .val_loss_official = NAN,
-                                       .best_val_loss = NAN,
-                                       .eta_seconds = NAN };
-            kr_ft_emit(&run, &p);
+            emit_line(&run, KR_FT_STAGE_SKIPPED, sg->name, sg->skip_reason);
             continue;
         }
         if (!sg->resume && cfg->force) {

@@ -385,15 +385,15 @@ static kr_status end_of_epoch(stage_ctx *c, kr_error *err) {
     return save_state(c, err);
 }
 
+/* A stage's context before prepare(): no figure known yet, no step saved. */
+static stage_ctx stage_ctx_of(kr_ft_run *run, kr_ft_stage *sg) {
+    stage_ctx c = { .run = run, .sg = sg, .saved_steps = -1 };
+    c.last_loss = c.last_lr = c.last_norm = c.last_val = c.last_val_official = NAN;
+    return c;
+}
+
 kr_status kr_ft_stage_train(kr_ft_run *run, kr_ft_stage *sg, kr_error *err) {
-    stage_ctx c = { .run = run,
-                    .sg = sg,
-                    .last_loss = NAN,
-                    .last_lr = NAN,
-                    .last_norm = NAN,
-                    .last_val = NAN,
-                    .last_val_official = NAN,
-                    .saved_steps = -1 };
+    stage_ctx c = stage_ctx_of(run, sg);
     kr_status st = prepare(&c, err);
     const int64_t steps_at_start = c.pos.steps;
     c.t0 = kr_now_seconds();
@@ -489,14 +489,7 @@ kr_status kr_ft_stage_train(kr_ft_run *run, kr_ft_stage *sg, kr_error *err) {
 
 kr_status kr_ft_stage_eval(kr_ft_run *run, kr_ft_stage *sg, double *val, double *val_official,
                            kr_error *err) {
-    stage_ctx c = { .run = run,
-                    .sg = sg,
-                    .last_loss = NAN,
-                    .last_lr = NAN,
-                    .last_norm = NAN,
-                    .last_val = NAN,
-                    .last_val_official = NAN,
-                    .saved_steps = -1 };
+    stage_ctx c = stage_ctx_of(run, sg);
     c.t0 = kr_now_seconds();
     kr_status st = prepare(&c, err);
     if (st == KR_OK) st = validate(&c, val, val_official, err);

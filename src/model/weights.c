@@ -655,6 +655,29 @@ static kr_status open_dir(const char *dir, const kr_weights_opts *opts, char **s
     return rc;
 }
 
+/* Opens dir/model.safetensors (open_dir) and readies a binder over it for a checkpoint
+ * quantised as `quant`. On failure nothing is left open. */
+static kr_status binder_open(binder *b, const char *dir, const kr_weights_opts *opts,
+                             kr_quant_config quant, char **st_path, kr_safetensors **st,
+                             kr_error *err) {
+    kr_status rc = open_dir(dir, opts, st_path, st, err);
+    *b = (binder){ .st = *st,
+                   .label = *st_path,
+                   .err = err,
+                   .quant = quant,
+                   .check_finite = !(opts && opts->allow_nonfinite) };
+    return rc;
+}
+
+/* What a load that failed after binder_open drops: the binder's tables, the file (unless
+ * binder_hand_over took it) and its name. */
+static void binder_drop(binder *b, char *st_path, kr_safetensors *st) {
+    free(b->slots);
+    free(b->q);
+    free(st_path);
+    kr_st_close(st);
+}
+
 /* ---------------------------------------------------------------- tokenizer */
 
 void kr_tokenizer_weights_free(kr_tokenizer_weights *w) {
@@ -681,15 +704,10 @@ kr_status kr_tokenizer_weights_load(const char *dir, const kr_weights_opts *opts
 
     char *st_path;
     kr_safetensors *st;
-    rc = open_dir(dir, opts, &st_path, &st, err);
-    if (rc != KR_OK) return rc;
+    binder b;
+    if ((rc = binder_open(&b, dir, opts, cfg.quant, &st_path, &st, err)) != KR_OK) return rc;
 
     kr_tokenizer_weights *w = calloc(1, sizeof *w);
-    binder b = { .st = st,
-                 .label = st_path,
-                 .err = err,
-                 .quant = cfg.quant,
-                 .check_finite = !(opts && opts->allow_nonfinite) };
     if (!w) {
         rc = kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory", st_path);
         goto fail;
@@ -726,10 +744,7 @@ kr_status kr_tokenizer_weights_load(const char *dir, const kr_weights_opts *opts
     }
 
 fail:
-    free(b.slots);
-    free(b.q);
-    free(st_path);
-    kr_st_close(st);
+    binder_drop(&b, st_path, st);
     kr_tokenizer_weights_free(w);
     return rc;
 }
@@ -759,15 +774,10 @@ kr_status kr_predictor_weights_load(const char *dir, const kr_weights_opts *opts
 
     char *st_path;
     kr_safetensors *st;
-    rc = open_dir(dir, opts, &st_path, &st, err);
-    if (rc != KR_OK) return rc;
+    binder b;
+    if ((rc = binder_open(&b, dir, opts, cfg.quant, &st_path, &st, err)) != KR_OK) return rc;
 
     kr_predictor_weights *w = calloc(1, sizeof *w);
-    binder b = { .st = st,
-                 .label = st_path,
-                 .err = err,
-                 .quant = cfg.quant,
-                 .check_finite = !(opts && opts->allow_nonfinite) };
     if (!w) {
         rc = kr_error_set(err, KR_ERR_NOMEM, "%s: out of memory", st_path);
         goto fail;
@@ -808,10 +818,7 @@ kr_status kr_predictor_weights_load(const char *dir, const kr_weights_opts *opts
     }
 
 fail:
-    free(b.slots);
-    free(b.q);
-    free(st_path);
-    kr_st_close(st);
+    binder_drop(&b, st_path, st);
     kr_predictor_weights_free(w);
     return rc;
 }

@@ -40,9 +40,8 @@ kr_status kr_api_store_name(const char *s, const char *field, int interval, char
     return KR_OK;
 }
 
-/* A store name (symbol or interval) from a JSON string. */
-static kr_status get_name(const cJSON *v, const char *field, int interval, char *out, size_t cap,
-                          kr_api_error *err) {
+kr_status kr_api_json_store_name(const cJSON *v, const char *field, int interval, char *out,
+                                 size_t cap, kr_api_error *err) {
     if (!cJSON_IsString(v))
         return kr_api_error_set(err, 400, field, "must be a string, got %s", kr_json_type_name(v));
     return kr_api_store_name(v->valuestring, field, interval, out, cap, err);
@@ -130,7 +129,7 @@ kr_status kr_api_symbol_list(const cJSON *v, int max_symbols, char (*out)[KR_STO
     char f[32];
     for (const cJSON *it = v->child; it; it = it->next) {
         snprintf(f, sizeof f, "symbols[%d]", *n);
-        kr_status st = get_name(it, f, 0, out[*n], sizeof out[0], err);
+        kr_status st = kr_api_json_store_name(it, f, 0, out[*n], sizeof out[0], err);
         if (st != KR_OK) return st;
         for (int j = 0; j < *n; j++)
             if (!strcasecmp(out[j], out[*n])) /* symbols ignore case */
@@ -301,8 +300,8 @@ kr_status kr_api_analyze_parse(const char *json, size_t len, int batch, const kr
     out->params = kr_analyze_default_params();
     out->format = KR_FORMAT_JSON;
     if ((st = read_fields(root, batch, lim, out, &v, err)) != KR_OK) goto fail;
-    if (v.interval && (st = get_name(v.interval, "interval", 1, out->interval, sizeof out->interval,
-                                     err)) != KR_OK)
+    if (v.interval && (st = kr_api_json_store_name(v.interval, "interval", 1, out->interval,
+                                                   sizeof out->interval, err)) != KR_OK)
         goto fail;
     if (batch && out->all) {
         if (v.symbols) {
@@ -331,8 +330,8 @@ kr_status kr_api_analyze_parse(const char *json, size_t len, int batch, const kr
         }
         out->n = 1;
         if (v.symbol) {
-            if ((st = get_name(v.symbol, sym_field, 0, out->symbols[0], sizeof out->symbols[0],
-                               err)) != KR_OK)
+            if ((st = kr_api_json_store_name(v.symbol, sym_field, 0, out->symbols[0],
+                                             sizeof out->symbols[0], err)) != KR_OK)
                 goto fail;
         } else {
             snprintf(out->symbols[0], sizeof out->symbols[0], "series");
@@ -356,11 +355,9 @@ kr_status kr_api_analyze_parse(const char *json, size_t len, int batch, const kr
     cJSON_Delete(root);
     return KR_OK;
 fail:
-    cJSON_Delete(root);
     kr_api_analyze_request_free(out);
     memset(out, 0, sizeof *out);
-    if (!err->status) err->status = 400;
-    return st == KR_OK ? KR_ERR_INVALID_ARG : st;
+    return kr_json_body_failed(root, err, st);
 }
 
 void kr_api_analyze_request_free(kr_api_analyze_request *r) {

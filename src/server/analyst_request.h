@@ -55,6 +55,9 @@ kr_status kr_api_symbol_list(const cJSON *v, int max_symbols, char (*out)[KR_STO
  * kr_store_check_interval's rules, copied to out[cap]; the error names field. */
 kr_status kr_api_store_name(const char *s, const char *field, int interval, char *out, size_t cap,
                             kr_api_error *err);
+/* The same from a JSON value of a request body, which must be a string. */
+kr_status kr_api_json_store_name(const cJSON *v, const char *field, int interval, char *out,
+                                 size_t cap, kr_api_error *err);
 
 /* The query parameters of GET /v1/candles/{symbol}: interval (NULL: any; out "" then) and
  * limit (NULL: KR_API_CANDLES_LIMIT; else decimal digits in 1..KR_API_CANDLES_MAX). */

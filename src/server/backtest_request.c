@@ -175,15 +175,9 @@ kr_status kr_api_backtest_parse(const char *json, size_t len, const kr_api_limit
     out->params = kr_backtest_default_params();
     out->format = KR_BACKTEST_JSON;
     if ((st = read_fields(root, lim, out, &v, err)) != KR_OK) goto fail;
-    if (v.interval && (!cJSON_IsString(v.interval) ||
-                       kr_api_store_name(v.interval->valuestring, "interval", 1, out->interval,
-                                         sizeof out->interval, err) != KR_OK)) {
-        if (!cJSON_IsString(v.interval))
-            kr_api_error_set(err, 400, "interval", "must be a string, got %s",
-                             kr_json_type_name(v.interval));
-        st = KR_ERR_INVALID_ARG;
+    if (v.interval && (st = kr_api_json_store_name(v.interval, "interval", 1, out->interval,
+                                                   sizeof out->interval, err)) != KR_OK)
         goto fail;
-    }
     const int sources = (v.symbols != NULL) + out->all + (v.candles != NULL);
     if (sources != 1) {
         st = kr_api_error_set(err, 400, sources ? "symbols" : "symbols",
@@ -205,15 +199,9 @@ kr_status kr_api_backtest_parse(const char *json, size_t len, const kr_api_limit
             goto fail;
     } else if (v.candles) {
         if (v.symbol) {
-            if (!cJSON_IsString(v.symbol) ||
-                kr_api_store_name(v.symbol->valuestring, "symbol", 0, out->symbols[0],
-                                  sizeof out->symbols[0], err) != KR_OK) {
-                if (!cJSON_IsString(v.symbol))
-                    kr_api_error_set(err, 400, "symbol", "must be a string, got %s",
-                                     kr_json_type_name(v.symbol));
-                st = KR_ERR_INVALID_ARG;
+            if ((st = kr_api_json_store_name(v.symbol, "symbol", 0, out->symbols[0],
+                                             sizeof out->symbols[0], err)) != KR_OK)
                 goto fail;
-            }
         } else {
             snprintf(out->symbols[0], sizeof out->symbols[0], "series");
         }
@@ -228,11 +216,9 @@ kr_status kr_api_backtest_parse(const char *json, size_t len, const kr_api_limit
     cJSON_Delete(root);
     return KR_OK;
 fail:
-    cJSON_Delete(root);
     kr_api_backtest_request_free(out);
     memset(out, 0, sizeof *out);
-    if (!err->status) err->status = 400;
-    return st == KR_OK ? KR_ERR_INVALID_ARG : st;
+    return kr_json_body_failed(root, err, st);
 }
 
 void kr_api_backtest_request_free(kr_api_backtest_request *r) {

@@ -234,11 +234,9 @@ kr_status kr_api_forecast_parse(const char *json, size_t len, const kr_api_limit
     cJSON_Delete(root);
     return KR_OK;
 fail:
-    cJSON_Delete(root);
     kr_api_request_free(out);
     memset(out, 0, sizeof *out);
-    if (!err->status) err->status = 400;
-    return st == KR_OK ? KR_ERR_INVALID_ARG : st;
+    return kr_json_body_failed(root, err, st);
 }
 
 void kr_api_request_free(kr_api_request *r) {

@@ -331,6 +331,18 @@ kr_status kr_store_resolve_interval(kr_store *s, const char *symbol, const char 
     return KR_OK;
 }
 
+kr_status kr_store_series_names_locked(kr_store *s, const char **symbol, const char **interval,
+                                       char canon[KR_STORE_NAME_MAX + 1],
+                                       char spelled[KR_STORE_NAME_MAX + 1], kr_error *err) {
+    canon[0] = '\0';
+    kr_status st = s->ops->canonical_symbol(s, *symbol, canon, KR_STORE_NAME_MAX + 1, err);
+    if (st != KR_OK) return st;
+    if (canon[0]) *symbol = canon;
+    st = kr_store_resolve_interval(s, *symbol, *interval, spelled, KR_STORE_NAME_MAX + 1, err);
+    if (st == KR_OK) *interval = spelled;
+    return st;
+}
+
 /* The interval as symbol's series spell it (kr_store_find_entry), or as given when the symbol
  * has no series of that length yet. A writer asks again under its lock. */
 static kr_status stored_interval(kr_store *store, const char *symbol, const char *interval,

@@ -50,6 +50,16 @@ int kr_store_lock_wait_ms(const kr_store *s);
 kr_status kr_store_resolve_interval(kr_store *s, const char *symbol, const char *interval,
                                     char *out, size_t cap, kr_error *err);
 
+/* A writer's names of the series it writes, looked up again once it holds the write lock:
+ * another writer may have stored another case of the symbol since the caller looked (two
+ * first ingests of "aapl" and "AAPL" at once), or made the series under another spelling of
+ * its interval (a first write spelled "60m" may have made it "1h"). *symbol and *interval are
+ * pointed at canon and spelled, which hold the names as stored (or as given, for a new
+ * series). */
+kr_status kr_store_series_names_locked(kr_store *s, const char **symbol, const char **interval,
+                                       char canon[KR_STORE_NAME_MAX + 1],
+                                       char spelled[KR_STORE_NAME_MAX + 1], kr_error *err);
+
 /* Rows of a read as the backend returns them, newest first; store.c reverses them. */
 typedef struct kr_store_rows {
     kr_candles *c;

@@ -410,6 +410,18 @@ static kr_status query(kr_store *s, const char *sql, int n, const char *const *p
     return query_formats(s, sql, n, params, NULL, NULL, step, out, err);
 }
 
+/* The first row of sql's answer as n_out integers, zeros when it has no row. */
+static kr_status query_int64s(kr_store *s, const char *sql, int n, const char *const *params,
+                              const char *step, int64_t *out, int n_out, kr_error *err) {
+    PGresult *r = NULL;
+    kr_status st = query(s, sql, n, params, step, &r, err);
+    if (st != KR_OK) return st;
+    for (int k = 0; k < n_out; k++)
+        out[k] = PQntuples(r) > 0 ? strtoll(PQgetvalue(r, 0, k), NULL, 10) : 0;
+    PQclear(r);
+    return KR_OK;
+}
+
 /* Ends the transaction a failure left open. After an abandoned statement nothing is sent:
  * closing the connection rolls it back. */
 static void rollback(kr_store *s) {
@@ -521,12 +533,11 @@ static kr_status read_schema(kr_store *s, schema_state *ss, kr_error *err) {
     PQclear(r);
     ss->version = 0;
     if (!ss->has_version_table) return KR_OK;
-    st = query(s, "SELECT coalesce(max(version), 0) FROM @kronos_schema", 0, NULL,
-               "reading the schema version", &r, err);
-    if (st != KR_OK) return st;
-    ss->version = atoll(PQgetvalue(r, 0, 0));
-    PQclear(r);
-    return KR_OK;
+    int64_t version = 0;
+    st = query_int64s(s, "SELECT coalesce(max(version), 0) FROM @kronos_schema", 0, NULL,
+                      "reading the schema version", &version, 1, err);
+    ss->version = version;
+    return st;
 }
 
 static kr_status check_schema(const kr_store *s, const schema_state *ss, kr_error *err) {
@@ -944,14 +955,9 @@ static int array_bin(unsigned char *out, const kr_candles *c, int col, int64_t f
 
 /* The series' stored row count (0 when it has none), inside the write transaction. */
 static kr_status series_rows(kr_store *s, const char *const *sym, int64_t *out, kr_error *err) {
-    PGresult *r = NULL;
     *out = 0;
-    kr_status st = query(s, "SELECT rows FROM @symbols WHERE symbol = $1 AND \"interval\" = $2", 2,
-                         sym, "counting rows", &r, err);
-    if (st != KR_OK) return st;
-    if (PQntuples(r) > 0) *out = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
-    PQclear(r);
-    return KR_OK;
+    return query_int64s(s, "SELECT rows FROM @symbols WHERE symbol = $1 AND \"interval\" = $2", 2,
+                        sym, "counting rows", out, 1, err);
 }
 
 /* kr_store_two_bars_a_day for the first date of the batch's span that now holds two bars. */
@@ -1063,6 +1069,32 @@ static void commit_unknown(const kr_store *s, kr_status st, kr_error *err) {
              " (whether the commit was applied is unknown: read the series back)");
 }
 
+/* Starts a write of one series (`starting`: "starting the write", "starting the delete"): a
+ * transaction whose lock waits end by the busy timeout or the deadline, holding the symbol's
+ * write lock, so an upsert and a delete of one symbol run one after the other; then the
+ * series' names as stored (kr_store_series_names_locked). The caller rolls back on an
+ * error. */
+static kr_status begin_series_write(kr_store *s, const char *starting, const char **symbol,
+                                    const char **interval, char *canon, char *spelled,
+                                    kr_error *err) {
+    /* lock_timeout 0 would mean "wait forever": a zero busy timeout fails at once instead. The
+     * wait ends by the deadline too, as a lock timeout (nothing written) rather than a
+     * connection given up. */
+    char timeout[64];
+    const int lock_ms = lock_wait_ms(s);
+    snprintf(timeout, sizeof timeout, "SET LOCAL lock_timeout = %d", lock_ms > 0 ? lock_ms : 1);
+    const char *p[1] = { *symbol };
+    PGresult *r = NULL;
+    kr_status st;
+    if ((st = exec(s, "BEGIN", starting, err)) != KR_OK ||
+        (st = exec(s, timeout, starting, err)) != KR_OK ||
+        (st = query(s, "SELECT pg_advisory_xact_lock(hashtext('kronos:' || lower($1)))", 1, p,
+                    "waiting for the write lock", &r, err)) != KR_OK)
+        return st;
+    PQclear(r);
+    return kr_store_series_names_locked(s, symbol, interval, canon, spelled, err);
+}
+
 static kr_status pg_upsert(kr_store *s, const char *symbol, const char *interval,
                            const kr_candles *c, kr_store_upsert_stats *stats, kr_error *err) {
     unsigned char *cols[1 + KR_N_FEATURES] = { NULL };
@@ -1074,12 +1106,7 @@ static kr_status pg_upsert(kr_store *s, const char *symbol, const char *interval
                               interval);
             goto done;
         }
-    char timeout[64], now[32];
-    /* lock_timeout 0 would mean "wait forever": a zero busy timeout fails at once instead. The
-     * wait ends by the deadline too, as a lock timeout (nothing written) rather than a
-     * connection given up. */
-    const int lock_ms = lock_wait_ms(s);
-    snprintf(timeout, sizeof timeout, "SET LOCAL lock_timeout = %d", lock_ms > 0 ? lock_ms : 1);
+    char now[32];
     snprintf(now, sizeof now, "%lld", (long long)time(NULL));
     const char *flags[2] = { c->has_volume ? "1" : "0", c->has_amount ? "1" : "0" };
     const char *ins[11] = { symbol,
@@ -1096,22 +1123,12 @@ static kr_status pg_upsert(kr_store *s, const char *symbol, const char *interval
     const char *sym[3] = { symbol, interval, now };
     PGresult *r = NULL;
     int64_t rows_before = 0, rows_after = 0, changed = 0;
-    char canon[KR_STORE_NAME_MAX + 1] = "", spelled[KR_STORE_NAME_MAX + 1];
-    if ((st = exec(s, "BEGIN", "starting the write", err)) != KR_OK ||
-        (st = exec(s, timeout, "starting the write", err)) != KR_OK ||
-        (st = query(s, "SELECT pg_advisory_xact_lock(hashtext('kronos:' || lower($1)))", 1, ins,
-                    "waiting for the write lock", &r, err)) != KR_OK)
+    char canon[KR_STORE_NAME_MAX + 1], spelled[KR_STORE_NAME_MAX + 1];
+    if ((st = begin_series_write(s, "starting the write", &symbol, &interval, canon, spelled,
+                                 err)) != KR_OK)
         goto fail;
-    PQclear(r);
-    /* The spelling again, under the lock: another writer may have stored another case of the
-     * symbol since the caller looked (two first ingests of "aapl" and "AAPL" at once). */
-    if ((st = pg_canonical_symbol(s, symbol, canon, sizeof canon, err)) != KR_OK) goto fail;
-    if (canon[0]) ins[0] = sym[0] = symbol = canon;
-    /* And the interval's: a first write spelled "60m" may have made the series "1h" since. */
-    if ((st = kr_store_resolve_interval(s, symbol, interval, spelled, sizeof spelled, err)) !=
-        KR_OK)
-        goto fail;
-    ins[1] = sym[1] = interval = spelled;
+    ins[0] = sym[0] = symbol;
+    ins[1] = sym[1] = interval;
     if ((st = series_rows(s, sym, &rows_before, err)) != KR_OK) goto fail;
     for (int64_t first = 0; first < c->n; first += UPSERT_CHUNK) {
         int n = (int)(c->n - first < UPSERT_CHUNK ? c->n - first : UPSERT_CHUNK);
@@ -1120,21 +1137,15 @@ static kr_status pg_upsert(kr_store *s, const char *symbol, const char *interval
     if (kr_store_one_bar_a_day(interval) &&
         (st = check_one_a_day(s, symbol, interval, c, err)) != KR_OK)
         goto fail;
-    {
-        if ((st = query(s,
-                        "SELECT count(*), coalesce(sum(has_volume), 0), "
-                        "coalesce(sum(has_amount), 0) FROM @candles WHERE symbol = $1 AND "
-                        "\"interval\" = $2",
-                        2, ins, "checking the stored columns", &r, err)) != KR_OK)
-            goto fail;
-        int64_t n_rows = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
-        int64_t with_volume = strtoll(PQgetvalue(r, 0, 1), NULL, 10);
-        int64_t with_amount = strtoll(PQgetvalue(r, 0, 2), NULL, 10);
-        PQclear(r);
-        if ((st = kr_store_check_kept_columns(s, symbol, interval, c, n_rows, with_volume,
-                                              with_amount, err)) != KR_OK)
-            goto fail;
-    }
+    int64_t kept[3]; /* rows, rows with a volume, rows with an amount */
+    if ((st = query_int64s(s,
+                           "SELECT count(*), coalesce(sum(has_volume), 0), "
+                           "coalesce(sum(has_amount), 0) FROM @candles WHERE symbol = $1 AND "
+                           "\"interval\" = $2",
+                           2, ins, "checking the stored columns", kept, 3, err)) != KR_OK ||
+        (st = kr_store_check_kept_columns(s, symbol, interval, c, kept[0], kept[1], kept[2],
+                                          err)) != KR_OK)
+        goto fail;
     /* Recomputed from the rows rather than adjusted, so it stays right when the batch
      * overlaps what was stored. */
     if ((st = query(s,
@@ -1247,48 +1258,32 @@ static kr_status pg_set_market(kr_store *s, const char *symbol, const char *mark
 /* count(*), min(ts), max(ts) of the series' candles in [p[2], p[3]] (p: symbol, interval,
  * from, to as text), inside the transaction. */
 static kr_status pg_range_stats(kr_store *s, const char *const *p, int64_t out[3], kr_error *err) {
-    PGresult *r = NULL;
-    kr_status st = query(s,
-                         "SELECT count(*), coalesce(min(ts), 0), coalesce(max(ts), 0) FROM "
-                         "@candles WHERE symbol = $1 AND \"interval\" = $2 AND ts >= $3::bigint "
-                         "AND ts <= $4::bigint",
-                         4, p, "counting the range", &r, err);
-    if (st != KR_OK) return st;
-    for (int k = 0; k < 3; k++) out[k] = strtoll(PQgetvalue(r, 0, k), NULL, 10);
-    PQclear(r);
-    return KR_OK;
+    return query_int64s(s,
+                        "SELECT count(*), coalesce(min(ts), 0), coalesce(max(ts), 0) FROM "
+                        "@candles WHERE symbol = $1 AND \"interval\" = $2 AND ts >= $3::bigint "
+                        "AND ts <= $4::bigint",
+                        4, p, "counting the range", out, 3, err);
 }
 
 static kr_status pg_delete_range(kr_store *s, const char *symbol, const char *interval,
                                  int64_t from, int64_t to, kr_store_delete_stats *stats,
                                  kr_error *err) {
-    char timeout[64], lo[32], hi[32], all_lo[32], all_hi[32], now[32], n_left[32], first[32],
-        last[32];
-    const int lock_ms = lock_wait_ms(s);
-    snprintf(timeout, sizeof timeout, "SET LOCAL lock_timeout = %d", lock_ms > 0 ? lock_ms : 1);
+    char lo[32], hi[32], all_lo[32], all_hi[32], now[32], n_left[32], first[32], last[32];
     snprintf(lo, sizeof lo, "%lld", (long long)from);
     snprintf(hi, sizeof hi, "%lld", (long long)to);
     snprintf(all_lo, sizeof all_lo, "%lld", (long long)KR_STORE_TS_FIRST);
     snprintf(all_hi, sizeof all_hi, "%lld", (long long)KR_STORE_TS_LAST);
     snprintf(now, sizeof now, "%lld", (long long)time(NULL));
-    char canon[KR_STORE_NAME_MAX + 1] = "", spelled[KR_STORE_NAME_MAX + 1];
+    char canon[KR_STORE_NAME_MAX + 1], spelled[KR_STORE_NAME_MAX + 1];
     const char *p[4] = { symbol, interval, lo, hi };
     PGresult *r = NULL;
     int64_t before = 0, hit[3], left[3];
     kr_status st;
-    /* The upsert's lock: a delete and an ingest of one symbol run one after the other. */
-    if ((st = exec(s, "BEGIN", "starting the delete", err)) != KR_OK ||
-        (st = exec(s, timeout, "starting the delete", err)) != KR_OK ||
-        (st = query(s, "SELECT pg_advisory_xact_lock(hashtext('kronos:' || lower($1)))", 1, p,
-                    "waiting for the write lock", &r, err)) != KR_OK)
+    if ((st = begin_series_write(s, "starting the delete", &symbol, &interval, canon, spelled,
+                                 err)) != KR_OK)
         goto fail;
-    PQclear(r);
-    if ((st = pg_canonical_symbol(s, symbol, canon, sizeof canon, err)) != KR_OK) goto fail;
-    if (canon[0]) p[0] = symbol = canon;
-    if ((st = kr_store_resolve_interval(s, symbol, interval, spelled, sizeof spelled, err)) !=
-        KR_OK)
-        goto fail;
-    p[1] = interval = spelled;
+    p[0] = symbol;
+    p[1] = interval;
     if ((st = series_rows(s, p, &before, err)) != KR_OK) goto fail;
     if (before == 0) { /* no such series: nothing to do */
         if ((st = exec(s, "COMMIT", "ending the delete", err)) != KR_OK) goto fail;

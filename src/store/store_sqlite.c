@@ -562,17 +562,11 @@ static kr_status sqlite_upsert(kr_store *store, const char *symbol, const char *
     kr_status st;
     sqlite3_stmt *ins = NULL, *sym = NULL;
     int64_t rows_before = 0;
-    char canon[KR_STORE_NAME_MAX + 1] = "", spelled[KR_STORE_NAME_MAX + 1];
-    if ((st = exec(store, "BEGIN IMMEDIATE", "starting the write", err)) != KR_OK) goto fail;
-    /* The spelling again, under the write lock: another writer may have stored another case of
-     * the symbol since the caller looked (two first ingests of "aapl" and "AAPL" at once). */
-    if ((st = sqlite_canonical_symbol(store, symbol, canon, sizeof canon, err)) != KR_OK) goto fail;
-    if (canon[0]) symbol = canon;
-    /* And the interval's: a first write spelled "60m" may have made the series "1h" since. */
-    if ((st = kr_store_resolve_interval(store, symbol, interval, spelled, sizeof spelled, err)) !=
-        KR_OK)
+    char canon[KR_STORE_NAME_MAX + 1], spelled[KR_STORE_NAME_MAX + 1];
+    if ((st = exec(store, "BEGIN IMMEDIATE", "starting the write", err)) != KR_OK ||
+        (st = kr_store_series_names_locked(store, &symbol, &interval, canon, spelled, err)) !=
+            KR_OK)
         goto fail;
-    interval = spelled;
     if ((st = series_rows(store, symbol, interval, &rows_before, err)) != KR_OK) goto fail;
     const int changes0 = sqlite3_total_changes(DB(store));
     /* Full statements of UPSERT_ROWS rows, then one for the rest (prepared once, at the end). */
@@ -773,16 +767,12 @@ static kr_status sqlite_delete_range(kr_store *store, const char *symbol, const 
                                      int64_t from, int64_t to, kr_store_delete_stats *stats,
                                      kr_error *err) {
     kr_status st;
-    char canon[KR_STORE_NAME_MAX + 1] = "", spelled[KR_STORE_NAME_MAX + 1];
+    char canon[KR_STORE_NAME_MAX + 1], spelled[KR_STORE_NAME_MAX + 1];
     int64_t before = 0, hit[3], left[3];
-    if ((st = exec(store, "BEGIN IMMEDIATE", "starting the delete", err)) != KR_OK) goto fail;
-    /* The spellings again, under the write lock (as an upsert does). */
-    if ((st = sqlite_canonical_symbol(store, symbol, canon, sizeof canon, err)) != KR_OK) goto fail;
-    if (canon[0]) symbol = canon;
-    if ((st = kr_store_resolve_interval(store, symbol, interval, spelled, sizeof spelled, err)) !=
-        KR_OK)
+    if ((st = exec(store, "BEGIN IMMEDIATE", "starting the delete", err)) != KR_OK ||
+        (st = kr_store_series_names_locked(store, &symbol, &interval, canon, spelled, err)) !=
+            KR_OK)
         goto fail;
-    interval = spelled;
     if ((st = series_rows(store, symbol, interval, &before, err)) != KR_OK) goto fail;
     if (before == 0) { /* no such series: nothing to do */
         if ((st = exec(store, "COMMIT", "ending the delete", err)) != KR_OK) goto fail;

@@ -22,8 +22,11 @@ const char *tr_part_name(tr_part part) {
     return part >= 0 && part < TR_PART_COUNT ? names[part] : "unknown";
 }
 
+/* Which kernel a gemm_job runs: C = A W^T (+ bias), A B, A^T B, or A B + bias. */
+typedef enum gemm_kind { GEMM_NT, GEMM_NN, GEMM_TN, GEMM_NN_BIAS } gemm_kind;
+
 typedef struct gemm_job {
-    int kind; /* 0 NT, 1 NN, 2 TN, 3 NN from the bias */
+    gemm_kind kind;
     int M, N, K, lda, ldb, ldc, accumulate;
     const float *A, *B, *bias;
     float *C;
@@ -32,89 +35,52 @@ typedef struct gemm_job {
 static void gemm_region(void *p, int ith, int nth) {
     const gemm_job *j = p;
     switch (j->kind) {
-    case 0:
+    case GEMM_NT:
         kr_gemm_f32(j->M, j->N, j->K, j->A, j->lda, j->B, j->bias, j->C, j->ldc, ith, nth);
         break;
-    case 1:
+    case GEMM_NN:
         kr_gemm_nn_f32(j->M, j->N, j->K, j->A, j->lda, j->B, j->ldb, j->C, j->ldc, j->accumulate,
                        ith, nth);
         break;
-    case 2:
+    case GEMM_TN:
         kr_gemm_tn_f32(j->M, j->N, j->K, j->A, j->lda, j->B, j->ldb, j->C, j->ldc, j->accumulate,
                        ith, nth);
         break;
-    default:
+    case GEMM_NN_BIAS:
         kr_gemm_nn_bias_f32(j->M, j->N, j->K, j->A, j->lda, j->B, j->ldb, j->bias, j->C, j->ldc,
                             ith, nth);
         break;
     }
 }
 
+/* Runs one product over the pool's threads as phase `part` (ldb, bias and accumulate as the
+ * kind uses them); an empty C is nothing to do. */
+static void run_gemm(kr_pool *pool, tr_part part, gemm_kind kind, int M, int N, int K,
+                     const float *A, int lda, const float *B, int ldb, const float *bias, float *C,
+                     int ldc, int accumulate) {
+    if (M <= 0 || N <= 0) return;
+    gemm_job j = { kind, M, N, K, lda, ldb, ldc, accumulate, A, B, bias, C };
+    kr_pool_run_part(pool, (int)part, gemm_region, &j);
+}
+
 void tr_gemm_nt(kr_pool *pool, tr_part part, int M, int N, int K, const float *A, int lda,
                 const float *W, const float *bias, float *C, int ldc) {
-    if (M <= 0 || N <= 0) return;
-    gemm_job j = { .kind = 0,
-                   .M = M,
-                   .N = N,
-                   .K = K,
-                   .A = A,
-                   .lda = lda,
-                   .B = W,
-                   .bias = bias,
-                   .C = C,
-                   .ldc = ldc };
-    kr_pool_run_part(pool, (int)part, gemm_region, &j);
+    run_gemm(pool, part, GEMM_NT, M, N, K, A, lda, W, 0, bias, C, ldc, 0);
 }
 
 void tr_gemm_nn(kr_pool *pool, tr_part part, int M, int N, int K, const float *A, int lda,
                 const float *B, int ldb, float *C, int ldc, int accumulate) {
-    if (M <= 0 || N <= 0) return;
-    gemm_job j = { .kind = 1,
-                   .M = M,
-                   .N = N,
-                   .K = K,
-                   .A = A,
-                   .lda = lda,
-                   .B = B,
-                   .ldb = ldb,
-                   .C = C,
-                   .ldc = ldc,
-                   .accumulate = accumulate };
-    kr_pool_run_part(pool, (int)part, gemm_region, &j);
+    run_gemm(pool, part, GEMM_NN, M, N, K, A, lda, B, ldb, NULL, C, ldc, accumulate);
 }
 
 void tr_gemm_nn_bias(kr_pool *pool, tr_part part, int M, int N, int K, const float *A, int lda,
                      const float *B, int ldb, const float *bias, float *C, int ldc) {
-    if (M <= 0 || N <= 0) return;
-    gemm_job j = { .kind = 3,
-                   .M = M,
-                   .N = N,
-                   .K = K,
-                   .A = A,
-                   .lda = lda,
-                   .B = B,
-                   .ldb = ldb,
-                   .bias = bias,
-                   .C = C,
-                   .ldc = ldc };
-    kr_pool_run_part(pool, (int)part, gemm_region, &j);
+    run_gemm(pool, part, GEMM_NN_BIAS, M, N, K, A, lda, B, ldb, bias, C, ldc, 0);
 }
 
 void tr_gemm_tn(kr_pool *pool, tr_part part, int M, int N, int K, const float *A, int lda,
                 const float *B, int ldb, float *C, int ldc, int accumulate) {
-    if (M <= 0 || N <= 0) return;
-    gemm_job j = { .kind = 2,
-                   .M = M,
-                   .N = N,
-                   .K = K,
-                   .A = A,
-                   .lda = lda,
-                   .B = B,
-                   .ldb = ldb,
-                   .C = C,
-                   .ldc = ldc,
-                   .accumulate = accumulate };
-    kr_pool_run_part(pool, (int)part, gemm_region, &j);
+    run_gemm(pool, part, GEMM_TN, M, N, K, A, lda, B, ldb, NULL, C, ldc, accumulate);
 }
 
 /* Column ranges in units of 16 (a cache line of floats), so threads never share a line. */

@@ -37,26 +37,7 @@ void tr_predictor_layout(kr_trainer *tr, tr_slab *s, int M) {
     const kr_predictor_config *c = &tr->pcfg;
     const size_t d = (size_t)c->d_model, ff = (size_t)c->ff_dim, m = (size_t)M;
     const size_t v1 = (size_t)1 << c->s1_bits, v2 = (size_t)1 << c->s2_bits;
-    for (int i = 0; i <= c->n_layers; i++) {
-        float *x = tr_take(s, m * d);
-        if (s->base) pr->stream[i] = x;
-    }
-    for (int i = 0; i < c->n_layers; i++) {
-        tr_block_acts a = { 0 };
-        a.rstd1 = tr_take(s, m);
-        a.rstd2 = tr_take(s, m);
-        a.q = tr_take(s, m * d);
-        a.k = tr_take(s, m * d);
-        a.v = tr_take(s, m * d);
-        a.att = tr_take(s, m * d);
-        a.x_mid = tr_take(s, m * d);
-        a.h1 = tr_take(s, m * ff);
-        a.h3 = tr_take(s, m * ff);
-        if (s->base) {
-            a.x_in = pr->stream[i];
-            pr->acts[i] = a;
-        }
-    }
+    tr_take_stack(s, c->n_layers, m, d, ff, pr->stream, pr->acts);
     float *f[16];
     f[0] = tr_take(s, m * 2 * d); /* emb_cat */
     f[1] = tr_take(s, m); /* rstd_f */

@@ -43,28 +43,7 @@ void tr_tokenizer_layout(kr_trainer *tr, tr_slab *s, int M) {
     float **streams[3] = { tk->enc_stream, tk->dec_stream[0], tk->dec_stream[1] };
     tr_block_acts *acts[3] = { tk->enc_acts, tk->dec_acts[0], tk->dec_acts[1] };
     int counts[3] = { tk->n_enc, tk->n_dec, tk->n_dec };
-    for (int k = 0; k < 3; k++) {
-        for (int i = 0; i <= counts[k]; i++) {
-            float *x = tr_take(s, m * d);
-            if (s->base) streams[k][i] = x;
-        }
-        for (int i = 0; i < counts[k]; i++) {
-            tr_block_acts a = { 0 };
-            a.rstd1 = tr_take(s, m);
-            a.rstd2 = tr_take(s, m);
-            a.q = tr_take(s, m * d);
-            a.k = tr_take(s, m * d);
-            a.v = tr_take(s, m * d);
-            a.att = tr_take(s, m * d);
-            a.x_mid = tr_take(s, m * d);
-            a.h1 = tr_take(s, m * ff);
-            a.h3 = tr_take(s, m * ff);
-            if (s->base) {
-                a.x_in = streams[k][i];
-                acts[k][i] = a;
-            }
-        }
-    }
+    for (int k = 0; k < 3; k++) tr_take_stack(s, counts[k], m, d, ff, streams[k], acts[k]);
     float *z = tr_take(s, m * q), *zn = tr_take(s, m * q), *nrm = tr_take(s, m);
     float *quant = tr_take(s, m * q), *qpre = tr_take(s, m * (size_t)c->s1_bits);
     float *o0 = tr_take(s, m * (size_t)c->d_in), *o1 = tr_take(s, m * (size_t)c->d_in);

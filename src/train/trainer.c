@@ -51,6 +51,30 @@ float *tr_take(tr_slab *s, size_t n_floats) {
     return s->base ? (float *)(s->base + off) : NULL;
 }
 
+void tr_take_stack(tr_slab *s, int n_blocks, size_t m, size_t d, size_t ff, float **stream,
+                   tr_block_acts *acts) {
+    for (int i = 0; i <= n_blocks; i++) {
+        float *x = tr_take(s, m * d);
+        if (s->base) stream[i] = x;
+    }
+    for (int i = 0; i < n_blocks; i++) {
+        tr_block_acts a = { 0 };
+        a.rstd1 = tr_take(s, m);
+        a.rstd2 = tr_take(s, m);
+        a.q = tr_take(s, m * d);
+        a.k = tr_take(s, m * d);
+        a.v = tr_take(s, m * d);
+        a.att = tr_take(s, m * d);
+        a.x_mid = tr_take(s, m * d);
+        a.h1 = tr_take(s, m * ff);
+        a.h3 = tr_take(s, m * ff);
+        if (s->base) {
+            a.x_in = stream[i];
+            acts[i] = a;
+        }
+    }
+}
+
 /* ---------------------------------------------------------------- configuration */
 
 static int finite_in(double v, double lo, double hi) { return isfinite(v) && v >= lo && v <= hi; }

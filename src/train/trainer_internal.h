@@ -52,6 +52,11 @@ typedef struct tr_slab {
     size_t off;
 } tr_slab;
 float *tr_take(tr_slab *s, size_t n_floats);
+/* Carves a stack of n_blocks transformer blocks over m rows (width d, feed-forward ff): its
+ * n_blocks + 1 residual streams, then each block's activations, block i reading stream i.
+ * With s->base NULL it only counts, and stream and acts are not touched. */
+void tr_take_stack(tr_slab *s, int n_blocks, size_t m, size_t d, size_t ff, float **stream,
+                   tr_block_acts *acts);
 
 /* The BSQ constants and dropout rates of the checkpoint's config.json. */
 typedef struct tr_hyper {
