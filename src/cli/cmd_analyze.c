@@ -223,6 +223,8 @@ const kr_cli_command kr_cli_analyze_spec = {
     (int)(sizeof k_opts / sizeof k_opts[0]),
     KR_CLI_FLAG,
     21,
+    NULL,
+    NULL,
 };
 
 static int parse_opts(int argc, char **argv, opts *o) {

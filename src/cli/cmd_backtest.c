@@ -18,6 +18,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/engine_open.h"
+#include "cli/options.h"
 #include "cli/progress.h"
 #include "cli/store_pick.h"
 #include "common/candles_input.h"
@@ -31,92 +32,6 @@
 #define MAX_ORIGIN_DATES 100000
 /* Rows read per stored symbol: bounds memory for a very long 1-minute history. */
 #define READ_LIMIT 1000000
-
-static void usage(FILE *f) {
-    fputs("usage: kronos backtest SYMBOL... | --all | --input [NAME=]FILE... [flags]\n"
-          "\n"
-          "Does the model beat a naive forecast on these candles? Forecasts every symbol from\n"
-          "many past origins, using only the rows up to each origin (as a live forecast then\n"
-          "would have), scores each forecast against what followed (CRPS, weighted quantile\n"
-          "loss, band coverage, PIT, P(up) reliability, MAE / MAPE / MASE, direction, IC,\n"
-          "volatility), scores the naive, seasonal naive, drift and bootstrap random-walk\n"
-          "baselines the same way, and tests the differences (Diebold-Mariano); every figure\n"
-          "has a block bootstrap interval. With several symbols, a top-K strategy is run on the\n"
-          "forecasts. docs/backtest.md defines every figure. Not investment advice.\n"
-          "\n"
-          "what to evaluate:\n"
-          "  SYMBOL...             stored symbols (matched without regard to case)\n"
-          "  --all                 every stored series\n"
-          "  --db FILE|URL         database written by 'kronos ingest' (default: $KRONOS_DB,\n"
-          "                        else $XDG_DATA_HOME/kronos/kronos.db)\n"
-          "  --interval I          which stored interval (default: the symbol's most recent)\n"
-          "  --input [NAME=]FILE   a candle CSV or JSON file instead of the store (repeatable;\n"
-          "                        NAME: the symbol, default the file name without extension)\n"
-          "  --market NAME         exchange calendar of every symbol: NYSE, SSE, HKEX, CRYPTO\n"
-          "                        (default: the stored market, else the symbol's suffix, else\n"
-          "                        inferred from the history before each origin)\n"
-          "origins:\n"
-          "  --horizon N           bars forecast and scored from each origin (default 20)\n"
-          "  --every N             an origin every N bars, counted back from the latest\n"
-          "                        (default: the horizon, so windows do not overlap)\n"
-          "  --from DATE           only origins stamped at or after DATE\n"
-          "  --to DATE             only origins stamped at or before DATE (a date alone takes in\n"
-          "                        its whole day)\n"
-          "  --origins D1,D2,...   origins at these dates instead (each symbol's last bar at or\n"
-          "                        before the end of each date)\n"
-          "  --min-history N       rows at or before the first origin (default 64)\n"
-          "  --max-origins N       only the last N origins of each symbol\n"
-          "forecasts (as kronos forecast):\n"
-          "  --model DIR           predictor directory, or one with predictor/ and tokenizer/\n"
-          "                        (default: the bundled demo model)\n"
-          "  --tokenizer DIR       tokenizer directory\n"
-          "  --paths N             sample paths per forecast (default 32, at least 2)\n"
-          "  --lookback N          history rows the model sees (default: all, up to\n"
-          "                        max-context - horizon)\n"
-          "  --max-context N       predictor window (default 512)\n"
-          "  --seed S              random seed of every forecast (default 0)\n"
-          "  --temperature T       sampling temperature (default 1.0)\n"
-          "  --top-p P             nucleus sampling threshold (default 0.9)\n"
-          "  --top-k K             keep the K most likely tokens (default 0 = off)\n"
-          "  --window exact|rolling  past max-context: re-run the window (default) or slide\n"
-          "  --ohlc consistent|raw candles repaired before scoring (default consistent)\n"
-          "  --quant FMT           quantise the model at load: f32, bf16, int8, fp8, q4\n"
-          "  --kv-dtype T          KV cache precision: f32, bf16, int8\n"
-          "  --threads N           compute threads (default: all CPUs)\n"
-          "  --batch-size N        series x paths rows per static batch (default 1024; 0 = all\n"
-          "                        at once)\n"
-          "a second model, scored as one more forecaster:\n"
-          "  --compare-model DIR   another checkpoint (e.g. before / after fine-tuning)\n"
-          "  --compare-tokenizer DIR  its tokenizer (default: as for --model)\n"
-          "  --compare-quant FMT   the second model quantised (alone: the same model, e.g. f32\n"
-          "                        against --compare-quant q4)\n"
-          "scores:\n"
-          "  --season N            seasonal naive period in bars (default: from the interval:\n"
-          "                        5 for daily equities, 24 for hourly crypto, a trading day of\n"
-          "                        intraday bars; 0: none)\n"
-          "  --bootstrap N         bootstrap resamples for the intervals (default 1000; 0: none)\n"
-          "  --block-length N      bootstrap block in origins (default: max(horizon / every,\n"
-          "                        origins^(1/3)))\n"
-          "  --ci-level X          interval level (default 0.95)\n"
-          "  --alpha X             significance level of the tests (default 0.05)\n"
-          "  --score-seed S        seed of the bootstrap, random-walk baseline, PIT (default 0)\n"
-          "strategy (several symbols):\n"
-          "  --top K               hold the top K symbols (default 1; 0: no strategy)\n"
-          "  --short               also short the bottom K\n"
-          "  --rank-by return|prob-up  what ranks them (default return: expected return)\n"
-          "  --cost-bps X          cost per unit of weight traded, basis points (default 10)\n"
-          "  --hold N              bars between rebalances, a multiple of --every (default every)\n"
-          "  --ashare auto|on|off  T+1 and the +-10 % / +-20 % limit days (default auto: A-share\n"
-          "                        symbols)\n"
-          "output:\n"
-          "  --format json|md|html|csv  report format (default json; csv: one row per forecast)\n"
-          "  --out FILE            write the report there instead of stdout\n"
-          "  --csv FILE            also write the per-origin CSV there\n"
-          "  --allow-nonfinite-weights\n"
-          "                        load a checkpoint even if a weight is NaN or infinite\n"
-          "  -h, --help            this text\n",
-          f);
-}
 
 enum {
     OPT_EVERY = 256,
@@ -149,6 +64,144 @@ enum {
     OPT_ALL,
     OPT_MARKET,
     OPT_INPUT,
+};
+
+/* An entry of the table below (no default shown: the help says it). */
+#define OPT(name, key, type, arg, min, max, help) \
+    { name, key, type, arg, min, max, NULL, help }
+
+/* The groups of --help: each opened before its first flag. */
+static const char *const k_groups[] = {
+    "all",
+    "what to evaluate:\n  SYMBOL...             stored symbols (matched without regard to case)",
+    "horizon",
+    "origins:",
+    "model",
+    "forecasts (as kronos forecast):",
+    "compare-model",
+    "a second model, scored as one more forecaster:",
+    "season",
+    "scores:",
+    "top",
+    "strategy (several symbols):",
+    "format",
+    "output:",
+    NULL,
+};
+
+static const kr_cli_opt k_opts[] = {
+    OPT("all", OPT_ALL, KR_CLI_FLAG, NULL, 0, 0, "every stored series"),
+    OPT("db", 'd', KR_CLI_FILE, "FILE|URL", 0, 0,
+        "database written by 'kronos ingest' (default: $KRONOS_DB,\nelse "
+        "$XDG_DATA_HOME/kronos/kronos.db)"),
+    OPT("interval", 'i', KR_CLI_TEXT, "I", 0, 0,
+        "which stored interval (default: the symbol's most recent)"),
+    OPT("input", OPT_INPUT, KR_CLI_FILE, "[NAME=]FILE", 0, 0,
+        "a candle CSV or JSON file instead of the store (repeatable;\nNAME: the symbol, default "
+        "the file name without extension)"),
+    OPT("market", OPT_MARKET, KR_CLI_TEXT, "NAME", 0, 0,
+        "exchange calendar of every symbol: NYSE, SSE, HKEX, CRYPTO\n(default: the stored "
+        "market, else the symbol's suffix, else\ninferred from the history before each origin)"),
+    OPT("horizon", 'n', KR_CLI_INT, "N", 1, 65535,
+        "bars forecast and scored from each origin (default 20)"),
+    OPT("every", OPT_EVERY, KR_CLI_INT, "N", 1, 1000000,
+        "an origin every N bars, counted back from the latest\n(default: the horizon, so windows "
+        "do not overlap)"),
+    OPT("from", OPT_FROM, KR_CLI_TEXT, "DATE", 0, 0, "only origins stamped at or after DATE"),
+    OPT("to", OPT_TO, KR_CLI_TEXT, "DATE", 0, 0,
+        "only origins stamped at or before DATE (a date alone takes in\nits whole day)"),
+    OPT("origins", OPT_ORIGINS, KR_CLI_TEXT, "D1,D2,...", 0, 0,
+        "origins at these dates instead (each symbol's last bar at or\nbefore the end of each "
+        "date)"),
+    OPT("min-history", OPT_MIN_HISTORY, KR_CLI_INT, "N", 2, 10000000,
+        "rows at or before the first origin (default 64)"),
+    OPT("max-origins", OPT_MAX_ORIGINS, KR_CLI_INT, "N", 1, 10000000,
+        "only the last N origins of each symbol"),
+    OPT("model", 'm', KR_CLI_DIR, "DIR", 0, 0,
+        "predictor directory, or one with predictor/ and tokenizer/\n(default: the "
+        "bundled demo model)"),
+    OPT("tokenizer", 't', KR_CLI_DIR, "DIR", 0, 0, "tokenizer directory"),
+    OPT("paths", KR_OPT_PATHS, KR_CLI_INT, "N", 1, 4096,
+        "sample paths per forecast (default 32, at least 2)"),
+    OPT("lookback", KR_OPT_LOOKBACK, KR_CLI_INT, "N", 2, 1 << 20,
+        "history rows the model sees (default: all, up to\nmax-context - horizon)"),
+    OPT("max-context", KR_OPT_MAX_CONTEXT, KR_CLI_INT, "N", 2, 65536,
+        "predictor window (default 512)"),
+    OPT("seed", KR_OPT_SEED, KR_CLI_NUM, "S", 0, 0, "random seed of every forecast (default 0)"),
+    OPT("temperature", KR_OPT_TEMPERATURE, KR_CLI_NUM, "T", 1e-6, 1e6,
+        "sampling temperature (default 1.0)"),
+    OPT("top-p", KR_OPT_TOP_P, KR_CLI_NUM, "P", 0, 1, "nucleus sampling threshold (default 0.9)"),
+    OPT("top-k", KR_OPT_TOP_K, KR_CLI_INT, "K", 0, 1 << 20,
+        "keep the K most likely tokens (default 0 = off)"),
+    OPT("window", OPT_WINDOW, KR_CLI_CHOICE, "exact|rolling", 0, 0,
+        "past max-context: re-run the window (default) or slide"),
+    OPT("ohlc", OPT_OHLC, KR_CLI_CHOICE, "consistent|raw", 0, 0,
+        "candles repaired before scoring (default consistent)"),
+    OPT("quant", OPT_QUANT, KR_CLI_TEXT, "FMT", 0, 0,
+        "quantise the model at load: f32, bf16, int8, fp8, q4"),
+    OPT("kv-dtype", OPT_KV_DTYPE, KR_CLI_TEXT, "T", 0, 0, "KV cache precision: f32, bf16, int8"),
+    OPT("threads", 'j', KR_CLI_INT, "N", 1, 1024, "compute threads (default: all CPUs)"),
+    OPT("batch-size", OPT_BATCH_SIZE, KR_CLI_INT, "N", 0, 1 << 20,
+        "series x paths rows per static batch (default 1024; 0 = all\nat once)"),
+    OPT("compare-model", OPT_COMPARE_MODEL, KR_CLI_DIR, "DIR", 0, 0,
+        "another checkpoint (e.g. before / after fine-tuning)"),
+    OPT("compare-tokenizer", OPT_COMPARE_TOKENIZER, KR_CLI_DIR, "DIR", 0, 0,
+        "its tokenizer (default: as for --model)"),
+    OPT("compare-quant", OPT_COMPARE_QUANT, KR_CLI_TEXT, "FMT", 0, 0,
+        "the second model quantised (alone: the same model, e.g. f32\nagainst --compare-quant "
+        "q4)"),
+    OPT("season", OPT_SEASON, KR_CLI_INT, "N", 0, 100000,
+        "seasonal naive period in bars (default: from the interval:\n5 for daily "
+        "equities, 24 for hourly crypto, a trading day of\nintraday bars; 0: none)"),
+    OPT("bootstrap", OPT_BOOTSTRAP, KR_CLI_INT, "N", 0, 100000,
+        "bootstrap resamples for the intervals (default 1000; 0: none)"),
+    OPT("block-length", OPT_BLOCK, KR_CLI_INT, "N", 1, 1000000,
+        "bootstrap block in origins (default: max(horizon / every,\norigins^(1/3)))"),
+    OPT("ci-level", OPT_CI, KR_CLI_NUM, "X", 0.5, 0.999, "interval level (default 0.95)"),
+    OPT("alpha", OPT_ALPHA, KR_CLI_NUM, "X", 1e-6, 0.5,
+        "significance level of the tests (default 0.05)"),
+    OPT("score-seed", OPT_SCORE_SEED, KR_CLI_NUM, "S", 0, 0,
+        "seed of the bootstrap, random-walk baseline, PIT (default 0)"),
+    OPT("top", OPT_TOP, KR_CLI_INT, "K", 0, 10000,
+        "hold the top K symbols (default 1; 0: no strategy)"),
+    OPT("short", OPT_SHORT, KR_CLI_FLAG, NULL, 0, 0, "also short the bottom K"),
+    OPT("rank-by", OPT_RANK_BY, KR_CLI_CHOICE, "return|prob-up", 0, 0,
+        "what ranks them (default return: expected return)"),
+    OPT("cost-bps", OPT_COST, KR_CLI_NUM, "X", 0, 10000,
+        "cost per unit of weight traded, basis points (default 10)"),
+    OPT("hold", OPT_HOLD, KR_CLI_INT, "N", 1, 1000000,
+        "bars between rebalances, a multiple of --every (default every)"),
+    OPT("ashare", OPT_ASHARE, KR_CLI_CHOICE, "auto|on|off", 0, 0,
+        "T+1 and the +-10 % / +-20 % limit days (default auto: A-share\nsymbols)"),
+    OPT("format", 'F', KR_CLI_CHOICE, "json|md|html|csv", 0, 0,
+        "report format (default json; csv: one row per forecast)"),
+    OPT("out", 'o', KR_CLI_FILE, "FILE", 0, 0, "write the report there instead of stdout"),
+    OPT("csv", OPT_CSV, KR_CLI_FILE, "FILE", 0, 0, "also write the per-origin CSV there"),
+    OPT("allow-nonfinite-weights", KR_OPT_ALLOW_NONFINITE, KR_CLI_FLAG, NULL, 0, 0,
+        "load a checkpoint even if a weight is NaN or infinite"),
+    OPT("help", 'h', KR_CLI_FLAG, NULL, 0, 0, "this text"),
+};
+
+/* The flags of `kronos backtest` (cli/options.h): its --help, getopt table, completion and
+ * man page. */
+const kr_cli_command kr_cli_backtest_spec = {
+    "backtest",
+    "SYMBOL... | --all | --input [NAME=]FILE... [flags]",
+    "does the model beat a naive forecast? rolling-origin scores, tests, a strategy",
+    "Does the model beat a naive forecast on these candles? Forecasts every symbol from\n"
+    "many past origins, using only the rows up to each origin (as a live forecast then\n"
+    "would have), scores each forecast against what followed (CRPS, weighted quantile\n"
+    "loss, band coverage, PIT, P(up) reliability, MAE / MAPE / MASE, direction, IC,\n"
+    "volatility), scores the naive, seasonal naive, drift and bootstrap random-walk\n"
+    "baselines the same way, and tests the differences (Diebold-Mariano); every figure\n"
+    "has a block bootstrap interval. With several symbols, a top-K strategy is run on the\n"
+    "forecasts. docs/backtest.md defines every figure. Not investment advice.\n",
+    k_opts,
+    (int)(sizeof k_opts / sizeof k_opts[0]),
+    KR_CLI_FILE,
+    21,
+    k_groups,
+    NULL,
 };
 
 typedef struct opts {
@@ -202,56 +255,8 @@ static int parse_origins(opts *o) {
 }
 
 static int parse_opts(int argc, char **argv, opts *o) {
-    static const struct option longopts[] = {
-        { "db", required_argument, NULL, 'd' },
-        { "interval", required_argument, NULL, 'i' },
-        { "input", required_argument, NULL, OPT_INPUT },
-        { "market", required_argument, NULL, OPT_MARKET },
-        { "all", no_argument, NULL, OPT_ALL },
-        { "model", required_argument, NULL, 'm' },
-        { "tokenizer", required_argument, NULL, 't' },
-        { "horizon", required_argument, NULL, 'n' },
-        { "every", required_argument, NULL, OPT_EVERY },
-        { "from", required_argument, NULL, OPT_FROM },
-        { "to", required_argument, NULL, OPT_TO },
-        { "origins", required_argument, NULL, OPT_ORIGINS },
-        { "min-history", required_argument, NULL, OPT_MIN_HISTORY },
-        { "max-origins", required_argument, NULL, OPT_MAX_ORIGINS },
-        { "paths", required_argument, NULL, 'p' },
-        { "lookback", required_argument, NULL, 'l' },
-        { "max-context", required_argument, NULL, 'c' },
-        { "seed", required_argument, NULL, 's' },
-        { "temperature", required_argument, NULL, 'T' },
-        { "top-p", required_argument, NULL, 'P' },
-        { "top-k", required_argument, NULL, 'k' },
-        { "window", required_argument, NULL, OPT_WINDOW },
-        { "ohlc", required_argument, NULL, OPT_OHLC },
-        { "quant", required_argument, NULL, OPT_QUANT },
-        { "kv-dtype", required_argument, NULL, OPT_KV_DTYPE },
-        { "threads", required_argument, NULL, 'j' },
-        { "batch-size", required_argument, NULL, OPT_BATCH_SIZE },
-        { "compare-model", required_argument, NULL, OPT_COMPARE_MODEL },
-        { "compare-tokenizer", required_argument, NULL, OPT_COMPARE_TOKENIZER },
-        { "compare-quant", required_argument, NULL, OPT_COMPARE_QUANT },
-        { "season", required_argument, NULL, OPT_SEASON },
-        { "bootstrap", required_argument, NULL, OPT_BOOTSTRAP },
-        { "block-length", required_argument, NULL, OPT_BLOCK },
-        { "ci-level", required_argument, NULL, OPT_CI },
-        { "alpha", required_argument, NULL, OPT_ALPHA },
-        { "score-seed", required_argument, NULL, OPT_SCORE_SEED },
-        { "top", required_argument, NULL, OPT_TOP },
-        { "short", no_argument, NULL, OPT_SHORT },
-        { "rank-by", required_argument, NULL, OPT_RANK_BY },
-        { "cost-bps", required_argument, NULL, OPT_COST },
-        { "hold", required_argument, NULL, OPT_HOLD },
-        { "ashare", required_argument, NULL, OPT_ASHARE },
-        { "format", required_argument, NULL, 'F' },
-        { "out", required_argument, NULL, 'o' },
-        { "csv", required_argument, NULL, OPT_CSV },
-        KR_OPT_ALLOW_NONFINITE_ENTRY,
-        { "help", no_argument, NULL, 'h' },
-        { NULL, 0, NULL, 0 },
-    };
+    struct option longopts[KR_CLI_MAX_OPTS];
+    kr_cli_opts_getopt(&kr_cli_backtest_spec, longopts, KR_CLI_MAX_OPTS);
     o->p = kr_backtest_default_params();
     o->format = KR_BACKTEST_JSON;
     optind = 1;
@@ -430,7 +435,7 @@ static int parse_opts(int argc, char **argv, opts *o) {
         case 'o': o->out = optarg; break;
         case OPT_CSV: o->csv = optarg; break;
         case KR_OPT_ALLOW_NONFINITE: o->allow_nonfinite = 1; break;
-        case 'h': usage(stdout); return -1;
+        case 'h': kr_cli_opts_help(&kr_cli_backtest_spec, stdout); return -1;
         default: return kr_cli_usage_error(CMD, "%s", "unknown flag");
         }
     }

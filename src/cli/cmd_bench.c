@@ -79,6 +79,8 @@ const kr_cli_command kr_cli_bench_spec = {
     (int)(sizeof k_opts / sizeof k_opts[0]),
     KR_CLI_FLAG,
     16,
+    NULL,
+    NULL,
 };
 
 int kr_cmd_bench(int argc, char **argv) {

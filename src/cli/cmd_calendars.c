@@ -61,6 +61,8 @@ const kr_cli_command kr_cli_calendars_spec = {
     (int)(sizeof k_opts / sizeof k_opts[0]),
     KR_CLI_FLAG,
     0,
+    NULL,
+    NULL,
 };
 
 int kr_cmd_calendars(int argc, char **argv) {

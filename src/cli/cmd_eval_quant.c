@@ -87,6 +87,8 @@ const kr_cli_command kr_cli_eval_quant_spec = {
     (int)(sizeof k_opts / sizeof k_opts[0]),
     KR_CLI_FLAG,
     19,
+    NULL,
+    NULL,
 };
 
 static int parse(int argc, char **argv, opts *o) {

@@ -117,6 +117,8 @@ const kr_cli_command kr_cli_forecast_spec = {
     (int)(sizeof k_opts / sizeof k_opts[0]),
     KR_CLI_FILE,
     0,
+    NULL,
+    NULL,
 };
 
 typedef struct opts {

@@ -50,6 +50,8 @@ const kr_cli_command kr_cli_ingest_spec = {
     (int)(sizeof k_opts / sizeof k_opts[0]),
     KR_CLI_FILE,
     16,
+    NULL,
+    NULL,
 };
 
 /* A warning (not an error) when the bars' spacing disagrees with the interval named: the

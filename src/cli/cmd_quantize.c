@@ -67,6 +67,8 @@ const kr_cli_command kr_cli_quantize_spec = {
     (int)(sizeof k_opts / sizeof k_opts[0]),
     KR_CLI_FLAG,
     18,
+    NULL,
+    NULL,
 };
 
 int kr_cmd_quantize(int argc, char **argv) {

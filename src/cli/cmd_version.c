@@ -30,6 +30,8 @@ const kr_cli_command kr_cli_version_spec = {
     (int)(sizeof k_opts / sizeof k_opts[0]),
     KR_CLI_FLAG,
     0,
+    NULL,
+    NULL,
 };
 
 int kr_cmd_version(int argc, char **argv) {

@@ -3,10 +3,6 @@
  * drives the getopt parsing, the --help text, the bash and zsh completion and the man page, so
  * none of them can tell another story. Self-contained (libc only): a later common/ layer can
  * take it as it is.
- *
- * A command that has no table yet is described from its own --help output instead
- * (kr_cli_opts_from_help), the same text a user reads; completion and the man page cover every
- * command either way.
  */
 #ifndef KR_CLI_OPTIONS_H
 #define KR_CLI_OPTIONS_H
@@ -42,13 +38,15 @@ typedef struct kr_cli_command {
     const kr_cli_opt *opts;
     int n_opts;
     kr_cli_opt_type operands; /* what the operands are (KR_CLI_FILE: files), KR_CLI_FLAG: none */
-    int column; /* --help: the width of the flag column (0: 24); a longer flag and argument
-                   put their help on the next line */
+    int column; /* --help: the width of the flag column (0: 24); a flag and argument wider
+                   than it keep their help on their line, two spaces after; a bare flag wider
+                   than it puts its help on the next line */
+    const char *const *groups; /* --help: pairs of a flag's name and the lines printed before
+                                  it ("origins:"), then NULL; NULL: one group */
+    const char *epilogue; /* --help: paragraphs after the flags, a blank line before; NULL */
 } kr_cli_command;
 
 #define KR_CLI_MAX_OPTS 128
-/* Bytes of names, placeholders and help texts read back from one command's --help. */
-#define KR_CLI_HELP_TEXT 16384
 
 /* getopt_long's table for cmd (its options and a terminating zero entry) into out[cap].
  * Returns the number of options, or -1 when cap is too small. */
@@ -61,11 +59,6 @@ int kr_cli_opts_int(const kr_cli_command *cmd, const kr_cli_opt *o, const char *
 /* The --help text: "usage: kronos NAME SYNOPSIS", the description, then one entry per option
  * (the name and argument in 27 columns, the help, and "(default X)" when it has one). */
 void kr_cli_opts_help(const kr_cli_command *cmd, FILE *f);
-
-/* A command's flags read back from its --help text (each line that starts with spaces and
- * "--NAME [ARG]"): into out[cap] with their names and placeholders copied into text[text_cap].
- * The argument's type is guessed from its placeholder (FILE, DIR, a|b|c, N). Returns the count. */
-int kr_cli_opts_from_help(const char *help, kr_cli_opt *out, int cap, char *text, size_t text_cap);
 
 /* Every command, as the generators see it: name, summary, flags. */
 typedef struct kr_cli_described {
