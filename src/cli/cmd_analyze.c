@@ -24,6 +24,7 @@
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "cli/engine_open.h"
+#include "cli/forecast_flags.h"
 #include "cli/store_pick.h"
 #include "kronos.h"
 #include "kronos/store.h"
@@ -38,11 +39,9 @@ enum {
     OPT_LLM_URL = 256,
     OPT_LLM_MODEL,
     OPT_LLM_TIMEOUT,
-    OPT_BATCH_SIZE,
     OPT_MAX_PATHS,
     OPT_TARGET_PROB,
     OPT_TARGET_VAR,
-    OPT_OHLC,
     OPT_WATCHLIST,
     OPT_ALL,
     OPT_MARKET,
@@ -151,13 +150,12 @@ static const kr_cli_opt k_opts[] = {
       "$KRONOS_DB, else\n$XDG_DATA_HOME/kronos/kronos.db or ~/.local/share/kronos/kronos.db)" },
     { "interval", 'i', KR_CLI_TEXT, "I", 0, 0, NULL,
       "which stored interval (default: the symbol's only one, else the\nmost recently updated)" },
-    { "model", 'm', KR_CLI_DIR, "DIR", 0, 0, NULL,
-      "predictor directory, or a directory with predictor/ and\ntokenizer/ (default: the bundled "
-      "demo model)" },
-    { "tokenizer", 't', KR_CLI_DIR, "DIR", 0, 0, NULL, "tokenizer directory" },
+    KR_CLI_OPT_MODEL(
+        "predictor directory, or a directory with predictor/ and\ntokenizer/ (default: the bundled "
+        "demo model)"),
+    KR_CLI_OPT_TOKENIZER(KR_CLI_HELP_TOKENIZER),
     { "horizon", 'n', KR_CLI_INT, "N", 0, 0, NULL, "bars to forecast (default 20)" },
-    { "paths", 'p', KR_CLI_INT, "N", 0, 0, NULL,
-      "exactly N sample paths (default: adaptive, below)" },
+    KR_CLI_OPT_PATHS("exactly N sample paths (default: adaptive, below)"),
     { "max-paths", OPT_MAX_PATHS, KR_CLI_INT, "N", 0, 0, NULL,
       "adaptive paths: start with --paths (default 128) and add\npaths in rounds until the error "
       "targets are met, up to N\n(default 1024)" },
@@ -173,17 +171,15 @@ static const kr_cli_opt k_opts[] = {
       "exchange calendar of the forecast bars for every symbol: NYSE,\nSSE, HKEX, CRYPTO, ... "
       "(default: the market stored with\n'kronos ingest --market', else the symbol's suffix, "
       "else\ninferred from the history; data/calendars/README.md)" },
-    { "ohlc", OPT_OHLC, KR_CLI_TEXT, "MODE", 0, 0, NULL,
+    { "ohlc", KR_OPT_OHLC, KR_CLI_TEXT, "MODE", 0, 0, NULL,
       "consistent (default: high >= max(open, close), low <=\nmin(open, close), volume >= 0 on "
       "every path before the\nstatistics) or raw (the model's numbers)" },
-    { "lookback", 'l', KR_CLI_INT, "N", 0, 0, NULL,
-      "history rows the model sees (default: all, up to\nmax-context - horizon)" },
-    { "max-context", 'c', KR_CLI_INT, "N", 0, 0, NULL, "predictor window (default 512)" },
-    { "seed", 's', KR_CLI_TEXT, "S", 0, 0, NULL, "random seed, decimal or 0x hex (default 0)" },
-    { "temperature", 'T', KR_CLI_TEXT, "T", 0, 0, NULL, "sampling temperature (default 1.0)" },
-    { "top-p", 'P', KR_CLI_TEXT, "P", 0, 0, NULL, "nucleus sampling threshold (default 0.9)" },
-    { "top-k", 'k', KR_CLI_INT, "K", 0, 0, NULL,
-      "keep the K most likely tokens (default 0 = off)" },
+    KR_CLI_OPT_LOOKBACK("history rows the model sees (default: all, up to\nmax-context - horizon)"),
+    KR_CLI_OPT_MAX_CONTEXT("predictor window (default 512)"),
+    KR_CLI_OPT_SEED("random seed, decimal or 0x hex (default 0)"),
+    KR_CLI_OPT_TEMPERATURE("sampling temperature (default 1.0)"),
+    KR_CLI_OPT_TOP_P("nucleus sampling threshold (default 0.9)"),
+    KR_CLI_OPT_TOP_K("keep the K most likely tokens (default 0 = off)"),
     { "calibrate", 'K', KR_CLI_INT, "K", 0, 0, NULL,
       "also score the last K walk-forward windows against the naive\nno-change forecast (default 0 "
       "= off)" },
@@ -197,13 +193,11 @@ static const kr_cli_opt k_opts[] = {
       "seconds to wait for each answer (default 60)" },
     { "format", 'F', KR_CLI_CHOICE, "json|md|html", 0, 0, NULL, "report format (default json)" },
     { "out", 'o', KR_CLI_FILE, "FILE", 0, 0, NULL, "write the report there instead of stdout" },
-    { "threads", 'j', KR_CLI_INT, "N", 0, 0, NULL, "compute threads (default: all CPUs)" },
-    { "batch-size", OPT_BATCH_SIZE, KR_CLI_INT, "N", 0, 0, NULL,
-      "forecasts run in static batches of N series x paths rows\n(default 64; 0 = all at once); "
-      "the report's\nengine.static_batch_rows says which" },
-    { "allow-nonfinite-weights", KR_OPT_ALLOW_NONFINITE, KR_CLI_FLAG, NULL, 0, 0, NULL,
-      "load a checkpoint even if a weight is NaN or infinite\n(refused by default: such weights "
-      "corrupt forecasts)" },
+    KR_CLI_OPT_THREADS,
+    KR_CLI_OPT_BATCH_SIZE(
+        "forecasts run in static batches of N series x paths rows\n(default 64; 0 = all at once); "
+        "the report's\nengine.static_batch_rows says which"),
+    KR_CLI_OPT_ALLOW_NONFINITE(KR_CLI_HELP_ALLOW_NONFINITE),
     { "help", 'h', KR_CLI_FLAG, NULL, 0, 0, NULL, "this text" },
 };
 
@@ -235,11 +229,19 @@ static int parse_opts(int argc, char **argv, opts *o) {
     o->format = KR_FORMAT_JSON;
     optind = 1;
     int c;
-    const kr_cli_sampling sampling = KR_CLI_SAMPLING_OF(o->p);
+    const kr_cli_forecast_flags shared = {
+        KR_CLI_SAMPLING_OF(o->p),
+        .model = &o->model,
+        .tokenizer = &o->tokenizer,
+        .threads = &o->threads,
+        .batch_rows = &o->p.static_batch_rows,
+        .allow_nonfinite = &o->allow_nonfinite,
+        .ohlc = &o->p.ohlc,
+    };
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        int shared = kr_cli_sampling_flag(CMD, c, optarg, &sampling);
-        if (shared == 2) return 2;
-        if (shared == 0) {
+        const int r = kr_cli_forecast_flag(CMD, c, optarg, &shared);
+        if (r == 2) return 2;
+        if (r == 0) {
             if (c == KR_OPT_PATHS) o->paths_given = 1;
             continue;
         }
@@ -249,8 +251,6 @@ static int parse_opts(int argc, char **argv, opts *o) {
             o->db = optarg;
             break;
         case 'i': o->interval = optarg; break;
-        case 'm': o->model = optarg; break;
-        case 't': o->tokenizer = optarg; break;
         case 'n':
             if (!kr_arg_int(optarg, 1, KR_LIMIT_PRED_LEN_CAP, &o->p.horizon))
                 return kr_cli_usage_error(CMD, "--horizon must be an integer in 1..65535, got '%s'",
@@ -278,11 +278,6 @@ static int parse_opts(int argc, char **argv, opts *o) {
             o->p.target_var_rel_se = x;
             break;
         }
-        case OPT_OHLC:
-            if (kr_ohlc_mode_parse(optarg, &o->p.ohlc) != 0)
-                return kr_cli_usage_error(CMD, "--ohlc must be raw or consistent, got '%s'",
-                                          optarg);
-            break;
         case OPT_WATCHLIST: o->watchlist = optarg; break;
         case OPT_ALL: o->all = 1; break;
         case OPT_AS_OF: {
@@ -312,12 +307,6 @@ static int parse_opts(int argc, char **argv, opts *o) {
                                           optarg);
             break;
         case 'o': o->out = optarg; break;
-        case KR_OPT_ALLOW_NONFINITE: o->allow_nonfinite = 1; break;
-        case 'j':
-            if (!kr_arg_int(optarg, 1, 1024, &o->threads))
-                return kr_cli_usage_error(CMD, "--threads must be an integer in 1..1024, got '%s'",
-                                          optarg);
-            break;
         case OPT_LLM_URL: {
             char endpoint[1024];
             kr_error err;
@@ -329,11 +318,6 @@ static int parse_opts(int argc, char **argv, opts *o) {
         case OPT_LLM_MODEL:
             if (!*optarg) return kr_cli_usage_error(CMD, "%s", "--llm-model must not be empty");
             o->llm_model = optarg;
-            break;
-        case OPT_BATCH_SIZE:
-            if (!kr_arg_int(optarg, 0, 1 << 20, &o->p.static_batch_rows))
-                return kr_cli_usage_error(
-                    CMD, "--batch-size must be an integer in 0..1048576 (rows), got '%s'", optarg);
             break;
         case OPT_LLM_TIMEOUT:
             if (!kr_arg_float(optarg, 1e-3, 86400.0, &o->llm_timeout))

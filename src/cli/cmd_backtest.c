@@ -18,6 +18,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/engine_open.h"
+#include "cli/forecast_flags.h"
 #include "cli/options.h"
 #include "cli/progress.h"
 #include "cli/store_pick.h"
@@ -40,11 +41,8 @@ enum {
     OPT_ORIGINS,
     OPT_MIN_HISTORY,
     OPT_MAX_ORIGINS,
-    OPT_WINDOW,
-    OPT_OHLC,
     OPT_QUANT,
     OPT_KV_DTYPE,
-    OPT_BATCH_SIZE,
     OPT_COMPARE_MODEL,
     OPT_COMPARE_TOKENIZER,
     OPT_COMPARE_QUANT,
@@ -90,96 +88,87 @@ static const char *const k_groups[] = {
 };
 
 static const kr_cli_opt k_opts[] = {
-    OPT("all", OPT_ALL, KR_CLI_FLAG, NULL, 0, 0, "every stored series"),
-    OPT("db", 'd', KR_CLI_FILE, "FILE|URL", 0, 0,
-        "database written by 'kronos ingest' (default: $KRONOS_DB,\nelse "
-        "$XDG_DATA_HOME/kronos/kronos.db)"),
-    OPT("interval", 'i', KR_CLI_TEXT, "I", 0, 0,
-        "which stored interval (default: the symbol's most recent)"),
-    OPT("input", OPT_INPUT, KR_CLI_FILE, "[NAME=]FILE", 0, 0,
-        "a candle CSV or JSON file instead of the store (repeatable;\nNAME: the symbol, default "
-        "the file name without extension)"),
-    OPT("market", OPT_MARKET, KR_CLI_TEXT, "NAME", 0, 0,
-        "exchange calendar of every symbol: NYSE, SSE, HKEX, CRYPTO\n(default: the stored "
-        "market, else the symbol's suffix, else\ninferred from the history before each origin)"),
-    OPT("horizon", 'n', KR_CLI_INT, "N", 1, 65535,
-        "bars forecast and scored from each origin (default 20)"),
-    OPT("every", OPT_EVERY, KR_CLI_INT, "N", 1, 1000000,
-        "an origin every N bars, counted back from the latest\n(default: the horizon, so windows "
-        "do not overlap)"),
-    OPT("from", OPT_FROM, KR_CLI_TEXT, "DATE", 0, 0, "only origins stamped at or after DATE"),
-    OPT("to", OPT_TO, KR_CLI_TEXT, "DATE", 0, 0,
-        "only origins stamped at or before DATE (a date alone takes in\nits whole day)"),
-    OPT("origins", OPT_ORIGINS, KR_CLI_TEXT, "D1,D2,...", 0, 0,
-        "origins at these dates instead (each symbol's last bar at or\nbefore the end of each "
-        "date)"),
-    OPT("min-history", OPT_MIN_HISTORY, KR_CLI_INT, "N", 2, 10000000,
-        "rows at or before the first origin (default 64)"),
-    OPT("max-origins", OPT_MAX_ORIGINS, KR_CLI_INT, "N", 1, 10000000,
-        "only the last N origins of each symbol"),
-    OPT("model", 'm', KR_CLI_DIR, "DIR", 0, 0,
-        "predictor directory, or one with predictor/ and tokenizer/\n(default: the "
-        "bundled demo model)"),
-    OPT("tokenizer", 't', KR_CLI_DIR, "DIR", 0, 0, "tokenizer directory"),
-    OPT("paths", KR_OPT_PATHS, KR_CLI_INT, "N", 1, 4096,
-        "sample paths per forecast (default 32, at least 2)"),
-    OPT("lookback", KR_OPT_LOOKBACK, KR_CLI_INT, "N", 2, 1 << 20,
-        "history rows the model sees (default: all, up to\nmax-context - horizon)"),
-    OPT("max-context", KR_OPT_MAX_CONTEXT, KR_CLI_INT, "N", 2, 65536,
-        "predictor window (default 512)"),
-    OPT("seed", KR_OPT_SEED, KR_CLI_NUM, "S", 0, 0, "random seed of every forecast (default 0)"),
-    OPT("temperature", KR_OPT_TEMPERATURE, KR_CLI_NUM, "T", 1e-6, 1e6,
-        "sampling temperature (default 1.0)"),
-    OPT("top-p", KR_OPT_TOP_P, KR_CLI_NUM, "P", 0, 1, "nucleus sampling threshold (default 0.9)"),
-    OPT("top-k", KR_OPT_TOP_K, KR_CLI_INT, "K", 0, 1 << 20,
-        "keep the K most likely tokens (default 0 = off)"),
-    OPT("window", OPT_WINDOW, KR_CLI_CHOICE, "exact|rolling", 0, 0,
-        "past max-context: re-run the window (default) or slide"),
-    OPT("ohlc", OPT_OHLC, KR_CLI_CHOICE, "consistent|raw", 0, 0,
-        "candles repaired before scoring (default consistent)"),
-    OPT("quant", OPT_QUANT, KR_CLI_TEXT, "FMT", 0, 0,
-        "quantise the model at load: f32, bf16, int8, fp8, q4"),
-    OPT("kv-dtype", OPT_KV_DTYPE, KR_CLI_TEXT, "T", 0, 0, "KV cache precision: f32, bf16, int8"),
-    OPT("threads", 'j', KR_CLI_INT, "N", 1, 1024, "compute threads (default: all CPUs)"),
-    OPT("batch-size", OPT_BATCH_SIZE, KR_CLI_INT, "N", 0, 1 << 20,
-        "series x paths rows per static batch (default 1024; 0 = all\nat once)"),
-    OPT("compare-model", OPT_COMPARE_MODEL, KR_CLI_DIR, "DIR", 0, 0,
-        "another checkpoint (e.g. before / after fine-tuning)"),
-    OPT("compare-tokenizer", OPT_COMPARE_TOKENIZER, KR_CLI_DIR, "DIR", 0, 0,
-        "its tokenizer (default: as for --model)"),
-    OPT("compare-quant", OPT_COMPARE_QUANT, KR_CLI_TEXT, "FMT", 0, 0,
-        "the second model quantised (alone: the same model, e.g. f32\nagainst --compare-quant "
-        "q4)"),
-    OPT("season", OPT_SEASON, KR_CLI_INT, "N", 0, 100000,
-        "seasonal naive period in bars (default: from the interval:\n5 for daily "
-        "equities, 24 for hourly crypto, a trading day of\nintraday bars; 0: none)"),
-    OPT("bootstrap", OPT_BOOTSTRAP, KR_CLI_INT, "N", 0, 100000,
-        "bootstrap resamples for the intervals (default 1000; 0: none)"),
-    OPT("block-length", OPT_BLOCK, KR_CLI_INT, "N", 1, 1000000,
-        "bootstrap block in origins (default: max(horizon / every,\norigins^(1/3)))"),
-    OPT("ci-level", OPT_CI, KR_CLI_NUM, "X", 0.5, 0.999, "interval level (default 0.95)"),
-    OPT("alpha", OPT_ALPHA, KR_CLI_NUM, "X", 1e-6, 0.5,
-        "significance level of the tests (default 0.05)"),
-    OPT("score-seed", OPT_SCORE_SEED, KR_CLI_NUM, "S", 0, 0,
-        "seed of the bootstrap, random-walk baseline, PIT (default 0)"),
-    OPT("top", OPT_TOP, KR_CLI_INT, "K", 0, 10000,
-        "hold the top K symbols (default 1; 0: no strategy)"),
-    OPT("short", OPT_SHORT, KR_CLI_FLAG, NULL, 0, 0, "also short the bottom K"),
-    OPT("rank-by", OPT_RANK_BY, KR_CLI_CHOICE, "return|prob-up", 0, 0,
-        "what ranks them (default return: expected return)"),
-    OPT("cost-bps", OPT_COST, KR_CLI_NUM, "X", 0, 10000,
-        "cost per unit of weight traded, basis points (default 10)"),
-    OPT("hold", OPT_HOLD, KR_CLI_INT, "N", 1, 1000000,
-        "bars between rebalances, a multiple of --every (default every)"),
-    OPT("ashare", OPT_ASHARE, KR_CLI_CHOICE, "auto|on|off", 0, 0,
-        "T+1 and the +-10 % / +-20 % limit days (default auto: A-share\nsymbols)"),
-    OPT("format", 'F', KR_CLI_CHOICE, "json|md|html|csv", 0, 0,
-        "report format (default json; csv: one row per forecast)"),
-    OPT("out", 'o', KR_CLI_FILE, "FILE", 0, 0, "write the report there instead of stdout"),
-    OPT("csv", OPT_CSV, KR_CLI_FILE, "FILE", 0, 0, "also write the per-origin CSV there"),
-    OPT("allow-nonfinite-weights", KR_OPT_ALLOW_NONFINITE, KR_CLI_FLAG, NULL, 0, 0,
-        "load a checkpoint even if a weight is NaN or infinite"),
-    OPT("help", 'h', KR_CLI_FLAG, NULL, 0, 0, "this text"),
+    { "all", OPT_ALL, KR_CLI_FLAG, NULL, 0, 0, NULL, "every stored series" },
+    { "db", 'd', KR_CLI_FILE, "FILE|URL", 0, 0, NULL,
+      "database written by 'kronos ingest' (default: $KRONOS_DB,\nelse "
+      "$XDG_DATA_HOME/kronos/kronos.db)" },
+    { "interval", 'i', KR_CLI_TEXT, "I", 0, 0, NULL,
+      "which stored interval (default: the symbol's most recent)" },
+    { "input", OPT_INPUT, KR_CLI_FILE, "[NAME=]FILE", 0, 0, NULL,
+      "a candle CSV or JSON file instead of the store (repeatable;\nNAME: the symbol, default "
+      "the file name without extension)" },
+    { "market", OPT_MARKET, KR_CLI_TEXT, "NAME", 0, 0, NULL,
+      "exchange calendar of every symbol: NYSE, SSE, HKEX, CRYPTO\n(default: the stored "
+      "market, else the symbol's suffix, else\ninferred from the history before each origin)" },
+    { "horizon", 'n', KR_CLI_INT, "N", 1, 65535, NULL,
+      "bars forecast and scored from each origin (default 20)" },
+    { "every", OPT_EVERY, KR_CLI_INT, "N", 1, 1000000, NULL,
+      "an origin every N bars, counted back from the latest\n(default: the horizon, so windows "
+      "do not overlap)" },
+    { "from", OPT_FROM, KR_CLI_TEXT, "DATE", 0, 0, NULL, "only origins stamped at or after DATE" },
+    { "to", OPT_TO, KR_CLI_TEXT, "DATE", 0, 0, NULL,
+      "only origins stamped at or before DATE (a date alone takes in\nits whole day)" },
+    { "origins", OPT_ORIGINS, KR_CLI_TEXT, "D1,D2,...", 0, 0, NULL,
+      "origins at these dates instead (each symbol's last bar at or\nbefore the end of each "
+      "date)" },
+    { "min-history", OPT_MIN_HISTORY, KR_CLI_INT, "N", 2, 10000000, NULL,
+      "rows at or before the first origin (default 64)" },
+    { "max-origins", OPT_MAX_ORIGINS, KR_CLI_INT, "N", 1, 10000000, NULL,
+      "only the last N origins of each symbol" },
+    KR_CLI_OPT_MODEL("predictor directory, or one with predictor/ and tokenizer/\n(default: the "
+                     "bundled demo model)"),
+    KR_CLI_OPT_TOKENIZER(KR_CLI_HELP_TOKENIZER),
+    KR_CLI_OPT_PATHS("sample paths per forecast (default 32, at least 2)"),
+    KR_CLI_OPT_LOOKBACK("history rows the model sees (default: all, up to\nmax-context - horizon)"),
+    KR_CLI_OPT_MAX_CONTEXT("predictor window (default 512)"),
+    KR_CLI_OPT_SEED("random seed of every forecast (default 0)"),
+    KR_CLI_OPT_TEMPERATURE("sampling temperature (default 1.0)"),
+    KR_CLI_OPT_TOP_P("nucleus sampling threshold (default 0.9)"),
+    KR_CLI_OPT_TOP_K("keep the K most likely tokens (default 0 = off)"),
+    KR_CLI_OPT_WINDOW("past max-context: re-run the window (default) or slide"),
+    KR_CLI_OPT_OHLC("candles repaired before scoring (default consistent)"),
+    { "quant", OPT_QUANT, KR_CLI_TEXT, "FMT", 0, 0, NULL,
+      "quantise the model at load: f32, bf16, int8, fp8, q4" },
+    { "kv-dtype", OPT_KV_DTYPE, KR_CLI_TEXT, "T", 0, 0, NULL,
+      "KV cache precision: f32, bf16, int8" },
+    KR_CLI_OPT_THREADS,
+    KR_CLI_OPT_BATCH_SIZE("series x paths rows per static batch (default 1024; 0 = all\nat once)"),
+    { "compare-model", OPT_COMPARE_MODEL, KR_CLI_DIR, "DIR", 0, 0, NULL,
+      "another checkpoint (e.g. before / after fine-tuning)" },
+    { "compare-tokenizer", OPT_COMPARE_TOKENIZER, KR_CLI_DIR, "DIR", 0, 0, NULL,
+      "its tokenizer (default: as for --model)" },
+    { "compare-quant", OPT_COMPARE_QUANT, KR_CLI_TEXT, "FMT", 0, 0, NULL,
+      "the second model quantised (alone: the same model, e.g. f32\nagainst --compare-quant "
+      "q4)" },
+    { "season", OPT_SEASON, KR_CLI_INT, "N", 0, 100000, NULL,
+      "seasonal naive period in bars (default: from the interval:\n5 for daily "
+      "equities, 24 for hourly crypto, a trading day of\nintraday bars; 0: none)" },
+    { "bootstrap", OPT_BOOTSTRAP, KR_CLI_INT, "N", 0, 100000, NULL,
+      "bootstrap resamples for the intervals (default 1000; 0: none)" },
+    { "block-length", OPT_BLOCK, KR_CLI_INT, "N", 1, 1000000, NULL,
+      "bootstrap block in origins (default: max(horizon / every,\norigins^(1/3)))" },
+    { "ci-level", OPT_CI, KR_CLI_NUM, "X", 0.5, 0.999, NULL, "interval level (default 0.95)" },
+    { "alpha", OPT_ALPHA, KR_CLI_NUM, "X", 1e-6, 0.5, NULL,
+      "significance level of the tests (default 0.05)" },
+    { "score-seed", OPT_SCORE_SEED, KR_CLI_NUM, "S", 0, 0, NULL,
+      "seed of the bootstrap, random-walk baseline, PIT (default 0)" },
+    { "top", OPT_TOP, KR_CLI_INT, "K", 0, 10000, NULL,
+      "hold the top K symbols (default 1; 0: no strategy)" },
+    { "short", OPT_SHORT, KR_CLI_FLAG, NULL, 0, 0, NULL, "also short the bottom K" },
+    { "rank-by", OPT_RANK_BY, KR_CLI_CHOICE, "return|prob-up", 0, 0, NULL,
+      "what ranks them (default return: expected return)" },
+    { "cost-bps", OPT_COST, KR_CLI_NUM, "X", 0, 10000, NULL,
+      "cost per unit of weight traded, basis points (default 10)" },
+    { "hold", OPT_HOLD, KR_CLI_INT, "N", 1, 1000000, NULL,
+      "bars between rebalances, a multiple of --every (default every)" },
+    { "ashare", OPT_ASHARE, KR_CLI_CHOICE, "auto|on|off", 0, 0, NULL,
+      "T+1 and the +-10 % / +-20 % limit days (default auto: A-share\nsymbols)" },
+    { "format", 'F', KR_CLI_CHOICE, "json|md|html|csv", 0, 0, NULL,
+      "report format (default json; csv: one row per forecast)" },
+    { "out", 'o', KR_CLI_FILE, "FILE", 0, 0, NULL, "write the report there instead of stdout" },
+    { "csv", OPT_CSV, KR_CLI_FILE, "FILE", 0, 0, NULL, "also write the per-origin CSV there" },
+    KR_CLI_OPT_ALLOW_NONFINITE("load a checkpoint even if a weight is NaN or infinite"),
+    { "help", 'h', KR_CLI_FLAG, NULL, 0, 0, NULL, "this text" },
 };
 
 /* The flags of `kronos backtest` (cli/options.h): its --help, getopt table, completion and
@@ -261,11 +250,42 @@ static int parse_opts(int argc, char **argv, opts *o) {
     o->format = KR_BACKTEST_JSON;
     optind = 1;
     int c;
-    const kr_cli_sampling sampling = KR_CLI_SAMPLING_OF(o->p);
+    const kr_cli_forecast_flags shared = {
+        KR_CLI_SAMPLING_OF(o->p),
+        .model = &o->model,
+        .tokenizer = &o->tokenizer,
+        .threads = &o->threads,
+        .batch_rows = &o->p.static_batch_rows,
+        .allow_nonfinite = &o->allow_nonfinite,
+        .window = &o->p.window,
+        .ohlc = &o->p.ohlc,
+    };
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        int shared = kr_cli_sampling_flag(CMD, c, optarg, &sampling);
-        if (shared == 2) return 2;
-        if (shared == 0) continue;
+        const int r = kr_cli_forecast_flag(CMD, c, optarg, &shared);
+        if (r == 2) return 2;
+        if (r == 0) {
+            if (c == KR_OPT_BATCH_SIZE && o->p.static_batch_rows == 0)
+                o->p.static_batch_rows = -1; /* all at once */
+            continue;
+        }
+        /* The integer flags of the table, checked against its ranges. */
+        int *counted = c == 'n'               ? &o->p.horizon
+                       : c == OPT_EVERY       ? &o->p.every
+                       : c == OPT_MIN_HISTORY ? &o->p.min_history
+                       : c == OPT_MAX_ORIGINS ? &o->p.max_origins
+                       : c == OPT_SEASON      ? &o->p.season
+                       : c == OPT_BOOTSTRAP   ? &o->p.bootstrap
+                       : c == OPT_BLOCK       ? &o->p.block_length
+                       : c == OPT_TOP         ? &o->p.strategy_k
+                       : c == OPT_HOLD        ? &o->p.hold
+                                              : NULL;
+        if (counted) {
+            if (!kr_cli_opts_int(&kr_cli_backtest_spec, kr_cli_opts_find(&kr_cli_backtest_spec, c),
+                                 optarg, counted))
+                return 2;
+            if (c == OPT_SEASON && o->p.season == 0) o->p.season = -1; /* none */
+            continue;
+        }
         switch (c) {
         case 'd':
             if (kr_cli_db_flag(CMD, optarg)) return 2;
@@ -292,45 +312,9 @@ static int parse_opts(int argc, char **argv, opts *o) {
             break;
         }
         case OPT_ALL: o->all = 1; break;
-        case 'm': o->model = optarg; break;
-        case 't': o->tokenizer = optarg; break;
-        case 'n':
-            if (!kr_arg_int(optarg, 1, 65535, &o->p.horizon))
-                return kr_cli_usage_error(CMD, "--horizon must be an integer in 1..65535, got '%s'",
-                                          optarg);
-            break;
-        case OPT_EVERY:
-            if (!kr_arg_int(optarg, 1, 1000000, &o->p.every))
-                return kr_cli_usage_error(CMD, "--every must be an integer in 1..1000000, got '%s'",
-                                          optarg);
-            break;
         case OPT_FROM: o->from = optarg; break;
         case OPT_TO: o->to = optarg; break;
         case OPT_ORIGINS: o->origins = optarg; break;
-        case OPT_MIN_HISTORY:
-            if (!kr_arg_int(optarg, 2, 10000000, &o->p.min_history))
-                return kr_cli_usage_error(
-                    CMD, "--min-history must be an integer in 2..10000000, got '%s'", optarg);
-            break;
-        case OPT_MAX_ORIGINS:
-            if (!kr_arg_int(optarg, 1, 10000000, &o->p.max_origins))
-                return kr_cli_usage_error(
-                    CMD, "--max-origins must be an integer in 1..10000000, got '%s'", optarg);
-            break;
-        case OPT_WINDOW:
-            if (!strcmp(optarg, "exact"))
-                o->p.window = KR_WINDOW_EXACT;
-            else if (!strcmp(optarg, "rolling"))
-                o->p.window = KR_WINDOW_ROLLING;
-            else
-                return kr_cli_usage_error(CMD, "--window must be exact or rolling, got '%s'",
-                                          optarg);
-            break;
-        case OPT_OHLC:
-            if (kr_ohlc_mode_parse(optarg, &o->p.ohlc) != 0)
-                return kr_cli_usage_error(CMD, "--ohlc must be raw or consistent, got '%s'",
-                                          optarg);
-            break;
         case OPT_QUANT:
         case OPT_COMPARE_QUANT:
             if (!kr_arg_quant(optarg))
@@ -348,35 +332,8 @@ static int parse_opts(int argc, char **argv, opts *o) {
                                           optarg);
             o->kv_dtype = optarg;
             break;
-        case 'j':
-            if (!kr_arg_int(optarg, 1, 1024, &o->threads))
-                return kr_cli_usage_error(CMD, "--threads must be an integer in 1..1024, got '%s'",
-                                          optarg);
-            break;
-        case OPT_BATCH_SIZE:
-            if (!kr_arg_int(optarg, 0, 1 << 20, &o->p.static_batch_rows))
-                return kr_cli_usage_error(
-                    CMD, "--batch-size must be an integer in 0..1048576 (rows), got '%s'", optarg);
-            if (o->p.static_batch_rows == 0) o->p.static_batch_rows = -1; /* all at once */
-            break;
         case OPT_COMPARE_MODEL: o->compare_model = optarg; break;
         case OPT_COMPARE_TOKENIZER: o->compare_tokenizer = optarg; break;
-        case OPT_SEASON:
-            if (!kr_arg_int(optarg, 0, 100000, &o->p.season))
-                return kr_cli_usage_error(CMD, "--season must be an integer in 0..100000, got '%s'",
-                                          optarg);
-            if (o->p.season == 0) o->p.season = -1; /* none */
-            break;
-        case OPT_BOOTSTRAP:
-            if (!kr_arg_int(optarg, 0, 100000, &o->p.bootstrap))
-                return kr_cli_usage_error(
-                    CMD, "--bootstrap must be an integer in 0..100000, got '%s'", optarg);
-            break;
-        case OPT_BLOCK:
-            if (!kr_arg_int(optarg, 1, 1000000, &o->p.block_length))
-                return kr_cli_usage_error(
-                    CMD, "--block-length must be an integer in 1..1000000, got '%s'", optarg);
-            break;
         case OPT_CI:
             if (!kr_arg_double(optarg, 0.5, 0.999, &o->p.ci_level))
                 return kr_cli_usage_error(CMD, "--ci-level must be in [0.5, 0.999], got '%s'",
@@ -389,11 +346,6 @@ static int parse_opts(int argc, char **argv, opts *o) {
         case OPT_SCORE_SEED:
             if (!kr_arg_u64(optarg, &o->p.score_seed))
                 return kr_cli_usage_error(CMD, "--score-seed must be an unsigned integer, got '%s'",
-                                          optarg);
-            break;
-        case OPT_TOP:
-            if (!kr_arg_int(optarg, 0, 10000, &o->p.strategy_k))
-                return kr_cli_usage_error(CMD, "--top must be an integer in 0..10000, got '%s'",
                                           optarg);
             break;
         case OPT_SHORT: o->p.strategy_short = 1; break;
@@ -410,11 +362,6 @@ static int parse_opts(int argc, char **argv, opts *o) {
             if (!kr_arg_double(optarg, 0, 10000, &o->p.cost_bps))
                 return kr_cli_usage_error(
                     CMD, "--cost-bps must be a number in [0, 10000], got '%s'", optarg);
-            break;
-        case OPT_HOLD:
-            if (!kr_arg_int(optarg, 1, 1000000, &o->p.hold))
-                return kr_cli_usage_error(CMD, "--hold must be an integer in 1..1000000, got '%s'",
-                                          optarg);
             break;
         case OPT_ASHARE:
             if (!strcmp(optarg, "auto"))
@@ -434,7 +381,6 @@ static int parse_opts(int argc, char **argv, opts *o) {
             break;
         case 'o': o->out = optarg; break;
         case OPT_CSV: o->csv = optarg; break;
-        case KR_OPT_ALLOW_NONFINITE: o->allow_nonfinite = 1; break;
         case 'h': kr_cli_opts_help(&kr_cli_backtest_spec, stdout); return -1;
         default: return kr_cli_usage_error(CMD, "%s", "unknown flag");
         }

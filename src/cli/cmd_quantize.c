@@ -14,6 +14,7 @@
 #include "cli/args.h"
 #include "cli/calib_windows.h"
 #include "cli/commands.h"
+#include "cli/forecast_flags.h"
 #include "cli/options.h"
 #include "cli/progress.h"
 #include "kronos.h"
@@ -23,11 +24,10 @@
 #define MAX_CALIB 32
 
 static const kr_cli_opt k_opts[] = {
-    { "model", 'm', KR_CLI_DIR, "DIR", 0, 0, NULL,
-      "f32 checkpoint (predictor/ + tokenizer/, or the predictor dir;\ndefault: the bundled demo "
-      "model)" },
-    { "tokenizer", 't', KR_CLI_DIR, "DIR", 0, 0, NULL,
-      "tokenizer dir when --model is the predictor dir" },
+    KR_CLI_OPT_MODEL(
+        "f32 checkpoint (predictor/ + tokenizer/, or the predictor dir;\ndefault: the bundled demo "
+        "model)"),
+    KR_CLI_OPT_TOKENIZER("tokenizer dir when --model is the predictor dir"),
     { "quant", 'q', KR_CLI_TEXT, "FMT", 0, 0, NULL,
       "bf16, int8 (W8A8), fp8 (e4m3, W8A16) or q4 (4-bit groups)" },
     { "group", 'g', KR_CLI_INT, "N", 0, 0, NULL, "q4 group size, 32 (default) or 64" },
@@ -41,15 +41,15 @@ static const kr_cli_opt k_opts[] = {
     { "damp", 'D', KR_CLI_TEXT, "F", 0, 0, NULL,
       "gptq: damping added to XᵀX's diagonal, a fraction of its\nmean (default 0.01; raised x10 "
       "until XᵀX factorises)" },
-    { "windows", 'w', KR_CLI_INT, "N", 0, 0, NULL,
+    { "windows", 'w', KR_CLI_INT, "N", 1, 256, NULL,
       "calibration windows cut from each file (default 8)" },
-    { "lookback", 'l', KR_CLI_INT, "N", 0, 0, NULL, "rows per calibration window (default 400)" },
-    { "threads", 'j', KR_CLI_INT, "N", 0, 0, NULL, "compute threads (default: all CPUs)" },
+    { "lookback", 'l', KR_CLI_INT, "N", 16, 512, NULL,
+      "rows per calibration window (default 400)" },
+    KR_CLI_OPT_THREADS,
     { "out", 'o', KR_CLI_DIR, "DIR", 0, 0, NULL,
       "output directory (created); a previous DIR/predictor and\nDIR/tokenizer are replaced once "
       "the new pair is complete" },
-    { "allow-nonfinite-weights", KR_OPT_ALLOW_NONFINITE, KR_CLI_FLAG, NULL, 0, 0, NULL,
-      "quantise a checkpoint even if a weight is NaN or infinite" },
+    KR_CLI_OPT_ALLOW_NONFINITE("quantise a checkpoint even if a weight is NaN or infinite"),
     { "help", 'h', KR_CLI_FLAG, NULL, 0, 0, NULL, "this text" },
 };
 
@@ -82,10 +82,27 @@ int kr_cmd_quantize(int argc, char **argv) {
     int group_given = 0, damp_given = 0, windows_given = 0, lookback_given = 0;
     optind = 1;
     int c;
+    const kr_cli_forecast_flags shared = {
+        .model = &model,
+        .tokenizer = &tokenizer,
+        .threads = &threads,
+        .allow_nonfinite = &allow_nonfinite,
+    };
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        const int r = kr_cli_forecast_flag(CMD, c, optarg, &shared);
+        if (r == 2) return 2;
+        if (r == 0) continue;
+        /* The integer flags of the table, checked against its ranges. */
+        int *counted = c == 'w' ? &windows : c == 'l' ? &lookback : NULL;
+        if (counted) {
+            if (!kr_cli_opts_int(&kr_cli_quantize_spec, kr_cli_opts_find(&kr_cli_quantize_spec, c),
+                                 optarg, counted))
+                return 2;
+            windows_given |= c == 'w';
+            lookback_given |= c == 'l';
+            continue;
+        }
         switch (c) {
-        case 'm': model = optarg; break;
-        case 't': tokenizer = optarg; break;
         case 'q':
             if (!kr_arg_quant(optarg) || strcmp(optarg, "f32") == 0)
                 return kr_cli_usage_error(
@@ -102,23 +119,6 @@ int kr_cmd_quantize(int argc, char **argv) {
                 return kr_cli_usage_error(CMD, "too many --calib files (max 32): '%s'", optarg);
             calib[n_calib++] = optarg;
             break;
-        case 'w':
-            if (!kr_arg_int(optarg, 1, 256, &windows))
-                return kr_cli_usage_error(CMD, "--windows must be an integer in 1..256, got '%s'",
-                                          optarg);
-            windows_given = 1;
-            break;
-        case 'l':
-            if (!kr_arg_int(optarg, 16, 512, &lookback))
-                return kr_cli_usage_error(CMD, "--lookback must be an integer in 16..512, got '%s'",
-                                          optarg);
-            lookback_given = 1;
-            break;
-        case 'j':
-            if (!kr_arg_int(optarg, 1, 1024, &threads))
-                return kr_cli_usage_error(CMD, "--threads must be an integer in 1..1024, got '%s'",
-                                          optarg);
-            break;
         case 'o': out = optarg; break;
         case 'M':
             if (!kr_arg_quant_method(optarg))
@@ -131,7 +131,6 @@ int kr_cmd_quantize(int argc, char **argv) {
                 return kr_cli_usage_error(CMD, "--damp must be a number in 0..1, got '%s'", optarg);
             damp_given = 1;
             break;
-        case KR_OPT_ALLOW_NONFINITE: allow_nonfinite = 1; break;
         case 'h': kr_cli_opts_help(&kr_cli_quantize_spec, stdout); return 0;
         default: return kr_cli_usage_error(CMD, "%s", "unknown flag");
         }

@@ -26,6 +26,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/forecast_flags.h"
 #include "cli/options.h"
 #include "cli/serve_notifier.h"
 #include "cli/share_paths.h"
@@ -37,10 +38,10 @@
 #define CMD "serve"
 
 static const kr_cli_opt k_opts[] = {
-    { "model", 'm', KR_CLI_DIR, "DIR", 0, 0, NULL,
-      "predictor directory, or a directory holding predictor/ and\ntokenizer/ (default: the "
-      "bundled demo model)" },
-    { "tokenizer", 't', KR_CLI_DIR, "DIR", 0, 0, NULL, "tokenizer directory" },
+    KR_CLI_OPT_MODEL(
+        "predictor directory, or a directory holding predictor/ and\ntokenizer/ (default: the "
+        "bundled demo model)"),
+    KR_CLI_OPT_TOKENIZER(KR_CLI_HELP_TOKENIZER),
     { "host", 'H', KR_CLI_TEXT, "ADDR", 0, 0, NULL,
       "address to bind (default 127.0.0.1; another address without\nan API key is warned about "
       "at start-up)" },
@@ -51,13 +52,13 @@ static const kr_cli_opt k_opts[] = {
     { "check-config", 'C', KR_CLI_FLAG, NULL, 0, 0, NULL,
       "check the settings and the files they name, print them,\nexit 0 without serving (or as a "
       "start would fail: 2\nfor a bad setting, 1 for a model or store it cannot use)" },
-    { "quant", 'q', KR_CLI_TEXT, "FMT", 0, 0, NULL,
-      "weight format: f32 (default), bf16, int8, fp8, q4 —\nquantised at load; a kronos "
-      "quantize checkpoint keeps its own" },
-    { "kv-dtype", 'K', KR_CLI_TEXT, "T", 0, 0, NULL,
-      "KV-cache precision: f32 (default), bf16, int8\n(quantised: drift_sample of the "
-      "forecasts, default 5%, are\nre-run on the f32 original -> kronos_quant_drift)" },
-    { "threads", 'j', KR_CLI_INT, "N", 0, 0, NULL, "compute threads (default: all CPUs)" },
+    KR_CLI_OPT_QUANT(
+        "weight format: f32 (default), bf16, int8, fp8, q4 —\nquantised at load; a kronos "
+        "quantize checkpoint keeps its own"),
+    KR_CLI_OPT_KV_DTYPE(
+        "KV-cache precision: f32 (default), bf16, int8\n(quantised: drift_sample of the "
+        "forecasts, default 5%, are\nre-run on the f32 original -> kronos_quant_drift)"),
+    KR_CLI_OPT_THREADS,
     { "kv-budget", 'k', KR_CLI_TEXT, "BYTES|PCT%", 0, 0, NULL,
       "KV cache memory: running requests + prefix cache\n(default 25% of RAM)" },
     { "api-key-file", 'a', KR_CLI_FILE, "FILE", 0, 0, NULL,
@@ -75,9 +76,7 @@ static const kr_cli_opt k_opts[] = {
       "the XDG\ndata directory)" },
     { "web-root", 'w', KR_CLI_DIR, "DIR", 0, 0, NULL,
       "files of the web page (default: the built web/dist)" },
-    { "allow-nonfinite-weights", KR_OPT_ALLOW_NONFINITE, KR_CLI_FLAG, NULL, 0, 0, NULL,
-      "load a checkpoint even if a weight is NaN or infinite\n(refused by default: such weights "
-      "corrupt forecasts)" },
+    KR_CLI_OPT_ALLOW_NONFINITE(KR_CLI_HELP_ALLOW_NONFINITE),
     { "no-mmap", 'M', KR_CLI_FLAG, NULL, 0, 0, NULL,
       "read the checkpoint into memory instead of mapping it:\nreplacing or truncating the files "
       "while serving is then\nharmless (a mapped file rewritten in place crashes the\nserver); "
@@ -124,6 +123,9 @@ typedef struct flags {
 static int parse_flags(int argc, char **argv, flags *fl) {
     struct option longopts[KR_CLI_MAX_OPTS];
     kr_cli_opts_getopt(&kr_cli_serve_spec, longopts, KR_CLI_MAX_OPTS);
+    const kr_cli_forecast_flags shared = { .model = &fl->model,
+                                           .tokenizer = &fl->tokenizer,
+                                           .allow_nonfinite = &fl->allow_nonfinite };
     optind = 1;
     int c, li = -1;
     while ((c = getopt_long(argc, argv, "h", longopts, &li)) != -1) {
@@ -139,15 +141,15 @@ static int parse_flags(int argc, char **argv, flags *fl) {
             return kr_cli_usage_error(CMD, "%s", msg);
         }
         li = -1;
+        if (kr_cli_forecast_flag(CMD, c, optarg, &shared) == 0) continue;
         switch (c) {
-        case 'm': fl->model = optarg; break;
-        case 't': fl->tokenizer = optarg; break;
         case 'H': fl->host = optarg; break;
         case 'p': fl->port = optarg; break;
         case 'c': fl->config = optarg; break;
-        case 'q': fl->quant = optarg; break;
-        case 'K': fl->kv_dtype = optarg; break;
-        case 'j': fl->threads = optarg; break;
+        /* Checked with the config file's values (apply_flags). */
+        case KR_OPT_QUANT: fl->quant = optarg; break;
+        case KR_OPT_KV_DTYPE: fl->kv_dtype = optarg; break;
+        case KR_OPT_THREADS: fl->threads = optarg; break;
         case 'k': fl->kv_budget = optarg; break;
         case 'a': fl->api_key_file = optarg; break;
         case 'n': fl->no_tune = 1; break;
@@ -158,7 +160,6 @@ static int parse_flags(int argc, char **argv, flags *fl) {
             fl->db = optarg;
             break;
         case 'w': fl->web_root = optarg; break;
-        case KR_OPT_ALLOW_NONFINITE: fl->allow_nonfinite = 1; break;
         case 'L': fl->access_log = optarg; break;
         case 'C': fl->check = 1; break;
         case 'M': fl->no_mmap = 1; break;

@@ -22,13 +22,17 @@ const kr_cli_opt *kr_cli_opts_find(const kr_cli_command *cmd, int key) {
 }
 
 int kr_cli_opts_int(const kr_cli_command *cmd, const kr_cli_opt *o, const char *arg, int *out) {
+    return kr_cli_opt_int(cmd->name, o, arg, out);
+}
+
+int kr_cli_opt_int(const char *cmd, const kr_cli_opt *o, const char *arg, int *out) {
     char *end = NULL;
     const long v = arg && *arg ? strtol(arg, &end, 10) : 0;
     if (!arg || !*arg || *end || v < o->min || v > o->max) {
         fprintf(stderr,
                 "kronos %s: --%s must be an integer in %.0f..%.0f, got '%s'\n(try 'kronos %s "
                 "--help')\n",
-                cmd->name, o->name, o->min, o->max, arg ? arg : "", cmd->name);
+                cmd, o->name, o->min, o->max, arg ? arg : "", cmd);
         return 0;
     }
     *out = (int)v;

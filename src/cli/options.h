@@ -56,6 +56,8 @@ const kr_cli_opt *kr_cli_opts_find(const kr_cli_command *cmd, int key);
 /* An integer argument checked against the option's range: 1 and *out set, or 0 after printing
  * "kronos CMD: --NAME must be an integer in MIN..MAX, got 'ARG'" and the --help hint. */
 int kr_cli_opts_int(const kr_cli_command *cmd, const kr_cli_opt *o, const char *arg, int *out);
+/* The same for the command named cmd. */
+int kr_cli_opt_int(const char *cmd, const kr_cli_opt *o, const char *arg, int *out);
 /* The --help text: "usage: kronos NAME SYNOPSIS", the description, then one entry per option
  * (the name and argument in 27 columns, the help, and "(default X)" when it has one). */
 void kr_cli_opts_help(const kr_cli_command *cmd, FILE *f);
