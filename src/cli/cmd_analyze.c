@@ -44,7 +44,6 @@ enum {
     OPT_TARGET_VAR,
     OPT_WATCHLIST,
     OPT_ALL,
-    OPT_MARKET,
     OPT_AS_OF
 };
 
@@ -145,9 +144,10 @@ static const kr_cli_opt k_opts[] = {
       "('AAPL 1d'); '#' starts a comment" },
     { "all", OPT_ALL, KR_CLI_FLAG, NULL, 0, 0, NULL,
       "analyse every stored series (each symbol and interval)" },
-    { "db", 'd', KR_CLI_FILE, "FILE|URL", 0, 0, NULL,
-      "database written by 'kronos ingest', a file or a PostgreSQL\nURL postgresql://... (default: "
-      "$KRONOS_DB, else\n$XDG_DATA_HOME/kronos/kronos.db or ~/.local/share/kronos/kronos.db)" },
+    KR_CLI_OPT_DB(
+        "database written by 'kronos ingest', a file or a PostgreSQL\nURL postgresql://... "
+        "(default: "
+        "$KRONOS_DB, else\n$XDG_DATA_HOME/kronos/kronos.db or ~/.local/share/kronos/kronos.db)"),
     { "interval", 'i', KR_CLI_TEXT, "I", 0, 0, NULL,
       "which stored interval (default: the symbol's only one, else the\nmost recently updated)" },
     KR_CLI_OPT_MODEL(
@@ -167,10 +167,10 @@ static const kr_cli_opt k_opts[] = {
       "judge staleness against TIME (YYYY-MM-DD[ HH:MM]) instead of\nthe clock: a history is stale "
       "when more than two bars' worth\nof its market's trading sessions passed since its last "
       "bar" },
-    { "market", OPT_MARKET, KR_CLI_TEXT, "NAME", 0, 0, NULL,
-      "exchange calendar of the forecast bars for every symbol: NYSE,\nSSE, HKEX, CRYPTO, ... "
-      "(default: the market stored with\n'kronos ingest --market', else the symbol's suffix, "
-      "else\ninferred from the history; data/calendars/README.md)" },
+    KR_CLI_OPT_MARKET(
+        "exchange calendar of the forecast bars for every symbol: NYSE,\nSSE, HKEX, CRYPTO, ... "
+        "(default: the market stored with\n'kronos ingest --market', else the symbol's suffix, "
+        "else\ninferred from the history; data/calendars/README.md)"),
     { "ohlc", KR_OPT_OHLC, KR_CLI_TEXT, "MODE", 0, 0, NULL,
       "consistent (default: high >= max(open, close), low <=\nmin(open, close), volume >= 0 on "
       "every path before the\nstatistics) or raw (the model's numbers)" },
@@ -237,6 +237,8 @@ static int parse_opts(int argc, char **argv, opts *o) {
         .batch_rows = &o->p.static_batch_rows,
         .allow_nonfinite = &o->allow_nonfinite,
         .ohlc = &o->p.ohlc,
+        .db = &o->db,
+        .market = &o->market,
     };
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         const int r = kr_cli_forecast_flag(CMD, c, optarg, &shared);
@@ -246,10 +248,6 @@ static int parse_opts(int argc, char **argv, opts *o) {
             continue;
         }
         switch (c) {
-        case 'd':
-            if (kr_cli_db_flag(CMD, optarg)) return 2;
-            o->db = optarg;
-            break;
         case 'i': o->interval = optarg; break;
         case 'n':
             if (!kr_arg_int(optarg, 1, KR_LIMIT_PRED_LEN_CAP, &o->p.horizon))
@@ -286,14 +284,6 @@ static int parse_opts(int argc, char **argv, opts *o) {
             if (kr_store_parse_range(optarg, NULL, "--as-of", "--to", &from, &to, &err) != KR_OK)
                 return kr_cli_usage_error(CMD, "%s", err.message);
             o->p.now = from;
-            break;
-        }
-        case OPT_MARKET: {
-            const kr_calendar *cal;
-            kr_error err;
-            if (kr_calendar_find(optarg, &cal, &err) != KR_OK)
-                return kr_cli_usage_error(CMD, "--market: %s", err.message);
-            o->market = optarg;
             break;
         }
         case 'K':

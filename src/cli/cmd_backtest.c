@@ -60,7 +60,6 @@ enum {
     OPT_ASHARE,
     OPT_CSV,
     OPT_ALL,
-    OPT_MARKET,
     OPT_INPUT,
 };
 
@@ -89,17 +88,16 @@ static const char *const k_groups[] = {
 
 static const kr_cli_opt k_opts[] = {
     { "all", OPT_ALL, KR_CLI_FLAG, NULL, 0, 0, NULL, "every stored series" },
-    { "db", 'd', KR_CLI_FILE, "FILE|URL", 0, 0, NULL,
-      "database written by 'kronos ingest' (default: $KRONOS_DB,\nelse "
-      "$XDG_DATA_HOME/kronos/kronos.db)" },
+    KR_CLI_OPT_DB("database written by 'kronos ingest' (default: $KRONOS_DB,\nelse "
+                  "$XDG_DATA_HOME/kronos/kronos.db)"),
     { "interval", 'i', KR_CLI_TEXT, "I", 0, 0, NULL,
       "which stored interval (default: the symbol's most recent)" },
     { "input", OPT_INPUT, KR_CLI_FILE, "[NAME=]FILE", 0, 0, NULL,
       "a candle CSV or JSON file instead of the store (repeatable;\nNAME: the symbol, default "
       "the file name without extension)" },
-    { "market", OPT_MARKET, KR_CLI_TEXT, "NAME", 0, 0, NULL,
-      "exchange calendar of every symbol: NYSE, SSE, HKEX, CRYPTO\n(default: the stored "
-      "market, else the symbol's suffix, else\ninferred from the history before each origin)" },
+    KR_CLI_OPT_MARKET(
+        "exchange calendar of every symbol: NYSE, SSE, HKEX, CRYPTO\n(default: the stored "
+        "market, else the symbol's suffix, else\ninferred from the history before each origin)"),
     { "horizon", 'n', KR_CLI_INT, "N", 1, 65535, NULL,
       "bars forecast and scored from each origin (default 20)" },
     { "every", OPT_EVERY, KR_CLI_INT, "N", 1, 1000000, NULL,
@@ -259,6 +257,8 @@ static int parse_opts(int argc, char **argv, opts *o) {
         .allow_nonfinite = &o->allow_nonfinite,
         .window = &o->p.window,
         .ohlc = &o->p.ohlc,
+        .db = &o->db,
+        .market = &o->market,
     };
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         const int r = kr_cli_forecast_flag(CMD, c, optarg, &shared);
@@ -287,10 +287,6 @@ static int parse_opts(int argc, char **argv, opts *o) {
             continue;
         }
         switch (c) {
-        case 'd':
-            if (kr_cli_db_flag(CMD, optarg)) return 2;
-            o->db = optarg;
-            break;
         case 'i': {
             kr_error err;
             if (kr_store_check_interval(optarg, &err) != KR_OK)
@@ -303,14 +299,6 @@ static int parse_opts(int argc, char **argv, opts *o) {
                 return kr_cli_usage_error(CMD, "more than %s --input files", "256");
             o->inputs[o->n_inputs++] = optarg;
             break;
-        case OPT_MARKET: {
-            const kr_calendar *cal;
-            kr_error err;
-            if (kr_calendar_find(optarg, &cal, &err) != KR_OK)
-                return kr_cli_usage_error(CMD, "--market: %s", err.message);
-            o->market = optarg;
-            break;
-        }
         case OPT_ALL: o->all = 1; break;
         case OPT_FROM: o->from = optarg; break;
         case OPT_TO: o->to = optarg; break;

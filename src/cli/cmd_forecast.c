@@ -68,9 +68,9 @@ static const kr_cli_opt k_opts[] = {
     { "future-timestamps", 'f', KR_CLI_FILE, "FILE", 0, 0, NULL,
       "CSV with a timestamps column (pred-len rows); default:\nthe market's calendar (holidays, "
       "sessions)" },
-    { "market", 'M', KR_CLI_TEXT, "NAME", 0, 0, NULL,
-      "exchange calendar of the forecast bars: NYSE, SSE, HKEX,\nCRYPTO, ... (default: inferred "
-      "from the history;\ndata/calendars/README.md)" },
+    KR_CLI_OPT_MARKET(
+        "exchange calendar of the forecast bars: NYSE, SSE, HKEX,\nCRYPTO, ... (default: inferred "
+        "from the history;\ndata/calendars/README.md)"),
     KR_CLI_OPT_OHLC(
         "consistent (default): every path's high >= max(open,\nclose), low <= min(open, close), "
         "prices, volume and amount\n>= 0, before the mean and quantiles; raw: the model's\ncandles "
@@ -399,11 +399,17 @@ static int parse_opts(int argc, char **argv, opts *o, char ***owned, int *n_owne
     int c;
     char msg[256 + 2 * PATH_MAX];
     const kr_cli_forecast_flags shared = {
-        KR_CLI_SAMPLING_OF(o->p),     .model = &o->model,
-        .tokenizer = &o->tokenizer,   .quant = &o->quant,
-        .kv_dtype = &o->kv_dtype,     .threads = &o->threads,
-        .batch_rows = &o->batch_rows, .allow_nonfinite = &o->allow_nonfinite,
-        .window = &o->p.window,       .ohlc = &o->ohlc,
+        .model = &o->model,
+        .tokenizer = &o->tokenizer,
+        .quant = &o->quant,
+        .kv_dtype = &o->kv_dtype,
+        .threads = &o->threads,
+        .batch_rows = &o->batch_rows,
+        .allow_nonfinite = &o->allow_nonfinite,
+        .window = &o->p.window,
+        .ohlc = &o->ohlc,
+        .market = &o->market,
+        KR_CLI_SAMPLING_OF(o->p),
     };
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         o->paths_given |= c == KR_OPT_PATHS;
@@ -422,14 +428,6 @@ static int parse_opts(int argc, char **argv, opts *o, char ***owned, int *n_owne
                     CMD, "--pred-len must be an integer in 1..65536, got '%s'", optarg);
             break;
         case 'f': o->future_file = optarg; break;
-        case 'M': {
-            const kr_calendar *cal;
-            kr_error err;
-            if (kr_calendar_find(optarg, &cal, &err) != KR_OK)
-                return kr_cli_usage_error(CMD, "--market: %s", err.message);
-            o->market = optarg;
-            break;
-        }
         case 'F':
             if (strcmp(optarg, "csv") && strcmp(optarg, "json"))
                 return kr_cli_usage_error(CMD, "--format must be csv or json, got '%s'", optarg);

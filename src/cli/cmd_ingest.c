@@ -11,6 +11,7 @@
 #include "kronos/util.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/forecast_flags.h"
 #include "cli/options.h"
 #include "cli/progress.h"
 #include "kronos.h"
@@ -25,13 +26,12 @@ static const kr_cli_opt k_opts[] = {
     { "interval", 'i', KR_CLI_TEXT, "I", 0, 0, NULL,
       "bar length: a count and a unit s, m, min, h, d, w, mo (1m, 5m, 1h,\n4h, 1d, 1w); "
       "default: the bars' most common spacing (said on\nstderr)" },
-    { "market", 'M', KR_CLI_TEXT, "NAME", 0, 0, NULL,
+    { "market", KR_OPT_MARKET, KR_CLI_TEXT, "NAME", 0, 0, NULL,
       "the symbol's exchange calendar (NYSE, SSE, HKEX, CRYPTO, ...),\nused by 'kronos "
       "analyze' for the forecast bars' timestamps\n(default: the symbol's suffix, else "
       "inferred from the history)" },
-    { "db", 'd', KR_CLI_FILE, "FILE|URL", 0, 0, NULL,
-      "database file, or a PostgreSQL URL postgresql://... (default:\n$KRONOS_DB, else "
-      "$XDG_DATA_HOME/kronos/kronos.db or\n~/.local/share/kronos/kronos.db)" },
+    KR_CLI_OPT_DB("database file, or a PostgreSQL URL postgresql://... (default:\n$KRONOS_DB, else "
+                  "$XDG_DATA_HOME/kronos/kronos.db or\n~/.local/share/kronos/kronos.db)"),
     { "help", 'h', KR_CLI_FLAG, NULL, 0, 0, NULL, "this text" },
 };
 
@@ -97,15 +97,15 @@ int kr_cmd_ingest(int argc, char **argv) {
     kr_error err = { 0 };
     optind = 1;
     int ch;
+    const kr_cli_forecast_flags shared = { .db = &db_flag };
     while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        const int r = kr_cli_forecast_flag(CMD, ch, optarg, &shared);
+        if (r == 2) return 2;
+        if (r == 0) continue;
         switch (ch) {
         case 's': symbol = optarg; break;
         case 'i': interval = optarg; break;
-        case 'd':
-            if (kr_cli_db_flag(CMD, optarg)) return 2;
-            db_flag = optarg;
-            break;
-        case 'M': {
+        case KR_OPT_MARKET: {
             const kr_calendar *cal;
             if (kr_calendar_find(optarg, &cal, &err) != KR_OK)
                 return kr_cli_usage_error(CMD, "--market: %s", err.message);

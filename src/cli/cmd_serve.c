@@ -70,10 +70,10 @@ static const kr_cli_opt k_opts[] = {
     { "drain-delay", 'D', KR_CLI_NUM, "S", 0, 0, NULL,
       "on a signal, /ready answers 503 for S seconds while requests\nare still served, then the "
       "drain (default 0; behind a load\nbalancer: longer than its health-check interval)" },
-    { "db", 'd', KR_CLI_FILE, "FILE|URL", 0, 0, NULL,
-      "candle store of /v1/candles and /v1/analyze: a file, or a\nPostgreSQL URL "
-      "postgresql://... that replicas share\n(default as for 'kronos analyze': $KRONOS_DB, else "
-      "the XDG\ndata directory)" },
+    KR_CLI_OPT_DB(
+        "candle store of /v1/candles and /v1/analyze: a file, or a\nPostgreSQL URL "
+        "postgresql://... that replicas share\n(default as for 'kronos analyze': $KRONOS_DB, else "
+        "the XDG\ndata directory)"),
     { "web-root", 'w', KR_CLI_DIR, "DIR", 0, 0, NULL,
       "files of the web page (default: the built web/dist)" },
     KR_CLI_OPT_ALLOW_NONFINITE(KR_CLI_HELP_ALLOW_NONFINITE),
@@ -125,7 +125,8 @@ static int parse_flags(int argc, char **argv, flags *fl) {
     kr_cli_opts_getopt(&kr_cli_serve_spec, longopts, KR_CLI_MAX_OPTS);
     const kr_cli_forecast_flags shared = { .model = &fl->model,
                                            .tokenizer = &fl->tokenizer,
-                                           .allow_nonfinite = &fl->allow_nonfinite };
+                                           .allow_nonfinite = &fl->allow_nonfinite,
+                                           .db = &fl->db };
     optind = 1;
     int c, li = -1;
     while ((c = getopt_long(argc, argv, "h", longopts, &li)) != -1) {
@@ -141,7 +142,9 @@ static int parse_flags(int argc, char **argv, flags *fl) {
             return kr_cli_usage_error(CMD, "%s", msg);
         }
         li = -1;
-        if (kr_cli_forecast_flag(CMD, c, optarg, &shared) == 0) continue;
+        const int r = kr_cli_forecast_flag(CMD, c, optarg, &shared);
+        if (r == 2) return 2;
+        if (r == 0) continue;
         switch (c) {
         case 'H': fl->host = optarg; break;
         case 'p': fl->port = optarg; break;
@@ -155,10 +158,6 @@ static int parse_flags(int argc, char **argv, flags *fl) {
         case 'n': fl->no_tune = 1; break;
         case 'r': fl->timeout = optarg; break;
         case 'D': fl->drain_delay = optarg; break;
-        case 'd':
-            if (kr_cli_db_flag(CMD, optarg)) return 2;
-            fl->db = optarg;
-            break;
         case 'w': fl->web_root = optarg; break;
         case 'L': fl->access_log = optarg; break;
         case 'C': fl->check = 1; break;

@@ -14,6 +14,7 @@
 #include "kronos/util.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/forecast_flags.h"
 #include "cli/options.h"
 #include "kronos.h"
 #include "kronos/store.h"
@@ -37,9 +38,8 @@ static const kr_cli_opt k_opts[] = {
     { "format", 'F', KR_CLI_TEXT, "F", 0, 0, NULL, "export: csv (default) or json" },
     { "output", 'o', KR_CLI_FILE, "FILE", 0, 0, NULL, "export: write FILE instead of stdout" },
     { "json", 'J', KR_CLI_FLAG, NULL, 0, 0, NULL, "list: print JSON instead of a table" },
-    { "db", 'd', KR_CLI_FILE, "FILE|URL", 0, 0, NULL,
-      "database file, or a PostgreSQL URL postgresql://... (default:\n$KRONOS_DB, else "
-      "$XDG_DATA_HOME/kronos/kronos.db or\n~/.local/share/kronos/kronos.db)" },
+    KR_CLI_OPT_DB("database file, or a PostgreSQL URL postgresql://... (default:\n$KRONOS_DB, else "
+                  "$XDG_DATA_HOME/kronos/kronos.db or\n~/.local/share/kronos/kronos.db)"),
     { "help", 'h', KR_CLI_FLAG, NULL, 0, 0, NULL, "this text" },
 };
 
@@ -311,16 +311,16 @@ int kr_cmd_store(int argc, char **argv) {
     kr_error err = { 0 };
     optind = 1;
     int ch;
+    const kr_cli_forecast_flags shared = { .db = &db_flag };
     while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        const int r = kr_cli_forecast_flag(CMD, ch, optarg, &shared);
+        if (r == 2) return 2;
+        if (r == 0) continue;
         switch (ch) {
         case 's': symbol = optarg; break;
         case 'i': interval = optarg; break;
         case 'f': from = optarg; break;
         case 't': to = optarg; break;
-        case 'd':
-            if (kr_cli_db_flag(CMD, optarg)) return 2;
-            db_flag = optarg;
-            break;
         case 'J': json = 1; break;
         case 'l': {
             int v = 0;

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli/args.h"
+#include "kronos/series.h"
 
 /* The integer flags' entries, whose ranges the checks use: "--NAME must be an integer in
  * MIN..MAX, got 'ARG'" (kr_cli_opt_int). */
@@ -91,6 +92,18 @@ int kr_cli_forecast_flag(const char *cmd, int opt, const char *arg,
             return kr_cli_usage_error(cmd, "--kv-dtype must be one of f32, bf16, int8, got '%s'",
                                       arg);
         return text_flag(arg, f->kv_dtype);
+    case KR_OPT_DB:
+        if (!f->db) return -1;
+        if (kr_cli_db_flag(cmd, arg)) return 2; /* empty: not a wish for the default store */
+        return text_flag(arg, f->db);
+    case KR_OPT_MARKET: {
+        if (!f->market) return -1;
+        const kr_calendar *cal;
+        kr_error err;
+        if (kr_calendar_find(arg, &cal, &err) != KR_OK)
+            return kr_cli_usage_error(cmd, "--market: %s", err.message);
+        return text_flag(arg, f->market);
+    }
     default: return -1;
     }
 }

@@ -1,7 +1,8 @@
 /*
  * cli/forecast_flags — the flags of a forecast that several commands take (forecast, analyze,
  * backtest, eval-quant, quantize, bench, serve): model and tokenizer, the sampling, the
- * quantisation, the window mode, threads, ... Each one's table entry (name, getopt code, type,
+ * quantisation, the window mode, threads, ..., and where the candles are (--db, --market).
+ * Each one's table entry (name, getopt code, type,
  * argument, range) is written once here, spliced into a command's option table with that
  * command's help text; and one function applies a parsed one to the command's settings, with
  * one spelling, range and message each, so a command's switch handles only its own flags.
@@ -34,6 +35,8 @@ enum {
     KR_OPT_WINDOW,
     KR_OPT_OHLC,
     KR_OPT_BATCH_SIZE,
+    KR_OPT_DB,
+    KR_OPT_MARKET,
 };
 
 /* The help most commands give a flag (every one: --threads). */
@@ -75,12 +78,16 @@ enum {
     { "threads", KR_OPT_THREADS, KR_CLI_INT, "N", 1, 1024, NULL, KR_CLI_HELP_THREADS }
 #define KR_CLI_OPT_BATCH_SIZE(help) \
     { "batch-size", KR_OPT_BATCH_SIZE, KR_CLI_INT, "N", 0, 1 << 20, NULL, help }
+#define KR_CLI_OPT_DB(help) \
+    { "db", KR_OPT_DB, KR_CLI_FILE, "FILE|URL", 0, 0, NULL, help }
+#define KR_CLI_OPT_MARKET(help) \
+    { "market", KR_OPT_MARKET, KR_CLI_TEXT, "NAME", 0, 0, NULL, help }
 #define KR_CLI_OPT_ALLOW_NONFINITE(help) \
     { "allow-nonfinite-weights", KR_OPT_ALLOW_NONFINITE, KR_CLI_FLAG, NULL, 0, 0, NULL, help }
 /* Where a command keeps the shared flags' values; NULL for a flag it does not take (or
  * parses itself). */
 typedef struct kr_cli_forecast_flags {
-    const char **model, **tokenizer, **quant, **kv_dtype;
+    const char **model, **tokenizer, **quant, **kv_dtype, **db, **market;
     int *lookback, *max_context, *paths, *top_k, *threads, *batch_rows, *allow_nonfinite;
     uint64_t *seed;
     float *temperature, *top_p;
