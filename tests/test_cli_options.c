@@ -1,5 +1,5 @@
 /*
- * The option tables (cli/options.h), over every command of `kronos --help`: a command's --help
+ * The option tables (common/options.h), over every command of `kronos --help`: a command's --help
  * lists exactly the flags of its table, no more and no fewer, and the bash completion, the
  * zsh completion and the man page, written from the same tables, name every one of them.
  * Nothing is read back from --help any more, so a flag added to a hand-written help text, or

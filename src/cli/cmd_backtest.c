@@ -19,7 +19,7 @@
 #include "cli/commands.h"
 #include "cli/engine_open.h"
 #include "cli/forecast_flags.h"
-#include "cli/options.h"
+#include "common/options.h"
 #include "cli/progress.h"
 #include "cli/store_pick.h"
 #include "common/candles_input.h"
@@ -169,7 +169,7 @@ static const kr_cli_opt k_opts[] = {
     { "help", 'h', KR_CLI_FLAG, NULL, 0, 0, NULL, "this text" },
 };
 
-/* The flags of `kronos backtest` (cli/options.h): its --help, getopt table, completion and
+/* The flags of `kronos backtest` (common/options.h): its --help, getopt table, completion and
  * man page. */
 const kr_cli_command kr_cli_backtest_spec = {
     "backtest",

@@ -13,7 +13,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "cli/options.h"
+#include "common/options.h"
 #include "cli/share_paths.h"
 #include "kronos.h"
 #include "kronos/series.h"

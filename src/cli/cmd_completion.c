@@ -1,6 +1,6 @@
 /*
  * cli/cmd_completion — `kronos completion bash|zsh`: the shell completion scripts, written
- * from the commands' option tables (cli/options), the same tables their --help prints. The
+ * from the commands' option tables (common/options), the same tables their --help prints. The
  * build runs it (src/cli/CMakeLists.txt) and `cmake --install` installs its output.
  */
 #include <stdio.h>
@@ -9,7 +9,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "cli/options.h"
+#include "common/options.h"
 #include "kronos.h"
 
 int kr_cmd_completion(int argc, char **argv) {

@@ -16,7 +16,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "cli/options.h"
+#include "common/options.h"
 #include "cli/progress.h"
 #include "kronos.h"
 #include "kronos/finetune.h"
@@ -116,7 +116,7 @@ static const char *key_arg(const kr_finetune_key *k) {
                                                                     : "N";
 }
 
-/* Every flag of the command (cli/options.h), for getopt, completion and the man page: its own
+/* Every flag of the command (common/options.h), for getopt, completion and the man page: its own
  * (k_own), then each config key's that is not among them (the library's key table). Built
  * once; static storage. */
 const kr_cli_command *kr_cli_finetune_spec(void) {

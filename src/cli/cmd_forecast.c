@@ -21,7 +21,7 @@
 #include "common/limits.h"
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "cli/options.h"
+#include "common/options.h"
 #include "cli/engine_open.h"
 #include "cli/forecast_flags.h"
 #include "cli/progress.h"
@@ -97,7 +97,7 @@ static const kr_cli_opt k_opts[] = {
     { "help", 'h', KR_CLI_FLAG, NULL, 0, 0, NULL, "this text" },
 };
 
-/* The flags of `kronos forecast` (cli/options.h): its --help, getopt table, completion and man
+/* The flags of `kronos forecast` (common/options.h): its --help, getopt table, completion and man
  * page. */
 const kr_cli_command kr_cli_forecast_spec = {
     "forecast",

@@ -13,7 +13,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "cli/options.h"
+#include "common/options.h"
 #include "kronos.h"
 
 static const kr_cli_opt k_opts[] = {
@@ -31,7 +31,7 @@ static const kr_cli_opt k_opts[] = {
     { "help", 'h', KR_CLI_FLAG, NULL, 0, 0, NULL, "this text" },
 };
 
-/* The flags of `kronos gen-random` (cli/options.h): its --help, getopt table, completion and
+/* The flags of `kronos gen-random` (common/options.h): its --help, getopt table, completion and
  * man page. */
 const kr_cli_command kr_cli_gen_random_spec = {
     "gen-random",

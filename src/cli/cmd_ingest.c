@@ -12,7 +12,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/forecast_flags.h"
-#include "cli/options.h"
+#include "common/options.h"
 #include "cli/progress.h"
 #include "kronos.h"
 #include "kronos/store.h"

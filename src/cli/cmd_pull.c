@@ -14,7 +14,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "cli/options.h"
+#include "common/options.h"
 #include "kronos/hub.h"
 
 #define CMD "pull"
@@ -28,7 +28,7 @@ static const kr_cli_opt k_opts[] = {
     { "help", 'h', KR_CLI_FLAG, NULL, 0, 0, NULL, "this text" },
 };
 
-/* The flags of `kronos pull` (cli/options.h): its --help, getopt table, completion and man
+/* The flags of `kronos pull` (common/options.h): its --help, getopt table, completion and man
  * page. */
 const kr_cli_command kr_cli_pull_spec = {
     "pull",

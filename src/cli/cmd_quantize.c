@@ -15,7 +15,7 @@
 #include "cli/calib_windows.h"
 #include "cli/commands.h"
 #include "cli/forecast_flags.h"
-#include "cli/options.h"
+#include "common/options.h"
 #include "cli/progress.h"
 #include "kronos.h"
 #include "kronos/series.h"
@@ -53,7 +53,7 @@ static const kr_cli_opt k_opts[] = {
     { "help", 'h', KR_CLI_FLAG, NULL, 0, 0, NULL, "this text" },
 };
 
-/* The flags of `kronos quantize` (cli/options.h): its --help, getopt table, completion and man
+/* The flags of `kronos quantize` (common/options.h): its --help, getopt table, completion and man
  * page. */
 const kr_cli_command kr_cli_quantize_spec = {
     "quantize",

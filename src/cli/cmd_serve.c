@@ -27,7 +27,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/forecast_flags.h"
-#include "cli/options.h"
+#include "common/options.h"
 #include "cli/serve_notifier.h"
 #include "cli/share_paths.h"
 #include "kronos.h"
@@ -86,7 +86,7 @@ static const kr_cli_opt k_opts[] = {
     { "help", 'h', KR_CLI_FLAG, NULL, 0, 0, NULL, "this text" },
 };
 
-/* The flags of `kronos serve` (cli/options.h): its --help, getopt table, completion and man
+/* The flags of `kronos serve` (common/options.h): its --help, getopt table, completion and man
  * page. */
 const kr_cli_command kr_cli_serve_spec = {
     "serve",

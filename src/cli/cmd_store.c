@@ -15,7 +15,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/forecast_flags.h"
-#include "cli/options.h"
+#include "common/options.h"
 #include "kronos.h"
 #include "kronos/store.h"
 
@@ -43,7 +43,7 @@ static const kr_cli_opt k_opts[] = {
     { "help", 'h', KR_CLI_FLAG, NULL, 0, 0, NULL, "this text" },
 };
 
-/* The flags of `kronos store` (cli/options.h): its --help, getopt table, completion and man
+/* The flags of `kronos store` (common/options.h): its --help, getopt table, completion and man
  * page. The operands are a subcommand and, for the completion, files (as before the table). */
 const kr_cli_command kr_cli_store_spec = {
     "store",

@@ -9,7 +9,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "cli/options.h"
+#include "common/options.h"
 #include "kronos.h"
 #include "kronos/build_info.h"
 

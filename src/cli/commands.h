@@ -24,7 +24,7 @@ int kr_cmd_man(int argc, char **argv);
 
 /* main.c: every command for the completion and man page generators, from its option table
  * (none for a command a build left out, and for completion and man). Returns the count. */
-#include "cli/options.h"
+#include "common/options.h"
 #define MAX_COMMANDS 32
 int kr_cli_describe(kr_cli_described *out, int cap);
 /* cmd_finetune.c: finetune's table, its own flags and one per config key (static storage). */

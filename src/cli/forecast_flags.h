@@ -12,7 +12,7 @@
 
 #include <stdint.h>
 
-#include "cli/options.h"
+#include "common/options.h"
 #include "kronos.h"
 #include "kronos/paths.h"
 
@@ -46,7 +46,7 @@ enum {
     "load a checkpoint even if a weight is NaN or infinite\n(refused by default: such weights " \
     "corrupt forecasts)"
 
-/* The entries, each with the command's help (cli/options.h). The ranges are the ones
+/* The entries, each with the command's help (common/options.h). The ranges are the ones
  * kr_cli_forecast_flag checks. */
 #define KR_CLI_OPT_MODEL(help) \
     { "model", KR_OPT_MODEL, KR_CLI_DIR, "DIR", 0, 0, NULL, help }

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
-#include "cli/options.h"
+#include "common/options.h"
 #include "kronos.h"
 
 typedef struct command {

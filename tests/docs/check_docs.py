@@ -69,7 +69,7 @@ def help_flags(text):
 def source_flags(src, cmd):
     text = read(src, f"src/cli/cmd_{cmd.replace('-', '_')}.c")
     flags = set(re.findall(r'\{\s*"([a-z0-9-]+)",\s*(?:no|required|optional)_argument', text))
-    # An option table (src/cli/options.h): { "name", KEY, KR_CLI_TYPE, ... }.
+    # An option table (src/common/options.h): { "name", KEY, KR_CLI_TYPE, ... }.
     flags |= set(re.findall(r'\{\s*"([a-z0-9-]+)",\s*[^,{}]+,\s*KR_CLI_[A-Z]+', text))
     # The forecast flags several commands share (src/cli/forecast_flags.h): an entry
     # KR_CLI_OPT_MODEL(help) is { "model", ... } there.

@@ -1,14 +1,16 @@
 /*
- * cli/options — one table per command of its flags (name, type, range, default, help), which
+ * common/options — one table per command of its flags (name, type, range, default, help), which
  * drives the getopt parsing, the --help text, the bash and zsh completion and the man page, so
- * none of them can tell another story. Self-contained (libc only): a later common/ layer can
- * take it as it is.
+ * none of them can tell another story. The tables are the CLI's (src/cli/cmd_*.c); this is
+ * the machinery, libc only, in common/ with what the front ends share.
  */
-#ifndef KR_CLI_OPTIONS_H
-#define KR_CLI_OPTIONS_H
+#ifndef KR_COMMON_OPTIONS_H
+#define KR_COMMON_OPTIONS_H
 
 #include <getopt.h>
 #include <stdio.h>
+
+#include "kronos/status.h" /* KR_PRIVATE */
 
 typedef enum kr_cli_opt_type {
     KR_CLI_FLAG = 0, /* no argument */
@@ -50,17 +52,18 @@ typedef struct kr_cli_command {
 
 /* getopt_long's table for cmd (its options and a terminating zero entry) into out[cap].
  * Returns the number of options, or -1 when cap is too small. */
-int kr_cli_opts_getopt(const kr_cli_command *cmd, struct option *out, int cap);
+KR_PRIVATE int kr_cli_opts_getopt(const kr_cli_command *cmd, struct option *out, int cap);
 /* The option of cmd that getopt returned key for, or NULL. */
-const kr_cli_opt *kr_cli_opts_find(const kr_cli_command *cmd, int key);
+KR_PRIVATE const kr_cli_opt *kr_cli_opts_find(const kr_cli_command *cmd, int key);
 /* An integer argument checked against the option's range: 1 and *out set, or 0 after printing
  * "kronos CMD: --NAME must be an integer in MIN..MAX, got 'ARG'" and the --help hint. */
-int kr_cli_opts_int(const kr_cli_command *cmd, const kr_cli_opt *o, const char *arg, int *out);
+KR_PRIVATE int kr_cli_opts_int(const kr_cli_command *cmd, const kr_cli_opt *o, const char *arg,
+                               int *out);
 /* The same for the command named cmd. */
-int kr_cli_opt_int(const char *cmd, const kr_cli_opt *o, const char *arg, int *out);
+KR_PRIVATE int kr_cli_opt_int(const char *cmd, const kr_cli_opt *o, const char *arg, int *out);
 /* The --help text: "usage: kronos NAME SYNOPSIS", the description, then one entry per option
  * (the name and argument in 27 columns, the help, and "(default X)" when it has one). */
-void kr_cli_opts_help(const kr_cli_command *cmd, FILE *f);
+KR_PRIVATE void kr_cli_opts_help(const kr_cli_command *cmd, FILE *f);
 
 /* Every command, as the generators see it: name, summary, flags. */
 typedef struct kr_cli_described {
@@ -71,8 +74,8 @@ typedef struct kr_cli_described {
 } kr_cli_described;
 
 /* bash / zsh completion scripts and the man page (roff) for the commands described. */
-void kr_cli_completion_bash(const kr_cli_described *cmds, int n, FILE *f);
-void kr_cli_completion_zsh(const kr_cli_described *cmds, int n, FILE *f);
-void kr_cli_man_page(const kr_cli_described *cmds, int n, const char *version, FILE *f);
+KR_PRIVATE void kr_cli_completion_bash(const kr_cli_described *cmds, int n, FILE *f);
+KR_PRIVATE void kr_cli_completion_zsh(const kr_cli_described *cmds, int n, FILE *f);
+KR_PRIVATE void kr_cli_man_page(const kr_cli_described *cmds, int n, const char *version, FILE *f);
 
 #endif

@@ -1,5 +1,5 @@
-/* cli/options — see options.h. */
-#include "cli/options.h"
+/* common/options — see options.h. */
+#include "common/options.h"
 
 #include <stdlib.h>
 #include <string.h>
