@@ -25,6 +25,7 @@
 #include "common/options.h"
 #include "cli/engine_open.h"
 #include "cli/forecast_flags.h"
+#include "cli/parse.h"
 #include "cli/store_pick.h"
 #include "kronos.h"
 #include "kronos/store.h"
@@ -222,13 +223,9 @@ const kr_cli_command kr_cli_analyze_spec = {
 };
 
 static int parse_opts(int argc, char **argv, opts *o) {
-    struct option longopts[KR_CLI_MAX_OPTS];
-    kr_cli_opts_getopt(&kr_cli_analyze_spec, longopts, KR_CLI_MAX_OPTS);
     o->p = kr_analyze_default_params();
     o->p.static_batch_rows = KR_STATIC_BATCH_ROWS_DEFAULT;
     o->format = KR_FORMAT_JSON;
-    optind = 1;
-    int c;
     const kr_cli_forecast_flags shared = {
         KR_CLI_SAMPLING_OF(o->p),
         .model = &o->model,
@@ -240,13 +237,9 @@ static int parse_opts(int argc, char **argv, opts *o) {
         .db = &o->db,
         .market = &o->market,
     };
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        const int r = kr_cli_forecast_flag(CMD, c, optarg, &shared);
-        if (r == 2) return 2;
-        if (r == 0) {
-            if (c == KR_OPT_PATHS) o->paths_given = 1;
-            continue;
-        }
+    kr_cli_parse ps;
+    kr_cli_parse_begin(&ps, &kr_cli_analyze_spec, &shared, argc, argv);
+    for (int c; (c = kr_cli_parse_next(&ps)) != 0;) {
         switch (c) {
         case 'i': o->interval = optarg; break;
         case 'n':
@@ -258,7 +251,6 @@ static int parse_opts(int argc, char **argv, opts *o) {
             if (!kr_arg_int(optarg, 1, 65536, &o->p.max_paths))
                 return kr_cli_usage_error(
                     CMD, "--max-paths must be an integer in 1..65536, got '%s'", optarg);
-            o->max_paths_given = 1;
             break;
         case OPT_TARGET_PROB: {
             float x;
@@ -315,10 +307,11 @@ static int parse_opts(int argc, char **argv, opts *o) {
                     CMD, "--llm-timeout must be a number of seconds in (0, 86400], got '%s'",
                     optarg);
             break;
-        case 'h': kr_cli_opts_help(&kr_cli_analyze_spec, stdout); return -1;
-        default: return kr_cli_usage_error(CMD, "%s", "unknown flag");
         }
     }
+    if (ps.status) return ps.status;
+    o->paths_given = kr_cli_parse_given(&ps, KR_OPT_PATHS);
+    o->max_paths_given = kr_cli_parse_given(&ps, OPT_MAX_PATHS);
     for (int i = optind; i < argc; i++) {
         int rc = add_symbol(o, argv[i], NULL, NULL, 0);
         if (rc) return rc;

@@ -19,6 +19,7 @@
 #include "cli/commands.h"
 #include "cli/engine_open.h"
 #include "cli/forecast_flags.h"
+#include "cli/parse.h"
 #include "common/options.h"
 #include "cli/progress.h"
 #include "cli/store_pick.h"
@@ -242,12 +243,8 @@ static int parse_origins(opts *o) {
 }
 
 static int parse_opts(int argc, char **argv, opts *o) {
-    struct option longopts[KR_CLI_MAX_OPTS];
-    kr_cli_opts_getopt(&kr_cli_backtest_spec, longopts, KR_CLI_MAX_OPTS);
     o->p = kr_backtest_default_params();
     o->format = KR_BACKTEST_JSON;
-    optind = 1;
-    int c;
     const kr_cli_forecast_flags shared = {
         KR_CLI_SAMPLING_OF(o->p),
         .model = &o->model,
@@ -260,14 +257,9 @@ static int parse_opts(int argc, char **argv, opts *o) {
         .db = &o->db,
         .market = &o->market,
     };
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        const int r = kr_cli_forecast_flag(CMD, c, optarg, &shared);
-        if (r == 2) return 2;
-        if (r == 0) {
-            if (c == KR_OPT_BATCH_SIZE && o->p.static_batch_rows == 0)
-                o->p.static_batch_rows = -1; /* all at once */
-            continue;
-        }
+    kr_cli_parse ps;
+    kr_cli_parse_begin(&ps, &kr_cli_backtest_spec, &shared, argc, argv);
+    for (int c; (c = kr_cli_parse_next(&ps)) != 0;) {
         /* The integer flags of the table, checked against its ranges. */
         int *counted = c == 'n'               ? &o->p.horizon
                        : c == OPT_EVERY       ? &o->p.every
@@ -369,10 +361,11 @@ static int parse_opts(int argc, char **argv, opts *o) {
             break;
         case 'o': o->out = optarg; break;
         case OPT_CSV: o->csv = optarg; break;
-        case 'h': kr_cli_opts_help(&kr_cli_backtest_spec, stdout); return -1;
-        default: return kr_cli_usage_error(CMD, "%s", "unknown flag");
         }
     }
+    if (ps.status) return ps.status;
+    if (kr_cli_parse_given(&ps, KR_OPT_BATCH_SIZE) && o->p.static_batch_rows == 0)
+        o->p.static_batch_rows = -1; /* all at once */
     for (int i = optind; i < argc; i++) {
         kr_error err;
         if (o->n_symbols >= MAX_SYMBOLS)

@@ -16,6 +16,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/forecast_flags.h"
+#include "cli/parse.h"
 #include "common/options.h"
 #include "cli/progress.h"
 #include "cli/share_paths.h"
@@ -82,19 +83,16 @@ const kr_cli_command kr_cli_bench_spec = {
 };
 
 int kr_cmd_bench(int argc, char **argv) {
-    struct option longopts[KR_CLI_MAX_OPTS];
-    kr_cli_opts_getopt(&kr_cli_bench_spec, longopts, KR_CLI_MAX_OPTS);
     const char *shape = "small", *model_dir = NULL, *data = NULL, *quant = NULL, *kv_dtype = NULL;
     int lookback = 400, lookback_max = 0, pred_len = 120, series = 1, threads = 0, repeat = 3,
         naive = 0, json = 0, profile = 0, allow_nonfinite = 0;
     int paths_list[16] = { 1, 8 }, n_paths = 2;
     kr_window_mode window = KR_WINDOW_EXACT;
-    optind = 1;
-    int c;
     const kr_cli_forecast_flags shared = { .model = &model_dir,
                                            .allow_nonfinite = &allow_nonfinite };
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        if (kr_cli_forecast_flag(CMD, c, optarg, &shared) == 0) continue;
+    kr_cli_parse ps;
+    kr_cli_parse_begin(&ps, &kr_cli_bench_spec, &shared, argc, argv);
+    for (int c; (c = kr_cli_parse_next(&ps)) != 0;) {
         switch (c) {
         case 's':
             if (!kr_random_shape_exists(optarg))
@@ -170,10 +168,9 @@ int kr_cmd_bench(int argc, char **argv) {
             break;
         case 'J': json = 1; break;
         case 'P': profile = 1; break;
-        case 'h': kr_cli_opts_help(&kr_cli_bench_spec, stdout); return 0;
-        default: return kr_cli_usage_error(CMD, "%s", "unknown flag");
         }
     }
+    if (ps.status) return ps.status < 0 ? 0 : ps.status;
     if (optind < argc) return kr_cli_usage_error(CMD, "unexpected argument '%s'", argv[optind]);
     /* Said, not silently dropped: a figure measured on other lookbacks than asked is wrong. */
     if (lookback_max) {

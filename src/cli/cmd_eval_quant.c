@@ -16,6 +16,7 @@
 #include "cli/calib_windows.h"
 #include "cli/commands.h"
 #include "cli/forecast_flags.h"
+#include "cli/parse.h"
 #include "common/options.h"
 #include "cli/progress.h"
 #include "cli/share_paths.h"
@@ -89,8 +90,6 @@ const kr_cli_command kr_cli_eval_quant_spec = {
 };
 
 static int parse(int argc, char **argv, opts *o) {
-    struct option longopts[KR_CLI_MAX_OPTS];
-    kr_cli_opts_getopt(&kr_cli_eval_quant_spec, longopts, KR_CLI_MAX_OPTS);
     memset(o, 0, sizeof *o);
     o->group = 32;
     o->windows = 16;
@@ -98,8 +97,6 @@ static int parse(int argc, char **argv, opts *o) {
     o->pred_len = 24;
     o->paths = 32;
     o->seed = 1;
-    optind = 1;
-    int c;
     const kr_cli_forecast_flags shared = {
         .model = &o->model,
         .tokenizer = &o->tokenizer,
@@ -109,10 +106,9 @@ static int parse(int argc, char **argv, opts *o) {
         .threads = &o->threads,
         .allow_nonfinite = &o->allow_nonfinite,
     };
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        const int r = kr_cli_forecast_flag(CMD, c, optarg, &shared);
-        if (r == 2) return 2;
-        if (r == 0) continue;
+    kr_cli_parse ps;
+    kr_cli_parse_begin(&ps, &kr_cli_eval_quant_spec, &shared, argc, argv);
+    for (int c; (c = kr_cli_parse_next(&ps)) != 0;) {
         /* The integer flags of the table, checked against its ranges. */
         int *counted = c == 'w'   ? &o->windows
                        : c == 'l' ? &o->lookback
@@ -150,10 +146,9 @@ static int parse(int argc, char **argv, opts *o) {
             o->method = optarg;
             break;
         case 'G': o->gate = optarg; break;
-        case 'h': kr_cli_opts_help(&kr_cli_eval_quant_spec, stdout); return -1;
-        default: return kr_cli_usage_error(CMD, "%s", "unknown flag");
         }
     }
+    if (ps.status) return ps.status;
     if (optind < argc) return kr_cli_usage_error(CMD, "unexpected argument '%s'", argv[optind]);
     if (!o->quant && !o->quant_model)
         return kr_cli_usage_error(CMD, "--quant or --quant-model is required%s", "");

@@ -24,6 +24,7 @@
 #include "common/options.h"
 #include "cli/engine_open.h"
 #include "cli/forecast_flags.h"
+#include "cli/parse.h"
 #include "cli/progress.h"
 #include "kronos.h"
 #include "kronos/forecast_json.h"
@@ -121,7 +122,7 @@ typedef struct opts {
     const char *model, *tokenizer, *future_file, *output, *format, *quant, *kv_dtype, *market;
     kr_ohlc_mode ohlc;
     int quantiles_given, quantiles_none; /* --quantiles LIST / --quantiles none */
-    int paths_given, lookback_given;
+    int lookback_given;
     const char *inputs[MAX_INPUTS];
     int n_inputs, threads, allow_nonfinite;
     int batch_rows; /* --batch-size */
@@ -384,8 +385,6 @@ static int check_batch_outputs(const opts *o, char *msg, size_t cap) {
 }
 
 static int parse_opts(int argc, char **argv, opts *o, char ***owned, int *n_owned) {
-    struct option longopts[KR_CLI_MAX_OPTS];
-    kr_cli_opts_getopt(&kr_cli_forecast_spec, longopts, KR_CLI_MAX_OPTS);
     o->p = kr_forecast_default_params();
     o->p.paths = KR_CLI_FORECAST_PATHS;
     o->ohlc = KR_OHLC_CONSISTENT;
@@ -395,8 +394,6 @@ static int parse_opts(int argc, char **argv, opts *o, char ***owned, int *n_owne
     o->quantiles[1] = 0.5;
     o->quantiles[2] = 0.9;
     o->n_quantiles = 3;
-    optind = 1;
-    int c;
     char msg[256 + 2 * PATH_MAX];
     const kr_cli_forecast_flags shared = {
         .model = &o->model,
@@ -411,12 +408,9 @@ static int parse_opts(int argc, char **argv, opts *o, char ***owned, int *n_owne
         .market = &o->market,
         KR_CLI_SAMPLING_OF(o->p),
     };
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        o->paths_given |= c == KR_OPT_PATHS;
-        o->lookback_given |= c == KR_OPT_LOOKBACK;
-        const int r = kr_cli_forecast_flag(CMD, c, optarg, &shared);
-        if (r == 2) return 2;
-        if (r == 0) continue;
+    kr_cli_parse ps;
+    kr_cli_parse_begin(&ps, &kr_cli_forecast_spec, &shared, argc, argv);
+    for (int c; (c = kr_cli_parse_next(&ps)) != 0;) {
         switch (c) {
         case 'i':
             if (add_input(o, optarg, owned, n_owned, msg, sizeof msg) != 0)
@@ -447,10 +441,10 @@ static int parse_opts(int argc, char **argv, opts *o, char ***owned, int *n_owne
             o->quantiles_given = 1;
             o->quantiles_none = 0;
             break;
-        case 'h': kr_cli_opts_help(&kr_cli_forecast_spec, stdout); return -1;
-        default: return kr_cli_usage_error(CMD, "%s", "unknown flag");
         }
     }
+    if (ps.status) return ps.status;
+    o->lookback_given = kr_cli_parse_given(&ps, KR_OPT_LOOKBACK);
     /* Operands are inputs too, as ingest takes its file (kronos forecast a.csv --pred-len 5). */
     for (; optind < argc; optind++)
         if (add_input(o, argv[optind], owned, n_owned, msg, sizeof msg) != 0)

@@ -12,6 +12,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/forecast_flags.h"
+#include "cli/parse.h"
 #include "common/options.h"
 #include "cli/progress.h"
 #include "kronos.h"
@@ -91,17 +92,12 @@ static void check_ranges(const kr_candles *c, const char *file) {
 }
 
 int kr_cmd_ingest(int argc, char **argv) {
-    struct option longopts[KR_CLI_MAX_OPTS];
-    kr_cli_opts_getopt(&kr_cli_ingest_spec, longopts, KR_CLI_MAX_OPTS);
     const char *symbol = NULL, *interval = NULL, *db_flag = NULL, *market = NULL;
     kr_error err = { 0 };
-    optind = 1;
-    int ch;
     const kr_cli_forecast_flags shared = { .db = &db_flag };
-    while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        const int r = kr_cli_forecast_flag(CMD, ch, optarg, &shared);
-        if (r == 2) return 2;
-        if (r == 0) continue;
+    kr_cli_parse ps;
+    kr_cli_parse_begin(&ps, &kr_cli_ingest_spec, &shared, argc, argv);
+    for (int ch; (ch = kr_cli_parse_next(&ps)) != 0;) {
         switch (ch) {
         case 's': symbol = optarg; break;
         case 'i': interval = optarg; break;
@@ -113,10 +109,9 @@ int kr_cmd_ingest(int argc, char **argv) {
             market = kr_calendar_spelling(cal, optarg);
             break;
         }
-        case 'h': kr_cli_opts_help(&kr_cli_ingest_spec, stdout); return 0;
-        default: return kr_cli_usage_error(CMD, "%s", "unknown flag");
         }
     }
+    if (ps.status) return ps.status < 0 ? 0 : ps.status;
     if (!symbol) return kr_cli_usage_error(CMD, "%s", "--symbol is required");
     if (kr_store_check_symbol(symbol, &err) != KR_OK)
         return kr_cli_usage_error(CMD, "--%s", err.message);

@@ -15,6 +15,7 @@
 #include "cli/calib_windows.h"
 #include "cli/commands.h"
 #include "cli/forecast_flags.h"
+#include "cli/parse.h"
 #include "common/options.h"
 #include "cli/progress.h"
 #include "kronos.h"
@@ -72,34 +73,26 @@ const kr_cli_command kr_cli_quantize_spec = {
 };
 
 int kr_cmd_quantize(int argc, char **argv) {
-    struct option longopts[KR_CLI_MAX_OPTS];
-    kr_cli_opts_getopt(&kr_cli_quantize_spec, longopts, KR_CLI_MAX_OPTS);
     const char *model = NULL, *tokenizer = NULL, *quant = NULL, *out = NULL, *method = NULL;
     double damp = kr_quantize_default_params().gptq_damp;
     const char *calib[MAX_CALIB];
     int n_calib = 0, group = 32, windows = KR_CALIB_DEFAULT_WINDOWS,
         lookback = KR_CALIB_DEFAULT_LOOKBACK, threads = 0, allow_nonfinite = 0;
-    int group_given = 0, damp_given = 0, windows_given = 0, lookback_given = 0;
-    optind = 1;
-    int c;
     const kr_cli_forecast_flags shared = {
         .model = &model,
         .tokenizer = &tokenizer,
         .threads = &threads,
         .allow_nonfinite = &allow_nonfinite,
     };
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        const int r = kr_cli_forecast_flag(CMD, c, optarg, &shared);
-        if (r == 2) return 2;
-        if (r == 0) continue;
+    kr_cli_parse ps;
+    kr_cli_parse_begin(&ps, &kr_cli_quantize_spec, &shared, argc, argv);
+    for (int c; (c = kr_cli_parse_next(&ps)) != 0;) {
         /* The integer flags of the table, checked against its ranges. */
         int *counted = c == 'w' ? &windows : c == 'l' ? &lookback : NULL;
         if (counted) {
             if (!kr_cli_opts_int(&kr_cli_quantize_spec, kr_cli_opts_find(&kr_cli_quantize_spec, c),
                                  optarg, counted))
                 return 2;
-            windows_given |= c == 'w';
-            lookback_given |= c == 'l';
             continue;
         }
         switch (c) {
@@ -112,7 +105,6 @@ int kr_cmd_quantize(int argc, char **argv) {
         case 'g':
             if (!kr_arg_int(optarg, 32, 64, &group) || (group != 32 && group != 64))
                 return kr_cli_usage_error(CMD, "--group must be 32 or 64, got '%s'", optarg);
-            group_given = 1;
             break;
         case 'c':
             if (n_calib == MAX_CALIB)
@@ -129,12 +121,13 @@ int kr_cmd_quantize(int argc, char **argv) {
         case 'D':
             if (!kr_arg_double(optarg, 0.0, 1.0, &damp))
                 return kr_cli_usage_error(CMD, "--damp must be a number in 0..1, got '%s'", optarg);
-            damp_given = 1;
             break;
-        case 'h': kr_cli_opts_help(&kr_cli_quantize_spec, stdout); return 0;
-        default: return kr_cli_usage_error(CMD, "%s", "unknown flag");
         }
     }
+    if (ps.status) return ps.status < 0 ? 0 : ps.status;
+    const int group_given = kr_cli_parse_given(&ps, 'g'), damp_given = kr_cli_parse_given(&ps, 'D'),
+              windows_given = kr_cli_parse_given(&ps, 'w'),
+              lookback_given = kr_cli_parse_given(&ps, 'l');
     if (optind < argc) return kr_cli_usage_error(CMD, "unexpected argument '%s'", argv[optind]);
     if (!quant) return kr_cli_usage_error(CMD, "--quant is required%s", "");
     if (!out || !*out) return kr_cli_usage_error(CMD, "--out is required%s", "");

@@ -15,6 +15,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/forecast_flags.h"
+#include "cli/parse.h"
 #include "common/options.h"
 #include "kronos.h"
 #include "kronos/store.h"
@@ -302,20 +303,15 @@ static int run_delete(const char *path, const char *symbol, const char *interval
 }
 
 int kr_cmd_store(int argc, char **argv) {
-    struct option longopts[KR_CLI_MAX_OPTS];
-    kr_cli_opts_getopt(&kr_cli_store_spec, longopts, KR_CLI_MAX_OPTS);
     const char *symbol = NULL, *interval = NULL, *from = NULL, *to = NULL, *db_flag = NULL;
     const char *format = NULL, *output = NULL;
     int64_t limit = 0;
     int json = 0;
     kr_error err = { 0 };
-    optind = 1;
-    int ch;
     const kr_cli_forecast_flags shared = { .db = &db_flag };
-    while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        const int r = kr_cli_forecast_flag(CMD, ch, optarg, &shared);
-        if (r == 2) return 2;
-        if (r == 0) continue;
+    kr_cli_parse ps;
+    kr_cli_parse_begin(&ps, &kr_cli_store_spec, &shared, argc, argv);
+    for (int ch; (ch = kr_cli_parse_next(&ps)) != 0;) {
         switch (ch) {
         case 's': symbol = optarg; break;
         case 'i': interval = optarg; break;
@@ -339,10 +335,9 @@ int kr_cmd_store(int argc, char **argv) {
             if (!*optarg) return kr_cli_usage_error(CMD, "%s", "--output must not be empty");
             output = optarg;
             break;
-        case 'h': kr_cli_opts_help(&kr_cli_store_spec, stdout); return 0;
-        default: return kr_cli_usage_error(CMD, "%s", "unknown flag");
         }
     }
+    if (ps.status) return ps.status < 0 ? 0 : ps.status;
     if (optind >= argc)
         return kr_cli_usage_error(CMD, "%s", "a subcommand is required: list, export or delete");
     const char *sub = argv[optind];
