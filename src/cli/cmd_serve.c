@@ -27,6 +27,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/forecast_flags.h"
+#include "cli/parse.h"
 #include "common/options.h"
 #include "cli/serve_notifier.h"
 #include "cli/share_paths.h"
@@ -121,30 +122,17 @@ typedef struct flags {
 } flags;
 
 static int parse_flags(int argc, char **argv, flags *fl) {
-    struct option longopts[KR_CLI_MAX_OPTS];
-    kr_cli_opts_getopt(&kr_cli_serve_spec, longopts, KR_CLI_MAX_OPTS);
     const kr_cli_forecast_flags shared = { .model = &fl->model,
                                            .tokenizer = &fl->tokenizer,
                                            .allow_nonfinite = &fl->allow_nonfinite,
                                            .db = &fl->db };
-    optind = 1;
-    int c, li = -1;
-    while ((c = getopt_long(argc, argv, "h", longopts, &li)) != -1) {
-        /* An empty value is a mistake, never a choice: `--api-key-file "$UNSET"` must not
-         * serve without authentication, `--model ''` the demo model, `--access-log ''` no
-         * log. Every flag's value, named (the config file's keys refuse "" the same way). */
-        if (optarg && !optarg[0] && li >= 0 && longopts[li].has_arg == required_argument) {
-            char msg[160];
-            snprintf(msg, sizeof msg,
-                     "--%s is empty (an unset variable?): give a value, or leave the flag out "
-                     "for its default",
-                     longopts[li].name);
-            return kr_cli_usage_error(CMD, "%s", msg);
-        }
-        li = -1;
-        const int r = kr_cli_forecast_flag(CMD, c, optarg, &shared);
-        if (r == 2) return 2;
-        if (r == 0) continue;
+    kr_cli_parse ps;
+    kr_cli_parse_begin(&ps, &kr_cli_serve_spec, &shared, argc, argv);
+    /* An empty value is a mistake, never a choice: `--api-key-file "$UNSET"` must not serve
+     * without authentication, `--model ''` the demo model, `--access-log ''` no log. Every
+     * flag's value, named (the config file's keys refuse "" the same way). */
+    ps.refuse_empty = 1;
+    for (int c; (c = kr_cli_parse_next(&ps)) != 0;) {
         switch (c) {
         case 'H': fl->host = optarg; break;
         case 'p': fl->port = optarg; break;
@@ -162,10 +150,9 @@ static int parse_flags(int argc, char **argv, flags *fl) {
         case 'L': fl->access_log = optarg; break;
         case 'C': fl->check = 1; break;
         case 'M': fl->no_mmap = 1; break;
-        case 'h': kr_cli_opts_help(&kr_cli_serve_spec, stdout); return -1;
-        default: return kr_cli_usage_error(CMD, "%s", "unknown flag");
         }
     }
+    if (ps.status) return ps.status;
     if (optind < argc) return kr_cli_usage_error(CMD, "unexpected argument '%s'", argv[optind]);
     return 0;
 }

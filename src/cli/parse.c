@@ -1,6 +1,7 @@
 /* cli/parse — see parse.h. */
 #include "cli/parse.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "cli/args.h"
@@ -22,6 +23,16 @@ int kr_cli_parse_next(kr_cli_parse *p) {
         const int c = getopt_long(p->argc, p->argv, "h", p->longopts, &index);
         if (c == -1) return 0;
         if (index >= 0 && index < KR_CLI_MAX_OPTS) p->given[index] = 1;
+        if (p->refuse_empty && optarg && !optarg[0] && index >= 0 &&
+            p->longopts[index].has_arg == required_argument) {
+            char msg[160];
+            snprintf(msg, sizeof msg,
+                     "--%s is empty (an unset variable?): give a value, or leave the flag out "
+                     "for its default",
+                     p->longopts[index].name);
+            p->status = kr_cli_usage_error(p->cmd->name, "%s", msg);
+            return 0;
+        }
         if (c == 'h') {
             kr_cli_opts_help(p->cmd, stdout);
             p->status = -1;

@@ -23,6 +23,8 @@ typedef struct kr_cli_parse {
     const kr_cli_forecast_flags *shared; /* NULL: the command takes none */
     int argc;
     char **argv;
+    int refuse_empty; /* set after begin: a flag given an empty value is a usage error, named
+                         ("--db is empty (an unset variable?) ..."), before anything applies it */
     int status; /* once kr_cli_parse_next returned 0: 0 when every flag was read (optind is at
                    the operands), -1 after --help was printed, 2 after a usage error was */
     struct option longopts[KR_CLI_MAX_OPTS];
