@@ -2,10 +2,10 @@
  * cli/forecast_flags — the flags of a forecast that several commands take (forecast, analyze,
  * backtest, eval-quant, quantize, bench, serve): model and tokenizer, the sampling, the
  * quantisation, the window mode, threads, ..., and where the candles are (--db, --market).
- * Each one's table entry (name, getopt code, type,
- * argument, range) is written once here, spliced into a command's option table with that
- * command's help text; and one function applies a parsed one to the command's settings, with
- * one spelling, range and message each, so a command's switch handles only its own flags.
+ * Each one's table entry (name, getopt code, type, argument, range) is written once here,
+ * spliced into a command's option table with that command's help text; and one function
+ * applies a parsed one to the command's settings, with one spelling, range and message each
+ * (cli/parse calls it), so a command's switch handles only its own flags.
  */
 #ifndef KR_CLI_FORECAST_FLAGS_H
 #define KR_CLI_FORECAST_FLAGS_H
@@ -84,6 +84,7 @@ enum {
     { "market", KR_OPT_MARKET, KR_CLI_TEXT, "NAME", 0, 0, NULL, help }
 #define KR_CLI_OPT_ALLOW_NONFINITE(help) \
     { "allow-nonfinite-weights", KR_OPT_ALLOW_NONFINITE, KR_CLI_FLAG, NULL, 0, 0, NULL, help }
+
 /* Where a command keeps the shared flags' values; NULL for a flag it does not take (or
  * parses itself). */
 typedef struct kr_cli_forecast_flags {
