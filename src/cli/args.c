@@ -217,56 +217,6 @@ int kr_cli_usage_error(const char *cmd, const char *fmt, const char *arg) {
     return 2;
 }
 
-int kr_cli_sampling_flag(const char *cmd, int opt, const char *arg, const kr_cli_sampling *s) {
-    switch (opt) {
-    case KR_OPT_LOOKBACK:
-        if (!s->lookback) return -1;
-        if (!kr_arg_int(arg, 2, 1 << 20, s->lookback))
-            return kr_cli_usage_error(cmd, "--lookback must be an integer in 2..1048576, got '%s'",
-                                      arg);
-        return 0;
-    case KR_OPT_MAX_CONTEXT:
-        if (!s->max_context) return -1;
-        if (!kr_arg_int(arg, 2, 65536, s->max_context))
-            return kr_cli_usage_error(cmd, "--max-context must be an integer in 2..65536, got '%s'",
-                                      arg);
-        return 0;
-    case KR_OPT_PATHS:
-        if (!s->paths) return -1;
-        if (!kr_arg_int(arg, 1, 4096, s->paths))
-            return kr_cli_usage_error(cmd, "--paths must be an integer in 1..4096, got '%s'", arg);
-        return 0;
-    case KR_OPT_SEED:
-        if (!s->seed) return -1;
-        if (!kr_arg_u64(arg, s->seed))
-            return kr_cli_usage_error(
-                cmd, "--seed must be an unsigned 64-bit integer (decimal or 0x hex), got '%s'",
-                arg);
-        return 0;
-    case KR_OPT_TEMPERATURE:
-        if (!s->temperature) return -1;
-        if (!kr_arg_float(arg, 1e-6, 1e6, s->temperature))
-            return kr_cli_usage_error(
-                cmd,
-                "--temperature must be a number in [1e-6, 1e6], got '%s' (greedy decoding, the "
-                "limit of temperature 0, is --top-k 1)",
-                arg);
-        return 0;
-    case KR_OPT_TOP_P:
-        if (!s->top_p) return -1;
-        if (!kr_arg_float(arg, 1e-9, 1.0, s->top_p))
-            return kr_cli_usage_error(cmd, "--top-p must be in (0, 1], got '%s'", arg);
-        return 0;
-    case KR_OPT_TOP_K:
-        if (!s->top_k) return -1;
-        if (!kr_arg_int(arg, 0, 1 << 20, s->top_k))
-            return kr_cli_usage_error(cmd, "--top-k must be an integer in 0..1048576, got '%s'",
-                                      arg);
-        return 0;
-    default: return -1;
-    }
-}
-
 int kr_arg_quant(const char *s) {
     static const char *const names[] = { "f32", "bf16", "int8", "fp8", "q4" };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)

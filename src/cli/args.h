@@ -22,13 +22,6 @@ int kr_arg_quant_method(const char *s);
  * else the reason it cannot. */
 const char *kr_arg_quant_method_mismatch(const char *method, const char *quant);
 
-/* --allow-nonfinite-weights, taken by every command that loads a model: sets
- * kr_model_params.allow_nonfinite, so a checkpoint with NaN or infinite weights loads (it is
- * refused by default). The getopt code is outside the range of the short letters. */
-enum { KR_OPT_ALLOW_NONFINITE = 0x4000 };
-#define KR_OPT_ALLOW_NONFINITE_ENTRY \
-    { "allow-nonfinite-weights", no_argument, NULL, KR_OPT_ALLOW_NONFINITE }
-
 /* Resolves --model / --tokenizer: a DIR with predictor/ and tokenizer/ subdirectories stands
  * for both; a hub name (org/name) already fetched by `kronos pull` stands for its snapshot;
  * with neither given, the bundled demo model is used. Writes into the buffers (PATH_MAX).
@@ -57,34 +50,5 @@ int kr_cli_refuse_same_file(const char *cmd, const char *output, const char *oth
 int kr_cli_db_flag(const char *cmd, const char *value);
 /* Usage error: prints the message and a --help hint, returns 2. */
 int kr_cli_usage_error(const char *cmd, const char *fmt, const char *arg);
-
-/* The sampling flags forecast and analyze share, with one spelling, range and message each.
- * A command points at the fields it has (NULL for a flag it does not take) and registers the
- * long options with these getopt letters. */
-enum {
-    KR_OPT_LOOKBACK = 'l',
-    KR_OPT_MAX_CONTEXT = 'c',
-    KR_OPT_PATHS = 'p',
-    KR_OPT_SEED = 's',
-    KR_OPT_TEMPERATURE = 'T',
-    KR_OPT_TOP_P = 'P',
-    KR_OPT_TOP_K = 'k',
-};
-typedef struct kr_cli_sampling {
-    int *lookback, *max_context, *paths, *top_k;
-    uint64_t *seed;
-    float *temperature, *top_p;
-} kr_cli_sampling;
-/* The flags' targets in a parameter struct whose fields carry the flags' names (the
- * forecast's and the analysis's parameters both do). */
-#define KR_CLI_SAMPLING_OF(params)                                                  \
-    {                                                                               \
-        .lookback = &(params).lookback, .max_context = &(params).max_context,       \
-        .paths = &(params).paths, .top_k = &(params).top_k, .seed = &(params).seed, \
-        .temperature = &(params).temperature, .top_p = &(params).top_p,             \
-    }
-/* -1 when `opt` is not one of those flags (or its field is NULL), 0 when `arg` was stored,
- * 2 after a usage error was printed. */
-int kr_cli_sampling_flag(const char *cmd, int opt, const char *arg, const kr_cli_sampling *s);
 
 #endif

@@ -22,8 +22,10 @@
 #include "common/limits.h"
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "cli/options.h"
+#include "common/options.h"
 #include "cli/engine_open.h"
+#include "cli/forecast_flags.h"
+#include "cli/parse.h"
 #include "cli/store_pick.h"
 #include "kronos.h"
 #include "kronos/store.h"
@@ -38,14 +40,11 @@ enum {
     OPT_LLM_URL = 256,
     OPT_LLM_MODEL,
     OPT_LLM_TIMEOUT,
-    OPT_BATCH_SIZE,
     OPT_MAX_PATHS,
     OPT_TARGET_PROB,
     OPT_TARGET_VAR,
-    OPT_OHLC,
     OPT_WATCHLIST,
     OPT_ALL,
-    OPT_MARKET,
     OPT_AS_OF
 };
 
@@ -146,18 +145,18 @@ static const kr_cli_opt k_opts[] = {
       "('AAPL 1d'); '#' starts a comment" },
     { "all", OPT_ALL, KR_CLI_FLAG, NULL, 0, 0, NULL,
       "analyse every stored series (each symbol and interval)" },
-    { "db", 'd', KR_CLI_FILE, "FILE|URL", 0, 0, NULL,
-      "database written by 'kronos ingest', a file or a PostgreSQL\nURL postgresql://... (default: "
-      "$KRONOS_DB, else\n$XDG_DATA_HOME/kronos/kronos.db or ~/.local/share/kronos/kronos.db)" },
+    KR_CLI_OPT_DB(
+        "database written by 'kronos ingest', a file or a PostgreSQL\nURL postgresql://... "
+        "(default: "
+        "$KRONOS_DB, else\n$XDG_DATA_HOME/kronos/kronos.db or ~/.local/share/kronos/kronos.db)"),
     { "interval", 'i', KR_CLI_TEXT, "I", 0, 0, NULL,
       "which stored interval (default: the symbol's only one, else the\nmost recently updated)" },
-    { "model", 'm', KR_CLI_DIR, "DIR", 0, 0, NULL,
-      "predictor directory, or a directory with predictor/ and\ntokenizer/ (default: the bundled "
-      "demo model)" },
-    { "tokenizer", 't', KR_CLI_DIR, "DIR", 0, 0, NULL, "tokenizer directory" },
+    KR_CLI_OPT_MODEL(
+        "predictor directory, or a directory with predictor/ and\ntokenizer/ (default: the bundled "
+        "demo model)"),
+    KR_CLI_OPT_TOKENIZER(KR_CLI_HELP_TOKENIZER),
     { "horizon", 'n', KR_CLI_INT, "N", 0, 0, NULL, "bars to forecast (default 20)" },
-    { "paths", 'p', KR_CLI_INT, "N", 0, 0, NULL,
-      "exactly N sample paths (default: adaptive, below)" },
+    KR_CLI_OPT_PATHS("exactly N sample paths (default: adaptive, below)"),
     { "max-paths", OPT_MAX_PATHS, KR_CLI_INT, "N", 0, 0, NULL,
       "adaptive paths: start with --paths (default 128) and add\npaths in rounds until the error "
       "targets are met, up to N\n(default 1024)" },
@@ -169,21 +168,19 @@ static const kr_cli_opt k_opts[] = {
       "judge staleness against TIME (YYYY-MM-DD[ HH:MM]) instead of\nthe clock: a history is stale "
       "when more than two bars' worth\nof its market's trading sessions passed since its last "
       "bar" },
-    { "market", OPT_MARKET, KR_CLI_TEXT, "NAME", 0, 0, NULL,
-      "exchange calendar of the forecast bars for every symbol: NYSE,\nSSE, HKEX, CRYPTO, ... "
-      "(default: the market stored with\n'kronos ingest --market', else the symbol's suffix, "
-      "else\ninferred from the history; data/calendars/README.md)" },
-    { "ohlc", OPT_OHLC, KR_CLI_TEXT, "MODE", 0, 0, NULL,
+    KR_CLI_OPT_MARKET(
+        "exchange calendar of the forecast bars for every symbol: NYSE,\nSSE, HKEX, CRYPTO, ... "
+        "(default: the market stored with\n'kronos ingest --market', else the symbol's suffix, "
+        "else\ninferred from the history; data/calendars/README.md)"),
+    { "ohlc", KR_OPT_OHLC, KR_CLI_TEXT, "MODE", 0, 0, NULL,
       "consistent (default: high >= max(open, close), low <=\nmin(open, close), volume >= 0 on "
       "every path before the\nstatistics) or raw (the model's numbers)" },
-    { "lookback", 'l', KR_CLI_INT, "N", 0, 0, NULL,
-      "history rows the model sees (default: all, up to\nmax-context - horizon)" },
-    { "max-context", 'c', KR_CLI_INT, "N", 0, 0, NULL, "predictor window (default 512)" },
-    { "seed", 's', KR_CLI_TEXT, "S", 0, 0, NULL, "random seed, decimal or 0x hex (default 0)" },
-    { "temperature", 'T', KR_CLI_TEXT, "T", 0, 0, NULL, "sampling temperature (default 1.0)" },
-    { "top-p", 'P', KR_CLI_TEXT, "P", 0, 0, NULL, "nucleus sampling threshold (default 0.9)" },
-    { "top-k", 'k', KR_CLI_INT, "K", 0, 0, NULL,
-      "keep the K most likely tokens (default 0 = off)" },
+    KR_CLI_OPT_LOOKBACK("history rows the model sees (default: all, up to\nmax-context - horizon)"),
+    KR_CLI_OPT_MAX_CONTEXT("predictor window (default 512)"),
+    KR_CLI_OPT_SEED("random seed, decimal or 0x hex (default 0)"),
+    KR_CLI_OPT_TEMPERATURE("sampling temperature (default 1.0)"),
+    KR_CLI_OPT_TOP_P("nucleus sampling threshold (default 0.9)"),
+    KR_CLI_OPT_TOP_K("keep the K most likely tokens (default 0 = off)"),
     { "calibrate", 'K', KR_CLI_INT, "K", 0, 0, NULL,
       "also score the last K walk-forward windows against the naive\nno-change forecast (default 0 "
       "= off)" },
@@ -197,17 +194,15 @@ static const kr_cli_opt k_opts[] = {
       "seconds to wait for each answer (default 60)" },
     { "format", 'F', KR_CLI_CHOICE, "json|md|html", 0, 0, NULL, "report format (default json)" },
     { "out", 'o', KR_CLI_FILE, "FILE", 0, 0, NULL, "write the report there instead of stdout" },
-    { "threads", 'j', KR_CLI_INT, "N", 0, 0, NULL, "compute threads (default: all CPUs)" },
-    { "batch-size", OPT_BATCH_SIZE, KR_CLI_INT, "N", 0, 0, NULL,
-      "forecasts run in static batches of N series x paths rows\n(default 64; 0 = all at once); "
-      "the report's\nengine.static_batch_rows says which" },
-    { "allow-nonfinite-weights", KR_OPT_ALLOW_NONFINITE, KR_CLI_FLAG, NULL, 0, 0, NULL,
-      "load a checkpoint even if a weight is NaN or infinite\n(refused by default: such weights "
-      "corrupt forecasts)" },
+    KR_CLI_OPT_THREADS,
+    KR_CLI_OPT_BATCH_SIZE(
+        "forecasts run in static batches of N series x paths rows\n(default 64; 0 = all at once); "
+        "the report's\nengine.static_batch_rows says which"),
+    KR_CLI_OPT_ALLOW_NONFINITE(KR_CLI_HELP_ALLOW_NONFINITE),
     { "help", 'h', KR_CLI_FLAG, NULL, 0, 0, NULL, "this text" },
 };
 
-/* The flags of `kronos analyze` (cli/options.h): its --help, getopt table, completion and man
+/* The flags of `kronos analyze` (common/options.h): its --help, getopt table, completion and man
  * page. */
 const kr_cli_command kr_cli_analyze_spec = {
     "analyze",
@@ -223,32 +218,30 @@ const kr_cli_command kr_cli_analyze_spec = {
     (int)(sizeof k_opts / sizeof k_opts[0]),
     KR_CLI_FLAG,
     21,
+    NULL,
+    NULL,
 };
 
 static int parse_opts(int argc, char **argv, opts *o) {
-    struct option longopts[KR_CLI_MAX_OPTS];
-    kr_cli_opts_getopt(&kr_cli_analyze_spec, longopts, KR_CLI_MAX_OPTS);
     o->p = kr_analyze_default_params();
     o->p.static_batch_rows = KR_STATIC_BATCH_ROWS_DEFAULT;
     o->format = KR_FORMAT_JSON;
-    optind = 1;
-    int c;
-    const kr_cli_sampling sampling = KR_CLI_SAMPLING_OF(o->p);
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        int shared = kr_cli_sampling_flag(CMD, c, optarg, &sampling);
-        if (shared == 2) return 2;
-        if (shared == 0) {
-            if (c == KR_OPT_PATHS) o->paths_given = 1;
-            continue;
-        }
+    const kr_cli_forecast_flags shared = {
+        KR_CLI_SAMPLING_OF(o->p),
+        .model = &o->model,
+        .tokenizer = &o->tokenizer,
+        .threads = &o->threads,
+        .batch_rows = &o->p.static_batch_rows,
+        .allow_nonfinite = &o->allow_nonfinite,
+        .ohlc = &o->p.ohlc,
+        .db = &o->db,
+        .market = &o->market,
+    };
+    kr_cli_parse ps;
+    kr_cli_parse_begin(&ps, &kr_cli_analyze_spec, &shared, argc, argv);
+    for (int c; (c = kr_cli_parse_next(&ps)) != 0;) {
         switch (c) {
-        case 'd':
-            if (kr_cli_db_flag(CMD, optarg)) return 2;
-            o->db = optarg;
-            break;
         case 'i': o->interval = optarg; break;
-        case 'm': o->model = optarg; break;
-        case 't': o->tokenizer = optarg; break;
         case 'n':
             if (!kr_arg_int(optarg, 1, KR_LIMIT_PRED_LEN_CAP, &o->p.horizon))
                 return kr_cli_usage_error(CMD, "--horizon must be an integer in 1..65535, got '%s'",
@@ -258,7 +251,6 @@ static int parse_opts(int argc, char **argv, opts *o) {
             if (!kr_arg_int(optarg, 1, 65536, &o->p.max_paths))
                 return kr_cli_usage_error(
                     CMD, "--max-paths must be an integer in 1..65536, got '%s'", optarg);
-            o->max_paths_given = 1;
             break;
         case OPT_TARGET_PROB: {
             float x;
@@ -276,11 +268,6 @@ static int parse_opts(int argc, char **argv, opts *o) {
             o->p.target_var_rel_se = x;
             break;
         }
-        case OPT_OHLC:
-            if (kr_ohlc_mode_parse(optarg, &o->p.ohlc) != 0)
-                return kr_cli_usage_error(CMD, "--ohlc must be raw or consistent, got '%s'",
-                                          optarg);
-            break;
         case OPT_WATCHLIST: o->watchlist = optarg; break;
         case OPT_ALL: o->all = 1; break;
         case OPT_AS_OF: {
@@ -289,14 +276,6 @@ static int parse_opts(int argc, char **argv, opts *o) {
             if (kr_store_parse_range(optarg, NULL, "--as-of", "--to", &from, &to, &err) != KR_OK)
                 return kr_cli_usage_error(CMD, "%s", err.message);
             o->p.now = from;
-            break;
-        }
-        case OPT_MARKET: {
-            const kr_calendar *cal;
-            kr_error err;
-            if (kr_calendar_find(optarg, &cal, &err) != KR_OK)
-                return kr_cli_usage_error(CMD, "--market: %s", err.message);
-            o->market = optarg;
             break;
         }
         case 'K':
@@ -310,12 +289,6 @@ static int parse_opts(int argc, char **argv, opts *o) {
                                           optarg);
             break;
         case 'o': o->out = optarg; break;
-        case KR_OPT_ALLOW_NONFINITE: o->allow_nonfinite = 1; break;
-        case 'j':
-            if (!kr_arg_int(optarg, 1, 1024, &o->threads))
-                return kr_cli_usage_error(CMD, "--threads must be an integer in 1..1024, got '%s'",
-                                          optarg);
-            break;
         case OPT_LLM_URL: {
             char endpoint[1024];
             kr_error err;
@@ -328,21 +301,17 @@ static int parse_opts(int argc, char **argv, opts *o) {
             if (!*optarg) return kr_cli_usage_error(CMD, "%s", "--llm-model must not be empty");
             o->llm_model = optarg;
             break;
-        case OPT_BATCH_SIZE:
-            if (!kr_arg_int(optarg, 0, 1 << 20, &o->p.static_batch_rows))
-                return kr_cli_usage_error(
-                    CMD, "--batch-size must be an integer in 0..1048576 (rows), got '%s'", optarg);
-            break;
         case OPT_LLM_TIMEOUT:
             if (!kr_arg_float(optarg, 1e-3, 86400.0, &o->llm_timeout))
                 return kr_cli_usage_error(
                     CMD, "--llm-timeout must be a number of seconds in (0, 86400], got '%s'",
                     optarg);
             break;
-        case 'h': kr_cli_opts_help(&kr_cli_analyze_spec, stdout); return -1;
-        default: return kr_cli_usage_error(CMD, "%s", "unknown flag");
         }
     }
+    if (ps.status) return ps.status;
+    o->paths_given = kr_cli_parse_given(&ps, KR_OPT_PATHS);
+    o->max_paths_given = kr_cli_parse_given(&ps, OPT_MAX_PATHS);
     for (int i = optind; i < argc; i++) {
         int rc = add_symbol(o, argv[i], NULL, NULL, 0);
         if (rc) return rc;

@@ -18,6 +18,9 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/engine_open.h"
+#include "cli/forecast_flags.h"
+#include "cli/parse.h"
+#include "common/options.h"
 #include "cli/progress.h"
 #include "cli/store_pick.h"
 #include "common/candles_input.h"
@@ -32,92 +35,6 @@
 /* Rows read per stored symbol: bounds memory for a very long 1-minute history. */
 #define READ_LIMIT 1000000
 
-static void usage(FILE *f) {
-    fputs("usage: kronos backtest SYMBOL... | --all | --input [NAME=]FILE... [flags]\n"
-          "\n"
-          "Does the model beat a naive forecast on these candles? Forecasts every symbol from\n"
-          "many past origins, using only the rows up to each origin (as a live forecast then\n"
-          "would have), scores each forecast against what followed (CRPS, weighted quantile\n"
-          "loss, band coverage, PIT, P(up) reliability, MAE / MAPE / MASE, direction, IC,\n"
-          "volatility), scores the naive, seasonal naive, drift and bootstrap random-walk\n"
-          "baselines the same way, and tests the differences (Diebold-Mariano); every figure\n"
-          "has a block bootstrap interval. With several symbols, a top-K strategy is run on the\n"
-          "forecasts. docs/backtest.md defines every figure. Not investment advice.\n"
-          "\n"
-          "what to evaluate:\n"
-          "  SYMBOL...             stored symbols (matched without regard to case)\n"
-          "  --all                 every stored series\n"
-          "  --db FILE|URL         database written by 'kronos ingest' (default: $KRONOS_DB,\n"
-          "                        else $XDG_DATA_HOME/kronos/kronos.db)\n"
-          "  --interval I          which stored interval (default: the symbol's most recent)\n"
-          "  --input [NAME=]FILE   a candle CSV or JSON file instead of the store (repeatable;\n"
-          "                        NAME: the symbol, default the file name without extension)\n"
-          "  --market NAME         exchange calendar of every symbol: NYSE, SSE, HKEX, CRYPTO\n"
-          "                        (default: the stored market, else the symbol's suffix, else\n"
-          "                        inferred from the history before each origin)\n"
-          "origins:\n"
-          "  --horizon N           bars forecast and scored from each origin (default 20)\n"
-          "  --every N             an origin every N bars, counted back from the latest\n"
-          "                        (default: the horizon, so windows do not overlap)\n"
-          "  --from DATE           only origins stamped at or after DATE\n"
-          "  --to DATE             only origins stamped at or before DATE (a date alone takes in\n"
-          "                        its whole day)\n"
-          "  --origins D1,D2,...   origins at these dates instead (each symbol's last bar at or\n"
-          "                        before the end of each date)\n"
-          "  --min-history N       rows at or before the first origin (default 64)\n"
-          "  --max-origins N       only the last N origins of each symbol\n"
-          "forecasts (as kronos forecast):\n"
-          "  --model DIR           predictor directory, or one with predictor/ and tokenizer/\n"
-          "                        (default: the bundled demo model)\n"
-          "  --tokenizer DIR       tokenizer directory\n"
-          "  --paths N             sample paths per forecast (default 32, at least 2)\n"
-          "  --lookback N          history rows the model sees (default: all, up to\n"
-          "                        max-context - horizon)\n"
-          "  --max-context N       predictor window (default 512)\n"
-          "  --seed S              random seed of every forecast (default 0)\n"
-          "  --temperature T       sampling temperature (default 1.0)\n"
-          "  --top-p P             nucleus sampling threshold (default 0.9)\n"
-          "  --top-k K             keep the K most likely tokens (default 0 = off)\n"
-          "  --window exact|rolling  past max-context: re-run the window (default) or slide\n"
-          "  --ohlc consistent|raw candles repaired before scoring (default consistent)\n"
-          "  --quant FMT           quantise the model at load: f32, bf16, int8, fp8, q4\n"
-          "  --kv-dtype T          KV cache precision: f32, bf16, int8\n"
-          "  --threads N           compute threads (default: all CPUs)\n"
-          "  --batch-size N        series x paths rows per static batch (default 1024; 0 = all\n"
-          "                        at once)\n"
-          "a second model, scored as one more forecaster:\n"
-          "  --compare-model DIR   another checkpoint (e.g. before / after fine-tuning)\n"
-          "  --compare-tokenizer DIR  its tokenizer (default: as for --model)\n"
-          "  --compare-quant FMT   the second model quantised (alone: the same model, e.g. f32\n"
-          "                        against --compare-quant q4)\n"
-          "scores:\n"
-          "  --season N            seasonal naive period in bars (default: from the interval:\n"
-          "                        5 for daily equities, 24 for hourly crypto, a trading day of\n"
-          "                        intraday bars; 0: none)\n"
-          "  --bootstrap N         bootstrap resamples for the intervals (default 1000; 0: none)\n"
-          "  --block-length N      bootstrap block in origins (default: max(horizon / every,\n"
-          "                        origins^(1/3)))\n"
-          "  --ci-level X          interval level (default 0.95)\n"
-          "  --alpha X             significance level of the tests (default 0.05)\n"
-          "  --score-seed S        seed of the bootstrap, random-walk baseline, PIT (default 0)\n"
-          "strategy (several symbols):\n"
-          "  --top K               hold the top K symbols (default 1; 0: no strategy)\n"
-          "  --short               also short the bottom K\n"
-          "  --rank-by return|prob-up  what ranks them (default return: expected return)\n"
-          "  --cost-bps X          cost per unit of weight traded, basis points (default 10)\n"
-          "  --hold N              bars between rebalances, a multiple of --every (default every)\n"
-          "  --ashare auto|on|off  T+1 and the +-10 % / +-20 % limit days (default auto: A-share\n"
-          "                        symbols)\n"
-          "output:\n"
-          "  --format json|md|html|csv  report format (default json; csv: one row per forecast)\n"
-          "  --out FILE            write the report there instead of stdout\n"
-          "  --csv FILE            also write the per-origin CSV there\n"
-          "  --allow-nonfinite-weights\n"
-          "                        load a checkpoint even if a weight is NaN or infinite\n"
-          "  -h, --help            this text\n",
-          f);
-}
-
 enum {
     OPT_EVERY = 256,
     OPT_FROM,
@@ -125,11 +42,8 @@ enum {
     OPT_ORIGINS,
     OPT_MIN_HISTORY,
     OPT_MAX_ORIGINS,
-    OPT_WINDOW,
-    OPT_OHLC,
     OPT_QUANT,
     OPT_KV_DTYPE,
-    OPT_BATCH_SIZE,
     OPT_COMPARE_MODEL,
     OPT_COMPARE_TOKENIZER,
     OPT_COMPARE_QUANT,
@@ -147,8 +61,135 @@ enum {
     OPT_ASHARE,
     OPT_CSV,
     OPT_ALL,
-    OPT_MARKET,
     OPT_INPUT,
+};
+
+/* An entry of the table below (no default shown: the help says it). */
+#define OPT(name, key, type, arg, min, max, help) \
+    { name, key, type, arg, min, max, NULL, help }
+
+/* The groups of --help: each opened before its first flag. */
+static const char *const k_groups[] = {
+    "all",
+    "what to evaluate:\n  SYMBOL...             stored symbols (matched without regard to case)",
+    "horizon",
+    "origins:",
+    "model",
+    "forecasts (as kronos forecast):",
+    "compare-model",
+    "a second model, scored as one more forecaster:",
+    "season",
+    "scores:",
+    "top",
+    "strategy (several symbols):",
+    "format",
+    "output:",
+    NULL,
+};
+
+static const kr_cli_opt k_opts[] = {
+    { "all", OPT_ALL, KR_CLI_FLAG, NULL, 0, 0, NULL, "every stored series" },
+    KR_CLI_OPT_DB("database written by 'kronos ingest' (default: $KRONOS_DB,\nelse "
+                  "$XDG_DATA_HOME/kronos/kronos.db)"),
+    { "interval", 'i', KR_CLI_TEXT, "I", 0, 0, NULL,
+      "which stored interval (default: the symbol's most recent)" },
+    { "input", OPT_INPUT, KR_CLI_FILE, "[NAME=]FILE", 0, 0, NULL,
+      "a candle CSV or JSON file instead of the store (repeatable;\nNAME: the symbol, default "
+      "the file name without extension)" },
+    KR_CLI_OPT_MARKET(
+        "exchange calendar of every symbol: NYSE, SSE, HKEX, CRYPTO\n(default: the stored "
+        "market, else the symbol's suffix, else\ninferred from the history before each origin)"),
+    { "horizon", 'n', KR_CLI_INT, "N", 1, 65535, NULL,
+      "bars forecast and scored from each origin (default 20)" },
+    { "every", OPT_EVERY, KR_CLI_INT, "N", 1, 1000000, NULL,
+      "an origin every N bars, counted back from the latest\n(default: the horizon, so windows "
+      "do not overlap)" },
+    { "from", OPT_FROM, KR_CLI_TEXT, "DATE", 0, 0, NULL, "only origins stamped at or after DATE" },
+    { "to", OPT_TO, KR_CLI_TEXT, "DATE", 0, 0, NULL,
+      "only origins stamped at or before DATE (a date alone takes in\nits whole day)" },
+    { "origins", OPT_ORIGINS, KR_CLI_TEXT, "D1,D2,...", 0, 0, NULL,
+      "origins at these dates instead (each symbol's last bar at or\nbefore the end of each "
+      "date)" },
+    { "min-history", OPT_MIN_HISTORY, KR_CLI_INT, "N", 2, 10000000, NULL,
+      "rows at or before the first origin (default 64)" },
+    { "max-origins", OPT_MAX_ORIGINS, KR_CLI_INT, "N", 1, 10000000, NULL,
+      "only the last N origins of each symbol" },
+    KR_CLI_OPT_MODEL("predictor directory, or one with predictor/ and tokenizer/\n(default: the "
+                     "bundled demo model)"),
+    KR_CLI_OPT_TOKENIZER(KR_CLI_HELP_TOKENIZER),
+    KR_CLI_OPT_PATHS("sample paths per forecast (default 32, at least 2)"),
+    KR_CLI_OPT_LOOKBACK("history rows the model sees (default: all, up to\nmax-context - horizon)"),
+    KR_CLI_OPT_MAX_CONTEXT("predictor window (default 512)"),
+    KR_CLI_OPT_SEED("random seed of every forecast (default 0)"),
+    KR_CLI_OPT_TEMPERATURE("sampling temperature (default 1.0)"),
+    KR_CLI_OPT_TOP_P("nucleus sampling threshold (default 0.9)"),
+    KR_CLI_OPT_TOP_K("keep the K most likely tokens (default 0 = off)"),
+    KR_CLI_OPT_WINDOW("past max-context: re-run the window (default) or slide"),
+    KR_CLI_OPT_OHLC("candles repaired before scoring (default consistent)"),
+    { "quant", OPT_QUANT, KR_CLI_TEXT, "FMT", 0, 0, NULL,
+      "quantise the model at load: f32, bf16, int8, fp8, q4" },
+    { "kv-dtype", OPT_KV_DTYPE, KR_CLI_TEXT, "T", 0, 0, NULL,
+      "KV cache precision: f32, bf16, int8" },
+    KR_CLI_OPT_THREADS,
+    KR_CLI_OPT_BATCH_SIZE("series x paths rows per static batch (default 1024; 0 = all\nat once)"),
+    { "compare-model", OPT_COMPARE_MODEL, KR_CLI_DIR, "DIR", 0, 0, NULL,
+      "another checkpoint (e.g. before / after fine-tuning)" },
+    { "compare-tokenizer", OPT_COMPARE_TOKENIZER, KR_CLI_DIR, "DIR", 0, 0, NULL,
+      "its tokenizer (default: as for --model)" },
+    { "compare-quant", OPT_COMPARE_QUANT, KR_CLI_TEXT, "FMT", 0, 0, NULL,
+      "the second model quantised (alone: the same model, e.g. f32\nagainst --compare-quant "
+      "q4)" },
+    { "season", OPT_SEASON, KR_CLI_INT, "N", 0, 100000, NULL,
+      "seasonal naive period in bars (default: from the interval:\n5 for daily "
+      "equities, 24 for hourly crypto, a trading day of\nintraday bars; 0: none)" },
+    { "bootstrap", OPT_BOOTSTRAP, KR_CLI_INT, "N", 0, 100000, NULL,
+      "bootstrap resamples for the intervals (default 1000; 0: none)" },
+    { "block-length", OPT_BLOCK, KR_CLI_INT, "N", 1, 1000000, NULL,
+      "bootstrap block in origins (default: max(horizon / every,\norigins^(1/3)))" },
+    { "ci-level", OPT_CI, KR_CLI_NUM, "X", 0.5, 0.999, NULL, "interval level (default 0.95)" },
+    { "alpha", OPT_ALPHA, KR_CLI_NUM, "X", 1e-6, 0.5, NULL,
+      "significance level of the tests (default 0.05)" },
+    { "score-seed", OPT_SCORE_SEED, KR_CLI_NUM, "S", 0, 0, NULL,
+      "seed of the bootstrap, random-walk baseline, PIT (default 0)" },
+    { "top", OPT_TOP, KR_CLI_INT, "K", 0, 10000, NULL,
+      "hold the top K symbols (default 1; 0: no strategy)" },
+    { "short", OPT_SHORT, KR_CLI_FLAG, NULL, 0, 0, NULL, "also short the bottom K" },
+    { "rank-by", OPT_RANK_BY, KR_CLI_CHOICE, "return|prob-up", 0, 0, NULL,
+      "what ranks them (default return: expected return)" },
+    { "cost-bps", OPT_COST, KR_CLI_NUM, "X", 0, 10000, NULL,
+      "cost per unit of weight traded, basis points (default 10)" },
+    { "hold", OPT_HOLD, KR_CLI_INT, "N", 1, 1000000, NULL,
+      "bars between rebalances, a multiple of --every (default every)" },
+    { "ashare", OPT_ASHARE, KR_CLI_CHOICE, "auto|on|off", 0, 0, NULL,
+      "T+1 and the +-10 % / +-20 % limit days (default auto: A-share\nsymbols)" },
+    { "format", 'F', KR_CLI_CHOICE, "json|md|html|csv", 0, 0, NULL,
+      "report format (default json; csv: one row per forecast)" },
+    { "out", 'o', KR_CLI_FILE, "FILE", 0, 0, NULL, "write the report there instead of stdout" },
+    { "csv", OPT_CSV, KR_CLI_FILE, "FILE", 0, 0, NULL, "also write the per-origin CSV there" },
+    KR_CLI_OPT_ALLOW_NONFINITE("load a checkpoint even if a weight is NaN or infinite"),
+    { "help", 'h', KR_CLI_FLAG, NULL, 0, 0, NULL, "this text" },
+};
+
+/* The flags of `kronos backtest` (common/options.h): its --help, getopt table, completion and
+ * man page. */
+const kr_cli_command kr_cli_backtest_spec = {
+    "backtest",
+    "SYMBOL... | --all | --input [NAME=]FILE... [flags]",
+    "does the model beat a naive forecast? rolling-origin scores, tests, a strategy",
+    "Does the model beat a naive forecast on these candles? Forecasts every symbol from\n"
+    "many past origins, using only the rows up to each origin (as a live forecast then\n"
+    "would have), scores each forecast against what followed (CRPS, weighted quantile\n"
+    "loss, band coverage, PIT, P(up) reliability, MAE / MAPE / MASE, direction, IC,\n"
+    "volatility), scores the naive, seasonal naive, drift and bootstrap random-walk\n"
+    "baselines the same way, and tests the differences (Diebold-Mariano); every figure\n"
+    "has a block bootstrap interval. With several symbols, a top-K strategy is run on the\n"
+    "forecasts. docs/backtest.md defines every figure. Not investment advice.\n",
+    k_opts,
+    (int)(sizeof k_opts / sizeof k_opts[0]),
+    KR_CLI_FILE,
+    21,
+    k_groups,
+    NULL,
 };
 
 typedef struct opts {
@@ -202,70 +243,42 @@ static int parse_origins(opts *o) {
 }
 
 static int parse_opts(int argc, char **argv, opts *o) {
-    static const struct option longopts[] = {
-        { "db", required_argument, NULL, 'd' },
-        { "interval", required_argument, NULL, 'i' },
-        { "input", required_argument, NULL, OPT_INPUT },
-        { "market", required_argument, NULL, OPT_MARKET },
-        { "all", no_argument, NULL, OPT_ALL },
-        { "model", required_argument, NULL, 'm' },
-        { "tokenizer", required_argument, NULL, 't' },
-        { "horizon", required_argument, NULL, 'n' },
-        { "every", required_argument, NULL, OPT_EVERY },
-        { "from", required_argument, NULL, OPT_FROM },
-        { "to", required_argument, NULL, OPT_TO },
-        { "origins", required_argument, NULL, OPT_ORIGINS },
-        { "min-history", required_argument, NULL, OPT_MIN_HISTORY },
-        { "max-origins", required_argument, NULL, OPT_MAX_ORIGINS },
-        { "paths", required_argument, NULL, 'p' },
-        { "lookback", required_argument, NULL, 'l' },
-        { "max-context", required_argument, NULL, 'c' },
-        { "seed", required_argument, NULL, 's' },
-        { "temperature", required_argument, NULL, 'T' },
-        { "top-p", required_argument, NULL, 'P' },
-        { "top-k", required_argument, NULL, 'k' },
-        { "window", required_argument, NULL, OPT_WINDOW },
-        { "ohlc", required_argument, NULL, OPT_OHLC },
-        { "quant", required_argument, NULL, OPT_QUANT },
-        { "kv-dtype", required_argument, NULL, OPT_KV_DTYPE },
-        { "threads", required_argument, NULL, 'j' },
-        { "batch-size", required_argument, NULL, OPT_BATCH_SIZE },
-        { "compare-model", required_argument, NULL, OPT_COMPARE_MODEL },
-        { "compare-tokenizer", required_argument, NULL, OPT_COMPARE_TOKENIZER },
-        { "compare-quant", required_argument, NULL, OPT_COMPARE_QUANT },
-        { "season", required_argument, NULL, OPT_SEASON },
-        { "bootstrap", required_argument, NULL, OPT_BOOTSTRAP },
-        { "block-length", required_argument, NULL, OPT_BLOCK },
-        { "ci-level", required_argument, NULL, OPT_CI },
-        { "alpha", required_argument, NULL, OPT_ALPHA },
-        { "score-seed", required_argument, NULL, OPT_SCORE_SEED },
-        { "top", required_argument, NULL, OPT_TOP },
-        { "short", no_argument, NULL, OPT_SHORT },
-        { "rank-by", required_argument, NULL, OPT_RANK_BY },
-        { "cost-bps", required_argument, NULL, OPT_COST },
-        { "hold", required_argument, NULL, OPT_HOLD },
-        { "ashare", required_argument, NULL, OPT_ASHARE },
-        { "format", required_argument, NULL, 'F' },
-        { "out", required_argument, NULL, 'o' },
-        { "csv", required_argument, NULL, OPT_CSV },
-        KR_OPT_ALLOW_NONFINITE_ENTRY,
-        { "help", no_argument, NULL, 'h' },
-        { NULL, 0, NULL, 0 },
-    };
     o->p = kr_backtest_default_params();
     o->format = KR_BACKTEST_JSON;
-    optind = 1;
-    int c;
-    const kr_cli_sampling sampling = KR_CLI_SAMPLING_OF(o->p);
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        int shared = kr_cli_sampling_flag(CMD, c, optarg, &sampling);
-        if (shared == 2) return 2;
-        if (shared == 0) continue;
+    const kr_cli_forecast_flags shared = {
+        KR_CLI_SAMPLING_OF(o->p),
+        .model = &o->model,
+        .tokenizer = &o->tokenizer,
+        .threads = &o->threads,
+        .batch_rows = &o->p.static_batch_rows,
+        .allow_nonfinite = &o->allow_nonfinite,
+        .window = &o->p.window,
+        .ohlc = &o->p.ohlc,
+        .db = &o->db,
+        .market = &o->market,
+    };
+    kr_cli_parse ps;
+    kr_cli_parse_begin(&ps, &kr_cli_backtest_spec, &shared, argc, argv);
+    for (int c; (c = kr_cli_parse_next(&ps)) != 0;) {
+        /* The integer flags of the table, checked against its ranges. */
+        int *counted = c == 'n'               ? &o->p.horizon
+                       : c == OPT_EVERY       ? &o->p.every
+                       : c == OPT_MIN_HISTORY ? &o->p.min_history
+                       : c == OPT_MAX_ORIGINS ? &o->p.max_origins
+                       : c == OPT_SEASON      ? &o->p.season
+                       : c == OPT_BOOTSTRAP   ? &o->p.bootstrap
+                       : c == OPT_BLOCK       ? &o->p.block_length
+                       : c == OPT_TOP         ? &o->p.strategy_k
+                       : c == OPT_HOLD        ? &o->p.hold
+                                              : NULL;
+        if (counted) {
+            if (!kr_cli_opts_int(&kr_cli_backtest_spec, kr_cli_opts_find(&kr_cli_backtest_spec, c),
+                                 optarg, counted))
+                return 2;
+            if (c == OPT_SEASON && o->p.season == 0) o->p.season = -1; /* none */
+            continue;
+        }
         switch (c) {
-        case 'd':
-            if (kr_cli_db_flag(CMD, optarg)) return 2;
-            o->db = optarg;
-            break;
         case 'i': {
             kr_error err;
             if (kr_store_check_interval(optarg, &err) != KR_OK)
@@ -278,54 +291,10 @@ static int parse_opts(int argc, char **argv, opts *o) {
                 return kr_cli_usage_error(CMD, "more than %s --input files", "256");
             o->inputs[o->n_inputs++] = optarg;
             break;
-        case OPT_MARKET: {
-            const kr_calendar *cal;
-            kr_error err;
-            if (kr_calendar_find(optarg, &cal, &err) != KR_OK)
-                return kr_cli_usage_error(CMD, "--market: %s", err.message);
-            o->market = optarg;
-            break;
-        }
         case OPT_ALL: o->all = 1; break;
-        case 'm': o->model = optarg; break;
-        case 't': o->tokenizer = optarg; break;
-        case 'n':
-            if (!kr_arg_int(optarg, 1, 65535, &o->p.horizon))
-                return kr_cli_usage_error(CMD, "--horizon must be an integer in 1..65535, got '%s'",
-                                          optarg);
-            break;
-        case OPT_EVERY:
-            if (!kr_arg_int(optarg, 1, 1000000, &o->p.every))
-                return kr_cli_usage_error(CMD, "--every must be an integer in 1..1000000, got '%s'",
-                                          optarg);
-            break;
         case OPT_FROM: o->from = optarg; break;
         case OPT_TO: o->to = optarg; break;
         case OPT_ORIGINS: o->origins = optarg; break;
-        case OPT_MIN_HISTORY:
-            if (!kr_arg_int(optarg, 2, 10000000, &o->p.min_history))
-                return kr_cli_usage_error(
-                    CMD, "--min-history must be an integer in 2..10000000, got '%s'", optarg);
-            break;
-        case OPT_MAX_ORIGINS:
-            if (!kr_arg_int(optarg, 1, 10000000, &o->p.max_origins))
-                return kr_cli_usage_error(
-                    CMD, "--max-origins must be an integer in 1..10000000, got '%s'", optarg);
-            break;
-        case OPT_WINDOW:
-            if (!strcmp(optarg, "exact"))
-                o->p.window = KR_WINDOW_EXACT;
-            else if (!strcmp(optarg, "rolling"))
-                o->p.window = KR_WINDOW_ROLLING;
-            else
-                return kr_cli_usage_error(CMD, "--window must be exact or rolling, got '%s'",
-                                          optarg);
-            break;
-        case OPT_OHLC:
-            if (kr_ohlc_mode_parse(optarg, &o->p.ohlc) != 0)
-                return kr_cli_usage_error(CMD, "--ohlc must be raw or consistent, got '%s'",
-                                          optarg);
-            break;
         case OPT_QUANT:
         case OPT_COMPARE_QUANT:
             if (!kr_arg_quant(optarg))
@@ -343,35 +312,8 @@ static int parse_opts(int argc, char **argv, opts *o) {
                                           optarg);
             o->kv_dtype = optarg;
             break;
-        case 'j':
-            if (!kr_arg_int(optarg, 1, 1024, &o->threads))
-                return kr_cli_usage_error(CMD, "--threads must be an integer in 1..1024, got '%s'",
-                                          optarg);
-            break;
-        case OPT_BATCH_SIZE:
-            if (!kr_arg_int(optarg, 0, 1 << 20, &o->p.static_batch_rows))
-                return kr_cli_usage_error(
-                    CMD, "--batch-size must be an integer in 0..1048576 (rows), got '%s'", optarg);
-            if (o->p.static_batch_rows == 0) o->p.static_batch_rows = -1; /* all at once */
-            break;
         case OPT_COMPARE_MODEL: o->compare_model = optarg; break;
         case OPT_COMPARE_TOKENIZER: o->compare_tokenizer = optarg; break;
-        case OPT_SEASON:
-            if (!kr_arg_int(optarg, 0, 100000, &o->p.season))
-                return kr_cli_usage_error(CMD, "--season must be an integer in 0..100000, got '%s'",
-                                          optarg);
-            if (o->p.season == 0) o->p.season = -1; /* none */
-            break;
-        case OPT_BOOTSTRAP:
-            if (!kr_arg_int(optarg, 0, 100000, &o->p.bootstrap))
-                return kr_cli_usage_error(
-                    CMD, "--bootstrap must be an integer in 0..100000, got '%s'", optarg);
-            break;
-        case OPT_BLOCK:
-            if (!kr_arg_int(optarg, 1, 1000000, &o->p.block_length))
-                return kr_cli_usage_error(
-                    CMD, "--block-length must be an integer in 1..1000000, got '%s'", optarg);
-            break;
         case OPT_CI:
             if (!kr_arg_double(optarg, 0.5, 0.999, &o->p.ci_level))
                 return kr_cli_usage_error(CMD, "--ci-level must be in [0.5, 0.999], got '%s'",
@@ -384,11 +326,6 @@ static int parse_opts(int argc, char **argv, opts *o) {
         case OPT_SCORE_SEED:
             if (!kr_arg_u64(optarg, &o->p.score_seed))
                 return kr_cli_usage_error(CMD, "--score-seed must be an unsigned integer, got '%s'",
-                                          optarg);
-            break;
-        case OPT_TOP:
-            if (!kr_arg_int(optarg, 0, 10000, &o->p.strategy_k))
-                return kr_cli_usage_error(CMD, "--top must be an integer in 0..10000, got '%s'",
                                           optarg);
             break;
         case OPT_SHORT: o->p.strategy_short = 1; break;
@@ -405,11 +342,6 @@ static int parse_opts(int argc, char **argv, opts *o) {
             if (!kr_arg_double(optarg, 0, 10000, &o->p.cost_bps))
                 return kr_cli_usage_error(
                     CMD, "--cost-bps must be a number in [0, 10000], got '%s'", optarg);
-            break;
-        case OPT_HOLD:
-            if (!kr_arg_int(optarg, 1, 1000000, &o->p.hold))
-                return kr_cli_usage_error(CMD, "--hold must be an integer in 1..1000000, got '%s'",
-                                          optarg);
             break;
         case OPT_ASHARE:
             if (!strcmp(optarg, "auto"))
@@ -429,11 +361,11 @@ static int parse_opts(int argc, char **argv, opts *o) {
             break;
         case 'o': o->out = optarg; break;
         case OPT_CSV: o->csv = optarg; break;
-        case KR_OPT_ALLOW_NONFINITE: o->allow_nonfinite = 1; break;
-        case 'h': usage(stdout); return -1;
-        default: return kr_cli_usage_error(CMD, "%s", "unknown flag");
         }
     }
+    if (ps.status) return ps.status;
+    if (kr_cli_parse_given(&ps, KR_OPT_BATCH_SIZE) && o->p.static_batch_rows == 0)
+        o->p.static_batch_rows = -1; /* all at once */
     for (int i = optind; i < argc; i++) {
         kr_error err;
         if (o->n_symbols >= MAX_SYMBOLS)

@@ -15,7 +15,9 @@
 #include "common/limits.h"
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "cli/options.h"
+#include "cli/forecast_flags.h"
+#include "cli/parse.h"
+#include "common/options.h"
 #include "cli/progress.h"
 #include "cli/share_paths.h"
 #include "kronos.h"
@@ -36,8 +38,7 @@ static void on_progress(const char *what, int finished, void *user) {
 static const kr_cli_opt k_opts[] = {
     { "shape", 's', KR_CLI_TEXT, "NAME", 0, 0, NULL,
       "tiny|mini|small|base random-weight model (default small)" },
-    { "model", 'm', KR_CLI_DIR, "DIR", 0, 0, NULL,
-      "use this checkpoint (predictor/ + tokenizer/) instead" },
+    KR_CLI_OPT_MODEL("use this checkpoint (predictor/ + tokenizer/) instead"),
     { "data", 'd', KR_CLI_FILE, "FILE", 0, 0, NULL,
       "candles (default: bundled data/XSHG_5min_600977.csv)" },
     { "lookback", 'l', KR_CLI_INT, "N", 0, 0, NULL, "history rows (default 400)" },
@@ -47,27 +48,25 @@ static const kr_cli_opt k_opts[] = {
       "series forecast together (default 1); series start up to 250 rows apart" },
     { "lookback-max", 'L', KR_CLI_INT, "N", 0, 0, NULL,
       "with --series: lookbacks spread evenly from --lookback to N" },
-    { "threads", 'j', KR_CLI_INT, "N", 0, 0, NULL, "compute threads (default: all CPUs)" },
+    KR_CLI_OPT_THREADS,
     { "repeat", 'r', KR_CLI_INT, "N", 0, 0, NULL,
       "timed repeats of the cached path; the median is reported (default 3)" },
     { "naive", 'N', KR_CLI_FLAG, NULL, 0, 0, NULL,
       "also time the naive full-recompute path (once per path count)" },
     { "window", 'w', KR_CLI_TEXT, "MODE", 0, 0, NULL, "exact (default) or rolling" },
-    { "quant", 'Q', KR_CLI_TEXT, "FMT", 0, 0, NULL,
-      "weights: f32 (default), bf16, int8, fp8, q4 (quantised at load)" },
-    { "kv-dtype", 'K', KR_CLI_TEXT, "T", 0, 0, NULL,
-      "KV-cache precision: f32 (default), bf16, int8" },
+    KR_CLI_OPT_QUANT("weights: f32 (default), bf16, int8, fp8, q4 (quantised at load)"),
+    KR_CLI_OPT_KV_DTYPE("KV-cache precision: f32 (default), bf16, int8"),
     { "profile", 'P', KR_CLI_FLAG, NULL, 0, 0, NULL,
       "also print the step profile of each row (GEMM, attention, norms,\nsampling, tokenizer, the "
       "rest; GFLOP/s and GB/s against the peak)" },
     { "json", 'J', KR_CLI_FLAG, NULL, 0, 0, NULL, "print JSON instead of Markdown" },
-    { "allow-nonfinite-weights", KR_OPT_ALLOW_NONFINITE, KR_CLI_FLAG, NULL, 0, 0, NULL,
-      "load a --model checkpoint even if a weight is NaN or infinite\n(refused by default: such "
-      "weights corrupt forecasts)" },
+    KR_CLI_OPT_ALLOW_NONFINITE(
+        "load a --model checkpoint even if a weight is NaN or infinite\n(refused by default: such "
+        "weights corrupt forecasts)"),
     { "help", 'h', KR_CLI_FLAG, NULL, 0, 0, NULL, "this text" },
 };
 
-/* The flags of `kronos bench` (cli/options.h): its --help, getopt table, completion and man
+/* The flags of `kronos bench` (common/options.h): its --help, getopt table, completion and man
  * page. */
 const kr_cli_command kr_cli_bench_spec = {
     "bench",
@@ -79,26 +78,27 @@ const kr_cli_command kr_cli_bench_spec = {
     (int)(sizeof k_opts / sizeof k_opts[0]),
     KR_CLI_FLAG,
     16,
+    NULL,
+    NULL,
 };
 
 int kr_cmd_bench(int argc, char **argv) {
-    struct option longopts[KR_CLI_MAX_OPTS];
-    kr_cli_opts_getopt(&kr_cli_bench_spec, longopts, KR_CLI_MAX_OPTS);
     const char *shape = "small", *model_dir = NULL, *data = NULL, *quant = NULL, *kv_dtype = NULL;
     int lookback = 400, lookback_max = 0, pred_len = 120, series = 1, threads = 0, repeat = 3,
         naive = 0, json = 0, profile = 0, allow_nonfinite = 0;
     int paths_list[16] = { 1, 8 }, n_paths = 2;
     kr_window_mode window = KR_WINDOW_EXACT;
-    optind = 1;
-    int c;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    const kr_cli_forecast_flags shared = { .model = &model_dir,
+                                           .allow_nonfinite = &allow_nonfinite };
+    kr_cli_parse ps;
+    kr_cli_parse_begin(&ps, &kr_cli_bench_spec, &shared, argc, argv);
+    for (int c; (c = kr_cli_parse_next(&ps)) != 0;) {
         switch (c) {
         case 's':
             if (!kr_random_shape_exists(optarg))
                 return kr_cli_usage_error(CMD, "unknown --shape '%s'", optarg);
             shape = optarg;
             break;
-        case 'm': model_dir = optarg; break;
         case 'd': data = optarg; break;
         case 'l':
             if (!kr_arg_int(optarg, 2, 1 << 16, &lookback))
@@ -138,7 +138,7 @@ int kr_cmd_bench(int argc, char **argv) {
             if (!kr_arg_int(optarg, 1, 256, &series))
                 return kr_cli_usage_error(CMD, "bad --series '%s'", optarg);
             break;
-        case 'j':
+        case KR_OPT_THREADS: /* bench's own message, as its other flags' */
             if (!kr_arg_int(optarg, 1, 1024, &threads))
                 return kr_cli_usage_error(CMD, "bad --threads '%s'", optarg);
             break;
@@ -147,13 +147,13 @@ int kr_cmd_bench(int argc, char **argv) {
                 return kr_cli_usage_error(CMD, "bad --repeat '%s'", optarg);
             break;
         case 'N': naive = 1; break;
-        case 'Q':
+        case KR_OPT_QUANT:
             if (!kr_arg_quant(optarg))
                 return kr_cli_usage_error(CMD, "bad --quant '%s' (f32, bf16, int8, fp8, q4)",
                                           optarg);
             quant = optarg;
             break;
-        case 'K':
+        case KR_OPT_KV_DTYPE:
             if (!kr_arg_kv_dtype(optarg))
                 return kr_cli_usage_error(CMD, "bad --kv-dtype '%s' (f32, bf16, int8)", optarg);
             kv_dtype = optarg;
@@ -168,11 +168,9 @@ int kr_cmd_bench(int argc, char **argv) {
             break;
         case 'J': json = 1; break;
         case 'P': profile = 1; break;
-        case KR_OPT_ALLOW_NONFINITE: allow_nonfinite = 1; break;
-        case 'h': kr_cli_opts_help(&kr_cli_bench_spec, stdout); return 0;
-        default: return kr_cli_usage_error(CMD, "%s", "unknown flag");
         }
     }
+    if (ps.status) return ps.status < 0 ? 0 : ps.status;
     if (optind < argc) return kr_cli_usage_error(CMD, "unexpected argument '%s'", argv[optind]);
     /* Said, not silently dropped: a figure measured on other lookbacks than asked is wrong. */
     if (lookback_max) {

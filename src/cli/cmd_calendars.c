@@ -13,7 +13,8 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "cli/options.h"
+#include "cli/parse.h"
+#include "common/options.h"
 #include "cli/share_paths.h"
 #include "kronos.h"
 #include "kronos/series.h"
@@ -61,20 +62,20 @@ const kr_cli_command kr_cli_calendars_spec = {
     (int)(sizeof k_opts / sizeof k_opts[0]),
     KR_CLI_FLAG,
     0,
+    NULL,
+    NULL,
 };
 
 int kr_cmd_calendars(int argc, char **argv) {
-    struct option longopts[KR_CLI_MAX_OPTS];
-    kr_cli_opts_getopt(&kr_cli_calendars_spec, longopts, KR_CLI_MAX_OPTS);
-    int json = 0, c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    int json = 0;
+    kr_cli_parse ps;
+    kr_cli_parse_begin(&ps, &kr_cli_calendars_spec, NULL, argc, argv);
+    for (int c; (c = kr_cli_parse_next(&ps)) != 0;) {
         switch (c) {
         case 'j': json = 1; break;
-        case 'h': kr_cli_opts_help(&kr_cli_calendars_spec, stdout); return 0;
-        default: return kr_cli_usage_error(CMD, "%s", "unknown flag");
         }
     }
+    if (ps.status) return ps.status < 0 ? 0 : ps.status;
     if (optind < argc) return kr_cli_usage_error(CMD, "unexpected argument '%s'", argv[optind]);
     const kr_calendar *const *list = NULL;
     int n = 0;

@@ -1,7 +1,7 @@
 /*
- * cli/cmd_completion — `kronos completion bash|zsh`: the shell completion scripts, written from the commands' option tables (cli/options), the same
- * tables their --help prints; a command without a table yet is read back from its --help
- * text. The build runs it (src/cli/CMakeLists.txt) and `cmake --install` installs its output.
+ * cli/cmd_completion — `kronos completion bash|zsh`: the shell completion scripts, written
+ * from the commands' option tables (common/options), the same tables their --help prints. The
+ * build runs it (src/cli/CMakeLists.txt) and `cmake --install` installs its output.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,14 +9,8 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "cli/options.h"
+#include "common/options.h"
 #include "kronos.h"
-
-int kr_cli_describe(kr_cli_described *out, int cap) {
-    static kr_cli_opt opts[MAX_COMMANDS][KR_CLI_MAX_OPTS];
-    static char text[MAX_COMMANDS][KR_CLI_HELP_TEXT];
-    return kr_cli_describe_commands(out, cap, opts, text);
-}
 
 int kr_cmd_completion(int argc, char **argv) {
     if (argc != 2 || (strcmp(argv[1], "bash") && strcmp(argv[1], "zsh"))) {

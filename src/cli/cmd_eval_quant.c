@@ -15,7 +15,9 @@
 #include "cli/args.h"
 #include "cli/calib_windows.h"
 #include "cli/commands.h"
-#include "cli/options.h"
+#include "cli/forecast_flags.h"
+#include "cli/parse.h"
+#include "common/options.h"
 #include "cli/progress.h"
 #include "cli/share_paths.h"
 #include "kronos.h"
@@ -33,12 +35,9 @@ typedef struct opts {
 } opts;
 
 static const kr_cli_opt k_opts[] = {
-    { "model", 'm', KR_CLI_DIR, "DIR", 0, 0, NULL,
-      "f32 checkpoint (default: the bundled demo model)" },
-    { "tokenizer", 't', KR_CLI_DIR, "DIR", 0, 0, NULL,
-      "tokenizer dir when --model is the predictor dir" },
-    { "quant", 'q', KR_CLI_TEXT, "FMT", 0, 0, NULL,
-      "bf16, int8, fp8, q4 (quantised at load) or f32 (with --kv-dtype)" },
+    KR_CLI_OPT_MODEL("f32 checkpoint (default: the bundled demo model)"),
+    KR_CLI_OPT_TOKENIZER("tokenizer dir when --model is the predictor dir"),
+    KR_CLI_OPT_QUANT("bf16, int8, fp8, q4 (quantised at load) or f32 (with --kv-dtype)"),
     { "quant-model", 'Q', KR_CLI_DIR, "DIR", 0, 0, NULL,
       "a kronos quantize checkpoint to evaluate instead" },
     { "group", 'g', KR_CLI_INT, "N", 0, 0, NULL, "q4 group size, 32 (default) or 64" },
@@ -51,26 +50,25 @@ static const kr_cli_opt k_opts[] = {
     { "gate", 'G', KR_CLI_FILE, "FILE", 0, 0, NULL,
       "acceptance thresholds (JSON, e.g. deploy/quant-gate.json):\nprints each failed gate and by "
       "how much, exits 3" },
-    { "kv-dtype", 'K', KR_CLI_TEXT, "T", 0, 0, NULL,
-      "KV-cache precision of the quantised run (f32, bf16, int8)" },
+    KR_CLI_OPT_KV_DTYPE("KV-cache precision of the quantised run (f32, bf16, int8)"),
     { "data", 'd', KR_CLI_FILE, "CSV", 0, 0, NULL,
       "evaluation candles (repeatable; default: the bundled data/)" },
-    { "windows", 'w', KR_CLI_INT, "N", 0, 0, NULL, "windows per file (default 16)" },
-    { "lookback", 'l', KR_CLI_INT, "N", 0, 0, NULL, "rows per window (default 256)" },
-    { "pred-len", 'n', KR_CLI_INT, "N", 0, 0, NULL, "forecast horizon (default 24)" },
-    { "paths", 'p', KR_CLI_INT, "N", 0, 0, NULL, "sample paths per forecast (default 32)" },
-    { "seed", 's', KR_CLI_TEXT, "S", 0, 0, NULL, "sampling seed, decimal or 0x hex (default 1)" },
-    { "threads", 'j', KR_CLI_INT, "N", 0, 0, NULL, "compute threads (default: all CPUs)" },
+    { "windows", 'w', KR_CLI_INT, "N", 1, 1000, NULL, "windows per file (default 16)" },
+    { "lookback", 'l', KR_CLI_INT, "N", 16, 512, NULL, "rows per window (default 256)" },
+    { "pred-len", 'n', KR_CLI_INT, "N", 1, 512, NULL, "forecast horizon (default 24)" },
+    { "paths", 'p', KR_CLI_INT, "N", 2, 4096, NULL, "sample paths per forecast (default 32)" },
+    KR_CLI_OPT_SEED("sampling seed, decimal or 0x hex (default 1)"),
+    KR_CLI_OPT_THREADS,
     { "json", 'J', KR_CLI_FILE, "FILE", 0, 0, NULL, "write the results as JSON" },
     { "markdown", 'M', KR_CLI_FILE, "FILE", 0, 0, NULL,
       "write the Markdown there instead of stdout" },
-    { "allow-nonfinite-weights", KR_OPT_ALLOW_NONFINITE, KR_CLI_FLAG, NULL, 0, 0, NULL,
-      "load the checkpoints even if a weight is NaN or infinite\n(refused by default: such weights "
-      "corrupt forecasts)" },
+    KR_CLI_OPT_ALLOW_NONFINITE("load the checkpoints even if a weight is NaN or infinite\n(refused "
+                               "by default: such weights "
+                               "corrupt forecasts)"),
     { "help", 'h', KR_CLI_FLAG, NULL, 0, 0, NULL, "this text" },
 };
 
-/* The flags of `kronos eval-quant` (cli/options.h): its --help, getopt table, completion and man
+/* The flags of `kronos eval-quant` (common/options.h): its --help, getopt table, completion and man
  * page. */
 const kr_cli_command kr_cli_eval_quant_spec = {
     "eval-quant",
@@ -87,11 +85,11 @@ const kr_cli_command kr_cli_eval_quant_spec = {
     (int)(sizeof k_opts / sizeof k_opts[0]),
     KR_CLI_FLAG,
     19,
+    NULL,
+    NULL,
 };
 
 static int parse(int argc, char **argv, opts *o) {
-    struct option longopts[KR_CLI_MAX_OPTS];
-    kr_cli_opts_getopt(&kr_cli_eval_quant_spec, longopts, KR_CLI_MAX_OPTS);
     memset(o, 0, sizeof *o);
     o->group = 32;
     o->windows = 16;
@@ -99,22 +97,31 @@ static int parse(int argc, char **argv, opts *o) {
     o->pred_len = 24;
     o->paths = 32;
     o->seed = 1;
-    optind = 1;
-    int c;
-    const kr_cli_sampling sampling = { .seed = &o->seed };
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        int shared = kr_cli_sampling_flag(CMD, c, optarg, &sampling);
-        if (shared == 2) return 2;
-        if (shared == 0) continue;
+    const kr_cli_forecast_flags shared = {
+        .model = &o->model,
+        .tokenizer = &o->tokenizer,
+        .quant = &o->quant,
+        .kv_dtype = &o->kv_dtype,
+        .seed = &o->seed,
+        .threads = &o->threads,
+        .allow_nonfinite = &o->allow_nonfinite,
+    };
+    kr_cli_parse ps;
+    kr_cli_parse_begin(&ps, &kr_cli_eval_quant_spec, &shared, argc, argv);
+    for (int c; (c = kr_cli_parse_next(&ps)) != 0;) {
+        /* The integer flags of the table, checked against its ranges. */
+        int *counted = c == 'w'   ? &o->windows
+                       : c == 'l' ? &o->lookback
+                       : c == 'n' ? &o->pred_len
+                       : c == 'p' ? &o->paths
+                                  : NULL;
+        if (counted) {
+            if (!kr_cli_opts_int(&kr_cli_eval_quant_spec,
+                                 kr_cli_opts_find(&kr_cli_eval_quant_spec, c), optarg, counted))
+                return 2;
+            continue;
+        }
         switch (c) {
-        case 'm': o->model = optarg; break;
-        case 't': o->tokenizer = optarg; break;
-        case 'q':
-            if (!kr_arg_quant(optarg))
-                return kr_cli_usage_error(
-                    CMD, "--quant must be one of f32, bf16, int8, fp8, q4, got '%s'", optarg);
-            o->quant = optarg;
-            break;
         case 'Q': o->quant_model = optarg; break;
         case 'g':
             if (!kr_arg_int(optarg, 32, 64, &o->group) || (o->group != 32 && o->group != 64))
@@ -125,41 +132,10 @@ static int parse(int argc, char **argv, opts *o) {
                 return kr_cli_usage_error(CMD, "too many --calib files: '%s'", optarg);
             o->calib[o->n_calib++] = optarg;
             break;
-        case 'K':
-            if (!kr_arg_kv_dtype(optarg))
-                return kr_cli_usage_error(
-                    CMD, "--kv-dtype must be one of f32, bf16, int8, got '%s'", optarg);
-            o->kv_dtype = optarg;
-            break;
         case 'd':
             if (o->n_data == MAX_FILES)
                 return kr_cli_usage_error(CMD, "too many --data files: '%s'", optarg);
             o->data[o->n_data++] = optarg;
-            break;
-        case 'w':
-            if (!kr_arg_int(optarg, 1, 1000, &o->windows))
-                return kr_cli_usage_error(CMD, "--windows must be an integer in 1..1000, got '%s'",
-                                          optarg);
-            break;
-        case 'l':
-            if (!kr_arg_int(optarg, 16, 512, &o->lookback))
-                return kr_cli_usage_error(CMD, "--lookback must be an integer in 16..512, got '%s'",
-                                          optarg);
-            break;
-        case 'n':
-            if (!kr_arg_int(optarg, 1, 512, &o->pred_len))
-                return kr_cli_usage_error(CMD, "--pred-len must be an integer in 1..512, got '%s'",
-                                          optarg);
-            break;
-        case 'p':
-            if (!kr_arg_int(optarg, 2, 4096, &o->paths))
-                return kr_cli_usage_error(CMD, "--paths must be an integer in 2..4096, got '%s'",
-                                          optarg);
-            break;
-        case 'j':
-            if (!kr_arg_int(optarg, 1, 1024, &o->threads))
-                return kr_cli_usage_error(CMD, "--threads must be an integer in 1..1024, got '%s'",
-                                          optarg);
             break;
         case 'J': o->json = optarg; break;
         case 'M': o->markdown = optarg; break;
@@ -170,11 +146,9 @@ static int parse(int argc, char **argv, opts *o) {
             o->method = optarg;
             break;
         case 'G': o->gate = optarg; break;
-        case KR_OPT_ALLOW_NONFINITE: o->allow_nonfinite = 1; break;
-        case 'h': kr_cli_opts_help(&kr_cli_eval_quant_spec, stdout); return -1;
-        default: return kr_cli_usage_error(CMD, "%s", "unknown flag");
         }
     }
+    if (ps.status) return ps.status;
     if (optind < argc) return kr_cli_usage_error(CMD, "unexpected argument '%s'", argv[optind]);
     if (!o->quant && !o->quant_model)
         return kr_cli_usage_error(CMD, "--quant or --quant-model is required%s", "");

@@ -16,6 +16,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "common/options.h"
 #include "cli/progress.h"
 #include "kronos.h"
 #include "kronos/finetune.h"
@@ -46,48 +47,124 @@ static void on_signal(int sig) {
     signal(sig, SIG_DFL);
 }
 
+/* The command's own flags, as --help lists them first; a config key's flag among them
+ * (--db, --force, ...) has key 0: the key's code is filled in by finetune_spec(). */
+static const kr_cli_opt k_own[] = {
+    { "config", OPT_CONFIG, KR_CLI_FILE, "FILE", 0, 0, NULL,
+      "the official finetune_csv YAML config, as it is; flags given\nwith it override its keys" },
+    { "data", OPT_DATA, KR_CLI_FILE, "FILE|DIR", 0, 0, NULL,
+      "candles (CSV or JSON; a directory: its .csv/.json files),\nrepeatable (data.data_path)" },
+    { "db", 0, KR_CLI_FILE, "PATH", 0, 0, NULL,
+      "a candle store (kronos ingest): its series instead of or\nwith files" },
+    { "symbol", 0, KR_CLI_TEXT, "SYM", 0, 0, NULL, "a stored series to train on, repeatable" },
+    { "all", 0, KR_CLI_FLAG, NULL, 0, 0, NULL, "every stored series" },
+    { "out", OPT_OUT, KR_CLI_DIR, "DIR", 0, 0, NULL,
+      "where to write (model_paths.base_save_path)" },
+    { "model", OPT_MODEL, KR_CLI_DIR, "DIR", 0, 0, NULL,
+      "checkpoint to start from: predictor/ + tokenizer/, or a pulled\nhub name (default: the "
+      "bundled demo model)" },
+    { "tokenizer", OPT_TOKENIZER, KR_CLI_DIR, "DIR", 0, 0, NULL,
+      "tokenizer to start from when --model is a predictor directory" },
+    { "lr", OPT_LR, KR_CLI_NUM, "X", 0, 0, NULL, "both learning rates" },
+    { "skip-tokenizer", OPT_SKIP_TOKENIZER, KR_CLI_FLAG, NULL, 0, 0, NULL,
+      "do not train the tokenizer (experiment.train_tokenizer false)" },
+    { "skip-predictor", OPT_SKIP_PREDICTOR, KR_CLI_FLAG, NULL, 0, 0, NULL,
+      "do not train the predictor" },
+    { "skip-basemodel", OPT_SKIP_PREDICTOR, KR_CLI_FLAG, NULL, 0, 0, NULL,
+      "the same (train_sequential.py's name)" },
+    { "skip-existing", 0, KR_CLI_FLAG, NULL, 0, 0, NULL, "skip a stage whose best_model exists" },
+    { "force", 0, KR_CLI_FLAG, NULL, 0, 0, NULL, "replace a non-empty stage directory" },
+    { "resume", 0, KR_CLI_FLAG, NULL, 0, 0, NULL,
+      "continue an interrupted run from its checkpoints" },
+    { "dry-run", 0, KR_CLI_FLAG, NULL, 0, 0, NULL,
+      "check config, data, paths and memory, then stop" },
+    { "eval-only", 0, KR_CLI_FLAG, NULL, 0, 0, NULL,
+      "score the starting checkpoints on the validation windows" },
+    { "no-progress", OPT_NO_PROGRESS, KR_CLI_FLAG, NULL, 0, 0, NULL,
+      "no progress bar (it is drawn only on a terminal anyway)" },
+    { "help", OPT_HELP, KR_CLI_FLAG, NULL, 0, 0, NULL, "this text" },
+};
+
+/* The first part of --help: the usage, the description and the command's own flags. */
+static const kr_cli_command k_own_spec = {
+    "finetune",
+    "[--config FILE.yaml] [--data FILE|DIR]... [--out DIR] [flags]",
+    "fine-tune the tokenizer and predictor on candles (the official finetune_csv YAML)",
+    "Fine-tunes a Kronos tokenizer and predictor on candles, as the official\n"
+    "finetune_csv pipeline does: the tokenizer first, then the predictor on the\n"
+    "fine-tuned tokenizer's ids. Writes DIR/tokenizer/{best_model,last_model} and\n"
+    "DIR/basemodel/{best_model,last_model} (Hugging Face directories that kronos and\n"
+    "from_pretrained load), resumable checkpoints and DIR/logs/finetune.jsonl.\n",
+    k_own,
+    (int)(sizeof k_own / sizeof k_own[0]),
+    KR_CLI_FILE,
+    18,
+    NULL,
+    NULL,
+};
+
+static int key_index(const char *flag) {
+    for (int i = 0; i < kr_finetune_n_keys(); i++)
+        if (!strcmp(kr_finetune_key_at(i)->flag, flag)) return i;
+    return -1;
+}
+
+/* A config key's flag argument as --help shows it: none for a boolean, S for text, N else. */
+static const char *key_arg(const kr_finetune_key *k) {
+    return !strcmp(k->type, "bool")                                 ? NULL
+           : !strcmp(k->type, "string") || !strcmp(k->type, "list") ? "S"
+                                                                    : "N";
+}
+
+/* Every flag of the command (common/options.h), for getopt, completion and the man page: its own
+ * (k_own), then each config key's that is not among them (the library's key table). Built
+ * once; static storage. */
+const kr_cli_command *kr_cli_finetune_spec(void) {
+    static kr_cli_opt all[KR_CLI_MAX_OPTS];
+    static char help[KR_CLI_MAX_OPTS][160];
+    static kr_cli_command spec;
+    if (spec.name) return &spec;
+    int n = 0;
+    for (int i = 0; i < k_own_spec.n_opts; i++) {
+        all[n] = k_own[i];
+        if (!all[n].key) all[n].key = OPT_KEY_BASE + key_index(all[n].name);
+        n++;
+    }
+    for (int i = 0; i < kr_finetune_n_keys() && n < KR_CLI_MAX_OPTS; i++) {
+        const kr_finetune_key *k = kr_finetune_key_at(i);
+        int own = 0;
+        for (int j = 0; j < k_own_spec.n_opts && !own; j++) own = !strcmp(k_own[j].name, k->flag);
+        if (own) continue;
+        const char *arg = key_arg(k);
+        snprintf(help[n], sizeof help[n], "%s%s%s%s", k->key, k->ignored ? " (ignored)" : "",
+                 *k->default_value ? ", default " : "", k->default_value);
+        all[n] = (kr_cli_opt){ k->flag,
+                               OPT_KEY_BASE + i,
+                               !arg                ? KR_CLI_FLAG
+                               : !strcmp(arg, "N") ? KR_CLI_NUM
+                                                   : KR_CLI_TEXT,
+                               arg,
+                               0,
+                               0,
+                               NULL,
+                               help[n] };
+        n++;
+    }
+    spec = k_own_spec;
+    spec.opts = all;
+    spec.n_opts = n;
+    return &spec;
+}
+
 static void usage(FILE *f) {
-    fputs("usage: kronos finetune [--config FILE.yaml] [--data FILE|DIR]... [--out DIR] [flags]\n"
-          "\n"
-          "Fine-tunes a Kronos tokenizer and predictor on candles, as the official\n"
-          "finetune_csv pipeline does: the tokenizer first, then the predictor on the\n"
-          "fine-tuned tokenizer's ids. Writes DIR/tokenizer/{best_model,last_model} and\n"
-          "DIR/basemodel/{best_model,last_model} (Hugging Face directories that kronos and\n"
-          "from_pretrained load), resumable checkpoints and DIR/logs/finetune.jsonl.\n"
-          "\n"
-          "  --config FILE      the official finetune_csv YAML config, as it is; flags given\n"
-          "                     with it override its keys\n"
-          "  --data FILE|DIR    candles (CSV or JSON; a directory: its .csv/.json files),\n"
-          "                     repeatable (data.data_path)\n"
-          "  --db PATH          a candle store (kronos ingest): its series instead of or\n"
-          "                     with files\n"
-          "  --symbol SYM       a stored series to train on, repeatable\n"
-          "  --all              every stored series\n"
-          "  --out DIR          where to write (model_paths.base_save_path)\n"
-          "  --model DIR        checkpoint to start from: predictor/ + tokenizer/, or a pulled\n"
-          "                     hub name (default: the bundled demo model)\n"
-          "  --tokenizer DIR    tokenizer to start from when --model is a predictor directory\n"
-          "  --lr X             both learning rates\n"
-          "  --skip-tokenizer   do not train the tokenizer (experiment.train_tokenizer false)\n"
-          "  --skip-predictor   do not train the predictor\n"
-          "  --skip-basemodel   the same (train_sequential.py's name)\n"
-          "  --skip-existing    skip a stage whose best_model exists\n"
-          "  --force            replace a non-empty stage directory\n"
-          "  --resume           continue an interrupted run from its checkpoints\n"
-          "  --dry-run          check config, data, paths and memory, then stop\n"
-          "  --eval-only        score the starting checkpoints on the validation windows\n"
-          "  --no-progress      no progress bar (it is drawn only on a terminal anyway)\n"
-          "  -h, --help         this text\n"
-          "\n"
-          "Every config key is also a flag (booleans take =true/=false, alone they are true):\n",
+    kr_cli_opts_help(&k_own_spec, f);
+    fputs("\nEvery config key is also a flag (booleans take =true/=false, alone they are true):\n",
           f);
     for (int i = 0; i < kr_finetune_n_keys(); i++) {
         const kr_finetune_key *k = kr_finetune_key_at(i);
         char flag[80];
-        snprintf(flag, sizeof flag, "--%s%s", k->flag,
-                 !strcmp(k->type, "bool")                                 ? ""
-                 : !strcmp(k->type, "string") || !strcmp(k->type, "list") ? " S"
-                                                                          : " N");
+        const char *arg = key_arg(k);
+        snprintf(flag, sizeof flag, "--%s%s%s", k->flag, arg ? " " : "", arg ? arg : "");
         fprintf(f, "  %-30s %s%s%s%s\n", flag, k->key, k->ignored ? " (ignored)" : "",
                 *k->default_value ? ", default " : "", k->default_value);
     }
@@ -176,31 +253,20 @@ static int on_progress(void *user, const kr_finetune_progress *p) {
 
 /* ---------------------------------------------------------------- flags */
 
-/* The long options: every key's flag, then the command's own. Caller frees. */
+/* getopt's table of every flag: a config key's boolean takes an optional =true/=false. */
 static struct option *build_options(void) {
-    static const struct option own[] = {
-        { "config", required_argument, NULL, OPT_CONFIG },
-        { "data", required_argument, NULL, OPT_DATA },
-        { "out", required_argument, NULL, OPT_OUT },
-        { "lr", required_argument, NULL, OPT_LR },
-        { "model", required_argument, NULL, OPT_MODEL },
-        { "tokenizer", required_argument, NULL, OPT_TOKENIZER },
-        { "skip-tokenizer", no_argument, NULL, OPT_SKIP_TOKENIZER },
-        { "skip-predictor", no_argument, NULL, OPT_SKIP_PREDICTOR },
-        { "skip-basemodel", no_argument, NULL, OPT_SKIP_PREDICTOR },
-        { "no-progress", no_argument, NULL, OPT_NO_PROGRESS },
-        { "help", no_argument, NULL, OPT_HELP },
-    };
-    const int n_own = (int)(sizeof own / sizeof own[0]), n_keys = kr_finetune_n_keys();
-    struct option *o = calloc((size_t)(n_keys + n_own + 1), sizeof *o);
+    const kr_cli_command *spec = kr_cli_finetune_spec();
+    struct option *o = calloc((size_t)spec->n_opts + 1, sizeof *o);
     if (!o) return NULL;
-    for (int i = 0; i < n_keys; i++) {
-        const kr_finetune_key *k = kr_finetune_key_at(i);
-        o[i] = (struct option){ k->flag,
-                                !strcmp(k->type, "bool") ? optional_argument : required_argument,
-                                NULL, OPT_KEY_BASE + i };
+    for (int i = 0; i < spec->n_opts; i++) {
+        const kr_cli_opt *k = &spec->opts[i];
+        const int key_flag = k->key >= OPT_KEY_BASE && k->key < OPT_DATA;
+        o[i] = (struct option){ k->name,
+                                k->type != KR_CLI_FLAG ? required_argument
+                                : key_flag             ? optional_argument
+                                                       : no_argument,
+                                NULL, k->key };
     }
-    memcpy(o + n_keys, own, sizeof own);
     return o;
 }
 

@@ -21,8 +21,10 @@
 #include "common/limits.h"
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "cli/options.h"
+#include "common/options.h"
 #include "cli/engine_open.h"
+#include "cli/forecast_flags.h"
+#include "cli/parse.h"
 #include "cli/progress.h"
 #include "kronos.h"
 #include "kronos/forecast_json.h"
@@ -40,42 +42,40 @@
 #define KR_CLI_FORECAST_PATHS 32
 
 static const kr_cli_opt k_opts[] = {
-    { "model", 'm', KR_CLI_DIR, "DIR", 0, 0, NULL,
-      "predictor directory (config.json + model.safetensors), or a\ndirectory holding predictor/ "
-      "and tokenizer/ (default: the\nbundled demo model)" },
-    { "tokenizer", 't', KR_CLI_DIR, "DIR", 0, 0, NULL, "tokenizer directory" },
+    KR_CLI_OPT_MODEL(
+        "predictor directory (config.json + model.safetensors), or a\ndirectory holding predictor/ "
+        "and tokenizer/ (default: the\nbundled demo model)"),
+    KR_CLI_OPT_TOKENIZER(KR_CLI_HELP_TOKENIZER),
     { "input", 'i', KR_CLI_FILE, "FILE|DIR|-", 0, 0, NULL,
       "candle CSV (timestamps,open,high,low,close[,volume,amount])\nor JSON (rows, columns, or a "
       "pandas to_json frame:\nrecords, split, columns, index; keys like Date, Open);\n'-' reads "
       "standard input; repeat it, or give a directory,\nto forecast a batch; the files may also "
       "follow the flags\nas operands (kronos forecast a.csv b.csv --pred-len 5)" },
     { "pred-len", 'n', KR_CLI_INT, "N", 0, 0, NULL, "candles to forecast (required)" },
-    { "lookback", 'l', KR_CLI_INT, "N", 0, 0, NULL,
-      "history rows used (default: all, up to max-context minus\npred-len, so the window is never "
-      "re-run: as analyze)" },
-    { "max-context", 'c', KR_CLI_INT, "N", 0, 0, NULL, "predictor window (default 512)" },
-    { "paths", 'p', KR_CLI_INT, "N", 0, 0, NULL,
-      "sample paths (default 32); the mean path is the forecast\n(1 is the reference's single "
-      "sample)" },
-    { "temperature", 'T', KR_CLI_NUM, "T", 0, 0, NULL, "sampling temperature (default 1.0)" },
-    { "top-k", 'k', KR_CLI_INT, "K", 0, 0, NULL,
-      "keep the K most likely tokens (default 0 = off; 1 = greedy)" },
-    { "top-p", 'P', KR_CLI_NUM, "P", 0, 0, NULL, "nucleus sampling threshold (default 0.9)" },
-    { "seed", 's', KR_CLI_NUM, "S", 0, 0, NULL,
-      "random seed, decimal or 0x hex (default 0); each path has\nits own stream" },
-    { "window", 'w', KR_CLI_CHOICE, "exact|rolling", 0, 0, NULL,
-      "past max-context: re-run the window like the reference\n(exact, default) or slide the KV "
-      "cache (rolling, faster,\napproximate)" },
+    KR_CLI_OPT_LOOKBACK("history rows used (default: all, up to max-context minus\npred-len, so "
+                        "the window is never "
+                        "re-run: as analyze)"),
+    KR_CLI_OPT_MAX_CONTEXT("predictor window (default 512)"),
+    KR_CLI_OPT_PATHS(
+        "sample paths (default 32); the mean path is the forecast\n(1 is the reference's single "
+        "sample)"),
+    KR_CLI_OPT_TEMPERATURE("sampling temperature (default 1.0)"),
+    KR_CLI_OPT_TOP_K("keep the K most likely tokens (default 0 = off; 1 = greedy)"),
+    KR_CLI_OPT_TOP_P("nucleus sampling threshold (default 0.9)"),
+    KR_CLI_OPT_SEED("random seed, decimal or 0x hex (default 0); each path has\nits own stream"),
+    KR_CLI_OPT_WINDOW(
+        "past max-context: re-run the window like the reference\n(exact, default) or slide the KV "
+        "cache (rolling, faster,\napproximate)"),
     { "future-timestamps", 'f', KR_CLI_FILE, "FILE", 0, 0, NULL,
       "CSV with a timestamps column (pred-len rows); default:\nthe market's calendar (holidays, "
       "sessions)" },
-    { "market", 'M', KR_CLI_TEXT, "NAME", 0, 0, NULL,
-      "exchange calendar of the forecast bars: NYSE, SSE, HKEX,\nCRYPTO, ... (default: inferred "
-      "from the history;\ndata/calendars/README.md)" },
-    { "ohlc", 'O', KR_CLI_CHOICE, "consistent|raw", 0, 0, NULL,
-      "consistent (default): every path's high >= max(open,\nclose), low <= min(open, close), "
-      "prices, volume and amount\n>= 0, before the mean and quantiles; raw: the model's\ncandles "
-      "as the reference writes them (volumes may be < 0)" },
+    KR_CLI_OPT_MARKET(
+        "exchange calendar of the forecast bars: NYSE, SSE, HKEX,\nCRYPTO, ... (default: inferred "
+        "from the history;\ndata/calendars/README.md)"),
+    KR_CLI_OPT_OHLC(
+        "consistent (default): every path's high >= max(open,\nclose), low <= min(open, close), "
+        "prices, volume and amount\n>= 0, before the mean and quantiles; raw: the model's\ncandles "
+        "as the reference writes them (volumes may be < 0)"),
     { "quantiles", 'q', KR_CLI_TEXT, "LIST|none", 0, 0, NULL,
       "quantiles for --format json (default 0.1,0.5,0.9); given\nwith csv, adds columns <col>_q<q> "
       "(close_q0.1, ...) for\nevery column; the csv default is close_q0.1 and close_q0.9\n(none: "
@@ -86,22 +86,19 @@ static const kr_cli_opt k_opts[] = {
     { "output", 'o', KR_CLI_FILE, "FILE|DIR", 0, 0, NULL,
       "write there instead of stdout; a directory (existing, or\na name ending in '/'; a batch "
       "needs one) receives\n<name>.forecast.<csv|json> per input" },
-    { "threads", 'j', KR_CLI_INT, "N", 0, 0, NULL, "compute threads (default: all CPUs)" },
-    { "batch-size", 'B', KR_CLI_INT, "N", 0, 0, NULL,
-      "a batch of inputs runs in static batches of N series x\npaths rows, each finished before "
-      "the next (default 64;\n0 = every series at once)" },
-    { "quant", 'Q', KR_CLI_TEXT, "FMT", 0, 0, NULL,
-      "weights: f32 (default), bf16, int8, fp8, q4 (quantised at\nload; a kronos quantize "
-      "checkpoint keeps its own format)" },
-    { "kv-dtype", 'K', KR_CLI_NUM, "T", 0, 0, NULL,
-      "KV-cache precision: f32 (default), bf16, int8" },
-    { "allow-nonfinite-weights", KR_OPT_ALLOW_NONFINITE, KR_CLI_FLAG, NULL, 0, 0, NULL,
-      "load a checkpoint even if a weight is NaN or infinite\n(refused by default: such weights "
-      "corrupt forecasts)" },
+    KR_CLI_OPT_THREADS,
+    KR_CLI_OPT_BATCH_SIZE(
+        "a batch of inputs runs in static batches of N series x\npaths rows, each finished before "
+        "the next (default 64;\n0 = every series at once)"),
+    KR_CLI_OPT_QUANT(
+        "weights: f32 (default), bf16, int8, fp8, q4 (quantised at\nload; a kronos quantize "
+        "checkpoint keeps its own format)"),
+    KR_CLI_OPT_KV_DTYPE("KV-cache precision: f32 (default), bf16, int8"),
+    KR_CLI_OPT_ALLOW_NONFINITE(KR_CLI_HELP_ALLOW_NONFINITE),
     { "help", 'h', KR_CLI_FLAG, NULL, 0, 0, NULL, "this text" },
 };
 
-/* The flags of `kronos forecast` (cli/options.h): its --help, getopt table, completion and man
+/* The flags of `kronos forecast` (common/options.h): its --help, getopt table, completion and man
  * page. */
 const kr_cli_command kr_cli_forecast_spec = {
     "forecast",
@@ -117,13 +114,15 @@ const kr_cli_command kr_cli_forecast_spec = {
     (int)(sizeof k_opts / sizeof k_opts[0]),
     KR_CLI_FILE,
     0,
+    NULL,
+    NULL,
 };
 
 typedef struct opts {
     const char *model, *tokenizer, *future_file, *output, *format, *quant, *kv_dtype, *market;
     kr_ohlc_mode ohlc;
     int quantiles_given, quantiles_none; /* --quantiles LIST / --quantiles none */
-    int paths_given, lookback_given;
+    int lookback_given;
     const char *inputs[MAX_INPUTS];
     int n_inputs, threads, allow_nonfinite;
     int batch_rows; /* --batch-size */
@@ -386,8 +385,6 @@ static int check_batch_outputs(const opts *o, char *msg, size_t cap) {
 }
 
 static int parse_opts(int argc, char **argv, opts *o, char ***owned, int *n_owned) {
-    struct option longopts[KR_CLI_MAX_OPTS];
-    kr_cli_opts_getopt(&kr_cli_forecast_spec, longopts, KR_CLI_MAX_OPTS);
     o->p = kr_forecast_default_params();
     o->p.paths = KR_CLI_FORECAST_PATHS;
     o->ohlc = KR_OHLC_CONSISTENT;
@@ -397,19 +394,24 @@ static int parse_opts(int argc, char **argv, opts *o, char ***owned, int *n_owne
     o->quantiles[1] = 0.5;
     o->quantiles[2] = 0.9;
     o->n_quantiles = 3;
-    optind = 1;
-    int c;
     char msg[256 + 2 * PATH_MAX];
-    const kr_cli_sampling sampling = KR_CLI_SAMPLING_OF(o->p);
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        o->paths_given |= c == KR_OPT_PATHS;
-        o->lookback_given |= c == KR_OPT_LOOKBACK;
-        int shared = kr_cli_sampling_flag(CMD, c, optarg, &sampling);
-        if (shared == 2) return 2;
-        if (shared == 0) continue;
+    const kr_cli_forecast_flags shared = {
+        .model = &o->model,
+        .tokenizer = &o->tokenizer,
+        .quant = &o->quant,
+        .kv_dtype = &o->kv_dtype,
+        .threads = &o->threads,
+        .batch_rows = &o->batch_rows,
+        .allow_nonfinite = &o->allow_nonfinite,
+        .window = &o->p.window,
+        .ohlc = &o->ohlc,
+        .market = &o->market,
+        KR_CLI_SAMPLING_OF(o->p),
+    };
+    kr_cli_parse ps;
+    kr_cli_parse_begin(&ps, &kr_cli_forecast_spec, &shared, argc, argv);
+    for (int c; (c = kr_cli_parse_next(&ps)) != 0;) {
         switch (c) {
-        case 'm': o->model = optarg; break;
-        case 't': o->tokenizer = optarg; break;
         case 'i':
             if (add_input(o, optarg, owned, n_owned, msg, sizeof msg) != 0)
                 return kr_cli_usage_error(CMD, "%s", msg);
@@ -419,29 +421,7 @@ static int parse_opts(int argc, char **argv, opts *o, char ***owned, int *n_owne
                 return kr_cli_usage_error(
                     CMD, "--pred-len must be an integer in 1..65536, got '%s'", optarg);
             break;
-        case 'w':
-            if (!strcmp(optarg, "exact"))
-                o->p.window = KR_WINDOW_EXACT;
-            else if (!strcmp(optarg, "rolling"))
-                o->p.window = KR_WINDOW_ROLLING;
-            else
-                return kr_cli_usage_error(CMD, "--window must be exact or rolling, got '%s'",
-                                          optarg);
-            break;
         case 'f': o->future_file = optarg; break;
-        case 'M': {
-            const kr_calendar *cal;
-            kr_error err;
-            if (kr_calendar_find(optarg, &cal, &err) != KR_OK)
-                return kr_cli_usage_error(CMD, "--market: %s", err.message);
-            o->market = optarg;
-            break;
-        }
-        case 'O':
-            if (kr_ohlc_mode_parse(optarg, &o->ohlc) != 0)
-                return kr_cli_usage_error(CMD, "--ohlc must be raw or consistent, got '%s'",
-                                          optarg);
-            break;
         case 'F':
             if (strcmp(optarg, "csv") && strcmp(optarg, "json"))
                 return kr_cli_usage_error(CMD, "--format must be csv or json, got '%s'", optarg);
@@ -450,29 +430,6 @@ static int parse_opts(int argc, char **argv, opts *o, char ***owned, int *n_owne
         case 'o':
             if (!*optarg) return kr_cli_usage_error(CMD, "%s", "--output must not be empty");
             o->output = optarg;
-            break;
-        case 'Q':
-            if (!kr_arg_quant(optarg))
-                return kr_cli_usage_error(
-                    CMD, "--quant must be one of f32, bf16, int8, fp8, q4, got '%s'", optarg);
-            o->quant = optarg;
-            break;
-        case 'K':
-            if (!kr_arg_kv_dtype(optarg))
-                return kr_cli_usage_error(
-                    CMD, "--kv-dtype must be one of f32, bf16, int8, got '%s'", optarg);
-            o->kv_dtype = optarg;
-            break;
-        case KR_OPT_ALLOW_NONFINITE: o->allow_nonfinite = 1; break;
-        case 'j':
-            if (!kr_arg_int(optarg, 1, 1024, &o->threads))
-                return kr_cli_usage_error(CMD, "--threads must be an integer in 1..1024, got '%s'",
-                                          optarg);
-            break;
-        case 'B':
-            if (!kr_arg_int(optarg, 0, 1 << 20, &o->batch_rows))
-                return kr_cli_usage_error(
-                    CMD, "--batch-size must be an integer in 0..1048576 (rows), got '%s'", optarg);
             break;
         case 'q':
             if (!strcmp(optarg, "none")) {
@@ -484,10 +441,10 @@ static int parse_opts(int argc, char **argv, opts *o, char ***owned, int *n_owne
             o->quantiles_given = 1;
             o->quantiles_none = 0;
             break;
-        case 'h': kr_cli_opts_help(&kr_cli_forecast_spec, stdout); return -1;
-        default: return kr_cli_usage_error(CMD, "%s", "unknown flag");
         }
     }
+    if (ps.status) return ps.status;
+    o->lookback_given = kr_cli_parse_given(&ps, KR_OPT_LOOKBACK);
     /* Operands are inputs too, as ingest takes its file (kronos forecast a.csv --pred-len 5). */
     for (; optind < argc; optind++)
         if (add_input(o, argv[optind], owned, n_owned, msg, sizeof msg) != 0)

@@ -13,27 +13,40 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "common/options.h"
 #include "kronos.h"
 
-static void usage(FILE *f) {
-    fputs("usage: kronos gen-random --shape tiny|mini|small|base --out DIR [--seed S] [--force]\n"
-          "\n"
-          "Writes DIR/tokenizer and DIR/predictor (config.json + model.safetensors) with\n"
-          "deterministic random weights and the tensor names, shapes and dtypes of a real\n"
-          "Kronos checkpoint. The same shape and seed always give identical files.\n"
-          "\n"
-          "  --shape NAME   tiny  (tokenizer 32/2 heads, predictor 32 x 2 layers, learn_te false)\n"
-          "                 mini  (Kronos-Tokenizer-base + Kronos-mini: 256 x 4 layers)\n"
-          "                 small (Kronos-Tokenizer-base + Kronos-small: 512 x 8 layers)\n"
-          "                 base  (Kronos-Tokenizer-base + Kronos-base: 832 x 12 layers)\n"
-          "  --seed S       unsigned 64-bit seed, decimal or 0x hex (default 0)\n"
-          "  --out DIR      output directory, created if missing; refused when it already\n"
-          "                 holds a checkpoint (DIR/predictor or DIR/tokenizer config.json or\n"
-          "                 model.safetensors)\n"
-          "  --force        replace that checkpoint with random weights\n"
-          "  -h, --help     this text\n",
-          f);
-}
+static const kr_cli_opt k_opts[] = {
+    { "shape", 's', KR_CLI_TEXT, "NAME", 0, 0, NULL,
+      "tiny  (tokenizer 32/2 heads, predictor 32 x 2 layers, learn_te false)\n"
+      "mini  (Kronos-Tokenizer-base + Kronos-mini: 256 x 4 layers)\n"
+      "small (Kronos-Tokenizer-base + Kronos-small: 512 x 8 layers)\n"
+      "base  (Kronos-Tokenizer-base + Kronos-base: 832 x 12 layers)" },
+    { "seed", 'S', KR_CLI_NUM, "S", 0, 0, NULL,
+      "unsigned 64-bit seed, decimal or 0x hex (default 0)" },
+    { "out", 'o', KR_CLI_DIR, "DIR", 0, 0, NULL,
+      "output directory, created if missing; refused when it already\nholds a checkpoint "
+      "(DIR/predictor or DIR/tokenizer config.json or\nmodel.safetensors)" },
+    { "force", 'f', KR_CLI_FLAG, NULL, 0, 0, NULL, "replace that checkpoint with random weights" },
+    { "help", 'h', KR_CLI_FLAG, NULL, 0, 0, NULL, "this text" },
+};
+
+/* The flags of `kronos gen-random` (common/options.h): its --help, getopt table, completion and
+ * man page. */
+const kr_cli_command kr_cli_gen_random_spec = {
+    "gen-random",
+    "--shape tiny|mini|small|base --out DIR [--seed S] [--force]",
+    "write a random-weight checkpoint of a real Kronos shape",
+    "Writes DIR/tokenizer and DIR/predictor (config.json + model.safetensors) with\n"
+    "deterministic random weights and the tensor names, shapes and dtypes of a real\n"
+    "Kronos checkpoint. The same shape and seed always give identical files.\n",
+    k_opts,
+    (int)(sizeof k_opts / sizeof k_opts[0]),
+    KR_CLI_FLAG,
+    14,
+    NULL,
+    NULL,
+};
 
 static int usage_error(const char *fmt, const char *arg) {
     fputs("kronos gen-random: ", stderr);
@@ -57,14 +70,8 @@ static int checkpoint_file_in(const char *out, char *path, size_t cap) {
 }
 
 int kr_cmd_gen_random(int argc, char **argv) {
-    static const struct option opts[] = {
-        { "shape", required_argument, NULL, 's' },
-        { "seed", required_argument, NULL, 'S' },
-        { "out", required_argument, NULL, 'o' },
-        { "force", no_argument, NULL, 'f' }, /* replace a checkpoint already in --out */
-        { "help", no_argument, NULL, 'h' },
-        { NULL, 0, NULL, 0 },
-    };
+    struct option opts[KR_CLI_MAX_OPTS];
+    kr_cli_opts_getopt(&kr_cli_gen_random_spec, opts, KR_CLI_MAX_OPTS);
     const char *shape_name = NULL, *out = NULL;
     uint64_t seed = 0;
     int force = 0;
@@ -83,7 +90,7 @@ int kr_cmd_gen_random(int argc, char **argv) {
                 return usage_error(
                     "--seed: '%s' is not an unsigned 64-bit integer (decimal or 0x hex)", optarg);
             break;
-        case 'h': usage(stdout); return 0;
+        case 'h': kr_cli_opts_help(&kr_cli_gen_random_spec, stdout); return 0;
         case ':': return usage_error("option '%s' needs a value", argv[optind - 1]);
         default: return usage_error("unknown option '%s'", argv[optind - 1]);
         }

@@ -11,7 +11,9 @@
 #include "kronos/util.h"
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "cli/options.h"
+#include "cli/forecast_flags.h"
+#include "cli/parse.h"
+#include "common/options.h"
 #include "cli/progress.h"
 #include "kronos.h"
 #include "kronos/store.h"
@@ -25,13 +27,12 @@ static const kr_cli_opt k_opts[] = {
     { "interval", 'i', KR_CLI_TEXT, "I", 0, 0, NULL,
       "bar length: a count and a unit s, m, min, h, d, w, mo (1m, 5m, 1h,\n4h, 1d, 1w); "
       "default: the bars' most common spacing (said on\nstderr)" },
-    { "market", 'M', KR_CLI_TEXT, "NAME", 0, 0, NULL,
+    { "market", KR_OPT_MARKET, KR_CLI_TEXT, "NAME", 0, 0, NULL,
       "the symbol's exchange calendar (NYSE, SSE, HKEX, CRYPTO, ...),\nused by 'kronos "
       "analyze' for the forecast bars' timestamps\n(default: the symbol's suffix, else "
       "inferred from the history)" },
-    { "db", 'd', KR_CLI_FILE, "FILE|URL", 0, 0, NULL,
-      "database file, or a PostgreSQL URL postgresql://... (default:\n$KRONOS_DB, else "
-      "$XDG_DATA_HOME/kronos/kronos.db or\n~/.local/share/kronos/kronos.db)" },
+    KR_CLI_OPT_DB("database file, or a PostgreSQL URL postgresql://... (default:\n$KRONOS_DB, else "
+                  "$XDG_DATA_HOME/kronos/kronos.db or\n~/.local/share/kronos/kronos.db)"),
     { "help", 'h', KR_CLI_FLAG, NULL, 0, 0, NULL, "this text" },
 };
 
@@ -50,6 +51,8 @@ const kr_cli_command kr_cli_ingest_spec = {
     (int)(sizeof k_opts / sizeof k_opts[0]),
     KR_CLI_FILE,
     16,
+    NULL,
+    NULL,
 };
 
 /* A warning (not an error) when the bars' spacing disagrees with the interval named: the
@@ -89,21 +92,16 @@ static void check_ranges(const kr_candles *c, const char *file) {
 }
 
 int kr_cmd_ingest(int argc, char **argv) {
-    struct option longopts[KR_CLI_MAX_OPTS];
-    kr_cli_opts_getopt(&kr_cli_ingest_spec, longopts, KR_CLI_MAX_OPTS);
     const char *symbol = NULL, *interval = NULL, *db_flag = NULL, *market = NULL;
     kr_error err = { 0 };
-    optind = 1;
-    int ch;
-    while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    const kr_cli_forecast_flags shared = { .db = &db_flag };
+    kr_cli_parse ps;
+    kr_cli_parse_begin(&ps, &kr_cli_ingest_spec, &shared, argc, argv);
+    for (int ch; (ch = kr_cli_parse_next(&ps)) != 0;) {
         switch (ch) {
         case 's': symbol = optarg; break;
         case 'i': interval = optarg; break;
-        case 'd':
-            if (kr_cli_db_flag(CMD, optarg)) return 2;
-            db_flag = optarg;
-            break;
-        case 'M': {
+        case KR_OPT_MARKET: {
             const kr_calendar *cal;
             if (kr_calendar_find(optarg, &cal, &err) != KR_OK)
                 return kr_cli_usage_error(CMD, "--market: %s", err.message);
@@ -111,10 +109,9 @@ int kr_cmd_ingest(int argc, char **argv) {
             market = kr_calendar_spelling(cal, optarg);
             break;
         }
-        case 'h': kr_cli_opts_help(&kr_cli_ingest_spec, stdout); return 0;
-        default: return kr_cli_usage_error(CMD, "%s", "unknown flag");
         }
     }
+    if (ps.status) return ps.status < 0 ? 0 : ps.status;
     if (!symbol) return kr_cli_usage_error(CMD, "%s", "--symbol is required");
     if (kr_store_check_symbol(symbol, &err) != KR_OK)
         return kr_cli_usage_error(CMD, "--%s", err.message);

@@ -1,6 +1,6 @@
 /*
  * cli/cmd_man — `kronos man`: the man page kronos(1) in roff, written from the commands'
- * option tables (cli/options) as the completion scripts are. The build runs it
+ * option tables (common/options) as the completion scripts are. The build runs it
  * (src/cli/CMakeLists.txt) and `cmake --install` installs share/man/man1/kronos.1.
  */
 #include <stdio.h>
@@ -8,7 +8,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "cli/options.h"
+#include "common/options.h"
 #include "kronos.h"
 
 int kr_cmd_man(int argc, char **argv) {

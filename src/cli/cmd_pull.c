@@ -14,29 +14,39 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "common/options.h"
 #include "kronos/hub.h"
 
 #define CMD "pull"
 
-static void usage(FILE *f) {
-    fputs("usage: kronos pull REPO [--revision REV] [--cache-dir DIR] [--quiet]\n"
-          "\n"
-          "Downloads config.json and model.safetensors (and README.md when there is one) of\n"
-          "the Hugging Face model repository REPO (e.g. NeoQuasar/Kronos-small,\n"
-          "NeoQuasar/Kronos-Tokenizer-base) into the hub cache, resuming an interrupted\n"
-          "download and checking sizes and sha256. Prints the snapshot directory. Afterwards\n"
-          "--model REPO / --tokenizer REPO of the other commands find it offline.\n"
-          "\n"
-          "  --revision REV   branch, tag or commit (default main)\n"
-          "  --cache-dir DIR  hub cache directory (default $HF_HUB_CACHE, else $HF_HOME/hub,\n"
-          "                   else ~/.cache/huggingface/hub)\n"
-          "  --quiet          no progress output\n"
-          "  -h, --help       this text\n"
-          "\n"
-          "Environment: HF_ENDPOINT (default https://huggingface.co), HF_TOKEN (private or\n"
-          "gated repositories), HF_HOME, HF_HUB_CACHE. See docs/pull.md.\n",
-          f);
-}
+static const kr_cli_opt k_opts[] = {
+    { "revision", 'r', KR_CLI_TEXT, "REV", 0, 0, NULL, "branch, tag or commit (default main)" },
+    { "cache-dir", 'c', KR_CLI_DIR, "DIR", 0, 0, NULL,
+      "hub cache directory (default $HF_HUB_CACHE, else $HF_HOME/hub,\nelse "
+      "~/.cache/huggingface/hub)" },
+    { "quiet", 'q', KR_CLI_FLAG, NULL, 0, 0, NULL, "no progress output" },
+    { "help", 'h', KR_CLI_FLAG, NULL, 0, 0, NULL, "this text" },
+};
+
+/* The flags of `kronos pull` (common/options.h): its --help, getopt table, completion and man
+ * page. */
+const kr_cli_command kr_cli_pull_spec = {
+    "pull",
+    "REPO [--revision REV] [--cache-dir DIR] [--quiet]",
+    "download a Kronos checkpoint from the Hugging Face hub into its cache",
+    "Downloads config.json and model.safetensors (and README.md when there is one) of\n"
+    "the Hugging Face model repository REPO (e.g. NeoQuasar/Kronos-small,\n"
+    "NeoQuasar/Kronos-Tokenizer-base) into the hub cache, resuming an interrupted\n"
+    "download and checking sizes and sha256. Prints the snapshot directory. Afterwards\n"
+    "--model REPO / --tokenizer REPO of the other commands find it offline.\n",
+    k_opts,
+    (int)(sizeof k_opts / sizeof k_opts[0]),
+    KR_CLI_FLAG,
+    16,
+    NULL,
+    "Environment: HF_ENDPOINT (default https://huggingface.co), HF_TOKEN (private or\n"
+    "gated repositories), HF_HOME, HF_HUB_CACHE. See docs/pull.md.\n",
+};
 
 typedef struct progress_out {
     int tty; /* stderr is a terminal: redraw a bar in place */
@@ -164,13 +174,8 @@ static int on_progress(const kr_hub_progress *p, void *user) {
 }
 
 int kr_cmd_pull(int argc, char **argv) {
-    static const struct option opts[] = {
-        { "revision", required_argument, NULL, 'r' },
-        { "cache-dir", required_argument, NULL, 'c' },
-        { "quiet", no_argument, NULL, 'q' },
-        { "help", no_argument, NULL, 'h' },
-        { NULL, 0, NULL, 0 },
-    };
+    struct option opts[KR_CLI_MAX_OPTS];
+    kr_cli_opts_getopt(&kr_cli_pull_spec, opts, KR_CLI_MAX_OPTS);
     const char *revision = "main", *cache_dir = NULL;
     int quiet = 0;
     /* The dispatcher may already have run getopt; 0 makes glibc reinitialise its state. */
@@ -182,7 +187,7 @@ int kr_cmd_pull(int argc, char **argv) {
         case 'r': revision = optarg; break;
         case 'c': cache_dir = optarg; break;
         case 'q': quiet = 1; break;
-        case 'h': usage(stdout); return 0;
+        case 'h': kr_cli_opts_help(&kr_cli_pull_spec, stdout); return 0;
         case ':': return kr_cli_usage_error(CMD, "option '%s' needs a value", argv[optind - 1]);
         default: return kr_cli_usage_error(CMD, "unknown option '%s'", argv[optind - 1]);
         }

@@ -14,7 +14,9 @@
 #include "cli/args.h"
 #include "cli/calib_windows.h"
 #include "cli/commands.h"
-#include "cli/options.h"
+#include "cli/forecast_flags.h"
+#include "cli/parse.h"
+#include "common/options.h"
 #include "cli/progress.h"
 #include "kronos.h"
 #include "kronos/series.h"
@@ -23,11 +25,10 @@
 #define MAX_CALIB 32
 
 static const kr_cli_opt k_opts[] = {
-    { "model", 'm', KR_CLI_DIR, "DIR", 0, 0, NULL,
-      "f32 checkpoint (predictor/ + tokenizer/, or the predictor dir;\ndefault: the bundled demo "
-      "model)" },
-    { "tokenizer", 't', KR_CLI_DIR, "DIR", 0, 0, NULL,
-      "tokenizer dir when --model is the predictor dir" },
+    KR_CLI_OPT_MODEL(
+        "f32 checkpoint (predictor/ + tokenizer/, or the predictor dir;\ndefault: the bundled demo "
+        "model)"),
+    KR_CLI_OPT_TOKENIZER("tokenizer dir when --model is the predictor dir"),
     { "quant", 'q', KR_CLI_TEXT, "FMT", 0, 0, NULL,
       "bf16, int8 (W8A8), fp8 (e4m3, W8A16) or q4 (4-bit groups)" },
     { "group", 'g', KR_CLI_INT, "N", 0, 0, NULL, "q4 group size, 32 (default) or 64" },
@@ -41,19 +42,19 @@ static const kr_cli_opt k_opts[] = {
     { "damp", 'D', KR_CLI_TEXT, "F", 0, 0, NULL,
       "gptq: damping added to XᵀX's diagonal, a fraction of its\nmean (default 0.01; raised x10 "
       "until XᵀX factorises)" },
-    { "windows", 'w', KR_CLI_INT, "N", 0, 0, NULL,
+    { "windows", 'w', KR_CLI_INT, "N", 1, 256, NULL,
       "calibration windows cut from each file (default 8)" },
-    { "lookback", 'l', KR_CLI_INT, "N", 0, 0, NULL, "rows per calibration window (default 400)" },
-    { "threads", 'j', KR_CLI_INT, "N", 0, 0, NULL, "compute threads (default: all CPUs)" },
+    { "lookback", 'l', KR_CLI_INT, "N", 16, 512, NULL,
+      "rows per calibration window (default 400)" },
+    KR_CLI_OPT_THREADS,
     { "out", 'o', KR_CLI_DIR, "DIR", 0, 0, NULL,
       "output directory (created); a previous DIR/predictor and\nDIR/tokenizer are replaced once "
       "the new pair is complete" },
-    { "allow-nonfinite-weights", KR_OPT_ALLOW_NONFINITE, KR_CLI_FLAG, NULL, 0, 0, NULL,
-      "quantise a checkpoint even if a weight is NaN or infinite" },
+    KR_CLI_OPT_ALLOW_NONFINITE("quantise a checkpoint even if a weight is NaN or infinite"),
     { "help", 'h', KR_CLI_FLAG, NULL, 0, 0, NULL, "this text" },
 };
 
-/* The flags of `kronos quantize` (cli/options.h): its --help, getopt table, completion and man
+/* The flags of `kronos quantize` (common/options.h): its --help, getopt table, completion and man
  * page. */
 const kr_cli_command kr_cli_quantize_spec = {
     "quantize",
@@ -67,23 +68,34 @@ const kr_cli_command kr_cli_quantize_spec = {
     (int)(sizeof k_opts / sizeof k_opts[0]),
     KR_CLI_FLAG,
     18,
+    NULL,
+    NULL,
 };
 
 int kr_cmd_quantize(int argc, char **argv) {
-    struct option longopts[KR_CLI_MAX_OPTS];
-    kr_cli_opts_getopt(&kr_cli_quantize_spec, longopts, KR_CLI_MAX_OPTS);
     const char *model = NULL, *tokenizer = NULL, *quant = NULL, *out = NULL, *method = NULL;
     double damp = kr_quantize_default_params().gptq_damp;
     const char *calib[MAX_CALIB];
     int n_calib = 0, group = 32, windows = KR_CALIB_DEFAULT_WINDOWS,
         lookback = KR_CALIB_DEFAULT_LOOKBACK, threads = 0, allow_nonfinite = 0;
-    int group_given = 0, damp_given = 0, windows_given = 0, lookback_given = 0;
-    optind = 1;
-    int c;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    const kr_cli_forecast_flags shared = {
+        .model = &model,
+        .tokenizer = &tokenizer,
+        .threads = &threads,
+        .allow_nonfinite = &allow_nonfinite,
+    };
+    kr_cli_parse ps;
+    kr_cli_parse_begin(&ps, &kr_cli_quantize_spec, &shared, argc, argv);
+    for (int c; (c = kr_cli_parse_next(&ps)) != 0;) {
+        /* The integer flags of the table, checked against its ranges. */
+        int *counted = c == 'w' ? &windows : c == 'l' ? &lookback : NULL;
+        if (counted) {
+            if (!kr_cli_opts_int(&kr_cli_quantize_spec, kr_cli_opts_find(&kr_cli_quantize_spec, c),
+                                 optarg, counted))
+                return 2;
+            continue;
+        }
         switch (c) {
-        case 'm': model = optarg; break;
-        case 't': tokenizer = optarg; break;
         case 'q':
             if (!kr_arg_quant(optarg) || strcmp(optarg, "f32") == 0)
                 return kr_cli_usage_error(
@@ -93,29 +105,11 @@ int kr_cmd_quantize(int argc, char **argv) {
         case 'g':
             if (!kr_arg_int(optarg, 32, 64, &group) || (group != 32 && group != 64))
                 return kr_cli_usage_error(CMD, "--group must be 32 or 64, got '%s'", optarg);
-            group_given = 1;
             break;
         case 'c':
             if (n_calib == MAX_CALIB)
                 return kr_cli_usage_error(CMD, "too many --calib files (max 32): '%s'", optarg);
             calib[n_calib++] = optarg;
-            break;
-        case 'w':
-            if (!kr_arg_int(optarg, 1, 256, &windows))
-                return kr_cli_usage_error(CMD, "--windows must be an integer in 1..256, got '%s'",
-                                          optarg);
-            windows_given = 1;
-            break;
-        case 'l':
-            if (!kr_arg_int(optarg, 16, 512, &lookback))
-                return kr_cli_usage_error(CMD, "--lookback must be an integer in 16..512, got '%s'",
-                                          optarg);
-            lookback_given = 1;
-            break;
-        case 'j':
-            if (!kr_arg_int(optarg, 1, 1024, &threads))
-                return kr_cli_usage_error(CMD, "--threads must be an integer in 1..1024, got '%s'",
-                                          optarg);
             break;
         case 'o': out = optarg; break;
         case 'M':
@@ -127,13 +121,13 @@ int kr_cmd_quantize(int argc, char **argv) {
         case 'D':
             if (!kr_arg_double(optarg, 0.0, 1.0, &damp))
                 return kr_cli_usage_error(CMD, "--damp must be a number in 0..1, got '%s'", optarg);
-            damp_given = 1;
             break;
-        case KR_OPT_ALLOW_NONFINITE: allow_nonfinite = 1; break;
-        case 'h': kr_cli_opts_help(&kr_cli_quantize_spec, stdout); return 0;
-        default: return kr_cli_usage_error(CMD, "%s", "unknown flag");
         }
     }
+    if (ps.status) return ps.status < 0 ? 0 : ps.status;
+    const int group_given = kr_cli_parse_given(&ps, 'g'), damp_given = kr_cli_parse_given(&ps, 'D'),
+              windows_given = kr_cli_parse_given(&ps, 'w'),
+              lookback_given = kr_cli_parse_given(&ps, 'l');
     if (optind < argc) return kr_cli_usage_error(CMD, "unexpected argument '%s'", argv[optind]);
     if (!quant) return kr_cli_usage_error(CMD, "--quant is required%s", "");
     if (!out || !*out) return kr_cli_usage_error(CMD, "--out is required%s", "");

@@ -26,6 +26,9 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/forecast_flags.h"
+#include "cli/parse.h"
+#include "common/options.h"
 #include "cli/serve_notifier.h"
 #include "cli/share_paths.h"
 #include "kronos.h"
@@ -35,70 +38,82 @@
 
 #define CMD "serve"
 
-static void usage(FILE *f) {
-    fputs(
-        "usage: kronos serve [flags]\n"
-        "\n"
-        "Serves forecasts over HTTP: POST /v1/forecast, GET /v1/models, /health, /ready,\n"
-        "/metrics; the candle store and reports: /v1/symbols, /v1/candles/SYMBOL,\n"
-        "/v1/analyze, /v1/analyze/batch; and a web page at / (see docs/api.md).\n"
-        "\n"
-        "  --model DIR              predictor directory, or a directory holding predictor/ and\n"
-        "                           tokenizer/ (default: the bundled demo model)\n"
-        "  --tokenizer DIR          tokenizer directory\n"
-        "  --host ADDR              address to bind (default 127.0.0.1; another address without\n"
-        "                           an API key is warned about at start-up)\n"
-        "  --port N                 port (default 8080; 0 = any free port)\n"
-        "  --config FILE            JSON settings: every flag as a key (db, web_root,\n"
-        "                           access_log, tune, request_timeout_s, ...) plus limits,\n"
-        "                           scheduler knobs and profiles (docs/api.md); flags override\n"
-        "                           the file\n"
-        "  --check-config           check the settings and the files they name, print them,\n"
-        "                           exit 0 without serving (or as a start would fail: 2\n"
-        "                           for a bad setting, 1 for a model or store it cannot use)\n"
-        "  --quant FMT              weight format: f32 (default), bf16, int8, fp8, q4 —\n"
-        "                           quantised at load; a kronos quantize checkpoint keeps its own\n"
-        "  --kv-dtype T             KV-cache precision: f32 (default), bf16, int8\n"
-        "                           (quantised: drift_sample of the forecasts, default 5%, are\n"
-        "                           re-run on the f32 original -> kronos_quant_drift)\n"
-        "  --threads N              compute threads (default: all CPUs)\n"
-        "  --kv-budget BYTES|PCT%   KV cache memory: running requests + prefix cache\n"
-        "                           (default 25% of RAM)\n"
-        "  --api-key-file FILE      require 'Authorization: Bearer <key>' on /v1 routes\n"
-        "  --no-tune                keep batch_wait_ms and the batch limit fixed\n"
-        "  --request-timeout S      per-request deadline in seconds (default 120) -> 504\n"
-        "  --drain-delay S          on a signal, /ready answers 503 for S seconds while requests\n"
-        "                           are still served, then the drain (default 0; behind a load\n"
-        "                           balancer: longer than its health-check interval)\n"
-        "  --db FILE|URL            candle store of /v1/candles and /v1/analyze: a file, or a\n"
-        "                           PostgreSQL URL postgresql://... that replicas share\n"
-        "                           (default as for 'kronos analyze': $KRONOS_DB, else the XDG\n"
-        "                           data directory)\n"
-        "  --web-root DIR           files of the web page (default: the built web/dist)\n"
-        "  --allow-nonfinite-weights\n"
-        "                           load a checkpoint even if a weight is NaN or infinite\n"
-        "                           (refused by default: such weights corrupt forecasts)\n"
-        "  --no-mmap                read the checkpoint into memory instead of mapping it:\n"
-        "                           replacing or truncating the files while serving is then\n"
-        "                           harmless (a mapped file rewritten in place crashes the\n"
-        "                           server); costs the page cache shared between processes\n"
-        "  --access-log FILE|-      one JSON line per request (appended; - = stdout)\n"
-        "  -h, --help               this text\n"
-        "\n"
-        "Signals: SIGTERM and SIGINT drain (/ready 503; after --drain-delay, new requests\n"
-        "503; accepted ones answered) and exit 0; a second one during the drain stops at once.\n"
-        "SIGHUP with --config reads the file again and loads, replaces or unloads the models\n"
-        "of its \"models\" key (requests in flight finish on the old weights; other keys need a\n"
-        "restart); without --config SIGHUP drains like SIGTERM.\n"
-        "SIGUSR1 reopens the --access-log file (after logrotate has moved it).\n"
-        "Under systemd (Type=notify, $NOTIFY_SOCKET): READY once listening, a STATUS line,\n"
-        "STOPPING at a drain, and WatchdogSec pings sent only while the engine runs.\n"
-        "\n"
-        "Exit status: 0 after a drain (or a good --check-config); 1 when the start fails\n"
-        "(model, port, store); 2 for a bad flag or config value, named; killed by the\n"
-        "signal itself after a second SIGTERM or SIGINT.\n",
-        f);
-}
+static const kr_cli_opt k_opts[] = {
+    KR_CLI_OPT_MODEL(
+        "predictor directory, or a directory holding predictor/ and\ntokenizer/ (default: the "
+        "bundled demo model)"),
+    KR_CLI_OPT_TOKENIZER(KR_CLI_HELP_TOKENIZER),
+    { "host", 'H', KR_CLI_TEXT, "ADDR", 0, 0, NULL,
+      "address to bind (default 127.0.0.1; another address without\nan API key is warned about "
+      "at start-up)" },
+    { "port", 'p', KR_CLI_INT, "N", 0, 65535, NULL, "port (default 8080; 0 = any free port)" },
+    { "config", 'c', KR_CLI_FILE, "FILE", 0, 0, NULL,
+      "JSON settings: every flag as a key (db, web_root,\naccess_log, tune, request_timeout_s, "
+      "...) plus limits,\nscheduler knobs and profiles (docs/api.md); flags override\nthe file" },
+    { "check-config", 'C', KR_CLI_FLAG, NULL, 0, 0, NULL,
+      "check the settings and the files they name, print them,\nexit 0 without serving (or as a "
+      "start would fail: 2\nfor a bad setting, 1 for a model or store it cannot use)" },
+    KR_CLI_OPT_QUANT(
+        "weight format: f32 (default), bf16, int8, fp8, q4 —\nquantised at load; a kronos "
+        "quantize checkpoint keeps its own"),
+    KR_CLI_OPT_KV_DTYPE(
+        "KV-cache precision: f32 (default), bf16, int8\n(quantised: drift_sample of the "
+        "forecasts, default 5%, are\nre-run on the f32 original -> kronos_quant_drift)"),
+    KR_CLI_OPT_THREADS,
+    { "kv-budget", 'k', KR_CLI_TEXT, "BYTES|PCT%", 0, 0, NULL,
+      "KV cache memory: running requests + prefix cache\n(default 25% of RAM)" },
+    { "api-key-file", 'a', KR_CLI_FILE, "FILE", 0, 0, NULL,
+      "require 'Authorization: Bearer <key>' on /v1 routes" },
+    { "no-tune", 'n', KR_CLI_FLAG, NULL, 0, 0, NULL,
+      "keep batch_wait_ms and the batch limit fixed" },
+    { "request-timeout", 'r', KR_CLI_NUM, "S", 0, 0, NULL,
+      "per-request deadline in seconds (default 120) -> 504" },
+    { "drain-delay", 'D', KR_CLI_NUM, "S", 0, 0, NULL,
+      "on a signal, /ready answers 503 for S seconds while requests\nare still served, then the "
+      "drain (default 0; behind a load\nbalancer: longer than its health-check interval)" },
+    KR_CLI_OPT_DB(
+        "candle store of /v1/candles and /v1/analyze: a file, or a\nPostgreSQL URL "
+        "postgresql://... that replicas share\n(default as for 'kronos analyze': $KRONOS_DB, else "
+        "the XDG\ndata directory)"),
+    { "web-root", 'w', KR_CLI_DIR, "DIR", 0, 0, NULL,
+      "files of the web page (default: the built web/dist)" },
+    KR_CLI_OPT_ALLOW_NONFINITE(KR_CLI_HELP_ALLOW_NONFINITE),
+    { "no-mmap", 'M', KR_CLI_FLAG, NULL, 0, 0, NULL,
+      "read the checkpoint into memory instead of mapping it:\nreplacing or truncating the files "
+      "while serving is then\nharmless (a mapped file rewritten in place crashes the\nserver); "
+      "costs the page cache shared between processes" },
+    { "access-log", 'L', KR_CLI_FILE, "FILE|-", 0, 0, NULL,
+      "one JSON line per request (appended; - = stdout)" },
+    { "help", 'h', KR_CLI_FLAG, NULL, 0, 0, NULL, "this text" },
+};
+
+/* The flags of `kronos serve` (common/options.h): its --help, getopt table, completion and man
+ * page. */
+const kr_cli_command kr_cli_serve_spec = {
+    "serve",
+    "[flags]",
+    "serve forecasts over HTTP (continuous batching, prefix cache, metrics)",
+    "Serves forecasts over HTTP: POST /v1/forecast, GET /v1/models, /health, /ready,\n"
+    "/metrics; the candle store and reports: /v1/symbols, /v1/candles/SYMBOL,\n"
+    "/v1/analyze, /v1/analyze/batch; and a web page at / (see docs/api.md).\n",
+    k_opts,
+    (int)(sizeof k_opts / sizeof k_opts[0]),
+    KR_CLI_FLAG,
+    24,
+    NULL,
+    "Signals: SIGTERM and SIGINT drain (/ready 503; after --drain-delay, new requests\n"
+    "503; accepted ones answered) and exit 0; a second one during the drain stops at once.\n"
+    "SIGHUP with --config reads the file again and loads, replaces or unloads the models\n"
+    "of its \"models\" key (requests in flight finish on the old weights; other keys need a\n"
+    "restart); without --config SIGHUP drains like SIGTERM.\n"
+    "SIGUSR1 reopens the --access-log file (after logrotate has moved it).\n"
+    "Under systemd (Type=notify, $NOTIFY_SOCKET): READY once listening, a STATUS line,\n"
+    "STOPPING at a drain, and WatchdogSec pings sent only while the engine runs.\n"
+    "\n"
+    "Exit status: 0 after a drain (or a good --check-config); 1 when the start fails\n"
+    "(model, port, store); 2 for a bad flag or config value, named; killed by the\n"
+    "signal itself after a second SIGTERM or SIGINT.\n",
+};
 
 typedef struct flags {
     const char *model, *tokenizer, *host, *port, *config, *quant, *kv_dtype, *threads, *kv_budget,
@@ -107,71 +122,37 @@ typedef struct flags {
 } flags;
 
 static int parse_flags(int argc, char **argv, flags *fl) {
-    static const struct option longopts[] = {
-        { "model", required_argument, NULL, 'm' },
-        { "tokenizer", required_argument, NULL, 't' },
-        { "host", required_argument, NULL, 'H' },
-        { "port", required_argument, NULL, 'p' },
-        { "config", required_argument, NULL, 'c' },
-        { "quant", required_argument, NULL, 'q' },
-        { "kv-dtype", required_argument, NULL, 'K' },
-        { "threads", required_argument, NULL, 'j' },
-        { "kv-budget", required_argument, NULL, 'k' },
-        { "api-key-file", required_argument, NULL, 'a' },
-        { "no-tune", no_argument, NULL, 'n' },
-        { "request-timeout", required_argument, NULL, 'r' },
-        { "drain-delay", required_argument, NULL, 'D' },
-        { "help", no_argument, NULL, 'h' },
-        { "db", required_argument, NULL, 'd' },
-        { "web-root", required_argument, NULL, 'w' },
-        KR_OPT_ALLOW_NONFINITE_ENTRY,
-        { "access-log", required_argument, NULL, 'L' },
-        { "check-config", no_argument, NULL, 'C' },
-        { "no-mmap", no_argument, NULL, 'M' },
-        { NULL, 0, NULL, 0 },
-    };
-    optind = 1;
-    int c, li = -1;
-    while ((c = getopt_long(argc, argv, "h", longopts, &li)) != -1) {
-        /* An empty value is a mistake, never a choice: `--api-key-file "$UNSET"` must not
-         * serve without authentication, `--model ''` the demo model, `--access-log ''` no
-         * log. Every flag's value, named (the config file's keys refuse "" the same way). */
-        if (optarg && !optarg[0] && li >= 0 && longopts[li].has_arg == required_argument) {
-            char msg[160];
-            snprintf(msg, sizeof msg,
-                     "--%s is empty (an unset variable?): give a value, or leave the flag out "
-                     "for its default",
-                     longopts[li].name);
-            return kr_cli_usage_error(CMD, "%s", msg);
-        }
-        li = -1;
+    const kr_cli_forecast_flags shared = { .model = &fl->model,
+                                           .tokenizer = &fl->tokenizer,
+                                           .allow_nonfinite = &fl->allow_nonfinite,
+                                           .db = &fl->db };
+    kr_cli_parse ps;
+    kr_cli_parse_begin(&ps, &kr_cli_serve_spec, &shared, argc, argv);
+    /* An empty value is a mistake, never a choice: `--api-key-file "$UNSET"` must not serve
+     * without authentication, `--model ''` the demo model, `--access-log ''` no log. Every
+     * flag's value, named (the config file's keys refuse "" the same way). */
+    ps.refuse_empty = 1;
+    for (int c; (c = kr_cli_parse_next(&ps)) != 0;) {
         switch (c) {
-        case 'm': fl->model = optarg; break;
-        case 't': fl->tokenizer = optarg; break;
         case 'H': fl->host = optarg; break;
         case 'p': fl->port = optarg; break;
         case 'c': fl->config = optarg; break;
-        case 'q': fl->quant = optarg; break;
-        case 'K': fl->kv_dtype = optarg; break;
-        case 'j': fl->threads = optarg; break;
+        /* Checked with the config file's values (apply_flags). */
+        case KR_OPT_QUANT: fl->quant = optarg; break;
+        case KR_OPT_KV_DTYPE: fl->kv_dtype = optarg; break;
+        case KR_OPT_THREADS: fl->threads = optarg; break;
         case 'k': fl->kv_budget = optarg; break;
         case 'a': fl->api_key_file = optarg; break;
         case 'n': fl->no_tune = 1; break;
         case 'r': fl->timeout = optarg; break;
         case 'D': fl->drain_delay = optarg; break;
-        case 'd':
-            if (kr_cli_db_flag(CMD, optarg)) return 2;
-            fl->db = optarg;
-            break;
         case 'w': fl->web_root = optarg; break;
-        case KR_OPT_ALLOW_NONFINITE: fl->allow_nonfinite = 1; break;
         case 'L': fl->access_log = optarg; break;
         case 'C': fl->check = 1; break;
         case 'M': fl->no_mmap = 1; break;
-        case 'h': usage(stdout); return -1;
-        default: return kr_cli_usage_error(CMD, "%s", "unknown flag");
         }
     }
+    if (ps.status) return ps.status;
     if (optind < argc) return kr_cli_usage_error(CMD, "unexpected argument '%s'", argv[optind]);
     return 0;
 }

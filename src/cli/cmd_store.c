@@ -14,6 +14,9 @@
 #include "kronos/util.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/forecast_flags.h"
+#include "cli/parse.h"
+#include "common/options.h"
 #include "kronos.h"
 #include "kronos/store.h"
 
@@ -22,47 +25,59 @@
  * README). */
 #define EXIT_NOTHING_MATCHED 3
 
-static void usage(FILE *f) {
-    fputs("usage: kronos store list [--symbol SYM] [--json] [--db FILE|URL]\n"
-          "       kronos store export --symbol SYM [--interval I] [--from T] [--to T]\n"
-          "                           [--limit N] [--format csv|json] [--output FILE]\n"
-          "                           [--db FILE|URL]\n"
-          "       kronos store delete --symbol SYM --interval I [--from T] [--to T]\n"
-          "                           [--db FILE|URL]\n"
-          "\n"
-          "list: one line per stored series: symbol, interval, market, rows, first and last\n"
-          "timestamp, last update (UTC); with --json one JSON array instead, an object per\n"
-          "series with GET /v1/symbols' fields (symbol, interval, rows, first_timestamp,\n"
-          "last_timestamp, updated_at: Unix seconds) and market (null when none); [] when\n"
-          "nothing is stored.\n"
-          "export: the candles of one series stamped from T to T (both included; default all;\n"
-          "with --limit the newest N of them), oldest first, as CSV that kronos ingest and\n"
-          "forecast read back (every number exactly the stored one) or as GET /v1/candles'\n"
-          "JSON; to stdout or --output. Without --interval, the symbol's only series.\n"
-          "delete: removes the candles of one series stamped from T to T (both included; a\n"
-          "date alone as --to takes in that whole day; without --from and --to, the whole\n"
-          "series) in one transaction, and prints what it removed and what is left. A series\n"
-          "left empty disappears from the list (and /v1/symbols). The symbol matches without\n"
-          "case and the interval as ingest's does (5min finds a 5m series).\n"
-          "Exit status: 0 done, 1 error, 2 usage error, 3 delete or export matched nothing\n"
-          "(no such series, or no candle in the range; nothing was changed or written).\n"
-          "\n"
-          "  --symbol SYM     the series' symbol (list: only its series)\n"
-          "  --interval I     the series' bar length (1m, 5m, 1h, 1d, ...)\n"
-          "  --from T         first stamp to export or delete: YYYY-MM-DD[ HH:MM[:SS]],\n"
-          "                   YYYYMMDD or an epoch count, as in candle files (default: the\n"
-          "                   first stored)\n"
-          "  --to T           last stamp, the same forms (default: the last stored)\n"
-          "  --limit N        export: only the newest N candles of the range\n"
-          "  --format F       export: csv (default) or json\n"
-          "  --output FILE    export: write FILE instead of stdout\n"
-          "  --json           list: print JSON instead of a table\n"
-          "  --db FILE|URL    database file, or a PostgreSQL URL postgresql://... (default:\n"
-          "                   $KRONOS_DB, else $XDG_DATA_HOME/kronos/kronos.db or\n"
-          "                   ~/.local/share/kronos/kronos.db)\n"
-          "  -h, --help       this text\n",
-          f);
-}
+static const kr_cli_opt k_opts[] = {
+    { "symbol", 's', KR_CLI_TEXT, "SYM", 0, 0, NULL, "the series' symbol (list: only its series)" },
+    { "interval", 'i', KR_CLI_TEXT, "I", 0, 0, NULL,
+      "the series' bar length (1m, 5m, 1h, 1d, ...)" },
+    { "from", 'f', KR_CLI_TEXT, "T", 0, 0, NULL,
+      "first stamp to export or delete: YYYY-MM-DD[ HH:MM[:SS]],\nYYYYMMDD or an epoch count, "
+      "as in candle files (default: the\nfirst stored)" },
+    { "to", 't', KR_CLI_TEXT, "T", 0, 0, NULL,
+      "last stamp, the same forms (default: the last stored)" },
+    { "limit", 'l', KR_CLI_INT, "N", 1, 2147483647, NULL,
+      "export: only the newest N candles of the range" },
+    { "format", 'F', KR_CLI_TEXT, "F", 0, 0, NULL, "export: csv (default) or json" },
+    { "output", 'o', KR_CLI_FILE, "FILE", 0, 0, NULL, "export: write FILE instead of stdout" },
+    { "json", 'J', KR_CLI_FLAG, NULL, 0, 0, NULL, "list: print JSON instead of a table" },
+    KR_CLI_OPT_DB("database file, or a PostgreSQL URL postgresql://... (default:\n$KRONOS_DB, else "
+                  "$XDG_DATA_HOME/kronos/kronos.db or\n~/.local/share/kronos/kronos.db)"),
+    { "help", 'h', KR_CLI_FLAG, NULL, 0, 0, NULL, "this text" },
+};
+
+/* The flags of `kronos store` (common/options.h): its --help, getopt table, completion and man
+ * page. The operands are a subcommand and, for the completion, files (as before the table). */
+const kr_cli_command kr_cli_store_spec = {
+    "store",
+    "list [--symbol SYM] [--json] [--db FILE|URL]\n"
+    "       kronos store export --symbol SYM [--interval I] [--from T] [--to T]\n"
+    "                           [--limit N] [--format csv|json] [--output FILE]\n"
+    "                           [--db FILE|URL]\n"
+    "       kronos store delete --symbol SYM --interval I [--from T] [--to T]\n"
+    "                           [--db FILE|URL]",
+    "list the stored series, or delete one (or a range of its candles)",
+    "list: one line per stored series: symbol, interval, market, rows, first and last\n"
+    "timestamp, last update (UTC); with --json one JSON array instead, an object per\n"
+    "series with GET /v1/symbols' fields (symbol, interval, rows, first_timestamp,\n"
+    "last_timestamp, updated_at: Unix seconds) and market (null when none); [] when\n"
+    "nothing is stored.\n"
+    "export: the candles of one series stamped from T to T (both included; default all;\n"
+    "with --limit the newest N of them), oldest first, as CSV that kronos ingest and\n"
+    "forecast read back (every number exactly the stored one) or as GET /v1/candles'\n"
+    "JSON; to stdout or --output. Without --interval, the symbol's only series.\n"
+    "delete: removes the candles of one series stamped from T to T (both included; a\n"
+    "date alone as --to takes in that whole day; without --from and --to, the whole\n"
+    "series) in one transaction, and prints what it removed and what is left. A series\n"
+    "left empty disappears from the list (and /v1/symbols). The symbol matches without\n"
+    "case and the interval as ingest's does (5min finds a 5m series).\n"
+    "Exit status: 0 done, 1 error, 2 usage error, 3 delete or export matched nothing\n"
+    "(no such series, or no candle in the range; nothing was changed or written).\n",
+    k_opts,
+    (int)(sizeof k_opts / sizeof k_opts[0]),
+    KR_CLI_FILE,
+    16,
+    NULL,
+    NULL,
+};
 
 /* Stamps of a series as its interval reads: dates for daily and longer bars at midnight. */
 static const char *stamp(int64_t t, const char *interval, char *buf, int cap) {
@@ -288,36 +303,20 @@ static int run_delete(const char *path, const char *symbol, const char *interval
 }
 
 int kr_cmd_store(int argc, char **argv) {
-    static const struct option longopts[] = {
-        { "symbol", required_argument, NULL, 's' },
-        { "interval", required_argument, NULL, 'i' },
-        { "from", required_argument, NULL, 'f' },
-        { "to", required_argument, NULL, 't' },
-        { "db", required_argument, NULL, 'd' },
-        { "json", no_argument, NULL, 'J' }, /* list only */
-        { "limit", required_argument, NULL, 'l' }, /* export only */
-        { "format", required_argument, NULL, 'F' },
-        { "output", required_argument, NULL, 'o' },
-        { "help", no_argument, NULL, 'h' },
-        { NULL, 0, NULL, 0 },
-    };
     const char *symbol = NULL, *interval = NULL, *from = NULL, *to = NULL, *db_flag = NULL;
     const char *format = NULL, *output = NULL;
     int64_t limit = 0;
     int json = 0;
     kr_error err = { 0 };
-    optind = 1;
-    int ch;
-    while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    const kr_cli_forecast_flags shared = { .db = &db_flag };
+    kr_cli_parse ps;
+    kr_cli_parse_begin(&ps, &kr_cli_store_spec, &shared, argc, argv);
+    for (int ch; (ch = kr_cli_parse_next(&ps)) != 0;) {
         switch (ch) {
         case 's': symbol = optarg; break;
         case 'i': interval = optarg; break;
         case 'f': from = optarg; break;
         case 't': to = optarg; break;
-        case 'd':
-            if (kr_cli_db_flag(CMD, optarg)) return 2;
-            db_flag = optarg;
-            break;
         case 'J': json = 1; break;
         case 'l': {
             int v = 0;
@@ -336,10 +335,9 @@ int kr_cmd_store(int argc, char **argv) {
             if (!*optarg) return kr_cli_usage_error(CMD, "%s", "--output must not be empty");
             output = optarg;
             break;
-        case 'h': usage(stdout); return 0;
-        default: return kr_cli_usage_error(CMD, "%s", "unknown flag");
         }
     }
+    if (ps.status) return ps.status < 0 ? 0 : ps.status;
     if (optind >= argc)
         return kr_cli_usage_error(CMD, "%s", "a subcommand is required: list, export or delete");
     const char *sub = argv[optind];

@@ -22,15 +22,13 @@ int kr_cmd_version(int argc, char **argv);
 int kr_cmd_completion(int argc, char **argv);
 int kr_cmd_man(int argc, char **argv);
 
-/* main.c: every command for the completion and man page generators: a command's option table
- * when it has one, else its flags read back from its --help (opts[i] and text[i] hold those).
- * Returns the count. */
-#include "cli/options.h"
-/* cmd_completion.c: the same, into static storage (valid until the next call). */
+/* main.c: every command for the completion and man page generators, from its option table
+ * (none for a command a build left out, and for completion and man). Returns the count. */
+#include "common/options.h"
 #define MAX_COMMANDS 32
 int kr_cli_describe(kr_cli_described *out, int cap);
-int kr_cli_describe_commands(kr_cli_described *out, int cap, kr_cli_opt (*opts)[KR_CLI_MAX_OPTS],
-                             char (*text)[KR_CLI_HELP_TEXT]);
+/* cmd_finetune.c: finetune's table, its own flags and one per config key (static storage). */
+const kr_cli_command *kr_cli_finetune_spec(void);
 
 /* cmd_calendars.c: 1 when --calendar-dir was given (it then outranks a config file's
  * calendar_dir). */

@@ -6,22 +6,23 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cli/commands.h"
-#include "cli/options.h"
+#include "common/options.h"
 #include "kronos.h"
 
 typedef struct command {
     const char *name;
     int (*run)(int argc, char **argv);
     const char *summary;
-    const kr_cli_command *spec; /* its option table, NULL: described by its --help */
+    const kr_cli_command *spec; /* its option table; NULL: no flags (a left-out command) */
+    const kr_cli_command *(*spec_of)(void); /* a table built at run time, instead of spec */
 } command;
 
 extern const kr_cli_command kr_cli_calendars_spec, kr_cli_version_spec, kr_cli_ingest_spec,
     kr_cli_forecast_spec, kr_cli_analyze_spec, kr_cli_quantize_spec, kr_cli_eval_quant_spec,
-    kr_cli_bench_spec;
+    kr_cli_bench_spec, kr_cli_gen_random_spec, kr_cli_serve_spec, kr_cli_store_spec,
+    kr_cli_backtest_spec, kr_cli_pull_spec;
 
 /* The option tables of the commands a build left out (cmd_unavailable.c stands in for them):
  * none, so their help, completion and man page entry say "built without ...". */
@@ -33,108 +34,73 @@ extern const kr_cli_command kr_cli_calendars_spec, kr_cli_version_spec, kr_cli_i
 #if KRONOS_BUILD_EVAL
 #define KR_BENCH_SPEC (&kr_cli_bench_spec)
 #define KR_EVAL_QUANT_SPEC (&kr_cli_eval_quant_spec)
+#define KR_BACKTEST_SPEC (&kr_cli_backtest_spec)
 #else
 #define KR_BENCH_SPEC NULL
 #define KR_EVAL_QUANT_SPEC NULL
+#define KR_BACKTEST_SPEC NULL
+#endif
+#if KRONOS_BUILD_SERVER
+#define KR_SERVE_SPEC (&kr_cli_serve_spec)
+#else
+#define KR_SERVE_SPEC NULL
 #endif
 
 static const command k_commands[] = {
     { "forecast", kr_cmd_forecast,
       "forecast candles from CSV or JSON files (mean path, paths, quantiles)",
-      &kr_cli_forecast_spec },
+      &kr_cli_forecast_spec, NULL },
     { "gen-random", kr_cmd_gen_random, "write a random-weight checkpoint of a real Kronos shape",
-      NULL },
+      &kr_cli_gen_random_spec, NULL },
     { "bench", kr_cmd_bench, "time forecasts: KV cache vs full recomputation, paths, shapes",
-      KR_BENCH_SPEC },
+      KR_BENCH_SPEC, NULL },
     { "serve", kr_cmd_serve,
-      "serve forecasts over HTTP (continuous batching, prefix cache, metrics)", NULL },
-    { "ingest", kr_cmd_ingest,
-      "store a candle CSV under a symbol and interval in the local database", &kr_cli_ingest_spec },
-    { "store", kr_cmd_store, "list the stored series, or delete one (or a range of its candles)",
+      "serve forecasts over HTTP (continuous batching, prefix cache, metrics)", KR_SERVE_SPEC,
       NULL },
+    { "ingest", kr_cmd_ingest,
+      "store a candle CSV under a symbol and interval in the local database", &kr_cli_ingest_spec,
+      NULL },
+    { "store", kr_cmd_store, "list the stored series, or delete one (or a range of its candles)",
+      &kr_cli_store_spec, NULL },
     { "analyze", kr_cmd_analyze, "report on stored symbols: forecast statistics, risk, technicals",
-      KR_ANALYZE_SPEC },
+      KR_ANALYZE_SPEC, NULL },
     { "backtest", kr_cmd_backtest,
-      "does the model beat a naive forecast? rolling-origin scores, tests, a strategy", NULL },
+      "does the model beat a naive forecast? rolling-origin scores, tests, a strategy",
+      KR_BACKTEST_SPEC, NULL },
     { "quantize", kr_cmd_quantize,
       "write a bf16 / int8 / fp8 / q4 checkpoint, calibrated on candle files",
-      &kr_cli_quantize_spec },
+      &kr_cli_quantize_spec, NULL },
     { "eval-quant", kr_cmd_eval_quant,
-      "measure what a quantised format costs in accuracy against f32", KR_EVAL_QUANT_SPEC },
+      "measure what a quantised format costs in accuracy against f32", KR_EVAL_QUANT_SPEC, NULL },
     { "finetune", kr_cmd_finetune,
-      "fine-tune the tokenizer and predictor on candles (the official finetune_csv YAML)", NULL },
+      "fine-tune the tokenizer and predictor on candles (the official finetune_csv YAML)", NULL,
+      kr_cli_finetune_spec },
     { "pull", kr_cmd_pull, "download a Kronos checkpoint from the Hugging Face hub into its cache",
-      NULL },
+      &kr_cli_pull_spec, NULL },
     { "calendars", kr_cmd_calendars,
       "list the exchange calendars: each market's years of holidays and their source",
-      &kr_cli_calendars_spec },
+      &kr_cli_calendars_spec, NULL },
     { "version", kr_cmd_version,
-      "version, commit, build type, CPU kernels and libraries of this build",
-      &kr_cli_version_spec },
-    { "completion", kr_cmd_completion, "write the bash or zsh completion script", NULL },
-    { "man", kr_cmd_man, "write the man page kronos(1)", NULL },
+      "version, commit, build type, CPU kernels and libraries of this build", &kr_cli_version_spec,
+      NULL },
+    { "completion", kr_cmd_completion, "write the bash or zsh completion script", NULL, NULL },
+    { "man", kr_cmd_man, "write the man page kronos(1)", NULL, NULL },
 };
 
-/* What `kronos CMD --help` prints, captured (the command writes to stdout). */
-static void help_text(const command *c, char *out, size_t cap) {
-    out[0] = '\0';
-    FILE *tmp = tmpfile();
-    if (!tmp) return;
-    fflush(stdout);
-    const int saved = dup(STDOUT_FILENO);
-    if (saved < 0 || dup2(fileno(tmp), STDOUT_FILENO) < 0) {
-        if (saved >= 0) close(saved);
-        fclose(tmp);
-        return;
-    }
-    char *help_argv[] = { (char *)c->name, "--help", NULL };
-    c->run(2, help_argv);
-    fflush(stdout);
-    dup2(saved, STDOUT_FILENO);
-    close(saved);
-    rewind(tmp);
-    const size_t n = fread(out, 1, cap - 1, tmp);
-    out[n] = '\0';
-    fclose(tmp);
-}
-
-int kr_cli_describe_commands(kr_cli_described *out, int cap, kr_cli_opt (*opts)[KR_CLI_MAX_OPTS],
-                             char (*text)[KR_CLI_HELP_TEXT]) {
+int kr_cli_describe(kr_cli_described *out, int cap) {
     int n = 0;
     for (size_t i = 0; i < sizeof k_commands / sizeof k_commands[0] && n < cap; i++) {
         const command *c = &k_commands[i];
+        const kr_cli_command *spec = c->spec_of ? c->spec_of() : c->spec;
         kr_cli_described *d = &out[n++];
         memset(d, 0, sizeof *d);
         d->name = c->name;
         d->summary = c->summary;
-        if (c->spec) {
-            d->synopsis = c->spec->synopsis;
-            d->opts = c->spec->opts;
-            d->n_opts = c->spec->n_opts;
-            d->operands = c->spec->operands;
-            continue;
-        }
-        if (c->run == kr_cmd_completion || c->run == kr_cmd_man) continue;
-        char help[16384];
-        help_text(c, help, sizeof help);
-        /* "usage: kronos NAME SYNOPSIS" -> the synopsis, kept in text[] after the flags. */
-        d->n_opts =
-            kr_cli_opts_from_help(help, opts[i], KR_CLI_MAX_OPTS, text[i], KR_CLI_HELP_TEXT - 512);
-        d->opts = opts[i];
-        const char *u = strstr(help, "usage: kronos ");
-        if (u) {
-            u += strlen("usage: kronos ") + strlen(c->name);
-            while (*u == ' ') u++;
-            const char *e = strchr(u, '\n');
-            const size_t len = e ? (size_t)(e - u) : strlen(u);
-            char *syn = text[i] + KR_CLI_HELP_TEXT - 512;
-            snprintf(syn, 512, "%.*s", (int)(len < 511 ? len : 511), u);
-            d->synopsis = syn;
-        }
-        d->operands = strstr(d->synopsis ? d->synopsis : "", "FILE") ||
-                              strstr(d->synopsis ? d->synopsis : "", "CSV")
-                          ? KR_CLI_FILE
-                          : KR_CLI_FLAG;
+        if (!spec) continue;
+        d->synopsis = spec->synopsis;
+        d->opts = spec->opts;
+        d->n_opts = spec->n_opts;
+        d->operands = spec->operands;
     }
     return n;
 }

@@ -69,10 +69,14 @@ def help_flags(text):
 def source_flags(src, cmd):
     text = read(src, f"src/cli/cmd_{cmd.replace('-', '_')}.c")
     flags = set(re.findall(r'\{\s*"([a-z0-9-]+)",\s*(?:no|required|optional)_argument', text))
-    # An option table (src/cli/options.h): { "name", KEY, KR_CLI_TYPE, ... }.
+    # An option table (src/common/options.h): { "name", KEY, KR_CLI_TYPE, ... }.
     flags |= set(re.findall(r'\{\s*"([a-z0-9-]+)",\s*[^,{}]+,\s*KR_CLI_[A-Z]+', text))
-    if "KR_OPT_ALLOW_NONFINITE_ENTRY" in text:
-        flags.add("allow-nonfinite-weights")
+    # The forecast flags several commands share (src/cli/forecast_flags.h): an entry
+    # KR_CLI_OPT_MODEL(help) is { "model", ... } there.
+    shared = read(src, "src/cli/forecast_flags.h")
+    entries = dict(re.findall(r'#define (KR_CLI_OPT_[A-Z_]+)\b[^{]*\{[\s\\]*"([a-z0-9-]+)"', shared))
+    for macro in re.findall(r"\b(KR_CLI_OPT_[A-Z_]+)\b", text):
+        flags.add(entries[macro])
     if cmd == "finetune":
         # Every config key is a flag too: kronos finetune builds those options from the
         # library's key table (src/finetune/config.c), one "flag" string per key.

@@ -1,18 +1,16 @@
 /*
- * cli/options — one table per command of its flags (name, type, range, default, help), which
+ * common/options — one table per command of its flags (name, type, range, default, help), which
  * drives the getopt parsing, the --help text, the bash and zsh completion and the man page, so
- * none of them can tell another story. Self-contained (libc only): a later common/ layer can
- * take it as it is.
- *
- * A command that has no table yet is described from its own --help output instead
- * (kr_cli_opts_from_help), the same text a user reads; completion and the man page cover every
- * command either way.
+ * none of them can tell another story. The tables are the CLI's (src/cli/cmd_*.c); this is
+ * the machinery, libc only, in common/ with what the front ends share.
  */
-#ifndef KR_CLI_OPTIONS_H
-#define KR_CLI_OPTIONS_H
+#ifndef KR_COMMON_OPTIONS_H
+#define KR_COMMON_OPTIONS_H
 
 #include <getopt.h>
 #include <stdio.h>
+
+#include "kronos/status.h" /* KR_PRIVATE */
 
 typedef enum kr_cli_opt_type {
     KR_CLI_FLAG = 0, /* no argument */
@@ -42,30 +40,30 @@ typedef struct kr_cli_command {
     const kr_cli_opt *opts;
     int n_opts;
     kr_cli_opt_type operands; /* what the operands are (KR_CLI_FILE: files), KR_CLI_FLAG: none */
-    int column; /* --help: the width of the flag column (0: 24); a longer flag and argument
-                   put their help on the next line */
+    int column; /* --help: the width of the flag column (0: 24); a flag and argument wider
+                   than it keep their help on their line, two spaces after; a bare flag wider
+                   than it puts its help on the next line */
+    const char *const *groups; /* --help: pairs of a flag's name and the lines printed before
+                                  it ("origins:"), then NULL; NULL: one group */
+    const char *epilogue; /* --help: paragraphs after the flags, a blank line before; NULL */
 } kr_cli_command;
 
 #define KR_CLI_MAX_OPTS 128
-/* Bytes of names, placeholders and help texts read back from one command's --help. */
-#define KR_CLI_HELP_TEXT 16384
 
 /* getopt_long's table for cmd (its options and a terminating zero entry) into out[cap].
  * Returns the number of options, or -1 when cap is too small. */
-int kr_cli_opts_getopt(const kr_cli_command *cmd, struct option *out, int cap);
+KR_PRIVATE int kr_cli_opts_getopt(const kr_cli_command *cmd, struct option *out, int cap);
 /* The option of cmd that getopt returned key for, or NULL. */
-const kr_cli_opt *kr_cli_opts_find(const kr_cli_command *cmd, int key);
+KR_PRIVATE const kr_cli_opt *kr_cli_opts_find(const kr_cli_command *cmd, int key);
 /* An integer argument checked against the option's range: 1 and *out set, or 0 after printing
  * "kronos CMD: --NAME must be an integer in MIN..MAX, got 'ARG'" and the --help hint. */
-int kr_cli_opts_int(const kr_cli_command *cmd, const kr_cli_opt *o, const char *arg, int *out);
+KR_PRIVATE int kr_cli_opts_int(const kr_cli_command *cmd, const kr_cli_opt *o, const char *arg,
+                               int *out);
+/* The same for the command named cmd. */
+KR_PRIVATE int kr_cli_opt_int(const char *cmd, const kr_cli_opt *o, const char *arg, int *out);
 /* The --help text: "usage: kronos NAME SYNOPSIS", the description, then one entry per option
  * (the name and argument in 27 columns, the help, and "(default X)" when it has one). */
-void kr_cli_opts_help(const kr_cli_command *cmd, FILE *f);
-
-/* A command's flags read back from its --help text (each line that starts with spaces and
- * "--NAME [ARG]"): into out[cap] with their names and placeholders copied into text[text_cap].
- * The argument's type is guessed from its placeholder (FILE, DIR, a|b|c, N). Returns the count. */
-int kr_cli_opts_from_help(const char *help, kr_cli_opt *out, int cap, char *text, size_t text_cap);
+KR_PRIVATE void kr_cli_opts_help(const kr_cli_command *cmd, FILE *f);
 
 /* Every command, as the generators see it: name, summary, flags. */
 typedef struct kr_cli_described {
@@ -76,8 +74,8 @@ typedef struct kr_cli_described {
 } kr_cli_described;
 
 /* bash / zsh completion scripts and the man page (roff) for the commands described. */
-void kr_cli_completion_bash(const kr_cli_described *cmds, int n, FILE *f);
-void kr_cli_completion_zsh(const kr_cli_described *cmds, int n, FILE *f);
-void kr_cli_man_page(const kr_cli_described *cmds, int n, const char *version, FILE *f);
+KR_PRIVATE void kr_cli_completion_bash(const kr_cli_described *cmds, int n, FILE *f);
+KR_PRIVATE void kr_cli_completion_zsh(const kr_cli_described *cmds, int n, FILE *f);
+KR_PRIVATE void kr_cli_man_page(const kr_cli_described *cmds, int n, const char *version, FILE *f);
 
 #endif

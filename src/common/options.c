@@ -1,7 +1,6 @@
-/* cli/options — see options.h. */
-#include "cli/options.h"
+/* common/options — see options.h. */
+#include "common/options.h"
 
-#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,13 +22,17 @@ const kr_cli_opt *kr_cli_opts_find(const kr_cli_command *cmd, int key) {
 }
 
 int kr_cli_opts_int(const kr_cli_command *cmd, const kr_cli_opt *o, const char *arg, int *out) {
+    return kr_cli_opt_int(cmd->name, o, arg, out);
+}
+
+int kr_cli_opt_int(const char *cmd, const kr_cli_opt *o, const char *arg, int *out) {
     char *end = NULL;
     const long v = arg && *arg ? strtol(arg, &end, 10) : 0;
     if (!arg || !*arg || *end || v < o->min || v > o->max) {
         fprintf(stderr,
                 "kronos %s: --%s must be an integer in %.0f..%.0f, got '%s'\n(try 'kronos %s "
                 "--help')\n",
-                cmd->name, o->name, o->min, o->max, arg ? arg : "", cmd->name);
+                cmd, o->name, o->min, o->max, arg ? arg : "", cmd);
         return 0;
     }
     *out = (int)v;
@@ -46,7 +49,11 @@ void kr_cli_opts_help(const kr_cli_command *cmd, FILE *f) {
         snprintf(head, sizeof head, "%s--%s%s%s", !strcmp(o->name, "help") ? "-h, " : "", o->name,
                  o->arg ? " " : "", o->arg ? o->arg : "");
         const int col = cmd->column > 0 ? cmd->column : 24;
-        if ((int)strlen(head) > col)
+        for (const char *const *g = cmd->groups; g && g[0]; g += 2)
+            if (!strcmp(g[0], o->name)) fprintf(f, "%s\n", g[1]);
+        if ((int)strlen(head) > col && o->arg)
+            fprintf(f, "  %s  ", head);
+        else if ((int)strlen(head) > col)
             fprintf(f, "  %s\n  %-*s ", head, col, "");
         else
             fprintf(f, "  %-*s ", col, head);
@@ -57,87 +64,7 @@ void kr_cli_opts_help(const kr_cli_command *cmd, FILE *f) {
         if (o->def) fprintf(f, " (default %s)", o->def);
         fputc('\n', f);
     }
-}
-
-static kr_cli_opt_type type_of(const char *arg) {
-    if (!arg || !*arg) return KR_CLI_FLAG;
-    if (strstr(arg, "FILE") || strstr(arg, "CSV") || strstr(arg, "PATH")) return KR_CLI_FILE;
-    if (strstr(arg, "DIR")) return KR_CLI_DIR;
-    int lower = strchr(arg, '|') != NULL;
-    for (const char *p = arg; *p && lower; p++) lower = !isupper((unsigned char)*p);
-    if (lower) return KR_CLI_CHOICE; /* csv|json */
-    if (!strcmp(arg, "N") || !strcmp(arg, "K")) return KR_CLI_INT;
-    return KR_CLI_TEXT;
-}
-
-int kr_cli_opts_from_help(const char *help, kr_cli_opt *out, int cap, char *text, size_t text_cap) {
-    int n = 0;
-    size_t used = 0;
-    for (const char *line = help; line && *line && n < cap;) {
-        const char *eol = strchr(line, '\n');
-        const size_t len = eol ? (size_t)(eol - line) : strlen(line);
-        const char *p = line;
-        while (p < line + len && *p == ' ') p++;
-        if (p > line && !strncmp(p, "-h, ", 4)) p += 4;
-        if (p > line && p + 2 < line + len && p[0] == '-' && p[1] == '-' &&
-            isalnum((unsigned char)p[2])) {
-            const char *name = p + 2, *e = name;
-            while (e < line + len && (isalnum((unsigned char)*e) || *e == '-')) e++;
-            const char *arg = NULL, *arg_end = NULL;
-            /* "--flag ARG  help": one space, then the placeholder up to the next space. */
-            if (e + 1 < line + len && e[0] == ' ' && e[1] != ' ') {
-                arg = e + 1;
-                arg_end = arg;
-                while (arg_end < line + len && *arg_end != ' ') arg_end++;
-            }
-            const size_t nl = (size_t)(e - name), al = arg ? (size_t)(arg_end - arg) : 0;
-            int seen = 0;
-            for (int k = 0; k < n && !seen; k++)
-                seen = strlen(out[k].name) == nl && !strncmp(out[k].name, name, nl);
-            if (!seen && used + nl + al + 2 <= text_cap) {
-                kr_cli_opt *o = &out[n++];
-                memset(o, 0, sizeof *o);
-                memcpy(text + used, name, nl);
-                text[used + nl] = '\0';
-                o->name = text + used;
-                used += nl + 1;
-                if (arg) {
-                    memcpy(text + used, arg, al);
-                    text[used + al] = '\0';
-                    o->arg = text + used;
-                    used += al + 1;
-                }
-                o->type = type_of(o->arg);
-                /* The help: the rest of the line, then the continuation lines (indented
-                 * past the flags' column, not a flag), joined by spaces. */
-                const char *h = arg ? arg_end : e;
-                while (h < line + len && *h == ' ') h++;
-                o->help = text + used;
-                size_t hl = 0;
-                const char *seg = h, *seg_end = line + len;
-                for (;;) {
-                    const size_t sl = (size_t)(seg_end - seg);
-                    if (used + hl + sl + 2 >= text_cap) break;
-                    if (hl && sl) text[used + hl++] = ' ';
-                    memcpy(text + used + hl, seg, sl);
-                    hl += sl;
-                    const char *next = seg_end < help + strlen(help) ? seg_end + 1 : NULL;
-                    if (!next || !*next) break;
-                    const char *ne = strchr(next, '\n');
-                    const size_t nlen = ne ? (size_t)(ne - next) : strlen(next);
-                    const char *q = next;
-                    while (q < next + nlen && *q == ' ') q++;
-                    if (q - next < 10 || q >= next + nlen || *q == '-') break;
-                    seg = q;
-                    seg_end = next + nlen;
-                }
-                text[used + hl] = '\0';
-                used += hl + 1;
-            }
-        }
-        line = eol ? eol + 1 : NULL;
-    }
-    return n;
+    if (cmd->epilogue) fprintf(f, "\n%s", cmd->epilogue);
 }
 
 /* The words of a choice ("csv|json" -> "csv json") into buf. */
