@@ -244,7 +244,7 @@ static int parse_opts(int argc, char **argv, opts *o) {
         case 'i': o->interval = optarg; break;
         case 'n':
             if (!kr_arg_int(optarg, 1, KR_LIMIT_PRED_LEN_CAP, &o->p.horizon))
-                return kr_cli_usage_error(CMD, "--horizon must be an integer in 1..65535, got '%s'",
+                return kr_cli_usage_error(CMD, "--horizon must be an integer in 1..65536, got '%s'",
                                           optarg);
             break;
         case OPT_MAX_PATHS:
