@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "analyst/chart_svg.h"
+#include "analyst/figures.h"
 #include "analyst/narrative.h"
 #include "analyst/render.h"
 #include "analyst/summary.h"
@@ -165,35 +166,12 @@ static void kpis(kr_sb *sb, const kr_report *r) {
 }
 
 static void horizon_table(kr_sb *sb, const kr_report *r) {
-    char a[32], b[32], c[32], l[96], v[128];
     kr_sb_append(sb, "<div><h3>At the horizon</h3><table class=\"h\"><tbody>\n");
-    snprintf(l, sizeof l, "Probability of closing above %s", kr_fmt_price(r->last_close, a));
-    char w[64], x[64], y[64], big[256];
-    row2(sb, l, kr_fmt_pm_prob(r->prob_up, r->prob_up_se, w));
-    row2(sb, "Expected return (mean over paths)",
-         kr_fmt_pm_pct(r->expected_return, r->expected_return_se, 2, 1, w));
-    row2(sb, "Standard deviation of return",
-         kr_fmt_pm_pct(r->return_std, r->return_std_se, 2, 0, w));
-    snprintf(big, sizeof big, "%s / %s / %s",
-             kr_fmt_pm_pct(r->return_p10, r->return_p10_se, 2, 1, w),
-             kr_fmt_pm_pct(r->return_p50, r->return_p50_se, 2, 1, x),
-             kr_fmt_pm_pct(r->return_p90, r->return_p90_se, 2, 1, y));
-    row2(sb, "Return p10 / p50 / p90", big);
-    row2(sb, "Value at risk 95% (loss)", kr_fmt_pm_pct(r->var95, r->var95_se, 2, 0, w));
-    row2(sb, "Expected shortfall 95% (loss)", kr_fmt_pm_pct(r->es95, r->es95_se, 2, 0, w));
-    snprintf(big, sizeof big, "%s / %s / %s",
-             kr_fmt_pm_pct(r->drawdown_mean, r->drawdown_mean_se, 2, 0, w),
-             kr_fmt_pm_pct(r->drawdown_p50, r->drawdown_p50_se, 2, 0, x),
-             kr_fmt_pm_pct(r->drawdown_p90, r->drawdown_p90_se, 2, 0, y));
-    row2(sb, "Max drawdown mean / p50 / p90", big);
-    snprintf(l, sizeof l, "Volatility per bar: forecast / realised (last %d)", r->horizon);
-    snprintf(v, sizeof v, "%s / %s", kr_fmt_pm_pct(r->forecast_vol, r->forecast_vol_se, 2, 0, w),
-             kr_fmt_pct(r->realized_vol_h, 2, b));
-    row2(sb, l, v);
-    row2(sb, "P(forecast volatility > realised)",
-         kr_fmt_pm_prob(r->prob_vol_above, r->prob_vol_above_se, w));
-    (void)a;
-    (void)c;
+    for (int i = 0; i < KR_N_HORIZON_ROWS; i++) {
+        char label[128], value[256];
+        kr_figure_row_text(&kr_horizon_rows[i], 1, r, r, kr_report_stats, label, value);
+        row2(sb, label, value);
+    }
     kr_sb_append(sb, "</tbody></table><p class=\"note\">\xc2\xb1: Monte Carlo standard error (how "
                      "much a figure moves between seeds at this number of paths); pp = percentage "
                      "points. ");
@@ -279,17 +257,15 @@ static void calibration(kr_sb *sb, const kr_report *r) {
                   "<h3>Calibration: last %d windows of %d bars</h3><table><thead><tr>"
                   "<th>Figure</th><th>Model</th><th>Naive (no change)</th></tr></thead><tbody>\n",
                   c->windows, c->horizon);
-    kr_sb_appendf(sb, "<tr><td>p10-p90 coverage (target 80%%)</td><td>%s</td><td>%s</td></tr>\n",
-                  kr_fmt_pm_prob(c->model.coverage, c->model.coverage_se, a),
-                  kr_fmt_pm_prob(c->naive.coverage, c->naive.coverage_se, b));
-    kr_sb_appendf(sb, "<tr><td>Direction hit rate</td><td>%s</td><td>%s</td></tr>\n",
-                  kr_fmt_pm_prob(c->model.direction_hit_rate, c->model.direction_hit_rate_se, a),
-                  kr_fmt_pm_prob(c->naive.direction_hit_rate, c->naive.direction_hit_rate_se, b));
-    kr_sb_appendf(
-        sb,
-        "<tr><td>MAPE of the point forecast</td><td>%s</td><td>%s</td></tr>\n</tbody></table>\n",
-        kr_fmt_pm_pct(c->model.mape, c->model.mape_se, 2, 0, a),
-        kr_fmt_pm_pct(c->naive.mape, c->naive.mape_se, 2, 0, b));
+    for (int i = 0; i < KR_N_CALIB_SCORES; i++) {
+        char label[128], model[256], naive[256];
+        kr_figure_row_text(&kr_calib_rows[i], 1, r, &c->model, kr_calib_scores_figures, label,
+                           model);
+        kr_figure_row_text(&kr_calib_rows[i], 1, r, &c->naive, kr_calib_scores_figures, label,
+                           naive);
+        kr_sb_appendf(sb, "<tr><td>%s</td><td>%s</td><td>%s</td></tr>\n", label, model, naive);
+    }
+    kr_sb_append(sb, "</tbody></table>\n");
     kr_sb_append(sb, "<table class=\"sp\"><thead><tr><th>Window: history ends</th><th>Last "
                      "close</th><th>Realised at horizon</th>"
                      "<th>Model mean</th><th>Model p10 \xe2\x80\x93 p90</th><th>Naive p10 "

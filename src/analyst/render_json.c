@@ -11,6 +11,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "analyst/figures.h"
 #include "analyst/narrative.h"
 #include "analyst/render.h"
 #include "base/error.h"
@@ -60,44 +61,30 @@ static void add_forecast(cJSON *root, const kr_report *r) {
     }
 }
 
+/* A figure table's figures as keys of o, in the table's order, each inside its group's
+ * nested object; with se, their standard errors instead (a figure without one left out). */
+static void add_figures(cJSON *o, const kr_figure *table, int n, const void *base, int se) {
+    cJSON *group = NULL;
+    const char *in = NULL; /* the group the last figure went into */
+    for (int i = 0; i < n; i++) {
+        const kr_figure *f = &table[i];
+        if (se && f->se < 0) continue;
+        if (!f->group)
+            group = NULL;
+        else if (!in || strcmp(in, f->group))
+            group = cJSON_AddObjectToObject(o, f->group);
+        in = f->group;
+        kr_json_add_num(group ? group : o, f->key,
+                        se ? kr_figure_se_json(f, base) : kr_figure_json(f, base));
+    }
+}
+
 static void add_statistics(cJSON *root, const kr_report *r) {
     cJSON *s = cJSON_AddObjectToObject(root, "statistics");
-    kr_json_add_num(s, "prob_up", r->prob_up);
-    kr_json_add_num(s, "prob_down", r->prob_down);
-    kr_json_add_num(s, "expected_close", r->last_close * (1.0 + r->expected_return));
-    pct(s, "expected_return_pct", r->expected_return);
-    pct(s, "return_std_pct", r->return_std);
-    pct(s, "return_p10_pct", r->return_p10);
-    pct(s, "return_p50_pct", r->return_p50);
-    pct(s, "return_p90_pct", r->return_p90);
-    pct(s, "var95_pct", r->var95);
-    pct(s, "es95_pct", r->es95);
-    cJSON *dd = cJSON_AddObjectToObject(s, "max_drawdown_pct");
-    pct(dd, "mean", r->drawdown_mean);
-    pct(dd, "p50", r->drawdown_p50);
-    pct(dd, "p90", r->drawdown_p90);
-    pct(s, "forecast_volatility_pct", r->forecast_vol);
-    cJSON_AddNumberToObject(s, "volatility_paths", r->vol_paths);
-    pct(s, "realized_volatility_pct", r->realized_vol_h);
-    kr_json_add_num(s, "prob_volatility_above_realized", r->prob_vol_above);
+    add_figures(s, kr_report_stats, KR_N_REPORT_STATS, r, 0);
     /* The same keys again, holding each figure's Monte Carlo standard error (same units). */
-    cJSON *se = cJSON_AddObjectToObject(s, "standard_error");
-    kr_json_add_num(se, "prob_up", r->prob_up_se);
-    kr_json_add_num(se, "prob_down", r->prob_down_se);
-    kr_json_add_num(se, "expected_close", r->last_close * r->expected_return_se);
-    pct(se, "expected_return_pct", r->expected_return_se);
-    pct(se, "return_std_pct", r->return_std_se);
-    pct(se, "return_p10_pct", r->return_p10_se);
-    pct(se, "return_p50_pct", r->return_p50_se);
-    pct(se, "return_p90_pct", r->return_p90_se);
-    pct(se, "var95_pct", r->var95_se);
-    pct(se, "es95_pct", r->es95_se);
-    cJSON *sdd = cJSON_AddObjectToObject(se, "max_drawdown_pct");
-    pct(sdd, "mean", r->drawdown_mean_se);
-    pct(sdd, "p50", r->drawdown_p50_se);
-    pct(sdd, "p90", r->drawdown_p90_se);
-    pct(se, "forecast_volatility_pct", r->forecast_vol_se);
-    kr_json_add_num(se, "prob_volatility_above_realized", r->prob_vol_above_se);
+    add_figures(cJSON_AddObjectToObject(s, "standard_error"), kr_report_stats, KR_N_REPORT_STATS, r,
+                1);
 }
 
 static void add_technical(cJSON *root, const kr_report *r) {
@@ -140,16 +127,14 @@ static void add_technical(cJSON *root, const kr_report *r) {
 
 static cJSON *scores(const kr_calib_scores *s, int horizon) {
     cJSON *o = cJSON_CreateObject();
-    kr_json_add_num(o, "coverage_p10_p90", s->coverage);
+    /* The per-step coverage sits after the overall one. */
+    add_figures(o, kr_calib_scores_figures, 1, s, 0);
     cJSON *by = cJSON_AddArrayToObject(o, "coverage_by_step");
     for (int k = 0; k < horizon; k++)
         cJSON_AddItemToArray(by, cJSON_CreateNumber(s->coverage_by_step[k]));
-    kr_json_add_num(o, "direction_hit_rate", s->direction_hit_rate);
-    pct(o, "mape_pct", s->mape);
-    cJSON *se = cJSON_AddObjectToObject(o, "standard_error");
-    kr_json_add_num(se, "coverage_p10_p90", s->coverage_se);
-    kr_json_add_num(se, "direction_hit_rate", s->direction_hit_rate_se);
-    pct(se, "mape_pct", s->mape_se);
+    add_figures(o, kr_calib_scores_figures + 1, KR_N_CALIB_SCORES - 1, s, 0);
+    add_figures(cJSON_AddObjectToObject(o, "standard_error"), kr_calib_scores_figures,
+                KR_N_CALIB_SCORES, s, 1);
     return o;
 }
 

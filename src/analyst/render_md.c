@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "analyst/figures.h"
 #include "analyst/narrative.h"
 #include "analyst/render.h"
 #include "analyst/text.h"
@@ -74,35 +75,16 @@ static void failures_md(kr_sb *sb, const kr_report_set *set) {
 }
 
 static void horizon_table(kr_sb *sb, const kr_report *r) {
-    char a[32], b[32], c[32], d[32];
+    char d[32];
     kr_format_timestamp(r->fc_ts[r->horizon - 1], r->date_only, d, sizeof d);
     kr_sb_appendf(sb, "### At the horizon (%d bars, %s)\n\n| Figure | Value |\n|---|---:|\n",
                   r->horizon, d);
-    char w[64], x[64], y[64];
-    kr_sb_appendf(sb, "| Probability of closing above %s | %s |\n", kr_fmt_price(r->last_close, a),
-                  kr_fmt_pm_prob(r->prob_up, r->prob_up_se, w));
-    kr_sb_appendf(sb, "| Expected return (mean of %d paths) | %s |\n", r->paths,
-                  kr_fmt_pm_pct(r->expected_return, r->expected_return_se, 2, 1, w));
-    kr_sb_appendf(sb, "| Standard deviation of return | %s |\n",
-                  kr_fmt_pm_pct(r->return_std, r->return_std_se, 2, 0, w));
-    kr_sb_appendf(sb, "| Return p10 / p50 / p90 | %s / %s / %s |\n",
-                  kr_fmt_pm_pct(r->return_p10, r->return_p10_se, 2, 1, w),
-                  kr_fmt_pm_pct(r->return_p50, r->return_p50_se, 2, 1, x),
-                  kr_fmt_pm_pct(r->return_p90, r->return_p90_se, 2, 1, y));
-    kr_sb_appendf(sb, "| Value at risk 95%% (loss) | %s |\n",
-                  kr_fmt_pm_pct(r->var95, r->var95_se, 2, 0, w));
-    kr_sb_appendf(sb, "| Expected shortfall 95%% (loss) | %s |\n",
-                  kr_fmt_pm_pct(r->es95, r->es95_se, 2, 0, w));
-    kr_sb_appendf(sb, "| Max drawdown mean / p50 / p90 | %s / %s / %s |\n",
-                  kr_fmt_pm_pct(r->drawdown_mean, r->drawdown_mean_se, 2, 0, w),
-                  kr_fmt_pm_pct(r->drawdown_p50, r->drawdown_p50_se, 2, 0, x),
-                  kr_fmt_pm_pct(r->drawdown_p90, r->drawdown_p90_se, 2, 0, y));
-    kr_sb_appendf(sb, "| Volatility per bar: forecast / realised (last %d bars) | %s / %s |\n",
-                  r->horizon, kr_fmt_pm_pct(r->forecast_vol, r->forecast_vol_se, 2, 0, w),
-                  kr_fmt_pct(r->realized_vol_h, 2, b));
-    kr_sb_appendf(sb, "| Probability forecast volatility > realised | %s |\n\n",
-                  kr_fmt_pm_prob(r->prob_vol_above, r->prob_vol_above_se, w));
-    (void)c;
+    for (int i = 0; i < KR_N_HORIZON_ROWS; i++) {
+        char label[128], value[256];
+        kr_figure_row_text(&kr_horizon_rows[i], 0, r, r, kr_report_stats, label, value);
+        kr_sb_appendf(sb, "| %s | %s |\n", label, value);
+    }
+    kr_sb_append(sb, "\n");
     kr_sb_append(sb, "\u00b1: Monte Carlo standard error (how much the figure moves between seeds "
                      "at this number of paths); pp = percentage points. ");
     kr_report_paths_note(sb, r);
@@ -169,15 +151,15 @@ static void calibration_tables(kr_sb *sb, const kr_report *r) {
                   "### Calibration (last %d windows of %d bars)\n\n"
                   "| Figure | Model | Naive (no change) |\n|---|---:|---:|\n",
                   c->windows, c->horizon);
-    kr_sb_appendf(sb, "| p10-p90 coverage of realised closes (target 80%%) | %s | %s |\n",
-                  kr_fmt_pm_prob(c->model.coverage, c->model.coverage_se, a),
-                  kr_fmt_pm_prob(c->naive.coverage, c->naive.coverage_se, b));
-    kr_sb_appendf(sb, "| Direction hit rate at the horizon | %s | %s |\n",
-                  kr_fmt_pm_prob(c->model.direction_hit_rate, c->model.direction_hit_rate_se, a),
-                  kr_fmt_pm_prob(c->naive.direction_hit_rate, c->naive.direction_hit_rate_se, b));
-    kr_sb_appendf(sb, "| MAPE of the point forecast | %s | %s |\n\n",
-                  kr_fmt_pm_pct(c->model.mape, c->model.mape_se, 2, 0, a),
-                  kr_fmt_pm_pct(c->naive.mape, c->naive.mape_se, 2, 0, b));
+    for (int i = 0; i < KR_N_CALIB_SCORES; i++) {
+        char label[128], model[256], naive[256];
+        kr_figure_row_text(&kr_calib_rows[i], 0, r, &c->model, kr_calib_scores_figures, label,
+                           model);
+        kr_figure_row_text(&kr_calib_rows[i], 0, r, &c->naive, kr_calib_scores_figures, label,
+                           naive);
+        kr_sb_appendf(sb, "| %s | %s | %s |\n", label, model, naive);
+    }
+    kr_sb_append(sb, "\n");
     kr_sb_append(
         sb,
         "| History ends | Last close | Realised | Model mean | Model p10-p90 | Naive p10-p90 |\n"

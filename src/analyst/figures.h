@@ -1,0 +1,108 @@
+/*
+ * analyst/figures — the report's figures described once, so the JSON, Markdown and HTML
+ * writers walk one list instead of naming each figure three times: the horizon statistics of
+ * a report and the calibration scores, each with its JSON key (and the nested object it sits
+ * in), its unit, where it lies in the struct and where its Monte Carlo standard error lies;
+ * and the rows of the "At the horizon" table that show them, with their labels in each
+ * format. A figure added here appears in every format; docs/report.md says what each means.
+ */
+#ifndef KR_ANALYST_FIGURES_H
+#define KR_ANALYST_FIGURES_H
+
+#include <stddef.h>
+
+#include "analyst/report.h"
+
+/* A figure's unit: how it is stored, written to JSON and printed. */
+typedef enum kr_figure_unit {
+    KR_FIG_PROB, /* a probability or rate: JSON a fraction; text "63% ± 7 pp" */
+    KR_FIG_RETURN, /* a signed fraction: JSON a percentage (key _pct); text "+1.23% ± 0.45%" */
+    KR_FIG_PCT, /* a fraction that is a size (a loss, a spread): as RETURN, text unsigned */
+    KR_FIG_CLOSE, /* a mean return as the close it implies: last close × (1 + figure) (JSON
+                     only, in the report's table only: it reads kr_report.last_close) */
+    KR_FIG_COUNT, /* an int, no error */
+} kr_figure_unit;
+
+typedef struct kr_figure {
+    const char *key; /* the JSON key, the same in the standard_error object */
+    const char *group; /* the nested JSON object it sits in ("max_drawdown_pct"), or NULL */
+    kr_figure_unit unit;
+    size_t value; /* offset of the figure (a double, an int for KR_FIG_COUNT) in its struct */
+    ptrdiff_t se; /* offset of its standard error (a double), or -1: it has none */
+} kr_figure;
+
+/* The horizon statistics of a kr_report, in the order of the JSON "statistics" object.
+ * X(id, key, group, unit, field, SE(its standard error's field) or NO_SE) */
+#define KR_REPORT_STATS(X, SE, NO_SE)                                                             \
+    X(PROB_UP, "prob_up", NULL, KR_FIG_PROB, prob_up, SE(prob_up_se))                             \
+    X(PROB_DOWN, "prob_down", NULL, KR_FIG_PROB, prob_down, SE(prob_down_se))                     \
+    X(EXPECTED_CLOSE, "expected_close", NULL, KR_FIG_CLOSE, expected_return,                      \
+      SE(expected_return_se))                                                                     \
+    X(EXPECTED_RETURN, "expected_return_pct", NULL, KR_FIG_RETURN, expected_return,               \
+      SE(expected_return_se))                                                                     \
+    X(RETURN_STD, "return_std_pct", NULL, KR_FIG_PCT, return_std, SE(return_std_se))              \
+    X(RETURN_P10, "return_p10_pct", NULL, KR_FIG_RETURN, return_p10, SE(return_p10_se))           \
+    X(RETURN_P50, "return_p50_pct", NULL, KR_FIG_RETURN, return_p50, SE(return_p50_se))           \
+    X(RETURN_P90, "return_p90_pct", NULL, KR_FIG_RETURN, return_p90, SE(return_p90_se))           \
+    X(VAR95, "var95_pct", NULL, KR_FIG_PCT, var95, SE(var95_se))                                  \
+    X(ES95, "es95_pct", NULL, KR_FIG_PCT, es95, SE(es95_se))                                      \
+    X(DRAWDOWN_MEAN, "mean", "max_drawdown_pct", KR_FIG_PCT, drawdown_mean, SE(drawdown_mean_se)) \
+    X(DRAWDOWN_P50, "p50", "max_drawdown_pct", KR_FIG_PCT, drawdown_p50, SE(drawdown_p50_se))     \
+    X(DRAWDOWN_P90, "p90", "max_drawdown_pct", KR_FIG_PCT, drawdown_p90, SE(drawdown_p90_se))     \
+    X(FORECAST_VOL, "forecast_volatility_pct", NULL, KR_FIG_PCT, forecast_vol,                    \
+      SE(forecast_vol_se))                                                                        \
+    X(VOL_PATHS, "volatility_paths", NULL, KR_FIG_COUNT, vol_paths, NO_SE)                        \
+    X(REALIZED_VOL, "realized_volatility_pct", NULL, KR_FIG_PCT, realized_vol_h, NO_SE)           \
+    X(PROB_VOL_ABOVE, "prob_volatility_above_realized", NULL, KR_FIG_PROB, prob_vol_above,        \
+      SE(prob_vol_above_se))
+
+#define KR_FIG_ENUM_(id, ...) KR_STAT_##id,
+typedef enum kr_report_stat_id {
+    KR_REPORT_STATS(KR_FIG_ENUM_, , ) KR_N_REPORT_STATS
+} kr_report_stat_id;
+
+/* The calibration scores of a kr_calib_scores (model and naive alike), in JSON order. */
+#define KR_CALIB_SCORES(X, SE, NO_SE)                                             \
+    X(COVERAGE, "coverage_p10_p90", NULL, KR_FIG_PROB, coverage, SE(coverage_se)) \
+    X(HIT_RATE, "direction_hit_rate", NULL, KR_FIG_PROB, direction_hit_rate,      \
+      SE(direction_hit_rate_se))                                                  \
+    X(MAPE, "mape_pct", NULL, KR_FIG_PCT, mape, SE(mape_se))
+
+#define KR_CALIB_ENUM_(id, ...) KR_CALIB_##id,
+typedef enum kr_calib_score_id {
+    KR_CALIB_SCORES(KR_CALIB_ENUM_, , ) KR_N_CALIB_SCORES
+} kr_calib_score_id;
+#undef KR_FIG_ENUM_
+#undef KR_CALIB_ENUM_
+
+extern const kr_figure kr_report_stats[KR_N_REPORT_STATS]; /* base: a kr_report */
+extern const kr_figure kr_calib_scores_figures[KR_N_CALIB_SCORES]; /* base: a kr_calib_scores */
+
+/* The figure and its standard error as JSON writes them (NaN: null); the error is NaN for a
+ * figure without one. base is the struct the figure's table describes. */
+double kr_figure_json(const kr_figure *f, const void *base);
+double kr_figure_se_json(const kr_figure *f, const void *base);
+/* The figure with its error as Markdown and HTML print it, into buf (>= 64 bytes). */
+char *kr_figure_text(const kr_figure *f, const void *base, char *buf);
+
+/* A row of a figure table in Markdown and HTML: its label in each (with {close}, {paths} or
+ * {horizon} standing for the report's last close, path count or horizon) and the figures it
+ * shows, " / " between them. */
+typedef struct kr_figure_row {
+    const char *md_label, *html_label;
+    int n;
+    int fig[3];
+} kr_figure_row;
+
+/* The rows of the "At the horizon" table (figures of kr_report_stats). */
+#define KR_N_HORIZON_ROWS 9
+extern const kr_figure_row kr_horizon_rows[KR_N_HORIZON_ROWS];
+/* The rows of the calibration table (one figure of kr_calib_scores_figures each). */
+extern const kr_figure_row kr_calib_rows[KR_N_CALIB_SCORES];
+
+/* A row's label for Markdown (html 0) or HTML (html 1), its placeholders filled from r, and its
+ * figures' texts (from base), into label (>= 128 bytes) and value (>= 256 bytes). */
+void kr_figure_row_text(const kr_figure_row *row, int html, const kr_report *r, const void *base,
+                        const kr_figure *table, char *label, char *value);
+
+#endif
