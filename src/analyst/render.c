@@ -140,3 +140,20 @@ void kr_report_bands_note(kr_sb *sb, const kr_report *r) {
         kr_sb_appendf(sb, " With fewer than %d paths the quantiles have none.",
                       KR_STAT_QUANTILE_SE_MIN_N);
 }
+
+char *kr_report_sampling_text(const kr_report *r, char *buf, size_t cap) {
+    const kr_report_meta *m = &r->meta;
+    snprintf(buf, cap,
+             "%d paths, horizon %d, lookback %d of %lld rows, max_context %d, temperature %g, "
+             "top_p %g, top_k %d, seed %llu",
+             r->paths, r->horizon, r->lookback, (long long)r->rows_available, m->max_context,
+             m->temperature, m->top_p, m->top_k, (unsigned long long)m->seed);
+    return buf;
+}
+
+char *kr_report_timing_text(const kr_report *r, char *buf, size_t cap) {
+    snprintf(buf, cap, "%.3f s total (prefill %.3f s, decode %.3f s, tokenizer %.3f s)",
+             r->timing.seconds_total, r->timing.seconds_prefill, r->timing.seconds_decode,
+             r->timing.seconds_tokenizer);
+    return buf;
+}

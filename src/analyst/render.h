@@ -49,4 +49,11 @@ void kr_report_paths_note(kr_sb *sb, const kr_report *r);
  * (plain text; HTML escapes it). */
 void kr_report_bands_note(kr_sb *sb, const kr_report *r);
 
+/* The "Sampling" and "Timing" lines of the "Model and run" table, into buf (plain text; HTML
+ * escapes it): "128 paths, horizon 20, lookback 400 of 2913 rows, max_context 512, temperature
+ * 1, top_p 0.9, top_k 0, seed 42" and "0.162 s total (prefill 0.068 s, decode 0.051 s,
+ * tokenizer 0.011 s)". Return buf. */
+char *kr_report_sampling_text(const kr_report *r, char *buf, size_t cap);
+char *kr_report_timing_text(const kr_report *r, char *buf, size_t cap);
+
 #endif

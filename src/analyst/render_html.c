@@ -300,16 +300,8 @@ static void metadata(kr_sb *sb, const kr_report *r) {
     kr_sb_append(sb, "</code><br><code>");
     kr_sb_append_html(sb, m->tokenizer_dir);
     kr_sb_append(sb, "</code></td></tr>\n");
-    snprintf(v, sizeof v,
-             "%d paths, horizon %d, lookback %d of %lld rows, max_context %d, temperature %g, "
-             "top_p %g, top_k %d, seed %llu",
-             r->paths, r->horizon, r->lookback, (long long)r->rows_available, m->max_context,
-             m->temperature, m->top_p, m->top_k, (unsigned long long)m->seed);
-    row2(sb, "Sampling", v);
-    snprintf(v, sizeof v, "%.3f s total (prefill %.3f s, decode %.3f s, tokenizer %.3f s)",
-             r->timing.seconds_total, r->timing.seconds_prefill, r->timing.seconds_decode,
-             r->timing.seconds_tokenizer);
-    row2(sb, "Timing", v);
+    row2(sb, "Sampling", kr_report_sampling_text(r, v, sizeof v));
+    row2(sb, "Timing", kr_report_timing_text(r, v, sizeof v));
     snprintf(v, sizeof v, "kronos %s", m->engine_version);
     row2(sb, "Engine", v);
     kr_sb_append(sb, "</tbody></table>\n");

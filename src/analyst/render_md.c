@@ -194,15 +194,9 @@ static void metadata_table(kr_sb *sb, const kr_report *r) {
     kr_sb_append(sb, ", ");
     md_inline(sb, m->tokenizer_dir);
     kr_sb_append(sb, " |\n");
-    kr_sb_appendf(sb,
-                  "| Sampling | %d paths, horizon %d, lookback %d of %lld rows, max_context %d, "
-                  "temperature %g, top_p %g, top_k %d, seed %llu |\n",
-                  r->paths, r->horizon, r->lookback, (long long)r->rows_available, m->max_context,
-                  m->temperature, m->top_p, m->top_k, (unsigned long long)m->seed);
-    kr_sb_appendf(sb,
-                  "| Timing | %.3f s total (prefill %.3f s, decode %.3f s, tokenizer %.3f s) |\n",
-                  r->timing.seconds_total, r->timing.seconds_prefill, r->timing.seconds_decode,
-                  r->timing.seconds_tokenizer);
+    char v[512];
+    kr_sb_appendf(sb, "| Sampling | %s |\n", kr_report_sampling_text(r, v, sizeof v));
+    kr_sb_appendf(sb, "| Timing | %s |\n", kr_report_timing_text(r, v, sizeof v));
     kr_sb_appendf(sb, "| Engine | kronos %s |\n\n", m->engine_version);
 }
 
@@ -300,21 +294,16 @@ static void report_md(kr_sb *sb, const kr_report *r) {
     kr_sb_appendf(
         sb, "Last close **%s** on %s; %lld rows of history.\n\n", kr_fmt_price(r->last_close, a),
         kr_format_timestamp(r->last_ts, r->date_only, d, sizeof d), (long long)r->rows_available);
-    if (r->stale) {
-        kr_sb note = { 0 };
+    /* A stale history in bold, else how old the data is. */
+    kr_sb note = { 0 };
+    if (r->stale)
         kr_report_stale_note(&note, r);
-        kr_sb_append(sb, "**");
-        md_inline(sb, note.data ? note.data : "");
-        kr_sb_append(sb, "**\n\n");
-        kr_sb_free(&note);
-    } else {
-        kr_sb note = { 0 };
+    else
         kr_report_age_note(&note, r);
-        kr_sb_append(sb, "Data: ");
-        md_inline(sb, note.data ? note.data : "");
-        kr_sb_append(sb, ".\n\n");
-        kr_sb_free(&note);
-    }
+    kr_sb_append(sb, r->stale ? "**" : "Data: ");
+    md_inline(sb, note.data ? note.data : "");
+    kr_sb_append(sb, r->stale ? "**\n\n" : ".\n\n");
+    kr_sb_free(&note);
     kr_sb_append(sb, "**Summary**\n\n");
     for (int i = 0; i < r->n_summary; i++) kr_sb_appendf(sb, "- %s\n", r->summary[i]);
     kr_sb_append(sb, "\n");
@@ -344,15 +333,13 @@ kr_status kr_render_md(const kr_report_set *set, char **out, kr_error *err) {
                   g.month, g.day, g.hour, g.minute, kr_version());
     md_inline(&sb, set->reports[0]->meta.model_name);
     kr_sb_append(&sb, ".*\n\n");
-    char notice[1024];
-    if (kr_report_model_notice(set, notice, sizeof notice)) {
+    char notices[2][1024];
+    const int have[2] = { kr_report_model_notice(set, notices[0], sizeof notices[0]),
+                          kr_report_calendar_notice(set, notices[1], sizeof notices[1]) };
+    for (int i = 0; i < 2; i++) {
+        if (!have[i]) continue;
         kr_sb_append(&sb, "> **");
-        md_inline(&sb, notice);
-        kr_sb_append(&sb, "**\n\n");
-    }
-    if (kr_report_calendar_notice(set, notice, sizeof notice)) {
-        kr_sb_append(&sb, "> **");
-        md_inline(&sb, notice);
+        md_inline(&sb, notices[i]);
         kr_sb_append(&sb, "**\n\n");
     }
     kr_sb_appendf(&sb, "> **%s**\n\n", KR_REPORT_DISCLAIMER);

@@ -31,20 +31,22 @@ static void ts(cJSON *o, const char *key, int64_t t) {
     kr_json_add_time(o, key, t, t % 86400 == 0);
 }
 
+/* A bound of the range, or null when it is open (the store's first / last row). */
+static void bound(cJSON *o, const char *key, int64_t t, int64_t open) {
+    if (t != open)
+        ts(o, key, t);
+    else
+        cJSON_AddNullToObject(o, key);
+}
+
 static void add_parameters(cJSON *root, const kr_backtest_report *r) {
     const kr_backtest_params *p = &r->p;
     cJSON *o = cJSON_AddObjectToObject(root, "parameters");
     cJSON_AddNumberToObject(o, "horizon", p->horizon);
     cJSON_AddNumberToObject(o, "every", r->every);
     cJSON_AddNumberToObject(o, "origin_dates", p->n_origin_ts);
-    if (p->from_ts != KR_STORE_TS_FIRST)
-        ts(o, "from", p->from_ts);
-    else
-        cJSON_AddNullToObject(o, "from");
-    if (p->to_ts != KR_STORE_TS_LAST)
-        ts(o, "to", p->to_ts);
-    else
-        cJSON_AddNullToObject(o, "to");
+    bound(o, "from", p->from_ts, KR_STORE_TS_FIRST);
+    bound(o, "to", p->to_ts, KR_STORE_TS_LAST);
     cJSON_AddNumberToObject(o, "min_history", p->min_history);
     cJSON_AddNumberToObject(o, "max_origins", p->max_origins);
     cJSON_AddNumberToObject(o, "paths", p->paths);
@@ -230,10 +232,7 @@ static void add_tests(cJSON *root, const kr_backtest_report *r) {
         cJSON_AddStringToObject(o, "forecaster", kr_bt_forecaster_key(d->f));
         cJSON_AddStringToObject(o, "baseline", kr_bt_forecaster_key(d->b));
         cJSON_AddStringToObject(o, "metric", kr_bt_metric_key(d->metric));
-        if (d->sym >= 0)
-            cJSON_AddStringToObject(o, "symbol", r->symbols[d->sym].symbol);
-        else
-            cJSON_AddNullToObject(o, "symbol");
+        kr_json_add_str_or_null(o, "symbol", d->sym >= 0 ? r->symbols[d->sym].symbol : NULL);
         cJSON_AddNumberToObject(o, "n", d->n);
         cJSON_AddNumberToObject(o, "lags", d->lags);
         kr_json_add_num(o, "mean_loss_difference", d->mean_diff);
