@@ -21,6 +21,10 @@ typedef enum kr_figure_unit {
     KR_FIG_CLOSE, /* a mean return as the close it implies: last close × (1 + figure) (JSON
                      only, in the report's table only: it reads kr_report.last_close) */
     KR_FIG_COUNT, /* an int, no error */
+    KR_FIG_BOOL, /* an int read as true / false: JSON a boolean */
+    KR_FIG_NUM, /* a plain number: text with `dec` decimals */
+    KR_FIG_PRICE, /* a price: text as kr_fmt_price */
+    KR_FIG_SIG, /* a number of any scale: text with `dec` significant digits */
 } kr_figure_unit;
 
 typedef struct kr_figure {
@@ -29,6 +33,8 @@ typedef struct kr_figure {
     kr_figure_unit unit;
     size_t value; /* offset of the figure (a double, an int for KR_FIG_COUNT) in its struct */
     ptrdiff_t se; /* offset of its standard error (a double), or -1: it has none */
+    int dec; /* decimals (significant digits for KR_FIG_SIG) of a figure printed without
+                error */
 } kr_figure;
 
 /* The horizon statistics of a kr_report, in the order of the JSON "statistics" object.
@@ -72,11 +78,50 @@ typedef enum kr_report_stat_id {
 typedef enum kr_calib_score_id {
     KR_CALIB_SCORES(KR_CALIB_ENUM_, , ) KR_N_CALIB_SCORES
 } kr_calib_score_id;
+
+/* The technical snapshot of the last bar (a kr_tech_snapshot), in JSON order; rsi_state and
+ * atr_14_pct, figures of two fields, the JSON writer adds itself after RSI_14 and ATR_14.
+ * X(id, key, group, unit, decimals, field) */
+#define KR_TECH_FIGURES(X)                                                                  \
+    X(CLOSE, "close", NULL, KR_FIG_PRICE, 2, close)                                         \
+    X(SMA5, "sma_5", NULL, KR_FIG_PRICE, 2, sma5)                                           \
+    X(SMA20, "sma_20", NULL, KR_FIG_PRICE, 2, sma20)                                        \
+    X(SMA60, "sma_60", NULL, KR_FIG_PRICE, 2, sma60)                                        \
+    X(EMA5, "ema_5", NULL, KR_FIG_PRICE, 2, ema5)                                           \
+    X(EMA20, "ema_20", NULL, KR_FIG_PRICE, 2, ema20)                                        \
+    X(EMA60, "ema_60", NULL, KR_FIG_PRICE, 2, ema60)                                        \
+    X(RSI14, "rsi_14", NULL, KR_FIG_NUM, 1, rsi14)                                          \
+    X(MACD_LINE, "line", "macd", KR_FIG_SIG, 3, macd_line)                                  \
+    X(MACD_SIGNAL, "signal", "macd", KR_FIG_SIG, 3, macd_signal)                            \
+    X(MACD_HIST, "histogram", "macd", KR_FIG_SIG, 3, macd_hist)                             \
+    X(BB_MIDDLE, "middle", "bollinger", KR_FIG_PRICE, 2, bb_middle)                         \
+    X(BB_UPPER, "upper", "bollinger", KR_FIG_PRICE, 2, bb_upper)                            \
+    X(BB_LOWER, "lower", "bollinger", KR_FIG_PRICE, 2, bb_lower)                            \
+    X(BB_PERCENT_B, "percent_b", "bollinger", KR_FIG_NUM, 2, bb_percent_b)                  \
+    X(BB_BANDWIDTH, "bandwidth_pct", "bollinger", KR_FIG_PCT, 2, bb_bandwidth)              \
+    X(ATR14, "atr_14", NULL, KR_FIG_PRICE, 2, atr14)                                        \
+    X(HAS_VOLUME, "available", "volume", KR_FIG_BOOL, 0, has_volume)                        \
+    X(VOLUME_AVG5, "avg_5", "volume", KR_FIG_NUM, 2, volume_avg5)                           \
+    X(VOLUME_AVG20, "avg_20", "volume", KR_FIG_NUM, 2, volume_avg20)                        \
+    X(VOLUME_RATIO, "ratio_5_20", "volume", KR_FIG_NUM, 2, volume_ratio)                    \
+    X(VOLUME_SLOPE, "slope_sign", "volume", KR_FIG_COUNT, 0, volume_slope_sign)             \
+    X(RV_WINDOW, "window_bars", "realized_volatility", KR_FIG_COUNT, 0, rv_window)          \
+    X(RV_PER_BAR, "per_bar_pct", "realized_volatility", KR_FIG_PCT, 2, rv_per_bar)          \
+    X(RV_ANNUALIZED, "annualized_pct", "realized_volatility", KR_FIG_PCT, 1, rv_annualized) \
+    X(BARS_PER_YEAR, "bars_per_year", "realized_volatility", KR_FIG_NUM, 2, bars_per_year)  \
+    X(BARS_PER_DAY, "bars_per_day", "realized_volatility", KR_FIG_NUM, 2, bars_per_day)
+
+#define KR_TECH_ENUM_(id, ...) KR_TECH_##id,
+typedef enum kr_tech_figure_id {
+    KR_TECH_FIGURES(KR_TECH_ENUM_) KR_N_TECH_FIGURES
+} kr_tech_figure_id;
+#undef KR_TECH_ENUM_
 #undef KR_FIG_ENUM_
 #undef KR_CALIB_ENUM_
 
 extern const kr_figure kr_report_stats[KR_N_REPORT_STATS]; /* base: a kr_report */
 extern const kr_figure kr_calib_scores_figures[KR_N_CALIB_SCORES]; /* base: a kr_calib_scores */
+extern const kr_figure kr_tech_figures[KR_N_TECH_FIGURES]; /* base: a kr_tech_snapshot */
 
 /* The figure and its standard error as JSON writes them (NaN: null); the error is NaN for a
  * figure without one. base is the struct the figure's table describes. */
@@ -85,18 +130,24 @@ double kr_figure_se_json(const kr_figure *f, const void *base);
 /* The figure with its error as Markdown and HTML print it, into buf (>= 64 bytes). */
 char *kr_figure_text(const kr_figure *f, const void *base, char *buf);
 
-/* A row of a figure table in Markdown and HTML: its label in each (with {close}, {paths} or
- * {horizon} standing for the report's last close, path count or horizon) and the figures it
- * shows, " / " between them. */
+/* A row of a figure table in Markdown and HTML: its label in each (with {close}, {paths},
+ * {horizon} or {rv_window} standing for the report's last close, path count, horizon or
+ * realised-volatility window) and the figures it shows, " / " between them; or, for a row
+ * whose text is more than figures side by side, the function that writes it (value >= 256
+ * bytes, label >= 128 when it changes the label). */
 typedef struct kr_figure_row {
     const char *md_label, *html_label;
     int n;
     int fig[3];
+    void (*text)(const kr_report *r, int html, char *label, char *value);
 } kr_figure_row;
 
 /* The rows of the "At the horizon" table (figures of kr_report_stats). */
 #define KR_N_HORIZON_ROWS 9
 extern const kr_figure_row kr_horizon_rows[KR_N_HORIZON_ROWS];
+/* The rows of the technical snapshot's table (figures of kr_tech_figures, base r->tech). */
+#define KR_N_TECH_ROWS 9
+extern const kr_figure_row kr_tech_rows[KR_N_TECH_ROWS];
 /* The rows of the calibration table (one figure of kr_calib_scores_figures each). */
 extern const kr_figure_row kr_calib_rows[KR_N_CALIB_SCORES];
 

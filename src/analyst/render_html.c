@@ -183,42 +183,12 @@ static void horizon_table(kr_sb *sb, const kr_report *r) {
 }
 
 static void technical_table(kr_sb *sb, const kr_report *r) {
-    const kr_tech_snapshot *t = &r->tech;
-    char a[32], b[32], c[32], v[160];
     kr_sb_append(sb, "<div><h3>Technical snapshot</h3><table><tbody>\n");
-    snprintf(v, sizeof v, "%s / %s / %s", kr_fmt_price(t->sma5, a), kr_fmt_price(t->sma20, b),
-             kr_fmt_price(t->sma60, c));
-    row2(sb, "SMA 5 / 20 / 60", v);
-    snprintf(v, sizeof v, "%s / %s / %s", kr_fmt_price(t->ema5, a), kr_fmt_price(t->ema20, b),
-             kr_fmt_price(t->ema60, c));
-    row2(sb, "EMA 5 / 20 / 60", v);
-    snprintf(v, sizeof v, "%s (%s)", kr_fmt_num(t->rsi14, 1, a), kr_rsi_state(t->rsi14));
-    row2(sb, "RSI 14", v);
-    snprintf(v, sizeof v, "%s / %s / %s", kr_fmt_sig(t->macd_line, 3, a),
-             kr_fmt_sig(t->macd_signal, 3, b), kr_fmt_sig(t->macd_hist, 3, c));
-    row2(sb, "MACD line / signal / histogram", v);
-    snprintf(v, sizeof v, "%s / %s / %s", kr_fmt_price(t->bb_lower, a),
-             kr_fmt_price(t->bb_middle, b), kr_fmt_price(t->bb_upper, c));
-    row2(sb, "Bollinger lower / middle / upper", v);
-    snprintf(v, sizeof v, "%s / %s", kr_fmt_num(t->bb_percent_b, 2, a),
-             kr_fmt_pct(t->bb_bandwidth, 2, b));
-    row2(sb, "Bollinger %b / bandwidth", v);
-    snprintf(v, sizeof v, "%s (%s)", kr_fmt_price(t->atr14, a),
-             kr_fmt_pct(t->atr14 / t->close, 2, b));
-    row2(sb, "ATR 14 (of close)", v);
-    if (t->has_volume) {
-        snprintf(v, sizeof v, "%s (%s)", kr_fmt_num(t->volume_ratio, 2, a),
-                 t->volume_slope_sign > 0   ? "20-bar slope up"
-                 : t->volume_slope_sign < 0 ? "20-bar slope down"
-                                            : "flat");
-        row2(sb, "Volume 5/20-bar average ratio", v);
-    } else {
-        row2(sb, "Volume", "not in the data");
+    for (int i = 0; i < KR_N_TECH_ROWS; i++) {
+        char label[128], value[256];
+        kr_figure_row_text(&kr_tech_rows[i], 1, r, &r->tech, kr_tech_figures, label, value);
+        row2(sb, label, value);
     }
-    snprintf(v, sizeof v, "%s / %s", kr_fmt_pct(t->rv_per_bar, 2, a),
-             kr_fmt_pct(t->rv_annualized, 1, b));
-    snprintf(c, sizeof c, "Realised vol (%d bars)", t->rv_window);
-    row2(sb, c, v);
     kr_sb_append(sb, "</tbody></table></div>\n");
 }
 

@@ -74,8 +74,11 @@ static void add_figures(cJSON *o, const kr_figure *table, int n, const void *bas
         else if (!in || strcmp(in, f->group))
             group = cJSON_AddObjectToObject(o, f->group);
         in = f->group;
-        kr_json_add_num(group ? group : o, f->key,
-                        se ? kr_figure_se_json(f, base) : kr_figure_json(f, base));
+        if (f->unit == KR_FIG_BOOL && !se)
+            cJSON_AddBoolToObject(group ? group : o, f->key, kr_figure_json(f, base) != 0);
+        else
+            kr_json_add_num(group ? group : o, f->key,
+                            se ? kr_figure_se_json(f, base) : kr_figure_json(f, base));
     }
 }
 
@@ -89,40 +92,14 @@ static void add_statistics(cJSON *root, const kr_report *r) {
 
 static void add_technical(cJSON *root, const kr_report *r) {
     const kr_tech_snapshot *t = &r->tech;
+    const kr_figure *f = kr_tech_figures;
     cJSON *o = cJSON_AddObjectToObject(root, "technical");
-    kr_json_add_num(o, "close", t->close);
-    kr_json_add_num(o, "sma_5", t->sma5);
-    kr_json_add_num(o, "sma_20", t->sma20);
-    kr_json_add_num(o, "sma_60", t->sma60);
-    kr_json_add_num(o, "ema_5", t->ema5);
-    kr_json_add_num(o, "ema_20", t->ema20);
-    kr_json_add_num(o, "ema_60", t->ema60);
-    kr_json_add_num(o, "rsi_14", t->rsi14);
+    /* The table's figures, with the two that combine fields after RSI 14 and ATR 14. */
+    add_figures(o, f, KR_TECH_RSI14 + 1, t, 0);
     cJSON_AddStringToObject(o, "rsi_state", kr_rsi_state(t->rsi14));
-    cJSON *m = cJSON_AddObjectToObject(o, "macd");
-    kr_json_add_num(m, "line", t->macd_line);
-    kr_json_add_num(m, "signal", t->macd_signal);
-    kr_json_add_num(m, "histogram", t->macd_hist);
-    cJSON *b = cJSON_AddObjectToObject(o, "bollinger");
-    kr_json_add_num(b, "middle", t->bb_middle);
-    kr_json_add_num(b, "upper", t->bb_upper);
-    kr_json_add_num(b, "lower", t->bb_lower);
-    kr_json_add_num(b, "percent_b", t->bb_percent_b);
-    pct(b, "bandwidth_pct", t->bb_bandwidth);
-    kr_json_add_num(o, "atr_14", t->atr14);
+    add_figures(o, f + KR_TECH_MACD_LINE, KR_TECH_ATR14 + 1 - KR_TECH_MACD_LINE, t, 0);
     pct(o, "atr_14_pct", t->atr14 / t->close);
-    cJSON *v = cJSON_AddObjectToObject(o, "volume");
-    cJSON_AddBoolToObject(v, "available", t->has_volume);
-    kr_json_add_num(v, "avg_5", t->volume_avg5);
-    kr_json_add_num(v, "avg_20", t->volume_avg20);
-    kr_json_add_num(v, "ratio_5_20", t->volume_ratio);
-    cJSON_AddNumberToObject(v, "slope_sign", t->volume_slope_sign);
-    cJSON *rv = cJSON_AddObjectToObject(o, "realized_volatility");
-    cJSON_AddNumberToObject(rv, "window_bars", t->rv_window);
-    pct(rv, "per_bar_pct", t->rv_per_bar);
-    pct(rv, "annualized_pct", t->rv_annualized);
-    kr_json_add_num(rv, "bars_per_year", t->bars_per_year);
-    kr_json_add_num(rv, "bars_per_day", t->bars_per_day);
+    add_figures(o, f + KR_TECH_HAS_VOLUME, KR_N_TECH_FIGURES - KR_TECH_HAS_VOLUME, t, 0);
 }
 
 static cJSON *scores(const kr_calib_scores *s, int horizon) {

@@ -111,36 +111,13 @@ static void path_table(kr_sb *sb, const kr_report *r) {
 }
 
 static void technical_table(kr_sb *sb, const kr_report *r) {
-    const kr_tech_snapshot *t = &r->tech;
-    char a[32], b[32], c[32];
     kr_sb_append(sb, "### Technical snapshot (last bar)\n\n| Indicator | Value |\n|---|---:|\n");
-    kr_sb_appendf(sb, "| SMA 5 / 20 / 60 | %s / %s / %s |\n", kr_fmt_price(t->sma5, a),
-                  kr_fmt_price(t->sma20, b), kr_fmt_price(t->sma60, c));
-    kr_sb_appendf(sb, "| EMA 5 / 20 / 60 | %s / %s / %s |\n", kr_fmt_price(t->ema5, a),
-                  kr_fmt_price(t->ema20, b), kr_fmt_price(t->ema60, c));
-    kr_sb_appendf(sb, "| RSI 14 | %s (%s) |\n", kr_fmt_num(t->rsi14, 1, a), kr_rsi_state(t->rsi14));
-    kr_sb_appendf(sb, "| MACD 12/26/9 line / signal / histogram | %s / %s / %s |\n",
-                  kr_fmt_sig(t->macd_line, 3, a), kr_fmt_sig(t->macd_signal, 3, b),
-                  kr_fmt_sig(t->macd_hist, 3, c));
-    kr_sb_appendf(sb, "| Bollinger 20/2 lower / middle / upper | %s / %s / %s |\n",
-                  kr_fmt_price(t->bb_lower, a), kr_fmt_price(t->bb_middle, b),
-                  kr_fmt_price(t->bb_upper, c));
-    kr_sb_appendf(sb, "| Bollinger %%b / bandwidth | %s / %s |\n",
-                  kr_fmt_num(t->bb_percent_b, 2, a), kr_fmt_pct(t->bb_bandwidth, 2, b));
-    kr_sb_appendf(sb, "| ATR 14 | %s (%s of close) |\n", kr_fmt_price(t->atr14, a),
-                  kr_fmt_pct(t->atr14 / t->close, 2, b));
-    if (t->has_volume)
-        kr_sb_appendf(sb, "| Volume 5 / 20-bar average, ratio, 20-bar slope | %s / %s, %s, %s |\n",
-                      kr_fmt_compact(t->volume_avg5, a), kr_fmt_compact(t->volume_avg20, b),
-                      kr_fmt_num(t->volume_ratio, 2, c),
-                      t->volume_slope_sign > 0   ? "rising"
-                      : t->volume_slope_sign < 0 ? "falling"
-                                                 : "flat");
-    else
-        kr_sb_append(sb, "| Volume | not in the data |\n");
-    kr_sb_appendf(sb, "| Realised volatility (%d bars): per bar / annualised | %s / %s |\n\n",
-                  t->rv_window, kr_fmt_pct(t->rv_per_bar, 2, a),
-                  kr_fmt_pct(t->rv_annualized, 1, b));
+    for (int i = 0; i < KR_N_TECH_ROWS; i++) {
+        char label[128], value[256];
+        kr_figure_row_text(&kr_tech_rows[i], 0, r, &r->tech, kr_tech_figures, label, value);
+        kr_sb_appendf(sb, "| %s | %s |\n", label, value);
+    }
+    kr_sb_append(sb, "\n");
 }
 
 static void calibration_tables(kr_sb *sb, const kr_report *r) {
