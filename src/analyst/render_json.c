@@ -82,6 +82,19 @@ static void add_figures(cJSON *o, const kr_figure *table, int n, const void *bas
     }
 }
 
+/* The statistics a ranking row shows, in its order; the first two with their errors. */
+static const kr_report_stat_id k_rank_stats[5] = { KR_STAT_EXPECTED_RETURN, KR_STAT_PROB_UP,
+                                                   KR_STAT_RETURN_STD, KR_STAT_VAR95,
+                                                   KR_STAT_ES95 };
+
+/* The statistics ids[n] of r (ungrouped ones) as keys of o; with se, their errors. */
+static void add_stats(cJSON *o, const kr_report_stat_id *ids, int n, const kr_report *r, int se) {
+    for (int i = 0; i < n; i++) {
+        const kr_figure *f = &kr_report_stats[ids[i]];
+        kr_json_add_num(o, f->key, se ? kr_figure_se_json(f, r) : kr_figure_json(f, r));
+    }
+}
+
 static void add_statistics(cJSON *root, const kr_report *r) {
     cJSON *s = cJSON_AddObjectToObject(root, "statistics");
     add_figures(s, kr_report_stats, KR_N_REPORT_STATS, r, 0);
@@ -267,19 +280,13 @@ kr_status kr_render_json(const kr_report_set *set, char **out, kr_error *err) {
         cJSON_AddStringToObject(x, "symbol", r->symbol);
         cJSON_AddStringToObject(x, "interval", r->interval);
         kr_json_add_num(x, "last_close", r->last_close);
-        pct(x, "expected_return_pct", r->expected_return);
-        kr_json_add_num(x, "prob_up", r->prob_up);
-        pct(x, "return_std_pct", r->return_std);
-        pct(x, "var95_pct", r->var95);
-        pct(x, "es95_pct", r->es95);
+        add_stats(x, k_rank_stats, 5, r, 0);
         cJSON_AddNumberToObject(x, "group_rank", r->group_rank);
         kr_json_add_time(x, "last_timestamp", r->last_ts, r->date_only);
         cJSON_AddBoolToObject(x, "stale", r->stale);
         kr_json_add_num(x, "stale_days", r->stale_days);
         cJSON_AddNumberToObject(x, "sessions_ago", (double)r->sessions_ago);
-        cJSON *xse = cJSON_AddObjectToObject(x, "standard_error");
-        pct(xse, "expected_return_pct", r->expected_return_se);
-        kr_json_add_num(xse, "prob_up", r->prob_up_se);
+        add_stats(cJSON_AddObjectToObject(x, "standard_error"), k_rank_stats, 2, r, 1);
         cJSON *tied = cJSON_AddArrayToObject(x, "indistinguishable_from");
         for (const char *t = r->tied_with; *t;) {
             size_t len = strcspn(t, ",");
