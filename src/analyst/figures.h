@@ -1,10 +1,11 @@
 /*
  * analyst/figures — the report's figures described once, so the JSON, Markdown and HTML
  * writers walk one list instead of naming each figure three times: the horizon statistics of
- * a report and the calibration scores, each with its JSON key (and the nested object it sits
- * in), its unit, where it lies in the struct and where its Monte Carlo standard error lies;
- * and the rows of the "At the horizon" table that show them, with their labels in each
- * format. A figure added here appears in every format; docs/report.md says what each means.
+ * a report, the calibration scores and the technical snapshot, each with its JSON key (and
+ * the nested object it sits in), its unit, where it lies in the struct and where its Monte
+ * Carlo standard error lies; and the rows of the Markdown and HTML tables that show them,
+ * with their labels in each format. A figure added here appears in every format;
+ * docs/report.md says what each means.
  */
 #ifndef KR_ANALYST_FIGURES_H
 #define KR_ANALYST_FIGURES_H
@@ -31,7 +32,7 @@ typedef struct kr_figure {
     const char *key; /* the JSON key, the same in the standard_error object */
     const char *group; /* the nested JSON object it sits in ("max_drawdown_pct"), or NULL */
     kr_figure_unit unit;
-    size_t value; /* offset of the figure (a double, an int for KR_FIG_COUNT) in its struct */
+    size_t value; /* offset of the figure in its struct: an int for COUNT and BOOL, else a double */
     ptrdiff_t se; /* offset of its standard error (a double), or -1: it has none */
     int dec; /* decimals (significant digits for KR_FIG_SIG) of a figure printed without
                 error */
