@@ -193,22 +193,19 @@ static void technical_table(kr_sb *sb, const kr_report *r) {
 }
 
 static void path_table(kr_sb *sb, const kr_report *r) {
-    char t[32], a[64], b[64], c[64], d[64], e[32];
+    char e[32];
     kr_sb_append(
         sb,
         "<h3>Forecast per step</h3><table><thead><tr><th>Step</th><th>Time</th><th>Mean close</th>"
         "<th>p10</th><th>p50 (median)</th><th>p90</th><th>Mean volume</th></tr></thead><tbody>\n");
     for (int i = 0; i < r->horizon; i++) {
-        const size_t o = (size_t)i * KR_N_FEATURES + KR_CLOSE;
+        kr_step_cells s;
+        kr_report_step_cells(r, i, &s);
         kr_sb_appendf(
             sb,
             "<tr><td>%d</td><td class=\"t\">%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td>"
             "<td>%s</td></tr>\n",
-            i + 1, kr_format_timestamp(r->fc_ts[i], r->date_only, t, sizeof t),
-            kr_fmt_pm_price(r->fc_mean[o], r->fc_mean_se[o], a),
-            kr_fmt_pm_price(r->fc_p10[o], r->fc_p10_se[o], b),
-            kr_fmt_pm_price(r->fc_p50[o], r->fc_p50_se[o], c),
-            kr_fmt_pm_price(r->fc_p90[o], r->fc_p90_se[o], d),
+            i + 1, s.time, s.mean, s.p10, s.p50, s.p90,
             kr_fmt_compact(r->fc_mean[(size_t)i * KR_N_FEATURES + KR_VOLUME], e));
     }
     kr_sb_append(sb, "</tbody></table><p class=\"note\">");
@@ -222,7 +219,6 @@ static void path_table(kr_sb *sb, const kr_report *r) {
 static void calibration(kr_sb *sb, const kr_report *r) {
     const kr_calibration *c = r->calibration;
     if (!c) return;
-    char a[64], b[64], t[32], d[32], lo[32], hi[32], nlo[32], nhi[32];
     kr_sb_appendf(sb,
                   "<h3>Calibration: last %d windows of %d bars</h3><table><thead><tr>"
                   "<th>Figure</th><th>Model</th><th>Naive (no change)</th></tr></thead><tbody>\n",
@@ -241,16 +237,12 @@ static void calibration(kr_sb *sb, const kr_report *r) {
                      "<th>Model mean</th><th>Model p10 \xe2\x80\x93 p90</th><th>Naive p10 "
                      "\xe2\x80\x93 p90</th></tr></thead><tbody>\n");
     for (int j = 0; j < c->windows; j++) {
-        const kr_calib_window *w = &c->window[j];
+        kr_window_cells w;
+        kr_report_window_cells(r, &c->window[j], " \xe2\x80\x93 ", &w);
         kr_sb_appendf(sb,
-                      "<tr><td class=\"t\">%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s "
-                      "\xe2\x80\x93 %s</td>"
-                      "<td>%s \xe2\x80\x93 %s</td></tr>\n",
-                      kr_format_timestamp(w->history_end_ts, r->date_only, t, sizeof t),
-                      kr_fmt_price(w->last_close, b), kr_fmt_price(w->realized_close, a),
-                      kr_fmt_price(w->model_close, d), kr_fmt_price(w->model_p10, lo),
-                      kr_fmt_price(w->model_p90, hi), kr_fmt_price(w->naive_p10, nlo),
-                      kr_fmt_price(w->naive_p90, nhi));
+                      "<tr><td class=\"t\">%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td>"
+                      "<td>%s</td></tr>\n",
+                      w.end, w.last, w.realized, w.model, w.model_band, w.naive_band);
     }
     kr_sb_append(sb, "</tbody></table>\n");
 }

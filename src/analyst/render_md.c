@@ -92,18 +92,14 @@ static void horizon_table(kr_sb *sb, const kr_report *r) {
 }
 
 static void path_table(kr_sb *sb, const kr_report *r) {
-    char t[32], a[64], b[64], c[64], d[64];
     kr_sb_append(
         sb, "### Forecast close per step\n\n| Step | Time | Mean | p10 | p50 (median) | p90 |\n"
             "|---:|---|---:|---:|---:|---:|\n");
     for (int i = 0; i < r->horizon; i++) {
-        const size_t o = (size_t)i * KR_N_FEATURES + KR_CLOSE;
-        kr_sb_appendf(sb, "| %d | %s | %s | %s | %s | %s |\n", i + 1,
-                      kr_format_timestamp(r->fc_ts[i], r->date_only, t, sizeof t),
-                      kr_fmt_pm_price(r->fc_mean[o], r->fc_mean_se[o], a),
-                      kr_fmt_pm_price(r->fc_p10[o], r->fc_p10_se[o], b),
-                      kr_fmt_pm_price(r->fc_p50[o], r->fc_p50_se[o], c),
-                      kr_fmt_pm_price(r->fc_p90[o], r->fc_p90_se[o], d));
+        kr_step_cells s;
+        kr_report_step_cells(r, i, &s);
+        kr_sb_appendf(sb, "| %d | %s | %s | %s | %s | %s |\n", i + 1, s.time, s.mean, s.p10, s.p50,
+                      s.p90);
     }
     kr_sb_append(sb, "\n");
     kr_report_bands_note(sb, r);
@@ -123,7 +119,6 @@ static void technical_table(kr_sb *sb, const kr_report *r) {
 static void calibration_tables(kr_sb *sb, const kr_report *r) {
     const kr_calibration *c = r->calibration;
     if (!c) return;
-    char a[64], b[64], t[32], d[32];
     kr_sb_appendf(sb,
                   "### Calibration (last %d windows of %d bars)\n\n"
                   "| Figure | Model | Naive (no change) |\n|---|---:|---:|\n",
@@ -142,14 +137,10 @@ static void calibration_tables(kr_sb *sb, const kr_report *r) {
         "| History ends | Last close | Realised | Model mean | Model p10-p90 | Naive p10-p90 |\n"
         "|---|---:|---:|---:|---:|---:|\n");
     for (int j = 0; j < c->windows; j++) {
-        const kr_calib_window *w = &c->window[j];
-        char lo[32], hi[32], nlo[32], nhi[32];
-        kr_sb_appendf(sb, "| %s | %s | %s | %s | %s-%s | %s-%s |\n",
-                      kr_format_timestamp(w->history_end_ts, r->date_only, t, sizeof t),
-                      kr_fmt_price(w->last_close, a), kr_fmt_price(w->realized_close, b),
-                      kr_fmt_price(w->model_close, d), kr_fmt_price(w->model_p10, lo),
-                      kr_fmt_price(w->model_p90, hi), kr_fmt_price(w->naive_p10, nlo),
-                      kr_fmt_price(w->naive_p90, nhi));
+        kr_window_cells w;
+        kr_report_window_cells(r, &c->window[j], "-", &w);
+        kr_sb_appendf(sb, "| %s | %s | %s | %s | %s | %s |\n", w.end, w.last, w.realized, w.model,
+                      w.model_band, w.naive_band);
     }
     kr_sb_append(sb, "\n");
 }
