@@ -230,3 +230,20 @@ void kr_figure_row_text(const kr_figure_row *row, int html, const kr_report *r, 
         if (n >= 256) break;
     }
 }
+
+void kr_figure_rows_append(kr_sb *sb, int html, int escape, const kr_figure_row *rows, int n,
+                           const kr_report *r, const kr_figure *table, const void *const *bases,
+                           int n_bases) {
+    void (*put)(kr_sb *, const char *) = escape ? kr_sb_append_html : kr_sb_append;
+    for (int i = 0; i < n; i++) {
+        kr_sb_append(sb, html ? "<tr><td>" : "| ");
+        for (int b = 0; b < n_bases; b++) {
+            char label[128], value[256];
+            kr_figure_row_text(&rows[i], html, r, bases[b], table, label, value);
+            if (b == 0) put(sb, label);
+            kr_sb_append(sb, html ? "</td><td>" : " | ");
+            put(sb, value);
+        }
+        kr_sb_append(sb, html ? "</td></tr>\n" : " |\n");
+    }
+}

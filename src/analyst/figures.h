@@ -13,6 +13,7 @@
 #include <stddef.h>
 
 #include "analyst/report.h"
+#include "base/strbuf.h"
 
 /* A figure's unit: how it is stored, written to JSON and printed. */
 typedef enum kr_figure_unit {
@@ -156,5 +157,13 @@ extern const kr_figure_row kr_calib_rows[KR_N_CALIB_SCORES];
  * figures' texts (from base), into label (>= 128 bytes) and value (>= 256 bytes). */
 void kr_figure_row_text(const kr_figure_row *row, int html, const kr_report *r, const void *base,
                         const kr_figure *table, char *label, char *value);
+
+/* Appends rows[n] as rows of a table, one value column per base (bases[n_bases], each a
+ * struct `table` describes: the model's and the naive scores side by side): Markdown
+ * "| label | value |\n", or HTML "<tr><td>label</td><td>value</td></tr>\n", its text escaped
+ * when escape is set. */
+void kr_figure_rows_append(kr_sb *sb, int html, int escape, const kr_figure_row *rows, int n,
+                           const kr_report *r, const kr_figure *table, const void *const *bases,
+                           int n_bases);
 
 #endif

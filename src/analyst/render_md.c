@@ -79,11 +79,9 @@ static void horizon_table(kr_sb *sb, const kr_report *r) {
     kr_format_timestamp(r->fc_ts[r->horizon - 1], r->date_only, d, sizeof d);
     kr_sb_appendf(sb, "### At the horizon (%d bars, %s)\n\n| Figure | Value |\n|---|---:|\n",
                   r->horizon, d);
-    for (int i = 0; i < KR_N_HORIZON_ROWS; i++) {
-        char label[128], value[256];
-        kr_figure_row_text(&kr_horizon_rows[i], 0, r, r, kr_report_stats, label, value);
-        kr_sb_appendf(sb, "| %s | %s |\n", label, value);
-    }
+    const void *base[1] = { r };
+    kr_figure_rows_append(sb, 0, 0, kr_horizon_rows, KR_N_HORIZON_ROWS, r, kr_report_stats, base,
+                          1);
     kr_sb_append(sb, "\n");
     kr_sb_append(sb, "\u00b1: Monte Carlo standard error (how much the figure moves between seeds "
                      "at this number of paths); pp = percentage points. ");
@@ -108,11 +106,8 @@ static void path_table(kr_sb *sb, const kr_report *r) {
 
 static void technical_table(kr_sb *sb, const kr_report *r) {
     kr_sb_append(sb, "### Technical snapshot (last bar)\n\n| Indicator | Value |\n|---|---:|\n");
-    for (int i = 0; i < KR_N_TECH_ROWS; i++) {
-        char label[128], value[256];
-        kr_figure_row_text(&kr_tech_rows[i], 0, r, &r->tech, kr_tech_figures, label, value);
-        kr_sb_appendf(sb, "| %s | %s |\n", label, value);
-    }
+    const void *base[1] = { &r->tech };
+    kr_figure_rows_append(sb, 0, 0, kr_tech_rows, KR_N_TECH_ROWS, r, kr_tech_figures, base, 1);
     kr_sb_append(sb, "\n");
 }
 
@@ -123,14 +118,9 @@ static void calibration_tables(kr_sb *sb, const kr_report *r) {
                   "### Calibration (last %d windows of %d bars)\n\n"
                   "| Figure | Model | Naive (no change) |\n|---|---:|---:|\n",
                   c->windows, c->horizon);
-    for (int i = 0; i < KR_N_CALIB_SCORES; i++) {
-        char label[128], model[256], naive[256];
-        kr_figure_row_text(&kr_calib_rows[i], 0, r, &c->model, kr_calib_scores_figures, label,
-                           model);
-        kr_figure_row_text(&kr_calib_rows[i], 0, r, &c->naive, kr_calib_scores_figures, label,
-                           naive);
-        kr_sb_appendf(sb, "| %s | %s | %s |\n", label, model, naive);
-    }
+    const void *scores[2] = { &c->model, &c->naive };
+    kr_figure_rows_append(sb, 0, 0, kr_calib_rows, KR_N_CALIB_SCORES, r, kr_calib_scores_figures,
+                          scores, 2);
     kr_sb_append(sb, "\n");
     kr_sb_append(
         sb,
