@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "analyst/stats.h"
+#include "analyst/text.h"
 #include "base/error.h"
 #include "base/timeutil.h"
 
@@ -139,4 +140,43 @@ void kr_report_bands_note(kr_sb *sb, const kr_report *r) {
     if (r->paths < KR_STAT_QUANTILE_SE_MIN_N)
         kr_sb_appendf(sb, " With fewer than %d paths the quantiles have none.",
                       KR_STAT_QUANTILE_SE_MIN_N);
+}
+
+char *kr_report_sampling_text(const kr_report *r, char *buf, size_t cap) {
+    const kr_report_meta *m = &r->meta;
+    snprintf(buf, cap,
+             "%d paths, horizon %d, lookback %d of %lld rows, max_context %d, temperature %g, "
+             "top_p %g, top_k %d, seed %llu",
+             r->paths, r->horizon, r->lookback, (long long)r->rows_available, m->max_context,
+             m->temperature, m->top_p, m->top_k, (unsigned long long)m->seed);
+    return buf;
+}
+
+char *kr_report_timing_text(const kr_report *r, char *buf, size_t cap) {
+    snprintf(buf, cap, "%.3f s total (prefill %.3f s, decode %.3f s, tokenizer %.3f s)",
+             r->timing.seconds_total, r->timing.seconds_prefill, r->timing.seconds_decode,
+             r->timing.seconds_tokenizer);
+    return buf;
+}
+
+void kr_report_step_cells(const kr_report *r, int i, kr_step_cells *out) {
+    const size_t o = (size_t)i * KR_N_FEATURES + KR_CLOSE;
+    kr_format_timestamp(r->fc_ts[i], r->date_only, out->time, sizeof out->time);
+    kr_fmt_pm_price(r->fc_mean[o], r->fc_mean_se[o], out->mean);
+    kr_fmt_pm_price(r->fc_p10[o], r->fc_p10_se[o], out->p10);
+    kr_fmt_pm_price(r->fc_p50[o], r->fc_p50_se[o], out->p50);
+    kr_fmt_pm_price(r->fc_p90[o], r->fc_p90_se[o], out->p90);
+}
+
+void kr_report_window_cells(const kr_report *r, const kr_calib_window *w, const char *dash,
+                            kr_window_cells *out) {
+    char lo[32], hi[32];
+    kr_format_timestamp(w->history_end_ts, r->date_only, out->end, sizeof out->end);
+    kr_fmt_price(w->last_close, out->last);
+    kr_fmt_price(w->realized_close, out->realized);
+    kr_fmt_price(w->model_close, out->model);
+    snprintf(out->model_band, sizeof out->model_band, "%s%s%s", kr_fmt_price(w->model_p10, lo),
+             dash, kr_fmt_price(w->model_p90, hi));
+    snprintf(out->naive_band, sizeof out->naive_band, "%s%s%s", kr_fmt_price(w->naive_p10, lo),
+             dash, kr_fmt_price(w->naive_p90, hi));
 }

@@ -49,4 +49,27 @@ void kr_report_paths_note(kr_sb *sb, const kr_report *r);
  * (plain text; HTML escapes it). */
 void kr_report_bands_note(kr_sb *sb, const kr_report *r);
 
+/* The "Sampling" and "Timing" lines of the "Model and run" table, into buf (plain text; HTML
+ * escapes it): "128 paths, horizon 20, lookback 400 of 2913 rows, max_context 512, temperature
+ * 1, top_p 0.9, top_k 0, seed 42" and "0.162 s total (prefill 0.068 s, decode 0.051 s,
+ * tokenizer 0.011 s)". Return buf. */
+char *kr_report_sampling_text(const kr_report *r, char *buf, size_t cap);
+char *kr_report_timing_text(const kr_report *r, char *buf, size_t cap);
+
+/* The cells of step i of the per-step table, as Markdown and HTML print them: the time, then
+ * the close's mean, p10, p50 and p90 with their errors ("207.57 \u00b1 0.45"). */
+typedef struct kr_step_cells {
+    char time[32], mean[64], p10[64], p50[64], p90[64];
+} kr_step_cells;
+void kr_report_step_cells(const kr_report *r, int i, kr_step_cells *out);
+
+/* The cells of a calibration window's row: when its history ends, its last close, the
+ * realised close, the model's mean, and the model's and the naive p10-p90 bands with `dash`
+ * between their ends. */
+typedef struct kr_window_cells {
+    char end[32], last[32], realized[32], model[32], model_band[80], naive_band[80];
+} kr_window_cells;
+void kr_report_window_cells(const kr_report *r, const kr_calib_window *w, const char *dash,
+                            kr_window_cells *out);
+
 #endif

@@ -11,30 +11,20 @@
 
 #include <cjson/cJSON.h>
 
+#include "analyst/figures.h"
 #include "analyst/narrative.h"
 #include "analyst/render.h"
 #include "base/error.h"
+#include "base/json_out.h"
 #include "base/timeutil.h"
 
 static const char *k_cols[KR_N_FEATURES] = { "open", "high", "low", "close", "volume", "amount" };
 
-static void num(cJSON *o, const char *key, double v) {
-    if (isfinite(v))
-        cJSON_AddNumberToObject(o, key, v);
-    else
-        cJSON_AddNullToObject(o, key);
-}
-
-static void pct(cJSON *o, const char *key, double frac) { num(o, key, frac * 100.0); }
-
-static void ts(cJSON *o, const char *key, int64_t t, int date_only) {
-    char b[32];
-    cJSON_AddStringToObject(o, key, kr_format_timestamp(t, date_only, b, sizeof b));
-}
+static void pct(cJSON *o, const char *key, double frac) { kr_json_add_num(o, key, frac * 100.0); }
 
 static cJSON *candle(const double *v) {
     cJSON *o = cJSON_CreateObject();
-    for (int c = 0; c < KR_N_FEATURES; c++) num(o, k_cols[c], v[c]);
+    for (int c = 0; c < KR_N_FEATURES; c++) kr_json_add_num(o, k_cols[c], v[c]);
     return o;
 }
 
@@ -55,7 +45,7 @@ static void add_forecast(cJSON *root, const kr_report *r) {
         cJSON *s = cJSON_CreateObject();
         const size_t o = (size_t)i * KR_N_FEATURES;
         cJSON_AddNumberToObject(s, "step", i + 1);
-        ts(s, "timestamp", r->fc_ts[i], r->date_only);
+        kr_json_add_time(s, "timestamp", r->fc_ts[i], r->date_only);
         cJSON_AddItemToObject(s, "mean", candle(r->fc_mean + o));
         cJSON_AddItemToObject(s, "p10", candle(r->fc_p10 + o));
         cJSON_AddItemToObject(s, "p50", candle(r->fc_p50 + o));
@@ -71,96 +61,70 @@ static void add_forecast(cJSON *root, const kr_report *r) {
     }
 }
 
+/* A figure table's figures as keys of o, in the table's order, each inside its group's
+ * nested object; with se, their standard errors instead (a figure without one left out). */
+static void add_figures(cJSON *o, const kr_figure *table, int n, const void *base, int se) {
+    cJSON *group = NULL;
+    const char *in = NULL; /* the group the last figure went into */
+    for (int i = 0; i < n; i++) {
+        const kr_figure *f = &table[i];
+        if (se && f->se < 0) continue;
+        if (!f->group)
+            group = NULL;
+        else if (!in || strcmp(in, f->group))
+            group = cJSON_AddObjectToObject(o, f->group);
+        in = f->group;
+        if (f->unit == KR_FIG_BOOL && !se)
+            cJSON_AddBoolToObject(group ? group : o, f->key, kr_figure_json(f, base) != 0);
+        else
+            kr_json_add_num(group ? group : o, f->key,
+                            se ? kr_figure_se_json(f, base) : kr_figure_json(f, base));
+    }
+}
+
+/* The statistics a ranking row shows, in its order; the first two with their errors. */
+static const kr_report_stat_id k_rank_stats[5] = { KR_STAT_EXPECTED_RETURN, KR_STAT_PROB_UP,
+                                                   KR_STAT_RETURN_STD, KR_STAT_VAR95,
+                                                   KR_STAT_ES95 };
+
+/* The statistics ids[n] of r (ungrouped ones) as keys of o; with se, their errors. */
+static void add_stats(cJSON *o, const kr_report_stat_id *ids, int n, const kr_report *r, int se) {
+    for (int i = 0; i < n; i++) {
+        const kr_figure *f = &kr_report_stats[ids[i]];
+        kr_json_add_num(o, f->key, se ? kr_figure_se_json(f, r) : kr_figure_json(f, r));
+    }
+}
+
 static void add_statistics(cJSON *root, const kr_report *r) {
     cJSON *s = cJSON_AddObjectToObject(root, "statistics");
-    num(s, "prob_up", r->prob_up);
-    num(s, "prob_down", r->prob_down);
-    num(s, "expected_close", r->last_close * (1.0 + r->expected_return));
-    pct(s, "expected_return_pct", r->expected_return);
-    pct(s, "return_std_pct", r->return_std);
-    pct(s, "return_p10_pct", r->return_p10);
-    pct(s, "return_p50_pct", r->return_p50);
-    pct(s, "return_p90_pct", r->return_p90);
-    pct(s, "var95_pct", r->var95);
-    pct(s, "es95_pct", r->es95);
-    cJSON *dd = cJSON_AddObjectToObject(s, "max_drawdown_pct");
-    pct(dd, "mean", r->drawdown_mean);
-    pct(dd, "p50", r->drawdown_p50);
-    pct(dd, "p90", r->drawdown_p90);
-    pct(s, "forecast_volatility_pct", r->forecast_vol);
-    cJSON_AddNumberToObject(s, "volatility_paths", r->vol_paths);
-    pct(s, "realized_volatility_pct", r->realized_vol_h);
-    num(s, "prob_volatility_above_realized", r->prob_vol_above);
+    add_figures(s, kr_report_stats, KR_N_REPORT_STATS, r, 0);
     /* The same keys again, holding each figure's Monte Carlo standard error (same units). */
-    cJSON *se = cJSON_AddObjectToObject(s, "standard_error");
-    num(se, "prob_up", r->prob_up_se);
-    num(se, "prob_down", r->prob_down_se);
-    num(se, "expected_close", r->last_close * r->expected_return_se);
-    pct(se, "expected_return_pct", r->expected_return_se);
-    pct(se, "return_std_pct", r->return_std_se);
-    pct(se, "return_p10_pct", r->return_p10_se);
-    pct(se, "return_p50_pct", r->return_p50_se);
-    pct(se, "return_p90_pct", r->return_p90_se);
-    pct(se, "var95_pct", r->var95_se);
-    pct(se, "es95_pct", r->es95_se);
-    cJSON *sdd = cJSON_AddObjectToObject(se, "max_drawdown_pct");
-    pct(sdd, "mean", r->drawdown_mean_se);
-    pct(sdd, "p50", r->drawdown_p50_se);
-    pct(sdd, "p90", r->drawdown_p90_se);
-    pct(se, "forecast_volatility_pct", r->forecast_vol_se);
-    num(se, "prob_volatility_above_realized", r->prob_vol_above_se);
+    add_figures(cJSON_AddObjectToObject(s, "standard_error"), kr_report_stats, KR_N_REPORT_STATS, r,
+                1);
 }
 
 static void add_technical(cJSON *root, const kr_report *r) {
     const kr_tech_snapshot *t = &r->tech;
+    const kr_figure *f = kr_tech_figures;
     cJSON *o = cJSON_AddObjectToObject(root, "technical");
-    num(o, "close", t->close);
-    num(o, "sma_5", t->sma5);
-    num(o, "sma_20", t->sma20);
-    num(o, "sma_60", t->sma60);
-    num(o, "ema_5", t->ema5);
-    num(o, "ema_20", t->ema20);
-    num(o, "ema_60", t->ema60);
-    num(o, "rsi_14", t->rsi14);
+    /* The table's figures, with the two that combine fields after RSI 14 and ATR 14. */
+    add_figures(o, f, KR_TECH_RSI14 + 1, t, 0);
     cJSON_AddStringToObject(o, "rsi_state", kr_rsi_state(t->rsi14));
-    cJSON *m = cJSON_AddObjectToObject(o, "macd");
-    num(m, "line", t->macd_line);
-    num(m, "signal", t->macd_signal);
-    num(m, "histogram", t->macd_hist);
-    cJSON *b = cJSON_AddObjectToObject(o, "bollinger");
-    num(b, "middle", t->bb_middle);
-    num(b, "upper", t->bb_upper);
-    num(b, "lower", t->bb_lower);
-    num(b, "percent_b", t->bb_percent_b);
-    pct(b, "bandwidth_pct", t->bb_bandwidth);
-    num(o, "atr_14", t->atr14);
+    add_figures(o, f + KR_TECH_MACD_LINE, KR_TECH_ATR14 + 1 - KR_TECH_MACD_LINE, t, 0);
     pct(o, "atr_14_pct", t->atr14 / t->close);
-    cJSON *v = cJSON_AddObjectToObject(o, "volume");
-    cJSON_AddBoolToObject(v, "available", t->has_volume);
-    num(v, "avg_5", t->volume_avg5);
-    num(v, "avg_20", t->volume_avg20);
-    num(v, "ratio_5_20", t->volume_ratio);
-    cJSON_AddNumberToObject(v, "slope_sign", t->volume_slope_sign);
-    cJSON *rv = cJSON_AddObjectToObject(o, "realized_volatility");
-    cJSON_AddNumberToObject(rv, "window_bars", t->rv_window);
-    pct(rv, "per_bar_pct", t->rv_per_bar);
-    pct(rv, "annualized_pct", t->rv_annualized);
-    num(rv, "bars_per_year", t->bars_per_year);
-    num(rv, "bars_per_day", t->bars_per_day);
+    add_figures(o, f + KR_TECH_HAS_VOLUME, KR_N_TECH_FIGURES - KR_TECH_HAS_VOLUME, t, 0);
 }
 
 static cJSON *scores(const kr_calib_scores *s, int horizon) {
     cJSON *o = cJSON_CreateObject();
-    num(o, "coverage_p10_p90", s->coverage);
+    /* The per-step coverage sits after the overall one. */
+    add_figures(o, kr_calib_scores_figures, 1, s, 0);
     cJSON *by = cJSON_AddArrayToObject(o, "coverage_by_step");
     for (int k = 0; k < horizon; k++)
         cJSON_AddItemToArray(by, cJSON_CreateNumber(s->coverage_by_step[k]));
-    num(o, "direction_hit_rate", s->direction_hit_rate);
-    pct(o, "mape_pct", s->mape);
-    cJSON *se = cJSON_AddObjectToObject(o, "standard_error");
-    num(se, "coverage_p10_p90", s->coverage_se);
-    num(se, "direction_hit_rate", s->direction_hit_rate_se);
-    pct(se, "mape_pct", s->mape_se);
+    add_figures(o, kr_calib_scores_figures + 1, KR_N_CALIB_SCORES - 1, s, 0);
+    add_figures(cJSON_AddObjectToObject(o, "standard_error"), kr_calib_scores_figures,
+                KR_N_CALIB_SCORES, s, 1);
     return o;
 }
 
@@ -180,15 +144,15 @@ static void add_calibration(cJSON *root, const kr_report *r) {
     for (int j = 0; j < c->windows; j++) {
         const kr_calib_window *w = &c->window[j];
         cJSON *x = cJSON_CreateObject();
-        ts(x, "history_end", w->history_end_ts, r->date_only);
+        kr_json_add_time(x, "history_end", w->history_end_ts, r->date_only);
         cJSON_AddNumberToObject(x, "lookback", w->lookback);
-        num(x, "last_close", w->last_close);
-        num(x, "realized_close", w->realized_close);
-        num(x, "model_close", w->model_close);
-        num(x, "model_p10_close", w->model_p10);
-        num(x, "model_p90_close", w->model_p90);
-        num(x, "naive_p10_close", w->naive_p10);
-        num(x, "naive_p90_close", w->naive_p90);
+        kr_json_add_num(x, "last_close", w->last_close);
+        kr_json_add_num(x, "realized_close", w->realized_close);
+        kr_json_add_num(x, "model_close", w->model_close);
+        kr_json_add_num(x, "model_p10_close", w->model_p10);
+        kr_json_add_num(x, "model_p90_close", w->model_p90);
+        kr_json_add_num(x, "naive_p10_close", w->naive_p10);
+        kr_json_add_num(x, "naive_p90_close", w->naive_p90);
         pct(x, "naive_drift_pct", w->naive_drift);
         cJSON_AddItemToArray(arr, x);
     }
@@ -214,8 +178,8 @@ static void add_metadata(cJSON *root, const kr_report *r) {
     cJSON_AddNumberToObject(p, "paths", r->paths);
     cJSON_AddNumberToObject(p, "paths_first_round", m->paths_min);
     cJSON_AddNumberToObject(p, "max_paths", m->paths_max);
-    num(p, "target_prob_se", m->target_prob_se > 0 ? m->target_prob_se : NAN);
-    num(p, "target_var_rel_se", m->target_var_rel_se > 0 ? m->target_var_rel_se : NAN);
+    kr_json_add_num(p, "target_prob_se", m->target_prob_se > 0 ? m->target_prob_se : NAN);
+    kr_json_add_num(p, "target_var_rel_se", m->target_var_rel_se > 0 ? m->target_var_rel_se : NAN);
     cJSON_AddBoolToObject(p, "target_met", r->target_met);
     cJSON_AddStringToObject(p, "ohlc", kr_ohlc_mode_name(m->ohlc));
     cJSON_AddNumberToObject(p, "lookback", r->lookback);
@@ -224,14 +188,14 @@ static void add_metadata(cJSON *root, const kr_report *r) {
     char seed[32];
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)m->seed);
     cJSON_AddRawToObject(p, "seed", seed);
-    num(p, "temperature", m->temperature);
-    num(p, "top_p", m->top_p);
+    kr_json_add_num(p, "temperature", m->temperature);
+    kr_json_add_num(p, "top_p", m->top_p);
     cJSON_AddNumberToObject(p, "top_k", m->top_k);
     cJSON *t = cJSON_AddObjectToObject(o, "timing");
-    num(t, "seconds_total", r->timing.seconds_total);
-    num(t, "seconds_prefill", r->timing.seconds_prefill);
-    num(t, "seconds_decode", r->timing.seconds_decode);
-    num(t, "seconds_tokenizer", r->timing.seconds_tokenizer);
+    kr_json_add_num(t, "seconds_total", r->timing.seconds_total);
+    kr_json_add_num(t, "seconds_prefill", r->timing.seconds_prefill);
+    kr_json_add_num(t, "seconds_decode", r->timing.seconds_decode);
+    kr_json_add_num(t, "seconds_tokenizer", r->timing.seconds_tokenizer);
     cJSON_AddNumberToObject(t, "prefill_tokens", (double)r->timing.prefill_tokens);
     cJSON_AddNumberToObject(t, "decode_tokens", (double)r->timing.decode_tokens);
     cJSON_AddStringToObject(o, "engine_version", m->engine_version);
@@ -246,18 +210,12 @@ static void add_narrative(cJSON *root, const kr_report *r) {
         cJSON_AddStringToObject(o, "text", n->text);
         cJSON_AddStringToObject(o, "model", n->model);
         cJSON_AddStringToObject(o, "url", n->url);
-        num(o, "seconds", n->seconds);
-        if (n->warning[0])
-            cJSON_AddStringToObject(o, "warning", n->warning);
-        else
-            cJSON_AddNullToObject(o, "warning");
+        kr_json_add_num(o, "seconds", n->seconds);
+        kr_json_add_str_or_null(o, "warning", n->warning[0] ? n->warning : NULL);
     } else {
         cJSON_AddNullToObject(root, "narrative");
     }
-    if (n && !n->text)
-        cJSON_AddStringToObject(root, "narrative_error", n->error);
-    else
-        cJSON_AddNullToObject(root, "narrative_error");
+    kr_json_add_str_or_null(root, "narrative_error", n && !n->text ? n->error : NULL);
 }
 
 static cJSON *report_json(const kr_report *r) {
@@ -265,12 +223,12 @@ static cJSON *report_json(const kr_report *r) {
     cJSON_AddStringToObject(o, "symbol", r->symbol);
     cJSON_AddStringToObject(o, "interval", r->interval);
     cJSON *last = cJSON_AddObjectToObject(o, "last");
-    ts(last, "timestamp", r->last_ts, r->date_only);
-    num(last, "close", r->last_close);
+    kr_json_add_time(last, "timestamp", r->last_ts, r->date_only);
+    kr_json_add_num(last, "close", r->last_close);
     cJSON *h = cJSON_AddObjectToObject(o, "history");
     cJSON_AddNumberToObject(h, "rows", (double)r->rows_available);
-    ts(h, "first_timestamp", r->first_ts, r->date_only);
-    ts(h, "last_timestamp", r->last_ts, r->date_only);
+    kr_json_add_time(h, "first_timestamp", r->first_ts, r->date_only);
+    kr_json_add_time(h, "last_timestamp", r->last_ts, r->date_only);
     cJSON_AddNumberToObject(h, "lookback", r->lookback);
     /* Staleness against the clock and the market's calendar. */
     cJSON_AddNumberToObject(h, "sessions_ago", (double)r->sessions_ago);
@@ -304,20 +262,14 @@ kr_status kr_render_json(const kr_report_set *set, char **out, kr_error *err) {
     cJSON_AddStringToObject(eng, "version", kr_version());
     /* How the forecasts were batched: static batches of this many rows, or null (all at once,
      * continuous batching). */
-    if (set->static_batch_rows > 0)
-        cJSON_AddNumberToObject(eng, "static_batch_rows", set->static_batch_rows);
-    else
-        cJSON_AddNullToObject(eng, "static_batch_rows");
+    kr_json_add_num(eng, "static_batch_rows",
+                    set->static_batch_rows > 0 ? set->static_batch_rows : NAN);
     cJSON_AddStringToObject(root, "disclaimer", KR_REPORT_DISCLAIMER);
     char notice[1024];
-    if (kr_report_model_notice(set, notice, sizeof notice))
-        cJSON_AddStringToObject(root, "model_notice", notice);
-    else
-        cJSON_AddNullToObject(root, "model_notice");
-    if (kr_report_calendar_notice(set, notice, sizeof notice))
-        cJSON_AddStringToObject(root, "calendar_notice", notice);
-    else
-        cJSON_AddNullToObject(root, "calendar_notice");
+    kr_json_add_str_or_null(root, "model_notice",
+                            kr_report_model_notice(set, notice, sizeof notice) ? notice : NULL);
+    kr_json_add_str_or_null(root, "calendar_notice",
+                            kr_report_calendar_notice(set, notice, sizeof notice) ? notice : NULL);
     cJSON *reps = cJSON_AddArrayToObject(root, "reports");
     for (int i = 0; i < set->n; i++) cJSON_AddItemToArray(reps, report_json(set->reports[i]));
     cJSON *rank = cJSON_AddArrayToObject(root, "ranking");
@@ -327,20 +279,14 @@ kr_status kr_render_json(const kr_report_set *set, char **out, kr_error *err) {
         cJSON_AddNumberToObject(x, "rank", k + 1);
         cJSON_AddStringToObject(x, "symbol", r->symbol);
         cJSON_AddStringToObject(x, "interval", r->interval);
-        num(x, "last_close", r->last_close);
-        pct(x, "expected_return_pct", r->expected_return);
-        num(x, "prob_up", r->prob_up);
-        pct(x, "return_std_pct", r->return_std);
-        pct(x, "var95_pct", r->var95);
-        pct(x, "es95_pct", r->es95);
+        kr_json_add_num(x, "last_close", r->last_close);
+        add_stats(x, k_rank_stats, 5, r, 0);
         cJSON_AddNumberToObject(x, "group_rank", r->group_rank);
-        ts(x, "last_timestamp", r->last_ts, r->date_only);
+        kr_json_add_time(x, "last_timestamp", r->last_ts, r->date_only);
         cJSON_AddBoolToObject(x, "stale", r->stale);
-        num(x, "stale_days", r->stale_days);
+        kr_json_add_num(x, "stale_days", r->stale_days);
         cJSON_AddNumberToObject(x, "sessions_ago", (double)r->sessions_ago);
-        cJSON *xse = cJSON_AddObjectToObject(x, "standard_error");
-        pct(xse, "expected_return_pct", r->expected_return_se);
-        num(xse, "prob_up", r->prob_up_se);
+        add_stats(cJSON_AddObjectToObject(x, "standard_error"), k_rank_stats, 2, r, 1);
         cJSON *tied = cJSON_AddArrayToObject(x, "indistinguishable_from");
         for (const char *t = r->tied_with; *t;) {
             size_t len = strcspn(t, ",");

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "analyst/figures.h"
 #include "analyst/narrative.h"
 #include "analyst/render.h"
 #include "analyst/text.h"
@@ -74,35 +75,14 @@ static void failures_md(kr_sb *sb, const kr_report_set *set) {
 }
 
 static void horizon_table(kr_sb *sb, const kr_report *r) {
-    char a[32], b[32], c[32], d[32];
+    char d[32];
     kr_format_timestamp(r->fc_ts[r->horizon - 1], r->date_only, d, sizeof d);
     kr_sb_appendf(sb, "### At the horizon (%d bars, %s)\n\n| Figure | Value |\n|---|---:|\n",
                   r->horizon, d);
-    char w[64], x[64], y[64];
-    kr_sb_appendf(sb, "| Probability of closing above %s | %s |\n", kr_fmt_price(r->last_close, a),
-                  kr_fmt_pm_prob(r->prob_up, r->prob_up_se, w));
-    kr_sb_appendf(sb, "| Expected return (mean of %d paths) | %s |\n", r->paths,
-                  kr_fmt_pm_pct(r->expected_return, r->expected_return_se, 2, 1, w));
-    kr_sb_appendf(sb, "| Standard deviation of return | %s |\n",
-                  kr_fmt_pm_pct(r->return_std, r->return_std_se, 2, 0, w));
-    kr_sb_appendf(sb, "| Return p10 / p50 / p90 | %s / %s / %s |\n",
-                  kr_fmt_pm_pct(r->return_p10, r->return_p10_se, 2, 1, w),
-                  kr_fmt_pm_pct(r->return_p50, r->return_p50_se, 2, 1, x),
-                  kr_fmt_pm_pct(r->return_p90, r->return_p90_se, 2, 1, y));
-    kr_sb_appendf(sb, "| Value at risk 95%% (loss) | %s |\n",
-                  kr_fmt_pm_pct(r->var95, r->var95_se, 2, 0, w));
-    kr_sb_appendf(sb, "| Expected shortfall 95%% (loss) | %s |\n",
-                  kr_fmt_pm_pct(r->es95, r->es95_se, 2, 0, w));
-    kr_sb_appendf(sb, "| Max drawdown mean / p50 / p90 | %s / %s / %s |\n",
-                  kr_fmt_pm_pct(r->drawdown_mean, r->drawdown_mean_se, 2, 0, w),
-                  kr_fmt_pm_pct(r->drawdown_p50, r->drawdown_p50_se, 2, 0, x),
-                  kr_fmt_pm_pct(r->drawdown_p90, r->drawdown_p90_se, 2, 0, y));
-    kr_sb_appendf(sb, "| Volatility per bar: forecast / realised (last %d bars) | %s / %s |\n",
-                  r->horizon, kr_fmt_pm_pct(r->forecast_vol, r->forecast_vol_se, 2, 0, w),
-                  kr_fmt_pct(r->realized_vol_h, 2, b));
-    kr_sb_appendf(sb, "| Probability forecast volatility > realised | %s |\n\n",
-                  kr_fmt_pm_prob(r->prob_vol_above, r->prob_vol_above_se, w));
-    (void)c;
+    const void *base[1] = { r };
+    kr_figure_rows_append(sb, 0, 0, kr_horizon_rows, KR_N_HORIZON_ROWS, r, kr_report_stats, base,
+                          1);
+    kr_sb_append(sb, "\n");
     kr_sb_append(sb, "\u00b1: Monte Carlo standard error (how much the figure moves between seeds "
                      "at this number of paths); pp = percentage points. ");
     kr_report_paths_note(sb, r);
@@ -110,18 +90,14 @@ static void horizon_table(kr_sb *sb, const kr_report *r) {
 }
 
 static void path_table(kr_sb *sb, const kr_report *r) {
-    char t[32], a[64], b[64], c[64], d[64];
     kr_sb_append(
         sb, "### Forecast close per step\n\n| Step | Time | Mean | p10 | p50 (median) | p90 |\n"
             "|---:|---|---:|---:|---:|---:|\n");
     for (int i = 0; i < r->horizon; i++) {
-        const size_t o = (size_t)i * KR_N_FEATURES + KR_CLOSE;
-        kr_sb_appendf(sb, "| %d | %s | %s | %s | %s | %s |\n", i + 1,
-                      kr_format_timestamp(r->fc_ts[i], r->date_only, t, sizeof t),
-                      kr_fmt_pm_price(r->fc_mean[o], r->fc_mean_se[o], a),
-                      kr_fmt_pm_price(r->fc_p10[o], r->fc_p10_se[o], b),
-                      kr_fmt_pm_price(r->fc_p50[o], r->fc_p50_se[o], c),
-                      kr_fmt_pm_price(r->fc_p90[o], r->fc_p90_se[o], d));
+        kr_step_cells s;
+        kr_report_step_cells(r, i, &s);
+        kr_sb_appendf(sb, "| %d | %s | %s | %s | %s | %s |\n", i + 1, s.time, s.mean, s.p10, s.p50,
+                      s.p90);
     }
     kr_sb_append(sb, "\n");
     kr_report_bands_note(sb, r);
@@ -129,68 +105,32 @@ static void path_table(kr_sb *sb, const kr_report *r) {
 }
 
 static void technical_table(kr_sb *sb, const kr_report *r) {
-    const kr_tech_snapshot *t = &r->tech;
-    char a[32], b[32], c[32];
     kr_sb_append(sb, "### Technical snapshot (last bar)\n\n| Indicator | Value |\n|---|---:|\n");
-    kr_sb_appendf(sb, "| SMA 5 / 20 / 60 | %s / %s / %s |\n", kr_fmt_price(t->sma5, a),
-                  kr_fmt_price(t->sma20, b), kr_fmt_price(t->sma60, c));
-    kr_sb_appendf(sb, "| EMA 5 / 20 / 60 | %s / %s / %s |\n", kr_fmt_price(t->ema5, a),
-                  kr_fmt_price(t->ema20, b), kr_fmt_price(t->ema60, c));
-    kr_sb_appendf(sb, "| RSI 14 | %s (%s) |\n", kr_fmt_num(t->rsi14, 1, a), kr_rsi_state(t->rsi14));
-    kr_sb_appendf(sb, "| MACD 12/26/9 line / signal / histogram | %s / %s / %s |\n",
-                  kr_fmt_sig(t->macd_line, 3, a), kr_fmt_sig(t->macd_signal, 3, b),
-                  kr_fmt_sig(t->macd_hist, 3, c));
-    kr_sb_appendf(sb, "| Bollinger 20/2 lower / middle / upper | %s / %s / %s |\n",
-                  kr_fmt_price(t->bb_lower, a), kr_fmt_price(t->bb_middle, b),
-                  kr_fmt_price(t->bb_upper, c));
-    kr_sb_appendf(sb, "| Bollinger %%b / bandwidth | %s / %s |\n",
-                  kr_fmt_num(t->bb_percent_b, 2, a), kr_fmt_pct(t->bb_bandwidth, 2, b));
-    kr_sb_appendf(sb, "| ATR 14 | %s (%s of close) |\n", kr_fmt_price(t->atr14, a),
-                  kr_fmt_pct(t->atr14 / t->close, 2, b));
-    if (t->has_volume)
-        kr_sb_appendf(sb, "| Volume 5 / 20-bar average, ratio, 20-bar slope | %s / %s, %s, %s |\n",
-                      kr_fmt_compact(t->volume_avg5, a), kr_fmt_compact(t->volume_avg20, b),
-                      kr_fmt_num(t->volume_ratio, 2, c),
-                      t->volume_slope_sign > 0   ? "rising"
-                      : t->volume_slope_sign < 0 ? "falling"
-                                                 : "flat");
-    else
-        kr_sb_append(sb, "| Volume | not in the data |\n");
-    kr_sb_appendf(sb, "| Realised volatility (%d bars): per bar / annualised | %s / %s |\n\n",
-                  t->rv_window, kr_fmt_pct(t->rv_per_bar, 2, a),
-                  kr_fmt_pct(t->rv_annualized, 1, b));
+    const void *base[1] = { &r->tech };
+    kr_figure_rows_append(sb, 0, 0, kr_tech_rows, KR_N_TECH_ROWS, r, kr_tech_figures, base, 1);
+    kr_sb_append(sb, "\n");
 }
 
 static void calibration_tables(kr_sb *sb, const kr_report *r) {
     const kr_calibration *c = r->calibration;
     if (!c) return;
-    char a[64], b[64], t[32], d[32];
     kr_sb_appendf(sb,
                   "### Calibration (last %d windows of %d bars)\n\n"
                   "| Figure | Model | Naive (no change) |\n|---|---:|---:|\n",
                   c->windows, c->horizon);
-    kr_sb_appendf(sb, "| p10-p90 coverage of realised closes (target 80%%) | %s | %s |\n",
-                  kr_fmt_pm_prob(c->model.coverage, c->model.coverage_se, a),
-                  kr_fmt_pm_prob(c->naive.coverage, c->naive.coverage_se, b));
-    kr_sb_appendf(sb, "| Direction hit rate at the horizon | %s | %s |\n",
-                  kr_fmt_pm_prob(c->model.direction_hit_rate, c->model.direction_hit_rate_se, a),
-                  kr_fmt_pm_prob(c->naive.direction_hit_rate, c->naive.direction_hit_rate_se, b));
-    kr_sb_appendf(sb, "| MAPE of the point forecast | %s | %s |\n\n",
-                  kr_fmt_pm_pct(c->model.mape, c->model.mape_se, 2, 0, a),
-                  kr_fmt_pm_pct(c->naive.mape, c->naive.mape_se, 2, 0, b));
+    const void *scores[2] = { &c->model, &c->naive };
+    kr_figure_rows_append(sb, 0, 0, kr_calib_rows, KR_N_CALIB_SCORES, r, kr_calib_scores_figures,
+                          scores, 2);
+    kr_sb_append(sb, "\n");
     kr_sb_append(
         sb,
         "| History ends | Last close | Realised | Model mean | Model p10-p90 | Naive p10-p90 |\n"
         "|---|---:|---:|---:|---:|---:|\n");
     for (int j = 0; j < c->windows; j++) {
-        const kr_calib_window *w = &c->window[j];
-        char lo[32], hi[32], nlo[32], nhi[32];
-        kr_sb_appendf(sb, "| %s | %s | %s | %s | %s-%s | %s-%s |\n",
-                      kr_format_timestamp(w->history_end_ts, r->date_only, t, sizeof t),
-                      kr_fmt_price(w->last_close, a), kr_fmt_price(w->realized_close, b),
-                      kr_fmt_price(w->model_close, d), kr_fmt_price(w->model_p10, lo),
-                      kr_fmt_price(w->model_p90, hi), kr_fmt_price(w->naive_p10, nlo),
-                      kr_fmt_price(w->naive_p90, nhi));
+        kr_window_cells w;
+        kr_report_window_cells(r, &c->window[j], "-", &w);
+        kr_sb_appendf(sb, "| %s | %s | %s | %s | %s | %s |\n", w.end, w.last, w.realized, w.model,
+                      w.model_band, w.naive_band);
     }
     kr_sb_append(sb, "\n");
 }
@@ -212,15 +152,9 @@ static void metadata_table(kr_sb *sb, const kr_report *r) {
     kr_sb_append(sb, ", ");
     md_inline(sb, m->tokenizer_dir);
     kr_sb_append(sb, " |\n");
-    kr_sb_appendf(sb,
-                  "| Sampling | %d paths, horizon %d, lookback %d of %lld rows, max_context %d, "
-                  "temperature %g, top_p %g, top_k %d, seed %llu |\n",
-                  r->paths, r->horizon, r->lookback, (long long)r->rows_available, m->max_context,
-                  m->temperature, m->top_p, m->top_k, (unsigned long long)m->seed);
-    kr_sb_appendf(sb,
-                  "| Timing | %.3f s total (prefill %.3f s, decode %.3f s, tokenizer %.3f s) |\n",
-                  r->timing.seconds_total, r->timing.seconds_prefill, r->timing.seconds_decode,
-                  r->timing.seconds_tokenizer);
+    char v[512];
+    kr_sb_appendf(sb, "| Sampling | %s |\n", kr_report_sampling_text(r, v, sizeof v));
+    kr_sb_appendf(sb, "| Timing | %s |\n", kr_report_timing_text(r, v, sizeof v));
     kr_sb_appendf(sb, "| Engine | kronos %s |\n\n", m->engine_version);
 }
 
@@ -318,21 +252,16 @@ static void report_md(kr_sb *sb, const kr_report *r) {
     kr_sb_appendf(
         sb, "Last close **%s** on %s; %lld rows of history.\n\n", kr_fmt_price(r->last_close, a),
         kr_format_timestamp(r->last_ts, r->date_only, d, sizeof d), (long long)r->rows_available);
-    if (r->stale) {
-        kr_sb note = { 0 };
+    /* A stale history in bold, else how old the data is. */
+    kr_sb note = { 0 };
+    if (r->stale)
         kr_report_stale_note(&note, r);
-        kr_sb_append(sb, "**");
-        md_inline(sb, note.data ? note.data : "");
-        kr_sb_append(sb, "**\n\n");
-        kr_sb_free(&note);
-    } else {
-        kr_sb note = { 0 };
+    else
         kr_report_age_note(&note, r);
-        kr_sb_append(sb, "Data: ");
-        md_inline(sb, note.data ? note.data : "");
-        kr_sb_append(sb, ".\n\n");
-        kr_sb_free(&note);
-    }
+    kr_sb_append(sb, r->stale ? "**" : "Data: ");
+    md_inline(sb, note.data ? note.data : "");
+    kr_sb_append(sb, r->stale ? "**\n\n" : ".\n\n");
+    kr_sb_free(&note);
     kr_sb_append(sb, "**Summary**\n\n");
     for (int i = 0; i < r->n_summary; i++) kr_sb_appendf(sb, "- %s\n", r->summary[i]);
     kr_sb_append(sb, "\n");
@@ -362,15 +291,13 @@ kr_status kr_render_md(const kr_report_set *set, char **out, kr_error *err) {
                   g.month, g.day, g.hour, g.minute, kr_version());
     md_inline(&sb, set->reports[0]->meta.model_name);
     kr_sb_append(&sb, ".*\n\n");
-    char notice[1024];
-    if (kr_report_model_notice(set, notice, sizeof notice)) {
+    char notices[2][1024];
+    const int have[2] = { kr_report_model_notice(set, notices[0], sizeof notices[0]),
+                          kr_report_calendar_notice(set, notices[1], sizeof notices[1]) };
+    for (int i = 0; i < 2; i++) {
+        if (!have[i]) continue;
         kr_sb_append(&sb, "> **");
-        md_inline(&sb, notice);
-        kr_sb_append(&sb, "**\n\n");
-    }
-    if (kr_report_calendar_notice(set, notice, sizeof notice)) {
-        kr_sb_append(&sb, "> **");
-        md_inline(&sb, notice);
+        md_inline(&sb, notices[i]);
         kr_sb_append(&sb, "**\n\n");
     }
     kr_sb_appendf(&sb, "> **%s**\n\n", KR_REPORT_DISCLAIMER);

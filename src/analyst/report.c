@@ -101,6 +101,30 @@ static void tail_of(double *ret, double *dd, int n, tail_stats *t) {
     t->dd_p90 = kr_stat_quantile_sorted(dd, n, 0.90);
 }
 
+/* The tail statistics of one resample (ret and dd reordered) added to acc: the sum of each
+ * of the 8 figures, then the sum of its square. */
+static void spread_add(double acc[16], double *ret, double *dd, int n) {
+    tail_stats t;
+    tail_of(ret, dd, n, &t);
+    const double v[8] = { t.std, t.p10, t.p50, t.p90, t.var95, t.es95, t.dd_p50, t.dd_p90 };
+    for (int j = 0; j < 8; j++) {
+        acc[j] += v[j];
+        acc[8 + j] += v[j] * v[j];
+    }
+}
+
+/* Each figure's sample standard deviation over the B resamples of acc, divided by
+ * sqrt(per): 1 for a bootstrap (its spread is the error), B for batch means (a batch varies B
+ * times as much as the whole). */
+static void spread_of(const double acc[16], int B, int per, tail_stats *se) {
+    double out[8];
+    for (int j = 0; j < 8; j++) {
+        const double mean = acc[j] / B, var = (acc[8 + j] - B * mean * mean) / (B - 1);
+        out[j] = var > 0 ? sqrt(var / per) : 0.0;
+    }
+    *se = (tail_stats){ out[0], out[1], out[2], out[3], out[4], out[5], out[6], out[7] };
+}
+
 /* Bootstrap standard errors of the tail statistics: KR_REPORT_BOOTSTRAP resamples of the
  * paths, drawn from a fixed counter-based stream so a report never changes between runs. */
 static kr_status bootstrap(const double *ret, const double *dd, int n, tail_stats *se,
@@ -120,20 +144,9 @@ static kr_status bootstrap(const double *ret, const double *dd, int n, tail_stat
             br[i] = ret[k];
             bd[i] = dd[k];
         }
-        tail_stats t;
-        tail_of(br, bd, n, &t);
-        const double v[8] = { t.std, t.p10, t.p50, t.p90, t.var95, t.es95, t.dd_p50, t.dd_p90 };
-        for (int j = 0; j < 8; j++) {
-            acc[j] += v[j];
-            acc[8 + j] += v[j] * v[j];
-        }
+        spread_add(acc, br, bd, n);
     }
-    double out[8];
-    for (int j = 0; j < 8; j++) {
-        double m = acc[j] / B, var = (acc[8 + j] - B * m * m) / (B - 1);
-        out[j] = var > 0 ? sqrt(var) : 0.0;
-    }
-    *se = (tail_stats){ out[0], out[1], out[2], out[3], out[4], out[5], out[6], out[7] };
+    spread_of(acc, B, 1, se);
     free(br);
     free(bd);
     free(acc);
@@ -160,22 +173,11 @@ static void batch_means(const double *ret, const double *dd, int n, tail_stats *
     for (int b = 0; b < B; b++) {
         memcpy(br, ret + (size_t)b * m, (size_t)m * sizeof *br);
         memcpy(bd, dd + (size_t)b * m, (size_t)m * sizeof *bd);
-        tail_stats t;
-        tail_of(br, bd, m, &t);
-        const double v[8] = { t.std, t.p10, t.p50, t.p90, t.var95, t.es95, t.dd_p50, t.dd_p90 };
-        for (int j = 0; j < 8; j++) {
-            acc[j] += v[j];
-            acc[8 + j] += v[j] * v[j];
-        }
+        spread_add(acc, br, bd, m);
     }
     free(br);
     free(bd);
-    double out[8];
-    for (int j = 0; j < 8; j++) {
-        const double mean = acc[j] / B, var = (acc[8 + j] - B * mean * mean) / (B - 1);
-        out[j] = var > 0 ? sqrt(var / B) : 0.0;
-    }
-    *se = (tail_stats){ out[0], out[1], out[2], out[3], out[4], out[5], out[6], out[7] };
+    spread_of(acc, B, B, se);
 }
 
 /* The order-statistic error of a quantile (kr_stat_quantile_se_sorted) with its rank interval

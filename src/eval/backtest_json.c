@@ -13,29 +13,30 @@
 
 #include "analyst/report.h"
 #include "base/error.h"
+#include "base/json_out.h"
 #include "base/timeutil.h"
 #include "eval/backtest_internal.h"
 #include "eval/backtest_render.h"
 
-static void num(cJSON *o, const char *key, double v) {
-    if (isfinite(v))
-        cJSON_AddNumberToObject(o, key, v);
-    else
-        cJSON_AddNullToObject(o, key);
-}
-
 static cJSON *est(kr_bt_est e) {
     cJSON *o = cJSON_CreateObject();
-    num(o, "value", e.value);
-    num(o, "lo", e.lo);
-    num(o, "hi", e.hi);
+    kr_json_add_num(o, "value", e.value);
+    kr_json_add_num(o, "lo", e.lo);
+    kr_json_add_num(o, "hi", e.hi);
     return o;
 }
 
+/* A date for a midnight time, else a date-time (kr_bt_fmt_ts). */
 static void ts(cJSON *o, const char *key, int64_t t) {
-    char b[32];
-    kr_bt_fmt_ts(t, b, sizeof b);
-    cJSON_AddStringToObject(o, key, b);
+    kr_json_add_time(o, key, t, t % 86400 == 0);
+}
+
+/* A bound of the range, or null when it is open (the store's first / last row). */
+static void bound(cJSON *o, const char *key, int64_t t, int64_t open) {
+    if (t != open)
+        ts(o, key, t);
+    else
+        cJSON_AddNullToObject(o, key);
 }
 
 static void add_parameters(cJSON *root, const kr_backtest_report *r) {
@@ -44,14 +45,8 @@ static void add_parameters(cJSON *root, const kr_backtest_report *r) {
     cJSON_AddNumberToObject(o, "horizon", p->horizon);
     cJSON_AddNumberToObject(o, "every", r->every);
     cJSON_AddNumberToObject(o, "origin_dates", p->n_origin_ts);
-    if (p->from_ts != KR_STORE_TS_FIRST)
-        ts(o, "from", p->from_ts);
-    else
-        cJSON_AddNullToObject(o, "from");
-    if (p->to_ts != KR_STORE_TS_LAST)
-        ts(o, "to", p->to_ts);
-    else
-        cJSON_AddNullToObject(o, "to");
+    bound(o, "from", p->from_ts, KR_STORE_TS_FIRST);
+    bound(o, "to", p->to_ts, KR_STORE_TS_LAST);
     cJSON_AddNumberToObject(o, "min_history", p->min_history);
     cJSON_AddNumberToObject(o, "max_origins", p->max_origins);
     cJSON_AddNumberToObject(o, "paths", p->paths);
@@ -119,8 +114,8 @@ static void add_model(cJSON *root, const kr_backtest_report *r) {
     cJSON_AddNumberToObject(e, "seconds_forecast", r->seconds_forecast);
     cJSON_AddNumberToObject(e, "seconds_compare", r->seconds_compare);
     cJSON_AddNumberToObject(e, "seconds_total", r->seconds_total);
-    num(e, "forecasts_per_second",
-        r->seconds_forecast > 0 ? r->n_items / r->seconds_forecast : NAN);
+    kr_json_add_num(e, "forecasts_per_second",
+                    r->seconds_forecast > 0 ? r->n_items / r->seconds_forecast : NAN);
 }
 
 static void add_symbols(cJSON *root, const kr_backtest_report *r) {
@@ -149,7 +144,7 @@ static void add_symbols(cJSON *root, const kr_backtest_report *r) {
         cJSON_AddNumberToObject(o, "lookback_max", sy->lookback_max);
         cJSON_AddNumberToObject(o, "season", sy->season);
         cJSON_AddBoolToObject(o, "ashare_rules", sy->ashare);
-        num(o, "price_limit", sy->ashare ? sy->limit : NAN);
+        kr_json_add_num(o, "price_limit", sy->ashare ? sy->limit : NAN);
         cJSON_AddNumberToObject(o, "stamp_mismatches", (double)sy->stamp_mismatches);
         cJSON *sc = cJSON_AddObjectToObject(o, "scores");
         for (int f = 0; f < KR_BT_N_F; f++)
@@ -200,7 +195,7 @@ static void add_pooled(cJSON *root, const kr_backtest_report *r) {
             cJSON_AddNumberToObject(b, "bin_lo", (double)j / KR_BT_REL_BINS);
             cJSON_AddNumberToObject(b, "bin_hi", (double)(j + 1) / KR_BT_REL_BINS);
             cJSON_AddNumberToObject(b, "count", (double)r->rel_count[f * KR_BT_REL_BINS + j]);
-            num(b, "mean_prob_up", r->rel_pred[f * KR_BT_REL_BINS + j]);
+            kr_json_add_num(b, "mean_prob_up", r->rel_pred[f * KR_BT_REL_BINS + j]);
             cJSON_AddItemToObject(b, "observed", est(r->rel_freq[f * KR_BT_REL_BINS + j]));
             cJSON_AddItemToArray(ra, b);
         }
@@ -237,16 +232,13 @@ static void add_tests(cJSON *root, const kr_backtest_report *r) {
         cJSON_AddStringToObject(o, "forecaster", kr_bt_forecaster_key(d->f));
         cJSON_AddStringToObject(o, "baseline", kr_bt_forecaster_key(d->b));
         cJSON_AddStringToObject(o, "metric", kr_bt_metric_key(d->metric));
-        if (d->sym >= 0)
-            cJSON_AddStringToObject(o, "symbol", r->symbols[d->sym].symbol);
-        else
-            cJSON_AddNullToObject(o, "symbol");
+        kr_json_add_str_or_null(o, "symbol", d->sym >= 0 ? r->symbols[d->sym].symbol : NULL);
         cJSON_AddNumberToObject(o, "n", d->n);
         cJSON_AddNumberToObject(o, "lags", d->lags);
-        num(o, "mean_loss_difference", d->mean_diff);
-        num(o, "dm", d->dm);
-        num(o, "hln", d->hln);
-        num(o, "p_value", d->p_value);
+        kr_json_add_num(o, "mean_loss_difference", d->mean_diff);
+        kr_json_add_num(o, "dm", d->dm);
+        kr_json_add_num(o, "hln", d->hln);
+        kr_json_add_num(o, "p_value", d->p_value);
         cJSON_AddStringToObject(o, "verdict", kr_bt_verdict_word(d->verdict));
         cJSON_AddItemToArray(sig, o);
         if (d->sym < 0) {
@@ -261,10 +253,10 @@ static cJSON *ic_summary(const kr_bt_ic_summary *s) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "origins", s->n);
     cJSON_AddItemToObject(o, "mean", est(s->mean));
-    num(o, "std", s->std);
-    num(o, "t_stat", s->t_stat);
-    num(o, "t_stat_hac", s->t_stat_hac);
-    num(o, "icir", s->icir);
+    kr_json_add_num(o, "std", s->std);
+    kr_json_add_num(o, "t_stat", s->t_stat);
+    kr_json_add_num(o, "t_stat_hac", s->t_stat_hac);
+    kr_json_add_num(o, "icir", s->icir);
     return o;
 }
 
@@ -282,8 +274,8 @@ static void add_cross(cJSON *root, const kr_backtest_report *r) {
         cJSON *o = cJSON_CreateObject();
         ts(o, "origin", r->ic[u].ts);
         cJSON_AddNumberToObject(o, "symbols", r->ic[u].n);
-        num(o, "ic", r->ic[u].ic);
-        num(o, "rank_ic", r->ic[u].rank_ic);
+        kr_json_add_num(o, "ic", r->ic[u].ic);
+        kr_json_add_num(o, "rank_ic", r->ic[u].rank_ic);
         cJSON_AddItemToArray(series, o);
     }
 }
@@ -293,10 +285,7 @@ static void add_strategy(cJSON *root, const kr_backtest_report *r) {
     const kr_backtest_params *p = &r->p;
     cJSON *o = cJSON_AddObjectToObject(root, "strategy");
     cJSON_AddBoolToObject(o, "ran", s->ran);
-    if (!s->ran)
-        cJSON_AddStringToObject(o, "reason", s->reason);
-    else
-        cJSON_AddNullToObject(o, "reason");
+    kr_json_add_str_or_null(o, "reason", !s->ran ? s->reason : NULL);
     cJSON_AddNumberToObject(o, "k", p->strategy_k);
     cJSON_AddBoolToObject(o, "short", p->strategy_short);
     cJSON_AddStringToObject(
@@ -308,21 +297,21 @@ static void add_strategy(cJSON *root, const kr_backtest_report *r) {
                             : p->ashare_rules   ? "on"
                                                 : "off");
     /* Every key is there when the strategy did not run, its figures null. */
-    num(o, "periods_per_year", s->periods_per_year);
+    kr_json_add_num(o, "periods_per_year", s->periods_per_year);
     cJSON_AddNumberToObject(o, "block_length", s->block_length);
     cJSON_AddItemToObject(o, "annual_return", est(s->ann_return));
     cJSON_AddItemToObject(o, "annual_volatility", est(s->ann_vol));
     cJSON_AddItemToObject(o, "sharpe", est(s->sharpe));
     cJSON_AddItemToObject(o, "hit_rate", est(s->hit_rate));
     cJSON_AddItemToObject(o, "excess_hit_rate", est(s->excess_hit_rate));
-    num(o, "max_drawdown", s->max_drawdown);
-    num(o, "turnover", s->turnover);
-    num(o, "total_return", s->total_return);
+    kr_json_add_num(o, "max_drawdown", s->max_drawdown);
+    kr_json_add_num(o, "turnover", s->turnover);
+    kr_json_add_num(o, "total_return", s->total_return);
     cJSON *b = cJSON_AddObjectToObject(o, "benchmark");
-    num(b, "total_return", s->bench_total_return);
-    num(b, "annual_return", s->bench_ann_return);
-    num(b, "sharpe", s->bench_sharpe);
-    num(b, "max_drawdown", s->bench_max_drawdown);
+    kr_json_add_num(b, "total_return", s->bench_total_return);
+    kr_json_add_num(b, "annual_return", s->bench_ann_return);
+    kr_json_add_num(b, "sharpe", s->bench_sharpe);
+    kr_json_add_num(b, "max_drawdown", s->bench_max_drawdown);
     cJSON *bl = cJSON_AddObjectToObject(o, "blocked");
     cJSON_AddNumberToObject(bl, "limit_up", (double)s->blocked_limit_up);
     cJSON_AddNumberToObject(bl, "limit_down", (double)s->blocked_limit_down);
@@ -333,13 +322,13 @@ static void add_strategy(cJSON *root, const kr_backtest_report *r) {
         cJSON *x = cJSON_CreateObject();
         ts(x, "start", pe->start_ts);
         ts(x, "end", pe->end_ts);
-        num(x, "return", pe->ret);
-        num(x, "benchmark_return", pe->bench_ret);
-        num(x, "equity", pe->equity);
-        num(x, "benchmark_equity", pe->bench_equity);
-        num(x, "drawdown", pe->drawdown);
-        num(x, "turnover", pe->turnover);
-        num(x, "cost", pe->cost);
+        kr_json_add_num(x, "return", pe->ret);
+        kr_json_add_num(x, "benchmark_return", pe->bench_ret);
+        kr_json_add_num(x, "equity", pe->equity);
+        kr_json_add_num(x, "benchmark_equity", pe->bench_equity);
+        kr_json_add_num(x, "drawdown", pe->drawdown);
+        kr_json_add_num(x, "turnover", pe->turnover);
+        kr_json_add_num(x, "cost", pe->cost);
         cJSON_AddNumberToObject(x, "held", pe->held);
         cJSON_AddNumberToObject(x, "blocked", pe->blocked);
         cJSON_AddItemToArray(per, x);
@@ -355,10 +344,8 @@ kr_status kr_bt_render_json(const kr_backtest_report *r, char **out, kr_error *e
     kr_format_timestamp(r->generated_at, 0, b, sizeof b);
     cJSON_AddStringToObject(root, "generated_at", b);
     cJSON_AddBoolToObject(root, "demo", r->demo || r->compare_demo);
-    if (kr_bt_demo_notice(r, notice, sizeof notice))
-        cJSON_AddStringToObject(root, "demo_notice", notice);
-    else
-        cJSON_AddNullToObject(root, "demo_notice");
+    kr_json_add_str_or_null(root, "demo_notice",
+                            kr_bt_demo_notice(r, notice, sizeof notice) ? notice : NULL);
     add_model(root, r);
     add_parameters(root, r);
     add_scoring(root);

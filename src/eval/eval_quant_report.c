@@ -9,6 +9,7 @@
 #include <cjson/cJSON.h>
 
 #include "base/error.h"
+#include "base/json_out.h"
 #include "eval/eval_quant_internal.h"
 
 static double ratio(int64_t num, int64_t den) { return den ? (double)num / (double)den : NAN; }
@@ -124,13 +125,6 @@ kr_status kr_eval_quant_write_markdown(const kr_eval_quant_report *r, FILE *md, 
     return KR_OK;
 }
 
-static void add_number(cJSON *o, const char *k, double v) {
-    if (isfinite(v))
-        cJSON_AddNumberToObject(o, k, v);
-    else
-        cJSON_AddNullToObject(o, k);
-}
-
 kr_status kr_eval_quant_write_json(const kr_eval_quant_report *r, FILE *f, kr_error *err) {
     if (!r || !f) return kr_error_set(err, KR_ERR_INVALID_ARG, "eval-quant: no report or file");
     const kr_model_info *qi = &r->quant_info;
@@ -146,55 +140,55 @@ kr_status kr_eval_quant_write_json(const kr_eval_quant_report *r, FILE *f, kr_er
     cJSON_AddNumberToObject(root, "paths", r->paths);
     cJSON *tok = cJSON_AddObjectToObject(root, "next_token");
     cJSON_AddNumberToObject(tok, "positions", (double)r->positions);
-    add_number(tok, "s1_top1_agreement", ratio(r->s1_agree, r->positions));
-    add_number(tok, "s2_top1_agreement", ratio(r->s2_agree, r->positions));
-    add_number(tok, "s1_decisive_fraction", ratio(r->s1_decisive, r->positions));
-    add_number(tok, "s1_top1_agreement_decisive", ratio(r->s1_decisive_agree, r->s1_decisive));
-    add_number(tok, "s1_mean_kl", r->positions ? r->kl_s1 / (double)r->positions : NAN);
-    add_number(tok, "s2_mean_kl", r->positions ? r->kl_s2 / (double)r->positions : NAN);
-    add_number(tok, "tokenizer_s1_agreement", ratio(r->tok_s1_agree, r->tok_rows));
-    add_number(tok, "tokenizer_s2_agreement", ratio(r->tok_s2_agree, r->tok_rows));
+    kr_json_add_num(tok, "s1_top1_agreement", ratio(r->s1_agree, r->positions));
+    kr_json_add_num(tok, "s2_top1_agreement", ratio(r->s2_agree, r->positions));
+    kr_json_add_num(tok, "s1_decisive_fraction", ratio(r->s1_decisive, r->positions));
+    kr_json_add_num(tok, "s1_top1_agreement_decisive", ratio(r->s1_decisive_agree, r->s1_decisive));
+    kr_json_add_num(tok, "s1_mean_kl", r->positions ? r->kl_s1 / (double)r->positions : NAN);
+    kr_json_add_num(tok, "s2_mean_kl", r->positions ? r->kl_s2 / (double)r->positions : NAN);
+    kr_json_add_num(tok, "tokenizer_s1_agreement", ratio(r->tok_s1_agree, r->tok_rows));
+    kr_json_add_num(tok, "tokenizer_s2_agreement", ratio(r->tok_s2_agree, r->tok_rows));
     cJSON *draft = cJSON_AddObjectToObject(root, "speculative_draft");
     const kr_draft_acc *da = &r->draft;
     cJSON_AddNumberToObject(draft, "positions", (double)da->positions);
-    add_number(draft, "s1_draw_agreement", ratio(da->s1_agree, da->positions));
-    add_number(draft, "s2_draw_agreement", ratio(da->s2_agree, da->positions));
-    add_number(draft, "token_draw_agreement", ratio(da->both_agree, da->positions));
-    add_number(draft, "weight_bytes_ratio", draft_ratio(r));
+    kr_json_add_num(draft, "s1_draw_agreement", ratio(da->s1_agree, da->positions));
+    kr_json_add_num(draft, "s2_draw_agreement", ratio(da->s2_agree, da->positions));
+    kr_json_add_num(draft, "token_draw_agreement", ratio(da->both_agree, da->positions));
+    kr_json_add_num(draft, "weight_bytes_ratio", draft_ratio(r));
     cJSON *per_k = cJSON_AddArrayToObject(draft, "by_draft_length");
     for (int k = 0; k < KR_DRAFT_KS; k++) {
         cJSON *o = cJSON_CreateObject();
         cJSON_AddNumberToObject(o, "k", kr_draft_k[k]);
-        add_number(o, "tokens_per_f32_pass", kr_draft_tokens_per_pass(da, k));
-        add_number(o, "weight_bytes_per_token_vs_plain",
-                   kr_draft_bytes_per_token(da, k, draft_ratio(r)));
+        kr_json_add_num(o, "tokens_per_f32_pass", kr_draft_tokens_per_pass(da, k));
+        kr_json_add_num(o, "weight_bytes_per_token_vs_plain",
+                        kr_draft_bytes_per_token(da, k, draft_ratio(r)));
         cJSON_AddItemToArray(per_k, o);
     }
     cJSON *fc = cJSON_AddObjectToObject(root, "forecast");
-    add_number(fc, "mae_vs_f32", kr_err_acc_mae(&r->vs_ref));
-    add_number(fc, "mape_vs_f32_percent", kr_err_acc_mape(&r->vs_ref));
-    add_number(fc, "mape_vs_actual_f32_percent", kr_err_acc_mape(&r->ref_vs_actual));
-    add_number(fc, "mape_vs_actual_quant_percent", kr_err_acc_mape(&r->q_vs_actual));
-    add_number(fc, "mae_vs_actual_f32", kr_err_acc_mae(&r->ref_vs_actual));
-    add_number(fc, "mae_vs_actual_quant", kr_err_acc_mae(&r->q_vs_actual));
-    add_number(fc, "direction_agreement", ratio(r->dir_agree, r->windows));
+    kr_json_add_num(fc, "mae_vs_f32", kr_err_acc_mae(&r->vs_ref));
+    kr_json_add_num(fc, "mape_vs_f32_percent", kr_err_acc_mape(&r->vs_ref));
+    kr_json_add_num(fc, "mape_vs_actual_f32_percent", kr_err_acc_mape(&r->ref_vs_actual));
+    kr_json_add_num(fc, "mape_vs_actual_quant_percent", kr_err_acc_mape(&r->q_vs_actual));
+    kr_json_add_num(fc, "mae_vs_actual_f32", kr_err_acc_mae(&r->ref_vs_actual));
+    kr_json_add_num(fc, "mae_vs_actual_quant", kr_err_acc_mae(&r->q_vs_actual));
+    kr_json_add_num(fc, "direction_agreement", ratio(r->dir_agree, r->windows));
     cJSON *ks = cJSON_AddObjectToObject(fc, "ks_path_returns");
-    add_number(ks, "statistic", r->ks_d);
-    add_number(ks, "p_value", r->ks_p);
+    kr_json_add_num(ks, "statistic", r->ks_d);
+    kr_json_add_num(ks, "p_value", r->ks_p);
     cJSON_AddNumberToObject(ks, "n", (double)r->n_ret);
-    add_number(fc, "roc_auc_f32", r->auc_ref);
-    add_number(fc, "roc_auc_quant", r->auc_q);
-    add_number(fc, "spearman_expected_return_windows", r->rho_windows);
-    add_number(fc, "spearman_expected_return_symbols", r->rho_symbols);
+    kr_json_add_num(fc, "roc_auc_f32", r->auc_ref);
+    kr_json_add_num(fc, "roc_auc_quant", r->auc_q);
+    kr_json_add_num(fc, "spearman_expected_return_windows", r->rho_windows);
+    kr_json_add_num(fc, "spearman_expected_return_symbols", r->rho_symbols);
     cJSON *risk = cJSON_AddObjectToObject(root, "risk_control");
     cJSON_AddNumberToObject(risk, "windows_up", (double)r->windows_up);
     cJSON_AddNumberToObject(risk, "windows_down", (double)r->windows_down);
-    add_number(risk, "ks_f32", r->risk_ks_ref);
-    add_number(risk, "ks_quant", r->risk_ks_q);
-    add_number(risk, "ks_p_value_f32", r->risk_ks_p_ref);
-    add_number(risk, "ks_p_value_quant", r->risk_ks_p_q);
-    add_number(risk, "roc_auc_f32", r->auc_ref);
-    add_number(risk, "roc_auc_quant", r->auc_q);
+    kr_json_add_num(risk, "ks_f32", r->risk_ks_ref);
+    kr_json_add_num(risk, "ks_quant", r->risk_ks_q);
+    kr_json_add_num(risk, "ks_p_value_f32", r->risk_ks_p_ref);
+    kr_json_add_num(risk, "ks_p_value_quant", r->risk_ks_p_q);
+    kr_json_add_num(risk, "roc_auc_f32", r->auc_ref);
+    kr_json_add_num(risk, "roc_auc_quant", r->auc_q);
     kr_eval_gate_add_json(r, root);
     cJSON_AddNumberToObject(root, "seconds_teacher", r->seconds_teacher);
     cJSON_AddNumberToObject(root, "seconds_forecast", r->seconds_forecast);

@@ -19,6 +19,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "base/json_out.h"
 #include "base/timeutil.h"
 #include "kronos/backtest.h"
 #include "server/backtest_request.h"
@@ -285,13 +286,6 @@ static void urls(cJSON *o, const char *id) {
     cJSON_AddStringToObject(o, "result_url", u);
 }
 
-static void num(cJSON *o, const char *key, double v) {
-    if (isfinite(v))
-        cJSON_AddNumberToObject(o, key, v);
-    else
-        cJSON_AddNullToObject(o, key);
-}
-
 /* {"object", "id", "state", "progress", "error", "created_at", urls} with the job's lock held. */
 static cJSON *status_json(const bt_job *job) {
     cJSON *o = cJSON_CreateObject();
@@ -302,8 +296,8 @@ static cJSON *status_json(const bt_job *job) {
     cJSON_AddStringToObject(p, "phase", job->phase[0] ? job->phase : "queued");
     cJSON_AddNumberToObject(p, "done", (double)job->done);
     cJSON_AddNumberToObject(p, "total", (double)job->total);
-    num(p, "elapsed_seconds", job->elapsed);
-    num(p, "eta_seconds", job->eta);
+    kr_json_add_num(p, "elapsed_seconds", job->elapsed);
+    kr_json_add_num(p, "eta_seconds", job->eta);
     if (job->state == BT_FAILED || job->state == BT_CANCELLED) {
         cJSON *e = cJSON_AddObjectToObject(o, "error");
         cJSON_AddNumberToObject(e, "code", job->http_status);
