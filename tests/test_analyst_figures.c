@@ -181,6 +181,14 @@ static void test_calibration_scores(void **state) {
         if (!strstr(md, line)) fail_msg("Markdown lacks \"%s\"", line);
     }
     free(md);
+    /* An error under half a point ("\u00b1 <1 pp") is escaped in the page, as the horizon
+     * table's are: the calibration table once wrote a raw '<' into the HTML. */
+    c.model.coverage_se = 0.001;
+    char *html = render(&r, 1);
+    assert_non_null(strstr(html, "\xc2\xb1 &lt;1 pp"));
+    const char *raw = strstr(html, "\xc2\xb1 <");
+    if (raw) fail_msg("a raw '<' in the page: \"%.80s\"", raw - 40);
+    free(html);
 }
 
 /* Every row shows figures of its table (or has its own text) and prints, in both formats,
