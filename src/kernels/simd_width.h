@@ -13,6 +13,11 @@
  *   VW_EXP(x)            expf to ~1 ulp (kr_exp16 / kr_exp8)
  *   VW_BLEND(m, a, b)    a in the lanes of m, b elsewhere;  VW_GT(a, b) the mask of a > b
  *   VW_HSUM(v)           the sum of v's lanes, in the ISA's one reduction tree
+ *   VW_REDUCE(x), VW_R(o) the lane sums of VW_W vectors at once, by the same tree: output o
+ *                        (in lane o) sums the vector at x[VW_R(o)] (kr_reduce16 / kr_reduce8)
+ *   VW_MASK(n), VW_LOADM(p, m), VW_KEEP(v, m)  the mask of the first n lanes (n may exceed
+ *                        VW_W), a load of m's lanes (0 elsewhere), v in m's lanes (0 elsewhere)
+ *   VW_NAME(x)           x with the ISA's suffix (x_avx512, x_avx2)
  *   VW_TRANSPOSE(r)      r[i][j] ↔ r[j][i] over VW_W vectors
  */
 #ifndef KR_SIMD_WIDTH_H
@@ -52,6 +57,12 @@ KR_INLINE __mmask16 kr_lanes16(int lo, int hi) {
 #define VW_GT(a, b) _mm512_cmp_ps_mask((a), (b), _CMP_GT_OQ)
 #define VW_HSUM(v) kr_hsum16(v)
 #define VW_TRANSPOSE(r) kr_transpose16(r)
+#define VW_REDUCE(x) kr_reduce16(x)
+#define VW_R(o) KR_R16(o)
+#define VW_MASK(n) kr_mask16(n)
+#define VW_LOADM(p, m) _mm512_maskz_loadu_ps((m), (p))
+#define VW_KEEP(v, m) _mm512_maskz_mov_ps((m), (v))
+#define VW_NAME(x) x##_avx512
 
 #elif defined(KR_WIDTH_AVX2)
 #include "kernels/simd_avx2.h"
@@ -86,6 +97,12 @@ KR_INLINE __m256i kr_lanes8(int lo, int hi) {
 #define VW_GT(a, b) _mm256_castps_si256(_mm256_cmp_ps((a), (b), _CMP_GT_OQ))
 #define VW_HSUM(v) kr_hsum8(v)
 #define VW_TRANSPOSE(r) kr_transpose8(r)
+#define VW_REDUCE(x) kr_reduce8(x)
+#define VW_R(o) KR_R8(o)
+#define VW_MASK(n) kr_mask8(n)
+#define VW_LOADM(p, m) _mm256_maskload_ps((p), (m))
+#define VW_KEEP(v, m) _mm256_and_ps((v), _mm256_castsi256_ps(m))
+#define VW_NAME(x) x##_avx2
 
 #else
 #error "define KR_WIDTH_AVX512 or KR_WIDTH_AVX2 before including kernels/simd_width.h"
