@@ -121,7 +121,7 @@ static float exp_sum(float *p, int n) {
         VW_V e = VW_EXP(VW_SUB(VW_LOADM(p + j, m), mv));
         e = VW_KEEP(e, m);
         acc = VW_ADD(acc, e);
-        VW_STOREN(p + j, n - j, e);
+        VW_STOREM(p + j, m, n - j, e);
     }
     return VW_HSUM(acc);
 }
@@ -156,7 +156,7 @@ KR_INLINE void wsum(const int NC, int d0, int dn, const kr_kv_span *spans, int n
     VW_V sv = VW_SET1(sum);
 #pragma GCC unroll 8
     for (int c = 0; c < NC - 1; c++) VW_STORE(out + d0 + VW_W * c, VW_DIV(acc[c], sv));
-    VW_STOREN(out + d0 + VW_W * (NC - 1), dn - VW_W * (NC - 1), VW_DIV(acc[NC - 1], sv));
+    VW_STOREM(out + d0 + VW_W * (NC - 1), tail, dn - VW_W * (NC - 1), VW_DIV(acc[NC - 1], sv));
 }
 
 void VW_NAME(kr_attend_f32)(const float *q, int head_dim, float scale, const kr_kv_span *spans,
@@ -210,7 +210,7 @@ KR_INLINE void wsum_add(const int NC, int dn, const float *v, int stride, int nk
     for (int j = 0; j < nk; j++, v += stride) fma_key(NC, acc, tail, v, p[j]);
 #pragma GCC unroll 8
     for (int c = 0; c < NC - 1; c++) VW_STORE(out + VW_W * c, acc[c]);
-    VW_STOREN(out + VW_W * (NC - 1), dn - VW_W * (NC - 1), acc[NC - 1]);
+    VW_STOREM(out + VW_W * (NC - 1), tail, dn - VW_W * (NC - 1), acc[NC - 1]);
 }
 
 /* out[0 .. head_dim) += Σ_j p_j v_j over nk keys, in AT_COLS-float column chunks. */
@@ -243,7 +243,7 @@ static void finish(int head_dim, int n_keys, float sum, float *out) {
     for (int d = 0; d < head_dim; d += VW_W) {
         VW_M m = VW_MASK(head_dim - d);
         VW_V o = n_keys > 0 ? VW_DIV(VW_LOADM(out + d, m), sv) : VW_ZERO();
-        VW_STOREN(out + d, head_dim - d, o);
+        VW_STOREM(out + d, m, head_dim - d, o);
     }
 }
 
