@@ -1,13 +1,13 @@
 /*
- * kernels/attention_avx2 — single- and multi-query attention over KV spans with AVX2+FMA.
+ * kernels/attention_avx2 — single-query, multi-query and causal attention over KV spans with
+ * AVX2+FMA.
  *
  * The driver is attention_body.h at 8 lanes: per-key dots reduced by the fixed tree (8 keys
  * side by side), exp-sum over scratch in global key order, value sum one FMA per key in key
  * order — so the output does not depend on how keys are cut into spans. Here only what is
  * AVX2's own: the row maximum of the softmax, the shared blocks' scores two or three queries ×
- * four keys per register tile (scores_qx4, the same per-key tree), their value sums two or
- * three queries per V load, and the causal kernel over those tiles; each equals the
- * single-query kernel bit for bit.
+ * four keys per register tile (scores_qx4, the same per-key tree), and their value sums two or
+ * three queries per V load; each equals the single-query kernel bit for bit.
  */
 #include "kernels/kernels.h"
 #include "kernels/kernels_internal.h"
@@ -218,9 +218,9 @@ static void attn_block_values(int nq, int head_dim, const float *v, int vs, int 
 /* Values of the nq queries over keys [key0, key0 + nk) at v, query i taking the first
  * clamp(n_keys[i] − key0, 0, nk): what a group of up to three shares through values_group,
  * each query's rest after it — the same FMA chain per lane in key order. */
-static void causal_values(int nq, int head_dim, const float *v, int vs, int nk, int key0,
-                          const int *n_keys, const float *scratch, int scratch_stride,
-                          float *const *out) {
+static void attn_causal_values(int nq, int head_dim, const float *v, int vs, int nk, int key0,
+                               const int *n_keys, const float *scratch, int scratch_stride,
+                               float *const *out) {
 #define ROW(i) (scratch + (size_t)(i) * (size_t)scratch_stride + key0)
     int c[KR_ATTN_TILE];
     kr_causal_counts(nq, n_keys, key0, nk, c);
@@ -239,62 +239,22 @@ static void causal_values(int nq, int head_dim, const float *v, int vs, int nk, 
 #undef ROW
 }
 
-/* The causal kernel for nq <= KR_ATTN_TILE queries: every query scored over the tile's
- * reach with block_scores (a query's scores past its own count are never read), exp_sum
- * over its own count, values keys-outer. Per query: the single-query kernel's arithmetic. */
-static void causal_tile(int nq, const float *const *q, int head_dim, float scale,
-                        const kr_kv_span *spans, int n_spans, const int *n_keys, float *scratch,
-                        int scratch_stride, float *const *out) {
-    const int bk = kr_attn_block_keys(head_dim, 8);
-    _Alignas(64) float pack[KR_ATTN_PACK];
-    float sum[KR_ATTN_TILE];
-    int n_max = 0;
-    for (int i = 0; i < nq; i++) n_max = n_keys[i] > n_max ? n_keys[i] : n_max;
-#define ROW(i) (scratch + (size_t)(i) * (size_t)scratch_stride)
+static void attn_causal_scores(int nq, const float *const *q, int head_dim, float scale,
+                               const kr_kv_span *spans, int n_spans, const int *n_keys, int n_max,
+                               int bk, float *pack, float *scratch, int scratch_stride) {
+    (void)n_keys;
     const kr_kv_span *sp;
-    int j0, key0, nk, vs;
+    int j0, key0, nk;
     for (kr_key_blocks it = kr_key_blocks_start(spans, n_spans, n_max, bk);
          kr_key_blocks_next(&it, &sp, &j0, &key0, &nk);) {
         kr_kv_span blk = { NULL, NULL, nk, 0 };
         blk.k = kr_attn_rows(sp->k, sp->stride, j0, nk, head_dim, pack, &blk.stride);
-        block_scores(nq, q, head_dim, scale, &blk, ROW(0) + key0, scratch_stride);
+        block_scores(nq, q, head_dim, scale, &blk, scratch + key0, scratch_stride);
     }
-    for (int i = 0; i < nq; i++) sum[i] = n_keys[i] > 0 ? exp_sum(ROW(i), n_keys[i]) : 0.0f;
-
-    /* Zeroed only now that every score is done, so out[i] may alias q[i]. */
-    zero_outputs(nq, head_dim, out);
-    for (kr_key_blocks it = kr_key_blocks_start(spans, n_spans, n_max, bk);
-         kr_key_blocks_next(&it, &sp, &j0, &key0, &nk);) {
-        const float *v = kr_attn_rows(sp->v, sp->stride, j0, nk, head_dim, pack, &vs);
-        causal_values(nq, head_dim, v, vs, nk, key0, n_keys, scratch, scratch_stride, out);
-    }
-    for (int i = 0; i < nq; i++) finish(head_dim, n_keys[i], sum[i], out[i]);
-#undef ROW
 }
 
-void kr_attend_causal_f32_avx2(int nq, const float *const *q, int head_dim, float scale,
-                               const kr_kv_span *spans, int n_spans, const int *n_keys,
-                               float *scratch, int scratch_stride, float *const *out) {
-    for (int t = 0; t < nq; t += KR_ATTN_TILE)
-        causal_tile(nq - t < KR_ATTN_TILE ? nq - t : KR_ATTN_TILE, q + t, head_dim, scale, spans,
-                    n_spans, n_keys + t, scratch + (size_t)t * (size_t)scratch_stride,
-                    scratch_stride, out + t);
-}
-
-#else
-/* Off x86-64 the name still links (dispatch never selects it there). */
-void kr_attend_multi_f32_avx2(int nq, const float *const *q, int head_dim, float scale,
-                              const kr_kv_span *shared, int n_shared, const kr_kv_span *const *own,
-                              const int *n_own, float *scratch, int scratch_stride,
-                              float *const *out) {
-    kr_attend_multi_f32_scalar(nq, q, head_dim, scale, shared, n_shared, own, n_own, scratch,
-                               scratch_stride, out);
-}
-
-void kr_attend_causal_f32_avx2(int nq, const float *const *q, int head_dim, float scale,
-                               const kr_kv_span *spans, int n_spans, const int *n_keys,
-                               float *scratch, int scratch_stride, float *const *out) {
-    kr_attend_causal_f32_scalar(nq, q, head_dim, scale, spans, n_spans, n_keys, scratch,
-                                scratch_stride, out);
+static int attn_causal_by_rows(int head_dim) {
+    (void)head_dim;
+    return 0;
 }
 #endif

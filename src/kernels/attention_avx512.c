@@ -1,12 +1,13 @@
 /*
- * kernels/attention_avx512 — single- and multi-query attention over KV spans with AVX-512.
+ * kernels/attention_avx512 — single-query, multi-query and causal attention over KV spans with
+ * AVX-512.
  *
  * The driver is attention_body.h at 16 lanes (the scalar reference's three passes; see there
  * why cutting the keys into other spans gives bit-identical output). Here only what is
  * AVX-512's own: the row maximum of the softmax; the shared blocks' scores, four queries × four
  * keys per register tile (scores4x4, the same per-key tree) or sixteen queries in the lanes
- * (attn_qt_avx512.h); their value sums four or two queries per V load; and the causal kernel
- * over the queries-in-lanes scores. Each equals the single-query kernel bit for bit.
+ * (attn_qt_avx512.h, also the causal kernel's scores); and their value sums four or two
+ * queries per V load. Each equals the single-query kernel bit for bit.
  */
 #include "kernels/kernels.h"
 #include "kernels/kernels_internal.h"
@@ -278,9 +279,9 @@ static void attn_block_values(int nq, int head_dim, const float *v, int vs, int 
  * taking the first c_i = clamp(n_keys[i] − key0, 0, nk) of them: the count all of a pair or
  * quad share goes through values_add2/values_add4 and each query's rest after it, which is
  * the same FMA chain per lane in key order. */
-static void causal_values(int nq, int head_dim, const float *v, int vs, int nk, int key0,
-                          const int *n_keys, const float *scratch, int scratch_stride,
-                          float *const *out) {
+static void attn_causal_values(int nq, int head_dim, const float *v, int vs, int nk, int key0,
+                               const int *n_keys, const float *scratch, int scratch_stride,
+                               float *const *out) {
 #define ROW(i) (scratch + (size_t)(i) * (size_t)scratch_stride + key0)
     int c[KR_ATTN_TILE];
     kr_causal_counts(nq, n_keys, key0, nk, c);
@@ -304,17 +305,13 @@ static void causal_values(int nq, int head_dim, const float *v, int vs, int nk, 
 #undef ROW
 }
 
-/* The causal kernel for nq <= KR_ATTN_TILE queries and head_dim <= KR_QT_MAX_DIM: scores
- * with the queries in lanes over each group's reach (a query's scores past its own count are
- * computed with its group's and never read), exp_sum over each query's own count, values
- * keys-outer. Per query: the single-query kernel's scores, exp-sum and FMA chain. */
-static void causal_tile(int nq, const float *const *q, int head_dim, float scale,
-                        const kr_kv_span *spans, int n_spans, const int *n_keys, float *scratch,
-                        int scratch_stride, float *const *out) {
-    const int bk = kr_attn_block_keys(head_dim, 16);
-    _Alignas(64) float pack[KR_ATTN_PACK];
-    float sum[KR_ATTN_TILE];
-    int reach[KR_ATTN_TILE / KR_QT_LANES], n_max = 0;
+/* The causal scores for head_dim <= KR_QT_MAX_DIM: the queries in lanes, each group of 16
+ * over its own reach (a query's scores past its own count are computed with its group's and
+ * never read); keys outer, so a block is read into L1 once for every group. */
+static void attn_causal_scores(int nq, const float *const *q, int head_dim, float scale,
+                               const kr_kv_span *spans, int n_spans, const int *n_keys, int n_max,
+                               int bk, float *pack, float *scratch, int scratch_stride) {
+    int reach[KR_ATTN_TILE / KR_QT_LANES];
     qt_groups g;
     qt_groups_build(&g, nq, q, head_dim);
     for (int gi = 0; gi < g.n; gi++) {
@@ -323,10 +320,7 @@ static void causal_tile(int nq, const float *const *q, int head_dim, float scale
             int n = n_keys[gi * KR_QT_LANES + i];
             reach[gi] = n > reach[gi] ? n : reach[gi];
         }
-        n_max = reach[gi] > n_max ? reach[gi] : n_max;
     }
-#define ROW(i) (scratch + (size_t)(i) * (size_t)scratch_stride)
-    /* Keys outer: a block is read into L1 once for every group. */
     const kr_kv_span *sp;
     int j0, key0, nk, ks;
     for (kr_key_blocks it = kr_key_blocks_start(spans, n_spans, n_max, bk);
@@ -336,49 +330,11 @@ static void causal_tile(int nq, const float *const *q, int head_dim, float scale
             if (reach[gi] > key0)
                 qt_group_scores(&g, gi, head_dim, scale, k, ks,
                                 nk < reach[gi] - key0 ? nk : reach[gi] - key0,
-                                ROW(gi * KR_QT_LANES), scratch_stride, key0);
+                                scratch + (size_t)(gi * KR_QT_LANES) * (size_t)scratch_stride,
+                                scratch_stride, key0);
     }
-    for (int i = 0; i < nq; i++) sum[i] = n_keys[i] > 0 ? exp_sum(ROW(i), n_keys[i]) : 0.0f;
-
-    /* Zeroed only now that every score is done, so out[i] may alias q[i]. */
-    zero_outputs(nq, head_dim, out);
-    for (kr_key_blocks it = kr_key_blocks_start(spans, n_spans, n_max, bk);
-         kr_key_blocks_next(&it, &sp, &j0, &key0, &nk);) {
-        const float *v = kr_attn_rows(sp->v, sp->stride, j0, nk, head_dim, pack, &ks);
-        causal_values(nq, head_dim, v, ks, nk, key0, n_keys, scratch, scratch_stride, out);
-    }
-    for (int i = 0; i < nq; i++) finish(head_dim, n_keys[i], sum[i], out[i]);
-#undef ROW
 }
 
-void kr_attend_causal_f32_avx512(int nq, const float *const *q, int head_dim, float scale,
-                                 const kr_kv_span *spans, int n_spans, const int *n_keys,
-                                 float *scratch, int scratch_stride, float *const *out) {
-    if (head_dim > KR_QT_MAX_DIM) {
-        kr_attend_causal_by_rows(kr_attend_multi_f32_avx512, nq, q, head_dim, scale, spans, n_spans,
-                                 n_keys, scratch, out);
-        return;
-    }
-    for (int t = 0; t < nq; t += KR_ATTN_TILE)
-        causal_tile(nq - t < KR_ATTN_TILE ? nq - t : KR_ATTN_TILE, q + t, head_dim, scale, spans,
-                    n_spans, n_keys + t, scratch + (size_t)t * (size_t)scratch_stride,
-                    scratch_stride, out + t);
-}
-
-#else
-/* Off x86-64 the name still links (dispatch never selects it there). */
-void kr_attend_multi_f32_avx512(int nq, const float *const *q, int head_dim, float scale,
-                                const kr_kv_span *shared, int n_shared,
-                                const kr_kv_span *const *own, const int *n_own, float *scratch,
-                                int scratch_stride, float *const *out) {
-    kr_attend_multi_f32_scalar(nq, q, head_dim, scale, shared, n_shared, own, n_own, scratch,
-                               scratch_stride, out);
-}
-
-void kr_attend_causal_f32_avx512(int nq, const float *const *q, int head_dim, float scale,
-                                 const kr_kv_span *spans, int n_spans, const int *n_keys,
-                                 float *scratch, int scratch_stride, float *const *out) {
-    kr_attend_causal_f32_scalar(nq, q, head_dim, scale, spans, n_spans, n_keys, scratch,
-                                scratch_stride, out);
-}
+/* Wider heads than the transposed queries hold go one query at a time. */
+static int attn_causal_by_rows(int head_dim) { return head_dim > KR_QT_MAX_DIM; }
 #endif

@@ -1,6 +1,6 @@
 /*
- * kernels/attention_body.h — the attention driver over KV spans (kernels.h: kr_attend_f32 and
- * kr_attend_multi_f32), written once for both vector widths over the names of simd_width.h.
+ * kernels/attention_body.h — the attention driver over KV spans (kernels.h: kr_attend_f32,
+ * kr_attend_multi_f32 and kr_attend_causal_f32), written once for both vector widths over the names of simd_width.h.
  * attention_avx2.c and attention_avx512.c define KR_WIDTH_AVX2 / KR_WIDTH_AVX512, include
  * simd_width.h, define struct attn_groups, include this file, and then define what really
  * differs per ISA (declared below):
@@ -11,7 +11,9 @@
  *                       queries in the lanes, attn_qt_avx512.h)
  *   attn_block_values   the shared-block value sums of every query (AVX2: 2-3 queries per
  *                       V load, AVX-512: 4 or 2)
- * and the causal kernel, whose tiling differs throughout.
+ *   attn_causal_scores, attn_causal_values, attn_causal_by_rows
+ *                       the causal kernel's scores and value sums over the same tiles (and, for
+ *                       AVX-512 heads wider than its transposed queries, one query at a time)
  *
  * Same three passes as the scalar reference. Scores: each key's q·k is one VW_W-lane
  * accumulator over head_dim (masked tail) reduced by the width's fixed tree (VW_REDUCE), VW_W
@@ -54,6 +56,21 @@ static void attn_block_scores(const attn_groups *g, int nq, const float *const *
  * p_ij at scratch row i, column col + j. */
 static void attn_block_values(int nq, int head_dim, const float *v, int vs, int nk,
                               const float *scratch, int scratch_stride, int col, float *const *out);
+
+/* Scores of the nq queries of a causal tile: scratch row i, columns 0 .. n_keys[i] (and any
+ * past it, never read) over the first n_max keys of the spans, in blocks of bk keys (pack:
+ * the block copy buffer, kr_attn_rows). */
+static void attn_causal_scores(int nq, const float *const *q, int head_dim, float scale,
+                               const kr_kv_span *spans, int n_spans, const int *n_keys, int n_max,
+                               int bk, float *pack, float *scratch, int scratch_stride);
+/* out[i] += Σ_j p_ij v_j over the keys [key0, key0 + nk) at v (vs floats apart) that query i
+ * sees (its first n_keys[i]), p_ij at scratch row i, column key0 + j. */
+static void attn_causal_values(int nq, int head_dim, const float *v, int vs, int nk, int key0,
+                               const int *n_keys, const float *scratch, int scratch_stride,
+                               float *const *out);
+/* 1 when the causal kernel of this head_dim goes one query at a time through the multi-query
+ * kernel (kr_attend_causal_by_rows). */
+static int attn_causal_by_rows(int head_dim);
 
 /* ---- written once */
 
@@ -313,6 +330,51 @@ void VW_NAME(kr_attend_multi_f32)(int nq, const float *const *q, int head_dim, f
         multi_tile(nq - t < KR_ATTN_TILE ? nq - t : KR_ATTN_TILE, q + t, head_dim, scale, shared,
                    n_shared, own ? own + t : NULL, n_own ? n_own + t : NULL,
                    scratch + (size_t)t * (size_t)scratch_stride, scratch_stride, out + t);
+}
+
+/* ---- causal */
+
+/* The causal kernel for nq <= KR_ATTN_TILE queries: every query scored over the tile's reach
+ * (a query's scores past its own count are never read), exp_sum over its own count, values
+ * keys-outer. Per query: the single-query kernel's scores, exp-sum and FMA chain. */
+static void causal_tile(int nq, const float *const *q, int head_dim, float scale,
+                        const kr_kv_span *spans, int n_spans, const int *n_keys, float *scratch,
+                        int scratch_stride, float *const *out) {
+    const int bk = kr_attn_block_keys(head_dim, VW_W);
+    _Alignas(64) float pack[KR_ATTN_PACK];
+    float sum[KR_ATTN_TILE];
+    int n_max = 0;
+    for (int i = 0; i < nq; i++) n_max = n_keys[i] > n_max ? n_keys[i] : n_max;
+#define ROW(i) (scratch + (size_t)(i) * (size_t)scratch_stride)
+    attn_causal_scores(nq, q, head_dim, scale, spans, n_spans, n_keys, n_max, bk, pack, scratch,
+                       scratch_stride);
+    for (int i = 0; i < nq; i++) sum[i] = n_keys[i] > 0 ? exp_sum(ROW(i), n_keys[i]) : 0.0f;
+
+    /* Zeroed only now that every score is done, so out[i] may alias q[i]. */
+    zero_outputs(nq, head_dim, out);
+    const kr_kv_span *sp;
+    int j0, key0, nk, vs;
+    for (kr_key_blocks it = kr_key_blocks_start(spans, n_spans, n_max, bk);
+         kr_key_blocks_next(&it, &sp, &j0, &key0, &nk);) {
+        const float *v = kr_attn_rows(sp->v, sp->stride, j0, nk, head_dim, pack, &vs);
+        attn_causal_values(nq, head_dim, v, vs, nk, key0, n_keys, scratch, scratch_stride, out);
+    }
+    for (int i = 0; i < nq; i++) finish(head_dim, n_keys[i], sum[i], out[i]);
+#undef ROW
+}
+
+void VW_NAME(kr_attend_causal_f32)(int nq, const float *const *q, int head_dim, float scale,
+                                   const kr_kv_span *spans, int n_spans, const int *n_keys,
+                                   float *scratch, int scratch_stride, float *const *out) {
+    if (attn_causal_by_rows(head_dim)) {
+        kr_attend_causal_by_rows(VW_NAME(kr_attend_multi_f32), nq, q, head_dim, scale, spans,
+                                 n_spans, n_keys, scratch, out);
+        return;
+    }
+    for (int t = 0; t < nq; t += KR_ATTN_TILE)
+        causal_tile(nq - t < KR_ATTN_TILE ? nq - t : KR_ATTN_TILE, q + t, head_dim, scale, spans,
+                    n_spans, n_keys + t, scratch + (size_t)t * (size_t)scratch_stride,
+                    scratch_stride, out + t);
 }
 
 #endif
