@@ -1,9 +1,9 @@
 /*
  * kernels/attention_body.h — the attention driver over KV spans (kernels.h: kr_attend_f32,
- * kr_attend_multi_f32 and kr_attend_causal_f32), written once for both vector widths over the names of simd_width.h.
- * attention_avx2.c and attention_avx512.c define KR_WIDTH_AVX2 / KR_WIDTH_AVX512, include
- * simd_width.h, define struct attn_groups, include this file, and then define what really
- * differs per ISA (declared below):
+ * kr_attend_multi_f32 and kr_attend_causal_f32), written once for both vector widths over the
+ * names of simd_width.h. attention_avx2.c and attention_avx512.c define KR_WIDTH_AVX2 /
+ * KR_WIDTH_AVX512, include simd_width.h, define struct attn_groups, include this file, and
+ * then define what really differs per ISA (declared below):
  *   attn_max            the maximum of a score row, as that ISA's softmax always took it
  *   attn_groups, attn_groups_build, attn_block_scores
  *                       the multi-query kernel's shared-block scores (AVX2: 2-3 queries × 4
