@@ -1,80 +1,53 @@
 /*
- * kernels/attention_avx512 — single- and multi-query attention over KV spans with AVX-512.
+ * kernels/attention_avx512 — single-query, multi-query and causal attention over KV spans with
+ * AVX-512.
  *
- * Same three passes as the scalar reference. Scores: each key's q·k is one 16-lane
- * accumulator over head_dim (masked tail) reduced by the fixed tree, 16 keys side by side;
- * the grouping of keys never changes a key's score. The exp-sum runs over the scratch array
- * in global key order, and the value sum is one FMA per key in key order for every output
- * lane — so cutting the keys into other spans gives bit-identical output.
- *
- * The multi-query kernel runs those same helpers (scores16, exp_sum16, fma_key) per
- * query — the shared blocks' scores four queries × four keys per register tile (scores4x4,
- * the same per-key tree) — only with keys outer and queries inner over the shared spans, so
- * each block of shared K/V is read from memory once and from L1 by every other query. Its
- * value sums round-trip through out between blocks (exact), hence it equals the single-query
- * kernel bit for bit. Both live in this one file so they share the compiled helpers.
+ * The driver is attention_body.h at 16 lanes (the scalar reference's three passes; see there
+ * why cutting the keys into other spans gives bit-identical output). Here only what is
+ * AVX-512's own: the row maximum of the softmax; the shared blocks' scores, four queries × four
+ * keys per register tile (scores4x4, the same per-key tree) or sixteen queries in the lanes
+ * (attn_qt_avx512.h, also the causal kernel's scores); and their value sums four or two
+ * queries per V load. Each equals the single-query kernel bit for bit.
  */
 #include "kernels/kernels.h"
 #include "kernels/kernels_internal.h"
 
 #if defined(__x86_64__)
+#define KR_WIDTH_AVX512
 #include "kernels/attn_qt_avx512.h"
-#include "kernels/simd_avx512.h"
+#include "kernels/simd_width.h"
 
-/* Scores of keys [0, nk) (nk <= 16) starting at k, into dst. */
-KR_INLINE void scores16(const float *q, int head_dim, float scale, const float *k, int stride,
-                        int nk, float *dst) {
-    const float *kp[16];
-    for (int j = 0; j < 16; j++) kp[j] = k + (size_t)(j < nk ? j : nk - 1) * (size_t)stride;
-    __m512 acc[16];
-#pragma GCC unroll 16
-    for (int j = 0; j < 16; j++) acc[j] = _mm512_setzero_ps();
-    int d = 0;
-    for (; d + 16 <= head_dim; d += 16) {
-        __m512 qv = _mm512_loadu_ps(q + d);
-#pragma GCC unroll 16
-        for (int j = 0; j < 16; j++)
-            acc[KR_R16(j)] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(kp[j] + d), acc[KR_R16(j)]);
-    }
-    if (d < head_dim) {
-        __mmask16 m = kr_mask16(head_dim - d);
-        __m512 qv = _mm512_maskz_loadu_ps(m, q + d);
-#pragma GCC unroll 16
-        for (int j = 0; j < 16; j++)
-            acc[KR_R16(j)] =
-                _mm512_fmadd_ps(qv, _mm512_maskz_loadu_ps(m, kp[j] + d), acc[KR_R16(j)]);
-    }
-    __m512 s = _mm512_mul_ps(kr_reduce16(acc), _mm512_set1_ps(scale));
-    _mm512_mask_storeu_ps(dst, kr_mask16(nk), s);
-}
+/* Lane groups of one tile: up to KR_ATTN_TILE / 16 groups of 16 queries, transposed. */
+typedef struct qt_groups {
+    int n; /* groups */
+    int nq[KR_ATTN_TILE / KR_QT_LANES]; /* queries in each */
+    _Alignas(64) float qt[KR_ATTN_TILE / KR_QT_LANES][KR_QT_MAX_DIM * KR_QT_LANES];
+} qt_groups;
 
-/* Scores of every key of span sp into dst, 16 keys per scores16 call from the span's start:
- * the single-query kernel's loop, for the multi-query kernel. That one calls it on blocks of a
- * shared span that start at multiples of 16, so its groups are the single-query kernel's
- * groups (not that grouping could change a score: each lane of scores16 depends on its own
- * key only). */
-static void span_scores(const float *q, int head_dim, float scale, const kr_kv_span *sp,
-                        float *dst) {
-    for (int j = 0; j < sp->n; j += 16)
-        scores16(q, head_dim, scale, sp->k + (size_t)j * (size_t)sp->stride, sp->stride,
-                 sp->n - j < 16 ? sp->n - j : 16, dst + j);
-}
+/* The shared blocks' scores of one multi-query tile: whole lane groups of 16 queries and a
+ * last group of 12 or more with the queries in the lanes (attn_qt_avx512.h), the n_qt queries
+ * before the rest; fewer would leave too many lanes idle, and go through block_scores. */
+struct attn_groups {
+    int n_qt;
+    qt_groups qt;
+};
 
-/* span_scores over every span of a query's own keys, prefetching as it goes. */
-static void own_scores(const float *q, int head_dim, float scale, const kr_kv_span *sp, int ns,
-                       float *dst) {
-    kr_attn_prefetch_start(sp, ns, 0, head_dim);
-    for (int s = 0; s < ns; dst += sp[s].n, s++) {
-        kr_attn_prefetch(sp, ns, s, 0, sp[s].n, 0, head_dim);
-        span_scores(q, head_dim, scale, &sp[s], dst);
-    }
+#include "kernels/attention_body.h"
+
+/* max of p[0..n), 16 lanes at a time (masked-off lanes keep −inf). */
+static float attn_max(const float *p, int n) {
+    __m512 mx = _mm512_set1_ps(-__builtin_inff());
+    for (int j = 0; j < n; j += 16)
+        mx = _mm512_mask_max_ps(mx, kr_mask16(n - j), mx,
+                                _mm512_maskz_loadu_ps(kr_mask16(n - j), p + j));
+    return _mm512_reduce_max_ps(mx);
 }
 
 /* Scores of 4 queries against keys [0, nk) (nk <= 4) starting at k: dst[r][c] for query r
  * and key c. The multi-query kernel's shared blocks: 4 q and 4 K loads feed 16 FMAs where
- * scores16 spends 17 loads, and one reduction serves 16 scores. Each score is still one
+ * scores spends 17 loads, and one reduction serves 16 scores. Each score is still one
  * 16-lane accumulator over head_dim, the same masked tail and the same tree (kr_reduce16
- * treats every lane alike), times scale — scores16's value bit for bit. */
+ * treats every lane alike), times scale — scores' value bit for bit. */
 KR_INLINE void scores4x4(const float *const *q, int head_dim, float scale, const float *k,
                          int stride, int nk, float *const *dst) {
     const float *kp[4];
@@ -147,13 +120,6 @@ static void qt_scores(int head_dim, const float *qt, float scale, const float *k
     }
 }
 
-/* Lane groups of one tile: up to KR_ATTN_TILE / 16 groups of 16 queries, transposed. */
-typedef struct qt_groups {
-    int n; /* groups */
-    int nq[KR_ATTN_TILE / KR_QT_LANES]; /* queries in each */
-    _Alignas(64) float qt[KR_ATTN_TILE / KR_QT_LANES][KR_QT_MAX_DIM * KR_QT_LANES];
-} qt_groups;
-
 /* Transposes queries [0, nq) into lane groups of 16 (the last may be partial). */
 static void qt_groups_build(qt_groups *g, int nq, const float *const *q, int head_dim) {
     g->n = 0;
@@ -176,128 +142,22 @@ static void qt_group_scores(const qt_groups *g, int gi, int head_dim, float scal
     }
 }
 
-/* p[0..n) ← exp(p − max p) in place (n >= 1); returns their sum: 16-lane partial sums over
- * the array in key order, then the fixed tree. */
-static float exp_sum16(float *p, int n) {
-    __m512 mx = _mm512_set1_ps(-__builtin_inff());
-    for (int j = 0; j < n; j += 16)
-        mx = _mm512_mask_max_ps(mx, kr_mask16(n - j), mx,
-                                _mm512_maskz_loadu_ps(kr_mask16(n - j), p + j));
-    __m512 mv = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
-    __m512 sum = _mm512_setzero_ps();
-    for (int j = 0; j < n; j += 16) {
-        __mmask16 m = kr_mask16(n - j);
-        __m512 e = kr_exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, p + j), mv));
-        e = _mm512_maskz_mov_ps(m, e);
-        sum = _mm512_add_ps(sum, e);
-        _mm512_mask_storeu_ps(p + j, m, e);
-    }
-    return kr_hsum16(sum);
+static void attn_groups_build(attn_groups *g, int nq, const float *const *q, int head_dim) {
+    g->n_qt = 0;
+    if (head_dim <= KR_QT_MAX_DIM) g->n_qt = nq % KR_QT_LANES >= 12 ? nq : nq - nq % KR_QT_LANES;
+    if (g->n_qt) qt_groups_build(&g->qt, g->n_qt, q, head_dim);
 }
 
-/* acc[c] += p · v[16c ..] for one key: one FMA per lane, the last chunk masked by tail. The
- * value-sum step of both kernels, so they build the same FMA chain per lane. */
-KR_INLINE void fma_key(const int NC, __m512 *acc, __mmask16 tail, const float *v, float p) {
-    __m512 pj = _mm512_set1_ps(p);
-#pragma GCC unroll 8
-    for (int c = 0; c < NC - 1; c++)
-        acc[c] = _mm512_fmadd_ps(pj, _mm512_loadu_ps(v + 16 * c), acc[c]);
-    acc[NC - 1] = _mm512_fmadd_ps(pj, _mm512_maskz_loadu_ps(tail, v + 16 * (NC - 1)), acc[NC - 1]);
-}
-
-/* out[d0 .. d0 + dn) = Σ_j p_j v_j[...] / sum over every key of spans, keys in order;
- * dn <= 16·NC. The accumulators stay in registers across spans. pf_dim > 0: prefetches the
- * value rows ahead, pf_dim floats of each. */
-KR_INLINE void wsum(const int NC, int d0, int dn, const kr_kv_span *spans, int n_spans,
-                    const float *p, float sum, int pf_dim, float *out) {
-    __m512 acc[8];
-#pragma GCC unroll 8
-    for (int c = 0; c < NC; c++) acc[c] = _mm512_setzero_ps();
-    __mmask16 tail = kr_mask16(dn - 16 * (NC - 1));
-    int n = 0;
-    for (int s = 0; s < n_spans; s++) {
-        const float *v = spans[s].v + d0;
-        for (int j0 = 0; j0 < spans[s].n; j0 += KR_ATTN_PF_ROWS) {
-            int j1 = j0 + KR_ATTN_PF_ROWS < spans[s].n ? j0 + KR_ATTN_PF_ROWS : spans[s].n;
-            if (pf_dim) kr_attn_prefetch(spans, n_spans, s, j0, KR_ATTN_PF_ROWS, 1, pf_dim);
-            for (int j = j0; j < j1; j++, v += spans[s].stride) fma_key(NC, acc, tail, v, p[n++]);
-        }
-    }
-    __m512 is = _mm512_set1_ps(sum);
-#pragma GCC unroll 8
-    for (int c = 0; c < NC - 1; c++) _mm512_storeu_ps(out + d0 + 16 * c, _mm512_div_ps(acc[c], is));
-    _mm512_mask_storeu_ps(out + d0 + 16 * (NC - 1), tail, _mm512_div_ps(acc[NC - 1], is));
-}
-
-void kr_attend_f32_avx512(const float *q, int head_dim, float scale, const kr_kv_span *spans,
-                          int n_spans, float *scratch, float *out) {
-    int n = 0;
-    kr_attn_prefetch_start(spans, n_spans, 0, head_dim);
-    for (int s = 0; s < n_spans; s++)
-        for (int j = 0; j < spans[s].n; j += 16) {
-            int nk = spans[s].n - j < 16 ? spans[s].n - j : 16;
-            kr_attn_prefetch(spans, n_spans, s, j, 16, 0, head_dim);
-            scores16(q, head_dim, scale, spans[s].k + (size_t)j * (size_t)spans[s].stride,
-                     spans[s].stride, nk, scratch + n);
-            n += nk;
-        }
-    if (n <= 0) { /* outside the contract: same zeros as the scalar reference */
-        for (int i = 0; i < head_dim; i++) out[i] = 0.0f;
-        return;
-    }
-    kr_attn_prefetch_start(spans, n_spans, 1, head_dim);
-    float total = exp_sum16(scratch, n);
-
-    for (int d0 = 0; d0 < head_dim; d0 += 128) {
-        int dn = head_dim - d0 < 128 ? head_dim - d0 : 128;
-        int pf = d0 ? 0 : head_dim; /* the first column chunk brings whole rows in */
-        switch ((dn + 15) / 16) {
-        case 1: wsum(1, d0, dn, spans, n_spans, scratch, total, pf, out); break;
-        case 2: wsum(2, d0, dn, spans, n_spans, scratch, total, pf, out); break;
-        case 3: wsum(3, d0, dn, spans, n_spans, scratch, total, pf, out); break;
-        case 4: wsum(4, d0, dn, spans, n_spans, scratch, total, pf, out); break;
-        case 5: wsum(5, d0, dn, spans, n_spans, scratch, total, pf, out); break;
-        case 6: wsum(6, d0, dn, spans, n_spans, scratch, total, pf, out); break;
-        case 7: wsum(7, d0, dn, spans, n_spans, scratch, total, pf, out); break;
-        default: wsum(8, d0, dn, spans, n_spans, scratch, total, pf, out); break;
-        }
-    }
-}
-
-/* ---- multi-query */
-
-/* out[0 .. dn) += Σ_j p_j v_j[...] over nk keys (dn <= 16·NC): the running sum round-trips
- * through out, which is exact (a float store/load), so a query's FMA chain per lane is the
- * one wsum builds in registers. */
-KR_INLINE void wsum_add(const int NC, int dn, const float *v, int stride, int nk, const float *p,
-                        float *out) {
-    __m512 acc[8];
-    __mmask16 tail = kr_mask16(dn - 16 * (NC - 1));
-#pragma GCC unroll 8
-    for (int c = 0; c < NC - 1; c++) acc[c] = _mm512_loadu_ps(out + 16 * c);
-    acc[NC - 1] = _mm512_maskz_loadu_ps(tail, out + 16 * (NC - 1));
-    for (int j = 0; j < nk; j++, v += stride) fma_key(NC, acc, tail, v, p[j]);
-#pragma GCC unroll 8
-    for (int c = 0; c < NC - 1; c++) _mm512_storeu_ps(out + 16 * c, acc[c]);
-    _mm512_mask_storeu_ps(out + 16 * (NC - 1), tail, acc[NC - 1]);
-}
-
-/* out[0 .. head_dim) += Σ_j p_j v_j over nk keys, in 128-float column chunks. */
-static void values_add(int head_dim, const float *v, int stride, int nk, const float *p,
-                       float *out) {
-    for (int d0 = 0; d0 < head_dim; d0 += 128) {
-        int dn = head_dim - d0 < 128 ? head_dim - d0 : 128;
-        switch ((dn + 15) / 16) {
-        case 1: wsum_add(1, dn, v + d0, stride, nk, p, out + d0); break;
-        case 2: wsum_add(2, dn, v + d0, stride, nk, p, out + d0); break;
-        case 3: wsum_add(3, dn, v + d0, stride, nk, p, out + d0); break;
-        case 4: wsum_add(4, dn, v + d0, stride, nk, p, out + d0); break;
-        case 5: wsum_add(5, dn, v + d0, stride, nk, p, out + d0); break;
-        case 6: wsum_add(6, dn, v + d0, stride, nk, p, out + d0); break;
-        case 7: wsum_add(7, dn, v + d0, stride, nk, p, out + d0); break;
-        default: wsum_add(8, dn, v + d0, stride, nk, p, out + d0); break;
-        }
-    }
+static void attn_block_scores(const attn_groups *g, int nq, const float *const *q, int head_dim,
+                              float scale, const kr_kv_span *blk, float *scratch,
+                              int scratch_stride, int col) {
+    for (int gi = 0; g->n_qt && gi < g->qt.n; gi++)
+        qt_group_scores(&g->qt, gi, head_dim, scale, blk->k, blk->stride, blk->n,
+                        scratch + (size_t)(gi * KR_QT_LANES) * (size_t)scratch_stride,
+                        scratch_stride, col);
+    if (g->n_qt < nq)
+        block_scores(nq - g->n_qt, q + g->n_qt, head_dim, scale, blk,
+                     scratch + (size_t)g->n_qt * (size_t)scratch_stride + col, scratch_stride);
 }
 
 /* wsum_add for two queries over the same keys: each V chunk is loaded once for both, and the
@@ -397,106 +257,20 @@ static void values_add4(int head_dim, const float *v, int stride, int nk, const 
     }
 }
 
-/* out[0 .. head_dim) /= sum with the same division wsum ends with (zeros if no keys). */
-static void finish(int head_dim, int n_keys, float sum, float *out) {
-    __m512 is = _mm512_set1_ps(sum);
-    for (int d = 0; d < head_dim; d += 16) {
-        __mmask16 m = kr_mask16(head_dim - d);
-        __m512 o =
-            n_keys > 0 ? _mm512_div_ps(_mm512_maskz_loadu_ps(m, out + d), is) : _mm512_setzero_ps();
-        _mm512_mask_storeu_ps(out + d, m, o);
-    }
-}
-
-/* The multi-query kernel for nq <= KR_ATTN_TILE queries: per query the same scores16 calls,
- * exp_sum16 over the same scratch values and fma_key chain as kr_attend_f32_avx512, run
- * keys-outer / queries-inner over the shared spans. */
-static void multi_tile(int nq, const float *const *q, int head_dim, float scale,
-                       const kr_kv_span *shared, int n_shared, const kr_kv_span *const *own,
-                       const int *n_own, float *scratch, int scratch_stride, float *const *out) {
-    const int bk = kr_attn_block_keys(head_dim, 16);
-    _Alignas(64) float pack[KR_ATTN_PACK];
-    float sum[KR_ATTN_TILE];
-    int n_keys[KR_ATTN_TILE];
-#define ROW(i) (scratch + (size_t)(i) * (size_t)scratch_stride)
-
-    /* Shared scores with the queries in lanes (attn_qt_avx512.h) for whole groups of 16 and a
-     * last group of 12 or more; fewer would leave too many lanes idle, and go through
-     * block_scores. */
-    qt_groups g;
-    int n_qt = 0;
-    if (head_dim <= KR_QT_MAX_DIM) n_qt = nq % KR_QT_LANES >= 12 ? nq : nq - nq % KR_QT_LANES;
-    if (n_qt) qt_groups_build(&g, n_qt, q, head_dim);
-
-    int n_sh = 0; /* shared keys: every query's first n_sh scores */
-    kr_attn_prefetch_start(shared, n_shared, 0, head_dim);
-    for (int s = 0; s < n_shared; n_sh += shared[s].n, s++)
-        for (int j0 = 0; j0 < shared[s].n; j0 += bk) {
-            int nk = shared[s].n - j0 < bk ? shared[s].n - j0 : bk;
-            kr_attn_prefetch(shared, n_shared, s, j0, nk, 0, head_dim);
-            kr_kv_span blk = { NULL, NULL, nk, 0 }; /* K rows, in L1 after the first query */
-            blk.k =
-                kr_attn_rows(shared[s].k, shared[s].stride, j0, nk, head_dim, pack, &blk.stride);
-            for (int gi = 0; n_qt && gi < g.n; gi++)
-                qt_group_scores(&g, gi, head_dim, scale, blk.k, blk.stride, nk,
-                                ROW(gi * KR_QT_LANES), scratch_stride, n_sh + j0);
-            if (n_qt < nq)
-                block_scores(nq - n_qt, q + n_qt, head_dim, scale, &blk, ROW(n_qt) + n_sh + j0,
-                             scratch_stride);
+static void attn_block_values(int nq, int head_dim, const float *v, int vs, int nk,
+                              const float *scratch, int scratch_stride, int col,
+                              float *const *out) {
+#define ROW(i) (scratch + (size_t)(i) * (size_t)scratch_stride + col)
+    int i = 0;
+    if (head_dim <= 64)
+        for (; i + 3 < nq; i += 4) {
+            const float *p4[4] = { ROW(i), ROW(i + 1), ROW(i + 2), ROW(i + 3) };
+            values_add4(head_dim, v, vs, nk, p4, out + i);
         }
-    kr_attn_prefetch_start(shared, n_shared, 1, head_dim);
-    for (int i = 0; i < nq; i++) {
-        int ns = own && n_own ? n_own[i] : 0;
-        if (ns) own_scores(q[i], head_dim, scale, own[i], ns, ROW(i) + n_sh);
-        int n = n_sh;
-        for (int s = 0; s < ns; s++) n += own[i][s].n;
-        n_keys[i] = n;
-        sum[i] = n > 0 ? exp_sum16(ROW(i), n) : 0.0f;
-    }
-
-    /* Zeroed only now that every score is done, so out[i] may alias q[i]. */
-    for (int i = 0; i < nq; i++)
-        for (int d = 0; d < head_dim; d += 16)
-            _mm512_mask_storeu_ps(out[i] + d, kr_mask16(head_dim - d), _mm512_setzero_ps());
-    for (int s = 0, base = 0; s < n_shared; base += shared[s].n, s++)
-        for (int j0 = 0; j0 < shared[s].n; j0 += bk) {
-            int nk = shared[s].n - j0 < bk ? shared[s].n - j0 : bk;
-            kr_attn_prefetch(shared, n_shared, s, j0, nk, 1, head_dim);
-            int vs;
-            const float *v =
-                kr_attn_rows(shared[s].v, shared[s].stride, j0, nk, head_dim, pack, &vs);
-            int i = 0;
-            if (head_dim <= 64)
-                for (; i + 3 < nq; i += 4) {
-                    const float *p4[4] = { ROW(i) + base + j0, ROW(i + 1) + base + j0,
-                                           ROW(i + 2) + base + j0, ROW(i + 3) + base + j0 };
-                    values_add4(head_dim, v, vs, nk, p4, out + i);
-                }
-            for (; i + 1 < nq; i += 2)
-                values_add2(head_dim, v, vs, nk, ROW(i) + base + j0, ROW(i + 1) + base + j0, out[i],
-                            out[i + 1]);
-            if (i < nq) values_add(head_dim, v, vs, nk, ROW(i) + base + j0, out[i]);
-        }
-    for (int i = 0; i < nq; i++) {
-        int n = n_sh, ns = own && n_own ? n_own[i] : 0;
-        if (ns) kr_attn_prefetch_start(own[i], ns, 1, head_dim);
-        for (int s = 0; s < ns; n += own[i][s].n, s++) {
-            kr_attn_prefetch(own[i], ns, s, 0, own[i][s].n, 1, head_dim);
-            values_add(head_dim, own[i][s].v, own[i][s].stride, own[i][s].n, ROW(i) + n, out[i]);
-        }
-        finish(head_dim, n_keys[i], sum[i], out[i]);
-    }
+    for (; i + 1 < nq; i += 2)
+        values_add2(head_dim, v, vs, nk, ROW(i), ROW(i + 1), out[i], out[i + 1]);
+    if (i < nq) values_add(head_dim, v, vs, nk, ROW(i), out[i]);
 #undef ROW
-}
-
-void kr_attend_multi_f32_avx512(int nq, const float *const *q, int head_dim, float scale,
-                                const kr_kv_span *shared, int n_shared,
-                                const kr_kv_span *const *own, const int *n_own, float *scratch,
-                                int scratch_stride, float *const *out) {
-    for (int t = 0; t < nq; t += KR_ATTN_TILE)
-        multi_tile(nq - t < KR_ATTN_TILE ? nq - t : KR_ATTN_TILE, q + t, head_dim, scale, shared,
-                   n_shared, own ? own + t : NULL, n_own ? n_own + t : NULL,
-                   scratch + (size_t)t * (size_t)scratch_stride, scratch_stride, out + t);
 }
 
 /* ---- causal */
@@ -505,9 +279,9 @@ void kr_attend_multi_f32_avx512(int nq, const float *const *q, int head_dim, flo
  * taking the first c_i = clamp(n_keys[i] − key0, 0, nk) of them: the count all of a pair or
  * quad share goes through values_add2/values_add4 and each query's rest after it, which is
  * the same FMA chain per lane in key order. */
-static void causal_values(int nq, int head_dim, const float *v, int vs, int nk, int key0,
-                          const int *n_keys, const float *scratch, int scratch_stride,
-                          float *const *out) {
+static void attn_causal_values(int nq, int head_dim, const float *v, int vs, int nk, int key0,
+                               const int *n_keys, const float *scratch, int scratch_stride,
+                               float *const *out) {
 #define ROW(i) (scratch + (size_t)(i) * (size_t)scratch_stride + key0)
     int c[KR_ATTN_TILE];
     kr_causal_counts(nq, n_keys, key0, nk, c);
@@ -531,17 +305,13 @@ static void causal_values(int nq, int head_dim, const float *v, int vs, int nk, 
 #undef ROW
 }
 
-/* The causal kernel for nq <= KR_ATTN_TILE queries and head_dim <= KR_QT_MAX_DIM: scores
- * with the queries in lanes over each group's reach (a query's scores past its own count are
- * computed with its group's and never read), exp_sum16 over each query's own count, values
- * keys-outer. Per query: the single-query kernel's scores, exp-sum and FMA chain. */
-static void causal_tile(int nq, const float *const *q, int head_dim, float scale,
-                        const kr_kv_span *spans, int n_spans, const int *n_keys, float *scratch,
-                        int scratch_stride, float *const *out) {
-    const int bk = kr_attn_block_keys(head_dim, 16);
-    _Alignas(64) float pack[KR_ATTN_PACK];
-    float sum[KR_ATTN_TILE];
-    int reach[KR_ATTN_TILE / KR_QT_LANES], n_max = 0;
+/* The causal scores for head_dim <= KR_QT_MAX_DIM: the queries in lanes, each group of 16
+ * over its own reach (a query's scores past its own count are computed with its group's and
+ * never read); keys outer, so a block is read into L1 once for every group. */
+static void attn_causal_scores(int nq, const float *const *q, int head_dim, float scale,
+                               const kr_kv_span *spans, int n_spans, const int *n_keys, int n_max,
+                               int bk, float *pack, float *scratch, int scratch_stride) {
+    int reach[KR_ATTN_TILE / KR_QT_LANES];
     qt_groups g;
     qt_groups_build(&g, nq, q, head_dim);
     for (int gi = 0; gi < g.n; gi++) {
@@ -550,10 +320,7 @@ static void causal_tile(int nq, const float *const *q, int head_dim, float scale
             int n = n_keys[gi * KR_QT_LANES + i];
             reach[gi] = n > reach[gi] ? n : reach[gi];
         }
-        n_max = reach[gi] > n_max ? reach[gi] : n_max;
     }
-#define ROW(i) (scratch + (size_t)(i) * (size_t)scratch_stride)
-    /* Keys outer: a block is read into L1 once for every group. */
     const kr_kv_span *sp;
     int j0, key0, nk, ks;
     for (kr_key_blocks it = kr_key_blocks_start(spans, n_spans, n_max, bk);
@@ -563,51 +330,11 @@ static void causal_tile(int nq, const float *const *q, int head_dim, float scale
             if (reach[gi] > key0)
                 qt_group_scores(&g, gi, head_dim, scale, k, ks,
                                 nk < reach[gi] - key0 ? nk : reach[gi] - key0,
-                                ROW(gi * KR_QT_LANES), scratch_stride, key0);
+                                scratch + (size_t)(gi * KR_QT_LANES) * (size_t)scratch_stride,
+                                scratch_stride, key0);
     }
-    for (int i = 0; i < nq; i++) sum[i] = n_keys[i] > 0 ? exp_sum16(ROW(i), n_keys[i]) : 0.0f;
-
-    /* Zeroed only now that every score is done, so out[i] may alias q[i]. */
-    for (int i = 0; i < nq; i++)
-        for (int d = 0; d < head_dim; d += 16)
-            _mm512_mask_storeu_ps(out[i] + d, kr_mask16(head_dim - d), _mm512_setzero_ps());
-    for (kr_key_blocks it = kr_key_blocks_start(spans, n_spans, n_max, bk);
-         kr_key_blocks_next(&it, &sp, &j0, &key0, &nk);) {
-        const float *v = kr_attn_rows(sp->v, sp->stride, j0, nk, head_dim, pack, &ks);
-        causal_values(nq, head_dim, v, ks, nk, key0, n_keys, scratch, scratch_stride, out);
-    }
-    for (int i = 0; i < nq; i++) finish(head_dim, n_keys[i], sum[i], out[i]);
-#undef ROW
 }
 
-void kr_attend_causal_f32_avx512(int nq, const float *const *q, int head_dim, float scale,
-                                 const kr_kv_span *spans, int n_spans, const int *n_keys,
-                                 float *scratch, int scratch_stride, float *const *out) {
-    if (head_dim > KR_QT_MAX_DIM) {
-        kr_attend_causal_by_rows(kr_attend_multi_f32_avx512, nq, q, head_dim, scale, spans, n_spans,
-                                 n_keys, scratch, out);
-        return;
-    }
-    for (int t = 0; t < nq; t += KR_ATTN_TILE)
-        causal_tile(nq - t < KR_ATTN_TILE ? nq - t : KR_ATTN_TILE, q + t, head_dim, scale, spans,
-                    n_spans, n_keys + t, scratch + (size_t)t * (size_t)scratch_stride,
-                    scratch_stride, out + t);
-}
-
-#else
-/* Off x86-64 the name still links (dispatch never selects it there). */
-void kr_attend_multi_f32_avx512(int nq, const float *const *q, int head_dim, float scale,
-                                const kr_kv_span *shared, int n_shared,
-                                const kr_kv_span *const *own, const int *n_own, float *scratch,
-                                int scratch_stride, float *const *out) {
-    kr_attend_multi_f32_scalar(nq, q, head_dim, scale, shared, n_shared, own, n_own, scratch,
-                               scratch_stride, out);
-}
-
-void kr_attend_causal_f32_avx512(int nq, const float *const *q, int head_dim, float scale,
-                                 const kr_kv_span *spans, int n_spans, const int *n_keys,
-                                 float *scratch, int scratch_stride, float *const *out) {
-    kr_attend_causal_f32_scalar(nq, q, head_dim, scale, spans, n_spans, n_keys, scratch,
-                                scratch_stride, out);
-}
+/* Wider heads than the transposed queries hold go one query at a time. */
+static int attn_causal_by_rows(int head_dim) { return head_dim > KR_QT_MAX_DIM; }
 #endif

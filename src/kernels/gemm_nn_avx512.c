@@ -6,9 +6,8 @@
 #include "kernels/kernels.h"
 
 #if defined(__x86_64__)
-#include <immintrin.h>
-
-#include "kernels/simd_avx512.h"
+#define KR_WIDTH_AVX512
+#include "kernels/simd_width.h"
 
 /* 12 rows × 16 values of k of an NN A (rows lda apart) into the packed tile layout: the 16 k
  * of 12 row values each, 192 consecutive floats. One 16 × 16 transpose (4 rows of zeros),
@@ -34,33 +33,8 @@ KR_INLINE void pack_a_tile_12x16(const float *rows, int lda, float *d) {
     }
 }
 
-#define GNN_V __m512
-#define GNN_W 16
 #define GNN_MR 12
-#define GNN_LOAD(p) _mm512_loadu_ps(p)
-#define GNN_STORE(p, v) _mm512_storeu_ps((p), (v))
-#define GNN_FMA(a, b, c) _mm512_fmadd_ps((a), (b), (c))
-#define GNN_BCAST(p) _mm512_set1_ps(*(p))
-#define GNN_ZERO() _mm512_setzero_ps()
-#define GNN_LOADN(p, n) _mm512_maskz_loadu_ps(kr_mask16(n), (p))
-#define GNN_STOREN(p, n, v) _mm512_mask_storeu_ps((p), kr_mask16(n), (v))
-#define GNN_TRANSPOSE(r) kr_transpose16(r)
+#define GNN_STOREN(p, n, v) VW_STOREN((p), (n), (v))
 #define GNN_PACK_A_TILE(rows, lda, d) pack_a_tile_12x16((rows), (lda), (d))
-#define GNN_NAME(x) x##_avx512
 #include "kernels/gemm_nn_body.h"
-
-void kr_gemm_nn_f32_avx512(int M, int N, int K, const float *A, int lda, const float *B, int ldb,
-                           float *C, int ldc, int accumulate, int ith, int nth) {
-    gemm_avx512(0, M, N, K, A, lda, B, ldb, NULL, C, ldc, accumulate, ith, nth);
-}
-
-void kr_gemm_tn_f32_avx512(int M, int N, int K, const float *A, int lda, const float *B, int ldb,
-                           float *C, int ldc, int accumulate, int ith, int nth) {
-    gemm_avx512(1, M, N, K, A, lda, B, ldb, NULL, C, ldc, accumulate, ith, nth);
-}
-
-void kr_gemm_nn_bias_f32_avx512(int M, int N, int K, const float *A, int lda, const float *B,
-                                int ldb, const float *bias, float *C, int ldc, int ith, int nth) {
-    gemm_avx512(0, M, N, K, A, lda, B, ldb, bias, C, ldc, 0, ith, nth);
-}
 #endif

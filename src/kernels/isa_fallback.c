@@ -42,6 +42,19 @@ void kr_gemm_f32_packed_avx512(int M, int N, int K, const float *A, int lda, con
                              int n_spans, float *scratch, float *out) {                            \
         kr_attend_f32_scalar(q, head_dim, scale, spans, n_spans, scratch, out);                    \
     }                                                                                              \
+    void kr_attend_multi_f32_##isa(int nq, const float *const *q, int head_dim, float scale,       \
+                                   const kr_kv_span *shared, int n_shared,                         \
+                                   const kr_kv_span *const *own, const int *n_own, float *scratch, \
+                                   int scratch_stride, float *const *out) {                        \
+        kr_attend_multi_f32_scalar(nq, q, head_dim, scale, shared, n_shared, own, n_own, scratch,  \
+                                   scratch_stride, out);                                           \
+    }                                                                                              \
+    void kr_attend_causal_f32_##isa(int nq, const float *const *q, int head_dim, float scale,      \
+                                    const kr_kv_span *spans, int n_spans, const int *n_keys,       \
+                                    float *scratch, int scratch_stride, float *const *out) {       \
+        kr_attend_causal_f32_scalar(nq, q, head_dim, scale, spans, n_spans, n_keys, scratch,       \
+                                    scratch_stride, out);                                          \
+    }                                                                                              \
     void kr_rmsnorm_f32_##isa(int n_rows, int d, const float *x, int ldx, const float *w,          \
                               float eps, float *y, int ldy) {                                      \
         kr_rmsnorm_f32_scalar(n_rows, d, x, ldx, w, eps, y, ldy);                                  \

@@ -1,7 +1,7 @@
 /*
  * kernels/ops_simd — row-wise ops (RMSNorm, RoPE, SiLU·mul, add, softmax), written once over
- * kernels/simd_map.h and compiled per ISA by ops_avx2.c (KR_SIMD_WIDTH 8) and ops_avx512.c
- * (16). Included by those two files only.
+ * kernels/simd_width.h and compiled per ISA by ops_avx2.c (KR_WIDTH_AVX2) and ops_avx512.c
+ * (KR_WIDTH_AVX512). Included by those two files only.
  *
  * All are element-wise or reduce within one row, so a row's result never depends on how many
  * rows come with it. RoPE takes cos/sin from libm (a vector sin/cos would not match the
@@ -11,28 +11,28 @@
 #include <math.h>
 
 #include "kernels/kernels.h"
-#include "kernels/simd_map.h"
+#include "kernels/simd_width.h"
 
-void KR_SIMD(kr_rmsnorm_f32)(int n_rows, int d, const float *x, int ldx, const float *w, float eps,
+void VW_NAME(kr_rmsnorm_f32)(int n_rows, int d, const float *x, int ldx, const float *w, float eps,
                              float *y, int ldy) {
     for (int r = 0; r < n_rows; r++) {
         const float *xr = x + (size_t)r * (size_t)ldx;
         float *yr = y + (size_t)r * (size_t)ldy;
-        kr_vf ss = kr_v_zero();
-        for (int i = 0; i < d; i += KR_VL) {
-            kr_vf v = kr_v_load(kr_v_mask(d - i), xr + i);
-            ss = kr_v_fmadd(v, v, ss);
+        VW_V ss = VW_ZERO();
+        for (int i = 0; i < d; i += VW_W) {
+            VW_V v = VW_LOADM(xr + i, VW_MASK(d - i));
+            ss = VW_FMA(v, v, ss);
         }
-        kr_vf inv = kr_v_set1(1.0f / sqrtf(kr_v_hsum(ss) / (float)d + eps));
-        for (int i = 0; i < d; i += KR_VL) {
-            kr_vmask m = kr_v_mask(d - i);
-            kr_vf v = kr_v_mul(kr_v_load(m, xr + i), inv);
-            kr_v_store(yr + i, kr_v_mul(v, kr_v_load(m, w + i)), m, d - i);
+        VW_V inv = VW_SET1(1.0f / sqrtf(VW_HSUM(ss) / (float)d + eps));
+        for (int i = 0; i < d; i += VW_W) {
+            VW_M m = VW_MASK(d - i);
+            VW_V v = VW_MUL(VW_LOADM(xr + i, m), inv);
+            VW_STOREM(yr + i, m, d - i, VW_MUL(v, VW_LOADM(w + i, m)));
         }
     }
 }
 
-void KR_SIMD(kr_rope_f32)(int n_rows, int n_heads, int head_dim, float *x, int ldx, int pos0,
+void VW_NAME(kr_rope_f32)(int n_rows, int n_heads, int head_dim, float *x, int ldx, int pos0,
                           const float *inv_freq) {
     enum { CH = 64 };
     float cs[CH], sn[CH];
@@ -49,51 +49,51 @@ void KR_SIMD(kr_rope_f32)(int n_rows, int n_heads, int head_dim, float *x, int l
             }
             for (int h = 0; h < n_heads; h++) {
                 float *lo = xr + (size_t)h * (size_t)head_dim + i0, *hi = lo + half;
-                for (int i = 0; i < ni; i += KR_VL) {
-                    kr_vmask m = kr_v_mask(ni - i);
-                    kr_vf c = kr_v_load(m, cs + i), s = kr_v_load(m, sn + i);
-                    kr_vf a = kr_v_load(m, lo + i), b = kr_v_load(m, hi + i);
-                    kr_vf na = kr_v_sub(kr_v_mul(a, c), kr_v_mul(b, s));
-                    kr_vf nb = kr_v_add(kr_v_mul(b, c), kr_v_mul(a, s));
-                    kr_v_store(lo + i, na, m, ni - i);
-                    kr_v_store(hi + i, nb, m, ni - i);
+                for (int i = 0; i < ni; i += VW_W) {
+                    VW_M m = VW_MASK(ni - i);
+                    VW_V c = VW_LOADM(cs + i, m), s = VW_LOADM(sn + i, m);
+                    VW_V a = VW_LOADM(lo + i, m), b = VW_LOADM(hi + i, m);
+                    VW_V na = VW_SUB(VW_MUL(a, c), VW_MUL(b, s));
+                    VW_V nb = VW_ADD(VW_MUL(b, c), VW_MUL(a, s));
+                    VW_STOREM(lo + i, m, ni - i, na);
+                    VW_STOREM(hi + i, m, ni - i, nb);
                 }
             }
         }
     }
 }
 
-void KR_SIMD(kr_silu_mul_f32)(int n, const float *a, const float *b, float *out) {
-    const kr_vf one = kr_v_set1(1.0f);
-    for (int i = 0; i < n; i += KR_VL) {
-        kr_vmask m = kr_v_mask(n - i);
-        kr_vf x = kr_v_load(m, a + i);
-        kr_vf e = kr_v_exp(kr_v_sub(kr_v_zero(), x));
-        kr_vf s = kr_v_div(x, kr_v_add(one, e));
-        kr_v_store(out + i, kr_v_mul(s, kr_v_load(m, b + i)), m, n - i);
+void VW_NAME(kr_silu_mul_f32)(int n, const float *a, const float *b, float *out) {
+    const VW_V one = VW_SET1(1.0f);
+    for (int i = 0; i < n; i += VW_W) {
+        VW_M m = VW_MASK(n - i);
+        VW_V x = VW_LOADM(a + i, m);
+        VW_V e = VW_EXP(VW_SUB(VW_ZERO(), x));
+        VW_V s = VW_DIV(x, VW_ADD(one, e));
+        VW_STOREM(out + i, m, n - i, VW_MUL(s, VW_LOADM(b + i, m)));
     }
 }
 
-void KR_SIMD(kr_add_f32)(int n, const float *x, float *y) {
-    for (int i = 0; i < n; i += KR_VL) {
-        kr_vmask m = kr_v_mask(n - i);
-        kr_v_store(y + i, kr_v_add(kr_v_load(m, y + i), kr_v_load(m, x + i)), m, n - i);
+void VW_NAME(kr_add_f32)(int n, const float *x, float *y) {
+    for (int i = 0; i < n; i += VW_W) {
+        VW_M m = VW_MASK(n - i);
+        VW_STOREM(y + i, m, n - i, VW_ADD(VW_LOADM(y + i, m), VW_LOADM(x + i, m)));
     }
 }
 
-void KR_SIMD(kr_softmax_f32)(int n, const float *x, float *y) {
+void VW_NAME(kr_softmax_f32)(int n, const float *x, float *y) {
     if (n <= 0) return;
-    kr_vf mv = kr_v_set1(kr_v_row_max(x, n));
-    kr_vf sum = kr_v_zero();
-    for (int i = 0; i < n; i += KR_VL) {
-        kr_vmask m = kr_v_mask(n - i);
-        kr_vf e = kr_v_keep(kr_v_exp(kr_v_sub(kr_v_load(m, x + i), mv)), m);
-        sum = kr_v_add(sum, e);
-        kr_v_store(y + i, e, m, n - i);
+    VW_V mv = VW_SET1(VW_ROW_MAX(x, n));
+    VW_V sum = VW_ZERO();
+    for (int i = 0; i < n; i += VW_W) {
+        VW_M m = VW_MASK(n - i);
+        VW_V e = VW_KEEP(VW_EXP(VW_SUB(VW_LOADM(x + i, m), mv)), m);
+        sum = VW_ADD(sum, e);
+        VW_STOREM(y + i, m, n - i, e);
     }
-    kr_vf tv = kr_v_set1(kr_v_hsum(sum));
-    for (int i = 0; i < n; i += KR_VL) {
-        kr_vmask m = kr_v_mask(n - i);
-        kr_v_store(y + i, kr_v_div(kr_v_load(m, y + i), tv), m, n - i);
+    VW_V tv = VW_SET1(VW_HSUM(sum));
+    for (int i = 0; i < n; i += VW_W) {
+        VW_M m = VW_MASK(n - i);
+        VW_STOREM(y + i, m, n - i, VW_DIV(VW_LOADM(y + i, m), tv));
     }
 }

@@ -106,16 +106,6 @@ void kr_quant_act_u8_avx2(int m0, int m1, int k, int kp, const float *A, int lda
 
 /* ---- GEMM. */
 
-typedef struct q8gemm {
-    const uint8_t *aq;
-    const int8_t *wq;
-    int kp;
-    const float *ascale, *wscale, *bias;
-    const int32_t *azero, *rsum;
-    float *C;
-    int ldc;
-} q8gemm;
-
 /* kr_reduce8's lane layout on int32 (any tree gives the same exact integer sums). */
 KR_INLINE __m256i reduce8_epi32(const __m256i x[8]) {
     __m256i y[4];
@@ -133,8 +123,8 @@ KR_INLINE __m256i reduce8_epi32(const __m256i x[8]) {
 
 /* The integer dots of an MR×NR tile (MR·NR = 8; acc[KR_R8(r·NR + c)] for C[m0 + r][n0 + c])
  * to floats at C: zero point, scales, bias; mr×nr of them are real. */
-KR_INLINE void store_tile(const int MR, const int NR, const __m256i acc[8], const q8gemm *g, int m0,
-                          int mr, int n0, int nr) {
+KR_INLINE void store_tile(const int MR, const int NR, const __m256i acc[8], const kr_q8_gemm *g,
+                          int m0, int mr, int n0, int nr) {
     /* Lane L = r·NR + c of dot is the integer dot of C[m0 + r][n0 + c]. */
     __m256i dot = reduce8_epi32(acc);
     const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
@@ -160,7 +150,7 @@ KR_INLINE void store_tile(const int MR, const int NR, const __m256i acc[8], cons
 
 /* The A and W rows of an MR×NR tile at (m0, n0) of which mr×nr are real: missing rows and
  * columns reuse the last real one (valid memory, results discarded). */
-KR_INLINE void tile_rows(const int MR, const int NR, const q8gemm *g, int m0, int mr, int n0,
+KR_INLINE void tile_rows(const int MR, const int NR, const kr_q8_gemm *g, int m0, int mr, int n0,
                          int nr, const uint8_t **a, const int8_t **w) {
     const size_t kp = (size_t)g->kp;
 #pragma GCC unroll 4
@@ -170,7 +160,8 @@ KR_INLINE void tile_rows(const int MR, const int NR, const q8gemm *g, int m0, in
 }
 
 /* The MR×NR tile (MR·NR = 8) at (m0, n0) (tile_rows). */
-KR_INLINE void tile(const int MR, const int NR, const q8gemm *g, int m0, int mr, int n0, int nr) {
+KR_INLINE void tile(const int MR, const int NR, const kr_q8_gemm *g, int m0, int mr, int n0,
+                    int nr) {
     const size_t kp = (size_t)g->kp;
     const uint8_t *a[2];
     const int8_t *w[8];
@@ -232,8 +223,8 @@ KR_INLINE void widen_panel(const int rows, const int is_signed, int16_t *dst, co
 
 /* The 2×4 tile from a widened 2-row A panel and a widened 4-row W panel: the in-place tile's
  * products and sums. */
-static void tile_wide(const q8gemm *g, const int16_t *pa, const int16_t *pw, int m0, int mr, int n0,
-                      int nr) {
+static void tile_wide(const kr_q8_gemm *g, const int16_t *pa, const int16_t *pw, int m0, int mr,
+                      int n0, int nr) {
     __m256i acc[8];
 #pragma GCC unroll 8
     for (int i = 0; i < 8; i++) acc[i] = _mm256_setzero_si256();
@@ -268,7 +259,7 @@ void kr_qgemm_int8_avx2_reserve(int M, const kr_qmat *w) {
 }
 
 /* Columns [n0, n1) on the widened path; 0 when the buffer cannot be had. */
-static int gemm_wide(int M, const q8gemm *g, int n0, int n1) {
+static int gemm_wide(int M, const kr_q8_gemm *g, int n0, int n1) {
     const int nb_cols = wide_block_cols(g->kp);
     int16_t *pw = kr_thread_scratch(KR_SCRATCH_QGEMM_WIDE, wide_scratch_bytes(g->kp));
     if (!pw) return 0;
@@ -290,24 +281,14 @@ static int gemm_wide(int M, const q8gemm *g, int n0, int n1) {
     return 1;
 }
 
-/* W rows per block when W is read in place: ~192 KB, reused from L2 across all row tiles
- * (see qgemm_int8_avx512.c); a multiple of the split unit. */
-static int inplace_block_cols(int kp, int slice) {
-    int nb_cols = kp > 0 ? 192 * 1024 / kp : slice;
-    nb_cols = nb_cols / KR_GEMM_NUNIT * KR_GEMM_NUNIT;
-    return nb_cols < KR_GEMM_NUNIT ? KR_GEMM_NUNIT : nb_cols;
-}
-
 void kr_qgemm_int8_avx2(int M, const kr_qmat *w, const uint8_t *aq, const float *ascale,
                         const int32_t *azero, const float *bias, float *C, int ldc, int ith,
                         int nth) {
     int n0, n1;
-    kr_gemm_split(w->n, ith, nth, &n0, &n1);
-    if (n0 >= n1 || M <= 0) return;
-    q8gemm g = { aq, (const int8_t *)w->data, w->kp, ascale, w->scale, bias, azero, w->row_sum, C,
-                 ldc };
+    kr_q8_gemm g;
+    if (!kr_q8_gemm_start(M, w, aq, ascale, azero, bias, C, ldc, ith, nth, &g, &n0, &n1)) return;
     if (M >= Q8_WIDE_MIN_M && gemm_wide(M, &g, n0, n1)) return;
-    int nb_cols = inplace_block_cols(w->kp, n1 - n0);
+    int nb_cols = kr_q8_block_cols(w->kp, n1 - n0);
     for (int nb = n0; nb < n1; nb += nb_cols) {
         int ne = nb + nb_cols < n1 ? nb + nb_cols : n1;
         int m = 0;
@@ -344,7 +325,7 @@ dpbusd_vex(__m256i acc, __m256i a, __m256i w) {
  * first 8 accumulates in acc[KR_R8(r·NR + c)], the next 4 (3×4's third row) in
  * acc[8 + KR_R8(c)], stored as a 1×4 tile beside three zero accumulators. */
 KR_TARGET_AVXVNNI static inline __attribute__((always_inline)) void
-tile_vnni(const int MR, const int NR, const q8gemm *g, int m0, int mr, int n0, int nr) {
+tile_vnni(const int MR, const int NR, const kr_q8_gemm *g, int m0, int mr, int n0, int nr) {
     const size_t kp = (size_t)g->kp;
     const uint8_t *a[3];
     const int8_t *w[8];
@@ -384,7 +365,7 @@ tile_vnni(const int MR, const int NR, const q8gemm *g, int m0, int mr, int n0, i
  * panel path in qgemm_int8_avx512.c). The repacking costs N·kp bytes per call. */
 enum { Q8V_PANEL_MIN_M = 32, Q8V_MR = 4, Q8V_NV = 3 };
 
-static size_t vnni_panel_bytes(int kp) { return (size_t)inplace_block_cols(kp, 0) * (size_t)kp; }
+static size_t vnni_panel_bytes(int kp) { return (size_t)kr_q8_block_cols(kp, 0) * (size_t)kp; }
 
 void kr_qgemm_int8_avxvnni_reserve(int M, const kr_qmat *w) {
     if (M >= Q8V_PANEL_MIN_M && w->kp > 0)
@@ -431,7 +412,7 @@ KR_TARGET_AVXVNNI static void pack_panel8(const int8_t *w, size_t kp, int nc, in
 /* Rows m0 .. m0 + mr (mr <= 4; rows past mr repeat the last, computed and not stored) × the NV
  * panels at pw, whose first column is n0 and of which ncols columns are real. */
 KR_TARGET_AVXVNNI static inline __attribute__((always_inline)) void
-panel_tile_vnni(const int NV, const q8gemm *g, const int8_t *pw, int m0, int mr, int n0,
+panel_tile_vnni(const int NV, const kr_q8_gemm *g, const int8_t *pw, int m0, int mr, int n0,
                 int ncols) {
     const size_t kp = (size_t)g->kp, pstride = 8 * kp;
     const uint8_t *a[Q8V_MR];
@@ -477,8 +458,8 @@ panel_tile_vnni(const int NV, const q8gemm *g, const int8_t *pw, int m0, int mr,
 }
 
 /* Columns [n0, n1) on the panel path; 0 when its buffer cannot be had. */
-KR_TARGET_AVXVNNI static int gemm_panels_vnni(int M, const q8gemm *g, int n0, int n1) {
-    const int nb_cols = inplace_block_cols(g->kp, 0);
+KR_TARGET_AVXVNNI static int gemm_panels_vnni(int M, const kr_q8_gemm *g, int n0, int n1) {
+    const int nb_cols = kr_q8_block_cols(g->kp, 0);
     int8_t *pw = kr_thread_scratch(KR_SCRATCH_QGEMM_PANELS, vnni_panel_bytes(g->kp));
     if (!pw) return 0;
     const size_t kp = (size_t)g->kp, pstride = 8 * kp;
@@ -508,12 +489,10 @@ KR_TARGET_AVXVNNI void kr_qgemm_int8_avxvnni(int M, const kr_qmat *w, const uint
                                              const float *bias, float *C, int ldc, int ith,
                                              int nth) {
     int n0, n1;
-    kr_gemm_split(w->n, ith, nth, &n0, &n1);
-    if (n0 >= n1 || M <= 0) return;
-    q8gemm g = { aq, (const int8_t *)w->data, w->kp, ascale, w->scale, bias, azero, w->row_sum, C,
-                 ldc };
+    kr_q8_gemm g;
+    if (!kr_q8_gemm_start(M, w, aq, ascale, azero, bias, C, ldc, ith, nth, &g, &n0, &n1)) return;
     if (M >= Q8V_PANEL_MIN_M && gemm_panels_vnni(M, &g, n0, n1)) return;
-    int nb_cols = inplace_block_cols(w->kp, n1 - n0);
+    int nb_cols = kr_q8_block_cols(w->kp, n1 - n0);
     for (int nb = n0; nb < n1; nb += nb_cols) {
         int ne = nb + nb_cols < n1 ? nb + nb_cols : n1;
         if (M == 1) {

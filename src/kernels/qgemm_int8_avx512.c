@@ -144,16 +144,6 @@ void kr_quant_act_u8_avx512(int m0, int m1, int k, int kp, const float *A, int l
 
 /* ---- GEMM. */
 
-typedef struct q8gemm {
-    const uint8_t *aq;
-    const int8_t *wq;
-    int kp;
-    const float *ascale, *wscale, *bias;
-    const int32_t *azero, *rsum;
-    float *C;
-    int ldc;
-} q8gemm;
-
 /* kr_reduce16's lane layout on int32 (the tree is irrelevant here: integer sums are exact). */
 KR_INLINE __m512i reduce16_epi32(const __m512i x[16]) {
     __m512i y[8], z[4];
@@ -218,7 +208,7 @@ enum { KR_PREFETCH_ROWS = 8 };
 /* Computes the MR×NR tile at (m0, n0) of which mr×nr elements are real: missing rows and
  * columns reuse the last real one (valid memory, results discarded). With pf, also prefetches
  * the W rows KR_PREFETCH_ROWS below (a hint: never a fault past the end of W). */
-KR_INLINE void tile(const int MR, const int NR, const int VNNI, const q8gemm *g, int m0, int mr,
+KR_INLINE void tile(const int MR, const int NR, const int VNNI, const kr_q8_gemm *g, int m0, int mr,
                     int n0, int nr, int pf) {
     const size_t kp = (size_t)g->kp;
     const uint8_t *a[8];
@@ -300,7 +290,7 @@ KR_INLINE void tile(const int MR, const int NR, const int VNNI, const q8gemm *g,
 
 /* Every row tile of A against W rows [nb, ne). The first row tile brings the W block in
  * from memory (and prefetches); the others find it in L2. */
-KR_INLINE void block(const int VNNI, const q8gemm *g, int M, int nb, int ne) {
+KR_INLINE void block(const int VNNI, const kr_q8_gemm *g, int M, int nb, int ne) {
     if (VNNI && M > 4 && M <= 8) { /* see the file comment */
         for (int n = nb; n < ne; n += 2) tile(8, 2, VNNI, g, 0, M, n, ne - n < 2 ? ne - n : 2, 1);
         return;
@@ -325,16 +315,8 @@ KR_INLINE void block(const int VNNI, const q8gemm *g, int M, int nb, int ne) {
 }
 
 /* Separate non-inlined instances so each inner loop is compiled for one instruction. */
-static void block_vnni(const q8gemm *g, int M, int nb, int ne) { block(1, g, M, nb, ne); }
-static void block_madd(const q8gemm *g, int M, int nb, int ne) { block(0, g, M, nb, ne); }
-
-/* W rows per block: ~192 KB (as gemm_avx512.c), so a block stays in L2 while every row tile
- * passes; a multiple of the split unit. */
-static int block_cols(int kp) {
-    int nb = kp > 0 ? 192 * 1024 / kp : KR_GEMM_NUNIT;
-    nb = nb / KR_GEMM_NUNIT * KR_GEMM_NUNIT;
-    return nb < KR_GEMM_NUNIT ? KR_GEMM_NUNIT : nb;
-}
+static void block_vnni(const kr_q8_gemm *g, int M, int nb, int ne) { block(1, g, M, nb, ne); }
+static void block_madd(const kr_q8_gemm *g, int M, int nb, int ne) { block(0, g, M, nb, ne); }
 
 /* ---- Panel path (VPDPBUSD, M >= KR_Q8_PANEL_MIN_M). The row-dot tiles above end every 4×4
  * tile with a 16-way reduction and a permuting epilogue, ~50 vector ops per 128 VPDPBUSD at
@@ -350,7 +332,9 @@ static int block_cols(int kp) {
  * 368-396 at 128, 375-427 at 1330. */
 enum { KR_Q8_PANEL_MIN_M = 64, KR_Q8_PANEL_MR = 8, KR_Q8_PANEL_NV = 3 };
 
-static size_t panel_scratch_bytes(int kp) { return (size_t)block_cols(kp) * (size_t)kp; }
+static size_t panel_scratch_bytes(int kp) {
+    return (size_t)kr_q8_block_cols(kp, KR_GEMM_NUNIT) * (size_t)kp;
+}
 
 void kr_qgemm_int8_avx512_reserve(int M, const kr_qmat *w) {
     if (M >= KR_Q8_PANEL_MIN_M && w->kp > 0 && kr_cpu_has_avx512_vnni())
@@ -366,8 +350,8 @@ static void pack_panels(const int8_t *wq, size_t kp, int nb, int ne, int8_t *dst
 
 /* Rows m0 .. m0 + mr (mr <= 8; rows past mr repeat the last, computed and not stored) × the NV
  * panels at pw, whose first column is n0 and of which ncols columns are real. */
-KR_INLINE void panel_tile(const int NV, const q8gemm *g, const int8_t *pw, int m0, int mr, int n0,
-                          int ncols) {
+KR_INLINE void panel_tile(const int NV, const kr_q8_gemm *g, const int8_t *pw, int m0, int mr,
+                          int n0, int ncols) {
     const size_t kp = (size_t)g->kp, pstride = 16 * kp;
     const uint8_t *a[KR_Q8_PANEL_MR];
 #pragma GCC unroll 8
@@ -412,8 +396,8 @@ KR_INLINE void panel_tile(const int NV, const q8gemm *g, const int8_t *pw, int m
 }
 
 /* Columns [n0, n1) on the panel path; 0 when its buffer cannot be had. */
-static int gemm_panels(int M, const q8gemm *g, int n0, int n1) {
-    const int nb_cols = block_cols(g->kp);
+static int gemm_panels(int M, const kr_q8_gemm *g, int n0, int n1) {
+    const int nb_cols = kr_q8_block_cols(g->kp, KR_GEMM_NUNIT);
     int8_t *pw = kr_thread_scratch(KR_SCRATCH_QGEMM_PANELS, panel_scratch_bytes(g->kp));
     if (!pw) return 0;
     const size_t pstride = 16 * (size_t)g->kp;
@@ -440,12 +424,10 @@ void kr_qgemm_int8_avx512_impl(int M, const kr_qmat *w, const uint8_t *aq, const
                                const int32_t *azero, const float *bias, float *C, int ldc, int ith,
                                int nth, int use_vnni) {
     int n0, n1;
-    kr_gemm_split(w->n, ith, nth, &n0, &n1);
-    if (n0 >= n1 || M <= 0) return;
-    q8gemm g = { aq, (const int8_t *)w->data, w->kp, ascale, w->scale, bias, azero, w->row_sum, C,
-                 ldc };
+    kr_q8_gemm g;
+    if (!kr_q8_gemm_start(M, w, aq, ascale, azero, bias, C, ldc, ith, nth, &g, &n0, &n1)) return;
     if (use_vnni && M >= KR_Q8_PANEL_MIN_M && gemm_panels(M, &g, n0, n1)) return;
-    int nb_cols = block_cols(w->kp);
+    int nb_cols = kr_q8_block_cols(w->kp, KR_GEMM_NUNIT);
     for (int nb = n0; nb < n1; nb += nb_cols) {
         int ne = nb + nb_cols < n1 ? nb + nb_cols : n1;
         if (use_vnni)

@@ -63,6 +63,42 @@ void kr_qgemm_int8_avx512_impl(int M, const kr_qmat *w, const uint8_t *aq, const
                                int nth, int use_vnni);
 #endif
 
+#if defined(__x86_64__)
+#include "kernels/kernels_internal.h"
+
+/* The operands of one W8A8 GEMM call as the x86 tiles read them. */
+typedef struct kr_q8_gemm {
+    const uint8_t *aq;
+    const int8_t *wq;
+    int kp;
+    const float *ascale, *wscale, *bias;
+    const int32_t *azero, *rsum;
+    float *C;
+    int ldc;
+} kr_q8_gemm;
+
+/* The start of kr_qgemm_int8_*: this thread's W rows [*n0, *n1) and the call's operands in
+ * *g; 0 when the thread has no rows (or M none). */
+static inline int kr_q8_gemm_start(int M, const kr_qmat *w, const uint8_t *aq, const float *ascale,
+                                   const int32_t *azero, const float *bias, float *C, int ldc,
+                                   int ith, int nth, kr_q8_gemm *g, int *n0, int *n1) {
+    kr_gemm_split(w->n, ith, nth, n0, n1);
+    if (*n0 >= *n1 || M <= 0) return 0;
+    *g = (kr_q8_gemm){
+        aq, (const int8_t *)w->data, w->kp, ascale, w->scale, bias, azero, w->row_sum, C, ldc
+    };
+    return 1;
+}
+
+/* W rows per block when W is read in place: ~192 KB, reused from L2 across all row tiles
+ * (see qgemm_int8_avx512.c); a multiple of the split unit. empty: the rows when kp is 0. */
+static inline int kr_q8_block_cols(int kp, int empty) {
+    int nb_cols = kp > 0 ? 192 * 1024 / kp : empty;
+    nb_cols = nb_cols / KR_GEMM_NUNIT * KR_GEMM_NUNIT;
+    return nb_cols < KR_GEMM_NUNIT ? KR_GEMM_NUNIT : nb_cols;
+}
+#endif
+
 #if defined(__AVX512F__)
 #include "kernels/simd_avx512.h"
 

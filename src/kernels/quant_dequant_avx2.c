@@ -1,50 +1,31 @@
 /*
  * kernels/quant_dequant_avx2 — dequantiser with AVX2 + F16C, bit-identical to the scalar one
- * (quant_dequant_scalar.c defines the values). Loads never need masks: rows are padded to kp
- * (a multiple of 32), so every 8- or 16-element block that starts before k lies in the row;
- * only stores past k are masked.
+ * (quant_dequant_scalar.c defines the values): the block decoders of quant_dequant_body.h at
+ * 8 lanes, and the q4 rows.
  */
 #include "kernels/quant.h"
-#include "kernels/quant_dequant_internal.h"
 
 #if defined(__x86_64__)
-#include "kernels/simd_avx2.h"
+#define KR_WIDTH_AVX2
+#include "kernels/simd_width.h"
 
-#include <math.h>
 #include <string.h>
 
-/* Elements j .. k - 1 of v (j < k). The caller checks j < k before it loads, since a block
- * starting at k may lie past the end of the last row. */
-KR_INLINE void store_tail(float *o, int j, int k, __m256 v) { kr_store8(o + j, v, k - j); }
-
-KR_INLINE __m256 bf16_8(const uint16_t *src) {
+KR_INLINE __m256 qd_bf16(const uint16_t *src) {
     __m128i h = _mm_loadu_si128((const __m128i *)src);
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
 
-static void row_bf16(const uint16_t *src, int k, float *o) {
-    int j = 0;
-    for (; j + 8 <= k; j += 8) _mm256_storeu_ps(o + j, bf16_8(src + j));
-    if (j < k) store_tail(o, j, k, bf16_8(src + j));
-}
-
-KR_INLINE __m256 int8_8(const int8_t *src, __m256 sv) {
+KR_INLINE __m256 qd_int8(const int8_t *src, __m256 sv) {
     __m128i b = _mm_loadl_epi64((const __m128i *)src);
     return _mm256_mul_ps(sv, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b)));
-}
-
-static void row_int8(const int8_t *src, int k, float s, float *o) {
-    __m256 sv = _mm256_set1_ps(s);
-    int j = 0;
-    for (; j + 8 <= k; j += 8) _mm256_storeu_ps(o + j, int8_8(src + j, sv));
-    if (j < k) store_tail(o, j, k, int8_8(src + j, sv));
 }
 
 /* 8 e4m3 bytes → value · s1 (· s2 unless fused). Sign-extended, (x << 7) has the sign in
  * bits 15 and 14 and the magnitude in 7..13; clearing bit 14 leaves the f16 with the same
  * bits moved up 7, i.e. the value / 256, which F16C widens exactly. NaN bytes (0x7F / 0xFF)
  * get kr_e4m3_to_f32's fixed NaN: the byte's sign over 0x7FC00000. */
-KR_INLINE __m256 fp8_8(const uint8_t *src, __m256 s1, __m256 s2, int fused, int check_nan) {
+KR_INLINE __m256 qd_fp8(const uint8_t *src, __m256 s1, __m256 s2, int fused, int check_nan) {
     __m128i b = _mm_loadl_epi64((const __m128i *)src);
     __m128i x = _mm_slli_epi16(_mm_cvtepi8_epi16(b), 7);
     __m256 v = _mm256_mul_ps(_mm256_cvtph_ps(_mm_and_si128(x, _mm_set1_epi16((short)0xBF80))), s1);
@@ -62,21 +43,11 @@ KR_INLINE __m256 fp8_8(const uint8_t *src, __m256 s1, __m256 s2, int fused, int 
     return v;
 }
 
-static void row_fp8(const uint8_t *src, int k, float s, float *o) {
-    /* See quant_dequant_avx512.c: f · (256 · s) equals (f · 256) · s unless 256 · s overflows. */
-    int fused = !(isfinite(s) && !isfinite(s * 256.0f));
-    __m256 s1 = _mm256_set1_ps(fused ? s * 256.0f : 256.0f), s2 = _mm256_set1_ps(s);
+/* Whether any of the 32 bytes at src is an e4m3 NaN. */
+KR_INLINE int qd_fp8_has_nan(const uint8_t *src) {
     const __m256i m7f = _mm256_set1_epi8(0x7F);
-    int j = 0;
-    for (; j + 32 <= k; j += 32) {
-        __m256i x = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(src + j)), m7f);
-        int nan = _mm256_movemask_epi8(_mm256_cmpeq_epi8(x, m7f)) != 0;
-#pragma GCC unroll 4
-        for (int i = 0; i < 32; i += 8)
-            _mm256_storeu_ps(o + j + i, fp8_8(src + j + i, s1, s2, fused, nan));
-    }
-    for (; j + 8 <= k; j += 8) _mm256_storeu_ps(o + j, fp8_8(src + j, s1, s2, fused, 1));
-    if (j < k) store_tail(o, j, k, fp8_8(src + j, s1, s2, fused, 1));
+    __m256i x = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)src), m7f);
+    return _mm256_movemask_epi8(_mm256_cmpeq_epi8(x, m7f)) != 0;
 }
 
 /* One 32-element run (16 bytes): element i < 16 in the low nibble of byte i, element 16 + i
@@ -87,7 +58,7 @@ KR_INLINE void q4_8(__m256i q, __m256 sv, __m256 zv, float *o, int j, int k) {
     if (j + 8 <= k)
         _mm256_storeu_ps(o + j, v);
     else if (j < k)
-        store_tail(o, j, k, v);
+        VW_STOREN(o + j, k - j, v);
 }
 
 KR_INLINE void run32(const uint8_t *src, __m256 sv, __m256 zv, float *o, int j0, int k) {
@@ -111,9 +82,5 @@ static void row_q4(const uint8_t *src, int k, int group, const uint16_t *gs, con
     }
 }
 
-static const kr_dequant_row_fns k_rows = { row_bf16, row_int8, row_fp8, row_q4 };
-
-void kr_dequant_rows_avx2(const kr_qmat *w, int r0, int r1, float *out, int ldo) {
-    kr_dequant_rows_with(&k_rows, w, r0, r1, out, ldo);
-}
+#include "kernels/quant_dequant_body.h"
 #endif

@@ -1,48 +1,27 @@
 /*
  * kernels/quant_dequant_avx512 — dequantiser with AVX-512, bit-identical to the scalar one
- * (quant_dequant_scalar.c defines the values).
+ * (quant_dequant_scalar.c defines the values): the block decoders of quant_dequant_body.h at
+ * 16 lanes, and the q4 rows by table lookup.
  *
  * It runs on the M = 1 decode path right before the GEMM reads the rows back from L1/L2, so
- * it has to cost little more than streaming the packed bytes in. Loads never need masks:
- * rows are padded to kp (a multiple of 32), so a whole 16- or 32-element block before kp is
- * always inside the row; only stores past k are masked.
+ * it has to cost little more than streaming the packed bytes in.
  */
 #include "kernels/quant.h"
-#include "kernels/quant_dequant_internal.h"
 
 #if defined(__x86_64__)
-#include "kernels/simd_avx512.h"
+#define KR_WIDTH_AVX512
+#include "kernels/simd_width.h"
 
-#include <math.h>
 #include <string.h>
 
-/* Elements j .. k - 1 of v (j < k). The caller checks j < k before it loads, since a block
- * starting at k may lie past the end of the last row. */
-KR_INLINE void store_tail(float *o, int j, int k, __m512 v) {
-    _mm512_mask_storeu_ps(o + j, kr_mask16(k - j), v);
-}
-
-KR_INLINE __m512 bf16_16(const uint16_t *src) {
+KR_INLINE __m512 qd_bf16(const uint16_t *src) {
     __m256i h = _mm256_loadu_si256((const __m256i *)src);
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
-static void row_bf16(const uint16_t *src, int k, float *o) {
-    int j = 0;
-    for (; j + 16 <= k; j += 16) _mm512_storeu_ps(o + j, bf16_16(src + j));
-    if (j < k) store_tail(o, j, k, bf16_16(src + j));
-}
-
-KR_INLINE __m512 int8_16(const int8_t *src, __m512 sv) {
+KR_INLINE __m512 qd_int8(const int8_t *src, __m512 sv) {
     __m128i b = _mm_loadu_si128((const __m128i *)src);
     return _mm512_mul_ps(sv, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b)));
-}
-
-static void row_int8(const int8_t *src, int k, float s, float *o) {
-    __m512 sv = _mm512_set1_ps(s);
-    int j = 0;
-    for (; j + 16 <= k; j += 16) _mm512_storeu_ps(o + j, int8_16(src + j, sv));
-    if (j < k) store_tail(o, j, k, int8_16(src + j, sv));
 }
 
 /* 16 e4m3 bytes → the f16s with the same bits moved up 7 (value / 256), widened exactly. With
@@ -63,7 +42,7 @@ KR_INLINE __m512 fix_nan(__m512 v, __m128i b) {
     return _mm512_mask_mov_ps(v, nan, _mm512_castsi512_ps(q));
 }
 
-KR_INLINE __m512 fp8_16(const uint8_t *src, __m512 s1, __m512 s2, int fused, int check_nan) {
+KR_INLINE __m512 qd_fp8(const uint8_t *src, __m512 s1, __m512 s2, int fused, int check_nan) {
     __m128i b = _mm_loadu_si128((const __m128i *)src);
     __m512 v = _mm512_mul_ps(e4m3_div256(b), s1);
     if (!fused) v = _mm512_mul_ps(v, s2);
@@ -71,25 +50,10 @@ KR_INLINE __m512 fp8_16(const uint8_t *src, __m512 s1, __m512 s2, int fused, int
     return v;
 }
 
-static void row_fp8(const uint8_t *src, int k, float s, float *o) {
-    /* (f · 256) · s is one rounding of the exact product, and so is f · (256 · s) whenever
-     * 256 · s is itself exact, i.e. unless a finite s overflows when scaled; only then are
-     * the two multiplies kept. */
-    int fused = !(isfinite(s) && !isfinite(s * 256.0f));
-    __m512 s1 = _mm512_set1_ps(fused ? s * 256.0f : 256.0f), s2 = _mm512_set1_ps(s);
-    /* NaN bytes never come out of kr_qmat_quantize: look for them once per 64 bytes and take
-     * the fix-up path only where there is one. */
+/* Whether any of the 64 bytes at src is an e4m3 NaN. */
+KR_INLINE int qd_fp8_has_nan(const uint8_t *src) {
     const __m512i m7f = _mm512_set1_epi8(0x7F);
-    int j = 0;
-    for (; j + 64 <= k; j += 64) {
-        __m512i x = _mm512_loadu_si512(src + j);
-        int nan = _mm512_cmpeq_epi8_mask(_mm512_and_si512(x, m7f), m7f) != 0;
-#pragma GCC unroll 4
-        for (int i = 0; i < 64; i += 16)
-            _mm512_storeu_ps(o + j + i, fp8_16(src + j + i, s1, s2, fused, nan));
-    }
-    for (; j + 16 <= k; j += 16) _mm512_storeu_ps(o + j, fp8_16(src + j, s1, s2, fused, 1));
-    if (j < k) store_tail(o, j, k, fp8_16(src + j, s1, s2, fused, 1));
+    return _mm512_cmpeq_epi8_mask(_mm512_and_si512(_mm512_loadu_si512(src), m7f), m7f) != 0;
 }
 
 /* A run of 32 elements (16 bytes): low nibbles are elements 0..15, high nibbles 16..31.
@@ -105,8 +69,8 @@ KR_INLINE void run32(const uint8_t *src, __m512 lut, float *o, int j0, int k) {
         _mm512_storeu_ps(o + j0, lo);
         _mm512_storeu_ps(o + j0 + 16, hi);
     } else {
-        store_tail(o, j0, k, lo); /* j0 < k: the caller only passes runs that start before k */
-        if (j0 + 16 < k) store_tail(o, j0 + 16, k, hi);
+        VW_STOREN(o + j0, k - j0, lo); /* j0 < k: the caller only passes runs that start before k */
+        if (j0 + 16 < k) VW_STOREN(o + j0 + 16, k - (j0 + 16), hi);
     }
 }
 
@@ -131,9 +95,5 @@ static void row_q4(const uint8_t *src, int k, int group, const uint16_t *gs, con
     }
 }
 
-static const kr_dequant_row_fns k_rows = { row_bf16, row_int8, row_fp8, row_q4 };
-
-void kr_dequant_rows_avx512(const kr_qmat *w, int r0, int r1, float *out, int ldo) {
-    kr_dequant_rows_with(&k_rows, w, r0, r1, out, ldo);
-}
+#include "kernels/quant_dequant_body.h"
 #endif
